@@ -1,0 +1,1 @@
+//! placeholder: action (being written)

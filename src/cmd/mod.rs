@@ -1,0 +1,108 @@
+//! Command implementations for the binary: glue between parsed CLI arguments and the library.
+//! `anyhow` is allowed here (the binary's edge) and nowhere in the library.
+//!
+//! Owns: store selection, exit-code mapping, printing. Must not touch: engine internals.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+use cronsole::cli::{Cli, Command};
+use cronsole::store::{Store, StoreError};
+
+mod gate_cmds;
+mod run;
+mod schedule_cmds;
+mod store_cmds;
+mod validate;
+
+/// An error caused by what the user gave us: exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// `bail!`-like helper for bad input.
+pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(BadInput(msg.into()))
+}
+
+/// 2 for bad input (ours or a store that says so), 1 for everything else.
+pub fn exit_code_for(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<BadInput>() {
+            return 2;
+        }
+        if let Some(se) = cause.downcast_ref::<StoreError>() {
+            return if se.is_bad_input() { 2 } else { 1 };
+        }
+        if cause.is::<cronsole::config::ConfigErrors>() {
+            return 2;
+        }
+    }
+    1
+}
+
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match &cli.command {
+        None => run::default_mode(&cli),
+        Some(Command::Run) => run::headless(&cli),
+        Some(Command::Console(a)) => run::console(&cli, a.attach),
+        Some(Command::Validate(a)) => validate::validate(&a.file),
+        Some(Command::Next(a)) => schedule_cmds::next(a),
+        Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
+        Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a.json),
+        Some(Command::History(a)) => store_cmds::history(&cli, a),
+        Some(Command::Pause(a)) => store_cmds::pause(&cli, &a.name, true),
+        Some(Command::Resume(a)) => store_cmds::pause(&cli, &a.name, false),
+        Some(Command::Trigger(a)) => store_cmds::trigger(&cli, &a.name),
+        Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
+        Some(Command::Probe(a)) => gate_cmds::probe(a),
+        Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
+    }
+}
+
+/// The jobs file named by `--jobs`, or `jobs.yaml` in the current directory if it exists.
+pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
+    cli.jobs.clone().or_else(|| {
+        let p = PathBuf::from("jobs.yaml");
+        p.exists().then_some(p)
+    })
+}
+
+/// Store selection (SPEC §13.2): `--store`, else `CRONSOLE_STORE` (clap reads it into
+/// `--store`), else `.cronsole/` beside the jobs file, else `.cronsole/` here.
+pub fn store_location(cli: &Cli, jobs: Option<&Path>) -> String {
+    if let Some(s) = &cli.store {
+        return s.clone();
+    }
+    let dir = jobs
+        .and_then(|p| p.parent())
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .unwrap_or(Path::new("."));
+    dir.join(".cronsole").to_string_lossy().into_owned()
+}
+
+/// Open the store named by `location` (a directory, or a `postgres://` URL).
+pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
+    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        return Err(bad_input(format!(
+            "the PostgreSQL store is not built yet; use a directory for --store (got {location})"
+        )));
+    }
+    let store = cronsole::store::file::FileStore::open(Path::new(location))?;
+    Ok(Arc::new(store))
+}

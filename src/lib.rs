@@ -1,0 +1,22 @@
+//! cronsole: a scheduler engine for LLM-agent jobs, shell commands and change monitors, and a
+//! ratatui operations console over it. See README.md and SPEC.md; each module's `//!` doc says
+//! what it owns and what it must not touch. The engine never imports the UI.
+
+pub mod action;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod cost;
+pub mod deliver;
+pub mod engine;
+pub mod gate;
+pub mod headless;
+pub mod model;
+pub mod proc;
+pub mod schedule;
+pub mod snapshot;
+pub mod store;
+pub mod tui;
+
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -1,0 +1,524 @@
+//! The shared vocabulary of cronsole: job definitions as validated from the jobs file, the
+//! per-job runtime record the store keeps, run statuses and the history row (SPEC §1, §2, §4).
+//!
+//! Owns: plain data types and their serde forms (the JSON field names here are the contract for
+//! `--json` output and for the file store). Must not touch: I/O, clocks, the store, the UI. Every
+//! other module speaks in these types, so keep them free of behaviour beyond small helpers.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::schedule::ScheduleSpec;
+
+/// Result of one tick for one job (SPEC §4). Exactly one per history row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Skipped,
+    NoChange,
+    Missed,
+    Abandoned,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Succeeded,
+        Status::Failed,
+        Status::Skipped,
+        Status::NoChange,
+        Status::Missed,
+        Status::Abandoned,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+            Status::NoChange => "no_change",
+            Status::Missed => "missed",
+            Status::Abandoned => "abandoned",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a run happened (SPEC §4 `trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Schedule,
+    Manual,
+    Recovery,
+    Immediate,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+            Trigger::Recovery => "recovery",
+            Trigger::Immediate => "immediate",
+        }
+    }
+}
+
+/// One history row (SPEC §4). Field names are the JSON contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRow {
+    pub run_id: Uuid,
+    pub job: String,
+    pub status: Status,
+    /// The slot this row stands for (UTC), null for a manual run.
+    pub slot: Option<DateTime<Utc>>,
+    /// For rows standing for several slots (`missed`, overlap `skipped`): the last slot of the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_end: Option<DateTime<Utc>>,
+    pub trigger: Trigger,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    pub attempts: u32,
+    pub owner: String,
+    pub reason: Option<String>,
+    pub error: Option<String>,
+    pub result: Option<String>,
+    pub diff: Option<String>,
+    pub model: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub delivered: bool,
+    pub delivery_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_count: Option<u64>,
+    /// Set when the run completed after its lease had been taken over (SPEC §6).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stale_lease: bool,
+    /// Spend is known to be incomplete for this row (unpriced model, or no usage in the reply).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unpriced: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl HistoryRow {
+    /// A bare row with every optional field empty; callers fill in what they know.
+    pub fn new(
+        job: &str,
+        status: Status,
+        trigger: Trigger,
+        slot: Option<DateTime<Utc>>,
+        owner: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        HistoryRow {
+            run_id: Uuid::new_v4(),
+            job: job.to_string(),
+            status,
+            slot,
+            slot_end: None,
+            trigger,
+            started_at: at,
+            finished_at: at,
+            duration_ms: 0,
+            attempts: 0,
+            owner: owner.to_string(),
+            reason: None,
+            error: None,
+            result: None,
+            diff: None,
+            model: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            delivered: false,
+            delivery_error: None,
+            slots_count: None,
+            stale_lease: false,
+            unpriced: false,
+        }
+    }
+}
+
+/// Maximum characters of a run's result kept in history (SPEC §4).
+pub const RESULT_MAX_CHARS: usize = 8000;
+/// Cap of the serialised per-job state (SPEC §9.3).
+pub const STATE_MAX_BYTES: usize = 16 * 1024;
+
+/// What a job does when it runs (exactly one of `agent` or `command`, SPEC §2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    Agent {
+        agent: String,
+        message: String,
+    },
+    Command {
+        command: String,
+        timeout_seconds: f64,
+    },
+}
+
+/// Where a monitor reads its source from (SPEC §9.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MonitorSource {
+    Command { command: String },
+    Url { url: String, allow_private: bool },
+}
+
+/// The optional gate in front of the action (`monitor` and `pre_run` are exclusive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Gate {
+    Monitor { source: MonitorSource },
+    PreRun { command: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnMissingContext {
+    #[default]
+    Run,
+    Skip,
+}
+
+/// A validated job definition (SPEC §2.1) with defaults already applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobDef {
+    pub name: String,
+    pub schedule: ScheduleSpec,
+    /// The schedule as the operator wrote it (for display).
+    pub schedule_text: String,
+    /// IANA zone for cron and naive `at`/`until` times.
+    pub tz: String,
+    pub action: Action,
+    pub gate: Option<Gate>,
+    pub context_from: Vec<String>,
+    pub context_max_chars: usize,
+    pub on_missing_context: OnMissingContext,
+    pub misfire_grace_seconds: Option<f64>,
+    /// `once: true` is stored as `max_runs: Some(1)`.
+    pub max_runs: Option<u64>,
+    pub until: Option<DateTime<Utc>>,
+    pub run_immediately: bool,
+    pub timeout_seconds: f64,
+    pub max_retries: u32,
+    pub lease_seconds: f64,
+    pub max_cost_usd: Option<f64>,
+    pub deliver: Vec<String>,
+    pub alert_after_failures: u32,
+    pub enabled: bool,
+}
+
+impl JobDef {
+    /// A one-shot job: `once`/`max_runs: 1`, or an `at` schedule (SPEC §6 recovery table).
+    pub fn is_one_shot(&self) -> bool {
+        self.max_runs == Some(1) || self.schedule.is_at()
+    }
+
+    pub fn agent_name(&self) -> Option<&str> {
+        match &self.action {
+            Action::Agent { agent, .. } => Some(agent),
+            Action::Command { .. } => None,
+        }
+    }
+}
+
+/// LLM provider wire format (SPEC §10.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Openai,
+    Anthropic,
+}
+
+/// An `agents:` entry. Holds the *name* of the key's env var, never the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentDef {
+    pub name: String,
+    pub provider: Provider,
+    pub base_url: String,
+    pub api_key_env: String,
+    pub model: String,
+    pub instructions: String,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    #[default]
+    Json,
+    Slack,
+    Discord,
+}
+
+/// A `delivery:` sink (SPEC §12.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SinkDef {
+    Webhook {
+        name: String,
+        url: String,
+        format: WebhookFormat,
+    },
+    File {
+        name: String,
+        path: String,
+    },
+}
+
+impl SinkDef {
+    pub fn name(&self) -> &str {
+        match self {
+            SinkDef::Webhook { name, .. } | SinkDef::File { name, .. } => name,
+        }
+    }
+}
+
+/// Budget period with UTC boundaries (SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetPeriod {
+    #[default]
+    Day,
+    Week,
+    Month,
+    Total,
+}
+
+impl BudgetPeriod {
+    /// Key of the UTC period containing `now`, e.g. `day:2026-11-29`, `week:2026-W48`,
+    /// `month:2026-11`, `total`. Spend recorded under another key belongs to an older period.
+    pub fn key(self, now: DateTime<Utc>) -> String {
+        use chrono::Datelike;
+        match self {
+            BudgetPeriod::Day => format!("day:{}", now.format("%Y-%m-%d")),
+            BudgetPeriod::Week => {
+                let w = now.iso_week();
+                format!("week:{}-W{:02}", w.year(), w.week())
+            }
+            BudgetPeriod::Month => format!("month:{}", now.format("%Y-%m")),
+            BudgetPeriod::Total => "total".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub max_cost_usd: f64,
+    pub period: BudgetPeriod,
+}
+
+/// USD per 1M tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// Everything in the jobs file that is not a job: shared by every owner through the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Settings {
+    /// `None` = `budget: null` (disabled). The jobs-file default is $1.00/day.
+    pub budget: Option<Budget>,
+    /// Period used for per-job `max_cost_usd` when the global budget is disabled too.
+    #[serde(default)]
+    pub period: BudgetPeriod,
+    pub pricing: BTreeMap<String, Price>,
+    pub agents: BTreeMap<String, AgentDef>,
+    pub delivery: BTreeMap<String, SinkDef>,
+}
+
+/// A whole validated jobs file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct JobsFile {
+    pub settings: Settings,
+    pub jobs: Vec<JobDef>,
+}
+
+/// Monitor watermark kept in the job state (never shown to the model).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorState {
+    /// Hex SHA-256 of the last good probe output.
+    pub hash: String,
+    /// First ≤ 2048 bytes of that output, cut on a UTF-8 boundary.
+    pub preview: String,
+    /// True when the output was longer than the preview.
+    pub truncated: bool,
+}
+
+/// Incident tracking for "alert once" (SPEC §12.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct IncidentState {
+    pub consecutive_failures: u32,
+    /// Signature of the incident an alert was delivered for.
+    pub alerted_signature: Option<String>,
+}
+
+/// Per-job state persisted in the store, capped at [`STATE_MAX_BYTES`] serialised (SPEC §9.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct JobState {
+    #[serde(default)]
+    pub notepad: BTreeMap<String, String>,
+    #[serde(default)]
+    pub monitor: Option<MonitorState>,
+    #[serde(default)]
+    pub incident: IncidentState,
+}
+
+/// A claim held on a job (SPEC §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    /// The fencing token: a renewal or completion with another run_id does not touch the job.
+    pub run_id: Uuid,
+    pub slot: Option<DateTime<Utc>>,
+    pub trigger: Trigger,
+    pub claimed_at: DateTime<Utc>,
+    pub lease_until: DateTime<Utc>,
+    pub last_renewed: DateTime<Utc>,
+    /// This claim retires the job when it completes (one-shot, `max_runs` reached, `until` passed).
+    pub spends_job: bool,
+}
+
+/// Counters kept per job so stats never need a history scan (SPEC §11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct JobCounters {
+    pub by_status: BTreeMap<Status, u64>,
+    pub total_cost_usd: f64,
+    pub runtime_ms: u64,
+    /// Key of the budget period `period_cost_usd` belongs to (e.g. "day:2026-11-29").
+    pub period_key: String,
+    pub period_cost_usd: f64,
+    /// Some spend of this job is unknown (unpriced model or missing usage).
+    pub cost_incomplete: bool,
+}
+
+/// The runtime side of a job, owned by the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRuntime {
+    pub created_at: DateTime<Utc>,
+    /// Anchor of an `every` grid; also the resolved instant of an `in 10m` schedule.
+    pub anchor: DateTime<Utc>,
+    /// The next slot this job will fire for, `None` when retired or out of slots.
+    pub next_slot: Option<DateTime<Utc>>,
+    /// The last slot that was claimed (run or abandoned).
+    pub last_slot: Option<DateTime<Utc>>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub last_status: Option<Status>,
+    /// Completed runs that count toward `max_runs` (not `missed`, not overlap `skipped`).
+    pub runs: u64,
+    pub paused: bool,
+    pub retired: bool,
+    pub retired_reason: Option<String>,
+    pub lease: Option<Lease>,
+    /// A manual trigger waiting to be claimed.
+    pub trigger_requested_at: Option<DateTime<Utc>>,
+    /// Set after a 429 with Retry-After: no slot fires before this instant.
+    pub hold_until: Option<DateTime<Utc>>,
+    /// This job's run already abandoned once and is being re-offered (one-shot recovery).
+    pub recovery_pending: bool,
+    /// The latest `succeeded` result, for `context_from` (≤ RESULT_MAX_CHARS).
+    pub last_success_result: Option<String>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub counters: JobCounters,
+    pub state: JobState,
+}
+
+/// A job as the store holds it: definition + runtime.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub def: JobDef,
+    pub rt: JobRuntime,
+}
+
+impl JobRecord {
+    /// One word for the job's state in tables: running, paused, retired, held, idle.
+    pub fn state_word(&self, now: DateTime<Utc>) -> &'static str {
+        if self.rt.retired {
+            "retired"
+        } else if self.rt.lease.is_some() {
+            "running"
+        } else if self.rt.paused || !self.def.enabled {
+            "paused"
+        } else if self.rt.hold_until.is_some_and(|h| h > now) {
+            "held"
+        } else {
+            "idle"
+        }
+    }
+}
+
+/// Cut `s` to at most `max` characters, marking the cut (SPEC §4 `result`).
+pub fn truncate_marked(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((idx, _)) => format!("{}…[truncated]", &s[..idx]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trips_through_its_json_name() {
+        for st in Status::ALL {
+            let json = serde_json::to_string(&st).unwrap();
+            assert_eq!(json, format!("\"{}\"", st.as_str()));
+            assert_eq!(Status::parse(st.as_str()), Some(st));
+        }
+        assert_eq!(Status::parse("nope"), None);
+    }
+
+    #[test]
+    fn budget_period_keys_use_utc_boundaries() {
+        let t = DateTime::parse_from_rfc3339("2026-11-29T23:59:59-02:00")
+            .unwrap()
+            .to_utc();
+        assert_eq!(BudgetPeriod::Day.key(t), "day:2026-11-30");
+        assert_eq!(BudgetPeriod::Week.key(t), "week:2026-W49");
+        assert_eq!(BudgetPeriod::Month.key(t), "month:2026-11");
+        assert_eq!(BudgetPeriod::Total.key(t), "total");
+    }
+
+    #[test]
+    fn truncation_is_marked_and_char_safe() {
+        assert_eq!(truncate_marked("héllo", 10), "héllo");
+        assert_eq!(truncate_marked("héllo", 2), "hé…[truncated]");
+    }
+
+    #[test]
+    fn history_row_omits_empty_extras() {
+        let t = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let row = HistoryRow::new("a", Status::Missed, Trigger::Schedule, Some(t), "o", t);
+        let v: serde_json::Value = serde_json::to_value(&row).unwrap();
+        assert!(v.get("stale_lease").is_none());
+        assert!(v.get("slots_count").is_none());
+        assert_eq!(v["status"], "missed");
+        assert_eq!(v["slot"], "2026-01-01T00:00:00Z");
+    }
+}

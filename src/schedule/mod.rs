@@ -1,0 +1,286 @@
+//! Schedules: the three kinds (`every`, `cron`, `at`), the string grammar of SPEC §3.2, and the
+//! Vixie cron dialect with the DST policy of SPEC §3.3, answering "which slot comes next".
+//!
+//! Owns: parsing schedule text, slot arithmetic (`next_after` / `prev_before`, strictly monotonic
+//! in UTC), and the human description of a schedule. Must not touch: the store, clocks (every
+//! function takes the instant it reasons about), I/O.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+pub mod cron;
+pub mod grammar;
+
+pub use self::cron::CronSchedule;
+pub use self::grammar::{parse_duration, parse_schedule};
+
+/// Why a schedule was rejected. The message says what would be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(pub String);
+
+impl ScheduleError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        ScheduleError(msg.into())
+    }
+}
+
+/// A parsed schedule as stored with the job definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScheduleSpec {
+    /// Slots on the grid `anchor + k·every_seconds` (anchor kept in the job's runtime).
+    Every { every_seconds: u64 },
+    /// A 5-field Vixie cron expression (or macro) evaluated in `tz`.
+    Cron { expr: String, tz: String },
+    /// Exactly one slot.
+    At { at: DateTime<Utc> },
+    /// `in 10m`: an `at` that the store resolves to creation time + `seconds` when the job is
+    /// first stored.
+    In { seconds: u64 },
+}
+
+impl ScheduleSpec {
+    pub fn is_at(&self) -> bool {
+        matches!(self, ScheduleSpec::At { .. } | ScheduleSpec::In { .. })
+    }
+
+    pub fn is_recurring(&self) -> bool {
+        !self.is_at()
+    }
+}
+
+/// Look up an IANA zone name, with an error that says what is accepted.
+pub fn parse_tz(name: &str) -> Result<Tz, ScheduleError> {
+    name.trim().parse::<Tz>().map_err(|_| {
+        ScheduleError::new(format!(
+            "unknown time zone '{name}': use an IANA name such as UTC, Europe/Berlin or America/New_York"
+        ))
+    })
+}
+
+/// A schedule ready to answer slot questions quickly (cron expressions parsed once).
+#[derive(Debug, Clone)]
+pub enum Compiled {
+    Every {
+        every_seconds: u64,
+        anchor: DateTime<Utc>,
+    },
+    Cron(CronSchedule),
+    At(DateTime<Utc>),
+}
+
+impl Compiled {
+    /// Compile `spec`; `anchor` is the `every` grid origin, or the resolved instant of `In`.
+    pub fn new(spec: &ScheduleSpec, anchor: DateTime<Utc>) -> Result<Compiled, ScheduleError> {
+        Ok(match spec {
+            ScheduleSpec::Every { every_seconds } => {
+                if *every_seconds == 0 {
+                    return Err(ScheduleError::new("an interval must be at least 1 second"));
+                }
+                Compiled::Every {
+                    every_seconds: *every_seconds,
+                    anchor,
+                }
+            }
+            ScheduleSpec::Cron { expr, tz } => {
+                Compiled::Cron(CronSchedule::parse(expr, parse_tz(tz)?)?)
+            }
+            ScheduleSpec::At { at } => Compiled::At(*at),
+            ScheduleSpec::In { .. } => Compiled::At(anchor),
+        })
+    }
+
+    /// The first slot strictly after `t`.
+    pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Compiled::Every {
+                every_seconds,
+                anchor,
+            } => {
+                if t < *anchor {
+                    return Some(*anchor);
+                }
+                let every_ms = (*every_seconds as i64).saturating_mul(1000);
+                let since = (t - *anchor).num_milliseconds();
+                let k = since.div_euclid(every_ms) + 1;
+                Some(*anchor + chrono::Duration::milliseconds(k.saturating_mul(every_ms)))
+            }
+            Compiled::Cron(c) => c.next_after(t),
+            Compiled::At(at) => (*at > t).then_some(*at),
+        }
+    }
+
+    /// The last slot strictly before `t`.
+    pub fn prev_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Compiled::Every {
+                every_seconds,
+                anchor,
+            } => {
+                if t <= *anchor {
+                    return None;
+                }
+                let every_ms = (*every_seconds as i64).saturating_mul(1000);
+                let since = (t - *anchor).num_milliseconds();
+                // largest k with anchor + k·every < t
+                let k = (since - 1).div_euclid(every_ms);
+                Some(*anchor + chrono::Duration::milliseconds(k.saturating_mul(every_ms)))
+            }
+            Compiled::Cron(c) => c.prev_before(t),
+            Compiled::At(at) => (*at < t).then_some(*at),
+        }
+    }
+
+    /// The last slot at or before `t` (the "scheduled instant" of SPEC §5 for cron).
+    pub fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.prev_before(t + chrono::Duration::milliseconds(1))
+            .filter(|s| *s <= t)
+    }
+
+    /// Count the slots in `(after, until]` and return the first and last of them, stopping
+    /// the count at `cap` (callers use it for `slots_count` of missed/overlap rows).
+    pub fn slots_between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cap: u64,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>, u64)> {
+        let first = self.next_after(after).filter(|s| *s <= until)?;
+        if let Compiled::Every { every_seconds, .. } = self {
+            let every_ms = (*every_seconds as i64).saturating_mul(1000);
+            let n = (until - first).num_milliseconds().div_euclid(every_ms) as u64 + 1;
+            let last =
+                first + chrono::Duration::milliseconds(((n - 1) as i64).saturating_mul(every_ms));
+            return Some((first, last, n));
+        }
+        let (mut last, mut n) = (first, 1u64);
+        while n < cap {
+            match self.next_after(last).filter(|s| *s <= until) {
+                Some(s) => {
+                    last = s;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        if n == cap {
+            // Still more slots: report the last one before `until` without counting further.
+            if let Some(l) = self.latest_at_or_before(until) {
+                last = l;
+            }
+        }
+        Some((first, last, n))
+    }
+
+    /// The schedule in words, e.g. "every 5 minutes" or "at 07:00 every day (Europe/Berlin)".
+    pub fn describe(&self) -> String {
+        match self {
+            Compiled::Every { every_seconds, .. } => describe_every(*every_seconds),
+            Compiled::Cron(c) => c.describe(),
+            Compiled::At(at) => format!(
+                "once at {}",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        }
+    }
+}
+
+/// "every 5 minutes", "every 90 seconds", "every day".
+pub fn describe_every(secs: u64) -> String {
+    let unit = |n: u64, one: &str, many: &str| {
+        if n == 1 {
+            format!("every {one}")
+        } else {
+            format!("every {n} {many}")
+        }
+    };
+    if secs % 86_400 == 0 {
+        unit(secs / 86_400, "day", "days")
+    } else if secs % 3600 == 0 {
+        unit(secs / 3600, "hour", "hours")
+    } else if secs % 60 == 0 {
+        unit(secs / 60, "minute", "minutes")
+    } else {
+        unit(secs, "second", "seconds")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    #[test]
+    fn every_grid_is_anchored_and_strict() {
+        let c = Compiled::new(
+            &ScheduleSpec::Every { every_seconds: 60 },
+            t("2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.next_after(t("2025-12-31T00:00:00Z")),
+            Some(t("2026-01-01T00:00:00Z"))
+        );
+        assert_eq!(
+            c.next_after(t("2026-01-01T00:00:00Z")),
+            Some(t("2026-01-01T00:01:00Z"))
+        );
+        assert_eq!(
+            c.next_after(t("2026-01-01T00:00:59Z")),
+            Some(t("2026-01-01T00:01:00Z"))
+        );
+        assert_eq!(
+            c.prev_before(t("2026-01-01T00:01:00Z")),
+            Some(t("2026-01-01T00:00:00Z"))
+        );
+        assert_eq!(
+            c.prev_before(t("2026-01-01T00:01:01Z")),
+            Some(t("2026-01-01T00:01:00Z"))
+        );
+        assert_eq!(c.prev_before(t("2026-01-01T00:00:00Z")), None);
+        assert_eq!(
+            c.latest_at_or_before(t("2026-01-01T00:01:00Z")),
+            Some(t("2026-01-01T00:01:00Z"))
+        );
+        let (a, b, n) = c
+            .slots_between(t("2026-01-01T00:00:00Z"), t("2026-01-01T00:05:30Z"), 1000)
+            .unwrap();
+        assert_eq!(
+            (a, b, n),
+            (t("2026-01-01T00:01:00Z"), t("2026-01-01T00:05:00Z"), 5)
+        );
+    }
+
+    #[test]
+    fn at_has_exactly_one_slot() {
+        let c = Compiled::new(
+            &ScheduleSpec::At {
+                at: t("2026-01-01T09:00:00Z"),
+            },
+            t("2020-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.next_after(t("2026-01-01T08:00:00Z")),
+            Some(t("2026-01-01T09:00:00Z"))
+        );
+        assert_eq!(c.next_after(t("2026-01-01T09:00:00Z")), None);
+        assert_eq!(
+            c.prev_before(t("2026-01-01T09:00:01Z")),
+            Some(t("2026-01-01T09:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn describes_intervals() {
+        assert_eq!(describe_every(300), "every 5 minutes");
+        assert_eq!(describe_every(90), "every 90 seconds");
+        assert_eq!(describe_every(86_400), "every day");
+        assert_eq!(describe_every(7200), "every 2 hours");
+    }
+}
