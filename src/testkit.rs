@@ -1,1 +1,0 @@
-//! placeholder: testkit (being written)

@@ -1,0 +1,10 @@
+//! Test doubles shared by unit tests and `tests/` (feature `testkit`, never in release builds):
+//! a loopback HTTP server that records requests, fake OpenAI/Anthropic endpoints, and hostile
+//! servers (slow drip, huge bodies, redirects) for the URL monitor's guarantees.
+//!
+//! Owns: test servers only. Must not touch: production code paths (tests point the real reqwest
+//! clients at these servers).
+
+pub mod hostile;
+pub mod http;
+pub mod llm;
