@@ -1,1 +1,143 @@
-//! placeholder: headless (being written)
+//! The `--no-tui` front end: engine events → one line per history row on stdout (text, or JSON
+//! lines with the SPEC §4 fields), one line per delivery, notices on stderr.
+//!
+//! Owns: formatting of headless output. Must not touch: the engine's state or the store.
+
+use std::io::Write;
+
+use tokio::sync::broadcast;
+
+use crate::cli::LogFormat;
+use crate::engine::Event;
+use crate::model::HistoryRow;
+
+/// One text line for a history row: time, status, job, trigger, slot, duration, cost, reason.
+pub fn text_line(r: &HistoryRow) -> String {
+    let mut line = format!(
+        "{}  {:<9}  {}  trigger={}",
+        r.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        r.status.as_str(),
+        sanitize_line(&r.job),
+        r.trigger.as_str(),
+    );
+    if let Some(slot) = r.slot {
+        line.push_str(&format!("  slot={}", slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+    }
+    if let Some(n) = r.slots_count {
+        line.push_str(&format!("  slots={n}"));
+    }
+    line.push_str(&format!("  {}ms", r.duration_ms));
+    if r.cost_usd > 0.0 || r.model.is_some() {
+        line.push_str(&format!("  ${:.4}", r.cost_usd));
+    }
+    if r.stale_lease {
+        line.push_str("  stale_lease");
+    }
+    if let Some(reason) = &r.reason {
+        line.push_str(&format!("  reason={}", sanitize_line(reason)));
+    }
+    if let Some(err) = &r.error {
+        line.push_str(&format!("  error={}", sanitize_line(err)));
+    }
+    if let Some(e) = &r.delivery_error {
+        line.push_str(&format!("  delivery_error={}", sanitize_line(e)));
+    }
+    line
+}
+
+/// Fold text onto one printable line: control characters (incl. ESC) become spaces/escapes so
+/// output from commands, pages or models cannot drive the terminal or split a log line.
+pub fn sanitize_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(512));
+    for ch in s.chars().take(500) {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    if s.chars().nth(500).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Print events until the channel closes (the engine stopped).
+pub async fn print_events(
+    mut events: broadcast::Receiver<Event>,
+    format: LogFormat,
+    mut out: impl Write + Send,
+    mut err: impl Write + Send,
+) {
+    loop {
+        match events.recv().await {
+            Ok(Event::Row(row)) => {
+                let line = match format {
+                    LogFormat::Text => text_line(&row),
+                    LogFormat::Json => match serde_json::to_string(&row) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!(error = %e, "history row did not serialise");
+                            continue;
+                        }
+                    },
+                };
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            Ok(Event::Delivered { job, sink, text }) => {
+                let line = match format {
+                    LogFormat::Text => format!("delivered  {}  → {}: {}", sanitize_line(&job), sanitize_line(&sink), sanitize_line(&text)),
+                    LogFormat::Json => serde_json::json!({"delivery": {"job": job, "sink": sink, "text": text}}).to_string(),
+                };
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            Ok(Event::Notice(n)) => {
+                let _ = writeln!(err, "cronsole: {}", sanitize_line(&n));
+            }
+            Ok(Event::RunStarted { .. }) => {}
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                let _ = writeln!(err, "cronsole: output fell behind; {n} event(s) not printed (see `cronsole history`)");
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Status, Trigger};
+
+    #[test]
+    fn text_line_is_one_sanitised_line() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
+        let mut r = HistoryRow::new("job\x1b[31m", Status::Failed, Trigger::Schedule, Some(t), "o", t);
+        r.error = Some("boom\nsecond line\x07".into());
+        let line = text_line(&r);
+        assert!(!line.contains('\n'));
+        assert!(!line.contains('\x1b'));
+        assert!(!line.contains('\x07'));
+        assert!(line.contains("failed"));
+        assert!(line.contains("boom\\nsecond line"));
+    }
+
+    #[tokio::test]
+    async fn json_lines_carry_the_history_fields() {
+        let (tx, rx) = broadcast::channel(8);
+        let t = chrono::Utc::now();
+        tx.send(Event::Row(HistoryRow::new("a", Status::NoChange, Trigger::Manual, None, "o", t))).unwrap();
+        drop(tx);
+        let mut out = Vec::new();
+        print_events(rx, LogFormat::Json, &mut out, std::io::sink()).await;
+        let v: serde_json::Value = serde_json::from_slice(out.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        for k in ["run_id", "job", "status", "slot", "trigger", "started_at", "finished_at", "duration_ms",
+                  "attempts", "owner", "reason", "error", "result", "diff", "model", "input_tokens",
+                  "output_tokens", "cost_usd", "delivered", "delivery_error"] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+        assert_eq!(v["status"], "no_change");
+    }
+}

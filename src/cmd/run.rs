@@ -1,18 +1,237 @@
-//! The default mode, `run` (headless) and `console`. (Implementation: engine/console.)
-use std::process::ExitCode;
+//! The default mode, `run` (always headless) and `console`: load and apply the jobs file, start
+//! the engine, and drive either the console or the headless printer until quit, `--for`, or a
+//! signal. SIGINT/SIGTERM once → graceful shutdown (wait `--shutdown-grace` for in-flight runs);
+//! twice → cancel in-flight runs at once (recorded `abandoned`, reason `shutdown`).
 
-use anyhow::Result;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
 use cronsole::cli::Cli;
+use cronsole::clock::{Clock, SystemClock};
+use cronsole::config;
+use cronsole::engine::{self, EngineConfig, EngineHandle};
+use cronsole::schedule::parse_duration;
+use cronsole::store::Store;
+
+use super::{bad_input, jobs_file, open_store, store_location};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Headless,
+    Console,
+}
 
 pub fn default_mode(cli: &Cli) -> Result<ExitCode> {
-    let _ = cli;
-    todo!("engine")
+    let mode = if cli.no_tui || !std::io::stdout().is_terminal() { Mode::Headless } else { Mode::Console };
+    start(cli, mode)
 }
+
 pub fn headless(cli: &Cli) -> Result<ExitCode> {
-    let _ = cli;
-    todo!("engine")
+    start(cli, Mode::Headless)
 }
+
 pub fn console(cli: &Cli, attach: bool) -> Result<ExitCode> {
-    let _ = (cli, attach);
-    todo!("console")
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(bad_input("the console needs a terminal; use `cronsole run` (headless) instead"));
+    }
+    if attach {
+        return attach_console(cli);
+    }
+    start(cli, Mode::Console)
+}
+
+/// Parsed engine options shared by every mode.
+struct Opts {
+    run_for: Option<std::time::Duration>,
+    grace: std::time::Duration,
+}
+
+fn opts(cli: &Cli) -> Result<Opts> {
+    let run_for = match &cli.run.run_for {
+        Some(s) => Some(parse_duration(s).map_err(|e| bad_input(format!("--for {s}: {e}")))?),
+        None => None,
+    };
+    let grace = parse_duration(&cli.run.shutdown_grace)
+        .map_err(|e| bad_input(format!("--shutdown-grace {}: {e}", cli.run.shutdown_grace)))?;
+    if cli.run.max_concurrent == 0 {
+        return Err(bad_input("--max-concurrent must be at least 1"));
+    }
+    Ok(Opts { run_for, grace })
+}
+
+/// Load the jobs file (if any); every error printed, exit 2 on any.
+fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
+    let Some(path) = path else { return Ok(None) };
+    let loaded = config::load_file(path).map_err(anyhow::Error::new)?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    Ok(Some(loaded))
+}
+
+/// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal.
+fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::EnvFilter;
+    let dir = if store_location.contains("://") {
+        PathBuf::from(".cronsole").join("logs")
+    } else {
+        Path::new(store_location).join("logs")
+    };
+    if std::fs::create_dir_all(&dir).is_err() {
+        return None;
+    }
+    let appender = tracing_appender::rolling::daily(&dir, "cronsole.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ok = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(writer).try_init().is_ok();
+    ok.then_some(guard)
+}
+
+fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
+    let opts = opts(cli)?;
+    let jobs = jobs_file(cli);
+    let loaded = load_jobs(jobs.as_deref())?;
+    let location = store_location(cli, jobs.as_deref());
+    let store = open_store(&location)?;
+    let _guard = init_logging(&location);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    rt.block_on(async move {
+        if let Some(l) = &loaded {
+            let file = l.file.clone();
+            let now = clock.now();
+            let report = engine::blocking(&store, move |s| s.apply(&file, now)).await?;
+            let summary = format!(
+                "applied {}: {} created, {} updated, {} retired, {} unchanged",
+                jobs.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                report.created.len(),
+                report.updated.len(),
+                report.retired.len(),
+                report.unchanged.len()
+            );
+            tracing::info!("{summary}");
+            if mode == Mode::Headless {
+                eprintln!("cronsole: {summary}; store {}", store.location());
+            }
+        } else if mode == Mode::Headless {
+            eprintln!("cronsole: no jobs file given (--jobs FILE); running the jobs already in {}", store.location());
+        }
+        let mut cfg = EngineConfig::new(engine::new_owner_id());
+        cfg.max_concurrent = cli.run.max_concurrent;
+        cfg.shutdown_grace = opts.grace;
+        let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
+        let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
+        tracing::info!(store = %store.location(), "engine started");
+        match mode {
+            Mode::Headless => run_headless(handle, cli, opts.run_for).await,
+            Mode::Console => run_console(handle, store, clock, opts.run_for).await,
+        }
+    })
+}
+
+/// Wait for SIGINT/SIGTERM (or `--for`); first → graceful, second → hard stop.
+async fn supervise(handle: &EngineHandle, run_for: Option<std::time::Duration>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let deadline = async {
+        match run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => eprintln!("cronsole: SIGTERM: shutting down (signal again to cancel in-flight runs)"),
+        _ = int.recv() => eprintln!("cronsole: interrupt: shutting down (Ctrl-C again to cancel in-flight runs)"),
+        _ = deadline => {}
+        _ = handle.shutdown.cancelled() => {}
+    }
+    handle.shutdown.cancel();
+    let hard = handle.hard_stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("cronsole: cancelling in-flight runs now");
+        hard.cancel();
+    });
+    Ok(())
+}
+
+async fn run_headless(handle: EngineHandle, cli: &Cli, run_for: Option<std::time::Duration>) -> Result<ExitCode> {
+    let printer = tokio::spawn(cronsole::headless::print_events(
+        handle.events.subscribe(),
+        cli.run.log_format,
+        std::io::stdout(),
+        std::io::stderr(),
+    ));
+    supervise(&handle, run_for).await?;
+    let EngineHandle { join, events, .. } = handle;
+    let res = join.await.context("engine task")?;
+    drop(events);
+    let _ = printer.await;
+    res?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_console(
+    handle: EngineHandle,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    run_for: Option<std::time::Duration>,
+) -> Result<ExitCode> {
+    let deps = cronsole::tui::ConsoleDeps {
+        snapshots: handle.snapshots.clone(),
+        events: handle.events.subscribe(),
+        commands: handle.commands.clone(),
+        store,
+        clock,
+    };
+    let stop = handle.shutdown.clone();
+    if let Some(d) = run_for {
+        let s = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            s.cancel();
+        });
+    }
+    let ui = cronsole::tui::run(deps, stop.clone()).await;
+    // The terminal is restored here; finish the engine in the open.
+    handle.shutdown.cancel();
+    let in_flight = handle.snapshots.borrow().in_flight.len();
+    if in_flight > 0 {
+        eprintln!("cronsole: waiting for {in_flight} in-flight run(s) (Ctrl-C to cancel them now)");
+    }
+    let hard = handle.hard_stop.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            hard.cancel();
+        }
+    });
+    let res = handle.join.await.context("engine task")?;
+    ctrl_c.abort();
+    ui?;
+    res?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn attach_console(cli: &Cli) -> Result<ExitCode> {
+    let jobs = jobs_file(cli);
+    let location = store_location(cli, jobs.as_deref());
+    let store = open_store(&location)?;
+    let _guard = init_logging(&location);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    rt.block_on(async move {
+        let (deps, stop) = cronsole::attach::spawn(store, clock)?;
+        let res = cronsole::tui::run(deps, stop.clone()).await;
+        stop.cancel();
+        res?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
