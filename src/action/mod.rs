@@ -83,7 +83,7 @@ pub async fn retry_with_backoff<T, E, F, Fut>(
     cfg: &BackoffConfig,
     max_attempts: u32,
     mut attempt_fn: F,
-    retryable: impl Fn(&E) -> bool,
+    mut retryable: impl FnMut(&E) -> bool,
 ) -> Retried<T, E>
 where
     F: FnMut(u32) -> Fut,
