@@ -395,3 +395,89 @@ async fn transport_and_auth_failures_are_described() {
     assert!(e.to_string().contains("not JSON"), "{e}");
     assert!(e.is_retryable());
 }
+
+fn tiny_backoff() -> BackoffConfig {
+    BackoffConfig {
+        floor_secs: 0.001,
+        base: 2.0,
+        cap_secs: 0.002,
+        jitter: 0.1,
+    }
+}
+
+#[tokio::test]
+async fn run_agent_retries_prices_and_flags_silence() {
+    use cronsole::action::llm::{AgentRun, run_agent};
+    use cronsole::clock::ManualClock;
+    let clock = ManualClock::new(now());
+    let prices = PriceTable::builtin();
+    let c = client();
+
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::Status(502, "bad gateway".into()),
+            Reply::Status(503, "busy".into()),
+            Reply::ok("  NO_REPLY ", 1_000_000, 0),
+        ],
+    )
+    .await
+    .unwrap();
+    let a = agent(Provider::Openai, &fake.base_url(), "openai/gpt-4o-mini");
+    let run = AgentRun {
+        agent: &a,
+        prompt: "p",
+        timeout: Duration::from_secs(5),
+        max_attempts: 3,
+        backoff: tiny_backoff(),
+    };
+    let out = run_agent(&c, &run, &prices, &clock, &env).await;
+    assert_eq!(out.attempts, 3);
+    assert!(out.silent);
+    assert_eq!(out.hold_until, None);
+    assert_eq!(out.cost.input_tokens, 1_000_000);
+    assert!((out.cost.cost_usd - 0.15).abs() < 1e-12, "{:?}", out.cost);
+    assert_eq!(fake.request_count(), 3);
+
+    // Out of attempts: the last error is reported, nothing is priced.
+    let fake = FakeLlm::anthropic(KEY, vec![]).await.unwrap();
+    let a = agent(Provider::Anthropic, &fake.base_url(), "claude-3-haiku");
+    let run = AgentRun {
+        agent: &a,
+        max_attempts: 2,
+        ..run.clone()
+    };
+    let out = run_agent(&c, &run, &prices, &clock, &env).await;
+    assert_eq!(out.attempts, 2);
+    assert!(
+        out.result
+            .unwrap_err()
+            .to_string()
+            .contains("script exhausted")
+    );
+    assert_eq!(out.cost.cost_usd, 0.0);
+    assert!(!out.silent);
+
+    // A 429 with Retry-After stops at once and carries the hold (+60 s).
+    let fake = FakeLlm::openai(KEY, vec![Reply::RateLimited(Some("30".into()))])
+        .await
+        .unwrap();
+    let a = agent(Provider::Openai, &fake.base_url(), "gpt-4o");
+    let run = AgentRun {
+        agent: &a,
+        max_attempts: 3,
+        ..run.clone()
+    };
+    let out = run_agent(&c, &run, &prices, &clock, &env).await;
+    assert_eq!(out.attempts, 1);
+    assert_eq!(out.hold_until, Some(now() + chrono::Duration::seconds(90)));
+    assert_eq!(fake.request_count(), 1);
+
+    // A missing key is not retried and makes no request.
+    let fake = FakeLlm::openai(KEY, vec![]).await.unwrap();
+    let a = agent(Provider::Openai, &fake.base_url(), "gpt-4o");
+    let run = AgentRun { agent: &a, ..run };
+    let out = run_agent(&c, &run, &prices, &clock, &no_env).await;
+    assert_eq!(out.attempts, 1);
+    assert_eq!(fake.request_count(), 0);
+}

@@ -4,10 +4,11 @@
 //!
 //! Owns: building the request, reading the key from an injected env lookup, parsing the reply
 //! and its usage, classifying failures (timeouts, 5xx, 429 + `Retry-After`, malformed JSON),
-//! [`is_silent`], and [`http_client`] (used by LLM calls and webhooks; the URL monitor has its own
-//! hardened client). Must not touch: the store, budgets, pricing (the caller prices
-//! [`LlmReply::usage`] with `crate::cost`), retries (the caller wraps [`call`] in
-//! `action::retry_with_backoff`, using [`LlmError::is_retryable`]).
+//! [`is_silent`], [`run_agent`] (attempts + backoff + pricing of the reply, for the run
+//! pipeline), and [`http_client`] (used by LLM calls and webhooks; the URL monitor has its own
+//! hardened client). Must not touch: the store, budgets (checked by the caller before calling),
+//! the lease (the caller renews it while [`run_agent`] waits), the price table's contents
+//! (`crate::cost` owns them).
 //!
 //! Secrets: the key is read at call time, sent only in its header (marked sensitive), and every
 //! error text passes through a redactor that replaces the key with `[redacted]`, so neither
@@ -37,7 +38,9 @@ use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::cost::TokenUsage;
+use crate::action::{BackoffConfig, retry_with_backoff};
+use crate::clock::Clock;
+use crate::cost::{PriceTable, RunCost, TokenUsage, run_cost};
 use crate::model::{AgentDef, Provider};
 
 /// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold (§10.2).
@@ -286,6 +289,87 @@ pub async fn call(
         url: url_s,
         message: red.clean(&message),
     })
+}
+
+/// A whole agent action: attempts with backoff, then the reply priced.
+#[derive(Debug, Clone)]
+pub struct AgentRun<'a> {
+    pub agent: &'a AgentDef,
+    /// The assembled prompt.
+    pub prompt: &'a str,
+    /// Per-attempt bound (the job's `timeout_seconds`).
+    pub timeout: Duration,
+    /// Total attempts (the job's `max_retries`: 1 initial + retries).
+    pub max_attempts: u32,
+    pub backoff: BackoffConfig,
+}
+
+/// Everything the run pipeline needs for the history row.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// The last attempt's result.
+    pub result: Result<LlmReply, LlmError>,
+    pub attempts: u32,
+    /// Cost of the successful reply. Failed attempts cost 0: providers do not bill failed
+    /// requests (a timed-out request that the server completed anyway is not counted).
+    pub cost: RunCost,
+    /// Set on a 429 with a usable `Retry-After`: hold the job until then (already + 60 s).
+    pub hold_until: Option<DateTime<Utc>>,
+    /// The reply was `NO_REPLY`/`[SILENT]`: succeed, deliver nothing.
+    pub silent: bool,
+}
+
+/// Run the agent: up to `max_attempts` calls with [`BackoffConfig`] waits between retryable
+/// failures (tokio time), the successful reply priced with `prices`. `clock` gives wall time
+/// for each attempt (`Retry-After` dates). The caller renews its lease concurrently.
+pub async fn run_agent(
+    client: &reqwest::Client,
+    run: &AgentRun<'_>,
+    prices: &PriceTable,
+    clock: &dyn Clock,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> AgentOutcome {
+    let retried = retry_with_backoff(
+        &run.backoff,
+        run.max_attempts,
+        |_| {
+            let req = LlmCall {
+                agent: run.agent,
+                prompt: run.prompt,
+                timeout: run.timeout,
+                now: clock.now(),
+            };
+            async move { call(client, &req, env).await }
+        },
+        LlmError::is_retryable,
+    )
+    .await;
+    let (cost, hold_until, silent) = match &retried.result {
+        Ok(reply) => (
+            run_cost(prices, &reply.model, reply.usage),
+            None,
+            is_silent(&reply.text),
+        ),
+        Err(e) => (
+            RunCost {
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: 0.0,
+                unpriced: false,
+                reason: None,
+                priced_as: None,
+            },
+            e.hold_until(),
+            false,
+        ),
+    };
+    AgentOutcome {
+        result: retried.result,
+        attempts: retried.attempts,
+        cost,
+        hold_until,
+        silent,
+    }
 }
 
 /// `Retry-After` (delta-seconds or an RFC 1123 HTTP date) → the instant to retry at, capped at
