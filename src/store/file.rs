@@ -1279,3 +1279,329 @@ impl Store for FileStore {
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Status, Trigger};
+    use crate::store::logic::tests_support::def;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("cronsole-fs-{name}-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    fn jobs_file(names: &[&str]) -> JobsFile {
+        JobsFile {
+            settings: Settings::default(),
+            jobs: names.iter().map(|n| def(n)).collect(),
+        }
+    }
+
+    fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
+        s.claim_due(&ClaimRequest {
+            now: t(now),
+            owner,
+            limit,
+            in_flight: &[],
+        })
+        .unwrap()
+    }
+
+    fn finish(s: &FileStore, c: &Claim, status: Status, now: i64) -> CompleteOutcome {
+        let row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, "o", t(now));
+        s.complete(Completion {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            owner: "o".into(),
+            now: t(now),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn apply_claim_complete_survive_reopen_and_other_handles_see_changes() {
+        let dir = tmp("basic");
+        let a = FileStore::open(&dir).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        let rep = a.apply(&jobs_file(&["x", "y"]), t(1000)).unwrap();
+        assert_eq!(rep.created, vec!["x", "y"]);
+        assert_eq!(b.jobs().unwrap().len(), 2);
+        let got = claim(&b, 1000, "b", 10);
+        assert_eq!(got.claims.len(), 2);
+        assert!(
+            claim(&a, 1000, "a", 10).claims.is_empty(),
+            "already claimed"
+        );
+        let tok = a.change_token().unwrap();
+        finish(&a, &got.claims[0], Status::Succeeded, 1001);
+        assert_ne!(tok, a.change_token().unwrap());
+        drop((a, b));
+        let c = FileStore::open(&dir).unwrap();
+        let x = c.job("x").unwrap().unwrap();
+        assert_eq!(x.rt.runs, 1);
+        assert!(x.rt.lease.is_none());
+        assert!(c.job("y").unwrap().unwrap().rt.lease.is_some());
+        let h = c
+            .history(&HistoryQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].job, "x");
+        let rep = c.apply(&jobs_file(&["x"]), t(1002)).unwrap();
+        assert_eq!(rep.unchanged, vec!["x"]);
+        assert_eq!(rep.retired, vec!["y"]);
+    }
+
+    #[test]
+    fn journal_compaction_keeps_state_and_other_handles_reload() {
+        let dir = tmp("compact");
+        let a = FileStore::open(&dir).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        // Enough renewals to force several compactions (journal > 2x snapshot + 1 MiB).
+        let c = claim(&a, 0, "a", 1).claims.remove(0);
+        for i in 0..2000 {
+            a.renew("j", c.run_id, "a", t(i)).unwrap();
+        }
+        let snap = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
+        assert!(snap.starts_with("{\"cronsole\":\"snapshot\""));
+        let lease = b.job("j").unwrap().unwrap().rt.lease.unwrap();
+        assert_eq!(lease.last_renewed, t(1999));
+        drop((a, b));
+        let r = FileStore::open(&dir).unwrap();
+        assert_eq!(
+            r.job("j").unwrap().unwrap().rt.lease.unwrap().last_renewed,
+            t(1999)
+        );
+    }
+
+    #[test]
+    fn stale_journal_after_crash_between_snapshot_and_journal_is_ignored() {
+        let dir = tmp("stale");
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        {
+            let mut l = a.lock().unwrap();
+            l.compact_jobs().unwrap();
+        }
+        // Simulate: a journal of the previous generation with an older record survives.
+        let old = format!(
+            "{{\"cronsole\":\"journal\",\"generation\":0}}\n{}\n",
+            serde_json::to_string(&EntryRef {
+                job: &crate::store::logic::new_record(def("ghost"), t(0)).unwrap(),
+                mark: None
+            })
+            .unwrap()
+        );
+        std::fs::write(dir.join(JOURNAL_FILE), old).unwrap();
+        let r = FileStore::open(&dir).unwrap();
+        let names: Vec<String> = r.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
+        assert_eq!(names, vec!["j"]);
+    }
+
+    #[test]
+    fn torn_final_lines_are_cut_and_complete_garbage_is_corruption() {
+        let dir = tmp("torn");
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        let c = claim(&a, 0, "a", 1).claims.remove(0);
+        finish(&a, &c, Status::Succeeded, 1);
+        drop(a);
+        let hpath = dir.join(HISTORY_FILE);
+        let before = std::fs::read(&hpath).unwrap();
+        let mut torn = before.clone();
+        torn.extend_from_slice(b"{\"run_id\":\"abc");
+        std::fs::write(&hpath, &torn).unwrap();
+        let jpath = dir.join(JOURNAL_FILE);
+        let mut j = std::fs::read(&jpath).unwrap();
+        j.extend_from_slice(b"{\"job\":{\"def");
+        std::fs::write(&jpath, &j).unwrap();
+        let s = FileStore::open(&dir).unwrap();
+        assert_eq!(std::fs::read(&hpath).unwrap(), before, "torn row cut");
+        assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 1);
+        assert_eq!(s.job("j").unwrap().unwrap().rt.runs, 1);
+        drop(s);
+
+        let mut bad = before.clone();
+        bad.extend_from_slice(b"{\"not\": a row}\n");
+        std::fs::write(&hpath, &bad).unwrap();
+        let err = FileStore::open(&dir).err().unwrap();
+        match &err {
+            StoreError::Corrupt { file, line, .. } => {
+                assert!(file.ends_with(HISTORY_FILE));
+                assert_eq!(*line, 2);
+            }
+            e => panic!("unexpected {e}"),
+        }
+        assert!(err.is_bad_input());
+        assert_eq!(std::fs::read(&hpath).unwrap(), bad, "bytes untouched");
+    }
+
+    #[test]
+    fn completion_after_takeover_is_stale_and_leaves_the_job_alone() {
+        let dir = tmp("fence");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        let first = claim(&s, 0, "a", 1).claims.remove(0);
+        // Lease (30 s) expires; another owner recovers at 31 and the job waits for slot 60.
+        let out = claim(&s, 31, "b", 1);
+        assert_eq!(out.rows.len(), 1);
+        assert_eq!(out.rows[0].status, Status::Abandoned);
+        assert_eq!(out.rows[0].run_id, first.run_id);
+        let second = claim(&s, 60, "b", 1).claims.remove(0);
+        let late = finish(&s, &first, Status::Succeeded, 61);
+        assert!(late.stale && late.rows[0].stale_lease);
+        let j = s.job("j").unwrap().unwrap();
+        assert_eq!(j.rt.lease.as_ref().unwrap().run_id, second.run_id);
+        assert_eq!(
+            s.renew("j", first.run_id, "a", t(62)).unwrap(),
+            RenewOutcome::Lost
+        );
+    }
+
+    #[test]
+    fn recovery_does_not_write_a_second_row_when_the_completion_row_landed() {
+        let dir = tmp("dedupe");
+        let s = FileStore::open(&dir).unwrap();
+        let mut d = def("once");
+        d.max_runs = Some(1);
+        s.apply(
+            &JobsFile {
+                settings: Settings::default(),
+                jobs: vec![d],
+            },
+            t(0),
+        )
+        .unwrap();
+        let c = claim(&s, 0, "a", 1).claims.remove(0);
+        // The process wrote the row, then died before the job record.
+        {
+            let mut l = s.lock().unwrap();
+            let mut row = HistoryRow::new("once", Status::Succeeded, c.trigger, c.slot, "a", t(5));
+            row.run_id = c.run_id;
+            l.append_history(&[row]).unwrap();
+        }
+        let out = claim(&s, 100, "b", 1);
+        assert!(out.rows.is_empty(), "no abandoned row: {:?}", out.rows);
+        assert!(out.claims.is_empty());
+        let j = s.job("once").unwrap().unwrap();
+        assert!(j.rt.retired, "finished from the row that landed");
+        assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn trigger_pause_and_unknown_names() {
+        let dir = tmp("trig");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        assert!(matches!(
+            s.set_paused("nope", true, t(0)),
+            Err(StoreError::NoSuchJob(_))
+        ));
+        s.set_paused("j", true, t(0)).unwrap();
+        assert!(claim(&s, 10, "a", 5).claims.is_empty());
+        assert_eq!(
+            s.request_trigger("j", t(10)).unwrap(),
+            TriggerOutcome::Queued
+        );
+        assert_eq!(
+            s.request_trigger("j", t(10)).unwrap(),
+            TriggerOutcome::AlreadyQueued
+        );
+        let c = claim(&s, 11, "a", 5).claims.remove(0);
+        assert_eq!((c.trigger, c.slot), (Trigger::Manual, None));
+        assert_eq!(
+            s.request_trigger("j", t(12)).unwrap(),
+            TriggerOutcome::AlreadyRunning
+        );
+    }
+
+    #[test]
+    fn history_filters_newest_first_and_idle_claim_does_nothing() {
+        let dir = tmp("hist");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        for k in 0..50 {
+            for c in claim(&s, k * 60, "o", 5).claims {
+                let st = if k % 2 == 0 {
+                    Status::Succeeded
+                } else {
+                    Status::Failed
+                };
+                finish(&s, &c, st, k * 60 + 1);
+            }
+        }
+        let q = HistoryQuery {
+            job: Some("a".into()),
+            status: Some(Status::Failed),
+            limit: 3,
+            ..Default::default()
+        };
+        let h = s.history(&q).unwrap();
+        assert_eq!(h.len(), 3);
+        assert!(h.iter().all(|r| r.job == "a" && r.status == Status::Failed));
+        assert!(h[0].finished_at > h[1].finished_at);
+        let since = s
+            .history(&HistoryQuery {
+                since: Some(t(49 * 60)),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(since.len(), 2);
+        let tok = s.change_token().unwrap();
+        assert!(claim(&s, 49 * 60 + 30, "o", 5).claims.is_empty());
+        assert_eq!(tok, s.change_token().unwrap(), "idle claim writes nothing");
+        assert_eq!(s.next_wakeup(t(0)).unwrap(), Some(t(50 * 60)));
+        let spend = s.spend("a", t(0)).unwrap();
+        assert_eq!(spend, SpendNow::default());
+    }
+
+    #[test]
+    fn retention_keeps_newest_rows_per_job() {
+        let dir = tmp("ret");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        for k in 0..20 {
+            for c in claim(&s, k * 60, "o", 5).claims {
+                finish(&s, &c, Status::Succeeded, k * 60 + 1);
+            }
+        }
+        assert_eq!(s.compact_history(5, None, t(2000)).unwrap(), 30);
+        let h = s
+            .history(&HistoryQuery {
+                job: Some("a".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(h.len(), 5);
+        assert_eq!(h[0].slot, Some(t(19 * 60)));
+        let dropped = s
+            .compact_history(100, Some(chrono::Duration::seconds(120)), t(19 * 60 + 1))
+            .unwrap();
+        assert_eq!(
+            dropped, 4,
+            "rows finished before 1021 (slots 15, 16) of both jobs"
+        );
+    }
+
+    #[test]
+    fn foreign_version_is_refused() {
+        let dir = tmp("ver");
+        std::fs::write(dir.join(VERSION_FILE), "something else 9\n").unwrap();
+        assert!(matches!(
+            FileStore::open(&dir),
+            Err(StoreError::Version { .. })
+        ));
+    }
+}
