@@ -52,7 +52,7 @@ const AGENT_KEYS: &[&str] = &[
     "temperature",
 ];
 const SINK_KEYS: &[&str] = &["webhook", "file", "format"];
-const JOB_KEYS: &[&str] = &[
+pub(crate) const JOB_KEYS: &[&str] = &[
     "name",
     "schedule",
     "message",

@@ -46,6 +46,8 @@ use crate::model::{JobDef, JobsFile, Settings};
 
 mod check;
 pub mod locate;
+#[cfg(test)]
+mod tests;
 
 /// Defaults applied where the jobs file is silent (see the module doc).
 pub mod defaults {
