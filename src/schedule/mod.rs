@@ -196,11 +196,11 @@ pub fn describe_every(secs: u64) -> String {
             format!("every {n} {many}")
         }
     };
-    if secs % 86_400 == 0 {
+    if secs.is_multiple_of(86_400) {
         unit(secs / 86_400, "day", "days")
-    } else if secs % 3600 == 0 {
+    } else if secs.is_multiple_of(3600) {
         unit(secs / 3600, "hour", "hours")
-    } else if secs % 60 == 0 {
+    } else if secs.is_multiple_of(60) {
         unit(secs / 60, "minute", "minutes")
     } else {
         unit(secs, "second", "seconds")
