@@ -79,8 +79,12 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
     };
     let zone = schedule::parse_tz(&job.tz).unwrap_or(chrono_tz::UTC);
     let mut words = compiled.describe();
-    if matches!(job.schedule, ScheduleSpec::Every { .. }) {
-        words.push_str(" (grid anchored when the job is first stored)");
+    match job.schedule {
+        ScheduleSpec::Every { .. } => {
+            words.push_str(" (grid anchored when the job is first stored)")
+        }
+        ScheduleSpec::In { .. } => words.push_str(" (counted from when the job is first stored)"),
+        _ => {}
     }
     if !job.enabled {
         words.push_str(" [disabled]");

@@ -1071,15 +1071,7 @@ impl<'e> Checker<'e> {
                 Ok(zone) => match schedule::grammar::parse_at(&u, zone) {
                     Ok(t) => Some(t),
                     Err(e) => {
-                        self.error(
-                            key(p, "until"),
-                            format!(
-                                "cannot read {} as a time: {e} (use RFC 3339 such as \
-                                 2026-12-31T18:00:00Z, or a local time such as \
-                                 2026-12-31T18:00 in the job's zone {tz})",
-                                show(&u)
-                            ),
-                        );
+                        self.error(key(p, "until"), format!("{e} (the job's zone is {tz})"));
                         None
                     }
                 },
@@ -1320,10 +1312,7 @@ impl<'e> Checker<'e> {
                         tz,
                     )),
                     Err(e) => {
-                        self.error(
-                            key(sp, "cron_expr"),
-                            format!("invalid cron expression {}: {e}", show(&expr)),
-                        );
+                        self.error(key(sp, "cron_expr"), e.to_string());
                         None
                     }
                 }
@@ -1334,14 +1323,7 @@ impl<'e> Checker<'e> {
                 match schedule::grammar::parse_at(&at, zone) {
                     Ok(t) => Some((ScheduleSpec::At { at: t }, format!("at:{at}"), tz)),
                     Err(e) => {
-                        self.error(
-                            key(sp, "at"),
-                            format!(
-                                "cannot read {} as a time: {e} (use RFC 3339 such as \
-                                 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T09:00)",
-                                show(&at)
-                            ),
-                        );
+                        self.error(key(sp, "at"), format!("{e} (the job's zone is {tz})"));
                         None
                     }
                 }

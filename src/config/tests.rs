@@ -602,7 +602,7 @@ fn bad_until_is_an_error() {
         "{d}"
     );
     assert!(
-        d.message.contains("cannot read \"next tuesday\" as a time"),
+        d.message.contains("next tuesday") && d.message.contains("RFC 3339"),
         "{d}"
     );
 }
@@ -919,4 +919,100 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn bad_schedule_strings_carry_the_schedule_message() {
+    let text = "\
+jobs:
+  - {name: a, schedule: \"*/0m\", command: x}
+  - {name: b, schedule: \"cron:bogus\", command: x}
+  - {name: c, schedule: 0, command: x}
+  - name: d
+    schedule: {kind: cron, cron_expr: \"0 7 * * * *\"}
+    command: x
+  - name: e
+    schedule: {kind: at, at: tomorrow}
+    command: x
+";
+    let c = check(text);
+    assert_at(
+        diag(&c, "jobs[0].schedule"),
+        2,
+        25,
+        Severity::Error,
+        "an interval must be at least 1 second",
+    );
+    assert_at(
+        diag(&c, "jobs[1].schedule"),
+        3,
+        25,
+        Severity::Error,
+        "invalid cron expression 'bogus'",
+    );
+    assert_at(
+        diag(&c, "jobs[2].schedule"),
+        4,
+        25,
+        Severity::Error,
+        "'0' is not a schedule",
+    );
+    assert_at(
+        diag(&c, "jobs[3].schedule.cron_expr"),
+        6,
+        39,
+        Severity::Error,
+        "6 fields",
+    );
+    assert_at(
+        diag(&c, "jobs[4].schedule.at"),
+        9,
+        30,
+        Severity::Error,
+        "tomorrow",
+    );
+    assert_eq!(c.diagnostics.len(), 5, "{:#?}", c.diagnostics);
+}
+
+#[test]
+fn schedules_take_the_zone_from_the_mapping_then_defaults() {
+    let text = "\
+defaults: {tz: Europe/Berlin}
+jobs:
+  - {name: a, schedule: \"0 7 * * *\", command: x, until: \"2027-01-01T00:00\"}
+  - {name: b, schedule: {kind: cron, cron_expr: \"0 7 * * *\", tz: Asia/Tokyo}, command: x}
+  - {name: c, schedule: {kind: at, at: \"2026-12-01T09:00\"}, command: x}
+  - {name: d, schedule: \"in 10m\", command: x}
+  - {name: e, schedule: \"  Every 5m \", command: x}
+";
+    let c = check(text);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let jobs = c.into_result().unwrap().file.jobs;
+    let a = &jobs[0];
+    assert_eq!(a.tz, "Europe/Berlin");
+    assert_eq!(
+        a.schedule,
+        ScheduleSpec::Cron {
+            expr: "0 7 * * *".into(),
+            tz: "Europe/Berlin".into()
+        }
+    );
+    // A naive `until` is wall time in the job's zone (CET = UTC+1 in winter).
+    assert_eq!(a.until.unwrap().to_rfc3339(), "2026-12-31T23:00:00+00:00");
+    assert_eq!(jobs[1].tz, "Asia/Tokyo");
+    assert_eq!(jobs[1].schedule_text, "0 7 * * *");
+    assert!(matches!(&jobs[1].schedule, ScheduleSpec::Cron { tz, .. } if tz == "Asia/Tokyo"));
+    assert_eq!(
+        jobs[2].schedule,
+        ScheduleSpec::At {
+            at: chrono::DateTime::parse_from_rfc3339("2026-12-01T08:00:00Z")
+                .unwrap()
+                .to_utc()
+        }
+    );
+    assert_eq!(jobs[2].schedule_text, "at:2026-12-01T09:00");
+    assert!(jobs[2].is_one_shot());
+    assert_eq!(jobs[3].schedule, ScheduleSpec::In { seconds: 600 });
+    assert_eq!(jobs[4].schedule, ScheduleSpec::Every { every_seconds: 300 });
+    assert_eq!(jobs[4].schedule_text, "  Every 5m ");
 }
