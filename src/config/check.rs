@@ -928,6 +928,21 @@ impl<'e> Checker<'e> {
         let message = self.opt_str(m, p, "message");
         let command_timeout = self.opt_f64(m, p, "command_timeout_seconds", 0.0, true);
         let has = |k: &str| Self::get(m, k).is_some();
+        let agent = match agent {
+            Some(a) if !s.agents.contains_key(&a) => {
+                let known = if s.agents.is_empty() {
+                    "no agents are defined under `agents:`".to_string()
+                } else {
+                    format!("defined agents: {}", list(s.agents.keys()))
+                };
+                self.error(
+                    key(p, "agent"),
+                    format!("unknown agent {}; {known}", show(&a)),
+                );
+                None
+            }
+            other => other,
+        };
         let action = match (has("agent"), has("command")) {
             (true, true) => {
                 self.error_at_key(
@@ -952,25 +967,10 @@ impl<'e> Checker<'e> {
                         "ignored: this is an agent job (use timeout_seconds)",
                     );
                 }
-                match agent {
-                    Some(a) if s.agents.contains_key(&a) => Some(Action::Agent {
-                        agent: a,
-                        message: message.unwrap_or_default(),
-                    }),
-                    Some(a) => {
-                        let known = if s.agents.is_empty() {
-                            "no agents are defined under `agents:`".to_string()
-                        } else {
-                            format!("defined agents: {}", list(s.agents.keys()))
-                        };
-                        self.error(
-                            key(p, "agent"),
-                            format!("unknown agent {}; {known}", show(&a)),
-                        );
-                        None
-                    }
-                    None => None,
-                }
+                agent.map(|agent| Action::Agent {
+                    agent,
+                    message: message.unwrap_or_default(),
+                })
             }
             (false, true) => {
                 if message.as_deref().is_some_and(|m| !m.is_empty()) {
