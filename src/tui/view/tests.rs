@@ -222,7 +222,7 @@ fn assert_inert(buf: &Buffer) {
 #[test]
 fn hostile_text_renders_inert_everywhere() {
     let (mut snap, now) = testdata::fixed();
-    let name = format!("evil\u{1b}[31m-job");
+    let name = "evil\u{1b}[31m-job".to_string();
     let mut j = snap.jobs[0].clone();
     j.def.name = name.clone();
     j.rt.state
