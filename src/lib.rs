@@ -3,6 +3,7 @@
 //! what it owns and what it must not touch. The engine never imports the UI.
 
 pub mod action;
+pub mod attach;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -1,1 +1,741 @@
-//! placeholder: llm action (llm helper)
+//! The agent action (SPEC §10.2): one attempt of an LLM call over the OpenAI-compatible
+//! `{base_url}/chat/completions` wire format (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter…) or
+//! Anthropic's `{base_url}/v1/messages`, plus the shared outbound HTTP client.
+//!
+//! Owns: building the request, reading the key from an injected env lookup, parsing the reply
+//! and its usage, classifying failures (timeouts, 5xx, 429 + `Retry-After`, malformed JSON),
+//! [`is_silent`], [`run_agent`] (attempts + backoff + pricing of the reply, for the run
+//! pipeline), and [`http_client`] (used by LLM calls and webhooks; the URL monitor has its own
+//! hardened client). Must not touch: the store, budgets (checked by the caller before calling),
+//! the lease (the caller renews it while [`run_agent`] waits), the price table's contents
+//! (`crate::cost` owns them).
+//!
+//! Secrets: the key is read at call time, sent only in its header (marked sensitive), and every
+//! error text passes through a redactor that replaces the key with `[redacted]`, so neither
+//! `Display` nor `Debug` of an [`LlmError`] can carry it, even when a server echoes it back.
+//!
+//! Decisions where the SPEC is silent:
+//! - 429 with a usable `Retry-After` → [`LlmError::RateLimited`] carrying `retry_at` (the server's
+//!   instant, capped at now + 86 400 s). **The caller** holds the job until
+//!   [`LlmError::hold_until`] = `retry_at + HOLD_MARGIN` (60 s, SPEC §10.2) and does not retry.
+//!   A `Retry-After` that is neither delta-seconds nor an RFC 1123 date (e.g. `soon`, `-5`, `1.5`)
+//!   is unusable: the 429 is a plain, retryable [`LlmError::Http`] failure.
+//! - Retryable: timeouts, transport errors, 5xx, 408, 429 without a hold, malformed replies.
+//!   Not retryable: missing/invalid key, bad URL, other 4xx (a wrong key will not fix itself).
+//! - Empty `base_url` → the provider default (`https://api.openai.com/v1`,
+//!   `https://api.anthropic.com`). An Anthropic base ending in `/v1` is accepted as is.
+//! - Anthropic requires `max_tokens`: 1024 when the agent sets none. An empty `instructions`
+//!   sends no system message.
+//! - The reported model is the one the reply names (often a dated snapshot, which pricing
+//!   resolves), falling back to the agent's `model`.
+//! - Redirects are not followed: an API endpoint that redirects is misconfigured, and following
+//!   would be a way to move a key to another host.
+//! - Replies over 8 MiB are refused as malformed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::action::{BackoffConfig, retry_with_backoff};
+use crate::clock::Clock;
+use crate::cost::{PriceTable, RunCost, TokenUsage, run_cost};
+use crate::model::{AgentDef, Provider};
+
+/// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold (§10.2).
+pub const HOLD_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
+/// `Retry-After` values are capped at this many seconds from now.
+pub const RETRY_AFTER_CAP_SECS: i64 = 86_400;
+/// Anthropic's API version header value.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` sent to Anthropic when the agent sets none (the API requires one).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 1024;
+const DEFAULT_OPENAI_BASE: &str = "https://api.openai.com/v1";
+const DEFAULT_ANTHROPIC_BASE: &str = "https://api.anthropic.com";
+const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
+const ERROR_BODY_CHARS: usize = 300;
+
+/// Why an attempt failed. Texts never contain the API key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("API key env var {var} is not set (or is empty); no request was made")]
+    MissingKey { var: String },
+    #[error("API key in env var {var} is not a valid HTTP header value; no request was made")]
+    InvalidKey { var: String },
+    #[error("bad base_url '{url}': {why}")]
+    BadUrl { url: String, why: String },
+    #[error("rate limited (HTTP 429, Retry-After: {retry_after}); retry at {retry_at}")]
+    RateLimited {
+        /// The instant the server asked us to wait until (capped at now + 86 400 s).
+        retry_at: DateTime<Utc>,
+        /// The raw header value.
+        retry_after: String,
+    },
+    #[error("HTTP {status} from {url}: {body}")]
+    Http {
+        status: u16,
+        url: String,
+        body: String,
+    },
+    #[error("no reply from {url} within {secs}s (per-attempt timeout)")]
+    Timeout { url: String, secs: f64 },
+    #[error("request to {url} failed: {message}")]
+    Transport { url: String, message: String },
+    #[error("malformed reply from {url}: {message}")]
+    Malformed { url: String, message: String },
+}
+
+impl LlmError {
+    /// Whether another attempt may succeed (see the module doc).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::MissingKey { .. }
+            | LlmError::InvalidKey { .. }
+            | LlmError::BadUrl { .. }
+            | LlmError::RateLimited { .. } => false,
+            LlmError::Http { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            LlmError::Timeout { .. } | LlmError::Transport { .. } | LlmError::Malformed { .. } => {
+                true
+            }
+        }
+    }
+
+    /// For a 429 with a usable `Retry-After`: hold the job until this instant
+    /// (`retry_at + HOLD_MARGIN`). The caller applies it.
+    pub fn hold_until(&self) -> Option<DateTime<Utc>> {
+        match self {
+            LlmError::RateLimited { retry_at, .. } => Some(*retry_at + HOLD_MARGIN),
+            _ => None,
+        }
+    }
+}
+
+/// Errors building the shared HTTP client.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct ClientError(String);
+
+/// Options for [`http_client`].
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub connect_timeout: Duration,
+    /// Honour `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (operators behind a proxy need it).
+    pub system_proxy: bool,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            system_proxy: true,
+        }
+    }
+}
+
+/// The client shared by LLM calls and webhooks.
+///
+/// reqwest 0.13 is built with `rustls-no-provider`, and panics at build time when no rustls
+/// crypto provider is installed; this installs `ring` as the process default if none is (an
+/// already-installed provider is kept). Certificates are checked by reqwest's default
+/// `rustls-platform-verifier`, i.e. the operating system's trust store (on Linux the system CA
+/// bundle, `/etc/ssl/certs`). Per-request timeouts are applied by the callers.
+pub fn http_client(opts: &HttpOptions) -> Result<reqwest::Client, ClientError> {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Err = another thread installed one first; either way a provider is now set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let mut b = reqwest::Client::builder()
+        .user_agent(concat!("cronsole/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(opts.connect_timeout)
+        .redirect(reqwest::redirect::Policy::none());
+    if !opts.system_proxy {
+        b = b.no_proxy();
+    }
+    b.build().map_err(|e| ClientError(error_chain(&e)))
+}
+
+/// The process environment, for production callers of [`call`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A reply that is exactly `NO_REPLY` or `[SILENT]` (after trimming): succeed, deliver nothing.
+pub fn is_silent(text: &str) -> bool {
+    matches!(text.trim(), "NO_REPLY" | "[SILENT]")
+}
+
+/// One LLM call to make.
+#[derive(Debug, Clone)]
+pub struct LlmCall<'a> {
+    pub agent: &'a AgentDef,
+    /// The assembled prompt (user message).
+    pub prompt: &'a str,
+    /// Per-attempt bound (the job's `timeout_seconds`).
+    pub timeout: Duration,
+    /// Wall time, for turning `Retry-After` into an instant.
+    pub now: DateTime<Utc>,
+}
+
+/// A successful reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmReply {
+    pub text: String,
+    /// The model the reply names (else the agent's).
+    pub model: String,
+    /// Token usage as reported; `None` when the reply had none (the caller marks it unpriced).
+    pub usage: Option<TokenUsage>,
+}
+
+/// Make one attempt. `env` looks up environment variables (inject a map in tests).
+pub async fn call(
+    client: &reqwest::Client,
+    req: &LlmCall<'_>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<LlmReply, LlmError> {
+    let agent = req.agent;
+    let var = agent.api_key_env.as_str();
+    let key = match env(var) {
+        Some(k) if !k.trim().is_empty() => k.trim().to_string(),
+        _ => {
+            return Err(LlmError::MissingKey {
+                var: var.to_string(),
+            });
+        }
+    };
+    let red = Redactor(&key);
+    let url = endpoint(agent)?;
+    let mut headers = HeaderMap::new();
+    let (auth_name, auth_value) = match agent.provider {
+        Provider::Openai => ("authorization", format!("Bearer {key}")),
+        Provider::Anthropic => ("x-api-key", key.clone()),
+    };
+    let mut v = HeaderValue::from_str(&auth_value).map_err(|_| LlmError::InvalidKey {
+        var: var.to_string(),
+    })?;
+    v.set_sensitive(true);
+    headers.insert(HeaderName::from_static(auth_name), v);
+    if agent.provider == Provider::Anthropic {
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+    }
+    let body = request_body(agent, req.prompt);
+    let url_s = url.to_string();
+
+    let attempt = async {
+        let resp = client
+            .post(url.clone())
+            .headers(headers)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| LlmError::Transport {
+                url: url_s.clone(),
+                message: red.clean(&error_chain(&e)),
+            })?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = read_capped(resp)
+            .await
+            .map_err(|message| LlmError::Transport {
+                url: url_s.clone(),
+                message: red.clean(&message),
+            })?;
+        Ok::<_, LlmError>((status, retry_after, bytes))
+    };
+    let (status, retry_after, bytes) = match tokio::time::timeout(req.timeout, attempt).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(LlmError::Timeout {
+                url: url_s,
+                secs: req.timeout.as_secs_f64(),
+            });
+        }
+    };
+    let Some(bytes) = bytes else {
+        return Err(LlmError::Malformed {
+            url: url_s,
+            message: format!("reply larger than {MAX_REPLY_BYTES} bytes"),
+        });
+    };
+
+    if status == 429
+        && let Some(raw) = &retry_after
+        && let Some(retry_at) = parse_retry_after(raw, req.now)
+    {
+        return Err(LlmError::RateLimited {
+            retry_at,
+            retry_after: red.clean(raw),
+        });
+    }
+    if !(200..300).contains(&status) {
+        return Err(LlmError::Http {
+            status,
+            url: url_s,
+            body: red.clean(&snippet(&bytes)),
+        });
+    }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
+        url: url_s.clone(),
+        message: red.clean(&format!("not JSON ({e}); body starts: {}", snippet(&bytes))),
+    })?;
+    parse_reply(agent, &v).map_err(|message| LlmError::Malformed {
+        url: url_s,
+        message: red.clean(&message),
+    })
+}
+
+/// A whole agent action: attempts with backoff, then the reply priced.
+#[derive(Debug, Clone)]
+pub struct AgentRun<'a> {
+    pub agent: &'a AgentDef,
+    /// The assembled prompt.
+    pub prompt: &'a str,
+    /// Per-attempt bound (the job's `timeout_seconds`).
+    pub timeout: Duration,
+    /// Total attempts (the job's `max_retries`: 1 initial + retries).
+    pub max_attempts: u32,
+    pub backoff: BackoffConfig,
+}
+
+/// Everything the run pipeline needs for the history row.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// The last attempt's result.
+    pub result: Result<LlmReply, LlmError>,
+    pub attempts: u32,
+    /// Cost of the successful reply. Failed attempts cost 0: providers do not bill failed
+    /// requests (a timed-out request that the server completed anyway is not counted).
+    pub cost: RunCost,
+    /// Set on a 429 with a usable `Retry-After`: hold the job until then (already + 60 s).
+    pub hold_until: Option<DateTime<Utc>>,
+    /// The reply was `NO_REPLY`/`[SILENT]`: succeed, deliver nothing.
+    pub silent: bool,
+}
+
+/// Run the agent: up to `max_attempts` calls with [`BackoffConfig`] waits between retryable
+/// failures (tokio time), the successful reply priced with `prices`. `clock` gives wall time
+/// for each attempt (`Retry-After` dates). The caller renews its lease concurrently.
+pub async fn run_agent(
+    client: &reqwest::Client,
+    run: &AgentRun<'_>,
+    prices: &PriceTable,
+    clock: &dyn Clock,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> AgentOutcome {
+    let retried = retry_with_backoff(
+        &run.backoff,
+        run.max_attempts,
+        |_| {
+            let req = LlmCall {
+                agent: run.agent,
+                prompt: run.prompt,
+                timeout: run.timeout,
+                now: clock.now(),
+            };
+            async move { call(client, &req, env).await }
+        },
+        LlmError::is_retryable,
+    )
+    .await;
+    let (cost, hold_until, silent) = match &retried.result {
+        Ok(reply) => (
+            run_cost(prices, &reply.model, reply.usage),
+            None,
+            is_silent(&reply.text),
+        ),
+        Err(e) => (
+            RunCost {
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: 0.0,
+                unpriced: false,
+                reason: None,
+                priced_as: None,
+            },
+            e.hold_until(),
+            false,
+        ),
+    };
+    AgentOutcome {
+        result: retried.result,
+        attempts: retried.attempts,
+        cost,
+        hold_until,
+        silent,
+    }
+}
+
+/// `Retry-After` (delta-seconds or an RFC 1123 HTTP date) → the instant to retry at, capped at
+/// `now + 86 400 s`; a date in the past means "now". `None` when unusable.
+pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let v = value.trim();
+    let cap = chrono::Duration::seconds(RETRY_AFTER_CAP_SECS);
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        let secs = v
+            .parse::<i64>()
+            .unwrap_or(i64::MAX)
+            .min(RETRY_AFTER_CAP_SECS);
+        return Some(now + chrono::Duration::seconds(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(v).ok()?.to_utc();
+    Some(at.clamp(now, now + cap))
+}
+
+fn endpoint(agent: &AgentDef) -> Result<reqwest::Url, LlmError> {
+    let base = agent.base_url.trim().trim_end_matches('/');
+    let full = match agent.provider {
+        Provider::Openai => {
+            let base = if base.is_empty() {
+                DEFAULT_OPENAI_BASE
+            } else {
+                base
+            };
+            format!("{base}/chat/completions")
+        }
+        Provider::Anthropic => {
+            let base = if base.is_empty() {
+                DEFAULT_ANTHROPIC_BASE
+            } else {
+                base
+            };
+            if base.ends_with("/v1") {
+                format!("{base}/messages")
+            } else {
+                format!("{base}/v1/messages")
+            }
+        }
+    };
+    let url = reqwest::Url::parse(&full).map_err(|e| LlmError::BadUrl {
+        url: agent.base_url.clone(),
+        why: e.to_string(),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(LlmError::BadUrl {
+            url: agent.base_url.clone(),
+            why: format!("scheme '{}' is not http or https", url.scheme()),
+        });
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(LlmError::BadUrl {
+            url: "(redacted: contains credentials)".to_string(),
+            why: "credentials in base_url are not allowed; use api_key_env".to_string(),
+        });
+    }
+    Ok(url)
+}
+
+fn request_body(agent: &AgentDef, prompt: &str) -> Value {
+    match agent.provider {
+        Provider::Openai => {
+            let mut messages = Vec::new();
+            if !agent.instructions.is_empty() {
+                messages.push(json!({"role": "system", "content": agent.instructions}));
+            }
+            messages.push(json!({"role": "user", "content": prompt}));
+            let mut b = json!({"model": agent.model, "messages": messages});
+            if let Some(m) = agent.max_tokens {
+                b["max_tokens"] = json!(m);
+            }
+            if let Some(t) = agent.temperature {
+                b["temperature"] = json!(t);
+            }
+            b
+        }
+        Provider::Anthropic => {
+            let mut b = json!({
+                "model": agent.model,
+                "max_tokens": agent.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+                "messages": [{"role": "user", "content": prompt}],
+            });
+            if !agent.instructions.is_empty() {
+                b["system"] = json!(agent.instructions);
+            }
+            if let Some(t) = agent.temperature {
+                b["temperature"] = json!(t);
+            }
+            b
+        }
+    }
+}
+
+fn parse_reply(agent: &AgentDef, v: &Value) -> Result<LlmReply, String> {
+    let model = v
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or(&agent.model)
+        .to_string();
+    let (text, usage) = match agent.provider {
+        Provider::Openai => {
+            let content = v
+                .pointer("/choices/0/message/content")
+                .ok_or("no choices[0].message.content in the reply")?;
+            let text = match content {
+                Value::String(s) => s.clone(),
+                // Some compatible servers send content parts.
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(""),
+                Value::Null => String::new(),
+                other => return Err(format!("choices[0].message.content is {other}")),
+            };
+            (text, usage_from(v, "prompt_tokens", "completion_tokens"))
+        }
+        Provider::Anthropic => {
+            let blocks = v
+                .get("content")
+                .and_then(Value::as_array)
+                .ok_or("no content array in the reply")?;
+            let text = blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("");
+            (text, usage_from(v, "input_tokens", "output_tokens"))
+        }
+    };
+    Ok(LlmReply { text, model, usage })
+}
+
+/// Both counts or nothing: a half-reported usage is not a price we can trust.
+fn usage_from(v: &Value, input: &str, output: &str) -> Option<TokenUsage> {
+    let u = v.get("usage")?;
+    Some(TokenUsage {
+        input: token_count(u.get(input)?)?,
+        output: token_count(u.get(output)?)?,
+    })
+}
+
+/// An integer-ish JSON number; out-of-range values saturate (cost clamps them to 0 later).
+fn token_count(v: &Value) -> Option<i64> {
+    if let Some(i) = v.as_i64() {
+        return Some(i);
+    }
+    if v.as_u64().is_some() {
+        return Some(i64::MAX);
+    }
+    let f = v.as_f64()?;
+    f.is_finite().then_some(f as i64)
+}
+
+/// Read the body up to [`MAX_REPLY_BYTES`]; `Ok(None)` = too large.
+async fn read_capped(mut resp: reqwest::Response) -> Result<Option<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| error_chain(&e))? {
+        if out.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Ok(None);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(out))
+}
+
+fn snippet(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    crate::model::truncate_marked(s.trim(), ERROR_BODY_CHARS)
+}
+
+/// An error and its causes, `a: b: c` (reqwest's top-level text alone hides the cause).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Replaces the key wherever it appears.
+struct Redactor<'a>(&'a str);
+
+impl Redactor<'_> {
+    fn clean(&self, s: &str) -> String {
+        if self.0.is_empty() {
+            s.to_string()
+        } else {
+            s.replace(self.0, "[redacted]")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    #[test]
+    fn silent_replies() {
+        assert!(is_silent("NO_REPLY"));
+        assert!(is_silent("  [SILENT]\n"));
+        assert!(!is_silent("NO_REPLY please"));
+        assert!(!is_silent("no_reply"));
+        assert!(!is_silent(""));
+    }
+
+    #[test]
+    fn retry_after_seconds_dates_and_caps() {
+        let now = t("2026-11-29T12:00:00Z");
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(t("2026-11-29T12:02:00Z"))
+        );
+        assert_eq!(parse_retry_after(" 0 ", now), Some(now));
+        assert_eq!(
+            parse_retry_after("999999999999999999999999", now),
+            Some(t("2026-11-30T12:00:00Z"))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 29 Nov 2026 13:00:00 GMT", now),
+            Some(t("2026-11-29T13:00:00Z"))
+        );
+        assert_eq!(
+            parse_retry_after("Tue, 29 Dec 2026 13:00:00 GMT", now),
+            Some(t("2026-11-30T12:00:00Z")),
+            "capped at 86 400 s"
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 29 Nov 2026 11:00:00 GMT", now),
+            Some(now),
+            "a past date means now"
+        );
+        for junk in ["", "soon", "-5", "1.5", "12s"] {
+            assert_eq!(parse_retry_after(junk, now), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn hold_adds_sixty_seconds_to_retry_at() {
+        let e = LlmError::RateLimited {
+            retry_at: t("2026-11-29T12:02:00Z"),
+            retry_after: "120".into(),
+        };
+        assert_eq!(e.hold_until(), Some(t("2026-11-29T12:03:00Z")));
+        assert!(!e.is_retryable());
+        let plain = LlmError::Http {
+            status: 429,
+            url: "u".into(),
+            body: String::new(),
+        };
+        assert_eq!(plain.hold_until(), None);
+        assert!(plain.is_retryable());
+        let auth = LlmError::Http {
+            status: 401,
+            url: "u".into(),
+            body: String::new(),
+        };
+        assert!(!auth.is_retryable());
+    }
+
+    fn agent(provider: Provider, base: &str) -> AgentDef {
+        AgentDef {
+            name: "a".into(),
+            provider,
+            base_url: base.into(),
+            api_key_env: "K".into(),
+            model: "m".into(),
+            instructions: "be brief".into(),
+            max_tokens: None,
+            temperature: Some(0.2),
+        }
+    }
+
+    #[test]
+    fn endpoints_and_defaults() {
+        let e = |p, b| endpoint(&agent(p, b)).map(|u| u.to_string());
+        assert_eq!(
+            e(Provider::Openai, "").unwrap(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            e(Provider::Openai, "http://localhost:11434/v1/").unwrap(),
+            "http://localhost:11434/v1/chat/completions"
+        );
+        assert_eq!(
+            e(Provider::Anthropic, "").unwrap(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            e(Provider::Anthropic, "https://api.anthropic.com/v1").unwrap(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        let err = e(Provider::Openai, "ftp://x").unwrap_err();
+        assert!(err.to_string().contains("scheme 'ftp'"), "{err}");
+        let err = e(Provider::Openai, "not a url").unwrap_err();
+        assert!(
+            err.to_string().contains("bad base_url 'not a url'"),
+            "{err}"
+        );
+        let err = e(Provider::Openai, "https://user:pw@host/v1").unwrap_err();
+        assert!(!err.to_string().contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn request_bodies_follow_each_wire_format() {
+        let mut a = agent(Provider::Openai, "");
+        a.max_tokens = Some(50);
+        let b = request_body(&a, "hi");
+        assert_eq!(
+            b["messages"][0],
+            json!({"role": "system", "content": "be brief"})
+        );
+        assert_eq!(b["messages"][1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(b["max_tokens"], 50);
+        assert_eq!(b["temperature"], 0.2);
+        let b = request_body(&agent(Provider::Anthropic, ""), "hi");
+        assert_eq!(b["system"], "be brief");
+        assert_eq!(b["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
+        assert_eq!(b["messages"], json!([{"role": "user", "content": "hi"}]));
+    }
+
+    #[test]
+    fn usage_needs_both_counts_and_saturates_huge_ones() {
+        let v = json!({"usage": {"prompt_tokens": 5}});
+        assert_eq!(usage_from(&v, "prompt_tokens", "completion_tokens"), None);
+        let v =
+            json!({"usage": {"prompt_tokens": 5, "completion_tokens": 18446744073709551615u64}});
+        assert_eq!(
+            usage_from(&v, "prompt_tokens", "completion_tokens"),
+            Some(TokenUsage {
+                input: 5,
+                output: i64::MAX
+            })
+        );
+        let v = json!({"usage": {"prompt_tokens": -3, "completion_tokens": 7.0}});
+        assert_eq!(
+            usage_from(&v, "prompt_tokens", "completion_tokens"),
+            Some(TokenUsage {
+                input: -3,
+                output: 7
+            })
+        );
+    }
+
+    #[test]
+    fn the_shared_client_builds_with_the_ring_provider() {
+        let c = http_client(&HttpOptions::default());
+        assert!(c.is_ok(), "{:?}", c.err());
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
+}

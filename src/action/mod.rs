@@ -6,3 +6,210 @@
 
 pub mod command;
 pub mod llm;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// The retry backoff of SPEC §8: `min(max(floor, base^attempt), cap) × uniform(1 − jitter,
+/// 1 + jitter)` seconds, attempt 0-based. Production uses [`BackoffConfig::default`]
+/// (30 / 2 / 300 / 0.1); tests shrink `floor`/`cap` so a retry takes milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackoffConfig {
+    /// Lower bound of the un-jittered delay, seconds (30).
+    pub floor_secs: f64,
+    /// Base of the exponential, `base^attempt` seconds (2).
+    pub base: f64,
+    /// Upper bound of the un-jittered delay, seconds (300).
+    pub cap_secs: f64,
+    /// Relative jitter: the delay is scaled by a uniform factor in `[1 − jitter, 1 + jitter]` (0.1).
+    pub jitter: f64,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        BackoffConfig {
+            floor_secs: 30.0,
+            base: 2.0,
+            cap_secs: 300.0,
+            jitter: 0.1,
+        }
+    }
+}
+
+impl BackoffConfig {
+    /// The delay before retry number `attempt + 1`, given `unit` uniform in `[0, 1)` (use
+    /// [`jitter_unit`]). Pure, so tests pin the jitter.
+    pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
+        let exp = self.base.powi(attempt.min(1024) as i32);
+        let raw = exp.max(self.floor_secs).min(self.cap_secs);
+        let unit = if unit.is_finite() {
+            unit.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        let factor = 1.0 - self.jitter + 2.0 * self.jitter * unit;
+        let secs = raw * factor;
+        if secs.is_finite() && secs > 0.0 {
+            Duration::from_secs_f64(secs.min(1e9))
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// A cheap uniform number in `[0, 1)` from the random bits of a v4 UUID (no RNG crate needed).
+pub fn jitter_unit() -> f64 {
+    // The low 62 bits of a v4 UUID are random (the variant bits sit just above them); 53 of
+    // them make an exactly representable f64 in [0, 1).
+    let bits = uuid::Uuid::new_v4().as_u128() as u64 & ((1u64 << 53) - 1);
+    bits as f64 / (1u64 << 53) as f64
+}
+
+/// How a retried action ended.
+#[derive(Debug)]
+pub struct Retried<T, E> {
+    pub result: Result<T, E>,
+    /// Attempts made (≥ 1).
+    pub attempts: u32,
+    /// The waits slept between attempts, in order (`attempts − 1` of them on a final failure).
+    pub waits: Vec<Duration>,
+}
+
+/// Run `attempt_fn(attempt)` up to `max_attempts` times (at least once), sleeping
+/// [`BackoffConfig::delay`] (tokio time) between attempts while `retryable(&err)` says the
+/// error may go away. The caller renews its lease concurrently (e.g. `select!` with a renew
+/// loop); this helper only owns the schedule.
+pub async fn retry_with_backoff<T, E, F, Fut>(
+    cfg: &BackoffConfig,
+    max_attempts: u32,
+    mut attempt_fn: F,
+    mut retryable: impl FnMut(&E) -> bool,
+) -> Retried<T, E>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let max_attempts = max_attempts.max(1);
+    let mut waits = Vec::new();
+    let mut attempt = 0u32;
+    loop {
+        let result = attempt_fn(attempt).await;
+        let done = match &result {
+            Ok(_) => true,
+            Err(e) => attempt + 1 >= max_attempts || !retryable(e),
+        };
+        if done {
+            return Retried {
+                result,
+                attempts: attempt + 1,
+                waits,
+            };
+        }
+        let wait = cfg.delay(attempt, jitter_unit());
+        waits.push(wait);
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn default_schedule_matches_the_spec() {
+        let c = BackoffConfig::default();
+        // Jitter pinned at the midpoint (factor 1.0).
+        let secs: Vec<f64> = (0..10).map(|a| c.delay(a, 0.5).as_secs_f64()).collect();
+        assert_eq!(
+            secs,
+            vec![
+                30.0, 30.0, 30.0, 30.0, 30.0, 32.0, 64.0, 128.0, 256.0, 300.0
+            ]
+        );
+        assert_eq!(c.delay(u32::MAX, 0.5), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        let c = BackoffConfig::default();
+        assert_eq!(c.delay(0, 0.0), Duration::from_secs_f64(27.0));
+        assert_eq!(c.delay(0, 1.0), Duration::from_secs_f64(33.0));
+        for _ in 0..1000 {
+            let u = jitter_unit();
+            assert!((0.0..1.0).contains(&u), "{u}");
+            let d = c.delay(8, u).as_secs_f64();
+            assert!((230.4..=281.6).contains(&d), "{d}");
+        }
+        // Garbage jitter input cannot escape the bounds either.
+        assert_eq!(c.delay(0, f64::NAN), Duration::from_secs(30));
+        assert_eq!(c.delay(0, 7.0), Duration::from_secs_f64(33.0));
+    }
+
+    #[test]
+    fn jitter_units_are_spread_out() {
+        let v: Vec<f64> = (0..200).map(|_| jitter_unit()).collect();
+        assert!(v.iter().any(|&u| u < 0.25));
+        assert!(v.iter().any(|&u| u > 0.75));
+    }
+
+    fn tiny() -> BackoffConfig {
+        BackoffConfig {
+            floor_secs: 0.030,
+            base: 2.0,
+            cap_secs: 0.300,
+            jitter: 0.1,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_until_success_with_the_configured_waits() {
+        let start = tokio::time::Instant::now();
+        let r: Retried<&str, String> = retry_with_backoff(
+            &tiny(),
+            3,
+            |a| async move {
+                if a < 2 {
+                    Err(format!("boom {a}"))
+                } else {
+                    Ok("done")
+                }
+            },
+            |_| true,
+        )
+        .await;
+        assert_eq!(r.result.unwrap(), "done");
+        assert_eq!(r.attempts, 3);
+        assert_eq!(r.waits.len(), 2);
+        for w in &r.waits {
+            // min(max(0.03, 2^a), 0.3) = 0.3 for a = 0, 1 (2^0 = 1 s is over the tiny cap).
+            assert!((0.27..=0.33).contains(&w.as_secs_f64()), "{w:?}");
+        }
+        // Tokio timers round up to whole milliseconds.
+        let slept: Duration = r.waits.iter().sum();
+        let el = start.elapsed();
+        assert!(
+            el >= slept && el <= slept + Duration::from_millis(2),
+            "{el:?} vs {slept:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stops_at_max_attempts_and_on_permanent_errors() {
+        let r: Retried<(), u32> =
+            retry_with_backoff(&tiny(), 3, |a| async move { Err(a) }, |_| true).await;
+        assert_eq!(r.result.unwrap_err(), 2);
+        assert_eq!(r.attempts, 3);
+        assert_eq!(r.waits.len(), 2);
+
+        let r: Retried<(), u32> =
+            retry_with_backoff(&tiny(), 5, |a| async move { Err(a) }, |_| false).await;
+        assert_eq!(r.attempts, 1);
+        assert!(r.waits.is_empty());
+
+        // max_attempts 0 still tries once.
+        let r: Retried<(), u32> =
+            retry_with_backoff(&tiny(), 0, |a| async move { Err(a) }, |_| true).await;
+        assert_eq!(r.attempts, 1);
+    }
+}

@@ -1,1 +1,263 @@
-//! placeholder: testkit llm
+//! Fake LLM providers for tests, on top of [`super::http::TestServer`]: an OpenAI-compatible
+//! `POST …/chat/completions` and an Anthropic `POST /v1/messages`, each answering from a script
+//! of replies (ok with/without usage, an error status, 429 with or without `Retry-After`, slow,
+//! malformed JSON) and counting requests.
+//!
+//! Owns: the two wire formats as a server sees them. Must not touch: production code (tests point
+//! the real `action::llm` client at these servers).
+//!
+//! The fakes check authentication like the real services: OpenAI wants `Authorization: Bearer
+//! KEY`, Anthropic wants `x-api-key: KEY` and `anthropic-version: 2023-06-01`; a mismatch answers
+//! 401/400 so a test that sends the wrong header fails loudly. When the script runs out, every
+//! further request gets a 500 "script exhausted".
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::http::{Request, Response, TestServer};
+
+/// Which wire format the fake speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    OpenAi,
+    Anthropic,
+}
+
+/// One scripted reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// 200 with this text; `usage` = (input, output) tokens, `None` = no usage object at all.
+    Ok {
+        text: String,
+        usage: Option<(i64, i64)>,
+    },
+    /// Any status with a plain-text body.
+    Status(u16, String),
+    /// 429, with this `Retry-After` header value when given.
+    RateLimited(Option<String>),
+    /// Wait `delay` before answering with the inner reply.
+    Slow(Duration, Box<Reply>),
+    /// 200 with a body that is not the provider's JSON.
+    Malformed,
+}
+
+impl Reply {
+    pub fn ok(text: &str, input: i64, output: i64) -> Reply {
+        Reply::Ok {
+            text: text.to_string(),
+            usage: Some((input, output)),
+        }
+    }
+
+    pub fn ok_without_usage(text: &str) -> Reply {
+        Reply::Ok {
+            text: text.to_string(),
+            usage: None,
+        }
+    }
+}
+
+/// A running fake provider.
+pub struct FakeLlm {
+    server: TestServer,
+    flavor: Flavor,
+}
+
+impl FakeLlm {
+    /// Start a fake of `flavor` that accepts `key` and answers `script` in order.
+    pub async fn start(flavor: Flavor, key: &str, script: Vec<Reply>) -> std::io::Result<FakeLlm> {
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let key = key.to_string();
+        let server = TestServer::start(move |req| {
+            if let Some(resp) = check_request(flavor, &key, req) {
+                return resp;
+            }
+            let next = script.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            match next {
+                Some(reply) => render(flavor, req, reply),
+                None => Response::text(500, "fake llm: script exhausted"),
+            }
+        })
+        .await?;
+        Ok(FakeLlm { server, flavor })
+    }
+
+    pub async fn openai(key: &str, script: Vec<Reply>) -> std::io::Result<FakeLlm> {
+        FakeLlm::start(Flavor::OpenAi, key, script).await
+    }
+
+    pub async fn anthropic(key: &str, script: Vec<Reply>) -> std::io::Result<FakeLlm> {
+        FakeLlm::start(Flavor::Anthropic, key, script).await
+    }
+
+    /// The `base_url` an agent should use: `http://127.0.0.1:PORT/v1` for OpenAI (like
+    /// `https://api.openai.com/v1`), `http://127.0.0.1:PORT` for Anthropic.
+    pub fn base_url(&self) -> String {
+        match self.flavor {
+            Flavor::OpenAi => format!("{}/v1", self.server.url()),
+            Flavor::Anthropic => self.server.url(),
+        }
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.server.request_count()
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.server.requests()
+    }
+}
+
+/// Authentication and routing like the real service; `Some` = reject before the script.
+fn check_request(flavor: Flavor, key: &str, req: &Request) -> Option<Response> {
+    if req.method != "POST" {
+        return Some(Response::text(405, "method not allowed"));
+    }
+    match flavor {
+        Flavor::OpenAi => {
+            if !req.path.ends_with("/chat/completions") {
+                return Some(Response::text(404, "no such route"));
+            }
+            if req.header("authorization") != Some(&format!("Bearer {key}")) {
+                return Some(Response::json(
+                    401,
+                    &json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
+                ));
+            }
+        }
+        Flavor::Anthropic => {
+            if req.path != "/v1/messages" {
+                return Some(Response::text(404, "no such route"));
+            }
+            if req.header("x-api-key") != Some(key) {
+                return Some(Response::json(
+                    401,
+                    &json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+                ));
+            }
+            if req.header("anthropic-version") != Some("2023-06-01") {
+                return Some(Response::json(
+                    400,
+                    &json!({"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic-version header is required"}}),
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn render(flavor: Flavor, req: &Request, reply: Reply) -> Response {
+    let model = req
+        .json()
+        .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string());
+    match reply {
+        Reply::Ok { text, usage } => {
+            let body = match flavor {
+                Flavor::OpenAi => {
+                    let mut v = json!({
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "model": model,
+                        "choices": [{
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop"
+                        }]
+                    });
+                    if let Some((i, o)) = usage {
+                        v["usage"] = json!({
+                            "prompt_tokens": i,
+                            "completion_tokens": o,
+                            "total_tokens": i.saturating_add(o)
+                        });
+                    }
+                    v
+                }
+                Flavor::Anthropic => {
+                    let mut v = json!({
+                        "id": "msg_fake",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [{"type": "text", "text": text}],
+                        "stop_reason": "end_turn"
+                    });
+                    if let Some((i, o)) = usage {
+                        v["usage"] = json!({"input_tokens": i, "output_tokens": o});
+                    }
+                    v
+                }
+            };
+            Response::json(200, &body)
+        }
+        Reply::Status(code, body) => Response::text(code, &body),
+        Reply::RateLimited(after) => {
+            let r = Response::json(
+                429,
+                &json!({"error": {"message": "rate limited", "type": "rate_limit_error"}}),
+            );
+            match after {
+                Some(a) => r.header("retry-after", &a),
+                None => r,
+            }
+        }
+        Reply::Slow(d, inner) => render(flavor, req, *inner).delay(d),
+        Reply::Malformed => Response::text(200, "<html>this is not json</html>")
+            .header("content-type", "application/json"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn openai_fake_answers_its_script_then_500() {
+        let fake = FakeLlm::openai("k1", vec![Reply::ok("hi", 3, 4)])
+            .await
+            .unwrap();
+        let c = reqwest::Client::builder().no_proxy().build().unwrap();
+        let url = format!("{}/chat/completions", fake.base_url());
+        let r = c
+            .post(&url)
+            .bearer_auth("k1")
+            .json(&json!({"model": "m"}))
+            .send()
+            .await
+            .unwrap();
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "hi");
+        assert_eq!(v["usage"]["prompt_tokens"], 3);
+        assert_eq!(v["model"], "m");
+        let r = c.post(&url).bearer_auth("k1").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 500);
+        let r = c.post(&url).bearer_auth("wrong").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 401);
+        assert_eq!(fake.request_count(), 3);
+    }
+
+    #[tokio::test]
+    async fn anthropic_fake_requires_key_and_version() {
+        let fake = FakeLlm::anthropic("k2", vec![Reply::ok_without_usage("yo")])
+            .await
+            .unwrap();
+        let c = reqwest::Client::builder().no_proxy().build().unwrap();
+        let url = format!("{}/v1/messages", fake.base_url());
+        let r = c.post(&url).header("x-api-key", "k2").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 400, "missing anthropic-version");
+        let r = c
+            .post(&url)
+            .header("x-api-key", "k2")
+            .header("anthropic-version", "2023-06-01")
+            .send()
+            .await
+            .unwrap();
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["content"][0]["text"], "yo");
+        assert!(v.get("usage").is_none());
+    }
+}

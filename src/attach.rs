@@ -1,0 +1,408 @@
+//! The driver behind `cronsole console --attach`: the console over a store that other owners
+//! run, with no engine in this process (SPEC §13.1). It hands the console the same three channel
+//! ends an engine would, so `tui::run` cannot tell the difference.
+//!
+//! Owns: polling the store's change token (every [`POLL`], through `spawn_blocking` because the
+//! store is synchronous), rebuilding a [`Snapshot`] only when the token moved, publishing it,
+//! emitting [`Event::Row`] for history rows it had not seen, and executing [`Command`]s directly
+//! on the store (`set_paused`, `request_trigger`) so pause and trigger work without an engine.
+//! Must not touch: claims, leases, runs (an engine elsewhere does those), the terminal.
+//!
+//! Decisions: the first snapshot is loaded before `start` returns (so a broken store is an
+//! error the CLI can print, not a blank screen); later store errors become [`Event::Notice`]s and
+//! polling goes on; a trigger's outcome is reported as a notice that says an engine sharing the
+//! store will run it; `Command::Shutdown` or the cancellation token ends the task.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::clock::Clock;
+use crate::engine::{Command, Event};
+use crate::snapshot::Snapshot;
+use crate::store::{Store, StoreError, TriggerOutcome};
+
+/// How often the change token is read.
+pub const POLL: Duration = Duration::from_millis(250);
+const EVENTS_CAPACITY: usize = 1024;
+const COMMANDS_CAPACITY: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("cannot read the store at {location}: {source}")]
+    Store {
+        location: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("the store read task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// The channel ends for the console, and the polling task.
+pub struct Attached {
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    pub events: broadcast::Receiver<Event>,
+    pub commands: mpsc::Sender<Command>,
+    pub task: JoinHandle<()>,
+}
+
+struct Ctx {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    owner: String,
+    started_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Ctx {
+    /// Read the token, then the snapshot (a change in between shows as a new token next poll).
+    async fn load(&self) -> Result<(u64, Snapshot), StoreError> {
+        let store = self.store.clone();
+        let now = self.clock.now();
+        let (owner, started) = (self.owner.clone(), self.started_at);
+        let res = tokio::task::spawn_blocking(move || {
+            let tok = store.change_token()?;
+            let snap = Snapshot::load(store.as_ref(), now, &owner, started, false)?;
+            Ok((tok, snap))
+        })
+        .await;
+        res.unwrap_or_else(|e| Err(StoreError::Invalid(format!("store read task failed: {e}"))))
+    }
+
+    async fn token(&self) -> Result<u64, StoreError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.change_token())
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Invalid(format!("store read task failed: {e}"))))
+    }
+
+    /// Apply one command to the store; the text is what the operator should read.
+    async fn execute(&self, cmd: Command) -> String {
+        let store = self.store.clone();
+        let now = self.clock.now();
+        let res = tokio::task::spawn_blocking(move || match cmd {
+            Command::Pause(j) => store
+                .set_paused(&j, true, now)
+                .map(|()| format!("{j} paused")),
+            Command::Resume(j) => store
+                .set_paused(&j, false, now)
+                .map(|()| format!("{j} resumed")),
+            Command::Trigger(j) => store.request_trigger(&j, now).map(|o| match o {
+                TriggerOutcome::Queued => {
+                    format!("{j}: trigger queued; an engine sharing this store will run it")
+                }
+                TriggerOutcome::AlreadyRunning => format!("{j} is running: not triggered"),
+                TriggerOutcome::AlreadyQueued => format!("{j}: a trigger is already queued"),
+            }),
+            Command::Shutdown => Ok(String::new()),
+        })
+        .await;
+        match res {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => format!("store refused: {e}"),
+            Err(e) => format!("store task failed: {e}"),
+        }
+    }
+}
+
+/// Load the first snapshot and start polling. Ends when `cancel` fires, on
+/// `Command::Shutdown`, or when every command sender is dropped.
+pub async fn start(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    owner: String,
+    cancel: CancellationToken,
+) -> Result<Attached, AttachError> {
+    let ctx = Ctx {
+        started_at: clock.now(),
+        store,
+        clock,
+        owner,
+    };
+    let (token, first) = ctx.load().await.map_err(|source| AttachError::Store {
+        location: ctx.store.location(),
+        source,
+    })?;
+    let seen: HashSet<Uuid> = first.recent.iter().map(|r| r.run_id).collect();
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(first));
+    let (ev_tx, ev_rx) = broadcast::channel(EVENTS_CAPACITY);
+    let (cmd_tx, cmd_rx) = mpsc::channel(COMMANDS_CAPACITY);
+    let task = tokio::spawn(poll_loop(ctx, token, seen, snap_tx, ev_tx, cmd_rx, cancel));
+    Ok(Attached {
+        snapshots: snap_rx,
+        events: ev_rx,
+        commands: cmd_tx,
+        task,
+    })
+}
+
+async fn poll_loop(
+    ctx: Ctx,
+    mut last: u64,
+    mut seen: HashSet<Uuid>,
+    snap_tx: watch::Sender<Arc<Snapshot>>,
+    ev_tx: broadcast::Sender<Event>,
+    mut cmd_rx: mpsc::Receiver<Command>,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_error: Option<String> = None;
+    loop {
+        let mut force = false;
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return,
+            cmd = cmd_rx.recv() => match cmd {
+                None | Some(Command::Shutdown) => return,
+                Some(c) => {
+                    let text = ctx.execute(c).await;
+                    let _ = ev_tx.send(Event::Notice(text));
+                    force = true;
+                }
+            },
+            _ = tick.tick() => {}
+        }
+        let changed = match ctx.token().await {
+            Ok(t) => force || t != last,
+            Err(e) => {
+                report(&ev_tx, &mut last_error, e);
+                continue;
+            }
+        };
+        if !changed {
+            continue;
+        }
+        match ctx.load().await {
+            Ok((tok, snap)) => {
+                last = tok;
+                last_error = None;
+                // New rows, oldest first, as an engine would have sent them.
+                for r in snap
+                    .recent
+                    .iter()
+                    .rev()
+                    .filter(|r| !seen.contains(&r.run_id))
+                {
+                    let _ = ev_tx.send(Event::Row(r.clone()));
+                }
+                seen = snap.recent.iter().map(|r| r.run_id).collect();
+                if snap_tx.send(Arc::new(snap)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => report(&ev_tx, &mut last_error, e),
+        }
+    }
+}
+
+/// Tell the operator about a store error once, not every 250 ms.
+fn report(ev_tx: &broadcast::Sender<Event>, last: &mut Option<String>, e: StoreError) {
+    let text = format!("store error: {e}");
+    if last.as_deref() != Some(text.as_str()) {
+        let _ = ev_tx.send(Event::Notice(text.clone()));
+        *last = Some(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
+    use crate::store::{
+        ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
+        RenewOutcome, SpendNow, StoreResult,
+    };
+    use crate::tui::testdata;
+
+    /// Just enough of a store for the driver: jobs, history, a token, pause and trigger.
+    #[derive(Default)]
+    struct FakeStore {
+        jobs: Mutex<Vec<JobRecord>>,
+        rows: Mutex<Vec<HistoryRow>>,
+        token: AtomicU64,
+        loads: AtomicUsize,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl FakeStore {
+        fn bump(&self) {
+            self.token.fetch_add(1, Ordering::SeqCst);
+        }
+        fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+            m.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    fn unsupported<T>() -> StoreResult<T> {
+        Err(StoreError::Invalid("not in the fake".into()))
+    }
+
+    impl Store for FakeStore {
+        fn location(&self) -> String {
+            "fake".into()
+        }
+        fn apply(&self, _: &JobsFile, _: DateTime<Utc>) -> StoreResult<ApplyReport> {
+            unsupported()
+        }
+        fn settings(&self) -> StoreResult<Settings> {
+            Ok(Settings::default())
+        }
+        fn change_token(&self) -> StoreResult<u64> {
+            Ok(self.token.load(Ordering::SeqCst))
+        }
+        fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+            self.loads.fetch_add(1, Ordering::SeqCst);
+            Ok(Self::lock(&self.jobs).clone())
+        }
+        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+            Ok(Self::lock(&self.jobs)
+                .iter()
+                .find(|j| j.def.name == name)
+                .cloned())
+        }
+        fn next_wakeup(&self, _: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+            Ok(None)
+        }
+        fn claim_due(&self, _: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+            unsupported()
+        }
+        fn renew(&self, _: &str, _: Uuid, _: &str, _: DateTime<Utc>) -> StoreResult<RenewOutcome> {
+            unsupported()
+        }
+        fn complete(&self, _: Completion) -> StoreResult<CompleteOutcome> {
+            unsupported()
+        }
+        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+            Ok(Self::lock(&self.rows)
+                .iter()
+                .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
+                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
+                .take(q.limit)
+                .cloned()
+                .collect())
+        }
+        fn set_paused(&self, name: &str, paused: bool, _: DateTime<Utc>) -> StoreResult<()> {
+            Self::lock(&self.calls).push(format!("set_paused {name} {paused}"));
+            let mut jobs = Self::lock(&self.jobs);
+            let j = jobs
+                .iter_mut()
+                .find(|j| j.def.name == name)
+                .ok_or_else(|| StoreError::NoSuchJob(name.into()))?;
+            j.rt.paused = paused;
+            self.bump();
+            Ok(())
+        }
+        fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+            Self::lock(&self.calls).push(format!("request_trigger {name}"));
+            let mut jobs = Self::lock(&self.jobs);
+            let j = jobs
+                .iter_mut()
+                .find(|j| j.def.name == name)
+                .ok_or_else(|| StoreError::NoSuchJob(name.into()))?;
+            j.rt.trigger_requested_at = Some(now);
+            self.bump();
+            Ok(TriggerOutcome::Queued)
+        }
+        fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<SpendNow> {
+            Ok(SpendNow::default())
+        }
+    }
+
+    async fn setup() -> (Arc<FakeStore>, Attached, CancellationToken) {
+        let now = testdata::now();
+        let store = Arc::new(FakeStore::default());
+        FakeStore::lock(&store.jobs).push(testdata::job("a", 60, now));
+        FakeStore::lock(&store.rows).push(testdata::row(1, "a", Status::Succeeded, now));
+        let cancel = CancellationToken::new();
+        let att = start(
+            store.clone(),
+            Arc::new(ManualClock::new(now)),
+            "attached (test)".into(),
+            cancel.clone(),
+        )
+        .await
+        .unwrap();
+        (store, att, cancel)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn token_bump_publishes_a_new_snapshot_and_new_rows() {
+        let (store, mut att, cancel) = setup().await;
+        assert_eq!(att.snapshots.borrow().jobs.len(), 1);
+        assert!(!att.snapshots.borrow().engine_running);
+        assert_eq!(att.snapshots.borrow().owner, "attached (test)");
+        // Nothing changed: polling does not rebuild.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(store.loads.load(Ordering::SeqCst), 1);
+        assert!(!att.snapshots.has_changed().unwrap());
+        // A new row and a token bump.
+        let row = testdata::row(2, "a", Status::Failed, testdata::now());
+        FakeStore::lock(&store.rows).insert(0, row.clone());
+        store.bump();
+        att.snapshots.changed().await.unwrap();
+        let snap = att.snapshots.borrow_and_update().clone();
+        assert_eq!(snap.recent.len(), 2);
+        match att.events.recv().await.unwrap() {
+            Event::Row(r) => assert_eq!(r.run_id, row.run_id),
+            other => panic!("expected the new row, got {other:?}"),
+        }
+        // The old row is not re-sent.
+        assert!(att.events.try_recv().is_err());
+        cancel.cancel();
+        att.task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pause_and_trigger_reach_the_store() {
+        let (store, mut att, _cancel) = setup().await;
+        att.commands.send(Command::Pause("a".into())).await.unwrap();
+        att.snapshots.changed().await.unwrap();
+        assert!(att.snapshots.borrow_and_update().jobs[0].rt.paused);
+        att.commands
+            .send(Command::Trigger("a".into()))
+            .await
+            .unwrap();
+        att.snapshots.changed().await.unwrap();
+        assert!(
+            att.snapshots.borrow_and_update().jobs[0]
+                .rt
+                .trigger_requested_at
+                .is_some()
+        );
+        att.commands
+            .send(Command::Resume("nope".into()))
+            .await
+            .unwrap();
+        let mut notices = vec![];
+        while notices.len() < 3 {
+            if let Event::Notice(n) = att.events.recv().await.unwrap() {
+                notices.push(n);
+            }
+        }
+        assert_eq!(notices[0], "a paused");
+        assert!(notices[1].contains("trigger queued"), "{notices:?}");
+        assert!(notices[2].contains("no job named 'nope'"), "{notices:?}");
+        assert_eq!(
+            *FakeStore::lock(&store.calls),
+            vec![
+                "set_paused a true",
+                "request_trigger a",
+                "set_paused nope false"
+            ]
+        );
+        att.commands.send(Command::Shutdown).await.unwrap();
+        att.task.await.unwrap();
+    }
+}

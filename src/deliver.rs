@@ -1,1 +1,0 @@
-//! placeholder: deliver (being written)

@@ -1,0 +1,347 @@
+//! Delivery (SPEC §12.1): sending a run's result, an incident alert or a recovery note to the
+//! job's sinks — webhooks (`format: json | slack | discord`) and files (one JSON line each) — and
+//! incident tracking ([`incident`], SPEC §12.2).
+//!
+//! Owns: payload shapes, the HTTP POST and the file append, turning failures into text for the
+//! row's `delivery_error`. Must not touch: run status (a failed delivery never turns a
+//! `succeeded` run into `failed`: the caller keeps the status and records `delivered: false`),
+//! the store (the caller commits incident state after delivery), clocks (`now` is passed in).
+//!
+//! Decisions where the SPEC is silent:
+//! - `json` webhooks and file lines carry the history row's fields flattened at the top level
+//!   (minus `delivered`/`delivery_error`, which describe this very delivery), plus `kind`
+//!   (`result` | `alert` | `recovery`), `text` (what a chat sink would show) and `sent_at`.
+//! - Slack gets `{"text": "[job] …"}` cut to 39 000 chars; Discord gets `{"content": "[job] …"}`
+//!   cut to 2000 chars (its hard limit), both marked when cut.
+//! - Error texts name the sink, never its URL: Slack/Discord webhook URLs are credentials.
+//! - Redirects are not followed (the shared client from `action::llm::http_client`); a 3xx is a
+//!   failed delivery.
+//! - A job naming a sink that is not defined gets a delivery error naming it (config validation
+//!   should already have refused it).
+//! - With several sinks, each is tried; `delivered` is true only when every one succeeded, and
+//!   `delivery_error` lists each failure as `sink: error`.
+
+pub mod incident;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::model::{HistoryRow, SinkDef, WebhookFormat, truncate_marked};
+
+/// Discord rejects `content` longer than this.
+pub const DISCORD_MAX_CHARS: usize = 2000;
+/// Slack truncates messages past 40 000 chars; stay under it.
+pub const SLACK_MAX_CHARS: usize = 39_000;
+const MARK: &str = "…[truncated]";
+
+/// What is being delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    Result,
+    Alert,
+    Recovery,
+}
+
+impl MessageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageKind::Result => "result",
+            MessageKind::Alert => "alert",
+            MessageKind::Recovery => "recovery",
+        }
+    }
+}
+
+/// One delivery: a human text plus the run it is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub kind: MessageKind,
+    pub job: String,
+    /// What chat sinks show (without the `[job]` prefix, which they add).
+    pub text: String,
+    /// The run this is about; its fields go into `json` and `file` payloads.
+    pub row: HistoryRow,
+}
+
+impl Message {
+    /// A run's result (the row's `result`).
+    pub fn result(row: &HistoryRow) -> Message {
+        Message {
+            kind: MessageKind::Result,
+            job: row.job.clone(),
+            text: row.result.clone().unwrap_or_default(),
+            row: row.clone(),
+        }
+    }
+
+    /// An incident alert for a failed run.
+    pub fn alert(row: &HistoryRow, consecutive_failures: u32) -> Message {
+        let why = row
+            .error
+            .as_deref()
+            .or(row.reason.as_deref())
+            .unwrap_or("no error text");
+        let times = if consecutive_failures == 1 {
+            "1 time".to_string()
+        } else {
+            format!("{consecutive_failures} times in a row")
+        };
+        Message {
+            kind: MessageKind::Alert,
+            job: row.job.clone(),
+            text: format!("ALERT: {} failed ({times}): {why}", row.job),
+            row: row.clone(),
+        }
+    }
+
+    /// A recovery note after an alerted incident.
+    pub fn recovery(row: &HistoryRow) -> Message {
+        Message {
+            kind: MessageKind::Recovery,
+            job: row.job.clone(),
+            text: format!("RECOVERED: {} succeeded again", row.job),
+            row: row.clone(),
+        }
+    }
+
+    /// The `json` webhook body and the `file` line.
+    pub fn json_payload(&self, now: DateTime<Utc>) -> Value {
+        let mut v = serde_json::to_value(&self.row).unwrap_or_else(|_| json!({}));
+        if let Value::Object(map) = &mut v {
+            map.remove("delivered");
+            map.remove("delivery_error");
+            map.insert("kind".into(), json!(self.kind.as_str()));
+            map.insert("text".into(), json!(self.text));
+            map.insert("sent_at".into(), json!(now));
+        }
+        v
+    }
+
+    fn chat_text(&self, max: usize) -> String {
+        let full = format!("[{}] {}", self.job, self.text);
+        truncate_marked(&full, max.saturating_sub(MARK.chars().count()))
+    }
+
+    pub fn slack_payload(&self) -> Value {
+        json!({ "text": self.chat_text(SLACK_MAX_CHARS) })
+    }
+
+    pub fn discord_payload(&self) -> Value {
+        json!({ "content": self.chat_text(DISCORD_MAX_CHARS) })
+    }
+}
+
+/// Deliver `msg` to one sink. `Err` is the text for `delivery_error` (without the sink name).
+pub async fn deliver(
+    client: &reqwest::Client,
+    sink: &SinkDef,
+    msg: &Message,
+    timeout: Duration,
+    now: DateTime<Utc>,
+) -> Result<(), String> {
+    match sink {
+        SinkDef::Webhook { url, format, .. } => {
+            let body = match format {
+                WebhookFormat::Json => msg.json_payload(now),
+                WebhookFormat::Slack => msg.slack_payload(),
+                WebhookFormat::Discord => msg.discord_payload(),
+            };
+            post_json(client, url, &body, timeout).await
+        }
+        SinkDef::File { path, .. } => {
+            let line = msg.json_payload(now).to_string();
+            let path = PathBuf::from(path);
+            match tokio::task::spawn_blocking(move || append_line(&path, &line)).await {
+                Ok(r) => r,
+                Err(e) => Err(format!("file write task failed: {e}")),
+            }
+        }
+    }
+}
+
+async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    timeout: Duration,
+) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid webhook URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "invalid webhook URL: scheme '{}' is not http or https",
+            parsed.scheme()
+        ));
+    }
+    let send = async {
+        let resp = client
+            .post(parsed)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| crate::action::llm::error_chain(&e.without_url()))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let text = resp.text().await.unwrap_or_default();
+        let text: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        Err(format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            truncate_marked(text.trim(), 200)
+        ))
+    };
+    match tokio::time::timeout(timeout, send).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "no answer within {}s (delivery timeout)",
+            timeout.as_secs_f64()
+        )),
+    }
+}
+
+/// Append one line (creating parent directories) with a single write, so concurrent appenders
+/// (O_APPEND) never interleave within a line.
+fn append_line(path: &std::path::Path, line: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    f.write_all(&buf)
+        .map_err(|e| format!("cannot append to {}: {e}", path.display()))
+}
+
+/// The result of delivering to every sink a job names.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeliveryReport {
+    /// At least one sink, and every one succeeded.
+    pub delivered: bool,
+    /// `sink: error; sink: error` for the row's `delivery_error`, `None` when all succeeded.
+    pub error: Option<String>,
+    /// Names of the sinks that accepted the message.
+    pub ok: Vec<String>,
+}
+
+/// Deliver `msg` to each sink named in `names` (looked up in `sinks`, the jobs file's
+/// `delivery:`), one after another, each bounded by `timeout`.
+pub async fn deliver_all(
+    client: &reqwest::Client,
+    sinks: &BTreeMap<String, SinkDef>,
+    names: &[String],
+    msg: &Message,
+    timeout: Duration,
+    now: DateTime<Utc>,
+) -> DeliveryReport {
+    let mut errors = Vec::new();
+    let mut ok = Vec::new();
+    for name in names {
+        let res = match sinks.get(name) {
+            Some(sink) => deliver(client, sink, msg, timeout, now).await,
+            None => Err("no such sink in delivery:".to_string()),
+        };
+        match res {
+            Ok(()) => ok.push(name.clone()),
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    DeliveryReport {
+        delivered: !names.is_empty() && errors.is_empty(),
+        error: (!errors.is_empty()).then(|| errors.join("; ")),
+        ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Status, Trigger};
+
+    fn row() -> HistoryRow {
+        let t = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut r = HistoryRow::new(
+            "disk-watch",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t),
+            "o",
+            t,
+        );
+        r.result = Some("disk at 91%".into());
+        r
+    }
+
+    #[test]
+    fn payload_shapes() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:05Z")
+            .unwrap()
+            .to_utc();
+        let m = Message::result(&row());
+        let j = m.json_payload(now);
+        assert_eq!(j["kind"], "result");
+        assert_eq!(j["job"], "disk-watch");
+        assert_eq!(j["status"], "succeeded");
+        assert_eq!(j["result"], "disk at 91%");
+        assert_eq!(j["text"], "disk at 91%");
+        assert_eq!(j["sent_at"], "2026-11-29T12:00:05Z");
+        assert!(j.get("delivered").is_none());
+        assert_eq!(
+            m.slack_payload(),
+            json!({"text": "[disk-watch] disk at 91%"})
+        );
+        assert_eq!(
+            m.discord_payload(),
+            json!({"content": "[disk-watch] disk at 91%"})
+        );
+    }
+
+    #[test]
+    fn discord_content_is_cut_to_2000_chars() {
+        let mut r = row();
+        r.result = Some("é".repeat(5000));
+        let m = Message::result(&r);
+        let c = m.discord_payload()["content"].as_str().unwrap().to_string();
+        assert_eq!(c.chars().count(), DISCORD_MAX_CHARS);
+        assert!(c.ends_with(MARK));
+        let s = m.slack_payload()["text"].as_str().unwrap().to_string();
+        assert_eq!(s.chars().count(), 5000 + "[disk-watch] ".len());
+    }
+
+    #[test]
+    fn alert_and_recovery_texts() {
+        let mut r = row();
+        r.status = Status::Failed;
+        r.error = Some("[exit 1] boom".into());
+        assert_eq!(
+            Message::alert(&r, 3).text,
+            "ALERT: disk-watch failed (3 times in a row): [exit 1] boom"
+        );
+        assert_eq!(
+            Message::alert(&r, 1).text,
+            "ALERT: disk-watch failed (1 time): [exit 1] boom"
+        );
+        assert_eq!(
+            Message::recovery(&row()).text,
+            "RECOVERED: disk-watch succeeded again"
+        );
+    }
+}

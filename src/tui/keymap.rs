@@ -1,0 +1,410 @@
+//! The one keymap table (SPEC §13.1): every binding the console answers to is a row of
+//! [`KEYMAP`], and that same table drives key dispatch ([`lookup`]), the footer and the `?` help,
+//! so help can never drift from the real bindings (the gitui `key_list` idea).
+//!
+//! Owns: key → [`Cmd`] per [`Scope`], and the labels shown for them. Must not touch: state, the
+//! terminal. Scopes: `Global` keys work in the main screen, the job detail, the diff viewer and
+//! the help; `Diff` keys only in the diff viewer (checked first there). `Confirm` and `Input` are
+//! modal: while a `y/n` question or the `/` filter prompt is open, nothing else is live (so typing
+//! `q` into the name filter does not quit).
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key asks for; [`crate::tui::state::App::handle_key`] turns it into an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd {
+    Up,
+    Down,
+    Top,
+    Bottom,
+    PageUp,
+    PageDown,
+    NextPane,
+    TogglePause,
+    Trigger,
+    Diff,
+    Detail,
+    JobHistory,
+    StatusFilter,
+    NameFilter,
+    Sort,
+    Help,
+    Back,
+    Quit,
+    OlderDiff,
+    NewerDiff,
+    Yes,
+    No,
+    Apply,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Global,
+    Diff,
+    Confirm,
+    Input,
+}
+
+/// A key with the modifiers that must be held (SHIFT is ignored for characters: `G` is `G`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub code: KeyCode,
+    pub mods: KeyModifiers,
+}
+
+const fn k(code: KeyCode) -> Key {
+    Key {
+        code,
+        mods: KeyModifiers::NONE,
+    }
+}
+
+const fn ch(c: char) -> Key {
+    k(KeyCode::Char(c))
+}
+
+const fn ctrl(c: char) -> Key {
+    Key {
+        code: KeyCode::Char(c),
+        mods: KeyModifiers::CONTROL,
+    }
+}
+
+/// One row of the keymap.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    pub scope: Scope,
+    pub keys: &'static [Key],
+    /// How the keys are written in the footer and help.
+    pub label: &'static str,
+    /// Short word for the footer.
+    pub short: &'static str,
+    /// Sentence for the help.
+    pub help: &'static str,
+    pub cmd: Cmd,
+    /// Shown in the footer (help shows every row).
+    pub footer: bool,
+}
+
+const fn b(
+    scope: Scope,
+    keys: &'static [Key],
+    label: &'static str,
+    short: &'static str,
+    help: &'static str,
+    cmd: Cmd,
+    footer: bool,
+) -> Binding {
+    Binding {
+        scope,
+        keys,
+        label,
+        short,
+        help,
+        cmd,
+        footer,
+    }
+}
+
+use Scope::{Confirm, Diff, Global, Input};
+
+pub const KEYMAP: &[Binding] = &[
+    b(
+        Global,
+        &[ch('k'), k(KeyCode::Up)],
+        "k/↑",
+        "up",
+        "move up / scroll",
+        Cmd::Up,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('j'), k(KeyCode::Down)],
+        "j/↓",
+        "down",
+        "move down / scroll",
+        Cmd::Down,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('g'), k(KeyCode::Home)],
+        "g",
+        "top",
+        "go to the top",
+        Cmd::Top,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('G'), k(KeyCode::End)],
+        "G",
+        "bottom",
+        "go to the bottom",
+        Cmd::Bottom,
+        false,
+    ),
+    b(
+        Global,
+        &[k(KeyCode::PageUp)],
+        "PgUp",
+        "page up",
+        "one page up",
+        Cmd::PageUp,
+        false,
+    ),
+    b(
+        Global,
+        &[k(KeyCode::PageDown)],
+        "PgDn",
+        "page down",
+        "one page down",
+        Cmd::PageDown,
+        false,
+    ),
+    b(
+        Global,
+        &[k(KeyCode::Tab)],
+        "Tab",
+        "pane",
+        "cycle jobs/leases/history",
+        Cmd::NextPane,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('p')],
+        "p",
+        "pause",
+        "pause / resume the job",
+        Cmd::TogglePause,
+        true,
+    ),
+    b(
+        Global,
+        &[ch('t')],
+        "t",
+        "trigger",
+        "trigger the job now (y/n)",
+        Cmd::Trigger,
+        true,
+    ),
+    b(
+        Global,
+        &[ch('d')],
+        "d",
+        "diff",
+        "monitor diff viewer",
+        Cmd::Diff,
+        true,
+    ),
+    b(
+        Global,
+        &[k(KeyCode::Enter)],
+        "Enter",
+        "detail",
+        "job detail",
+        Cmd::Detail,
+        true,
+    ),
+    b(
+        Global,
+        &[ch('h')],
+        "h",
+        "history",
+        "history: this job / all",
+        Cmd::JobHistory,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('f')],
+        "f",
+        "filter",
+        "cycle a status filter",
+        Cmd::StatusFilter,
+        true,
+    ),
+    b(
+        Global,
+        &[ch('/')],
+        "/",
+        "name",
+        "filter jobs by name",
+        Cmd::NameFilter,
+        true,
+    ),
+    b(
+        Global,
+        &[ch('s')],
+        "s",
+        "sort",
+        "cycle the sort column",
+        Cmd::Sort,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('?')],
+        "?",
+        "help",
+        "show / hide this help",
+        Cmd::Help,
+        true,
+    ),
+    b(
+        Global,
+        &[k(KeyCode::Esc)],
+        "Esc",
+        "back",
+        "back / clear filters",
+        Cmd::Back,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('q'), ctrl('c')],
+        "q/Ctrl-C",
+        "quit",
+        "quit",
+        Cmd::Quit,
+        true,
+    ),
+    b(
+        Diff,
+        &[ch('[')],
+        "[",
+        "older",
+        "older diff",
+        Cmd::OlderDiff,
+        true,
+    ),
+    b(
+        Diff,
+        &[ch(']')],
+        "]",
+        "newer",
+        "newer diff",
+        Cmd::NewerDiff,
+        true,
+    ),
+    b(
+        Confirm,
+        &[ch('y'), ch('Y')],
+        "y",
+        "yes",
+        "confirm",
+        Cmd::Yes,
+        true,
+    ),
+    b(
+        Confirm,
+        &[ch('n'), ch('N'), k(KeyCode::Esc)],
+        "n/Esc",
+        "no",
+        "cancel",
+        Cmd::No,
+        true,
+    ),
+    b(
+        Input,
+        &[k(KeyCode::Enter)],
+        "Enter",
+        "apply",
+        "apply the name filter",
+        Cmd::Apply,
+        true,
+    ),
+    b(
+        Input,
+        &[k(KeyCode::Esc)],
+        "Esc",
+        "clear",
+        "clear the name filter",
+        Cmd::Back,
+        true,
+    ),
+];
+
+fn matches(key: &Key, ev: &KeyEvent) -> bool {
+    if key.code != ev.code {
+        return false;
+    }
+    // SHIFT is part of the character already ('G', '?'); compare only CONTROL and ALT.
+    let relevant = KeyModifiers::CONTROL | KeyModifiers::ALT;
+    (ev.modifiers & relevant) == (key.mods & relevant)
+}
+
+/// The command bound to `ev` in `scope` (no fall-through between scopes; callers decide).
+pub fn lookup(scope: Scope, ev: &KeyEvent) -> Option<Cmd> {
+    KEYMAP
+        .iter()
+        .filter(|b| b.scope == scope)
+        .find(|b| b.keys.iter().any(|k| matches(k, ev)))
+        .map(|b| b.cmd)
+}
+
+/// The bindings of the given scopes, scope by scope in the order given, each in table order
+/// (footer and help).
+pub fn bindings(scopes: &[Scope]) -> impl Iterator<Item = &'static Binding> + '_ {
+    scopes
+        .iter()
+        .flat_map(|s| KEYMAP.iter().filter(move |b| b.scope == *s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_key_is_bound_twice_where_both_could_fire() {
+        // Global and Diff are live together in the diff viewer; Confirm and Input are modal.
+        let groups: [&[Scope]; 3] = [&[Global, Diff], &[Confirm], &[Input]];
+        for group in groups {
+            let mut seen: Vec<Key> = Vec::new();
+            for bnd in bindings(group) {
+                for key in bnd.keys {
+                    assert!(!seen.contains(key), "{key:?} bound twice in {group:?}");
+                    seen.push(*key);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_spec_key_is_bound() {
+        use KeyCode::*;
+        let spec: &[(Scope, KeyEvent)] = &[
+            (Global, KeyEvent::from(Char('j'))),
+            (Global, KeyEvent::from(Char('k'))),
+            (Global, KeyEvent::from(Up)),
+            (Global, KeyEvent::from(Down)),
+            (Global, KeyEvent::from(Char('g'))),
+            (Global, KeyEvent::new(Char('G'), KeyModifiers::SHIFT)),
+            (Global, KeyEvent::from(Tab)),
+            (Global, KeyEvent::from(Char('p'))),
+            (Global, KeyEvent::from(Char('t'))),
+            (Global, KeyEvent::from(Char('d'))),
+            (Global, KeyEvent::from(Enter)),
+            (Global, KeyEvent::from(Char('h'))),
+            (Global, KeyEvent::from(Char('f'))),
+            (Global, KeyEvent::from(Char('/'))),
+            (Global, KeyEvent::from(Char('s'))),
+            (Global, KeyEvent::new(Char('?'), KeyModifiers::SHIFT)),
+            (Global, KeyEvent::from(Esc)),
+            (Global, KeyEvent::from(Char('q'))),
+            (Global, KeyEvent::new(Char('c'), KeyModifiers::CONTROL)),
+            (Diff, KeyEvent::from(Char('['))),
+            (Diff, KeyEvent::from(Char(']'))),
+            (Confirm, KeyEvent::from(Char('y'))),
+            (Confirm, KeyEvent::from(Char('n'))),
+        ];
+        for (scope, ev) in spec {
+            assert!(lookup(*scope, ev).is_some(), "{ev:?} unbound in {scope:?}");
+        }
+        // A plain 'c' is not Ctrl-C.
+        assert_eq!(lookup(Global, &KeyEvent::from(Char('c'))), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! The console (SPEC §13.1): a live ratatui dashboard of jobs, leases, cost burn and history
+//! over the engine's published [`Snapshot`]s and [`Event`]s, sending [`Command`]s back.
+//!
+//! Owns: the terminal while the console runs (init, event loop, restore on quit, error and
+//! panic), and the submodules: `state` (pure state, key → [`state::Action`]), `keymap` (the one
+//! binding table), `view` (drawing), `sanitize` (outside text made inert). Must not touch: the
+//! store for writes — pause/trigger go out as Commands; the store is only *read*, off the UI
+//! thread (`spawn_blocking`), for history beyond the snapshot's `recent` window.
+//!
+//! Loop shape (tokio-console): one `select!`, `biased;`, input first so snapshots never starve
+//! keys; a redraw follows every change (≤ 250 ms; ratatui diffs frames, so no flicker) and a
+//! 250 ms tick with `MissedTickBehavior::Skip` keeps countdowns moving. Keys are read on a
+//! dedicated thread (`crossterm::event::poll/read`) and filtered to `KeyEventKind::Press`.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::clock::Clock;
+use crate::engine::{Command, Event};
+use crate::snapshot::Snapshot;
+use crate::store::{HistoryQuery, Store};
+
+pub mod keymap;
+pub mod sanitize;
+pub mod state;
+pub mod view;
+
+#[cfg(any(test, feature = "testkit"))]
+pub mod testdata;
+
+use state::{Action, App, Loaded, Query};
+
+/// Rows loaded for one job's detail or `h` history.
+const JOB_ROWS: usize = 500;
+/// Diffs loaded for one job's diff viewer.
+const DIFF_ROWS: usize = 200;
+const TICK: Duration = Duration::from_millis(250);
+
+/// What the console needs from whoever runs it (the engine, or [`crate::attach`]).
+pub struct ConsoleDeps {
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    pub events: broadcast::Receiver<Event>,
+    pub commands: mpsc::Sender<Command>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// The console needs a terminal; the caller should have chosen headless mode.
+    #[error("the console needs a terminal on stdout (use `cronsole run` for headless mode)")]
+    NotATerminal,
+    #[error("terminal I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Initialise the terminal, run the console until `q`/Ctrl-C, and restore the terminal whatever
+/// happens (a panic is restored by the hook `ratatui::try_init` installs).
+pub async fn run(deps: ConsoleDeps) -> Result<(), TuiError> {
+    if !std::io::stdout().is_terminal() {
+        return Err(TuiError::NotATerminal);
+    }
+    let mut terminal = ratatui::try_init().inspect_err(|_| ratatui::restore())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (key_tx, key_rx) = mpsc::unbounded_channel();
+    let reader = spawn_input_reader(key_tx, stop.clone());
+    let result = event_loop(&mut terminal, deps, key_rx).await;
+    stop.store(true, Ordering::Relaxed);
+    ratatui::restore();
+    // The reader notices `stop` within its poll interval.
+    drop(reader);
+    result
+}
+
+/// Terminal input on its own thread: crossterm's reads block.
+fn spawn_input_reader(
+    tx: mpsc::UnboundedSender<std::io::Result<TermEvent>>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match event::poll(Duration::from_millis(100)) {
+                Ok(false) => continue,
+                Ok(true) => {
+                    let ev = event::read();
+                    let failed = ev.is_err();
+                    if tx.send(ev).is_err() || failed {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    })
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    mut deps: ConsoleDeps,
+    mut keys: mpsc::UnboundedReceiver<std::io::Result<TermEvent>>,
+) -> Result<(), TuiError> {
+    let first = deps.snapshots.borrow_and_update().clone();
+    let mut app = App::new(first, deps.clock.now());
+    let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (mut snaps_open, mut events_open) = (true, true);
+    let mut dirty = true;
+    loop {
+        if dirty {
+            app.now = deps.clock.now();
+            terminal.draw(|f| f.render_widget(&app, f.area()))?;
+            dirty = false;
+        }
+        tokio::select! {
+            biased;
+            ev = keys.recv() => match ev {
+                Some(Ok(TermEvent::Key(k))) if k.kind == KeyEventKind::Press => {
+                    app.notice = None;
+                    match app.handle_key(k) {
+                        Action::Quit => return Ok(()),
+                        Action::None => {}
+                        Action::Redraw => dirty = true,
+                        Action::Send(cmd) => {
+                            send(&deps.commands, cmd, &mut app);
+                            dirty = true;
+                        }
+                        Action::Load(q) => {
+                            load(deps.store.clone(), q, loaded_tx.clone());
+                            dirty = true;
+                        }
+                    }
+                }
+                Some(Ok(TermEvent::Resize(..))) => dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(TuiError::Io(e)),
+                None => return Ok(()),
+            },
+            changed = deps.snapshots.changed(), if snaps_open => match changed {
+                Ok(()) => {
+                    let s = deps.snapshots.borrow_and_update().clone();
+                    app.on_snapshot(s);
+                    dirty = true;
+                }
+                Err(_) => {
+                    snaps_open = false;
+                    app.notice = Some("the engine stopped publishing: the screen is frozen".into());
+                    dirty = true;
+                }
+            },
+            ev = deps.events.recv(), if events_open => match ev {
+                Ok(e) => {
+                    app.on_event(e);
+                    dirty = true;
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    app.notice = Some(format!("{n} events skipped (the next snapshot has them)"));
+                    dirty = true;
+                }
+                Err(broadcast::error::RecvError::Closed) => events_open = false,
+            },
+            Some(l) = loaded_rx.recv() => {
+                app.on_loaded(l);
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                app.on_tick(deps.clock.now());
+                dirty = true;
+            }
+        }
+    }
+}
+
+/// Never block the UI on a busy engine: a full queue is reported, not awaited.
+fn send(tx: &mpsc::Sender<Command>, cmd: Command, app: &mut App) {
+    if let Err(e) = tx.try_send(cmd) {
+        let (why, cmd) = match e {
+            mpsc::error::TrySendError::Full(c) => ("busy", c),
+            mpsc::error::TrySendError::Closed(c) => ("gone", c),
+        };
+        app.notice = Some(format!("engine {why}: {cmd:?} not sent"));
+        if let Command::Pause(j) | Command::Resume(j) | Command::Trigger(j) = cmd {
+            app.pending.remove(&j);
+        }
+    }
+}
+
+/// Run a read-only store query off the UI thread; the answer comes back on `tx`.
+fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
+    tokio::spawn(async move {
+        let res = tokio::task::spawn_blocking(move || run_query(store.as_ref(), q)).await;
+        let loaded = res.unwrap_or_else(|e| Loaded::Failed(format!("history query failed: {e}")));
+        let _ = tx.send(loaded);
+    });
+}
+
+/// The store read behind a [`Query`] (blocking).
+pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
+    let (job, with_diff, limit) = match &q {
+        Query::JobHistory(j) => (j.clone(), false, JOB_ROWS),
+        Query::Diffs(j) => (j.clone(), true, DIFF_ROWS),
+    };
+    let hq = HistoryQuery {
+        job: Some(job.clone()),
+        with_diff,
+        limit,
+        ..Default::default()
+    };
+    match (store.history(&hq), q) {
+        (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
+        (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
+        (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
+    }
+}

@@ -1,0 +1,945 @@
+//! Console state: what is selected, filtered, sorted, open and pending — pure data, no terminal.
+//! Keys come in as [`KeyEvent`]s and go out as an [`Action`] value (tokio-console style), so every
+//! binding is testable without a terminal, and the event loop in `tui/mod.rs` performs the effect
+//! (send a [`Command`], start a read-only store query, quit).
+//!
+//! Owns: selection, filters, sort, mode, prompts, optimistic pending ops, the live history rows
+//! that arrived as events ahead of the next snapshot, and rows loaded on demand from the store.
+//! Must not touch: the store (it asks for queries through [`Action::Load`]), the terminal, the
+//! clock (the loop writes `now` before each frame).
+//!
+//! Decisions where SPEC §13.1 is silent:
+//! - `f` filters both the jobs table (by each job's *last* status) and the history stream.
+//! - `/` filters live while typing; `Enter` keeps the filter and puts the selection on the first
+//!   match; `Esc` (in the prompt or on the main screen) clears it.
+//! - `t` on a job that is running says so and asks nothing (the engine would refuse anyway).
+//! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
+//!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::engine::{Command, Event};
+use crate::model::{HistoryRow, JobRecord, Status, Trigger};
+use crate::snapshot::{PendingOp, Snapshot};
+use crate::tui::keymap::{self, Cmd, Scope};
+
+/// How long an unconfirmed pause/resume/trigger keeps its mark.
+pub const PENDING_TIMEOUT_SECS: i64 = 10;
+/// History rows kept from events until a snapshot includes them.
+const LIVE_ROWS_MAX: usize = 500;
+/// Rows moved by PgUp/PgDn.
+const PAGE: usize = 10;
+
+/// What the event loop should do after a key or message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nothing changed.
+    None,
+    /// State changed: draw again.
+    Redraw,
+    Send(Command),
+    /// Start a read-only store query; its answer comes back through [`App::on_loaded`].
+    Load(Query),
+    Quit,
+}
+
+/// Reads beyond the snapshot's `recent` window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Query {
+    /// The job's last rows (detail view and `h`).
+    JobHistory(String),
+    /// The job's rows carrying a monitor diff, newest first.
+    Diffs(String),
+}
+
+/// The answer to a [`Query`].
+#[derive(Debug, Clone)]
+pub enum Loaded {
+    JobHistory { job: String, rows: Vec<HistoryRow> },
+    Diffs { job: String, rows: Vec<HistoryRow> },
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Main,
+    Detail(String),
+    Diff(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    None,
+    ConfirmTrigger(String),
+    Name(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Jobs,
+    Leases,
+    History,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Name,
+    Next,
+    Last,
+    Status,
+    Runs,
+    Spend,
+}
+
+impl SortKey {
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::Name => SortKey::Next,
+            SortKey::Next => SortKey::Last,
+            SortKey::Last => SortKey::Status,
+            SortKey::Status => SortKey::Runs,
+            SortKey::Runs => SortKey::Spend,
+            SortKey::Spend => SortKey::Name,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Name => "NAME",
+            SortKey::Next => "NEXT",
+            SortKey::Last => "LAST",
+            SortKey::Status => "STATUS",
+            SortKey::Runs => "RUNS",
+            SortKey::Spend => "SPEND",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pending {
+    pub op: PendingOp,
+    pub since: DateTime<Utc>,
+}
+
+/// The whole console state. Views read it (`impl Widget for &App`); only keys and messages
+/// change it.
+#[derive(Debug)]
+pub struct App {
+    pub snap: Arc<Snapshot>,
+    pub now: DateTime<Utc>,
+    pub mode: Mode,
+    pub help: bool,
+    pub prompt: Prompt,
+    pub pane: Pane,
+    /// Index into [`App::visible`].
+    pub selected: usize,
+    /// Indices into `snap.jobs`, filtered and sorted.
+    pub visible: Vec<usize>,
+    pub name_filter: String,
+    pub status_filter: Option<Status>,
+    pub sort: SortKey,
+    /// History pane restricted to this job (`h`).
+    pub history_job: Option<String>,
+    /// Selected row in the leases pane.
+    pub lease_sel: usize,
+    /// First history row shown (scroll).
+    pub history_scroll: usize,
+    /// Rows from events newer than the snapshot, newest first.
+    pub live: VecDeque<HistoryRow>,
+    /// Rows loaded for one job (detail, `h`), newest first.
+    pub job_rows: Option<(String, Vec<HistoryRow>)>,
+    /// Diff rows loaded for one job, newest first.
+    pub diff_rows: Option<(String, Vec<HistoryRow>)>,
+    /// 0 = newest diff.
+    pub diff_index: usize,
+    /// Scroll of the detail or diff view.
+    pub scroll: usize,
+    pub pending: BTreeMap<String, Pending>,
+    /// One line of news: command outcomes, engine notices, load errors.
+    pub notice: Option<String>,
+}
+
+impl App {
+    pub fn new(snap: Arc<Snapshot>, now: DateTime<Utc>) -> App {
+        let mut app = App {
+            snap,
+            now,
+            mode: Mode::Main,
+            help: false,
+            prompt: Prompt::None,
+            pane: Pane::Jobs,
+            selected: 0,
+            visible: Vec::new(),
+            name_filter: String::new(),
+            status_filter: None,
+            sort: SortKey::Name,
+            history_job: None,
+            lease_sel: 0,
+            history_scroll: 0,
+            live: VecDeque::new(),
+            job_rows: None,
+            diff_rows: None,
+            diff_index: 0,
+            scroll: 0,
+            pending: BTreeMap::new(),
+            notice: None,
+        };
+        app.rebuild(None);
+        app
+    }
+
+    /// The job under the cursor.
+    pub fn selected_job(&self) -> Option<&JobRecord> {
+        self.visible
+            .get(self.selected)
+            .and_then(|&i| self.snap.jobs.get(i))
+    }
+
+    fn job(&self, name: &str) -> Option<&JobRecord> {
+        self.snap
+            .jobs
+            .binary_search_by(|j| j.def.name.as_str().cmp(name))
+            .ok()
+            .and_then(|i| self.snap.jobs.get(i))
+            .or_else(|| self.snap.jobs.iter().find(|j| j.def.name == name))
+    }
+
+    /// The pending op for `job`: ours first, then the engine's.
+    pub fn pending_op(&self, job: &str) -> Option<PendingOp> {
+        self.pending
+            .get(job)
+            .map(|p| p.op)
+            .or_else(|| self.snap.pending.get(job).copied())
+    }
+
+    /// Spend of one job in the current budget period.
+    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+        let s = &self.snap.settings;
+        let period = s.budget.map(|b| b.period).unwrap_or(s.period);
+        if j.rt.counters.period_key == period.key(self.now) {
+            j.rt.counters.period_cost_usd
+        } else {
+            0.0
+        }
+    }
+
+    /// Recompute the visible job list, keeping the cursor on `keep` (or on the same job).
+    fn rebuild(&mut self, keep: Option<String>) {
+        let keep = keep.or_else(|| self.selected_job().map(|j| j.def.name.clone()));
+        let needle = self.name_filter.to_lowercase();
+        let jobs = &self.snap.jobs;
+        let mut visible: Vec<usize> = (0..jobs.len())
+            .filter(|&i| {
+                let j = &jobs[i];
+                (needle.is_empty() || j.def.name.to_lowercase().contains(&needle))
+                    && self
+                        .status_filter
+                        .is_none_or(|st| j.rt.last_status == Some(st))
+            })
+            .collect();
+        match self.sort {
+            // `snap.jobs` is sorted by name already.
+            SortKey::Name => {}
+            SortKey::Next => {
+                visible.sort_by_key(|&i| (jobs[i].rt.next_slot.is_none(), jobs[i].rt.next_slot))
+            }
+            SortKey::Last => visible.sort_by_key(|&i| std::cmp::Reverse(jobs[i].rt.last_run_at)),
+            SortKey::Status => {
+                visible.sort_by_key(|&i| (jobs[i].rt.last_status.is_none(), jobs[i].rt.last_status))
+            }
+            SortKey::Runs => visible.sort_by_key(|&i| std::cmp::Reverse(jobs[i].rt.runs)),
+            SortKey::Spend => visible.sort_by(|&a, &b| {
+                self.job_period_spend(&jobs[b])
+                    .total_cmp(&self.job_period_spend(&jobs[a]))
+            }),
+        }
+        self.visible = visible;
+        self.selected = keep
+            .and_then(|name| self.visible.iter().position(|&i| jobs[i].def.name == name))
+            .unwrap_or(0)
+            .min(self.visible.len().saturating_sub(1));
+    }
+
+    /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
+    pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
+        self.snap = snap;
+        let confirmed: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(name, p)| match self.job(name) {
+                None => true,
+                Some(j) => match p.op {
+                    PendingOp::Pausing => j.rt.paused,
+                    PendingOp::Resuming => !j.rt.paused,
+                    PendingOp::Triggering => {
+                        j.rt.trigger_requested_at.is_some()
+                            || j.rt.lease.is_some()
+                            || j.rt.last_run_at.is_some_and(|t| t >= p.since)
+                    }
+                },
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in confirmed {
+            self.pending.remove(&name);
+        }
+        if !self.live.is_empty() {
+            let ids: HashSet<uuid::Uuid> = self
+                .snap
+                .recent
+                .iter()
+                .take(LIVE_ROWS_MAX * 4)
+                .map(|r| r.run_id)
+                .collect();
+            self.live.retain(|r| !ids.contains(&r.run_id));
+        }
+        self.rebuild(None);
+        self.lease_sel = self.lease_sel.min(self.leases().len().saturating_sub(1));
+    }
+
+    /// Time moved: expire pending marks nobody confirmed.
+    pub fn on_tick(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| (now - p.since).num_seconds() >= PENDING_TIMEOUT_SECS)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in expired {
+            self.pending.remove(&name);
+            self.notice = Some(format!("{name}: not confirmed by the store yet"));
+        }
+    }
+
+    pub fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Row(row) => {
+                if let Some(p) = self.pending.get(&row.job)
+                    && p.op == PendingOp::Triggering
+                    && row.trigger == Trigger::Manual
+                {
+                    self.pending.remove(&row.job);
+                }
+                if let Some((job, rows)) = &mut self.job_rows
+                    && *job == row.job
+                {
+                    rows.insert(0, row.clone());
+                }
+                if row.diff.is_some()
+                    && let Some((job, rows)) = &mut self.diff_rows
+                    && *job == row.job
+                {
+                    rows.insert(0, row.clone());
+                    if self.diff_index > 0 {
+                        // Keep showing the same diff while a newer one arrives.
+                        self.diff_index += 1;
+                    }
+                }
+                self.live.push_front(row);
+                self.live.truncate(LIVE_ROWS_MAX);
+            }
+            Event::Notice(text) => self.notice = Some(text),
+            Event::RunStarted { .. } | Event::Delivered { .. } => {}
+        }
+    }
+
+    pub fn on_loaded(&mut self, loaded: Loaded) {
+        match loaded {
+            Loaded::JobHistory { job, rows } => self.job_rows = Some((job, rows)),
+            Loaded::Diffs { job, rows } => {
+                self.diff_index = self.diff_index.min(rows.len().saturating_sub(1));
+                self.diff_rows = Some((job, rows));
+            }
+            Loaded::Failed(e) => self.notice = Some(e),
+        }
+    }
+
+    /// History rows for the history pane, newest first, with the status and job filters.
+    pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+        let loaded = match (&self.history_job, &self.job_rows) {
+            (Some(h), Some((j, rows))) if h == j => Some(rows),
+            _ => None,
+        };
+        let base: Box<dyn Iterator<Item = &HistoryRow>> = match loaded {
+            Some(rows) => Box::new(rows.iter()),
+            None => Box::new(self.live.iter().chain(self.snap.recent.iter())),
+        };
+        base.filter(move |r| {
+            self.status_filter.is_none_or(|s| r.status == s)
+                && self.history_job.as_ref().is_none_or(|j| &r.job == j)
+        })
+    }
+
+    /// The last runs of one job: loaded rows when we have them, else the snapshot's window.
+    pub fn runs_of<'a>(&'a self, job: &'a str) -> Box<dyn Iterator<Item = &'a HistoryRow> + 'a> {
+        match &self.job_rows {
+            Some((j, rows)) if j == job => Box::new(rows.iter()),
+            _ => Box::new(
+                self.live
+                    .iter()
+                    .chain(self.snap.recent.iter())
+                    .filter(move |r| r.job == job),
+            ),
+        }
+    }
+
+    /// Diff rows of one job, newest first.
+    pub fn diffs_of(&self, job: &str) -> Vec<&HistoryRow> {
+        match &self.diff_rows {
+            Some((j, rows)) if j == job => rows.iter().collect(),
+            _ => self
+                .live
+                .iter()
+                .chain(self.snap.recent.iter())
+                .filter(|r| r.job == job && r.diff.is_some())
+                .collect(),
+        }
+    }
+
+    /// Jobs holding a lease, in name order.
+    pub fn leases(&self) -> Vec<&JobRecord> {
+        self.snap
+            .jobs
+            .iter()
+            .filter(|j| j.rt.lease.is_some())
+            .collect()
+    }
+
+    fn scope(&self) -> Scope {
+        match (&self.prompt, &self.mode) {
+            (Prompt::ConfirmTrigger(_), _) => Scope::Confirm,
+            (Prompt::Name(_), _) => Scope::Input,
+            (_, Mode::Diff(_)) => Scope::Diff,
+            _ => Scope::Global,
+        }
+    }
+
+    /// Turn a key press into state changes and the effect to perform.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+        let scope = self.scope();
+        if scope == Scope::Input {
+            return self.handle_input(key);
+        }
+        let cmd = keymap::lookup(scope, &key).or_else(|| {
+            (scope == Scope::Diff)
+                .then(|| keymap::lookup(Scope::Global, &key))
+                .flatten()
+        });
+        let Some(cmd) = cmd else {
+            return Action::None;
+        };
+        if scope == Scope::Confirm {
+            return self.handle_confirm(cmd);
+        }
+        if self.help && !matches!(cmd, Cmd::Help | Cmd::Back | Cmd::Quit) {
+            return Action::None;
+        }
+        self.run_cmd(cmd)
+    }
+
+    fn handle_confirm(&mut self, cmd: Cmd) -> Action {
+        let Prompt::ConfirmTrigger(job) = std::mem::replace(&mut self.prompt, Prompt::None) else {
+            return Action::None;
+        };
+        match cmd {
+            Cmd::Yes => {
+                self.pending.insert(
+                    job.clone(),
+                    Pending {
+                        op: PendingOp::Triggering,
+                        since: self.now,
+                    },
+                );
+                Action::Send(Command::Trigger(job))
+            }
+            _ => {
+                self.notice = Some(format!("trigger of {job} cancelled"));
+                Action::Redraw
+            }
+        }
+    }
+
+    fn handle_input(&mut self, key: KeyEvent) -> Action {
+        let Prompt::Name(text) = &mut self.prompt else {
+            return Action::None;
+        };
+        match keymap::lookup(Scope::Input, &key) {
+            Some(Cmd::Apply) => {
+                self.prompt = Prompt::None;
+                self.selected = 0;
+                return Action::Redraw;
+            }
+            Some(_) => {
+                self.prompt = Prompt::None;
+                self.name_filter.clear();
+                self.rebuild(None);
+                return Action::Redraw;
+            }
+            None => {}
+        }
+        match key.code {
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Char(c)
+                if !key
+                    .modifiers
+                    .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+            {
+                text.push(c);
+            }
+            _ => return Action::None,
+        }
+        self.name_filter = text.clone();
+        self.rebuild(None);
+        self.selected = 0;
+        Action::Redraw
+    }
+
+    fn move_by(&mut self, delta: isize, to_end: Option<bool>) {
+        let step = |cur: usize, len: usize| -> usize {
+            let last = len.saturating_sub(1);
+            match to_end {
+                Some(false) => 0,
+                Some(true) => last,
+                None => cur.saturating_add_signed(delta).min(last),
+            }
+        };
+        match (&self.mode, self.pane) {
+            (Mode::Detail(_) | Mode::Diff(_), _) => {
+                // Views clamp the scroll to their content.
+                self.scroll = match to_end {
+                    Some(false) => 0,
+                    Some(true) => usize::MAX / 2,
+                    None => self.scroll.min(usize::MAX / 4).saturating_add_signed(delta),
+                };
+            }
+            (Mode::Main, Pane::Jobs) => self.selected = step(self.selected, self.visible.len()),
+            (Mode::Main, Pane::Leases) => {
+                self.lease_sel = step(self.lease_sel, self.leases().len())
+            }
+            (Mode::Main, Pane::History) => {
+                let len = self.history_rows().take(100_000).count();
+                self.history_scroll = step(self.history_scroll, len);
+            }
+        }
+    }
+
+    fn run_cmd(&mut self, cmd: Cmd) -> Action {
+        match cmd {
+            Cmd::Quit => return Action::Quit,
+            Cmd::Up => self.move_by(-1, None),
+            Cmd::Down => self.move_by(1, None),
+            Cmd::PageUp => self.move_by(-(PAGE as isize), None),
+            Cmd::PageDown => self.move_by(PAGE as isize, None),
+            Cmd::Top => self.move_by(0, Some(false)),
+            Cmd::Bottom => self.move_by(0, Some(true)),
+            Cmd::NextPane => {
+                self.pane = match self.pane {
+                    Pane::Jobs => Pane::Leases,
+                    Pane::Leases => Pane::History,
+                    Pane::History => Pane::Jobs,
+                }
+            }
+            Cmd::Help => self.help = !self.help,
+            Cmd::Back => {
+                if self.help {
+                    self.help = false;
+                } else if self.mode != Mode::Main {
+                    self.mode = Mode::Main;
+                    self.scroll = 0;
+                } else {
+                    self.name_filter.clear();
+                    self.status_filter = None;
+                    self.history_job = None;
+                    self.history_scroll = 0;
+                    self.rebuild(None);
+                }
+            }
+            Cmd::Sort => {
+                self.sort = self.sort.next();
+                self.rebuild(None);
+            }
+            Cmd::StatusFilter => {
+                self.status_filter = match self.status_filter {
+                    None => Some(Status::ALL[0]),
+                    Some(s) => Status::ALL
+                        .iter()
+                        .position(|x| *x == s)
+                        .and_then(|i| Status::ALL.get(i + 1).copied()),
+                };
+                self.history_scroll = 0;
+                self.rebuild(None);
+            }
+            Cmd::NameFilter => self.prompt = Prompt::Name(self.name_filter.clone()),
+            Cmd::TogglePause => return self.toggle_pause(),
+            Cmd::Trigger => {
+                let Some(j) = self.selected_job() else {
+                    return Action::None;
+                };
+                let name = j.def.name.clone();
+                if j.rt.lease.is_some() {
+                    self.notice = Some(format!("{name} is running: not triggered"));
+                } else if j.rt.retired {
+                    self.notice = Some(format!("{name} is retired: not triggered"));
+                } else {
+                    self.prompt = Prompt::ConfirmTrigger(name);
+                }
+            }
+            Cmd::Detail => {
+                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                    return Action::None;
+                };
+                self.mode = Mode::Detail(name.clone());
+                self.scroll = 0;
+                return Action::Load(Query::JobHistory(name));
+            }
+            Cmd::Diff => {
+                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                    return Action::None;
+                };
+                self.mode = Mode::Diff(name.clone());
+                self.diff_index = 0;
+                self.scroll = 0;
+                return Action::Load(Query::Diffs(name));
+            }
+            Cmd::JobHistory => {
+                if self.history_job.is_some() {
+                    self.history_job = None;
+                } else if let Some(name) = self.selected_job().map(|j| j.def.name.clone()) {
+                    self.history_job = Some(name.clone());
+                    self.history_scroll = 0;
+                    return Action::Load(Query::JobHistory(name));
+                }
+            }
+            Cmd::OlderDiff | Cmd::NewerDiff => {
+                if let Mode::Diff(job) = &self.mode {
+                    let n = self.diffs_of(job).len();
+                    self.diff_index = if cmd == Cmd::OlderDiff {
+                        (self.diff_index + 1).min(n.saturating_sub(1))
+                    } else {
+                        self.diff_index.saturating_sub(1)
+                    };
+                    self.scroll = 0;
+                }
+            }
+            Cmd::Yes | Cmd::No | Cmd::Apply => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    fn toggle_pause(&mut self) -> Action {
+        let Some(j) = self.selected_job() else {
+            return Action::None;
+        };
+        let name = j.def.name.clone();
+        if let Some(p) = self.pending.get(&name) {
+            self.notice = Some(format!(
+                "{name}: still waiting for {:?} to be confirmed",
+                p.op
+            ));
+            return Action::Redraw;
+        }
+        let (op, cmd) = if j.rt.paused {
+            (PendingOp::Resuming, Command::Resume(name.clone()))
+        } else {
+            (PendingOp::Pausing, Command::Pause(name.clone()))
+        };
+        self.pending.insert(
+            name,
+            Pending {
+                op,
+                since: self.now,
+            },
+        );
+        Action::Send(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::testdata;
+    use KeyCode::*;
+
+    fn key(c: KeyCode) -> KeyEvent {
+        KeyEvent::from(c)
+    }
+
+    fn app() -> App {
+        let (snap, now) = testdata::fixed();
+        App::new(Arc::new(snap), now)
+    }
+
+    fn press(app: &mut App, keys: &str) -> Vec<Action> {
+        keys.chars().map(|c| app.handle_key(key(Char(c)))).collect()
+    }
+
+    #[test]
+    fn movement_stays_in_bounds() {
+        let mut a = app();
+        let n = a.visible.len();
+        assert!(n > 3);
+        a.handle_key(key(Up));
+        assert_eq!(a.selected, 0);
+        press(&mut a, "jj");
+        assert_eq!(a.selected, 2);
+        a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
+        assert_eq!(a.selected, n - 1);
+        a.handle_key(key(Down));
+        assert_eq!(a.selected, n - 1);
+        press(&mut a, "g");
+        assert_eq!(a.selected, 0);
+    }
+
+    #[test]
+    fn pause_is_optimistic_until_a_snapshot_confirms() {
+        let mut a = app();
+        let name = a.selected_job().unwrap().def.name.clone();
+        assert!(!a.selected_job().unwrap().rt.paused);
+        assert_eq!(
+            a.handle_key(key(Char('p'))),
+            Action::Send(Command::Pause(name.clone()))
+        );
+        assert_eq!(a.pending_op(&name), Some(PendingOp::Pausing));
+        // An unrelated snapshot does not confirm it.
+        a.on_snapshot(a.snap.clone());
+        assert_eq!(a.pending_op(&name), Some(PendingOp::Pausing));
+        // A second `p` while pending sends nothing.
+        assert_eq!(a.handle_key(key(Char('p'))), Action::Redraw);
+        let mut s = (*a.snap).clone();
+        s.jobs
+            .iter_mut()
+            .find(|j| j.def.name == name)
+            .unwrap()
+            .rt
+            .paused = true;
+        a.on_snapshot(Arc::new(s));
+        assert_eq!(a.pending_op(&name), None);
+        assert_eq!(
+            a.handle_key(key(Char('p'))),
+            Action::Send(Command::Resume(name.clone()))
+        );
+        assert_eq!(a.pending_op(&name), Some(PendingOp::Resuming));
+    }
+
+    #[test]
+    fn unconfirmed_pending_expires_with_a_notice() {
+        let mut a = app();
+        press(&mut a, "p");
+        let now = a.now;
+        a.on_tick(now + chrono::Duration::seconds(PENDING_TIMEOUT_SECS));
+        assert!(a.pending.is_empty());
+        assert!(a.notice.as_deref().unwrap_or("").contains("not confirmed"));
+    }
+
+    #[test]
+    fn trigger_asks_yes_or_no() {
+        let mut a = app();
+        press(&mut a, "j");
+        assert!(a.selected_job().unwrap().rt.lease.is_none());
+        let name = a.selected_job().unwrap().def.name.clone();
+        assert_eq!(a.handle_key(key(Char('t'))), Action::Redraw);
+        assert_eq!(a.prompt, Prompt::ConfirmTrigger(name.clone()));
+        // Other keys do nothing while asking… except the answer.
+        assert_eq!(a.handle_key(key(Char('q'))), Action::None);
+        assert_eq!(a.prompt, Prompt::ConfirmTrigger(name.clone()));
+        assert_eq!(
+            a.handle_key(key(Char('y'))),
+            Action::Send(Command::Trigger(name.clone()))
+        );
+        assert_eq!(a.prompt, Prompt::None);
+        assert_eq!(a.pending_op(&name), Some(PendingOp::Triggering));
+        let mut b = app();
+        press(&mut b, "jt");
+        assert_eq!(b.handle_key(key(Char('n'))), Action::Redraw);
+        assert_eq!(b.prompt, Prompt::None);
+        assert!(b.pending.is_empty());
+    }
+
+    #[test]
+    fn trigger_of_a_running_job_is_refused_locally() {
+        let mut a = app();
+        let idx = a
+            .visible
+            .iter()
+            .position(|&i| a.snap.jobs[i].rt.lease.is_some())
+            .unwrap();
+        a.selected = idx;
+        assert_eq!(a.handle_key(key(Char('t'))), Action::Redraw);
+        assert_eq!(a.prompt, Prompt::None);
+        assert!(a.notice.as_deref().unwrap().contains("running"));
+    }
+
+    #[test]
+    fn name_filter_selects_first_match_and_esc_clears() {
+        let mut a = app();
+        let total = a.visible.len();
+        press(&mut a, "G");
+        press(&mut a, "/");
+        // 'q' is text here, not quit.
+        let acts = press(&mut a, "back");
+        assert!(acts.iter().all(|x| *x == Action::Redraw));
+        assert_eq!(a.handle_key(key(Enter)), Action::Redraw);
+        assert_eq!(a.prompt, Prompt::None);
+        assert!(!a.visible.is_empty() && a.visible.len() < total);
+        assert!(
+            a.visible
+                .iter()
+                .all(|&i| a.snap.jobs[i].def.name.contains("back"))
+        );
+        assert_eq!(a.selected, 0);
+        assert_eq!(
+            a.selected_job().unwrap().def.name,
+            a.snap.jobs[a.visible[0]].def.name
+        );
+        a.handle_key(key(Esc));
+        assert_eq!(a.visible.len(), total);
+        assert!(a.name_filter.is_empty());
+    }
+
+    #[test]
+    fn quit_keys() {
+        let mut a = app();
+        assert_eq!(a.handle_key(key(Char('q'))), Action::Quit);
+        assert_eq!(
+            a.handle_key(KeyEvent::new(Char('c'), KeyModifiers::CONTROL)),
+            Action::Quit
+        );
+    }
+
+    #[test]
+    fn status_filter_cycles_through_all_and_back() {
+        let mut a = app();
+        let mut seen = vec![];
+        for _ in 0..Status::ALL.len() {
+            press(&mut a, "f");
+            seen.push(a.status_filter.unwrap());
+            assert!(
+                a.visible
+                    .iter()
+                    .all(|&i| a.snap.jobs[i].rt.last_status == a.status_filter)
+            );
+            assert!(a.history_rows().all(|r| Some(r.status) == a.status_filter));
+        }
+        assert_eq!(seen, Status::ALL.to_vec());
+        press(&mut a, "f");
+        assert_eq!(a.status_filter, None);
+    }
+
+    #[test]
+    fn sort_cycles_and_keeps_the_selected_job() {
+        let mut a = app();
+        press(&mut a, "jj");
+        let name = a.selected_job().unwrap().def.name.clone();
+        press(&mut a, "s");
+        assert_eq!(a.sort, SortKey::Next);
+        assert_eq!(a.selected_job().unwrap().def.name, name);
+        let nexts: Vec<_> = a
+            .visible
+            .iter()
+            .map(|&i| a.snap.jobs[i].rt.next_slot)
+            .collect();
+        let somes: Vec<_> = nexts.iter().flatten().collect();
+        assert!(somes.windows(2).all(|w| w[0] <= w[1]));
+        for _ in 0..5 {
+            press(&mut a, "s");
+        }
+        assert_eq!(a.sort, SortKey::Name);
+    }
+
+    #[test]
+    fn detail_diff_and_history_ask_for_store_reads() {
+        let mut a = app();
+        let name = a.selected_job().unwrap().def.name.clone();
+        assert_eq!(
+            a.handle_key(key(Enter)),
+            Action::Load(Query::JobHistory(name.clone()))
+        );
+        assert_eq!(a.mode, Mode::Detail(name.clone()));
+        a.handle_key(key(Esc));
+        assert_eq!(a.mode, Mode::Main);
+        assert_eq!(
+            a.handle_key(key(Char('d'))),
+            Action::Load(Query::Diffs(name.clone()))
+        );
+        assert_eq!(a.mode, Mode::Diff(name.clone()));
+        a.handle_key(key(Esc));
+        assert_eq!(
+            a.handle_key(key(Char('h'))),
+            Action::Load(Query::JobHistory(name.clone()))
+        );
+        assert!(a.history_rows().all(|r| r.job == name));
+        press(&mut a, "h");
+        assert_eq!(a.history_job, None);
+    }
+
+    #[test]
+    fn diff_brackets_walk_older_and_newer() {
+        let mut a = app();
+        let name = testdata::MONITOR_JOB.to_string();
+        a.selected = a
+            .visible
+            .iter()
+            .position(|&i| a.snap.jobs[i].def.name == name)
+            .unwrap();
+        press(&mut a, "d");
+        let n = a.diffs_of(&name).len();
+        assert!(n >= 2, "fixture has several diffs");
+        press(&mut a, "[");
+        assert_eq!(a.diff_index, 1);
+        for _ in 0..10 {
+            press(&mut a, "[");
+        }
+        assert_eq!(a.diff_index, n - 1);
+        press(&mut a, "]");
+        assert_eq!(a.diff_index, n - 2);
+        // '[' is not a global key: nothing happens on the main screen.
+        a.handle_key(key(Esc));
+        assert_eq!(a.handle_key(key(Char('['))), Action::None);
+    }
+
+    #[test]
+    fn help_toggles_and_swallows_other_keys() {
+        let mut a = app();
+        press(&mut a, "?");
+        assert!(a.help);
+        assert_eq!(a.handle_key(key(Char('j'))), Action::None);
+        assert_eq!(a.selected, 0);
+        a.handle_key(key(Esc));
+        assert!(!a.help);
+    }
+
+    #[test]
+    fn tab_cycles_panes() {
+        let mut a = app();
+        let panes: Vec<Pane> = (0..3)
+            .map(|_| {
+                a.handle_key(key(Tab));
+                a.pane
+            })
+            .collect();
+        assert_eq!(panes, vec![Pane::Leases, Pane::History, Pane::Jobs]);
+    }
+
+    #[test]
+    fn live_rows_show_until_the_snapshot_has_them() {
+        let mut a = app();
+        let mut row = a.snap.recent[0].clone();
+        row.run_id = uuid::Uuid::new_v4();
+        a.on_event(Event::Row(row.clone()));
+        assert_eq!(a.history_rows().next().unwrap().run_id, row.run_id);
+        let mut s = (*a.snap).clone();
+        s.recent.insert(0, row.clone());
+        a.on_snapshot(Arc::new(s));
+        assert!(a.live.is_empty());
+        assert_eq!(
+            a.history_rows().filter(|r| r.run_id == row.run_id).count(),
+            1
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! Full-body views for one job: the detail (schedule in words, next 10 slots, last 10 runs,
+//! notepad, lease, counters) and the monitor diff viewer (coloured unified diff of one run,
+//! `[`/`]` to walk older/newer diffs, scrolling).
+//!
+//! Owns: drawing those two views. Must not touch: state (scroll is clamped here, not stored).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::jobs::describe;
+use super::panes::history_line;
+use super::{dur, money, pane_block, when};
+use crate::model::{Action, Gate, MonitorSource};
+use crate::schedule::Compiled;
+use crate::tui::sanitize;
+use crate::tui::state::App;
+
+fn scrolled(
+    app: &App,
+    lines: Vec<Line<'static>>,
+    area: Rect,
+    title: Line<'static>,
+    buf: &mut Buffer,
+) {
+    let block = pane_block(app, None, title);
+    let inner_h = block.inner(area).height as usize;
+    let max = lines.len().saturating_sub(inner_h);
+    let scroll = app.scroll.min(max).min(u16::MAX as usize) as u16;
+    Paragraph::new(lines)
+        .block(block)
+        .scroll((scroll, 0))
+        .render(area, buf);
+}
+
+fn heading(s: &str) -> Line<'static> {
+    Line::styled(
+        s.to_string(),
+        Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
+    )
+}
+
+pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+    let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
+    let Some(j) = app.snap.jobs.iter().find(|j| j.def.name == job) else {
+        scrolled(
+            app,
+            vec![Line::raw("this job is no longer in the store")],
+            area,
+            title,
+            buf,
+        );
+        return;
+    };
+    let now = app.now;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("{k:<10}"), Style::new().fg(Color::DarkGray)),
+            Span::raw(v),
+        ])
+    };
+    let mut state = j.state_word(now).to_string();
+    if let Some(r) = &j.rt.retired_reason {
+        state.push_str(&format!(" ({})", sanitize::line(r)));
+    }
+    lines.push(kv("state", state));
+    lines.push(kv(
+        "schedule",
+        format!(
+            "{} — written \"{}\", tz {}",
+            sanitize::line(&describe(j)),
+            sanitize::line(&j.def.schedule_text),
+            sanitize::line(&j.def.tz)
+        ),
+    ));
+    let action = match &j.def.action {
+        Action::Agent { agent, .. } => format!("agent {}", sanitize::line(agent)),
+        Action::Command { command, .. } => format!("command {}", sanitize::line(command)),
+    };
+    lines.push(kv("action", action));
+    if let Some(g) = &j.def.gate {
+        let gate = match g {
+            Gate::PreRun { command } => format!("pre_run {}", sanitize::line(command)),
+            Gate::Monitor {
+                source: MonitorSource::Command { command },
+            } => format!("monitor command {}", sanitize::line(command)),
+            Gate::Monitor {
+                source: MonitorSource::Url { url, .. },
+            } => format!("monitor url {}", sanitize::line(url)),
+        };
+        lines.push(kv("gate", gate));
+    }
+    let c = &j.rt.counters;
+    lines.push(kv(
+        "spend",
+        format!(
+            "{} this period{}, {} total{}, {} runs",
+            money(app.job_period_spend(j)),
+            j.def
+                .max_cost_usd
+                .map(|b| format!(" of {}", money(b)))
+                .unwrap_or_default(),
+            money(c.total_cost_usd),
+            if c.cost_incomplete {
+                " (incomplete)"
+            } else {
+                ""
+            },
+            j.rt.runs
+        ),
+    ));
+
+    lines.push(Line::raw(""));
+    lines.push(heading("Lease"));
+    match &j.rt.lease {
+        None => lines.push(Line::raw("  none")),
+        Some(l) => {
+            let exp = if l.lease_until <= now {
+                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds()))
+            } else {
+                format!("expires in {}", dur((l.lease_until - now).num_seconds()))
+            };
+            lines.push(Line::raw(format!(
+                "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
+                sanitize::line(&l.owner),
+                when(l.claimed_at, now),
+                exp,
+                dur((now - l.last_renewed).num_seconds()),
+                l.run_id,
+                l.trigger.as_str()
+            )));
+        }
+    }
+
+    lines.push(Line::raw(""));
+    lines.push(heading("Next 10 slots (UTC)"));
+    match (j.rt.next_slot, Compiled::new(&j.def.schedule, j.rt.anchor)) {
+        (None, _) => lines.push(Line::raw("  none: no more slots")),
+        (Some(first), Ok(c)) => {
+            let mut slots = vec![first];
+            while slots.len() < 10 {
+                let Some(n) = slots.last().and_then(|t| c.next_after(*t)) else {
+                    break;
+                };
+                if j.def.until.is_some_and(|u| n > u) {
+                    break;
+                }
+                slots.push(n);
+            }
+            if j.rt.paused {
+                lines.push(Line::raw("  (paused: these will not fire until resumed)"));
+            }
+            for s in slots {
+                lines.push(Line::raw(format!(
+                    "  {}  in {}",
+                    s.format("%Y-%m-%d %H:%M:%S"),
+                    dur((s - now).num_seconds())
+                )));
+            }
+        }
+        (Some(first), Err(e)) => {
+            lines.push(Line::raw(format!(
+                "  {}",
+                first.format("%Y-%m-%d %H:%M:%S")
+            )));
+            lines.push(Line::raw(format!("  (later slots unknown: {e})")));
+        }
+    }
+
+    lines.push(Line::raw(""));
+    lines.push(heading("Last 10 runs"));
+    let mut any = false;
+    for r in app.runs_of(job).take(10) {
+        any = true;
+        let mut l = history_line(r, now);
+        l.spans.insert(0, Span::raw("  "));
+        lines.push(l);
+    }
+    if !any {
+        lines.push(Line::raw("  no runs recorded"));
+    }
+
+    lines.push(Line::raw(""));
+    lines.push(heading("Notepad"));
+    if j.rt.state.notepad.is_empty() {
+        lines.push(Line::raw("  empty"));
+    }
+    for (k, v) in &j.rt.state.notepad {
+        lines.push(Line::raw(format!(
+            "  {} = {}",
+            sanitize::line(k),
+            sanitize::line(v)
+        )));
+    }
+    scrolled(app, lines, area, title, buf);
+}
+
+fn diff_line(l: String) -> Line<'static> {
+    let style = if l.starts_with("+++") || l.starts_with("---") {
+        Style::new().add_modifier(Modifier::BOLD)
+    } else if l.starts_with("@@") {
+        Style::new().fg(Color::Cyan)
+    } else if l.starts_with('+') {
+        Style::new().fg(Color::Green)
+    } else if l.starts_with('-') {
+        Style::new().fg(Color::Red)
+    } else {
+        Style::new()
+    };
+    Line::styled(l, style)
+}
+
+pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+    let diffs = app.diffs_of(job);
+    let name = sanitize::line(job).into_owned();
+    let Some(row) = diffs.get(app.diff_index.min(diffs.len().saturating_sub(1))) else {
+        scrolled(
+            app,
+            vec![Line::raw(
+                "no monitor diff recorded for this job (a diff appears when a monitor sees a change)",
+            )],
+            area,
+            Line::from(format!(" Diff {name} (Esc back) ")),
+            buf,
+        );
+        return;
+    };
+    let title = Line::from(format!(
+        " Diff {name} {}/{} — run {} {} ([ older, ] newer, Esc back) ",
+        app.diff_index + 1,
+        diffs.len(),
+        row.finished_at.format("%Y-%m-%d %H:%M:%S"),
+        row.status.as_str()
+    ));
+    let lines = sanitize::lines(row.diff.as_deref().unwrap_or(""))
+        .into_iter()
+        .map(diff_line)
+        .collect();
+    scrolled(app, lines, area, title, buf);
+}

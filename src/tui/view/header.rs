@@ -1,0 +1,131 @@
+//! Header: store, owner, owners seen, uptime, spend vs budget gauge, counts per status (24 h).
+//!
+//! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
+//! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
+//! zero budget draws a full gauge, and below 24 columns the gauge degrades to its label.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Gauge, Widget};
+
+use super::{dur, money, status_style};
+use crate::model::{BudgetPeriod, Status};
+use crate::tui::sanitize;
+use crate::tui::state::App;
+
+/// The gauge's ratio (always in 0..=1, never NaN) and its label for `spend` against `budget`.
+pub fn budget_gauge(spend: f64, budget: f64, period: BudgetPeriod) -> (f64, String) {
+    let per = match period {
+        BudgetPeriod::Day => "/day",
+        BudgetPeriod::Week => "/week",
+        BudgetPeriod::Month => "/month",
+        BudgetPeriod::Total => " total",
+    };
+    let spend = if spend.is_finite() {
+        spend.max(0.0)
+    } else {
+        0.0
+    };
+    if !(budget.is_finite() && budget > 0.0) {
+        return (
+            1.0,
+            format!(
+                "{} of {}{per} (zero budget: model calls skip)",
+                money(spend),
+                money(0.0)
+            ),
+        );
+    }
+    let pct = spend / budget * 100.0;
+    let over = if pct >= 100.0 { " OVER BUDGET" } else { "" };
+    (
+        (spend / budget).clamp(0.0, 1.0),
+        format!(
+            "{} of {}{per} ({pct:.0}%){over}",
+            money(spend),
+            money(budget)
+        ),
+    )
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let s = &app.snap;
+    let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let dim = Style::new().fg(Color::DarkGray);
+    let mode = if s.engine_running {
+        "engine"
+    } else {
+        "attached"
+    };
+    let uptime = dur((app.now - s.started_at).num_seconds());
+    Line::from(vec![
+        Span::styled("cronsole ", bold.fg(Color::Cyan)),
+        Span::styled(format!("[{mode}] "), dim),
+        Span::raw("store "),
+        Span::styled(sanitize::line(&s.store).into_owned(), bold),
+        Span::raw("  owner "),
+        Span::styled(sanitize::line(&s.owner).into_owned(), bold),
+        Span::raw(format!("  owners {}", s.owners_seen.len())),
+        Span::raw(format!("  up {uptime}")),
+    ])
+    .render(l1, buf);
+
+    let incomplete = if s.spend_incomplete {
+        " spend incomplete"
+    } else {
+        ""
+    };
+    let [lbl, g, inc] = Layout::horizontal([
+        Constraint::Length(7),
+        Constraint::Min(0),
+        Constraint::Length(incomplete.len() as u16),
+    ])
+    .areas(l2);
+    Span::raw("spend ").render(lbl, buf);
+    match s.settings.budget {
+        None => Span::raw(format!("{} (no budget)", money(s.period_spend_usd))).render(g, buf),
+        Some(b) => {
+            let (ratio, label) = budget_gauge(s.period_spend_usd, b.max_cost_usd, b.period);
+            let colour = if ratio >= 1.0 {
+                Color::Red
+            } else if ratio >= 0.8 {
+                Color::Yellow
+            } else {
+                Color::Green
+            };
+            if g.width >= 24 {
+                Gauge::default()
+                    .ratio(ratio)
+                    .label(label)
+                    .gauge_style(Style::new().fg(colour).bg(Color::Black))
+                    .render(g, buf);
+            } else {
+                Span::styled(label, Style::new().fg(colour)).render(g, buf);
+            }
+        }
+    }
+    Span::styled(incomplete, Style::new().fg(Color::Yellow)).render(inc, buf);
+
+    let mut spans = vec![Span::raw("24h ")];
+    for st in Status::ALL {
+        let n = s.counts_24h.get(&st).copied().unwrap_or(0);
+        let style = if n == 0 { dim } else { status_style(st) };
+        spans.push(Span::styled(format!("{} {n}", st.as_str()), style));
+        spans.push(Span::raw("  "));
+    }
+    let held = s
+        .jobs
+        .iter()
+        .filter(|j| j.rt.hold_until.is_some_and(|h| h > app.now))
+        .count();
+    if held > 0 {
+        spans.push(Span::styled(
+            format!("held {held}"),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    Line::from(spans).render(l3, buf);
+}

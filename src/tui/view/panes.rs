@@ -1,0 +1,247 @@
+//! The three lower panes: leases (who holds what, and whether it is stuck or foreign), cost
+//! (spend per hour over 24 h and the top spenders) and the history stream (newest first, one row
+//! per history row, the status word always written so colour is never the only signal).
+//!
+//! Owns: drawing those panes. Must not touch: state.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Sparkline, Widget};
+
+use super::{dur, money, pane_block, status_style, when};
+use crate::model::HistoryRow;
+use crate::tui::sanitize;
+use crate::tui::state::{App, Pane};
+
+pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
+    let leases = app.leases();
+    let block = pane_block(
+        app,
+        Some(Pane::Leases),
+        Line::from(format!(" Leases {} ", leases.len())),
+    );
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height == 0 {
+        return;
+    }
+    if leases.is_empty() {
+        Span::styled("no job is leased", Style::new().fg(Color::DarkGray)).render(inner, buf);
+        return;
+    }
+    // Two lines per lease when there is room, else one compact line each.
+    let per = if inner.height as usize >= 2 * leases.len() || inner.width >= 60 {
+        2usize
+    } else {
+        1
+    };
+    let fit = (inner.height as usize / per).max(1);
+    let offset = app.lease_sel.saturating_sub(fit - 1);
+    let now = app.now;
+    for (i, j) in leases.iter().enumerate().skip(offset).take(fit) {
+        let Some(l) = &j.rt.lease else { continue };
+        let y = inner.y + ((i - offset) * per) as u16;
+        let expired = l.lease_until <= now;
+        let foreign = l.owner != app.snap.owner;
+        let owner_style = if foreign {
+            Style::new().fg(Color::Yellow)
+        } else {
+            Style::new().fg(Color::Green)
+        };
+        let sel = app.pane == Pane::Leases && i == app.lease_sel;
+        let name_style = if sel {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new().add_modifier(Modifier::BOLD)
+        };
+        let name = Span::styled(sanitize::line(&j.def.name).into_owned(), name_style);
+        let owner = Span::styled(sanitize::line(&l.owner).into_owned(), owner_style);
+        let whose = Span::raw(if foreign { " (other)" } else { " (this)" });
+        let exp = if expired {
+            Span::styled(
+                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds())),
+                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            )
+        } else {
+            Span::raw(format!(
+                "expires in {}",
+                dur((l.lease_until - now).num_seconds())
+            ))
+        };
+        let renewed = Span::raw(format!(
+            " renewed {} ago",
+            dur((now - l.last_renewed).num_seconds())
+        ));
+        if per == 1 {
+            let line = Line::from(vec![
+                name,
+                Span::raw(" "),
+                exp,
+                Span::raw(" "),
+                owner,
+                whose,
+            ]);
+            buf.set_line(inner.x, y, &line, inner.width);
+            continue;
+        }
+        let l1 = Line::from(vec![name, Span::raw(" "), owner, whose]);
+        let l2 = Line::from(vec![
+            Span::raw(format!(" claimed {} ", when(l.claimed_at, now))),
+            exp,
+            renewed,
+        ]);
+        buf.set_line(inner.x, y, &l1, inner.width);
+        if y + 1 < inner.y + inner.height {
+            buf.set_line(inner.x, y + 1, &l2, inner.width);
+        }
+    }
+}
+
+pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
+    let s = &app.snap;
+    let max = s
+        .spend_per_hour
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, f64::max);
+    let block = pane_block(
+        app,
+        None,
+        Line::from(format!(" Spend/hour 24h (max {}) ", money(max))),
+    );
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height == 0 {
+        return;
+    }
+    let spark_h = if inner.height >= 6 { 3 } else { 1 };
+    let [spark, top] =
+        Layout::vertical([Constraint::Length(spark_h), Constraint::Min(0)]).areas(inner);
+    // Micro-dollars, so cents-sized hours still show as bars.
+    let data: Vec<u64> = s
+        .spend_per_hour
+        .iter()
+        .map(|x| {
+            if x.is_finite() && *x > 0.0 {
+                (x * 1e6) as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    Sparkline::default()
+        .data(&data)
+        .style(Style::new().fg(Color::Yellow))
+        .render(spark, buf);
+    // Top spenders this period: keep the best few without sorting every job.
+    let k = top.height as usize;
+    if k == 0 {
+        return;
+    }
+    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
+    for (i, j) in s.jobs.iter().enumerate() {
+        let v = app.job_period_spend(j);
+        if v <= 0.0 || !v.is_finite() {
+            continue;
+        }
+        if best.len() < k || best.last().is_some_and(|b| v > b.0) {
+            let pos = best.partition_point(|b| b.0 >= v);
+            best.insert(pos, (v, i));
+            best.truncate(k);
+        }
+    }
+    if best.is_empty() {
+        Span::styled("no spend this period", Style::new().fg(Color::DarkGray)).render(top, buf);
+    }
+    for (n, (v, i)) in best.iter().enumerate() {
+        let name = sanitize::line(&s.jobs[*i].def.name).into_owned();
+        let line = Line::from(vec![
+            Span::styled(
+                format!("{:>7} ", format!("${v:.4}")),
+                Style::new().fg(Color::Yellow),
+            ),
+            Span::raw(name),
+        ]);
+        buf.set_line(top.x, top.y + n as u16, &line, top.width);
+    }
+}
+
+/// One history row as a line: time, status word, job, then the most telling text.
+pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Line<'static> {
+    let detail = r
+        .error
+        .as_deref()
+        .or(r.reason.as_deref())
+        .or(r.result.as_deref())
+        .unwrap_or("");
+    let mut spans = vec![
+        Span::styled(
+            format!("{} ", when(r.finished_at, now)),
+            Style::new().fg(Color::DarkGray),
+        ),
+        Span::styled(format!("{:<9}", r.status.as_str()), status_style(r.status)),
+        Span::raw(" "),
+        Span::styled(
+            sanitize::line(&r.job).into_owned(),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+    ];
+    if let Some(n) = r.slots_count.filter(|n| *n > 1) {
+        spans.push(Span::raw(format!(" ×{n}")));
+    }
+    if r.stale_lease {
+        spans.push(Span::styled(" stale-lease", Style::new().fg(Color::Red)));
+    }
+    if r.cost_usd > 0.0 {
+        spans.push(Span::styled(
+            format!(" ${:.4}", r.cost_usd),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    if !detail.is_empty() {
+        spans.push(Span::raw(" "));
+        // Only the start of a long reply is drawn; no need to sanitise 8000 chars per frame.
+        let head: String = detail.chars().take(200).collect();
+        spans.push(Span::raw(sanitize::line(&head).into_owned()));
+    }
+    Line::from(spans)
+}
+
+pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
+    let mut title = vec![Span::styled(
+        " History ",
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    if let Some(j) = &app.history_job {
+        title.push(Span::styled(
+            format!("job {} ", sanitize::line(j)),
+            Style::new().fg(Color::Cyan),
+        ));
+    }
+    if let Some(s) = app.status_filter {
+        title.push(Span::styled(format!("[{}] ", s.as_str()), status_style(s)));
+    }
+    let block = pane_block(app, Some(Pane::History), Line::from(title));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height == 0 {
+        return;
+    }
+    let mut any = false;
+    for (n, r) in app
+        .history_rows()
+        .skip(app.history_scroll)
+        .take(inner.height as usize)
+        .enumerate()
+    {
+        any = true;
+        let line = history_line(r, app.now);
+        buf.set_line(inner.x, inner.y + n as u16, &line, inner.width);
+    }
+    if !any {
+        Span::styled("no history rows", Style::new().fg(Color::DarkGray)).render(inner, buf);
+    }
+}

@@ -1,0 +1,326 @@
+//! Widget tests on a ratatui `Buffer` and whole-screen insta snapshots on a `TestBackend`, all
+//! from the fixed snapshot and clock of [`crate::tui::testdata`].
+
+use std::sync::Arc;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
+use ratatui::widgets::Widget;
+
+use super::header::budget_gauge;
+use crate::model::{Budget, BudgetPeriod, Status};
+use crate::tui::keymap::KEYMAP;
+use crate::tui::state::App;
+use crate::tui::testdata;
+
+fn app() -> App {
+    let (snap, now) = testdata::fixed();
+    App::new(Arc::new(snap), now)
+}
+
+fn draw(app: &App, w: u16, h: u16) -> Buffer {
+    let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+    app.render(buf.area, &mut buf);
+    buf
+}
+
+/// The buffer as plain text, one line per row (trailing spaces trimmed).
+fn text(buf: &Buffer) -> String {
+    let a = buf.area;
+    let mut out = String::new();
+    for y in a.y..a.y + a.height {
+        let mut line = String::new();
+        for x in a.x..a.x + a.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn keys(app: &mut App, ks: &[KeyEvent]) {
+    for k in ks {
+        app.handle_key(*k);
+    }
+}
+
+fn c(ch: char) -> KeyEvent {
+    KeyEvent::from(KeyCode::Char(ch))
+}
+
+/// Whole screen through a real `Terminal` on a `TestBackend`, as the loop draws it.
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut term = match Terminal::new(TestBackend::new(w, h)) {
+        Ok(t) => t,
+        Err(e) => panic!("test backend: {e}"),
+    };
+    if let Err(e) = term.draw(|f| f.render_widget(app, f.area())) {
+        panic!("draw: {e}");
+    }
+    text(term.backend().buffer())
+}
+
+macro_rules! snap {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!($name, $value);
+        })
+    };
+}
+
+#[test]
+fn gauge_ratio_is_clamped_and_label_shows_the_real_percentage() {
+    let (r, l) = budget_gauge(1.5, 1.0, BudgetPeriod::Day);
+    assert_eq!(r, 1.0);
+    assert!(l.contains("150%") && l.contains("OVER BUDGET"), "{l}");
+    let (r, l) = budget_gauge(0.25, 1.0, BudgetPeriod::Week);
+    assert_eq!(r, 0.25);
+    assert!(l.contains("25%") && l.contains("/week"), "{l}");
+    let (r, l) = budget_gauge(0.1, 0.0, BudgetPeriod::Day);
+    assert_eq!(r, 1.0, "zero budget draws a full gauge");
+    assert!(l.contains("zero budget"), "{l}");
+    for (s, b) in [
+        (f64::NAN, 1.0),
+        (1.0, f64::NAN),
+        (-3.0, 1.0),
+        (f64::INFINITY, 1.0),
+        (1.0, -1.0),
+    ] {
+        let (r, _) = budget_gauge(s, b, BudgetPeriod::Day);
+        assert!((0.0..=1.0).contains(&r), "{s}/{b} → {r}");
+    }
+}
+
+fn with_budget(spend: f64, budget: f64) -> App {
+    let (mut snap, now) = testdata::fixed();
+    snap.period_spend_usd = spend;
+    snap.settings.budget = Some(Budget {
+        max_cost_usd: budget,
+        period: BudgetPeriod::Day,
+    });
+    App::new(Arc::new(snap), now)
+}
+
+#[test]
+fn zero_budget_renders_a_full_gauge() {
+    let t = text(&draw(&with_budget(0.0, 0.0), 120, 40));
+    assert!(t.contains("zero budget"), "{t}");
+}
+
+#[test]
+fn over_budget_renders_clamped_with_real_percentage() {
+    let t = text(&draw(&with_budget(2.5, 1.0), 120, 40));
+    assert!(t.contains("$2.50 of $1.00/day (250%) OVER BUDGET"), "{t}");
+}
+
+#[test]
+fn empty_store_says_so() {
+    let (mut snap, now) = testdata::fixed();
+    snap.jobs.clear();
+    snap.recent.clear();
+    snap.counts_24h.clear();
+    snap.spend_per_hour = vec![];
+    let mut a = App::new(Arc::new(snap), now);
+    let t = text(&draw(&a, 80, 24));
+    assert!(t.contains("no jobs in the store"), "{t}");
+    assert!(t.contains("no job is leased"), "{t}");
+    assert!(t.contains("no history rows"), "{t}");
+    // Keys on an empty store do nothing harmful.
+    for k in "jkgGptdhfs".chars() {
+        a.handle_key(c(k));
+    }
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    draw(&a, 80, 24);
+}
+
+#[test]
+fn ten_thousand_jobs_draw_only_visible_rows_and_follow_the_cursor() {
+    let (snap, now) = testdata::big(10_000, 100_000);
+    let mut a = App::new(Arc::new(snap), now);
+    let t = text(&draw(&a, 120, 40));
+    assert!(t.contains("Jobs 10000/10000"), "{t}");
+    assert!(t.contains("job-00000"));
+    keys(
+        &mut a,
+        &[KeyEvent::new(KeyCode::Char('G'), KeyModifiers::SHIFT)],
+    );
+    let t = text(&draw(&a, 120, 40));
+    assert!(t.contains("job-09999"), "{t}");
+    // The selected (last) job is on the table's last row, above the lower panes.
+    let row = t.lines().position(|l| l.contains("job-09999")).unwrap_or(0);
+    assert!(
+        t.lines().nth(row + 1).is_some_and(|l| l.starts_with('└')),
+        "{t}"
+    );
+}
+
+#[test]
+fn tiny_areas_never_panic() {
+    let a = app();
+    for w in 0..=12 {
+        for h in 0..=6 {
+            draw(&a, w, h);
+        }
+    }
+    let t = text(&draw(&a, 79, 24));
+    assert!(t.contains("terminal too small"), "{t}");
+    let t = text(&draw(&a, 80, 23));
+    assert!(t.contains("terminal too small"), "{t}");
+    // Every mode at the minimum size and at odd sizes.
+    let mut b = app();
+    for k in ['d', '?'] {
+        b.handle_key(c(k));
+        draw(&b, 80, 24);
+        draw(&b, 81, 25);
+        draw(&b, 300, 24);
+    }
+}
+
+#[test]
+fn every_key_is_shown_in_the_help() {
+    let mut a = app();
+    a.handle_key(c('?'));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = text(&draw(&a, w, h));
+        for b in KEYMAP {
+            assert!(t.contains(b.label), "help at {w}×{h} lacks {}", b.label);
+            assert!(t.contains(b.help), "help at {w}×{h} lacks '{}'", b.help);
+        }
+    }
+}
+
+#[test]
+fn footer_comes_from_the_keymap() {
+    let t = text(&draw(&app(), 120, 40));
+    let last = t.lines().last().unwrap_or("");
+    for b in KEYMAP
+        .iter()
+        .filter(|b| b.footer && b.scope == crate::tui::keymap::Scope::Global)
+    {
+        assert!(last.contains(b.label), "footer lacks {}: {last}", b.label);
+    }
+}
+
+/// A monitor output and a model reply full of escape sequences and control bytes.
+const HOSTILE: &str = "ok\u{1b}[2J\u{1b}[H\u{1b}]52;c;cm0gLXJmIC8=\u{07}\u{1b}]8;;http://evil\u{1b}\\link\u{1b}]8;;\u{1b}\\\u{9b}31m\u{0}\u{8}\u{7f}\ttab\r\nline2\u{1b}P+q\u{1b}\\ end";
+
+fn assert_inert(buf: &Buffer) {
+    for cell in buf.content() {
+        for ch in cell.symbol().chars() {
+            assert!(
+                !(ch.is_control() || ('\u{80}'..='\u{9f}').contains(&ch)),
+                "control char {ch:?} reached the buffer"
+            );
+        }
+    }
+}
+
+#[test]
+fn hostile_text_renders_inert_everywhere() {
+    let (mut snap, now) = testdata::fixed();
+    let name = "evil\u{1b}[31m-job".to_string();
+    let mut j = snap.jobs[0].clone();
+    j.def.name = name.clone();
+    j.rt.state
+        .notepad
+        .insert("k\u{1b}]0;x\u{7}".into(), HOSTILE.into());
+    snap.jobs.push(j);
+    snap.jobs.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+    let mut r = testdata::row(1, &name, Status::Succeeded, now);
+    r.result = Some(format!("model says: {HOSTILE}"));
+    r.diff = Some(format!(
+        "--- a\n+++ b\n@@ -1 +1 @@\n-{HOSTILE}\n+{HOSTILE}\n"
+    ));
+    snap.recent.insert(0, r);
+    let mut a = App::new(Arc::new(snap), now);
+    let pos = a
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == name)
+        .unwrap_or(0);
+    a.selected = pos;
+    let main = draw(&a, 120, 40);
+    assert_inert(&main);
+    let t = text(&main);
+    assert!(t.contains("model says: ok"), "{t}");
+    assert!(t.contains("evil-job"), "{t}");
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    let detail = draw(&a, 120, 40);
+    assert_inert(&detail);
+    assert!(text(&detail).contains("tab"), "{}", text(&detail));
+    a.handle_key(KeyEvent::from(KeyCode::Esc));
+    a.handle_key(c('d'));
+    let diff = draw(&a, 120, 40);
+    assert_inert(&diff);
+    let t = text(&diff);
+    assert!(
+        t.contains("+ok") && t.contains("line2") && t.contains("link"),
+        "{t}"
+    );
+}
+
+#[test]
+fn snapshot_main() {
+    let a = app();
+    snap!("main_80x24", screen(&a, 80, 24));
+    snap!("main_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_detail() {
+    let mut a = app();
+    a.selected = a
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
+        .unwrap_or(0);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    snap!("detail_80x24", screen(&a, 80, 24));
+    snap!("detail_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_diff_viewer() {
+    let mut a = app();
+    a.selected = a
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
+        .unwrap_or(0);
+    a.handle_key(c('d'));
+    snap!("diff_80x24", screen(&a, 80, 24));
+    a.handle_key(c('['));
+    snap!("diff_older_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_help() {
+    let mut a = app();
+    a.handle_key(c('?'));
+    snap!("help_80x24", screen(&a, 80, 24));
+    snap!("help_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_status_filter() {
+    let mut a = app();
+    // succeeded → failed
+    a.handle_key(c('f'));
+    a.handle_key(c('f'));
+    assert_eq!(a.status_filter, Some(Status::Failed));
+    snap!("filter_failed_80x24", screen(&a, 80, 24));
+    snap!("filter_failed_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_confirm_and_name_filter() {
+    let mut a = app();
+    keys(&mut a, &[c('/'), c('b'), c('a'), c('c')]);
+    snap!("name_filter_typing_80x24", screen(&a, 80, 24));
+    keys(&mut a, &[KeyEvent::from(KeyCode::Enter), c('j'), c('t')]);
+    snap!("confirm_trigger_80x24", screen(&a, 80, 24));
+}
