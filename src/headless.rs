@@ -15,13 +15,17 @@ use crate::model::HistoryRow;
 pub fn text_line(r: &HistoryRow) -> String {
     let mut line = format!(
         "{}  {:<9}  {}  trigger={}",
-        r.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        r.finished_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         r.status.as_str(),
         sanitize_line(&r.job),
         r.trigger.as_str(),
     );
     if let Some(slot) = r.slot {
-        line.push_str(&format!("  slot={}", slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+        line.push_str(&format!(
+            "  slot={}",
+            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
     }
     if let Some(n) = r.slots_count {
         line.push_str(&format!("  slots={n}"));
@@ -88,8 +92,16 @@ pub async fn print_events(
             }
             Ok(Event::Delivered { job, sink, text }) => {
                 let line = match format {
-                    LogFormat::Text => format!("delivered  {}  → {}: {}", sanitize_line(&job), sanitize_line(&sink), sanitize_line(&text)),
-                    LogFormat::Json => serde_json::json!({"delivery": {"job": job, "sink": sink, "text": text}}).to_string(),
+                    LogFormat::Text => format!(
+                        "delivered  {}  → {}: {}",
+                        sanitize_line(&job),
+                        sanitize_line(&sink),
+                        sanitize_line(&text)
+                    ),
+                    LogFormat::Json => {
+                        serde_json::json!({"delivery": {"job": job, "sink": sink, "text": text}})
+                            .to_string()
+                    }
                 };
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
@@ -99,7 +111,10 @@ pub async fn print_events(
             }
             Ok(Event::RunStarted { .. }) => {}
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                let _ = writeln!(err, "cronsole: output fell behind; {n} event(s) not printed (see `cronsole history`)");
+                let _ = writeln!(
+                    err,
+                    "cronsole: output fell behind; {n} event(s) not printed (see `cronsole history`)"
+                );
             }
             Err(broadcast::error::RecvError::Closed) => break,
         }
@@ -113,8 +128,17 @@ mod tests {
 
     #[test]
     fn text_line_is_one_sanitised_line() {
-        let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
-        let mut r = HistoryRow::new("job\x1b[31m", Status::Failed, Trigger::Schedule, Some(t), "o", t);
+        let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut r = HistoryRow::new(
+            "job\x1b[31m",
+            Status::Failed,
+            Trigger::Schedule,
+            Some(t),
+            "o",
+            t,
+        );
         r.error = Some("boom\nsecond line\x07".into());
         let line = text_line(&r);
         assert!(!line.contains('\n'));
@@ -128,14 +152,42 @@ mod tests {
     async fn json_lines_carry_the_history_fields() {
         let (tx, rx) = broadcast::channel(8);
         let t = chrono::Utc::now();
-        tx.send(Event::Row(HistoryRow::new("a", Status::NoChange, Trigger::Manual, None, "o", t))).unwrap();
+        tx.send(Event::Row(HistoryRow::new(
+            "a",
+            Status::NoChange,
+            Trigger::Manual,
+            None,
+            "o",
+            t,
+        )))
+        .unwrap();
         drop(tx);
         let mut out = Vec::new();
         print_events(rx, LogFormat::Json, &mut out, std::io::sink()).await;
-        let v: serde_json::Value = serde_json::from_slice(out.split(|b| *b == b'\n').next().unwrap()).unwrap();
-        for k in ["run_id", "job", "status", "slot", "trigger", "started_at", "finished_at", "duration_ms",
-                  "attempts", "owner", "reason", "error", "result", "diff", "model", "input_tokens",
-                  "output_tokens", "cost_usd", "delivered", "delivery_error"] {
+        let v: serde_json::Value =
+            serde_json::from_slice(out.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        for k in [
+            "run_id",
+            "job",
+            "status",
+            "slot",
+            "trigger",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempts",
+            "owner",
+            "reason",
+            "error",
+            "result",
+            "diff",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "delivered",
+            "delivery_error",
+        ] {
             assert!(v.get(k).is_some(), "missing {k}");
         }
         assert_eq!(v["status"], "no_change");

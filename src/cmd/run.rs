@@ -25,7 +25,11 @@ enum Mode {
 }
 
 pub fn default_mode(cli: &Cli) -> Result<ExitCode> {
-    let mode = if cli.no_tui || !std::io::stdout().is_terminal() { Mode::Headless } else { Mode::Console };
+    let mode = if cli.no_tui || !std::io::stdout().is_terminal() {
+        Mode::Headless
+    } else {
+        Mode::Console
+    };
     start(cli, mode)
 }
 
@@ -35,7 +39,9 @@ pub fn headless(cli: &Cli) -> Result<ExitCode> {
 
 pub fn console(cli: &Cli, attach: bool) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        return Err(bad_input("the console needs a terminal; use `cronsole run` (headless) instead"));
+        return Err(bad_input(
+            "the console needs a terminal; use `cronsole run` (headless) instead",
+        ));
     }
     if attach {
         return attach_console(cli);
@@ -86,7 +92,12 @@ fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::
     let appender = tracing_appender::rolling::daily(&dir, "cronsole.log");
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let ok = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(writer).try_init().is_ok();
+    let ok = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(writer)
+        .try_init()
+        .is_ok();
     ok.then_some(guard)
 }
 
@@ -99,7 +110,10 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
     let _guard = init_logging(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     rt.block_on(async move {
         if let Some(l) = &loaded {
             let file = l.file.clone();
@@ -107,7 +121,9 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
             let report = engine::blocking(&store, move |s| s.apply(&file, now)).await?;
             let summary = format!(
                 "applied {}: {} created, {} updated, {} retired, {} unchanged",
-                jobs.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                jobs.as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
                 report.created.len(),
                 report.updated.len(),
                 report.retired.len(),
@@ -118,7 +134,10 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
                 eprintln!("cronsole: {summary}; store {}", store.location());
             }
         } else if mode == Mode::Headless {
-            eprintln!("cronsole: no jobs file given (--jobs FILE); running the jobs already in {}", store.location());
+            eprintln!(
+                "cronsole: no jobs file given (--jobs FILE); running the jobs already in {}",
+                store.location()
+            );
         }
         let mut cfg = EngineConfig::new(engine::new_owner_id());
         cfg.max_concurrent = cli.run.max_concurrent;
@@ -163,7 +182,11 @@ async fn supervise(handle: &EngineHandle, run_for: Option<std::time::Duration>) 
     Ok(())
 }
 
-async fn run_headless(handle: EngineHandle, cli: &Cli, run_for: Option<std::time::Duration>) -> Result<ExitCode> {
+async fn run_headless(
+    handle: EngineHandle,
+    cli: &Cli,
+    run_for: Option<std::time::Duration>,
+) -> Result<ExitCode> {
     let printer = tokio::spawn(cronsole::headless::print_events(
         handle.events.subscribe(),
         cli.run.log_format,
@@ -192,15 +215,10 @@ async fn run_console(
         store,
         clock,
     };
-    let stop = handle.shutdown.clone();
-    if let Some(d) = run_for {
-        let s = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(d).await;
-            s.cancel();
-        });
+    if run_for.is_some() {
+        eprintln!("cronsole: --for applies to headless mode only; the console runs until you quit");
     }
-    let ui = cronsole::tui::run(deps, stop.clone()).await;
+    let ui = cronsole::tui::run(deps).await;
     // The terminal is restored here; finish the engine in the open.
     handle.shutdown.cancel();
     let in_flight = handle.snapshots.borrow().in_flight.len();
@@ -226,11 +244,26 @@ fn attach_console(cli: &Cli) -> Result<ExitCode> {
     let store = open_store(&location)?;
     let _guard = init_logging(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     rt.block_on(async move {
-        let (deps, stop) = cronsole::attach::spawn(store, clock)?;
-        let res = cronsole::tui::run(deps, stop.clone()).await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let owner = format!("attached ({})", engine::new_owner_id());
+        let attached =
+            cronsole::attach::start(Arc::clone(&store), Arc::clone(&clock), owner, stop.clone())
+                .await?;
+        let deps = cronsole::tui::ConsoleDeps {
+            snapshots: attached.snapshots,
+            events: attached.events,
+            commands: attached.commands,
+            store,
+            clock,
+        };
+        let res = cronsole::tui::run(deps).await;
         stop.cancel();
+        let _ = attached.task.await;
         res?;
         Ok(ExitCode::SUCCESS)
     })

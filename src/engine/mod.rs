@@ -27,7 +27,9 @@ use uuid::Uuid;
 use crate::clock::Clock;
 use crate::model::{HistoryRow, Status, Trigger};
 use crate::snapshot::Snapshot;
-use crate::store::{Claim, ClaimRequest, Completion, RenewOutcome, Store, StoreError, TriggerOutcome};
+use crate::store::{
+    Claim, ClaimRequest, Completion, RenewOutcome, Store, StoreError, TriggerOutcome,
+};
 
 pub mod run;
 
@@ -45,10 +47,19 @@ pub enum Command {
 /// What happened, for front ends (history rows arrive as they are written).
 #[derive(Debug, Clone)]
 pub enum Event {
-    RunStarted { job: String, run_id: Uuid, trigger: Trigger, slot: Option<DateTime<Utc>> },
+    RunStarted {
+        job: String,
+        run_id: Uuid,
+        trigger: Trigger,
+        slot: Option<DateTime<Utc>>,
+    },
     Row(HistoryRow),
     /// A delivery made by a sink (headless mode prints each one).
-    Delivered { job: String, sink: String, text: String },
+    Delivered {
+        job: String,
+        sink: String,
+        text: String,
+    },
     /// A human notice: "trigger refused: job is running", store errors, shutdown progress.
     Notice(String),
 }
@@ -157,7 +168,14 @@ pub fn spawn(
         shutdown: shutdown.clone(),
     };
     let join = tokio::spawn(actor.run(cmd_rx));
-    Ok(EngineHandle { snapshots: snap_rx, events: ev_tx, commands: cmd_tx, shutdown, hard_stop, join })
+    Ok(EngineHandle {
+        snapshots: snap_rx,
+        events: ev_tx,
+        commands: cmd_tx,
+        shutdown,
+        hard_stop,
+        join,
+    })
 }
 
 struct Actor {
@@ -260,7 +278,11 @@ impl Actor {
     fn reap_panicked(&mut self, runs: &JoinSet<Finished>) {
         if runs.len() < self.in_flight.len() {
             let live = runs.len();
-            tracing::warn!(live, tracked = self.in_flight.len(), "a run task panicked; its lease will expire and be recovered");
+            tracing::warn!(
+                live,
+                tracked = self.in_flight.len(),
+                "a run task panicked; its lease will expire and be recovered"
+            );
         }
     }
 
@@ -291,7 +313,12 @@ impl Actor {
         let owner = self.cfg.owner.clone();
         let in_flight: Vec<String> = self.in_flight.keys().cloned().collect();
         let outcome = blocking(&self.store, move |s| {
-            s.claim_due(&ClaimRequest { now, owner: &owner, limit, in_flight: &in_flight })
+            s.claim_due(&ClaimRequest {
+                now,
+                owner: &owner,
+                limit,
+                in_flight: &in_flight,
+            })
         })
         .await;
         let outcome = match outcome {
@@ -308,7 +335,13 @@ impl Actor {
         for claim in outcome.claims {
             let job = claim.job.def.name.clone();
             let cancel = self.shutdown.child_token();
-            self.in_flight.insert(job.clone(), InFlight { run_id: claim.run_id, cancel: cancel.clone() });
+            self.in_flight.insert(
+                job.clone(),
+                InFlight {
+                    run_id: claim.run_id,
+                    cancel: cancel.clone(),
+                },
+            );
             let _ = self.ev_tx.send(Event::RunStarted {
                 job: job.clone(),
                 run_id: claim.run_id,
@@ -340,8 +373,12 @@ impl Actor {
                 let r = blocking(&self.store, move |s| s.request_trigger(&name, now)).await;
                 let msg = match &r {
                     Ok(TriggerOutcome::Queued) => None,
-                    Ok(TriggerOutcome::AlreadyQueued) => Some(format!("'{n}' already has a trigger queued")),
-                    Ok(TriggerOutcome::AlreadyRunning) => Some(format!("'{n}' is running; trigger ignored")),
+                    Ok(TriggerOutcome::AlreadyQueued) => {
+                        Some(format!("'{n}' already has a trigger queued"))
+                    }
+                    Ok(TriggerOutcome::AlreadyRunning) => {
+                        Some(format!("'{n}' is running; trigger ignored"))
+                    }
                     Err(e) => Some(format!("trigger '{n}' failed: {e}")),
                 };
                 if let Some(m) = msg {
@@ -360,7 +397,10 @@ impl Actor {
         let now = self.now();
         let owner = self.cfg.owner.clone();
         let started = self.started;
-        let snap = blocking(&self.store, move |s| Snapshot::load(s, now, &owner, started, true)).await;
+        let snap = blocking(&self.store, move |s| {
+            Snapshot::load(s, now, &owner, started, true)
+        })
+        .await;
         match snap {
             Ok(mut s) => {
                 s.in_flight = self.in_flight.keys().cloned().collect();
@@ -404,7 +444,10 @@ impl Actor {
     }
 }
 
-async fn hard_or_grace(grace: &mut std::pin::Pin<&mut tokio::time::Sleep>, hard: &CancellationToken) {
+async fn hard_or_grace(
+    grace: &mut std::pin::Pin<&mut tokio::time::Sleep>,
+    hard: &CancellationToken,
+) {
     tokio::select! {
         _ = grace.as_mut() => {}
         _ = hard.cancelled() => {}
@@ -437,9 +480,17 @@ impl RunTask {
         let lease_secs = claim.job.def.lease_seconds.max(0.003);
         let renew_every = StdDuration::from_secs_f64(lease_secs / 3.0);
         let started = self.clock.now();
-        let pipeline = run::execute(&claim, &self.deps, &self.store, &self.clock, &self.ev_tx, &self.owner);
+        let pipeline = run::execute(
+            &claim,
+            &self.deps,
+            &self.store,
+            &self.clock,
+            &self.ev_tx,
+            &self.owner,
+        );
         tokio::pin!(pipeline);
-        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+        let mut renew =
+            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let output = loop {
             tokio::select! {
@@ -460,9 +511,20 @@ impl RunTask {
         };
         let now = self.clock.now();
         let output = output.unwrap_or_else(|| {
-            let mut row = HistoryRow::new(&job, Status::Abandoned, claim.trigger, claim.slot, &self.owner, started);
+            let mut row = HistoryRow::new(
+                &job,
+                Status::Abandoned,
+                claim.trigger,
+                claim.slot,
+                &self.owner,
+                started,
+            );
             row.reason = Some("shutdown".to_string());
-            run::RunOutput { row, state: None, hold_until: None }
+            run::RunOutput {
+                row,
+                state: None,
+                hold_until: None,
+            }
         });
         let mut row = output.row;
         row.run_id = run_id;
@@ -482,7 +544,12 @@ impl RunTask {
         loop {
             let c = completion.clone();
             match blocking(&self.store, move |s| s.complete(c)).await {
-                Ok(out) => return Finished { job, rows: out.rows },
+                Ok(out) => {
+                    return Finished {
+                        job,
+                        rows: out.rows,
+                    };
+                }
                 Err(e) if attempt < 5 => {
                     attempt += 1;
                     tracing::warn!(job = %job, error = %e, attempt, "completion failed; retrying");
@@ -490,8 +557,13 @@ impl RunTask {
                 }
                 Err(e) => {
                     tracing::error!(job = %job, error = %e, "completion failed; the lease will expire and be recovered");
-                    let _ = self.ev_tx.send(Event::Notice(format!("could not record run of '{job}': {e}")));
-                    return Finished { job, rows: vec![row] };
+                    let _ = self.ev_tx.send(Event::Notice(format!(
+                        "could not record run of '{job}': {e}"
+                    )));
+                    return Finished {
+                        job,
+                        rows: vec![row],
+                    };
                 }
             }
         }

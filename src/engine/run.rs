@@ -23,12 +23,16 @@ use tokio::sync::broadcast;
 
 use super::{Event, blocking};
 use crate::action::command::{CommandOutcome, run_command};
-use crate::action::llm::{self, LlmCall, LlmError};
+use crate::action::llm::{self, AgentRun};
 use crate::action::{BackoffConfig, retry_with_backoff};
 use crate::clock::Clock;
 use crate::cost::{self, PriceTable};
+use crate::deliver::incident::{self, IncidentAction};
+use crate::deliver::{Message, deliver_all};
 use crate::gate::{self, GateConfig, GateOutcome, context, notepad};
-use crate::model::{Action, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status, truncate_marked};
+use crate::model::{
+    Action, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status, truncate_marked,
+};
 use crate::store::{Claim, Store};
 
 /// Shared, process-wide things a run needs (HTTP client, env lookup, tunables).
@@ -75,7 +79,11 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn finish(self) -> RunOutput {
-        RunOutput { row: self.row, state: self.state_dirty.then_some(self.state), hold_until: self.hold_until }
+        RunOutput {
+            row: self.row,
+            state: self.state_dirty.then_some(self.state),
+            hold_until: self.hold_until,
+        }
     }
 
     fn end(mut self, status: Status, reason: Option<String>, error: Option<String>) -> RunOutput {
@@ -101,7 +109,14 @@ pub async fn execute(
 ) -> RunOutput {
     let def = &claim.job.def;
     let started = clock.now();
-    let row = HistoryRow::new(&def.name, Status::Succeeded, claim.trigger, claim.slot, owner, started);
+    let row = HistoryRow::new(
+        &def.name,
+        Status::Succeeded,
+        claim.trigger,
+        claim.slot,
+        owner,
+        started,
+    );
     let mut cx = Ctx {
         claim,
         deps,
@@ -114,7 +129,13 @@ pub async fn execute(
     };
     let settings = match blocking(store, |s| s.settings()).await {
         Ok(s) => s,
-        Err(e) => return cx.end(Status::Failed, None, Some(format!("reading settings from the store: {e}"))),
+        Err(e) => {
+            return cx.end(
+                Status::Failed,
+                None,
+                Some(format!("reading settings from the store: {e}")),
+            );
+        }
     };
     let out = pipeline(&mut cx, &settings, clock).await;
     match out {
@@ -157,7 +178,11 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 }
             }
             Err(e) => {
-                return Step::End(Status::Failed, None, Some(format!("budget check: reading spend: {e}")));
+                return Step::End(
+                    Status::Failed,
+                    None,
+                    Some(format!("budget check: reading spend: {e}")),
+                );
             }
         }
     }
@@ -165,7 +190,11 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
     let mut gate_context = None;
     if let Some(g) = &def.gate {
         match gate::run_gate(g, cx.state.monitor.as_ref(), &cx.deps.gate).await {
-            GateOutcome::Go { context, diff, monitor } => {
+            GateOutcome::Go {
+                context,
+                diff,
+                monitor,
+            } => {
                 if let Some(m) = monitor {
                     cx.state.monitor = Some(m);
                     cx.state_dirty = true;
@@ -173,15 +202,22 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 cx.row.diff = diff;
                 gate_context = context;
             }
-            GateOutcome::NoChange => return Step::End(Status::NoChange, Some("source unchanged".into()), None),
+            GateOutcome::NoChange => {
+                return Step::End(Status::NoChange, Some("source unchanged".into()), None);
+            }
             GateOutcome::Skip { reason } => return Step::End(Status::Skipped, Some(reason), None),
-            GateOutcome::Fail { error } => return Step::End(Status::Failed, Some("probe failed".into()), Some(error)),
+            GateOutcome::Fail { error } => {
+                return Step::End(Status::Failed, Some("probe failed".into()), Some(error));
+            }
         }
     }
     // 3 + 4. Prompt and action.
     let attempt_timeout = Duration::from_secs_f64(def.timeout_seconds.max(0.001));
     match &def.action {
-        Action::Command { command, timeout_seconds } => {
+        Action::Command {
+            command,
+            timeout_seconds,
+        } => {
             let t = attempt_timeout.min(Duration::from_secs_f64(timeout_seconds.max(0.001)));
             let r = retry_with_backoff(
                 &cx.deps.backoff,
@@ -199,7 +235,7 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
             match r.result {
                 Ok(stdout) => {
                     cx.row.result = Some(truncate_marked(&stdout, RESULT_MAX_CHARS));
-                    deliver(cx, settings, &stdout).await;
+                    deliver(cx, settings, clock).await;
                     Step::Done
                 }
                 Err(error) => Step::End(Status::Failed, None, Some(error)),
@@ -210,7 +246,9 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 return Step::End(
                     Status::Failed,
                     None,
-                    Some(format!("agent '{agent}' is not defined in the store's settings (apply the jobs file)")),
+                    Some(format!(
+                        "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
+                    )),
                 );
             };
             let prompt = match assemble(cx, message, gate_context.as_deref()).await {
@@ -218,40 +256,34 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 Err(step) => return step,
             };
             cx.row.model = Some(agent_def.model.clone());
+            let run = AgentRun {
+                agent: agent_def,
+                prompt: &prompt,
+                timeout: attempt_timeout,
+                max_attempts: def.max_retries.max(1),
+                backoff: cx.deps.backoff,
+            };
+            let prices = PriceTable::from_settings(settings);
             let env = Arc::clone(&cx.deps.env);
-            let http = cx.deps.http.clone();
-            let r = retry_with_backoff(
-                &cx.deps.backoff,
-                def.max_retries.max(1),
-                |_| {
-                    let (http, env, prompt) = (http.clone(), Arc::clone(&env), prompt.clone());
-                    let now = clock.now();
-                    async move {
-                        let call = LlmCall { agent: agent_def, prompt: &prompt, timeout: attempt_timeout, now };
-                        match tokio::time::timeout(attempt_timeout, llm::call(&http, &call, &|k| env(k))).await {
-                            Ok(r) => r,
-                            Err(_) => Err(LlmError::Timeout { url: agent_def.base_url.clone(), secs: attempt_timeout.as_secs_f64() }),
-                        }
-                    }
-                },
-                LlmError::is_retryable,
-            )
-            .await;
-            cx.row.attempts = r.attempts;
-            let reply = match r.result {
+            let out =
+                llm::run_agent(&cx.deps.http, &run, &prices, clock.as_ref(), &|k| env(k)).await;
+            cx.row.attempts = out.attempts;
+            let reply = match out.result {
                 Ok(reply) => reply,
                 Err(e) => {
-                    if let Some(h) = e.hold_until() {
+                    if let Some(h) = out.hold_until {
                         cx.hold_until = Some(h);
-                        let reason = format!("rate limited: job held until {}", h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                        let reason = format!(
+                            "rate limited: job held until {}",
+                            h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        );
                         return Step::End(Status::Failed, Some(reason), Some(e.to_string()));
                     }
                     return Step::End(Status::Failed, None, Some(e.to_string()));
                 }
             };
             // 5. Cost.
-            let table = PriceTable::from_settings(settings);
-            let c = cost::run_cost(&table, &reply.model, reply.usage);
+            let c = out.cost;
             cx.row.model = Some(reply.model.clone());
             cx.row.input_tokens = c.input_tokens;
             cx.row.output_tokens = c.output_tokens;
@@ -278,18 +310,22 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 }
             }
             cx.row.result = Some(truncate_marked(&text, RESULT_MAX_CHARS));
-            if llm::is_silent(&text) {
+            if out.silent {
                 cx.row.reason = Some("model replied silence; nothing delivered".into());
                 return Step::Done;
             }
-            deliver(cx, settings, &text).await;
+            deliver(cx, settings, clock).await;
             Step::Done
         }
     }
 }
 
 /// SPEC §8 step 3: notepad + message + gate context + `context_from` blocks.
-async fn assemble(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str>) -> Result<String, Step> {
+async fn assemble(
+    cx: &mut Ctx<'_>,
+    message: &str,
+    gate_context: Option<&str>,
+) -> Result<String, Step> {
     let def = &cx.claim.job.def;
     let mut latest = BTreeMap::new();
     for name in &def.context_from {
@@ -301,22 +337,119 @@ async fn assemble(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str>) -
                 }
             }
             Ok(None) => {}
-            Err(e) => return Err(Step::End(Status::Failed, None, Some(format!("reading context from '{name}': {e}")))),
+            Err(e) => {
+                return Err(Step::End(
+                    Status::Failed,
+                    None,
+                    Some(format!("reading context from '{name}': {e}")),
+                ));
+            }
         }
     }
-    let blocks = match context::decide(&def.context_from, &latest, def.context_max_chars, def.on_missing_context) {
+    let blocks = match context::decide(
+        &def.context_from,
+        &latest,
+        def.context_max_chars,
+        def.on_missing_context,
+    ) {
         context::ContextDecision::Run { blocks, .. } => blocks,
-        context::ContextDecision::Skip { reason } => return Err(Step::End(Status::Skipped, Some(reason), None)),
+        context::ContextDecision::Skip { reason } => {
+            return Err(Step::End(Status::Skipped, Some(reason), None));
+        }
     };
-    Ok(context::assemble_prompt(&cx.state, message, gate_context, &blocks))
+    Ok(context::assemble_prompt(
+        &cx.state,
+        message,
+        gate_context,
+        &blocks,
+    ))
 }
 
-/// SPEC §12.1: deliver a succeeded run's output to the job's sinks. Never fails the run.
-async fn deliver(cx: &mut Ctx<'_>, settings: &Settings, text: &str) {
-    let _ = (cx, settings, text);
+/// How long one sink may take.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// SPEC §12.1: deliver a succeeded run's result to the job's sinks. Never fails the run: the row
+/// keeps `succeeded` with `delivered: false` and `delivery_error`.
+async fn deliver(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>) {
+    let names = &cx.claim.job.def.deliver;
+    if names.is_empty() {
+        return;
+    }
+    let msg = Message::result(&cx.row);
+    let report = deliver_all(
+        &cx.deps.http,
+        &settings.delivery,
+        names,
+        &msg,
+        DELIVERY_TIMEOUT,
+        clock.now(),
+    )
+    .await;
+    cx.row.delivered = report.delivered;
+    cx.row.delivery_error = report.error;
+    for sink in report.ok {
+        let _ = cx.ev_tx.send(Event::Delivered {
+            job: cx.row.job.clone(),
+            sink,
+            text: msg.text.clone(),
+        });
+    }
 }
 
-/// SPEC §12.2: alert once per incident signature, one recovery note.
+/// SPEC §12.2: alert once per incident signature, one recovery note. The incident state is
+/// committed only as far as the delivery went (the decision carries both outcomes).
 async fn incidents(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>) {
-    let _ = (cx, settings, clock);
+    let def = &cx.claim.job.def;
+    let error = cx.row.error.as_deref().or(cx.row.reason.as_deref());
+    let d = incident::decide(
+        &cx.state.incident,
+        cx.row.status,
+        error,
+        def.alert_after_failures,
+    );
+    let msg = match &d.action {
+        IncidentAction::Nothing => None,
+        IncidentAction::Alert {
+            consecutive_failures,
+            ..
+        } => Some(Message::alert(&cx.row, *consecutive_failures)),
+        IncidentAction::Recovery => Some(Message::recovery(&cx.row)),
+    };
+    let next = match msg {
+        None => d.on_delivered,
+        Some(_) if def.deliver.is_empty() => d.on_delivered,
+        Some(msg) => {
+            let report = deliver_all(
+                &cx.deps.http,
+                &settings.delivery,
+                &def.deliver,
+                &msg,
+                DELIVERY_TIMEOUT,
+                clock.now(),
+            )
+            .await;
+            for sink in &report.ok {
+                let _ = cx.ev_tx.send(Event::Delivered {
+                    job: cx.row.job.clone(),
+                    sink: sink.clone(),
+                    text: msg.text.clone(),
+                });
+            }
+            if report.delivered {
+                d.on_delivered
+            } else {
+                if let Some(e) = report.error {
+                    cx.row.delivery_error = Some(match cx.row.delivery_error.take() {
+                        Some(prev) => format!("{prev}; {} {e}", msg.kind.as_str()),
+                        None => format!("{}: {e}", msg.kind.as_str()),
+                    });
+                }
+                d.on_undelivered
+            }
+        }
+    };
+    if next != cx.state.incident {
+        cx.state.incident = next;
+        cx.state_dirty = true;
+    }
 }
