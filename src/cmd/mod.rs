@@ -69,6 +69,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// Whether this invocation starts an engine (or a console) rather than printing a report.
+pub fn runs_engine(cli: &Cli) -> bool {
+    matches!(cli.command, None | Some(Command::Run) | Some(Command::Console(_)))
+}
+
 /// The jobs file named by `--jobs`, or `jobs.yaml` in the current directory if it exists.
 pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
     cli.jobs.clone().or_else(|| {
