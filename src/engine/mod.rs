@@ -44,8 +44,10 @@ pub enum Command {
     Shutdown,
 }
 
-/// What happened, for front ends (history rows arrive as they are written).
+/// What happened, for front ends (history rows arrive as they are written). Events are a few
+/// per run, so the size of the row variant does not matter (no boxing on the hot path).
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum Event {
     RunStarted {
         job: String,
