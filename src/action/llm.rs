@@ -258,6 +258,14 @@ pub async fn call(
             });
         }
     };
+    // Logged: where and what, never the key (SPEC §13.3) nor the prompt or reply text.
+    tracing::debug!(
+        agent = %agent.name,
+        model = %agent.model,
+        url = %url_s,
+        status,
+        "llm attempt answered"
+    );
     let Some(bytes) = bytes else {
         return Err(LlmError::Malformed {
             url: url_s,
@@ -737,5 +745,18 @@ mod tests {
         let c = http_client(&HttpOptions::default());
         assert!(c.is_ok(), "{:?}", c.err());
         assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn retry_after_is_never_outside_now_and_the_cap(v in "\\PC{0,40}", secs in 0u64..u64::MAX) {
+            let now = t("2026-11-29T12:00:00Z");
+            let cap = now + chrono::Duration::seconds(RETRY_AFTER_CAP_SECS);
+            for raw in [v, secs.to_string()] {
+                if let Some(at) = parse_retry_after(&raw, now) {
+                    proptest::prop_assert!(at >= now && at <= cap, "{raw:?} → {at}");
+                }
+            }
+        }
     }
 }
