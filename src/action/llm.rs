@@ -138,8 +138,11 @@ impl Default for HttpOptions {
 /// reqwest 0.13 is built with `rustls-no-provider`, and panics at build time when no rustls
 /// crypto provider is installed; this installs `ring` as the process default if none is (an
 /// already-installed provider is kept). Certificates are checked by reqwest's default
-/// `rustls-platform-verifier`, i.e. the operating system's trust store (on Linux the system CA
-/// bundle, `/etc/ssl/certs`). Per-request timeouts are applied by the callers.
+/// `rustls-platform-verifier` (0.7), i.e. the operating system's trust store: on Linux it loads
+/// the system CA bundle through `rustls-native-certs` (honouring `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`), so a container without a CA bundle fails HTTPS handshakes with a
+/// certificate error rather than trusting nothing silently. No bundled webpki roots.
+/// Per-request timeouts are applied by the callers.
 pub fn http_client(opts: &HttpOptions) -> Result<reqwest::Client, ClientError> {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Err = another thread installed one first; either way a provider is now set.
