@@ -646,4 +646,23 @@ mod tests {
         s.budget = day(1.0);
         assert_eq!(job_period(&s), BudgetPeriod::Day);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn resolution_never_panics_and_prefers_longer_names(model in "\\PC{0,40}", suffix in "[a-z0-9-]{0,12}") {
+            let tb = PriceTable::builtin();
+            let _ = tb.resolve(&model);
+            // Any gpt-4o-mini variant prices as gpt-4o-mini, never as gpt-4o.
+            let name = format!("gpt-4o-mini-{suffix}");
+            let r = tb.resolve(&name).unwrap();
+            proptest::prop_assert_eq!(r.name, "gpt-4o-mini");
+        }
+
+        #[test]
+        fn costs_are_finite_and_non_negative(i in proptest::num::i64::ANY, o in proptest::num::i64::ANY) {
+            let c = run_cost(&PriceTable::builtin(), "gpt-4o", Some(TokenUsage { input: i, output: o }));
+            proptest::prop_assert!(c.cost_usd.is_finite() && c.cost_usd >= 0.0);
+            proptest::prop_assert!(c.input_tokens <= MAX_PLAUSIBLE_TOKENS as u64);
+        }
+    }
 }

@@ -138,8 +138,11 @@ impl Default for HttpOptions {
 /// reqwest 0.13 is built with `rustls-no-provider`, and panics at build time when no rustls
 /// crypto provider is installed; this installs `ring` as the process default if none is (an
 /// already-installed provider is kept). Certificates are checked by reqwest's default
-/// `rustls-platform-verifier`, i.e. the operating system's trust store (on Linux the system CA
-/// bundle, `/etc/ssl/certs`). Per-request timeouts are applied by the callers.
+/// `rustls-platform-verifier` (0.7), i.e. the operating system's trust store: on Linux it loads
+/// the system CA bundle through `rustls-native-certs` (honouring `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`), so a container without a CA bundle fails HTTPS handshakes with a
+/// certificate error rather than trusting nothing silently. No bundled webpki roots.
+/// Per-request timeouts are applied by the callers.
 pub fn http_client(opts: &HttpOptions) -> Result<reqwest::Client, ClientError> {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Err = another thread installed one first; either way a provider is now set.
@@ -258,6 +261,14 @@ pub async fn call(
             });
         }
     };
+    // Logged: where and what, never the key (SPEC §13.3) nor the prompt or reply text.
+    tracing::debug!(
+        agent = %agent.name,
+        model = %agent.model,
+        url = %url_s,
+        status,
+        "llm attempt answered"
+    );
     let Some(bytes) = bytes else {
         return Err(LlmError::Malformed {
             url: url_s,
@@ -737,5 +748,18 @@ mod tests {
         let c = http_client(&HttpOptions::default());
         assert!(c.is_ok(), "{:?}", c.err());
         assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn retry_after_is_never_outside_now_and_the_cap(v in "\\PC{0,40}", secs in 0u64..u64::MAX) {
+            let now = t("2026-11-29T12:00:00Z");
+            let cap = now + chrono::Duration::seconds(RETRY_AFTER_CAP_SECS);
+            for raw in [v, secs.to_string()] {
+                if let Some(at) = parse_retry_after(&raw, now) {
+                    proptest::prop_assert!(at >= now && at <= cap, "{raw:?} → {at}");
+                }
+            }
+        }
     }
 }

@@ -309,4 +309,14 @@ mod tests {
             true
         )));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn normalise_is_bounded_and_stable(text in "\\PC{0,400}") {
+            let n = normalise(&text);
+            proptest::prop_assert!(n.chars().count() <= SIGNATURE_CHARS);
+            proptest::prop_assert_eq!(normalise(&n), n.clone());
+            proptest::prop_assert_eq!(signature(&text).len(), 64);
+        }
+    }
 }

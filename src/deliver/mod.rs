@@ -109,6 +109,18 @@ impl Message {
         }
     }
 
+    /// The alert or recovery note an incident decision calls for, `None` for nothing.
+    pub fn for_incident(action: &incident::IncidentAction, row: &HistoryRow) -> Option<Message> {
+        match action {
+            incident::IncidentAction::Nothing => None,
+            incident::IncidentAction::Alert {
+                consecutive_failures,
+                ..
+            } => Some(Message::alert(row, *consecutive_failures)),
+            incident::IncidentAction::Recovery => Some(Message::recovery(row)),
+        }
+    }
+
     /// The `json` webhook body and the `file` line.
     pub fn json_payload(&self, now: DateTime<Utc>) -> Value {
         let mut v = serde_json::to_value(&self.row).unwrap_or_else(|_| json!({}));
@@ -324,6 +336,22 @@ mod tests {
         assert!(c.ends_with(MARK));
         let s = m.slack_payload()["text"].as_str().unwrap().to_string();
         assert_eq!(s.chars().count(), 5000 + "[disk-watch] ".len());
+    }
+
+    #[test]
+    fn incident_actions_map_to_messages() {
+        use crate::model::IncidentState;
+        let mut r = row();
+        r.status = Status::Failed;
+        r.error = Some("boom".into());
+        let d = incident::decide(&IncidentState::default(), Status::Failed, Some("boom"), 1);
+        let m = Message::for_incident(&d.action, &r).unwrap();
+        assert_eq!(m.kind, MessageKind::Alert);
+        let d = incident::decide(&d.on_delivered, Status::Succeeded, None, 1);
+        let m = Message::for_incident(&d.action, &row()).unwrap();
+        assert_eq!(m.kind, MessageKind::Recovery);
+        let d = incident::decide(&d.on_delivered, Status::Succeeded, None, 1);
+        assert_eq!(Message::for_incident(&d.action, &row()), None);
     }
 
     #[test]
