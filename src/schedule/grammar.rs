@@ -98,7 +98,15 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
             tz: tz_name.clone(),
         });
     }
-    if matches!(words.len(), 5..=7) && words.iter().all(|w| !is_unit_word(w)) {
+    let cronish_start =
+        words.len() >= 3 || lower.starts_with(|c: char| c.is_ascii_digit() || c == '*');
+    if words.len() >= 2
+        && words[0] != "every"
+        && cronish_start
+        && words
+            .iter()
+            .all(|w| !is_unit_word(w) && !is_interval_word(w))
+    {
         return cron(&s);
     }
     let interval = lower.strip_prefix("every ").unwrap_or(&lower);
@@ -136,6 +144,16 @@ fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 fn is_unit_word(w: &str) -> bool {
     unit_seconds(w).is_some()
+}
+
+/// `5m`, `1.5h`, `*/30m`: a number directly followed by a unit.
+fn is_interval_word(w: &str) -> bool {
+    let w = w.strip_prefix("*/").unwrap_or(w);
+    let digits = w
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || *c == b'.')
+        .count();
+    digits > 0 && digits < w.len() && unit_seconds(&w[digits..]).is_some()
 }
 
 /// RFC 3339, or a naive local time (`2026-12-01T09:00`, `2026-12-01 09:00:00`) in `tz`.
@@ -656,6 +674,10 @@ mod tests {
         rejected("cron:0 0 * *", "4 fields");
         rejected("cron:61 * * * *", "out of range");
         rejected("0 0 * * * *", "6 fields");
+        rejected("0 0 * * * * * *", "8 fields");
+        rejected("0 0 *", "3 fields");
+        assert_eq!(every("1 h 30 m"), 5400);
+        assert_eq!(every("every 1h 30m"), 5400);
         rejected("at:tomorrow", "cannot read the time");
         rejected("at:", "cannot read the time");
         rejected("at:2026-13-01T09:00", "cannot read the time");
