@@ -83,7 +83,9 @@ const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at
 /// The `defaults:` section after validation.
 #[derive(Debug, Clone)]
 struct Defaults {
-    tz: String,
+    /// `None` when `defaults.tz` is bad: jobs that inherit it cannot be evaluated (the zone
+    /// error is reported once, at `defaults.tz`).
+    tz: Option<String>,
     timeout_seconds: f64,
     max_retries: u32,
     misfire_grace_seconds: Option<f64>,
@@ -477,7 +479,7 @@ impl<'e> Checker<'e> {
 
     fn defaults(&mut self, top: &Mapping) -> Defaults {
         let mut d = Defaults {
-            tz: defaults::TZ.to_string(),
+            tz: Some(defaults::TZ.to_string()),
             timeout_seconds: defaults::TIMEOUT_SECONDS,
             max_retries: defaults::MAX_RETRIES,
             misfire_grace_seconds: None,
@@ -493,8 +495,11 @@ impl<'e> Checker<'e> {
         self.check_keys(m, &base, DEFAULT_KEYS);
         if let Some(tz) = self.opt_str(m, &base, "tz") {
             match schedule::parse_tz(&tz) {
-                Ok(z) => d.tz = z.name().to_string(),
-                Err(e) => self.error(key(&base, "tz"), e.to_string()),
+                Ok(z) => d.tz = Some(z.name().to_string()),
+                Err(e) => {
+                    self.error(key(&base, "tz"), e.to_string());
+                    d.tz = None;
+                }
             }
         }
         if let Some(x) = self.opt_f64(m, &base, "timeout_seconds", 0.0, true) {
@@ -1210,7 +1215,7 @@ impl<'e> Checker<'e> {
                 "missing required key `schedule` (e.g. \"every 5m\", \"0 7 * * *\", or \
                  {kind: cron, cron_expr: \"0 7 * * *\", tz: Europe/Berlin})",
             );
-            return (None, Some(d.tz.clone()));
+            return (None, d.tz.clone());
         };
         let text = match v {
             Value::String(s) => s.clone(),
@@ -1225,14 +1230,17 @@ impl<'e> Checker<'e> {
                         kind_of(other)
                     ),
                 );
-                return (None, Some(d.tz.clone()));
+                return (None, d.tz.clone());
             }
         };
-        match schedule::parse_schedule(&text, &d.tz) {
-            Ok(spec) => (Some((spec, text)), Some(d.tz.clone())),
+        let Some(tz) = d.tz.clone() else {
+            return (None, None);
+        };
+        match schedule::parse_schedule(&text, &tz) {
+            Ok(spec) => (Some((spec, text)), Some(tz)),
             Err(e) => {
                 self.error(sp, format!("invalid schedule {}: {e}", show(&text)));
-                (None, Some(d.tz.clone()))
+                (None, Some(tz))
             }
         }
     }
@@ -1244,11 +1252,14 @@ impl<'e> Checker<'e> {
         d: &Defaults,
     ) -> (Option<(ScheduleSpec, String)>, Option<String>) {
         self.check_keys(m, sp, SCHEDULE_KEYS);
-        let mut tz_ok = true;
+        let mut tz_ok = d.tz.is_some();
         let tz = match self.opt_str(m, sp, "tz") {
-            None => d.tz.clone(),
+            None => d.tz.clone().unwrap_or_default(),
             Some(t) => match schedule::parse_tz(&t) {
-                Ok(z) => z.name().to_string(),
+                Ok(z) => {
+                    tz_ok = true;
+                    z.name().to_string()
+                }
                 Err(e) => {
                     self.error(key(sp, "tz"), e.to_string());
                     tz_ok = false;

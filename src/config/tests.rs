@@ -720,6 +720,9 @@ jobs:
     command: x
     deliver: [missing]
   - name: ok
+    schedule: {kind: every, every_seconds: 60, tz: UTC}
+    command: fine
+  - name: inherits-the-bad-zone
     schedule: {kind: every, every_seconds: 60}
     command: fine
 ";
