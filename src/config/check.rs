@@ -83,7 +83,9 @@ const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at
 /// The `defaults:` section after validation.
 #[derive(Debug, Clone)]
 struct Defaults {
-    tz: String,
+    /// `None` when `defaults.tz` is bad: jobs that inherit it cannot be evaluated (the zone
+    /// error is reported once, at `defaults.tz`).
+    tz: Option<String>,
     timeout_seconds: f64,
     max_retries: u32,
     misfire_grace_seconds: Option<f64>,
@@ -186,9 +188,14 @@ fn closest<'a>(word: &str, accepted: &[&'a str]) -> Option<&'a str> {
         .map(|(_, a)| a)
 }
 
+/// Names joined by ", ", at most 12 of them (then "… and N more").
 fn list(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    const MAX: usize = 12;
     let v: Vec<String> = names.into_iter().map(|s| s.as_ref().to_string()).collect();
-    v.join(", ")
+    if v.len() <= MAX {
+        return v.join(", ");
+    }
+    format!("{}, … and {} more", v[..MAX].join(", "), v.len() - MAX)
 }
 
 impl<'e> Checker<'e> {
@@ -472,7 +479,7 @@ impl<'e> Checker<'e> {
 
     fn defaults(&mut self, top: &Mapping) -> Defaults {
         let mut d = Defaults {
-            tz: defaults::TZ.to_string(),
+            tz: Some(defaults::TZ.to_string()),
             timeout_seconds: defaults::TIMEOUT_SECONDS,
             max_retries: defaults::MAX_RETRIES,
             misfire_grace_seconds: None,
@@ -488,8 +495,11 @@ impl<'e> Checker<'e> {
         self.check_keys(m, &base, DEFAULT_KEYS);
         if let Some(tz) = self.opt_str(m, &base, "tz") {
             match schedule::parse_tz(&tz) {
-                Ok(z) => d.tz = z.name().to_string(),
-                Err(e) => self.error(key(&base, "tz"), e.to_string()),
+                Ok(z) => d.tz = Some(z.name().to_string()),
+                Err(e) => {
+                    self.error(key(&base, "tz"), e.to_string());
+                    d.tz = None;
+                }
             }
         }
         if let Some(x) = self.opt_f64(m, &base, "timeout_seconds", 0.0, true) {
@@ -920,7 +930,9 @@ impl<'e> Checker<'e> {
             }
         }
 
-        let (schedule, schedule_text, tz) = self.schedule(m, p, d)?;
+        // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
+        // is bad (reported where it was written), so zone-dependent checks are skipped.
+        let (sched, tz) = self.schedule(m, p, d);
 
         // Action: exactly one of `agent` / `command`.
         let agent = self.opt_text(m, p, "agent");
@@ -1066,12 +1078,15 @@ impl<'e> Checker<'e> {
 
         let until = match self.opt_str(m, p, "until") {
             None => None,
-            Some(u) => match schedule::parse_tz(&tz) {
-                Err(_) => None, // the zone is reported where it was written
-                Ok(zone) => match schedule::grammar::parse_at(&u, zone) {
+            Some(u) => match tz.as_deref().map(schedule::parse_tz) {
+                None | Some(Err(_)) => None,
+                Some(Ok(zone)) => match schedule::grammar::parse_at(&u, zone) {
                     Ok(t) => Some(t),
                     Err(e) => {
-                        self.error(key(p, "until"), format!("{e} (the job's zone is {tz})"));
+                        self.error(
+                            key(p, "until"),
+                            format!("{e} (the job's zone is {})", zone.name()),
+                        );
                         None
                     }
                 },
@@ -1113,11 +1128,12 @@ impl<'e> Checker<'e> {
             .unwrap_or(1);
         let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
 
+        let (schedule, schedule_text) = sched?;
         Some(JobDef {
             name: name?,
             schedule,
             schedule_text,
-            tz,
+            tz: tz?,
             action: action?,
             gate,
             context_from,
@@ -1185,13 +1201,13 @@ impl<'e> Checker<'e> {
         }
     }
 
-    /// The schedule, its display text, and the job's zone.
+    /// The schedule with its display text, and the job's zone (`None` when the zone is bad).
     fn schedule(
         &mut self,
         m: &Mapping,
         p: &[Seg],
         d: &Defaults,
-    ) -> Option<(ScheduleSpec, String, String)> {
+    ) -> (Option<(ScheduleSpec, String)>, Option<String>) {
         let sp = key(p, "schedule");
         let Some(v) = Self::get(m, "schedule") else {
             self.error(
@@ -1199,7 +1215,7 @@ impl<'e> Checker<'e> {
                 "missing required key `schedule` (e.g. \"every 5m\", \"0 7 * * *\", or \
                  {kind: cron, cron_expr: \"0 7 * * *\", tz: Europe/Berlin})",
             );
-            return None;
+            return (None, d.tz.clone());
         };
         let text = match v {
             Value::String(s) => s.clone(),
@@ -1214,14 +1230,17 @@ impl<'e> Checker<'e> {
                         kind_of(other)
                     ),
                 );
-                return None;
+                return (None, d.tz.clone());
             }
         };
-        match schedule::parse_schedule(&text, &d.tz) {
-            Ok(spec) => Some((spec, text, d.tz.clone())),
+        let Some(tz) = d.tz.clone() else {
+            return (None, None);
+        };
+        match schedule::parse_schedule(&text, &tz) {
+            Ok(spec) => (Some((spec, text)), Some(tz)),
             Err(e) => {
                 self.error(sp, format!("invalid schedule {}: {e}", show(&text)));
-                None
+                (None, Some(tz))
             }
         }
     }
@@ -1231,13 +1250,16 @@ impl<'e> Checker<'e> {
         m: &Mapping,
         sp: &[Seg],
         d: &Defaults,
-    ) -> Option<(ScheduleSpec, String, String)> {
+    ) -> (Option<(ScheduleSpec, String)>, Option<String>) {
         self.check_keys(m, sp, SCHEDULE_KEYS);
-        let mut tz_ok = true;
+        let mut tz_ok = d.tz.is_some();
         let tz = match self.opt_str(m, sp, "tz") {
-            None => d.tz.clone(),
+            None => d.tz.clone().unwrap_or_default(),
             Some(t) => match schedule::parse_tz(&t) {
-                Ok(z) => z.name().to_string(),
+                Ok(z) => {
+                    tz_ok = true;
+                    z.name().to_string()
+                }
                 Err(e) => {
                     self.error(key(sp, "tz"), e.to_string());
                     tz_ok = false;
@@ -1245,6 +1267,17 @@ impl<'e> Checker<'e> {
                 }
             },
         };
+        let zone = tz_ok.then(|| tz.clone());
+        (self.schedule_kind(m, sp, &tz, tz_ok), zone)
+    }
+
+    fn schedule_kind(
+        &mut self,
+        m: &Mapping,
+        sp: &[Seg],
+        tz: &str,
+        tz_ok: bool,
+    ) -> Option<(ScheduleSpec, String)> {
         let kind = self.opt_str(m, sp, "kind");
         let Some(kind) = kind else {
             if Self::get(m, "kind").is_none() {
@@ -1296,20 +1329,18 @@ impl<'e> Checker<'e> {
                 Some((
                     ScheduleSpec::Every { every_seconds: n },
                     format!("every {n}s"),
-                    tz,
                 ))
             }
             "cron" => {
                 let expr = self.opt_text(m, sp, "cron_expr")?;
-                let zone = schedule::parse_tz(&tz).ok().filter(|_| tz_ok)?;
+                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
                 match CronSchedule::parse(&expr, zone) {
                     Ok(_) => Some((
                         ScheduleSpec::Cron {
                             expr: expr.trim().to_string(),
-                            tz: tz.clone(),
+                            tz: tz.to_string(),
                         },
                         expr,
-                        tz,
                     )),
                     Err(e) => {
                         self.error(key(sp, "cron_expr"), e.to_string());
@@ -1319,9 +1350,9 @@ impl<'e> Checker<'e> {
             }
             _ => {
                 let at = self.opt_text(m, sp, "at")?;
-                let zone = schedule::parse_tz(&tz).ok().filter(|_| tz_ok)?;
+                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
                 match schedule::grammar::parse_at(&at, zone) {
-                    Ok(t) => Some((ScheduleSpec::At { at: t }, format!("at:{at}"), tz)),
+                    Ok(t) => Some((ScheduleSpec::At { at: t }, format!("at:{at}"))),
                     Err(e) => {
                         self.error(key(sp, "at"), format!("{e} (the job's zone is {tz})"));
                         None

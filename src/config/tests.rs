@@ -720,6 +720,9 @@ jobs:
     command: x
     deliver: [missing]
   - name: ok
+    schedule: {kind: every, every_seconds: 60, tz: UTC}
+    command: fine
+  - name: inherits-the-bad-zone
     schedule: {kind: every, every_seconds: 60}
     command: fine
 ";
@@ -1015,4 +1018,24 @@ jobs:
     assert_eq!(jobs[3].schedule, ScheduleSpec::In { seconds: 600 });
     assert_eq!(jobs[4].schedule, ScheduleSpec::Every { every_seconds: 300 });
     assert_eq!(jobs[4].schedule_text, "  Every 5m ");
+}
+
+#[test]
+fn a_bad_schedule_does_not_hide_the_jobs_other_problems() {
+    let text = "\
+jobs:
+  - name: a
+    schedule: \"every 0s\"
+    command: x
+    until: whenever
+    deliver: [nowhere]
+";
+    let c = check(text);
+    let keys: Vec<&str> = c.diagnostics.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec!["jobs[0].schedule", "jobs[0].until", "jobs[0].deliver[0]"],
+        "{:#?}",
+        c.diagnostics
+    );
 }
