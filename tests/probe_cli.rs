@@ -79,3 +79,36 @@ fn probe_rejects_bad_urls_and_arguments_with_exit_2() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn probe_url_ignores_environment_proxies() {
+    use cronsole::testkit::hostile::{Behavior, HostileServer};
+    let target = HostileServer::start(Behavior::Ok(b"direct\n".to_vec()))
+        .await
+        .unwrap();
+    let proxy = HostileServer::start(Behavior::Ok(b"via proxy\n".to_vec()))
+        .await
+        .unwrap();
+    let proxy_url = proxy.url("");
+    let url = target.url("/");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(["probe", "--url", &url, "--allow-private"])
+        .env_remove("CRONSOLE_STORE")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env("HTTP_PROXY", &proxy_url)
+        .env("http_proxy", &proxy_url)
+        .env("HTTPS_PROXY", &proxy_url)
+        .env("ALL_PROXY", &proxy_url)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("size: 7 bytes\npreview:\ndirect\n"),
+        "{stdout}"
+    );
+    assert_eq!(target.connections(), 1);
+    assert_eq!(proxy.connections(), 0, "the environment proxy was used");
+}
