@@ -130,6 +130,10 @@ impl Drop for GroupGuard {
 }
 
 fn kill_group(pgid: i32) {
+    // 0 would signal our own process group and 1 is init's: never.
+    if pgid <= 1 {
+        return;
+    }
     // SAFETY: killpg has no memory-safety preconditions; a stale or empty group yields ESRCH,
     // which is exactly "nothing left to kill".
     unsafe {

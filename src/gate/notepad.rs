@@ -138,6 +138,28 @@ pub fn apply_updates(
     Ok(next)
 }
 
+/// The job state to persist after a run (for the run pipeline): `prior`, plus the gate's new
+/// monitor watermark when it went, plus the reply's notepad updates. A notepad update that would
+/// push the state over the cap is rejected on its own — the returned reason belongs in the row —
+/// and the prior notepad is kept, while the (bounded) watermark still advances.
+pub fn state_after_run(
+    prior: &JobState,
+    monitor: Option<crate::model::MonitorState>,
+    updates: Option<&NotepadUpdates>,
+) -> (JobState, Option<String>) {
+    let mut base = prior.clone();
+    if let Some(m) = monitor {
+        base.monitor = Some(m);
+    }
+    match updates {
+        None => (base, None),
+        Some(u) => match apply_updates(&base, u) {
+            Ok(next) => (next, None),
+            Err(e) => (base, Some(e.to_string())),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +229,28 @@ mod tests {
         let (text, upd) = parse_reply(r);
         assert_eq!(text, "```sh\nls\n```\nok");
         assert_eq!(upd.unwrap().get("k"), Some(&Some("v".into())));
+    }
+
+    #[test]
+    fn state_after_run_keeps_the_watermark_when_the_notepad_is_rejected() {
+        let prior = state(&[("a", "1")]);
+        let wm = MonitorState {
+            hash: "h".into(),
+            preview: "p".into(),
+            truncated: false,
+        };
+        let mut big = NotepadUpdates::new();
+        big.insert("big".into(), Some("x".repeat(STATE_MAX_BYTES)));
+        let (next, why) = state_after_run(&prior, Some(wm.clone()), Some(&big));
+        assert!(why.unwrap().contains("over the 16384-byte cap"));
+        assert_eq!(next.notepad, prior.notepad);
+        assert_eq!(next.monitor, Some(wm.clone()));
+        let mut small = NotepadUpdates::new();
+        small.insert("b".into(), Some("2".into()));
+        let (next, why) = state_after_run(&prior, None, Some(&small));
+        assert_eq!(why, None);
+        assert_eq!(next.notepad.len(), 2);
+        assert_eq!(next.monitor, None);
     }
 
     #[test]
