@@ -330,4 +330,12 @@ mod tests {
             assert!(stripped.contains("^[]0;pwned^G^[[2J"), "{stripped:?}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn no_control_character_survives(s in "(?s).{0,300}") {
+            let out = sanitize_line(&s);
+            proptest::prop_assert!(!out.chars().any(|c| c.is_control() && c != '\t'));
+        }
+    }
 }

@@ -280,4 +280,28 @@ mod tests {
         let next = apply_updates(&prior, &upd).unwrap();
         assert_eq!(serialised_size(&next), STATE_MAX_BYTES);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_reply_never_panics_and_only_shortens(reply in "(?s).{0,400}") {
+            let (text, upd) = parse_reply(&reply);
+            if upd.is_none() {
+                proptest::prop_assert_eq!(&text, &reply);
+            } else {
+                proptest::prop_assert!(text.len() < reply.len());
+            }
+        }
+
+        #[test]
+        fn parsed_block_round_trips(pairs in proptest::collection::btree_map("[a-z]{1,8}", "[a-z0-9 %]{1,12}", 0..6)) {
+            let block: String = pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            let (text, upd) = parse_reply(&format!("answer\n```notepad\n{block}```\n"));
+            proptest::prop_assert_eq!(text, "answer");
+            let upd = upd.unwrap();
+            for (k, v) in &pairs {
+                let want = (!v.trim().is_empty()).then(|| v.trim().to_string());
+                proptest::prop_assert_eq!(upd.get(k), Some(&want));
+            }
+        }
+    }
 }
