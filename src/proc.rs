@@ -18,6 +18,14 @@
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout.
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
 //!   the writer never blocks); a *hard* cap kills the group as soon as it is exceeded.
+//! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
+//!   The command inherits cronsole's environment (the operator's choice, SPEC §15).
+//!
+//! Testing note for callers: the timeout is a tokio timer. Under paused tokio time
+//! (`start_paused = true`) the runtime auto-advances to the next timer whenever it is idle,
+//! which includes "waiting for a real child process" — so a paused-time test that runs a real
+//! command would see it time out at once. Tests that spawn real processes use real time; tests
+//! of the timeout *path* can rely on exactly that auto-advance.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -130,6 +138,10 @@ impl Drop for GroupGuard {
 }
 
 fn kill_group(pgid: i32) {
+    // 0 would signal our own process group and 1 is init's: never.
+    if pgid <= 1 {
+        return;
+    }
     // SAFETY: killpg has no memory-safety preconditions; a stale or empty group yields ESRCH,
     // which is exactly "nothing left to kill".
     unsafe {
@@ -184,7 +196,7 @@ fn exit_code_of(status: std::process::ExitStatus) -> i32 {
 /// Cancellation-safe: dropping the returned future kills the whole group.
 pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
     let deadline = tokio::time::Instant::now() + spec.timeout;
-    let mut cmd = Command::new("sh");
+    let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(spec.command)
         .stdin(Stdio::null())
@@ -288,6 +300,25 @@ mod tests {
         assert_eq!(cut_chars("héllo", 2), ("hé", true));
         assert_eq!(cut_chars("hé", 2), ("hé", false));
         assert_eq!(cut_chars("", 0), ("", false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeout_path_under_paused_time_kills_and_reports_124() {
+        // Paused time auto-advances while we wait on the real child: the 1-hour timeout fires
+        // at once, deterministically, and the group is killed.
+        let started = std::time::Instant::now();
+        let out = run(&ProcSpec {
+            command: "echo before; sleep 600",
+            timeout: Duration::from_secs(3600),
+            stdout_cap: Cap::Soft(100),
+            stderr_cap: Cap::Soft(100),
+        })
+        .await
+        .expect("spawn sh");
+        assert!(out.timed_out);
+        assert_eq!(out.exit_code, TIMEOUT_EXIT_CODE);
+        assert!(!out.success());
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
     }
 
     #[test]

@@ -1,14 +1,88 @@
-//! `probe` and `diff`. (Implementation: gate helper.)
+//! `cronsole probe` and `cronsole diff` (SPEC §13.2).
+//!
+//! Owns: argument checks, printing and exit codes of these two commands. Must not touch: probe or
+//! diff logic (that is `cronsole::gate`), the engine.
+//!
+//! Exit codes (decision): `probe` exits 0 with hash/size/preview on success; 1 when the probe ran
+//! and failed (non-zero exit, timeout, > 64 KiB, HTTP error, redirect, a *name* that resolves to a
+//! non-public address); 2 when the URL or arguments are unacceptable on their face (unparseable
+//! URL, scheme other than http/https, credentials in the URL, a literal non-public IP without
+//! `--allow-private`, `--allow-private` with `--command`). `diff` exits 2 for an unknown job or a
+//! malformed `--run`, 1 when the job has no recorded diff.
+
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result, anyhow};
 use cronsole::cli::{Cli, DiffArgs, ProbeArgs};
+use cronsole::gate::GATE_TIMEOUT;
+use cronsole::gate::diffview::{self, DiffError};
+use cronsole::gate::monitor::{self, PREVIEW_MAX_BYTES};
+use cronsole::gate::url::{self, UrlProbeOptions};
+
+use super::bad_input;
 
 pub fn diff(cli: &Cli, a: &DiffArgs) -> Result<ExitCode> {
-    let _ = (cli, a);
-    todo!("gate helper")
+    let run_id = match a.run.as_deref() {
+        None => None,
+        Some(s) => Some(uuid::Uuid::parse_str(s.trim()).map_err(|e| {
+            bad_input(format!(
+                "--run '{s}' is not a run id (expected a UUID): {e}"
+            ))
+        })?),
+    };
+    let jobs = super::jobs_file(cli);
+    let store = super::open_store(&super::store_location(cli, jobs.as_deref()))?;
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    match diffview::diff_text(store.as_ref(), &a.name, run_id, color) {
+        Ok(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ DiffError::NoSuchJob(_)) => Err(bad_input(e.to_string())),
+        Err(DiffError::Store(se)) => Err(anyhow::Error::new(se)),
+        Err(e) => Err(anyhow!(e)),
+    }
 }
+
 pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
-    let _ = a;
-    todo!("gate helper")
+    if a.command.is_some() && a.allow_private {
+        return Err(bad_input(
+            "--allow-private applies to --url only (a command probe has no address rule)",
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    let output = rt.block_on(async {
+        if let Some(cmd) = &a.command {
+            if cmd.trim().is_empty() {
+                return Err(bad_input("--command is empty"));
+            }
+            monitor::probe_command(cmd, GATE_TIMEOUT)
+                .await
+                .map_err(|e| anyhow!("probe failed: {e}"))
+        } else if let Some(u) = &a.url {
+            match url::fetch(u, a.allow_private, &UrlProbeOptions::default()).await {
+                Ok(b) => Ok(b.body),
+                Err(e) if e.is_bad_url() => Err(bad_input(format!("probe rejected: {e}"))),
+                Err(e) => Err(anyhow!("probe failed: {e}")),
+            }
+        } else {
+            Err(bad_input("give --url URL or --command CMD"))
+        }
+    })?;
+    let wm = monitor::watermark(&output);
+    println!("sha256: {}", wm.hash);
+    println!("size: {} bytes", output.len());
+    if wm.truncated {
+        println!("preview (first {PREVIEW_MAX_BYTES} bytes):");
+    } else {
+        println!("preview:");
+    }
+    for line in wm.preview.lines() {
+        println!("{}", diffview::sanitize_line(line));
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,41 @@
 use uuid::Uuid;
 
 use crate::model::HistoryRow;
-use crate::store::HistoryQuery;
+use crate::store::{HistoryQuery, Store, StoreError};
+
+/// Why `cronsole diff` has nothing to show.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// No such job: bad input (exit 2).
+    #[error("no job named '{0}' in the store")]
+    NoSuchJob(String),
+    #[error("job '{job}' has no recorded monitor diff{}", run.map(|r| format!(" for run {r}")).unwrap_or_default())]
+    NoDiff { job: String, run: Option<Uuid> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The text `cronsole diff NAME [--run RUN_ID]` prints, read through the [`Store`] trait.
+pub fn diff_text(
+    store: &dyn Store,
+    job: &str,
+    run_id: Option<Uuid>,
+    color: bool,
+) -> Result<String, DiffError> {
+    let rows = store.history(&query(job, run_id))?;
+    // Defensive: a store that ignores a filter must not make us show another job's diff.
+    let row = rows
+        .into_iter()
+        .find(|r| r.job == job && r.diff.is_some() && run_id.is_none_or(|id| r.run_id == id));
+    match row {
+        Some(r) => Ok(format_row(&r, color)),
+        None if store.job(job)?.is_none() => Err(DiffError::NoSuchJob(job.to_string())),
+        None => Err(DiffError::NoDiff {
+            job: job.to_string(),
+            run: run_id,
+        }),
+    }
+}
 
 /// The query for `cronsole diff NAME [--run RUN_ID]`: the latest (or the given) run with a diff.
 pub fn query(job: &str, run_id: Option<Uuid>) -> HistoryQuery {
@@ -132,6 +166,119 @@ mod tests {
         r
     }
 
+    /// A store that only answers history (filtering like a real one) and `job` (none known).
+    struct HistoryOnly(Vec<HistoryRow>);
+
+    fn unused<T>() -> crate::store::StoreResult<T> {
+        Err(StoreError::Invalid("not used by this test".into()))
+    }
+
+    impl Store for HistoryOnly {
+        fn location(&self) -> String {
+            "memory".into()
+        }
+        fn apply(
+            &self,
+            _: &crate::model::JobsFile,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<crate::store::ApplyReport> {
+            unused()
+        }
+        fn settings(&self) -> crate::store::StoreResult<crate::model::Settings> {
+            unused()
+        }
+        fn change_token(&self) -> crate::store::StoreResult<u64> {
+            unused()
+        }
+        fn jobs(&self) -> crate::store::StoreResult<Vec<crate::model::JobRecord>> {
+            unused()
+        }
+        fn job(&self, _: &str) -> crate::store::StoreResult<Option<crate::model::JobRecord>> {
+            Ok(None)
+        }
+        fn next_wakeup(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+            unused()
+        }
+        fn claim_due(
+            &self,
+            _: &crate::store::ClaimRequest<'_>,
+        ) -> crate::store::StoreResult<crate::store::ClaimOutcome> {
+            unused()
+        }
+        fn renew(
+            &self,
+            _: &str,
+            _: Uuid,
+            _: &str,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<crate::store::RenewOutcome> {
+            unused()
+        }
+        fn complete(
+            &self,
+            _: crate::store::Completion,
+        ) -> crate::store::StoreResult<crate::store::CompleteOutcome> {
+            unused()
+        }
+        fn history(&self, q: &HistoryQuery) -> crate::store::StoreResult<Vec<HistoryRow>> {
+            Ok(self
+                .0
+                .iter()
+                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
+                .filter(|r| !q.with_diff || r.diff.is_some())
+                .filter(|r| q.run_id.is_none_or(|id| r.run_id == id))
+                .take(q.limit.max(1))
+                .cloned()
+                .collect())
+        }
+        fn set_paused(
+            &self,
+            _: &str,
+            _: bool,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<()> {
+            unused()
+        }
+        fn request_trigger(
+            &self,
+            _: &str,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<crate::store::TriggerOutcome> {
+            unused()
+        }
+        fn spend(
+            &self,
+            _: &str,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<crate::store::SpendNow> {
+            unused()
+        }
+    }
+
+    #[test]
+    fn diff_text_picks_the_latest_or_the_given_run() {
+        let mut newest = row("-old\n+new\n");
+        newest.run_id = Uuid::from_u128(2);
+        let mut no_diff = row("");
+        no_diff.diff = None;
+        no_diff.run_id = Uuid::from_u128(9);
+        let mut older = row("-older\n+old\n");
+        older.run_id = Uuid::from_u128(1);
+        let store = HistoryOnly(vec![no_diff, newest, older]);
+        let latest = diff_text(&store, "disk-watch", None, false).unwrap();
+        assert!(latest.contains("run 00000000-0000-0000-0000-000000000002"));
+        assert!(latest.ends_with("-old\n+new\n"));
+        let given = diff_text(&store, "disk-watch", Some(Uuid::from_u128(1)), false).unwrap();
+        assert!(given.ends_with("-older\n+old\n"));
+        assert!(matches!(
+            diff_text(&store, "nope", None, false),
+            Err(DiffError::NoSuchJob(j)) if j == "nope"
+        ));
+    }
+
     #[test]
     fn query_asks_for_one_row_with_a_diff() {
         let q = query("a", None);
@@ -181,6 +328,14 @@ mod tests {
             assert!(!stripped.contains('\x07') && !stripped.contains('\r'));
             assert!(!stripped.contains('\u{9b}') && !stripped.contains('\u{202e}'));
             assert!(stripped.contains("^[]0;pwned^G^[[2J"), "{stripped:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_control_character_survives(s in "(?s).{0,300}") {
+            let out = sanitize_line(&s);
+            proptest::prop_assert!(!out.chars().any(|c| c.is_control() && c != '\t'));
         }
     }
 }

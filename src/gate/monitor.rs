@@ -238,4 +238,30 @@ mod tests {
         assert!(diff.unwrap().contains("beyond the first 2048 bytes"));
         assert!(ctx.unwrap().contains("beyond the first 2048 bytes"));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn preview_is_a_bounded_prefix_on_a_char_boundary(s in "(?s).{0,1200}", max in 0usize..3000) {
+            let (p, cut) = preview_of(&s, max);
+            proptest::prop_assert!(p.len() <= max);
+            proptest::prop_assert!(s.starts_with(&p));
+            proptest::prop_assert_eq!(cut, p.len() < s.len());
+        }
+
+        #[test]
+        fn evaluate_is_total_and_consistent(a in proptest::collection::vec(proptest::num::u8::ANY, 0..3000),
+                                             b in proptest::collection::vec(proptest::num::u8::ANY, 0..3000)) {
+            let wa = watermark(&a);
+            let same = evaluate(&a, Some(&wa));
+            proptest::prop_assert_eq!(same, GateOutcome::NoChange);
+            match evaluate(&b, Some(&wa)) {
+                GateOutcome::NoChange => proptest::prop_assert_eq!(&a, &b),
+                GateOutcome::Go { diff, monitor, .. } => {
+                    proptest::prop_assert!(diff.is_some());
+                    proptest::prop_assert_eq!(monitor, Some(watermark(&b)));
+                }
+                other => proptest::prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+    }
 }

@@ -138,6 +138,28 @@ pub fn apply_updates(
     Ok(next)
 }
 
+/// The job state to persist after a run (for the run pipeline): `prior`, plus the gate's new
+/// monitor watermark when it went, plus the reply's notepad updates. A notepad update that would
+/// push the state over the cap is rejected on its own — the returned reason belongs in the row —
+/// and the prior notepad is kept, while the (bounded) watermark still advances.
+pub fn state_after_run(
+    prior: &JobState,
+    monitor: Option<crate::model::MonitorState>,
+    updates: Option<&NotepadUpdates>,
+) -> (JobState, Option<String>) {
+    let mut base = prior.clone();
+    if let Some(m) = monitor {
+        base.monitor = Some(m);
+    }
+    match updates {
+        None => (base, None),
+        Some(u) => match apply_updates(&base, u) {
+            Ok(next) => (next, None),
+            Err(e) => (base, Some(e.to_string())),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +232,28 @@ mod tests {
     }
 
     #[test]
+    fn state_after_run_keeps_the_watermark_when_the_notepad_is_rejected() {
+        let prior = state(&[("a", "1")]);
+        let wm = MonitorState {
+            hash: "h".into(),
+            preview: "p".into(),
+            truncated: false,
+        };
+        let mut big = NotepadUpdates::new();
+        big.insert("big".into(), Some("x".repeat(STATE_MAX_BYTES)));
+        let (next, why) = state_after_run(&prior, Some(wm.clone()), Some(&big));
+        assert!(why.unwrap().contains("over the 16384-byte cap"));
+        assert_eq!(next.notepad, prior.notepad);
+        assert_eq!(next.monitor, Some(wm.clone()));
+        let mut small = NotepadUpdates::new();
+        small.insert("b".into(), Some("2".into()));
+        let (next, why) = state_after_run(&prior, None, Some(&small));
+        assert_eq!(why, None);
+        assert_eq!(next.notepad.len(), 2);
+        assert_eq!(next.monitor, None);
+    }
+
+    #[test]
     fn updates_merge_and_delete() {
         let prior = state(&[("a", "1"), ("b", "2")]);
         let (_, upd) = parse_reply("x\n```notepad\na=10\nb=\nc=3\n```");
@@ -235,5 +279,29 @@ mod tests {
         upd.insert("b".into(), Some("y".repeat(STATE_MAX_BYTES - base - 7)));
         let next = apply_updates(&prior, &upd).unwrap();
         assert_eq!(serialised_size(&next), STATE_MAX_BYTES);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_reply_never_panics_and_only_shortens(reply in "(?s).{0,400}") {
+            let (text, upd) = parse_reply(&reply);
+            if upd.is_none() {
+                proptest::prop_assert_eq!(&text, &reply);
+            } else {
+                proptest::prop_assert!(text.len() < reply.len());
+            }
+        }
+
+        #[test]
+        fn parsed_block_round_trips(pairs in proptest::collection::btree_map("[a-z]{1,8}", "[a-z0-9 %]{1,12}", 0..6)) {
+            let block: String = pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            let (text, upd) = parse_reply(&format!("answer\n```notepad\n{block}```\n"));
+            proptest::prop_assert_eq!(text, "answer");
+            let upd = upd.unwrap();
+            for (k, v) in &pairs {
+                let want = (!v.trim().is_empty()).then(|| v.trim().to_string());
+                proptest::prop_assert_eq!(upd.get(k), Some(&want));
+            }
+        }
     }
 }

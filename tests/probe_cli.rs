@@ -1,0 +1,114 @@
+//! `cronsole probe` as a process (SPEC §13.2): output format and exit codes.
+
+use std::process::Command;
+
+fn cronsole(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(args)
+        .env_remove("CRONSOLE_STORE")
+        .output()
+        .expect("run cronsole")
+}
+
+#[test]
+fn probe_command_prints_hash_size_and_preview() {
+    let out = cronsole(&["probe", "--command", "echo hi"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout,
+        "sha256: 98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4\n\
+         size: 3 bytes\n\
+         preview:\n\
+         hi\n"
+    );
+}
+
+#[test]
+fn probe_preview_is_sanitised() {
+    let out = cronsole(&["probe", "--command", "printf 'a\\033[2Jb\\n'"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.ends_with("preview:\na^[[2Jb\n"), "{stdout:?}");
+    assert!(!stdout.contains('\x1b'));
+}
+
+#[test]
+fn probe_of_a_failing_command_exits_1() {
+    let out = cronsole(&["probe", "--command", "echo nope >&2; exit 3"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("probe failed: monitor command failed (exit 3: nope)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn probe_of_a_loopback_url_is_rejected_with_exit_2() {
+    let out = cronsole(&["probe", "--url", "http://127.0.0.1/"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("probe rejected: address rejected: literal 127.0.0.1 is loopback (127/8)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn probe_rejects_bad_urls_and_arguments_with_exit_2() {
+    for (args, needle) in [
+        (
+            vec!["probe", "--url", "file:///etc/passwd"],
+            "scheme 'file' is not allowed",
+        ),
+        (
+            vec!["probe", "--url", "https://user:pass@example.com/"],
+            "must not contain credentials",
+        ),
+        (vec!["probe", "--url", "::nonsense"], "invalid URL"),
+        (
+            vec!["probe", "--command", "true", "--allow-private"],
+            "--allow-private applies to --url only",
+        ),
+    ] {
+        let out = cronsole(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn probe_url_ignores_environment_proxies() {
+    use cronsole::testkit::hostile::{Behavior, HostileServer};
+    let target = HostileServer::start(Behavior::Ok(b"direct\n".to_vec()))
+        .await
+        .unwrap();
+    let proxy = HostileServer::start(Behavior::Ok(b"via proxy\n".to_vec()))
+        .await
+        .unwrap();
+    let proxy_url = proxy.url("");
+    let url = target.url("/");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(["probe", "--url", &url, "--allow-private"])
+        .env_remove("CRONSOLE_STORE")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env("HTTP_PROXY", &proxy_url)
+        .env("http_proxy", &proxy_url)
+        .env("HTTPS_PROXY", &proxy_url)
+        .env("ALL_PROXY", &proxy_url)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("size: 7 bytes\npreview:\ndirect\n"),
+        "{stdout}"
+    );
+    assert_eq!(target.connections(), 1);
+    assert_eq!(proxy.connections(), 0, "the environment proxy was used");
+}
