@@ -63,6 +63,29 @@ fn bench<F: FnMut(DateTime<Utc>) -> Option<DateTime<Utc>>>(
     report(name, samples)
 }
 
+/// Per-call latency (each call timed alone; includes ~20-40 ns of `Instant` overhead).
+fn latency<F: FnMut(DateTime<Utc>) -> Option<DateTime<Utc>>>(
+    name: &str,
+    starts: &[DateTime<Utc>],
+    mut f: F,
+) {
+    let mut ns = Vec::with_capacity(starts.len() * 20);
+    for _ in 0..20 {
+        for t in starts {
+            let t0 = Instant::now();
+            black_box(f(black_box(*t)));
+            ns.push(t0.elapsed().as_nanos() as f64);
+        }
+    }
+    ns.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "{name:<58} per call: median {:>7.0} ns  p99 {:>7.0} ns  max {:>9.0} ns",
+        ns[ns.len() / 2],
+        ns[ns.len() * 99 / 100],
+        ns[ns.len() - 1]
+    );
+}
+
 fn main() {
     let starts = starts();
     let cases = [
@@ -111,5 +134,33 @@ fn main() {
             c / b,
             c / d
         );
+        latency("cronsole next_after latency", &starts, |t| {
+            ours.next_after(t)
+        });
+    }
+
+    // The exact (slow) path: every start within 3 h of New York's fall-back fold.
+    let tz: Tz = match "America/New_York".parse() {
+        Ok(tz) => tz,
+        Err(e) => panic!("{e}"),
+    };
+    let fold = DateTime::parse_from_rfc3339("2026-11-01T06:00:00Z")
+        .map(|d| d.to_utc())
+        .unwrap_or_default();
+    let near: Vec<DateTime<Utc>> = (0..BATCH as i64)
+        .map(|i| fold + Duration::seconds((i * 97) % (6 * 3600) - 3 * 3600))
+        .collect();
+    for expr in ["*/20 * * * *", "30 1 * * *"] {
+        let c = match CronSchedule::parse(expr, tz) {
+            Ok(c) => c,
+            Err(e) => panic!("{expr}: {e}"),
+        };
+        println!("== '{expr}' America/New_York, starts within 3 h of the fall-back fold");
+        bench("cronsole next_after (exact path)", &near, |t| {
+            c.next_after(t)
+        });
+        latency("cronsole next_after latency (exact path)", &near, |t| {
+            c.next_after(t)
+        });
     }
 }
