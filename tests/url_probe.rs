@@ -198,7 +198,10 @@ async fn a_name_with_mixed_public_and_private_answers_is_rejected() {
     let err = fetch("http://mixed.example/", false, &opts)
         .await
         .unwrap_err();
-    assert_address(&err, "'mixed.example' resolves to 10.0.0.1 is private");
+    assert_address(
+        &err,
+        "'mixed.example' resolves to a non-public address: 10.0.0.1 is private",
+    );
     assert_eq!(public.connections(), 0, "not even the public half is used");
 }
 

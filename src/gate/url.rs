@@ -161,7 +161,9 @@ impl Resolve for GuardedResolver {
             }
             for a in &addrs {
                 if let Err(why) = policy(a.ip()) {
-                    return Err(Box::new(Rejected(format!("'{host}' resolves to {why}")))
+                    return Err(Box::new(Rejected(format!(
+                        "'{host}' resolves to a non-public address: {why}"
+                    )))
                         as Box<dyn std::error::Error + Send + Sync>);
                 }
             }
