@@ -348,6 +348,10 @@ pub struct Settings {
     pub pricing: BTreeMap<String, Price>,
     pub agents: BTreeMap<String, AgentDef>,
     pub delivery: BTreeMap<String, SinkDef>,
+    /// Absolute directory of the jobs file last applied: commands (`command`, `pre_run`,
+    /// `monitor.command`) run there, and relative `file:` sink paths were resolved against it.
+    #[serde(default)]
+    pub base_dir: Option<String>,
 }
 
 /// A whole validated jobs file.

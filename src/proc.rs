@@ -53,6 +53,12 @@ impl Cap {
     }
 }
 
+tokio::task_local! {
+    /// Working directory for commands started inside this scope (the run pipeline sets it to the
+    /// jobs file's directory); outside any scope, commands inherit cronsole's own directory.
+    pub static WORKDIR: std::path::PathBuf;
+}
+
 /// What to run and within which bounds.
 #[derive(Debug, Clone)]
 pub struct ProcSpec<'a> {
@@ -197,6 +203,9 @@ fn exit_code_of(status: std::process::ExitStatus) -> i32 {
 pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
     let deadline = tokio::time::Instant::now() + spec.timeout;
     let mut cmd = Command::new("/bin/sh");
+    if let Ok(dir) = WORKDIR.try_with(|d| d.clone()) {
+        cmd.current_dir(dir);
+    }
     cmd.arg("-c")
         .arg(spec.command)
         .stdin(Stdio::null())
@@ -294,6 +303,25 @@ pub fn bytes_for_chars(chars: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn commands_run_in_the_scoped_working_directory() {
+        let dir = std::env::temp_dir().join(format!("cronsole-workdir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        let spec = ProcSpec {
+            command: "pwd",
+            timeout: Duration::from_secs(10),
+            stdout_cap: Cap::Soft(4096),
+            stderr_cap: Cap::Soft(4096),
+        };
+        let inside = WORKDIR.scope(dir.clone(), run(&spec)).await.unwrap();
+        assert_eq!(inside.stdout_lossy().trim(), dir.to_string_lossy());
+        let outside = run(&spec).await.unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(outside.stdout_lossy().trim(), here.to_string_lossy());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn cut_chars_respects_char_boundaries() {

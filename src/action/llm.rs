@@ -22,7 +22,9 @@
 //!   is unusable: the 429 is a plain, retryable [`LlmError::Http`] failure.
 //! - Retryable: timeouts, transport errors, 5xx, 408, 429 without a hold, malformed replies.
 //!   Not retryable: missing/invalid key, bad URL, other 4xx (a wrong key will not fix itself).
-//! - Empty `base_url` → the provider default (`https://api.openai.com/v1`,
+//! - Empty `base_url` (the jobs file gave none) → `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL` when
+//!   set (the variables the providers' own SDKs read, so a local Ollama or vLLM needs no edit of
+//!   the jobs file), else the provider default (`https://api.openai.com/v1`,
 //!   `https://api.anthropic.com`). An Anthropic base ending in `/v1` is accepted as is.
 //! - Anthropic requires `max_tokens`: 1024 when the agent sets none. An empty `instructions`
 //!   sends no system message.
@@ -207,7 +209,7 @@ pub async fn call(
         }
     };
     let red = Redactor(&key);
-    let url = endpoint(agent)?;
+    let url = endpoint(agent, env)?;
     let mut headers = HeaderMap::new();
     let (auth_name, auth_value) = match agent.provider {
         Provider::Openai => ("authorization", format!("Bearer {key}")),
@@ -399,22 +401,31 @@ pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<DateTime<Utc
     Some(at.clamp(now, now + cap))
 }
 
-fn endpoint(agent: &AgentDef) -> Result<reqwest::Url, LlmError> {
-    let base = agent.base_url.trim().trim_end_matches('/');
+fn endpoint(
+    agent: &AgentDef,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<reqwest::Url, LlmError> {
+    let configured = agent.base_url.trim().trim_end_matches('/').to_string();
+    let from_env = |var: &str, default: &str| {
+        env(var)
+            .map(|v| v.trim().trim_end_matches('/').to_string())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_string())
+    };
     let full = match agent.provider {
         Provider::Openai => {
-            let base = if base.is_empty() {
-                DEFAULT_OPENAI_BASE
+            let base = if configured.is_empty() {
+                from_env("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE)
             } else {
-                base
+                configured
             };
             format!("{base}/chat/completions")
         }
         Provider::Anthropic => {
-            let base = if base.is_empty() {
-                DEFAULT_ANTHROPIC_BASE
+            let base = if configured.is_empty() {
+                from_env("ANTHROPIC_BASE_URL", DEFAULT_ANTHROPIC_BASE)
             } else {
-                base
+                configured
             };
             if base.ends_with("/v1") {
                 format!("{base}/messages")
@@ -674,7 +685,7 @@ mod tests {
 
     #[test]
     fn endpoints_and_defaults() {
-        let e = |p, b| endpoint(&agent(p, b)).map(|u| u.to_string());
+        let e = |p, b| endpoint(&agent(p, b), &|_| None).map(|u| u.to_string());
         assert_eq!(
             e(Provider::Openai, "").unwrap(),
             "https://api.openai.com/v1/chat/completions"
@@ -686,6 +697,17 @@ mod tests {
         assert_eq!(
             e(Provider::Anthropic, "").unwrap(),
             "https://api.anthropic.com/v1/messages"
+        );
+        // An empty base_url follows the providers' own SDK variables when they are set; a
+        // configured base_url always wins.
+        let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:11434/v1/".to_string());
+        assert_eq!(
+            endpoint(&agent(Provider::Openai, ""), &env).unwrap().to_string(),
+            "http://127.0.0.1:11434/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint(&agent(Provider::Openai, "https://api.example.com/v1"), &env).unwrap().to_string(),
+            "https://api.example.com/v1/chat/completions"
         );
         assert_eq!(
             e(Provider::Anthropic, "https://api.anthropic.com/v1").unwrap(),

@@ -472,6 +472,7 @@ impl<'e> Checker<'e> {
             pricing,
             agents,
             delivery,
+            base_dir: None,
         };
         let jobs = self.jobs(m, &defaults, &settings);
         Some((settings, jobs))
@@ -662,10 +663,8 @@ impl<'e> Checker<'e> {
             },
         };
         let base_url = match self.opt_text(m, p, "base_url") {
-            None => match provider {
-                Provider::Openai => defaults::OPENAI_BASE_URL.to_string(),
-                Provider::Anthropic => defaults::ANTHROPIC_BASE_URL.to_string(),
-            },
+            // Empty = the provider default, or $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL at run time.
+            None => String::new(),
             Some(u) => {
                 if let Err(e) = check_http_url(&u) {
                     self.error(key(p, "base_url"), e);

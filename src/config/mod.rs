@@ -163,9 +163,27 @@ impl Checked {
 }
 
 /// Read and validate a jobs file.
+///
+/// Relative paths in the file are the operator's view from the file's own directory: that
+/// directory becomes `settings.base_dir` (where commands run) and relative `file:` sink paths are
+/// made absolute against it, so every process sharing the store agrees on them.
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
     match std::fs::read_to_string(path) {
-        Ok(text) => load_str(&text, path),
+        Ok(text) => {
+            let mut loaded = load_str(&text, path)?;
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if let Ok(dir) = std::fs::canonicalize(dir) {
+                for sink in loaded.file.settings.delivery.values_mut() {
+                    if let crate::model::SinkDef::File { path, .. } = sink
+                        && Path::new(path.as_str()).is_relative()
+                    {
+                        *path = dir.join(path.as_str()).to_string_lossy().into_owned();
+                    }
+                }
+                loaded.file.settings.base_dir = Some(dir.to_string_lossy().into_owned());
+            }
+            Ok(loaded)
+        }
         Err(e) => Err(ConfigErrors {
             diagnostics: vec![unreadable(path, &e)],
         }),
