@@ -1233,14 +1233,13 @@ impl<'e> Checker<'e> {
                 return (None, d.tz.clone());
             }
         };
-        let Some(tz) = d.tz.clone() else {
-            return (None, None);
-        };
-        match schedule::parse_schedule(&text, &tz) {
-            Ok(spec) => (Some((spec, text)), Some(tz)),
+        // With a bad `defaults.tz` the text is still checked (in UTC) for its own problems.
+        let tz = d.tz.clone();
+        match schedule::parse_schedule(&text, tz.as_deref().unwrap_or(defaults::TZ)) {
+            Ok(spec) => (Some((spec, text)), tz),
             Err(e) => {
                 self.error(sp, format!("invalid schedule {}: {e}", show(&text)));
-                (None, Some(tz))
+                (None, tz)
             }
         }
     }
@@ -1268,7 +1267,7 @@ impl<'e> Checker<'e> {
             },
         };
         let zone = tz_ok.then(|| tz.clone());
-        (self.schedule_kind(m, sp, &tz, tz_ok), zone)
+        (self.schedule_kind(m, sp, &tz), zone)
     }
 
     fn schedule_kind(
@@ -1276,7 +1275,6 @@ impl<'e> Checker<'e> {
         m: &Mapping,
         sp: &[Seg],
         tz: &str,
-        tz_ok: bool,
     ) -> Option<(ScheduleSpec, String)> {
         let kind = self.opt_str(m, sp, "kind");
         let Some(kind) = kind else {
@@ -1333,7 +1331,8 @@ impl<'e> Checker<'e> {
             }
             "cron" => {
                 let expr = self.opt_text(m, sp, "cron_expr")?;
-                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
+                // A bad zone is reported where it was written; check the rest in UTC.
+                let zone = schedule::parse_tz(tz).unwrap_or(chrono_tz::UTC);
                 match CronSchedule::parse(&expr, zone) {
                     Ok(_) => Some((
                         ScheduleSpec::Cron {
@@ -1350,7 +1349,8 @@ impl<'e> Checker<'e> {
             }
             _ => {
                 let at = self.opt_text(m, sp, "at")?;
-                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
+                // A bad zone is reported where it was written; check the rest in UTC.
+                let zone = schedule::parse_tz(tz).unwrap_or(chrono_tz::UTC);
                 match schedule::grammar::parse_at(&at, zone) {
                     Ok(t) => Some((ScheduleSpec::At { at: t }, format!("at:{at}"))),
                     Err(e) => {

@@ -14,8 +14,6 @@
 
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml as sys;
-
 use super::locate::{Seg, Target};
 
 /// serde_yaml's recursion limit: documents deeper than this fail to parse there anyway.
@@ -61,7 +59,7 @@ type Event = (Ev, Pos, Option<String>);
 
 /// A libyaml parser over borrowed text, freed on drop.
 struct Parser<'t> {
-    raw: Box<MaybeUninit<sys::yaml_parser_t>>,
+    raw: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     _text: &'t str,
 }
 
@@ -80,44 +78,45 @@ unsafe fn anchor(p: *const u8) -> Option<String> {
 
 impl<'t> Parser<'t> {
     fn new(text: &'t str) -> Option<Parser<'t>> {
-        let mut raw: Box<MaybeUninit<sys::yaml_parser_t>> = Box::new(MaybeUninit::uninit());
+        let mut raw: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>> =
+            Box::new(MaybeUninit::uninit());
         // SAFETY: `raw` is heap-allocated and never moves while the parser lives (libyaml keeps
         // pointers into it); the input outlives the parser (`'t`); `Drop` deletes it.
         unsafe {
             let p = raw.as_mut_ptr();
-            if sys::yaml_parser_initialize(p).fail {
+            if unsafe_libyaml::yaml_parser_initialize(p).fail {
                 return None;
             }
-            sys::yaml_parser_set_encoding(p, sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
+            unsafe_libyaml::yaml_parser_set_encoding(p, unsafe_libyaml::YAML_UTF8_ENCODING);
+            unsafe_libyaml::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
         }
         Some(Parser { raw, _text: text })
     }
 
     /// The next event; `None` on a parse error or after the end of the stream.
     fn next(&mut self) -> Option<Event> {
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised in `new`; the event is initialised by a successful
         // `yaml_parser_parse`, read (strings copied out), then deleted exactly once.
         unsafe {
             let p = self.raw.as_mut_ptr();
             let error = (&*p).error;
-            if error != sys::YAML_NO_ERROR {
+            if error != unsafe_libyaml::YAML_NO_ERROR {
                 return None;
             }
             let e = event.as_mut_ptr();
-            if sys::yaml_parser_parse(p, e).fail {
+            if unsafe_libyaml::yaml_parser_parse(p, e).fail {
                 return None;
             }
-            if (*e).type_ == sys::YAML_NO_EVENT {
+            if (*e).type_ == unsafe_libyaml::YAML_NO_EVENT {
                 // libyaml's answer after the stream ended: nothing more to read.
-                sys::yaml_event_delete(e);
+                unsafe_libyaml::yaml_event_delete(e);
                 return None;
             }
             let mark = (*e).start_mark;
             let at = (mark.line as usize + 1, mark.column as usize + 1);
             let (ev, name) = match (*e).type_ {
-                sys::YAML_SCALAR_EVENT => {
+                unsafe_libyaml::YAML_SCALAR_EVENT => {
                     let s = (*e).data.scalar;
                     let text = if s.value.is_null() || s.length == 0 {
                         String::new()
@@ -127,18 +126,18 @@ impl<'t> Parser<'t> {
                     };
                     (Ev::Scalar(text), anchor(s.anchor))
                 }
-                sys::YAML_SEQUENCE_START_EVENT => {
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => {
                     (Ev::SeqStart, anchor((*e).data.sequence_start.anchor))
                 }
-                sys::YAML_SEQUENCE_END_EVENT => (Ev::SeqEnd, None),
-                sys::YAML_MAPPING_START_EVENT => {
+                unsafe_libyaml::YAML_SEQUENCE_END_EVENT => (Ev::SeqEnd, None),
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => {
                     (Ev::MapStart, anchor((*e).data.mapping_start.anchor))
                 }
-                sys::YAML_MAPPING_END_EVENT => (Ev::MapEnd, None),
-                sys::YAML_ALIAS_EVENT => (Ev::Alias, anchor((*e).data.alias.anchor)),
+                unsafe_libyaml::YAML_MAPPING_END_EVENT => (Ev::MapEnd, None),
+                unsafe_libyaml::YAML_ALIAS_EVENT => (Ev::Alias, anchor((*e).data.alias.anchor)),
                 _ => (Ev::Other, None),
             };
-            sys::yaml_event_delete(e);
+            unsafe_libyaml::yaml_event_delete(e);
             Some((ev, at, name))
         }
     }
@@ -147,7 +146,7 @@ impl<'t> Parser<'t> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new` (a failed initialisation never builds a `Parser`).
-        unsafe { sys::yaml_parser_delete(self.raw.as_mut_ptr()) }
+        unsafe { unsafe_libyaml::yaml_parser_delete(self.raw.as_mut_ptr()) }
     }
 }
 
