@@ -439,6 +439,10 @@ impl CronSchedule {
         let f = &self.fields;
         let time = describe_time(f.minutes, f.hours);
         let days = describe_days(f);
+        if days == "every day" && time.starts_with("every ") {
+            // "every 15 minutes (UTC)", not "every 15 minutes every day (UTC)".
+            return format!("{time} ({})", self.tz.name());
+        }
         format!("{time} {days} ({})", self.tz.name())
     }
 
@@ -1143,9 +1147,22 @@ mod tests {
             cs("*/5 9-17 * * 1-5", "America/New_York").describe(),
             "every 5 minutes from 09:00 to 17:55 on Monday through Friday (America/New_York)"
         );
+        assert_eq!(cs("* * * * *", "UTC").describe(), "every minute (UTC)");
         assert_eq!(
-            cs("* * * * *", "UTC").describe(),
-            "every minute every day (UTC)"
+            cs("*/15 * * * *", "UTC").describe(),
+            "every 15 minutes (UTC)"
+        );
+        assert_eq!(
+            cs("0,30 8-18 * * *", "UTC").describe(),
+            "every 30 minutes from 08:00 to 18:30 (UTC)"
+        );
+        assert_eq!(
+            cs("0 0 */10 * 1", "UTC").describe(),
+            "at 00:00 on days 1, 11, 21 and 31 of the month if it is Monday (UTC)"
+        );
+        assert_eq!(
+            cs("15,45 */6 * * *", "UTC").describe(),
+            "at minutes 15 and 45 past hours 0, 6, 12 and 18 every day (UTC)"
         );
         assert_eq!(
             cs("0 0 1 * *", "UTC").describe(),
