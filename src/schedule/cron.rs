@@ -201,7 +201,8 @@ fn parse_value(expr: &str, kind: Kind, s: &str) -> Result<u32, ScheduleError> {
     if let Some(c) = s
         .chars()
         .find(|c| matches!(c, 'L' | 'W' | '#' | 'H' | 'l' | 'w' | 'h'))
-        && (s.len() <= 3 || s.contains('#'))
+        && s.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, 'L' | 'W' | '#' | 'H' | 'l' | 'w' | 'h'))
     {
         return Err(err(
             expr,
@@ -976,6 +977,8 @@ mod tests {
         rejects("? * * * *", "only allowed");
         rejects("0 0 * foo *", "month");
         rejects("0 0 * * funday", "day-of-week");
+        rejects("wed * * * *", "not a valid minute value");
+        rejects("0 0 LW * *", "L, W, # and H");
         rejects("0 0 30 2 *", "never");
         rejects("*/60 * * * *", "too large");
         rejects("0 */24 * * *", "too large");
