@@ -8,6 +8,7 @@
 //! - `every minute`, `every hour`, `every day` (no number) mean an interval of one unit.
 //! - Intervals and durations may be compound (`1h30m`, `every 1h 30m`) and decimal (`1.5h`), but
 //!   must come to a whole number of seconds (`1.5s` is rejected).
+//! - Intervals longer than 100 years are rejected as too large.
 //! - A bare number (`5`) is rejected: it needs a unit. A bare `0` gets its own message.
 //! - Plain-English forms take one time, or several times sharing one minute (`at 9am and 5pm`);
 //!   times with different minutes cannot be one cron line and are rejected with a hint.
@@ -98,7 +99,15 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
             tz: tz_name.clone(),
         });
     }
-    if matches!(words.len(), 5..=7) && words.iter().all(|w| !is_unit_word(w)) {
+    let cronish_start =
+        words.len() >= 3 || lower.starts_with(|c: char| c.is_ascii_digit() || c == '*');
+    if words.len() >= 2
+        && words[0] != "every"
+        && cronish_start
+        && words
+            .iter()
+            .all(|w| !is_unit_word(w) && !is_interval_word(w))
+    {
         return cron(&s);
     }
     let interval = lower.strip_prefix("every ").unwrap_or(&lower);
@@ -136,6 +145,16 @@ fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 fn is_unit_word(w: &str) -> bool {
     unit_seconds(w).is_some()
+}
+
+/// `5m`, `1.5h`, `*/30m`: a number directly followed by a unit.
+fn is_interval_word(w: &str) -> bool {
+    let w = w.strip_prefix("*/").unwrap_or(w);
+    let digits = w
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || *c == b'.')
+        .count();
+    digits > 0 && digits < w.len() && unit_seconds(&w[digits..]).is_some()
 }
 
 /// RFC 3339, or a naive local time (`2026-12-01T09:00`, `2026-12-01 09:00:00`) in `tz`.
@@ -229,7 +248,7 @@ impl std::fmt::Display for IntervalError {
             ),
             IntervalError::NotANumber(n) => write!(f, "'{n}' is not a number"),
             IntervalError::Fraction => f.write_str("the interval is not a whole number of seconds"),
-            IntervalError::TooLarge => f.write_str("the interval is too large"),
+            IntervalError::TooLarge => f.write_str("the interval is too large (at most 100 years)"),
         }
     }
 }
@@ -300,8 +319,14 @@ fn parse_seconds(s: &str) -> Result<u64, IntervalError> {
             return Err(IntervalError::NoUnit);
         }
         let per = unit_seconds(unit).ok_or_else(|| IntervalError::UnknownUnit(unit.to_string()))?;
-        let milli =
-            parse_decimal_milli(num).ok_or_else(|| IntervalError::NotANumber(num.into()))?;
+        let milli = parse_decimal_milli(num).ok_or_else(|| {
+            let int = num.split('.').next().unwrap_or("");
+            if int.len() > 20 && int.bytes().all(|b| b.is_ascii_digit()) {
+                IntervalError::TooLarge
+            } else {
+                IntervalError::NotANumber(num.into())
+            }
+        })?;
         total_milli = total_milli
             .checked_add(
                 milli
@@ -320,8 +345,15 @@ fn parse_seconds(s: &str) -> Result<u64, IntervalError> {
     if !total_milli.is_multiple_of(1000) {
         return Err(IntervalError::Fraction);
     }
-    u64::try_from(total_milli / 1000).map_err(|_| IntervalError::TooLarge)
+    let secs = u64::try_from(total_milli / 1000).map_err(|_| IntervalError::TooLarge)?;
+    if secs > MAX_INTERVAL_SECS {
+        return Err(IntervalError::TooLarge);
+    }
+    Ok(secs)
 }
+
+/// 100 years: anything longer is a typo, and would never be due in practice.
+const MAX_INTERVAL_SECS: u64 = 100 * 366 * 86_400;
 
 /// Length of the longest unit name that `word` ends with (0 if none).
 fn unit_suffix_len(word: &str) -> usize {
@@ -652,10 +684,19 @@ mod tests {
         rejected("5", "unit");
         rejected("every 5 fortnights", "unknown unit");
         rejected("every 1.5s", "whole number");
+        rejected("every 99999999999d", "too large");
+        rejected(
+            "every 99999999999999999999999999999999999999999d",
+            "too large",
+        );
         rejected("cron:", "needs an expression");
         rejected("cron:0 0 * *", "4 fields");
         rejected("cron:61 * * * *", "out of range");
         rejected("0 0 * * * *", "6 fields");
+        rejected("0 0 * * * * * *", "8 fields");
+        rejected("0 0 *", "3 fields");
+        assert_eq!(every("1 h 30 m"), 5400);
+        assert_eq!(every("every 1h 30m"), 5400);
         rejected("at:tomorrow", "cannot read the time");
         rejected("at:", "cannot read the time");
         rejected("at:2026-13-01T09:00", "cannot read the time");
