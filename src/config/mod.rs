@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use crate::model::{JobDef, JobsFile, Settings};
 
 mod check;
-pub mod locate;
+mod locate;
 mod marks;
 #[cfg(test)]
 mod tests;
