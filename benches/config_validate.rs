@@ -52,7 +52,31 @@ fn measure(label: &str, text: &str, iters: usize) {
     );
 }
 
+/// serde_yaml alone, to tell the parser's share from the checks'.
+fn measure_parse(label: &str, text: &str, iters: usize) {
+    let mut times: Vec<Duration> = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        let v: Result<serde_yaml::Value, _> = serde_yaml::from_str(text);
+        times.push(t0.elapsed());
+        assert!(v.is_ok());
+    }
+    times.sort();
+    println!(
+        "{label:<34} {:>7} bytes  median {:>9.3} ms",
+        text.len(),
+        times[times.len() / 2].as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
+    for n in [100, 1000] {
+        measure_parse(
+            &format!("serde_yaml parse only, {n} jobs"),
+            &jobs_file(n, false),
+            20,
+        );
+    }
     for n in [10, 100, 1000] {
         measure(&format!("valid, {n} jobs"), &jobs_file(n, false), 50);
     }

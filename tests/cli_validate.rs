@@ -146,3 +146,24 @@ fn yaml_syntax_error_exits_2_with_its_position() {
         "{out}"
     );
 }
+
+#[test]
+fn a_set_api_key_is_never_printed() {
+    let dir = TempDir::new("secret");
+    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .arg("validate")
+        .arg(&f)
+        .env("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET", "sk-very-secret-value")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains("sk-very-secret"), "{all}");
+    assert!(!all.contains("is not set"), "the key is set now: {all}");
+    assert!(all.contains("0 error(s), 1 warning(s)"), "{all}");
+}

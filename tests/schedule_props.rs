@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
-use cronsole::schedule::{CronSchedule, parse_duration, parse_schedule};
+use cronsole::schedule::{Compiled, CronSchedule, parse_duration, parse_schedule};
 use proptest::prelude::*;
 
 /// Zones paired with instants near their 2026 transitions (and some ordinary instants), so
@@ -246,6 +246,35 @@ proptest! {
         let _ = parse_schedule(&s, "Europe/Berlin");
         let _ = parse_schedule(&format!("cron:{s}"), "UTC");
         let _ = parse_schedule(&format!("every {s}"), "UTC");
+    }
+
+    #[test]
+    fn accepted_schedules_answer_without_panicking(
+        n in any::<u64>(),
+        unit in prop_oneof![Just("s"), Just("m"), Just("h"), Just("d"), Just("")],
+        frac in prop_oneof![Just(""), Just(".5"), Just(".25")],
+        form in 0..4usize,
+        secs in -5_000_000_000i64..5_000_000_000,
+    ) {
+        let text = match form {
+            0 => format!("every {n}{frac}{unit}"),
+            1 => format!("in {n}{frac}{unit}"),
+            2 => format!("{n}{frac} {unit}"),
+            _ => format!("*/{n}{unit}"),
+        };
+        if let Ok(spec) = parse_schedule(&text, "UTC") {
+            let t = DateTime::from_timestamp(secs, 0).unwrap();
+            let c = Compiled::new(&spec, t).unwrap();
+            for probe in [t, t + Duration::days(365 * 50), t - Duration::days(365 * 50)] {
+                if let Some(n) = c.next_after(probe) {
+                    prop_assert!(n > probe, "{text}: next({probe}) = {n}");
+                }
+                if let Some(p) = c.prev_before(probe) {
+                    prop_assert!(p < probe, "{text}: prev({probe}) = {p}");
+                }
+            }
+            let _ = c.slots_between(t, t + Duration::days(3650), 100);
+        }
     }
 
     #[test]

@@ -270,7 +270,7 @@ impl<'e> Checker<'e> {
                 format!(
                     "unknown key {}{hint}; accepted keys here: {} (or any key starting with x-)",
                     show(&name),
-                    list(accepted)
+                    accepted.join(", ")
                 ),
             );
         }
@@ -285,9 +285,14 @@ impl<'e> Checker<'e> {
         match Self::get(m, k)? {
             Value::String(s) => Some(s.clone()),
             other => {
+                let hint = if matches!(other, Value::Number(_) | Value::Bool(_)) {
+                    " (quote it if you mean the text)"
+                } else {
+                    ""
+                };
                 self.error(
                     key(base, k),
-                    format!("expected a string, found {}", kind_of(other)),
+                    format!("expected a string, found {}{hint}", describe_value(other)),
                 );
                 None
             }
@@ -1232,14 +1237,13 @@ impl<'e> Checker<'e> {
                 return (None, d.tz.clone());
             }
         };
-        let Some(tz) = d.tz.clone() else {
-            return (None, None);
-        };
-        match schedule::parse_schedule(&text, &tz) {
-            Ok(spec) => (Some((spec, text)), Some(tz)),
+        // With a bad `defaults.tz` the text is still checked (in UTC) for its own problems.
+        let tz = d.tz.clone();
+        match schedule::parse_schedule(&text, tz.as_deref().unwrap_or(defaults::TZ)) {
+            Ok(spec) => (Some((spec, text)), tz),
             Err(e) => {
                 self.error(sp, format!("invalid schedule {}: {e}", show(&text)));
-                (None, Some(tz))
+                (None, tz)
             }
         }
     }
@@ -1267,7 +1271,7 @@ impl<'e> Checker<'e> {
             },
         };
         let zone = tz_ok.then(|| tz.clone());
-        (self.schedule_kind(m, sp, &tz, tz_ok), zone)
+        (self.schedule_kind(m, sp, &tz), zone)
     }
 
     fn schedule_kind(
@@ -1275,7 +1279,6 @@ impl<'e> Checker<'e> {
         m: &Mapping,
         sp: &[Seg],
         tz: &str,
-        tz_ok: bool,
     ) -> Option<(ScheduleSpec, String)> {
         let kind = self.opt_str(m, sp, "kind");
         let Some(kind) = kind else {
@@ -1332,7 +1335,8 @@ impl<'e> Checker<'e> {
             }
             "cron" => {
                 let expr = self.opt_text(m, sp, "cron_expr")?;
-                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
+                // A bad zone is reported where it was written; check the rest in UTC.
+                let zone = schedule::parse_tz(tz).unwrap_or(chrono_tz::UTC);
                 match CronSchedule::parse(&expr, zone) {
                     Ok(_) => Some((
                         ScheduleSpec::Cron {
@@ -1349,7 +1353,8 @@ impl<'e> Checker<'e> {
             }
             _ => {
                 let at = self.opt_text(m, sp, "at")?;
-                let zone = schedule::parse_tz(tz).ok().filter(|_| tz_ok)?;
+                // A bad zone is reported where it was written; check the rest in UTC.
+                let zone = schedule::parse_tz(tz).unwrap_or(chrono_tz::UTC);
                 match schedule::grammar::parse_at(&at, zone) {
                     Ok(t) => Some((ScheduleSpec::At { at: t }, format!("at:{at}"))),
                     Err(e) => {

@@ -5,8 +5,10 @@
 //! Must not touch: the store, the engine, the clock.
 //!
 //! Layout: `check` holds the schema and the rules and works on a `serde_yaml::Value`
-//! (paths only); `locate` turns a key path into `line:column` by re-walking the text (serde_yaml
-//! has no value spans). Positions are only computed for problems, so a valid file is parsed once.
+//! (paths only). serde_yaml has no value spans, so positions come afterwards, only when there
+//! are problems: `marks` indexes every node's start mark in one libyaml pass (the parser
+//! serde_yaml is built on, so the same marks), and `locate` (re-walking the text with a failing
+//! `DeserializeSeed`, one parse per path) is the fallback and the test oracle for it.
 //!
 //! Decisions where SPEC §2 is silent (operators can rely on these):
 //! - Defaults: `tz` UTC, `timeout_seconds` 300, `max_retries` 3 (total attempts, 1–100),
@@ -37,6 +39,10 @@
 //! - `x-*` keys are ignored in every mapping, including names under `agents`, `delivery` and
 //!   `pricing`. `<<` merge keys are applied before validation; a problem inside merged content
 //!   is located at the nearest enclosing node that exists in the text.
+//! - `jobs:` is required; `jobs: []` or an empty `jobs:` means no jobs. An empty file is an error.
+//! - A problem never stops the other checks: a job with a bad schedule still has its other keys
+//!   checked; a bad zone still lets the schedule text be checked (in UTC) for its own problems,
+//!   but jobs whose zone is bad (including one inherited from a bad `defaults.tz`) are invalid.
 //! - Diagnostics are sorted by position; YAML syntax errors use the key `(yaml)`, problems with
 //!   the whole document `(document)`.
 
@@ -45,7 +51,8 @@ use std::path::{Path, PathBuf};
 use crate::model::{JobDef, JobsFile, Settings};
 
 mod check;
-pub mod locate;
+mod locate;
+mod marks;
 #[cfg(test)]
 mod tests;
 
@@ -231,11 +238,20 @@ pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> 
     }
     let mut checker = check::Checker::new(env_is_set);
     let parsed = checker.document(&doc);
+    // One parse indexes every node's position; the per-path re-walk is only a fallback.
+    let index = if checker.pending.is_empty() {
+        None
+    } else {
+        marks::Marks::new(text)
+    };
     let mut diagnostics: Vec<Diagnostic> = checker
         .pending
         .into_iter()
         .map(|p| {
-            let (line, column) = locate::locate_or_parent(text, &p.path, p.target);
+            let (line, column) = match &index {
+                Some(m) => m.locate_or_parent(&p.path, p.target),
+                None => locate::locate_or_parent(text, &p.path, p.target),
+            };
             Diagnostic {
                 severity: p.severity,
                 file: path.to_path_buf(),

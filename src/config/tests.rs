@@ -1039,3 +1039,65 @@ jobs:
         c.diagnostics
     );
 }
+
+#[test]
+fn fields_that_do_not_apply_are_warnings() {
+    let c = check(&one_job("    command: x\n    message: hello\n"));
+    assert!(!c.has_errors());
+    assert_at(
+        diag(&c, "jobs[0].message"),
+        5,
+        14,
+        Severity::Warning,
+        "ignored: a `command` job",
+    );
+    let text = format!(
+        "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n    command_timeout_seconds: 5\n"
+    );
+    let c = check(&text);
+    assert!(!c.has_errors());
+    assert_at(
+        diag(&c, "jobs[0].command_timeout_seconds"),
+        7,
+        30,
+        Severity::Warning,
+        "ignored: this is an agent job",
+    );
+}
+
+#[test]
+fn long_name_lists_are_capped() {
+    let mut text = String::from("jobs:\n");
+    for i in 0..20 {
+        text.push_str(&format!(
+            "  - {{name: j{i:02}, schedule: {EVERY}, command: x}}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "  - {{name: last, schedule: {EVERY}, command: x, context_from: [ghost]}}\n"
+    ));
+    let c = check(&text);
+    let d = diag(&c, "jobs[20].context_from[0]");
+    assert!(d.message.ends_with(", … and 9 more"), "{d}");
+}
+
+#[test]
+fn wrong_types_say_what_was_found() {
+    let c = check(&format!(
+        "jobs:\n  - name: 123\n    schedule: {EVERY}\n    command: x\n    enabled: \"no\"\n"
+    ));
+    assert_at(
+        diag(&c, "jobs[0].name"),
+        2,
+        11,
+        Severity::Error,
+        "expected a string, found the number 123 (quote it if you mean the text)",
+    );
+    assert_at(
+        diag(&c, "jobs[0].enabled"),
+        5,
+        14,
+        Severity::Error,
+        "expected true or false, found the string \"no\"",
+    );
+}

@@ -201,7 +201,8 @@ fn parse_value(expr: &str, kind: Kind, s: &str) -> Result<u32, ScheduleError> {
     if let Some(c) = s
         .chars()
         .find(|c| matches!(c, 'L' | 'W' | '#' | 'H' | 'l' | 'w' | 'h'))
-        && (s.len() <= 3 || s.contains('#'))
+        && s.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, 'L' | 'W' | '#' | 'H' | 'l' | 'w' | 'h'))
     {
         return Err(err(
             expr,
@@ -439,6 +440,10 @@ impl CronSchedule {
         let f = &self.fields;
         let time = describe_time(f.minutes, f.hours);
         let days = describe_days(f);
+        if days == "every day" && time.starts_with("every ") {
+            // "every 15 minutes (UTC)", not "every 15 minutes every day (UTC)".
+            return format!("{time} ({})", self.tz.name());
+        }
         format!("{time} {days} ({})", self.tz.name())
     }
 
@@ -972,6 +977,8 @@ mod tests {
         rejects("? * * * *", "only allowed");
         rejects("0 0 * foo *", "month");
         rejects("0 0 * * funday", "day-of-week");
+        rejects("wed * * * *", "not a valid minute value");
+        rejects("0 0 LW * *", "L, W, # and H");
         rejects("0 0 30 2 *", "never");
         rejects("*/60 * * * *", "too large");
         rejects("0 */24 * * *", "too large");
@@ -1143,9 +1150,22 @@ mod tests {
             cs("*/5 9-17 * * 1-5", "America/New_York").describe(),
             "every 5 minutes from 09:00 to 17:55 on Monday through Friday (America/New_York)"
         );
+        assert_eq!(cs("* * * * *", "UTC").describe(), "every minute (UTC)");
         assert_eq!(
-            cs("* * * * *", "UTC").describe(),
-            "every minute every day (UTC)"
+            cs("*/15 * * * *", "UTC").describe(),
+            "every 15 minutes (UTC)"
+        );
+        assert_eq!(
+            cs("0,30 8-18 * * *", "UTC").describe(),
+            "every 30 minutes from 08:00 to 18:30 (UTC)"
+        );
+        assert_eq!(
+            cs("0 0 */10 * 1", "UTC").describe(),
+            "at 00:00 on days 1, 11, 21 and 31 of the month if it is Monday (UTC)"
+        );
+        assert_eq!(
+            cs("15,45 */6 * * *", "UTC").describe(),
+            "at minutes 15 and 45 past hours 0, 6, 12 and 18 every day (UTC)"
         );
         assert_eq!(
             cs("0 0 1 * *", "UTC").describe(),

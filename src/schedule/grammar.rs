@@ -8,6 +8,7 @@
 //! - `every minute`, `every hour`, `every day` (no number) mean an interval of one unit.
 //! - Intervals and durations may be compound (`1h30m`, `every 1h 30m`) and decimal (`1.5h`), but
 //!   must come to a whole number of seconds (`1.5s` is rejected).
+//! - Intervals longer than 100 years are rejected as too large.
 //! - A bare number (`5`) is rejected: it needs a unit. A bare `0` gets its own message.
 //! - Plain-English forms take one time, or several times sharing one minute (`at 9am and 5pm`);
 //!   times with different minutes cannot be one cron line and are rejected with a hint.
@@ -247,7 +248,7 @@ impl std::fmt::Display for IntervalError {
             ),
             IntervalError::NotANumber(n) => write!(f, "'{n}' is not a number"),
             IntervalError::Fraction => f.write_str("the interval is not a whole number of seconds"),
-            IntervalError::TooLarge => f.write_str("the interval is too large"),
+            IntervalError::TooLarge => f.write_str("the interval is too large (at most 100 years)"),
         }
     }
 }
@@ -318,8 +319,14 @@ fn parse_seconds(s: &str) -> Result<u64, IntervalError> {
             return Err(IntervalError::NoUnit);
         }
         let per = unit_seconds(unit).ok_or_else(|| IntervalError::UnknownUnit(unit.to_string()))?;
-        let milli =
-            parse_decimal_milli(num).ok_or_else(|| IntervalError::NotANumber(num.into()))?;
+        let milli = parse_decimal_milli(num).ok_or_else(|| {
+            let int = num.split('.').next().unwrap_or("");
+            if int.len() > 20 && int.bytes().all(|b| b.is_ascii_digit()) {
+                IntervalError::TooLarge
+            } else {
+                IntervalError::NotANumber(num.into())
+            }
+        })?;
         total_milli = total_milli
             .checked_add(
                 milli
@@ -338,8 +345,15 @@ fn parse_seconds(s: &str) -> Result<u64, IntervalError> {
     if !total_milli.is_multiple_of(1000) {
         return Err(IntervalError::Fraction);
     }
-    u64::try_from(total_milli / 1000).map_err(|_| IntervalError::TooLarge)
+    let secs = u64::try_from(total_milli / 1000).map_err(|_| IntervalError::TooLarge)?;
+    if secs > MAX_INTERVAL_SECS {
+        return Err(IntervalError::TooLarge);
+    }
+    Ok(secs)
 }
+
+/// 100 years: anything longer is a typo, and would never be due in practice.
+const MAX_INTERVAL_SECS: u64 = 100 * 366 * 86_400;
 
 /// Length of the longest unit name that `word` ends with (0 if none).
 fn unit_suffix_len(word: &str) -> usize {
@@ -670,6 +684,11 @@ mod tests {
         rejected("5", "unit");
         rejected("every 5 fortnights", "unknown unit");
         rejected("every 1.5s", "whole number");
+        rejected("every 99999999999d", "too large");
+        rejected(
+            "every 99999999999999999999999999999999999999999d",
+            "too large",
+        );
         rejected("cron:", "needs an expression");
         rejected("cron:0 0 * *", "4 fields");
         rejected("cron:61 * * * *", "out of range");
