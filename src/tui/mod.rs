@@ -116,7 +116,7 @@ async fn event_loop(
     let mut dirty = true;
     loop {
         if dirty {
-            app.now = deps.clock.now();
+            app.set_now(deps.clock.now());
             terminal.draw(|f| f.render_widget(&app, f.area()))?;
             dirty = false;
         }
@@ -218,5 +218,53 @@ pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
         (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
         (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
         (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+
+    #[test]
+    fn store_queries_answer_detail_and_diff_reads() {
+        let (snap, now) = testdata::fixed();
+        let store = testdata::HistoryOnlyStore(snap.recent.clone());
+        let mut app = App::new(Arc::new(snap), now);
+        match run_query(&store, Query::Diffs(testdata::MONITOR_JOB.into())) {
+            Loaded::Diffs { job, rows } => {
+                assert_eq!(job, testdata::MONITOR_JOB);
+                assert_eq!(rows.len(), 3);
+                assert!(rows.iter().all(|r| r.diff.is_some() && r.job == job));
+                app.on_loaded(Loaded::Diffs { job, rows });
+            }
+            other => panic!("{other:?}"),
+        }
+        match run_query(&store, Query::JobHistory("backup-logs".into())) {
+            Loaded::JobHistory { rows, .. } => {
+                assert_eq!(rows.len(), 1);
+                assert_eq!(rows[0].status, Status::Failed);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_command_queue_is_reported_and_the_mark_dropped() {
+        let (snap, now) = testdata::fixed();
+        let mut app = App::new(Arc::new(snap), now);
+        let (tx, _rx) = mpsc::channel(1);
+        let first = app.handle_key(ratatui::crossterm::event::KeyEvent::from(
+            ratatui::crossterm::event::KeyCode::Char('p'),
+        ));
+        let Action::Send(cmd) = first else {
+            panic!("{first:?}")
+        };
+        send(&tx, cmd.clone(), &mut app);
+        assert!(app.notice.is_none());
+        // The queue (capacity 1) is now full.
+        send(&tx, cmd, &mut app);
+        assert!(app.notice.as_deref().unwrap_or("").contains("busy"));
+        assert!(app.pending.is_empty());
     }
 }

@@ -160,6 +160,8 @@ pub struct App {
     pub pending: BTreeMap<String, Pending>,
     /// One line of news: command outcomes, engine notices, load errors.
     pub notice: Option<String>,
+    /// Key of the current budget period (see [`App::set_now`]).
+    pub period_key: String,
 }
 
 impl App {
@@ -186,7 +188,9 @@ impl App {
             scroll: 0,
             pending: BTreeMap::new(),
             notice: None,
+            period_key: String::new(),
         };
+        app.refresh_period_key();
         app.rebuild(None);
         app
     }
@@ -215,11 +219,22 @@ impl App {
             .or_else(|| self.snap.pending.get(job).copied())
     }
 
-    /// Spend of one job in the current budget period.
-    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+    /// Move the console's clock (before each frame); keeps the budget period key current.
+    pub fn set_now(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+        self.refresh_period_key();
+    }
+
+    fn refresh_period_key(&mut self) {
         let s = &self.snap.settings;
         let period = s.budget.map(|b| b.period).unwrap_or(s.period);
-        if j.rt.counters.period_key == period.key(self.now) {
+        self.period_key = period.key(self.now);
+    }
+
+    /// Spend of one job in the current budget period (0 when its counters are from an older
+    /// period). Cheap: the period key is computed once per frame, not per job.
+    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+        if j.rt.counters.period_key == self.period_key {
             j.rt.counters.period_cost_usd
         } else {
             0.0
@@ -266,6 +281,7 @@ impl App {
     /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
         self.snap = snap;
+        self.refresh_period_key();
         let confirmed: Vec<String> = self
             .pending
             .iter()
@@ -302,7 +318,7 @@ impl App {
 
     /// Time moved: expire pending marks nobody confirmed.
     pub fn on_tick(&mut self, now: DateTime<Utc>) {
-        self.now = now;
+        self.set_now(now);
         let expired: Vec<String> = self
             .pending
             .iter()
