@@ -31,6 +31,10 @@ use crate::tui::keymap::{self, Cmd, Scope};
 pub const PENDING_TIMEOUT_SECS: i64 = 10;
 /// History rows kept from events until a snapshot includes them.
 const LIVE_ROWS_MAX: usize = 500;
+/// At most this many rows of the snapshot window are scanned per frame when filtering it
+/// (the snapshot promises at most `RECENT_ROWS`; older rows come from the store on demand), so a
+/// frame's cost stays bounded whatever a snapshot carries.
+const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 /// Rows moved by PgUp/PgDn.
 const PAGE: usize = 10;
 
@@ -374,6 +378,14 @@ impl App {
         }
     }
 
+    /// The rows we hold without asking the store: live events, then the snapshot's window.
+    fn window(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+        self.live
+            .iter()
+            .chain(self.snap.recent.iter())
+            .take(SCAN_MAX)
+    }
+
     /// History rows for the history pane, newest first, with the status and job filters.
     pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
         let loaded = match (&self.history_job, &self.job_rows) {
@@ -382,7 +394,7 @@ impl App {
         };
         let base: Box<dyn Iterator<Item = &HistoryRow>> = match loaded {
             Some(rows) => Box::new(rows.iter()),
-            None => Box::new(self.live.iter().chain(self.snap.recent.iter())),
+            None => Box::new(self.window()),
         };
         base.filter(move |r| {
             self.status_filter.is_none_or(|s| r.status == s)
@@ -394,12 +406,7 @@ impl App {
     pub fn runs_of<'a>(&'a self, job: &'a str) -> Box<dyn Iterator<Item = &'a HistoryRow> + 'a> {
         match &self.job_rows {
             Some((j, rows)) if j == job => Box::new(rows.iter()),
-            _ => Box::new(
-                self.live
-                    .iter()
-                    .chain(self.snap.recent.iter())
-                    .filter(move |r| r.job == job),
-            ),
+            _ => Box::new(self.window().filter(move |r| r.job == job)),
         }
     }
 
@@ -408,9 +415,7 @@ impl App {
         match &self.diff_rows {
             Some((j, rows)) if j == job => rows.iter().collect(),
             _ => self
-                .live
-                .iter()
-                .chain(self.snap.recent.iter())
+                .window()
                 .filter(|r| r.job == job && r.diff.is_some())
                 .collect(),
         }
@@ -957,5 +962,27 @@ mod tests {
             a.history_rows().filter(|r| r.run_id == row.run_id).count(),
             1
         );
+    }
+
+    #[test]
+    fn filtering_the_snapshot_window_is_bounded() {
+        let (snap, now) = testdata::big(10, 5000);
+        let mut a = App::new(Arc::new(snap), now);
+        press(&mut a, "jh");
+        assert_eq!(a.history_job.as_deref(), Some("job-00001"));
+        // Only the first SCAN_MAX rows are searched until the store's rows arrive.
+        assert_eq!(a.history_rows().count(), SCAN_MAX / 10);
+        let rows: Vec<HistoryRow> = a
+            .snap
+            .recent
+            .iter()
+            .filter(|r| r.job == "job-00001")
+            .cloned()
+            .collect();
+        a.on_loaded(Loaded::JobHistory {
+            job: "job-00001".into(),
+            rows,
+        });
+        assert_eq!(a.history_rows().count(), 500);
     }
 }
