@@ -16,7 +16,8 @@
 //! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
 //!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +25,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::{Command, Event};
 use crate::model::{HistoryRow, JobRecord, Status, Trigger};
+use crate::schedule::{Compiled, ScheduleSpec};
 use crate::snapshot::{PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
@@ -122,6 +124,9 @@ impl SortKey {
     }
 }
 
+/// A cached schedule description: the spec and anchor it was made from, and the words.
+type Described = (ScheduleSpec, DateTime<Utc>, String);
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pending {
     pub op: PendingOp,
@@ -166,6 +171,9 @@ pub struct App {
     pub notice: Option<String>,
     /// Key of the current budget period (see [`App::set_now`]).
     pub period_key: String,
+    /// Schedule descriptions by job, so a cron expression is not re-parsed every frame. Checked
+    /// against the job's spec and anchor on every hit, so an edited job is described afresh.
+    pub(crate) schedule_words: RefCell<HashMap<String, Described>>,
 }
 
 impl App {
@@ -193,6 +201,7 @@ impl App {
             pending: BTreeMap::new(),
             notice: None,
             period_key: String::new(),
+            schedule_words: RefCell::new(HashMap::new()),
         };
         app.refresh_period_key();
         app.rebuild(None);
@@ -221,6 +230,29 @@ impl App {
             .get(job)
             .map(|p| p.op)
             .or_else(|| self.snap.pending.get(job).copied())
+    }
+
+    /// The job's schedule in words (falls back to the text the operator wrote), cached.
+    pub fn schedule_words(&self, j: &JobRecord) -> String {
+        let mut cache = self.schedule_words.borrow_mut();
+        if let Some((spec, anchor, words)) = cache.get(&j.def.name)
+            && *spec == j.def.schedule
+            && *anchor == j.rt.anchor
+        {
+            return words.clone();
+        }
+        let words = match Compiled::new(&j.def.schedule, j.rt.anchor) {
+            Ok(c) => c.describe(),
+            Err(_) => j.def.schedule_text.clone(),
+        };
+        if cache.len() > 50_000 {
+            cache.clear();
+        }
+        cache.insert(
+            j.def.name.clone(),
+            (j.def.schedule.clone(), j.rt.anchor, words.clone()),
+        );
+        words
     }
 
     /// Move the console's clock (before each frame); keeps the budget period key current.
@@ -441,6 +473,10 @@ impl App {
 
     /// Turn a key press into state changes and the effect to perform.
     pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+        // Ctrl-C quits from anywhere, even while a prompt is open (raw mode delivers it as a key).
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return Action::Quit;
+        }
         let scope = self.scope();
         if scope == Scope::Input {
             return self.handle_input(key);
@@ -824,6 +860,18 @@ mod tests {
     }
 
     #[test]
+    fn ctrl_c_quits_even_from_prompts() {
+        let ctrl_c = KeyEvent::new(Char('c'), KeyModifiers::CONTROL);
+        let mut a = app();
+        press(&mut a, "/");
+        assert_eq!(a.handle_key(ctrl_c), Action::Quit);
+        let mut b = app();
+        press(&mut b, "jt");
+        assert!(matches!(b.prompt, Prompt::ConfirmTrigger(_)));
+        assert_eq!(b.handle_key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
     fn quit_keys() {
         let mut a = app();
         assert_eq!(a.handle_key(key(Char('q'))), Action::Quit);
@@ -984,5 +1032,15 @@ mod tests {
             rows,
         });
         assert_eq!(a.history_rows().count(), 500);
+    }
+
+    #[test]
+    fn schedule_words_are_cached_but_follow_an_edited_job() {
+        let a = app();
+        let mut j = a.snap.jobs[0].clone();
+        assert_eq!(a.schedule_words(&j), "every hour");
+        assert_eq!(a.schedule_words(&j), "every hour");
+        j.def.schedule = ScheduleSpec::Every { every_seconds: 120 };
+        assert_eq!(a.schedule_words(&j), "every 2 minutes");
     }
 }

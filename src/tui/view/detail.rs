@@ -10,7 +10,6 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use super::jobs::describe;
 use super::panes::history_line;
 use super::{dur, money, pane_block, when};
 use crate::model::{Action, Gate, MonitorSource};
@@ -71,7 +70,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         "schedule",
         format!(
             "{} — written \"{}\", tz {}",
-            sanitize::line(&describe(j)),
+            sanitize::line(&app.schedule_words(j)),
             sanitize::line(&j.def.schedule_text),
             sanitize::line(&j.def.tz)
         ),

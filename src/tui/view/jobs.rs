@@ -12,7 +12,6 @@ use ratatui::widgets::Widget;
 
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::JobRecord;
-use crate::schedule::Compiled;
 use crate::snapshot::PendingOp;
 use crate::tui::sanitize;
 use crate::tui::state::{App, Pane};
@@ -79,14 +78,6 @@ fn layout(width: u16) -> Vec<(Col, &'static str, u16)> {
     cols
 }
 
-/// The schedule in words (falls back to the text the operator wrote).
-pub(crate) fn describe(j: &JobRecord) -> String {
-    match Compiled::new(&j.def.schedule, j.rt.anchor) {
-        Ok(c) => c.describe(),
-        Err(_) => j.def.schedule_text.clone(),
-    }
-}
-
 fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
@@ -112,7 +103,7 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
             (m.to_string(), s)
         }
         Col::Name => (sanitize::line(&j.def.name).into_owned(), plain),
-        Col::Schedule => (sanitize::line(&describe(j)).into_owned(), plain),
+        Col::Schedule => (sanitize::line(&app.schedule_words(j)).into_owned(), plain),
         Col::Next => j.rt.next_slot.map_or_else(none, |t| (when(t, now), plain)),
         Col::Left => j.rt.next_slot.map_or_else(none, |t| {
             let s = (t - now).num_seconds();
