@@ -13,6 +13,8 @@
 //! - `/` filters live while typing; `Enter` keeps the filter and puts the selection on the first
 //!   match; `Esc` (in the prompt or on the main screen) clears it.
 //! - `t` on a job that is running says so and asks nothing (the engine would refuse anyway).
+//! - With the leases pane focused, `p`/`t`/`d`/`h`/`Enter` act on the selected lease's job, so
+//!   a stuck or foreign lease can be inspected where it is seen.
 //! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
 //!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
 
@@ -213,6 +215,15 @@ impl App {
         self.visible
             .get(self.selected)
             .and_then(|&i| self.snap.jobs.get(i))
+    }
+
+    /// The job a key acts on: the selected lease's job when the leases pane has the focus (so a
+    /// stuck or foreign lease can be inspected and acted on), else the table's selected job.
+    pub fn target_job(&self) -> Option<&JobRecord> {
+        if self.pane == Pane::Leases {
+            return self.leases().get(self.lease_sel).copied();
+        }
+        self.selected_job()
     }
 
     fn job(&self, name: &str) -> Option<&JobRecord> {
@@ -635,7 +646,7 @@ impl App {
             Cmd::NameFilter => self.prompt = Prompt::Name(self.name_filter.clone()),
             Cmd::TogglePause => return self.toggle_pause(),
             Cmd::Trigger => {
-                let Some(j) = self.selected_job() else {
+                let Some(j) = self.target_job() else {
                     return Action::None;
                 };
                 let name = j.def.name.clone();
@@ -648,7 +659,7 @@ impl App {
                 }
             }
             Cmd::Detail => {
-                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
                 };
                 self.mode = Mode::Detail(name.clone());
@@ -656,7 +667,7 @@ impl App {
                 return Action::Load(Query::JobHistory(name));
             }
             Cmd::Diff => {
-                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
                 };
                 self.mode = Mode::Diff(name.clone());
@@ -667,7 +678,7 @@ impl App {
             Cmd::JobHistory => {
                 if self.history_job.is_some() {
                     self.history_job = None;
-                } else if let Some(name) = self.selected_job().map(|j| j.def.name.clone()) {
+                } else if let Some(name) = self.target_job().map(|j| j.def.name.clone()) {
                     self.history_job = Some(name.clone());
                     self.history_scroll = 0;
                     return Action::Load(Query::JobHistory(name));
@@ -690,7 +701,7 @@ impl App {
     }
 
     fn toggle_pause(&mut self) -> Action {
-        let Some(j) = self.selected_job() else {
+        let Some(j) = self.target_job() else {
             return Action::None;
         };
         let name = j.def.name.clone();
@@ -1042,5 +1053,20 @@ mod tests {
         assert_eq!(a.schedule_words(&j), "every hour");
         j.def.schedule = ScheduleSpec::Every { every_seconds: 120 };
         assert_eq!(a.schedule_words(&j), "every 2 minutes");
+    }
+
+    #[test]
+    fn keys_act_on_the_selected_lease_when_the_leases_pane_has_focus() {
+        let mut a = app();
+        a.handle_key(key(Tab));
+        assert_eq!(a.pane, Pane::Leases);
+        press(&mut a, "j");
+        let lease_job = a.target_job().unwrap().def.name.clone();
+        assert_eq!(lease_job, "stuck-sync");
+        assert_eq!(
+            a.handle_key(key(Enter)),
+            Action::Load(Query::JobHistory(lease_job.clone()))
+        );
+        assert_eq!(a.mode, Mode::Detail(lease_job));
     }
 }
