@@ -18,7 +18,7 @@
 //! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
 //!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -168,6 +168,11 @@ pub struct App {
     pub diff_index: usize,
     /// Scroll of the detail or diff view.
     pub scroll: usize,
+    /// The largest useful `scroll` of the detail/diff view, written by the view when it draws
+    /// (only the view knows the content height), so `G` then `k` moves at once.
+    pub scroll_max: Cell<usize>,
+    /// Jobs an engine said it started running, until a row or snapshot catches up.
+    pub started: HashSet<String>,
     pub pending: BTreeMap<String, Pending>,
     /// One line of news: command outcomes, engine notices, load errors.
     pub notice: Option<String>,
@@ -200,6 +205,8 @@ impl App {
             diff_rows: None,
             diff_index: 0,
             scroll: 0,
+            scroll_max: Cell::new(usize::MAX / 2),
+            started: HashSet::new(),
             pending: BTreeMap::new(),
             notice: None,
             period_key: String::new(),
@@ -328,6 +335,7 @@ impl App {
     /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
         self.snap = snap;
+        self.started.clear();
         self.refresh_period_key();
         let confirmed: Vec<String> = self
             .pending
@@ -381,6 +389,7 @@ impl App {
     pub fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Row(row) => {
+                self.started.remove(&row.job);
                 if let Some(p) = self.pending.get(&row.job)
                     && p.op == PendingOp::Triggering
                     && row.trigger == Trigger::Manual
@@ -406,7 +415,10 @@ impl App {
                 self.live.truncate(LIVE_ROWS_MAX);
             }
             Event::Notice(text) => self.notice = Some(text),
-            Event::RunStarted { .. } | Event::Delivered { .. } => {}
+            Event::RunStarted { job, .. } => {
+                self.started.insert(job);
+            }
+            Event::Delivered { .. } => {}
         }
     }
 
@@ -580,10 +592,11 @@ impl App {
         match (&self.mode, self.pane) {
             (Mode::Detail(_) | Mode::Diff(_), _) => {
                 // Views clamp the scroll to their content.
+                let max = self.scroll_max.get();
                 self.scroll = match to_end {
                     Some(false) => 0,
-                    Some(true) => usize::MAX / 2,
-                    None => self.scroll.min(usize::MAX / 4).saturating_add_signed(delta),
+                    Some(true) => max,
+                    None => self.scroll.min(max).saturating_add_signed(delta).min(max),
                 };
             }
             (Mode::Main, Pane::Jobs) => self.selected = step(self.selected, self.visible.len()),
@@ -1068,5 +1081,35 @@ mod tests {
             Action::Load(Query::JobHistory(lease_job.clone()))
         );
         assert_eq!(a.mode, Mode::Detail(lease_job));
+    }
+
+    #[test]
+    fn detail_scroll_is_clamped_to_what_the_view_reported() {
+        let mut a = app();
+        a.handle_key(key(Enter));
+        a.scroll_max.set(7);
+        a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
+        assert_eq!(a.scroll, 7);
+        a.handle_key(key(Char('k')));
+        assert_eq!(a.scroll, 6);
+        for _ in 0..20 {
+            a.handle_key(key(Char('j')));
+        }
+        assert_eq!(a.scroll, 7);
+    }
+
+    #[test]
+    fn run_started_marks_the_job_until_its_row_arrives() {
+        let mut a = app();
+        a.on_event(Event::RunStarted {
+            job: "zz-new".into(),
+            run_id: uuid::Uuid::nil(),
+            trigger: Trigger::Schedule,
+            slot: None,
+        });
+        assert!(a.started.contains("zz-new"));
+        let r = testdata::row(9, "zz-new", Status::Succeeded, a.now);
+        a.on_event(Event::Row(r));
+        assert!(a.started.is_empty());
     }
 }

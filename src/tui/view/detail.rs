@@ -27,6 +27,7 @@ fn scrolled(
     let block = pane_block(app, None, title);
     let inner_h = block.inner(area).height as usize;
     let max = lines.len().saturating_sub(inner_h);
+    app.scroll_max.set(max);
     let scroll = app.scroll.min(max).min(u16::MAX as usize) as u16;
     Paragraph::new(lines)
         .block(block)

@@ -81,7 +81,10 @@ fn layout(width: u16) -> Vec<(Col, &'static str, u16)> {
 fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
-    } else if j.rt.lease.is_some() || app.snap.in_flight.contains(&j.def.name) {
+    } else if j.rt.lease.is_some()
+        || app.snap.in_flight.contains(&j.def.name)
+        || app.started.contains(&j.def.name)
+    {
         ("●", Style::new().fg(Color::Green))
     } else if j.rt.paused || !j.def.enabled {
         ("‖", Style::new().fg(Color::Yellow))
