@@ -14,7 +14,7 @@ use super::{dur, money, pane_block, status_style, when};
 use crate::model::JobRecord;
 use crate::snapshot::PendingOp;
 use crate::tui::sanitize;
-use crate::tui::state::{App, Pane};
+use crate::tui::state::{App, Pane, SortKey};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Col {
@@ -185,9 +185,22 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let cols = layout(inner.width);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
+    let sorted = match app.sort {
+        SortKey::Name => Col::Name,
+        SortKey::Next => Col::Next,
+        SortKey::Last => Col::Last,
+        SortKey::Status => Col::Status,
+        SortKey::Runs => Col::Runs,
+        SortKey::Spend => Col::Spend,
+    };
     let mut x = inner.x;
-    for (_, name, w) in &cols {
-        buf.set_stringn(x, inner.y, name, *w as usize, head);
+    for (col, name, w) in &cols {
+        let style = if *col == sorted {
+            head.fg(Color::Cyan)
+        } else {
+            head
+        };
+        buf.set_stringn(x, inner.y, name, *w as usize, style);
         x = x.saturating_add(w + 1);
     }
     let rows = inner.height.saturating_sub(1) as usize;
