@@ -102,11 +102,22 @@ fn spawn_input_reader(
     })
 }
 
-async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+impl From<std::convert::Infallible> for TuiError {
+    fn from(x: std::convert::Infallible) -> Self {
+        match x {}
+    }
+}
+
+/// The console's loop over any ratatui backend (the real terminal, or a `TestBackend` in
+/// tests) and a stream of terminal events. Returns when `q`/Ctrl-C is pressed or input ends.
+pub async fn event_loop<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
     mut deps: ConsoleDeps,
     mut keys: mpsc::UnboundedReceiver<std::io::Result<TermEvent>>,
-) -> Result<(), TuiError> {
+) -> Result<(), TuiError>
+where
+    TuiError: From<B::Error>,
+{
     let first = deps.snapshots.borrow_and_update().clone();
     let mut app = App::new(first, deps.clock.now());
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
@@ -116,7 +127,7 @@ async fn event_loop(
     let mut dirty = true;
     loop {
         if dirty {
-            app.now = deps.clock.now();
+            app.set_now(deps.clock.now());
             terminal.draw(|f| f.render_widget(&app, f.area()))?;
             dirty = false;
         }
@@ -218,5 +229,105 @@ pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
         (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
         (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
         (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::TokioClock;
+    use crate::model::Status;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent};
+
+    fn screen_text(t: &ratatui::Terminal<TestBackend>) -> String {
+        let buf = t.backend().buffer();
+        buf.content().iter().map(|c| c.symbol()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn loop_redraws_on_snapshots_sends_commands_and_quits() {
+        let (snap, now) = testdata::fixed();
+        let recent = snap.recent.clone();
+        let (snap_tx, snapshots) = watch::channel(Arc::new(snap.clone()));
+        let (ev_tx, events) = broadcast::channel(16);
+        let (commands, mut cmd_rx) = mpsc::channel(8);
+        let (key_tx, key_rx) = mpsc::unbounded_channel();
+        let deps = ConsoleDeps {
+            snapshots,
+            events,
+            commands,
+            store: Arc::new(testdata::HistoryOnlyStore(recent)),
+            clock: Arc::new(TokioClock::new(now)),
+        };
+        let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
+        let term = Arc::new(tokio::sync::Mutex::new(term));
+        let t2 = term.clone();
+        let task = tokio::spawn(async move {
+            let mut t = t2.lock().await;
+            event_loop(&mut t, deps, key_rx).await
+        });
+        let key = |c: KeyCode| Ok(TermEvent::Key(KeyEvent::from(c)));
+        // `p` on the first job sends Pause and shows the optimistic mark.
+        key_tx.send(key(KeyCode::Char('p'))).unwrap();
+        let cmd = cmd_rx.recv().await.unwrap();
+        assert_eq!(cmd, Command::Pause("backup-db".into()));
+        // A snapshot with a new job is drawn within one tick.
+        let mut s2 = snap.clone();
+        s2.jobs.push(testdata::job("zzz-added", 60, now));
+        snap_tx.send(Arc::new(s2)).unwrap();
+        ev_tx
+            .send(Event::Notice("hello from the engine".into()))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        key_tx.send(key(KeyCode::Char('q'))).unwrap();
+        task.await.unwrap().unwrap();
+        let text = screen_text(&*term.lock().await);
+        assert!(text.contains("zzz-added"), "{text}");
+        assert!(text.contains("Jobs 9/9"), "{text}");
+        assert!(text.contains("pausing…"), "{text}");
+        assert!(text.contains("hello from the engine"), "{text}");
+    }
+
+    #[test]
+    fn store_queries_answer_detail_and_diff_reads() {
+        let (snap, now) = testdata::fixed();
+        let store = testdata::HistoryOnlyStore(snap.recent.clone());
+        let mut app = App::new(Arc::new(snap), now);
+        match run_query(&store, Query::Diffs(testdata::MONITOR_JOB.into())) {
+            Loaded::Diffs { job, rows } => {
+                assert_eq!(job, testdata::MONITOR_JOB);
+                assert_eq!(rows.len(), 3);
+                assert!(rows.iter().all(|r| r.diff.is_some() && r.job == job));
+                app.on_loaded(Loaded::Diffs { job, rows });
+            }
+            other => panic!("{other:?}"),
+        }
+        match run_query(&store, Query::JobHistory("backup-logs".into())) {
+            Loaded::JobHistory { rows, .. } => {
+                assert_eq!(rows.len(), 1);
+                assert_eq!(rows[0].status, Status::Failed);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_command_queue_is_reported_and_the_mark_dropped() {
+        let (snap, now) = testdata::fixed();
+        let mut app = App::new(Arc::new(snap), now);
+        let (tx, _rx) = mpsc::channel(1);
+        let first = app.handle_key(ratatui::crossterm::event::KeyEvent::from(
+            ratatui::crossterm::event::KeyCode::Char('p'),
+        ));
+        let Action::Send(cmd) = first else {
+            panic!("{first:?}")
+        };
+        send(&tx, cmd.clone(), &mut app);
+        assert!(app.notice.is_none());
+        // The queue (capacity 1) is now full.
+        send(&tx, cmd, &mut app);
+        assert!(app.notice.as_deref().unwrap_or("").contains("busy"));
+        assert!(app.pending.is_empty());
     }
 }

@@ -13,10 +13,13 @@
 //! - `/` filters live while typing; `Enter` keeps the filter and puts the selection on the first
 //!   match; `Esc` (in the prompt or on the main screen) clears it.
 //! - `t` on a job that is running says so and asks nothing (the engine would refuse anyway).
+//! - With the leases pane focused, `p`/`t`/`d`/`h`/`Enter` act on the selected lease's job, so
+//!   a stuck or foreign lease can be inspected where it is seen.
 //! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
 //!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +27,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::{Command, Event};
 use crate::model::{HistoryRow, JobRecord, Status, Trigger};
+use crate::schedule::{Compiled, ScheduleSpec};
 use crate::snapshot::{PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
@@ -31,6 +35,10 @@ use crate::tui::keymap::{self, Cmd, Scope};
 pub const PENDING_TIMEOUT_SECS: i64 = 10;
 /// History rows kept from events until a snapshot includes them.
 const LIVE_ROWS_MAX: usize = 500;
+/// At most this many rows of the snapshot window are scanned per frame when filtering it
+/// (the snapshot promises at most `RECENT_ROWS`; older rows come from the store on demand), so a
+/// frame's cost stays bounded whatever a snapshot carries.
+const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 /// Rows moved by PgUp/PgDn.
 const PAGE: usize = 10;
 
@@ -118,6 +126,9 @@ impl SortKey {
     }
 }
 
+/// A cached schedule description: the spec and anchor it was made from, and the words.
+type Described = (ScheduleSpec, DateTime<Utc>, String);
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pending {
     pub op: PendingOp,
@@ -157,9 +168,19 @@ pub struct App {
     pub diff_index: usize,
     /// Scroll of the detail or diff view.
     pub scroll: usize,
+    /// The largest useful `scroll` of the detail/diff view, written by the view when it draws
+    /// (only the view knows the content height), so `G` then `k` moves at once.
+    pub scroll_max: Cell<usize>,
+    /// Jobs an engine said it started running, until a row or snapshot catches up.
+    pub started: HashSet<String>,
     pub pending: BTreeMap<String, Pending>,
     /// One line of news: command outcomes, engine notices, load errors.
     pub notice: Option<String>,
+    /// Key of the current budget period (see [`App::set_now`]).
+    pub period_key: String,
+    /// Schedule descriptions by job, so a cron expression is not re-parsed every frame. Checked
+    /// against the job's spec and anchor on every hit, so an edited job is described afresh.
+    pub(crate) schedule_words: RefCell<HashMap<String, Described>>,
 }
 
 impl App {
@@ -184,9 +205,14 @@ impl App {
             diff_rows: None,
             diff_index: 0,
             scroll: 0,
+            scroll_max: Cell::new(usize::MAX / 2),
+            started: HashSet::new(),
             pending: BTreeMap::new(),
             notice: None,
+            period_key: String::new(),
+            schedule_words: RefCell::new(HashMap::new()),
         };
+        app.refresh_period_key();
         app.rebuild(None);
         app
     }
@@ -196,6 +222,15 @@ impl App {
         self.visible
             .get(self.selected)
             .and_then(|&i| self.snap.jobs.get(i))
+    }
+
+    /// The job a key acts on: the selected lease's job when the leases pane has the focus (so a
+    /// stuck or foreign lease can be inspected and acted on), else the table's selected job.
+    pub fn target_job(&self) -> Option<&JobRecord> {
+        if self.pane == Pane::Leases {
+            return self.leases().get(self.lease_sel).copied();
+        }
+        self.selected_job()
     }
 
     fn job(&self, name: &str) -> Option<&JobRecord> {
@@ -215,11 +250,45 @@ impl App {
             .or_else(|| self.snap.pending.get(job).copied())
     }
 
-    /// Spend of one job in the current budget period.
-    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+    /// The job's schedule in words (falls back to the text the operator wrote), cached.
+    pub fn schedule_words(&self, j: &JobRecord) -> String {
+        let mut cache = self.schedule_words.borrow_mut();
+        if let Some((spec, anchor, words)) = cache.get(&j.def.name)
+            && *spec == j.def.schedule
+            && *anchor == j.rt.anchor
+        {
+            return words.clone();
+        }
+        let words = match Compiled::new(&j.def.schedule, j.rt.anchor) {
+            Ok(c) => c.describe(),
+            Err(_) => j.def.schedule_text.clone(),
+        };
+        if cache.len() > 50_000 {
+            cache.clear();
+        }
+        cache.insert(
+            j.def.name.clone(),
+            (j.def.schedule.clone(), j.rt.anchor, words.clone()),
+        );
+        words
+    }
+
+    /// Move the console's clock (before each frame); keeps the budget period key current.
+    pub fn set_now(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+        self.refresh_period_key();
+    }
+
+    fn refresh_period_key(&mut self) {
         let s = &self.snap.settings;
         let period = s.budget.map(|b| b.period).unwrap_or(s.period);
-        if j.rt.counters.period_key == period.key(self.now) {
+        self.period_key = period.key(self.now);
+    }
+
+    /// Spend of one job in the current budget period (0 when its counters are from an older
+    /// period). Cheap: the period key is computed once per frame, not per job.
+    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+        if j.rt.counters.period_key == self.period_key {
             j.rt.counters.period_cost_usd
         } else {
             0.0
@@ -266,6 +335,8 @@ impl App {
     /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
         self.snap = snap;
+        self.started.clear();
+        self.refresh_period_key();
         let confirmed: Vec<String> = self
             .pending
             .iter()
@@ -302,7 +373,7 @@ impl App {
 
     /// Time moved: expire pending marks nobody confirmed.
     pub fn on_tick(&mut self, now: DateTime<Utc>) {
-        self.now = now;
+        self.set_now(now);
         let expired: Vec<String> = self
             .pending
             .iter()
@@ -318,6 +389,7 @@ impl App {
     pub fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Row(row) => {
+                self.started.remove(&row.job);
                 if let Some(p) = self.pending.get(&row.job)
                     && p.op == PendingOp::Triggering
                     && row.trigger == Trigger::Manual
@@ -343,7 +415,10 @@ impl App {
                 self.live.truncate(LIVE_ROWS_MAX);
             }
             Event::Notice(text) => self.notice = Some(text),
-            Event::RunStarted { .. } | Event::Delivered { .. } => {}
+            Event::RunStarted { job, .. } => {
+                self.started.insert(job);
+            }
+            Event::Delivered { .. } => {}
         }
     }
 
@@ -358,6 +433,14 @@ impl App {
         }
     }
 
+    /// The rows we hold without asking the store: live events, then the snapshot's window.
+    fn window(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+        self.live
+            .iter()
+            .chain(self.snap.recent.iter())
+            .take(SCAN_MAX)
+    }
+
     /// History rows for the history pane, newest first, with the status and job filters.
     pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
         let loaded = match (&self.history_job, &self.job_rows) {
@@ -366,7 +449,7 @@ impl App {
         };
         let base: Box<dyn Iterator<Item = &HistoryRow>> = match loaded {
             Some(rows) => Box::new(rows.iter()),
-            None => Box::new(self.live.iter().chain(self.snap.recent.iter())),
+            None => Box::new(self.window()),
         };
         base.filter(move |r| {
             self.status_filter.is_none_or(|s| r.status == s)
@@ -378,12 +461,7 @@ impl App {
     pub fn runs_of<'a>(&'a self, job: &'a str) -> Box<dyn Iterator<Item = &'a HistoryRow> + 'a> {
         match &self.job_rows {
             Some((j, rows)) if j == job => Box::new(rows.iter()),
-            _ => Box::new(
-                self.live
-                    .iter()
-                    .chain(self.snap.recent.iter())
-                    .filter(move |r| r.job == job),
-            ),
+            _ => Box::new(self.window().filter(move |r| r.job == job)),
         }
     }
 
@@ -392,9 +470,7 @@ impl App {
         match &self.diff_rows {
             Some((j, rows)) if j == job => rows.iter().collect(),
             _ => self
-                .live
-                .iter()
-                .chain(self.snap.recent.iter())
+                .window()
                 .filter(|r| r.job == job && r.diff.is_some())
                 .collect(),
         }
@@ -420,6 +496,10 @@ impl App {
 
     /// Turn a key press into state changes and the effect to perform.
     pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+        // Ctrl-C quits from anywhere, even while a prompt is open (raw mode delivers it as a key).
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return Action::Quit;
+        }
         let scope = self.scope();
         if scope == Scope::Input {
             return self.handle_input(key);
@@ -512,10 +592,11 @@ impl App {
         match (&self.mode, self.pane) {
             (Mode::Detail(_) | Mode::Diff(_), _) => {
                 // Views clamp the scroll to their content.
+                let max = self.scroll_max.get();
                 self.scroll = match to_end {
                     Some(false) => 0,
-                    Some(true) => usize::MAX / 2,
-                    None => self.scroll.min(usize::MAX / 4).saturating_add_signed(delta),
+                    Some(true) => max,
+                    None => self.scroll.min(max).saturating_add_signed(delta).min(max),
                 };
             }
             (Mode::Main, Pane::Jobs) => self.selected = step(self.selected, self.visible.len()),
@@ -578,7 +659,7 @@ impl App {
             Cmd::NameFilter => self.prompt = Prompt::Name(self.name_filter.clone()),
             Cmd::TogglePause => return self.toggle_pause(),
             Cmd::Trigger => {
-                let Some(j) = self.selected_job() else {
+                let Some(j) = self.target_job() else {
                     return Action::None;
                 };
                 let name = j.def.name.clone();
@@ -591,7 +672,7 @@ impl App {
                 }
             }
             Cmd::Detail => {
-                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
                 };
                 self.mode = Mode::Detail(name.clone());
@@ -599,7 +680,7 @@ impl App {
                 return Action::Load(Query::JobHistory(name));
             }
             Cmd::Diff => {
-                let Some(name) = self.selected_job().map(|j| j.def.name.clone()) else {
+                let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
                 };
                 self.mode = Mode::Diff(name.clone());
@@ -610,7 +691,7 @@ impl App {
             Cmd::JobHistory => {
                 if self.history_job.is_some() {
                     self.history_job = None;
-                } else if let Some(name) = self.selected_job().map(|j| j.def.name.clone()) {
+                } else if let Some(name) = self.target_job().map(|j| j.def.name.clone()) {
                     self.history_job = Some(name.clone());
                     self.history_scroll = 0;
                     return Action::Load(Query::JobHistory(name));
@@ -633,7 +714,7 @@ impl App {
     }
 
     fn toggle_pause(&mut self) -> Action {
-        let Some(j) = self.selected_job() else {
+        let Some(j) = self.target_job() else {
             return Action::None;
         };
         let name = j.def.name.clone();
@@ -803,6 +884,18 @@ mod tests {
     }
 
     #[test]
+    fn ctrl_c_quits_even_from_prompts() {
+        let ctrl_c = KeyEvent::new(Char('c'), KeyModifiers::CONTROL);
+        let mut a = app();
+        press(&mut a, "/");
+        assert_eq!(a.handle_key(ctrl_c), Action::Quit);
+        let mut b = app();
+        press(&mut b, "jt");
+        assert!(matches!(b.prompt, Prompt::ConfirmTrigger(_)));
+        assert_eq!(b.handle_key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
     fn quit_keys() {
         let mut a = app();
         assert_eq!(a.handle_key(key(Char('q'))), Action::Quit);
@@ -941,5 +1034,82 @@ mod tests {
             a.history_rows().filter(|r| r.run_id == row.run_id).count(),
             1
         );
+    }
+
+    #[test]
+    fn filtering_the_snapshot_window_is_bounded() {
+        let (snap, now) = testdata::big(10, 5000);
+        let mut a = App::new(Arc::new(snap), now);
+        press(&mut a, "jh");
+        assert_eq!(a.history_job.as_deref(), Some("job-00001"));
+        // Only the first SCAN_MAX rows are searched until the store's rows arrive.
+        assert_eq!(a.history_rows().count(), SCAN_MAX / 10);
+        let rows: Vec<HistoryRow> = a
+            .snap
+            .recent
+            .iter()
+            .filter(|r| r.job == "job-00001")
+            .cloned()
+            .collect();
+        a.on_loaded(Loaded::JobHistory {
+            job: "job-00001".into(),
+            rows,
+        });
+        assert_eq!(a.history_rows().count(), 500);
+    }
+
+    #[test]
+    fn schedule_words_are_cached_but_follow_an_edited_job() {
+        let a = app();
+        let mut j = a.snap.jobs[0].clone();
+        assert_eq!(a.schedule_words(&j), "every hour");
+        assert_eq!(a.schedule_words(&j), "every hour");
+        j.def.schedule = ScheduleSpec::Every { every_seconds: 120 };
+        assert_eq!(a.schedule_words(&j), "every 2 minutes");
+    }
+
+    #[test]
+    fn keys_act_on_the_selected_lease_when_the_leases_pane_has_focus() {
+        let mut a = app();
+        a.handle_key(key(Tab));
+        assert_eq!(a.pane, Pane::Leases);
+        press(&mut a, "j");
+        let lease_job = a.target_job().unwrap().def.name.clone();
+        assert_eq!(lease_job, "stuck-sync");
+        assert_eq!(
+            a.handle_key(key(Enter)),
+            Action::Load(Query::JobHistory(lease_job.clone()))
+        );
+        assert_eq!(a.mode, Mode::Detail(lease_job));
+    }
+
+    #[test]
+    fn detail_scroll_is_clamped_to_what_the_view_reported() {
+        let mut a = app();
+        a.handle_key(key(Enter));
+        a.scroll_max.set(7);
+        a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
+        assert_eq!(a.scroll, 7);
+        a.handle_key(key(Char('k')));
+        assert_eq!(a.scroll, 6);
+        for _ in 0..20 {
+            a.handle_key(key(Char('j')));
+        }
+        assert_eq!(a.scroll, 7);
+    }
+
+    #[test]
+    fn run_started_marks_the_job_until_its_row_arrives() {
+        let mut a = app();
+        a.on_event(Event::RunStarted {
+            job: "zz-new".into(),
+            run_id: uuid::Uuid::nil(),
+            trigger: Trigger::Schedule,
+            slot: None,
+        });
+        assert!(a.started.contains("zz-new"));
+        let r = testdata::row(9, "zz-new", Status::Succeeded, a.now);
+        a.on_event(Event::Row(r));
+        assert!(a.started.is_empty());
     }
 }

@@ -15,6 +15,7 @@ use crate::model::{
 };
 use crate::schedule::ScheduleSpec;
 use crate::snapshot::Snapshot;
+use crate::store::StoreResult;
 
 /// The monitor job of [`fixed`], which has several diffs.
 pub const MONITOR_JOB: &str = "price-watch";
@@ -310,4 +311,87 @@ pub fn big(n_jobs: usize, n_rows: usize) -> (Snapshot, DateTime<Utc>) {
     snap.jobs = jobs;
     snap.recent = recent;
     (snap, now)
+}
+
+/// A read-only store that answers history queries from a list of rows and refuses everything
+/// else: enough for the console's on-demand reads (detail, `h`, diffs) in tests and the
+/// `console_fixture` example.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryOnlyStore(pub Vec<HistoryRow>);
+
+impl crate::store::Store for HistoryOnlyStore {
+    fn location(&self) -> String {
+        "fixture (read-only)".into()
+    }
+    fn apply(
+        &self,
+        _: &crate::model::JobsFile,
+        _: DateTime<Utc>,
+    ) -> StoreResult<crate::store::ApplyReport> {
+        refuse()
+    }
+    fn settings(&self) -> StoreResult<Settings> {
+        Ok(Settings::default())
+    }
+    fn change_token(&self) -> StoreResult<u64> {
+        Ok(0)
+    }
+    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+        Ok(vec![])
+    }
+    fn job(&self, _: &str) -> StoreResult<Option<JobRecord>> {
+        Ok(None)
+    }
+    fn next_wakeup(&self, _: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        Ok(None)
+    }
+    fn claim_due(
+        &self,
+        _: &crate::store::ClaimRequest<'_>,
+    ) -> StoreResult<crate::store::ClaimOutcome> {
+        refuse()
+    }
+    fn renew(
+        &self,
+        _: &str,
+        _: Uuid,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> StoreResult<crate::store::RenewOutcome> {
+        refuse()
+    }
+    fn complete(&self, _: crate::store::Completion) -> StoreResult<crate::store::CompleteOutcome> {
+        refuse()
+    }
+    fn history(&self, q: &crate::store::HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
+            .filter(|r| q.status.is_none_or(|s| r.status == s))
+            .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
+            .filter(|r| !q.with_diff || r.diff.is_some())
+            .take(q.limit)
+            .cloned()
+            .collect())
+    }
+    fn set_paused(&self, _: &str, _: bool, _: DateTime<Utc>) -> StoreResult<()> {
+        refuse()
+    }
+    fn request_trigger(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> StoreResult<crate::store::TriggerOutcome> {
+        refuse()
+    }
+    fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<crate::store::SpendNow> {
+        Ok(Default::default())
+    }
+}
+
+fn refuse<T>() -> StoreResult<T> {
+    Err(crate::store::StoreError::Invalid(
+        "the fixture store is read-only".into(),
+    ))
 }

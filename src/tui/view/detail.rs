@@ -10,7 +10,6 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use super::jobs::describe;
 use super::panes::history_line;
 use super::{dur, money, pane_block, when};
 use crate::model::{Action, Gate, MonitorSource};
@@ -28,6 +27,7 @@ fn scrolled(
     let block = pane_block(app, None, title);
     let inner_h = block.inner(area).height as usize;
     let max = lines.len().saturating_sub(inner_h);
+    app.scroll_max.set(max);
     let scroll = app.scroll.min(max).min(u16::MAX as usize) as u16;
     Paragraph::new(lines)
         .block(block)
@@ -71,7 +71,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         "schedule",
         format!(
             "{} — written \"{}\", tz {}",
-            sanitize::line(&describe(j)),
+            sanitize::line(&app.schedule_words(j)),
             sanitize::line(&j.def.schedule_text),
             sanitize::line(&j.def.tz)
         ),

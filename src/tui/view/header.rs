@@ -61,15 +61,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         "attached"
     };
     let uptime = dur((app.now - s.started_at).num_seconds());
+    // Short facts first: a long store path is what gets cut on a narrow terminal.
     Line::from(vec![
         Span::styled("cronsole ", bold.fg(Color::Cyan)),
         Span::styled(format!("[{mode}] "), dim),
-        Span::raw("store "),
-        Span::styled(sanitize::line(&s.store).into_owned(), bold),
-        Span::raw("  owner "),
+        Span::raw(format!(
+            "up {uptime}  owners {}  owner ",
+            s.owners_seen.len()
+        )),
         Span::styled(sanitize::line(&s.owner).into_owned(), bold),
-        Span::raw(format!("  owners {}", s.owners_seen.len())),
-        Span::raw(format!("  up {uptime}")),
+        Span::raw("  store "),
+        Span::styled(sanitize::line(&s.store).into_owned(), bold),
     ])
     .render(l1, buf);
 

@@ -12,10 +12,9 @@ use ratatui::widgets::Widget;
 
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::JobRecord;
-use crate::schedule::Compiled;
 use crate::snapshot::PendingOp;
 use crate::tui::sanitize;
-use crate::tui::state::{App, Pane};
+use crate::tui::state::{App, Pane, SortKey};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Col {
@@ -79,18 +78,13 @@ fn layout(width: u16) -> Vec<(Col, &'static str, u16)> {
     cols
 }
 
-/// The schedule in words (falls back to the text the operator wrote).
-pub(crate) fn describe(j: &JobRecord) -> String {
-    match Compiled::new(&j.def.schedule, j.rt.anchor) {
-        Ok(c) => c.describe(),
-        Err(_) => j.def.schedule_text.clone(),
-    }
-}
-
 fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
-    } else if j.rt.lease.is_some() || app.snap.in_flight.contains(&j.def.name) {
+    } else if j.rt.lease.is_some()
+        || app.snap.in_flight.contains(&j.def.name)
+        || app.started.contains(&j.def.name)
+    {
         ("●", Style::new().fg(Color::Green))
     } else if j.rt.paused || !j.def.enabled {
         ("‖", Style::new().fg(Color::Yellow))
@@ -112,7 +106,7 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
             (m.to_string(), s)
         }
         Col::Name => (sanitize::line(&j.def.name).into_owned(), plain),
-        Col::Schedule => (sanitize::line(&describe(j)).into_owned(), plain),
+        Col::Schedule => (sanitize::line(&app.schedule_words(j)).into_owned(), plain),
         Col::Next => j.rt.next_slot.map_or_else(none, |t| (when(t, now), plain)),
         Col::Left => j.rt.next_slot.map_or_else(none, |t| {
             let s = (t - now).num_seconds();
@@ -191,9 +185,22 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let cols = layout(inner.width);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
+    let sorted = match app.sort {
+        SortKey::Name => Col::Name,
+        SortKey::Next => Col::Next,
+        SortKey::Last => Col::Last,
+        SortKey::Status => Col::Status,
+        SortKey::Runs => Col::Runs,
+        SortKey::Spend => Col::Spend,
+    };
     let mut x = inner.x;
-    for (_, name, w) in &cols {
-        buf.set_stringn(x, inner.y, name, *w as usize, head);
+    for (col, name, w) in &cols {
+        let style = if *col == sorted {
+            head.fg(Color::Cyan)
+        } else {
+            head
+        };
+        buf.set_stringn(x, inner.y, name, *w as usize, style);
         x = x.saturating_add(w + 1);
     }
     let rows = inner.height.saturating_sub(1) as usize;

@@ -181,6 +181,28 @@ fn tiny_areas_never_panic() {
 }
 
 #[test]
+fn every_mode_draws_at_many_sizes_without_panicking() {
+    let keysets: [&[KeyEvent]; 6] = [
+        &[],
+        &[KeyEvent::from(KeyCode::Enter)],
+        &[c('d')],
+        &[c('?')],
+        &[c('j'), c('t')],
+        &[KeyEvent::from(KeyCode::Tab), c('/'), c('x')],
+    ];
+    for ks in keysets {
+        let mut a = app();
+        keys(&mut a, ks);
+        for w in (80..=200).step_by(17) {
+            for h in (24..=70).step_by(11) {
+                draw(&a, w, h);
+            }
+        }
+        draw(&a, 400, 120);
+    }
+}
+
+#[test]
 fn every_key_is_shown_in_the_help() {
     let mut a = app();
     a.handle_key(c('?'));
