@@ -700,13 +700,18 @@ mod tests {
         );
         // An empty base_url follows the providers' own SDK variables when they are set; a
         // configured base_url always wins.
-        let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:11434/v1/".to_string());
+        let env =
+            |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:11434/v1/".to_string());
         assert_eq!(
-            endpoint(&agent(Provider::Openai, ""), &env).unwrap().to_string(),
+            endpoint(&agent(Provider::Openai, ""), &env)
+                .unwrap()
+                .to_string(),
             "http://127.0.0.1:11434/v1/chat/completions"
         );
         assert_eq!(
-            endpoint(&agent(Provider::Openai, "https://api.example.com/v1"), &env).unwrap().to_string(),
+            endpoint(&agent(Provider::Openai, "https://api.example.com/v1"), &env)
+                .unwrap()
+                .to_string(),
             "https://api.example.com/v1/chat/completions"
         );
         assert_eq!(

@@ -71,7 +71,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 /// Whether this invocation starts an engine (or a console) rather than printing a report.
 pub fn runs_engine(cli: &Cli) -> bool {
-    matches!(cli.command, None | Some(Command::Run) | Some(Command::Console(_)))
+    matches!(
+        cli.command,
+        None | Some(Command::Run) | Some(Command::Console(_))
+    )
 }
 
 /// The jobs file named by `--jobs`, or `jobs.yaml` in the current directory if it exists.

@@ -178,7 +178,10 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let mut loaded = load_str(&text, path)?;
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             if let Ok(dir) = std::fs::canonicalize(dir) {
                 for sink in loaded.file.settings.delivery.values_mut() {
                     if let crate::model::SinkDef::File { path, .. } = sink

@@ -138,7 +138,10 @@ jobs:
     assert_eq!((a.max_tokens, a.temperature), (Some(800), Some(0.2)));
     let cl = &s.agents["claude"];
     assert_eq!(cl.provider, Provider::Anthropic);
-    assert_eq!(cl.base_url, "", "absent base_url = provider default (or env) at run time");
+    assert_eq!(
+        cl.base_url, "",
+        "absent base_url = provider default (or env) at run time"
+    );
     assert_eq!(cl.api_key_env, "ANTHROPIC_API_KEY");
     assert!(matches!(s.delivery["log"], SinkDef::File { .. }));
     let [dw, web, brief] = &f.jobs[..] else {

@@ -140,9 +140,17 @@ pub async fn execute(
             );
         }
     };
-    let workdir = settings.base_dir.as_deref().map(std::path::PathBuf::from).filter(|d| d.is_dir());
+    let workdir = settings
+        .base_dir
+        .as_deref()
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.is_dir());
     let out = match workdir {
-        Some(dir) => crate::proc::WORKDIR.scope(dir, pipeline(&mut cx, &settings, clock)).await,
+        Some(dir) => {
+            crate::proc::WORKDIR
+                .scope(dir, pipeline(&mut cx, &settings, clock))
+                .await
+        }
         None => pipeline(&mut cx, &settings, clock).await,
     };
     match out {
