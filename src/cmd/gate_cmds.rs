@@ -32,7 +32,7 @@ pub fn diff(cli: &Cli, a: &DiffArgs) -> Result<ExitCode> {
         })?),
     };
     let jobs = super::jobs_file(cli);
-    let store = super::open_store(&super::store_location(cli, jobs.as_deref()))?;
+    let store = super::open_existing_store(&super::store_location(cli, jobs.as_deref()))?;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     match diffview::diff_text(store.as_ref(), &a.name, run_id, color) {
         Ok(text) => {

@@ -104,7 +104,19 @@ pub fn store_location(cli: &Cli, jobs: Option<&Path>) -> String {
     dir.join(".cronsole").to_string_lossy().into_owned()
 }
 
-/// Open the store named by `location` (a directory, or a `postgres://` URL).
+/// Open an existing store for reading or acting on its jobs: a mistyped `--store` must be an
+/// error (exit 2), not a silently created empty store.
+pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
+    let is_url = location.contains("://");
+    if !is_url && !Path::new(location).join("VERSION").exists() {
+        return Err(bad_input(format!(
+            "no cronsole store at {location}: start cronsole with --jobs FILE or run `cronsole apply FILE` first, or point --store at an existing store"
+        )));
+    }
+    open_store(location)
+}
+
+/// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
         return Err(bad_input(format!(

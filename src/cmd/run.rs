@@ -241,7 +241,7 @@ async fn run_console(
 fn attach_console(cli: &Cli) -> Result<ExitCode> {
     let jobs = jobs_file(cli);
     let location = store_location(cli, jobs.as_deref());
-    let store = open_store(&location)?;
+    let store = super::open_existing_store(&location)?;
     let _guard = init_logging(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -19,11 +19,11 @@ use cronsole::store::stats::{self, StatsLine};
 use cronsole::store::{HistoryQuery, Store, TriggerOutcome};
 use serde::Serialize;
 
-use super::{bad_input, jobs_file, open_store, store_location};
+use super::{bad_input, jobs_file, open_existing_store, open_store, store_location};
 
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
-    open_store(&store_location(cli, jobs.as_deref()))
+    open_existing_store(&store_location(cli, jobs.as_deref()))
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {

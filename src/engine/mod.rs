@@ -252,9 +252,15 @@ impl Actor {
                     wake = self.next_wake().await;
                 }
                 _ = sleep_opt(wake_at) => {
-                    self.claim(&mut runs).await;
+                    let progressed = self.claim(&mut runs).await;
                     dirty = true;
                     wake = self.next_wake().await;
+                    // The store may report something due that this owner cannot take (its own
+                    // run past its lease, a job another owner is finishing): do not spin on it.
+                    let now = self.now();
+                    if !progressed && wake.is_some_and(|w| w <= now) {
+                        wake = Some(now + chrono::Duration::from_std(self.cfg.change_poll).unwrap_or(chrono::Duration::milliseconds(250)));
+                    }
                 }
                 _ = poll.tick() => {
                     match blocking(&self.store, |s| s.change_token()).await {
@@ -306,10 +312,11 @@ impl Actor {
         self.cfg.max_concurrent.saturating_sub(self.in_flight.len())
     }
 
-    async fn claim(&mut self, runs: &mut JoinSet<Finished>) {
+    /// Claim and start what is due. True when the claim started a run or wrote a row.
+    async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
         if limit == 0 || self.shutdown.is_cancelled() {
-            return;
+            return false;
         }
         let now = self.now();
         let owner = self.cfg.owner.clone();
@@ -328,9 +335,10 @@ impl Actor {
             Err(e) => {
                 tracing::error!(error = %e, "claim failed; nothing runs until the store answers");
                 let _ = self.ev_tx.send(Event::Notice(format!("claim failed: {e}")));
-                return;
+                return false;
             }
         };
+        let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
         for r in outcome.rows {
             let _ = self.ev_tx.send(Event::Row(r));
         }
@@ -359,6 +367,7 @@ impl Actor {
             };
             runs.spawn(ctx.run(claim, cancel));
         }
+        progressed
     }
 
     async fn command(&mut self, c: Command) {
