@@ -1,9 +1,9 @@
 #!/bin/sh
-# A command that fails now and then, to show `failed` rows, retries and the incident alert.
-s=$(date -u +%S)
-s=${s#0}
-if [ $((s % 3)) -eq 0 ]; then
-  echo "upstream timed out after 5s (request id $(date +%s%N))" >&2
+# A command that fails now and then (one 15-second slot in four), to show `failed` rows, the
+# retry, and one incident alert per failure signature followed by a recovery note.
+now=$(date -u +%s)
+if [ $((now / 15 % 4)) -eq 0 ]; then
+  echo "upstream timed out after 5s (request id $now)" >&2
   exit 2
 fi
-echo "sync ok: $((s * 13 % 97)) records"
+echo "sync ok: $((now % 97)) records"

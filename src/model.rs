@@ -417,6 +417,50 @@ pub struct JobCounters {
     pub period_cost_usd: f64,
     /// Some spend of this job is unknown (unpriced model or missing usage).
     pub cost_incomplete: bool,
+    /// Activity per UTC hour over the last 24 h, oldest first: the console's 24 h status
+    /// counts and spend-per-hour sparkline come from these, never from a history scan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hours: Vec<HourBucket>,
+}
+
+/// One UTC hour of a job's rows (see [`JobCounters::hours`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HourBucket {
+    /// Unix time / 3600.
+    #[serde(rename = "h")]
+    pub hour: i64,
+    /// Rows per status, in [`Status::ALL`] order.
+    #[serde(rename = "n")]
+    pub counts: [u32; 6],
+    #[serde(rename = "c")]
+    pub cost_usd: f64,
+}
+
+impl JobCounters {
+    /// Hours kept in [`JobCounters::hours`]: this one and the 24 before it.
+    pub const HOURS_KEPT: i64 = 25;
+
+    /// Count one row recorded at `now` into its hour, dropping hours that fell out of the window.
+    pub fn count_hour(&mut self, status: Status, cost_usd: f64, now: DateTime<Utc>) {
+        let hour = now.timestamp().div_euclid(3600);
+        self.hours.retain(|b| b.hour > hour - Self::HOURS_KEPT);
+        let idx = Status::ALL.iter().position(|s| *s == status).unwrap_or(0);
+        match self.hours.last_mut() {
+            Some(b) if b.hour == hour => {
+                b.counts[idx] = b.counts[idx].saturating_add(1);
+                b.cost_usd += cost_usd;
+            }
+            _ => {
+                let mut counts = [0u32; 6];
+                counts[idx] = 1;
+                self.hours.push(HourBucket {
+                    hour,
+                    counts,
+                    cost_usd,
+                });
+            }
+        }
+    }
 }
 
 /// The runtime side of a job, owned by the store.
@@ -505,6 +549,30 @@ mod tests {
         assert_eq!(BudgetPeriod::Week.key(t), "week:2026-W49");
         assert_eq!(BudgetPeriod::Month.key(t), "month:2026-11");
         assert_eq!(BudgetPeriod::Total.key(t), "total");
+    }
+
+    #[test]
+    fn hour_buckets_keep_a_sliding_day() {
+        let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z")
+            .unwrap()
+            .to_utc();
+        let mut c = JobCounters::default();
+        c.count_hour(Status::Succeeded, 0.5, t0);
+        c.count_hour(Status::Failed, 0.0, t0 + chrono::Duration::minutes(20));
+        assert_eq!(c.hours.len(), 1);
+        assert_eq!(c.hours[0].counts, [1, 1, 0, 0, 0, 0]);
+        c.count_hour(Status::Missed, 0.25, t0 + chrono::Duration::hours(3));
+        assert_eq!(c.hours.len(), 2);
+        // A day later the first hour has slid out of the window.
+        c.count_hour(Status::NoChange, 0.0, t0 + chrono::Duration::hours(25));
+        assert_eq!(
+            c.hours
+                .iter()
+                .map(|b| b.counts.iter().sum::<u32>())
+                .sum::<u32>(),
+            2
+        );
+        assert!((c.hours.iter().map(|b| b.cost_usd).sum::<f64>() - 0.25).abs() < 1e-12);
     }
 
     #[test]

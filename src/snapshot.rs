@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Duration, Timelike, Utc};
+use chrono::{DateTime, Utc};
 
 use crate::model::{HistoryRow, JobRecord, Settings, Status};
 use crate::store::{HistoryQuery, Store, StoreResult};
@@ -35,7 +35,7 @@ pub struct Snapshot {
     pub spend_incomplete: bool,
     /// Newest first, at most [`RECENT_ROWS`].
     pub recent: Vec<HistoryRow>,
-    /// Rows per status over the last 24 h (from `recent` plus the store when needed).
+    /// Rows per status over the last 24 h (from the jobs' hour buckets).
     pub counts_24h: BTreeMap<Status, u64>,
     /// Spend per hour over the last 24 h, oldest first (24 buckets, the last is this hour).
     pub spend_per_hour: Vec<f64>,
@@ -65,29 +65,27 @@ impl Snapshot {
         let mut jobs = store.jobs()?;
         jobs.sort_by(|a, b| a.def.name.cmp(&b.def.name));
         let settings = store.settings()?;
-        let since = now - Duration::hours(24);
         let recent = store.history(&HistoryQuery {
             limit: RECENT_ROWS,
             ..Default::default()
         })?;
-        let day = store.history(&HistoryQuery {
-            since: Some(since),
-            limit: 100_000,
-            ..Default::default()
-        })?;
+        // 24 h counts and spend per hour come from the per-job hour buckets the store keeps with
+        // each job: O(jobs), whatever the size of the history.
+        let this_hour = now.timestamp().div_euclid(3600);
         let mut counts_24h = BTreeMap::new();
         let mut spend_per_hour = vec![0.0; 24];
-        let this_hour = now
-            .with_minute(0)
-            .and_then(|t| t.with_second(0))
-            .and_then(|t| t.with_nanosecond(0))
-            .unwrap_or(now);
-        for r in &day {
-            *counts_24h.entry(r.status).or_insert(0) += 1;
-            let hours_ago =
-                (this_hour - r.finished_at.with_minute(0).unwrap_or(r.finished_at)).num_hours();
-            if (0..24).contains(&hours_ago) {
-                spend_per_hour[23 - hours_ago as usize] += r.cost_usd;
+        for j in &jobs {
+            for b in &j.rt.counters.hours {
+                let ago = this_hour - b.hour;
+                if !(0..24).contains(&ago) {
+                    continue;
+                }
+                for (st, n) in Status::ALL.iter().zip(b.counts) {
+                    if n > 0 {
+                        *counts_24h.entry(*st).or_insert(0) += u64::from(n);
+                    }
+                }
+                spend_per_hour[23 - ago as usize] += b.cost_usd;
             }
         }
         let mut owners: BTreeSet<String> = jobs
@@ -124,5 +122,83 @@ impl Snapshot {
             pending: BTreeMap::new(),
             in_flight: BTreeSet::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobsFile, Trigger};
+    use crate::store::file::FileStore;
+    use crate::store::logic::tests_support::def;
+    use crate::store::{ClaimRequest, Completion};
+
+    #[test]
+    fn day_counts_and_spend_come_from_the_jobs_not_a_history_scan() {
+        let dir = std::env::temp_dir().join(format!("cronsole-snapshot-{}", uuid::Uuid::new_v4()));
+        let store = FileStore::open(&dir).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-03-01T10:05:00Z")
+            .unwrap()
+            .to_utc();
+        let file = JobsFile {
+            jobs: vec![def("a"), def("b")],
+            ..Default::default()
+        };
+        store.apply(&file, t0).unwrap();
+        // Both jobs run at t0 and an hour later; a's first run costs 0.5, b's second run fails.
+        for (name, at, status, cost) in [
+            ("a", t0, Status::Succeeded, 0.5),
+            ("b", t0 + chrono::Duration::hours(1), Status::Failed, 0.0),
+        ] {
+            let out = store
+                .claim_due(&ClaimRequest {
+                    now: at,
+                    owner: "o",
+                    limit: 10,
+                    in_flight: &[],
+                })
+                .unwrap();
+            for c in out.claims {
+                let mut row = HistoryRow::new(
+                    &c.job.def.name,
+                    Status::Succeeded,
+                    Trigger::Schedule,
+                    c.slot,
+                    "o",
+                    at,
+                );
+                if c.job.def.name == name {
+                    row.status = status;
+                    row.cost_usd = cost;
+                }
+                store
+                    .complete(Completion {
+                        job: c.job.def.name.clone(),
+                        run_id: c.run_id,
+                        owner: "o".into(),
+                        now: at,
+                        row,
+                        state: None,
+                        hold_until: None,
+                    })
+                    .unwrap();
+            }
+        }
+        let now = t0 + chrono::Duration::hours(1) + chrono::Duration::minutes(1);
+        let s = Snapshot::load(&store, now, "o", t0, true).unwrap();
+        assert_eq!(s.counts_24h.get(&Status::Succeeded), Some(&3));
+        assert_eq!(s.counts_24h.get(&Status::Failed), Some(&1));
+        assert_eq!(s.recent.len(), 4);
+        assert!(
+            (s.spend_per_hour[22] - 0.5).abs() < 1e-12,
+            "{:?}",
+            s.spend_per_hour
+        );
+        assert_eq!(s.spend_per_hour[23], 0.0);
+        // A day later the counts have slid out of the window; the rows are still in history.
+        let s = Snapshot::load(&store, now + chrono::Duration::hours(25), "o", t0, true).unwrap();
+        assert!(s.counts_24h.is_empty(), "{:?}", s.counts_24h);
+        assert_eq!(s.recent.len(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

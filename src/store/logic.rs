@@ -455,6 +455,7 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     if row.unpriced {
         c.cost_incomplete = true;
     }
+    c.count_hour(row.status, cost, now);
 }
 
 /// What the end of a run did beyond its own row.
