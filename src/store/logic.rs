@@ -1,0 +1,1146 @@
+//! The store-independent decisions of SPEC §5 (misfire), §6 (claims, leases, overlap, crash
+//! recovery) and §7 (retirement), written once for the file store and the PostgreSQL store.
+//!
+//! Owns: what happens to one [`JobRecord`] when an owner looks at it at `now` (claim it, write a
+//! `missed` row, retire it, or nothing), what a run's end does to it (counters, state, overlap
+//! rows, retirement, one-shot recovery) and what `apply`, pause and resume do to its runtime.
+//! Must not touch: I/O, locks, clocks (every function takes `now`), history storage. Callers
+//! persist the mutated record and the returned rows, history rows first.
+//!
+//! Decisions where the SPEC is silent (also listed in the report):
+//! - An `every` job's first slot is its anchor, the instant it was first stored (SPEC §3.1), so a
+//!   new `every` job fires at once. A cron job's first slot is the first cron instant ≥ creation.
+//! - "Has run before" (§5) means a slot was ever claimed (`last_slot` is set).
+//! - A coalesced fire (grace null) names the first overdue slot; the later overdue slots are
+//!   covered by it and the job continues at the first slot after the claim instant.
+//! - Manual runs (`trigger: manual`, `slot: null`) do not count toward `max_runs`/`once`, do not
+//!   move the schedule, and are allowed while paused or held. A due slot is claimed before a
+//!   queued manual trigger of the same job; the trigger stays queued for the next claim.
+//! - `run_immediately`: the first claim fires with `trigger: immediate` for the creation instant
+//!   (for `every` that is also the first grid slot); it counts as a run.
+//! - Recurring jobs whose lease was lost, and runs that end after further slots came due, write
+//!   ONE `skipped` row (`reason: "overlap"`) for the slots that passed meanwhile; then the job
+//!   waits for its next future slot.
+//! - A completion that arrives after the lease was taken over (stale) still adds its cost to the
+//!   job's counters (real money was spent) but touches nothing else.
+//! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
+//! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
+//!   pass (reason "until passed").
+
+use chrono::{DateTime, Duration, Utc};
+use uuid::Uuid;
+
+use crate::model::{
+    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, Lease, STATE_MAX_BYTES,
+    Settings, Status, Trigger,
+};
+use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
+
+/// Cap on counting slots of one `missed`/overlap row (cron ranges are counted one by one).
+pub const SLOT_COUNT_CAP: u64 = 100_000;
+
+pub const REASON_OVERLAP: &str = "overlap";
+pub const REASON_REMOVED: &str = "removed from the jobs file";
+
+/// Compile a stored job's schedule against its runtime anchor.
+pub fn compile(rec: &JobRecord) -> Result<Compiled, ScheduleError> {
+    Compiled::new(&rec.def.schedule, rec.rt.anchor)
+}
+
+/// The budget period counters are kept in: the global budget's, else `settings.period`.
+pub fn counter_period(settings: &Settings) -> BudgetPeriod {
+    settings.budget.map(|b| b.period).unwrap_or(settings.period)
+}
+
+fn ms(n: i64) -> Duration {
+    Duration::milliseconds(n)
+}
+
+fn secs_f64(s: f64) -> Duration {
+    let s = if s.is_finite() && s > 0.0 { s } else { 0.0 };
+    Duration::milliseconds((s * 1000.0).min(i64::MAX as f64 / 2.0) as i64)
+}
+
+/// The first slot at or after `t`.
+fn first_at_or_after(sched: &Compiled, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    sched.next_after(t - ms(1))
+}
+
+/// Anchor and first slot of a job stored (or re-anchored) at `now`.
+fn initial_slots(
+    spec: &ScheduleSpec,
+    now: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), ScheduleError> {
+    let anchor = match spec {
+        ScheduleSpec::In { seconds } => now + Duration::seconds(*seconds as i64),
+        _ => now,
+    };
+    let compiled = Compiled::new(spec, anchor)?;
+    let first = match spec {
+        ScheduleSpec::Every { .. } => Some(anchor),
+        ScheduleSpec::At { at } => Some(*at),
+        ScheduleSpec::In { .. } => Some(anchor),
+        ScheduleSpec::Cron { .. } => first_at_or_after(&compiled, now),
+    };
+    Ok((anchor, first))
+}
+
+/// A fresh record for a job first stored at `now`.
+pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, ScheduleError> {
+    let (anchor, first) = initial_slots(&def.schedule, now)?;
+    let next_slot = if def.run_immediately {
+        // The immediate fire stands for the creation instant (SPEC §2.1 run_immediately).
+        Some(now.min(first.unwrap_or(now)))
+    } else {
+        first
+    };
+    Ok(JobRecord {
+        def,
+        rt: JobRuntime {
+            created_at: now,
+            anchor,
+            next_slot,
+            last_slot: None,
+            last_run_at: None,
+            last_status: None,
+            runs: 0,
+            paused: false,
+            retired: false,
+            retired_reason: None,
+            lease: None,
+            trigger_requested_at: None,
+            hold_until: None,
+            recovery_pending: false,
+            last_success_result: None,
+            last_success_at: None,
+            counters: Default::default(),
+            state: JobState::default(),
+        },
+    })
+}
+
+/// What `apply` did to one existing job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyChange {
+    Unchanged,
+    Updated,
+}
+
+/// Bring an existing record up to date with `def` (SPEC §13.2 `apply`). A schedule change
+/// re-anchors the job (new grid from `now`); an unchanged `in 10m` keeps its resolved instant.
+/// A job retired because it left the jobs file comes back; a spent job stays retired unless its
+/// schedule changed.
+pub fn apply_def(
+    rec: &mut JobRecord,
+    def: &JobDef,
+    now: DateTime<Utc>,
+) -> Result<ApplyChange, ScheduleError> {
+    let removed = rec.rt.retired && rec.rt.retired_reason.as_deref() == Some(REASON_REMOVED);
+    if rec.def == *def && !removed {
+        return Ok(ApplyChange::Unchanged);
+    }
+    let schedule_changed = rec.def.schedule != def.schedule;
+    let was_enabled = rec.def.enabled;
+    rec.def = def.clone();
+    if schedule_changed {
+        let (anchor, first) = initial_slots(&def.schedule, now)?;
+        rec.rt.anchor = anchor;
+        rec.rt.next_slot = first;
+        rec.rt.recovery_pending = false;
+    } else {
+        // Validate the (unchanged) schedule still compiles, e.g. the tz is known.
+        compile(rec)?;
+    }
+    if removed || (schedule_changed && rec.rt.retired) {
+        rec.rt.retired = false;
+        rec.rt.retired_reason = None;
+        if !schedule_changed {
+            // Coming back after removal: continue at the next future slot.
+            skip_to_future(rec, now)?;
+        }
+    }
+    if !was_enabled && def.enabled && !schedule_changed {
+        skip_to_future(rec, now)?;
+    }
+    Ok(ApplyChange::Updated)
+}
+
+/// Move a recurring job's next slot past `now` without recording anything (resume, re-enable).
+/// A never-run job and `at` jobs keep their slot: their first fire is never a lost recurrence.
+fn skip_to_future(rec: &mut JobRecord, now: DateTime<Utc>) -> Result<(), ScheduleError> {
+    if rec.rt.last_slot.is_none() || !rec.def.schedule.is_recurring() {
+        return Ok(());
+    }
+    let sched = compile(rec)?;
+    if rec.rt.next_slot.is_some_and(|n| n <= now) {
+        rec.rt.next_slot = sched.next_after(now);
+    }
+    Ok(())
+}
+
+/// Pause or resume (SPEC §6): a paused job records nothing for the slots that pass; on resume
+/// it continues at its next future slot.
+pub fn set_paused(
+    rec: &mut JobRecord,
+    paused: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, ScheduleError> {
+    if rec.rt.paused == paused {
+        return Ok(false);
+    }
+    rec.rt.paused = paused;
+    if !paused {
+        skip_to_future(rec, now)?;
+    }
+    Ok(true)
+}
+
+/// A claim decided for a job; the record already carries the lease.
+#[derive(Debug, Clone)]
+pub struct ClaimPlan {
+    pub run_id: Uuid,
+    pub slot: Option<DateTime<Utc>>,
+    pub trigger: Trigger,
+    pub lease_until: DateTime<Utc>,
+}
+
+/// The result of looking at one unleased job during `claim_due`.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluation {
+    /// The record was modified and must be persisted.
+    pub changed: bool,
+    /// Rows to append (history first, then the record).
+    pub rows: Vec<HistoryRow>,
+    pub claim: Option<ClaimPlan>,
+}
+
+fn retire(rt: &mut JobRuntime, reason: &str) {
+    rt.retired = true;
+    rt.retired_reason = Some(reason.to_string());
+    rt.recovery_pending = false;
+    rt.trigger_requested_at = None;
+}
+
+/// The scheduled instant of a due job (SPEC §5).
+fn scheduled_instant(
+    sched: &Compiled,
+    next_slot: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    match sched {
+        Compiled::Every { .. } => next_slot,
+        Compiled::Cron(_) => sched
+            .latest_at_or_before(now)
+            .filter(|s| *s >= next_slot)
+            .unwrap_or(next_slot),
+        Compiled::At(at) => *at,
+    }
+}
+
+/// Look at one job at `now` for `owner` (SPEC §5, §6, §7). Leased jobs are left alone (the
+/// caller recovers expired leases first with [`finish_run`]). `can_claim` is false when the
+/// owner has no free capacity: rows and retirements still happen, claims do not.
+pub fn evaluate(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+) -> Evaluation {
+    let mut ev = Evaluation::default();
+    if rec.rt.retired || rec.rt.lease.is_some() {
+        return ev;
+    }
+    let paused = rec.rt.paused || !rec.def.enabled;
+
+    // A 429 hold that has ended: slots before it are dropped silently.
+    if let Some(h) = rec.rt.hold_until
+        && h <= now
+    {
+        rec.rt.hold_until = None;
+        if rec.rt.next_slot.is_some_and(|n| n < h) {
+            rec.rt.next_slot = first_at_or_after(sched, h);
+        }
+        ev.changed = true;
+    }
+    let held = rec.rt.hold_until.is_some_and(|h| h > now);
+
+    if rec.rt.recovery_pending {
+        if let Some(u) = rec.def.until
+            && u <= now
+        {
+            retire(&mut rec.rt, "until passed");
+            ev.changed = true;
+            return ev;
+        }
+        if !paused && can_claim {
+            let slot = rec.rt.last_slot;
+            ev.claim = Some(claim(rec, sched, now, owner, slot, Trigger::Recovery));
+            ev.changed = true;
+        }
+        return ev;
+    }
+
+    if let Some(u) = rec.def.until
+        && u <= now
+        && rec.rt.next_slot.is_none_or(|n| n > u)
+    {
+        retire(&mut rec.rt, "until passed");
+        ev.changed = true;
+        return ev;
+    }
+    let Some(next) = rec.rt.next_slot else {
+        if !paused && rec.rt.trigger_requested_at.is_none() {
+            retire(&mut rec.rt, "no more slots");
+            ev.changed = true;
+            return ev;
+        }
+        return manual(rec, sched, now, owner, can_claim, ev);
+    };
+
+    if !paused && !held && next <= now {
+        let never_run = rec.rt.last_slot.is_none();
+        if never_run && rec.def.run_immediately {
+            if can_claim {
+                ev.claim = Some(claim(
+                    rec,
+                    sched,
+                    now,
+                    owner,
+                    Some(next),
+                    Trigger::Immediate,
+                ));
+                ev.changed = true;
+            }
+            return ev;
+        }
+        let slot = scheduled_instant(sched, next, now);
+        let age = now - slot;
+        let grace = rec
+            .def
+            .misfire_grace_seconds
+            .filter(|g| g.is_finite() && *g >= 0.0);
+        if !never_run && rec.def.schedule.is_recurring() && grace.is_some_and(|g| age > secs_f64(g))
+        {
+            let mut row = HistoryRow::new(
+                &rec.def.name,
+                Status::Missed,
+                Trigger::Schedule,
+                Some(next),
+                owner,
+                now,
+            );
+            if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
+                row.slot = Some(first);
+                row.slot_end = Some(last);
+                row.slots_count = Some(n);
+            } else {
+                row.slots_count = Some(1);
+            }
+            row.reason = Some(format!(
+                "slot is {}s old, over misfire_grace_seconds {}",
+                age.num_seconds(),
+                grace.unwrap_or_default()
+            ));
+            rec.rt.next_slot = sched.next_after(now);
+            count_row(rec, &row, period, now);
+            ev.rows.push(row);
+            ev.changed = true;
+            // A queued manual trigger may still run below.
+        } else {
+            if can_claim {
+                ev.claim = Some(claim(rec, sched, now, owner, Some(slot), Trigger::Schedule));
+                ev.changed = true;
+            }
+            return ev;
+        }
+    }
+    manual(rec, sched, now, owner, can_claim, ev)
+}
+
+fn manual(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    mut ev: Evaluation,
+) -> Evaluation {
+    if can_claim && rec.rt.trigger_requested_at.is_some() {
+        rec.rt.trigger_requested_at = None;
+        ev.claim = Some(claim(rec, sched, now, owner, None, Trigger::Manual));
+        ev.changed = true;
+    }
+    ev
+}
+
+/// Take the job: pre-advance the slot, set the lease and a fresh run_id (the fencing token).
+fn claim(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    slot: Option<DateTime<Utc>>,
+    trigger: Trigger,
+) -> ClaimPlan {
+    let rt = &mut rec.rt;
+    let def = &rec.def;
+    let run_id = Uuid::new_v4();
+    let spends_job = match trigger {
+        Trigger::Manual => false,
+        Trigger::Recovery => true,
+        Trigger::Schedule | Trigger::Immediate => {
+            rt.last_slot = slot;
+            let after = slot.map_or(now, |s| s.max(now));
+            rt.next_slot = sched.next_after(after);
+            let at_fire = trigger == Trigger::Schedule && def.schedule.is_at();
+            let max_reached = def.max_runs.is_some_and(|m| rt.runs + 1 >= m);
+            let until_spent = def
+                .until
+                .is_some_and(|u| rt.next_slot.is_none_or(|n| n > u));
+            at_fire || max_reached || until_spent || rt.next_slot.is_none()
+        }
+    };
+    let lease_until = now + secs_f64(def.lease_seconds);
+    rt.lease = Some(Lease {
+        owner: owner.to_string(),
+        run_id,
+        slot,
+        trigger,
+        claimed_at: now,
+        lease_until,
+        last_renewed: now,
+        spends_job,
+    });
+    ClaimPlan {
+        run_id,
+        slot,
+        trigger,
+        lease_until,
+    }
+}
+
+/// Extend the lease held by `run_id` (SPEC §6). `None` when the lease was lost.
+pub fn renew(rec: &mut JobRecord, run_id: Uuid, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let lease_seconds = rec.def.lease_seconds;
+    let lease = rec.rt.lease.as_mut().filter(|l| l.run_id == run_id)?;
+    lease.lease_until = now + secs_f64(lease_seconds);
+    lease.last_renewed = now;
+    Some(lease.lease_until)
+}
+
+/// Whether the job's lease is held by `run_id`.
+pub fn holds(rec: &JobRecord, run_id: Uuid) -> bool {
+    rec.rt.lease.as_ref().is_some_and(|l| l.run_id == run_id)
+}
+
+/// Add one history row to the job's counters (every row counts by status; cost by period).
+pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, now: DateTime<Utc>) {
+    let c = &mut rec.rt.counters;
+    *c.by_status.entry(row.status).or_insert(0) += 1;
+    let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
+        row.cost_usd
+    } else {
+        0.0
+    };
+    c.total_cost_usd += cost;
+    c.runtime_ms = c.runtime_ms.saturating_add(row.duration_ms);
+    let key = period.key(now);
+    if c.period_key != key {
+        c.period_key = key;
+        c.period_cost_usd = 0.0;
+    }
+    c.period_cost_usd += cost;
+    if row.unpriced {
+        c.cost_incomplete = true;
+    }
+}
+
+/// What the end of a run did beyond its own row.
+#[derive(Debug, Clone, Default)]
+pub struct FinishOutcome {
+    /// Overlap `skipped` row(s) to append after the run's row.
+    pub extra_rows: Vec<HistoryRow>,
+    pub state_rejected: Option<String>,
+}
+
+/// The end of the run holding the job's lease (the caller checked the fence): counters, state,
+/// hold, retirement, one-shot recovery (SPEC §6 table) and overlap rows. An `abandoned` row
+/// (crash recovery or shutdown) follows the recovery table. The run's own `row` has already been
+/// counted into nothing: this function counts it and any extra rows.
+pub fn finish_run(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    row: &mut HistoryRow,
+    state: Option<JobState>,
+    hold_until: Option<DateTime<Utc>>,
+    period: BudgetPeriod,
+    now: DateTime<Utc>,
+) -> FinishOutcome {
+    let mut out = FinishOutcome::default();
+    let Some(lease) = rec.rt.lease.take() else {
+        return out;
+    };
+    if let Some(s) = state {
+        match serde_json::to_vec(&s) {
+            Ok(bytes) if bytes.len() <= STATE_MAX_BYTES => rec.rt.state = s,
+            Ok(bytes) => {
+                let why = format!(
+                    "state_rejected: new job state is {} bytes, over the {}-byte cap; prior state kept",
+                    bytes.len(),
+                    STATE_MAX_BYTES
+                );
+                if row.reason.as_deref().is_none_or(str::is_empty) {
+                    row.reason = Some(why.clone());
+                }
+                out.state_rejected = Some(why);
+            }
+            Err(e) => out.state_rejected = Some(format!("state_rejected: {e}")),
+        }
+    }
+    count_row(rec, row, period, now);
+    let rt = &mut rec.rt;
+    rt.last_status = Some(row.status);
+    rt.last_run_at = Some(row.finished_at);
+    if row.status == Status::Succeeded {
+        rt.last_success_result = row.result.clone();
+        rt.last_success_at = Some(row.finished_at);
+    }
+    if let Some(h) = hold_until {
+        rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
+    }
+    let counts = lease.trigger != Trigger::Manual && row.status != Status::Abandoned;
+    if counts {
+        rt.runs += 1;
+    }
+    let until_passed = rec.def.until.is_some_and(|u| u <= now);
+    if row.status == Status::Abandoned {
+        if lease.spends_job {
+            if until_passed {
+                retire(rt, "until passed");
+            } else if lease.trigger == Trigger::Recovery || rt.recovery_pending {
+                retire(rt, "abandoned twice");
+            } else {
+                // One-shot: re-offered once (trigger: recovery).
+                rt.recovery_pending = true;
+            }
+            return out;
+        }
+    } else {
+        if lease.trigger == Trigger::Recovery {
+            rt.recovery_pending = false;
+        }
+        if lease.spends_job {
+            let why = if rec.def.schedule.is_at() {
+                "at: ran"
+            } else if rec.def.max_runs.is_some_and(|m| rt.runs >= m) {
+                if rec.def.max_runs == Some(1) {
+                    "once: ran"
+                } else {
+                    "max_runs reached"
+                }
+            } else if rec.def.until.is_some() {
+                "until passed"
+            } else {
+                "no more slots"
+            };
+            retire(rt, why);
+            return out;
+        }
+    }
+    // Overlap: slots that came due while this run was in flight.
+    let paused = rt.paused || !rec.def.enabled;
+    let held = rt.hold_until.is_some_and(|h| h > now);
+    if rec.def.schedule.is_recurring()
+        && !paused
+        && !held
+        && let Some(next) = rt.next_slot.filter(|n| *n <= now)
+    {
+        if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
+            let mut o = HistoryRow::new(
+                &rec.def.name,
+                Status::Skipped,
+                Trigger::Schedule,
+                Some(first),
+                &row.owner,
+                now,
+            );
+            o.reason = Some(REASON_OVERLAP.to_string());
+            o.slots_count = Some(n);
+            o.slot_end = Some(last);
+            out.extra_rows.push(o);
+        }
+        rt.next_slot = sched.next_after(now);
+    }
+    let extra = std::mem::take(&mut out.extra_rows);
+    for r in &extra {
+        count_row(rec, r, period, now);
+    }
+    out.extra_rows = extra;
+    out
+}
+
+/// The row written when a lease expired without completion (SPEC §6).
+pub fn abandoned_row(
+    rec: &JobRecord,
+    lease: &Lease,
+    owner: &str,
+    now: DateTime<Utc>,
+) -> HistoryRow {
+    let mut row = HistoryRow::new(
+        &rec.def.name,
+        Status::Abandoned,
+        lease.trigger,
+        lease.slot,
+        owner,
+        now,
+    );
+    row.run_id = lease.run_id;
+    row.started_at = lease.claimed_at;
+    row.duration_ms = (now - lease.claimed_at).num_milliseconds().max(0) as u64;
+    row.reason = Some(format!(
+        "lease of owner {} expired at {} without completion",
+        lease.owner,
+        lease
+            .lease_until
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    ));
+    row
+}
+
+/// The earliest instant at which `evaluate` (or lease recovery) may act on this job.
+pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
+    let rt = &rec.rt;
+    if let Some(l) = &rt.lease {
+        return Some(l.lease_until);
+    }
+    if rt.retired {
+        return None;
+    }
+    let paused = rt.paused || !rec.def.enabled;
+    let mut w: Option<DateTime<Utc>> = None;
+    let mut take = |t: DateTime<Utc>| w = Some(w.map_or(t, |x: DateTime<Utc>| x.min(t)));
+    if let Some(t) = rt.trigger_requested_at {
+        take(t);
+    }
+    if paused {
+        return w;
+    }
+    if rt.recovery_pending {
+        take(rt.created_at.min(rt.last_slot.unwrap_or(rt.created_at)));
+    }
+    match rt.next_slot {
+        Some(n) => {
+            let n = rt.hold_until.map_or(n, |h| n.max(h));
+            take(n);
+        }
+        None => take(rt.created_at),
+    }
+    if let Some(u) = rec.def.until {
+        take(u);
+    }
+    w
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+    use crate::model::Action;
+
+    /// An `every 60s` command job, enabled, created at `now`.
+    pub fn def(name: &str) -> JobDef {
+        JobDef {
+            name: name.to_string(),
+            schedule: ScheduleSpec::Every { every_seconds: 60 },
+            schedule_text: "every 60s".into(),
+            tz: "UTC".into(),
+            action: Action::Command {
+                command: "true".into(),
+                timeout_seconds: 60.0,
+            },
+            gate: None,
+            context_from: vec![],
+            context_max_chars: 4000,
+            on_missing_context: Default::default(),
+            misfire_grace_seconds: None,
+            max_runs: None,
+            until: None,
+            run_immediately: false,
+            timeout_seconds: 300.0,
+            max_retries: 1,
+            lease_seconds: 30.0,
+            max_cost_usd: None,
+            deliver: vec![],
+            alert_after_failures: 1,
+            enabled: true,
+        }
+    }
+
+    pub fn job(name: &str, now: DateTime<Utc>) -> JobRecord {
+        new_record(def(name), now).expect("every 60s compiles")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::{def, job};
+    use super::*;
+
+    const P: BudgetPeriod = BudgetPeriod::Day;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+    const T0: i64 = 1000;
+
+    fn sched(r: &JobRecord) -> Compiled {
+        compile(r).unwrap()
+    }
+
+    fn eval(r: &mut JobRecord, now: i64) -> Evaluation {
+        let s = sched(r);
+        evaluate(r, &s, t(now), "me", true, P)
+    }
+
+    fn done(r: &mut JobRecord, status: Status, now: i64) -> FinishOutcome {
+        let s = sched(r);
+        let lease = r.rt.lease.clone().unwrap();
+        let mut row = HistoryRow::new(&r.def.name, status, lease.trigger, lease.slot, "me", t(now));
+        row.run_id = lease.run_id;
+        finish_run(r, &s, &mut row, None, None, P, t(now))
+    }
+
+    /// An `every 60` job created at t0 that ran its t0 slot (last = t0).
+    fn ran_at_t0(grace: Option<f64>) -> JobRecord {
+        let mut r = job("j", t(T0));
+        r.def.misfire_grace_seconds = grace;
+        let ev = eval(&mut r, T0);
+        assert_eq!(ev.claim.unwrap().slot, Some(t(T0)));
+        done(&mut r, Status::Succeeded, T0 + 1);
+        assert_eq!(r.rt.last_slot, Some(t(T0)));
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 60)));
+        r
+    }
+
+    #[test]
+    fn s5_null_grace_fires_first_overdue_slot_and_coalesces() {
+        let mut r = ran_at_t0(None);
+        let ev = eval(&mut r, T0 + 305);
+        let c = ev.claim.unwrap();
+        assert_eq!(
+            c.slot,
+            Some(t(T0 + 60)),
+            "scheduled instant is last_slot + every"
+        );
+        assert!(ev.rows.is_empty());
+        assert_eq!(
+            r.rt.next_slot,
+            Some(t(T0 + 360)),
+            "older overdue slots coalesced"
+        );
+    }
+
+    #[test]
+    fn s5_grace_90_at_t0_plus_300_is_one_missed_row() {
+        let mut r = ran_at_t0(Some(90.0));
+        let ev = eval(&mut r, T0 + 300);
+        assert!(ev.claim.is_none());
+        assert_eq!(ev.rows.len(), 1);
+        let row = &ev.rows[0];
+        assert_eq!(row.status, Status::Missed);
+        assert_eq!(row.slot, Some(t(T0 + 60)));
+        assert_eq!(row.slot_end, Some(t(T0 + 300)));
+        assert_eq!(row.slots_count, Some(5));
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 360)));
+        assert_eq!(r.rt.runs, 1, "missed rows do not count as runs");
+        assert_eq!(r.rt.counters.by_status[&Status::Missed], 1);
+        // Nothing more until the next future slot.
+        assert!(eval(&mut r, T0 + 359).claim.is_none());
+        assert_eq!(
+            eval(&mut r, T0 + 360).claim.unwrap().slot,
+            Some(t(T0 + 360))
+        );
+    }
+
+    #[test]
+    fn s5_grace_90_at_t0_plus_70_fires() {
+        let mut r = ran_at_t0(Some(90.0));
+        let ev = eval(&mut r, T0 + 70);
+        assert_eq!(ev.claim.unwrap().slot, Some(t(T0 + 60)));
+        assert!(ev.rows.is_empty());
+    }
+
+    #[test]
+    fn s5_grace_boundary_age_equal_to_grace_fires() {
+        let mut r = ran_at_t0(Some(90.0));
+        assert!(eval(&mut r, T0 + 150).claim.is_some());
+    }
+
+    #[test]
+    fn s5_never_run_fires_whatever_the_grace() {
+        let mut r = job("j", t(T0));
+        r.def.misfire_grace_seconds = Some(1.0);
+        let ev = eval(&mut r, T0 + 10_000);
+        assert!(ev.rows.is_empty());
+        assert_eq!(ev.claim.unwrap().trigger, Trigger::Schedule);
+    }
+
+    #[test]
+    fn s5_slot_not_yet_due_records_nothing() {
+        let mut r = ran_at_t0(Some(1.0));
+        let ev = eval(&mut r, T0 + 59);
+        assert!(ev.claim.is_none() && ev.rows.is_empty() && !ev.changed);
+    }
+
+    #[test]
+    fn s5_at_job_fires_late_whatever_the_grace() {
+        let mut d = def("a");
+        d.schedule = ScheduleSpec::At { at: t(T0 + 100) };
+        d.misfire_grace_seconds = Some(1.0);
+        let mut r = new_record(d, t(T0)).unwrap();
+        assert!(eval(&mut r, T0 + 99).claim.is_none());
+        let c = eval(&mut r, T0 + 5000).claim.unwrap();
+        assert_eq!(c.slot, Some(t(T0 + 100)));
+        assert!(r.rt.lease.as_ref().unwrap().spends_job);
+        done(&mut r, Status::Succeeded, T0 + 5001);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("at: ran"));
+    }
+
+    #[test]
+    fn in_schedule_resolves_at_creation() {
+        let mut d = def("in");
+        d.schedule = ScheduleSpec::In { seconds: 600 };
+        let r = new_record(d.clone(), t(T0)).unwrap();
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 600)));
+        let mut r2 = r.clone();
+        assert_eq!(
+            apply_def(&mut r2, &d, t(T0 + 300)).unwrap(),
+            ApplyChange::Unchanged
+        );
+        assert_eq!(
+            r2.rt.next_slot,
+            Some(t(T0 + 600)),
+            "unchanged keeps its instant"
+        );
+    }
+
+    #[test]
+    fn s6_recurring_abandoned_waits_for_next_slot_with_overlap_row() {
+        let mut r = ran_at_t0(None);
+        eval(&mut r, T0 + 60).claim.unwrap();
+        // Lease lost; recovery at T0+200 writes abandoned and skips T0+120, T0+180.
+        let out = done(&mut r, Status::Abandoned, T0 + 200);
+        assert!(!r.rt.retired && !r.rt.recovery_pending);
+        assert_eq!(out.extra_rows.len(), 1);
+        assert_eq!(out.extra_rows[0].reason.as_deref(), Some(REASON_OVERLAP));
+        assert_eq!(out.extra_rows[0].slots_count, Some(2));
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 240)));
+        assert!(eval(&mut r, T0 + 239).claim.is_none());
+        assert_eq!(
+            eval(&mut r, T0 + 240).claim.unwrap().trigger,
+            Trigger::Schedule
+        );
+    }
+
+    #[test]
+    fn s6_one_shot_reoffered_once_then_retired() {
+        let mut d = def("once");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        let first = eval(&mut r, T0).claim.unwrap();
+        assert_eq!(first.slot, Some(t(T0)));
+        done(&mut r, Status::Abandoned, T0 + 40);
+        assert!(r.rt.recovery_pending && !r.rt.retired);
+        let again = eval(&mut r, T0 + 41).claim.unwrap();
+        assert_eq!(again.trigger, Trigger::Recovery);
+        assert_eq!(
+            again.slot,
+            Some(t(T0)),
+            "the retry stands for the same slot"
+        );
+        done(&mut r, Status::Abandoned, T0 + 80);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("abandoned twice"));
+        assert!(eval(&mut r, T0 + 10_000).claim.is_none());
+    }
+
+    #[test]
+    fn s6_one_shot_recovery_that_succeeds_retires_normally() {
+        let mut d = def("once");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        eval(&mut r, T0).claim.unwrap();
+        done(&mut r, Status::Abandoned, T0 + 40);
+        eval(&mut r, T0 + 41).claim.unwrap();
+        done(&mut r, Status::Succeeded, T0 + 42);
+        assert!(r.rt.retired && !r.rt.recovery_pending);
+        assert_eq!(r.rt.runs, 1);
+    }
+
+    #[test]
+    fn s6_spent_job_whose_until_passed_is_retired_not_reoffered() {
+        let mut d = def("u");
+        d.until = Some(t(T0 + 30));
+        let mut r = new_record(d, t(T0)).unwrap();
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert!(
+            r.rt.lease.as_ref().unwrap().spends_job,
+            "next slot is past until"
+        );
+        assert_eq!(c.slot, Some(t(T0)));
+        assert!(!r.rt.retired, "a spent job stays leased until its run ends");
+        done(&mut r, Status::Abandoned, T0 + 100);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("until passed"));
+    }
+
+    #[test]
+    fn s7_max_runs_counts_runs_not_missed_rows() {
+        let mut d = def("m");
+        d.max_runs = Some(2);
+        d.misfire_grace_seconds = Some(10.0);
+        let mut r = new_record(d, t(T0)).unwrap();
+        eval(&mut r, T0).claim.unwrap();
+        done(&mut r, Status::Failed, T0 + 1);
+        assert_eq!(eval(&mut r, T0 + 200).rows.len(), 1, "missed");
+        let c = eval(&mut r, T0 + 240).claim.unwrap();
+        assert_eq!(c.slot, Some(t(T0 + 240)));
+        done(&mut r, Status::Succeeded, T0 + 241);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("max_runs reached"));
+    }
+
+    #[test]
+    fn until_passed_while_idle_retires() {
+        let mut d = def("u");
+        d.until = Some(t(T0 + 90));
+        let mut r = new_record(d, t(T0)).unwrap();
+        eval(&mut r, T0).claim.unwrap();
+        done(&mut r, Status::Succeeded, T0 + 1);
+        assert!(!r.rt.retired, "T0+60 is still before until");
+        eval(&mut r, T0 + 60).claim.unwrap();
+        done(&mut r, Status::Succeeded, T0 + 61);
+        assert!(r.rt.retired, "the next slot T0+120 is past until");
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("until passed"));
+    }
+
+    #[test]
+    fn overlap_slots_become_one_skipped_row_at_completion() {
+        let mut r = ran_at_t0(None);
+        eval(&mut r, T0 + 60).claim.unwrap();
+        let out = done(&mut r, Status::Succeeded, T0 + 250);
+        assert_eq!(out.extra_rows.len(), 1);
+        let o = &out.extra_rows[0];
+        assert_eq!(o.status, Status::Skipped);
+        assert_eq!(
+            (o.slot, o.slot_end, o.slots_count),
+            (Some(t(T0 + 120)), Some(t(T0 + 240)), Some(3))
+        );
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 300)));
+        assert_eq!(r.rt.runs, 2, "overlap rows are not runs");
+    }
+
+    #[test]
+    fn s17_no_drift_slots_stay_on_the_anchor_grid() {
+        let mut r = job("grid", t(T0));
+        let mut now = T0;
+        for _ in 0..20 {
+            let c = eval(&mut r, now).claim.unwrap();
+            let slot = c.slot.unwrap().timestamp();
+            assert_eq!((slot - T0) % 60, 0, "slot {slot} is off the grid");
+            // Each run takes 37 s and starts 3 s late.
+            done(&mut r, Status::Succeeded, now + 37);
+            now = r.rt.next_slot.unwrap().timestamp() + 3;
+        }
+    }
+
+    #[test]
+    fn s17_one_shot_every_job_fires_once_even_when_result_is_written_back() {
+        let mut d = def("one");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        let s = sched(&r);
+        eval(&mut r, T0).claim.unwrap();
+        let lease = r.rt.lease.clone().unwrap();
+        let mut row = HistoryRow::new(
+            "one",
+            Status::Succeeded,
+            lease.trigger,
+            lease.slot,
+            "me",
+            t(T0 + 1),
+        );
+        row.result = Some("hello".into());
+        let mut st = JobState::default();
+        st.notepad.insert("k".into(), "v".into());
+        finish_run(&mut r, &s, &mut row, Some(st), None, P, t(T0 + 1));
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.state.notepad["k"], "v");
+        for k in 1..100 {
+            let ev = eval(&mut r, T0 + k * 60);
+            assert!(ev.claim.is_none() && ev.rows.is_empty());
+        }
+    }
+
+    #[test]
+    fn manual_trigger_runs_while_paused_without_moving_the_schedule() {
+        let mut d = def("m");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        set_paused(&mut r, true, t(T0)).unwrap();
+        assert!(eval(&mut r, T0 + 500).claim.is_none(), "paused");
+        r.rt.trigger_requested_at = Some(t(T0 + 500));
+        let next_before = r.rt.next_slot;
+        let c = eval(&mut r, T0 + 501).claim.unwrap();
+        assert_eq!((c.trigger, c.slot), (Trigger::Manual, None));
+        assert_eq!(r.rt.next_slot, next_before);
+        done(&mut r, Status::Succeeded, T0 + 502);
+        assert!(!r.rt.retired, "manual runs do not count toward once");
+        assert_eq!(r.rt.runs, 0);
+        assert!(r.rt.trigger_requested_at.is_none());
+    }
+
+    #[test]
+    fn pause_records_nothing_and_resume_continues_at_next_future_slot() {
+        let mut r = ran_at_t0(Some(10.0));
+        set_paused(&mut r, true, t(T0 + 5)).unwrap();
+        for k in 1..10 {
+            let ev = eval(&mut r, T0 + k * 60);
+            assert!(ev.claim.is_none() && ev.rows.is_empty());
+        }
+        set_paused(&mut r, false, t(T0 + 610)).unwrap();
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 660)));
+        let ev = eval(&mut r, T0 + 611);
+        assert!(ev.rows.is_empty() && ev.claim.is_none());
+        assert_eq!(
+            eval(&mut r, T0 + 660).claim.unwrap().slot,
+            Some(t(T0 + 660))
+        );
+    }
+
+    #[test]
+    fn hold_blocks_slots_then_continues_without_extra_rows() {
+        let mut r = ran_at_t0(Some(1000.0));
+        let s = sched(&r);
+        eval(&mut r, T0 + 60).claim.unwrap();
+        let lease = r.rt.lease.clone().unwrap();
+        let mut row = HistoryRow::new(
+            "j",
+            Status::Failed,
+            lease.trigger,
+            lease.slot,
+            "me",
+            t(T0 + 61),
+        );
+        finish_run(&mut r, &s, &mut row, None, Some(t(T0 + 400)), P, t(T0 + 61));
+        for now in [T0 + 120, T0 + 300, T0 + 399] {
+            let ev = eval(&mut r, now);
+            assert!(ev.claim.is_none() && ev.rows.is_empty(), "held at {now}");
+        }
+        let ev = eval(&mut r, T0 + 401);
+        assert!(ev.rows.is_empty());
+        assert!(ev.claim.is_none());
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 420)));
+        assert_eq!(
+            eval(&mut r, T0 + 420).claim.unwrap().slot,
+            Some(t(T0 + 420))
+        );
+    }
+
+    #[test]
+    fn run_immediately_fires_first_with_trigger_immediate() {
+        let mut d = def("imm");
+        d.schedule = ScheduleSpec::At { at: t(T0 + 1000) };
+        d.run_immediately = true;
+        let mut r = new_record(d, t(T0)).unwrap();
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert_eq!(c.trigger, Trigger::Immediate);
+        done(&mut r, Status::Succeeded, T0 + 1);
+        assert!(!r.rt.retired);
+        assert!(eval(&mut r, T0 + 999).claim.is_none());
+        let c = eval(&mut r, T0 + 1000).claim.unwrap();
+        assert_eq!((c.trigger, c.slot), (Trigger::Schedule, Some(t(T0 + 1000))));
+    }
+
+    #[test]
+    fn oversized_state_is_rejected_and_prior_kept() {
+        let mut r = job("s", t(T0));
+        r.rt.state.notepad.insert("old".into(), "1".into());
+        let s = sched(&r);
+        eval(&mut r, T0).claim.unwrap();
+        let lease = r.rt.lease.clone().unwrap();
+        let mut big = JobState::default();
+        big.notepad.insert("x".into(), "y".repeat(STATE_MAX_BYTES));
+        let mut row = HistoryRow::new(
+            "s",
+            Status::Succeeded,
+            lease.trigger,
+            lease.slot,
+            "me",
+            t(T0),
+        );
+        let out = finish_run(&mut r, &s, &mut row, Some(big), None, P, t(T0 + 1));
+        assert!(
+            out.state_rejected
+                .as_deref()
+                .unwrap()
+                .starts_with("state_rejected")
+        );
+        assert!(row.reason.as_deref().unwrap().contains("state_rejected"));
+        assert_eq!(r.rt.state.notepad["old"], "1");
+    }
+
+    #[test]
+    fn counters_reset_when_the_period_changes() {
+        let mut r = job("c", t(T0));
+        let mut row = HistoryRow::new("c", Status::Succeeded, Trigger::Schedule, None, "me", t(T0));
+        row.cost_usd = 0.25;
+        row.unpriced = true;
+        count_row(&mut r, &row, P, t(T0));
+        count_row(&mut r, &row, P, t(T0 + 10));
+        assert!((r.rt.counters.period_cost_usd - 0.5).abs() < 1e-12);
+        count_row(&mut r, &row, P, t(T0 + 86_400));
+        assert!((r.rt.counters.period_cost_usd - 0.25).abs() < 1e-12);
+        assert!((r.rt.counters.total_cost_usd - 0.75).abs() < 1e-12);
+        assert!(r.rt.counters.cost_incomplete);
+    }
+
+    #[test]
+    fn renew_is_fenced_by_run_id() {
+        let mut r = job("r", t(T0));
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert!(renew(&mut r, Uuid::new_v4(), t(T0 + 10)).is_none());
+        assert_eq!(renew(&mut r, c.run_id, t(T0 + 10)), Some(t(T0 + 40)));
+    }
+
+    #[test]
+    fn limit_zero_still_writes_missed_rows_but_claims_nothing() {
+        let mut r = ran_at_t0(Some(90.0));
+        let s = sched(&r);
+        let ev = evaluate(&mut r, &s, t(T0 + 300), "me", false, P);
+        assert_eq!(ev.rows.len(), 1);
+        assert!(ev.claim.is_none());
+    }
+
+    #[test]
+    fn apply_schedule_change_reanchors_and_removed_job_comes_back() {
+        let mut r = ran_at_t0(None);
+        let mut d = r.def.clone();
+        d.schedule = ScheduleSpec::Every { every_seconds: 100 };
+        assert_eq!(
+            apply_def(&mut r, &d, t(T0 + 30)).unwrap(),
+            ApplyChange::Updated
+        );
+        assert_eq!(r.rt.anchor, t(T0 + 30));
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 30)));
+        r.rt.retired = true;
+        r.rt.retired_reason = Some(REASON_REMOVED.into());
+        assert_eq!(
+            apply_def(&mut r, &d, t(T0 + 31)).unwrap(),
+            ApplyChange::Updated
+        );
+        assert!(!r.rt.retired);
+    }
+}

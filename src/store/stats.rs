@@ -1,0 +1,181 @@
+//! SPEC §11 statistics computed from the per-job counters the store keeps, so neither
+//! `cronsole stats` nor the console ever scans history.
+//!
+//! Owns: the stats arithmetic and its JSON shape. Must not touch: I/O, the store itself.
+//!
+//! Decisions: `total_executions` counts rows where the job actually ran (succeeded, failed,
+//! no_change); `skipped`, `missed` and `abandoned` are reported in `counts` only. `success_rate`
+//! = (succeeded + no_change) / total_executions × 100 (0 when nothing ran). Money is rounded to
+//! 4 decimal places. `period_cost_usd` is the spend in the current UTC budget period.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::model::{JobRecord, Settings, Status};
+
+use super::logic::counter_period;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatsLine {
+    /// Job name, or `"*"` for the global line.
+    pub job: String,
+    pub total_executions: u64,
+    pub successful_executions: u64,
+    pub failed_executions: u64,
+    pub success_rate: f64,
+    pub total_cost_usd: f64,
+    pub period_cost_usd: f64,
+    /// `None` (JSON null) when there is no limit.
+    pub remaining_budget: Option<f64>,
+    pub runtime_seconds: f64,
+    pub cost_per_execution: f64,
+    pub counts: BTreeMap<String, u64>,
+    /// Some spend is unknown (unpriced model or missing usage).
+    pub cost_incomplete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    pub period: String,
+    pub global: StatsLine,
+    pub jobs: Vec<StatsLine>,
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+#[derive(Default)]
+struct Acc {
+    counts: BTreeMap<Status, u64>,
+    total_cost: f64,
+    period_cost: f64,
+    runtime_ms: u64,
+    incomplete: bool,
+}
+
+impl Acc {
+    fn line(&self, job: String, limit: Option<f64>) -> StatsLine {
+        let get = |s: Status| self.counts.get(&s).copied().unwrap_or(0);
+        let ok = get(Status::Succeeded) + get(Status::NoChange);
+        let failed = get(Status::Failed);
+        let total = ok + failed;
+        let rate = if total == 0 {
+            0.0
+        } else {
+            (ok as f64 / total as f64 * 100.0 * 100.0).round() / 100.0
+        };
+        StatsLine {
+            job,
+            total_executions: total,
+            successful_executions: ok,
+            failed_executions: failed,
+            success_rate: rate,
+            total_cost_usd: round4(self.total_cost),
+            period_cost_usd: round4(self.period_cost),
+            remaining_budget: limit.map(|l| round4((l - self.period_cost).max(0.0))),
+            runtime_seconds: (self.runtime_ms as f64 / 1000.0 * 1000.0).round() / 1000.0,
+            cost_per_execution: if total == 0 {
+                0.0
+            } else {
+                round4(self.total_cost / total as f64)
+            },
+            counts: Status::ALL
+                .iter()
+                .map(|s| (s.as_str().to_string(), get(*s)))
+                .collect(),
+            cost_incomplete: self.incomplete,
+        }
+    }
+}
+
+/// Spend of one job in the period containing `now` (0 when its counters belong to an older one).
+pub fn period_spend(rec: &JobRecord, settings: &Settings, now: DateTime<Utc>) -> f64 {
+    let key = counter_period(settings).key(now);
+    if rec.rt.counters.period_key == key {
+        rec.rt.counters.period_cost_usd
+    } else {
+        0.0
+    }
+}
+
+/// Stats per job and global at `now`.
+pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Stats {
+    let mut global = Acc::default();
+    let mut lines = Vec::with_capacity(jobs.len());
+    for rec in jobs {
+        let c = &rec.rt.counters;
+        let acc = Acc {
+            counts: c.by_status.clone(),
+            total_cost: c.total_cost_usd,
+            period_cost: period_spend(rec, settings, now),
+            runtime_ms: c.runtime_ms,
+            incomplete: c.cost_incomplete,
+        };
+        for (s, n) in &acc.counts {
+            *global.counts.entry(*s).or_insert(0) += n;
+        }
+        global.total_cost += acc.total_cost;
+        global.period_cost += acc.period_cost;
+        global.runtime_ms = global.runtime_ms.saturating_add(acc.runtime_ms);
+        global.incomplete |= acc.incomplete;
+        lines.push(acc.line(rec.def.name.clone(), rec.def.max_cost_usd));
+    }
+    Stats {
+        period: counter_period(settings).key(now),
+        global: global.line("*".to_string(), settings.budget.map(|b| b.max_cost_usd)),
+        jobs: lines,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Budget, BudgetPeriod};
+    use crate::store::logic::tests_support::job;
+
+    #[test]
+    fn stats_follow_the_counters_and_the_current_period() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let settings = Settings {
+            budget: Some(Budget {
+                max_cost_usd: 1.0,
+                period: BudgetPeriod::Day,
+            }),
+            ..Default::default()
+        };
+        let mut a = job("a", now);
+        a.def.max_cost_usd = Some(0.5);
+        a.rt.counters.by_status.insert(Status::Succeeded, 3);
+        a.rt.counters.by_status.insert(Status::Failed, 1);
+        a.rt.counters.by_status.insert(Status::Missed, 2);
+        a.rt.counters.total_cost_usd = 0.123456;
+        a.rt.counters.period_key = "day:2026-11-29".into();
+        a.rt.counters.period_cost_usd = 0.1;
+        a.rt.counters.runtime_ms = 4500;
+        let mut b = job("b", now);
+        b.rt.counters.period_key = "day:2026-11-28".into();
+        b.rt.counters.period_cost_usd = 5.0;
+        b.rt.counters.total_cost_usd = 5.0;
+        let s = compute(&[a, b], &settings, now);
+        let la = &s.jobs[0];
+        assert_eq!(la.total_executions, 4);
+        assert_eq!(la.success_rate, 75.0);
+        assert_eq!(la.total_cost_usd, 0.1235);
+        assert_eq!(la.remaining_budget, Some(0.4));
+        assert_eq!(la.counts["missed"], 2);
+        assert_eq!(la.runtime_seconds, 4.5);
+        assert_eq!(
+            s.jobs[1].period_cost_usd, 0.0,
+            "yesterday's spend is not today's"
+        );
+        assert_eq!(s.jobs[1].remaining_budget, None);
+        assert_eq!(s.global.period_cost_usd, 0.1);
+        assert_eq!(s.global.remaining_budget, Some(0.9));
+        assert_eq!(s.global.total_cost_usd, 5.1235);
+    }
+}
