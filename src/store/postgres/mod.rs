@@ -23,6 +23,7 @@
 //!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
 //! - `HistoryQuery::limit == 0` means "no limit".
 
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -34,8 +35,9 @@ use serde_json::Value;
 use tokio_postgres::{Config, GenericClient, Transaction};
 use uuid::Uuid;
 
+use super::logic::{self, ApplyChange};
 use super::*;
-use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
+use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
 mod listen;
 mod pool;
@@ -190,7 +192,7 @@ impl PgStore {
             let _ = tx.send(r);
         });
         rx.recv()
-            .map_err(|_| StoreError::Database("the store's runtime stopped".into()))?
+            .map_err(|_| StoreError::Database("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
     }
 
     /// True while the LISTEN connection is up (change tokens are then free).
@@ -238,7 +240,8 @@ async fn bump(tx: &Transaction<'_>) -> StoreResult<i64> {
     Ok(row.get(0))
 }
 
-/// Upsert whole job records; the indexed columns are projected from the JSON in SQL.
+/// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
+/// `wakeup`, which `logic::wakeup` computes (the same function the file store indexes by).
 async fn write_jobs(
     c: &impl GenericClient,
     records: &[JobRecord],
@@ -247,10 +250,15 @@ async fn write_jobs(
     if records.is_empty() {
         return Ok(());
     }
-    let arr = to_json(&records)?;
+    let items: Vec<Value> = records
+        .iter()
+        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": logic::wakeup(r) })))
+        .collect::<StoreResult<_>>()?;
+    let arr = Value::Array(items);
     c.execute(
         "INSERT INTO cronsole_jobs AS j (name, record, next_slot, lease_owner, lease_until, run_id,
-             paused, enabled, retired, trigger_requested_at, hold_until, recovery_pending, updated_at)
+             paused, enabled, retired, trigger_requested_at, hold_until, recovery_pending, wakeup,
+             updated_at)
          SELECT r->'def'->>'name', r,
              (r->'rt'->>'next_slot')::timestamptz,
              r->'rt'->'lease'->>'owner',
@@ -262,15 +270,16 @@ async fn write_jobs(
              (r->'rt'->>'trigger_requested_at')::timestamptz,
              (r->'rt'->>'hold_until')::timestamptz,
              COALESCE((r->'rt'->>'recovery_pending')::boolean, false),
+             (e->>'wakeup')::timestamptz,
              $2
-         FROM jsonb_array_elements($1::jsonb) AS r
+         FROM jsonb_array_elements($1::jsonb) AS e, LATERAL (SELECT e->'rec' AS r) x
          ON CONFLICT (name) DO UPDATE SET
              record = EXCLUDED.record, next_slot = EXCLUDED.next_slot,
              lease_owner = EXCLUDED.lease_owner, lease_until = EXCLUDED.lease_until,
              run_id = EXCLUDED.run_id, paused = EXCLUDED.paused, enabled = EXCLUDED.enabled,
              retired = EXCLUDED.retired, trigger_requested_at = EXCLUDED.trigger_requested_at,
              hold_until = EXCLUDED.hold_until, recovery_pending = EXCLUDED.recovery_pending,
-             updated_at = EXCLUDED.updated_at",
+             wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at",
         &[&arr, &now],
     )
     .await
@@ -435,27 +444,254 @@ fn history_sql(
     (sql, params)
 }
 
+impl Inner {
+    /// The counters' budget period, read inside the caller's transaction.
+    async fn period(&self, c: &impl GenericClient) -> StoreResult<BudgetPeriod> {
+        Ok(logic::counter_period(&self.settings_in(c).await?))
+    }
+
+    async fn settings_in(&self, c: &impl GenericClient) -> StoreResult<Settings> {
+        let row = c
+            .query_opt("SELECT settings FROM cronsole_settings WHERE id = 1", &[])
+            .await
+            .map_err(|e| db_err("reading settings", &e))?;
+        match row {
+            Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0)),
+            None => Ok(Settings::default()),
+        }
+    }
+
+    async fn apply(&self, file: JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        let mut seen = HashSet::new();
+        for d in &file.jobs {
+            if !seen.insert(d.name.clone()) {
+                return Err(StoreError::Invalid(format!(
+                    "job name '{}' appears twice in the jobs file",
+                    d.name
+                )));
+            }
+        }
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", &e))?;
+        let mut dirty = false;
+        if self.settings_in(&tx).await? != file.settings {
+            tx.execute(
+                "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET settings = EXCLUDED.settings",
+                &[&to_json(&file.settings)?],
+            )
+            .await
+            .map_err(|e| db_err("writing settings", &e))?;
+            dirty = true;
+        }
+        let existing = read_jobs(&tx, &self.location, None, true).await?;
+        let mut by_name: BTreeMap<String, JobRecord> = existing
+            .into_iter()
+            .map(|r| (r.def.name.clone(), r))
+            .collect();
+        let mut report = ApplyReport::default();
+        let mut changed = Vec::new();
+        for def in &file.jobs {
+            let bad = |e: crate::schedule::ScheduleError| {
+                StoreError::Invalid(format!("job '{}': {e}", def.name))
+            };
+            match by_name.remove(&def.name) {
+                Some(mut rec) => match logic::apply_def(&mut rec, def, now).map_err(bad)? {
+                    ApplyChange::Unchanged => report.unchanged.push(def.name.clone()),
+                    ApplyChange::Updated => {
+                        report.updated.push(def.name.clone());
+                        changed.push(rec);
+                    }
+                },
+                None => {
+                    changed.push(logic::new_record(def.clone(), now).map_err(bad)?);
+                    report.created.push(def.name.clone());
+                }
+            }
+        }
+        // Jobs no longer in the file: retired, kept (same as the file store does).
+        for (name, mut rec) in by_name {
+            if !rec.rt.retired {
+                rec.rt.retired = true;
+                rec.rt.retired_reason = Some(logic::REASON_REMOVED.to_string());
+                rec.rt.trigger_requested_at = None;
+                rec.rt.recovery_pending = false;
+                report.retired.push(name);
+                changed.push(rec);
+            }
+        }
+        report.created.sort();
+        report.updated.sort();
+        report.unchanged.sort();
+        if dirty || !changed.is_empty() {
+            write_jobs(&tx, &changed, now).await?;
+            let v = bump(&tx).await?;
+            tx.commit().await.map_err(|e| db_err("committing", &e))?;
+            self.feed.observe(v);
+        }
+        Ok(report)
+    }
+
+    /// SPEC §5/§6/§7 claims in ONE transaction: due rows are locked with `FOR UPDATE SKIP
+    /// LOCKED` (so concurrent owners split the due set instead of queueing behind each other),
+    /// each is put through `logic::evaluate` exactly as the file store does, and the claims,
+    /// pre-advanced slots and rows commit together before any run starts.
+    async fn claim(
+        &self,
+        owner: String,
+        now: DateTime<Utc>,
+        limit: usize,
+        in_flight: Vec<String>,
+    ) -> StoreResult<ClaimOutcome> {
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a claim", &e))?;
+        let period = self.period(&tx).await?;
+        let batch = (limit.saturating_mul(2)).clamp(16, 1000);
+        let mut excluded = in_flight;
+        let mut rows = Vec::new();
+        let mut changed: Vec<JobRecord> = Vec::new();
+        let mut claims: Vec<Claim> = Vec::new();
+        loop {
+            let got = tx
+                .query(
+                    "SELECT record FROM cronsole_jobs
+                     WHERE wakeup <= $1 AND NOT (name = ANY($2))
+                     ORDER BY wakeup, name
+                     LIMIT $3
+                     FOR UPDATE SKIP LOCKED",
+                    &[&now, &excluded, &(batch as i64)],
+                )
+                .await
+                .map_err(|e| db_err("selecting due jobs", &e))?;
+            let n = got.len();
+            for r in got {
+                let mut rec: JobRecord =
+                    from_json(&self.location, "cronsole_jobs", r.get::<_, Value>(0))?;
+                excluded.push(rec.def.name.clone());
+                let Ok(sched) = logic::compile(&rec) else {
+                    tracing::warn!(job = %rec.def.name, "schedule does not compile; job skipped");
+                    continue;
+                };
+                let mut dirty = false;
+                if let Some(lease) = rec.rt.lease.clone()
+                    && lease.lease_until <= now
+                {
+                    // Crash recovery (SPEC §6): the lease expired without a completion. The
+                    // completion and the lease release commit together, so no row exists yet.
+                    let mut row = logic::abandoned_row(&rec, &lease, &owner, now);
+                    let fin =
+                        logic::finish_run(&mut rec, &sched, &mut row, None, None, period, now);
+                    rows.push(row);
+                    rows.extend(fin.extra_rows);
+                    dirty = true;
+                }
+                let can = claims.len() < limit;
+                let ev = logic::evaluate(&mut rec, &sched, now, &owner, can, period);
+                rows.extend(ev.rows);
+                if let Some(p) = ev.claim {
+                    claims.push(Claim {
+                        run_id: p.run_id,
+                        job: rec.clone(),
+                        slot: p.slot,
+                        trigger: p.trigger,
+                        lease_until: p.lease_until,
+                    });
+                }
+                if dirty || ev.changed {
+                    changed.push(rec);
+                }
+            }
+            if n < batch || claims.len() >= limit {
+                break;
+            }
+        }
+        if changed.is_empty() && rows.is_empty() {
+            return Ok(ClaimOutcome::default());
+        }
+        append_history(&tx, &rows).await?;
+        write_jobs(&tx, &changed, now).await?;
+        let v = bump(&tx).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_err("committing claims", &e))?;
+        self.feed.observe(v);
+        Ok(ClaimOutcome { claims, rows })
+    }
+
+    async fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        let mut conn = self.pool.get().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a completion", &e))?;
+        let period = self.period(&tx).await?;
+        let Some(mut rec) = read_jobs(&tx, &self.location, Some(&c.job), true)
+            .await?
+            .pop()
+        else {
+            return Err(StoreError::NoSuchJob(c.job.clone()));
+        };
+        let mut row = c.row;
+        row.run_id = c.run_id;
+        let mut out = CompleteOutcome::default();
+        if !logic::holds(&rec, c.run_id) {
+            // Fenced out: the lease was taken over. Keep the result, touch nothing else but
+            // the cost counters (the money was spent).
+            row.stale_lease = true;
+            logic::count_row(&mut rec, &row, period, c.now);
+            out.stale = true;
+            out.rows.push(row);
+        } else {
+            let sched = logic::compile(&rec).map_err(|e| {
+                StoreError::Invalid(format!(
+                    "job '{}' has a schedule that does not compile: {e}",
+                    c.job
+                ))
+            })?;
+            let fin = logic::finish_run(
+                &mut rec,
+                &sched,
+                &mut row,
+                c.state,
+                c.hold_until,
+                period,
+                c.now,
+            );
+            out.state_rejected = fin.state_rejected;
+            out.rows.push(row);
+            out.rows.extend(fin.extra_rows);
+        }
+        append_history(&tx, &out.rows).await?;
+        write_jobs(&tx, std::slice::from_ref(&rec), c.now).await?;
+        let v = bump(&tx).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_err("committing a completion", &e))?;
+        self.feed.observe(v);
+        Ok(out)
+    }
+}
+
 impl Store for PgStore {
     fn location(&self) -> String {
         self.inner.location.clone()
     }
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        let _ = (file, now);
-        todo!("wire to store::logic")
+        let file = file.clone();
+        self.run(|inner| async move { inner.apply(file, now).await })
     }
 
     fn settings(&self) -> StoreResult<Settings> {
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
-            let row = c
-                .query_opt("SELECT settings FROM cronsole_settings WHERE id = 1", &[])
-                .await
-                .map_err(|e| db_err("reading settings", &e))?;
-            match row {
-                Some(r) => from_json(&inner.location, "cronsole_settings", r.get::<_, Value>(0)),
-                None => Ok(Settings::default()),
-            }
+            inner.settings_in(&*c).await
         })
     }
 
@@ -484,24 +720,11 @@ impl Store for PgStore {
     }
 
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        let _ = now;
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
-            // Earliest of: a pending trigger or recovery (now), a lease expiry, and the next
-            // slot of a runnable job (not before its hold ends).
             let row = c
-                .query_one(
-                    "SELECT min(t) FROM (
-                         SELECT CASE
-                             WHEN lease_until IS NOT NULL THEN lease_until
-                             WHEN trigger_requested_at IS NOT NULL OR recovery_pending THEN $1
-                             WHEN paused OR NOT enabled THEN NULL
-                             WHEN hold_until IS NOT NULL AND hold_until > next_slot THEN hold_until
-                             ELSE next_slot
-                         END AS t
-                         FROM cronsole_jobs WHERE NOT retired
-                     ) s",
-                    &[&now],
-                )
+                .query_one("SELECT min(wakeup) FROM cronsole_jobs", &[])
                 .await
                 .map_err(|e| db_err("computing the next wakeup", &e))?;
             Ok(row.get::<_, Option<DateTime<Utc>>>(0))
@@ -509,8 +732,9 @@ impl Store for PgStore {
     }
 
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
-        let _ = req;
-        todo!("wire to store::logic")
+        let (owner, now, limit) = (req.owner.to_string(), req.now, req.limit);
+        let in_flight = req.in_flight.to_vec();
+        self.run(|inner| async move { inner.claim(owner, now, limit, in_flight).await })
     }
 
     fn renew(
@@ -520,32 +744,26 @@ impl Store for PgStore {
         owner: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<RenewOutcome> {
-        let (name, owner) = (job.to_string(), owner.to_string());
+        // Fenced by run_id alone, like the file store: the owner is carried in the lease.
+        let _ = owner;
+        let name = job.to_string();
         self.run(|inner| async move {
             inner
                 .with_job(&name.clone(), now, move |rec| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let secs = rec.def.lease_seconds;
-                    match rec.rt.lease.as_mut() {
-                        Some(l) if l.run_id == run_id && l.owner == owner => {
-                            l.lease_until = now + secs_to_duration(secs);
-                            l.last_renewed = now;
-                            Ok(Edit::changed(RenewOutcome::Renewed {
-                                lease_until: l.lease_until,
-                            }))
-                        }
-                        _ => Ok(Edit::unchanged(RenewOutcome::Lost)),
-                    }
+                    Ok(match logic::renew(rec, run_id, now) {
+                        Some(lease_until) => Edit::changed(RenewOutcome::Renewed { lease_until }),
+                        None => Edit::unchanged(RenewOutcome::Lost),
+                    })
                 })
                 .await
         })
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        let _ = c;
-        todo!("wire to store::logic")
+        self.run(|inner| async move { inner.complete(c).await })
     }
 
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
@@ -567,26 +785,80 @@ impl Store for PgStore {
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-        let _ = (name, paused, now);
-        todo!("wire to store::logic")
+        let name = name.to_string();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    let changed = logic::set_paused(rec, paused, now)
+                        .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
+                    Ok(if changed {
+                        Edit::changed(())
+                    } else {
+                        Edit::unchanged(())
+                    })
+                })
+                .await
+        })
     }
 
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-        let _ = (name, now);
-        todo!("wire to store::logic")
+        let name = name.to_string();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    if rec.rt.retired {
+                        return Err(StoreError::Invalid(format!(
+                            "job '{name}' is retired ({}); it cannot be triggered",
+                            rec.rt.retired_reason.as_deref().unwrap_or("retired")
+                        )));
+                    }
+                    if rec.rt.trigger_requested_at.is_some() {
+                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyQueued));
+                    }
+                    if rec.rt.lease.is_some() {
+                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyRunning));
+                    }
+                    rec.rt.trigger_requested_at = Some(now);
+                    Ok(Edit::changed(TriggerOutcome::Queued))
+                })
+                .await
+        })
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
-        let _ = (job, now);
-        todo!("wire to store::logic")
-    }
-}
-
-/// Seconds (possibly fractional, from YAML) as a chrono duration; junk becomes 0.
-fn secs_to_duration(secs: f64) -> chrono::Duration {
-    if secs.is_finite() && secs > 0.0 {
-        chrono::Duration::milliseconds((secs * 1000.0).min(1e15) as i64)
-    } else {
-        chrono::Duration::zero()
+        let job = job.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let settings = inner.settings_in(&*c).await?;
+            let key = logic::counter_period(&settings).key(now);
+            // Same rule as `stats::period_spend`: counters of an older period count 0.
+            let row = c
+                .query_one(
+                    "SELECT
+                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
+                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
+                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
+                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1
+                                     AND name = $2), 0),
+                         bool_or(name = $2)
+                     FROM cronsole_jobs",
+                    &[&key, &job],
+                )
+                .await
+                .map_err(|e| db_err("reading spend", &e))?;
+            if !row.get::<_, Option<bool>>(2).unwrap_or(false) {
+                return Err(StoreError::NoSuchJob(job));
+            }
+            Ok(SpendNow {
+                global_usd: row.get(0),
+                job_usd: row.get(1),
+            })
+        })
     }
 }

@@ -11,8 +11,9 @@
 //! Layout (every table prefixed `cronsole_` so the store can share a database):
 //! - `cronsole_jobs`: one row per job. `record` is the whole [`JobRecord`](crate::model::JobRecord)
 //!   as JSONB (the single source of truth); the other columns are a projection of it, rewritten on
-//!   every update, that the claim query and `next_wakeup` filter on (`next_slot`, `lease_until`,
-//!   `run_id` as the fencing token, `paused`, `retired`, …).
+//!   every update, that the claim query and `next_wakeup` filter on (`wakeup` = the earliest
+//!   instant `store::logic` may act on the job, computed by `logic::wakeup`; `next_slot`,
+//!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
 //! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
@@ -54,8 +55,10 @@ const MIGRATIONS: &[&str] = &[
         trigger_requested_at  timestamptz,
         hold_until            timestamptz,
         recovery_pending      boolean NOT NULL DEFAULT false,
+        wakeup                timestamptz,
         updated_at            timestamptz NOT NULL
     );
+    CREATE INDEX cronsole_jobs_wakeup ON cronsole_jobs (wakeup) WHERE wakeup IS NOT NULL;
     CREATE INDEX cronsole_jobs_next_slot ON cronsole_jobs (next_slot) WHERE NOT retired;
     CREATE INDEX cronsole_jobs_lease_until ON cronsole_jobs (lease_until)
         WHERE lease_until IS NOT NULL;
