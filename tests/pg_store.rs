@@ -1,6 +1,7 @@
 //! PostgreSQL store: infrastructure behaviour (schema, migrations, runtime bridging, the change
 //! feed, fencing) against a real server. Each test gets its own database.
 
+mod conformance;
 mod support;
 
 use std::sync::Arc;
@@ -142,4 +143,36 @@ fn renew_of_an_unknown_job_names_it() {
         matches!(err, StoreError::NoSuchJob(ref n) if n == "ghost"),
         "{err}"
     );
+}
+
+#[test]
+fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
+    let url = pg_db_or_skip!();
+    let owner = PgStore::open(&url).unwrap();
+    let cli = PgStore::open(&url).unwrap(); // `cronsole pause` in another process
+    let mut d = conformance::every("j", 60);
+    d.lease_seconds = 30.0;
+    cli.apply(&conformance::file(vec![d]), t0()).unwrap();
+    wait_for("the listener", Duration::from_secs(10), || {
+        owner.listener_alive()
+    });
+    let mut worst = Duration::ZERO;
+    for (i, paused) in [true, false, true, false, true].into_iter().enumerate() {
+        // Let the previous change arrive first, so each round measures its own notification.
+        let before = owner.change_token().unwrap();
+        cli.set_paused("j", paused, t0() + chrono::Duration::seconds(i as i64))
+            .unwrap();
+        let took = wait_for(
+            "the pause to reach the owner",
+            Duration::from_secs(1),
+            || owner.change_token().unwrap() != before,
+        );
+        assert_eq!(owner.job("j").unwrap().unwrap().rt.paused, paused);
+        worst = worst.max(took);
+    }
+    let q = cli.request_trigger("j", t0()).unwrap();
+    assert_eq!(q, cronsole::store::TriggerOutcome::Queued);
+    eprintln!("NOTIFY latency, worst of 5 pause/resume rounds: {worst:?}");
+    assert!(worst < Duration::from_secs(1));
+    assert!(owner.notifications_received() >= 5);
 }
