@@ -128,7 +128,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
     assert!(before_outage > 0, "claims before the outage");
     cluster.stop().unwrap();
     let down = Utc::now();
-    let err = store.jobs().err().expect("the server is down");
+    let err = store.jobs().expect_err("the server is down");
     assert!(matches!(err, StoreError::Database(_)), "{err}");
     std::thread::sleep(Duration::from_secs(2));
     cluster.start_again().unwrap();

@@ -176,3 +176,35 @@ fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
     assert!(worst < Duration::from_secs(1));
     assert!(owner.notifications_received() >= 5);
 }
+
+#[test]
+fn history_retention_keeps_the_newest_rows_of_a_job() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    s.apply(
+        &conformance::file(vec![
+            conformance::every("a", 60),
+            conformance::every("b", 60),
+        ]),
+        conformance::t(1000),
+    )
+    .unwrap();
+    for k in 0..4 {
+        let now = conformance::t(1000 + 60 * k);
+        for c in conformance::claim(&s, "o", now, 10).claims {
+            conformance::done(&s, &c, "o", cronsole::model::Status::Succeeded, now);
+        }
+    }
+    assert_eq!(s.trim_history("a", 2).unwrap(), 2);
+    let q = |job: &str| {
+        s.history(&cronsole::store::HistoryQuery {
+            job: Some(job.into()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let a = q("a");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0].slot, Some(conformance::t(1180)), "newest kept");
+    assert_eq!(q("b").len(), 4, "other jobs untouched");
+}

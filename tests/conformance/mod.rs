@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use cronsole::model::{Action, HistoryRow, JobDef, JobState, JobsFile, Status, Trigger};
 use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{

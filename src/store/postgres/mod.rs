@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -70,6 +71,23 @@ struct Inner {
     pool: Pool,
     feed: Arc<ChangeFeed>,
     location: String,
+    /// Completions by this process, to pace history retention.
+    completions: AtomicU64,
+}
+
+/// Trim a job's history every this many completions (per process).
+const RETENTION_EVERY: u64 = 64;
+
+/// Keep the newest `keep` history rows of `job`.
+async fn trim_history(c: &impl GenericClient, job: &str, keep: usize) -> StoreResult<u64> {
+    c.execute(
+        "DELETE FROM cronsole_history WHERE job = $1 AND seq < (
+             SELECT seq FROM cronsole_history WHERE job = $1
+             ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+        &[&job, &(keep.saturating_sub(1) as i64)],
+    )
+    .await
+    .map_err(|e| db_err("trimming history", &e))
 }
 
 /// A [`Store`] over a PostgreSQL database shared by every owner (any number of hosts).
@@ -155,6 +173,7 @@ impl PgStore {
             pool: Pool::new(cfg.clone(), opts.pool_size),
             feed: Arc::clone(&feed),
             location,
+            completions: AtomicU64::new(1),
         });
         let store = PgStore {
             inner,
@@ -203,6 +222,16 @@ impl PgStore {
     /// Notifications received by this store's listener so far.
     pub fn notifications_received(&self) -> u64 {
         self.inner.feed.received()
+    }
+
+    /// Keep only the newest `keep` history rows of `job` (in insertion order); returns how
+    /// many were deleted. Completions call this automatically with the SPEC default (10 000).
+    pub fn trim_history(&self, job: &str, keep: usize) -> StoreResult<u64> {
+        let job = job.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            trim_history(&*c, &job, keep.max(1)).await
+        })
     }
 
     /// Drop idle pooled connections (tests use it after restarting the server).
@@ -674,6 +703,17 @@ impl Inner {
             .await
             .map_err(|e| db_err("committing a completion", &e))?;
         self.feed.observe(v);
+        // History retention (SPEC §14.1 default, same as the file store): every
+        // RETENTION_EVERY completions of a process, trim this job to its newest rows. A
+        // failure here loses nothing and is retried next time.
+        if self
+            .completions
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(RETENTION_EVERY)
+            && let Err(e) = trim_history(&*conn, &c.job, super::file::DEFAULT_KEEP_PER_JOB).await
+        {
+            tracing::warn!(job = %c.job, "history retention failed: {e}");
+        }
         Ok(out)
     }
 }

@@ -58,7 +58,7 @@ const MIGRATIONS: &[&str] = &[
         wakeup                timestamptz,
         updated_at            timestamptz NOT NULL
     );
-    CREATE INDEX cronsole_jobs_wakeup ON cronsole_jobs (wakeup) WHERE wakeup IS NOT NULL;
+    CREATE INDEX cronsole_jobs_wakeup ON cronsole_jobs (wakeup, name) WHERE wakeup IS NOT NULL;
     CREATE INDEX cronsole_jobs_next_slot ON cronsole_jobs (next_slot) WHERE NOT retired;
     CREATE INDEX cronsole_jobs_lease_until ON cronsole_jobs (lease_until)
         WHERE lease_until IS NOT NULL;
