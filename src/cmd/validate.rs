@@ -1,10 +1,118 @@
-//! `cronsole validate FILE`. (Implementation: config helper.)
+//! `cronsole validate FILE` (SPEC §13.2): every error and warning as
+//! `file:line:col: severity: key: message`, then, for each job that validated, its schedule in
+//! words and its next 3 slots in its own zone. Exit 2 when any error (or the file cannot be
+//! read), 0 otherwise: warnings alone do not fail.
+//!
+//! Owns: printing. Must not touch: the store (validation never creates or changes one).
+
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
+use cronsole::config::{self, Checked, Severity};
+use cronsole::model::JobDef;
+use cronsole::schedule::{self, Compiled, ScheduleSpec};
 
 pub fn validate(file: &Path) -> Result<ExitCode> {
-    let _ = file;
-    todo!("config helper")
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{}", config::unreadable(file, &e));
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let checked = config::check_str(&text, file);
+    let mut out = std::io::stdout().lock();
+    write_report(&mut out, &checked, Utc::now())?;
+    Ok(if checked.has_errors() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The whole report; `now` is the instant the next slots are counted from.
+pub fn write_report(out: &mut impl Write, checked: &Checked, now: DateTime<Utc>) -> Result<()> {
+    for d in &checked.diagnostics {
+        writeln!(out, "{d}")?;
+    }
+    let errors = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    let warnings = checked.diagnostics.len() - errors;
+    let valid: Vec<&JobDef> = checked.jobs.iter().flatten().collect();
+    if !checked.diagnostics.is_empty() {
+        writeln!(out)?;
+    }
+    for job in &valid {
+        write_job(out, job, now)?;
+    }
+    writeln!(
+        out,
+        "{} error(s), {} warning(s); {} of {} job(s) valid",
+        errors,
+        warnings,
+        valid.len(),
+        checked.jobs.len()
+    )?;
+    Ok(())
+}
+
+fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<()> {
+    // `in 10m` resolves when the job is first stored; `every` grids anchor there too.
+    let anchor = match &job.schedule {
+        ScheduleSpec::In { seconds } => {
+            now + chrono::Duration::seconds(i64::try_from(*seconds).unwrap_or(i64::MAX / 1000))
+        }
+        _ => now,
+    };
+    let compiled = match Compiled::new(&job.schedule, anchor) {
+        Ok(c) => c,
+        Err(e) => {
+            writeln!(out, "{}: schedule cannot be evaluated: {e}", job.name)?;
+            return Ok(());
+        }
+    };
+    let zone = schedule::parse_tz(&job.tz).unwrap_or(chrono_tz::UTC);
+    let mut words = compiled.describe();
+    match job.schedule {
+        ScheduleSpec::Every { .. } => {
+            words.push_str(" (grid anchored when the job is first stored)")
+        }
+        ScheduleSpec::In { .. } => words.push_str(" (counted from when the job is first stored)"),
+        _ => {}
+    }
+    if !job.enabled {
+        words.push_str(" [disabled]");
+    }
+    writeln!(out, "{}: {} — {}", job.name, job.schedule_text, words)?;
+    let mut t = now;
+    let mut shown = 0;
+    while shown < 3 {
+        let Some(next) = compiled.next_after(t) else {
+            break;
+        };
+        if job.until.is_some_and(|u| next > u) {
+            break;
+        }
+        writeln!(
+            out,
+            "  next: {} ({})",
+            next.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )?;
+        t = next;
+        shown += 1;
+        if job.max_runs.is_some_and(|m| shown as u64 >= m) {
+            break;
+        }
+    }
+    if shown == 0 {
+        writeln!(out, "  no future slots")?;
+    }
+    Ok(())
 }

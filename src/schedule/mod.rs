@@ -105,7 +105,7 @@ impl Compiled {
                 let every_ms = (*every_seconds as i64).saturating_mul(1000);
                 let since = (t - *anchor).num_milliseconds();
                 let k = since.div_euclid(every_ms) + 1;
-                Some(*anchor + chrono::Duration::milliseconds(k.saturating_mul(every_ms)))
+                offset_ms(*anchor, k.saturating_mul(every_ms))
             }
             Compiled::Cron(c) => c.next_after(t),
             Compiled::At(at) => (*at > t).then_some(*at),
@@ -126,7 +126,7 @@ impl Compiled {
                 let since = (t - *anchor).num_milliseconds();
                 // largest k with anchor + k·every < t
                 let k = (since - 1).div_euclid(every_ms);
-                Some(*anchor + chrono::Duration::milliseconds(k.saturating_mul(every_ms)))
+                offset_ms(*anchor, k.saturating_mul(every_ms))
             }
             Compiled::Cron(c) => c.prev_before(t),
             Compiled::At(at) => (*at < t).then_some(*at),
@@ -151,8 +151,7 @@ impl Compiled {
         if let Compiled::Every { every_seconds, .. } = self {
             let every_ms = (*every_seconds as i64).saturating_mul(1000);
             let n = (until - first).num_milliseconds().div_euclid(every_ms) as u64 + 1;
-            let last =
-                first + chrono::Duration::milliseconds(((n - 1) as i64).saturating_mul(every_ms));
+            let last = offset_ms(first, ((n - 1) as i64).saturating_mul(every_ms)).unwrap_or(first);
             return Some((first, last, n));
         }
         let (mut last, mut n) = (first, 1u64);
@@ -187,6 +186,11 @@ impl Compiled {
     }
 }
 
+/// `t + ms`, or `None` past the end of representable time (never a panic).
+fn offset_ms(t: DateTime<Utc>, ms: i64) -> Option<DateTime<Utc>> {
+    chrono::Duration::try_milliseconds(ms).and_then(|d| t.checked_add_signed(d))
+}
+
 /// "every 5 minutes", "every 90 seconds", "every day".
 pub fn describe_every(secs: u64) -> String {
     let unit = |n: u64, one: &str, many: &str| {
@@ -196,11 +200,11 @@ pub fn describe_every(secs: u64) -> String {
             format!("every {n} {many}")
         }
     };
-    if secs % 86_400 == 0 {
+    if secs.is_multiple_of(86_400) {
         unit(secs / 86_400, "day", "days")
-    } else if secs % 3600 == 0 {
+    } else if secs.is_multiple_of(3600) {
         unit(secs / 3600, "hour", "hours")
-    } else if secs % 60 == 0 {
+    } else if secs.is_multiple_of(60) {
         unit(secs / 60, "minute", "minutes")
     } else {
         unit(secs, "second", "seconds")
@@ -273,6 +277,22 @@ mod tests {
         assert_eq!(
             c.prev_before(t("2026-01-01T09:00:01Z")),
             Some(t("2026-01-01T09:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn huge_intervals_end_instead_of_panicking() {
+        let c = Compiled::new(
+            &ScheduleSpec::Every {
+                every_seconds: u64::MAX / 2,
+            },
+            t("2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(c.next_after(t("2026-01-01T00:00:00Z")), None);
+        assert_eq!(
+            c.prev_before(t("2026-01-01T00:00:01Z")),
+            Some(t("2026-01-01T00:00:00Z"))
         );
     }
 

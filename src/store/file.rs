@@ -342,6 +342,7 @@ impl FileStore {
                 if change == ApplyChange::Unchanged {
                     return Ok(false);
                 }
+                c.sched = logic::compile(&c.rec).ok();
             }
             None => {
                 created = true;

@@ -1,0 +1,202 @@
+//! File store benchmark (SPEC §14.1 speed targets). Run:
+//! `cargo bench --bench store` (release build). Prints median / p99 per phase at N = 1 000 and
+//! 10 000 jobs; figures go to docs/BENCHMARKS.md "File store".
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{Action, HistoryRow, JobDef, Status};
+use cronsole::schedule::ScheduleSpec;
+use cronsole::store::file::FileStore;
+use cronsole::store::{ClaimRequest, Completion, Store};
+
+fn def(name: String) -> JobDef {
+    JobDef {
+        name,
+        schedule: ScheduleSpec::Every {
+            every_seconds: 3600,
+        },
+        schedule_text: "every 1h".into(),
+        tz: "UTC".into(),
+        action: Action::Command {
+            command: "echo hi".into(),
+            timeout_seconds: 60.0,
+        },
+        gate: None,
+        context_from: vec![],
+        context_max_chars: 4000,
+        on_missing_context: Default::default(),
+        misfire_grace_seconds: None,
+        max_runs: None,
+        until: None,
+        run_immediately: false,
+        timeout_seconds: 300.0,
+        max_retries: 3,
+        lease_seconds: 600.0,
+        max_cost_usd: None,
+        deliver: vec![],
+        alert_after_failures: 1,
+        enabled: true,
+    }
+}
+
+fn t(s: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap_or_default()
+}
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let med = ms(v[v.len() / 2]);
+    let p99 = ms(v[(v.len() * 99 / 100).min(v.len() - 1)]);
+    (med, p99)
+}
+
+fn main() {
+    let base = std::env::var("BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir());
+    for n in [1_000usize, 10_000] {
+        let dir = base.join(format!("cronsole-bench-store-{n}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = FileStore::open(&dir).expect("open store");
+        let due = 1_000.min(n);
+        // add: one job at a time (fsync included); the first `due` jobs are due at t(50).
+        let mut adds = Vec::with_capacity(n);
+        for i in 0..n {
+            let now = if i < due { t(0) } else { t(100) };
+            let d = def(format!("job-{i:05}"));
+            let s = Instant::now();
+            store.upsert_job(&d, now).expect("add");
+            adds.push(s.elapsed());
+        }
+        let (am, ap) = stats(adds);
+        // claim: one call that takes the `due` due jobs.
+        let s = Instant::now();
+        let out = store
+            .claim_due(&ClaimRequest {
+                now: t(50),
+                owner: "bench",
+                limit: due,
+                in_flight: &[],
+            })
+            .expect("claim");
+        let claim_ms = s.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(out.claims.len(), due);
+        // idle claim: nothing due, nothing changed.
+        let mut idle = Vec::new();
+        for _ in 0..2000 {
+            let s = Instant::now();
+            let o = store
+                .claim_due(&ClaimRequest {
+                    now: t(60),
+                    owner: "bench",
+                    limit: 10,
+                    in_flight: &[],
+                })
+                .expect("idle claim");
+            idle.push(s.elapsed());
+            assert!(o.claims.is_empty());
+        }
+        let (im, ip) = stats(idle);
+        // complete each claimed job.
+        let mut comps = Vec::with_capacity(due);
+        for c in &out.claims {
+            let row = HistoryRow::new(
+                &c.job.def.name,
+                Status::Succeeded,
+                c.trigger,
+                c.slot,
+                "bench",
+                t(61),
+            );
+            let s = Instant::now();
+            store
+                .complete(Completion {
+                    job: c.job.def.name.clone(),
+                    run_id: c.run_id,
+                    owner: "bench".into(),
+                    now: t(61),
+                    row,
+                    state: None,
+                    hold_until: None,
+                })
+                .expect("complete");
+            comps.push(s.elapsed());
+        }
+        let (cm, cp) = stats(comps);
+        println!(
+            "N={n:>6}  add median {am:.3} ms p99 {ap:.3} ms | claim {due} due {claim_ms:.2} ms | idle claim median {:.1} µs p99 {:.1} µs | complete median {cm:.3} ms p99 {cp:.3} ms",
+            im * 1000.0,
+            ip * 1000.0
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    history_million(&base);
+}
+
+/// The console at launch: open a store whose history has 1 000 000 rows and read the newest
+/// 200 rows, and the newest 50 of one job (SPEC: ≤ 300 ms).
+fn history_million(base: &std::path::Path) {
+    use cronsole::store::HistoryQuery;
+    use std::io::Write;
+    let dir = base.join(format!("cronsole-bench-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(FileStore::open(&dir).expect("open"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("history.jsonl"))
+            .expect("history file");
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        for i in 0..1_000_000i64 {
+            let mut row = HistoryRow::new(
+                &format!("job-{:04}", i % 1000),
+                if i % 7 == 0 {
+                    Status::Failed
+                } else {
+                    Status::Succeeded
+                },
+                cronsole::model::Trigger::Schedule,
+                Some(t(i)),
+                "bench",
+                t(i),
+            );
+            row.result = Some("ok".into());
+            serde_json::to_writer(&mut w, &row).expect("row");
+            w.write_all(b"\n").expect("newline");
+        }
+        w.flush().expect("flush");
+    }
+    let size = std::fs::metadata(dir.join("history.jsonl"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        let store = FileStore::open(&dir).expect("open");
+        let newest = store
+            .history(&HistoryQuery {
+                limit: 200,
+                ..Default::default()
+            })
+            .expect("q");
+        let one = store
+            .history(&HistoryQuery {
+                job: Some("job-0007".into()),
+                limit: 50,
+                ..Default::default()
+            })
+            .expect("q");
+        runs.push(s.elapsed());
+        assert_eq!((newest.len(), one.len()), (200, 50));
+    }
+    let (m, p) = stats(runs);
+    println!(
+        "history 1 000 000 rows ({} MiB): open + newest 200 + newest 50 of one job: median {m:.2} ms, max {p:.2} ms",
+        size >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

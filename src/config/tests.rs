@@ -1,0 +1,1082 @@
+//! One test per error class: each asserts the message *and* the `line:column`.
+
+use std::path::Path;
+
+use super::*;
+use crate::model::{Action, BudgetPeriod, Gate, MonitorSource, Provider, SinkDef};
+use crate::schedule::ScheduleSpec;
+
+fn check(text: &str) -> Checked {
+    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
+}
+
+fn check_env(text: &str, set: &'static [&'static str]) -> Checked {
+    check_str_with_env(text, Path::new("jobs.yaml"), &|n| set.contains(&n))
+}
+
+/// The single diagnostic with this key (panics listing all diagnostics otherwise).
+fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
+    let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one diagnostic for {key}, got: {:#?}",
+        c.diagnostics
+    );
+    found[0]
+}
+
+fn assert_at(d: &Diagnostic, line: usize, column: usize, severity: Severity, needle: &str) {
+    assert_eq!(
+        (d.line, d.column, d.severity),
+        (line, column, severity),
+        "position/severity of {d}"
+    );
+    assert!(
+        d.message.contains(needle),
+        "{d:?} should mention {needle:?}"
+    );
+}
+
+const EVERY: &str = "{kind: every, every_seconds: 60}";
+
+fn one_job(body: &str) -> String {
+    format!("jobs:\n  - name: a\n    schedule: {EVERY}\n{body}")
+}
+
+#[test]
+fn a_minimal_command_job_gets_every_default() {
+    let c = check(&one_job("    command: echo hi\n"));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let l = c.into_result().unwrap();
+    let j = &l.file.jobs[0];
+    assert_eq!(j.name, "a");
+    assert_eq!(j.schedule, ScheduleSpec::Every { every_seconds: 60 });
+    assert_eq!(j.schedule_text, "every 60s");
+    assert_eq!(j.tz, "UTC");
+    assert_eq!(
+        j.action,
+        Action::Command {
+            command: "echo hi".into(),
+            timeout_seconds: 60.0
+        }
+    );
+    assert_eq!(j.gate, None);
+    assert_eq!(j.timeout_seconds, 300.0);
+    assert_eq!(j.max_retries, 3);
+    assert_eq!(j.lease_seconds, 30.0);
+    assert_eq!(j.misfire_grace_seconds, None);
+    assert_eq!(j.context_max_chars, 4000);
+    assert_eq!(j.alert_after_failures, 1);
+    assert_eq!(j.max_runs, None);
+    assert!(j.enabled && !j.run_immediately);
+    let b = l.file.settings.budget.unwrap();
+    assert_eq!((b.max_cost_usd, b.period), (1.0, BudgetPeriod::Day));
+}
+
+#[test]
+fn the_spec_example_validates_with_its_values() {
+    let text = r#"
+defaults:
+  tz: Europe/Berlin
+  timeout_seconds: 120
+  max_retries: 2
+  misfire_grace_seconds: 30
+  lease_seconds: 10
+budget:
+  max_cost_usd: 2.50
+  period: week
+pricing:
+  my-model: { input: 0.20, output: 0.60 }
+agents:
+  summariser:
+    provider: openai
+    base_url: http://localhost:11434/v1/
+    api_key_env: OLLAMA_KEY
+    model: gpt-4o-mini
+    instructions: "Summarise what changed. Be brief."
+    max_tokens: 800
+    temperature: 0.2
+  claude: { provider: anthropic, model: claude-3-5-haiku-latest }
+delivery:
+  ops-slack: { webhook: "https://hooks.slack.com/services/T/B/X", format: slack }
+  log: { file: /tmp/out.jsonl }
+jobs:
+  - name: disk-watch
+    schedule: {kind: every, every_seconds: 300}
+    monitor: { command: "df -h /" }
+    agent: summariser
+    message: "Explain the change."
+    deliver: [ops-slack, log]
+    once: true
+  - name: web
+    schedule: {kind: every, every_seconds: 60, tz: America/New_York}
+    monitor: {url: "http://127.0.0.1:8080/x", allow_private: true}
+    command: cat
+    misfire_grace_seconds: null
+    until: 2030-01-01T00:00:00Z
+  - name: brief
+    schedule: {kind: every, every_seconds: 3600}
+    agent: claude
+    pre_run: "test -f /tmp/go"
+    context_from: [disk-watch, web]
+    on_missing_context: skip
+    max_cost_usd: 0.20
+    enabled: false
+    x-notes: {anything: [goes, here]}
+"#;
+    let c = check(text);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    let s = &f.settings;
+    assert_eq!(s.budget.unwrap().max_cost_usd, 2.5);
+    assert_eq!(s.period, BudgetPeriod::Week);
+    assert_eq!(s.pricing["my-model"].output, 0.6);
+    let a = &s.agents["summariser"];
+    assert_eq!(a.base_url, "http://localhost:11434/v1");
+    assert_eq!(a.api_key_env, "OLLAMA_KEY");
+    assert_eq!((a.max_tokens, a.temperature), (Some(800), Some(0.2)));
+    let cl = &s.agents["claude"];
+    assert_eq!(cl.provider, Provider::Anthropic);
+    assert_eq!(cl.base_url, "https://api.anthropic.com");
+    assert_eq!(cl.api_key_env, "ANTHROPIC_API_KEY");
+    assert!(matches!(s.delivery["log"], SinkDef::File { .. }));
+    let [dw, web, brief] = &f.jobs[..] else {
+        panic!("three jobs expected")
+    };
+    assert_eq!(dw.tz, "Europe/Berlin");
+    assert_eq!(dw.max_runs, Some(1));
+    assert_eq!(dw.misfire_grace_seconds, Some(30.0));
+    assert_eq!(
+        (dw.timeout_seconds, dw.max_retries, dw.lease_seconds),
+        (120.0, 2, 10.0)
+    );
+    assert_eq!(dw.deliver, vec!["ops-slack", "log"]);
+    assert!(matches!(
+        &dw.gate,
+        Some(Gate::Monitor {
+            source: MonitorSource::Command { .. }
+        })
+    ));
+    assert_eq!(web.tz, "America/New_York");
+    assert_eq!(web.misfire_grace_seconds, None);
+    assert_eq!(web.until.unwrap().to_rfc3339(), "2030-01-01T00:00:00+00:00");
+    assert!(matches!(
+        &web.gate,
+        Some(Gate::Monitor {
+            source: MonitorSource::Url {
+                allow_private: true,
+                ..
+            }
+        })
+    ));
+    assert_eq!(brief.context_from, vec!["disk-watch", "web"]);
+    assert_eq!(
+        brief.on_missing_context,
+        crate::model::OnMissingContext::Skip
+    );
+    assert_eq!(brief.max_cost_usd, Some(0.2));
+    assert!(!brief.enabled);
+    assert!(matches!(&brief.gate, Some(Gate::PreRun { .. })));
+}
+
+#[test]
+fn yaml_syntax_error_is_located() {
+    let c = check("jobs:\n  - name: a\n    schedule: [oops\n");
+    let d = diag(&c, "(yaml)");
+    assert_eq!(d.severity, Severity::Error);
+    assert!(d.message.starts_with("invalid YAML"), "{d}");
+    assert_eq!(d.line, 4, "{d}");
+    let c = check("jobs:\n  - name: a\n   bad: indent\n");
+    let d = diag(&c, "(yaml)");
+    assert_eq!((d.line, d.column), (3, 4), "{d}");
+}
+
+#[test]
+fn unknown_key_is_located_at_the_key() {
+    let c = check(&one_job("    command: x\n    colour: red\n"));
+    assert_at(
+        diag(&c, "jobs[0].colour"),
+        5,
+        5,
+        Severity::Error,
+        "unknown key \"colour\"",
+    );
+    let c = check("jobz: []\n");
+    let d = diag(&c, "jobz");
+    assert_at(d, 1, 1, Severity::Error, "did you mean 'jobs'?");
+}
+
+#[test]
+fn typoed_policy_key_is_an_error_with_a_suggestion() {
+    let c = check(&one_job("    command: x\n    misfire_grace_second: 600\n"));
+    let d = diag(&c, "jobs[0].misfire_grace_second");
+    assert_at(
+        d,
+        5,
+        5,
+        Severity::Error,
+        "did you mean 'misfire_grace_seconds'?",
+    );
+    assert!(d.message.contains("accepted keys here"), "{d}");
+    assert!(c.into_result().is_err());
+}
+
+#[test]
+fn x_keys_are_ignored_anywhere() {
+    let text = "x-anchors: &a {foo: 1}\nagents:\n  x-draft: {nonsense: true}\n  bot: {model: m, x-note: hi}\n\
+         jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, x-why: because}\n    agent: bot\n    x-owner: me\n";
+    let c = check(text);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    assert_eq!(c.into_result().unwrap().file.settings.agents.len(), 1);
+}
+
+#[test]
+fn duplicate_name_points_at_the_second() {
+    let text = format!(
+        "jobs:\n  - {{name: a, schedule: {EVERY}, command: x}}\n  - {{name: a, schedule: {EVERY}, command: y}}\n"
+    );
+    let c = check(&text);
+    assert_at(
+        diag(&c, "jobs[1].name"),
+        3,
+        12,
+        Severity::Error,
+        "duplicate job name 'a': jobs[0] already uses it",
+    );
+    assert_eq!(c.jobs.iter().flatten().count(), 1);
+}
+
+#[test]
+fn invalid_name_is_rejected() {
+    let text = format!("jobs:\n  - name: \"has space\"\n    schedule: {EVERY}\n    command: x\n");
+    let c = check(&text);
+    assert_at(
+        diag(&c, "jobs[0].name"),
+        2,
+        11,
+        Severity::Error,
+        "invalid job name \"has space\": use 1–64 characters from A-Z a-z 0-9 . _ -",
+    );
+    let long = "a".repeat(65);
+    let c = check(&format!(
+        "jobs:\n  - name: {long}\n    schedule: {EVERY}\n    command: x\n"
+    ));
+    assert_at(
+        diag(&c, "jobs[0].name"),
+        2,
+        11,
+        Severity::Error,
+        "invalid job name",
+    );
+}
+
+#[test]
+fn missing_name_and_schedule_point_at_the_job() {
+    let c = check("jobs:\n  - command: x\n");
+    let msgs: Vec<String> = c.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert!(
+        msgs.contains(&"jobs.yaml:2:5: error: jobs[0]: missing required key `name`".to_string()),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(
+            |m| m.starts_with("jobs.yaml:2:5: error: jobs[0]: missing required key `schedule`")
+        ),
+        "{msgs:#?}"
+    );
+}
+
+#[test]
+fn unknown_agent_lists_the_defined_ones() {
+    let text = format!(
+        "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bto\n"
+    );
+    let c = check(&text);
+    assert_at(
+        diag(&c, "jobs[0].agent"),
+        6,
+        12,
+        Severity::Error,
+        "unknown agent \"bto\"; defined agents: bot",
+    );
+    let c = check(&one_job("    agent: ghost\n"));
+    assert_at(
+        diag(&c, "jobs[0].agent"),
+        4,
+        12,
+        Severity::Error,
+        "no agents are defined",
+    );
+}
+
+#[test]
+fn unknown_sink_is_located_at_the_list_item() {
+    let text = format!(
+        "delivery:\n  ops: {{file: /tmp/x}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    command: x\n    deliver: [ops, opz]\n"
+    );
+    let c = check(&text);
+    assert_at(
+        diag(&c, "jobs[0].deliver[1]"),
+        7,
+        20,
+        Severity::Error,
+        "unknown sink \"opz\"; defined sinks: ops",
+    );
+}
+
+#[test]
+fn unknown_context_from_job() {
+    let text = format!(
+        "jobs:\n  - name: a\n    schedule: {EVERY}\n    command: x\n    context_from:\n      - a\n      - nope\n"
+    );
+    let c = check(&text);
+    assert_at(
+        diag(&c, "jobs[0].context_from[1]"),
+        7,
+        9,
+        Severity::Error,
+        "unknown job \"nope\" in context_from; jobs in this file: a",
+    );
+}
+
+#[test]
+fn agent_and_command_together_names_both() {
+    let text = format!(
+        "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n    command: x\n"
+    );
+    let c = check(&text);
+    let d = diag(&c, "jobs[0].command");
+    assert_at(
+        d,
+        7,
+        5,
+        Severity::Error,
+        "`agent` and `command` are mutually exclusive",
+    );
+}
+
+#[test]
+fn neither_agent_nor_command() {
+    let c = check(&one_job("    message: hi\n"));
+    let d = diag(&c, "jobs[0]");
+    assert_at(d, 2, 5, Severity::Error, "missing `agent` or `command`");
+}
+
+#[test]
+fn monitor_and_pre_run_together_names_both() {
+    let c = check(&one_job(
+        "    command: x\n    monitor: {command: date}\n    pre_run: \"true\"\n",
+    ));
+    let d = diag(&c, "jobs[0].pre_run");
+    assert_at(
+        d,
+        6,
+        5,
+        Severity::Error,
+        "`monitor` and `pre_run` are mutually exclusive",
+    );
+}
+
+#[test]
+fn bad_numbers_say_what_is_accepted() {
+    let c = check(&one_job(
+        "    command: x\n    timeout_seconds: soon\n    max_runs: 0\n    max_retries: 1.5\n    context_max_chars: -3\n",
+    ));
+    assert_at(
+        diag(&c, "jobs[0].timeout_seconds"),
+        5,
+        22,
+        Severity::Error,
+        "expected a number greater than 0, found the string \"soon\"",
+    );
+    assert_at(
+        diag(&c, "jobs[0].max_runs"),
+        6,
+        15,
+        Severity::Error,
+        "expected a whole number ≥ 1, found the number 0",
+    );
+    assert_at(
+        diag(&c, "jobs[0].max_retries"),
+        7,
+        18,
+        Severity::Error,
+        "expected a whole number from 1 to 100, found the number 1.5",
+    );
+    assert_at(
+        diag(&c, "jobs[0].context_max_chars"),
+        8,
+        24,
+        Severity::Error,
+        "found the number -3",
+    );
+}
+
+#[test]
+fn bad_time_zone_in_defaults_and_in_a_schedule() {
+    let c = check("defaults:\n  tz: Mars/Olympus\njobs: []\n");
+    assert_at(
+        diag(&c, "defaults.tz"),
+        2,
+        7,
+        Severity::Error,
+        "unknown time zone 'Mars/Olympus'",
+    );
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, tz: Europe/Berln}\n    command: x\n",
+    );
+    assert_at(
+        diag(&c, "jobs[0].schedule.tz"),
+        3,
+        51,
+        Severity::Error,
+        "unknown time zone 'Europe/Berln'",
+    );
+}
+
+#[test]
+fn bad_schedule_mapping() {
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 0}\n    command: x\n",
+    );
+    assert_at(
+        diag(&c, "jobs[0].schedule.every_seconds"),
+        3,
+        44,
+        Severity::Error,
+        "expected a whole number ≥ 1, found the number 0",
+    );
+    let c = check("jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n");
+    assert_at(
+        diag(&c, "jobs[0].schedule.kind"),
+        3,
+        22,
+        Severity::Error,
+        "unknown schedule kind \"weekly\": use every, cron or at",
+    );
+    let c = check("jobs:\n  - name: a\n    schedule: {kind: cron}\n    command: x\n");
+    assert_at(
+        diag(&c, "jobs[0].schedule"),
+        3,
+        15,
+        Severity::Error,
+        "missing required key `cron_expr` for `kind: cron`",
+    );
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, cron_expr: x}\n    command: x\n",
+    );
+    assert_at(
+        diag(&c, "jobs[0].schedule.cron_expr"),
+        3,
+        47,
+        Severity::Error,
+        "`cron_expr` does not apply to `kind: every`",
+    );
+    let c = check("jobs:\n  - name: a\n    schedule: [every 5m]\n    command: x\n");
+    assert_at(
+        diag(&c, "jobs[0].schedule"),
+        3,
+        15,
+        Severity::Error,
+        "expected schedule text",
+    );
+}
+
+#[test]
+fn grace_numeric_string_is_accepted() {
+    let c = check(&one_job(
+        "    command: x\n    misfire_grace_seconds: \"600\"\n",
+    ));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    assert_eq!(f.jobs[0].misfire_grace_seconds, Some(600.0));
+}
+
+#[test]
+fn grace_junk_is_a_warning_and_means_null() {
+    let text = "defaults:\n  misfire_grace_seconds: 90\njobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 60}\n    command: x\n    misfire_grace_seconds: notanumber\n";
+    let c = check(text);
+    assert!(!c.has_errors());
+    assert_at(
+        diag(&c, "jobs[0].misfire_grace_seconds"),
+        7,
+        28,
+        Severity::Warning,
+        "treated as null",
+    );
+    let l = c.into_result().unwrap();
+    assert_eq!(l.warnings.len(), 1);
+    assert_eq!(l.file.jobs[0].misfire_grace_seconds, None);
+    let c = check(&one_job("    command: x\n    misfire_grace_seconds: -5\n"));
+    assert_at(
+        diag(&c, "jobs[0].misfire_grace_seconds"),
+        5,
+        28,
+        Severity::Error,
+        "≥ 0 or null",
+    );
+}
+
+#[test]
+fn grace_from_defaults_is_inherited_and_null_overrides_it() {
+    let text = "defaults:\n  misfire_grace_seconds: \"90\"\njobs:\n  - {name: a, schedule: {kind: every, every_seconds: 60}, command: x}\n  - {name: b, schedule: {kind: every, every_seconds: 60}, command: x, misfire_grace_seconds: null}\n";
+    let f = check(text).into_result().unwrap().file;
+    assert_eq!(f.jobs[0].misfire_grace_seconds, Some(90.0));
+    assert_eq!(f.jobs[1].misfire_grace_seconds, None);
+}
+
+#[test]
+fn budget_forms() {
+    let f = check("budget: null\njobs: []\n")
+        .into_result()
+        .unwrap()
+        .file;
+    assert_eq!(f.settings.budget, None);
+    let f = check("budget: {max_cost_usd: null, period: month}\njobs: []\n")
+        .into_result()
+        .unwrap()
+        .file;
+    assert_eq!(
+        (f.settings.budget, f.settings.period),
+        (None, BudgetPeriod::Month)
+    );
+    let c = check("budget:\n  max_cost_usd: -1\n  period: fortnight\njobs: []\n");
+    assert_at(
+        diag(&c, "budget.max_cost_usd"),
+        2,
+        17,
+        Severity::Error,
+        "at least 0",
+    );
+    assert_at(
+        diag(&c, "budget.period"),
+        3,
+        11,
+        Severity::Error,
+        "use day, week, month or total",
+    );
+}
+
+#[test]
+fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
+    let text = format!(
+        "agents:\n  bot: {{model: m, api_key_env: MY_KEY}}\n  idle: {{model: m, api_key_env: UNUSED_KEY}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n"
+    );
+    let c = check_env(&text, &[]);
+    assert!(!c.has_errors(), "{:#?}", c.diagnostics);
+    assert_eq!(
+        c.diagnostics.len(),
+        1,
+        "only the used agent: {:#?}",
+        c.diagnostics
+    );
+    assert_at(
+        diag(&c, "agents.bot.api_key_env"),
+        2,
+        32,
+        Severity::Warning,
+        "environment variable MY_KEY is not set",
+    );
+    assert!(check_env(&text, &["MY_KEY"]).diagnostics.is_empty());
+    // A key pasted where the variable name belongs is an error that does not echo it.
+    let c = check("agents:\n  bot: {model: m, api_key_env: \"sk-secret-123\"}\njobs: []\n");
+    let d = diag(&c, "agents.bot.api_key_env");
+    assert_at(
+        d,
+        2,
+        32,
+        Severity::Error,
+        "name* of an environment variable",
+    );
+    assert!(!d.to_string().contains("sk-secret"), "{d}");
+}
+
+#[test]
+fn bad_until_is_an_error() {
+    let c = check(&one_job("    command: x\n    until: next tuesday\n"));
+    let d = diag(&c, "jobs[0].until");
+    assert_eq!(
+        (d.line, d.column, d.severity),
+        (5, 12, Severity::Error),
+        "{d}"
+    );
+    assert!(
+        d.message.contains("next tuesday") && d.message.contains("RFC 3339"),
+        "{d}"
+    );
+}
+
+#[test]
+fn once_and_conflicting_max_runs() {
+    let c = check(&one_job(
+        "    command: x\n    once: true\n    max_runs: 3\n",
+    ));
+    assert_at(
+        diag(&c, "jobs[0].once"),
+        5,
+        5,
+        Severity::Error,
+        "`once: true` means `max_runs: 1`, but `max_runs` is 3",
+    );
+    let f = check(&one_job("    command: x\n    max_runs: 4\n"))
+        .into_result()
+        .unwrap()
+        .file;
+    assert_eq!(f.jobs[0].max_runs, Some(4));
+}
+
+#[test]
+fn sinks_and_monitors_are_checked() {
+    let c = check(
+        "delivery:\n  a: {webhook: \"ftp://tok@x\"}\n  b: {file: /x, format: slack}\n  c: {}\njobs: []\n",
+    );
+    let d = diag(&c, "delivery.a.webhook");
+    assert_at(d, 2, 16, Severity::Error, "unsupported URL scheme 'ftp'");
+    assert!(!d.message.contains("tok"), "URLs are not echoed: {d}");
+    assert_at(
+        diag(&c, "delivery.b.format"),
+        3,
+        25,
+        Severity::Error,
+        "`webhook` sinks only",
+    );
+    assert_at(
+        diag(&c, "delivery.c"),
+        4,
+        6,
+        Severity::Error,
+        "needs `webhook: URL` or `file: PATH`",
+    );
+    let c = check(&one_job(
+        "    command: x\n    monitor: {url: \"https://u:p@h/\", command: y}\n",
+    ));
+    assert_at(
+        diag(&c, "jobs[0].monitor.url"),
+        5,
+        15,
+        Severity::Error,
+        "`command` and `url` are mutually exclusive",
+    );
+}
+
+#[test]
+fn document_shape_errors() {
+    let c = check("");
+    assert_at(
+        diag(&c, "(document)"),
+        1,
+        1,
+        Severity::Error,
+        "the jobs file is empty",
+    );
+    let c = check("- a\n- b\n");
+    assert_at(
+        diag(&c, "(document)"),
+        1,
+        1,
+        Severity::Error,
+        "found a list",
+    );
+    let c = check("defaults: {}\n");
+    assert_at(
+        diag(&c, "(document)"),
+        1,
+        1,
+        Severity::Error,
+        "missing required key `jobs`",
+    );
+    let c = check("jobs: {name: a}\n");
+    assert_at(
+        diag(&c, "jobs"),
+        1,
+        7,
+        Severity::Error,
+        "expected a list of jobs",
+    );
+    let c = check("jobs:\n  - just-a-string\n");
+    assert_at(
+        diag(&c, "jobs[0]"),
+        2,
+        5,
+        Severity::Error,
+        "expected a job (a mapping)",
+    );
+}
+
+#[test]
+fn several_errors_are_all_reported_in_file_order() {
+    let text = "\
+defaults:
+  tz: Nowhere/City
+agents:
+  bot: {model: m, temprature: 0.3}
+jobs:
+  - name: one
+    schedule: {kind: every, every_seconds: 60}
+    agent: nobody
+  - name: one
+    schedule: {kind: every, every_seconds: 60}
+    command: x
+    deliver: [missing]
+  - name: ok
+    schedule: {kind: every, every_seconds: 60, tz: UTC}
+    command: fine
+  - name: inherits-the-bad-zone
+    schedule: {kind: every, every_seconds: 60}
+    command: fine
+";
+    let c = check(text);
+    let got: Vec<(usize, usize, &str)> = c
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.column, d.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (2, 7, "defaults.tz"),
+            (4, 19, "agents.bot.temprature"),
+            (8, 12, "jobs[0].agent"),
+            (9, 11, "jobs[1].name"),
+            (12, 15, "jobs[1].deliver[0]"),
+        ],
+        "{:#?}",
+        c.diagnostics
+    );
+    let valid: Vec<&str> = c.jobs.iter().flatten().map(|j| j.name.as_str()).collect();
+    assert_eq!(valid, vec!["ok"]);
+    let err = c.into_result().unwrap_err();
+    assert!(err.to_string().starts_with("5 error(s) in the jobs file"));
+}
+
+#[test]
+fn merge_keys_apply_and_unlocatable_paths_fall_back() {
+    let text = "x-base: &base\n  command: x\n  colour: red\njobs:\n  - <<: *base\n    name: a\n    schedule: {kind: every, every_seconds: 60}\n";
+    let c = check(text);
+    let d = diag(&c, "jobs[0].colour");
+    // `colour` only exists inside the anchor; the job item is the nearest located node.
+    assert_at(d, 5, 5, Severity::Error, "unknown key");
+}
+
+#[test]
+fn load_file_names_an_unreadable_file() {
+    let err = load_file(Path::new("/nonexistent/dir/jobs.yaml")).unwrap_err();
+    let d = &err.diagnostics[0];
+    assert!(
+        d.to_string()
+            .starts_with("/nonexistent/dir/jobs.yaml:1:1: error: (file): cannot read")
+    );
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn yaml_value() -> impl Strategy<Value = serde_yaml::Value> {
+        let key = prop_oneof![
+            Just("name".to_string()),
+            Just("schedule".to_string()),
+            Just("jobs".to_string()),
+            Just("agent".to_string()),
+            Just("command".to_string()),
+            Just("agents".to_string()),
+            Just("delivery".to_string()),
+            Just("deliver".to_string()),
+            Just("monitor".to_string()),
+            Just("kind".to_string()),
+            Just("every_seconds".to_string()),
+            Just("misfire_grace_seconds".to_string()),
+            Just("budget".to_string()),
+            Just("defaults".to_string()),
+            Just("tz".to_string()),
+            Just("model".to_string()),
+            "[a-z_-]{1,8}",
+        ];
+        let leaf = prop_oneof![
+            Just(serde_yaml::Value::Null),
+            any::<bool>().prop_map(serde_yaml::Value::Bool),
+            any::<i64>().prop_map(|i| serde_yaml::Value::Number(i.into())),
+            any::<f64>().prop_map(|f| serde_yaml::Value::Number(f.into())),
+            Just(serde_yaml::Value::String("every".into())),
+            Just(serde_yaml::Value::String("UTC".into())),
+            "\\PC{0,12}".prop_map(serde_yaml::Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(serde_yaml::Value::Sequence),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
+                    let mut m = serde_yaml::Mapping::new();
+                    for (k, v) in kv {
+                        m.insert(serde_yaml::Value::String(k), v);
+                    }
+                    serde_yaml::Value::Mapping(m)
+                }),
+            ]
+        })
+    }
+
+    /// Documents shaped like a jobs file, with arbitrary values where the fields go, so the
+    /// checks deep inside jobs, agents and sinks are exercised.
+    fn jobs_doc() -> impl Strategy<Value = serde_yaml::Value> {
+        use serde_yaml::Value as V;
+        let field = prop::sample::select(check::JOB_KEYS.to_vec());
+        let leaf = prop_oneof![
+            Just(V::Null),
+            any::<bool>().prop_map(V::Bool),
+            (-3i64..100).prop_map(|i| V::Number(i.into())),
+            Just(V::String("every 5m".into())),
+            Just(V::String("bot".into())),
+            Just(V::String("sink".into())),
+            Just(V::String("j0".into())),
+            Just(V::String("600".into())),
+            Just(V::String("2026-12-01T09:00".into())),
+            "\\PC{0,10}".prop_map(V::String),
+        ];
+        let value = leaf.clone().prop_recursive(2, 12, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(V::Sequence),
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec![
+                            "kind",
+                            "every_seconds",
+                            "cron_expr",
+                            "tz",
+                            "at",
+                            "command",
+                            "url",
+                            "allow_private"
+                        ]),
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|kv| {
+                    let mut m = serde_yaml::Mapping::new();
+                    for (k, v) in kv {
+                        m.insert(V::String(k.to_string()), v);
+                    }
+                    V::Mapping(m)
+                }),
+            ]
+        });
+        let job = prop::collection::vec((field, value), 0..10).prop_map(|kv| {
+            let mut m = serde_yaml::Mapping::new();
+            for (k, v) in kv {
+                m.insert(V::String(k.to_string()), v);
+            }
+            V::Mapping(m)
+        });
+        (prop::collection::vec(job, 0..4), leaf.clone(), leaf).prop_map(|(jobs, a, b)| {
+            let text = "agents: {bot: {model: m}}\ndelivery: {sink: {file: /tmp/x}}\njobs: []\n";
+            let mut doc: V = serde_yaml::from_str(text).unwrap_or(V::Null);
+            if let V::Mapping(m) = &mut doc {
+                m.insert(V::String("jobs".into()), V::Sequence(jobs));
+                m.insert(V::String("budget".into()), a);
+                m.insert(V::String("x-extra".into()), b);
+            }
+            doc
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn never_panics_on_arbitrary_text(text in "\\PC{0,200}") {
+            let c = check(&text);
+            for d in &c.diagnostics {
+                prop_assert!(d.line >= 1 && d.column >= 1);
+            }
+        }
+
+        #[test]
+        fn never_panics_on_yaml_like_text(text in "[ a-z:\\-\\[\\]{},&*!|>#'\"\n0-9.]{0,200}") {
+            let _ = check(&text);
+        }
+
+        #[test]
+        fn never_panics_on_jobs_shaped_documents(v in jobs_doc()) {
+            let text = serde_yaml::to_string(&v).unwrap_or_default();
+            let c = check(&text);
+            for d in &c.diagnostics {
+                prop_assert!(d.line >= 1 && d.column >= 1);
+            }
+            for j in c.jobs.iter().flatten() {
+                prop_assert!(check::valid_name(&j.name));
+                prop_assert!(j.max_runs.is_none_or(|n| n >= 1));
+            }
+        }
+
+        #[test]
+        fn never_panics_on_structurally_valid_yaml(v in yaml_value()) {
+            let text = serde_yaml::to_string(&v).unwrap_or_default();
+            let c = check(&text);
+            for d in &c.diagnostics {
+                prop_assert!(d.line >= 1 && d.column >= 1);
+            }
+            // Every job that validated has a name that passes the rule.
+            for j in c.jobs.iter().flatten() {
+                prop_assert!(check::valid_name(&j.name));
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_schedule_strings_carry_the_schedule_message() {
+    let text = "\
+jobs:
+  - {name: a, schedule: \"*/0m\", command: x}
+  - {name: b, schedule: \"cron:bogus\", command: x}
+  - {name: c, schedule: 0, command: x}
+  - name: d
+    schedule: {kind: cron, cron_expr: \"0 7 * * * *\"}
+    command: x
+  - name: e
+    schedule: {kind: at, at: tomorrow}
+    command: x
+";
+    let c = check(text);
+    assert_at(
+        diag(&c, "jobs[0].schedule"),
+        2,
+        25,
+        Severity::Error,
+        "an interval must be at least 1 second",
+    );
+    assert_at(
+        diag(&c, "jobs[1].schedule"),
+        3,
+        25,
+        Severity::Error,
+        "invalid cron expression 'bogus'",
+    );
+    assert_at(
+        diag(&c, "jobs[2].schedule"),
+        4,
+        25,
+        Severity::Error,
+        "'0' is not a schedule",
+    );
+    assert_at(
+        diag(&c, "jobs[3].schedule.cron_expr"),
+        6,
+        39,
+        Severity::Error,
+        "6 fields",
+    );
+    assert_at(
+        diag(&c, "jobs[4].schedule.at"),
+        9,
+        30,
+        Severity::Error,
+        "tomorrow",
+    );
+    assert_eq!(c.diagnostics.len(), 5, "{:#?}", c.diagnostics);
+}
+
+#[test]
+fn schedules_take_the_zone_from_the_mapping_then_defaults() {
+    let text = "\
+defaults: {tz: Europe/Berlin}
+jobs:
+  - {name: a, schedule: \"0 7 * * *\", command: x, until: \"2027-01-01T00:00\"}
+  - {name: b, schedule: {kind: cron, cron_expr: \"0 7 * * *\", tz: Asia/Tokyo}, command: x}
+  - {name: c, schedule: {kind: at, at: \"2026-12-01T09:00\"}, command: x}
+  - {name: d, schedule: \"in 10m\", command: x}
+  - {name: e, schedule: \"  Every 5m \", command: x}
+";
+    let c = check(text);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let jobs = c.into_result().unwrap().file.jobs;
+    let a = &jobs[0];
+    assert_eq!(a.tz, "Europe/Berlin");
+    assert_eq!(
+        a.schedule,
+        ScheduleSpec::Cron {
+            expr: "0 7 * * *".into(),
+            tz: "Europe/Berlin".into()
+        }
+    );
+    // A naive `until` is wall time in the job's zone (CET = UTC+1 in winter).
+    assert_eq!(a.until.unwrap().to_rfc3339(), "2026-12-31T23:00:00+00:00");
+    assert_eq!(jobs[1].tz, "Asia/Tokyo");
+    assert_eq!(jobs[1].schedule_text, "0 7 * * *");
+    assert!(matches!(&jobs[1].schedule, ScheduleSpec::Cron { tz, .. } if tz == "Asia/Tokyo"));
+    assert_eq!(
+        jobs[2].schedule,
+        ScheduleSpec::At {
+            at: chrono::DateTime::parse_from_rfc3339("2026-12-01T08:00:00Z")
+                .unwrap()
+                .to_utc()
+        }
+    );
+    assert_eq!(jobs[2].schedule_text, "at:2026-12-01T09:00");
+    assert!(jobs[2].is_one_shot());
+    assert_eq!(jobs[3].schedule, ScheduleSpec::In { seconds: 600 });
+    assert_eq!(jobs[4].schedule, ScheduleSpec::Every { every_seconds: 300 });
+    assert_eq!(jobs[4].schedule_text, "  Every 5m ");
+}
+
+#[test]
+fn a_bad_schedule_does_not_hide_the_jobs_other_problems() {
+    let text = "\
+jobs:
+  - name: a
+    schedule: \"every 0s\"
+    command: x
+    until: whenever
+    deliver: [nowhere]
+";
+    let c = check(text);
+    let keys: Vec<&str> = c.diagnostics.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec!["jobs[0].schedule", "jobs[0].until", "jobs[0].deliver[0]"],
+        "{:#?}",
+        c.diagnostics
+    );
+}
+
+#[test]
+fn fields_that_do_not_apply_are_warnings() {
+    let c = check(&one_job("    command: x\n    message: hello\n"));
+    assert!(!c.has_errors());
+    assert_at(
+        diag(&c, "jobs[0].message"),
+        5,
+        14,
+        Severity::Warning,
+        "ignored: a `command` job",
+    );
+    let text = format!(
+        "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n    command_timeout_seconds: 5\n"
+    );
+    let c = check(&text);
+    assert!(!c.has_errors());
+    assert_at(
+        diag(&c, "jobs[0].command_timeout_seconds"),
+        7,
+        30,
+        Severity::Warning,
+        "ignored: this is an agent job",
+    );
+}
+
+#[test]
+fn long_name_lists_are_capped() {
+    let mut text = String::from("jobs:\n");
+    for i in 0..20 {
+        text.push_str(&format!(
+            "  - {{name: j{i:02}, schedule: {EVERY}, command: x}}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "  - {{name: last, schedule: {EVERY}, command: x, context_from: [ghost]}}\n"
+    ));
+    let c = check(&text);
+    let d = diag(&c, "jobs[20].context_from[0]");
+    assert!(d.message.ends_with(", … and 9 more"), "{d}");
+}

@@ -1,0 +1,169 @@
+//! `cronsole validate FILE` as a process: exit codes, `file:line:col` diagnostics, next slots.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "cronsole-validate-{tag}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn validate(file: &Path) -> (i32, String, String) {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .arg("validate")
+        .arg(file)
+        .env_remove("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn invalid_file_exits_2_and_lists_every_error_with_its_position() {
+    let dir = TempDir::new("invalid");
+    let f = dir.write("jobs.yaml", include_str!("data/config_invalid.yaml"));
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    let p = f.display();
+    for expected in [
+        format!("{p}:3:7: error: defaults.tz: unknown time zone 'Mars/Base'"),
+        format!("{p}:6:15: error: jobs[0].schedule: invalid schedule \"*/0m\""),
+        format!("{p}:8:11: error: jobs[1].name: duplicate job name 'one'"),
+        format!("{p}:10:12: error: jobs[1].agent: unknown agent \"ghost\""),
+        format!("{p}:11:5: error: jobs[1].command: `agent` and `command` are mutually exclusive"),
+        format!(
+            "{p}:15:5: error: jobs[2].timout_seconds: unknown key \"timout_seconds\" (did you mean 'timeout_seconds'?)"
+        ),
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&expected)),
+            "missing {expected:?} in:\n{out}"
+        );
+    }
+    let errors = out.lines().filter(|l| l.contains(": error: ")).count();
+    assert_eq!(errors, 6, "{out}");
+    assert!(
+        out.contains("6 error(s), 0 warning(s); 0 of 3 job(s) valid"),
+        "{out}"
+    );
+}
+
+#[test]
+fn valid_file_exits_0_with_warnings_and_next_slots() {
+    let dir = TempDir::new("valid");
+    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let p = f.display();
+    assert!(
+        out.contains(&format!(
+            "{p}:8:18: warning: agents.summariser.api_key_env: environment variable \
+             CRONSOLE_TEST_KEY_THAT_IS_NOT_SET is not set"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{p}:22:28: warning: jobs[1].misfire_grace_seconds: not a number of seconds"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("daily-brief: 0 7 * * * — at 07:00 every day (Asia/Tokyo)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("disk-watch: every 5m — every 5 minutes"),
+        "{out}"
+    );
+    // Three slots each, the cron ones in the job's own zone at 07:00 JST (22:00 UTC).
+    let nexts: Vec<&str> = out.lines().filter(|l| l.starts_with("  next: ")).collect();
+    assert_eq!(nexts.len(), 6, "{out}");
+    for l in &nexts[..3] {
+        assert!(
+            l.contains(" 07:00:00 JST (") && l.ends_with("T22:00:00Z)"),
+            "{l}"
+        );
+    }
+    assert!(
+        out.contains("0 error(s), 2 warning(s); 2 of 2 job(s) valid"),
+        "{out}"
+    );
+}
+
+#[test]
+fn unreadable_file_exits_2_naming_it() {
+    let dir = TempDir::new("missing");
+    let f = dir.0.join("nope.yaml");
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:1:1: error: (file): cannot read the jobs file",
+            f.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn yaml_syntax_error_exits_2_with_its_position() {
+    let dir = TempDir::new("syntax");
+    let f = dir.write("jobs.yaml", "jobs:\n  - name: a\n   bad: indent\n");
+    let (code, out, _) = validate(&f);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.starts_with(&format!("{}:3:4: error: (yaml): invalid YAML", f.display())),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_set_api_key_is_never_printed() {
+    let dir = TempDir::new("secret");
+    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .arg("validate")
+        .arg(&f)
+        .env("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET", "sk-very-secret-value")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains("sk-very-secret"), "{all}");
+    assert!(!all.contains("is not set"), "the key is set now: {all}");
+    assert!(all.contains("0 error(s), 1 warning(s)"), "{all}");
+}
