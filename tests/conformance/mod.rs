@@ -313,6 +313,34 @@ pub fn cron_missed_after_days_and_first_cron_fire(f: Factory) {
     assert!(o.rows.iter().all(|r| r.job != "never"));
 }
 
+pub fn grace_from_yaml_string_and_junk(f: Factory) {
+    // Through the real jobs-file loader: "90" behaves as 90, "notanumber" as null (a warning,
+    // not an error), and the other due job still fires.
+    let yaml = "jobs:
+  - name: str
+    schedule: every 60s
+    command: \"true\"
+    misfire_grace_seconds: \"90\"
+  - name: junk
+    schedule: every 60s
+    command: \"true\"
+    misfire_grace_seconds: \"notanumber\"
+";
+    let loaded = cronsole::config::load_str(yaml, std::path::Path::new("jobs.yaml"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let s = f();
+    s.apply(&loaded.file, t(1000)).unwrap();
+    for c in claim(&*s, "a", t(1000), 10).claims {
+        done(&*s, &c, "a", Status::Succeeded, t(1001));
+    }
+    let o = claim(&*s, "a", t(1300), 10);
+    let missed: Vec<_> = o.rows.iter().map(|r| (r.job.as_str(), r.status)).collect();
+    assert_eq!(missed, vec![("str", Status::Missed)]);
+    let fired: Vec<_> = o.claims.iter().map(|c| c.job.def.name.as_str()).collect();
+    assert_eq!(fired, vec!["junk"]);
+    assert_eq!(o.claims[0].slot, Some(t(1060)));
+}
+
 // ---- §6 crash recovery ------------------------------------------------------------------------
 
 pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
@@ -582,6 +610,7 @@ macro_rules! conformance_suite {
             misfire_within_grace_fires,
             a_first_run_always_fires,
             cron_missed_after_days_and_first_cron_fire,
+            grace_from_yaml_string_and_junk,
             recurring_abandoned_run_waits_for_its_next_slot,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
