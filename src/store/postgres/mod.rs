@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::future::{try_join, try_join3};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_postgres::types::{ToSql, Type};
@@ -351,6 +352,30 @@ async fn write_jobs(c: &impl Db, records: &[JobRecord], now: DateTime<Utc>) -> S
     Ok(())
 }
 
+/// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold.
+async fn select_due(
+    tx: &Transaction<'_>,
+    now: DateTime<Utc>,
+    excluded: &[String],
+    batch: usize,
+) -> StoreResult<Vec<Row>> {
+    let excluded = excluded.to_vec();
+    tx.q(
+        "SELECT record FROM cronsole_jobs
+         WHERE wakeup <= $1 AND NOT (name = ANY($2))
+         ORDER BY wakeup, name
+         LIMIT $3
+         FOR UPDATE SKIP LOCKED",
+        &[
+            (&now as &(dyn ToSql + Sync), Type::TIMESTAMPTZ),
+            (&excluded, Type::TEXT_ARRAY),
+            (&(batch as i64), Type::INT8),
+        ],
+    )
+    .await
+    .map_err(|e| db_err("selecting due jobs", &e))
+}
+
 /// Append history rows in order.
 async fn append_history(c: &impl Db, rows: &[HistoryRow]) -> StoreResult<()> {
     if rows.is_empty() {
@@ -615,30 +640,22 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a claim", &e))?;
-        let period = self.period(&tx).await?;
         let batch = (limit.saturating_mul(2)).clamp(16, 1000);
         let mut excluded = in_flight;
+        // The settings read and the first locked select are pipelined (one round trip).
+        let (period, mut got) =
+            try_join(self.period(&tx), select_due(&tx, now, &excluded, batch)).await?;
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
+        let mut first = true;
         loop {
-            let got = tx
-                .q(
-                    "SELECT record FROM cronsole_jobs
-                     WHERE wakeup <= $1 AND NOT (name = ANY($2))
-                     ORDER BY wakeup, name
-                     LIMIT $3
-                     FOR UPDATE SKIP LOCKED",
-                    &[
-                        (&now as &(dyn ToSql + Sync), Type::TIMESTAMPTZ),
-                        (&excluded, Type::TEXT_ARRAY),
-                        (&(batch as i64), Type::INT8),
-                    ],
-                )
-                .await
-                .map_err(|e| db_err("selecting due jobs", &e))?;
+            if !first {
+                got = select_due(&tx, now, &excluded, batch).await?;
+            }
+            first = false;
             let n = got.len();
-            for r in got {
+            for r in std::mem::take(&mut got) {
                 let mut rec: JobRecord =
                     from_json(&self.location, "cronsole_jobs", r.get::<_, Value>(0))?;
                 excluded.push(rec.def.name.clone());
@@ -682,9 +699,13 @@ impl Inner {
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
         }
-        append_history(&tx, &rows).await?;
-        write_jobs(&tx, &changed, now).await?;
-        let v = bump(&tx).await?;
+        // Pipelined: history, job rows and the version bump go out in one round trip.
+        let ((), (), v) = try_join3(
+            append_history(&tx, &rows),
+            write_jobs(&tx, &changed, now),
+            bump(&tx),
+        )
+        .await?;
         tx.commit()
             .await
             .map_err(|e| db_err("committing claims", &e))?;
@@ -698,11 +719,12 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a completion", &e))?;
-        let period = self.period(&tx).await?;
-        let Some(mut rec) = read_jobs(&tx, &self.location, Some(&c.job), true)
-            .await?
-            .pop()
-        else {
+        let (period, mut recs) = try_join(
+            self.period(&tx),
+            read_jobs(&tx, &self.location, Some(&c.job), true),
+        )
+        .await?;
+        let Some(mut rec) = recs.pop() else {
             return Err(StoreError::NoSuchJob(c.job.clone()));
         };
         let mut row = c.row;
@@ -735,9 +757,12 @@ impl Inner {
             out.rows.push(row);
             out.rows.extend(fin.extra_rows);
         }
-        append_history(&tx, &out.rows).await?;
-        write_jobs(&tx, std::slice::from_ref(&rec), c.now).await?;
-        let v = bump(&tx).await?;
+        let ((), (), v) = try_join3(
+            append_history(&tx, &out.rows),
+            write_jobs(&tx, std::slice::from_ref(&rec), c.now),
+            bump(&tx),
+        )
+        .await?;
         tx.commit()
             .await
             .map_err(|e| db_err("committing a completion", &e))?;
