@@ -21,7 +21,21 @@
 //!   the transaction; the change token is the highest version seen.
 //! - Operations time out after `PgOptions::op_timeout` (default 15 s) with a retryable
 //!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
-//! - `HistoryQuery::limit == 0` means "no limit".
+//! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
+//! - Renewals and completions are fenced by `run_id` alone (the owner rides in the lease), the
+//!   same rule as the file store; a completion that lost its lease is appended with
+//!   `stale_lease: true` and only its cost is counted.
+//! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
+//!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
+//!   Because a completion and its lease release commit in one transaction, the file store's
+//!   "row already landed" de-duplication is not needed here.
+//! - A claim locks up to `2 × limit` (16…1000) due rows per round, claims at most `limit`, and
+//!   leaves the rest untouched for other owners when it commits.
+//! - History retention: every 64 completions a process trims that job's history to the newest
+//!   10 000 rows (the file store's default), in insertion order.
+//! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
+//! - TLS is not supported (the connector is `NoTls`): `sslmode=require` fails to connect; use a
+//!   trusted network or a local tunnel.
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
