@@ -1597,6 +1597,39 @@ mod tests {
     }
 
     #[test]
+    fn own_in_flight_run_is_never_reoffered_or_recovered_by_its_owner() {
+        let dir = tmp("inflight");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        let c = claim(&s, 0, "a", 1).claims.remove(0);
+        assert_eq!(
+            s.next_wakeup(t(0)).unwrap(),
+            Some(t(30)),
+            "the lease expiry"
+        );
+        let mine = vec!["j".to_string()];
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(100),
+                owner: "a",
+                limit: 5,
+                in_flight: &mine,
+            })
+            .unwrap();
+        assert!(out.claims.is_empty() && out.rows.is_empty());
+        assert_eq!(
+            s.job("j").unwrap().unwrap().rt.lease.unwrap().run_id,
+            c.run_id
+        );
+        // Its late completion still holds the lease: not stale; slots 60 passed → overlap row.
+        let done = finish(&s, &c, Status::Succeeded, 101);
+        assert!(!done.stale);
+        assert_eq!(done.rows.len(), 2);
+        assert_eq!(done.rows[1].reason.as_deref(), Some("overlap"));
+        assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(120)));
+    }
+
+    #[test]
     fn foreign_version_is_refused() {
         let dir = tmp("ver");
         std::fs::write(dir.join(VERSION_FILE), "something else 9\n").unwrap();
