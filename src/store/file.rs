@@ -1004,6 +1004,9 @@ impl Store for FileStore {
         Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
     }
 
+    /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
+    /// caller whose own run outlived its lease sees a past instant until that run completes;
+    /// the engine should treat a past wake-up for a job it has in flight as "no work".
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         let _ = now;
         let l = self.lock()?;
