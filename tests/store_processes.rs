@@ -616,7 +616,7 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
                 ("OWNER", format!("k{iterations}")),
             ],
         );
-        let delay = 5 + (Uuid::new_v4().as_u128() % 60) as u64;
+        let delay = 5 + (Uuid::new_v4().as_u128() % 120) as u64;
         std::thread::sleep(StdDuration::from_millis(delay));
         child.kill().unwrap();
         for l in lines_of(child, "ACK") {

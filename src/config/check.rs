@@ -270,7 +270,7 @@ impl<'e> Checker<'e> {
                 format!(
                     "unknown key {}{hint}; accepted keys here: {} (or any key starting with x-)",
                     show(&name),
-                    list(accepted)
+                    accepted.join(", ")
                 ),
             );
         }
@@ -285,9 +285,14 @@ impl<'e> Checker<'e> {
         match Self::get(m, k)? {
             Value::String(s) => Some(s.clone()),
             other => {
+                let hint = if matches!(other, Value::Number(_) | Value::Bool(_)) {
+                    " (quote it if you mean the text)"
+                } else {
+                    ""
+                };
                 self.error(
                     key(base, k),
-                    format!("expected a string, found {}", kind_of(other)),
+                    format!("expected a string, found {}{hint}", describe_value(other)),
                 );
                 None
             }

@@ -39,6 +39,10 @@
 //! - `x-*` keys are ignored in every mapping, including names under `agents`, `delivery` and
 //!   `pricing`. `<<` merge keys are applied before validation; a problem inside merged content
 //!   is located at the nearest enclosing node that exists in the text.
+//! - `jobs:` is required; `jobs: []` or an empty `jobs:` means no jobs. An empty file is an error.
+//! - A problem never stops the other checks: a job with a bad schedule still has its other keys
+//!   checked; a bad zone still lets the schedule text be checked (in UTC) for its own problems,
+//!   but jobs whose zone is bad (including one inherited from a bad `defaults.tz`) are invalid.
 //! - Diagnostics are sorted by position; YAML syntax errors use the key `(yaml)`, problems with
 //!   the whole document `(document)`.
 

@@ -1080,3 +1080,24 @@ fn long_name_lists_are_capped() {
     let d = diag(&c, "jobs[20].context_from[0]");
     assert!(d.message.ends_with(", … and 9 more"), "{d}");
 }
+
+#[test]
+fn wrong_types_say_what_was_found() {
+    let c = check(&format!(
+        "jobs:\n  - name: 123\n    schedule: {EVERY}\n    command: x\n    enabled: \"no\"\n"
+    ));
+    assert_at(
+        diag(&c, "jobs[0].name"),
+        2,
+        11,
+        Severity::Error,
+        "expected a string, found the number 123 (quote it if you mean the text)",
+    );
+    assert_at(
+        diag(&c, "jobs[0].enabled"),
+        5,
+        14,
+        Severity::Error,
+        "expected true or false, found the string \"no\"",
+    );
+}
