@@ -134,4 +134,69 @@ fn main() {
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
+    history_million(&base);
+}
+
+/// The console at launch: open a store whose history has 1 000 000 rows and read the newest
+/// 200 rows, and the newest 50 of one job (SPEC: ≤ 300 ms).
+fn history_million(base: &std::path::Path) {
+    use cronsole::store::HistoryQuery;
+    use std::io::Write;
+    let dir = base.join(format!("cronsole-bench-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(FileStore::open(&dir).expect("open"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("history.jsonl"))
+            .expect("history file");
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        for i in 0..1_000_000i64 {
+            let mut row = HistoryRow::new(
+                &format!("job-{:04}", i % 1000),
+                if i % 7 == 0 {
+                    Status::Failed
+                } else {
+                    Status::Succeeded
+                },
+                cronsole::model::Trigger::Schedule,
+                Some(t(i)),
+                "bench",
+                t(i),
+            );
+            row.result = Some("ok".into());
+            serde_json::to_writer(&mut w, &row).expect("row");
+            w.write_all(b"\n").expect("newline");
+        }
+        w.flush().expect("flush");
+    }
+    let size = std::fs::metadata(dir.join("history.jsonl"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        let store = FileStore::open(&dir).expect("open");
+        let newest = store
+            .history(&HistoryQuery {
+                limit: 200,
+                ..Default::default()
+            })
+            .expect("q");
+        let one = store
+            .history(&HistoryQuery {
+                job: Some("job-0007".into()),
+                limit: 50,
+                ..Default::default()
+            })
+            .expect("q");
+        runs.push(s.elapsed());
+        assert_eq!((newest.len(), one.len()), (200, 50));
+    }
+    let (m, p) = stats(runs);
+    println!(
+        "history 1 000 000 rows ({} MiB): open + newest 200 + newest 50 of one job: median {m:.2} ms, max {p:.2} ms",
+        size >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

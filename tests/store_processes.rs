@@ -12,10 +12,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, Utc};
-use cronsole::model::{Action, HistoryRow, JobDef, JobsFile, Settings, Status, Trigger};
+use cronsole::model::{Action, HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::schedule::ScheduleSpec;
 use cronsole::store::file::FileStore;
-use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
+use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, Store};
 use uuid::Uuid;
 
 fn def(name: &str, every: u64, lease: f64) -> JobDef {
@@ -98,22 +98,15 @@ fn after(line: &str, prefix: &str) -> Option<String> {
     line.find(&tag).map(|i| line[i + tag.len()..].to_string())
 }
 
-fn complete(
-    store: &FileStore,
-    job: &str,
-    run_id: Uuid,
-    slot: Option<DateTime<Utc>>,
-    trigger: Trigger,
-    owner: &str,
-    started: DateTime<Utc>,
-    now: DateTime<Utc>,
-) {
-    let mut row = HistoryRow::new(job, Status::Succeeded, trigger, slot, owner, now);
+/// Complete claim `c` as `succeeded`, started at `started`, finished at `now`.
+fn complete(store: &FileStore, c: &Claim, owner: &str, started: DateTime<Utc>, now: DateTime<Utc>) {
+    let job = c.job.def.name.as_str();
+    let mut row = HistoryRow::new(job, Status::Succeeded, c.trigger, c.slot, owner, now);
     row.started_at = started;
     store
         .complete(Completion {
             job: job.to_string(),
-            run_id,
+            run_id: c.run_id,
             owner: owner.to_string(),
             now,
             row,
@@ -293,16 +286,7 @@ fn worker_steady() {
             })
             .unwrap();
         for c in out.claims {
-            complete(
-                &s,
-                &c.job.def.name,
-                c.run_id,
-                c.slot,
-                c.trigger,
-                &owner,
-                now,
-                Utc::now(),
-            );
+            complete(&s, &c, &owner, now, Utc::now());
             n += 1;
         }
         std::thread::sleep(StdDuration::from_millis(20));
@@ -574,7 +558,7 @@ fn worker_chaos() {
     loop {
         k += 1;
         let now = Utc::now();
-        if k % 7 == 0 {
+        if k.is_multiple_of(7) {
             let mut jobs: Vec<JobDef> = (0..20).map(|i| def(&format!("c{i:02}"), 1, 0.3)).collect();
             jobs[(k % 20) as usize].timeout_seconds = (k % 5) as f64 + 1.0;
             s.apply(
@@ -595,16 +579,7 @@ fn worker_chaos() {
             })
             .unwrap();
         for c in got.claims {
-            complete(
-                &s,
-                &c.job.def.name,
-                c.run_id,
-                c.slot,
-                c.trigger,
-                &owner,
-                now,
-                Utc::now(),
-            );
+            complete(&s, &c, &owner, now, Utc::now());
             writeln!(out, "ACK {}", c.run_id).unwrap();
             out.flush().unwrap();
         }
@@ -641,7 +616,7 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
                 ("OWNER", format!("k{iterations}")),
             ],
         );
-        let delay = 5 + (Uuid::new_v4().as_u128() % 60) as u64;
+        let delay = 5 + (Uuid::new_v4().as_u128() % 120) as u64;
         std::thread::sleep(StdDuration::from_millis(delay));
         child.kill().unwrap();
         for l in lines_of(child, "ACK") {
@@ -734,7 +709,7 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
             })
             .unwrap();
         let c = &c.claims[0];
-        complete(&s, "a", c.run_id, c.slot, c.trigger, "o", t(1000), t(1001));
+        complete(&s, c, "o", t(1000), t(1001));
     }
     let (code, err) = cli(&base, &["jobs"]);
     assert_eq!(code, 0, "{err}");

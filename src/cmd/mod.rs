@@ -119,9 +119,8 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-        return Err(bad_input(format!(
-            "the PostgreSQL store is not built yet; use a directory for --store (got {location})"
-        )));
+        let store = cronsole::store::postgres::PgStore::open(location)?;
+        return Ok(Arc::new(store));
     }
     let store = cronsole::store::file::FileStore::open(Path::new(location))?;
     Ok(Arc::new(store))

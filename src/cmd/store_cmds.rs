@@ -7,6 +7,8 @@
 //! Decisions: `trigger` on a job that is running prints that it is running, changes nothing and
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
 //! an unknown job name exits 2. `history --since` takes RFC 3339 or a duration ago (`2h`).
+//! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
+//! fresh checkout prints an empty table rather than failing).
 
 use std::path::Path;
 use std::process::ExitCode;

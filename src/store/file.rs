@@ -1004,6 +1004,9 @@ impl Store for FileStore {
         Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
     }
 
+    /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
+    /// caller whose own run outlived its lease sees a past instant until that run completes;
+    /// the engine should treat a past wake-up for a job it has in flight as "no work".
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         let _ = now;
         let l = self.lock()?;
@@ -1594,6 +1597,39 @@ mod tests {
             dropped, 4,
             "rows finished before 1021 (slots 15, 16) of both jobs"
         );
+    }
+
+    #[test]
+    fn own_in_flight_run_is_never_reoffered_or_recovered_by_its_owner() {
+        let dir = tmp("inflight");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        let c = claim(&s, 0, "a", 1).claims.remove(0);
+        assert_eq!(
+            s.next_wakeup(t(0)).unwrap(),
+            Some(t(30)),
+            "the lease expiry"
+        );
+        let mine = vec!["j".to_string()];
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(100),
+                owner: "a",
+                limit: 5,
+                in_flight: &mine,
+            })
+            .unwrap();
+        assert!(out.claims.is_empty() && out.rows.is_empty());
+        assert_eq!(
+            s.job("j").unwrap().unwrap().rt.lease.unwrap().run_id,
+            c.run_id
+        );
+        // Its late completion still holds the lease: not stale; slots 60 passed → overlap row.
+        let done = finish(&s, &c, Status::Succeeded, 101);
+        assert!(!done.stale);
+        assert_eq!(done.rows.len(), 2);
+        assert_eq!(done.rows[1].reason.as_deref(), Some("overlap"));
+        assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(120)));
     }
 
     #[test]

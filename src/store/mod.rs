@@ -16,6 +16,7 @@ use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, 
 
 pub mod file;
 pub mod logic;
+pub mod postgres;
 pub mod stats;
 
 /// Errors from any store. `is_bad_input` tells the CLI to exit 2 instead of 1.

@@ -1,0 +1,116 @@
+//! The change feed: one dedicated connection that `LISTEN`s on the store's channel and keeps the
+//! highest store version seen in an atomic, so `Store::change_token` is a memory load while the
+//! listener is up (the engine polls it every 250 ms; that must cost nothing).
+//!
+//! Owns: the listener connection and its reconnect loop. Must not touch: the pool, other SQL.
+//!
+//! Every mutation runs `pg_notify(channel, nextval('cronsole_store_version'))` inside its
+//! transaction, so the notification arrives when (and only if) the change commits. On every
+//! (re)connect the listener first LISTENs, then reads the sequence's `last_value`, so a change
+//! committed while it was down is not missed. While it is down, `change_token` falls back to
+//! reading the sequence through the pool.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_postgres::{AsyncMessage, Config, NoTls};
+
+use super::schema::CHANNEL;
+
+/// The highest store version observed, and whether the listener is live.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeFeed {
+    version: AtomicU64,
+    alive: AtomicBool,
+    /// Notifications received (for tests and diagnostics).
+    received: AtomicU64,
+}
+
+impl ChangeFeed {
+    pub(crate) fn observe(&self, version: i64) {
+        if version > 0 {
+            self.version.fetch_max(version as u64, Ordering::SeqCst);
+        }
+    }
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+    pub(crate) fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+    pub(crate) fn received(&self) -> u64 {
+        self.received.load(Ordering::SeqCst)
+    }
+}
+
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Run forever on the store's runtime (it ends when the runtime shuts down).
+pub(crate) async fn run(cfg: Config, feed: Arc<ChangeFeed>) {
+    let mut delay = RETRY_MIN;
+    loop {
+        match listen_once(&cfg, &feed).await {
+            Ok(()) => delay = RETRY_MIN,
+            Err(e) => {
+                tracing::debug!(error = %e, "store listener connection failed");
+            }
+        }
+        feed.alive.store(false, Ordering::SeqCst);
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RETRY_MAX);
+    }
+}
+
+/// One connection's lifetime: Ok after a connection that worked and then ended.
+async fn listen_once(cfg: &Config, feed: &Arc<ChangeFeed>) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = cfg.connect(NoTls).await?;
+    let driver_feed = Arc::clone(feed);
+    let driver = tokio::spawn(async move {
+        loop {
+            match poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    driver_feed.received.fetch_add(1, Ordering::SeqCst);
+                    match n.payload().parse::<i64>() {
+                        Ok(v) => driver_feed.observe(v),
+                        // Not ours (someone NOTIFYed by hand): still a change.
+                        Err(_) => {
+                            driver_feed.version.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "store listener connection lost");
+                    return;
+                }
+                None => return,
+            }
+        }
+    });
+    let setup = async {
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        let row = client
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM cronsole_store_version",
+                &[],
+            )
+            .await?;
+        Ok::<i64, tokio_postgres::Error>(row.get(0))
+    };
+    match setup.await {
+        Ok(v) => {
+            feed.observe(v);
+            feed.alive.store(true, Ordering::SeqCst);
+        }
+        Err(e) => {
+            driver.abort();
+            return Err(e);
+        }
+    }
+    let _ = driver.await;
+    drop(client);
+    Ok(())
+}

@@ -1,0 +1,982 @@
+//! The PostgreSQL store (SPEC §14.2): the same guarantees as the file store, across hosts.
+//!
+//! Owns: the `PgStore` type, its private tokio runtime, the connection pool (`pool`), the schema
+//! and migrations (`schema`), the LISTEN/NOTIFY change feed (`listen`), and the SQL that maps the
+//! [`Store`] trait onto tables. Must not touch: the §5 misfire / §6 recovery / §7 retirement
+//! decisions themselves — those are pure functions over a `JobRecord` shared with the file store;
+//! this module only provides the locking (one transaction, `FOR UPDATE SKIP LOCKED`) around them.
+//!
+//! Runtime bridging: the `Store` trait is synchronous and is called from the engine's
+//! `spawn_blocking` threads, from plain threads (CLI commands, tests) and possibly from an async
+//! task by mistake. Every operation is therefore *spawned* onto a runtime the store owns and the
+//! caller waits on a std channel: no `block_on`, so no "runtime within a runtime" panic from any
+//! calling context, and the store runtime never blocks on itself. The runtime is shut down in the
+//! background on drop, which is legal from any context.
+//!
+//! Decisions where the SPEC is silent:
+//! - One JSONB `record` column holds the whole `JobRecord` (the single source of truth); the
+//!   indexed columns are a projection rewritten with it in the same statement, so they can never
+//!   disagree with it.
+//! - Every mutation bumps the `cronsole_store_version` sequence and NOTIFYs its new value inside
+//!   the transaction; the change token is the highest version seen.
+//! - Operations time out after `PgOptions::op_timeout` (default 15 s) with a retryable
+//!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
+//! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
+//! - Renewals and completions are fenced by `run_id` alone (the owner rides in the lease), the
+//!   same rule as the file store; a completion that lost its lease is appended with
+//!   `stale_lease: true` and only its cost is counted.
+//! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
+//!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
+//!   Because a completion and its lease release commit in one transaction, the file store's
+//!   "row already landed" de-duplication is not needed here.
+//! - A claim locks up to `2 × limit` (16…1000) due rows per round, claims at most `limit`, and
+//!   leaves the rest untouched for other owners when it commits.
+//! - History retention: every 64 completions a process trims that job's history to the newest
+//!   10 000 rows (the file store's default), in insertion order.
+//! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
+//! - TLS is not supported (the connector is `NoTls`): `sslmode=require` fails to connect; use a
+//!   trusted network or a local tunnel.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::{try_join, try_join3};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Config, GenericClient, Row, Transaction};
+use uuid::Uuid;
+
+use super::logic::{self, ApplyChange};
+use super::*;
+use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
+
+mod listen;
+mod pool;
+mod schema;
+
+use listen::ChangeFeed;
+use pool::Pool;
+
+/// Tunables; `Default` is what `--store postgres://…` uses.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections in the pool (the listener has its own).
+    pub pool_size: usize,
+    pub connect_timeout: Duration,
+    /// Upper bound on one store operation, connection checkout included.
+    pub op_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(5),
+            op_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+struct Inner {
+    pool: Pool,
+    feed: Arc<ChangeFeed>,
+    location: String,
+    /// Completions by this process, to pace history retention.
+    completions: AtomicU64,
+}
+
+/// Trim a job's history every this many completions (per process).
+const RETENTION_EVERY: u64 = 64;
+
+/// Keep the newest `keep` history rows of `job`.
+async fn trim_history(c: &impl GenericClient, job: &str, keep: usize) -> StoreResult<u64> {
+    c.execute(
+        "DELETE FROM cronsole_history WHERE job = $1 AND seq < (
+             SELECT seq FROM cronsole_history WHERE job = $1
+             ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+        &[&job, &(keep.saturating_sub(1) as i64)],
+    )
+    .await
+    .map_err(|e| db_err("trimming history", &e))
+}
+
+/// A [`Store`] over a PostgreSQL database shared by every owner (any number of hosts).
+pub struct PgStore {
+    inner: Arc<Inner>,
+    handle: tokio::runtime::Handle,
+    rt: Option<tokio::runtime::Runtime>,
+    op_timeout: Duration,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// `StoreError::Database` with what we were doing and the server's own message.
+pub(crate) fn db_err(doing: &str, e: &tokio_postgres::Error) -> StoreError {
+    let mut msg = format!("{doing}: {e}");
+    if let Some(db) = e.as_db_error() {
+        msg.push_str(&format!(": {} ({})", db.message(), db.code().code()));
+    } else {
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+    }
+    StoreError::Database(msg)
+}
+
+/// Statements with explicitly typed parameters (`query_typed`): one round trip each, where a
+/// plain `query(&str)` first prepares the statement (a second round trip). The claim path runs
+/// several statements per transaction, so this halves its latency.
+type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
+
+trait Db: Sync {
+    fn q<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a Params<'a>,
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a;
+}
+
+impl Db for Client {
+    fn q<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a Params<'a>,
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a {
+        self.query_typed(sql, params)
+    }
+}
+
+impl Db for Transaction<'_> {
+    fn q<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a Params<'a>,
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a {
+        self.query_typed(sql, params)
+    }
+}
+
+/// The URL without its password, for messages and `location()`.
+fn redact(cfg: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match cfg.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let user = cfg.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    let db = cfg.get_dbname().unwrap_or("");
+    format!("postgres://{user}{host}:{port}/{db}")
+}
+
+impl PgStore {
+    /// Connect to `url` (`postgres://user[:pass]@host[:port]/db?…` or `postgresql://…`),
+    /// create or migrate the schema, and start the change listener.
+    pub fn open(url: &str) -> StoreResult<PgStore> {
+        PgStore::open_with(url, PgOptions::default())
+    }
+
+    pub fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(StoreError::Invalid(format!(
+                "not a PostgreSQL URL (expected postgres://user@host:port/database): {}",
+                url.split('@').next_back().unwrap_or(url)
+            )));
+        }
+        let mut cfg = Config::from_str(url).map_err(|e| {
+            StoreError::Invalid(format!(
+                "invalid PostgreSQL URL (expected postgres://user@host:port/database): {e}"
+            ))
+        })?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(opts.connect_timeout);
+        }
+        cfg.application_name("cronsole");
+        cfg.keepalives(true);
+        cfg.keepalives_idle(Duration::from_secs(10));
+        let location = redact(&cfg);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cronsole-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Database(format!("starting the store runtime: {e}")))?;
+        let feed = Arc::new(ChangeFeed::default());
+        let inner = Arc::new(Inner {
+            pool: Pool::new(cfg.clone(), opts.pool_size),
+            feed: Arc::clone(&feed),
+            location,
+            completions: AtomicU64::new(1),
+        });
+        let store = PgStore {
+            inner,
+            handle: rt.handle().clone(),
+            rt: Some(rt),
+            op_timeout: opts.op_timeout.max(opts.connect_timeout),
+        };
+        store.run(|inner| async move {
+            let mut c = inner.pool.get().await?;
+            schema::migrate(&mut c, &inner.location).await?;
+            Ok(())
+        })?;
+        store.handle.spawn(listen::run(cfg, feed));
+        Ok(store)
+    }
+
+    /// Run one operation on the store's runtime and wait for it from any thread.
+    fn run<T, F, Fut>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = f(Arc::clone(&self.inner));
+        let limit = self.op_timeout;
+        self.handle.spawn(async move {
+            let r = match tokio::time::timeout(limit, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Database(format!(
+                    "store operation timed out after {} s",
+                    limit.as_secs_f64()
+                ))),
+            };
+            let _ = tx.send(r);
+        });
+        rx.recv()
+            .map_err(|_| StoreError::Database("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
+    }
+
+    /// True while the LISTEN connection is up (change tokens are then free).
+    pub fn listener_alive(&self) -> bool {
+        self.inner.feed.alive()
+    }
+
+    /// Notifications received by this store's listener so far.
+    pub fn notifications_received(&self) -> u64 {
+        self.inner.feed.received()
+    }
+
+    /// Keep only the newest `keep` history rows of `job` (in insertion order); returns how
+    /// many were deleted. Completions call this automatically with the SPEC default (10 000).
+    pub fn trim_history(&self, job: &str, keep: usize) -> StoreResult<u64> {
+        let job = job.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            trim_history(&*c, &job, keep.max(1)).await
+        })
+    }
+
+    /// Drop idle pooled connections (tests use it after restarting the server).
+    pub fn reset_pool(&self) {
+        self.inner.pool.clear_idle();
+    }
+}
+
+fn corrupt(location: &str, what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        file: location.into(),
+        line: 0,
+        column: 0,
+        what: what.to_string(),
+    }
+}
+
+fn from_json<T: DeserializeOwned>(location: &str, table: &str, v: Value) -> StoreResult<T> {
+    serde_json::from_value(v).map_err(|e| corrupt(location, format!("{table}: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> StoreResult<Value> {
+    serde_json::to_value(v).map_err(|e| StoreError::Invalid(format!("cannot encode: {e}")))
+}
+
+/// Bump the store version and NOTIFY it; visible to others when the transaction commits.
+async fn bump(tx: &Transaction<'_>) -> StoreResult<i64> {
+    let rows = tx
+        .q(
+            "SELECT v, pg_notify($1, v::text) FROM (SELECT nextval('cronsole_store_version') AS v) s",
+            &[(&schema::CHANNEL, Type::TEXT)],
+        )
+        .await
+        .map_err(|e| db_err("bumping the store version", &e))?;
+    rows.first()
+        .map(|r| r.get(0))
+        .ok_or_else(|| StoreError::Database("bumping the store version: no row".into()))
+}
+
+/// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
+/// `wakeup`, which `logic::wakeup` computes (the same function the file store indexes by).
+async fn write_jobs(c: &impl Db, records: &[JobRecord], now: DateTime<Utc>) -> StoreResult<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let items: Vec<Value> = records
+        .iter()
+        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": logic::wakeup(r) })))
+        .collect::<StoreResult<_>>()?;
+    let arr = Value::Array(items);
+    c.q(
+        "INSERT INTO cronsole_jobs AS j (name, record, next_slot, lease_owner, lease_until, run_id,
+             paused, enabled, retired, trigger_requested_at, hold_until, recovery_pending, wakeup,
+             updated_at)
+         SELECT r->'def'->>'name', r,
+             (r->'rt'->>'next_slot')::timestamptz,
+             r->'rt'->'lease'->>'owner',
+             (r->'rt'->'lease'->>'lease_until')::timestamptz,
+             r->'rt'->'lease'->>'run_id',
+             COALESCE((r->'rt'->>'paused')::boolean, false),
+             COALESCE((r->'def'->>'enabled')::boolean, true),
+             COALESCE((r->'rt'->>'retired')::boolean, false),
+             (r->'rt'->>'trigger_requested_at')::timestamptz,
+             (r->'rt'->>'hold_until')::timestamptz,
+             COALESCE((r->'rt'->>'recovery_pending')::boolean, false),
+             (e->>'wakeup')::timestamptz,
+             $2
+         FROM jsonb_array_elements($1::jsonb) AS e, LATERAL (SELECT e->'rec' AS r) x
+         ON CONFLICT (name) DO UPDATE SET
+             record = EXCLUDED.record, next_slot = EXCLUDED.next_slot,
+             lease_owner = EXCLUDED.lease_owner, lease_until = EXCLUDED.lease_until,
+             run_id = EXCLUDED.run_id, paused = EXCLUDED.paused, enabled = EXCLUDED.enabled,
+             retired = EXCLUDED.retired, trigger_requested_at = EXCLUDED.trigger_requested_at,
+             hold_until = EXCLUDED.hold_until, recovery_pending = EXCLUDED.recovery_pending,
+             wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at",
+        &[
+            (&arr as &(dyn ToSql + Sync), Type::JSONB),
+            (&now, Type::TIMESTAMPTZ),
+        ],
+    )
+    .await
+    .map_err(|e| db_err("writing jobs", &e))?;
+    Ok(())
+}
+
+/// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold.
+async fn select_due(
+    tx: &Transaction<'_>,
+    now: DateTime<Utc>,
+    excluded: &[String],
+    batch: usize,
+) -> StoreResult<Vec<Row>> {
+    let excluded = excluded.to_vec();
+    tx.q(
+        "SELECT record FROM cronsole_jobs
+         WHERE wakeup <= $1 AND NOT (name = ANY($2))
+         ORDER BY wakeup, name
+         LIMIT $3
+         FOR UPDATE SKIP LOCKED",
+        &[
+            (&now as &(dyn ToSql + Sync), Type::TIMESTAMPTZ),
+            (&excluded, Type::TEXT_ARRAY),
+            (&(batch as i64), Type::INT8),
+        ],
+    )
+    .await
+    .map_err(|e| db_err("selecting due jobs", &e))
+}
+
+/// Append history rows in order.
+async fn append_history(c: &impl Db, rows: &[HistoryRow]) -> StoreResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let arr = to_json(&rows)?;
+    c.q(
+        "INSERT INTO cronsole_history
+             (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, row)
+         SELECT r->>'run_id', r->>'job', r->>'status', (r->>'slot')::timestamptz,
+             (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
+             COALESCE((r->>'cost_usd')::float8, 0), (r->>'diff') IS NOT NULL, r
+         FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, i)
+         ORDER BY i",
+        &[(&arr, Type::JSONB)],
+    )
+    .await
+    .map_err(|e| db_err("appending history", &e))?;
+    Ok(())
+}
+
+/// Read job records, optionally only `name`, optionally locking them (`FOR UPDATE`).
+async fn read_jobs(
+    c: &impl Db,
+    location: &str,
+    name: Option<&str>,
+    lock: bool,
+) -> StoreResult<Vec<JobRecord>> {
+    let lock = if lock { " FOR UPDATE" } else { "" };
+    let rows = match name {
+        Some(n) => {
+            c.q(
+                &format!("SELECT record FROM cronsole_jobs WHERE name = $1{lock}"),
+                &[(&n, Type::TEXT)],
+            )
+            .await
+        }
+        None => {
+            c.q(
+                &format!("SELECT record FROM cronsole_jobs ORDER BY name{lock}"),
+                &[],
+            )
+            .await
+        }
+    }
+    .map_err(|e| db_err("reading jobs", &e))?;
+    rows.into_iter()
+        .map(|r| from_json(location, "cronsole_jobs", r.get::<_, Value>(0)))
+        .collect()
+}
+
+/// What a single-job mutation decided: its result, whether the record changed, rows to append.
+struct Edit<T> {
+    value: T,
+    changed: bool,
+    rows: Vec<HistoryRow>,
+}
+
+impl<T> Edit<T> {
+    fn unchanged(value: T) -> Self {
+        Edit {
+            value,
+            changed: false,
+            rows: Vec::new(),
+        }
+    }
+    fn changed(value: T) -> Self {
+        Edit {
+            value,
+            changed: true,
+            rows: Vec::new(),
+        }
+    }
+}
+
+impl Inner {
+    /// Lock one job row, let `f` edit the record, write it back (and any rows) in one
+    /// transaction. `f` sees `None` when the job does not exist.
+    async fn with_job<T, F>(&self, name: &str, now: DateTime<Utc>, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(Option<&mut JobRecord>) -> StoreResult<Edit<T>>,
+    {
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", &e))?;
+        let mut recs = read_jobs(&tx, &self.location, Some(name), true).await?;
+        let edit = f(recs.first_mut())?;
+        if !edit.changed && edit.rows.is_empty() {
+            return Ok(edit.value);
+        }
+        if edit.changed {
+            write_jobs(&tx, &recs, now).await?;
+        }
+        append_history(&tx, &edit.rows).await?;
+        let v = bump(&tx).await?;
+        tx.commit().await.map_err(|e| db_err("committing", &e))?;
+        self.feed.observe(v);
+        Ok(edit.value)
+    }
+
+    async fn read_version(&self) -> StoreResult<u64> {
+        let c = self.pool.get().await?;
+        let row = c
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM cronsole_store_version",
+                &[],
+            )
+            .await
+            .map_err(|e| db_err("reading the store version", &e))?;
+        let v: i64 = row.get(0);
+        self.feed.observe(v);
+        Ok(self.feed.version())
+    }
+}
+
+/// The SQL filter and parameters of a history query (`$1…`), newest first.
+fn history_sql(
+    q: &HistoryQuery,
+) -> (
+    String,
+    Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>>,
+) {
+    let mut conds: Vec<String> = Vec::new();
+    let mut params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> = Vec::new();
+    if let Some(j) = &q.job {
+        params.push(Box::new(j.clone()));
+        conds.push(format!("job = ${}", params.len()));
+    }
+    if let Some(s) = q.status {
+        params.push(Box::new(s.as_str().to_string()));
+        conds.push(format!("status = ${}", params.len()));
+    }
+    if let Some(t) = q.since {
+        params.push(Box::new(t));
+        conds.push(format!("finished_at >= ${}", params.len()));
+    }
+    if let Some(r) = q.run_id {
+        params.push(Box::new(r.to_string()));
+        conds.push(format!("run_id = ${}", params.len()));
+    }
+    if q.with_diff {
+        conds.push("has_diff".to_string());
+    }
+    let mut sql = "SELECT row FROM cronsole_history".to_string();
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds.join(" AND "));
+    }
+    sql.push_str(" ORDER BY finished_at DESC, seq DESC");
+    if q.limit > 0 {
+        sql.push_str(&format!(" LIMIT {}", q.limit));
+    }
+    (sql, params)
+}
+
+impl Inner {
+    /// The counters' budget period, read inside the caller's transaction.
+    async fn period(&self, c: &impl Db) -> StoreResult<BudgetPeriod> {
+        Ok(logic::counter_period(&self.settings_in(c).await?))
+    }
+
+    async fn settings_in(&self, c: &impl Db) -> StoreResult<Settings> {
+        let rows = c
+            .q("SELECT settings FROM cronsole_settings WHERE id = 1", &[])
+            .await
+            .map_err(|e| db_err("reading settings", &e))?;
+        match rows.into_iter().next() {
+            Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0)),
+            None => Ok(Settings::default()),
+        }
+    }
+
+    async fn apply(&self, file: JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        let mut seen = HashSet::new();
+        for d in &file.jobs {
+            if !seen.insert(d.name.clone()) {
+                return Err(StoreError::Invalid(format!(
+                    "job name '{}' appears twice in the jobs file",
+                    d.name
+                )));
+            }
+        }
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", &e))?;
+        let mut dirty = false;
+        if self.settings_in(&tx).await? != file.settings {
+            tx.execute(
+                "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET settings = EXCLUDED.settings",
+                &[&to_json(&file.settings)?],
+            )
+            .await
+            .map_err(|e| db_err("writing settings", &e))?;
+            dirty = true;
+        }
+        let existing = read_jobs(&tx, &self.location, None, true).await?;
+        let mut by_name: BTreeMap<String, JobRecord> = existing
+            .into_iter()
+            .map(|r| (r.def.name.clone(), r))
+            .collect();
+        let mut report = ApplyReport::default();
+        let mut changed = Vec::new();
+        for def in &file.jobs {
+            let bad = |e: crate::schedule::ScheduleError| {
+                StoreError::Invalid(format!("job '{}': {e}", def.name))
+            };
+            match by_name.remove(&def.name) {
+                Some(mut rec) => match logic::apply_def(&mut rec, def, now).map_err(bad)? {
+                    ApplyChange::Unchanged => report.unchanged.push(def.name.clone()),
+                    ApplyChange::Updated => {
+                        report.updated.push(def.name.clone());
+                        changed.push(rec);
+                    }
+                },
+                None => {
+                    changed.push(logic::new_record(def.clone(), now).map_err(bad)?);
+                    report.created.push(def.name.clone());
+                }
+            }
+        }
+        // Jobs no longer in the file: retired, kept (same as the file store does).
+        for (name, mut rec) in by_name {
+            if !rec.rt.retired {
+                rec.rt.retired = true;
+                rec.rt.retired_reason = Some(logic::REASON_REMOVED.to_string());
+                rec.rt.trigger_requested_at = None;
+                rec.rt.recovery_pending = false;
+                report.retired.push(name);
+                changed.push(rec);
+            }
+        }
+        report.created.sort();
+        report.updated.sort();
+        report.unchanged.sort();
+        if dirty || !changed.is_empty() {
+            write_jobs(&tx, &changed, now).await?;
+            let v = bump(&tx).await?;
+            tx.commit().await.map_err(|e| db_err("committing", &e))?;
+            self.feed.observe(v);
+        }
+        Ok(report)
+    }
+
+    /// SPEC §5/§6/§7 claims in ONE transaction: due rows are locked with `FOR UPDATE SKIP
+    /// LOCKED` (so concurrent owners split the due set instead of queueing behind each other),
+    /// each is put through `logic::evaluate` exactly as the file store does, and the claims,
+    /// pre-advanced slots and rows commit together before any run starts.
+    async fn claim(
+        &self,
+        owner: String,
+        now: DateTime<Utc>,
+        limit: usize,
+        in_flight: Vec<String>,
+    ) -> StoreResult<ClaimOutcome> {
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a claim", &e))?;
+        let batch = (limit.saturating_mul(2)).clamp(16, 1000);
+        let mut excluded = in_flight;
+        // The settings read and the first locked select are pipelined (one round trip).
+        let (period, mut got) =
+            try_join(self.period(&tx), select_due(&tx, now, &excluded, batch)).await?;
+        let mut rows = Vec::new();
+        let mut changed: Vec<JobRecord> = Vec::new();
+        let mut claims: Vec<Claim> = Vec::new();
+        let mut first = true;
+        loop {
+            if !first {
+                got = select_due(&tx, now, &excluded, batch).await?;
+            }
+            first = false;
+            let n = got.len();
+            for r in std::mem::take(&mut got) {
+                let mut rec: JobRecord =
+                    from_json(&self.location, "cronsole_jobs", r.get::<_, Value>(0))?;
+                excluded.push(rec.def.name.clone());
+                let Ok(sched) = logic::compile(&rec) else {
+                    tracing::warn!(job = %rec.def.name, "schedule does not compile; job skipped");
+                    continue;
+                };
+                let mut dirty = false;
+                if let Some(lease) = rec.rt.lease.clone()
+                    && lease.lease_until <= now
+                {
+                    // Crash recovery (SPEC §6): the lease expired without a completion. The
+                    // completion and the lease release commit together, so no row exists yet.
+                    let mut row = logic::abandoned_row(&rec, &lease, &owner, now);
+                    let fin =
+                        logic::finish_run(&mut rec, &sched, &mut row, None, None, period, now);
+                    rows.push(row);
+                    rows.extend(fin.extra_rows);
+                    dirty = true;
+                }
+                let can = claims.len() < limit;
+                let ev = logic::evaluate(&mut rec, &sched, now, &owner, can, period);
+                rows.extend(ev.rows);
+                if let Some(p) = ev.claim {
+                    claims.push(Claim {
+                        run_id: p.run_id,
+                        job: rec.clone(),
+                        slot: p.slot,
+                        trigger: p.trigger,
+                        lease_until: p.lease_until,
+                    });
+                }
+                if dirty || ev.changed {
+                    changed.push(rec);
+                }
+            }
+            if n < batch || claims.len() >= limit {
+                break;
+            }
+        }
+        if changed.is_empty() && rows.is_empty() {
+            return Ok(ClaimOutcome::default());
+        }
+        // Pipelined: history, job rows and the version bump go out in one round trip.
+        let ((), (), v) = try_join3(
+            append_history(&tx, &rows),
+            write_jobs(&tx, &changed, now),
+            bump(&tx),
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_err("committing claims", &e))?;
+        self.feed.observe(v);
+        Ok(ClaimOutcome { claims, rows })
+    }
+
+    async fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        let mut conn = self.pool.get().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a completion", &e))?;
+        let (period, mut recs) = try_join(
+            self.period(&tx),
+            read_jobs(&tx, &self.location, Some(&c.job), true),
+        )
+        .await?;
+        let Some(mut rec) = recs.pop() else {
+            return Err(StoreError::NoSuchJob(c.job.clone()));
+        };
+        let mut row = c.row;
+        row.run_id = c.run_id;
+        let mut out = CompleteOutcome::default();
+        if !logic::holds(&rec, c.run_id) {
+            // Fenced out: the lease was taken over. Keep the result, touch nothing else but
+            // the cost counters (the money was spent).
+            row.stale_lease = true;
+            logic::count_row(&mut rec, &row, period, c.now);
+            out.stale = true;
+            out.rows.push(row);
+        } else {
+            let sched = logic::compile(&rec).map_err(|e| {
+                StoreError::Invalid(format!(
+                    "job '{}' has a schedule that does not compile: {e}",
+                    c.job
+                ))
+            })?;
+            let fin = logic::finish_run(
+                &mut rec,
+                &sched,
+                &mut row,
+                c.state,
+                c.hold_until,
+                period,
+                c.now,
+            );
+            out.state_rejected = fin.state_rejected;
+            out.rows.push(row);
+            out.rows.extend(fin.extra_rows);
+        }
+        let ((), (), v) = try_join3(
+            append_history(&tx, &out.rows),
+            write_jobs(&tx, std::slice::from_ref(&rec), c.now),
+            bump(&tx),
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_err("committing a completion", &e))?;
+        self.feed.observe(v);
+        // History retention (SPEC §14.1 default, same as the file store): every
+        // RETENTION_EVERY completions of a process, trim this job to its newest rows. A
+        // failure here loses nothing and is retried next time.
+        if self
+            .completions
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(RETENTION_EVERY)
+            && let Err(e) = trim_history(&*conn, &c.job, super::file::DEFAULT_KEEP_PER_JOB).await
+        {
+            tracing::warn!(job = %c.job, "history retention failed: {e}");
+        }
+        Ok(out)
+    }
+}
+
+impl Store for PgStore {
+    fn location(&self) -> String {
+        self.inner.location.clone()
+    }
+
+    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        let file = file.clone();
+        self.run(|inner| async move { inner.apply(file, now).await })
+    }
+
+    fn settings(&self) -> StoreResult<Settings> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            inner.settings_in(&*c).await
+        })
+    }
+
+    fn change_token(&self) -> StoreResult<u64> {
+        if self.inner.feed.alive() {
+            return Ok(self.inner.feed.version());
+        }
+        self.run(|inner| async move { inner.read_version().await })
+    }
+
+    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            read_jobs(&*c, &inner.location, None, false).await
+        })
+    }
+
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        let name = name.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            Ok(read_jobs(&*c, &inner.location, Some(&name), false)
+                .await?
+                .pop())
+        })
+    }
+
+    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        let _ = now;
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let row = c
+                .query_one("SELECT min(wakeup) FROM cronsole_jobs", &[])
+                .await
+                .map_err(|e| db_err("computing the next wakeup", &e))?;
+            Ok(row.get::<_, Option<DateTime<Utc>>>(0))
+        })
+    }
+
+    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+        let (owner, now, limit) = (req.owner.to_string(), req.now, req.limit);
+        let in_flight = req.in_flight.to_vec();
+        self.run(|inner| async move { inner.claim(owner, now, limit, in_flight).await })
+    }
+
+    fn renew(
+        &self,
+        job: &str,
+        run_id: Uuid,
+        owner: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<RenewOutcome> {
+        // Fenced by run_id alone, like the file store: the owner is carried in the lease.
+        let _ = owner;
+        let name = job.to_string();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    Ok(match logic::renew(rec, run_id, now) {
+                        Some(lease_until) => Edit::changed(RenewOutcome::Renewed { lease_until }),
+                        None => Edit::unchanged(RenewOutcome::Lost),
+                    })
+                })
+                .await
+        })
+    }
+
+    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.run(|inner| async move { inner.complete(c).await })
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        let (sql, params) = history_sql(q);
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                .collect();
+            let rows = c
+                .query(&sql, &refs)
+                .await
+                .map_err(|e| db_err("reading history", &e))?;
+            rows.into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0)))
+                .collect()
+        })
+    }
+
+    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
+        let name = name.to_string();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    let changed = logic::set_paused(rec, paused, now)
+                        .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
+                    Ok(if changed {
+                        Edit::changed(())
+                    } else {
+                        Edit::unchanged(())
+                    })
+                })
+                .await
+        })
+    }
+
+    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+        let name = name.to_string();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    if rec.rt.retired {
+                        return Err(StoreError::Invalid(format!(
+                            "job '{name}' is retired ({}); it cannot be triggered",
+                            rec.rt.retired_reason.as_deref().unwrap_or("retired")
+                        )));
+                    }
+                    if rec.rt.trigger_requested_at.is_some() {
+                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyQueued));
+                    }
+                    if rec.rt.lease.is_some() {
+                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyRunning));
+                    }
+                    rec.rt.trigger_requested_at = Some(now);
+                    Ok(Edit::changed(TriggerOutcome::Queued))
+                })
+                .await
+        })
+    }
+
+    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
+        let job = job.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let settings = inner.settings_in(&*c).await?;
+            let key = logic::counter_period(&settings).key(now);
+            // Same rule as `stats::period_spend`: counters of an older period count 0.
+            let row = c
+                .query_one(
+                    "SELECT
+                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
+                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
+                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
+                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1
+                                     AND name = $2), 0),
+                         bool_or(name = $2)
+                     FROM cronsole_jobs",
+                    &[&key, &job],
+                )
+                .await
+                .map_err(|e| db_err("reading spend", &e))?;
+            if !row.get::<_, Option<bool>>(2).unwrap_or(false) {
+                return Err(StoreError::NoSuchJob(job));
+            }
+            Ok(SpendNow {
+                global_usd: row.get(0),
+                job_usd: row.get(1),
+            })
+        })
+    }
+}

@@ -1,0 +1,180 @@
+//! A small connection pool for the PostgreSQL store: at most `size` connections behind a
+//! semaphore, idle clients kept in a `Mutex<Vec<_>>`, dead clients dropped and replaced on the
+//! next checkout, and reconnection with exponential backoff (100 ms doubling to 5 s) so a
+//! database that is down costs callers one fast `StoreError::Database`, not a connect storm.
+//!
+//! Owns: connecting, the connection driver tasks, the backoff gate. Must not touch: SQL beyond
+//! the per-connection session setup, the store's semantics. No pool crate: deadpool/bb8 would
+//! add a dependency for ~100 lines we need anyway (the backoff gate and liveness check are ours).
+//!
+//! Runs only on the store's private runtime (see `super`): every future here is spawned there.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
+use tokio_postgres::{Client, Config, NoTls};
+
+use super::db_err;
+use crate::store::{StoreError, StoreResult};
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// When the last connect failed and how long to wait before the next attempt.
+#[derive(Debug, Default)]
+struct Backoff {
+    next_try: Option<Instant>,
+    delay: Duration,
+    last_error: String,
+}
+
+pub(crate) struct Pool {
+    cfg: Config,
+    idle: Mutex<Vec<Client>>,
+    sem: Semaphore,
+    backoff: Mutex<Backoff>,
+}
+
+/// A checked-out connection; returned to the pool on drop unless it is closed.
+pub(crate) struct Conn<'a> {
+    client: Option<Client>,
+    pool: &'a Pool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        // Invariant: `client` is Some from checkout until drop.
+        self.client.as_ref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take()
+            && !c.is_closed()
+        {
+            lock(&self.pool.idle).push(c);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    pub(crate) fn new(cfg: Config, size: usize) -> Pool {
+        Pool {
+            cfg,
+            idle: Mutex::new(Vec::new()),
+            sem: Semaphore::new(size.max(1)),
+            backoff: Mutex::new(Backoff::default()),
+        }
+    }
+
+    /// Check out a live connection, connecting if no idle one is left.
+    pub(crate) async fn get(&self) -> StoreResult<Conn<'_>> {
+        let permit = self
+            .sem
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Database("connection pool closed".into()))?;
+        loop {
+            let c = lock(&self.idle).pop();
+            match c {
+                Some(c) if c.is_closed() => continue,
+                Some(c) => {
+                    return Ok(Conn {
+                        client: Some(c),
+                        pool: self,
+                        _permit: permit,
+                    });
+                }
+                None => break,
+            }
+        }
+        let client = self.connect().await?;
+        Ok(Conn {
+            client: Some(client),
+            pool: self,
+            _permit: permit,
+        })
+    }
+
+    /// Drop every idle connection (after the server restarted, say).
+    pub(crate) fn clear_idle(&self) {
+        lock(&self.idle).clear();
+    }
+
+    /// Connect one new client, honouring the backoff gate.
+    pub(crate) async fn connect(&self) -> StoreResult<Client> {
+        {
+            let b = lock(&self.backoff);
+            if let Some(t) = b.next_try
+                && Instant::now() < t
+            {
+                return Err(StoreError::Database(format!(
+                    "not reconnecting yet (backing off after: {})",
+                    b.last_error
+                )));
+            }
+        }
+        match connect(&self.cfg).await {
+            Ok(c) => {
+                *lock(&self.backoff) = Backoff::default();
+                Ok(c)
+            }
+            Err(e) => {
+                let mut b = lock(&self.backoff);
+                b.delay = (b.delay * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
+                b.next_try = Some(Instant::now() + b.delay);
+                b.last_error = e.to_string();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Connect and spawn the connection's driver task on the current (store) runtime.
+pub(crate) async fn connect(cfg: &Config) -> StoreResult<Client> {
+    let (client, connection) = cfg
+        .connect(NoTls)
+        .await
+        .map_err(|e| db_err("connecting", &e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "postgres connection ended");
+        }
+    });
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_connects_back_off_instead_of_hammering() {
+        // Port 1 on loopback refuses connections immediately.
+        let cfg: Config = "postgres://nobody@127.0.0.1:1/none".parse().unwrap();
+        let pool = Pool::new(cfg, 2);
+        let first = pool.get().await.err().unwrap().to_string();
+        assert!(first.contains("connecting"), "{first}");
+        // Within the backoff window the pool fails fast without trying.
+        let second = pool.get().await.err().unwrap().to_string();
+        assert!(second.contains("backing off"), "{second}");
+        tokio::time::advance(BACKOFF_MIN + Duration::from_millis(1)).await;
+        let third = pool.get().await.err().unwrap().to_string();
+        assert!(third.contains("connecting"), "{third}");
+    }
+}

@@ -1,0 +1,136 @@
+//! The PostgreSQL store's schema and its migrations, applied on every open.
+//!
+//! Owns: DDL and the `cronsole_schema` version row. Must not touch: data rows (migrations that
+//! need to rewrite data get their own numbered step here, inside the same transaction).
+//!
+//! Migrations run in order inside ONE transaction that first takes a transaction-scoped
+//! advisory lock, so two owners starting at the same time serialise: the second one waits,
+//! then sees the new version and does nothing. A database whose schema is newer than this
+//! binary is refused with `StoreError::Version` (never "repaired").
+//!
+//! Layout (every table prefixed `cronsole_` so the store can share a database):
+//! - `cronsole_jobs`: one row per job. `record` is the whole [`JobRecord`](crate::model::JobRecord)
+//!   as JSONB (the single source of truth); the other columns are a projection of it, rewritten on
+//!   every update, that the claim query and `next_wakeup` filter on (`wakeup` = the earliest
+//!   instant `store::logic` may act on the job, computed by `logic::wakeup`; `next_slot`,
+//!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL).
+//! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
+//! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
+//!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
+//! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
+//!   token when the listener connection is down.
+
+use tokio_postgres::Client;
+
+use super::db_err;
+use crate::store::{StoreError, StoreResult};
+
+/// Arbitrary constant key for `pg_advisory_xact_lock` ("cronsole" in ASCII, truncated).
+const MIGRATION_LOCK_KEY: i64 = 0x63726f6e_736f6c65;
+
+/// The channel every mutation NOTIFYs, with the new store version as payload.
+pub(crate) const CHANNEL: &str = "cronsole_changed";
+
+/// Step N brings the schema from version N-1 to N.
+const MIGRATIONS: &[&str] = &[
+    // 1: initial layout
+    r#"
+    CREATE SEQUENCE cronsole_store_version;
+
+    CREATE TABLE cronsole_settings (
+        id        int PRIMARY KEY CHECK (id = 1),
+        settings  jsonb NOT NULL
+    );
+
+    CREATE TABLE cronsole_jobs (
+        name                  text PRIMARY KEY,
+        record                jsonb NOT NULL,
+        next_slot             timestamptz,
+        lease_owner           text,
+        lease_until           timestamptz,
+        run_id                text,
+        paused                boolean NOT NULL DEFAULT false,
+        enabled               boolean NOT NULL DEFAULT true,
+        retired               boolean NOT NULL DEFAULT false,
+        trigger_requested_at  timestamptz,
+        hold_until            timestamptz,
+        recovery_pending      boolean NOT NULL DEFAULT false,
+        wakeup                timestamptz,
+        updated_at            timestamptz NOT NULL
+    );
+    CREATE INDEX cronsole_jobs_wakeup ON cronsole_jobs (wakeup, name) WHERE wakeup IS NOT NULL;
+    CREATE INDEX cronsole_jobs_next_slot ON cronsole_jobs (next_slot) WHERE NOT retired;
+    CREATE INDEX cronsole_jobs_lease_until ON cronsole_jobs (lease_until)
+        WHERE lease_until IS NOT NULL;
+
+    CREATE TABLE cronsole_history (
+        seq          bigserial PRIMARY KEY,
+        run_id       text NOT NULL,
+        job          text NOT NULL,
+        status       text NOT NULL,
+        slot         timestamptz,
+        started_at   timestamptz NOT NULL,
+        finished_at  timestamptz NOT NULL,
+        cost_usd     double precision NOT NULL DEFAULT 0,
+        has_diff     boolean NOT NULL DEFAULT false,
+        row          jsonb NOT NULL
+    );
+    CREATE INDEX cronsole_history_job_time ON cronsole_history (job, finished_at DESC, seq DESC);
+    CREATE INDEX cronsole_history_status_time
+        ON cronsole_history (status, finished_at DESC, seq DESC);
+    CREATE INDEX cronsole_history_time ON cronsole_history (finished_at DESC, seq DESC);
+    CREATE INDEX cronsole_history_run_id ON cronsole_history (run_id);
+    "#,
+];
+
+/// The schema version this binary writes.
+pub(crate) const LATEST: i32 = MIGRATIONS.len() as i32;
+
+/// Create or migrate the schema; returns the version found before migrating (0 = empty).
+pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<i32> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_err("starting the migration", &e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .await
+        .map_err(|e| db_err("taking the migration lock", &e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS cronsole_schema (
+             id int PRIMARY KEY CHECK (id = 1),
+             version int NOT NULL
+         )",
+    )
+    .await
+    .map_err(|e| db_err("creating cronsole_schema", &e))?;
+    let found: i32 = tx
+        .query_opt("SELECT version FROM cronsole_schema WHERE id = 1", &[])
+        .await
+        .map_err(|e| db_err("reading the schema version", &e))?
+        .map(|r| r.get(0))
+        .unwrap_or(0);
+    if found > LATEST {
+        return Err(StoreError::Version {
+            file: format!("{location} (table cronsole_schema)").into(),
+            found: found.to_string(),
+            supported: format!("up to {LATEST}"),
+        });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        let v = i as i32 + 1;
+        tx.batch_execute(step)
+            .await
+            .map_err(|e| db_err(&format!("applying schema migration {v}"), &e))?;
+        tx.execute(
+            "INSERT INTO cronsole_schema (id, version) VALUES (1, $1)
+             ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+            &[&v],
+        )
+        .await
+        .map_err(|e| db_err("recording the schema version", &e))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| db_err("committing the migration", &e))?;
+    Ok(found)
+}

@@ -1,0 +1,635 @@
+//! The store conformance suite: SPEC §5 (misfire), §6 (claims, leases, fencing, recovery,
+//! overlap, pause/trigger) and §7 (retirement) as generic cases over any [`Store`], so the file
+//! store and the PostgreSQL store are held to exactly the same behaviour.
+//!
+//! Each case takes a factory returning a fresh, empty store. Several owners are simulated by
+//! passing different owner ids to one store (they share it like separate processes would; the
+//! multi-process tests in `tests/pg_multiprocess.rs` cover real processes). Times are explicit.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{Action, HistoryRow, JobDef, JobState, JobsFile, Status, Trigger};
+use cronsole::schedule::ScheduleSpec;
+use cronsole::store::{
+    ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
+};
+
+pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
+
+/// t0 = 1000 s after the epoch, as in SPEC §5's worked cases.
+pub fn t(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, 0).unwrap()
+}
+
+pub fn every(name: &str, secs: u64) -> JobDef {
+    JobDef {
+        name: name.to_string(),
+        schedule: ScheduleSpec::Every {
+            every_seconds: secs,
+        },
+        schedule_text: format!("every {secs}s"),
+        tz: "UTC".into(),
+        action: Action::Command {
+            command: "true".into(),
+            timeout_seconds: 60.0,
+        },
+        gate: None,
+        context_from: vec![],
+        context_max_chars: 4000,
+        on_missing_context: Default::default(),
+        misfire_grace_seconds: None,
+        max_runs: None,
+        until: None,
+        run_immediately: false,
+        timeout_seconds: 300.0,
+        max_retries: 1,
+        lease_seconds: 30.0,
+        max_cost_usd: None,
+        deliver: vec![],
+        alert_after_failures: 1,
+        enabled: true,
+    }
+}
+
+pub fn file(jobs: Vec<JobDef>) -> JobsFile {
+    JobsFile {
+        settings: Default::default(),
+        jobs,
+    }
+}
+
+pub fn claim(s: &dyn Store, owner: &str, now: DateTime<Utc>, limit: usize) -> ClaimOutcome {
+    s.claim_due(&ClaimRequest {
+        now,
+        owner,
+        limit,
+        in_flight: &[],
+    })
+    .unwrap()
+}
+
+pub fn done(
+    s: &dyn Store,
+    c: &cronsole::store::Claim,
+    owner: &str,
+    status: Status,
+    now: DateTime<Utc>,
+) -> cronsole::store::CompleteOutcome {
+    let mut row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, owner, now);
+    row.run_id = c.run_id;
+    s.complete(Completion {
+        job: c.job.def.name.clone(),
+        run_id: c.run_id,
+        owner: owner.into(),
+        now,
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap()
+}
+
+fn rows(s: &dyn Store, job: &str) -> Vec<HistoryRow> {
+    s.history(&HistoryQuery {
+        job: Some(job.into()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A job whose last claimed slot is t0 (it has run before), the next slot t0+60.
+fn ran_once_at_t0(s: &dyn Store, mut def: JobDef) {
+    def.schedule = ScheduleSpec::Every { every_seconds: 60 };
+    let name = def.name.clone();
+    s.apply(&file(vec![def]), t(1000)).unwrap();
+    let o = claim(s, "a", t(1000), 10);
+    assert_eq!(o.claims.len(), 1, "a new every-job fires at its anchor");
+    assert_eq!(o.claims[0].slot, Some(t(1000)));
+    done(s, &o.claims[0], "a", Status::Succeeded, t(1001));
+    assert_eq!(s.job(&name).unwrap().unwrap().rt.next_slot, Some(t(1060)));
+}
+
+// ---- §13.2 apply ------------------------------------------------------------------------------
+
+pub fn apply_creates_updates_and_retires(f: Factory) {
+    let s = f();
+    let r = s
+        .apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
+        .unwrap();
+    assert_eq!(r.created, vec!["a", "b"]);
+    let b2 = every("b", 120);
+    let r = s.apply(&file(vec![every("a", 60), b2]), t(1100)).unwrap();
+    assert_eq!(r.unchanged, vec!["a"]);
+    assert_eq!(r.updated, vec!["b"]);
+    let r = s.apply(&file(vec![every("a", 60)]), t(1200)).unwrap();
+    assert_eq!(r.retired, vec!["b"]);
+    let b = s.job("b").unwrap().unwrap();
+    assert!(b.rt.retired, "kept, retired");
+    assert_eq!(s.jobs().unwrap().len(), 2);
+    let err = s
+        .apply(&file(vec![every("a", 60), every("a", 30)]), t(1300))
+        .unwrap_err();
+    assert!(err.to_string().contains("'a'"), "{err}");
+}
+
+// ---- §6 claims --------------------------------------------------------------------------------
+
+pub fn each_slot_is_claimed_once_across_owners(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let a = claim(&*s, "a", t(1000), 10);
+    let b = claim(&*s, "b", t(1000), 10);
+    assert_eq!(a.claims.len() + b.claims.len(), 1);
+    let c = &a.claims[0];
+    assert_eq!(c.trigger, Trigger::Schedule);
+    assert_eq!(c.job.rt.lease.as_ref().unwrap().owner, "a");
+    assert_eq!(c.lease_until, t(1030));
+    // Pre-advanced: the slot after the claimed one.
+    assert_eq!(c.job.rt.next_slot, Some(t(1060)));
+    // Not re-offered before its lease ends or before the next slot.
+    assert!(claim(&*s, "b", t(1029), 10).claims.is_empty());
+    done(&*s, c, "a", Status::Succeeded, t(1005));
+    assert!(claim(&*s, "b", t(1059), 10).claims.is_empty());
+    let n = claim(&*s, "b", t(1060), 10);
+    assert_eq!(n.claims.len(), 1);
+    assert_eq!(n.claims[0].slot, Some(t(1060)));
+}
+
+pub fn claims_respect_the_owners_limit(f: Factory) {
+    let s = f();
+    let defs = (0..10).map(|i| every(&format!("j{i}"), 60)).collect();
+    s.apply(&file(defs), t(1000)).unwrap();
+    let a = claim(&*s, "a", t(1000), 3);
+    assert_eq!(a.claims.len(), 3);
+    let b = claim(&*s, "b", t(1000), 100);
+    assert_eq!(b.claims.len(), 7);
+    let mut names: Vec<String> = a
+        .claims
+        .iter()
+        .chain(&b.claims)
+        .map(|c| c.job.def.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 10);
+    assert!(claim(&*s, "c", t(1000), 0).claims.is_empty());
+}
+
+pub fn in_flight_jobs_are_not_reoffered_to_their_owner(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    let in_flight = vec!["j".to_string()];
+    let again = s
+        .claim_due(&ClaimRequest {
+            now: t(1100),
+            owner: "a",
+            limit: 10,
+            in_flight: &in_flight,
+        })
+        .unwrap();
+    assert!(again.claims.is_empty() && again.rows.is_empty());
+    // Its run is still ours: completion goes through normally.
+    assert!(!done(&*s, &c, "a", Status::Succeeded, t(1101)).stale);
+}
+
+pub fn renewals_are_fenced_by_run_id(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    assert_eq!(
+        s.renew("j", c.run_id, "a", t(1020)).unwrap(),
+        RenewOutcome::Renewed {
+            lease_until: t(1050)
+        }
+    );
+    assert_eq!(
+        s.renew("j", uuid::Uuid::new_v4(), "a", t(1021)).unwrap(),
+        RenewOutcome::Lost
+    );
+    // The renewed lease holds past the original expiry.
+    assert!(claim(&*s, "b", t(1040), 10).claims.is_empty());
+    assert!(s.renew("nope", c.run_id, "a", t(1021)).is_err());
+}
+
+// ---- §5 misfire -------------------------------------------------------------------------------
+
+pub fn misfire_coalesces_without_grace(f: Factory) {
+    let s = f();
+    ran_once_at_t0(&*s, every("j", 60));
+    // last = t0, now = t0+305: scheduled instant t0+60, one normal fire, no missed row.
+    let o = claim(&*s, "a", t(1305), 10);
+    assert_eq!(o.claims.len(), 1);
+    assert_eq!(o.claims[0].slot, Some(t(1060)));
+    assert!(o.rows.is_empty());
+    assert!(o.claims[0].job.rt.next_slot.unwrap() > t(1305));
+}
+
+pub fn misfire_over_grace_writes_one_missed_row(f: Factory) {
+    let s = f();
+    let mut d = every("j", 60);
+    d.misfire_grace_seconds = Some(90.0);
+    ran_once_at_t0(&*s, d);
+    let o = claim(&*s, "a", t(1300), 10);
+    assert!(o.claims.is_empty(), "not fired");
+    assert_eq!(o.rows.len(), 1);
+    let m = &o.rows[0];
+    assert_eq!(m.status, Status::Missed);
+    assert_eq!(m.slot, Some(t(1060)));
+    assert_eq!(m.slot_end, Some(t(1300)));
+    assert_eq!(m.slots_count, Some(5));
+    assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(1360)));
+    let h = rows(&*s, "j");
+    assert_eq!(h[0].status, Status::Missed, "persisted too");
+    // The job continues at its next future slot.
+    assert_eq!(claim(&*s, "a", t(1360), 10).claims[0].slot, Some(t(1360)));
+}
+
+pub fn misfire_within_grace_fires(f: Factory) {
+    let s = f();
+    let mut d = every("j", 60);
+    d.misfire_grace_seconds = Some(90.0);
+    ran_once_at_t0(&*s, d);
+    let o = claim(&*s, "a", t(1070), 10);
+    assert_eq!(o.claims.len(), 1);
+    assert_eq!(o.claims[0].slot, Some(t(1060)));
+    assert!(o.rows.is_empty());
+}
+
+pub fn a_first_run_always_fires(f: Factory) {
+    let s = f();
+    let mut d = every("j", 60);
+    d.misfire_grace_seconds = Some(1.0);
+    s.apply(&file(vec![d]), t(1000)).unwrap();
+    let o = claim(&*s, "a", t(5000), 10);
+    assert_eq!(o.claims.len(), 1, "never run, grace 1 → fires");
+    assert!(o.rows.is_empty());
+}
+
+pub fn cron_missed_after_days_and_first_cron_fire(f: Factory) {
+    let s = f();
+    let day = 86_400;
+    let base = 20_000 * day; // a midnight UTC
+    let mut d = every("c", 60);
+    d.schedule = ScheduleSpec::Cron {
+        expr: "0 7 * * *".into(),
+        tz: "UTC".into(),
+    };
+    d.misfire_grace_seconds = Some(600.0);
+    let mut never = d.clone();
+    never.name = "never".into();
+    s.apply(&file(vec![d, never]), t(base)).unwrap();
+    // "c" runs at 07:00 on day 0; "never" is claimed for the first time 3 days later.
+    let o = s
+        .claim_due(&ClaimRequest {
+            now: t(base + 7 * 3600),
+            owner: "a",
+            limit: 10,
+            in_flight: &["never".to_string()],
+        })
+        .unwrap();
+    assert_eq!(o.claims.len(), 1);
+    done(
+        &*s,
+        &o.claims[0],
+        "a",
+        Status::Succeeded,
+        t(base + 7 * 3600 + 5),
+    );
+    let now = t(base + 3 * day + 9 * 3600);
+    let o = claim(&*s, "a", now, 10);
+    let missed: Vec<_> = o.rows.iter().filter(|r| r.job == "c").collect();
+    assert_eq!(missed.len(), 1);
+    assert_eq!(missed[0].status, Status::Missed);
+    assert!(o.claims.iter().all(|c| c.job.def.name != "c"));
+    let never_claims: Vec<_> = o
+        .claims
+        .iter()
+        .filter(|c| c.job.def.name == "never")
+        .collect();
+    assert_eq!(never_claims.len(), 1, "never run → fires, no missed row");
+    assert!(o.rows.iter().all(|r| r.job != "never"));
+}
+
+pub fn grace_from_yaml_string_and_junk(f: Factory) {
+    // Through the real jobs-file loader: "90" behaves as 90, "notanumber" as null (a warning,
+    // not an error), and the other due job still fires.
+    let yaml = "jobs:
+  - name: str
+    schedule: every 60s
+    command: \"true\"
+    misfire_grace_seconds: \"90\"
+  - name: junk
+    schedule: every 60s
+    command: \"true\"
+    misfire_grace_seconds: \"notanumber\"
+";
+    let loaded = cronsole::config::load_str(yaml, std::path::Path::new("jobs.yaml"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let s = f();
+    s.apply(&loaded.file, t(1000)).unwrap();
+    for c in claim(&*s, "a", t(1000), 10).claims {
+        done(&*s, &c, "a", Status::Succeeded, t(1001));
+    }
+    let o = claim(&*s, "a", t(1300), 10);
+    let missed: Vec<_> = o.rows.iter().map(|r| (r.job.as_str(), r.status)).collect();
+    assert_eq!(missed, vec![("str", Status::Missed)]);
+    let fired: Vec<_> = o.claims.iter().map(|c| c.job.def.name.as_str()).collect();
+    assert_eq!(fired, vec!["junk"]);
+    assert_eq!(o.claims[0].slot, Some(t(1060)));
+}
+
+// ---- §6 crash recovery ------------------------------------------------------------------------
+
+pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "dead", t(1000), 10).claims.remove(0);
+    // Lease (30 s) expires; another owner recovers at t+31.
+    let o = claim(&*s, "b", t(1031), 10);
+    assert!(o.claims.is_empty(), "at-most-once per slot");
+    assert_eq!(o.rows.len(), 1);
+    let ab = &o.rows[0];
+    assert_eq!(ab.status, Status::Abandoned);
+    assert_eq!(ab.run_id, c.run_id);
+    assert_eq!(ab.slot, Some(t(1000)));
+    let n = claim(&*s, "b", t(1060), 10);
+    assert_eq!(n.claims.len(), 1);
+    assert_eq!(n.claims[0].slot, Some(t(1060)));
+    // The dead owner's late completion is fenced out but kept.
+    let late = done(&*s, &c, "dead", Status::Succeeded, t(1061));
+    assert!(late.stale);
+    assert!(late.rows[0].stale_lease);
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(j.rt.lease.as_ref().unwrap().run_id, n.claims[0].run_id);
+    let h = s
+        .history(&HistoryQuery {
+            run_id: Some(c.run_id),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(h.len(), 2, "abandoned + stale completion, nothing lost");
+}
+
+pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
+    let s = f();
+    let mut d = every("once", 60);
+    d.max_runs = Some(1);
+    s.apply(&file(vec![d]), t(1000)).unwrap();
+    let c1 = claim(&*s, "dead1", t(1000), 10).claims.remove(0);
+    assert!(c1.job.rt.lease.as_ref().unwrap().spends_job);
+    let o = claim(&*s, "b", t(1031), 10);
+    assert_eq!(o.rows[0].status, Status::Abandoned);
+    assert_eq!(o.claims.len(), 1, "re-offered once");
+    assert_eq!(o.claims[0].trigger, Trigger::Recovery);
+    let o2 = claim(&*s, "c", t(1062), 10);
+    assert!(o2.claims.is_empty());
+    assert_eq!(o2.rows[0].status, Status::Abandoned);
+    let j = s.job("once").unwrap().unwrap();
+    assert!(j.rt.retired, "abandoned twice → retired");
+    let ab = rows(&*s, "once")
+        .into_iter()
+        .filter(|r| r.status == Status::Abandoned)
+        .count();
+    assert_eq!(ab, 2);
+    assert!(claim(&*s, "c", t(9999), 10).claims.is_empty());
+}
+
+pub fn one_shot_recovery_that_succeeds_retires(f: Factory) {
+    let s = f();
+    let mut d = every("at", 60);
+    d.schedule = ScheduleSpec::At { at: t(1100) };
+    s.apply(&file(vec![d]), t(1000)).unwrap();
+    assert!(claim(&*s, "a", t(1099), 10).claims.is_empty());
+    claim(&*s, "dead", t(1100), 10).claims.remove(0);
+    let r = claim(&*s, "b", t(1131), 10).claims.remove(0);
+    assert_eq!(r.trigger, Trigger::Recovery);
+    done(&*s, &r, "b", Status::Succeeded, t(1140));
+    let j = s.job("at").unwrap().unwrap();
+    assert!(j.rt.retired);
+    assert!(j.rt.lease.is_none());
+}
+
+// ---- §6 overlap, pause, trigger -----------------------------------------------------------------
+
+pub fn slots_passing_during_a_run_become_one_overlap_row(f: Factory) {
+    let s = f();
+    let mut d = every("j", 10);
+    d.lease_seconds = 300.0;
+    s.apply(&file(vec![d]), t(1000)).unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    let out = done(&*s, &c, "a", Status::Succeeded, t(1055));
+    assert_eq!(out.rows.len(), 2);
+    let o = &out.rows[1];
+    assert_eq!(o.status, Status::Skipped);
+    assert_eq!(o.reason.as_deref(), Some("overlap"));
+    assert_eq!(o.slots_count, Some(5));
+    assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(1060)));
+}
+
+pub fn paused_jobs_record_nothing_and_resume_in_the_future(f: Factory) {
+    let s = f();
+    ran_once_at_t0(&*s, every("j", 60));
+    let tok = s.change_token().unwrap();
+    s.set_paused("j", true, t(1010)).unwrap();
+    assert_ne!(s.change_token().unwrap(), tok, "pause changes the token");
+    let o = claim(&*s, "a", t(1500), 10);
+    assert!(o.claims.is_empty() && o.rows.is_empty());
+    s.set_paused("j", false, t(1500)).unwrap();
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(j.rt.next_slot, Some(t(1540)));
+    assert!(claim(&*s, "a", t(1500), 10).claims.is_empty());
+    assert!(s.set_paused("nope", true, t(1)).unwrap_err().is_bad_input());
+}
+
+pub fn manual_triggers_run_once_even_when_paused(f: Factory) {
+    let s = f();
+    ran_once_at_t0(&*s, every("j", 60));
+    s.set_paused("j", true, t(1010)).unwrap();
+    assert_eq!(
+        s.request_trigger("j", t(1011)).unwrap(),
+        TriggerOutcome::Queued
+    );
+    assert_eq!(
+        s.request_trigger("j", t(1012)).unwrap(),
+        TriggerOutcome::AlreadyQueued
+    );
+    let c = claim(&*s, "a", t(1013), 10).claims.remove(0);
+    assert_eq!(c.trigger, Trigger::Manual);
+    assert_eq!(c.slot, None);
+    assert_eq!(
+        s.request_trigger("j", t(1014)).unwrap(),
+        TriggerOutcome::AlreadyRunning
+    );
+    done(&*s, &c, "a", Status::Succeeded, t(1015));
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 1, "manual runs do not count toward max_runs");
+    assert!(claim(&*s, "a", t(1020), 10).claims.is_empty());
+    assert!(s.request_trigger("nope", t(1)).unwrap_err().is_bad_input());
+}
+
+// ---- §7 retirement ------------------------------------------------------------------------------
+
+pub fn max_runs_and_until_retire(f: Factory) {
+    let s = f();
+    let mut m = every("m", 60);
+    m.max_runs = Some(2);
+    let mut u = every("u", 60);
+    u.until = Some(t(1090));
+    s.apply(&file(vec![m, u]), t(1000)).unwrap();
+    for (i, now) in [1000, 1060].into_iter().enumerate() {
+        let o = claim(&*s, "a", t(now), 10);
+        for c in &o.claims {
+            done(&*s, c, "a", Status::Succeeded, t(now + 1));
+        }
+        if i == 0 {
+            assert_eq!(o.claims.len(), 2);
+        }
+    }
+    let m = s.job("m").unwrap().unwrap();
+    assert!(m.rt.retired, "two runs → retired");
+    assert_eq!(m.rt.runs, 2);
+    let u = s.job("u").unwrap().unwrap();
+    assert!(u.rt.retired, "until passed");
+    assert!(claim(&*s, "a", t(5000), 10).claims.is_empty());
+}
+
+// ---- state, history, spend ----------------------------------------------------------------------
+
+pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    let mut small = JobState::default();
+    small.notepad.insert("k".into(), "v".into());
+    let mut row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "a", t(1001));
+    row.cost_usd = 0.25;
+    let out = s
+        .complete(Completion {
+            job: "j".into(),
+            run_id: c.run_id,
+            owner: "a".into(),
+            now: t(1001),
+            row,
+            state: Some(small.clone()),
+            hold_until: None,
+        })
+        .unwrap();
+    assert!(out.state_rejected.is_none());
+    let c = claim(&*s, "a", t(1060), 10).claims.remove(0);
+    let mut big = JobState::default();
+    big.notepad.insert("k".into(), "x".repeat(20_000));
+    let row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "a", t(1061));
+    let out = s
+        .complete(Completion {
+            job: "j".into(),
+            run_id: c.run_id,
+            owner: "a".into(),
+            now: t(1061),
+            row,
+            state: Some(big),
+            hold_until: None,
+        })
+        .unwrap();
+    assert!(out.state_rejected.is_some());
+    assert_eq!(s.job("j").unwrap().unwrap().rt.state, small);
+    let sp = s.spend("j", t(1062)).unwrap();
+    assert!((sp.job_usd - 0.25).abs() < 1e-9 && (sp.global_usd - 0.25).abs() < 1e-9);
+    assert!(s.spend("nope", t(1062)).is_err());
+}
+
+pub fn history_filters_newest_first(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
+        .unwrap();
+    let mut ids = Vec::new();
+    for (i, now) in [1000, 1060, 1120].into_iter().enumerate() {
+        for c in claim(&*s, "o", t(now), 10).claims {
+            let st = if i == 1 {
+                Status::Failed
+            } else {
+                Status::Succeeded
+            };
+            done(&*s, &c, "o", st, t(now + 1));
+            ids.push(c.run_id);
+        }
+    }
+    let all = s.history(&HistoryQuery::default()).unwrap();
+    assert_eq!(all.len(), 6);
+    assert!(all.windows(2).all(|w| w[0].finished_at >= w[1].finished_at));
+    let a = rows(&*s, "a");
+    assert_eq!(a.len(), 3);
+    assert!(a.iter().all(|r| r.job == "a"));
+    let failed = s
+        .history(&HistoryQuery {
+            status: Some(Status::Failed),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(failed.len(), 2);
+    let since = s
+        .history(&HistoryQuery {
+            since: Some(t(1100)),
+            limit: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(since.len(), 1);
+    assert_eq!(since[0].finished_at, t(1121));
+    let one = s
+        .history(&HistoryQuery {
+            run_id: Some(ids[0]),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].run_id, ids[0]);
+    let diffs = s
+        .history(&HistoryQuery {
+            with_diff: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(diffs.is_empty());
+}
+
+/// Every case, for the runner macro.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:expr) => {
+        conformance_suite!(@cases $factory;
+            apply_creates_updates_and_retires,
+            each_slot_is_claimed_once_across_owners,
+            claims_respect_the_owners_limit,
+            in_flight_jobs_are_not_reoffered_to_their_owner,
+            renewals_are_fenced_by_run_id,
+            misfire_coalesces_without_grace,
+            misfire_over_grace_writes_one_missed_row,
+            misfire_within_grace_fires,
+            a_first_run_always_fires,
+            cron_missed_after_days_and_first_cron_fire,
+            grace_from_yaml_string_and_junk,
+            recurring_abandoned_run_waits_for_its_next_slot,
+            one_shot_is_reoffered_once_then_retired,
+            one_shot_recovery_that_succeeds_retires,
+            slots_passing_during_a_run_become_one_overlap_row,
+            paused_jobs_record_nothing_and_resume_in_the_future,
+            manual_triggers_run_once_even_when_paused,
+            max_runs_and_until_retire,
+            oversized_state_is_rejected_and_prior_kept,
+            history_filters_newest_first,
+        );
+    };
+    (@cases $factory:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                if let Some(f) = $factory {
+                    $crate::conformance::$case(&f);
+                }
+            }
+        )+
+    };
+}

@@ -1,0 +1,88 @@
+//! The CLI over `--store postgres://…`: apply/jobs/pause/trigger through the binary, a pause from
+//! `cronsole pause` (another process) reaching a listening owner within 1 s, and exit codes for a
+//! bad URL (2) and an unreachable server (1).
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cronsole::store::Store;
+use cronsole::store::postgres::PgStore;
+
+fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_pause_reaches_a_running_owner_within_a_second() {
+    let url = pg_db_or_skip!();
+    let dir = std::env::temp_dir().join(format!("cronsole-pgcli-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: alpha\n    schedule: every 1h\n    command: \"echo a\"\n",
+    )
+    .unwrap();
+    let (c, out, err) = run(&url, &["apply", "jobs.yaml"], &dir);
+    assert_eq!(c, 0, "{out}{err}");
+    assert!(out.contains("alpha"), "{out}");
+
+    let owner = PgStore::open(&url).unwrap();
+    let t = Instant::now();
+    while !owner.listener_alive() {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let before = owner.change_token().unwrap();
+    let (c, _, err) = run(&url, &["pause", "alpha"], &dir);
+    let exited = Instant::now();
+    assert_eq!(c, 0, "{err}");
+    while owner.change_token().unwrap() == before {
+        assert!(
+            exited.elapsed() < Duration::from_secs(1),
+            "pause did not reach the owner within 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    eprintln!(
+        "pause visible to the owner {:?} after `cronsole pause` exited",
+        exited.elapsed()
+    );
+    assert!(owner.job("alpha").unwrap().unwrap().rt.paused);
+
+    let (c, out, _) = run(&url, &["jobs", "--json"], &dir);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "alpha");
+    let (c, out, _) = run(&url, &["trigger", "alpha"], &dir);
+    assert_eq!(c, 0);
+    assert!(out.contains("triggered alpha"), "{out}");
+    assert_eq!(run(&url, &["pause", "ghost"], &dir).0, 2);
+}
+
+#[test]
+fn bad_url_is_exit_2_and_unreachable_server_is_exit_1() {
+    let dir = std::env::temp_dir();
+    let (c, _, err) = run(
+        "postgres://u:pw@127.0.0.1:5432/x?sslmode=nope",
+        &["jobs"],
+        &dir,
+    );
+    assert_eq!(c, 2, "{err}");
+    assert!(!err.contains("pw@"), "{err}");
+    let (c, _, err) = run("postgres://postgres@127.0.0.1:1/x", &["jobs"], &dir);
+    assert_eq!(c, 1, "{err}");
+    assert!(err.contains("database error"), "{err}");
+}

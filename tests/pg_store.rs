@@ -1,0 +1,210 @@
+//! PostgreSQL store: infrastructure behaviour (schema, migrations, runtime bridging, the change
+//! feed, fencing) against a real server. Each test gets its own database.
+
+mod conformance;
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cronsole::store::postgres::PgStore;
+use cronsole::store::{Store, StoreError};
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .to_utc()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn schema_is_created_once_even_when_owners_start_together() {
+    let url = pg_db_or_skip!();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PgStore::open(&url).map(|_| ()))
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    // Re-opening an up-to-date database is a no-op.
+    let s = PgStore::open(&url).unwrap();
+    assert!(s.jobs().unwrap().is_empty());
+    assert!(s.location().starts_with("postgres://postgres@127.0.0.1:"));
+}
+
+#[test]
+fn a_newer_schema_is_refused_not_repaired() {
+    let url = pg_db_or_skip!();
+    drop(PgStore::open(&url).unwrap());
+    support::pg::exec(&url, "UPDATE cronsole_schema SET version = 99").unwrap();
+    let err = PgStore::open(&url).err().expect("must refuse");
+    assert!(matches!(err, StoreError::Version { .. }), "{err}");
+    assert!(err.is_bad_input());
+    assert!(err.to_string().contains("99"), "{err}");
+}
+
+#[test]
+fn bad_urls_are_clear_errors_without_the_password() {
+    let err = PgStore::open("postgres://u:secret@127.0.0.1:5432/db?sslmode=bogus")
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+    let err = PgStore::open("mysql://u@h/db").err().unwrap();
+    assert!(err.to_string().contains("postgres://"), "{err}");
+}
+
+#[test]
+fn an_unreachable_server_is_a_retryable_database_error() {
+    // Port 1 refuses connections.
+    let err = PgStore::open("postgres://postgres@127.0.0.1:1/x")
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::Database(_)), "{err}");
+    assert!(!err.is_bad_input());
+}
+
+#[test]
+fn usable_from_plain_threads_blocking_threads_and_async_tasks() {
+    let url = pg_db_or_skip!();
+    let store: Arc<dyn Store> = Arc::new(PgStore::open(&url).unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let s = Arc::clone(&store);
+        let n = tokio::task::spawn_blocking(move || s.jobs().map(|j| j.len()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 0);
+        // Called straight from an async task (not recommended, but must not panic).
+        assert!(store.settings().is_ok());
+    });
+    // Dropping the last handle inside an async context must not panic either.
+    rt.block_on(async move {
+        let s = store;
+        drop(s);
+    });
+}
+
+#[test]
+fn change_token_is_served_by_the_listener_and_is_cheap() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    wait_for("the listener", Duration::from_secs(10), || {
+        s.listener_alive()
+    });
+    let a = s.change_token().unwrap();
+    // An outside NOTIFY with a new version reaches us through LISTEN.
+    support::pg::exec(
+        &url,
+        "SELECT pg_notify('cronsole_changed', nextval('cronsole_store_version')::text)",
+    )
+    .unwrap();
+    wait_for("the notification", Duration::from_secs(1), || {
+        s.change_token().unwrap() != a
+    });
+    let start = Instant::now();
+    for _ in 0..10_000 {
+        s.change_token().unwrap();
+    }
+    // No round trip per call: 10k calls in far less than one network round trip each.
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn renew_of_an_unknown_job_names_it() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    let err = s
+        .renew("ghost", uuid::Uuid::new_v4(), "me", t0())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, StoreError::NoSuchJob(ref n) if n == "ghost"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
+    let url = pg_db_or_skip!();
+    let owner = PgStore::open(&url).unwrap();
+    let cli = PgStore::open(&url).unwrap(); // `cronsole pause` in another process
+    let mut d = conformance::every("j", 60);
+    d.lease_seconds = 30.0;
+    cli.apply(&conformance::file(vec![d]), t0()).unwrap();
+    wait_for("the listener", Duration::from_secs(10), || {
+        owner.listener_alive()
+    });
+    let mut worst = Duration::ZERO;
+    for (i, paused) in [true, false, true, false, true].into_iter().enumerate() {
+        // Let the previous change arrive first, so each round measures its own notification.
+        let before = owner.change_token().unwrap();
+        cli.set_paused("j", paused, t0() + chrono::Duration::seconds(i as i64))
+            .unwrap();
+        let took = wait_for(
+            "the pause to reach the owner",
+            Duration::from_secs(1),
+            || owner.change_token().unwrap() != before,
+        );
+        assert_eq!(owner.job("j").unwrap().unwrap().rt.paused, paused);
+        worst = worst.max(took);
+    }
+    let q = cli.request_trigger("j", t0()).unwrap();
+    assert_eq!(q, cronsole::store::TriggerOutcome::Queued);
+    eprintln!("NOTIFY latency, worst of 5 pause/resume rounds: {worst:?}");
+    assert!(worst < Duration::from_secs(1));
+    assert!(owner.notifications_received() >= 5);
+}
+
+#[test]
+fn history_retention_keeps_the_newest_rows_of_a_job() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    s.apply(
+        &conformance::file(vec![
+            conformance::every("a", 60),
+            conformance::every("b", 60),
+        ]),
+        conformance::t(1000),
+    )
+    .unwrap();
+    for k in 0..4 {
+        let now = conformance::t(1000 + 60 * k);
+        for c in conformance::claim(&s, "o", now, 10).claims {
+            conformance::done(&s, &c, "o", cronsole::model::Status::Succeeded, now);
+        }
+    }
+    assert_eq!(s.trim_history("a", 2).unwrap(), 2);
+    let q = |job: &str| {
+        s.history(&cronsole::store::HistoryQuery {
+            job: Some(job.into()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let a = q("a");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0].slot, Some(conformance::t(1180)), "newest kept");
+    assert_eq!(q("b").len(), 4, "other jobs untouched");
+}

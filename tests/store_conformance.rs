@@ -1,0 +1,37 @@
+//! Runs the shared store conformance suite (`tests/conformance/`) against both stores: the file
+//! store in a temp directory and the PostgreSQL store in a fresh database per case.
+
+mod conformance;
+mod support;
+
+use std::sync::Arc;
+
+use cronsole::store::Store;
+
+mod file_store {
+    use super::*;
+
+    fn factory() -> Option<impl Fn() -> Arc<dyn Store>> {
+        Some(|| {
+            let dir = std::env::temp_dir().join(format!("cronsole-conf-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Arc::new(cronsole::store::file::FileStore::open(&dir).unwrap()) as Arc<dyn Store>
+        })
+    }
+
+    conformance_suite!(factory());
+}
+
+mod pg_store {
+    use super::*;
+
+    fn factory() -> Option<impl Fn() -> Arc<dyn Store>> {
+        support::pg::server()?;
+        Some(|| {
+            let url = support::pg::database().expect("server checked above");
+            Arc::new(cronsole::store::postgres::PgStore::open(&url).unwrap()) as Arc<dyn Store>
+        })
+    }
+
+    conformance_suite!(factory());
+}
