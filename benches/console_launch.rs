@@ -30,10 +30,15 @@ const ROWS: usize = 1_000_000;
 fn def(name: String) -> JobDef {
     JobDef {
         name,
-        schedule: ScheduleSpec::Every { every_seconds: 3600 },
+        schedule: ScheduleSpec::Every {
+            every_seconds: 3600,
+        },
         schedule_text: "every 1h".into(),
         tz: "UTC".into(),
-        action: Action::Command { command: "true".into(), timeout_seconds: 60.0 },
+        action: Action::Command {
+            command: "true".into(),
+            timeout_seconds: 60.0,
+        },
         gate: None,
         context_from: vec![],
         context_max_chars: 4000,
@@ -54,19 +59,42 @@ fn def(name: String) -> JobDef {
 
 fn build_store(dir: &Path, now: DateTime<Utc>) {
     let store = FileStore::open(dir).expect("open store");
-    let file = JobsFile { jobs: (0..JOBS).map(|i| def(format!("job-{i:04}"))).collect(), ..Default::default() };
+    let file = JobsFile {
+        jobs: (0..JOBS).map(|i| def(format!("job-{i:04}"))).collect(),
+        ..Default::default()
+    };
     store.apply(&file, now).expect("apply");
     drop(store);
     // A million rows written in the store's own line format (one §4 row per line), oldest first.
     let mut f = std::io::BufWriter::new(
-        std::fs::OpenOptions::new().append(true).create(true).open(dir.join("history.jsonl")).expect("history"),
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.join("history.jsonl"))
+            .expect("history"),
     );
-    let statuses = [Status::Succeeded, Status::NoChange, Status::Failed, Status::Skipped, Status::Missed];
+    let statuses = [
+        Status::Succeeded,
+        Status::NoChange,
+        Status::Failed,
+        Status::Skipped,
+        Status::Missed,
+    ];
     for i in 0..ROWS {
         let at = now - chrono::Duration::seconds((ROWS - i) as i64);
         let job = format!("job-{:04}", i % JOBS);
-        let mut r = HistoryRow::new(&job, statuses[i % statuses.len()], Trigger::Schedule, Some(at), "bench:1:abcdef12", at);
-        r.result = Some(format!("run {i}: everything nominal, {} items processed", i % 977));
+        let mut r = HistoryRow::new(
+            &job,
+            statuses[i % statuses.len()],
+            Trigger::Schedule,
+            Some(at),
+            "bench:1:abcdef12",
+            at,
+        );
+        r.result = Some(format!(
+            "run {i}: everything nominal, {} items processed",
+            i % 977
+        ));
         serde_json::to_writer(&mut f, &r).expect("row");
         f.write_all(b"\n").expect("newline");
     }
@@ -79,17 +107,28 @@ fn in_process(dir: &Path, now: DateTime<Utc>) -> Duration {
     let snap = Snapshot::load(&store, now, "bench", now, false).expect("snapshot");
     let app = App::new(std::sync::Arc::new(snap), now);
     let mut term = Terminal::new(TestBackend::new(120, 40)).expect("backend");
-    term.draw(|f| f.render_widget(&app, f.area())).expect("draw");
+    term.draw(|f| f.render_widget(&app, f.area()))
+        .expect("draw");
     t.elapsed()
 }
 
 fn vm_hwm_kb(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn real_binary(dir: &Path) -> Option<(Duration, u64)> {
-    if Command::new("tmux").arg("-V").output().map(|o| !o.status.success()).unwrap_or(true) {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
         println!("tmux not installed: skipping the real-binary launch measurement");
         return None;
     }
@@ -98,7 +137,19 @@ fn real_binary(dir: &Path) -> Option<(Duration, u64)> {
     let cmd = format!("{bin} console --attach --store {}; sleep 30", dir.display());
     let t = Instant::now();
     let ok = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "40", "-e", "TERM=xterm-256color", &cmd])
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-e",
+            "TERM=xterm-256color",
+            &cmd,
+        ])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
@@ -108,7 +159,10 @@ fn real_binary(dir: &Path) -> Option<(Duration, u64)> {
     }
     let mut first_frame = None;
     while t.elapsed() < Duration::from_secs(30) {
-        let out = Command::new("tmux").args(["capture-pane", "-p", "-t", &session]).output().ok()?;
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &session])
+            .output()
+            .ok()?;
         if String::from_utf8_lossy(&out.stdout).contains("Jobs ") {
             first_frame = Some(t.elapsed());
             break;
@@ -118,15 +172,27 @@ fn real_binary(dir: &Path) -> Option<(Duration, u64)> {
     // Let it settle, then read the peak RSS of the console process.
     std::thread::sleep(Duration::from_millis(1500));
     // The console itself, not the `sh -c` tmux runs it under.
-    let pids = Command::new("pgrep").args(["-f", &format!("{bin} console --attach --store {}", dir.display())]).output().ok()?;
+    let pids = Command::new("pgrep")
+        .args([
+            "-f",
+            &format!("{bin} console --attach --store {}", dir.display()),
+        ])
+        .output()
+        .ok()?;
     let pid: u32 = String::from_utf8_lossy(&pids.stdout)
         .lines()
         .filter_map(|l| l.trim().parse::<u32>().ok())
-        .find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "cronsole"))?;
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "cronsole")
+        })?;
     let rss = vm_hwm_kb(pid).unwrap_or(0);
-    let _ = Command::new("tmux").args(["send-keys", "-t", &session, "q"]).status();
+    let _ = Command::new("tmux")
+        .args(["send-keys", "-t", &session, "q"])
+        .status();
     std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    let _ = Command::new("tmux")
+        .args(["kill-session", "-t", &session])
+        .status();
     Some((first_frame?, rss))
 }
 
@@ -136,7 +202,9 @@ fn main() {
     let now = Utc::now();
     let t = Instant::now();
     build_store(&dir, now);
-    let size = std::fs::metadata(dir.join("history.jsonl")).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(dir.join("history.jsonl"))
+        .map(|m| m.len())
+        .unwrap_or(0);
     println!(
         "store: {JOBS} jobs, {ROWS} history rows ({:.0} MiB), built in {:.1} s",
         size as f64 / (1024.0 * 1024.0),
@@ -150,7 +218,10 @@ fn main() {
         v[4].as_secs_f64() * 1e3
     );
     if let Some(kb) = vm_hwm_kb(std::process::id()) {
-        println!("bench process peak RSS after 5 loads: {:.1} MB", kb as f64 / 1024.0);
+        println!(
+            "bench process peak RSS after 5 loads: {:.1} MB",
+            kb as f64 / 1024.0
+        );
     }
     let mut launches = Vec::new();
     let mut rss = Vec::new();
@@ -167,7 +238,10 @@ fn main() {
             launches[launches.len() / 2].as_secs_f64() * 1e3,
             launches.len()
         );
-        println!("console peak RSS (VmHWM): max {:.1} MB", *rss.iter().max().unwrap_or(&0) as f64 / 1024.0);
+        println!(
+            "console peak RSS (VmHWM): max {:.1} MB",
+            *rss.iter().max().unwrap_or(&0) as f64 / 1024.0
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
