@@ -178,7 +178,13 @@ fn sync_dir(dir: &Path) -> StoreResult<()> {
 
 /// Write `bytes` to `path` atomically: temp + fsync + rename + fsync dir.
 fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    let tmp = path.with_extension("tmp");
+    // A temp name of our own: two processes creating a fresh store at once (both writing
+    // VERSION before either holds the lock) must not rename each other's temp file away.
+    let tmp = path.with_extension(format!(
+        "tmp.{}.{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
     let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
     f.write_all(bytes).map_err(io_err(&tmp))?;
     f.sync_all().map_err(io_err(&tmp))?;
