@@ -15,8 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cronsole::model::{Action, HistoryRow, JobDef, JobsFile, Status, Trigger};
-use cronsole::schedule::ScheduleSpec;
+use cronsole::model::{HistoryRow, JobDef, JobsFile, Status, Trigger};
 use cronsole::snapshot::Snapshot;
 use cronsole::store::Store;
 use cronsole::store::file::FileStore;
@@ -28,33 +27,7 @@ const JOBS: usize = 1_000;
 const ROWS: usize = 1_000_000;
 
 fn def(name: String) -> JobDef {
-    JobDef {
-        name,
-        schedule: ScheduleSpec::Every {
-            every_seconds: 3600,
-        },
-        schedule_text: "every 1h".into(),
-        tz: "UTC".into(),
-        action: Action::Command {
-            command: "true".into(),
-            timeout_seconds: 60.0,
-        },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: Default::default(),
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
-        timeout_seconds: 300.0,
-        max_retries: 1,
-        lease_seconds: 30.0,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
-    }
+    cronsole::testkit::jobs::command_job(&name, 3600)
 }
 
 fn build_store(dir: &Path, now: DateTime<Utc>) {

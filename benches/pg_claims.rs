@@ -17,37 +17,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cronsole::model::{Action, JobDef, JobsFile};
-use cronsole::schedule::ScheduleSpec;
+use cronsole::model::{JobDef, JobsFile};
 use cronsole::store::{ClaimRequest, Store};
 
 fn def(name: String) -> JobDef {
     JobDef {
-        name,
-        schedule: ScheduleSpec::Every {
-            every_seconds: 3600,
-        },
-        schedule_text: "hourly".into(),
-        tz: "UTC".into(),
-        action: Action::Command {
-            command: "true".into(),
-            timeout_seconds: 60.0,
-        },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: Default::default(),
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
-        timeout_seconds: 300.0,
-        max_retries: 1,
         lease_seconds: 300.0,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
+        ..cronsole::testkit::jobs::command_job(&name, 3600)
     }
 }
 

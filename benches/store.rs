@@ -7,37 +7,18 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{Action, HistoryRow, JobDef, Status};
-use cronsole::schedule::ScheduleSpec;
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
 
 fn def(name: String) -> JobDef {
     JobDef {
-        name,
-        schedule: ScheduleSpec::Every {
-            every_seconds: 3600,
-        },
-        schedule_text: "every 1h".into(),
-        tz: "UTC".into(),
         action: Action::Command {
             command: "echo hi".into(),
             timeout_seconds: 60.0,
         },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: Default::default(),
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
-        timeout_seconds: 300.0,
         max_retries: 3,
         lease_seconds: 600.0,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
+        ..cronsole::testkit::jobs::command_job(&name, 3600)
     }
 }
 

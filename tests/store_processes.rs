@@ -12,39 +12,15 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, Utc};
-use cronsole::model::{Action, HistoryRow, JobDef, JobsFile, Settings, Status};
-use cronsole::schedule::ScheduleSpec;
+use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, Store};
 use uuid::Uuid;
 
 fn def(name: &str, every: u64, lease: f64) -> JobDef {
     JobDef {
-        name: name.to_string(),
-        schedule: ScheduleSpec::Every {
-            every_seconds: every,
-        },
-        schedule_text: format!("every {every}s"),
-        tz: "UTC".into(),
-        action: Action::Command {
-            command: "true".into(),
-            timeout_seconds: 60.0,
-        },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: Default::default(),
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
-        timeout_seconds: 300.0,
-        max_retries: 1,
         lease_seconds: lease,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
+        ..cronsole::testkit::jobs::command_job(name, every)
     }
 }
 

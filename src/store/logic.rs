@@ -647,35 +647,10 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 pub(crate) mod tests_support {
     use super::*;
-    use crate::model::Action;
 
-    /// An `every 60s` command job, enabled, created at `now`.
+    /// An `every 60s` command job, enabled.
     pub fn def(name: &str) -> JobDef {
-        JobDef {
-            name: name.to_string(),
-            schedule: ScheduleSpec::Every { every_seconds: 60 },
-            schedule_text: "every 60s".into(),
-            tz: "UTC".into(),
-            action: Action::Command {
-                command: "true".into(),
-                timeout_seconds: 60.0,
-            },
-            gate: None,
-            context_from: vec![],
-            context_max_chars: 4000,
-            on_missing_context: Default::default(),
-            misfire_grace_seconds: None,
-            max_runs: None,
-            until: None,
-            run_immediately: false,
-            timeout_seconds: 300.0,
-            max_retries: 1,
-            lease_seconds: 30.0,
-            max_cost_usd: None,
-            deliver: vec![],
-            alert_after_failures: 1,
-            enabled: true,
-        }
+        crate::testkit::jobs::command_job(name, 60)
     }
 
     pub fn job(name: &str, now: DateTime<Utc>) -> JobRecord {

@@ -7,4 +7,5 @@
 
 pub mod hostile;
 pub mod http;
+pub mod jobs;
 pub mod llm;

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use cronsole::model::{Action, HistoryRow, JobDef, JobState, JobsFile, Status, Trigger};
+use cronsole::model::{HistoryRow, JobDef, JobState, JobsFile, Status, Trigger};
 use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{
     ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
@@ -24,33 +24,7 @@ pub fn t(secs: i64) -> DateTime<Utc> {
 }
 
 pub fn every(name: &str, secs: u64) -> JobDef {
-    JobDef {
-        name: name.to_string(),
-        schedule: ScheduleSpec::Every {
-            every_seconds: secs,
-        },
-        schedule_text: format!("every {secs}s"),
-        tz: "UTC".into(),
-        action: Action::Command {
-            command: "true".into(),
-            timeout_seconds: 60.0,
-        },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: Default::default(),
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
-        timeout_seconds: 300.0,
-        max_retries: 1,
-        lease_seconds: 30.0,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
-    }
+    cronsole::testkit::jobs::command_job(name, secs)
 }
 
 pub fn file(jobs: Vec<JobDef>) -> JobsFile {

@@ -1,0 +1,34 @@
+//! Job definitions for tests and benchmarks, so each one states only what it cares about:
+//! `JobDef { lease_seconds: 5.0, ..command_job("a", 1) }`.
+
+use crate::model::{Action, JobDef};
+use crate::schedule::ScheduleSpec;
+
+/// An enabled `every N s` job running `true`, one attempt, 30 s lease, no gate, no budget.
+pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
+    JobDef {
+        name: name.to_string(),
+        schedule: ScheduleSpec::Every { every_seconds },
+        schedule_text: format!("every {every_seconds}s"),
+        tz: "UTC".into(),
+        action: Action::Command {
+            command: "true".into(),
+            timeout_seconds: 60.0,
+        },
+        gate: None,
+        context_from: vec![],
+        context_max_chars: 4000,
+        on_missing_context: Default::default(),
+        misfire_grace_seconds: None,
+        max_runs: None,
+        until: None,
+        run_immediately: false,
+        timeout_seconds: 300.0,
+        max_retries: 1,
+        lease_seconds: 30.0,
+        max_cost_usd: None,
+        deliver: vec![],
+        alert_after_failures: 1,
+        enabled: true,
+    }
+}
