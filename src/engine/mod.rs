@@ -45,6 +45,9 @@ pub enum Command {
 }
 
 /// What happened, for front ends (history rows arrive as they are written).
+// Rows are by far the most frequent event; boxing them would add an allocation per row to save
+// space on the rare small variants.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Event {
     RunStarted {
@@ -334,7 +337,9 @@ impl Actor {
         }
         for claim in outcome.claims {
             let job = claim.job.def.name.clone();
-            let cancel = self.shutdown.child_token();
+            // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
+            // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
+            let cancel = CancellationToken::new();
             self.in_flight.insert(
                 job.clone(),
                 InFlight {
