@@ -35,12 +35,15 @@ use crate::model::{
 };
 use crate::store::{Claim, Store};
 
+/// Environment lookup (API keys); tests inject a map.
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Shared, process-wide things a run needs (HTTP client, env lookup, tunables).
 pub struct RunDeps {
     /// Shared by LLM calls and webhooks (the URL monitor builds its own hardened client).
     pub http: reqwest::Client,
     /// Environment lookup (API keys); tests inject a map.
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: EnvLookup,
     pub backoff: BackoffConfig,
     pub gate: GateConfig,
 }
