@@ -265,6 +265,7 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
         assert!(*n >= 40, "owner {owner} ran only {n}");
     }
     // The killed owner's in-flight runs were recovered as `abandoned` (same run_id).
+    assert!(!orphaned.is_empty(), "the victim had no run in flight at kill -9");
     for (job, run_id) in &orphaned {
         let r = rows
             .iter()
