@@ -79,6 +79,10 @@ pub struct EngineConfig {
     pub change_poll: StdDuration,
     /// Minimum spacing of snapshot rebuilds while things change quickly.
     pub snapshot_min_interval: StdDuration,
+    /// Build and publish [`Snapshot`]s. Headless mode draws nothing and turns this off: a
+    /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
+    /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
+    pub publish_snapshots: bool,
 }
 
 impl EngineConfig {
@@ -89,6 +93,7 @@ impl EngineConfig {
             shutdown_grace: StdDuration::from_secs(30),
             change_poll: StdDuration::from_millis(250),
             snapshot_min_interval: StdDuration::from_millis(100),
+            publish_snapshots: true,
         }
     }
 }
@@ -152,7 +157,11 @@ pub fn spawn(
     deps: RunDeps,
 ) -> Result<EngineHandle, EngineError> {
     let started = clock.now();
-    let initial = Snapshot::load(store.as_ref(), started, &cfg.owner, started, true)?;
+    let initial = if cfg.publish_snapshots {
+        Snapshot::load(store.as_ref(), started, &cfg.owner, started, true)?
+    } else {
+        bare_snapshot(store.as_ref(), started, &cfg.owner)
+    };
     let (snap_tx, snap_rx) = watch::channel(Arc::new(initial));
     let (ev_tx, _) = broadcast::channel(1024);
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
@@ -179,6 +188,27 @@ pub fn spawn(
         hard_stop,
         join,
     })
+}
+
+/// The snapshot of an engine that does not publish any (headless): identity only.
+fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot {
+    Snapshot {
+        taken_at: now,
+        store: store.location(),
+        owner: owner.to_string(),
+        started_at: now,
+        engine_running: true,
+        jobs: Vec::new(),
+        owners_seen: vec![owner.to_string()],
+        settings: Default::default(),
+        period_spend_usd: 0.0,
+        spend_incomplete: false,
+        recent: Vec::new(),
+        counts_24h: Default::default(),
+        spend_per_hour: vec![0.0; 24],
+        pending: Default::default(),
+        in_flight: Default::default(),
+    }
 }
 
 struct Actor {
@@ -399,6 +429,9 @@ impl Actor {
     }
 
     async fn publish(&self) {
+        if !self.cfg.publish_snapshots {
+            return;
+        }
         let now = self.now();
         let owner = self.cfg.owner.clone();
         let started = self.started;
