@@ -152,7 +152,7 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
         String::from("budget: null\ndefaults:\n  lease_seconds: 2\n  max_retries: 1\njobs:\n");
     for i in 0..40 {
         yaml.push_str(&format!(
-            "  - name: j{i:02}\n    schedule: every 1s\n    command: sleep 0.2\n"
+            "  - name: j{i:02}\n    schedule: every 1s\n    command: sleep 0.5\n"
         ));
     }
     let s = setup("four", &yaml);
@@ -183,11 +183,24 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
         .collect();
     std::thread::sleep(Duration::from_secs(8));
     let victim = kids.remove(0);
-    signal(&victim, libc::SIGKILL);
     let victim_pid = victim.id();
+    let victim_tag = format!(":{victim_pid}:");
+    // Kill it while it holds leases (all jobs share each 1 s slot, so there are idle gaps).
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        let holds = s.open().jobs().unwrap().iter().any(|j| {
+            j.rt.lease
+                .as_ref()
+                .is_some_and(|l| l.owner.contains(&victim_tag))
+        });
+        if holds {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(&victim, libc::SIGKILL);
     let _ = wait_timeout(victim, Duration::from_secs(10));
     // What the dead process held at the moment it died: its in-flight runs.
-    let victim_tag = format!(":{victim_pid}:");
     let orphaned: BTreeMap<String, Uuid> = s
         .open()
         .jobs()
@@ -265,7 +278,10 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
         assert!(*n >= 40, "owner {owner} ran only {n}");
     }
     // The killed owner's in-flight runs were recovered as `abandoned` (same run_id).
-    assert!(!orphaned.is_empty(), "the victim had no run in flight at kill -9");
+    assert!(
+        !orphaned.is_empty(),
+        "the victim had no run in flight at kill -9"
+    );
     for (job, run_id) in &orphaned {
         let r = rows
             .iter()
