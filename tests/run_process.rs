@@ -531,3 +531,36 @@ jobs:
         "a log file exists"
     );
 }
+
+/// Several owners started at once on a store directory that does not exist yet must all open
+/// it. Fails today: `FileStore::open` writes `VERSION` through a fixed `VERSION.tmp` name, so two
+/// first opens race (one renames the other's temp file away; the loser exits 1 with "I/O error
+/// on …/VERSION: No such file or directory"). Reproduced in ~25 of 120 process starts.
+#[test]
+#[ignore = "store bug (src/store/file.rs write_atomic): concurrent first open races on VERSION.tmp; reported"]
+fn owners_started_together_on_a_fresh_store_all_open_it() {
+    for round in 0..10 {
+        let dir = tmp(&format!("fresh-{round}"));
+        let store = dir.join("store");
+        let kids: Vec<Child> = (0..6)
+            .map(|_| {
+                Command::new(BIN)
+                    .arg("jobs")
+                    .arg("--store")
+                    .arg(&store)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for k in kids {
+            let out = k.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
