@@ -9,7 +9,12 @@
 //!
 //! Shutdown (SPEC §8): stop claiming, wait up to `shutdown_grace` for in-flight runs, then cancel
 //! them; a cancelled run is completed as `abandoned` with reason `shutdown`, which the store treats
-//! like a crash (§6 table). A second shutdown request cancels at once.
+//! like a crash (§6 table). A second shutdown request cancels at once. Each run has its own
+//! cancellation token (not a child of `shutdown`), so a graceful shutdown really lets runs finish.
+//!
+//! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
+//! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
+//! history, which dominated the headless engine's memory.
 //!
 //! Owns: timing, claims, run tasks, lease renewal, shutdown. Must not touch: the UI or the
 //! terminal (front ends talk to it only through the channels).
