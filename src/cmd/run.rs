@@ -142,6 +142,7 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
         let mut cfg = EngineConfig::new(engine::new_owner_id());
         cfg.max_concurrent = cli.run.max_concurrent;
         cfg.shutdown_grace = opts.grace;
+        cfg.publish_snapshots = mode == Mode::Console;
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");

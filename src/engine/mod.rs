@@ -9,7 +9,12 @@
 //!
 //! Shutdown (SPEC §8): stop claiming, wait up to `shutdown_grace` for in-flight runs, then cancel
 //! them; a cancelled run is completed as `abandoned` with reason `shutdown`, which the store treats
-//! like a crash (§6 table). A second shutdown request cancels at once.
+//! like a crash (§6 table). A second shutdown request cancels at once. Each run has its own
+//! cancellation token (not a child of `shutdown`), so a graceful shutdown really lets runs finish.
+//!
+//! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
+//! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
+//! history, which dominated the headless engine's memory.
 //!
 //! Owns: timing, claims, run tasks, lease renewal, shutdown. Must not touch: the UI or the
 //! terminal (front ends talk to it only through the channels).
@@ -44,8 +49,9 @@ pub enum Command {
     Shutdown,
 }
 
-/// What happened, for front ends (history rows arrive as they are written). Events are a few
-/// per run, so the size of the row variant does not matter (no boxing on the hot path).
+/// What happened, for front ends (history rows arrive as they are written). Rows are by far
+/// the most frequent event; boxing them would add an allocation per row to save space on the
+/// rare small variants.
 #[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)]
 pub enum Event {
@@ -78,6 +84,10 @@ pub struct EngineConfig {
     pub change_poll: StdDuration,
     /// Minimum spacing of snapshot rebuilds while things change quickly.
     pub snapshot_min_interval: StdDuration,
+    /// Build and publish [`Snapshot`]s. Headless mode draws nothing and turns this off: a
+    /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
+    /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
+    pub publish_snapshots: bool,
 }
 
 impl EngineConfig {
@@ -88,6 +98,7 @@ impl EngineConfig {
             shutdown_grace: StdDuration::from_secs(30),
             change_poll: StdDuration::from_millis(250),
             snapshot_min_interval: StdDuration::from_millis(100),
+            publish_snapshots: true,
         }
     }
 }
@@ -151,7 +162,11 @@ pub fn spawn(
     deps: RunDeps,
 ) -> Result<EngineHandle, EngineError> {
     let started = clock.now();
-    let initial = Snapshot::load(store.as_ref(), started, &cfg.owner, started, true)?;
+    let initial = if cfg.publish_snapshots {
+        Snapshot::load(store.as_ref(), started, &cfg.owner, started, true)?
+    } else {
+        bare_snapshot(store.as_ref(), started, &cfg.owner)
+    };
     let (snap_tx, snap_rx) = watch::channel(Arc::new(initial));
     let (ev_tx, _) = broadcast::channel(1024);
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
@@ -178,6 +193,27 @@ pub fn spawn(
         hard_stop,
         join,
     })
+}
+
+/// The snapshot of an engine that does not publish any (headless): identity only.
+fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot {
+    Snapshot {
+        taken_at: now,
+        store: store.location(),
+        owner: owner.to_string(),
+        started_at: now,
+        engine_running: true,
+        jobs: Vec::new(),
+        owners_seen: vec![owner.to_string()],
+        settings: Default::default(),
+        period_spend_usd: 0.0,
+        spend_incomplete: false,
+        recent: Vec::new(),
+        counts_24h: Default::default(),
+        spend_per_hour: vec![0.0; 24],
+        pending: Default::default(),
+        in_flight: Default::default(),
+    }
 }
 
 struct Actor {
@@ -344,7 +380,9 @@ impl Actor {
         }
         for claim in outcome.claims {
             let job = claim.job.def.name.clone();
-            let cancel = self.shutdown.child_token();
+            // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
+            // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
+            let cancel = CancellationToken::new();
             self.in_flight.insert(
                 job.clone(),
                 InFlight {
@@ -405,6 +443,9 @@ impl Actor {
     }
 
     async fn publish(&self) {
+        if !self.cfg.publish_snapshots {
+            return;
+        }
         let now = self.now();
         let owner = self.cfg.owner.clone();
         let started = self.started;

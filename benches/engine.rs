@@ -1,0 +1,299 @@
+//! Engine benchmarks (harness = false): the real `cronsole run` binary on prepared stores.
+//!
+//! - `lateness`: 1 000 jobs `every 10s` (`true`) for 60 s; fire lateness = `started_at − slot`
+//!   from the history rows (p50/p90/p99/max), plus the machine's load average.
+//! - `idle`: 10 000 jobs scheduled, none due, 20 s: CPU time of the process from /proc/PID/stat.
+//! - `rss`: headless mode with 10 000 jobs and 100 000 history rows (all within the last 24 h, the
+//!   worst case for the snapshot): peak RSS (VmHWM from /proc/PID/status) over 20 s.
+//!
+//! `cargo bench --bench engine [-- lateness|idle|rss]` (all three by default). Figures go to
+//! docs/BENCHMARKS.md, section "Engine".
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use cronsole::model::{HistoryRow, Status, Trigger};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("cronsole-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+fn jobs_yaml(n: usize, schedule: &str, command: &str) -> String {
+    let mut y = String::from("budget: null\ndefaults:\n  max_retries: 1\njobs:\n");
+    for i in 0..n {
+        y.push_str(&format!(
+            "  - name: j{i:05}\n    schedule: \"{schedule}\"\n    command: \"{command}\"\n"
+        ));
+    }
+    y
+}
+
+fn apply(dir: &Path, yaml: &str) -> PathBuf {
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, yaml).unwrap();
+    let store = dir.join("store");
+    let out = Command::new(BIN)
+        .arg("apply")
+        .arg(&jobs)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    store
+}
+
+fn run(store: &Path, secs: u64, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["run", "--for", &format!("{secs}s"), "--store"])
+        .arg(store)
+        .args(extra)
+        .current_dir(store.parent().unwrap())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn pct(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// utime + stime of `pid` in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn status_kb(pid: u32, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// 1 000 jobs `every 10s` whose anchors are spread 10 ms apart (100 fires per second, evenly):
+/// the steady state. Definitions are stored with `FileStore::upsert_job` at staggered instants.
+fn spread_store(dir: &Path) -> PathBuf {
+    let store = apply(dir, "budget: null\njobs: []\n");
+    let yaml = jobs_yaml(1000, "every 10s", "true");
+    let loaded = cronsole::config::load_str(&yaml, &dir.join("jobs.yaml")).unwrap();
+    // `run` would re-apply a jobs.yaml it finds beside the store (and retire everything).
+    std::fs::remove_file(dir.join("jobs.yaml")).unwrap();
+    let s = FileStore::open(&store).unwrap();
+    let t0 = Utc::now() + chrono::Duration::seconds(3);
+    for (i, def) in loaded.file.jobs.iter().enumerate() {
+        s.upsert_job(def, t0 + chrono::Duration::milliseconds(10 * i as i64))
+            .unwrap();
+    }
+    store
+}
+
+fn lateness(spread: bool) {
+    let dir = tmp(if spread {
+        "lateness-spread"
+    } else {
+        "lateness"
+    });
+    let store = if spread {
+        spread_store(&dir)
+    } else {
+        apply(&dir, &jobs_yaml(1000, "every 10s", "true"))
+    };
+    let started = Instant::now();
+    let mut child = run(&store, 60, &["--max-concurrent", "1000"]);
+    let mut peak_load = String::new();
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_secs(5));
+        peak_load = loadavg();
+    }
+    let wall = started.elapsed();
+    let s = FileStore::open(&store).unwrap();
+    let rows = s
+        .history(&HistoryQuery {
+            limit: 1_000_000,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut late: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.trigger == Trigger::Schedule && r.status != Status::Missed)
+        .filter_map(|r| {
+            r.slot
+                .map(|slot| (r.started_at - slot).num_microseconds().unwrap_or(i64::MAX))
+        })
+        .collect();
+    late.sort_unstable();
+    let by_status = rows
+        .iter()
+        .fold(std::collections::BTreeMap::new(), |mut m, r| {
+            *m.entry(r.status.as_str()).or_insert(0u64) += 1;
+            m
+        });
+    println!(
+        "lateness ({}): 1000 jobs every 10s for {:.0}s: {} runs {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms; loadavg at end: {peak_load}",
+        if spread {
+            "anchors spread 10 ms apart"
+        } else {
+            "all 1000 share each slot"
+        },
+        wall.as_secs_f64(),
+        late.len(),
+        by_status,
+        pct(&late, 0.50) as f64 / 1000.0,
+        pct(&late, 0.90) as f64 / 1000.0,
+        pct(&late, 0.99) as f64 / 1000.0,
+        late.last().copied().unwrap_or(0) as f64 / 1000.0,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn idle() {
+    let dir = tmp("idle");
+    // Yearly at 00:00 on 1 Jan: scheduled, none due during the measurement.
+    let store = apply(&dir, &jobs_yaml(10_000, "0 0 1 1 *", "true"));
+    let mut child = run(&store, 30, &[]);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(5)); // start-up (load, first snapshot)
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    let w0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(20));
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    let wall = w0.elapsed().as_secs_f64();
+    let hz = 100.0; // USER_HZ on Linux
+    let cpu_s = (t1 - t0) as f64 / hz;
+    let rss = status_kb(pid, "VmHWM:").unwrap_or(0);
+    let _ = child.wait();
+    println!(
+        "idle: 10000 jobs, none due: {cpu_s:.2} s CPU over {wall:.1} s wall = {:.2}% of one core; start-up CPU {:.2} s; VmHWM {:.1} MB",
+        100.0 * cpu_s / wall,
+        t0 as f64 / hz,
+        rss as f64 / 1024.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn rss() {
+    let dir = tmp("rss");
+    let store = apply(&dir, &jobs_yaml(10_000, "0 0 1 1 *", "true"));
+    // 100 000 history rows within the last 24 h, appended as the store writes them.
+    {
+        let s = FileStore::open(&store).unwrap();
+        drop(s);
+        let mut f = std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(store.join("history.jsonl"))
+                .unwrap(),
+        );
+        let now = Utc::now();
+        for i in 0..100_000u64 {
+            let at = now - chrono::Duration::milliseconds((i * 800) as i64);
+            let mut r = HistoryRow::new(
+                &format!("j{:05}", i % 10_000),
+                if i % 10 == 0 {
+                    Status::Failed
+                } else {
+                    Status::Succeeded
+                },
+                Trigger::Schedule,
+                Some(at),
+                "bench:1:00000000",
+                at,
+            );
+            r.result = Some(format!("output line for run {i}: all good"));
+            r.duration_ms = 12;
+            serde_json::to_writer(&mut f, &r).unwrap();
+            f.write_all(b"\n").unwrap();
+        }
+        f.flush().unwrap();
+    }
+    let n = FileStore::open(&store)
+        .unwrap()
+        .history(&HistoryQuery {
+            limit: 200_000,
+            ..Default::default()
+        })
+        .unwrap()
+        .len();
+    let mut child = run(&store, 25, &[]);
+    let pid = child.id();
+    let mut hwm = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(22) {
+        std::thread::sleep(Duration::from_millis(500));
+        hwm = hwm.max(status_kb(pid, "VmHWM:").unwrap_or(0));
+    }
+    let cpu = cpu_ticks(pid).unwrap_or(0) as f64 / 100.0;
+    let _ = child.wait();
+    println!(
+        "rss: 10000 jobs + {n} history rows, headless 22 s: VmHWM {:.1} MB; CPU {cpu:.2} s",
+        hwm as f64 / 1024.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let which: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let all = which.is_empty();
+    let want = |n: &str| all || which.iter().any(|w| w == n);
+    println!(
+        "machine: nproc {}, {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .unwrap_or("model name: ?")
+            .trim()
+    );
+    if want("idle") {
+        idle();
+    }
+    if want("rss") {
+        rss();
+    }
+    if want("lateness") {
+        lateness(false);
+    }
+    if want("lateness-spread") {
+        lateness(true);
+    }
+}

@@ -1,0 +1,106 @@
+//! Monitor outcomes through the engine (SPEC §9.2) with a fake LLM that counts requests: first
+//! run → succeeded with the output in the prompt; unchanged → `no_change` and zero model requests;
+//! changed → the request carries the unified diff; probe error → `failed`, and the next unchanged
+//! output is still `no_change` (the baseline survived the error).
+
+mod engine_support;
+
+use std::collections::HashMap;
+
+use cronsole::model::Status;
+use cronsole::testkit::llm::{FakeLlm, Reply};
+use engine_support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_outcomes_drive_model_calls() {
+    let key = "monitor-key";
+    let fake = FakeLlm::openai(key, (0..5).map(|_| Reply::ok("noted", 5, 5)).collect())
+        .await
+        .unwrap();
+    let src_dir = tmp("monitor-src");
+    let src = src_dir.join("status.txt");
+    std::fs::write(&src, "alpha\nbeta\ngamma\n").unwrap();
+    let yaml = format!(
+        "budget: null
+agents:
+  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"cat {}\" }}
+    agent: a
+    message: explain the change
+    max_retries: 1
+",
+        fake.base_url(),
+        src.display()
+    );
+    let rig = Rig::start(
+        "monitor",
+        &yaml,
+        RigOpts {
+            env: HashMap::from([("K".to_string(), key.to_string())]),
+            ..Default::default()
+        },
+    )
+    .await;
+
+    // 1. First run: treated as changed; the output is in the prompt.
+    let rows = rig.wait_rows("watch", 1).await;
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(fake.request_count(), 1);
+    let body = fake.requests()[0].body_text();
+    assert!(body.contains("alpha") && body.contains("gamma"), "{body}");
+    assert!(body.contains("explain the change"));
+
+    // 2. Unchanged: no_change, no model request.
+    let rows = rig.step("watch", 60, 2).await;
+    assert_eq!(rows[1].status, Status::NoChange, "{rows:#?}");
+    assert_eq!(fake.request_count(), 1, "no_change must not call the model");
+    assert_eq!(rows[1].input_tokens + rows[1].output_tokens, 0);
+    assert!(!rows[1].delivered);
+
+    // 3. Changed: the request carries the unified diff; the row keeps it.
+    std::fs::write(&src, "alpha\nBETA\ngamma\n").unwrap();
+    let rows = rig.step("watch", 60, 3).await;
+    assert_eq!(rows[2].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(fake.request_count(), 2);
+    let req = fake.requests()[1].json().expect("json body");
+    let prompt = req["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    for needle in ["--- previous", "+++ current", "-beta", "+BETA", " alpha"] {
+        assert!(
+            prompt.contains(needle),
+            "prompt lacks {needle:?}:\n{prompt}"
+        );
+    }
+    let diff = rows[2].diff.clone().expect("diff stored in the row");
+    assert!(diff.contains("+BETA"), "{diff}");
+    // Monitor internals never reach the model.
+    let hash = rig
+        .store
+        .job("watch")
+        .unwrap()
+        .unwrap()
+        .rt
+        .state
+        .monitor
+        .unwrap()
+        .hash;
+    assert!(!fake.requests().iter().any(|r| r.contains(&hash)));
+
+    // 4. Probe error: failed, baseline untouched, no model call.
+    std::fs::remove_file(&src).unwrap();
+    let rows = rig.step("watch", 60, 4).await;
+    assert_eq!(rows[3].status, Status::Failed, "{rows:#?}");
+    assert_eq!(fake.request_count(), 2);
+
+    // 5. Source back to the last good output: still no_change.
+    std::fs::write(&src, "alpha\nBETA\ngamma\n").unwrap();
+    let rows = rig.step("watch", 60, 5).await;
+    assert_eq!(rows[4].status, Status::NoChange, "{rows:#?}");
+    assert_eq!(fake.request_count(), 2);
+    rig.stop().await;
+}

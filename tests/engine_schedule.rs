@@ -1,0 +1,127 @@
+//! Schedule behaviour through the engine (SPEC §2.1, §6, §7): an `every` one-shot fires exactly
+//! once and retires, `run_immediately` fires at first sight then follows the schedule, a manual
+//! trigger (`Command::Trigger`) runs once with `trigger: manual`, and `Command::Pause` stops slots
+//! until resumed.
+
+mod engine_support;
+
+use cronsole::engine::Command;
+use cronsole::model::{Status, Trigger};
+use engine_support::*;
+
+fn one_job(body: &str) -> String {
+    format!("budget: null\njobs:\n  - name: j\n    max_retries: 1\n{body}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_every_one_shot_fires_exactly_once_and_retires() {
+    let rig = Rig::start(
+        "once",
+        &one_job("    schedule: every 60s\n    once: true\n    command: echo once\n"),
+        RigOpts::default(),
+    )
+    .await;
+    let rows = rig.wait_rows("j", 1).await;
+    assert_eq!(rows[0].status, Status::Succeeded);
+    for _ in 0..4 {
+        rig.advance(60);
+        assert_eq!(rig.settle("j").await.len(), 1, "a one-shot fired twice");
+    }
+    let rec = rig.store.job("j").unwrap().unwrap();
+    assert!(rec.rt.retired, "{:?}", rec.rt);
+    // (rt.next_slot keeps the pre-advanced slot after retirement; only `retired` is asserted.)
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_immediately_fires_at_first_sight_then_follows_the_schedule() {
+    // A daily cron job first seen at 12:00: without run_immediately it would wait for midnight.
+    let rig = Rig::start(
+        "immediate",
+        &one_job("    schedule: \"0 0 * * *\"\n    run_immediately: true\n    command: echo now\n"),
+        RigOpts::default(),
+    )
+    .await;
+    let rows = rig.wait_rows("j", 1).await;
+    assert_eq!(rows[0].trigger, Trigger::Immediate, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    rig.advance(3600);
+    assert_eq!(
+        rig.settle("j").await.len(),
+        1,
+        "fired again before its next slot"
+    );
+    rig.clock.set(t("2026-11-30T00:00:00Z"));
+    let rows = rig.wait_rows("j", 2).await;
+    assert_eq!(rows[1].trigger, Trigger::Schedule);
+    assert_eq!(rows[1].slot, Some(t("2026-11-30T00:00:00Z")));
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_trigger_runs_once_with_trigger_manual() {
+    let rig = Rig::start(
+        "manual",
+        &one_job("    schedule: every 1h\n    command: echo manual\n"),
+        RigOpts::default(),
+    )
+    .await;
+    rig.wait_rows("j", 1).await; // the anchor slot
+    let next_before = rig.store.job("j").unwrap().unwrap().rt.next_slot;
+    rig.command(Command::Trigger("j".into())).await;
+    let rows = rig.wait_rows("j", 2).await;
+    assert_eq!(rows[1].trigger, Trigger::Manual, "{rows:#?}");
+    assert_eq!(rows[1].slot, None);
+    assert_eq!(rows[1].status, Status::Succeeded);
+    assert_eq!(
+        rig.settle("j").await.len(),
+        2,
+        "a trigger runs exactly once"
+    );
+    let next_after = rig.store.job("j").unwrap().unwrap().rt.next_slot;
+    assert_eq!(
+        next_before, next_after,
+        "a manual run does not move the schedule"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_slots_and_resume_continues_at_the_next_future_slot() {
+    let rig = Rig::start(
+        "pause",
+        &one_job("    schedule: every 60s\n    command: echo tick\n"),
+        RigOpts::default(),
+    )
+    .await;
+    let t0 = rig.now();
+    rig.wait_rows("j", 1).await;
+    rig.command(Command::Pause("j".into())).await;
+    // Wait until the store says paused, then let three slots pass.
+    for _ in 0..200 {
+        if rig.store.job("j").unwrap().unwrap().rt.paused {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(rig.store.job("j").unwrap().unwrap().rt.paused);
+    for _ in 0..3 {
+        rig.advance(60);
+        assert_eq!(rig.settle("j").await.len(), 1, "a paused job fired");
+    }
+    rig.advance(30); // t0 + 210
+    rig.command(Command::Resume("j".into())).await;
+    assert_eq!(
+        rig.settle("j").await.len(),
+        1,
+        "paused slots are not replayed"
+    );
+    let rows = rig.step("j", 30, 2).await; // t0 + 240: next future slot
+    assert_eq!(
+        rows[1].slot,
+        Some(t0 + chrono::Duration::seconds(240)),
+        "{rows:#?}"
+    );
+    assert_eq!(rows[1].trigger, Trigger::Schedule);
+    rig.stop().await;
+}

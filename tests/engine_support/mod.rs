@@ -1,0 +1,187 @@
+//! Shared rig for the engine-level tests (`tests/engine_*.rs`): a temp-dir `FileStore`, a jobs
+//! file written as YAML and validated by the real config loader, `engine::spawn` with an injected
+//! `ManualClock` (wall time moves only when a test says so; tokio timers run in real time, so the
+//! engine notices a moved clock within one `change_poll`), and polling helpers that wait for rows
+//! with a deadline instead of sleeping for logic.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use cronsole::action::BackoffConfig;
+use cronsole::action::llm::{HttpOptions, http_client};
+use cronsole::clock::{Clock, ManualClock};
+use cronsole::config;
+use cronsole::engine::{self, Command, EngineConfig, EngineHandle, RunDeps};
+use cronsole::gate::GateConfig;
+use cronsole::model::{HistoryRow, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, Store};
+use uuid::Uuid;
+
+pub fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("cronsole-engine-{name}-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&p).expect("temp dir");
+    p
+}
+
+pub fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).expect("rfc3339").to_utc()
+}
+
+/// Backoff that keeps the SPEC's shape but runs in milliseconds.
+pub fn tiny_backoff() -> BackoffConfig {
+    BackoffConfig {
+        floor_secs: 0.01,
+        base: 2.0,
+        cap_secs: 0.02,
+        jitter: 0.1,
+    }
+}
+
+pub struct Rig {
+    pub dir: PathBuf,
+    pub store: Arc<dyn Store>,
+    pub clock: ManualClock,
+    pub handle: EngineHandle,
+}
+
+pub struct RigOpts {
+    pub env: HashMap<String, String>,
+    pub start: DateTime<Utc>,
+}
+
+impl Default for RigOpts {
+    fn default() -> Self {
+        RigOpts {
+            env: HashMap::new(),
+            start: t("2026-11-29T12:00:00Z"),
+        }
+    }
+}
+
+impl Rig {
+    /// Validate `yaml`, apply it to a fresh store at `opts.start`, start the engine.
+    pub async fn start(name: &str, yaml: &str, opts: RigOpts) -> Rig {
+        let dir = tmp(name);
+        let store_dir = dir.join("store");
+        let jobs_path = dir.join("jobs.yaml");
+        std::fs::write(&jobs_path, yaml).expect("write jobs file");
+        let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(&store_dir).expect("open store"));
+        store.apply(&loaded.file, opts.start).expect("apply");
+        let clock = ManualClock::new(opts.start);
+        let mut cfg = EngineConfig::new(format!("test:{}:{name}", std::process::id()));
+        cfg.change_poll = StdDuration::from_millis(20);
+        cfg.snapshot_min_interval = StdDuration::from_millis(20);
+        cfg.shutdown_grace = StdDuration::from_secs(5);
+        let env = opts.env;
+        let deps = RunDeps {
+            http: http_client(&HttpOptions {
+                connect_timeout: StdDuration::from_secs(5),
+                system_proxy: false,
+            })
+            .expect("http client"),
+            env: Arc::new(move |k: &str| env.get(k).cloned()),
+            backoff: tiny_backoff(),
+            gate: GateConfig::default(),
+        };
+        let c: Arc<dyn Clock> = Arc::new(clock.clone());
+        let handle = engine::spawn(cfg, Arc::clone(&store), c, deps).expect("spawn engine");
+        Rig {
+            dir,
+            store,
+            clock,
+            handle,
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    pub fn advance(&self, secs: i64) {
+        self.clock.advance(Duration::seconds(secs));
+    }
+
+    /// All rows of `job`, oldest first.
+    pub fn rows(&self, job: &str) -> Vec<HistoryRow> {
+        let mut v = self
+            .store
+            .history(&HistoryQuery {
+                job: Some(job.to_string()),
+                limit: 100_000,
+                ..Default::default()
+            })
+            .expect("history");
+        v.reverse();
+        v
+    }
+
+    /// Wait (real time, bounded) until `job` has at least `n` rows; panics with what it has.
+    pub async fn wait_rows(&self, job: &str, n: usize) -> Vec<HistoryRow> {
+        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(20);
+        loop {
+            let rows = self.rows(job);
+            if rows.len() >= n {
+                return rows;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out waiting for {n} rows of {job}; have {rows:#?}");
+            }
+            tokio::time::sleep(StdDuration::from_millis(10)).await;
+        }
+    }
+
+    /// Give the engine time to do anything it (wrongly) would, then return the rows.
+    pub async fn settle(&self, job: &str) -> Vec<HistoryRow> {
+        tokio::time::sleep(StdDuration::from_millis(300)).await;
+        self.rows(job)
+    }
+
+    /// Move the wall clock by `secs` and wait for the row count of `job` to reach `n`.
+    pub async fn step(&self, job: &str, secs: i64, n: usize) -> Vec<HistoryRow> {
+        self.advance(secs);
+        self.wait_rows(job, n).await
+    }
+
+    pub async fn command(&self, c: Command) {
+        self.handle.commands.send(c).await.expect("engine alive");
+    }
+
+    pub async fn stop(self) -> PathBuf {
+        self.handle.shutdown.cancel();
+        let r = tokio::time::timeout(StdDuration::from_secs(20), self.handle.join)
+            .await
+            .expect("engine stops within 20 s")
+            .expect("engine task");
+        r.expect("engine result");
+        self.dir
+    }
+}
+
+pub fn statuses(rows: &[HistoryRow]) -> Vec<Status> {
+    rows.iter().map(|r| r.status).collect()
+}
+
+/// Every regular file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}

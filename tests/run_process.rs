@@ -1,0 +1,566 @@
+//! Process-level tests of `cronsole run` (SPEC §3.1, §6, §8, §13.2): the real binary on temp
+//! dirs with generated jobs files. No drift on the `every` grid; four processes on one store
+//! share the load with exactly one run per (job, slot) and survive a kill -9; SIGTERM/SIGINT
+//! shut down gracefully (or at once on the second signal) leaving the store consistent; JSON log
+//! lines; `--for`; exit codes for bad input; the API key never reaches stdout, logs or the store.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{HistoryRow, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, Store};
+use uuid::Uuid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("cronsole-run-{name}-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+struct Setup {
+    dir: PathBuf,
+    jobs: PathBuf,
+    store: PathBuf,
+}
+
+fn setup(name: &str, yaml: &str) -> Setup {
+    let dir = tmp(name);
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, yaml).unwrap();
+    Setup {
+        store: dir.join("store"),
+        jobs,
+        dir,
+    }
+}
+
+impl Setup {
+    fn cmd(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("run")
+            .arg("--jobs")
+            .arg(&self.jobs)
+            .arg("--store")
+            .arg(&self.store)
+            .args(extra)
+            .env_remove("CRONSOLE_STORE")
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn spawn(&self, extra: &[&str]) -> Child {
+        self.cmd(extra).spawn().expect("spawn cronsole")
+    }
+
+    fn open(&self) -> FileStore {
+        FileStore::open(&self.store).expect("open store")
+    }
+
+    fn rows(&self) -> Vec<HistoryRow> {
+        let mut v = self
+            .open()
+            .history(&HistoryQuery {
+                limit: 1_000_000,
+                ..Default::default()
+            })
+            .unwrap();
+        v.reverse();
+        v
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a pid we spawned and have not yet reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill({}, {sig})", child.id());
+}
+
+fn wait_timeout(mut child: Child, limit: Duration) -> (Output, Duration) {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "process did not exit within {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn no_lease_held(s: &Setup) {
+    for j in s.open().jobs().unwrap() {
+        assert!(
+            j.rt.lease.is_none(),
+            "lease left held on {}: {:?}",
+            j.def.name,
+            j.rt.lease
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_300ms_command_every_1s_stays_on_the_grid() {
+    let s = setup(
+        "grid",
+        "budget: null\njobs:\n  - name: tick\n    schedule: every 1s\n    command: sleep 0.3\n    max_retries: 1\n",
+    );
+    let child = s.spawn(&["--for", "11s"]);
+    let (out, _) = wait_timeout(child, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<_> = s.rows().into_iter().filter(|r| r.job == "tick").collect();
+    assert!(rows.len() >= 10, "only {} runs: {rows:#?}", rows.len());
+    let anchor = s.open().job("tick").unwrap().unwrap().rt.anchor;
+    let mut lateness = Vec::new();
+    for (k, r) in rows.iter().enumerate() {
+        assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+        let slot = r.slot.expect("scheduled rows name their slot");
+        assert_eq!(
+            slot,
+            anchor + chrono::Duration::seconds(k as i64),
+            "run {k} is off the anchor + k·1 s grid (drift): {rows:#?}"
+        );
+        assert!(r.duration_ms >= 300, "{r:#?}");
+        lateness.push((r.started_at - slot).num_milliseconds());
+    }
+    eprintln!("grid: {} runs, start lateness ms {lateness:?}", rows.len());
+}
+
+#[test]
+fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
+    let mut yaml =
+        String::from("budget: null\ndefaults:\n  lease_seconds: 2\n  max_retries: 1\njobs:\n");
+    for i in 0..40 {
+        yaml.push_str(&format!(
+            "  - name: j{i:02}\n    schedule: every 1s\n    command: sleep 0.5\n"
+        ));
+    }
+    let s = setup("four", &yaml);
+    // Apply once up front so all four start on the same definitions and anchors.
+    let st = Command::new(BIN)
+        .args(["apply"])
+        .arg(&s.jobs)
+        .arg("--store")
+        .arg(&s.store)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let mut kids: Vec<Child> = (0..4)
+        .map(|_| {
+            let mut c = Command::new(BIN);
+            c.args(["run", "--for", "20s", "--max-concurrent", "16", "--store"])
+                .arg(&s.store)
+                .current_dir(&s.dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(8));
+    let victim = kids.remove(0);
+    let victim_pid = victim.id();
+    let victim_tag = format!(":{victim_pid}:");
+    // Kill it while it holds leases (all jobs share each 1 s slot, so there are idle gaps).
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        let holds = s.open().jobs().unwrap().iter().any(|j| {
+            j.rt.lease
+                .as_ref()
+                .is_some_and(|l| l.owner.contains(&victim_tag))
+        });
+        if holds {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(&victim, libc::SIGKILL);
+    let _ = wait_timeout(victim, Duration::from_secs(10));
+    // What the dead process held at the moment it died: its in-flight runs.
+    let orphaned: BTreeMap<String, Uuid> = s
+        .open()
+        .jobs()
+        .unwrap()
+        .into_iter()
+        .filter_map(|j| {
+            let l = j.rt.lease?;
+            l.owner
+                .contains(&victim_tag)
+                .then(|| (j.def.name.clone(), l.run_id))
+        })
+        .collect();
+    for k in kids {
+        let (out, _) = wait_timeout(k, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let rows = s.rows();
+    // Exactly one row per (job, slot); overlap/missed rows cover slot..=slot_end.
+    let mut covered: HashMap<(String, DateTime<Utc>), usize> = HashMap::new();
+    let mut per_job: BTreeMap<String, BTreeSet<DateTime<Utc>>> = BTreeMap::new();
+    let mut owners: BTreeMap<String, usize> = BTreeMap::new();
+    let mut dups = Vec::new();
+    for r in &rows {
+        let Some(slot) = r.slot else { continue };
+        let end = r.slot_end.unwrap_or(slot);
+        let mut t = slot;
+        while t <= end {
+            let n = covered.entry((r.job.clone(), t)).or_default();
+            *n += 1;
+            if *n > 1 {
+                dups.push((r.job.clone(), t));
+            }
+            per_job.entry(r.job.clone()).or_default().insert(t);
+            t += chrono::Duration::seconds(1);
+        }
+        if r.status == Status::Succeeded {
+            *owners.entry(r.owner.clone()).or_default() += 1;
+        }
+    }
+    assert!(dups.is_empty(), "duplicate (job, slot): {dups:?}");
+    // Every job's slots from its first to its last are each accounted for (no gaps).
+    let mut gaps = Vec::new();
+    for (job, slots) in &per_job {
+        let (first, last) = (*slots.first().unwrap(), *slots.last().unwrap());
+        let mut t = first;
+        while t <= last {
+            if !slots.contains(&t) {
+                gaps.push((job.clone(), t));
+            }
+            t += chrono::Duration::seconds(1);
+        }
+    }
+    assert_eq!(per_job.len(), 40);
+    let succeeded = rows
+        .iter()
+        .filter(|r| r.status == Status::Succeeded)
+        .count();
+    eprintln!(
+        "four: {} rows, {succeeded} succeeded, owners {owners:?}, orphaned at kill {orphaned:?}, gaps {}",
+        rows.len(),
+        gaps.len()
+    );
+    assert!(gaps.is_empty(), "slots not accounted for: {gaps:?}");
+    assert!(succeeded >= 40 * 15, "only {succeeded} runs in 20 s");
+    assert_eq!(
+        owners.len(),
+        4,
+        "runs should spread over all four owners: {owners:?}"
+    );
+    for (owner, n) in &owners {
+        assert!(*n >= 40, "owner {owner} ran only {n}");
+    }
+    // The killed owner's in-flight runs were recovered as `abandoned` (same run_id).
+    assert!(
+        !orphaned.is_empty(),
+        "the victim had no run in flight at kill -9"
+    );
+    for (job, run_id) in &orphaned {
+        let r = rows
+            .iter()
+            .find(|r| r.run_id == *run_id)
+            .unwrap_or_else(|| panic!("no row for orphaned run of {job}"));
+        assert_eq!(r.status, Status::Abandoned, "{r:#?}");
+    }
+    no_lease_held(&s);
+}
+
+fn long_job(cmd: &str) -> String {
+    format!(
+        "budget: null\ndefaults:\n  lease_seconds: 3\njobs:\n  - name: long\n    schedule: every 1h\n    command: \"{cmd}\"\n    max_retries: 1\n"
+    )
+}
+
+fn wait_running(s: &Setup, child: &mut Child) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(e) = child.stderr.as_mut() {
+                let _ = std::io::Read::read_to_string(e, &mut err);
+            }
+            panic!("cronsole exited early ({st}): {err}");
+        }
+        // Open only once the binary created the store (a concurrent first open of a new
+        // store directory races on VERSION.tmp; see the report).
+        if s.store.join("VERSION").exists()
+            && let Ok(st) = FileStore::open(&s.store)
+            && st
+                .job("long")
+                .ok()
+                .flatten()
+                .is_some_and(|j| j.rt.lease.is_some())
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for the run to start");
+}
+
+#[test]
+fn sigterm_waits_for_the_run_in_flight_then_exits_0() {
+    let s = setup("sigterm", &long_job("sleep 2; echo finished"));
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    signal(&child, libc::SIGTERM);
+    let (out, took) = wait_timeout(child, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let rows = s.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    assert!(rows[0].result.as_deref().unwrap_or("").contains("finished"));
+    no_lease_held(&s);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("succeeded"),
+        "headless line printed: {stdout}"
+    );
+}
+
+#[test]
+fn sigterm_with_a_short_grace_abandons_the_long_run_with_reason_shutdown() {
+    let s = setup("grace", &long_job("sleep 30"));
+    let mut child = s.spawn(&["--shutdown-grace", "1s"]);
+    wait_running(&s, &mut child);
+    signal(&child, libc::SIGTERM);
+    let (out, took) = wait_timeout(child, Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(8), "grace 1 s, took {took:?}");
+    let rows = s.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned);
+    assert_eq!(rows[0].reason.as_deref(), Some("shutdown"));
+    no_lease_held(&s);
+}
+
+#[test]
+fn sigint_twice_exits_at_once_leaving_the_store_consistent() {
+    let s = setup("sigint2", &long_job("sleep 30"));
+    let mut child = s.spawn(&[]); // default grace 30 s
+    wait_running(&s, &mut child);
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, libc::SIGINT);
+    let (out, took) = wait_timeout(child, Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "second Ctrl-C must not wait: {took:?}"
+    );
+    let rows = s.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned);
+    assert_eq!(rows[0].reason.as_deref(), Some("shutdown"));
+    no_lease_held(&s);
+}
+
+#[test]
+fn json_log_lines_carry_the_history_fields_and_for_exits_0() {
+    let s = setup(
+        "json",
+        "budget: null\njobs:\n  - name: tick\n    schedule: every 1s\n    command: echo hi\n    max_retries: 1\n",
+    );
+    let start = Instant::now();
+    let (out, _) = wait_timeout(
+        s.spawn(&["--for", "3s", "--log-format", "json"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() >= 2, "{stdout}");
+    for l in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        for k in [
+            "run_id",
+            "job",
+            "status",
+            "slot",
+            "trigger",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempts",
+            "owner",
+            "reason",
+            "error",
+            "result",
+            "diff",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "delivered",
+            "delivery_error",
+        ] {
+            assert!(v.get(k).is_some(), "line lacks {k}: {l}");
+        }
+        assert_eq!(v["job"], "tick");
+    }
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_place() {
+    let s = setup(
+        "bad",
+        "jobs:\n  - name: x\n    schedule: every 0s\n    command: echo\n",
+    );
+    let out = s.cmd(&["--for", "1s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let loc = format!("{}:3:", s.jobs.display());
+    assert!(err.contains(&loc), "stderr should name {loc}…: {err}");
+    let s2 = setup("badfor", "budget: null\njobs: []\n");
+    let out = s2.cmd(&["--for", "banana"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--for"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_key_never_reaches_stdout_logs_or_the_store() {
+    use cronsole::testkit::llm::{FakeLlm, Reply};
+    let key = format!("sk-MARKER-{}", Uuid::new_v4().simple());
+    let fake = FakeLlm::openai(
+        &key,
+        vec![
+            Reply::ok("fine", 10, 10),
+            Reply::Status(401, format!("bad key {key}")),
+        ],
+    )
+    .await
+    .unwrap();
+    let yaml = format!(
+        "budget: null
+agents:
+  a: {{ provider: openai, base_url: {}, api_key_env: MARKER_KEY, model: gpt-4o-mini, instructions: hi }}
+jobs:
+  - name: ask
+    schedule: every 1s
+    agent: a
+    message: hello
+    max_retries: 1
+",
+        fake.base_url()
+    );
+    let s = setup("key", &yaml);
+    let mut c = s.cmd(&["--for", "3s", "--log-format", "json"]);
+    c.env("MARKER_KEY", &key).env("RUST_LOG", "trace");
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        fake.request_count() >= 2,
+        "the run must have called the model"
+    );
+    for (name, text) in [
+        ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr", String::from_utf8_lossy(&out.stderr).into_owned()),
+    ] {
+        assert!(!text.contains(&key), "key leaked to {name}:\n{text}");
+    }
+    let mut files = 0;
+    let mut stack = vec![s.store.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files += 1;
+                let t = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                assert!(!t.contains(&key), "key leaked into {}", p.display());
+            }
+        }
+    }
+    assert!(files > 3, "store and logs written");
+    assert!(
+        std::fs::read_dir(s.store.join("logs")).is_ok_and(|mut d| d.next().is_some()),
+        "a log file exists"
+    );
+}
+
+/// Several owners started at once on a store directory that does not exist yet must all open
+/// it. Fails today: `FileStore::open` writes `VERSION` through a fixed `VERSION.tmp` name, so two
+/// first opens race (one renames the other's temp file away; the loser exits 1 with "I/O error
+/// on …/VERSION: No such file or directory"). Reproduced in ~25 of 120 process starts.
+#[test]
+#[ignore = "store bug (src/store/file.rs write_atomic): concurrent first open races on VERSION.tmp; reported"]
+fn owners_started_together_on_a_fresh_store_all_open_it() {
+    for round in 0..10 {
+        let dir = tmp(&format!("fresh-{round}"));
+        let store = dir.join("store");
+        let kids: Vec<Child> = (0..6)
+            .map(|_| {
+                Command::new(BIN)
+                    .arg("jobs")
+                    .arg("--store")
+                    .arg(&store)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for k in kids {
+            let out = k.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
