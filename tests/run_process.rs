@@ -533,11 +533,9 @@ jobs:
 }
 
 /// Several owners started at once on a store directory that does not exist yet must all open
-/// it. Fails today: `FileStore::open` writes `VERSION` through a fixed `VERSION.tmp` name, so two
-/// first opens race (one renames the other's temp file away; the loser exits 1 with "I/O error
-/// on …/VERSION: No such file or directory"). Reproduced in ~25 of 120 process starts.
+/// it. (Regression: `FileStore::open` wrote `VERSION` through a fixed `VERSION.tmp` name, so two
+/// first opens raced and one exited 1; reproduced in ~25 of 120 process starts before the fix.)
 #[test]
-#[ignore = "store bug (src/store/file.rs write_atomic): concurrent first open races on VERSION.tmp; reported"]
 fn owners_started_together_on_a_fresh_store_all_open_it() {
     for round in 0..10 {
         let dir = tmp(&format!("fresh-{round}"));

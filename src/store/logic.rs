@@ -216,6 +216,8 @@ pub struct Evaluation {
 
 fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.retired = true;
+    // No more slots: `jobs` and the console must not show a next run for a retired job.
+    rt.next_slot = None;
     rt.retired_reason = Some(reason.to_string());
     rt.recovery_pending = false;
     rt.trigger_requested_at = None;
