@@ -540,10 +540,18 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
     for round in 0..10 {
         let dir = tmp(&format!("fresh-{round}"));
         let store = dir.join("store");
+        let jobs = dir.join("jobs.yaml");
+        std::fs::write(
+            &jobs,
+            "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n",
+        )
+        .unwrap();
+        // `apply` creates the store when it does not exist yet (report commands refuse to).
         let kids: Vec<Child> = (0..6)
             .map(|_| {
                 Command::new(BIN)
-                    .arg("jobs")
+                    .arg("apply")
+                    .arg(&jobs)
                     .arg("--store")
                     .arg(&store)
                     .stdout(Stdio::null())
