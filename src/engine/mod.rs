@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -33,7 +33,8 @@ use crate::clock::Clock;
 use crate::model::{HistoryRow, Status, Trigger};
 use crate::snapshot::Snapshot;
 use crate::store::{
-    Claim, ClaimRequest, Completion, RenewOutcome, Store, StoreError, TriggerOutcome,
+    Claim, ClaimRequest, CompleteOutcome, Completion, RenewOutcome, Store, StoreError,
+    TriggerOutcome,
 };
 
 pub mod run;
@@ -172,7 +173,10 @@ pub fn spawn(
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let shutdown = CancellationToken::new();
     let hard_stop = CancellationToken::new();
+    let (completions, completions_rx) = mpsc::channel(1024);
+    tokio::spawn(completer(Arc::clone(&store), completions_rx));
     let actor = Actor {
+        completions,
         hard_stop: hard_stop.clone(),
         cfg,
         store,
@@ -227,6 +231,45 @@ struct Actor {
     in_flight: HashMap<String, InFlight>,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
+    completions: CompletionTx,
+}
+
+/// A completion waiting for the group committer, and where its result goes.
+type CompletionJob = (
+    Completion,
+    oneshot::Sender<Result<CompleteOutcome, EngineError>>,
+);
+type CompletionTx = mpsc::Sender<CompletionJob>;
+
+/// Group commit of run completions: takes every completion that is already waiting and hands
+/// them to the store in one `complete_many` (the file store writes them with one fsync pair), so
+/// runs ending together do not each hold the store lock for their own fsyncs while claims wait.
+/// With one run at a time the batch is one completion, exactly as before.
+async fn completer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<CompletionJob>) {
+    const MAX_BATCH: usize = 256;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let (cs, replies): (Vec<Completion>, Vec<_>) = batch.into_iter().unzip();
+        let st = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || st.complete_many(cs)).await {
+            Ok(results) => {
+                for (r, tx) in results.into_iter().zip(replies) {
+                    let _ = tx.send(r.map_err(EngineError::from));
+                }
+            }
+            Err(e) => {
+                for tx in replies {
+                    let _ = tx.send(Err(EngineError::Join(e.to_string())));
+                }
+            }
+        }
+    }
 }
 
 /// What a finished run task hands back to the actor.
@@ -402,6 +445,7 @@ impl Actor {
                 deps: Arc::clone(&self.deps),
                 owner: self.cfg.owner.clone(),
                 ev_tx: self.ev_tx.clone(),
+                completions: self.completions.clone(),
             };
             runs.spawn(ctx.run(claim, cancel));
         }
@@ -520,6 +564,22 @@ struct RunTask {
     deps: Arc<RunDeps>,
     owner: String,
     ev_tx: broadcast::Sender<Event>,
+    completions: CompletionTx,
+}
+
+impl RunTask {
+    /// Complete through the group committer (falls back to a direct call if it is gone).
+    async fn complete(&self, c: Completion) -> Result<CompleteOutcome, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        match self.completions.send((c, tx)).await {
+            Ok(()) => rx
+                .await
+                .unwrap_or_else(|_| Err(EngineError::Join("completion committer stopped".into()))),
+            Err(mpsc::error::SendError((c, _))) => {
+                blocking(&self.store, move |s| s.complete(c)).await
+            }
+        }
+    }
 }
 
 impl RunTask {
@@ -595,7 +655,7 @@ impl RunTask {
         let mut attempt = 0u32;
         loop {
             let c = completion.clone();
-            match blocking(&self.store, move |s| s.complete(c)).await {
+            match self.complete(c).await {
                 Ok(out) => {
                     return Finished {
                         job,

@@ -207,6 +207,11 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> StoreResult<RenewOutcome>;
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome>;
+    /// Several completions at once (runs that ended together), results in order. Stores that
+    /// can commit them together (one fsync for the batch) override this.
+    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
+        cs.into_iter().map(|c| self.complete(c)).collect()
+    }
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
