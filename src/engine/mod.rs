@@ -153,6 +153,8 @@ where
 struct InFlight {
     run_id: Uuid,
     cancel: CancellationToken,
+    /// The run task, so a task that panicked can be matched to its job.
+    task: Option<tokio::task::Id>,
 }
 
 /// Start the engine on the current tokio runtime.
@@ -322,10 +324,7 @@ impl Actor {
                             self.in_flight.remove(&f.job);
                             for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
                         }
-                        Err(e) => {
-                            tracing::error!(error = %e, "run task failed");
-                            self.reap_panicked(&runs);
-                        }
+                        Err(e) => self.reap_failed(&e),
                     }
                     dirty = true;
                     wake = self.next_wake().await;
@@ -360,16 +359,21 @@ impl Actor {
         Ok(())
     }
 
-    /// Drop bookkeeping for tasks that panicked (their job names are no longer tracked by any
-    /// live task); the store recovers their leases when they expire.
-    fn reap_panicked(&mut self, runs: &JoinSet<Finished>) {
-        if runs.len() < self.in_flight.len() {
-            let live = runs.len();
-            tracing::warn!(
-                live,
-                tracked = self.in_flight.len(),
-                "a run task panicked; its lease will expire and be recovered"
-            );
+    /// A run task panicked (a bug, never outside input): forget it here so its job is not
+    /// blocked in this process forever and its capacity comes back; the store recovers its lease
+    /// when it expires (an `abandoned` row, SPEC §6).
+    fn reap_failed(&mut self, e: &tokio::task::JoinError) {
+        let job = self
+            .in_flight
+            .iter()
+            .find(|(_, f)| f.task == Some(e.id()))
+            .map(|(j, _)| j.clone());
+        tracing::error!(error = %e, job = ?job, "run task failed; its lease will expire and be recovered");
+        if let Some(job) = job {
+            self.in_flight.remove(&job);
+            let _ = self.ev_tx.send(Event::Notice(format!(
+                "run of '{job}' failed internally; its lease will expire and be recovered"
+            )));
         }
     }
 
@@ -431,6 +435,7 @@ impl Actor {
                 InFlight {
                     run_id: claim.run_id,
                     cancel: cancel.clone(),
+                    task: None,
                 },
             );
             let _ = self.ev_tx.send(Event::RunStarted {
@@ -447,7 +452,10 @@ impl Actor {
                 ev_tx: self.ev_tx.clone(),
                 completions: self.completions.clone(),
             };
-            runs.spawn(ctx.run(claim, cancel));
+            let handle = runs.spawn(ctx.run(claim, cancel));
+            if let Some(f) = self.in_flight.get_mut(&job) {
+                f.task = Some(handle.id());
+            }
         }
         progressed
     }
@@ -526,7 +534,7 @@ impl Actor {
                         self.in_flight.remove(&f.job);
                         for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
                     }
-                    Some(Err(e)) => tracing::error!(error = %e, "run task failed during shutdown"),
+                    Some(Err(e)) => self.reap_failed(&e),
                 },
                 _ = hard_or_grace(&mut grace, &self.hard_stop), if !cancelled => {
                     cancelled = true;
