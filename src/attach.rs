@@ -226,6 +226,7 @@ pub async fn console(
         commands: att.commands,
         store,
         clock,
+        stop: CancellationToken::new(),
     };
     let res = crate::tui::run(deps).await;
     cancel.cancel();

@@ -209,34 +209,71 @@ async fn run_console(
     clock: Arc<dyn Clock>,
     run_for: Option<std::time::Duration>,
 ) -> Result<ExitCode> {
+    let stop = tokio_util::sync::CancellationToken::new();
     let deps = cronsole::tui::ConsoleDeps {
         snapshots: handle.snapshots.clone(),
         events: handle.events.subscribe(),
         commands: handle.commands.clone(),
         store,
         clock,
+        stop: stop.clone(),
     };
-    if run_for.is_some() {
-        eprintln!("cronsole: --for applies to headless mode only; the console runs until you quit");
+    if let Some(d) = run_for {
+        let s = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            s.cancel();
+        });
     }
+    // Signals: the first closes the console (terminal restored) and shuts the engine down
+    // gracefully; once the console is gone, the next one cancels in-flight runs at once.
+    let signals = console_signals(
+        stop.clone(),
+        handle.shutdown.clone(),
+        handle.hard_stop.clone(),
+    )?;
     let ui = cronsole::tui::run(deps).await;
     // The terminal is restored here; finish the engine in the open.
+    stop.cancel();
     handle.shutdown.cancel();
     let in_flight = handle.snapshots.borrow().in_flight.len();
     if in_flight > 0 {
         eprintln!("cronsole: waiting for {in_flight} in-flight run(s) (Ctrl-C to cancel them now)");
     }
-    let hard = handle.hard_stop.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            hard.cancel();
-        }
-    });
     let res = handle.join.await.context("engine task")?;
-    ctrl_c.abort();
+    signals.abort();
     ui?;
     res?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGINT/SIGTERM/SIGHUP while a console is up (in raw mode Ctrl-C is a key, so a signal comes
+/// from `kill`, `systemctl stop` or a closed terminal): close the console and stop gracefully;
+/// after that, any signal is a hard stop.
+fn console_signals(
+    stop: tokio_util::sync::CancellationToken,
+    shutdown: tokio_util::sync::CancellationToken,
+    hard: tokio_util::sync::CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+                _ = hup.recv() => {}
+            }
+            if stop.is_cancelled() {
+                hard.cancel();
+            } else {
+                stop.cancel();
+                shutdown.cancel();
+            }
+        }
+    }))
 }
 
 fn attach_console(cli: &Cli) -> Result<ExitCode> {
@@ -261,8 +298,13 @@ fn attach_console(cli: &Cli) -> Result<ExitCode> {
             commands: attached.commands,
             store,
             clock,
+            stop: stop.clone(),
         };
+        // No engine here: any signal just closes the console (terminal restored).
+        let nothing = tokio_util::sync::CancellationToken::new();
+        let signals = console_signals(stop.clone(), nothing.clone(), nothing)?;
         let res = cronsole::tui::run(deps).await;
+        signals.abort();
         stop.cancel();
         let _ = attached.task.await;
         res?;

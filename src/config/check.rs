@@ -357,6 +357,21 @@ impl<'e> Checker<'e> {
         }
     }
 
+    /// A duration in seconds: > 0 and at most a week (timeouts and leases; a larger value is a
+    /// typo, and unbounded values would overflow the instants computed from them).
+    fn opt_secs(&mut self, m: &Mapping, base: &[Seg], k: &str) -> Option<f64> {
+        const MAX_SECS: f64 = 7.0 * 86_400.0;
+        let x = self.opt_f64(m, base, k, 0.0, true)?;
+        if x > MAX_SECS {
+            self.error(
+                key(base, k),
+                format!("must be at most {MAX_SECS} (7 days), found {x}"),
+            );
+            return None;
+        }
+        Some(x)
+    }
+
     /// A whole number in `min..=max`.
     fn opt_u64(&mut self, m: &Mapping, base: &[Seg], k: &str, min: u64, max: u64) -> Option<u64> {
         let v = Self::get(m, k)?;
@@ -508,7 +523,7 @@ impl<'e> Checker<'e> {
                 }
             }
         }
-        if let Some(x) = self.opt_f64(m, &base, "timeout_seconds", 0.0, true) {
+        if let Some(x) = self.opt_secs(m, &base, "timeout_seconds") {
             d.timeout_seconds = x;
         }
         if let Some(x) = self.opt_u64(m, &base, "max_retries", 1, 100) {
@@ -517,7 +532,7 @@ impl<'e> Checker<'e> {
         if let Some(g) = self.grace(m, &base) {
             d.misfire_grace_seconds = g;
         }
-        if let Some(x) = self.opt_f64(m, &base, "lease_seconds", 0.0, true) {
+        if let Some(x) = self.opt_secs(m, &base, "lease_seconds") {
             d.lease_seconds = x;
         }
         d
@@ -942,7 +957,7 @@ impl<'e> Checker<'e> {
         let agent = self.opt_text(m, p, "agent");
         let command = self.opt_text(m, p, "command");
         let message = self.opt_str(m, p, "message");
-        let command_timeout = self.opt_f64(m, p, "command_timeout_seconds", 0.0, true);
+        let command_timeout = self.opt_secs(m, p, "command_timeout_seconds");
         let has = |k: &str| Self::get(m, k).is_some();
         let agent = match agent {
             Some(a) if !s.agents.contains_key(&a) => {
@@ -1099,14 +1114,14 @@ impl<'e> Checker<'e> {
 
         let run_immediately = self.opt_bool(m, p, "run_immediately").unwrap_or(false);
         let timeout_seconds = self
-            .opt_f64(m, p, "timeout_seconds", 0.0, true)
+            .opt_secs(m, p, "timeout_seconds")
             .unwrap_or(d.timeout_seconds);
         let max_retries = self
             .opt_u64(m, p, "max_retries", 1, 100)
             .map(|x| x as u32)
             .unwrap_or(d.max_retries);
         let lease_seconds = self
-            .opt_f64(m, p, "lease_seconds", 0.0, true)
+            .opt_secs(m, p, "lease_seconds")
             .unwrap_or(d.lease_seconds);
         let max_cost_usd = self.opt_f64(m, p, "max_cost_usd", 0.0, false);
 

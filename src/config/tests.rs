@@ -1104,3 +1104,34 @@ fn wrong_types_say_what_was_found() {
         "expected true or false, found the string \"no\"",
     );
 }
+
+#[test]
+fn timeouts_and_leases_are_bounded_to_a_week() {
+    // An absurd lease would overflow the instants computed from it (a panic in the store before
+    // this bound existed); it is a typo, so it is an error at its position.
+    let c = check(&one_job(
+        "    command: x\n    lease_seconds: 1e15\n    timeout_seconds: 604800\n",
+    ));
+    assert_at(
+        diag(&c, "jobs[0].lease_seconds"),
+        5,
+        20,
+        Severity::Error,
+        "at most 604800",
+    );
+    assert!(
+        c.diagnostics
+            .iter()
+            .all(|d| d.key != "jobs[0].timeout_seconds"),
+        "{:?}",
+        c.diagnostics
+    );
+    let c = check("defaults:\n  timeout_seconds: 1e9\njobs: []\n");
+    assert_at(
+        diag(&c, "defaults.timeout_seconds"),
+        2,
+        20,
+        Severity::Error,
+        "7 days",
+    );
+}

@@ -190,7 +190,14 @@ pub fn spawn(
         in_flight: HashMap::new(),
         shutdown: shutdown.clone(),
     };
-    let join = tokio::spawn(actor.run(cmd_rx));
+    // However the actor ends (shutdown, or a store error it cannot go on from), front ends
+    // waiting on `shutdown` learn of it and the process exits instead of idling.
+    let ended = shutdown.clone();
+    let join = tokio::spawn(async move {
+        let r = actor.run(cmd_rx).await;
+        ended.cancel();
+        r
+    });
     Ok(EngineHandle {
         snapshots: snap_rx,
         events: ev_tx,
@@ -597,8 +604,11 @@ impl RunTask {
     async fn run(self, claim: Claim, cancel: CancellationToken) -> Finished {
         let job = claim.job.def.name.clone();
         let run_id = claim.run_id;
-        let lease_secs = claim.job.def.lease_seconds.max(0.003);
-        let renew_every = StdDuration::from_secs_f64(lease_secs / 3.0);
+        // Renew at a third of whatever lease the store granted last time: the definition's
+        // `lease_seconds` may change under a running job (`apply`), and the store renews with the
+        // current one, so the schedule follows the store's answer, not the claim-time value.
+        let first_renew =
+            run::secs(claim.job.def.lease_seconds / 3.0).max(StdDuration::from_millis(1));
         let started = self.clock.now();
         let pipeline = run::execute(
             &claim,
@@ -609,23 +619,28 @@ impl RunTask {
             &self.owner,
         );
         tokio::pin!(pipeline);
-        let mut renew =
-            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
-        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next_renew = tokio::time::Instant::now() + first_renew;
         let output = loop {
             tokio::select! {
                 out = &mut pipeline => break Some(out),
                 _ = cancel.cancelled() => break None,
-                _ = renew.tick() => {
+                _ = tokio::time::sleep_until(next_renew) => {
                     let now = self.clock.now();
                     let (j, o) = (job.clone(), self.owner.clone());
-                    match blocking(&self.store, move |s| s.renew(&j, run_id, &o, now)).await {
-                        Ok(RenewOutcome::Renewed { .. }) => {}
+                    next_renew = match blocking(&self.store, move |s| s.renew(&j, run_id, &o, now)).await {
+                        Ok(RenewOutcome::Renewed { lease_until }) => {
+                            let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
+                            tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
+                        }
                         Ok(RenewOutcome::Lost) => {
                             tracing::warn!(job = %job, %run_id, "lease lost; the result will be recorded as stale");
+                            tokio::time::Instant::now() + StdDuration::from_secs(86_400)
                         }
-                        Err(e) => tracing::warn!(job = %job, error = %e, "lease renewal failed"),
-                    }
+                        Err(e) => {
+                            tracing::warn!(job = %job, error = %e, "lease renewal failed; retrying");
+                            tokio::time::Instant::now() + first_renew.min(StdDuration::from_secs(1))
+                        }
+                    };
                 }
             }
         };
@@ -659,7 +674,11 @@ impl RunTask {
             state: output.state,
             hold_until: output.hold_until,
         };
-        // A completion must not be lost to a transient store error: retry a few times.
+        // A completion must not be lost to a transient store error: retry a few times. But a
+        // failed completion may have written its row before the failure (history first, then
+        // the job record): retrying then would record the run twice. So each retry first looks
+        // for our run's row; if it is there, the run is recorded, and the store's lease recovery
+        // finishes the job from that row when the lease (no longer renewed) expires.
         let mut attempt = 0u32;
         loop {
             let c = completion.clone();
@@ -674,6 +693,24 @@ impl RunTask {
                     attempt += 1;
                     tracing::warn!(job = %job, error = %e, attempt, "completion failed; retrying");
                     tokio::time::sleep(StdDuration::from_millis(200 * u64::from(attempt))).await;
+                    let q = crate::store::HistoryQuery {
+                        job: Some(job.clone()),
+                        run_id: Some(run_id),
+                        limit: 4,
+                        ..Default::default()
+                    };
+                    let owner = self.owner.clone();
+                    if let Ok(rows) = blocking(&self.store, move |s| s.history(&q)).await
+                        && rows.iter().any(|r| {
+                            r.run_id == run_id && r.owner == owner && r.status != Status::Abandoned
+                        })
+                    {
+                        tracing::warn!(job = %job, %run_id, "the run's row was written before the failure; not writing it again");
+                        return Finished {
+                            job,
+                            rows: vec![row],
+                        };
+                    }
                 }
                 Err(e) => {
                     tracing::error!(job = %job, error = %e, "completion failed; the lease will expire and be recovered");

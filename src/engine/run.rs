@@ -60,6 +60,12 @@ impl RunDeps {
     }
 }
 
+/// Seconds from a job definition as a timer duration, never panicking: NaN, negative or absurd
+/// values (the config bounds them; stores may hold older definitions) clamp to [1 ms, ~31 years].
+pub fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.clamp(0.001, 1e9)).unwrap_or(Duration::from_secs(1_000_000_000))
+}
+
 /// What a finished pipeline hands to `complete`.
 #[derive(Debug, Clone)]
 pub struct RunOutput {
@@ -227,13 +233,13 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
         }
     }
     // 3 + 4. Prompt and action.
-    let attempt_timeout = Duration::from_secs_f64(def.timeout_seconds.max(0.001));
+    let attempt_timeout = secs(def.timeout_seconds);
     match &def.action {
         Action::Command {
             command,
             timeout_seconds,
         } => {
-            let t = attempt_timeout.min(Duration::from_secs_f64(timeout_seconds.max(0.001)));
+            let t = attempt_timeout.min(secs(*timeout_seconds));
             let r = retry_with_backoff(
                 &cx.deps.backoff,
                 def.max_retries.max(1),

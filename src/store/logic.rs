@@ -56,9 +56,16 @@ fn ms(n: i64) -> Duration {
     Duration::milliseconds(n)
 }
 
+/// Seconds from the jobs file as a duration, clamped to [0, 100 years] so `now + d` can never
+/// leave chrono's range (config bounds the values too; this is the last line of defence).
 fn secs_f64(s: f64) -> Duration {
-    let s = if s.is_finite() && s > 0.0 { s } else { 0.0 };
-    Duration::milliseconds((s * 1000.0).min(i64::MAX as f64 / 2.0) as i64)
+    const MAX_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+    let s = if s.is_finite() && s > 0.0 {
+        s.min(MAX_SECS)
+    } else {
+        0.0
+    };
+    Duration::milliseconds((s * 1000.0) as i64)
 }
 
 /// The first slot at or after `t`.

@@ -48,6 +48,9 @@ pub struct ConsoleDeps {
     pub commands: mpsc::Sender<Command>,
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
+    /// Cancel to close the console from outside (SIGTERM, `--for`): the terminal is restored
+    /// exactly as on `q`.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +158,7 @@ where
                 Some(Err(e)) => return Err(TuiError::Io(e)),
                 None => return Ok(()),
             },
+            _ = deps.stop.cancelled() => return Ok(()),
             changed = deps.snapshots.changed(), if snaps_open => match changed {
                 Ok(()) => {
                     let s = deps.snapshots.borrow_and_update().clone();
@@ -259,6 +263,7 @@ mod tests {
             commands,
             store: Arc::new(testdata::HistoryOnlyStore(recent)),
             clock: Arc::new(TokioClock::new(now)),
+            stop: tokio_util::sync::CancellationToken::new(),
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));
