@@ -559,15 +559,22 @@ pub fn finish_run(
             return out;
         }
     }
-    // Overlap: slots that came due while this run was in flight.
+    // Overlap: slots that came due while this run was in flight. A run abandoned by a crash was
+    // only "in flight" until its lease expired: slots after that fell due while no owner was
+    // running, and §5 (coalesced fire, or `missed` past the grace) decides them at the next claim.
+    let bound = if row.status == Status::Abandoned {
+        lease.lease_until.min(now)
+    } else {
+        now
+    };
     let paused = rt.paused || !rec.def.enabled;
     let held = rt.hold_until.is_some_and(|h| h > now);
     if rec.def.schedule.is_recurring()
         && !paused
         && !held
-        && let Some(next) = rt.next_slot.filter(|n| *n <= now)
+        && let Some(next) = rt.next_slot.filter(|n| *n <= bound)
     {
-        if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
+        if let Some((first, last, n)) = sched.slots_between(next - ms(1), bound, SLOT_COUNT_CAP) {
             let mut o = HistoryRow::new(
                 &rec.def.name,
                 Status::Skipped,
@@ -581,7 +588,7 @@ pub fn finish_run(
             o.slot_end = Some(last);
             out.extra_rows.push(o);
         }
-        rt.next_slot = sched.next_after(now);
+        rt.next_slot = sched.next_after(bound);
     }
     let extra = std::mem::take(&mut out.extra_rows);
     for r in &extra {
@@ -815,18 +822,43 @@ mod tests {
     fn s6_recurring_abandoned_waits_for_next_slot_with_overlap_row() {
         let mut r = ran_at_t0(None);
         eval(&mut r, T0 + 60).claim.unwrap();
-        // Lease lost; recovery at T0+200 writes abandoned and skips T0+120, T0+180.
-        let out = done(&mut r, Status::Abandoned, T0 + 200);
-        assert!(!r.rt.retired && !r.rt.recovery_pending);
+        // Abandoned within its lease (a shutdown at T0+85): nothing came due meanwhile, and the
+        // slot is never re-run; the job waits for T0+120. A later run that is still in flight
+        // when T0+180 comes due records that slot as one overlap row at its end.
+        let out = done(&mut r, Status::Abandoned, T0 + 85);
+        assert!(
+            out.extra_rows.is_empty(),
+            "nothing came due before the lease ran out"
+        );
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 120)), "waits for its next slot");
+        assert!(eval(&mut r, T0 + 119).claim.is_none());
+        eval(&mut r, T0 + 120).claim.unwrap();
+        let out = done(&mut r, Status::Succeeded, T0 + 190);
         assert_eq!(out.extra_rows.len(), 1);
         assert_eq!(out.extra_rows[0].reason.as_deref(), Some(REASON_OVERLAP));
-        assert_eq!(out.extra_rows[0].slots_count, Some(2));
+        assert_eq!(out.extra_rows[0].slots_count, Some(1));
         assert_eq!(r.rt.next_slot, Some(t(T0 + 240)));
-        assert!(eval(&mut r, T0 + 239).claim.is_none());
-        assert_eq!(
-            eval(&mut r, T0 + 240).claim.unwrap().trigger,
-            Trigger::Schedule
-        );
+    }
+
+    #[test]
+    fn s6_recovery_after_an_outage_leaves_the_outage_to_section_5() {
+        // Claimed T0+60 (lease to T0+90), owner killed, nothing runs until T0+200: the slots
+        // T0+120 and T0+180 fell due while no owner was running. Not overlap: with grace null
+        // they coalesce into one fire now (§5), with a grace they are one `missed` row.
+        let mut r = ran_at_t0(None);
+        eval(&mut r, T0 + 60).claim.unwrap();
+        let out = done(&mut r, Status::Abandoned, T0 + 200);
+        assert!(out.extra_rows.is_empty(), "{:?}", out.extra_rows);
+        let fire = eval(&mut r, T0 + 200).claim.expect("coalesced fire");
+        assert_eq!(fire.trigger, Trigger::Schedule);
+        let mut r = ran_at_t0(Some(30.0));
+        eval(&mut r, T0 + 60).claim.unwrap();
+        done(&mut r, Status::Abandoned, T0 + 200);
+        let e = eval(&mut r, T0 + 200);
+        assert!(e.claim.is_none());
+        assert_eq!(e.rows.len(), 1);
+        assert_eq!(e.rows[0].status, Status::Missed);
+        assert_eq!(e.rows[0].slots_count, Some(2));
     }
 
     #[test]
