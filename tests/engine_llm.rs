@@ -330,3 +330,67 @@ async fn a_per_job_budget_skips_that_job_only() {
     assert_eq!(rows[1].trigger, Trigger::Schedule);
     rig.stop().await;
 }
+
+/// SPEC §11: the budget is checked before every model call, retries included. `ask` fails its
+/// first attempt slowly; meanwhile `big` (another agent, another server) spends the whole daily
+/// budget; `ask`'s retry is then skipped with the budget named, and its server sees one request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
+    let key = unique_key();
+    let slow_fail = FakeLlm::openai(
+        &key,
+        vec![
+            Reply::Slow(
+                std::time::Duration::from_millis(600),
+                Box::new(Reply::Status(500, "busy".into())),
+            ),
+            Reply::ok("should not be asked", 1, 1),
+        ],
+    )
+    .await
+    .unwrap();
+    let spender = FakeLlm::openai(&key, vec![Reply::ok("spent it all", 1000, 0)])
+        .await
+        .unwrap();
+    let yaml = format!(
+        "budget: {{ max_cost_usd: 1.00, period: day }}
+{MODEL_PRICES}agents:
+  a:
+    base_url: {}
+    api_key_env: TEST_KEY
+    model: test-model
+  b:
+    base_url: {}
+    api_key_env: TEST_KEY
+    model: half-dollar
+jobs:
+  - name: ask
+    schedule: every 1h
+    agent: a
+    message: say hi
+    max_retries: 3
+  - name: big
+    schedule: every 1h
+    agent: b
+    message: spend
+",
+        slow_fail.base_url(),
+        spender.base_url()
+    );
+    let rig = Rig::start("budget-retry", &yaml, key_env(&key)).await;
+    let big = rig.wait_rows("big", 1).await.remove(0);
+    assert!((big.cost_usd - 1.0).abs() < 1e-12, "{big:#?}");
+    let ask = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(ask.status, Status::Skipped, "{ask:#?}");
+    assert!(
+        ask.reason.as_deref().unwrap_or("").contains("budget"),
+        "{ask:#?}"
+    );
+    assert_eq!(ask.attempts, 1);
+    assert_eq!(
+        slow_fail.request_count(),
+        1,
+        "no retry after the budget ran out"
+    );
+    rig.stop().await;
+}

@@ -277,17 +277,48 @@ async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>)
                 Err(step) => return step,
             };
             cx.row.model = Some(agent_def.model.clone());
-            let run = AgentRun {
-                agent: agent_def,
-                prompt: &prompt,
-                timeout: attempt_timeout,
-                max_attempts: def.max_retries.max(1),
-                backoff: cx.deps.backoff,
-            };
             let prices = PriceTable::from_settings(settings);
             let env = Arc::clone(&cx.deps.env);
-            let out =
-                llm::run_agent(&cx.deps.http, &run, &prices, clock.as_ref(), &|k| env(k)).await;
+            // Attempts one at a time so the budget is checked before every model call, retries
+            // included (SPEC §11): other jobs may spend the rest of the budget during a backoff.
+            let max_attempts = def.max_retries.max(1);
+            let mut attempts = 0u32;
+            let out = loop {
+                let run = AgentRun {
+                    agent: agent_def,
+                    prompt: &prompt,
+                    timeout: attempt_timeout,
+                    max_attempts: 1,
+                    backoff: cx.deps.backoff,
+                };
+                let out =
+                    llm::run_agent(&cx.deps.http, &run, &prices, clock.as_ref(), &|k| env(k)).await;
+                attempts += 1;
+                let retry =
+                    matches!(&out.result, Err(e) if e.is_retryable()) && attempts < max_attempts;
+                if !retry {
+                    break out;
+                }
+                tokio::time::sleep(
+                    cx.deps
+                        .backoff
+                        .delay(attempts - 1, crate::action::jitter_unit()),
+                )
+                .await;
+                let (name, now) = (def.name.clone(), clock.now());
+                if let Ok(spend) = blocking(cx.store, move |s| s.spend(&name, now)).await
+                    && let Some(reason) = cost::budget_check(settings, def.max_cost_usd, spend)
+                {
+                    cx.row.attempts = attempts;
+                    let last = out.result.err().map(|e| e.to_string());
+                    return Step::End(
+                        Status::Skipped,
+                        Some(format!("{reason} (before retry {})", attempts + 1)),
+                        last,
+                    );
+                }
+            };
+            let out = llm::AgentOutcome { attempts, ..out };
             cx.row.attempts = out.attempts;
             let reply = match out.result {
                 Ok(reply) => reply,

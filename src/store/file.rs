@@ -1553,8 +1553,7 @@ mod tests {
         let before = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
         let err = FileStore::open(&dir)
             .and_then(|s| s.jobs())
-            .err()
-            .expect("must not open empty");
+            .expect_err("must not open empty");
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("newer than the snapshot"), "{err}");
         assert_eq!(

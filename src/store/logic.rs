@@ -655,7 +655,8 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
         None => take(rt.created_at),
     }
     if let Some(u) = rec.def.until {
-        take(u);
+        // A held job is not looked at before its hold ends, `until` or not (no busy wake-ups).
+        take(rt.hold_until.map_or(u, |h| u.max(h)));
     }
     w
 }
@@ -838,6 +839,20 @@ mod tests {
         assert_eq!(out.extra_rows[0].reason.as_deref(), Some(REASON_OVERLAP));
         assert_eq!(out.extra_rows[0].slots_count, Some(1));
         assert_eq!(r.rt.next_slot, Some(t(T0 + 240)));
+    }
+
+    #[test]
+    fn a_held_job_does_not_wake_the_engine_before_its_hold_ends() {
+        let mut r = ran_at_t0(None);
+        r.def.until = Some(t(T0 + 30));
+        r.rt.hold_until = Some(t(T0 + 3600));
+        assert_eq!(
+            wakeup(&r),
+            Some(t(T0 + 3600)),
+            "not the past `until`: no busy wake-ups"
+        );
+        r.rt.hold_until = None;
+        assert_eq!(wakeup(&r), Some(t(T0 + 30)));
     }
 
     #[test]
