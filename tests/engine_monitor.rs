@@ -104,3 +104,65 @@ jobs:
     assert_eq!(fake.request_count(), 2);
     rig.stop().await;
 }
+
+/// A change whose action failed is not consumed: the watermark stays, the next tick sees the
+/// same change again and asks the model again (with the same diff), and only a successful run
+/// moves the baseline so the tick after it is `no_change`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_action_failed_is_retried_on_the_next_tick() {
+    let key = "monitor-retry-key";
+    let fake = FakeLlm::openai(
+        key,
+        vec![
+            Reply::ok("baseline noted", 5, 5),
+            Reply::Status(500, "model down".into()),
+            Reply::ok("explained", 5, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let src_dir = tmp("monitor-retry-src");
+    let src = src_dir.join("status.txt");
+    std::fs::write(&src, "one\ntwo\n").unwrap();
+    let yaml = format!(
+        "budget: null
+agents:
+  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"cat {}\" }}
+    agent: a
+    message: explain
+    max_retries: 1
+",
+        fake.base_url(),
+        src.display()
+    );
+    let rig = Rig::start(
+        "monitor-retry",
+        &yaml,
+        RigOpts {
+            env: HashMap::from([("K".to_string(), key.to_string())]),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(rig.wait_rows("watch", 1).await[0].status, Status::Succeeded);
+    std::fs::write(&src, "one\nTWO\n").unwrap();
+    let rows = rig.step("watch", 60, 2).await;
+    assert_eq!(rows[1].status, Status::Failed, "{rows:#?}");
+    assert!(rows[1].diff.as_deref().unwrap_or("").contains("+TWO"));
+    let rows = rig.step("watch", 60, 3).await;
+    assert_eq!(
+        rows[2].status,
+        Status::Succeeded,
+        "the change is retried: {rows:#?}"
+    );
+    assert_eq!(fake.request_count(), 3);
+    assert!(fake.requests()[2].contains("+TWO"), "same diff asked again");
+    let rows = rig.step("watch", 60, 4).await;
+    assert_eq!(rows[3].status, Status::NoChange, "{rows:#?}");
+    assert_eq!(fake.request_count(), 3);
+    rig.stop().await;
+}

@@ -313,7 +313,10 @@ impl Actor {
                 last_publish = tokio::time::Instant::now();
                 dirty = false;
             }
-            let wake_at = wake.map(|w| self.instant_for(w));
+            // Owners sharing a store all wake for the same slot and race for its lock: up to 1 ms
+            // of random spread keeps the same owner from winning that race every time.
+            let spread = StdDuration::from_micros((crate::action::jitter_unit() * 1000.0) as u64);
+            let wake_at = wake.map(|w| self.instant_for(w) + spread);
             let publish_at = dirty.then(|| last_publish + self.cfg.snapshot_min_interval);
             tokio::select! {
                 biased;
@@ -429,6 +432,7 @@ impl Actor {
             }
         };
         let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
+        tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
         for r in outcome.rows {
             let _ = self.ev_tx.send(Event::Row(r));
         }

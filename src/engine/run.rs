@@ -10,6 +10,9 @@
 //!   are "the action" of SPEC §8 step 4. Model errors that cannot go away by retrying (missing key,
 //!   bad URL, 429 hold) are not retried.
 //! - `context_from` seeds agent prompts only; a `command` job ignores it.
+//! - A monitor's new watermark is kept only when the run does not fail: a change whose action
+//!   failed (model error, command exit ≠ 0) is seen again on the next tick and retried, instead
+//!   of being consumed by a failed run. The failed row still carries the diff.
 //!
 //! Owns: the order of the pipeline and turning each step's outcome into a history row. Must not
 //! touch: claiming, leases (the actor renews them around this future), the UI.
@@ -151,6 +154,7 @@ pub async fn execute(
         .as_deref()
         .map(std::path::PathBuf::from)
         .filter(|d| d.is_dir());
+    let prior_monitor = cx.state.monitor.clone();
     let out = match workdir {
         Some(dir) => {
             crate::proc::WORKDIR
@@ -170,6 +174,11 @@ pub async fn execute(
                 cx.row.error = error;
             }
         }
+    }
+    // A change the action could not act on (model or command failed) is not consumed: the
+    // watermark stays where it was, so the next tick sees the change again and retries it.
+    if cx.row.status == Status::Failed && cx.state.monitor != prior_monitor {
+        cx.state.monitor = prior_monitor;
     }
     incidents(&mut cx, &settings, clock).await;
     cx.finish()

@@ -628,6 +628,11 @@ impl Locked<'_> {
         let inner = &mut *self.inner;
         for e in parsed {
             let name = e.job.def.name.clone();
+            // Drop the replaced record's wake-up entry first: the new `Cached` starts without one,
+            // and a stale entry would report a past instant as due forever (busy claims).
+            if let Some(old) = inner.jobs.get(&name).and_then(|c| c.wake) {
+                inner.wake.remove(&(old, name.clone()));
+            }
             inner.jobs.insert(name.clone(), Cached::new(e.job, e.mark));
             reindex(inner, &name);
         }
@@ -1576,6 +1581,25 @@ mod tests {
             s.renew("a", c.run_id, "o", t(1)).unwrap(),
             RenewOutcome::Renewed { .. }
         ));
+    }
+
+    #[test]
+    fn another_handles_changes_replace_wake_ups_instead_of_leaving_stale_ones() {
+        let dir = tmp("wake-index");
+        let a = FileStore::open(&dir).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        assert_eq!(b.next_wakeup(t(0)).unwrap(), Some(t(0)));
+        // `a` claims slot 0 and completes it: the next slot is 60. `b` reads that from the
+        // journal tail and must no longer report the old, past wake-up.
+        let c = claim(&a, 0, "a", 1).claims.remove(0);
+        assert!(
+            b.next_wakeup(t(1)).unwrap() > Some(t(1)),
+            "leased: wakes at lease expiry"
+        );
+        finish(&a, &c, Status::Succeeded, 1);
+        assert_eq!(b.next_wakeup(t(2)).unwrap(), Some(t(60)));
+        assert!(claim(&b, 2, "b", 5).claims.is_empty());
     }
 
     #[test]
