@@ -587,24 +587,61 @@ impl<'e> Checker<'e> {
         (budget, period)
     }
 
-    fn pricing(&mut self, top: &Mapping) -> BTreeMap<String, Price> {
-        let mut out = BTreeMap::new();
-        let base = vec![Seg::Key("pricing".into())];
-        let Some(v) = Self::get(top, "pricing") else {
-            return out;
+    /// The named entries of a top-level `section:` mapping (`agents`, `delivery`, `pricing`): each
+    /// name with its key path and value. Non-text keys are reported, `x-*` keys skipped, and with
+    /// `check_name` an invalid name is reported (the entry is still returned, so its body gets
+    /// checked too).
+    fn named_entries<'m>(
+        &mut self,
+        top: &'m Mapping,
+        section: &str,
+        shape: &str,
+        noun: &str,
+        check_name: bool,
+    ) -> Vec<(String, Vec<Seg>, &'m Value)> {
+        let base = vec![Seg::Key(section.into())];
+        let Some(v) = Self::get(top, section) else {
+            return Vec::new();
         };
-        let Some(m) = self.mapping(v, &base, "`pricing` (model name → {input, output})") else {
-            return out;
+        let Some(m) = self.mapping(v, &base, &format!("`{section}` ({shape})")) else {
+            return Vec::new();
         };
+        let mut out = Vec::new();
         for (k, v) in m {
-            let Some(model) = key_text(k) else {
-                self.error(base.clone(), "model names must be plain text keys");
+            let Some(name) = key_text(k) else {
+                self.error(
+                    base.clone(),
+                    format!("{noun} names must be plain text keys"),
+                );
                 continue;
             };
-            if model.starts_with("x-") {
+            if name.starts_with("x-") {
                 continue;
             }
-            let p = key(&base, &model);
+            let p = key(&base, &name);
+            if check_name && !valid_name(&name) {
+                self.error_at_key(
+                    p.clone(),
+                    format!(
+                        "invalid {noun} name {}: use 1–64 characters from A-Z a-z 0-9 . _ -",
+                        show(&name)
+                    ),
+                );
+            }
+            out.push((name, p, v));
+        }
+        out
+    }
+
+    fn pricing(&mut self, top: &Mapping) -> BTreeMap<String, Price> {
+        let mut out = BTreeMap::new();
+        for (model, p, v) in self.named_entries(
+            top,
+            "pricing",
+            "model name → {input, output}",
+            "model",
+            false,
+        ) {
             let Some(pm) = self.mapping(v, &p, "a price such as {input: 0.15, output: 0.60}")
             else {
                 continue;
@@ -629,31 +666,9 @@ impl<'e> Checker<'e> {
 
     fn agents(&mut self, top: &Mapping) -> BTreeMap<String, AgentDef> {
         let mut out = BTreeMap::new();
-        let base = vec![Seg::Key("agents".into())];
-        let Some(v) = Self::get(top, "agents") else {
-            return out;
-        };
-        let Some(m) = self.mapping(v, &base, "`agents` (agent name → settings)") else {
-            return out;
-        };
-        for (k, v) in m {
-            let Some(name) = key_text(k) else {
-                self.error(base.clone(), "agent names must be plain text keys");
-                continue;
-            };
-            if name.starts_with("x-") {
-                continue;
-            }
-            let p = key(&base, &name);
-            if !valid_name(&name) {
-                self.error_at_key(
-                    p.clone(),
-                    format!(
-                        "invalid agent name {}: use 1–64 characters from A-Z a-z 0-9 . _ -",
-                        show(&name)
-                    ),
-                );
-            }
+        for (name, p, v) in
+            self.named_entries(top, "agents", "agent name → settings", "agent", true)
+        {
             if let Some(a) = self.agent(&name, v, &p) {
                 out.insert(name, a);
             }
@@ -741,31 +756,8 @@ impl<'e> Checker<'e> {
 
     fn delivery(&mut self, top: &Mapping) -> BTreeMap<String, SinkDef> {
         let mut out = BTreeMap::new();
-        let base = vec![Seg::Key("delivery".into())];
-        let Some(v) = Self::get(top, "delivery") else {
-            return out;
-        };
-        let Some(m) = self.mapping(v, &base, "`delivery` (sink name → sink)") else {
-            return out;
-        };
-        for (k, v) in m {
-            let Some(name) = key_text(k) else {
-                self.error(base.clone(), "sink names must be plain text keys");
-                continue;
-            };
-            if name.starts_with("x-") {
-                continue;
-            }
-            let p = key(&base, &name);
-            if !valid_name(&name) {
-                self.error_at_key(
-                    p.clone(),
-                    format!(
-                        "invalid sink name {}: use 1–64 characters from A-Z a-z 0-9 . _ -",
-                        show(&name)
-                    ),
-                );
-            }
+        for (name, p, v) in self.named_entries(top, "delivery", "sink name → sink", "sink", true)
+        {
             let Some(sm) = self.mapping(
                 v,
                 &p,
