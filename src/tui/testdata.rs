@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::model::{
     Action, Budget, BudgetPeriod, Gate, HistoryRow, JobCounters, JobDef, JobRecord, JobRuntime,
-    JobState, Lease, MonitorSource, OnMissingContext, Settings, Status, Trigger,
+    JobState, Lease, MonitorSource, Settings, Status, Trigger,
 };
 use crate::schedule::ScheduleSpec;
 use crate::snapshot::Snapshot;
@@ -36,29 +36,10 @@ pub fn now() -> DateTime<Utc> {
 /// A plain `every` command job with an idle runtime.
 pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
     let def = JobDef {
-        name: name.to_string(),
-        schedule: ScheduleSpec::Every { every_seconds },
-        schedule_text: format!("every {every_seconds}s"),
-        tz: "UTC".into(),
-        action: Action::Command {
-            command: "true".into(),
-            timeout_seconds: 60.0,
-        },
-        gate: None,
-        context_from: vec![],
-        context_max_chars: 4000,
-        on_missing_context: OnMissingContext::Run,
-        misfire_grace_seconds: None,
-        max_runs: None,
-        until: None,
-        run_immediately: false,
         timeout_seconds: 60.0,
         max_retries: 0,
         lease_seconds: 60.0,
-        max_cost_usd: None,
-        deliver: vec![],
-        alert_after_failures: 1,
-        enabled: true,
+        ..crate::testkit::jobs::command_job(name, every_seconds)
     };
     let anchor = now - Duration::days(3);
     let rt = JobRuntime {
