@@ -227,6 +227,13 @@ pub struct JobDef {
     pub deliver: Vec<String>,
     pub alert_after_failures: u32,
     pub enabled: bool,
+    /// Names of environment variables let through to this job's commands, gates and monitors
+    /// although they hold an agent's API key (SPEC §15: key variables are removed by default).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    /// Free labels for selecting jobs in bulk (`--tag T`).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 impl JobDef {

@@ -76,6 +76,8 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "deliver",
     "alert_after_failures",
     "enabled",
+    "env_passthrough",
+    "tags",
 ];
 const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];
@@ -1138,6 +1140,22 @@ impl<'e> Checker<'e> {
             .map(|x| x as u32)
             .unwrap_or(1);
         let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
+        let mut env_passthrough = Vec::new();
+        for (j, n) in self.opt_name_list(m, p, "env_passthrough") {
+            if valid_env_name(&n) {
+                env_passthrough.push(n);
+            } else {
+                self.error(
+                    index(&key(p, "env_passthrough"), j),
+                    "expected the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+                );
+            }
+        }
+        let tags: Vec<String> = self
+            .opt_name_list(m, p, "tags")
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
 
         let (schedule, schedule_text) = sched?;
         Some(JobDef {
@@ -1161,6 +1179,8 @@ impl<'e> Checker<'e> {
             deliver,
             alert_after_failures,
             enabled,
+            env_passthrough,
+            tags,
         })
     }
 

@@ -30,5 +30,7 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
         deliver: vec![],
         alert_after_failures: 1,
         enabled: true,
+        env_passthrough: vec![],
+        tags: vec![],
     }
 }
