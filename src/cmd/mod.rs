@@ -53,8 +53,8 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         None => run::default_mode(&cli),
-        Some(Command::Run) => run::headless(&cli),
-        Some(Command::Console(a)) => run::console(&cli, a.attach),
+        Some(Command::Run(a)) => run::headless(&cli, a),
+        Some(Command::Console(a)) => run::console(&cli, a),
         Some(Command::Validate(a)) => validate::validate(&a.file),
         Some(Command::Next(a)) => schedule_cmds::next(a),
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
@@ -73,7 +73,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 pub fn runs_engine(cli: &Cli) -> bool {
     matches!(
         cli.command,
-        None | Some(Command::Run) | Some(Command::Console(_))
+        None | Some(Command::Run(_)) | Some(Command::Console(_))
     )
 }
 

@@ -55,9 +55,9 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     };
     let compiled = Compiled::new(&spec, anchor).map_err(|e| bad_input(e.to_string()))?;
 
-    let mut slots = Vec::with_capacity(a.count);
+    let mut slots = Vec::with_capacity(a.count as usize);
     let mut cur = reference;
-    while slots.len() < a.count {
+    while (slots.len() as u64) < a.count {
         let s = if before.is_some() {
             compiled.prev_before(cur)
         } else {

@@ -184,7 +184,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         since,
         run_id: None,
         with_diff: false,
-        limit: a.limit,
+        limit: usize::try_from(a.limit).unwrap_or(usize::MAX),
     })?;
     if a.json {
         for r in &rows {
