@@ -264,6 +264,11 @@ impl<'e> Checker<'e> {
                 continue;
             }
             let hint = match closest(&name, accepted) {
+                // A job's zone lives in its schedule mapping (or in `defaults`), not beside it.
+                _ if name == "tz" && accepted.contains(&"schedule") => " (a job's zone goes \
+in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Berlin}`, or \
+`defaults: {tz: …}` for every job)"
+                    .to_string(),
                 Some(c) => format!(" (did you mean '{c}'?)"),
                 None => String::new(),
             };
