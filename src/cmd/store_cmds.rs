@@ -6,7 +6,9 @@
 //!
 //! Decisions: `trigger` on a job that is running prints that it is running, changes nothing and
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
-//! an unknown job name exits 2. `history --since` takes RFC 3339 or a duration ago (`2h`).
+//! an unknown job name exits 2. `history --since` takes RFC 3339, a duration ago (`2h`),
+//! `today` or `yesterday` (local midnight); `--status` is case-insensitive; text rows carry
+//! the run id (what `diff --run` takes) and an empty answer says so.
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
 
@@ -143,13 +145,36 @@ pub fn jobs(cli: &Cli, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` (local midnight,
+/// in the zone of this machine, as `systemctl`/`journalctl` read them).
 fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
         return Ok(t.to_utc());
     }
+    let days_back = match s.trim().to_ascii_lowercase().as_str() {
+        "today" => Some(0),
+        "yesterday" => Some(1),
+        _ => None,
+    };
+    if let Some(back) = days_back {
+        use chrono::TimeZone;
+        let day = now.with_timezone(&chrono::Local).date_naive() - chrono::Days::new(back);
+        let midnight = day.and_time(chrono::NaiveTime::MIN);
+        // A midnight skipped by DST starts at the first instant after it.
+        return chrono::Local
+            .from_local_datetime(&midnight)
+            .earliest()
+            .or_else(|| {
+                chrono::Local
+                    .from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                    .earliest()
+            })
+            .map(|t| t.to_utc())
+            .ok_or_else(|| bad_input(format!("--since '{s}': no such local midnight")));
+    }
     let d = cronsole::schedule::parse_duration(s).map_err(|e| {
         bad_input(format!(
-            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z) or a duration (2h, 30m): {e}"
+            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z), a duration ago (2h, 30m), today or yesterday: {e}"
         ))
     })?;
     let d = chrono::Duration::from_std(d)
@@ -160,12 +185,14 @@ fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
 pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     let status = match &a.status {
         None => None,
-        Some(s) => Some(Status::parse(s.trim()).ok_or_else(|| {
-            bad_input(format!(
-                "--status '{s}' is not a status; use one of: {}",
-                Status::ALL.map(|s| s.as_str()).join(", ")
-            ))
-        })?),
+        Some(s) => Some(
+            Status::parse(&s.trim().to_ascii_lowercase()).ok_or_else(|| {
+                bad_input(format!(
+                    "--status '{s}' is not a status; use one of: {}",
+                    Status::ALL.map(|s| s.as_str()).join(", ")
+                ))
+            })?,
+        ),
     };
     let since = a
         .since
@@ -192,9 +219,13 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if rows.is_empty() {
+        println!("(no history rows match)");
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
-        "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} REASON",
-        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS"
+        "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} REASON",
+        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "RUN_ID"
     );
     for r in &rows {
         let mut reason = r.reason.clone().or(r.error.clone()).unwrap_or_default();
@@ -210,13 +241,14 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             .take(100)
             .collect();
         println!(
-            "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {}",
+            "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} {}",
             ts(Some(r.finished_at)),
             r.job,
             r.status.as_str(),
             ts(r.slot),
             r.trigger.as_str(),
             r.duration_ms,
+            r.run_id,
             reason
         );
     }

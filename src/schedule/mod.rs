@@ -58,8 +58,18 @@ impl ScheduleSpec {
 }
 
 /// Look up an IANA zone name, with an error that says what is accepted.
+/// Case-insensitive (`utc`, `europe/berlin`): IANA names are unique ignoring case.
 pub fn parse_tz(name: &str) -> Result<Tz, ScheduleError> {
-    name.trim().parse::<Tz>().map_err(|_| {
+    let n = name.trim();
+    n.parse::<Tz>()
+        .ok()
+        .or_else(|| {
+            chrono_tz::TZ_VARIANTS
+                .iter()
+                .copied()
+                .find(|z| z.name().eq_ignore_ascii_case(n))
+        })
+        .ok_or_else(|| {
         ScheduleError::new(format!(
             "unknown time zone '{name}': use an IANA name such as UTC, Europe/Berlin or America/New_York"
         ))
