@@ -10,7 +10,7 @@
 //! the command line. Engine options ([`RunOpts`]) belong to the default mode, `run` and
 //! `console` only; given to any other command they are an error ([`misplaced`]).
 //!
-//! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` 1..=100 000,
+//! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
 //! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 0 s..=24 h
 //! (the durations are checked where they are parsed, in the binary).
 
@@ -111,6 +111,16 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Cost and run statistics, per job and global
     Stats(JsonFlag),
+    /// Print a shell completion script (e.g. `cronsole completions bash > /etc/bash_completion.d/cronsole`)
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout (e.g. `cronsole man > cronsole.1`)
+    Man,
+    /// Write a commented starter jobs file (never overwrites an existing file)
+    Init(InitArgs),
+    /// Edit the jobs file in $VISUAL/$EDITOR, validate it, show the plan of changes, apply on confirmation
+    Edit,
+    /// Print the store's log files (the engine's log; -f to follow)
+    Logs(LogsArgs),
 }
 
 impl Command {
@@ -130,6 +140,11 @@ impl Command {
             Command::Diff(_) => "diff",
             Command::Probe(_) => "probe",
             Command::Stats(_) => "stats",
+            Command::Completions(_) => "completions",
+            Command::Man => "man",
+            Command::Init(_) => "init",
+            Command::Edit => "edit",
+            Command::Logs(_) => "logs",
         }
     }
 
@@ -137,7 +152,12 @@ impl Command {
     pub fn uses_store(&self) -> bool {
         !matches!(
             self,
-            Command::Validate(_) | Command::Next(_) | Command::Probe(_)
+            Command::Validate(_)
+                | Command::Next(_)
+                | Command::Probe(_)
+                | Command::Completions(_)
+                | Command::Man
+                | Command::Init(_)
         )
     }
 }
@@ -246,6 +266,34 @@ pub struct ProbeArgs {
     /// Allow private, loopback and link-local addresses (URL only)
     #[arg(long)]
     pub allow_private: bool,
+}
+
+/// `cronsole completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `cronsole init [FILE]`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the starter jobs file
+    #[arg(default_value = "jobs.yaml")]
+    pub file: PathBuf,
+}
+
+/// `cronsole logs [-f]`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Keep printing lines as they are written (until interrupted)
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print the last N lines first (1 to 100000)
+    #[arg(short = 'n', long, default_value_t = 100, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
+    pub lines: u64,
 }
 
 /// Ids of the top-level options that belong to the default mode only.

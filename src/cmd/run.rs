@@ -122,6 +122,16 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
     let jobs = jobs_file(cli);
     let loaded = load_jobs(jobs.as_deref())?;
     let location = store_location(cli, jobs.as_deref());
+    if jobs.is_none() && !location.contains("://") && !Path::new(&location).join("VERSION").exists()
+    {
+        // Nothing to run and nowhere to run it from: say what to do instead of creating an
+        // empty store and idling.
+        return Err(bad_input(format!(
+            "no jobs file (no jobs.yaml here, no --jobs FILE) and no store at {location}: \
+             create a starter file with `cronsole init`, then run `cronsole`; or give \
+             --jobs FILE, or --store pointing at an existing store"
+        )));
+    }
     let store = open_store(&location)?;
     let _guard = init_logging(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
