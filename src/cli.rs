@@ -11,7 +11,7 @@
 //! `console` only; given to any other command they are an error ([`misplaced`]).
 //!
 //! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
-//! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 0 s..=24 h
+//! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
 //! (the durations are checked where they are parsed, in the binary).
 
 use std::path::PathBuf;
@@ -72,7 +72,7 @@ pub struct RunOpts {
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENT))]
     pub max_concurrent: u64,
 
-    /// How long a shutdown waits for in-flight runs before cancelling them (0s to 24h)
+    /// How long a shutdown waits for in-flight runs before cancelling them (1s to 24h)
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub shutdown_grace: String,
 }
