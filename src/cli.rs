@@ -11,6 +11,7 @@
 //! `console` only; given to any other command they are an error ([`misplaced`]).
 //!
 //! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
+//! `history --offset` 0..=1 000 000,
 //! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
 //! (the durations are checked where they are parsed, in the binary).
 
@@ -23,6 +24,8 @@ use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
 pub const MAX_COUNT: u64 = 10_000;
 /// Most rows `history --limit` prints in one page.
 pub const MAX_LIMIT: u64 = 100_000;
+/// Deepest page `history --offset` reaches.
+pub const MAX_OFFSET: u64 = 1_000_000;
 /// Most runs one process may have in flight (`--max-concurrent`).
 pub const MAX_CONCURRENT: u64 = 1024;
 
@@ -240,6 +243,10 @@ pub struct HistoryArgs {
     #[arg(long, default_value_t = 50, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
     pub limit: u64,
+    /// Skip this many newest matching rows first: the next page (0 to 1000000)
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(0..=MAX_OFFSET))]
+    pub offset: u64,
     /// JSON lines with the SPEC §4 fields
     #[arg(long)]
     pub json: bool,

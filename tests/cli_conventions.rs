@@ -485,3 +485,65 @@ fn logs_prints_and_follows_the_store_log() {
     let got = String::from_utf8_lossy(&got.expect("follow printed the appended line")).into_owned();
     assert_eq!(got, "three\nfour\n");
 }
+
+/// `at 9am` is stored once: its instant is the next 09:00 after the first apply, and applying
+/// the unchanged file again keeps that instant (it never re-arms for the next day).
+#[test]
+fn at_a_time_of_day_is_resolved_once_when_first_stored() {
+    let s = Scratch::new("at-store");
+    std::fs::write(
+        s.0.join("jobs.yaml"),
+        "jobs:\n  - name: once\n    schedule: \"at 9am\"\n    command: echo once\n",
+    )
+    .expect("write");
+    let next_slot = || {
+        let o = cronsole(&s.0, &["jobs", "--json"]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        v[0]["next_slot"].as_str().expect("next slot").to_string()
+    };
+    let before = chrono::Utc::now();
+    assert_eq!(code(&cronsole(&s.0, &["apply", "jobs.yaml"])), 0);
+    let first = next_slot();
+    let t = chrono::DateTime::parse_from_rfc3339(&first)
+        .expect("rfc3339")
+        .to_utc();
+    assert!(first.ends_with("T09:00:00Z"), "{first}");
+    assert!(
+        t >= before && t - before <= chrono::Duration::days(1),
+        "{first}"
+    );
+    let o = cronsole(&s.0, &["apply", "jobs.yaml"]);
+    assert!(stdout(&o).contains("unchanged once"), "{}", stdout(&o));
+    assert_eq!(next_slot(), first);
+}
+
+#[test]
+fn history_pages_with_limit_and_offset() {
+    let s = Scratch::new("paging");
+    std::fs::write(
+        s.0.join("jobs.yaml"),
+        "jobs:\n  - name: tick\n    schedule: \"every 1s\"\n    command: echo hi\n",
+    )
+    .expect("write");
+    let o = cronsole(&s.0, &["run", "--for", "3s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let ids: Vec<String> = stdout(&cronsole(&s.0, &["history", "--json"]))
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json row");
+            v["run_id"].as_str().expect("run id").to_string()
+        })
+        .collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+    let first = stdout(&cronsole(&s.0, &["history", "--limit", "1"]));
+    assert!(first.contains(&ids[0]), "{first}");
+    assert!(first.contains("next page with --offset 1"), "{first}");
+    let second = stdout(&cronsole(&s.0, &["history", "--limit", "1", "--offset", "1"]));
+    assert!(second.contains(&ids[1]) && !second.contains(&ids[0]), "{second}");
+    let n = ids.len().to_string();
+    let past = stdout(&cronsole(&s.0, &["history", "--offset", &n]));
+    assert!(past.contains("no history rows match past --offset"), "{past}");
+    let all = stdout(&cronsole(&s.0, &["history"]));
+    assert!(!all.contains("next page"), "{all}");
+}

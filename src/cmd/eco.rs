@@ -291,6 +291,19 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
+    // Someone else changed the file while it was being edited: keep theirs, say so.
+    let now_on_disk =
+        std::fs::read_to_string(&file).with_context(|| format!("re-reading {}", file.display()))?;
+    if now_on_disk != original {
+        let keep = dir.join(format!("{name}.cronsole-edit-{}", std::process::id()));
+        std::fs::write(&keep, &text)
+            .with_context(|| format!("keeping your edit in {}", keep.display()))?;
+        anyhow::bail!(
+            "{} changed on disk while you edited it; nothing was saved or applied (your version is in {})",
+            file.display(),
+            keep.display()
+        );
+    }
     // Replace the jobs file atomically, then apply.
     let staged = dir.join(format!(".cronsole-save.{name}"));
     std::fs::write(&staged, &text)

@@ -8,7 +8,8 @@
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
 //! an unknown job name exits 2. `history --since` takes RFC 3339, a duration ago (`2h`),
 //! `today` or `yesterday` (local midnight); `--status` is case-insensitive; text rows carry
-//! the run id (what `diff --run` takes) and an empty answer says so.
+//! the run id (what `diff --run` takes) and an empty answer says so; `--offset` pages (text
+//! output ends with the next page's `--offset` when there are more rows).
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
 
@@ -211,8 +212,15 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         since,
         run_id: None,
         with_diff: false,
-        limit: usize::try_from(a.limit).unwrap_or(usize::MAX),
+        // One row past the page says whether there is a next page.
+        limit: usize::try_from(a.offset + a.limit + 1).unwrap_or(usize::MAX),
     })?;
+    let more = rows.len() as u64 > a.offset + a.limit;
+    let rows: Vec<_> = rows
+        .into_iter()
+        .skip(usize::try_from(a.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(a.limit).unwrap_or(usize::MAX))
+        .collect();
     if a.json {
         for r in &rows {
             println!("{}", serde_json::to_string(r)?);
@@ -220,7 +228,11 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!("(no history rows match)");
+        if a.offset > 0 {
+            println!("(no history rows match past --offset {})", a.offset);
+        } else {
+            println!("(no history rows match)");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -250,6 +262,12 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             r.duration_ms,
             r.run_id,
             reason
+        );
+    }
+    if more {
+        println!(
+            "(more rows: next page with --offset {})",
+            a.offset + a.limit
         );
     }
     Ok(ExitCode::SUCCESS)

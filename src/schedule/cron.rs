@@ -329,9 +329,8 @@ fn parse_field(expr: &str, kind: Kind, field: &str) -> Result<u64, ScheduleError
 /// `SAT,SUN`, `NOV-MAR` → `NOV-DEC,JAN-MAR`, `50-10` → `50-59,0-10`.
 fn wrapped_range(kind: Kind, a: u32, b: u32, named: bool) -> String {
     let (lo, hi) = kind.range();
-    // Day-of-week 7 is a second Sunday: the week ends at Saturday.
+    // Day-of-week 7 is a second Sunday: the week ends at Saturday, and `7-b` means `0-b`.
     let hi = if kind == Kind::Dow { 6 } else { hi };
-    let a = a.min(hi);
     let spell = |v: u32| -> String {
         let names = kind.names();
         match v.checked_sub(kind.first_name_value()) {
@@ -348,6 +347,9 @@ fn wrapped_range(kind: Kind, a: u32, b: u32, named: bool) -> String {
             format!("{}-{}", spell(x), spell(y))
         }
     };
+    if kind == Kind::Dow && a == 7 {
+        return part(0, b);
+    }
     format!("{},{}", part(a, hi), part(lo, b))
 }
 
@@ -1002,6 +1004,7 @@ mod tests {
         rejects("40-10 * * * *", "write it as 40-59,0-10");
         rejects("0 0 * * Sat-Sun", "write it as SAT,SUN");
         rejects("0 0 * * 5-1", "write it as 5-6,0-1");
+        rejects("0 0 * * 7-2", "write it as 0-2");
         rejects("0 0 * * FRI-MON", "write it as FRI-SAT,SUN-MON");
         rejects("0 0 * Nov-Mar *", "write it as NOV-DEC,JAN-MAR");
         rejects("0 0 * 12-1 *", "write it as 12,1");
