@@ -350,13 +350,31 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
     None
 }
 
+/// Subcommands that use no store (see [`Command::uses_store`]).
+const STORELESS: &[&str] = &["validate", "next", "probe", "completions", "man", "init"];
+
+/// The clap command with help that matches behaviour: the global `--store`/`--jobs` are kept
+/// out of the storeless subcommands (a hidden local flag of the same name takes their place, so
+/// clap does not propagate the global one there and [`misplaced`] can refuse it).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for name in STORELESS {
+        cmd = cmd.mut_subcommand(name, |sc| {
+            sc.arg(clap::Arg::new("store").long("store").num_args(1).hide(true))
+                .arg(clap::Arg::new("jobs").long("jobs").num_args(1).hide(true))
+        });
+    }
+    cmd
+}
+
 /// Parse the process's arguments; clap's own errors and [`misplaced`] flags exit 2 with usage.
 pub fn parse() -> Cli {
-    use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().get_matches();
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(msg) = misplaced(&cli, &matches) {
-        Cli::command()
+        command()
             .error(clap::error::ErrorKind::ArgumentConflict, msg)
             .exit();
     }
@@ -369,7 +387,7 @@ mod tests {
     use clap::{CommandFactory, FromArgMatches};
 
     fn parse_from(args: &[&str]) -> Result<Cli, String> {
-        let m = Cli::command()
+        let m = command()
             .try_get_matches_from(args)
             .map_err(|e| e.to_string())?;
         let cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
@@ -382,6 +400,23 @@ mod tests {
     #[test]
     fn definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn storeless_help_does_not_offer_store_flags() {
+        let mut cmd = command();
+        cmd.build();
+        for name in STORELESS {
+            let sc = cmd.find_subcommand_mut(name).unwrap();
+            let help = sc.render_long_help().to_string();
+            assert!(
+                !help.contains("--store") && !help.contains("--jobs"),
+                "{name}: {help}"
+            );
+        }
+        let sc = cmd.find_subcommand_mut("history").unwrap();
+        assert!(sc.render_long_help().to_string().contains("--store"));
     }
 
     #[test]

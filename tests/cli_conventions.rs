@@ -539,11 +539,20 @@ fn history_pages_with_limit_and_offset() {
     let first = stdout(&cronsole(&s.0, &["history", "--limit", "1"]));
     assert!(first.contains(&ids[0]), "{first}");
     assert!(first.contains("next page with --offset 1"), "{first}");
-    let second = stdout(&cronsole(&s.0, &["history", "--limit", "1", "--offset", "1"]));
-    assert!(second.contains(&ids[1]) && !second.contains(&ids[0]), "{second}");
+    let second = stdout(&cronsole(
+        &s.0,
+        &["history", "--limit", "1", "--offset", "1"],
+    ));
+    assert!(
+        second.contains(&ids[1]) && !second.contains(&ids[0]),
+        "{second}"
+    );
     let n = ids.len().to_string();
     let past = stdout(&cronsole(&s.0, &["history", "--offset", &n]));
-    assert!(past.contains("no history rows match past --offset"), "{past}");
+    assert!(
+        past.contains("no history rows match past --offset"),
+        "{past}"
+    );
     let all = stdout(&cronsole(&s.0, &["history"]));
     assert!(!all.contains("next page"), "{all}");
 }
