@@ -236,7 +236,7 @@ pub struct HistoryArgs {
     /// Only this status, any case (succeeded, failed, skipped, no_change, missed, abandoned)
     #[arg(long)]
     pub status: Option<String>,
-    /// Only rows at or after this instant: RFC 3339, a duration ago (2h, 30m), today, yesterday
+    /// Only rows at or after this instant: RFC 3339, a duration ago (2h, 30m), a date, today, yesterday
     #[arg(long)]
     pub since: Option<String>,
     /// At most this many rows (1 to 100000)

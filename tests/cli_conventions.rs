@@ -279,7 +279,15 @@ fn history_conventions_and_store_rejections() {
     let text = stdout(&cronsole(&s.0, &["history"]));
     assert!(text.contains("RUN_ID") && text.contains(&run_id), "{text}");
 
-    for since in ["today", "yesterday", "1h", "30m"] {
+    let yesterday = (chrono::Local::now().date_naive() - chrono::Days::new(1)).to_string();
+    for since in [
+        "today",
+        "TODAY",
+        "yesterday",
+        "1h",
+        "30m",
+        yesterday.as_str(),
+    ] {
         let o = cronsole(&s.0, &["history", "--since", since]);
         assert_eq!(code(&o), 0, "{since}: {}", stderr(&o));
         assert!(stdout(&o).contains(&run_id), "{since}: {}", stdout(&o));
@@ -288,6 +296,8 @@ fn history_conventions_and_store_rejections() {
     assert!(stdout(&o).contains(&run_id), "{}", stderr(&o));
     let o = cronsole(&s.0, &["history", "--status", "FAILED"]);
     assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("no history rows"), "{}", stdout(&o));
+    let o = cronsole(&s.0, &["history", "--since", "2999-01-01"]);
     assert!(stdout(&o).contains("no history rows"), "{}", stdout(&o));
 
     // diff of a job without a monitor is bad input, like an unknown job.

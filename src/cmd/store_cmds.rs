@@ -146,20 +146,20 @@ pub fn jobs(cli: &Cli, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` (local midnight,
-/// in the zone of this machine, as `systemctl`/`journalctl` read them).
+/// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` / a date
+/// `2026-11-29` (local midnight, in the zone of this machine, as `journalctl` reads them).
 fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
         return Ok(t.to_utc());
     }
-    let days_back = match s.trim().to_ascii_lowercase().as_str() {
-        "today" => Some(0),
-        "yesterday" => Some(1),
-        _ => None,
+    let today = now.with_timezone(&chrono::Local).date_naive();
+    let day = match s.trim().to_ascii_lowercase().as_str() {
+        "today" => Some(today),
+        "yesterday" => today.checked_sub_days(chrono::Days::new(1)),
+        other => chrono::NaiveDate::parse_from_str(other, "%Y-%m-%d").ok(),
     };
-    if let Some(back) = days_back {
+    if let Some(day) = day {
         use chrono::TimeZone;
-        let day = now.with_timezone(&chrono::Local).date_naive() - chrono::Days::new(back);
         let midnight = day.and_time(chrono::NaiveTime::MIN);
         // A midnight skipped by DST starts at the first instant after it.
         return chrono::Local
@@ -175,7 +175,7 @@ fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     }
     let d = cronsole::schedule::parse_duration(s).map_err(|e| {
         bad_input(format!(
-            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z), a duration ago (2h, 30m), today or yesterday: {e}"
+            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z), a duration ago (2h, 30m), a date (2026-11-29), today or yesterday: {e}"
         ))
     })?;
     let d = chrono::Duration::from_std(d)
