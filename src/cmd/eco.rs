@@ -325,7 +325,7 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the engine writes its log for this store (see `run::init_logging`).
+/// Where the engine writes its log for this store (`run::init_logging`) and `logs` reads it.
 pub fn logs_dir(location: &str) -> PathBuf {
     if location.contains("://") {
         PathBuf::from(".cronsole").join("logs")

@@ -4,7 +4,7 @@
 //! twice → cancel in-flight runs at once (recorded `abandoned`, reason `shutdown`).
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -97,11 +97,7 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
 /// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal.
 fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
-    let dir = if store_location.contains("://") {
-        PathBuf::from(".cronsole").join("logs")
-    } else {
-        Path::new(store_location).join("logs")
-    };
+    let dir = super::eco::logs_dir(store_location);
     if std::fs::create_dir_all(&dir).is_err() {
         return None;
     }
