@@ -566,3 +566,54 @@ fn history_pages_with_limit_and_offset() {
     let all = stdout(&cronsole(&s.0, &["history"]));
     assert!(!all.contains("next page"), "{all}");
 }
+
+/// Declining the plan leaves the file and the store as they were (exit 1); a jobs file changed
+/// by someone else during the edit is never overwritten (the edit is kept beside it).
+#[test]
+fn edit_declined_or_raced_changes_nothing() {
+    let s = Scratch::new("edit2");
+    assert_eq!(code(&cronsole(&s.0, &["init"])), 0);
+    let original = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
+    let edit = |editor: &str, answers: &str| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+            .current_dir(&s.0)
+            .arg("edit")
+            .env_remove("CRONSOLE_STORE")
+            .env_remove("VISUAL")
+            .env("EDITOR", editor)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(answers.as_bytes())
+            .expect("answers");
+        child.wait_with_output().expect("wait")
+    };
+    let o = edit("sed -i 's/every 1m/every 2m/'", "n\n");
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("plan: 1 to create"), "{}", stdout(&o));
+    assert_eq!(
+        std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read"),
+        original
+    );
+    assert!(!s.0.join(".cronsole").exists(), "no store was created");
+
+    // The editor session races another writer of jobs.yaml.
+    std::fs::write(
+        s.0.join("race.sh"),
+        "sed -i s/every.1m/every\\ 2m/ \"$1\"; echo '# theirs' >> jobs.yaml\n",
+    )
+    .expect("write");
+    let o = edit("sh race.sh", "y\n");
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("changed on disk"), "{}", stderr(&o));
+    let now = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
+    assert!(now.ends_with("# theirs\n"), "theirs is kept:\n{now}");
+    assert!(!s.0.join(".cronsole").exists(), "nothing was applied");
+}
