@@ -1,11 +1,33 @@
 //! Command-line definitions (clap derive) and nothing else: SPEC §13.2.
 //!
-//! Owns: flags, subcommands and their help text. Must not touch: behaviour — `main.rs` and the
-//! binary's `cmd/` modules act on what is parsed here.
+//! Owns: flags, subcommands, their help text and their bounds. Must not touch: behaviour —
+//! `main.rs` and the binary's `cmd/` modules act on what is parsed here.
+//!
+//! Layout: every subcommand's arguments live in their own struct (`XxxArgs`), so a new
+//! subcommand is one enum variant plus one struct. Only two options are global: `--store` and
+//! `--jobs` name *which store* a command works on (like `git -C`), and the commands that use no
+//! store (`next`, `validate`, `probe`, `completions`, `man`, `init`) refuse them when given on
+//! the command line. Engine options ([`RunOpts`]) belong to the default mode, `run` and
+//! `console` only; given to any other command they are an error ([`misplaced`]).
+//!
+//! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
+//! `history --offset` 0..=1 000 000,
+//! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
+//! (the durations are checked where they are parsed, in the binary).
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
+
+/// Most slots `next --count` prints.
+pub const MAX_COUNT: u64 = 10_000;
+/// Most rows `history --limit` prints in one page.
+pub const MAX_LIMIT: u64 = 100_000;
+/// Deepest page `history --offset` reaches.
+pub const MAX_OFFSET: u64 = 1_000_000;
+/// Most runs one process may have in flight (`--max-concurrent`).
+pub const MAX_CONCURRENT: u64 = 1024;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -17,7 +39,7 @@ live console over them. Without a subcommand it applies the jobs file to the sto
 engine and opens the console (headless automatically when stdout is not a terminal)."
 )]
 pub struct Cli {
-    /// The jobs file to apply before starting (default: jobs.yaml if present)
+    /// The jobs file (default: jobs.yaml if present); store commands use the store beside it
     #[arg(long, global = true, value_name = "FILE")]
     pub jobs: Option<PathBuf>,
 
@@ -25,10 +47,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "CRONSOLE_STORE", value_name = "DIR|URL")]
     pub store: Option<String>,
 
-    /// Run headless even on a terminal: one line per run on stdout
-    #[arg(long, global = true)]
+    /// Run headless even on a terminal: one line per history row on stdout (default mode only)
+    #[arg(long)]
     pub no_tui: bool,
 
+    /// Format of the per-run lines on stdout in headless mode
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Engine options of the default mode (no subcommand).
     #[command(flatten)]
     pub run: RunOpts,
 
@@ -36,23 +63,20 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Options of the engine (top level and `run`).
+/// Options of the engine: the default mode, `run` and `console`, and no other command.
 #[derive(Debug, Args, Clone)]
 pub struct RunOpts {
-    /// Stop after this long (e.g. 90s, 5m, 1h30m) with a graceful shutdown
-    #[arg(long = "for", global = true, value_name = "DURATION")]
+    /// Stop after this long (e.g. 90s, 5m, 1h30m; 1s to 100 years) with a graceful shutdown
+    #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
 
-    /// Format of the per-run lines on stdout in headless mode
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Runs this process may have in flight at once (its claim limit; 1 to 1024)
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENT))]
+    pub max_concurrent: u64,
 
-    /// Runs this process may have in flight at once (its claim limit)
-    #[arg(long, global = true, default_value_t = 8, value_name = "N")]
-    pub max_concurrent: usize,
-
-    /// How long a shutdown waits for in-flight runs before cancelling them
-    #[arg(long, global = true, default_value = "30s", value_name = "DURATION")]
+    /// How long a shutdown waits for in-flight runs before cancelling them (1s to 24h)
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub shutdown_grace: String,
 }
 
@@ -65,7 +89,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the engine headless (always, even on a terminal)
-    Run,
+    Run(RunArgs),
     /// Draw the console; with --attach, over a store other owners run (no engine here)
     Console(ConsoleArgs),
     /// Check a jobs file: every error and warning with file:line:col, and each job's next slots
@@ -90,13 +114,77 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Cost and run statistics, per job and global
     Stats(JsonFlag),
+    /// Print a shell completion script (e.g. `cronsole completions bash > /etc/bash_completion.d/cronsole`)
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout (e.g. `cronsole man > cronsole.1`)
+    Man,
+    /// Write a commented starter jobs file (never overwrites an existing file)
+    Init(InitArgs),
+    /// Edit the jobs file in $VISUAL/$EDITOR, validate it, show the plan of changes, apply on confirmation
+    Edit,
+    /// Print the store's log files (the engine's log; -f to follow)
+    Logs(LogsArgs),
 }
 
+impl Command {
+    /// The subcommand's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "run",
+            Command::Console(_) => "console",
+            Command::Validate(_) => "validate",
+            Command::Next(_) => "next",
+            Command::Apply(_) => "apply",
+            Command::Jobs(_) => "jobs",
+            Command::History(_) => "history",
+            Command::Pause(_) => "pause",
+            Command::Resume(_) => "resume",
+            Command::Trigger(_) => "trigger",
+            Command::Diff(_) => "diff",
+            Command::Probe(_) => "probe",
+            Command::Stats(_) => "stats",
+            Command::Completions(_) => "completions",
+            Command::Man => "man",
+            Command::Init(_) => "init",
+            Command::Edit => "edit",
+            Command::Logs(_) => "logs",
+        }
+    }
+
+    /// Whether the command reads or writes a store (and so takes `--store`/`--jobs`).
+    pub fn uses_store(&self) -> bool {
+        !matches!(
+            self,
+            Command::Validate(_)
+                | Command::Next(_)
+                | Command::Probe(_)
+                | Command::Completions(_)
+                | Command::Man
+                | Command::Init(_)
+        )
+    }
+}
+
+/// `cronsole run`: the engine, always headless.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Format of the per-run lines on stdout
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+/// `cronsole console`.
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
     /// Draw over the store without starting an engine in this process
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["max_concurrent", "shutdown_grace"])]
     pub attach: bool,
+
+    #[command(flatten)]
+    pub run: RunOpts,
 }
 
 #[derive(Debug, Args)]
@@ -122,7 +210,7 @@ pub struct JsonFlag {
 pub struct NextArgs {
     /// Schedule text: a cron expression, a macro, or any form of the schedule grammar
     pub expr: String,
-    /// Time zone (IANA name)
+    /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,
     /// Slots strictly after this instant (RFC 3339; default now)
@@ -131,9 +219,10 @@ pub struct NextArgs {
     /// Previous slots strictly before this instant (RFC 3339), newest first
     #[arg(long, value_name = "RFC3339")]
     pub before: Option<String>,
-    /// How many slots
-    #[arg(long, default_value_t = 5)]
-    pub count: usize,
+    /// How many slots (0 to 10000)
+    #[arg(long, default_value_t = 5, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(0..=MAX_COUNT))]
+    pub count: u64,
     /// Print {"expr","tz","slots":[...]}
     #[arg(long)]
     pub json: bool,
@@ -144,15 +233,20 @@ pub struct HistoryArgs {
     /// Only this job
     #[arg(long)]
     pub job: Option<String>,
-    /// Only this status (succeeded, failed, skipped, no_change, missed, abandoned)
+    /// Only this status, any case (succeeded, failed, skipped, no_change, missed, abandoned)
     #[arg(long)]
     pub status: Option<String>,
-    /// Only rows at or after this instant (RFC 3339) or this long ago (e.g. 2h)
+    /// Only rows at or after this instant: RFC 3339, a duration ago (2h, 30m), a date, today, yesterday
     #[arg(long)]
     pub since: Option<String>,
-    /// At most this many rows
-    #[arg(long, default_value_t = 50)]
-    pub limit: usize,
+    /// At most this many rows (1 to 100000)
+    #[arg(long, default_value_t = 50, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
+    pub limit: u64,
+    /// Skip this many newest matching rows first: the next page (0 to 1000000)
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(0..=MAX_OFFSET))]
+    pub offset: u64,
     /// JSON lines with the SPEC §4 fields
     #[arg(long)]
     pub json: bool,
@@ -179,4 +273,185 @@ pub struct ProbeArgs {
     /// Allow private, loopback and link-local addresses (URL only)
     #[arg(long)]
     pub allow_private: bool,
+}
+
+/// `cronsole completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `cronsole init [FILE]`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the starter jobs file
+    #[arg(default_value = "jobs.yaml")]
+    pub file: PathBuf,
+}
+
+/// `cronsole logs [-f]`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Keep printing lines as they are written (until interrupted)
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print the last N lines first (1 to 100000)
+    #[arg(short = 'n', long, default_value_t = 100, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
+    pub lines: u64,
+}
+
+/// Ids of the top-level options that belong to the default mode only.
+const DEFAULT_MODE_ONLY: &[(&str, &str)] = &[
+    ("no_tui", "--no-tui"),
+    ("log_format", "--log-format"),
+    ("run_for", "--for"),
+    ("max_concurrent", "--max-concurrent"),
+    ("shutdown_grace", "--shutdown-grace"),
+];
+
+/// A flag given where it does not belong, which clap's own rules cannot see: an engine option
+/// written before a subcommand (`cronsole --for 5s next @daily`), or `--store`/`--jobs` on a
+/// command that uses no store. Returns the message for a usage error (exit 2).
+pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
+    let cmd = cli.command.as_ref()?;
+    for (id, flag) in DEFAULT_MODE_ONLY {
+        if matches.value_source(id) == Some(ValueSource::CommandLine) {
+            let hint = match (*id, cmd) {
+                ("no_tui", _) => "`cronsole run` is always headless".to_string(),
+                (_, Command::Run(_) | Command::Console(_)) => {
+                    format!(
+                        "write it after the subcommand: cronsole {} {flag} …",
+                        cmd.name()
+                    )
+                }
+                _ => "it is an engine option (cronsole, run, console)".to_string(),
+            };
+            return Some(format!(
+                "{flag} does not apply to `cronsole {}`: {hint}",
+                cmd.name()
+            ));
+        }
+    }
+    if !cmd.uses_store() {
+        let sub = matches.subcommand().map(|(_, m)| m);
+        for (id, flag) in [("store", "--store"), ("jobs", "--jobs")] {
+            let given = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
+            if given(matches) || sub.is_some_and(given) {
+                return Some(format!(
+                    "{flag} does not apply to `cronsole {}`: it uses no store",
+                    cmd.name()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Subcommands that use no store (see [`Command::uses_store`]).
+const STORELESS: &[&str] = &["validate", "next", "probe", "completions", "man", "init"];
+
+/// The clap command with help that matches behaviour: the global `--store`/`--jobs` are kept
+/// out of the storeless subcommands (a hidden local flag of the same name takes their place, so
+/// clap does not propagate the global one there and [`misplaced`] can refuse it).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for name in STORELESS {
+        cmd = cmd.mut_subcommand(name, |sc| {
+            sc.arg(clap::Arg::new("store").long("store").num_args(1).hide(true))
+                .arg(clap::Arg::new("jobs").long("jobs").num_args(1).hide(true))
+        });
+    }
+    cmd
+}
+
+/// Parse the process's arguments; clap's own errors and [`misplaced`] flags exit 2 with usage.
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(msg) = misplaced(&cli, &matches) {
+        command()
+            .error(clap::error::ErrorKind::ArgumentConflict, msg)
+            .exit();
+    }
+    cli
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    fn parse_from(args: &[&str]) -> Result<Cli, String> {
+        let m = command()
+            .try_get_matches_from(args)
+            .map_err(|e| e.to_string())?;
+        let cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
+        match misplaced(&cli, &m) {
+            Some(msg) => Err(msg),
+            None => Ok(cli),
+        }
+    }
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn storeless_help_does_not_offer_store_flags() {
+        let mut cmd = command();
+        cmd.build();
+        for name in STORELESS {
+            let sc = cmd.find_subcommand_mut(name).unwrap();
+            let help = sc.render_long_help().to_string();
+            assert!(
+                !help.contains("--store") && !help.contains("--jobs"),
+                "{name}: {help}"
+            );
+        }
+        let sc = cmd.find_subcommand_mut("history").unwrap();
+        assert!(sc.render_long_help().to_string().contains("--store"));
+    }
+
+    #[test]
+    fn engine_flags_only_on_engine_commands() {
+        assert!(parse_from(&["cronsole", "next", "@daily", "--max-concurrent", "99"]).is_err());
+        let e = parse_from(&["cronsole", "--max-concurrent", "9", "next", "@daily"]).unwrap_err();
+        assert!(e.contains("engine option"), "{e}");
+        let e = parse_from(&["cronsole", "--for", "5s", "run"]).unwrap_err();
+        assert!(e.contains("cronsole run --for"), "{e}");
+        assert!(parse_from(&["cronsole", "--no-tui", "run"]).is_err());
+        assert!(parse_from(&["cronsole", "run", "--for", "5s", "--max-concurrent", "2"]).is_ok());
+        assert!(parse_from(&["cronsole", "--for", "5s", "--no-tui"]).is_ok());
+        assert!(parse_from(&["cronsole", "console", "--for", "5s"]).is_ok());
+        assert!(parse_from(&["cronsole", "console", "--attach", "--max-concurrent", "2"]).is_err());
+        assert!(parse_from(&["cronsole", "history", "--for", "5s"]).is_err());
+    }
+
+    #[test]
+    fn store_flags_only_on_store_commands() {
+        assert!(parse_from(&["cronsole", "--store", "s", "history"]).is_ok());
+        assert!(parse_from(&["cronsole", "history", "--store", "s"]).is_ok());
+        let e = parse_from(&["cronsole", "next", "@daily", "--store", "s"]).unwrap_err();
+        assert!(e.contains("uses no store"), "{e}");
+        assert!(parse_from(&["cronsole", "--jobs", "j.yaml", "validate", "j.yaml"]).is_err());
+    }
+
+    #[test]
+    fn numeric_bounds() {
+        let huge = "18446744073709551615";
+        assert!(parse_from(&["cronsole", "next", "* * * * *", "--count", huge]).is_err());
+        assert!(parse_from(&["cronsole", "next", "* * * * *", "--count", "10001"]).is_err());
+        assert!(parse_from(&["cronsole", "next", "* * * * *", "--count", "0"]).is_ok());
+        assert!(parse_from(&["cronsole", "history", "--limit", "0"]).is_err());
+        assert!(parse_from(&["cronsole", "history", "--limit", "100001"]).is_err());
+        assert!(parse_from(&["cronsole", "run", "--max-concurrent", "0"]).is_err());
+        assert!(parse_from(&["cronsole", "run", "--max-concurrent", "1025"]).is_err());
+    }
 }

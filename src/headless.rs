@@ -1,5 +1,7 @@
-//! The `--no-tui` front end: engine events → one line per history row on stdout (text, or JSON
-//! lines with the SPEC §4 fields), one line per delivery, notices on stderr.
+//! The `--no-tui` front end: engine events → one line per history row on stdout and nothing else
+//! (text, or JSON lines with the SPEC §4 fields); a row says whether it was delivered
+//! (`delivered`, or `delivery_error=…`), while each delivery's details go to the log
+//! (`<store>/logs/`); notices on stderr (issue 12 item 5, SPEC §12.1 as amended).
 //!
 //! Owns: formatting of headless output. Must not touch: the engine's state or the store.
 
@@ -42,6 +44,9 @@ pub fn text_line(r: &HistoryRow) -> String {
     }
     if let Some(err) = &r.error {
         line.push_str(&format!("  error={}", sanitize_line(err)));
+    }
+    if r.delivered {
+        line.push_str("  delivered");
     }
     if let Some(e) = &r.delivery_error {
         line.push_str(&format!("  delivery_error={}", sanitize_line(e)));
@@ -91,20 +96,13 @@ pub async fn print_events(
                 let _ = out.flush();
             }
             Ok(Event::Delivered { job, sink, text }) => {
-                let line = match format {
-                    LogFormat::Text => format!(
-                        "delivered  {}  → {}: {}",
-                        sanitize_line(&job),
-                        sanitize_line(&sink),
-                        sanitize_line(&text)
-                    ),
-                    LogFormat::Json => {
-                        serde_json::json!({"delivery": {"job": job, "sink": sink, "text": text}})
-                            .to_string()
-                    }
-                };
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
+                // Details to the log; stdout stays one line per history row.
+                tracing::info!(
+                    job = %sanitize_line(&job),
+                    sink = %sanitize_line(&sink),
+                    "delivered: {}",
+                    sanitize_line(&text)
+                );
             }
             Ok(Event::Notice(n)) => {
                 let _ = writeln!(err, "cronsole: {}", sanitize_line(&n));
@@ -146,6 +144,40 @@ mod tests {
         assert!(!line.contains('\x07'));
         assert!(line.contains("failed"));
         assert!(line.contains("boom\\nsecond line"));
+    }
+
+    #[test]
+    fn text_line_says_whether_the_row_was_delivered() {
+        let t = chrono::Utc::now();
+        let mut r = HistoryRow::new("a", Status::Succeeded, Trigger::Schedule, None, "o", t);
+        assert!(!text_line(&r).contains("delivered"));
+        r.delivered = true;
+        assert!(text_line(&r).ends_with("  delivered"), "{}", text_line(&r));
+    }
+
+    #[tokio::test]
+    async fn stdout_carries_history_rows_only() {
+        let (tx, rx) = broadcast::channel(8);
+        let t = chrono::Utc::now();
+        tx.send(Event::Delivered {
+            job: "a".into(),
+            sink: "file:/tmp/x".into(),
+            text: "hello".into(),
+        })
+        .unwrap();
+        let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Schedule, None, "o", t);
+        row.delivered = true;
+        tx.send(Event::Row(row)).unwrap();
+        drop(tx);
+        let mut out = Vec::new();
+        print_events(rx, LogFormat::Text, &mut out, std::io::sink()).await;
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains("succeeded") && text.contains("delivered"),
+            "{text}"
+        );
+        assert!(!text.contains("hello"), "{text}");
     }
 
     #[tokio::test]

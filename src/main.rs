@@ -3,13 +3,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use cronsole::cli::Cli;
-
 mod cmd;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cronsole::cli::parse();
     if !cmd::runs_engine(&cli) {
         // Report commands behave like other Unix filters: `cronsole history | head` ends quietly
         // when the reader goes away instead of panicking on EPIPE. Engine modes keep the default

@@ -316,3 +316,66 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A wrap-around range is refused, and the list the hint suggests means exactly what the
+    /// range meant: a..max then min..b (issue 12: the hint keeps the meaning).
+    #[test]
+    fn wrap_around_hints_keep_the_meaning(
+        which in 0usize..4,
+        a_off in 0u32..60,
+        b_off in 0u32..60,
+    ) {
+        // (field index, lo, hi)
+        let (idx, lo, hi) = [(0usize, 0u32, 59u32), (1, 0, 23), (3, 1, 12), (4, 0, 6)][which];
+        let span = hi - lo + 1;
+        let (a, b) = (lo + a_off % span, lo + b_off % span);
+        prop_assume!(a > b);
+        let mut fields = ["0", "0", "*", "*", "*"].map(String::from);
+        fields[idx] = format!("{a}-{b}");
+        let expr = fields.join(" ");
+        let err = CronSchedule::parse(&expr, chrono_tz::UTC).unwrap_err().to_string();
+        let hint = err.rsplit("write it as ").next().unwrap().trim().to_string();
+        fields[idx] = hint.clone();
+        let fixed = fields.join(" ");
+        let ours = CronSchedule::parse(&fixed, chrono_tz::UTC)
+            .unwrap_or_else(|e| panic!("hint {hint} for {expr} does not parse: {e}"));
+        // Its slots are the union of the two halves, each written as a plain range.
+        let mut halves = Vec::new();
+        for (x, y) in [(a, hi), (lo, b)] {
+            let mut f = ["0", "0", "*", "*", "*"].map(String::from);
+            f[idx] = format!("{x}-{y}");
+            halves.push(CronSchedule::parse(&f.join(" "), chrono_tz::UTC).unwrap());
+        }
+        let mut t = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
+        for _ in 0..40 {
+            let got = ours.next_after(t).unwrap();
+            let want = halves.iter().filter_map(|h| h.next_after(t)).min().unwrap();
+            prop_assert_eq!(got, want, "{} vs {} after {}", fixed, expr, t);
+            t = got;
+        }
+    }
+
+    /// `at HH:MM` names one instant: the first such wall time at or after the anchor (within
+    /// a day and a DST shift), and nothing after it.
+    #[test]
+    fn at_a_time_of_day_is_one_instant(h in 0u32..24, m in 0u32..60, (tz, t) in place()) {
+        let text = format!("at {h:02}:{m:02}");
+        let spec = parse_schedule(&text, tz.name()).unwrap();
+        prop_assert!(spec.is_at());
+        let c = Compiled::new(&spec, t).unwrap();
+        let first = c.next_after(t - Duration::milliseconds(1)).unwrap();
+        prop_assert!(first >= t);
+        prop_assert!(first - t <= Duration::hours(27), "{} after {}", first, t);
+        prop_assert_eq!(c.next_after(first), None);
+        // It is the daily HH:MM's first slot, so the DST policy is the fixed-time one (in a
+        // gap: the first instant after it, e.g. 03:45 in Chatham for 03:00).
+        let daily = CronSchedule::parse(&format!("{m} {h} * * *"), tz).unwrap();
+        prop_assert_eq!(daily.next_after(t - Duration::milliseconds(1)), Some(first));
+        let wall = first.with_timezone(&tz).naive_local();
+        let asked = wall.date().and_hms_opt(h, m, 0).unwrap();
+        prop_assert!(wall >= asked && wall - asked <= Duration::hours(3), "{} for {:02}:{:02}", wall, h, m);
+    }
+}

@@ -40,6 +40,20 @@ pub fn diff(cli: &Cli, a: &DiffArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ DiffError::NoSuchJob(_)) => Err(bad_input(e.to_string())),
+        // Asking for the diff of a job that has no monitor is the same mistake as naming a
+        // job that does not exist: bad input. A monitor job without a change yet is an empty
+        // answer, said so, and exit 1 (nothing to show).
+        Err(e @ DiffError::NoDiff { .. })
+            if !matches!(
+                store.job(&a.name).ok().flatten().and_then(|j| j.def.gate),
+                Some(cronsole::model::Gate::Monitor { .. })
+            ) =>
+        {
+            Err(bad_input(format!(
+                "{e}: job '{}' has no monitor (diff applies to jobs with a `monitor:` gate)",
+                a.name
+            )))
+        }
         Err(DiffError::Store(se)) => Err(anyhow::Error::new(se)),
         Err(e) => Err(anyhow!(e)),
     }
@@ -66,7 +80,11 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         } else if let Some(u) = &a.url {
             match url::fetch(u, a.allow_private, &UrlProbeOptions::default()).await {
                 Ok(b) => Ok(b.body),
-                Err(e) if e.is_bad_url() => Err(bad_input(format!("probe rejected: {e}"))),
+                // One rejection, one exit code: an address the rule refuses is bad input
+                // whether it was written literally (127.0.0.1) or resolved (localhost).
+                Err(e) if e.is_bad_url() || matches!(e, url::UrlProbeError::Address(_)) => {
+                    Err(bad_input(format!("probe rejected: {e}")))
+                }
                 Err(e) => Err(anyhow!("probe failed: {e}")),
             }
         } else {

@@ -11,6 +11,7 @@ use anyhow::Result;
 use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
+mod eco;
 mod gate_cmds;
 mod run;
 mod schedule_cmds;
@@ -53,8 +54,8 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         None => run::default_mode(&cli),
-        Some(Command::Run) => run::headless(&cli),
-        Some(Command::Console(a)) => run::console(&cli, a.attach),
+        Some(Command::Run(a)) => run::headless(&cli, a),
+        Some(Command::Console(a)) => run::console(&cli, a),
         Some(Command::Validate(a)) => validate::validate(&a.file),
         Some(Command::Next(a)) => schedule_cmds::next(a),
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
@@ -66,6 +67,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
         Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
+        Some(Command::Completions(a)) => eco::completions(a),
+        Some(Command::Man) => eco::man(),
+        Some(Command::Init(a)) => eco::init(&a.file),
+        Some(Command::Edit) => eco::edit(&cli),
+        Some(Command::Logs(a)) => eco::logs(&cli, a),
     }
 }
 
@@ -73,7 +79,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 pub fn runs_engine(cli: &Cli) -> bool {
     matches!(
         cli.command,
-        None | Some(Command::Run) | Some(Command::Console(_))
+        None | Some(Command::Run(_)) | Some(Command::Console(_))
     )
 }
 

@@ -4,12 +4,12 @@
 //! twice → cancel in-flight runs at once (recorded `abandoned`, reason `shutdown`).
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use cronsole::cli::Cli;
+use cronsole::cli::{Cli, ConsoleArgs, LogFormat, RunArgs, RunOpts};
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineHandle};
@@ -30,23 +30,23 @@ pub fn default_mode(cli: &Cli) -> Result<ExitCode> {
     } else {
         Mode::Console
     };
-    start(cli, mode)
+    start(cli, &cli.run, cli.log_format, mode)
 }
 
-pub fn headless(cli: &Cli) -> Result<ExitCode> {
-    start(cli, Mode::Headless)
+pub fn headless(cli: &Cli, a: &RunArgs) -> Result<ExitCode> {
+    start(cli, &a.run, a.log_format, Mode::Headless)
 }
 
-pub fn console(cli: &Cli, attach: bool) -> Result<ExitCode> {
+pub fn console(cli: &Cli, a: &ConsoleArgs) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(bad_input(
             "the console needs a terminal; use `cronsole run` (headless) instead",
         ));
     }
-    if attach {
-        return attach_console(cli);
+    if a.attach {
+        return attach_console(cli, &a.run);
     }
-    start(cli, Mode::Console)
+    start(cli, &a.run, LogFormat::Text, Mode::Console)
 }
 
 /// Parsed engine options shared by every mode.
@@ -55,15 +55,31 @@ struct Opts {
     grace: std::time::Duration,
 }
 
-fn opts(cli: &Cli) -> Result<Opts> {
-    let run_for = match &cli.run.run_for {
-        Some(s) => Some(parse_duration(s).map_err(|e| bad_input(format!("--for {s}: {e}")))?),
+/// Longest `--for`: the schedule grammar's 100-year cap.
+const MAX_RUN_FOR: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+/// Longest `--shutdown-grace`.
+const MAX_GRACE: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+fn opts(run: &RunOpts) -> Result<Opts> {
+    let run_for = match &run.run_for {
+        Some(s) => {
+            let d = parse_duration(s).map_err(|e| bad_input(format!("--for {s}: {e}")))?;
+            if d < std::time::Duration::from_secs(1) || d > MAX_RUN_FOR {
+                return Err(bad_input(format!(
+                    "--for {s}: must be between 1s and 100 years"
+                )));
+            }
+            Some(d)
+        }
         None => None,
     };
-    let grace = parse_duration(&cli.run.shutdown_grace)
-        .map_err(|e| bad_input(format!("--shutdown-grace {}: {e}", cli.run.shutdown_grace)))?;
-    if cli.run.max_concurrent == 0 {
-        return Err(bad_input("--max-concurrent must be at least 1"));
+    let grace = parse_duration(&run.shutdown_grace)
+        .map_err(|e| bad_input(format!("--shutdown-grace {}: {e}", run.shutdown_grace)))?;
+    if grace > MAX_GRACE {
+        return Err(bad_input(format!(
+            "--shutdown-grace {}: must be at most 24h",
+            run.shutdown_grace
+        )));
     }
     Ok(Opts { run_for, grace })
 }
@@ -81,11 +97,7 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
 /// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal.
 fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
-    let dir = if store_location.contains("://") {
-        PathBuf::from(".cronsole").join("logs")
-    } else {
-        Path::new(store_location).join("logs")
-    };
+    let dir = super::eco::logs_dir(store_location);
     if std::fs::create_dir_all(&dir).is_err() {
         return None;
     }
@@ -101,11 +113,21 @@ fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::
     ok.then_some(guard)
 }
 
-fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
-    let opts = opts(cli)?;
+fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<ExitCode> {
+    let opts = opts(run)?;
     let jobs = jobs_file(cli);
     let loaded = load_jobs(jobs.as_deref())?;
     let location = store_location(cli, jobs.as_deref());
+    if jobs.is_none() && !location.contains("://") && !Path::new(&location).join("VERSION").exists()
+    {
+        // Nothing to run and nowhere to run it from: say what to do instead of creating an
+        // empty store and idling.
+        return Err(bad_input(format!(
+            "no jobs file (no jobs.yaml here, no --jobs FILE) and no store at {location}: \
+             create a starter file with `cronsole init`, then run `cronsole`; or give \
+             --jobs FILE, or --store pointing at an existing store"
+        )));
+    }
     let store = open_store(&location)?;
     let _guard = init_logging(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -140,14 +162,14 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
             );
         }
         let mut cfg = EngineConfig::new(engine::new_owner_id());
-        cfg.max_concurrent = cli.run.max_concurrent;
+        cfg.max_concurrent = usize::try_from(run.max_concurrent).unwrap_or(usize::MAX);
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");
         match mode {
-            Mode::Headless => run_headless(handle, cli, opts.run_for).await,
+            Mode::Headless => run_headless(handle, log_format, opts.run_for).await,
             Mode::Console => run_console(handle, store, clock, opts.run_for).await,
         }
     })
@@ -185,12 +207,12 @@ async fn supervise(handle: &EngineHandle, run_for: Option<std::time::Duration>) 
 
 async fn run_headless(
     handle: EngineHandle,
-    cli: &Cli,
+    log_format: LogFormat,
     run_for: Option<std::time::Duration>,
 ) -> Result<ExitCode> {
     let printer = tokio::spawn(cronsole::headless::print_events(
         handle.events.subscribe(),
-        cli.run.log_format,
+        log_format,
         std::io::stdout(),
         std::io::stderr(),
     ));
@@ -276,7 +298,8 @@ fn console_signals(
     }))
 }
 
-fn attach_console(cli: &Cli) -> Result<ExitCode> {
+fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
+    let run_for = opts(run)?.run_for;
     let jobs = jobs_file(cli);
     let location = store_location(cli, jobs.as_deref());
     let store = super::open_existing_store(&location)?;
@@ -288,6 +311,13 @@ fn attach_console(cli: &Cli) -> Result<ExitCode> {
         .context("starting the runtime")?;
     rt.block_on(async move {
         let stop = tokio_util::sync::CancellationToken::new();
+        if let Some(d) = run_for {
+            let s = stop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                s.cancel();
+            });
+        }
         let owner = format!("attached ({})", engine::new_owner_id());
         let attached =
             cronsole::attach::start(Arc::clone(&store), Arc::clone(&clock), owner, stop.clone())

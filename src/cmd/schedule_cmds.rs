@@ -6,7 +6,8 @@
 //! Decisions where the SPEC is silent: an `every` interval is previewed on a grid anchored at
 //! the reference instant (`--after`/`--before`/now), since the real anchor only exists once the
 //! job is stored; `in 10m` resolves relative to `--after` (or now). Text output is one slot per
-//! line: the UTC instant, then the wall time and abbreviation in the zone.
+//! line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
+//! prints one line in parentheses saying why (exit 0). `--tz` is case-insensitive.
 
 use std::process::ExitCode;
 
@@ -55,9 +56,9 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     };
     let compiled = Compiled::new(&spec, anchor).map_err(|e| bad_input(e.to_string()))?;
 
-    let mut slots = Vec::with_capacity(a.count);
+    let mut slots = Vec::with_capacity(a.count as usize);
     let mut cur = reference;
-    while slots.len() < a.count {
+    while (slots.len() as u64) < a.count {
         let s = if before.is_some() {
             compiled.prev_before(cur)
         } else {
@@ -82,6 +83,21 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
                 .collect::<Vec<_>>(),
         });
         println!("{v}");
+    } else if slots.is_empty() {
+        // An empty answer says so (a script reading --json gets `"slots": []`).
+        if a.count == 0 {
+            println!("(no slots: --count 0 asks for none)");
+        } else if before.is_some() {
+            println!(
+                "(no slots: the schedule has none before {})",
+                reference.to_rfc3339_opts(SecondsFormat::Secs, true)
+            );
+        } else {
+            println!(
+                "(no slots: the schedule has none after {})",
+                reference.to_rfc3339_opts(SecondsFormat::Secs, true)
+            );
+        }
     } else {
         for s in &slots {
             let local = s.with_timezone(&tz);

@@ -6,7 +6,10 @@
 //!
 //! Decisions: `trigger` on a job that is running prints that it is running, changes nothing and
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
-//! an unknown job name exits 2. `history --since` takes RFC 3339 or a duration ago (`2h`).
+//! an unknown job name exits 2. `history --since` takes RFC 3339, a duration ago (`2h`),
+//! `today` or `yesterday` (local midnight); `--status` is case-insensitive; text rows carry
+//! the run id (what `diff --run` takes) and an empty answer says so; `--offset` pages (text
+//! output ends with the next page's `--offset` when there are more rows).
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
 
@@ -143,13 +146,36 @@ pub fn jobs(cli: &Cli, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` / a date
+/// `2026-11-29` (local midnight, in the zone of this machine, as `journalctl` reads them).
 fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
         return Ok(t.to_utc());
     }
+    let today = now.with_timezone(&chrono::Local).date_naive();
+    let day = match s.trim().to_ascii_lowercase().as_str() {
+        "today" => Some(today),
+        "yesterday" => today.checked_sub_days(chrono::Days::new(1)),
+        other => chrono::NaiveDate::parse_from_str(other, "%Y-%m-%d").ok(),
+    };
+    if let Some(day) = day {
+        use chrono::TimeZone;
+        let midnight = day.and_time(chrono::NaiveTime::MIN);
+        // A midnight skipped by DST starts at the first instant after it.
+        return chrono::Local
+            .from_local_datetime(&midnight)
+            .earliest()
+            .or_else(|| {
+                chrono::Local
+                    .from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                    .earliest()
+            })
+            .map(|t| t.to_utc())
+            .ok_or_else(|| bad_input(format!("--since '{s}': no such local midnight")));
+    }
     let d = cronsole::schedule::parse_duration(s).map_err(|e| {
         bad_input(format!(
-            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z) or a duration (2h, 30m): {e}"
+            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z), a duration ago (2h, 30m), a date (2026-11-29), today or yesterday: {e}"
         ))
     })?;
     let d = chrono::Duration::from_std(d)
@@ -160,12 +186,14 @@ fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
 pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     let status = match &a.status {
         None => None,
-        Some(s) => Some(Status::parse(s.trim()).ok_or_else(|| {
-            bad_input(format!(
-                "--status '{s}' is not a status; use one of: {}",
-                Status::ALL.map(|s| s.as_str()).join(", ")
-            ))
-        })?),
+        Some(s) => Some(
+            Status::parse(&s.trim().to_ascii_lowercase()).ok_or_else(|| {
+                bad_input(format!(
+                    "--status '{s}' is not a status; use one of: {}",
+                    Status::ALL.map(|s| s.as_str()).join(", ")
+                ))
+            })?,
+        ),
     };
     let since = a
         .since
@@ -184,17 +212,32 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         since,
         run_id: None,
         with_diff: false,
-        limit: a.limit,
+        // One row past the page says whether there is a next page.
+        limit: usize::try_from(a.offset + a.limit + 1).unwrap_or(usize::MAX),
     })?;
+    let more = rows.len() as u64 > a.offset + a.limit;
+    let rows: Vec<_> = rows
+        .into_iter()
+        .skip(usize::try_from(a.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(a.limit).unwrap_or(usize::MAX))
+        .collect();
     if a.json {
         for r in &rows {
             println!("{}", serde_json::to_string(r)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if rows.is_empty() {
+        if a.offset > 0 {
+            println!("(no history rows match past --offset {})", a.offset);
+        } else {
+            println!("(no history rows match)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
-        "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} REASON",
-        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS"
+        "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} REASON",
+        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "RUN_ID"
     );
     for r in &rows {
         let mut reason = r.reason.clone().or(r.error.clone()).unwrap_or_default();
@@ -210,14 +253,21 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             .take(100)
             .collect();
         println!(
-            "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {}",
+            "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} {}",
             ts(Some(r.finished_at)),
             r.job,
             r.status.as_str(),
             ts(r.slot),
             r.trigger.as_str(),
             r.duration_ms,
+            r.run_id,
             reason
+        );
+    }
+    if more {
+        println!(
+            "(more rows: next page with --offset {})",
+            a.offset + a.limit
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -23,9 +23,10 @@ pub fn validate(file: &Path) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let checked = config::check_str(&text, file);
+    let now = Utc::now();
+    let checked = config::check_str_at(&text, file, now);
     let mut out = std::io::stdout().lock();
-    write_report(&mut out, &checked, Utc::now())?;
+    write_report(&mut out, &checked, now)?;
     Ok(if checked.has_errors() {
         ExitCode::from(2)
     } else {
@@ -84,6 +85,13 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
             words.push_str(" (grid anchored when the job is first stored)")
         }
         ScheduleSpec::In { .. } => words.push_str(" (counted from when the job is first stored)"),
+        ScheduleSpec::AtTime {
+            hour,
+            minute,
+            ref tz,
+        } => words.push_str(&format!(
+            " (if first stored now: the next {hour:02}:{minute:02} {tz}, and never again)"
+        )),
         _ => {}
     }
     if !job.enabled {

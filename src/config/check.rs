@@ -99,6 +99,8 @@ struct Defaults {
 pub(crate) struct Checker<'e> {
     pub pending: Vec<Pending>,
     env_is_set: &'e dyn Fn(&str) -> bool,
+    /// When set, an `at` instant or `until` at or before it is warned about (`validate`).
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 fn key(base: &[Seg], k: &str) -> Vec<Seg> {
@@ -205,6 +207,7 @@ impl<'e> Checker<'e> {
         Checker {
             pending: Vec::new(),
             env_is_set,
+            now: None,
         }
     }
 
@@ -264,6 +267,11 @@ impl<'e> Checker<'e> {
                 continue;
             }
             let hint = match closest(&name, accepted) {
+                // A job's zone lives in its schedule mapping (or in `defaults`), not beside it.
+                _ if name == "tz" && accepted.contains(&"schedule") => " (a job's zone goes \
+in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Berlin}`, or \
+`defaults: {tz: …}` for every job)"
+                    .to_string(),
                 Some(c) => format!(" (did you mean '{c}'?)"),
                 None => String::new(),
             };
@@ -946,6 +954,17 @@ impl<'e> Checker<'e> {
         // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
         // is bad (reported where it was written), so zone-dependent checks are skipped.
         let (sched, tz) = self.schedule(m, p, d);
+        if let (Some(now), Some((ScheduleSpec::At { at }, _))) = (self.now, &sched)
+            && *at <= now
+        {
+            self.warn(
+                key(p, "schedule"),
+                format!(
+                    "the instant {} is in the past, so this one-shot job will never run",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            );
+        }
 
         // Action: exactly one of `agent` / `command`.
         let agent = self.opt_text(m, p, "agent");
@@ -1094,6 +1113,16 @@ impl<'e> Checker<'e> {
             Some(u) => match tz.as_deref().map(schedule::parse_tz) {
                 None | Some(Err(_)) => None,
                 Some(Ok(zone)) => match schedule::grammar::parse_at(&u, zone) {
+                    Ok(t) if self.now.is_some_and(|now| t <= now) => {
+                        self.warn(
+                            key(p, "until"),
+                            format!(
+                                "until {} is in the past, so the job will not run again",
+                                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                            ),
+                        );
+                        Some(t)
+                    }
                     Ok(t) => Some(t),
                     Err(e) => {
                         self.error(

@@ -227,6 +227,27 @@ pub fn check_str(text: &str, path: &Path) -> Checked {
 
 /// [`check_str`] with an injected "is this env var set" predicate (for tests).
 pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> bool) -> Checked {
+    check_inner(text, path, env_is_set, None)
+}
+
+/// [`check_str`] that also warns about an `at` instant or an `until` at or before `now` (the
+/// job would never run, or never again). Only `validate` asks: a file loaded to run is checked
+/// without a clock.
+pub fn check_str_at(text: &str, path: &Path, now: chrono::DateTime<chrono::Utc>) -> Checked {
+    check_inner(
+        text,
+        path,
+        &|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()),
+        Some(now),
+    )
+}
+
+fn check_inner(
+    text: &str,
+    path: &Path,
+    env_is_set: &dyn Fn(&str) -> bool,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> Checked {
     let empty = |diagnostics| Checked {
         settings: Settings::default(),
         jobs: Vec::new(),
@@ -240,6 +261,7 @@ pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> 
         return empty(vec![yaml_error(&e, path)]);
     }
     let mut checker = check::Checker::new(env_is_set);
+    checker.now = now;
     let parsed = checker.document(&doc);
     // One parse indexes every node's position; the per-path re-walk is only a fallback.
     let index = if checker.pending.is_empty() {

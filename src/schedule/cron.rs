@@ -5,12 +5,13 @@
 //! no I/O, no store).
 //!
 //! How it works:
-//! 1. Our own parser validates the 5-field Vixie text (so every rejection names what was wrong)
-//!    and expands each field to its value set.
-//! 2. The sets are written out in the `cron` crate's dialect (6 fields with seconds `0`, every
-//!    value listed explicitly, day-of-week as names so its 1 = Sunday numbering never matters)
-//!    and parsed by the `cron` crate. The crate's field sets are read back with `includes()`
-//!    into bitsets: the crate is the matcher of record; the bitsets are its fast form.
+//! 1. Our own parser validates the 5-field Vixie text, so every rejection names what was wrong
+//!    and what would be accepted (the crate's errors are terse).
+//! 2. The `cron` crate parses the minute, hour, day-of-month and month fields (month names
+//!    turned into numbers, `?` into `*`) into value sets, read with `includes()` into bitsets.
+//!    Day-of-week stays ours (the crate numbers it 1-7 from Sunday; Vixie 0-7 from Sunday, 7 =
+//!    Sunday too). The crate's own matcher and `after()` are not used: they know no Vixie day
+//!    rule and no DST policy.
 //! 3. Matching happens on *naive local wall time*, which never sees a time zone; the Vixie day
 //!    rule (AND when either day field starts with `*` or `?`, else OR) is applied on top.
 //! 4. Wall times are mapped to real instants under the DST policy: in a gap a wildcard schedule
@@ -289,15 +290,17 @@ fn parse_field(expr: &str, kind: Kind, field: &str) -> Result<u64, ScheduleError
                     kind.name()
                 ),
             ));
-        } else if let Some((a, b)) = base.split_once('-').filter(|(a, _)| !a.is_empty()) {
-            let a = parse_value(expr, kind, a)?;
-            let b = parse_value(expr, kind, b)?;
+        } else if let Some((a_text, b_text)) = base.split_once('-').filter(|(a, _)| !a.is_empty()) {
+            let a = parse_value(expr, kind, a_text)?;
+            let b = parse_value(expr, kind, b_text)?;
             if a > b {
+                let named = a_text.chars().any(|c| c.is_ascii_alphabetic());
                 return Err(err(
                     expr,
                     format!(
-                        "reversed range '{base}' in the {} field (write the smaller value first)",
-                        kind.name()
+                        "the range '{base}' in the {} field runs backwards; cron ranges do not wrap around, so write it as {}",
+                        kind.name(),
+                        wrapped_range(kind, a, b, named)
                     ),
                 ));
             }
@@ -322,6 +325,34 @@ fn parse_field(expr: &str, kind: Kind, field: &str) -> Result<u64, ScheduleError
     Ok(set)
 }
 
+/// The list that means what a wrap-around range `a-b` (a > b) was meant to: `SAT-SUN` →
+/// `SAT,SUN`, `NOV-MAR` → `NOV-DEC,JAN-MAR`, `50-10` → `50-59,0-10`.
+fn wrapped_range(kind: Kind, a: u32, b: u32, named: bool) -> String {
+    let (lo, hi) = kind.range();
+    // Day-of-week 7 is a second Sunday: the week ends at Saturday, and `7-b` means `0-b`.
+    let hi = if kind == Kind::Dow { 6 } else { hi };
+    let spell = |v: u32| -> String {
+        let names = kind.names();
+        match v.checked_sub(kind.first_name_value()) {
+            Some(i) if named && (i as usize) < names.len() => {
+                names[i as usize].to_ascii_uppercase()
+            }
+            _ => v.to_string(),
+        }
+    };
+    let part = |x: u32, y: u32| {
+        if x == y {
+            spell(x)
+        } else {
+            format!("{}-{}", spell(x), spell(y))
+        }
+    };
+    if kind == Kind::Dow && a == 7 {
+        return part(0, b);
+    }
+    format!("{},{}", part(a, hi), part(lo, b))
+}
+
 fn max_days(month: u32) -> u32 {
     match month {
         2 => 29,
@@ -337,6 +368,24 @@ impl CronSchedule {
         if trimmed.is_empty() {
             return Err(ScheduleError::new(
                 "empty cron expression: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @daily",
+            ));
+        }
+        if let Some((var, rest)) = trimmed.split_once('=')
+            && matches!(var.trim(), "CRON_TZ" | "TZ")
+        {
+            let (zone, fields) = rest
+                .trim()
+                .split_once(char::is_whitespace)
+                .unwrap_or((rest, ""));
+            return Err(err(
+                trimmed,
+                format!(
+                    "{} is a crontab variable, not part of an expression: give the zone separately, as `schedule: {{kind: cron, cron_expr: \"{}\", tz: {}}}` in the jobs file (or `defaults: {{tz: …}}`), or `--tz {}` for `cronsole next`",
+                    var.trim(),
+                    fields.trim(),
+                    zone.trim(),
+                    zone.trim()
+                ),
             ));
         }
         let body = expand_macro(trimmed)?.unwrap_or(trimmed);
@@ -362,28 +411,32 @@ impl CronSchedule {
                 ));
             }
         }
+        // Our parser validates every field (its errors name what is wrong and what would do);
+        // the crate then turns minute..month into sets; day-of-week is ours.
         let kinds = [Kind::Minute, Kind::Hour, Kind::Dom, Kind::Month, Kind::Dow];
-        let mut sets = [0u64; 5];
+        let mut dows = 0u64;
         for (i, kind) in kinds.iter().enumerate() {
-            sets[i] = parse_field(trimmed, *kind, parts[i])?;
+            let set = parse_field(trimmed, *kind, parts[i])?;
+            if *kind == Kind::Dow {
+                dows = set;
+            }
         }
         let starts_star = |s: &str| s.starts_with('*') || s.starts_with('?');
         let day_and = starts_star(parts[2]) || starts_star(parts[4]);
         let wildcard = parts[0].starts_with('*') || parts[1].starts_with('*');
         // Day-of-week 7 is Sunday.
-        let mut dows = sets[4];
         if dows & (1 << 7) != 0 {
             dows = (dows & 0x7f) | 1;
         }
-        let ours = Fields {
-            minutes: sets[0],
-            hours: sets[1] as u32,
-            doms: sets[2] as u32,
-            months: sets[3] as u16,
+        let (minutes, hours, doms, months) = crate_sets(trimmed, &parts[..4])?;
+        let fields = Fields {
+            minutes,
+            hours,
+            doms,
+            months,
             dows: dows as u8,
             day_and,
         };
-        let fields = through_cron_crate(trimmed, &ours)?;
         // Never "accepted but never due": some month in the set must have some day in the set.
         let dom_possible = (1..=12u32)
             .filter(|m| fields.months & (1 << m) != 0)
@@ -713,73 +766,62 @@ fn list_bits(set: u64, lo: u32, hi: u32) -> Vec<u32> {
     (lo..=hi).filter(|v| set & (1u64 << v) != 0).collect()
 }
 
-/// Hand the validated sets to the `cron` crate in its own dialect and read its field sets back.
-fn through_cron_crate(expr: &str, f: &Fields) -> Result<Fields, ScheduleError> {
-    let join = |v: Vec<u32>, name: &dyn Fn(u32) -> String| {
-        v.into_iter().map(name).collect::<Vec<_>>().join(",")
-    };
-    let num = |v: u32| v.to_string();
-    let dow_name = |v: u32| Kind::Dow.names()[v as usize].to_ascii_uppercase();
-    let all = |set: u64, lo: u32, hi: u32| (lo..=hi).all(|v| set & (1u64 << v) != 0);
-    let field = |set: u64, lo: u32, hi: u32, name: &dyn Fn(u32) -> String| {
-        if all(set, lo, hi) {
-            "*".to_string()
-        } else {
-            join(list_bits(set, lo, hi), name)
+/// A validated field in the `cron` crate's dialect: month names become numbers (the crate takes
+/// names only as single values or ranges, never before a step) and `?` becomes `*`.
+fn crate_dialect(kind: Kind, field: &str) -> String {
+    let value = |v: &str| {
+        let lower = v.to_ascii_lowercase();
+        match kind.names().iter().position(|n| *n == lower) {
+            Some(i) => (i as u32 + kind.first_name_value()).to_string(),
+            None if v == "?" => "*".to_string(),
+            None => v.to_string(),
         }
     };
-    let dialect = format!(
-        "0 {} {} {} {} {}",
-        field(f.minutes, 0, 59, &num),
-        field(f.hours as u64, 0, 23, &num),
-        field(f.doms as u64, 1, 31, &num),
-        field(f.months as u64, 1, 12, &num),
-        field(f.dows as u64, 0, 6, &dow_name),
-    );
-    let s = cron::Schedule::from_str(&dialect)
-        .map_err(|e| err(expr, format!("rejected by the cron matcher: {e}")))?;
+    field
+        .split(',')
+        .map(|item| {
+            let (base, step) = match item.split_once('/') {
+                Some((b, s)) => (b, Some(s)),
+                None => (item, None),
+            };
+            let base = match base.split_once('-') {
+                Some((a, b)) => format!("{}-{}", value(a), value(b)),
+                None => value(base),
+            };
+            match step {
+                Some(s) => format!("{base}/{s}"),
+                None => base,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The `cron` crate parses the minute, hour, day-of-month and month fields (already validated
+/// by [`parse_field`], whose job is the precise error message) into the value sets that matching
+/// uses. Day-of-week stays ours: the crate numbers it 1-7 from Sunday, Vixie 0-7 from Sunday.
+fn crate_sets(expr: &str, parts: &[&str]) -> Result<(u64, u32, u32, u16), ScheduleError> {
+    let kinds = [Kind::Minute, Kind::Hour, Kind::Dom, Kind::Month];
+    let fields: Vec<String> = kinds
+        .iter()
+        .zip(parts)
+        .map(|(k, f)| crate_dialect(*k, f))
+        .collect();
+    let text = format!("0 {} *", fields.join(" "));
+    let s = cron::Schedule::from_str(&text)
+        .map_err(|e| err(expr, format!("rejected by the cron parser: {e}")))?;
     use cron::TimeUnitSpec;
-    let mut out = Fields {
-        minutes: 0,
-        hours: 0,
-        doms: 0,
-        months: 0,
-        dows: 0,
-        day_and: f.day_and,
+    let bits = |spec: &dyn Fn(u32) -> bool, lo: u32, hi: u32| {
+        (lo..=hi)
+            .filter(|v| spec(*v))
+            .fold(0u64, |acc, v| acc | 1 << v)
     };
-    for v in 0..60u32 {
-        if s.minutes().includes(v) {
-            out.minutes |= 1 << v;
-        }
-    }
-    for v in 0..24u32 {
-        if s.hours().includes(v) {
-            out.hours |= 1 << v;
-        }
-    }
-    for v in 1..=31u32 {
-        if s.days_of_month().includes(v) {
-            out.doms |= 1 << v;
-        }
-    }
-    for v in 1..=12u32 {
-        if s.months().includes(v) {
-            out.months |= 1 << v;
-        }
-    }
-    // The crate numbers days of the week 1-7 with 1 = Sunday.
-    for v in 1..=7u32 {
-        if s.days_of_week().includes(v) {
-            out.dows |= 1 << (v - 1);
-        }
-    }
-    if out != *f {
-        return Err(err(
-            expr,
-            "internal error: the cron matcher disagrees with the parsed field sets",
-        ));
-    }
-    Ok(out)
+    Ok((
+        bits(&|v| s.minutes().includes(v), 0, 59),
+        bits(&|v| s.hours().includes(v), 0, 23) as u32,
+        bits(&|v| s.days_of_month().includes(v), 1, 31) as u32,
+        bits(&|v| s.months().includes(v), 1, 12) as u16,
+    ))
 }
 
 // ---- words --------------------------------------------------------------------------------
@@ -959,7 +1001,18 @@ mod tests {
         rejects("0 0 0 * * * 2026", "7 fields");
         rejects("0 0 *", "3 fields");
         rejects("*/0 * * * *", "step 0");
-        rejects("40-10 * * * *", "reversed range");
+        rejects("40-10 * * * *", "write it as 40-59,0-10");
+        rejects("0 0 * * Sat-Sun", "write it as SAT,SUN");
+        rejects("0 0 * * 5-1", "write it as 5-6,0-1");
+        rejects("0 0 * * 7-2", "write it as 0-2");
+        rejects("0 0 * * FRI-MON", "write it as FRI-SAT,SUN-MON");
+        rejects("0 0 * Nov-Mar *", "write it as NOV-DEC,JAN-MAR");
+        rejects("0 0 * 12-1 *", "write it as 12,1");
+        rejects(
+            "CRON_TZ=Europe/Berlin 0 9 * * *",
+            "cron_expr: \"0 9 * * *\", tz: Europe/Berlin}",
+        );
+        rejects("TZ=UTC 0 9 * * *", "--tz UTC");
         rejects("60 * * * *", "out of range");
         rejects("0 24 * * *", "out of range");
         rejects("0 0 0 * *", "out of range");

@@ -16,6 +16,11 @@
 //!   one that falls in a fold resolves to the first pass (the same rule as fixed-time cron).
 //! - The zone is validated for every form (a job with an unknown zone is wrong whatever its
 //!   schedule kind).
+//! - `at 9am` (SPEC §3.2: once) is stored as the wall time and the zone; the instant is the
+//!   first such wall time at or after the moment the job is first stored (like `in 10m`), so a
+//!   re-applied, unchanged file never re-arms it. Several times (`at 9am and 5pm`) are refused:
+//!   "at" means one instant.
+//! - `every DAYS TIME` without `at` (`every monday 9am`) reads as `every DAYS at TIME`.
 //! - Cron expressions are stored as written (trimmed, runs of spaces collapsed); English forms
 //!   are stored as the cron expression they translate to.
 
@@ -25,7 +30,7 @@ use chrono_tz::Tz;
 use super::{CronSchedule, ScheduleError, ScheduleSpec, parse_tz};
 
 const FORMS: &str = "use hourly, daily, weekly, every 5m, a 5-field cron expression or @daily, \
-cron:EXPR, at:2026-12-01T09:00, in 10m, or e.g. 'weekdays at 09:30'";
+cron:EXPR, at:2026-12-01T09:00, at 9am (once), in 10m, or e.g. 'weekdays at 09:30'";
 
 /// Parse schedule text; `tz` is the job's zone (for cron and naive `at:` times).
 pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleError> {
@@ -92,7 +97,16 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
         })?;
         return Ok(ScheduleSpec::In { seconds: secs });
     }
+    if let Some(times) = lower.strip_prefix("at ") {
+        return at_time(&s, times, &tz_name);
+    }
     let words: Vec<&str> = lower.split(' ').collect();
+    if let Some(text) = days_then_time(&words) {
+        return english(&text).map(|expr| ScheduleSpec::Cron {
+            expr,
+            tz: tz_name.clone(),
+        });
+    }
     if words.contains(&"at") {
         return english(&lower).map(|expr| ScheduleSpec::Cron {
             expr,
@@ -126,6 +140,14 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
             "'{s}' needs a time of day, e.g. '{s} at 09:00'"
         )));
     }
+    if let Some((first, rest)) = interval.split_once(' ')
+        && (day_list(first).is_ok()
+            || matches!(first, "weekday" | "weekdays" | "weekend" | "weekends"))
+    {
+        return Err(ScheduleError::new(format!(
+            "cannot read the schedule '{s}': '{rest}' is not a time of day (e.g. 'every monday 9am', 'weekdays at 09:30')"
+        )));
+    }
     match parse_seconds(interval) {
         Ok(secs) => Ok(ScheduleSpec::Every {
             every_seconds: secs,
@@ -135,6 +157,48 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
         ))),
         Err(e) => Err(ScheduleError::new(format!("bad interval '{s}': {e}"))),
     }
+}
+
+/// `at 9am`, `at 21:30`, `at 9:30pm`: the next such wall time, once (SPEC §3.2).
+fn at_time(s: &str, times: &str, tz: &str) -> Result<ScheduleSpec, ScheduleError> {
+    let times = times.trim();
+    if times.contains(',') || times.contains(" and ") {
+        return Err(ScheduleError::new(format!(
+            "'{s}' names several times, but 'at' means once; for a daily schedule write 'daily {s}', or give one time"
+        )));
+    }
+    let (hour, minute) = parse_clock(times)
+        .map_err(|e| ScheduleError::new(format!("cannot read the schedule '{s}': {e}")))?;
+    Ok(ScheduleSpec::AtTime {
+        hour,
+        minute,
+        tz: tz.to_string(),
+    })
+}
+
+/// `every monday 9am`, `every weekday 17:30`: days then a time without `at` → `DAYS at TIME`.
+fn days_then_time(words: &[&str]) -> Option<String> {
+    if words.len() < 3 || words[0] != "every" || words.contains(&"at") {
+        return None;
+    }
+    // The time is the last word (`9am`, `09:30`, `noon`) or the last two (`9 am`).
+    for k in [1, 2] {
+        if words.len() < k + 2 {
+            continue;
+        }
+        let (days, time) = words.split_at(words.len() - k);
+        let time = time.join(" ");
+        let days = days[1..].join(" ");
+        let is_days = day_list(&days).is_ok()
+            || matches!(
+                days.as_str(),
+                "day" | "weekday" | "weekdays" | "weekend" | "weekends"
+            );
+        if is_days && parse_clock(&time).is_ok() {
+            return Some(format!("every {days} at {time}"));
+        }
+    }
+    None
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
@@ -302,7 +366,10 @@ fn parse_seconds(s: &str) -> Result<u64, IntervalError> {
                 // "xm", "fivem": a unit after something that is not a number.
                 let word = s.split(' ').next().unwrap_or(s);
                 let k = unit_suffix_len(word);
-                return if k > 0 && k < word.len() {
+                // `xm`, `fivem`: a short word glued to a unit reads as a bad number; a long one
+                // (`gibberish` ends in `h`) is just not an interval.
+                let head = &word[..word.len() - k];
+                return if k > 0 && k < word.len() && head.chars().count() <= 6 {
                     Err(IntervalError::NotANumber(
                         word[..word.len() - k].to_string(),
                     ))
@@ -391,7 +458,6 @@ fn english(s: &str) -> Result<String, ScheduleError> {
     let bad = |why: &str| ScheduleError::new(format!("cannot read the schedule '{s}': {why}"));
     let (days, times) = s
         .split_once(" at ")
-        .or_else(|| s.strip_prefix("at ").map(|t| ("", t)))
         .ok_or_else(|| bad("expected 'DAYS at TIME', e.g. 'weekdays at 09:30'"))?;
     let days = days.trim();
     let days = days.strip_prefix("every ").unwrap_or(days).trim();
@@ -465,8 +531,18 @@ fn day_list(s: &str) -> Result<String, String> {
                     day_index(b).ok_or_else(|| format!("'{b}' is not a day of the week"))?,
                 );
                 if a > b {
+                    const SHORT: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+                    let part = |x: u32, y: u32| {
+                        if x == y {
+                            SHORT[x as usize].to_string()
+                        } else {
+                            format!("{}-{}", SHORT[x as usize], SHORT[y as usize])
+                        }
+                    };
                     return Err(format!(
-                        "reversed day range '{tok}' (write it from Sunday towards Saturday, or as a list)"
+                        "the day range '{tok}' runs backwards; ranges do not wrap around, so write it as {},{}",
+                        part(a, 6),
+                        part(0, b)
                     ));
                 }
                 format!("{a}-{b}")
@@ -710,6 +786,63 @@ mod tests {
             e.to_string().contains("unknown time zone 'Mars/Olympus'"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn at_a_time_of_day_is_once() {
+        for (text, h, m) in [
+            ("at 9am", 9, 0),
+            ("at 21:30", 21, 30),
+            ("At 9:30PM", 21, 30),
+        ] {
+            assert_eq!(
+                parse_schedule(text, "Europe/Berlin").unwrap(),
+                ScheduleSpec::AtTime {
+                    hour: h,
+                    minute: m,
+                    tz: "Europe/Berlin".into()
+                },
+                "{text}"
+            );
+        }
+        let spec = parse_schedule("at 9am", "Europe/Berlin").unwrap();
+        assert!(spec.is_at() && !spec.is_recurring());
+        // The next 09:00 Berlin (UTC+1 in December) at or after the anchor, and nothing more.
+        let c = crate::schedule::Compiled::new(&spec, t("2026-12-01T10:00:00Z")).unwrap();
+        let first = c.next_after(t("2026-12-01T10:00:00Z")).unwrap();
+        assert_eq!(first, t("2026-12-02T08:00:00Z"));
+        assert_eq!(c.next_after(first), None);
+        let c = crate::schedule::Compiled::new(&spec, t("2026-12-01T07:00:00Z")).unwrap();
+        assert_eq!(
+            c.next_after(t("2026-12-01T07:00:00Z")),
+            Some(t("2026-12-01T08:00:00Z"))
+        );
+        // A daily time is said so.
+        assert_eq!(cron_of("daily at 9am", "UTC"), "0 9 * * *");
+        assert_eq!(cron_of("every day at 9am", "UTC"), "0 9 * * *");
+        rejected("at 9am and 5pm", "'at' means once");
+        rejected("at 25:00", "out of range");
+    }
+
+    #[test]
+    fn days_then_time_without_at() {
+        assert_eq!(cron_of("every monday 9am", "UTC"), "0 9 * * 1");
+        assert_eq!(cron_of("Every Monday 9 AM", "UTC"), "0 9 * * 1");
+        assert_eq!(cron_of("every weekday 17:30", "UTC"), "30 17 * * 1-5");
+        assert_eq!(cron_of("every mon,fri noon", "UTC"), "0 12 * * 1,5");
+        rejected("every monday soon", "'soon' is not a time of day");
+    }
+
+    #[test]
+    fn hints_point_at_the_right_form() {
+        rejected("gibberish", "unrecognised schedule 'gibberish'");
+        let e = parse_schedule("gibberish", "UTC").unwrap_err().to_string();
+        assert!(!e.contains("not a number"), "{e}");
+        rejected("every sat-sun at 9am", "write it as sat,sun");
+        rejected("fri-mon at 9am", "write it as fri-sat,sun-mon");
+        rejected("0 0 * * Sat-Sun", "write it as SAT,SUN");
+        rejected("0 0 * Nov-Mar *", "NOV-DEC,JAN-MAR");
+        rejected("CRON_TZ=Europe/Berlin 0 9 * * *", "crontab variable");
     }
 
     #[test]

@@ -39,11 +39,17 @@ pub enum ScheduleSpec {
     /// `in 10m`: an `at` that the store resolves to creation time + `seconds` when the job is
     /// first stored.
     In { seconds: u64 },
+    /// `at 9am`: an `at` that resolves to the first `hour:minute` wall time in `tz` at or after
+    /// the moment the job is first stored (its anchor); once, never recurring.
+    AtTime { hour: u32, minute: u32, tz: String },
 }
 
 impl ScheduleSpec {
     pub fn is_at(&self) -> bool {
-        matches!(self, ScheduleSpec::At { .. } | ScheduleSpec::In { .. })
+        matches!(
+            self,
+            ScheduleSpec::At { .. } | ScheduleSpec::In { .. } | ScheduleSpec::AtTime { .. }
+        )
     }
 
     pub fn is_recurring(&self) -> bool {
@@ -52,8 +58,18 @@ impl ScheduleSpec {
 }
 
 /// Look up an IANA zone name, with an error that says what is accepted.
+/// Case-insensitive (`utc`, `europe/berlin`): IANA names are unique ignoring case.
 pub fn parse_tz(name: &str) -> Result<Tz, ScheduleError> {
-    name.trim().parse::<Tz>().map_err(|_| {
+    let n = name.trim();
+    n.parse::<Tz>()
+        .ok()
+        .or_else(|| {
+            chrono_tz::TZ_VARIANTS
+                .iter()
+                .copied()
+                .find(|z| z.name().eq_ignore_ascii_case(n))
+        })
+        .ok_or_else(|| {
         ScheduleError::new(format!(
             "unknown time zone '{name}': use an IANA name such as UTC, Europe/Berlin or America/New_York"
         ))
@@ -89,6 +105,14 @@ impl Compiled {
             }
             ScheduleSpec::At { at } => Compiled::At(*at),
             ScheduleSpec::In { .. } => Compiled::At(anchor),
+            ScheduleSpec::AtTime { hour, minute, tz } => {
+                let daily = CronSchedule::parse(&format!("{minute} {hour} * * *"), parse_tz(tz)?)?;
+                // At or after the anchor; the DST policy of a fixed-time cron applies.
+                let first = daily
+                    .next_after(anchor - chrono::Duration::milliseconds(1))
+                    .ok_or_else(|| ScheduleError::new("no such wall time after the anchor"))?;
+                Compiled::At(first)
+            }
         })
     }
 

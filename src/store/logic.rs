@@ -87,7 +87,9 @@ fn initial_slots(
         ScheduleSpec::Every { .. } => Some(anchor),
         ScheduleSpec::At { at } => Some(*at),
         ScheduleSpec::In { .. } => Some(anchor),
-        ScheduleSpec::Cron { .. } => first_at_or_after(&compiled, now),
+        ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => {
+            first_at_or_after(&compiled, now)
+        }
     };
     Ok((anchor, first))
 }

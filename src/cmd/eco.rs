@@ -1,0 +1,442 @@
+//! The ecosystem commands of issue 12 item 5: `completions`, `man`, `init`, `edit`, `logs`.
+//!
+//! Owns: generating completion scripts and the man page from the clap definition, the starter
+//! jobs file, the edit–validate–plan–apply loop, and printing/following the store's log files.
+//! Must not touch: store internals (it speaks the `Store` trait), the engine.
+//!
+//! Decisions where the issue is silent:
+//! - `init` writes `jobs.yaml` (or the given path) with `create_new`, so an existing file is never
+//!   touched (exit 2, naming it). The starter file validates and runs offline (commands only).
+//! - `edit` edits a copy beside the jobs file (`.cronsole-edit.NAME`, extension kept for the editor), checks it *as* the jobs
+//!   file (same path in messages, same directory for relative paths), and on errors prints them
+//!   and asks whether to edit again; only on a confirmed plan does it replace the jobs file
+//!   (atomic rename) and apply it to the store. Declining leaves the jobs file and the store
+//!   untouched and keeps nothing but the original. The editor is `$VISUAL`, else `$EDITOR`, else
+//!   `vi`, run through `sh -c` so `EDITOR="code --wait"` works as it does for git. Answers are
+//!   read from stdin, so a script can drive it.
+//! - `logs` prints the last `-n` lines across the daily files of `<store>/logs/` (oldest file
+//!   first); `-f` then follows the newest file (polling every 200 ms, switching when a new day's
+//!   file appears) until interrupted. A PostgreSQL store logs under `./.cronsole/logs/`, as the
+//!   engine does.
+
+use std::io::{BufRead, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use cronsole::cli::{Cli, CompletionsArgs, LogsArgs};
+use cronsole::config;
+use cronsole::model::JobDef;
+use cronsole::store::Store;
+
+use super::{bad_input, jobs_file, open_store, store_location};
+
+pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
+    let mut cmd = cronsole::cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "cronsole", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn man() -> Result<ExitCode> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cronsole::cli::command())
+        .render(&mut out)
+        .context("rendering the man page")?;
+    std::io::stdout()
+        .write_all(&out)
+        .context("writing the man page")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The starter jobs file: every line either works as is or is a comment explaining the option.
+pub const STARTER: &str = r#"# cronsole jobs file — started by `cronsole init`.
+# Check it:  cronsole validate jobs.yaml      Run it:  cronsole   (or `cronsole run` headless)
+# Schedules: "every 5m", "hourly", "*/15 * * * *", "weekdays at 09:30", "daily at 9am",
+#            "at 9am" (once), "in 10m" (once), "at:2026-12-01T09:00" (once).
+
+defaults:
+  tz: UTC                 # IANA zone for cron and wall-time schedules
+  timeout_seconds: 120
+  max_retries: 1
+
+# budget:                 # a hard brake on model spend (needed once agents are used)
+#   max_cost_usd: 1.00
+#   period: day
+
+# agents:                 # an LLM agent; the key is read from the named variable
+#   helper:
+#     provider: openai
+#     api_key_env: OPENAI_API_KEY
+#     model: gpt-4o-mini
+#     instructions: "Answer in two sentences."
+
+# delivery:               # where results go; jobs name these under `deliver:`
+#   log: { file: .cronsole/deliveries.jsonl }
+
+jobs:
+  - name: heartbeat       # a shell command every minute
+    schedule: "every 1m"
+    command: "echo alive at $(date -u +%H:%M:%S)"
+
+  # - name: morning-summary
+  #   schedule: "weekdays at 09:00"
+  #   agent: helper
+  #   message: "Summarise what an operator should look at today."
+  #   deliver: [log]
+
+  # - name: watch-status   # runs only when the monitored output changes
+  #   schedule: "every 5m"
+  #   monitor: { url: "https://example.com/status" }
+  #   command: "echo status page changed"
+"#;
+
+pub fn init(file: &Path) -> Result<ExitCode> {
+    let mut f = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(file)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(bad_input(format!(
+                "{} already exists; cronsole init never overwrites a file (edit it with `cronsole edit`, or name another path)",
+                file.display()
+            )));
+        }
+        Err(e) => return Err(bad_input(format!("cannot create {}: {e}", file.display()))),
+    };
+    f.write_all(STARTER.as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", file.display()))?;
+    println!(
+        "wrote {}; check it with `cronsole validate {}`, then start with `cronsole`",
+        file.display(),
+        file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What applying `jobs` to the store would do, as `apply` reports it.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    created: Vec<String>,
+    updated: Vec<String>,
+    retired: Vec<String>,
+    unchanged: Vec<String>,
+}
+
+impl Plan {
+    fn of(store: Option<&dyn Store>, jobs: &[JobDef]) -> Result<Plan> {
+        let stored = match store {
+            Some(s) => s.jobs()?,
+            None => Vec::new(),
+        };
+        let mut plan = Plan::default();
+        for def in jobs {
+            match stored.iter().find(|r| r.def.name == def.name) {
+                None => plan.created.push(def.name.clone()),
+                Some(r) if r.def == *def && !r.rt.retired => plan.unchanged.push(def.name.clone()),
+                Some(_) => plan.updated.push(def.name.clone()),
+            }
+        }
+        for r in &stored {
+            if !r.rt.retired && !jobs.iter().any(|d| d.name == r.def.name) {
+                plan.retired.push(r.def.name.clone());
+            }
+        }
+        Ok(plan)
+    }
+
+    fn changes(&self) -> usize {
+        self.created.len() + self.updated.len() + self.retired.len()
+    }
+
+    fn print(&self) {
+        for (word, names) in [
+            ("create", &self.created),
+            ("update", &self.updated),
+            ("retire", &self.retired),
+        ] {
+            for n in names {
+                println!("  {word:<7} {n}");
+            }
+        }
+        println!(
+            "plan: {} to create, {} to update, {} to retire, {} unchanged",
+            self.created.len(),
+            self.updated.len(),
+            self.retired.len(),
+            self.unchanged.len()
+        );
+    }
+}
+
+/// Ask a yes/no question on stdout, read the answer from stdin; `default` on an empty line.
+fn ask(question: &str, default: bool) -> Result<bool> {
+    print!("{question} [{}] ", if default { "Y/n" } else { "y/N" });
+    std::io::stdout().flush().ok();
+    let mut line = String::new();
+    let n = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("reading the answer")?;
+    if n == 0 {
+        // End of input: nobody to confirm, so nothing is done.
+        println!();
+        return Ok(false);
+    }
+    Ok(match line.trim().to_ascii_lowercase().as_str() {
+        "" => default,
+        "y" | "yes" => true,
+        _ => false,
+    })
+}
+
+fn run_editor(path: &Path) -> Result<()> {
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| {
+            std::env::var("EDITOR")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .unwrap_or_else(|| "vi".to_string());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$@\""))
+        .arg("sh")
+        .arg(path)
+        .status()
+        .with_context(|| format!("starting the editor '{editor}'"))?;
+    if !status.success() {
+        anyhow::bail!("the editor '{editor}' exited with {status}; nothing was changed");
+    }
+    Ok(())
+}
+
+/// Removes the edit copy however `edit` ends.
+struct TempCopy(PathBuf);
+
+impl Drop for TempCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub fn edit(cli: &Cli) -> Result<ExitCode> {
+    let file = jobs_file(cli).ok_or_else(|| {
+        bad_input("no jobs file: give --jobs FILE, or create jobs.yaml with `cronsole init`")
+    })?;
+    let original = std::fs::read_to_string(&file)
+        .map_err(|e| bad_input(format!("cannot read {}: {e}", file.display())))?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "jobs.yaml".to_string());
+    let dir = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let copy = TempCopy(dir.join(format!(".cronsole-edit.{name}")));
+    std::fs::write(&copy.0, &original)
+        .with_context(|| format!("writing the edit copy {}", copy.0.display()))?;
+
+    let loaded = loop {
+        run_editor(&copy.0)?;
+        let text = std::fs::read_to_string(&copy.0)
+            .with_context(|| format!("reading the edit copy {}", copy.0.display()))?;
+        if text == original {
+            println!("no changes to {}", file.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Checked as the jobs file itself: same path in messages, same directory for paths.
+        let checked = config::check_str(&text, &file);
+        for d in &checked.diagnostics {
+            println!("{d}");
+        }
+        if !checked.has_errors() {
+            break (text, checked.into_result());
+        }
+        if !ask("the file has errors; edit it again?", true)? {
+            println!(
+                "nothing changed: {} and the store are as before",
+                file.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let (text, loaded) = loaded;
+    let loaded = loaded.map_err(anyhow::Error::new)?;
+
+    let location = store_location(cli, Some(&file));
+    let existing = location.contains("://") || Path::new(&location).join("VERSION").exists();
+    let store = if existing {
+        Some(open_store(&location)?)
+    } else {
+        None
+    };
+    let plan = Plan::of(store.as_deref(), &loaded.file.jobs)?;
+    plan.print();
+    let question = if plan.changes() == 0 {
+        format!("save {} (no job changes in the store)?", file.display())
+    } else {
+        format!("save {} and apply it to {location}?", file.display())
+    };
+    if !ask(&question, false)? {
+        println!(
+            "nothing changed: {} and the store are as before",
+            file.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    // Someone else changed the file while it was being edited: keep theirs, say so.
+    let now_on_disk =
+        std::fs::read_to_string(&file).with_context(|| format!("re-reading {}", file.display()))?;
+    if now_on_disk != original {
+        let keep = dir.join(format!("{name}.cronsole-edit-{}", std::process::id()));
+        std::fs::write(&keep, &text)
+            .with_context(|| format!("keeping your edit in {}", keep.display()))?;
+        anyhow::bail!(
+            "{} changed on disk while you edited it; nothing was saved or applied (your version is in {})",
+            file.display(),
+            keep.display()
+        );
+    }
+    // Replace the jobs file atomically, then apply.
+    let staged = dir.join(format!(".cronsole-save.{name}"));
+    std::fs::write(&staged, &text)
+        .and_then(|()| std::fs::rename(&staged, &file))
+        .with_context(|| format!("saving {}", file.display()))?;
+    let store = match store {
+        Some(s) => s,
+        None => open_store(&location)?,
+    };
+    let rep = store.apply(&loaded.file, chrono::Utc::now())?;
+    println!(
+        "saved {}; applied: {} created, {} updated, {} retired, {} unchanged ({})",
+        file.display(),
+        rep.created.len(),
+        rep.updated.len(),
+        rep.retired.len(),
+        rep.unchanged.len(),
+        store.location()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the engine writes its log for this store (`run::init_logging`) and `logs` reads it.
+pub fn logs_dir(location: &str) -> PathBuf {
+    if location.contains("://") {
+        PathBuf::from(".cronsole").join("logs")
+    } else {
+        Path::new(location).join("logs")
+    }
+}
+
+/// The log files, oldest first (daily files sort by their date suffix).
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.is_file()
+                        && p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("cronsole.log"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
+    let jobs = jobs_file(cli);
+    let location = store_location(cli, jobs.as_deref());
+    let dir = logs_dir(&location);
+    let files = log_files(&dir);
+    if files.is_empty() && !a.follow {
+        println!("(no log files in {})", dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The last N lines across the files, oldest first.
+    let want = usize::try_from(a.lines).unwrap_or(usize::MAX);
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    for f in &files {
+        let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        for line in String::from_utf8_lossy(&text).lines() {
+            if tail.len() == want {
+                tail.pop_front();
+            }
+            tail.push_back(line.to_string());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for l in &tail {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    if !a.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if files.is_empty() {
+        eprintln!("cronsole: waiting for log files in {}", dir.display());
+    }
+    follow(&dir, files.last().cloned(), &mut out)
+}
+
+/// Print what is appended to the newest log file, switching to a newer file when one appears.
+fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode> {
+    let mut pos = current
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    let mut buf = Vec::new();
+    loop {
+        if let Some(p) = &current
+            && let Ok(mut f) = std::fs::File::open(p)
+        {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < pos {
+                pos = 0; // truncated or replaced: start over
+            }
+            if len > pos {
+                f.seek(std::io::SeekFrom::Start(pos))?;
+                buf.clear();
+                f.take(len - pos).read_to_end(&mut buf)?;
+                pos = len;
+                out.write_all(&buf)?;
+                out.flush()?;
+            }
+        }
+        let newest = log_files(dir).pop();
+        if newest.is_some() && newest != current {
+            current = newest;
+            pos = 0;
+            continue;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_starter_file_validates_clean() {
+        let c = config::check_str(STARTER, Path::new("jobs.yaml"));
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        assert_eq!(c.jobs.iter().flatten().count(), 1);
+    }
+
+    #[test]
+    fn plan_without_a_store_creates_everything() {
+        let loaded = config::load_str(STARTER, Path::new("jobs.yaml")).unwrap();
+        let plan = Plan::of(None, &loaded.file.jobs).unwrap();
+        assert_eq!(plan.created, vec!["heartbeat".to_string()]);
+        assert_eq!(plan.changes(), 1);
+    }
+}
