@@ -49,16 +49,15 @@
 //! automatically when history doubled since this handle last compacted (and is over 64 MiB).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::io::{IoFile, Meta, OpenMode, RealIo, StoreIo};
 use super::logic::{self, ApplyChange};
 use super::*;
 use crate::model::{HistoryRow, JobDef, JobRecord, JobsFile, Settings};
@@ -75,6 +74,10 @@ const BLOCK: u64 = 64 * 1024;
 /// Default retention: newest rows kept per job.
 pub const DEFAULT_KEEP_PER_JOB: usize = 10_000;
 const AUTO_COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
+/// Default bound on waiting for the store lock. Operations hold it for milliseconds (a retention
+/// compaction of a large history for a few seconds), so a wait this long means the holder is
+/// stopped or wedged: report [`StoreError::LockTimeout`] instead of hanging.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(20);
 
 /// Where history ended when a lease was taken (file identity + length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,10 +138,10 @@ struct Inner {
     wake: BTreeSet<(DateTime<Utc>, String)>,
     generation: u64,
     snapshot_len: u64,
-    journal: Option<File>,
+    journal: Option<Box<dyn IoFile>>,
     journal_ino: u64,
     journal_off: u64,
-    history: Option<File>,
+    history: Option<Box<dyn IoFile>>,
     history_ino: u64,
     history_len: u64,
     history_compacted_len: u64,
@@ -149,7 +152,9 @@ struct Inner {
 /// The file store. Cheap to open; each handle has its own lock fd and cache.
 pub struct FileStore {
     dir: PathBuf,
-    lock: File,
+    io: Arc<dyn StoreIo>,
+    lock: Box<dyn IoFile>,
+    lock_wait: Duration,
     inner: Mutex<Inner>,
 }
 
@@ -160,7 +165,7 @@ struct Locked<'a> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        if let Err(e) = <File as fs4::FileExt>::unlock(&self.store.lock) {
+        if let Err(e) = self.store.lock.unlock() {
             tracing::warn!("unlocking the store failed: {e}");
         }
     }
@@ -170,14 +175,8 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |e| StoreError::io(path, e)
 }
 
-fn sync_dir(dir: &Path) -> StoreResult<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
-}
-
 /// Write `bytes` to `path` atomically: temp + fsync + rename + fsync dir.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
+fn write_atomic(io: &dyn StoreIo, dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
     // A temp name of our own: two processes creating a fresh store at once (both writing
     // VERSION before either holds the lock) must not rename each other's temp file away.
     let tmp = path.with_extension(format!(
@@ -185,12 +184,21 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     ));
-    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
+    let f = io
+        .open(&tmp, OpenMode::CreateTruncate)
+        .map_err(io_err(&tmp))?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
     drop(f);
-    std::fs::rename(&tmp, path).map_err(io_err(path))?;
-    sync_dir(dir)
+    if let Err(e) = written {
+        // Do not leave a half-written temp file behind (e.g. a full disk).
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(&tmp, e));
+    }
+    if let Err(e) = io.rename(&tmp, path) {
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(path, e));
+    }
+    io.sync_dir(dir).map_err(io_err(dir))
 }
 
 fn corrupt(path: &Path, line: u64, column: u64, what: impl Into<String>) -> StoreError {
@@ -207,7 +215,7 @@ fn json_err(path: &Path, line: u64, e: &serde_json::Error) -> StoreError {
 }
 
 /// Cut a torn (newline-less) final line of an append-only file. Returns the new length.
-fn cut_torn_tail(path: &Path, f: &File, len: u64) -> StoreResult<u64> {
+fn cut_torn_tail(path: &Path, f: &dyn IoFile, len: u64) -> StoreResult<u64> {
     if len == 0 {
         return Ok(0);
     }
@@ -239,31 +247,26 @@ fn cut_torn_tail(path: &Path, f: &File, len: u64) -> StoreResult<u64> {
     Ok(keep)
 }
 
-fn read_at(f: &File, path: &Path, off: u64, buf: &mut [u8]) -> StoreResult<()> {
-    use std::os::unix::fs::FileExt;
+fn read_at(f: &dyn IoFile, path: &Path, off: u64, buf: &mut [u8]) -> StoreResult<()> {
     f.read_exact_at(buf, off).map_err(io_err(path))
 }
 
-fn count_lines_before(path: &Path, off: u64) -> StoreResult<u64> {
-    let mut f = File::open(path).map_err(io_err(path))?;
-    let mut left = off;
+/// Newlines in `[0, off)` of `f` (the line number of the line starting at `off`, minus one).
+fn count_lines_before(f: &dyn IoFile, path: &Path, off: u64) -> StoreResult<u64> {
+    let mut pos = 0u64;
     let mut n = 0u64;
     let mut buf = vec![0u8; BLOCK as usize];
-    while left > 0 {
-        let want = left.min(BLOCK) as usize;
-        f.read_exact(&mut buf[..want]).map_err(io_err(path))?;
+    while pos < off {
+        let want = (off - pos).min(BLOCK) as usize;
+        read_at(f, path, pos, &mut buf[..want])?;
         n += buf[..want].iter().filter(|b| **b == b'\n').count() as u64;
-        left -= want as u64;
+        pos += want as u64;
     }
     Ok(n)
 }
 
-fn stat(path: &Path) -> StoreResult<Option<std::fs::Metadata>> {
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io(path, e)),
-    }
+fn stat(io: &dyn StoreIo, path: &Path) -> StoreResult<Option<Meta>> {
+    super::io::stat_opt(io, path).map_err(io_err(path))
 }
 
 fn parse_history_line(path: &Path, line_no: u64, line: &[u8]) -> StoreResult<HistoryRow> {
@@ -274,10 +277,16 @@ impl FileStore {
     /// Open (creating if needed) the store in `dir`. A foreign or corrupt store is an error
     /// naming the file; nothing is reset.
     pub fn open(dir: &Path) -> StoreResult<FileStore> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        FileStore::open_with_io(dir, RealIo::shared())
+    }
+
+    /// [`FileStore::open`] over another I/O layer (a fault simulator).
+    pub fn open_with_io(dir: &Path, io: Arc<dyn StoreIo>) -> StoreResult<FileStore> {
+        io.create_dir_all(dir).map_err(io_err(dir))?;
         let vpath = dir.join(VERSION_FILE);
-        match std::fs::read_to_string(&vpath) {
+        match io.read(&vpath) {
             Ok(v) => {
+                let v = String::from_utf8_lossy(&v);
                 if v.trim() != VERSION_TEXT {
                     return Err(StoreError::Version {
                         file: vpath,
@@ -288,28 +297,30 @@ impl FileStore {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let ours = [SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
-                if ours.iter().any(|f| dir.join(f).exists()) {
+                let mut found = false;
+                for f in ours {
+                    found |= stat(&*io, &dir.join(f))?.is_some();
+                }
+                if found {
                     return Err(StoreError::Version {
                         file: vpath,
                         found: "missing".to_string(),
                         supported: VERSION_TEXT.to_string(),
                     });
                 }
-                write_atomic(dir, &vpath, format!("{VERSION_TEXT}\n").as_bytes())?;
+                write_atomic(&*io, dir, &vpath, format!("{VERSION_TEXT}\n").as_bytes())?;
             }
             Err(e) => return Err(StoreError::io(vpath, e)),
         }
         let lpath = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lpath)
+        let lock = io
+            .open(&lpath, OpenMode::LockFile)
             .map_err(io_err(&lpath))?;
         let store = FileStore {
             dir: dir.to_path_buf(),
+            io,
             lock,
+            lock_wait: DEFAULT_LOCK_WAIT,
             inner: Mutex::new(Inner::default()),
         };
         {
@@ -317,6 +328,12 @@ impl FileStore {
             l.validate_history_ends()?;
         }
         Ok(store)
+    }
+
+    /// Bound the wait for the store lock (default [`DEFAULT_LOCK_WAIT`]).
+    pub fn with_lock_wait(mut self, wait: Duration) -> FileStore {
+        self.lock_wait = wait;
+        self
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -330,7 +347,13 @@ impl FileStore {
             g.loaded = false;
             g
         });
-        <File as fs4::FileExt>::lock(&self.lock).map_err(io_err(&self.path(LOCK_FILE)))?;
+        let lpath = self.path(LOCK_FILE);
+        if !self.lock.lock(self.lock_wait).map_err(io_err(&lpath))? {
+            return Err(StoreError::LockTimeout {
+                file: lpath,
+                waited: self.lock_wait,
+            });
+        }
         let mut l = Locked { store: self, inner };
         if let Err(e) = l.refresh() {
             l.inner.loaded = false;
@@ -390,23 +413,27 @@ impl Locked<'_> {
         self.store.path(name)
     }
 
+    fn io(&self) -> &dyn StoreIo {
+        &*self.store.io
+    }
+
     fn refresh(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let jmeta = stat(&jpath)?;
+        let jmeta = stat(self.io(), &jpath)?;
         let reload = match &jmeta {
             None => true,
             Some(m) => {
                 !self.inner.loaded
-                    || m.ino() != self.inner.journal_ino
-                    || m.len() < self.inner.journal_off
+                    || m.ino != self.inner.journal_ino
+                    || m.len < self.inner.journal_off
             }
         };
         if reload {
             self.full_reload()?;
         } else if let Some(m) = jmeta
-            && m.len() > self.inner.journal_off
+            && m.len > self.inner.journal_off
         {
-            self.read_journal_tail(m.len())?;
+            self.read_journal_tail(m.len)?;
         }
         self.refresh_settings()?;
         self.refresh_history()?;
@@ -415,18 +442,16 @@ impl Locked<'_> {
 
     fn refresh_history(&mut self) -> StoreResult<()> {
         let hpath = self.path(HISTORY_FILE);
-        let meta = stat(&hpath)?;
-        let (ino, len) = meta.map_or((0, 0), |m| (m.ino(), m.len()));
+        let meta = stat(self.io(), &hpath)?;
+        let (ino, len) = meta.map_or((0, 0), |m| (m.ino, m.len));
         if self.inner.history.is_none() || ino != self.inner.history_ino {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .read(true)
-                .open(&hpath)
+            let f = self
+                .io()
+                .open(&hpath, OpenMode::AppendCreate)
                 .map_err(io_err(&hpath))?;
             let m = f.metadata().map_err(io_err(&hpath))?;
-            self.inner.history_ino = m.ino();
-            self.inner.history_len = cut_torn_tail(&hpath, &f, m.len())?;
+            self.inner.history_ino = m.ino;
+            self.inner.history_len = cut_torn_tail(&hpath, &*f, m.len)?;
             if self.inner.history_compacted_len == 0 {
                 self.inner.history_compacted_len = self.inner.history_len;
             }
@@ -435,23 +460,23 @@ impl Locked<'_> {
             let Some(f) = self.inner.history.as_ref() else {
                 return Ok(());
             };
-            self.inner.history_len = cut_torn_tail(&hpath, f, len)?;
+            self.inner.history_len = cut_torn_tail(&hpath, &**f, len)?;
         }
         Ok(())
     }
 
     fn refresh_settings(&mut self) -> StoreResult<()> {
         let spath = self.path(SETTINGS_FILE);
-        let Some(m) = stat(&spath)? else {
+        let Some(m) = stat(self.io(), &spath)? else {
             self.inner.settings = Settings::default();
             self.inner.settings_stamp = (0, 0, 0, 0);
             return Ok(());
         };
-        let stamp = (m.ino(), m.mtime(), m.mtime_nsec(), m.len());
+        let stamp = (m.ino, m.mtime_sec, m.mtime_nsec, m.len);
         if stamp == self.inner.settings_stamp {
             return Ok(());
         }
-        let text = std::fs::read(&spath).map_err(io_err(&spath))?;
+        let text = self.io().read(&spath).map_err(io_err(&spath))?;
         self.inner.settings =
             serde_json::from_slice(&text).map_err(|e| json_err(&spath, e.line() as u64, &e))?;
         self.inner.settings_stamp = stamp;
@@ -459,6 +484,7 @@ impl Locked<'_> {
     }
 
     fn full_reload(&mut self) -> StoreResult<()> {
+        let io = &*self.store.io;
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.wake.clear();
@@ -467,7 +493,7 @@ impl Locked<'_> {
         let spath = self.store.path(SNAPSHOT_FILE);
         let mut generation = 0;
         let mut snapshot_len = 0;
-        match std::fs::read(&spath) {
+        match io.read(&spath) {
             Ok(bytes) => {
                 snapshot_len = bytes.len() as u64;
                 if !bytes.is_empty() && !bytes.ends_with(b"\n") {
@@ -509,18 +535,14 @@ impl Locked<'_> {
         inner.snapshot_len = snapshot_len;
 
         let jpath = self.store.path(JOURNAL_FILE);
-        let fresh = match stat(&jpath)? {
+        let fresh = match stat(io, &jpath)? {
             None => true,
             Some(_) => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .open(&jpath)
-                    .map_err(io_err(&jpath))?;
+                let f = io.open(&jpath, OpenMode::Append).map_err(io_err(&jpath))?;
                 let m = f.metadata().map_err(io_err(&jpath))?;
-                let len = cut_torn_tail(&jpath, &f, m.len())?;
+                let len = cut_torn_tail(&jpath, &*f, m.len)?;
                 let mut bytes = vec![0u8; len as usize];
-                read_at(&f, &jpath, 0, &mut bytes)?;
+                read_at(&*f, &jpath, 0, &mut bytes)?;
                 let mut stale = false;
                 let mut off = 0u64;
                 for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
@@ -561,7 +583,7 @@ impl Locked<'_> {
                 if stale || len == 0 {
                     true
                 } else {
-                    inner.journal_ino = m.ino();
+                    inner.journal_ino = m.ino;
                     inner.journal_off = off;
                     inner.journal = Some(f);
                     false
@@ -588,15 +610,19 @@ impl Locked<'_> {
             generation: self.inner.generation,
         })
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        write_atomic(&self.store.dir, &jpath, format!("{header}\n").as_bytes())?;
-        let f = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&jpath)
+        write_atomic(
+            self.io(),
+            &self.store.dir,
+            &jpath,
+            format!("{header}\n").as_bytes(),
+        )?;
+        let f = self
+            .io()
+            .open(&jpath, OpenMode::Append)
             .map_err(io_err(&jpath))?;
         let m = f.metadata().map_err(io_err(&jpath))?;
-        self.inner.journal_ino = m.ino();
-        self.inner.journal_off = m.len();
+        self.inner.journal_ino = m.ino;
+        self.inner.journal_off = m.len;
         self.inner.journal = Some(f);
         Ok(())
     }
@@ -606,20 +632,20 @@ impl Locked<'_> {
         let Some(f) = self.inner.journal.as_ref() else {
             return self.full_reload();
         };
-        let len = cut_torn_tail(&jpath, f, len)?;
+        let len = cut_torn_tail(&jpath, &**f, len)?;
         let start = self.inner.journal_off;
         if len <= start {
             return Ok(());
         }
         let mut bytes = vec![0u8; (len - start) as usize];
-        read_at(f, &jpath, start, &mut bytes)?;
+        read_at(&**f, &jpath, start, &mut bytes)?;
         let mut parsed = Vec::new();
         for line in bytes.split_inclusive(|b| *b == b'\n') {
             let body = &line[..line.len() - 1];
             match serde_json::from_slice::<Entry>(body) {
                 Ok(e) => parsed.push(e),
                 Err(e) => {
-                    let before = count_lines_before(&jpath, start)?;
+                    let before = count_lines_before(&**f, &jpath, start)?;
                     let idx = parsed.len() as u64;
                     return Err(json_err(&jpath, before + idx + 1, &e));
                 }
@@ -651,7 +677,7 @@ impl Locked<'_> {
         }
         let head = len.min(BLOCK);
         let mut buf = vec![0u8; head as usize];
-        read_at(f, &hpath, 0, &mut buf)?;
+        read_at(&**f, &hpath, 0, &mut buf)?;
         for (i, line) in buf.split_inclusive(|b| *b == b'\n').enumerate() {
             if !line.ends_with(b"\n") {
                 break;
@@ -661,7 +687,7 @@ impl Locked<'_> {
         if len > BLOCK {
             let start = len - BLOCK;
             let mut buf = vec![0u8; BLOCK as usize];
-            read_at(f, &hpath, start, &mut buf)?;
+            read_at(&**f, &hpath, start, &mut buf)?;
             let first_nl = buf
                 .iter()
                 .position(|b| *b == b'\n')
@@ -670,7 +696,7 @@ impl Locked<'_> {
             for line in buf[first_nl..].split_inclusive(|b| *b == b'\n') {
                 let body = &line[..line.len() - 1];
                 if let Err(e) = serde_json::from_slice::<HistoryRow>(body) {
-                    let no = count_lines_before(&hpath, start + rel as u64)? + 1;
+                    let no = count_lines_before(&**f, &hpath, start + rel as u64)? + 1;
                     return Err(json_err(&hpath, no, &e));
                 }
                 rel += line.len();
@@ -690,7 +716,7 @@ impl Locked<'_> {
             serde_json::to_writer(&mut buf, r).map_err(|e| StoreError::Invalid(e.to_string()))?;
             buf.push(b'\n');
         }
-        let Some(f) = self.inner.history.as_mut() else {
+        let Some(f) = self.inner.history.as_ref() else {
             return Err(StoreError::Invalid("history file not open".into()));
         };
         f.write_all(&buf).map_err(io_err(&hpath))?;
@@ -721,7 +747,7 @@ impl Locked<'_> {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
             buf.push(b'\n');
         }
-        let Some(f) = self.inner.journal.as_mut() else {
+        let Some(f) = self.inner.journal.as_ref() else {
             return Err(StoreError::Invalid("journal not open".into()));
         };
         f.write_all(&buf).map_err(io_err(&jpath))?;
@@ -776,7 +802,7 @@ impl Locked<'_> {
             buf.push(b'\n');
         }
         let spath = self.path(SNAPSHOT_FILE);
-        write_atomic(&self.store.dir, &spath, &buf)?;
+        write_atomic(self.io(), &self.store.dir, &spath, &buf)?;
         self.inner.generation = generation;
         self.inner.snapshot_len = buf.len() as u64;
         self.new_journal()
@@ -799,7 +825,7 @@ impl Locked<'_> {
         while off < len {
             let n = (len - off).min(BLOCK * 4);
             let mut buf = vec![0u8; n as usize];
-            read_at(f, &hpath, off, &mut buf)?;
+            read_at(&**f, &hpath, off, &mut buf)?;
             off += n;
             carry.extend_from_slice(&buf);
             let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
@@ -829,7 +855,7 @@ impl Locked<'_> {
             return Ok(0);
         };
         let mut bytes = vec![0u8; len as usize];
-        read_at(f, &hpath, 0, &mut bytes)?;
+        read_at(&**f, &hpath, 0, &mut bytes)?;
         let mut rows: Vec<(String, DateTime<Utc>, std::ops::Range<usize>)> = Vec::new();
         let mut pos = 0usize;
         for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
@@ -860,7 +886,7 @@ impl Locked<'_> {
             self.inner.history_compacted_len = len;
             return Ok(0);
         }
-        write_atomic(&self.store.dir, &hpath, &out)?;
+        write_atomic(self.io(), &self.store.dir, &hpath, &out)?;
         self.inner.history = None;
         self.refresh_history()?;
         self.inner.history_compacted_len = self.inner.history_len;
@@ -901,7 +927,7 @@ fn reindex(inner: &mut Inner, name: &str) {
 
 /// Iterate history from the newest row backwards, block by block.
 struct Backwards<'a> {
-    f: &'a File,
+    f: &'a dyn IoFile,
     path: &'a Path,
     /// Bytes not yet consumed are `[0, pos)`.
     pos: u64,
@@ -911,7 +937,7 @@ struct Backwards<'a> {
 }
 
 impl<'a> Backwards<'a> {
-    fn new(f: &'a File, path: &'a Path, len: u64) -> Self {
+    fn new(f: &'a dyn IoFile, path: &'a Path, len: u64) -> Self {
         Backwards {
             f,
             path,
@@ -977,7 +1003,7 @@ impl Store for FileStore {
             let bytes = serde_json::to_vec_pretty(&file.settings)
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
             let spath = l.path(SETTINGS_FILE);
-            write_atomic(&self.dir, &spath, &bytes)?;
+            write_atomic(&*self.io, &self.dir, &spath, &bytes)?;
             l.inner.settings_stamp = (0, 0, 0, 0);
             l.refresh_settings()?;
         }
@@ -1027,8 +1053,8 @@ impl Store for FileStore {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for name in [JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE] {
-            match stat(&self.path(name))? {
-                Some(m) => (m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h),
+            match stat(&*self.io, &self.path(name))? {
+                Some(m) => (m.ino, m.len, m.mtime_sec, m.mtime_nsec).hash(&mut h),
                 None => 0u8.hash(&mut h),
             }
         }
@@ -1231,7 +1257,7 @@ impl Store for FileStore {
         let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
         let run_needle = q.run_id.map(|r| r.to_string());
         let mut out = Vec::new();
-        let mut it = Backwards::new(&file, &hpath, len);
+        let mut it = Backwards::new(&*file, &hpath, len);
         let limit = if q.limit == 0 { usize::MAX } else { q.limit };
         while out.len() < limit {
             let Some((off, line)) = it.next_line()? else {
@@ -1253,7 +1279,7 @@ impl Store for FileStore {
                 // Still validate cheaply? A full parse of every skipped line would make filtered
                 // queries slow; skipped lines are checked structurally only.
                 if !line.starts_with(b"{") || !line.ends_with(b"}") {
-                    let no = count_lines_before(&hpath, off)? + 1;
+                    let no = count_lines_before(&*file, &hpath, off)? + 1;
                     return Err(corrupt(&hpath, no, 1, "history line is not a JSON object"));
                 }
                 continue;
@@ -1261,7 +1287,7 @@ impl Store for FileStore {
             let row: HistoryRow = match serde_json::from_slice(&line) {
                 Ok(r) => r,
                 Err(e) => {
-                    let no = count_lines_before(&hpath, off)? + 1;
+                    let no = count_lines_before(&*file, &hpath, off)? + 1;
                     return Err(json_err(&hpath, no, &e));
                 }
             };
@@ -1824,6 +1850,23 @@ mod tests {
         assert_eq!(done.rows.len(), 2);
         assert_eq!(done.rows[1].reason.as_deref(), Some("overlap"));
         assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(120)));
+    }
+
+    #[test]
+    fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
+        let dir = tmp("lockwait");
+        let a = FileStore::open(&dir).unwrap();
+        let b = FileStore::open(&dir)
+            .unwrap()
+            .with_lock_wait(Duration::from_millis(30));
+        let held = a.lock().unwrap();
+        let err = b.jobs().unwrap_err();
+        assert!(matches!(err, StoreError::LockTimeout { .. }), "got {err:?}");
+        assert!(!err.is_bad_input(), "a held lock is a runtime failure");
+        assert!(err.to_string().contains("lock"), "{err}");
+        drop(held);
+        assert!(b.jobs().unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Owns: the [`Store`] trait and its request/response types; `file` (the embedded default) and
 //! `postgres` implement it. Must not touch: clocks (every call takes `now`), the engine, the UI,
 //! networking other than the database. The trait is synchronous: the file store is blocking I/O
-//! under an `fs4` lock; async callers use `tokio::task::spawn_blocking`.
+//! under an `fs4` lock (through [`io::StoreIo`]); async callers use `tokio::task::spawn_blocking`.
 
 use std::path::PathBuf;
 
@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
 pub mod file;
+pub mod io;
 pub mod logic;
 pub mod postgres;
 pub mod stats;
@@ -42,6 +43,14 @@ pub enum StoreError {
     Io {
         path: PathBuf,
         source: std::io::Error,
+    },
+    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
+    #[error(
+        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
+    )]
+    LockTimeout {
+        file: PathBuf,
+        waited: std::time::Duration,
     },
     #[error("no job named '{0}' in the store")]
     NoSuchJob(String),
