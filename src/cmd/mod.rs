@@ -41,7 +41,7 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
             return 2;
         }
         if let Some(se) = cause.downcast_ref::<StoreError>() {
-            return if se.is_bad_input() { 2 } else { 1 };
+            return se.exit_code();
         }
         if cause.is::<cronsole::config::ConfigErrors>() {
             return 2;

@@ -58,7 +58,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::io::{IoFile, Meta, OpenMode, RealIo, StoreIo};
-use super::logic::{self, ApplyChange};
+use super::logic;
 use super::*;
 use crate::model::{HistoryRow, JobDef, JobRecord, JobsFile, Settings};
 use crate::schedule::Compiled;
@@ -366,25 +366,21 @@ impl FileStore {
     /// Returns true when the job was created.
     pub fn upsert_job(&self, def: &JobDef, now: DateTime<Utc>) -> StoreResult<bool> {
         let mut l = self.lock()?;
-        let created;
         let name = def.name.clone();
-        match l.inner.jobs.get_mut(&name) {
-            Some(c) => {
-                created = false;
-                let change = logic::apply_def(&mut c.rec, def, now)
-                    .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
-                if change == ApplyChange::Unchanged {
-                    return Ok(false);
+        let step = logic::apply_one(l.inner.jobs.get_mut(&name).map(|c| &mut c.rec), def, now)?;
+        let created = match step {
+            logic::ApplyStep::Unchanged => return Ok(false),
+            logic::ApplyStep::Updated => {
+                if let Some(c) = l.inner.jobs.get_mut(&name) {
+                    c.sched = logic::compile(&c.rec).ok();
                 }
-                c.sched = logic::compile(&c.rec).ok();
+                false
             }
-            None => {
-                created = true;
-                let rec = logic::new_record(def.clone(), now)
-                    .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
-                l.inner.jobs.insert(name.clone(), Cached::new(rec, None));
+            logic::ApplyStep::Created(rec) => {
+                l.inner.jobs.insert(name.clone(), Cached::new(*rec, None));
+                true
             }
-        }
+        };
         l.persist(&[], &[name])?;
         Ok(created)
     }
@@ -609,7 +605,7 @@ impl Locked<'_> {
             cronsole: "journal".into(),
             generation: self.inner.generation,
         })
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        .map_err(StoreError::encode("journal header"))?;
         write_atomic(
             self.io(),
             &self.store.dir,
@@ -713,11 +709,11 @@ impl Locked<'_> {
         let hpath = self.path(HISTORY_FILE);
         let mut buf = Vec::with_capacity(rows.len() * 512);
         for r in rows {
-            serde_json::to_writer(&mut buf, r).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            serde_json::to_writer(&mut buf, r).map_err(StoreError::encode("history row"))?;
             buf.push(b'\n');
         }
         let Some(f) = self.inner.history.as_ref() else {
-            return Err(StoreError::Invalid("history file not open".into()));
+            return Err(StoreError::Internal("history file not open".into()));
         };
         f.write_all(&buf).map_err(io_err(&hpath))?;
         f.sync_data().map_err(io_err(&hpath))?;
@@ -744,11 +740,11 @@ impl Locked<'_> {
                     mark: c.mark,
                 },
             )
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            .map_err(StoreError::encode("job record"))?;
             buf.push(b'\n');
         }
         let Some(f) = self.inner.journal.as_ref() else {
-            return Err(StoreError::Invalid("journal not open".into()));
+            return Err(StoreError::Internal("journal not open".into()));
         };
         f.write_all(&buf).map_err(io_err(&jpath))?;
         f.sync_data().map_err(io_err(&jpath))?;
@@ -788,7 +784,7 @@ impl Locked<'_> {
                 generation,
             },
         )
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        .map_err(StoreError::encode("snapshot header"))?;
         buf.push(b'\n');
         for c in self.inner.jobs.values() {
             serde_json::to_writer(
@@ -798,7 +794,7 @@ impl Locked<'_> {
                     mark: c.mark,
                 },
             )
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            .map_err(StoreError::encode("job record"))?;
             buf.push(b'\n');
         }
         let spath = self.path(SNAPSHOT_FILE);
@@ -989,56 +985,33 @@ impl Store for FileStore {
     }
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        let mut seen = HashSet::new();
-        for d in &file.jobs {
-            if !seen.insert(d.name.as_str()) {
-                return Err(StoreError::Invalid(format!(
-                    "job name '{}' appears twice in the jobs file",
-                    d.name
-                )));
-            }
-        }
+        logic::unique_names(file)?;
         let mut l = self.lock()?;
         if l.inner.settings != file.settings {
             let bytes = serde_json::to_vec_pretty(&file.settings)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+                .map_err(StoreError::encode("settings"))?;
             let spath = l.path(SETTINGS_FILE);
             write_atomic(&*self.io, &self.dir, &spath, &bytes)?;
             l.inner.settings_stamp = (0, 0, 0, 0);
             l.refresh_settings()?;
         }
-        let mut report = ApplyReport::default();
-        let mut changed = Vec::new();
-        for def in &file.jobs {
-            let name = def.name.clone();
-            let bad = |e: crate::schedule::ScheduleError| {
-                StoreError::Invalid(format!("job '{}': {e}", def.name))
-            };
-            match l.inner.jobs.get_mut(&name) {
-                Some(c) => match logic::apply_def(&mut c.rec, def, now).map_err(bad)? {
-                    ApplyChange::Unchanged => report.unchanged.push(name),
-                    ApplyChange::Updated => {
-                        c.sched = logic::compile(&c.rec).ok();
-                        report.updated.push(name.clone());
-                        changed.push(name);
-                    }
-                },
-                None => {
-                    let rec = logic::new_record(def.clone(), now).map_err(bad)?;
-                    l.inner.jobs.insert(name.clone(), Cached::new(rec, None));
-                    report.created.push(name.clone());
-                    changed.push(name);
-                }
+        let (report, changed) = match logic::apply_all(
+            file,
+            now,
+            &mut l.inner.jobs,
+            |c| &mut c.rec,
+            |r| Cached::new(r, None),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // Records before the bad definition were changed in the cache only.
+                l.inner.loaded = false;
+                return Err(e);
             }
-        }
-        for (name, c) in l.inner.jobs.iter_mut() {
-            if !seen.contains(name.as_str()) && !c.rec.rt.retired {
-                c.rec.rt.retired = true;
-                c.rec.rt.retired_reason = Some(logic::REASON_REMOVED.to_string());
-                c.rec.rt.trigger_requested_at = None;
-                c.rec.rt.recovery_pending = false;
-                report.retired.push(name.clone());
-                changed.push(name.clone());
+        };
+        for name in &report.updated {
+            if let Some(c) = l.inner.jobs.get_mut(name) {
+                c.sched = logic::compile(&c.rec).ok();
             }
         }
         l.persist(&[], &changed)?;
@@ -1109,37 +1082,25 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            let mut dirty = false;
-            if let Some(lease) = c.rec.rt.lease.clone()
-                && lease.lease_until <= now
-            {
-                let found = l.find_run_row(c.mark, lease.run_id)?;
-                let Some(c) = l.inner.jobs.get_mut(&name) else {
-                    continue;
-                };
-                let (mut row, already) = match found {
-                    Some(r) => (r, true),
-                    None => (logic::abandoned_row(&c.rec, &lease, req.owner, now), false),
-                };
-                let fin = logic::finish_run(&mut c.rec, &sched, &mut row, None, None, period, now);
-                c.mark = None;
-                if !already {
-                    rows.push(row);
-                }
-                rows.extend(fin.extra_rows);
-                dirty = true;
-            }
+            let landed = match logic::expired_lease(&c.rec, now) {
+                Some(lease) => l.find_run_row(c.mark, lease.run_id)?,
+                None => None,
+            };
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
             };
-            let ev = logic::evaluate(&mut c.rec, &sched, now, req.owner, can, period);
+            let recovering = logic::expired_lease(&c.rec, now).is_some();
+            let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
+            if recovering {
+                c.mark = None;
+            }
             rows.extend(ev.rows);
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
                 plans.push((name.clone(), p));
             }
-            if dirty || ev.changed {
+            if ev.changed {
                 changed.push(name);
             }
         }
@@ -1183,7 +1144,7 @@ impl Store for FileStore {
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_many(vec![c])
             .pop()
-            .unwrap_or_else(|| Err(StoreError::Invalid("no completion result".into())))
+            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
     }
 
     /// Group commit: every completion under one lock, their rows in one history append (one
@@ -1194,9 +1155,8 @@ impl Store for FileStore {
         let mut l = match self.lock() {
             Ok(l) => l,
             Err(e) => {
-                let msg = e.to_string();
-                let mut out = vec![Err(e)];
-                out.extend((1..n).map(|_| Err(StoreError::Invalid(msg.clone()))));
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
                 return out;
             }
         };
@@ -1216,17 +1176,9 @@ impl Store for FileStore {
         }
         if let Err(e) = l.persist(&rows, &names) {
             // Nothing of this batch is acknowledged: every run retries its completion.
-            let msg = e.to_string();
-            let mut first = Some(e);
             return results
                 .into_iter()
-                .map(|r| {
-                    r.and_then(|_| {
-                        Err(first
-                            .take()
-                            .unwrap_or_else(|| StoreError::Invalid(msg.clone())))
-                    })
-                })
+                .map(|r| r.and_then(|_| Err(e.duplicate())))
                 .collect();
         }
         let hl = l.inner.history_len;
@@ -1309,8 +1261,7 @@ impl Store for FileStore {
         let Some(c) = l.inner.jobs.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        let changed = logic::set_paused(&mut c.rec, paused, now)
-            .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
+        let changed = logic::pause_step(&mut c.rec, paused, now)?;
         if changed {
             l.persist(&[], &[name.to_string()])?;
         }
@@ -1322,21 +1273,11 @@ impl Store for FileStore {
         let Some(c) = l.inner.jobs.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        if c.rec.rt.retired {
-            return Err(StoreError::Invalid(format!(
-                "job '{name}' is retired ({}); it cannot be triggered",
-                c.rec.rt.retired_reason.as_deref().unwrap_or("retired")
-            )));
+        let (outcome, changed) = logic::trigger_step(&mut c.rec, now)?;
+        if changed {
+            l.persist(&[], &[name.to_string()])?;
         }
-        if c.rec.rt.trigger_requested_at.is_some() {
-            return Ok(TriggerOutcome::AlreadyQueued);
-        }
-        if c.rec.rt.lease.is_some() {
-            return Ok(TriggerOutcome::AlreadyRunning);
-        }
-        c.rec.rt.trigger_requested_at = Some(now);
-        l.persist(&[], &[name.to_string()])?;
-        Ok(TriggerOutcome::Queued)
+        Ok(outcome)
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
@@ -1373,36 +1314,13 @@ fn complete_in(
     let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
-    let mut row = c.row;
-    row.run_id = c.run_id;
-    let mut out = CompleteOutcome::default();
-    if !logic::holds(&cached.rec, c.run_id) {
-        row.stale_lease = true;
-        logic::count_row(&mut cached.rec, &row, period, c.now);
-        out.stale = true;
-        out.rows.push(row);
-        return Ok((out, c.job));
+    let job = c.job.clone();
+    let fenced_in = logic::holds(&cached.rec, c.run_id);
+    let out = logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?;
+    if fenced_in {
+        cached.mark = None;
     }
-    let Some(sched) = cached.sched.clone() else {
-        return Err(StoreError::Invalid(format!(
-            "job '{}' has a schedule that does not compile",
-            c.job
-        )));
-    };
-    let fin = logic::finish_run(
-        &mut cached.rec,
-        &sched,
-        &mut row,
-        c.state,
-        c.hold_until,
-        period,
-        c.now,
-    );
-    cached.mark = None;
-    out.state_rejected = fin.state_rejected;
-    out.rows.push(row);
-    out.rows.extend(fin.extra_rows);
-    Ok((out, c.job))
+    Ok((out, job))
 }
 
 #[cfg(test)]
