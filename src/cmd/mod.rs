@@ -113,7 +113,13 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
             "no cronsole store at {location}: start cronsole with --jobs FILE or run `cronsole apply FILE` first, or point --store at an existing store"
         )));
     }
-    open_store(location)
+    if is_url {
+        return open_store(location);
+    }
+    // Opening an existing file store writes nothing (read-only commands leave every byte as
+    // it was; a writer command's own operation is what writes).
+    let store = cronsole::store::file::FileStore::open_existing(Path::new(location))?;
+    Ok(Arc::new(store))
 }
 
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.

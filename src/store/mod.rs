@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
 pub mod file;
+pub mod filefmt;
 pub mod io;
 pub mod logic;
 pub mod postgres;
