@@ -11,6 +11,7 @@ use anyhow::Result;
 use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
+mod check;
 mod gate_cmds;
 mod run;
 mod schedule_cmds;
@@ -66,6 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
         Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
+        Some(Command::Check(a)) => check::check(&cli, a.json),
     }
 }
 

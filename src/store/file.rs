@@ -407,62 +407,63 @@ impl FileStore {
 
     fn open_as(dir: &Path, io: Arc<dyn StoreIo>, how: OpenAs) -> StoreResult<FileStore> {
         let vpath = dir.join(VERSION_FILE);
-        if how == OpenAs::Writer {
-            io.create_dir_all(dir).map_err(io_err(dir))?;
+        let not_a_store = || missing(&vpath, "this directory is not a cronsole store");
+        match how {
+            OpenAs::Writer => io.create_dir_all(dir).map_err(io_err(dir))?,
+            OpenAs::Existing => {
+                if stat(&*io, &vpath)?.is_none() {
+                    return Err(not_a_store());
+                }
+            }
         }
-        let mut version = Self::read_version(&*io, dir)?;
-        if version.is_none() && how == OpenAs::Existing {
-            return Err(missing(&vpath, "this directory is not a cronsole store"));
-        }
-        let v1 = StoreError::Version {
-            file: vpath.clone(),
-            found: "cronsole-file-store 1 (previous release)".to_string(),
-            supported: format!(
-                "{} — upgrade it in place by running `cronsole apply` or `cronsole run` on it once",
-                filefmt::VERSION_TEXT
-            ),
-        };
-        if how == OpenAs::Existing && !matches!(version, Some((2, Some(_)))) {
-            return Err(v1);
-        }
-        // The empty lock file is coordination, not store data: even a read-only open creates it
-        // if it is missing (nothing else is ever written by one).
+        // VERSION is read (and the store created or migrated) under the lock: another process
+        // may be creating the same store right now. The empty lock file is coordination, not
+        // store data: even a read-only open creates it if missing (nothing else is written).
         let lpath = dir.join(LOCK_FILE);
         let lock = io
             .open(&lpath, OpenMode::LockFile)
             .map_err(io_err(&lpath))?;
-        if how == OpenAs::Writer && version.as_ref().is_none_or(|(f, _)| *f == 1) {
-            // Create or migrate under the lock (another process may be doing the same).
-            if !lock.lock(DEFAULT_LOCK_WAIT).map_err(io_err(&lpath))? {
-                return Err(StoreError::LockTimeout {
-                    file: lpath,
-                    waited: DEFAULT_LOCK_WAIT,
+        if !lock.lock(DEFAULT_LOCK_WAIT).map_err(io_err(&lpath))? {
+            return Err(StoreError::LockTimeout {
+                file: lpath,
+                waited: DEFAULT_LOCK_WAIT,
+            });
+        }
+        let r = (|| {
+            let version = Self::read_version(&*io, dir)?;
+            if how == OpenAs::Existing {
+                return Ok(version);
+            }
+            Ok(match version {
+                None => {
+                    let id = Uuid::new_v4().to_string();
+                    Self::create(&*io, dir, &id)?;
+                    Some((2, Some(id)))
+                }
+                Some((1, _)) => {
+                    let id = Uuid::new_v4().to_string();
+                    migrate_v1(&*io, dir, &id)?;
+                    Some((2, Some(id)))
+                }
+                v => v,
+            })
+        })();
+        if let Err(e) = lock.unlock() {
+            tracing::warn!("unlocking the store failed: {e}");
+        }
+        let store_id = match r? {
+            Some((2, Some(id))) => id,
+            None => return Err(not_a_store()),
+            Some(_) => {
+                return Err(StoreError::Version {
+                    file: vpath,
+                    found: "cronsole-file-store 1 (previous release)".to_string(),
+                    supported: format!(
+                        "{} — upgrade it in place by running `cronsole apply` or `cronsole run` on it once",
+                        filefmt::VERSION_TEXT
+                    ),
                 });
             }
-            let r = (|| {
-                version = Self::read_version(&*io, dir)?;
-                match &version {
-                    None => {
-                        let id = Uuid::new_v4().to_string();
-                        Self::create(&*io, dir, &id)?;
-                        version = Some((2, Some(id)));
-                    }
-                    Some((1, _)) => {
-                        let id = Uuid::new_v4().to_string();
-                        migrate_v1(&*io, dir, &id)?;
-                        version = Some((2, Some(id)));
-                    }
-                    Some(_) => {}
-                }
-                Ok::<(), StoreError>(())
-            })();
-            if let Err(e) = lock.unlock() {
-                tracing::warn!("unlocking the store failed: {e}");
-            }
-            r?;
-        }
-        let Some((2, Some(store_id))) = version else {
-            return Err(v1);
         };
         let store = FileStore {
             dir: dir.to_path_buf(),

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub mod check;
 pub mod file;
 pub mod filefmt;
 pub mod io;

@@ -292,6 +292,74 @@ impl PgStore {
     }
 
     /// Drop idle pooled connections (tests use it after restarting the server).
+    /// `cronsole check`: decode every job record and history row (in batches), and compare
+    /// the indexed columns with the record they index. Reads only.
+    pub fn check(&self) -> StoreResult<super::check::Report> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let mut r = super::check::Report::default();
+            let push = |r: &mut super::check::Report, table: &str, line: u64, what: String| {
+                if r.problems.len() < super::check::MAX_REPORTED {
+                    r.problems.push(super::check::Problem {
+                        location: format!("{}/{table}", inner.location),
+                        line,
+                        column: 0,
+                        what,
+                    });
+                } else {
+                    r.more += 1;
+                }
+            };
+            let jobs = c
+                .query("SELECT name, record FROM cronsole_jobs ORDER BY name", &[])
+                .await
+                .map_err(|e| db_err("reading jobs", e))?;
+            for (i, row) in jobs.iter().enumerate() {
+                let name: String = row.get(0);
+                match serde_json::from_value::<JobRecord>(row.get::<_, Value>(1)) {
+                    Ok(rec) if rec.def.name == name => r.jobs += 1,
+                    Ok(rec) => push(
+                        &mut r,
+                        "cronsole_jobs",
+                        i as u64 + 1,
+                        format!("row '{name}' holds the record of job '{}'", rec.def.name),
+                    ),
+                    Err(e) => push(&mut r, "cronsole_jobs", i as u64 + 1, format!("job '{name}': {e}")),
+                }
+            }
+            let mut after = 0i64;
+            loop {
+                let rows = c
+                    .query(
+                        "SELECT seq, run_id, job, row FROM cronsole_history WHERE seq > $1 ORDER BY seq LIMIT 10000",
+                        &[&after],
+                    )
+                    .await
+                    .map_err(|e| db_err("reading history", e))?;
+                let Some(last) = rows.last() else {
+                    break;
+                };
+                after = last.get(0);
+                for row in &rows {
+                    let seq: i64 = row.get(0);
+                    let run_id: String = row.get(1);
+                    let job: String = row.get(2);
+                    match serde_json::from_value::<HistoryRow>(row.get::<_, Value>(3)) {
+                        Ok(h) if h.run_id.to_string() == run_id && h.job == job => r.history_rows += 1,
+                        Ok(_) => push(
+                            &mut r,
+                            "cronsole_history",
+                            seq as u64,
+                            "the run_id/job columns disagree with the row they index".into(),
+                        ),
+                        Err(e) => push(&mut r, "cronsole_history", seq as u64, format!("seq {seq}: {e}")),
+                    }
+                }
+            }
+            Ok(r)
+        })
+    }
+
     pub fn reset_pool(&self) {
         self.inner.pool.clear_idle();
     }
