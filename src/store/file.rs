@@ -770,7 +770,13 @@ impl Locked<'_> {
             ));
         };
         let j = &self.inner.journal;
-        if !self.inner.loaded || m.ino != j.ino || m.len < j.len || self.inner.journal_stale {
+        // A stale journal never grows (writers replace it before appending), so one that did is
+        // reloaded (and judged) in full.
+        if !self.inner.loaded
+            || m.ino != j.ino
+            || m.len < j.len
+            || (self.inner.journal_stale && m.len > j.len)
+        {
             self.full_reload()?;
         } else if m.len > j.len {
             self.read_journal_tail(m.len)?;
