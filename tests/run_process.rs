@@ -570,3 +570,138 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
         }
     }
 }
+
+// --- a run dies with its owner (issue 10 item 4) ---------------------------------------------
+
+/// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
+/// zombie, which `kill(pid, 0)` would still report as present).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+fn read_pid(path: &std::path::Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn wait_for_pid(path: &std::path::Path) -> i32 {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(p) = read_pid(path) {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never written", path.display());
+}
+
+#[test]
+fn kill_9_of_the_owner_takes_the_commands_grandchildren_with_it() {
+    // A plain grandchild (the shell's background sleep) and one that escapes with setsid: both
+    // must be gone within a second of the owner's kill -9.
+    let s = setup(
+        "orphans",
+        &long_job(
+            "sleep 300 & echo $! > plain.pid; setsid sleep 301 & echo $! > escaped.pid; wait",
+        ),
+    );
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    let plain = wait_for_pid(&s.dir.join("plain.pid"));
+    let escaped = wait_for_pid(&s.dir.join("escaped.pid"));
+    // escaped.pid is written after the setsid fork; give setsid a moment to exec.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(alive(plain) && alive(escaped), "both sleeps run");
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    let killed = Instant::now();
+    while (alive(plain) || alive(escaped)) && killed.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (p, e) = (alive(plain), alive(escaped));
+    for pid in [plain, escaped] {
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    assert!(!p, "the grandchild outlived its owner by > 1 s");
+    assert!(!e, "the setsid escapee outlived its owner by > 1 s");
+}
+
+#[test]
+fn a_setsid_escapee_is_killed_at_run_end_and_the_run_succeeds_promptly() {
+    // Today's bug: the escapee held stdout open, so a 0.5 s success became a 20 s timeout.
+    let yaml = "budget: null\njobs:\n  - name: esc\n    schedule: every 1h\n    run_immediately: true\n    command: \"setsid sleep 314 & echo $! > esc.pid; sleep 0.5; echo done\"\n    command_timeout_seconds: 20\n    max_retries: 1\n";
+    let s = setup("setsid", yaml);
+    let child = s.spawn(&["--for", "4s"]);
+    let (out, _) = wait_timeout(child, Duration::from_secs(40));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = s.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded, "{:#?}", rows[0]);
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("done"));
+    assert!(
+        rows[0].duration_ms < 10_000,
+        "the run waited for the escapee: {} ms",
+        rows[0].duration_ms
+    );
+    let pid = wait_for_pid(&s.dir.join("esc.pid"));
+    assert!(!alive(pid), "the setsid escapee outlived its run");
+}
+
+#[test]
+fn commands_and_gates_never_see_api_key_variables_unless_passed_through() {
+    let yaml = "budget: null
+agents:
+  a: { provider: openai, base_url: 'http://127.0.0.1:9', api_key_env: MY_AGENT_KEY, model: gpt-4o-mini, instructions: hi }
+jobs:
+  - name: plain
+    schedule: every 1h
+    run_immediately: true
+    pre_run: \"env > gate.env\"
+    command: \"env > cmd.env\"
+    max_retries: 1
+  - name: allowed
+    schedule: every 1h
+    run_immediately: true
+    command: \"env > allowed.env\"
+    env_passthrough: [MY_AGENT_KEY]
+    max_retries: 1
+";
+    let s = setup("envscrub", yaml);
+    let mut c = s.cmd(&["--for", "3s"]);
+    c.env("MY_AGENT_KEY", "agent-secret-0123456789")
+        .env("OPENAI_API_KEY", "openai-secret-0123456789")
+        .env("ANTHROPIC_API_KEY", "anthropic-secret-0123456789")
+        .env("HARMLESS_VAR", "still-here");
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Read from files the commands wrote: results may be redacted by value on their own.
+    let read =
+        |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let (plain, gate) = (read("cmd.env"), read("gate.env"));
+    for text in [&plain, &gate] {
+        assert!(text.contains("HARMLESS_VAR=still-here"), "{text}");
+        for secret in ["agent-secret", "openai-secret", "anthropic-secret"] {
+            assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+        }
+    }
+    let allowed = read("allowed.env");
+    assert!(allowed.contains("MY_AGENT_KEY=agent-secret-0123456789"));
+    assert!(!allowed.contains("openai-secret"));
+}

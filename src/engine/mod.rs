@@ -614,13 +614,20 @@ impl RunTask {
         let first_renew =
             run::secs(claim.job.def.lease_seconds / 3.0).max(StdDuration::from_millis(1));
         let started = self.clock.now();
-        let pipeline = run::execute(
-            &claim,
-            &self.deps,
-            &self.store,
-            &self.clock,
-            &self.ev_tx,
-            &self.owner,
+        // Dead-man switch for the run's commands: if this process stops sending heartbeats for
+        // half the lease (SIGSTOP, a hang), the supervisor kills them before the lease can expire
+        // and another owner can start the job again.
+        let stall = run::secs(claim.job.def.lease_seconds / 2.0).max(StdDuration::from_secs(1));
+        let pipeline = crate::proc::STALL_LIMIT.scope(
+            stall,
+            run::execute(
+                &claim,
+                &self.deps,
+                &self.store,
+                &self.clock,
+                &self.ev_tx,
+                &self.owner,
+            ),
         );
         tokio::pin!(pipeline);
         let mut next_renew = tokio::time::Instant::now() + first_renew;
