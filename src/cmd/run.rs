@@ -143,6 +143,7 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
         cfg.max_concurrent = cli.run.max_concurrent;
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
+        cfg.spool = Some(engine::spool::path_for(&store.location()));
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");
@@ -199,6 +200,7 @@ async fn run_headless(
     let res = join.await.context("engine task")?;
     drop(events);
     let _ = printer.await;
+    report_lost(&res);
     res?;
     Ok(ExitCode::SUCCESS)
 }
@@ -242,6 +244,7 @@ async fn run_console(
     }
     let res = handle.join.await.context("engine task")?;
     signals.abort();
+    report_lost(&res);
     ui?;
     res?;
     Ok(ExitCode::SUCCESS)
@@ -274,6 +277,18 @@ fn console_signals(
             }
         }
     }))
+}
+
+/// Completions that could be neither written nor spooled are printed on stderr, one JSON line
+/// each, so that nothing a run produced vanishes without a trace (the exit code is 1).
+fn report_lost(res: &Result<(), engine::EngineError>) {
+    if let Err(engine::EngineError::Unwritten { lost, .. }) = res {
+        for e in lost {
+            if let Ok(line) = serde_json::to_string(e) {
+                eprintln!("cronsole: unwritten completion: {line}");
+            }
+        }
+    }
 }
 
 fn attach_console(cli: &Cli) -> Result<ExitCode> {
