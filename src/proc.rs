@@ -1,25 +1,32 @@
 //! Running operator shell commands (`pre_run`, a monitor's `command`, the `command` action) with
 //! bounded resources (SPEC §9.1, §9.2, §10.1).
 //!
-//! Owns: spawning `sh -c CMD` in its own process group with stdin closed, capturing stdout and
-//! stderr with caps enforced *while reading* (memory never grows with the output), the timeout,
-//! and killing the whole group. Must not touch: the store, history, prompts — callers turn a
-//! [`ProcOutput`] into a gate outcome or a run result.
+//! Owns: spawning `sh -c CMD` with stdin closed — through the per-run supervisor
+//! ([`crate::supervisor`]) when the binary enabled it, else directly in its own process group —
+//! capturing stdout and stderr with caps enforced *while reading* (memory never grows with the
+//! output), the timeout, the environment a command sees, and stopping the command's tree. Must
+//! not touch: the store, history, prompts — callers turn a [`ProcOutput`] into a gate outcome or
+//! a run result.
 //!
 //! Decisions where the SPEC is silent:
-//! - Nothing a command starts outlives it: when the shell exits, whatever is left in its process
-//!   group (e.g. a backgrounded `sleep`) is killed with SIGKILL before the pipes are drained, so a
-//!   straggler holding stdout open cannot stall the run until the timeout. A process that calls
-//!   `setsid` leaves the group and is out of our reach (documented limitation).
-//! - Cancellation-safe: a [`GroupGuard`] owns the process group while the future is alive; if the
-//!   future is dropped (the run was cancelled) its `Drop` sends SIGKILL to the group, and tokio's
-//!   `kill_on_drop` reaps the shell.
+//! - Nothing a command starts outlives it. Supervised (the binary): the supervisor kills every
+//!   descendant — `setsid` escapees and double forks included — when the shell exits, when the
+//!   owner closes the life-line (timeout, hard cap, cancellation) and when the owner process dies
+//!   (`kill -9`); with [`STALL_LIMIT`] set (the engine sets half the lease) also when the owner
+//!   stops sending heartbeats (SIGSTOP). Unsupervised (library tests, embedders): when the shell
+//!   exits, whatever is left in its process group is killed with SIGKILL before the pipes are
+//!   drained; a process that calls `setsid` leaves the group and is out of reach.
+//! - Cancellation-safe: dropping the future closes the life-line (supervised) or SIGKILLs the
+//!   group through a [`GroupGuard`] (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
-//!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout.
+//!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
+//!   start the shell, 125 when it killed the run for lack of heartbeats.
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
-//!   the writer never blocks); a *hard* cap kills the group as soon as it is exceeded.
+//!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
-//!   The command inherits cronsole's environment (the operator's choice, SPEC §15).
+//! - Environment: cronsole's own, minus every API-key variable ([`ENV_SCRUB`]: each configured
+//!   agent's `api_key_env` and [`STANDARD_KEY_VARS`]) unless the job's `env_passthrough` names it,
+//!   so a `pre_run` that prints `env` cannot put a key into a prompt or a history row.
 //!
 //! Testing note for callers: the timeout is a tokio timer. Under paused tokio time
 //! (`start_paused = true`) the runtime auto-advances to the next timer whenever it is idle,
@@ -581,6 +588,54 @@ mod tests {
         assert_eq!(out.exit_code, TIMEOUT_EXIT_CODE);
         assert!(!out.success());
         assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_scrub_list_removes_every_key_variable_but_the_passed_through_ones() {
+        let v = scrub_list(
+            ["MY_KEY", "OPENAI_API_KEY", ""],
+            &["ANTHROPIC_API_KEY".to_string()],
+        );
+        assert_eq!(v, vec!["MY_KEY".to_string(), "OPENAI_API_KEY".to_string()]);
+        assert_eq!(
+            scrub_list([], &[]),
+            vec![
+                "ANTHROPIC_API_KEY".to_string(),
+                "OPENAI_API_KEY".to_string()
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn scrubbed_variables_never_reach_the_command() {
+        // A variable of this test alone (the standard key names are checked through the real
+        // binary in tests/run_process.rs, without touching this process's environment).
+        // SAFETY: no other test reads or writes this variable.
+        unsafe { std::env::set_var("CRONSOLE_PROC_TEST_KEY", "sk-proc-test-value") };
+        let spec = ProcSpec {
+            command: "env",
+            timeout: Duration::from_secs(10),
+            stdout_cap: Cap::Soft(1 << 20),
+            stderr_cap: Cap::Soft(4096),
+        };
+        let scrubbed = ENV_SCRUB
+            .scope(scrub_list(["CRONSOLE_PROC_TEST_KEY"], &[]), run(&spec))
+            .await
+            .unwrap();
+        assert!(scrubbed.success());
+        assert!(!scrubbed.stdout_lossy().contains("sk-proc-test-value"));
+        assert!(scrubbed.stdout_lossy().contains("PATH="));
+        let passed = ENV_SCRUB
+            .scope(
+                scrub_list(
+                    ["CRONSOLE_PROC_TEST_KEY"],
+                    &["CRONSOLE_PROC_TEST_KEY".into()],
+                ),
+                run(&spec),
+            )
+            .await
+            .unwrap();
+        assert!(passed.stdout_lossy().contains("sk-proc-test-value"));
     }
 
     #[test]

@@ -705,3 +705,121 @@ jobs:
     assert!(allowed.contains("MY_AGENT_KEY=agent-secret-0123456789"));
     assert!(!allowed.contains("openai-secret"));
 }
+
+#[test]
+fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
+    // lease 3 s → the supervisor kills a run whose owner sent no heartbeat for 1.5 s. The owner
+    // is SIGSTOPped for 2.5 s (less than the lease): its command must be gone by then, and once
+    // continued the owner records the run failed with the reason.
+    let s = setup(
+        "sigstop",
+        &long_job("sleep 300 & echo $! > plain.pid; wait"),
+    );
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    let plain = wait_for_pid(&s.dir.join("plain.pid"));
+    assert!(alive(plain));
+    signal(&child, libc::SIGSTOP);
+    let stopped = Instant::now();
+    while alive(plain) && stopped.elapsed() < Duration::from_millis(2500) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survived = alive(plain);
+    signal(&child, libc::SIGCONT);
+    if survived {
+        unsafe {
+            libc::kill(plain, libc::SIGKILL);
+        }
+    }
+    assert!(
+        !survived,
+        "the stopped owner's command outlived half its lease"
+    );
+    // The owner records the run (failed, with the reason), then shuts down cleanly.
+    let start = Instant::now();
+    let rows = loop {
+        let rows = s.rows();
+        if !rows.is_empty() || start.elapsed() > Duration::from_secs(20) {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    signal(&child, libc::SIGTERM);
+    let (out, _) = wait_timeout(child, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{:#?}", rows[0]);
+    assert!(
+        rows[0]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no heartbeat"),
+        "{:#?}",
+        rows[0]
+    );
+}
+
+#[test]
+fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet() {
+    // Life-line closed: the tree (an escapee included) dies and the supervisor exits at once.
+    let dir = tmp("supervisor");
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--", "/bin/sh", "-c"])
+        .arg("setsid sleep 303 & echo $! > esc.pid; sleep 304")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let esc = wait_for_pid(&dir.join("esc.pid"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(alive(esc));
+    drop(sup.stdin.take());
+    let (out, _) = wait_timeout(sup, Duration::from_secs(5));
+    assert!(!out.status.success());
+    assert!(!alive(esc), "escapee survived the closed life-line");
+
+    // Heartbeats stop (life-line open but silent): killed after --stall-ms, exit 125.
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--stall-ms", "300", "--", "/bin/sh", "-c"])
+        .arg("sleep 305 & echo $! > quiet.pid; wait")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let quiet = wait_for_pid(&dir.join("quiet.pid"));
+    let keep = sup.stdin.take();
+    let (out, _) = wait_timeout(sup, Duration::from_secs(10));
+    drop(keep);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no heartbeat"));
+    assert!(!alive(quiet));
+
+    // The command's exit code passes through; a command that cannot start is 127.
+    // (The life-line is held open until the supervisor exits: closing it would kill the shell.)
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--", "/bin/sh", "-c", "exit 7"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let keep = sup.stdin.take();
+    let st = sup.wait().unwrap();
+    drop(keep);
+    assert_eq!(st.code(), Some(7));
+    let out = Command::new(BIN)
+        .args(["__supervise", "--", "/no/such/program"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,6 +12,14 @@
 //! like a crash (§6 table). A second shutdown request cancels at once. Each run has its own
 //! cancellation token (not a child of `shutdown`), so a graceful shutdown really lets runs finish.
 //!
+//! Store outages (issue 10 item 5): a completion the store refuses is kept by its run task and
+//! retried with [`store_backoff`] until written, the lease still renewed meanwhile; claim and
+//! wake-up failures back off the same way. When every write has failed for longer than
+//! `EngineConfig::outage_bound`, no new run is claimed until one succeeds; [`EngineHealth`]
+//! (published on [`EngineHandle::health`]) says so for the console and metrics. At stop, what is
+//! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
+//! (so `run` exits non-zero), and the next start replays the spool before its first claim.
+//!
 //! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
 //! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
 //! history, which dominated the headless engine's memory.
