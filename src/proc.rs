@@ -327,11 +327,48 @@ impl Stopper<'_> {
 /// Cancellation-safe: dropping the returned future kills the command's tree (its group without
 /// a supervisor).
 pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
-    let argv = ["/bin/sh", "-c", spec.command];
+    let shell = ["/bin/sh", "-c", spec.command];
     match SUPERVISOR.get() {
-        Some(exe) => run_supervised(exe, spec, &argv).await,
-        None => run_direct(spec, &argv).await,
+        // A command that needs no shell is executed directly (one exec fewer per run, which is
+        // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
+        // `sh` would for a missing program.
+        Some(exe) => match plain_argv(spec.command) {
+            Some(argv) => run_supervised(exe, spec, &argv).await,
+            None => run_supervised(exe, spec, &shell).await,
+        },
+        None => run_direct(spec, &shell).await,
     }
+}
+
+/// Shell builtins and reserved words: a command starting with one needs the shell even when it
+/// has no metacharacter (`exit 3`, `cd dir`), or would behave differently as a program
+/// (`echo -e`, `pwd` with a symlinked directory). `true`/`false` are not listed: the programs
+/// and the builtins agree.
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "alias", "bg", "break", "case", "cd", "command", "continue", "do", "done",
+    "echo", "elif", "else", "esac", "eval", "exec", "exit", "export", "fc", "fg", "fi", "for",
+    "function", "getopts", "hash", "if", "in", "jobs", "kill", "local", "printf", "pwd", "read",
+    "readonly", "return", "select", "set", "shift", "source", "test", "then", "time", "times",
+    "trap", "type", "ulimit", "umask", "unalias", "unset", "until", "wait", "while",
+];
+
+/// The argument vector of a command that `sh -c` would run as one plain program with literal
+/// arguments: only `[A-Za-z0-9_./,:+@-]` and blanks, not starting with a builtin or reserved
+/// word. `None` means "needs the shell" (quotes, `$`, globs, `~`, `=`, redirections, pipes, …).
+pub fn plain_argv(command: &str) -> Option<Vec<&str>> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./,:+@-".contains(c);
+    if !command.chars().all(|c| plain(c) || c == ' ' || c == '\t') {
+        return None;
+    }
+    let argv: Vec<&str> = command
+        .split([' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let first = argv.first()?;
+    if SHELL_WORDS.contains(first) {
+        return None;
+    }
+    Some(argv)
 }
 
 fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Command {
@@ -636,6 +673,43 @@ mod tests {
             .await
             .unwrap();
         assert!(passed.stdout_lossy().contains("sk-proc-test-value"));
+    }
+
+    #[test]
+    fn only_commands_without_shell_syntax_skip_the_shell() {
+        assert_eq!(plain_argv("true"), Some(vec!["true"]));
+        assert_eq!(plain_argv("  sleep\t0.5 "), Some(vec!["sleep", "0.5"]));
+        assert_eq!(
+            plain_argv("/usr/bin/curl -fsS https://example.com/a,b"),
+            Some(vec!["/usr/bin/curl", "-fsS", "https://example.com/a,b"])
+        );
+        for needs_shell in [
+            "",
+            "   ",
+            "echo $HOME",
+            "echo 'a b'",
+            "echo \"a\"",
+            "ls *.txt",
+            "cat ~/x",
+            "X=1 env",
+            "a | b",
+            "a; b",
+            "a && b",
+            "a > f",
+            "sleep 1 &",
+            "echo a\\ b",
+            "exit 3",
+            "cd /tmp",
+            "export X",
+            "echo -e x",
+            "pwd",
+            "if true",
+            "echo `id`",
+            "echo é",
+            "a\nb",
+        ] {
+            assert_eq!(plain_argv(needs_shell), None, "{needs_shell:?}");
+        }
     }
 
     #[test]
