@@ -6,7 +6,9 @@
 //! - `rss`: headless mode with 10 000 jobs and 100 000 history rows (all within the last 24 h, the
 //!   worst case for the snapshot): peak RSS (VmHWM from /proc/PID/status) over 20 s.
 //!
-//! `cargo bench --bench engine [-- lateness|idle|rss]` (all three by default). Figures go to
+//! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`.
+//!
+//! `cargo bench --bench engine [-- lateness|idle|rss|burst]` (the first three by default). Figures go to
 //! docs/BENCHMARKS.md, section "Engine".
 
 use std::io::Write;
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{Timelike, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
@@ -179,6 +181,69 @@ fn lateness(spread: bool) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// 10 000 one-shot jobs (`{kind: at}`) due at the same instant, `--max-concurrent 512`, commands
+/// `true` (executed without `sh` under the per-run supervisor): how long until all have started,
+/// lateness per run, none dropped (issue 14 item 4).
+fn burst() {
+    const N: usize = 10_000;
+    let dir = tmp("burst");
+    let at = (Utc::now() + chrono::Duration::seconds(25))
+        .with_nanosecond(0)
+        .unwrap_or_else(Utc::now);
+    let mut y = String::from("budget: null\ndefaults:\n  max_retries: 1\njobs:\n");
+    for i in 0..N {
+        y.push_str(&format!(
+            "  - name: b{i:05}\n    schedule: {{kind: at, at: \"{}\"}}\n    command: \"true\"\n",
+            at.to_rfc3339()
+        ));
+    }
+    let store = apply(&dir, &y);
+    std::fs::remove_file(dir.join("jobs.yaml")).unwrap();
+    let left = (at - Utc::now()).num_seconds().max(0) as u64;
+    let mut child = run(&store, left + 40, &["--max-concurrent", "512"]);
+    let mut peak_load = String::new();
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_secs(5));
+        peak_load = loadavg();
+    }
+    let s = FileStore::open(&store).unwrap();
+    let rows = s
+        .history(&HistoryQuery {
+            limit: 1_000_000,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut late: Vec<i64> = rows
+        .iter()
+        .filter_map(|r| {
+            r.slot
+                .map(|slot| (r.started_at - slot).num_microseconds().unwrap_or(i64::MAX))
+        })
+        .collect();
+    late.sort_unstable();
+    let by_status = rows
+        .iter()
+        .fold(std::collections::BTreeMap::new(), |mut m, r| {
+            *m.entry(r.status.as_str()).or_insert(0u64) += 1;
+            m
+        });
+    let last_end = rows
+        .iter()
+        .map(|r| (r.finished_at - at).num_milliseconds())
+        .max()
+        .unwrap_or(0);
+    println!(
+        "burst: {N} jobs due at one instant, --max-concurrent 512: {} rows {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, last start {:.1} ms; last finish {last_end} ms after the slot; loadavg at end: {peak_load}",
+        rows.len(),
+        by_status,
+        pct(&late, 0.50) as f64 / 1000.0,
+        pct(&late, 0.90) as f64 / 1000.0,
+        pct(&late, 0.99) as f64 / 1000.0,
+        late.last().copied().unwrap_or(0) as f64 / 1000.0,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn idle() {
     let dir = tmp("idle");
     // Yearly at 00:00 on 1 Jan: scheduled, none due during the measurement.
@@ -295,5 +360,9 @@ fn main() {
     }
     if want("lateness-spread") {
         lateness(true);
+    }
+    // Not in the default set: it takes ~70 s and 10 000 processes.
+    if which.iter().any(|w| w == "burst") {
+        burst();
     }
 }

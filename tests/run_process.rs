@@ -823,3 +823,20 @@ fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet()
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_damaged_completion_spool_stops_the_start_with_exit_2_and_is_left_as_it_is() {
+    let s = setup("badspool", &long_job("true"));
+    std::fs::create_dir_all(s.store.join("spool")).unwrap();
+    let spool = s.store.join("spool").join("completions.jsonl");
+    std::fs::write(&spool, "{damaged\n").unwrap();
+    let (out, _) = wait_timeout(s.spawn(&["--for", "5s"]), Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("completions.jsonl:1"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&spool).unwrap(), "{damaged\n");
+    assert!(
+        s.rows().is_empty(),
+        "nothing ran before the spool was replayed"
+    );
+}

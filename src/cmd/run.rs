@@ -201,7 +201,7 @@ async fn run_headless(
     drop(events);
     let _ = printer.await;
     report_lost(&res);
-    res?;
+    engine_result(res)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -246,7 +246,7 @@ async fn run_console(
     signals.abort();
     report_lost(&res);
     ui?;
-    res?;
+    engine_result(res)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -277,6 +277,16 @@ fn console_signals(
             }
         }
     }))
+}
+
+/// A damaged spool file is damaged input, like a damaged store file: exit 2, not 1.
+fn engine_result(res: Result<(), engine::EngineError>) -> Result<()> {
+    match res {
+        Err(e @ engine::EngineError::Spool(engine::spool::SpoolError::Corrupt { .. })) => {
+            Err(bad_input(e.to_string()))
+        }
+        other => other.map_err(anyhow::Error::new),
+    }
 }
 
 /// Completions that could be neither written nor spooled are printed on stderr, one JSON line
