@@ -190,10 +190,12 @@ fn burst() {
     let at = (Utc::now() + chrono::Duration::seconds(25))
         .with_nanosecond(0)
         .unwrap_or_else(Utc::now);
+    // BURST_COMMAND='true;' forces the shell, for comparison with the direct exec of `true`.
+    let command = std::env::var("BURST_COMMAND").unwrap_or_else(|_| "true".to_string());
     let mut y = String::from("budget: null\ndefaults:\n  max_retries: 1\njobs:\n");
     for i in 0..N {
         y.push_str(&format!(
-            "  - name: b{i:05}\n    schedule: {{kind: at, at: \"{}\"}}\n    command: \"true\"\n",
+            "  - name: b{i:05}\n    schedule: {{kind: at, at: \"{}\"}}\n    command: \"{command}\"\n",
             at.to_rfc3339()
         ));
     }
@@ -233,7 +235,7 @@ fn burst() {
         .max()
         .unwrap_or(0);
     println!(
-        "burst: {N} jobs due at one instant, --max-concurrent 512: {} rows {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, last start {:.1} ms; last finish {last_end} ms after the slot; loadavg at end: {peak_load}",
+        "burst: {N} jobs due at one instant, --max-concurrent 512, command {command:?}: {} rows {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, last start {:.1} ms; last finish {last_end} ms after the slot; loadavg at end: {peak_load}",
         rows.len(),
         by_status,
         pct(&late, 0.50) as f64 / 1000.0,
