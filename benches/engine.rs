@@ -88,6 +88,19 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// (utime + stime, cutime + cstime) of `pid` in clock ticks.
+fn self_and_children_ticks(pid: u32) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    (f.len() == 4).then(|| (f[0] + f[1], f[2] + f[3]))
+}
+
 fn status_kb(pid: u32, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
@@ -203,11 +216,24 @@ fn burst() {
     std::fs::remove_file(dir.join("jobs.yaml")).unwrap();
     let left = (at - Utc::now()).num_seconds().max(0) as u64;
     let mut child = run(&store, left + 40, &["--max-concurrent", "512"]);
+    let pid = child.id();
     let mut peak_load = String::new();
+    // (utime+stime of the engine, cutime+cstime of its reaped children: the supervisors and
+    // the commands under them), sampled until it exits.
+    let mut cpu = (0u64, 0u64);
     while child.try_wait().unwrap().is_none() {
-        std::thread::sleep(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(200));
+        if let Some(c) = self_and_children_ticks(pid) {
+            cpu = c;
+        }
         peak_load = loadavg();
     }
+    let tick = 100.0; // USER_HZ
+    println!(
+        "burst CPU: engine {:.2} s, supervisors + commands {:.2} s",
+        cpu.0 as f64 / tick,
+        cpu.1 as f64 / tick
+    );
     let s = FileStore::open(&store).unwrap();
     let rows = s
         .history(&HistoryQuery {
