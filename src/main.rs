@@ -6,6 +6,21 @@ use std::process::ExitCode;
 mod cmd;
 
 fn main() -> ExitCode {
+    // The per-run supervisor (cronsole re-executing itself): no clap, no logging, no runtime.
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(std::ffi::OsStr::new(cronsole::supervisor::SUBCOMMAND)) {
+        let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        let code = cronsole::supervisor::main(&rest);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // Every command this process starts goes through a supervisor that is this very binary
+    // (`/proc/self/exe` still works if the file was replaced or deleted by an upgrade).
+    let me = std::path::PathBuf::from("/proc/self/exe");
+    if me.exists() {
+        cronsole::proc::use_supervisor(me);
+    } else if let Ok(exe) = std::env::current_exe() {
+        cronsole::proc::use_supervisor(exe);
+    }
     let cli = cronsole::cli::parse();
     if !cmd::runs_engine(&cli) {
         // Report commands behave like other Unix filters: `cronsole history | head` ends quietly

@@ -1,25 +1,32 @@
 //! Running operator shell commands (`pre_run`, a monitor's `command`, the `command` action) with
 //! bounded resources (SPEC §9.1, §9.2, §10.1).
 //!
-//! Owns: spawning `sh -c CMD` in its own process group with stdin closed, capturing stdout and
-//! stderr with caps enforced *while reading* (memory never grows with the output), the timeout,
-//! and killing the whole group. Must not touch: the store, history, prompts — callers turn a
-//! [`ProcOutput`] into a gate outcome or a run result.
+//! Owns: spawning `sh -c CMD` with stdin closed — through the per-run supervisor
+//! ([`crate::supervisor`]) when the binary enabled it, else directly in its own process group —
+//! capturing stdout and stderr with caps enforced *while reading* (memory never grows with the
+//! output), the timeout, the environment a command sees, and stopping the command's tree. Must
+//! not touch: the store, history, prompts — callers turn a [`ProcOutput`] into a gate outcome or
+//! a run result.
 //!
 //! Decisions where the SPEC is silent:
-//! - Nothing a command starts outlives it: when the shell exits, whatever is left in its process
-//!   group (e.g. a backgrounded `sleep`) is killed with SIGKILL before the pipes are drained, so a
-//!   straggler holding stdout open cannot stall the run until the timeout. A process that calls
-//!   `setsid` leaves the group and is out of our reach (documented limitation).
-//! - Cancellation-safe: a [`GroupGuard`] owns the process group while the future is alive; if the
-//!   future is dropped (the run was cancelled) its `Drop` sends SIGKILL to the group, and tokio's
-//!   `kill_on_drop` reaps the shell.
+//! - Nothing a command starts outlives it. Supervised (the binary): the supervisor kills every
+//!   descendant — `setsid` escapees and double forks included — when the shell exits, when the
+//!   owner closes the life-line (timeout, hard cap, cancellation) and when the owner process dies
+//!   (`kill -9`); with [`STALL_LIMIT`] set (the engine sets half the lease) also when the owner
+//!   stops sending heartbeats (SIGSTOP). Unsupervised (library tests, embedders): when the shell
+//!   exits, whatever is left in its process group is killed with SIGKILL before the pipes are
+//!   drained; a process that calls `setsid` leaves the group and is out of reach.
+//! - Cancellation-safe: dropping the future closes the life-line (supervised) or SIGKILLs the
+//!   group through a [`GroupGuard`] (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
-//!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout.
+//!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
+//!   start the shell, 125 when it killed the run for lack of heartbeats.
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
-//!   the writer never blocks); a *hard* cap kills the group as soon as it is exceeded.
+//!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
-//!   The command inherits cronsole's environment (the operator's choice, SPEC §15).
+//! - Environment: cronsole's own, minus every API-key variable ([`ENV_SCRUB`]: each configured
+//!   agent's `api_key_env` and [`STANDARD_KEY_VARS`]) unless the job's `env_passthrough` names it,
+//!   so a `pre_run` that prints `env` cannot put a key into a prompt or a history row.
 //!
 //! Testing note for callers: the timeout is a tokio timer. Under paused tokio time
 //! (`start_paused = true`) the runtime auto-advances to the next timer whenever it is idle,
@@ -165,7 +172,12 @@ struct Capture {
 
 /// Read `r` to EOF keeping at most `cap` bytes. On a hard cap overflow the group is killed and
 /// reading stops at once.
-async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: Cap, sink: &mut Capture, pgid: i32) {
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut r: R,
+    cap: Cap,
+    sink: &mut Capture,
+    stopper: &Stopper<'_>,
+) {
     let limit = cap.limit();
     let mut chunk = [0u8; 8192];
     loop {
@@ -179,7 +191,7 @@ async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: Cap, sink: &mut Captur
             sink.truncated = true;
             if let Cap::Hard(_) = cap {
                 sink.hard_hit = true;
-                kill_group(pgid);
+                stopper.stop();
                 return;
             }
         } else {
@@ -197,22 +209,279 @@ fn exit_code_of(status: std::process::ExitStatus) -> i32 {
     }
 }
 
-/// Run `sh -c spec.command` in its own process group, stdin closed, within `spec`'s bounds.
+/// Standard API-key variables that are always removed from a command's environment (besides
+/// each configured agent's `api_key_env`), unless a job lets them through.
+pub const STANDARD_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+tokio::task_local! {
+    /// Environment variables removed from commands started inside this scope (the run pipeline
+    /// sets it from the configured agents and the job's `env_passthrough`); outside any scope,
+    /// [`STANDARD_KEY_VARS`] are removed.
+    pub static ENV_SCRUB: Vec<String>;
+    /// Dead-man switch for commands started inside this scope: the supervisor kills the run if
+    /// the owner sends no heartbeat for this long (the engine sets half the job's lease).
+    pub static STALL_LIMIT: Duration;
+}
+
+/// The variables to remove for one job: [`STANDARD_KEY_VARS`] and every agent's key variable,
+/// minus the job's `env_passthrough`.
+pub fn scrub_list<'a>(
+    agent_key_vars: impl IntoIterator<Item = &'a str>,
+    passthrough: &[String],
+) -> Vec<String> {
+    let mut v: Vec<String> = STANDARD_KEY_VARS
+        .iter()
+        .copied()
+        .chain(agent_key_vars)
+        .filter(|n| !n.is_empty() && !passthrough.iter().any(|p| p == n))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn current_scrub() -> Vec<String> {
+    ENV_SCRUB
+        .try_with(|v| v.clone())
+        .unwrap_or_else(|_| scrub_list([], &[]))
+}
+
+static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Start every command through the per-run supervisor (`exe __supervise …`, see
+/// [`crate::supervisor`]). The binary calls this at start with its own executable; without it
+/// (library tests, embedders) commands are started directly in their own process group, which
+/// cannot reach a `setsid` escapee nor survive the owner's `kill -9`. First call wins.
+pub fn use_supervisor(exe: std::path::PathBuf) {
+    let _ = SUPERVISOR.set(exe);
+}
+
+/// Whether commands are started through the supervisor.
+pub fn supervised() -> bool {
+    SUPERVISOR.get().is_some()
+}
+
+/// Write end of the supervisor's life-line pipe. Closing it (drop, [`Lifeline::cut`]) tells the
+/// supervisor to kill the run's whole tree; a byte is a heartbeat.
+struct Lifeline(std::sync::Mutex<Option<std::os::fd::OwnedFd>>);
+
+impl Lifeline {
+    fn new(fd: Option<std::os::fd::OwnedFd>) -> Self {
+        if let Some(fd) = &fd {
+            use std::os::fd::AsRawFd;
+            // SAFETY: fcntl on an fd we own; a heartbeat must never block the owner.
+            unsafe {
+                let raw = fd.as_raw_fd();
+                let fl = libc::fcntl(raw, libc::F_GETFL);
+                if fl >= 0 {
+                    libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK);
+                }
+            }
+        }
+        Lifeline(std::sync::Mutex::new(fd))
+    }
+
+    fn beat(&self) {
+        use std::os::fd::AsRawFd;
+        if let Ok(g) = self.0.lock()
+            && let Some(fd) = g.as_ref()
+        {
+            // SAFETY: writing one byte from a valid buffer to an fd we own; EAGAIN (full pipe)
+            // is fine to ignore — the supervisor has plenty of heartbeats queued.
+            unsafe {
+                libc::write(fd.as_raw_fd(), b".".as_ptr().cast(), 1);
+            }
+        }
+    }
+
+    fn cut(&self) {
+        if let Ok(mut g) = self.0.lock() {
+            g.take();
+        }
+    }
+}
+
+/// How a capture stops the command when a hard cap is exceeded.
+enum Stopper<'a> {
+    Group(i32),
+    Lifeline(&'a Lifeline),
+}
+
+impl Stopper<'_> {
+    fn stop(&self) {
+        match self {
+            Stopper::Group(pgid) => kill_group(*pgid),
+            Stopper::Lifeline(l) => l.cut(),
+        }
+    }
+}
+
+/// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, with the API-key
+/// variables of [`ENV_SCRUB`] removed from its environment.
 ///
-/// Cancellation-safe: dropping the returned future kills the whole group.
+/// With a supervisor ([`use_supervisor`]) the command's whole tree — `setsid` escapees included
+/// — is killed when the command exits, times out or the owner dies. Without one, it runs in its
+/// own process group, which is killed in the same cases (escapees excepted).
+///
+/// Cancellation-safe: dropping the returned future kills the command's tree (its group without
+/// a supervisor).
 pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
-    let deadline = tokio::time::Instant::now() + spec.timeout;
-    let mut cmd = Command::new("/bin/sh");
+    let shell = ["/bin/sh", "-c", spec.command];
+    match SUPERVISOR.get() {
+        // A command that needs no shell is executed directly (one exec fewer per run, which is
+        // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
+        // `sh` would for a missing program.
+        Some(exe) => match plain_argv(spec.command) {
+            Some(argv) => run_supervised(exe, spec, &argv).await,
+            None => run_supervised(exe, spec, &shell).await,
+        },
+        None => run_direct(spec, &shell).await,
+    }
+}
+
+/// Shell builtins and reserved words: a command starting with one needs the shell even when it
+/// has no metacharacter (`exit 3`, `cd dir`), or would behave differently as a program
+/// (`echo -e`, `pwd` with a symlinked directory). `true`/`false` are not listed: the programs
+/// and the builtins agree.
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "alias", "bg", "break", "case", "cd", "command", "continue", "do", "done",
+    "echo", "elif", "else", "esac", "eval", "exec", "exit", "export", "fc", "fg", "fi", "for",
+    "function", "getopts", "hash", "if", "in", "jobs", "kill", "local", "printf", "pwd", "read",
+    "readonly", "return", "select", "set", "shift", "source", "test", "then", "time", "times",
+    "trap", "type", "ulimit", "umask", "unalias", "unset", "until", "wait", "while",
+];
+
+/// The argument vector of a command that `sh -c` would run as one plain program with literal
+/// arguments: only `[A-Za-z0-9_./,:+@-]` and blanks, not starting with a builtin or reserved
+/// word. `None` means "needs the shell" (quotes, `$`, globs, `~`, `=`, redirections, pipes, …).
+pub fn plain_argv(command: &str) -> Option<Vec<&str>> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./,:+@-".contains(c);
+    if !command.chars().all(|c| plain(c) || c == ' ' || c == '\t') {
+        return None;
+    }
+    let argv: Vec<&str> = command
+        .split([' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let first = argv.first()?;
+    if SHELL_WORDS.contains(first) {
+        return None;
+    }
+    Some(argv)
+}
+
+fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Command {
+    let mut cmd = Command::new(program);
     if let Ok(dir) = WORKDIR.try_with(|d| d.clone()) {
         cmd.current_dir(dir);
     }
-    cmd.arg("-c")
-        .arg(spec.command)
-        .stdin(Stdio::null())
+    for var in current_scrub() {
+        cmd.env_remove(var);
+    }
+    cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
+    cmd
+}
+
+async fn run_supervised(
+    exe: &std::path::Path,
+    spec: &ProcSpec<'_>,
+    argv: &[&str],
+) -> Result<ProcOutput, ProcError> {
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let stall = STALL_LIMIT.try_with(|d| *d).ok();
+    let mut args: Vec<std::ffi::OsString> = vec![crate::supervisor::SUBCOMMAND.into()];
+    if let Some(st) = stall {
+        args.push("--stall-ms".into());
+        args.push(st.as_millis().max(1).to_string().into());
+    }
+    args.push("--".into());
+    args.extend(argv.iter().map(std::ffi::OsString::from));
+    let arg_refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let mut cmd = base_command(exe.as_os_str(), &arg_refs);
+    // No kill_on_drop: SIGKILL would stop the supervisor from killing the tree. Dropping the
+    // life-line (below) is how a cancelled run stops it; tokio reaps the orphaned supervisor.
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|source| ProcError::Spawn {
+        command: spec.command.to_string(),
+        source,
+    })?;
+    let lifeline = Lifeline::new(child.stdin.take().and_then(|s| s.into_owned_fd().ok()));
+    let stopper = Stopper::Lifeline(&lifeline);
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut out = Capture::default();
+    let mut err = Capture::default();
+    let mut status = None;
+
+    let timed_out = {
+        let (out_ref, err_ref, status_ref, child_ref) =
+            (&mut out, &mut err, &mut status, &mut child);
+        let stopper = &stopper;
+        let lifeline = &lifeline;
+        let work = async move {
+            let read_out = async {
+                if let Some(s) = stdout {
+                    read_capped(s, spec.stdout_cap, out_ref, stopper).await;
+                }
+            };
+            let read_err = async {
+                if let Some(s) = stderr {
+                    read_capped(s, spec.stderr_cap, err_ref, stopper).await;
+                }
+            };
+            // The supervisor kills the command's whole tree before it exits, so the pipes close
+            // as soon as it is gone.
+            let wait = async {
+                *status_ref = Some(child_ref.wait().await);
+            };
+            let heartbeat = async {
+                let Some(st) = stall else {
+                    return std::future::pending::<()>().await;
+                };
+                let every = (st / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                loop {
+                    tokio::time::sleep(every).await;
+                    lifeline.beat();
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = async { tokio::join!(read_out, read_err, wait) } => {}
+                _ = heartbeat => {}
+            }
+        };
+        tokio::time::timeout_at(deadline, work).await.is_err()
+    };
+    lifeline.cut();
+
+    if timed_out {
+        // The supervisor kills the tree and exits at once; if it does not, kill it.
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                command = spec.command,
+                "run supervisor did not stop; killing it"
+            );
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+    finish(spec, timed_out, status, out, err)
+}
+
+/// Without a supervisor: the command leads its own process group, which is killed when the
+/// shell exits, on timeout, on a hard cap and on cancellation.
+async fn run_direct(spec: &ProcSpec<'_>, argv: &[&str]) -> Result<ProcOutput, ProcError> {
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let arg_refs: Vec<&std::ffi::OsStr> = argv[1..].iter().map(std::ffi::OsStr::new).collect();
+    let mut cmd = base_command(std::ffi::OsStr::new(argv[0]), &arg_refs);
+    cmd.stdin(Stdio::null()).kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|source| ProcError::Spawn {
         command: spec.command.to_string(),
         source,
@@ -220,6 +489,7 @@ pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
     // The child is its own group leader, so its pid is the group id.
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let mut guard = GroupGuard::new(pgid);
+    let stopper = Stopper::Group(pgid);
 
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -228,20 +498,19 @@ pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
     let mut status = None;
 
     let timed_out = {
-        let out_ref = &mut out;
-        let err_ref = &mut err;
-        let status_ref = &mut status;
-        let child_ref = &mut child;
+        let (out_ref, err_ref, status_ref, child_ref) =
+            (&mut out, &mut err, &mut status, &mut child);
         let guard_ref = &guard;
+        let stopper = &stopper;
         let work = async move {
             let read_out = async {
                 if let Some(s) = stdout {
-                    read_capped(s, spec.stdout_cap, out_ref, pgid).await;
+                    read_capped(s, spec.stdout_cap, out_ref, stopper).await;
                 }
             };
             let read_err = async {
                 if let Some(s) = stderr {
-                    read_capped(s, spec.stderr_cap, err_ref, pgid).await;
+                    read_capped(s, spec.stderr_cap, err_ref, stopper).await;
                 }
             };
             let wait = async {
@@ -261,7 +530,16 @@ pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
         let _ = child.wait().await;
     }
     guard.disarm();
+    finish(spec, timed_out, status, out, err)
+}
 
+fn finish(
+    spec: &ProcSpec<'_>,
+    timed_out: bool,
+    status: Option<std::io::Result<std::process::ExitStatus>>,
+    out: Capture,
+    err: Capture,
+) -> Result<ProcOutput, ProcError> {
     let exit_code = if timed_out {
         TIMEOUT_EXIT_CODE
     } else {
@@ -347,6 +625,91 @@ mod tests {
         assert_eq!(out.exit_code, TIMEOUT_EXIT_CODE);
         assert!(!out.success());
         assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_scrub_list_removes_every_key_variable_but_the_passed_through_ones() {
+        let v = scrub_list(
+            ["MY_KEY", "OPENAI_API_KEY", ""],
+            &["ANTHROPIC_API_KEY".to_string()],
+        );
+        assert_eq!(v, vec!["MY_KEY".to_string(), "OPENAI_API_KEY".to_string()]);
+        assert_eq!(
+            scrub_list([], &[]),
+            vec![
+                "ANTHROPIC_API_KEY".to_string(),
+                "OPENAI_API_KEY".to_string()
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn scrubbed_variables_never_reach_the_command() {
+        // A variable of this test alone (the standard key names are checked through the real
+        // binary in tests/run_process.rs, without touching this process's environment).
+        // SAFETY: no other test reads or writes this variable.
+        unsafe { std::env::set_var("CRONSOLE_PROC_TEST_KEY", "sk-proc-test-value") };
+        let spec = ProcSpec {
+            command: "env",
+            timeout: Duration::from_secs(10),
+            stdout_cap: Cap::Soft(1 << 20),
+            stderr_cap: Cap::Soft(4096),
+        };
+        let scrubbed = ENV_SCRUB
+            .scope(scrub_list(["CRONSOLE_PROC_TEST_KEY"], &[]), run(&spec))
+            .await
+            .unwrap();
+        assert!(scrubbed.success());
+        assert!(!scrubbed.stdout_lossy().contains("sk-proc-test-value"));
+        assert!(scrubbed.stdout_lossy().contains("PATH="));
+        let passed = ENV_SCRUB
+            .scope(
+                scrub_list(
+                    ["CRONSOLE_PROC_TEST_KEY"],
+                    &["CRONSOLE_PROC_TEST_KEY".into()],
+                ),
+                run(&spec),
+            )
+            .await
+            .unwrap();
+        assert!(passed.stdout_lossy().contains("sk-proc-test-value"));
+    }
+
+    #[test]
+    fn only_commands_without_shell_syntax_skip_the_shell() {
+        assert_eq!(plain_argv("true"), Some(vec!["true"]));
+        assert_eq!(plain_argv("  sleep\t0.5 "), Some(vec!["sleep", "0.5"]));
+        assert_eq!(
+            plain_argv("/usr/bin/curl -fsS https://example.com/a,b"),
+            Some(vec!["/usr/bin/curl", "-fsS", "https://example.com/a,b"])
+        );
+        for needs_shell in [
+            "",
+            "   ",
+            "echo $HOME",
+            "echo 'a b'",
+            "echo \"a\"",
+            "ls *.txt",
+            "cat ~/x",
+            "X=1 env",
+            "a | b",
+            "a; b",
+            "a && b",
+            "a > f",
+            "sleep 1 &",
+            "echo a\\ b",
+            "exit 3",
+            "cd /tmp",
+            "export X",
+            "echo -e x",
+            "pwd",
+            "if true",
+            "echo `id`",
+            "echo é",
+            "a\nb",
+        ] {
+            assert_eq!(plain_argv(needs_shell), None, "{needs_shell:?}");
+        }
     }
 
     #[test]

@@ -570,3 +570,273 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
         }
     }
 }
+
+// --- a run dies with its owner (issue 10 item 4) ---------------------------------------------
+
+/// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
+/// zombie, which `kill(pid, 0)` would still report as present).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+fn read_pid(path: &std::path::Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn wait_for_pid(path: &std::path::Path) -> i32 {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(p) = read_pid(path) {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never written", path.display());
+}
+
+#[test]
+fn kill_9_of_the_owner_takes_the_commands_grandchildren_with_it() {
+    // A plain grandchild (the shell's background sleep) and one that escapes with setsid: both
+    // must be gone within a second of the owner's kill -9.
+    let s = setup(
+        "orphans",
+        &long_job(
+            "sleep 300 & echo $! > plain.pid; setsid sleep 301 & echo $! > escaped.pid; wait",
+        ),
+    );
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    let plain = wait_for_pid(&s.dir.join("plain.pid"));
+    let escaped = wait_for_pid(&s.dir.join("escaped.pid"));
+    // escaped.pid is written after the setsid fork; give setsid a moment to exec.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(alive(plain) && alive(escaped), "both sleeps run");
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    let killed = Instant::now();
+    while (alive(plain) || alive(escaped)) && killed.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (p, e) = (alive(plain), alive(escaped));
+    for pid in [plain, escaped] {
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    assert!(!p, "the grandchild outlived its owner by > 1 s");
+    assert!(!e, "the setsid escapee outlived its owner by > 1 s");
+}
+
+#[test]
+fn a_setsid_escapee_is_killed_at_run_end_and_the_run_succeeds_promptly() {
+    // Today's bug: the escapee held stdout open, so a 0.5 s success became a 20 s timeout.
+    let yaml = "budget: null\njobs:\n  - name: esc\n    schedule: every 1h\n    run_immediately: true\n    command: \"setsid sleep 314 & echo $! > esc.pid; sleep 0.5; echo done\"\n    command_timeout_seconds: 20\n    max_retries: 1\n";
+    let s = setup("setsid", yaml);
+    let child = s.spawn(&["--for", "4s"]);
+    let (out, _) = wait_timeout(child, Duration::from_secs(40));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = s.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded, "{:#?}", rows[0]);
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("done"));
+    assert!(
+        rows[0].duration_ms < 10_000,
+        "the run waited for the escapee: {} ms",
+        rows[0].duration_ms
+    );
+    let pid = wait_for_pid(&s.dir.join("esc.pid"));
+    assert!(!alive(pid), "the setsid escapee outlived its run");
+}
+
+#[test]
+fn commands_and_gates_never_see_api_key_variables_unless_passed_through() {
+    let yaml = "budget: null
+agents:
+  a: { provider: openai, base_url: 'http://127.0.0.1:9', api_key_env: MY_AGENT_KEY, model: gpt-4o-mini, instructions: hi }
+jobs:
+  - name: plain
+    schedule: every 1h
+    run_immediately: true
+    pre_run: \"env > gate.env\"
+    command: \"env > cmd.env\"
+    max_retries: 1
+  - name: allowed
+    schedule: every 1h
+    run_immediately: true
+    command: \"env > allowed.env\"
+    env_passthrough: [MY_AGENT_KEY]
+    max_retries: 1
+";
+    let s = setup("envscrub", yaml);
+    let mut c = s.cmd(&["--for", "3s"]);
+    c.env("MY_AGENT_KEY", "agent-secret-0123456789")
+        .env("OPENAI_API_KEY", "openai-secret-0123456789")
+        .env("ANTHROPIC_API_KEY", "anthropic-secret-0123456789")
+        .env("HARMLESS_VAR", "still-here");
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Read from files the commands wrote: results may be redacted by value on their own.
+    let read =
+        |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let (plain, gate) = (read("cmd.env"), read("gate.env"));
+    for text in [&plain, &gate] {
+        assert!(text.contains("HARMLESS_VAR=still-here"), "{text}");
+        for secret in ["agent-secret", "openai-secret", "anthropic-secret"] {
+            assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+        }
+    }
+    let allowed = read("allowed.env");
+    assert!(allowed.contains("MY_AGENT_KEY=agent-secret-0123456789"));
+    assert!(!allowed.contains("openai-secret"));
+}
+
+#[test]
+fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
+    // lease 3 s → the supervisor kills a run whose owner sent no heartbeat for 1.5 s. The owner
+    // is SIGSTOPped for 2.5 s (less than the lease): its command must be gone by then, and once
+    // continued the owner records the run failed with the reason.
+    let s = setup(
+        "sigstop",
+        &long_job("sleep 300 & echo $! > plain.pid; wait"),
+    );
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    let plain = wait_for_pid(&s.dir.join("plain.pid"));
+    assert!(alive(plain));
+    signal(&child, libc::SIGSTOP);
+    let stopped = Instant::now();
+    while alive(plain) && stopped.elapsed() < Duration::from_millis(2500) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survived = alive(plain);
+    signal(&child, libc::SIGCONT);
+    if survived {
+        unsafe {
+            libc::kill(plain, libc::SIGKILL);
+        }
+    }
+    assert!(
+        !survived,
+        "the stopped owner's command outlived half its lease"
+    );
+    // The owner records the run (failed, with the reason), then shuts down cleanly.
+    let start = Instant::now();
+    let rows = loop {
+        let rows = s.rows();
+        if !rows.is_empty() || start.elapsed() > Duration::from_secs(20) {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    signal(&child, libc::SIGTERM);
+    let (out, _) = wait_timeout(child, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{:#?}", rows[0]);
+    assert!(
+        rows[0]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no heartbeat"),
+        "{:#?}",
+        rows[0]
+    );
+}
+
+#[test]
+fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet() {
+    // Life-line closed: the tree (an escapee included) dies and the supervisor exits at once.
+    let dir = tmp("supervisor");
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--", "/bin/sh", "-c"])
+        .arg("setsid sleep 303 & echo $! > esc.pid; sleep 304")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let esc = wait_for_pid(&dir.join("esc.pid"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(alive(esc));
+    drop(sup.stdin.take());
+    let (out, _) = wait_timeout(sup, Duration::from_secs(5));
+    assert!(!out.status.success());
+    assert!(!alive(esc), "escapee survived the closed life-line");
+
+    // Heartbeats stop (life-line open but silent): killed after --stall-ms, exit 125.
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--stall-ms", "300", "--", "/bin/sh", "-c"])
+        .arg("sleep 305 & echo $! > quiet.pid; wait")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let quiet = wait_for_pid(&dir.join("quiet.pid"));
+    let keep = sup.stdin.take();
+    let (out, _) = wait_timeout(sup, Duration::from_secs(10));
+    drop(keep);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no heartbeat"));
+    assert!(!alive(quiet));
+
+    // The command's exit code passes through; a command that cannot start is 127.
+    // (The life-line is held open until the supervisor exits: closing it would kill the shell.)
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--", "/bin/sh", "-c", "exit 7"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let keep = sup.stdin.take();
+    let st = sup.wait().unwrap();
+    drop(keep);
+    assert_eq!(st.code(), Some(7));
+    let out = Command::new(BIN)
+        .args(["__supervise", "--", "/no/such/program"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_completion_spool_stops_the_start_with_exit_2_and_is_left_as_it_is() {
+    let s = setup("badspool", &long_job("true"));
+    std::fs::create_dir_all(s.store.join("spool")).unwrap();
+    let spool = s.store.join("spool").join("completions.jsonl");
+    std::fs::write(&spool, "{damaged\n").unwrap();
+    let (out, _) = wait_timeout(s.spawn(&["--for", "5s"]), Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("completions.jsonl:1"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&spool).unwrap(), "{damaged\n");
+    assert!(
+        s.rows().is_empty(),
+        "nothing ran before the spool was replayed"
+    );
+}

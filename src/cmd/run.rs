@@ -165,6 +165,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         cfg.max_concurrent = usize::try_from(run.max_concurrent).unwrap_or(usize::MAX);
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
+        cfg.spool = Some(engine::spool::path_for(&store.location()));
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");
@@ -221,7 +222,8 @@ async fn run_headless(
     let res = join.await.context("engine task")?;
     drop(events);
     let _ = printer.await;
-    res?;
+    report_lost(&res);
+    engine_result(res)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -264,8 +266,9 @@ async fn run_console(
     }
     let res = handle.join.await.context("engine task")?;
     signals.abort();
+    report_lost(&res);
     ui?;
-    res?;
+    engine_result(res)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -296,6 +299,28 @@ fn console_signals(
             }
         }
     }))
+}
+
+/// A damaged spool file is damaged input, like a damaged store file: exit 2, not 1.
+fn engine_result(res: Result<(), engine::EngineError>) -> Result<()> {
+    match res {
+        Err(e @ engine::EngineError::Spool(engine::spool::SpoolError::Corrupt { .. })) => {
+            Err(bad_input(e.to_string()))
+        }
+        other => other.map_err(anyhow::Error::new),
+    }
+}
+
+/// Completions that could be neither written nor spooled are printed on stderr, one JSON line
+/// each, so that nothing a run produced vanishes without a trace (the exit code is 1).
+fn report_lost(res: &Result<(), engine::EngineError>) {
+    if let Err(engine::EngineError::Unwritten { lost, .. }) = res {
+        for e in lost {
+            if let Ok(line) = serde_json::to_string(e) {
+                eprintln!("cronsole: unwritten completion: {line}");
+            }
+        }
+    }
 }
 
 fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {

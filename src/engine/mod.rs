@@ -12,6 +12,14 @@
 //! like a crash (§6 table). A second shutdown request cancels at once. Each run has its own
 //! cancellation token (not a child of `shutdown`), so a graceful shutdown really lets runs finish.
 //!
+//! Store outages (issue 10 item 5): a completion the store refuses is kept by its run task and
+//! retried with [`store_backoff`] until written, the lease still renewed meanwhile; claim and
+//! wake-up failures back off the same way. When every write has failed for longer than
+//! `EngineConfig::outage_bound`, no new run is claimed until one succeeds; [`EngineHealth`]
+//! (published on [`EngineHandle::health`]) says so for the console and metrics. At stop, what is
+//! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
+//! (so `run` exits non-zero), and the next start replays the spool before its first claim.
+//!
 //! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
 //! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
 //! history, which dominated the headless engine's memory.
@@ -38,6 +46,7 @@ use crate::store::{
 };
 
 pub mod run;
+pub mod spool;
 
 pub use run::RunDeps;
 
@@ -89,6 +98,11 @@ pub struct EngineConfig {
     /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
     /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
     pub publish_snapshots: bool,
+    /// How long the store may refuse every write before this owner stops claiming new runs.
+    pub outage_bound: StdDuration,
+    /// Where completions the store could not take are kept when the engine stops (and replayed
+    /// from at start). `None`: nowhere — they are reported as lost.
+    pub spool: Option<std::path::PathBuf>,
 }
 
 impl EngineConfig {
@@ -100,6 +114,8 @@ impl EngineConfig {
             change_poll: StdDuration::from_millis(250),
             snapshot_min_interval: StdDuration::from_millis(100),
             publish_snapshots: true,
+            outage_bound: StdDuration::from_secs(30),
+            spool: None,
         }
     }
 }
@@ -126,7 +142,24 @@ pub struct EngineHandle {
     /// Cancel to stop waiting for in-flight runs: they are cancelled at once and recorded
     /// `abandoned` (reason `shutdown`). Implies `shutdown`.
     pub hard_stop: CancellationToken,
+    /// Whether the store takes this owner's writes (for the console header and metrics).
+    pub health: watch::Receiver<EngineHealth>,
     pub join: tokio::task::JoinHandle<Result<(), EngineError>>,
+}
+
+/// The engine's view of its store, published on [`EngineHandle::health`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineHealth {
+    /// Since when every write to the store has failed (`None`: the last write worked).
+    pub store_failing_since: Option<DateTime<Utc>>,
+    /// The last store error, while failing.
+    pub last_store_error: Option<String>,
+    /// Runs that finished but whose completion the store has not taken yet (retried).
+    pub pending_completions: usize,
+    /// No new runs are claimed: the store stayed unwritable past `outage_bound`.
+    pub claims_stopped: bool,
+    /// Completions written to the spool file at stop (replayed at the next start).
+    pub spooled: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +168,74 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("store task failed: {0}")]
     Join(String),
+    #[error(transparent)]
+    Spool(#[from] spool::SpoolError),
+    /// The engine stopped with completions the store never took.
+    #[error("{}", unwritten_message(*spooled, spool.as_deref(), lost.len()))]
+    Unwritten {
+        spooled: usize,
+        spool: Option<std::path::PathBuf>,
+        /// Completions that could not even be spooled (printed by the binary so that nothing
+        /// vanishes without a trace).
+        lost: Vec<spool::Entry>,
+    },
+}
+
+fn unwritten_message(spooled: usize, path: Option<&std::path::Path>, lost: usize) -> String {
+    let mut m = String::new();
+    if spooled > 0 {
+        let p = path.map(|p| p.display().to_string()).unwrap_or_default();
+        m.push_str(&format!(
+            "{spooled} completion(s) could not be written to the store; kept in {p} and replayed at the next start"
+        ));
+    }
+    if lost > 0 {
+        if !m.is_empty() {
+            m.push_str("; ");
+        }
+        m.push_str(&format!(
+            "{lost} completion(s) could not be written to the store nor spooled (printed on stderr)"
+        ));
+    }
+    m
+}
+
+/// Delay before the `attempt`-th retry of a failing store call: 250 ms doubling to 10 s.
+pub fn store_backoff(attempt: u32) -> StdDuration {
+    let ms = 250u64.saturating_mul(1u64 << attempt.saturating_sub(1).min(6));
+    StdDuration::from_millis(ms.min(10_000))
+}
+
+type Health = Arc<watch::Sender<EngineHealth>>;
+
+/// A store write worked: the store is healthy again.
+fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>) {
+    let mut recovered = false;
+    health.send_if_modified(|h| {
+        if h.store_failing_since.is_none() {
+            return false;
+        }
+        recovered = h.claims_stopped;
+        h.store_failing_since = None;
+        h.last_store_error = None;
+        h.claims_stopped = false;
+        true
+    });
+    if recovered {
+        tracing::warn!("store writable again; claiming resumed");
+        let _ = ev_tx.send(Event::Notice(
+            "store writable again; claiming resumed".to_string(),
+        ));
+    }
+}
+
+/// A store write failed at `now`.
+fn store_failed(health: &Health, now: DateTime<Utc>, e: &EngineError) {
+    let msg = e.to_string();
+    health.send_modify(|h| {
+        h.store_failing_since.get_or_insert(now);
+        h.last_store_error = Some(msg);
+    });
 }
 
 /// Run a blocking store call off the async workers.
@@ -177,8 +278,12 @@ pub fn spawn(
     let hard_stop = CancellationToken::new();
     let (completions, completions_rx) = mpsc::channel(1024);
     tokio::spawn(completer(Arc::clone(&store), completions_rx));
+    let (health_tx, health_rx) = watch::channel(EngineHealth::default());
     let actor = Actor {
         completions,
+        health: Arc::new(health_tx),
+        unwritten: Arc::new(std::sync::Mutex::new(Unwritten::default())),
+        store_failures: 0,
         hard_stop: hard_stop.clone(),
         cfg,
         store,
@@ -204,6 +309,7 @@ pub fn spawn(
         commands: cmd_tx,
         shutdown,
         hard_stop,
+        health: health_rx,
         join,
     })
 }
@@ -241,6 +347,17 @@ struct Actor {
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     completions: CompletionTx,
+    health: Health,
+    unwritten: Arc<std::sync::Mutex<Unwritten>>,
+    /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
+    store_failures: u32,
+}
+
+/// Completions the engine gave up writing at stop.
+#[derive(Default)]
+struct Unwritten {
+    spooled: usize,
+    lost: Vec<spool::Entry>,
 }
 
 /// A completion waiting for the group committer, and where its result goes.
@@ -305,7 +422,11 @@ impl Actor {
         let mut last_token = blocking(&self.store, |s| s.change_token()).await?;
         let mut dirty = true;
         let mut last_publish = tokio::time::Instant::now() - self.cfg.snapshot_min_interval;
+        // Completions spooled at the last stop go in before anything is claimed, so a recovery
+        // claim can never record them `abandoned` first.
+        self.replay_spool().await?;
         let mut wake = self.next_wake().await;
+        let mut poll_failing = false;
 
         loop {
             if dirty && last_publish.elapsed() >= self.cfg.snapshot_min_interval {
@@ -346,7 +467,11 @@ impl Actor {
                     // The store may report something due that this owner cannot take (its own
                     // run past its lease, a job another owner is finishing): do not spin on it.
                     let now = self.now();
-                    if !progressed && wake.is_some_and(|w| w <= now) {
+                    if self.store_failures > 0 || self.health.borrow().claims_stopped {
+                        // A store that keeps failing is retried with backoff, not every 250 ms.
+                        let d = store_backoff(self.store_failures.max(1));
+                        wake = Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)));
+                    } else if !progressed && wake.is_some_and(|w| w <= now) {
                         wake = Some(now + chrono::Duration::from_std(self.cfg.change_poll).unwrap_or(chrono::Duration::milliseconds(250)));
                     }
                 }
@@ -357,8 +482,14 @@ impl Actor {
                             dirty = true;
                             wake = self.next_wake().await;
                         }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "store change check failed"),
+                        Ok(_) => poll_failing = false,
+                        Err(e) => {
+                            // Once per outage, not every 250 ms.
+                            if !poll_failing {
+                                tracing::warn!(error = %e, "store change check failed");
+                            }
+                            poll_failing = true;
+                        }
                     }
                 }
                 _ = sleep_opt(publish_at) => {}
@@ -366,7 +497,141 @@ impl Actor {
         }
         self.shutdown_runs(runs).await;
         self.publish().await;
+        let (spooled, lost) = match self.unwritten.lock() {
+            Ok(mut u) => (u.spooled, std::mem::take(&mut u.lost)),
+            Err(_) => (0, Vec::new()),
+        };
+        if spooled > 0 || !lost.is_empty() {
+            return Err(EngineError::Unwritten {
+                spooled,
+                spool: self.cfg.spool.clone(),
+                lost,
+            });
+        }
         Ok(())
+    }
+
+    /// Write the completions spooled at the last stop (fenced by run_id, each at most once),
+    /// retrying with backoff while the store refuses them; stop waiting on shutdown (they stay
+    /// spooled). A completion the store rejects as bad input stays in the spool, reported.
+    async fn replay_spool(&mut self) -> Result<(), EngineError> {
+        let Some(path) = self.cfg.spool.clone() else {
+            return Ok(());
+        };
+        let sp = spool::Spool::new(path);
+        let loaded = {
+            let sp = sp.clone();
+            tokio::task::spawn_blocking(move || sp.load())
+                .await
+                .map_err(|e| EngineError::Join(e.to_string()))??
+        };
+        if loaded.is_empty() {
+            return Ok(());
+        }
+        let msg = format!(
+            "replaying {} completion(s) spooled at the last stop ({})",
+            loaded.len(),
+            sp.path().display()
+        );
+        tracing::warn!("{msg}");
+        let _ = self.ev_tx.send(Event::Notice(msg));
+        let mut left = loaded;
+        let mut attempt = 0u32;
+        loop {
+            let mut still = Vec::new();
+            let mut rejected = Vec::new();
+            for e in left {
+                let c: Completion = e.clone().into();
+                match commit_once(&self.store, &self.completions, c).await {
+                    Ok(rows) => {
+                        store_ok(&self.health, &self.ev_tx);
+                        for r in rows {
+                            let _ = self.ev_tx.send(Event::Row(r));
+                        }
+                    }
+                    Err(EngineError::Store(se)) if se.is_bad_input() => {
+                        tracing::error!(job = %e.job, run_id = %e.run_id, error = %se, "spooled completion rejected by the store; kept in the spool");
+                        let _ = self.ev_tx.send(Event::Notice(format!(
+                            "spooled completion of '{}' rejected by the store ({se}); kept in {}",
+                            e.job,
+                            sp.path().display()
+                        )));
+                        rejected.push(e);
+                    }
+                    Err(err) => {
+                        store_failed(&self.health, self.now(), &err);
+                        still.push(e);
+                    }
+                }
+            }
+            let keep: Vec<spool::Entry> = still.iter().chain(&rejected).cloned().collect();
+            {
+                let sp = sp.clone();
+                tokio::task::spawn_blocking(move || sp.rewrite(&keep))
+                    .await
+                    .map_err(|e| EngineError::Join(e.to_string()))??;
+            }
+            if still.is_empty() {
+                return Ok(());
+            }
+            attempt += 1;
+            tracing::warn!(
+                left = still.len(),
+                attempt,
+                "spooled completions not written yet; retrying"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(store_backoff(attempt)) => {}
+                _ = self.shutdown.cancelled() => {
+                    self.note_left_in_spool(still.len());
+                    return Ok(());
+                }
+                _ = self.hard_stop.cancelled() => {
+                    self.note_left_in_spool(still.len());
+                    return Ok(());
+                }
+            }
+            left = still;
+        }
+    }
+
+    fn note_left_in_spool(&self, n: usize) {
+        if let Ok(mut u) = self.unwritten.lock() {
+            u.spooled += n;
+        }
+        self.health.send_modify(|h| h.spooled += n);
+    }
+
+    /// Whether claiming is stopped because the store stayed unwritable past the bound; reports
+    /// the moment it starts.
+    fn claims_stopped(&self) -> bool {
+        let now = self.now();
+        let bound = chrono::Duration::from_std(self.cfg.outage_bound)
+            .unwrap_or(chrono::Duration::seconds(30));
+        let mut started = None;
+        self.health.send_if_modified(|h| {
+            let stop = h.store_failing_since.is_some_and(|t| now - t >= bound);
+            if stop == h.claims_stopped {
+                return false;
+            }
+            h.claims_stopped = stop;
+            if stop {
+                started = Some((
+                    h.last_store_error.clone().unwrap_or_default(),
+                    h.pending_completions,
+                ));
+            }
+            true
+        });
+        if let Some((err, pending)) = started {
+            let msg = format!(
+                "store unwritable for over {}s: no new runs are claimed until it takes writes again ({pending} completion(s) waiting; last error: {err})",
+                self.cfg.outage_bound.as_secs()
+            );
+            tracing::error!("{msg}");
+            let _ = self.ev_tx.send(Event::Notice(msg));
+        }
+        self.health.borrow().claims_stopped
     }
 
     /// A run task panicked (a bug, never outside input): forget it here so its job is not
@@ -395,8 +660,9 @@ impl Actor {
         match blocking(&self.store, move |s| s.next_wakeup(now)).await {
             Ok(w) => w,
             Err(e) => {
-                tracing::warn!(error = %e, "next_wakeup failed; retrying in 1 s");
-                Some(now + chrono::Duration::seconds(1))
+                let d = store_backoff(self.store_failures.max(1));
+                tracing::warn!(error = %e, "next_wakeup failed; retrying in {d:?}");
+                Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)))
             }
         }
     }
@@ -408,7 +674,7 @@ impl Actor {
     /// Claim and start what is due. True when the claim started a run or wrote a row.
     async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
-        if limit == 0 || self.shutdown.is_cancelled() {
+        if limit == 0 || self.shutdown.is_cancelled() || self.claims_stopped() {
             return false;
         }
         let now = self.now();
@@ -424,10 +690,19 @@ impl Actor {
         })
         .await;
         let outcome = match outcome {
-            Ok(o) => o,
+            Ok(o) => {
+                self.store_failures = 0;
+                store_ok(&self.health, &self.ev_tx);
+                o
+            }
             Err(e) => {
-                tracing::error!(error = %e, "claim failed; nothing runs until the store answers");
-                let _ = self.ev_tx.send(Event::Notice(format!("claim failed: {e}")));
+                self.store_failures = self.store_failures.saturating_add(1);
+                store_failed(&self.health, now, &e);
+                // Reported once per outage, then only in the log at backoff pace.
+                if self.store_failures == 1 {
+                    let _ = self.ev_tx.send(Event::Notice(format!("claim failed: {e}")));
+                }
+                tracing::error!(error = %e, failures = self.store_failures, "claim failed; nothing runs until the store answers");
                 return false;
             }
         };
@@ -462,6 +737,9 @@ impl Actor {
                 owner: self.cfg.owner.clone(),
                 ev_tx: self.ev_tx.clone(),
                 completions: self.completions.clone(),
+                health: Arc::clone(&self.health),
+                unwritten: Arc::clone(&self.unwritten),
+                spool: self.cfg.spool.clone().map(spool::Spool::new),
             };
             let handle = runs.spawn(ctx.run(claim, cancel));
             if let Some(f) = self.in_flight.get_mut(&job) {
@@ -584,27 +862,98 @@ struct RunTask {
     owner: String,
     ev_tx: broadcast::Sender<Event>,
     completions: CompletionTx,
+    health: Health,
+    unwritten: Arc<std::sync::Mutex<Unwritten>>,
+    spool: Option<spool::Spool>,
 }
 
-impl RunTask {
-    /// Complete through the group committer (falls back to a direct call if it is gone).
-    async fn complete(&self, c: Completion) -> Result<CompleteOutcome, EngineError> {
-        let (tx, rx) = oneshot::channel();
-        match self.completions.send((c, tx)).await {
-            Ok(()) => rx
-                .await
-                .unwrap_or_else(|_| Err(EngineError::Join("completion committer stopped".into()))),
-            Err(mpsc::error::SendError((c, _))) => {
-                blocking(&self.store, move |s| s.complete(c)).await
-            }
-        }
+/// Complete through the group committer (falls back to a direct call if it is gone).
+async fn complete_via(
+    store: &Arc<dyn Store>,
+    completions: &CompletionTx,
+    c: Completion,
+) -> Result<CompleteOutcome, EngineError> {
+    let (tx, rx) = oneshot::channel();
+    match completions.send((c, tx)).await {
+        Ok(()) => rx
+            .await
+            .unwrap_or_else(|_| Err(EngineError::Join("completion committer stopped".into()))),
+        Err(mpsc::error::SendError((c, _))) => blocking(store, move |s| s.complete(c)).await,
     }
 }
 
+/// Whether the run's row is already in history: a completion that failed may have written its
+/// row before the failure (history first, then the job record), and writing it again would
+/// record the run twice. The row of the same run with the same status counts.
+async fn already_recorded(store: &Arc<dyn Store>, c: &Completion) -> bool {
+    let q = crate::store::HistoryQuery {
+        job: Some(c.job.clone()),
+        run_id: Some(c.run_id),
+        limit: 8,
+        ..Default::default()
+    };
+    let (run_id, status) = (c.run_id, c.row.status);
+    matches!(
+        blocking(store, move |s| s.history(&q)).await,
+        Ok(rows) if rows.iter().any(|r| r.run_id == run_id && r.status == status)
+    )
+}
+
+/// One fenced attempt to write `c`, unless its row is already recorded. The rows written.
+async fn commit_once(
+    store: &Arc<dyn Store>,
+    completions: &CompletionTx,
+    c: Completion,
+) -> Result<Vec<HistoryRow>, EngineError> {
+    if already_recorded(store, &c).await {
+        tracing::warn!(job = %c.job, run_id = %c.run_id, "the run's row is already recorded; not writing it again");
+        return Ok(Vec::new());
+    }
+    complete_via(store, completions, c).await.map(|o| o.rows)
+}
+
+/// Lease renewal of one run, every third of the lease the store last granted.
+struct Renewer {
+    job: String,
+    run_id: Uuid,
+    first: StdDuration,
+    next: tokio::time::Instant,
+}
+
+impl Renewer {
+    async fn renew(&mut self, t: &RunTask) {
+        let now = t.clock.now();
+        let (j, o, run_id) = (self.job.clone(), t.owner.clone(), self.run_id);
+        self.next = match blocking(&t.store, move |s| s.renew(&j, run_id, &o, now)).await {
+            Ok(RenewOutcome::Renewed { lease_until }) => {
+                store_ok(&t.health, &t.ev_tx);
+                let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
+                tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
+            }
+            Ok(RenewOutcome::Lost) => {
+                tracing::warn!(job = %self.job, %run_id, "lease lost; the result will be recorded as stale");
+                tokio::time::Instant::now() + StdDuration::from_secs(86_400)
+            }
+            Err(e) => {
+                store_failed(&t.health, now, &e);
+                tracing::warn!(job = %self.job, error = %e, "lease renewal failed; retrying");
+                tokio::time::Instant::now() + self.first.min(StdDuration::from_secs(1))
+            }
+        };
+    }
+}
+
+/// How long a stop waits for a completion attempt already in flight before spooling it.
+const IN_FLIGHT_WAIT: StdDuration = StdDuration::from_secs(5);
+
 impl RunTask {
     /// Run one claim to completion: the pipeline, with the lease renewed every lease/3 while it
-    /// is alive, then `complete` (fenced by run_id). Cancellation (shutdown) completes the run as
-    /// `abandoned` with reason `shutdown`.
+    /// is alive, then `complete` (fenced by run_id). Cancellation (shutdown) during the
+    /// pipeline completes the run as `abandoned` with reason `shutdown`.
+    ///
+    /// A completion the store refuses is kept and retried with [`store_backoff`] until it is
+    /// written, the lease still renewed meanwhile (so nobody records the run `abandoned` while
+    /// its result waits); if the engine is stopped first, it goes to the spool file.
     async fn run(self, claim: Claim, cancel: CancellationToken) -> Finished {
         let job = claim.job.def.name.clone();
         let run_id = claim.run_id;
@@ -613,39 +962,34 @@ impl RunTask {
         // current one, so the schedule follows the store's answer, not the claim-time value.
         let first_renew =
             run::secs(claim.job.def.lease_seconds / 3.0).max(StdDuration::from_millis(1));
+        let mut renewer = Renewer {
+            job: job.clone(),
+            run_id,
+            first: first_renew,
+            next: tokio::time::Instant::now() + first_renew,
+        };
         let started = self.clock.now();
-        let pipeline = run::execute(
-            &claim,
-            &self.deps,
-            &self.store,
-            &self.clock,
-            &self.ev_tx,
-            &self.owner,
+        // Dead-man switch for the run's commands: if this process stops sending heartbeats for
+        // half the lease (SIGSTOP, a hang), the supervisor kills them before the lease can expire
+        // and another owner can start the job again.
+        let stall = run::secs(claim.job.def.lease_seconds / 2.0).max(StdDuration::from_secs(1));
+        let pipeline = crate::proc::STALL_LIMIT.scope(
+            stall,
+            run::execute(
+                &claim,
+                &self.deps,
+                &self.store,
+                &self.clock,
+                &self.ev_tx,
+                &self.owner,
+            ),
         );
         tokio::pin!(pipeline);
-        let mut next_renew = tokio::time::Instant::now() + first_renew;
         let output = loop {
             tokio::select! {
                 out = &mut pipeline => break Some(out),
                 _ = cancel.cancelled() => break None,
-                _ = tokio::time::sleep_until(next_renew) => {
-                    let now = self.clock.now();
-                    let (j, o) = (job.clone(), self.owner.clone());
-                    next_renew = match blocking(&self.store, move |s| s.renew(&j, run_id, &o, now)).await {
-                        Ok(RenewOutcome::Renewed { lease_until }) => {
-                            let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
-                            tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
-                        }
-                        Ok(RenewOutcome::Lost) => {
-                            tracing::warn!(job = %job, %run_id, "lease lost; the result will be recorded as stale");
-                            tokio::time::Instant::now() + StdDuration::from_secs(86_400)
-                        }
-                        Err(e) => {
-                            tracing::warn!(job = %job, error = %e, "lease renewal failed; retrying");
-                            tokio::time::Instant::now() + first_renew.min(StdDuration::from_secs(1))
-                        }
-                    };
-                }
+                _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self).await,
             }
         };
         let now = self.clock.now();
@@ -674,59 +1018,126 @@ impl RunTask {
             run_id,
             owner: self.owner.clone(),
             now,
-            row: row.clone(),
+            row,
             state: output.state,
             hold_until: output.hold_until,
         };
-        // A completion must not be lost to a transient store error: retry a few times. But a
-        // failed completion may have written its row before the failure (history first, then
-        // the job record): retrying then would record the run twice. So each retry first looks
-        // for our run's row; if it is there, the run is recorded, and the store's lease recovery
-        // finishes the job from that row when the lease (no longer renewed) expires.
+        let rows = self.commit(completion, &cancel, &mut renewer).await;
+        Finished { job, rows }
+    }
+
+    /// Write `c` until the store takes it (see [`RunTask::run`]); on cancellation, spool it.
+    async fn commit(
+        &self,
+        c: Completion,
+        cancel: &CancellationToken,
+        renewer: &mut Renewer,
+    ) -> Vec<HistoryRow> {
         let mut attempt = 0u32;
+        let mut pending = false;
         loop {
-            let c = completion.clone();
-            match self.complete(c).await {
-                Ok(out) => {
-                    return Finished {
-                        job,
-                        rows: out.rows,
-                    };
+            let (first, cc) = (attempt == 0, c.clone());
+            let (store, completions) = (&self.store, &self.completions);
+            let fut = async move {
+                if first {
+                    // First try: nothing can be recorded yet, skip the history look-up.
+                    complete_via(store, completions, cc).await.map(|o| o.rows)
+                } else {
+                    commit_once(store, completions, cc).await
                 }
-                Err(e) if attempt < 5 => {
-                    attempt += 1;
-                    tracing::warn!(job = %job, error = %e, attempt, "completion failed; retrying");
-                    tokio::time::sleep(StdDuration::from_millis(200 * u64::from(attempt))).await;
-                    let q = crate::store::HistoryQuery {
-                        job: Some(job.clone()),
-                        run_id: Some(run_id),
-                        limit: 4,
-                        ..Default::default()
-                    };
-                    let owner = self.owner.clone();
-                    if let Ok(rows) = blocking(&self.store, move |s| s.history(&q)).await
-                        && rows.iter().any(|r| {
-                            r.run_id == run_id && r.owner == owner && r.status != Status::Abandoned
-                        })
-                    {
-                        tracing::warn!(job = %job, %run_id, "the run's row was written before the failure; not writing it again");
-                        return Finished {
-                            job,
-                            rows: vec![row],
-                        };
+            };
+            tokio::pin!(fut);
+            let res = tokio::select! {
+                r = &mut fut => r,
+                _ = cancel.cancelled(), if attempt > 0 => {
+                    match tokio::time::timeout(IN_FLIGHT_WAIT, &mut fut).await {
+                        Ok(r) => r,
+                        Err(_) => Err(EngineError::Join("stopped while the store was not answering".into())),
                     }
                 }
+            };
+            match res {
+                Ok(rows) => {
+                    store_ok(&self.health, &self.ev_tx);
+                    if pending {
+                        self.health.send_modify(|h| {
+                            h.pending_completions = h.pending_completions.saturating_sub(1)
+                        });
+                        let msg = format!(
+                            "run of '{}' recorded after {attempt} failed attempt(s)",
+                            c.job
+                        );
+                        tracing::warn!("{msg}");
+                        let _ = self.ev_tx.send(Event::Notice(msg));
+                    }
+                    return if rows.is_empty() { vec![c.row] } else { rows };
+                }
                 Err(e) => {
-                    tracing::error!(job = %job, error = %e, "completion failed; the lease will expire and be recovered");
-                    let _ = self.ev_tx.send(Event::Notice(format!(
-                        "could not record run of '{job}': {e}"
-                    )));
-                    return Finished {
-                        job,
-                        rows: vec![row],
-                    };
+                    attempt += 1;
+                    store_failed(&self.health, self.clock.now(), &e);
+                    if !pending {
+                        pending = true;
+                        self.health.send_modify(|h| h.pending_completions += 1);
+                        tracing::error!(job = %c.job, run_id = %c.run_id, error = %e, "completion failed; kept and retried until the store takes it");
+                        let _ = self.ev_tx.send(Event::Notice(format!(
+                            "could not record run of '{}' yet (kept, retrying): {e}",
+                            c.job
+                        )));
+                    } else {
+                        tracing::warn!(job = %c.job, error = %e, attempt, "completion failed again");
+                    }
+                    if cancel.is_cancelled() {
+                        self.spool(&c).await;
+                        return Vec::new();
+                    }
+                    let wake = tokio::time::Instant::now() + store_backoff(attempt);
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(wake) => break,
+                            _ = cancel.cancelled() => break,
+                            _ = tokio::time::sleep_until(renewer.next) => renewer.renew(self).await,
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// Keep `c` in the spool file (the engine is stopping and the store still refuses it).
+    async fn spool(&self, c: &Completion) {
+        let entry = spool::Entry::from(c);
+        self.health
+            .send_modify(|h| h.pending_completions = h.pending_completions.saturating_sub(1));
+        let res = match self.spool.clone() {
+            Some(sp) => {
+                let e = entry.clone();
+                tokio::task::spawn_blocking(move || sp.append(std::slice::from_ref(&e)))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            None => Err("no spool file configured".to_string()),
+        };
+        let msg = match &res {
+            Ok(()) => format!(
+                "run of '{}' ({}) not recorded: the store refused it until the stop; spooled for the next start",
+                c.job, c.row.status
+            ),
+            Err(e) => format!(
+                "run of '{}' ({}) not recorded and not spooled: {e}",
+                c.job, c.row.status
+            ),
+        };
+        tracing::error!(run_id = %c.run_id, "{msg}");
+        let _ = self.ev_tx.send(Event::Notice(msg));
+        if let Ok(mut u) = self.unwritten.lock() {
+            match res {
+                Ok(()) => u.spooled += 1,
+                Err(_) => u.lost.push(entry),
+            }
+        }
+        if self.spool.is_some() {
+            self.health.send_modify(|h| h.spooled += 1);
         }
     }
 }

@@ -155,13 +155,25 @@ pub async fn execute(
         .map(std::path::PathBuf::from)
         .filter(|d| d.is_dir());
     let prior_monitor = cx.state.monitor.clone();
+    // API-key variables never reach this job's commands, gates or monitors (issue 11 item 4).
+    let scrub = crate::proc::scrub_list(
+        settings.agents.values().map(|a| a.api_key_env.as_str()),
+        &def.env_passthrough,
+    );
     let out = match workdir {
         Some(dir) => {
-            crate::proc::WORKDIR
-                .scope(dir, pipeline(&mut cx, &settings, clock))
+            crate::proc::ENV_SCRUB
+                .scope(
+                    scrub,
+                    crate::proc::WORKDIR.scope(dir, pipeline(&mut cx, &settings, clock)),
+                )
                 .await
         }
-        None => pipeline(&mut cx, &settings, clock).await,
+        None => {
+            crate::proc::ENV_SCRUB
+                .scope(scrub, pipeline(&mut cx, &settings, clock))
+                .await
+        }
     };
     match out {
         Step::Done => {}

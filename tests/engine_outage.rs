@@ -1,0 +1,392 @@
+//! Outages keep what finished (issue 10 item 5), through the engine over a store double that
+//! refuses writes on demand (the real file store underneath): a completion the store refuses is
+//! kept and retried until written, never turned into `abandoned` or `skipped` rows; a store that
+//! stays unwritable past the bound stops new claims and says so in the health channel; a stop
+//! spools what is unwritten (the engine returns an error, so `run` exits non-zero), and the next
+//! start replays it before claiming, once.
+
+mod engine_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use cronsole::action::llm::{HttpOptions, http_client};
+use cronsole::clock::{Clock, ManualClock};
+use cronsole::config;
+use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
+use cronsole::gate::GateConfig;
+use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{
+    ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
+    RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
+};
+use engine_support::{t, tiny_backoff, tmp};
+use uuid::Uuid;
+
+/// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.
+struct Faulty {
+    inner: FileStore,
+    fail_completions: AtomicBool,
+    fail_claims: AtomicBool,
+    complete_calls: AtomicUsize,
+    claim_calls: AtomicUsize,
+}
+
+fn enospc() -> StoreError {
+    StoreError::io(
+        "/fake/history.jsonl",
+        std::io::Error::from_raw_os_error(libc::ENOSPC),
+    )
+}
+
+impl Store for Faulty {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        self.inner.apply(file, now)
+    }
+    fn settings(&self) -> StoreResult<Settings> {
+        self.inner.settings()
+    }
+    fn change_token(&self) -> StoreResult<u64> {
+        self.inner.change_token()
+    }
+    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+        self.inner.jobs()
+    }
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.inner.job(name)
+    }
+    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        self.inner.next_wakeup(now)
+    }
+    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+        self.claim_calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_claims.load(Ordering::SeqCst) {
+            return Err(enospc());
+        }
+        self.inner.claim_due(req)
+    }
+    fn renew(
+        &self,
+        job: &str,
+        run_id: Uuid,
+        owner: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<RenewOutcome> {
+        self.inner.renew(job, run_id, owner, now)
+    }
+    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.complete_calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_completions.load(Ordering::SeqCst) {
+            return Err(enospc());
+        }
+        self.inner.complete(c)
+    }
+    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
+        cs.into_iter().map(|c| self.complete(c)).collect()
+    }
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.inner.history(q)
+    }
+    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.set_paused(name, paused, now)
+    }
+    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+        self.inner.request_trigger(name, now)
+    }
+    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
+        self.inner.spend(job, now)
+    }
+}
+
+const START: &str = "2026-11-29T12:00:00Z";
+
+struct Rig {
+    dir: PathBuf,
+    faulty: Arc<Faulty>,
+    clock: ManualClock,
+    handle: EngineHandle,
+}
+
+fn deps() -> RunDeps {
+    RunDeps {
+        http: http_client(&HttpOptions {
+            connect_timeout: StdDuration::from_secs(5),
+            system_proxy: false,
+        })
+        .expect("http client"),
+        env: Arc::new(|_: &str| None),
+        backoff: tiny_backoff(),
+        gate: GateConfig::default(),
+    }
+}
+
+fn spool_path(dir: &Path) -> PathBuf {
+    dir.join("spool").join("completions.jsonl")
+}
+
+/// Start an engine over `dir/store` (applying `yaml` when given) with the spool in `dir`.
+fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
+    let store_dir = dir.join("store");
+    let inner = FileStore::open(&store_dir).expect("open store");
+    if let Some(yaml) = yaml {
+        let jobs_path = dir.join("jobs.yaml");
+        std::fs::write(&jobs_path, yaml).expect("write jobs file");
+        let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+        inner.apply(&loaded.file, clock.now()).expect("apply");
+    }
+    let faulty = Arc::new(Faulty {
+        inner,
+        fail_completions: AtomicBool::new(false),
+        fail_claims: AtomicBool::new(false),
+        complete_calls: AtomicUsize::new(0),
+        claim_calls: AtomicUsize::new(0),
+    });
+    let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
+    cfg.change_poll = StdDuration::from_millis(20);
+    cfg.snapshot_min_interval = StdDuration::from_millis(20);
+    cfg.shutdown_grace = StdDuration::from_millis(200);
+    cfg.publish_snapshots = false;
+    cfg.outage_bound = StdDuration::from_secs(30);
+    cfg.spool = Some(spool_path(dir));
+    let store: Arc<dyn Store> = faulty.clone();
+    let c: Arc<dyn Clock> = Arc::new(clock.clone());
+    let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
+    Rig {
+        dir: dir.to_path_buf(),
+        faulty,
+        clock,
+        handle,
+    }
+}
+
+impl Rig {
+    fn rows(&self) -> Vec<HistoryRow> {
+        let mut v = self
+            .faulty
+            .inner
+            .history(&HistoryQuery {
+                limit: 100_000,
+                ..Default::default()
+            })
+            .expect("history");
+        v.reverse();
+        v
+    }
+
+    async fn wait_until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
+        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(20);
+        while !f(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}; rows {:#?}; health {:?}",
+                self.rows(),
+                *self.handle.health.borrow()
+            );
+            tokio::time::sleep(StdDuration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) -> Result<(), EngineError> {
+        self.handle.shutdown.cancel();
+        tokio::time::timeout(StdDuration::from_secs(20), self.handle.join)
+            .await
+            .expect("engine stops within 20 s")
+            .expect("engine task")
+    }
+}
+
+const ONE_JOB: &str = "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    command: echo finished\n    max_retries: 1\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_it() {
+    let dir = tmp("outage-retry");
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+            && r.faulty.complete_calls.load(Ordering::SeqCst) >= 3
+    })
+    .await;
+    // Minutes pass while the store refuses it (leases would have expired long ago).
+    rig.clock.advance(chrono::Duration::seconds(600));
+    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    assert!(rig.rows().is_empty(), "{:#?}", rig.rows());
+    let h = rig.handle.health.borrow().clone();
+    assert!(h.store_failing_since.is_some(), "{h:?}");
+    assert!(
+        h.last_store_error
+            .as_deref()
+            .is_some_and(|e| e.contains("No space")),
+        "{h:?}"
+    );
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    let rows = rig.rows();
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
+    assert!(
+        rows.iter().all(|r| r.status != Status::Abandoned
+            && !(r.status == Status::Skipped
+                && r.reason.as_deref().is_some_and(|x| x.contains("overlap")))),
+        "a status that did not happen was recorded: {rows:#?}"
+    );
+    let h = rig.handle.health.borrow().clone();
+    assert_eq!(h.pending_completions, 0);
+    assert!(h.store_failing_since.is_none(), "{h:?}");
+    rig.stop().await.expect("clean stop");
+    assert!(!spool_path(&dir).exists(), "nothing spooled");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
+    let dir = tmp("outage-claims");
+    let yaml = "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    command: echo a\n    max_retries: 1\n  - name: b\n    schedule: \"30 13 * * *\"\n    command: echo b\n    max_retries: 1\n";
+    let rig = start(&dir, Some(yaml), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+    })
+    .await;
+    // Past the bound (and past b's first slot at 13:30): no new claim.
+    rig.clock.advance(chrono::Duration::seconds(5500));
+    rig.wait_until("claims stopped", |r| {
+        r.handle.health.borrow().claims_stopped
+    })
+    .await;
+    let calls = rig.faulty.claim_calls.load(Ordering::SeqCst);
+    tokio::time::sleep(StdDuration::from_millis(500)).await;
+    assert_eq!(
+        rig.faulty.claim_calls.load(Ordering::SeqCst),
+        calls,
+        "claimed while the store was unwritable past the bound"
+    );
+    assert!(
+        rig.faulty
+            .inner
+            .job("b")
+            .unwrap()
+            .unwrap()
+            .rt
+            .lease
+            .is_none()
+    );
+    // The store recovers: a's completion goes in, claiming resumes, b runs.
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("b ran", |r| r.rows().iter().any(|x| x.job == "b"))
+        .await;
+    assert!(!rig.handle.health.borrow().claims_stopped);
+    let rows = rig.rows();
+    let a: Vec<_> = rows.iter().filter(|r| r.job == "a").collect();
+    assert_eq!(a[0].status, Status::Succeeded, "{rows:#?}");
+    assert!(
+        rows.iter().all(|r| r.status != Status::Abandoned),
+        "{rows:#?}"
+    );
+    rig.stop().await.expect("clean stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_once() {
+    let dir = tmp("outage-spool");
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+    })
+    .await;
+    let clock = rig.clock.clone();
+    match rig.stop().await {
+        Err(EngineError::Unwritten { spooled, lost, .. }) => {
+            assert_eq!(spooled, 1);
+            assert!(lost.is_empty());
+        }
+        other => panic!("a stop with an unwritten completion must fail: {other:?}"),
+    }
+    let spooled = std::fs::read_to_string(spool_path(&dir)).expect("spool file");
+    assert_eq!(spooled.lines().count(), 1, "{spooled}");
+    let copy = spooled.clone();
+
+    // Next start, store healthy: the completion is written before anything is claimed.
+    let rig = start(&dir, None, clock.clone());
+    rig.wait_until("the replayed row", |r| !r.rows().is_empty())
+        .await;
+    rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
+        .await;
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    assert!(!rows[0].stale_lease, "fenced: the run still held its lease");
+    assert!(
+        rig.faulty
+            .inner
+            .job("a")
+            .unwrap()
+            .unwrap()
+            .rt
+            .lease
+            .is_none()
+    );
+    rig.stop().await.expect("clean stop");
+
+    // The same spool replayed again (say, a crash before it was removed): not written twice.
+    std::fs::write(spool_path(&dir), copy).unwrap();
+    let rig = start(&dir, None, clock);
+    rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
+        .await;
+    tokio::time::sleep(StdDuration::from_millis(200)).await;
+    assert_eq!(rig.rows().len(), 1, "{:#?}", rig.rows());
+    rig.stop().await.expect("clean stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_spool_is_refused_and_left_as_it_is() {
+    let dir = tmp("outage-badspool");
+    std::fs::create_dir_all(dir.join("spool")).unwrap();
+    std::fs::write(spool_path(&dir), "{oops\n").unwrap();
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    let r = tokio::time::timeout(StdDuration::from_secs(20), rig.handle.join)
+        .await
+        .expect("engine ends")
+        .expect("engine task");
+    match r {
+        Err(EngineError::Spool(e)) => assert!(e.to_string().contains(":1:"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(spool_path(&dir)).unwrap(),
+        "{oops\n"
+    );
+    assert!(
+        rig.faulty
+            .inner
+            .history(&HistoryQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()
+            .is_empty()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn store_retries_back_off_to_ten_seconds() {
+    let d: Vec<u64> = (1..=9)
+        .map(|a| engine::store_backoff(a).as_millis() as u64)
+        .collect();
+    assert_eq!(
+        d,
+        [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]
+    );
+}

@@ -1,0 +1,161 @@
+//! `proc::run` through the real per-run supervisor (`cronsole __supervise`), in process: every
+//! test here sets the supervisor first, so the whole file exercises the path the binary uses.
+//! Escapees die at run end, on timeout, on a hard cap and when the future is dropped; a command
+//! without shell syntax is executed without `sh`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cronsole::proc::{self, Cap, ProcSpec, run};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+fn supervised() {
+    proc::use_supervisor(BIN.into());
+    assert!(proc::supervised());
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+async fn gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+async fn pid_in(path: &Path) -> i32 {
+    for _ in 0..500 {
+        if let Some(p) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} never written", path.display());
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("cronsole-sup-{name}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spec(command: &str, timeout: Duration) -> ProcSpec<'_> {
+    ProcSpec {
+        command,
+        timeout,
+        stdout_cap: Cap::Soft(1 << 16),
+        stderr_cap: Cap::Soft(1 << 16),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setsid_escapee_neither_delays_the_run_nor_outlives_it() {
+    supervised();
+    let d = tmp("esc");
+    let cmd = format!(
+        "setsid sleep 314 & echo $! > {}/esc.pid; echo done",
+        d.display()
+    );
+    let started = Instant::now();
+    let out = run(&spec(&cmd, Duration::from_secs(30))).await.unwrap();
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout_lossy().trim(), "done");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the escapee held the pipe until the timeout"
+    );
+    let pid = pid_in(&d.join("esc.pid")).await;
+    assert!(gone(pid).await, "escapee {pid} outlived its run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_and_hard_cap_kill_the_whole_tree_escapees_included() {
+    supervised();
+    let d = tmp("timeout");
+    let cmd = format!(
+        "setsid sleep 315 & echo $! > {}/t.pid; sleep 300",
+        d.display()
+    );
+    let out = run(&spec(&cmd, Duration::from_millis(800))).await.unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, proc::TIMEOUT_EXIT_CODE);
+    assert!(gone(pid_in(&d.join("t.pid")).await).await);
+
+    let cmd = format!(
+        "setsid sleep 316 & echo $! > {}/c.pid; sleep 0.3; yes",
+        d.display()
+    );
+    let out = run(&ProcSpec {
+        command: &cmd,
+        timeout: Duration::from_secs(30),
+        stdout_cap: Cap::Hard(1000),
+        stderr_cap: Cap::Soft(100),
+    })
+    .await
+    .unwrap();
+    assert!(out.hard_cap_hit && !out.success(), "{out:?}");
+    assert!(gone(pid_in(&d.join("c.pid")).await).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_future_kills_the_tree() {
+    supervised();
+    let d = tmp("drop");
+    let cmd = format!(
+        "setsid sleep 317 & echo $! > {}/d.pid; sleep 300",
+        d.display()
+    );
+    let s = spec(&cmd, Duration::from_secs(300));
+    let fut = run(&s);
+    let pidfile = d.join("d.pid");
+    tokio::select! {
+        _ = fut => panic!("finished early"),
+        p = pid_in(&pidfile) => {
+            // Cancelled here: the future is dropped with the command still running.
+            let _ = p;
+        }
+    }
+    let pid = pid_in(&pidfile).await;
+    assert!(gone(pid).await, "a cancelled run left {pid} behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_without_shell_syntax_run_directly_with_the_shell_s_exit_codes() {
+    supervised();
+    // Executed with its literal arguments (`proc::plain_argv`; its unit tests cover which
+    // commands qualify).
+    let out = run(&spec("/bin/cat /proc/self/stat", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert!(out.stdout_lossy().contains("(cat)"), "{out:?}");
+    // A missing program is exit 127 with the program named, as `sh` reports it.
+    let out = run(&spec("/no/such/program --flag", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 127, "{out:?}");
+    assert!(out.stderr_lossy().contains("/no/such/program"), "{out:?}");
+    // Shell syntax still goes through sh.
+    let out = run(&spec("echo a | tr a b; exit 3", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 3);
+    assert_eq!(out.stdout_lossy().trim(), "b");
+}
