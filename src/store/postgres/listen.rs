@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Config};
+
+use super::connect::MakeRustls;
 
 use super::schema::CHANNEL;
 
@@ -49,10 +51,10 @@ const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Run forever on the store's runtime (it ends when the runtime shuts down).
-pub(crate) async fn run(cfg: Config, feed: Arc<ChangeFeed>) {
+pub(crate) async fn run(cfg: Config, tls: MakeRustls, feed: Arc<ChangeFeed>) {
     let mut delay = RETRY_MIN;
     loop {
-        match listen_once(&cfg, &feed).await {
+        match listen_once(&cfg, &tls, &feed).await {
             Ok(()) => delay = RETRY_MIN,
             Err(e) => {
                 tracing::debug!(error = %e, "store listener connection failed");
@@ -65,8 +67,12 @@ pub(crate) async fn run(cfg: Config, feed: Arc<ChangeFeed>) {
 }
 
 /// One connection's lifetime: Ok after a connection that worked and then ended.
-async fn listen_once(cfg: &Config, feed: &Arc<ChangeFeed>) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = cfg.connect(NoTls).await?;
+async fn listen_once(
+    cfg: &Config,
+    tls: &MakeRustls,
+    feed: &Arc<ChangeFeed>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = cfg.connect(tls.clone()).await?;
     let driver_feed = Arc::clone(feed);
     let driver = tokio::spawn(async move {
         loop {
