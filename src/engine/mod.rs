@@ -4,8 +4,13 @@
 //! runs are alive, and publishes a [`Snapshot`] (on a `watch` channel) and [`Event`]s (on a
 //! `broadcast` channel) for front ends. Front ends send [`Command`]s over mpsc.
 //!
-//! Changes made by other owners (or `cronsole pause/trigger` from a shell) are noticed by watching
-//! the store's cheap change token every 250 ms: a stat of the store, not a re-parse.
+//! Changes made by other owners (or `cronsole pause/trigger` from a shell) are pushed by the
+//! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
+//! `store::signal`), so the engine re-reads its next wake-up within milliseconds. The store's
+//! cheap change token is still checked every `change_poll` (250 ms) as the fallback for stores or
+//! moments without a signal (a lost inotify event, a file system that reports no remote writes);
+//! that tick also makes the loop turn, which the [`Heartbeat`] (health check, systemd watchdog)
+//! relies on.
 //!
 //! Shutdown (SPEC §8): stop claiming, wait up to `shutdown_grace` for in-flight runs, then cancel
 //! them; a cancelled run is completed as `abandoned` with reason `shutdown`, which the store treats
@@ -21,6 +26,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
@@ -116,6 +122,42 @@ pub fn new_owner_id() -> String {
     format!("{host}:{}:{}", std::process::id(), &id[..8])
 }
 
+/// Proof of life of the engine loop, for health checks and the systemd watchdog: the loop
+/// beats on every turn (at least every `change_poll`), and counts finished claim cycles.
+#[derive(Debug)]
+pub struct Heartbeat {
+    base: std::time::Instant,
+    /// Milliseconds after `base` of the last loop turn.
+    last_ms: AtomicU64,
+    claim_cycles: AtomicU64,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat {
+            base: std::time::Instant::now(),
+            last_ms: AtomicU64::new(0),
+            claim_cycles: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Heartbeat {
+    fn beat(&self) {
+        let ms = self.base.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::SeqCst);
+    }
+    /// How long ago the engine loop last turned.
+    pub fn since_last_turn(&self) -> StdDuration {
+        let now = self.base.elapsed().as_millis() as u64;
+        StdDuration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::SeqCst)))
+    }
+    /// Claim cycles completed (successful or not) since the engine started.
+    pub fn claim_cycles(&self) -> u64 {
+        self.claim_cycles.load(Ordering::SeqCst)
+    }
+}
+
 /// The channel ends a front end needs.
 pub struct EngineHandle {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
@@ -127,6 +169,8 @@ pub struct EngineHandle {
     /// `abandoned` (reason `shutdown`). Implies `shutdown`.
     pub hard_stop: CancellationToken,
     pub join: tokio::task::JoinHandle<Result<(), EngineError>>,
+    /// Liveness of the engine loop (see [`Heartbeat`]).
+    pub heartbeat: Arc<Heartbeat>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,7 +221,9 @@ pub fn spawn(
     let hard_stop = CancellationToken::new();
     let (completions, completions_rx) = mpsc::channel(1024);
     tokio::spawn(completer(Arc::clone(&store), completions_rx));
+    let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
+        heartbeat: Arc::clone(&heartbeat),
         completions,
         hard_stop: hard_stop.clone(),
         cfg,
@@ -205,6 +251,7 @@ pub fn spawn(
         shutdown,
         hard_stop,
         join,
+        heartbeat,
     })
 }
 
@@ -241,6 +288,7 @@ struct Actor {
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     completions: CompletionTx,
+    heartbeat: Arc<Heartbeat>,
 }
 
 /// A completion waiting for the group committer, and where its result goes.
@@ -305,9 +353,13 @@ impl Actor {
         let mut last_token = blocking(&self.store, |s| s.change_token()).await?;
         let mut dirty = true;
         let mut last_publish = tokio::time::Instant::now() - self.cfg.snapshot_min_interval;
-        let mut wake = self.next_wake().await;
+        // One claim cycle at start, due or not: it recovers expired leases at once, and the
+        // service manager is told the engine is ready only after a cycle completed.
+        let mut wake = Some(self.now());
+        let mut signal = self.store.change_signal();
 
         loop {
+            self.heartbeat.beat();
             if dirty && last_publish.elapsed() >= self.cfg.snapshot_min_interval {
                 self.publish().await;
                 last_publish = tokio::time::Instant::now();
@@ -339,8 +391,18 @@ impl Actor {
                     dirty = true;
                     wake = self.next_wake().await;
                 }
+                alive = signal_changed(&mut signal) => {
+                    if alive {
+                        dirty = true;
+                        wake = self.next_wake().await;
+                    } else {
+                        tracing::warn!("store change signal ended; polling the change token");
+                        signal = None;
+                    }
+                }
                 _ = sleep_opt(wake_at) => {
                     let progressed = self.claim(&mut runs).await;
+                    self.heartbeat.claim_cycles.fetch_add(1, Ordering::SeqCst);
                     dirty = true;
                     wake = self.next_wake().await;
                     // The store may report something due that this owner cannot take (its own
@@ -566,6 +628,14 @@ async fn hard_or_grace(
     tokio::select! {
         _ = grace.as_mut() => {}
         _ = hard.cancelled() => {}
+    }
+}
+
+/// The next push from the store; `false` when its source ended. Pending without a signal.
+async fn signal_changed(signal: &mut Option<crate::store::signal::ChangeSignal>) -> bool {
+    match signal {
+        Some(s) => s.changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -817,6 +817,12 @@ impl Store for PgStore {
         self.run(|inner| async move { inner.read_version().await })
     }
 
+    fn change_signal(&self) -> Option<signal::ChangeSignal> {
+        Some(signal::ChangeSignal::from_receiver(
+            self.inner.feed.subscribe(),
+        ))
+    }
+
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
