@@ -196,6 +196,9 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
         cfg.max_concurrent = cli.run.max_concurrent;
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
+        // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection
+        // pooler that drops LISTEN, or when inotify watches are exhausted.
+        cfg.change_signal = std::env::var("CRONSOLE_CHANGE_SIGNAL").map_or(true, |v| v != "off");
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
         let change_poll = cfg.change_poll;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;

@@ -95,6 +95,10 @@ pub struct EngineConfig {
     /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
     /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
     pub publish_snapshots: bool,
+    /// Listen to the store's change signal (`Store::change_signal`). Off, the engine notices
+    /// other processes only through the `change_poll` (the behaviour before signals existed;
+    /// `CRONSOLE_CHANGE_SIGNAL=off` for stores where the signal cannot work).
+    pub change_signal: bool,
 }
 
 impl EngineConfig {
@@ -106,6 +110,7 @@ impl EngineConfig {
             change_poll: StdDuration::from_millis(250),
             snapshot_min_interval: StdDuration::from_millis(100),
             publish_snapshots: true,
+            change_signal: true,
         }
     }
 }
@@ -356,7 +361,11 @@ impl Actor {
         // One claim cycle at start, due or not: it recovers expired leases at once, and the
         // service manager is told the engine is ready only after a cycle completed.
         let mut wake = Some(self.now());
-        let mut signal = self.store.change_signal();
+        let mut signal = if self.cfg.change_signal {
+            self.store.change_signal()
+        } else {
+            None
+        };
 
         loop {
             self.heartbeat.beat();

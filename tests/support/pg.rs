@@ -87,10 +87,22 @@ pub struct Cluster {
     keep: bool,
     /// Extra `postgres` options (`-c ssl=on …`) for every start.
     extra: String,
+    /// Keep the server's durability defaults (fsync, synchronous_commit, full_page_writes on);
+    /// test clusters turn them off for speed.
+    durable: bool,
 }
 
 impl Cluster {
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    /// A cluster with PostgreSQL's durability defaults (for benchmarks of durable commits).
+    pub fn start_durable() -> Result<Cluster, String> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<Cluster, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir().ok_or("initdb/pg_ctl not found")?;
         let base = std::env::temp_dir().join(format!(
@@ -135,6 +147,7 @@ impl Cluster {
             bin,
             keep: false,
             extra: String::new(),
+            durable,
         };
         c.pg_ctl("start")?;
         Ok(c)
@@ -179,9 +192,13 @@ impl Cluster {
     }
 
     fn pg_ctl(&self, action: &str) -> Result<(), String> {
+        let fast = if self.durable {
+            ""
+        } else {
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let opts = format!(
-            "-p {} -h 127.0.0.1 -k {} -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300{}",
+            "-p {} -h 127.0.0.1 -k {}{fast} -c max_connections=300{}",
             self.port,
             self.base.display(),
             self.extra
