@@ -1,6 +1,8 @@
 //! How an engine hears other processes (issue 13 item 2): through the store's change signal
-//! (inotify on the file store) even when its change-token poll is an hour apart, and through the
-//! poll alone when the store offers no signal (the tested fallback).
+//! (inotify on the file store, LISTEN/NOTIFY on PostgreSQL) even when its change-token poll is an
+//! hour apart, and through the poll alone when the store offers no signal (the tested fallback).
+
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
@@ -71,16 +73,27 @@ impl Store for NoSignal {
     }
 }
 
-/// Start an engine over `dir`, trigger `alpha` from a second store handle (as `cronsole trigger`
-/// in another process would), and wait (bounded) for the engine to start the run.
+/// Start an engine over the store `open` gives, trigger `alpha` from a second store handle (as
+/// `cronsole trigger` in another process would), and wait (bounded) for the run to start.
 async fn trigger_reaches_engine(signal: bool, poll: StdDuration) {
     let dir = std::env::temp_dir().join(format!("cronsole-wake-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let store_dir = dir.join("store");
+    let open = move || -> Arc<dyn Store> { Arc::new(FileStore::open(&store_dir).unwrap()) };
+    trigger_reaches_engine_on(&dir, &open, signal, poll).await;
+}
+
+async fn trigger_reaches_engine_on(
+    dir: &std::path::Path,
+    open: &(dyn Fn() -> Arc<dyn Store> + Sync),
+    signal: bool,
+    poll: StdDuration,
+) {
+    std::fs::create_dir_all(dir).unwrap();
     let yaml = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
     let path = dir.join("jobs.yaml");
     std::fs::write(&path, yaml).unwrap();
     let loaded = config::load_str(yaml, &path).unwrap_or_else(|e| panic!("{e}"));
-    let fs: Arc<dyn Store> = Arc::new(FileStore::open(&dir.join("store")).unwrap());
+    let fs = open();
     fs.apply(&loaded.file, Utc::now()).unwrap();
     let store: Arc<dyn Store> = if signal { fs } else { Arc::new(NoSignal(fs)) };
     let mut cfg = EngineConfig::new(format!("wake:{}", std::process::id()));
@@ -108,7 +121,7 @@ async fn trigger_reaches_engine(signal: bool, poll: StdDuration) {
         );
         tokio::time::sleep(StdDuration::from_millis(5)).await;
     }
-    let other = FileStore::open(&dir.join("store")).unwrap();
+    let other = open();
     assert_eq!(
         other.request_trigger("alpha", Utc::now()).unwrap(),
         TriggerOutcome::Queued
@@ -127,7 +140,7 @@ async fn trigger_reaches_engine(signal: bool, poll: StdDuration) {
     assert_eq!(started, ("alpha".to_string(), Trigger::Manual));
     handle.shutdown.cancel();
     let _ = tokio::time::timeout(StdDuration::from_secs(10), handle.join).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,4 +152,35 @@ async fn the_file_store_signal_wakes_the_engine_without_polling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_signal_the_change_token_poll_still_delivers() {
     trigger_reaches_engine(false, StdDuration::from_millis(50)).await;
+}
+
+#[test]
+fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
+    // Database setup blocks on its own runtime: do it before entering the test's runtime.
+    let url = pg_db_or_skip!();
+    let dir = std::env::temp_dir().join(format!("cronsole-wake-pg-{}", Uuid::new_v4()));
+    let open = move || -> Arc<dyn Store> {
+        let s = cronsole::store::postgres::PgStore::open(&url).unwrap();
+        // The signal rides on the listener: wait until it is up so the test is about delivery.
+        let t = std::time::Instant::now();
+        while !s.listener_alive() {
+            assert!(
+                t.elapsed() < StdDuration::from_secs(10),
+                "listener never came up"
+            );
+            std::thread::sleep(StdDuration::from_millis(5));
+        }
+        Arc::new(s)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(trigger_reaches_engine_on(
+        &dir,
+        &open,
+        true,
+        StdDuration::from_secs(3600),
+    ));
 }
