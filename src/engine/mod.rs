@@ -99,6 +99,10 @@ pub struct EngineConfig {
     /// other processes only through the `change_poll` (the behaviour before signals existed;
     /// `CRONSOLE_CHANGE_SIGNAL=off` for stores where the signal cannot work).
     pub change_signal: bool,
+    /// At most one re-read of the store per this interval on change signals: every write by
+    /// every owner fires one, and under load (40 runs/s over 4 owners: ~500 signals/s) reacting
+    /// to each would add a store lock acquisition per signal per owner. Bursts coalesce.
+    pub signal_min_interval: StdDuration,
 }
 
 impl EngineConfig {
@@ -111,6 +115,7 @@ impl EngineConfig {
             snapshot_min_interval: StdDuration::from_millis(100),
             publish_snapshots: true,
             change_signal: true,
+            signal_min_interval: StdDuration::from_millis(20),
         }
     }
 }
@@ -367,6 +372,7 @@ impl Actor {
             None
         };
 
+        let mut last_signal = tokio::time::Instant::now() - self.cfg.signal_min_interval;
         loop {
             self.heartbeat.beat();
             if dirty && last_publish.elapsed() >= self.cfg.snapshot_min_interval {
@@ -402,6 +408,12 @@ impl Actor {
                 }
                 alive = signal_changed(&mut signal) => {
                     if alive {
+                        tokio::time::sleep_until(last_signal + self.cfg.signal_min_interval).await;
+                        last_signal = tokio::time::Instant::now();
+                        // What fired while we waited is covered by the re-read below.
+                        if let Some(s) = signal.as_mut() {
+                            s.rx.borrow_and_update();
+                        }
                         dirty = true;
                         wake = self.next_wake().await;
                     } else {
