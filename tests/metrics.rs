@@ -225,3 +225,14 @@ fn a_bad_metrics_address_is_bad_input() {
     assert!(err.contains("--metrics-addr nonsense"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_attached_console_refuses_metrics_it_cannot_serve() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(["console", "--attach", "--metrics-addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`console --attach` runs none"), "{err}");
+}

@@ -45,6 +45,11 @@ pub fn headless(cli: &Cli) -> Result<ExitCode> {
 }
 
 pub fn console(cli: &Cli, attach: bool) -> Result<ExitCode> {
+    if attach && cli.run.metrics_addr.is_some() {
+        return Err(bad_input(
+            "--metrics-addr reports this process's engine; `console --attach` runs none (serve metrics from the owners)",
+        ));
+    }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(bad_input(
             "the console needs a terminal; use `cronsole run` (headless) instead",
