@@ -7,8 +7,8 @@
 //! twice) and time per `claim_due` call.
 //!
 //! Run: `cargo bench --bench pg_claims` (uses `CRONSOLE_TEST_PG_URL` if set, else starts two
-//! throwaway clusters with initdb: PostgreSQL's durability defaults, and fsync/
-//! synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS` and `PG_CLAIMS_LIMIT` override the
+//! throwaway clusters with initdb: PostgreSQL's durability defaults, the same with
+//! `synchronous_commit=off`, and fsync/synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS` and `PG_CLAIMS_LIMIT` override the
 //! defaults.
 
 #[path = "../tests/support/pg.rs"]
@@ -107,7 +107,7 @@ fn bench(open: &(dyn Fn() -> Arc<dyn Store> + Sync), jobs: usize, limit: usize) 
 
 fn report(name: &str, jobs: usize, limit: usize, r: &Result) {
     println!(
-        "{name:<12} jobs={jobs} owners=4 limit={limit}: {} claims in {:.2} s = {:.0} claims/s, \
+        "{name:<17} jobs={jobs} owners=4 limit={limit}: {} claims in {:.2} s = {:.0} claims/s, \
          duplicates {}, claim_due median {:.1} ms p99 {:.1} ms",
         r.claims,
         r.secs,
@@ -135,11 +135,17 @@ fn main() {
     match std::env::var("CRONSOLE_TEST_PG_URL") {
         Ok(u) if !u.is_empty() => servers.push(("pg (given)", u)),
         _ => {
-            for (name, durable) in [("pg durable", true), ("pg fsyncoff", false)] {
-                let c = if durable {
-                    pg::Cluster::start_durable()
-                } else {
-                    pg::Cluster::start()
+            for (name, mode) in [
+                ("pg durable", 0),
+                ("pg synccommitoff", 1),
+                ("pg fsyncoff", 2),
+            ] {
+                let c = match mode {
+                    0 => pg::Cluster::start_durable(),
+                    // fsync and full_page_writes on: a server crash loses the last commits
+                    // (never corrupts); the trade-off a user may choose per role/database.
+                    1 => pg::Cluster::start_durable_with(" -c synchronous_commit=off"),
+                    _ => pg::Cluster::start(),
                 };
                 match c {
                     Ok(c) => {

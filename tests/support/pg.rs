@@ -102,6 +102,14 @@ impl Cluster {
         Cluster::start_with(true)
     }
 
+    /// A durable cluster with extra server options (` -c name=value …`), started with them.
+    pub fn start_durable_with(extra: &str) -> Result<Cluster, String> {
+        let mut c = Cluster::start_with(true)?;
+        c.extra = extra.to_string();
+        c.pg_ctl("restart")?;
+        Ok(c)
+    }
+
     fn start_with(durable: bool) -> Result<Cluster, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir().ok_or("initdb/pg_ctl not found")?;
