@@ -166,6 +166,10 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
+        let signals = match mode {
+            Mode::Headless => Some(HeadlessSignals::install()?),
+            Mode::Console => None,
+        };
         // Bind before anything runs: a taken port is reported before the engine claims.
         let listener = match opts.metrics_addr {
             Some(a) => Some(http::bind(a).await.with_context(|| {
@@ -250,13 +254,35 @@ fn start(cli: &Cli, mode: Mode) -> Result<ExitCode> {
             notifier: notifier.clone(),
         };
         let r = match mode {
-            Mode::Headless => run_headless(handle, cli, opts.run_for, reload).await,
+            Mode::Headless => match signals {
+                Some(sig) => run_headless(handle, cli, opts.run_for, reload, sig).await,
+                None => Err(anyhow::anyhow!("headless mode without its signal handlers")),
+            },
             Mode::Console => run_console(handle, store, clock, opts.run_for).await,
         };
         notifier.send("STOPPING=1");
         service_stop.cancel();
         r
     })
+}
+
+/// The headless signal streams, installed before the engine starts so a signal during start-up
+/// is a graceful shutdown (or a reload), never the default disposition (death holding leases).
+struct HeadlessSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl HeadlessSignals {
+    fn install() -> Result<HeadlessSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(HeadlessSignals {
+            term: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing SIGHUP handler")?,
+        })
+    }
 }
 
 /// What SIGHUP needs to re-apply the jobs file.
@@ -323,11 +349,13 @@ async fn supervise(
     handle: &EngineHandle,
     run_for: Option<std::time::Duration>,
     reload: Reload,
+    signals: HeadlessSignals,
 ) -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let HeadlessSignals {
+        mut term,
+        mut int,
+        mut hup,
+    } = signals;
     let deadline = async {
         match run_for {
             Some(d) => tokio::time::sleep(d).await,
@@ -362,6 +390,7 @@ async fn run_headless(
     cli: &Cli,
     run_for: Option<std::time::Duration>,
     reload: Reload,
+    signals: HeadlessSignals,
 ) -> Result<ExitCode> {
     let printer = tokio::spawn(cronsole::headless::print_events(
         handle.events.subscribe(),
@@ -369,7 +398,7 @@ async fn run_headless(
         std::io::stdout(),
         std::io::stderr(),
     ));
-    supervise(&handle, run_for, reload).await?;
+    supervise(&handle, run_for, reload, signals).await?;
     let EngineHandle { join, events, .. } = handle;
     let res = join.await.context("engine task")?;
     drop(events);
