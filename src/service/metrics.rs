@@ -21,7 +21,7 @@
 //! under `job="_other"`.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -295,20 +295,14 @@ pub async fn feed(
 pub struct Metered {
     inner: Arc<dyn Store>,
     metrics: Arc<Metrics>,
-    calls: AtomicU64,
 }
 
 impl Metered {
     pub fn new(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Metered {
-        Metered {
-            inner,
-            metrics,
-            calls: AtomicU64::new(0),
-        }
+        Metered { inner, metrics }
     }
 
     fn count<T>(&self, r: StoreResult<T>) -> StoreResult<T> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         if r.is_err() {
             self.metrics.store_error();
         }
