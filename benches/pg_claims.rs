@@ -6,8 +6,10 @@
 //! `claim_due(limit)` until the store has nothing due; we count claims, duplicates (a job claimed
 //! twice) and time per `claim_due` call.
 //!
-//! Run: `cargo bench --bench pg_claims` (uses `CRONSOLE_TEST_PG_URL` if set, else starts a
-//! throwaway cluster with initdb). `PG_CLAIMS_JOBS` and `PG_CLAIMS_LIMIT` override the defaults.
+//! Run: `cargo bench --bench pg_claims` (uses `CRONSOLE_TEST_PG_URL` if set, else starts two
+//! throwaway clusters with initdb: PostgreSQL's durability defaults, the same with
+//! `synchronous_commit=off`, and fsync/synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS` and `PG_CLAIMS_LIMIT` override the
+//! defaults.
 
 #[path = "../tests/support/pg.rs"]
 mod pg;
@@ -105,7 +107,7 @@ fn bench(open: &(dyn Fn() -> Arc<dyn Store> + Sync), jobs: usize, limit: usize) 
 
 fn report(name: &str, jobs: usize, limit: usize, r: &Result) {
     println!(
-        "{name:<10} jobs={jobs} owners=4 limit={limit}: {} claims in {:.2} s = {:.0} claims/s, \
+        "{name:<17} jobs={jobs} owners=4 limit={limit}: {} claims in {:.2} s = {:.0} claims/s, \
          duplicates {}, claim_due median {:.1} ms p99 {:.1} ms",
         r.claims,
         r.secs,
@@ -125,23 +127,43 @@ fn main() {
         Some(l) => vec![l],
         None => vec![1, 32],
     };
-    let _cluster;
-    let server = match std::env::var("CRONSOLE_TEST_PG_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => match pg::Cluster::start() {
-            Ok(c) => {
-                let u = c.url.clone();
-                _cluster = c;
-                Some(u)
+    // Two throwaway clusters: PostgreSQL's durability defaults, and fsync/synchronous_commit/
+    // full_page_writes off (what the figures before issue 13 used). CRONSOLE_TEST_PG_URL
+    // replaces both with one server whose settings are whatever it has.
+    let mut clusters = Vec::new();
+    let mut servers: Vec<(&str, String)> = Vec::new();
+    match std::env::var("CRONSOLE_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => servers.push(("pg (given)", u)),
+        _ => {
+            for (name, mode) in [
+                ("pg durable", 0),
+                ("pg synccommitoff", 1),
+                ("pg fsyncoff", 2),
+            ] {
+                let c = match mode {
+                    0 => pg::Cluster::start_durable(),
+                    // fsync and full_page_writes on: a server crash loses the last commits
+                    // (never corrupts); the trade-off a user may choose per role/database.
+                    1 => pg::Cluster::start_durable_with(" -c synchronous_commit=off"),
+                    _ => pg::Cluster::start(),
+                };
+                match c {
+                    Ok(c) => {
+                        servers.push((name, c.url.clone()));
+                        clusters.push(c);
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "PostgreSQL not available ({e}); only the file store is measured"
+                        );
+                        break;
+                    }
+                }
             }
-            Err(e) => {
-                eprintln!("PostgreSQL not available ({e}); only the file store is measured");
-                None
-            }
-        },
-    };
+        }
+    }
     for &limit in &limits {
-        if let Some(server) = &server {
+        for (name, server) in &servers {
             let db = format!("cronsole_bench_{}", uuid::Uuid::new_v4().simple());
             pg::exec(server, &format!("CREATE DATABASE {db}")).expect("create database");
             let url = pg::with_db(server, &db);
@@ -150,7 +172,7 @@ fn main() {
                     as Arc<dyn Store>
             };
             let r = bench(&open, jobs, limit);
-            report("postgres", jobs, limit, &r);
+            report(name, jobs, limit, &r);
             assert_eq!(r.dups, 0, "duplicate claims");
             assert_eq!(r.claims, jobs, "every job claimed once");
         }

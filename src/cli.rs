@@ -78,6 +78,22 @@ pub struct RunOpts {
     /// How long a shutdown waits for in-flight runs before cancelling them (1s to 24h)
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub shutdown_grace: String,
+
+    /// Serve Prometheus metrics at /metrics and a health check at /healthz on HOST:PORT
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+
+    /// Where logs go: files under the store's logs/ directory, or stderr in journald's format
+    /// (auto: stderr when running under systemd with the journal, else the directory)
+    #[arg(long, value_enum, default_value_t = LogTo::Auto)]
+    pub log_to: LogTo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogTo {
+    Auto,
+    Dir,
+    Stderr,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

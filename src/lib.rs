@@ -15,6 +15,7 @@ pub mod headless;
 pub mod model;
 pub mod proc;
 pub mod schedule;
+pub mod service;
 pub mod snapshot;
 pub mod store;
 pub mod supervisor;

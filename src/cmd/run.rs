@@ -2,18 +2,25 @@
 //! the engine, and drive either the console or the headless printer until quit, `--for`, or a
 //! signal. SIGINT/SIGTERM once → graceful shutdown (wait `--shutdown-grace` for in-flight runs);
 //! twice → cancel in-flight runs at once (recorded `abandoned`, reason `shutdown`).
+//!
+//! Daemon duties (headless): SIGHUP re-applies the `--jobs` file (a file with errors is reported
+//! and the running definitions stay); the console treats SIGHUP as a hang-up instead.
+//! `--metrics-addr` serves `/metrics` and `/healthz` in both modes; with `$NOTIFY_SOCKET` set,
+//! systemd hears `READY=1` after the first claim cycle and `WATCHDOG=1` while the loop turns
+//! (`cronsole::service`). `--log-to` picks log files or journald-style stderr.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use cronsole::cli::{Cli, ConsoleArgs, LogFormat, RunArgs, RunOpts};
+use cronsole::cli::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineHandle};
 use cronsole::schedule::parse_duration;
+use cronsole::service::{http, metrics, sdnotify};
 use cronsole::store::Store;
 
 use super::{bad_input, jobs_file, open_store, store_location};
@@ -38,6 +45,11 @@ pub fn headless(cli: &Cli, a: &RunArgs) -> Result<ExitCode> {
 }
 
 pub fn console(cli: &Cli, a: &ConsoleArgs) -> Result<ExitCode> {
+    if a.attach && a.run.metrics_addr.is_some() {
+        return Err(bad_input(
+            "--metrics-addr reports this process's engine; `console --attach` runs none (serve metrics from the owners)",
+        ));
+    }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(bad_input(
             "the console needs a terminal; use `cronsole run` (headless) instead",
@@ -53,6 +65,7 @@ pub fn console(cli: &Cli, a: &ConsoleArgs) -> Result<ExitCode> {
 struct Opts {
     run_for: Option<std::time::Duration>,
     grace: std::time::Duration,
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Longest `--for`: the schedule grammar's 100-year cap.
@@ -81,7 +94,15 @@ fn opts(run: &RunOpts) -> Result<Opts> {
             run.shutdown_grace
         )));
     }
-    Ok(Opts { run_for, grace })
+    let metrics_addr = match &run.metrics_addr {
+        Some(a) => Some(http::parse_addr(a).map_err(bad_input)?),
+        None => None,
+    };
+    Ok(Opts {
+        run_for,
+        grace,
+        metrics_addr,
+    })
 }
 
 /// Load the jobs file (if any); every error printed, exit 2 on any.
@@ -94,9 +115,34 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     Ok(Some(loaded))
 }
 
-/// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal.
-fn init_logging(store_location: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+/// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal; or, with
+/// `--log-to stderr` (or `auto` under systemd's journal, `$JOURNAL_STREAM`, when stderr is not a
+/// terminal), to stderr in journald's format.
+fn init_logging(
+    store_location: &str,
+    to: LogTo,
+) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
+    let stderr = match to {
+        LogTo::Stderr => true,
+        LogTo::Dir => false,
+        LogTo::Auto => {
+            std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty())
+                && !std::io::stderr().is_terminal()
+        }
+    };
+    if stderr {
+        let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+        let ok = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .event_format(cronsole::service::journald::Journald)
+            .with_writer(writer)
+            .try_init()
+            .is_ok();
+        return ok.then_some(guard);
+    }
     let dir = super::eco::logs_dir(store_location);
     if std::fs::create_dir_all(&dir).is_err() {
         return None;
@@ -129,14 +175,30 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         )));
     }
     let store = open_store(&location)?;
-    let _guard = init_logging(&location);
+    let _guard = init_logging(&location, run.log_to);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let metrics = opts.metrics_addr.map(|_| Arc::new(metrics::Metrics::new()));
+    let store: Arc<dyn Store> = match &metrics {
+        Some(m) => Arc::new(metrics::Metered::new(store, Arc::clone(m))),
+        None => store,
+    };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
+        let signals = match mode {
+            Mode::Headless => Some(HeadlessSignals::install()?),
+            Mode::Console => None,
+        };
+        // Bind before anything runs: a taken port is reported before the engine claims.
+        let listener = match opts.metrics_addr {
+            Some(a) => Some(http::bind(a).await.with_context(|| {
+                format!("binding --metrics-addr {a} (is another process using it?)")
+            })?),
+            None => None,
+        };
         if let Some(l) = &loaded {
             let file = l.file.clone();
             let now = clock.now();
@@ -166,32 +228,172 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
+        // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection
+        // pooler that drops LISTEN, or when inotify watches are exhausted.
+        cfg.change_signal = std::env::var("CRONSOLE_CHANGE_SIGNAL").map_or(true, |v| v != "off");
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
+        let change_poll = cfg.change_poll;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");
-        match mode {
-            Mode::Headless => run_headless(handle, log_format, opts.run_for).await,
-            Mode::Console => run_console(handle, store, clock, opts.run_for).await,
+        // Health: the loop turns at least every change_poll; allow 40 of them (10 s) of quiet.
+        let max_quiet = (change_poll * 40).max(std::time::Duration::from_secs(10));
+        let service_stop = tokio_util::sync::CancellationToken::new();
+        if let (Some(m), Some(listener)) = (&metrics, listener) {
+            if let Ok(a) = listener.local_addr() {
+                tracing::info!(addr = %a, "serving /metrics and /healthz");
+                if mode == Mode::Headless {
+                    eprintln!(
+                        "cronsole: metrics at http://{a}/metrics, health at http://{a}/healthz"
+                    );
+                }
+            }
+            tokio::spawn(metrics::feed(
+                Arc::clone(m),
+                handle.events.subscribe(),
+                Arc::clone(&clock),
+            ));
+            let ep = http::Endpoint {
+                metrics: Arc::clone(m),
+                store: Arc::clone(&store),
+                clock: Arc::clone(&clock),
+                heartbeat: Arc::clone(&handle.heartbeat),
+                engine_stopped: handle.shutdown.clone(),
+                max_quiet,
+            };
+            tokio::spawn(http::serve(listener, ep, service_stop.clone()));
         }
+        let notifier = sdnotify::Notifier::from_env();
+        tokio::spawn(sdnotify::supervise(
+            notifier.clone(),
+            Arc::clone(&handle.heartbeat),
+            max_quiet,
+            format!("running jobs from {}", store.location()),
+            service_stop.clone(),
+        ));
+        let reload = Reload {
+            jobs: jobs.clone(),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            notifier: notifier.clone(),
+        };
+        let r = match mode {
+            Mode::Headless => match signals {
+                Some(sig) => run_headless(handle, log_format, opts.run_for, reload, sig).await,
+                None => Err(anyhow::anyhow!("headless mode without its signal handlers")),
+            },
+            Mode::Console => run_console(handle, store, clock, opts.run_for).await,
+        };
+        notifier.send("STOPPING=1");
+        service_stop.cancel();
+        r
     })
 }
 
-/// Wait for SIGINT/SIGTERM (or `--for`); first → graceful, second → hard stop.
-async fn supervise(handle: &EngineHandle, run_for: Option<std::time::Duration>) -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+/// The headless signal streams, installed before the engine starts so a signal during start-up
+/// is a graceful shutdown (or a reload), never the default disposition (death holding leases).
+struct HeadlessSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl HeadlessSignals {
+    fn install() -> Result<HeadlessSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(HeadlessSignals {
+            term: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing SIGHUP handler")?,
+        })
+    }
+}
+
+/// What SIGHUP needs to re-apply the jobs file.
+struct Reload {
+    jobs: Option<PathBuf>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    notifier: sdnotify::Notifier,
+}
+
+impl Reload {
+    /// Re-read and apply the jobs file; errors are reported and change nothing.
+    async fn apply(&self) {
+        let Some(path) = self.jobs.clone() else {
+            eprintln!("cronsole: SIGHUP: no jobs file to re-apply (start with --jobs FILE)");
+            return;
+        };
+        self.notifier.send("STATUS=re-applying the jobs file");
+        let loaded = match config::load_file(&path) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!(
+                    "cronsole: SIGHUP: {} has errors; the running definitions stay:\n{e}",
+                    path.display()
+                );
+                tracing::error!(file = %path.display(), "reload refused: the jobs file has errors");
+                self.notifier.send(&format!(
+                    "STATUS=reload of {} refused (errors); running the previous definitions",
+                    path.display()
+                ));
+                return;
+            }
+        };
+        for w in &loaded.warnings {
+            eprintln!("{w}");
+        }
+        let now = self.clock.now();
+        let file = loaded.file;
+        match engine::blocking(&self.store, move |s| s.apply(&file, now)).await {
+            Ok(report) => {
+                let summary = format!(
+                    "re-applied {}: {} created, {} updated, {} retired, {} unchanged",
+                    path.display(),
+                    report.created.len(),
+                    report.updated.len(),
+                    report.retired.len(),
+                    report.unchanged.len()
+                );
+                tracing::info!("{summary}");
+                eprintln!("cronsole: SIGHUP: {summary}");
+                self.notifier.send(&format!("STATUS={summary}"));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload: applying the jobs file failed");
+                eprintln!("cronsole: SIGHUP: applying {} failed: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// Wait for SIGINT/SIGTERM (or `--for`); first → graceful, second → hard stop. SIGHUP
+/// re-applies the jobs file meanwhile.
+async fn supervise(
+    handle: &EngineHandle,
+    run_for: Option<std::time::Duration>,
+    reload: Reload,
+    signals: HeadlessSignals,
+) -> Result<()> {
+    let HeadlessSignals {
+        mut term,
+        mut int,
+        mut hup,
+    } = signals;
     let deadline = async {
         match run_for {
             Some(d) => tokio::time::sleep(d).await,
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        _ = term.recv() => eprintln!("cronsole: SIGTERM: shutting down (signal again to cancel in-flight runs)"),
-        _ = int.recv() => eprintln!("cronsole: interrupt: shutting down (Ctrl-C again to cancel in-flight runs)"),
-        _ = deadline => {}
-        _ = handle.shutdown.cancelled() => {}
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = term.recv() => { eprintln!("cronsole: SIGTERM: shutting down (signal again to cancel in-flight runs)"); break; }
+            _ = int.recv() => { eprintln!("cronsole: interrupt: shutting down (Ctrl-C again to cancel in-flight runs)"); break; }
+            _ = hup.recv() => reload.apply().await,
+            _ = &mut deadline => break,
+            _ = handle.shutdown.cancelled() => break,
+        }
     }
     handle.shutdown.cancel();
     let hard = handle.hard_stop.clone();
@@ -210,6 +412,8 @@ async fn run_headless(
     handle: EngineHandle,
     log_format: LogFormat,
     run_for: Option<std::time::Duration>,
+    reload: Reload,
+    signals: HeadlessSignals,
 ) -> Result<ExitCode> {
     let printer = tokio::spawn(cronsole::headless::print_events(
         handle.events.subscribe(),
@@ -217,7 +421,7 @@ async fn run_headless(
         std::io::stdout(),
         std::io::stderr(),
     ));
-    supervise(&handle, run_for).await?;
+    supervise(&handle, run_for, reload, signals).await?;
     let EngineHandle { join, events, .. } = handle;
     let res = join.await.context("engine task")?;
     drop(events);
@@ -328,7 +532,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
     let jobs = jobs_file(cli);
     let location = store_location(cli, jobs.as_deref());
     let store = super::open_existing_store(&location)?;
-    let _guard = init_logging(&location);
+    let _guard = init_logging(&location, run.log_to);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

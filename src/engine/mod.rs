@@ -4,8 +4,13 @@
 //! runs are alive, and publishes a [`Snapshot`] (on a `watch` channel) and [`Event`]s (on a
 //! `broadcast` channel) for front ends. Front ends send [`Command`]s over mpsc.
 //!
-//! Changes made by other owners (or `cronsole pause/trigger` from a shell) are noticed by watching
-//! the store's cheap change token every 250 ms: a stat of the store, not a re-parse.
+//! Changes made by other owners (or `cronsole pause/trigger` from a shell) are pushed by the
+//! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
+//! `store::signal`), so the engine re-reads its next wake-up within milliseconds. The store's
+//! cheap change token is still checked every `change_poll` (250 ms) as the fallback for stores or
+//! moments without a signal (a lost inotify event, a file system that reports no remote writes);
+//! that tick also makes the loop turn, which the [`Heartbeat`] (health check, systemd watchdog)
+//! relies on.
 //!
 //! Shutdown (SPEC §8): stop claiming, wait up to `shutdown_grace` for in-flight runs, then cancel
 //! them; a cancelled run is completed as `abandoned` with reason `shutdown`, which the store treats
@@ -29,6 +34,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
@@ -103,6 +109,14 @@ pub struct EngineConfig {
     /// Where completions the store could not take are kept when the engine stops (and replayed
     /// from at start). `None`: nowhere — they are reported as lost.
     pub spool: Option<std::path::PathBuf>,
+    /// Listen to the store's change signal (`Store::change_signal`). Off, the engine notices
+    /// other processes only through the `change_poll` (the behaviour before signals existed;
+    /// `CRONSOLE_CHANGE_SIGNAL=off` for stores where the signal cannot work).
+    pub change_signal: bool,
+    /// At most one re-read of the store per this interval on change signals: every write by
+    /// every owner fires one, and under load (40 runs/s over 4 owners: ~500 signals/s) reacting
+    /// to each would add a store lock acquisition per signal per owner. Bursts coalesce.
+    pub signal_min_interval: StdDuration,
 }
 
 impl EngineConfig {
@@ -116,6 +130,8 @@ impl EngineConfig {
             publish_snapshots: true,
             outage_bound: StdDuration::from_secs(30),
             spool: None,
+            change_signal: true,
+            signal_min_interval: StdDuration::from_millis(20),
         }
     }
 }
@@ -132,6 +148,42 @@ pub fn new_owner_id() -> String {
     format!("{host}:{}:{}", std::process::id(), &id[..8])
 }
 
+/// Proof of life of the engine loop, for health checks and the systemd watchdog: the loop
+/// beats on every turn (at least every `change_poll`), and counts finished claim cycles.
+#[derive(Debug)]
+pub struct Heartbeat {
+    base: std::time::Instant,
+    /// Milliseconds after `base` of the last loop turn.
+    last_ms: AtomicU64,
+    claim_cycles: AtomicU64,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat {
+            base: std::time::Instant::now(),
+            last_ms: AtomicU64::new(0),
+            claim_cycles: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Heartbeat {
+    fn beat(&self) {
+        let ms = self.base.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::SeqCst);
+    }
+    /// How long ago the engine loop last turned.
+    pub fn since_last_turn(&self) -> StdDuration {
+        let now = self.base.elapsed().as_millis() as u64;
+        StdDuration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::SeqCst)))
+    }
+    /// Claim cycles completed (successful or not) since the engine started.
+    pub fn claim_cycles(&self) -> u64 {
+        self.claim_cycles.load(Ordering::SeqCst)
+    }
+}
+
 /// The channel ends a front end needs.
 pub struct EngineHandle {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
@@ -145,6 +197,8 @@ pub struct EngineHandle {
     /// Whether the store takes this owner's writes (for the console header and metrics).
     pub health: watch::Receiver<EngineHealth>,
     pub join: tokio::task::JoinHandle<Result<(), EngineError>>,
+    /// Liveness of the engine loop (see [`Heartbeat`]).
+    pub heartbeat: Arc<Heartbeat>,
 }
 
 /// The engine's view of its store, published on [`EngineHandle::health`].
@@ -279,7 +333,9 @@ pub fn spawn(
     let (completions, completions_rx) = mpsc::channel(1024);
     tokio::spawn(completer(Arc::clone(&store), completions_rx));
     let (health_tx, health_rx) = watch::channel(EngineHealth::default());
+    let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
+        heartbeat: Arc::clone(&heartbeat),
         completions,
         health: Arc::new(health_tx),
         unwritten: Arc::new(std::sync::Mutex::new(Unwritten::default())),
@@ -311,6 +367,7 @@ pub fn spawn(
         hard_stop,
         health: health_rx,
         join,
+        heartbeat,
     })
 }
 
@@ -351,6 +408,7 @@ struct Actor {
     unwritten: Arc<std::sync::Mutex<Unwritten>>,
     /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
     store_failures: u32,
+    heartbeat: Arc<Heartbeat>,
 }
 
 /// Completions the engine gave up writing at stop.
@@ -425,10 +483,19 @@ impl Actor {
         // Completions spooled at the last stop go in before anything is claimed, so a recovery
         // claim can never record them `abandoned` first.
         self.replay_spool().await?;
-        let mut wake = self.next_wake().await;
         let mut poll_failing = false;
+        // One claim cycle at start, due or not: it recovers expired leases at once, and the
+        // service manager is told the engine is ready only after a cycle completed.
+        let mut wake = Some(self.now());
+        let mut signal = if self.cfg.change_signal {
+            self.store.change_signal()
+        } else {
+            None
+        };
 
+        let mut last_signal = tokio::time::Instant::now() - self.cfg.signal_min_interval;
         loop {
+            self.heartbeat.beat();
             if dirty && last_publish.elapsed() >= self.cfg.snapshot_min_interval {
                 self.publish().await;
                 last_publish = tokio::time::Instant::now();
@@ -460,8 +527,24 @@ impl Actor {
                     dirty = true;
                     wake = self.next_wake().await;
                 }
+                alive = signal_changed(&mut signal) => {
+                    if alive {
+                        tokio::time::sleep_until(last_signal + self.cfg.signal_min_interval).await;
+                        last_signal = tokio::time::Instant::now();
+                        // What fired while we waited is covered by the re-read below.
+                        if let Some(s) = signal.as_mut() {
+                            s.rx.borrow_and_update();
+                        }
+                        dirty = true;
+                        wake = self.next_wake().await;
+                    } else {
+                        tracing::warn!("store change signal ended; polling the change token");
+                        signal = None;
+                    }
+                }
                 _ = sleep_opt(wake_at) => {
                     let progressed = self.claim(&mut runs).await;
+                    self.heartbeat.claim_cycles.fetch_add(1, Ordering::SeqCst);
                     dirty = true;
                     wake = self.next_wake().await;
                     // The store may report something due that this owner cannot take (its own
@@ -844,6 +927,14 @@ async fn hard_or_grace(
     tokio::select! {
         _ = grace.as_mut() => {}
         _ = hard.cancelled() => {}
+    }
+}
+
+/// The next push from the store; `false` when its source ended. Pending without a signal.
+async fn signal_changed(signal: &mut Option<crate::store::signal::ChangeSignal>) -> bool {
+    match signal {
+        Some(s) => s.changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1389,6 +1389,12 @@ impl Store for FileStore {
         self.dir.display().to_string()
     }
 
+    /// inotify on the store directory (see `super::signal`).
+    fn change_signal(&self) -> Option<super::signal::ChangeSignal> {
+        const WATCHED: &[&str] = &[SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
+        super::signal::watch_dir(&self.dir, WATCHED)
+    }
+
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         logic::unique_names(file)?;
         let mut l = self.lock()?;

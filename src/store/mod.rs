@@ -20,6 +20,7 @@ pub mod filefmt;
 pub mod io;
 pub mod logic;
 pub mod postgres;
+pub mod signal;
 pub mod stats;
 
 /// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
@@ -344,6 +345,12 @@ pub trait Store: Send + Sync {
     fn settings(&self) -> StoreResult<Settings>;
     /// A cheap token that changes whenever anything in the store changed (no re-parse).
     fn change_token(&self) -> StoreResult<u64>;
+    /// A push notification of changes (LISTEN/NOTIFY, file-system events), so an owner hears
+    /// other processes within milliseconds; `None` when this store cannot push (the caller
+    /// polls `change_token`). See [`signal`].
+    fn change_signal(&self) -> Option<signal::ChangeSignal> {
+        None
+    }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold

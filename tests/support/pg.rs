@@ -85,10 +85,32 @@ pub struct Cluster {
     pub url: String,
     bin: PathBuf,
     keep: bool,
+    /// Extra `postgres` options (`-c ssl=on …`) for every start.
+    extra: String,
+    /// Keep the server's durability defaults (fsync, synchronous_commit, full_page_writes on);
+    /// test clusters turn them off for speed.
+    durable: bool,
 }
 
 impl Cluster {
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    /// A cluster with PostgreSQL's durability defaults (for benchmarks of durable commits).
+    pub fn start_durable() -> Result<Cluster, String> {
+        Cluster::start_with(true)
+    }
+
+    /// A durable cluster with extra server options (` -c name=value …`), started with them.
+    pub fn start_durable_with(extra: &str) -> Result<Cluster, String> {
+        let mut c = Cluster::start_with(true)?;
+        c.extra = extra.to_string();
+        c.pg_ctl("restart")?;
+        Ok(c)
+    }
+
+    fn start_with(durable: bool) -> Result<Cluster, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir().ok_or("initdb/pg_ctl not found")?;
         let base = std::env::temp_dir().join(format!(
@@ -132,17 +154,62 @@ impl Cluster {
             port,
             bin,
             keep: false,
+            extra: String::new(),
+            durable,
         };
         c.pg_ctl("start")?;
         Ok(c)
     }
 
+    /// A cluster with `ssl=on` whose `pg_hba.conf` accepts only `hostssl` over TCP with a
+    /// password (SCRAM) for user `postgres`, password `password`. The server certificate (for
+    /// DNS name `localhost` only) is signed by a test CA made with `openssl`; a second,
+    /// unrelated CA is made too for negative tests.
+    pub fn start_ssl(password: &str) -> Result<(Cluster, SslFiles), String> {
+        let mut c = Cluster::start()?;
+        let dir = c.base.join("tls");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let files = SslFiles::generate(&dir)?;
+        if is_root() {
+            let st = Command::new("chown")
+                .args(["-R", "postgres:"])
+                .arg(&dir)
+                .status()
+                .map_err(|e| format!("chown: {e}"))?;
+            if !st.success() {
+                return Err("chown of the tls directory failed".into());
+            }
+        }
+        exec(
+            &c.url,
+            &format!("ALTER USER postgres PASSWORD '{password}'"),
+        )?;
+        let hba = c.data.join("pg_hba.conf");
+        std::fs::write(
+            &hba,
+            "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .map_err(|e| format!("writing {}: {e}", hba.display()))?;
+        c.extra = format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            files.server_cert.display(),
+            files.server_key.display()
+        );
+        c.pg_ctl("restart")?;
+        Ok((c, files))
+    }
+
     fn pg_ctl(&self, action: &str) -> Result<(), String> {
+        let fast = if self.durable {
+            ""
+        } else {
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let opts = format!(
-            "-p {} -h 127.0.0.1 -k {} -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300",
+            "-p {} -h 127.0.0.1 -k {}{fast} -c max_connections=300{}",
             self.port,
-            self.base.display()
+            self.base.display(),
+            self.extra
         );
         let log = self.base.join("server.log").to_string_lossy().into_owned();
         let data = self.data.to_string_lossy().into_owned();
@@ -197,6 +264,115 @@ impl Drop for Cluster {
         if !self.keep {
             let _ = self.pg_ctl("stop");
             let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// Certificates for a TLS test cluster (PEM files in one directory).
+pub struct SslFiles {
+    pub ca_cert: PathBuf,
+    /// A CA that signed nothing the server presents.
+    pub other_ca_cert: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+}
+
+impl SslFiles {
+    fn generate(dir: &Path) -> Result<SslFiles, String> {
+        let ossl = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("openssl")
+                .current_dir(dir)
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("running openssl: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "openssl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
+        };
+        for ca in ["ca", "otherca"] {
+            ossl(&[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=cronsole test {ca}"),
+                "-keyout",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{ca}.crt"),
+            ])?;
+        }
+        ossl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ])?;
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
+        )
+        .map_err(|e| e.to_string())?;
+        ossl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "server.crt",
+        ])?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(SslFiles {
+            ca_cert: dir.join("ca.crt"),
+            other_ca_cert: dir.join("otherca.crt"),
+            server_cert: dir.join("server.crt"),
+            server_key: dir.join("server.key"),
+        })
+    }
+}
+
+/// A TLS cluster (see [`Cluster::start_ssl`]), or `None` = skip.
+pub fn ssl_cluster(password: &str) -> Option<(Cluster, SslFiles)> {
+    if Command::new("openssl").arg("version").output().is_err() && !ci() {
+        eprintln!("skipped: openssl not available");
+        return None;
+    }
+    match Cluster::start_ssl(password) {
+        Ok(c) => Some(c),
+        Err(e) if ci() => panic!("PostgreSQL with TLS is required under CI=true: {e}"),
+        Err(e) => {
+            eprintln!("skipped: PostgreSQL with TLS not available ({e})");
+            None
         }
     }
 }

@@ -9,13 +9,19 @@
 //! (re)connect the listener first LISTENs, then reads the sequence's `last_value`, so a change
 //! committed while it was down is not missed. While it is down, `change_token` falls back to
 //! reading the sequence through the pool.
+//!
+//! Every version rise is also pushed on a `watch` channel (`Store::change_signal`), so engines
+//! wake within milliseconds of another owner's or a CLI command's commit; a rise seen on
+//! reconnect is pushed too, so changes made while the listener was down still wake them.
 
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Config};
+
+use super::connect::MakeRustls;
 
 use super::schema::CHANNEL;
 
@@ -26,13 +32,22 @@ pub(crate) struct ChangeFeed {
     alive: AtomicBool,
     /// Notifications received (for tests and diagnostics).
     received: AtomicU64,
+    /// Pushes every version rise to subscribed engines (`Store::change_signal`).
+    signal: tokio::sync::watch::Sender<u64>,
 }
 
 impl ChangeFeed {
     pub(crate) fn observe(&self, version: i64) {
         if version > 0 {
-            self.version.fetch_max(version as u64, Ordering::SeqCst);
+            let before = self.version.fetch_max(version as u64, Ordering::SeqCst);
+            if (version as u64) > before {
+                self.signal.send_replace(version as u64);
+            }
         }
+    }
+    /// A receiver that changes on every version rise seen by the listener.
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.signal.subscribe()
     }
     pub(crate) fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
@@ -49,10 +64,10 @@ const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Run forever on the store's runtime (it ends when the runtime shuts down).
-pub(crate) async fn run(cfg: Config, feed: Arc<ChangeFeed>) {
+pub(crate) async fn run(cfg: Config, tls: MakeRustls, feed: Arc<ChangeFeed>) {
     let mut delay = RETRY_MIN;
     loop {
-        match listen_once(&cfg, &feed).await {
+        match listen_once(&cfg, &tls, &feed).await {
             Ok(()) => delay = RETRY_MIN,
             Err(e) => {
                 tracing::debug!(error = %e, "store listener connection failed");
@@ -65,8 +80,12 @@ pub(crate) async fn run(cfg: Config, feed: Arc<ChangeFeed>) {
 }
 
 /// One connection's lifetime: Ok after a connection that worked and then ended.
-async fn listen_once(cfg: &Config, feed: &Arc<ChangeFeed>) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = cfg.connect(NoTls).await?;
+async fn listen_once(
+    cfg: &Config,
+    tls: &MakeRustls,
+    feed: &Arc<ChangeFeed>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = cfg.connect(tls.clone()).await?;
     let driver_feed = Arc::clone(feed);
     let driver = tokio::spawn(async move {
         loop {
@@ -77,7 +96,8 @@ async fn listen_once(cfg: &Config, feed: &Arc<ChangeFeed>) -> Result<(), tokio_p
                         Ok(v) => driver_feed.observe(v),
                         // Not ours (someone NOTIFYed by hand): still a change.
                         Err(_) => {
-                            driver_feed.version.fetch_add(1, Ordering::SeqCst);
+                            let v = driver_feed.version.fetch_add(1, Ordering::SeqCst);
+                            driver_feed.signal.send_replace(v.wrapping_add(1));
                         }
                     }
                 }

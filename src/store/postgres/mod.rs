@@ -34,12 +34,11 @@
 //! - History retention: every 64 completions a process trims that job's history to the newest
 //!   10 000 rows (the file store's default), in insertion order.
 //! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
-//! - TLS is not supported (the connector is `NoTls`): `sslmode=require` fails to connect; use a
-//!   trusted network or a local tunnel.
+//! - TLS follows libpq (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`; default `prefer`), and
+//!   passwords come from the URL, `PGPASSWORD` or the pgpass file: see `connect`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -56,6 +55,7 @@ use super::logic;
 use super::*;
 use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
+pub mod connect;
 mod listen;
 mod pool;
 mod schema;
@@ -206,12 +206,8 @@ impl PgStore {
                 source: None,
             });
         }
-        let mut cfg = Config::from_str(url).map_err(|e| StoreError::BadLocation {
-            what: format!(
-                "invalid PostgreSQL URL (expected postgres://user@host:port/database): {e}"
-            ),
-            source: Some(e),
-        })?;
+        let (mut cfg, tls) = connect::parse(url)?;
+        let tls = connect::connector(&tls)?;
         if cfg.get_connect_timeout().is_none() {
             cfg.connect_timeout(opts.connect_timeout);
         }
@@ -227,7 +223,7 @@ impl PgStore {
             .map_err(|e| StoreError::io("the PostgreSQL store's runtime", e))?;
         let feed = Arc::new(ChangeFeed::default());
         let inner = Arc::new(Inner {
-            pool: Pool::new(cfg.clone(), opts.pool_size),
+            pool: Pool::new(cfg.clone(), tls.clone(), opts.pool_size),
             feed: Arc::clone(&feed),
             location,
             completions: AtomicU64::new(1),
@@ -243,7 +239,7 @@ impl PgStore {
             schema::migrate(&mut c, &inner.location).await?;
             Ok(())
         })?;
-        store.handle.spawn(listen::run(cfg, feed));
+        store.handle.spawn(listen::run(cfg, tls, feed));
         Ok(store)
     }
 
@@ -822,6 +818,12 @@ impl Store for PgStore {
             return Ok(self.inner.feed.version());
         }
         self.run(|inner| async move { inner.read_version().await })
+    }
+
+    fn change_signal(&self) -> Option<signal::ChangeSignal> {
+        Some(signal::ChangeSignal::from_receiver(
+            self.inner.feed.subscribe(),
+        ))
     }
 
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
+
+use super::connect::MakeRustls;
 
 use super::db_err;
 use crate::store::{StoreError, StoreResult};
@@ -32,6 +34,7 @@ struct Backoff {
 
 pub(crate) struct Pool {
     cfg: Config,
+    tls: MakeRustls,
     idle: Mutex<Vec<Client>>,
     sem: Semaphore,
     backoff: Mutex<Backoff>,
@@ -73,9 +76,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Pool {
-    pub(crate) fn new(cfg: Config, size: usize) -> Pool {
+    pub(crate) fn new(cfg: Config, tls: MakeRustls, size: usize) -> Pool {
         Pool {
             cfg,
+            tls,
             idle: Mutex::new(Vec::new()),
             sem: Semaphore::new(size.max(1)),
             backoff: Mutex::new(Backoff::default()),
@@ -129,7 +133,7 @@ impl Pool {
                 )));
             }
         }
-        match connect(&self.cfg).await {
+        match connect(&self.cfg, &self.tls).await {
             Ok(c) => {
                 *lock(&self.backoff) = Backoff::default();
                 Ok(c)
@@ -146,9 +150,9 @@ impl Pool {
 }
 
 /// Connect and spawn the connection's driver task on the current (store) runtime.
-pub(crate) async fn connect(cfg: &Config) -> StoreResult<Client> {
+pub(crate) async fn connect(cfg: &Config, tls: &MakeRustls) -> StoreResult<Client> {
     let (client, connection) = cfg
-        .connect(NoTls)
+        .connect(tls.clone())
         .await
         .map_err(|e| db_err("connecting", e))?;
     tokio::spawn(async move {
@@ -167,7 +171,14 @@ mod tests {
     async fn failed_connects_back_off_instead_of_hammering() {
         // Port 1 on loopback refuses connections immediately.
         let cfg: Config = "postgres://nobody@127.0.0.1:1/none".parse().unwrap();
-        let pool = Pool::new(cfg, 2);
+        let tls = super::super::connect::connector(&super::super::connect::TlsSettings {
+            mode: super::super::connect::SslMode::Disable,
+            root_cert: super::super::connect::RootCert::Default,
+            cert: None,
+            key: None,
+        })
+        .unwrap();
+        let pool = Pool::new(cfg, tls, 2);
         let first = pool.get().await.err().unwrap().to_string();
         assert!(first.contains("connecting"), "{first}");
         // Within the backoff window the pool fails fast without trying.

@@ -1,0 +1,190 @@
+//! The `--metrics-addr` HTTP endpoint: `GET /metrics` (Prometheus text) and `GET /healthz`
+//! (`200 ok` while the engine loop turns and the store answers; `503` and the reason otherwise).
+//!
+//! Owns: the listener, request parsing (just the request line: GET/HEAD and a path; one request
+//! per connection, `Connection: close`) and the health decision. Must not touch: the engine or
+//! the store beyond read-only calls. No HTTP server crate: two fixed read-only routes need ~100
+//! lines, and a full server would be the largest dependency in the binary.
+//!
+//! Bounds: at most 16 connections at once (others wait in the accept queue), 5 s to send the
+//! request head, 8 KiB of head; a store probe answers within 2 s or the check fails.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::{CONTENT_TYPE, Metrics};
+use crate::clock::Clock;
+use crate::engine::Heartbeat;
+use crate::store::Store;
+
+/// Everything the endpoint reads.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub heartbeat: Arc<Heartbeat>,
+    /// Cancelled when the engine stopped (health turns 503).
+    pub engine_stopped: CancellationToken,
+    /// The loop must have turned within this long (a few `change_poll`s).
+    pub max_quiet: Duration,
+}
+
+/// Parse `--metrics-addr` (`HOST:PORT`, `[v6]:PORT`): bad input names the value.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let mut it = s.to_socket_addrs().map_err(|e| {
+        format!("--metrics-addr {s}: expected HOST:PORT (e.g. 127.0.0.1:9464): {e}")
+    })?;
+    it.next()
+        .ok_or_else(|| format!("--metrics-addr {s}: the host resolves to no address"))
+}
+
+/// Bind `addr` (the caller reports a bind failure) and serve until `stop` is cancelled.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+pub async fn serve(listener: TcpListener, ep: Endpoint, stop: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(16));
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => return,
+            p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        };
+        let conn = tokio::select! {
+            _ = stop.cancelled() => return,
+            c = listener.accept() => c,
+        };
+        match conn {
+            Ok((sock, _)) => {
+                let ep = ep.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    if let Err(e) = handle(sock, &ep).await {
+                        tracing::debug!(error = %e, "metrics connection");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics endpoint: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(mut sock: TcpStream, ep: &Endpoint) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let head = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut chunk = [0u8; 1024];
+        loop {
+            let n = sock.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.len() > 8192 {
+                break;
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+    if head.is_err() {
+        return Ok(());
+    }
+    let line = buf
+        .split(|b| *b == b'\n')
+        .next()
+        .map(|l| String::from_utf8_lossy(l).trim().to_string())
+        .unwrap_or_default();
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+        (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET and HEAD\n".to_string(),
+        )
+    } else {
+        match path {
+            "/metrics" => {
+                let store = Arc::clone(&ep.store);
+                let metrics = Arc::clone(&ep.metrics);
+                let now = ep.clock.now();
+                let refreshed = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    tokio::task::spawn_blocking(move || {
+                        metrics.refresh_from_store(store.as_ref(), now)
+                    }),
+                )
+                .await;
+                match refreshed {
+                    Ok(Ok(Ok(()))) => {}
+                    Ok(Ok(Err(e))) => {
+                        tracing::warn!(error = %e, "metrics: reading the store failed");
+                    }
+                    _ => tracing::warn!("metrics: the store did not answer within 5 s"),
+                }
+                ("200 OK", CONTENT_TYPE, ep.metrics.encode())
+            }
+            "/healthz" => match health(ep).await {
+                Ok(()) => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_string()),
+                Err(why) => (
+                    "503 Service Unavailable",
+                    "text/plain; charset=utf-8",
+                    format!("unhealthy: {why}\n"),
+                ),
+            },
+            _ => (
+                "404 Not Found",
+                "text/plain; charset=utf-8",
+                "not found: try /metrics or /healthz\n".to_string(),
+            ),
+        }
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if method != "HEAD" {
+        out.extend_from_slice(body.as_bytes());
+    }
+    sock.write_all(&out).await?;
+    sock.shutdown().await
+}
+
+/// `Ok` when the engine loop turned recently and the store answers a real read.
+pub async fn health(ep: &Endpoint) -> Result<(), String> {
+    if ep.engine_stopped.is_cancelled() {
+        return Err("the engine has stopped".into());
+    }
+    let quiet = ep.heartbeat.since_last_turn();
+    if quiet > ep.max_quiet {
+        return Err(format!(
+            "the engine loop has not turned for {:.1} s",
+            quiet.as_secs_f64()
+        ));
+    }
+    let store = Arc::clone(&ep.store);
+    match tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::task::spawn_blocking(move || store.settings().map(|_| ())),
+    )
+    .await
+    {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(format!("the store does not answer: {e}")),
+        Ok(Err(e)) => Err(format!("the store probe failed: {e}")),
+        Err(_) => Err("the store did not answer within 2 s".into()),
+    }
+}

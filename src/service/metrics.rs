@@ -1,0 +1,432 @@
+//! Prometheus metrics (exposition by `prometheus-client`, Prometheus text format 0.0.4).
+//!
+//! Owns: the metric families, feeding them from engine [`Event`]s, refreshing the store-derived
+//! gauges at scrape time, and [`Metered`] (a [`Store`] wrapper that counts store errors). Must not
+//! touch: the engine's decisions; the store beyond read-only queries at scrape time.
+//!
+//! Families (all prefixed `cronsole_`):
+//! - `runs_total{job,status}` — history rows written by this process's engine.
+//! - `run_duration_seconds{job}` — histogram of those runs' durations (rows of runs only, not
+//!   `missed`/`skipped` bookkeeping rows).
+//! - `fire_lateness_seconds{job}` — histogram of run start minus its slot (scheduled runs).
+//! - `spend_usd_total{job}` — cost of the rows above.
+//! - `budget_remaining_usd{scope}` — `scope="global"` for the jobs file's budget, `job:NAME` for
+//!   jobs with `max_cost_usd`; refreshed at scrape. Absent when no budget is set.
+//! - `leases` — leases held in the store now (any owner); `jobs{state}` — jobs by state (idle,
+//!   running, paused, held, retired; every state always present).
+//! - `store_errors_total` — failed store calls made through [`Metered`] by this process.
+//!
+//! Label sets are bounded: job names come from the jobs file; beyond [`MAX_JOB_LABELS`] distinct
+//! names (only reachable by churning job names in a long-lived process) new names are counted
+//! under `job="_other"`.
+
+use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::clock::Clock;
+use crate::engine::Event;
+use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
+use crate::store::signal::ChangeSignal;
+use crate::store::*;
+
+/// Distinct `job` label values before new names fold into `_other`.
+pub const MAX_JOB_LABELS: usize = 1000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    job: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabel {
+    job: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabel {
+    scope: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 10 ms … ~2.8 h.
+    Histogram::new(exponential_buckets(0.01, 4.0, 10))
+}
+
+fn lateness_histogram() -> Histogram {
+    // 1 ms … ~4.4 min.
+    Histogram::new(exponential_buckets(0.001, 4.0, 10))
+}
+
+const STATES: [&str; 5] = ["idle", "running", "paused", "held", "retired"];
+
+/// Every metric of one process.
+pub struct Metrics {
+    registry: Registry,
+    runs: Family<RunLabels, Counter>,
+    run_duration: Family<JobLabel, Histogram, fn() -> Histogram>,
+    lateness: Family<JobLabel, Histogram, fn() -> Histogram>,
+    spend: Family<JobLabel, Counter<f64, AtomicU64>>,
+    budget_remaining: Family<ScopeLabel, Gauge<f64, AtomicU64>>,
+    leases: Gauge,
+    jobs: Family<StateLabel, Gauge>,
+    store_errors: Counter,
+    job_names: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("cronsole");
+        let runs = Family::<RunLabels, Counter>::default();
+        let run_duration: Family<JobLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(duration_histogram);
+        let lateness: Family<JobLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(lateness_histogram);
+        let spend = Family::<JobLabel, Counter<f64, AtomicU64>>::default();
+        let budget_remaining = Family::<ScopeLabel, Gauge<f64, AtomicU64>>::default();
+        let leases = Gauge::default();
+        let jobs = Family::<StateLabel, Gauge>::default();
+        let store_errors = Counter::default();
+        registry.register(
+            "runs",
+            "History rows written by this process's engine, by job and status",
+            runs.clone(),
+        );
+        registry.register(
+            "run_duration_seconds",
+            "Duration of runs finished by this process",
+            run_duration.clone(),
+        );
+        registry.register(
+            "fire_lateness_seconds",
+            "Run start minus its scheduled slot, for scheduled runs started by this process",
+            lateness.clone(),
+        );
+        registry.register(
+            "spend_usd",
+            "USD spent by runs of this process",
+            spend.clone(),
+        );
+        registry.register(
+            "budget_remaining_usd",
+            "USD left in the current budget period (scope global, or job:NAME for max_cost_usd)",
+            budget_remaining.clone(),
+        );
+        registry.register(
+            "leases",
+            "Run leases held in the store now, by any owner",
+            leases.clone(),
+        );
+        registry.register("jobs", "Jobs in the store by state", jobs.clone());
+        registry.register(
+            "store_errors",
+            "Store calls by this process that failed",
+            store_errors.clone(),
+        );
+        for s in STATES {
+            jobs.get_or_create(&StateLabel { state: s.into() }).set(0);
+        }
+        Metrics {
+            registry,
+            runs,
+            run_duration,
+            lateness,
+            spend,
+            budget_remaining,
+            leases,
+            jobs,
+            store_errors,
+            job_names: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The label for `job`, folding names past the bound into `_other`.
+    fn job_label(&self, job: &str) -> JobLabel {
+        let mut names = self.job_names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.contains(job) {
+            return JobLabel { job: job.into() };
+        }
+        if names.len() >= MAX_JOB_LABELS {
+            return JobLabel {
+                job: "_other".into(),
+            };
+        }
+        names.insert(job.to_string());
+        JobLabel { job: job.into() }
+    }
+
+    /// Count one history row written by the engine.
+    pub fn observe_row(&self, r: &HistoryRow) {
+        let job = self.job_label(&r.job);
+        self.runs
+            .get_or_create(&RunLabels {
+                job: job.job.clone(),
+                status: r.status.as_str().to_string(),
+            })
+            .inc();
+        if !matches!(r.status, Status::Missed | Status::Skipped) {
+            self.run_duration
+                .get_or_create(&job)
+                .observe(r.duration_ms as f64 / 1000.0);
+        }
+        if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
+            self.spend.get_or_create(&job).inc_by(r.cost_usd);
+        }
+    }
+
+    /// A run started `now` for `slot`.
+    pub fn observe_start(&self, job: &str, slot: Option<DateTime<Utc>>, now: DateTime<Utc>) {
+        if let Some(slot) = slot {
+            let late = (now - slot).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
+            self.lateness
+                .get_or_create(&self.job_label(job))
+                .observe(late.max(0.0));
+        }
+    }
+
+    pub fn store_error(&self) {
+        self.store_errors.inc();
+    }
+
+    /// Refresh the gauges that describe the store (jobs by state, leases, budgets).
+    pub fn refresh_from_store(&self, store: &dyn Store, now: DateTime<Utc>) -> StoreResult<()> {
+        let jobs = store.jobs()?;
+        let mut counts = [0i64; STATES.len()];
+        let mut leases = 0;
+        for j in &jobs {
+            let w = j.state_word(now);
+            if let Some(i) = STATES.iter().position(|s| *s == w) {
+                counts[i] += 1;
+            }
+            leases += i64::from(j.rt.lease.is_some());
+        }
+        for (s, n) in STATES.iter().zip(counts) {
+            self.jobs
+                .get_or_create(&StateLabel { state: (*s).into() })
+                .set(n);
+        }
+        self.leases.set(leases);
+        let settings = store.settings()?;
+        self.budget_remaining.clear();
+        let live: Vec<&JobRecord> = jobs.iter().filter(|j| !j.rt.retired).collect();
+        if let (Some(b), Some(first)) = (settings.budget, live.first()) {
+            let spent = store.spend(&first.def.name, now)?.global_usd;
+            self.budget_remaining
+                .get_or_create(&ScopeLabel {
+                    scope: "global".into(),
+                })
+                .set(b.max_cost_usd - spent);
+        }
+        for j in live.iter().take(MAX_JOB_LABELS) {
+            if let Some(limit) = j.def.max_cost_usd {
+                let spent = store.spend(&j.def.name, now)?.job_usd;
+                self.budget_remaining
+                    .get_or_create(&ScopeLabel {
+                        scope: format!("job:{}", j.def.name),
+                    })
+                    .set(limit - spent);
+            }
+        }
+        Ok(())
+    }
+
+    /// The text exposition of every family.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The content type of [`Metrics::encode`].
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Feed `metrics` from the engine's events until the channel closes.
+pub async fn feed(
+    metrics: Arc<Metrics>,
+    mut events: broadcast::Receiver<Event>,
+    clock: Arc<dyn Clock>,
+) {
+    loop {
+        match events.recv().await {
+            Ok(Event::Row(r)) => metrics.observe_row(&r),
+            Ok(Event::RunStarted { job, slot, .. }) => {
+                metrics.observe_start(&job, slot, clock.now())
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "metrics fell behind the engine's events");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// A [`Store`] that counts failed calls in `cronsole_store_errors_total`.
+pub struct Metered {
+    inner: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+}
+
+impl Metered {
+    pub fn new(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Metered {
+        Metered { inner, metrics }
+    }
+
+    fn count<T>(&self, r: StoreResult<T>) -> StoreResult<T> {
+        if r.is_err() {
+            self.metrics.store_error();
+        }
+        r
+    }
+}
+
+impl Store for Metered {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        self.count(self.inner.apply(file, now))
+    }
+    fn settings(&self) -> StoreResult<Settings> {
+        self.count(self.inner.settings())
+    }
+    fn change_token(&self) -> StoreResult<u64> {
+        self.count(self.inner.change_token())
+    }
+    fn change_signal(&self) -> Option<ChangeSignal> {
+        self.inner.change_signal()
+    }
+    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+        self.count(self.inner.jobs())
+    }
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.count(self.inner.job(name))
+    }
+    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        self.count(self.inner.next_wakeup(now))
+    }
+    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+        self.count(self.inner.claim_due(req))
+    }
+    fn renew(
+        &self,
+        job: &str,
+        run_id: Uuid,
+        owner: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<RenewOutcome> {
+        self.count(self.inner.renew(job, run_id, owner, now))
+    }
+    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.count(self.inner.complete(c))
+    }
+    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
+        self.inner
+            .complete_many(cs)
+            .into_iter()
+            .map(|r| self.count(r))
+            .collect()
+    }
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.count(self.inner.history(q))
+    }
+    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
+        self.count(self.inner.set_paused(name, paused, now))
+    }
+    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+        self.count(self.inner.request_trigger(name, now))
+    }
+    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
+        self.count(self.inner.spend(job, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Trigger;
+
+    #[test]
+    fn rows_feed_counters_and_histograms_and_job_labels_are_bounded() {
+        let m = Metrics::new();
+        let now = Utc::now();
+        let mut r = HistoryRow::new(
+            "alpha",
+            Status::Succeeded,
+            Trigger::Schedule,
+            None,
+            "o",
+            now,
+        );
+        r.duration_ms = 1500;
+        r.cost_usd = 0.25;
+        m.observe_row(&r);
+        m.observe_start("alpha", Some(now - chrono::Duration::milliseconds(20)), now);
+        let text = m.encode();
+        assert!(
+            text.contains(r#"cronsole_runs_total{job="alpha",status="succeeded"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cronsole_spend_usd_total{job="alpha"} 0.25"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cronsole_run_duration_seconds_sum{job="alpha"} 1.5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cronsole_fire_lateness_seconds_count{job="alpha"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cronsole_jobs{state="paused"} 0"#),
+            "{text}"
+        );
+        for i in 0..MAX_JOB_LABELS + 5 {
+            m.observe_row(&HistoryRow::new(
+                &format!("j{i}"),
+                Status::Failed,
+                Trigger::Schedule,
+                None,
+                "o",
+                now,
+            ));
+        }
+        let text = m.encode();
+        assert!(
+            text.contains(r#"cronsole_runs_total{job="_other",status="failed"} 6"#),
+            "past the bound, names fold into _other"
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! The headless binary as a daemon (issue 13 item 4): systemd readiness and watchdog over a
+//! `$NOTIFY_SOCKET` this test binds, SIGHUP re-applying `--jobs` (a bad file reported, the
+//! running definitions kept), `STOPPING=1` at shutdown, and journald-style logs on stderr.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    fn wait_line(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(l) => seen.push(l),
+                Err(e) => panic!("no stderr line with {needle:?} ({e}); saw {seen:#?}"),
+            }
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        let r = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(r, 0, "kill failed");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+    cmd.current_dir(dir)
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(extra)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    Daemon { child, lines: rx }
+}
+
+fn recv_until(sock: &UnixDatagram, needle: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "no {needle:?} datagram; got {got:#?}");
+        sock.set_read_timeout(Some(left)).unwrap();
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let done = m.lines().any(|l| l == needle);
+                got.push(m);
+                if done {
+                    return got;
+                }
+            }
+            Err(e) => panic!("no {needle:?} datagram ({e}); got {got:#?}"),
+        }
+    }
+}
+
+fn jobs_list(dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .args(["--store", "store", "jobs"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const ONE: &str = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
+
+#[test]
+fn ready_watchdog_sighup_reload_and_stopping() {
+    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
+    let sock_path = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    let d = spawn(
+        &dir,
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "200000"),
+        ],
+        &[],
+    );
+    let first = recv_until(&sock, "READY=1");
+    assert!(
+        first.last().unwrap().contains("STATUS=running jobs from"),
+        "{first:?}"
+    );
+    recv_until(&sock, "WATCHDOG=1");
+
+    // SIGHUP with a grown file: the new job is applied.
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        format!("{ONE}  - name: beta\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n"),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    let l = d.wait_line("SIGHUP: re-applied");
+    assert!(l.contains("1 created"), "{l}");
+    assert!(jobs_list(&dir).contains("beta"));
+
+    // SIGHUP with a broken file: reported with its position, nothing changes, still running.
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: alpha\n    schedul: oops\n",
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    d.wait_line("has errors; the running definitions stay");
+    d.wait_line("jobs.yaml:3:");
+    let jobs = jobs_list(&dir);
+    assert!(jobs.contains("alpha") && jobs.contains("beta"), "{jobs}");
+    recv_until(&sock, "WATCHDOG=1");
+
+    d.signal(libc::SIGTERM);
+    recv_until(&sock, "STOPPING=1");
+    let mut d = d;
+    let st = d.child.wait().unwrap();
+    assert!(st.success(), "{st}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn log_to_stderr_writes_journald_priority_lines() {
+    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
+    let d = spawn(&dir, &[], &["--log-to", "stderr"]);
+    let l = d.wait_line("engine started");
+    assert!(l.starts_with("<6>cronsole"), "{l}");
+    d.signal(libc::SIGTERM);
+    let mut d = d;
+    assert!(d.child.wait().unwrap().success());
+    assert!(
+        !dir.join("store").join("logs").exists(),
+        "no log directory with --log-to stderr"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,186 @@
+//! How an engine hears other processes (issue 13 item 2): through the store's change signal
+//! (inotify on the file store, LISTEN/NOTIFY on PostgreSQL) even when its change-token poll is an
+//! hour apart, and through the poll alone when the store offers no signal (the tested fallback).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use cronsole::action::BackoffConfig;
+use cronsole::action::llm::{HttpOptions, http_client};
+use cronsole::clock::{Clock, SystemClock};
+use cronsole::config;
+use cronsole::engine::{self, EngineConfig, Event, RunDeps};
+use cronsole::gate::GateConfig;
+use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Trigger};
+use cronsole::store::file::FileStore;
+use cronsole::store::*;
+use uuid::Uuid;
+
+/// A store that hides its change signal: the engine must fall back to polling.
+struct NoSignal(Arc<dyn Store>);
+
+impl Store for NoSignal {
+    fn location(&self) -> String {
+        self.0.location()
+    }
+    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+        self.0.apply(file, now)
+    }
+    fn settings(&self) -> StoreResult<Settings> {
+        self.0.settings()
+    }
+    fn change_token(&self) -> StoreResult<u64> {
+        self.0.change_token()
+    }
+    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+        self.0.jobs()
+    }
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.0.job(name)
+    }
+    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+        self.0.next_wakeup(now)
+    }
+    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+        self.0.claim_due(req)
+    }
+    fn renew(
+        &self,
+        job: &str,
+        run_id: Uuid,
+        owner: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<RenewOutcome> {
+        self.0.renew(job, run_id, owner, now)
+    }
+    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.0.complete(c)
+    }
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.0.history(q)
+    }
+    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
+        self.0.set_paused(name, paused, now)
+    }
+    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+        self.0.request_trigger(name, now)
+    }
+    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
+        self.0.spend(job, now)
+    }
+}
+
+/// Start an engine over the store `open` gives, trigger `alpha` from a second store handle (as
+/// `cronsole trigger` in another process would), and wait (bounded) for the run to start.
+async fn trigger_reaches_engine(signal: bool, poll: StdDuration) {
+    let dir = std::env::temp_dir().join(format!("cronsole-wake-{}", Uuid::new_v4()));
+    let store_dir = dir.join("store");
+    let open = move || -> Arc<dyn Store> { Arc::new(FileStore::open(&store_dir).unwrap()) };
+    trigger_reaches_engine_on(&dir, &open, signal, poll).await;
+}
+
+async fn trigger_reaches_engine_on(
+    dir: &std::path::Path,
+    open: &(dyn Fn() -> Arc<dyn Store> + Sync),
+    signal: bool,
+    poll: StdDuration,
+) {
+    std::fs::create_dir_all(dir).unwrap();
+    let yaml = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
+    let path = dir.join("jobs.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let loaded = config::load_str(yaml, &path).unwrap_or_else(|e| panic!("{e}"));
+    let fs = open();
+    fs.apply(&loaded.file, Utc::now()).unwrap();
+    let store: Arc<dyn Store> = if signal { fs } else { Arc::new(NoSignal(fs)) };
+    let mut cfg = EngineConfig::new(format!("wake:{}", std::process::id()));
+    cfg.change_poll = poll;
+    cfg.publish_snapshots = false;
+    let deps = RunDeps {
+        http: http_client(&HttpOptions {
+            connect_timeout: StdDuration::from_secs(5),
+            system_proxy: false,
+        })
+        .unwrap(),
+        env: Arc::new(|_: &str| None),
+        backoff: BackoffConfig::default(),
+        gate: GateConfig::default(),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let handle = engine::spawn(cfg, store, clock, deps).unwrap();
+    let mut events = handle.events.subscribe();
+    // Let the engine reach its idle wait (the first claim cycle finds nothing due).
+    let t0 = tokio::time::Instant::now();
+    while handle.heartbeat.claim_cycles() == 0 {
+        assert!(
+            t0.elapsed() < StdDuration::from_secs(10),
+            "no first claim cycle"
+        );
+        tokio::time::sleep(StdDuration::from_millis(5)).await;
+    }
+    let other = open();
+    assert_eq!(
+        other.request_trigger("alpha", Utc::now()).unwrap(),
+        TriggerOutcome::Queued
+    );
+    let started = tokio::time::timeout(StdDuration::from_secs(10), async {
+        loop {
+            match events.recv().await {
+                Ok(Event::RunStarted { job, trigger, .. }) => break (job, trigger),
+                Ok(_) => {}
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the triggered run started");
+    assert_eq!(started, ("alpha".to_string(), Trigger::Manual));
+    handle.shutdown.cancel();
+    let _ = tokio::time::timeout(StdDuration::from_secs(10), handle.join).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_store_signal_wakes_the_engine_without_polling() {
+    // The poll is an hour apart: only the inotify signal can deliver the trigger in time.
+    trigger_reaches_engine(true, StdDuration::from_secs(3600)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_signal_the_change_token_poll_still_delivers() {
+    trigger_reaches_engine(false, StdDuration::from_millis(50)).await;
+}
+
+#[test]
+fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
+    // Database setup blocks on its own runtime: do it before entering the test's runtime.
+    let url = pg_db_or_skip!();
+    let dir = std::env::temp_dir().join(format!("cronsole-wake-pg-{}", Uuid::new_v4()));
+    let open = move || -> Arc<dyn Store> {
+        let s = cronsole::store::postgres::PgStore::open(&url).unwrap();
+        // The signal rides on the listener: wait until it is up so the test is about delivery.
+        let t = std::time::Instant::now();
+        while !s.listener_alive() {
+            assert!(
+                t.elapsed() < StdDuration::from_secs(10),
+                "listener never came up"
+            );
+            std::thread::sleep(StdDuration::from_millis(5));
+        }
+        Arc::new(s)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(trigger_reaches_engine_on(
+        &dir,
+        &open,
+        true,
+        StdDuration::from_secs(3600),
+    ));
+}

@@ -1,0 +1,238 @@
+//! `--metrics-addr` on the real binary (issue 13 item 3): Prometheus text at /metrics with the
+//! documented families, /healthz 200 while healthy and 503 with a reason when the store stops
+//! answering, and a bad address refused as bad input.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (code, body.to_string())
+}
+
+struct Daemon {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Wait for a stderr line containing `needle` (bounded).
+    fn wait_line(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(e) => panic!("no stderr line with {needle:?}: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    Daemon { child, lines: rx }
+}
+
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn metrics_and_health_are_served_by_the_real_binary() {
+    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n    max_cost_usd: 0.5\n  - name: beta\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let d = spawn(&dir, &["--metrics-addr", "127.0.0.1:0"]);
+    let line = d.wait_line("metrics at http://");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+
+    // Healthy once the engine turns.
+    let t = Instant::now();
+    loop {
+        let (code, body) = get(&addr, "/healthz");
+        if code == 200 {
+            assert_eq!(body, "ok\n");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{code} {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A run from another process shows up in the counters and histograms.
+    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(&dir)
+        .args(["--store", "store", "trigger", "alpha"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    let text = loop {
+        let (code, body) = get(&addr, "/metrics");
+        assert_eq!(code, 200);
+        if metric(
+            &body,
+            r#"cronsole_runs_total{job="alpha",status="succeeded"}"#,
+        ) == Some(1.0)
+            && metric(&body, r#"cronsole_fire_lateness_seconds_count{job="tick"}"#)
+                .is_some_and(|n| n >= 1.0)
+        {
+            break body;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{body}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        metric(&text, r#"cronsole_run_duration_seconds_count{job="alpha"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE cronsole_fire_lateness_seconds histogram"),
+        "{text}"
+    );
+    let idle = metric(&text, r#"cronsole_jobs{state="idle"}"#).unwrap_or(0.0);
+    let running = metric(&text, r#"cronsole_jobs{state="running"}"#).unwrap_or(0.0);
+    assert_eq!(idle + running, 3.0, "{text}");
+    assert_eq!(
+        metric(&text, r#"cronsole_jobs{state="paused"}"#),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "cronsole_leases "), Some(running), "{text}");
+    assert_eq!(
+        metric(&text, "cronsole_store_errors_total "),
+        Some(0.0),
+        "{text}"
+    );
+    // The jobs file's default budget ($1/day) and alpha's own cap, nothing spent.
+    assert_eq!(
+        metric(&text, r#"cronsole_budget_remaining_usd{scope="global"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, r#"cronsole_budget_remaining_usd{scope="job:alpha"}"#),
+        Some(0.5),
+        "{text}"
+    );
+    assert!(!text.contains(r#"scope="job:beta""#), "{text}");
+
+    // Pausing from outside moves the jobs gauge.
+    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(&dir)
+        .args(["--store", "store", "pause", "beta"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (_, text) = get(&addr, "/metrics");
+    assert_eq!(
+        metric(&text, r#"cronsole_jobs{state="paused"}"#),
+        Some(1.0),
+        "{text}"
+    );
+
+    assert_eq!(get(&addr, "/nope").0, 404);
+
+    // The store goes away: health says why, with 503, and store errors are counted.
+    std::fs::remove_dir_all(dir.join("store")).unwrap();
+    let (code, body) = get(&addr, "/healthz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("store does not answer"), "{body}");
+    let (_, text) = get(&addr, "/metrics");
+    assert!(
+        metric(&text, "cronsole_store_errors_total ").unwrap_or(0.0) >= 1.0,
+        "{text}"
+    );
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_metrics_address_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(&dir)
+        .args([
+            "run",
+            "--jobs",
+            "jobs.yaml",
+            "--store",
+            "store",
+            "--metrics-addr",
+            "nonsense",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--metrics-addr nonsense"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_attached_console_refuses_metrics_it_cannot_serve() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(["console", "--attach", "--metrics-addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`console --attach` runs none"), "{err}");
+}
