@@ -60,6 +60,8 @@ mod bounds;
 mod check;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds};
@@ -276,7 +278,8 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, Diagnostic> {
         file_error(
             path,
             format!(
-                "{} is {size} bytes, more than the jobs-file cap of {cap} bytes (raise it with                  {MAX_FILE_BYTES_ENV})",
+                "{} is {size} bytes, more than the jobs-file cap of {cap} bytes (raise it with \
+                 {MAX_FILE_BYTES_ENV})",
                 path.display()
             ),
         )

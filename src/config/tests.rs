@@ -946,8 +946,61 @@ mod props {
         })
     }
 
+    /// Every key path of `v` (mapping keys only), with the key's emitted text.
+    fn key_paths(v: &Value, base: Vec<yaml::Seg>, out: &mut Vec<(Vec<yaml::Seg>, String)>) {
+        match v {
+            Value::Sequence(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let mut p = base.clone();
+                    p.push(yaml::Seg::Index(i));
+                    key_paths(item, p, out);
+                }
+            }
+            Value::Mapping(m) => {
+                for (k, item) in m {
+                    if let Value::String(k) = k {
+                        let mut p = base.clone();
+                        p.push(yaml::Seg::Key(k.clone()));
+                        out.push((p.clone(), scalar_text(&Value::String(k.clone()))));
+                        key_paths(item, p, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The text from 1-based `(line, column)` (columns count characters, as the parser does).
+    fn text_at(text: &str, (line, column): (usize, usize)) -> String {
+        text.split('\n')
+            .nth(line - 1)
+            .map(|l| l.chars().skip(column - 1).collect())
+            .unwrap_or_default()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The one-pass index (what replaced the serde_yaml oracle): every key of a generated
+        /// document is located exactly at its own text.
+        #[test]
+        fn every_key_is_located_at_its_text(v in yaml_value()) {
+            let text = to_yaml(&v);
+            let doc = yaml::Document::parse(&text);
+            prop_assert!(doc.is_ok(), "{:?} does not parse: {:?}", text, doc.err());
+            let Ok(doc) = doc else { return Ok(()) };
+            let mut paths = Vec::new();
+            key_paths(&v, Vec::new(), &mut paths);
+            for (p, key) in paths {
+                let at = doc.locate(&p, yaml::Target::Key);
+                prop_assert!(at.is_some(), "{:?} not found in {:?}", p, text);
+                let at = at.unwrap_or((1, 1));
+                prop_assert!(
+                    text_at(&text, at).starts_with(&key),
+                    "{:?} located at {:?} in {:?}", p, at, text
+                );
+            }
+        }
 
         #[test]
         fn never_panics_on_arbitrary_text(text in "\\PC{0,200}") {

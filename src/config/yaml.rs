@@ -225,15 +225,26 @@ impl YamlError {
 
     fn scan(e: &ScanError) -> YamlError {
         let m = e.marker();
+        // The scanner reads a little ahead of the events, so very deep flow nesting can hit its
+        // own limit (256 levels) before the builder sees level 129: same problem, same words.
+        let message = if e.info().contains("recursion limit exceeded") {
+            too_deep()
+        } else {
+            e.info().to_string()
+        };
         YamlError {
             line: m.line().max(1),
             column: m.col() + 1,
-            message: e.info().to_string(),
+            message,
         }
     }
 }
 
 type Pos = (usize, usize);
+
+fn too_deep() -> String {
+    format!("nesting deeper than {MAX_DEPTH} levels is not accepted")
+}
 
 fn pos(span: &Span) -> Pos {
     (span.start.line().max(1), span.start.col() + 1)
@@ -303,10 +314,7 @@ impl<'t> Builder<'t> {
         let (ev, span) = first;
         let at = pos(&span);
         if level > MAX_DEPTH {
-            return Err(YamlError::at(
-                at,
-                format!("nesting deeper than {MAX_DEPTH} levels is not accepted"),
-            ));
+            return Err(YamlError::at(at, too_deep()));
         }
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
