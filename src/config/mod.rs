@@ -28,8 +28,9 @@
 //!   `budget.period` still sets the period of per-job `max_cost_usd`).
 //! - Numbers are strict (a quoted "30" is an error) except `misfire_grace_seconds`, which the
 //!   SPEC says accepts a numeric string; a non-numeric grace is a warning and means null, a
-//!   negative grace is an error. Timeouts and leases must be > 0; costs and prices ≥ 0;
-//!   `temperature` 0–2; counts are whole numbers ≥ 1.
+//!   grace that is a number out of range (negative, `.inf`, beyond 100 years) is an error. Every
+//!   number has the minimum and maximum of `bounds` (leases ≥ 1 s, timeouts ≥ 0.1 s, intervals
+//!   ≤ 100 years, counts bounded, money finite and ≥ 0).
 //! - Agents: `provider` defaults to openai; `model` is required; `base_url` must be http(s) and
 //!   loses a trailing `/`; `api_key_env` must look like an env var name (the message never echoes
 //!   it, in case a key was pasted there). A missing key variable is a warning only for agents

@@ -448,3 +448,29 @@ mod reading {
         assert!(e.message.contains("not valid UTF-8"), "{e}");
     }
 }
+
+#[test]
+fn big_mappings_are_indexed_for_duplicates_and_positions() {
+    // More keys than the scan threshold: every unknown key is located at its own line.
+    let mut text = String::from("jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n");
+    for i in 0..40 {
+        text.push_str(&format!("    k{i}: 1\n"));
+    }
+    let c = check(&text);
+    for i in 0..40 {
+        let d = c
+            .diagnostics
+            .iter()
+            .find(|d| d.key == format!("jobs[0].k{i}"))
+            .unwrap();
+        assert_eq!((d.line, d.column), (5 + i, 5), "{d}");
+    }
+    text.push_str("    k7: 2\n");
+    let d = &check(&text).diagnostics[0];
+    assert_eq!((d.line, d.column, d.key.as_str()), (45, 5, "(yaml)"), "{d}");
+    assert!(
+        d.message
+            .contains("duplicate key \"k7\" in one mapping (first at line 12 column 5)"),
+        "{d}"
+    );
+}

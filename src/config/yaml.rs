@@ -33,6 +33,9 @@ pub const MAX_DEPTH: usize = 128;
 /// is larger.
 pub const MAX_EXPANDED_NODES: u64 = 1_000_000;
 
+/// Mappings up to this many entries are searched by scanning; larger ones are indexed.
+const SCAN_MAX: usize = 16;
+
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seg {
@@ -273,6 +276,9 @@ struct Node {
 #[derive(Debug)]
 pub struct Document {
     nodes: Vec<Node>,
+    /// For mappings of more than [`SCAN_MAX`] entries: key text → entry, so locating N
+    /// diagnostics in a mapping of N keys stays linear.
+    big_maps: HashMap<usize, HashMap<String, usize>>,
     /// `None` for an empty document (no node at all).
     root: Option<usize>,
     pub value: Value,
@@ -524,6 +530,47 @@ fn float(v: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
+/// Scalar keys of one mapping being built, hashed by kind and text; lists, mappings and tagged
+/// keys (rare, and always an error in a jobs file) are compared one by one.
+#[derive(Default)]
+struct KeyIndex {
+    scalars: HashMap<(u8, String), usize>,
+    complex: Vec<usize>,
+}
+
+impl KeyIndex {
+    fn hash_key(k: &Value) -> Option<(u8, String)> {
+        match k {
+            Value::Null => Some((0, String::new())),
+            Value::Bool(b) => Some((1, b.to_string())),
+            Value::Number(n) => Some((2, n.to_string())),
+            Value::String(s) => Some((3, s.clone())),
+            _ => None,
+        }
+    }
+
+    /// The index in `out` of an entry whose key equals `k`.
+    fn find(&self, out: &Mapping, k: &Value) -> Option<usize> {
+        match Self::hash_key(k) {
+            Some(h) => self.scalars.get(&h).copied(),
+            None => self
+                .complex
+                .iter()
+                .copied()
+                .find(|i| out.entries.get(*i).is_some_and(|(e, _)| e == k)),
+        }
+    }
+
+    fn add(&mut self, k: &Value, i: usize) {
+        match Self::hash_key(k) {
+            Some(h) => {
+                self.scalars.entry(h).or_insert(i);
+            }
+            None => self.complex.push(i),
+        }
+    }
+}
+
 impl Document {
     /// Parse `text` (one document); merges are applied to [`Document::value`].
     pub fn parse(text: &str) -> Result<Document, YamlError> {
@@ -553,6 +600,7 @@ impl Document {
         }
         let nodes = b.nodes;
         let mut doc = Document {
+            big_maps: HashMap::new(),
             nodes,
             root,
             value: Value::Null,
@@ -572,6 +620,19 @@ impl Document {
             }
             doc.value = doc.materialize(r)?;
         }
+        for (id, node) in doc.nodes.iter().enumerate() {
+            if let Kind::Map(entries) = &node.kind
+                && entries.len() > SCAN_MAX
+            {
+                let mut index = HashMap::new();
+                for (i, (k, _)) in entries.iter().enumerate() {
+                    if let Some(t) = doc.scalar_key_text(*k) {
+                        index.entry(t).or_insert(i);
+                    }
+                }
+                doc.big_maps.insert(id, index);
+            }
+        }
         Ok(doc)
     }
 
@@ -588,10 +649,10 @@ impl Document {
                 .map(Value::Sequence),
             Kind::Map(entries) => {
                 let mut out = Mapping::default();
-                // Where each kept key was written, and an index of text keys for big mappings
-                // (small ones are scanned).
+                // Where each kept key was written, and every scalar key hashed, so a mapping of
+                // a million keys is checked for duplicates in linear time.
                 let mut written: Vec<Pos> = Vec::new();
-                let mut seen: HashMap<String, usize> = HashMap::new();
+                let mut seen = KeyIndex::default();
                 let mut merge: Option<(Pos, usize)> = None;
                 for (k, v) in entries {
                     let key = self.materialize(*k)?;
@@ -605,11 +666,7 @@ impl Document {
                             Some((first, _)) => Some(first),
                         }
                     } else {
-                        let i = match &key {
-                            Value::String(s) if out.len() >= 16 => seen.get(s).copied(),
-                            _ => out.entries.iter().position(|(e, _)| *e == key),
-                        };
-                        i.map(|i| written[i])
+                        seen.find(&out, &key).map(|i| written[i])
                     };
                     if let Some(first) = first {
                         let name = key_text(&key).map_or_else(
@@ -624,15 +681,13 @@ impl Document {
                             ),
                         ));
                     }
-                    if let Value::String(s) = &key {
-                        seen.insert(s.clone(), out.len());
-                    }
+                    seen.add(&key, out.len());
                     let value = self.materialize(*v)?;
                     out.entries.push((key, value));
                     written.push(at);
                 }
                 if let Some((_, source)) = merge {
-                    self.merge_into(&mut out, source)?;
+                    self.merge_into(&mut out, &mut seen, source)?;
                 }
                 Ok(Value::Mapping(out))
             }
@@ -640,7 +695,12 @@ impl Document {
     }
 
     /// `<<: *base` or `<<: [*a, *b]`: entries not already present are added, in order.
-    fn merge_into(&self, out: &mut Mapping, source: usize) -> Result<(), YamlError> {
+    fn merge_into(
+        &self,
+        out: &mut Mapping,
+        seen: &mut KeyIndex,
+        source: usize,
+    ) -> Result<(), YamlError> {
         let at = self.nodes[source].at;
         let bad = |what: &str| {
             YamlError::at(
@@ -663,7 +723,8 @@ impl Document {
                 }));
             };
             for (k, v) in m.entries {
-                if !out.entries.iter().any(|(e, _)| *e == k) {
+                if seen.find(out, &k).is_none() {
+                    seen.add(&k, out.len());
                     out.entries.push((k, v));
                 }
             }
@@ -671,38 +732,46 @@ impl Document {
         Ok(())
     }
 
-    fn resolve(&self, id: usize) -> Option<&Node> {
-        match self.nodes.get(id)? {
-            Node {
-                kind: Kind::Alias(t),
-                ..
-            } => self.nodes.get(*t),
-            n => Some(n),
+    /// The node itself, or the node an alias stands for (by arena index).
+    fn resolve(&self, id: usize) -> Option<usize> {
+        match &self.nodes.get(id)?.kind {
+            Kind::Alias(t) => Some(*t),
+            _ => Some(id),
+        }
+    }
+
+    /// The text of a scalar key (as the checks render keys), `None` for other keys.
+    fn scalar_key_text(&self, id: usize) -> Option<String> {
+        match &self.nodes.get(self.resolve(id)?)?.kind {
+            Kind::Scalar(v) => key_text(v),
+            _ => None,
         }
     }
 
     /// 1-based `(line, column)` of `path` as written, or `None` when it is not in the text
     /// (e.g. it came from a `<<` merge).
     pub fn locate(&self, path: &[Seg], target: Target) -> Option<(usize, usize)> {
-        let mut node = self.resolve(self.root?)?;
+        let mut id = self.resolve(self.root?)?;
         for (i, seg) in path.iter().enumerate() {
             let last = i + 1 == path.len();
-            match (seg, &node.kind) {
-                (Seg::Index(n), Kind::Seq(items)) => node = self.resolve(*items.get(*n)?)?,
+            match (seg, &self.nodes.get(id)?.kind) {
+                (Seg::Index(n), Kind::Seq(items)) => id = self.resolve(*items.get(*n)?)?,
                 (Seg::Key(k), Kind::Map(entries)) => {
-                    let (key, value) = entries.iter().find(|(key, _)| {
-                        matches!(self.resolve(*key), Some(Node { kind: Kind::Scalar(v), .. })
-                            if key_text(v).as_deref() == Some(k.as_str()))
-                    })?;
+                    let (key, value) = match self.big_maps.get(&id) {
+                        Some(index) => entries.get(*index.get(k.as_str())?)?,
+                        None => entries.iter().find(|(key, _)| {
+                            self.scalar_key_text(*key).as_deref() == Some(k.as_str())
+                        })?,
+                    };
                     if last && target == Target::Key {
-                        return self.resolve(*key).map(|n| n.at);
+                        return Some(self.nodes.get(self.resolve(*key)?)?.at);
                     }
-                    node = self.resolve(*value)?;
+                    id = self.resolve(*value)?;
                 }
                 _ => return None,
             }
         }
-        Some(node.at)
+        Some(self.nodes.get(id)?.at)
     }
 
     /// Like [`Document::locate`], falling back to the nearest ancestor, then to 1:1.
