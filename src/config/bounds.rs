@@ -16,7 +16,7 @@
 //! - Money: finite, 0 to 1 000 000 USD (budgets and per-job caps) and 0 to 1 000 000 USD per 1M
 //!   tokens (prices). `temperature` 0–2 (the providers' range).
 
-use crate::model::{Action, JobsFile};
+use crate::model::{Action, JobDef, JobsFile};
 use crate::schedule::ScheduleSpec;
 
 /// An inclusive range of whole numbers.
@@ -189,48 +189,52 @@ pub fn check_bounds(file: &JobsFile) -> Result<(), OutOfBounds> {
             real(format!("agents.{name}.temperature"), t, TEMPERATURE)?;
         }
     }
-    for j in &file.jobs {
-        let k = |field: &str| format!("jobs[{}].{field}", j.name);
-        match &j.schedule {
-            ScheduleSpec::Every { every_seconds } => {
-                whole(k("schedule.every_seconds"), *every_seconds, EVERY_SECONDS)?
-            }
-            ScheduleSpec::In { seconds } => whole(k("schedule"), *seconds, EVERY_SECONDS)?,
-            ScheduleSpec::Cron { .. } | ScheduleSpec::At { .. } => {}
+    file.jobs.iter().try_for_each(check_job_bounds)
+}
+
+/// Every number of one job within its bound; the key names the job (`jobs[name].field`).
+pub fn check_job_bounds(j: &JobDef) -> Result<(), OutOfBounds> {
+    let k = |field: &str| format!("jobs[{}].{field}", j.name);
+    match &j.schedule {
+        ScheduleSpec::Every { every_seconds } => {
+            whole(k("schedule.every_seconds"), *every_seconds, EVERY_SECONDS)?
         }
-        if let Action::Command {
-            timeout_seconds, ..
-        } = &j.action
-        {
-            real(
-                k("command_timeout_seconds"),
-                *timeout_seconds,
-                TIMEOUT_SECONDS,
-            )?;
-        }
-        whole(
-            k("context_max_chars"),
-            j.context_max_chars as u64,
-            CONTEXT_MAX_CHARS,
-        )?;
-        if let Some(g) = j.misfire_grace_seconds {
-            real(k("misfire_grace_seconds"), g, GRACE_SECONDS)?;
-        }
-        if let Some(n) = j.max_runs {
-            whole(k("max_runs"), n, MAX_RUNS)?;
-        }
-        real(k("timeout_seconds"), j.timeout_seconds, TIMEOUT_SECONDS)?;
-        whole(k("max_retries"), j.max_retries.into(), MAX_RETRIES)?;
-        real(k("lease_seconds"), j.lease_seconds, LEASE_SECONDS)?;
-        if let Some(c) = j.max_cost_usd {
-            real(k("max_cost_usd"), c, COST_USD)?;
-        }
-        whole(
-            k("alert_after_failures"),
-            j.alert_after_failures.into(),
-            ALERT_AFTER_FAILURES,
+        ScheduleSpec::In { seconds } => whole(k("schedule"), *seconds, EVERY_SECONDS)?,
+        // Cron expressions and instants carry no number an operator wrote as seconds.
+        _ => {}
+    }
+    if let Action::Command {
+        timeout_seconds, ..
+    } = &j.action
+    {
+        real(
+            k("command_timeout_seconds"),
+            *timeout_seconds,
+            TIMEOUT_SECONDS,
         )?;
     }
+    whole(
+        k("context_max_chars"),
+        j.context_max_chars as u64,
+        CONTEXT_MAX_CHARS,
+    )?;
+    if let Some(g) = j.misfire_grace_seconds {
+        real(k("misfire_grace_seconds"), g, GRACE_SECONDS)?;
+    }
+    if let Some(n) = j.max_runs {
+        whole(k("max_runs"), n, MAX_RUNS)?;
+    }
+    real(k("timeout_seconds"), j.timeout_seconds, TIMEOUT_SECONDS)?;
+    whole(k("max_retries"), j.max_retries.into(), MAX_RETRIES)?;
+    real(k("lease_seconds"), j.lease_seconds, LEASE_SECONDS)?;
+    if let Some(c) = j.max_cost_usd {
+        real(k("max_cost_usd"), c, COST_USD)?;
+    }
+    whole(
+        k("alert_after_failures"),
+        j.alert_after_failures.into(),
+        ALERT_AFTER_FAILURES,
+    )?;
     Ok(())
 }
 

@@ -65,7 +65,7 @@ mod tests;
 mod tests_limits;
 mod yaml;
 
-pub use bounds::{OutOfBounds, check_bounds};
+pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
 
 /// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
 /// 1 000 000-job file is about 80 MB).
