@@ -87,4 +87,16 @@ fn main() {
             10,
         );
     }
+    // Hostile input (issue 10): both must be refused at once, not after seconds.
+    measure("160 KB of nested [", &"[".repeat(160_000), 20);
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    let mut prev = 'a';
+    for n in 'b'..='j' {
+        bomb.push_str(&format!(
+            "{n}: &{n} [{}]\n",
+            vec![format!("*{prev}"); 10].join(", ")
+        ));
+        prev = n;
+    }
+    measure("alias bomb (10^10 nodes)", &bomb, 20);
 }
