@@ -366,9 +366,17 @@ pub fn usd(x: f64) -> String {
     }
     if x.abs() > 0.0 && s.trim_start_matches(['0', '.']).is_empty() {
         // Below a millionth of a dollar: say so rather than print zero.
-        return if x < 0.0 { "-<$0.000001".into() } else { "<$0.000001".into() };
+        return if x < 0.0 {
+            "-<$0.000001".into()
+        } else {
+            "<$0.000001".into()
+        };
     }
-    if x < 0.0 { format!("-${s}") } else { format!("${s}") }
+    if x < 0.0 {
+        format!("-${s}")
+    } else {
+        format!("${s}")
+    }
 }
 
 /// Whether any budget covers `job_max_cost_usd`'s job (the global one or its own).
@@ -532,11 +540,20 @@ mod tests {
     #[test]
     fn premium_variants_have_their_own_price() {
         let tb = PriceTable::builtin();
-        let p = |m: &str| tb.resolve(m).map(|r| (r.name, r.price.input, r.price.output));
+        let p = |m: &str| {
+            tb.resolve(m)
+                .map(|r| (r.name, r.price.input, r.price.output))
+        };
         assert_eq!(p("o1-pro"), Some(("o1-pro".into(), 150.0, 600.0)));
-        assert_eq!(p("o1-pro-2025-03-19"), Some(("o1-pro".into(), 150.0, 600.0)));
+        assert_eq!(
+            p("o1-pro-2025-03-19"),
+            Some(("o1-pro".into(), 150.0, 600.0))
+        );
         assert_eq!(p("o3-pro"), Some(("o3-pro".into(), 20.0, 80.0)));
-        assert_eq!(p("openai/o3-pro-2025-06-10").map(|x| x.0), Some("o3-pro".into()));
+        assert_eq!(
+            p("openai/o3-pro-2025-06-10").map(|x| x.0),
+            Some("o3-pro".into())
+        );
         assert_eq!(
             p("gpt-4o-audio-preview-2024-12-17").map(|x| x.0),
             Some("gpt-4o-audio-preview".into())
@@ -551,7 +568,10 @@ mod tests {
     #[test]
     fn known_aliases_and_dated_previews_resolve() {
         let tb = PriceTable::builtin();
-        assert_eq!(name(&tb, "claude-sonnet-4-0").as_deref(), Some("claude-sonnet-4"));
+        assert_eq!(
+            name(&tb, "claude-sonnet-4-0").as_deref(),
+            Some("claude-sonnet-4")
+        );
         assert_eq!(name(&tb, "chatgpt-4o-latest").as_deref(), Some("gpt-4o"));
         assert_eq!(
             name(&tb, "anthropic/claude-opus-4-0").as_deref(),
@@ -561,7 +581,10 @@ mod tests {
             name(&tb, "gpt-4o-audio-preview-12-17").as_deref(),
             Some("gpt-4o-audio-preview")
         );
-        assert_eq!(name(&tb, "gpt-5-chat-latest").as_deref(), Some("gpt-5-chat"));
+        assert_eq!(
+            name(&tb, "gpt-5-chat-latest").as_deref(),
+            Some("gpt-5-chat")
+        );
         // Every alias points at a real entry.
         for (alias, target) in ALIASES {
             assert!(tb.prices.contains_key(*target), "{alias} → {target}");
@@ -587,7 +610,10 @@ mod tests {
             output: 8.0,
         };
         let c = worst_case_usd(p, 1000 - MESSAGE_OVERHEAD_TOKENS as usize, 500);
-        assert!((c - (1000.0 * 2.0 + 500.0 * 8.0) / 1e6).abs() < 1e-15, "{c}");
+        assert!(
+            (c - (1000.0 * 2.0 + 500.0 * 8.0) / 1e6).abs() < 1e-15,
+            "{c}"
+        );
         let bad = Price {
             input: f64::NAN,
             output: -1.0,
@@ -599,7 +625,10 @@ mod tests {
     fn unpriced_message_names_the_model_and_the_line() {
         let m = unpriced_under_budget("Local-Llama");
         assert!(m.contains("model 'Local-Llama'"), "{m}");
-        assert!(m.contains("pricing:\n  local-llama: { input: 0.00, output: 0.00 }"), "{m}");
+        assert!(
+            m.contains("pricing:\n  local-llama: { input: 0.00, output: 0.00 }"),
+            "{m}"
+        );
         let m = unpriced_under_budget("llama3.1:8b");
         assert!(m.contains("\"llama3.1:8b\": { input"), "{m}");
     }

@@ -428,6 +428,35 @@ pub struct JobCounters {
     /// counts and spend-per-hour sparkline come from these, never from a history scan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hours: Vec<HourBucket>,
+    /// Budget reservations of model calls in flight or of unknown outcome (`store::budget`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+}
+
+/// Money set aside for one model call before it is made (SPEC §11 hard budget): counted as
+/// spent by every owner until it is settled to the real cost or released.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: Uuid,
+    /// The run that made the call: its completion turns a settled reservation into counters.
+    pub run_id: Uuid,
+    pub owner: String,
+    /// Budget period key the amount counts in (`BudgetPeriod::key`).
+    pub period_key: String,
+    pub usd: f64,
+    /// `Reserved` until the call ended; `Settled` = real cost known, not yet in the counters;
+    /// `Spent` = the call may have cost its worst case and nobody can know (kept as spent).
+    pub state: ReservationState,
+    pub at: DateTime<Utc>,
+}
+
+/// See [`Reservation::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReservationState {
+    Reserved,
+    Settled,
+    Spent,
 }
 
 /// One UTC hour of a job's rows (see [`JobCounters::hours`]).

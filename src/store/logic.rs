@@ -446,6 +446,7 @@ pub fn holds(rec: &JobRecord, run_id: Uuid) -> bool {
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
 pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, now: DateTime<Utc>) {
+    super::budget::absorb_settled(rec, row);
     let c = &mut rec.rt.counters;
     *c.by_status.entry(row.status).or_insert(0) += 1;
     let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub mod budget;
 pub mod file;
 pub mod logic;
 pub mod postgres;
@@ -216,4 +217,28 @@ pub trait Store: Send + Sync {
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
+    /// Reserve a model call's worst-case cost against every budget that applies, atomically for
+    /// all owners (SPEC §11 hard limit; decisions in [`budget`]). Stores that keep no budgets
+    /// (test doubles) refuse.
+    fn reserve(&self, req: &budget::ReserveRequest<'_>) -> StoreResult<budget::ReserveOutcome> {
+        Err(StoreError::Invalid(format!(
+            "{} keeps no budget reservations; job '{}' cannot call a model under a budget",
+            self.location(),
+            req.job
+        )))
+    }
+    /// Settle, release or mark spent the reservation `id` of `job` (see [`budget::Settlement`]).
+    fn settle(
+        &self,
+        job: &str,
+        id: Uuid,
+        how: budget::Settlement,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let _ = (id, how, now);
+        Err(StoreError::Invalid(format!(
+            "{} keeps no budget reservations (job '{job}')",
+            self.location()
+        )))
+    }
 }
