@@ -387,7 +387,11 @@ pub struct IncidentState {
     pub alerted_signature: Option<String>,
 }
 
-/// Per-job state persisted in the store, capped at [`STATE_MAX_BYTES`] serialised (SPEC §9.3).
+/// Per-job state persisted in the store (SPEC §9.3). Each part has its own bounded space, so
+/// one can never evict another (issue 11: a 15.5 KB notepad used to push the monitor watermark
+/// out, and the model was called on every tick): the notepad is capped at [`STATE_MAX_BYTES`]
+/// serialised ([`JobState::notepad_size`]); the monitor watermark (hash + ≤ 2048-byte preview),
+/// the incident state and the budget stop are bounded by construction and always kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobState {
     #[serde(default)]
@@ -396,6 +400,48 @@ pub struct JobState {
     pub monitor: Option<MonitorState>,
     #[serde(default)]
     pub incident: IncidentState,
+    /// The last time a budget stopped a call of this job (SPEC §11: one alert per period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_stop: Option<BudgetStop>,
+}
+
+/// A budget stopped a model call of the job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetStop {
+    /// Budget period key (`BudgetPeriod::key`) the stop happened in.
+    pub period_key: String,
+    /// The skip reason ("budget reached: …"), cut to 300 characters.
+    pub reason: String,
+    pub at: DateTime<Utc>,
+    /// The alert for this period reached the job's sinks (or it has none).
+    pub alerted: bool,
+}
+
+impl JobState {
+    /// Serialised size of the notepad, the part [`STATE_MAX_BYTES`] caps.
+    pub fn notepad_size(&self) -> usize {
+        serde_json::to_vec(&self.notepad)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// `next` as the new state of a job whose stored state is `prior`: every part is taken,
+    /// except a notepad over the cap, which is rejected alone (the prior notepad stays) with the
+    /// reason returned.
+    pub fn merge_capped(prior: &JobState, mut next: JobState) -> (JobState, Option<String>) {
+        let size = next.notepad_size();
+        if size <= STATE_MAX_BYTES {
+            return (next, None);
+        }
+        next.notepad = prior.notepad.clone();
+        (
+            next,
+            Some(format!(
+                "notepad would be {size} bytes, over the {STATE_MAX_BYTES}-byte cap; prior \
+                 notepad kept (monitor and incident state saved)"
+            )),
+        )
+    }
 }
 
 /// A claim held on a job (SPEC §6).
