@@ -107,6 +107,25 @@ impl Message {
         }
     }
 
+    /// A budget stopped a model call of the job (SPEC §11: one per period; the caller keeps
+    /// count). `reason` is the skip reason, which names the budget.
+    pub fn budget(row: &HistoryRow, reason: &str) -> Message {
+        let reason = reason
+            .strip_prefix("budget reached: ")
+            .or_else(|| reason.strip_prefix("budget exhausted: "))
+            .unwrap_or(reason);
+        Message {
+            kind: MessageKind::Alert,
+            job: row.job.clone(),
+            text: format!(
+                "budget reached: {reason}; {} makes no model calls until the budget period ends \
+                 or the limit is raised",
+                row.job
+            ),
+            row: row.clone(),
+        }
+    }
+
     /// A recovery note after an alerted incident.
     pub fn recovery(row: &HistoryRow) -> Message {
         Message {

@@ -279,7 +279,7 @@ mod tests {
     fn completion_absorbs_settled_but_an_abandoned_row_does_not() {
         let now = t("2026-11-30T12:00:00Z");
         let s = settings(1.0);
-        let mut jobs = vec![job("a", now)];
+        let mut jobs = [job("a", now)];
         let run = Uuid::new_v4();
         let r = req("a", run, 0.2, now);
         let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
