@@ -113,13 +113,19 @@ async fn chat_sinks_receive_untrusted_text_inert() {
         deliver(&c, &sink, &msg, T, now()).await.unwrap();
     }
     let reqs = srv.requests();
-    let slack = reqs[0].json().unwrap()["text"].as_str().unwrap().to_string();
+    let slack = reqs[0].json().unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(
         slack,
         "[disk-watch] &lt;!channel&gt; @everyone &lt;http://evil|your bank&gt; a&amp;b \\u{202e}gnp.exe"
     );
     let discord = reqs[1].json().unwrap();
-    assert_eq!(discord["allowed_mentions"], serde_json::json!({"parse": []}));
+    assert_eq!(
+        discord["allowed_mentions"],
+        serde_json::json!({"parse": []})
+    );
     assert!(!discord["content"].as_str().unwrap().contains('\u{202e}'));
     // JSON stays raw: machines read it.
     assert_eq!(
