@@ -95,10 +95,12 @@ struct Defaults {
 }
 
 /// Validates one parsed document. `env_is_set` answers "is this API-key variable set and
-/// non-empty" (the value itself is never asked for).
+/// non-empty" (the value itself is never asked for); `env_chars`, when given, its length in
+/// characters (keys too short to redact by value are warned about).
 pub(crate) struct Checker<'e> {
     pub pending: Vec<Pending>,
     env_is_set: &'e dyn Fn(&str) -> bool,
+    env_chars: Option<&'e dyn Fn(&str) -> Option<usize>>,
 }
 
 fn key(base: &[Seg], k: &str) -> Vec<Seg> {
@@ -205,7 +207,14 @@ impl<'e> Checker<'e> {
         Checker {
             pending: Vec::new(),
             env_is_set,
+            env_chars: None,
         }
+    }
+
+    /// Also check API-key values' lengths (see [`crate::text::MIN_SECRET_CHARS`]).
+    pub fn with_env_chars(mut self, env_chars: &'e dyn Fn(&str) -> Option<usize>) -> Self {
+        self.env_chars = Some(env_chars);
+        self
     }
 
     fn push(&mut self, severity: Severity, path: Vec<Seg>, target: Target, msg: String) {
@@ -864,6 +873,8 @@ impl<'e> Checker<'e> {
             }
         }
         let mut used_agents: BTreeMap<String, String> = BTreeMap::new();
+        let mut unpriced_warned = std::collections::BTreeSet::new();
+        let prices = crate::cost::PriceTable::from_settings(s);
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let p = index(&base, i);
@@ -875,6 +886,22 @@ impl<'e> Checker<'e> {
                 used_agents
                     .entry(a.to_string())
                     .or_insert_with(|| j.name.clone());
+                // SPEC §11: under a budget an unknown model is never called.
+                if let Some(def) = s.agents.get(a)
+                    && crate::cost::under_budget(s, j.max_cost_usd)
+                    && !prices.knows(&def.model)
+                    && unpriced_warned.insert(a.to_string())
+                {
+                    let ap = vec![Seg::Key("agents".into()), Seg::Key(a.to_string())];
+                    self.warn(
+                        key(&ap, "model"),
+                        format!(
+                            "runs of job '{}' will fail: {}",
+                            j.name,
+                            crate::cost::unpriced_under_budget(&def.model)
+                        ),
+                    );
+                }
             }
             out.push(if self.error_count() == before {
                 job
@@ -886,6 +913,22 @@ impl<'e> Checker<'e> {
             let Some(def) = s.agents.get(&agent) else {
                 continue;
             };
+            let short = self
+                .env_chars
+                .and_then(|f| f(&def.api_key_env))
+                .filter(|n| *n > 0 && *n < crate::text::MIN_SECRET_CHARS);
+            if let Some(n) = short {
+                let p = vec![Seg::Key("agents".into()), Seg::Key(agent.clone())];
+                self.warn(
+                    key(&p, "api_key_env"),
+                    format!(
+                        "the value of {} is only {n} characters: too short to be redacted from \
+                         results, history and sinks by value (keys of {} or more characters are)",
+                        def.api_key_env,
+                        crate::text::MIN_SECRET_CHARS
+                    ),
+                );
+            }
             if !(self.env_is_set)(&def.api_key_env) {
                 let p = vec![Seg::Key("agents".into()), Seg::Key(agent.clone())];
                 self.warn(

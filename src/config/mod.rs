@@ -220,13 +220,32 @@ pub fn load_str(text: &str, path: &Path) -> Result<Loaded, ConfigErrors> {
 /// Validate jobs-file text, keeping the jobs that are valid even when others are not.
 /// API-key variables are looked up in the process environment (presence only).
 pub fn check_str(text: &str, path: &Path) -> Checked {
-    check_str_with_env(text, path, &|name| {
-        std::env::var_os(name).is_some_and(|v| !v.is_empty())
-    })
+    check_str_with_env_values(text, path, &|name| std::env::var(name).ok())
+}
+
+/// [`check_str`] with an injected environment (values are only measured, never kept): also
+/// warns about API-key values too short to redact.
+pub fn check_str_with_env_values(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Checked {
+    let is_set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+    let chars = |name: &str| env(name).map(|v| v.trim().chars().count());
+    check_inner(text, path, &is_set, Some(&chars))
 }
 
 /// [`check_str`] with an injected "is this env var set" predicate (for tests).
 pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> bool) -> Checked {
+    check_inner(text, path, env_is_set, None)
+}
+
+fn check_inner(
+    text: &str,
+    path: &Path,
+    env_is_set: &dyn Fn(&str) -> bool,
+    env_chars: Option<&dyn Fn(&str) -> Option<usize>>,
+) -> Checked {
     let empty = |diagnostics| Checked {
         settings: Settings::default(),
         jobs: Vec::new(),
@@ -240,6 +259,9 @@ pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> 
         return empty(vec![yaml_error(&e, path)]);
     }
     let mut checker = check::Checker::new(env_is_set);
+    if let Some(f) = env_chars {
+        checker = checker.with_env_chars(f);
+    }
     let parsed = checker.document(&doc);
     // One parse indexes every node's position; the per-path re-walk is only a fallback.
     let index = if checker.pending.is_empty() {
