@@ -100,8 +100,11 @@ struct Defaults {
 pub(crate) struct Checker<'e> {
     pub pending: Vec<Pending>,
     env_is_set: &'e dyn Fn(&str) -> bool,
-    env_chars: Option<&'e dyn Fn(&str) -> Option<usize>>,
+    env_chars: Option<EnvChars<'e>>,
 }
+
+/// "How many characters is this env var's value" (`None` = unset).
+pub(crate) type EnvChars<'e> = &'e dyn Fn(&str) -> Option<usize>;
 
 fn key(base: &[Seg], k: &str) -> Vec<Seg> {
     let mut p = base.to_vec();
@@ -212,7 +215,7 @@ impl<'e> Checker<'e> {
     }
 
     /// Also check API-key values' lengths (see [`crate::text::MIN_SECRET_CHARS`]).
-    pub fn with_env_chars(mut self, env_chars: &'e dyn Fn(&str) -> Option<usize>) -> Self {
+    pub fn with_env_chars(mut self, env_chars: EnvChars<'e>) -> Self {
         self.env_chars = Some(env_chars);
         self
     }

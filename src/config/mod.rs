@@ -244,7 +244,7 @@ fn check_inner(
     text: &str,
     path: &Path,
     env_is_set: &dyn Fn(&str) -> bool,
-    env_chars: Option<&dyn Fn(&str) -> Option<usize>>,
+    env_chars: Option<check::EnvChars<'_>>,
 ) -> Checked {
     let empty = |diagnostics| Checked {
         settings: Settings::default(),
