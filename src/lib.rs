@@ -19,6 +19,7 @@ pub mod service;
 pub mod snapshot;
 pub mod store;
 pub mod supervisor;
+pub mod text;
 pub mod tui;
 
 #[cfg(any(test, feature = "testkit"))]

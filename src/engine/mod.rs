@@ -1060,6 +1060,7 @@ impl RunTask {
             next: tokio::time::Instant::now() + first_renew,
         };
         let started = self.clock.now();
+        let progress = run::Progress::default();
         // Dead-man switch for the run's commands: if this process stops sending heartbeats for
         // half the lease (SIGSTOP, a hang), the supervisor kills them before the lease can expire
         // and another owner can start the job again.
@@ -1073,6 +1074,7 @@ impl RunTask {
                 &self.clock,
                 &self.ev_tx,
                 &self.owner,
+                &progress,
             ),
         );
         tokio::pin!(pipeline);
@@ -1094,6 +1096,7 @@ impl RunTask {
                 started,
             );
             row.reason = Some("shutdown".to_string());
+            progress.fill(&mut row);
             run::RunOutput {
                 row,
                 state: None,

@@ -1,0 +1,129 @@
+//! Budget reservations on PostgreSQL (SPEC §11 hard limit): the SQL around the pure decisions of
+//! `store::budget`.
+//!
+//! Owns: the reserve transaction (an advisory transaction lock serialises reservations across
+//! every owner and host; the requesting job's row is locked `FOR UPDATE` so claims and
+//! completions of that job wait for it; the other jobs' committed money is summed in SQL, so a
+//! reservation reads one aggregate, not every record) and the settle transaction (one row lock).
+//! Must not touch: the decisions themselves (`store::budget`).
+//!
+//! Why only reservations take the advisory lock: completions and settlements never raise the
+//! committed total (a completion moves a settled amount from a reservation into the counters in
+//! one row write; a settlement only lowers or keeps an amount), so they cannot push a concurrent
+//! decision over a limit. Two reservations are the only race, and the lock orders them.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::Type;
+use uuid::Uuid;
+
+use super::{Inner, bump, db_err, read_jobs, write_jobs};
+use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement, Totals};
+use crate::store::logic;
+use crate::store::{StoreError, StoreResult};
+
+/// `pg_advisory_xact_lock` key of budget reservations ("cronbudg" in ASCII).
+const BUDGET_LOCK_KEY: i64 = 0x6372_6f6e_6275_6467;
+
+impl Inner {
+    pub(super) async fn reserve(
+        &self,
+        job: String,
+        run_id: Uuid,
+        owner: String,
+        usd: f64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ReserveOutcome> {
+        let mut c = self.pool.get().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a budget reservation", e))?;
+        tx.query_typed(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[(&BUDGET_LOCK_KEY, Type::INT8)],
+        )
+        .await
+        .map_err(|e| db_err("taking the budget lock", e))?;
+        let mut mine = read_jobs(&tx, &self.location, Some(&job), true).await?;
+        let settings = self.settings_in(&tx).await?;
+        let key = logic::counter_period(&settings).key(now);
+        // Every other job's committed money, summed in SQL (the same rule as
+        // `budget::committed`: counters of this period, reservations of this period, each ≥ 0).
+        let rows = tx
+            .query_typed(
+                "SELECT
+                     COALESCE(sum(GREATEST((record->'rt'->'counters'->>'period_cost_usd')::float8, 0))
+                         FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
+                     COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
+                         FROM jsonb_array_elements(
+                             COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
+                         WHERE r->>'period_key' = $1)), 0)
+                 FROM cronsole_jobs WHERE name <> $2",
+                &[(&key, Type::TEXT), (&job, Type::TEXT)],
+            )
+            .await
+            .map_err(|e| db_err("summing committed spend", e))?;
+        let (others_spent, others_held): (f64, f64) = rows
+            .first()
+            .map(|r| (r.get(0), r.get(1)))
+            .unwrap_or((0.0, 0.0));
+        let req = ReserveRequest {
+            job: &job,
+            run_id,
+            owner: &owner,
+            usd,
+            now,
+        };
+        let Some(rec) = mine.first() else {
+            return Err(StoreError::NoSuchJob(job));
+        };
+        let (spent, held) = budget::committed(rec, &key);
+        let global = Totals {
+            spent: others_spent + spent,
+            held: others_held + held,
+        };
+        let job_totals = Totals { spent, held };
+        let key = match budget::decide_totals(
+            &settings,
+            global,
+            rec.def.max_cost_usd,
+            job_totals,
+            &req,
+        ) {
+            Ok(key) => key,
+            Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
+        };
+        let Some(rec) = mine.first_mut() else {
+            return Err(StoreError::NoSuchJob(job));
+        };
+        let id = budget::record(rec, &req, key);
+        write_jobs(&tx, &mine, now).await?;
+        let v = bump(&tx).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_err("committing a budget reservation", e))?;
+        self.feed.observe(v);
+        Ok(ReserveOutcome::Reserved { id })
+    }
+
+    pub(super) async fn settle(
+        &self,
+        job: String,
+        id: Uuid,
+        how: Settlement,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let name = job.clone();
+        self.with_job(&name, now, move |rec| {
+            let Some(rec) = rec else {
+                return Err(StoreError::NoSuchJob(job));
+            };
+            Ok(if budget::settle(rec, id, how) {
+                super::Edit::changed(())
+            } else {
+                super::Edit::unchanged(())
+            })
+        })
+        .await
+    }
+}
