@@ -7,10 +7,10 @@
 //!
 //! # Modules
 //! - `mod.rs` — opening/creating, the lock, the cache (`Inner`) and the [`Store`] impl.
-//! - [`log`] — the one append path both logs share (`AppendLog`) and the file helpers.
-//! - [`jobs`] — snapshot + journal: loading, tail reads, appends, compaction.
-//! - [`history`] — the history log: verification, appends, queries, recovery scan, retention.
-//! - [`migrate`] — format-1 upgrade.
+//! - `log.rs` — the one append path both logs share (`AppendLog`) and the file helpers.
+//! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, compaction.
+//! - `history.rs` — the history log: verification, appends, queries, recovery scan, retention.
+//! - `migrate.rs` — format-1 upgrade.
 //!
 //! # Layout (all human-readable; format 2, see [`super::filefmt`])
 //! - `VERSION` — `cronsole-file-store 2` and `store <uuid>`, the store id drawn at creation.
