@@ -287,3 +287,38 @@ fn check_names_every_undecodable_job_and_history_row() {
         "{text:?}"
     );
 }
+
+/// Issue 10 item 3 (PostgreSQL part): the store id is drawn once when the schema is created,
+/// survives reopening, is reported by `check`, and a deleted id row is reported as damage.
+#[test]
+fn store_id_is_drawn_once_and_reported_by_check() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    let id = s.store_id().expect("a new store has an id").to_string();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    let again = PgStore::open(&url).unwrap();
+    assert_eq!(
+        again.store_id(),
+        Some(id.as_str()),
+        "reopening keeps the id"
+    );
+    let r = s.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.store_id.as_deref(), Some(id.as_str()));
+    support::pg::exec(&url, "DELETE FROM cronsole_store").unwrap();
+    let bad = s.check().unwrap();
+    assert!(!bad.ok());
+    assert!(
+        bad.problems
+            .iter()
+            .any(|p| p.location.ends_with("cronsole_store") && p.what.contains("store id")),
+        "{:?}",
+        bad.problems
+    );
+    let reopened = PgStore::open(&url).unwrap();
+    assert_eq!(
+        reopened.store_id(),
+        None,
+        "opening never re-draws a deleted id"
+    );
+}

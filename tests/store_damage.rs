@@ -202,6 +202,12 @@ fn check_lists_every_problem_with_its_location() {
         out.contains("2 jobs") && out.contains("3 history rows"),
         "{out}"
     );
+    let version = std::fs::read_to_string(dir.join("VERSION")).unwrap();
+    let id = version
+        .lines()
+        .find_map(|l| l.strip_prefix("store "))
+        .expect("VERSION names the store id");
+    assert!(out.contains(&format!("store id {id}")), "{out}");
     let mut h = std::fs::read(dir.join("history.jsonl")).unwrap();
     h.extend_from_slice(b"{\"not\": \"a row\"}\n{\"also\": 1}\n");
     std::fs::write(dir.join("history.jsonl"), h).unwrap();
@@ -219,4 +225,5 @@ fn check_lists_every_problem_with_its_location() {
     assert_eq!(code, 2);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 3);
+    assert_eq!(v["store_id"].as_str(), Some(id));
 }

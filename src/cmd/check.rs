@@ -41,6 +41,9 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
         for n in &report.notes {
             writeln!(out, "note: {n}")?;
         }
+        if let Some(id) = &report.store_id {
+            writeln!(out, "store id {id}")?;
+        }
         if report.ok() {
             writeln!(
                 out,

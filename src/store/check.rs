@@ -45,6 +45,8 @@ pub struct Report {
     pub more: u64,
     pub jobs: u64,
     pub history_rows: u64,
+    /// The store id (file store: `VERSION`; PostgreSQL: `cronsole_store`), when readable.
+    pub store_id: Option<String>,
     /// Things that are not damage (a torn, never-acknowledged tail a writer will cut).
     pub notes: Vec<String>,
 }
@@ -132,7 +134,10 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut id: Option<String> = None;
     if let Some(v) = read(&vpath, &mut r) {
         match filefmt::parse_version(&String::from_utf8_lossy(&v)) {
-            Some((2, Some(i))) => id = Some(i),
+            Some((2, Some(i))) => {
+                r.store_id = Some(i.clone());
+                id = Some(i);
+            }
             Some(_) => r.push(&mut 0, &vpath, 1, 1, "format 1 store from a previous release (no store ids or checksums); `cronsole apply` or `cronsole run` upgrades it in place"),
             None => r.push(&mut 0, &vpath, 1, 1, format!("not a cronsole file store version (expected `{}`)", filefmt::VERSION_TEXT)),
         }
@@ -390,10 +395,16 @@ mod tests {
             hold_until: None,
         })
         .unwrap();
+        let id = s.store_id().to_string();
         drop(s);
         let ok = check_file_store(&dir, std::time::Duration::from_secs(5)).unwrap();
         assert!(ok.ok(), "{:?}", ok.problems);
         assert_eq!((ok.jobs, ok.history_rows), (1, 1));
+        assert_eq!(
+            ok.store_id.as_deref(),
+            Some(id.as_str()),
+            "check reports the store id"
+        );
 
         // Two problems in two files: both reported, with line numbers.
         let hpath = dir.join("history.jsonl");

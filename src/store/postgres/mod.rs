@@ -113,6 +113,8 @@ pub struct PgStore {
     handle: tokio::runtime::Handle,
     rt: Option<tokio::runtime::Runtime>,
     op_timeout: Duration,
+    /// `cronsole_store.store_id` as read at open (see [`schema`]).
+    store_id: Option<String>,
 }
 
 impl Drop for PgStore {
@@ -229,16 +231,16 @@ impl PgStore {
             location,
             completions: AtomicU64::new(1),
         });
-        let store = PgStore {
+        let mut store = PgStore {
             inner,
             handle: rt.handle().clone(),
             rt: Some(rt),
             op_timeout: opts.op_timeout.max(opts.connect_timeout),
+            store_id: None,
         };
-        store.run(|inner| async move {
+        store.store_id = store.run(|inner| async move {
             let mut c = inner.pool.get().await?;
-            schema::migrate(&mut c, &inner.location).await?;
-            Ok(())
+            Ok(schema::migrate(&mut c, &inner.location).await?.1)
         })?;
         store.handle.spawn(listen::run(cfg, tls, feed));
         Ok(store)
@@ -288,6 +290,12 @@ impl PgStore {
         })
     }
 
+    /// The store id drawn when the schema was created (`cronsole_store`); `None` if its row
+    /// was deleted.
+    pub fn store_id(&self) -> Option<&str> {
+        self.store_id.as_deref()
+    }
+
     /// Drop idle pooled connections (tests use it after restarting the server).
     /// `cronsole check`: decode every job record and history row (in batches), and compare
     /// the indexed columns with the record they index. Reads only.
@@ -307,6 +315,15 @@ impl PgStore {
                     r.more += 1;
                 }
             };
+            match schema::read_store_id(&*c).await? {
+                Some(id) => r.store_id = Some(id),
+                None => push(
+                    &mut r,
+                    "cronsole_store",
+                    1,
+                    "the store id row is missing (deleted by hand?)".into(),
+                ),
+            }
             let jobs = c
                 .query("SELECT name, record FROM cronsole_jobs ORDER BY name", &[])
                 .await

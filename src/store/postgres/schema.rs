@@ -19,6 +19,12 @@
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
+//! - `cronsole_store`: one row, the store id (a UUID drawn by the migration that creates the
+//!   table, in the same transaction). It names the store the way a file store's `VERSION` does:
+//!   `cronsole check` reports it, so an operator can tell a restored backup or a re-created
+//!   database from the store the logs talk about. Unlike the file store nothing is refused on it:
+//!   a database's tables cannot be mixed in from another store one by one the way files can, so
+//!   there is no per-table id to compare. A missing row is reported by `check` as damage.
 
 use tokio_postgres::Client;
 
@@ -81,13 +87,27 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cronsole_history_time ON cronsole_history (finished_at DESC, seq DESC);
     CREATE INDEX cronsole_history_run_id ON cronsole_history (run_id);
     "#,
+    // 2: the store id (the row is inserted by `migrate`, which draws the id)
+    r#"
+    CREATE TABLE cronsole_store (
+        id        int PRIMARY KEY CHECK (id = 1),
+        store_id  text NOT NULL
+    );
+    "#,
 ];
+
+/// The migration that creates `cronsole_store` (its row is inserted with it).
+const STORE_ID_STEP: i32 = 2;
 
 /// The schema version this binary writes.
 pub(crate) const LATEST: i32 = MIGRATIONS.len() as i32;
 
-/// Create or migrate the schema; returns the version found before migrating (0 = empty).
-pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<i32> {
+/// Create or migrate the schema; returns the version found before migrating (0 = empty) and
+/// the store id (`None` only when its row was deleted by hand; `check` reports that).
+pub(crate) async fn migrate(
+    client: &mut Client,
+    location: &str,
+) -> StoreResult<(i32, Option<String>)> {
     let tx = client
         .transaction()
         .await
@@ -128,9 +148,31 @@ pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<
         )
         .await
         .map_err(|e| db_err("recording the schema version", e))?;
+        if v == STORE_ID_STEP {
+            let id = uuid::Uuid::new_v4().to_string();
+            tx.execute(
+                "INSERT INTO cronsole_store (id, store_id) VALUES (1, $1)",
+                &[&id],
+            )
+            .await
+            .map_err(|e| db_err("recording the store id", e))?;
+        }
     }
+    let store_id = read_store_id(&tx).await?;
     tx.commit()
         .await
         .map_err(|e| db_err("committing the migration", e))?;
-    Ok(found)
+    Ok((found, store_id))
+}
+
+/// The store id row, if present.
+pub(crate) async fn read_store_id(
+    c: &impl tokio_postgres::GenericClient,
+) -> StoreResult<Option<String>> {
+    Ok(
+        c.query_opt("SELECT store_id FROM cronsole_store WHERE id = 1", &[])
+            .await
+            .map_err(|e| db_err("reading the store id", e))?
+            .map(|r| r.get(0)),
+    )
 }

@@ -1,0 +1,201 @@
+//! Append-only logs and the small file helpers every store file shares: one append path (torn
+//! tail cut, shrink detected, one write + fdatasync), atomic replace, line arithmetic, the typed
+//! corruption errors and header encoding.
+//!
+//! Must not touch: what the lines mean (jobs, history) or the cache.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::BLOCK;
+use crate::store::filefmt;
+use crate::store::io::{IoFile, Meta, OpenMode, StoreIo};
+use crate::store::{StoreError, StoreResult};
+
+/// One append-only log file (the jobs journal, history): its open handle, identity and the
+/// end of its last complete line. Both logs share this one append path.
+#[derive(Default)]
+pub(super) struct AppendLog {
+    pub(super) file: Option<Box<dyn IoFile>>,
+    pub(super) ino: u64,
+    /// End of the last complete line: bytes after it are a torn, never-acknowledged write.
+    pub(super) len: u64,
+}
+
+impl AppendLog {
+    pub(super) fn file(&self, path: &Path) -> StoreResult<&dyn IoFile> {
+        self.file
+            .as_deref()
+            .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))
+    }
+
+    /// Append whole lines with one write + fdatasync. A torn tail a crashed writer left after
+    /// `len` is cut first (and logged); a file shorter than `len` was truncated behind our
+    /// back: corruption, nothing written.
+    pub(super) fn append(&mut self, path: &Path, bytes: &[u8]) -> StoreResult<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let f = self.file(path)?;
+        let actual = f.metadata().map_err(io_err(path))?.len;
+        if actual < self.len {
+            return Err(corrupt(
+                path,
+                0,
+                0,
+                format!(
+                    "file shrank from {} to {actual} bytes while open (truncated by something else)",
+                    self.len
+                ),
+            ));
+        }
+        if actual > self.len {
+            tracing::warn!(
+                file = %path.display(),
+                "cutting a torn final line ({} bytes, never acknowledged)",
+                actual - self.len
+            );
+            f.set_len(self.len).map_err(io_err(path))?;
+        }
+        f.write_all(bytes).map_err(io_err(path))?;
+        f.sync_data().map_err(io_err(path))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::io(path, e)
+}
+
+/// Write `bytes` to `path` atomically: temp + fsync + rename + fsync dir.
+pub(super) fn write_atomic(
+    io: &dyn StoreIo,
+    dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> StoreResult<()> {
+    // A temp name of our own: two processes must never rename each other's temp file away.
+    let tmp = path.with_extension(format!(
+        "tmp.{}.{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    let f = io
+        .open(&tmp, OpenMode::CreateTruncate)
+        .map_err(io_err(&tmp))?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
+    drop(f);
+    if let Err(e) = written {
+        // Do not leave a half-written temp file behind (e.g. a full disk).
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(&tmp, e));
+    }
+    if let Err(e) = io.rename(&tmp, path) {
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(path, e));
+    }
+    io.sync_dir(dir).map_err(io_err(dir))
+}
+
+pub(super) fn corrupt(path: &Path, line: u64, column: u64, what: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        file: path.to_path_buf(),
+        line,
+        column,
+        what: what.into(),
+    }
+}
+
+pub(super) fn json_err(path: &Path, line: u64, e: &serde_json::Error) -> StoreError {
+    corrupt(path, line, e.column() as u64, e.to_string())
+}
+
+/// End of the last complete line of the first `len` bytes of `f` (0 if none).
+pub(super) fn complete_len(path: &Path, f: &dyn IoFile, len: u64) -> StoreResult<u64> {
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let mut buf = vec![0u8; (end - start) as usize];
+        read_at(f, path, start, &mut buf)?;
+        if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+pub(super) fn read_at(f: &dyn IoFile, path: &Path, off: u64, buf: &mut [u8]) -> StoreResult<()> {
+    f.read_exact_at(buf, off).map_err(io_err(path))
+}
+
+/// Newlines in `[0, off)` of `f` (the line number of the line starting at `off`, minus one).
+pub(super) fn count_lines_before(f: &dyn IoFile, path: &Path, off: u64) -> StoreResult<u64> {
+    let mut pos = 0u64;
+    let mut n = 0u64;
+    let mut buf = vec![0u8; BLOCK as usize];
+    while pos < off {
+        let want = (off - pos).min(BLOCK) as usize;
+        read_at(f, path, pos, &mut buf[..want])?;
+        n += buf[..want].iter().filter(|b| **b == b'\n').count() as u64;
+        pos += want as u64;
+    }
+    Ok(n)
+}
+
+pub(super) fn stat(io: &dyn StoreIo, path: &Path) -> StoreResult<Option<Meta>> {
+    super::io::stat_opt(io, path).map_err(io_err(path))
+}
+
+/// A required file that is not there: corruption, never a reset to empty.
+pub(super) fn missing(path: &Path, why: &str) -> StoreError {
+    corrupt(path, 0, 0, format!("required store file is missing: {why}"))
+}
+
+/// Check a header's store id against the store's.
+pub(super) fn check_id(path: &Path, found: Option<&str>, id: &str) -> StoreResult<()> {
+    match found {
+        Some(f) if f == id => Ok(()),
+        Some(f) => Err(corrupt(
+            path,
+            1,
+            1,
+            format!(
+                "file belongs to another store (store id {f}, this store is {id}); was it copied in?"
+            ),
+        )),
+        None => Err(corrupt(path, 1, 1, "header carries no store id")),
+    }
+}
+
+pub(super) fn encode_line<T: Serialize>(
+    out: &mut Vec<u8>,
+    what: &'static str,
+    v: &T,
+) -> StoreResult<()> {
+    serde_json::to_writer(&mut *out, v).map_err(StoreError::encode(what))?;
+    out.push(b'\n');
+    Ok(())
+}
+
+pub(super) fn header_line(
+    kind: &str,
+    generation: u64,
+    id: &str,
+    absorbed: Option<filefmt::Absorbed>,
+) -> StoreResult<Vec<u8>> {
+    let mut buf = Vec::new();
+    encode_line(
+        &mut buf,
+        "store file header",
+        &filefmt::Header {
+            cronsole: kind.into(),
+            generation,
+            store: Some(id.to_string()),
+            absorbed,
+        },
+    )?;
+    Ok(buf)
+}

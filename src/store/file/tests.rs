@@ -1,0 +1,691 @@
+//! Unit tests of the file store (layout, damage, crash recovery, queries).
+
+use super::history::contains;
+use super::jobs::EntryRef;
+use super::*;
+use crate::model::{Status, Trigger};
+use crate::store::logic::tests_support::def;
+
+fn t(s: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(s, 0).unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("cronsole-fs-{name}-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+fn jobs_file(names: &[&str]) -> JobsFile {
+    JobsFile {
+        settings: Settings::default(),
+        jobs: names.iter().map(|n| def(n)).collect(),
+    }
+}
+
+fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
+    s.claim_due(&ClaimRequest {
+        now: t(now),
+        owner,
+        limit,
+        in_flight: &[],
+    })
+    .unwrap()
+}
+
+fn finish(s: &FileStore, c: &Claim, status: Status, now: i64) -> CompleteOutcome {
+    let row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, "o", t(now));
+    s.complete(Completion {
+        job: c.job.def.name.clone(),
+        run_id: c.run_id,
+        owner: "o".into(),
+        now: t(now),
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn apply_claim_complete_survive_reopen_and_other_handles_see_changes() {
+    let dir = tmp("basic");
+    let a = FileStore::open(&dir).unwrap();
+    let b = FileStore::open(&dir).unwrap();
+    let rep = a.apply(&jobs_file(&["x", "y"]), t(1000)).unwrap();
+    assert_eq!(rep.created, vec!["x", "y"]);
+    assert_eq!(b.jobs().unwrap().len(), 2);
+    let got = claim(&b, 1000, "b", 10);
+    assert_eq!(got.claims.len(), 2);
+    assert!(
+        claim(&a, 1000, "a", 10).claims.is_empty(),
+        "already claimed"
+    );
+    let tok = a.change_token().unwrap();
+    finish(&a, &got.claims[0], Status::Succeeded, 1001);
+    assert_ne!(tok, a.change_token().unwrap());
+    drop((a, b));
+    let c = FileStore::open(&dir).unwrap();
+    let x = c.job("x").unwrap().unwrap();
+    assert_eq!(x.rt.runs, 1);
+    assert!(x.rt.lease.is_none());
+    assert!(c.job("y").unwrap().unwrap().rt.lease.is_some());
+    let h = c
+        .history(&HistoryQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].job, "x");
+    let rep = c.apply(&jobs_file(&["x"]), t(1002)).unwrap();
+    assert_eq!(rep.unchanged, vec!["x"]);
+    assert_eq!(rep.retired, vec!["y"]);
+}
+
+#[test]
+fn journal_compaction_keeps_state_and_other_handles_reload() {
+    let dir = tmp("compact");
+    let a = FileStore::open(&dir).unwrap();
+    let b = FileStore::open(&dir).unwrap();
+    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    // Enough renewals to force several compactions (journal > 2x snapshot + 1 MiB).
+    let c = claim(&a, 0, "a", 1).claims.remove(0);
+    for i in 0..2000 {
+        a.renew("j", c.run_id, "a", t(i)).unwrap();
+    }
+    let snap = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
+    assert!(snap.starts_with("{\"cronsole\":\"snapshot\""));
+    let lease = b.job("j").unwrap().unwrap().rt.lease.unwrap();
+    assert_eq!(lease.last_renewed, t(1999));
+    drop((a, b));
+    let r = FileStore::open(&dir).unwrap();
+    assert_eq!(
+        r.job("j").unwrap().unwrap().rt.lease.unwrap().last_renewed,
+        t(1999)
+    );
+}
+
+/// Every byte of every store file (the lock file aside).
+fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != LOCK_FILE)
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A store with two jobs, a finished run and a compacted + appended journal.
+fn used_store(name: &str) -> PathBuf {
+    let dir = tmp(name);
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    s.compact_jobs_for_test();
+    let c = claim(&s, 0, "o", 2).claims.remove(0);
+    finish(&s, &c, Status::Succeeded, 1);
+    dir
+}
+
+/// Corruption named on `file`, exit 2, and not one byte of the store changed, through both
+/// a read-only open and a writer open.
+fn assert_refused(dir: &Path, file: &str, needle: &str) {
+    let before = dir_bytes(dir);
+    for writer in [false, true] {
+        let r = if writer {
+            FileStore::open(dir).and_then(|s| s.jobs())
+        } else {
+            FileStore::open_existing(dir).and_then(|s| s.jobs())
+        };
+        let err = r.expect_err("a damaged store must be refused");
+        match &err {
+            StoreError::Corrupt { file: f, .. } => {
+                assert!(f.ends_with(file), "names {file}: {err}")
+            }
+            e => panic!("expected corruption of {file}, got {e:?}"),
+        }
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            dir_bytes(dir),
+            before,
+            "every byte unchanged (writer: {writer})"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 10 item 2 (was: a deleted journal fell back to the snapshot, exit 0).
+#[test]
+fn a_deleted_or_empty_journal_is_corruption_not_a_fallback() {
+    let dir = used_store("no-journal");
+    std::fs::remove_file(dir.join(JOURNAL_FILE)).unwrap();
+    assert_refused(&dir, JOURNAL_FILE, "missing");
+    let dir = used_store("empty-journal");
+    std::fs::write(dir.join(JOURNAL_FILE), b"").unwrap();
+    assert_refused(&dir, JOURNAL_FILE, "empty");
+}
+
+/// Issue 10 item 2 (was: a deleted settings.json silently removed the budget).
+#[test]
+fn a_deleted_settings_file_is_corruption_not_a_budget_reset() {
+    let dir = used_store("no-settings");
+    std::fs::remove_file(dir.join(SETTINGS_FILE)).unwrap();
+    assert_refused(&dir, SETTINGS_FILE, "budget");
+}
+
+#[test]
+fn deleted_snapshot_or_history_is_corruption() {
+    let dir = used_store("no-snapshot");
+    std::fs::remove_file(dir.join(SNAPSHOT_FILE)).unwrap();
+    assert_refused(&dir, SNAPSHOT_FILE, "missing");
+    let dir = used_store("no-history");
+    std::fs::remove_file(dir.join(HISTORY_FILE)).unwrap();
+    assert_refused(&dir, HISTORY_FILE, "missing");
+}
+
+/// Issue 10 item 2 (was: an edited generation made a read-only `jobs` discard the journal).
+#[test]
+fn an_edited_journal_generation_is_corruption_and_nothing_is_discarded() {
+    for generation in [0u64, 7] {
+        let dir = used_store(&format!("edited-gen-{generation}"));
+        let jpath = dir.join(JOURNAL_FILE);
+        let j = std::fs::read_to_string(&jpath).unwrap();
+        let edited = j.replacen(
+            "\"generation\":1",
+            &format!("\"generation\":{generation}"),
+            1,
+        );
+        assert_ne!(edited, j);
+        std::fs::write(&jpath, edited).unwrap();
+        assert_refused(&dir, JOURNAL_FILE, "does not match the snapshot");
+    }
+}
+
+/// Issue 10 item 2 (was: a journal copied in from another store was merged).
+#[test]
+fn a_file_from_another_store_is_refused() {
+    let other = used_store("other");
+    for f in [JOURNAL_FILE, SETTINGS_FILE, HISTORY_FILE, SNAPSHOT_FILE] {
+        let dir = used_store("foreign");
+        std::fs::copy(other.join(f), dir.join(f)).unwrap();
+        assert_refused(&dir, f, "another store");
+    }
+    std::fs::remove_dir_all(&other).unwrap();
+}
+
+/// Issue 10 item 2 (was: a flipped byte mid-history was only seen by `history`; `run` went
+/// on appending after it). The flip keeps the line valid JSON: only the checksum sees it.
+#[test]
+fn a_flipped_byte_in_history_is_found_before_anything_is_appended() {
+    let dir = used_store("flip");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        for i in 0..3 {
+            let c = claim(&s, 120 + i * 60, "o", 2).claims.remove(0);
+            finish(&s, &c, Status::Succeeded, 121 + i * 60);
+        }
+    }
+    let hpath = dir.join(HISTORY_FILE);
+    let mut h = std::fs::read(&hpath).unwrap();
+    // The second row's duration (mid-history): 0 -> 1 is still a valid row.
+    let key = b"\"duration_ms\":";
+    let at = h
+        .windows(key.len())
+        .enumerate()
+        .filter(|(_, w)| *w == key)
+        .nth(1)
+        .unwrap()
+        .0
+        + key.len();
+    h[at] ^= 0x01;
+    let line = &h[..at].iter().filter(|b| **b == b'\n').count() + 1;
+    assert_eq!(line, 3, "a row in the middle");
+    std::fs::write(&hpath, &h).unwrap();
+    assert_refused(&dir, HISTORY_FILE, "checksum");
+}
+
+#[test]
+fn a_crash_between_snapshot_and_journal_is_recognised_and_only_a_writer_replaces_the_journal() {
+    let dir = tmp("stale");
+    let a = FileStore::open(&dir).unwrap();
+    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    let jpath = dir.join(JOURNAL_FILE);
+    let old = std::fs::read(&jpath).unwrap();
+    a.compact_jobs_for_test();
+    drop(a);
+    // The crash: the new snapshot landed, the old journal was not yet replaced.
+    std::fs::write(&jpath, &old).unwrap();
+    let before = dir_bytes(&dir);
+    let r = FileStore::open_existing(&dir).unwrap();
+    let names: Vec<String> = r.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
+    assert_eq!(names, vec!["j"]);
+    assert_eq!(dir_bytes(&dir), before, "a reader writes nothing");
+    let w = FileStore::open(&dir).unwrap();
+    w.set_paused("j", true, t(1)).unwrap();
+    assert_ne!(
+        std::fs::read(&jpath).unwrap(),
+        old,
+        "the writer replaced it"
+    );
+    let again = FileStore::open_existing(&dir).unwrap();
+    assert!(again.job("j").unwrap().unwrap().rt.paused);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Readers leave a torn tail in place; the next writer cuts it before appending.
+#[test]
+fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruption() {
+    let dir = tmp("torn");
+    let a = FileStore::open(&dir).unwrap();
+    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    let c = claim(&a, 0, "a", 1).claims.remove(0);
+    finish(&a, &c, Status::Succeeded, 1);
+    drop(a);
+    let hpath = dir.join(HISTORY_FILE);
+    let before = std::fs::read(&hpath).unwrap();
+    let mut torn = before.clone();
+    torn.extend_from_slice(b"{\"run_id\":\"abc");
+    std::fs::write(&hpath, &torn).unwrap();
+    let jpath = dir.join(JOURNAL_FILE);
+    let mut j = std::fs::read(&jpath).unwrap();
+    j.extend_from_slice(b"{\"job\":{\"def");
+    std::fs::write(&jpath, &j).unwrap();
+    let untouched = dir_bytes(&dir);
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 1);
+    assert_eq!(s.job("j").unwrap().unwrap().rt.runs, 1);
+    assert_eq!(
+        dir_bytes(&dir),
+        untouched,
+        "opening and reading write nothing"
+    );
+    let c = claim(&s, 60, "a", 1).claims.remove(0);
+    finish(&s, &c, Status::Succeeded, 61);
+    let after = std::fs::read(&hpath).unwrap();
+    assert!(after.starts_with(&before), "acknowledged rows kept");
+    assert!(!contains(&after, b"\"abc"), "torn row cut");
+    assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 2);
+    drop(s);
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(s.job("j").unwrap().unwrap().rt.runs, 2);
+    drop(s);
+
+    let mut bad = std::fs::read(&hpath).unwrap();
+    bad.extend_from_slice(b"{\"not\": a row}\n");
+    std::fs::write(&hpath, &bad).unwrap();
+    let err = FileStore::open(&dir).err().unwrap();
+    match &err {
+        StoreError::Corrupt { file, line, .. } => {
+            assert!(file.ends_with(HISTORY_FILE));
+            assert_eq!(*line, 4, "header, two rows, then the bad line");
+        }
+        e => panic!("unexpected {e}"),
+    }
+    assert!(err.is_bad_input());
+    assert_eq!(std::fs::read(&hpath).unwrap(), bad, "bytes untouched");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 10 item 2: a previous-release store is migrated by a writer, refused (with how to
+/// upgrade) by a reader, and nothing in it is lost.
+#[test]
+fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
+    let dir = tmp("v1");
+    let rec = crate::store::logic::new_record(def("old"), t(0)).unwrap();
+    let row = HistoryRow::new(
+        "old",
+        Status::Succeeded,
+        Trigger::Schedule,
+        Some(t(0)),
+        "o",
+        t(1),
+    );
+    let entry = serde_json::to_string(&EntryRef {
+        job: &rec,
+        mark: None,
+    })
+    .unwrap();
+    std::fs::write(dir.join(VERSION_FILE), "cronsole-file-store 1\n").unwrap();
+    std::fs::write(
+        dir.join(SNAPSHOT_FILE),
+        "{\"cronsole\":\"snapshot\",\"generation\":3}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(JOURNAL_FILE),
+        format!("{{\"cronsole\":\"journal\",\"generation\":3}}\n{entry}\n"),
+    )
+    .unwrap();
+    let settings = Settings {
+        base_dir: Some("/srv/jobs".into()),
+        ..Settings::default()
+    };
+    std::fs::write(
+        dir.join(SETTINGS_FILE),
+        serde_json::to_vec(&settings).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(HISTORY_FILE),
+        format!("{}\n", serde_json::to_string(&row).unwrap()),
+    )
+    .unwrap();
+    let before = dir_bytes(&dir);
+    let err = FileStore::open_existing(&dir).err().unwrap();
+    assert!(matches!(err, StoreError::Version { .. }), "{err}");
+    assert!(err.to_string().contains("cronsole apply"), "{err}");
+    assert_eq!(dir_bytes(&dir), before, "the reader wrote nothing");
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(s.job("old").unwrap().unwrap().def.name, "old");
+    assert_eq!(s.settings().unwrap().base_dir.as_deref(), Some("/srv/jobs"));
+    let h = s.history(&HistoryQuery::default()).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].run_id, row.run_id);
+    drop(s);
+    let v = std::fs::read_to_string(dir.join(VERSION_FILE)).unwrap();
+    assert!(v.starts_with("cronsole-file-store 2\nstore "), "{v}");
+    FileStore::open_existing(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_journal_newer_than_the_snapshot_is_corruption_not_a_reset() {
+    let dir = used_store("newer-journal");
+    let spath = dir.join(SNAPSHOT_FILE);
+    let snap = std::fs::read_to_string(&spath).unwrap();
+    let older = snap.replacen("\"generation\":1", "\"generation\":0", 1);
+    assert_ne!(older, snap);
+    std::fs::write(&spath, older).unwrap();
+    assert_refused(&dir, JOURNAL_FILE, "missing or replaced");
+}
+
+#[test]
+fn absurd_lease_seconds_do_not_panic_the_store() {
+    let dir = tmp("huge-lease");
+    let s = FileStore::open(&dir).unwrap();
+    let mut file = jobs_file(&["a"]);
+    file.jobs[0].lease_seconds = 1e15;
+    s.apply(&file, t(0)).unwrap();
+    let c = claim(&s, 0, "o", 1).claims.remove(0);
+    assert!(c.lease_until > t(0));
+    assert!(matches!(
+        s.renew("a", c.run_id, "o", t(1)).unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
+}
+
+#[test]
+fn another_handles_changes_replace_wake_ups_instead_of_leaving_stale_ones() {
+    let dir = tmp("wake-index");
+    let a = FileStore::open(&dir).unwrap();
+    let b = FileStore::open(&dir).unwrap();
+    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    assert_eq!(b.next_wakeup(t(0)).unwrap(), Some(t(0)));
+    // `a` claims slot 0 and completes it: the next slot is 60. `b` reads that from the
+    // journal tail and must no longer report the old, past wake-up.
+    let c = claim(&a, 0, "a", 1).claims.remove(0);
+    assert!(
+        b.next_wakeup(t(1)).unwrap() > Some(t(1)),
+        "leased: wakes at lease expiry"
+    );
+    finish(&a, &c, Status::Succeeded, 1);
+    assert_eq!(b.next_wakeup(t(2)).unwrap(), Some(t(60)));
+    assert!(claim(&b, 2, "b", 5).claims.is_empty());
+}
+
+#[test]
+fn complete_many_commits_a_batch_in_order_with_per_item_outcomes() {
+    let dir = tmp("batch");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    let claims = claim(&s, 0, "o", 5).claims;
+    assert_eq!(claims.len(), 2);
+    let mk = |c: &Claim, run_id: Uuid, st: Status| Completion {
+        job: c.job.def.name.clone(),
+        run_id,
+        owner: "o".into(),
+        now: t(1),
+        row: HistoryRow::new(&c.job.def.name, st, c.trigger, c.slot, "o", t(1)),
+        state: None,
+        hold_until: None,
+    };
+    let batch = vec![
+        mk(&claims[0], claims[0].run_id, Status::Succeeded),
+        mk(&claims[1], Uuid::new_v4(), Status::Failed), // not the lease holder: stale
+        mk(&claims[1], claims[1].run_id, Status::Failed),
+        Completion {
+            job: "nosuch".into(),
+            ..mk(&claims[0], claims[0].run_id, Status::Failed)
+        },
+    ];
+    let out = s.complete_many(batch);
+    assert_eq!(out.len(), 4);
+    assert!(!out[0].as_ref().unwrap().stale);
+    assert!(out[1].as_ref().unwrap().stale);
+    assert!(!out[2].as_ref().unwrap().stale);
+    assert!(matches!(out[3], Err(StoreError::NoSuchJob(_))));
+    // Both leases released and all three rows durable, as a fresh handle sees them.
+    let fresh = FileStore::open(&dir).unwrap();
+    assert!(fresh.jobs().unwrap().iter().all(|j| j.rt.lease.is_none()));
+    let rows = fresh
+        .history(&HistoryQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().filter(|r| r.stale_lease).count(), 1);
+}
+
+#[test]
+fn completion_after_takeover_is_stale_and_leaves_the_job_alone() {
+    let dir = tmp("fence");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    let first = claim(&s, 0, "a", 1).claims.remove(0);
+    // Lease (30 s) expires; another owner recovers at 31 and the job waits for slot 60.
+    let out = claim(&s, 31, "b", 1);
+    assert_eq!(out.rows.len(), 1);
+    assert_eq!(out.rows[0].status, Status::Abandoned);
+    assert_eq!(out.rows[0].run_id, first.run_id);
+    let second = claim(&s, 60, "b", 1).claims.remove(0);
+    let late = finish(&s, &first, Status::Succeeded, 61);
+    assert!(late.stale && late.rows[0].stale_lease);
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(j.rt.lease.as_ref().unwrap().run_id, second.run_id);
+    assert_eq!(
+        s.renew("j", first.run_id, "a", t(62)).unwrap(),
+        RenewOutcome::Lost
+    );
+}
+
+#[test]
+fn recovery_does_not_write_a_second_row_when_the_completion_row_landed() {
+    let dir = tmp("dedupe");
+    let s = FileStore::open(&dir).unwrap();
+    let mut d = def("once");
+    d.max_runs = Some(1);
+    s.apply(
+        &JobsFile {
+            settings: Settings::default(),
+            jobs: vec![d],
+        },
+        t(0),
+    )
+    .unwrap();
+    let c = claim(&s, 0, "a", 1).claims.remove(0);
+    // The process wrote the row, then died before the job record.
+    {
+        let mut l = s.lock().unwrap();
+        let mut row = HistoryRow::new("once", Status::Succeeded, c.trigger, c.slot, "a", t(5));
+        row.run_id = c.run_id;
+        l.append_history(&[row]).unwrap();
+    }
+    let out = claim(&s, 100, "b", 1);
+    assert!(out.rows.is_empty(), "no abandoned row: {:?}", out.rows);
+    assert!(out.claims.is_empty());
+    let j = s.job("once").unwrap().unwrap();
+    assert!(j.rt.retired, "finished from the row that landed");
+    assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 1);
+}
+
+#[test]
+fn trigger_pause_and_unknown_names() {
+    let dir = tmp("trig");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    assert!(matches!(
+        s.set_paused("nope", true, t(0)),
+        Err(StoreError::NoSuchJob(_))
+    ));
+    s.set_paused("j", true, t(0)).unwrap();
+    assert!(claim(&s, 10, "a", 5).claims.is_empty());
+    assert_eq!(
+        s.request_trigger("j", t(10)).unwrap(),
+        TriggerOutcome::Queued
+    );
+    assert_eq!(
+        s.request_trigger("j", t(10)).unwrap(),
+        TriggerOutcome::AlreadyQueued
+    );
+    let c = claim(&s, 11, "a", 5).claims.remove(0);
+    assert_eq!((c.trigger, c.slot), (Trigger::Manual, None));
+    assert_eq!(
+        s.request_trigger("j", t(12)).unwrap(),
+        TriggerOutcome::AlreadyRunning
+    );
+}
+
+#[test]
+fn history_filters_newest_first_and_idle_claim_does_nothing() {
+    let dir = tmp("hist");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    for k in 0..50 {
+        for c in claim(&s, k * 60, "o", 5).claims {
+            let st = if k % 2 == 0 {
+                Status::Succeeded
+            } else {
+                Status::Failed
+            };
+            finish(&s, &c, st, k * 60 + 1);
+        }
+    }
+    let q = HistoryQuery {
+        job: Some("a".into()),
+        status: Some(Status::Failed),
+        limit: 3,
+        ..Default::default()
+    };
+    let h = s.history(&q).unwrap();
+    assert_eq!(h.len(), 3);
+    assert!(h.iter().all(|r| r.job == "a" && r.status == Status::Failed));
+    assert!(h[0].finished_at > h[1].finished_at);
+    let since = s
+        .history(&HistoryQuery {
+            since: Some(t(49 * 60)),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(since.len(), 2);
+    let tok = s.change_token().unwrap();
+    assert!(claim(&s, 49 * 60 + 30, "o", 5).claims.is_empty());
+    assert_eq!(tok, s.change_token().unwrap(), "idle claim writes nothing");
+    assert_eq!(s.next_wakeup(t(0)).unwrap(), Some(t(50 * 60)));
+    let spend = s.spend("a", t(0)).unwrap();
+    assert_eq!(spend, SpendNow::default());
+}
+
+#[test]
+fn retention_keeps_newest_rows_per_job() {
+    let dir = tmp("ret");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    for k in 0..20 {
+        for c in claim(&s, k * 60, "o", 5).claims {
+            finish(&s, &c, Status::Succeeded, k * 60 + 1);
+        }
+    }
+    assert_eq!(s.compact_history(5, None, t(2000)).unwrap(), 30);
+    let h = s
+        .history(&HistoryQuery {
+            job: Some("a".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(h.len(), 5);
+    assert_eq!(h[0].slot, Some(t(19 * 60)));
+    let dropped = s
+        .compact_history(100, Some(chrono::Duration::seconds(120)), t(19 * 60 + 1))
+        .unwrap();
+    assert_eq!(
+        dropped, 4,
+        "rows finished before 1021 (slots 15, 16) of both jobs"
+    );
+}
+
+#[test]
+fn own_in_flight_run_is_never_reoffered_or_recovered_by_its_owner() {
+    let dir = tmp("inflight");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    let c = claim(&s, 0, "a", 1).claims.remove(0);
+    assert_eq!(
+        s.next_wakeup(t(0)).unwrap(),
+        Some(t(30)),
+        "the lease expiry"
+    );
+    let mine = vec!["j".to_string()];
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(100),
+            owner: "a",
+            limit: 5,
+            in_flight: &mine,
+        })
+        .unwrap();
+    assert!(out.claims.is_empty() && out.rows.is_empty());
+    assert_eq!(
+        s.job("j").unwrap().unwrap().rt.lease.unwrap().run_id,
+        c.run_id
+    );
+    // Its late completion still holds the lease: not stale; slots 60 passed → overlap row.
+    let done = finish(&s, &c, Status::Succeeded, 101);
+    assert!(!done.stale);
+    assert_eq!(done.rows.len(), 2);
+    assert_eq!(done.rows[1].reason.as_deref(), Some("overlap"));
+    assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(120)));
+}
+
+#[test]
+fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
+    let dir = tmp("lockwait");
+    let a = FileStore::open(&dir).unwrap();
+    let b = FileStore::open(&dir)
+        .unwrap()
+        .with_lock_wait(Duration::from_millis(30));
+    let held = a.lock().unwrap();
+    let err = b.jobs().unwrap_err();
+    assert!(matches!(err, StoreError::LockTimeout { .. }), "got {err:?}");
+    assert!(!err.is_bad_input(), "a held lock is a runtime failure");
+    assert!(err.to_string().contains("lock"), "{err}");
+    drop(held);
+    assert!(b.jobs().unwrap().is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn foreign_version_is_refused() {
+    let dir = tmp("ver");
+    std::fs::write(dir.join(VERSION_FILE), "something else 9\n").unwrap();
+    assert!(matches!(
+        FileStore::open(&dir),
+        Err(StoreError::Version { .. })
+    ));
+}
