@@ -217,6 +217,27 @@ struct Disk {
     clock: i64,
     boundaries: u64,
     log: Vec<String>,
+    script: Vec<Scripted>,
+}
+
+/// A fault a test asks for at the next matching boundary (consumed when it fires).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scripted {
+    /// The file name the operation acts on (`jobs.journal`).
+    pub file: String,
+    /// `write`, `fsync` or `rename`.
+    pub op: &'static str,
+    pub fault: ScriptedFault,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptedFault {
+    /// `ENOSPC` with nothing written.
+    Enospc,
+    /// `EIO` (on a sync: the pending writes stay pending unless `fsync_loses_data`).
+    Eio,
+    /// The process is killed before the operation.
+    Crash,
 }
 
 /// What happened at one I/O boundary.
@@ -317,6 +338,11 @@ impl SimDisk {
         self.lock().faults
     }
 
+    /// Inject `s` at the next matching boundary of any faulty process.
+    pub fn script(&self, s: Scripted) {
+        self.lock().script.push(s);
+    }
+
     /// Power loss now (between operations).
     pub fn power_loss(&self) {
         let mut d = self.lock();
@@ -393,10 +419,34 @@ impl SimIo {
         what: &str,
         kind: BoundaryKind,
         torn: Option<(u64, u64, &[u8])>,
+        file: Option<&Path>,
     ) -> io::Result<Fault> {
         d.boundaries += 1;
         if !self.faulty {
             return Ok(Fault::None);
+        }
+        let name = file
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(k) = d
+            .script
+            .iter()
+            .position(|s| s.file == name && what.starts_with(s.op))
+        {
+            let s = d.script.remove(k);
+            d.log.push(format!(
+                "scripted {:?} p{} on {what} {name}",
+                s.fault, self.proc
+            ));
+            return match s.fault {
+                ScriptedFault::Enospc => Err(enospc()),
+                ScriptedFault::Eio => Ok(Fault::Eio),
+                ScriptedFault::Crash => {
+                    d.kill(self.proc);
+                    Err(io::Error::other("simulated crash (kill -9)"))
+                }
+            };
         }
         let f = d.faults;
         let mut rng = lock_rng(&self.disk.rng);
@@ -409,7 +459,8 @@ impl SimIo {
                 inode.write_at(off, &bytes[..keep]);
             }
             d.power_loss(&mut rng);
-            d.log.push(format!("power loss before {what} (p{})", self.proc));
+            d.log
+                .push(format!("power loss before {what} (p{})", self.proc));
             return Err(io::Error::other("simulated power loss"));
         }
         if rng.chance(f.crash) {
@@ -455,7 +506,7 @@ impl SimIo {
         lock_rng(&self.disk.rng).below(n as u64) as usize
     }
 
-    fn new_fd(&self, d: &mut Disk, ino: u64, mode: OpenMode) -> SimFile {
+    fn new_fd(&self, d: &mut Disk, ino: u64, mode: OpenMode, path: &Path) -> SimFile {
         let fd = d.next_fd;
         d.next_fd += 1;
         d.fd_proc.insert(fd, self.proc);
@@ -471,6 +522,7 @@ impl SimIo {
                 fd,
                 ino,
                 mode,
+                path: path.to_path_buf(),
                 pos: Mutex::new(0),
             }),
         }
@@ -485,7 +537,10 @@ enum BoundaryKind {
 }
 
 fn enospc() -> io::Error {
-    io::Error::new(io::ErrorKind::StorageFull, "No space left on device (simulated)")
+    io::Error::new(
+        io::ErrorKind::StorageFull,
+        "No space left on device (simulated)",
+    )
 }
 
 fn eio() -> io::Error {
@@ -500,6 +555,7 @@ struct Desc {
     fd: u64,
     ino: u64,
     mode: OpenMode,
+    path: PathBuf,
     pos: Mutex<u64>,
 }
 
@@ -547,10 +603,13 @@ impl IoFile for SimFile {
         } else {
             *pos
         };
-        match self
-            .io
-            .boundary(&mut d, "write", BoundaryKind::Write, Some((ino, off, buf)))?
-        {
+        match self.io.boundary(
+            &mut d,
+            "write",
+            BoundaryKind::Write,
+            Some((ino, off, buf)),
+            Some(&self.desc.path),
+        )? {
             Fault::Enospc => {
                 let keep = self.io.random_prefix(buf.len());
                 let t = d.tick();
@@ -573,8 +632,13 @@ impl IoFile for SimFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut d = self.io.enter()?;
-        self.io
-            .boundary(&mut d, "truncate", BoundaryKind::Other, None)?;
+        self.io.boundary(
+            &mut d,
+            "truncate",
+            BoundaryKind::Other,
+            None,
+            Some(&self.desc.path),
+        )?;
         let t = d.tick();
         let inode = d.inode(self.desc.ino)?;
         inode.set_len(len);
@@ -589,7 +653,13 @@ impl IoFile for SimFile {
     fn sync_data(&self) -> io::Result<()> {
         let mut d = self.io.enter()?;
         let loses = d.faults.fsync_loses_data;
-        match self.io.boundary(&mut d, "fsync", BoundaryKind::Sync, None)? {
+        match self.io.boundary(
+            &mut d,
+            "fsync",
+            BoundaryKind::Sync,
+            None,
+            Some(&self.desc.path),
+        )? {
             Fault::Eio => {
                 if loses {
                     d.inode(self.desc.ino)?.lose_pending();
@@ -670,7 +740,13 @@ impl StoreIo for SimIo {
         let existing = d.names.get(path).copied();
         let ino = match (existing, mode) {
             (Some(ino), OpenMode::CreateTruncate) => {
-                self.boundary(&mut d, "truncate on open", BoundaryKind::Other, None)?;
+                self.boundary(
+                    &mut d,
+                    "truncate on open",
+                    BoundaryKind::Other,
+                    None,
+                    Some(path),
+                )?;
                 let t = d.tick();
                 let inode = d.inode(ino)?;
                 inode.set_len(0);
@@ -683,7 +759,7 @@ impl StoreIo for SimIo {
             }
             (None, _) => {
                 if let Fault::Enospc =
-                    self.boundary(&mut d, "create", BoundaryKind::Write, None)?
+                    self.boundary(&mut d, "create", BoundaryKind::Write, None, Some(path))?
                 {
                     return Err(enospc());
                 }
@@ -701,7 +777,7 @@ impl StoreIo for SimIo {
                 ino
             }
         };
-        Ok(Box::new(self.new_fd(&mut d, ino, mode)))
+        Ok(Box::new(self.new_fd(&mut d, ino, mode, path)))
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -710,7 +786,10 @@ impl StoreIo for SimIo {
             .names
             .get(path)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        Ok(d.inodes.get(ino).map(|i| i.data.clone()).unwrap_or_default())
+        Ok(d.inodes
+            .get(ino)
+            .map(|i| i.data.clone())
+            .unwrap_or_default())
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Meta> {
@@ -739,7 +818,7 @@ impl StoreIo for SimIo {
         if !d.names.contains_key(from) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        self.boundary(&mut d, "rename", BoundaryKind::Other, None)?;
+        self.boundary(&mut d, "rename", BoundaryKind::Other, None, Some(to))?;
         if let Some(ino) = d.names.remove(from) {
             d.names.insert(to.to_path_buf(), ino);
         }
@@ -751,14 +830,16 @@ impl StoreIo for SimIo {
         if !d.names.contains_key(path) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        self.boundary(&mut d, "remove", BoundaryKind::Other, None)?;
+        self.boundary(&mut d, "remove", BoundaryKind::Other, None, Some(path))?;
         d.names.remove(path);
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut d = self.enter()?;
-        if let Fault::Eio = self.boundary(&mut d, "fsync dir", BoundaryKind::Sync, None)? {
+        if let Fault::Eio =
+            self.boundary(&mut d, "fsync dir", BoundaryKind::Sync, None, Some(dir))?
+        {
             return Err(eio());
         }
         let in_dir = |p: &Path| p.parent() == Some(dir);
@@ -837,7 +918,10 @@ mod tests {
             seen.insert(d.contents(&p).unwrap().len());
         }
         // Nothing, a torn prefix, but never all 7 bytes (the last write is always torn here).
-        assert!(seen.contains(&0) && seen.iter().any(|n| (1..7).contains(n)), "{seen:?}");
+        assert!(
+            seen.contains(&0) && seen.iter().any(|n| (1..7).contains(n)),
+            "{seen:?}"
+        );
         assert!(!seen.contains(&7), "{seen:?}");
     }
 
@@ -899,9 +983,46 @@ mod tests {
         d.set_faults(FaultConfig::none());
         f0.write_all(b"kept\n").unwrap();
         f0.sync_data().unwrap();
-        assert_eq!(d.contents(&p).unwrap(), b"lost\nkept\n", "the cache still shows both");
+        assert_eq!(
+            d.contents(&p).unwrap(),
+            b"lost\nkept\n",
+            "the cache still shows both"
+        );
         d.power_loss();
-        assert_eq!(d.contents(&p).unwrap(), b"\0\0\0\0\0kept\n", "the failed writeback is a hole");
+        assert_eq!(
+            d.contents(&p).unwrap(),
+            b"\0\0\0\0\0kept\n",
+            "the failed writeback is a hole"
+        );
+    }
+
+    #[test]
+    fn a_scripted_fault_fires_once_on_the_named_file() {
+        let d = disk(5, FaultConfig::none());
+        let io = d.process(true);
+        let dir = setup(&io);
+        let a = io.open(&dir.join("a"), OpenMode::AppendCreate).unwrap();
+        let b = io.open(&dir.join("b"), OpenMode::AppendCreate).unwrap();
+        d.script(Scripted {
+            file: "b".into(),
+            op: "fsync",
+            fault: ScriptedFault::Eio,
+        });
+        a.write_all(b"x").unwrap();
+        a.sync_data().unwrap();
+        b.write_all(b"y").unwrap();
+        assert!(b.sync_data().is_err());
+        b.sync_data().unwrap();
+        d.script(Scripted {
+            file: "a".into(),
+            op: "write",
+            fault: ScriptedFault::Enospc,
+        });
+        assert_eq!(
+            a.write_all(b"z").unwrap_err().kind(),
+            io::ErrorKind::StorageFull
+        );
+        assert_eq!(d.contents(&dir.join("a")).unwrap(), b"x");
     }
 
     #[test]
