@@ -906,7 +906,9 @@ impl<'a> World<'a> {
             let rows = p
                 .store
                 .history(&HistoryQuery {
-                    limit: usize::MAX,
+                    // Everything (a simulated history is small); not usize::MAX, which the
+                    // PostgreSQL store cannot bind as a LIMIT.
+                    limit: 10_000_000,
                     ..HistoryQuery::default()
                 })
                 .map_err(|e| format!("checker: history: {e}"))?;
