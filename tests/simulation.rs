@@ -235,15 +235,15 @@ const KNOWN_BUGS: &[(&str, &str)] = &[
     ),
     (
         "has 2 rows: succeeded, abandoned",
-        "not reduced yet: replay seed 19 (a completed run also recorded `abandoned`)",
+        "regress::a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed",
     ),
     (
         "has 2 rows: failed, abandoned",
-        "not reduced yet: replay seed 19 (a completed run also recorded `abandoned`)",
+        "regress::a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed",
     ),
     (
         "has 2 rows: skipped, abandoned",
-        "not reduced yet: replay seed 19 (a completed run also recorded `abandoned`)",
+        "regress::a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed",
     ),
     (
         "acknowledged row lost",

@@ -916,7 +916,11 @@ impl<'a> World<'a> {
             (rows, jobs)
         };
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
+            // Name runs as the step log does (r0, r1, …).
             let mut s = e;
+            for (id, label) in &self.labels {
+                s = s.replace(&id.to_string(), &format!("{label} ({id})"));
+            }
             let _ = write!(s, " (at {}, {} rows in history)", self.ts(now), rows.len());
             s
         })
