@@ -90,6 +90,9 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Cost and run statistics, per job and global
     Stats(JsonFlag),
+    /// Verify a whole store (file or PostgreSQL) and list every problem with its location;
+    /// reads only. Exit 0 when sound, 2 when damaged
+    Check(JsonFlag),
 }
 
 #[derive(Debug, Args)]

@@ -7,12 +7,23 @@
 //! Must not touch: I/O, locks, clocks (every function takes `now`), history storage. Callers
 //! persist the mutated record and the returned rows, history rows first.
 //!
+//! The per-record steps of every store operation — apply/retire ([`apply_all`]), pause,
+//! trigger, claim with crash recovery ([`claim_step`]), renew and fenced completion
+//! ([`complete_step`]) — live here once; the file and PostgreSQL stores only lock, load the
+//! records and persist what these return.
+//!
 //! Decisions where the SPEC is silent (also listed in the report):
 //! - An `every` job's first slot is its anchor, the instant it was first stored (SPEC §3.1), so a
 //!   new `every` job fires at once. A cron job's first slot is the first cron instant ≥ creation.
 //! - "Has run before" (§5) means a slot was ever claimed (`last_slot` is set).
-//! - A coalesced fire (grace null) names the first overdue slot; the later overdue slots are
-//!   covered by it and the job continues at the first slot after the claim instant.
+//! - A coalesced fire (grace null) names its scheduled instant per SPEC §5: for cron the LATEST
+//!   slot at or before now, for `every` the first overdue slot. When it stands for more than one
+//!   overdue slot, its row carries `slots_count`, `slot_start` (first) and `slot_end` (last),
+//!   like a `missed` row; the job continues at the first slot after the claim instant.
+//! - A run's overlap `skipped` row covers only slots that came due while the run was really in
+//!   flight: until its row's `finished_at` (or, for an abandoned run, its lease expiry). A
+//!   completion written late (store unwritable: disk full, database down) does not turn the
+//!   slots of the outage into "overlap"; §5 decides them at the next claim.
 //! - Manual runs (`trigger: manual`, `slot: null`) do not count toward `max_runs`/`once`, do not
 //!   move the schedule, and are allowed while paused or held. A due slot is claimed before a
 //!   queued manual trigger of the same job; the trigger stays queued for the next claim.
@@ -30,9 +41,12 @@
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
+use std::collections::{BTreeMap, HashSet};
+
+use super::{ApplyReport, CompleteOutcome, Completion, StoreError, StoreResult, TriggerOutcome};
 use crate::model::{
-    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, Lease, STATE_MAX_BYTES,
-    Settings, Status, Trigger,
+    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease,
+    STATE_MAX_BYTES, Settings, SlotRange, Status, Trigger,
 };
 use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 
@@ -209,6 +223,8 @@ pub struct ClaimPlan {
     pub slot: Option<DateTime<Utc>>,
     pub trigger: Trigger,
     pub lease_until: DateTime<Utc>,
+    /// The overdue slots this fire stands for, when it coalesced several (SPEC §5).
+    pub coalesced: Option<SlotRange>,
 }
 
 /// The result of looking at one unleased job during `claim_due`.
@@ -359,7 +375,20 @@ pub fn evaluate(
             // A queued manual trigger may still run below.
         } else {
             if can_claim {
-                ev.claim = Some(claim(rec, sched, now, owner, Some(slot), Trigger::Schedule));
+                let coalesced = if !never_run && rec.def.schedule.is_recurring() {
+                    sched
+                        .slots_between(next - ms(1), now, SLOT_COUNT_CAP)
+                        .filter(|(_, _, n)| *n > 1)
+                        .map(|(first, last, count)| SlotRange { first, last, count })
+                } else {
+                    None
+                };
+                let mut plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
+                if let Some(l) = rec.rt.lease.as_mut() {
+                    l.coalesced = coalesced;
+                }
+                plan.coalesced = coalesced;
+                ev.claim = Some(plan);
                 ev.changed = true;
             }
             return ev;
@@ -421,12 +450,14 @@ fn claim(
         lease_until,
         last_renewed: now,
         spends_job,
+        coalesced: None,
     });
     ClaimPlan {
         run_id,
         slot,
         trigger,
         lease_until,
+        coalesced: None,
     }
 }
 
@@ -492,6 +523,16 @@ pub fn finish_run(
     let Some(lease) = rec.rt.lease.take() else {
         return out;
     };
+    // A coalesced fire's row stands for every overdue slot it covered (SPEC §5), whatever its
+    // status: nothing is dropped silently.
+    if let Some(r) = lease.coalesced
+        && row.slots_count.is_none()
+        && row.slot == lease.slot
+    {
+        row.slots_count = Some(r.count);
+        row.slot_start = Some(r.first);
+        row.slot_end = Some(r.last);
+    }
     if let Some(s) = state {
         match serde_json::to_vec(&s) {
             Ok(bytes) if bytes.len() <= STATE_MAX_BYTES => rec.rt.state = s,
@@ -562,10 +603,12 @@ pub fn finish_run(
     // Overlap: slots that came due while this run was in flight. A run abandoned by a crash was
     // only "in flight" until its lease expired: slots after that fell due while no owner was
     // running, and §5 (coalesced fire, or `missed` past the grace) decides them at the next claim.
+    // A completion written late (the store was unwritable) ends at its row's `finished_at`:
+    // the slots after that fell due while no run was in flight.
     let bound = if row.status == Status::Abandoned {
         lease.lease_until.min(now)
     } else {
-        now
+        row.finished_at.max(lease.claimed_at).min(now)
     };
     let paused = rt.paused || !rec.def.enabled;
     let held = rt.hold_until.is_some_and(|h| h > now);
@@ -596,6 +639,202 @@ pub fn finish_run(
     }
     out.extra_rows = extra;
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-record steps of the store operations, written once for both stores (issue 10 item 1): the
+// file store and the PostgreSQL store only lock, load the records these take, and persist what
+// they return (history rows first, then the records).
+
+/// The names of a jobs file, refusing duplicates (the first step of `apply`).
+pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
+    let mut seen = HashSet::new();
+    for d in &file.jobs {
+        if !seen.insert(d.name.as_str()) {
+            return Err(StoreError::DuplicateJob(d.name.clone()));
+        }
+    }
+    Ok(seen)
+}
+
+/// What `apply` did to one definition.
+#[derive(Debug)]
+pub enum ApplyStep {
+    /// A new job: the record to store.
+    Created(Box<JobRecord>),
+    /// The existing record was updated in place (its schedule must be recompiled).
+    Updated,
+    Unchanged,
+}
+
+/// `apply` for one definition: update `existing` in place, or create a record.
+pub fn apply_one(
+    existing: Option<&mut JobRecord>,
+    def: &JobDef,
+    now: DateTime<Utc>,
+) -> StoreResult<ApplyStep> {
+    match existing {
+        Some(rec) => match apply_def(rec, def, now).map_err(StoreError::bad_def(&def.name))? {
+            ApplyChange::Unchanged => Ok(ApplyStep::Unchanged),
+            ApplyChange::Updated => Ok(ApplyStep::Updated),
+        },
+        None => Ok(ApplyStep::Created(Box::new(
+            new_record(def.clone(), now).map_err(StoreError::bad_def(&def.name))?,
+        ))),
+    }
+}
+
+/// `apply` for a stored job no longer in the file: retire it (kept in history and `jobs`).
+/// Returns true when it was not retired yet (the record changed).
+pub fn retire_removed(rec: &mut JobRecord) -> bool {
+    if rec.rt.retired {
+        return false;
+    }
+    rec.rt.retired = true;
+    rec.rt.retired_reason = Some(REASON_REMOVED.to_string());
+    rec.rt.trigger_requested_at = None;
+    rec.rt.recovery_pending = false;
+    true
+}
+
+/// The fold of `apply` over the stored records, shared by both stores: `stored` maps a job
+/// name to the store's entry for it, `rec` reaches the record inside an entry, `make` wraps a
+/// new record. Returns the report and the names whose records changed (to persist).
+pub fn apply_all<T>(
+    file: &JobsFile,
+    now: DateTime<Utc>,
+    stored: &mut BTreeMap<String, T>,
+    rec: impl Fn(&mut T) -> &mut JobRecord,
+    make: impl Fn(JobRecord) -> T,
+) -> StoreResult<(ApplyReport, Vec<String>)> {
+    let seen = unique_names(file)?;
+    let mut report = ApplyReport::default();
+    let mut changed = Vec::new();
+    for def in &file.jobs {
+        let name = def.name.clone();
+        match apply_one(stored.get_mut(&name).map(&rec), def, now)? {
+            ApplyStep::Unchanged => report.unchanged.push(name),
+            ApplyStep::Updated => {
+                report.updated.push(name.clone());
+                changed.push(name);
+            }
+            ApplyStep::Created(r) => {
+                stored.insert(name.clone(), make(*r));
+                report.created.push(name.clone());
+                changed.push(name);
+            }
+        }
+    }
+    for (name, entry) in stored.iter_mut() {
+        if !seen.contains(name.as_str()) && retire_removed(rec(entry)) {
+            report.retired.push(name.clone());
+            changed.push(name.clone());
+        }
+    }
+    Ok((report, changed))
+}
+
+/// Pause or resume one job (`set_paused` with the store's error).
+pub fn pause_step(rec: &mut JobRecord, paused: bool, now: DateTime<Utc>) -> StoreResult<bool> {
+    let name = rec.def.name.clone();
+    set_paused(rec, paused, now).map_err(StoreError::bad_def(&name))
+}
+
+/// Queue a manual trigger. Returns the outcome and whether the record changed.
+pub fn trigger_step(
+    rec: &mut JobRecord,
+    now: DateTime<Utc>,
+) -> StoreResult<(TriggerOutcome, bool)> {
+    if rec.rt.retired {
+        return Err(StoreError::Retired {
+            job: rec.def.name.clone(),
+            reason: rec
+                .rt
+                .retired_reason
+                .clone()
+                .unwrap_or_else(|| "retired".to_string()),
+        });
+    }
+    if rec.rt.trigger_requested_at.is_some() {
+        return Ok((TriggerOutcome::AlreadyQueued, false));
+    }
+    if rec.rt.lease.is_some() {
+        return Ok((TriggerOutcome::AlreadyRunning, false));
+    }
+    rec.rt.trigger_requested_at = Some(now);
+    Ok((TriggerOutcome::Queued, true))
+}
+
+/// The lease of `rec` if it expired at `now` (crash recovery is due).
+pub fn expired_lease(rec: &JobRecord, now: DateTime<Utc>) -> Option<Lease> {
+    rec.rt.lease.clone().filter(|l| l.lease_until <= now)
+}
+
+/// One job during `claim_due`: recover an expired lease (SPEC §6), then evaluate (§5, §7).
+/// `landed` is the run's own row when the store found it already written (the process died
+/// between the row and the record): the job is finished from it and no second row is written.
+pub fn claim_step(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+    landed: Option<HistoryRow>,
+) -> Evaluation {
+    let mut rows = Vec::new();
+    let mut dirty = false;
+    if let Some(lease) = expired_lease(rec, now) {
+        let (mut row, already) = match landed {
+            Some(r) => (r, true),
+            None => (abandoned_row(rec, &lease, owner, now), false),
+        };
+        let fin = finish_run(rec, sched, &mut row, None, None, period, now);
+        if !already {
+            rows.push(row);
+        }
+        rows.extend(fin.extra_rows);
+        dirty = true;
+    }
+    let mut ev = evaluate(rec, sched, now, owner, can_claim, period);
+    rows.append(&mut ev.rows);
+    ev.rows = rows;
+    ev.changed |= dirty;
+    ev
+}
+
+/// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
+/// row with `stale_lease: true` and adds its cost to the counters, touching nothing else.
+/// `sched` is the job's compiled schedule when the caller has it cached.
+pub fn complete_step(
+    rec: &mut JobRecord,
+    sched: Option<&Compiled>,
+    c: Completion,
+    period: BudgetPeriod,
+) -> StoreResult<CompleteOutcome> {
+    let mut row = c.row;
+    row.run_id = c.run_id;
+    let mut out = CompleteOutcome::default();
+    if !holds(rec, c.run_id) {
+        row.stale_lease = true;
+        count_row(rec, &row, period, c.now);
+        out.stale = true;
+        out.rows.push(row);
+        return Ok(out);
+    }
+    let compiled;
+    let sched = match sched {
+        Some(s) => s,
+        None => {
+            compiled = compile(rec).map_err(StoreError::bad_def(&c.job))?;
+            &compiled
+        }
+    };
+    let fin = finish_run(rec, sched, &mut row, c.state, c.hold_until, period, c.now);
+    out.state_rejected = fin.state_rejected;
+    out.rows.push(row);
+    out.rows.extend(fin.extra_rows);
+    Ok(out)
 }
 
 /// The row written when a lease expired without completion (SPEC §6).
@@ -732,6 +971,59 @@ mod tests {
             Some(t(T0 + 360)),
             "older overdue slots coalesced"
         );
+    }
+
+    /// Issue 10 item 7: a coalesced fire's row carries the slots it stands for, like `missed`.
+    #[test]
+    fn s5_coalesced_fire_row_carries_slots_count_and_range() {
+        let mut r = ran_at_t0(None);
+        let c = eval(&mut r, T0 + 305).claim.unwrap();
+        let range = c.coalesced.unwrap();
+        assert_eq!(
+            (range.first, range.last, range.count),
+            (t(T0 + 60), t(T0 + 300), 5)
+        );
+        let out = done(&mut r, Status::Succeeded, T0 + 306);
+        assert!(out.extra_rows.is_empty());
+        // The row itself is stamped by finish_run.
+        let s = sched(&r);
+        let mut r2 = ran_at_t0(None);
+        let c2 = eval(&mut r2, T0 + 305).claim.unwrap();
+        let mut row = HistoryRow::new("j", Status::Failed, c2.trigger, c2.slot, "me", t(T0 + 306));
+        row.run_id = c2.run_id;
+        finish_run(&mut r2, &s, &mut row, None, None, P, t(T0 + 306));
+        assert_eq!(
+            row.slot,
+            Some(t(T0 + 60)),
+            "every names the first overdue slot"
+        );
+        assert_eq!(row.slot_start, Some(t(T0 + 60)));
+        assert_eq!(row.slot_end, Some(t(T0 + 300)));
+        assert_eq!(row.slots_count, Some(5));
+        // An on-time fire stands for one slot: no range.
+        let c3 = eval(&mut r2, T0 + 360).claim.unwrap();
+        assert!(c3.coalesced.is_none());
+    }
+
+    /// Issue 10 item 7: a completion written late (store unwritable for 100 s) is not an overlap
+    /// of the slots of the outage; they come back through §5 as one coalesced fire.
+    #[test]
+    fn a_late_written_completion_records_no_overlap_for_the_outage() {
+        let mut r = ran_at_t0(None);
+        let c = eval(&mut r, T0 + 60).claim.unwrap();
+        let s = sched(&r);
+        let mut row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "me", t(T0 + 62));
+        row.run_id = c.run_id;
+        // Written at T0+400: slots T0+120..T0+360 passed while the store was unwritable.
+        let out = finish_run(&mut r, &s, &mut row, None, None, P, t(T0 + 400));
+        assert!(
+            out.extra_rows.is_empty(),
+            "no `skipped overlap` for a run that had ended: {:?}",
+            out.extra_rows
+        );
+        let next = eval(&mut r, T0 + 400).claim.unwrap();
+        assert_eq!(next.slot, Some(t(T0 + 120)));
+        assert_eq!(next.coalesced.unwrap().count, 5, "T0+120..=T0+360");
     }
 
     #[test]
@@ -1195,6 +1487,27 @@ mod cron_and_config_tests {
         load(&format!(
             "jobs:\n  - name: brief\n    schedule: {{ kind: cron, cron_expr: \"0 7 * * *\", tz: UTC }}\n    command: \"true\"\n    misfire_grace_seconds: {grace}\n"
         ))
+    }
+
+    /// Issue 10 item 7 / SPEC §5: a coalesced cron fire names the LATEST overdue slot and its
+    /// row carries the whole range.
+    #[test]
+    fn s5_coalesced_cron_fire_names_the_latest_slot_and_carries_the_range() {
+        let mut r = new_record(cron_def("null"), t("2026-11-20T12:00:00Z")).unwrap();
+        let s = compile(&r).unwrap();
+        r.rt.last_slot = Some(t("2026-11-26T07:00:00Z"));
+        r.rt.next_slot = Some(t("2026-11-27T07:00:00Z"));
+        let now = t("2026-11-29T09:00:00Z");
+        let c = evaluate(&mut r, &s, now, "o", true, BudgetPeriod::Day)
+            .claim
+            .unwrap();
+        assert_eq!(c.slot, Some(t("2026-11-29T07:00:00Z")), "the latest slot");
+        let mut row = HistoryRow::new("brief", Status::Succeeded, c.trigger, c.slot, "o", now);
+        row.run_id = c.run_id;
+        finish_run(&mut r, &s, &mut row, None, None, BudgetPeriod::Day, now);
+        assert_eq!(row.slots_count, Some(3));
+        assert_eq!(row.slot_start, Some(t("2026-11-27T07:00:00Z")));
+        assert_eq!(row.slot_end, Some(t("2026-11-29T07:00:00Z")));
     }
 
     #[test]

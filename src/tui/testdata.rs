@@ -86,6 +86,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         lease_until: until,
         last_renewed: claimed,
         spends_job: false,
+        coalesced: None,
     }
 }
 
@@ -372,7 +373,7 @@ impl crate::store::Store for HistoryOnlyStore {
 }
 
 fn refuse<T>() -> StoreResult<T> {
-    Err(crate::store::StoreError::Invalid(
-        "the fixture store is read-only".into(),
+    Err(crate::store::StoreError::Unsupported(
+        "the fixture store is read-only",
     ))
 }
