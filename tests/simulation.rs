@@ -245,10 +245,6 @@ const KNOWN_BUGS: &[(&str, &str)] = &[
         "has 2 rows: skipped, abandoned",
         "regress::a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed",
     ),
-    (
-        "acknowledged row lost",
-        "regress::rows_of_a_fresh_store_survive_a_power_loss",
-    ),
 ];
 
 fn known_bug(what: &str) -> Option<&'static str> {
