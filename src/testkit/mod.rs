@@ -1,6 +1,7 @@
 //! Test doubles shared by unit tests and `tests/` (feature `testkit`, never in release builds):
 //! a loopback HTTP server that records requests, fake OpenAI/Anthropic endpoints, and hostile
-//! servers (slow drip, huge bodies, redirects) for the URL monitor's guarantees.
+//! servers (slow drip, huge bodies, redirects) for the URL monitor's guarantees, and a faulty
+//! in-memory file system for the store's deterministic fault simulator (`simio`).
 //!
 //! Owns: test servers only. Must not touch: production code paths (tests point the real reqwest
 //! clients at these servers).
@@ -9,3 +10,4 @@ pub mod hostile;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod simio;

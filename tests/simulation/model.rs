@@ -1,0 +1,452 @@
+//! The reference model of what the store promised, and the invariants checked against it
+//! (issue 10 item 6). It is fed only what owners *observed* (claims returned to them, rows
+//! acknowledged to them, operations that returned `Ok`) and what the store shows when read back;
+//! it never trusts the implementation's own bookkeeping for the promise it checks.
+//!
+//! Invariants:
+//! - **at most once**: no scheduled (job, slot) is executed twice. A scheduled fire claimed at
+//!   instant `c` for slot `s` stands for every grid slot in `[s, c]` (older overdue slots
+//!   coalesce into it, SPEC §5); a later scheduled claim inside that range is a double run.
+//!   Manual triggers and one-shot recovery retries are runs of their own.
+//! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry).
+//! - **acknowledged rows survive**: every row returned to an owner by `complete`/`claim_due`
+//!   is in history from then on, power losses included.
+//! - **every run ends in one row**: no run_id has two rows, except an `abandoned` row plus the
+//!   run's own late (`stale_lease`) completion; at the end (faults off, every owner back, every
+//!   lease expired or finished) every executed run has its row.
+//! - **every due slot in exactly one row**: each grid slot before the job's cursor is covered by
+//!   exactly one row (or by the lease in flight); a gap is allowed only where the job was paused
+//!   or removed (acknowledged windows), and jobs touched by an operation whose outcome is unknown
+//!   are exempt from the gap check (never from the overlap check).
+//! - **budget**: recorded spend (the `cost_usd` on rows) never exceeds the budget, beyond the
+//!   slack a non-atomic budget check allows (see [`crate::world::BudgetGate`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+use cronsole::model::{HistoryRow, JobRecord, Status, Trigger};
+use uuid::Uuid;
+
+/// Slots a row (or a lease) stands for: `(first slot, last slot or claim instant, run_id,
+/// started_at)`.
+type Cover = (DateTime<Utc>, DateTime<Utc>, Uuid, DateTime<Utc>);
+
+/// One execution an owner started (a claim returned to it).
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub job: String,
+    pub run_id: Uuid,
+    pub slot: Option<DateTime<Utc>>,
+    pub trigger: Trigger,
+    pub claimed_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+pub struct JobModel {
+    pub every: i64,
+    pub one_shot: bool,
+    /// Acknowledged windows with no slots recorded: paused, or removed from the jobs file.
+    /// `(from, to)`, `to = None` while still quiet.
+    pub quiet: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// An operation on this job returned an error (it may or may not have happened).
+    pub uncertain: bool,
+    /// Acknowledged state: paused, removed from the jobs file.
+    pub paused: bool,
+    pub removed: bool,
+}
+
+impl JobModel {
+    /// Record an acknowledged pause/resume/remove/re-add at `now`, keeping `quiet` windows.
+    pub fn set_quiet(&mut self, paused: Option<bool>, removed: Option<bool>, now: DateTime<Utc>) {
+        let was = self.paused || self.removed;
+        if let Some(p) = paused {
+            self.paused = p;
+        }
+        if let Some(r) = removed {
+            self.removed = r;
+        }
+        let is = self.paused || self.removed;
+        if is && !was {
+            self.quiet.push((now, None));
+        } else if was
+            && !is
+            && let Some(last) = self.quiet.last_mut()
+        {
+            // The wall clock may have stepped back meanwhile: the window is the span between
+            // the two operations, whichever way the clock went.
+            last.0 = last.0.min(now);
+            last.1 = Some(now.max(last.0));
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Model {
+    pub jobs: BTreeMap<String, JobModel>,
+    pub executions: Vec<Execution>,
+    pub run_ids: BTreeSet<Uuid>,
+    /// Rows acknowledged to an owner: (run_id, status).
+    pub acked: BTreeSet<(Uuid, Status)>,
+    pub budget: Option<f64>,
+    /// Spend a non-atomic budget check can let through (worst cases admitted while another
+    /// owner had an admitted, unrecorded call).
+    pub budget_slack: f64,
+}
+
+impl Model {
+    /// A claim was returned to an owner: check at-most-once and the one-shot bound.
+    pub fn execute(&mut self, e: Execution) -> Result<(), String> {
+        if !self.run_ids.insert(e.run_id) {
+            return Err(format!("run_id {} handed out twice", e.run_id));
+        }
+        let jm = self.jobs.get(&e.job);
+        let one_shot = jm.is_some_and(|j| j.one_shot);
+        if matches!(e.trigger, Trigger::Schedule | Trigger::Immediate)
+            && let Some(s) = e.slot
+        {
+            for p in &self.executions {
+                if p.job != e.job || !matches!(p.trigger, Trigger::Schedule | Trigger::Immediate) {
+                    continue;
+                }
+                let Some(ps) = p.slot else { continue };
+                if s >= ps && s <= p.claimed_at.max(ps) {
+                    return Err(format!(
+                        "slot {} of job {} executed twice: first by run {} (claimed at {}), again by run {}",
+                        s, e.job, p.run_id, p.claimed_at, e.run_id
+                    ));
+                }
+            }
+        }
+        if one_shot && e.trigger != Trigger::Manual {
+            let n = self
+                .executions
+                .iter()
+                .filter(|p| p.job == e.job && p.trigger != Trigger::Manual)
+                .count();
+            if n >= 2 {
+                return Err(format!(
+                    "one-shot job {} executed a third time (run {})",
+                    e.job, e.run_id
+                ));
+            }
+        }
+        self.executions.push(e);
+        Ok(())
+    }
+
+    pub fn ack_row(&mut self, row: &HistoryRow) {
+        self.acked.insert((row.run_id, row.status));
+    }
+
+    /// Check what the store shows now. `end` adds the end-of-run checks (every execution has
+    /// its row; no lease left).
+    pub fn check(
+        &self,
+        rows: &[HistoryRow],
+        jobs: &[JobRecord],
+        now: DateTime<Utc>,
+        end: bool,
+    ) -> Result<(), String> {
+        // Acknowledged rows survive.
+        let present: BTreeSet<(Uuid, Status)> = rows.iter().map(|r| (r.run_id, r.status)).collect();
+        for a in &self.acked {
+            if !present.contains(a) {
+                return Err(format!(
+                    "acknowledged row lost: run {} status {}",
+                    a.0,
+                    a.1.as_str()
+                ));
+            }
+        }
+        // One row per run (abandoned + its own stale completion allowed).
+        let mut per_run: BTreeMap<Uuid, Vec<&HistoryRow>> = BTreeMap::new();
+        for r in rows {
+            per_run.entry(r.run_id).or_default().push(r);
+        }
+        for (id, rs) in &per_run {
+            if rs.len() == 1 {
+                continue;
+            }
+            let abandoned = rs.iter().filter(|r| r.status == Status::Abandoned).count();
+            let stale = rs.iter().filter(|r| r.stale_lease).count();
+            if !(rs.len() == 2 && abandoned == 1 && stale == 1) {
+                let what: Vec<String> = rs
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{}{}",
+                            r.status.as_str(),
+                            if r.stale_lease { "(stale)" } else { "" }
+                        )
+                    })
+                    .collect();
+                return Err(format!(
+                    "run {id} has {} rows: {}",
+                    rs.len(),
+                    what.join(", ")
+                ));
+            }
+        }
+        // Budget.
+        if let Some(b) = self.budget {
+            let spent: f64 = rows.iter().map(|r| r.cost_usd.max(0.0)).sum();
+            if spent > b + self.budget_slack + 1e-9 {
+                return Err(format!(
+                    "recorded spend {spent:.4} over the budget {b:.4} (+ allowed slack {:.4} of a non-atomic check)",
+                    self.budget_slack
+                ));
+            }
+        }
+        for job in jobs {
+            self.check_slots(job, rows, now)?;
+        }
+        if end {
+            for e in &self.executions {
+                if !per_run.contains_key(&e.run_id) {
+                    return Err(format!(
+                        "run {} of job {} (slot {:?}) executed but left no history row",
+                        e.run_id, e.job, e.slot
+                    ));
+                }
+            }
+            for job in jobs {
+                if let Some(l) = &job.rt.lease {
+                    return Err(format!(
+                        "job {} still leased by {} (run {}) after every run ended",
+                        job.def.name, l.owner, l.run_id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every grid slot of an `every` job before its cursor is covered by exactly one row.
+    fn check_slots(
+        &self,
+        job: &JobRecord,
+        rows: &[HistoryRow],
+        now: DateTime<Utc>,
+    ) -> Result<(), String> {
+        let name = &job.def.name;
+        let Some(jm) = self.jobs.get(name) else {
+            return Ok(());
+        };
+        if jm.one_shot || jm.every <= 0 {
+            return Ok(());
+        }
+        let every = Duration::seconds(jm.every);
+        let anchor = job.rt.anchor;
+        let grid_at_or_after = |t: DateTime<Utc>| -> DateTime<Utc> {
+            if t <= anchor {
+                return anchor;
+            }
+            let k = ((t - anchor).num_milliseconds() + every.num_milliseconds() - 1)
+                / every.num_milliseconds();
+            anchor + every * k as i32
+        };
+        // Coverage intervals: (from, to, run_id, started_at).
+        let mut cover: Vec<Cover> = Vec::new();
+        let status_of = |id: &Uuid| -> String {
+            rows.iter()
+                .filter(|r| &r.run_id == id)
+                .map(|r| format!("{} by {}", r.status.as_str(), r.owner))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut seen = BTreeSet::new();
+        for r in rows.iter().filter(|r| &r.job == name) {
+            if matches!(r.trigger, Trigger::Manual | Trigger::Recovery) || !seen.insert(r.run_id) {
+                continue;
+            }
+            let Some(s) = r.slot else { continue };
+            let to = match r.slot_end {
+                Some(e) => e,
+                None if r.status == Status::Missed
+                    || (r.status == Status::Skipped && r.reason.as_deref() == Some("overlap")) =>
+                {
+                    s
+                }
+                None => r.started_at.max(s),
+            };
+            cover.push((s, to, r.run_id, r.started_at));
+        }
+        if let Some(l) = &job.rt.lease
+            && !seen.contains(&l.run_id)
+            && matches!(l.trigger, Trigger::Schedule | Trigger::Immediate)
+            && let Some(s) = l.slot
+        {
+            cover.push((s, l.claimed_at.max(s), l.run_id, l.claimed_at));
+        }
+        cover.sort();
+        // Overlaps: a grid slot inside two coverage ranges.
+        let mut reach: Option<&Cover> = None;
+        for b in &cover {
+            if let Some(a) = reach {
+                let first_b = grid_at_or_after(b.0);
+                if first_b <= a.1 && first_b <= b.1 {
+                    return Err(format!(
+                        "slot {first_b} of job {name} is in two rows: run {} ({}) [{}..{}] and run {} ({}) [{}..{}]",
+                        a.2,
+                        status_of(&a.2),
+                        a.0,
+                        a.1,
+                        b.2,
+                        status_of(&b.2),
+                        b.0,
+                        b.1
+                    ));
+                }
+            }
+            if reach.is_none_or(|a| b.1 > a.1) {
+                reach = Some(b);
+            }
+        }
+        if jm.uncertain {
+            return Ok(());
+        }
+        // Gaps before the cursor.
+        // The cursor: slots before it were decided (a lease in flight covers its own range).
+        let horizon = job.rt.next_slot.unwrap_or(now);
+        let horizon = horizon.min(now);
+        let mut expect = anchor;
+        let mut i = 0;
+        while expect < horizon {
+            // Skip coverage ranges that end before `expect`.
+            while i < cover.len() && cover[i].1 < expect {
+                i += 1;
+            }
+            let covered = i < cover.len() && cover[i].0 <= expect;
+            if covered {
+                expect = grid_at_or_after(cover[i].1 + Duration::milliseconds(1));
+                continue;
+            }
+            // A gap from `expect` to the next covered slot (or the cursor).
+            let (gap_end, next_claim) = match cover.get(i) {
+                Some(c) => (c.0, c.3),
+                None => (horizon, now),
+            };
+            let explained = jm
+                .quiet
+                .iter()
+                .any(|(from, to)| *from <= next_claim && to.is_none_or(|t| t >= expect));
+            if !explained {
+                return Err(format!(
+                    "job {name}: slot {expect} (up to {gap_end}) has no row and is not in flight (cursor {horizon})"
+                ));
+            }
+            expect = grid_at_or_after(gap_end);
+            if gap_end >= horizon {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    fn exec(job: &str, slot: i64, at: i64, trigger: Trigger) -> Execution {
+        Execution {
+            job: job.into(),
+            run_id: Uuid::new_v4(),
+            slot: Some(t(slot)),
+            trigger,
+            claimed_at: t(at),
+        }
+    }
+
+    #[test]
+    fn a_slot_executed_twice_is_caught_even_inside_a_coalesced_fire() {
+        let mut m = Model::default();
+        m.jobs.insert(
+            "a".into(),
+            JobModel {
+                every: 10,
+                ..JobModel::default()
+            },
+        );
+        m.execute(exec("a", 0, 25, Trigger::Schedule)).unwrap();
+        m.execute(exec("a", 30, 30, Trigger::Schedule)).unwrap();
+        let e = m.execute(exec("a", 20, 31, Trigger::Schedule)).unwrap_err();
+        assert!(e.contains("executed twice"), "{e}");
+        // Manual runs are runs of their own.
+        m.execute(exec("a", 30, 32, Trigger::Manual)).unwrap();
+    }
+
+    #[test]
+    fn a_once_job_may_run_twice_but_not_three_times() {
+        let mut m = Model::default();
+        m.jobs.insert(
+            "o".into(),
+            JobModel {
+                every: 10,
+                one_shot: true,
+                ..JobModel::default()
+            },
+        );
+        m.execute(exec("o", 0, 0, Trigger::Schedule)).unwrap();
+        m.execute(exec("o", 0, 40, Trigger::Recovery)).unwrap();
+        assert!(m.execute(exec("o", 0, 80, Trigger::Recovery)).is_err());
+    }
+
+    #[test]
+    fn a_lost_acknowledged_row_and_a_second_row_for_one_run_are_caught() {
+        let mut m = Model::default();
+        let mut row = HistoryRow::new(
+            "a",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t(0)),
+            "o",
+            t(1),
+        );
+        m.ack_row(&row);
+        assert!(m.check(&[], &[], t(2), false).unwrap_err().contains("lost"));
+        m.check(std::slice::from_ref(&row), &[], t(2), false)
+            .unwrap();
+        let twice = [row.clone(), row.clone()];
+        assert!(
+            m.check(&twice, &[], t(2), false)
+                .unwrap_err()
+                .contains("2 rows")
+        );
+        // Abandoned + the run's own stale completion is the one allowed pair.
+        let mut ab = row.clone();
+        ab.status = Status::Abandoned;
+        row.stale_lease = true;
+        m.acked.clear();
+        m.check(&[ab, row], &[], t(2), false).unwrap();
+    }
+
+    #[test]
+    fn spend_over_the_budget_is_caught() {
+        let mut m = Model {
+            budget: Some(1.0),
+            ..Model::default()
+        };
+        let mut row = HistoryRow::new(
+            "a",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t(0)),
+            "o",
+            t(1),
+        );
+        row.cost_usd = 1.5;
+        assert!(
+            m.check(std::slice::from_ref(&row), &[], t(2), false)
+                .unwrap_err()
+                .contains("over the budget")
+        );
+        m.budget_slack = 0.5;
+        m.check(&[row], &[], t(2), false).unwrap();
+    }
+}

@@ -1,0 +1,248 @@
+//! Store bugs the simulator found, each reduced to a scripted scenario on the simulated disk
+//! (a seed stops hitting the same path as soon as the store's I/O sequence changes; these do
+//! not). Ignored ones are bugs in files this simulator may not edit (the store's); the lead
+//! routes them, and removes the `#[ignore]` with the fix.
+
+use std::path::Path;
+
+use chrono::{DateTime, TimeZone, Utc};
+use cronsole::model::{HistoryRow, JobsFile, Settings, Status, Trigger};
+use cronsole::store::file::FileStore;
+use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
+use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
+
+fn t(s: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_800_000_000 + s, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+fn open(disk: &SimDisk) -> FileStore {
+    match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)) {
+        Ok(s) => s,
+        Err(e) => panic!("open: {e}"),
+    }
+}
+
+fn setup(every: u64, lease: f64) -> (SimDisk, FileStore) {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", every);
+    d.lease_seconds = lease;
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    (disk, s)
+}
+
+fn rows(s: &FileStore) -> Vec<HistoryRow> {
+    s.history(&HistoryQuery {
+        limit: usize::MAX,
+        ..HistoryQuery::default()
+    })
+    .unwrap_or_else(|e| panic!("history: {e}"))
+}
+
+/// Seed 4 (and most "run … has 2 rows" seeds): the engine retries a completion that failed
+/// (issue 10 item 5); when the history row was written and synced but the journal's fsync
+/// failed, the job record (lease released) is already in the page cache, so the retry finds no
+/// lease, takes the stale path and appends the run's row a second time.
+#[test]
+#[ignore = "bug (store/file.rs): a completion retried after a failed journal fsync appends the run's row twice (stale_lease)"]
+fn a_completion_retried_after_a_failed_journal_fsync_writes_one_row() {
+    let (disk, s) = setup(10, 30.0);
+    let c = claim_one(&s, t(1));
+    let completion = || completion(&c, t(3));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(s.complete(completion()).is_err(), "the journal fsync fails");
+    let again = s
+        .complete(completion())
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "one run, one row (retry said stale={}): {mine:#?}",
+        again.stale
+    );
+}
+
+/// A guard written while chasing seed 16 (an overlap row written twice): lease recovery that
+/// wrote its rows but failed on the journal, then retried, writes each slot once (holds today;
+/// seed 16 reaches the duplicate another way, not reduced yet).
+#[test]
+fn recovery_retried_after_a_failed_journal_write_writes_each_slot_once() {
+    let (disk, s) = setup(5, 3.0);
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(1),
+            owner: "dead",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(out.claims.len(), 1);
+    // The owner died; its lease (3 s) ran out long ago when another owner looks at t+30.
+    let other = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Enospc,
+    });
+    let req = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(other.claim_due(&req(t(30))).is_err(), "the journal is full");
+    // Another process (the one that failed gave up, as after a restart) recovers the lease.
+    drop(other);
+    let third = open(&disk);
+    third
+        .claim_due(&req(t(31)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let all = rows(&third);
+    let overlap: Vec<_> = all
+        .iter()
+        .filter(|r| r.status == Status::Skipped || r.status == Status::Missed)
+        .collect();
+    let abandoned = all.iter().filter(|r| r.status == Status::Abandoned).count();
+    assert_eq!(abandoned, 1, "{all:#?}");
+    assert!(
+        overlap.len() <= 1,
+        "the slots after the lost run are in {} rows: {overlap:#?}",
+        overlap.len()
+    );
+}
+
+fn claim_one(s: &FileStore, now: DateTime<Utc>) -> cronsole::store::Claim {
+    let out = s
+        .claim_due(&ClaimRequest {
+            now,
+            owner: "o",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    match out.claims.into_iter().next() {
+        Some(c) => c,
+        None => panic!("nothing claimed at {now}"),
+    }
+}
+
+fn completion(c: &cronsole::store::Claim, now: DateTime<Utc>) -> Completion {
+    let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Schedule, c.slot, "o", now);
+    row.run_id = c.run_id;
+    Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o".into(),
+        now,
+        row,
+        state: None,
+        hold_until: None,
+    }
+}
+
+/// Seeds 3, 39, 49 … ("run … has 2 rows: succeeded, succeeded"): the run's row reaches history,
+/// the journal append fails (disk full), the completion returns an error and the engine retries
+/// it; the lease is still ours, so the retry appends the row again.
+#[test]
+#[ignore = "bug (store/file.rs): a completion retried after a failed journal append appends the run's row twice"]
+fn a_completion_retried_after_a_failed_journal_write_writes_one_row() {
+    let (disk, s) = setup(10, 30.0);
+    let c = claim_one(&s, t(1));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Enospc,
+    });
+    assert!(
+        s.complete(completion(&c, t(3))).is_err(),
+        "the journal is full"
+    );
+    s.complete(completion(&c, t(4)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(mine.len(), 1, "one run, one row: {mine:#?}");
+}
+
+/// Seeds 71, 193 ("acknowledged row lost … 0 rows in history"), before wt-store's format 2: a
+/// fresh store created `history.jsonl` and fsynced its data but never its directory entry, so a
+/// power loss lost the file and every acknowledged row. Fixed by that merge; kept as a guard.
+#[test]
+fn rows_of_a_fresh_store_survive_a_power_loss() {
+    let (disk, s) = setup(10, 30.0);
+    let c = claim_one(&s, t(1));
+    let out = s
+        .complete(completion(&c, t(3)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    assert!(!out.stale);
+    let hist = Path::new("/r/.cronsole/history.jsonl");
+    let before = disk.contents(hist).map(|b| b.len());
+    drop(s);
+    disk.power_loss();
+    eprintln!(
+        "history bytes before {before:?}, after {:?}",
+        disk.contents(hist).map(|b| b.len())
+    );
+    let s = open(&disk);
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "the acknowledged row survives: files {:?}",
+        disk.files()
+    );
+}
+
+/// Seed 19 ("run … has 2 rows: succeeded, abandoned"): an owner recovering an expired lease
+/// appends the `abandoned` row and dies before its history fsync (so before the journal says the
+/// lease ended). The page cache keeps the row. The run's own owner, back from a stall, still
+/// holds the lease and completes it: history now says the run both succeeded and was abandoned
+/// (a status that did not happen, issue 10 item 5).
+#[test]
+#[ignore = "bug (store/file.rs): a recovery that dies after appending `abandoned` leaves that row beside the run's real completion"]
+fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed() {
+    let (disk, s) = setup(10, 5.0);
+    let c = claim_one(&s, t(1));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "history.jsonl".into(),
+        op: "fsync",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(30),
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    s.complete(completion(&c, t(31)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| (r.status, r.stale_lease))
+        .collect();
+    assert_eq!(mine, vec![(Status::Succeeded, false)], "the run's rows");
+}
