@@ -644,8 +644,10 @@ pub fn finish_run(
 // file store and the PostgreSQL store only lock, load the records these take, and persist what
 // they return (history rows first, then the records).
 
-/// The names of a jobs file, refusing duplicates (the first step of `apply`).
+/// What every store checks before an apply: each number within its bound (`config::bounds`) and
+/// each name once. Returns the names.
 pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
+    crate::config::check_bounds(file).map_err(StoreError::OutOfBounds)?;
     let mut seen = HashSet::new();
     for d in &file.jobs {
         if !seen.insert(d.name.as_str()) {

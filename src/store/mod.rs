@@ -83,6 +83,10 @@ pub enum StoreError {
     },
     #[error("job '{job}' is retired ({reason}); it cannot be triggered")]
     Retired { job: String, reason: String },
+    /// A definition with a number outside its documented bound (a `JobsFile` built in code, or
+    /// one that skipped `config`): refused before anything is stored.
+    #[error("refusing to apply: {0}")]
+    OutOfBounds(#[source] crate::config::OutOfBounds),
     /// A store location that is not one (e.g. a malformed PostgreSQL URL).
     #[error("{what}")]
     BadLocation {
@@ -140,6 +144,7 @@ impl StoreError {
             | StoreError::DuplicateJob(_)
             | StoreError::BadDefinition { .. }
             | StoreError::Retired { .. }
+            | StoreError::OutOfBounds(_)
             | StoreError::BadLocation { .. } => 2,
             StoreError::Io { .. }
             | StoreError::LockTimeout { .. }
@@ -210,6 +215,7 @@ impl StoreError {
                 job: job.clone(),
                 source: source.clone(),
             },
+            StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
             StoreError::Retired { job, reason } => StoreError::Retired {
                 job: job.clone(),
                 reason: reason.clone(),
