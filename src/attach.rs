@@ -369,6 +369,14 @@ mod tests {
         fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<SpendNow> {
             Ok(SpendNow::default())
         }
+        fn update_job(
+            &self,
+            name: &str,
+            _: &crate::store::JobEdit,
+            _: DateTime<Utc>,
+        ) -> StoreResult<crate::store::EditOutcome> {
+            Err(crate::store::StoreError::NoSuchJob(name.to_string()))
+        }
     }
 
     async fn setup() -> (Arc<FakeStore>, Attached, CancellationToken) {

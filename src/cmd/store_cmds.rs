@@ -185,6 +185,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         run_id: None,
         with_diff: false,
         limit: a.limit,
+        offset: 0,
     })?;
     if a.json {
         for r in &rows {

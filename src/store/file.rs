@@ -1231,6 +1231,7 @@ impl Store for FileStore {
         let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
         let run_needle = q.run_id.map(|r| r.to_string());
         let mut out = Vec::new();
+        let mut skip = q.offset;
         let mut it = Backwards::new(&file, &hpath, len);
         let limit = if q.limit == 0 { usize::MAX } else { q.limit };
         while out.len() < limit {
@@ -1273,6 +1274,10 @@ impl Store for FileStore {
             {
                 continue;
             }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
             out.push(row);
         }
         Ok(out)
@@ -1311,6 +1316,23 @@ impl Store for FileStore {
         c.rec.rt.trigger_requested_at = Some(now);
         l.persist(&[], &[name.to_string()])?;
         Ok(TriggerOutcome::Queued)
+    }
+
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &super::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::EditOutcome> {
+        let mut l = self.lock()?;
+        let Some(c) = l.inner.jobs.get_mut(name) else {
+            return Err(StoreError::NoSuchJob(name.to_string()));
+        };
+        let (changed, out) = super::operator::apply_edit(&mut c.rec, edit, now)?;
+        if changed {
+            l.persist(&[], &[name.to_string()])?;
+        }
+        Ok(out)
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {

@@ -14,8 +14,11 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub use operator::{EditOutcome, JobEdit};
+
 pub mod file;
 pub mod logic;
+pub mod operator;
 pub mod postgres;
 pub mod stats;
 
@@ -164,6 +167,8 @@ pub struct HistoryQuery {
     /// Only rows with a monitor diff.
     pub with_diff: bool,
     pub limit: usize,
+    /// Skip this many matching rows first (paging through the whole history a page at a time).
+    pub offset: usize,
 }
 
 /// What `apply` changed, by job name.
@@ -216,4 +221,49 @@ pub trait Store: Send + Sync {
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
+    /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
+    /// atomically: under the store's lock or inside one transaction. The decision is
+    /// [`operator::apply_edit`]; stores only persist it.
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<EditOutcome>;
+
+    /// Queue a retry of run `run_id` (any owner takes it). Returns the run's job.
+    fn retry(&self, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {
+        let row = self
+            .history(&HistoryQuery {
+                run_id: Some(run_id),
+                limit: 1,
+                ..Default::default()
+            })?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::Invalid(format!("no run {run_id} in the history")))?;
+        let job = row.job.clone();
+        let out = self.update_job(&job, &JobEdit::Retry(Box::new(row)), now)?;
+        Ok((job, out))
+    }
+
+    /// Cancel by job name (its running run, else what it has queued) or by the run id of a
+    /// running run. Returns the job.
+    fn cancel(&self, target: &str, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {
+        if self.job(target)?.is_some() {
+            let out = self.update_job(target, &JobEdit::Cancel(None), now)?;
+            return Ok((target.to_string(), out));
+        }
+        let Ok(run_id) = Uuid::parse_str(target.trim()) else {
+            return Err(StoreError::NoSuchJob(target.to_string()));
+        };
+        let job = self
+            .jobs()?
+            .into_iter()
+            .find(|j| j.rt.lease.as_ref().is_some_and(|l| l.run_id == run_id))
+            .map(|j| j.def.name)
+            .ok_or_else(|| StoreError::Invalid(format!("run {run_id} is not running")))?;
+        let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
+        Ok((job, out))
+    }
 }

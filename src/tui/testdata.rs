@@ -55,6 +55,8 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         retired_reason: None,
         lease: None,
         trigger_requested_at: None,
+        queue: Vec::new(),
+        pause_reason: None,
         hold_until: None,
         recovery_pending: false,
         last_success_result: None,
@@ -86,6 +88,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         lease_until: until,
         last_renewed: claimed,
         spends_job: false,
+        cancel_requested_at: None,
     }
 }
 
@@ -368,6 +371,14 @@ impl crate::store::Store for HistoryOnlyStore {
     }
     fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<crate::store::SpendNow> {
         Ok(Default::default())
+    }
+    fn update_job(
+        &self,
+        _: &str,
+        _: &crate::store::JobEdit,
+        _: DateTime<Utc>,
+    ) -> StoreResult<crate::store::EditOutcome> {
+        refuse()
     }
 }
 
