@@ -99,6 +99,12 @@ impl Ctx {
                 TriggerOutcome::AlreadyRunning => format!("{j} is running: not triggered"),
                 TriggerOutcome::AlreadyQueued => format!("{j}: a trigger is already queued"),
             }),
+            Command::Retry(id) => store
+                .retry(id, now)
+                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+            Command::Cancel(j) => store
+                .cancel(&j, now)
+                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
             Command::Shutdown => Ok(String::new()),
         })
         .await;

@@ -47,6 +47,10 @@ pub enum Command {
     Pause(String),
     Resume(String),
     Trigger(String),
+    /// Queue a retry of this run (any owner takes it).
+    Retry(Uuid),
+    /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
+    Cancel(String),
     Shutdown,
 }
 
@@ -153,6 +157,8 @@ where
 struct InFlight {
     run_id: Uuid,
     cancel: CancellationToken,
+    /// Cancelled when an operator asked (through the store) to cancel this run.
+    op_cancel: CancellationToken,
     /// The run task, so a task that panicked can be matched to its job.
     task: Option<tokio::task::Id>,
 }
@@ -354,6 +360,7 @@ impl Actor {
                     match blocking(&self.store, |s| s.change_token()).await {
                         Ok(t) if t != last_token => {
                             last_token = t;
+                            self.honour_cancel_requests().await;
                             dirty = true;
                             wake = self.next_wake().await;
                         }
@@ -441,11 +448,13 @@ impl Actor {
             // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
             // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
             let cancel = CancellationToken::new();
+            let op_cancel = CancellationToken::new();
             self.in_flight.insert(
                 job.clone(),
                 InFlight {
                     run_id: claim.run_id,
                     cancel: cancel.clone(),
+                    op_cancel: op_cancel.clone(),
                     task: None,
                 },
             );
@@ -463,7 +472,7 @@ impl Actor {
                 ev_tx: self.ev_tx.clone(),
                 completions: self.completions.clone(),
             };
-            let handle = runs.spawn(ctx.run(claim, cancel));
+            let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
             if let Some(f) = self.in_flight.get_mut(&job) {
                 f.task = Some(handle.id());
             }
@@ -498,10 +507,54 @@ impl Actor {
                 }
                 (n, r.map(|_| ()))
             }
+            Command::Retry(id) => {
+                let r = blocking(&self.store, move |s| s.retry(id, now)).await;
+                match r {
+                    Ok((job, out)) => {
+                        let _ = self.ev_tx.send(Event::Notice(operator_notice(&job, &out)));
+                        (job, Ok(()))
+                    }
+                    Err(e) => (format!("run {id}"), Err(e)),
+                }
+            }
+            Command::Cancel(n) => {
+                let name = n.clone();
+                let r = blocking(&self.store, move |s| s.cancel(&name, now)).await;
+                if let Ok((job, out)) = &r {
+                    let _ = self.ev_tx.send(Event::Notice(operator_notice(job, out)));
+                }
+                (n, r.map(|_| ()))
+            }
             Command::Shutdown => return,
         };
         if let Err(e) = res {
             let _ = self.ev_tx.send(Event::Notice(format!("'{name}': {e}")));
+        }
+    }
+
+    /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
+    /// from any process, or a console). One `job` read per run in flight (at most
+    /// `max_concurrent`), only when the change token moved.
+    async fn honour_cancel_requests(&self) {
+        for (job, f) in &self.in_flight {
+            if f.op_cancel.is_cancelled() {
+                continue;
+            }
+            let name = job.clone();
+            let rec = match blocking(&self.store, move |s| s.job(&name)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "cancel check failed");
+                    continue;
+                }
+            };
+            let asked = rec
+                .and_then(|r| r.rt.lease)
+                .is_some_and(|l| l.run_id == f.run_id && l.cancel_requested_at.is_some());
+            if asked {
+                tracing::info!(job = %job, run_id = %f.run_id, "cancelled by operator");
+                f.op_cancel.cancel();
+            }
         }
     }
 
@@ -605,7 +658,12 @@ impl RunTask {
     /// Run one claim to completion: the pipeline, with the lease renewed every lease/3 while it
     /// is alive, then `complete` (fenced by run_id). Cancellation (shutdown) completes the run as
     /// `abandoned` with reason `shutdown`.
-    async fn run(self, claim: Claim, cancel: CancellationToken) -> Finished {
+    async fn run(
+        self,
+        claim: Claim,
+        cancel: CancellationToken,
+        op_cancel: CancellationToken,
+    ) -> Finished {
         let job = claim.job.def.name.clone();
         let run_id = claim.run_id;
         // Renew at a third of whatever lease the store granted last time: the definition's
@@ -628,6 +686,20 @@ impl RunTask {
             tokio::select! {
                 out = &mut pipeline => break Some(out),
                 _ = cancel.cancelled() => break None,
+                // Dropping the pipeline kills the run's process group (proc::GroupGuard). The
+                // row is `failed`, never retried, re-offered or alerted (no delivery runs).
+                _ = op_cancel.cancelled() => {
+                    let mut row = HistoryRow::new(
+                        &job,
+                        Status::Failed,
+                        claim.trigger,
+                        claim.slot,
+                        &self.owner,
+                        started,
+                    );
+                    row.reason = Some(crate::store::operator::REASON_CANCELLED.to_string());
+                    break Some(run::RunOutput { row, state: None, hold_until: None });
+                }
                 _ = tokio::time::sleep_until(next_renew) => {
                     let now = self.clock.now();
                     let (j, o) = (job.clone(), self.owner.clone());
@@ -728,5 +800,27 @@ impl RunTask {
                 }
             }
         }
+    }
+}
+
+/// One line saying what an operator action did (console notice, CLI output).
+pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
+    use crate::store::EditOutcome as O;
+    match out {
+        O::Queued { added: 1, queued } => {
+            format!("{job}: 1 run queued ({queued} queued); the next owner claiming runs it")
+        }
+        O::Queued { added, queued } => {
+            format!("{job}: {added} runs queued ({queued} queued); owners run them one at a time")
+        }
+        O::CancelRequested { run_id } => {
+            format!("{job}: cancel of run {run_id} requested; its owner kills it")
+        }
+        O::AlreadyCancelling { run_id } => {
+            format!("{job}: run {run_id} is already being cancelled")
+        }
+        O::Dequeued(n) => format!("{job}: not running; {n} queued run(s) dropped"),
+        O::Paused { changed: true } => format!("{job}: done"),
+        O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
     }
 }
