@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod snapshot;
 pub mod store;
 pub mod tui;
+pub mod when;
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

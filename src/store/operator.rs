@@ -15,7 +15,8 @@
 //! - Only runs that did not do their work can be retried: `failed`, `abandoned`, `missed`. A
 //!   retry stands for the retried row's slot.
 //! - Retired jobs take no retries and no backfills (their definition is gone or spent).
-//! - Backfill takes the slots in `[from, to]` (both inclusive), `to` not in the future, at most
+//! - Backfill takes the slots in `[from, to]` (both inclusive; an `every` grid extends backward
+//!   from its anchor for windows before the job existed), `to` not in the future, at most
 //!   [`QUEUE_MAX`] queued per job; slots already queued are not queued twice. A window with no
 //!   slot is bad input (it names nothing to run).
 //! - Cancel of a running run marks its lease; the owner running it kills the process tree and
@@ -30,6 +31,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, QUEUE_MAX, QueuedRun, Status, Trigger};
+use crate::schedule::Compiled;
 
 use super::{StoreError, logic};
 
@@ -171,7 +173,10 @@ pub fn apply_edit(
                     to.to_rfc3339()
                 )));
             }
-            let sched = logic::compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?;
+            let sched = backfill_grid(
+                logic::compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
+                *from,
+            );
             let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
             let mut slots = Vec::new();
             let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
@@ -231,6 +236,29 @@ pub fn apply_edit(
             let changed = changed || reason_changed;
             Ok((changed, EditOutcome::Paused { changed }))
         }
+    }
+}
+
+/// An `every` grid starts at its anchor (the job's creation); a backfill window before it uses
+/// the same grid extended backward, so `every 1h` created at 10:21 backfills 08:21, 09:21, ….
+fn backfill_grid(sched: Compiled, from: DateTime<Utc>) -> Compiled {
+    match sched {
+        Compiled::Every {
+            every_seconds,
+            anchor,
+        } if from < anchor => {
+            let every_ms = (every_seconds as i64).saturating_mul(1000).max(1);
+            let back = (anchor - from).num_milliseconds();
+            let k = back.div_euclid(every_ms).saturating_add(1);
+            let shifted = chrono::Duration::try_milliseconds(k.saturating_mul(every_ms))
+                .and_then(|d| anchor.checked_sub_signed(d))
+                .unwrap_or(anchor);
+            Compiled::Every {
+                every_seconds,
+                anchor: shifted,
+            }
+        }
+        other => other,
     }
 }
 
@@ -365,6 +393,15 @@ mod tests {
         );
         let slots: Vec<_> = r.rt.queue.iter().map(|q| q.slot.unwrap()).collect();
         assert_eq!(slots, vec![t(0), t(60), t(120), t(180)]);
+        // Before the job existed, the same `every` grid extended backward.
+        let mut early = job("e", t(0));
+        let before = JobEdit::Backfill {
+            from: t(-150),
+            to: t(-1),
+        };
+        apply_edit(&mut early, &before, t(10)).unwrap();
+        let slots: Vec<_> = early.rt.queue.iter().map(|q| q.slot.unwrap()).collect();
+        assert_eq!(slots, vec![t(-120), t(-60)]);
         // The same window again adds nothing new: bad input, nothing changed.
         assert!(apply_edit(&mut r, &edit, t(1000)).is_err());
         let future = JobEdit::Backfill {
