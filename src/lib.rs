@@ -10,6 +10,7 @@ pub mod config;
 pub mod cost;
 pub mod deliver;
 pub mod engine;
+pub mod forecast;
 pub mod gate;
 pub mod headless;
 pub mod model;

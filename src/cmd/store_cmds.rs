@@ -379,12 +379,37 @@ pub fn trigger(cli: &Cli, name: &str) -> Result<ExitCode> {
 
 pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     let store = store(cli)?;
-    let s = stats::compute(&store.jobs()?, &store.settings()?, Utc::now());
+    let now = Utc::now();
+    let (jobs, settings) = (store.jobs()?, store.settings()?);
+    let s = stats::compute(&jobs, &settings, now);
+    let f = cronsole::forecast::compute(&jobs, &settings, now);
     if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        // The stats object with the forecast added under its own key.
+        let mut v = serde_json::to_value(&s)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("forecast".into(), serde_json::to_value(&f)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("period {}", s.period);
+    println!(
+        "forecast: {} (spent ${:.4}, projected ${:.4} by {})",
+        f.phrase(now),
+        f.spent_usd,
+        f.projected_total_usd,
+        f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
+    );
+    for j in &f.jobs {
+        println!(
+            "  {:<24} {:>6} slots left × ${:.4}/run = ${:.4}{}",
+            j.job,
+            j.slots_left,
+            j.cost_per_run_usd,
+            j.projected_usd,
+            if j.capped { " (at least)" } else { "" }
+        );
+    }
     println!(
         "{:<24} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>9}",
         "JOB", "EXEC", "OK", "FAIL", "RATE%", "TOTAL$", "PERIOD$", "LEFT$", "RUNTIME"

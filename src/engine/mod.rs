@@ -232,6 +232,7 @@ fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot
         spend_per_hour: vec![0.0; 24],
         pending: Default::default(),
         in_flight: Default::default(),
+        forecast: None,
     }
 }
 
