@@ -491,9 +491,13 @@ impl App {
                 self.started.insert(job);
             }
             Event::Delivered { job, sink, text } => {
-                // Alerts and recovery notes (and results) reach the console too, not only sinks.
-                let first = text.lines().next().unwrap_or("").to_string();
-                self.notice = Some(format!("{job} → {sink}: {first}"));
+                // Alerts and recovery notes reach the console too, not only sinks (results are
+                // too frequent for the one notice line; they are in the history rows). The
+                // prefixes are `deliver::Message::alert`/`recovery`'s.
+                let first = text.lines().next().unwrap_or("");
+                if first.starts_with("ALERT:") || first.starts_with("RECOVERED:") {
+                    self.notice = Some(format!("{first} (→ {sink}; job {job})"));
+                }
             }
         }
     }
@@ -1499,6 +1503,27 @@ mod tests {
         snap.jobs[i].rt.state.incident.alerted_signature = None;
         a.on_snapshot(Arc::new(snap));
         assert_eq!(a.notice.as_deref(), Some("recovered: backup-db"));
+    }
+
+    #[test]
+    fn delivered_alerts_show_in_the_notice_line_but_results_do_not() {
+        let mut a = app();
+        let ev = |text: &str| Event::Delivered {
+            job: "backup-logs".into(),
+            sink: "ops".into(),
+            text: text.into(),
+        };
+        a.on_event(ev("sync ok: 32 records"));
+        assert_eq!(a.notice, None);
+        a.on_event(ev("ALERT: backup-logs failed (3 times in a row): exit 2"));
+        assert!(
+            a.notice
+                .as_deref()
+                .unwrap()
+                .starts_with("ALERT: backup-logs failed")
+        );
+        a.on_event(ev("RECOVERED: backup-logs succeeded again"));
+        assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
     #[test]
