@@ -130,6 +130,7 @@ fn describe_prints_everything_about_one_job() {
         "03:00:00 UTC (",
         "spend:       $0.0000 this period",
         "last runs:   none yet",
+        "forecast:    $0 more this period",
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
@@ -305,4 +306,37 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(history(&d, "slow").len(), 1, "a cancel is never retried");
     drop(engine);
+}
+
+#[test]
+fn stats_prints_the_spend_forecast() {
+    let d = setup(
+        "stats",
+        "  - name: n\n    schedule: \"0 3 * * *\"\n    command: echo hi\n",
+    );
+    // `budget: null`: no limit, only the projection.
+    let out = ok(&d, &["stats"]);
+    assert!(
+        out.contains("forecast: projected $0.00 this period"),
+        "{out}"
+    );
+    // With a budget: when (or whether) its limit is reached.
+    std::fs::write(
+        d.join("jobs.yaml"),
+        "budget: {max_cost_usd: 2, period: day}\njobs:\n  - name: n\n    schedule: \"0 3 * * *\"\n    command: echo hi\n",
+    )
+    .unwrap();
+    ok(&d, &["apply", "jobs.yaml"]);
+    let out = ok(&d, &["stats"]);
+    assert!(
+        out.contains("forecast: limit not reached this period"),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&d, &["stats", "--json"])).unwrap();
+    assert_eq!(v["forecast"]["limit_reached_at"], serde_json::Value::Null);
+    assert_eq!(v["forecast"]["limit_usd"], 2.0);
+    assert!(
+        v["global"]["total_executions"].is_u64(),
+        "the stats keys stay"
+    );
 }

@@ -678,6 +678,24 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             }
         ),
     );
+    let f = cronsole::forecast::compute(std::slice::from_ref(&rec), &settings, now);
+    match f.jobs.first() {
+        Some(j) => kv(
+            "forecast:",
+            format!(
+                "${:.4} more by {} ({} slots left × ${:.4}/run{})",
+                j.projected_usd,
+                when::stamp(f.until, zone),
+                j.slots_left,
+                j.cost_per_run_usd,
+                if j.capped { ", at least" } else { "" }
+            ),
+        ),
+        None => kv(
+            "forecast:",
+            "$0 more this period (no slots left, or no recent cost per run)".to_string(),
+        ),
+    }
     if runs.is_empty() {
         kv("last runs:", "none yet".to_string());
         return Ok(ExitCode::SUCCESS);

@@ -740,6 +740,7 @@ impl App {
         self.name_filter = text.clone();
         self.rebuild(None);
         self.selected = 0;
+        self.history_sel = 0;
         Action::Redraw
     }
 
