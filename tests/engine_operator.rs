@@ -67,9 +67,14 @@ async fn a_cancel_through_the_store_kills_the_tree_and_records_failed_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_is_its_own_run_and_leaves_the_schedule_alone() {
-    let yaml = "budget: null\njobs:\n  - name: j\n    schedule: every 1h\n    max_retries: 1\n    \
-                command: \"test -f flag || { touch flag; exit 3; }\"\n";
-    let rig = Rig::start("retry", yaml, RigOpts::default()).await;
+    // The flag lives in a fresh directory: the first run fails, any later one succeeds.
+    let flag = tmp("retry-flag").join("flag");
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: j\n    schedule: every 1h\n    max_retries: 1\n    \
+         command: \"test -f {f} || {{ touch {f}; exit 3; }}\"\n",
+        f = flag.display()
+    );
+    let rig = Rig::start("retry", &yaml, RigOpts::default()).await;
     let rows = rig.wait_rows("j", 1).await;
     assert_eq!(rows[0].status, Status::Failed, "{rows:#?}");
     let next = rig.store.job("j").unwrap().unwrap().rt.next_slot;
