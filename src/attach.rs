@@ -5,7 +5,8 @@
 //! Owns: polling the store's change token (every [`POLL`], through `spawn_blocking` because the
 //! store is synchronous), rebuilding a [`Snapshot`] only when the token moved, publishing it,
 //! emitting [`Event::Row`] for history rows it had not seen, and executing [`Command`]s directly
-//! on the store (`set_paused`, `request_trigger`) so pause and trigger work without an engine.
+//! on the store (`set_paused`, `request_trigger`, `retry`, `cancel`) so pause, trigger, retry and
+//! cancel work without an engine here (an engine sharing the store carries them out).
 //! Must not touch: claims, leases, runs (an engine elsewhere does those), the terminal.
 //!
 //! Decisions: the first snapshot is loaded before `start` returns (so a broken store is an

@@ -12,6 +12,13 @@
 //! like a crash (§6 table). A second shutdown request cancels at once. Each run has its own
 //! cancellation token (not a child of `shutdown`), so a graceful shutdown really lets runs finish.
 //!
+//! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
+//! the store; when the change token moves, the engine reads the leases of its runs in flight and
+//! cancels a marked one through a second per-run token. That run is completed `failed` with
+//! reason `cancelled by operator` (its pipeline is dropped, which kills its process group; no
+//! retry, no delivery, no alert). Retries and backfills need nothing here: they are claimed like
+//! any queued run.
+//!
 //! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
 //! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
 //! history, which dominated the headless engine's memory.

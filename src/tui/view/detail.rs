@@ -129,6 +129,21 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         ),
     ));
 
+    if let Some(f) = &app.snap.forecast {
+        let text = match f.jobs.iter().find(|p| p.job == j.def.name) {
+            Some(p) => format!(
+                "{} more by {} ({} slots left × {}/run{})",
+                money(p.projected_usd),
+                f.until.format("%m-%d %H:%M UTC"),
+                p.slots_left,
+                money(p.cost_per_run_usd),
+                if p.capped { ", at least" } else { "" }
+            ),
+            None => "nothing more this period".to_string(),
+        };
+        lines.push(kv("forecast", text));
+    }
+
     lines.push(Line::raw(""));
     lines.push(heading("Lease"));
     match &j.rt.lease {
