@@ -90,6 +90,28 @@ fn layout(width: u16, name_need: u16, sched_need: u16) -> Vec<(Col, &'static str
     cols
 }
 
+/// `text` cut to `w` columns with a final `…` when it does not fit, so a cut is visible.
+fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
+    // ratatui's own width (no direct unicode-width dependency); only cut cells pay per char.
+    let width = |s: &str| Span::raw(s).width();
+    if width(text) <= w || w == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let mut buf = [0u8; 4];
+    for ch in text.chars() {
+        let cw = width(ch.encode_utf8(&mut buf));
+        if used + cw + 1 > w {
+            break;
+        }
+        used += cw;
+        out.push(ch);
+    }
+    out.push('…');
+    std::borrow::Cow::Owned(out)
+}
+
 fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
@@ -289,7 +311,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let mut x = inner.x;
         for (col, _, w) in &cols {
             let (text, style) = cell(app, j, *col);
-            buf.set_stringn(x, y, text, *w as usize, style);
+            buf.set_stringn(x, y, elide(&text, *w as usize), *w as usize, style);
             x = x.saturating_add(w + 1);
         }
         if selected {
@@ -324,6 +346,13 @@ mod tests {
                 assert_eq!(ids.len(), COLS.len(), "all columns at {w}");
             }
         }
+    }
+
+    #[test]
+    fn cut_cells_end_with_an_ellipsis() {
+        assert_eq!(elide("every 2 minutes (UTC)", 10), "every 2 m…");
+        assert_eq!(elide("short", 10), "short");
+        assert_eq!(elide("", 0), "");
     }
 
     #[test]
