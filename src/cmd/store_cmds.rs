@@ -655,7 +655,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     kv(
         "runs:",
         format!(
-            "{execs} rows ({}); {} scheduled runs count toward max_runs",
+            "{execs} history rows ({}); {} scheduled runs count toward max_runs",
             c.by_status
                 .iter()
                 .map(|(s, n)| format!("{n} {s}"))
@@ -709,7 +709,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             r.status.as_str(),
             r.trigger.as_str(),
             r.run_id,
-            one_line(&cronsole::model::truncate_marked(why, 80))
+            one_line(&cronsole::model::truncate_marked(why, 80)).trim_end()
         );
     }
     Ok(ExitCode::SUCCESS)
