@@ -5,7 +5,8 @@
 //! Owns: polling the store's change token (every [`POLL`], through `spawn_blocking` because the
 //! store is synchronous), rebuilding a [`Snapshot`] only when the token moved, publishing it,
 //! emitting [`Event::Row`] for history rows it had not seen, and executing [`Command`]s directly
-//! on the store (`set_paused`, `request_trigger`) so pause and trigger work without an engine.
+//! on the store (`set_paused`, `request_trigger`, `retry`, `cancel`) so pause, trigger, retry and
+//! cancel work without an engine here (an engine sharing the store carries them out).
 //! Must not touch: claims, leases, runs (an engine elsewhere does those), the terminal.
 //!
 //! Decisions: the first snapshot is loaded before `start` returns (so a broken store is an
@@ -109,6 +110,12 @@ impl Ctx {
                 TriggerOutcome::AlreadyRunning => format!("{j} is running: not triggered"),
                 TriggerOutcome::AlreadyQueued => format!("{j}: a trigger is already queued"),
             }),
+            Command::Retry(id) => store
+                .retry(id, now)
+                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+            Command::Cancel(j) => store
+                .cancel(&j, now)
+                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
             Command::Shutdown => Ok(String::new()),
         })
         .await;
@@ -378,6 +385,14 @@ mod tests {
         }
         fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<SpendNow> {
             Ok(SpendNow::default())
+        }
+        fn update_job(
+            &self,
+            name: &str,
+            _: &crate::store::JobEdit,
+            _: DateTime<Utc>,
+        ) -> StoreResult<crate::store::EditOutcome> {
+            Err(crate::store::StoreError::NoSuchJob(name.to_string()))
         }
     }
 

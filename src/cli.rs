@@ -114,12 +114,12 @@ pub enum Command {
     Next(NextArgs),
     /// Sync a jobs file's definitions into the store and print what changed
     Apply(FileArg),
-    /// List jobs with their runtime state
-    Jobs(JsonFlag),
+    /// List jobs with their runtime state: NEXT / LEFT / LAST / PASSED like list-timers
+    Jobs(JobsArgs),
     /// Show history rows, newest first
     History(HistoryArgs),
-    /// Pause a job (every owner sharing the store honours it)
-    Pause(NameArg),
+    /// Pause a job (every owner sharing the store honours it), optionally saying why
+    Pause(PauseArgs),
     /// Resume a paused job at its next future slot
     Resume(NameArg),
     /// Run a job once now (never while it is already running)
@@ -143,6 +143,70 @@ pub enum Command {
     /// Verify a whole store (file or PostgreSQL) and list every problem with its location;
     /// reads only. Exit 0 when sound, 2 when damaged
     Check(JsonFlag),
+    /// Retry a failed, abandoned or missed run now, as a run of its own (trigger: retry)
+    Retry(RetryArgs),
+    /// Cancel a job's running run (its process tree is killed), or drop what it has queued
+    Cancel(CancelArgs),
+    /// Everything about one job: definition, schedule in words, next slots, state, runs, spend
+    Describe(DescribeArgs),
+    /// Run the slots of a past window, each a normal run with its own row (trigger: backfill)
+    Backfill(BackfillArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Machine-readable JSON output (times stay RFC 3339 UTC)
+    #[arg(long)]
+    pub json: bool,
+    /// Show times in UTC instead of local time
+    #[arg(long)]
+    pub utc: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Job name
+    pub name: String,
+    /// Why it is paused (shown in `jobs`, `describe` and the console)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The run to retry (the run id `history --json` prints)
+    pub run_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// A job name, or the run id of a running run
+    #[arg(value_name = "NAME|RUN_ID")]
+    pub target: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Job name
+    pub name: String,
+    /// Machine-readable JSON output
+    #[arg(long)]
+    pub json: bool,
+    /// Show times in UTC instead of local time
+    #[arg(long)]
+    pub utc: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// Job name
+    pub name: String,
+    /// Start of the window (RFC 3339, or YYYY-MM-DDTHH:MM[:SS] in the job's time zone)
+    #[arg(long, value_name = "TIME")]
+    pub from: String,
+    /// End of the window, inclusive and not in the future (same forms as --from)
+    #[arg(long, value_name = "TIME")]
+    pub to: String,
 }
 
 impl Command {
@@ -168,6 +232,10 @@ impl Command {
             Command::Edit => "edit",
             Command::Logs(_) => "logs",
             Command::Check(_) => "check",
+            Command::Retry(_) => "retry",
+            Command::Cancel(_) => "cancel",
+            Command::Describe(_) => "describe",
+            Command::Backfill(_) => "backfill",
         }
     }
 

@@ -10,6 +10,7 @@ pub mod config;
 pub mod cost;
 pub mod deliver;
 pub mod engine;
+pub mod forecast;
 pub mod gate;
 pub mod headless;
 pub mod model;
@@ -21,6 +22,7 @@ pub mod store;
 pub mod supervisor;
 pub mod text;
 pub mod tui;
+pub mod when;
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

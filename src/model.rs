@@ -65,6 +65,10 @@ pub enum Trigger {
     Manual,
     Recovery,
     Immediate,
+    /// An operator's retry of an earlier run (`cronsole retry RUN_ID`, `R` in the console).
+    Retry,
+    /// One slot of a past window (`cronsole backfill NAME --from T --to T`).
+    Backfill,
 }
 
 impl Trigger {
@@ -74,9 +78,34 @@ impl Trigger {
             Trigger::Manual => "manual",
             Trigger::Recovery => "recovery",
             Trigger::Immediate => "immediate",
+            Trigger::Retry => "retry",
+            Trigger::Backfill => "backfill",
         }
     }
+
+    /// Runs an operator asked for (manual, retry, backfill): runs of their own, outside the
+    /// once-per-slot rule; they never move the schedule nor count toward `max_runs`.
+    pub fn is_operator(self) -> bool {
+        matches!(self, Trigger::Manual | Trigger::Retry | Trigger::Backfill)
+    }
 }
+
+/// A run an operator queued (retry or backfill) that no owner has taken yet. Manual triggers
+/// keep their own field ([`JobRuntime::trigger_requested_at`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedRun {
+    /// [`Trigger::Retry`] or [`Trigger::Backfill`].
+    pub trigger: Trigger,
+    /// The slot the run stands for: the retried run's slot, or the backfilled slot.
+    pub slot: Option<DateTime<Utc>>,
+    pub requested_at: DateTime<Utc>,
+    /// The run a retry repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<Uuid>,
+}
+
+/// Most runs one job may have queued (a backfill of a long window is refused past this).
+pub const QUEUE_MAX: usize = 1000;
 
 /// One history row (SPEC §4). Field names are the JSON contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -466,6 +495,10 @@ pub struct Lease {
     /// The overdue slots this fire coalesced (SPEC §5), when more than one: stamped on its row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coalesced: Option<SlotRange>,
+    /// An operator asked to cancel this run (`cronsole cancel`, `X` in the console): the owner
+    /// running it kills it and records it `failed`, reason `cancelled by operator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
 }
 
 /// A range of slots one row stands for.
@@ -582,6 +615,12 @@ pub struct JobRuntime {
     pub lease: Option<Lease>,
     /// A manual trigger waiting to be claimed.
     pub trigger_requested_at: Option<DateTime<Utc>>,
+    /// Retries and backfill slots waiting to be claimed, oldest request first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<QueuedRun>,
+    /// Why the operator paused the job (`pause --reason`), shown in `jobs` and the console.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<String>,
     /// Set after a 429 with Retry-After: no slot fires before this instant.
     pub hold_until: Option<DateTime<Utc>>,
     /// This job's run already abandoned once and is being re-offered (one-shot recovery).

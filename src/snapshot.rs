@@ -43,7 +43,14 @@ pub struct Snapshot {
     pub pending: BTreeMap<String, PendingOp>,
     /// Jobs running in this process right now.
     pub in_flight: BTreeSet<String>,
+    /// When the budget's limit will be reached and what each job will still spend this period
+    /// (computed when the snapshot is built, not per frame). `None` for a headless engine.
+    pub forecast: Option<crate::forecast::Forecast>,
 }
+
+/// Owners that wrote a history row this recently count as alive (there is no heartbeat row:
+/// a live engine without a lease right now is seen through the rows it writes).
+pub const OWNER_SEEN_SECS: i64 = 300;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PendingOp {
@@ -107,6 +114,14 @@ impl Snapshot {
             .filter(|l| l.lease_until > now)
             .map(|l| l.owner.clone())
             .collect();
+        // Owners between runs hold no lease: the rows they wrote lately show they are alive.
+        let seen_since = now - chrono::Duration::seconds(OWNER_SEEN_SECS);
+        owners.extend(
+            recent
+                .iter()
+                .take_while(|r| r.finished_at >= seen_since)
+                .map(|r| r.owner.clone()),
+        );
         if engine_running {
             owners.insert(owner.to_string());
         }
@@ -118,6 +133,7 @@ impl Snapshot {
             .map(|j| j.rt.counters.period_cost_usd)
             .sum();
         let spend_incomplete = jobs.iter().any(|j| j.rt.counters.cost_incomplete);
+        let forecast = Some(crate::forecast::compute(&jobs, &settings, now));
         Ok(Snapshot {
             taken_at: now,
             store: store.location(),
@@ -134,6 +150,7 @@ impl Snapshot {
             spend_per_hour,
             pending: BTreeMap::new(),
             in_flight: BTreeSet::new(),
+            forecast,
         })
     }
 }
@@ -200,6 +217,17 @@ mod tests {
         let now = t0 + chrono::Duration::hours(1) + chrono::Duration::minutes(1);
         let s = Snapshot::load(&store, now, "o", t0, true).unwrap();
         assert_eq!(s.counts_24h.get(&Status::Succeeded), Some(&3));
+        // Attached (no engine here, no lease now): the owner that wrote rows a minute ago counts.
+        let attached = Snapshot::load(&store, now, "attached", t0, false).unwrap();
+        assert_eq!(attached.owners_seen, vec!["o".to_string()]);
+        let later = now + chrono::Duration::seconds(OWNER_SEEN_SECS + 1);
+        let attached = Snapshot::load(&store, later, "attached", t0, false).unwrap();
+        assert!(
+            attached.owners_seen.is_empty(),
+            "{:?}",
+            attached.owners_seen
+        );
+        assert!(attached.forecast.is_some());
         assert_eq!(s.counts_24h.get(&Status::Failed), Some(&1));
         assert_eq!(s.recent.len(), 4);
         assert!(

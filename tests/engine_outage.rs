@@ -103,6 +103,14 @@ impl Store for Faulty {
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
         self.inner.spend(job, now)
     }
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &cronsole::store::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<cronsole::store::EditOutcome> {
+        self.inner.update_job(name, edit, now)
+    }
 }
 
 const START: &str = "2026-11-29T12:00:00Z";

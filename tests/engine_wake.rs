@@ -71,6 +71,14 @@ impl Store for NoSignal {
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
         self.0.spend(job, now)
     }
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &cronsole::store::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<cronsole::store::EditOutcome> {
+        self.0.update_job(name, edit, now)
+    }
 }
 
 /// Start an engine over the store `open` gives, trigger `alpha` from a second store handle (as

@@ -245,3 +245,134 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const OPERATOR_JOBS: &str = r#"
+jobs:
+  - name: flaky
+    schedule: every 1h
+    max_retries: 1
+    command: "test -f flag || { touch flag; echo flaky-first-failure >&2; exit 3; }"
+  - name: long
+    schedule: every 1h
+    command: "seq 1 400 | sed 's/^380$/MARKER-DEEP-380/'"
+  - name: slow
+    schedule: every 1h
+    max_retries: 3
+    command: "sleep 90 & echo $! > slow.pid; wait"
+"#;
+
+fn pid_gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+}
+
+/// Issue 12 in the console: Tab gives the History pane a cursor and Enter opens the run under it
+/// (a marker deep inside a long output is reached by scrolling); `R` retries a failed run as a
+/// run of its own; `X` + `y` cancels a running run, whose process is gone and whose row says
+/// `cancelled by operator`.
+#[test]
+fn history_cursor_run_view_retry_and_cancel() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("operator");
+    std::fs::write(dir.join("jobs.yaml"), OPERATOR_JOBS).expect("write jobs file");
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!("{bin} --jobs jobs.yaml --store store console; echo EXITED:$?; sleep 120");
+    let t = Tmux::start("operator", 120, 40, &dir, &cmd);
+    t.wait_for("Jobs 3/3", Duration::from_secs(30));
+    t.wait_for("flaky-first-failure", Duration::from_secs(20));
+    wait_until("the slow run to start", Duration::from_secs(20), || {
+        dir.join("slow.pid").exists()
+    });
+
+    // History focus on long's row, Enter: the run's full result, scrolled to its end.
+    t.send(&["/", "l", "o", "n", "g", "Enter"]);
+    t.wait_for("Jobs 1/3", Duration::from_secs(5));
+    t.send(&["Tab", "Tab"]);
+    t.send(&["Enter"]);
+    let screen = t.wait_for("Run of long", Duration::from_secs(5));
+    assert!(!screen.contains("MARKER-DEEP-380"), "{screen}");
+    t.send(&["G"]);
+    t.wait_for("MARKER-DEEP-380", Duration::from_secs(5));
+    t.send(&["Escape"]);
+    t.wait_for("Jobs 1/3", Duration::from_secs(5));
+    // A second Esc on the main screen clears the filter (sent apart: two ESC bytes in a row
+    // would read as one Alt-Esc).
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(&["Escape"]);
+    t.wait_for("Jobs 3/3", Duration::from_secs(5));
+
+    // Retry flaky's failed run from its history row: a new row with trigger retry succeeds.
+    t.send(&["/", "f", "l", "a", "k", "y", "Enter"]);
+    t.wait_for("Jobs 1/3", Duration::from_secs(5));
+    t.send(&["R"]);
+    t.wait_for("[retry]", Duration::from_secs(15));
+    wait_until("the retry to succeed", Duration::from_secs(15), || {
+        succeeded_runs(&dir, "flaky") >= 1
+    });
+    t.send(&["Escape"]);
+    t.wait_for("Jobs 3/3", Duration::from_secs(5));
+
+    // Cancel the slow run from the jobs table: asked first, then killed and recorded.
+    let pid: i32 = std::fs::read_to_string(dir.join("slow.pid"))
+        .expect("slow.pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(!pid_gone(pid), "the slow run's child should be alive");
+    t.send(&["/", "s", "l", "o", "w", "Enter"]);
+    t.wait_for("Jobs 1/3", Duration::from_secs(5));
+    t.send(&["Tab"]); // History → Jobs: back to the table
+    t.send(&["X"]);
+    t.wait_for("Cancel slow?", Duration::from_secs(5));
+    t.send(&["y"]);
+    t.wait_for("cancelled by operator", Duration::from_secs(15));
+    wait_until(
+        "the cancelled run's process to be gone",
+        Duration::from_secs(10),
+        || pid_gone(pid),
+    );
+    let rows = cli(&dir, &["history", "--job", "slow", "--json"]);
+    assert_eq!(rows.lines().count(), 1, "a cancel is never retried: {rows}");
+    assert!(rows.contains("\"status\":\"failed\""), "{rows}");
+
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(40));
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Attached to a store no engine runs: the header says so, and a trigger shows as queued (in the
+/// table and in `cronsole jobs`) because no owner takes it.
+#[test]
+fn attached_without_engine_shows_a_queued_trigger() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("queued");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: nightly\n    schedule: \"0 3 * * *\"\n    command: \"echo hi\"\n",
+    )
+    .expect("write jobs file");
+    cli(&dir, &["apply", "jobs.yaml"]);
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!("{bin} --store store console --attach; echo EXITED:$?; sleep 120");
+    let t = Tmux::start("queued", 120, 40, &dir, &cmd);
+    t.wait_for("NO ENGINE", Duration::from_secs(30));
+    t.send(&["t"]);
+    t.wait_for("Trigger nightly now?", Duration::from_secs(5));
+    t.send(&["y"]);
+    let screen = t.wait_for("queued", Duration::from_secs(10));
+    assert!(screen.contains("… nightly"), "{screen}");
+    let jobs = cli(&dir, &["jobs"]);
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("nightly") && l.contains("queued")),
+        "{jobs}"
+    );
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(20));
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}

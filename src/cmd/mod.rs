@@ -60,9 +60,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Validate(a)) => validate::validate(&a.file),
         Some(Command::Next(a)) => schedule_cmds::next(a),
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
-        Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a.json),
+        Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a),
         Some(Command::History(a)) => store_cmds::history(&cli, a),
-        Some(Command::Pause(a)) => store_cmds::pause(&cli, &a.name, true),
+        Some(Command::Pause(a)) => store_cmds::pause_with_reason(&cli, a),
         Some(Command::Resume(a)) => store_cmds::pause(&cli, &a.name, false),
         Some(Command::Trigger(a)) => store_cmds::trigger(&cli, &a.name),
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
@@ -74,6 +74,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Edit) => eco::edit(&cli),
         Some(Command::Logs(a)) => eco::logs(&cli, a),
         Some(Command::Check(a)) => check::check(&cli, a.json),
+        Some(Command::Retry(a)) => store_cmds::retry(&cli, a),
+        Some(Command::Cancel(a)) => store_cmds::cancel(&cli, a),
+        Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
+        Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
     }
 }
 

@@ -18,10 +18,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, SecondsFormat, Utc};
-use cronsole::cli::{Cli, HistoryArgs};
+use cronsole::cli::{
+    BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, PauseArgs, RetryArgs,
+};
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
-use cronsole::store::{HistoryQuery, Store, TriggerOutcome};
+use cronsole::store::{HistoryQuery, JobEdit, Store, TriggerOutcome};
+use cronsole::when::{self, Zone};
 use serde::Serialize;
 
 use super::{bad_input, jobs_file, open_existing_store, open_store, store_location};
@@ -84,7 +87,91 @@ struct JobView<'a> {
     runtime: &'a cronsole::model::JobRuntime,
 }
 
-pub fn jobs(cli: &Cli, json: bool) -> Result<ExitCode> {
+/// The word shown in STATE: what an operator needs first (running beats queued beats paused).
+fn state_text(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
+    if r.rt
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.cancel_requested_at.is_some())
+    {
+        "cancelling"
+    } else if !r.rt.retired
+        && r.rt.lease.is_none()
+        && (r.rt.trigger_requested_at.is_some() || !r.rt.queue.is_empty())
+    {
+        "queued"
+    } else {
+        r.state_word(now)
+    }
+}
+
+/// The NOTE column: lease, queue, pause reason, retirement.
+fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
+    let mut parts = Vec::new();
+    if let Some(l) = &r.rt.lease {
+        parts.push(format!(
+            "{} run by {} (lease {})",
+            l.trigger.as_str(),
+            l.owner,
+            when::left(l.lease_until, now)
+        ));
+    }
+    let queued = r.rt.queue.len() + usize::from(r.rt.trigger_requested_at.is_some());
+    if queued > 0 {
+        parts.push(format!("{queued} queued"));
+    }
+    if r.rt.paused || !r.def.enabled {
+        match &r.rt.pause_reason {
+            Some(why) => parts.push(format!("paused: {}", one_line(why))),
+            None if !r.def.enabled => parts.push("disabled in the jobs file".to_string()),
+            None => {}
+        }
+    }
+    if r.rt.retired {
+        parts.push(format!(
+            "retired: {}",
+            r.rt.retired_reason.as_deref().unwrap_or("-")
+        ));
+    }
+    if let Some(h) = r.rt.hold_until.filter(|h| *h > now) {
+        parts.push(format!("held until {}", when::stamp(h, zone)));
+    }
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// Control characters become spaces: one line per job, whatever an operator typed.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// NEXT and LEFT: `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
+fn next_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
+    match r.rt.next_slot {
+        Some(n) if !r.rt.retired && !r.rt.paused && r.def.enabled => {
+            (when::stamp(n, zone), when::left(n, now))
+        }
+        _ => ("n/a".to_string(), "n/a".to_string()),
+    }
+}
+
+fn last_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
+    match r.rt.last_run_at {
+        Some(t) => (when::stamp(t, zone), when::passed(t, now)),
+        None => ("n/a".to_string(), "n/a".to_string()),
+    }
+}
+
+fn zone(utc: bool) -> Zone {
+    Zone::pick(utc, std::env::var("TZ").ok().as_deref())
+}
+
+pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let now = Utc::now();
     let settings = store.settings()?;
@@ -109,39 +196,73 @@ pub fn jobs(cli: &Cli, json: bool) -> Result<ExitCode> {
             runtime: &r.rt,
         })
         .collect();
-    if json {
+    if a.json {
         println!("{}", serde_json::to_string_pretty(&views)?);
         return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "{:<24} {:<8} {:<18} {:<21} {:<10} {:>6} {:>12} LEASE",
-        "NAME", "STATE", "SCHEDULE", "NEXT", "LAST", "RUNS", "SPEND"
-    );
-    for v in &views {
-        let spend = match v.max_cost_usd {
-            Some(m) => format!("${:.4}/{m:.2}", v.period_cost_usd),
-            None => format!("${:.4}", v.period_cost_usd),
-        };
-        let lease = v.lease.map_or("-".to_string(), |l| {
-            format!("{} until {}", l.owner, ts(Some(l.lease_until)))
-        });
-        println!(
-            "{:<24} {:<8} {:<18} {:<21} {:<10} {:>6} {:>12} {}",
-            v.name,
-            v.state,
-            v.schedule,
-            ts(v.next_slot),
-            v.last_status.map_or("-", |s| s.as_str()),
-            v.runs,
-            spend,
-            lease
-        );
     }
     if views.is_empty() {
         println!(
             "(no jobs in {}; run `cronsole apply FILE`)",
             store.location()
         );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let zone = zone(a.utc);
+    let rows: Vec<[String; 11]> = jobs
+        .iter()
+        .zip(&views)
+        .map(|(r, v)| {
+            let (next, left) = next_cols(r, zone, now);
+            let (last, passed) = last_cols(r, zone, now);
+            let spend = match v.max_cost_usd {
+                Some(m) => format!("${:.4}/{m:.2}", v.period_cost_usd),
+                None => format!("${:.4}", v.period_cost_usd),
+            };
+            [
+                v.name.to_string(),
+                state_text(r, now).to_string(),
+                next,
+                left,
+                last,
+                passed,
+                v.last_status.map_or("-", |s| s.as_str()).to_string(),
+                v.runs.to_string(),
+                spend,
+                one_line(v.schedule),
+                note_text(r, zone, now),
+            ]
+        })
+        .collect();
+    let header = [
+        "NAME", "STATE", "NEXT", "LEFT", "LAST", "PASSED", "STATUS", "RUNS", "SPEND", "SCHEDULE",
+        "NOTE",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let print = |cells: &[String]| {
+        let last = cells.len() - 1;
+        let line: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    c.clone()
+                } else if i == 7 {
+                    format!("{c:>w$}", w = widths[i])
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+    };
+    print(&header.map(String::from));
+    for r in &rows {
+        print(r);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -212,13 +333,13 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         since,
         run_id: None,
         with_diff: false,
-        // One row past the page says whether there is a next page.
-        limit: usize::try_from(a.offset + a.limit + 1).unwrap_or(usize::MAX),
+        // One row past the page says whether there is a next page; the store skips `offset`.
+        limit: usize::try_from(a.limit + 1).unwrap_or(usize::MAX),
+        offset: usize::try_from(a.offset).unwrap_or(usize::MAX),
     })?;
-    let more = rows.len() as u64 > a.offset + a.limit;
+    let more = rows.len() as u64 > a.limit;
     let rows: Vec<_> = rows
         .into_iter()
-        .skip(usize::try_from(a.offset).unwrap_or(usize::MAX))
         .take(usize::try_from(a.limit).unwrap_or(usize::MAX))
         .collect();
     if a.json {
@@ -304,12 +425,37 @@ pub fn trigger(cli: &Cli, name: &str) -> Result<ExitCode> {
 
 pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     let store = store(cli)?;
-    let s = stats::compute(&store.jobs()?, &store.settings()?, Utc::now());
+    let now = Utc::now();
+    let (jobs, settings) = (store.jobs()?, store.settings()?);
+    let s = stats::compute(&jobs, &settings, now);
+    let f = cronsole::forecast::compute(&jobs, &settings, now);
     if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        // The stats object with the forecast added under its own key.
+        let mut v = serde_json::to_value(&s)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("forecast".into(), serde_json::to_value(&f)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("period {}", s.period);
+    println!(
+        "forecast: {} (spent ${:.4}, projected ${:.4} by {})",
+        f.phrase(now),
+        f.spent_usd,
+        f.projected_total_usd,
+        f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
+    );
+    for j in &f.jobs {
+        println!(
+            "  {:<24} {:>6} slots left × ${:.4}/run = ${:.4}{}",
+            j.job,
+            j.slots_left,
+            j.cost_per_run_usd,
+            j.projected_usd,
+            if j.capped { " (at least)" } else { "" }
+        );
+    }
     println!(
         "{:<24} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>9}",
         "JOB", "EXEC", "OK", "FAIL", "RATE%", "TOTAL$", "PERIOD$", "LEFT$", "RUNTIME"
@@ -338,5 +484,279 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         line(l);
     }
     line(&s.global);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn pause_with_reason(cli: &Cli, a: &PauseArgs) -> Result<ExitCode> {
+    if a.reason.is_none() {
+        return pause(cli, &a.name, true);
+    }
+    let store = store(cli)?;
+    let edit = JobEdit::Pause {
+        paused: true,
+        reason: a.reason.clone(),
+    };
+    store
+        .update_job(&a.name, &edit, Utc::now())
+        .with_context(|| format!("could not pause '{}'", a.name))?;
+    let rec = store.job(&a.name)?;
+    match rec.and_then(|r| r.rt.pause_reason) {
+        Some(why) => println!("paused {} ({})", a.name, one_line(&why)),
+        None => println!("paused {}", a.name),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
+    let run_id = uuid::Uuid::parse_str(a.run_id.trim()).map_err(|e| {
+        bad_input(format!(
+            "'{}' is not a run id ({e}); `cronsole history --json` prints them",
+            a.run_id
+        ))
+    })?;
+    let store = store(cli)?;
+    let (job, out) = store.retry(run_id, Utc::now())?;
+    println!("{}", cronsole::engine::operator_notice(&job, &out));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
+    let store = store(cli)?;
+    let (job, out) = store.cancel(&a.target, Utc::now())?;
+    println!("{}", cronsole::engine::operator_notice(&job, &out));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
+    let store = store(cli)?;
+    let Some(rec) = store.job(&a.name)? else {
+        return Err(bad_input(format!("no job named '{}' in the store", a.name)));
+    };
+    let tz = cronsole::schedule::parse_tz(&rec.def.tz)
+        .map_err(|e| bad_input(format!("job '{}': {e}", a.name)))?;
+    let at = |flag: &str, s: &str| {
+        cronsole::schedule::grammar::parse_at(s, tz).map_err(|e| bad_input(format!("{flag}: {e}")))
+    };
+    let (from, to) = (at("--from", &a.from)?, at("--to", &a.to)?);
+    let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, Utc::now())?;
+    println!("{}", cronsole::engine::operator_notice(&a.name, &out));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many upcoming slots and past runs `describe` shows.
+const DESCRIBE_SLOTS: usize = 5;
+const DESCRIBE_RUNS: usize = 10;
+
+pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
+    let store = store(cli)?;
+    let now = Utc::now();
+    let Some(rec) = store.job(&a.name)? else {
+        return Err(bad_input(format!("no job named '{}' in the store", a.name)));
+    };
+    let settings = store.settings()?;
+    let sched = cronsole::store::logic::compile(&rec).ok();
+    let words = sched
+        .as_ref()
+        .map_or_else(|| rec.def.schedule_text.clone(), |c| c.describe());
+    let firing = !rec.rt.retired && !rec.rt.paused && rec.def.enabled;
+    let mut next = Vec::new();
+    if let (true, Some(c), Some(mut t)) = (firing, &sched, rec.rt.next_slot) {
+        while next.len() < DESCRIBE_SLOTS {
+            if rec.def.until.is_some_and(|u| t > u) {
+                break;
+            }
+            next.push(t);
+            match c.next_after(t) {
+                Some(n) => t = n,
+                None => break,
+            }
+        }
+    }
+    let runs = store.history(&HistoryQuery {
+        job: Some(a.name.clone()),
+        limit: DESCRIBE_RUNS,
+        ..Default::default()
+    })?;
+    let period = stats::period_spend(&rec, &settings, now);
+    if a.json {
+        #[derive(Serialize)]
+        struct Describe<'a> {
+            name: &'a str,
+            state: &'static str,
+            schedule_words: &'a str,
+            next_slots: &'a [DateTime<Utc>],
+            period_cost_usd: f64,
+            definition: &'a cronsole::model::JobDef,
+            runtime: &'a cronsole::model::JobRuntime,
+            last_runs: &'a [cronsole::model::HistoryRow],
+        }
+        let d = Describe {
+            name: &rec.def.name,
+            state: state_text(&rec, now),
+            schedule_words: &words,
+            next_slots: &next,
+            period_cost_usd: period,
+            definition: &rec.def,
+            runtime: &rec.rt,
+            last_runs: &runs,
+        };
+        println!("{}", serde_json::to_string_pretty(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let zone = zone(a.utc);
+    let d = &rec.def;
+    let kv = |k: &str, v: String| println!("{k:<12} {v}");
+    kv("name:", d.name.clone());
+    kv(
+        "state:",
+        format!("{} — {}", state_text(&rec, now), note_text(&rec, zone, now)),
+    );
+    kv(
+        "schedule:",
+        format!("{} ({words}), zone {}", one_line(&d.schedule_text), d.tz),
+    );
+    match &d.action {
+        cronsole::model::Action::Agent { agent, message } => kv(
+            "action:",
+            format!(
+                "agent {agent}: {}",
+                one_line(&cronsole::model::truncate_marked(message, 200))
+            ),
+        ),
+        cronsole::model::Action::Command {
+            command,
+            timeout_seconds,
+        } => kv(
+            "action:",
+            format!(
+                "command `{}` (timeout {timeout_seconds}s)",
+                one_line(command)
+            ),
+        ),
+    }
+    match &d.gate {
+        Some(cronsole::model::Gate::PreRun { command }) => {
+            kv("gate:", format!("pre_run `{}`", one_line(command)))
+        }
+        Some(cronsole::model::Gate::Monitor { source }) => kv(
+            "gate:",
+            match source {
+                cronsole::model::MonitorSource::Command { command } => {
+                    format!("monitor command `{}`", one_line(command))
+                }
+                cronsole::model::MonitorSource::Url { url, .. } => format!("monitor url {url}"),
+            },
+        ),
+        None => {}
+    }
+    let mut limits = vec![
+        format!("max_retries {}", d.max_retries),
+        format!("lease {}s", d.lease_seconds),
+    ];
+    if let Some(m) = d.max_runs {
+        limits.push(format!("max_runs {m} ({} counted so far)", rec.rt.runs));
+    }
+    if let Some(u) = d.until {
+        limits.push(format!("until {}", when::stamp(u, zone)));
+    }
+    if let Some(g) = d.misfire_grace_seconds {
+        limits.push(format!("misfire grace {g}s"));
+    }
+    kv("limits:", limits.join(", "));
+    if !d.deliver.is_empty() {
+        kv("deliver:", d.deliver.join(", "));
+    }
+    if !d.tags.is_empty() {
+        kv("tags:", d.tags.join(", "));
+    }
+    if next.is_empty() {
+        kv("next:", "n/a".to_string());
+    }
+    for (i, t) in next.iter().enumerate() {
+        kv(
+            if i == 0 { "next:" } else { "" },
+            format!("{} ({})", when::stamp(*t, zone), when::left(*t, now)),
+        );
+    }
+    for q in &rec.rt.queue {
+        kv(
+            "queued:",
+            format!(
+                "{} for slot {}{}",
+                q.trigger.as_str(),
+                q.slot.map_or("-".to_string(), |s| when::stamp(s, zone)),
+                q.retry_of
+                    .map_or(String::new(), |r| format!(" (retry of run {r})"))
+            ),
+        );
+    }
+    if let Some(t) = rec.rt.trigger_requested_at {
+        kv(
+            "queued:",
+            format!("manual trigger requested {}", when::passed(t, now)),
+        );
+    }
+    let c = &rec.rt.counters;
+    let execs: u64 = c.by_status.values().sum();
+    kv(
+        "runs:",
+        format!(
+            "{execs} history rows ({}); {} scheduled runs count toward max_runs",
+            c.by_status
+                .iter()
+                .map(|(s, n)| format!("{n} {s}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            rec.rt.runs
+        ),
+    );
+    kv(
+        "spend:",
+        format!(
+            "${period:.4} this period{}, ${:.4} in total{}",
+            d.max_cost_usd
+                .map_or(String::new(), |m| format!(" (limit ${m:.2})")),
+            c.total_cost_usd,
+            if c.cost_incomplete {
+                " (incomplete: unpriced model or missing usage)"
+            } else {
+                ""
+            }
+        ),
+    );
+    let f = cronsole::forecast::compute(std::slice::from_ref(&rec), &settings, now);
+    match f.jobs.first() {
+        Some(j) => kv(
+            "forecast:",
+            format!(
+                "${:.4} more by {} ({} slots left × ${:.4}/run{})",
+                j.projected_usd,
+                when::stamp(f.until, zone),
+                j.slots_left,
+                j.cost_per_run_usd,
+                if j.capped { ", at least" } else { "" }
+            ),
+        ),
+        None => kv(
+            "forecast:",
+            "$0 more this period (no slots left, or no recent cost per run)".to_string(),
+        ),
+    }
+    if runs.is_empty() {
+        kv("last runs:", "none yet".to_string());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("last runs:");
+    for r in &runs {
+        let why = r.reason.as_deref().or(r.error.as_deref()).unwrap_or("");
+        println!(
+            "  {}  {:<10} {:<9} {}  {}",
+            when::stamp(r.finished_at, zone),
+            r.status.as_str(),
+            r.trigger.as_str(),
+            r.run_id,
+            one_line(&cronsole::model::truncate_marked(why, 80)).trim_end()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

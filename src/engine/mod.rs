@@ -25,6 +25,13 @@
 //! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
 //! (so `run` exits non-zero), and the next start replays the spool before its first claim.
 //!
+//! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
+//! the store; when the change token moves, the engine reads the leases of its runs in flight and
+//! cancels a marked one through a second per-run token. That run is completed `failed` with
+//! reason `cancelled by operator` (its pipeline is dropped, which kills its process group; no
+//! retry, no delivery, no alert). Retries and backfills need nothing here: they are claimed like
+//! any queued run.
+//!
 //! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
 //! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
 //! history, which dominated the headless engine's memory.
@@ -62,6 +69,10 @@ pub enum Command {
     Pause(String),
     Resume(String),
     Trigger(String),
+    /// Queue a retry of this run (any owner takes it).
+    Retry(Uuid),
+    /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
+    Cancel(String),
     Shutdown,
 }
 
@@ -308,6 +319,8 @@ where
 struct InFlight {
     run_id: Uuid,
     cancel: CancellationToken,
+    /// Cancelled when an operator asked (through the store) to cancel this run.
+    op_cancel: CancellationToken,
     /// The run task, so a task that panicked can be matched to its job.
     task: Option<tokio::task::Id>,
 }
@@ -389,6 +402,7 @@ fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot
         spend_per_hour: vec![0.0; 24],
         pending: Default::default(),
         in_flight: Default::default(),
+        forecast: None,
     }
 }
 
@@ -562,6 +576,7 @@ impl Actor {
                     match blocking(&self.store, |s| s.change_token()).await {
                         Ok(t) if t != last_token => {
                             last_token = t;
+                            self.honour_cancel_requests().await;
                             dirty = true;
                             wake = self.next_wake().await;
                         }
@@ -799,11 +814,13 @@ impl Actor {
             // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
             // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
             let cancel = CancellationToken::new();
+            let op_cancel = CancellationToken::new();
             self.in_flight.insert(
                 job.clone(),
                 InFlight {
                     run_id: claim.run_id,
                     cancel: cancel.clone(),
+                    op_cancel: op_cancel.clone(),
                     task: None,
                 },
             );
@@ -824,7 +841,7 @@ impl Actor {
                 unwritten: Arc::clone(&self.unwritten),
                 spool: self.cfg.spool.clone().map(spool::Spool::new),
             };
-            let handle = runs.spawn(ctx.run(claim, cancel));
+            let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
             if let Some(f) = self.in_flight.get_mut(&job) {
                 f.task = Some(handle.id());
             }
@@ -859,10 +876,54 @@ impl Actor {
                 }
                 (n, r.map(|_| ()))
             }
+            Command::Retry(id) => {
+                let r = blocking(&self.store, move |s| s.retry(id, now)).await;
+                match r {
+                    Ok((job, out)) => {
+                        let _ = self.ev_tx.send(Event::Notice(operator_notice(&job, &out)));
+                        (job, Ok(()))
+                    }
+                    Err(e) => (format!("run {id}"), Err(e)),
+                }
+            }
+            Command::Cancel(n) => {
+                let name = n.clone();
+                let r = blocking(&self.store, move |s| s.cancel(&name, now)).await;
+                if let Ok((job, out)) = &r {
+                    let _ = self.ev_tx.send(Event::Notice(operator_notice(job, out)));
+                }
+                (n, r.map(|_| ()))
+            }
             Command::Shutdown => return,
         };
         if let Err(e) = res {
             let _ = self.ev_tx.send(Event::Notice(format!("'{name}': {e}")));
+        }
+    }
+
+    /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
+    /// from any process, or a console). One `job` read per run in flight (at most
+    /// `max_concurrent`), only when the change token moved.
+    async fn honour_cancel_requests(&self) {
+        for (job, f) in &self.in_flight {
+            if f.op_cancel.is_cancelled() {
+                continue;
+            }
+            let name = job.clone();
+            let rec = match blocking(&self.store, move |s| s.job(&name)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "cancel check failed");
+                    continue;
+                }
+            };
+            let asked = rec
+                .and_then(|r| r.rt.lease)
+                .is_some_and(|l| l.run_id == f.run_id && l.cancel_requested_at.is_some());
+            if asked {
+                tracing::info!(job = %job, run_id = %f.run_id, "cancelled by operator");
+                f.op_cancel.cancel();
+            }
         }
     }
 
@@ -1045,7 +1106,15 @@ impl RunTask {
     /// A completion the store refuses is kept and retried with [`store_backoff`] until it is
     /// written, the lease still renewed meanwhile (so nobody records the run `abandoned` while
     /// its result waits); if the engine is stopped first, it goes to the spool file.
-    async fn run(self, claim: Claim, cancel: CancellationToken) -> Finished {
+    ///
+    /// An operator's cancel (`op_cancel`) drops the pipeline (killing the run's processes) and
+    /// records the run `failed`, reason `cancelled by operator`: no retry, delivery or alert.
+    async fn run(
+        self,
+        claim: Claim,
+        cancel: CancellationToken,
+        op_cancel: CancellationToken,
+    ) -> Finished {
         let job = claim.job.def.name.clone();
         let run_id = claim.run_id;
         // Renew at a third of whatever lease the store granted last time: the definition's
@@ -1082,6 +1151,20 @@ impl RunTask {
             tokio::select! {
                 out = &mut pipeline => break Some(out),
                 _ = cancel.cancelled() => break None,
+                // Dropping the pipeline kills the run's process group (proc::GroupGuard). The
+                // row is `failed`, never retried, re-offered or alerted (no delivery runs).
+                _ = op_cancel.cancelled() => {
+                    let mut row = HistoryRow::new(
+                        &job,
+                        Status::Failed,
+                        claim.trigger,
+                        claim.slot,
+                        &self.owner,
+                        started,
+                    );
+                    row.reason = Some(crate::store::operator::REASON_CANCELLED.to_string());
+                    break Some(run::RunOutput { row, state: None, hold_until: None });
+                }
                 _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self).await,
             }
         };
@@ -1233,5 +1316,27 @@ impl RunTask {
         if self.spool.is_some() {
             self.health.send_modify(|h| h.spooled += 1);
         }
+    }
+}
+
+/// One line saying what an operator action did (console notice, CLI output).
+pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
+    use crate::store::EditOutcome as O;
+    match out {
+        O::Queued { added: 1, queued } => {
+            format!("{job}: 1 run queued ({queued} queued); the next owner claiming runs it")
+        }
+        O::Queued { added, queued } => {
+            format!("{job}: {added} runs queued ({queued} queued); owners run them one at a time")
+        }
+        O::CancelRequested { run_id } => {
+            format!("{job}: cancel of run {run_id} requested; its owner kills it")
+        }
+        O::AlreadyCancelling { run_id } => {
+            format!("{job}: run {run_id} is already being cancelled")
+        }
+        O::Dequeued(n) => format!("{job}: not running; {n} queued run(s) dropped"),
+        O::Paused { changed: true } => format!("{job}: done"),
+        O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
     }
 }

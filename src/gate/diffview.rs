@@ -238,6 +238,14 @@ mod tests {
         ) -> crate::store::StoreResult<crate::store::SpendNow> {
             unused()
         }
+        fn update_job(
+            &self,
+            _: &str,
+            _: &crate::store::JobEdit,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> crate::store::StoreResult<crate::store::EditOutcome> {
+            unused()
+        }
     }
 
     #[test]

@@ -369,6 +369,46 @@ impl Store for Metered {
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
         self.count(self.inner.spend(job, now))
     }
+    // Every method with a default body is forwarded too: a wrapper that fell back to the
+    // default would refuse budget reservations (no model call under a budget) or operator
+    // actions whenever --metrics-addr is given.
+    fn reserve(
+        &self,
+        req: &crate::store::budget::ReserveRequest<'_>,
+    ) -> StoreResult<crate::store::budget::ReserveOutcome> {
+        self.count(self.inner.reserve(req))
+    }
+    fn settle(
+        &self,
+        job: &str,
+        id: Uuid,
+        how: crate::store::budget::Settlement,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.count(self.inner.settle(job, id, how, now))
+    }
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &crate::store::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::EditOutcome> {
+        self.count(self.inner.update_job(name, edit, now))
+    }
+    fn retry(
+        &self,
+        run_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(String, crate::store::EditOutcome)> {
+        self.count(self.inner.retry(run_id, now))
+    }
+    fn cancel(
+        &self,
+        target: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(String, crate::store::EditOutcome)> {
+        self.count(self.inner.cancel(target, now))
+    }
 }
 
 #[cfg(test)]

@@ -132,6 +132,8 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             retired_reason: None,
             lease: None,
             trigger_requested_at: None,
+            queue: Vec::new(),
+            pause_reason: None,
             hold_until: None,
             recovery_pending: false,
             last_success_result: None,
@@ -213,6 +215,7 @@ pub fn set_paused(
     }
     rec.rt.paused = paused;
     if !paused {
+        rec.rt.pause_reason = None;
         skip_to_future(rec, now)?;
     }
     Ok(true)
@@ -246,6 +249,7 @@ fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.retired_reason = Some(reason.to_string());
     rt.recovery_pending = false;
     rt.trigger_requested_at = None;
+    rt.queue.clear();
 }
 
 /// The scheduled instant of a due job (SPEC §5).
@@ -318,7 +322,7 @@ pub fn evaluate(
         return ev;
     }
     let Some(next) = rec.rt.next_slot else {
-        if !paused && rec.rt.trigger_requested_at.is_none() {
+        if !paused && rec.rt.trigger_requested_at.is_none() && rec.rt.queue.is_empty() {
             retire(&mut rec.rt, "no more slots");
             ev.changed = true;
             return ev;
@@ -411,6 +415,11 @@ fn manual(
         rec.rt.trigger_requested_at = None;
         ev.claim = Some(claim(rec, sched, now, owner, None, Trigger::Manual));
         ev.changed = true;
+    } else if can_claim && !rec.rt.queue.is_empty() {
+        // Retries and backfill slots, oldest request first: runs of their own (SPEC issue 12).
+        let q = rec.rt.queue.remove(0);
+        ev.claim = Some(claim(rec, sched, now, owner, q.slot, q.trigger));
+        ev.changed = true;
     }
     ev
 }
@@ -428,7 +437,7 @@ fn claim(
     let def = &rec.def;
     let run_id = Uuid::new_v4();
     let spends_job = match trigger {
-        Trigger::Manual => false,
+        Trigger::Manual | Trigger::Retry | Trigger::Backfill => false,
         Trigger::Recovery => true,
         Trigger::Schedule | Trigger::Immediate => {
             rt.last_slot = slot;
@@ -453,6 +462,7 @@ fn claim(
         last_renewed: now,
         spends_job,
         coalesced: None,
+        cancel_requested_at: None,
     });
     ClaimPlan {
         run_id,
@@ -559,7 +569,7 @@ pub fn finish_run(
     if let Some(h) = hold_until {
         rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
     }
-    let counts = lease.trigger != Trigger::Manual && row.status != Status::Abandoned;
+    let counts = !lease.trigger.is_operator() && row.status != Status::Abandoned;
     if counts {
         rt.runs += 1;
     }
@@ -878,6 +888,9 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     let mut w: Option<DateTime<Utc>> = None;
     let mut take = |t: DateTime<Utc>| w = Some(w.map_or(t, |x: DateTime<Utc>| x.min(t)));
     if let Some(t) = rt.trigger_requested_at {
+        take(t);
+    }
+    if let Some(t) = rt.queue.iter().map(|q| q.requested_at).min() {
         take(t);
     }
     if paused {

@@ -14,12 +14,15 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub use operator::{EditOutcome, JobEdit};
+
 pub mod budget;
 pub mod check;
 pub mod file;
 pub mod filefmt;
 pub mod io;
 pub mod logic;
+pub mod operator;
 pub mod postgres;
 pub mod signal;
 pub mod stats;
@@ -83,6 +86,13 @@ pub enum StoreError {
     },
     #[error("job '{job}' is retired ({reason}); it cannot be triggered")]
     Retired { job: String, reason: String },
+    /// `retry`/`describe` of a run id the history does not hold.
+    #[error("no run {0} in the history")]
+    NoSuchRun(Uuid),
+    /// An operator action (retry, cancel, backfill, pause) the job's state does not allow; the
+    /// message says why and what would work.
+    #[error("{0}")]
+    Refused(String),
     /// A definition with a number outside its documented bound (a `JobsFile` built in code, or
     /// one that skipped `config`): refused before anything is stored.
     #[error("refusing to apply: {0}")]
@@ -145,6 +155,8 @@ impl StoreError {
             | StoreError::BadDefinition { .. }
             | StoreError::Retired { .. }
             | StoreError::OutOfBounds(_)
+            | StoreError::NoSuchRun(_)
+            | StoreError::Refused(_)
             | StoreError::BadLocation { .. } => 2,
             StoreError::Io { .. }
             | StoreError::LockTimeout { .. }
@@ -216,6 +228,8 @@ impl StoreError {
                 source: source.clone(),
             },
             StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
+            StoreError::NoSuchRun(r) => StoreError::NoSuchRun(*r),
+            StoreError::Refused(w) => StoreError::Refused(w.clone()),
             StoreError::Retired { job, reason } => StoreError::Retired {
                 job: job.clone(),
                 reason: reason.clone(),
@@ -324,6 +338,8 @@ pub struct HistoryQuery {
     /// Only rows with a monitor diff.
     pub with_diff: bool,
     pub limit: usize,
+    /// Skip this many matching rows first (paging through the whole history a page at a time).
+    pub offset: usize,
 }
 
 /// What `apply` changed, by job name.
@@ -401,6 +417,52 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<()> {
         let _ = (job, id, how, now);
         Err(StoreError::Unsupported("budget reservations"))
+    }
+
+    /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
+    /// atomically: under the store's lock or inside one transaction. The decision is
+    /// [`operator::apply_edit`]; stores only persist it.
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<EditOutcome>;
+
+    /// Queue a retry of run `run_id` (any owner takes it). Returns the run's job.
+    fn retry(&self, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {
+        let row = self
+            .history(&HistoryQuery {
+                run_id: Some(run_id),
+                limit: 1,
+                ..Default::default()
+            })?
+            .into_iter()
+            .next()
+            .ok_or(StoreError::NoSuchRun(run_id))?;
+        let job = row.job.clone();
+        let out = self.update_job(&job, &JobEdit::Retry(Box::new(row)), now)?;
+        Ok((job, out))
+    }
+
+    /// Cancel by job name (its running run, else what it has queued) or by the run id of a
+    /// running run. Returns the job.
+    fn cancel(&self, target: &str, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {
+        if self.job(target)?.is_some() {
+            let out = self.update_job(target, &JobEdit::Cancel(None), now)?;
+            return Ok((target.to_string(), out));
+        }
+        let Ok(run_id) = Uuid::parse_str(target.trim()) else {
+            return Err(StoreError::NoSuchJob(target.to_string()));
+        };
+        let job = self
+            .jobs()?
+            .into_iter()
+            .find(|j| j.rt.lease.as_ref().is_some_and(|l| l.run_id == run_id))
+            .map(|j| j.def.name)
+            .ok_or_else(|| StoreError::Refused(format!("run {run_id} is not running")))?;
+        let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
+        Ok((job, out))
     }
 }
 

@@ -222,6 +222,27 @@ pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
         Query::JobHistory(j) => (j.clone(), false, JOB_ROWS),
         Query::Diffs(j) => (j.clone(), true, DIFF_ROWS),
+        Query::HistoryPage {
+            job,
+            status,
+            offset,
+        } => {
+            // One page of the whole history, newest first: only pages visited are read.
+            let hq = HistoryQuery {
+                job: job.clone(),
+                status: *status,
+                limit: state::HISTORY_PAGE,
+                offset: *offset,
+                ..Default::default()
+            };
+            return match store.history(&hq) {
+                Ok(rows) => Loaded::HistoryPage {
+                    offset: *offset,
+                    rows,
+                },
+                Err(e) => Loaded::Failed(format!("history page: {e}")),
+            };
+        }
     };
     let hq = HistoryQuery {
         job: Some(job.clone()),
@@ -232,6 +253,7 @@ pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
     match (store.history(&hq), q) {
         (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
         (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
+        (Ok(_), Query::HistoryPage { .. }) => Loaded::Failed("unreachable page query".into()),
         (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
     }
 }

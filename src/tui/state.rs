@@ -17,6 +17,14 @@
 //!   a stuck or foreign lease can be inspected where it is seen.
 //! - An optimistic "pausing…/resuming…/triggering…" mark is dropped when a snapshot confirms it,
 //!   or after [`PENDING_TIMEOUT_SECS`] with a notice, so a lost command cannot leave a stale mark.
+//! - The History pane has a cursor (Tab gives it the focus). Enter there opens that run; `R`
+//!   retries it; `/` and `f` filter it too. Moving near the end of what is held asks the store
+//!   for the next page ([`HISTORY_PAGE`] rows, by offset), so the whole history can be walked
+//!   while only the pages visited are in memory.
+//! - A row is shown once even when it arrives both as an event and in a snapshot (dedupe by
+//!   run id), e.g. a manual run seen by `console --attach`.
+//! - RUNS counts every execution (succeeded, no_change, failed rows: any trigger, as `stats`
+//!   EXEC does); `max_runs` keeps counting scheduled runs only.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -41,6 +49,8 @@ const LIVE_ROWS_MAX: usize = 500;
 const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 /// Rows moved by PgUp/PgDn.
 const PAGE: usize = 10;
+/// History rows asked from the store per page when the cursor walks past what is held.
+pub const HISTORY_PAGE: usize = 500;
 
 /// What the event loop should do after a key or message.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,27 +72,46 @@ pub enum Query {
     JobHistory(String),
     /// The job's rows carrying a monitor diff, newest first.
     Diffs(String),
+    /// The next page of the history pane: rows after the first `offset` matching ones.
+    HistoryPage {
+        job: Option<String>,
+        status: Option<Status>,
+        offset: usize,
+    },
 }
 
 /// The answer to a [`Query`].
 #[derive(Debug, Clone)]
 pub enum Loaded {
-    JobHistory { job: String, rows: Vec<HistoryRow> },
-    Diffs { job: String, rows: Vec<HistoryRow> },
+    JobHistory {
+        job: String,
+        rows: Vec<HistoryRow>,
+    },
+    Diffs {
+        job: String,
+        rows: Vec<HistoryRow>,
+    },
+    HistoryPage {
+        offset: usize,
+        rows: Vec<HistoryRow>,
+    },
     Failed(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     Main,
     Detail(String),
     Diff(String),
+    /// One run, opened from the History pane.
+    Run(Box<HistoryRow>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {
     None,
     ConfirmTrigger(String),
+    ConfirmCancel(String),
     Name(String),
 }
 
@@ -120,7 +149,7 @@ impl SortKey {
             SortKey::Next => "NEXT",
             SortKey::Last => "LAST",
             SortKey::Status => "STATUS",
-            SortKey::Runs => "RUNS",
+            SortKey::Runs => "EXECS",
             SortKey::Spend => "SPEND",
         }
     }
@@ -156,8 +185,14 @@ pub struct App {
     pub history_job: Option<String>,
     /// Selected row in the leases pane.
     pub lease_sel: usize,
-    /// First history row shown (scroll).
-    pub history_scroll: usize,
+    /// The History pane's cursor (index into [`App::history_rows`]).
+    pub history_sel: usize,
+    /// Rows paged in from the store beyond the snapshot window, newest first.
+    pub history_more: Vec<HistoryRow>,
+    /// The store had no more rows for the current filters.
+    pub history_done: bool,
+    /// A page request is out.
+    pub history_loading: bool,
     /// Rows from events newer than the snapshot, newest first.
     pub live: VecDeque<HistoryRow>,
     /// Rows loaded for one job (detail, `h`), newest first.
@@ -199,7 +234,10 @@ impl App {
             sort: SortKey::Name,
             history_job: None,
             lease_sel: 0,
-            history_scroll: 0,
+            history_sel: 0,
+            history_more: Vec::new(),
+            history_done: false,
+            history_loading: false,
             live: VecDeque::new(),
             job_rows: None,
             diff_rows: None,
@@ -227,10 +265,14 @@ impl App {
     /// The job a key acts on: the selected lease's job when the leases pane has the focus (so a
     /// stuck or foreign lease can be inspected and acted on), else the table's selected job.
     pub fn target_job(&self) -> Option<&JobRecord> {
-        if self.pane == Pane::Leases {
-            return self.leases().get(self.lease_sel).copied();
+        match self.pane {
+            Pane::Leases => self.leases().get(self.lease_sel).copied(),
+            Pane::History => {
+                let name = self.selected_run()?.job.clone();
+                self.job(&name)
+            }
+            Pane::Jobs => self.selected_job(),
         }
-        self.selected_job()
     }
 
     fn job(&self, name: &str) -> Option<&JobRecord> {
@@ -319,7 +361,7 @@ impl App {
             SortKey::Status => {
                 visible.sort_by_key(|&i| (jobs[i].rt.last_status.is_none(), jobs[i].rt.last_status))
             }
-            SortKey::Runs => visible.sort_by_key(|&i| std::cmp::Reverse(jobs[i].rt.runs)),
+            SortKey::Runs => visible.sort_by_key(|&i| std::cmp::Reverse(App::executions(&jobs[i]))),
             SortKey::Spend => visible.sort_by(|&a, &b| {
                 self.job_period_spend(&jobs[b])
                     .total_cmp(&self.job_period_spend(&jobs[a]))
@@ -334,6 +376,26 @@ impl App {
 
     /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
+        // Incidents that opened (alerted) or closed (recovered) since the last snapshot: said in
+        // the notice line, whoever's engine ran the job (the mark column keeps showing `!`).
+        let alerted = |s: &Snapshot| -> HashSet<String> {
+            s.jobs
+                .iter()
+                .filter(|j| j.rt.state.incident.alerted_signature.is_some())
+                .map(|j| j.def.name.clone())
+                .collect()
+        };
+        let (before, after) = (alerted(&self.snap), alerted(&snap));
+        let opened: Vec<&String> = after.difference(&before).collect();
+        let closed: Vec<&String> = before
+            .difference(&after)
+            .filter(|n| snap.jobs.iter().any(|j| &j.def.name == *n))
+            .collect();
+        if let Some(j) = opened.first() {
+            self.notice = Some(format!("ALERT: {j} is failing (incident open)"));
+        } else if let Some(j) = closed.first() {
+            self.notice = Some(format!("recovered: {j}"));
+        }
         self.snap = snap;
         self.started.clear();
         self.refresh_period_key();
@@ -411,14 +473,32 @@ impl App {
                         self.diff_index += 1;
                     }
                 }
-                self.live.push_front(row);
-                self.live.truncate(LIVE_ROWS_MAX);
+                // Already in the snapshot (the event came after it): shown once, from there.
+                let known = self
+                    .snap
+                    .recent
+                    .iter()
+                    .take(LIVE_ROWS_MAX * 4)
+                    .any(|r| r.run_id == row.run_id)
+                    || self.live.iter().any(|r| r.run_id == row.run_id);
+                if !known {
+                    self.live.push_front(row);
+                    self.live.truncate(LIVE_ROWS_MAX);
+                }
             }
             Event::Notice(text) => self.notice = Some(text),
             Event::RunStarted { job, .. } => {
                 self.started.insert(job);
             }
-            Event::Delivered { .. } => {}
+            Event::Delivered { job, sink, text } => {
+                // Alerts and recovery notes reach the console too, not only sinks (results are
+                // too frequent for the one notice line; they are in the history rows). The
+                // prefixes are `deliver::Message::alert`/`recovery`'s.
+                let first = text.lines().next().unwrap_or("");
+                if first.starts_with("ALERT:") || first.starts_with("RECOVERED:") {
+                    self.notice = Some(format!("{first} (→ {sink}; job {job})"));
+                }
+            }
         }
     }
 
@@ -429,20 +509,25 @@ impl App {
                 self.diff_index = self.diff_index.min(rows.len().saturating_sub(1));
                 self.diff_rows = Some((job, rows));
             }
-            Loaded::Failed(e) => self.notice = Some(e),
+            Loaded::HistoryPage { offset, rows } => {
+                self.history_loading = false;
+                if offset != self.history_held() {
+                    return; // filters changed meanwhile: a stale page
+                }
+                self.history_done = rows.len() < HISTORY_PAGE;
+                let held: HashSet<uuid::Uuid> = self.history_base().map(|r| r.run_id).collect();
+                self.history_more
+                    .extend(rows.into_iter().filter(|r| !held.contains(&r.run_id)));
+            }
+            Loaded::Failed(e) => {
+                self.history_loading = false;
+                self.notice = Some(e);
+            }
         }
     }
 
-    /// The rows we hold without asking the store: live events, then the snapshot's window.
-    fn window(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
-        self.live
-            .iter()
-            .chain(self.snap.recent.iter())
-            .take(SCAN_MAX)
-    }
-
-    /// History rows for the history pane, newest first, with the status and job filters.
-    pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+    /// Rows held without paging that match the store-side filters (status, job).
+    fn history_base(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
         let loaded = match (&self.history_job, &self.job_rows) {
             (Some(h), Some((j, rows))) if h == j => Some(rows),
             _ => None,
@@ -455,6 +540,74 @@ impl App {
             self.status_filter.is_none_or(|s| r.status == s)
                 && self.history_job.as_ref().is_none_or(|j| &r.job == j)
         })
+    }
+
+    /// How many rows matching the store-side filters are held (the next page's offset).
+    fn history_held(&self) -> usize {
+        self.history_base().count() + self.history_more.len()
+    }
+
+    /// Forget paged rows (the filters changed).
+    fn reset_history_pages(&mut self) {
+        self.history_more.clear();
+        self.history_done = false;
+        self.history_loading = false;
+        self.history_sel = 0;
+    }
+
+    /// The next page to ask for when the history cursor is near the end of what is held.
+    fn history_page_wanted(&mut self) -> Option<Query> {
+        if self.history_done || self.history_loading || self.pane != Pane::History {
+            return None;
+        }
+        let len = self.history_rows().count();
+        if self.history_sel + PAGE * 2 < len {
+            return None;
+        }
+        self.history_loading = true;
+        Some(Query::HistoryPage {
+            job: self.history_job.clone(),
+            status: self.status_filter,
+            offset: self.history_held(),
+        })
+    }
+
+    /// The run under the history cursor.
+    pub fn selected_run(&self) -> Option<&HistoryRow> {
+        self.history_rows().nth(self.history_sel)
+    }
+
+    /// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats`
+    /// EXEC counts them; what the console's RUNS column shows.
+    pub fn executions(j: &JobRecord) -> u64 {
+        let by = &j.rt.counters.by_status;
+        [Status::Succeeded, Status::NoChange, Status::Failed]
+            .iter()
+            .map(|s| by.get(s).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// The rows we hold without asking the store: live events, then the snapshot's window.
+    fn window(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+        // Live rows are few (≤ LIVE_ROWS_MAX) and usually none: dedupe by run id against them.
+        let live_ids: HashSet<uuid::Uuid> = self.live.iter().map(|r| r.run_id).collect();
+        self.live
+            .iter()
+            .chain(
+                self.snap
+                    .recent
+                    .iter()
+                    .filter(move |r| live_ids.is_empty() || !live_ids.contains(&r.run_id)),
+            )
+            .take(SCAN_MAX)
+    }
+
+    /// History rows for the history pane, newest first, with the status and job filters.
+    pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
+        let needle = self.name_filter.to_lowercase();
+        self.history_base()
+            .chain(self.history_more.iter())
+            .filter(move |r| needle.is_empty() || r.job.to_lowercase().contains(&needle))
     }
 
     /// The last runs of one job: loaded rows when we have them, else the snapshot's window.
@@ -487,7 +640,7 @@ impl App {
 
     fn scope(&self) -> Scope {
         match (&self.prompt, &self.mode) {
-            (Prompt::ConfirmTrigger(_), _) => Scope::Confirm,
+            (Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_), _) => Scope::Confirm,
             (Prompt::Name(_), _) => Scope::Input,
             (_, Mode::Diff(_)) => Scope::Diff,
             _ => Scope::Global,
@@ -522,8 +675,18 @@ impl App {
     }
 
     fn handle_confirm(&mut self, cmd: Cmd) -> Action {
-        let Prompt::ConfirmTrigger(job) = std::mem::replace(&mut self.prompt, Prompt::None) else {
-            return Action::None;
+        let job = match std::mem::replace(&mut self.prompt, Prompt::None) {
+            Prompt::ConfirmTrigger(job) => job,
+            Prompt::ConfirmCancel(job) => {
+                return if cmd == Cmd::Yes {
+                    self.notice = Some(format!("{job}: cancel sent"));
+                    Action::Send(Command::Cancel(job))
+                } else {
+                    self.notice = Some(format!("{job}: not cancelled"));
+                    Action::Redraw
+                };
+            }
+            _ => return Action::None,
         };
         match cmd {
             Cmd::Yes => {
@@ -577,6 +740,7 @@ impl App {
         self.name_filter = text.clone();
         self.rebuild(None);
         self.selected = 0;
+        self.history_sel = 0;
         Action::Redraw
     }
 
@@ -590,7 +754,7 @@ impl App {
             }
         };
         match (&self.mode, self.pane) {
-            (Mode::Detail(_) | Mode::Diff(_), _) => {
+            (Mode::Detail(_) | Mode::Diff(_) | Mode::Run(_), _) => {
                 // Views clamp the scroll to their content.
                 let max = self.scroll_max.get();
                 self.scroll = match to_end {
@@ -604,13 +768,29 @@ impl App {
                 self.lease_sel = step(self.lease_sel, self.leases().len())
             }
             (Mode::Main, Pane::History) => {
-                let len = self.history_rows().take(100_000).count();
-                self.history_scroll = step(self.history_scroll, len);
+                let len = self.history_rows().count();
+                self.history_sel = step(self.history_sel, len);
             }
         }
     }
 
     fn run_cmd(&mut self, cmd: Cmd) -> Action {
+        let action = self.run_cmd_inner(cmd);
+        let moved = matches!(
+            cmd,
+            Cmd::Down | Cmd::PageDown | Cmd::Bottom | Cmd::NextPane | Cmd::StatusFilter
+        );
+        if action == Action::Redraw
+            && moved
+            && self.mode == Mode::Main
+            && let Some(q) = self.history_page_wanted()
+        {
+            return Action::Load(q);
+        }
+        action
+    }
+
+    fn run_cmd_inner(&mut self, cmd: Cmd) -> Action {
         match cmd {
             Cmd::Quit => return Action::Quit,
             Cmd::Up => self.move_by(-1, None),
@@ -637,7 +817,7 @@ impl App {
                     self.name_filter.clear();
                     self.status_filter = None;
                     self.history_job = None;
-                    self.history_scroll = 0;
+                    self.reset_history_pages();
                     self.rebuild(None);
                 }
             }
@@ -653,7 +833,7 @@ impl App {
                         .position(|x| *x == s)
                         .and_then(|i| Status::ALL.get(i + 1).copied()),
                 };
-                self.history_scroll = 0;
+                self.reset_history_pages();
                 self.rebuild(None);
             }
             Cmd::NameFilter => self.prompt = Prompt::Name(self.name_filter.clone()),
@@ -669,6 +849,49 @@ impl App {
                     self.notice = Some(format!("{name} is retired: not triggered"));
                 } else {
                     self.prompt = Prompt::ConfirmTrigger(name);
+                }
+            }
+            Cmd::Detail if self.mode == Mode::Main && self.pane == Pane::History => {
+                let Some(row) = self.selected_run().cloned() else {
+                    return Action::None;
+                };
+                self.mode = Mode::Run(Box::new(row));
+                self.scroll = 0;
+            }
+            Cmd::Retry => {
+                let row = match &self.mode {
+                    Mode::Run(r) => Some((**r).clone()),
+                    Mode::Main if self.pane == Pane::History => self.selected_run().cloned(),
+                    _ => None,
+                };
+                let Some(row) = row else {
+                    self.notice =
+                        Some("R retries a run: put the History cursor on it (Tab)".into());
+                    return Action::Redraw;
+                };
+                if !matches!(
+                    row.status,
+                    Status::Failed | Status::Abandoned | Status::Missed
+                ) {
+                    self.notice = Some(format!(
+                        "{}: a {} run is not retried (only failed, abandoned, missed)",
+                        row.job, row.status
+                    ));
+                    return Action::Redraw;
+                }
+                self.notice = Some(format!("{}: retry of run {} sent", row.job, row.run_id));
+                return Action::Send(Command::Retry(row.run_id));
+            }
+            Cmd::Cancel => {
+                let Some(j) = self.target_job() else {
+                    return Action::None;
+                };
+                let name = j.def.name.clone();
+                let queued = j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty();
+                if j.rt.lease.is_none() && !queued {
+                    self.notice = Some(format!("{name} is not running and has nothing queued"));
+                } else {
+                    self.prompt = Prompt::ConfirmCancel(name);
                 }
             }
             Cmd::Detail => {
@@ -691,9 +914,10 @@ impl App {
             Cmd::JobHistory => {
                 if self.history_job.is_some() {
                     self.history_job = None;
+                    self.reset_history_pages();
                 } else if let Some(name) = self.target_job().map(|j| j.def.name.clone()) {
                     self.history_job = Some(name.clone());
-                    self.history_scroll = 0;
+                    self.reset_history_pages();
                     return Action::Load(Query::JobHistory(name));
                 }
             }
@@ -1111,5 +1335,207 @@ mod tests {
         let r = testdata::row(9, "zz-new", Status::Succeeded, a.now);
         a.on_event(Event::Row(r));
         assert!(a.started.is_empty());
+    }
+
+    fn shift(c: char) -> KeyEvent {
+        KeyEvent::new(Char(c), KeyModifiers::SHIFT)
+    }
+
+    /// History focused, cursor on the first row of `job` with `status`.
+    fn on_row(a: &mut App, job: &str, status: Status) -> HistoryRow {
+        a.pane = Pane::History;
+        let sel = a
+            .history_rows()
+            .position(|r| r.job == job && r.status == status)
+            .unwrap();
+        a.history_sel = sel;
+        a.selected_run().unwrap().clone()
+    }
+
+    #[test]
+    fn enter_on_a_history_row_opens_that_run_not_the_selected_job() {
+        let mut a = app();
+        press(&mut a, "j"); // the jobs table cursor is elsewhere
+        let row = on_row(&mut a, "summarise-news", Status::Failed);
+        assert_eq!(a.handle_key(key(Enter)), Action::Redraw);
+        assert_eq!(a.mode, Mode::Run(Box::new(row)));
+        // Keys that act on a job act on the run's job while History has the focus.
+        assert_eq!(a.target_job().unwrap().def.name, "summarise-news");
+        assert_eq!(a.handle_key(key(Esc)), Action::Redraw);
+        assert_eq!(a.mode, Mode::Main);
+    }
+
+    #[test]
+    fn retry_sends_the_run_id_of_a_failed_row_and_refuses_a_succeeded_one() {
+        let mut a = app();
+        let row = on_row(&mut a, "summarise-news", Status::Failed);
+        assert_eq!(
+            a.handle_key(shift('R')),
+            Action::Send(Command::Retry(row.run_id))
+        );
+        on_row(&mut a, "backup-db", Status::Succeeded);
+        assert_eq!(a.handle_key(shift('R')), Action::Redraw);
+        assert!(a.notice.as_deref().unwrap().contains("not retried"));
+        // From the jobs table there is no run under a cursor.
+        a.pane = Pane::Jobs;
+        assert_eq!(a.handle_key(shift('R')), Action::Redraw);
+    }
+
+    #[test]
+    fn cancel_asks_first_and_says_when_there_is_nothing_to_cancel() {
+        let mut a = app();
+        a.selected = a
+            .visible
+            .iter()
+            .position(|&i| a.snap.jobs[i].def.name == "backup-db")
+            .unwrap();
+        assert_eq!(a.handle_key(shift('X')), Action::Redraw);
+        assert_eq!(a.prompt, Prompt::ConfirmCancel("backup-db".into()));
+        assert_eq!(
+            press(&mut a, "y"),
+            vec![Action::Send(Command::Cancel("backup-db".into()))]
+        );
+        // An idle job with nothing queued: no question.
+        a.selected = a
+            .visible
+            .iter()
+            .position(|&i| a.snap.jobs[i].def.name == "backup-logs")
+            .unwrap();
+        a.handle_key(shift('X'));
+        assert_eq!(a.prompt, Prompt::None);
+        assert!(a.notice.as_deref().unwrap().contains("nothing queued"));
+        // A queued trigger can be dropped.
+        a.selected = a
+            .visible
+            .iter()
+            .position(|&i| a.snap.jobs[i].def.name == "zz-new")
+            .unwrap();
+        a.handle_key(shift('X'));
+        assert_eq!(a.prompt, Prompt::ConfirmCancel("zz-new".into()));
+        assert_eq!(press(&mut a, "n"), vec![Action::Redraw]);
+    }
+
+    #[test]
+    fn walking_past_the_window_pages_through_the_store() {
+        let mut a = app();
+        a.handle_key(key(Tab));
+        let held = a.history_rows().count();
+        // Focusing a History pane that holds less than two pages asks for the next one.
+        let act = a.handle_key(key(Tab));
+        let Action::Load(Query::HistoryPage {
+            offset,
+            job,
+            status,
+        }) = act
+        else {
+            panic!("no page asked: {act:?}");
+        };
+        assert_eq!((offset, job, status), (held, None, None));
+        assert!(a.history_loading);
+        // Nothing more is asked while a page is out.
+        assert_eq!(a.handle_key(key(End)), Action::Redraw);
+        // The page arrives: rows already held are not repeated.
+        let mut rows: Vec<HistoryRow> = (0..HISTORY_PAGE as u128)
+            .map(|n| testdata::row(50_000 + n, "old", Status::Succeeded, a.now))
+            .collect();
+        rows[0] = a.snap.recent[0].clone();
+        a.on_loaded(Loaded::HistoryPage { offset, rows });
+        assert_eq!(a.history_rows().count(), held + HISTORY_PAGE - 1);
+        assert!(!a.history_done);
+        // A stale page (filters changed meanwhile) is dropped.
+        a.on_loaded(Loaded::HistoryPage {
+            offset: 3,
+            rows: vec![testdata::row(99_999, "old", Status::Failed, a.now)],
+        });
+        assert_eq!(a.history_rows().count(), held + HISTORY_PAGE - 1);
+        // A short page means the end of the history.
+        let act = a.handle_key(key(End));
+        let Action::Load(Query::HistoryPage { offset, .. }) = act else {
+            panic!("no second page: {act:?}");
+        };
+        a.on_loaded(Loaded::HistoryPage {
+            offset,
+            rows: vec![],
+        });
+        assert!(a.history_done);
+        assert_eq!(a.handle_key(key(End)), Action::Redraw);
+        // A new status filter starts over.
+        a.handle_key(Char('f').into());
+        assert!(a.history_more.is_empty() && !a.history_done);
+    }
+
+    #[test]
+    fn a_row_seen_as_event_and_in_the_snapshot_is_shown_once() {
+        let mut a = app();
+        let before = a.history_rows().count();
+        // The event arrives after the snapshot that already holds the row (attach's order).
+        let dup = a.snap.recent[0].clone();
+        a.on_event(Event::Row(dup.clone()));
+        assert_eq!(a.history_rows().count(), before);
+        // The event first, then a snapshot holding it: still once.
+        let mut fresh = testdata::row(77_777, "zz-new", Status::Succeeded, a.now);
+        fresh.trigger = Trigger::Manual;
+        a.on_event(Event::Row(fresh.clone()));
+        assert_eq!(a.history_rows().count(), before + 1);
+        let mut snap = (*a.snap).clone();
+        snap.recent.insert(0, fresh.clone());
+        a.live.push_front(fresh.clone()); // as if the snapshot raced the event
+        a.on_snapshot(Arc::new(snap));
+        assert_eq!(
+            a.history_rows()
+                .filter(|r| r.run_id == fresh.run_id)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_alert_opening_and_closing_is_said_in_the_notice_line() {
+        let mut a = app();
+        let mut snap = (*a.snap).clone();
+        let i = snap
+            .jobs
+            .iter()
+            .position(|j| j.def.name == "backup-db")
+            .unwrap();
+        snap.jobs[i].rt.state.incident.alerted_signature = Some("sig".into());
+        a.on_snapshot(Arc::new(snap.clone()));
+        assert!(a.notice.as_deref().unwrap().contains("ALERT: backup-db"));
+        snap.jobs[i].rt.state.incident.alerted_signature = None;
+        a.on_snapshot(Arc::new(snap));
+        assert_eq!(a.notice.as_deref(), Some("recovered: backup-db"));
+    }
+
+    #[test]
+    fn delivered_alerts_show_in_the_notice_line_but_results_do_not() {
+        let mut a = app();
+        let ev = |text: &str| Event::Delivered {
+            job: "backup-logs".into(),
+            sink: "ops".into(),
+            text: text.into(),
+        };
+        a.on_event(ev("sync ok: 32 records"));
+        assert_eq!(a.notice, None);
+        a.on_event(ev("ALERT: backup-logs failed (3 times in a row): exit 2"));
+        assert!(
+            a.notice
+                .as_deref()
+                .unwrap()
+                .starts_with("ALERT: backup-logs failed")
+        );
+        a.on_event(ev("RECOVERED: backup-logs succeeded again"));
+        assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
+    }
+
+    #[test]
+    fn execs_count_every_execution_whatever_its_trigger() {
+        let mut j = app().snap.jobs[0].clone();
+        j.rt.runs = 2; // scheduled runs (max_runs)
+        j.rt.counters.by_status = BTreeMap::from([
+            (Status::Succeeded, 2),
+            (Status::Failed, 1),
+            (Status::Missed, 4),
+        ]);
+        assert_eq!(App::executions(&j), 3);
     }
 }

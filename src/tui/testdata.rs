@@ -55,6 +55,8 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         retired_reason: None,
         lease: None,
         trigger_requested_at: None,
+        queue: Vec::new(),
+        pause_reason: None,
         hold_until: None,
         recovery_pending: false,
         last_success_result: None,
@@ -87,6 +89,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         last_renewed: claimed,
         spends_job: false,
         coalesced: None,
+        cancel_requested_at: None,
     }
 }
 
@@ -116,6 +119,9 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
 
     let mut b = job("backup-logs", 21_600, now);
     ran(&mut b, Status::Failed, 7200, 12, now);
+    // An open incident that was alerted on: the table marks it.
+    b.rt.state.incident.alerted_signature = Some("exit status 2".into());
+    b.rt.state.incident.consecutive_failures = 3;
     jobs.push(b);
 
     let mut c = job("daily-report", 86_400, now);
@@ -157,6 +163,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
     };
     ran(&mut e, Status::Skipped, 900, 40, now);
     e.rt.paused = true;
+    e.rt.pause_reason = Some("API quota".into());
     e.rt.counters.period_cost_usd = 0.3011;
     e.rt.counters.cost_incomplete = true;
     jobs.push(e);
@@ -177,6 +184,8 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
 
     let mut h = job("zz-new", 60, now);
     h.rt.next_slot = Some(now + Duration::seconds(42));
+    // A trigger no owner has taken yet: shown as queued.
+    h.rt.trigger_requested_at = Some(now - Duration::seconds(5));
     jobs.push(h);
 
     jobs.sort_by(|x, y| x.def.name.cmp(&y.def.name));
@@ -205,6 +214,10 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
     push("summarise-news", Status::Skipped, 900, &|r| {
         r.reason = Some("budget exhausted".into())
     });
+    push("summarise-news", Status::Failed, 1000, &|r| {
+        r.error = Some("API key env var OPENAI_API_KEY is not set (agent 'writer')".into());
+        r.attempts = 1;
+    });
     push("stuck-sync", Status::Abandoned, 1500, &|r| {
         r.owner = FOREIGN.into();
         r.reason = Some("lease expired without completion".into());
@@ -231,6 +244,14 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
     }
     let spend_per_hour: Vec<f64> = (0..24).map(|h| ((h * 7) % 11) as f64 * 0.01).collect();
 
+    let settings = Settings {
+        budget: Some(Budget {
+            max_cost_usd: 1.0,
+            period: BudgetPeriod::Day,
+        }),
+        ..Default::default()
+    };
+    let forecast = Some(crate::forecast::compute(&jobs, &settings, now));
     let snap = Snapshot {
         taken_at: now,
         store: "/srv/cronsole/.cronsole".into(),
@@ -238,13 +259,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         started_at: now - Duration::seconds(3 * 3600 + 125),
         engine_running: true,
         owners_seen: vec![OWNER.into(), FOREIGN.into()],
-        settings: Settings {
-            budget: Some(Budget {
-                max_cost_usd: 1.0,
-                period: BudgetPeriod::Day,
-            }),
-            ..Default::default()
-        },
+        settings,
         period_spend_usd: 0.7224,
         spend_incomplete: true,
         jobs,
@@ -253,6 +268,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         spend_per_hour,
         pending: BTreeMap::new(),
         in_flight: BTreeSet::from(["backup-db".to_string()]),
+        forecast,
     };
     (snap, now)
 }
@@ -369,6 +385,14 @@ impl crate::store::Store for HistoryOnlyStore {
     }
     fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<crate::store::SpendNow> {
         Ok(Default::default())
+    }
+    fn update_job(
+        &self,
+        _: &str,
+        _: &crate::store::JobEdit,
+        _: DateTime<Utc>,
+    ) -> StoreResult<crate::store::EditOutcome> {
+        refuse()
     }
 }
 

@@ -714,6 +714,103 @@ pub fn history_filters_newest_first(f: Factory) {
     assert!(diffs.is_empty());
 }
 
+/// Issue 12: operator actions go through the store the same way everywhere. A retry and a
+/// backfill are queued and claimed as runs of their own; a cancel marks the running lease
+/// (fenced by run id); a pause keeps its reason until resume; history pages by offset.
+pub fn operator_actions_and_history_pages(f: Factory) {
+    use cronsole::store::{EditOutcome, JobEdit};
+    let s = f();
+    s.apply(&file(vec![every("a", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 5).claims.remove(0);
+    // Cancel: by name and by run id; another run id is refused.
+    assert!(
+        s.cancel(&uuid::Uuid::new_v4().to_string(), t(1001))
+            .is_err()
+    );
+    let (job, out) = s.cancel(&c.run_id.to_string(), t(1001)).unwrap();
+    assert_eq!(
+        (job.as_str(), out),
+        ("a", EditOutcome::CancelRequested { run_id: c.run_id })
+    );
+    let lease = s.job("a").unwrap().unwrap().rt.lease.unwrap();
+    assert_eq!(lease.cancel_requested_at, Some(t(1001)));
+    let (_, out) = s.cancel("a", t(1002)).unwrap();
+    assert_eq!(out, EditOutcome::AlreadyCancelling { run_id: c.run_id });
+    done(&*s, &c, "o1", Status::Failed, t(1003));
+    // Retry the failed run: one queued run, claimed by any owner with trigger retry.
+    let (job, out) = s.retry(c.run_id, t(1004)).unwrap();
+    assert_eq!(
+        (job.as_str(), out),
+        (
+            "a",
+            EditOutcome::Queued {
+                added: 1,
+                queued: 1
+            }
+        )
+    );
+    assert!(
+        s.retry(c.run_id, t(1004)).is_err(),
+        "a retry is queued once"
+    );
+    let r = claim(&*s, "o2", t(1005), 5).claims.remove(0);
+    assert_eq!((r.trigger, r.slot), (Trigger::Retry, c.slot));
+    done(&*s, &r, "o2", Status::Succeeded, t(1006));
+    // Backfill two past slots of the grid: two rows of their own.
+    let out = s
+        .update_job(
+            "a",
+            &JobEdit::Backfill {
+                from: t(880),
+                to: t(940),
+            },
+            t(1007),
+        )
+        .unwrap();
+    assert_eq!(
+        out,
+        EditOutcome::Queued {
+            added: 2,
+            queued: 2
+        }
+    );
+    for want in [t(880), t(940)] {
+        let b = claim(&*s, "o1", t(1008), 5).claims.remove(0);
+        assert_eq!((b.trigger, b.slot), (Trigger::Backfill, Some(want)));
+        done(&*s, &b, "o1", Status::Succeeded, t(1009));
+    }
+    assert_eq!(
+        s.job("a").unwrap().unwrap().rt.runs,
+        1,
+        "only the scheduled run counts"
+    );
+    // Pause with a reason; resume clears it.
+    let pause = JobEdit::Pause {
+        paused: true,
+        reason: Some("maintenance".into()),
+    };
+    s.update_job("a", &pause, t(1010)).unwrap();
+    let rt = s.job("a").unwrap().unwrap().rt;
+    assert!(rt.paused && rt.pause_reason.as_deref() == Some("maintenance"));
+    s.set_paused("a", false, t(1011)).unwrap();
+    assert_eq!(s.job("a").unwrap().unwrap().rt.pause_reason, None);
+    // Pages by offset: 4 rows, newest first, two at a time.
+    let page = |offset| {
+        s.history(&HistoryQuery {
+            limit: 2,
+            offset,
+            ..Default::default()
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.trigger)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(page(0), vec![Trigger::Backfill, Trigger::Backfill]);
+    assert_eq!(page(2), vec![Trigger::Retry, Trigger::Schedule]);
+    assert!(page(4).is_empty());
+}
+
 /// Every case, for the runner macro.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -740,6 +837,7 @@ macro_rules! conformance_suite {
             oversized_state_is_rejected_and_prior_kept,
             budget_reservations_are_atomic_and_settle_into_counters,
             history_filters_newest_first,
+            operator_actions_and_history_pages,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

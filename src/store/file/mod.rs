@@ -740,6 +740,23 @@ impl Store for FileStore {
         Ok(outcome)
     }
 
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &super::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<super::EditOutcome> {
+        let mut l = self.lock()?;
+        let Some(c) = l.inner.jobs.get_mut(name) else {
+            return Err(StoreError::NoSuchJob(name.to_string()));
+        };
+        let (changed, out) = super::operator::apply_edit(&mut c.rec, edit, now)?;
+        if changed {
+            l.persist(&[], &[name.to_string()])?;
+        }
+        Ok(out)
+    }
+
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
         let l = self.lock()?;
         let settings = &l.inner.settings;

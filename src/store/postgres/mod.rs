@@ -634,6 +634,9 @@ fn history_sql(
     if q.limit > 0 {
         sql.push_str(&format!(" LIMIT {}", q.limit));
     }
+    if q.offset > 0 {
+        sql.push_str(&format!(" OFFSET {}", q.offset));
+    }
     (sql, params)
 }
 
@@ -958,6 +961,31 @@ impl Store for PgStore {
                         Edit::changed(outcome)
                     } else {
                         Edit::unchanged(outcome)
+                    })
+                })
+                .await
+        })
+    }
+
+    fn update_job(
+        &self,
+        name: &str,
+        edit: &crate::store::JobEdit,
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::EditOutcome> {
+        let name = name.to_string();
+        let edit = edit.clone();
+        self.run(|inner| async move {
+            inner
+                .with_job(&name.clone(), now, move |rec| {
+                    let Some(rec) = rec else {
+                        return Err(StoreError::NoSuchJob(name));
+                    };
+                    let (changed, out) = crate::store::operator::apply_edit(rec, &edit, now)?;
+                    Ok(if changed {
+                        Edit::changed(out)
+                    } else {
+                        Edit::unchanged(out)
                     })
                 })
                 .await

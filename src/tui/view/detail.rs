@@ -1,6 +1,8 @@
 //! Full-body views for one job: the detail (schedule in words, next 10 slots, last 10 runs,
-//! notepad, lease, counters) and the monitor diff viewer (coloured unified diff of one run,
-//! `[`/`]` to walk older/newer diffs, scrolling).
+//! notepad, lease, counters), the monitor diff viewer (coloured unified diff of one run,
+//! `[`/`]` to walk older/newer diffs, scrolling), and one run opened from the History pane (every
+//! field of its row: status, trigger, slot(s), attempts, owner, tokens, cost, delivery, then the
+//! full error, result and diff, sanitised and scrollable).
 //!
 //! Owns: drawing those two views. Must not touch: state (scroll is clamped here, not stored).
 
@@ -11,8 +13,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::panes::history_line;
-use super::{dur, money, pane_block, when};
-use crate::model::{Action, Gate, MonitorSource};
+use super::{dur, money, pane_block, status_style, when};
+use crate::model::{Action, Gate, HistoryRow, MonitorSource};
 use crate::schedule::Compiled;
 use crate::tui::sanitize;
 use crate::tui::state::App;
@@ -66,6 +68,20 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
     if let Some(r) = &j.rt.retired_reason {
         state.push_str(&format!(" ({})", sanitize::line(r)));
     }
+    if let Some(r) = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused) {
+        state.push_str(&format!(" — {}", sanitize::line(r)));
+    }
+    let queued = j.rt.queue.len() + usize::from(j.rt.trigger_requested_at.is_some());
+    if queued > 0 {
+        state.push_str(&format!(", {queued} queued (waiting for an owner)"));
+    }
+    if j.rt
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.cancel_requested_at.is_some())
+    {
+        state.push_str(", cancelling");
+    }
     lines.push(kv("state", state));
     lines.push(kv(
         "schedule",
@@ -97,7 +113,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
     lines.push(kv(
         "spend",
         format!(
-            "{} this period{}, {} total{}, {} runs",
+            "{} this period{}, {} total{}, {} executions (all triggers)",
             money(app.job_period_spend(j)),
             j.def
                 .max_cost_usd
@@ -109,9 +125,24 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
             } else {
                 ""
             },
-            j.rt.runs
+            App::executions(j)
         ),
     ));
+
+    if let Some(f) = &app.snap.forecast {
+        let text = match f.jobs.iter().find(|p| p.job == j.def.name) {
+            Some(p) => format!(
+                "{} more by {} ({} slots left × {}/run{})",
+                money(p.projected_usd),
+                f.until.format("%m-%d %H:%M UTC"),
+                p.slots_left,
+                money(p.cost_per_run_usd),
+                if p.capped { ", at least" } else { "" }
+            ),
+            None => "nothing more this period".to_string(),
+        };
+        lines.push(kv("forecast", text));
+    }
 
     lines.push(Line::raw(""));
     lines.push(heading("Lease"));
@@ -239,5 +270,106 @@ pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         .into_iter()
         .map(diff_line)
         .collect();
+    scrolled(app, lines, area, title, buf);
+}
+
+/// One run, opened with Enter on a History row.
+pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
+    let title = Line::from(format!(
+        " Run of {} {} (Esc back, R retry) ",
+        sanitize::line(&r.job),
+        r.run_id
+    ));
+    let now = app.now;
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("{k:<10}"), Style::new().fg(Color::DarkGray)),
+            Span::raw(v),
+        ])
+    };
+    let stamp = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    let mut lines: Vec<Line<'static>> = vec![
+        Line::from(vec![
+            Span::styled(
+                format!("{:<10}", "status"),
+                Style::new().fg(Color::DarkGray),
+            ),
+            Span::styled(r.status.as_str().to_string(), status_style(r.status)),
+            Span::raw(if r.stale_lease {
+                "  (stale lease: completed after another owner took over)"
+            } else {
+                ""
+            }),
+        ]),
+        kv("trigger", r.trigger.as_str().to_string()),
+    ];
+    let slot = match (r.slot, r.slot_end) {
+        (None, _) => "none (not a scheduled slot)".to_string(),
+        (Some(s), None) => stamp(s),
+        (Some(s), Some(e)) => format!(
+            "{} … {} ({} slots)",
+            stamp(s),
+            stamp(e),
+            r.slots_count.unwrap_or(0)
+        ),
+    };
+    lines.push(kv("slot", slot));
+    lines.push(kv(
+        "ran",
+        format!(
+            "{} → {} ({}, {} ago)",
+            stamp(r.started_at),
+            stamp(r.finished_at),
+            dur((r.duration_ms / 1000) as i64),
+            dur((now - r.finished_at).num_seconds())
+        ),
+    ));
+    lines.push(kv("attempts", r.attempts.to_string()));
+    lines.push(kv("owner", sanitize::line(&r.owner).into_owned()));
+    if let Some(m) = &r.model {
+        lines.push(kv("model", sanitize::line(m).into_owned()));
+    }
+    lines.push(kv(
+        "tokens",
+        format!("{} in, {} out", r.input_tokens, r.output_tokens),
+    ));
+    lines.push(kv(
+        "cost",
+        format!(
+            "${:.6}{}",
+            r.cost_usd,
+            if r.unpriced {
+                " (incomplete: unpriced)"
+            } else {
+                ""
+            }
+        ),
+    ));
+    let delivery = match (&r.delivery_error, r.delivered) {
+        (Some(e), _) => format!("FAILED: {}", sanitize::line(e)),
+        (None, true) => "delivered".to_string(),
+        (None, false) => "not delivered (no sink, or nothing to deliver)".to_string(),
+    };
+    lines.push(kv("delivery", delivery));
+    if let Some(why) = &r.reason {
+        lines.push(kv("reason", sanitize::line(why).into_owned()));
+    }
+    for (name, text) in [("Error", &r.error), ("Result", &r.result)] {
+        lines.push(Line::raw(""));
+        lines.push(heading(name));
+        match text {
+            None => lines.push(Line::raw("  none")),
+            Some(t) => lines.extend(
+                sanitize::lines(t)
+                    .into_iter()
+                    .map(|l| Line::raw(format!("  {l}"))),
+            ),
+        }
+    }
+    if let Some(d) = &r.diff {
+        lines.push(Line::raw(""));
+        lines.push(heading("Diff"));
+        lines.extend(sanitize::lines(d).into_iter().map(diff_line));
+    }
     scrolled(app, lines, area, title, buf);
 }

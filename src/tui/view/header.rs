@@ -1,4 +1,9 @@
-//! Header: store, owner, owners seen, uptime, spend vs budget gauge, counts per status (24 h).
+//! Header: store, owner, owners seen, uptime, spend vs budget gauge with the spend forecast
+//! (when the limit will be reached at this pace), counts per status (24 h).
+//!
+//! Owners are those holding a live lease or that wrote a row in the last 5 minutes (there is no
+//! heartbeat); attached with none seen, the header says that no engine is running, so due jobs
+//! sitting at "due" are explained.
 //!
 //! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
@@ -62,9 +67,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let uptime = dur((app.now - s.started_at).num_seconds());
     // Short facts first: a long store path is what gets cut on a narrow terminal.
-    Line::from(vec![
+    let mut first = vec![
         Span::styled("cronsole ", bold.fg(Color::Cyan)),
         Span::styled(format!("[{mode}] "), dim),
+    ];
+    if !s.engine_running && s.owners_seen.is_empty() {
+        first.push(Span::styled(
+            "NO ENGINE seen in 5 min: jobs will not run until one starts  ",
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+    }
+    first.extend([
         Span::raw(format!(
             "up {uptime}  owners {}  owner ",
             s.owners_seen.len()
@@ -72,20 +85,40 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(sanitize::line(&s.owner).into_owned(), bold),
         Span::raw("  store "),
         Span::styled(sanitize::line(&s.store).into_owned(), bold),
-    ])
-    .render(l1, buf);
+    ]);
+    Line::from(first).render(l1, buf);
 
     let incomplete = if s.spend_incomplete {
         " spend incomplete"
     } else {
         ""
     };
-    let [lbl, g, inc] = Layout::horizontal([
+    let forecast = s
+        .forecast
+        .as_ref()
+        .map(|f| format!(" → {}", f.phrase(app.now)))
+        .unwrap_or_default();
+    let fw = u16::try_from(forecast.chars().count()).unwrap_or(0);
+    let [lbl, g, fc, inc] = Layout::horizontal([
         Constraint::Length(7),
         Constraint::Min(0),
+        Constraint::Length(fw),
         Constraint::Length(incomplete.len() as u16),
     ])
     .areas(l2);
+    let reached = s
+        .forecast
+        .as_ref()
+        .is_some_and(|f| f.limit_reached_at.is_some());
+    Span::styled(
+        forecast,
+        if reached {
+            Style::new().fg(Color::Yellow)
+        } else {
+            dim
+        },
+    )
+    .render(fc, buf);
     Span::raw("spend ").render(lbl, buf);
     match s.settings.budget {
         None => Span::raw(format!("{} (no budget)", money(s.period_spend_usd))).render(g, buf),

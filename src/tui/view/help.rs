@@ -26,7 +26,7 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
             ));
             &[Scope::Input]
         }
-        (Prompt::ConfirmTrigger(_), _) => &[Scope::Confirm],
+        (Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_), _) => &[Scope::Confirm],
         (_, Mode::Diff(_)) => &[Scope::Diff, Scope::Global],
         _ => &[Scope::Global],
     };
@@ -45,10 +45,10 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
     Line::from(spans).render(area, buf);
 }
 
-pub fn confirm(job: &str, area: Rect, buf: &mut Buffer) {
-    let r = popup(area, 50, 5, buf);
+pub fn confirm(question: &str, area: Rect, buf: &mut Buffer) {
+    let r = popup(area, 50, 6, buf);
     Paragraph::new(vec![
-        Line::raw(format!("Trigger {} now?", sanitize::line(job))),
+        Line::raw(sanitize::line(question).into_owned()),
         Line::styled("y = yes, n/Esc = no", Style::new().fg(Color::DarkGray)),
     ])
     .wrap(Wrap { trim: true })
@@ -79,7 +79,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     group(Scope::Global, "Everywhere", &mut left);
     let mut right = Vec::new();
     group(Scope::Diff, "Diff viewer", &mut right);
-    group(Scope::Confirm, "Trigger question", &mut right);
+    group(Scope::Confirm, "Questions (trigger, cancel)", &mut right);
     group(Scope::Input, "Name filter prompt", &mut right);
     let dim = Style::new().fg(Color::DarkGray);
     right.push(Line::raw(""));
@@ -89,7 +89,8 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     ));
     right.push(Line::styled("  ● running  ‖ paused", dim));
     right.push(Line::styled("  ✝ retired  ⏸ held (rate limit)", dim));
-    right.push(Line::styled("Times are UTC.", dim));
+    right.push(Line::styled("  ! alerted  … queued (no owner yet)", dim));
+    right.push(Line::styled("EXECS: every execution. Times UTC.", dim));
     (left, right)
 }
 

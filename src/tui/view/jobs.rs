@@ -3,6 +3,12 @@
 //! 10 000 jobs costs the same per frame as one with 20.
 //!
 //! Owns: column choice by width and row formatting. Must not touch: state.
+//!
+//! Decisions: NEXT and LEFT say `n/a` for paused and retired jobs (nothing will fire, as
+//! list-timers does); RUNS counts every execution, any trigger (see `App::executions`); spare
+//! width goes first to NAME up to its longest visible name, then to SCHEDULE up to its longest
+//! description, then to NAME up to 32; a paused job's reason follows its name; the mark column
+//! shows `!` for a job with an open alerted incident and `…` for one with runs queued.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -40,7 +46,7 @@ const COLS: [(Col, &str, u16); 10] = [
     (Col::Last, "LAST", 8),
     (Col::Passed, "PASSED", 7),
     (Col::Status, "STATUS", 10),
-    (Col::Runs, "RUNS", 5),
+    (Col::Runs, "EXECS", 5),
     (Col::Spend, "SPEND/BUDGET", 13),
 ];
 
@@ -56,8 +62,9 @@ const DROP_ORDER: [Col; 6] = [
 
 const NAME_MAX: u16 = 32;
 
-/// The columns that fit in `width`, with NAME widened into what is left.
-fn layout(width: u16) -> Vec<(Col, &'static str, u16)> {
+/// The columns that fit in `width`, with NAME and SCHEDULE widened into what is left (see the
+/// module doc for the order).
+fn layout(width: u16, name_need: u16, sched_need: u16) -> Vec<(Col, &'static str, u16)> {
     let mut cols: Vec<(Col, &'static str, u16)> = COLS.to_vec();
     let total = |c: &[(Col, &str, u16)]| -> u16 {
         c.iter().map(|x| x.2).sum::<u16>() + c.len().saturating_sub(1) as u16
@@ -68,14 +75,41 @@ fn layout(width: u16) -> Vec<(Col, &'static str, u16)> {
         }
         cols.retain(|c| c.0 != drop);
     }
-    let spare = width.saturating_sub(total(&cols));
-    if let Some(name) = cols.iter_mut().find(|c| c.0 == Col::Name) {
-        name.2 += spare.min(NAME_MAX - name.2);
-    }
-    if let Some(s) = cols.iter_mut().find(|c| c.0 == Col::Schedule) {
-        s.2 += spare.saturating_sub(NAME_MAX - 14);
-    }
+    let mut spare = width.saturating_sub(total(&cols));
+    let mut grow = |cols: &mut Vec<(Col, &'static str, u16)>, col: Col, upto: u16| {
+        if let Some(c) = cols.iter_mut().find(|c| c.0 == col) {
+            let add = upto.saturating_sub(c.2).min(spare);
+            c.2 += add;
+            spare -= add;
+        }
+    };
+    grow(&mut cols, Col::Name, name_need.min(NAME_MAX));
+    grow(&mut cols, Col::Schedule, sched_need);
+    grow(&mut cols, Col::Name, NAME_MAX);
+    grow(&mut cols, Col::Schedule, u16::MAX);
     cols
+}
+
+/// `text` cut to `w` columns with a final `…` when it does not fit, so a cut is visible.
+fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
+    // ratatui's own width (no direct unicode-width dependency); only cut cells pay per char.
+    let width = |s: &str| Span::raw(s).width();
+    if width(text) <= w || w == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let mut buf = [0u8; 4];
+    for ch in text.chars() {
+        let cw = width(ch.encode_utf8(&mut buf));
+        if used + cw + 1 > w {
+            break;
+        }
+        used += cw;
+        out.push(ch);
+    }
+    out.push('…');
+    std::borrow::Cow::Owned(out)
 }
 
 fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
@@ -86,6 +120,13 @@ fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
         || app.started.contains(&j.def.name)
     {
         ("●", Style::new().fg(Color::Green))
+    } else if j.rt.state.incident.alerted_signature.is_some() {
+        (
+            "!",
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )
+    } else if j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty() {
+        ("…", Style::new().fg(Color::Cyan))
     } else if j.rt.paused || !j.def.enabled {
         ("‖", Style::new().fg(Color::Yellow))
     } else if j.rt.hold_until.is_some_and(|h| h > app.now) {
@@ -105,8 +146,17 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
             let (m, s) = mark(app, j);
             (m.to_string(), s)
         }
-        Col::Name => (sanitize::line(&j.def.name).into_owned(), plain),
+        Col::Name => match j.rt.pause_reason.as_deref().filter(|_| j.rt.paused) {
+            Some(why) => (
+                format!("{} ‖ {}", sanitize::line(&j.def.name), sanitize::line(why)),
+                plain,
+            ),
+            None => (sanitize::line(&j.def.name).into_owned(), plain),
+        },
         Col::Schedule => (sanitize::line(&app.schedule_words(j)).into_owned(), plain),
+        Col::Next | Col::Left if j.rt.retired || j.rt.paused || !j.def.enabled => {
+            ("n/a".to_string(), dim)
+        }
         Col::Next => j.rt.next_slot.map_or_else(none, |t| (when(t, now), plain)),
         Col::Left => j.rt.next_slot.map_or_else(none, |t| {
             let s = (t - now).num_seconds();
@@ -136,12 +186,28 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
                     Style::new().fg(Color::Cyan).add_modifier(Modifier::ITALIC),
                 )
             }
+            None if j
+                .rt
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.cancel_requested_at.is_some()) =>
+            {
+                (
+                    "cancel…".into(),
+                    Style::new().fg(Color::Cyan).add_modifier(Modifier::ITALIC),
+                )
+            }
+            None if j.rt.lease.is_none()
+                && (j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty()) =>
+            {
+                ("queued".into(), Style::new().fg(Color::Cyan))
+            }
             None => {
                 j.rt.last_status
                     .map_or_else(none, |s| (s.as_str().to_string(), status_style(s)))
             }
         },
-        Col::Runs => (j.rt.runs.to_string(), plain),
+        Col::Runs => (App::executions(j).to_string(), plain),
         Col::Spend => {
             let spent = app.job_period_spend(j);
             let q = if j.rt.counters.cost_incomplete {
@@ -183,7 +249,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     if inner.height == 0 || inner.width == 0 {
         return;
     }
-    let cols = layout(inner.width);
+    // Widths from the jobs that can be shown (bounded, so 10 000 jobs cost the same per frame).
+    let (mut name_need, mut sched_need) = (0u16, 0u16);
+    for &idx in app.visible.iter().take(200) {
+        if let Some(j) = app.snap.jobs.get(idx) {
+            let w = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
+            let reason = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused);
+            name_need = name_need.max(w(&j.def.name) + reason.map_or(0, |r| w(r) + 3));
+            sched_need = sched_need.max(w(&app.schedule_words(j)));
+        }
+    }
+    let cols = layout(inner.width, name_need, sched_need);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
     let sorted = match app.sort {
         SortKey::Name => Col::Name,
@@ -232,21 +308,18 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         };
         let y = inner.y + 1 + line as u16;
         let selected = offset + line == app.selected;
-        if selected {
-            let style = if app.pane == Pane::Jobs {
-                Style::new().add_modifier(Modifier::REVERSED)
-            } else {
-                Style::new()
-                    .add_modifier(Modifier::BOLD)
-                    .bg(Color::DarkGray)
-            };
-            buf.set_style(Rect::new(inner.x, y, inner.width, 1), style);
-        }
         let mut x = inner.x;
         for (col, _, w) in &cols {
             let (text, style) = cell(app, j, *col);
-            buf.set_stringn(x, y, text, *w as usize, style);
+            buf.set_stringn(x, y, elide(&text, *w as usize), *w as usize, style);
             x = x.saturating_add(w + 1);
+        }
+        if selected {
+            super::highlight(
+                buf,
+                Rect::new(inner.x, y, inner.width, 1),
+                app.pane == Pane::Jobs,
+            );
         }
     }
 }
@@ -258,7 +331,7 @@ mod tests {
     #[test]
     fn narrow_tables_keep_state_name_and_status() {
         for w in [20u16, 40, 78, 118, 200] {
-            let cols = layout(w);
+            let cols = layout(w, 14, 18);
             let ids: Vec<Col> = cols.iter().map(|c| c.0).collect();
             assert!(
                 ids.contains(&Col::Mark) && ids.contains(&Col::Name) && ids.contains(&Col::Status)
@@ -273,5 +346,21 @@ mod tests {
                 assert_eq!(ids.len(), COLS.len(), "all columns at {w}");
             }
         }
+    }
+
+    #[test]
+    fn cut_cells_end_with_an_ellipsis() {
+        assert_eq!(elide("every 2 minutes (UTC)", 10), "every 2 m…");
+        assert_eq!(elide("short", 10), "short");
+        assert_eq!(elide("", 0), "");
+    }
+
+    #[test]
+    fn schedule_gets_its_width_before_name_grows_past_its_longest_name() {
+        // 118 columns: the long schedule description fits whole, NAME keeps what its names need.
+        let cols = layout(118, 12, 26);
+        let w = |c: Col| cols.iter().find(|x| x.0 == c).map(|x| x.2).unwrap();
+        assert!(w(Col::Schedule) >= 26, "{}", w(Col::Schedule));
+        assert!(w(Col::Name) >= 14);
     }
 }

@@ -46,10 +46,19 @@ impl Widget for &App {
             Mode::Main => main_screen(self, body, buf),
             Mode::Detail(job) => detail::render_detail(self, job, body, buf),
             Mode::Diff(job) => detail::render_diff(self, job, body, buf),
+            Mode::Run(row) => detail::render_run(self, row, body, buf),
         }
         help::footer(self, foot, buf);
-        if let Prompt::ConfirmTrigger(job) = &self.prompt {
-            help::confirm(job, area, buf);
+        match &self.prompt {
+            Prompt::ConfirmTrigger(job) => help::confirm(&format!("Trigger {job} now?"), area, buf),
+            Prompt::ConfirmCancel(job) => help::confirm(
+                &format!(
+                    "Cancel {job}? A running run is killed (failed, not retried); queued runs are dropped."
+                ),
+                area,
+                buf,
+            ),
+            _ => {}
         }
         if self.help {
             help::help(area, buf);
@@ -123,6 +132,19 @@ pub(crate) fn popup(area: Rect, w: u16, h: u16, buf: &mut Buffer) -> Rect {
     };
     Clear.render(r, buf);
     r
+}
+
+/// The selected row's highlight over the whole of `area`: every cell's own colours and
+/// modifiers are dropped first, so the highlight is uniform (and still visible with `NO_COLOR`,
+/// where only modifiers survive): reversed when the pane has the focus, bold + underlined else.
+pub(crate) fn highlight(buf: &mut Buffer, area: Rect, focused: bool) {
+    buf.set_style(area, Style::reset());
+    let style = if focused {
+        Style::new().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+    };
+    buf.set_style(area, style);
 }
 
 pub(crate) fn status_style(s: Status) -> Style {

@@ -86,12 +86,26 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
             buf.set_line(inner.x, y, &line, inner.width);
             continue;
         }
+        // The owner is elided in the middle of its id rather than losing "(this)/(other)".
+        let room = (inner.width as usize).saturating_sub(name.width() + 1 + whose.width());
+        let owner = if owner.width() > room && room > 1 {
+            let keep: String = owner.content.chars().take(room - 1).collect();
+            Span::styled(format!("{keep}…"), owner_style)
+        } else {
+            owner
+        };
         let l1 = Line::from(vec![name, Span::raw(" "), owner, whose]);
-        let l2 = Line::from(vec![
-            Span::raw(format!(" claimed {} ", when(l.claimed_at, now))),
-            exp,
-            renewed,
-        ]);
+        // Whole parts only, most telling first: the expiry, then the renewal, then the claim.
+        let mut parts = vec![Span::raw(" "), exp];
+        let mut used: usize = parts.iter().map(|s| s.width()).sum();
+        let claimed = Span::raw(format!(" claimed {}", when(l.claimed_at, now)));
+        for extra in [renewed, claimed] {
+            if used + extra.width() <= inner.width as usize {
+                used += extra.width();
+                parts.push(extra);
+            }
+        }
+        let l2 = Line::from(parts);
         buf.set_line(inner.x, y, &l1, inner.width);
         if y + 1 < inner.y + inner.height {
             buf.set_line(inner.x, y + 1, &l2, inner.width);
@@ -171,12 +185,7 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
 
 /// One history row as a line: time, status word, job, then the most telling text.
 pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Line<'static> {
-    let detail = r
-        .error
-        .as_deref()
-        .or(r.reason.as_deref())
-        .or(r.result.as_deref())
-        .unwrap_or("");
+    let detail = row_detail(r);
     let mut spans = vec![
         Span::styled(
             format!("{} ", when(r.finished_at, now)),
@@ -192,6 +201,13 @@ pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -
     if let Some(n) = r.slots_count.filter(|n| *n > 1) {
         spans.push(Span::raw(format!(" ×{n}")));
     }
+    // Runs an operator asked for, and recovery re-offers, are marked: they are not the schedule.
+    if r.trigger != crate::model::Trigger::Schedule {
+        spans.push(Span::styled(
+            format!(" [{}]", r.trigger.as_str()),
+            Style::new().fg(Color::Cyan),
+        ));
+    }
     if r.stale_lease {
         spans.push(Span::styled(" stale-lease", Style::new().fg(Color::Red)));
     }
@@ -202,12 +218,23 @@ pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -
         ));
     }
     if !detail.is_empty() {
-        spans.push(Span::raw(" "));
         // Only the start of a long reply is drawn; no need to sanitise 8000 chars per frame.
-        let head: String = detail.chars().take(200).collect();
-        spans.push(Span::raw(sanitize::line(&head).into_owned()));
+        spans.push(Span::raw(" "));
+        spans.push(Span::raw(detail));
     }
     Line::from(spans)
+}
+
+/// The most telling text of a row (error, else reason, else result), its start only.
+fn row_detail(r: &HistoryRow) -> String {
+    let detail = r
+        .error
+        .as_deref()
+        .or(r.reason.as_deref())
+        .or(r.result.as_deref())
+        .unwrap_or("");
+    let head: String = detail.chars().take(200).collect();
+    sanitize::line(&head).into_owned()
 }
 
 pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
@@ -230,18 +257,42 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
     if inner.height == 0 {
         return;
     }
+    // Narrow but tall (120×40): two lines per row, so an error's variable name is not cut.
+    let per: usize = if inner.width < 80 && inner.height >= 16 {
+        2
+    } else {
+        1
+    };
+    let fit = (inner.height as usize / per).max(1);
+    let sel = app.history_sel;
+    let offset = sel.saturating_sub(fit - 1);
+    let focused = app.pane == Pane::History;
     let mut any = false;
-    for (n, r) in app
-        .history_rows()
-        .skip(app.history_scroll)
-        .take(inner.height as usize)
-        .enumerate()
-    {
+    for (n, r) in app.history_rows().skip(offset).take(fit).enumerate() {
         any = true;
-        let line = history_line(r, app.now);
-        buf.set_line(inner.x, inner.y + n as u16, &line, inner.width);
+        let y = inner.y + (n * per) as u16;
+        if per == 2 {
+            let mut head = r.clone();
+            head.error = None;
+            head.reason = None;
+            head.result = None;
+            buf.set_line(inner.x, y, &history_line(&head, app.now), inner.width);
+            let detail = Line::from(vec![Span::raw("  "), Span::raw(row_detail(r))]);
+            buf.set_line(inner.x, y + 1, &detail, inner.width);
+        } else {
+            buf.set_line(inner.x, y, &history_line(r, app.now), inner.width);
+        }
+        if focused && offset + n == sel {
+            let rows = Rect::new(inner.x, y, inner.width, per as u16);
+            super::highlight(buf, rows, true);
+        }
     }
     if !any {
-        Span::styled("no history rows", Style::new().fg(Color::DarkGray)).render(inner, buf);
+        let msg = if app.history_loading {
+            "loading…"
+        } else {
+            "no history rows"
+        };
+        Span::styled(msg, Style::new().fg(Color::DarkGray)).render(inner, buf);
     }
 }

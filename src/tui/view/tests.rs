@@ -346,3 +346,124 @@ fn snapshot_confirm_and_name_filter() {
     keys(&mut a, &[KeyEvent::from(KeyCode::Enter), c('j'), c('t')]);
     snap!("confirm_trigger_80x24", screen(&a, 80, 24));
 }
+
+/// An app with the History pane focused and its cursor on the row of `job` with `status`.
+fn history_on(job: &str, status: Status) -> App {
+    let mut a = app();
+    keys(
+        &mut a,
+        &[KeyEvent::from(KeyCode::Tab), KeyEvent::from(KeyCode::Tab)],
+    );
+    let sel = a
+        .history_rows()
+        .position(|r| r.job == job && r.status == status)
+        .unwrap_or(0);
+    a.history_sel = sel;
+    a
+}
+
+#[test]
+fn the_agent_error_variable_name_is_not_cut_at_120x40() {
+    let t = screen(&app(), 120, 40);
+    assert!(t.contains("OPENAI_API_KEY"), "{t}");
+    // Schedules are whole while NAME has room, and the lease's expiry is never cut mid-word.
+    assert!(
+        t.contains("every 30 minutes") && t.contains("expires in 40s renewed 20s ago"),
+        "{t}"
+    );
+}
+
+#[test]
+fn the_selected_row_highlight_covers_the_whole_row_without_colour() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let a = history_on("summarise-news", Status::Failed);
+        let buf = draw(&a, w, h);
+        let mut rows = Vec::new();
+        for y in 0..h {
+            let reversed = (0..w)
+                .filter(|&x| {
+                    buf[(x, y)]
+                        .modifier
+                        .contains(ratatui::style::Modifier::REVERSED)
+                })
+                .count();
+            if reversed > 20 {
+                rows.push((y, reversed));
+            }
+        }
+        // Every cell of the highlighted history row(s) is reversed: one contiguous run from
+        // the pane's left edge to its right edge, the same count on each line.
+        assert!(!rows.is_empty(), "no highlighted row at {w}×{h}");
+        let n = rows[0].1;
+        assert!(rows.iter().all(|r| r.1 == n), "{rows:?}");
+        for (y, _) in &rows {
+            let xs: Vec<u16> = (0..w)
+                .filter(|&x| {
+                    buf[(x, *y)]
+                        .modifier
+                        .contains(ratatui::style::Modifier::REVERSED)
+                })
+                .collect();
+            assert_eq!(
+                xs.len() as u16,
+                xs[xs.len() - 1] - xs[0] + 1,
+                "gaps at {w}×{h}"
+            );
+            // Colours are dropped on the highlighted cells (NO_COLOR shows only modifiers).
+            assert!(
+                xs.iter()
+                    .all(|&x| buf[(x, *y)].fg == ratatui::style::Color::Reset)
+            );
+        }
+    }
+}
+
+#[test]
+fn snapshot_history_focus_and_run_view() {
+    let a = history_on("summarise-news", Status::Failed);
+    snap!("history_focus_80x24", screen(&a, 80, 24));
+    snap!("history_focus_120x40", screen(&a, 120, 40));
+    let mut a = history_on("summarise-news", Status::Failed);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    let t = screen(&a, 120, 40);
+    assert!(
+        t.contains("OPENAI_API_KEY") && t.contains("attempts"),
+        "{t}"
+    );
+    snap!("run_view_80x24", screen(&a, 80, 24));
+    snap!("run_view_120x40", t);
+    let mut a = history_on(testdata::MONITOR_JOB, Status::Succeeded);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    let t = screen(&a, 120, 40);
+    assert!(
+        t.contains("+price: 41.99") && t.contains("gpt-4o-mini"),
+        "{t}"
+    );
+    snap!("run_view_with_diff_120x40", t);
+}
+
+#[test]
+fn snapshot_confirm_cancel() {
+    let mut a = app();
+    a.selected = a
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == "backup-db")
+        .unwrap_or(0);
+    a.handle_key(KeyEvent::new(KeyCode::Char('X'), KeyModifiers::SHIFT));
+    snap!("confirm_cancel_80x24", screen(&a, 80, 24));
+    snap!("confirm_cancel_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn snapshot_attached_without_an_engine() {
+    let (mut snap, now) = testdata::fixed();
+    snap.engine_running = false;
+    snap.owners_seen.clear();
+    snap.owner = "attached (no engine)".into();
+    let a = App::new(Arc::new(snap), now);
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("NO ENGINE"), "{t}");
+    snap!("attached_no_engine_80x24", screen(&a, 80, 24));
+    snap!("attached_no_engine_120x40", t);
+}

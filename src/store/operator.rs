@@ -1,0 +1,460 @@
+//! What an operator's actions do to one job record (issue 12 item 2): retry a run, cancel a
+//! running run (or what is queued), backfill the slots of a past window, pause with a reason.
+//! Written once, pure, for every store; each store only runs [`apply_edit`] under its lock (file
+//! store) or inside one transaction (PostgreSQL) through [`Store::update_job`](super::Store).
+//!
+//! Owns: the decisions and their outcomes/errors. Must not touch: I/O, locks, clocks (every call
+//! takes `now`), the engine (which notices a cancel request through the store).
+//!
+//! Decisions where the issue is silent:
+//! - Retries and backfill slots are queued on the job ([`JobRuntime::queue`]) and claimed by any
+//!   owner like a manual trigger: runs of their own (`trigger: retry | backfill`), allowed while
+//!   paused, never moving the schedule nor counting toward `max_runs`. A queued retry of a job
+//!   that is running waits for that run to end (unlike `trigger`, which refuses: a retry names a
+//!   past run, so asking twice is not a double click). A retry of a run already queued is refused.
+//! - Only runs that did not do their work can be retried: `failed`, `abandoned`, `missed`. A
+//!   retry stands for the retried row's slot.
+//! - Retired jobs take no retries and no backfills (their definition is gone or spent).
+//! - Backfill takes the slots in `[from, to]` (both inclusive; an `every` grid extends backward
+//!   from its anchor for windows before the job existed), `to` not in the future, at most
+//!   [`QUEUE_MAX`] queued per job; slots already queued are not queued twice. A window with no
+//!   slot is bad input (it names nothing to run).
+//! - Cancel of a running run marks its lease; the owner running it kills the process tree and
+//!   records the row `failed` with reason `cancelled by operator` (never retried, re-offered or
+//!   alerted). `cancel NAME` of a job that is not running drops its queued manual trigger,
+//!   retries and backfills instead; with nothing running or queued it is bad input.
+//! - A pause reason is cleared by resume; pausing a paused job with a new reason replaces it.
+//!
+//! [`JobRuntime::queue`]: crate::model::JobRuntime::queue
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::model::{HistoryRow, JobRecord, QUEUE_MAX, QueuedRun, Status, Trigger};
+use crate::schedule::Compiled;
+
+use super::{StoreError, logic};
+
+/// The reason written on a run an operator cancelled.
+pub const REASON_CANCELLED: &str = "cancelled by operator";
+/// Longest pause reason kept (characters).
+pub const PAUSE_REASON_MAX: usize = 200;
+
+/// One operator action on one job, as data (so every store can run it inside its own lock or
+/// transaction).
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEdit {
+    /// Queue a retry of this run (a row of this job).
+    Retry(Box<HistoryRow>),
+    /// Cancel the running run (`Some(id)`: only if it is that run), or what is queued.
+    Cancel(Option<Uuid>),
+    /// Queue the slots in `[from, to]`.
+    Backfill {
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    },
+    /// Pause (with an optional reason) or resume.
+    Pause {
+        paused: bool,
+        reason: Option<String>,
+    },
+}
+
+/// What an edit did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EditOutcome {
+    /// Runs queued (retry: 1; backfill: the new slots), and how many the job now has queued.
+    Queued { added: usize, queued: usize },
+    /// The running run was marked for cancellation.
+    CancelRequested { run_id: Uuid },
+    /// The run was already marked for cancellation.
+    AlreadyCancelling { run_id: Uuid },
+    /// Nothing was running: this many queued runs (trigger, retries, backfills) were dropped.
+    Dequeued(usize),
+    /// Pause/resume applied (false: it already was in that state with that reason).
+    Paused { changed: bool },
+}
+
+fn invalid(msg: String) -> StoreError {
+    StoreError::Refused(msg)
+}
+
+/// Apply `edit` to `rec` at `now`. `Ok((changed, outcome))`: persist the record when `changed`.
+pub fn apply_edit(
+    rec: &mut JobRecord,
+    edit: &JobEdit,
+    now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    match edit {
+        JobEdit::Retry(row) => {
+            refuse_retired(rec, "retried")?;
+            if row.job != name {
+                return Err(invalid(format!(
+                    "run {} belongs to job '{}', not '{name}'",
+                    row.run_id, row.job
+                )));
+            }
+            if !matches!(
+                row.status,
+                Status::Failed | Status::Abandoned | Status::Missed
+            ) {
+                return Err(invalid(format!(
+                    "run {} of '{name}' is {}; only failed, abandoned and missed runs can be retried",
+                    row.run_id, row.status
+                )));
+            }
+            if rec.rt.queue.iter().any(|q| q.retry_of == Some(row.run_id)) {
+                return Err(invalid(format!(
+                    "a retry of run {} is already queued",
+                    row.run_id
+                )));
+            }
+            if rec.rt.queue.len() >= QUEUE_MAX {
+                return Err(invalid(format!(
+                    "job '{name}' already has {QUEUE_MAX} runs queued"
+                )));
+            }
+            rec.rt.queue.push(QueuedRun {
+                trigger: Trigger::Retry,
+                slot: row.slot,
+                requested_at: now,
+                retry_of: Some(row.run_id),
+            });
+            Ok((
+                true,
+                EditOutcome::Queued {
+                    added: 1,
+                    queued: rec.rt.queue.len(),
+                },
+            ))
+        }
+        JobEdit::Cancel(run) => {
+            if let Some(lease) = rec.rt.lease.as_mut() {
+                if run.is_some_and(|r| r != lease.run_id) {
+                    return Err(invalid(format!(
+                        "run {} of '{name}' is not running (run {} is)",
+                        run.map(|r| r.to_string()).unwrap_or_default(),
+                        lease.run_id
+                    )));
+                }
+                let run_id = lease.run_id;
+                if lease.cancel_requested_at.is_some() {
+                    return Ok((false, EditOutcome::AlreadyCancelling { run_id }));
+                }
+                lease.cancel_requested_at = Some(now);
+                return Ok((true, EditOutcome::CancelRequested { run_id }));
+            }
+            if let Some(r) = run {
+                return Err(invalid(format!("run {r} of '{name}' is not running")));
+            }
+            let n = rec.rt.queue.len() + usize::from(rec.rt.trigger_requested_at.is_some());
+            if n == 0 {
+                return Err(invalid(format!(
+                    "job '{name}' is not running and has nothing queued: nothing to cancel"
+                )));
+            }
+            rec.rt.queue.clear();
+            rec.rt.trigger_requested_at = None;
+            Ok((true, EditOutcome::Dequeued(n)))
+        }
+        JobEdit::Backfill { from, to } => {
+            refuse_retired(rec, "backfilled")?;
+            if from > to {
+                return Err(invalid(format!(
+                    "--from {} is after --to {}",
+                    from.to_rfc3339(),
+                    to.to_rfc3339()
+                )));
+            }
+            if *to > now {
+                return Err(invalid(format!(
+                    "--to {} is in the future; backfill runs the slots of a past window",
+                    to.to_rfc3339()
+                )));
+            }
+            let sched = backfill_grid(
+                logic::compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
+                *from,
+            );
+            let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
+            let mut slots = Vec::new();
+            let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
+            while let Some(s) = t.filter(|s| s <= to) {
+                let queued = rec
+                    .rt
+                    .queue
+                    .iter()
+                    .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s));
+                if !queued {
+                    if slots.len() == room {
+                        return Err(invalid(format!(
+                            "the window holds more than {room} slots of '{name}' (at most \
+                             {QUEUE_MAX} runs may be queued per job); backfill a shorter window"
+                        )));
+                    }
+                    slots.push(s);
+                }
+                t = sched.next_after(s);
+            }
+            if slots.is_empty() {
+                return Err(invalid(format!(
+                    "job '{name}' has no slot to backfill between {} and {}",
+                    from.to_rfc3339(),
+                    to.to_rfc3339()
+                )));
+            }
+            let added = slots.len();
+            rec.rt.queue.extend(slots.into_iter().map(|s| QueuedRun {
+                trigger: Trigger::Backfill,
+                slot: Some(s),
+                requested_at: now,
+                retry_of: None,
+            }));
+            Ok((
+                true,
+                EditOutcome::Queued {
+                    added,
+                    queued: rec.rt.queue.len(),
+                },
+            ))
+        }
+        JobEdit::Pause { paused, reason } => {
+            let reason = if *paused {
+                reason
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(|r| crate::model::truncate_marked(r, PAUSE_REASON_MAX))
+            } else {
+                None
+            };
+            let changed = logic::set_paused(rec, *paused, now)
+                .map_err(|e| invalid(format!("job '{name}': {e}")))?;
+            let reason_changed = rec.rt.pause_reason != reason;
+            rec.rt.pause_reason = reason;
+            let changed = changed || reason_changed;
+            Ok((changed, EditOutcome::Paused { changed }))
+        }
+    }
+}
+
+/// An `every` grid starts at its anchor (the job's creation); a backfill window before it uses
+/// the same grid extended backward, so `every 1h` created at 10:21 backfills 08:21, 09:21, ….
+fn backfill_grid(sched: Compiled, from: DateTime<Utc>) -> Compiled {
+    match sched {
+        Compiled::Every {
+            every_seconds,
+            anchor,
+        } if from < anchor => {
+            let every_ms = (every_seconds as i64).saturating_mul(1000).max(1);
+            let back = (anchor - from).num_milliseconds();
+            let k = back.div_euclid(every_ms).saturating_add(1);
+            let shifted = chrono::Duration::try_milliseconds(k.saturating_mul(every_ms))
+                .and_then(|d| anchor.checked_sub_signed(d))
+                .unwrap_or(anchor);
+            Compiled::Every {
+                every_seconds,
+                anchor: shifted,
+            }
+        }
+        other => other,
+    }
+}
+
+fn refuse_retired(rec: &JobRecord, what: &str) -> Result<(), StoreError> {
+    if rec.rt.retired {
+        return Err(invalid(format!(
+            "job '{}' is retired ({}); it cannot be {what}",
+            rec.def.name,
+            rec.rt.retired_reason.as_deref().unwrap_or("retired")
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::logic::tests_support::job;
+    use crate::store::logic::{evaluate, finish_run};
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
+    }
+
+    fn failed_row(job: &str, at: i64) -> HistoryRow {
+        HistoryRow::new(
+            job,
+            Status::Failed,
+            Trigger::Schedule,
+            Some(t(at)),
+            "o",
+            t(at),
+        )
+    }
+
+    fn claim(r: &mut JobRecord, now: i64) -> Option<logic::ClaimPlan> {
+        let sched = logic::compile(r).unwrap();
+        evaluate(r, &sched, t(now), "o", true, Default::default()).claim
+    }
+
+    fn finish(r: &mut JobRecord, trigger: Trigger, status: Status, now: i64) {
+        let sched = logic::compile(r).unwrap();
+        let mut row = HistoryRow::new("a", status, trigger, None, "o", t(now));
+        finish_run(r, &sched, &mut row, None, None, Default::default(), t(now));
+    }
+
+    #[test]
+    fn a_retry_is_a_run_of_its_own_outside_the_slot_rule() {
+        let mut r = job("a", t(0));
+        let c = claim(&mut r, 0).unwrap();
+        assert_eq!(c.trigger, Trigger::Schedule);
+        finish(&mut r, Trigger::Schedule, Status::Failed, 1);
+        let (runs, next) = (r.rt.runs, r.rt.next_slot);
+        let row = failed_row("a", 0);
+        let (changed, out) =
+            apply_edit(&mut r, &JobEdit::Retry(Box::new(row.clone())), t(2)).unwrap();
+        assert!(changed);
+        assert_eq!(
+            out,
+            EditOutcome::Queued {
+                added: 1,
+                queued: 1
+            }
+        );
+        // Asking twice for the same run is refused; the job's wake-up is the request.
+        assert!(apply_edit(&mut r, &JobEdit::Retry(Box::new(row)), t(2)).is_err());
+        assert_eq!(logic::wakeup(&r), Some(t(2)));
+        let c = claim(&mut r, 3).unwrap();
+        assert_eq!((c.trigger, c.slot), (Trigger::Retry, Some(t(0))));
+        assert!(r.rt.queue.is_empty());
+        assert_eq!(r.rt.next_slot, next, "a retry does not move the schedule");
+        finish(&mut r, Trigger::Retry, Status::Succeeded, 4);
+        assert_eq!(r.rt.runs, runs, "a retry does not count toward max_runs");
+    }
+
+    #[test]
+    fn only_runs_that_did_not_do_their_work_are_retried() {
+        let mut r = job("a", t(0));
+        let mut row = failed_row("a", 0);
+        row.status = Status::Succeeded;
+        let e = apply_edit(&mut r, &JobEdit::Retry(Box::new(row.clone())), t(1)).unwrap_err();
+        assert!(e.to_string().contains("only failed"), "{e}");
+        row.status = Status::Failed;
+        row.job = "b".into();
+        let e = apply_edit(&mut r, &JobEdit::Retry(Box::new(row)), t(1)).unwrap_err();
+        assert!(e.to_string().contains("belongs to job 'b'"), "{e}");
+        assert!(e.is_bad_input());
+    }
+
+    #[test]
+    fn cancel_marks_the_running_lease_once_and_is_fenced_by_run_id() {
+        let mut r = job("a", t(0));
+        let c = claim(&mut r, 0).unwrap();
+        let other = Uuid::new_v4();
+        assert!(apply_edit(&mut r, &JobEdit::Cancel(Some(other)), t(1)).is_err());
+        let (ch, out) = apply_edit(&mut r, &JobEdit::Cancel(Some(c.run_id)), t(1)).unwrap();
+        assert!(ch);
+        assert_eq!(out, EditOutcome::CancelRequested { run_id: c.run_id });
+        assert_eq!(r.rt.lease.as_ref().unwrap().cancel_requested_at, Some(t(1)));
+        let (ch, out) = apply_edit(&mut r, &JobEdit::Cancel(None), t(2)).unwrap();
+        assert!(!ch);
+        assert_eq!(out, EditOutcome::AlreadyCancelling { run_id: c.run_id });
+    }
+
+    #[test]
+    fn cancel_of_an_idle_job_drops_what_is_queued_or_says_there_is_nothing() {
+        let mut r = job("a", t(0));
+        let e = apply_edit(&mut r, &JobEdit::Cancel(None), t(1)).unwrap_err();
+        assert!(e.to_string().contains("nothing to cancel"), "{e}");
+        r.rt.trigger_requested_at = Some(t(1));
+        apply_edit(&mut r, &JobEdit::Retry(Box::new(failed_row("a", 0))), t(1)).unwrap();
+        let (_, out) = apply_edit(&mut r, &JobEdit::Cancel(None), t(2)).unwrap();
+        assert_eq!(out, EditOutcome::Dequeued(2));
+        assert!(r.rt.queue.is_empty() && r.rt.trigger_requested_at.is_none());
+    }
+
+    #[test]
+    fn backfill_queues_each_past_slot_once_and_refuses_bad_windows() {
+        // `job` runs every 60 s from t(0).
+        let mut r = job("a", t(0));
+        let edit = JobEdit::Backfill {
+            from: t(0),
+            to: t(180),
+        };
+        let (_, out) = apply_edit(&mut r, &edit, t(1000)).unwrap();
+        assert_eq!(
+            out,
+            EditOutcome::Queued {
+                added: 4,
+                queued: 4
+            }
+        );
+        let slots: Vec<_> = r.rt.queue.iter().map(|q| q.slot.unwrap()).collect();
+        assert_eq!(slots, vec![t(0), t(60), t(120), t(180)]);
+        // Before the job existed, the same `every` grid extended backward.
+        let mut early = job("e", t(0));
+        let before = JobEdit::Backfill {
+            from: t(-150),
+            to: t(-1),
+        };
+        apply_edit(&mut early, &before, t(10)).unwrap();
+        let slots: Vec<_> = early.rt.queue.iter().map(|q| q.slot.unwrap()).collect();
+        assert_eq!(slots, vec![t(-120), t(-60)]);
+        // The same window again adds nothing new: bad input, nothing changed.
+        assert!(apply_edit(&mut r, &edit, t(1000)).is_err());
+        let future = JobEdit::Backfill {
+            from: t(0),
+            to: t(2000),
+        };
+        assert!(
+            apply_edit(&mut r, &future, t(1000))
+                .unwrap_err()
+                .to_string()
+                .contains("future")
+        );
+        let reversed = JobEdit::Backfill {
+            from: t(100),
+            to: t(0),
+        };
+        assert!(apply_edit(&mut r, &reversed, t(1000)).is_err());
+        // The due scheduled slot goes first; then each queued slot is its own backfill run,
+        // oldest first, and the schedule does not move.
+        let c = claim(&mut r, 1001).unwrap();
+        assert_eq!(c.trigger, Trigger::Schedule);
+        finish(&mut r, Trigger::Schedule, Status::Succeeded, 1002);
+        let next = r.rt.next_slot;
+        for want in [t(0), t(60), t(120), t(180)] {
+            let c = claim(&mut r, 1003).unwrap();
+            assert_eq!((c.trigger, c.slot), (Trigger::Backfill, Some(want)));
+            finish(&mut r, Trigger::Backfill, Status::Succeeded, 1004);
+        }
+        assert!(claim(&mut r, 1005).is_none());
+        assert_eq!(r.rt.next_slot, next);
+    }
+
+    #[test]
+    fn pause_reason_is_kept_while_paused_and_cleared_by_resume() {
+        let mut r = job("a", t(0));
+        let p = JobEdit::Pause {
+            paused: true,
+            reason: Some("  upstream down ".into()),
+        };
+        assert_eq!(
+            apply_edit(&mut r, &p, t(1)).unwrap().1,
+            EditOutcome::Paused { changed: true }
+        );
+        assert_eq!(r.rt.pause_reason.as_deref(), Some("upstream down"));
+        assert!(
+            !apply_edit(&mut r, &p, t(2)).unwrap().0,
+            "same pause, same reason: no change"
+        );
+        let resume = JobEdit::Pause {
+            paused: false,
+            reason: None,
+        };
+        apply_edit(&mut r, &resume, t(3)).unwrap();
+        assert!(!r.rt.paused && r.rt.pause_reason.is_none());
+    }
+}
