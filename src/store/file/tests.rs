@@ -406,11 +406,19 @@ fn a_journal_newer_than_the_snapshot_is_corruption_not_a_reset() {
 }
 
 #[test]
-fn absurd_lease_seconds_do_not_panic_the_store() {
+fn absurd_lease_seconds_are_refused_by_apply_and_the_largest_allowed_lease_works() {
+    // Issue 10 item 3 changes this test on purpose: the store used to accept (and clamp) a
+    // 1e15 s lease; apply now refuses any number outside the bounds table, storing nothing.
     let dir = tmp("huge-lease");
     let s = FileStore::open(&dir).unwrap();
     let mut file = jobs_file(&["a"]);
     file.jobs[0].lease_seconds = 1e15;
+    let e = s.apply(&file, t(0)).unwrap_err();
+    assert!(matches!(e, StoreError::OutOfBounds(_)), "{e:?}");
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("lease_seconds"), "{e}");
+    assert!(s.jobs().unwrap().is_empty(), "nothing stored");
+    file.jobs[0].lease_seconds = 7.0 * 86_400.0;
     s.apply(&file, t(0)).unwrap();
     let c = claim(&s, 0, "o", 1).claims.remove(0);
     assert!(c.lease_until > t(0));
