@@ -167,3 +167,144 @@ fn a_set_api_key_is_never_printed() {
     assert!(!all.contains("is not set"), "the key is set now: {all}");
     assert!(all.contains("0 error(s), 1 warning(s)"), "{all}");
 }
+
+fn validate_with(file: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+    cmd.arg("validate").arg(file);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn absurd_numbers_exit_2_each_at_its_position() {
+    let dir = TempDir::new("bounds");
+    let f = dir.write(
+        "jobs.yaml",
+        "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 18446744073709551615}\n    \
+         command: x\n    lease_seconds: 0.0001\n    timeout_seconds: 1e-300\n    max_runs: .nan\n",
+    );
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    let p = f.display();
+    for expected in [
+        format!(
+            "{p}:3:44: error: jobs[0].schedule.every_seconds: expected a whole number from 1 to \
+             3162240000 (100 years), found the number 18446744073709551615"
+        ),
+        format!("{p}:5:20: error: jobs[0].lease_seconds: must be at least 1, found 0.0001"),
+        format!("{p}:6:22: error: jobs[0].timeout_seconds: must be at least 0.1, found 1e-300"),
+        format!(
+            "{p}:7:15: error: jobs[0].max_runs: expected a whole number from 1 to 1000000000, \
+             found the number .nan"
+        ),
+    ] {
+        assert!(
+            out.lines().any(|l| l == expected),
+            "missing {expected:?} in:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn devices_and_directories_are_refused_without_reading() {
+    let dir = TempDir::new("kinds");
+    let (code, _, err) = validate(Path::new("/dev/zero"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "/dev/zero:1:1: error: (file): /dev/zero is a device: the jobs file must be a regular file"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = validate(&dir.0);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+#[test]
+fn a_fifo_is_refused_instead_of_waiting_for_a_writer() {
+    let dir = TempDir::new("fifo");
+    let fifo = dir.0.join("jobs.yaml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .arg("validate")
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded wait: opening the FIFO would block forever with no writer.
+    let mut status = None;
+    for _ in 0..200 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("validate blocked on a FIFO");
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is a FIFO: the jobs file must be a regular file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_size_cap_is_configurable_and_a_bad_cap_is_named() {
+    let dir = TempDir::new("cap");
+    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let size = std::fs::metadata(&f).unwrap().len();
+    let below = (size - 1).to_string();
+    let (code, _, err) = validate_with(&f, &[("CRONSOLE_MAX_JOBS_FILE_BYTES", &below)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "is {size} bytes, more than the jobs-file cap of {below} bytes (raise it with \
+             CRONSOLE_MAX_JOBS_FILE_BYTES)"
+        )),
+        "{err}"
+    );
+    let exact = size.to_string();
+    let (code, out, err) = validate_with(&f, &[("CRONSOLE_MAX_JOBS_FILE_BYTES", &exact)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = validate_with(&f, &[("CRONSOLE_MAX_JOBS_FILE_BYTES", "lots")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "CRONSOLE_MAX_JOBS_FILE_BYTES must be a whole number of bytes ≥ 1, found \"lots\""
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn deep_nesting_is_a_yaml_error() {
+    let dir = TempDir::new("nest");
+    let f = dir.write("jobs.yaml", &"[".repeat(160_000));
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("error: (yaml): invalid YAML: nesting deeper than 128 levels is not accepted"),
+        "{out}"
+    );
+}

@@ -16,10 +16,11 @@ use cronsole::model::JobDef;
 use cronsole::schedule::{self, Compiled, ScheduleSpec};
 
 pub fn validate(file: &Path) -> Result<ExitCode> {
-    let text = match std::fs::read_to_string(file) {
+    // Size-capped, regular files only: `validate /dev/zero` is refused, not read forever.
+    let text = match config::read_text(file) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("{}", config::unreadable(file, &e));
+        Err(d) => {
+            eprintln!("{d}");
             return Ok(ExitCode::from(2));
         }
     };

@@ -1,14 +1,20 @@
 //! The jobs file (SPEC §2): YAML text → a validated [`JobsFile`], with every problem reported at
 //! once as `file:line:column`, the key, and what would be accepted.
 //!
-//! Owns: all YAML parsing in the project (so serde_yaml can be swapped), defaults, validation.
+//! Owns: all YAML parsing in the project (the parser crate is named only in `yaml`), the size
+//! cap on reading the file, defaults, bounds, validation.
 //! Must not touch: the store, the engine, the clock.
 //!
-//! Layout: `check` holds the schema and the rules and works on a `serde_yaml::Value`
-//! (paths only). serde_yaml has no value spans, so positions come afterwards, only when there
-//! are problems: `marks` indexes every node's start mark in one libyaml pass (the parser
-//! serde_yaml is built on, so the same marks), and `locate` (re-walking the text with a failing
-//! `DeserializeSeed`, one parse per path) is the fallback and the test oracle for it.
+//! Layout: `yaml` parses the text once (saphyr-parser events) into a value *and* the position of
+//! every node as written, and enforces the structural limits (nesting, alias expansion, duplicate
+//! keys); `check` holds the schema and the rules and works on that value (key paths only); the
+//! paths of the problems found are then located in the same parsed document. `bounds` is the
+//! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
+//!
+//! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
+//! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
+//! `CRONSOLE_MAX_JOBS_FILE_BYTES`), reading at most cap + 1 bytes, so it never grows without
+//! bound.
 //!
 //! Decisions where SPEC §2 is silent (operators can rely on these):
 //! - Defaults: `tz` UTC, `timeout_seconds` 300, `max_retries` 3 (total attempts, 1–100),
@@ -22,8 +28,9 @@
 //!   `budget.period` still sets the period of per-job `max_cost_usd`).
 //! - Numbers are strict (a quoted "30" is an error) except `misfire_grace_seconds`, which the
 //!   SPEC says accepts a numeric string; a non-numeric grace is a warning and means null, a
-//!   negative grace is an error. Timeouts and leases must be > 0; costs and prices ≥ 0;
-//!   `temperature` 0–2; counts are whole numbers ≥ 1.
+//!   grace that is a number out of range (negative, `.inf`, beyond 100 years) is an error. Every
+//!   number has the minimum and maximum of `bounds` (leases ≥ 1 s, timeouts ≥ 0.1 s, intervals
+//!   ≤ 100 years, counts bounded, money finite and ≥ 0).
 //! - Agents: `provider` defaults to openai; `model` is required; `base_url` must be http(s) and
 //!   loses a trailing `/`; `api_key_env` must look like an env var name (the message never echoes
 //!   it, in case a key was pasted there). A missing key variable is a warning only for agents
@@ -50,11 +57,28 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{JobDef, JobsFile, Settings};
 
+mod bounds;
 mod check;
-mod locate;
-mod marks;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
+mod yaml;
+
+pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
+
+/// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
+/// 1 000 000-job file is about 80 MB).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The environment variable that overrides [`DEFAULT_MAX_FILE_BYTES`] (a whole number of bytes).
+pub const MAX_FILE_BYTES_ENV: &str = "CRONSOLE_MAX_JOBS_FILE_BYTES";
+
+/// The bound numbers of the jobs file (see the README's table).
+pub mod limits {
+    pub use super::bounds::*;
+    pub use super::yaml::{MAX_DEPTH, MAX_EXPANDED_NODES};
+}
 
 /// Defaults applied where the jobs file is silent (see the module doc).
 pub mod defaults {
@@ -175,41 +199,140 @@ impl Checked {
 /// directory becomes `settings.base_dir` (where commands run) and relative `file:` sink paths are
 /// made absolute against it, so every process sharing the store agrees on them.
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let mut loaded = load_str(&text, path)?;
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            if let Ok(dir) = std::fs::canonicalize(dir) {
-                for sink in loaded.file.settings.delivery.values_mut() {
-                    if let crate::model::SinkDef::File { path, .. } = sink
-                        && Path::new(path.as_str()).is_relative()
-                    {
-                        *path = dir.join(path.as_str()).to_string_lossy().into_owned();
-                    }
-                }
-                loaded.file.settings.base_dir = Some(dir.to_string_lossy().into_owned());
+    let text = read_text(path).map_err(|d| ConfigErrors {
+        diagnostics: vec![d],
+    })?;
+    let mut loaded = load_str(&text, path)?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Ok(dir) = std::fs::canonicalize(dir) {
+        for sink in loaded.file.settings.delivery.values_mut() {
+            if let crate::model::SinkDef::File { path, .. } = sink
+                && Path::new(path.as_str()).is_relative()
+            {
+                *path = dir.join(path.as_str()).to_string_lossy().into_owned();
             }
-            Ok(loaded)
         }
-        Err(e) => Err(ConfigErrors {
-            diagnostics: vec![unreadable(path, &e)],
-        }),
+        loaded.file.settings.base_dir = Some(dir.to_string_lossy().into_owned());
+    }
+    Ok(loaded)
+}
+
+/// The size cap in force: `CRONSOLE_MAX_JOBS_FILE_BYTES` when set, else
+/// [`DEFAULT_MAX_FILE_BYTES`]. A value that is not a whole number ≥ 1 is an error naming it.
+pub fn max_file_bytes() -> Result<u64, String> {
+    match std::env::var(MAX_FILE_BYTES_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_FILE_BYTES),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(format!("{MAX_FILE_BYTES_ENV} is not valid text"))
+        }
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "{MAX_FILE_BYTES_ENV} must be a whole number of bytes ≥ 1, found {}",
+                check::show(&v)
+            )),
+        },
     }
 }
 
-/// The diagnostic for a jobs file that cannot be read.
-pub fn unreadable(path: &Path, e: &std::io::Error) -> Diagnostic {
+/// The text of a jobs file, read with the size cap in force (see [`read_text_capped`]).
+pub fn read_text(path: &Path) -> Result<String, Diagnostic> {
+    let cap = max_file_bytes().map_err(|m| file_error(path, m))?;
+    read_text_capped(path, cap)
+}
+
+/// The text of a jobs file of at most `cap` bytes. Only a regular file (or a symlink to one) is
+/// read; a directory, FIFO, socket or device is refused before any byte is read, and at most
+/// `cap + 1` bytes are ever read, so a file that grows while being read cannot exhaust memory.
+pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, Diagnostic> {
+    use std::io::Read;
+    let unreadable_here = |e: &std::io::Error| unreadable(path, e);
+    let meta = std::fs::metadata(path).map_err(|e| unreadable_here(&e))?;
+    if !meta.is_file() {
+        let ft = meta.file_type();
+        let what = if ft.is_dir() {
+            "a directory"
+        } else {
+            use std::os::unix::fs::FileTypeExt;
+            if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_char_device() || ft.is_block_device() {
+                "a device"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        };
+        return Err(file_error(
+            path,
+            format!(
+                "{} is {what}: the jobs file must be a regular file",
+                path.display()
+            ),
+        ));
+    }
+    let too_big = |size: &str| {
+        file_error(
+            path,
+            format!(
+                "{} is {size} bytes, more than the jobs-file cap of {cap} bytes (raise it with \
+                 {MAX_FILE_BYTES_ENV})",
+                path.display()
+            ),
+        )
+    };
+    if meta.len() > cap {
+        return Err(too_big(&meta.len().to_string()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| unreadable_here(&e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| unreadable_here(&e))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big(&format!("more than {cap}")));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = before.len()
+            - before
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        Diagnostic {
+            severity: Severity::Error,
+            file: path.to_path_buf(),
+            line,
+            column,
+            key: "(file)".to_string(),
+            message: "the jobs file is not valid UTF-8 text".to_string(),
+        }
+    })
+}
+
+fn file_error(path: &Path, message: String) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: path.to_path_buf(),
         line: 1,
         column: 1,
         key: "(file)".to_string(),
-        message: format!("cannot read the jobs file {}: {e}", path.display()),
+        message,
     }
+}
+
+/// The diagnostic for a jobs file that cannot be read.
+pub fn unreadable(path: &Path, e: &std::io::Error) -> Diagnostic {
+    file_error(
+        path,
+        format!("cannot read the jobs file {}: {e}", path.display()),
+    )
 }
 
 /// Validate jobs-file text; `path` is only used in diagnostics.
@@ -253,36 +376,24 @@ fn check_inner(
         jobs: Vec::new(),
         diagnostics,
     };
-    let mut doc: serde_yaml::Value = match serde_yaml::from_str(text) {
-        Ok(v) => v,
-        Err(e) => return empty(vec![yaml_error(&e, path)]),
+    let doc = match yaml::Document::parse(text) {
+        Ok(d) => d,
+        Err(e) => return empty(vec![yaml_error(e, path)]),
     };
-    if let Err(e) = doc.apply_merge() {
-        return empty(vec![yaml_error(&e, path)]);
-    }
     let mut checker = check::Checker::new(env_is_set);
     checker.now = now;
-    let parsed = checker.document(&doc);
-    // One parse indexes every node's position; the per-path re-walk is only a fallback.
-    let index = if checker.pending.is_empty() {
-        None
-    } else {
-        marks::Marks::new(text)
-    };
+    let parsed = checker.document(&doc.value);
     let mut diagnostics: Vec<Diagnostic> = checker
         .pending
         .into_iter()
         .map(|p| {
-            let (line, column) = match &index {
-                Some(m) => m.locate_or_parent(&p.path, p.target),
-                None => locate::locate_or_parent(text, &p.path, p.target),
-            };
+            let (line, column) = doc.locate_or_parent(&p.path, p.target);
             Diagnostic {
                 severity: p.severity,
                 file: path.to_path_buf(),
                 line,
                 column,
-                key: locate::render(&p.path),
+                key: yaml::render(&p.path),
                 message: p.message,
             }
         })
@@ -298,24 +409,20 @@ fn check_inner(
     }
 }
 
-fn yaml_error(e: &serde_yaml::Error, path: &Path) -> Diagnostic {
-    let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
-    let mut message = e.to_string();
-    // serde_yaml appends the position we already print in front.
-    for suffix in [
-        format!(" at line {line} column {column}"),
-        format!(", line: {line}, column: {column}"),
-    ] {
-        if let Some(stripped) = message.strip_suffix(&suffix) {
-            message = stripped.to_string();
-        }
-    }
+/// Parse jobs-file text without checking it: the parser's share of [`check_str`], for the
+/// `config_validate` benchmark. `true` when the text parses.
+#[doc(hidden)]
+pub fn parse_only(text: &str) -> bool {
+    yaml::Document::parse(text).is_ok()
+}
+
+fn yaml_error(e: yaml::YamlError, path: &Path) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: path.to_path_buf(),
-        line,
-        column,
+        line: e.line,
+        column: e.column,
         key: "(yaml)".to_string(),
-        message: format!("invalid YAML: {message}"),
+        message: format!("invalid YAML: {}", e.message),
     }
 }

@@ -391,14 +391,16 @@ fn bad_numbers_say_what_is_accepted() {
         5,
         22,
         Severity::Error,
-        "expected a number greater than 0, found the string \"soon\"",
+        // Issue 10 item 3: the message now names the whole range (was "greater than 0").
+        "expected a number from 0.1 to 604800 (7 days), found the string \"soon\"",
     );
     assert_at(
         diag(&c, "jobs[0].max_runs"),
         6,
         15,
         Severity::Error,
-        "expected a whole number ≥ 1, found the number 0",
+        // Issue 10 item 3: counts have a maximum now (was "a whole number ≥ 1").
+        "expected a whole number from 1 to 1000000000, found the number 0",
     );
     assert_at(
         diag(&c, "jobs[0].max_retries"),
@@ -448,7 +450,8 @@ fn bad_schedule_mapping() {
         3,
         44,
         Severity::Error,
-        "expected a whole number ≥ 1, found the number 0",
+        // Issue 10 item 3: intervals are capped at 100 years (was "a whole number ≥ 1").
+        "expected a whole number from 1 to 3162240000 (100 years), found the number 0",
     );
     let c = check("jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n");
     assert_at(
@@ -774,9 +777,71 @@ fn load_file_names_an_unreadable_file() {
 
 mod props {
     use super::*;
+    use crate::config::yaml::{Mapping, Number, Value};
     use proptest::prelude::*;
 
-    fn yaml_value() -> impl Strategy<Value = serde_yaml::Value> {
+    fn map(kv: Vec<(String, Value)>) -> Value {
+        let mut seen = std::collections::HashSet::new();
+        let kv: Vec<(String, Value)> = kv
+            .into_iter()
+            .filter(|(k, _)| seen.insert(k.clone()))
+            .collect();
+        Value::Mapping(Mapping::from_entries(
+            kv.into_iter().map(|(k, v)| (Value::String(k), v)).collect(),
+        ))
+    }
+
+    fn scalar_text(v: &Value) -> String {
+        match v {
+            Value::Null => "null".into(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+            Value::Sequence(_) => "[]".into(),
+            Value::Mapping(_) => "{}".into(),
+            Value::Tagged(_) => "!x null".into(),
+        }
+    }
+
+    /// Block-style YAML for a generated value (what serde_yaml::to_string produced before).
+    fn to_yaml(v: &Value) -> String {
+        fn nested(v: &Value) -> bool {
+            matches!(v, Value::Sequence(s) if !s.is_empty())
+                || matches!(v, Value::Mapping(m) if !m.is_empty())
+        }
+        fn emit(v: &Value, indent: usize, out: &mut String) {
+            let pad = " ".repeat(indent);
+            match v {
+                Value::Sequence(items) if !items.is_empty() => {
+                    for item in items {
+                        if nested(item) {
+                            out.push_str(&format!("{pad}-\n"));
+                            emit(item, indent + 2, out);
+                        } else {
+                            out.push_str(&format!("{pad}- {}\n", scalar_text(item)));
+                        }
+                    }
+                }
+                Value::Mapping(m) if !m.is_empty() => {
+                    for (k, item) in m {
+                        let k = scalar_text(k);
+                        if nested(item) {
+                            out.push_str(&format!("{pad}{k}:\n"));
+                            emit(item, indent + 2, out);
+                        } else {
+                            out.push_str(&format!("{pad}{k}: {}\n", scalar_text(item)));
+                        }
+                    }
+                }
+                other => out.push_str(&format!("{pad}{}\n", scalar_text(other))),
+            }
+        }
+        let mut out = String::new();
+        emit(v, 0, &mut out);
+        out
+    }
+
+    fn yaml_value() -> impl Strategy<Value = Value> {
         let key = prop_oneof![
             Just("name".to_string()),
             Just("schedule".to_string()),
@@ -797,37 +862,39 @@ mod props {
             "[a-z_-]{1,8}",
         ];
         let leaf = prop_oneof![
-            Just(serde_yaml::Value::Null),
-            any::<bool>().prop_map(serde_yaml::Value::Bool),
-            any::<i64>().prop_map(|i| serde_yaml::Value::Number(i.into())),
-            any::<f64>().prop_map(|f| serde_yaml::Value::Number(f.into())),
-            Just(serde_yaml::Value::String("every".into())),
-            Just(serde_yaml::Value::String("UTC".into())),
-            "\\PC{0,12}".prop_map(serde_yaml::Value::String),
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| Value::Number(if i < 0 {
+                Number::NegInt(i)
+            } else {
+                Number::PosInt(i as u64)
+            })),
+            any::<f64>().prop_map(|f| Value::Number(Number::Float(f))),
+            Just(Value::String("every".into())),
+            Just(Value::String("UTC".into())),
+            "\\PC{0,12}".prop_map(Value::String),
         ];
         leaf.prop_recursive(5, 64, 6, move |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..5).prop_map(serde_yaml::Value::Sequence),
-                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
-                    let mut m = serde_yaml::Mapping::new();
-                    for (k, v) in kv {
-                        m.insert(serde_yaml::Value::String(k), v);
-                    }
-                    serde_yaml::Value::Mapping(m)
-                }),
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Sequence),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(map),
             ]
         })
     }
 
     /// Documents shaped like a jobs file, with arbitrary values where the fields go, so the
     /// checks deep inside jobs, agents and sinks are exercised.
-    fn jobs_doc() -> impl Strategy<Value = serde_yaml::Value> {
-        use serde_yaml::Value as V;
+    fn jobs_doc() -> impl Strategy<Value = Value> {
+        use Value as V;
         let field = prop::sample::select(check::JOB_KEYS.to_vec());
         let leaf = prop_oneof![
             Just(V::Null),
             any::<bool>().prop_map(V::Bool),
-            (-3i64..100).prop_map(|i| V::Number(i.into())),
+            (-3i64..100).prop_map(|i| V::Number(if i < 0 {
+                Number::NegInt(i)
+            } else {
+                Number::PosInt(i as u64)
+            })),
             Just(V::String("every 5m".into())),
             Just(V::String("bot".into())),
             Just(V::String("sink".into())),
@@ -855,36 +922,85 @@ mod props {
                     ),
                     0..4
                 )
-                .prop_map(|kv| {
-                    let mut m = serde_yaml::Mapping::new();
-                    for (k, v) in kv {
-                        m.insert(V::String(k.to_string()), v);
-                    }
-                    V::Mapping(m)
-                }),
+                .prop_map(|kv| map(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
             ]
         });
-        let job = prop::collection::vec((field, value), 0..10).prop_map(|kv| {
-            let mut m = serde_yaml::Mapping::new();
-            for (k, v) in kv {
-                m.insert(V::String(k.to_string()), v);
-            }
-            V::Mapping(m)
-        });
+        let job = prop::collection::vec((field, value), 0..10)
+            .prop_map(|kv| map(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
         (prop::collection::vec(job, 0..4), leaf.clone(), leaf).prop_map(|(jobs, a, b)| {
-            let text = "agents: {bot: {model: m}}\ndelivery: {sink: {file: /tmp/x}}\njobs: []\n";
-            let mut doc: V = serde_yaml::from_str(text).unwrap_or(V::Null);
-            if let V::Mapping(m) = &mut doc {
-                m.insert(V::String("jobs".into()), V::Sequence(jobs));
-                m.insert(V::String("budget".into()), a);
-                m.insert(V::String("x-extra".into()), b);
-            }
-            doc
+            let agents = map(vec![(
+                "bot".into(),
+                map(vec![("model".into(), V::String("m".into()))]),
+            )]);
+            let delivery = map(vec![(
+                "sink".into(),
+                map(vec![("file".into(), V::String("/tmp/x".into()))]),
+            )]);
+            map(vec![
+                ("agents".into(), agents),
+                ("delivery".into(), delivery),
+                ("jobs".into(), V::Sequence(jobs)),
+                ("budget".into(), a),
+                ("x-extra".into(), b),
+            ])
         })
+    }
+
+    /// Every key path of `v` (mapping keys only), with the key's emitted text.
+    fn key_paths(v: &Value, base: Vec<yaml::Seg>, out: &mut Vec<(Vec<yaml::Seg>, String)>) {
+        match v {
+            Value::Sequence(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let mut p = base.clone();
+                    p.push(yaml::Seg::Index(i));
+                    key_paths(item, p, out);
+                }
+            }
+            Value::Mapping(m) => {
+                for (k, item) in m {
+                    if let Value::String(k) = k {
+                        let mut p = base.clone();
+                        p.push(yaml::Seg::Key(k.clone()));
+                        out.push((p.clone(), scalar_text(&Value::String(k.clone()))));
+                        key_paths(item, p, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The text from 1-based `(line, column)` (columns count characters, as the parser does).
+    fn text_at(text: &str, (line, column): (usize, usize)) -> String {
+        text.split('\n')
+            .nth(line - 1)
+            .map(|l| l.chars().skip(column - 1).collect())
+            .unwrap_or_default()
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The one-pass index (what replaced the serde_yaml oracle): every key of a generated
+        /// document is located exactly at its own text.
+        #[test]
+        fn every_key_is_located_at_its_text(v in yaml_value()) {
+            let text = to_yaml(&v);
+            let doc = yaml::Document::parse(&text);
+            prop_assert!(doc.is_ok(), "{:?} does not parse: {:?}", text, doc.err());
+            let Ok(doc) = doc else { return Ok(()) };
+            let mut paths = Vec::new();
+            key_paths(&v, Vec::new(), &mut paths);
+            for (p, key) in paths {
+                let at = doc.locate(&p, yaml::Target::Key);
+                prop_assert!(at.is_some(), "{:?} not found in {:?}", p, text);
+                let at = at.unwrap_or((1, 1));
+                prop_assert!(
+                    text_at(&text, at).starts_with(&key),
+                    "{:?} located at {:?} in {:?}", p, at, text
+                );
+            }
+        }
 
         #[test]
         fn never_panics_on_arbitrary_text(text in "\\PC{0,200}") {
@@ -901,7 +1017,7 @@ mod props {
 
         #[test]
         fn never_panics_on_jobs_shaped_documents(v in jobs_doc()) {
-            let text = serde_yaml::to_string(&v).unwrap_or_default();
+            let text = to_yaml(&v);
             let c = check(&text);
             for d in &c.diagnostics {
                 prop_assert!(d.line >= 1 && d.column >= 1);
@@ -910,11 +1026,15 @@ mod props {
                 prop_assert!(check::valid_name(&j.name));
                 prop_assert!(j.max_runs.is_none_or(|n| n >= 1));
             }
+            // Whatever validated is within every bound (what a store re-checks on apply).
+            if let Ok(l) = c.into_result() {
+                prop_assert_eq!(check_bounds(&l.file), Ok(()));
+            }
         }
 
         #[test]
         fn never_panics_on_structurally_valid_yaml(v in yaml_value()) {
-            let text = serde_yaml::to_string(&v).unwrap_or_default();
+            let text = to_yaml(&v);
             let c = check(&text);
             for d in &c.diagnostics {
                 prop_assert!(d.line >= 1 && d.column >= 1);

@@ -1,0 +1,488 @@
+//! The `jobs:` list: names (unique), the action, the gate, context, run limits and delivery of
+//! each job, then the API-key warning for agents that some job uses.
+//!
+//! Owns: the keys of a job and how they combine. Must not touch: the schedule grammar (see
+//! `schedule`), the shared sections (see `settings`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{
+    Checker, Defaults, JOB_KEYS, MONITOR_KEYS, check_http_url, index, key, kind_of, list, show,
+    valid_env_name, valid_name,
+};
+use crate::config::bounds;
+use crate::config::defaults;
+use crate::config::yaml::{Mapping, Seg, Value};
+use crate::model::{Action, Gate, JobDef, MonitorSource, OnMissingContext, Settings};
+use crate::schedule;
+
+impl Checker<'_> {
+    pub(super) fn jobs(
+        &mut self,
+        top: &Mapping,
+        d: &Defaults,
+        s: &Settings,
+    ) -> Vec<Option<JobDef>> {
+        let base = vec![Seg::Key("jobs".into())];
+        let items = match top.get("jobs") {
+            None => {
+                self.error(
+                    Vec::new(),
+                    "missing required key `jobs` (a list of jobs; `jobs: []` for none)",
+                );
+                return Vec::new();
+            }
+            Some(Value::Null) => return Vec::new(),
+            Some(Value::Sequence(items)) => items,
+            Some(other) => {
+                self.error(
+                    base,
+                    format!(
+                        "expected a list of jobs (`- name: …` items), found {}",
+                        kind_of(other)
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        // Pre-pass: names, for duplicate and `context_from` checks.
+        let mut first_index: HashMap<String, usize> = HashMap::new();
+        for (i, item) in items.iter().enumerate() {
+            if let Some(Value::String(n)) = item.as_mapping().and_then(|m| m.get("name")) {
+                first_index.entry(n.clone()).or_insert(i);
+            }
+        }
+        let mut used_agents: BTreeMap<String, String> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = index(&base, i);
+            let before = self.error_count();
+            let job = self.job(item, &p, i, d, s, &first_index);
+            if let Some(j) = &job
+                && let Some(a) = j.agent_name()
+            {
+                used_agents
+                    .entry(a.to_string())
+                    .or_insert_with(|| j.name.clone());
+            }
+            out.push(if self.error_count() == before {
+                job
+            } else {
+                None
+            });
+        }
+        for (agent, job) in used_agents {
+            let Some(def) = s.agents.get(&agent) else {
+                continue;
+            };
+            if !(self.env_is_set)(&def.api_key_env) {
+                let p = vec![Seg::Key("agents".into()), Seg::Key(agent.clone())];
+                self.warn(
+                    key(&p, "api_key_env"),
+                    format!(
+                        "environment variable {} is not set: runs of job '{job}' (and any other \
+                         job using agent '{agent}') will fail until it is",
+                        def.api_key_env
+                    ),
+                );
+            }
+        }
+        out
+    }
+
+    /// One job: each group of keys is read by its own function, in file-key order, so a
+    /// problem in one never hides another.
+    pub(super) fn job(
+        &mut self,
+        v: &Value,
+        p: &[Seg],
+        i: usize,
+        d: &Defaults,
+        s: &Settings,
+        first_index: &HashMap<String, usize>,
+    ) -> Option<JobDef> {
+        let m = self.mapping(v, p, "a job")?;
+        self.check_keys(m, p, JOB_KEYS);
+        let name = self.job_name(m, p, i, first_index);
+        // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
+        // is bad (reported where it was written), so zone-dependent checks are skipped.
+        let (sched, tz) = self.schedule(m, p, d);
+        if let (Some(now), Some((ScheduleSpec::At { at }, _))) = (self.now, &sched)
+            && *at <= now
+        {
+            self.warn(
+                key(p, "schedule"),
+                format!(
+                    "the instant {} is in the past, so this one-shot job will never run",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            );
+        }
+        let action = self.action(m, p, s);
+        let gate = self.gate(m, p);
+        let (context_from, context_max_chars, on_missing_context) = self.context(m, p, first_index);
+        let misfire_grace_seconds = match self.grace(m, p) {
+            None => d.misfire_grace_seconds,
+            Some(g) => g,
+        };
+        let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
+        let run_immediately = self.opt_bool(m, p, "run_immediately").unwrap_or(false);
+        let timeout_seconds = self
+            .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
+            .unwrap_or(d.timeout_seconds);
+        let max_retries = self
+            .opt_whole(m, p, "max_retries", bounds::MAX_RETRIES)
+            .map(|x| x as u32)
+            .unwrap_or(d.max_retries);
+        let lease_seconds = self
+            .opt_real(m, p, "lease_seconds", bounds::LEASE_SECONDS)
+            .unwrap_or(d.lease_seconds);
+        let max_cost_usd = self.opt_real(m, p, "max_cost_usd", bounds::COST_USD);
+        let deliver = self.deliver(m, p, s);
+        let alert_after_failures = self
+            .opt_whole(m, p, "alert_after_failures", bounds::ALERT_AFTER_FAILURES)
+            .map(|x| x as u32)
+            .unwrap_or(1);
+        let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
+        let env_passthrough = self.env_passthrough(m, p);
+        let tags: Vec<String> = self
+            .opt_name_list(m, p, "tags")
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+
+        let (schedule, schedule_text) = sched?;
+        Some(JobDef {
+            name: name?,
+            schedule,
+            schedule_text,
+            tz: tz?,
+            action: action?,
+            gate,
+            context_from,
+            context_max_chars,
+            on_missing_context,
+            misfire_grace_seconds,
+            max_runs,
+            until,
+            run_immediately,
+            timeout_seconds,
+            max_retries,
+            lease_seconds,
+            max_cost_usd,
+            deliver,
+            alert_after_failures,
+            enabled,
+            env_passthrough,
+            tags,
+        })
+    }
+
+    /// `name`: required, a valid name, unique in the file (the second use is the error).
+    fn job_name(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        i: usize,
+        first_index: &HashMap<String, usize>,
+    ) -> Option<String> {
+        let name = self.opt_str(m, p, "name");
+        match &name {
+            None => {
+                if Self::get(m, "name").is_none() {
+                    self.error(p.to_vec(), "missing required key `name`");
+                }
+            }
+            Some(n) => {
+                if !valid_name(n) {
+                    self.error(
+                        key(p, "name"),
+                        format!(
+                            "invalid job name {}: use 1–64 characters from A-Z a-z 0-9 . _ -",
+                            show(n)
+                        ),
+                    );
+                } else if let Some(&first) = first_index.get(n)
+                    && first != i
+                {
+                    self.error(
+                        key(p, "name"),
+                        format!(
+                            "duplicate job name '{n}': jobs[{first}] already uses it; names \
+                             must be unique"
+                        ),
+                    );
+                }
+            }
+        }
+        name
+    }
+
+    /// Exactly one of `agent` (a name under `agents:`) and `command`, with the keys that only
+    /// apply to one of them (`message`, `command_timeout_seconds`).
+    fn action(&mut self, m: &Mapping, p: &[Seg], s: &Settings) -> Option<Action> {
+        let agent = self.opt_text(m, p, "agent");
+        let command = self.opt_text(m, p, "command");
+        let message = self.opt_str(m, p, "message");
+        let command_timeout =
+            self.opt_real(m, p, "command_timeout_seconds", bounds::TIMEOUT_SECONDS);
+        let has = |k: &str| Self::get(m, k).is_some();
+        let agent = match agent {
+            Some(a) if !s.agents.contains_key(&a) => {
+                let known = if s.agents.is_empty() {
+                    "no agents are defined under `agents:`".to_string()
+                } else {
+                    format!("defined agents: {}", list(s.agents.keys()))
+                };
+                self.error(
+                    key(p, "agent"),
+                    format!("unknown agent {}; {known}", show(&a)),
+                );
+                None
+            }
+            other => other,
+        };
+        match (has("agent"), has("command")) {
+            (true, true) => {
+                self.error_at_key(
+                    key(p, "command"),
+                    "`agent` and `command` are mutually exclusive: a job either asks an agent \
+                     or runs a shell command, keep one",
+                );
+                None
+            }
+            (false, false) => {
+                self.error(
+                    p.to_vec(),
+                    "missing `agent` or `command`: a job needs exactly one (an `agents:` name, \
+                     or a shell command)",
+                );
+                None
+            }
+            (true, false) => {
+                if command_timeout.is_some() {
+                    self.warn(
+                        key(p, "command_timeout_seconds"),
+                        "ignored: this is an agent job (use timeout_seconds)",
+                    );
+                }
+                agent.map(|agent| Action::Agent {
+                    agent,
+                    message: message.unwrap_or_default(),
+                })
+            }
+            (false, true) => {
+                if message.as_deref().is_some_and(|m| !m.is_empty()) {
+                    self.warn(
+                        key(p, "message"),
+                        "ignored: a `command` job delivers its command's output, not a prompt",
+                    );
+                }
+                command.map(|c| Action::Command {
+                    command: c,
+                    timeout_seconds: command_timeout.unwrap_or(defaults::COMMAND_TIMEOUT_SECONDS),
+                })
+            }
+        }
+    }
+
+    /// The gate: `monitor` xor `pre_run`.
+    fn gate(&mut self, m: &Mapping, p: &[Seg]) -> Option<Gate> {
+        let monitor = match Self::get(m, "monitor") {
+            None => None,
+            Some(mv) => self.monitor(mv, &key(p, "monitor")),
+        };
+        let pre_run = self.opt_text(m, p, "pre_run");
+        if Self::get(m, "monitor").is_some() && Self::get(m, "pre_run").is_some() {
+            self.error_at_key(
+                key(p, "pre_run"),
+                "`monitor` and `pre_run` are mutually exclusive: a job has at most one gate",
+            );
+            None
+        } else if let Some(source) = monitor {
+            Some(Gate::Monitor { source })
+        } else {
+            pre_run.map(|command| Gate::PreRun { command })
+        }
+    }
+
+    /// `context_from` (names of jobs in this file), `context_max_chars`, `on_missing_context`.
+    fn context(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        first_index: &HashMap<String, usize>,
+    ) -> (Vec<String>, usize, OnMissingContext) {
+        let mut context_from = Vec::new();
+        for (j, n) in self.opt_name_list(m, p, "context_from") {
+            if first_index.contains_key(&n) {
+                context_from.push(n);
+            } else {
+                self.error(
+                    index(&key(p, "context_from"), j),
+                    format!(
+                        "unknown job {} in context_from; jobs in this file: {}",
+                        show(&n),
+                        list(first_index.keys().collect::<BTreeSet<_>>())
+                    ),
+                );
+            }
+        }
+        let context_max_chars = self
+            .opt_whole(m, p, "context_max_chars", bounds::CONTEXT_MAX_CHARS)
+            .map(|x| x as usize)
+            .unwrap_or(defaults::CONTEXT_MAX_CHARS);
+        let on_missing_context = match self.opt_str(m, p, "on_missing_context") {
+            None => OnMissingContext::Run,
+            Some(x) => match x.trim().to_ascii_lowercase().as_str() {
+                "run" => OnMissingContext::Run,
+                "skip" => OnMissingContext::Skip,
+                _ => {
+                    self.error(
+                        key(p, "on_missing_context"),
+                        format!("unknown value {}: use run or skip", show(&x)),
+                    );
+                    OnMissingContext::Run
+                }
+            },
+        };
+        (context_from, context_max_chars, on_missing_context)
+    }
+
+    /// `max_runs`, `once` (= `max_runs: 1`) and `until` (read in the job's zone, skipped when
+    /// the zone is bad).
+    fn run_limits(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        tz: Option<&str>,
+    ) -> (Option<u64>, Option<chrono::DateTime<chrono::Utc>>) {
+        let max_runs = self.opt_whole(m, p, "max_runs", bounds::MAX_RUNS);
+        let once = self.opt_bool(m, p, "once").unwrap_or(false);
+        let max_runs = match (once, max_runs) {
+            (true, Some(n)) if n != 1 => {
+                self.error_at_key(
+                    key(p, "once"),
+                    format!(
+                        "`once: true` means `max_runs: 1`, but `max_runs` is {n}; keep one of them"
+                    ),
+                );
+                Some(n)
+            }
+            (true, _) => Some(1),
+            (false, x) => x,
+        };
+        let until = match self.opt_str(m, p, "until") {
+            None => None,
+            Some(u) => match tz.map(schedule::parse_tz) {
+                None | Some(Err(_)) => None,
+                Some(Ok(zone)) => match schedule::grammar::parse_at(&u, zone) {
+                    Ok(t) if self.now.is_some_and(|now| t <= now) => {
+                        self.warn(
+                            key(p, "until"),
+                            format!(
+                                "until {} is in the past, so the job will not run again",
+                                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                            ),
+                        );
+                        Some(t)
+                    }
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        self.error(
+                            key(p, "until"),
+                            format!("{e} (the job's zone is {})", zone.name()),
+                        );
+                        None
+                    }
+                },
+            },
+        };
+        (max_runs, until)
+    }
+
+    /// `deliver`: names of sinks under `delivery:`.
+    fn deliver(&mut self, m: &Mapping, p: &[Seg], s: &Settings) -> Vec<String> {
+        let mut deliver = Vec::new();
+        for (j, n) in self.opt_name_list(m, p, "deliver") {
+            if s.delivery.contains_key(&n) {
+                deliver.push(n);
+            } else {
+                let known = if s.delivery.is_empty() {
+                    "no sinks are defined under `delivery:`".to_string()
+                } else {
+                    format!("defined sinks: {}", list(s.delivery.keys()))
+                };
+                self.error(
+                    index(&key(p, "deliver"), j),
+                    format!("unknown sink {}; {known}", show(&n)),
+                );
+            }
+        }
+        deliver
+    }
+
+    /// `env_passthrough`: names of environment variables.
+    fn env_passthrough(&mut self, m: &Mapping, p: &[Seg]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (j, n) in self.opt_name_list(m, p, "env_passthrough") {
+            if valid_env_name(&n) {
+                out.push(n);
+            } else {
+                self.error(
+                    index(&key(p, "env_passthrough"), j),
+                    "expected the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+                );
+            }
+        }
+        out
+    }
+
+    pub(super) fn monitor(&mut self, v: &Value, p: &[Seg]) -> Option<MonitorSource> {
+        let m = self.mapping(
+            v,
+            p,
+            "a monitor such as {command: \"df -h /\"} or {url: https://…}",
+        )?;
+        self.check_keys(m, p, MONITOR_KEYS);
+        let command = self.opt_text(m, p, "command");
+        let url = self.opt_text(m, p, "url");
+        let allow_private = self.opt_bool(m, p, "allow_private");
+        match (command, url) {
+            (Some(_), Some(_)) => {
+                self.error_at_key(
+                    key(p, "url"),
+                    "`command` and `url` are mutually exclusive: a monitor watches one source",
+                );
+                None
+            }
+            (Some(command), None) => {
+                if allow_private.is_some() {
+                    self.error_at_key(
+                        key(p, "allow_private"),
+                        "`allow_private` applies to `url` monitors only",
+                    );
+                }
+                Some(MonitorSource::Command { command })
+            }
+            (None, Some(url)) => {
+                if let Err(e) = check_http_url(&url) {
+                    self.error(key(p, "url"), e);
+                }
+                Some(MonitorSource::Url {
+                    url: url.trim().to_string(),
+                    allow_private: allow_private.unwrap_or(false),
+                })
+            }
+            (None, None) => {
+                if Self::get(m, "command").is_none() && Self::get(m, "url").is_none() {
+                    self.error(
+                        p.to_vec(),
+                        "a monitor needs `command: \"…\"` or `url: https://…`",
+                    );
+                }
+                None
+            }
+        }
+    }
+}

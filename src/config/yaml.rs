@@ -1,0 +1,787 @@
+//! The one YAML pass of the jobs file: text → a [`Document`] that holds both the value the checks
+//! read ([`Value`], with `<<` merges applied and aliases resolved) and the start position of every
+//! node as written, so any diagnostic's key path is located without parsing again.
+//!
+//! Owns: the YAML dependency (`saphyr-parser`, a maintained, safe, YAML 1.2 event parser with
+//! spans; nothing outside `config/` names it), scalar resolution, and the structural limits.
+//! Must not touch: validation rules (`check`), files.
+//!
+//! Scalars resolve as serde_yaml 0.9 resolved them, so the jobs file means what it meant before
+//! the parser changed: plain `~`/`null`/`Null`/`NULL`/empty are null; `true`/`True`/`TRUE` (and
+//! `false` likewise) are booleans; decimal, `0x`, `0o`, `0b` integers (optional sign; a leading
+//! zero such as `0123` is text) are whole numbers; other numerals and `.inf`/`.nan` are floats;
+//! everything else, and every quoted or block scalar, is text. An integer beyond ±2^64 is a float.
+//!
+//! Limits (each an `invalid YAML` error at the offending position, found in one linear pass):
+//! - nesting deeper than [`MAX_DEPTH`] levels (counting what aliases bring in) — the parse stops at
+//!   the first too-deep node, so 160 KB of `[` costs 128 events, not a recursion per byte;
+//! - aliases that would expand the document beyond `max(`[`MAX_EXPANDED_NODES`]`, 4 × the nodes
+//!   written)` ("billion laughs"); an alias to a node that contains it;
+//! - duplicate keys in one mapping (serde_yaml refused them too; the second is located);
+//! - more than one document in the file.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span};
+
+/// Deepest nesting accepted (serde_yaml's recursion limit, kept so nothing that parsed before
+/// fails now).
+pub const MAX_DEPTH: usize = 128;
+
+/// Aliases may expand a document to at most this many nodes, or 4× the nodes written when that
+/// is larger.
+pub const MAX_EXPANDED_NODES: u64 = 1_000_000;
+
+/// Mappings up to this many entries are searched by scanning; larger ones are indexed.
+const SCAN_MAX: usize = 16;
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// Render a path the way diagnostics show it: `jobs[2].schedule`, `agents.summariser.model`.
+pub fn render(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => {
+                out.push_str(&format!("[{i}]"));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(document)");
+    }
+    out
+}
+
+/// Which part of the last path step to point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The key itself (unknown key): `foo` in `foo: 1`.
+    Key,
+    /// The value (or, for an index, the item) the path names.
+    Value,
+}
+
+/// A YAML number as written: a whole number (kept exact) or a float.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    PosInt(u64),
+    NegInt(i64),
+    Float(f64),
+}
+
+impl Number {
+    pub fn as_f64(&self) -> f64 {
+        match *self {
+            Number::PosInt(n) => n as f64,
+            Number::NegInt(n) => n as f64,
+            Number::Float(x) => x,
+        }
+    }
+
+    /// The value when it is a whole number ≥ 0 written as one (`60.0` is not).
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Number::PosInt(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Number::PosInt(n) => write!(f, "{n}"),
+            Number::NegInt(n) => write!(f, "{n}"),
+            Number::Float(x) => f.write_str(&float_text(x)),
+        }
+    }
+}
+
+/// A float the way an operator would write it: `1.5`, `604800`, `1e-300`, `.inf`, `.nan`.
+pub fn float_text(x: f64) -> String {
+    if x.is_nan() {
+        ".nan".to_string()
+    } else if x.is_infinite() {
+        if x > 0.0 { ".inf" } else { "-.inf" }.to_string()
+    } else if x == 0.0 || (1e-5..1e16).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// A resolved YAML value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(String),
+    Sequence(Vec<Value>),
+    Mapping(Mapping),
+    /// A node with a tag outside the core schema (`!secret x`): never valid in a jobs file.
+    Tagged(Box<Value>),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    pub fn as_mapping(&self) -> Option<&Mapping> {
+        match self {
+            Value::Mapping(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// Entries in the order written; keys are unique (duplicates are a parse error).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mapping {
+    entries: Vec<(Value, Value)>,
+}
+
+impl Mapping {
+    /// A mapping from entries whose keys are already unique (test data).
+    #[cfg(test)]
+    pub fn from_entries(entries: Vec<(Value, Value)>) -> Mapping {
+        Mapping { entries }
+    }
+
+    /// The value under the text key `k`.
+    pub fn get(&self, k: &str) -> Option<&Value> {
+        self.entries
+            .iter()
+            .find(|(key, _)| matches!(key, Value::String(s) if s == k))
+            .map(|(_, v)| v)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &Value> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Value, &Value)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Mapping {
+    type Item = (&'a Value, &'a Value);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Value, Value)>,
+        fn(&'a (Value, Value)) -> (&'a Value, &'a Value),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+}
+
+/// Mapping keys as text (`1: x` has key "1"); `None` for keys that are lists or mappings.
+pub fn key_text(k: &Value) -> Option<String> {
+    match k {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some("null".to_string()),
+        _ => None,
+    }
+}
+
+/// A YAML problem at a 1-based position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl YamlError {
+    fn at(at: Pos, message: impl Into<String>) -> YamlError {
+        YamlError {
+            line: at.0,
+            column: at.1,
+            message: message.into(),
+        }
+    }
+
+    fn scan(e: &ScanError) -> YamlError {
+        let m = e.marker();
+        // The scanner reads a little ahead of the events, so very deep flow nesting can hit its
+        // own limit (256 levels) before the builder sees level 129: same problem, same words.
+        let message = if e.info().contains("recursion limit exceeded") {
+            too_deep()
+        } else {
+            e.info().to_string()
+        };
+        YamlError {
+            line: m.line().max(1),
+            column: m.col() + 1,
+            message,
+        }
+    }
+}
+
+type Pos = (usize, usize);
+
+fn too_deep() -> String {
+    format!("nesting deeper than {MAX_DEPTH} levels is not accepted")
+}
+
+fn pos(span: &Span) -> Pos {
+    (span.start.line().max(1), span.start.col() + 1)
+}
+
+#[derive(Debug)]
+enum Kind {
+    Scalar(Value),
+    Seq(Vec<usize>),
+    Map(Vec<(usize, usize)>),
+    /// `*name`: the anchored node.
+    Alias(usize),
+}
+
+#[derive(Debug)]
+struct Node {
+    at: Pos,
+    kind: Kind,
+    /// Nodes this one stands for once aliases are expanded (saturating).
+    size: u64,
+    /// Nesting depth below and including this node, aliases expanded.
+    depth: usize,
+}
+
+/// A parsed jobs file: the value with merges applied, and the positions as written.
+#[derive(Debug)]
+pub struct Document {
+    nodes: Vec<Node>,
+    /// For mappings of more than [`SCAN_MAX`] entries: key text → entry, so locating N
+    /// diagnostics in a mapping of N keys stays linear.
+    big_maps: HashMap<usize, HashMap<String, usize>>,
+    /// `None` for an empty document (no node at all).
+    root: Option<usize>,
+    pub value: Value,
+}
+
+struct Builder<'t> {
+    parser: Parser<'t, saphyr_parser::StrInput<'t>>,
+    nodes: Vec<Node>,
+    /// saphyr anchor id → node; `None` while the anchored node is still open.
+    anchors: HashMap<usize, Option<usize>>,
+}
+
+impl<'t> Builder<'t> {
+    fn next(&mut self) -> Result<(Event<'t>, Span), YamlError> {
+        match self.parser.next_event() {
+            Some(Ok(ev)) => Ok(ev),
+            Some(Err(e)) => Err(YamlError::scan(&e)),
+            None => Err(YamlError::at((1, 1), "unexpected end of the YAML stream")),
+        }
+    }
+
+    fn push(&mut self, node: Node, anchor: usize) -> usize {
+        let id = self.nodes.len();
+        self.nodes.push(node);
+        if anchor != 0 {
+            self.anchors.insert(anchor, Some(id));
+        }
+        id
+    }
+
+    fn open(&mut self, anchor: usize) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, None);
+        }
+    }
+
+    /// The node that starts with `first` at nesting level `level` (the root is level 1).
+    fn node(&mut self, first: (Event<'t>, Span), level: usize) -> Result<usize, YamlError> {
+        let (ev, span) = first;
+        let at = pos(&span);
+        if level > MAX_DEPTH {
+            return Err(YamlError::at(at, too_deep()));
+        }
+        match ev {
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = scalar(&text, style, tag.as_deref());
+                let node = Node {
+                    at,
+                    kind: Kind::Scalar(value),
+                    size: 1,
+                    depth: 1,
+                };
+                Ok(self.push(node, anchor))
+            }
+            Event::Alias(anchor) => match self.anchors.get(&anchor).copied() {
+                Some(Some(target)) => {
+                    let (size, depth) = (self.nodes[target].size, self.nodes[target].depth);
+                    if level + depth - 1 > MAX_DEPTH {
+                        return Err(YamlError::at(
+                            at,
+                            format!(
+                                "nesting deeper than {MAX_DEPTH} levels is not accepted \
+                                 (counting what this alias brings in)"
+                            ),
+                        ));
+                    }
+                    let node = Node {
+                        at,
+                        kind: Kind::Alias(target),
+                        size,
+                        depth,
+                    };
+                    Ok(self.push(node, 0))
+                }
+                Some(None) => Err(YamlError::at(
+                    at,
+                    "an alias refers to a node that contains it (recursive aliases are not \
+                     accepted)",
+                )),
+                None => Err(YamlError::at(at, "unknown anchor")),
+            },
+            Event::SequenceStart(anchor, tag) => {
+                self.open(anchor);
+                let mut items = Vec::new();
+                let (mut size, mut depth) = (1u64, 1usize);
+                loop {
+                    let next = self.next()?;
+                    if matches!(next.0, Event::SequenceEnd) {
+                        break;
+                    }
+                    let id = self.node(next, level + 1)?;
+                    size = size.saturating_add(self.nodes[id].size);
+                    depth = depth.max(self.nodes[id].depth + 1);
+                    items.push(id);
+                }
+                let kind = Kind::Seq(items);
+                let node = tagged(
+                    Node {
+                        at,
+                        kind,
+                        size,
+                        depth,
+                    },
+                    tag.as_deref(),
+                );
+                Ok(self.push(node, anchor))
+            }
+            Event::MappingStart(anchor, tag) => {
+                self.open(anchor);
+                let mut entries = Vec::new();
+                let (mut size, mut depth) = (1u64, 1usize);
+                loop {
+                    let next = self.next()?;
+                    if matches!(next.0, Event::MappingEnd) {
+                        break;
+                    }
+                    let k = self.node(next, level + 1)?;
+                    let first = self.next()?;
+                    let v = self.node(first, level + 1)?;
+                    for id in [k, v] {
+                        size = size.saturating_add(self.nodes[id].size);
+                        depth = depth.max(self.nodes[id].depth + 1);
+                    }
+                    entries.push((k, v));
+                }
+                let node = tagged(
+                    Node {
+                        at,
+                        kind: Kind::Map(entries),
+                        size,
+                        depth,
+                    },
+                    tag.as_deref(),
+                );
+                Ok(self.push(node, anchor))
+            }
+            _ => Err(YamlError::at(at, "unexpected YAML event")),
+        }
+    }
+}
+
+/// Collections keep their tag only as a marker that they are not plain YAML.
+fn tagged(node: Node, tag: Option<&saphyr_parser::Tag>) -> Node {
+    match tag {
+        Some(t) if !t.is_yaml_core_schema() => Node {
+            kind: Kind::Scalar(Value::Tagged(Box::new(Value::Null))),
+            ..node
+        },
+        _ => node,
+    }
+}
+
+fn scalar(text: &str, style: ScalarStyle, tag: Option<&saphyr_parser::Tag>) -> Value {
+    let resolved = match (style, tag) {
+        (_, Some(t)) if t.is_yaml_core_schema() && t.suffix == "str" => {
+            Value::String(text.to_string())
+        }
+        (ScalarStyle::Plain, _) => plain(text),
+        (_, Some(t)) if t.is_yaml_core_schema() => plain(text),
+        _ => Value::String(text.to_string()),
+    };
+    match tag {
+        Some(t) if !t.is_yaml_core_schema() => Value::Tagged(Box::new(resolved)),
+        _ => resolved,
+    }
+}
+
+/// serde_yaml 0.9's resolution of a plain scalar (see the module doc).
+fn plain(v: &str) -> Value {
+    if matches!(v, "" | "~" | "null" | "Null" | "NULL") {
+        return Value::Null;
+    }
+    match v {
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    if let Some(n) = unsigned(v, |s, r| u64::from_str_radix(s, r).ok()) {
+        return Value::Number(Number::PosInt(n));
+    }
+    if let Some(n) = negative(v, |s, r| i64::from_str_radix(s, r).ok()) {
+        return Value::Number(Number::NegInt(n));
+    }
+    // Whole numbers beyond 64 bits: kept as the nearest float (an error wherever a count goes).
+    if let Some(n) = unsigned(v, |s, r| u128::from_str_radix(s, r).ok()) {
+        return Value::Number(Number::Float(n as f64));
+    }
+    if let Some(n) = negative(v, |s, r| i128::from_str_radix(s, r).ok()) {
+        return Value::Number(Number::Float(n as f64));
+    }
+    if !leading_zero_digits(v)
+        && let Some(x) = float(v)
+    {
+        return Value::Number(Number::Float(x));
+    }
+    Value::String(v.to_string())
+}
+
+fn leading_zero_digits(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    s.len() > 1 && s.starts_with('0') && s[1..].bytes().all(|b| b.is_ascii_digit())
+}
+
+fn radix_parts(s: &str) -> (&str, u32) {
+    for (prefix, radix) in [("0x", 16), ("0o", 8), ("0b", 2)] {
+        if let Some(rest) = s.strip_prefix(prefix) {
+            return (rest, radix);
+        }
+    }
+    (s, 10)
+}
+
+fn unsigned<T>(v: &str, parse: impl Fn(&str, u32) -> Option<T>) -> Option<T> {
+    let s = v.strip_prefix('+').unwrap_or(v);
+    let (digits, radix) = radix_parts(s);
+    if digits.is_empty() || digits.starts_with(['+', '-']) {
+        return None;
+    }
+    if radix == 10 && leading_zero_digits(v) {
+        return None;
+    }
+    parse(digits, radix)
+}
+
+fn negative<T>(v: &str, parse: impl Fn(&str, u32) -> Option<T>) -> Option<T> {
+    let s = v.strip_prefix('-')?;
+    let (digits, radix) = radix_parts(s);
+    if digits.is_empty() || digits.starts_with(['+', '-']) {
+        return None;
+    }
+    if radix == 10 && leading_zero_digits(v) {
+        return None;
+    }
+    parse(&format!("-{digits}"), radix)
+}
+
+fn float(v: &str) -> Option<f64> {
+    let s = match v.strip_prefix('+') {
+        Some(rest) if rest.starts_with(['+', '-']) => return None,
+        Some(rest) => rest,
+        None => v,
+    };
+    match s {
+        ".inf" | ".Inf" | ".INF" => return Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        _ => {}
+    }
+    s.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+/// Scalar keys of one mapping being built, hashed by kind and text; lists, mappings and tagged
+/// keys (rare, and always an error in a jobs file) are compared one by one.
+#[derive(Default)]
+struct KeyIndex {
+    scalars: HashMap<(u8, String), usize>,
+    complex: Vec<usize>,
+}
+
+impl KeyIndex {
+    fn hash_key(k: &Value) -> Option<(u8, String)> {
+        match k {
+            Value::Null => Some((0, String::new())),
+            Value::Bool(b) => Some((1, b.to_string())),
+            Value::Number(n) => Some((2, n.to_string())),
+            Value::String(s) => Some((3, s.clone())),
+            _ => None,
+        }
+    }
+
+    /// The index in `out` of an entry whose key equals `k`.
+    fn find(&self, out: &Mapping, k: &Value) -> Option<usize> {
+        match Self::hash_key(k) {
+            Some(h) => self.scalars.get(&h).copied(),
+            None => self
+                .complex
+                .iter()
+                .copied()
+                .find(|i| out.entries.get(*i).is_some_and(|(e, _)| e == k)),
+        }
+    }
+
+    fn add(&mut self, k: &Value, i: usize) {
+        match Self::hash_key(k) {
+            Some(h) => {
+                self.scalars.entry(h).or_insert(i);
+            }
+            None => self.complex.push(i),
+        }
+    }
+}
+
+impl Document {
+    /// Parse `text` (one document); merges are applied to [`Document::value`].
+    pub fn parse(text: &str) -> Result<Document, YamlError> {
+        let mut b = Builder {
+            parser: Parser::new_from_str(text),
+            nodes: Vec::new(),
+            anchors: HashMap::new(),
+        };
+        let mut root = None;
+        let mut documents = 0;
+        loop {
+            let (ev, span) = b.next()?;
+            match ev {
+                Event::StreamEnd => break,
+                Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
+                Event::DocumentStart(_) => {
+                    documents += 1;
+                    if documents > 1 {
+                        return Err(YamlError::at(
+                            pos(&span),
+                            "a jobs file holds one YAML document; found a second one",
+                        ));
+                    }
+                }
+                _ => root = Some(b.node((ev, span), 1)?),
+            }
+        }
+        let nodes = b.nodes;
+        let mut doc = Document {
+            big_maps: HashMap::new(),
+            nodes,
+            root,
+            value: Value::Null,
+        };
+        if let Some(r) = root {
+            let written = doc.nodes.len() as u64;
+            let limit = MAX_EXPANDED_NODES.max(written.saturating_mul(4));
+            let expanded = doc.nodes[r].size;
+            if expanded > limit {
+                return Err(YamlError::at(
+                    doc.nodes[r].at,
+                    format!(
+                        "aliases expand this document to more than {limit} nodes ({written} \
+                         written); refused as an alias bomb"
+                    ),
+                ));
+            }
+            doc.value = doc.materialize(r)?;
+        }
+        for (id, node) in doc.nodes.iter().enumerate() {
+            if let Kind::Map(entries) = &node.kind
+                && entries.len() > SCAN_MAX
+            {
+                let mut index = HashMap::new();
+                for (i, (k, _)) in entries.iter().enumerate() {
+                    if let Some(t) = doc.scalar_key_text(*k) {
+                        index.entry(t).or_insert(i);
+                    }
+                }
+                doc.big_maps.insert(id, index);
+            }
+        }
+        Ok(doc)
+    }
+
+    /// The value of node `id`, aliases followed, duplicate keys refused, `<<` merges applied.
+    fn materialize(&self, id: usize) -> Result<Value, YamlError> {
+        let node = &self.nodes[id];
+        match &node.kind {
+            Kind::Scalar(v) => Ok(v.clone()),
+            Kind::Alias(target) => self.materialize(*target),
+            Kind::Seq(items) => items
+                .iter()
+                .map(|i| self.materialize(*i))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Sequence),
+            Kind::Map(entries) => {
+                let mut out = Mapping::default();
+                // Where each kept key was written, and every scalar key hashed, so a mapping of
+                // a million keys is checked for duplicates in linear time.
+                let mut written: Vec<Pos> = Vec::new();
+                let mut seen = KeyIndex::default();
+                let mut merge: Option<(Pos, usize)> = None;
+                for (k, v) in entries {
+                    let key = self.materialize(*k)?;
+                    let at = self.nodes[*k].at;
+                    let first = if matches!(&key, Value::String(s) if s == "<<") {
+                        match merge {
+                            None => {
+                                merge = Some((at, *v));
+                                continue;
+                            }
+                            Some((first, _)) => Some(first),
+                        }
+                    } else {
+                        seen.find(&out, &key).map(|i| written[i])
+                    };
+                    if let Some(first) = first {
+                        let name = key_text(&key).map_or_else(
+                            || "(a list or mapping)".to_string(),
+                            |t| format!("{t:?}"),
+                        );
+                        return Err(YamlError::at(
+                            at,
+                            format!(
+                                "duplicate key {name} in one mapping (first at line {} column {})",
+                                first.0, first.1
+                            ),
+                        ));
+                    }
+                    seen.add(&key, out.len());
+                    let value = self.materialize(*v)?;
+                    out.entries.push((key, value));
+                    written.push(at);
+                }
+                if let Some((_, source)) = merge {
+                    self.merge_into(&mut out, &mut seen, source)?;
+                }
+                Ok(Value::Mapping(out))
+            }
+        }
+    }
+
+    /// `<<: *base` or `<<: [*a, *b]`: entries not already present are added, in order.
+    fn merge_into(
+        &self,
+        out: &mut Mapping,
+        seen: &mut KeyIndex,
+        source: usize,
+    ) -> Result<(), YamlError> {
+        let at = self.nodes[source].at;
+        let bad = |what: &str| {
+            YamlError::at(
+                at,
+                format!("expected a mapping or list of mappings for merging (`<<`), found {what}"),
+            )
+        };
+        let sources: Vec<Value> = match self.materialize(source)? {
+            Value::Mapping(m) => vec![Value::Mapping(m)],
+            Value::Sequence(items) => items,
+            Value::Tagged(_) => return Err(bad("a tagged value")),
+            _ => return Err(bad("a scalar")),
+        };
+        for s in sources {
+            let Value::Mapping(m) = s else {
+                return Err(bad(match s {
+                    Value::Sequence(_) => "a list inside the merge list",
+                    Value::Tagged(_) => "a tagged value",
+                    _ => "a scalar inside the merge list",
+                }));
+            };
+            for (k, v) in m.entries {
+                if seen.find(out, &k).is_none() {
+                    seen.add(&k, out.len());
+                    out.entries.push((k, v));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The node itself, or the node an alias stands for (by arena index).
+    fn resolve(&self, id: usize) -> Option<usize> {
+        match &self.nodes.get(id)?.kind {
+            Kind::Alias(t) => Some(*t),
+            _ => Some(id),
+        }
+    }
+
+    /// The text of a scalar key (as the checks render keys), `None` for other keys.
+    fn scalar_key_text(&self, id: usize) -> Option<String> {
+        match &self.nodes.get(self.resolve(id)?)?.kind {
+            Kind::Scalar(v) => key_text(v),
+            _ => None,
+        }
+    }
+
+    /// 1-based `(line, column)` of `path` as written, or `None` when it is not in the text
+    /// (e.g. it came from a `<<` merge).
+    pub fn locate(&self, path: &[Seg], target: Target) -> Option<(usize, usize)> {
+        let mut id = self.resolve(self.root?)?;
+        for (i, seg) in path.iter().enumerate() {
+            let last = i + 1 == path.len();
+            match (seg, &self.nodes.get(id)?.kind) {
+                (Seg::Index(n), Kind::Seq(items)) => id = self.resolve(*items.get(*n)?)?,
+                (Seg::Key(k), Kind::Map(entries)) => {
+                    let (key, value) = match self.big_maps.get(&id) {
+                        Some(index) => entries.get(*index.get(k.as_str())?)?,
+                        None => entries.iter().find(|(key, _)| {
+                            self.scalar_key_text(*key).as_deref() == Some(k.as_str())
+                        })?,
+                    };
+                    if last && target == Target::Key {
+                        return Some(self.nodes.get(self.resolve(*key)?)?.at);
+                    }
+                    id = self.resolve(*value)?;
+                }
+                _ => return None,
+            }
+        }
+        Some(self.nodes.get(id)?.at)
+    }
+
+    /// Like [`Document::locate`], falling back to the nearest ancestor, then to 1:1.
+    pub fn locate_or_parent(&self, path: &[Seg], target: Target) -> (usize, usize) {
+        if let Some(pos) = self.locate(path, target) {
+            return pos;
+        }
+        (0..path.len())
+            .rev()
+            .find_map(|len| self.locate(&path[..len], Target::Value))
+            .unwrap_or((1, 1))
+    }
+}
