@@ -71,14 +71,24 @@ impl Ctx {
             Ok((tok, snap))
         })
         .await;
-        res.unwrap_or_else(|e| Err(StoreError::Invalid(format!("store read task failed: {e}"))))
+        res.unwrap_or_else(|source| {
+            Err(StoreError::Task {
+                what: "store read task failed",
+                source,
+            })
+        })
     }
 
     async fn token(&self) -> Result<u64, StoreError> {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.change_token())
             .await
-            .unwrap_or_else(|e| Err(StoreError::Invalid(format!("store read task failed: {e}"))))
+            .unwrap_or_else(|source| {
+                Err(StoreError::Task {
+                    what: "store read task failed",
+                    source,
+                })
+            })
     }
 
     /// Apply one command to the store; the text is what the operator should read.
@@ -297,7 +307,7 @@ mod tests {
     }
 
     fn unsupported<T>() -> StoreResult<T> {
-        Err(StoreError::Invalid("not in the fake".into()))
+        Err(StoreError::Unsupported("not in the fake"))
     }
 
     impl Store for FakeStore {

@@ -124,6 +124,9 @@ pub enum Command {
     Edit,
     /// Print the store's log files (the engine's log; -f to follow)
     Logs(LogsArgs),
+    /// Verify a whole store (file or PostgreSQL) and list every problem with its location;
+    /// reads only. Exit 0 when sound, 2 when damaged
+    Check(JsonFlag),
 }
 
 impl Command {
@@ -148,6 +151,7 @@ impl Command {
             Command::Init(_) => "init",
             Command::Edit => "edit",
             Command::Logs(_) => "logs",
+            Command::Check(_) => "check",
         }
     }
 

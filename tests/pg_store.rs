@@ -60,7 +60,8 @@ fn bad_urls_are_clear_errors_without_the_password() {
     let err = PgStore::open("postgres://u:secret@127.0.0.1:5432/db?sslmode=bogus")
         .err()
         .unwrap();
-    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert!(matches!(err, StoreError::BadLocation { .. }), "{err}");
+    assert_eq!(err.exit_code(), 2, "a bad URL is bad input");
     assert!(!err.to_string().contains("secret"), "{err}");
     let err = PgStore::open("mysql://u@h/db").err().unwrap();
     assert!(err.to_string().contains("postgres://"), "{err}");
@@ -72,8 +73,16 @@ fn an_unreachable_server_is_a_retryable_database_error() {
     let err = PgStore::open("postgres://postgres@127.0.0.1:1/x")
         .err()
         .unwrap();
-    assert!(matches!(err, StoreError::Database(_)), "{err}");
+    assert!(matches!(err, StoreError::Database { .. }), "{err}");
     assert!(!err.is_bad_input());
+    assert!(
+        err.is_retryable(),
+        "a server that is down is worth retrying"
+    );
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the driver's error is kept as the source"
+    );
 }
 
 #[test]

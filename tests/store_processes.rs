@@ -689,10 +689,12 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
     }
     let (code, err) = cli(&base, &["jobs"]);
     assert_eq!(code, 0, "{err}");
-    // A snapshot as compaction would leave it.
-    let snapshot_ok = "{\"cronsole\":\"snapshot\",\"generation\":0}\n";
+    // The store's own snapshot header (format 2 carries the store id) with garbage after it.
+    let snap = std::fs::read(base.join("jobs.snapshot.jsonl")).unwrap();
+    let snapshot_ok = &snap[..=snap.iter().position(|b| *b == b'\n').unwrap()];
     for (file, garbage, line) in [
-        ("history.jsonl", "{\"run_id\": 42, \"oops\"}\n", 2u64),
+        // Line 1 of history is its header (issue 10 item 2), so the bad row is line 3.
+        ("history.jsonl", "{\"run_id\": 42, \"oops\"}\n", 3u64),
         ("jobs.journal", "not json at all\n", 0),
         ("settings.json", "{\"budget\": [1,2,\n", 0),
         ("jobs.snapshot.jsonl", "{\"job\": nope}\n", 2),
@@ -704,7 +706,7 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
         }
         let path = dir.join(file);
         let mut bytes = if file == "jobs.snapshot.jsonl" {
-            snapshot_ok.as_bytes().to_vec()
+            snapshot_ok.to_vec()
         } else {
             std::fs::read(&path).unwrap()
         };

@@ -11,6 +11,7 @@ use anyhow::Result;
 use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
+mod check;
 mod eco;
 mod gate_cmds;
 mod run;
@@ -42,7 +43,7 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
             return 2;
         }
         if let Some(se) = cause.downcast_ref::<StoreError>() {
-            return if se.is_bad_input() { 2 } else { 1 };
+            return se.exit_code();
         }
         if cause.is::<cronsole::config::ConfigErrors>() {
             return 2;
@@ -72,6 +73,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Init(a)) => eco::init(&a.file),
         Some(Command::Edit) => eco::edit(&cli),
         Some(Command::Logs(a)) => eco::logs(&cli, a),
+        Some(Command::Check(a)) => check::check(&cli, a.json),
     }
 }
 
@@ -119,7 +121,13 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
             "no cronsole store at {location}: start cronsole with --jobs FILE or run `cronsole apply FILE` first, or point --store at an existing store"
         )));
     }
-    open_store(location)
+    if is_url {
+        return open_store(location);
+    }
+    // Opening an existing file store writes nothing (read-only commands leave every byte as
+    // it was; a writer command's own operation is what writes).
+    let store = cronsole::store::file::FileStore::open_existing(Path::new(location))?;
+    Ok(Arc::new(store))
 }
 
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.

@@ -170,7 +170,7 @@ mod tests {
     struct HistoryOnly(Vec<HistoryRow>);
 
     fn unused<T>() -> crate::store::StoreResult<T> {
-        Err(StoreError::Invalid("not used by this test".into()))
+        Err(StoreError::Unsupported("not used by this test"))
     }
 
     impl Store for HistoryOnly {

@@ -49,22 +49,21 @@
 //! automatically when history doubled since this handle last compacted (and is over 64 MiB).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::logic::{self, ApplyChange};
+use super::filefmt;
+use super::io::{IoFile, Meta, OpenMode, RealIo, StoreIo};
+use super::logic;
 use super::*;
 use crate::model::{HistoryRow, JobDef, JobRecord, JobsFile, Settings};
 use crate::schedule::Compiled;
 
-const VERSION_TEXT: &str = "cronsole-file-store 1";
 const VERSION_FILE: &str = "VERSION";
 const LOCK_FILE: &str = "lock";
 const SNAPSHOT_FILE: &str = "jobs.snapshot.jsonl";
@@ -75,6 +74,12 @@ const BLOCK: u64 = 64 * 1024;
 /// Default retention: newest rows kept per job.
 pub const DEFAULT_KEEP_PER_JOB: usize = 10_000;
 const AUTO_COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
+/// Default bound on waiting for the store lock. Operations hold it for milliseconds (a retention
+/// compaction of a large history for a few seconds), so a wait this long means the holder is
+/// stopped or wedged: report [`StoreError::LockTimeout`] instead of hanging.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(20);
+/// How much of history's end every open verifies row by row (checksum + parse).
+const OPEN_VERIFY_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Where history ended when a lease was taken (file identity + length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,12 +100,6 @@ struct Entry {
     job: JobRecord,
     #[serde(default)]
     mark: Option<Mark>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Header {
-    cronsole: String,
-    generation: u64,
 }
 
 struct Cached {
@@ -128,6 +127,58 @@ impl Cached {
     }
 }
 
+/// One append-only log file (the jobs journal, history): its open handle, identity and the
+/// end of its last complete line. Both logs share this one append path.
+#[derive(Default)]
+struct AppendLog {
+    file: Option<Box<dyn IoFile>>,
+    ino: u64,
+    /// End of the last complete line: bytes after it are a torn, never-acknowledged write.
+    len: u64,
+}
+
+impl AppendLog {
+    fn file(&self, path: &Path) -> StoreResult<&dyn IoFile> {
+        self.file
+            .as_deref()
+            .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))
+    }
+
+    /// Append whole lines with one write + fdatasync. A torn tail a crashed writer left after
+    /// `len` is cut first (and logged); a file shorter than `len` was truncated behind our
+    /// back: corruption, nothing written.
+    fn append(&mut self, path: &Path, bytes: &[u8]) -> StoreResult<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let f = self.file(path)?;
+        let actual = f.metadata().map_err(io_err(path))?.len;
+        if actual < self.len {
+            return Err(corrupt(
+                path,
+                0,
+                0,
+                format!(
+                    "file shrank from {} to {actual} bytes while open (truncated by something else)",
+                    self.len
+                ),
+            ));
+        }
+        if actual > self.len {
+            tracing::warn!(
+                file = %path.display(),
+                "cutting a torn final line ({} bytes, never acknowledged)",
+                actual - self.len
+            );
+            f.set_len(self.len).map_err(io_err(path))?;
+        }
+        f.write_all(bytes).map_err(io_err(path))?;
+        f.sync_data().map_err(io_err(path))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     loaded: bool,
@@ -135,12 +186,12 @@ struct Inner {
     wake: BTreeSet<(DateTime<Utc>, String)>,
     generation: u64,
     snapshot_len: u64,
-    journal: Option<File>,
-    journal_ino: u64,
-    journal_off: u64,
-    history: Option<File>,
-    history_ino: u64,
-    history_len: u64,
+    journal: AppendLog,
+    /// The journal is a leftover of the previous generation (crash mid-compaction, verified by
+    /// the snapshot's `absorbed` record): its records are in the snapshot; a writer replaces it
+    /// before appending.
+    journal_stale: bool,
+    history: AppendLog,
     history_compacted_len: u64,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
@@ -149,7 +200,10 @@ struct Inner {
 /// The file store. Cheap to open; each handle has its own lock fd and cache.
 pub struct FileStore {
     dir: PathBuf,
-    lock: File,
+    io: Arc<dyn StoreIo>,
+    lock: Box<dyn IoFile>,
+    lock_wait: Duration,
+    store_id: String,
     inner: Mutex<Inner>,
 }
 
@@ -160,7 +214,7 @@ struct Locked<'a> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        if let Err(e) = <File as fs4::FileExt>::unlock(&self.store.lock) {
+        if let Err(e) = self.store.lock.unlock() {
             tracing::warn!("unlocking the store failed: {e}");
         }
     }
@@ -170,27 +224,29 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |e| StoreError::io(path, e)
 }
 
-fn sync_dir(dir: &Path) -> StoreResult<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
-}
-
 /// Write `bytes` to `path` atomically: temp + fsync + rename + fsync dir.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    // A temp name of our own: two processes creating a fresh store at once (both writing
-    // VERSION before either holds the lock) must not rename each other's temp file away.
+fn write_atomic(io: &dyn StoreIo, dir: &Path, path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    // A temp name of our own: two processes must never rename each other's temp file away.
     let tmp = path.with_extension(format!(
         "tmp.{}.{}",
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     ));
-    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
+    let f = io
+        .open(&tmp, OpenMode::CreateTruncate)
+        .map_err(io_err(&tmp))?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
     drop(f);
-    std::fs::rename(&tmp, path).map_err(io_err(path))?;
-    sync_dir(dir)
+    if let Err(e) = written {
+        // Do not leave a half-written temp file behind (e.g. a full disk).
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(&tmp, e));
+    }
+    if let Err(e) = io.rename(&tmp, path) {
+        let _ = io.remove_file(&tmp);
+        return Err(StoreError::io(path, e));
+    }
+    io.sync_dir(dir).map_err(io_err(dir))
 }
 
 fn corrupt(path: &Path, line: u64, column: u64, what: impl Into<String>) -> StoreError {
@@ -206,117 +262,295 @@ fn json_err(path: &Path, line: u64, e: &serde_json::Error) -> StoreError {
     corrupt(path, line, e.column() as u64, e.to_string())
 }
 
-/// Cut a torn (newline-less) final line of an append-only file. Returns the new length.
-fn cut_torn_tail(path: &Path, f: &File, len: u64) -> StoreResult<u64> {
-    if len == 0 {
-        return Ok(0);
-    }
-    let mut last = [0u8; 1];
-    read_at(f, path, len - 1, &mut last)?;
-    if last[0] == b'\n' {
-        return Ok(len);
-    }
-    // Find the last newline.
+/// End of the last complete line of the first `len` bytes of `f` (0 if none).
+fn complete_len(path: &Path, f: &dyn IoFile, len: u64) -> StoreResult<u64> {
     let mut end = len;
-    let mut keep = 0;
-    'outer: while end > 0 {
+    while end > 0 {
         let start = end.saturating_sub(BLOCK);
         let mut buf = vec![0u8; (end - start) as usize];
         read_at(f, path, start, &mut buf)?;
         if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
-            keep = start + i as u64 + 1;
-            break 'outer;
+            return Ok(start + i as u64 + 1);
         }
         end = start;
     }
-    tracing::warn!(
-        file = %path.display(),
-        "cutting a torn final line ({} bytes, never acknowledged)",
-        len - keep
-    );
-    f.set_len(keep).map_err(io_err(path))?;
-    f.sync_data().map_err(io_err(path))?;
-    Ok(keep)
+    Ok(0)
 }
 
-fn read_at(f: &File, path: &Path, off: u64, buf: &mut [u8]) -> StoreResult<()> {
-    use std::os::unix::fs::FileExt;
+fn read_at(f: &dyn IoFile, path: &Path, off: u64, buf: &mut [u8]) -> StoreResult<()> {
     f.read_exact_at(buf, off).map_err(io_err(path))
 }
 
-fn count_lines_before(path: &Path, off: u64) -> StoreResult<u64> {
-    let mut f = File::open(path).map_err(io_err(path))?;
-    let mut left = off;
+/// Newlines in `[0, off)` of `f` (the line number of the line starting at `off`, minus one).
+fn count_lines_before(f: &dyn IoFile, path: &Path, off: u64) -> StoreResult<u64> {
+    let mut pos = 0u64;
     let mut n = 0u64;
     let mut buf = vec![0u8; BLOCK as usize];
-    while left > 0 {
-        let want = left.min(BLOCK) as usize;
-        f.read_exact(&mut buf[..want]).map_err(io_err(path))?;
+    while pos < off {
+        let want = (off - pos).min(BLOCK) as usize;
+        read_at(f, path, pos, &mut buf[..want])?;
         n += buf[..want].iter().filter(|b| **b == b'\n').count() as u64;
-        left -= want as u64;
+        pos += want as u64;
     }
     Ok(n)
 }
 
-fn stat(path: &Path) -> StoreResult<Option<std::fs::Metadata>> {
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io(path, e)),
-    }
+fn stat(io: &dyn StoreIo, path: &Path) -> StoreResult<Option<Meta>> {
+    super::io::stat_opt(io, path).map_err(io_err(path))
 }
 
+/// A history line (without its newline): checksum first, then the row.
 fn parse_history_line(path: &Path, line_no: u64, line: &[u8]) -> StoreResult<HistoryRow> {
+    filefmt::verify_row(line).map_err(|(col, what)| corrupt(path, line_no, col, what))?;
     serde_json::from_slice(line).map_err(|e| json_err(path, line_no, &e))
 }
 
+/// A required file that is not there: corruption, never a reset to empty.
+fn missing(path: &Path, why: &str) -> StoreError {
+    corrupt(path, 0, 0, format!("required store file is missing: {why}"))
+}
+
+/// Check a header's store id against the store's.
+fn check_id(path: &Path, found: Option<&str>, id: &str) -> StoreResult<()> {
+    match found {
+        Some(f) if f == id => Ok(()),
+        Some(f) => Err(corrupt(
+            path,
+            1,
+            1,
+            format!(
+                "file belongs to another store (store id {f}, this store is {id}); was it copied in?"
+            ),
+        )),
+        None => Err(corrupt(path, 1, 1, "header carries no store id")),
+    }
+}
+
+fn encode_line<T: Serialize>(out: &mut Vec<u8>, what: &'static str, v: &T) -> StoreResult<()> {
+    serde_json::to_writer(&mut *out, v).map_err(StoreError::encode(what))?;
+    out.push(b'\n');
+    Ok(())
+}
+
+fn header_line(
+    kind: &str,
+    generation: u64,
+    id: &str,
+    absorbed: Option<filefmt::Absorbed>,
+) -> StoreResult<Vec<u8>> {
+    let mut buf = Vec::new();
+    encode_line(
+        &mut buf,
+        "store file header",
+        &filefmt::Header {
+            cronsole: kind.into(),
+            generation,
+            store: Some(id.to_string()),
+            absorbed,
+        },
+    )?;
+    Ok(buf)
+}
+
+fn settings_bytes(id: &str, settings: &Settings) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec_pretty(&filefmt::SettingsFile {
+        cronsole: "settings".to_string(),
+        store: id.to_string(),
+        settings,
+    })
+    .map_err(StoreError::encode("settings"))
+}
+
+fn history_header(id: &str) -> StoreResult<Vec<u8>> {
+    let mut buf = Vec::new();
+    encode_line(
+        &mut buf,
+        "history header",
+        &filefmt::HistoryHeader {
+            cronsole: "history".into(),
+            store: id.to_string(),
+        },
+    )?;
+    Ok(buf)
+}
+
+/// How [`FileStore`] may treat the directory when opening it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenAs {
+    /// Create it if missing, migrate a previous-release store (engine, `apply`).
+    Writer,
+    /// It must exist in the current format; opening writes nothing.
+    Existing,
+}
+
 impl FileStore {
-    /// Open (creating if needed) the store in `dir`. A foreign or corrupt store is an error
-    /// naming the file; nothing is reset.
+    /// Open (creating if needed, migrating a format-1 store) the store in `dir`. A foreign or
+    /// corrupt store is an error naming the file; nothing is reset.
     pub fn open(dir: &Path) -> StoreResult<FileStore> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        FileStore::open_with_io(dir, RealIo::shared())
+    }
+
+    /// [`FileStore::open`] over another I/O layer (a fault simulator).
+    pub fn open_with_io(dir: &Path, io: Arc<dyn StoreIo>) -> StoreResult<FileStore> {
+        FileStore::open_as(dir, io, OpenAs::Writer)
+    }
+
+    /// Open a store that must already exist, writing nothing while opening (read-only commands
+    /// and front ends). A previous-release store is refused with how to upgrade it.
+    pub fn open_existing(dir: &Path) -> StoreResult<FileStore> {
+        FileStore::open_existing_with_io(dir, RealIo::shared())
+    }
+
+    pub fn open_existing_with_io(dir: &Path, io: Arc<dyn StoreIo>) -> StoreResult<FileStore> {
+        FileStore::open_as(dir, io, OpenAs::Existing)
+    }
+
+    fn open_as(dir: &Path, io: Arc<dyn StoreIo>, how: OpenAs) -> StoreResult<FileStore> {
         let vpath = dir.join(VERSION_FILE);
-        match std::fs::read_to_string(&vpath) {
-            Ok(v) => {
-                if v.trim() != VERSION_TEXT {
-                    return Err(StoreError::Version {
-                        file: vpath,
-                        found: v.trim().chars().take(80).collect(),
-                        supported: VERSION_TEXT.to_string(),
-                    });
+        let not_a_store = || missing(&vpath, "this directory is not a cronsole store");
+        match how {
+            OpenAs::Writer => io.create_dir_all(dir).map_err(io_err(dir))?,
+            OpenAs::Existing => {
+                if stat(&*io, &vpath)?.is_none() {
+                    return Err(not_a_store());
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let ours = [SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
-                if ours.iter().any(|f| dir.join(f).exists()) {
-                    return Err(StoreError::Version {
-                        file: vpath,
-                        found: "missing".to_string(),
-                        supported: VERSION_TEXT.to_string(),
-                    });
-                }
-                write_atomic(dir, &vpath, format!("{VERSION_TEXT}\n").as_bytes())?;
-            }
-            Err(e) => return Err(StoreError::io(vpath, e)),
         }
+        // VERSION is read (and the store created or migrated) under the lock: another process
+        // may be creating the same store right now. The empty lock file is coordination, not
+        // store data: even a read-only open creates it if missing (nothing else is written).
         let lpath = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lpath)
+        let lock = io
+            .open(&lpath, OpenMode::LockFile)
             .map_err(io_err(&lpath))?;
+        if !lock.lock(DEFAULT_LOCK_WAIT).map_err(io_err(&lpath))? {
+            return Err(StoreError::LockTimeout {
+                file: lpath,
+                waited: DEFAULT_LOCK_WAIT,
+            });
+        }
+        let r = (|| {
+            let version = Self::read_version(&*io, dir)?;
+            if how == OpenAs::Existing {
+                return Ok(version);
+            }
+            Ok(match version {
+                None => {
+                    let id = Uuid::new_v4().to_string();
+                    Self::create(&*io, dir, &id)?;
+                    Some((2, Some(id)))
+                }
+                Some((1, _)) => {
+                    let id = Uuid::new_v4().to_string();
+                    migrate_v1(&*io, dir, &id)?;
+                    Some((2, Some(id)))
+                }
+                v => v,
+            })
+        })();
+        if let Err(e) = lock.unlock() {
+            tracing::warn!("unlocking the store failed: {e}");
+        }
+        let store_id = match r? {
+            Some((2, Some(id))) => id,
+            None => return Err(not_a_store()),
+            Some(_) => {
+                return Err(StoreError::Version {
+                    file: vpath,
+                    found: "cronsole-file-store 1 (previous release)".to_string(),
+                    supported: format!(
+                        "{} — upgrade it in place by running `cronsole apply` or `cronsole run` on it once",
+                        filefmt::VERSION_TEXT
+                    ),
+                });
+            }
+        };
         let store = FileStore {
             dir: dir.to_path_buf(),
+            io,
             lock,
+            lock_wait: DEFAULT_LOCK_WAIT,
+            store_id,
             inner: Mutex::new(Inner::default()),
         };
         {
-            let mut l = store.lock()?;
-            l.validate_history_ends()?;
+            let l = store.lock()?;
+            l.verify_history_end()?;
         }
         Ok(store)
+    }
+
+    /// `VERSION`: `None` when absent from a directory holding none of our files.
+    fn read_version(io: &dyn StoreIo, dir: &Path) -> StoreResult<Option<(u32, Option<String>)>> {
+        let vpath = dir.join(VERSION_FILE);
+        match io.read(&vpath) {
+            Ok(v) => {
+                let v = String::from_utf8_lossy(&v);
+                match filefmt::parse_version(&v) {
+                    Some(x) => Ok(Some(x)),
+                    None => Err(StoreError::Version {
+                        file: vpath,
+                        found: v.lines().next().unwrap_or("").chars().take(80).collect(),
+                        supported: filefmt::VERSION_TEXT.to_string(),
+                    }),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                for f in [SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE] {
+                    if stat(io, &dir.join(f))?.is_some() {
+                        return Err(missing(
+                            &vpath,
+                            &format!(
+                                "{f} is here but VERSION is not; refusing to treat the directory as a new store"
+                            ),
+                        ));
+                    }
+                }
+                Ok(None)
+            }
+            Err(e) => Err(StoreError::io(vpath, e)),
+        }
+    }
+
+    /// A new, empty store: every required file with its header, `VERSION` (with the id) last.
+    fn create(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()> {
+        let p = |n: &str| dir.join(n);
+        write_atomic(
+            io,
+            dir,
+            &p(SNAPSHOT_FILE),
+            &header_line("snapshot", 0, id, None)?,
+        )?;
+        write_atomic(
+            io,
+            dir,
+            &p(JOURNAL_FILE),
+            &header_line("journal", 0, id, None)?,
+        )?;
+        write_atomic(
+            io,
+            dir,
+            &p(SETTINGS_FILE),
+            &settings_bytes(id, &Settings::default())?,
+        )?;
+        write_atomic(io, dir, &p(HISTORY_FILE), &history_header(id)?)?;
+        write_atomic(
+            io,
+            dir,
+            &p(VERSION_FILE),
+            filefmt::version_text(id).as_bytes(),
+        )
+    }
+
+    /// Bound the wait for the store lock (default [`DEFAULT_LOCK_WAIT`]).
+    pub fn with_lock_wait(mut self, wait: Duration) -> FileStore {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The id drawn when the store was created (in every store file's header).
+    pub fn store_id(&self) -> &str {
+        &self.store_id
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -330,7 +564,13 @@ impl FileStore {
             g.loaded = false;
             g
         });
-        <File as fs4::FileExt>::lock(&self.lock).map_err(io_err(&self.path(LOCK_FILE)))?;
+        let lpath = self.path(LOCK_FILE);
+        if !self.lock.lock(self.lock_wait).map_err(io_err(&lpath))? {
+            return Err(StoreError::LockTimeout {
+                file: lpath,
+                waited: self.lock_wait,
+            });
+        }
         let mut l = Locked { store: self, inner };
         if let Err(e) = l.refresh() {
             l.inner.loaded = false;
@@ -343,25 +583,21 @@ impl FileStore {
     /// Returns true when the job was created.
     pub fn upsert_job(&self, def: &JobDef, now: DateTime<Utc>) -> StoreResult<bool> {
         let mut l = self.lock()?;
-        let created;
         let name = def.name.clone();
-        match l.inner.jobs.get_mut(&name) {
-            Some(c) => {
-                created = false;
-                let change = logic::apply_def(&mut c.rec, def, now)
-                    .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
-                if change == ApplyChange::Unchanged {
-                    return Ok(false);
+        let step = logic::apply_one(l.inner.jobs.get_mut(&name).map(|c| &mut c.rec), def, now)?;
+        let created = match step {
+            logic::ApplyStep::Unchanged => return Ok(false),
+            logic::ApplyStep::Updated => {
+                if let Some(c) = l.inner.jobs.get_mut(&name) {
+                    c.sched = logic::compile(&c.rec).ok();
                 }
-                c.sched = logic::compile(&c.rec).ok();
+                false
             }
-            None => {
-                created = true;
-                let rec = logic::new_record(def.clone(), now)
-                    .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
-                l.inner.jobs.insert(name.clone(), Cached::new(rec, None));
+            logic::ApplyStep::Created(rec) => {
+                l.inner.jobs.insert(name.clone(), Cached::new(*rec, None));
+                true
             }
-        }
+        };
         l.persist(&[], &[name])?;
         Ok(created)
     }
@@ -385,28 +621,144 @@ impl FileStore {
     }
 }
 
+/// Upgrade a format-1 store (previous release) in place, under the lock: every file is
+/// rewritten with this store's id (history rows gain their checksums), `VERSION` last. A crash
+/// midway leaves `VERSION` at 1 and the next writer redoes it (this reader accepts both forms).
+fn migrate_v1(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()> {
+    let p = |n: &str| dir.join(n);
+    let read_opt = |path: &Path| match io.read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io(path, e)),
+    };
+    let lines = |b: &[u8]| -> Vec<Vec<u8>> {
+        b.split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let mut jobs: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut generation = 0;
+    let spath = p(SNAPSHOT_FILE);
+    if let Some(b) = read_opt(&spath)? {
+        for (i, line) in lines(&b).iter().enumerate() {
+            let no = i as u64 + 1;
+            if i == 0 {
+                let h: filefmt::Header =
+                    serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
+                generation = h.generation;
+                continue;
+            }
+            let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
+            jobs.insert(e.job.def.name.clone(), e);
+        }
+    }
+    let jpath = p(JOURNAL_FILE);
+    if let Some(b) = read_opt(&jpath)? {
+        // Only complete lines: a torn final line was never acknowledged.
+        let end = b.iter().rposition(|c| *c == b'\n').map_or(0, |i| i + 1);
+        let mut current = false;
+        for (i, line) in lines(&b[..end]).iter().enumerate() {
+            let no = i as u64 + 1;
+            if i == 0 {
+                let h: filefmt::Header =
+                    serde_json::from_slice(line).map_err(|e| json_err(&jpath, no, &e))?;
+                current = h.generation == generation;
+                continue;
+            }
+            if !current {
+                break;
+            }
+            let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&jpath, no, &e))?;
+            jobs.insert(e.job.def.name.clone(), e);
+        }
+    }
+    let setpath = p(SETTINGS_FILE);
+    let settings: Settings = match read_opt(&setpath)? {
+        None => Settings::default(),
+        Some(b) => match serde_json::from_slice::<filefmt::SettingsFile<Settings>>(&b) {
+            Ok(f) => f.settings,
+            Err(_) => {
+                serde_json::from_slice(&b).map_err(|e| json_err(&setpath, e.line() as u64, &e))?
+            }
+        },
+    };
+    let hpath = p(HISTORY_FILE);
+    let mut history = history_header(id)?;
+    if let Some(b) = read_opt(&hpath)? {
+        let end = b.iter().rposition(|c| *c == b'\n').map_or(0, |i| i + 1);
+        for (i, line) in b[..end].split(|c| *c == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            if i == 0 && serde_json::from_slice::<filefmt::HistoryHeader>(line).is_ok() {
+                continue;
+            }
+            let row: HistoryRow =
+                serde_json::from_slice(line).map_err(|e| json_err(&hpath, i as u64 + 1, &e))?;
+            filefmt::encode_row(&mut history, &row).map_err(StoreError::encode("history row"))?;
+        }
+    }
+    let generation = generation + 1;
+    let mut snap = header_line("snapshot", generation, id, None)?;
+    for e in jobs.values() {
+        encode_line(
+            &mut snap,
+            "job record",
+            &EntryRef {
+                job: &e.job,
+                mark: None,
+            },
+        )?;
+    }
+    write_atomic(io, dir, &spath, &snap)?;
+    write_atomic(
+        io,
+        dir,
+        &jpath,
+        &header_line("journal", generation, id, None)?,
+    )?;
+    write_atomic(io, dir, &setpath, &settings_bytes(id, &settings)?)?;
+    write_atomic(io, dir, &hpath, &history)?;
+    write_atomic(
+        io,
+        dir,
+        &p(VERSION_FILE),
+        filefmt::version_text(id).as_bytes(),
+    )?;
+    tracing::info!(store = %dir.display(), jobs = jobs.len(), "migrated the store from format 1 to format 2");
+    Ok(())
+}
+
 impl Locked<'_> {
     fn path(&self, name: &str) -> PathBuf {
         self.store.path(name)
     }
 
+    fn io(&self) -> &dyn StoreIo {
+        &*self.store.io
+    }
+
+    fn id(&self) -> &str {
+        &self.store.store_id
+    }
+
+    /// Bring the cache up to date with the files. Never writes: a torn tail is left in place
+    /// (a writer cuts it before its next append), a stale journal is left for a writer to
+    /// replace.
     fn refresh(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let jmeta = stat(&jpath)?;
-        let reload = match &jmeta {
-            None => true,
-            Some(m) => {
-                !self.inner.loaded
-                    || m.ino() != self.inner.journal_ino
-                    || m.len() < self.inner.journal_off
-            }
+        let Some(m) = stat(self.io(), &jpath)? else {
+            return Err(missing(
+                &jpath,
+                "it holds every change since the last snapshot; falling back to the snapshot would run already-run slots again",
+            ));
         };
-        if reload {
+        let j = &self.inner.journal;
+        if !self.inner.loaded || m.ino != j.ino || m.len < j.len || self.inner.journal_stale {
             self.full_reload()?;
-        } else if let Some(m) = jmeta
-            && m.len() > self.inner.journal_off
-        {
-            self.read_journal_tail(m.len())?;
+        } else if m.len > j.len {
+            self.read_journal_tail(m.len)?;
         }
         self.refresh_settings()?;
         self.refresh_history()?;
@@ -415,163 +767,219 @@ impl Locked<'_> {
 
     fn refresh_history(&mut self) -> StoreResult<()> {
         let hpath = self.path(HISTORY_FILE);
-        let meta = stat(&hpath)?;
-        let (ino, len) = meta.map_or((0, 0), |m| (m.ino(), m.len()));
-        if self.inner.history.is_none() || ino != self.inner.history_ino {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .read(true)
-                .open(&hpath)
+        let Some(m) = stat(self.io(), &hpath)? else {
+            return Err(missing(&hpath, "history holds every run's row"));
+        };
+        if self.inner.history.file.is_none() || m.ino != self.inner.history.ino {
+            let f = self
+                .io()
+                .open(&hpath, OpenMode::Append)
                 .map_err(io_err(&hpath))?;
-            let m = f.metadata().map_err(io_err(&hpath))?;
-            self.inner.history_ino = m.ino();
-            self.inner.history_len = cut_torn_tail(&hpath, &f, m.len())?;
-            if self.inner.history_compacted_len == 0 {
-                self.inner.history_compacted_len = self.inner.history_len;
+            let fm = f.metadata().map_err(io_err(&hpath))?;
+            let len = complete_len(&hpath, &*f, fm.len)?;
+            if len == 0 {
+                return Err(corrupt(
+                    &hpath,
+                    1,
+                    1,
+                    "history is empty: its header line is missing",
+                ));
             }
-            self.inner.history = Some(f);
-        } else if len != self.inner.history_len {
-            let Some(f) = self.inner.history.as_ref() else {
-                return Ok(());
+            let mut head = vec![0u8; len.min(BLOCK) as usize];
+            read_at(&*f, &hpath, 0, &mut head)?;
+            let first = head.split(|b| *b == b'\n').next().unwrap_or(&[]);
+            let h: filefmt::HistoryHeader =
+                serde_json::from_slice(first).map_err(|e| json_err(&hpath, 1, &e))?;
+            if h.cronsole != "history" {
+                return Err(corrupt(&hpath, 1, 1, "not a history header"));
+            }
+            check_id(&hpath, Some(&h.store), self.id())?;
+            self.inner.history = AppendLog {
+                file: Some(f),
+                ino: fm.ino,
+                len,
             };
-            self.inner.history_len = cut_torn_tail(&hpath, f, len)?;
+            if self.inner.history_compacted_len == 0 {
+                self.inner.history_compacted_len = len;
+            }
+        } else if m.len < self.inner.history.len {
+            return Err(corrupt(
+                &hpath,
+                0,
+                0,
+                format!(
+                    "history shrank from {} to {} bytes (truncated by something other than cronsole)",
+                    self.inner.history.len, m.len
+                ),
+            ));
+        } else if m.len > self.inner.history.len {
+            let f = self.inner.history.file(&hpath)?;
+            self.inner.history.len = complete_len(&hpath, f, m.len)?;
         }
         Ok(())
     }
 
     fn refresh_settings(&mut self) -> StoreResult<()> {
         let spath = self.path(SETTINGS_FILE);
-        let Some(m) = stat(&spath)? else {
-            self.inner.settings = Settings::default();
-            self.inner.settings_stamp = (0, 0, 0, 0);
-            return Ok(());
+        let Some(m) = stat(self.io(), &spath)? else {
+            return Err(missing(
+                &spath,
+                "it holds the budget; running without it would remove every spending limit",
+            ));
         };
-        let stamp = (m.ino(), m.mtime(), m.mtime_nsec(), m.len());
+        let stamp = (m.ino, m.mtime_sec, m.mtime_nsec, m.len);
         if stamp == self.inner.settings_stamp {
             return Ok(());
         }
-        let text = std::fs::read(&spath).map_err(io_err(&spath))?;
-        self.inner.settings =
+        let text = self.io().read(&spath).map_err(io_err(&spath))?;
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return Err(corrupt(&spath, 1, 1, "settings file is empty"));
+        }
+        let f: filefmt::SettingsFile<Settings> =
             serde_json::from_slice(&text).map_err(|e| json_err(&spath, e.line() as u64, &e))?;
+        if f.cronsole != "settings" {
+            return Err(corrupt(&spath, 1, 1, "not a cronsole settings file"));
+        }
+        check_id(&spath, Some(&f.store), self.id())?;
+        self.inner.settings = f.settings;
         self.inner.settings_stamp = stamp;
         Ok(())
     }
 
     fn full_reload(&mut self) -> StoreResult<()> {
+        let io = &*self.store.io;
+        let id = self.store.store_id.as_str();
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.wake.clear();
         inner.loaded = false;
-        inner.journal = None;
+        inner.journal = AppendLog::default();
+        inner.journal_stale = false;
         let spath = self.store.path(SNAPSHOT_FILE);
-        let mut generation = 0;
-        let mut snapshot_len = 0;
-        match std::fs::read(&spath) {
-            Ok(bytes) => {
-                snapshot_len = bytes.len() as u64;
-                if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-                    let line = bytes.iter().filter(|b| **b == b'\n').count() as u64 + 1;
-                    return Err(corrupt(
-                        &spath,
-                        line,
-                        1,
-                        "snapshot does not end with a newline",
-                    ));
-                }
-                for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-                    let no = i as u64 + 1;
-                    if line.is_empty() {
-                        if i + 1 == bytes.split(|b| *b == b'\n').count() {
-                            break;
-                        }
-                        return Err(corrupt(&spath, no, 1, "empty line"));
-                    }
-                    if i == 0 {
-                        let h: Header =
-                            serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
-                        if h.cronsole != "snapshot" {
-                            return Err(corrupt(&spath, 1, 1, "not a snapshot header"));
-                        }
-                        generation = h.generation;
-                        continue;
-                    }
-                    let e: Entry =
-                        serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
-                    let name = e.job.def.name.clone();
-                    inner.jobs.insert(name, Cached::new(e.job, e.mark));
-                }
+        let bytes = match io.read(&spath) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(missing(&spath, "the snapshot holds every job"));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(StoreError::io(spath, e)),
+        };
+        if bytes.is_empty() {
+            return Err(corrupt(
+                &spath,
+                1,
+                1,
+                "snapshot is empty: its header line is missing",
+            ));
+        }
+        if !bytes.ends_with(b"\n") {
+            let line = bytes.iter().filter(|b| **b == b'\n').count() as u64 + 1;
+            return Err(corrupt(
+                &spath,
+                line,
+                1,
+                "snapshot does not end with a newline",
+            ));
+        }
+        let mut generation = 0;
+        let mut absorbed = None;
+        let body = &bytes[..bytes.len() - 1];
+        for (i, line) in body.split(|b| *b == b'\n').enumerate() {
+            let no = i as u64 + 1;
+            if line.is_empty() {
+                return Err(corrupt(&spath, no, 1, "empty line"));
+            }
+            if i == 0 {
+                let h: filefmt::Header =
+                    serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
+                if h.cronsole != "snapshot" {
+                    return Err(corrupt(&spath, 1, 1, "not a snapshot header"));
+                }
+                check_id(&spath, h.store.as_deref(), id)?;
+                generation = h.generation;
+                absorbed = h.absorbed;
+                continue;
+            }
+            let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
+            let name = e.job.def.name.clone();
+            inner.jobs.insert(name, Cached::new(e.job, e.mark));
         }
         inner.generation = generation;
-        inner.snapshot_len = snapshot_len;
+        inner.snapshot_len = bytes.len() as u64;
 
         let jpath = self.store.path(JOURNAL_FILE);
-        let fresh = match stat(&jpath)? {
-            None => true,
-            Some(_) => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .open(&jpath)
-                    .map_err(io_err(&jpath))?;
-                let m = f.metadata().map_err(io_err(&jpath))?;
-                let len = cut_torn_tail(&jpath, &f, m.len())?;
-                let mut bytes = vec![0u8; len as usize];
-                read_at(&f, &jpath, 0, &mut bytes)?;
-                let mut stale = false;
-                let mut off = 0u64;
-                for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-                    let no = i as u64 + 1;
-                    let body = &line[..line.len() - 1];
-                    off += line.len() as u64;
-                    if i == 0 {
-                        let h: Header =
-                            serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
-                        if h.cronsole != "journal" {
-                            return Err(corrupt(&jpath, 1, 1, "not a journal header"));
-                        }
-                        if h.generation > generation {
-                            // Only an older journal can be left by a crash mid-compaction; a
-                            // newer one means the snapshot is missing or was replaced: never
-                            // reset the store silently.
-                            return Err(corrupt(
-                                &jpath,
-                                1,
-                                1,
-                                format!(
-                                    "journal generation {} is newer than the snapshot's ({generation}); is {SNAPSHOT_FILE} missing?",
-                                    h.generation
-                                ),
-                            ));
-                        }
-                        if h.generation != generation {
-                            stale = true;
-                            break;
-                        }
-                        continue;
-                    }
-                    let e: Entry =
-                        serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
-                    let name = e.job.def.name.clone();
-                    inner.jobs.insert(name, Cached::new(e.job, e.mark));
-                }
-                if stale || len == 0 {
-                    true
-                } else {
-                    inner.journal_ino = m.ino();
-                    inner.journal_off = off;
-                    inner.journal = Some(f);
-                    false
-                }
+        let f = match io.open(&jpath, OpenMode::Append) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(missing(
+                    &jpath,
+                    "it holds every change since the last snapshot; falling back to the snapshot would run already-run slots again",
+                ));
             }
+            Err(e) => return Err(StoreError::io(jpath, e)),
         };
-        if fresh {
-            self.new_journal()?;
+        let m = f.metadata().map_err(io_err(&jpath))?;
+        let len = complete_len(&jpath, &*f, m.len)?;
+        if len == 0 {
+            return Err(corrupt(
+                &jpath,
+                1,
+                1,
+                "journal is empty: its header line is missing",
+            ));
         }
-        let inner = &mut *self.inner;
+        let mut bytes = vec![0u8; len as usize];
+        read_at(&*f, &jpath, 0, &mut bytes)?;
+        let mut stale = false;
+        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+            let no = i as u64 + 1;
+            let body = &line[..line.len() - 1];
+            if i == 0 {
+                let h: filefmt::Header =
+                    serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
+                if h.cronsole != "journal" {
+                    return Err(corrupt(&jpath, 1, 1, "not a journal header"));
+                }
+                check_id(&jpath, h.store.as_deref(), id)?;
+                if h.generation == generation {
+                    continue;
+                }
+                // One generation behind is what a crash between writing a new snapshot and
+                // replacing the journal leaves; the snapshot says exactly which journal it
+                // absorbed. Anything else (an edited header, a journal from a backup) is
+                // corruption: never discard its records.
+                let leftover = filefmt::Absorbed {
+                    len,
+                    crc32: filefmt::crc32(&bytes),
+                };
+                if h.generation + 1 == generation && absorbed == Some(leftover) {
+                    stale = true;
+                    break;
+                }
+                return Err(corrupt(
+                    &jpath,
+                    1,
+                    1,
+                    format!(
+                        "journal generation {} does not match the snapshot's ({generation}){}",
+                        h.generation,
+                        if h.generation > generation {
+                            format!("; is {SNAPSHOT_FILE} missing or replaced?")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ));
+            }
+            let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
+            let name = e.job.def.name.clone();
+            inner.jobs.insert(name, Cached::new(e.job, e.mark));
+        }
+        inner.journal = AppendLog {
+            file: Some(f),
+            ino: m.ino,
+            len,
+        };
+        inner.journal_stale = stale;
         let names: Vec<String> = inner.jobs.keys().cloned().collect();
         for n in names {
             reindex(inner, &n);
@@ -583,31 +991,27 @@ impl Locked<'_> {
     /// Replace the journal with an empty one of the current generation (new inode).
     fn new_journal(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let header = serde_json::to_string(&Header {
-            cronsole: "journal".into(),
-            generation: self.inner.generation,
-        })
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        write_atomic(&self.store.dir, &jpath, format!("{header}\n").as_bytes())?;
-        let f = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&jpath)
+        let header = header_line("journal", self.inner.generation, self.id(), None)?;
+        write_atomic(self.io(), &self.store.dir, &jpath, &header)?;
+        let f = self
+            .io()
+            .open(&jpath, OpenMode::Append)
             .map_err(io_err(&jpath))?;
         let m = f.metadata().map_err(io_err(&jpath))?;
-        self.inner.journal_ino = m.ino();
-        self.inner.journal_off = m.len();
-        self.inner.journal = Some(f);
+        self.inner.journal = AppendLog {
+            file: Some(f),
+            ino: m.ino,
+            len: m.len,
+        };
+        self.inner.journal_stale = false;
         Ok(())
     }
 
-    fn read_journal_tail(&mut self, len: u64) -> StoreResult<()> {
+    fn read_journal_tail(&mut self, file_len: u64) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let Some(f) = self.inner.journal.as_ref() else {
-            return self.full_reload();
-        };
-        let len = cut_torn_tail(&jpath, f, len)?;
-        let start = self.inner.journal_off;
+        let start = self.inner.journal.len;
+        let f = self.inner.journal.file(&jpath)?;
+        let len = complete_len(&jpath, f, file_len)?;
         if len <= start {
             return Ok(());
         }
@@ -619,7 +1023,7 @@ impl Locked<'_> {
             match serde_json::from_slice::<Entry>(body) {
                 Ok(e) => parsed.push(e),
                 Err(e) => {
-                    let before = count_lines_before(&jpath, start)?;
+                    let before = count_lines_before(f, &jpath, start)?;
                     let idx = parsed.len() as u64;
                     return Err(json_err(&jpath, before + idx + 1, &e));
                 }
@@ -636,50 +1040,58 @@ impl Locked<'_> {
             inner.jobs.insert(name.clone(), Cached::new(e.job, e.mark));
             reindex(inner, &name);
         }
-        inner.journal_off = len;
+        inner.journal.len = len;
         Ok(())
     }
 
-    fn validate_history_ends(&mut self) -> StoreResult<()> {
+    /// Verify the end of history row by row (checksum and parse): the last
+    /// [`OPEN_VERIFY_BYTES`], where appends go. Older rows are verified by every query that
+    /// reads them, by retention compaction and by `cronsole check`.
+    fn verify_history_end(&self) -> StoreResult<()> {
         let hpath = self.path(HISTORY_FILE);
-        let len = self.inner.history_len;
-        let Some(f) = self.inner.history.as_ref() else {
-            return Ok(());
-        };
-        if len == 0 {
-            return Ok(());
-        }
-        let head = len.min(BLOCK);
-        let mut buf = vec![0u8; head as usize];
-        read_at(f, &hpath, 0, &mut buf)?;
-        for (i, line) in buf.split_inclusive(|b| *b == b'\n').enumerate() {
-            if !line.ends_with(b"\n") {
-                break;
-            }
-            parse_history_line(&hpath, i as u64 + 1, &line[..line.len() - 1])?;
-        }
-        if len > BLOCK {
-            let start = len - BLOCK;
-            let mut buf = vec![0u8; BLOCK as usize];
-            read_at(f, &hpath, start, &mut buf)?;
-            let first_nl = buf
-                .iter()
+        let log = &self.inner.history;
+        let f = log.file(&hpath)?;
+        let start = log.len.saturating_sub(OPEN_VERIFY_BYTES);
+        let mut buf = vec![0u8; (log.len - start) as usize];
+        read_at(f, &hpath, start, &mut buf)?;
+        // Skip to the first line that starts inside the window (line 1 is the header).
+        let skip = if start == 0 {
+            buf.iter()
                 .position(|b| *b == b'\n')
-                .map_or(buf.len(), |p| p + 1);
-            let mut rel = first_nl;
-            for line in buf[first_nl..].split_inclusive(|b| *b == b'\n') {
-                let body = &line[..line.len() - 1];
-                if let Err(e) = serde_json::from_slice::<HistoryRow>(body) {
-                    let no = count_lines_before(&hpath, start + rel as u64)? + 1;
-                    return Err(json_err(&hpath, no, &e));
+                .map_or(buf.len(), |p| p + 1)
+        } else {
+            match start.checked_sub(1) {
+                Some(prev) => {
+                    let mut c = [0u8; 1];
+                    read_at(f, &hpath, prev, &mut c)?;
+                    if c[0] == b'\n' {
+                        0
+                    } else {
+                        buf.iter()
+                            .position(|b| *b == b'\n')
+                            .map_or(buf.len(), |p| p + 1)
+                    }
                 }
-                rel += line.len();
+                None => 0,
             }
+        };
+        let mut rel = skip;
+        for line in buf[skip..].split_inclusive(|b| *b == b'\n') {
+            let body = &line[..line.len() - 1];
+            if let Err(e) = filefmt::verify_row(body).and_then(|_| {
+                serde_json::from_slice::<HistoryRow>(body)
+                    .map(|_| ())
+                    .map_err(|e| (e.column() as u64, e.to_string()))
+            }) {
+                let no = count_lines_before(f, &hpath, start + rel as u64)? + 1;
+                return Err(corrupt(&hpath, no, e.0, e.1));
+            }
+            rel += line.len();
         }
         Ok(())
     }
 
-    /// Append whole lines to history with one write + fdatasync.
+    /// Append rows to history (one write + fdatasync), each with its checksum.
     fn append_history(&mut self, rows: &[HistoryRow]) -> StoreResult<()> {
         if rows.is_empty() {
             return Ok(());
@@ -687,16 +1099,9 @@ impl Locked<'_> {
         let hpath = self.path(HISTORY_FILE);
         let mut buf = Vec::with_capacity(rows.len() * 512);
         for r in rows {
-            serde_json::to_writer(&mut buf, r).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            buf.push(b'\n');
+            filefmt::encode_row(&mut buf, r).map_err(StoreError::encode("history row"))?;
         }
-        let Some(f) = self.inner.history.as_mut() else {
-            return Err(StoreError::Invalid("history file not open".into()));
-        };
-        f.write_all(&buf).map_err(io_err(&hpath))?;
-        f.sync_data().map_err(io_err(&hpath))?;
-        self.inner.history_len += buf.len() as u64;
-        Ok(())
+        self.inner.history.append(&hpath, &buf)
     }
 
     /// Append the named records to the journal (one write + fdatasync), reindex them, and
@@ -705,32 +1110,29 @@ impl Locked<'_> {
         if names.is_empty() {
             return Ok(());
         }
+        if self.inner.journal_stale {
+            self.new_journal()?;
+        }
         let jpath = self.path(JOURNAL_FILE);
         let mut buf = Vec::with_capacity(names.len() * 1024);
         for n in names {
             let Some(c) = self.inner.jobs.get(n) else {
                 continue;
             };
-            serde_json::to_writer(
+            encode_line(
                 &mut buf,
+                "job record",
                 &EntryRef {
                     job: &c.rec,
                     mark: c.mark,
                 },
-            )
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            buf.push(b'\n');
+            )?;
         }
-        let Some(f) = self.inner.journal.as_mut() else {
-            return Err(StoreError::Invalid("journal not open".into()));
-        };
-        f.write_all(&buf).map_err(io_err(&jpath))?;
-        f.sync_data().map_err(io_err(&jpath))?;
-        self.inner.journal_off += buf.len() as u64;
+        self.inner.journal.append(&jpath, &buf)?;
         for n in names {
             reindex(&mut self.inner, n);
         }
-        if self.inner.journal_off > 2 * self.inner.snapshot_len + 1024 * 1024
+        if self.inner.journal.len > 2 * self.inner.snapshot_len + 1024 * 1024
             && let Err(e) = self.compact_jobs()
         {
             // The records above are durable: report success. A half-done compaction (e.g. a full
@@ -753,30 +1155,32 @@ impl Locked<'_> {
     }
 
     fn compact_jobs(&mut self) -> StoreResult<()> {
+        if self.inner.journal_stale {
+            self.new_journal()?;
+        }
+        let jpath = self.path(JOURNAL_FILE);
+        let jlen = self.inner.journal.len;
+        let mut journal = vec![0u8; jlen as usize];
+        read_at(self.inner.journal.file(&jpath)?, &jpath, 0, &mut journal)?;
+        let absorbed = filefmt::Absorbed {
+            len: jlen,
+            crc32: filefmt::crc32(&journal),
+        };
+        drop(journal);
         let generation = self.inner.generation + 1;
-        let mut buf = Vec::new();
-        serde_json::to_writer(
-            &mut buf,
-            &Header {
-                cronsole: "snapshot".into(),
-                generation,
-            },
-        )
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        buf.push(b'\n');
+        let mut buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
         for c in self.inner.jobs.values() {
-            serde_json::to_writer(
+            encode_line(
                 &mut buf,
+                "job record",
                 &EntryRef {
                     job: &c.rec,
                     mark: c.mark,
                 },
-            )
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            buf.push(b'\n');
+            )?;
         }
         let spath = self.path(SNAPSHOT_FILE);
-        write_atomic(&self.store.dir, &spath, &buf)?;
+        write_atomic(self.io(), &self.store.dir, &spath, &buf)?;
         self.inner.generation = generation;
         self.inner.snapshot_len = buf.len() as u64;
         self.new_journal()
@@ -785,12 +1189,11 @@ impl Locked<'_> {
     /// Scan history from `mark` for the row of `run_id` (crash between row and record).
     fn find_run_row(&self, mark: Option<Mark>, run_id: Uuid) -> StoreResult<Option<HistoryRow>> {
         let hpath = self.path(HISTORY_FILE);
-        let Some(f) = self.inner.history.as_ref() else {
-            return Ok(None);
-        };
-        let len = self.inner.history_len;
+        let log = &self.inner.history;
+        let f = log.file(&hpath)?;
+        let len = log.len;
         let start = match mark {
-            Some(m) if m.ino == self.inner.history_ino && m.off <= len => m.off,
+            Some(m) if m.ino == log.ino && m.off <= len => m.off,
             _ => 0,
         };
         let needle = run_id.to_string();
@@ -807,7 +1210,8 @@ impl Locked<'_> {
                 if line.is_empty() || !contains(line, needle.as_bytes()) {
                     continue;
                 }
-                if let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                if filefmt::verify_row(line).is_ok()
+                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
                     && row.run_id == run_id
                 {
                     return Ok(Some(row));
@@ -824,17 +1228,18 @@ impl Locked<'_> {
         min_finished: Option<DateTime<Utc>>,
     ) -> StoreResult<u64> {
         let hpath = self.path(HISTORY_FILE);
-        let len = self.inner.history_len;
-        let Some(f) = self.inner.history.as_ref() else {
-            return Ok(0);
-        };
+        let len = self.inner.history.len;
         let mut bytes = vec![0u8; len as usize];
-        read_at(f, &hpath, 0, &mut bytes)?;
+        read_at(self.inner.history.file(&hpath)?, &hpath, 0, &mut bytes)?;
+        let header_end = bytes.iter().position(|b| *b == b'\n').map_or(0, |p| p + 1);
         let mut rows: Vec<(String, DateTime<Utc>, std::ops::Range<usize>)> = Vec::new();
-        let mut pos = 0usize;
-        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        let mut pos = header_end;
+        for (i, line) in bytes[header_end..]
+            .split_inclusive(|b| *b == b'\n')
+            .enumerate()
+        {
             let body = &line[..line.len() - 1];
-            let row = parse_history_line(&hpath, i as u64 + 1, body)?;
+            let row = parse_history_line(&hpath, i as u64 + 2, body)?;
             rows.push((row.job, row.finished_at, pos..pos + line.len()));
             pos += line.len();
         }
@@ -848,6 +1253,7 @@ impl Locked<'_> {
             }
         }
         let mut out = Vec::with_capacity(bytes.len());
+        out.extend_from_slice(&bytes[..header_end]);
         let mut dropped = 0u64;
         for (i, (_, _, r)) in rows.iter().enumerate() {
             if keep[i] {
@@ -860,10 +1266,10 @@ impl Locked<'_> {
             self.inner.history_compacted_len = len;
             return Ok(0);
         }
-        write_atomic(&self.store.dir, &hpath, &out)?;
-        self.inner.history = None;
+        write_atomic(self.io(), &self.store.dir, &hpath, &out)?;
+        self.inner.history = AppendLog::default();
         self.refresh_history()?;
-        self.inner.history_compacted_len = self.inner.history_len;
+        self.inner.history_compacted_len = self.inner.history.len;
         Ok(dropped)
     }
 
@@ -873,8 +1279,8 @@ impl Locked<'_> {
 
     fn mark_now(&self) -> Mark {
         Mark {
-            ino: self.inner.history_ino,
-            off: self.inner.history_len,
+            ino: self.inner.history.ino,
+            off: self.inner.history.len,
         }
     }
 }
@@ -901,7 +1307,7 @@ fn reindex(inner: &mut Inner, name: &str) {
 
 /// Iterate history from the newest row backwards, block by block.
 struct Backwards<'a> {
-    f: &'a File,
+    f: &'a dyn IoFile,
     path: &'a Path,
     /// Bytes not yet consumed are `[0, pos)`.
     pos: u64,
@@ -911,7 +1317,7 @@ struct Backwards<'a> {
 }
 
 impl<'a> Backwards<'a> {
-    fn new(f: &'a File, path: &'a Path, len: u64) -> Self {
+    fn new(f: &'a dyn IoFile, path: &'a Path, len: u64) -> Self {
         Backwards {
             f,
             path,
@@ -963,56 +1369,32 @@ impl Store for FileStore {
     }
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        let mut seen = HashSet::new();
-        for d in &file.jobs {
-            if !seen.insert(d.name.as_str()) {
-                return Err(StoreError::Invalid(format!(
-                    "job name '{}' appears twice in the jobs file",
-                    d.name
-                )));
-            }
-        }
+        logic::unique_names(file)?;
         let mut l = self.lock()?;
         if l.inner.settings != file.settings {
-            let bytes = serde_json::to_vec_pretty(&file.settings)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let bytes = settings_bytes(l.id(), &file.settings)?;
             let spath = l.path(SETTINGS_FILE);
-            write_atomic(&self.dir, &spath, &bytes)?;
+            write_atomic(&*self.io, &self.dir, &spath, &bytes)?;
             l.inner.settings_stamp = (0, 0, 0, 0);
             l.refresh_settings()?;
         }
-        let mut report = ApplyReport::default();
-        let mut changed = Vec::new();
-        for def in &file.jobs {
-            let name = def.name.clone();
-            let bad = |e: crate::schedule::ScheduleError| {
-                StoreError::Invalid(format!("job '{}': {e}", def.name))
-            };
-            match l.inner.jobs.get_mut(&name) {
-                Some(c) => match logic::apply_def(&mut c.rec, def, now).map_err(bad)? {
-                    ApplyChange::Unchanged => report.unchanged.push(name),
-                    ApplyChange::Updated => {
-                        c.sched = logic::compile(&c.rec).ok();
-                        report.updated.push(name.clone());
-                        changed.push(name);
-                    }
-                },
-                None => {
-                    let rec = logic::new_record(def.clone(), now).map_err(bad)?;
-                    l.inner.jobs.insert(name.clone(), Cached::new(rec, None));
-                    report.created.push(name.clone());
-                    changed.push(name);
-                }
+        let (report, changed) = match logic::apply_all(
+            file,
+            now,
+            &mut l.inner.jobs,
+            |c| &mut c.rec,
+            |r| Cached::new(r, None),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // Records before the bad definition were changed in the cache only.
+                l.inner.loaded = false;
+                return Err(e);
             }
-        }
-        for (name, c) in l.inner.jobs.iter_mut() {
-            if !seen.contains(name.as_str()) && !c.rec.rt.retired {
-                c.rec.rt.retired = true;
-                c.rec.rt.retired_reason = Some(logic::REASON_REMOVED.to_string());
-                c.rec.rt.trigger_requested_at = None;
-                c.rec.rt.recovery_pending = false;
-                report.retired.push(name.clone());
-                changed.push(name.clone());
+        };
+        for name in &report.updated {
+            if let Some(c) = l.inner.jobs.get_mut(name) {
+                c.sched = logic::compile(&c.rec).ok();
             }
         }
         l.persist(&[], &changed)?;
@@ -1027,8 +1409,8 @@ impl Store for FileStore {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for name in [JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE] {
-            match stat(&self.path(name))? {
-                Some(m) => (m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h),
+            match stat(&*self.io, &self.path(name))? {
+                Some(m) => (m.ino, m.len, m.mtime_sec, m.mtime_nsec).hash(&mut h),
                 None => 0u8.hash(&mut h),
             }
         }
@@ -1083,37 +1465,25 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            let mut dirty = false;
-            if let Some(lease) = c.rec.rt.lease.clone()
-                && lease.lease_until <= now
-            {
-                let found = l.find_run_row(c.mark, lease.run_id)?;
-                let Some(c) = l.inner.jobs.get_mut(&name) else {
-                    continue;
-                };
-                let (mut row, already) = match found {
-                    Some(r) => (r, true),
-                    None => (logic::abandoned_row(&c.rec, &lease, req.owner, now), false),
-                };
-                let fin = logic::finish_run(&mut c.rec, &sched, &mut row, None, None, period, now);
-                c.mark = None;
-                if !already {
-                    rows.push(row);
-                }
-                rows.extend(fin.extra_rows);
-                dirty = true;
-            }
+            let landed = match logic::expired_lease(&c.rec, now) {
+                Some(lease) => l.find_run_row(c.mark, lease.run_id)?,
+                None => None,
+            };
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
             };
-            let ev = logic::evaluate(&mut c.rec, &sched, now, req.owner, can, period);
+            let recovering = logic::expired_lease(&c.rec, now).is_some();
+            let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
+            if recovering {
+                c.mark = None;
+            }
             rows.extend(ev.rows);
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
                 plans.push((name.clone(), p));
             }
-            if dirty || ev.changed {
+            if ev.changed {
                 changed.push(name);
             }
         }
@@ -1157,7 +1527,7 @@ impl Store for FileStore {
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_many(vec![c])
             .pop()
-            .unwrap_or_else(|| Err(StoreError::Invalid("no completion result".into())))
+            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
     }
 
     /// Group commit: every completion under one lock, their rows in one history append (one
@@ -1168,9 +1538,8 @@ impl Store for FileStore {
         let mut l = match self.lock() {
             Ok(l) => l,
             Err(e) => {
-                let msg = e.to_string();
-                let mut out = vec![Err(e)];
-                out.extend((1..n).map(|_| Err(StoreError::Invalid(msg.clone()))));
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
                 return out;
             }
         };
@@ -1190,20 +1559,12 @@ impl Store for FileStore {
         }
         if let Err(e) = l.persist(&rows, &names) {
             // Nothing of this batch is acknowledged: every run retries its completion.
-            let msg = e.to_string();
-            let mut first = Some(e);
             return results
                 .into_iter()
-                .map(|r| {
-                    r.and_then(|_| {
-                        Err(first
-                            .take()
-                            .unwrap_or_else(|| StoreError::Invalid(msg.clone())))
-                    })
-                })
+                .map(|r| r.and_then(|_| Err(e.duplicate())))
                 .collect();
         }
-        let hl = l.inner.history_len;
+        let hl = l.inner.history.len;
         if hl > AUTO_COMPACT_MIN_BYTES
             && hl > 2 * l.inner.history_compacted_len
             && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
@@ -1216,12 +1577,14 @@ impl Store for FileStore {
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
         let (file, len) = {
             let l = self.lock()?;
-            let Some(f) = l.inner.history.as_ref() else {
-                return Ok(Vec::new());
-            };
+            let hpath = self.path(HISTORY_FILE);
             (
-                f.try_clone().map_err(io_err(&self.path(HISTORY_FILE)))?,
-                l.inner.history_len,
+                l.inner
+                    .history
+                    .file(&hpath)?
+                    .try_clone()
+                    .map_err(io_err(&hpath))?,
+                l.inner.history.len,
             )
         };
         // The lock is released: appends only add after `len`, compaction swaps the inode and
@@ -1231,14 +1594,19 @@ impl Store for FileStore {
         let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
         let run_needle = q.run_id.map(|r| r.to_string());
         let mut out = Vec::new();
-        let mut it = Backwards::new(&file, &hpath, len);
+        let mut it = Backwards::new(&*file, &hpath, len);
         let limit = if q.limit == 0 { usize::MAX } else { q.limit };
         while out.len() < limit {
             let Some((off, line)) = it.next_line()? else {
                 break;
             };
-            if line.is_empty() {
+            if off == 0 {
+                // Line 1 is the file's header (checked at open).
                 continue;
+            }
+            if let Err((col, what)) = filefmt::verify_row(&line) {
+                let no = count_lines_before(&*file, &hpath, off)? + 1;
+                return Err(corrupt(&hpath, no, col, what));
             }
             let pre = job_needle
                 .as_ref()
@@ -1250,18 +1618,14 @@ impl Store for FileStore {
                     .as_ref()
                     .is_none_or(|n| contains(&line, n.as_bytes()));
             if !pre {
-                // Still validate cheaply? A full parse of every skipped line would make filtered
-                // queries slow; skipped lines are checked structurally only.
-                if !line.starts_with(b"{") || !line.ends_with(b"}") {
-                    let no = count_lines_before(&hpath, off)? + 1;
-                    return Err(corrupt(&hpath, no, 1, "history line is not a JSON object"));
-                }
+                // Skipped lines are checksum-verified above; a full parse of each would make
+                // filtered queries slow.
                 continue;
             }
             let row: HistoryRow = match serde_json::from_slice(&line) {
                 Ok(r) => r,
                 Err(e) => {
-                    let no = count_lines_before(&hpath, off)? + 1;
+                    let no = count_lines_before(&*file, &hpath, off)? + 1;
                     return Err(json_err(&hpath, no, &e));
                 }
             };
@@ -1283,8 +1647,7 @@ impl Store for FileStore {
         let Some(c) = l.inner.jobs.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        let changed = logic::set_paused(&mut c.rec, paused, now)
-            .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
+        let changed = logic::pause_step(&mut c.rec, paused, now)?;
         if changed {
             l.persist(&[], &[name.to_string()])?;
         }
@@ -1296,21 +1659,11 @@ impl Store for FileStore {
         let Some(c) = l.inner.jobs.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        if c.rec.rt.retired {
-            return Err(StoreError::Invalid(format!(
-                "job '{name}' is retired ({}); it cannot be triggered",
-                c.rec.rt.retired_reason.as_deref().unwrap_or("retired")
-            )));
+        let (outcome, changed) = logic::trigger_step(&mut c.rec, now)?;
+        if changed {
+            l.persist(&[], &[name.to_string()])?;
         }
-        if c.rec.rt.trigger_requested_at.is_some() {
-            return Ok(TriggerOutcome::AlreadyQueued);
-        }
-        if c.rec.rt.lease.is_some() {
-            return Ok(TriggerOutcome::AlreadyRunning);
-        }
-        c.rec.rt.trigger_requested_at = Some(now);
-        l.persist(&[], &[name.to_string()])?;
-        Ok(TriggerOutcome::Queued)
+        Ok(outcome)
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
@@ -1347,36 +1700,13 @@ fn complete_in(
     let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
-    let mut row = c.row;
-    row.run_id = c.run_id;
-    let mut out = CompleteOutcome::default();
-    if !logic::holds(&cached.rec, c.run_id) {
-        row.stale_lease = true;
-        logic::count_row(&mut cached.rec, &row, period, c.now);
-        out.stale = true;
-        out.rows.push(row);
-        return Ok((out, c.job));
+    let job = c.job.clone();
+    let fenced_in = logic::holds(&cached.rec, c.run_id);
+    let out = logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?;
+    if fenced_in {
+        cached.mark = None;
     }
-    let Some(sched) = cached.sched.clone() else {
-        return Err(StoreError::Invalid(format!(
-            "job '{}' has a schedule that does not compile",
-            c.job
-        )));
-    };
-    let fin = logic::finish_run(
-        &mut cached.rec,
-        &sched,
-        &mut row,
-        c.state,
-        c.hold_until,
-        period,
-        c.now,
-    );
-    cached.mark = None;
-    out.state_rejected = fin.state_rejected;
-    out.rows.push(row);
-    out.rows.extend(fin.extra_rows);
-    Ok((out, c.job))
+    Ok((out, job))
 }
 
 #[cfg(test)]
@@ -1485,32 +1815,181 @@ mod tests {
         );
     }
 
-    #[test]
-    fn stale_journal_after_crash_between_snapshot_and_journal_is_ignored() {
-        let dir = tmp("stale");
-        let a = FileStore::open(&dir).unwrap();
-        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
-        {
-            let mut l = a.lock().unwrap();
-            l.compact_jobs().unwrap();
-        }
-        // Simulate: a journal of the previous generation with an older record survives.
-        let old = format!(
-            "{{\"cronsole\":\"journal\",\"generation\":0}}\n{}\n",
-            serde_json::to_string(&EntryRef {
-                job: &crate::store::logic::new_record(def("ghost"), t(0)).unwrap(),
-                mark: None
-            })
+    /// Every byte of every store file (the lock file aside).
+    fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(dir)
             .unwrap()
-        );
-        std::fs::write(dir.join(JOURNAL_FILE), old).unwrap();
-        let r = FileStore::open(&dir).unwrap();
-        let names: Vec<String> = r.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
-        assert_eq!(names, vec!["j"]);
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name() != LOCK_FILE)
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// A store with two jobs, a finished run and a compacted + appended journal.
+    fn used_store(name: &str) -> PathBuf {
+        let dir = tmp(name);
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        s.compact_jobs_for_test();
+        let c = claim(&s, 0, "o", 2).claims.remove(0);
+        finish(&s, &c, Status::Succeeded, 1);
+        dir
+    }
+
+    /// Corruption named on `file`, exit 2, and not one byte of the store changed, through both
+    /// a read-only open and a writer open.
+    fn assert_refused(dir: &Path, file: &str, needle: &str) {
+        let before = dir_bytes(dir);
+        for writer in [false, true] {
+            let r = if writer {
+                FileStore::open(dir).and_then(|s| s.jobs())
+            } else {
+                FileStore::open_existing(dir).and_then(|s| s.jobs())
+            };
+            let err = r.expect_err("a damaged store must be refused");
+            match &err {
+                StoreError::Corrupt { file: f, .. } => {
+                    assert!(f.ends_with(file), "names {file}: {err}")
+                }
+                e => panic!("expected corruption of {file}, got {e:?}"),
+            }
+            assert!(err.to_string().contains(needle), "{needle}: {err}");
+            assert_eq!(err.exit_code(), 2);
+            assert_eq!(
+                dir_bytes(dir),
+                before,
+                "every byte unchanged (writer: {writer})"
+            );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 10 item 2 (was: a deleted journal fell back to the snapshot, exit 0).
+    #[test]
+    fn a_deleted_or_empty_journal_is_corruption_not_a_fallback() {
+        let dir = used_store("no-journal");
+        std::fs::remove_file(dir.join(JOURNAL_FILE)).unwrap();
+        assert_refused(&dir, JOURNAL_FILE, "missing");
+        let dir = used_store("empty-journal");
+        std::fs::write(dir.join(JOURNAL_FILE), b"").unwrap();
+        assert_refused(&dir, JOURNAL_FILE, "empty");
+    }
+
+    /// Issue 10 item 2 (was: a deleted settings.json silently removed the budget).
+    #[test]
+    fn a_deleted_settings_file_is_corruption_not_a_budget_reset() {
+        let dir = used_store("no-settings");
+        std::fs::remove_file(dir.join(SETTINGS_FILE)).unwrap();
+        assert_refused(&dir, SETTINGS_FILE, "budget");
     }
 
     #[test]
-    fn torn_final_lines_are_cut_and_complete_garbage_is_corruption() {
+    fn deleted_snapshot_or_history_is_corruption() {
+        let dir = used_store("no-snapshot");
+        std::fs::remove_file(dir.join(SNAPSHOT_FILE)).unwrap();
+        assert_refused(&dir, SNAPSHOT_FILE, "missing");
+        let dir = used_store("no-history");
+        std::fs::remove_file(dir.join(HISTORY_FILE)).unwrap();
+        assert_refused(&dir, HISTORY_FILE, "missing");
+    }
+
+    /// Issue 10 item 2 (was: an edited generation made a read-only `jobs` discard the journal).
+    #[test]
+    fn an_edited_journal_generation_is_corruption_and_nothing_is_discarded() {
+        for generation in [0u64, 7] {
+            let dir = used_store(&format!("edited-gen-{generation}"));
+            let jpath = dir.join(JOURNAL_FILE);
+            let j = std::fs::read_to_string(&jpath).unwrap();
+            let edited = j.replacen(
+                "\"generation\":1",
+                &format!("\"generation\":{generation}"),
+                1,
+            );
+            assert_ne!(edited, j);
+            std::fs::write(&jpath, edited).unwrap();
+            assert_refused(&dir, JOURNAL_FILE, "does not match the snapshot");
+        }
+    }
+
+    /// Issue 10 item 2 (was: a journal copied in from another store was merged).
+    #[test]
+    fn a_file_from_another_store_is_refused() {
+        let other = used_store("other");
+        for f in [JOURNAL_FILE, SETTINGS_FILE, HISTORY_FILE, SNAPSHOT_FILE] {
+            let dir = used_store("foreign");
+            std::fs::copy(other.join(f), dir.join(f)).unwrap();
+            assert_refused(&dir, f, "another store");
+        }
+        std::fs::remove_dir_all(&other).unwrap();
+    }
+
+    /// Issue 10 item 2 (was: a flipped byte mid-history was only seen by `history`; `run` went
+    /// on appending after it). The flip keeps the line valid JSON: only the checksum sees it.
+    #[test]
+    fn a_flipped_byte_in_history_is_found_before_anything_is_appended() {
+        let dir = used_store("flip");
+        {
+            let s = FileStore::open(&dir).unwrap();
+            for i in 0..3 {
+                let c = claim(&s, 120 + i * 60, "o", 2).claims.remove(0);
+                finish(&s, &c, Status::Succeeded, 121 + i * 60);
+            }
+        }
+        let hpath = dir.join(HISTORY_FILE);
+        let mut h = std::fs::read(&hpath).unwrap();
+        // The second row's duration (mid-history): 0 -> 1 is still a valid row.
+        let key = b"\"duration_ms\":";
+        let at = h
+            .windows(key.len())
+            .enumerate()
+            .filter(|(_, w)| *w == key)
+            .nth(1)
+            .unwrap()
+            .0
+            + key.len();
+        h[at] ^= 0x01;
+        let line = &h[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        assert_eq!(line, 3, "a row in the middle");
+        std::fs::write(&hpath, &h).unwrap();
+        assert_refused(&dir, HISTORY_FILE, "checksum");
+    }
+
+    #[test]
+    fn a_crash_between_snapshot_and_journal_is_recognised_and_only_a_writer_replaces_the_journal() {
+        let dir = tmp("stale");
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+        let jpath = dir.join(JOURNAL_FILE);
+        let old = std::fs::read(&jpath).unwrap();
+        a.compact_jobs_for_test();
+        drop(a);
+        // The crash: the new snapshot landed, the old journal was not yet replaced.
+        std::fs::write(&jpath, &old).unwrap();
+        let before = dir_bytes(&dir);
+        let r = FileStore::open_existing(&dir).unwrap();
+        let names: Vec<String> = r.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
+        assert_eq!(names, vec!["j"]);
+        assert_eq!(dir_bytes(&dir), before, "a reader writes nothing");
+        let w = FileStore::open(&dir).unwrap();
+        w.set_paused("j", true, t(1)).unwrap();
+        assert_ne!(
+            std::fs::read(&jpath).unwrap(),
+            old,
+            "the writer replaced it"
+        );
+        let again = FileStore::open_existing(&dir).unwrap();
+        assert!(again.job("j").unwrap().unwrap().rt.paused);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Readers leave a torn tail in place; the next writer cuts it before appending.
+    #[test]
+    fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruption() {
         let dir = tmp("torn");
         let a = FileStore::open(&dir).unwrap();
         a.apply(&jobs_file(&["j"]), t(0)).unwrap();
@@ -1526,46 +2005,113 @@ mod tests {
         let mut j = std::fs::read(&jpath).unwrap();
         j.extend_from_slice(b"{\"job\":{\"def");
         std::fs::write(&jpath, &j).unwrap();
+        let untouched = dir_bytes(&dir);
         let s = FileStore::open(&dir).unwrap();
-        assert_eq!(std::fs::read(&hpath).unwrap(), before, "torn row cut");
         assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 1);
         assert_eq!(s.job("j").unwrap().unwrap().rt.runs, 1);
+        assert_eq!(
+            dir_bytes(&dir),
+            untouched,
+            "opening and reading write nothing"
+        );
+        let c = claim(&s, 60, "a", 1).claims.remove(0);
+        finish(&s, &c, Status::Succeeded, 61);
+        let after = std::fs::read(&hpath).unwrap();
+        assert!(after.starts_with(&before), "acknowledged rows kept");
+        assert!(!contains(&after, b"\"abc"), "torn row cut");
+        assert_eq!(s.history(&HistoryQuery::default()).unwrap().len(), 2);
+        drop(s);
+        let s = FileStore::open(&dir).unwrap();
+        assert_eq!(s.job("j").unwrap().unwrap().rt.runs, 2);
         drop(s);
 
-        let mut bad = before.clone();
+        let mut bad = std::fs::read(&hpath).unwrap();
         bad.extend_from_slice(b"{\"not\": a row}\n");
         std::fs::write(&hpath, &bad).unwrap();
         let err = FileStore::open(&dir).err().unwrap();
         match &err {
             StoreError::Corrupt { file, line, .. } => {
                 assert!(file.ends_with(HISTORY_FILE));
-                assert_eq!(*line, 2);
+                assert_eq!(*line, 4, "header, two rows, then the bad line");
             }
             e => panic!("unexpected {e}"),
         }
         assert!(err.is_bad_input());
         assert_eq!(std::fs::read(&hpath).unwrap(), bad, "bytes untouched");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 10 item 2: a previous-release store is migrated by a writer, refused (with how to
+    /// upgrade) by a reader, and nothing in it is lost.
+    #[test]
+    fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
+        let dir = tmp("v1");
+        let rec = crate::store::logic::new_record(def("old"), t(0)).unwrap();
+        let row = HistoryRow::new(
+            "old",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t(0)),
+            "o",
+            t(1),
+        );
+        let entry = serde_json::to_string(&EntryRef {
+            job: &rec,
+            mark: None,
+        })
+        .unwrap();
+        std::fs::write(dir.join(VERSION_FILE), "cronsole-file-store 1\n").unwrap();
+        std::fs::write(
+            dir.join(SNAPSHOT_FILE),
+            "{\"cronsole\":\"snapshot\",\"generation\":3}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(JOURNAL_FILE),
+            format!("{{\"cronsole\":\"journal\",\"generation\":3}}\n{entry}\n"),
+        )
+        .unwrap();
+        let settings = Settings {
+            base_dir: Some("/srv/jobs".into()),
+            ..Settings::default()
+        };
+        std::fs::write(
+            dir.join(SETTINGS_FILE),
+            serde_json::to_vec(&settings).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(HISTORY_FILE),
+            format!("{}\n", serde_json::to_string(&row).unwrap()),
+        )
+        .unwrap();
+        let before = dir_bytes(&dir);
+        let err = FileStore::open_existing(&dir).err().unwrap();
+        assert!(matches!(err, StoreError::Version { .. }), "{err}");
+        assert!(err.to_string().contains("cronsole apply"), "{err}");
+        assert_eq!(dir_bytes(&dir), before, "the reader wrote nothing");
+        let s = FileStore::open(&dir).unwrap();
+        assert_eq!(s.job("old").unwrap().unwrap().def.name, "old");
+        assert_eq!(s.settings().unwrap().base_dir.as_deref(), Some("/srv/jobs"));
+        let h = s.history(&HistoryQuery::default()).unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].run_id, row.run_id);
+        drop(s);
+        let v = std::fs::read_to_string(dir.join(VERSION_FILE)).unwrap();
+        assert!(v.starts_with("cronsole-file-store 2\nstore "), "{v}");
+        FileStore::open_existing(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_journal_newer_than_the_snapshot_is_corruption_not_a_reset() {
-        let dir = tmp("newer-journal");
-        let s = FileStore::open(&dir).unwrap();
-        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
-        s.compact_jobs_for_test();
-        drop(s);
-        std::fs::remove_file(dir.join(SNAPSHOT_FILE)).unwrap();
-        let before = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
-        let err = FileStore::open(&dir)
-            .and_then(|s| s.jobs())
-            .expect_err("must not open empty");
-        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
-        assert!(err.to_string().contains("newer than the snapshot"), "{err}");
-        assert_eq!(
-            std::fs::read(dir.join(JOURNAL_FILE)).unwrap(),
-            before,
-            "journal untouched"
-        );
+        let dir = used_store("newer-journal");
+        let spath = dir.join(SNAPSHOT_FILE);
+        let snap = std::fs::read_to_string(&spath).unwrap();
+        let older = snap.replacen("\"generation\":1", "\"generation\":0", 1);
+        assert_ne!(older, snap);
+        std::fs::write(&spath, older).unwrap();
+        assert_refused(&dir, JOURNAL_FILE, "missing or replaced");
     }
 
     #[test]
@@ -1824,6 +2370,23 @@ mod tests {
         assert_eq!(done.rows.len(), 2);
         assert_eq!(done.rows[1].reason.as_deref(), Some("overlap"));
         assert_eq!(s.job("j").unwrap().unwrap().rt.next_slot, Some(t(120)));
+    }
+
+    #[test]
+    fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
+        let dir = tmp("lockwait");
+        let a = FileStore::open(&dir).unwrap();
+        let b = FileStore::open(&dir)
+            .unwrap()
+            .with_lock_wait(Duration::from_millis(30));
+        let held = a.lock().unwrap();
+        let err = b.jobs().unwrap_err();
+        assert!(matches!(err, StoreError::LockTimeout { .. }), "got {err:?}");
+        assert!(!err.is_bad_input(), "a held lock is a runtime failure");
+        assert!(err.to_string().contains("lock"), "{err}");
+        drop(held);
+        assert!(b.jobs().unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! Must not touch: I/O, locks, clocks (every function takes `now`), history storage. Callers
 //! persist the mutated record and the returned rows, history rows first.
 //!
+//! The per-record steps of every store operation — apply/retire ([`apply_all`]), pause,
+//! trigger, claim with crash recovery ([`claim_step`]), renew and fenced completion
+//! ([`complete_step`]) — live here once; the file and PostgreSQL stores only lock, load the
+//! records and persist what these return.
+//!
 //! Decisions where the SPEC is silent (also listed in the report):
 //! - An `every` job's first slot is its anchor, the instant it was first stored (SPEC §3.1), so a
 //!   new `every` job fires at once. A cron job's first slot is the first cron instant ≥ creation.
@@ -30,9 +35,12 @@
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
+use std::collections::{BTreeMap, HashSet};
+
+use super::{ApplyReport, CompleteOutcome, Completion, StoreError, StoreResult, TriggerOutcome};
 use crate::model::{
-    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, Lease, STATE_MAX_BYTES,
-    Settings, Status, Trigger,
+    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease,
+    STATE_MAX_BYTES, Settings, Status, Trigger,
 };
 use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 
@@ -598,6 +606,202 @@ pub fn finish_run(
     }
     out.extra_rows = extra;
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-record steps of the store operations, written once for both stores (issue 10 item 1): the
+// file store and the PostgreSQL store only lock, load the records these take, and persist what
+// they return (history rows first, then the records).
+
+/// The names of a jobs file, refusing duplicates (the first step of `apply`).
+pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
+    let mut seen = HashSet::new();
+    for d in &file.jobs {
+        if !seen.insert(d.name.as_str()) {
+            return Err(StoreError::DuplicateJob(d.name.clone()));
+        }
+    }
+    Ok(seen)
+}
+
+/// What `apply` did to one definition.
+#[derive(Debug)]
+pub enum ApplyStep {
+    /// A new job: the record to store.
+    Created(Box<JobRecord>),
+    /// The existing record was updated in place (its schedule must be recompiled).
+    Updated,
+    Unchanged,
+}
+
+/// `apply` for one definition: update `existing` in place, or create a record.
+pub fn apply_one(
+    existing: Option<&mut JobRecord>,
+    def: &JobDef,
+    now: DateTime<Utc>,
+) -> StoreResult<ApplyStep> {
+    match existing {
+        Some(rec) => match apply_def(rec, def, now).map_err(StoreError::bad_def(&def.name))? {
+            ApplyChange::Unchanged => Ok(ApplyStep::Unchanged),
+            ApplyChange::Updated => Ok(ApplyStep::Updated),
+        },
+        None => Ok(ApplyStep::Created(Box::new(
+            new_record(def.clone(), now).map_err(StoreError::bad_def(&def.name))?,
+        ))),
+    }
+}
+
+/// `apply` for a stored job no longer in the file: retire it (kept in history and `jobs`).
+/// Returns true when it was not retired yet (the record changed).
+pub fn retire_removed(rec: &mut JobRecord) -> bool {
+    if rec.rt.retired {
+        return false;
+    }
+    rec.rt.retired = true;
+    rec.rt.retired_reason = Some(REASON_REMOVED.to_string());
+    rec.rt.trigger_requested_at = None;
+    rec.rt.recovery_pending = false;
+    true
+}
+
+/// The fold of `apply` over the stored records, shared by both stores: `stored` maps a job
+/// name to the store's entry for it, `rec` reaches the record inside an entry, `make` wraps a
+/// new record. Returns the report and the names whose records changed (to persist).
+pub fn apply_all<T>(
+    file: &JobsFile,
+    now: DateTime<Utc>,
+    stored: &mut BTreeMap<String, T>,
+    rec: impl Fn(&mut T) -> &mut JobRecord,
+    make: impl Fn(JobRecord) -> T,
+) -> StoreResult<(ApplyReport, Vec<String>)> {
+    let seen = unique_names(file)?;
+    let mut report = ApplyReport::default();
+    let mut changed = Vec::new();
+    for def in &file.jobs {
+        let name = def.name.clone();
+        match apply_one(stored.get_mut(&name).map(&rec), def, now)? {
+            ApplyStep::Unchanged => report.unchanged.push(name),
+            ApplyStep::Updated => {
+                report.updated.push(name.clone());
+                changed.push(name);
+            }
+            ApplyStep::Created(r) => {
+                stored.insert(name.clone(), make(*r));
+                report.created.push(name.clone());
+                changed.push(name);
+            }
+        }
+    }
+    for (name, entry) in stored.iter_mut() {
+        if !seen.contains(name.as_str()) && retire_removed(rec(entry)) {
+            report.retired.push(name.clone());
+            changed.push(name.clone());
+        }
+    }
+    Ok((report, changed))
+}
+
+/// Pause or resume one job (`set_paused` with the store's error).
+pub fn pause_step(rec: &mut JobRecord, paused: bool, now: DateTime<Utc>) -> StoreResult<bool> {
+    let name = rec.def.name.clone();
+    set_paused(rec, paused, now).map_err(StoreError::bad_def(&name))
+}
+
+/// Queue a manual trigger. Returns the outcome and whether the record changed.
+pub fn trigger_step(
+    rec: &mut JobRecord,
+    now: DateTime<Utc>,
+) -> StoreResult<(TriggerOutcome, bool)> {
+    if rec.rt.retired {
+        return Err(StoreError::Retired {
+            job: rec.def.name.clone(),
+            reason: rec
+                .rt
+                .retired_reason
+                .clone()
+                .unwrap_or_else(|| "retired".to_string()),
+        });
+    }
+    if rec.rt.trigger_requested_at.is_some() {
+        return Ok((TriggerOutcome::AlreadyQueued, false));
+    }
+    if rec.rt.lease.is_some() {
+        return Ok((TriggerOutcome::AlreadyRunning, false));
+    }
+    rec.rt.trigger_requested_at = Some(now);
+    Ok((TriggerOutcome::Queued, true))
+}
+
+/// The lease of `rec` if it expired at `now` (crash recovery is due).
+pub fn expired_lease(rec: &JobRecord, now: DateTime<Utc>) -> Option<Lease> {
+    rec.rt.lease.clone().filter(|l| l.lease_until <= now)
+}
+
+/// One job during `claim_due`: recover an expired lease (SPEC §6), then evaluate (§5, §7).
+/// `landed` is the run's own row when the store found it already written (the process died
+/// between the row and the record): the job is finished from it and no second row is written.
+pub fn claim_step(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+    landed: Option<HistoryRow>,
+) -> Evaluation {
+    let mut rows = Vec::new();
+    let mut dirty = false;
+    if let Some(lease) = expired_lease(rec, now) {
+        let (mut row, already) = match landed {
+            Some(r) => (r, true),
+            None => (abandoned_row(rec, &lease, owner, now), false),
+        };
+        let fin = finish_run(rec, sched, &mut row, None, None, period, now);
+        if !already {
+            rows.push(row);
+        }
+        rows.extend(fin.extra_rows);
+        dirty = true;
+    }
+    let mut ev = evaluate(rec, sched, now, owner, can_claim, period);
+    rows.append(&mut ev.rows);
+    ev.rows = rows;
+    ev.changed |= dirty;
+    ev
+}
+
+/// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
+/// row with `stale_lease: true` and adds its cost to the counters, touching nothing else.
+/// `sched` is the job's compiled schedule when the caller has it cached.
+pub fn complete_step(
+    rec: &mut JobRecord,
+    sched: Option<&Compiled>,
+    c: Completion,
+    period: BudgetPeriod,
+) -> StoreResult<CompleteOutcome> {
+    let mut row = c.row;
+    row.run_id = c.run_id;
+    let mut out = CompleteOutcome::default();
+    if !holds(rec, c.run_id) {
+        row.stale_lease = true;
+        count_row(rec, &row, period, c.now);
+        out.stale = true;
+        out.rows.push(row);
+        return Ok(out);
+    }
+    let compiled;
+    let sched = match sched {
+        Some(s) => s,
+        None => {
+            compiled = compile(rec).map_err(StoreError::bad_def(&c.job))?;
+            &compiled
+        }
+    };
+    let fin = finish_run(rec, sched, &mut row, c.state, c.hold_until, period, c.now);
+    out.state_rejected = fin.state_rejected;
+    out.rows.push(row);
+    out.rows.extend(fin.extra_rows);
+    Ok(out)
 }
 
 /// The row written when a lease expired without completion (SPEC §6).

@@ -5,7 +5,7 @@
 //! Owns: the [`Store`] trait and its request/response types; `file` (the embedded default) and
 //! `postgres` implement it. Must not touch: clocks (every call takes `now`), the engine, the UI,
 //! networking other than the database. The trait is synchronous: the file store is blocking I/O
-//! under an `fs4` lock; async callers use `tokio::task::spawn_blocking`.
+//! under an `fs4` lock (through [`io::StoreIo`]); async callers use `tokio::task::spawn_blocking`.
 
 use std::path::PathBuf;
 
@@ -14,15 +14,23 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub mod check;
 pub mod file;
+pub mod filefmt;
+pub mod io;
 pub mod logic;
 pub mod postgres;
 pub mod stats;
 
-/// Errors from any store. `is_bad_input` tells the CLI to exit 2 instead of 1.
+/// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
+/// one. The exit code is a function of the variant ([`StoreError::exit_code`]): 2 for what the
+/// user gave us (a damaged or foreign store, an unknown job, a bad definition or URL), 1 for
+/// runtime failures. [`StoreError::is_retryable`] tells the engine "store unavailable, retry"
+/// (keep the completion, back off) from "rejected" (retrying cannot help).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A store file does not parse. Never repaired or overwritten silently.
+    /// A store file (or row) is missing, empty, foreign, out of generation or does not parse.
+    /// Never repaired or overwritten silently.
     #[error("corrupt store file {file}:{line}:{column}: {what}")]
     Corrupt {
         file: PathBuf,
@@ -41,7 +49,16 @@ pub enum StoreError {
     #[error("I/O error on {path}: {source}")]
     Io {
         path: PathBuf,
+        #[source]
         source: std::io::Error,
+    },
+    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
+    #[error(
+        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
+    )]
+    LockTimeout {
+        file: PathBuf,
+        waited: std::time::Duration,
     },
     #[error("no job named '{0}' in the store")]
     NoSuchJob(String),
@@ -53,21 +70,96 @@ pub enum StoreError {
         size: usize,
         cap: usize,
     },
-    #[error("database error: {0}")]
-    Database(String),
-    #[error("{0}")]
-    Invalid(String),
+    #[error("job name '{0}' appears twice in the jobs file")]
+    DuplicateJob(String),
+    /// A definition the store cannot schedule (apply, resume).
+    #[error("job '{job}': {source}")]
+    BadDefinition {
+        job: String,
+        #[source]
+        source: crate::schedule::ScheduleError,
+    },
+    #[error("job '{job}' is retired ({reason}); it cannot be triggered")]
+    Retired { job: String, reason: String },
+    /// A store location that is not one (e.g. a malformed PostgreSQL URL).
+    #[error("{what}")]
+    BadLocation {
+        what: String,
+        #[source]
+        source: Option<tokio_postgres::Error>,
+    },
+    /// A record could not be encoded (a bug, not bad input).
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The database answered with an error, or the connection broke. Retryable.
+    #[error("database error while {doing}: {detail}")]
+    Database {
+        doing: String,
+        /// The server's message and code, or the chain of causes of a broken connection.
+        detail: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The store cannot be reached right now (pool closed, reconnect back-off, operation
+    /// timed out, store runtime gone). Retryable.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A background task of a front end died while reading the store.
+    #[error("{what}: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// An operation this store (or test fake) does not provide.
+    #[error("not supported by this store: {0}")]
+    Unsupported(&'static str),
+    /// A broken internal invariant (a bug): never the user's fault.
+    #[error("internal store error: {0}")]
+    Internal(String),
 }
 
 impl StoreError {
     /// Errors caused by what the user gave us (corrupt/foreign store, unknown job): exit 2.
     pub fn is_bad_input(&self) -> bool {
+        self.exit_code() == 2
+    }
+
+    /// The process exit code this error ends a command with (2 = bad input, 1 = runtime).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StoreError::Corrupt { .. }
+            | StoreError::Version { .. }
+            | StoreError::NoSuchJob(_)
+            | StoreError::DuplicateJob(_)
+            | StoreError::BadDefinition { .. }
+            | StoreError::Retired { .. }
+            | StoreError::BadLocation { .. } => 2,
+            StoreError::Io { .. }
+            | StoreError::LockTimeout { .. }
+            | StoreError::StateTooLarge { .. }
+            | StoreError::Encode { .. }
+            | StoreError::Database { .. }
+            | StoreError::Unavailable(_)
+            | StoreError::Task { .. }
+            | StoreError::Unsupported(_)
+            | StoreError::Internal(_) => 1,
+        }
+    }
+
+    /// "Store unavailable, try again later" (disk full, database down, lock held by a stopped
+    /// process) as opposed to "rejected" (retrying the same request cannot succeed).
+    pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            StoreError::Corrupt { .. }
-                | StoreError::Version { .. }
-                | StoreError::NoSuchJob(_)
-                | StoreError::Invalid(_)
+            StoreError::Io { .. }
+                | StoreError::LockTimeout { .. }
+                | StoreError::Database { .. }
+                | StoreError::Unavailable(_)
         )
     }
 
@@ -76,6 +168,66 @@ impl StoreError {
             path: path.into(),
             source,
         }
+    }
+
+    /// A copy for the other members of a batch that failed together (errors are not `Clone`):
+    /// same variant and exit code where it carries plain data, the message otherwise.
+    pub(crate) fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::Corrupt {
+                file,
+                line,
+                column,
+                what,
+            } => StoreError::Corrupt {
+                file: file.clone(),
+                line: *line,
+                column: *column,
+                what: what.clone(),
+            },
+            StoreError::Version {
+                file,
+                found,
+                supported,
+            } => StoreError::Version {
+                file: file.clone(),
+                found: found.clone(),
+                supported: supported.clone(),
+            },
+            StoreError::Io { path, source } => StoreError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            StoreError::LockTimeout { file, waited } => StoreError::LockTimeout {
+                file: file.clone(),
+                waited: *waited,
+            },
+            StoreError::NoSuchJob(j) => StoreError::NoSuchJob(j.clone()),
+            StoreError::DuplicateJob(j) => StoreError::DuplicateJob(j.clone()),
+            StoreError::BadDefinition { job, source } => StoreError::BadDefinition {
+                job: job.clone(),
+                source: source.clone(),
+            },
+            StoreError::Retired { job, reason } => StoreError::Retired {
+                job: job.clone(),
+                reason: reason.clone(),
+            },
+            StoreError::BadLocation { what, .. } => StoreError::BadLocation {
+                what: what.clone(),
+                source: None,
+            },
+            e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
+            e => StoreError::Internal(e.to_string()),
+        }
+    }
+
+    pub(crate) fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> StoreError {
+        move |source| StoreError::Encode { what, source }
+    }
+
+    pub(crate) fn bad_def(job: &str) -> impl FnOnce(crate::schedule::ScheduleError) -> StoreError {
+        let job = job.to_string();
+        move |source| StoreError::BadDefinition { job, source }
     }
 }
 
@@ -216,4 +368,84 @@ pub trait Store: Send + Sync {
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15 item 1: the exit code is a function of the variant, not of a catch-all.
+    #[test]
+    fn exit_code_and_retryability_follow_the_variant() {
+        let p = PathBuf::from("/s/jobs.journal");
+        let bad_def =
+            crate::schedule::parse_tz("Not/AZone")
+                .err()
+                .map(|source| StoreError::BadDefinition {
+                    job: "j".into(),
+                    source,
+                });
+        assert!(bad_def.is_some(), "an unknown zone is a schedule error");
+        let mut cases: Vec<(StoreError, u8, bool)> = vec![
+            (
+                StoreError::Corrupt {
+                    file: p.clone(),
+                    line: 1,
+                    column: 1,
+                    what: "x".into(),
+                },
+                2,
+                false,
+            ),
+            (StoreError::NoSuchJob("j".into()), 2, false),
+            (StoreError::DuplicateJob("j".into()), 2, false),
+            (
+                StoreError::Retired {
+                    job: "j".into(),
+                    reason: "r".into(),
+                },
+                2,
+                false,
+            ),
+            (
+                StoreError::io(&p, std::io::Error::from_raw_os_error(28)),
+                1,
+                true,
+            ),
+            (
+                StoreError::LockTimeout {
+                    file: p.clone(),
+                    waited: std::time::Duration::from_secs(1),
+                },
+                1,
+                true,
+            ),
+            (StoreError::Unavailable("down".into()), 1, true),
+            (StoreError::Internal("bug".into()), 1, false),
+            (StoreError::Unsupported("x"), 1, false),
+            (
+                StoreError::Encode {
+                    what: "row",
+                    source: serde_json::from_str::<u8>("x").unwrap_err(),
+                },
+                1,
+                false,
+            ),
+        ];
+        if let Some(e) = bad_def {
+            cases.push((e, 2, false));
+        }
+        for (e, code, retry) in cases {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+            assert_eq!(e.is_bad_input(), code == 2, "{e:?}");
+            assert_eq!(e.is_retryable(), retry, "{e:?}");
+            let d = e.duplicate();
+            assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
+            assert_eq!(
+                d.is_retryable(),
+                retry,
+                "duplicate keeps retryability: {e:?}"
+            );
+        }
+    }
 }

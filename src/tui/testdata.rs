@@ -372,7 +372,7 @@ impl crate::store::Store for HistoryOnlyStore {
 }
 
 fn refuse<T>() -> StoreResult<T> {
-    Err(crate::store::StoreError::Invalid(
-        "the fixture store is read-only".into(),
+    Err(crate::store::StoreError::Unsupported(
+        "the fixture store is read-only",
     ))
 }

@@ -107,7 +107,7 @@ impl Checker<'_> {
         // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
         // is bad (reported where it was written), so zone-dependent checks are skipped.
         let (sched, tz) = self.schedule(m, p, d);
-        if let (Some(now), Some((ScheduleSpec::At { at }, _))) = (self.now, &sched)
+        if let (Some(now), Some((schedule::ScheduleSpec::At { at }, _))) = (self.now, &sched)
             && *at <= now
         {
             self.warn(

@@ -37,7 +37,7 @@
 //! - TLS is not supported (the connector is `NoTls`): `sslmode=require` fails to connect; use a
 //!   trusted network or a local tunnel.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, GenericClient, Row, Transaction};
 use uuid::Uuid;
 
-use super::logic::{self, ApplyChange};
+use super::logic;
 use super::*;
 use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
@@ -103,7 +103,7 @@ async fn trim_history(c: &impl GenericClient, job: &str, keep: usize) -> StoreRe
         &[&job, &(keep.saturating_sub(1) as i64)],
     )
     .await
-    .map_err(|e| db_err("trimming history", &e))
+    .map_err(|e| db_err("trimming history", e))
 }
 
 /// A [`Store`] over a PostgreSQL database shared by every owner (any number of hosts).
@@ -123,18 +123,22 @@ impl Drop for PgStore {
 }
 
 /// `StoreError::Database` with what we were doing and the server's own message.
-pub(crate) fn db_err(doing: &str, e: &tokio_postgres::Error) -> StoreError {
-    let mut msg = format!("{doing}: {e}");
+pub(crate) fn db_err(doing: &str, e: tokio_postgres::Error) -> StoreError {
+    let mut msg = e.to_string();
     if let Some(db) = e.as_db_error() {
         msg.push_str(&format!(": {} ({})", db.message(), db.code().code()));
     } else {
-        let mut src = std::error::Error::source(e);
+        let mut src = std::error::Error::source(&e);
         while let Some(s) = src {
             msg.push_str(&format!(": {s}"));
             src = s.source();
         }
     }
-    StoreError::Database(msg)
+    StoreError::Database {
+        doing: doing.to_string(),
+        detail: msg,
+        source: e,
+    }
 }
 
 /// Statements with explicitly typed parameters (`query_typed`): one round trip each, where a
@@ -194,15 +198,19 @@ impl PgStore {
 
     pub fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(StoreError::Invalid(format!(
-                "not a PostgreSQL URL (expected postgres://user@host:port/database): {}",
-                url.split('@').next_back().unwrap_or(url)
-            )));
+            return Err(StoreError::BadLocation {
+                what: format!(
+                    "not a PostgreSQL URL (expected postgres://user@host:port/database): {}",
+                    url.split('@').next_back().unwrap_or(url)
+                ),
+                source: None,
+            });
         }
-        let mut cfg = Config::from_str(url).map_err(|e| {
-            StoreError::Invalid(format!(
+        let mut cfg = Config::from_str(url).map_err(|e| StoreError::BadLocation {
+            what: format!(
                 "invalid PostgreSQL URL (expected postgres://user@host:port/database): {e}"
-            ))
+            ),
+            source: Some(e),
         })?;
         if cfg.get_connect_timeout().is_none() {
             cfg.connect_timeout(opts.connect_timeout);
@@ -216,7 +224,7 @@ impl PgStore {
             .thread_name("cronsole-pg")
             .enable_all()
             .build()
-            .map_err(|e| StoreError::Database(format!("starting the store runtime: {e}")))?;
+            .map_err(|e| StoreError::io("the PostgreSQL store's runtime", e))?;
         let feed = Arc::new(ChangeFeed::default());
         let inner = Arc::new(Inner {
             pool: Pool::new(cfg.clone(), opts.pool_size),
@@ -252,7 +260,7 @@ impl PgStore {
         self.handle.spawn(async move {
             let r = match tokio::time::timeout(limit, fut).await {
                 Ok(r) => r,
-                Err(_) => Err(StoreError::Database(format!(
+                Err(_) => Err(StoreError::Unavailable(format!(
                     "store operation timed out after {} s",
                     limit.as_secs_f64()
                 ))),
@@ -260,7 +268,7 @@ impl PgStore {
             let _ = tx.send(r);
         });
         rx.recv()
-            .map_err(|_| StoreError::Database("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
+            .map_err(|_| StoreError::Internal("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
     }
 
     /// True while the LISTEN connection is up (change tokens are then free).
@@ -284,6 +292,74 @@ impl PgStore {
     }
 
     /// Drop idle pooled connections (tests use it after restarting the server).
+    /// `cronsole check`: decode every job record and history row (in batches), and compare
+    /// the indexed columns with the record they index. Reads only.
+    pub fn check(&self) -> StoreResult<super::check::Report> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let mut r = super::check::Report::default();
+            let push = |r: &mut super::check::Report, table: &str, line: u64, what: String| {
+                if r.problems.len() < super::check::MAX_REPORTED {
+                    r.problems.push(super::check::Problem {
+                        location: format!("{}/{table}", inner.location),
+                        line,
+                        column: 0,
+                        what,
+                    });
+                } else {
+                    r.more += 1;
+                }
+            };
+            let jobs = c
+                .query("SELECT name, record FROM cronsole_jobs ORDER BY name", &[])
+                .await
+                .map_err(|e| db_err("reading jobs", e))?;
+            for (i, row) in jobs.iter().enumerate() {
+                let name: String = row.get(0);
+                match serde_json::from_value::<JobRecord>(row.get::<_, Value>(1)) {
+                    Ok(rec) if rec.def.name == name => r.jobs += 1,
+                    Ok(rec) => push(
+                        &mut r,
+                        "cronsole_jobs",
+                        i as u64 + 1,
+                        format!("row '{name}' holds the record of job '{}'", rec.def.name),
+                    ),
+                    Err(e) => push(&mut r, "cronsole_jobs", i as u64 + 1, format!("job '{name}': {e}")),
+                }
+            }
+            let mut after = 0i64;
+            loop {
+                let rows = c
+                    .query(
+                        "SELECT seq, run_id, job, row FROM cronsole_history WHERE seq > $1 ORDER BY seq LIMIT 10000",
+                        &[&after],
+                    )
+                    .await
+                    .map_err(|e| db_err("reading history", e))?;
+                let Some(last) = rows.last() else {
+                    break;
+                };
+                after = last.get(0);
+                for row in &rows {
+                    let seq: i64 = row.get(0);
+                    let run_id: String = row.get(1);
+                    let job: String = row.get(2);
+                    match serde_json::from_value::<HistoryRow>(row.get::<_, Value>(3)) {
+                        Ok(h) if h.run_id.to_string() == run_id && h.job == job => r.history_rows += 1,
+                        Ok(_) => push(
+                            &mut r,
+                            "cronsole_history",
+                            seq as u64,
+                            "the run_id/job columns disagree with the row they index".into(),
+                        ),
+                        Err(e) => push(&mut r, "cronsole_history", seq as u64, format!("seq {seq}: {e}")),
+                    }
+                }
+            }
+            Ok(r)
+        })
+    }
+
     pub fn reset_pool(&self) {
         self.inner.pool.clear_idle();
     }
@@ -303,7 +379,7 @@ fn from_json<T: DeserializeOwned>(location: &str, table: &str, v: Value) -> Stor
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> StoreResult<Value> {
-    serde_json::to_value(v).map_err(|e| StoreError::Invalid(format!("cannot encode: {e}")))
+    serde_json::to_value(v).map_err(StoreError::encode("a store record"))
 }
 
 /// Bump the store version and NOTIFY it; visible to others when the transaction commits.
@@ -314,10 +390,10 @@ async fn bump(tx: &Transaction<'_>) -> StoreResult<i64> {
             &[(&schema::CHANNEL, Type::TEXT)],
         )
         .await
-        .map_err(|e| db_err("bumping the store version", &e))?;
+        .map_err(|e| db_err("bumping the store version", e))?;
     rows.first()
         .map(|r| r.get(0))
-        .ok_or_else(|| StoreError::Database("bumping the store version: no row".into()))
+        .ok_or_else(|| StoreError::Internal("bumping the store version: no row".into()))
 }
 
 /// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
@@ -362,7 +438,7 @@ async fn write_jobs(c: &impl Db, records: &[JobRecord], now: DateTime<Utc>) -> S
         ],
     )
     .await
-    .map_err(|e| db_err("writing jobs", &e))?;
+    .map_err(|e| db_err("writing jobs", e))?;
     Ok(())
 }
 
@@ -387,7 +463,7 @@ async fn select_due(
         ],
     )
     .await
-    .map_err(|e| db_err("selecting due jobs", &e))
+    .map_err(|e| db_err("selecting due jobs", e))
 }
 
 /// Append history rows in order.
@@ -407,7 +483,7 @@ async fn append_history(c: &impl Db, rows: &[HistoryRow]) -> StoreResult<()> {
         &[(&arr, Type::JSONB)],
     )
     .await
-    .map_err(|e| db_err("appending history", &e))?;
+    .map_err(|e| db_err("appending history", e))?;
     Ok(())
 }
 
@@ -435,7 +511,7 @@ async fn read_jobs(
             .await
         }
     }
-    .map_err(|e| db_err("reading jobs", &e))?;
+    .map_err(|e| db_err("reading jobs", e))?;
     rows.into_iter()
         .map(|r| from_json(location, "cronsole_jobs", r.get::<_, Value>(0)))
         .collect()
@@ -476,7 +552,7 @@ impl Inner {
         let tx = c
             .transaction()
             .await
-            .map_err(|e| db_err("starting a transaction", &e))?;
+            .map_err(|e| db_err("starting a transaction", e))?;
         let mut recs = read_jobs(&tx, &self.location, Some(name), true).await?;
         let edit = f(recs.first_mut())?;
         if !edit.changed && edit.rows.is_empty() {
@@ -487,7 +563,7 @@ impl Inner {
         }
         append_history(&tx, &edit.rows).await?;
         let v = bump(&tx).await?;
-        tx.commit().await.map_err(|e| db_err("committing", &e))?;
+        tx.commit().await.map_err(|e| db_err("committing", e))?;
         self.feed.observe(v);
         Ok(edit.value)
     }
@@ -500,7 +576,7 @@ impl Inner {
                 &[],
             )
             .await
-            .map_err(|e| db_err("reading the store version", &e))?;
+            .map_err(|e| db_err("reading the store version", e))?;
         let v: i64 = row.get(0);
         self.feed.observe(v);
         Ok(self.feed.version())
@@ -557,7 +633,7 @@ impl Inner {
         let rows = c
             .q("SELECT settings FROM cronsole_settings WHERE id = 1", &[])
             .await
-            .map_err(|e| db_err("reading settings", &e))?;
+            .map_err(|e| db_err("reading settings", e))?;
         match rows.into_iter().next() {
             Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0)),
             None => Ok(Settings::default()),
@@ -565,20 +641,12 @@ impl Inner {
     }
 
     async fn apply(&self, file: JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        let mut seen = HashSet::new();
-        for d in &file.jobs {
-            if !seen.insert(d.name.clone()) {
-                return Err(StoreError::Invalid(format!(
-                    "job name '{}' appears twice in the jobs file",
-                    d.name
-                )));
-            }
-        }
+        logic::unique_names(&file)?;
         let mut c = self.pool.get().await?;
         let tx = c
             .transaction()
             .await
-            .map_err(|e| db_err("starting a transaction", &e))?;
+            .map_err(|e| db_err("starting a transaction", e))?;
         let mut dirty = false;
         if self.settings_in(&tx).await? != file.settings {
             tx.execute(
@@ -587,7 +655,7 @@ impl Inner {
                 &[&to_json(&file.settings)?],
             )
             .await
-            .map_err(|e| db_err("writing settings", &e))?;
+            .map_err(|e| db_err("writing settings", e))?;
             dirty = true;
         }
         let existing = read_jobs(&tx, &self.location, None, true).await?;
@@ -595,44 +663,18 @@ impl Inner {
             .into_iter()
             .map(|r| (r.def.name.clone(), r))
             .collect();
-        let mut report = ApplyReport::default();
-        let mut changed = Vec::new();
-        for def in &file.jobs {
-            let bad = |e: crate::schedule::ScheduleError| {
-                StoreError::Invalid(format!("job '{}': {e}", def.name))
-            };
-            match by_name.remove(&def.name) {
-                Some(mut rec) => match logic::apply_def(&mut rec, def, now).map_err(bad)? {
-                    ApplyChange::Unchanged => report.unchanged.push(def.name.clone()),
-                    ApplyChange::Updated => {
-                        report.updated.push(def.name.clone());
-                        changed.push(rec);
-                    }
-                },
-                None => {
-                    changed.push(logic::new_record(def.clone(), now).map_err(bad)?);
-                    report.created.push(def.name.clone());
-                }
-            }
-        }
-        // Jobs no longer in the file: retired, kept (same as the file store does).
-        for (name, mut rec) in by_name {
-            if !rec.rt.retired {
-                rec.rt.retired = true;
-                rec.rt.retired_reason = Some(logic::REASON_REMOVED.to_string());
-                rec.rt.trigger_requested_at = None;
-                rec.rt.recovery_pending = false;
-                report.retired.push(name);
-                changed.push(rec);
-            }
-        }
+        let (mut report, names) = logic::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        let changed: Vec<JobRecord> = names
+            .iter()
+            .filter_map(|n| by_name.get(n).cloned())
+            .collect();
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();
         if dirty || !changed.is_empty() {
             write_jobs(&tx, &changed, now).await?;
             let v = bump(&tx).await?;
-            tx.commit().await.map_err(|e| db_err("committing", &e))?;
+            tx.commit().await.map_err(|e| db_err("committing", e))?;
             self.feed.observe(v);
         }
         Ok(report)
@@ -653,7 +695,7 @@ impl Inner {
         let tx = c
             .transaction()
             .await
-            .map_err(|e| db_err("starting a claim", &e))?;
+            .map_err(|e| db_err("starting a claim", e))?;
         let batch = (limit.saturating_mul(2)).clamp(16, 1000);
         let mut excluded = in_flight;
         // The settings read and the first locked select are pipelined (one round trip).
@@ -677,21 +719,11 @@ impl Inner {
                     tracing::warn!(job = %rec.def.name, "schedule does not compile; job skipped");
                     continue;
                 };
-                let mut dirty = false;
-                if let Some(lease) = rec.rt.lease.clone()
-                    && lease.lease_until <= now
-                {
-                    // Crash recovery (SPEC §6): the lease expired without a completion. The
-                    // completion and the lease release commit together, so no row exists yet.
-                    let mut row = logic::abandoned_row(&rec, &lease, &owner, now);
-                    let fin =
-                        logic::finish_run(&mut rec, &sched, &mut row, None, None, period, now);
-                    rows.push(row);
-                    rows.extend(fin.extra_rows);
-                    dirty = true;
-                }
                 let can = claims.len() < limit;
-                let ev = logic::evaluate(&mut rec, &sched, now, &owner, can, period);
+                // Crash recovery (SPEC §6) happens inside `claim_step`. The completion and the
+                // lease release commit together here, so a run's row never landed without its
+                // record: `landed` is always None.
+                let ev = logic::claim_step(&mut rec, &sched, now, &owner, can, period, None);
                 rows.extend(ev.rows);
                 if let Some(p) = ev.claim {
                     claims.push(Claim {
@@ -702,7 +734,7 @@ impl Inner {
                         lease_until: p.lease_until,
                     });
                 }
-                if dirty || ev.changed {
+                if ev.changed {
                     changed.push(rec);
                 }
             }
@@ -722,7 +754,7 @@ impl Inner {
         .await?;
         tx.commit()
             .await
-            .map_err(|e| db_err("committing claims", &e))?;
+            .map_err(|e| db_err("committing claims", e))?;
         self.feed.observe(v);
         Ok(ClaimOutcome { claims, rows })
     }
@@ -732,7 +764,7 @@ impl Inner {
         let tx = conn
             .transaction()
             .await
-            .map_err(|e| db_err("starting a completion", &e))?;
+            .map_err(|e| db_err("starting a completion", e))?;
         let (period, mut recs) = try_join(
             self.period(&tx),
             read_jobs(&tx, &self.location, Some(&c.job), true),
@@ -741,45 +773,17 @@ impl Inner {
         let Some(mut rec) = recs.pop() else {
             return Err(StoreError::NoSuchJob(c.job.clone()));
         };
-        let mut row = c.row;
-        row.run_id = c.run_id;
-        let mut out = CompleteOutcome::default();
-        if !logic::holds(&rec, c.run_id) {
-            // Fenced out: the lease was taken over. Keep the result, touch nothing else but
-            // the cost counters (the money was spent).
-            row.stale_lease = true;
-            logic::count_row(&mut rec, &row, period, c.now);
-            out.stale = true;
-            out.rows.push(row);
-        } else {
-            let sched = logic::compile(&rec).map_err(|e| {
-                StoreError::Invalid(format!(
-                    "job '{}' has a schedule that does not compile: {e}",
-                    c.job
-                ))
-            })?;
-            let fin = logic::finish_run(
-                &mut rec,
-                &sched,
-                &mut row,
-                c.state,
-                c.hold_until,
-                period,
-                c.now,
-            );
-            out.state_rejected = fin.state_rejected;
-            out.rows.push(row);
-            out.rows.extend(fin.extra_rows);
-        }
+        let (job, now) = (c.job.clone(), c.now);
+        let out = logic::complete_step(&mut rec, None, c, period)?;
         let ((), (), v) = try_join3(
             append_history(&tx, &out.rows),
-            write_jobs(&tx, std::slice::from_ref(&rec), c.now),
+            write_jobs(&tx, std::slice::from_ref(&rec), now),
             bump(&tx),
         )
         .await?;
         tx.commit()
             .await
-            .map_err(|e| db_err("committing a completion", &e))?;
+            .map_err(|e| db_err("committing a completion", e))?;
         self.feed.observe(v);
         // History retention (SPEC §14.1 default, same as the file store): every
         // RETENTION_EVERY completions of a process, trim this job to its newest rows. A
@@ -788,9 +792,9 @@ impl Inner {
             .completions
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(RETENTION_EVERY)
-            && let Err(e) = trim_history(&*conn, &c.job, super::file::DEFAULT_KEEP_PER_JOB).await
+            && let Err(e) = trim_history(&*conn, &job, super::file::DEFAULT_KEEP_PER_JOB).await
         {
-            tracing::warn!(job = %c.job, "history retention failed: {e}");
+            tracing::warn!(job = %job, "history retention failed: {e}");
         }
         Ok(out)
     }
@@ -844,7 +848,7 @@ impl Store for PgStore {
             let row = c
                 .query_one("SELECT min(wakeup) FROM cronsole_jobs", &[])
                 .await
-                .map_err(|e| db_err("computing the next wakeup", &e))?;
+                .map_err(|e| db_err("computing the next wakeup", e))?;
             Ok(row.get::<_, Option<DateTime<Utc>>>(0))
         })
     }
@@ -895,7 +899,7 @@ impl Store for PgStore {
             let rows = c
                 .query(&sql, &refs)
                 .await
-                .map_err(|e| db_err("reading history", &e))?;
+                .map_err(|e| db_err("reading history", e))?;
             rows.into_iter()
                 .map(|r| from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0)))
                 .collect()
@@ -910,8 +914,7 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let changed = logic::set_paused(rec, paused, now)
-                        .map_err(|e| StoreError::Invalid(format!("job '{name}': {e}")))?;
+                    let changed = logic::pause_step(rec, paused, now)?;
                     Ok(if changed {
                         Edit::changed(())
                     } else {
@@ -930,20 +933,12 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    if rec.rt.retired {
-                        return Err(StoreError::Invalid(format!(
-                            "job '{name}' is retired ({}); it cannot be triggered",
-                            rec.rt.retired_reason.as_deref().unwrap_or("retired")
-                        )));
-                    }
-                    if rec.rt.trigger_requested_at.is_some() {
-                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyQueued));
-                    }
-                    if rec.rt.lease.is_some() {
-                        return Ok(Edit::unchanged(TriggerOutcome::AlreadyRunning));
-                    }
-                    rec.rt.trigger_requested_at = Some(now);
-                    Ok(Edit::changed(TriggerOutcome::Queued))
+                    let (outcome, changed) = logic::trigger_step(rec, now)?;
+                    Ok(if changed {
+                        Edit::changed(outcome)
+                    } else {
+                        Edit::unchanged(outcome)
+                    })
                 })
                 .await
         })
@@ -969,7 +964,7 @@ impl Store for PgStore {
                     &[&key, &job],
                 )
                 .await
-                .map_err(|e| db_err("reading spend", &e))?;
+                .map_err(|e| db_err("reading spend", e))?;
             if !row.get::<_, Option<bool>>(2).unwrap_or(false) {
                 return Err(StoreError::NoSuchJob(job));
             }

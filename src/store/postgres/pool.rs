@@ -1,7 +1,7 @@
 //! A small connection pool for the PostgreSQL store: at most `size` connections behind a
 //! semaphore, idle clients kept in a `Mutex<Vec<_>>`, dead clients dropped and replaced on the
 //! next checkout, and reconnection with exponential backoff (100 ms doubling to 5 s) so a
-//! database that is down costs callers one fast `StoreError::Database`, not a connect storm.
+//! database that is down costs callers one fast `StoreError::Unavailable`, not a connect storm.
 //!
 //! Owns: connecting, the connection driver tasks, the backoff gate. Must not touch: SQL beyond
 //! the per-connection session setup, the store's semantics. No pool crate: deadpool/bb8 would
@@ -88,7 +88,7 @@ impl Pool {
             .sem
             .acquire()
             .await
-            .map_err(|_| StoreError::Database("connection pool closed".into()))?;
+            .map_err(|_| StoreError::Unavailable("connection pool closed".into()))?;
         loop {
             let c = lock(&self.idle).pop();
             match c {
@@ -123,7 +123,7 @@ impl Pool {
             if let Some(t) = b.next_try
                 && Instant::now() < t
             {
-                return Err(StoreError::Database(format!(
+                return Err(StoreError::Unavailable(format!(
                     "not reconnecting yet (backing off after: {})",
                     b.last_error
                 )));
@@ -150,7 +150,7 @@ pub(crate) async fn connect(cfg: &Config) -> StoreResult<Client> {
     let (client, connection) = cfg
         .connect(NoTls)
         .await
-        .map_err(|e| db_err("connecting", &e))?;
+        .map_err(|e| db_err("connecting", e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");

@@ -91,10 +91,10 @@ pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<
     let tx = client
         .transaction()
         .await
-        .map_err(|e| db_err("starting the migration", &e))?;
+        .map_err(|e| db_err("starting the migration", e))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
         .await
-        .map_err(|e| db_err("taking the migration lock", &e))?;
+        .map_err(|e| db_err("taking the migration lock", e))?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS cronsole_schema (
              id int PRIMARY KEY CHECK (id = 1),
@@ -102,11 +102,11 @@ pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<
          )",
     )
     .await
-    .map_err(|e| db_err("creating cronsole_schema", &e))?;
+    .map_err(|e| db_err("creating cronsole_schema", e))?;
     let found: i32 = tx
         .query_opt("SELECT version FROM cronsole_schema WHERE id = 1", &[])
         .await
-        .map_err(|e| db_err("reading the schema version", &e))?
+        .map_err(|e| db_err("reading the schema version", e))?
         .map(|r| r.get(0))
         .unwrap_or(0);
     if found > LATEST {
@@ -120,17 +120,17 @@ pub(crate) async fn migrate(client: &mut Client, location: &str) -> StoreResult<
         let v = i as i32 + 1;
         tx.batch_execute(step)
             .await
-            .map_err(|e| db_err(&format!("applying schema migration {v}"), &e))?;
+            .map_err(|e| db_err(&format!("applying schema migration {v}"), e))?;
         tx.execute(
             "INSERT INTO cronsole_schema (id, version) VALUES (1, $1)
              ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
             &[&v],
         )
         .await
-        .map_err(|e| db_err("recording the schema version", &e))?;
+        .map_err(|e| db_err("recording the schema version", e))?;
     }
     tx.commit()
         .await
-        .map_err(|e| db_err("committing the migration", &e))?;
+        .map_err(|e| db_err("committing the migration", e))?;
     Ok(found)
 }

@@ -1,0 +1,219 @@
+//! The file store's on-disk integrity format (format 2): the store id carried by every file,
+//! file headers, and the per-row checksum of history lines.
+//!
+//! Owns: encoding and verifying these bytes. Must not touch: the file system (callers read and
+//! write through [`super::io`]), store decisions.
+//!
+//! - `VERSION` is `cronsole-file-store 2` then `store <uuid>`: the store id, drawn at creation.
+//! - Every other file that matters starts with a header line naming its kind and the store id:
+//!   `{"cronsole":"snapshot","generation":N,"store":ID,...}`, `{"cronsole":"journal",...}`,
+//!   `{"cronsole":"history","store":ID}`, and `settings.json` is
+//!   `{"cronsole":"settings","store":ID,"settings":{...}}`. A file whose id differs is foreign
+//!   (copied in from another store) and refused.
+//! - A history line is the §4 row as JSON with one more member, `"crc32"`, the CRC-32 (IEEE)
+//!   of the line as it would read without that member: `{…row…}` → `{…row…,"crc32":"1a2b3c4d"}`.
+//!   A flipped byte anywhere in a row is caught by the first reader of that row; readers that
+//!   only want the row ignore the member (serde skips unknown fields).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::HistoryRow;
+
+/// The current format's `VERSION` first line.
+pub const VERSION_TEXT: &str = "cronsole-file-store 2";
+/// The previous release's `VERSION` (no store ids, no row checksums): migrated by a writer.
+pub const VERSION_TEXT_1: &str = "cronsole-file-store 1";
+
+const CRC_KEY: &[u8] = b",\"crc32\":\"";
+
+fn crc_table() -> &'static [u32; 256] {
+    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [0u32; 256];
+        for (i, e) in t.iter_mut().enumerate() {
+            let mut c = i as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *e = c;
+        }
+        t
+    })
+}
+
+/// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one).
+#[derive(Debug, Clone, Copy)]
+pub struct Crc32(u32);
+
+impl Default for Crc32 {
+    fn default() -> Self {
+        Crc32(0xFFFF_FFFF)
+    }
+}
+
+impl Crc32 {
+    pub fn update(&mut self, bytes: &[u8]) {
+        let t = crc_table();
+        let mut c = self.0;
+        for b in bytes {
+            c = t[((c ^ u32::from(*b)) & 0xFF) as usize] ^ (c >> 8);
+        }
+        self.0 = c;
+    }
+
+    pub fn finish(self) -> u32 {
+        self.0 ^ 0xFFFF_FFFF
+    }
+}
+
+/// CRC-32 of `bytes`.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = Crc32::default();
+    c.update(bytes);
+    c.finish()
+}
+
+/// Header line of the snapshot and the journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    pub cronsole: String,
+    pub generation: u64,
+    /// The store id (format 2); absent only in a format-1 store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// Snapshot only: the journal this snapshot absorbed (its length and CRC-32), so a journal
+    /// left one generation behind by a crash mid-compaction can be told from an edited one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absorbed: Option<Absorbed>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Absorbed {
+    pub len: u64,
+    pub crc32: u32,
+}
+
+/// Header line of `history.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HistoryHeader {
+    pub cronsole: String,
+    pub store: String,
+}
+
+/// `settings.json` in format 2.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SettingsFile<S> {
+    pub cronsole: String,
+    pub store: String,
+    pub settings: S,
+}
+
+/// One history line (with its newline) carrying its checksum.
+pub fn encode_row(out: &mut Vec<u8>, row: &HistoryRow) -> Result<(), serde_json::Error> {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, row)?;
+    // `to_writer` of a struct always ends with '}'.
+    let crc = crc32(&out[start..]);
+    out.pop();
+    out.extend_from_slice(CRC_KEY);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(b"\"}\n");
+    Ok(())
+}
+
+/// Check a history line's checksum (`line` without its newline). `Err` says what is wrong and
+/// the 1-based column where.
+pub fn verify_row(line: &[u8]) -> Result<(), (u64, String)> {
+    // `,"crc32":"xxxxxxxx"}` is the last 20 bytes.
+    let tail = CRC_KEY.len() + 8 + 2;
+    if line.len() < tail + 1 || !line.ends_with(b"\"}") {
+        return Err((1, "history row has no checksum".to_string()));
+    }
+    let at = line.len() - tail;
+    if &line[at..at + CRC_KEY.len()] != CRC_KEY {
+        return Err((1, "history row has no checksum".to_string()));
+    }
+    let hex = &line[at + CRC_KEY.len()..line.len() - 2];
+    let want = std::str::from_utf8(hex)
+        .ok()
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or_else(|| {
+            (
+                (at + 1) as u64,
+                "history row checksum is not hex".to_string(),
+            )
+        })?;
+    let mut c = Crc32::default();
+    c.update(&line[..at]);
+    c.update(b"}");
+    let got = c.finish();
+    if got != want {
+        return Err((
+            1,
+            format!(
+                "history row checksum mismatch (stored {want:08x}, computed {got:08x}): the row was altered"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Parse `VERSION`: (format, store id). Format 1 has no id.
+pub fn parse_version(text: &str) -> Option<(u32, Option<String>)> {
+    let mut lines = text.lines();
+    match lines.next()?.trim() {
+        VERSION_TEXT_1 => Some((1, None)),
+        VERSION_TEXT => {
+            let id = lines.next()?.trim().strip_prefix("store ")?.trim();
+            uuid::Uuid::parse_str(id).ok()?;
+            Some((2, Some(id.to_string())))
+        }
+        _ => None,
+    }
+}
+
+pub fn version_text(store_id: &str) -> String {
+    format!("{VERSION_TEXT}\nstore {store_id}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Status, Trigger};
+
+    #[test]
+    fn crc_matches_the_reference_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn a_row_round_trips_and_any_flipped_byte_is_caught() {
+        let t = chrono::DateTime::from_timestamp(1_000, 0).unwrap();
+        let row = HistoryRow::new("j", Status::Succeeded, Trigger::Schedule, Some(t), "o", t);
+        let mut buf = Vec::new();
+        encode_row(&mut buf, &row).unwrap();
+        assert!(buf.ends_with(b"\"}\n"));
+        let line = &buf[..buf.len() - 1];
+        verify_row(line).unwrap();
+        let back: HistoryRow = serde_json::from_slice(line).unwrap();
+        assert_eq!(back.job, "j");
+        for i in 0..line.len() {
+            let mut bad = line.to_vec();
+            bad[i] ^= 0x04;
+            assert!(verify_row(&bad).is_err(), "flip at byte {i} undetected");
+        }
+    }
+
+    #[test]
+    fn version_lines() {
+        let id = uuid::Uuid::new_v4().to_string();
+        assert_eq!(parse_version(&version_text(&id)), Some((2, Some(id))));
+        assert_eq!(parse_version("cronsole-file-store 1\n"), Some((1, None)));
+        assert_eq!(parse_version("cronsole-file-store 2\n"), None);
+        assert_eq!(parse_version("something 9"), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! Issue 10 item 2 through the real binary: a damaged store is refused with exit 2 naming the
+//! file, by readers and writers alike, with every byte unchanged; read-only commands never
+//! write; `cronsole check` lists every problem with its location.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{ClaimRequest, Completion, Store};
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn t(s: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(s, 0).unwrap()
+}
+
+fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(store.parent().unwrap())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A store with two jobs (one `once`) and three history rows; the jobs
+/// next slots lie far in the future so `run` has nothing to do but open and close.
+fn build(name: &str) -> (TempDir, PathBuf) {
+    let root =
+        std::env::temp_dir().join(format!("cronsole-damage-{name}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("store");
+    let s = FileStore::open(&dir).unwrap();
+    let mut once = cronsole::testkit::jobs::command_job("once", 3600);
+    once.max_runs = Some(1);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![cronsole::testkit::jobs::command_job("every", 3600), once],
+    };
+    s.apply(&file, t(0)).unwrap();
+    for now in [0, 3600] {
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(now),
+                owner: "o",
+                limit: 2,
+                in_flight: &[],
+            })
+            .unwrap();
+        for c in out.claims {
+            let job = c.job.def.name.clone();
+            let row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));
+            s.complete(Completion {
+                job,
+                run_id: c.run_id,
+                owner: "o".into(),
+                now: t(now + 1),
+                row,
+                state: None,
+                hold_until: None,
+            })
+            .unwrap();
+        }
+    }
+    // Slots far ahead: `run` below claims nothing.
+    s.apply(&file, t(0)).unwrap();
+    (TempDir(root), dir)
+}
+
+fn bytes_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != "lock" && e.file_name() != "cronsole.log")
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_commands_leave_every_byte_unchanged_even_with_torn_tails() {
+    let (_root, dir) = build("readonly");
+    // Torn tails a crashed writer would leave: readers must neither cut nor rewrite them.
+    for f in ["history.jsonl", "jobs.journal"] {
+        let mut b = std::fs::read(dir.join(f)).unwrap();
+        b.extend_from_slice(b"{\"torn");
+        std::fs::write(dir.join(f), b).unwrap();
+    }
+    let before = bytes_of(&dir);
+    for args in [
+        &["jobs"][..],
+        &["jobs", "--json"],
+        &["history"],
+        &["history", "--job", "once"],
+        &["stats"],
+        &["check"],
+    ] {
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
+    }
+    let (_, out, _) = cli(&dir, &["check"]);
+    assert!(out.contains("note:") && out.contains("torn"), "{out}");
+}
+
+/// Each damage: `jobs`, `history`, `run` and `check` exit 2 naming the file; nothing changes.
+#[test]
+fn damaged_stores_are_refused_by_readers_and_writers_with_every_byte_unchanged() {
+    type Damage = fn(&Path);
+    let other = build("other");
+    let other_dir = other.1.clone();
+    let damages: Vec<(&str, &str, Damage)> = vec![
+        ("jobs.journal", "missing", |d| {
+            std::fs::remove_file(d.join("jobs.journal")).unwrap()
+        }),
+        ("jobs.journal", "empty", |d| {
+            std::fs::write(d.join("jobs.journal"), b"").unwrap()
+        }),
+        ("settings.json", "missing", |d| {
+            std::fs::remove_file(d.join("settings.json")).unwrap()
+        }),
+        ("jobs.journal", "does not match", |d| {
+            let p = d.join("jobs.journal");
+            let j = std::fs::read_to_string(&p).unwrap();
+            let g = j.find("\"generation\":").unwrap() + "\"generation\":".len();
+            let end = g + j[g..].find(|c: char| !c.is_ascii_digit()).unwrap();
+            let n: u64 = j[g..end].parse().unwrap();
+            std::fs::write(&p, format!("{}{}{}", &j[..g], n + 5, &j[end..])).unwrap();
+        }),
+        ("history.jsonl", "checksum", |d| {
+            // A flip that keeps the row valid JSON, in a row that is not the last.
+            let p = d.join("history.jsonl");
+            let mut h = std::fs::read(&p).unwrap();
+            let key = b"\"duration_ms\":";
+            let at = h.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+            h[at] ^= 0x01;
+            std::fs::write(&p, h).unwrap();
+        }),
+    ];
+    for (file, needle, damage) in damages {
+        let (_root, dir) = build("damaged");
+        damage(&dir);
+        let before = bytes_of(&dir);
+        for args in [
+            &["jobs"][..],
+            &["history"],
+            &["run", "--for", "1s"],
+            &["check"],
+        ] {
+            let (code, out, err) = cli(&dir, args);
+            let text = format!("{out}{err}");
+            assert_eq!(code, 2, "{file} {needle} {args:?}: {text}");
+            assert!(text.contains(file), "{file} {args:?}: {text}");
+            assert!(text.contains(needle), "{needle} {args:?}: {text}");
+            assert_eq!(
+                bytes_of(&dir),
+                before,
+                "{file} {needle}: {args:?} changed the store"
+            );
+        }
+    }
+    // A journal copied in from another store.
+    let (_root, dir) = build("foreign");
+    std::fs::copy(other_dir.join("jobs.journal"), dir.join("jobs.journal")).unwrap();
+    let before = bytes_of(&dir);
+    for args in [&["jobs"][..], &["run", "--for", "1s"], &["check"]] {
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains("another store"),
+            "{out}{err}"
+        );
+        assert_eq!(bytes_of(&dir), before);
+    }
+}
+
+#[test]
+fn check_lists_every_problem_with_its_location() {
+    let (_root, dir) = build("check");
+    let (code, out, err) = cli(&dir, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("2 jobs") && out.contains("3 history rows"),
+        "{out}"
+    );
+    let mut h = std::fs::read(dir.join("history.jsonl")).unwrap();
+    h.extend_from_slice(b"{\"not\": \"a row\"}\n{\"also\": 1}\n");
+    std::fs::write(dir.join("history.jsonl"), h).unwrap();
+    std::fs::remove_file(dir.join("settings.json")).unwrap();
+    let (code, out, _) = cli(&dir, &["check"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("history.jsonl:5:"), "{out}");
+    assert!(out.contains("history.jsonl:6:"), "{out}");
+    assert!(
+        out.contains("settings.json:0:0: required store file is missing"),
+        "{out}"
+    );
+    assert!(out.contains("3 problems"), "{out}");
+    let (code, out, _) = cli(&dir, &["check", "--json"]);
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 3);
+}
