@@ -54,18 +54,12 @@ pub fn text_line(r: &HistoryRow) -> String {
     line
 }
 
-/// Fold text onto one printable line: control characters (incl. ESC) become spaces/escapes so
-/// output from commands, pages or models cannot drive the terminal or split a log line.
+/// Fold text onto one printable line by the one inert-text policy (`crate::text`): unsafe
+/// characters (incl. ESC, bidi overrides, zero-width) are shown escaped, so output from commands,
+/// pages or models cannot drive the terminal or split a log line. Cut at 500 characters.
 pub fn sanitize_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len().min(512));
-    for ch in s.chars().take(500) {
-        match ch {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push(' '),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
+    let cut: String = s.chars().take(500).collect();
+    let mut out = crate::text::visible_line(&cut).into_owned();
     if s.chars().nth(500).is_some() {
         out.push('…');
     }

@@ -17,6 +17,7 @@ pub mod proc;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
+pub mod text;
 pub mod tui;
 
 #[cfg(any(test, feature = "testkit"))]

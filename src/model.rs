@@ -387,7 +387,11 @@ pub struct IncidentState {
     pub alerted_signature: Option<String>,
 }
 
-/// Per-job state persisted in the store, capped at [`STATE_MAX_BYTES`] serialised (SPEC §9.3).
+/// Per-job state persisted in the store (SPEC §9.3). Each part has its own bounded space, so
+/// one can never evict another (issue 11: a 15.5 KB notepad used to push the monitor watermark
+/// out, and the model was called on every tick): the notepad is capped at [`STATE_MAX_BYTES`]
+/// serialised ([`JobState::notepad_size`]); the monitor watermark (hash + ≤ 2048-byte preview),
+/// the incident state and the budget stop are bounded by construction and always kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobState {
     #[serde(default)]
@@ -396,6 +400,48 @@ pub struct JobState {
     pub monitor: Option<MonitorState>,
     #[serde(default)]
     pub incident: IncidentState,
+    /// The last time a budget stopped a call of this job (SPEC §11: one alert per period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_stop: Option<BudgetStop>,
+}
+
+/// A budget stopped a model call of the job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetStop {
+    /// Budget period key (`BudgetPeriod::key`) the stop happened in.
+    pub period_key: String,
+    /// The skip reason ("budget reached: …"), cut to 300 characters.
+    pub reason: String,
+    pub at: DateTime<Utc>,
+    /// The alert for this period reached the job's sinks (or it has none).
+    pub alerted: bool,
+}
+
+impl JobState {
+    /// Serialised size of the notepad, the part [`STATE_MAX_BYTES`] caps.
+    pub fn notepad_size(&self) -> usize {
+        serde_json::to_vec(&self.notepad)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// `next` as the new state of a job whose stored state is `prior`: every part is taken,
+    /// except a notepad over the cap, which is rejected alone (the prior notepad stays) with the
+    /// reason returned.
+    pub fn merge_capped(prior: &JobState, mut next: JobState) -> (JobState, Option<String>) {
+        let size = next.notepad_size();
+        if size <= STATE_MAX_BYTES {
+            return (next, None);
+        }
+        next.notepad = prior.notepad.clone();
+        (
+            next,
+            Some(format!(
+                "notepad would be {size} bytes, over the {STATE_MAX_BYTES}-byte cap; prior \
+                 notepad kept (monitor and incident state saved)"
+            )),
+        )
+    }
 }
 
 /// A claim held on a job (SPEC §6).
@@ -428,6 +474,35 @@ pub struct JobCounters {
     /// counts and spend-per-hour sparkline come from these, never from a history scan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hours: Vec<HourBucket>,
+    /// Budget reservations of model calls in flight or of unknown outcome (`store::budget`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+}
+
+/// Money set aside for one model call before it is made (SPEC §11 hard budget): counted as
+/// spent by every owner until it is settled to the real cost or released.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: Uuid,
+    /// The run that made the call: its completion turns a settled reservation into counters.
+    pub run_id: Uuid,
+    pub owner: String,
+    /// Budget period key the amount counts in (`BudgetPeriod::key`).
+    pub period_key: String,
+    pub usd: f64,
+    /// `Reserved` until the call ended; `Settled` = real cost known, not yet in the counters;
+    /// `Spent` = the call may have cost its worst case and nobody can know (kept as spent).
+    pub state: ReservationState,
+    pub at: DateTime<Utc>,
+}
+
+/// See [`Reservation::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReservationState {
+    Reserved,
+    Settled,
+    Spent,
 }
 
 /// One UTC hour of a job's rows (see [`JobCounters::hours`]).

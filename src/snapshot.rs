@@ -53,6 +53,19 @@ pub enum PendingOp {
 }
 
 impl Snapshot {
+    /// Jobs a budget stopped in the current budget period, with the reason (SPEC §11: the console
+    /// header says so). From the jobs' state, so every owner's stops show.
+    pub fn budget_stops(&self) -> Vec<(String, String)> {
+        let key = crate::store::logic::counter_period(&self.settings).key(self.taken_at);
+        self.jobs
+            .iter()
+            .filter_map(|j| {
+                let b = j.rt.state.budget_stop.as_ref()?;
+                (b.period_key == key).then(|| (j.def.name.clone(), b.reason.clone()))
+            })
+            .collect()
+    }
+
     /// Read everything a front end needs from `store`. One `jobs()` and one bounded history
     /// query; call it when the store's change token moved, not on every frame.
     pub fn load(

@@ -89,9 +89,48 @@ async fn webhook_payloads_per_format() {
         reqs[1].json().unwrap(),
         serde_json::json!({"text": "[disk-watch] disk at 91%"})
     );
+    // Issue 11: Discord is told no mention may ping.
     assert_eq!(
         reqs[2].json().unwrap(),
-        serde_json::json!({"content": "[disk-watch] disk at 91%"})
+        serde_json::json!({"content": "[disk-watch] disk at 91%", "allowed_mentions": {"parse": []}})
+    );
+}
+
+#[tokio::test]
+async fn chat_sinks_receive_untrusted_text_inert() {
+    // A monitored page or a model reply trying to ping everyone and disguise a link.
+    let srv = TestServer::start(|_| Response::new(200)).await.unwrap();
+    let c = client();
+    let msg = Message::result(&row(
+        "<!channel> @everyone <http://evil|your bank> a&b \u{202e}gnp.exe",
+    ));
+    for (path, fmt) in [
+        ("/slack", WebhookFormat::Slack),
+        ("/discord", WebhookFormat::Discord),
+        ("/json", WebhookFormat::Json),
+    ] {
+        let sink = hook(path, format!("{}{path}", srv.url()), fmt);
+        deliver(&c, &sink, &msg, T, now()).await.unwrap();
+    }
+    let reqs = srv.requests();
+    let slack = reqs[0].json().unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        slack,
+        "[disk-watch] &lt;!channel&gt; @everyone &lt;http://evil|your bank&gt; a&amp;b \\u{202e}gnp.exe"
+    );
+    let discord = reqs[1].json().unwrap();
+    assert_eq!(
+        discord["allowed_mentions"],
+        serde_json::json!({"parse": []})
+    );
+    assert!(!discord["content"].as_str().unwrap().contains('\u{202e}'));
+    // JSON stays raw: machines read it.
+    assert_eq!(
+        reqs[2].json().unwrap()["result"],
+        "<!channel> @everyone <http://evil|your bank> a&b \u{202e}gnp.exe"
     );
 }
 

@@ -349,9 +349,17 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
     )
     .await
     .unwrap();
-    let spender = FakeLlm::openai(&key, vec![Reply::ok("spent it all", 1000, 0)])
-        .await
-        .unwrap();
+    // The spender answers after `ask`'s first attempt was reserved and sent (each attempt now
+    // makes a store round trip first), and long before that attempt fails.
+    let spender = FakeLlm::openai(
+        &key,
+        vec![Reply::Slow(
+            std::time::Duration::from_millis(200),
+            Box::new(Reply::ok("spent it all", 1000, 0)),
+        )],
+    )
+    .await
+    .unwrap();
     let yaml = format!(
         "budget: {{ max_cost_usd: 1.00, period: day }}
 {MODEL_PRICES}agents:
@@ -393,4 +401,289 @@ jobs:
         "no retry after the budget ran out"
     );
     rig.stop().await;
+}
+
+/// SPEC §11 hard limit (issue 11: six simultaneous calls against $0.001 spent $0.0027). Three
+/// owners, each running up to four calls at once, twelve agent jobs due together, every call's
+/// worst case $0.001 and a $0.005 daily budget: at most five calls are made, and the recorded
+/// spend never passes the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_owners_by_m_concurrent_calls_never_spend_past_the_limit() {
+    use std::sync::Arc;
+    use std::time::Duration as StdDuration;
+
+    use cronsole::action::llm::{HttpOptions, http_client};
+    use cronsole::clock::{Clock, ManualClock};
+    use cronsole::engine::{self, EngineConfig, RunDeps};
+    use cronsole::gate::GateConfig;
+    use cronsole::store::file::FileStore;
+    use cronsole::store::{HistoryQuery, Store};
+
+    const OWNERS: usize = 3;
+    const PER_OWNER: usize = 4;
+    const JOBS: usize = OWNERS * PER_OWNER;
+    let key = unique_key();
+    // Every reply costs exactly the worst case: 1 output token at $1000/M, input free.
+    let fake = FakeLlm::openai(
+        &key,
+        (0..JOBS)
+            .map(|_| {
+                Reply::Slow(
+                    StdDuration::from_millis(300),
+                    Box::new(Reply::ok("x", 10, 1)),
+                )
+            })
+            .collect(),
+    )
+    .await
+    .unwrap();
+    let mut yaml = format!(
+        "budget: {{ max_cost_usd: 0.005, period: day }}
+pricing:
+  metered: {{ input: 0.0, output: 1000.0 }}
+agents:
+  a:
+    base_url: {}
+    api_key_env: TEST_KEY
+    model: metered
+    max_tokens: 1
+jobs:
+",
+        fake.base_url()
+    );
+    for i in 0..JOBS {
+        yaml.push_str(&format!(
+            "  - {{ name: j{i}, schedule: every 1h, agent: a, message: go, max_retries: 1 }}\n"
+        ));
+    }
+    let dir = tmp("budget-owners");
+    let store_dir = dir.join("store");
+    let loaded = cronsole::config::load_str(&yaml, &dir.join("jobs.yaml")).unwrap();
+    let start = t("2026-11-30T12:00:00Z");
+    FileStore::open(&store_dir)
+        .unwrap()
+        .apply(&loaded.file, start)
+        .unwrap();
+    let clock = ManualClock::new(start);
+    let mut handles = Vec::new();
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    for o in 0..OWNERS {
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(&store_dir).unwrap());
+        let mut cfg = EngineConfig::new(format!("owner-{o}"));
+        cfg.max_concurrent = PER_OWNER;
+        cfg.change_poll = StdDuration::from_millis(20);
+        cfg.shutdown_grace = StdDuration::from_secs(5);
+        let k = key.clone();
+        let deps = RunDeps {
+            http: http_client(&HttpOptions {
+                connect_timeout: StdDuration::from_secs(5),
+                system_proxy: false,
+            })
+            .unwrap(),
+            env: Arc::new(move |v: &str| (v == "TEST_KEY").then(|| k.clone())),
+            backoff: tiny_backoff(),
+            gate: GateConfig::default(),
+        };
+        let c: Arc<dyn Clock> = Arc::new(clock.clone());
+        handles.push(engine::spawn(cfg, Arc::clone(&store), c, deps).unwrap());
+        stores.push(store);
+    }
+    // Wait (bounded) for one row per job.
+    let deadline = tokio::time::Instant::now() + StdDuration::from_secs(30);
+    let rows = loop {
+        let rows = stores[0]
+            .history(&HistoryQuery {
+                limit: 1000,
+                ..Default::default()
+            })
+            .unwrap();
+        if rows.len() >= JOBS {
+            break rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {rows:#?}"
+        );
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    };
+    for h in handles {
+        h.shutdown.cancel();
+        tokio::time::timeout(StdDuration::from_secs(20), h.join)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+    let recorded: f64 = rows.iter().map(|r| r.cost_usd).sum();
+    let made = rows
+        .iter()
+        .filter(|r| r.status == Status::Succeeded)
+        .count();
+    let stopped: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status == Status::Skipped)
+        .collect();
+    assert!(recorded <= 0.005 + 1e-12, "spent {recorded}: {rows:#?}");
+    assert_eq!(made, 5, "exactly the calls that fit: {rows:#?}");
+    assert_eq!(
+        fake.request_count(),
+        5,
+        "a call that does not fit is not made"
+    );
+    assert_eq!(stopped.len(), JOBS - 5);
+    for r in stopped {
+        let reason = r.reason.as_deref().unwrap_or("");
+        assert!(
+            reason.starts_with("budget reached: global $0.005/day")
+                || reason.starts_with("budget exhausted: global $0.005/day"),
+            "{r:#?}"
+        );
+    }
+    let spend = stores[0].spend("j0", clock.now()).unwrap();
+    assert!(spend.global_usd <= 0.005 + 1e-12, "{spend:?}");
+    // Settled reservations went into the counters with their rows: nothing left in flight.
+    for j in stores[0].jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    // Every request under a budget carried its output bound.
+    for r in fake.requests() {
+        assert_eq!(r.json().unwrap()["max_tokens"], 1, "{}", r.body_text());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SPEC §11: under a budget, a model the price table does not know is never called; the error
+/// names the model and the `pricing:` line to add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpriced_model_under_a_budget_fails_before_any_request() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, vec![Reply::ok("x", 1, 1)])
+        .await
+        .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 1.00, period: day }\n",
+    )
+    .replace("model: test-model", "model: mystery-9b");
+    let rig = Rig::start("unpriced-budget", &yaml, key_env(&key)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    let e = r.error.clone().unwrap_or_default();
+    assert!(e.contains("model 'mystery-9b'"), "{e}");
+    assert!(
+        e.contains("pricing:\n  mystery-9b: { input: 0.00, output: 0.00 }"),
+        "{e}"
+    );
+    assert_eq!(r.attempts, 0, "no attempt was made");
+    assert_eq!(fake.request_count(), 0);
+    rig.stop().await;
+}
+
+/// SPEC §11: when a budget stops a call, the job's sinks get one alert per period, and the job
+/// state records the stop (the console header reads it from the snapshot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_stop_alerts_the_sinks_once_per_period() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, vec![]).await.unwrap();
+    let sink_dir = tmp("budget-alert-sink");
+    let sink = sink_dir.join("out.jsonl");
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "    deliver: [f]\n",
+        &format!(
+            "budget: {{ max_cost_usd: 0.001, period: day }}\ndelivery:\n  f: {{ file: {} }}\n",
+            sink.display()
+        ),
+    )
+    .replace("model: test-model", "model: half-dollar");
+    // half-dollar's worst case for this prompt is far over $0.001: every call is refused.
+    let rig = Rig::start("budget-alert", &yaml, key_env(&key)).await;
+    rig.wait_rows("ask", 1).await;
+    let rows = rig.step("ask", 60, 2).await;
+    let rows = {
+        let _ = rows;
+        rig.step("ask", 60, 3).await
+    };
+    assert_eq!(
+        statuses(&rows),
+        vec![Status::Skipped, Status::Skipped, Status::Skipped]
+    );
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("budget reached: global $0.001/day"),
+        "{rows:#?}"
+    );
+    assert_eq!(fake.request_count(), 0);
+    let text = std::fs::read_to_string(&sink).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "one alert per period: {text}");
+    assert_eq!(lines[0]["kind"], "alert");
+    assert!(
+        lines[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget reached: global $0.001/day"),
+        "{text}"
+    );
+    let stop = rig
+        .store
+        .job("ask")
+        .unwrap()
+        .unwrap()
+        .rt
+        .state
+        .budget_stop
+        .expect("the stop is in the job state");
+    assert!(stop.alerted);
+    let snap =
+        cronsole::snapshot::Snapshot::load(rig.store.as_ref(), rig.now(), "o", rig.now(), false)
+            .unwrap();
+    assert_eq!(snap.budget_stops().len(), 1);
+    rig.stop().await;
+    let _ = std::fs::remove_dir_all(&sink_dir);
+}
+
+/// Issue 11: an API key echoed in a *successful* reply is redacted from the result, the notepad,
+/// history, the journal and the sinks, before any truncation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_echoed_in_a_successful_reply_is_redacted_everywhere() {
+    let key = unique_key();
+    let reply = format!("your key is {key}, keep it safe\n```notepad\nk={key}\n```");
+    let fake = FakeLlm::openai(&key, vec![Reply::ok(&reply, 5, 5)])
+        .await
+        .unwrap();
+    let rig_sink = tmp("redact-sink");
+    let sink = rig_sink.join("out.jsonl");
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "    deliver: [f]\n",
+        &format!(
+            "budget: null\ndelivery:\n  f: {{ file: {} }}\n",
+            sink.display()
+        ),
+    );
+    let rig = Rig::start("redact", &yaml, key_env(&key)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(
+        r.result.as_deref(),
+        Some("your key is [redacted], keep it safe")
+    );
+    let st = rig.store.job("ask").unwrap().unwrap().rt.state;
+    assert_eq!(st.notepad["k"], "[redacted]");
+    let out = std::fs::read_to_string(&sink).unwrap();
+    assert!(!out.contains(&key) && out.contains("[redacted]"), "{out}");
+    let dir = rig.stop().await;
+    assert_key_absent(&dir, &key);
+    let _ = std::fs::remove_dir_all(&rig_sink);
 }

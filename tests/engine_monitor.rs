@@ -166,3 +166,66 @@ jobs:
     assert_eq!(fake.request_count(), 3);
     rig.stop().await;
 }
+
+/// Issue 11 regression: a ~15.5 KB notepad plus the monitor's 2 KiB preview used to go over the
+/// one shared 16 KiB state cap, the whole state (watermark included) was dropped, and an
+/// unchanged source was sent to the model on every tick. Now: one model call, then `no_change`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_notepad_never_costs_the_monitor_its_watermark() {
+    let key = "monitor-key-notepad";
+    let big = "n".repeat(15_500);
+    let reply = format!("first look done\n```notepad\nlog={big}\n```\n");
+    let fake = FakeLlm::openai(key, (0..4).map(|_| Reply::ok(&reply, 5, 5)).collect())
+        .await
+        .unwrap();
+    let src_dir = tmp("monitor-notepad-src");
+    let src = src_dir.join("page.txt");
+    std::fs::write(&src, "line of a long page\n".repeat(200)).unwrap();
+    let yaml = format!(
+        "budget: null
+agents:
+  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"cat {}\" }}
+    agent: a
+    message: explain the change
+    max_retries: 1
+",
+        fake.base_url(),
+        src.display()
+    );
+    let rig = Rig::start(
+        "monitor-notepad",
+        &yaml,
+        RigOpts {
+            env: HashMap::from([("K".to_string(), key.to_string())]),
+            ..Default::default()
+        },
+    )
+    .await;
+    let rows = rig.wait_rows("watch", 1).await;
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert!(
+        rows[0].reason.is_none(),
+        "nothing was rejected: {:?}",
+        rows[0].reason
+    );
+    let st = rig.store.job("watch").unwrap().unwrap().rt.state;
+    assert_eq!(st.notepad["log"].len(), 15_500);
+    assert!(st.monitor.is_some(), "the watermark was kept");
+    let mut n = 1;
+    for _ in 0..3 {
+        n += 1;
+        let rows = rig.step("watch", 60, n).await;
+        assert_eq!(rows[n - 1].status, Status::NoChange, "{rows:#?}");
+    }
+    assert_eq!(
+        fake.request_count(),
+        1,
+        "an unchanged source never calls the model"
+    );
+    rig.stop().await;
+    let _ = std::fs::remove_dir_all(&src_dir);
+}

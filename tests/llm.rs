@@ -56,6 +56,7 @@ async fn call_once(a: &AgentDef, timeout: Duration) -> Result<LlmReply, LlmError
         prompt: "What changed?",
         timeout,
         now: now(),
+        max_tokens: None,
     };
     llm::call(&client(), &req, &env).await
 }
@@ -210,6 +211,7 @@ async fn a_500_is_retried_on_the_backoff_schedule_then_succeeds() {
                 prompt: "p",
                 timeout: Duration::from_secs(5),
                 now: now(),
+                max_tokens: None,
             };
             let c = c.clone();
             async move { llm::call(&c, &req, &env).await }
@@ -313,6 +315,7 @@ async fn a_missing_key_names_the_variable_and_sends_nothing() {
         prompt: "p",
         timeout: Duration::from_secs(5),
         now: now(),
+        max_tokens: None,
     };
     let e = llm::call(&client(), &req, &no_env).await.unwrap_err();
     assert_eq!(e, LlmError::MissingKey { var: VAR.into() });

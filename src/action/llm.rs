@@ -26,8 +26,16 @@
 //!   set (the variables the providers' own SDKs read, so a local Ollama or vLLM needs no edit of
 //!   the jobs file), else the provider default (`https://api.openai.com/v1`,
 //!   `https://api.anthropic.com`). An Anthropic base ending in `/v1` is accepted as is.
-//! - Anthropic requires `max_tokens`: 1024 when the agent sets none. An empty `instructions`
-//!   sends no system message.
+//! - Every request carries an output bound when [`LlmCall::max_tokens`] is set (the run pipeline
+//!   sets it whenever a budget applies: the agent's `max_tokens`, else
+//!   [`crate::cost::DEFAULT_MAX_TOKENS`] = 4096), so the worst case it reserved is a real bound.
+//!   OpenAI's reasoning and GPT-5 models (`o1…`, `o3…`, `o4…`, `gpt-5…`) reject `max_tokens` and
+//!   get `max_completion_tokens` ([`uses_max_completion_tokens`]). Anthropic requires
+//!   `max_tokens`: 4096 when neither sets one. An empty `instructions` sends no system message.
+//! - Budget settlement ([`LlmError::surely_cost_nothing`]): an error *reply* (any HTTP status
+//!   outside 2xx, 429 included) is not billed by the providers, and a request that never left
+//!   (no key, bad URL, connection refused) cost nothing; a timeout, a transport error after
+//!   connecting, or a 2xx reply we could not read may have been billed.
 //! - The reported model is the one the reply names (often a dated snapshot, which pricing
 //!   resolves), falling back to the agent's `model`.
 //! - Redirects are not followed: an API endpoint that redirects is misconfigured, and following
@@ -51,8 +59,9 @@ pub const HOLD_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 pub const RETRY_AFTER_CAP_SECS: i64 = 86_400;
 /// Anthropic's API version header value.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` sent to Anthropic when the agent sets none (the API requires one).
-pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 1024;
+/// `max_tokens` sent to Anthropic when neither the call nor the agent sets one (the API requires
+/// one): the same bound a budget reserves for.
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = crate::cost::DEFAULT_MAX_TOKENS;
 const DEFAULT_OPENAI_BASE: &str = "https://api.openai.com/v1";
 const DEFAULT_ANTHROPIC_BASE: &str = "https://api.anthropic.com";
 const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
@@ -83,7 +92,12 @@ pub enum LlmError {
     #[error("no reply from {url} within {secs}s (per-attempt timeout)")]
     Timeout { url: String, secs: f64 },
     #[error("request to {url} failed: {message}")]
-    Transport { url: String, message: String },
+    Transport {
+        url: String,
+        message: String,
+        /// The request may have reached the server (false: the connection was never made).
+        sent: bool,
+    },
     #[error("malformed reply from {url}: {message}")]
     Malformed { url: String, message: String },
 }
@@ -100,6 +114,19 @@ impl LlmError {
             LlmError::Timeout { .. } | LlmError::Transport { .. } | LlmError::Malformed { .. } => {
                 true
             }
+        }
+    }
+
+    /// The call surely cost nothing (see the module doc): its budget reservation is released.
+    pub fn surely_cost_nothing(&self) -> bool {
+        match self {
+            LlmError::MissingKey { .. }
+            | LlmError::InvalidKey { .. }
+            | LlmError::BadUrl { .. }
+            | LlmError::RateLimited { .. }
+            | LlmError::Http { .. } => true,
+            LlmError::Transport { sent, .. } => !sent,
+            LlmError::Timeout { .. } | LlmError::Malformed { .. } => false,
         }
     }
 
@@ -180,6 +207,8 @@ pub struct LlmCall<'a> {
     pub timeout: Duration,
     /// Wall time, for turning `Retry-After` into an instant.
     pub now: DateTime<Utc>,
+    /// Output bound to send (overrides the agent's `max_tokens`); `None` = the agent's, if any.
+    pub max_tokens: Option<u32>,
 }
 
 /// A successful reply.
@@ -226,7 +255,7 @@ pub async fn call(
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
     }
-    let body = request_body(agent, req.prompt);
+    let body = request_body(agent, req.prompt, req.max_tokens.or(agent.max_tokens));
     let url_s = url.to_string();
 
     let attempt = async {
@@ -239,6 +268,7 @@ pub async fn call(
             .map_err(|e| LlmError::Transport {
                 url: url_s.clone(),
                 message: red.clean(&error_chain(&e)),
+                sent: !(e.is_connect() || e.is_builder()),
             })?;
         let status = resp.status().as_u16();
         let retry_after = resp
@@ -251,6 +281,7 @@ pub async fn call(
             .map_err(|message| LlmError::Transport {
                 url: url_s.clone(),
                 message: red.clean(&message),
+                sent: true,
             })?;
         Ok::<_, LlmError>((status, retry_after, bytes))
     };
@@ -351,6 +382,7 @@ pub async fn run_agent(
                 prompt: run.prompt,
                 timeout: run.timeout,
                 now: clock.now(),
+                max_tokens: None,
             };
             async move { call(client, &req, env).await }
         },
@@ -453,7 +485,25 @@ fn endpoint(
     Ok(url)
 }
 
-fn request_body(agent: &AgentDef, prompt: &str) -> Value {
+/// OpenAI models that reject `max_tokens` and take `max_completion_tokens` (reasoning models and
+/// the GPT-5 family), by the name after any provider prefix.
+pub fn uses_max_completion_tokens(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    let family = |p: &str| {
+        m.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':']))
+    };
+    family("o1") || family("o3") || family("o4") || m.starts_with("gpt-5")
+}
+
+/// Bytes of the text a request sends the model (instructions + prompt): the input-token upper
+/// bound the budget reserves for.
+pub fn prompt_bytes(agent: &AgentDef, prompt: &str) -> usize {
+    agent.instructions.len() + prompt.len()
+}
+
+fn request_body(agent: &AgentDef, prompt: &str, max_tokens: Option<u32>) -> Value {
     match agent.provider {
         Provider::Openai => {
             let mut messages = Vec::new();
@@ -462,8 +512,13 @@ fn request_body(agent: &AgentDef, prompt: &str) -> Value {
             }
             messages.push(json!({"role": "user", "content": prompt}));
             let mut b = json!({"model": agent.model, "messages": messages});
-            if let Some(m) = agent.max_tokens {
-                b["max_tokens"] = json!(m);
+            if let Some(m) = max_tokens {
+                let field = if uses_max_completion_tokens(&agent.model) {
+                    "max_completion_tokens"
+                } else {
+                    "max_tokens"
+                };
+                b[field] = json!(m);
             }
             if let Some(t) = agent.temperature {
                 b["temperature"] = json!(t);
@@ -473,7 +528,7 @@ fn request_body(agent: &AgentDef, prompt: &str) -> Value {
         Provider::Anthropic => {
             let mut b = json!({
                 "model": agent.model,
-                "max_tokens": agent.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+                "max_tokens": max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
                 "messages": [{"role": "user", "content": prompt}],
             });
             if !agent.instructions.is_empty() {
@@ -733,7 +788,7 @@ mod tests {
     fn request_bodies_follow_each_wire_format() {
         let mut a = agent(Provider::Openai, "");
         a.max_tokens = Some(50);
-        let b = request_body(&a, "hi");
+        let b = request_body(&a, "hi", a.max_tokens);
         assert_eq!(
             b["messages"][0],
             json!({"role": "system", "content": "be brief"})
@@ -741,10 +796,60 @@ mod tests {
         assert_eq!(b["messages"][1], json!({"role": "user", "content": "hi"}));
         assert_eq!(b["max_tokens"], 50);
         assert_eq!(b["temperature"], 0.2);
-        let b = request_body(&agent(Provider::Anthropic, ""), "hi");
+        let b = request_body(&agent(Provider::Anthropic, ""), "hi", None);
         assert_eq!(b["system"], "be brief");
         assert_eq!(b["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
         assert_eq!(b["messages"], json!([{"role": "user", "content": "hi"}]));
+    }
+
+    #[test]
+    fn reasoning_models_get_max_completion_tokens() {
+        for m in [
+            "o1",
+            "o3-pro",
+            "openai/o4-mini",
+            "gpt-5",
+            "gpt-5-mini-2025-08-07",
+            "O3",
+        ] {
+            assert!(uses_max_completion_tokens(m), "{m}");
+            let mut a = agent(Provider::Openai, "");
+            a.model = m.into();
+            let b = request_body(&a, "hi", Some(4096));
+            assert_eq!(b["max_completion_tokens"], 4096, "{m}");
+            assert!(b.get("max_tokens").is_none(), "{m}");
+        }
+        for m in ["gpt-4o", "o1x", "llama3.1:8b", "gpt-4.1-mini", "foo/o10"] {
+            assert!(!uses_max_completion_tokens(m), "{m}");
+        }
+        let a = agent(Provider::Openai, "");
+        assert_eq!(request_body(&a, "hi", Some(7))["max_tokens"], 7);
+        assert!(request_body(&a, "hi", None).get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn what_surely_cost_nothing() {
+        let t = |sent| LlmError::Transport {
+            url: "u".into(),
+            message: "m".into(),
+            sent,
+        };
+        assert!(t(false).surely_cost_nothing());
+        assert!(!t(true).surely_cost_nothing());
+        let http = LlmError::Http {
+            status: 500,
+            url: "u".into(),
+            body: String::new(),
+        };
+        assert!(http.surely_cost_nothing());
+        assert!(
+            !LlmError::Timeout {
+                url: "u".into(),
+                secs: 1.0
+            }
+            .surely_cost_nothing()
+        );
+        assert!(LlmError::MissingKey { var: "K".into() }.surely_cost_nothing());
     }
 
     #[test]

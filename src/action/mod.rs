@@ -1,8 +1,10 @@
 //! Actions (SPEC §10): what a run does once its gates said go — a model-free shell command or an
 //! LLM agent call — plus the retry backoff of SPEC §8.
 //!
-//! Owns: executing one attempt and describing its outcome. Must not touch: the store, history,
-//! budgets (the run pipeline in `engine` decides whether to call, and records what happened).
+//! Owns: executing one attempt and describing its outcome, and the one retry loop
+//! ([`retry_with_hook`]; [`retry_with_backoff`] is it without a hook). Must not touch: the store,
+//! history, budgets (the run pipeline in `engine` decides whether to call — its budget
+//! reservation is the before-attempt hook — and records what happened).
 
 pub mod command;
 pub mod llm;
@@ -75,40 +77,105 @@ pub struct Retried<T, E> {
     pub waits: Vec<Duration>,
 }
 
-/// Run `attempt_fn(attempt)` up to `max_attempts` times (at least once), sleeping
-/// [`BackoffConfig::delay`] (tokio time) between attempts while `retryable(&err)` says the
-/// error may go away. The caller renews its lease concurrently (e.g. `select!` with a renew
-/// loop); this helper only owns the schedule.
-pub async fn retry_with_backoff<T, E, F, Fut>(
+/// How a hooked retry loop ended.
+#[derive(Debug)]
+pub enum Ended<T, E, S> {
+    /// The last attempt's result.
+    Done(Result<T, E>),
+    /// The before-attempt hook stopped the loop; `last` is the previous attempt's error, if any.
+    Stopped { stop: S, last: Option<E> },
+}
+
+/// A hooked retry loop's outcome.
+#[derive(Debug)]
+pub struct Hooked<T, E, S> {
+    pub ended: Ended<T, E, S>,
+    /// Attempts made (0 when the hook stopped the first one).
+    pub attempts: u32,
+    /// The waits slept between attempts, in order.
+    pub waits: Vec<Duration>,
+}
+
+/// The one retry loop (SPEC §8 step 4): before each attempt `before(attempt)` runs (e.g. the
+/// budget reservation) and either hands the attempt a ticket or stops the loop; then
+/// `attempt_fn(attempt, ticket)` runs, up to `max_attempts` times (at least one try), sleeping
+/// [`BackoffConfig::delay`] (tokio time) between attempts while `retryable(&err)` says the error
+/// may go away. The caller renews its lease concurrently; this helper only owns the schedule.
+pub async fn retry_with_hook<T, E, S, P, H, HFut, F, Fut>(
     cfg: &BackoffConfig,
     max_attempts: u32,
+    mut before: H,
     mut attempt_fn: F,
     mut retryable: impl FnMut(&E) -> bool,
-) -> Retried<T, E>
+) -> Hooked<T, E, S>
 where
-    F: FnMut(u32) -> Fut,
+    H: FnMut(u32) -> HFut,
+    HFut: Future<Output = Result<P, S>>,
+    F: FnMut(u32, P) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let max_attempts = max_attempts.max(1);
     let mut waits = Vec::new();
     let mut attempt = 0u32;
+    let mut last = None;
     loop {
-        let result = attempt_fn(attempt).await;
+        let ticket = match before(attempt).await {
+            Ok(t) => t,
+            Err(stop) => {
+                return Hooked {
+                    ended: Ended::Stopped { stop, last },
+                    attempts: attempt,
+                    waits,
+                };
+            }
+        };
+        let result = attempt_fn(attempt, ticket).await;
         let done = match &result {
             Ok(_) => true,
             Err(e) => attempt + 1 >= max_attempts || !retryable(e),
         };
         if done {
-            return Retried {
-                result,
+            return Hooked {
+                ended: Ended::Done(result),
                 attempts: attempt + 1,
                 waits,
             };
         }
+        last = result.err();
         let wait = cfg.delay(attempt, jitter_unit());
         waits.push(wait);
         tokio::time::sleep(wait).await;
         attempt += 1;
+    }
+}
+
+/// [`retry_with_hook`] without a hook: run `attempt_fn(attempt)` up to `max_attempts` times.
+pub async fn retry_with_backoff<T, E, F, Fut>(
+    cfg: &BackoffConfig,
+    max_attempts: u32,
+    mut attempt_fn: F,
+    retryable: impl FnMut(&E) -> bool,
+) -> Retried<T, E>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let h = retry_with_hook(
+        cfg,
+        max_attempts,
+        |_| std::future::ready(Ok::<(), std::convert::Infallible>(())),
+        |a, ()| attempt_fn(a),
+        retryable,
+    )
+    .await;
+    let result = match h.ended {
+        Ended::Done(r) => r,
+        Ended::Stopped { stop, .. } => match stop {},
+    };
+    Retried {
+        result,
+        attempts: h.attempts,
+        waits: h.waits,
     }
 }
 
@@ -211,5 +278,46 @@ mod backoff_tests {
         let r: Retried<(), u32> =
             retry_with_backoff(&tiny(), 0, |a| async move { Err(a) }, |_| true).await;
         assert_eq!(r.attempts, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_hook_runs_before_every_attempt_and_can_stop_the_loop() {
+        // The hook allows two attempts, then stops: the stop carries the last error.
+        let mut seen = Vec::new();
+        let h: Hooked<(), String, &str> = retry_with_hook(
+            &tiny(),
+            5,
+            |a| {
+                seen.push(a);
+                std::future::ready(if a < 2 { Ok(a * 10) } else { Err("budget") })
+            },
+            |a, ticket| async move {
+                assert_eq!(ticket, a * 10, "each attempt gets its own ticket");
+                Err(format!("boom {a}"))
+            },
+            |_| true,
+        )
+        .await;
+        assert_eq!(seen, vec![0, 1, 2]);
+        assert_eq!(h.attempts, 2);
+        assert_eq!(h.waits.len(), 2);
+        match h.ended {
+            Ended::Stopped { stop, last } => {
+                assert_eq!(stop, "budget");
+                assert_eq!(last.as_deref(), Some("boom 1"));
+            }
+            Ended::Done(r) => panic!("not stopped: {r:?}"),
+        }
+        // Stopped before the first attempt: nothing ran.
+        let h: Hooked<(), String, &str> = retry_with_hook(
+            &tiny(),
+            5,
+            |_| std::future::ready(Err::<(), _>("no")),
+            |_, ()| async { Ok(()) },
+            |_| true,
+        )
+        .await;
+        assert_eq!(h.attempts, 0);
+        assert!(matches!(h.ended, Ended::Stopped { last: None, .. }));
     }
 }

@@ -247,11 +247,8 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         if r.stale_lease {
             reason = format!("[stale lease] {reason}");
         }
-        let reason: String = reason
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .take(100)
-            .collect();
+        let reason: String = reason.chars().take(100).collect();
+        let reason = cronsole::text::visible_line(&reason);
         println!(
             "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} {}",
             ts(Some(r.finished_at)),

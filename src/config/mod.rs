@@ -343,32 +343,41 @@ pub fn load_str(text: &str, path: &Path) -> Result<Loaded, ConfigErrors> {
 /// Validate jobs-file text, keeping the jobs that are valid even when others are not.
 /// API-key variables are looked up in the process environment (presence only).
 pub fn check_str(text: &str, path: &Path) -> Checked {
-    check_str_with_env(text, path, &|name| {
-        std::env::var_os(name).is_some_and(|v| !v.is_empty())
-    })
+    check_str_with_env_values(text, path, &|name| std::env::var(name).ok())
+}
+
+/// [`check_str`] with an injected environment (values are only measured, never kept): also
+/// warns about API-key values too short to redact.
+pub fn check_str_with_env_values(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Checked {
+    let is_set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+    let chars = |name: &str| env(name).map(|v| v.trim().chars().count());
+    check_inner(text, path, &is_set, Some(&chars), None)
 }
 
 /// [`check_str`] with an injected "is this env var set" predicate (for tests).
 pub fn check_str_with_env(text: &str, path: &Path, env_is_set: &dyn Fn(&str) -> bool) -> Checked {
-    check_inner(text, path, env_is_set, None)
+    check_inner(text, path, env_is_set, None, None)
 }
 
 /// [`check_str`] that also warns about an `at` instant or an `until` at or before `now` (the
 /// job would never run, or never again). Only `validate` asks: a file loaded to run is checked
 /// without a clock.
 pub fn check_str_at(text: &str, path: &Path, now: chrono::DateTime<chrono::Utc>) -> Checked {
-    check_inner(
-        text,
-        path,
-        &|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()),
-        Some(now),
-    )
+    let env = |name: &str| std::env::var(name).ok();
+    let is_set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+    let chars = |name: &str| env(name).map(|v| v.trim().chars().count());
+    check_inner(text, path, &is_set, Some(&chars), Some(now))
 }
 
 fn check_inner(
     text: &str,
     path: &Path,
     env_is_set: &dyn Fn(&str) -> bool,
+    env_chars: Option<check::EnvChars<'_>>,
     now: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Checked {
     let empty = |diagnostics| Checked {
@@ -382,6 +391,9 @@ fn check_inner(
     };
     let mut checker = check::Checker::new(env_is_set);
     checker.now = now;
+    if let Some(f) = env_chars {
+        checker = checker.with_env_chars(f);
+    }
     let parsed = checker.document(&doc.value);
     let mut diagnostics: Vec<Diagnostic> = checker
         .pending

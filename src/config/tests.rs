@@ -227,7 +227,8 @@ fn typoed_policy_key_is_an_error_with_a_suggestion() {
 
 #[test]
 fn x_keys_are_ignored_anywhere() {
-    let text = "x-anchors: &a {foo: 1}\nagents:\n  x-draft: {nonsense: true}\n  bot: {model: m, x-note: hi}\n\
+    // Issue 11: a priced model (an unpriced one under the default budget is now a warning).
+    let text = "x-anchors: &a {foo: 1}\nagents:\n  x-draft: {nonsense: true}\n  bot: {model: o3, x-note: hi}\n\
          jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, x-why: because}\n    agent: bot\n    x-owner: me\n";
     let c = check(text);
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
@@ -567,8 +568,9 @@ fn budget_forms() {
 #[test]
 fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
     let text = format!(
-        "agents:\n  bot: {{model: m, api_key_env: MY_KEY}}\n  idle: {{model: m, api_key_env: UNUSED_KEY}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n"
+        "agents:\n  bot: {{model: o3, api_key_env: MY_KEY}}\n  idle: {{model: m, api_key_env: UNUSED_KEY}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n"
     );
+    // (Issue 11: `bot` names a priced model; an unpriced one under the default budget warns.)
     let c = check_env(&text, &[]);
     assert!(!c.has_errors(), "{:#?}", c.diagnostics);
     assert_eq!(
@@ -580,7 +582,7 @@ fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
     assert_at(
         diag(&c, "agents.bot.api_key_env"),
         2,
-        32,
+        33,
         Severity::Warning,
         "environment variable MY_KEY is not set",
     );
@@ -1253,5 +1255,46 @@ fn timeouts_and_leases_are_bounded_to_a_week() {
         20,
         Severity::Error,
         "7 days",
+    );
+}
+
+#[test]
+fn an_unpriced_model_under_a_budget_and_a_short_key_are_warnings() {
+    let text = "budget: { max_cost_usd: 1.0, period: day }
+agents:
+  a: { provider: openai, api_key_env: K, model: mystery-9b }
+jobs:
+  - { name: j, schedule: every 1h, agent: a, message: hi }
+";
+    let c = check_str_with_env_values(text, Path::new("jobs.yaml"), &|n| {
+        (n == "K").then(|| "abc".to_string())
+    });
+    let d = diag(&c, "agents.a.model");
+    assert_at(
+        d,
+        3,
+        49,
+        Severity::Warning,
+        "pricing:\n  mystery-9b: { input: 0.00, output: 0.00 }",
+    );
+    let d = diag(&c, "agents.a.api_key_env");
+    assert_at(d, 3, 39, Severity::Warning, "only 3 characters");
+    assert!(c.jobs.iter().all(Option::is_some), "warnings only");
+    // Priced by `pricing:`, or no budget at all: no warning.
+    let priced = text.replace(
+        "agents:",
+        "pricing:\n  mystery-9b: { input: 0, output: 0 }\nagents:",
+    );
+    let c = check(&priced);
+    assert!(
+        c.diagnostics.iter().all(|d| d.key != "agents.a.model"),
+        "{:#?}",
+        c.diagnostics
+    );
+    let c = check(&text.replace("budget: { max_cost_usd: 1.0, period: day }", "budget: null"));
+    assert!(
+        c.diagnostics.iter().all(|d| d.key != "agents.a.model"),
+        "{:#?}",
+        c.diagnostics
     );
 }

@@ -13,6 +13,14 @@
 //!   (`result` | `alert` | `recovery`), `text` (what a chat sink would show) and `sent_at`.
 //! - Slack gets `{"text": "[job] …"}` cut to 39 000 chars; Discord gets `{"content": "[job] …"}`
 //!   cut to 2000 chars (its hard limit), both marked when cut.
+//! - Chat text is untrusted (a monitored page, a model reply): it is made inert by the one
+//!   policy (`crate::text::visible`: control, bidi and zero-width characters shown escaped), then
+//!   Slack's `&`, `<`, `>` are escaped (so `<!channel>` and `<http://evil|your bank>` arrive as
+//!   text, not as a mention or a disguised link) and Discord is sent `allowed_mentions:
+//!   {"parse": []}` (no `@everyone`, role or user ping fires). The cut is made after escaping and
+//!   never splits an entity (`&amp;`).
+//! - `json` webhooks and file lines stay raw (machines read them) and carry the run's real
+//!   `finished_at` and `duration_ms` (the caller stamps the row before delivering).
 //! - Error texts name the sink, never its URL: Slack/Discord webhook URLs are credentials.
 //! - Redirects are not followed (the shared client from `action::llm::http_client`); a 3xx is a
 //!   failed delivery.
@@ -99,6 +107,25 @@ impl Message {
         }
     }
 
+    /// A budget stopped a model call of the job (SPEC §11: one per period; the caller keeps
+    /// count). `reason` is the skip reason, which names the budget.
+    pub fn budget(row: &HistoryRow, reason: &str) -> Message {
+        let reason = reason
+            .strip_prefix("budget reached: ")
+            .or_else(|| reason.strip_prefix("budget exhausted: "))
+            .unwrap_or(reason);
+        Message {
+            kind: MessageKind::Alert,
+            job: row.job.clone(),
+            text: format!(
+                "budget reached: {reason}; {} makes no model calls until the budget period ends \
+                 or the limit is raised",
+                row.job
+            ),
+            row: row.clone(),
+        }
+    }
+
     /// A recovery note after an alerted incident.
     pub fn recovery(row: &HistoryRow) -> Message {
         Message {
@@ -136,16 +163,52 @@ impl Message {
 
     fn chat_text(&self, max: usize) -> String {
         let full = format!("[{}] {}", self.job, self.text);
+        let full = crate::text::visible(&full);
         truncate_marked(&full, max.saturating_sub(MARK.chars().count()))
     }
 
+    /// Slack: inert text with `&`, `<`, `>` escaped, cut without splitting an entity.
     pub fn slack_payload(&self) -> Value {
-        json!({ "text": self.chat_text(SLACK_MAX_CHARS) })
+        let full = format!("[{}] {}", self.job, self.text);
+        let escaped = slack_escape(&crate::text::visible(&full));
+        json!({ "text": cut_entities(&escaped, SLACK_MAX_CHARS.saturating_sub(MARK.chars().count())) })
     }
 
+    /// Discord: inert text, no mention of any kind allowed to ping.
     pub fn discord_payload(&self) -> Value {
-        json!({ "content": self.chat_text(DISCORD_MAX_CHARS) })
+        json!({
+            "content": self.chat_text(DISCORD_MAX_CHARS),
+            "allowed_mentions": { "parse": [] },
+        })
     }
+}
+
+/// Slack's three control characters as entities (its documented escaping).
+pub fn slack_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// [`truncate_marked`] to `max` characters, moved back so it never ends inside an entity.
+fn cut_entities(s: &str, max: usize) -> String {
+    let Some((idx, _)) = s.char_indices().nth(max) else {
+        return s.to_string();
+    };
+    let mut head = &s[..idx];
+    if let Some(amp) = head.rfind('&')
+        && !head[amp..].contains(';')
+    {
+        head = &head[..amp];
+    }
+    format!("{head}{MARK}")
 }
 
 /// Deliver `msg` to one sink. `Err` is the text for `delivery_error` (without the sink name).
@@ -322,8 +385,40 @@ mod tests {
         );
         assert_eq!(
             m.discord_payload(),
-            json!({"content": "[disk-watch] disk at 91%"})
+            json!({"content": "[disk-watch] disk at 91%", "allowed_mentions": {"parse": []}})
         );
+    }
+
+    #[test]
+    fn chat_payloads_treat_text_as_untrusted() {
+        let mut r = row();
+        r.result =
+            Some("<!channel> @everyone <http://evil|your bank> & \u{202e}txt\u{1b}[2J".into());
+        let m = Message::result(&r);
+        let slack = m.slack_payload()["text"].as_str().unwrap().to_string();
+        assert_eq!(
+            slack,
+            "[disk-watch] &lt;!channel&gt; @everyone &lt;http://evil|your bank&gt; &amp; \\u{202e}txt^[[2J"
+        );
+        let d = m.discord_payload();
+        assert_eq!(d["allowed_mentions"], json!({"parse": []}));
+        assert!(d["content"].as_str().unwrap().contains("@everyone"));
+        assert!(!d["content"].as_str().unwrap().contains('\u{202e}'));
+        // JSON/file payloads stay raw.
+        let j = m.json_payload(r.finished_at);
+        assert_eq!(j["result"], r.result.clone().unwrap());
+        // A cut never splits an entity.
+        r.result = Some("&".repeat(SLACK_MAX_CHARS));
+        let s = Message::result(&r).slack_payload()["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            s.ends_with(&format!("&amp;{MARK}")),
+            "{}",
+            &s[s.len() - 30..]
+        );
+        assert!(s.chars().count() <= SLACK_MAX_CHARS);
     }
 
     #[test]

@@ -614,6 +614,7 @@ impl RunTask {
         let first_renew =
             run::secs(claim.job.def.lease_seconds / 3.0).max(StdDuration::from_millis(1));
         let started = self.clock.now();
+        let progress = run::Progress::default();
         let pipeline = run::execute(
             &claim,
             &self.deps,
@@ -621,6 +622,7 @@ impl RunTask {
             &self.clock,
             &self.ev_tx,
             &self.owner,
+            &progress,
         );
         tokio::pin!(pipeline);
         let mut next_renew = tokio::time::Instant::now() + first_renew;
@@ -659,6 +661,7 @@ impl RunTask {
                 started,
             );
             row.reason = Some("shutdown".to_string());
+            progress.fill(&mut row);
             run::RunOutput {
                 row,
                 state: None,

@@ -1,9 +1,20 @@
-//! One run (SPEC §8), in order: budget → gate → prompt → action (with retries) → cost →
-//! delivery and incidents → the history row and new per-job state for `complete`.
+//! One run (SPEC §8), one function per step, in order: [`step1_budget`] → [`step2_gate`] →
+//! [`step3_prompt`] → [`step4_command`] / [`step4_agent`] (the one retry loop, its budget
+//! reservation as the before-attempt hook) → [`step5_cost`] → [`step6_deliver`] +
+//! [`incidents`] → the history row and new per-job state handed to `complete` (step 7).
 //!
 //! Decisions where the SPEC is silent:
 //! - The budget check (step 1) applies to agent jobs only: a `command` job never calls a model, so
-//!   an exhausted budget does not stop it.
+//!   an exhausted budget does not stop it. Step 1 is the cheap early exit (spend already at the
+//!   limit); the hard limit is the per-call reservation of step 4 (`store::budget`).
+//! - A budget applies to a job when the global `budget:` is set or the job has `max_cost_usd`.
+//!   Then every request carries an output bound (the agent's `max_tokens`, else 4096), its worst
+//!   case is reserved before the call (`cost::worst_case_usd`), and a model the price table does
+//!   not know fails the run before any request (the error names the `pricing:` line to add).
+//! - When a budget stops a call, the job's sinks get one alert per budget period (`budget
+//!   reached: …`); the stop is kept in the job state (`JobState::budget_stop`) so every owner and
+//!   the console see it, and the alert is marked sent only once a sink took it (or the job has
+//!   no sinks).
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).
 //! - A failed `command` attempt is retried like a failed model call (same backoff), because both
@@ -13,30 +24,41 @@
 //! - A monitor's new watermark is kept only when the run does not fail: a change whose action
 //!   failed (model error, command exit ≠ 0) is seen again on the next tick and retried, instead
 //!   of being consumed by a failed run. The failed row still carries the diff.
+//! - Secrets: every configured API-key value (each agent's `api_key_env` value, ≥ 8 characters)
+//!   is redacted from the command output, the reply, every error, reason and diff, and the
+//!   notepad *before* any truncation and before delivery (`text::Secrets`).
+//! - The result is capped at exactly [`RESULT_MAX_CHARS`] characters, the `…[truncated]` mark
+//!   included.
+//! - A run cancelled at shutdown keeps its attempts and last error ([`Progress`]): the
+//!   `abandoned` row says how far it got.
 //!
 //! Owns: the order of the pipeline and turning each step's outcome into a history row. Must not
 //! touch: claiming, leases (the actor renews them around this future), the UI.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
+use uuid::Uuid;
 
 use super::{Event, blocking};
 use crate::action::command::{CommandOutcome, run_command};
-use crate::action::llm::{self, AgentRun};
-use crate::action::{BackoffConfig, retry_with_backoff};
+use crate::action::llm::{self, LlmCall, LlmError, LlmReply};
+use crate::action::{BackoffConfig, Ended, retry_with_backoff, retry_with_hook};
 use crate::clock::Clock;
 use crate::cost::{self, PriceTable};
 use crate::deliver::incident::{self, IncidentAction};
 use crate::deliver::{Message, deliver_all};
 use crate::gate::{self, GateConfig, GateOutcome, context, notepad};
 use crate::model::{
-    Action, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status, truncate_marked,
+    Action, AgentDef, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status,
+    truncate_marked,
 };
+use crate::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::store::{Claim, Store};
+use crate::text::Secrets;
 
 /// Environment lookup (API keys); tests inject a map instead of the process environment.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -77,19 +99,69 @@ pub struct RunOutput {
     pub hold_until: Option<DateTime<Utc>>,
 }
 
+/// How far a run got, readable after its future was dropped (shutdown): attempts made and the
+/// last attempt's error (already redacted).
+#[derive(Debug, Clone, Default)]
+pub struct Progress(Arc<Mutex<(u32, Option<String>)>>);
+
+impl Progress {
+    fn attempted(&self, attempts: u32, error: Option<String>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = (attempts, error);
+        }
+    }
+
+    /// Copy the progress into an `abandoned` row (attempts, and the last error as `error`).
+    pub fn fill(&self, row: &mut HistoryRow) {
+        if let Ok(g) = self.0.lock() {
+            if g.0 > 0 {
+                row.attempts = g.0;
+            }
+            if row.error.is_none() {
+                row.error = g.1.clone();
+            }
+        }
+    }
+}
+
+/// The result cap: at most [`RESULT_MAX_CHARS`] characters, the cut mark included.
+pub fn cap_result(s: &str) -> String {
+    const MARK_CHARS: usize = "…[truncated]".len() - 2; // '…' is 3 bytes, 1 char
+    if s.chars().nth(RESULT_MAX_CHARS).is_none() {
+        return s.to_string();
+    }
+    truncate_marked(s, RESULT_MAX_CHARS - MARK_CHARS)
+}
+
+/// A step that ended the run early: status, reason, error.
+struct End(Status, Option<String>, Option<String>);
+
+type Flow<T> = Result<T, End>;
+
 /// The state a run builds up as it goes.
 struct Ctx<'a> {
     claim: &'a Claim,
     deps: &'a RunDeps,
     store: &'a Arc<dyn Store>,
+    clock: &'a Arc<dyn Clock>,
     ev_tx: &'a broadcast::Sender<Event>,
+    owner: &'a str,
+    settings: Settings,
+    secrets: Secrets,
+    progress: Progress,
     row: HistoryRow,
     state: JobState,
     state_dirty: bool,
     hold_until: Option<DateTime<Utc>>,
+    /// A budget stopped a call and this period's alert is still owed.
+    budget_alert: Option<String>,
 }
 
 impl Ctx<'_> {
+    fn redact(&self, s: &str) -> String {
+        self.secrets.redact(s).into_owned()
+    }
+
     fn finish(self) -> RunOutput {
         RunOutput {
             row: self.row,
@@ -98,7 +170,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn end(mut self, status: Status, reason: Option<String>, error: Option<String>) -> RunOutput {
+    fn apply(&mut self, End(status, reason, error): End) {
         self.row.status = status;
         if reason.is_some() {
             self.row.reason = reason;
@@ -106,11 +178,42 @@ impl Ctx<'_> {
         if error.is_some() {
             self.row.error = error;
         }
-        self.finish()
+    }
+
+    /// Every text of the row and the notepad, once more through the redactor (the steps redact
+    /// as text enters; this catches anything composed later).
+    fn redact_all(&mut self) {
+        let s = &self.secrets;
+        if s.is_empty() {
+            return;
+        }
+        for f in [
+            &mut self.row.result,
+            &mut self.row.error,
+            &mut self.row.reason,
+            &mut self.row.diff,
+            &mut self.row.delivery_error,
+        ] {
+            s.redact_opt(f);
+        }
+        for v in self.state.notepad.values_mut() {
+            if let std::borrow::Cow::Owned(o) = s.redact(v) {
+                *v = o;
+                self.state_dirty = true;
+            }
+        }
     }
 }
 
+/// The configured key values (each agent's `api_key_env` value) to keep out of every output.
+pub fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
+    Secrets::new(settings.agents.values().filter_map(|a| env(&a.api_key_env)))
+}
+
 /// Run the pipeline for one claim. Never panics on outside input; every outcome is a row.
+/// `progress` is updated after every attempt, so a caller that drops this future (shutdown)
+/// can still say how far the run got.
+#[allow(clippy::too_many_arguments)]
 pub async fn execute(
     claim: &Claim,
     deps: &RunDeps,
@@ -118,275 +221,186 @@ pub async fn execute(
     clock: &Arc<dyn Clock>,
     ev_tx: &broadcast::Sender<Event>,
     owner: &str,
+    progress: &Progress,
 ) -> RunOutput {
     let def = &claim.job.def;
-    let started = clock.now();
     let row = HistoryRow::new(
         &def.name,
         Status::Succeeded,
         claim.trigger,
         claim.slot,
         owner,
-        started,
+        clock.now(),
     );
+    let settings = match blocking(store, |s| s.settings()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let mut row = row;
+            row.status = Status::Failed;
+            row.error = Some(format!("reading settings from the store: {e}"));
+            return RunOutput {
+                row,
+                state: None,
+                hold_until: None,
+            };
+        }
+    };
     let mut cx = Ctx {
         claim,
         deps,
         store,
+        clock,
         ev_tx,
+        owner,
+        secrets: secrets_of(&settings, &deps.env),
+        settings,
+        progress: progress.clone(),
         row,
         state: claim.job.rt.state.clone(),
         state_dirty: false,
         hold_until: None,
+        budget_alert: None,
     };
-    let settings = match blocking(store, |s| s.settings()).await {
-        Ok(s) => s,
-        Err(e) => {
-            return cx.end(
-                Status::Failed,
-                None,
-                Some(format!("reading settings from the store: {e}")),
-            );
-        }
-    };
-    let workdir = settings
+    let workdir = cx
+        .settings
         .base_dir
         .as_deref()
         .map(std::path::PathBuf::from)
         .filter(|d| d.is_dir());
     let prior_monitor = cx.state.monitor.clone();
     let out = match workdir {
-        Some(dir) => {
-            crate::proc::WORKDIR
-                .scope(dir, pipeline(&mut cx, &settings, clock))
-                .await
-        }
-        None => pipeline(&mut cx, &settings, clock).await,
+        Some(dir) => crate::proc::WORKDIR.scope(dir, steps(&mut cx)).await,
+        None => steps(&mut cx).await,
     };
-    match out {
-        Step::Done => {}
-        Step::End(status, reason, error) => {
-            cx.row.status = status;
-            if reason.is_some() {
-                cx.row.reason = reason;
-            }
-            if error.is_some() {
-                cx.row.error = error;
-            }
-        }
+    if let Err(end) = out {
+        cx.apply(end);
     }
+    cx.redact_all();
     // A change the action could not act on (model or command failed) is not consumed: the
     // watermark stays where it was, so the next tick sees the change again and retries it.
     if cx.row.status == Status::Failed && cx.state.monitor != prior_monitor {
         cx.state.monitor = prior_monitor;
     }
-    incidents(&mut cx, &settings, clock).await;
+    budget_alert(&mut cx).await;
+    incidents(&mut cx).await;
     cx.finish()
 }
 
-/// How the pipeline stopped: ran to the end (row already filled), or ended early.
-enum Step {
-    Done,
-    End(Status, Option<String>, Option<String>),
-}
-
-async fn pipeline(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>) -> Step {
+/// SPEC §8 steps 1–6 in order.
+async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
     let def = &cx.claim.job.def;
-    // 0. An agent job with nothing to say.
     if let Action::Agent { message, .. } = &def.action
         && message.trim().is_empty()
     {
-        return Step::End(Status::Skipped, Some("no message".into()), None);
+        return Err(End(Status::Skipped, Some("no message".into()), None));
     }
-    // 1. Budget, before anything that could lead to a model call.
-    if matches!(def.action, Action::Agent { .. }) {
-        let (name, now) = (def.name.clone(), clock.now());
-        match blocking(cx.store, move |s| s.spend(&name, now)).await {
-            Ok(spend) => {
-                if let Some(reason) = cost::budget_check(settings, def.max_cost_usd, spend) {
-                    return Step::End(Status::Skipped, Some(reason), None);
-                }
-            }
-            Err(e) => {
-                return Step::End(
-                    Status::Failed,
-                    None,
-                    Some(format!("budget check: reading spend: {e}")),
-                );
-            }
-        }
-    }
-    // 2. Gate.
-    let mut gate_context = None;
-    if let Some(g) = &def.gate {
-        match gate::run_gate(g, cx.state.monitor.as_ref(), &cx.deps.gate).await {
-            GateOutcome::Go {
-                context,
-                diff,
-                monitor,
-            } => {
-                if let Some(m) = monitor {
-                    cx.state.monitor = Some(m);
-                    cx.state_dirty = true;
-                }
-                cx.row.diff = diff;
-                gate_context = context;
-            }
-            GateOutcome::NoChange => {
-                return Step::End(Status::NoChange, Some("source unchanged".into()), None);
-            }
-            GateOutcome::Skip { reason } => return Step::End(Status::Skipped, Some(reason), None),
-            GateOutcome::Fail { error } => {
-                return Step::End(Status::Failed, Some("probe failed".into()), Some(error));
-            }
-        }
-    }
-    // 3 + 4. Prompt and action.
-    let attempt_timeout = secs(def.timeout_seconds);
+    step1_budget(cx).await?;
+    let gate_context = step2_gate(cx).await?;
     match &def.action {
         Action::Command {
             command,
             timeout_seconds,
         } => {
-            let t = attempt_timeout.min(secs(*timeout_seconds));
-            let r = retry_with_backoff(
-                &cx.deps.backoff,
-                def.max_retries.max(1),
-                |_| async move {
-                    match run_command(command, t).await {
-                        CommandOutcome::Succeeded { stdout } => Ok(stdout),
-                        CommandOutcome::Failed { error, .. } => Err(error),
-                    }
-                },
-                |_| true,
-            )
-            .await;
-            cx.row.attempts = r.attempts;
-            match r.result {
-                Ok(stdout) => {
-                    cx.row.result = Some(truncate_marked(&stdout, RESULT_MAX_CHARS));
-                    deliver(cx, settings, clock).await;
-                    Step::Done
-                }
-                Err(error) => Step::End(Status::Failed, None, Some(error)),
-            }
+            let stdout = step4_command(cx, command, *timeout_seconds).await?;
+            cx.row.result = Some(cap_result(&cx.redact(&stdout)));
+            step6_deliver(cx).await;
         }
         Action::Agent { agent, message } => {
-            let Some(agent_def) = settings.agents.get(agent) else {
-                return Step::End(
+            let Some(agent_def) = cx.settings.agents.get(agent).cloned() else {
+                return Err(End(
                     Status::Failed,
                     None,
                     Some(format!(
                         "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
                     )),
-                );
+                ));
             };
-            let prompt = match assemble(cx, message, gate_context.as_deref()).await {
-                Ok(p) => p,
-                Err(step) => return step,
-            };
-            cx.row.model = Some(agent_def.model.clone());
-            let prices = PriceTable::from_settings(settings);
-            let env = Arc::clone(&cx.deps.env);
-            // Attempts one at a time so the budget is checked before every model call, retries
-            // included (SPEC §11): other jobs may spend the rest of the budget during a backoff.
-            let max_attempts = def.max_retries.max(1);
-            let mut attempts = 0u32;
-            let out = loop {
-                let run = AgentRun {
-                    agent: agent_def,
-                    prompt: &prompt,
-                    timeout: attempt_timeout,
-                    max_attempts: 1,
-                    backoff: cx.deps.backoff,
-                };
-                let out =
-                    llm::run_agent(&cx.deps.http, &run, &prices, clock.as_ref(), &|k| env(k)).await;
-                attempts += 1;
-                let retry =
-                    matches!(&out.result, Err(e) if e.is_retryable()) && attempts < max_attempts;
-                if !retry {
-                    break out;
-                }
-                tokio::time::sleep(
-                    cx.deps
-                        .backoff
-                        .delay(attempts - 1, crate::action::jitter_unit()),
-                )
-                .await;
-                let (name, now) = (def.name.clone(), clock.now());
-                if let Ok(spend) = blocking(cx.store, move |s| s.spend(&name, now)).await
-                    && let Some(reason) = cost::budget_check(settings, def.max_cost_usd, spend)
-                {
-                    cx.row.attempts = attempts;
-                    let last = out.result.err().map(|e| e.to_string());
-                    return Step::End(
-                        Status::Skipped,
-                        Some(format!("{reason} (before retry {})", attempts + 1)),
-                        last,
-                    );
-                }
-            };
-            let out = llm::AgentOutcome { attempts, ..out };
-            cx.row.attempts = out.attempts;
-            let reply = match out.result {
-                Ok(reply) => reply,
-                Err(e) => {
-                    if let Some(h) = out.hold_until {
-                        cx.hold_until = Some(h);
-                        let reason = format!(
-                            "rate limited: job held until {}",
-                            h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        );
-                        return Step::End(Status::Failed, Some(reason), Some(e.to_string()));
-                    }
-                    return Step::End(Status::Failed, None, Some(e.to_string()));
-                }
-            };
-            // 5. Cost.
-            let c = out.cost;
-            cx.row.model = Some(reply.model.clone());
-            cx.row.input_tokens = c.input_tokens;
-            cx.row.output_tokens = c.output_tokens;
-            cx.row.cost_usd = c.cost_usd;
-            cx.row.unpriced = c.unpriced;
-            if c.unpriced {
-                cx.row.reason = c.reason;
-            }
-            // Notepad updates from a trailing block; the block is never delivered.
-            let (text, updates) = notepad::parse_reply(&reply.text);
-            if let Some(u) = updates {
-                match notepad::apply_updates(&cx.state, &u) {
-                    Ok(next) => {
-                        cx.state.notepad = next.notepad;
-                        cx.state_dirty = true;
-                    }
-                    Err(e) => {
-                        let note = format!("notepad update rejected: {e}");
-                        cx.row.reason = Some(match cx.row.reason.take() {
-                            Some(r) => format!("{r}; {note}"),
-                            None => note,
-                        });
-                    }
-                }
-            }
-            cx.row.result = Some(truncate_marked(&text, RESULT_MAX_CHARS));
-            if out.silent {
+            let prompt = step3_prompt(cx, message, gate_context.as_deref()).await?;
+            let (reply, cost) = step4_agent(cx, &agent_def, &prompt).await?;
+            let silent = step5_cost(cx, reply, cost);
+            if silent {
                 cx.row.reason = Some("model replied silence; nothing delivered".into());
-                return Step::Done;
+            } else {
+                step6_deliver(cx).await;
             }
-            deliver(cx, settings, clock).await;
-            Step::Done
         }
+    }
+    Ok(())
+}
+
+/// Step 1: an agent job whose budget is already spent is skipped before anything else.
+async fn step1_budget(cx: &mut Ctx<'_>) -> Flow<()> {
+    let def = &cx.claim.job.def;
+    if !matches!(def.action, Action::Agent { .. }) {
+        return Ok(());
+    }
+    let (name, now) = (def.name.clone(), cx.clock.now());
+    let spend = blocking(cx.store, move |s| s.spend(&name, now))
+        .await
+        .map_err(|e| {
+            End(
+                Status::Failed,
+                None,
+                Some(format!("budget check: reading spend: {e}")),
+            )
+        })?;
+    match cost::budget_check(&cx.settings, def.max_cost_usd, spend) {
+        Some(reason) => Err(budget_stopped(cx, reason)),
+        None => Ok(()),
     }
 }
 
-/// SPEC §8 step 3: notepad + message + gate context + `context_from` blocks.
-async fn assemble(
-    cx: &mut Ctx<'_>,
-    message: &str,
-    gate_context: Option<&str>,
-) -> Result<String, Step> {
+/// A budget stopped a call: `skipped`, and this period's alert owed unless already sent.
+fn budget_stopped(cx: &mut Ctx<'_>, reason: String) -> End {
+    let key = crate::store::logic::counter_period(&cx.settings).key(cx.clock.now());
+    let sent = cx
+        .state
+        .budget_stop
+        .as_ref()
+        .is_some_and(|b| b.period_key == key && b.alerted);
+    if !sent {
+        cx.state.budget_stop = Some(BudgetStop {
+            period_key: key,
+            reason: truncate_marked(&reason, 300),
+            at: cx.clock.now(),
+            alerted: false,
+        });
+        cx.state_dirty = true;
+        cx.budget_alert = Some(reason.clone());
+    }
+    End(Status::Skipped, Some(reason), None)
+}
+
+/// Step 2: the gate. `Ok(context)` = go (with the gate's context for the prompt).
+async fn step2_gate(cx: &mut Ctx<'_>) -> Flow<Option<String>> {
+    let Some(g) = &cx.claim.job.def.gate else {
+        return Ok(None);
+    };
+    match gate::run_gate(g, cx.state.monitor.as_ref(), &cx.deps.gate).await {
+        GateOutcome::Go {
+            context,
+            diff,
+            monitor,
+        } => {
+            if let Some(m) = monitor {
+                cx.state.monitor = Some(m);
+                cx.state_dirty = true;
+            }
+            cx.row.diff = diff.map(|d| cx.redact(&d));
+            Ok(context)
+        }
+        GateOutcome::NoChange => Err(End(Status::NoChange, Some("source unchanged".into()), None)),
+        GateOutcome::Skip { reason } => Err(End(Status::Skipped, Some(cx.redact(&reason)), None)),
+        GateOutcome::Fail { error } => Err(End(
+            Status::Failed,
+            Some("probe failed".into()),
+            Some(cx.redact(&error)),
+        )),
+    }
+}
+
+/// Step 3: notepad + message + gate context + `context_from` blocks.
+async fn step3_prompt(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str>) -> Flow<String> {
     let def = &cx.claim.job.def;
     let mut latest = BTreeMap::new();
     for name in &def.context_from {
@@ -399,7 +413,7 @@ async fn assemble(
             }
             Ok(None) => {}
             Err(e) => {
-                return Err(Step::End(
+                return Err(End(
                     Status::Failed,
                     None,
                     Some(format!("reading context from '{name}': {e}")),
@@ -415,7 +429,7 @@ async fn assemble(
     ) {
         context::ContextDecision::Run { blocks, .. } => blocks,
         context::ContextDecision::Skip { reason } => {
-            return Err(Step::End(Status::Skipped, Some(reason), None));
+            return Err(End(Status::Skipped, Some(reason), None));
         }
     };
     Ok(context::assemble_prompt(
@@ -426,40 +440,298 @@ async fn assemble(
     ))
 }
 
+/// Step 4 for a `command` job: attempts with backoff; `Ok(stdout)`.
+async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) -> Flow<String> {
+    let t = secs(cx.claim.job.def.timeout_seconds).min(secs(timeout_seconds));
+    let progress = &cx.progress;
+    let secrets = &cx.secrets;
+    let r = retry_with_backoff(
+        &cx.deps.backoff,
+        cx.claim.job.def.max_retries.max(1),
+        |a| async move {
+            let out = match run_command(command, t).await {
+                CommandOutcome::Succeeded { stdout } => Ok(stdout),
+                CommandOutcome::Failed { error, .. } => Err(secrets.redact(&error).into_owned()),
+            };
+            progress.attempted(a + 1, out.as_ref().err().cloned());
+            out
+        },
+        |_| true,
+    )
+    .await;
+    cx.row.attempts = r.attempts;
+    r.result.map_err(|e| End(Status::Failed, None, Some(e)))
+}
+
+/// Why the before-attempt hook stopped the agent's retry loop.
+enum Stop {
+    Budget(String),
+    Store(String),
+}
+
+/// Step 4 for an agent job: the one retry loop; before every attempt the call's worst case is
+/// reserved against every budget that applies (the hook), after it the reservation is settled.
+async fn step4_agent(
+    cx: &mut Ctx<'_>,
+    agent: &AgentDef,
+    prompt: &str,
+) -> Flow<(LlmReply, cost::RunCost)> {
+    let def = &cx.claim.job.def;
+    cx.row.model = Some(agent.model.clone());
+    let prices = PriceTable::from_settings(&cx.settings);
+    let budgeted = cost::under_budget(&cx.settings, def.max_cost_usd);
+    // Under a budget, an unknown model is never called: its cost could not be bounded.
+    let price = match prices.resolve(&agent.model) {
+        Some(r) => Some(r.price),
+        None if budgeted => {
+            return Err(End(
+                Status::Failed,
+                None,
+                Some(cost::unpriced_under_budget(&agent.model)),
+            ));
+        }
+        None => None,
+    };
+    let max_tokens = budgeted.then(|| agent.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS));
+    let worst = price.filter(|_| budgeted).map(|p| {
+        cost::worst_case_usd(p, llm::prompt_bytes(agent, prompt), max_tokens.unwrap_or(0))
+    });
+    let timeout = secs(def.timeout_seconds);
+    let (store, clock, env) = (cx.store, cx.clock, Arc::clone(&cx.deps.env));
+    let (job, run_id, owner) = (def.name.clone(), cx.claim.run_id, cx.owner.to_string());
+    let (http, progress, secrets) = (&cx.deps.http, &cx.progress, &cx.secrets);
+    let prices = &prices;
+
+    let before = |_attempt: u32| {
+        let (job, owner) = (job.clone(), owner.clone());
+        async move {
+            let Some(usd) = worst else {
+                return Ok(None);
+            };
+            let now = clock.now();
+            let r = blocking(store, move |s| {
+                s.reserve(&ReserveRequest {
+                    job: &job,
+                    run_id,
+                    owner: &owner,
+                    usd,
+                    now,
+                })
+            })
+            .await;
+            match r {
+                Ok(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
+                Ok(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
+                Err(e) => Err(Stop::Store(format!("budget reservation: {e}"))),
+            }
+        }
+    };
+    let attempt = |a: u32, ticket: Option<Uuid>| {
+        let (job, env) = (job.clone(), Arc::clone(&env));
+        async move {
+            let req = LlmCall {
+                agent,
+                prompt,
+                timeout,
+                now: clock.now(),
+                max_tokens,
+            };
+            let r = llm::call(http, &req, &|k| env(k)).await;
+            if let Some(id) = ticket {
+                settle(store, clock, &job, id, settlement(prices, &r)).await;
+            }
+            progress.attempted(
+                a + 1,
+                r.as_ref()
+                    .err()
+                    .map(|e| secrets.redact(&e.to_string()).into_owned()),
+            );
+            r
+        }
+    };
+    let h = retry_with_hook(
+        &cx.deps.backoff,
+        def.max_retries.max(1),
+        before,
+        attempt,
+        LlmError::is_retryable,
+    )
+    .await;
+    cx.row.attempts = h.attempts;
+    match h.ended {
+        Ended::Done(Ok(reply)) => {
+            let c = cost::run_cost(prices, &reply.model, reply.usage);
+            Ok((reply, c))
+        }
+        Ended::Done(Err(e)) => {
+            let error = Some(cx.redact(&e.to_string()));
+            match e.hold_until() {
+                Some(h) => {
+                    cx.hold_until = Some(h);
+                    let reason = format!(
+                        "rate limited: job held until {}",
+                        h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    );
+                    Err(End(Status::Failed, Some(reason), error))
+                }
+                None => Err(End(Status::Failed, None, error)),
+            }
+        }
+        Ended::Stopped { stop, last } => {
+            let last = last.map(|e| cx.redact(&e.to_string()));
+            match stop {
+                Stop::Budget(reason) => {
+                    let reason = if h.attempts == 0 {
+                        reason
+                    } else {
+                        format!("{reason} (before retry {})", h.attempts + 1)
+                    };
+                    let mut end = budget_stopped(cx, reason);
+                    end.2 = last;
+                    Err(end)
+                }
+                Stop::Store(e) => Err(End(Status::Failed, None, Some(e))),
+            }
+        }
+    }
+}
+
+/// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
+fn settlement(prices: &PriceTable, r: &Result<LlmReply, LlmError>) -> Settlement {
+    match r {
+        Ok(reply) => {
+            let c = cost::run_cost(prices, &reply.model, reply.usage);
+            // No usage, an unknown reply model or a clamped count: the real cost is unknown,
+            // so the worst case stays charged.
+            if c.unpriced {
+                Settlement::Spent
+            } else {
+                Settlement::Cost(c.cost_usd)
+            }
+        }
+        Err(e) if e.surely_cost_nothing() => Settlement::Release,
+        Err(_) => Settlement::Spent,
+    }
+}
+
+/// Settle a reservation; a failure leaves it counting as spent (never under-counts).
+async fn settle(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    job: &str,
+    id: Uuid,
+    how: Settlement,
+) {
+    let (j, now) = (job.to_string(), clock.now());
+    if let Err(e) = blocking(store, move |s| s.settle(&j, id, how, now)).await {
+        tracing::warn!(job = %job, error = %e, "budget settlement failed; the reservation stays counted");
+    }
+}
+
+/// Step 5: the reply's cost on the row, its notepad block applied, its text (redacted, then
+/// capped) as the result. Returns whether the model replied silence.
+fn step5_cost(cx: &mut Ctx<'_>, reply: LlmReply, c: cost::RunCost) -> bool {
+    cx.row.model = Some(reply.model.clone());
+    cx.row.input_tokens = c.input_tokens;
+    cx.row.output_tokens = c.output_tokens;
+    cx.row.cost_usd = c.cost_usd;
+    cx.row.unpriced = c.unpriced;
+    if c.unpriced {
+        cx.row.reason = c.reason;
+    }
+    let text = cx.redact(&reply.text);
+    let silent = llm::is_silent(&text);
+    // Notepad updates from a trailing block; the block is never delivered.
+    let (text, updates) = notepad::parse_reply(&text);
+    if let Some(u) = updates {
+        match notepad::apply_updates(&cx.state, &u) {
+            Ok(next) => {
+                cx.state.notepad = next.notepad;
+                cx.state_dirty = true;
+            }
+            Err(e) => {
+                let note = e.to_string();
+                cx.row.reason = Some(match cx.row.reason.take() {
+                    Some(r) => format!("{r}; {note}"),
+                    None => note,
+                });
+            }
+        }
+    }
+    cx.row.result = Some(cap_result(&text));
+    silent
+}
+
 /// How long one sink may take.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// SPEC §12.1: deliver a succeeded run's result to the job's sinks. Never fails the run: the row
-/// keeps `succeeded` with `delivered: false` and `delivery_error`.
-async fn deliver(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>) {
-    let names = &cx.claim.job.def.deliver;
-    if names.is_empty() {
-        return;
-    }
-    let msg = Message::result(&cx.row);
+/// Stamp the row's end as of now (the engine stamps it again at completion), so payloads carry
+/// the real `finished_at` and `duration_ms`.
+fn stamp(cx: &mut Ctx<'_>) {
+    let now = cx.clock.now();
+    cx.row.finished_at = now;
+    cx.row.duration_ms = (now - cx.row.started_at).num_milliseconds().max(0) as u64;
+}
+
+/// Deliver `msg` to the job's sinks; events for each sink that took it.
+async fn send(cx: &mut Ctx<'_>, msg: &Message) -> crate::deliver::DeliveryReport {
     let report = deliver_all(
         &cx.deps.http,
-        &settings.delivery,
-        names,
-        &msg,
+        &cx.settings.delivery,
+        &cx.claim.job.def.deliver,
+        msg,
         DELIVERY_TIMEOUT,
-        clock.now(),
+        cx.clock.now(),
     )
     .await;
-    cx.row.delivered = report.delivered;
-    cx.row.delivery_error = report.error;
-    for sink in report.ok {
+    for sink in &report.ok {
         let _ = cx.ev_tx.send(Event::Delivered {
             job: cx.row.job.clone(),
-            sink,
+            sink: sink.clone(),
             text: msg.text.clone(),
         });
+    }
+    report
+}
+
+/// Step 6 (SPEC §12.1): deliver a succeeded run's result to the job's sinks. Never fails the
+/// run: the row keeps `succeeded` with `delivered: false` and `delivery_error`.
+async fn step6_deliver(cx: &mut Ctx<'_>) {
+    if cx.claim.job.def.deliver.is_empty() {
+        return;
+    }
+    cx.redact_all();
+    stamp(cx);
+    let msg = Message::result(&cx.row);
+    let report = send(cx, &msg).await;
+    cx.row.delivered = report.delivered;
+    cx.row.delivery_error = report.error;
+}
+
+/// SPEC §11: one alert per period to the job's sinks when a budget stopped a call.
+async fn budget_alert(cx: &mut Ctx<'_>) {
+    let Some(reason) = cx.budget_alert.take() else {
+        return;
+    };
+    let delivered = if cx.claim.job.def.deliver.is_empty() {
+        true
+    } else {
+        stamp(cx);
+        let msg = Message::budget(&cx.row, &reason);
+        let report = send(cx, &msg).await;
+        if let Some(e) = &report.error {
+            cx.row.delivery_error = Some(format!("budget alert: {e}"));
+        }
+        report.delivered
+    };
+    if let Some(b) = cx.state.budget_stop.as_mut() {
+        b.alerted = delivered;
     }
 }
 
 /// SPEC §12.2: alert once per incident signature, one recovery note. The incident state is
 /// committed only as far as the delivery went (the decision carries both outcomes).
-async fn incidents(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>) {
+async fn incidents(cx: &mut Ctx<'_>) {
     let def = &cx.claim.job.def;
     let error = cx.row.error.as_deref().or(cx.row.reason.as_deref());
     let d = incident::decide(
@@ -479,23 +751,11 @@ async fn incidents(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>
     let next = match msg {
         None => d.on_delivered,
         Some(_) if def.deliver.is_empty() => d.on_delivered,
-        Some(msg) => {
-            let report = deliver_all(
-                &cx.deps.http,
-                &settings.delivery,
-                &def.deliver,
-                &msg,
-                DELIVERY_TIMEOUT,
-                clock.now(),
-            )
-            .await;
-            for sink in &report.ok {
-                let _ = cx.ev_tx.send(Event::Delivered {
-                    job: cx.row.job.clone(),
-                    sink: sink.clone(),
-                    text: msg.text.clone(),
-                });
-            }
+        Some(mut msg) => {
+            stamp(cx);
+            msg.row.finished_at = cx.row.finished_at;
+            msg.row.duration_ms = cx.row.duration_ms;
+            let report = send(cx, &msg).await;
             if report.delivered {
                 d.on_delivered
             } else {
@@ -512,5 +772,56 @@ async fn incidents(cx: &mut Ctx<'_>, settings: &Settings, clock: &Arc<dyn Clock>
     if next != cx.state.incident {
         cx.state.incident = next;
         cx.state_dirty = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_result_cap_is_exact() {
+        let s = "x".repeat(RESULT_MAX_CHARS);
+        assert_eq!(cap_result(&s), s);
+        let long = "é".repeat(RESULT_MAX_CHARS + 1);
+        let c = cap_result(&long);
+        assert_eq!(c.chars().count(), RESULT_MAX_CHARS);
+        assert!(c.ends_with("…[truncated]"));
+    }
+
+    #[test]
+    fn progress_fills_an_abandoned_row() {
+        let p = Progress::default();
+        let t = DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut row = HistoryRow::new(
+            "j",
+            Status::Abandoned,
+            crate::model::Trigger::Schedule,
+            None,
+            "o",
+            t,
+        );
+        p.fill(&mut row);
+        assert_eq!(
+            (row.attempts, row.error.clone()),
+            (
+                HistoryRow::new(
+                    "j",
+                    Status::Abandoned,
+                    crate::model::Trigger::Schedule,
+                    None,
+                    "o",
+                    t
+                )
+                .attempts,
+                None
+            )
+        );
+        p.attempted(2, Some("HTTP 503".into()));
+        p.fill(&mut row);
+        assert_eq!(row.attempts, 2);
+        assert_eq!(row.error.as_deref(), Some("HTTP 503"));
     }
 }

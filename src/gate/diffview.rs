@@ -54,30 +54,12 @@ pub fn query(job: &str, run_id: Option<Uuid>) -> HistoryQuery {
     }
 }
 
-/// Replace control characters (except tab) with visible caret/escape notation, so a diff can
-/// never move the cursor, change colours or retitle the terminal. Newlines are handled by the
-/// caller, which sanitises line by line.
+/// One diff line made inert by the one policy (`crate::text::visible_tabs`): control characters in
+/// caret notation (`^[`), bidi overrides and zero-width characters as `\u{…}`, tabs kept, so a
+/// diff can never move the cursor, change colours or retitle the terminal. Newlines are handled
+/// by the caller, which sanitises line by line.
 pub fn sanitize_line(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        match c {
-            '\t' => out.push(c),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            '\u{7f}' => out.push_str("^?"),
-            c if ('\u{80}'..='\u{9f}').contains(&c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            }
-            // bidi overrides/isolates can reorder what the operator sees
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    crate::text::visible_tabs(line).into_owned()
 }
 
 const RED: &str = "\x1b[31m";

@@ -2,7 +2,7 @@
 //! prompt and may update by ending its reply with a ```` ```notepad ```` block.
 //!
 //! Owns: rendering the notepad for the prompt (never monitor internals), parsing and stripping the
-//! reply block, merging updates, and the 16 KiB serialised cap of [`JobState`]. Must not touch:
+//! reply block, merging updates, and the 16 KiB serialised cap of the notepad. Must not touch:
 //! the store (the caller persists the state we return; over the cap it keeps the prior one).
 //!
 //! Decisions where the SPEC is silent:
@@ -11,7 +11,10 @@
 //! - `key=value` lines: key and value are trimmed; a line without `=`, or with an empty key, is
 //!   ignored; `key=` (empty value) deletes the key; blank lines are ignored.
 //! - Keys and values are single lines by construction, so the rendered notepad round-trips.
-//! - The cap is measured on the JSON the store writes (`serde_json::to_vec(&JobState)`).
+//! - The cap is measured on the JSON of the notepad alone (`JobState::notepad_size`): the monitor
+//!   watermark, incident and budget-stop state have their own space and never count against it,
+//!   so a full notepad cannot evict the watermark (issue 11), and an over-cap update is rejected
+//!   alone, the rest of the run's state still saved.
 
 use std::collections::BTreeMap;
 
@@ -91,21 +94,19 @@ pub fn parse_reply(reply: &str) -> (String, Option<NotepadUpdates>) {
 /// The state would be over the cap (SPEC §9.3): rejected, the prior state is kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "notepad update rejected: job state would be {size} bytes, over the {cap}-byte cap; prior state kept"
+    "notepad update rejected: the notepad would be {size} bytes, over the {cap}-byte cap; prior notepad kept"
 )]
 pub struct StateTooLarge {
     pub size: usize,
     pub cap: usize,
 }
 
-/// Serialised size of a job state as the store writes it.
+/// Serialised size of a job state's notepad (the part the cap applies to).
 pub fn serialised_size(state: &JobState) -> usize {
-    serde_json::to_vec(state)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
+    state.notepad_size()
 }
 
-/// Check the 16 KiB cap.
+/// Check the 16 KiB notepad cap.
 pub fn check_cap(state: &JobState) -> Result<(), StateTooLarge> {
     let size = serialised_size(state);
     if size > STATE_MAX_BYTES {
@@ -254,6 +255,30 @@ mod tests {
     }
 
     #[test]
+    fn a_full_notepad_never_evicts_the_monitor_watermark() {
+        // Issue 11: a 15.5 KB notepad plus a 2 KiB preview went over one shared 16 KiB cap and
+        // the whole state (watermark included) was dropped on every run.
+        let mut prior = state(&[("log", &"n".repeat(15_500))]);
+        prior.monitor = Some(MonitorState {
+            hash: "a".repeat(64),
+            preview: "p".repeat(2048),
+            truncated: true,
+        });
+        assert!(serde_json::to_vec(&prior).unwrap().len() > STATE_MAX_BYTES);
+        assert_eq!(check_cap(&prior), Ok(()));
+        let (merged, why) = JobState::merge_capped(&JobState::default(), prior.clone());
+        assert_eq!((merged, why), (prior.clone(), None));
+        // An over-cap notepad is rejected alone: the new watermark is still taken.
+        let mut next = prior.clone();
+        next.notepad.insert("more".into(), "m".repeat(2000));
+        next.monitor.as_mut().unwrap().hash = "b".repeat(64);
+        let (merged, why) = JobState::merge_capped(&prior, next.clone());
+        assert!(why.unwrap().contains("prior notepad kept"));
+        assert_eq!(merged.notepad, prior.notepad);
+        assert_eq!(merged.monitor, next.monitor);
+    }
+
+    #[test]
     fn updates_merge_and_delete() {
         let prior = state(&[("a", "1"), ("b", "2")]);
         let (_, upd) = parse_reply("x\n```notepad\na=10\nb=\nc=3\n```");
@@ -269,7 +294,7 @@ mod tests {
         let err = apply_updates(&prior, &upd).unwrap_err();
         assert!(err.size > STATE_MAX_BYTES);
         assert_eq!(err.cap, 16 * 1024);
-        assert!(err.to_string().contains("prior state kept"));
+        assert!(err.to_string().contains("prior notepad kept"));
         // the caller still holds the unchanged prior
         assert_eq!(prior.notepad.len(), 1);
         // just under the cap is accepted

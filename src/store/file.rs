@@ -1684,6 +1684,46 @@ impl Store for FileStore {
             job_usd,
         })
     }
+
+    fn reserve(
+        &self,
+        req: &super::budget::ReserveRequest<'_>,
+    ) -> StoreResult<super::budget::ReserveOutcome> {
+        use super::budget::{self, ReserveOutcome};
+        let mut l = self.lock()?;
+        let verdict = budget::decide(
+            &l.inner.settings,
+            l.inner.jobs.values().map(|c| &c.rec),
+            req,
+        )?;
+        let key = match verdict {
+            Ok(key) => key,
+            Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
+        };
+        let Some(c) = l.inner.jobs.get_mut(req.job) else {
+            return Err(StoreError::NoSuchJob(req.job.to_string()));
+        };
+        let id = budget::record(&mut c.rec, req, key);
+        l.persist(&[], &[req.job.to_string()])?;
+        Ok(ReserveOutcome::Reserved { id })
+    }
+
+    fn settle(
+        &self,
+        job: &str,
+        id: Uuid,
+        how: super::budget::Settlement,
+        _now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut l = self.lock()?;
+        let Some(c) = l.inner.jobs.get_mut(job) else {
+            return Err(StoreError::NoSuchJob(job.to_string()));
+        };
+        if super::budget::settle(&mut c.rec, id, how) {
+            l.persist(&[], &[job.to_string()])?;
+        }
+        Ok(())
+    }
 }
 
 fn json_str(s: &str) -> String {

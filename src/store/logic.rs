@@ -39,8 +39,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{ApplyReport, CompleteOutcome, Completion, StoreError, StoreResult, TriggerOutcome};
 use crate::model::{
-    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease,
-    STATE_MAX_BYTES, Settings, Status, Trigger,
+    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease, Settings,
+    Status, Trigger,
 };
 use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 
@@ -456,6 +456,7 @@ pub fn holds(rec: &JobRecord, run_id: Uuid) -> bool {
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
 pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, now: DateTime<Utc>) {
+    super::budget::absorb_settled(rec, row);
     let c = &mut rec.rt.counters;
     *c.by_status.entry(row.status).or_insert(0) += 1;
     let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
@@ -503,20 +504,15 @@ pub fn finish_run(
         return out;
     };
     if let Some(s) = state {
-        match serde_json::to_vec(&s) {
-            Ok(bytes) if bytes.len() <= STATE_MAX_BYTES => rec.rt.state = s,
-            Ok(bytes) => {
-                let why = format!(
-                    "state_rejected: new job state is {} bytes, over the {}-byte cap; prior state kept",
-                    bytes.len(),
-                    STATE_MAX_BYTES
-                );
-                if row.reason.as_deref().is_none_or(str::is_empty) {
-                    row.reason = Some(why.clone());
-                }
-                out.state_rejected = Some(why);
+        // Each part of the state has its own space: only an over-cap notepad is rejected.
+        let (merged, rejected) = JobState::merge_capped(&rec.rt.state, s);
+        rec.rt.state = merged;
+        if let Some(why) = rejected {
+            let why = format!("state_rejected: {why}");
+            if row.reason.as_deref().is_none_or(str::is_empty) {
+                row.reason = Some(why.clone());
             }
-            Err(e) => out.state_rejected = Some(format!("state_rejected: {e}")),
+            out.state_rejected = Some(why);
         }
     }
     count_row(rec, row, period, now);
@@ -885,6 +881,7 @@ pub(crate) mod tests_support {
 mod tests {
     use super::tests_support::{def, job};
     use super::*;
+    use crate::model::STATE_MAX_BYTES;
 
     const P: BudgetPeriod = BudgetPeriod::Day;
 

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
+pub mod budget;
 pub mod check;
 pub mod file;
 pub mod filefmt;
@@ -368,6 +369,26 @@ pub trait Store: Send + Sync {
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
+    /// Reserve a model call's worst-case cost against every budget that applies, atomically for
+    /// all owners (SPEC §11 hard limit; decisions in [`budget`]). Stores that keep no budgets
+    /// (test doubles) refuse.
+    fn reserve(&self, req: &budget::ReserveRequest<'_>) -> StoreResult<budget::ReserveOutcome> {
+        let _ = req;
+        Err(StoreError::Unsupported(
+            "budget reservations (a job cannot call a model under a budget here)",
+        ))
+    }
+    /// Settle, release or mark spent the reservation `id` of `job` (see [`budget::Settlement`]).
+    fn settle(
+        &self,
+        job: &str,
+        id: Uuid,
+        how: budget::Settlement,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let _ = (job, id, how, now);
+        Err(StoreError::Unsupported("budget reservations"))
+    }
 }
 
 #[cfg(test)]

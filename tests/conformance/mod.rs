@@ -514,6 +514,151 @@ pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
     assert!(s.spend("nope", t(1062)).is_err());
 }
 
+/// SPEC §11 hard limit (issue 11): reservations are atomic across concurrent callers, count for
+/// every owner, and a settled one moves into the counters with its run's row.
+pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod, ReservationState};
+    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    let s = f();
+    let mut jf = file(vec![every("a", 60), every("b", 60)]);
+    jf.settings.budget = Some(Budget {
+        max_cost_usd: 1.0,
+        period: BudgetPeriod::Day,
+    });
+    s.apply(&jf, t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 10)
+        .claims
+        .into_iter()
+        .find(|c| c.job.def.name == "a")
+        .unwrap();
+    // Eight callers at once, $0.30 each, against $1.00: exactly three fit.
+    let outcomes: Vec<ReserveOutcome> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let s = &s;
+                let run_id = c.run_id;
+                sc.spawn(move || {
+                    let job = if i % 2 == 0 { "a" } else { "b" };
+                    let owner = format!("o{}", i % 3);
+                    s.reserve(&ReserveRequest {
+                        job,
+                        run_id,
+                        owner: &owner,
+                        usd: 0.3,
+                        now: t(1001),
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<uuid::Uuid> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            ReserveOutcome::Reserved { id } => Some(*id),
+            ReserveOutcome::Refused { .. } => None,
+        })
+        .collect();
+    assert_eq!(ok.len(), 3, "{outcomes:?}");
+    for o in &outcomes {
+        if let ReserveOutcome::Refused { reason } = o {
+            assert!(
+                reason.starts_with("budget reached: global $1.00/day"),
+                "{reason}"
+            );
+        }
+    }
+    // Release everything, then one reservation on `a` for the claimed run settles at $0.10.
+    let all = |s: &dyn cronsole::store::Store| {
+        let mut v = Vec::new();
+        for j in ["a", "b"] {
+            for r in s.job(j).unwrap().unwrap().rt.counters.reservations {
+                v.push((j, r));
+            }
+        }
+        v
+    };
+    for (j, r) in all(&*s) {
+        s.settle(j, r.id, Settlement::Release, t(1002)).unwrap();
+    }
+    assert!(all(&*s).is_empty());
+    let reserve = |job: &str, usd: f64| match s
+        .reserve(&ReserveRequest {
+            job,
+            run_id: c.run_id,
+            owner: "o1",
+            usd,
+            now: t(1003),
+        })
+        .unwrap()
+    {
+        ReserveOutcome::Reserved { id } => id,
+        other => panic!("{other:?}"),
+    };
+    let paid = reserve("a", 0.5);
+    let unknown = reserve("b", 0.2);
+    s.settle("a", paid, Settlement::Cost(0.1), t(1004)).unwrap();
+    s.settle("b", unknown, Settlement::Spent, t(1004)).unwrap();
+    let states: Vec<_> = all(&*s)
+        .into_iter()
+        .map(|(j, r)| (j, r.state, r.usd))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("a", ReservationState::Settled, 0.1),
+            ("b", ReservationState::Spent, 0.2)
+        ]
+    );
+    // $0.30 committed: $0.71 no longer fits, $0.70 does (and is released again).
+    let r = s
+        .reserve(&ReserveRequest {
+            job: "b",
+            run_id: c.run_id,
+            owner: "o2",
+            usd: 0.71,
+            now: t(1004),
+        })
+        .unwrap();
+    assert!(matches!(r, ReserveOutcome::Refused { .. }), "{r:?}");
+    let fits = reserve("b", 0.7);
+    s.settle("b", fits, Settlement::Release, t(1004)).unwrap();
+    // The run completes with its cost: the settled reservation moves into the counters.
+    let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o1", t(1005));
+    row.cost_usd = 0.1;
+    s.complete(Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o1".into(),
+        now: t(1005),
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+    let a = s.job("a").unwrap().unwrap();
+    assert!(a.rt.counters.reservations.is_empty(), "{:?}", a.rt.counters);
+    assert!((a.rt.counters.period_cost_usd - 0.1).abs() < 1e-12);
+    let b = s.job("b").unwrap().unwrap();
+    assert_eq!(
+        b.rt.counters.reservations.len(),
+        1,
+        "the unknown outcome stays spent"
+    );
+    // Unknown jobs are refused.
+    assert!(
+        s.reserve(&ReserveRequest {
+            job: "nope",
+            run_id: c.run_id,
+            owner: "o",
+            usd: 0.0,
+            now: t(1006),
+        })
+        .is_err()
+    );
+}
+
 pub fn history_filters_newest_first(f: Factory) {
     let s = f();
     s.apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
@@ -593,6 +738,7 @@ macro_rules! conformance_suite {
             manual_triggers_run_once_even_when_paused,
             max_runs_and_until_retire,
             oversized_state_is_rejected_and_prior_kept,
+            budget_reservations_are_atomic_and_settle_into_counters,
             history_filters_newest_first,
         );
     };

@@ -53,6 +53,8 @@ impl Checker<'_> {
             }
         }
         let mut used_agents: BTreeMap<String, String> = BTreeMap::new();
+        let mut unpriced_warned = BTreeSet::new();
+        let prices = crate::cost::PriceTable::from_settings(s);
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let p = index(&base, i);
@@ -64,6 +66,22 @@ impl Checker<'_> {
                 used_agents
                     .entry(a.to_string())
                     .or_insert_with(|| j.name.clone());
+                // SPEC §11: under a budget an unknown model is never called.
+                if let Some(def) = s.agents.get(a)
+                    && crate::cost::under_budget(s, j.max_cost_usd)
+                    && !prices.knows(&def.model)
+                    && unpriced_warned.insert(a.to_string())
+                {
+                    let ap = vec![Seg::Key("agents".into()), Seg::Key(a.to_string())];
+                    self.warn(
+                        key(&ap, "model"),
+                        format!(
+                            "runs of job '{}' will fail: {}",
+                            j.name,
+                            crate::cost::unpriced_under_budget(&def.model)
+                        ),
+                    );
+                }
             }
             out.push(if self.error_count() == before {
                 job
@@ -75,6 +93,22 @@ impl Checker<'_> {
             let Some(def) = s.agents.get(&agent) else {
                 continue;
             };
+            let short = self
+                .env_chars
+                .and_then(|f| f(&def.api_key_env))
+                .filter(|n| *n > 0 && *n < crate::text::MIN_SECRET_CHARS);
+            if let Some(n) = short {
+                let p = vec![Seg::Key("agents".into()), Seg::Key(agent.clone())];
+                self.warn(
+                    key(&p, "api_key_env"),
+                    format!(
+                        "the value of {} is only {n} characters: too short to be redacted from \
+                         results, history and sinks by value (keys of {} or more characters are)",
+                        def.api_key_env,
+                        crate::text::MIN_SECRET_CHARS
+                    ),
+                );
+            }
             if !(self.env_is_set)(&def.api_key_env) {
                 let p = vec![Seg::Key("agents".into()), Seg::Key(agent.clone())];
                 self.warn(

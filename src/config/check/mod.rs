@@ -104,7 +104,12 @@ pub(crate) struct Checker<'e> {
     env_is_set: &'e dyn Fn(&str) -> bool,
     /// When set, an `at` instant or `until` at or before it is warned about (`validate`).
     pub now: Option<chrono::DateTime<chrono::Utc>>,
+    env_chars: Option<EnvChars<'e>>,
 }
+
+/// "How many characters is this env var's value" (`None` = unset).
+pub(crate) type EnvChars<'e> = &'e dyn Fn(&str) -> Option<usize>;
+
 pub(super) fn key(base: &[Seg], k: &str) -> Vec<Seg> {
     let mut p = base.to_vec();
     p.push(Seg::Key(k.to_string()));
@@ -198,7 +203,14 @@ impl<'e> Checker<'e> {
             pending: Vec::new(),
             env_is_set,
             now: None,
+            env_chars: None,
         }
+    }
+
+    /// Also check API-key values' lengths (see [`crate::text::MIN_SECRET_CHARS`]).
+    pub fn with_env_chars(mut self, env_chars: EnvChars<'e>) -> Self {
+        self.env_chars = Some(env_chars);
+        self
     }
 
     pub(super) fn push(&mut self, severity: Severity, path: Vec<Seg>, target: Target, msg: String) {

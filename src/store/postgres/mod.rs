@@ -58,6 +58,7 @@ use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
 mod listen;
 mod pool;
+mod reserve;
 mod schema;
 
 use listen::ChangeFeed;
@@ -973,5 +974,22 @@ impl Store for PgStore {
                 job_usd: row.get(1),
             })
         })
+    }
+
+    fn reserve(&self, req: &budget::ReserveRequest<'_>) -> StoreResult<budget::ReserveOutcome> {
+        let (job, owner) = (req.job.to_string(), req.owner.to_string());
+        let (run_id, usd, now) = (req.run_id, req.usd, req.now);
+        self.run(move |inner| async move { inner.reserve(job, run_id, owner, usd, now).await })
+    }
+
+    fn settle(
+        &self,
+        job: &str,
+        id: Uuid,
+        how: budget::Settlement,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let job = job.to_string();
+        self.run(move |inner| async move { inner.settle(job, id, how, now).await })
     }
 }

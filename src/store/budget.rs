@@ -1,0 +1,321 @@
+//! Budget reservations (SPEC §11 hard limit): the pure decisions both stores run under their own
+//! lock — does a call's worst-case cost fit every budget that applies, record it, settle it.
+//!
+//! Owns: [`decide`], [`record`], [`settle`], [`absorb_settled`] over `JobCounters::reservations`.
+//! Must not touch: I/O and locking (the file store calls these under its exclusive lock, the
+//! PostgreSQL store inside one transaction under an advisory lock), prices (the caller passes the
+//! worst-case amount, `crate::cost` computes it), clocks (`now` is an argument).
+//!
+//! How money moves: a call first *reserves* its worst case in the job's record; the amount counts
+//! toward the job's and the global budget for every owner at once. When the reply arrives the
+//! reservation is *settled* to the real cost (still a reservation, so it keeps counting), and the
+//! run's completion moves it into the counters with its history row ([`absorb_settled`]), in the
+//! same store write. A call that surely cost nothing is *released*. A call whose outcome is
+//! unknown (timeout mid-request, a reply we could not read) is marked *spent* at its worst case.
+//!
+//! Decisions where the SPEC is silent:
+//! - A reservation whose owner died mid-call is never released: it counts as spent at its worst
+//!   case until its budget period ends (the money may well have been spent; the budget is a
+//!   hard limit, so the uncertainty is charged, not forgiven). Reservations of ended periods are
+//!   dropped whenever their job takes a new one.
+//! - An `abandoned` row (shutdown, crash recovery) does not absorb a settled reservation: the row
+//!   carries no cost, so the settled amount keeps counting until the period ends.
+//! - Fit is inclusive: spent + in flight + this call ≤ limit; a zero-cost call still needs spend
+//!   below the limit (a limit of 0 forbids every call, as in `cost::budget_check`).
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::cost::{period_word, usd};
+use crate::model::{HistoryRow, JobRecord, Reservation, ReservationState, Settings, Status};
+
+use super::logic::counter_period;
+
+/// A call asking for money before it is made.
+#[derive(Debug, Clone)]
+pub struct ReserveRequest<'a> {
+    pub job: &'a str,
+    pub run_id: Uuid,
+    pub owner: &'a str,
+    /// Worst-case cost of the call (`cost::worst_case_usd`).
+    pub usd: f64,
+    pub now: DateTime<Utc>,
+}
+
+/// Whether the call may go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReserveOutcome {
+    /// Made: settle or release it with this id.
+    Reserved { id: Uuid },
+    /// Does not fit: the reason names the budget ("budget reached: …").
+    Refused { reason: String },
+}
+
+/// How a reserved call ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Settlement {
+    /// The reply arrived and cost this much.
+    Cost(f64),
+    /// The call surely cost nothing (refused before sending, no connection, an error reply).
+    Release,
+    /// Unknown outcome: keep the worst case as spent.
+    Spent,
+}
+
+/// A job's committed spend in period `key`: its counters plus every reservation of that period.
+pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
+    let c = &rec.rt.counters;
+    let spent = if c.period_key == key && c.period_cost_usd.is_finite() {
+        c.period_cost_usd.max(0.0)
+    } else {
+        0.0
+    };
+    let held = c
+        .reservations
+        .iter()
+        .filter(|r| r.period_key == key && r.usd.is_finite())
+        .map(|r| r.usd.max(0.0))
+        .sum();
+    (spent, held)
+}
+
+/// Does `req` fit every budget that applies? `Ok(period key)` or `Err(reason)`.
+/// `jobs` is every job in the store (the requesting one included).
+pub fn decide<'a>(
+    settings: &Settings,
+    jobs: impl Iterator<Item = &'a JobRecord>,
+    req: &ReserveRequest<'_>,
+) -> Result<Result<String, String>, super::StoreError> {
+    let period = counter_period(settings);
+    let key = period.key(req.now);
+    let word = period_word(period);
+    let cost = if req.usd.is_finite() && req.usd > 0.0 {
+        req.usd
+    } else {
+        0.0
+    };
+    let (mut g_spent, mut g_held) = (0.0, 0.0);
+    let mut mine = None;
+    for rec in jobs {
+        let (s, h) = committed(rec, &key);
+        g_spent += s;
+        g_held += h;
+        if rec.def.name == req.job {
+            mine = Some((rec.def.max_cost_usd, s, h));
+        }
+    }
+    let Some((job_limit, j_spent, j_held)) = mine else {
+        return Err(super::StoreError::NoSuchJob(req.job.to_string()));
+    };
+    let fits = |limit: f64, spent: f64, held: f64| {
+        let used = spent + held;
+        limit.is_finite() && used < limit && used + cost <= limit
+    };
+    let why = |scope: &str, limit: f64, spent: f64, held: f64| {
+        format!(
+            "budget reached: {scope} {}/{word} (spent {}, in flight {}; this call may cost up \
+             to {})",
+            usd(limit),
+            usd(spent),
+            usd(held),
+            usd(cost)
+        )
+    };
+    if let Some(b) = settings.budget
+        && !fits(b.max_cost_usd, g_spent, g_held)
+    {
+        return Ok(Err(why("global", b.max_cost_usd, g_spent, g_held)));
+    }
+    if let Some(limit) = job_limit
+        && !fits(limit, j_spent, j_held)
+    {
+        return Ok(Err(why("job", limit, j_spent, j_held)));
+    }
+    Ok(Ok(key))
+}
+
+/// Record an accepted reservation on the job (dropping its reservations of ended periods).
+pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uuid {
+    let id = Uuid::new_v4();
+    let rs = &mut rec.rt.counters.reservations;
+    rs.retain(|r| r.period_key == key);
+    rs.push(Reservation {
+        id,
+        run_id: req.run_id,
+        owner: req.owner.to_string(),
+        period_key: key,
+        usd: if req.usd.is_finite() && req.usd > 0.0 {
+            req.usd
+        } else {
+            0.0
+        },
+        state: ReservationState::Reserved,
+        at: req.now,
+    });
+    id
+}
+
+/// Apply `how` to reservation `id`; `false` when there was nothing to change (unknown id, e.g.
+/// its period already ended and it was dropped).
+pub fn settle(rec: &mut JobRecord, id: Uuid, how: Settlement) -> bool {
+    let rs = &mut rec.rt.counters.reservations;
+    let Some(pos) = rs.iter().position(|r| r.id == id) else {
+        return false;
+    };
+    match how {
+        Settlement::Release => {
+            rs.remove(pos);
+        }
+        Settlement::Cost(c) if !(c.is_finite() && c > 0.0) => {
+            rs.remove(pos);
+        }
+        Settlement::Cost(c) => {
+            rs[pos].usd = c;
+            rs[pos].state = ReservationState::Settled;
+        }
+        Settlement::Spent => rs[pos].state = ReservationState::Spent,
+    }
+    true
+}
+
+/// A run's row is being counted: its settled reservations leave (the row carries their cost
+/// into the counters). Called by `logic::count_row`, so both stores do it in the same write.
+pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow) {
+    if row.status == Status::Abandoned {
+        return;
+    }
+    rec.rt
+        .counters
+        .reservations
+        .retain(|r| !(r.run_id == row.run_id && r.state == ReservationState::Settled));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Budget, BudgetPeriod, Trigger};
+    use crate::store::logic::tests_support::job;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    fn settings(max: f64) -> Settings {
+        Settings {
+            budget: Some(Budget {
+                max_cost_usd: max,
+                period: BudgetPeriod::Day,
+            }),
+            ..Settings::default()
+        }
+    }
+
+    fn req(job: &str, run: Uuid, usd: f64, now: DateTime<Utc>) -> ReserveRequest<'_> {
+        ReserveRequest {
+            job,
+            run_id: run,
+            owner: "o",
+            usd,
+            now,
+        }
+    }
+
+    fn try_reserve(
+        s: &Settings,
+        jobs: &mut [JobRecord],
+        i: usize,
+        usd: f64,
+        now: DateTime<Utc>,
+    ) -> Result<Uuid, String> {
+        let name = jobs[i].def.name.clone();
+        let r = req(&name, Uuid::new_v4(), usd, now);
+        let key = decide(s, jobs.iter(), &r).unwrap()?;
+        Ok(record(&mut jobs[i], &r, key))
+    }
+
+    #[test]
+    fn reservations_in_flight_count_against_every_budget() {
+        let now = t("2026-11-30T12:00:00Z");
+        let s = settings(0.001);
+        let mut jobs = vec![job("a", now), job("b", now)];
+        // Six calls of $0.0004 worst case at once: only two fit under $0.001 (issue 11 spent
+        // $0.0027 of it).
+        let ok: Vec<_> = (0..6)
+            .map(|i| try_reserve(&s, &mut jobs, i % 2, 0.0004, now))
+            .collect();
+        assert_eq!(ok.iter().filter(|r| r.is_ok()).count(), 2, "{ok:?}");
+        let refused = ok.iter().find_map(|r| r.clone().err()).unwrap();
+        assert!(
+            refused
+                .starts_with("budget reached: global $0.001/day (spent $0.00, in flight $0.0008"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn settle_release_and_spent() {
+        let now = t("2026-11-30T12:00:00Z");
+        let s = settings(1.0);
+        let mut jobs = vec![job("a", now)];
+        let a = try_reserve(&s, &mut jobs, 0, 0.5, now).unwrap();
+        let b = try_reserve(&s, &mut jobs, 0, 0.5, now).unwrap();
+        assert!(try_reserve(&s, &mut jobs, 0, 0.01, now).is_err(), "full");
+        assert!(settle(&mut jobs[0], a, Settlement::Release));
+        assert!(settle(&mut jobs[0], b, Settlement::Cost(0.1)));
+        let key = BudgetPeriod::Day.key(now);
+        assert_eq!(committed(&jobs[0], &key), (0.0, 0.1));
+        let c = try_reserve(&s, &mut jobs, 0, 0.3, now).unwrap();
+        assert!(settle(&mut jobs[0], c, Settlement::Spent));
+        let (_, held) = committed(&jobs[0], &key);
+        assert!((held - 0.4).abs() < 1e-12);
+        assert!(!settle(&mut jobs[0], Uuid::new_v4(), Settlement::Release));
+        // A zero cost settles by leaving.
+        let d = try_reserve(&s, &mut jobs, 0, 0.1, now).unwrap();
+        assert!(settle(&mut jobs[0], d, Settlement::Cost(0.0)));
+        assert_eq!(jobs[0].rt.counters.reservations.len(), 2);
+    }
+
+    #[test]
+    fn completion_absorbs_settled_but_an_abandoned_row_does_not() {
+        let now = t("2026-11-30T12:00:00Z");
+        let s = settings(1.0);
+        let mut jobs = [job("a", now)];
+        let run = Uuid::new_v4();
+        let r = req("a", run, 0.2, now);
+        let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
+        let id = record(&mut jobs[0], &r, key);
+        settle(&mut jobs[0], id, Settlement::Cost(0.05));
+        let mut row = HistoryRow::new("a", Status::Abandoned, Trigger::Schedule, None, "o", now);
+        row.run_id = run;
+        absorb_settled(&mut jobs[0], &row);
+        assert_eq!(jobs[0].rt.counters.reservations.len(), 1);
+        row.status = Status::Succeeded;
+        absorb_settled(&mut jobs[0], &row);
+        assert!(jobs[0].rt.counters.reservations.is_empty());
+    }
+
+    #[test]
+    fn per_job_limit_and_old_periods() {
+        let now = t("2026-11-30T23:59:00Z");
+        let mut s = settings(10.0);
+        s.budget = None;
+        let mut jobs = vec![job("a", now), job("b", now)];
+        jobs[0].def.max_cost_usd = Some(0.01);
+        try_reserve(&s, &mut jobs, 0, 0.01, now).unwrap();
+        let e = try_reserve(&s, &mut jobs, 0, 0.001, now).unwrap_err();
+        assert!(e.starts_with("budget reached: job $0.01/day"), "{e}");
+        // No global budget: another job is unlimited.
+        try_reserve(&s, &mut jobs, 1, 1e6, now).unwrap();
+        // Next day the old reservation no longer counts and is dropped on the next record.
+        let tomorrow = t("2026-12-01T00:00:01Z");
+        try_reserve(&s, &mut jobs, 0, 0.01, tomorrow).unwrap();
+        assert_eq!(jobs[0].rt.counters.reservations.len(), 1);
+        // A zero limit forbids even a free call; NaN never fits.
+        jobs[1].def.max_cost_usd = Some(0.0);
+        assert!(try_reserve(&s, &mut jobs, 1, 0.0, tomorrow).is_err());
+        jobs[1].def.max_cost_usd = Some(f64::NAN);
+        assert!(try_reserve(&s, &mut jobs, 1, 0.0, tomorrow).is_err());
+        let r = req("nope", Uuid::new_v4(), 0.0, now);
+        assert!(decide(&s, jobs.iter(), &r).is_err());
+    }
+}

@@ -1,0 +1,412 @@
+//! The one inert-text policy (SPEC §13, §15; issue 11 item 4): every piece of outside text that
+//! cronsole shows or prints — command output, web pages, model replies, diffs, job names — passes
+//! through here, so a stray `ESC ] 52 ;`, `ESC [ 2 J`, a U+202E right-to-left override or a
+//! zero-width joiner cannot rewrite the operator's clipboard or screen or make text read
+//! differently from what it is. Also owns [`Secrets`]: removing configured API-key values from
+//! every text cronsole writes.
+//!
+//! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and
+//! its renderings — [`line`]/[`lines`] for the console (unsafe characters and whole escape
+//! sequences removed) and [`visible`]/[`visible_tabs`]/[`visible_line`] for printed text (headless lines,
+//! `history`, `diff`, `probe`, chat alerts: unsafe characters shown as `^[` / `\u{202e}` so the
+//! reader sees that something was there). Must not touch: layout, colour, the terminal, I/O.
+//!
+//! Unsafe: C0 controls and DEL (except that `\n` and `\t` are handled by each rendering), C1
+//! controls, bidirectional embeddings/overrides/isolates/marks (U+202A–U+202E, U+2066–U+2069,
+//! U+200E, U+200F, U+061C), zero-width and invisible formatting characters (U+200B–U+200D,
+//! U+2060–U+2064, U+FEFF, U+180E, U+00AD soft hyphen) and the Unicode line/paragraph separators
+//! (U+2028, U+2029, treated as line breaks where a rendering keeps lines).
+
+use std::borrow::Cow;
+
+const TAB_WIDTH: usize = 4;
+
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{180E}' | '\u{00AD}')
+}
+
+/// The policy: `c` never reaches an output as itself (`\n` and `\t` included: each rendering
+/// decides what a line break and a tab become).
+pub fn is_unsafe(c: char) -> bool {
+    (c as u32) < 0x20
+        || ('\u{7F}'..='\u{9F}').contains(&c)
+        || is_bidi(c)
+        || is_invisible(c)
+        || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// One line of inert text for the console: escape sequences removed whole, unsafe characters
+/// removed, tabs expanded, line breaks turned into single spaces. Borrowed when nothing had to
+/// change (the common case).
+pub fn line(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(clean(s, true))
+}
+
+/// Multi-line text as inert console lines (each as by [`line`], split on `\n`; `\r\n`, a lone
+/// `\r`, U+2028 and U+2029 also end a line).
+pub fn lines(s: &str) -> Vec<String> {
+    let cleaned = clean(s, false);
+    cleaned.split('\n').map(str::to_string).collect()
+}
+
+/// Printed text, lines kept: `\n` and `\t` stay, every other unsafe character is shown — C0 in
+/// caret notation (`^[`, `^G`), DEL as `^?`, the rest as `\u{202e}` — so nothing acts on the
+/// terminal and nothing hides. Borrowed when nothing had to change.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c => push_visible(&mut out, c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One printed line that keeps its tabs (diff and probe lines, already split by the caller): as
+/// [`visible`], with a stray line break shown as `^J`.
+pub fn visible_tabs(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe(c) && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\t' => out.push(c),
+            c => push_visible(&mut out, c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Printed text on one line (headless lines, log fields): as [`visible`], with a line break shown
+/// as `\n` and a tab as a space.
+pub fn visible_line(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push(' '),
+            c => push_visible(&mut out, c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn push_visible(out: &mut String, c: char) {
+    if !is_unsafe(c) {
+        out.push(c);
+    } else if (c as u32) < 0x20 {
+        out.push('^');
+        out.push(char::from(b'@' + c as u8));
+    } else if c == '\u{7F}' {
+        out.push_str("^?");
+    } else {
+        out.push_str(&format!("\\u{{{:x}}}", c as u32));
+    }
+}
+
+/// The console implementation; `one_line` maps line breaks to a space instead of keeping `\n`.
+fn clean(s: &str, one_line: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut col = 0usize;
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\u{1B}' => skip_escape(&mut it),
+            // 8-bit CSI / OSC / DCS introducers: drop the whole sequence as for the 7-bit forms.
+            '\u{9B}' => skip_csi(&mut it),
+            '\u{9D}' | '\u{90}' | '\u{98}' | '\u{9E}' | '\u{9F}' => skip_string(&mut it),
+            '\t' => {
+                let n = TAB_WIDTH - (col % TAB_WIDTH);
+                out.extend(std::iter::repeat_n(' ', n));
+                col += n;
+            }
+            '\r' | '\n' | '\u{2028}' | '\u{2029}' => {
+                if c == '\r' && it.peek() == Some(&'\n') {
+                    it.next();
+                }
+                if one_line {
+                    if !out.ends_with(' ') {
+                        out.push(' ');
+                        col += 1;
+                    }
+                } else {
+                    out.push('\n');
+                    col = 0;
+                }
+            }
+            c if is_unsafe(c) => {}
+            c => {
+                out.push(c);
+                col += 1;
+            }
+        }
+    }
+    out
+}
+
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+/// After an ESC: drop the sequence it starts.
+fn skip_escape(it: &mut Chars<'_>) {
+    match it.next() {
+        Some('[') => skip_csi(it),
+        Some(']' | 'P' | 'X' | '^' | '_') => skip_string(it),
+        // Two-byte escapes (ESC 7, ESC c, ESC ( B's intermediate form…): the intermediate bytes
+        // 0x20..=0x2F then one final byte.
+        Some(c) if (' '..='/').contains(&c) => {
+            while let Some(&n) = it.peek() {
+                it.next();
+                if !(' '..='/').contains(&n) {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// CSI: parameter and intermediate bytes up to a final byte in 0x40..=0x7E.
+fn skip_csi(it: &mut Chars<'_>) {
+    for c in it.by_ref() {
+        if ('\u{40}'..='\u{7E}').contains(&c) {
+            break;
+        }
+        // A control character or non-ASCII inside a CSI ends it (malformed); drop it too.
+        if !(' '..='?').contains(&c) {
+            break;
+        }
+    }
+}
+
+/// OSC/DCS/SOS/PM/APC: a string up to BEL, ST (`ESC \`) or the 8-bit ST (0x9C).
+fn skip_string(it: &mut Chars<'_>) {
+    while let Some(c) = it.next() {
+        match c {
+            '\u{07}' | '\u{9C}' => break,
+            '\u{1B}' => {
+                if it.peek() == Some(&'\\') {
+                    it.next();
+                }
+                break;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What replaces a secret.
+pub const REDACTED: &str = "[redacted]";
+/// Secret values shorter than this are not redacted by value (too likely to match ordinary
+/// text); `validate` warns about them.
+pub const MIN_SECRET_CHARS: usize = 8;
+/// A cut-off tail of a secret at least this long, at the end of a text or just before a
+/// truncation mark, is redacted too.
+const MIN_PARTIAL_CHARS: usize = 4;
+
+/// The configured API-key values (each agent's `api_key_env` value) that must never leave in
+/// anything cronsole writes or prints: results, errors, reasons, notepad, diffs, sinks, logs.
+/// Apply it before any truncation; [`Secrets::redact`] also removes a secret's leading part left
+/// at the end of an already-cut text (command output is bounded while it is read).
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    values: Vec<String>,
+}
+
+impl Secrets {
+    /// Secrets from values (trimmed; shorter than [`MIN_SECRET_CHARS`] or duplicate → ignored).
+    pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
+        let mut v: Vec<String> = values
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| s.chars().count() >= MIN_SECRET_CHARS)
+            .collect();
+        // Longest first, so a key that contains another is replaced whole.
+        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        v.dedup();
+        Secrets { values: v }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// `s` with every secret replaced by [`REDACTED`]; borrowed when none occurs.
+    pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        if self.values.is_empty() {
+            return Cow::Borrowed(s);
+        }
+        let mut out = Cow::Borrowed(s);
+        for v in &self.values {
+            if out.contains(v.as_str()) {
+                out = Cow::Owned(out.replace(v.as_str(), REDACTED));
+            }
+        }
+        // A secret cut by an earlier bound: its leading part at the end of the text or before
+        // a truncation mark.
+        for mark in [
+            "",
+            "…[truncated]",
+            "…[output truncated]",
+            "\n…[output truncated]",
+        ] {
+            let Some(body) = out.strip_suffix(mark) else {
+                continue;
+            };
+            if let Some(n) = self.partial_tail(body) {
+                let cut = body.len() - n;
+                out = Cow::Owned(format!("{}{REDACTED}{mark}", &out[..cut]));
+            }
+        }
+        out
+    }
+
+    /// Redact in place (for `Option<String>` fields).
+    pub fn redact_opt(&self, s: &mut Option<String>) {
+        if let Some(v) = s
+            && let Cow::Owned(o) = self.redact(v)
+        {
+            *v = o;
+        }
+    }
+
+    /// Length in bytes of the longest secret prefix (≥ [`MIN_PARTIAL_CHARS`]) that `body` ends with.
+    fn partial_tail(&self, body: &str) -> Option<usize> {
+        self.values
+            .iter()
+            .filter_map(|v| {
+                (MIN_PARTIAL_CHARS..v.len())
+                    .rev()
+                    .filter(|&n| v.is_char_boundary(n))
+                    .find(|&n| body.ends_with(&v[..n]))
+            })
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn console_inert(s: &str) -> bool {
+        !s.chars().any(is_unsafe)
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_unchanged() {
+        assert!(matches!(line("hello wörld"), Cow::Borrowed("hello wörld")));
+        assert!(matches!(visible("a\tb\nc"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn strips_csi_osc_and_controls() {
+        let s =
+            "a\u{1b}[31mred\u{1b}[0m b\u{1b}]0;title\u{07}c\u{1b}]52;c;Zm9v\u{1b}\\d\u{7}\u{0}e";
+        assert_eq!(line(s), "ared bcde");
+    }
+
+    #[test]
+    fn strips_c1_8bit_csi_bidi_and_zero_width() {
+        let s = "x\u{9b}2Jy\u{85}z\u{202e}evil\u{2066}w\u{200b}v\u{feff}u\u{200d}t";
+        assert_eq!(line(s), "xyzevilwvut");
+    }
+
+    #[test]
+    fn tabs_become_spaces_and_newlines_split() {
+        assert_eq!(line("a\tb"), "a   b");
+        assert_eq!(
+            lines("a\r\nb\rc\n\td\u{2028}e"),
+            vec!["a", "b", "c", "    d", "e"]
+        );
+        assert_eq!(line("a\r\nb"), "a b");
+    }
+
+    #[test]
+    fn dcs_and_two_byte_escapes_are_removed() {
+        assert_eq!(
+            line("a\u{1b}Pq#0;2;0;0;0\u{1b}\\b\u{1b}7c\u{1b}(Bd"),
+            "abcd"
+        );
+    }
+
+    #[test]
+    fn unterminated_sequences_do_not_leak() {
+        assert_eq!(line("a\u{1b}]0;never ends"), "a");
+        assert_eq!(line("a\u{1b}["), "a");
+        assert_eq!(line("trailing\u{1b}"), "trailing");
+    }
+
+    #[test]
+    fn printed_forms_show_what_was_there() {
+        assert_eq!(visible("a\u{1b}[2Jb\u{7}\u{7f}"), "a^[[2Jb^G^?");
+        assert_eq!(
+            visible("pay\u{202e}cod.exe\u{200b}"),
+            "pay\\u{202e}cod.exe\\u{200b}"
+        );
+        assert_eq!(visible("a\n\tb"), "a\n\tb");
+        assert_eq!(visible_line("a\nb\tc\u{9b}"), "a\\nb c\\u{9b}");
+    }
+
+    #[test]
+    fn secrets_are_redacted_whole_and_when_cut() {
+        let s = Secrets::new(["sk-live-ABCDEFGH1234".to_string(), "short".to_string()]);
+        assert_eq!(
+            s.redact("key=sk-live-ABCDEFGH1234 again sk-live-ABCDEFGH1234"),
+            "key=[redacted] again [redacted]"
+        );
+        // Too short to redact by value (validate warns instead).
+        assert_eq!(s.redact("short"), "short");
+        // Cut by an earlier bound.
+        assert_eq!(s.redact("x sk-live-ABC"), "x [redacted]");
+        assert_eq!(
+            s.redact("x sk-live-AB…[truncated]"),
+            "x [redacted]…[truncated]"
+        );
+        assert_eq!(s.redact("x sk-"), "x sk-", "too short a tail to tell");
+        assert!(matches!(s.redact("nothing"), Cow::Borrowed(_)));
+        assert!(Secrets::new(Vec::new()).is_empty());
+    }
+
+    proptest::proptest! {
+        /// The one property: no rendering lets an unsafe character through (the printed forms
+        /// keep only `\n`/`\t` where they keep lines).
+        #[test]
+        fn no_rendering_lets_an_unsafe_character_through(
+            s in proptest::collection::vec(proptest::char::any(), 0..200)
+        ) {
+            let s: String = s.into_iter().collect();
+            proptest::prop_assert!(console_inert(&line(&s)));
+            for l in lines(&s) {
+                proptest::prop_assert!(console_inert(&l));
+            }
+            proptest::prop_assert!(console_inert(&visible_line(&s)));
+            proptest::prop_assert!(!visible_tabs(&s).chars().any(|c| is_unsafe(c) && c != '\t'));
+            proptest::prop_assert!(
+                !visible(&s).chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t')
+            );
+        }
+
+        #[test]
+        fn a_secret_never_survives_redaction(
+            pre in "\\PC{0,20}", post in "\\PC{0,20}", key in "[A-Za-z0-9_-]{8,40}"
+        ) {
+            let s = Secrets::new([key.clone()]);
+            let out = s.redact(&format!("{pre}{key}{post}")).into_owned();
+            proptest::prop_assert!(!out.contains(&key), "{out:?}");
+        }
+    }
+}
