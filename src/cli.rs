@@ -213,7 +213,12 @@ pub struct JsonFlag {
 #[derive(Debug, Args)]
 pub struct NextArgs {
     /// Schedule text: a cron expression, a macro, or any form of the schedule grammar
-    pub expr: String,
+    #[arg(required_unless_present = "job")]
+    pub expr: Option<String>,
+    /// Preview the job NAME of the jobs file instead: its schedule, zone, calendars
+    /// (`only_on`/`except_on`) and jitter; the instants printed are when each slot fires
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["expr", "tz"])]
+    pub job: Option<String>,
     /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,

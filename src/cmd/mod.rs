@@ -58,7 +58,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Run(a)) => run::headless(&cli, a),
         Some(Command::Console(a)) => run::console(&cli, a),
         Some(Command::Validate(a)) => validate::validate(&a.file),
-        Some(Command::Next(a)) => schedule_cmds::next(a),
+        Some(Command::Next(a)) => schedule_cmds::next(&cli, a),
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a.json),
         Some(Command::History(a)) => store_cmds::history(&cli, a),

@@ -107,15 +107,23 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
         }
         Col::Name => (sanitize::line(&j.def.name).into_owned(), plain),
         Col::Schedule => (sanitize::line(&app.schedule_words(j)).into_owned(), plain),
-        Col::Next => j.rt.next_slot.map_or_else(none, |t| (when(t, now), plain)),
-        Col::Left => j.rt.next_slot.map_or_else(none, |t| {
-            let s = (t - now).num_seconds();
-            if s <= 0 {
-                ("due".into(), Style::new().fg(Color::Yellow))
-            } else {
-                (dur(s), plain)
-            }
-        }),
+        // The instant the next slot fires (slot + the job's jitter).
+        Col::Next => {
+            j.rt.next_slot
+                .map_or_else(none, |t| (when(j.def.fire_at(t), now), plain))
+        }
+        Col::Left => {
+            j.rt.next_slot
+                .map(|t| j.def.fire_at(t))
+                .map_or_else(none, |t| {
+                    let s = (t - now).num_seconds();
+                    if s <= 0 {
+                        ("due".into(), Style::new().fg(Color::Yellow))
+                    } else {
+                        (dur(s), plain)
+                    }
+                })
+        }
         Col::Last => {
             j.rt.last_run_at
                 .map_or_else(none, |t| (when(t, now), plain))
