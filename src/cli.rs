@@ -103,11 +103,11 @@ pub enum Command {
     /// Show history rows, newest first
     History(HistoryArgs),
     /// Pause a job (every owner sharing the store honours it)
-    Pause(NameArg),
+    Pause(SelectArgs),
     /// Resume a paused job at its next future slot
-    Resume(NameArg),
+    Resume(SelectArgs),
     /// Run a job once now (never while it is already running)
-    Trigger(NameArg),
+    Trigger(SelectArgs),
     /// Show the monitor diff of a job's latest (or given) changed run
     Diff(DiffArgs),
     /// Run one monitor probe with every safety guarantee and print what it saw
@@ -203,6 +203,20 @@ pub struct NameArg {
     pub name: String,
 }
 
+/// Which jobs a bulk action (`pause`, `resume`, `trigger`) applies to: the selectors add up.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// Job names or globs such as 'report-*' or 'db-?' (quote globs from the shell)
+    #[arg(value_name = "NAME|GLOB", required_unless_present_any = ["all", "tag"])]
+    pub names: Vec<String>,
+    /// Jobs carrying this tag (`tags:` in the jobs file); repeat for several
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tag: Vec<String>,
+    /// Every job in the store that is not retired
+    #[arg(long, conflicts_with_all = ["names", "tag"])]
+    pub all: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct JsonFlag {
     /// Machine-readable JSON output
@@ -219,6 +233,9 @@ pub struct NextArgs {
     /// (`only_on`/`except_on`) and jitter; the instants printed are when each slot fires
     #[arg(long, value_name = "NAME", conflicts_with_all = ["expr", "tz"])]
     pub job: Option<String>,
+    /// The jobs file `--job` reads (default: jobs.yaml here)
+    #[arg(long, value_name = "FILE", requires = "job")]
+    pub file: Option<std::path::PathBuf>,
     /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,

@@ -16,6 +16,7 @@ mod eco;
 mod gate_cmds;
 mod run;
 mod schedule_cmds;
+mod select;
 mod store_cmds;
 mod validate;
 
@@ -58,13 +59,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Run(a)) => run::headless(&cli, a),
         Some(Command::Console(a)) => run::console(&cli, a),
         Some(Command::Validate(a)) => validate::validate(&a.file),
-        Some(Command::Next(a)) => schedule_cmds::next(&cli, a),
+        Some(Command::Next(a)) => schedule_cmds::next(a),
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a.json),
         Some(Command::History(a)) => store_cmds::history(&cli, a),
-        Some(Command::Pause(a)) => store_cmds::pause(&cli, &a.name, true),
-        Some(Command::Resume(a)) => store_cmds::pause(&cli, &a.name, false),
-        Some(Command::Trigger(a)) => store_cmds::trigger(&cli, &a.name),
+        Some(Command::Pause(a)) => select::pause(&cli, a, true),
+        Some(Command::Resume(a)) => select::pause(&cli, a, false),
+        Some(Command::Trigger(a)) => select::trigger(&cli, a),
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
         Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use cronsole::cli::{Cli, NextArgs};
+use cronsole::cli::NextArgs;
 use cronsole::model::JobDef;
 use cronsole::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 
@@ -29,12 +29,13 @@ fn instant(flag: &str, s: &str) -> Result<DateTime<Utc>> {
         })
 }
 
-/// The job `name` of the jobs file (`--jobs`, else `./jobs.yaml`): its schedule and what
+/// The job `name` of the jobs file (`--file`, else `./jobs.yaml`): its schedule and what
 /// turns slots into fire instants.
-fn job_of_file(cli: &Cli, name: &str) -> Result<JobDef> {
-    let path = super::jobs_file(cli).ok_or_else(|| {
-        bad_input("next --job needs a jobs file: pass --jobs FILE (or run where jobs.yaml is)")
-    })?;
+fn job_of_file(file: Option<&std::path::Path>, name: &str) -> Result<JobDef> {
+    let path = file.map_or_else(
+        || std::path::PathBuf::from("jobs.yaml"),
+        |f| f.to_path_buf(),
+    );
     let loaded = cronsole::config::load_file(&path)?;
     loaded
         .file
@@ -44,8 +45,12 @@ fn job_of_file(cli: &Cli, name: &str) -> Result<JobDef> {
         .ok_or_else(|| bad_input(format!("no job named '{name}' in {}", path.display())))
 }
 
-pub fn next(cli: &Cli, a: &NextArgs) -> Result<ExitCode> {
-    let job = a.job.as_deref().map(|n| job_of_file(cli, n)).transpose()?;
+pub fn next(a: &NextArgs) -> Result<ExitCode> {
+    let job = a
+        .job
+        .as_deref()
+        .map(|n| job_of_file(a.file.as_deref(), n))
+        .transpose()?;
     let (expr, tz_name) = match (&job, &a.expr) {
         (Some(j), _) => (j.schedule_text.clone(), j.tz.clone()),
         (None, Some(e)) => (e.clone(), a.tz.clone()),

@@ -1,4 +1,5 @@
-//! `apply`, `jobs`, `history`, `pause`, `resume`, `trigger`, `stats` (SPEC §13.2): thin glue
+//! `apply`, `jobs`, `history`, `stats` (SPEC §13.2; `pause`, `resume`, `trigger` are in
+//! `select`, which resolves their bulk selectors): thin glue
 //! between clap arguments and the [`Store`] trait; formatting only.
 //!
 //! Owns: printing and exit codes of the store commands. Must not touch: store internals (it
@@ -16,12 +17,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::cli::{Cli, HistoryArgs};
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
-use cronsole::store::{HistoryQuery, Store, TriggerOutcome};
+use cronsole::store::{HistoryQuery, Store};
 use serde::Serialize;
 
 use super::{bad_input, jobs_file, open_existing_store, open_store, store_location};
@@ -268,38 +269,6 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn pause(cli: &Cli, name: &str, paused: bool) -> Result<ExitCode> {
-    let store = store(cli)?;
-    store
-        .set_paused(name, paused, Utc::now())
-        .with_context(|| {
-            format!(
-                "could not {} '{name}'",
-                if paused { "pause" } else { "resume" }
-            )
-        })?;
-    println!("{} {name}", if paused { "paused" } else { "resumed" });
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn trigger(cli: &Cli, name: &str) -> Result<ExitCode> {
-    let store = store(cli)?;
-    match store.request_trigger(name, Utc::now())? {
-        TriggerOutcome::Queued => {
-            println!("triggered {name}: the next owner claiming will run it now");
-            Ok(ExitCode::SUCCESS)
-        }
-        TriggerOutcome::AlreadyQueued => {
-            println!("{name} already has a trigger queued; nothing changed");
-            Ok(ExitCode::SUCCESS)
-        }
-        TriggerOutcome::AlreadyRunning => {
-            println!("{name} is running now; not triggered");
-            Ok(ExitCode::from(1))
-        }
-    }
 }
 
 pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
