@@ -124,6 +124,9 @@ pub enum Command {
     Edit,
     /// Print the store's log files (the engine's log; -f to follow)
     Logs(LogsArgs),
+    /// Show what one run of a job would do — gate, exact prompt, model, price ceiling, budgets,
+    /// sinks — without calling the model, delivering or recording anything
+    DryRun(DryRunArgs),
     /// Verify a whole store (file or PostgreSQL) and list every problem with its location;
     /// reads only. Exit 0 when sound, 2 when damaged
     Check(JsonFlag),
@@ -152,6 +155,7 @@ impl Command {
             Command::Edit => "edit",
             Command::Logs(_) => "logs",
             Command::Check(_) => "check",
+            Command::DryRun(_) => "dry-run",
         }
     }
 
@@ -201,6 +205,18 @@ pub struct FileArg {
 pub struct NameArg {
     /// Job name
     pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DryRunArgs {
+    /// Job name
+    pub name: String,
+    /// Do not run the job's gate (pre_run command or monitor probe)
+    #[arg(long)]
+    pub no_gates: bool,
+    /// Machine-readable JSON output
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Which jobs a bulk action (`pause`, `resume`, `trigger`) applies to: the selectors add up.

@@ -12,6 +12,7 @@ use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
 mod check;
+mod dry_run;
 mod eco;
 mod gate_cmds;
 mod run;
@@ -75,6 +76,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Edit) => eco::edit(&cli),
         Some(Command::Logs(a)) => eco::logs(&cli, a),
         Some(Command::Check(a)) => check::check(&cli, a.json),
+        Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
     }
 }
 
