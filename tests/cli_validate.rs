@@ -308,3 +308,46 @@ fn deep_nesting_is_a_yaml_error() {
         "{out}"
     );
 }
+
+/// `apply` reads the jobs file through the same cap and bounds: a bad file changes no store.
+#[test]
+fn apply_refuses_out_of_bounds_values_and_oversized_files() {
+    let dir = TempDir::new("apply");
+    let store = dir.0.join("store");
+    let apply = |file: &Path, env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+        cmd.arg("--store").arg(&store).arg("apply").arg(file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let f = dir.write(
+        "jobs.yaml",
+        "jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n    lease_seconds: 0.0001\n",
+    );
+    let (code, err) = apply(&f, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:5:20: error: jobs[0].lease_seconds: must be at least 1, found 0.0001",
+            f.display()
+        )),
+        "{err}"
+    );
+    let g = dir.write(
+        "ok.yaml",
+        "jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n",
+    );
+    let (code, err) = apply(&g, &[("CRONSOLE_MAX_JOBS_FILE_BYTES", "10")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("more than the jobs-file cap of 10 bytes"),
+        "{err}"
+    );
+    assert!(!store.exists(), "a refused file must not create a store");
+}
