@@ -1,5 +1,5 @@
 //! Cost of the per-run bookkeeping this branch adds to every agent run: model-name price
-//! resolution (exact, provider prefix, date suffix, longest prefix, unknown), building the
+//! resolution (exact, provider prefix, date suffix, alias, unknown), building the
 //! price table from settings, the budget check, and the incident signature.
 //!
 //! Run: `cargo bench --bench cost`. Prints median and p99 per operation over 200 batches.
@@ -40,7 +40,8 @@ fn main() {
         "openai/gpt-4o-mini",
         "gpt-4o-mini-2024-07-18",
         "claude-3-5-haiku-20241022",
-        "gpt-4o-mini-search-preview",
+        "claude-sonnet-4-0",
+        "gpt-4o-mini-search-preview-x",
         "some-unknown-local-model:7b",
     ] {
         bench(&format!("resolve {model}"), 2000, || {

@@ -229,3 +229,73 @@ jobs:
     rig.stop().await;
     let _ = std::fs::remove_dir_all(&src_dir);
 }
+
+/// A change the budget stopped after the gate is not consumed: once the budget allows, the next
+/// tick still sees it and calls the model (issue 11: the model spends only when it should, and
+/// a change is never silently dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_stopped_by_the_budget_is_seen_again() {
+    let key = "monitor-key-budget";
+    let fake = FakeLlm::openai(key, vec![Reply::ok("explained", 5, 5)])
+        .await
+        .unwrap();
+    let src_dir = tmp("monitor-budget-src");
+    let src = src_dir.join("s.txt");
+    std::fs::write(&src, "v1\n").unwrap();
+    let yaml = |budget: &str| {
+        format!(
+            "budget: {{ max_cost_usd: {budget}, period: day }}
+agents:
+  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"cat {}\" }}
+    agent: a
+    message: explain the change
+    max_retries: 1
+",
+            fake.base_url(),
+            src.display()
+        )
+    };
+    // gpt-4o-mini's worst case with a 4096-token bound is ~$0.0025: $0.001 refuses it.
+    let rig = Rig::start(
+        "monitor-budget",
+        &yaml("0.001"),
+        RigOpts {
+            env: HashMap::from([("K".to_string(), key.to_string())]),
+            ..Default::default()
+        },
+    )
+    .await;
+    let rows = rig.wait_rows("watch", 1).await;
+    assert_eq!(rows[0].status, Status::Skipped, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("budget reached"),
+        "{rows:#?}"
+    );
+    assert!(
+        rig.store
+            .job("watch")
+            .unwrap()
+            .unwrap()
+            .rt
+            .state
+            .monitor
+            .is_none()
+    );
+    assert_eq!(fake.request_count(), 0);
+    // The operator raises the budget; the unchanged source is still news to the model.
+    let loaded = cronsole::config::load_str(&yaml("1.0"), &rig.dir.join("jobs.yaml")).unwrap();
+    rig.store.apply(&loaded.file, rig.now()).unwrap();
+    let rows = rig.step("watch", 60, 2).await;
+    assert_eq!(rows[1].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(fake.request_count(), 1);
+    rig.stop().await;
+    let _ = std::fs::remove_dir_all(&src_dir);
+}

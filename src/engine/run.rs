@@ -21,9 +21,10 @@
 //!   are "the action" of SPEC §8 step 4. Model errors that cannot go away by retrying (missing key,
 //!   bad URL, 429 hold) are not retried.
 //! - `context_from` seeds agent prompts only; a `command` job ignores it.
-//! - A monitor's new watermark is kept only when the run does not fail: a change whose action
-//!   failed (model error, command exit ≠ 0) is seen again on the next tick and retried, instead
-//!   of being consumed by a failed run. The failed row still carries the diff.
+//! - A monitor's new watermark is kept only when the action ran: a change whose action failed
+//!   (model error, command exit ≠ 0) or was stopped after the gate (a budget, a missing context)
+//!   is seen again on the next tick, instead of being consumed by a run that did not act on it.
+//!   The row still carries the diff.
 //! - Secrets: every configured API-key value (each agent's `api_key_env` value, ≥ 8 characters)
 //!   is redacted from the command output, the reply, every error, reason and diff, and the
 //!   notepad *before* any truncation and before delivery (`text::Secrets`).
@@ -276,9 +277,12 @@ pub async fn execute(
         cx.apply(end);
     }
     cx.redact_all();
-    // A change the action could not act on (model or command failed) is not consumed: the
-    // watermark stays where it was, so the next tick sees the change again and retries it.
-    if cx.row.status == Status::Failed && cx.state.monitor != prior_monitor {
+    // A change the action could not act on (model or command failed, a budget or a missing
+    // context stopped it after the gate) is not consumed: the watermark stays where it was, so
+    // the next tick sees the change again.
+    if matches!(cx.row.status, Status::Failed | Status::Skipped)
+        && cx.state.monitor != prior_monitor
+    {
         cx.state.monitor = prior_monitor;
     }
     budget_alert(&mut cx).await;

@@ -79,6 +79,13 @@ pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
     (spent, held)
 }
 
+/// Committed money in one budget period: spent (counters) and held (reservations).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Totals {
+    pub spent: f64,
+    pub held: f64,
+}
+
 /// Does `req` fit every budget that applies? `Ok(period key)` or `Err(reason)`.
 /// `jobs` is every job in the store (the requesting one included).
 pub fn decide<'a>(
@@ -86,6 +93,32 @@ pub fn decide<'a>(
     jobs: impl Iterator<Item = &'a JobRecord>,
     req: &ReserveRequest<'_>,
 ) -> Result<Result<String, String>, super::StoreError> {
+    let key = counter_period(settings).key(req.now);
+    let mut global = Totals::default();
+    let mut mine = None;
+    for rec in jobs {
+        let (s, h) = committed(rec, &key);
+        global.spent += s;
+        global.held += h;
+        if rec.def.name == req.job {
+            mine = Some((rec.def.max_cost_usd, Totals { spent: s, held: h }));
+        }
+    }
+    let Some((job_limit, job)) = mine else {
+        return Err(super::StoreError::NoSuchJob(req.job.to_string()));
+    };
+    Ok(decide_totals(settings, global, job_limit, job, req))
+}
+
+/// [`decide`] over totals the store summed itself (the PostgreSQL store sums in SQL): `global`
+/// over every job, `job` for the requesting one, whose limit is `job_limit`.
+pub fn decide_totals(
+    settings: &Settings,
+    global: Totals,
+    job_limit: Option<f64>,
+    job: Totals,
+    req: &ReserveRequest<'_>,
+) -> Result<String, String> {
     let period = counter_period(settings);
     let key = period.key(req.now);
     let word = period_word(period);
@@ -94,44 +127,31 @@ pub fn decide<'a>(
     } else {
         0.0
     };
-    let (mut g_spent, mut g_held) = (0.0, 0.0);
-    let mut mine = None;
-    for rec in jobs {
-        let (s, h) = committed(rec, &key);
-        g_spent += s;
-        g_held += h;
-        if rec.def.name == req.job {
-            mine = Some((rec.def.max_cost_usd, s, h));
-        }
-    }
-    let Some((job_limit, j_spent, j_held)) = mine else {
-        return Err(super::StoreError::NoSuchJob(req.job.to_string()));
-    };
-    let fits = |limit: f64, spent: f64, held: f64| {
-        let used = spent + held;
+    let fits = |limit: f64, t: Totals| {
+        let used = t.spent + t.held;
         limit.is_finite() && used < limit && used + cost <= limit
     };
-    let why = |scope: &str, limit: f64, spent: f64, held: f64| {
+    let why = |scope: &str, limit: f64, t: Totals| {
         format!(
             "budget reached: {scope} {}/{word} (spent {}, in flight {}; this call may cost up \
              to {})",
             usd(limit),
-            usd(spent),
-            usd(held),
+            usd(t.spent),
+            usd(t.held),
             usd(cost)
         )
     };
     if let Some(b) = settings.budget
-        && !fits(b.max_cost_usd, g_spent, g_held)
+        && !fits(b.max_cost_usd, global)
     {
-        return Ok(Err(why("global", b.max_cost_usd, g_spent, g_held)));
+        return Err(why("global", b.max_cost_usd, global));
     }
     if let Some(limit) = job_limit
-        && !fits(limit, j_spent, j_held)
+        && !fits(limit, job)
     {
-        return Ok(Err(why("job", limit, j_spent, j_held)));
+        return Err(why("job", limit, job));
     }
-    Ok(Ok(key))
+    Ok(key)
 }
 
 /// Record an accepted reservation on the job (dropping its reservations of ended periods).

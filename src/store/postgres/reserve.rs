@@ -3,8 +3,9 @@
 //!
 //! Owns: the reserve transaction (an advisory transaction lock serialises reservations across
 //! every owner and host; the requesting job's row is locked `FOR UPDATE` so claims and
-//! completions of that job wait for it) and the settle transaction (one row lock). Must not
-//! touch: the decisions themselves (`store::budget`).
+//! completions of that job wait for it; the other jobs' committed money is summed in SQL, so a
+//! reservation reads one aggregate, not every record) and the settle transaction (one row lock).
+//! Must not touch: the decisions themselves (`store::budget`).
 //!
 //! Why only reservations take the advisory lock: completions and settlements never raise the
 //! committed total (a completion moves a settled amount from a reservation into the counters in
@@ -16,7 +17,8 @@ use tokio_postgres::types::Type;
 use uuid::Uuid;
 
 use super::{Inner, bump, db_err, read_jobs, write_jobs};
-use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement};
+use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement, Totals};
+use crate::store::logic;
 use crate::store::{StoreError, StoreResult};
 
 /// `pg_advisory_xact_lock` key of budget reservations ("cronbudg" in ASCII).
@@ -44,7 +46,27 @@ impl Inner {
         .map_err(|e| db_err("taking the budget lock", e))?;
         let mut mine = read_jobs(&tx, &self.location, Some(&job), true).await?;
         let settings = self.settings_in(&tx).await?;
-        let all = read_jobs(&tx, &self.location, None, false).await?;
+        let key = logic::counter_period(&settings).key(now);
+        // Every other job's committed money, summed in SQL (the same rule as
+        // `budget::committed`: counters of this period, reservations of this period, each ≥ 0).
+        let rows = tx
+            .query_typed(
+                "SELECT
+                     COALESCE(sum(GREATEST((record->'rt'->'counters'->>'period_cost_usd')::float8, 0))
+                         FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
+                     COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
+                         FROM jsonb_array_elements(
+                             COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
+                         WHERE r->>'period_key' = $1)), 0)
+                 FROM cronsole_jobs WHERE name <> $2",
+                &[(&key, Type::TEXT), (&job, Type::TEXT)],
+            )
+            .await
+            .map_err(|e| db_err("summing committed spend", &e))?;
+        let (others_spent, others_held): (f64, f64) = rows
+            .first()
+            .map(|r| (r.get(0), r.get(1)))
+            .unwrap_or((0.0, 0.0));
         let req = ReserveRequest {
             job: &job,
             run_id,
@@ -52,9 +74,22 @@ impl Inner {
             usd,
             now,
         };
-        // The locked copy of our own row replaces the unlocked one (same snapshot rule).
-        let others = all.iter().filter(|r| r.def.name != job);
-        let key = match budget::decide(&settings, others.chain(mine.iter()), &req)? {
+        let Some(rec) = mine.first() else {
+            return Err(StoreError::NoSuchJob(job));
+        };
+        let (spent, held) = budget::committed(rec, &key);
+        let global = Totals {
+            spent: others_spent + spent,
+            held: others_held + held,
+        };
+        let job_totals = Totals { spent, held };
+        let key = match budget::decide_totals(
+            &settings,
+            global,
+            rec.def.max_cost_usd,
+            job_totals,
+            &req,
+        ) {
             Ok(key) => key,
             Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
         };
