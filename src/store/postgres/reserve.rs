@@ -62,7 +62,7 @@ impl Inner {
                 &[(&key, Type::TEXT), (&job, Type::TEXT)],
             )
             .await
-            .map_err(|e| db_err("summing committed spend", &e))?;
+            .map_err(|e| db_err("summing committed spend", e))?;
         let (others_spent, others_held): (f64, f64) = rows
             .first()
             .map(|r| (r.get(0), r.get(1)))
