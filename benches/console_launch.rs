@@ -38,7 +38,8 @@ fn build_store(dir: &Path, now: DateTime<Utc>) {
     };
     store.apply(&file, now).expect("apply");
     drop(store);
-    // A million rows written in the store's own line format (one §4 row per line), oldest first.
+    // A million rows written in the store's own line format (one §4 row per line with its
+    // checksum), oldest first.
     let mut f = std::io::BufWriter::new(
         std::fs::OpenOptions::new()
             .append(true)
@@ -68,8 +69,10 @@ fn build_store(dir: &Path, now: DateTime<Utc>) {
             "run {i}: everything nominal, {} items processed",
             i % 977
         ));
-        serde_json::to_writer(&mut f, &r).expect("row");
-        f.write_all(b"\n").expect("newline");
+        // Format 2: each row carries its checksum (store/filefmt.rs).
+        let mut line = Vec::with_capacity(512);
+        cronsole::store::filefmt::encode_row(&mut line, &r).expect("row");
+        f.write_all(&line).expect("row");
     }
     f.flush().expect("flush");
 }

@@ -235,8 +235,10 @@ fn rss() {
             );
             r.result = Some(format!("output line for run {i}: all good"));
             r.duration_ms = 12;
-            serde_json::to_writer(&mut f, &r).unwrap();
-            f.write_all(b"\n").unwrap();
+            // Format 2: each row carries its checksum (store/filefmt.rs).
+            let mut line = Vec::with_capacity(512);
+            cronsole::store::filefmt::encode_row(&mut line, &r).unwrap();
+            f.write_all(&line).unwrap();
         }
         f.flush().unwrap();
     }

@@ -132,6 +132,7 @@ fn history_million(base: &std::path::Path) {
             .open(dir.join("history.jsonl"))
             .expect("history file");
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        let mut buf = Vec::with_capacity(512);
         for i in 0..1_000_000i64 {
             let mut row = HistoryRow::new(
                 &format!("job-{:04}", i % 1000),
@@ -146,8 +147,10 @@ fn history_million(base: &std::path::Path) {
                 t(i),
             );
             row.result = Some("ok".into());
-            serde_json::to_writer(&mut w, &row).expect("row");
-            w.write_all(b"\n").expect("newline");
+            // Format 2: each row carries its checksum (store/filefmt.rs).
+            buf.clear();
+            cronsole::store::filefmt::encode_row(&mut buf, &row).expect("row");
+            w.write_all(&buf).expect("row");
         }
         w.flush().expect("flush");
     }

@@ -86,9 +86,14 @@ pub struct HistoryRow {
     pub status: Status,
     /// The slot this row stands for (UTC), null for a manual run.
     pub slot: Option<DateTime<Utc>>,
-    /// For rows standing for several slots (`missed`, overlap `skipped`): the last slot of the range.
+    /// For rows standing for several slots (`missed`, overlap `skipped`, a coalesced fire): the
+    /// last slot of the range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_end: Option<DateTime<Utc>>,
+    /// A coalesced fire (SPEC §5, grace null) standing for several overdue slots: the first of
+    /// them. Its `slot` is the one it names (cron: the latest; every: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_start: Option<DateTime<Utc>>,
     pub trigger: Trigger,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
@@ -135,6 +140,7 @@ impl HistoryRow {
             status,
             slot,
             slot_end: None,
+            slot_start: None,
             trigger,
             started_at: at,
             finished_at: at,
@@ -489,6 +495,17 @@ pub struct Lease {
     pub last_renewed: DateTime<Utc>,
     /// This claim retires the job when it completes (one-shot, `max_runs` reached, `until` passed).
     pub spends_job: bool,
+    /// The overdue slots this fire coalesced (SPEC §5), when more than one: stamped on its row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesced: Option<SlotRange>,
+}
+
+/// A range of slots one row stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRange {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    pub count: u64,
 }
 
 /// Counters kept per job so stats never need a history scan (SPEC §11).

@@ -217,3 +217,73 @@ fn history_retention_keeps_the_newest_rows_of_a_job() {
     assert_eq!(a[0].slot, Some(conformance::t(1180)), "newest kept");
     assert_eq!(q("b").len(), 4, "other jobs untouched");
 }
+
+/// Issue 10 item 2: `check` on PostgreSQL decodes every record and row and names the bad ones.
+#[test]
+fn check_names_every_undecodable_job_and_history_row() {
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    let file = cronsole::model::JobsFile {
+        settings: Default::default(),
+        jobs: vec![
+            cronsole::testkit::jobs::command_job("a", 60),
+            cronsole::testkit::jobs::command_job("b", 60),
+        ],
+    };
+    s.apply(&file, t0()).unwrap();
+    let out = s
+        .claim_due(&cronsole::store::ClaimRequest {
+            now: t0(),
+            owner: "o",
+            limit: 2,
+            in_flight: &[],
+        })
+        .unwrap();
+    for c in out.claims {
+        let job = c.job.def.name.clone();
+        let row = cronsole::model::HistoryRow::new(
+            &job,
+            cronsole::model::Status::Succeeded,
+            c.trigger,
+            c.slot,
+            "o",
+            t0(),
+        );
+        s.complete(cronsole::store::Completion {
+            job,
+            run_id: c.run_id,
+            owner: "o".into(),
+            now: t0(),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+    }
+    let ok = s.check().unwrap();
+    assert!(ok.ok(), "{:?}", ok.problems);
+    assert_eq!((ok.jobs, ok.history_rows), (2, 2));
+    support::pg::exec(
+        &url,
+        "UPDATE cronsole_jobs SET record = '{\"nope\": 1}' WHERE name = 'b'",
+    )
+    .unwrap();
+    support::pg::exec(
+        &url,
+        "UPDATE cronsole_history SET row = '{\"x\": 1}' WHERE seq = (SELECT min(seq) FROM cronsole_history)",
+    )
+    .unwrap();
+    let bad = s.check().unwrap();
+    assert!(!bad.ok());
+    let text: Vec<String> = bad.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(text.len(), 2, "{text:?}");
+    assert!(
+        text.iter()
+            .any(|t| t.contains("cronsole_jobs") && t.contains("job 'b'")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|t| t.contains("cronsole_history")),
+        "{text:?}"
+    );
+}

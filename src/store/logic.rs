@@ -16,8 +16,14 @@
 //! - An `every` job's first slot is its anchor, the instant it was first stored (SPEC §3.1), so a
 //!   new `every` job fires at once. A cron job's first slot is the first cron instant ≥ creation.
 //! - "Has run before" (§5) means a slot was ever claimed (`last_slot` is set).
-//! - A coalesced fire (grace null) names the first overdue slot; the later overdue slots are
-//!   covered by it and the job continues at the first slot after the claim instant.
+//! - A coalesced fire (grace null) names its scheduled instant per SPEC §5: for cron the LATEST
+//!   slot at or before now, for `every` the first overdue slot. When it stands for more than one
+//!   overdue slot, its row carries `slots_count`, `slot_start` (first) and `slot_end` (last),
+//!   like a `missed` row; the job continues at the first slot after the claim instant.
+//! - A run's overlap `skipped` row covers only slots that came due while the run was really in
+//!   flight: until its row's `finished_at` (or, for an abandoned run, its lease expiry). A
+//!   completion written late (store unwritable: disk full, database down) does not turn the
+//!   slots of the outage into "overlap"; §5 decides them at the next claim.
 //! - Manual runs (`trigger: manual`, `slot: null`) do not count toward `max_runs`/`once`, do not
 //!   move the schedule, and are allowed while paused or held. A due slot is claimed before a
 //!   queued manual trigger of the same job; the trigger stays queued for the next claim.
@@ -40,7 +46,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::{ApplyReport, CompleteOutcome, Completion, StoreError, StoreResult, TriggerOutcome};
 use crate::model::{
     BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease, Settings,
-    Status, Trigger,
+    SlotRange, Status, Trigger,
 };
 use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 
@@ -232,6 +238,8 @@ pub struct ClaimPlan {
     pub slot: Option<DateTime<Utc>>,
     pub trigger: Trigger,
     pub lease_until: DateTime<Utc>,
+    /// The overdue slots this fire stands for, when it coalesced several (SPEC §5).
+    pub coalesced: Option<SlotRange>,
 }
 
 /// The result of looking at one unleased job during `claim_due`.
@@ -391,7 +399,20 @@ pub fn evaluate(
             // A queued manual trigger may still run below.
         } else {
             if can_claim {
-                ev.claim = Some(claim(rec, sched, now, owner, Some(slot), Trigger::Schedule));
+                let coalesced = if !never_run && rec.def.schedule.is_recurring() {
+                    sched
+                        .slots_between(next - ms(1), now, SLOT_COUNT_CAP)
+                        .filter(|(_, _, n)| *n > 1)
+                        .map(|(first, last, count)| SlotRange { first, last, count })
+                } else {
+                    None
+                };
+                let mut plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
+                if let Some(l) = rec.rt.lease.as_mut() {
+                    l.coalesced = coalesced;
+                }
+                plan.coalesced = coalesced;
+                ev.claim = Some(plan);
                 ev.changed = true;
             }
             return ev;
@@ -453,12 +474,14 @@ fn claim(
         lease_until,
         last_renewed: now,
         spends_job,
+        coalesced: None,
     });
     ClaimPlan {
         run_id,
         slot,
         trigger,
         lease_until,
+        coalesced: None,
     }
 }
 
@@ -525,6 +548,16 @@ pub fn finish_run(
     let Some(lease) = rec.rt.lease.take() else {
         return out;
     };
+    // A coalesced fire's row stands for every overdue slot it covered (SPEC §5), whatever its
+    // status: nothing is dropped silently.
+    if let Some(r) = lease.coalesced
+        && row.slots_count.is_none()
+        && row.slot == lease.slot
+    {
+        row.slots_count = Some(r.count);
+        row.slot_start = Some(r.first);
+        row.slot_end = Some(r.last);
+    }
     if let Some(s) = state {
         // Each part of the state has its own space: only an over-cap notepad is rejected.
         let (merged, rejected) = JobState::merge_capped(&rec.rt.state, s);
@@ -590,10 +623,12 @@ pub fn finish_run(
     // Overlap: slots that came due while this run was in flight. A run abandoned by a crash was
     // only "in flight" until its lease expired: slots after that fell due while no owner was
     // running, and §5 (coalesced fire, or `missed` past the grace) decides them at the next claim.
+    // A completion written late (the store was unwritable) ends at its row's `finished_at`:
+    // the slots after that fell due while no run was in flight.
     let bound = if row.status == Status::Abandoned {
         lease.lease_until.min(now)
     } else {
-        now
+        row.finished_at.max(lease.claimed_at).min(now)
     };
     let paused = rt.paused || !rec.def.enabled;
     let held = rt.hold_until.is_some_and(|h| h > now);
@@ -964,6 +999,59 @@ mod tests {
             Some(t(T0 + 360)),
             "older overdue slots coalesced"
         );
+    }
+
+    /// Issue 10 item 7: a coalesced fire's row carries the slots it stands for, like `missed`.
+    #[test]
+    fn s5_coalesced_fire_row_carries_slots_count_and_range() {
+        let mut r = ran_at_t0(None);
+        let c = eval(&mut r, T0 + 305).claim.unwrap();
+        let range = c.coalesced.unwrap();
+        assert_eq!(
+            (range.first, range.last, range.count),
+            (t(T0 + 60), t(T0 + 300), 5)
+        );
+        let out = done(&mut r, Status::Succeeded, T0 + 306);
+        assert!(out.extra_rows.is_empty());
+        // The row itself is stamped by finish_run.
+        let s = sched(&r);
+        let mut r2 = ran_at_t0(None);
+        let c2 = eval(&mut r2, T0 + 305).claim.unwrap();
+        let mut row = HistoryRow::new("j", Status::Failed, c2.trigger, c2.slot, "me", t(T0 + 306));
+        row.run_id = c2.run_id;
+        finish_run(&mut r2, &s, &mut row, None, None, P, t(T0 + 306));
+        assert_eq!(
+            row.slot,
+            Some(t(T0 + 60)),
+            "every names the first overdue slot"
+        );
+        assert_eq!(row.slot_start, Some(t(T0 + 60)));
+        assert_eq!(row.slot_end, Some(t(T0 + 300)));
+        assert_eq!(row.slots_count, Some(5));
+        // An on-time fire stands for one slot: no range.
+        let c3 = eval(&mut r2, T0 + 360).claim.unwrap();
+        assert!(c3.coalesced.is_none());
+    }
+
+    /// Issue 10 item 7: a completion written late (store unwritable for 100 s) is not an overlap
+    /// of the slots of the outage; they come back through §5 as one coalesced fire.
+    #[test]
+    fn a_late_written_completion_records_no_overlap_for_the_outage() {
+        let mut r = ran_at_t0(None);
+        let c = eval(&mut r, T0 + 60).claim.unwrap();
+        let s = sched(&r);
+        let mut row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "me", t(T0 + 62));
+        row.run_id = c.run_id;
+        // Written at T0+400: slots T0+120..T0+360 passed while the store was unwritable.
+        let out = finish_run(&mut r, &s, &mut row, None, None, P, t(T0 + 400));
+        assert!(
+            out.extra_rows.is_empty(),
+            "no `skipped overlap` for a run that had ended: {:?}",
+            out.extra_rows
+        );
+        let next = eval(&mut r, T0 + 400).claim.unwrap();
+        assert_eq!(next.slot, Some(t(T0 + 120)));
+        assert_eq!(next.coalesced.unwrap().count, 5, "T0+120..=T0+360");
     }
 
     #[test]
@@ -1427,6 +1515,27 @@ mod cron_and_config_tests {
         load(&format!(
             "jobs:\n  - name: brief\n    schedule: {{ kind: cron, cron_expr: \"0 7 * * *\", tz: UTC }}\n    command: \"true\"\n    misfire_grace_seconds: {grace}\n"
         ))
+    }
+
+    /// Issue 10 item 7 / SPEC §5: a coalesced cron fire names the LATEST overdue slot and its
+    /// row carries the whole range.
+    #[test]
+    fn s5_coalesced_cron_fire_names_the_latest_slot_and_carries_the_range() {
+        let mut r = new_record(cron_def("null"), t("2026-11-20T12:00:00Z")).unwrap();
+        let s = compile(&r).unwrap();
+        r.rt.last_slot = Some(t("2026-11-26T07:00:00Z"));
+        r.rt.next_slot = Some(t("2026-11-27T07:00:00Z"));
+        let now = t("2026-11-29T09:00:00Z");
+        let c = evaluate(&mut r, &s, now, "o", true, BudgetPeriod::Day)
+            .claim
+            .unwrap();
+        assert_eq!(c.slot, Some(t("2026-11-29T07:00:00Z")), "the latest slot");
+        let mut row = HistoryRow::new("brief", Status::Succeeded, c.trigger, c.slot, "o", now);
+        row.run_id = c.run_id;
+        finish_run(&mut r, &s, &mut row, None, None, BudgetPeriod::Day, now);
+        assert_eq!(row.slots_count, Some(3));
+        assert_eq!(row.slot_start, Some(t("2026-11-27T07:00:00Z")));
+        assert_eq!(row.slot_end, Some(t("2026-11-29T07:00:00Z")));
     }
 
     #[test]

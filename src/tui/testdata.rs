@@ -86,6 +86,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         lease_until: until,
         last_renewed: claimed,
         spends_job: false,
+        coalesced: None,
     }
 }
 
