@@ -282,4 +282,26 @@ mod tests {
             }
         }
     }
+
+    /// Issue 16 item 3: NEXT and LEFT show when the slot fires (slot + jitter), not the slot.
+    #[test]
+    fn next_and_left_show_the_jittered_fire_instant() {
+        let (mut snap, now) = crate::tui::testdata::fixed();
+        let j = &mut snap.jobs[0];
+        let slot = now + chrono::Duration::seconds(60);
+        j.rt.next_slot = Some(slot);
+        j.def.jitter_seconds = 3000.0;
+        let fire = j.def.fire_at(slot);
+        assert!(
+            fire > slot + chrono::Duration::seconds(1),
+            "this slot has an offset"
+        );
+        let rec = j.clone();
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(cell(&app, &rec, Col::Next).0, when(fire, now));
+        assert_eq!(
+            cell(&app, &rec, Col::Left).0,
+            dur((fire - now).num_seconds())
+        );
+    }
 }
