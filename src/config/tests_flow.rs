@@ -250,3 +250,24 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[test]
+fn a_job_naming_a_broken_calendar_is_told_so() {
+    let c = check(
+        "calendars:\n  h: {dates: [someday]}\njobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: h\n",
+    );
+    at(
+        diag(&c, "calendars.h.dates[0]"),
+        2,
+        15,
+        Severity::Error,
+        "is not a date",
+    );
+    at(
+        diag(&c, "jobs[0].except_on"),
+        7,
+        16,
+        Severity::Error,
+        "has errors (reported where it is defined)",
+    );
+}

@@ -32,8 +32,13 @@ impl Checker<'_> {
             "calendar",
             true,
         ) {
-            if let Some(c) = self.calendar(&name, v, &p) {
-                out.insert(name, c);
+            match self.calendar(&name, v, &p) {
+                Some(c) => {
+                    out.insert(name, c);
+                }
+                None => {
+                    self.broken_calendars.insert(name);
+                }
             }
         }
         out
@@ -196,6 +201,16 @@ impl Checker<'_> {
                 continue;
             };
             let name = name.trim().to_string();
+            if self.broken_calendars.contains(&name) {
+                self.error(
+                    key(p, k),
+                    format!(
+                        "calendar {} has errors (reported where it is defined)",
+                        show(&name)
+                    ),
+                );
+                continue;
+            }
             let Some(cal) = self.calendars.get(&name).cloned() else {
                 let known: Vec<&str> = self.calendars.keys().map(String::as_str).collect();
                 let hint = if known.is_empty() {

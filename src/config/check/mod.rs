@@ -121,6 +121,8 @@ pub(crate) struct Checker<'e> {
     pub base_dir: Option<std::path::PathBuf>,
     /// The calendars read from `calendars:` (valid ones only), by name.
     pub(super) calendars: std::collections::BTreeMap<String, crate::schedule::calendar::Calendar>,
+    /// Calendars defined with errors (a job naming one is told so, not "unknown").
+    pub(super) broken_calendars: std::collections::BTreeSet<String>,
     env_chars: Option<EnvChars<'e>>,
 }
 
@@ -222,6 +224,7 @@ impl<'e> Checker<'e> {
             now: None,
             base_dir: None,
             calendars: Default::default(),
+            broken_calendars: Default::default(),
             env_chars: None,
         }
     }
