@@ -271,3 +271,24 @@ fn a_job_naming_a_broken_calendar_is_told_so() {
         "has errors (reported where it is defined)",
     );
 }
+
+#[test]
+fn a_calendar_of_too_many_dates_is_refused() {
+    let dates: Vec<String> = (0..10_001)
+        .map(|i| {
+            (chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap() + chrono::Duration::days(i))
+                .to_string()
+        })
+        .collect();
+    let c = check(&format!(
+        "calendars:\n  big: {{dates: [{}]}}\njobs: []\n",
+        dates.join(", ")
+    ));
+    at(
+        diag(&c, "calendars.big"),
+        2,
+        8,
+        Severity::Error,
+        "10001 dates, more than 10000",
+    );
+}

@@ -17,6 +17,8 @@ use crate::schedule::calendar::{Calendar, DayRule, WEEKDAY_NAMES, parse_weekday}
 
 /// A dates file larger than this is refused (a holiday list is a few kilobytes).
 pub const MAX_DATES_FILE_BYTES: u64 = 1024 * 1024;
+/// Most dates one calendar may hold: every job that names it carries its dates in the store.
+pub const MAX_CALENDAR_DATES: usize = 10_000;
 
 fn parse_date(s: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").ok()
@@ -121,6 +123,16 @@ impl Checker<'_> {
             if let Err(msg) = self.dates_file(&file, &mut cal) {
                 self.error(key(p, "file"), msg);
             }
+        }
+        if cal.dates.len() > MAX_CALENDAR_DATES {
+            self.error(
+                p.to_vec(),
+                format!(
+                    "calendar holds {} dates, more than {MAX_CALENDAR_DATES}: every job naming it \
+                     stores its dates (use weekdays for recurring days)",
+                    cal.dates.len()
+                ),
+            );
         }
         if !any && self.error_count() == before {
             self.error(
