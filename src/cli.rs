@@ -118,12 +118,12 @@ pub enum Command {
     Jobs(JobsArgs),
     /// Show history rows, newest first
     History(HistoryArgs),
-    /// Pause a job (every owner sharing the store honours it), optionally saying why
+    /// Pause jobs (every owner sharing the store honours it), optionally saying why
     Pause(PauseArgs),
     /// Resume a paused job at its next future slot
-    Resume(NameArg),
+    Resume(SelectArgs),
     /// Run a job once now (never while it is already running)
-    Trigger(NameArg),
+    Trigger(SelectArgs),
     /// Show the monitor diff of a job's latest (or given) changed run
     Diff(DiffArgs),
     /// Run one monitor probe with every safety guarantee and print what it saw
@@ -151,6 +151,9 @@ pub enum Command {
     Describe(DescribeArgs),
     /// Run the slots of a past window, each a normal run with its own row (trigger: backfill)
     Backfill(BackfillArgs),
+    /// Show what one run of a job would do — gate, exact prompt, model, price ceiling, budgets,
+    /// sinks — without calling the model, delivering or recording anything
+    DryRun(DryRunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -165,8 +168,8 @@ pub struct JobsArgs {
 
 #[derive(Debug, Args)]
 pub struct PauseArgs {
-    /// Job name
-    pub name: String,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Why it is paused (shown in `jobs`, `describe` and the console)
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
@@ -236,6 +239,7 @@ impl Command {
             Command::Cancel(_) => "cancel",
             Command::Describe(_) => "describe",
             Command::Backfill(_) => "backfill",
+            Command::DryRun(_) => "dry-run",
         }
     }
 
@@ -288,6 +292,32 @@ pub struct NameArg {
 }
 
 #[derive(Debug, Args)]
+pub struct DryRunArgs {
+    /// Job name
+    pub name: String,
+    /// Do not run the job's gate (pre_run command or monitor probe)
+    #[arg(long)]
+    pub no_gates: bool,
+    /// Machine-readable JSON output
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which jobs a bulk action (`pause`, `resume`, `trigger`) applies to: the selectors add up.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// Job names or globs such as 'report-*' or 'db-?' (quote globs from the shell)
+    #[arg(value_name = "NAME|GLOB", required_unless_present_any = ["all", "tag"])]
+    pub names: Vec<String>,
+    /// Jobs carrying this tag (`tags:` in the jobs file); repeat for several
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tag: Vec<String>,
+    /// Every job in the store that is not retired
+    #[arg(long, conflicts_with_all = ["names", "tag"])]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct JsonFlag {
     /// Machine-readable JSON output
     #[arg(long)]
@@ -297,7 +327,15 @@ pub struct JsonFlag {
 #[derive(Debug, Args)]
 pub struct NextArgs {
     /// Schedule text: a cron expression, a macro, or any form of the schedule grammar
-    pub expr: String,
+    #[arg(required_unless_present = "job")]
+    pub expr: Option<String>,
+    /// Preview the job NAME of the jobs file instead: its schedule, zone, calendars
+    /// (`only_on`/`except_on`) and jitter; the instants printed are when each slot fires
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["expr", "tz"])]
+    pub job: Option<String>,
+    /// The jobs file `--job` reads (default: jobs.yaml here)
+    #[arg(long, value_name = "FILE", requires = "job")]
+    pub file: Option<std::path::PathBuf>,
     /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,

@@ -269,9 +269,41 @@ pub struct JobDef {
     /// Free labels for selecting jobs in bulk (`--tag T`).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Each slot fires at a deterministic offset in `[0, jitter_seconds)` after it
+    /// (`schedule::jitter`); 0 = on the slot.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jitter_seconds: f64,
+    /// `only_on` / `except_on` calendars, resolved (`schedule::calendar`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::schedule::calendar::DayRule::is_empty"
+    )]
+    pub days: crate::schedule::calendar::DayRule,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl JobDef {
+    /// The job's slot schedule: its `schedule` with `anchor`, restricted to the dates its
+    /// calendars allow (in the job's zone).
+    pub fn compile(
+        &self,
+        anchor: DateTime<Utc>,
+    ) -> Result<crate::schedule::Compiled, crate::schedule::ScheduleError> {
+        let c = crate::schedule::Compiled::new(&self.schedule, anchor)?;
+        if self.days.is_empty() {
+            return Ok(c);
+        }
+        Ok(c.on_days(&self.days, crate::schedule::parse_tz(&self.tz)?))
+    }
+
+    /// The instant the slot `slot` fires: the slot plus the job's jitter offset.
+    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        crate::schedule::jitter::fire_at(&self.name, slot, self.jitter_seconds)
+    }
+
     /// A one-shot job: `once`/`max_runs: 1`, or an `at` schedule (SPEC §6 recovery table).
     pub fn is_one_shot(&self) -> bool {
         self.max_runs == Some(1) || self.schedule.is_at()

@@ -12,10 +12,12 @@ use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
 mod check;
+mod dry_run;
 mod eco;
 mod gate_cmds;
 mod run;
 mod schedule_cmds;
+mod select;
 mod store_cmds;
 mod validate;
 
@@ -62,9 +64,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a),
         Some(Command::History(a)) => store_cmds::history(&cli, a),
-        Some(Command::Pause(a)) => store_cmds::pause_with_reason(&cli, a),
-        Some(Command::Resume(a)) => store_cmds::pause(&cli, &a.name, false),
-        Some(Command::Trigger(a)) => store_cmds::trigger(&cli, &a.name),
+        Some(Command::Pause(a)) => select::pause(&cli, &a.select, true, a.reason.as_deref()),
+        Some(Command::Resume(a)) => select::pause(&cli, a, false, None),
+        Some(Command::Trigger(a)) => select::trigger(&cli, a),
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
         Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
@@ -78,6 +80,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Cancel(a)) => store_cmds::cancel(&cli, a),
         Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
+        Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
     }
 }
 

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use cronsole::cli::NextArgs;
+use cronsole::model::JobDef;
 use cronsole::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 
 use super::bad_input;
@@ -28,10 +29,39 @@ fn instant(flag: &str, s: &str) -> Result<DateTime<Utc>> {
         })
 }
 
+/// The job `name` of the jobs file (`--file`, else `./jobs.yaml`): its schedule and what
+/// turns slots into fire instants.
+fn job_of_file(file: Option<&std::path::Path>, name: &str) -> Result<JobDef> {
+    let path = file.map_or_else(
+        || std::path::PathBuf::from("jobs.yaml"),
+        |f| f.to_path_buf(),
+    );
+    let loaded = cronsole::config::load_file(&path)?;
+    loaded
+        .file
+        .jobs
+        .into_iter()
+        .find(|j| j.name == name)
+        .ok_or_else(|| bad_input(format!("no job named '{name}' in {}", path.display())))
+}
+
 pub fn next(a: &NextArgs) -> Result<ExitCode> {
-    let tz = parse_tz(&a.tz).map_err(|e| bad_input(e.to_string()))?;
-    let spec = parse_schedule(&a.expr, &a.tz)
-        .map_err(|e| bad_input(format!("schedule '{}': {e}", a.expr)))?;
+    let job = a
+        .job
+        .as_deref()
+        .map(|n| job_of_file(a.file.as_deref(), n))
+        .transpose()?;
+    let (expr, tz_name) = match (&job, &a.expr) {
+        (Some(j), _) => (j.schedule_text.clone(), j.tz.clone()),
+        (None, Some(e)) => (e.clone(), a.tz.clone()),
+        (None, None) => return Err(bad_input("next needs a schedule expression or --job NAME")),
+    };
+    let tz = parse_tz(&tz_name).map_err(|e| bad_input(e.to_string()))?;
+    let spec = match &job {
+        Some(j) => j.schedule.clone(),
+        None => parse_schedule(&expr, &tz_name)
+            .map_err(|e| bad_input(format!("schedule '{expr}': {e}")))?,
+    };
     let after = a
         .after
         .as_deref()
@@ -54,7 +84,13 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         }
         _ => reference,
     };
-    let compiled = Compiled::new(&spec, anchor).map_err(|e| bad_input(e.to_string()))?;
+    let compiled = match &job {
+        Some(j) => j.compile(anchor),
+        None => Compiled::new(&spec, anchor),
+    }
+    .map_err(|e| bad_input(e.to_string()))?;
+    // What the store acts on: the slot plus the job's jitter (the slot itself without --job).
+    let fire = |s: DateTime<Utc>| job.as_ref().map_or(s, |j| j.fire_at(s));
 
     let mut slots = Vec::with_capacity(a.count as usize);
     let mut cur = reference;
@@ -74,14 +110,23 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     }
 
     if a.json {
-        let v = serde_json::json!({
-            "expr": a.expr,
+        let mut v = serde_json::json!({
+            "expr": expr,
             "tz": tz.name(),
             "slots": slots
                 .iter()
                 .map(|s| s.to_rfc3339_opts(SecondsFormat::Secs, true))
                 .collect::<Vec<_>>(),
         });
+        if let Some(j) = &job {
+            v["job"] = serde_json::json!(j.name);
+            v["fires"] = serde_json::json!(
+                slots
+                    .iter()
+                    .map(|s| fire(*s).to_rfc3339_opts(SecondsFormat::Secs, true))
+                    .collect::<Vec<_>>()
+            );
+        }
         println!("{v}");
     } else if slots.is_empty() {
         // An empty answer says so (a script reading --json gets `"slots": []`).
@@ -100,10 +145,20 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         }
     } else {
         for s in &slots {
-            let local = s.with_timezone(&tz);
+            let f = fire(*s);
+            let local = f.with_timezone(&tz);
+            let jitter = if f > *s {
+                format!(
+                    "  [slot {} + {}s jitter]",
+                    s.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    (f - *s).num_milliseconds() as f64 / 1000.0
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "{}  {} ({})",
-                s.to_rfc3339_opts(SecondsFormat::Secs, true),
+                "{}  {} ({}){jitter}",
+                f.to_rfc3339_opts(SecondsFormat::Secs, true),
                 local.format("%Y-%m-%d %H:%M:%S %Z"),
                 tz.name()
             );

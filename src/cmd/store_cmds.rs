@@ -1,4 +1,5 @@
-//! `apply`, `jobs`, `history`, `pause`, `resume`, `trigger`, `stats` (SPEC §13.2): thin glue
+//! `apply`, `jobs`, `history`, `stats` (SPEC §13.2; `pause`, `resume`, `trigger` are in
+//! `select`, which resolves their bulk selectors): thin glue
 //! between clap arguments and the [`Store`] trait; formatting only.
 //!
 //! Owns: printing and exit codes of the store commands. Must not touch: store internals (it
@@ -16,14 +17,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::cli::{
-    BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, PauseArgs, RetryArgs,
+    BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
 };
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
-use cronsole::store::{HistoryQuery, JobEdit, Store, TriggerOutcome};
+use cronsole::store::{HistoryQuery, JobEdit, Store};
 use cronsole::when::{self, Zone};
 use serde::Serialize;
 
@@ -144,10 +145,9 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
 }
 
 /// Control characters become spaces: one line per job, whatever an operator typed.
+/// Outside text (reasons, errors) on one inert line: the one policy of `cronsole::text`.
 fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    cronsole::text::line(s).into_owned()
 }
 
 /// NEXT and LEFT: `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
@@ -391,38 +391,6 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn pause(cli: &Cli, name: &str, paused: bool) -> Result<ExitCode> {
-    let store = store(cli)?;
-    store
-        .set_paused(name, paused, Utc::now())
-        .with_context(|| {
-            format!(
-                "could not {} '{name}'",
-                if paused { "pause" } else { "resume" }
-            )
-        })?;
-    println!("{} {name}", if paused { "paused" } else { "resumed" });
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn trigger(cli: &Cli, name: &str) -> Result<ExitCode> {
-    let store = store(cli)?;
-    match store.request_trigger(name, Utc::now())? {
-        TriggerOutcome::Queued => {
-            println!("triggered {name}: the next owner claiming will run it now");
-            Ok(ExitCode::SUCCESS)
-        }
-        TriggerOutcome::AlreadyQueued => {
-            println!("{name} already has a trigger queued; nothing changed");
-            Ok(ExitCode::SUCCESS)
-        }
-        TriggerOutcome::AlreadyRunning => {
-            println!("{name} is running now; not triggered");
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
 pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     let store = store(cli)?;
     let now = Utc::now();
@@ -484,26 +452,6 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         line(l);
     }
     line(&s.global);
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn pause_with_reason(cli: &Cli, a: &PauseArgs) -> Result<ExitCode> {
-    if a.reason.is_none() {
-        return pause(cli, &a.name, true);
-    }
-    let store = store(cli)?;
-    let edit = JobEdit::Pause {
-        paused: true,
-        reason: a.reason.clone(),
-    };
-    store
-        .update_job(&a.name, &edit, Utc::now())
-        .with_context(|| format!("could not pause '{}'", a.name))?;
-    let rec = store.job(&a.name)?;
-    match rec.and_then(|r| r.rt.pause_reason) {
-        Some(why) => println!("paused {} ({})", a.name, one_line(&why)),
-        None => println!("paused {}", a.name),
-    }
     Ok(ExitCode::SUCCESS)
 }
 

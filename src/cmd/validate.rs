@@ -13,7 +13,7 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 use cronsole::config::{self, Checked, Severity};
 use cronsole::model::JobDef;
-use cronsole::schedule::{self, Compiled, ScheduleSpec};
+use cronsole::schedule::{self, ScheduleSpec};
 
 pub fn validate(file: &Path) -> Result<ExitCode> {
     // Size-capped, regular files only: `validate /dev/zero` is refused, not read forever.
@@ -72,7 +72,7 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         }
         _ => now,
     };
-    let compiled = match Compiled::new(&job.schedule, anchor) {
+    let compiled = match job.compile(anchor) {
         Ok(c) => c,
         Err(e) => {
             writeln!(out, "{}: schedule cannot be evaluated: {e}", job.name)?;
@@ -108,11 +108,22 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         if job.until.is_some_and(|u| next > u) {
             break;
         }
+        // The instant shown is when the slot fires (slot + the job's jitter offset).
+        let fire = job.fire_at(next);
+        let jitter = if fire > next {
+            format!(
+                " [slot {} + {}s jitter]",
+                next.with_timezone(&zone).format("%H:%M:%S"),
+                (fire - next).num_milliseconds() as f64 / 1000.0
+            )
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "  next: {} ({})",
-            next.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            "  next: {} ({}){jitter}",
+            fire.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            fire.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         )?;
         t = next;
         shown += 1;

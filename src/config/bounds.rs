@@ -57,6 +57,12 @@ pub const TIMEOUT_SECONDS: Real = Real {
     max: WEEK_SECS,
     note: " (7 days)",
 };
+/// `jitter_seconds`: up to a day of spread (a slot fires within a day of itself).
+pub const JITTER_SECONDS: Real = Real {
+    min: 0.0,
+    max: 86_400.0,
+    note: " (1 day)",
+};
 pub const GRACE_SECONDS: Real = Real {
     min: 0.0,
     max: HUNDRED_YEARS_SECS as f64,
@@ -227,6 +233,7 @@ pub fn check_job_bounds(j: &JobDef) -> Result<(), OutOfBounds> {
     real(k("timeout_seconds"), j.timeout_seconds, TIMEOUT_SECONDS)?;
     whole(k("max_retries"), j.max_retries.into(), MAX_RETRIES)?;
     real(k("lease_seconds"), j.lease_seconds, LEASE_SECONDS)?;
+    real(k("jitter_seconds"), j.jitter_seconds, JITTER_SECONDS)?;
     if let Some(c) = j.max_cost_usd {
         real(k("max_cost_usd"), c, COST_USD)?;
     }

@@ -62,6 +62,8 @@ mod check;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_flow;
+#[cfg(test)]
 mod tests_limits;
 mod yaml;
 
@@ -391,6 +393,10 @@ fn check_inner(
     };
     let mut checker = check::Checker::new(env_is_set);
     checker.now = now;
+    checker.base_dir = Some(match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    });
     if let Some(f) = env_chars {
         checker = checker.with_env_chars(f);
     }

@@ -9,8 +9,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
+pub mod calendar;
 pub mod cron;
 pub mod grammar;
+pub mod jitter;
 
 pub use self::cron::CronSchedule;
 pub use self::grammar::{parse_duration, parse_schedule};
@@ -85,6 +87,8 @@ pub enum Compiled {
     },
     Cron(CronSchedule),
     At(DateTime<Utc>),
+    /// Another schedule whose slots on excluded dates are not slots (`only_on`/`except_on`).
+    OnDays(Box<Compiled>, calendar::Filtered),
 }
 
 impl Compiled {
@@ -116,9 +120,32 @@ impl Compiled {
         })
     }
 
+    /// This schedule restricted to the dates `rule` allows in `tz` (unchanged for an empty rule).
+    pub fn on_days(self, rule: &calendar::DayRule, tz: Tz) -> Compiled {
+        if rule.is_empty() {
+            return self;
+        }
+        Compiled::OnDays(
+            Box::new(self),
+            calendar::Filtered {
+                rule: rule.clone(),
+                tz,
+            },
+        )
+    }
+
+    /// The schedule without its day rule (what kind of slot arithmetic applies).
+    pub fn base(&self) -> &Compiled {
+        match self {
+            Compiled::OnDays(inner, _) => inner.base(),
+            other => other,
+        }
+    }
+
     /// The first slot strictly after `t`.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
+            Compiled::OnDays(inner, f) => f.next_after(t, |x| inner.next_after(x)),
             Compiled::Every {
                 every_seconds,
                 anchor,
@@ -139,6 +166,7 @@ impl Compiled {
     /// The last slot strictly before `t`.
     pub fn prev_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
+            Compiled::OnDays(inner, f) => f.prev_before(t, |x| inner.prev_before(x)),
             Compiled::Every {
                 every_seconds,
                 anchor,
@@ -200,6 +228,7 @@ impl Compiled {
     /// The schedule in words, e.g. "every 5 minutes" or "at 07:00 every day (Europe/Berlin)".
     pub fn describe(&self) -> String {
         match self {
+            Compiled::OnDays(inner, f) => format!("{}{}", inner.describe(), f.rule.describe()),
             Compiled::Every { every_seconds, .. } => describe_every(*every_seconds),
             Compiled::Cron(c) => c.describe(),
             Compiled::At(at) => format!(

@@ -58,7 +58,7 @@ pub const REASON_REMOVED: &str = "removed from the jobs file";
 
 /// Compile a stored job's schedule against its runtime anchor.
 pub fn compile(rec: &JobRecord) -> Result<Compiled, ScheduleError> {
-    Compiled::new(&rec.def.schedule, rec.rt.anchor)
+    rec.def.compile(rec.rt.anchor)
 }
 
 /// The budget period counters are kept in: the global budget's, else `settings.period`.
@@ -89,14 +89,15 @@ fn first_at_or_after(sched: &Compiled, t: DateTime<Utc>) -> Option<DateTime<Utc>
 
 /// Anchor and first slot of a job stored (or re-anchored) at `now`.
 fn initial_slots(
-    spec: &ScheduleSpec,
+    def: &JobDef,
     now: DateTime<Utc>,
 ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), ScheduleError> {
+    let spec = &def.schedule;
     let anchor = match spec {
         ScheduleSpec::In { seconds } => now + Duration::seconds(*seconds as i64),
         _ => now,
     };
-    let compiled = Compiled::new(spec, anchor)?;
+    let compiled = def.compile(anchor)?;
     let first = match spec {
         ScheduleSpec::Every { .. } => Some(anchor),
         ScheduleSpec::At { at } => Some(*at),
@@ -105,12 +106,17 @@ fn initial_slots(
             first_at_or_after(&compiled, now)
         }
     };
+    // A first slot on a date the job's calendars exclude is not a slot.
+    let first = match first {
+        Some(f) if !def.days.is_empty() => first_at_or_after(&compiled, f),
+        other => other,
+    };
     Ok((anchor, first))
 }
 
 /// A fresh record for a job first stored at `now`.
 pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, ScheduleError> {
-    let (anchor, first) = initial_slots(&def.schedule, now)?;
+    let (anchor, first) = initial_slots(&def, now)?;
     let next_slot = if def.run_immediately {
         // The immediate fire stands for the creation instant (SPEC §2.1 run_immediately).
         Some(now.min(first.unwrap_or(now)))
@@ -165,13 +171,20 @@ pub fn apply_def(
         return Ok(ApplyChange::Unchanged);
     }
     let schedule_changed = rec.def.schedule != def.schedule;
+    let days_changed = rec.def.days != def.days;
     let was_enabled = rec.def.enabled;
     rec.def = def.clone();
     if schedule_changed {
-        let (anchor, first) = initial_slots(&def.schedule, now)?;
+        let (anchor, first) = initial_slots(def, now)?;
         rec.rt.anchor = anchor;
         rec.rt.next_slot = first;
         rec.rt.recovery_pending = false;
+    } else if days_changed {
+        // New calendars: the next slot is the first one they allow from where the job stood
+        // (the grid and its anchor stay; no slot before `now` is invented).
+        let sched = compile(rec)?;
+        let from = rec.rt.next_slot.map_or(now, |n| n.min(now));
+        rec.rt.next_slot = first_at_or_after(&sched, from);
     } else {
         // Validate the (unchanged) schedule still compiles, e.g. the tz is known.
         compile(rec)?;
@@ -258,8 +271,8 @@ fn scheduled_instant(
     next_slot: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> DateTime<Utc> {
-    match sched {
-        Compiled::Every { .. } => next_slot,
+    match sched.base() {
+        Compiled::Every { .. } | Compiled::OnDays(..) => next_slot,
         Compiled::Cron(_) => sched
             .latest_at_or_before(now)
             .filter(|s| *s >= next_slot)
@@ -330,9 +343,11 @@ pub fn evaluate(
         return manual(rec, sched, now, owner, can_claim, ev);
     };
 
-    if !paused && !held && next <= now {
-        let never_run = rec.rt.last_slot.is_none();
-        if never_run && rec.def.run_immediately {
+    let never_run = rec.rt.last_slot.is_none();
+    let immediate = never_run && rec.def.run_immediately;
+    // A slot is acted on at its fire instant (slot + jitter); `run_immediately` does not wait.
+    if !paused && !held && next <= now && (immediate || rec.def.fire_at(next) <= now) {
+        if immediate {
             if can_claim {
                 ev.claim = Some(claim(
                     rec,
@@ -347,7 +362,14 @@ pub fn evaluate(
             return ev;
         }
         let slot = scheduled_instant(sched, next, now);
-        let age = now - slot;
+        // The newest passed slot is taken only once its own fire instant has come.
+        let slot = if rec.def.fire_at(slot) <= now {
+            slot
+        } else {
+            next
+        };
+        // Misfire grace counts from the fire instant, not from the slot.
+        let age = now - rec.def.fire_at(slot);
         let grace = rec
             .def
             .misfire_grace_seconds
@@ -623,8 +645,13 @@ pub fn finish_run(
     if rec.def.schedule.is_recurring()
         && !paused
         && !held
-        && let Some(next) = rt.next_slot.filter(|n| *n <= bound)
+        && let Some(next) = rt.next_slot.filter(|n| rec.def.fire_at(*n) <= bound)
     {
+        // Slots whose fire instant is still to come are not overlapped: they fire later.
+        let bound = match sched.latest_at_or_before(bound) {
+            Some(l) if l >= next && rec.def.fire_at(l) > bound => l - ms(1),
+            _ => bound,
+        };
         if let Some((first, last, n)) = sched.slots_between(next - ms(1), bound, SLOT_COUNT_CAP) {
             let mut o = HistoryRow::new(
                 &rec.def.name,
@@ -901,7 +928,9 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     }
     match rt.next_slot {
         Some(n) => {
-            let n = rt.hold_until.map_or(n, |h| n.max(h));
+            let immediate = rt.last_slot.is_none() && rec.def.run_immediately;
+            let fire = if immediate { n } else { rec.def.fire_at(n) };
+            let n = rt.hold_until.map_or(fire, |h| fire.max(h));
             take(n);
         }
         None => take(rt.created_at),
@@ -1619,6 +1648,164 @@ mod cron_and_config_tests {
         assert_eq!(
             ev.claim.unwrap().slot,
             Some(DateTime::from_timestamp(1060, 0).unwrap())
+        );
+    }
+}
+
+/// Issue 16 items 3 and 4: jitter moves the fire instant, never the slot; calendars remove slots.
+#[cfg(test)]
+mod tests_jitter_calendars {
+    use super::tests_support::def;
+    use super::*;
+    use crate::schedule::calendar::{Calendar, DayRule};
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn eval(r: &mut JobRecord, now: DateTime<Utc>) -> Evaluation {
+        let s = compile(r).unwrap();
+        evaluate(r, &s, now, "me", true, BudgetPeriod::Day)
+    }
+
+    fn finish(r: &mut JobRecord, now: DateTime<Utc>) {
+        let s = compile(r).unwrap();
+        let lease = r.rt.lease.clone().unwrap();
+        let mut row = HistoryRow::new(
+            &r.def.name,
+            Status::Succeeded,
+            lease.trigger,
+            lease.slot,
+            "me",
+            now,
+        );
+        row.run_id = lease.run_id;
+        finish_run(r, &s, &mut row, None, None, BudgetPeriod::Day, now);
+    }
+
+    /// An hourly job with 600 s of jitter that ran its first slot.
+    fn jittered() -> (JobRecord, DateTime<Utc>, Duration) {
+        let mut d = def("jit");
+        d.schedule = ScheduleSpec::Every {
+            every_seconds: 3600,
+        };
+        d.jitter_seconds = 600.0;
+        let t0 = t(1_800_000_000);
+        let mut r = new_record(d, t0).unwrap();
+        let off0 = r.def.fire_at(t0) - t0;
+        assert!(eval(&mut r, t0 + off0).claim.is_some());
+        finish(&mut r, t0 + off0 + Duration::seconds(1));
+        let next = t0 + Duration::seconds(3600);
+        assert_eq!(r.rt.next_slot, Some(next));
+        let off = r.def.fire_at(next) - next;
+        assert!(off > Duration::zero() && off < Duration::seconds(600));
+        (r, next, off)
+    }
+
+    #[test]
+    fn a_jittered_slot_is_claimed_at_its_fire_instant_and_keeps_the_slot() {
+        let (mut r, next, off) = jittered();
+        assert_eq!(
+            wakeup(&r),
+            Some(next + off),
+            "the store wakes at the fire instant"
+        );
+        let early = eval(&mut r, next + off - Duration::milliseconds(1));
+        assert!(early.claim.is_none() && early.rows.is_empty());
+        let c = eval(&mut r, next + off).claim.unwrap();
+        assert_eq!(
+            c.slot,
+            Some(next),
+            "the claim names the slot, not the fire instant"
+        );
+    }
+
+    #[test]
+    fn misfire_grace_counts_from_the_fire_instant() {
+        let (mut r, next, off) = jittered();
+        r.def.misfire_grace_seconds = Some(30.0);
+        // 30 s after the fire instant is within grace even though the slot is older.
+        let c = eval(&mut r, next + off + Duration::seconds(30)).claim;
+        assert!(c.is_some(), "age is counted from slot + jitter");
+        let (mut r, next, off) = jittered();
+        r.def.misfire_grace_seconds = Some(30.0);
+        let ev = eval(&mut r, next + off + Duration::seconds(31));
+        assert!(ev.claim.is_none());
+        assert_eq!(ev.rows[0].status, Status::Missed);
+    }
+
+    #[test]
+    fn the_fire_instant_is_the_same_for_every_owner_and_restart() {
+        let (r, next, off) = jittered();
+        let copy: JobRecord = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(copy.def.fire_at(next), next + off);
+    }
+
+    fn weekdays_only() -> DayRule {
+        DayRule {
+            only_on: Some(Calendar {
+                name: "business".into(),
+                weekdays: [true, true, true, true, true, false, false],
+                dates: Default::default(),
+            }),
+            except_on: Some(Calendar {
+                name: "holidays".into(),
+                weekdays: [false; 7],
+                dates: [chrono::NaiveDate::from_ymd_opt(2026, 12, 25).unwrap()].into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn slots_on_excluded_dates_are_not_slots() {
+        let mut d = def("cal");
+        d.schedule = ScheduleSpec::Cron {
+            expr: "0 9 * * *".into(),
+            tz: "UTC".into(),
+        };
+        d.days = weekdays_only();
+        // Thursday 2026-12-24 10:00 UTC: the next slots are Mon 28th (Fri 25th is a holiday,
+        // then the weekend), not Fri 25th.
+        let now = "2026-12-24T10:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let mut r = new_record(d, now).unwrap();
+        let mon = "2026-12-28T09:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(r.rt.next_slot, Some(mon));
+        // Nothing happens (no row, no claim) over the skipped dates.
+        let sat = "2026-12-26T09:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let ev = eval(&mut r, sat);
+        assert!(ev.claim.is_none() && ev.rows.is_empty());
+        assert_eq!(eval(&mut r, mon).claim.unwrap().slot, Some(mon));
+    }
+
+    #[test]
+    fn an_every_job_first_slot_moves_off_an_excluded_date() {
+        let mut d = def("cal");
+        d.days = weekdays_only();
+        // Saturday 2026-12-26 12:00 UTC: the first slot is Monday's first grid point.
+        let sat = "2026-12-26T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let r = new_record(d, sat).unwrap();
+        let mon = "2026-12-28T00:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(r.rt.next_slot, Some(mon));
+    }
+
+    #[test]
+    fn changing_only_the_calendars_moves_the_next_slot() {
+        let mut d = def("cal");
+        d.schedule = ScheduleSpec::Cron {
+            expr: "0 9 * * *".into(),
+            tz: "UTC".into(),
+        };
+        let now = "2026-12-24T10:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let mut r = new_record(d.clone(), now).unwrap();
+        assert_eq!(
+            r.rt.next_slot,
+            Some("2026-12-25T09:00:00Z".parse().unwrap())
+        );
+        d.days = weekdays_only();
+        apply_def(&mut r, &d, now).unwrap();
+        assert_eq!(
+            r.rt.next_slot,
+            Some("2026-12-28T09:00:00Z".parse().unwrap())
         );
     }
 }

@@ -32,5 +32,7 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
         enabled: true,
         env_passthrough: vec![],
         tags: vec![],
+        jitter_seconds: 0.0,
+        days: Default::default(),
     }
 }

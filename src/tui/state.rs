@@ -35,7 +35,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::{Command, Event};
 use crate::model::{HistoryRow, JobRecord, Status, Trigger};
-use crate::schedule::{Compiled, ScheduleSpec};
+use crate::schedule::ScheduleSpec;
 use crate::snapshot::{PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
@@ -301,7 +301,7 @@ impl App {
         {
             return words.clone();
         }
-        let words = match Compiled::new(&j.def.schedule, j.rt.anchor) {
+        let words = match j.def.compile(j.rt.anchor) {
             Ok(c) => c.describe(),
             Err(_) => j.def.schedule_text.clone(),
         };

@@ -811,6 +811,52 @@ pub fn operator_actions_and_history_pages(f: Factory) {
     assert!(page(4).is_empty());
 }
 
+/// Issue 16 items 3 and 4: a jittered slot is offered at its fire instant (slot + the job's
+/// deterministic offset) and claimed under its own slot; `next_wakeup` is that fire instant.
+/// Slots on dates a job's calendars exclude are never offered and leave no row.
+pub fn jitter_and_calendars_shape_what_is_offered(f: Factory) {
+    let s = f();
+    let mut def = every("j", 3600);
+    def.jitter_seconds = 600.0;
+    let fire = def.fire_at(t(1000));
+    assert!(fire > t(1000) && fire < t(1600), "{fire}");
+    s.apply(&file(vec![def]), t(1000)).unwrap();
+    assert_eq!(s.next_wakeup(t(1000)).unwrap(), Some(fire));
+    let early = claim(&*s, "a", fire - chrono::Duration::milliseconds(1), 10);
+    assert!(early.claims.is_empty() && early.rows.is_empty());
+    let o = claim(&*s, "b", fire, 10);
+    assert_eq!(o.claims.len(), 1);
+    assert_eq!(o.claims[0].slot, Some(t(1000)), "the claim keeps the slot");
+
+    let s = f();
+    let mut def = every("c", 60);
+    def.schedule = ScheduleSpec::Cron {
+        expr: "0 9 * * *".into(),
+        tz: "UTC".into(),
+    };
+    def.days.except_on = Some(cronsole::schedule::calendar::Calendar {
+        name: "weekend".into(),
+        weekdays: [false, false, false, false, false, true, true],
+        dates: Default::default(),
+    });
+    // 1970-01-01 was a Thursday.
+    s.apply(&file(vec![def]), t(1000)).unwrap();
+    let thu = t(9 * 3600);
+    let fri = thu + chrono::Duration::days(1);
+    let mon = thu + chrono::Duration::days(4);
+    for (at, want) in [(thu, fri), (fri, mon)] {
+        let o = claim(&*s, "a", at, 10);
+        assert_eq!(o.claims.len(), 1);
+        assert_eq!(o.claims[0].slot, Some(at));
+        done(&*s, &o.claims[0], "a", Status::Succeeded, at);
+        assert_eq!(s.job("c").unwrap().unwrap().rt.next_slot, Some(want));
+    }
+    // Over the weekend nothing is offered and no row is written.
+    let sat = claim(&*s, "a", thu + chrono::Duration::days(2), 10);
+    assert!(sat.claims.is_empty() && sat.rows.is_empty());
+    assert_eq!(rows(&*s, "c").len(), 2);
+}
+
 /// Every case, for the runner macro.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -838,6 +884,7 @@ macro_rules! conformance_suite {
             budget_reservations_are_atomic_and_settle_into_counters,
             history_filters_newest_first,
             operator_actions_and_history_pages,
+            jitter_and_calendars_shape_what_is_offered,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -184,6 +184,22 @@ impl Checker<'_> {
             .into_iter()
             .map(|(_, t)| t)
             .collect();
+        let jitter_seconds = self
+            .opt_real(m, p, "jitter_seconds", bounds::JITTER_SECONDS)
+            .unwrap_or(d.jitter_seconds);
+        if let Some((schedule::ScheduleSpec::Every { every_seconds }, _)) = &sched
+            && jitter_seconds >= *every_seconds as f64
+        {
+            self.warn(
+                key(p, "jitter_seconds"),
+                format!(
+                    "jitter of {jitter_seconds}s is not shorter than the {every_seconds}s \
+                     interval: a slot may fire after the next one is due (each slot still fires \
+                     once, in order)"
+                ),
+            );
+        }
+        let days = self.day_rule(m, p);
 
         let (schedule, schedule_text) = sched?;
         Some(JobDef {
@@ -209,6 +225,8 @@ impl Checker<'_> {
             enabled,
             env_passthrough,
             tags,
+            jitter_seconds,
+            days,
         })
     }
 

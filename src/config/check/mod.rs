@@ -19,6 +19,7 @@ use super::Severity;
 use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::{JobDef, Settings};
 
+mod calendars;
 mod jobs;
 mod scalars;
 mod schedule;
@@ -34,7 +35,13 @@ pub(crate) struct Pending {
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
-    "defaults", "budget", "pricing", "agents", "delivery", "jobs",
+    "defaults",
+    "budget",
+    "pricing",
+    "agents",
+    "delivery",
+    "calendars",
+    "jobs",
 ];
 pub(super) const DEFAULT_KEYS: &[&str] = &[
     "tz",
@@ -42,7 +49,9 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
     "max_retries",
     "misfire_grace_seconds",
     "lease_seconds",
+    "jitter_seconds",
 ];
+pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
 pub(super) const PRICE_KEYS: &[&str] = &["input", "output"];
 pub(super) const AGENT_KEYS: &[&str] = &[
@@ -81,6 +90,9 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "enabled",
     "env_passthrough",
     "tags",
+    "jitter_seconds",
+    "only_on",
+    "except_on",
 ];
 pub(super) const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];
@@ -95,6 +107,7 @@ pub(super) struct Defaults {
     max_retries: u32,
     misfire_grace_seconds: Option<f64>,
     lease_seconds: f64,
+    jitter_seconds: f64,
 }
 
 /// Validates one parsed document. `env_is_set` answers "is this API-key variable set and
@@ -104,6 +117,12 @@ pub(crate) struct Checker<'e> {
     env_is_set: &'e dyn Fn(&str) -> bool,
     /// When set, an `at` instant or `until` at or before it is warned about (`validate`).
     pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// The jobs file's directory: `calendars.*.file` paths are relative to it.
+    pub base_dir: Option<std::path::PathBuf>,
+    /// The calendars read from `calendars:` (valid ones only), by name.
+    pub(super) calendars: std::collections::BTreeMap<String, crate::schedule::calendar::Calendar>,
+    /// Calendars defined with errors (a job naming one is told so, not "unknown").
+    pub(super) broken_calendars: std::collections::BTreeSet<String>,
     env_chars: Option<EnvChars<'e>>,
 }
 
@@ -203,6 +222,9 @@ impl<'e> Checker<'e> {
             pending: Vec::new(),
             env_is_set,
             now: None,
+            base_dir: None,
+            calendars: Default::default(),
+            broken_calendars: Default::default(),
             env_chars: None,
         }
     }
@@ -327,6 +349,7 @@ in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Be
         let pricing = self.pricing(m);
         let agents = self.agents(m);
         let delivery = self.delivery(m);
+        self.calendars = self.calendars_section(m);
         let settings = Settings {
             budget,
             period,

@@ -22,6 +22,7 @@ impl Checker<'_> {
             max_retries: defaults::MAX_RETRIES,
             misfire_grace_seconds: None,
             lease_seconds: defaults::LEASE_SECONDS,
+            jitter_seconds: 0.0,
         };
         let base = vec![Seg::Key("defaults".into())];
         let Some(v) = Self::get(top, "defaults") else {
@@ -51,6 +52,9 @@ impl Checker<'_> {
         }
         if let Some(x) = self.opt_real(m, &base, "lease_seconds", bounds::LEASE_SECONDS) {
             d.lease_seconds = x;
+        }
+        if let Some(x) = self.opt_real(m, &base, "jitter_seconds", bounds::JITTER_SECONDS) {
+            d.jitter_seconds = x;
         }
         d
     }

@@ -15,7 +15,6 @@ use ratatui::widgets::{Paragraph, Widget};
 use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::{Action, Gate, HistoryRow, MonitorSource};
-use crate::schedule::Compiled;
 use crate::tui::sanitize;
 use crate::tui::state::App;
 
@@ -168,7 +167,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
 
     lines.push(Line::raw(""));
     lines.push(heading("Next 10 slots (UTC)"));
-    match (j.rt.next_slot, Compiled::new(&j.def.schedule, j.rt.anchor)) {
+    match (j.rt.next_slot, j.def.compile(j.rt.anchor)) {
         (None, _) => lines.push(Line::raw("  none: no more slots")),
         (Some(first), Ok(c)) => {
             let mut slots = vec![first];
@@ -184,7 +183,8 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
             if j.rt.paused {
                 lines.push(Line::raw("  (paused: these will not fire until resumed)"));
             }
-            for s in slots {
+            // Each slot is shown at the instant it fires (slot + the job's jitter).
+            for s in slots.into_iter().map(|s| j.def.fire_at(s)) {
                 lines.push(Line::raw(format!(
                     "  {}  in {}",
                     s.format("%Y-%m-%d %H:%M:%S"),

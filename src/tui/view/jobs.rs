@@ -157,15 +157,23 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
         Col::Next | Col::Left if j.rt.retired || j.rt.paused || !j.def.enabled => {
             ("n/a".to_string(), dim)
         }
-        Col::Next => j.rt.next_slot.map_or_else(none, |t| (when(t, now), plain)),
-        Col::Left => j.rt.next_slot.map_or_else(none, |t| {
-            let s = (t - now).num_seconds();
-            if s <= 0 {
-                ("due".into(), Style::new().fg(Color::Yellow))
-            } else {
-                (dur(s), plain)
-            }
-        }),
+        // The instant the next slot fires (slot + the job's jitter).
+        Col::Next => {
+            j.rt.next_slot
+                .map_or_else(none, |t| (when(j.def.fire_at(t), now), plain))
+        }
+        Col::Left => {
+            j.rt.next_slot
+                .map(|t| j.def.fire_at(t))
+                .map_or_else(none, |t| {
+                    let s = (t - now).num_seconds();
+                    if s <= 0 {
+                        ("due".into(), Style::new().fg(Color::Yellow))
+                    } else {
+                        (dur(s), plain)
+                    }
+                })
+        }
         Col::Last => {
             j.rt.last_run_at
                 .map_or_else(none, |t| (when(t, now), plain))
@@ -362,5 +370,27 @@ mod tests {
         let w = |c: Col| cols.iter().find(|x| x.0 == c).map(|x| x.2).unwrap();
         assert!(w(Col::Schedule) >= 26, "{}", w(Col::Schedule));
         assert!(w(Col::Name) >= 14);
+    }
+
+    /// Issue 16 item 3: NEXT and LEFT show when the slot fires (slot + jitter), not the slot.
+    #[test]
+    fn next_and_left_show_the_jittered_fire_instant() {
+        let (mut snap, now) = crate::tui::testdata::fixed();
+        let j = &mut snap.jobs[0];
+        let slot = now + chrono::Duration::seconds(60);
+        j.rt.next_slot = Some(slot);
+        j.def.jitter_seconds = 3000.0;
+        let fire = j.def.fire_at(slot);
+        assert!(
+            fire > slot + chrono::Duration::seconds(1),
+            "this slot has an offset"
+        );
+        let rec = j.clone();
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(cell(&app, &rec, Col::Next).0, when(fire, now));
+        assert_eq!(
+            cell(&app, &rec, Col::Left).0,
+            dur((fire - now).num_seconds())
+        );
     }
 }

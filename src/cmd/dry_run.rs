@@ -1,0 +1,278 @@
+//! `cronsole dry-run NAME [--no-gates] [--json]` (issue 16 item 6): what one run of a job would
+//! do, without doing it.
+//!
+//! Owns: running the job's gate (unless `--no-gates`), assembling the exact prompt the run would
+//! send (notepad, message, gate context or diff, `context_from` blocks — the same
+//! `gate::context` functions the engine uses), and printing it with the model, the price ceiling
+//! of the call, the budgets it would be checked against and the sinks. Must not touch: the model
+//! (never called), the sinks (never delivered to), the store (read only: no history row, no
+//! state, no watermark, no reservation).
+//!
+//! Decisions where the issue is silent: the gate really runs (a `pre_run` command or a monitor
+//! probe is what the operator wants to see), but its new monitor watermark is thrown away, so a
+//! later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
+//! failure) is printed and the prompt is still shown with no gate context, marked so; the exit
+//! code is 0 either way (the dry run itself worked). A `command` job prints the command instead
+//! of a prompt. The price ceiling is the engine's worst case (prompt bytes as input tokens plus
+//! `max_tokens`, default when unset) at the resolved price; an unpriced model says so.
+//! Console key: not wired yet (the console's keymap belongs to another branch this session).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use cronsole::cli::{Cli, DryRunArgs};
+use cronsole::cost::{self, PriceTable};
+use cronsole::gate::context::{self, ContextDecision};
+use cronsole::gate::{self, GateConfig, GateOutcome};
+use cronsole::model::{Action, JobRecord, Settings};
+use cronsole::store::Store;
+use serde::Serialize;
+
+use super::{bad_input, jobs_file, open_existing_store, store_location};
+
+#[derive(Debug, Serialize)]
+struct Budget {
+    scope: &'static str,
+    limit_usd: f64,
+    period: &'static str,
+    spent_usd: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct DryRun {
+    job: String,
+    kind: &'static str,
+    gate: String,
+    would_run: bool,
+    /// The exact prompt (agent jobs) or command line (command jobs).
+    prompt: Option<String>,
+    command: Option<String>,
+    agent: Option<String>,
+    model: Option<String>,
+    instructions: Option<String>,
+    max_tokens: Option<u32>,
+    price_ceiling_usd: Option<f64>,
+    price_note: Option<String>,
+    budgets: Vec<Budget>,
+    budget_stop: Option<String>,
+    sinks: Vec<String>,
+}
+
+pub fn dry_run(cli: &Cli, a: &DryRunArgs) -> Result<ExitCode> {
+    let jobs = jobs_file(cli);
+    let store = open_existing_store(&store_location(cli, jobs.as_deref()))?;
+    let Some(rec) = store.job(&a.name)? else {
+        return Err(bad_input(format!("no job named '{}' in the store", a.name)));
+    };
+    let settings = store.settings()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    let report = rt.block_on(build(store.as_ref(), &rec, &settings, a.no_gates))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn build(
+    store: &dyn Store,
+    rec: &JobRecord,
+    settings: &Settings,
+    no_gates: bool,
+) -> Result<DryRun> {
+    let def = &rec.def;
+    let (gate_text, would_run, gate_context) = match (&def.gate, no_gates) {
+        (None, _) => ("none".to_string(), true, None),
+        (Some(_), true) => ("not run (--no-gates)".to_string(), true, None),
+        (Some(g), false) => {
+            let outcome = run_in_workdir(settings, async {
+                gate::run_gate(g, rec.rt.state.monitor.as_ref(), &GateConfig::default()).await
+            })
+            .await;
+            // The new watermark (if any) is dropped: a dry run changes no state.
+            match outcome {
+                GateOutcome::Go { context, diff, .. } => {
+                    let what = if diff.is_some() { "go (changed)" } else { "go" };
+                    (what.to_string(), true, context)
+                }
+                GateOutcome::NoChange => (
+                    "no_change: the source is unchanged, a run would stop here".into(),
+                    false,
+                    None,
+                ),
+                GateOutcome::Skip { reason } => (
+                    format!("skipped: {reason}; a run would stop here"),
+                    false,
+                    None,
+                ),
+                GateOutcome::Fail { error } => (
+                    format!("failed: {error}; a run would stop here"),
+                    false,
+                    None,
+                ),
+            }
+        }
+    };
+
+    let spend = store.spend(&def.name, Utc::now())?;
+    let mut budgets = Vec::new();
+    if let Some(b) = settings.budget {
+        budgets.push(Budget {
+            scope: "global",
+            limit_usd: b.max_cost_usd,
+            period: cost::period_word(b.period),
+            spent_usd: spend.global_usd,
+        });
+    }
+    if let Some(limit) = def.max_cost_usd {
+        budgets.push(Budget {
+            scope: "job",
+            limit_usd: limit,
+            period: cost::period_word(cost::job_period(settings)),
+            spent_usd: spend.job_usd,
+        });
+    }
+
+    let mut out = DryRun {
+        job: def.name.clone(),
+        kind: "command",
+        gate: gate_text,
+        would_run,
+        prompt: None,
+        command: None,
+        agent: None,
+        model: None,
+        instructions: None,
+        max_tokens: None,
+        price_ceiling_usd: None,
+        price_note: None,
+        budgets,
+        budget_stop: None,
+        sinks: def.deliver.clone(),
+    };
+    match &def.action {
+        Action::Command { command, .. } => out.command = Some(command.clone()),
+        Action::Agent { agent, message } => {
+            out.kind = "agent";
+            out.agent = Some(agent.clone());
+            out.budget_stop = cost::budget_check(settings, def.max_cost_usd, spend);
+            let mut latest = BTreeMap::new();
+            for name in &def.context_from {
+                if let Some(j) = store.job(name)?
+                    && let Some(r) = j.rt.last_success_result
+                {
+                    latest.insert(name.clone(), r);
+                }
+            }
+            let blocks = match context::decide(
+                &def.context_from,
+                &latest,
+                def.context_max_chars,
+                def.on_missing_context,
+            ) {
+                ContextDecision::Run { blocks, .. } => blocks,
+                ContextDecision::Skip { reason } => {
+                    out.would_run = false;
+                    out.gate = format!("{}; context: skipped: {reason}", out.gate);
+                    Vec::new()
+                }
+            };
+            let prompt =
+                context::assemble_prompt(&rec.rt.state, message, gate_context.as_deref(), &blocks);
+            if let Some(a) = settings.agents.get(agent) {
+                out.model = Some(a.model.clone());
+                out.instructions = Some(a.instructions.clone()).filter(|s| !s.is_empty());
+                let max_tokens = a.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS);
+                out.max_tokens = Some(max_tokens);
+                match PriceTable::from_settings(settings).resolve(&a.model) {
+                    Some(r) => {
+                        let bytes = a.instructions.len() + prompt.len();
+                        out.price_ceiling_usd =
+                            Some(cost::worst_case_usd(r.price, bytes, max_tokens));
+                    }
+                    None => {
+                        out.price_note = Some(if cost::under_budget(settings, def.max_cost_usd) {
+                            cost::unpriced_under_budget(&a.model)
+                        } else {
+                            format!("model '{}' has no price: its cost is not bounded", a.model)
+                        })
+                    }
+                }
+            } else {
+                out.price_note = Some(format!(
+                    "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
+                ));
+            }
+            out.prompt = Some(prompt);
+        }
+    }
+    Ok(out)
+}
+
+/// Gates run where the job's commands run: the jobs file's directory.
+async fn run_in_workdir<F: std::future::Future>(settings: &Settings, f: F) -> F::Output {
+    match settings
+        .base_dir
+        .as_deref()
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.is_dir())
+    {
+        Some(dir) => cronsole::proc::WORKDIR.scope(dir, f).await,
+        None => f.await,
+    }
+}
+
+fn print_text(r: &DryRun) {
+    println!(
+        "dry run of {} ({} job): nothing is called, delivered or recorded",
+        r.job, r.kind
+    );
+    println!("gate:   {}", r.gate);
+    if !r.would_run {
+        println!("        (shown below: what the run would have sent had it gone on)");
+    }
+    if let Some(c) = &r.command {
+        println!("command: {c}");
+    }
+    if let Some(m) = &r.model {
+        println!(
+            "model:  {m} (agent {}, max_tokens {})",
+            r.agent.as_deref().unwrap_or("-"),
+            r.max_tokens.unwrap_or_default()
+        );
+    }
+    match (r.price_ceiling_usd, &r.price_note) {
+        (Some(p), _) => println!("price ceiling of the call: ${p:.6} (worst case)"),
+        (None, Some(n)) => println!("price: {n}"),
+        _ => {}
+    }
+    for b in &r.budgets {
+        println!(
+            "budget: {} ${:.4}/{} (spent ${:.4})",
+            b.scope, b.limit_usd, b.period, b.spent_usd
+        );
+    }
+    if r.budgets.is_empty() && r.kind == "agent" {
+        println!("budget: none applies");
+    }
+    if let Some(s) = &r.budget_stop {
+        println!("        a run would be skipped now: {s}");
+    }
+    if r.sinks.is_empty() {
+        println!("sinks:  none");
+    } else {
+        println!("sinks:  {}", r.sinks.join(", "));
+    }
+    if let Some(i) = &r.instructions {
+        println!("--- instructions ---\n{i}");
+    }
+    if let Some(p) = &r.prompt {
+        println!("--- prompt ---\n{p}\n--- end of prompt ---");
+    }
+}

@@ -1,0 +1,247 @@
+//! Bulk selection for `pause`, `resume` and `trigger` (issue 16 item 5): names, globs
+//! (`'report-*'`, `'db-?'`), `--tag T` and `--all`, resolved against the store's jobs.
+//!
+//! Owns: turning a [`SelectArgs`] into the sorted, de-duplicated list of job names it means.
+//! Must not touch: the store (it is handed the records), printing.
+//!
+//! Decisions where the issue is silent: the selectors add up (a job matched by a name and a tag
+//! is acted on once); every selector must match something, checked before anything changes, so
+//! a typo never half-applies a bulk action (exit 2 naming the selector). A plain name must be a
+//! job in the store (retired or not, as before); globs, tags and `--all` pick only jobs that are
+//! not retired (a retired job has nothing left to pause, resume or run). Glob syntax is `*`
+//! (any run of characters) and `?` (one character); job names cannot contain either.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use cronsole::cli::{Cli, SelectArgs};
+use cronsole::model::JobRecord;
+use cronsole::store::{JobEdit, Store, TriggerOutcome};
+
+use super::{bad_input, jobs_file, open_existing_store, store_location};
+
+fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
+    let jobs = jobs_file(cli);
+    open_existing_store(&store_location(cli, jobs.as_deref()))
+}
+
+/// The selected names, or exit 2 naming the selector that matched nothing.
+fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<Vec<String>> {
+    resolve(sel, &store.jobs()?).map_err(bad_input)
+}
+
+/// `pause` / `resume` over a selection: one line per job. Every selector is checked before any
+/// job changes; a store error on one job stops there (the jobs before it are already changed,
+/// and said so).
+pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) -> Result<ExitCode> {
+    let store = store(cli)?;
+    let verb = if paused { "pause" } else { "resume" };
+    for name in selected(store.as_ref(), sel)? {
+        match reason {
+            // A reason travels with the pause as one atomic operator edit (shown in `jobs`,
+            // `describe` and the console until resume).
+            Some(why) => {
+                let edit = JobEdit::Pause {
+                    paused: true,
+                    reason: Some(why.to_string()),
+                };
+                store
+                    .update_job(&name, &edit, Utc::now())
+                    .with_context(|| format!("could not {verb} '{name}'"))?;
+                println!("{verb}d {name} ({})", cronsole::text::line(why));
+            }
+            None => {
+                store
+                    .set_paused(&name, paused, Utc::now())
+                    .with_context(|| format!("could not {verb} '{name}'"))?;
+                println!("{verb}d {name}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `trigger` over a selection: each job is triggered on its own; a job that is running is said
+/// so and skipped (exit 1 at the end when any was), the others are still triggered.
+pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
+    let store = store(cli)?;
+    let mut running = 0;
+    for name in selected(store.as_ref(), sel)? {
+        match store.request_trigger(&name, Utc::now())? {
+            TriggerOutcome::Queued => {
+                println!("triggered {name}: the next owner claiming will run it now")
+            }
+            TriggerOutcome::AlreadyQueued => {
+                println!("{name} already has a trigger queued; nothing changed")
+            }
+            TriggerOutcome::AlreadyRunning => {
+                running += 1;
+                println!("{name} is running now; not triggered");
+            }
+        }
+    }
+    Ok(if running > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Whether `name` matches `pattern` (`*` = any run, `?` = one character), whole string.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Iterative matcher with one backtrack point: linear in practice, no recursion.
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?'])
+}
+
+/// The names `sel` selects among `jobs`, sorted; an error message (bad input) when a selector
+/// matches nothing.
+pub fn resolve(sel: &SelectArgs, jobs: &[JobRecord]) -> Result<Vec<String>, String> {
+    let live = || jobs.iter().filter(|j| !j.rt.retired);
+    let mut out = std::collections::BTreeSet::new();
+    if sel.all {
+        out.extend(live().map(|j| j.def.name.clone()));
+        if out.is_empty() {
+            return Err("--all matches no job: the store has no job that is not retired".into());
+        }
+    }
+    for s in &sel.names {
+        let mut matched = false;
+        if is_glob(s) {
+            for j in live().filter(|j| glob_match(s, &j.def.name)) {
+                matched = true;
+                out.insert(j.def.name.clone());
+            }
+        } else if jobs.iter().any(|j| j.def.name == *s) {
+            matched = true;
+            out.insert(s.clone());
+        }
+        if !matched {
+            return Err(if is_glob(s) {
+                format!("'{s}' matches no job in the store (retired jobs are not matched)")
+            } else {
+                format!("no job named '{s}' in the store")
+            });
+        }
+    }
+    for t in &sel.tag {
+        let mut matched = false;
+        for j in live().filter(|j| j.def.tags.iter().any(|x| x == t)) {
+            matched = true;
+            out.insert(j.def.name.clone());
+        }
+        if !matched {
+            return Err(format!(
+                "--tag {t} matches no job in the store (retired jobs are not matched)"
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err("name a job, a glob such as 'report-*', --tag TAG or --all".into());
+    }
+    Ok(out.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Utc};
+
+    fn rec(name: &str, tags: &[&str], retired: bool) -> JobRecord {
+        let text = format!(
+            "jobs:\n  - name: {name}\n    schedule: every 60s\n    command: \"true\"\n    tags: [{}]\n",
+            tags.join(", ")
+        );
+        let loaded = cronsole::config::load_str(&text, std::path::Path::new("jobs.yaml"))
+            .expect("test job is valid");
+        let d = loaded.file.jobs[0].clone();
+        let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let mut r = cronsole::store::logic::new_record(d, now).expect("every 60s compiles");
+        r.rt.retired = retired;
+        r
+    }
+
+    fn sel(names: &[&str], tags: &[&str], all: bool) -> SelectArgs {
+        SelectArgs {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            tag: tags.iter().map(|s| s.to_string()).collect(),
+            all,
+        }
+    }
+
+    fn jobs() -> Vec<JobRecord> {
+        vec![
+            rec("report-daily", &["reports"], false),
+            rec("report-weekly", &["reports", "slow"], false),
+            rec("report-old", &["reports"], true),
+            rec("db-1", &["db"], false),
+            rec("db-22", &[], false),
+        ]
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("report-*", "report-daily"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("db-?", "db-1"));
+        assert!(!glob_match("db-?", "db-22"));
+        assert!(glob_match("*-*-*", "a-b-c"));
+        assert!(!glob_match("a*b", "a-c"));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+    }
+
+    #[test]
+    fn selectors_add_up_once_each_and_skip_retired_jobs() {
+        let j = jobs();
+        assert_eq!(
+            resolve(&sel(&["report-*"], &[], false), &j).unwrap(),
+            vec!["report-daily", "report-weekly"]
+        );
+        assert_eq!(
+            resolve(&sel(&["db-1", "report-daily"], &["reports"], false), &j).unwrap(),
+            vec!["db-1", "report-daily", "report-weekly"]
+        );
+        assert_eq!(resolve(&sel(&[], &[], true), &j).unwrap().len(), 4);
+        // A plain name still reaches a retired job (the store says what it can do).
+        assert_eq!(
+            resolve(&sel(&["report-old"], &[], false), &j).unwrap(),
+            vec!["report-old"]
+        );
+    }
+
+    #[test]
+    fn a_selector_that_matches_nothing_is_an_error_naming_it() {
+        let j = jobs();
+        let e = resolve(&sel(&["report-daily", "x-*"], &[], false), &j).unwrap_err();
+        assert!(e.contains("'x-*' matches no job"), "{e}");
+        let e = resolve(&sel(&[], &["nightly"], false), &j).unwrap_err();
+        assert!(e.contains("--tag nightly"), "{e}");
+        let e = resolve(&sel(&["ghost"], &[], false), &j).unwrap_err();
+        assert!(e.contains("no job named 'ghost'"), "{e}");
+        let e = resolve(&sel(&[], &[], true), &[]).unwrap_err();
+        assert!(e.contains("--all"), "{e}");
+    }
+}

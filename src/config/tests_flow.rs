@@ -1,0 +1,294 @@
+//! Issue 16 items 3 and 4 in the jobs file: `jitter_seconds` (per job and in `defaults`),
+//! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
+//! its `line:column`.
+
+use std::path::Path;
+
+use super::*;
+
+fn check(text: &str) -> Checked {
+    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
+}
+
+fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
+    let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one diagnostic for {key}: {:#?}",
+        c.diagnostics
+    );
+    found[0]
+}
+
+fn at(d: &Diagnostic, line: usize, column: usize, severity: Severity, needle: &str) {
+    assert_eq!(
+        (d.line, d.column, d.severity),
+        (line, column, severity),
+        "{d}"
+    );
+    assert!(
+        d.message.contains(needle),
+        "{d:?} should mention {needle:?}"
+    );
+}
+
+#[test]
+fn jitter_per_job_and_from_defaults() {
+    let c = check(
+        "defaults:\n  jitter_seconds: 30\njobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n  - name: b\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: 2.5\n",
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    assert_eq!(f.jobs[0].jitter_seconds, 30.0);
+    assert_eq!(f.jobs[1].jitter_seconds, 2.5);
+}
+
+#[test]
+fn jitter_wrong_forms() {
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: -1\n",
+    );
+    at(
+        diag(&c, "jobs[0].jitter_seconds"),
+        5,
+        21,
+        Severity::Error,
+        "at least 0",
+    );
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: lots\n",
+    );
+    at(
+        diag(&c, "jobs[0].jitter_seconds"),
+        5,
+        21,
+        Severity::Error,
+        "expected a number",
+    );
+    let c = check("defaults:\n  jitter_seconds: 90000\njobs: []\n");
+    at(
+        diag(&c, "defaults.jitter_seconds"),
+        2,
+        19,
+        Severity::Error,
+        "(1 day)",
+    );
+    // Not an error, but worth saying: jitter as long as the interval.
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: every 60s\n    command: \"true\"\n    jitter_seconds: 60\n",
+    );
+    at(
+        diag(&c, "jobs[0].jitter_seconds"),
+        5,
+        21,
+        Severity::Warning,
+        "not shorter than the 60s",
+    );
+}
+
+const CALS: &str = "calendars:\n  business: {weekdays: [mon, tue, wed, thu, Friday]}\n  holidays:\n    dates: [2026-12-25, \"2027-01-01\"]\n";
+
+#[test]
+fn calendars_resolve_into_the_job() {
+    let c = check(&format!(
+        "{CALS}jobs:\n  - name: a\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    only_on: business\n    except_on: holidays\n"
+    ));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    let days = &f.jobs[0].days;
+    let only = days.only_on.as_ref().unwrap();
+    assert_eq!(only.name, "business");
+    assert_eq!(only.weekdays, [true, true, true, true, true, false, false]);
+    let except = days.except_on.as_ref().unwrap();
+    assert_eq!(except.dates.len(), 2);
+}
+
+#[test]
+fn calendar_wrong_forms() {
+    let c = check("calendars: [a]\njobs: []\n");
+    at(
+        diag(&c, "calendars"),
+        1,
+        12,
+        Severity::Error,
+        "calendar name",
+    );
+    let c = check("calendars:\n  c: {weekdays: [mon, funday]}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c.weekdays[1]"),
+        2,
+        23,
+        Severity::Error,
+        "unknown weekday \"funday\"",
+    );
+    let c = check("calendars:\n  c: {weekdays: mon}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c.weekdays"),
+        2,
+        17,
+        Severity::Error,
+        "expected a list of weekdays",
+    );
+    let c = check("calendars:\n  c: {dates: [2026-13-01]}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c.dates[0]"),
+        2,
+        15,
+        Severity::Error,
+        "is not a date",
+    );
+    let c = check("calendars:\n  c: {dates: [20261225]}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c.dates[0]"),
+        2,
+        15,
+        Severity::Error,
+        "expected an ISO date",
+    );
+    let c = check("calendars:\n  c: {}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c"),
+        2,
+        6,
+        Severity::Error,
+        "at least one of",
+    );
+    let c = check("calendars:\n  c: {weekday: [mon]}\njobs: []\n");
+    at(
+        diag(&c, "calendars.c.weekday"),
+        2,
+        7,
+        Severity::Error,
+        "did you mean 'weekdays'",
+    );
+    let c = check("calendars:\n  \"bad name\": {weekdays: [mon]}\njobs: []\n");
+    at(
+        diag(&c, "calendars.bad name"),
+        2,
+        3,
+        Severity::Error,
+        "invalid calendar name",
+    );
+}
+
+#[test]
+fn unknown_calendar_on_a_job_names_the_defined_ones() {
+    let c = check(&format!(
+        "{CALS}jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: holidayz\n"
+    ));
+    at(
+        diag(&c, "jobs[0].except_on"),
+        9,
+        16,
+        Severity::Error,
+        "defined calendars: business, holidays",
+    );
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    only_on: x\n",
+    );
+    at(
+        diag(&c, "jobs[0].only_on"),
+        5,
+        14,
+        Severity::Error,
+        "no calendars are defined",
+    );
+}
+
+#[test]
+fn a_dates_file_is_read_relative_to_the_jobs_file() {
+    let dir = TempDir(std::env::temp_dir().join(format!("cronsole-cal-{}", uuid::Uuid::new_v4())));
+    std::fs::create_dir_all(dir.path()).unwrap();
+    std::fs::write(
+        dir.path().join("holidays.txt"),
+        "# public holidays\n2026-12-25\n\n2027-01-01  # new year\n",
+    )
+    .unwrap();
+    let jobs = dir.path().join("jobs.yaml");
+    let text = "calendars:\n  h: {file: holidays.txt}\njobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: h\n";
+    let c = check_str_with_env(text, &jobs, &|_| true);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    assert_eq!(f.jobs[0].days.except_on.as_ref().unwrap().dates.len(), 2);
+
+    // A bad line names the dates file and its line, at the `file:` key of the jobs file.
+    std::fs::write(dir.path().join("holidays.txt"), "2026-12-25\nxmas\n").unwrap();
+    let c = check_str_with_env(text, &jobs, &|_| true);
+    let d = diag(&c, "calendars.h.file");
+    at(
+        d,
+        2,
+        13,
+        Severity::Error,
+        "holidays.txt:2: \"xmas\" is not a date",
+    );
+    // A missing file is an error too, and the job that uses it is not kept.
+    std::fs::remove_file(dir.path().join("holidays.txt")).unwrap();
+    let c = check_str_with_env(text, &jobs, &|_| true);
+    at(
+        diag(&c, "calendars.h.file"),
+        2,
+        13,
+        Severity::Error,
+        "cannot read",
+    );
+    assert!(c.into_result().is_err());
+}
+
+/// A directory removed when the test ends.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_job_naming_a_broken_calendar_is_told_so() {
+    let c = check(
+        "calendars:\n  h: {dates: [someday]}\njobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: h\n",
+    );
+    at(
+        diag(&c, "calendars.h.dates[0]"),
+        2,
+        15,
+        Severity::Error,
+        "is not a date",
+    );
+    at(
+        diag(&c, "jobs[0].except_on"),
+        7,
+        16,
+        Severity::Error,
+        "has errors (reported where it is defined)",
+    );
+}
+
+#[test]
+fn a_calendar_of_too_many_dates_is_refused() {
+    let dates: Vec<String> = (0..10_001)
+        .map(|i| {
+            (chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap() + chrono::Duration::days(i))
+                .to_string()
+        })
+        .collect();
+    let c = check(&format!(
+        "calendars:\n  big: {{dates: [{}]}}\njobs: []\n",
+        dates.join(", ")
+    ));
+    at(
+        diag(&c, "calendars.big"),
+        2,
+        8,
+        Severity::Error,
+        "10001 dates, more than 10000",
+    );
+}

@@ -1,0 +1,199 @@
+//! Issue 16 through the binary: bulk `pause`/`resume`/`trigger` selectors (names, globs,
+//! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
+//! `next --job` / `validate` showing calendars and jittered fire instants.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .arg("--store")
+        .arg(dir.join("store"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn run_plain(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cronsole-{what}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn paused(dir: &Path) -> Vec<String> {
+    let (c, out, err) = run(dir, &["jobs", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut names: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["runtime"]["paused"] == true)
+        .map(|j| j["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn bulk_pause_resume_trigger() {
+    let dir = tmp("bulk");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n\
+  - {name: report-daily, schedule: every 1h, command: \"true\", tags: [reports]}\n\
+  - {name: report-weekly, schedule: every 1h, command: \"true\", tags: [reports, slow]}\n\
+  - {name: db-backup, schedule: every 1h, command: \"true\", tags: [db]}\n\
+  - {name: misc, schedule: every 1h, command: \"true\"}\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+
+    let (c, out, err) = run(&dir, &["pause", "report-*"]);
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(out, "paused report-daily\npaused report-weekly\n");
+    assert_eq!(paused(&dir), vec!["report-daily", "report-weekly"]);
+
+    // A selector that matches nothing: exit 2, named, and nothing else changed.
+    let (c, _, err) = run(&dir, &["pause", "db-backup", "nightly-*"]);
+    assert_eq!(c, 2, "{err}");
+    assert!(err.contains("'nightly-*' matches no job"), "{err}");
+    assert_eq!(paused(&dir), vec!["report-daily", "report-weekly"]);
+    let (c, _, err) = run(&dir, &["pause", "--tag", "nope"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("--tag nope"), "{err}");
+    let (c, _, err) = run(&dir, &["pause", "ghost"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("ghost"), "{err}");
+    // No selector at all is a usage error; --all with a name is too.
+    assert_eq!(run(&dir, &["pause"]).0, 2);
+    assert_eq!(run(&dir, &["pause", "--all", "misc"]).0, 2);
+
+    let (c, _, err) = run(&dir, &["pause", "--tag", "db", "misc"]);
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(paused(&dir).len(), 4);
+    let (c, out, _) = run(&dir, &["resume", "--all"]);
+    assert_eq!(c, 0);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(paused(&dir).is_empty());
+
+    let (c, out, err) = run(&dir, &["trigger", "--tag", "reports"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains("triggered report-daily") && out.contains("triggered report-weekly"),
+        "{out}"
+    );
+    assert!(!out.contains("db-backup"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn next_job_and_validate_honour_calendars_and_jitter() {
+    let dir = tmp("cal");
+    std::fs::write(dir.join("holidays.txt"), "# fixed\n2026-12-25\n").unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "calendars:\n  workdays: {weekdays: [mon, tue, wed, thu, fri]}\n  holidays: {file: holidays.txt}\n\
+jobs:\n  - name: brief\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    only_on: workdays\n    except_on: holidays\n  - name: spread\n    schedule: \"0 * * * *\"\n    command: \"true\"\n    jitter_seconds: 600\n",
+    )
+    .unwrap();
+    let (c, out, err) = run_plain(
+        &dir,
+        &[
+            "next",
+            "--file",
+            "jobs.yaml",
+            "--job",
+            "brief",
+            "--after",
+            "2026-12-24T10:00:00Z",
+            "--count",
+            "2",
+            "--json",
+        ],
+    );
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Fri 25th is a holiday, then the weekend: Monday and Tuesday.
+    assert_eq!(
+        v["slots"],
+        serde_json::json!(["2026-12-28T09:00:00Z", "2026-12-29T09:00:00Z"])
+    );
+
+    let (c, out, err) = run_plain(
+        &dir,
+        &[
+            "next",
+            "--file",
+            "jobs.yaml",
+            "--job",
+            "spread",
+            "--after",
+            "2026-12-24T10:00:00Z",
+            "--count",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let slots = v["slots"].as_array().unwrap();
+    let fires = v["fires"].as_array().unwrap();
+    assert_eq!(slots[0], "2026-12-24T11:00:00Z");
+    for (s, f) in slots.iter().zip(fires) {
+        let s: chrono::DateTime<chrono::Utc> = s.as_str().unwrap().parse().unwrap();
+        let f: chrono::DateTime<chrono::Utc> = f.as_str().unwrap().parse().unwrap();
+        assert!(f >= s && f < s + chrono::Duration::seconds(600), "{s} {f}");
+    }
+    // The same answer from a second process: the offset is a function of name and slot.
+    let (_, again, _) = run_plain(
+        &dir,
+        &[
+            "next",
+            "--file",
+            "jobs.yaml",
+            "--job",
+            "spread",
+            "--after",
+            "2026-12-24T10:00:00Z",
+            "--count",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(out, again);
+
+    // Unknown job: exit 2 naming it.
+    let (c, _, err) = run_plain(&dir, &["next", "--job", "nope"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("nope"), "{err}");
+
+    // validate prints the fire instants and the calendar words.
+    let (c, out, err) = run_plain(&dir, &["validate", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains("only on workdays, except on holidays"),
+        "{out}"
+    );
+    assert!(out.contains("s jitter]"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,141 @@
+//! `cronsole dry-run` (issue 16 item 6) through the binary: the gate runs, the exact prompt is
+//! printed with the model, the price ceiling, the budgets and the sinks — and nothing happens:
+//! the store's bytes are unchanged and the model server got zero connections.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .current_dir(dir)
+        .env("FAKE_KEY", "sk-test-0123456789abcdef")
+        .arg("--store")
+        .arg(dir.join("store"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn dry_run_shows_everything_and_changes_nothing() {
+    let dir = std::env::temp_dir().join(format!("cronsole-dry-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The "model server": a listener nobody may connect to.
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    server.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/v1", server.local_addr().unwrap());
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        [
+            "budget: {max_cost_usd: 2.0, period: day}".to_string(),
+            "agents:".into(),
+            format!("  bot: {{provider: openai, base_url: \"{url}\", api_key_env: FAKE_KEY, model: gpt-4o-mini, instructions: \"Be brief.\", max_tokens: 200}}"),
+            "delivery:".into(),
+            "  audit: {file: out.jsonl}".into(),
+            "jobs:".into(),
+            "  - name: collect".into(),
+            "    schedule: every 1h".into(),
+            "    command: \"echo collected\"".into(),
+            "  - name: triage".into(),
+            "    schedule: every 1h".into(),
+            "    agent: bot".into(),
+            "    message: \"Triage the findings.\"".into(),
+            "    pre_run: \"echo gate-ran > gate.txt; exit 0\"".into(),
+            "    context_from: [collect]".into(),
+            "    on_missing_context: run".into(),
+            "    max_cost_usd: 0.5".into(),
+            "    deliver: [audit]".into(),
+            "  - name: closed".into(),
+            "    schedule: every 1h".into(),
+            "    agent: bot".into(),
+            "    message: \"Never today.\"".into(),
+            "    pre_run: \"exit 1\"".into(),
+        ]
+        .join("\n")
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let before = snapshot(&dir.join("store"));
+
+    let (c, out, err) = run(&dir, &["dry-run", "triage"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("gate:   go"), "{out}");
+    assert!(dir.join("gate.txt").exists(), "the pre_run gate really ran");
+    assert!(
+        out.contains("model:  gpt-4o-mini (agent bot, max_tokens 200)"),
+        "{out}"
+    );
+    assert!(out.contains("price ceiling of the call: $"), "{out}");
+    assert!(out.contains("budget: global $2.0000/day"), "{out}");
+    assert!(out.contains("budget: job $0.5000/day"), "{out}");
+    assert!(out.contains("sinks:  audit"), "{out}");
+    assert!(out.contains("Triage the findings."), "{out}");
+
+    let (c, out, err) = run(&dir, &["dry-run", "triage", "--json", "--no-gates"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["model"], "gpt-4o-mini");
+    assert_eq!(v["gate"], "not run (--no-gates)");
+    assert_eq!(v["sinks"], serde_json::json!(["audit"]));
+    assert!(v["price_ceiling_usd"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Triage the findings."),
+        "{v}"
+    );
+
+    // A gate that says no is reported; the run would stop there.
+    let (c, out, err) = run(&dir, &["dry-run", "closed", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["would_run"], false, "{v}");
+    assert!(v["gate"].as_str().unwrap().starts_with("skipped"), "{v}");
+
+    // Unknown job: exit 2.
+    let (c, _, err) = run(&dir, &["dry-run", "ghost"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("ghost"), "{err}");
+
+    // Nothing changed: no row, no state, no reservation; the model was never contacted and
+    // nothing was delivered.
+    assert_eq!(
+        snapshot(&dir.join("store")),
+        before,
+        "the store's bytes changed"
+    );
+    assert!(
+        matches!(server.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the model server got a connection"
+    );
+    assert!(!dir.join("out.jsonl").exists(), "something was delivered");
+    let (_, hist, _) = run(&dir, &["history", "--json"]);
+    assert!(hist.trim().is_empty(), "{hist}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
