@@ -218,57 +218,6 @@ async fn poll_loop(
     }
 }
 
-/// Errors of [`console`]: the attach driver's or the console's.
-#[derive(Debug, thiserror::Error)]
-pub enum AttachConsoleError {
-    #[error(transparent)]
-    Attach(#[from] AttachError),
-    #[error(transparent)]
-    Console(#[from] crate::tui::TuiError),
-}
-
-/// `cronsole console --attach` in one call: start the driver over `store`, run the console on
-/// its channels, stop the driver when the console ends. The owner shown is
-/// `attached (HOSTNAME:PID)`.
-pub async fn console(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-) -> Result<(), AttachConsoleError> {
-    let owner = format!("attached ({}:{})", hostname(), std::process::id());
-    let cancel = CancellationToken::new();
-    let att = start(store.clone(), clock.clone(), owner, cancel.clone()).await?;
-    let deps = crate::tui::ConsoleDeps {
-        snapshots: att.snapshots,
-        events: att.events,
-        commands: att.commands,
-        store,
-        clock,
-        stop: CancellationToken::new(),
-    };
-    let res = crate::tui::run(deps).await;
-    cancel.cancel();
-    // The driver ends at its next select; a panic inside it is not the console's error.
-    let _ = att.task.await;
-    Ok(res?)
-}
-
-/// This machine's name, or `unknown-host`.
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `len` bytes into the valid buffer we pass.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
-    if name.is_empty() {
-        "unknown-host".into()
-    } else {
-        name
-    }
-}
-
 /// Tell the operator about a store error once, not every 250 ms.
 fn report(ev_tx: &broadcast::Sender<Event>, last: &mut Option<String>, e: StoreError) {
     let text = format!("store error: {e}");

@@ -308,6 +308,42 @@ async fn the_budget_stops_model_calls_when_reached_and_resets_at_the_period_boun
     rig.stop().await;
 }
 
+/// Red-team find (issue 11 item 1): a server that reports more output tokens than the request
+/// allowed (1 000 000 for `max_tokens: 100`) cannot have billed that; the row and the budget
+/// record the call's reservation (its worst case), so recorded spend never passes the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_beyond_the_requests_bound_is_charged_at_the_reservation() {
+    let key = unique_key();
+    // Claimed: 10 in + 1 000 000 out at $1/$2 per M = $2.00 against a $1.00 budget.
+    let fake = FakeLlm::openai(&key, vec![Reply::ok("hi", 10, 1_000_000)])
+        .await
+        .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 1.00, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100",
+    );
+    let rig = Rig::start("lying-usage", &yaml, key_env(&key)).await;
+    let rows = rig.wait_rows("ask", 1).await;
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert!(
+        r.cost_usd > 0.0 && r.cost_usd < 0.001,
+        "charged at the worst case: {r:#?}"
+    );
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(reason.contains("more than the request allowed"), "{r:#?}");
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!(spend.global_usd <= 1.0, "{spend:?}");
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    rig.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_job_budget_skips_that_job_only() {
     let key = unique_key();

@@ -299,3 +299,48 @@ jobs:
     rig.stop().await;
     let _ = std::fs::remove_dir_all(&src_dir);
 }
+
+/// Red-team find (issue 11 item 4): a monitored output that shows a configured key value must
+/// not keep it in the monitor's saved preview (stored in the journal, printed by `jobs --json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_the_monitored_output_is_not_kept_in_the_saved_preview() {
+    let key = format!("sk-MARKER-{}", uuid::Uuid::new_v4().simple());
+    let yaml = format!(
+        "budget: null
+agents:
+  a: {{ provider: openai, base_url: http://127.0.0.1:9/v1, api_key_env: K, model: gpt-4o-mini }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"echo v={key}\" }}
+    command: echo changed
+    max_retries: 1
+"
+    );
+    let rig = Rig::start(
+        "monitor-key",
+        &yaml,
+        RigOpts {
+            env: HashMap::from([("K".to_string(), key.clone())]),
+            ..Default::default()
+        },
+    )
+    .await;
+    let rows = rig.wait_rows("watch", 1).await;
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    let rec = rig.store.job("watch").unwrap().unwrap();
+    let m = rec.rt.state.monitor.clone().expect("a watermark was kept");
+    assert!(
+        !m.preview.contains(&key),
+        "preview keeps the key: {}",
+        m.preview
+    );
+    assert!(
+        m.preview.starts_with("v="),
+        "the rest of the preview stays: {}",
+        m.preview
+    );
+    let json = serde_json::to_string(&rec.rt.state).unwrap();
+    assert!(!json.contains(&key), "{json}");
+    rig.stop().await;
+}

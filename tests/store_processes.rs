@@ -535,7 +535,7 @@ fn worker_chaos() {
         k += 1;
         let now = Utc::now();
         if k.is_multiple_of(7) {
-            let mut jobs: Vec<JobDef> = (0..20).map(|i| def(&format!("c{i:02}"), 1, 0.3)).collect();
+            let mut jobs: Vec<JobDef> = (0..20).map(|i| def(&format!("c{i:02}"), 1, 1.0)).collect();
             jobs[(k % 20) as usize].timeout_seconds = (k % 5) as f64 + 1.0;
             s.apply(
                 &JobsFile {
@@ -570,7 +570,7 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
     let dir = tmp("chaos");
     {
         let s = FileStore::open(&dir).unwrap();
-        let jobs = (0..20).map(|i| def(&format!("c{i:02}"), 1, 0.3)).collect();
+        let jobs = (0..20).map(|i| def(&format!("c{i:02}"), 1, 1.0)).collect();
         s.apply(
             &JobsFile {
                 settings: Settings::default(),

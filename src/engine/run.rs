@@ -203,6 +203,15 @@ impl Ctx<'_> {
                 self.state_dirty = true;
             }
         }
+        // The monitor's saved preview is stored and printed (`jobs --json`, the diff's "before"
+        // side): a key the probed output showed must not be kept there either. The hash stays
+        // that of the real output, so change detection is unaffected.
+        if let Some(m) = self.state.monitor.as_mut()
+            && let std::borrow::Cow::Owned(o) = s.redact(&m.preview)
+        {
+            m.preview = o;
+            self.state_dirty = true;
+        }
     }
 }
 
@@ -551,7 +560,7 @@ async fn step4_agent(
             };
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
-                settle(store, clock, &job, id, settlement(prices, &r)).await;
+                settle(store, clock, &job, id, settlement(prices, &r, max_tokens)).await;
             }
             progress.attempted(
                 a + 1,
@@ -574,6 +583,7 @@ async fn step4_agent(
     match h.ended {
         Ended::Done(Ok(reply)) => {
             let c = cost::run_cost(prices, &reply.model, reply.usage);
+            let c = cap_at_reservation(c, worst, max_tokens);
             Ok((reply, c))
         }
         Ended::Done(Err(e)) => {
@@ -609,14 +619,44 @@ async fn step4_agent(
     }
 }
 
+/// A reply reporting more output tokens than the request allowed (`max_tokens`, which every
+/// budgeted request carries) cannot have been billed that way: the recorded cost is the call's
+/// reservation (its worst case) and the row says why, so a lying or broken server cannot push
+/// recorded spend past a budget. (Input tokens are not capped: the reservation bounds them by
+/// the prompt's bytes, an estimate a provider's own counting may exceed.)
+fn cap_at_reservation(
+    mut c: cost::RunCost,
+    worst: Option<f64>,
+    max_tokens: Option<u32>,
+) -> cost::RunCost {
+    if let (Some(w), Some(m)) = (worst, max_tokens)
+        && c.output_tokens > u64::from(m)
+    {
+        c.reason = Some(format!(
+            "reply reports {} output tokens, more than the request allowed ({m}); charged at \
+             the call's worst case {} instead of {}",
+            c.output_tokens,
+            cost::usd(w),
+            cost::usd(c.cost_usd)
+        ));
+        c.cost_usd = w;
+    }
+    c
+}
+
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
-fn settlement(prices: &PriceTable, r: &Result<LlmReply, LlmError>) -> Settlement {
+fn settlement(
+    prices: &PriceTable,
+    r: &Result<LlmReply, LlmError>,
+    max_tokens: Option<u32>,
+) -> Settlement {
     match r {
         Ok(reply) => {
             let c = cost::run_cost(prices, &reply.model, reply.usage);
             // No usage, an unknown reply model or a clamped count: the real cost is unknown,
-            // so the worst case stays charged.
-            if c.unpriced {
+            // so the worst case stays charged. More output than the request allowed cannot be
+            // true either: the worst case is what it cost (see `cap_at_reservation`).
+            if c.unpriced || max_tokens.is_some_and(|m| c.output_tokens > u64::from(m)) {
                 Settlement::Spent
             } else {
                 Settlement::Cost(c.cost_usd)
@@ -649,7 +689,7 @@ fn step5_cost(cx: &mut Ctx<'_>, reply: LlmReply, c: cost::RunCost) -> bool {
     cx.row.output_tokens = c.output_tokens;
     cx.row.cost_usd = c.cost_usd;
     cx.row.unpriced = c.unpriced;
-    if c.unpriced {
+    if c.reason.is_some() {
         cx.row.reason = c.reason;
     }
     let text = cx.redact(&reply.text);

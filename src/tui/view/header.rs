@@ -93,11 +93,24 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     } else {
         ""
     };
-    let forecast = s
-        .forecast
-        .as_ref()
-        .map(|f| format!(" → {}", f.phrase(app.now)))
-        .unwrap_or_default();
+    // A budget that stopped a model call this period outranks the forecast (SPEC §11: the
+    // header says so); the stops come from the jobs' state, so every owner's show.
+    let stops = s.budget_stops();
+    let forecast = match stops.first() {
+        Some((job, _)) if stops.len() == 1 => {
+            format!(" BUDGET REACHED: {} stopped", sanitize::line(job))
+        }
+        Some((job, _)) => format!(
+            " BUDGET REACHED: {} and {} more stopped",
+            sanitize::line(job),
+            stops.len() - 1
+        ),
+        None => s
+            .forecast
+            .as_ref()
+            .map(|f| format!(" → {}", f.phrase(app.now)))
+            .unwrap_or_default(),
+    };
     let fw = u16::try_from(forecast.chars().count()).unwrap_or(0);
     let [lbl, g, fc, inc] = Layout::horizontal([
         Constraint::Length(7),
@@ -112,7 +125,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .is_some_and(|f| f.limit_reached_at.is_some());
     Span::styled(
         forecast,
-        if reached {
+        if !stops.is_empty() {
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else if reached {
             Style::new().fg(Color::Yellow)
         } else {
             dim

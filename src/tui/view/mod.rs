@@ -183,13 +183,17 @@ pub(crate) fn dur(secs: i64) -> String {
     }
 }
 
+/// Money for the console: whole dollars from $100, cents from a cent, and below a cent as many
+/// digits as it takes ([`crate::cost::usd`]), so a $0.001 budget is not shown as "$0.00".
 pub(crate) fn money(x: f64) -> String {
     if !x.is_finite() {
         "$?".into()
     } else if x.abs() >= 100.0 {
         format!("${x:.0}")
-    } else {
+    } else if x == 0.0 || x.abs() >= 0.01 {
         format!("${x:.2}")
+    } else {
+        crate::cost::usd(x)
     }
 }
 

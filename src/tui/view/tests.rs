@@ -117,6 +117,38 @@ fn over_budget_renders_clamped_with_real_percentage() {
     assert!(t.contains("$2.50 of $1.00/day (250%) OVER BUDGET"), "{t}");
 }
 
+/// Issue 11 item 6: a tenth of a cent is shown as such, not rounded to "$0.00".
+#[test]
+fn a_budget_below_a_cent_is_shown_to_the_tenth_of_a_cent() {
+    let t = text(&draw(&with_budget(0.0004, 0.001), 120, 40));
+    assert!(t.contains("of $0.001/day"), "{t}");
+}
+
+/// Issue 11 item 1: when a budget stopped a model call this period, the header says so (from
+/// the job's state, so a stop by another owner shows too); a stop of an earlier period does not.
+#[test]
+fn the_header_says_when_a_budget_stopped_a_call_this_period() {
+    let stopped = |period_key: String| {
+        let mut app = with_budget(0.001, 0.001);
+        let snap = Arc::make_mut(&mut app.snap);
+        snap.jobs[0].rt.state.budget_stop = Some(crate::model::BudgetStop {
+            period_key,
+            reason: "budget reached: global $0.001/day".into(),
+            at: app.now,
+            alerted: true,
+        });
+        let name = snap.jobs[0].def.name.clone();
+        (text(&draw(&app, 120, 40)), name)
+    };
+    let (t, name) = stopped(BudgetPeriod::Day.key(with_budget(0.0, 1.0).now));
+    assert!(
+        t.contains(&format!("BUDGET REACHED: {name} stopped")),
+        "{t}"
+    );
+    let (t, _) = stopped("day:2000-01-01".into());
+    assert!(!t.contains("BUDGET REACHED"), "{t}");
+}
+
 #[test]
 fn empty_store_says_so() {
     let (mut snap, now) = testdata::fixed();
