@@ -194,42 +194,6 @@ fn batch(
 /// `SIM_STRICT=1`. Any other failure fails the batch. Remove an entry with its fix.
 const KNOWN_BUGS: &[(&str, &str)] = &[
     (
-        "has 2 rows: succeeded(stale), succeeded",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "has 2 rows: failed(stale), failed",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "has 2 rows: skipped(stale), skipped",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "rows: succeeded(stale), succeeded(stale), abandoned",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "rows: failed(stale), failed(stale), abandoned",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "rows: skipped(stale), skipped(stale), abandoned",
-        "regress::a_completion_retried_after_a_failed_journal_fsync_writes_one_row",
-    ),
-    (
-        "has 2 rows: succeeded, succeeded",
-        "regress::a_completion_retried_after_a_failed_journal_write_writes_one_row",
-    ),
-    (
-        "has 2 rows: failed, failed",
-        "regress::a_completion_retried_after_a_failed_journal_write_writes_one_row",
-    ),
-    (
-        "has 2 rows: skipped, skipped",
-        "regress::a_completion_retried_after_a_failed_journal_write_writes_one_row",
-    ),
-    (
         "is in two rows",
         "not reduced yet: replay seed 16 (an overlap `skipped` row written twice after faults)",
     ),

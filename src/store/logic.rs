@@ -835,6 +835,98 @@ pub fn complete_step(
     Ok(out)
 }
 
+/// A retried completion whose row is already in history (an earlier attempt wrote the row, then
+/// failed before or while writing the job record). Holding the lease: the run is finished from
+/// the landed row, so the record matches history. Not holding it: the earlier attempt's record
+/// update landed too (or recovery finished the run from that row): nothing changes. The
+/// outcome's rows are the landed row and any overlap rows; the store must not append rows that
+/// are already there (see [`same_row`]).
+pub fn complete_landed(
+    rec: &mut JobRecord,
+    sched: Option<&Compiled>,
+    c: Completion,
+    mut landed: HistoryRow,
+    period: BudgetPeriod,
+) -> StoreResult<CompleteOutcome> {
+    let mut out = CompleteOutcome::default();
+    if !holds(rec, c.run_id) {
+        out.stale = landed.stale_lease;
+        out.rows.push(landed);
+        return Ok(out);
+    }
+    let compiled;
+    let sched = match sched {
+        Some(s) => s,
+        None => {
+            compiled = compile(rec).map_err(StoreError::bad_def(&c.job))?;
+            &compiled
+        }
+    };
+    let fin = finish_run(
+        rec,
+        sched,
+        &mut landed,
+        c.state,
+        c.hold_until,
+        period,
+        c.now,
+    );
+    out.state_rejected = fin.state_rejected;
+    out.rows.push(landed);
+    out.rows.extend(fin.extra_rows);
+    Ok(out)
+}
+
+/// Whether `new` is a row `old` already records: the same run (run_id), or the same generated
+/// `missed`/`skipped` row for the same job and slot (those get a fresh run_id each time they
+/// are computed, so a retried claim or completion would otherwise write them twice).
+pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
+    if old.job != new.job {
+        return false;
+    }
+    if old.run_id == new.run_id {
+        return true;
+    }
+    if new.slot.is_none() || old.status != new.status || old.slot != new.slot {
+        return false;
+    }
+    match new.status {
+        // A retry later than the first attempt covers the same first slot and maybe more
+        // (see [`unlanded_part`]); its reason names its own age.
+        Status::Missed => old.slot_end >= new.slot_end,
+        Status::Skipped => old.slot_end == new.slot_end && old.reason == new.reason,
+        _ => false,
+    }
+}
+
+/// `new` (a row about to be written) without what rows already in history record: `None` when
+/// one of them records it whole; a `missed` row computed again later than a landed one covers
+/// the landed row's first slot and more, so only the slots after the landed row's last are kept.
+pub fn unlanded_part(
+    mut new: HistoryRow,
+    landed: &[HistoryRow],
+    sched: &Compiled,
+) -> Option<HistoryRow> {
+    if landed.iter().any(|l| same_row(l, &new)) {
+        return None;
+    }
+    if new.status == Status::Missed
+        && let Some(l) = landed.iter().find(|l| {
+            l.job == new.job
+                && l.status == Status::Missed
+                && l.slot == new.slot
+                && new.slot.is_some()
+        })
+        && let (Some(done), Some(end)) = (l.slot_end.or(l.slot), new.slot_end)
+    {
+        let (first, last, n) = sched.slots_between(done, end, SLOT_COUNT_CAP)?;
+        new.slot = Some(first);
+        new.slot_end = Some(last);
+        new.slots_count = Some(n);
+    }
+    Some(new)
+}
+
 /// The row written when a lease expired without completion (SPEC §6).
 pub fn abandoned_row(
     rec: &JobRecord,

@@ -51,7 +51,6 @@ fn rows(s: &FileStore) -> Vec<HistoryRow> {
 /// failed, the job record (lease released) is already in the page cache, so the retry finds no
 /// lease, takes the stale path and appends the run's row a second time.
 #[test]
-#[ignore = "bug (store/file.rs): a completion retried after a failed journal fsync appends the run's row twice (stale_lease)"]
 fn a_completion_retried_after_a_failed_journal_fsync_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
@@ -159,7 +158,6 @@ fn completion(c: &cronsole::store::Claim, now: DateTime<Utc>) -> Completion {
 /// the journal append fails (disk full), the completion returns an error and the engine retries
 /// it; the lease is still ours, so the retry appends the row again.
 #[test]
-#[ignore = "bug (store/file.rs): a completion retried after a failed journal append appends the run's row twice"]
 fn a_completion_retried_after_a_failed_journal_write_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
@@ -245,4 +243,51 @@ fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed(
         .map(|r| (r.status, r.stale_lease))
         .collect();
     assert_eq!(mine, vec![(Status::Succeeded, false)], "the run's rows");
+}
+
+/// Seeds 22, 143 (a `missed` row written twice): a claim wrote its `missed` row, then the
+/// journal append failed; the retried claim (later, so covering more slots) must not record the
+/// same slots again: the slots after the landed row get one row of their own.
+#[test]
+fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Enospc,
+    });
+    assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
+    s.claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let missed: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
 }

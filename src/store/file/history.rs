@@ -14,7 +14,7 @@ use super::log::{
     AppendLog, check_id, complete_len, corrupt, count_lines_before, encode_line, io_err, json_err,
     missing, read_at, stat, write_atomic,
 };
-use super::{BLOCK, FileStore, HISTORY_FILE, Locked, OPEN_VERIFY_BYTES};
+use super::{BLOCK, FileStore, HISTORY_FILE, Locked, OPEN_VERIFY_BYTES, UNACKED_RANGES};
 use crate::model::HistoryRow;
 use crate::store::io::{IoFile, OpenMode};
 use crate::store::{HistoryQuery, StoreError, StoreResult, filefmt};
@@ -195,6 +195,54 @@ impl Locked<'_> {
             carry.drain(..cut);
         }
         Ok(None)
+    }
+
+    /// Rows a failed persist of this handle may have left in history without their job
+    /// records (see `Inner::unacked`): complete, checksummed lines of those byte ranges.
+    pub(super) fn unacked_rows(&self) -> StoreResult<Vec<HistoryRow>> {
+        let log = &self.inner.history;
+        if self.inner.unacked.is_empty() || log.file.is_none() {
+            return Ok(Vec::new());
+        }
+        let hpath = self.path(HISTORY_FILE);
+        let f = log.file(&hpath)?;
+        let mut out = Vec::new();
+        for &(ino, from, to) in &self.inner.unacked {
+            let to = to.min(log.len);
+            if ino != log.ino || from >= to {
+                continue;
+            }
+            let mut buf = vec![0u8; (to - from) as usize];
+            read_at(f, &hpath, from, &mut buf)?;
+            let cut = buf.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+            for line in buf[..cut].split(|b| *b == b'\n') {
+                if !line.is_empty()
+                    && filefmt::verify_row(line).is_ok()
+                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                {
+                    out.push(row);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// After a failed persist (under the lock still): remember what it added to history, so a
+    /// retry finds its rows instead of writing them again.
+    pub(super) fn note_unacked(&mut self, ino: u64, before: u64) {
+        let hpath = self.path(HISTORY_FILE);
+        match stat(self.io(), &hpath) {
+            Ok(Some(m)) if m.ino == ino && m.len > before => {
+                if self.inner.unacked.len() >= UNACKED_RANGES {
+                    self.inner.unacked.remove(0);
+                }
+                self.inner.unacked.push((ino, before, m.len));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                "cannot tell what a failed write left in history ({e}); a retry may repeat a row"
+            ),
+        }
     }
 
     pub(super) fn compact_history(

@@ -113,6 +113,8 @@ const AUTO_COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(20);
 /// How much of history's end every open verifies row by row (checksum + parse).
 const OPEN_VERIFY_BYTES: u64 = 4 * 1024 * 1024;
+/// How many failed-persist byte ranges of history a handle remembers (see `Inner::unacked`).
+const UNACKED_RANGES: usize = 64;
 
 #[derive(Default)]
 struct Inner {
@@ -128,6 +130,11 @@ struct Inner {
     journal_stale: bool,
     history: AppendLog,
     history_compacted_len: u64,
+    /// Byte ranges `(ino, from, to)` of history that a failed persist of this handle wrote
+    /// (rows whose job records may not have reached the journal). Kept across reloads: a
+    /// retried completion, claim or recovery looks for its rows here first and writes none
+    /// twice. Bounded by `UNACKED_RANGES` (oldest dropped).
+    unacked: Vec<(u64, u64, u64)>,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
 }
@@ -480,12 +487,32 @@ impl Locked<'_> {
     }
 
     /// History rows first, then job records. A failure leaves the cache to be reloaded.
+    /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
+    /// appended again.
     fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
+        let landed = if rows.is_empty() {
+            Vec::new()
+        } else {
+            self.unacked_rows()?
+        };
+        let fresh: std::borrow::Cow<'_, [HistoryRow]> = if landed.is_empty() {
+            std::borrow::Cow::Borrowed(rows)
+        } else {
+            rows.iter()
+                .filter(|r| !landed.iter().any(|l| logic::same_row(l, r)))
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let (ino, before) = (self.inner.history.ino, self.inner.history.len);
         let r = self
-            .append_history(rows)
+            .append_history(&fresh)
             .and_then(|_| self.append_jobs(names));
         if r.is_err() {
             self.inner.loaded = false;
+            if !fresh.is_empty() {
+                self.note_unacked(ino, before);
+            }
         }
         r
     }
@@ -589,6 +616,8 @@ impl Store for FileStore {
         }
         let in_flight: HashSet<&str> = req.in_flight.iter().map(String::as_str).collect();
         let period = l.period();
+        // Rows a failed persist of this handle already wrote (a retried claim or recovery).
+        let unacked = l.unacked_rows()?;
         let mark = l.mark_now();
         let mut rows = Vec::new();
         let mut changed = Vec::new();
@@ -616,7 +645,15 @@ impl Store for FileStore {
             if recovering {
                 c.mark = None;
             }
-            rows.extend(ev.rows);
+            if unacked.is_empty() {
+                rows.extend(ev.rows);
+            } else {
+                rows.extend(
+                    ev.rows
+                        .into_iter()
+                        .filter_map(|r| logic::unlanded_part(r, &unacked, &sched)),
+                );
+            }
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
                 plans.push((name.clone(), p));
@@ -682,10 +719,18 @@ impl Store for FileStore {
             }
         };
         let period = l.period();
+        let landed = match l.unacked_rows() {
+            Ok(v) => v,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
         let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
         let (mut rows, mut names) = (Vec::new(), Vec::new());
         for c in cs {
-            let r = complete_in(&mut l, c, period);
+            let r = complete_in(&mut l, c, period, &landed);
             if let Ok((out, name)) = &r {
                 rows.extend(out.rows.iter().cloned());
                 names.push(name.clone());
@@ -806,13 +851,24 @@ fn complete_in(
     l: &mut Locked<'_>,
     c: Completion,
     period: crate::model::BudgetPeriod,
+    landed: &[HistoryRow],
 ) -> StoreResult<(CompleteOutcome, String)> {
     let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
     let job = c.job.clone();
     let fenced_in = logic::holds(&cached.rec, c.run_id);
-    let out = logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?;
+    // A retry of a completion whose row a failed persist of this handle already wrote.
+    let mine = landed
+        .iter()
+        .find(|r| r.run_id == c.run_id && r.job == c.job)
+        .cloned();
+    let out = match mine {
+        Some(row) => {
+            logic::complete_landed(&mut cached.rec, cached.sched.as_ref(), c, row, period)?
+        }
+        None => logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?,
+    };
     if fenced_in {
         cached.mark = None;
     }
