@@ -453,6 +453,7 @@ fn claim(
         last_renewed: now,
         spends_job,
         coalesced: None,
+        lapsed: false,
     });
     ClaimPlan {
         run_id,
@@ -467,9 +468,21 @@ fn claim(
 pub fn renew(rec: &mut JobRecord, run_id: Uuid, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let lease_seconds = rec.def.lease_seconds;
     let lease = rec.rt.lease.as_mut().filter(|l| l.run_id == run_id)?;
+    if now > lease.lease_until {
+        lease.lapsed = true;
+    }
     lease.lease_until = now + secs_f64(lease_seconds);
     lease.last_renewed = now;
     Some(lease.lease_until)
+}
+
+/// Whether `run_id` holds the job's lease and it lapsed at some point (expired at `now`, or
+/// renewed after it expired): another owner may have begun recovering it.
+pub fn lapsed(rec: &JobRecord, run_id: Uuid, now: DateTime<Utc>) -> bool {
+    rec.rt
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.run_id == run_id && (l.lapsed || l.lease_until <= now))
 }
 
 /// Whether the job's lease is held by `run_id`.
@@ -1528,6 +1541,17 @@ mod tests {
         let c = eval(&mut r, T0).claim.unwrap();
         assert!(renew(&mut r, Uuid::new_v4(), t(T0 + 10)).is_none());
         assert_eq!(renew(&mut r, c.run_id, t(T0 + 10)), Some(t(T0 + 40)));
+        assert!(!lapsed(&r, c.run_id, t(T0 + 39)));
+        assert!(lapsed(&r, c.run_id, t(T0 + 40)), "expired at now");
+    }
+
+    #[test]
+    fn a_renewal_after_expiry_marks_the_lease_lapsed_for_good() {
+        let mut r = job("r", t(T0));
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert_eq!(renew(&mut r, c.run_id, t(T0 + 100)), Some(t(T0 + 130)));
+        assert!(lapsed(&r, c.run_id, t(T0 + 101)));
+        assert!(!lapsed(&r, Uuid::new_v4(), t(T0 + 101)), "fenced by run_id");
     }
 
     #[test]

@@ -87,6 +87,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         last_renewed: claimed,
         spends_job: false,
         coalesced: None,
+        lapsed: false,
     }
 }
 

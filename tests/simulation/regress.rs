@@ -217,7 +217,6 @@ fn rows_of_a_fresh_store_survive_a_power_loss() {
 /// holds the lease and completes it: history now says the run both succeeded and was abandoned
 /// (a status that did not happen, issue 10 item 5).
 #[test]
-#[ignore = "bug (store/file.rs): a recovery that dies after appending `abandoned` leaves that row beside the run's real completion"]
 fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed() {
     let (disk, s) = setup(10, 5.0);
     let c = claim_one(&s, t(1));
@@ -290,4 +289,42 @@ fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() 
         ],
         "newest first: each missed slot in one row"
     );
+}
+
+/// Seed 19's path with a renewal: the run's owner, back from its stall, renews the lapsed lease
+/// (now valid again) before completing; its completion still supersedes the dead recoverer's
+/// `abandoned` row.
+#[test]
+fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
+    let (disk, s) = setup(10, 5.0);
+    let c = claim_one(&s, t(1));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "history.jsonl".into(),
+        op: "fsync",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(30),
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let renewed = s
+        .renew("a", c.run_id, "o", t(31))
+        .unwrap_or_else(|e| panic!("renew: {e}"));
+    assert!(matches!(
+        renewed,
+        cronsole::store::RenewOutcome::Renewed { .. }
+    ));
+    s.complete(completion(&c, t(32)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(mine, vec![Status::Succeeded], "the run's rows");
 }

@@ -3,7 +3,7 @@
 //!
 //! Must not touch: job records (see [`super::jobs`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -326,6 +326,9 @@ impl FileStore {
         let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
         let run_needle = q.run_id.map(|r| r.to_string());
         let mut out = Vec::new();
+        // Runs whose real end superseded an `abandoned` row (see `HistoryRow::supersedes_abandoned`):
+        // that older row is hidden. Newest-first, the superseding row is always read first.
+        let mut superseded: HashSet<Uuid> = HashSet::new();
         let mut it = Backwards::new(&*file, &hpath, len);
         let limit = if q.limit == 0 { usize::MAX } else { q.limit };
         while out.len() < limit {
@@ -339,6 +342,12 @@ impl FileStore {
             if let Err((col, what)) = filefmt::verify_row(&line) {
                 let no = count_lines_before(&*file, &hpath, off)? + 1;
                 return Err(corrupt(&hpath, no, col, what));
+            }
+            if contains(&line, SUPERSEDES_NEEDLE)
+                && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
+                && r.supersedes_abandoned
+            {
+                superseded.insert(r.run_id);
             }
             let pre = job_needle
                 .as_ref()
@@ -366,6 +375,8 @@ impl FileStore {
                 || q.run_id.is_some_and(|r| r != row.run_id)
                 || q.since.is_some_and(|s| row.finished_at < s)
                 || (q.with_diff && row.diff.is_none())
+                || (row.status == crate::model::Status::Abandoned
+                    && superseded.contains(&row.run_id))
             {
                 continue;
             }
@@ -374,6 +385,8 @@ impl FileStore {
         Ok(out)
     }
 }
+
+const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)

@@ -853,16 +853,27 @@ fn complete_in(
     period: crate::model::BudgetPeriod,
     landed: &[HistoryRow],
 ) -> StoreResult<(CompleteOutcome, String)> {
-    let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
-        return Err(StoreError::NoSuchJob(c.job.clone()));
-    };
-    let job = c.job.clone();
-    let fenced_in = logic::holds(&cached.rec, c.run_id);
+    let mut c = c;
     // A retry of a completion whose row a failed persist of this handle already wrote.
     let mine = landed
         .iter()
         .find(|r| r.run_id == c.run_id && r.job == c.job)
         .cloned();
+    // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
+    // run and died before releasing the lease (seed 19). The real end supersedes that row.
+    if mine.is_none()
+        && let Some(cached) = l.inner.jobs.get(&c.job)
+        && logic::lapsed(&cached.rec, c.run_id, c.now)
+        && l.find_run_row(cached.mark, c.run_id)?
+            .is_some_and(|r| r.status == crate::model::Status::Abandoned)
+    {
+        c.row.supersedes_abandoned = true;
+    }
+    let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
+        return Err(StoreError::NoSuchJob(c.job.clone()));
+    };
+    let job = c.job.clone();
+    let fenced_in = logic::holds(&cached.rec, c.run_id);
     let out = match mine {
         Some(row) => {
             logic::complete_landed(&mut cached.rec, cached.sched.as_ref(), c, row, period)?
