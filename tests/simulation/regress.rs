@@ -328,3 +328,34 @@ fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
         .collect();
     assert_eq!(mine, vec![Status::Succeeded], "the run's rows");
 }
+
+/// Seed 24 after the reservation gate: a persist whose history fsync failed leaves its row in the
+/// page cache; the retry finds the row and appends none, so it must still make history durable
+/// before the job record says the run is done — else a power loss keeps the record and loses
+/// the run's only row.
+#[test]
+fn a_retry_that_relies_on_a_landed_row_makes_it_durable_first() {
+    let (disk, s) = setup(10, 30.0);
+    let c = claim_one(&s, t(1));
+    disk.script(Scripted {
+        file: "history.jsonl".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(
+        s.complete(completion(&c, t(3))).is_err(),
+        "the history fsync fails"
+    );
+    let out = s
+        .complete(completion(&c, t(4)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    assert!(!out.stale);
+    drop(s);
+    disk.power_loss();
+    let s = open(&disk);
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(mine.len(), 1, "the acknowledged row survives: {mine:#?}");
+}

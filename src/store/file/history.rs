@@ -197,6 +197,16 @@ impl Locked<'_> {
         Ok(None)
     }
 
+    /// fdatasync history (rows this operation relies on may sit in the page cache only).
+    pub(super) fn sync_history(&self) -> StoreResult<()> {
+        let hpath = self.path(HISTORY_FILE);
+        self.inner
+            .history
+            .file(&hpath)?
+            .sync_data()
+            .map_err(io_err(&hpath))
+    }
+
     /// Rows a failed persist of this handle may have left in history without their job
     /// records (see `Inner::unacked`): complete, checksummed lines of those byte ranges.
     pub(super) fn unacked_rows(&self) -> StoreResult<Vec<HistoryRow>> {

@@ -135,6 +135,10 @@ struct Inner {
     /// retried completion, claim or recovery looks for its rows here first and writes none
     /// twice. Bounded by `UNACKED_RANGES` (oldest dropped).
     unacked: Vec<(u64, u64, u64)>,
+    /// This operation relies on rows already in history (a failed persist's, or a dead
+    /// process's): they may sit in the page cache only, so history is fsynced before the job
+    /// records that rely on them are written, even when no row is appended.
+    relies_on_landed: bool,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
 }
@@ -504,9 +508,17 @@ impl Locked<'_> {
                 .collect::<Vec<_>>()
                 .into()
         };
+        let relies = std::mem::take(&mut self.inner.relies_on_landed) || fresh.len() < rows.len();
         let (ino, before) = (self.inner.history.ino, self.inner.history.len);
         let r = self
             .append_history(&fresh)
+            .and_then(|_| {
+                if relies && fresh.is_empty() {
+                    self.sync_history()
+                } else {
+                    Ok(())
+                }
+            })
             .and_then(|_| self.append_jobs(names));
         if r.is_err() {
             self.inner.loaded = false;
@@ -622,6 +634,7 @@ impl Store for FileStore {
         let mut rows = Vec::new();
         let mut changed = Vec::new();
         let mut plans = Vec::new();
+        let mut relies = false;
         for name in due {
             if in_flight.contains(name.as_str()) {
                 continue;
@@ -636,6 +649,7 @@ impl Store for FileStore {
                 Some(lease) => l.find_run_row(c.mark, lease.run_id)?,
                 None => None,
             };
+            relies |= landed.is_some();
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
@@ -648,6 +662,8 @@ impl Store for FileStore {
             if unacked.is_empty() {
                 rows.extend(ev.rows);
             } else {
+                // Rows trimmed or dropped here rely on the landed ones.
+                relies |= !ev.rows.is_empty();
                 rows.extend(
                     ev.rows
                         .into_iter()
@@ -662,6 +678,7 @@ impl Store for FileStore {
                 changed.push(name);
             }
         }
+        l.inner.relies_on_landed |= relies;
         l.persist(&rows, &changed)?;
         let claims = plans
             .into_iter()
@@ -869,6 +886,9 @@ fn complete_in(
     {
         c.row.supersedes_abandoned = true;
     }
+    if mine.is_some() {
+        l.inner.relies_on_landed = true;
+    }
     let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
@@ -880,6 +900,15 @@ fn complete_in(
         }
         None => logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?,
     };
+    let mut out = out;
+    if !landed.is_empty() {
+        // Report the rows as they stand in history (persist does not append them again).
+        for r in &mut out.rows {
+            if let Some(l) = landed.iter().find(|l| logic::same_row(l, r)) {
+                *r = l.clone();
+            }
+        }
+    }
     if fenced_in {
         cached.mark = None;
     }
