@@ -52,9 +52,20 @@
 //! history row(s) first, then the job record. Each lease remembers where history ended at claim
 //! time (`mark`); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
-//! writes) it finishes the job from that row instead of writing a second one. A `missed` row
-//! whose job record did not reach the journal can be written twice (never lost); that is the
-//! chosen side of the trade-off.
+//! writes) it finishes the job from that row instead of writing a second one.
+//!
+//! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
+//! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
+//! failed persists wrote (`Inner::unacked`, the last 64), and the retry finds its rows there —
+//! a completion finishes from its landed row ([`logic::complete_landed`]), generated
+//! `missed`/`skipped` rows already there are not written again ([`logic::same_row`]; a later
+//! `missed` retry keeps only the newer slots, [`logic::unlanded_part`]). An operation relying
+//! on rows already in history fdatasyncs history before writing the records (those rows may be
+//! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
+//! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
+//! for it from the claim mark and writes its row with `supersedes_abandoned`, and queries hide
+//! the superseded row. Still open: a process that dies between a `missed`/overlap row and its
+//! job record leaves a row the next claimer (another process) can write again (never lost).
 //!
 //! # History corruption checks
 //! Every history row carries a CRC-32 of itself, so a flipped byte that still parses is caught
