@@ -359,3 +359,45 @@ fn a_retry_that_relies_on_a_landed_row_makes_it_durable_first() {
         .collect();
     assert_eq!(mine.len(), 1, "the acknowledged row survives: {mine:#?}");
 }
+
+/// Seed 12 of the quick batch after the reservation gate (bug 5's overlap case): a recovery
+/// wrote `abandoned` and the overlap `skipped` row after it, then died before the journal; the
+/// next process finishes the run from the landed `abandoned` row and must not write the
+/// overlap row a second time.
+#[test]
+fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
+    let (disk, s) = setup(5, 10.0);
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(1),
+            owner: "dead",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(out.claims.len(), 1);
+    let req = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(recoverer.claim_due(&req(t(30))).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let third = open(&disk);
+    third
+        .claim_due(&req(t(31)))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    let overlap: Vec<_> = rows(&third)
+        .into_iter()
+        .filter(|r| r.status == Status::Skipped)
+        .map(|r| (r.slot, r.slot_end))
+        .collect();
+    assert_eq!(overlap.len(), 1, "one overlap row: {overlap:?}");
+}

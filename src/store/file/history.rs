@@ -163,6 +163,21 @@ impl Locked<'_> {
         mark: Option<Mark>,
         run_id: Uuid,
     ) -> StoreResult<Option<HistoryRow>> {
+        Ok(self.find_run_rows(mark, run_id, None)?.0)
+    }
+
+    /// [`Self::find_run_row`], and with `job`, also every later row of that job: the rows the
+    /// same write put after the run's row (overlap `skipped`, `missed`), which a recovery
+    /// finishing from the landed row must not write again.
+    pub(super) fn find_run_rows(
+        &self,
+        mark: Option<Mark>,
+        run_id: Uuid,
+        job: Option<&str>,
+    ) -> StoreResult<(Option<HistoryRow>, Vec<HistoryRow>)> {
+        let job_needle = job.map(|j| format!("\"job\":{}", json_str(j)));
+        let mut found: Option<HistoryRow> = None;
+        let mut after = Vec::new();
         let hpath = self.path(HISTORY_FILE);
         let log = &self.inner.history;
         let f = log.file(&hpath)?;
@@ -182,19 +197,36 @@ impl Locked<'_> {
             carry.extend_from_slice(&buf);
             let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
             for line in carry[..cut].split(|b| *b == b'\n') {
-                if line.is_empty() || !contains(line, needle.as_bytes()) {
+                if line.is_empty() {
+                    continue;
+                }
+                if found.is_some() {
+                    if let Some(n) = &job_needle
+                        && contains(line, n.as_bytes())
+                        && filefmt::verify_row(line).is_ok()
+                        && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                        && Some(row.job.as_str()) == job
+                    {
+                        after.push(row);
+                    }
+                    continue;
+                }
+                if !contains(line, needle.as_bytes()) {
                     continue;
                 }
                 if filefmt::verify_row(line).is_ok()
                     && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
                     && row.run_id == run_id
                 {
-                    return Ok(Some(row));
+                    found = Some(row);
+                    if job_needle.is_none() {
+                        return Ok((found, after));
+                    }
                 }
             }
             carry.drain(..cut);
         }
-        Ok(None)
+        Ok((found, after))
     }
 
     /// fdatasync history (rows this operation relies on may sit in the page cache only).

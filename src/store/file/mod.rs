@@ -656,9 +656,9 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            let landed = match logic::expired_lease(&c.rec, now) {
-                Some(lease) => l.find_run_row(c.mark, lease.run_id)?,
-                None => None,
+            let (landed, after) = match logic::expired_lease(&c.rec, now) {
+                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(&name))?,
+                None => (None, Vec::new()),
             };
             relies |= landed.is_some();
             let can = plans.len() < req.limit;
@@ -670,15 +670,16 @@ impl Store for FileStore {
             if recovering {
                 c.mark = None;
             }
-            if unacked.is_empty() {
+            if unacked.is_empty() && after.is_empty() {
                 rows.extend(ev.rows);
             } else {
                 // Rows trimmed or dropped here rely on the landed ones.
                 relies |= !ev.rows.is_empty();
+                let known: Vec<HistoryRow> = unacked.iter().chain(&after).cloned().collect();
                 rows.extend(
                     ev.rows
                         .into_iter()
-                        .filter_map(|r| logic::unlanded_part(r, &unacked, &sched)),
+                        .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
                 );
             }
             if let Some(p) = ev.claim {
