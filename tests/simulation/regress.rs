@@ -388,7 +388,10 @@ fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
         op: "write",
         fault: ScriptedFault::Crash,
     });
-    assert!(recoverer.claim_due(&req(t(30))).is_err(), "the recoverer dies");
+    assert!(
+        recoverer.claim_due(&req(t(30))).is_err(),
+        "the recoverer dies"
+    );
     drop(recoverer);
     let third = open(&disk);
     third
