@@ -890,7 +890,7 @@ pub fn complete_landed(
     Ok(out)
 }
 
-/// Whether `new` is a row `old` already records: the same run (run_id), or the same generated
+/// Whether `new` is a row `old` already records: the same run (run_id) and status, or the same generated
 /// `missed`/`skipped` row for the same job and slot (those get a fresh run_id each time they
 /// are computed, so a retried claim or completion would otherwise write them twice).
 pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
@@ -898,7 +898,8 @@ pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
         return false;
     }
     if old.run_id == new.run_id {
-        return true;
+        // Not a dead recoverer's `abandoned` row beside the run's real end.
+        return old.status == new.status;
     }
     if new.slot.is_none() || old.status != new.status || old.slot != new.slot {
         return false;

@@ -404,3 +404,55 @@ fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
         .collect();
     assert_eq!(overlap.len(), 1, "one overlap row: {overlap:?}");
 }
+
+/// Bug 5's `missed` case across processes: another process wrote a `missed` row and died
+/// before its job record; an owner that had the store loaded sees history grow while the
+/// journal did not, and its next claim records only the slots after that row.
+#[test]
+fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    let other = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        other.claim_due(&req(t(45))).is_err(),
+        "the other process dies"
+    );
+    drop(other);
+    s.claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let missed: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
+}

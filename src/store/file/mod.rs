@@ -458,6 +458,12 @@ impl Locked<'_> {
             ));
         };
         let j = &self.inner.journal;
+        let before = self.inner.loaded.then_some((
+            j.ino,
+            j.len,
+            self.inner.history.ino,
+            self.inner.history.len,
+        ));
         // A stale journal never grows (writers replace it before appending), so one that did is
         // reloaded (and judged) in full.
         if !self.inner.loaded
@@ -471,6 +477,19 @@ impl Locked<'_> {
         }
         self.refresh_settings()?;
         self.refresh_history()?;
+        // History grew while the journal did not change: rows whose job records never landed
+        // (a process died or failed between the two writes). Remember them like our own failed
+        // writes, so a claim does not write the same `missed`/overlap row again.
+        if let Some((jino, jlen, hino, hlen)) = before {
+            let inner = &mut *self.inner;
+            let (j, h) = (&inner.journal, &inner.history);
+            if j.ino == jino && j.len == jlen && h.ino == hino && h.len > hlen {
+                if inner.unacked.len() >= UNACKED_RANGES {
+                    inner.unacked.remove(0);
+                }
+                inner.unacked.push((hino, hlen, h.len));
+            }
+        }
         Ok(())
     }
 
@@ -884,9 +903,10 @@ fn complete_in(
 ) -> StoreResult<(CompleteOutcome, String)> {
     let mut c = c;
     // A retry of a completion whose row a failed persist of this handle already wrote.
+    // (Not another owner's `abandoned` row for the same run: see below.)
     let mine = landed
         .iter()
-        .find(|r| r.run_id == c.run_id && r.job == c.job)
+        .find(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
         .cloned();
     // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
     // run and died before releasing the lease (seed 19). The real end supersedes that row.
