@@ -147,6 +147,11 @@ pub struct HistoryRow {
     /// Spend is known to be incomplete for this row (unpriced model, or no usage in the reply).
     #[serde(default, skip_serializing_if = "is_false")]
     pub unpriced: bool,
+    /// The run's real end, written while an `abandoned` row for the same run already stood in
+    /// history: an owner recovering the lapsed lease wrote it and died before the lease's
+    /// release reached the store. Readers hide that `abandoned` row (it never happened).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub supersedes_abandoned: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -189,6 +194,7 @@ impl HistoryRow {
             slots_count: None,
             stale_lease: false,
             unpriced: false,
+            supersedes_abandoned: false,
         }
     }
 }
@@ -531,6 +537,10 @@ pub struct Lease {
     /// running it kills it and records it `failed`, reason `cancelled by operator`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// A renewal came after `lease_until`: another owner may have started recovering the run
+    /// meanwhile, so its completion looks for an `abandoned` row of its own run.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lapsed: bool,
 }
 
 /// A range of slots one row stands for.

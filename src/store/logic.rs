@@ -485,6 +485,7 @@ fn claim(
         spends_job,
         coalesced: None,
         cancel_requested_at: None,
+        lapsed: false,
     });
     ClaimPlan {
         run_id,
@@ -499,9 +500,21 @@ fn claim(
 pub fn renew(rec: &mut JobRecord, run_id: Uuid, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let lease_seconds = rec.def.lease_seconds;
     let lease = rec.rt.lease.as_mut().filter(|l| l.run_id == run_id)?;
+    if now > lease.lease_until {
+        lease.lapsed = true;
+    }
     lease.lease_until = now + secs_f64(lease_seconds);
     lease.last_renewed = now;
     Some(lease.lease_until)
+}
+
+/// Whether `run_id` holds the job's lease and it lapsed at some point (expired at `now`, or
+/// renewed after it expired): another owner may have begun recovering it.
+pub fn lapsed(rec: &JobRecord, run_id: Uuid, now: DateTime<Utc>) -> bool {
+    rec.rt
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.run_id == run_id && (l.lapsed || l.lease_until <= now))
 }
 
 /// Whether the job's lease is held by `run_id`.
@@ -872,6 +885,99 @@ pub fn complete_step(
     out.rows.push(row);
     out.rows.extend(fin.extra_rows);
     Ok(out)
+}
+
+/// A retried completion whose row is already in history (an earlier attempt wrote the row, then
+/// failed before or while writing the job record). Holding the lease: the run is finished from
+/// the landed row, so the record matches history. Not holding it: the earlier attempt's record
+/// update landed too (or recovery finished the run from that row): nothing changes. The
+/// outcome's rows are the landed row and any overlap rows; the store must not append rows that
+/// are already there (see [`same_row`]).
+pub fn complete_landed(
+    rec: &mut JobRecord,
+    sched: Option<&Compiled>,
+    c: Completion,
+    mut landed: HistoryRow,
+    period: BudgetPeriod,
+) -> StoreResult<CompleteOutcome> {
+    let mut out = CompleteOutcome::default();
+    if !holds(rec, c.run_id) {
+        out.stale = landed.stale_lease;
+        out.rows.push(landed);
+        return Ok(out);
+    }
+    let compiled;
+    let sched = match sched {
+        Some(s) => s,
+        None => {
+            compiled = compile(rec).map_err(StoreError::bad_def(&c.job))?;
+            &compiled
+        }
+    };
+    let fin = finish_run(
+        rec,
+        sched,
+        &mut landed,
+        c.state,
+        c.hold_until,
+        period,
+        c.now,
+    );
+    out.state_rejected = fin.state_rejected;
+    out.rows.push(landed);
+    out.rows.extend(fin.extra_rows);
+    Ok(out)
+}
+
+/// Whether `new` is a row `old` already records: the same run (run_id) and status, or the same generated
+/// `missed`/`skipped` row for the same job and slot (those get a fresh run_id each time they
+/// are computed, so a retried claim or completion would otherwise write them twice).
+pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
+    if old.job != new.job {
+        return false;
+    }
+    if old.run_id == new.run_id {
+        // Not a dead recoverer's `abandoned` row beside the run's real end.
+        return old.status == new.status;
+    }
+    if new.slot.is_none() || old.status != new.status || old.slot != new.slot {
+        return false;
+    }
+    match new.status {
+        // A retry later than the first attempt covers the same first slot and maybe more
+        // (see [`unlanded_part`]); its reason names its own age.
+        Status::Missed => old.slot_end >= new.slot_end,
+        Status::Skipped => old.slot_end == new.slot_end && old.reason == new.reason,
+        _ => false,
+    }
+}
+
+/// `new` (a row about to be written) without what rows already in history record: `None` when
+/// one of them records it whole; a `missed` row computed again later than a landed one covers
+/// the landed row's first slot and more, so only the slots after the landed row's last are kept.
+pub fn unlanded_part(
+    mut new: HistoryRow,
+    landed: &[HistoryRow],
+    sched: &Compiled,
+) -> Option<HistoryRow> {
+    if landed.iter().any(|l| same_row(l, &new)) {
+        return None;
+    }
+    if new.status == Status::Missed
+        && let Some(l) = landed.iter().find(|l| {
+            l.job == new.job
+                && l.status == Status::Missed
+                && l.slot == new.slot
+                && new.slot.is_some()
+        })
+        && let (Some(done), Some(end)) = (l.slot_end.or(l.slot), new.slot_end)
+    {
+        let (first, last, n) = sched.slots_between(done, end, SLOT_COUNT_CAP)?;
+        new.slot = Some(first);
+        new.slot_end = Some(last);
+        new.slots_count = Some(n);
+    }
+    Some(new)
 }
 
 /// The row written when a lease expired without completion (SPEC §6).
@@ -1480,6 +1586,17 @@ mod tests {
         let c = eval(&mut r, T0).claim.unwrap();
         assert!(renew(&mut r, Uuid::new_v4(), t(T0 + 10)).is_none());
         assert_eq!(renew(&mut r, c.run_id, t(T0 + 10)), Some(t(T0 + 40)));
+        assert!(!lapsed(&r, c.run_id, t(T0 + 39)));
+        assert!(lapsed(&r, c.run_id, t(T0 + 40)), "expired at now");
+    }
+
+    #[test]
+    fn a_renewal_after_expiry_marks_the_lease_lapsed_for_good() {
+        let mut r = job("r", t(T0));
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert_eq!(renew(&mut r, c.run_id, t(T0 + 100)), Some(t(T0 + 130)));
+        assert!(lapsed(&r, c.run_id, t(T0 + 101)));
+        assert!(!lapsed(&r, Uuid::new_v4(), t(T0 + 101)), "fenced by run_id");
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         spends_job: false,
         coalesced: None,
         cancel_requested_at: None,
+        lapsed: false,
     }
 }
 

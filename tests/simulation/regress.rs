@@ -51,7 +51,6 @@ fn rows(s: &FileStore) -> Vec<HistoryRow> {
 /// failed, the job record (lease released) is already in the page cache, so the retry finds no
 /// lease, takes the stale path and appends the run's row a second time.
 #[test]
-#[ignore = "bug (store/file.rs): a completion retried after a failed journal fsync appends the run's row twice (stale_lease)"]
 fn a_completion_retried_after_a_failed_journal_fsync_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
@@ -159,7 +158,6 @@ fn completion(c: &cronsole::store::Claim, now: DateTime<Utc>) -> Completion {
 /// the journal append fails (disk full), the completion returns an error and the engine retries
 /// it; the lease is still ours, so the retry appends the row again.
 #[test]
-#[ignore = "bug (store/file.rs): a completion retried after a failed journal append appends the run's row twice"]
 fn a_completion_retried_after_a_failed_journal_write_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
@@ -219,7 +217,6 @@ fn rows_of_a_fresh_store_survive_a_power_loss() {
 /// holds the lease and completes it: history now says the run both succeeded and was abandoned
 /// (a status that did not happen, issue 10 item 5).
 #[test]
-#[ignore = "bug (store/file.rs): a recovery that dies after appending `abandoned` leaves that row beside the run's real completion"]
 fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed() {
     let (disk, s) = setup(10, 5.0);
     let c = claim_one(&s, t(1));
@@ -245,4 +242,217 @@ fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed(
         .map(|r| (r.status, r.stale_lease))
         .collect();
     assert_eq!(mine, vec![(Status::Succeeded, false)], "the run's rows");
+}
+
+/// Seeds 22, 143 (a `missed` row written twice): a claim wrote its `missed` row, then the
+/// journal append failed; the retried claim (later, so covering more slots) must not record the
+/// same slots again: the slots after the landed row get one row of their own.
+#[test]
+fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Enospc,
+    });
+    assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
+    s.claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let missed: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
+}
+
+/// Seed 19's path with a renewal: the run's owner, back from its stall, renews the lapsed lease
+/// (now valid again) before completing; its completion still supersedes the dead recoverer's
+/// `abandoned` row.
+#[test]
+fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
+    let (disk, s) = setup(10, 5.0);
+    let c = claim_one(&s, t(1));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "history.jsonl".into(),
+        op: "fsync",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(30),
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let renewed = s
+        .renew("a", c.run_id, "o", t(31))
+        .unwrap_or_else(|e| panic!("renew: {e}"));
+    assert!(matches!(
+        renewed,
+        cronsole::store::RenewOutcome::Renewed { .. }
+    ));
+    s.complete(completion(&c, t(32)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(mine, vec![Status::Succeeded], "the run's rows");
+}
+
+/// Seed 24 after the reservation gate: a persist whose history fsync failed leaves its row in the
+/// page cache; the retry finds the row and appends none, so it must still make history durable
+/// before the job record says the run is done — else a power loss keeps the record and loses
+/// the run's only row.
+#[test]
+fn a_retry_that_relies_on_a_landed_row_makes_it_durable_first() {
+    let (disk, s) = setup(10, 30.0);
+    let c = claim_one(&s, t(1));
+    disk.script(Scripted {
+        file: "history.jsonl".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(
+        s.complete(completion(&c, t(3))).is_err(),
+        "the history fsync fails"
+    );
+    let out = s
+        .complete(completion(&c, t(4)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    assert!(!out.stale);
+    drop(s);
+    disk.power_loss();
+    let s = open(&disk);
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(mine.len(), 1, "the acknowledged row survives: {mine:#?}");
+}
+
+/// Seed 12 of the quick batch after the reservation gate (bug 5's overlap case): a recovery
+/// wrote `abandoned` and the overlap `skipped` row after it, then died before the journal; the
+/// next process finishes the run from the landed `abandoned` row and must not write the
+/// overlap row a second time.
+#[test]
+fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
+    let (disk, s) = setup(5, 10.0);
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(1),
+            owner: "dead",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(out.claims.len(), 1);
+    let req = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        recoverer.claim_due(&req(t(30))).is_err(),
+        "the recoverer dies"
+    );
+    drop(recoverer);
+    let third = open(&disk);
+    third
+        .claim_due(&req(t(31)))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    let overlap: Vec<_> = rows(&third)
+        .into_iter()
+        .filter(|r| r.status == Status::Skipped)
+        .map(|r| (r.slot, r.slot_end))
+        .collect();
+    assert_eq!(overlap.len(), 1, "one overlap row: {overlap:?}");
+}
+
+/// Bug 5's `missed` case across processes: another process wrote a `missed` row and died
+/// before its job record; an owner that had the store loaded sees history grow while the
+/// journal did not, and its next claim records only the slots after that row.
+#[test]
+fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    let other = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        other.claim_due(&req(t(45))).is_err(),
+        "the other process dies"
+    );
+    drop(other);
+    s.claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let missed: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
 }

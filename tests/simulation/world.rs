@@ -17,6 +17,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use cronsole::model::{
     Budget, BudgetPeriod, HistoryRow, JobDef, JobsFile, Settings, Status, Trigger,
 };
+use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, StoreError};
 use cronsole::testkit::simio::{Rng, SharedRng};
 use uuid::Uuid;
@@ -45,46 +46,71 @@ pub trait Backend {
     fn faults_off(&mut self);
 }
 
-/// The budget check before a model call. Today's store has no atomic reservation (branch
-/// wt-money adds `Store::reserve`/`settle`): [`SpendCheck`] reads the recorded spend and
-/// counts this owner's own admitted calls, so owners racing each other can overrun by what they
-/// admitted concurrently — the model allows exactly that slack and no more. HOOK: when the
-/// reservation API is merged, add a `ReserveGate` calling `store.reserve(..)` before the call
-/// and `store.settle(..)` with the real cost after it, and return `atomic() == true` so the
-/// slack is zero.
+/// The budget check before a model call: a reservation in the store (`Store::reserve`, atomic
+/// for every owner), settled to the call's real cost before the run completes. A run whose
+/// owner dies keeps its worst case reserved, as in the engine. The model allows no overrun.
 pub trait BudgetGate {
-    /// May a call with this worst-case cost be made now? `own` is this owner's admitted,
-    /// unrecorded worst cases.
+    /// Reserve `worst` for this run's call: `Some(id)` when it fits, `None` when refused.
     fn admit(
         &self,
         store: &dyn Store,
         job: &str,
+        run_id: Uuid,
+        owner: &str,
         worst: f64,
-        own: f64,
-        budget: f64,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// Settle a reservation to the call's real cost.
+    fn settle(
+        &self,
+        store: &dyn Store,
+        job: &str,
+        id: Uuid,
+        cost: f64,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// Whether admission is atomic across owners (no overrun allowed by the model).
     fn atomic(&self) -> bool;
 }
 
-pub struct SpendCheck;
+pub struct ReserveGate;
 
-impl BudgetGate for SpendCheck {
+impl BudgetGate for ReserveGate {
     fn admit(
         &self,
         store: &dyn Store,
         job: &str,
+        run_id: Uuid,
+        owner: &str,
         worst: f64,
-        own: f64,
-        budget: f64,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let s = store.spend(job, now)?;
-        Ok(s.global_usd + own + worst <= budget + 1e-12)
+    ) -> Result<Option<Uuid>, StoreError> {
+        let req = ReserveRequest {
+            job,
+            run_id,
+            owner,
+            usd: worst,
+            now,
+        };
+        Ok(match store.reserve(&req)? {
+            ReserveOutcome::Reserved { id } => Some(id),
+            ReserveOutcome::Refused { .. } => None,
+        })
+    }
+
+    fn settle(
+        &self,
+        store: &dyn Store,
+        job: &str,
+        id: Uuid,
+        cost: f64,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        store.settle(job, id, Settlement::Cost(cost), now)
     }
 
     fn atomic(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -110,8 +136,9 @@ struct Run {
     lease_secs: f64,
     status: Status,
     cost: f64,
-    worst: f64,
     admitted: bool,
+    /// The budget reservation of its call, until settled.
+    reservation: Option<Uuid>,
     /// A completion was tried and failed: its row may or may not be in the store.
     tried: bool,
 }
@@ -208,7 +235,7 @@ impl<'a> World<'a> {
             seed,
             rng,
             backend,
-            gate: Box::new(SpendCheck),
+            gate: Box::new(ReserveGate),
             params,
             now: t0,
             t0,
@@ -531,6 +558,28 @@ impl<'a> World<'a> {
             .collect();
         let mut done = Vec::new();
         for k in due {
+            // The call's reply: settle its reservation to the real cost (retried next tick).
+            if let Some(id) = self.owners[i].runs[k].reservation {
+                let (job, cost) = {
+                    let r = &self.owners[i].runs[k];
+                    (r.job.clone(), r.cost)
+                };
+                let res = match &self.owners[i].proc {
+                    Some(p) => self.gate.settle(&*p.store, &job, id, cost, now),
+                    None => return Ok(()),
+                };
+                match res {
+                    Ok(()) => self.owners[i].runs[k].reservation = None,
+                    Err(e) => {
+                        self.stats.store_errors += 1;
+                        self.note(format!("settle {job} failed (retried): {e}"));
+                        if !self.owner_alive(i) {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
+            }
             let (c, label) = {
                 let o = &self.owners[i];
                 let r = &o.runs[k];
@@ -715,18 +764,13 @@ impl<'a> World<'a> {
             let worst = [0.05, 0.1, 0.2, 0.3][r.below(4) as usize];
             (dur, worst, r.chance(0.15), r.unit())
         };
-        let budget = self.model.budget.unwrap_or(f64::INFINITY);
-        let own: f64 = self.owners[i]
-            .runs
-            .iter()
-            .filter(|r| r.admitted)
-            .map(|r| r.worst)
-            .sum();
+        let owner = self.owners[i].id.clone();
         let admit = match &self.owners[i].proc {
-            Some(p) => self.gate.admit(&*p.store, &job, worst, own, budget, now),
+            Some(p) => self.gate.admit(&*p.store, &job, run_id, &owner, worst, now),
             None => return Ok(()),
         };
-        let (status, cost, admitted) = match admit {
+        let reservation = admit.as_ref().ok().copied().flatten();
+        let (status, cost, admitted) = match admit.map(|r| r.is_some()) {
             Ok(true) => {
                 // Another owner with an admitted, unrecorded call: a non-atomic check cannot
                 // see it, so the model allows this call's worst case as slack.
@@ -767,8 +811,8 @@ impl<'a> World<'a> {
             lease_secs: lease,
             status,
             cost,
-            worst,
             admitted,
+            reservation,
             tried: false,
         });
         Ok(())

@@ -3,7 +3,7 @@
 //!
 //! Must not touch: job records (see [`super::jobs`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -14,7 +14,7 @@ use super::log::{
     AppendLog, check_id, complete_len, corrupt, count_lines_before, encode_line, io_err, json_err,
     missing, read_at, stat, write_atomic,
 };
-use super::{BLOCK, FileStore, HISTORY_FILE, Locked, OPEN_VERIFY_BYTES};
+use super::{BLOCK, FileStore, HISTORY_FILE, Locked, OPEN_VERIFY_BYTES, UNACKED_RANGES};
 use crate::model::HistoryRow;
 use crate::store::io::{IoFile, OpenMode};
 use crate::store::{HistoryQuery, StoreError, StoreResult, filefmt};
@@ -163,6 +163,21 @@ impl Locked<'_> {
         mark: Option<Mark>,
         run_id: Uuid,
     ) -> StoreResult<Option<HistoryRow>> {
+        Ok(self.find_run_rows(mark, run_id, None)?.0)
+    }
+
+    /// [`Self::find_run_row`], and with `job`, also every later row of that job: the rows the
+    /// same write put after the run's row (overlap `skipped`, `missed`), which a recovery
+    /// finishing from the landed row must not write again.
+    pub(super) fn find_run_rows(
+        &self,
+        mark: Option<Mark>,
+        run_id: Uuid,
+        job: Option<&str>,
+    ) -> StoreResult<(Option<HistoryRow>, Vec<HistoryRow>)> {
+        let job_needle = job.map(|j| format!("\"job\":{}", json_str(j)));
+        let mut found: Option<HistoryRow> = None;
+        let mut after = Vec::new();
         let hpath = self.path(HISTORY_FILE);
         let log = &self.inner.history;
         let f = log.file(&hpath)?;
@@ -182,19 +197,94 @@ impl Locked<'_> {
             carry.extend_from_slice(&buf);
             let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
             for line in carry[..cut].split(|b| *b == b'\n') {
-                if line.is_empty() || !contains(line, needle.as_bytes()) {
+                if line.is_empty() {
+                    continue;
+                }
+                if found.is_some() {
+                    if let Some(n) = &job_needle
+                        && contains(line, n.as_bytes())
+                        && filefmt::verify_row(line).is_ok()
+                        && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                        && Some(row.job.as_str()) == job
+                    {
+                        after.push(row);
+                    }
+                    continue;
+                }
+                if !contains(line, needle.as_bytes()) {
                     continue;
                 }
                 if filefmt::verify_row(line).is_ok()
                     && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
                     && row.run_id == run_id
                 {
-                    return Ok(Some(row));
+                    found = Some(row);
+                    if job_needle.is_none() {
+                        return Ok((found, after));
+                    }
                 }
             }
             carry.drain(..cut);
         }
-        Ok(None)
+        Ok((found, after))
+    }
+
+    /// fdatasync history (rows this operation relies on may sit in the page cache only).
+    pub(super) fn sync_history(&self) -> StoreResult<()> {
+        let hpath = self.path(HISTORY_FILE);
+        self.inner
+            .history
+            .file(&hpath)?
+            .sync_data()
+            .map_err(io_err(&hpath))
+    }
+
+    /// Rows a failed persist of this handle may have left in history without their job
+    /// records (see `Inner::unacked`): complete, checksummed lines of those byte ranges.
+    pub(super) fn unacked_rows(&self) -> StoreResult<Vec<HistoryRow>> {
+        let log = &self.inner.history;
+        if self.inner.unacked.is_empty() || log.file.is_none() {
+            return Ok(Vec::new());
+        }
+        let hpath = self.path(HISTORY_FILE);
+        let f = log.file(&hpath)?;
+        let mut out = Vec::new();
+        for &(ino, from, to) in &self.inner.unacked {
+            let to = to.min(log.len);
+            if ino != log.ino || from >= to {
+                continue;
+            }
+            let mut buf = vec![0u8; (to - from) as usize];
+            read_at(f, &hpath, from, &mut buf)?;
+            let cut = buf.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+            for line in buf[..cut].split(|b| *b == b'\n') {
+                if !line.is_empty()
+                    && filefmt::verify_row(line).is_ok()
+                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                {
+                    out.push(row);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// After a failed persist (under the lock still): remember what it added to history, so a
+    /// retry finds its rows instead of writing them again.
+    pub(super) fn note_unacked(&mut self, ino: u64, before: u64) {
+        let hpath = self.path(HISTORY_FILE);
+        match stat(self.io(), &hpath) {
+            Ok(Some(m)) if m.ino == ino && m.len > before => {
+                if self.inner.unacked.len() >= UNACKED_RANGES {
+                    self.inner.unacked.remove(0);
+                }
+                self.inner.unacked.push((ino, before, m.len));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                "cannot tell what a failed write left in history ({e}); a retry may repeat a row"
+            ),
+        }
     }
 
     pub(super) fn compact_history(
@@ -284,6 +374,9 @@ impl FileStore {
             && q.run_id.is_none()
             && q.since.is_none()
             && !q.with_diff;
+        // Runs whose real end superseded an `abandoned` row (see `HistoryRow::supersedes_abandoned`):
+        // that older row is hidden. Newest-first, the superseding row is always read first.
+        let mut superseded: HashSet<Uuid> = HashSet::new();
         let mut it = Backwards::new(&*file, &hpath, len);
         let limit = if q.limit == 0 { usize::MAX } else { q.limit };
         while out.len() < limit {
@@ -297,6 +390,12 @@ impl FileStore {
             if let Err((col, what)) = filefmt::verify_row(&line) {
                 let no = count_lines_before(&*file, &hpath, off)? + 1;
                 return Err(corrupt(&hpath, no, col, what));
+            }
+            if contains(&line, SUPERSEDES_NEEDLE)
+                && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
+                && r.supersedes_abandoned
+            {
+                superseded.insert(r.run_id);
             }
             // Paging without filters: every line is a row, so the rows `offset` skips need no
             // parse (their checksum was verified above), and a deep page costs a backward read,
@@ -331,6 +430,8 @@ impl FileStore {
                 || q.run_id.is_some_and(|r| r != row.run_id)
                 || q.since.is_some_and(|s| row.finished_at < s)
                 || (q.with_diff && row.diff.is_none())
+                || (row.status == crate::model::Status::Abandoned
+                    && superseded.contains(&row.run_id))
             {
                 continue;
             }
@@ -343,6 +444,8 @@ impl FileStore {
         Ok(out)
     }
 }
+
+const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)

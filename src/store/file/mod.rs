@@ -52,9 +52,20 @@
 //! history row(s) first, then the job record. Each lease remembers where history ended at claim
 //! time (`mark`); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
-//! writes) it finishes the job from that row instead of writing a second one. A `missed` row
-//! whose job record did not reach the journal can be written twice (never lost); that is the
-//! chosen side of the trade-off.
+//! writes) it finishes the job from that row instead of writing a second one.
+//!
+//! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
+//! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
+//! failed persists wrote (`Inner::unacked`, the last 64), and the retry finds its rows there —
+//! a completion finishes from its landed row ([`logic::complete_landed`]), generated
+//! `missed`/`skipped` rows already there are not written again ([`logic::same_row`]; a later
+//! `missed` retry keeps only the newer slots, [`logic::unlanded_part`]). An operation relying
+//! on rows already in history fdatasyncs history before writing the records (those rows may be
+//! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
+//! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
+//! for it from the claim mark and writes its row with `supersedes_abandoned`, and queries hide
+//! the superseded row. Still open: a process that dies between a `missed`/overlap row and its
+//! job record leaves a row the next claimer (another process) can write again (never lost).
 //!
 //! # History corruption checks
 //! Every history row carries a CRC-32 of itself, so a flipped byte that still parses is caught
@@ -113,6 +124,8 @@ const AUTO_COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(20);
 /// How much of history's end every open verifies row by row (checksum + parse).
 const OPEN_VERIFY_BYTES: u64 = 4 * 1024 * 1024;
+/// How many failed-persist byte ranges of history a handle remembers (see `Inner::unacked`).
+const UNACKED_RANGES: usize = 64;
 
 #[derive(Default)]
 struct Inner {
@@ -128,6 +141,15 @@ struct Inner {
     journal_stale: bool,
     history: AppendLog,
     history_compacted_len: u64,
+    /// Byte ranges `(ino, from, to)` of history that a failed persist of this handle wrote
+    /// (rows whose job records may not have reached the journal). Kept across reloads: a
+    /// retried completion, claim or recovery looks for its rows here first and writes none
+    /// twice. Bounded by `UNACKED_RANGES` (oldest dropped).
+    unacked: Vec<(u64, u64, u64)>,
+    /// This operation relies on rows already in history (a failed persist's, or a dead
+    /// process's): they may sit in the page cache only, so history is fsynced before the job
+    /// records that rely on them are written, even when no row is appended.
+    relies_on_landed: bool,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
 }
@@ -436,6 +458,12 @@ impl Locked<'_> {
             ));
         };
         let j = &self.inner.journal;
+        let before = self.inner.loaded.then_some((
+            j.ino,
+            j.len,
+            self.inner.history.ino,
+            self.inner.history.len,
+        ));
         // A stale journal never grows (writers replace it before appending), so one that did is
         // reloaded (and judged) in full.
         if !self.inner.loaded
@@ -449,6 +477,19 @@ impl Locked<'_> {
         }
         self.refresh_settings()?;
         self.refresh_history()?;
+        // History grew while the journal did not change: rows whose job records never landed
+        // (a process died or failed between the two writes). Remember them like our own failed
+        // writes, so a claim does not write the same `missed`/overlap row again.
+        if let Some((jino, jlen, hino, hlen)) = before {
+            let inner = &mut *self.inner;
+            let (j, h) = (&inner.journal, &inner.history);
+            if j.ino == jino && j.len == jlen && h.ino == hino && h.len > hlen {
+                if inner.unacked.len() >= UNACKED_RANGES {
+                    inner.unacked.remove(0);
+                }
+                inner.unacked.push((hino, hlen, h.len));
+            }
+        }
         Ok(())
     }
 
@@ -480,12 +521,40 @@ impl Locked<'_> {
     }
 
     /// History rows first, then job records. A failure leaves the cache to be reloaded.
+    /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
+    /// appended again.
     fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
+        let landed = if rows.is_empty() {
+            Vec::new()
+        } else {
+            self.unacked_rows()?
+        };
+        let fresh: std::borrow::Cow<'_, [HistoryRow]> = if landed.is_empty() {
+            std::borrow::Cow::Borrowed(rows)
+        } else {
+            rows.iter()
+                .filter(|r| !landed.iter().any(|l| logic::same_row(l, r)))
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let relies = std::mem::take(&mut self.inner.relies_on_landed) || fresh.len() < rows.len();
+        let (ino, before) = (self.inner.history.ino, self.inner.history.len);
         let r = self
-            .append_history(rows)
+            .append_history(&fresh)
+            .and_then(|_| {
+                if relies && fresh.is_empty() {
+                    self.sync_history()
+                } else {
+                    Ok(())
+                }
+            })
             .and_then(|_| self.append_jobs(names));
         if r.is_err() {
             self.inner.loaded = false;
+            if !fresh.is_empty() {
+                self.note_unacked(ino, before);
+            }
         }
         r
     }
@@ -589,10 +658,13 @@ impl Store for FileStore {
         }
         let in_flight: HashSet<&str> = req.in_flight.iter().map(String::as_str).collect();
         let period = l.period();
+        // Rows a failed persist of this handle already wrote (a retried claim or recovery).
+        let unacked = l.unacked_rows()?;
         let mark = l.mark_now();
         let mut rows = Vec::new();
         let mut changed = Vec::new();
         let mut plans = Vec::new();
+        let mut relies = false;
         for name in due {
             if in_flight.contains(name.as_str()) {
                 continue;
@@ -603,10 +675,11 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            let landed = match logic::expired_lease(&c.rec, now) {
-                Some(lease) => l.find_run_row(c.mark, lease.run_id)?,
-                None => None,
+            let (landed, after) = match logic::expired_lease(&c.rec, now) {
+                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(&name))?,
+                None => (None, Vec::new()),
             };
+            relies |= landed.is_some();
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
@@ -616,7 +689,18 @@ impl Store for FileStore {
             if recovering {
                 c.mark = None;
             }
-            rows.extend(ev.rows);
+            if unacked.is_empty() && after.is_empty() {
+                rows.extend(ev.rows);
+            } else {
+                // Rows trimmed or dropped here rely on the landed ones.
+                relies |= !ev.rows.is_empty();
+                let known: Vec<HistoryRow> = unacked.iter().chain(&after).cloned().collect();
+                rows.extend(
+                    ev.rows
+                        .into_iter()
+                        .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
+                );
+            }
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
                 plans.push((name.clone(), p));
@@ -625,6 +709,7 @@ impl Store for FileStore {
                 changed.push(name);
             }
         }
+        l.inner.relies_on_landed |= relies;
         l.persist(&rows, &changed)?;
         let claims = plans
             .into_iter()
@@ -682,10 +767,18 @@ impl Store for FileStore {
             }
         };
         let period = l.period();
+        let landed = match l.unacked_rows() {
+            Ok(v) => v,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
         let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
         let (mut rows, mut names) = (Vec::new(), Vec::new());
         for c in cs {
-            let r = complete_in(&mut l, c, period);
+            let r = complete_in(&mut l, c, period, &landed);
             if let Ok((out, name)) = &r {
                 rows.extend(out.rows.iter().cloned());
                 names.push(name.clone());
@@ -823,13 +916,48 @@ fn complete_in(
     l: &mut Locked<'_>,
     c: Completion,
     period: crate::model::BudgetPeriod,
+    landed: &[HistoryRow],
 ) -> StoreResult<(CompleteOutcome, String)> {
+    let mut c = c;
+    // A retry of a completion whose row a failed persist of this handle already wrote.
+    // (Not another owner's `abandoned` row for the same run: see below.)
+    let mine = landed
+        .iter()
+        .find(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
+        .cloned();
+    // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
+    // run and died before releasing the lease (seed 19). The real end supersedes that row.
+    if mine.is_none()
+        && let Some(cached) = l.inner.jobs.get(&c.job)
+        && logic::lapsed(&cached.rec, c.run_id, c.now)
+        && l.find_run_row(cached.mark, c.run_id)?
+            .is_some_and(|r| r.status == crate::model::Status::Abandoned)
+    {
+        c.row.supersedes_abandoned = true;
+    }
+    if mine.is_some() {
+        l.inner.relies_on_landed = true;
+    }
     let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
     let job = c.job.clone();
     let fenced_in = logic::holds(&cached.rec, c.run_id);
-    let out = logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?;
+    let out = match mine {
+        Some(row) => {
+            logic::complete_landed(&mut cached.rec, cached.sched.as_ref(), c, row, period)?
+        }
+        None => logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?,
+    };
+    let mut out = out;
+    if !landed.is_empty() {
+        // Report the rows as they stand in history (persist does not append them again).
+        for r in &mut out.rows {
+            if let Some(l) = landed.iter().find(|l| logic::same_row(l, r)) {
+                *r = l.clone();
+            }
+        }
+    }
     if fenced_in {
         cached.mark = None;
     }
