@@ -104,6 +104,35 @@ pub fn check_file_store(dir: &Path, lock_wait: std::time::Duration) -> StoreResu
 }
 
 /// Lines of `bytes` with their 1-based numbers; the torn tail (no newline) separately.
+/// The lines of an append log (`jobs.journal`, `history.jsonl`) for checking: an empty log is a
+/// problem (its header line is missing), a torn final line a note (a write never acknowledged).
+fn log_lines<'a>(
+    r: &mut Report,
+    n: &mut usize,
+    path: &Path,
+    bytes: &'a [u8],
+    what: &str,
+) -> (Vec<(u64, &'a [u8])>, &'a [u8]) {
+    let (ls, torn) = lines(bytes);
+    if ls.is_empty() {
+        r.push(
+            n,
+            path,
+            1,
+            1,
+            format!("{what} is empty: its header line is missing"),
+        );
+    }
+    if !torn.is_empty() {
+        r.notes.push(format!(
+            "{}: a torn final line of {} bytes (a write that was never acknowledged; the next writer cuts it)",
+            path.display(),
+            torn.len()
+        ));
+    }
+    (ls, torn)
+}
+
 fn lines(bytes: &[u8]) -> (Vec<(u64, &[u8])>, &[u8]) {
     let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
     let out = bytes[..end]
@@ -212,23 +241,7 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let jpath = p("jobs.journal");
     if let Some(b) = read(&jpath, &mut r) {
         let mut n = 0;
-        let (ls, torn) = lines(&b);
-        if ls.is_empty() {
-            r.push(
-                &mut n,
-                &jpath,
-                1,
-                1,
-                "journal is empty: its header line is missing",
-            );
-        }
-        if !torn.is_empty() {
-            r.notes.push(format!(
-                "{}: a torn final line of {} bytes (a write that was never acknowledged; the next writer cuts it)",
-                jpath.display(),
-                torn.len()
-            ));
-        }
+        let (ls, torn) = log_lines(&mut r, &mut n, &jpath, &b, "journal");
         let complete = &b[..b.len() - torn.len()];
         let mut replay = true;
         for (no, line) in ls {
@@ -309,23 +322,7 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let hpath = p("history.jsonl");
     if let Some(b) = read(&hpath, &mut r) {
         let mut n = 0;
-        let (ls, torn) = lines(&b);
-        if ls.is_empty() {
-            r.push(
-                &mut n,
-                &hpath,
-                1,
-                1,
-                "history is empty: its header line is missing",
-            );
-        }
-        if !torn.is_empty() {
-            r.notes.push(format!(
-                "{}: a torn final line of {} bytes (a write that was never acknowledged; the next writer cuts it)",
-                hpath.display(),
-                torn.len()
-            ));
-        }
+        let (ls, _torn) = log_lines(&mut r, &mut n, &hpath, &b, "history");
         for (no, line) in ls {
             if no == 1 {
                 match serde_json::from_slice::<HistoryHeader>(line) {
