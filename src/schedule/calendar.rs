@@ -134,6 +134,27 @@ pub struct Filtered {
 }
 
 impl Filtered {
+    /// The first allowed date from `d` in the direction of `step` (`succ_opt` or `pred_opt`),
+    /// counting every date passed in `skipped`; `None` past [`MAX_SKIPPED_DAYS`] in all.
+    fn next_allowed(
+        &self,
+        d: NaiveDate,
+        skipped: &mut u32,
+        step: fn(&NaiveDate) -> Option<NaiveDate>,
+    ) -> Option<NaiveDate> {
+        let mut day = step(&d)?;
+        loop {
+            *skipped += 1;
+            if *skipped > MAX_SKIPPED_DAYS {
+                return None;
+            }
+            if self.rule.allows(day) {
+                return Some(day);
+            }
+            day = step(&day)?;
+        }
+    }
+
     /// The first allowed slot strictly after `t`, asking `inner` for unfiltered slots.
     pub fn next_after(
         &self,
@@ -148,18 +169,7 @@ impl Filtered {
                 return Some(s);
             }
             // Jump to the next allowed date rather than walking its excluded slots one by one.
-            let mut next = d.succ_opt()?;
-            while !self.rule.allows(next) {
-                skipped += 1;
-                if skipped > MAX_SKIPPED_DAYS {
-                    return None;
-                }
-                next = next.succ_opt()?;
-            }
-            skipped += 1;
-            if skipped > MAX_SKIPPED_DAYS {
-                return None;
-            }
+            let next = self.next_allowed(d, &mut skipped, NaiveDate::succ_opt)?;
             let start = start_of(next, self.tz)? - Duration::milliseconds(1);
             t = start.max(s);
         }
@@ -178,18 +188,7 @@ impl Filtered {
             if self.rule.allows(d) {
                 return Some(s);
             }
-            let mut prev = d.pred_opt()?;
-            while !self.rule.allows(prev) {
-                skipped += 1;
-                if skipped > MAX_SKIPPED_DAYS {
-                    return None;
-                }
-                prev = prev.pred_opt()?;
-            }
-            skipped += 1;
-            if skipped > MAX_SKIPPED_DAYS {
-                return None;
-            }
+            let prev = self.next_allowed(d, &mut skipped, NaiveDate::pred_opt)?;
             // Strictly before the start of the day after `prev` = at the latest on `prev`.
             let end = start_of(prev.succ_opt()?, self.tz)?;
             t = end.min(s);
