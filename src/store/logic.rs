@@ -146,6 +146,7 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             last_success_at: None,
             counters: Default::default(),
             state: JobState::default(),
+            overlap: Default::default(),
         },
     })
 }
