@@ -65,6 +65,8 @@ mod tests;
 mod tests_flow;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_overlap;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};

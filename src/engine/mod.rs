@@ -937,8 +937,7 @@ impl Actor {
             // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
             // the same mark; the row's reason says which when the run ends).
             let asked = rec.is_some_and(|r| {
-                r.rt
-                    .lease_of(*run_id)
+                r.rt.lease_of(*run_id)
                     .is_some_and(|l| l.cancel_requested_at.is_some())
             });
             if asked {

@@ -298,7 +298,11 @@ fn cancel_concurrent(
     }
     let mut first = None;
     let mut any_live = None;
-    let leases = rec.rt.lease.iter_mut().chain(rec.rt.overlap.leases.iter_mut());
+    let leases = rec
+        .rt
+        .lease
+        .iter_mut()
+        .chain(rec.rt.overlap.leases.iter_mut());
     for lease in leases {
         any_live.get_or_insert(lease.run_id);
         if lease.cancel_requested_at.is_none() {

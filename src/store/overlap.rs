@@ -28,8 +28,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::logic::{
-    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, ms,
-    scheduled_instant,
+    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, ms, scheduled_instant,
 };
 use crate::model::{
     BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, Status, Superseded, Trigger,
@@ -163,7 +162,12 @@ pub fn claim_buffered(
 /// A run of the job ended (its lease already taken): a run cancelled because a newer slot
 /// came (`cancel_previous`) says so in its row.
 pub fn on_run_end(rec: &mut JobRecord, lease: &Lease, row: &mut HistoryRow) {
-    let Some(s) = rec.rt.overlap.superseded.filter(|s| s.run_id == lease.run_id) else {
+    let Some(s) = rec
+        .rt
+        .overlap
+        .superseded
+        .filter(|s| s.run_id == lease.run_id)
+    else {
         return;
     };
     rec.rt.overlap.superseded = None;
@@ -234,4 +238,177 @@ pub fn wakeup_while_running(rec: &JobRecord) -> Option<DateTime<Utc>> {
         w = Some(w.map_or(fire, |x| x.min(fire)));
     }
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::logic::tests_support::job;
+    use crate::store::logic::{claim_step, compile, evaluate, finish_run, wakeup};
+    use crate::store::operator::{EditOutcome, JobEdit, apply_edit};
+
+    const P: BudgetPeriod = BudgetPeriod::Day;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn with(policy: Overlap, every: u64, lease: f64) -> JobRecord {
+        let mut r = job("j", t(1000));
+        r.def.overlap = policy;
+        r.def.lease_seconds = lease;
+        r.def.schedule = crate::schedule::ScheduleSpec::Every {
+            every_seconds: every,
+        };
+        r
+    }
+
+    fn eval(r: &mut JobRecord, owner: &str, now: i64) -> Evaluation {
+        let s = compile(r).unwrap();
+        claim_step(r, &s, t(now), owner, true, P, None)
+    }
+
+    fn end(r: &mut JobRecord, plan: &ClaimPlan, status: Status, now: i64) -> Vec<HistoryRow> {
+        let s = compile(r).unwrap();
+        let mut row = HistoryRow::new("j", status, plan.trigger, plan.slot, "o", t(now));
+        row.run_id = plan.run_id;
+        let out = finish_run(r, &s, &mut row, None, None, P, t(now));
+        let mut rows = vec![row];
+        rows.extend(out.extra_rows);
+        rows
+    }
+
+    #[test]
+    fn buffer_one_with_one_slot_during_the_run_writes_no_overlap_row() {
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let rows = end(&mut r, &a, Status::Succeeded, 1015);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        assert_eq!(r.rt.next_slot, Some(t(1020)));
+        assert!(wakeup(&r).is_some_and(|w| w <= t(1015)), "due at once");
+        // The buffered run is live when 1020 comes: kept again for after it.
+        let b = eval(&mut r, "o", 1015).claim.unwrap();
+        assert_eq!(b.slot, Some(t(1010)));
+        assert!(eval(&mut r, "o", 1020).claim.is_none());
+        end(&mut r, &b, Status::Succeeded, 1021);
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1020)));
+        assert_eq!(r.rt.runs, 2);
+    }
+
+    #[test]
+    fn a_buffered_slot_waits_through_a_pause_and_runs_on_resume() {
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        end(&mut r, &a, Status::Succeeded, 1015);
+        crate::store::logic::set_paused(&mut r, true, t(1015)).unwrap();
+        assert!(eval(&mut r, "o", 1016).claim.is_none());
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        crate::store::logic::set_paused(&mut r, false, t(1100)).unwrap();
+        assert_eq!(eval(&mut r, "o", 1100).claim.unwrap().slot, Some(t(1010)));
+    }
+
+    #[test]
+    fn cancel_previous_marks_once_and_wakes_for_the_slot_only_before() {
+        let mut r = with(Overlap::CancelPrevious, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        assert_eq!(wakeup(&r), Some(t(1010)), "the next slot, before the lease");
+        let ev = eval(&mut r, "o", 1010);
+        assert!(ev.claim.is_none() && ev.changed);
+        assert_eq!(wakeup(&r), Some(t(1300)), "marked: only the lease expiry");
+        assert!(!eval(&mut r, "o", 1020).changed, "marked once");
+        // A run that ended by itself before its owner killed it keeps its status.
+        let rows = end(&mut r, &a, Status::Succeeded, 1021);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].reason, None);
+        assert!(r.rt.overlap.superseded.is_none());
+        // The due slots run as one coalesced fire.
+        let next = eval(&mut r, "o", 1021).claim.unwrap();
+        assert_eq!(next.slot, Some(t(1010)));
+        assert_eq!(next.coalesced.map(|c| c.count), Some(2));
+    }
+
+    #[test]
+    fn cancel_previous_leaves_an_operators_cancel_alone() {
+        let mut r = with(Overlap::CancelPrevious, 10, 300.0);
+        eval(&mut r, "o", 1000).claim.unwrap();
+        apply_edit(&mut r, &JobEdit::Cancel(None), t(1005)).unwrap();
+        assert!(!eval(&mut r, "o", 1010).changed);
+        assert!(r.rt.overlap.superseded.is_none());
+    }
+
+    #[test]
+    fn allow_never_recovers_the_claimers_own_leases_but_others_do() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 3,
+            },
+            10,
+            5.0,
+        );
+        let a = eval(&mut r, "me", 1000).claim.unwrap();
+        // Its lease ran out at 1005; "me" still runs it, so its claim at 1010 takes a second
+        // run beside it and writes no `abandoned` row.
+        let ev = eval(&mut r, "me", 1010);
+        assert!(ev.rows.is_empty(), "{:?}", ev.rows);
+        assert!(ev.claim.is_some());
+        assert_eq!(r.rt.live_runs(), 2);
+        let ev = eval(&mut r, "other", 1016);
+        assert_eq!(ev.rows.len(), 2, "both expired leases: {:?}", ev.rows);
+        assert!(ev.rows.iter().all(|x| x.status == Status::Abandoned));
+        assert!(ev.rows.iter().any(|x| x.run_id == a.run_id));
+    }
+
+    #[test]
+    fn allow_operator_runs_do_not_start_beside_a_live_run() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 3,
+            },
+            100,
+            300.0,
+        );
+        eval(&mut r, "o", 1000).claim.unwrap();
+        r.rt.trigger_requested_at = Some(t(1001));
+        assert!(eval(&mut r, "o", 1002).claim.is_none());
+        assert_eq!(r.rt.trigger_requested_at, Some(t(1001)));
+    }
+
+    #[test]
+    fn cancel_of_a_job_with_several_runs_marks_each_once() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 2,
+            },
+            10,
+            300.0,
+        );
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let b = eval(&mut r, "o", 1010).claim.unwrap();
+        let (changed, out) = apply_edit(&mut r, &JobEdit::Cancel(Some(b.run_id)), t(1011)).unwrap();
+        assert!(changed);
+        assert_eq!(out, EditOutcome::CancelRequested { run_id: b.run_id });
+        let (changed, out) = apply_edit(&mut r, &JobEdit::Cancel(None), t(1012)).unwrap();
+        assert!(changed);
+        assert_eq!(out, EditOutcome::CancelRequested { run_id: a.run_id });
+        let (changed, _) = apply_edit(&mut r, &JobEdit::Cancel(None), t(1013)).unwrap();
+        assert!(!changed);
+        assert!(r.rt.leases().all(|l| l.cancel_requested_at.is_some()));
+    }
+
+    #[test]
+    fn a_record_without_overlap_state_keeps_its_stored_form() {
+        let r = job("j", t(1000));
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["rt"].get("overlap").is_none());
+        assert!(v["def"].get("overlap").is_none());
+        let mut a = r.clone();
+        a.def.overlap = Overlap::Allow {
+            max_concurrent_runs: 2,
+        };
+        let back: JobRecord = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+        let s = compile(&a).unwrap();
+        let _ = evaluate(&mut a, &s, t(1000), "o", true, P);
+    }
 }

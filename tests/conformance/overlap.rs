@@ -122,7 +122,8 @@ pub fn overlap_allow_runs_side_by_side_up_to_the_bound(f: Factory) {
     let allow = Overlap::Allow {
         max_concurrent_runs: 2,
     };
-    s.apply(&file(vec![job(allow, 10, 300.0)]), t(1000)).unwrap();
+    s.apply(&file(vec![job(allow, 10, 300.0)]), t(1000))
+        .unwrap();
     let a = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let b = claim(&*s, "b", t(1010), 10).claims.remove(0);
     assert_eq!(b.slot, Some(t(1010)));
