@@ -17,6 +17,7 @@ use cronsole::store::{
 };
 
 mod overlap;
+#[allow(unused_imports)]
 pub use overlap::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;

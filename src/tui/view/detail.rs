@@ -18,7 +18,7 @@ use crate::model::{Action, Gate, HistoryRow, MonitorSource};
 use crate::tui::sanitize;
 use crate::tui::state::App;
 
-fn scrolled(
+pub(super) fn scrolled(
     app: &App,
     lines: Vec<Line<'static>>,
     area: Rect,

@@ -499,3 +499,38 @@ fn snapshot_attached_without_an_engine() {
     snap!("attached_no_engine_80x24", screen(&a, 80, 24));
     snap!("attached_no_engine_120x40", t);
 }
+
+#[test]
+fn snapshot_dry_run_view() {
+    let mut a = app();
+    a.handle_key(KeyEvent::new(KeyCode::Char('D'), KeyModifiers::SHIFT));
+    let crate::tui::state::Mode::DryRun(job) = a.mode.clone() else {
+        panic!("D opens the dry run: {:?}", a.mode);
+    };
+    let waiting = screen(&a, 80, 24);
+    assert!(waiting.contains("running the gates"), "{waiting}");
+    a.on_loaded(crate::tui::state::Loaded::DryRun {
+        job: job.clone(),
+        text: Ok(format!(
+            "dry run of {job} (command job): nothing is called, delivered or recorded\n\
+             gate:   none\ncommand: tar czf /backups/db.tgz /var/lib/db\nsinks:  ops\n\
+             escape \u{1b}[31mred\u{1b}[0m stays inert\n"
+        )),
+    });
+    let t = screen(&a, 120, 40);
+    assert!(!t.contains('\u{1b}'), "{t}");
+    snap!("dry_run_80x24", screen(&a, 80, 24));
+    snap!("dry_run_120x40", t);
+}
+
+#[test]
+fn snapshot_confirm_pause_of_the_filtered_set() {
+    let mut a = app();
+    a.handle_key(KeyEvent::new(KeyCode::Char('P'), KeyModifiers::SHIFT));
+    assert!(matches!(
+        a.prompt,
+        crate::tui::state::Prompt::ConfirmBulk { pause: true, .. }
+    ));
+    snap!("confirm_bulk_pause_80x24", screen(&a, 80, 24));
+    snap!("confirm_bulk_pause_120x40", screen(&a, 120, 40));
+}
