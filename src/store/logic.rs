@@ -319,12 +319,15 @@ pub fn evaluate(
     let held = rec.rt.hold_until.is_some_and(|h| h > now);
 
     // `overlap: buffer_one`: a slot remembered while the last run was live runs first.
-    if !paused && !held && can_claim && rec.rt.lease.is_none() {
-        if let Some(plan) = super::overlap::claim_buffered(rec, sched, now, owner) {
-            ev.claim = Some(plan);
-            ev.changed = true;
-            return ev;
-        }
+    if !paused
+        && !held
+        && can_claim
+        && rec.rt.lease.is_none()
+        && let Some(plan) = super::overlap::claim_buffered(rec, sched, now, owner)
+    {
+        ev.claim = Some(plan);
+        ev.changed = true;
+        return ev;
     }
 
     if rec.rt.recovery_pending {
