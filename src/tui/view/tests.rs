@@ -534,3 +534,34 @@ fn snapshot_confirm_pause_of_the_filtered_set() {
     snap!("confirm_bulk_pause_80x24", screen(&a, 80, 24));
     snap!("confirm_bulk_pause_120x40", screen(&a, 120, 40));
 }
+
+#[test]
+fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
+    let (mut snap, now) = testdata::fixed();
+    let i = snap
+        .jobs
+        .iter()
+        .position(|j| j.rt.lease.is_some())
+        .expect("a leased job in the fixture");
+    let j = &mut snap.jobs[i];
+    let name = j.def.name.clone();
+    j.def.overlap = crate::model::Overlap::Allow {
+        max_concurrent_runs: 3,
+    };
+    let mut second = j.rt.lease.clone().unwrap();
+    second.run_id = uuid::Uuid::from_u128(42);
+    second.owner = "host-b:7:second".into();
+    j.rt.overlap.leases.push(second);
+    j.rt.overlap.buffered_slot = Some(now);
+    let mut a = App::new(Arc::new(snap), now);
+    a.selected = a
+        .visible
+        .iter()
+        .position(|&k| a.snap.jobs[k].def.name == name)
+        .unwrap_or(0);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("host-b:7:second"), "{t}");
+    assert!(t.contains("allow: 2 of 3 runs live"), "{t}");
+    assert!(t.contains("kept to run next"), "{t}");
+}
