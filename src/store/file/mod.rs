@@ -686,7 +686,10 @@ impl Store for FileStore {
             };
             let recovering = logic::expired_lease(&c.rec, now).is_some();
             let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
-            if recovering {
+            // The mark covers every live run of the job (`overlap: allow` runs several): it
+            // is cleared only when none is left, and a claim beside live runs keeps the older.
+            let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
+            if recovering && !others_live {
                 c.mark = None;
             }
             if unacked.is_empty() && after.is_empty() {
@@ -702,7 +705,9 @@ impl Store for FileStore {
                 );
             }
             if let Some(p) = ev.claim {
-                c.mark = Some(mark);
+                if !others_live || c.mark.is_none() {
+                    c.mark = Some(mark);
+                }
                 plans.push((name.clone(), p));
             }
             if ev.changed {
@@ -958,7 +963,7 @@ fn complete_in(
             }
         }
     }
-    if fenced_in {
+    if fenced_in && cached.rec.rt.lease.is_none() {
         cached.mark = None;
     }
     Ok((out, job))
