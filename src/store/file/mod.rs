@@ -49,8 +49,8 @@
 //! both logs). A final line without its newline was never acknowledged: loading ignores it
 //! without touching it, and the next writer cuts it (with a `warn!`) right before its append; a
 //! log shorter than what this handle already read is corruption. Write order for a run's end:
-//! history row(s) first, then the job record. Each lease remembers where history ended at claim
-//! time (`mark`); before recovery writes `abandoned` for an expired lease it scans history from
+//! history row(s) first, then the job record. Each job remembers where history ended when its
+//! oldest live run was claimed (`mark`; `overlap: allow` runs several); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
 //! writes) it finishes the job from that row instead of writing a second one.
 //!
