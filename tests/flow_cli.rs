@@ -229,3 +229,33 @@ fn jobs_shows_the_jittered_fire_instant() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 16 item 2 through the binary: `validate` names a job's overlap policy, and a wrong
+/// form is exit 2 with `file:line:col`.
+#[test]
+fn validate_shows_overlap_and_refuses_wrong_forms() {
+    let dir = tmp("ovl-validate");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: crawl\n    schedule: every 1m\n    command: \"true\"\n    overlap: allow\n    max_concurrent_runs: 3\n  - name: brief\n    schedule: every 1h\n    command: \"true\"\n    overlap: buffer_one\n",
+    )
+    .unwrap();
+    let (c, out, err) = run_plain(&dir, &["validate", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains("[overlap: allow, up to 3 runs at once]"),
+        "{out}"
+    );
+    assert!(out.contains("[overlap: buffer_one]"), "{out}");
+    std::fs::write(
+        dir.join("bad.yaml"),
+        "jobs:\n  - name: crawl\n    schedule: every 1m\n    command: \"true\"\n    overlap: allow\n",
+    )
+    .unwrap();
+    let (c, out, err) = run_plain(&dir, &["validate", "bad.yaml"]);
+    let all = format!("{out}{err}");
+    assert_eq!(c, 2, "{all}");
+    assert!(all.contains("bad.yaml:5:14: error"), "{all}");
+    assert!(all.contains("needs max_concurrent_runs"), "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
