@@ -24,6 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store: Arc::new(testdata::HistoryOnlyStore(recent)),
         clock: Arc::new(ManualClock::new(now)),
         stop: tokio_util::sync::CancellationToken::new(),
+        dry_run: None,
     };
     tui::run(deps).await?;
     while let Ok(c) = cmd_rx.try_recv() {

@@ -285,10 +285,67 @@ pub struct JobDef {
         skip_serializing_if = "crate::schedule::calendar::DayRule::is_empty"
     )]
     pub days: crate::schedule::calendar::DayRule,
+    /// What a slot does when it comes while a run of the job is still live (`overlap:`).
+    #[serde(default, skip_serializing_if = "Overlap::is_skip")]
+    pub overlap: Overlap,
 }
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+/// The `overlap:` policy of a job (issue 16 item 2): what a slot that comes due while a run of
+/// the job is still live does. Every outcome leaves its row (`store::logic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// The slot is recorded `skipped` (reason `overlap`) when the run ends (SPEC §6, default).
+    #[default]
+    Skip,
+    /// The first such slot is remembered in the store and runs as soon as the run ends; any
+    /// further one is recorded `skipped` overlap.
+    BufferOne,
+    /// The live run is cancelled (its process tree killed, row `failed`, reason
+    /// [`crate::store::overlap::REASON_SUPERSEDED`] …), then the slot runs.
+    CancelPrevious,
+    /// Runs of the job may overlap, each with its own lease, up to `max_concurrent_runs`; a
+    /// slot beyond that bound is recorded `skipped` overlap at once.
+    Allow { max_concurrent_runs: u32 },
+}
+
+impl Overlap {
+    pub fn is_skip(&self) -> bool {
+        *self == Overlap::Skip
+    }
+
+    /// The words the jobs file accepts (`allow` needs `max_concurrent_runs`).
+    pub const NAMES: [&'static str; 4] = ["skip", "buffer_one", "cancel_previous", "allow"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::BufferOne => "buffer_one",
+            Overlap::CancelPrevious => "cancel_previous",
+            Overlap::Allow { .. } => "allow",
+        }
+    }
+
+    /// Most runs of the job that may be live at once.
+    pub fn max_runs(&self) -> usize {
+        match self {
+            Overlap::Allow {
+                max_concurrent_runs,
+            } => (*max_concurrent_runs).max(1) as usize,
+            _ => 1,
+        }
+    }
+
+    /// The store looks at the job while a run of it is live: to claim another run (`allow`) or
+    /// to cancel the live one (`cancel_previous`). The owner running it does not hide it from
+    /// its own claims then (it only never recovers its own leases of it).
+    pub fn acts_while_running(&self) -> bool {
+        matches!(self, Overlap::CancelPrevious | Overlap::Allow { .. })
+    }
 }
 
 impl JobDef {
@@ -672,6 +729,86 @@ pub struct JobRuntime {
     pub last_success_at: Option<DateTime<Utc>>,
     pub counters: JobCounters,
     pub state: JobState,
+    /// What the job's `overlap:` policy keeps between runs (more leases, a buffered slot, a
+    /// superseded run), stored so it holds across owners, hosts and crashes.
+    #[serde(default, skip_serializing_if = "OverlapState::is_empty")]
+    pub overlap: OverlapState,
+}
+
+/// See [`JobRuntime::overlap`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct OverlapState {
+    /// `overlap: allow`: the leases of runs live beside [`JobRuntime::lease`] (which always
+    /// holds one while any run is live), each fenced by its own run_id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<Lease>,
+    /// `overlap: buffer_one`: a slot that came due while a run was live; it runs as soon as no
+    /// run is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffered_slot: Option<DateTime<Utc>>,
+    /// `overlap: cancel_previous`: the live run a due slot asked to cancel, and that slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<Superseded>,
+}
+
+impl OverlapState {
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty() && self.buffered_slot.is_none() && self.superseded.is_none()
+    }
+}
+
+/// A live run cancelled because a newer slot of its `cancel_previous` job came due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superseded {
+    pub run_id: Uuid,
+    pub by_slot: DateTime<Utc>,
+}
+
+impl JobRuntime {
+    /// Every live lease: the primary one, then those of concurrent runs (`overlap: allow`).
+    pub fn leases(&self) -> impl Iterator<Item = &Lease> {
+        self.lease.iter().chain(self.overlap.leases.iter())
+    }
+
+    /// The lease of the run `run_id`, if it is live.
+    pub fn lease_of(&self, run_id: Uuid) -> Option<&Lease> {
+        self.leases().find(|l| l.run_id == run_id)
+    }
+
+    /// Mutable [`JobRuntime::lease_of`].
+    pub fn lease_of_mut(&mut self, run_id: Uuid) -> Option<&mut Lease> {
+        self.lease
+            .iter_mut()
+            .chain(self.overlap.leases.iter_mut())
+            .find(|l| l.run_id == run_id)
+    }
+
+    /// Number of live runs.
+    pub fn live_runs(&self) -> usize {
+        self.leases().count()
+    }
+
+    /// Remove the lease of `run_id` (the first live one when no lease has that id); a
+    /// concurrent run's lease moves up so [`JobRuntime::lease`] is set while any run is live.
+    pub fn take_lease(&mut self, run_id: Uuid) -> Option<Lease> {
+        if let Some(i) = self.overlap.leases.iter().position(|l| l.run_id == run_id) {
+            return Some(self.overlap.leases.remove(i));
+        }
+        let taken = self.lease.take();
+        if !self.overlap.leases.is_empty() {
+            self.lease = Some(self.overlap.leases.remove(0));
+        }
+        taken
+    }
+
+    /// Add a live lease (the primary one when no run is live).
+    pub fn add_lease(&mut self, lease: Lease) {
+        if self.lease.is_none() {
+            self.lease = Some(lease);
+        } else {
+            self.overlap.leases.push(lease);
+        }
+    }
 }
 
 /// A job as the store holds it: definition + runtime.

@@ -110,7 +110,7 @@ impl Snapshot {
         }
         let mut owners: BTreeSet<String> = jobs
             .iter()
-            .filter_map(|j| j.rt.lease.as_ref())
+            .flat_map(|j| j.rt.leases())
             .filter(|l| l.lease_until > now)
             .map(|l| l.owner.clone())
             .collect();

@@ -197,3 +197,65 @@ jobs:\n  - name: brief\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    
     assert!(out.contains("s jitter]"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 16 item 3 leftover: `cronsole jobs` shows when the next slot fires (slot + jitter),
+/// like the console's NEXT column, and `--json` carries both instants.
+#[test]
+fn jobs_shows_the_jittered_fire_instant() {
+    let dir = tmp("jobs-jitter");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: spread\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n    jitter_seconds: 86400\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let (c, out, err) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let slot: chrono::DateTime<chrono::Utc> = v[0]["next_slot"].as_str().unwrap().parse().unwrap();
+    let fire: chrono::DateTime<chrono::Utc> =
+        v[0]["next_fire_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        fire > slot && fire < slot + chrono::Duration::days(1),
+        "{slot} {fire}"
+    );
+    let (c, table, err) = run(&dir, &["jobs", "--utc"]);
+    assert_eq!(c, 0, "{err}");
+    let stamp = fire.format("%Y-%m-%d %H:%M:%S").to_string();
+    assert!(
+        table.contains(&stamp),
+        "NEXT shows the fire instant {stamp}:\n{table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 16 item 2 through the binary: `validate` names a job's overlap policy, and a wrong
+/// form is exit 2 with `file:line:col`.
+#[test]
+fn validate_shows_overlap_and_refuses_wrong_forms() {
+    let dir = tmp("ovl-validate");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: crawl\n    schedule: every 1m\n    command: \"true\"\n    overlap: allow\n    max_concurrent_runs: 3\n  - name: brief\n    schedule: every 1h\n    command: \"true\"\n    overlap: buffer_one\n",
+    )
+    .unwrap();
+    let (c, out, err) = run_plain(&dir, &["validate", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains("[overlap: allow, up to 3 runs at once]"),
+        "{out}"
+    );
+    assert!(out.contains("[overlap: buffer_one]"), "{out}");
+    std::fs::write(
+        dir.join("bad.yaml"),
+        "jobs:\n  - name: crawl\n    schedule: every 1m\n    command: \"true\"\n    overlap: allow\n",
+    )
+    .unwrap();
+    let (c, out, err) = run_plain(&dir, &["validate", "bad.yaml"]);
+    let all = format!("{out}{err}");
+    assert_eq!(c, 2, "{all}");
+    assert!(all.contains("bad.yaml:5:14: error"), "{all}");
+    assert!(all.contains("needs max_concurrent_runs"), "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

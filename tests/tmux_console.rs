@@ -376,3 +376,79 @@ fn attached_without_engine_shows_a_queued_trigger() {
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 16 items 5 and 6 in the console: `D` shows `cronsole dry-run` of the selected job
+/// (the gate really runs, nothing is recorded), `P` pauses the jobs the filter shows after a
+/// y/n prompt, and another process reading the store agrees.
+#[test]
+fn dry_run_key_and_pausing_the_filtered_set() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("dry-pause");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        r#"
+jobs:
+  - name: report-a
+    schedule: every 1h
+    pre_run: "echo gate-said-go"
+    command: "echo report-a-ran"
+  - name: report-b
+    schedule: every 1h
+    command: "echo b"
+  - name: other
+    schedule: every 1h
+    command: "echo other"
+"#,
+    )
+    .expect("write jobs file");
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!("{bin} --jobs jobs.yaml --store store console; echo EXITED:$?; sleep 120");
+    let t = Tmux::start("dry-pause", 120, 40, &dir, &cmd);
+    t.wait_for("Jobs 3/3", Duration::from_secs(30));
+    wait_until("the first runs", Duration::from_secs(20), || {
+        succeeded_runs(&dir, "report-a") >= 1
+    });
+    let rows_before = cli(&dir, &["history", "--json"]);
+
+    // `other` sorts first: move to report-a, then D.
+    t.send(&["j", "D"]);
+    let screen = t.wait_for("command: echo report-a-ran", Duration::from_secs(20));
+    assert!(screen.contains("Dry run of report-a"), "{screen}");
+    assert!(screen.contains("gate:"), "{screen}");
+    t.send(&["Escape"]);
+    t.wait_for("Jobs 3/3", Duration::from_secs(5));
+    assert_eq!(
+        cli(&dir, &["history", "--json"]),
+        rows_before,
+        "a dry run records nothing"
+    );
+
+    // Filter to report-*, pause the shown set.
+    t.send(&["/", "r", "e", "p", "Enter"]);
+    t.wait_for("Jobs 2/3", Duration::from_secs(5));
+    t.send(&["P"]);
+    t.wait_for("Pause 2 job(s) the filters show", Duration::from_secs(5));
+    t.send(&["y"]);
+    wait_until("both report jobs paused", Duration::from_secs(10), || {
+        let jobs: serde_json::Value =
+            serde_json::from_str(&cli(&dir, &["jobs", "--json"])).unwrap_or_default();
+        let paused = |n: &str| {
+            jobs.as_array()
+                .and_then(|a| a.iter().find(|j| j["name"] == n))
+                .is_some_and(|j| j["paused"] == true)
+        };
+        paused("report-a") && paused("report-b") && !paused("other")
+    });
+    // Once the console shows them paused, P offers to resume them.
+    t.wait_for("‖ report-a", Duration::from_secs(10));
+    t.wait_for("‖ report-b", Duration::from_secs(10));
+    t.send(&["P"]);
+    t.wait_for("Resume 2 job(s) the filters show", Duration::from_secs(5));
+    t.send(&["n"]);
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(40));
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}

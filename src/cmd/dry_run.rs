@@ -15,7 +15,9 @@
 //! code is 0 either way (the dry run itself worked). A `command` job prints the command instead
 //! of a prompt. The price ceiling is the engine's worst case (prompt bytes as input tokens plus
 //! `max_tokens`, default when unset) at the resolved price; an unpriced model says so.
-//! Console key: not wired yet (the console's keymap belongs to another branch this session).
+//! Console key `D`: [`console_runner`] runs this command (this binary, `dry-run NAME`, the
+//! console's store in `CRONSOLE_STORE`) and hands its text to the console's view, so the console
+//! shows exactly what the command prints; bounded by [`CONSOLE_DRY_RUN_LIMIT`].
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -58,6 +60,48 @@ struct DryRun {
     budgets: Vec<Budget>,
     budget_stop: Option<String>,
     sinks: Vec<String>,
+}
+
+/// Longest a console dry run may take (its gates run for real) before it is killed.
+pub const CONSOLE_DRY_RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The console's `D` key: `cronsole dry-run NAME` against the console's store, as a child
+/// process (killed if the console stops waiting), its stdout the view's text; a non-zero exit
+/// gives its stderr as the reason.
+pub fn console_runner(location: String) -> cronsole::tui::DryRunner {
+    std::sync::Arc::new(move |job: String| {
+        let location = location.clone();
+        Box::pin(async move {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot find the cronsole binary: {e}"))?;
+            let mut cmd = tokio::process::Command::new(exe);
+            cmd.arg("dry-run")
+                .arg(&job)
+                .env("CRONSOLE_STORE", &location)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true);
+            let out = tokio::time::timeout(CONSOLE_DRY_RUN_LIMIT, cmd.output())
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the dry run took over {} s and was stopped",
+                        CONSOLE_DRY_RUN_LIMIT.as_secs()
+                    )
+                })?
+                .map_err(|e| format!("could not start the dry run: {e}"))?;
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            } else {
+                Err(format!(
+                    "exit {}: {}",
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        })
+    })
 }
 
 pub fn dry_run(cli: &Cli, a: &DryRunArgs) -> Result<ExitCode> {

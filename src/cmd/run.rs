@@ -281,7 +281,10 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 Some(sig) => run_headless(handle, log_format, opts.run_for, reload, sig).await,
                 None => Err(anyhow::anyhow!("headless mode without its signal handlers")),
             },
-            Mode::Console => run_console(handle, store, clock, opts.run_for).await,
+            Mode::Console => {
+                let dry = super::dry_run::console_runner(location.clone());
+                run_console(handle, store, clock, opts.run_for, dry).await
+            }
         };
         notifier.send("STOPPING=1");
         service_stop.cancel();
@@ -436,6 +439,7 @@ async fn run_console(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     run_for: Option<std::time::Duration>,
+    dry_run: cronsole::tui::DryRunner,
 ) -> Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
     let deps = cronsole::tui::ConsoleDeps {
@@ -445,6 +449,7 @@ async fn run_console(
         store,
         clock,
         stop: stop.clone(),
+        dry_run: Some(dry_run),
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -558,6 +563,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             store,
             clock,
             stop: stop.clone(),
+            dry_run: Some(super::dry_run::console_runner(location.clone())),
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();

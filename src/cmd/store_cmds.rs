@@ -75,6 +75,8 @@ struct JobView<'a> {
     state: &'static str,
     schedule: &'a str,
     next_slot: Option<DateTime<Utc>>,
+    /// The instant the next slot fires: the slot plus the job's jitter (NEXT in the table).
+    next_fire_at: Option<DateTime<Utc>>,
     last_run_at: Option<DateTime<Utc>>,
     last_status: Option<Status>,
     runs: u64,
@@ -117,6 +119,13 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
             when::left(l.lease_until, now)
         ));
     }
+    let more = r.rt.overlap.leases.len();
+    if more > 0 {
+        parts.push(format!("{} runs live (overlap: allow)", more + 1));
+    }
+    if let Some(b) = r.rt.overlap.buffered_slot {
+        parts.push(format!("slot {} kept to run next", when::stamp(b, zone)));
+    }
     let queued = r.rt.queue.len() + usize::from(r.rt.trigger_requested_at.is_some());
     if queued > 0 {
         parts.push(format!("{queued} queued"));
@@ -150,9 +159,10 @@ fn one_line(s: &str) -> String {
     cronsole::text::line(s).into_owned()
 }
 
-/// NEXT and LEFT: `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
+/// NEXT and LEFT: when the next slot fires (the slot plus the job's jitter, as the console
+/// shows); `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
 fn next_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
-    match r.rt.next_slot {
+    match r.rt.next_slot.map(|n| r.def.fire_at(n)) {
         Some(n) if !r.rt.retired && !r.rt.paused && r.def.enabled => {
             (when::stamp(n, zone), when::left(n, now))
         }
@@ -183,6 +193,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
             state: r.state_word(now),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
+            next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,
             runs: r.rt.runs,

@@ -98,6 +98,15 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
     if !job.enabled {
         words.push_str(" [disabled]");
     }
+    match job.overlap {
+        cronsole::model::Overlap::Skip => {}
+        cronsole::model::Overlap::Allow {
+            max_concurrent_runs,
+        } => words.push_str(&format!(
+            " [overlap: allow, up to {max_concurrent_runs} runs at once]"
+        )),
+        other => words.push_str(&format!(" [overlap: {}]", other.name())),
+    }
     writeln!(out, "{}: {} — {}", job.name, job.schedule_text, words)?;
     let mut t = now;
     let mut shown = 0;

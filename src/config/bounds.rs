@@ -11,7 +11,8 @@
 //!   most 7 days. Timeouts: 0.1 s to 7 days (1e-300 always failed; a week is longer than any run an
 //!   operator means). Grace windows: 0 to 100 years.
 //! - Counts: `max_runs` ≤ 10^9 (a run a second for 31 years), `max_retries` 1–100,
-//!   `alert_after_failures` 1–10 000, `context_max_chars` and `max_tokens` 1–1 000 000 (above any
+//!   `alert_after_failures` 1–10 000, `max_concurrent_runs` 2–1 000, `context_max_chars` and
+//!   `max_tokens` 1–1 000 000 (above any
 //!   model's context today).
 //! - Money: finite, 0 to 1 000 000 USD (budgets and per-job caps) and 0 to 1 000 000 USD per 1M
 //!   tokens (prices). `temperature` 0–2 (the providers' range).
@@ -62,6 +63,13 @@ pub const JITTER_SECONDS: Real = Real {
     min: 0.0,
     max: 86_400.0,
     note: " (1 day)",
+};
+/// `max_concurrent_runs` (with `overlap: allow`): 1 would be `skip`; each live run holds a
+/// lease and a slot of an owner's `--max-concurrent`, so a thousand is beyond any real need.
+pub const MAX_CONCURRENT_RUNS: Whole = Whole {
+    min: 2,
+    max: 1000,
+    note: "",
 };
 pub const GRACE_SECONDS: Real = Real {
     min: 0.0,
@@ -234,6 +242,16 @@ pub fn check_job_bounds(j: &JobDef) -> Result<(), OutOfBounds> {
     whole(k("max_retries"), j.max_retries.into(), MAX_RETRIES)?;
     real(k("lease_seconds"), j.lease_seconds, LEASE_SECONDS)?;
     real(k("jitter_seconds"), j.jitter_seconds, JITTER_SECONDS)?;
+    if let crate::model::Overlap::Allow {
+        max_concurrent_runs,
+    } = j.overlap
+    {
+        whole(
+            k("max_concurrent_runs"),
+            max_concurrent_runs.into(),
+            MAX_CONCURRENT_RUNS,
+        )?;
+    }
     if let Some(c) = j.max_cost_usd {
         real(k("max_cost_usd"), c, COST_USD)?;
     }

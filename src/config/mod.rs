@@ -20,8 +20,10 @@
 //! - Defaults: `tz` UTC, `timeout_seconds` 300, `max_retries` 3 (total attempts, 1–100),
 //!   `lease_seconds` 30, `misfire_grace_seconds` null, `command_timeout_seconds` 60,
 //!   `context_max_chars` 4000, `alert_after_failures` 1, `enabled` true. `defaults:` accepts
-//!   exactly the five keys the SPEC shows (`tz`, `timeout_seconds`, `max_retries`,
-//!   `misfire_grace_seconds`, `lease_seconds`).
+//!   the five keys the SPEC shows (`tz`, `timeout_seconds`, `max_retries`,
+//!   `misfire_grace_seconds`, `lease_seconds`) and issue 16's `jitter_seconds`, `overlap`
+//!   (default `skip`) and `max_concurrent_runs` (only with `overlap: allow`, see
+//!   `check/overlap.rs`).
 //! - A key written as `null` means "not given" (the default applies), except
 //!   `misfire_grace_seconds: null` (explicitly no grace, overriding `defaults:`), `budget: null`
 //!   (global budget disabled) and `budget.max_cost_usd: null` (global cap disabled while
@@ -65,6 +67,8 @@ mod tests;
 mod tests_flow;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_overlap;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};

@@ -316,8 +316,12 @@ where
         .map_err(EngineError::from)
 }
 
+/// One run of this owner, keyed by its run_id (a job under `overlap: allow` may have several).
 struct InFlight {
-    run_id: Uuid,
+    job: String,
+    /// The job's `overlap:` policy when the run was claimed: whether this owner still lets the
+    /// store look at the job while it runs it (see [`Actor::claim`]).
+    overlap: crate::model::Overlap,
     cancel: CancellationToken,
     /// Cancelled when an operator asked (through the store) to cancel this run.
     op_cancel: CancellationToken,
@@ -414,7 +418,7 @@ struct Actor {
     snap_tx: watch::Sender<Arc<Snapshot>>,
     ev_tx: broadcast::Sender<Event>,
     started: DateTime<Utc>,
-    in_flight: HashMap<String, InFlight>,
+    in_flight: HashMap<Uuid, InFlight>,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     completions: CompletionTx,
@@ -472,7 +476,7 @@ async fn completer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<CompletionJob>)
 
 /// What a finished run task hands back to the actor.
 struct Finished {
-    job: String,
+    run_id: Uuid,
     rows: Vec<HistoryRow>,
 }
 
@@ -533,7 +537,7 @@ impl Actor {
                 Some(done) = runs.join_next(), if !runs.is_empty() => {
                     match done {
                         Ok(f) => {
-                            self.in_flight.remove(&f.job);
+                            self.in_flight.remove(&f.run_id);
                             for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
                         }
                         Err(e) => self.reap_failed(&e),
@@ -736,14 +740,14 @@ impl Actor {
     /// blocked in this process forever and its capacity comes back; the store recovers its lease
     /// when it expires (an `abandoned` row, SPEC §6).
     fn reap_failed(&mut self, e: &tokio::task::JoinError) {
-        let job = self
+        let found = self
             .in_flight
             .iter()
             .find(|(_, f)| f.task == Some(e.id()))
-            .map(|(j, _)| j.clone());
-        tracing::error!(error = %e, job = ?job, "run task failed; its lease will expire and be recovered");
-        if let Some(job) = job {
-            self.in_flight.remove(&job);
+            .map(|(id, f)| (*id, f.job.clone()));
+        tracing::error!(error = %e, job = ?found.as_ref().map(|f| &f.1), "run task failed; its lease will expire and be recovered");
+        if let Some((run_id, job)) = found {
+            self.in_flight.remove(&run_id);
             let _ = self.ev_tx.send(Event::Notice(format!(
                 "run of '{job}' failed internally; its lease will expire and be recovered"
             )));
@@ -777,7 +781,17 @@ impl Actor {
         }
         let now = self.now();
         let owner = self.cfg.owner.clone();
-        let in_flight: Vec<String> = self.in_flight.keys().cloned().collect();
+        // Jobs this owner runs are hidden from its own claims, except under an `overlap:` policy
+        // that acts while a run is live (`allow`, `cancel_previous`): the store then looks at
+        // them but never recovers this owner's own leases of them.
+        let mut in_flight: Vec<String> = self
+            .in_flight
+            .values()
+            .filter(|f| !f.overlap.acts_while_running())
+            .map(|f| f.job.clone())
+            .collect();
+        in_flight.sort();
+        in_flight.dedup();
         let outcome = blocking(&self.store, move |s| {
             s.claim_due(&ClaimRequest {
                 now,
@@ -815,10 +829,12 @@ impl Actor {
             // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
             let cancel = CancellationToken::new();
             let op_cancel = CancellationToken::new();
+            let run_id = claim.run_id;
             self.in_flight.insert(
-                job.clone(),
+                run_id,
                 InFlight {
-                    run_id: claim.run_id,
+                    job: job.clone(),
+                    overlap: claim.job.def.overlap,
                     cancel: cancel.clone(),
                     op_cancel: op_cancel.clone(),
                     task: None,
@@ -842,7 +858,7 @@ impl Actor {
                 spool: self.cfg.spool.clone().map(spool::Spool::new),
             };
             let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
-            if let Some(f) = self.in_flight.get_mut(&job) {
+            if let Some(f) = self.in_flight.get_mut(&run_id) {
                 f.task = Some(handle.id());
             }
         }
@@ -905,10 +921,11 @@ impl Actor {
     /// from any process, or a console). One `job` read per run in flight (at most
     /// `max_concurrent`), only when the change token moved.
     async fn honour_cancel_requests(&self) {
-        for (job, f) in &self.in_flight {
+        for (run_id, f) in &self.in_flight {
             if f.op_cancel.is_cancelled() {
                 continue;
             }
+            let job = &f.job;
             let name = job.clone();
             let rec = match blocking(&self.store, move |s| s.job(&name)).await {
                 Ok(r) => r,
@@ -917,11 +934,14 @@ impl Actor {
                     continue;
                 }
             };
-            let asked = rec
-                .and_then(|r| r.rt.lease)
-                .is_some_and(|l| l.run_id == f.run_id && l.cancel_requested_at.is_some());
+            // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
+            // the same mark; the row's reason says which when the run ends).
+            let asked = rec.is_some_and(|r| {
+                r.rt.lease_of(*run_id)
+                    .is_some_and(|l| l.cancel_requested_at.is_some())
+            });
             if asked {
-                tracing::info!(job = %job, run_id = %f.run_id, "cancelled by operator");
+                tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
                 f.op_cancel.cancel();
             }
         }
@@ -940,7 +960,7 @@ impl Actor {
         .await;
         match snap {
             Ok(mut s) => {
-                s.in_flight = self.in_flight.keys().cloned().collect();
+                s.in_flight = self.in_flight.values().map(|f| f.job.clone()).collect();
                 self.snap_tx.send_replace(Arc::new(s));
             }
             Err(e) => tracing::warn!(error = %e, "snapshot refresh failed"),
@@ -964,7 +984,7 @@ impl Actor {
                 done = runs.join_next() => match done {
                     None => break,
                     Some(Ok(f)) => {
-                        self.in_flight.remove(&f.job);
+                        self.in_flight.remove(&f.run_id);
                         for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
                     }
                     Some(Err(e)) => self.reap_failed(&e),
@@ -972,7 +992,7 @@ impl Actor {
                 _ = hard_or_grace(&mut grace, &self.hard_stop), if !cancelled => {
                     cancelled = true;
                     for f in self.in_flight.values() {
-                        tracing::info!(run_id = %f.run_id, "cancelling run at shutdown");
+                        tracing::info!(job = %f.job, "cancelling run at shutdown");
                         f.cancel.cancel();
                     }
                 }
@@ -1200,7 +1220,7 @@ impl RunTask {
             hold_until: output.hold_until,
         };
         let rows = self.commit(completion, &cancel, &mut renewer).await;
-        Finished { job, rows }
+        Finished { run_id, rows }
     }
 
     /// Write `c` until the store takes it (see [`RunTask::run`]); on cancellation, spool it.

@@ -226,7 +226,7 @@ impl Metrics {
             if let Some(i) = STATES.iter().position(|s| *s == w) {
                 counts[i] += 1;
             }
-            leases += i64::from(j.rt.lease.is_some());
+            leases += j.rt.live_runs() as i64;
         }
         for (s, n) in STATES.iter().zip(counts) {
             self.jobs

@@ -66,7 +66,7 @@ pub fn counter_period(settings: &Settings) -> BudgetPeriod {
     settings.budget.map(|b| b.period).unwrap_or(settings.period)
 }
 
-fn ms(n: i64) -> Duration {
+pub(super) fn ms(n: i64) -> Duration {
     Duration::milliseconds(n)
 }
 
@@ -146,6 +146,7 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             last_success_at: None,
             counters: Default::default(),
             state: JobState::default(),
+            overlap: Default::default(),
         },
     })
 }
@@ -263,10 +264,12 @@ fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.recovery_pending = false;
     rt.trigger_requested_at = None;
     rt.queue.clear();
+    rt.overlap.buffered_slot = None;
+    rt.overlap.superseded = None;
 }
 
 /// The scheduled instant of a due job (SPEC §5).
-fn scheduled_instant(
+pub(super) fn scheduled_instant(
     sched: &Compiled,
     next_slot: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -293,8 +296,13 @@ pub fn evaluate(
     period: BudgetPeriod,
 ) -> Evaluation {
     let mut ev = Evaluation::default();
-    if rec.rt.retired || rec.rt.lease.is_some() {
+    if rec.rt.retired {
         return ev;
+    }
+    if rec.rt.lease.is_some() && !super::overlap::claims_beside(rec) {
+        // A run is live: only the job's `overlap:` policy may act (cancel it, or skip a slot
+        // beyond `max_concurrent_runs`); `skip` and `buffer_one` decide when the run ends.
+        return super::overlap::while_running(rec, sched, now, owner, period);
     }
     let paused = rec.rt.paused || !rec.def.enabled;
 
@@ -309,6 +317,18 @@ pub fn evaluate(
         ev.changed = true;
     }
     let held = rec.rt.hold_until.is_some_and(|h| h > now);
+
+    // `overlap: buffer_one`: a slot remembered while the last run was live runs first.
+    if !paused
+        && !held
+        && can_claim
+        && rec.rt.lease.is_none()
+        && let Some(plan) = super::overlap::claim_buffered(rec, sched, now, owner)
+    {
+        ev.claim = Some(plan);
+        ev.changed = true;
+        return ev;
+    }
 
     if rec.rt.recovery_pending {
         if let Some(u) = rec.def.until
@@ -412,7 +432,7 @@ pub fn evaluate(
                     None
                 };
                 let mut plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
-                if let Some(l) = rec.rt.lease.as_mut() {
+                if let Some(l) = rec.rt.lease_of_mut(plan.run_id) {
                     l.coalesced = coalesced;
                 }
                 plan.coalesced = coalesced;
@@ -433,6 +453,8 @@ fn manual(
     can_claim: bool,
     mut ev: Evaluation,
 ) -> Evaluation {
+    // Operator runs never start beside a live run (`overlap: allow` runs slots concurrently).
+    let can_claim = can_claim && rec.rt.lease.is_none();
     if can_claim && rec.rt.trigger_requested_at.is_some() {
         rec.rt.trigger_requested_at = None;
         ev.claim = Some(claim(rec, sched, now, owner, None, Trigger::Manual));
@@ -447,7 +469,7 @@ fn manual(
 }
 
 /// Take the job: pre-advance the slot, set the lease and a fresh run_id (the fencing token).
-fn claim(
+pub(super) fn claim(
     rec: &mut JobRecord,
     sched: &Compiled,
     now: DateTime<Utc>,
@@ -474,7 +496,7 @@ fn claim(
         }
     };
     let lease_until = now + secs_f64(def.lease_seconds);
-    rt.lease = Some(Lease {
+    rt.add_lease(Lease {
         owner: owner.to_string(),
         run_id,
         slot,
@@ -499,7 +521,7 @@ fn claim(
 /// Extend the lease held by `run_id` (SPEC §6). `None` when the lease was lost.
 pub fn renew(rec: &mut JobRecord, run_id: Uuid, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let lease_seconds = rec.def.lease_seconds;
-    let lease = rec.rt.lease.as_mut().filter(|l| l.run_id == run_id)?;
+    let lease = rec.rt.lease_of_mut(run_id)?;
     if now > lease.lease_until {
         lease.lapsed = true;
     }
@@ -512,14 +534,13 @@ pub fn renew(rec: &mut JobRecord, run_id: Uuid, now: DateTime<Utc>) -> Option<Da
 /// renewed after it expired): another owner may have begun recovering it.
 pub fn lapsed(rec: &JobRecord, run_id: Uuid, now: DateTime<Utc>) -> bool {
     rec.rt
-        .lease
-        .as_ref()
-        .is_some_and(|l| l.run_id == run_id && (l.lapsed || l.lease_until <= now))
+        .lease_of(run_id)
+        .is_some_and(|l| l.lapsed || l.lease_until <= now)
 }
 
 /// Whether the job's lease is held by `run_id`.
 pub fn holds(rec: &JobRecord, run_id: Uuid) -> bool {
-    rec.rt.lease.as_ref().is_some_and(|l| l.run_id == run_id)
+    rec.rt.lease_of(run_id).is_some()
 }
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
@@ -568,9 +589,10 @@ pub fn finish_run(
     now: DateTime<Utc>,
 ) -> FinishOutcome {
     let mut out = FinishOutcome::default();
-    let Some(lease) = rec.rt.lease.take() else {
+    let Some(lease) = rec.rt.take_lease(row.run_id) else {
         return out;
     };
+    super::overlap::on_run_end(rec, &lease, row);
     // A coalesced fire's row stands for every overdue slot it covered (SPEC §5), whatever its
     // status: nothing is dropped silently.
     if let Some(r) = lease.coalesced
@@ -658,6 +680,7 @@ pub fn finish_run(
     if rec.def.schedule.is_recurring()
         && !paused
         && !held
+        && !rec.def.overlap.acts_while_running()
         && let Some(next) = rt.next_slot.filter(|n| rec.def.fire_at(*n) <= bound)
     {
         // Slots whose fire instant is still to come are not overlapped: they fire later.
@@ -681,6 +704,7 @@ pub fn finish_run(
         }
         rt.next_slot = sched.next_after(bound);
     }
+    super::overlap::buffer_one(rec, sched, &mut out.extra_rows);
     let extra = std::mem::take(&mut out.extra_rows);
     for r in &extra {
         count_row(rec, r, period, now);
@@ -817,7 +841,18 @@ pub fn trigger_step(
 
 /// The lease of `rec` if it expired at `now` (crash recovery is due).
 pub fn expired_lease(rec: &JobRecord, now: DateTime<Utc>) -> Option<Lease> {
-    rec.rt.lease.clone().filter(|l| l.lease_until <= now)
+    rec.rt.leases().find(|l| l.lease_until <= now).cloned()
+}
+
+/// The next expired lease `owner` may recover: under an `overlap:` policy that acts while a
+/// run is live, `owner` still runs its own leases of the job (it does not hide the job from
+/// its claims then), so it never recovers those; another owner, or its own next start, does.
+fn recoverable_lease(rec: &JobRecord, now: DateTime<Utc>, owner: &str) -> Option<Lease> {
+    let own_live = rec.def.overlap.acts_while_running();
+    rec.rt
+        .leases()
+        .find(|l| l.lease_until <= now && !(own_live && l.owner == owner))
+        .cloned()
 }
 
 /// One job during `claim_due`: recover an expired lease (SPEC §6), then evaluate (§5, §7).
@@ -834,8 +869,9 @@ pub fn claim_step(
 ) -> Evaluation {
     let mut rows = Vec::new();
     let mut dirty = false;
-    if let Some(lease) = expired_lease(rec, now) {
-        let (mut row, already) = match landed {
+    let mut landed = landed;
+    while let Some(lease) = recoverable_lease(rec, now, owner) {
+        let (mut row, already) = match landed.take_if(|r| r.run_id == lease.run_id) {
             Some(r) => (r, true),
             None => (abandoned_row(rec, &lease, owner, now), false),
         };
@@ -1011,8 +1047,8 @@ pub fn abandoned_row(
 /// The earliest instant at which `evaluate` (or lease recovery) may act on this job.
 pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     let rt = &rec.rt;
-    if let Some(l) = &rt.lease {
-        return Some(l.lease_until);
+    if rt.lease.is_some() {
+        return super::overlap::wakeup_while_running(rec);
     }
     if rt.retired {
         return None;
@@ -1028,6 +1064,9 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     }
     if paused {
         return w;
+    }
+    if let Some(b) = rt.overlap.buffered_slot {
+        take(rt.hold_until.map_or(b, |h| b.max(h)));
     }
     if rt.recovery_pending {
         take(rt.created_at.min(rt.last_slot.unwrap_or(rt.created_at)));

@@ -23,6 +23,7 @@ pub mod filefmt;
 pub mod io;
 pub mod logic;
 pub mod operator;
+pub mod overlap;
 pub mod postgres;
 pub mod signal;
 pub mod stats;

@@ -130,7 +130,9 @@ pub fn apply_edit(
             ))
         }
         JobEdit::Cancel(run) => {
-            if let Some(lease) = rec.rt.lease.as_mut() {
+            if rec.rt.overlap.leases.is_empty()
+                && let Some(lease) = rec.rt.lease.as_mut()
+            {
                 if run.is_some_and(|r| r != lease.run_id) {
                     return Err(invalid(format!(
                         "run {} of '{name}' is not running (run {} is)",
@@ -144,6 +146,9 @@ pub fn apply_edit(
                 }
                 lease.cancel_requested_at = Some(now);
                 return Ok((true, EditOutcome::CancelRequested { run_id }));
+            }
+            if rec.rt.lease.is_some() {
+                return cancel_concurrent(rec, *run, now);
             }
             if let Some(r) = run {
                 return Err(invalid(format!("run {r} of '{name}' is not running")));
@@ -271,6 +276,45 @@ fn refuse_retired(rec: &JobRecord, what: &str) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+/// Cancel of a job with several live runs (`overlap: allow`): the named run, else every live
+/// run not yet being cancelled (the outcome names the first one marked).
+fn cancel_concurrent(
+    rec: &mut JobRecord,
+    run: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    if let Some(r) = run {
+        let Some(lease) = rec.rt.lease_of_mut(r) else {
+            return Err(invalid(format!("run {r} of '{name}' is not running")));
+        };
+        if lease.cancel_requested_at.is_some() {
+            return Ok((false, EditOutcome::AlreadyCancelling { run_id: r }));
+        }
+        lease.cancel_requested_at = Some(now);
+        return Ok((true, EditOutcome::CancelRequested { run_id: r }));
+    }
+    let mut first = None;
+    let mut any_live = None;
+    let leases = rec
+        .rt
+        .lease
+        .iter_mut()
+        .chain(rec.rt.overlap.leases.iter_mut());
+    for lease in leases {
+        any_live.get_or_insert(lease.run_id);
+        if lease.cancel_requested_at.is_none() {
+            lease.cancel_requested_at = Some(now);
+            first.get_or_insert(lease.run_id);
+        }
+    }
+    match (first, any_live) {
+        (Some(run_id), _) => Ok((true, EditOutcome::CancelRequested { run_id })),
+        (None, Some(run_id)) => Ok((false, EditOutcome::AlreadyCancelling { run_id })),
+        (None, None) => Err(invalid(format!("job '{name}' is not running"))),
+    }
 }
 
 #[cfg(test)]

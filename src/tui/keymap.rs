@@ -38,6 +38,10 @@ pub enum Cmd {
     Yes,
     No,
     Apply,
+    /// `cronsole dry-run` of the job at the cursor, in a scrollable view.
+    DryRun,
+    /// Pause (or resume) every job the filters show, after a y/n prompt.
+    PauseFiltered,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +231,24 @@ pub const KEYMAP: &[Binding] = &[
         "cancel",
         "cancel run / queued (y/n)",
         Cmd::Cancel,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('D')],
+        "D",
+        "dry-run",
+        "dry run (no model call)",
+        Cmd::DryRun,
+        false,
+    ),
+    b(
+        Global,
+        &[ch('P')],
+        "P",
+        "pause all",
+        "pause/resume filtered (y/n)",
+        Cmd::PauseFiltered,
         false,
     ),
     b(

@@ -25,6 +25,7 @@ use crate::engine::{Command, Event};
 use crate::snapshot::Snapshot;
 use crate::store::{HistoryQuery, Store};
 
+mod bulk;
 pub mod keymap;
 pub mod sanitize;
 pub mod state;
@@ -51,7 +52,20 @@ pub struct ConsoleDeps {
     /// Cancel to close the console from outside (SIGTERM, `--for`): the terminal is restored
     /// exactly as on `q`.
     pub stop: tokio_util::sync::CancellationToken,
+    /// What answers the `D` key (the binary runs `cronsole dry-run NAME`); `None` says the
+    /// dry run is not available here.
+    pub dry_run: Option<DryRunner>,
 }
+
+/// Produces the text of `cronsole dry-run NAME` for the console (the error says why not).
+pub type DryRunner = Arc<
+    dyn Fn(
+            String,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
@@ -147,6 +161,16 @@ where
                             send(&deps.commands, cmd, &mut app);
                             dirty = true;
                         }
+                        Action::SendAll(cmds) => {
+                            for cmd in cmds {
+                                send(&deps.commands, cmd, &mut app);
+                            }
+                            dirty = true;
+                        }
+                        Action::Load(Query::DryRun(job)) => {
+                            dry_run(deps.dry_run.clone(), job, loaded_tx.clone());
+                            dirty = true;
+                        }
                         Action::Load(q) => {
                             load(deps.store.clone(), q, loaded_tx.clone());
                             dirty = true;
@@ -208,6 +232,19 @@ fn send(tx: &mpsc::Sender<Command>, cmd: Command, app: &mut App) {
     }
 }
 
+/// Ask the console's runner for a dry run of `job`; the text comes back on `tx`.
+fn dry_run(runner: Option<DryRunner>, job: String, tx: mpsc::UnboundedSender<Loaded>) {
+    tokio::spawn(async move {
+        let text = match runner {
+            Some(r) => r(job.clone()).await,
+            None => {
+                Err("the dry run needs the cronsole binary (run `cronsole dry-run NAME`)".into())
+            }
+        };
+        let _ = tx.send(Loaded::DryRun { job, text });
+    });
+}
+
 /// Run a read-only store query off the UI thread; the answer comes back on `tx`.
 fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
     tokio::spawn(async move {
@@ -220,6 +257,12 @@ fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
 /// The store read behind a [`Query`] (blocking).
 pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
+        Query::DryRun(j) => {
+            return Loaded::DryRun {
+                job: j.clone(),
+                text: Err("not a store read".into()),
+            };
+        }
         Query::JobHistory(j) => (j.clone(), false, JOB_ROWS),
         Query::Diffs(j) => (j.clone(), true, DIFF_ROWS),
         Query::HistoryPage {
@@ -253,7 +296,9 @@ pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
     match (store.history(&hq), q) {
         (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
         (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
-        (Ok(_), Query::HistoryPage { .. }) => Loaded::Failed("unreachable page query".into()),
+        (Ok(_), Query::HistoryPage { .. } | Query::DryRun(_)) => {
+            Loaded::Failed("unreachable page query".into())
+        }
         (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
     }
 }
@@ -286,6 +331,7 @@ mod tests {
             store: Arc::new(testdata::HistoryOnlyStore(recent)),
             clock: Arc::new(TokioClock::new(now)),
             stop: tokio_util::sync::CancellationToken::new(),
+            dry_run: None,
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));

@@ -60,6 +60,8 @@ pub enum Action {
     /// State changed: draw again.
     Redraw,
     Send(Command),
+    /// Several commands at once (pause/resume of the filtered jobs).
+    SendAll(Vec<Command>),
     /// Start a read-only store query; its answer comes back through [`App::on_loaded`].
     Load(Query),
     Quit,
@@ -78,6 +80,8 @@ pub enum Query {
         status: Option<Status>,
         offset: usize,
     },
+    /// `cronsole dry-run NAME` (not a store read: the console's runner answers it).
+    DryRun(String),
 }
 
 /// The answer to a [`Query`].
@@ -95,6 +99,11 @@ pub enum Loaded {
         offset: usize,
         rows: Vec<HistoryRow>,
     },
+    /// The dry run's text, or why there is none.
+    DryRun {
+        job: String,
+        text: Result<String, String>,
+    },
     Failed(String),
 }
 
@@ -105,6 +114,8 @@ pub enum Mode {
     Diff(String),
     /// One run, opened from the History pane.
     Run(Box<HistoryRow>),
+    /// The dry run of one job (`D`).
+    DryRun(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +124,11 @@ pub enum Prompt {
     ConfirmTrigger(String),
     ConfirmCancel(String),
     Name(String),
+    /// Pause (`pause: true`) or resume these jobs: the filtered set when `P` was pressed.
+    ConfirmBulk {
+        pause: bool,
+        jobs: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +232,8 @@ pub struct App {
     /// Schedule descriptions by job, so a cron expression is not re-parsed every frame. Checked
     /// against the job's spec and anchor on every hit, so an edited job is described afresh.
     pub(crate) schedule_words: RefCell<HashMap<String, Described>>,
+    /// The last dry run asked for (`D`): job and text, `None` while it runs.
+    pub dry_run: Option<(String, Result<String, String>)>,
 }
 
 impl App {
@@ -249,6 +267,7 @@ impl App {
             notice: None,
             period_key: String::new(),
             schedule_words: RefCell::new(HashMap::new()),
+            dry_run: None,
         };
         app.refresh_period_key();
         app.rebuild(None);
@@ -519,6 +538,7 @@ impl App {
                 self.history_more
                     .extend(rows.into_iter().filter(|r| !held.contains(&r.run_id)));
             }
+            Loaded::DryRun { job, text } => self.dry_run = Some((job, text)),
             Loaded::Failed(e) => {
                 self.history_loading = false;
                 self.notice = Some(e);
@@ -640,7 +660,10 @@ impl App {
 
     fn scope(&self) -> Scope {
         match (&self.prompt, &self.mode) {
-            (Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_), _) => Scope::Confirm,
+            (
+                Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_) | Prompt::ConfirmBulk { .. },
+                _,
+            ) => Scope::Confirm,
             (Prompt::Name(_), _) => Scope::Input,
             (_, Mode::Diff(_)) => Scope::Diff,
             _ => Scope::Global,
@@ -677,6 +700,7 @@ impl App {
     fn handle_confirm(&mut self, cmd: Cmd) -> Action {
         let job = match std::mem::replace(&mut self.prompt, Prompt::None) {
             Prompt::ConfirmTrigger(job) => job,
+            Prompt::ConfirmBulk { pause, jobs } => return self.confirm_bulk(pause, jobs, cmd),
             Prompt::ConfirmCancel(job) => {
                 return if cmd == Cmd::Yes {
                     self.notice = Some(format!("{job}: cancel sent"));
@@ -754,7 +778,7 @@ impl App {
             }
         };
         match (&self.mode, self.pane) {
-            (Mode::Detail(_) | Mode::Diff(_) | Mode::Run(_), _) => {
+            (Mode::Detail(_) | Mode::Diff(_) | Mode::Run(_) | Mode::DryRun(_), _) => {
                 // Views clamp the scroll to their content.
                 let max = self.scroll_max.get();
                 self.scroll = match to_end {
@@ -932,6 +956,8 @@ impl App {
                     self.scroll = 0;
                 }
             }
+            Cmd::DryRun => return self.open_dry_run(),
+            Cmd::PauseFiltered => return self.ask_bulk_pause(),
             Cmd::Yes | Cmd::No | Cmd::Apply => return Action::None,
         }
         Action::Redraw

@@ -66,6 +66,7 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
             ..Default::default()
         },
         state: JobState::default(),
+        overlap: Default::default(),
     };
     JobRecord { def, rt }
 }

@@ -16,6 +16,10 @@ use cronsole::store::{
     ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
 };
 
+mod overlap;
+#[allow(unused_imports)]
+pub use overlap::*;
+
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
 /// t0 = 1000 s after the epoch, as in SPEC §5's worked cases.
@@ -65,7 +69,7 @@ pub fn done(
     .unwrap()
 }
 
-fn rows(s: &dyn Store, job: &str) -> Vec<HistoryRow> {
+pub fn rows(s: &dyn Store, job: &str) -> Vec<HistoryRow> {
     s.history(&HistoryQuery {
         job: Some(job.into()),
         ..Default::default()
@@ -885,6 +889,11 @@ macro_rules! conformance_suite {
             history_filters_newest_first,
             operator_actions_and_history_pages,
             jitter_and_calendars_shape_what_is_offered,
+            overlap_buffer_one_runs_the_first_kept_slot_after_the_run,
+            overlap_buffer_one_keeps_its_slot_when_the_owner_dies,
+            overlap_cancel_previous_supersedes_the_live_run,
+            overlap_allow_runs_side_by_side_up_to_the_bound,
+            overlap_allow_an_owner_death_frees_only_its_lease,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -200,6 +200,8 @@ impl Checker<'_> {
             );
         }
         let days = self.day_rule(m, p);
+        let own_overlap = self.overlap_keys(m, p);
+        let overlap = self.overlap_policy(p, own_overlap, Some(d.overlap));
 
         let (schedule, schedule_text) = sched?;
         Some(JobDef {
@@ -227,6 +229,7 @@ impl Checker<'_> {
             tags,
             jitter_seconds,
             days,
+            overlap,
         })
     }
 

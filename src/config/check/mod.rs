@@ -21,6 +21,7 @@ use crate::model::{JobDef, Settings};
 
 mod calendars;
 mod jobs;
+mod overlap;
 mod scalars;
 mod schedule;
 mod settings;
@@ -50,6 +51,8 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
     "misfire_grace_seconds",
     "lease_seconds",
     "jitter_seconds",
+    "overlap",
+    "max_concurrent_runs",
 ];
 pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
@@ -93,6 +96,8 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "jitter_seconds",
     "only_on",
     "except_on",
+    "overlap",
+    "max_concurrent_runs",
 ];
 pub(super) const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];
@@ -108,6 +113,7 @@ pub(super) struct Defaults {
     misfire_grace_seconds: Option<f64>,
     lease_seconds: f64,
     jitter_seconds: f64,
+    overlap: crate::model::Overlap,
 }
 
 /// Validates one parsed document. `env_is_set` answers "is this API-key variable set and

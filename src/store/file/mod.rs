@@ -49,8 +49,8 @@
 //! both logs). A final line without its newline was never acknowledged: loading ignores it
 //! without touching it, and the next writer cuts it (with a `warn!`) right before its append; a
 //! log shorter than what this handle already read is corruption. Write order for a run's end:
-//! history row(s) first, then the job record. Each lease remembers where history ended at claim
-//! time (`mark`); before recovery writes `abandoned` for an expired lease it scans history from
+//! history row(s) first, then the job record. Each job remembers where history ended when its
+//! oldest live run was claimed (`mark`; `overlap: allow` runs several); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
 //! writes) it finishes the job from that row instead of writing a second one.
 //!
@@ -686,7 +686,10 @@ impl Store for FileStore {
             };
             let recovering = logic::expired_lease(&c.rec, now).is_some();
             let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
-            if recovering {
+            // The mark covers every live run of the job (`overlap: allow` runs several): it
+            // is cleared only when none is left, and a claim beside live runs keeps the older.
+            let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
+            if recovering && !others_live {
                 c.mark = None;
             }
             if unacked.is_empty() && after.is_empty() {
@@ -702,7 +705,9 @@ impl Store for FileStore {
                 );
             }
             if let Some(p) = ev.claim {
-                c.mark = Some(mark);
+                if !others_live || c.mark.is_none() {
+                    c.mark = Some(mark);
+                }
                 plans.push((name.clone(), p));
             }
             if ev.changed {
@@ -958,7 +963,7 @@ fn complete_in(
             }
         }
     }
-    if fenced_in {
+    if fenced_in && cached.rec.rt.lease.is_none() {
         cached.mark = None;
     }
     Ok((out, job))

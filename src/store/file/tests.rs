@@ -697,3 +697,45 @@ fn foreign_version_is_refused() {
         Err(StoreError::Version { .. })
     ));
 }
+
+/// `overlap: allow`: a run's row that landed before its owner died is found by recovery even
+/// when another run of the job was claimed after it (the claim mark covers every live run).
+#[test]
+fn recovery_finds_a_landed_row_of_a_concurrent_run() {
+    let dir = tmp("dedupe-allow");
+    let s = FileStore::open(&dir).unwrap();
+    let mut d = def("j");
+    d.schedule = crate::schedule::ScheduleSpec::Every { every_seconds: 10 };
+    d.lease_seconds = 30.0;
+    d.overlap = crate::model::Overlap::Allow {
+        max_concurrent_runs: 2,
+    };
+    s.apply(
+        &JobsFile {
+            settings: Settings::default(),
+            jobs: vec![d],
+        },
+        t(0),
+    )
+    .unwrap();
+    let a = claim(&s, 0, "a", 1).claims.remove(0);
+    // Run A's row lands, then its owner dies before the job record.
+    {
+        let mut l = s.lock().unwrap();
+        let mut row = HistoryRow::new("j", Status::Succeeded, a.trigger, a.slot, "a", t(5));
+        row.run_id = a.run_id;
+        l.append_history(&[row]).unwrap();
+    }
+    let b = claim(&s, 10, "b", 1).claims.remove(0);
+    assert_ne!(a.run_id, b.run_id);
+    let out = claim(&s, 31, "c", 0);
+    assert!(
+        out.rows.iter().all(|r| r.status != Status::Abandoned),
+        "finished from the landed row: {:?}",
+        out.rows
+    );
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(j.rt.live_runs(), 1);
+    assert!(j.rt.lease_of(b.run_id).is_some());
+    assert_eq!(j.rt.runs, 1);
+}

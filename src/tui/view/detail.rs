@@ -18,7 +18,7 @@ use crate::model::{Action, Gate, HistoryRow, MonitorSource};
 use crate::tui::sanitize;
 use crate::tui::state::App;
 
-fn scrolled(
+pub(super) fn scrolled(
     app: &App,
     lines: Vec<Line<'static>>,
     area: Rect,
@@ -145,9 +145,12 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
 
     lines.push(Line::raw(""));
     lines.push(heading("Lease"));
-    match &j.rt.lease {
-        None => lines.push(Line::raw("  none")),
-        Some(l) => {
+    if j.rt.lease.is_none() {
+        lines.push(Line::raw("  none"));
+    }
+    // Every live run's lease (`overlap: allow` may have several).
+    for l in j.rt.leases() {
+        {
             let exp = if l.lease_until <= now {
                 format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds()))
             } else {
@@ -163,6 +166,9 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
                 l.trigger.as_str()
             )));
         }
+    }
+    if !j.def.overlap.is_skip() {
+        lines.push(kv("overlap", overlap_words(j)));
     }
 
     lines.push(Line::raw(""));
@@ -372,4 +378,32 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
         lines.extend(sanitize::lines(d).into_iter().map(diff_line));
     }
     scrolled(app, lines, area, title, buf);
+}
+
+/// The job's `overlap:` policy and what it keeps now (a slot to run next, a superseded run).
+fn overlap_words(j: &crate::model::JobRecord) -> String {
+    use crate::model::Overlap;
+    let mut s = match j.def.overlap {
+        Overlap::Allow {
+            max_concurrent_runs,
+        } => format!(
+            "allow: {} of {max_concurrent_runs} runs live",
+            j.rt.live_runs()
+        ),
+        other => other.name().to_string(),
+    };
+    if let Some(b) = j.rt.overlap.buffered_slot {
+        s.push_str(&format!(
+            "; slot {} kept to run next",
+            b.format("%Y-%m-%d %H:%M:%S")
+        ));
+    }
+    if let Some(x) = j.rt.overlap.superseded {
+        s.push_str(&format!(
+            "; run {} being cancelled for slot {}",
+            x.run_id,
+            x.by_slot.format("%Y-%m-%d %H:%M:%S")
+        ));
+    }
+    s
 }

@@ -78,6 +78,12 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     let mut left = Vec::new();
     group(Scope::Global, "Everywhere", &mut left);
     let mut right = Vec::new();
+    // The popup holds 22 lines at 80×24: what does not fit on the left continues at the top
+    // of the right column.
+    const LEFT_MAX: usize = 22;
+    if left.len() > LEFT_MAX {
+        right = left.split_off(LEFT_MAX);
+    }
     group(Scope::Diff, "Diff viewer", &mut right);
     group(Scope::Confirm, "Questions (trigger, cancel)", &mut right);
     group(Scope::Input, "Name filter prompt", &mut right);

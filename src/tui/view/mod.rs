@@ -21,6 +21,7 @@ use crate::model::Status;
 use crate::tui::state::{App, Mode, Pane, Prompt};
 
 mod detail;
+mod dry_run;
 mod header;
 mod help;
 mod jobs;
@@ -47,6 +48,7 @@ impl Widget for &App {
             Mode::Detail(job) => detail::render_detail(self, job, body, buf),
             Mode::Diff(job) => detail::render_diff(self, job, body, buf),
             Mode::Run(row) => detail::render_run(self, row, body, buf),
+            Mode::DryRun(job) => dry_run::render(self, job, body, buf),
         }
         help::footer(self, foot, buf);
         match &self.prompt {
@@ -58,6 +60,9 @@ impl Widget for &App {
                 area,
                 buf,
             ),
+            Prompt::ConfirmBulk { pause, jobs } => {
+                help::confirm(&dry_run::bulk_question(*pause, jobs), area, buf)
+            }
             _ => {}
         }
         if self.help {

@@ -499,3 +499,69 @@ fn snapshot_attached_without_an_engine() {
     snap!("attached_no_engine_80x24", screen(&a, 80, 24));
     snap!("attached_no_engine_120x40", t);
 }
+
+#[test]
+fn snapshot_dry_run_view() {
+    let mut a = app();
+    a.handle_key(KeyEvent::new(KeyCode::Char('D'), KeyModifiers::SHIFT));
+    let crate::tui::state::Mode::DryRun(job) = a.mode.clone() else {
+        panic!("D opens the dry run: {:?}", a.mode);
+    };
+    let waiting = screen(&a, 80, 24);
+    assert!(waiting.contains("running the gates"), "{waiting}");
+    a.on_loaded(crate::tui::state::Loaded::DryRun {
+        job: job.clone(),
+        text: Ok(format!(
+            "dry run of {job} (command job): nothing is called, delivered or recorded\n\
+             gate:   none\ncommand: tar czf /backups/db.tgz /var/lib/db\nsinks:  ops\n\
+             escape \u{1b}[31mred\u{1b}[0m stays inert\n"
+        )),
+    });
+    let t = screen(&a, 120, 40);
+    assert!(!t.contains('\u{1b}'), "{t}");
+    snap!("dry_run_80x24", screen(&a, 80, 24));
+    snap!("dry_run_120x40", t);
+}
+
+#[test]
+fn snapshot_confirm_pause_of_the_filtered_set() {
+    let mut a = app();
+    a.handle_key(KeyEvent::new(KeyCode::Char('P'), KeyModifiers::SHIFT));
+    assert!(matches!(
+        a.prompt,
+        crate::tui::state::Prompt::ConfirmBulk { pause: true, .. }
+    ));
+    snap!("confirm_bulk_pause_80x24", screen(&a, 80, 24));
+    snap!("confirm_bulk_pause_120x40", screen(&a, 120, 40));
+}
+
+#[test]
+fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
+    let (mut snap, now) = testdata::fixed();
+    let i = snap
+        .jobs
+        .iter()
+        .position(|j| j.rt.lease.is_some())
+        .expect("a leased job in the fixture");
+    let j = &mut snap.jobs[i];
+    let name = j.def.name.clone();
+    j.def.overlap = crate::model::Overlap::Allow {
+        max_concurrent_runs: 3,
+    };
+    let mut second = j.rt.lease.clone().unwrap();
+    second.run_id = uuid::Uuid::from_u128(42);
+    second.owner = "host-b:7:second".into();
+    j.rt.overlap.leases.push(second);
+    j.rt.overlap.buffered_slot = Some(now);
+    let mut a = App::new(Arc::new(snap), now);
+    a.selected = a
+        .visible
+        .iter()
+        .position(|&k| a.snap.jobs[k].def.name == name)
+        .unwrap_or(0);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("host-b:7:second"), "{t}");
+    assert!(t.contains("allow: 2 of 3 runs live"), "{t}");
+    assert!(t.contains("kept to run next"), "{t}");
+}

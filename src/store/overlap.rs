@@ -1,0 +1,414 @@
+//! What a job's `overlap:` policy (issue 16 item 2) does to its record, for both stores: the
+//! hooks `store::logic` calls while a run of the job is live, when a run ends, and when the
+//! job is next looked at.
+//!
+//! Owns: `buffer_one` (the first slot that came during a run is kept in the record and claimed
+//! as soon as no run is live; later ones get the usual `skipped` overlap row), `cancel_previous`
+//! (a due slot marks the live run's lease for cancellation — the same mark an operator's
+//! `cancel` sets, so the owner running it kills its process tree — and the slot is claimed when
+//! that run has ended; its row says [`REASON_SUPERSEDED`]) and `allow` (slots are claimed beside
+//! live runs, each with its own lease, up to `max_concurrent_runs`; a slot beyond the bound gets
+//! a `skipped` overlap row at once). `skip` is SPEC §6 as it always was (`store::logic`).
+//! Must not touch: I/O, clocks, history storage (like `logic`, every function takes `now` and
+//! mutates one record; callers persist it and the rows).
+//!
+//! Decisions where the issue is silent:
+//! - A buffered slot runs whatever its age (it was owed while an owner was running, not lost
+//!   to downtime: misfire grace does not apply), and is kept through a pause (it runs on resume).
+//!   It is claimed with `trigger: schedule` for its own slot and does not move the job's next
+//!   slot; a run that ends after more slots came buffers the first of them again.
+//! - `cancel_previous` marks a run once; the slot that marked it is claimed after the run's row
+//!   is written (with any slots that came meanwhile coalesced into it, SPEC §5). A run an
+//!   operator is already cancelling is not marked again (its row keeps `cancelled by operator`).
+//!   A run that ends by itself before its owner kills it keeps its own status.
+//! - `allow`: operator runs (manual trigger, retry, backfill) never start beside a live run;
+//!   only slots do. An owner does not recover its own expired leases of such a job while it
+//!   runs the job (another owner, or its own next start, does).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::logic::{
+    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, ms, scheduled_instant,
+};
+use crate::model::{
+    BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, Status, Superseded, Trigger,
+};
+use crate::schedule::Compiled;
+
+/// The start of the reason of a run cancelled by a newer slot (`cancel_previous`); the slot
+/// follows: `cancelled: superseded by slot 2026-11-30T10:05:00Z`.
+pub const REASON_SUPERSEDED: &str = "cancelled: superseded by slot";
+
+/// `overlap: allow` with room for one more live run: the job is evaluated as if idle.
+pub fn claims_beside(rec: &JobRecord) -> bool {
+    !rec.rt.recovery_pending && rec.rt.live_runs() < rec.def.overlap.max_runs() && {
+        matches!(rec.def.overlap, Overlap::Allow { .. })
+    }
+}
+
+/// A run of the job is live and no other may start beside it: `cancel_previous` marks the live
+/// run when a slot is due; `allow` at its bound records the due slots `skipped` overlap now.
+pub fn while_running(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    period: BudgetPeriod,
+) -> Evaluation {
+    let mut ev = Evaluation::default();
+    let paused = rec.rt.paused || !rec.def.enabled;
+    let held = rec.rt.hold_until.is_some_and(|h| h > now);
+    if paused || held || rec.rt.recovery_pending || !rec.def.schedule.is_recurring() {
+        return ev;
+    }
+    let Some(next) = rec.rt.next_slot.filter(|n| rec.def.fire_at(*n) <= now) else {
+        return ev;
+    };
+    match rec.def.overlap {
+        Overlap::CancelPrevious => {
+            if rec.rt.overlap.superseded.is_some() {
+                return ev;
+            }
+            let slot = scheduled_instant(sched, next, now);
+            let slot = if rec.def.fire_at(slot) <= now {
+                slot
+            } else {
+                next
+            };
+            let Some(lease) = rec.rt.lease.as_mut() else {
+                return ev;
+            };
+            if lease.cancel_requested_at.is_some() {
+                return ev;
+            }
+            lease.cancel_requested_at = Some(now);
+            rec.rt.overlap.superseded = Some(Superseded {
+                run_id: lease.run_id,
+                by_slot: slot,
+            });
+            ev.changed = true;
+        }
+        Overlap::Allow { .. } => {
+            let (row, after) = overlap_row(rec, sched, next, now, owner, now);
+            if let Some(row) = row {
+                count_row(rec, &row, period, now);
+                ev.rows.push(row);
+            }
+            rec.rt.next_slot = after;
+            ev.changed = true;
+        }
+        Overlap::Skip | Overlap::BufferOne => {}
+    }
+    ev
+}
+
+/// The `skipped` overlap row for the slots from `next` whose fire instant came by `bound`
+/// (a slot whose jittered instant is still to come is not overlapped: it fires later), and the
+/// job's next slot after them.
+pub fn overlap_row(
+    rec: &JobRecord,
+    sched: &Compiled,
+    next: DateTime<Utc>,
+    bound: DateTime<Utc>,
+    owner: &str,
+    now: DateTime<Utc>,
+) -> (Option<HistoryRow>, Option<DateTime<Utc>>) {
+    let bound = match sched.latest_at_or_before(bound) {
+        Some(l) if l >= next && rec.def.fire_at(l) > bound => l - ms(1),
+        _ => bound,
+    };
+    let row = sched
+        .slots_between(next - ms(1), bound, SLOT_COUNT_CAP)
+        .map(|(first, last, n)| {
+            let mut o = HistoryRow::new(
+                &rec.def.name,
+                Status::Skipped,
+                Trigger::Schedule,
+                Some(first),
+                owner,
+                now,
+            );
+            o.reason = Some(REASON_OVERLAP.to_string());
+            o.slots_count = Some(n);
+            o.slot_end = Some(last);
+            o
+        });
+    (row, sched.next_after(bound))
+}
+
+/// `buffer_one`: claim the slot kept while the last run was live. It does not move the job's
+/// next slot (slots that come during this run are decided when it ends).
+pub fn claim_buffered(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+) -> Option<ClaimPlan> {
+    let slot = rec.rt.overlap.buffered_slot.take()?;
+    let next = rec.rt.next_slot;
+    let plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
+    let def = &rec.def;
+    let rt = &mut rec.rt;
+    rt.next_slot = next;
+    let max_reached = def.max_runs.is_some_and(|m| rt.runs + 1 >= m);
+    let until_spent = def.until.is_some_and(|u| next.is_none_or(|n| n > u));
+    let spends = max_reached || until_spent || next.is_none();
+    if let Some(l) = rt.lease_of_mut(plan.run_id) {
+        l.spends_job = spends;
+    }
+    Some(plan)
+}
+
+/// A run of the job ended (its lease already taken): a run cancelled because a newer slot
+/// came (`cancel_previous`) says so in its row.
+pub fn on_run_end(rec: &mut JobRecord, lease: &Lease, row: &mut HistoryRow) {
+    let Some(s) = rec
+        .rt
+        .overlap
+        .superseded
+        .filter(|s| s.run_id == lease.run_id)
+    else {
+        return;
+    };
+    rec.rt.overlap.superseded = None;
+    if row.status == Status::Failed
+        && row.reason.as_deref() == Some(super::operator::REASON_CANCELLED)
+    {
+        row.reason = Some(format!(
+            "{REASON_SUPERSEDED} {}",
+            s.by_slot.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ));
+    }
+}
+
+/// `buffer_one` at a run's end: of the overlap row just computed, the first slot is kept to
+/// run next and the row keeps only the slots after it (no row when it was the only one).
+pub fn buffer_one(rec: &mut JobRecord, sched: &Compiled, extra: &mut Vec<HistoryRow>) {
+    if rec.def.overlap != Overlap::BufferOne || rec.rt.overlap.buffered_slot.is_some() {
+        return;
+    }
+    let Some(i) = extra
+        .iter()
+        .position(|r| r.reason.as_deref() == Some(REASON_OVERLAP))
+    else {
+        return;
+    };
+    let Some(first) = extra[i].slot else {
+        return;
+    };
+    rec.rt.overlap.buffered_slot = Some(first);
+    let n = extra[i].slots_count.unwrap_or(1);
+    match sched.next_after(first) {
+        Some(second) if n > 1 => {
+            extra[i].slot = Some(second);
+            extra[i].slots_count = Some(n - 1);
+        }
+        _ => {
+            extra.remove(i);
+        }
+    }
+}
+
+/// [`logic::wakeup`](super::logic::wakeup) of a job with a live run: the earliest lease
+/// expiry, and the next slot's fire instant when the policy acts on it while the run is live.
+pub fn wakeup_while_running(rec: &JobRecord) -> Option<DateTime<Utc>> {
+    let rt = &rec.rt;
+    let mut w = rt.leases().map(|l| l.lease_until).min();
+    let acts = match rec.def.overlap {
+        Overlap::CancelPrevious => {
+            rt.overlap.superseded.is_none()
+                && rt
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.cancel_requested_at.is_none())
+        }
+        Overlap::Allow { .. } => true,
+        Overlap::Skip | Overlap::BufferOne => false,
+    };
+    let paused = rt.paused || !rec.def.enabled;
+    if acts
+        && !paused
+        && !rt.recovery_pending
+        && !rt.retired
+        && rec.def.schedule.is_recurring()
+        && let Some(n) = rt.next_slot
+    {
+        let fire = rec.def.fire_at(n);
+        let fire = rt.hold_until.map_or(fire, |h| fire.max(h));
+        w = Some(w.map_or(fire, |x| x.min(fire)));
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::logic::tests_support::job;
+    use crate::store::logic::{claim_step, compile, evaluate, finish_run, wakeup};
+    use crate::store::operator::{EditOutcome, JobEdit, apply_edit};
+
+    const P: BudgetPeriod = BudgetPeriod::Day;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn with(policy: Overlap, every: u64, lease: f64) -> JobRecord {
+        let mut r = job("j", t(1000));
+        r.def.overlap = policy;
+        r.def.lease_seconds = lease;
+        r.def.schedule = crate::schedule::ScheduleSpec::Every {
+            every_seconds: every,
+        };
+        r
+    }
+
+    fn eval(r: &mut JobRecord, owner: &str, now: i64) -> Evaluation {
+        let s = compile(r).unwrap();
+        claim_step(r, &s, t(now), owner, true, P, None)
+    }
+
+    fn end(r: &mut JobRecord, plan: &ClaimPlan, status: Status, now: i64) -> Vec<HistoryRow> {
+        let s = compile(r).unwrap();
+        let mut row = HistoryRow::new("j", status, plan.trigger, plan.slot, "o", t(now));
+        row.run_id = plan.run_id;
+        let out = finish_run(r, &s, &mut row, None, None, P, t(now));
+        let mut rows = vec![row];
+        rows.extend(out.extra_rows);
+        rows
+    }
+
+    #[test]
+    fn buffer_one_with_one_slot_during_the_run_writes_no_overlap_row() {
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let rows = end(&mut r, &a, Status::Succeeded, 1015);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        assert_eq!(r.rt.next_slot, Some(t(1020)));
+        assert!(wakeup(&r).is_some_and(|w| w <= t(1015)), "due at once");
+        // The buffered run is live when 1020 comes: kept again for after it.
+        let b = eval(&mut r, "o", 1015).claim.unwrap();
+        assert_eq!(b.slot, Some(t(1010)));
+        assert!(eval(&mut r, "o", 1020).claim.is_none());
+        end(&mut r, &b, Status::Succeeded, 1021);
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1020)));
+        assert_eq!(r.rt.runs, 2);
+    }
+
+    #[test]
+    fn a_buffered_slot_waits_through_a_pause_and_runs_on_resume() {
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        end(&mut r, &a, Status::Succeeded, 1015);
+        crate::store::logic::set_paused(&mut r, true, t(1015)).unwrap();
+        assert!(eval(&mut r, "o", 1016).claim.is_none());
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        crate::store::logic::set_paused(&mut r, false, t(1100)).unwrap();
+        assert_eq!(eval(&mut r, "o", 1100).claim.unwrap().slot, Some(t(1010)));
+    }
+
+    #[test]
+    fn cancel_previous_marks_once_and_wakes_for_the_slot_only_before() {
+        let mut r = with(Overlap::CancelPrevious, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        assert_eq!(wakeup(&r), Some(t(1010)), "the next slot, before the lease");
+        let ev = eval(&mut r, "o", 1010);
+        assert!(ev.claim.is_none() && ev.changed);
+        assert_eq!(wakeup(&r), Some(t(1300)), "marked: only the lease expiry");
+        assert!(!eval(&mut r, "o", 1020).changed, "marked once");
+        // A run that ended by itself before its owner killed it keeps its status.
+        let rows = end(&mut r, &a, Status::Succeeded, 1021);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].reason, None);
+        assert!(r.rt.overlap.superseded.is_none());
+        // The due slots run as one coalesced fire.
+        let next = eval(&mut r, "o", 1021).claim.unwrap();
+        assert_eq!(next.slot, Some(t(1010)));
+        assert_eq!(next.coalesced.map(|c| c.count), Some(2));
+    }
+
+    #[test]
+    fn cancel_previous_leaves_an_operators_cancel_alone() {
+        let mut r = with(Overlap::CancelPrevious, 10, 300.0);
+        eval(&mut r, "o", 1000).claim.unwrap();
+        apply_edit(&mut r, &JobEdit::Cancel(None), t(1005)).unwrap();
+        assert!(!eval(&mut r, "o", 1010).changed);
+        assert!(r.rt.overlap.superseded.is_none());
+    }
+
+    #[test]
+    fn allow_never_recovers_the_claimers_own_leases_but_others_do() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 3,
+            },
+            10,
+            5.0,
+        );
+        let a = eval(&mut r, "me", 1000).claim.unwrap();
+        // Its lease ran out at 1005; "me" still runs it, so its claim at 1010 takes a second
+        // run beside it and writes no `abandoned` row.
+        let ev = eval(&mut r, "me", 1010);
+        assert!(ev.rows.is_empty(), "{:?}", ev.rows);
+        assert!(ev.claim.is_some());
+        assert_eq!(r.rt.live_runs(), 2);
+        let ev = eval(&mut r, "other", 1016);
+        assert_eq!(ev.rows.len(), 2, "both expired leases: {:?}", ev.rows);
+        assert!(ev.rows.iter().all(|x| x.status == Status::Abandoned));
+        assert!(ev.rows.iter().any(|x| x.run_id == a.run_id));
+    }
+
+    #[test]
+    fn allow_operator_runs_do_not_start_beside_a_live_run() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 3,
+            },
+            100,
+            300.0,
+        );
+        eval(&mut r, "o", 1000).claim.unwrap();
+        r.rt.trigger_requested_at = Some(t(1001));
+        assert!(eval(&mut r, "o", 1002).claim.is_none());
+        assert_eq!(r.rt.trigger_requested_at, Some(t(1001)));
+    }
+
+    #[test]
+    fn cancel_of_a_job_with_several_runs_marks_each_once() {
+        let mut r = with(
+            Overlap::Allow {
+                max_concurrent_runs: 2,
+            },
+            10,
+            300.0,
+        );
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let b = eval(&mut r, "o", 1010).claim.unwrap();
+        let (changed, out) = apply_edit(&mut r, &JobEdit::Cancel(Some(b.run_id)), t(1011)).unwrap();
+        assert!(changed);
+        assert_eq!(out, EditOutcome::CancelRequested { run_id: b.run_id });
+        let (changed, out) = apply_edit(&mut r, &JobEdit::Cancel(None), t(1012)).unwrap();
+        assert!(changed);
+        assert_eq!(out, EditOutcome::CancelRequested { run_id: a.run_id });
+        let (changed, _) = apply_edit(&mut r, &JobEdit::Cancel(None), t(1013)).unwrap();
+        assert!(!changed);
+        assert!(r.rt.leases().all(|l| l.cancel_requested_at.is_some()));
+    }
+
+    #[test]
+    fn a_record_without_overlap_state_keeps_its_stored_form() {
+        let r = job("j", t(1000));
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["rt"].get("overlap").is_none());
+        assert!(v["def"].get("overlap").is_none());
+        let mut a = r.clone();
+        a.def.overlap = Overlap::Allow {
+            max_concurrent_runs: 2,
+        };
+        let back: JobRecord = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+        let s = compile(&a).unwrap();
+        let _ = evaluate(&mut a, &s, t(1000), "o", true, P);
+    }
+}

@@ -1,0 +1,160 @@
+//! `overlap: allow` and `overlap: buffer_one` across two `cronsole run` processes sharing one
+//! file store (issue 16 item 2), in real time: every slot is accounted for at most once across
+//! both owners, `allow` never has more runs live than its bound (and does reach it), and
+//! `buffer_one` never has two runs live while its kept slots do run late.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{HistoryRow, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, Store};
+use uuid::Uuid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+fn run_two(name: &str, yaml: &str) -> Vec<HistoryRow> {
+    let dir = std::env::temp_dir().join(format!("cronsole-ovlp-{name}-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jobs = dir.join("jobs.yaml");
+    let store: PathBuf = dir.join("store");
+    std::fs::write(&jobs, yaml).unwrap();
+    let st = Command::new(BIN)
+        .arg("apply")
+        .arg(&jobs)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let kids: Vec<Child> = (0..2)
+        .map(|_| {
+            Command::new(BIN)
+                .args(["run", "--for", "7s", "--store"])
+                .arg(&store)
+                .env_remove("CRONSOLE_STORE")
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        let start = Instant::now();
+        while k.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(40) {
+                let _ = k.kill();
+                panic!("cronsole run did not stop");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = k.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = FileStore::open(&store).unwrap();
+    for j in s.jobs().unwrap() {
+        assert_eq!(j.rt.live_runs(), 0, "no lease left: {:?}", j.rt.lease);
+    }
+    let mut rows = s
+        .history(&HistoryQuery {
+            limit: 100_000,
+            ..Default::default()
+        })
+        .unwrap();
+    rows.reverse();
+    rows
+}
+
+/// Every slot (a skipped row stands for its range, 1 s apart) is in at most one row.
+fn each_slot_at_most_once(rows: &[HistoryRow]) {
+    let mut seen: BTreeMap<DateTime<Utc>, usize> = BTreeMap::new();
+    for r in rows {
+        let Some(first) = r.slot else { continue };
+        let last = r.slot_end.unwrap_or(first);
+        let mut s = first;
+        while s <= last {
+            *seen.entry(s).or_default() += 1;
+            s += chrono::Duration::seconds(1);
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "slots in two rows: {twice:?}\n{rows:#?}");
+}
+
+/// Most runs live at one instant (from the rows' start and finish).
+fn max_live(rows: &[HistoryRow]) -> usize {
+    let runs: Vec<&HistoryRow> = rows
+        .iter()
+        .filter(|r| r.status == Status::Succeeded)
+        .collect();
+    runs.iter()
+        .map(|a| {
+            runs.iter()
+                .filter(|b| b.started_at <= a.started_at && a.started_at < b.finished_at)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn allow_across_two_processes_stays_within_its_bound() {
+    let rows = run_two(
+        "allow",
+        "budget: null\njobs:\n  - name: j\n    schedule: every 1s\n    overlap: allow\n    \
+         max_concurrent_runs: 2\n    lease_seconds: 5\n    command: sleep 2.2\n",
+    );
+    assert!(
+        rows.iter()
+            .all(|r| matches!(r.status, Status::Succeeded | Status::Skipped)),
+        "{rows:#?}"
+    );
+    each_slot_at_most_once(&rows);
+    assert_eq!(max_live(&rows), 2, "{rows:#?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.status == Status::Skipped && r.reason.as_deref() == Some("overlap")),
+        "a slot beyond the bound is recorded: {rows:#?}"
+    );
+}
+
+#[test]
+fn buffer_one_across_two_processes_runs_kept_slots_one_at_a_time() {
+    let rows = run_two(
+        "buffer",
+        "budget: null\njobs:\n  - name: j\n    schedule: every 1s\n    overlap: buffer_one\n    \
+         lease_seconds: 5\n    command: sleep 1.5\n",
+    );
+    assert!(
+        rows.iter()
+            .all(|r| matches!(r.status, Status::Succeeded | Status::Skipped)),
+        "{rows:#?}"
+    );
+    each_slot_at_most_once(&rows);
+    assert_eq!(max_live(&rows), 1, "{rows:#?}");
+    let late = rows
+        .iter()
+        .filter(|r| {
+            r.status == Status::Succeeded
+                && r.slot
+                    .is_some_and(|s| r.started_at - s >= chrono::Duration::milliseconds(400))
+        })
+        .count();
+    assert!(
+        late >= 2,
+        "kept slots run after the run before them: {rows:#?}"
+    );
+}
