@@ -3,29 +3,17 @@
 //! empty answers that say so, one exit code per rejection, and the ecosystem commands
 //! (`completions`, `man`, `init`, `edit`, `logs`).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// A scratch directory removed when the test ends, even by a panic.
-struct Scratch(PathBuf);
+struct Scratch(support::TempDir);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!(
-            "cronsole-cli-conv-{tag}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        std::fs::create_dir_all(&p).expect("create scratch dir");
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        Scratch(support::tempdir(&format!("cli-conv-{tag}")))
     }
 }
 

@@ -2,19 +2,14 @@
 //! changes once, and `cronsole diff NAME` from another process prints the unified diff of the
 //! changed run; `--run RUN_ID` picks a run; unknown jobs and malformed ids exit 2.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cronsole")
-}
-
-fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-cli-diff-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
 }
 
 fn cli(dir: &Path, args: &[&str]) -> Output {
@@ -57,7 +52,7 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn diff_prints_the_changed_runs_unified_diff() {
-    let dir = tempdir();
+    let dir = support::tempdir("cli-diff");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: watch\n    schedule: every 1s\n    monitor: { command: \"cat src.txt\" }\n    command: \"echo changed\"\n",
@@ -128,5 +123,4 @@ fn diff_prints_the_changed_runs_unified_diff() {
             .code(),
         Some(2)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,15 +3,11 @@
 //! `describe`, `backfill`, `retry RUN_ID` and `cancel NAME|RUN_ID` across processes, each with
 //! its exit code (2 for bad input).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-cliop-{name}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn cmd(d: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cronsole"));
@@ -45,8 +41,8 @@ fn bad(d: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn setup(name: &str, jobs: &str) -> PathBuf {
-    let d = dir(name);
+fn setup(name: &str, jobs: &str) -> support::TempDir {
+    let d = support::tempdir(&format!("cliop-{name}"));
     std::fs::write(d.join("jobs.yaml"), format!("budget: null\njobs:\n{jobs}")).unwrap();
     ok(&d, &["apply", "jobs.yaml"]);
     d

@@ -81,7 +81,6 @@ fn sighup_closes_the_console_cleanly() {
     assert_eq!(alpha["name"], "alpha", "{jobs}");
     assert!(alpha["lease"].is_null(), "a lease was left behind: {jobs}");
     drop(kill);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Kills the tmux session when dropped (also on a failed assertion).

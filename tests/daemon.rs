@@ -2,6 +2,8 @@
 //! `$NOTIFY_SOCKET` this test binds, SIGHUP re-applying `--jobs` (a bad file reported, the
 //! running definitions kept), `STOPPING=1` at shutdown, and journald-style logs on stderr.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
@@ -106,8 +108,7 @@ const ONE: &str = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    comm
 
 #[test]
 fn ready_watchdog_sighup_reload_and_stopping() {
-    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("daemon");
     std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
     let sock_path = dir.join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
@@ -155,13 +156,11 @@ fn ready_watchdog_sighup_reload_and_stopping() {
     let mut d = d;
     let st = d.child.wait().unwrap();
     assert!(st.success(), "{st}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn log_to_stderr_writes_journald_priority_lines() {
-    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("daemon");
     std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
     let d = spawn(&dir, &[], &["--log-to", "stderr"]);
     let l = d.wait_line("engine started");
@@ -173,5 +172,4 @@ fn log_to_stderr_writes_journald_priority_lines() {
         !dir.join("store").join("logs").exists(),
         "no log directory with --log-to stderr"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,8 +2,11 @@
 //! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
 //! `next --job` / `validate` showing calendars and jittered fire instants.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
+use support::tempdir as tmp;
 
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
@@ -31,12 +34,6 @@ fn run_plain(dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn tmp(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cronsole-{what}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn paused(dir: &Path) -> Vec<String> {
@@ -103,7 +100,6 @@ fn bulk_pause_resume_trigger() {
         "{out}"
     );
     assert!(!out.contains("db-backup"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -195,5 +191,4 @@ jobs:\n  - name: brief\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    
         "{out}"
     );
     assert!(out.contains("s jitter]"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

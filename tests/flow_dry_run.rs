@@ -2,6 +2,8 @@
 //! printed with the model, the price ceiling, the budgets and the sinks — and nothing happens:
 //! the store's bytes are unchanged and the model server got zero connections.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -42,8 +44,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn dry_run_shows_everything_and_changes_nothing() {
-    let dir = std::env::temp_dir().join(format!("cronsole-dry-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("dry");
     // The "model server": a listener nobody may connect to.
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     server.set_nonblocking(true).unwrap();
@@ -137,5 +138,4 @@ fn dry_run_shows_everything_and_changes_nothing() {
     assert!(!dir.join("out.jsonl").exists(), "something was delivered");
     let (_, hist, _) = run(&dir, &["history", "--json"]);
     assert!(hist.trim().is_empty(), "{hist}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,8 @@
 //! documented families, /healthz 200 while healthy and 503 with a reason when the store stops
 //! answering, and a bad address refused as bad input.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -81,8 +83,7 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 
 #[test]
 fn metrics_and_health_are_served_by_the_real_binary() {
-    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("metrics");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n    max_cost_usd: 0.5\n  - name: beta\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n",
@@ -195,13 +196,11 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         "{text}"
     );
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_bad_metrics_address_is_bad_input() {
-    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("metrics");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n",
@@ -223,7 +222,6 @@ fn a_bad_metrics_address_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--metrics-addr nonsense"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

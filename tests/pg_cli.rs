@@ -28,8 +28,7 @@ fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, Strin
 #[test]
 fn cli_pause_reaches_a_running_owner_within_a_second() {
     let url = pg_db_or_skip!();
-    let dir = std::env::temp_dir().join(format!("cronsole-pgcli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("pgcli");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: every 1h\n    command: \"echo a\"\n",

@@ -43,8 +43,7 @@ fn tls_modes_against_a_hostssl_only_server() {
     let Some((cluster, files)) = support::pg::ssl_cluster(PASSWORD) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("cronsole-pgtls-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("pgtls");
     let port = cluster.port;
     let ca = files.ca_cert.display().to_string();
     let other = files.other_ca_cert.display().to_string();
@@ -147,5 +146,4 @@ fn tls_modes_against_a_hostssl_only_server() {
     let key_text = std::fs::read_to_string(&client_key).unwrap();
     let key_line = key_text.lines().nth(1).unwrap();
     assert!(!out.contains(key_line), "key material leaked: {out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,8 @@
 //! file, by readers and writers alike, with every byte unchanged; read-only commands never
 //! write; `cronsole check` lists every problem with its location.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,14 +12,7 @@ use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::TempDir;
 
 fn t(s: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(s, 0).unwrap()
@@ -41,9 +36,7 @@ fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
 /// A store with two jobs (one `once`) and three history rows; the jobs
 /// next slots lie far in the future so `run` has nothing to do but open and close.
 fn build(name: &str) -> (TempDir, PathBuf) {
-    let root =
-        std::env::temp_dir().join(format!("cronsole-damage-{name}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = support::tempdir(&format!("damage-{name}"));
     let dir = root.join("store");
     let s = FileStore::open(&dir).unwrap();
     let mut once = cronsole::testkit::jobs::command_job("once", 3600);
@@ -79,7 +72,7 @@ fn build(name: &str) -> (TempDir, PathBuf) {
     }
     // Slots far ahead: `run` below claims nothing.
     s.apply(&file, t(0)).unwrap();
-    (TempDir(root), dir)
+    (root, dir)
 }
 
 fn bytes_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -4,6 +4,8 @@
 //! OS processes are this test executable re-run with `--exact <worker> --ignored` and the role in
 //! `CRONSOLE_TEST_ROLE`; workers print one line per event on stdout.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, Store};
+use support::tempdir as tmp;
 use uuid::Uuid;
 
 fn def(name: &str, every: u64, lease: f64) -> JobDef {
@@ -22,12 +25,6 @@ fn def(name: &str, every: u64, lease: f64) -> JobDef {
         lease_seconds: lease,
         ..cronsole::testkit::jobs::command_job(name, every)
     }
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-proc-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&p).unwrap();
-    p
 }
 
 fn t(s: i64) -> DateTime<Utc> {
@@ -162,7 +159,7 @@ fn eight_threads_claim_500_due_jobs_exactly_once() {
     let barrier = Arc::new(Barrier::new(8));
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let dir = dir.clone();
+            let dir = dir.to_path_buf();
             let b = barrier.clone();
             std::thread::spawn(move || {
                 let s = FileStore::open(&dir).unwrap();

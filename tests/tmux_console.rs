@@ -90,7 +90,6 @@ fn helper_sends_keys_and_reads_the_pane() {
     t.send(&["hello", "Enter"]);
     t.wait_for("got:hello", Duration::from_secs(10));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const JOBS: &str = r#"
@@ -224,7 +223,6 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     ]);
     assert_eq!(flags.trim(), "0 1", "alternate screen off, cursor visible");
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const OPERATOR_JOBS: &str = r#"
@@ -320,7 +318,6 @@ fn history_cursor_run_view_retry_and_cancel() {
     t.send(&["q"]);
     t.wait_for("EXITED:0", Duration::from_secs(40));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Attached to a store no engine runs: the header says so, and a trigger shows as queued (in the
@@ -355,5 +352,4 @@ fn attached_without_engine_shows_a_queued_trigger() {
     t.send(&["q"]);
     t.wait_for("EXITED:0", Duration::from_secs(20));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -43,6 +43,44 @@ impl TempDir {
     }
 }
 
+/// A path `name` inside a fresh [`TempDir`] (the file itself is not created), for a test that
+/// needs one file; the directory goes on drop. Derefs to [`Path`].
+#[derive(Debug)]
+pub struct TempPath {
+    path: PathBuf,
+    _dir: TempDir,
+}
+
+impl TempPath {
+    /// `$TMPDIR/cronsole-<name>-XXXXXX/<name>`.
+    pub fn new(name: &str) -> TempPath {
+        let dir = TempDir::new(name);
+        TempPath {
+            path: dir.join(name),
+            _dir: dir,
+        }
+    }
+}
+
+impl Deref for TempPath {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TempPath {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<OsStr> for TempPath {
+    fn as_ref(&self) -> &OsStr {
+        self.path.as_os_str()
+    }
+}
+
 fn keep() -> bool {
     std::env::var_os("CRONSOLE_TEST_KEEP").is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -68,7 +106,17 @@ impl AsRef<OsStr> for TempDir {
 
 #[cfg(test)]
 mod tests {
-    use super::TempDir;
+    use super::{TempDir, TempPath};
+
+    #[test]
+    fn a_temp_path_is_a_fresh_name_in_a_dir_that_goes_on_drop() {
+        let p = TempPath::new("one.txt");
+        assert!(!p.exists() && p.parent().is_some_and(|d| d.is_dir()));
+        assert_eq!(p.file_name().and_then(|f| f.to_str()), Some("one.txt"));
+        let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+        drop(p);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
 
     #[test]
     fn removed_on_drop_even_when_the_owner_panics() {

@@ -15,11 +15,16 @@ pub mod pg;
 
 pub use cronsole::testkit::skip::{ci, skip};
 pub use cronsole::testkit::time;
-pub use cronsole::testkit::tmp::TempDir;
+pub use cronsole::testkit::tmp::{TempDir, TempPath};
 
 /// A fresh temporary directory `$TMPDIR/cronsole-<tag>-XXXXXX`, removed on drop.
 pub fn tempdir(tag: &str) -> TempDir {
     TempDir::new(tag)
+}
+
+/// A path `name` inside a fresh temporary directory (the file is not created), removed on drop.
+pub fn temp_path(name: &str) -> TempPath {
+    TempPath::new(name)
 }
 
 /// `tmux` is on PATH (and answers `tmux -V`); otherwise the calling test is reported skipped
