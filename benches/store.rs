@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use cronsole::model::{Action, HistoryRow, JobDef, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
@@ -22,9 +21,7 @@ fn def(name: String) -> JobDef {
     }
 }
 
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap_or_default()
-}
+use cronsole::testkit::time::base as t;
 
 fn stats(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();

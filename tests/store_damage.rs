@@ -8,15 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
 use support::TempDir;
 
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(s, 0).unwrap()
-}
+use cronsole::testkit::time::epoch as t;
 
 fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))

@@ -27,9 +27,7 @@ fn def(name: &str, every: u64, lease: f64) -> JobDef {
     }
 }
 
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(s, 0).unwrap()
-}
+use cronsole::testkit::time::epoch as t;
 
 fn env(k: &str) -> String {
     std::env::var(k).unwrap_or_default()
