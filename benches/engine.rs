@@ -20,6 +20,7 @@ use chrono::{Timelike, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::stats::percentile as pct;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
@@ -70,14 +71,6 @@ fn run(store: &Path, secs: u64, extra: &[&str]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-fn pct(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// utime + stime of `pid` in clock ticks.
