@@ -18,11 +18,8 @@ impl Scratch {
 }
 
 fn cronsole(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
+    support::cli::cronsole(dir)
         .args(args)
-        .env_remove("CRONSOLE_STORE")
-        .stdin(Stdio::null())
         .output()
         .expect("the cronsole binary runs")
 }

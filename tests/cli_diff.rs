@@ -8,13 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cronsole")
-}
-
 fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .current_dir(dir)
+    support::cli::cronsole(dir)
         .args(args)
         .args(["--store", "store"])
         .output()
@@ -59,7 +54,7 @@ fn diff_prints_the_changed_runs_unified_diff() {
     )
     .expect("jobs file");
     std::fs::write(dir.join("src.txt"), "header\nvalue=1\nfooter\n").expect("source");
-    let mut engine = Command::new(bin())
+    let mut engine = Command::new(support::cli::BIN)
         .current_dir(&dir)
         .args([
             "run",

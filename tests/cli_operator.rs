@@ -10,12 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn cmd(d: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    c.current_dir(d)
-        .env("TZ", "UTC")
-        .env_remove("CRONSOLE_STORE")
-        .args(["--jobs", "jobs.yaml"])
-        .args(args);
+    let mut c = support::cli::cronsole(d);
+    c.env("TZ", "UTC").args(["--jobs", "jobs.yaml"]).args(args);
     c
 }
 

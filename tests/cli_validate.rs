@@ -3,7 +3,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// A fresh directory under the system temp dir, removed on drop (see `support::TempDir`).
 struct TempDir(support::TempDir);
@@ -21,16 +21,11 @@ impl TempDir {
 }
 
 fn validate(file: &Path) -> (i32, String, String) {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .arg("validate")
-        .arg(file)
-        .env_remove("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::cli::output(
+        support::cli::command()
+            .arg("validate")
+            .arg(file)
+            .env_remove("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET"),
     )
 }
 
@@ -156,17 +151,12 @@ fn a_set_api_key_is_never_printed() {
 }
 
 fn validate_with(file: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+    let mut cmd = support::cli::command();
     cmd.arg("validate").arg(file);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::output(&mut cmd)
 }
 
 #[test]

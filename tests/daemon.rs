@@ -7,7 +7,7 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -45,9 +45,8 @@ impl Drop for Daemon {
 }
 
 fn spawn(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    cmd.current_dir(dir)
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+    let mut cmd = support::cli::cronsole(dir);
+    cmd.args(["run", "--jobs", "jobs.yaml", "--store", "store"])
         .args(extra)
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
@@ -95,13 +94,9 @@ fn recv_until(sock: &UnixDatagram, needle: &str) -> Vec<String> {
 }
 
 fn jobs_list(dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .args(["--store", "store", "jobs"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (code, out, err) = support::cli::run_with_store(dir, "store", &["jobs"]);
+    assert_eq!(code, 0, "{err}");
+    out
 }
 
 const ONE: &str = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";

@@ -7,21 +7,14 @@ mod support;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .env("FAKE_KEY", "sk-test-0123456789abcdef")
-        .arg("--store")
-        .arg(dir.join("store"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::cli::output(
+        support::cli::cronsole(dir)
+            .env("FAKE_KEY", "sk-test-0123456789abcdef")
+            .arg("--store")
+            .arg(dir.join("store"))
+            .args(args),
     )
 }
 

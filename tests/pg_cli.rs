@@ -4,25 +4,13 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
 
 fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::run_with_store(dir, store, args)
 }
 
 #[test]

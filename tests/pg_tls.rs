@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
@@ -15,9 +14,8 @@ use cronsole::store::postgres::PgStore;
 const PASSWORD: &str = "s3cret-tls-pw";
 
 fn cli(store: &str, env: &[(&str, &str)], dir: &Path) -> (i32, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    cmd.current_dir(dir)
-        .env_remove("PGPASSWORD")
+    let mut cmd = support::cli::cronsole(dir);
+    cmd.env_remove("PGPASSWORD")
         .env_remove("PGSSLMODE")
         .env_remove("PGSSLROOTCERT")
         .env_remove("SSL_CERT_FILE")

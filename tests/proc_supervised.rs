@@ -9,9 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cronsole::proc::{self, Cap, ProcSpec, run};
+use support::cli::BIN;
 use support::tempdir as tmp;
-
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
 fn supervised() {
     proc::use_supervisor(BIN.into());

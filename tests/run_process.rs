@@ -15,10 +15,9 @@ use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use support::cli::BIN;
 use support::tempdir as tmp;
 use uuid::Uuid;
-
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
 struct Setup {
     dir: support::TempDir,
@@ -39,16 +38,13 @@ fn setup(name: &str, yaml: &str) -> Setup {
 
 impl Setup {
     fn cmd(&self, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = support::cli::cronsole(&self.dir);
         c.arg("run")
             .arg("--jobs")
             .arg(&self.jobs)
             .arg("--store")
             .arg(&self.store)
             .args(extra)
-            .env_remove("CRONSOLE_STORE")
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c

@@ -3,23 +3,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .arg("--store")
-        .arg(dir.join("store"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use support::cli::run;
 
 #[test]
 fn apply_jobs_pause_trigger_history_stats() {

@@ -6,7 +6,6 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
@@ -16,18 +15,7 @@ use support::TempDir;
 use cronsole::testkit::time::epoch as t;
 
 fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(store.parent().unwrap())
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::run_with_store(store.parent().unwrap(), store, args)
 }
 
 /// A store with two jobs (one `once`) and three history rows; the jobs

@@ -10,13 +10,18 @@ use std::process::{Command, Output, Stdio};
 /// The binary cargo built for this test run.
 pub const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
-/// `cronsole` in `dir` with stdin from `/dev/null` and no inherited `CRONSOLE_STORE` (a store
-/// the developer's shell points at must never be touched by a test).
-pub fn cronsole(dir: &Path) -> Command {
+/// `cronsole` with stdin from `/dev/null` and no inherited `CRONSOLE_STORE` (a store the
+/// developer's shell points at must never be touched by a test), in the test's directory.
+pub fn command() -> Command {
     let mut c = Command::new(BIN);
-    c.current_dir(dir)
-        .env_remove("CRONSOLE_STORE")
-        .stdin(Stdio::null());
+    c.env_remove("CRONSOLE_STORE").stdin(Stdio::null());
+    c
+}
+
+/// [`command`] in `dir`.
+pub fn cronsole(dir: &Path) -> Command {
+    let mut c = command();
+    c.current_dir(dir);
     c
 }
 
