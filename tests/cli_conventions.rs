@@ -6,7 +6,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// A scratch directory removed when the test ends, even by a panic.
 struct Scratch(support::TempDir);
@@ -369,7 +369,7 @@ fn edit_validates_loops_back_shows_the_plan_and_applies() {
     .expect("write editor");
     let run = |answers: &str| {
         use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        let mut child = support::cli::command()
             .current_dir(&s.0)
             .arg("edit")
             .env_remove("CRONSOLE_STORE")
@@ -440,7 +440,7 @@ fn logs_prints_and_follows_the_store_log() {
     assert_eq!(stdout(&o), "two\nthree\n");
 
     // -f prints what is appended, then is stopped by us.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .current_dir(&s.0)
         .args(["logs", "-f", "-n", "1"])
         .env_remove("CRONSOLE_STORE")
@@ -561,7 +561,7 @@ fn edit_declined_or_raced_changes_nothing() {
     let original = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
     let edit = |editor: &str, answers: &str| {
         use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        let mut child = support::cli::command()
             .current_dir(&s.0)
             .arg("edit")
             .env_remove("CRONSOLE_STORE")

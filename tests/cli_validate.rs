@@ -133,7 +133,7 @@ fn yaml_syntax_error_exits_2_with_its_position() {
 fn a_set_api_key_is_never_printed() {
     let dir = TempDir::new("secret");
     let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .arg("validate")
         .arg(&f)
         .env("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET", "sk-very-secret-value")
@@ -216,7 +216,7 @@ fn a_fifo_is_refused_instead_of_waiting_for_a_writer() {
             .unwrap()
             .success()
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .arg("validate")
         .arg(&fifo)
         .stdout(std::process::Stdio::piped())
@@ -292,7 +292,7 @@ fn apply_refuses_out_of_bounds_values_and_oversized_files() {
     let dir = TempDir::new("apply");
     let store = dir.0.join("store");
     let apply = |file: &Path, env: &[(&str, &str)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+        let mut cmd = support::cli::command();
         cmd.arg("--store").arg(&store).arg("apply").arg(file);
         for (k, v) in env {
             cmd.env(k, v);

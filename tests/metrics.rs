@@ -6,7 +6,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ impl Drop for Daemon {
 }
 
 fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .current_dir(dir)
         .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
         .args(extra)
@@ -111,7 +111,7 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     }
 
     // A run from another process shows up in the counters and histograms.
-    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let st = support::cli::command()
         .current_dir(&dir)
         .args(["--store", "store", "trigger", "alpha"])
         .status()
@@ -170,7 +170,7 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     assert!(!text.contains(r#"scope="job:beta""#), "{text}");
 
     // Pausing from outside moves the jobs gauge.
-    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let st = support::cli::command()
         .current_dir(&dir)
         .args(["--store", "store", "pause", "beta"])
         .status()
@@ -206,7 +206,7 @@ fn a_bad_metrics_address_is_bad_input() {
         "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .current_dir(&dir)
         .args([
             "run",
@@ -226,7 +226,7 @@ fn a_bad_metrics_address_is_bad_input() {
 
 #[test]
 fn an_attached_console_refuses_metrics_it_cannot_serve() {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .args(["console", "--attach", "--metrics-addr", "127.0.0.1:0"])
         .output()
         .unwrap();

@@ -642,16 +642,9 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
 // Corruption through the CLI: exit 2, file and position named, bytes untouched
 
 fn cli(dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .arg("--store")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) =
+        support::cli::output(support::cli::command().arg("--store").arg(dir).args(args));
+    (code, err)
 }
 
 #[test]

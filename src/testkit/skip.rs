@@ -52,6 +52,7 @@ pub fn line(what: &str, why: &str) -> String {
 
 /// The calling test cannot run because `what` is missing (`why` says how that showed). Prints
 /// the SKIP line and returns, so the caller returns next; under CI, panics instead.
+#[track_caller]
 pub fn skip(what: &str, why: &str) {
     if ci() {
         panic!("{what} is required under CI=true: {why}");

@@ -29,6 +29,7 @@ pub fn temp_path(name: &str) -> TempPath {
 
 /// `tmux` is on PATH (and answers `tmux -V`); otherwise the calling test is reported skipped
 /// (a failure under CI=true, see [`skip`]) and this returns false.
+#[track_caller]
 pub fn tmux_or_skip() -> bool {
     match std::process::Command::new("tmux").arg("-V").output() {
         Ok(o) if o.status.success() => true,
