@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use cronsole::model::{Budget, BudgetPeriod, JobDef, JobsFile, Settings};
 use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::store::{ClaimRequest, Store};
+use cronsole::testkit::stats::percentile;
 
 const CALLS: usize = 500;
 
@@ -52,7 +53,7 @@ fn now() -> DateTime<Utc> {
 
 fn pct(v: &mut [Duration], q: f64) -> f64 {
     v.sort();
-    v[((v.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e3
+    percentile(v, q).as_secs_f64() * 1e3
 }
 
 /// `CALLS` reserve + settle pairs spread over the jobs; prints median / p99 of each.

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cronsole::config;
+use cronsole::testkit::stats::percentile;
 
 fn jobs_file(n: usize, broken: bool) -> String {
     let mut s = String::from(
@@ -42,8 +43,8 @@ fn measure(label: &str, text: &str, iters: usize) {
         diags = c.diagnostics.len();
     }
     times.sort();
-    let median = times[times.len() / 2];
-    let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
+    let median = percentile(&times, 0.5);
+    let p99 = percentile(&times, 0.99);
     println!(
         "{label:<34} {:>7} bytes  {diags:>5} diagnostics  median {:>9.3} ms  p99 {:>9.3} ms",
         text.len(),
@@ -65,7 +66,7 @@ fn measure_parse(label: &str, text: &str, iters: usize) {
     println!(
         "{label:<34} {:>7} bytes  median {:>9.3} ms",
         text.len(),
-        times[times.len() / 2].as_secs_f64() * 1e3
+        percentile(&times, 0.5).as_secs_f64() * 1e3
     );
 }
 

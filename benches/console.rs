@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cronsole::testkit::stats::percentile;
 use cronsole::tui::state::{App, Query};
 use cronsole::tui::testdata;
 use ratatui::Terminal;
@@ -30,7 +31,7 @@ fn thread_cpu() -> Duration {
 
 fn line(name: &str, kind: &str, mut v: Vec<Duration>) {
     v.sort();
-    let pct = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
+    let pct = |p: f64| percentile(&v, p);
     println!(
         "{name:<44} {kind} n={:<4} median {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
         v.len(),

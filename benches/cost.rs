@@ -11,6 +11,7 @@ use cronsole::cost::{PriceTable, TokenUsage, budget_check, run_cost};
 use cronsole::deliver::incident::signature;
 use cronsole::model::{Budget, BudgetPeriod, Settings};
 use cronsole::store::SpendNow;
+use cronsole::testkit::stats::percentile;
 
 const BATCHES: usize = 200;
 
@@ -28,8 +29,8 @@ fn bench(name: &str, iters: usize, mut f: impl FnMut()) {
         })
         .collect();
     per_op.sort_by(f64::total_cmp);
-    let median = per_op[BATCHES / 2];
-    let p99 = per_op[(BATCHES * 99) / 100 - 1];
+    let median = percentile(&per_op, 0.5);
+    let p99 = percentile(&per_op, 0.99);
     println!("{name:<44} median {median:>9.1} ns/op   p99 {p99:>9.1} ns/op");
 }
 

@@ -1,15 +1,17 @@
 //! Engine benchmarks (harness = false): the real `cronsole run` binary on prepared stores.
 //!
-//! - `lateness`: 1 000 jobs `every 10s` (`true`) for 60 s; fire lateness = `started_at − slot`
-//!   from the history rows (p50/p90/p99/max), plus the machine's load average.
+//! - `lateness`: 1 000 jobs `every 10s` (`true`) all sharing each slot (a burst of 1 000 every
+//!   10 s) for 60 s; fire lateness = `started_at − slot` from the history rows (p50/p90/p99/max),
+//!   plus the machine's load average.
+//! - `lateness-spread`: the same with the jobs' anchors spread 10 ms apart (100 fires/s).
 //! - `idle`: 10 000 jobs scheduled, none due, 20 s: CPU time of the process from /proc/PID/stat.
 //! - `rss`: headless mode with 10 000 jobs and 100 000 history rows (all within the last 24 h, the
 //!   worst case for the snapshot): peak RSS (VmHWM from /proc/PID/status) over 20 s.
 //!
 //! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`.
 //!
-//! `cargo bench --bench engine [-- lateness|idle|rss|burst]` (the first three by default). Figures go to
-//! docs/BENCHMARKS.md, section "Engine".
+//! `cargo bench --bench engine [-- idle|rss|lateness|lateness-spread|burst]` (all but `burst` by
+//! default). Figures go to docs/BENCHMARKS.md, section "Engine".
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use chrono::{Timelike, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::stats::percentile as pct;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
@@ -70,14 +73,6 @@ fn run(store: &Path, secs: u64, extra: &[&str]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-fn pct(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// utime + stime of `pid` in clock ticks.

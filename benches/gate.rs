@@ -8,11 +8,12 @@ use cronsole::gate::addr::classify;
 use cronsole::gate::monitor::{evaluate, watermark};
 use cronsole::gate::notepad::parse_reply;
 use cronsole::proc::{Cap, ProcSpec, run};
+use cronsole::testkit::stats::percentile;
 
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
-    let med = samples[samples.len() / 2];
-    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
+    let med = percentile(&samples, 0.5);
+    let p99 = percentile(&samples, 0.99);
     println!(
         "{name:<48} n={:<6} median {:>10.2?}  p99 {:>10.2?}",
         samples.len(),

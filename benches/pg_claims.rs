@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cronsole::model::{JobDef, JobsFile};
 use cronsole::store::{ClaimRequest, Store};
+use cronsole::testkit::stats::percentile;
 
 fn def(name: String) -> JobDef {
     JobDef {
@@ -95,7 +96,7 @@ fn bench(open: &(dyn Fn() -> Arc<dyn Store> + Sync), jobs: usize, limit: usize) 
     }
     let distinct: HashSet<&String> = all.iter().collect();
     lat.sort();
-    let pick = |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize];
+    let pick = |q: f64| percentile(&lat, q);
     Result {
         claims: all.len(),
         dups: all.len() - distinct.len(),

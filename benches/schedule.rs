@@ -12,6 +12,7 @@ use std::time::Instant;
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use cronsole::schedule::CronSchedule;
+use cronsole::testkit::stats::percentile;
 
 const BATCH: usize = 2_000;
 const SAMPLES: usize = 300;
@@ -34,8 +35,8 @@ fn starts() -> Vec<DateTime<Utc>> {
 
 fn report(name: &str, mut per_call_ns: Vec<f64>) -> f64 {
     per_call_ns.sort_by(|a, b| a.total_cmp(b));
-    let median = per_call_ns[per_call_ns.len() / 2];
-    let p99 = per_call_ns[(per_call_ns.len() * 99) / 100];
+    let median = percentile(&per_call_ns, 0.5);
+    let p99 = percentile(&per_call_ns, 0.99);
     println!(
         "{name:<58} median {median:>8.1} ns/call  p99 {p99:>8.1} ns/call  {:>10.0} calls/s",
         1e9 / median
@@ -80,9 +81,9 @@ fn latency<F: FnMut(DateTime<Utc>) -> Option<DateTime<Utc>>>(
     ns.sort_by(|a, b| a.total_cmp(b));
     println!(
         "{name:<58} per call: median {:>7.0} ns  p99 {:>7.0} ns  max {:>9.0} ns",
-        ns[ns.len() / 2],
-        ns[ns.len() * 99 / 100],
-        ns[ns.len() - 1]
+        percentile(&ns, 0.5),
+        percentile(&ns, 0.99),
+        percentile(&ns, 1.0)
     );
 }
 

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use cronsole::model::{Action, HistoryRow, JobDef, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
@@ -22,15 +21,14 @@ fn def(name: String) -> JobDef {
     }
 }
 
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap_or_default()
-}
+use cronsole::testkit::stats::percentile;
+use cronsole::testkit::time::base as t;
 
 fn stats(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let med = ms(v[v.len() / 2]);
-    let p99 = ms(v[(v.len() * 99 / 100).min(v.len() - 1)]);
+    let med = ms(percentile(&v, 0.5));
+    let p99 = ms(percentile(&v, 0.99));
     (med, p99)
 }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use cronsole::model::Trigger;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::stats::percentile;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 const JOBS: &str = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
@@ -111,7 +112,7 @@ fn case(name: &str, store_arg: &str, store: &dyn Store, signal: bool, n: usize) 
     }
     drop(owners);
     lat.sort_by(f64::total_cmp);
-    let pick = |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize];
+    let pick = |q: f64| percentile(&lat, q);
     println!(
         "{name:<9} {:<7} 2 owners, {n} triggers: trigger→start median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
         if signal { "signal" } else { "poll" },

@@ -479,9 +479,7 @@ mod tests {
     use super::*;
     use crate::model::Budget;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     fn name(table: &PriceTable, model: &str) -> Option<String> {
         table.resolve(model).map(|r| r.name)

@@ -240,9 +240,7 @@ mod tests {
     use crate::model::{Budget, HistoryRow, MonitorSource, Trigger};
     use crate::store::logic::{count_row, tests_support::job};
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     fn spent(rec: &mut JobRecord, status: Status, cost: f64, at: DateTime<Utc>) {
         let mut row = HistoryRow::new(&rec.def.name, status, Trigger::Schedule, None, "o", at);

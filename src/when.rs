@@ -101,9 +101,7 @@ pub fn passed(last: DateTime<Utc>, now: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     #[test]
     fn spans_read_like_systemd() {

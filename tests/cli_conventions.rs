@@ -3,38 +3,23 @@
 //! empty answers that say so, one exit code per rejection, and the ecosystem commands
 //! (`completions`, `man`, `init`, `edit`, `logs`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
 
 /// A scratch directory removed when the test ends, even by a panic.
-struct Scratch(PathBuf);
+struct Scratch(support::TempDir);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!(
-            "cronsole-cli-conv-{tag}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        std::fs::create_dir_all(&p).expect("create scratch dir");
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        Scratch(support::tempdir(&format!("cli-conv-{tag}")))
     }
 }
 
 fn cronsole(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
+    support::cli::cronsole(dir)
         .args(args)
-        .env_remove("CRONSOLE_STORE")
-        .stdin(Stdio::null())
         .output()
         .expect("the cronsole binary runs")
 }
@@ -384,7 +369,7 @@ fn edit_validates_loops_back_shows_the_plan_and_applies() {
     .expect("write editor");
     let run = |answers: &str| {
         use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        let mut child = support::cli::command()
             .current_dir(&s.0)
             .arg("edit")
             .env_remove("CRONSOLE_STORE")
@@ -455,7 +440,7 @@ fn logs_prints_and_follows_the_store_log() {
     assert_eq!(stdout(&o), "two\nthree\n");
 
     // -f prints what is appended, then is stopped by us.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .current_dir(&s.0)
         .args(["logs", "-f", "-n", "1"])
         .env_remove("CRONSOLE_STORE")
@@ -576,7 +561,7 @@ fn edit_declined_or_raced_changes_nothing() {
     let original = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
     let edit = |editor: &str, answers: &str| {
         use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        let mut child = support::cli::command()
             .current_dir(&s.0)
             .arg("edit")
             .env_remove("CRONSOLE_STORE")

@@ -2,24 +2,14 @@
 //! changes once, and `cronsole diff NAME` from another process prints the unified diff of the
 //! changed run; `--run RUN_ID` picks a run; unknown jobs and malformed ids exit 2.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cronsole")
-}
-
-fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-cli-diff-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
 fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .current_dir(dir)
+    support::cli::cronsole(dir)
         .args(args)
         .args(["--store", "store"])
         .output()
@@ -57,14 +47,14 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn diff_prints_the_changed_runs_unified_diff() {
-    let dir = tempdir();
+    let dir = support::tempdir("cli-diff");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: watch\n    schedule: every 1s\n    monitor: { command: \"cat src.txt\" }\n    command: \"echo changed\"\n",
     )
     .expect("jobs file");
     std::fs::write(dir.join("src.txt"), "header\nvalue=1\nfooter\n").expect("source");
-    let mut engine = Command::new(bin())
+    let mut engine = Command::new(support::cli::BIN)
         .current_dir(&dir)
         .args([
             "run",
@@ -128,5 +118,4 @@ fn diff_prints_the_changed_runs_unified_diff() {
             .code(),
         Some(2)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,10 +1,12 @@
 //! `cronsole next` as a real process: JSON shape, `--before`, text output, and exit 2 with a
 //! message on bad input.
 
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    support::cli::command()
         .arg("next")
         .args(args)
         .output()

@@ -3,23 +3,15 @@
 //! `describe`, `backfill`, `retry RUN_ID` and `cancel NAME|RUN_ID` across processes, each with
 //! its exit code (2 for bad input).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-cliop-{name}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn cmd(d: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    c.current_dir(d)
-        .env("TZ", "UTC")
-        .env_remove("CRONSOLE_STORE")
-        .args(["--jobs", "jobs.yaml"])
-        .args(args);
+    let mut c = support::cli::cronsole(d);
+    c.env("TZ", "UTC").args(["--jobs", "jobs.yaml"]).args(args);
     c
 }
 
@@ -45,8 +37,8 @@ fn bad(d: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn setup(name: &str, jobs: &str) -> PathBuf {
-    let d = dir(name);
+fn setup(name: &str, jobs: &str) -> support::TempDir {
+    let d = support::tempdir(&format!("cliop-{name}"));
     std::fs::write(d.join("jobs.yaml"), format!("budget: null\njobs:\n{jobs}")).unwrap();
     ok(&d, &["apply", "jobs.yaml"]);
     d

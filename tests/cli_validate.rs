@@ -1,23 +1,16 @@
 //! `cronsole validate FILE` as a process: exit codes, `file:line:col` diagnostics, next slots.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A fresh directory under the system temp dir, removed on drop (see `support::TempDir`).
+struct TempDir(support::TempDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "cronsole-validate-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        TempDir(support::tempdir(&format!("validate-{tag}")))
     }
 
     fn write(&self, name: &str, text: &str) -> PathBuf {
@@ -27,23 +20,12 @@ impl TempDir {
     }
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn validate(file: &Path) -> (i32, String, String) {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .arg("validate")
-        .arg(file)
-        .env_remove("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::cli::output(
+        support::cli::command()
+            .arg("validate")
+            .arg(file)
+            .env_remove("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET"),
     )
 }
 
@@ -151,7 +133,7 @@ fn yaml_syntax_error_exits_2_with_its_position() {
 fn a_set_api_key_is_never_printed() {
     let dir = TempDir::new("secret");
     let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .arg("validate")
         .arg(&f)
         .env("CRONSOLE_TEST_KEY_THAT_IS_NOT_SET", "sk-very-secret-value")
@@ -169,17 +151,12 @@ fn a_set_api_key_is_never_printed() {
 }
 
 fn validate_with(file: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+    let mut cmd = support::cli::command();
     cmd.arg("validate").arg(file);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::output(&mut cmd)
 }
 
 #[test]
@@ -239,7 +216,7 @@ fn a_fifo_is_refused_instead_of_waiting_for_a_writer() {
             .unwrap()
             .success()
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .arg("validate")
         .arg(&fifo)
         .stdout(std::process::Stdio::piped())
@@ -315,7 +292,7 @@ fn apply_refuses_out_of_bounds_values_and_oversized_files() {
     let dir = TempDir::new("apply");
     let store = dir.0.join("store");
     let apply = |file: &Path, env: &[(&str, &str)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
+        let mut cmd = support::cli::command();
         cmd.arg("--store").arg(&store).arg("apply").arg(file);
         for (k, v) in env {
             cmd.env(k, v);

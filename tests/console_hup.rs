@@ -1,7 +1,9 @@
 //! The console treats SIGHUP as its terminal hanging up (issue 13 item 4): it closes cleanly
 //! (exit 0, a graceful engine shutdown, no lease left behind) rather than re-applying the jobs
-//! file as the headless daemon does. The real binary runs inside `tmux`; skipped with a message
-//! when `tmux` is missing, except under `CI=true`.
+//! file as the headless daemon does. The real binary runs inside `tmux`; reported skipped
+//! (`SKIPPED TEST …`) when `tmux` is missing, except under `CI=true`.
+
+mod support;
 
 use std::path::Path;
 use std::process::Command;
@@ -26,20 +28,10 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn sighup_closes_the_console_cleanly() {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "tmux is required under CI=true"
-        );
-        eprintln!("skipping: tmux is not installed");
+    if !support::tmux_or_skip() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("cronsole-hup-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("hup");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: every 1s\n    command: \"true\"\n",
@@ -89,7 +81,6 @@ fn sighup_closes_the_console_cleanly() {
     assert_eq!(alpha["name"], "alpha", "{jobs}");
     assert!(alpha["lease"].is_null(), "a lease was left behind: {jobs}");
     drop(kill);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Kills the tmux session when dropped (also on a failed assertion).

@@ -2,10 +2,12 @@
 //! `$NOTIFY_SOCKET` this test binds, SIGHUP re-applying `--jobs` (a bad file reported, the
 //! running definitions kept), `STOPPING=1` at shutdown, and journald-style logs on stderr.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -43,9 +45,8 @@ impl Drop for Daemon {
 }
 
 fn spawn(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    cmd.current_dir(dir)
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+    let mut cmd = support::cli::cronsole(dir);
+    cmd.args(["run", "--jobs", "jobs.yaml", "--store", "store"])
         .args(extra)
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
@@ -93,21 +94,16 @@ fn recv_until(sock: &UnixDatagram, needle: &str) -> Vec<String> {
 }
 
 fn jobs_list(dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .args(["--store", "store", "jobs"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (code, out, err) = support::cli::run_with_store(dir, "store", &["jobs"]);
+    assert_eq!(code, 0, "{err}");
+    out
 }
 
 const ONE: &str = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
 
 #[test]
 fn ready_watchdog_sighup_reload_and_stopping() {
-    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("daemon");
     std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
     let sock_path = dir.join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
@@ -155,13 +151,11 @@ fn ready_watchdog_sighup_reload_and_stopping() {
     let mut d = d;
     let st = d.child.wait().unwrap();
     assert!(st.success(), "{st}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn log_to_stderr_writes_journald_priority_lines() {
-    let dir = std::env::temp_dir().join(format!("cronsole-daemon-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("daemon");
     std::fs::write(dir.join("jobs.yaml"), ONE).unwrap();
     let d = spawn(&dir, &[], &["--log-to", "stderr"]);
     let l = d.wait_line("engine started");
@@ -173,5 +167,4 @@ fn log_to_stderr_writes_journald_priority_lines() {
         !dir.join("store").join("logs").exists(),
         "no log directory with --log-to stderr"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

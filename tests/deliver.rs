@@ -1,6 +1,8 @@
 //! Delivery sinks against an in-process loopback server and a temp directory (SPEC §12.1):
 //! payload shapes per webhook format, file sink lines, and failures as `delivery_error` text.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -150,7 +152,7 @@ async fn discord_never_gets_more_than_2000_chars() {
 
 #[tokio::test]
 async fn file_sink_appends_json_lines_creating_directories() {
-    let dir = std::env::temp_dir().join(format!("cronsole-deliver-{}", uuid::Uuid::new_v4()));
+    let dir = support::tempdir("deliver");
     let path = dir.join("nested/deeper/out.jsonl");
     let sink = SinkDef::File {
         name: "log".into(),

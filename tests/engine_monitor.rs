@@ -227,7 +227,6 @@ jobs:
         "an unchanged source never calls the model"
     );
     rig.stop().await;
-    let _ = std::fs::remove_dir_all(&src_dir);
 }
 
 /// A change the budget stopped after the gate is not consumed: once the budget allows, the next
@@ -297,7 +296,6 @@ jobs:
     assert_eq!(rows[1].status, Status::Succeeded, "{rows:#?}");
     assert_eq!(fake.request_count(), 1);
     rig.stop().await;
-    let _ = std::fs::remove_dir_all(&src_dir);
 }
 
 /// Red-team find (issue 11 item 4): a monitored output that shows a configured key value must

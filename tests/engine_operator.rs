@@ -68,7 +68,8 @@ async fn a_cancel_through_the_store_kills_the_tree_and_records_failed_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_is_its_own_run_and_leaves_the_schedule_alone() {
     // The flag lives in a fresh directory: the first run fails, any later one succeeds.
-    let flag = tmp("retry-flag").join("flag");
+    let flag_dir = tmp("retry-flag");
+    let flag = flag_dir.join("flag");
     let yaml = format!(
         "budget: null\njobs:\n  - name: j\n    schedule: every 1h\n    max_retries: 1\n    \
          command: \"test -f {f} || {{ touch {f}; exit 3; }}\"\n",

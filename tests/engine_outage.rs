@@ -251,7 +251,6 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     assert!(h.store_failing_since.is_none(), "{h:?}");
     rig.stop().await.expect("clean stop");
     assert!(!spool_path(&dir).exists(), "nothing spooled");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +299,6 @@ async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
         "{rows:#?}"
     );
     rig.stop().await.expect("clean stop");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,7 +352,6 @@ async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_onc
     tokio::time::sleep(StdDuration::from_millis(200)).await;
     assert_eq!(rig.rows().len(), 1, "{:#?}", rig.rows());
     rig.stop().await.expect("clean stop");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,7 +382,6 @@ async fn a_damaged_spool_is_refused_and_left_as_it_is() {
             .unwrap()
             .is_empty()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

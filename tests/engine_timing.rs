@@ -5,6 +5,8 @@
 //! The job is an agent job with an empty message: the pipeline ends at once with `skipped` ("no
 //! message") without processes or sockets, which would let paused time jump ahead of them.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -21,7 +23,7 @@ use cronsole::store::{HistoryQuery, Store};
 
 #[tokio::test(start_paused = true)]
 async fn slots_fire_exactly_on_the_grid_in_virtual_time() {
-    let dir = std::env::temp_dir().join(format!("cronsole-timing-{}", uuid::Uuid::new_v4()));
+    let dir = support::tempdir("timing");
     let yaml = "budget: null
 agents:
   a: { provider: openai, base_url: http://127.0.0.1:9/v1, api_key_env: NOPE, model: m, instructions: x }
@@ -80,5 +82,4 @@ jobs:
             "row {k} started {late} after its slot"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

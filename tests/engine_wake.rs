@@ -84,7 +84,7 @@ impl Store for NoSignal {
 /// Start an engine over the store `open` gives, trigger `alpha` from a second store handle (as
 /// `cronsole trigger` in another process would), and wait (bounded) for the run to start.
 async fn trigger_reaches_engine(signal: bool, poll: StdDuration) {
-    let dir = std::env::temp_dir().join(format!("cronsole-wake-{}", Uuid::new_v4()));
+    let dir = support::tempdir("wake");
     let store_dir = dir.join("store");
     let open = move || -> Arc<dyn Store> { Arc::new(FileStore::open(&store_dir).unwrap()) };
     trigger_reaches_engine_on(&dir, &open, signal, poll).await;
@@ -166,7 +166,7 @@ async fn without_a_signal_the_change_token_poll_still_delivers() {
 fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
     // Database setup blocks on its own runtime: do it before entering the test's runtime.
     let url = pg_db_or_skip!();
-    let dir = std::env::temp_dir().join(format!("cronsole-wake-pg-{}", Uuid::new_v4()));
+    let dir = support::tempdir("wake-pg");
     let open = move || -> Arc<dyn Store> {
         let s = cronsole::store::postgres::PgStore::open(&url).unwrap();
         // The signal rides on the listener: wait until it is up so the test is about delivery.

@@ -2,42 +2,11 @@
 //! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
 //! `next --job` / `validate` showing calendars and jittered fire instants.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .arg("--store")
-        .arg(dir.join("store"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn run_plain(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn tmp(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cronsole-{what}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use std::path::Path;
+use support::cli::{run, run_plain};
+use support::tempdir as tmp;
 
 fn paused(dir: &Path) -> Vec<String> {
     let (c, out, err) = run(dir, &["jobs", "--json"]);
@@ -103,7 +72,6 @@ fn bulk_pause_resume_trigger() {
         "{out}"
     );
     assert!(!out.contains("db-backup"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -195,7 +163,6 @@ jobs:\n  - name: brief\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    
         "{out}"
     );
     assert!(out.contains("s jitter]"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 16 item 3 leftover: `cronsole jobs` shows when the next slot fires (slot + jitter),

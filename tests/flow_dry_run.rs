@@ -2,24 +2,19 @@
 //! printed with the model, the price ceiling, the budgets and the sinks — and nothing happens:
 //! the store's bytes are unchanged and the model server got zero connections.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .env("FAKE_KEY", "sk-test-0123456789abcdef")
-        .arg("--store")
-        .arg(dir.join("store"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::cli::output(
+        support::cli::cronsole(dir)
+            .env("FAKE_KEY", "sk-test-0123456789abcdef")
+            .arg("--store")
+            .arg(dir.join("store"))
+            .args(args),
     )
 }
 
@@ -42,8 +37,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn dry_run_shows_everything_and_changes_nothing() {
-    let dir = std::env::temp_dir().join(format!("cronsole-dry-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("dry");
     // The "model server": a listener nobody may connect to.
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     server.set_nonblocking(true).unwrap();
@@ -137,5 +131,4 @@ fn dry_run_shows_everything_and_changes_nothing() {
     assert!(!dir.join("out.jsonl").exists(), "something was delivered");
     let (_, hist, _) = run(&dir, &["history", "--json"]);
     assert!(hist.trim().is_empty(), "{hist}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

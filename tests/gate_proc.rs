@@ -1,6 +1,8 @@
 //! Process-level tests of `proc`, the `pre_run` gate, the command monitor and the command action
 //! (SPEC §9.1, §9.2, §10.1): real `sh` processes, real process groups, real timeouts.
 
+mod support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -8,6 +10,7 @@ use cronsole::action::command::{CommandOutcome, TRUNCATED_MARKER, run_command};
 use cronsole::gate::{GateConfig, GateOutcome, pre_run, run_gate};
 use cronsole::model::{Gate, MonitorSource};
 use cronsole::proc::{Cap, ProcSpec, run};
+use support::temp_path as tmp;
 
 /// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
 /// zombie, which `kill(pid, 0)` would still report as present).
@@ -40,16 +43,6 @@ fn read_pids(path: &Path) -> Vec<i32> {
         .split_whitespace()
         .filter_map(|s| s.parse().ok())
         .collect()
-}
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "cronsole-gate-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 // ---------------------------------------------------------------- proc

@@ -2,9 +2,11 @@
 //! documented families, /healthz 200 while healthy and 503 with a reason when the store stops
 //! answering, and a bad address refused as bad input.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -51,7 +53,7 @@ impl Drop for Daemon {
 }
 
 fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let mut child = support::cli::command()
         .current_dir(dir)
         .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
         .args(extra)
@@ -81,8 +83,7 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 
 #[test]
 fn metrics_and_health_are_served_by_the_real_binary() {
-    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("metrics");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n    max_cost_usd: 0.5\n  - name: beta\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n",
@@ -110,7 +111,7 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     }
 
     // A run from another process shows up in the counters and histograms.
-    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let st = support::cli::command()
         .current_dir(&dir)
         .args(["--store", "store", "trigger", "alpha"])
         .status()
@@ -169,7 +170,7 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     assert!(!text.contains(r#"scope="job:beta""#), "{text}");
 
     // Pausing from outside moves the jobs gauge.
-    let st = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let st = support::cli::command()
         .current_dir(&dir)
         .args(["--store", "store", "pause", "beta"])
         .status()
@@ -195,19 +196,17 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         "{text}"
     );
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_bad_metrics_address_is_bad_input() {
-    let dir = std::env::temp_dir().join(format!("cronsole-metrics-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("metrics");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .current_dir(&dir)
         .args([
             "run",
@@ -223,12 +222,11 @@ fn a_bad_metrics_address_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--metrics-addr nonsense"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn an_attached_console_refuses_metrics_it_cannot_serve() {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    let out = support::cli::command()
         .args(["console", "--attach", "--metrics-addr", "127.0.0.1:0"])
         .output()
         .unwrap();

@@ -4,32 +4,19 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
 
 fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::run_with_store(dir, store, args)
 }
 
 #[test]
 fn cli_pause_reaches_a_running_owner_within_a_second() {
     let url = pg_db_or_skip!();
-    let dir = std::env::temp_dir().join(format!("cronsole-pgcli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("pgcli");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: every 1h\n    command: \"echo a\"\n",

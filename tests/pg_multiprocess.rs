@@ -46,7 +46,7 @@ fn spawn_worker(url: &str, owner: &str, until: DateTime<Utc>, mode: &str) -> Chi
 /// A worker process: claims with its free capacity every 50 ms and completes each run after
 /// ~150 ms (mode "run"), or claims and never completes (mode "hang", to be killed with -9).
 #[test]
-#[ignore = "run by the multi-process tests as a child process"]
+#[ignore = "worker process for the multi-process tests (run by them as a child process)"]
 fn worker() {
     let Ok(url) = std::env::var(ENV_URL) else {
         return;

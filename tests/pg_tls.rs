@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
@@ -15,9 +14,8 @@ use cronsole::store::postgres::PgStore;
 const PASSWORD: &str = "s3cret-tls-pw";
 
 fn cli(store: &str, env: &[(&str, &str)], dir: &Path) -> (i32, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cronsole"));
-    cmd.current_dir(dir)
-        .env_remove("PGPASSWORD")
+    let mut cmd = support::cli::cronsole(dir);
+    cmd.env_remove("PGPASSWORD")
         .env_remove("PGSSLMODE")
         .env_remove("PGSSLROOTCERT")
         .env_remove("SSL_CERT_FILE")
@@ -43,8 +41,7 @@ fn tls_modes_against_a_hostssl_only_server() {
     let Some((cluster, files)) = support::pg::ssl_cluster(PASSWORD) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("cronsole-pgtls-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("pgtls");
     let port = cluster.port;
     let ca = files.ca_cert.display().to_string();
     let other = files.other_ca_cert.display().to_string();
@@ -147,5 +144,4 @@ fn tls_modes_against_a_hostssl_only_server() {
     let key_text = std::fs::read_to_string(&client_key).unwrap();
     let key_line = key_text.lines().nth(1).unwrap();
     assert!(!out.contains(key_line), "key material leaked: {out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,11 +1,10 @@
 //! `cronsole probe` as a process (SPEC §13.2): output format and exit codes.
 
-use std::process::Command;
+mod support;
 
 fn cronsole(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_cronsole"))
+    support::cli::command()
         .args(args)
-        .env_remove("CRONSOLE_STORE")
         .output()
         .expect("run cronsole")
 }

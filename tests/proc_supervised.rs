@@ -3,12 +3,14 @@
 //! Escapees die at run end, on timeout, on a hard cap and when the future is dropped; a command
 //! without shell syntax is executed without `sh`.
 
+mod support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cronsole::proc::{self, Cap, ProcSpec, run};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+use support::cli::BIN;
+use support::tempdir as tmp;
 
 fn supervised() {
     proc::use_supervisor(BIN.into());
@@ -48,12 +50,6 @@ async fn pid_in(path: &Path) -> i32 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("{} never written", path.display());
-}
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-sup-{name}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn spec(command: &str, timeout: Duration) -> ProcSpec<'_> {

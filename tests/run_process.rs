@@ -4,6 +4,8 @@
 //! shut down gracefully (or at once on the second signal) leaving the store consistent; JSON log
 //! lines; `--for`; exit codes for bad input; the API key never reaches stdout, logs or the store.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -13,18 +15,12 @@ use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use support::cli::BIN;
+use support::tempdir as tmp;
 use uuid::Uuid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
-
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-run-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&p).unwrap();
-    p
-}
-
 struct Setup {
-    dir: PathBuf,
+    dir: support::TempDir,
     jobs: PathBuf,
     store: PathBuf,
 }
@@ -42,16 +38,13 @@ fn setup(name: &str, yaml: &str) -> Setup {
 
 impl Setup {
     fn cmd(&self, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = support::cli::cronsole(&self.dir);
         c.arg("run")
             .arg("--jobs")
             .arg(&self.jobs)
             .arg("--store")
             .arg(&self.store)
             .args(extra)
-            .env_remove("CRONSOLE_STORE")
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
@@ -821,7 +814,6 @@ fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet()
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

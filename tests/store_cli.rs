@@ -1,28 +1,13 @@
 //! The store commands end to end through the binary: apply → jobs → pause/resume/trigger →
 //! history → stats, with SPEC §13.2 exit codes (0 ok, 1 runtime condition, 2 bad input).
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .arg("--store")
-        .arg(dir.join("store"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use support::cli::run;
 
 #[test]
 fn apply_jobs_pause_trigger_history_stats() {
-    let dir = std::env::temp_dir().join(format!("cronsole-cli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("cli");
     std::fs::write(
         dir.join("jobs.yaml"),
         "jobs:\n  - name: alpha\n    schedule: every 1h\n    command: \"echo a\"\n  - name: beta\n    schedule: \"0 7 * * *\"\n    command: \"echo b\"\n    max_cost_usd: 0.5\n",

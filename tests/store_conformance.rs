@@ -11,9 +11,12 @@ use cronsole::store::Store;
 mod file_store {
     use super::*;
 
+    /// One temp dir per test (removed when the test ends, even by a panic), one fresh store
+    /// directory in it per call.
     fn factory() -> Option<impl Fn() -> Arc<dyn Store>> {
-        Some(|| {
-            let dir = std::env::temp_dir().join(format!("cronsole-conf-{}", uuid::Uuid::new_v4()));
+        let root = support::tempdir("conf");
+        Some(move || {
+            let dir = root.join(uuid::Uuid::new_v4().to_string());
             std::fs::create_dir_all(&dir).unwrap();
             Arc::new(cronsole::store::file::FileStore::open(&dir).unwrap()) as Arc<dyn Store>
         })

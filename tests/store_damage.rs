@@ -2,48 +2,26 @@
 //! file, by readers and writers alike, with every byte unchanged; read-only commands never
 //! write; `cronsole check` lists every problem with its location.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, Store};
+use support::TempDir;
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(s, 0).unwrap()
-}
+use cronsole::testkit::time::epoch as t;
 
 fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(store.parent().unwrap())
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::cli::run_with_store(store.parent().unwrap(), store, args)
 }
 
 /// A store with two jobs (one `once`) and three history rows; the jobs
 /// next slots lie far in the future so `run` has nothing to do but open and close.
 fn build(name: &str) -> (TempDir, PathBuf) {
-    let root =
-        std::env::temp_dir().join(format!("cronsole-damage-{name}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = support::tempdir(&format!("damage-{name}"));
     let dir = root.join("store");
     let s = FileStore::open(&dir).unwrap();
     let mut once = cronsole::testkit::jobs::command_job("once", 3600);
@@ -79,7 +57,7 @@ fn build(name: &str) -> (TempDir, PathBuf) {
     }
     // Slots far ahead: `run` below claims nothing.
     s.apply(&file, t(0)).unwrap();
-    (TempDir(root), dir)
+    (root, dir)
 }
 
 fn bytes_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {

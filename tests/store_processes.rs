@@ -4,6 +4,8 @@
 //! OS processes are this test executable re-run with `--exact <worker> --ignored` and the role in
 //! `CRONSOLE_TEST_ROLE`; workers print one line per event on stdout.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, Store};
+use support::tempdir as tmp;
 use uuid::Uuid;
 
 fn def(name: &str, every: u64, lease: f64) -> JobDef {
@@ -24,15 +27,7 @@ fn def(name: &str, every: u64, lease: f64) -> JobDef {
     }
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-proc-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&p).unwrap();
-    p
-}
-
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(s, 0).unwrap()
-}
+use cronsole::testkit::time::epoch as t;
 
 fn env(k: &str) -> String {
     std::env::var(k).unwrap_or_default()
@@ -162,7 +157,7 @@ fn eight_threads_claim_500_due_jobs_exactly_once() {
     let barrier = Arc::new(Barrier::new(8));
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let dir = dir.clone();
+            let dir = dir.to_path_buf();
             let b = barrier.clone();
             std::thread::spawn(move || {
                 let s = FileStore::open(&dir).unwrap();
@@ -647,16 +642,9 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
 // Corruption through the CLI: exit 2, file and position named, bytes untouched
 
 fn cli(dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .arg("--store")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) =
+        support::cli::output(support::cli::command().arg("--store").arg(dir).args(args));
+    (code, err)
 }
 
 #[test]

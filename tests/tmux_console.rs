@@ -1,31 +1,20 @@
 //! End-to-end console test: the real binary inside `tmux`, driven by `send-keys` and read with
-//! `capture-pane -p` (SPEC §13.1). Skipped with a message when `tmux` is missing, except under
-//! `CI=true`, where a missing `tmux` is a failure.
+//! `capture-pane -p` (SPEC §13.1). Reported skipped (`SKIPPED TEST …`) when `tmux` is missing, except
+//! under `CI=true`, where a missing `tmux` is a failure.
 //!
 //! The [`Tmux`] helper is tested on its own, then the whole console is driven like a user would.
+
+mod support;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use support::tmux_or_skip as tmux_available;
+
 /// One detached tmux session, killed on drop.
 struct Tmux {
     name: String,
-}
-
-fn tmux_available() -> bool {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "tmux is required under CI=true"
-        );
-        eprintln!("skipping: tmux is not installed");
-    }
-    ok
 }
 
 impl Tmux {
@@ -87,11 +76,8 @@ impl Drop for Tmux {
     }
 }
 
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("cronsole-tmux-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+fn tempdir(tag: &str) -> support::TempDir {
+    support::tempdir(&format!("tmux-{tag}"))
 }
 
 #[test]
@@ -104,7 +90,6 @@ fn helper_sends_keys_and_reads_the_pane() {
     t.send(&["hello", "Enter"]);
     t.wait_for("got:hello", Duration::from_secs(10));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const JOBS: &str = r#"
@@ -123,18 +108,13 @@ jobs:
 
 /// Run the real binary outside the console (another shell, same store).
 fn cli(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))
-        .current_dir(dir)
-        .args(args)
-        .args(["--store", "store"])
-        .output()
-        .expect("run cronsole");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, out, err) = support::cli::output(
+        support::cli::cronsole(dir)
+            .args(args)
+            .args(["--store", "store"]),
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out
 }
 
 fn succeeded_runs(dir: &Path, job: &str) -> usize {
@@ -243,7 +223,6 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     ]);
     assert_eq!(flags.trim(), "0 1", "alternate screen off, cursor visible");
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const OPERATOR_JOBS: &str = r#"
@@ -339,7 +318,6 @@ fn history_cursor_run_view_retry_and_cancel() {
     t.send(&["q"]);
     t.wait_for("EXITED:0", Duration::from_secs(40));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Attached to a store no engine runs: the header says so, and a trigger shows as queued (in the
@@ -374,7 +352,6 @@ fn attached_without_engine_shows_a_queued_trigger() {
     t.send(&["q"]);
     t.wait_for("EXITED:0", Duration::from_secs(20));
     drop(t);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 16 items 5 and 6 in the console: `D` shows `cronsole dry-run` of the selected job

@@ -658,9 +658,7 @@ impl Redactor<'_> {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     #[test]
     fn silent_replies() {

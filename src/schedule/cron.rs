@@ -969,9 +969,7 @@ fn describe_days(f: &Fields) -> String {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     fn cs(expr: &str, tz: &str) -> CronSchedule {
         CronSchedule::parse(expr, tz.parse().unwrap()).unwrap()

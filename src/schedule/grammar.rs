@@ -632,9 +632,7 @@ mod tests {
         );
     }
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     #[test]
     fn hourly_daily_weekly() {

@@ -53,11 +53,8 @@ pub fn fire_at(job: &str, slot: DateTime<Utc>, jitter_seconds: f64) -> DateTime<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
 
-    fn t(s: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
-    }
+    use crate::testkit::time::base as t;
 
     #[test]
     fn zero_or_bad_jitter_fires_on_the_slot() {

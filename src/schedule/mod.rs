@@ -268,9 +268,7 @@ pub fn describe_every(secs: u64) -> String {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     #[test]
     fn every_grid_is_anchored_and_strict() {

@@ -216,9 +216,7 @@ mod tests {
     use crate::model::{Budget, BudgetPeriod, Trigger};
     use crate::store::logic::tests_support::job;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     fn settings(max: f64) -> Settings {
         Settings {

@@ -1109,9 +1109,7 @@ mod tests {
 
     const P: BudgetPeriod = BudgetPeriod::Day;
 
-    fn t(s: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(s, 0).unwrap()
-    }
+    use crate::testkit::time::epoch as t;
     const T0: i64 = 1000;
 
     fn sched(r: &JobRecord) -> Compiled {
@@ -1672,9 +1670,7 @@ mod tests {
 mod cron_and_config_tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
-    }
+    use crate::testkit::time::rfc3339 as t;
 
     fn load(yaml: &str) -> JobDef {
         let l = crate::config::load_str(yaml, std::path::Path::new("jobs.yaml"))
@@ -1815,9 +1811,7 @@ mod tests_jitter_calendars {
     use super::*;
     use crate::schedule::calendar::{Calendar, DayRule};
 
-    fn t(s: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(s, 0).unwrap()
-    }
+    use crate::testkit::time::epoch as t;
 
     fn eval(r: &mut JobRecord, now: DateTime<Utc>) -> Evaluation {
         let s = compile(r).unwrap();

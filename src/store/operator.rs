@@ -323,9 +323,7 @@ mod tests {
     use crate::store::logic::tests_support::job;
     use crate::store::logic::{evaluate, finish_run};
 
-    fn t(s: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
-    }
+    use crate::testkit::time::base as t;
 
     fn failed_row(job: &str, at: i64) -> HistoryRow {
         HistoryRow::new(

@@ -11,3 +11,8 @@ pub mod http;
 pub mod jobs;
 pub mod llm;
 pub mod simio;
+pub mod skip;
+pub mod stats;
+pub mod time;
+#[cfg(feature = "testkit")]
+pub mod tmp;

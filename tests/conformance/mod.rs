@@ -23,9 +23,7 @@ pub use overlap::*;
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
 /// t0 = 1000 s after the epoch, as in SPEC §5's worked cases.
-pub fn t(secs: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(secs, 0).unwrap()
-}
+pub use cronsole::testkit::time::epoch as t;
 
 pub fn every(name: &str, secs: u64) -> JobDef {
     cronsole::testkit::jobs::command_job(name, secs)

@@ -20,16 +20,12 @@ use cronsole::gate::GateConfig;
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
-use uuid::Uuid;
+pub use cronsole::testkit::time::rfc3339 as t;
+use cronsole::testkit::tmp::TempDir;
 
-pub fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-engine-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&p).expect("temp dir");
-    p
-}
-
-pub fn t(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("rfc3339").to_utc()
+/// A fresh `$TMPDIR/cronsole-engine-<name>-XXXXXX`, removed on drop (also when the test panics).
+pub fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("engine-{name}"))
 }
 
 /// Backoff that keeps the SPEC's shape but runs in milliseconds.
@@ -43,7 +39,7 @@ pub fn tiny_backoff() -> BackoffConfig {
 }
 
 pub struct Rig {
-    pub dir: PathBuf,
+    pub dir: TempDir,
     pub store: Arc<dyn Store>,
     pub clock: ManualClock,
     pub handle: EngineHandle,
@@ -152,7 +148,8 @@ impl Rig {
         self.handle.commands.send(c).await.expect("engine alive");
     }
 
-    pub async fn stop(self) -> PathBuf {
+    /// Stop the engine; the rig's directory lives on in the returned `TempDir` for inspection.
+    pub async fn stop(self) -> TempDir {
         self.handle.shutdown.cancel();
         let r = tokio::time::timeout(StdDuration::from_secs(20), self.handle.join)
             .await

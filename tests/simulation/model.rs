@@ -347,11 +347,8 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
 
-    fn t(s: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
-    }
+    use cronsole::testkit::time::base as t;
 
     fn exec(job: &str, slot: i64, at: i64, trigger: Trigger) -> Execution {
         Execution {

@@ -5,17 +5,13 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 
-fn t(s: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000 + s, 0)
-        .single()
-        .unwrap_or_default()
-}
+use cronsole::testkit::time::base as t;
 
 fn open(disk: &SimDisk) -> FileStore {
     match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)) {

@@ -8,8 +8,9 @@
 //! 1. `CRONSOLE_TEST_PG_URL` (set by `.ci/run`, which starts one cluster for the whole run);
 //! 2. a cluster this test process starts itself with `initdb`/`pg_ctl` (one per process, stopped
 //!    by a watchdog when the process exits), so plain `cargo test` exercises PostgreSQL too;
-//! 3. otherwise the test prints "skipped: PostgreSQL not available" and returns — except under
-//!    `CI=true`, where a missing database is a failure.
+//! 3. otherwise the test is reported skipped (a `SKIPPED TEST …` line that `.ci/run` counts, see
+//!    `cronsole::testkit::skip`) and returns — except under `CI=true`, where a missing database
+//!    is a failure.
 //!
 //! PostgreSQL refuses to run as root: when we are root, `initdb`/`pg_ctl` run as the `postgres`
 //! user through `runuser`, on a data directory owned by that user.
@@ -20,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use cronsole::testkit::skip::skip;
 
 /// Where the PostgreSQL server binaries are, if anywhere.
 pub fn bin_dir() -> Option<PathBuf> {
@@ -363,15 +366,14 @@ impl SslFiles {
 
 /// A TLS cluster (see [`Cluster::start_ssl`]), or `None` = skip.
 pub fn ssl_cluster(password: &str) -> Option<(Cluster, SslFiles)> {
-    if Command::new("openssl").arg("version").output().is_err() && !ci() {
-        eprintln!("skipped: openssl not available");
+    if let Err(e) = Command::new("openssl").arg("version").output() {
+        skip("openssl", &format!("running `openssl version`: {e}"));
         return None;
     }
     match Cluster::start_ssl(password) {
         Ok(c) => Some(c),
-        Err(e) if ci() => panic!("PostgreSQL with TLS is required under CI=true: {e}"),
         Err(e) => {
-            eprintln!("skipped: PostgreSQL with TLS not available ({e})");
+            skip("PostgreSQL with TLS", &e);
             None
         }
     }
@@ -415,10 +417,6 @@ pub fn with_db(url: &str, db: &str) -> String {
     }
 }
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 /// The server URL for this test process (see the module doc), or `None` = skip.
 pub fn server() -> Option<String> {
     static SERVER: OnceLock<Result<String, String>> = OnceLock::new();
@@ -432,9 +430,8 @@ pub fn server() -> Option<String> {
     });
     match r {
         Ok(u) => Some(u.clone()),
-        Err(e) if ci() => panic!("PostgreSQL is required under CI=true: {e}"),
         Err(e) => {
-            eprintln!("skipped: PostgreSQL not available ({e})");
+            skip("PostgreSQL", e);
             None
         }
     }
@@ -454,9 +451,8 @@ pub fn database() -> Option<String> {
 pub fn private_cluster() -> Option<Cluster> {
     match Cluster::start() {
         Ok(c) => Some(c),
-        Err(e) if ci() => panic!("PostgreSQL (initdb) is required under CI=true: {e}"),
         Err(e) => {
-            eprintln!("skipped: PostgreSQL not available ({e})");
+            skip("PostgreSQL (initdb)", &e);
             None
         }
     }

@@ -6,9 +6,7 @@ use super::*;
 use crate::model::{Status, Trigger};
 use crate::store::logic::tests_support::def;
 
-fn t(s: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(s, 0).unwrap()
-}
+use crate::testkit::time::epoch as t;
 
 fn tmp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("cronsole-fs-{name}-{}", Uuid::new_v4()));
