@@ -309,10 +309,8 @@ where
     T: Send + 'static,
     F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
 {
-    let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || f(store.as_ref()))
+    crate::store::blocking(store, f)
         .await
-        .map_err(|e| EngineError::Join(e.to_string()))?
         .map_err(EngineError::from)
 }
 
@@ -861,14 +859,10 @@ impl Actor {
             Command::Trigger(n) => {
                 let name = n.clone();
                 let r = blocking(&self.store, move |s| s.request_trigger(&name, now)).await;
+                // A queued trigger needs no notice here: the run's own events follow at once.
                 let msg = match &r {
                     Ok(TriggerOutcome::Queued) => None,
-                    Ok(TriggerOutcome::AlreadyQueued) => {
-                        Some(format!("'{n}' already has a trigger queued"))
-                    }
-                    Ok(TriggerOutcome::AlreadyRunning) => {
-                        Some(format!("'{n}' is running; trigger ignored"))
-                    }
+                    Ok(out) => Some(trigger_notice(&n, out)),
                     Err(e) => Some(format!("trigger '{n}' failed: {e}")),
                 };
                 if let Some(m) = msg {
@@ -1316,6 +1310,20 @@ impl RunTask {
         if self.spool.is_some() {
             self.health.send_modify(|h| h.spooled += 1);
         }
+    }
+}
+
+/// One line saying what a trigger request did: the console's notice (engine or attached) and
+/// the CLI's `trigger` output, so the operator reads the same words everywhere.
+pub fn trigger_notice(job: &str, out: &TriggerOutcome) -> String {
+    match out {
+        TriggerOutcome::Queued => {
+            format!("triggered {job}: the next owner claiming will run it now")
+        }
+        TriggerOutcome::AlreadyQueued => {
+            format!("{job} already has a trigger queued; nothing changed")
+        }
+        TriggerOutcome::AlreadyRunning => format!("{job} is running now; not triggered"),
     }
 }
 

@@ -255,6 +255,25 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Run a blocking store call on tokio's blocking pool, off the async workers: the one wrapper
+/// every async caller (engine, attached console) uses, since stores are synchronous. A task that
+/// panicked or was cancelled becomes [`StoreError::Task`] (exit 1, not retryable).
+pub async fn blocking<T, F>(store: &std::sync::Arc<dyn Store>, f: F) -> StoreResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> StoreResult<T> + Send + 'static,
+{
+    let store = std::sync::Arc::clone(store);
+    tokio::task::spawn_blocking(move || f(store.as_ref()))
+        .await
+        .unwrap_or_else(|source| {
+            Err(StoreError::Task {
+                what: "store task failed",
+                source,
+            })
+        })
+}
+
 /// What `claim_due` may take.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest<'a> {
