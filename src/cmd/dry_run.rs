@@ -91,9 +91,12 @@ async fn build(
         (None, _) => ("none".to_string(), true, None),
         (Some(_), true) => ("not run (--no-gates)".to_string(), true, None),
         (Some(g), false) => {
-            let outcome = run_in_workdir(settings, async {
-                gate::run_gate(g, rec.rt.state.monitor.as_ref(), &GateConfig::default()).await
-            })
+            let outcome = gate::run_gate(
+                g,
+                rec.rt.state.monitor.as_ref(),
+                &GateConfig::default(),
+                &gate_env(settings),
+            )
             .await;
             // The new watermark (if any) is dropped: a dry run changes no state.
             match outcome {
@@ -216,15 +219,14 @@ async fn build(
 }
 
 /// Gates run where the job's commands run: the jobs file's directory.
-async fn run_in_workdir<F: std::future::Future>(settings: &Settings, f: F) -> F::Output {
-    match settings
-        .base_dir
-        .as_deref()
-        .map(std::path::PathBuf::from)
-        .filter(|d| d.is_dir())
-    {
-        Some(dir) => cronsole::proc::WORKDIR.scope(dir, f).await,
-        None => f.await,
+fn gate_env(settings: &Settings) -> cronsole::proc::ProcEnv {
+    cronsole::proc::ProcEnv {
+        workdir: settings
+            .base_dir
+            .as_deref()
+            .map(std::path::PathBuf::from)
+            .filter(|d| d.is_dir()),
+        ..Default::default()
     }
 }
 

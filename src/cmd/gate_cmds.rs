@@ -74,7 +74,7 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
             if cmd.trim().is_empty() {
                 return Err(bad_input("--command is empty"));
             }
-            monitor::probe_command(cmd, GATE_TIMEOUT)
+            monitor::probe_command(cmd, GATE_TIMEOUT, &cronsole::proc::ProcEnv::default())
                 .await
                 .map_err(|e| anyhow!("probe failed: {e}"))
         } else if let Some(u) = &a.url {

@@ -1124,21 +1124,15 @@ impl RunTask {
         };
         let started = self.clock.now();
         let progress = run::Progress::default();
-        // Dead-man switch for the run's commands: if this process stops sending heartbeats for
-        // half the lease (SIGSTOP, a hang), the supervisor kills them before the lease can expire
-        // and another owner can start the job again.
-        let stall = run::secs(claim.job.def.lease_seconds / 2.0).max(StdDuration::from_secs(1));
-        let pipeline = crate::proc::STALL_LIMIT.scope(
-            stall,
-            run::execute(
-                &claim,
-                &self.deps,
-                &self.store,
-                &self.clock,
-                &self.ev_tx,
-                &self.owner,
-                &progress,
-            ),
+        // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
+        let pipeline = run::execute(
+            &claim,
+            &self.deps,
+            &self.store,
+            &self.clock,
+            &self.ev_tx,
+            &self.owner,
+            &progress,
         );
         tokio::pin!(pipeline);
         let output = loop {
