@@ -219,7 +219,7 @@ mod tests {
     use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
     use crate::store::{
         ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
-        RenewOutcome, SpendNow, StoreResult, TriggerOutcome,
+        HistoryReader, RenewOutcome, SpendNow, StoreResult, TriggerOutcome,
     };
     use crate::tui::testdata;
 
@@ -246,6 +246,25 @@ mod tests {
         Err(StoreError::Unsupported("not in the fake"))
     }
 
+    impl HistoryReader for FakeStore {
+        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+            Ok(Self::lock(&self.jobs)
+                .iter()
+                .find(|j| j.def.name == name)
+                .cloned())
+        }
+
+        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+            Ok(Self::lock(&self.rows)
+                .iter()
+                .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
+                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
+                .take(q.limit)
+                .cloned()
+                .collect())
+        }
+    }
+
     impl Store for FakeStore {
         fn location(&self) -> String {
             "fake".into()
@@ -263,12 +282,6 @@ mod tests {
             self.loads.fetch_add(1, Ordering::SeqCst);
             Ok(Self::lock(&self.jobs).clone())
         }
-        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-            Ok(Self::lock(&self.jobs)
-                .iter()
-                .find(|j| j.def.name == name)
-                .cloned())
-        }
         fn next_wakeup(&self, _: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
             Ok(None)
         }
@@ -280,15 +293,6 @@ mod tests {
         }
         fn complete(&self, _: Completion) -> StoreResult<CompleteOutcome> {
             unsupported()
-        }
-        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-            Ok(Self::lock(&self.rows)
-                .iter()
-                .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
-                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
-                .take(q.limit)
-                .cloned()
-                .collect())
         }
         fn set_paused(&self, name: &str, paused: bool, _: DateTime<Utc>) -> StoreResult<()> {
             Self::lock(&self.calls).push(format!("set_paused {name} {paused}"));

@@ -7,8 +7,8 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
+use cronsole::store::{HistoryReader, Store};
 
 fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cronsole"))

@@ -378,8 +378,18 @@ pub struct SpendNow {
     pub job_usd: f64,
 }
 
+/// Reading history: what the console's on-demand reads (detail, `h`, diffs), `cronsole history`
+/// and `cronsole diff` need. Every [`Store`] is one; a test double or a read-only view can be
+/// this alone.
+pub trait HistoryReader: Send + Sync {
+    /// Rows matching `q`, newest first.
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
+    /// One job by name (`None`: no such job, retired ones included).
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
+}
+
 /// The operations every store provides. All times come from the caller.
-pub trait Store: Send + Sync {
+pub trait Store: HistoryReader {
     /// Human form of where this store lives (`/path/.cronsole`, `postgres://host/db`).
     fn location(&self) -> String;
     /// Sync the jobs file's definitions and settings into the store (SPEC §13.2 `apply`).
@@ -394,7 +404,6 @@ pub trait Store: Send + Sync {
         None
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold
     /// ending); `Some(now)` or earlier when something is claimable already.
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
@@ -413,7 +422,6 @@ pub trait Store: Send + Sync {
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
         cs.into_iter().map(|c| self.complete(c)).collect()
     }
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;

@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::clock::Clock;
 use crate::engine::{Command, Event};
 use crate::snapshot::Snapshot;
-use crate::store::{HistoryQuery, Store};
+use crate::store::{HistoryQuery, HistoryReader};
 
 pub mod keymap;
 pub mod sanitize;
@@ -46,7 +46,7 @@ pub struct ConsoleDeps {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub events: broadcast::Receiver<Event>,
     pub commands: mpsc::Sender<Command>,
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn HistoryReader>,
     pub clock: Arc<dyn Clock>,
     /// Cancel to close the console from outside (SIGTERM, `--for`): the terminal is restored
     /// exactly as on `q`.
@@ -209,7 +209,7 @@ fn send(tx: &mpsc::Sender<Command>, cmd: Command, app: &mut App) {
 }
 
 /// Run a read-only store query off the UI thread; the answer comes back on `tx`.
-fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
+fn load(store: Arc<dyn HistoryReader>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
     tokio::spawn(async move {
         let res = tokio::task::spawn_blocking(move || run_query(store.as_ref(), q)).await;
         let loaded = res.unwrap_or_else(|e| Loaded::Failed(format!("history query failed: {e}")));
@@ -218,7 +218,7 @@ fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
 }
 
 /// The store read behind a [`Query`] (blocking).
-pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
+pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
         Query::JobHistory(j) => (j.clone(), false, JOB_ROWS),
         Query::Diffs(j) => (j.clone(), true, DIFF_ROWS),
