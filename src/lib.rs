@@ -4,7 +4,6 @@
 
 pub mod action;
 pub mod attach;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod cost;
@@ -12,7 +11,6 @@ pub mod deliver;
 pub mod engine;
 pub mod forecast;
 pub mod gate;
-pub mod headless;
 pub mod model;
 pub mod proc;
 pub mod schedule;

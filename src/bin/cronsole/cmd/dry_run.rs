@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use crate::cli::{Cli, DryRunArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
-use cronsole::cli::{Cli, DryRunArgs};
 use cronsole::cost::{self, PriceTable};
 use cronsole::gate::context::{self, ContextDecision};
 use cronsole::gate::{self, GateConfig, GateOutcome};

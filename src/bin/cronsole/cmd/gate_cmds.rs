@@ -13,8 +13,8 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use crate::cli::{Cli, DiffArgs, ProbeArgs};
 use anyhow::{Context, Result, anyhow};
-use cronsole::cli::{Cli, DiffArgs, ProbeArgs};
 use cronsole::gate::GATE_TIMEOUT;
 use cronsole::gate::diffview::{self, DiffError};
 use cronsole::gate::monitor::{self, PREVIEW_MAX_BYTES};

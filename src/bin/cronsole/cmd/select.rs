@@ -13,9 +13,9 @@
 
 use std::process::ExitCode;
 
+use crate::cli::{Cli, SelectArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
-use cronsole::cli::{Cli, SelectArgs};
 use cronsole::model::JobRecord;
 use cronsole::store::{JobEdit, Store, TriggerOutcome};
 
