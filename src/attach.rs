@@ -33,23 +33,32 @@ pub const POLL: Duration = Duration::from_millis(250);
 const EVENTS_CAPACITY: usize = 1024;
 const COMMANDS_CAPACITY: usize = 64;
 
+/// Why `console --attach` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
+    /// The first snapshot could not be read.
     #[error("cannot read the store at {location}: {source}")]
     Store {
+        /// Where the store lives.
         location: String,
+        /// What the store said.
         #[source]
         source: StoreError,
     },
+    /// The blocking read task died.
     #[error("the store read task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
 
 /// The channel ends for the console, and the polling task.
 pub struct Attached {
+    /// What the console draws (a new snapshot whenever the store's change token moved).
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// History rows this driver had not seen, and notices (command outcomes, store errors).
     pub events: broadcast::Receiver<Event>,
+    /// Pause, resume, trigger, retry and cancel, carried out on the store directly.
     pub commands: mpsc::Sender<Command>,
+    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is gone.
     pub task: JoinHandle<()>,
 }
 

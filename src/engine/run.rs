@@ -1,7 +1,7 @@
-//! One run (SPEC §8), one function per step, in order: [`step1_budget`] → [`step2_gate`] →
-//! [`step3_prompt`] → [`step4_command`] / [`step4_agent`] (the one retry loop, its budget
-//! reservation as the before-attempt hook) → [`step5_cost`] → [`step6_deliver`] +
-//! [`incidents`] → the history row and new per-job state handed to `complete` (step 7).
+//! One run (SPEC §8), one function per step, in order: `step1_budget` → `step2_gate` →
+//! `step3_prompt` → `step4_command` / `step4_agent` (the one retry loop, its budget
+//! reservation as the before-attempt hook) → `step5_cost` → `step6_deliver` +
+//! `incidents` → the history row and new per-job state handed to `complete` (step 7).
 //!
 //! Decisions where the SPEC is silent:
 //! - The budget check (step 1) applies to agent jobs only: a `command` job never calls a model, so
@@ -71,7 +71,9 @@ pub struct RunDeps {
     pub http: reqwest::Client,
     /// Environment lookup (API keys); tests inject a map.
     pub env: EnvLookup,
+    /// Backoff between a run's attempts (SPEC §8).
     pub backoff: BackoffConfig,
+    /// Bounds of the gates (`pre_run`, monitor probes).
     pub gate: GateConfig,
 }
 
@@ -96,8 +98,11 @@ pub fn secs(s: f64) -> Duration {
 /// What a finished pipeline hands to `complete`.
 #[derive(Debug, Clone)]
 pub struct RunOutput {
+    /// The history row to write.
     pub row: HistoryRow,
+    /// The job's new per-job state (notepad, monitor watermark, budget stop), when it changed.
     pub state: Option<JobState>,
+    /// Hold the job until then (a provider's `Retry-After`), if set.
     pub hold_until: Option<DateTime<Utc>>,
 }
 
