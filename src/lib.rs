@@ -68,16 +68,14 @@
 
 pub mod attach;
 pub mod clock;
+pub mod config;
 pub mod engine;
+pub mod schedule;
 pub mod snapshot;
 // Public API whose item-by-item docs are still owed (README "Known limits"): every module has
 // its `//!` doc, but some fields, variants and helpers do not have their own line yet.
 #[allow(missing_docs)]
-pub mod config;
-#[allow(missing_docs)]
 pub mod model;
-#[allow(missing_docs)]
-pub mod schedule;
 #[allow(missing_docs)]
 pub mod store;
 #[allow(missing_docs)]
