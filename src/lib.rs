@@ -76,7 +76,6 @@ pub mod snapshot;
 // its `//!` doc, but some fields, variants and helpers do not have their own line yet.
 #[allow(missing_docs)]
 pub mod model;
-#[allow(missing_docs)]
 pub mod store;
 #[allow(missing_docs)]
 pub mod tui;
