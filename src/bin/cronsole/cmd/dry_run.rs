@@ -9,8 +9,9 @@
 //! state, no watermark, no reservation).
 //!
 //! Decisions where the issue is silent: the gate really runs (a `pre_run` command or a monitor
-//! probe is what the operator wants to see), but its new monitor watermark is thrown away, so a
-//! later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
+//! probe is what the operator wants to see), in the environment a real run gives it
+//! (`engine::run::proc_env_of`: the jobs file's directory, every agent's key variable removed),
+//! but its new monitor watermark is thrown away, so a later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
 //! failure) is printed and the prompt is still shown with no gate context, marked so; the exit
 //! code is 0 either way (the dry run itself worked). A `command` job prints the command instead
 //! of a prompt. The price ceiling is the engine's worst case (prompt bytes as input tokens plus
@@ -95,7 +96,7 @@ async fn build(
                 g,
                 rec.rt.state.monitor.as_ref(),
                 &GateConfig::default(),
-                &gate_env(settings),
+                &cronsole::engine::run::proc_env_of(settings, def),
             )
             .await;
             // The new watermark (if any) is dropped: a dry run changes no state.
@@ -216,18 +217,6 @@ async fn build(
         }
     }
     Ok(out)
-}
-
-/// Gates run where the job's commands run: the jobs file's directory.
-fn gate_env(settings: &Settings) -> cronsole::proc::ProcEnv {
-    cronsole::proc::ProcEnv {
-        workdir: settings
-            .base_dir
-            .as_deref()
-            .map(std::path::PathBuf::from)
-            .filter(|d| d.is_dir()),
-        ..Default::default()
-    }
 }
 
 fn print_text(r: &DryRun) {
