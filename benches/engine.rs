@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use chrono::{Timelike, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, Store};
+use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::stats::percentile as pct;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");

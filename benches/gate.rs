@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use cronsole::gate::addr::classify;
 use cronsole::gate::monitor::{evaluate, watermark};
 use cronsole::gate::notepad::parse_reply;
-use cronsole::proc::{Cap, ProcSpec, run};
+use cronsole::proc::{Cap, ProcEnv, ProcSpec, run};
 use cronsole::testkit::stats::percentile;
 
 fn report(name: &str, mut samples: Vec<Duration>) {
@@ -89,7 +89,7 @@ fn main() {
     };
     bench("proc: sh -c true (spawn, group, reap)", 200, || {
         rt.block_on(async {
-            std::hint::black_box(run(&spec).await.unwrap());
+            std::hint::black_box(run(&spec, &ProcEnv::default()).await.unwrap());
         });
     });
     let spec = ProcSpec {
@@ -98,7 +98,7 @@ fn main() {
     };
     bench("proc: 64 KiB of stdout captured", 200, || {
         rt.block_on(async {
-            std::hint::black_box(run(&spec).await.unwrap());
+            std::hint::black_box(run(&spec, &ProcEnv::default()).await.unwrap());
         });
     });
 }

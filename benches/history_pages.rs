@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Status, Trigger};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, Store};
+use cronsole::store::{HistoryQuery, HistoryReader, Store};
 
 const JOBS: usize = 1_000;
 const ROWS: usize = 1_000_000;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use cronsole::model::{Action, HistoryRow, JobDef, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{ClaimRequest, Completion, Store};
+use cronsole::store::{ClaimRequest, Completion, HistoryReader, Store};
 
 fn def(name: String) -> JobDef {
     JobDef {

@@ -2,7 +2,7 @@
 //! run, with no engine in this process (SPEC §13.1). It hands the console the same three channel
 //! ends an engine would, so `tui::run` cannot tell the difference.
 //!
-//! Owns: polling the store's change token (every [`POLL`], through `spawn_blocking` because the
+//! Owns: polling the store's change token (every [`POLL`], through [`blocking`] because the
 //! store is synchronous), rebuilding a [`Snapshot`] only when the token moved, publishing it,
 //! emitting [`Event::Row`] for history rows it had not seen, and executing [`Command`]s directly
 //! on the store (`set_paused`, `request_trigger`, `retry`, `cancel`) so pause, trigger, retry and
@@ -26,30 +26,39 @@ use uuid::Uuid;
 use crate::clock::Clock;
 use crate::engine::{Command, Event};
 use crate::snapshot::Snapshot;
-use crate::store::{Store, StoreError, TriggerOutcome};
+use crate::store::{Store, StoreError, blocking};
 
 /// How often the change token is read.
 pub const POLL: Duration = Duration::from_millis(250);
 const EVENTS_CAPACITY: usize = 1024;
 const COMMANDS_CAPACITY: usize = 64;
 
+/// Why `console --attach` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
+    /// The first snapshot could not be read.
     #[error("cannot read the store at {location}: {source}")]
     Store {
+        /// Where the store lives.
         location: String,
+        /// What the store said.
         #[source]
         source: StoreError,
     },
+    /// The blocking read task died.
     #[error("the store read task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
 
 /// The channel ends for the console, and the polling task.
 pub struct Attached {
+    /// What the console draws (a new snapshot whenever the store's change token moved).
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// History rows this driver had not seen, and notices (command outcomes, store errors).
     pub events: broadcast::Receiver<Event>,
+    /// Pause, resume, trigger, retry and cancel, carried out on the store directly.
     pub commands: mpsc::Sender<Command>,
+    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is gone.
     pub task: JoinHandle<()>,
 }
 
@@ -63,53 +72,33 @@ struct Ctx {
 impl Ctx {
     /// Read the token, then the snapshot (a change in between shows as a new token next poll).
     async fn load(&self) -> Result<(u64, Snapshot), StoreError> {
-        let store = self.store.clone();
         let now = self.clock.now();
         let (owner, started) = (self.owner.clone(), self.started_at);
-        let res = tokio::task::spawn_blocking(move || {
+        blocking(&self.store, move |store| {
             let tok = store.change_token()?;
-            let snap = Snapshot::load(store.as_ref(), now, &owner, started, false)?;
+            let snap = Snapshot::load(store, now, &owner, started, false)?;
             Ok((tok, snap))
         })
-        .await;
-        res.unwrap_or_else(|source| {
-            Err(StoreError::Task {
-                what: "store read task failed",
-                source,
-            })
-        })
+        .await
     }
 
     async fn token(&self) -> Result<u64, StoreError> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.change_token())
-            .await
-            .unwrap_or_else(|source| {
-                Err(StoreError::Task {
-                    what: "store read task failed",
-                    source,
-                })
-            })
+        blocking(&self.store, |store| store.change_token()).await
     }
 
     /// Apply one command to the store; the text is what the operator should read.
     async fn execute(&self, cmd: Command) -> String {
-        let store = self.store.clone();
         let now = self.clock.now();
-        let res = tokio::task::spawn_blocking(move || match cmd {
+        let res = blocking(&self.store, move |store| match cmd {
             Command::Pause(j) => store
                 .set_paused(&j, true, now)
                 .map(|()| format!("{j} paused")),
             Command::Resume(j) => store
                 .set_paused(&j, false, now)
                 .map(|()| format!("{j} resumed")),
-            Command::Trigger(j) => store.request_trigger(&j, now).map(|o| match o {
-                TriggerOutcome::Queued => {
-                    format!("{j}: trigger queued; an engine sharing this store will run it")
-                }
-                TriggerOutcome::AlreadyRunning => format!("{j} is running: not triggered"),
-                TriggerOutcome::AlreadyQueued => format!("{j}: a trigger is already queued"),
-            }),
+            Command::Trigger(j) => store
+                .request_trigger(&j, now)
+                .map(|o| crate::engine::trigger_notice(&j, &o)),
             Command::Retry(id) => store
                 .retry(id, now)
                 .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
@@ -120,9 +109,9 @@ impl Ctx {
         })
         .await;
         match res {
-            Ok(Ok(text)) => text,
-            Ok(Err(e)) => format!("store refused: {e}"),
-            Err(e) => format!("store task failed: {e}"),
+            Ok(text) => text,
+            Err(e @ StoreError::Task { .. }) => e.to_string(),
+            Err(e) => format!("store refused: {e}"),
         }
     }
 }
@@ -239,7 +228,7 @@ mod tests {
     use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
     use crate::store::{
         ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
-        RenewOutcome, SpendNow, StoreResult,
+        HistoryReader, RenewOutcome, SpendNow, StoreResult, TriggerOutcome,
     };
     use crate::tui::testdata;
 
@@ -266,6 +255,25 @@ mod tests {
         Err(StoreError::Unsupported("not in the fake"))
     }
 
+    impl HistoryReader for FakeStore {
+        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+            Ok(Self::lock(&self.jobs)
+                .iter()
+                .find(|j| j.def.name == name)
+                .cloned())
+        }
+
+        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+            Ok(Self::lock(&self.rows)
+                .iter()
+                .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
+                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
+                .take(q.limit)
+                .cloned()
+                .collect())
+        }
+    }
+
     impl Store for FakeStore {
         fn location(&self) -> String {
             "fake".into()
@@ -283,12 +291,6 @@ mod tests {
             self.loads.fetch_add(1, Ordering::SeqCst);
             Ok(Self::lock(&self.jobs).clone())
         }
-        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-            Ok(Self::lock(&self.jobs)
-                .iter()
-                .find(|j| j.def.name == name)
-                .cloned())
-        }
         fn next_wakeup(&self, _: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
             Ok(None)
         }
@@ -300,15 +302,6 @@ mod tests {
         }
         fn complete(&self, _: Completion) -> StoreResult<CompleteOutcome> {
             unsupported()
-        }
-        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-            Ok(Self::lock(&self.rows)
-                .iter()
-                .filter(|r| q.since.is_none_or(|s| r.finished_at >= s))
-                .filter(|r| q.job.as_ref().is_none_or(|j| &r.job == j))
-                .take(q.limit)
-                .cloned()
-                .collect())
         }
         fn set_paused(&self, name: &str, paused: bool, _: DateTime<Utc>) -> StoreResult<()> {
             Self::lock(&self.calls).push(format!("set_paused {name} {paused}"));
@@ -417,7 +410,8 @@ mod tests {
             }
         }
         assert_eq!(notices[0], "a paused");
-        assert!(notices[1].contains("trigger queued"), "{notices:?}");
+        // One wording for a trigger everywhere (issue 15 item 5): the CLI's `triggered NAME`.
+        assert!(notices[1].starts_with("triggered a: "), "{notices:?}");
         assert!(notices[2].contains("no job named 'nope'"), "{notices:?}");
         assert_eq!(
             *FakeStore::lock(&store.calls),

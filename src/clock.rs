@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 /// Source of wall-clock time (UTC).
 pub trait Clock: Send + Sync + 'static {
+    /// The current wall-clock time.
     fn now(&self) -> DateTime<Utc>;
 }
 
@@ -27,12 +28,15 @@ impl Clock for SystemClock {
 pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
 
 impl ManualClock {
+    /// A clock standing at `start`.
     pub fn new(start: DateTime<Utc>) -> Self {
         ManualClock(Arc::new(Mutex::new(start)))
     }
+    /// Jump to `t` (backwards too).
     pub fn set(&self, t: DateTime<Utc>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = t;
     }
+    /// Move forward by `d`.
     pub fn advance(&self, d: chrono::Duration) {
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *g += d;
@@ -55,6 +59,7 @@ pub struct TokioClock {
 }
 
 impl TokioClock {
+    /// Wall time `start` now, moving as tokio's clock moves.
     pub fn new(start: DateTime<Utc>) -> Self {
         TokioClock {
             start,

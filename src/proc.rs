@@ -12,7 +12,7 @@
 //! - Nothing a command starts outlives it. Supervised (the binary): the supervisor kills every
 //!   descendant — `setsid` escapees and double forks included — when the shell exits, when the
 //!   owner closes the life-line (timeout, hard cap, cancellation) and when the owner process dies
-//!   (`kill -9`); with [`STALL_LIMIT`] set (the engine sets half the lease) also when the owner
+//!   (`kill -9`); with [`ProcEnv::stall_limit`] set (the engine sets half the lease) also when the owner
 //!   stops sending heartbeats (SIGSTOP). Unsupervised (library tests, embedders): when the shell
 //!   exits, whatever is left in its process group is killed with SIGKILL before the pipes are
 //!   drained; a process that calls `setsid` leaves the group and is out of reach.
@@ -24,9 +24,15 @@
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
 //!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
-//! - Environment: cronsole's own, minus every API-key variable ([`ENV_SCRUB`]: each configured
+//! - Environment: cronsole's own, minus every API-key variable ([`ProcEnv::scrub`]: each configured
 //!   agent's `api_key_env` and [`STANDARD_KEY_VARS`]) unless the job's `env_passthrough` names it,
 //!   so a `pre_run` that prints `env` cannot put a key into a prompt or a history row.
+//!
+//! - Where and how a command runs (working directory, scrubbed variables, dead-man switch) is a
+//!   [`ProcEnv`] the caller passes with every [`run`]: the run pipeline builds one per run, a
+//!   command outside any job gets [`ProcEnv::default`]. No task-local or global carries it; the
+//!   one process-wide setting is [`use_supervisor`] (which executable supervises, fixed once at
+//!   start by the binary, the same for every command).
 //!
 //! Testing note for callers: the timeout is a tokio timer. Under paused tokio time
 //! (`start_paused = true`) the runtime auto-advances to the next timer whenever it is idle,
@@ -60,10 +66,28 @@ impl Cap {
     }
 }
 
-tokio::task_local! {
-    /// Working directory for commands started inside this scope (the run pipeline sets it to the
-    /// jobs file's directory); outside any scope, commands inherit cronsole's own directory.
-    pub static WORKDIR: std::path::PathBuf;
+/// Where and with what environment a command starts: built by the caller for each run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcEnv {
+    /// Working directory (the run pipeline uses the jobs file's directory); `None` inherits
+    /// cronsole's own.
+    pub workdir: Option<std::path::PathBuf>,
+    /// Environment variables removed (see [`scrub_list`]).
+    pub scrub: Vec<String>,
+    /// Dead-man switch: the supervisor kills the run if the owner sends no heartbeat for this
+    /// long (the engine sets half the job's lease). `None`: no such limit.
+    pub stall_limit: Option<Duration>,
+}
+
+impl Default for ProcEnv {
+    /// cronsole's own directory, [`STANDARD_KEY_VARS`] removed, no stall limit.
+    fn default() -> Self {
+        ProcEnv {
+            workdir: None,
+            scrub: scrub_list([], &[]),
+            stall_limit: None,
+        }
+    }
 }
 
 /// What to run and within which bounds.
@@ -213,16 +237,6 @@ fn exit_code_of(status: std::process::ExitStatus) -> i32 {
 /// each configured agent's `api_key_env`), unless a job lets them through.
 pub const STANDARD_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
-tokio::task_local! {
-    /// Environment variables removed from commands started inside this scope (the run pipeline
-    /// sets it from the configured agents and the job's `env_passthrough`); outside any scope,
-    /// [`STANDARD_KEY_VARS`] are removed.
-    pub static ENV_SCRUB: Vec<String>;
-    /// Dead-man switch for commands started inside this scope: the supervisor kills the run if
-    /// the owner sends no heartbeat for this long (the engine sets half the job's lease).
-    pub static STALL_LIMIT: Duration;
-}
-
 /// The variables to remove for one job: [`STANDARD_KEY_VARS`] and every agent's key variable,
 /// minus the job's `env_passthrough`.
 pub fn scrub_list<'a>(
@@ -239,12 +253,6 @@ pub fn scrub_list<'a>(
     v.sort();
     v.dedup();
     v
-}
-
-fn current_scrub() -> Vec<String> {
-    ENV_SCRUB
-        .try_with(|v| v.clone())
-        .unwrap_or_else(|_| scrub_list([], &[]))
 }
 
 static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
@@ -317,8 +325,8 @@ impl Stopper<'_> {
     }
 }
 
-/// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, with the API-key
-/// variables of [`ENV_SCRUB`] removed from its environment.
+/// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, in `env`'s
+/// working directory with `env`'s API-key variables removed from its environment.
 ///
 /// With a supervisor ([`use_supervisor`]) the command's whole tree — `setsid` escapees included
 /// — is killed when the command exits, times out or the owner dies. Without one, it runs in its
@@ -326,17 +334,17 @@ impl Stopper<'_> {
 ///
 /// Cancellation-safe: dropping the returned future kills the command's tree (its group without
 /// a supervisor).
-pub async fn run(spec: &ProcSpec<'_>) -> Result<ProcOutput, ProcError> {
+pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcError> {
     let shell = ["/bin/sh", "-c", spec.command];
     match SUPERVISOR.get() {
         // A command that needs no shell is executed directly (one exec fewer per run, which is
         // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
         // `sh` would for a missing program.
         Some(exe) => match plain_argv(spec.command) {
-            Some(argv) => run_supervised(exe, spec, &argv).await,
-            None => run_supervised(exe, spec, &shell).await,
+            Some(argv) => run_supervised(exe, spec, &argv, env).await,
+            None => run_supervised(exe, spec, &shell, env).await,
         },
-        None => run_direct(spec, &shell).await,
+        None => run_direct(spec, &shell, env).await,
     }
 }
 
@@ -371,12 +379,12 @@ pub fn plain_argv(command: &str) -> Option<Vec<&str>> {
     Some(argv)
 }
 
-fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Command {
+fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr], env: &ProcEnv) -> Command {
     let mut cmd = Command::new(program);
-    if let Ok(dir) = WORKDIR.try_with(|d| d.clone()) {
+    if let Some(dir) = &env.workdir {
         cmd.current_dir(dir);
     }
-    for var in current_scrub() {
+    for var in &env.scrub {
         cmd.env_remove(var);
     }
     cmd.args(args)
@@ -390,9 +398,10 @@ async fn run_supervised(
     exe: &std::path::Path,
     spec: &ProcSpec<'_>,
     argv: &[&str],
+    env: &ProcEnv,
 ) -> Result<ProcOutput, ProcError> {
     let deadline = tokio::time::Instant::now() + spec.timeout;
-    let stall = STALL_LIMIT.try_with(|d| *d).ok();
+    let stall = env.stall_limit;
     let mut args: Vec<std::ffi::OsString> = vec![crate::supervisor::SUBCOMMAND.into()];
     if let Some(st) = stall {
         args.push("--stall-ms".into());
@@ -401,7 +410,7 @@ async fn run_supervised(
     args.push("--".into());
     args.extend(argv.iter().map(std::ffi::OsString::from));
     let arg_refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let mut cmd = base_command(exe.as_os_str(), &arg_refs);
+    let mut cmd = base_command(exe.as_os_str(), &arg_refs, env);
     // No kill_on_drop: SIGKILL would stop the supervisor from killing the tree. Dropping the
     // life-line (below) is how a cancelled run stops it; tokio reaps the orphaned supervisor.
     cmd.stdin(Stdio::piped());
@@ -477,10 +486,14 @@ async fn run_supervised(
 
 /// Without a supervisor: the command leads its own process group, which is killed when the
 /// shell exits, on timeout, on a hard cap and on cancellation.
-async fn run_direct(spec: &ProcSpec<'_>, argv: &[&str]) -> Result<ProcOutput, ProcError> {
+async fn run_direct(
+    spec: &ProcSpec<'_>,
+    argv: &[&str],
+    env: &ProcEnv,
+) -> Result<ProcOutput, ProcError> {
     let deadline = tokio::time::Instant::now() + spec.timeout;
     let arg_refs: Vec<&std::ffi::OsStr> = argv[1..].iter().map(std::ffi::OsStr::new).collect();
-    let mut cmd = base_command(std::ffi::OsStr::new(argv[0]), &arg_refs);
+    let mut cmd = base_command(std::ffi::OsStr::new(argv[0]), &arg_refs, env);
     cmd.stdin(Stdio::null()).kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|source| ProcError::Spawn {
         command: spec.command.to_string(),
@@ -583,7 +596,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn commands_run_in_the_scoped_working_directory() {
+    async fn commands_run_in_the_given_working_directory() {
         let dir = std::env::temp_dir().join(format!("cronsole-workdir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let dir = std::fs::canonicalize(&dir).unwrap();
@@ -593,9 +606,13 @@ mod tests {
             stdout_cap: Cap::Soft(4096),
             stderr_cap: Cap::Soft(4096),
         };
-        let inside = WORKDIR.scope(dir.clone(), run(&spec)).await.unwrap();
+        let env = ProcEnv {
+            workdir: Some(dir.clone()),
+            ..ProcEnv::default()
+        };
+        let inside = run(&spec, &env).await.unwrap();
         assert_eq!(inside.stdout_lossy().trim(), dir.to_string_lossy());
-        let outside = run(&spec).await.unwrap();
+        let outside = run(&spec, &ProcEnv::default()).await.unwrap();
         let here = std::env::current_dir().unwrap();
         assert_eq!(outside.stdout_lossy().trim(), here.to_string_lossy());
         let _ = std::fs::remove_dir_all(&dir);
@@ -613,12 +630,15 @@ mod tests {
         // Paused time auto-advances while we wait on the real child: the 1-hour timeout fires
         // at once, deterministically, and the group is killed.
         let started = std::time::Instant::now();
-        let out = run(&ProcSpec {
-            command: "echo before; sleep 600",
-            timeout: Duration::from_secs(3600),
-            stdout_cap: Cap::Soft(100),
-            stderr_cap: Cap::Soft(100),
-        })
+        let out = run(
+            &ProcSpec {
+                command: "echo before; sleep 600",
+                timeout: Duration::from_secs(3600),
+                stdout_cap: Cap::Soft(100),
+                stderr_cap: Cap::Soft(100),
+            },
+            &ProcEnv::default(),
+        )
         .await
         .expect("spawn sh");
         assert!(out.timed_out);
@@ -655,23 +675,25 @@ mod tests {
             stdout_cap: Cap::Soft(1 << 20),
             stderr_cap: Cap::Soft(4096),
         };
-        let scrubbed = ENV_SCRUB
-            .scope(scrub_list(["CRONSOLE_PROC_TEST_KEY"], &[]), run(&spec))
+        let env = |scrub| ProcEnv {
+            scrub,
+            ..ProcEnv::default()
+        };
+        let scrubbed = run(&spec, &env(scrub_list(["CRONSOLE_PROC_TEST_KEY"], &[])))
             .await
             .unwrap();
         assert!(scrubbed.success());
         assert!(!scrubbed.stdout_lossy().contains("sk-proc-test-value"));
         assert!(scrubbed.stdout_lossy().contains("PATH="));
-        let passed = ENV_SCRUB
-            .scope(
-                scrub_list(
-                    ["CRONSOLE_PROC_TEST_KEY"],
-                    &["CRONSOLE_PROC_TEST_KEY".into()],
-                ),
-                run(&spec),
-            )
-            .await
-            .unwrap();
+        let passed = run(
+            &spec,
+            &env(scrub_list(
+                ["CRONSOLE_PROC_TEST_KEY"],
+                &["CRONSOLE_PROC_TEST_KEY".into()],
+            )),
+        )
+        .await
+        .unwrap();
         assert!(passed.stdout_lossy().contains("sk-proc-test-value"));
     }
 

@@ -14,13 +14,16 @@ use crate::store::{HistoryQuery, Store, StoreResult};
 /// How many history rows a snapshot keeps in memory; older rows are queried on demand.
 pub const RECENT_ROWS: usize = 1000;
 
+/// What front ends draw: the store's jobs, recent history and counters at one instant.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
+    /// When it was built.
     pub taken_at: DateTime<Utc>,
     /// Where the store lives.
     pub store: String,
     /// This process's owner id (`host:pid:uuid8`), or `attached (...)` without an engine.
     pub owner: String,
+    /// When this process started (its engine, or the attached console).
     pub started_at: DateTime<Utc>,
     /// False in `console --attach`: no engine runs in this process.
     pub engine_running: bool,
@@ -28,6 +31,7 @@ pub struct Snapshot {
     pub jobs: Vec<JobRecord>,
     /// Owners holding live leases, plus this one when it runs an engine.
     pub owners_seen: Vec<String>,
+    /// The store's settings (agents, budget, sinks).
     pub settings: Settings,
     /// Spend in the current budget period over all jobs.
     pub period_spend_usd: f64,
@@ -52,10 +56,14 @@ pub struct Snapshot {
 /// a live engine without a lease right now is seen through the rows it writes).
 pub const OWNER_SEEN_SECS: i64 = 300;
 
+/// An operator action sent but not yet confirmed by the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PendingOp {
+    /// Pause sent.
     Pausing,
+    /// Resume sent.
     Resuming,
+    /// Trigger sent.
     Triggering,
 }
 

@@ -6,7 +6,7 @@
 //! every text cronsole writes.
 //!
 //! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and
-//! its renderings — [`line`]/[`lines`] for the console (unsafe characters and whole escape
+//! its renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape
 //! sequences removed) and [`visible`]/[`visible_tabs`]/[`visible_line`] for printed text (headless lines,
 //! `history`, `diff`, `probe`, chat alerts: unsafe characters shown as `^[` / `\u{202e}` so the
 //! reader sees that something was there). Must not touch: layout, colour, the terminal, I/O.
@@ -49,7 +49,7 @@ pub fn line(s: &str) -> Cow<'_, str> {
     Cow::Owned(clean(s, true))
 }
 
-/// Multi-line text as inert console lines (each as by [`line`], split on `\n`; `\r\n`, a lone
+/// Multi-line text as inert console lines (each as by [`line()`], split on `\n`; `\r\n`, a lone
 /// `\r`, U+2028 and U+2029 also end a line).
 pub fn lines(s: &str) -> Vec<String> {
     let cleaned = clean(s, false);

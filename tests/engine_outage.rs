@@ -22,7 +22,7 @@ use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{
     ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
-    RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
+    HistoryReader, RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
 };
 use engine_support::{t, tiny_backoff, tmp};
 use uuid::Uuid;
@@ -43,6 +43,16 @@ fn enospc() -> StoreError {
     )
 }
 
+impl HistoryReader for Faulty {
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.inner.job(name)
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.inner.history(q)
+    }
+}
+
 impl Store for Faulty {
     fn location(&self) -> String {
         self.inner.location()
@@ -58,9 +68,6 @@ impl Store for Faulty {
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.inner.jobs()
-    }
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.inner.job(name)
     }
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         self.inner.next_wakeup(now)
@@ -90,9 +97,6 @@ impl Store for Faulty {
     }
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
         cs.into_iter().map(|c| self.complete(c)).collect()
-    }
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.inner.history(q)
     }
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         self.inner.set_paused(name, paused, now)

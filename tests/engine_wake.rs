@@ -22,6 +22,16 @@ use uuid::Uuid;
 /// A store that hides its change signal: the engine must fall back to polling.
 struct NoSignal(Arc<dyn Store>);
 
+impl HistoryReader for NoSignal {
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.0.job(name)
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.0.history(q)
+    }
+}
+
 impl Store for NoSignal {
     fn location(&self) -> String {
         self.0.location()
@@ -37,9 +47,6 @@ impl Store for NoSignal {
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.0.jobs()
-    }
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.0.job(name)
     }
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         self.0.next_wakeup(now)
@@ -58,9 +65,6 @@ impl Store for NoSignal {
     }
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.0.complete(c)
-    }
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.0.history(q)
     }
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         self.0.set_paused(name, paused, now)

@@ -132,3 +132,38 @@ fn dry_run_shows_everything_and_changes_nothing() {
     let (_, hist, _) = run(&dir, &["history", "--json"]);
     assert!(hist.trim().is_empty(), "{hist}");
 }
+
+/// A dry run's gate sees the environment a real run's gate would: every configured agent's key
+/// variable removed (it used to inherit cronsole's whole environment, so a `pre_run` printing a
+/// key put it into the prompt the dry run shows).
+#[test]
+fn dry_run_gates_do_not_see_the_agents_api_keys() {
+    let dir = std::env::temp_dir().join(format!("cronsole-dry-env-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        [
+            "agents:",
+            "  bot: {provider: openai, base_url: \"http://127.0.0.1:9/v1\", api_key_env: FAKE_KEY, model: gpt-4o-mini}",
+            "jobs:",
+            "  - name: peek",
+            "    schedule: every 1h",
+            "    agent: bot",
+            "    message: \"Look.\"",
+            "    pre_run: \"echo key=${FAKE_KEY:-scrubbed}\"",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let (c, out, err) = run(&dir, &["dry-run", "peek", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(!out.contains("sk-test-0123456789abcdef"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["prompt"].as_str().unwrap().contains("key=scrubbed"),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use cronsole::action::command::{CommandOutcome, TRUNCATED_MARKER, run_command};
 use cronsole::gate::{GateConfig, GateOutcome, pre_run, run_gate};
 use cronsole::model::{Gate, MonitorSource};
-use cronsole::proc::{Cap, ProcSpec, run};
+use cronsole::proc::{Cap, ProcEnv, ProcSpec, run};
 use support::temp_path as tmp;
 
 /// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
@@ -52,12 +52,15 @@ async fn proc_timeout_kills_the_whole_group_including_a_background_grandchild() 
     let pids = tmp("pids");
     let cmd = format!("sleep 30 & echo $! > {}; sleep 30", pids.display());
     let t = Instant::now();
-    let out = run(&ProcSpec {
-        command: &cmd,
-        timeout: Duration::from_millis(500),
-        stdout_cap: Cap::Soft(1024),
-        stderr_cap: Cap::Soft(1024),
-    })
+    let out = run(
+        &ProcSpec {
+            command: &cmd,
+            timeout: Duration::from_millis(500),
+            stdout_cap: Cap::Soft(1024),
+            stderr_cap: Cap::Soft(1024),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert!(out.timed_out);
@@ -74,12 +77,15 @@ async fn proc_leaves_no_straggler_after_the_shell_exits() {
     // The background sleep holds stdout open; without the group kill this would take 30 s.
     let cmd = format!("sleep 30 & echo $! > {}; echo done", pids.display());
     let t = Instant::now();
-    let out = run(&ProcSpec {
-        command: &cmd,
-        timeout: Duration::from_secs(20),
-        stdout_cap: Cap::Soft(1024),
-        stderr_cap: Cap::Soft(1024),
-    })
+    let out = run(
+        &ProcSpec {
+            command: &cmd,
+            timeout: Duration::from_secs(20),
+            stdout_cap: Cap::Soft(1024),
+            stderr_cap: Cap::Soft(1024),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert!(!out.timed_out);
@@ -105,7 +111,8 @@ async fn proc_dropping_the_future_kills_the_group() {
     };
     // Cancel the run (drop the future) once both pids are written.
     // Boxed so that `drop(fut)` really drops the future (a stack pin would only drop a reference).
-    let mut fut = Box::pin(run(&spec));
+    let env = ProcEnv::default();
+    let mut fut = Box::pin(run(&spec, &env));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         tokio::select! {
@@ -131,12 +138,15 @@ async fn proc_dropping_the_future_kills_the_group() {
 #[tokio::test]
 async fn proc_hard_cap_kills_a_runaway_writer() {
     let t = Instant::now();
-    let out = run(&ProcSpec {
-        command: "yes",
-        timeout: Duration::from_secs(20),
-        stdout_cap: Cap::Hard(64 * 1024),
-        stderr_cap: Cap::Soft(500),
-    })
+    let out = run(
+        &ProcSpec {
+            command: "yes",
+            timeout: Duration::from_secs(20),
+            stdout_cap: Cap::Hard(64 * 1024),
+            stderr_cap: Cap::Soft(500),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert!(out.hard_cap_hit);
@@ -147,12 +157,15 @@ async fn proc_hard_cap_kills_a_runaway_writer() {
 
 #[tokio::test]
 async fn proc_soft_cap_keeps_the_head_and_drains_the_rest() {
-    let out = run(&ProcSpec {
-        command: "head -c 1000000 /dev/zero | tr '\\0' a; echo; echo tail-err >&2",
-        timeout: Duration::from_secs(20),
-        stdout_cap: Cap::Soft(100),
-        stderr_cap: Cap::Soft(100),
-    })
+    let out = run(
+        &ProcSpec {
+            command: "head -c 1000000 /dev/zero | tr '\\0' a; echo; echo tail-err >&2",
+            timeout: Duration::from_secs(20),
+            stdout_cap: Cap::Soft(100),
+            stderr_cap: Cap::Soft(100),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert_eq!(out.exit_code, 0);
@@ -165,12 +178,15 @@ async fn proc_soft_cap_keeps_the_head_and_drains_the_rest() {
 #[tokio::test]
 async fn proc_stdin_is_closed() {
     // `cat` with stdin closed ends at once instead of waiting for input.
-    let out = run(&ProcSpec {
-        command: "cat; echo eof",
-        timeout: Duration::from_secs(10),
-        stdout_cap: Cap::Soft(100),
-        stderr_cap: Cap::Soft(100),
-    })
+    let out = run(
+        &ProcSpec {
+            command: "cat; echo eof",
+            timeout: Duration::from_secs(10),
+            stdout_cap: Cap::Soft(100),
+            stderr_cap: Cap::Soft(100),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert_eq!(out.stdout, b"eof\n");
@@ -181,7 +197,12 @@ async fn proc_stdin_is_closed() {
 
 #[tokio::test]
 async fn pre_run_exit_zero_goes_with_stripped_stdout_as_context() {
-    let out = pre_run("printf '\\n  3 new files\\n\\n'", Duration::from_secs(10)).await;
+    let out = pre_run(
+        "printf '\\n  3 new files\\n\\n'",
+        Duration::from_secs(10),
+        &ProcEnv::default(),
+    )
+    .await;
     assert_eq!(
         out,
         GateOutcome::Go {
@@ -190,7 +211,7 @@ async fn pre_run_exit_zero_goes_with_stripped_stdout_as_context() {
             monitor: None
         }
     );
-    let out = pre_run("true", Duration::from_secs(10)).await;
+    let out = pre_run("true", Duration::from_secs(10), &ProcEnv::default()).await;
     assert_eq!(
         out,
         GateOutcome::Go {
@@ -206,6 +227,7 @@ async fn pre_run_stdout_is_bounded() {
     let out = pre_run(
         "head -c 20000 /dev/zero | tr '\\0' b",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     let GateOutcome::Go {
@@ -222,6 +244,7 @@ async fn pre_run_non_zero_skips_with_exit_code_and_stderr() {
     let out = pre_run(
         "echo stdout-ignored; echo 'queue empty' >&2; exit 3",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     assert_eq!(
@@ -234,6 +257,7 @@ async fn pre_run_non_zero_skips_with_exit_code_and_stderr() {
     let out = pre_run(
         "head -c 5000 /dev/zero | tr '\\0' e >&2; exit 1",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     let GateOutcome::Skip { reason } = out else {
@@ -251,7 +275,7 @@ async fn pre_run_timeout_skips_and_kills_the_group() {
     let pids = tmp("pids");
     let cmd = format!("sleep 60 & echo $! > {}; sleep 60", pids.display());
     let t = Instant::now();
-    let out = pre_run(&cmd, Duration::from_millis(500)).await;
+    let out = pre_run(&cmd, Duration::from_millis(500), &ProcEnv::default()).await;
     assert!(t.elapsed() < Duration::from_secs(5));
     match out {
         GateOutcome::Skip { reason } => assert!(reason.contains("timed out"), "{reason}"),
@@ -271,7 +295,7 @@ async fn pre_run_through_run_gate() {
     let gate = Gate::PreRun {
         command: "exit 7".into(),
     };
-    let out = run_gate(&gate, None, &GateConfig::default()).await;
+    let out = run_gate(&gate, None, &GateConfig::default(), &ProcEnv::default()).await;
     assert_eq!(
         out,
         GateOutcome::Skip {
@@ -298,7 +322,7 @@ async fn command_monitor_first_unchanged_changed_error_then_unchanged() {
         context,
         diff,
         monitor,
-    } = run_gate(&ok_gate, None, &cfg).await
+    } = run_gate(&ok_gate, None, &cfg, &ProcEnv::default()).await
     else {
         panic!("first run goes")
     };
@@ -308,7 +332,7 @@ async fn command_monitor_first_unchanged_changed_error_then_unchanged() {
 
     // unchanged: no_change
     assert_eq!(
-        run_gate(&ok_gate, Some(&base), &cfg).await,
+        run_gate(&ok_gate, Some(&base), &cfg, &ProcEnv::default()).await,
         GateOutcome::NoChange
     );
 
@@ -318,7 +342,7 @@ async fn command_monitor_first_unchanged_changed_error_then_unchanged() {
         context,
         diff,
         monitor,
-    } = run_gate(&ok_gate, Some(&base), &cfg).await
+    } = run_gate(&ok_gate, Some(&base), &cfg, &ProcEnv::default()).await
     else {
         panic!("change goes")
     };
@@ -338,7 +362,7 @@ async fn command_monitor_first_unchanged_changed_error_then_unchanged() {
             command: "echo boom >&2; exit 4".into(),
         },
     };
-    match run_gate(&bad_gate, Some(&changed), &cfg).await {
+    match run_gate(&bad_gate, Some(&changed), &cfg, &ProcEnv::default()).await {
         GateOutcome::Fail { error } => {
             assert_eq!(error, "monitor command failed (exit 4: boom)")
         }
@@ -346,7 +370,7 @@ async fn command_monitor_first_unchanged_changed_error_then_unchanged() {
     }
     // the next unchanged output still compares with the last good watermark
     assert_eq!(
-        run_gate(&ok_gate, Some(&changed), &cfg).await,
+        run_gate(&ok_gate, Some(&changed), &cfg, &ProcEnv::default()).await,
         GateOutcome::NoChange
     );
 }
@@ -358,7 +382,7 @@ async fn command_monitor_over_64k_fails() {
             command: "yes".into(),
         },
     };
-    match run_gate(&gate, None, &GateConfig::default()).await {
+    match run_gate(&gate, None, &GateConfig::default(), &ProcEnv::default()).await {
         GateOutcome::Fail { error } => assert!(error.contains("exceeded 64 KiB"), "{error}"),
         other => panic!("expected fail, got {other:?}"),
     }
@@ -369,7 +393,7 @@ async fn command_monitor_over_64k_fails() {
         },
     };
     assert!(matches!(
-        run_gate(&gate, None, &GateConfig::default()).await,
+        run_gate(&gate, None, &GateConfig::default(), &ProcEnv::default()).await,
         GateOutcome::Go { .. }
     ));
 }
@@ -385,7 +409,7 @@ async fn command_monitor_timeout_fails() {
             command: "sleep 30".into(),
         },
     };
-    match run_gate(&gate, None, &cfg).await {
+    match run_gate(&gate, None, &cfg, &ProcEnv::default()).await {
         GateOutcome::Fail { error } => assert!(error.contains("timed out"), "{error}"),
         other => panic!("expected fail, got {other:?}"),
     }
@@ -398,6 +422,7 @@ async fn command_success_delivers_stdout_verbatim() {
     let out = run_command(
         "printf '  a\\n\\tb\\n\\n'; echo noise >&2",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     assert_eq!(
@@ -413,6 +438,7 @@ async fn command_failure_reports_exit_and_output() {
     let out = run_command(
         "echo partial; echo 'disk full' >&2; exit 2",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     assert_eq!(
@@ -430,6 +456,7 @@ async fn command_output_is_truncated_with_a_marker() {
     let out = run_command(
         "head -c 100000 /dev/zero | tr '\\0' z",
         Duration::from_secs(10),
+        &ProcEnv::default(),
     )
     .await;
     let CommandOutcome::Succeeded { stdout } = out else {
@@ -451,7 +478,7 @@ async fn command_timeout_is_124_and_the_group_is_gone() {
         p = pids.display()
     );
     let t = Instant::now();
-    let out = run_command(&cmd, Duration::from_millis(500)).await;
+    let out = run_command(&cmd, Duration::from_millis(500), &ProcEnv::default()).await;
     assert!(t.elapsed() < Duration::from_secs(5));
     match out {
         CommandOutcome::Failed {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, Store};
+use cronsole::store::{HistoryQuery, HistoryReader, Store};
 use uuid::Uuid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");

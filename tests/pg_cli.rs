@@ -6,8 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use cronsole::store::Store;
 use cronsole::store::postgres::PgStore;
+use cronsole::store::{HistoryReader, Store};
 
 fn run(store: &str, args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
     support::cli::run_with_store(dir, store, args)

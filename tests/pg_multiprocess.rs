@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::postgres::PgStore;
-use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
+use cronsole::store::{ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
 
 const ENV_URL: &str = "CRONSOLE_PG_WORKER_URL";
 const ENV_OWNER: &str = "CRONSOLE_PG_WORKER_OWNER";

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cronsole::store::postgres::PgStore;
-use cronsole::store::{Store, StoreError};
+use cronsole::store::{HistoryReader, Store, StoreError};
 
 fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")

@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cronsole::proc::{self, Cap, ProcSpec, run};
+use cronsole::proc::{self, Cap, ProcEnv, ProcSpec, run};
 use support::cli::BIN;
 use support::tempdir as tmp;
 
@@ -70,7 +70,9 @@ async fn a_setsid_escapee_neither_delays_the_run_nor_outlives_it() {
         d.display()
     );
     let started = Instant::now();
-    let out = run(&spec(&cmd, Duration::from_secs(30))).await.unwrap();
+    let out = run(&spec(&cmd, Duration::from_secs(30)), &ProcEnv::default())
+        .await
+        .unwrap();
     assert!(out.success(), "{out:?}");
     assert_eq!(out.stdout_lossy().trim(), "done");
     assert!(
@@ -89,7 +91,9 @@ async fn timeout_and_hard_cap_kill_the_whole_tree_escapees_included() {
         "setsid sleep 315 & echo $! > {}/t.pid; sleep 300",
         d.display()
     );
-    let out = run(&spec(&cmd, Duration::from_millis(800))).await.unwrap();
+    let out = run(&spec(&cmd, Duration::from_millis(800)), &ProcEnv::default())
+        .await
+        .unwrap();
     assert!(out.timed_out);
     assert_eq!(out.exit_code, proc::TIMEOUT_EXIT_CODE);
     assert!(gone(pid_in(&d.join("t.pid")).await).await);
@@ -98,12 +102,15 @@ async fn timeout_and_hard_cap_kill_the_whole_tree_escapees_included() {
         "setsid sleep 316 & echo $! > {}/c.pid; sleep 0.3; yes",
         d.display()
     );
-    let out = run(&ProcSpec {
-        command: &cmd,
-        timeout: Duration::from_secs(30),
-        stdout_cap: Cap::Hard(1000),
-        stderr_cap: Cap::Soft(100),
-    })
+    let out = run(
+        &ProcSpec {
+            command: &cmd,
+            timeout: Duration::from_secs(30),
+            stdout_cap: Cap::Hard(1000),
+            stderr_cap: Cap::Soft(100),
+        },
+        &ProcEnv::default(),
+    )
     .await
     .unwrap();
     assert!(out.hard_cap_hit && !out.success(), "{out:?}");
@@ -119,7 +126,8 @@ async fn dropping_the_future_kills_the_tree() {
         d.display()
     );
     let s = spec(&cmd, Duration::from_secs(300));
-    let fut = run(&s);
+    let env = ProcEnv::default();
+    let fut = run(&s, &env);
     let pidfile = d.join("d.pid");
     tokio::select! {
         _ = fut => panic!("finished early"),
@@ -137,21 +145,30 @@ async fn commands_without_shell_syntax_run_directly_with_the_shell_s_exit_codes(
     supervised();
     // Executed with its literal arguments (`proc::plain_argv`; its unit tests cover which
     // commands qualify).
-    let out = run(&spec("/bin/cat /proc/self/stat", Duration::from_secs(10)))
-        .await
-        .unwrap();
+    let out = run(
+        &spec("/bin/cat /proc/self/stat", Duration::from_secs(10)),
+        &ProcEnv::default(),
+    )
+    .await
+    .unwrap();
     assert!(out.success(), "{out:?}");
     assert!(out.stdout_lossy().contains("(cat)"), "{out:?}");
     // A missing program is exit 127 with the program named, as `sh` reports it.
-    let out = run(&spec("/no/such/program --flag", Duration::from_secs(10)))
-        .await
-        .unwrap();
+    let out = run(
+        &spec("/no/such/program --flag", Duration::from_secs(10)),
+        &ProcEnv::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.exit_code, 127, "{out:?}");
     assert!(out.stderr_lossy().contains("/no/such/program"), "{out:?}");
     // Shell syntax still goes through sh.
-    let out = run(&spec("echo a | tr a b; exit 3", Duration::from_secs(10)))
-        .await
-        .unwrap();
+    let out = run(
+        &spec("echo a | tr a b; exit 3", Duration::from_secs(10)),
+        &ProcEnv::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.exit_code, 3);
     assert_eq!(out.stdout_lossy().trim(), "b");
 }

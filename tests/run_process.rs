@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, Store};
+use cronsole::store::{HistoryQuery, HistoryReader, Store};
 use support::cli::BIN;
 use support::tempdir as tmp;
 use uuid::Uuid;

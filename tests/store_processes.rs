@@ -16,7 +16,7 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, Store};
+use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
 use support::tempdir as tmp;
 use uuid::Uuid;
 

@@ -14,6 +14,7 @@ use cronsole::gate::addr::{AddressPolicy, public_only};
 use cronsole::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
 use cronsole::gate::{GateConfig, GateOutcome, run_gate};
 use cronsole::model::{Gate, MonitorSource};
+use cronsole::proc::ProcEnv;
 use cronsole::testkit::hostile::{Behavior, HostileServer};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -364,12 +365,13 @@ async fn monitor_url_gate_goes_then_reports_no_change() {
         },
     };
     let cfg = GateConfig::default();
-    let GateOutcome::Go { monitor, .. } = run_gate(&gate, None, &cfg).await else {
+    let GateOutcome::Go { monitor, .. } = run_gate(&gate, None, &cfg, &ProcEnv::default()).await
+    else {
         panic!("first run goes");
     };
     let st = monitor.unwrap();
     assert_eq!(
-        run_gate(&gate, Some(&st), &cfg).await,
+        run_gate(&gate, Some(&st), &cfg, &ProcEnv::default()).await,
         GateOutcome::NoChange
     );
     // The same URL without allow_private fails and says why.
@@ -379,7 +381,7 @@ async fn monitor_url_gate_goes_then_reports_no_change() {
             allow_private: false,
         },
     };
-    match run_gate(&gate, Some(&st), &cfg).await {
+    match run_gate(&gate, Some(&st), &cfg, &ProcEnv::default()).await {
         GateOutcome::Fail { error } => assert!(error.contains("loopback"), "{error}"),
         other => panic!("expected fail, got {other:?}"),
     }

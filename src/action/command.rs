@@ -45,7 +45,7 @@ fn bounded(s: &str, cut_while_reading: bool) -> String {
 /// Run `command` once under `sh -c` with `timeout` (the job's `command_timeout_seconds`).
 ///
 /// Cancellation-safe: dropping the future kills the command's process group.
-pub async fn run_command(command: &str, timeout: Duration) -> CommandOutcome {
+pub async fn run_command(command: &str, timeout: Duration, env: &proc::ProcEnv) -> CommandOutcome {
     // Bytes enough for 8000 characters of any UTF-8, plus one so a cut is always detected.
     let cap = proc::bytes_for_chars(OUTPUT_MAX_CHARS) + 1;
     let spec = ProcSpec {
@@ -54,7 +54,7 @@ pub async fn run_command(command: &str, timeout: Duration) -> CommandOutcome {
         stdout_cap: Cap::Soft(cap),
         stderr_cap: Cap::Soft(cap),
     };
-    let out = match proc::run(&spec).await {
+    let out = match proc::run(&spec, env).await {
         Ok(o) => o,
         Err(e) => {
             return CommandOutcome::Failed {

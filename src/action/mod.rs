@@ -59,12 +59,11 @@ impl BackoffConfig {
     }
 }
 
-/// A cheap uniform number in `[0, 1)` from the random bits of a v4 UUID (no RNG crate needed).
+/// A uniform number in `[0, 1)` for backoff jitter and wake-up spread (`fastrand`'s per-thread
+/// generator: no lock, no syscall; nothing here needs a reproducible or cryptographic stream —
+/// tests that pin the jitter pass their own unit to [`BackoffConfig::delay`]).
 pub fn jitter_unit() -> f64 {
-    // The low 62 bits of a v4 UUID are random (the variant bits sit just above them); 53 of
-    // them make an exactly representable f64 in [0, 1).
-    let bits = uuid::Uuid::new_v4().as_u128() as u64 & ((1u64 << 53) - 1);
-    bits as f64 / (1u64 << 53) as f64
+    fastrand::f64()
 }
 
 /// How a retried action ended.

@@ -23,7 +23,9 @@ use crate::schedule::ScheduleSpec;
 /// An inclusive range of whole numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Whole {
+    /// Smallest value accepted.
     pub min: u64,
+    /// Largest value accepted.
     pub max: u64,
     /// Said after the maximum in messages, e.g. " (100 years)".
     pub note: &'static str,
@@ -32,7 +34,9 @@ pub struct Whole {
 /// An inclusive range of finite real numbers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Real {
+    /// Smallest value accepted.
     pub min: f64,
+    /// Largest value accepted.
     pub max: f64,
     /// Said after the maximum in messages, e.g. " (7 days)".
     pub note: &'static str,
@@ -42,11 +46,13 @@ pub struct Real {
 pub const HUNDRED_YEARS_SECS: u64 = 100 * 366 * 86_400;
 const WEEK_SECS: f64 = 7.0 * 86_400.0;
 
+/// `every_seconds` (and `every` strings): 1 s to 100 years.
 pub const EVERY_SECONDS: Whole = Whole {
     min: 1,
     max: HUNDRED_YEARS_SECS,
     note: " (100 years)",
 };
+/// `lease_seconds`: 1 s to 7 days.
 pub const LEASE_SECONDS: Real = Real {
     min: 1.0,
     max: WEEK_SECS,
@@ -71,36 +77,43 @@ pub const MAX_CONCURRENT_RUNS: Whole = Whole {
     max: 1000,
     note: "",
 };
+/// `grace_seconds`: 0 to 100 years.
 pub const GRACE_SECONDS: Real = Real {
     min: 0.0,
     max: HUNDRED_YEARS_SECS as f64,
     note: " (100 years)",
 };
+/// `max_runs`.
 pub const MAX_RUNS: Whole = Whole {
     min: 1,
     max: 1_000_000_000,
     note: "",
 };
+/// `max_retries` (attempts, the first included).
 pub const MAX_RETRIES: Whole = Whole {
     min: 1,
     max: 100,
     note: "",
 };
+/// `alert_after_failures`.
 pub const ALERT_AFTER_FAILURES: Whole = Whole {
     min: 1,
     max: 10_000,
     note: "",
 };
+/// `context_max_chars`.
 pub const CONTEXT_MAX_CHARS: Whole = Whole {
     min: 1,
     max: 1_000_000,
     note: "",
 };
+/// An agent's `max_tokens`.
 pub const MAX_TOKENS: Whole = Whole {
     min: 1,
     max: 1_000_000,
     note: "",
 };
+/// An agent's `temperature`.
 pub const TEMPERATURE: Real = Real {
     min: 0.0,
     max: 2.0,
@@ -120,6 +133,7 @@ pub const PRICE_USD: Real = Real {
 };
 
 impl Whole {
+    /// Whether `x` is inside the range.
     pub fn contains(&self, x: u64) -> bool {
         (self.min..=self.max).contains(&x)
     }
@@ -134,6 +148,7 @@ impl Whole {
 }
 
 impl Real {
+    /// Whether `x` is inside the range (never for NaN or an infinity).
     pub fn contains(&self, x: f64) -> bool {
         x.is_finite() && x >= self.min && x <= self.max
     }
@@ -155,6 +170,7 @@ impl Real {
 pub struct OutOfBounds {
     /// The jobs-file key path, e.g. `jobs[job-name].lease_seconds`.
     pub key: String,
+    /// What is wrong and what would be accepted.
     pub message: String,
 }
 

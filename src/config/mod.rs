@@ -88,29 +88,45 @@ pub mod limits {
 
 /// Defaults applied where the jobs file is silent (see the module doc).
 pub mod defaults {
+    /// Time zone of cron and `at` schedules.
     pub const TZ: &str = "UTC";
+    /// `timeout_seconds`: the bound of each attempt.
     pub const TIMEOUT_SECONDS: f64 = 300.0;
+    /// `max_retries`: attempts per run, the first included.
     pub const MAX_RETRIES: u32 = 3;
+    /// `lease_seconds`.
     pub const LEASE_SECONDS: f64 = 30.0;
+    /// `command_timeout_seconds` of a `command` action.
     pub const COMMAND_TIMEOUT_SECONDS: f64 = 60.0;
+    /// `context_max_chars` of `context_from`.
     pub const CONTEXT_MAX_CHARS: usize = 4000;
+    /// The global budget when `budget:` is absent.
     pub const BUDGET_USD: f64 = 1.0;
+    /// An `openai` agent's `base_url` when absent.
     pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+    /// An `anthropic` agent's `base_url` when absent.
     pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 }
 
+/// How bad a [`Diagnostic`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
+    /// The file is refused.
     Error,
+    /// The file is accepted; the operator should look.
     Warning,
 }
 
 /// One problem in a jobs file, located at `file:line:column` (1-based).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// Error or warning.
     pub severity: Severity,
+    /// The jobs file (or the calendar file it names).
     pub file: PathBuf,
+    /// 1-based line.
     pub line: usize,
+    /// 1-based column (characters).
     pub column: usize,
     /// Dotted path of the key, e.g. `jobs[2].schedule`.
     pub key: String,
@@ -139,6 +155,7 @@ impl std::fmt::Display for Diagnostic {
 /// Every error (and warning) of a jobs file that failed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors {
+    /// In file order.
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -162,7 +179,9 @@ impl std::error::Error for ConfigErrors {}
 /// A jobs file that validated, with its warnings.
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The settings and jobs, ready to `apply`.
     pub file: JobsFile,
+    /// Warnings (the file is accepted).
     pub warnings: Vec<Diagnostic>,
 }
 
@@ -170,12 +189,16 @@ pub struct Loaded {
 /// with errors, in file order), and all diagnostics sorted by position.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The file's settings (defaults where it is silent).
     pub settings: Settings,
+    /// One entry per job in file order; `None` where the job has errors.
     pub jobs: Vec<Option<JobDef>>,
+    /// Errors and warnings, sorted by position.
     pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Checked {
+    /// Whether any diagnostic is an error.
     pub fn has_errors(&self) -> bool {
         self.diagnostics
             .iter()

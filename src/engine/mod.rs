@@ -66,13 +66,17 @@ pub use run::RunDeps;
 /// What front ends ask the engine to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// Pause the named job (no new runs; a running one finishes).
     Pause(String),
+    /// Resume the named job.
     Resume(String),
+    /// Run the named job once now (`trigger: manual`), unless it is running.
     Trigger(String),
     /// Queue a retry of this run (any owner takes it).
     Retry(Uuid),
     /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
     Cancel(String),
+    /// Stop the engine gracefully (as [`EngineHandle::shutdown`]).
     Shutdown,
 }
 
@@ -82,17 +86,26 @@ pub enum Command {
 #[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)]
 pub enum Event {
+    /// A claimed run started in this process.
     RunStarted {
+        /// The job's name.
         job: String,
+        /// The run's id (as in its history row).
         run_id: Uuid,
+        /// Why it runs (schedule, manual, retry, …).
         trigger: Trigger,
+        /// The scheduled instant it stands for (`None` for a manual run).
         slot: Option<DateTime<Utc>>,
     },
+    /// A history row was written (runs of this process; other owners' rows show in snapshots).
     Row(HistoryRow),
     /// A delivery made by a sink (headless mode prints each one).
     Delivered {
+        /// The job that delivered.
         job: String,
+        /// The sink's name.
         sink: String,
+        /// What was delivered.
         text: String,
     },
     /// A human notice: "trigger refused: job is running", store errors, shutdown progress.
@@ -106,6 +119,7 @@ pub struct EngineConfig {
     pub owner: String,
     /// Free run capacity = `max_concurrent - in flight` is the claim limit.
     pub max_concurrent: usize,
+    /// How long a graceful shutdown waits for in-flight runs before cancelling them (30 s).
     pub shutdown_grace: StdDuration,
     /// How often the store's change token is checked.
     pub change_poll: StdDuration,
@@ -131,6 +145,7 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// The defaults (8 concurrent runs, 30 s grace, 250 ms poll, signals on) for owner id `owner`.
     pub fn new(owner: String) -> Self {
         EngineConfig {
             owner,
@@ -197,8 +212,11 @@ impl Heartbeat {
 
 /// The channel ends a front end needs.
 pub struct EngineHandle {
+    /// The latest snapshot (rebuilt at most every `snapshot_min_interval` while things change).
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// Events; call `subscribe()` for a receiver (subscribe before awaiting to miss nothing).
     pub events: broadcast::Sender<Event>,
+    /// Commands from front ends.
     pub commands: mpsc::Sender<Command>,
     /// Cancel to request a graceful shutdown (same as `Command::Shutdown`).
     pub shutdown: CancellationToken,
@@ -207,6 +225,7 @@ pub struct EngineHandle {
     pub hard_stop: CancellationToken,
     /// Whether the store takes this owner's writes (for the console header and metrics).
     pub health: watch::Receiver<EngineHealth>,
+    /// The engine task: ends after a shutdown, or with the store error it could not go on from.
     pub join: tokio::task::JoinHandle<Result<(), EngineError>>,
     /// Liveness of the engine loop (see [`Heartbeat`]).
     pub heartbeat: Arc<Heartbeat>,
@@ -227,18 +246,24 @@ pub struct EngineHealth {
     pub spooled: usize,
 }
 
+/// Why the engine stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// A store error the engine could not go on from (a damaged or foreign store).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A background task of the engine died.
     #[error("store task failed: {0}")]
     Join(String),
+    /// The completion spool could not be read or written.
     #[error(transparent)]
     Spool(#[from] spool::SpoolError),
     /// The engine stopped with completions the store never took.
     #[error("{}", unwritten_message(*spooled, spool.as_deref(), lost.len()))]
     Unwritten {
+        /// Completions kept in the spool file.
         spooled: usize,
+        /// The spool file, when one is configured.
         spool: Option<std::path::PathBuf>,
         /// Completions that could not even be spooled (printed by the binary so that nothing
         /// vanishes without a trace).
@@ -309,10 +334,8 @@ where
     T: Send + 'static,
     F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
 {
-    let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || f(store.as_ref()))
+    crate::store::blocking(store, f)
         .await
-        .map_err(|e| EngineError::Join(e.to_string()))?
         .map_err(EngineError::from)
 }
 
@@ -877,14 +900,10 @@ impl Actor {
             Command::Trigger(n) => {
                 let name = n.clone();
                 let r = blocking(&self.store, move |s| s.request_trigger(&name, now)).await;
+                // A queued trigger needs no notice here: the run's own events follow at once.
                 let msg = match &r {
                     Ok(TriggerOutcome::Queued) => None,
-                    Ok(TriggerOutcome::AlreadyQueued) => {
-                        Some(format!("'{n}' already has a trigger queued"))
-                    }
-                    Ok(TriggerOutcome::AlreadyRunning) => {
-                        Some(format!("'{n}' is running; trigger ignored"))
-                    }
+                    Ok(out) => Some(trigger_notice(&n, out)),
                     Err(e) => Some(format!("trigger '{n}' failed: {e}")),
                 };
                 if let Some(m) = msg {
@@ -1150,21 +1169,15 @@ impl RunTask {
         };
         let started = self.clock.now();
         let progress = run::Progress::default();
-        // Dead-man switch for the run's commands: if this process stops sending heartbeats for
-        // half the lease (SIGSTOP, a hang), the supervisor kills them before the lease can expire
-        // and another owner can start the job again.
-        let stall = run::secs(claim.job.def.lease_seconds / 2.0).max(StdDuration::from_secs(1));
-        let pipeline = crate::proc::STALL_LIMIT.scope(
-            stall,
-            run::execute(
-                &claim,
-                &self.deps,
-                &self.store,
-                &self.clock,
-                &self.ev_tx,
-                &self.owner,
-                &progress,
-            ),
+        // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
+        let pipeline = run::execute(
+            &claim,
+            &self.deps,
+            &self.store,
+            &self.clock,
+            &self.ev_tx,
+            &self.owner,
+            &progress,
         );
         tokio::pin!(pipeline);
         let output = loop {
@@ -1336,6 +1349,20 @@ impl RunTask {
         if self.spool.is_some() {
             self.health.send_modify(|h| h.spooled += 1);
         }
+    }
+}
+
+/// One line saying what a trigger request did: the console's notice (engine or attached) and
+/// the CLI's `trigger` output, so the operator reads the same words everywhere.
+pub fn trigger_notice(job: &str, out: &TriggerOutcome) -> String {
+    match out {
+        TriggerOutcome::Queued => {
+            format!("triggered {job}: the next owner claiming will run it now")
+        }
+        TriggerOutcome::AlreadyQueued => {
+            format!("{job} already has a trigger queued; nothing changed")
+        }
+        TriggerOutcome::AlreadyRunning => format!("{job} is running now; not triggered"),
     }
 }
 

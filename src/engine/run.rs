@@ -1,7 +1,7 @@
-//! One run (SPEC §8), one function per step, in order: [`step1_budget`] → [`step2_gate`] →
-//! [`step3_prompt`] → [`step4_command`] / [`step4_agent`] (the one retry loop, its budget
-//! reservation as the before-attempt hook) → [`step5_cost`] → [`step6_deliver`] +
-//! [`incidents`] → the history row and new per-job state handed to `complete` (step 7).
+//! One run (SPEC §8), one function per step, in order: `step1_budget` → `step2_gate` →
+//! `step3_prompt` → `step4_command` / `step4_agent` (the one retry loop, its budget
+//! reservation as the before-attempt hook) → `step5_cost` → `step6_deliver` +
+//! `incidents` → the history row and new per-job state handed to `complete` (step 7).
 //!
 //! Decisions where the SPEC is silent:
 //! - The budget check (step 1) applies to agent jobs only: a `command` job never calls a model, so
@@ -57,6 +57,7 @@ use crate::model::{
     Action, AgentDef, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status,
     truncate_marked,
 };
+use crate::proc::ProcEnv;
 use crate::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::store::{Claim, Store};
 use crate::text::Secrets;
@@ -70,7 +71,9 @@ pub struct RunDeps {
     pub http: reqwest::Client,
     /// Environment lookup (API keys); tests inject a map.
     pub env: EnvLookup,
+    /// Backoff between a run's attempts (SPEC §8).
     pub backoff: BackoffConfig,
+    /// Bounds of the gates (`pre_run`, monitor probes).
     pub gate: GateConfig,
 }
 
@@ -95,8 +98,11 @@ pub fn secs(s: f64) -> Duration {
 /// What a finished pipeline hands to `complete`.
 #[derive(Debug, Clone)]
 pub struct RunOutput {
+    /// The history row to write.
     pub row: HistoryRow,
+    /// The job's new per-job state (notepad, monitor watermark, budget stop), when it changed.
     pub state: Option<JobState>,
+    /// Hold the job until then (a provider's `Retry-After`), if set.
     pub hold_until: Option<DateTime<Utc>>,
 }
 
@@ -156,6 +162,8 @@ struct Ctx<'a> {
     hold_until: Option<DateTime<Utc>>,
     /// A budget stopped a call and this period's alert is still owed.
     budget_alert: Option<String>,
+    /// Where this run's commands, gates and monitors run.
+    proc_env: ProcEnv,
 }
 
 impl Ctx<'_> {
@@ -255,6 +263,7 @@ pub async fn execute(
             };
         }
     };
+    let proc_env = proc_env_of(&settings, def);
     let mut cx = Ctx {
         claim,
         deps,
@@ -270,28 +279,10 @@ pub async fn execute(
         state_dirty: false,
         hold_until: None,
         budget_alert: None,
+        proc_env,
     };
-    let workdir = cx
-        .settings
-        .base_dir
-        .as_deref()
-        .map(std::path::PathBuf::from)
-        .filter(|d| d.is_dir());
     let prior_monitor = cx.state.monitor.clone();
-    // API-key variables never reach this job's commands, gates or monitors (issue 11 item 4).
-    let scrub = crate::proc::scrub_list(
-        cx.settings.agents.values().map(|a| a.api_key_env.as_str()),
-        &cx.claim.job.def.env_passthrough,
-    );
-    let out = match workdir {
-        Some(dir) => {
-            crate::proc::ENV_SCRUB
-                .scope(scrub, crate::proc::WORKDIR.scope(dir, steps(&mut cx)))
-                .await
-        }
-        None => crate::proc::ENV_SCRUB.scope(scrub, steps(&mut cx)).await,
-    };
-    if let Err(end) = out {
+    if let Err(end) = steps(&mut cx).await {
         cx.apply(end);
     }
     cx.redact_all();
@@ -306,6 +297,25 @@ pub async fn execute(
     budget_alert(&mut cx).await;
     incidents(&mut cx).await;
     cx.finish()
+}
+
+/// Where one run's commands start: the jobs file's directory; every API-key variable removed
+/// but the job's `env_passthrough` (issue 11 item 4); and a dead-man switch of half the lease, so
+/// that if this process stops sending heartbeats (SIGSTOP, a hang) the supervisor kills them
+/// before the lease can expire and another owner can start the job again.
+pub fn proc_env_of(settings: &Settings, def: &crate::model::JobDef) -> ProcEnv {
+    ProcEnv {
+        workdir: settings
+            .base_dir
+            .as_deref()
+            .map(std::path::PathBuf::from)
+            .filter(|d| d.is_dir()),
+        scrub: crate::proc::scrub_list(
+            settings.agents.values().map(|a| a.api_key_env.as_str()),
+            &def.env_passthrough,
+        ),
+        stall_limit: Some(secs(def.lease_seconds / 2.0).max(Duration::from_secs(1))),
+    }
 }
 
 /// SPEC §8 steps 1–6 in order.
@@ -398,7 +408,7 @@ async fn step2_gate(cx: &mut Ctx<'_>) -> Flow<Option<String>> {
     let Some(g) = &cx.claim.job.def.gate else {
         return Ok(None);
     };
-    match gate::run_gate(g, cx.state.monitor.as_ref(), &cx.deps.gate).await {
+    match gate::run_gate(g, cx.state.monitor.as_ref(), &cx.deps.gate, &cx.proc_env).await {
         GateOutcome::Go {
             context,
             diff,
@@ -467,11 +477,12 @@ async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) ->
     let t = secs(cx.claim.job.def.timeout_seconds).min(secs(timeout_seconds));
     let progress = &cx.progress;
     let secrets = &cx.secrets;
+    let env = &cx.proc_env;
     let r = retry_with_backoff(
         &cx.deps.backoff,
         cx.claim.job.def.max_retries.max(1),
         |a| async move {
-            let out = match run_command(command, t).await {
+            let out = match run_command(command, t, env).await {
                 CommandOutcome::Succeeded { stdout } => Ok(stdout),
                 CommandOutcome::Failed { error, .. } => Err(secrets.redact(&error).into_owned()),
             };
@@ -831,6 +842,41 @@ async fn incidents(cx: &mut Ctx<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 15 item 6: the run's command environment is one value built from the settings and
+    /// the job (it used to travel as three task-locals set in two places).
+    #[test]
+    fn a_runs_command_environment_comes_from_its_settings_and_job() {
+        let mut def = crate::testkit::jobs::command_job("j", 60);
+        def.lease_seconds = 90.0;
+        def.env_passthrough = vec!["OPENAI_API_KEY".into()];
+        let mut settings = Settings::default();
+        settings.agents.insert(
+            "a".into(),
+            AgentDef {
+                name: "a".into(),
+                provider: crate::model::Provider::Openai,
+                base_url: String::new(),
+                api_key_env: "MY_KEY".into(),
+                model: "m".into(),
+                instructions: String::new(),
+                max_tokens: None,
+                temperature: None,
+            },
+        );
+        let dir = std::env::temp_dir();
+        settings.base_dir = Some(dir.to_string_lossy().into_owned());
+        let env = proc_env_of(&settings, &def);
+        assert_eq!(env.workdir.as_deref(), Some(dir.as_path()));
+        assert_eq!(env.scrub, vec!["ANTHROPIC_API_KEY", "MY_KEY"]);
+        assert_eq!(env.stall_limit, Some(Duration::from_secs(45)));
+        // A directory that is gone: cronsole's own; a tiny lease: never under a second.
+        settings.base_dir = Some("/nonexistent/cronsole-proc-env".into());
+        def.lease_seconds = 0.5;
+        let env = proc_env_of(&settings, &def);
+        assert_eq!(env.workdir, None);
+        assert_eq!(env.stall_limit, Some(Duration::from_secs(1)));
+    }
 
     #[test]
     fn the_result_cap_is_exact() {

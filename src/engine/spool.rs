@@ -31,15 +31,22 @@ use crate::store::Completion;
 /// Errors reading or writing the spool file.
 #[derive(Debug, thiserror::Error)]
 pub enum SpoolError {
+    /// Reading or writing the file failed.
     #[error("completion spool {path}: {source}")]
     Io {
+        /// The spool file.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
+    /// A line that is not a spooled completion.
     #[error("completion spool {path}:{line}: not a completion ({what}); the file is left as it is")]
     Corrupt {
+        /// The spool file.
         path: PathBuf,
+        /// 1-based line number.
         line: usize,
+        /// What was wrong with it.
         what: String,
     },
 }
@@ -47,12 +54,19 @@ pub enum SpoolError {
 /// One spooled completion (the wire form of [`Completion`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The job.
     pub job: String,
+    /// The run.
     pub run_id: Uuid,
+    /// The owner that ran it (completions are fenced by owner and run id).
     pub owner: String,
+    /// When the run finished.
     pub now: DateTime<Utc>,
+    /// The history row.
     pub row: HistoryRow,
+    /// The job's new state, if it changed.
     pub state: Option<JobState>,
+    /// Hold the job until then, if set.
     pub hold_until: Option<DateTime<Utc>>,
 }
 
@@ -91,10 +105,12 @@ pub struct Spool {
 }
 
 impl Spool {
+    /// The spool at `path` (nothing is read or created until used).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Spool { path: path.into() }
     }
 
+    /// Where the spool file is.
     pub fn path(&self) -> &Path {
         &self.path
     }

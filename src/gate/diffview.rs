@@ -7,7 +7,7 @@
 use uuid::Uuid;
 
 use crate::model::HistoryRow;
-use crate::store::{HistoryQuery, Store, StoreError};
+use crate::store::{HistoryQuery, HistoryReader, StoreError};
 
 /// Why `cronsole diff` has nothing to show.
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +21,9 @@ pub enum DiffError {
     Store(#[from] StoreError),
 }
 
-/// The text `cronsole diff NAME [--run RUN_ID]` prints, read through the [`Store`] trait.
+/// The text `cronsole diff NAME [--run RUN_ID]` prints, read through the [`HistoryReader`] trait.
 pub fn diff_text(
-    store: &dyn Store,
+    store: &dyn HistoryReader,
     job: &str,
     run_id: Option<Uuid>,
     color: bool,
@@ -151,59 +151,9 @@ mod tests {
     /// A store that only answers history (filtering like a real one) and `job` (none known).
     struct HistoryOnly(Vec<HistoryRow>);
 
-    fn unused<T>() -> crate::store::StoreResult<T> {
-        Err(StoreError::Unsupported("not used by this test"))
-    }
-
-    impl Store for HistoryOnly {
-        fn location(&self) -> String {
-            "memory".into()
-        }
-        fn apply(
-            &self,
-            _: &crate::model::JobsFile,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<crate::store::ApplyReport> {
-            unused()
-        }
-        fn settings(&self) -> crate::store::StoreResult<crate::model::Settings> {
-            unused()
-        }
-        fn change_token(&self) -> crate::store::StoreResult<u64> {
-            unused()
-        }
-        fn jobs(&self) -> crate::store::StoreResult<Vec<crate::model::JobRecord>> {
-            unused()
-        }
+    impl HistoryReader for HistoryOnly {
         fn job(&self, _: &str) -> crate::store::StoreResult<Option<crate::model::JobRecord>> {
             Ok(None)
-        }
-        fn next_wakeup(
-            &self,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
-            unused()
-        }
-        fn claim_due(
-            &self,
-            _: &crate::store::ClaimRequest<'_>,
-        ) -> crate::store::StoreResult<crate::store::ClaimOutcome> {
-            unused()
-        }
-        fn renew(
-            &self,
-            _: &str,
-            _: Uuid,
-            _: &str,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<crate::store::RenewOutcome> {
-            unused()
-        }
-        fn complete(
-            &self,
-            _: crate::store::Completion,
-        ) -> crate::store::StoreResult<crate::store::CompleteOutcome> {
-            unused()
         }
         fn history(&self, q: &HistoryQuery) -> crate::store::StoreResult<Vec<HistoryRow>> {
             Ok(self
@@ -215,36 +165,6 @@ mod tests {
                 .take(q.limit.max(1))
                 .cloned()
                 .collect())
-        }
-        fn set_paused(
-            &self,
-            _: &str,
-            _: bool,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<()> {
-            unused()
-        }
-        fn request_trigger(
-            &self,
-            _: &str,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<crate::store::TriggerOutcome> {
-            unused()
-        }
-        fn spend(
-            &self,
-            _: &str,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<crate::store::SpendNow> {
-            unused()
-        }
-        fn update_job(
-            &self,
-            _: &str,
-            _: &crate::store::JobEdit,
-            _: chrono::DateTime<chrono::Utc>,
-        ) -> crate::store::StoreResult<crate::store::EditOutcome> {
-            unused()
         }
     }
 

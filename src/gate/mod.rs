@@ -8,7 +8,7 @@
 //!
 //! The caller's contract (the run pipeline):
 //! ```text
-//! let outcome = gate::run_gate(&gate, job_state.monitor.as_ref(), &GateConfig::default()).await;
+//! let outcome = gate::run_gate(&gate, job_state.monitor.as_ref(), &GateConfig::default(), &proc_env).await;
 //! match outcome {
 //!     Go { context, diff, monitor } => { /* seed context into the prompt, diff into the row,
 //!                                            store `monitor` (if Some) with the run's state */ }
@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use crate::model::{Gate, MonitorSource, MonitorState};
-use crate::proc::{self, Cap, ProcSpec};
+use crate::proc::{self, Cap, ProcEnv, ProcSpec};
 
 pub mod addr;
 pub mod context;
@@ -74,12 +74,18 @@ impl Default for GateConfig {
     }
 }
 
-/// Run one gate. `prior` is the job's stored monitor watermark (ignored by `pre_run`).
-pub async fn run_gate(gate: &Gate, prior: Option<&MonitorState>, cfg: &GateConfig) -> GateOutcome {
+/// Run one gate. `prior` is the job's stored monitor watermark (ignored by `pre_run`); `env` is
+/// where the gate's command runs (ignored by a URL probe).
+pub async fn run_gate(
+    gate: &Gate,
+    prior: Option<&MonitorState>,
+    cfg: &GateConfig,
+    env: &ProcEnv,
+) -> GateOutcome {
     match gate {
-        Gate::PreRun { command } => pre_run(command, cfg.pre_run_timeout).await,
+        Gate::PreRun { command } => pre_run(command, cfg.pre_run_timeout, env).await,
         Gate::Monitor { source } => {
-            let output = probe(source, cfg).await;
+            let output = probe(source, cfg, env).await;
             match output {
                 Ok(bytes) => monitor::evaluate(&bytes, prior),
                 Err(error) => GateOutcome::Fail { error },
@@ -89,10 +95,14 @@ pub async fn run_gate(gate: &Gate, prior: Option<&MonitorState>, cfg: &GateConfi
 }
 
 /// Probe a monitor source once: the raw output, or why it failed (a human sentence).
-pub async fn probe(source: &MonitorSource, cfg: &GateConfig) -> Result<Vec<u8>, String> {
+pub async fn probe(
+    source: &MonitorSource,
+    cfg: &GateConfig,
+    env: &ProcEnv,
+) -> Result<Vec<u8>, String> {
     match source {
         MonitorSource::Command { command } => {
-            monitor::probe_command(command, cfg.probe_timeout).await
+            monitor::probe_command(command, cfg.probe_timeout, env).await
         }
         MonitorSource::Url { url, allow_private } => url::fetch(url, *allow_private, &cfg.url)
             .await
@@ -102,14 +112,14 @@ pub async fn probe(source: &MonitorSource, cfg: &GateConfig) -> Result<Vec<u8>, 
 }
 
 /// The stateless `pre_run` gate (SPEC §9.1).
-pub async fn pre_run(command: &str, timeout: Duration) -> GateOutcome {
+pub async fn pre_run(command: &str, timeout: Duration, env: &ProcEnv) -> GateOutcome {
     let spec = ProcSpec {
         command,
         timeout,
         stdout_cap: Cap::Soft(proc::bytes_for_chars(PRE_RUN_STDOUT_CHARS)),
         stderr_cap: Cap::Soft(proc::bytes_for_chars(PRE_RUN_STDERR_CHARS)),
     };
-    let out = match proc::run(&spec).await {
+    let out = match proc::run(&spec, env).await {
         Ok(o) => o,
         Err(e) => {
             return GateOutcome::Fail {

@@ -123,14 +123,18 @@ pub fn evaluate(output: &[u8], prior: Option<&MonitorState>) -> GateOutcome {
 
 /// Run a monitor's command probe: own group, stdout hard-capped at 64 KiB, stderr ≤ 500 chars,
 /// `timeout`, non-zero → error. Returns the raw stdout.
-pub async fn probe_command(command: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+pub async fn probe_command(
+    command: &str,
+    timeout: Duration,
+    env: &proc::ProcEnv,
+) -> Result<Vec<u8>, String> {
     let spec = ProcSpec {
         command,
         timeout,
         stdout_cap: Cap::Hard(PROBE_STDOUT_CAP),
         stderr_cap: Cap::Soft(proc::bytes_for_chars(PROBE_STDERR_CHARS)),
     };
-    let out = proc::run(&spec).await.map_err(|e| e.to_string())?;
+    let out = proc::run(&spec, env).await.map_err(|e| e.to_string())?;
     if out.timed_out {
         return Err(format!(
             "monitor command timed out after {}s (process group killed)",

@@ -21,6 +21,7 @@ pub const MAX_SKIPPED_DAYS: u32 = 4100;
 /// One named set of dates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Calendar {
+    /// The calendar's name in the jobs file.
     pub name: String,
     /// Weekdays in the set, Monday first (`weekdays[0]` = Monday).
     #[serde(default)]
@@ -31,6 +32,7 @@ pub struct Calendar {
 }
 
 impl Calendar {
+    /// Whether `d` is in the set.
     pub fn contains(&self, d: NaiveDate) -> bool {
         self.weekdays[d.weekday().num_days_from_monday() as usize] || self.dates.contains(&d)
     }
@@ -82,17 +84,21 @@ pub fn parse_weekday(s: &str) -> Option<usize> {
 /// Which dates a job's slots may fall on: in `only_on` (when set) and not in `except_on`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct DayRule {
+    /// Slots only on these dates (`only_on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only_on: Option<Calendar>,
+    /// No slots on these dates (`except_on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub except_on: Option<Calendar>,
 }
 
 impl DayRule {
+    /// No rule: every date allowed.
     pub fn is_empty(&self) -> bool {
         self.only_on.is_none() && self.except_on.is_none()
     }
 
+    /// Whether a slot may fall on `d`.
     pub fn allows(&self, d: NaiveDate) -> bool {
         self.only_on.as_ref().is_none_or(|c| c.contains(d))
             && self.except_on.as_ref().is_none_or(|c| !c.contains(d))
@@ -129,7 +135,9 @@ fn local_date(t: DateTime<Utc>, tz: Tz) -> NaiveDate {
 /// A slot walk that skips slots on dates the rule excludes (in the job's zone).
 #[derive(Debug, Clone)]
 pub struct Filtered {
+    /// The dates allowed.
     pub rule: DayRule,
+    /// The zone in which a slot's date is taken.
     pub tz: Tz,
 }
 

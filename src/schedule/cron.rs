@@ -500,10 +500,12 @@ impl CronSchedule {
         format!("{time} {days} ({})", self.tz.name())
     }
 
+    /// The expression as written (macros kept).
     pub fn expr(&self) -> &str {
         &self.expr
     }
 
+    /// The zone it is evaluated in.
     pub fn tz(&self) -> Tz {
         self.tz
     }

@@ -23,6 +23,7 @@ pub use self::grammar::{parse_duration, parse_schedule};
 pub struct ScheduleError(pub String);
 
 impl ScheduleError {
+    /// An error with this message.
     pub fn new(msg: impl Into<String>) -> Self {
         ScheduleError(msg.into())
     }
@@ -33,20 +34,42 @@ impl ScheduleError {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScheduleSpec {
     /// Slots on the grid `anchor + k·every_seconds` (anchor kept in the job's runtime).
-    Every { every_seconds: u64 },
+    Every {
+        /// Seconds between slots.
+        every_seconds: u64,
+    },
     /// A 5-field Vixie cron expression (or macro) evaluated in `tz`.
-    Cron { expr: String, tz: String },
+    Cron {
+        /// The expression as written.
+        expr: String,
+        /// IANA zone name.
+        tz: String,
+    },
     /// Exactly one slot.
-    At { at: DateTime<Utc> },
+    At {
+        /// The slot.
+        at: DateTime<Utc>,
+    },
     /// `in 10m`: an `at` that the store resolves to creation time + `seconds` when the job is
     /// first stored.
-    In { seconds: u64 },
+    In {
+        /// Seconds after the job is first stored.
+        seconds: u64,
+    },
     /// `at 9am`: an `at` that resolves to the first `hour:minute` wall time in `tz` at or after
     /// the moment the job is first stored (its anchor); once, never recurring.
-    AtTime { hour: u32, minute: u32, tz: String },
+    AtTime {
+        /// Hour, 0–23.
+        hour: u32,
+        /// Minute, 0–59.
+        minute: u32,
+        /// IANA zone name.
+        tz: String,
+    },
 }
 
 impl ScheduleSpec {
+    /// A one-slot schedule (`at`, `in`, `at 9am`).
     pub fn is_at(&self) -> bool {
         matches!(
             self,
@@ -54,6 +77,7 @@ impl ScheduleSpec {
         )
     }
 
+    /// Any schedule with more than one slot (`every`, cron).
     pub fn is_recurring(&self) -> bool {
         !self.is_at()
     }
@@ -81,11 +105,16 @@ pub fn parse_tz(name: &str) -> Result<Tz, ScheduleError> {
 /// A schedule ready to answer slot questions quickly (cron expressions parsed once).
 #[derive(Debug, Clone)]
 pub enum Compiled {
+    /// Slots on the grid `anchor + k·every_seconds`.
     Every {
+        /// Seconds between slots.
         every_seconds: u64,
+        /// The grid's origin.
         anchor: DateTime<Utc>,
     },
+    /// A cron expression in its zone.
     Cron(CronSchedule),
+    /// Exactly one slot.
     At(DateTime<Utc>),
     /// Another schedule whose slots on excluded dates are not slots (`only_on`/`except_on`).
     OnDays(Box<Compiled>, calendar::Filtered),

@@ -117,19 +117,18 @@ async fn handle(mut sock: TcpStream, ep: &Endpoint) -> std::io::Result<()> {
     } else {
         match path {
             "/metrics" => {
-                let store = Arc::clone(&ep.store);
                 let metrics = Arc::clone(&ep.metrics);
                 let now = ep.clock.now();
                 let refreshed = tokio::time::timeout(
                     Duration::from_secs(5),
-                    tokio::task::spawn_blocking(move || {
-                        metrics.refresh_from_store(store.as_ref(), now)
+                    crate::store::blocking(&ep.store, move |store| {
+                        metrics.refresh_from_store(store, now)
                     }),
                 )
                 .await;
                 match refreshed {
-                    Ok(Ok(Ok(()))) => {}
-                    Ok(Ok(Err(e))) => {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
                         tracing::warn!(error = %e, "metrics: reading the store failed");
                     }
                     _ => tracing::warn!("metrics: the store did not answer within 5 s"),
@@ -175,16 +174,17 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
             quiet.as_secs_f64()
         ));
     }
-    let store = Arc::clone(&ep.store);
     match tokio::time::timeout(
         Duration::from_secs(2),
-        tokio::task::spawn_blocking(move || store.settings().map(|_| ())),
+        crate::store::blocking(&ep.store, |store| store.settings().map(|_| ())),
     )
     .await
     {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(e))) => Err(format!("the store does not answer: {e}")),
-        Ok(Err(e)) => Err(format!("the store probe failed: {e}")),
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e @ crate::store::StoreError::Task { .. })) => {
+            Err(format!("the store probe failed: {e}"))
+        }
+        Ok(Err(e)) => Err(format!("the store does not answer: {e}")),
         Err(_) => Err("the store did not answer within 2 s".into()),
     }
 }

@@ -310,6 +310,16 @@ impl Metered {
     }
 }
 
+impl HistoryReader for Metered {
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        self.count(self.inner.job(name))
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.count(self.inner.history(q))
+    }
+}
+
 impl Store for Metered {
     fn location(&self) -> String {
         self.inner.location()
@@ -328,9 +338,6 @@ impl Store for Metered {
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.count(self.inner.jobs())
-    }
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.count(self.inner.job(name))
     }
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         self.count(self.inner.next_wakeup(now))
@@ -356,9 +363,6 @@ impl Store for Metered {
             .into_iter()
             .map(|r| self.count(r))
             .collect()
-    }
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.count(self.inner.history(q))
     }
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         self.count(self.inner.set_paused(name, paused, now))

@@ -16,16 +16,27 @@ use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, 
 
 pub use operator::{EditOutcome, JobEdit};
 
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod budget;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod check;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod file;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod filefmt;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod io;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod logic;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod operator;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod overlap;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod postgres;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod signal;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod stats;
 
 /// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
@@ -39,22 +50,33 @@ pub enum StoreError {
     /// Never repaired or overwritten silently.
     #[error("corrupt store file {file}:{line}:{column}: {what}")]
     Corrupt {
+        /// The damaged file.
         file: PathBuf,
+        /// 1-based line; 0 when the damage has no line (a database row, a whole file).
         line: u64,
+        /// 1-based column; 0 when it has none.
         column: u64,
+        /// What is wrong.
         what: String,
     },
+    /// A store written by a format this build does not read.
     #[error(
         "store format version {found} in {file} is not supported (this cronsole reads {supported})"
     )]
     Version {
+        /// The file that says so.
         file: PathBuf,
+        /// The version found.
         found: String,
+        /// The versions this build reads.
         supported: String,
     },
+    /// Reading or writing the store failed (disk full, permissions). Retryable.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
@@ -63,30 +85,46 @@ pub enum StoreError {
         "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
     )]
     LockTimeout {
+        /// The lock file.
         file: PathBuf,
+        /// How long this process waited.
         waited: std::time::Duration,
     },
+    /// No job of that name, live or retired.
     #[error("no job named '{0}' in the store")]
     NoSuchJob(String),
+    /// A job's new state is over the per-job cap; the prior state is kept.
     #[error(
         "state of job '{job}' would be {size} bytes, over the {cap}-byte cap; prior state kept"
     )]
     StateTooLarge {
+        /// The job.
         job: String,
+        /// The state's encoded size, bytes.
         size: usize,
+        /// The cap, bytes.
         cap: usize,
     },
+    /// A jobs file names a job twice.
     #[error("job name '{0}' appears twice in the jobs file")]
     DuplicateJob(String),
     /// A definition the store cannot schedule (apply, resume).
     #[error("job '{job}': {source}")]
     BadDefinition {
+        /// The job.
         job: String,
+        /// Why its schedule is refused.
         #[source]
         source: crate::schedule::ScheduleError,
     },
+    /// The job is retired: it cannot be triggered.
     #[error("job '{job}' is retired ({reason}); it cannot be triggered")]
-    Retired { job: String, reason: String },
+    Retired {
+        /// The job.
+        job: String,
+        /// Why it was retired (its recorded reason).
+        reason: String,
+    },
     /// `retry`/`describe` of a run id the history does not hold.
     #[error("no run {0} in the history")]
     NoSuchRun(Uuid),
@@ -101,23 +139,29 @@ pub enum StoreError {
     /// A store location that is not one (e.g. a malformed PostgreSQL URL).
     #[error("{what}")]
     BadLocation {
+        /// What is wrong with it.
         what: String,
+        /// The driver's parse error, when it gave one.
         #[source]
         source: Option<tokio_postgres::Error>,
     },
     /// A record could not be encoded (a bug, not bad input).
     #[error("cannot encode {what}: {source}")]
     Encode {
+        /// What was being encoded.
         what: &'static str,
+        /// The encoder's error.
         #[source]
         source: serde_json::Error,
     },
     /// The database answered with an error, or the connection broke. Retryable.
     #[error("database error while {doing}: {detail}")]
     Database {
+        /// What the store was doing.
         doing: String,
         /// The server's message and code, or the chain of causes of a broken connection.
         detail: String,
+        /// The driver's error.
         #[source]
         source: tokio_postgres::Error,
     },
@@ -128,7 +172,9 @@ pub enum StoreError {
     /// A background task of a front end died while reading the store.
     #[error("{what}: {source}")]
     Task {
+        /// Which task.
         what: &'static str,
+        /// Why it ended (panic or cancellation).
         #[source]
         source: tokio::task::JoinError,
     },
@@ -183,6 +229,7 @@ impl StoreError {
         )
     }
 
+    /// An [`StoreError::Io`] on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StoreError::Io {
             path: path.into(),
@@ -254,12 +301,34 @@ impl StoreError {
     }
 }
 
+/// Every store operation's result.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Run a blocking store call on tokio's blocking pool, off the async workers: the one wrapper
+/// every async caller (engine, attached console) uses, since stores are synchronous. A task that
+/// panicked or was cancelled becomes [`StoreError::Task`] (exit 1, not retryable).
+pub async fn blocking<T, F>(store: &std::sync::Arc<dyn Store>, f: F) -> StoreResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> StoreResult<T> + Send + 'static,
+{
+    let store = std::sync::Arc::clone(store);
+    tokio::task::spawn_blocking(move || f(store.as_ref()))
+        .await
+        .unwrap_or_else(|source| {
+            Err(StoreError::Task {
+                what: "store task failed",
+                source,
+            })
+        })
+}
 
 /// What `claim_due` may take.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest<'a> {
+    /// The claim instant.
     pub now: DateTime<Utc>,
+    /// The claiming owner (`host:pid:uuid8`).
     pub owner: &'a str,
     /// The owner's free run capacity: at most this many claims are returned.
     pub limit: usize,
@@ -270,26 +339,33 @@ pub struct ClaimRequest<'a> {
 /// One won claim: the run may start. The claim is durable when this is returned.
 #[derive(Debug, Clone)]
 pub struct Claim {
+    /// The new run's id (its history row's `run_id`).
     pub run_id: Uuid,
     /// The job after the claim (slot pre-advanced, lease set).
     pub job: JobRecord,
     /// The slot the run stands for (`None` for a manual trigger).
     pub slot: Option<DateTime<Utc>>,
+    /// Why it runs (schedule, manual, retry, immediate, backfill).
     pub trigger: Trigger,
+    /// The lease's end; `renew` before then.
     pub lease_until: DateTime<Utc>,
 }
 
 /// Result of one `claim_due` call.
 #[derive(Debug, Clone, Default)]
 pub struct ClaimOutcome {
+    /// The runs won, at most `limit`.
     pub claims: Vec<Claim>,
     /// Rows written while claiming (`missed`, `abandoned`), so front ends can show them.
     pub rows: Vec<HistoryRow>,
 }
 
+/// What `renew` found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RenewOutcome {
+    /// The lease is ours and now ends later.
     Renewed {
+        /// The lease's new end.
         lease_until: DateTime<Utc>,
     },
     /// Another run_id holds the job now (our lease expired and was recovered).
@@ -299,9 +375,13 @@ pub enum RenewOutcome {
 /// The end of a run, fenced by `run_id`.
 #[derive(Debug, Clone)]
 pub struct Completion {
+    /// The job.
     pub job: String,
+    /// The run (the fence: only this run's lease is completed).
     pub run_id: Uuid,
+    /// The owner that ran it.
     pub owner: String,
+    /// When it finished.
     pub now: DateTime<Utc>,
     /// The run's history row (status, result, cost…). An `abandoned` row (shutdown) follows the
     /// SPEC §6 recovery table like a crash would.
@@ -312,6 +392,7 @@ pub struct Completion {
     pub hold_until: Option<DateTime<Utc>>,
 }
 
+/// What `complete` did.
 #[derive(Debug, Clone, Default)]
 pub struct CompleteOutcome {
     /// The lease was lost: the row was appended with `stale_lease: true`, the job untouched.
@@ -322,22 +403,31 @@ pub struct CompleteOutcome {
     pub state_rejected: Option<String>,
 }
 
+/// What `request_trigger` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TriggerOutcome {
+    /// The job will run at the next claim (`trigger: manual`).
     Queued,
+    /// The job is running; nothing queued.
     AlreadyRunning,
+    /// A trigger was already queued; nothing changed.
     AlreadyQueued,
 }
 
 /// History filter; rows come newest first.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryQuery {
+    /// Only this job.
     pub job: Option<String>,
+    /// Only this status.
     pub status: Option<Status>,
+    /// Only rows that finished at or after this instant.
     pub since: Option<DateTime<Utc>>,
+    /// Only this run.
     pub run_id: Option<Uuid>,
     /// Only rows with a monitor diff.
     pub with_diff: bool,
+    /// At most this many rows (0: none).
     pub limit: usize,
     /// Skip this many matching rows first (paging through the whole history a page at a time).
     pub offset: usize,
@@ -346,26 +436,42 @@ pub struct HistoryQuery {
 /// What `apply` changed, by job name.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ApplyReport {
+    /// Jobs new in the file.
     pub created: Vec<String>,
+    /// Jobs whose definition changed.
     pub updated: Vec<String>,
     /// Jobs no longer in the file: retired (kept in history and `jobs` output).
     pub retired: Vec<String>,
+    /// Jobs whose definition is as stored.
     pub unchanged: Vec<String>,
 }
 
 /// Spend in the current budget period, for the pre-call budget check (SPEC §11).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct SpendNow {
+    /// Spent this period over all jobs, USD.
     pub global_usd: f64,
+    /// Spent this period by the job, USD.
     pub job_usd: f64,
 }
 
+/// Reading history: what the console's on-demand reads (detail, `h`, diffs), `cronsole history`
+/// and `cronsole diff` need. Every [`Store`] is one; a test double or a read-only view can be
+/// this alone.
+pub trait HistoryReader: Send + Sync {
+    /// Rows matching `q`, newest first.
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
+    /// One job by name, retired ones too (`None`: no job of that name).
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
+}
+
 /// The operations every store provides. All times come from the caller.
-pub trait Store: Send + Sync {
+pub trait Store: HistoryReader {
     /// Human form of where this store lives (`/path/.cronsole`, `postgres://host/db`).
     fn location(&self) -> String;
     /// Sync the jobs file's definitions and settings into the store (SPEC §13.2 `apply`).
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport>;
+    /// The settings of the last `apply`.
     fn settings(&self) -> StoreResult<Settings>;
     /// A cheap token that changes whenever anything in the store changed (no re-parse).
     fn change_token(&self) -> StoreResult<u64>;
@@ -375,13 +481,14 @@ pub trait Store: Send + Sync {
     fn change_signal(&self) -> Option<signal::ChangeSignal> {
         None
     }
+    /// Every job, retired ones included, sorted by name.
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold
     /// ending); `Some(now)` or earlier when something is claimable already.
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
     /// Claim due jobs under the store's exclusive lock (SPEC §5, §6, §7).
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome>;
+    /// Extend `run_id`'s lease on `job` (the run's owner calls this while it runs).
     fn renew(
         &self,
         job: &str,
@@ -389,15 +496,18 @@ pub trait Store: Send + Sync {
         owner: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<RenewOutcome>;
+    /// Record a run's end: its row, its new state and the lease's release, fenced by `run_id`.
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome>;
     /// Several completions at once (runs that ended together), results in order. Stores that
     /// can commit them together (one fsync for the batch) override this.
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
         cs.into_iter().map(|c| self.complete(c)).collect()
     }
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
+    /// Pause or resume a job.
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Queue one manual run of a job.
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome>;
+    /// What has been spent this budget period, globally and by `job`.
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
     /// Reserve a model call's worst-case cost against every budget that applies, atomically for
     /// all owners (SPEC §11 hard limit; decisions in [`budget`]). Stores that keep no budgets

@@ -6,6 +6,15 @@
 //! particular API (`testkit::llm` builds the fake OpenAI/Anthropic endpoints on top of this;
 //! hostile servers — slow drip, huge bodies — live in `testkit::hostile`).
 //!
+//! Why not `wiremock` or a small `axum` app (issue 15 item 10, evaluated): both are built on
+//! hyper, which normalises what tests here must control or observe byte for byte — a reply
+//! delayed mid-body, a request recorded before the handler runs (so a client that timed out
+//! still leaves its record), and the `hostile` servers' lying `Content-Length`, slow drip and
+//! connections counted at `accept` (a rejected URL must make *no* connection). The handler
+//! closure already gives wiremock's matching-and-recording in ~300 lines with no dependency
+//! beyond tokio; wiremock would also pull a second HTTP stack into every test build on a
+//! 2-core machine. Kept ours.
+//!
 //! Deliberately minimal: one request per connection (`Connection: close` on every response),
 //! `Content-Length` bodies only (what reqwest sends for fixed bodies). Requests are recorded when
 //! fully read, before the handler runs, so a timed-out client still leaves a record.

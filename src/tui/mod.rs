@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::clock::Clock;
 use crate::engine::{Command, Event};
 use crate::snapshot::Snapshot;
-use crate::store::{HistoryQuery, Store};
+use crate::store::{HistoryQuery, HistoryReader};
 
 mod bulk;
 pub mod keymap;
@@ -47,7 +47,7 @@ pub struct ConsoleDeps {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub events: broadcast::Receiver<Event>,
     pub commands: mpsc::Sender<Command>,
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn HistoryReader>,
     pub clock: Arc<dyn Clock>,
     /// Cancel to close the console from outside (SIGTERM, `--for`): the terminal is restored
     /// exactly as on `q`.
@@ -246,7 +246,7 @@ fn dry_run(runner: Option<DryRunner>, job: String, tx: mpsc::UnboundedSender<Loa
 }
 
 /// Run a read-only store query off the UI thread; the answer comes back on `tx`.
-fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
+fn load(store: Arc<dyn HistoryReader>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
     tokio::spawn(async move {
         let res = tokio::task::spawn_blocking(move || run_query(store.as_ref(), q)).await;
         let loaded = res.unwrap_or_else(|e| Loaded::Failed(format!("history query failed: {e}")));
@@ -255,7 +255,7 @@ fn load(store: Arc<dyn Store>, q: Query, tx: mpsc::UnboundedSender<Loaded>) {
 }
 
 /// The store read behind a [`Query`] (blocking).
-pub fn run_query(store: &dyn Store, q: Query) -> Loaded {
+pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
         Query::DryRun(j) => {
             return Loaded::DryRun {

@@ -313,55 +313,14 @@ pub fn big(n_jobs: usize, n_rows: usize) -> (Snapshot, DateTime<Utc>) {
     (snap, now)
 }
 
-/// A read-only store that answers history queries from a list of rows and refuses everything
-/// else: enough for the console's on-demand reads (detail, `h`, diffs) in tests and the
-/// `console_fixture` example.
+/// A history reader over a list of rows: enough for the console's on-demand reads (detail, `h`,
+/// diffs) in tests and the `console_fixture` example.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryOnlyStore(pub Vec<HistoryRow>);
 
-impl crate::store::Store for HistoryOnlyStore {
-    fn location(&self) -> String {
-        "fixture (read-only)".into()
-    }
-    fn apply(
-        &self,
-        _: &crate::model::JobsFile,
-        _: DateTime<Utc>,
-    ) -> StoreResult<crate::store::ApplyReport> {
-        refuse()
-    }
-    fn settings(&self) -> StoreResult<Settings> {
-        Ok(Settings::default())
-    }
-    fn change_token(&self) -> StoreResult<u64> {
-        Ok(0)
-    }
-    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
-        Ok(vec![])
-    }
+impl crate::store::HistoryReader for HistoryOnlyStore {
     fn job(&self, _: &str) -> StoreResult<Option<JobRecord>> {
         Ok(None)
-    }
-    fn next_wakeup(&self, _: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
-        Ok(None)
-    }
-    fn claim_due(
-        &self,
-        _: &crate::store::ClaimRequest<'_>,
-    ) -> StoreResult<crate::store::ClaimOutcome> {
-        refuse()
-    }
-    fn renew(
-        &self,
-        _: &str,
-        _: Uuid,
-        _: &str,
-        _: DateTime<Utc>,
-    ) -> StoreResult<crate::store::RenewOutcome> {
-        refuse()
-    }
-    fn complete(&self, _: crate::store::Completion) -> StoreResult<crate::store::CompleteOutcome> {
-        refuse()
     }
     fn history(&self, q: &crate::store::HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
         Ok(self
@@ -375,31 +334,4 @@ impl crate::store::Store for HistoryOnlyStore {
             .cloned()
             .collect())
     }
-    fn set_paused(&self, _: &str, _: bool, _: DateTime<Utc>) -> StoreResult<()> {
-        refuse()
-    }
-    fn request_trigger(
-        &self,
-        _: &str,
-        _: DateTime<Utc>,
-    ) -> StoreResult<crate::store::TriggerOutcome> {
-        refuse()
-    }
-    fn spend(&self, _: &str, _: DateTime<Utc>) -> StoreResult<crate::store::SpendNow> {
-        Ok(Default::default())
-    }
-    fn update_job(
-        &self,
-        _: &str,
-        _: &crate::store::JobEdit,
-        _: DateTime<Utc>,
-    ) -> StoreResult<crate::store::EditOutcome> {
-        refuse()
-    }
-}
-
-fn refuse<T>() -> StoreResult<T> {
-    Err(crate::store::StoreError::Unsupported(
-        "the fixture store is read-only",
-    ))
 }

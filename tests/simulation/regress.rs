@@ -8,7 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status, Trigger};
 use cronsole::store::file::FileStore;
-use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
+use cronsole::store::{ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 
 use cronsole::testkit::time::base as t;

@@ -564,6 +564,17 @@ impl Locked<'_> {
     }
 }
 
+impl HistoryReader for FileStore {
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        let l = self.lock()?;
+        Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        self.query_history(q)
+    }
+}
+
 impl Store for FileStore {
     fn location(&self) -> String {
         self.dir.display().to_string()
@@ -627,11 +638,6 @@ impl Store for FileStore {
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         let l = self.lock()?;
         Ok(l.inner.jobs.values().map(|c| c.rec.clone()).collect())
-    }
-
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        let l = self.lock()?;
-        Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
     }
 
     /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
@@ -808,10 +814,6 @@ impl Store for FileStore {
             tracing::warn!("history retention compaction failed: {e}");
         }
         results
-    }
-
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.query_history(q)
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {

@@ -817,6 +817,36 @@ impl Inner {
     }
 }
 
+impl HistoryReader for PgStore {
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        let name = name.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            Ok(read_jobs(&*c, &inner.location, Some(&name), false)
+                .await?
+                .pop())
+        })
+    }
+
+    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        let (sql, params) = history_sql(q);
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                .collect();
+            let rows = c
+                .query(&sql, &refs)
+                .await
+                .map_err(|e| db_err("reading history", e))?;
+            rows.into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0)))
+                .collect()
+        })
+    }
+}
+
 impl Store for PgStore {
     fn location(&self) -> String {
         self.inner.location.clone()
@@ -851,16 +881,6 @@ impl Store for PgStore {
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
             read_jobs(&*c, &inner.location, None, false).await
-        })
-    }
-
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        let name = name.to_string();
-        self.run(|inner| async move {
-            let c = inner.pool.get().await?;
-            Ok(read_jobs(&*c, &inner.location, Some(&name), false)
-                .await?
-                .pop())
         })
     }
 
@@ -909,24 +929,6 @@ impl Store for PgStore {
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.run(|inner| async move { inner.complete(c).await })
-    }
-
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        let (sql, params) = history_sql(q);
-        self.run(|inner| async move {
-            let c = inner.pool.get().await?;
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
-                .collect();
-            let rows = c
-                .query(&sql, &refs)
-                .await
-                .map_err(|e| db_err("reading history", e))?;
-            rows.into_iter()
-                .map(|r| from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0)))
-                .collect()
-        })
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::cli::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
 use anyhow::{Context, Result};
-use cronsole::cli::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineHandle};
@@ -418,7 +418,7 @@ async fn run_headless(
     reload: Reload,
     signals: HeadlessSignals,
 ) -> Result<ExitCode> {
-    let printer = tokio::spawn(cronsole::headless::print_events(
+    let printer = tokio::spawn(crate::headless::print_events(
         handle.events.subscribe(),
         log_format,
         std::io::stdout(),

@@ -9,8 +9,9 @@
 //! state, no watermark, no reservation).
 //!
 //! Decisions where the issue is silent: the gate really runs (a `pre_run` command or a monitor
-//! probe is what the operator wants to see), but its new monitor watermark is thrown away, so a
-//! later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
+//! probe is what the operator wants to see), in the environment a real run gives it
+//! (`engine::run::proc_env_of`: the jobs file's directory, every agent's key variable removed),
+//! but its new monitor watermark is thrown away, so a later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
 //! failure) is printed and the prompt is still shown with no gate context, marked so; the exit
 //! code is 0 either way (the dry run itself worked). A `command` job prints the command instead
 //! of a prompt. The price ceiling is the engine's worst case (prompt bytes as input tokens plus
@@ -22,9 +23,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use crate::cli::{Cli, DryRunArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
-use cronsole::cli::{Cli, DryRunArgs};
 use cronsole::cost::{self, PriceTable};
 use cronsole::gate::context::{self, ContextDecision};
 use cronsole::gate::{self, GateConfig, GateOutcome};
@@ -135,9 +136,12 @@ async fn build(
         (None, _) => ("none".to_string(), true, None),
         (Some(_), true) => ("not run (--no-gates)".to_string(), true, None),
         (Some(g), false) => {
-            let outcome = run_in_workdir(settings, async {
-                gate::run_gate(g, rec.rt.state.monitor.as_ref(), &GateConfig::default()).await
-            })
+            let outcome = gate::run_gate(
+                g,
+                rec.rt.state.monitor.as_ref(),
+                &GateConfig::default(),
+                &cronsole::engine::run::proc_env_of(settings, def),
+            )
             .await;
             // The new watermark (if any) is dropped: a dry run changes no state.
             match outcome {
@@ -257,19 +261,6 @@ async fn build(
         }
     }
     Ok(out)
-}
-
-/// Gates run where the job's commands run: the jobs file's directory.
-async fn run_in_workdir<F: std::future::Future>(settings: &Settings, f: F) -> F::Output {
-    match settings
-        .base_dir
-        .as_deref()
-        .map(std::path::PathBuf::from)
-        .filter(|d| d.is_dir())
-    {
-        Some(dir) => cronsole::proc::WORKDIR.scope(dir, f).await,
-        None => f.await,
-    }
 }
 
 fn print_text(r: &DryRun) {

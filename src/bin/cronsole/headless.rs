@@ -10,8 +10,8 @@ use std::io::Write;
 use tokio::sync::broadcast;
 
 use crate::cli::LogFormat;
-use crate::engine::Event;
-use crate::model::HistoryRow;
+use cronsole::engine::Event;
+use cronsole::model::HistoryRow;
 
 /// One text line for a history row: time, status, job, trigger, slot, duration, cost, reason.
 pub fn text_line(r: &HistoryRow) -> String {
@@ -54,12 +54,12 @@ pub fn text_line(r: &HistoryRow) -> String {
     line
 }
 
-/// Fold text onto one printable line by the one inert-text policy (`crate::text`): unsafe
+/// Fold text onto one printable line by the one inert-text policy (`cronsole::text`): unsafe
 /// characters (incl. ESC, bidi overrides, zero-width) are shown escaped, so output from commands,
 /// pages or models cannot drive the terminal or split a log line. Cut at 500 characters.
 pub fn sanitize_line(s: &str) -> String {
     let cut: String = s.chars().take(500).collect();
-    let mut out = crate::text::visible_line(&cut).into_owned();
+    let mut out = cronsole::text::visible_line(&cut).into_owned();
     if s.chars().nth(500).is_some() {
         out.push('…');
     }
@@ -116,7 +116,7 @@ pub async fn print_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Status, Trigger};
+    use cronsole::model::{Status, Trigger};
 
     #[test]
     fn text_line_is_one_sanitised_line() {

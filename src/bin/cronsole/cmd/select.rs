@@ -13,9 +13,9 @@
 
 use std::process::ExitCode;
 
+use crate::cli::{Cli, SelectArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
-use cronsole::cli::{Cli, SelectArgs};
 use cronsole::model::JobRecord;
 use cronsole::store::{JobEdit, Store, TriggerOutcome};
 
@@ -68,18 +68,11 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
     for name in selected(store.as_ref(), sel)? {
-        match store.request_trigger(&name, Utc::now())? {
-            TriggerOutcome::Queued => {
-                println!("triggered {name}: the next owner claiming will run it now")
-            }
-            TriggerOutcome::AlreadyQueued => {
-                println!("{name} already has a trigger queued; nothing changed")
-            }
-            TriggerOutcome::AlreadyRunning => {
-                running += 1;
-                println!("{name} is running now; not triggered");
-            }
+        let out = store.request_trigger(&name, Utc::now())?;
+        if out == TriggerOutcome::AlreadyRunning {
+            running += 1;
         }
+        println!("{}", cronsole::engine::trigger_notice(&name, &out));
     }
     Ok(if running > 0 {
         ExitCode::from(1)

@@ -1,9 +1,14 @@
 //! The thin binary: parse the command line, pick the command, map errors to exit codes
-//! (0 ok, 1 runtime failure, 2 bad input). Everything else lives in the library.
+//! (0 ok, 1 runtime failure, 2 bad input). Its glue lives beside it and nowhere else: `cli`
+//! (clap definitions), `cmd` (one function per command, printing, store selection) and
+//! `headless` (the `--no-tui` printer). Everything they drive — engine, stores, schedule,
+//! config, console — is the library's public API.
 
 use std::process::ExitCode;
 
+mod cli;
 mod cmd;
+mod headless;
 
 fn main() -> ExitCode {
     // The per-run supervisor (cronsole re-executing itself): no clap, no logging, no runtime.
@@ -21,7 +26,7 @@ fn main() -> ExitCode {
     } else if let Ok(exe) = std::env::current_exe() {
         cronsole::proc::use_supervisor(exe);
     }
-    let cli = cronsole::cli::parse();
+    let cli = cli::parse();
     if !cmd::runs_engine(&cli) {
         // Report commands behave like other Unix filters: `cronsole history | head` ends quietly
         // when the reader goes away instead of panicking on EPIPE. Engine modes keep the default

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::cli::{Cli, Command};
 use anyhow::Result;
-use cronsole::cli::{Cli, Command};
 use cronsole::store::{Store, StoreError};
 
 mod check;

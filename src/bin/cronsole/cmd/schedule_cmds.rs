@@ -11,9 +11,9 @@
 
 use std::process::ExitCode;
 
+use crate::cli::NextArgs;
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use cronsole::cli::NextArgs;
 use cronsole::model::JobDef;
 use cronsole::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 

@@ -23,8 +23,8 @@ use std::io::{BufRead, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::cli::{Cli, CompletionsArgs, LogsArgs};
 use anyhow::{Context, Result};
-use cronsole::cli::{Cli, CompletionsArgs, LogsArgs};
 use cronsole::config;
 use cronsole::model::JobDef;
 use cronsole::store::Store;
@@ -32,14 +32,14 @@ use cronsole::store::Store;
 use super::{bad_input, jobs_file, open_store, store_location};
 
 pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
-    let mut cmd = cronsole::cli::command();
+    let mut cmd = crate::cli::command();
     clap_complete::generate(a.shell, &mut cmd, "cronsole", &mut std::io::stdout());
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn man() -> Result<ExitCode> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(cronsole::cli::command())
+    clap_mangen::Man::new(crate::cli::command())
         .render(&mut out)
         .context("rendering the man page")?;
     std::io::stdout()

@@ -13,8 +13,8 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use crate::cli::{Cli, DiffArgs, ProbeArgs};
 use anyhow::{Context, Result, anyhow};
-use cronsole::cli::{Cli, DiffArgs, ProbeArgs};
 use cronsole::gate::GATE_TIMEOUT;
 use cronsole::gate::diffview::{self, DiffError};
 use cronsole::gate::monitor::{self, PREVIEW_MAX_BYTES};
@@ -74,7 +74,7 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
             if cmd.trim().is_empty() {
                 return Err(bad_input("--command is empty"));
             }
-            monitor::probe_command(cmd, GATE_TIMEOUT)
+            monitor::probe_command(cmd, GATE_TIMEOUT, &cronsole::proc::ProcEnv::default())
                 .await
                 .map_err(|e| anyhow!("probe failed: {e}"))
         } else if let Some(u) = &a.url {

@@ -17,11 +17,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::cli::{BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs};
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
-use cronsole::cli::{
-    BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
-};
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
 use cronsole::store::{HistoryQuery, JobEdit, Store};
