@@ -125,11 +125,11 @@ fn build(server: &str, total: usize, due: usize, t: DateTime<Utc>) -> String {
                  recovery_pending, wakeup, updated_at
              FROM cronsole_jobs, LATERAL (SELECT 'idle' || lpad(g::text, 7, '0') AS n
                                           FROM generate_series(1, {copies}) g) x
-             WHERE name = 'tmpl';
-             VACUUM ANALYZE cronsole_jobs;"
+             WHERE name = 'tmpl'"
         ),
     )
     .expect("bulk insert");
+    pg::exec(&url, "VACUUM ANALYZE cronsole_jobs").expect("vacuum analyze");
     eprintln!(
         "  built {total} jobs ({due} due) in {:.1} s (bulk copy of the idle ones)",
         start.elapsed().as_secs_f64()
@@ -152,6 +152,17 @@ fn measure(url: &str, total: usize, due: usize, t: DateTime<Utc>) {
                 "BEGIN; EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT record FROM cronsole_jobs
                  WHERE wakeup <= '{ts}' AND NOT (name = ANY('{{}}'::text[]))
                  ORDER BY wakeup, name LIMIT 32 FOR UPDATE SKIP LOCKED; ROLLBACK"
+            ),
+        ),
+        (
+            "claim: the same select as the store runs it, a prepared statement, generic plan forced",
+            format!(
+                "SET plan_cache_mode = force_generic_plan;
+                 PREPARE due(timestamptz, text[], int8) AS SELECT record FROM cronsole_jobs
+                 WHERE wakeup <= $1 AND NOT (name = ANY($2)) ORDER BY wakeup, name LIMIT $3
+                 FOR UPDATE SKIP LOCKED;
+                 BEGIN; EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE due('{ts}', '{{}}', 32);
+                 ROLLBACK"
             ),
         ),
         (

@@ -527,3 +527,45 @@ fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
     let next = conformance::claim(&direct, "o2", t0() + chrono::Duration::seconds(61), 10);
     assert_eq!(next.claims.len(), 3, "{next:?}");
 }
+
+/// Issue 13 item 5: claims and completions do not NOTIFY inside their transaction any more
+/// (PostgreSQL commits NOTIFYing transactions one WAL flush at a time); the owner's listener
+/// announces them right after the commit. Another owner still hears both, by notification.
+#[test]
+fn claims_and_completions_are_announced_to_other_owners_after_commit() {
+    let url = pg_db_or_skip!();
+    let a = PgStore::open(&url).unwrap();
+    let b = PgStore::open(&url).unwrap();
+    a.apply(&conformance::file(vec![conformance::every("j", 60)]), t0())
+        .unwrap();
+    wait_for("both listeners", Duration::from_secs(10), || {
+        a.listener_alive() && b.listener_alive()
+    });
+    // Let b hear what a did so far, so each round sees only its own announcement.
+    let caught_up = || {
+        let v = a.change_token().unwrap();
+        wait_for("b to catch up", Duration::from_secs(2), || {
+            b.change_token().unwrap() >= v
+        });
+    };
+    caught_up();
+    let heard = |what: &str, before: u64, got: u64| {
+        wait_for(what, Duration::from_secs(2), || {
+            b.change_token().unwrap() > before && b.notifications_received() > got
+        });
+    };
+    let (before, got) = (b.change_token().unwrap(), b.notifications_received());
+    let claims = conformance::claim(&a, "o", t0(), 1).claims;
+    assert_eq!(claims.len(), 1);
+    heard("the claim to be announced", before, got);
+    caught_up();
+    let (before, got) = (b.change_token().unwrap(), b.notifications_received());
+    conformance::done(
+        &a,
+        &claims[0],
+        "o",
+        cronsole::model::Status::Succeeded,
+        t0(),
+    );
+    heard("the completion to be announced", before, got);
+}

@@ -17,8 +17,12 @@
 //! - One JSONB `record` column holds the whole `JobRecord` (the single source of truth); the
 //!   indexed columns are a projection rewritten with it in the same statement, so they can never
 //!   disagree with it.
-//! - Every mutation bumps the `cronsole_store_version` sequence and NOTIFYs its new value inside
-//!   the transaction; the change token is the highest version seen.
+//! - Every mutation bumps the `cronsole_store_version` sequence; the change token is the highest
+//!   version seen. Operator commands NOTIFY it inside their transaction; the engine's claims,
+//!   completions, renewals and reservations have it NOTIFYed by the listener after the commit,
+//!   because PostgreSQL commits NOTIFYing transactions one WAL flush at a time (see `listen`).
+//! - The hot statements are server-side prepared once per connection and kept with it in the
+//!   pool (`Stmts`): each is parsed and planned once per connection, not once per call.
 //! - Operations time out after `PgOptions::op_timeout` (default 15 s) with a retryable
 //!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
 //! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
@@ -27,10 +31,15 @@
 //!   `stale_lease: true` and only its cost is counted.
 //! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
 //!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
-//!   Because a completion and its lease release commit in one transaction, the file store's
-//!   "row already landed" de-duplication is not needed here.
-//! - A claim locks up to `2 × limit` (16…1000) due rows per round, claims at most `limit`, and
-//!   leaves the rest untouched for other owners when it commits.
+//!   A completion and its lease release commit in one transaction, so a row never lands
+//!   without its record. But a completion whose `COMMIT` reached the server and whose reply was
+//!   lost (connection reset) is retried by the engine: when its job no longer holds its lease,
+//!   the retry looks up its run_id in history, and if its own row is there (same run, status
+//!   and owner) it finishes from it (`logic::complete_landed`) and writes nothing again.
+//! - `complete_many` commits the whole batch in one transaction (one WAL flush), locking its
+//!   jobs in name order (two owners' batches cannot deadlock).
+//! - A claim locks at most as many due rows per round as it has capacity left (1…1000): each
+//!   locked row is a WAL record and is hidden from the other owners until the commit.
 //! - History retention: every 64 completions a process trims that job's history to the newest
 //!   10 000 rows (the file store's default), in insertion order.
 //! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
