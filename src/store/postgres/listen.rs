@@ -2,7 +2,8 @@
 //! highest store version seen in an atomic, so `Store::change_token` is a memory load while the
 //! listener is up (the engine polls it every 250 ms; that must cost nothing).
 //!
-//! Owns: the listener connection and its reconnect loop. Must not touch: the pool, other SQL.
+//! Owns: the listener connection, its reconnect loop, and the after-commit announcements it
+//! sends (`pg_notify` in a transaction of its own). Must not touch: the pool, other SQL.
 //!
 //! Every mutation bumps `nextval('cronsole_store_version')` inside its transaction. Operator
 //! commands (apply, pause, trigger, edits: short-lived CLI processes) also `pg_notify` the new
