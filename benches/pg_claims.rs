@@ -1,5 +1,6 @@
 //! Claims per second with 4 owners sharing one store of 10 000 due jobs (SPEC §6, §14):
-//! PostgreSQL store (target ≥ 2 000 claims/s, 0 duplicates) and the file store beside it.
+//! PostgreSQL store (target ≥ 5 000 claims/s with the server's durability defaults, 0
+//! duplicates; issue 13 item 5) and the file store beside it.
 //!
 //! Each owner is a thread with its own store handle (its own connection pool, or its own file
 //! store handle on the shared directory), the way separate processes would be. Every owner loops

@@ -322,3 +322,250 @@ fn store_id_is_drawn_once_and_reported_by_check() {
         "opening never re-draws a deleted id"
     );
 }
+
+/// A loopback TCP proxy in front of the test server that, once armed, lets one client `COMMIT`
+/// (a simple query of exactly `COMMIT`, what `Transaction::commit` sends) reach the server,
+/// waits for the server's reply — so the commit has happened — then drops that reply and resets
+/// the client's connection: the client cannot know whether its transaction committed.
+struct CommitCutter {
+    port: u16,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    cuts: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CommitCutter {
+    fn start(upstream: u16) -> CommitCutter {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, k, st) = (Arc::clone(&armed), Arc::clone(&cuts), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            // The simple-query message `Q`, length 11, "COMMIT\0".
+            const COMMIT: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
+            while !st.load(Ordering::SeqCst) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                let _ = client.set_nonblocking(false);
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let cut = Arc::new(AtomicBool::new(false));
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (a, cut2) = (Arc::clone(&a), Arc::clone(&cut));
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 8192];
+                    loop {
+                        let n = match c_in.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if buf[..n].windows(COMMIT.len()).any(|w| w == COMMIT)
+                            && a.swap(false, Ordering::SeqCst)
+                        {
+                            cut2.store(true, Ordering::SeqCst);
+                        }
+                        if s_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = s_out.shutdown(Shutdown::Both);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                let k = Arc::clone(&k);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 8192];
+                    loop {
+                        let n = match s_in.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if cut.load(Ordering::SeqCst) {
+                            // The server answered the COMMIT: it committed. Lose the answer.
+                            k.fetch_add(1, Ordering::SeqCst);
+                            let _ = c_out.shutdown(Shutdown::Both);
+                            let _ = s_in.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        if c_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        CommitCutter {
+            port,
+            armed,
+            cuts,
+            stop,
+        }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn cuts(&self) -> u64 {
+        self.cuts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for CommitCutter {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn port_of(url: &str) -> u16 {
+    let hostport = url.split('@').nth(1).unwrap().split('/').next().unwrap();
+    hostport.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Issue 10 item 5: a completion whose `COMMIT` reached the server but whose reply was lost (the
+/// connection reset right after) is retried, and the retry finds its own row: one row per run,
+/// never a second (`stale_lease`) one, never none. Both paths: a batch of two, then one alone.
+#[test]
+fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
+    use cronsole::model::{HistoryRow, Status};
+    use cronsole::store::postgres::PgOptions;
+    use cronsole::store::{Completion, HistoryQuery};
+    let url = pg_db_or_skip!();
+    let port = port_of(&url);
+    let proxy = CommitCutter::start(port);
+    let proxied = url.replacen(&format!(":{port}/"), &format!(":{}/", proxy.port), 1);
+    let opts = PgOptions {
+        pool_size: 1,
+        ..Default::default()
+    };
+    let s = PgStore::open_with(&proxied, opts).unwrap();
+    let direct = PgStore::open(&url).unwrap();
+    s.apply(
+        &conformance::file(vec![
+            conformance::every("a", 60),
+            conformance::every("b", 60),
+            conformance::every("c", 60),
+        ]),
+        t0(),
+    )
+    .unwrap();
+    let claims = conformance::claim(&s, "o", t0(), 3).claims;
+    assert_eq!(claims.len(), 3);
+    let completion = |c: &cronsole::store::Claim| {
+        let job = c.job.def.name.clone();
+        let mut row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", t0());
+        row.run_id = c.run_id;
+        Completion {
+            job,
+            run_id: c.run_id,
+            owner: "o".into(),
+            now: t0(),
+            row,
+            state: None,
+            hold_until: None,
+        }
+    };
+    let rows_of = |run: uuid::Uuid| {
+        direct
+            .history(&HistoryQuery {
+                run_id: Some(run),
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    // The engine's loop: retry with a pause until the store answers.
+    let retry = |batch: Vec<Completion>| {
+        for _ in 0..50 {
+            let out = s.complete_many(batch.clone());
+            if out.iter().all(|r| r.is_ok()) {
+                return out.into_iter().map(|r| r.unwrap()).collect::<Vec<_>>();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the retried completions never went through");
+    };
+    let rounds: [Vec<Completion>; 2] = [
+        vec![completion(&claims[0]), completion(&claims[1])],
+        vec![completion(&claims[2])],
+    ];
+    for batch in rounds {
+        proxy.arm();
+        let before = proxy.cuts();
+        let first = s.complete_many(batch.clone());
+        assert_eq!(proxy.cuts(), before + 1, "the COMMIT reply was cut");
+        assert!(
+            first.iter().all(|r| r.is_err()),
+            "an unknown commit outcome is an error: {first:?}"
+        );
+        for c in &batch {
+            // It did commit: the lease is released and the row is there.
+            assert!(direct.job(&c.job).unwrap().unwrap().rt.lease.is_none());
+            assert_eq!(rows_of(c.run_id).len(), 1);
+        }
+        let out = retry(batch.clone());
+        for (c, o) in batch.iter().zip(&out) {
+            assert!(!o.stale, "the retry of a committed completion is not stale");
+            assert_eq!(o.rows.len(), 1);
+            assert_eq!(o.rows[0].run_id, c.run_id);
+            assert_eq!(o.rows[0].status, Status::Succeeded);
+            let rows = rows_of(c.run_id);
+            assert_eq!(rows.len(), 1, "one row per run: {rows:?}");
+            assert!(!rows[0].stale_lease);
+        }
+    }
+    // The jobs are claimable again at their next slot: nothing was left half-done.
+    let next = conformance::claim(&direct, "o2", t0() + chrono::Duration::seconds(61), 10);
+    assert_eq!(next.claims.len(), 3, "{next:?}");
+}
+
+/// Issue 13 item 5: claims and completions do not NOTIFY inside their transaction any more
+/// (PostgreSQL commits NOTIFYing transactions one WAL flush at a time); the owner's listener
+/// announces them right after the commit. Another owner still hears both, by notification.
+#[test]
+fn claims_and_completions_are_announced_to_other_owners_after_commit() {
+    let url = pg_db_or_skip!();
+    let a = PgStore::open(&url).unwrap();
+    let b = PgStore::open(&url).unwrap();
+    a.apply(&conformance::file(vec![conformance::every("j", 60)]), t0())
+        .unwrap();
+    wait_for("both listeners", Duration::from_secs(10), || {
+        a.listener_alive() && b.listener_alive()
+    });
+    // Let b hear what a did so far, so each round sees only its own announcement.
+    let caught_up = || {
+        let v = a.change_token().unwrap();
+        wait_for("b to catch up", Duration::from_secs(2), || {
+            b.change_token().unwrap() >= v
+        });
+    };
+    caught_up();
+    let heard = |what: &str, before: u64, got: u64| {
+        wait_for(what, Duration::from_secs(2), || {
+            b.change_token().unwrap() > before && b.notifications_received() > got
+        });
+    };
+    let (before, got) = (b.change_token().unwrap(), b.notifications_received());
+    let claims = conformance::claim(&a, "o", t0(), 1).claims;
+    assert_eq!(claims.len(), 1);
+    heard("the claim to be announced", before, got);
+    caught_up();
+    let (before, got) = (b.change_token().unwrap(), b.notifications_received());
+    conformance::done(
+        &a,
+        &claims[0],
+        "o",
+        cronsole::model::Status::Succeeded,
+        t0(),
+    );
+    heard("the completion to be announced", before, got);
+}

@@ -2,13 +2,24 @@
 //! highest store version seen in an atomic, so `Store::change_token` is a memory load while the
 //! listener is up (the engine polls it every 250 ms; that must cost nothing).
 //!
-//! Owns: the listener connection and its reconnect loop. Must not touch: the pool, other SQL.
+//! Owns: the listener connection, its reconnect loop, and the after-commit announcements it
+//! sends (`pg_notify` in a transaction of its own). Must not touch: the pool, other SQL.
 //!
-//! Every mutation runs `pg_notify(channel, nextval('cronsole_store_version'))` inside its
-//! transaction, so the notification arrives when (and only if) the change commits. On every
-//! (re)connect the listener first LISTENs, then reads the sequence's `last_value`, so a change
-//! committed while it was down is not missed. While it is down, `change_token` falls back to
-//! reading the sequence through the pool.
+//! Every mutation bumps `nextval('cronsole_store_version')` inside its transaction. Operator
+//! commands (apply, pause, trigger, edits: short-lived CLI processes) also `pg_notify` the new
+//! version inside that transaction, so the notification arrives when (and only if) the change
+//! commits. The engine's hot path (claims, completions, renewals, budget reservations) instead
+//! *announces* its version after the commit ([`ChangeFeed::announce`]): this connection sends one
+//! coalesced `pg_notify` of the highest version announced so far, in its own transaction with
+//! `synchronous_commit` off. Why: PostgreSQL serialises every notifying transaction's commit
+//! behind one global lock held through the commit's WAL flush (`PreCommit_Notify`), so a NOTIFY
+//! inside every claim made four owners' durable commits queue one fsync at a time instead of
+//! sharing one flush (group commit). A notification is a wake-up hint, not data: losing the
+//! deferred one in a server crash loses nothing (listeners re-read the sequence on reconnect).
+//!
+//! On every (re)connect the listener first LISTENs, then reads the sequence's `last_value`, so a
+//! change committed while it was down is not missed, then sends any announcement still pending.
+//! While it is down, `change_token` falls back to reading the sequence through the pool.
 //!
 //! Every version rise is also pushed on a `watch` channel (`Store::change_signal`), so engines
 //! wake within milliseconds of another owner's or a CLI command's commit; a rise seen on
@@ -34,6 +45,10 @@ pub(crate) struct ChangeFeed {
     received: AtomicU64,
     /// Pushes every version rise to subscribed engines (`Store::change_signal`).
     signal: tokio::sync::watch::Sender<u64>,
+    /// The highest version this process committed and wants NOTIFYed (see the module doc).
+    pending: tokio::sync::watch::Sender<u64>,
+    /// The highest version this process's listener has NOTIFYed.
+    announced: AtomicU64,
 }
 
 impl ChangeFeed {
@@ -44,6 +59,22 @@ impl ChangeFeed {
                 self.signal.send_replace(version as u64);
             }
         }
+    }
+    /// A committed version to NOTIFY after the fact (claims, completions: see the module doc).
+    pub(crate) fn announce(&self, version: i64) {
+        self.observe(version);
+        if version > 0 {
+            let v = version as u64;
+            self.pending.send_if_modified(|p| {
+                let rise = v > *p;
+                *p = (*p).max(v);
+                rise
+            });
+        }
+    }
+    /// True while an announced version has not been NOTIFYed yet.
+    pub(crate) fn announcing(&self) -> bool {
+        *self.pending.borrow() > self.announced.load(Ordering::SeqCst)
     }
     /// A receiver that changes on every version rise seen by the listener.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -130,7 +161,34 @@ async fn listen_once(
             return Err(e);
         }
     }
-    let _ = driver.await;
+    // Announce what this process committed, coalesced: one NOTIFY of the highest pending
+    // version per round trip, however many commits happened meanwhile.
+    let mut pending = feed.pending.subscribe();
+    pending.mark_changed();
+    let mut driver = driver;
+    loop {
+        tokio::select! {
+            _ = &mut driver => break,
+            changed = pending.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let v = *pending.borrow_and_update();
+                if v <= feed.announced.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let sql = format!(
+                    "BEGIN; SET LOCAL synchronous_commit TO off; \
+                     SELECT pg_notify('{CHANNEL}', '{v}'); COMMIT"
+                );
+                if let Err(e) = client.batch_execute(&sql).await {
+                    driver.abort();
+                    return Err(e);
+                }
+                feed.announced.fetch_max(v, Ordering::SeqCst);
+            }
+        }
+    }
     drop(client);
     Ok(())
 }

@@ -17,8 +17,12 @@
 //! - One JSONB `record` column holds the whole `JobRecord` (the single source of truth); the
 //!   indexed columns are a projection rewritten with it in the same statement, so they can never
 //!   disagree with it.
-//! - Every mutation bumps the `cronsole_store_version` sequence and NOTIFYs its new value inside
-//!   the transaction; the change token is the highest version seen.
+//! - Every mutation bumps the `cronsole_store_version` sequence; the change token is the highest
+//!   version seen. Operator commands NOTIFY it inside their transaction; the engine's claims,
+//!   completions, renewals and reservations have it NOTIFYed by the listener after the commit,
+//!   because PostgreSQL commits NOTIFYing transactions one WAL flush at a time (see `listen`).
+//! - The hot statements are server-side prepared once per connection and kept with it in the
+//!   pool (`Stmts`): each is parsed and planned once per connection, not once per call.
 //! - Operations time out after `PgOptions::op_timeout` (default 15 s) with a retryable
 //!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
 //! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
@@ -27,10 +31,15 @@
 //!   `stale_lease: true` and only its cost is counted.
 //! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
 //!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
-//!   Because a completion and its lease release commit in one transaction, the file store's
-//!   "row already landed" de-duplication is not needed here.
-//! - A claim locks up to `2 × limit` (16…1000) due rows per round, claims at most `limit`, and
-//!   leaves the rest untouched for other owners when it commits.
+//!   A completion and its lease release commit in one transaction, so a row never lands
+//!   without its record. But a completion whose `COMMIT` reached the server and whose reply was
+//!   lost (connection reset) is retried by the engine: when its job no longer holds its lease,
+//!   the retry looks up its run_id in history, and if its own row is there (same run, status
+//!   and owner) it finishes from it (`logic::complete_landed`) and writes nothing again.
+//! - `complete_many` commits the whole batch in one transaction (one WAL flush), locking its
+//!   jobs in name order (two owners' batches cannot deadlock).
+//! - A claim locks at most as many due rows per round as it has capacity left (1…1000): each
+//!   locked row is a WAL record and is hidden from the other owners until the commit.
 //! - History retention: every 64 completions a process trims that job's history to the newest
 //!   10 000 rows (the file store's default), in insertion order.
 //! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
@@ -44,11 +53,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::future::{try_join, try_join3};
+use futures_util::future::{try_join, try_join_all, try_join3};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Config, GenericClient, Row, Transaction};
+use tokio_postgres::{Client, Config, GenericClient, Row, Statement, Transaction};
 use uuid::Uuid;
 
 use super::logic;
@@ -117,8 +126,23 @@ pub struct PgStore {
     store_id: Option<String>,
 }
 
+/// How long dropping a store waits for its last announcements (see `listen`) to go out.
+const ANNOUNCE_GRACE: Duration = Duration::from_millis(500);
+
+/// Most due rows one claim round locks.
+const MAX_CLAIM_BATCH: usize = 1000;
+
 impl Drop for PgStore {
     fn drop(&mut self) {
+        // Commits announced after the fact (claims, completions) are NOTIFYed by the listener;
+        // give the last ones a moment so other owners hear this process's final completions.
+        let deadline = std::time::Instant::now() + ANNOUNCE_GRACE;
+        while self.inner.feed.announcing()
+            && self.inner.feed.alive()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
@@ -396,23 +420,151 @@ fn to_json<T: serde::Serialize>(v: &T) -> StoreResult<Value> {
     serde_json::to_value(v).map_err(StoreError::encode("a store record"))
 }
 
-/// Bump the store version and NOTIFY it; visible to others when the transaction commits.
-async fn bump(tx: &Transaction<'_>) -> StoreResult<i64> {
-    let rows = tx
-        .q(
-            "SELECT v, pg_notify($1, v::text) FROM (SELECT nextval('cronsole_store_version') AS v) s",
-            &[(&schema::CHANNEL, Type::TEXT)],
-        )
-        .await
-        .map_err(|e| db_err("bumping the store version", e))?;
+/// How a mutation tells the other owners (see `listen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notify {
+    /// `pg_notify` inside the transaction: delivered iff it commits, even if this process exits
+    /// right after (operator commands, `apply`).
+    InTransaction,
+    /// Announced by the listener connection after the commit, coalesced (the engine's claims,
+    /// completions, renewals and reservations): keeps notifying transactions, which PostgreSQL
+    /// commits one WAL flush at a time, off the hot path.
+    AfterCommit,
+}
+
+/// Bump the store version (NOTIFYing it when asked); visible to others when the transaction
+/// commits.
+async fn bump(tx: &Transaction<'_>, st: &Stmts, notify: Notify) -> StoreResult<i64> {
+    let rows = match notify {
+        Notify::InTransaction => tx.query(&st.bump_notify, &[&schema::CHANNEL]).await,
+        Notify::AfterCommit => tx.query(&st.bump, &[]).await,
+    }
+    .map_err(|e| db_err("bumping the store version", e))?;
     rows.first()
         .map(|r| r.get(0))
         .ok_or_else(|| StoreError::Internal("bumping the store version: no row".into()))
 }
 
+/// The hot paths' statements, prepared once per connection ([`pool::Conn::stmts`]) so the
+/// server parses and plans each of them once per connection instead of once per call.
+pub(crate) struct Stmts {
+    select_due: Statement,
+    write_jobs: Statement,
+    bump: Statement,
+    bump_notify: Statement,
+    settings: Statement,
+    append_history: Statement,
+    job_for_update: Statement,
+    jobs_for_update: Statement,
+    run_rows: Statement,
+}
+
+const SELECT_DUE_SQL: &str = "SELECT record FROM cronsole_jobs
+     WHERE wakeup <= $1 AND NOT (name = ANY($2))
+     ORDER BY wakeup, name
+     LIMIT $3
+     FOR UPDATE SKIP LOCKED";
+
+const WRITE_JOBS_SQL: &str = "INSERT INTO cronsole_jobs AS j (name, record, next_slot, lease_owner,
+         lease_until, run_id, paused, enabled, retired, trigger_requested_at, hold_until,
+         recovery_pending, wakeup, updated_at)
+     SELECT r->'def'->>'name', r,
+         (r->'rt'->>'next_slot')::timestamptz,
+         r->'rt'->'lease'->>'owner',
+         (r->'rt'->'lease'->>'lease_until')::timestamptz,
+         r->'rt'->'lease'->>'run_id',
+         COALESCE((r->'rt'->>'paused')::boolean, false),
+         COALESCE((r->'def'->>'enabled')::boolean, true),
+         COALESCE((r->'rt'->>'retired')::boolean, false),
+         (r->'rt'->>'trigger_requested_at')::timestamptz,
+         (r->'rt'->>'hold_until')::timestamptz,
+         COALESCE((r->'rt'->>'recovery_pending')::boolean, false),
+         (e->>'wakeup')::timestamptz,
+         $2
+     FROM jsonb_array_elements($1::jsonb) AS e, LATERAL (SELECT e->'rec' AS r) x
+     ON CONFLICT (name) DO UPDATE SET
+         record = EXCLUDED.record, next_slot = EXCLUDED.next_slot,
+         lease_owner = EXCLUDED.lease_owner, lease_until = EXCLUDED.lease_until,
+         run_id = EXCLUDED.run_id, paused = EXCLUDED.paused, enabled = EXCLUDED.enabled,
+         retired = EXCLUDED.retired, trigger_requested_at = EXCLUDED.trigger_requested_at,
+         hold_until = EXCLUDED.hold_until, recovery_pending = EXCLUDED.recovery_pending,
+         wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at";
+
+const APPEND_HISTORY_SQL: &str = "INSERT INTO cronsole_history
+         (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, row)
+     SELECT r->>'run_id', r->>'job', r->>'status', (r->>'slot')::timestamptz,
+         (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
+         COALESCE((r->>'cost_usd')::float8, 0), (r->>'diff') IS NOT NULL, r
+     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, i)
+     ORDER BY i";
+
+impl pool::Conn<'_> {
+    /// This connection's prepared statements, preparing them (pipelined: one round trip) on
+    /// its first use. Not at connect: the first connection runs the migration that creates the
+    /// tables these statements name.
+    async fn stmts(&mut self) -> StoreResult<Arc<Stmts>> {
+        if let Some(s) = &self.stmts {
+            return Ok(Arc::clone(s));
+        }
+        let c: &Client = self;
+        let list: [(&str, &[Type]); 9] = [
+            (
+                SELECT_DUE_SQL,
+                &[Type::TIMESTAMPTZ, Type::TEXT_ARRAY, Type::INT8],
+            ),
+            (WRITE_JOBS_SQL, &[Type::JSONB, Type::TIMESTAMPTZ]),
+            ("SELECT nextval('cronsole_store_version')", &[]),
+            (
+                "SELECT v, pg_notify($1, v::text) FROM (SELECT nextval('cronsole_store_version') AS v) s",
+                &[Type::TEXT],
+            ),
+            ("SELECT settings FROM cronsole_settings WHERE id = 1", &[]),
+            (APPEND_HISTORY_SQL, &[Type::JSONB]),
+            (
+                "SELECT record FROM cronsole_jobs WHERE name = $1 FOR UPDATE",
+                &[Type::TEXT],
+            ),
+            (
+                "SELECT record FROM cronsole_jobs WHERE name = ANY($1) ORDER BY name FOR UPDATE",
+                &[Type::TEXT_ARRAY],
+            ),
+            (
+                "SELECT row FROM cronsole_history WHERE run_id = ANY($1) ORDER BY seq",
+                &[Type::TEXT_ARRAY],
+            ),
+        ];
+        let mut v = try_join_all(list.iter().map(|(sql, types)| c.prepare_typed(sql, types)))
+            .await
+            .map_err(|e| db_err("preparing statements", e))?
+            .into_iter();
+        let mut next = || {
+            v.next()
+                .ok_or_else(|| StoreError::Internal("preparing statements: one missing".into()))
+        };
+        let s = Arc::new(Stmts {
+            select_due: next()?,
+            write_jobs: next()?,
+            bump: next()?,
+            bump_notify: next()?,
+            settings: next()?,
+            append_history: next()?,
+            job_for_update: next()?,
+            jobs_for_update: next()?,
+            run_rows: next()?,
+        });
+        self.stmts = Some(Arc::clone(&s));
+        Ok(s)
+    }
+}
+
 /// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
 /// `wakeup`, which `logic::wakeup` computes (the same function the file store indexes by).
-async fn write_jobs(c: &impl Db, records: &[JobRecord], now: DateTime<Utc>) -> StoreResult<()> {
+async fn write_jobs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    records: &[JobRecord],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
     if records.is_empty() {
         return Ok(());
     }
@@ -421,84 +573,52 @@ async fn write_jobs(c: &impl Db, records: &[JobRecord], now: DateTime<Utc>) -> S
         .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": logic::wakeup(r) })))
         .collect::<StoreResult<_>>()?;
     let arr = Value::Array(items);
-    c.q(
-        "INSERT INTO cronsole_jobs AS j (name, record, next_slot, lease_owner, lease_until, run_id,
-             paused, enabled, retired, trigger_requested_at, hold_until, recovery_pending, wakeup,
-             updated_at)
-         SELECT r->'def'->>'name', r,
-             (r->'rt'->>'next_slot')::timestamptz,
-             r->'rt'->'lease'->>'owner',
-             (r->'rt'->'lease'->>'lease_until')::timestamptz,
-             r->'rt'->'lease'->>'run_id',
-             COALESCE((r->'rt'->>'paused')::boolean, false),
-             COALESCE((r->'def'->>'enabled')::boolean, true),
-             COALESCE((r->'rt'->>'retired')::boolean, false),
-             (r->'rt'->>'trigger_requested_at')::timestamptz,
-             (r->'rt'->>'hold_until')::timestamptz,
-             COALESCE((r->'rt'->>'recovery_pending')::boolean, false),
-             (e->>'wakeup')::timestamptz,
-             $2
-         FROM jsonb_array_elements($1::jsonb) AS e, LATERAL (SELECT e->'rec' AS r) x
-         ON CONFLICT (name) DO UPDATE SET
-             record = EXCLUDED.record, next_slot = EXCLUDED.next_slot,
-             lease_owner = EXCLUDED.lease_owner, lease_until = EXCLUDED.lease_until,
-             run_id = EXCLUDED.run_id, paused = EXCLUDED.paused, enabled = EXCLUDED.enabled,
-             retired = EXCLUDED.retired, trigger_requested_at = EXCLUDED.trigger_requested_at,
-             hold_until = EXCLUDED.hold_until, recovery_pending = EXCLUDED.recovery_pending,
-             wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at",
-        &[
-            (&arr as &(dyn ToSql + Sync), Type::JSONB),
-            (&now, Type::TIMESTAMPTZ),
-        ],
-    )
-    .await
-    .map_err(|e| db_err("writing jobs", e))?;
+    tx.execute(&st.write_jobs, &[&arr, &now])
+        .await
+        .map_err(|e| db_err("writing jobs", e))?;
     Ok(())
 }
 
 /// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold.
 async fn select_due(
     tx: &Transaction<'_>,
+    st: &Stmts,
     now: DateTime<Utc>,
     excluded: &[String],
     batch: usize,
 ) -> StoreResult<Vec<Row>> {
-    let excluded = excluded.to_vec();
-    tx.q(
-        "SELECT record FROM cronsole_jobs
-         WHERE wakeup <= $1 AND NOT (name = ANY($2))
-         ORDER BY wakeup, name
-         LIMIT $3
-         FOR UPDATE SKIP LOCKED",
-        &[
-            (&now as &(dyn ToSql + Sync), Type::TIMESTAMPTZ),
-            (&excluded, Type::TEXT_ARRAY),
-            (&(batch as i64), Type::INT8),
-        ],
-    )
-    .await
-    .map_err(|e| db_err("selecting due jobs", e))
+    tx.query(&st.select_due, &[&now, &excluded, &(batch as i64)])
+        .await
+        .map_err(|e| db_err("selecting due jobs", e))
 }
 
 /// Append history rows in order.
-async fn append_history(c: &impl Db, rows: &[HistoryRow]) -> StoreResult<()> {
+async fn append_history(tx: &Transaction<'_>, st: &Stmts, rows: &[HistoryRow]) -> StoreResult<()> {
     if rows.is_empty() {
         return Ok(());
     }
     let arr = to_json(&rows)?;
-    c.q(
-        "INSERT INTO cronsole_history
-             (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, row)
-         SELECT r->>'run_id', r->>'job', r->>'status', (r->>'slot')::timestamptz,
-             (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
-             COALESCE((r->>'cost_usd')::float8, 0), (r->>'diff') IS NOT NULL, r
-         FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, i)
-         ORDER BY i",
-        &[(&arr, Type::JSONB)],
-    )
-    .await
-    .map_err(|e| db_err("appending history", e))?;
+    tx.execute(&st.append_history, &[&arr])
+        .await
+        .map_err(|e| db_err("appending history", e))?;
     Ok(())
+}
+
+/// Lock and read the records of `names` (sorted, so two owners lock in the same order).
+async fn lock_jobs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    location: &str,
+    names: &[String],
+) -> StoreResult<Vec<JobRecord>> {
+    let rows = match names {
+        [one] => tx.query(&st.job_for_update, &[one]).await,
+        _ => tx.query(&st.jobs_for_update, &[&names]).await,
+    }
+    .map_err(|e| db_err("reading jobs", e))?;
+    rows.into_iter()
+        .map(|r| from_json(location, "cronsole_jobs", r.get::<_, Value>(0)))
+        .collect()
 }
 
 /// Read job records, optionally only `name`, optionally locking them (`FOR UPDATE`).
@@ -558,28 +678,46 @@ impl<T> Edit<T> {
 impl Inner {
     /// Lock one job row, let `f` edit the record, write it back (and any rows) in one
     /// transaction. `f` sees `None` when the job does not exist.
-    async fn with_job<T, F>(&self, name: &str, now: DateTime<Utc>, f: F) -> StoreResult<T>
+    async fn with_job<T, F>(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        notify: Notify,
+        f: F,
+    ) -> StoreResult<T>
     where
         F: FnOnce(Option<&mut JobRecord>) -> StoreResult<Edit<T>>,
     {
         let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
         let tx = c
             .transaction()
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
-        let mut recs = read_jobs(&tx, &self.location, Some(name), true).await?;
+        let mut recs = lock_jobs(&tx, &st, &self.location, &[name.to_string()]).await?;
         let edit = f(recs.first_mut())?;
         if !edit.changed && edit.rows.is_empty() {
             return Ok(edit.value);
         }
-        if edit.changed {
-            write_jobs(&tx, &recs, now).await?;
-        }
-        append_history(&tx, &edit.rows).await?;
-        let v = bump(&tx).await?;
+        let recs: &[JobRecord] = if edit.changed { &recs } else { &[] };
+        let ((), (), v) = try_join3(
+            write_jobs(&tx, &st, recs, now),
+            append_history(&tx, &st, &edit.rows),
+            bump(&tx, &st, notify),
+        )
+        .await?;
         tx.commit().await.map_err(|e| db_err("committing", e))?;
-        self.feed.observe(v);
+        self.published(v, notify);
         Ok(edit.value)
+    }
+
+    /// Make a committed version known: observed locally, and announced to the other owners
+    /// when the transaction did not NOTIFY it itself.
+    fn published(&self, v: i64, notify: Notify) {
+        match notify {
+            Notify::InTransaction => self.feed.observe(v),
+            Notify::AfterCommit => self.feed.announce(v),
+        }
     }
 
     async fn read_version(&self) -> StoreResult<u64> {
@@ -642,8 +780,16 @@ fn history_sql(
 
 impl Inner {
     /// The counters' budget period, read inside the caller's transaction.
-    async fn period(&self, c: &impl Db) -> StoreResult<BudgetPeriod> {
-        Ok(logic::counter_period(&self.settings_in(c).await?))
+    async fn period(&self, tx: &Transaction<'_>, st: &Stmts) -> StoreResult<BudgetPeriod> {
+        let rows = tx
+            .query(&st.settings, &[])
+            .await
+            .map_err(|e| db_err("reading settings", e))?;
+        let settings = match rows.into_iter().next() {
+            Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0))?,
+            None => Settings::default(),
+        };
+        Ok(logic::counter_period(&settings))
     }
 
     async fn settings_in(&self, c: &impl Db) -> StoreResult<Settings> {
@@ -660,6 +806,7 @@ impl Inner {
     async fn apply(&self, file: JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         logic::unique_names(&file)?;
         let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
         let tx = c
             .transaction()
             .await
@@ -689,8 +836,8 @@ impl Inner {
         report.updated.sort();
         report.unchanged.sort();
         if dirty || !changed.is_empty() {
-            write_jobs(&tx, &changed, now).await?;
-            let v = bump(&tx).await?;
+            write_jobs(&tx, &st, &changed, now).await?;
+            let v = bump(&tx, &st, Notify::InTransaction).await?;
             tx.commit().await.map_err(|e| db_err("committing", e))?;
             self.feed.observe(v);
         }
@@ -709,22 +856,30 @@ impl Inner {
         in_flight: Vec<String>,
     ) -> StoreResult<ClaimOutcome> {
         let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
         let tx = c
             .transaction()
             .await
             .map_err(|e| db_err("starting a claim", e))?;
-        let batch = (limit.saturating_mul(2)).clamp(16, 1000);
+        // Lock only as many rows as there is capacity left: every locked row costs a WAL
+        // record and hides the row from the other owners until this transaction ends.
+        let want = |claimed: usize| limit.saturating_sub(claimed).clamp(1, MAX_CLAIM_BATCH);
+        let mut batch = want(0);
         let mut excluded = in_flight;
         // The settings read and the first locked select are pipelined (one round trip).
-        let (period, mut got) =
-            try_join(self.period(&tx), select_due(&tx, now, &excluded, batch)).await?;
+        let (period, mut got) = try_join(
+            self.period(&tx, &st),
+            select_due(&tx, &st, now, &excluded, batch),
+        )
+        .await?;
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
         let mut first = true;
         loop {
             if !first {
-                got = select_due(&tx, now, &excluded, batch).await?;
+                batch = want(claims.len());
+                got = select_due(&tx, &st, now, &excluded, batch).await?;
             }
             first = false;
             let n = got.len();
@@ -764,56 +919,130 @@ impl Inner {
         }
         // Pipelined: history, job rows and the version bump go out in one round trip.
         let ((), (), v) = try_join3(
-            append_history(&tx, &rows),
-            write_jobs(&tx, &changed, now),
-            bump(&tx),
+            append_history(&tx, &st, &rows),
+            write_jobs(&tx, &st, &changed, now),
+            bump(&tx, &st, Notify::AfterCommit),
         )
         .await?;
         tx.commit()
             .await
             .map_err(|e| db_err("committing claims", e))?;
-        self.feed.observe(v);
+        self.feed.announce(v);
         Ok(ClaimOutcome { claims, rows })
     }
 
-    async fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+    /// Group commit: every completion of the batch in ONE transaction (one WAL flush), each
+    /// fenced by its run_id as usual. Idempotent when retried: a completion whose earlier
+    /// attempt committed but whose reply was lost (connection cut after `COMMIT` was sent)
+    /// finds its own row in history by run_id and writes nothing again (see the module doc).
+    async fn complete_batch(
+        &self,
+        cs: Vec<Completion>,
+    ) -> StoreResult<Vec<StoreResult<CompleteOutcome>>> {
         let mut conn = self.pool.get().await?;
+        let st = conn.stmts().await?;
         let tx = conn
             .transaction()
             .await
             .map_err(|e| db_err("starting a completion", e))?;
-        let (period, mut recs) = try_join(
-            self.period(&tx),
-            read_jobs(&tx, &self.location, Some(&c.job), true),
+        let mut names: Vec<String> = cs.iter().map(|c| c.job.clone()).collect();
+        names.sort();
+        names.dedup();
+        let (period, recs) = try_join(
+            self.period(&tx, &st),
+            lock_jobs(&tx, &st, &self.location, &names),
         )
         .await?;
-        let Some(mut rec) = recs.pop() else {
-            return Err(StoreError::NoSuchJob(c.job.clone()));
+        let mut recs: BTreeMap<String, JobRecord> =
+            recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
+        // A completion whose job no longer holds its lease is stale — or a retry whose first
+        // attempt committed. Only those look for their row (an index probe on run_id).
+        let unfenced: Vec<String> = cs
+            .iter()
+            .filter(|c| recs.get(&c.job).is_some_and(|r| !logic::holds(r, c.run_id)))
+            .map(|c| c.run_id.to_string())
+            .collect();
+        let landed: Vec<HistoryRow> = if unfenced.is_empty() {
+            Vec::new()
+        } else {
+            tx.query(&st.run_rows, &[&unfenced])
+                .await
+                .map_err(|e| db_err("reading history", e))?
+                .into_iter()
+                .map(|r| from_json(&self.location, "cronsole_history", r.get::<_, Value>(0)))
+                .collect::<StoreResult<_>>()?
         };
-        let (job, now) = (c.job.clone(), c.now);
-        let out = logic::complete_step(&mut rec, None, c, period)?;
+        let now = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
+        let mut results = Vec::with_capacity(cs.len());
+        let mut rows: Vec<HistoryRow> = Vec::new();
+        let mut dirty: Vec<String> = Vec::new();
+        for c in cs {
+            let Some(rec) = recs.get_mut(&c.job) else {
+                results.push(Err(StoreError::NoSuchJob(c.job.clone())));
+                continue;
+            };
+            let held = logic::holds(rec, c.run_id);
+            let mut probe = c.row.clone();
+            probe.run_id = c.run_id;
+            let mine = landed
+                .iter()
+                .find(|l| l.owner == probe.owner && logic::same_row(l, &probe))
+                .cloned();
+            let job = c.job.clone();
+            let out = match mine {
+                Some(row) => logic::complete_landed(rec, None, c, row, period),
+                None => logic::complete_step(rec, None, c, period),
+            };
+            if let Ok(o) = &out {
+                rows.extend(
+                    o.rows
+                        .iter()
+                        .filter(|r| !landed.iter().any(|l| logic::same_row(l, r)))
+                        .cloned(),
+                );
+                // A landed retry of a released lease changes nothing; anything else does
+                // (a stale completion still counts its cost).
+                if held
+                    || !o
+                        .rows
+                        .iter()
+                        .all(|r| landed.iter().any(|l| logic::same_row(l, r)))
+                {
+                    dirty.push(job);
+                }
+            }
+            results.push(out);
+        }
+        dirty.sort();
+        dirty.dedup();
+        if rows.is_empty() && dirty.is_empty() {
+            return Ok(results);
+        }
+        let changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
         let ((), (), v) = try_join3(
-            append_history(&tx, &out.rows),
-            write_jobs(&tx, std::slice::from_ref(&rec), now),
-            bump(&tx),
+            append_history(&tx, &st, &rows),
+            write_jobs(&tx, &st, &changed, now),
+            bump(&tx, &st, Notify::AfterCommit),
         )
         .await?;
         tx.commit()
             .await
             .map_err(|e| db_err("committing a completion", e))?;
-        self.feed.observe(v);
+        self.feed.announce(v);
         // History retention (SPEC §14.1 default, same as the file store): every
-        // RETENTION_EVERY completions of a process, trim this job to its newest rows. A
+        // RETENTION_EVERY completions of a process, trim that job to its newest rows. A
         // failure here loses nothing and is retried next time.
-        if self
-            .completions
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(RETENTION_EVERY)
-            && let Err(e) = trim_history(&*conn, &job, super::file::DEFAULT_KEEP_PER_JOB).await
-        {
-            tracing::warn!(job = %job, "history retention failed: {e}");
+        for job in &dirty {
+            if self
+                .completions
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(RETENTION_EVERY)
+                && let Err(e) = trim_history(&*conn, job, super::file::DEFAULT_KEEP_PER_JOB).await
+            {
+                tracing::warn!(job = %job, "history retention failed: {e}");
+            }
         }
-        Ok(out)
+        Ok(results)
     }
 }
 
@@ -914,7 +1143,7 @@ impl Store for PgStore {
         let name = job.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, move |rec| {
+                .with_job(&name.clone(), now, Notify::AfterCommit, move |rec| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
@@ -928,14 +1157,34 @@ impl Store for PgStore {
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.run(|inner| async move { inner.complete(c).await })
+        self.complete_many(vec![c]).pop().unwrap_or_else(|| {
+            Err(StoreError::Internal(
+                "a completion batch of one returned no result".into(),
+            ))
+        })
+    }
+
+    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
+        let n = cs.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        match self.run(|inner| async move { inner.complete_batch(cs).await }) {
+            Ok(v) => v,
+            // Nothing of the batch committed (or its outcome is unknown): every run retries.
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                out
+            }
+        }
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         let name = name.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, move |rec| {
+                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
@@ -954,7 +1203,7 @@ impl Store for PgStore {
         let name = name.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, move |rec| {
+                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
@@ -979,7 +1228,7 @@ impl Store for PgStore {
         let edit = edit.clone();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, move |rec| {
+                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };

@@ -3,7 +3,9 @@
 //! next checkout, and reconnection with exponential backoff (100 ms doubling to 5 s) so a
 //! database that is down costs callers one fast `StoreError::Unavailable`, not a connect storm.
 //!
-//! Owns: connecting, the connection driver tasks, the backoff gate. Must not touch: SQL beyond
+//! Owns: connecting, the connection driver tasks, the backoff gate, and carrying each
+//! connection's server-side prepared statements (`super::Stmts`, prepared by the store on first
+//! use and kept with the connection while it lives in the pool). Must not touch: SQL beyond
 //! the per-connection session setup, the store's semantics.
 //!
 //! Why not `deadpool-postgres` or `bb8` (issue 15 item 10, evaluated): what a pool crate would
@@ -21,7 +23,7 @@
 //!
 //! Runs only on the store's private runtime (see `super`): every future here is spawned there.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -30,7 +32,7 @@ use tokio_postgres::{Client, Config};
 
 use super::connect::MakeRustls;
 
-use super::db_err;
+use super::{Stmts, db_err};
 use crate::store::{StoreError, StoreResult};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -44,10 +46,16 @@ struct Backoff {
     last_error: String,
 }
 
+/// A pooled connection and its prepared statements (`None` until first prepared).
+struct Pooled {
+    client: Client,
+    stmts: Option<Arc<Stmts>>,
+}
+
 pub(crate) struct Pool {
     cfg: Config,
     tls: MakeRustls,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Pooled>>,
     sem: Semaphore,
     backoff: Mutex<Backoff>,
 }
@@ -55,6 +63,8 @@ pub(crate) struct Pool {
 /// A checked-out connection; returned to the pool on drop unless it is closed.
 pub(crate) struct Conn<'a> {
     client: Option<Client>,
+    /// This connection's prepared statements, once prepared (see [`Conn::stmts`]).
+    pub(crate) stmts: Option<Arc<Stmts>>,
     pool: &'a Pool,
     _permit: SemaphorePermit<'a>,
 }
@@ -78,7 +88,10 @@ impl Drop for Conn<'_> {
         if let Some(c) = self.client.take()
             && !c.is_closed()
         {
-            lock(&self.pool.idle).push(c);
+            lock(&self.pool.idle).push(Pooled {
+                client: c,
+                stmts: self.stmts.take(),
+            });
         }
     }
 }
@@ -108,10 +121,11 @@ impl Pool {
         loop {
             let c = lock(&self.idle).pop();
             match c {
-                Some(c) if c.is_closed() => continue,
+                Some(c) if c.client.is_closed() => continue,
                 Some(c) => {
                     return Ok(Conn {
-                        client: Some(c),
+                        client: Some(c.client),
+                        stmts: c.stmts,
                         pool: self,
                         _permit: permit,
                     });
@@ -122,6 +136,7 @@ impl Pool {
         let client = self.connect().await?;
         Ok(Conn {
             client: Some(client),
+            stmts: None,
             pool: self,
             _permit: permit,
         })

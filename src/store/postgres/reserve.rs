@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
-use super::{Inner, bump, db_err, read_jobs, write_jobs};
+use super::{Inner, Notify, bump, db_err, lock_jobs, write_jobs};
 use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement, Totals};
 use crate::store::logic;
 use crate::store::{StoreError, StoreResult};
@@ -34,6 +34,7 @@ impl Inner {
         now: DateTime<Utc>,
     ) -> StoreResult<ReserveOutcome> {
         let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
         let tx = c
             .transaction()
             .await
@@ -44,7 +45,7 @@ impl Inner {
         )
         .await
         .map_err(|e| db_err("taking the budget lock", e))?;
-        let mut mine = read_jobs(&tx, &self.location, Some(&job), true).await?;
+        let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&job)).await?;
         let settings = self.settings_in(&tx).await?;
         let key = logic::counter_period(&settings).key(now);
         // Every other job's committed money, summed in SQL (the same rule as
@@ -97,12 +98,15 @@ impl Inner {
             return Err(StoreError::NoSuchJob(job));
         };
         let id = budget::record(rec, &req, key);
-        write_jobs(&tx, &mine, now).await?;
-        let v = bump(&tx).await?;
+        let ((), v) = futures_util::future::try_join(
+            write_jobs(&tx, &st, &mine, now),
+            bump(&tx, &st, Notify::AfterCommit),
+        )
+        .await?;
         tx.commit()
             .await
             .map_err(|e| db_err("committing a budget reservation", e))?;
-        self.feed.observe(v);
+        self.feed.announce(v);
         Ok(ReserveOutcome::Reserved { id })
     }
 
@@ -114,7 +118,7 @@ impl Inner {
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let name = job.clone();
-        self.with_job(&name, now, move |rec| {
+        self.with_job(&name, now, Notify::AfterCommit, move |rec| {
             let Some(rec) = rec else {
                 return Err(StoreError::NoSuchJob(job));
             };

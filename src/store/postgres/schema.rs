@@ -13,7 +13,8 @@
 //!   as JSONB (the single source of truth); the other columns are a projection of it, rewritten on
 //!   every update, that the claim query and `next_wakeup` filter on (`wakeup` = the earliest
 //!   instant `store::logic` may act on the job, computed by `logic::wakeup`; `next_slot`,
-//!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL).
+//!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL;
+//!   only `wakeup` is indexed, with `name`, in the claim's order).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
 //! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
@@ -93,6 +94,14 @@ const MIGRATIONS: &[&str] = &[
         id        int PRIMARY KEY CHECK (id = 1),
         store_id  text NOT NULL
     );
+    "#,
+    // 3: drop the indexes nothing reads through. Every claim and completion rewrites
+    // `next_slot` and `lease_until`, so each index was one more entry inserted (and WAL-logged)
+    // per job update; the claim reads through `cronsole_jobs_wakeup` only. The columns stay
+    // for operators' SQL (a scan of one row per job).
+    r#"
+    DROP INDEX IF EXISTS cronsole_jobs_next_slot;
+    DROP INDEX IF EXISTS cronsole_jobs_lease_until;
     "#,
 ];
 
