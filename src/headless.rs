@@ -32,6 +32,9 @@ pub fn text_line(r: &HistoryRow) -> String {
     if let Some(n) = r.slots_count {
         line.push_str(&format!("  slots={n}"));
     }
+    if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+        line.push_str(&format!("  parent={}/{id}", sanitize_line(j)));
+    }
     line.push_str(&format!("  {}ms", r.duration_ms));
     if r.cost_usd > 0.0 || r.model.is_some() {
         line.push_str(&format!("  ${:.4}", r.cost_usd));

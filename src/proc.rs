@@ -221,6 +221,9 @@ tokio::task_local! {
     /// Dead-man switch for commands started inside this scope: the supervisor kills the run if
     /// the owner sends no heartbeat for this long (the engine sets half the job's lease).
     pub static STALL_LIMIT: Duration;
+    /// Variables added to commands started inside this scope (a chained run's parent, see
+    /// `engine::chain`).
+    pub static EXTRA_ENV: Vec<(String, String)>;
 }
 
 /// The variables to remove for one job: [`STANDARD_KEY_VARS`] and every agent's key variable,
@@ -379,6 +382,11 @@ fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr]) -> Command
     for var in current_scrub() {
         cmd.env_remove(var);
     }
+    let _ = EXTRA_ENV.try_with(|vars| {
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+    });
     cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -62,6 +62,8 @@ mod check;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_after;
+#[cfg(test)]
 mod tests_flow;
 #[cfg(test)]
 mod tests_limits;

@@ -234,7 +234,7 @@ pub async fn execute(
     progress: &Progress,
 ) -> RunOutput {
     let def = &claim.job.def;
-    let row = HistoryRow::new(
+    let mut row = HistoryRow::new(
         &def.name,
         Status::Succeeded,
         claim.trigger,
@@ -242,6 +242,17 @@ pub async fn execute(
         owner,
         clock.now(),
     );
+    let chain = claim
+        .job
+        .rt
+        .lease
+        .as_ref()
+        .map(|l| l.chain.clone())
+        .unwrap_or_default();
+    if let Some(p) = crate::store::chain::releaser(&chain) {
+        row.parent_job = Some(p.job.clone());
+        row.parent_run_id = Some(p.run_id);
+    }
     let settings = match blocking(store, |s| s.settings()).await {
         Ok(s) => s,
         Err(e) => {
@@ -283,13 +294,26 @@ pub async fn execute(
         cx.settings.agents.values().map(|a| a.api_key_env.as_str()),
         &cx.claim.job.def.env_passthrough,
     );
+    // A chained run's commands see their parent (`engine::chain`).
+    let extra_env = super::chain::parent_env(&chain);
     let out = match workdir {
         Some(dir) => {
             crate::proc::ENV_SCRUB
-                .scope(scrub, crate::proc::WORKDIR.scope(dir, steps(&mut cx)))
+                .scope(
+                    scrub,
+                    crate::proc::EXTRA_ENV
+                        .scope(extra_env, crate::proc::WORKDIR.scope(dir, steps(&mut cx))),
+                )
                 .await
         }
-        None => crate::proc::ENV_SCRUB.scope(scrub, steps(&mut cx)).await,
+        None => {
+            crate::proc::ENV_SCRUB
+                .scope(
+                    scrub,
+                    crate::proc::EXTRA_ENV.scope(extra_env, steps(&mut cx)),
+                )
+                .await
+        }
     };
     if let Err(end) = out {
         cx.apply(end);
@@ -443,13 +467,31 @@ async fn step3_prompt(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str
             }
         }
     }
+    // A chained run's parents: the same blocks as `context_from` (`engine::chain`).
+    let chain = cx
+        .claim
+        .job
+        .rt
+        .lease
+        .as_ref()
+        .map(|l| l.chain.as_slice())
+        .unwrap_or_default();
+    let parent_blocks = super::chain::fold_into_context(
+        chain,
+        &def.context_from,
+        &mut latest,
+        def.context_max_chars,
+    );
     let blocks = match context::decide(
         &def.context_from,
         &latest,
         def.context_max_chars,
         def.on_missing_context,
     ) {
-        context::ContextDecision::Run { blocks, .. } => blocks,
+        context::ContextDecision::Run { mut blocks, .. } => {
+            blocks.extend(parent_blocks);
+            blocks
+        }
         context::ContextDecision::Skip { reason } => {
             return Err(End(Status::Skipped, Some(reason), None));
         }

@@ -44,6 +44,9 @@ pub enum ScheduleSpec {
     /// `at 9am`: an `at` that resolves to the first `hour:minute` wall time in `tz` at or after
     /// the moment the job is first stored (its anchor); once, never recurring.
     AtTime { hour: u32, minute: u32, tz: String },
+    /// No slots: a job with `after:` and no `schedule:` runs only when its parents finish
+    /// (and on manual triggers).
+    AfterOnly,
 }
 
 impl ScheduleSpec {
@@ -55,7 +58,7 @@ impl ScheduleSpec {
     }
 
     pub fn is_recurring(&self) -> bool {
-        !self.is_at()
+        !self.is_at() && *self != ScheduleSpec::AfterOnly
     }
 }
 
@@ -89,6 +92,8 @@ pub enum Compiled {
     At(DateTime<Utc>),
     /// Another schedule whose slots on excluded dates are not slots (`only_on`/`except_on`).
     OnDays(Box<Compiled>, calendar::Filtered),
+    /// No slots at all ([`ScheduleSpec::AfterOnly`]).
+    Never,
 }
 
 impl Compiled {
@@ -117,6 +122,7 @@ impl Compiled {
                     .ok_or_else(|| ScheduleError::new("no such wall time after the anchor"))?;
                 Compiled::At(first)
             }
+            ScheduleSpec::AfterOnly => Compiled::Never,
         })
     }
 
@@ -160,6 +166,7 @@ impl Compiled {
             }
             Compiled::Cron(c) => c.next_after(t),
             Compiled::At(at) => (*at > t).then_some(*at),
+            Compiled::Never => None,
         }
     }
 
@@ -182,6 +189,7 @@ impl Compiled {
             }
             Compiled::Cron(c) => c.prev_before(t),
             Compiled::At(at) => (*at < t).then_some(*at),
+            Compiled::Never => None,
         }
     }
 
@@ -231,6 +239,7 @@ impl Compiled {
             Compiled::OnDays(inner, f) => format!("{}{}", inner.describe(), f.rule.describe()),
             Compiled::Every { every_seconds, .. } => describe_every(*every_seconds),
             Compiled::Cron(c) => c.describe(),
+            Compiled::Never => "no schedule: runs after its parents".to_string(),
             Compiled::At(at) => format!(
                 "once at {}",
                 at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

@@ -17,6 +17,7 @@ use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, 
 pub use operator::{EditOutcome, JobEdit};
 
 pub mod budget;
+pub mod chain;
 pub mod check;
 pub mod file;
 pub mod filefmt;

@@ -34,5 +34,6 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
         tags: vec![],
         jitter_seconds: 0.0,
         days: Default::default(),
+        after: vec![],
     }
 }

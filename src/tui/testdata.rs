@@ -66,6 +66,8 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
             ..Default::default()
         },
         state: JobState::default(),
+        chain_pending: Default::default(),
+        chain_seen: Default::default(),
     };
     JobRecord { def, rt }
 }
@@ -91,6 +93,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         coalesced: None,
         cancel_requested_at: None,
         lapsed: false,
+        chain: Vec::new(),
     }
 }
 

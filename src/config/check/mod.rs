@@ -19,6 +19,7 @@ use super::Severity;
 use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::{JobDef, Settings};
 
+mod after;
 mod calendars;
 mod jobs;
 mod scalars;
@@ -93,6 +94,7 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "jitter_seconds",
     "only_on",
     "except_on",
+    "after",
 ];
 pub(super) const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];

@@ -562,6 +562,15 @@ impl Locked<'_> {
     fn period(&self) -> crate::model::BudgetPeriod {
         logic::counter_period(&self.inner.settings)
     }
+
+    /// Record the end `row` of a run of `parent` in its `after:` children's cached records;
+    /// returns the children whose records changed (to persist with the parent's).
+    fn chain_fan_out(&mut self, parent: &str, row: &HistoryRow) -> Vec<String> {
+        let Some(def) = self.inner.jobs.get(parent).map(|c| c.rec.def.clone()) else {
+            return Vec::new();
+        };
+        super::chain::fan_out(&def, row, self.inner.jobs.values_mut().map(|c| &mut c.rec))
+    }
 }
 
 impl Store for FileStore {
@@ -684,11 +693,15 @@ impl Store for FileStore {
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
             };
-            let recovering = logic::expired_lease(&c.rec, now).is_some();
+            let recovering = logic::expired_lease(&c.rec, now);
+            let landed_end = landed.clone();
             let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
-            if recovering {
+            if recovering.is_some() {
                 c.mark = None;
             }
+            let chain_end = recovering.as_ref().and_then(|lease| {
+                landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
+            });
             if unacked.is_empty() && after.is_empty() {
                 rows.extend(ev.rows);
             } else {
@@ -704,6 +717,15 @@ impl Store for FileStore {
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
                 plans.push((name.clone(), p));
+            }
+            // The recovered run's end (its landed row, or the `abandoned` row written now)
+            // reaches its `after:` children in this same persist, before its own record.
+            if let Some(end) = chain_end {
+                for child in l.chain_fan_out(&name, &end) {
+                    if !changed.contains(&child) {
+                        changed.push(child);
+                    }
+                }
             }
             if ev.changed {
                 changed.push(name);
@@ -779,11 +801,16 @@ impl Store for FileStore {
         let (mut rows, mut names) = (Vec::new(), Vec::new());
         for c in cs {
             let r = complete_in(&mut l, c, period, &landed);
-            if let Ok((out, name)) = &r {
+            if let Ok((out, name, fenced)) = &r {
                 rows.extend(out.rows.iter().cloned());
+                // `after:` children first: a torn append that kept the parent's line kept
+                // theirs (see `store::chain`).
+                if *fenced && let Some(end) = out.rows.first() {
+                    names.extend(l.chain_fan_out(name, end));
+                }
                 names.push(name.clone());
             }
-            results.push(r.map(|(out, _)| out));
+            results.push(r.map(|(out, _, _)| out));
         }
         if rows.is_empty() && names.is_empty() {
             return results;
@@ -917,7 +944,7 @@ fn complete_in(
     c: Completion,
     period: crate::model::BudgetPeriod,
     landed: &[HistoryRow],
-) -> StoreResult<(CompleteOutcome, String)> {
+) -> StoreResult<(CompleteOutcome, String, bool)> {
     let mut c = c;
     // A retry of a completion whose row a failed persist of this handle already wrote.
     // (Not another owner's `abandoned` row for the same run: see below.)
@@ -961,5 +988,5 @@ fn complete_in(
     if fenced_in {
         cached.mark = None;
     }
-    Ok((out, job))
+    Ok((out, job, fenced_in))
 }

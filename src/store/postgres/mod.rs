@@ -480,6 +480,36 @@ async fn select_due(
     .map_err(|e| db_err("selecting due jobs", e))
 }
 
+/// The `after:` children of `parent`, locked, with the run end `row` recorded in those it
+/// fires (only the changed ones are returned).
+async fn chain_children(
+    c: &impl Db,
+    location: &str,
+    parent: &crate::model::JobDef,
+    row: &HistoryRow,
+) -> StoreResult<Vec<JobRecord>> {
+    if !super::chain::is_run_end(row) || row.stale_lease {
+        return Ok(Vec::new());
+    }
+    let probe = serde_json::json!([{ "job": parent.name }]);
+    let rows = c
+        .q(
+            "SELECT record FROM cronsole_jobs WHERE record->'def'->'after' @> $1::jsonb
+             ORDER BY name FOR UPDATE",
+            &[(&probe, Type::JSONB)],
+        )
+        .await
+        .map_err(|e| db_err("reading chained jobs", e))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let mut rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
+        if !super::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
+            out.push(rec);
+        }
+    }
+    Ok(out)
+}
+
 /// Append history rows in order.
 async fn append_history(c: &impl Db, rows: &[HistoryRow]) -> StoreResult<()> {
     if rows.is_empty() {
@@ -721,6 +751,8 @@ impl Inner {
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
+        // Recovered runs' ends, for their `after:` children (after the loop).
+        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
         let mut first = true;
         loop {
             if !first {
@@ -737,10 +769,16 @@ impl Inner {
                     continue;
                 };
                 let can = claims.len() < limit;
+                let recovering = logic::expired_lease(&rec, now);
                 // Crash recovery (SPEC §6) happens inside `claim_step`. The completion and the
                 // lease release commit together here, so a run's row never landed without its
                 // record: `landed` is always None.
                 let ev = logic::claim_step(&mut rec, &sched, now, &owner, can, period, None);
+                if let Some(lease) = recovering
+                    && let Some(end) = ev.rows.iter().find(|r| r.run_id == lease.run_id)
+                {
+                    ended.push((rec.def.clone(), end.clone()));
+                }
                 rows.extend(ev.rows);
                 if let Some(p) = ev.claim {
                     claims.push(Claim {
@@ -758,6 +796,13 @@ impl Inner {
             if n < batch || claims.len() >= limit {
                 break;
             }
+        }
+        for (parent, end) in &ended {
+            // Children this claim already holds are updated in place (one row per job).
+            super::chain::fan_out(parent, end, changed.iter_mut());
+            let held: Vec<String> = changed.iter().map(|r| r.def.name.clone()).collect();
+            let more = chain_children(&tx, &self.location, parent, end).await?;
+            changed.extend(more.into_iter().filter(|r| !held.contains(&r.def.name)));
         }
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
@@ -791,10 +836,17 @@ impl Inner {
             return Err(StoreError::NoSuchJob(c.job.clone()));
         };
         let (job, now) = (c.job.clone(), c.now);
+        let fenced = logic::holds(&rec, c.run_id);
         let out = logic::complete_step(&mut rec, None, c, period)?;
+        // `after:` children learn of the run's end in this same transaction.
+        let mut records = match out.rows.first() {
+            Some(end) if fenced => chain_children(&tx, &self.location, &rec.def, end).await?,
+            _ => Vec::new(),
+        };
+        records.push(rec);
         let ((), (), v) = try_join3(
             append_history(&tx, &out.rows),
-            write_jobs(&tx, std::slice::from_ref(&rec), now),
+            write_jobs(&tx, &records, now),
             bump(&tx),
         )
         .await?;

@@ -303,6 +303,9 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
         ]),
         kv("trigger", r.trigger.as_str().to_string()),
     ];
+    if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+        lines.push(kv("parent", format!("{j} run {id}")));
+    }
     let slot = match (r.slot, r.slot_end) {
         (None, _) => "none (not a scheduled slot)".to_string(),
         (Some(s), None) => stamp(s),
