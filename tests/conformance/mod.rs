@@ -16,6 +16,9 @@ use cronsole::store::{
     ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
 };
 
+mod chain;
+pub use chain::*;
+
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
 /// t0 = 1000 s after the epoch, as in SPEC §5's worked cases.
@@ -885,6 +888,10 @@ macro_rules! conformance_suite {
             history_filters_newest_first,
             operator_actions_and_history_pages,
             jitter_and_calendars_shape_what_is_offered,
+            chains_run_once_per_parent_run,
+            chain_on_failure_and_fan_in,
+            chain_from_a_recovered_run,
+            paused_child_keeps_its_chain_run,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {
