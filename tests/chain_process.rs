@@ -2,7 +2,6 @@
 //! runs once, its chained child exactly once after it (whichever owner takes it), then the
 //! grandchild; the child's command sees its parent through the environment.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use uuid::Uuid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
-fn rows(store: &PathBuf) -> Vec<HistoryRow> {
+fn rows(store: &std::path::Path) -> Vec<HistoryRow> {
     let mut v = FileStore::open(store)
         .expect("open store")
         .history(&HistoryQuery {

@@ -17,6 +17,7 @@ use cronsole::store::{
 };
 
 mod chain;
+#[allow(unused_imports)] // used by the `conformance_suite!` runners, not by every includer
 pub use chain::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
