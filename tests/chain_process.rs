@@ -112,3 +112,28 @@ fn two_owners_run_the_chain_once_each_step_in_order() {
     assert_eq!(v["parent_run_id"], collect[0].run_id.to_string());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn validate_names_the_entry_that_closes_a_cycle_and_exits_2() {
+    let dir = std::env::temp_dir().join(format!("cronsole-chain-cycle-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(
+        &jobs,
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    after: b\n  - name: b\n    command: \"true\"\n    after: {job: a, on: completion}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("validate")
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        err.contains("jobs.yaml:8:12") && err.contains("a waits for b waits for a"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

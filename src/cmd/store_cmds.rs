@@ -721,7 +721,8 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             .unwrap_or("")
             .to_string();
         if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
-            why = format!("after {j} run {id}; {why}");
+            let sep = if why.is_empty() { "" } else { "; " };
+            why = format!("after {j} run {id}{sep}{why}");
         }
         let why = why.as_str();
         println!(
