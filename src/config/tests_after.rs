@@ -168,3 +168,33 @@ fn without_after_the_schedule_is_still_required() {
         c.diagnostics
     );
 }
+
+#[test]
+fn find_cycle_finds_cycles_and_not_diamonds() {
+    let mk = |n: &str, after: &[&str]| {
+        let mut d = crate::testkit::jobs::command_job(n, 60);
+        d.after = after
+            .iter()
+            .map(|j| After {
+                job: j.to_string(),
+                on: ChainOn::Success,
+            })
+            .collect();
+        d
+    };
+    assert_eq!(
+        find_cycle(&[mk("a", &["a"])]),
+        Some(vec!["a".into(), "a".into()])
+    );
+    assert_eq!(
+        find_cycle(&[mk("a", &["b"]), mk("b", &["c"]), mk("c", &["a"])]),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let diamond = [
+        mk("a", &[]),
+        mk("b", &["a"]),
+        mk("c", &["a"]),
+        mk("d", &["b", "c", "ghost"]),
+    ];
+    assert_eq!(find_cycle(&diamond), None);
+}

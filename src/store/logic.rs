@@ -722,6 +722,12 @@ pub fn finish_run(
 /// each name once. Returns the names.
 pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
     crate::config::check_bounds(file).map_err(StoreError::OutOfBounds)?;
+    if let Some(cycle) = crate::config::find_cycle(&file.jobs) {
+        return Err(StoreError::Refused(format!(
+            "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
+            cycle.join(" waits for ")
+        )));
+    }
     let mut seen = HashSet::new();
     for d in &file.jobs {
         if !seen.insert(d.name.as_str()) {

@@ -224,3 +224,14 @@ pub fn paused_child_keeps_its_chain_run(f: Factory) {
     assert_eq!(o.claims.len(), 1);
     assert_eq!(o.claims[0].trigger, Trigger::Chain);
 }
+
+pub fn a_chain_cycle_is_refused_before_anything_is_stored(f: Factory) {
+    let s = f();
+    let mut a = chained("a", &[("b", ChainOn::Success)]);
+    a.schedule = ScheduleSpec::Every { every_seconds: 60 };
+    let b = chained("b", &[("a", ChainOn::Completion)]);
+    let e = s.apply(&file(vec![a, b]), t(1000)).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("a waits for b waits for a"), "{e}");
+    assert!(s.jobs().unwrap().is_empty(), "nothing stored");
+}

@@ -893,6 +893,7 @@ macro_rules! conformance_suite {
             chain_on_failure_and_fan_in,
             chain_from_a_recovered_run,
             paused_child_keeps_its_chain_run,
+            a_chain_cycle_is_refused_before_anything_is_stored,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

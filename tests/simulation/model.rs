@@ -24,8 +24,10 @@
 //!   run id is handed to two of its chained claims); at the end, each parent's newest run in
 //!   history that fires the job is either consumed by a chained run or still pending in the
 //!   job's record — never lost, crashes and torn writes included (older firing runs may be
-//!   coalesced into a newer one: one chained run per parent per start). Jobs paused, removed
-//!   or touched by an operation of unknown outcome are exempt from the "never lost" check.
+//!   coalesced into a newer one: one chained run per parent per start). A chained claim whose
+//!   owner died before seeing it counts as consumed by its `abandoned` row (at most once, like a
+//!   slot). Jobs paused, removed or touched by an operation of unknown outcome are exempt from
+//!   the "never lost" check.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -183,7 +185,17 @@ impl Model {
                         && a.on.fires_on(r.status)
                 });
                 let Some(n) = newest else { continue };
-                let consumed = self.chain_runs.contains_key(&(child.clone(), n.run_id));
+                let pos = rows.iter().position(|r| r.run_id == n.run_id).unwrap_or(0);
+                // Consumed: a chained claim an owner saw, or a chained row of the job naming the
+                // run (a claim whose owner died before seeing it ends `abandoned`, like a slot).
+                // A fan-in row names only its last parent: a chained row newer than the run
+                // counts for the others.
+                let consumed = self.chain_runs.contains_key(&(child.clone(), n.run_id))
+                    || rows.iter().enumerate().any(|(i, r)| {
+                        &r.job == child
+                            && r.trigger == Trigger::Chain
+                            && (r.parent_run_id == Some(n.run_id) || (after.len() > 1 && i < pos))
+                    });
                 let pending = rec
                     .rt
                     .chain_pending

@@ -1,7 +1,9 @@
 //! A job's `after:` (issue 16 item 1): the jobs it is chained after and on which of their
 //! outcomes, and the whole-file checks of chains (cycles, `on: change` needing a monitor).
 //!
-//! Owns: the `after:` forms and their errors. Must not touch: how chains run (`store::chain`).
+//! Owns: the `after:` forms and their errors, and the cycle search every store also runs
+//! before an apply ([`find_cycle`], as it runs `check_bounds`). Must not touch: how chains run
+//! (`store::chain`).
 //!
 //! Forms: `after: {job: collect, on: success}`, `after: collect` (shorthand for `on: success`),
 //! or a list of either (fan-in). `on` is one of success, failure, completion, change; it
@@ -182,64 +184,81 @@ impl Checker<'_> {
                 }
             }
         }
-        // Depth-first over `after` edges (child → parent), jobs in file order.
-        #[derive(Clone, Copy, PartialEq)]
-        enum Mark {
-            New,
-            Open,
-            Done,
+        // The cycle as every store finds it ([`find_cycle`], jobs in file order),
+        // reported at the entry that closes it: the last job's entry naming the first.
+        let valid: Vec<JobDef> = order_valid(jobs);
+        let Some(names) = find_cycle(&valid) else {
+            return;
+        };
+        let (Some(closer), Some(target)) = (
+            names.len().checked_sub(2).and_then(|i| names.get(i)),
+            names.last(),
+        ) else {
+            return;
+        };
+        if let Some(&(i, j)) = by_name.get(closer.as_str())
+            && let Some(k) = j.after.iter().position(|a| &a.job == target)
+        {
+            self.error(
+                entry_path(i, k),
+                format!(
+                    "`after` makes a cycle: {} (each job waits for the next); a chain must end \
+                     somewhere",
+                    names.join(" waits for ")
+                ),
+            );
         }
-        let mut mark: BTreeMap<&str, Mark> = by_name.keys().map(|n| (*n, Mark::New)).collect();
-        let mut order: Vec<(usize, &JobDef)> = by_name.values().copied().collect();
-        order.sort_by_key(|(i, _)| *i);
-        let mut reported = false;
-        for (_, root) in order {
-            if reported || mark.get(root.name.as_str()) != Some(&Mark::New) {
+    }
+}
+
+/// The valid jobs, in file order.
+fn order_valid(jobs: &[Option<JobDef>]) -> Vec<JobDef> {
+    jobs.iter().flatten().cloned().collect()
+}
+
+/// The `after:` graph of a whole file, as every store checks it before an apply (a
+/// `JobsFile` built in code skips `config`): no job after itself, directly or through others.
+/// Returns the cycle's names, first = last.
+pub fn find_cycle(jobs: &[JobDef]) -> Option<Vec<String>> {
+    use std::collections::BTreeMap;
+    let by_name: BTreeMap<&str, &JobDef> = jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+    // 0 = new, 1 = on the current path, 2 = done.
+    let mut mark: BTreeMap<&str, u8> = BTreeMap::new();
+    for root in jobs {
+        if mark.get(root.name.as_str()).copied().unwrap_or(0) != 0 {
+            continue;
+        }
+        let mut stack: Vec<(&JobDef, usize)> = vec![(root, 0)];
+        mark.insert(root.name.as_str(), 1);
+        while let Some(top) = stack.last_mut() {
+            let (j, k) = (top.0, top.1);
+            top.1 += 1;
+            let Some(a) = j.after.get(k) else {
+                mark.insert(j.name.as_str(), 2);
+                stack.pop();
                 continue;
-            }
-            // Stack of (job, next entry to follow); `path` holds the open jobs in order.
-            let mut stack: Vec<(&JobDef, usize)> = vec![(root, 0)];
-            mark.insert(root.name.as_str(), Mark::Open);
-            while let Some((j, k)) = stack.last().copied() {
-                let Some(a) = j.after.get(k) else {
-                    mark.insert(j.name.as_str(), Mark::Done);
-                    stack.pop();
-                    continue;
-                };
-                if let Some(top) = stack.last_mut() {
-                    top.1 += 1;
+            };
+            let Some(p) = by_name.get(a.job.as_str()) else {
+                continue;
+            };
+            match mark.get(p.name.as_str()).copied().unwrap_or(0) {
+                0 => {
+                    mark.insert(p.name.as_str(), 1);
+                    stack.push((p, 0));
                 }
-                let Some(&(_, parent)) = by_name.get(a.job.as_str()) else {
-                    continue;
-                };
-                match mark.get(parent.name.as_str()) {
-                    Some(Mark::New) => {
-                        mark.insert(parent.name.as_str(), Mark::Open);
-                        stack.push((parent, 0));
-                    }
-                    Some(Mark::Open) => {
-                        let from = stack
-                            .iter()
-                            .position(|(s, _)| s.name == parent.name)
-                            .unwrap_or(0);
-                        let mut names: Vec<&str> =
-                            stack[from..].iter().map(|(s, _)| s.name.as_str()).collect();
-                        names.push(parent.name.as_str());
-                        let ji = by_name.get(j.name.as_str()).map_or(0, |x| x.0);
-                        self.error(
-                            entry_path(ji, k),
-                            format!(
-                                "`after` makes a cycle: {} (each job waits for the next); a chain \
-                                 must end somewhere",
-                                names.join(" waits for ")
-                            ),
-                        );
-                        reported = true;
-                        break;
-                    }
-                    _ => {}
+                1 => {
+                    let from = stack
+                        .iter()
+                        .position(|(s, _)| s.name == p.name)
+                        .unwrap_or(0);
+                    let mut names: Vec<String> =
+                        stack[from..].iter().map(|(s, _)| s.name.clone()).collect();
+                    names.push(p.name.clone());
+                    return Some(names);
                 }
+                _ => {}
             }
         }
     }
+    None
 }
