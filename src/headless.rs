@@ -152,6 +152,18 @@ mod tests {
         assert!(text_line(&r).ends_with("  delivered"), "{}", text_line(&r));
     }
 
+    #[test]
+    fn text_line_names_a_chained_runs_parent() {
+        let t = chrono::Utc::now();
+        let mut r = HistoryRow::new("b", Status::Succeeded, Trigger::Chain, None, "o", t);
+        let id = uuid::Uuid::from_u128(7);
+        r.parent_job = Some("a".into());
+        r.parent_run_id = Some(id);
+        let line = text_line(&r);
+        assert!(line.contains("trigger=chain"), "{line}");
+        assert!(line.contains(&format!("parent=a/{id}")), "{line}");
+    }
+
     #[tokio::test]
     async fn stdout_carries_history_rows_only() {
         let (tx, rx) = broadcast::channel(8);
