@@ -6,6 +6,9 @@
 //! whose agent the store's settings do not define (it fails at once, "agent 'ghost' is not
 //! defined"), the children agent jobs with an empty message (`skipped`, "no message").
 
+mod engine_support;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -19,6 +22,7 @@ use cronsole::gate::GateConfig;
 use cronsole::model::{Action, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::llm::{FakeLlm, Reply};
 
 #[tokio::test(start_paused = true)]
 async fn each_failed_parent_run_starts_the_child_once_at_once() {
@@ -111,4 +115,40 @@ jobs:
     let rec = store.job("on-failure").unwrap().unwrap();
     assert!(rec.rt.chain_pending.is_empty() && !rec.rt.retired);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The parent's output reaches a chained agent's prompt as the `context_from` block does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_output_reaches_the_chained_agents_prompt() {
+    let key = format!("sk-MARKER-{}", uuid::Uuid::new_v4().simple());
+    let fake = FakeLlm::openai(&key, vec![Reply::ok("triaged", 100, 10)])
+        .await
+        .unwrap();
+    let yaml = format!(
+        "budget: null\npricing:\n  test-model: {{ input: 1.0, output: 2.0 }}\nagents:\n  a:\n    provider: openai\n    base_url: {}\n    api_key_env: TEST_KEY\n    model: test-model\n    instructions: be brief\njobs:\n  - name: collect\n    schedule: every 1h\n    command: echo collected-42\n  - name: triage\n    after: collect\n    agent: a\n    message: triage what collect found\n",
+        fake.base_url()
+    );
+    let rig = engine_support::Rig::start(
+        "chain-prompt",
+        &yaml,
+        engine_support::RigOpts {
+            env: HashMap::from([("TEST_KEY".to_string(), key.clone())]),
+            ..Default::default()
+        },
+    )
+    .await;
+    let rows = rig.wait_rows("triage", 1).await;
+    let collect = rig.rows("collect");
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].trigger, Trigger::Chain);
+    assert_eq!(rows[0].parent_run_id, Some(collect[0].run_id));
+    let req = &fake.requests()[0];
+    let body = req.body_text();
+    assert!(
+        body.contains("triage what collect found")
+            && body.contains("### Context from 'collect'")
+            && body.contains("collected-42"),
+        "{body}"
+    );
+    rig.stop().await;
 }
