@@ -137,3 +137,38 @@ fn validate_names_the_entry_that_closes_a_cycle_and_exits_2() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn validate_and_next_say_a_chained_job_runs_after_its_parents() {
+    let dir = std::env::temp_dir().join(format!("cronsole-chain-next-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(
+        &jobs,
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n  - name: b\n    after: a\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("validate")
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("b: after a (success)")
+            && text.contains("no slots: runs when its parents finish (trigger: chain)"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["next", "--job", "b", "--file"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "(no slots: job b runs when its parents finish: after a (success))\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
