@@ -36,6 +36,11 @@ pub fn is_run_end(row: &HistoryRow) -> bool {
     )
 }
 
+/// Whether `row` can fire chained jobs at all: a run's own end, not a stale completion.
+pub fn may_fire(row: &HistoryRow) -> bool {
+    is_run_end(row) && !row.stale_lease
+}
+
 /// The parent output a chained job receives: the result, else the error, else the reason.
 pub fn output_of(row: &HistoryRow) -> Option<String> {
     row.result
@@ -88,7 +93,7 @@ pub fn fan_out<'a>(
     row: &HistoryRow,
     records: impl IntoIterator<Item = &'a mut JobRecord>,
 ) -> Vec<String> {
-    if !is_run_end(row) || row.stale_lease {
+    if !may_fire(row) {
         return Vec::new();
     }
     records

@@ -132,6 +132,9 @@ struct Inner {
     loaded: bool,
     jobs: BTreeMap<String, Cached>,
     wake: BTreeSet<(DateTime<Utc>, String)>,
+    /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
+    /// among these only, so `complete` stays independent of the number of jobs.
+    chained: BTreeSet<String>,
     generation: u64,
     snapshot_len: u64,
     journal: AppendLog,
@@ -569,7 +572,20 @@ impl Locked<'_> {
         let Some(def) = self.inner.jobs.get(parent).map(|c| c.rec.def.clone()) else {
             return Vec::new();
         };
-        super::chain::fan_out(&def, row, self.inner.jobs.values_mut().map(|c| &mut c.rec))
+        if !super::chain::may_fire(row) {
+            return Vec::new();
+        }
+        let candidates: Vec<String> = self.inner.chained.iter().cloned().collect();
+        let mut changed = Vec::new();
+        for name in candidates {
+            if let Some(c) = self.inner.jobs.get_mut(&name)
+                && super::chain::is_child_of(&c.rec.def, parent)
+                && super::chain::record(&mut c.rec, &def, row)
+            {
+                changed.push(name);
+            }
+        }
+        changed
     }
 }
 

@@ -488,7 +488,7 @@ async fn chain_children(
     parent: &crate::model::JobDef,
     row: &HistoryRow,
 ) -> StoreResult<Vec<JobRecord>> {
-    if !super::chain::is_run_end(row) || row.stale_lease {
+    if !super::chain::may_fire(row) {
         return Ok(Vec::new());
     }
     let probe = serde_json::json!([{ "job": parent.name }]);
