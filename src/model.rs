@@ -69,6 +69,8 @@ pub enum Trigger {
     Retry,
     /// One slot of a past window (`cronsole backfill NAME --from T --to T`).
     Backfill,
+    /// The job's `after:` parent(s) finished (issue 16 item 1); the row names the parent run.
+    Chain,
 }
 
 impl Trigger {
@@ -80,6 +82,7 @@ impl Trigger {
             Trigger::Immediate => "immediate",
             Trigger::Retry => "retry",
             Trigger::Backfill => "backfill",
+            Trigger::Chain => "chain",
         }
     }
 
@@ -88,7 +91,88 @@ impl Trigger {
     pub fn is_operator(self) -> bool {
         matches!(self, Trigger::Manual | Trigger::Retry | Trigger::Backfill)
     }
+
+    /// Runs of their own beside the schedule (operator runs and chained runs): they never move
+    /// the schedule nor count toward `max_runs`.
+    pub fn is_extra(self) -> bool {
+        self.is_operator() || self == Trigger::Chain
+    }
 }
+
+/// When an `after:` entry fires (issue 16 item 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainOn {
+    /// The parent's run `succeeded`.
+    Success,
+    /// The parent's run `failed` or was `abandoned`.
+    Failure,
+    /// The parent's run ended `succeeded`, `failed`, `no_change` or `abandoned` (a run that
+    /// was `skipped` did not run its action and fires nothing).
+    Completion,
+    /// The parent is a monitor and its gate reported a change (its run was not `no_change`
+    /// nor `skipped`: it `succeeded` or `failed` after the change).
+    Change,
+}
+
+impl ChainOn {
+    pub const ALL: [ChainOn; 4] = [
+        ChainOn::Success,
+        ChainOn::Failure,
+        ChainOn::Completion,
+        ChainOn::Change,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainOn::Success => "success",
+            ChainOn::Failure => "failure",
+            ChainOn::Completion => "completion",
+            ChainOn::Change => "change",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ChainOn> {
+        ChainOn::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// Whether a parent run that ended with `status` fires this entry.
+    pub fn fires_on(self, status: Status) -> bool {
+        match self {
+            ChainOn::Success => status == Status::Succeeded,
+            ChainOn::Failure => matches!(status, Status::Failed | Status::Abandoned),
+            ChainOn::Completion => matches!(
+                status,
+                Status::Succeeded | Status::Failed | Status::NoChange | Status::Abandoned
+            ),
+            ChainOn::Change => matches!(status, Status::Succeeded | Status::Failed),
+        }
+    }
+}
+
+/// One `after:` entry of a job: run when `job` finishes as `on` says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct After {
+    pub job: String,
+    pub on: ChainOn,
+}
+
+/// A parent's finished run as a chained job sees it: recorded in the child's record in the
+/// same persist as the parent's completion, carried by the chained run's lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParentRun {
+    pub job: String,
+    pub run_id: Uuid,
+    pub status: Status,
+    pub finished_at: DateTime<Utc>,
+    /// The run's result (else its error, else its reason), cut to [`CHAIN_OUTPUT_MAX_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// Most characters of a parent's output a chained job receives (prompt and
+/// `CRONSOLE_PARENT_OUTPUT`).
+pub const CHAIN_OUTPUT_MAX_CHARS: usize = RESULT_MAX_CHARS;
 
 /// A run an operator queued (retry or backfill) that no owner has taken yet. Manual triggers
 /// keep their own field ([`JobRuntime::trigger_requested_at`]).
@@ -152,6 +236,12 @@ pub struct HistoryRow {
     /// release reached the store. Readers hide that `abandoned` row (it never happened).
     #[serde(default, skip_serializing_if = "is_false")]
     pub supersedes_abandoned: bool,
+    /// A chained run (`trigger: chain`): the parent job and run that released it (for fan-in,
+    /// the last of its parents to finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_job: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<Uuid>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -195,6 +285,8 @@ impl HistoryRow {
             stale_lease: false,
             unpriced: false,
             supersedes_abandoned: false,
+            parent_job: None,
+            parent_run_id: None,
         }
     }
 }
@@ -288,6 +380,10 @@ pub struct JobDef {
     /// What a slot does when it comes while a run of the job is still live (`overlap:`).
     #[serde(default, skip_serializing_if = "Overlap::is_skip")]
     pub overlap: Overlap,
+    /// `after:` parents (issue 16 item 1): the job also runs (`trigger: chain`) once each of
+    /// them has finished as its entry says since this job last ran for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<After>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -598,6 +694,9 @@ pub struct Lease {
     /// meanwhile, so its completion looks for an `abandoned` row of its own run.
     #[serde(default, skip_serializing_if = "is_false")]
     pub lapsed: bool,
+    /// A chained run: the parent runs it stands for, in `after:` order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ParentRun>,
 }
 
 /// A range of slots one row stands for.
@@ -733,6 +832,14 @@ pub struct JobRuntime {
     /// superseded run), stored so it holds across owners, hosts and crashes.
     #[serde(default, skip_serializing_if = "OverlapState::is_empty")]
     pub overlap: OverlapState,
+    /// Per `after:` parent, its newest finished run that fires this job and that this job has
+    /// not run for yet (fan-in: the chained run starts once every parent has one).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chain_pending: BTreeMap<String, ParentRun>,
+    /// Per `after:` parent, the newest of its runs this record has seen (pending or run):
+    /// a completion retried or recovered from its landed row never records the run twice.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chain_seen: BTreeMap<String, Uuid>,
 }
 
 /// See [`JobRuntime::overlap`].

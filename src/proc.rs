@@ -77,6 +77,8 @@ pub struct ProcEnv {
     /// Dead-man switch: the supervisor kills the run if the owner sends no heartbeat for this
     /// long (the engine sets half the job's lease). `None`: no such limit.
     pub stall_limit: Option<Duration>,
+    /// Variables added (a chained run's parent, see `engine::chain`).
+    pub extra: Vec<(String, String)>,
 }
 
 impl Default for ProcEnv {
@@ -86,6 +88,7 @@ impl Default for ProcEnv {
             workdir: None,
             scrub: scrub_list([], &[]),
             stall_limit: None,
+            extra: Vec::new(),
         }
     }
 }
@@ -386,6 +389,9 @@ fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr], env: &Proc
     }
     for var in &env.scrub {
         cmd.env_remove(var);
+    }
+    for (k, v) in &env.extra {
+        cmd.env(k, v);
     }
     cmd.args(args)
         .stdout(Stdio::piped())

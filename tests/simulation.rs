@@ -109,6 +109,11 @@ fn faults_for(rng: &SharedRng) -> FaultConfig {
 
 /// Run one file-store seed.
 fn run_file_seed(seed: u64, steps: u32) -> Result<Stats, Failure> {
+    run_file_seed_with(seed, steps, false)
+}
+
+/// Run one file-store seed, with `after:` chained jobs or without.
+fn run_file_seed_with(seed: u64, steps: u32, chains: bool) -> Result<Stats, Failure> {
     let rng = shared_rng(seed);
     let faults = faults_for(&rng);
     let mut backend = FileBackend::new(rng.clone(), faults);
@@ -117,6 +122,7 @@ fn run_file_seed(seed: u64, steps: u32) -> Result<Stats, Failure> {
         max_owners: 3,
         power_loss_step: 0.01,
         deterministic: true,
+        chains,
     };
     World::new(seed, rng, &mut backend, params).run()
 }
@@ -235,6 +241,21 @@ fn steps() -> u32 {
     env_u64("SIM_STEPS").map_or(STEPS, |n| n.clamp(1, 100_000) as u32)
 }
 
+/// `after:` chains under the same faults (issue 16 item 1): the chain invariants of
+/// `simulation/model.rs` on seeds whose jobs include chained ones.
+#[test]
+fn file_store_chains_under_faults() {
+    let n = if std::env::var("SIM_SEED").is_ok() {
+        1
+    } else {
+        env_u64("SIM_CHAIN_SEEDS").unwrap_or(40)
+    };
+    let first = env_u64("SIM_SEED").unwrap_or_else(|| env_u64("SIM_FIRST").unwrap_or(0));
+    batch("file store with chains", first..first + n, |seed| {
+        run_file_seed_with(seed, steps(), true)
+    });
+}
+
 #[test]
 fn file_store_under_faults() {
     batch("file store", seeds_from_env(40), |seed| {
@@ -268,6 +289,7 @@ fn log_of(seed: u64) -> Vec<String> {
         max_owners: 3,
         power_loss_step: 0.01,
         deterministic: true,
+        chains: false,
     };
     let w = World::new(seed, rng, &mut backend, params);
     // Run ids are random (the store mints them); the log names them r0, r1, … but a failure

@@ -64,6 +64,8 @@ mod check;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_after;
+#[cfg(test)]
 mod tests_flow;
 #[cfg(test)]
 mod tests_limits;
@@ -72,6 +74,7 @@ mod tests_overlap;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
+pub use check::find_cycle;
 
 /// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
 /// 1 000 000-job file is about 80 MB).

@@ -58,6 +58,7 @@ use crate::store::{
     TriggerOutcome,
 };
 
+pub mod chain;
 pub mod run;
 pub mod spool;
 

@@ -242,7 +242,7 @@ pub async fn execute(
     progress: &Progress,
 ) -> RunOutput {
     let def = &claim.job.def;
-    let row = HistoryRow::new(
+    let mut row = HistoryRow::new(
         &def.name,
         Status::Succeeded,
         claim.trigger,
@@ -250,6 +250,17 @@ pub async fn execute(
         owner,
         clock.now(),
     );
+    let chain = claim
+        .job
+        .rt
+        .lease
+        .as_ref()
+        .map(|l| l.chain.clone())
+        .unwrap_or_default();
+    if let Some(p) = crate::store::chain::releaser(&chain) {
+        row.parent_job = Some(p.job.clone());
+        row.parent_run_id = Some(p.run_id);
+    }
     let settings = match blocking(store, |s| s.settings()).await {
         Ok(s) => s,
         Err(e) => {
@@ -263,7 +274,9 @@ pub async fn execute(
             };
         }
     };
-    let proc_env = proc_env_of(&settings, def);
+    let mut proc_env = proc_env_of(&settings, def);
+    // A chained run's commands see their parent (`engine::chain`).
+    proc_env.extra = super::chain::parent_env(&chain);
     let mut cx = Ctx {
         claim,
         deps,
@@ -315,6 +328,7 @@ pub fn proc_env_of(settings: &Settings, def: &crate::model::JobDef) -> ProcEnv {
             &def.env_passthrough,
         ),
         stall_limit: Some(secs(def.lease_seconds / 2.0).max(Duration::from_secs(1))),
+        extra: Vec::new(),
     }
 }
 
@@ -453,13 +467,31 @@ async fn step3_prompt(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str
             }
         }
     }
+    // A chained run's parents: the same blocks as `context_from` (`engine::chain`).
+    let chain = cx
+        .claim
+        .job
+        .rt
+        .lease
+        .as_ref()
+        .map(|l| l.chain.as_slice())
+        .unwrap_or_default();
+    let parent_blocks = super::chain::fold_into_context(
+        chain,
+        &def.context_from,
+        &mut latest,
+        def.context_max_chars,
+    );
     let blocks = match context::decide(
         &def.context_from,
         &latest,
         def.context_max_chars,
         def.on_missing_context,
     ) {
-        context::ContextDecision::Run { blocks, .. } => blocks,
+        context::ContextDecision::Run { mut blocks, .. } => {
+            blocks.extend(parent_blocks);
+            blocks
+        }
         context::ContextDecision::Skip { reason } => {
             return Err(End(Status::Skipped, Some(reason), None));
         }

@@ -66,6 +66,9 @@ pub enum ScheduleSpec {
         /// IANA zone name.
         tz: String,
     },
+    /// No slots: a job with `after:` and no `schedule:` runs only when its parents finish
+    /// (and on manual triggers).
+    AfterOnly,
 }
 
 impl ScheduleSpec {
@@ -79,7 +82,7 @@ impl ScheduleSpec {
 
     /// Any schedule with more than one slot (`every`, cron).
     pub fn is_recurring(&self) -> bool {
-        !self.is_at()
+        !self.is_at() && *self != ScheduleSpec::AfterOnly
     }
 }
 
@@ -118,6 +121,8 @@ pub enum Compiled {
     At(DateTime<Utc>),
     /// Another schedule whose slots on excluded dates are not slots (`only_on`/`except_on`).
     OnDays(Box<Compiled>, calendar::Filtered),
+    /// No slots at all ([`ScheduleSpec::AfterOnly`]).
+    Never,
 }
 
 impl Compiled {
@@ -146,6 +151,7 @@ impl Compiled {
                     .ok_or_else(|| ScheduleError::new("no such wall time after the anchor"))?;
                 Compiled::At(first)
             }
+            ScheduleSpec::AfterOnly => Compiled::Never,
         })
     }
 
@@ -189,6 +195,7 @@ impl Compiled {
             }
             Compiled::Cron(c) => c.next_after(t),
             Compiled::At(at) => (*at > t).then_some(*at),
+            Compiled::Never => None,
         }
     }
 
@@ -211,6 +218,7 @@ impl Compiled {
             }
             Compiled::Cron(c) => c.prev_before(t),
             Compiled::At(at) => (*at < t).then_some(*at),
+            Compiled::Never => None,
         }
     }
 
@@ -260,6 +268,7 @@ impl Compiled {
             Compiled::OnDays(inner, f) => format!("{}{}", inner.describe(), f.rule.describe()),
             Compiled::Every { every_seconds, .. } => describe_every(*every_seconds),
             Compiled::Cron(c) => c.describe(),
+            Compiled::Never => "no schedule: runs after its parents".to_string(),
             Compiled::At(at) => format!(
                 "once at {}",
                 at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

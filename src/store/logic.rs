@@ -105,6 +105,7 @@ fn initial_slots(
         ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => {
             first_at_or_after(&compiled, now)
         }
+        ScheduleSpec::AfterOnly => None,
     };
     // A first slot on a date the job's calendars exclude is not a slot.
     let first = match first {
@@ -147,6 +148,8 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             counters: Default::default(),
             state: JobState::default(),
             overlap: Default::default(),
+            chain_pending: Default::default(),
+            chain_seen: Default::default(),
         },
     })
 }
@@ -281,6 +284,7 @@ pub(super) fn scheduled_instant(
             .filter(|s| *s >= next_slot)
             .unwrap_or(next_slot),
         Compiled::At(at) => *at,
+        Compiled::Never => next_slot,
     }
 }
 
@@ -355,7 +359,12 @@ pub fn evaluate(
         return ev;
     }
     let Some(next) = rec.rt.next_slot else {
-        if !paused && rec.rt.trigger_requested_at.is_none() && rec.rt.queue.is_empty() {
+        // A job with `after:` and no schedule has no slots and is never "out of" them.
+        if !paused
+            && rec.rt.trigger_requested_at.is_none()
+            && rec.rt.queue.is_empty()
+            && rec.def.schedule != ScheduleSpec::AfterOnly
+        {
             retire(&mut rec.rt, "no more slots");
             ev.changed = true;
             return ev;
@@ -464,6 +473,19 @@ fn manual(
         let q = rec.rt.queue.remove(0);
         ev.claim = Some(claim(rec, sched, now, owner, q.slot, q.trigger));
         ev.changed = true;
+    } else if can_claim
+        && super::chain::ready(rec)
+        && !rec.rt.paused
+        && rec.def.enabled
+        && rec.rt.hold_until.is_none_or(|h| h <= now)
+    {
+        // `after:` parents finished (issue 16 item 1): a run of its own, `trigger: chain`.
+        let parents = super::chain::take(rec);
+        ev.claim = Some(claim(rec, sched, now, owner, None, Trigger::Chain));
+        if let Some(l) = rec.rt.lease.as_mut() {
+            l.chain = parents;
+        }
+        ev.changed = true;
     }
     ev
 }
@@ -481,7 +503,7 @@ pub(super) fn claim(
     let def = &rec.def;
     let run_id = Uuid::new_v4();
     let spends_job = match trigger {
-        Trigger::Manual | Trigger::Retry | Trigger::Backfill => false,
+        Trigger::Manual | Trigger::Retry | Trigger::Backfill | Trigger::Chain => false,
         Trigger::Recovery => true,
         Trigger::Schedule | Trigger::Immediate => {
             rt.last_slot = slot;
@@ -508,6 +530,7 @@ pub(super) fn claim(
         coalesced: None,
         cancel_requested_at: None,
         lapsed: false,
+        chain: Vec::new(),
     });
     ClaimPlan {
         run_id,
@@ -593,6 +616,7 @@ pub fn finish_run(
         return out;
     };
     super::overlap::on_run_end(rec, &lease, row);
+    super::chain::stamp(row, &lease);
     // A coalesced fire's row stands for every overdue slot it covered (SPEC §5), whatever its
     // status: nothing is dropped silently.
     if let Some(r) = lease.coalesced
@@ -626,7 +650,7 @@ pub fn finish_run(
     if let Some(h) = hold_until {
         rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
     }
-    let counts = !lease.trigger.is_operator() && row.status != Status::Abandoned;
+    let counts = !lease.trigger.is_extra() && row.status != Status::Abandoned;
     if counts {
         rt.runs += 1;
     }
@@ -722,6 +746,12 @@ pub fn finish_run(
 /// each name once. Returns the names.
 pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
     crate::config::check_bounds(file).map_err(StoreError::OutOfBounds)?;
+    if let Some(cycle) = crate::config::find_cycle(&file.jobs) {
+        return Err(StoreError::Refused(format!(
+            "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
+            cycle.join(" waits for ")
+        )));
+    }
     let mut seen = HashSet::new();
     for d in &file.jobs {
         if !seen.insert(d.name.as_str()) {
@@ -1068,6 +1098,13 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     if let Some(b) = rt.overlap.buffered_slot {
         take(rt.hold_until.map_or(b, |h| b.max(h)));
     }
+    if super::chain::ready(rec) {
+        // A chained run waits for a 429 hold like a slot.
+        let t = rt.chain_pending.values().map(|p| p.finished_at).max();
+        if let Some(t) = t {
+            take(rt.hold_until.map_or(t, |h| t.max(h)));
+        }
+    }
     if rt.recovery_pending {
         take(rt.created_at.min(rt.last_slot.unwrap_or(rt.created_at)));
     }
@@ -1078,6 +1115,7 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
             let n = rt.hold_until.map_or(fire, |h| fire.max(h));
             take(n);
         }
+        None if rec.def.schedule == ScheduleSpec::AfterOnly => {}
         None => take(rt.created_at),
     }
     if let Some(u) = rec.def.until {

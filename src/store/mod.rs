@@ -19,6 +19,8 @@ pub use operator::{EditOutcome, JobEdit};
 #[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod budget;
 #[allow(missing_docs)] // item docs owed (README "Known limits")
+pub mod chain;
+#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod check;
 #[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod file;

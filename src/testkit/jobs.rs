@@ -35,5 +35,6 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
         jitter_seconds: 0.0,
         days: Default::default(),
         overlap: Default::default(),
+        after: vec![],
     }
 }

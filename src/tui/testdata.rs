@@ -67,6 +67,8 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         },
         state: JobState::default(),
         overlap: Default::default(),
+        chain_pending: Default::default(),
+        chain_seen: Default::default(),
     };
     JobRecord { def, rt }
 }
@@ -92,6 +94,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         coalesced: None,
         cancel_requested_at: None,
         lapsed: false,
+        chain: Vec::new(),
     }
 }
 

@@ -19,6 +19,9 @@ use cronsole::store::{
 mod overlap;
 #[allow(unused_imports)]
 pub use overlap::*;
+mod chain;
+#[allow(unused_imports)] // used by the `conformance_suite!` runners, not by every includer
+pub use chain::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -892,6 +895,11 @@ macro_rules! conformance_suite {
             overlap_cancel_previous_supersedes_the_live_run,
             overlap_allow_runs_side_by_side_up_to_the_bound,
             overlap_allow_an_owner_death_frees_only_its_lease,
+            chains_run_once_per_parent_run,
+            chain_on_failure_and_fan_in,
+            chain_from_a_recovered_run,
+            paused_child_keeps_its_chain_run,
+            a_chain_cycle_is_refused_before_anything_is_stored,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

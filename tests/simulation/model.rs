@@ -20,6 +20,14 @@
 //!   are exempt from the gap check (never from the overlap check).
 //! - **budget**: recorded spend (the `cost_usd` on rows) never exceeds the budget, beyond the
 //!   slack a non-atomic budget check allows (see [`crate::world::BudgetGate`]).
+//! - **chains** (issue 16 item 1): a chained job starts at most once per parent run (no parent
+//!   run id is handed to two of its chained claims); at the end, each parent's newest run in
+//!   history that fires the job is either consumed by a chained run or still pending in the
+//!   job's record — never lost, crashes and torn writes included (older firing runs may be
+//!   coalesced into a newer one: one chained run per parent per start). A chained claim whose
+//!   owner died before seeing it counts as consumed by its `abandoned` row (at most once, like a
+//!   slot). Jobs paused, removed or touched by an operation of unknown outcome are exempt from
+//!   the "never lost" check.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -91,6 +99,10 @@ pub struct Model {
     /// Spend a non-atomic budget check can let through (worst cases admitted while another
     /// owner had an admitted, unrecorded call).
     pub budget_slack: f64,
+    /// Chained jobs and their `after:` entries.
+    pub chains: BTreeMap<String, Vec<cronsole::model::After>>,
+    /// Parent runs each chained job was started for: (job, parent run) → the chained run.
+    pub chain_runs: BTreeMap<(String, Uuid), Uuid>,
 }
 
 impl Model {
@@ -131,6 +143,77 @@ impl Model {
             }
         }
         self.executions.push(e);
+        Ok(())
+    }
+
+    /// A chained claim was returned to an owner for these parent runs: at most once each.
+    pub fn chain_claimed(
+        &mut self,
+        job: &str,
+        run_id: Uuid,
+        parents: &[Uuid],
+    ) -> Result<(), String> {
+        for p in parents {
+            if let Some(first) = self.chain_runs.insert((job.to_string(), *p), run_id) {
+                return Err(format!(
+                    "chained job {job} started twice for parent run {p}: runs {first} and {run_id}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end: each parent's newest firing run is consumed or pending (see the module doc).
+    fn check_chains(&self, rows: &[HistoryRow], jobs: &[JobRecord]) -> Result<(), String> {
+        for (child, after) in &self.chains {
+            let exempt = self
+                .jobs
+                .get(child)
+                .is_none_or(|j| j.uncertain || !j.quiet.is_empty() || j.removed);
+            let Some(rec) = jobs.iter().find(|j| &j.def.name == child) else {
+                continue;
+            };
+            if exempt || rec.rt.retired {
+                continue;
+            }
+            for a in after {
+                // Newest first: the first run end of the parent that fires this entry.
+                let newest = rows.iter().find(|r| {
+                    r.job == a.job
+                        && !r.stale_lease
+                        && cronsole::store::chain::is_run_end(r)
+                        && a.on.fires_on(r.status)
+                });
+                let Some(n) = newest else { continue };
+                let pos = rows.iter().position(|r| r.run_id == n.run_id).unwrap_or(0);
+                // Consumed: a chained claim an owner saw, or a chained row of the job naming the
+                // run (a claim whose owner died before seeing it ends `abandoned`, like a slot).
+                // A fan-in row names only its last parent: a chained row newer than the run
+                // counts for the others.
+                let consumed = self.chain_runs.contains_key(&(child.clone(), n.run_id))
+                    || rows.iter().enumerate().any(|(i, r)| {
+                        &r.job == child
+                            && r.trigger == Trigger::Chain
+                            && (r.parent_run_id == Some(n.run_id) || (after.len() > 1 && i < pos))
+                    });
+                let pending = rec
+                    .rt
+                    .chain_pending
+                    .get(&a.job)
+                    .is_some_and(|p| p.run_id == n.run_id);
+                if !consumed && !pending {
+                    return Err(format!(
+                        "chain lost: run {} of {} ended {} (fires {} on {}) but {child} neither ran for it nor has it pending (pending: {:?})",
+                        n.run_id,
+                        a.job,
+                        n.status.as_str(),
+                        child,
+                        a.on.as_str(),
+                        rec.rt.chain_pending.keys().collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -217,6 +300,7 @@ impl Model {
                     ));
                 }
             }
+            self.check_chains(rows, jobs)?;
         }
         Ok(())
     }

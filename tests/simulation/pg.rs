@@ -302,6 +302,7 @@ pub fn run_batch() {
             max_owners: 3,
             power_loss_step: 0.0,
             deterministic: false,
+            chains: false,
         };
         match World::new(seed, rng, &mut backend, params).run() {
             Ok(s) => eprintln!(

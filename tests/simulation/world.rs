@@ -123,6 +123,9 @@ pub struct Params {
     pub power_loss_step: f64,
     /// Whether the backend replays exactly (the file store) or not (PostgreSQL).
     pub deterministic: bool,
+    /// Add `after:` jobs chained to the scheduled ones (issue 16 item 1). Drawn from their own
+    /// generator, so seeds without chains play exactly as before.
+    pub chains: bool,
 }
 
 struct Run {
@@ -289,6 +292,9 @@ impl<'a> World<'a> {
             self.present.insert(d.name.clone(), true);
             self.defs.push(d);
         }
+        if self.params.chains {
+            self.make_chains();
+        }
         let owners = self.r().range(1, self.params.max_owners as u64) as usize;
         for i in 0..owners {
             let capacity = self.r().range(1, 3) as usize;
@@ -301,6 +307,45 @@ impl<'a> World<'a> {
                 stopped_until: None,
                 incarnation: 0,
             });
+        }
+    }
+
+    /// One or two jobs chained after the scheduled ones (sometimes after another chained job,
+    /// sometimes fan-in), `on` drawn from success, failure, completion.
+    fn make_chains(&mut self) {
+        use cronsole::model::{After, ChainOn};
+        let mut r = cronsole::testkit::simio::Rng::new(self.seed ^ 0xC4A1_7E55_0000_0001);
+        let n = r.range(1, 2);
+        for k in 0..n {
+            let mut d = cronsole::testkit::jobs::command_job(&format!("chain{k}"), 60);
+            d.schedule = cronsole::schedule::ScheduleSpec::AfterOnly;
+            d.lease_seconds = [3.0, 5.0, 10.0][r.below(3) as usize];
+            let parents = if r.chance(0.3) && self.defs.len() >= 2 {
+                2
+            } else {
+                1
+            };
+            let mut names: Vec<String> = Vec::new();
+            while names.len() < parents {
+                let p = self.defs[r.below(self.defs.len() as u64) as usize]
+                    .name
+                    .clone();
+                if !names.contains(&p) {
+                    names.push(p);
+                }
+            }
+            d.after = names
+                .into_iter()
+                .map(|job| After {
+                    job,
+                    on: [ChainOn::Success, ChainOn::Failure, ChainOn::Completion]
+                        [r.below(3) as usize],
+                })
+                .collect();
+            self.model.chains.insert(d.name.clone(), d.after.clone());
+            self.model.jobs.insert(d.name.clone(), JobModel::default());
+            self.present.insert(d.name.clone(), true);
+            self.defs.push(d);
         }
     }
 
@@ -743,6 +788,12 @@ impl<'a> World<'a> {
                     claimed_at: now,
                 })
                 .map_err(|e| format!("{e} [{label}]"))?;
+            if let Some(l) = c.job.rt.lease.as_ref().filter(|l| !l.chain.is_empty()) {
+                let parents: Vec<Uuid> = l.chain.iter().map(|p| p.run_id).collect();
+                self.model
+                    .chain_claimed(&job, c.run_id, &parents)
+                    .map_err(|e| format!("{e} [{label}]"))?;
+            }
             self.start_run(i, c.run_id, job, c.slot, c.trigger, c.job.def.lease_seconds)?;
         }
         Ok(())

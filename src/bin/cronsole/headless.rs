@@ -32,6 +32,9 @@ pub fn text_line(r: &HistoryRow) -> String {
     if let Some(n) = r.slots_count {
         line.push_str(&format!("  slots={n}"));
     }
+    if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+        line.push_str(&format!("  parent={}/{id}", sanitize_line(j)));
+    }
     line.push_str(&format!("  {}ms", r.duration_ms));
     if r.cost_usd > 0.0 || r.model.is_some() {
         line.push_str(&format!("  ${:.4}", r.cost_usd));
@@ -147,6 +150,18 @@ mod tests {
         assert!(!text_line(&r).contains("delivered"));
         r.delivered = true;
         assert!(text_line(&r).ends_with("  delivered"), "{}", text_line(&r));
+    }
+
+    #[test]
+    fn text_line_names_a_chained_runs_parent() {
+        let t = chrono::Utc::now();
+        let mut r = HistoryRow::new("b", Status::Succeeded, Trigger::Chain, None, "o", t);
+        let id = uuid::Uuid::from_u128(7);
+        r.parent_job = Some("a".into());
+        r.parent_run_id = Some(id);
+        let line = text_line(&r);
+        assert!(line.contains("trigger=chain"), "{line}");
+        assert!(line.contains(&format!("parent=a/{id}")), "{line}");
     }
 
     #[tokio::test]

@@ -89,6 +89,7 @@ impl Checker<'_> {
                 None
             });
         }
+        self.after_graph(items, &out);
         for (agent, job) in used_agents {
             let Some(def) = s.agents.get(&agent) else {
                 continue;
@@ -138,9 +139,26 @@ impl Checker<'_> {
         let m = self.mapping(v, p, "a job")?;
         self.check_keys(m, p, JOB_KEYS);
         let name = self.job_name(m, p, i, first_index);
+        let after = self.after(m, p, name.as_deref(), first_index);
         // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
         // is bad (reported where it was written), so zone-dependent checks are skipped.
-        let (sched, tz) = self.schedule(m, p, d);
+        // With `after:` the schedule is optional: without one the job runs after its parents.
+        let (sched, tz) = if Self::get(m, "schedule").is_none() && Self::get(m, "after").is_some() {
+            let text = format!(
+                "after {}",
+                after
+                    .iter()
+                    .map(|a| format!("{} ({})", a.job, a.on.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            (
+                Some((schedule::ScheduleSpec::AfterOnly, text)),
+                d.tz.clone(),
+            )
+        } else {
+            self.schedule(m, p, d)
+        };
         if let (Some(now), Some((schedule::ScheduleSpec::At { at }, _))) = (self.now, &sched)
             && *at <= now
         {
@@ -230,6 +248,7 @@ impl Checker<'_> {
             jitter_seconds,
             days,
             overlap,
+            after,
         })
     }
 

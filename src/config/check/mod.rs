@@ -19,6 +19,8 @@ use super::Severity;
 use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::{JobDef, Settings};
 
+mod after;
+pub use after::find_cycle;
 mod calendars;
 mod jobs;
 mod overlap;
@@ -98,6 +100,7 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "except_on",
     "overlap",
     "max_concurrent_runs",
+    "after",
 ];
 pub(super) const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];

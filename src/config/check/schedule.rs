@@ -23,7 +23,8 @@ impl Checker<'_> {
             self.error(
                 p.to_vec(),
                 "missing required key `schedule` (e.g. \"every 5m\", \"0 7 * * *\", or \
-                 {kind: cron, cron_expr: \"0 7 * * *\", tz: Europe/Berlin})",
+                 {kind: cron, cron_expr: \"0 7 * * *\", tz: Europe/Berlin}), or `after:` for \
+                 a job that runs when another finishes",
             );
             return (None, d.tz.clone());
         };

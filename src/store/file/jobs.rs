@@ -68,6 +68,7 @@ impl Locked<'_> {
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.wake.clear();
+        inner.chained.clear();
         inner.loaded = false;
         inner.journal = AppendLog::default();
         inner.journal_stale = false;
@@ -338,6 +339,11 @@ pub(super) fn reindex(inner: &mut Inner, name: &str) {
     };
     if let Some(old) = c.wake.take() {
         inner.wake.remove(&(old, name.to_string()));
+    }
+    if c.rec.def.after.is_empty() {
+        inner.chained.remove(name);
+    } else {
+        inner.chained.insert(name.to_string());
     }
     if c.sched.is_none() && c.rec.rt.lease.is_none() {
         return;

@@ -132,6 +132,9 @@ struct Inner {
     loaded: bool,
     jobs: BTreeMap<String, Cached>,
     wake: BTreeSet<(DateTime<Utc>, String)>,
+    /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
+    /// among these only, so `complete` stays independent of the number of jobs.
+    chained: BTreeSet<String>,
     generation: u64,
     snapshot_len: u64,
     journal: AppendLog,
@@ -562,6 +565,28 @@ impl Locked<'_> {
     fn period(&self) -> crate::model::BudgetPeriod {
         logic::counter_period(&self.inner.settings)
     }
+
+    /// Record the end `row` of a run of `parent` in its `after:` children's cached records;
+    /// returns the children whose records changed (to persist with the parent's).
+    fn chain_fan_out(&mut self, parent: &str, row: &HistoryRow) -> Vec<String> {
+        let Some(def) = self.inner.jobs.get(parent).map(|c| c.rec.def.clone()) else {
+            return Vec::new();
+        };
+        if !super::chain::may_fire(row) {
+            return Vec::new();
+        }
+        let candidates: Vec<String> = self.inner.chained.iter().cloned().collect();
+        let mut changed = Vec::new();
+        for name in candidates {
+            if let Some(c) = self.inner.jobs.get_mut(&name)
+                && super::chain::is_child_of(&c.rec.def, parent)
+                && super::chain::record(&mut c.rec, &def, row)
+            {
+                changed.push(name);
+            }
+        }
+        changed
+    }
 }
 
 impl HistoryReader for FileStore {
@@ -690,14 +715,18 @@ impl Store for FileStore {
             let Some(c) = l.inner.jobs.get_mut(&name) else {
                 continue;
             };
-            let recovering = logic::expired_lease(&c.rec, now).is_some();
+            let recovering = logic::expired_lease(&c.rec, now);
+            let landed_end = landed.clone();
             let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
             // The mark covers every live run of the job (`overlap: allow` runs several): it
             // is cleared only when none is left, and a claim beside live runs keeps the older.
             let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
-            if recovering && !others_live {
+            if recovering.is_some() && !others_live {
                 c.mark = None;
             }
+            let chain_end = recovering.as_ref().and_then(|lease| {
+                landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
+            });
             if unacked.is_empty() && after.is_empty() {
                 rows.extend(ev.rows);
             } else {
@@ -715,6 +744,15 @@ impl Store for FileStore {
                     c.mark = Some(mark);
                 }
                 plans.push((name.clone(), p));
+            }
+            // The recovered run's end (its landed row, or the `abandoned` row written now)
+            // reaches its `after:` children in this same persist, before its own record.
+            if let Some(end) = chain_end {
+                for child in l.chain_fan_out(&name, &end) {
+                    if !changed.contains(&child) {
+                        changed.push(child);
+                    }
+                }
             }
             if ev.changed {
                 changed.push(name);
@@ -790,11 +828,16 @@ impl Store for FileStore {
         let (mut rows, mut names) = (Vec::new(), Vec::new());
         for c in cs {
             let r = complete_in(&mut l, c, period, &landed);
-            if let Ok((out, name)) = &r {
+            if let Ok((out, name, fenced)) = &r {
                 rows.extend(out.rows.iter().cloned());
+                // `after:` children first: a torn append that kept the parent's line kept
+                // theirs (see `store::chain`).
+                if *fenced && let Some(end) = out.rows.first() {
+                    names.extend(l.chain_fan_out(name, end));
+                }
                 names.push(name.clone());
             }
-            results.push(r.map(|(out, _)| out));
+            results.push(r.map(|(out, _, _)| out));
         }
         if rows.is_empty() && names.is_empty() {
             return results;
@@ -924,7 +967,7 @@ fn complete_in(
     c: Completion,
     period: crate::model::BudgetPeriod,
     landed: &[HistoryRow],
-) -> StoreResult<(CompleteOutcome, String)> {
+) -> StoreResult<(CompleteOutcome, String, bool)> {
     let mut c = c;
     // A retry of a completion whose row a failed persist of this handle already wrote.
     // (Not another owner's `abandoned` row for the same run: see below.)
@@ -968,5 +1011,5 @@ fn complete_in(
     if fenced_in && cached.rec.rt.lease.is_none() {
         cached.mark = None;
     }
-    Ok((out, job))
+    Ok((out, job, fenced_in))
 }

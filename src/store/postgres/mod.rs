@@ -592,6 +592,36 @@ async fn select_due(
         .map_err(|e| db_err("selecting due jobs", e))
 }
 
+/// The `after:` children of `parent`, locked, with the run end `row` recorded in those it
+/// fires (only the changed ones are returned).
+async fn chain_children(
+    c: &impl Db,
+    location: &str,
+    parent: &crate::model::JobDef,
+    row: &HistoryRow,
+) -> StoreResult<Vec<JobRecord>> {
+    if !super::chain::may_fire(row) {
+        return Ok(Vec::new());
+    }
+    let probe = serde_json::json!([{ "job": parent.name }]);
+    let rows = c
+        .q(
+            "SELECT record FROM cronsole_jobs WHERE record->'def'->'after' @> $1::jsonb
+             ORDER BY name FOR UPDATE",
+            &[(&probe, Type::JSONB)],
+        )
+        .await
+        .map_err(|e| db_err("reading chained jobs", e))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let mut rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
+        if !super::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
+            out.push(rec);
+        }
+    }
+    Ok(out)
+}
+
 /// Append history rows in order.
 async fn append_history(tx: &Transaction<'_>, st: &Stmts, rows: &[HistoryRow]) -> StoreResult<()> {
     if rows.is_empty() {
@@ -875,6 +905,8 @@ impl Inner {
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
+        // Recovered runs' ends, for their `after:` children (after the loop).
+        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
         let mut first = true;
         loop {
             if !first {
@@ -892,10 +924,16 @@ impl Inner {
                     continue;
                 };
                 let can = claims.len() < limit;
+                let recovering = logic::expired_lease(&rec, now);
                 // Crash recovery (SPEC §6) happens inside `claim_step`. The completion and the
                 // lease release commit together here, so a run's row never landed without its
                 // record: `landed` is always None.
                 let ev = logic::claim_step(&mut rec, &sched, now, &owner, can, period, None);
+                if let Some(lease) = recovering
+                    && let Some(end) = ev.rows.iter().find(|r| r.run_id == lease.run_id)
+                {
+                    ended.push((rec.def.clone(), end.clone()));
+                }
                 rows.extend(ev.rows);
                 if let Some(p) = ev.claim {
                     claims.push(Claim {
@@ -913,6 +951,13 @@ impl Inner {
             if n < batch || claims.len() >= limit {
                 break;
             }
+        }
+        for (parent, end) in &ended {
+            // Children this claim already holds are updated in place (one row per job).
+            super::chain::fan_out(parent, end, changed.iter_mut());
+            let held: Vec<String> = changed.iter().map(|r| r.def.name.clone()).collect();
+            let more = chain_children(&tx, &self.location, parent, end).await?;
+            changed.extend(more.into_iter().filter(|r| !held.contains(&r.def.name)));
         }
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
@@ -976,6 +1021,8 @@ impl Inner {
         let mut results = Vec::with_capacity(cs.len());
         let mut rows: Vec<HistoryRow> = Vec::new();
         let mut dirty: Vec<String> = Vec::new();
+        // Fenced run ends, for their `after:` children.
+        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
         for c in cs {
             let Some(rec) = recs.get_mut(&c.job) else {
                 results.push(Err(StoreError::NoSuchJob(c.job.clone())));
@@ -994,6 +1041,9 @@ impl Inner {
                 None => logic::complete_step(rec, None, c, period),
             };
             if let Ok(o) = &out {
+                if held && let Some(end) = o.rows.first() {
+                    ended.push((rec.def.clone(), end.clone()));
+                }
                 rows.extend(
                     o.rows
                         .iter()
@@ -1013,12 +1063,29 @@ impl Inner {
             }
             results.push(out);
         }
+        // `after:` children learn of the runs' ends in this same transaction. Children this
+        // batch already holds (locked above, or read for an earlier parent) are updated in
+        // place, so each job is written once with every parent's end.
+        let mut children: Vec<JobRecord> = Vec::new();
+        for (parent, end) in &ended {
+            dirty.extend(super::chain::fan_out(parent, end, recs.values_mut()));
+            super::chain::fan_out(parent, end, children.iter_mut());
+            let more = chain_children(&tx, &self.location, parent, end).await?;
+            for r in more {
+                if !recs.contains_key(&r.def.name)
+                    && !children.iter().any(|c| c.def.name == r.def.name)
+                {
+                    children.push(r);
+                }
+            }
+        }
         dirty.sort();
         dirty.dedup();
-        if rows.is_empty() && dirty.is_empty() {
+        if rows.is_empty() && dirty.is_empty() && children.is_empty() {
             return Ok(results);
         }
-        let changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
+        let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
+        changed.extend(children);
         let ((), (), v) = try_join3(
             append_history(&tx, &st, &rows),
             write_jobs(&tx, &st, &changed, now),

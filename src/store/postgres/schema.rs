@@ -9,7 +9,8 @@
 //! binary is refused with `StoreError::Version` (never "repaired").
 //!
 //! Layout (every table prefixed `cronsole_` so the store can share a database):
-//! - `cronsole_jobs`: one row per job. `record` is the whole [`JobRecord`](crate::model::JobRecord)
+//! - `cronsole_jobs`: one row per job (a GIN index on `record->'def'->'after'` finds the jobs
+//!   chained after one). `record` is the whole [`JobRecord`](crate::model::JobRecord)
 //!   as JSONB (the single source of truth); the other columns are a projection of it, rewritten on
 //!   every update, that the claim query and `next_wakeup` filter on (`wakeup` = the earliest
 //!   instant `store::logic` may act on the job, computed by `logic::wakeup`; `next_slot`,
@@ -102,6 +103,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX IF EXISTS cronsole_jobs_next_slot;
     DROP INDEX IF EXISTS cronsole_jobs_lease_until;
+    "#,
+    // 4: `after:` chains — a completion finds the jobs chained after its job with
+    // `record->'def'->'after' @> '[{"job": NAME}]'`; without this index that is a scan of every
+    // job record on every completion.
+    r#"
+    CREATE INDEX cronsole_jobs_after ON cronsole_jobs
+        USING gin ((record->'def'->'after') jsonb_path_ops);
     "#,
 ];
 

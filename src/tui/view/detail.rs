@@ -309,6 +309,9 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
         ]),
         kv("trigger", r.trigger.as_str().to_string()),
     ];
+    if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+        lines.push(kv("parent", format!("{j} run {id}")));
+    }
     let slot = match (r.slot, r.slot_end) {
         (None, _) => "none (not a scheduled slot)".to_string(),
         (Some(s), None) => stamp(s),
@@ -406,4 +409,42 @@ fn overlap_words(j: &crate::model::JobRecord) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{Status, Trigger};
+    use crate::tui::testdata;
+
+    /// Issue 16 item 1: the run view names a chained run's parent.
+    #[test]
+    fn the_run_view_names_a_chained_runs_parent() {
+        let (snap, now) = testdata::fixed();
+        let app = App::new(Arc::new(snap), now);
+        let mut r = testdata::row(7, "triage", Status::Succeeded, now);
+        r.trigger = Trigger::Chain;
+        r.parent_job = Some("collect".into());
+        r.parent_run_id = Some(uuid::Uuid::from_u128(42));
+        let mut buf = Buffer::empty(Rect::new(0, 0, 100, 24));
+        render_run(&app, &r, buf.area, &mut buf);
+        let text: String = (0..24)
+            .map(|y| {
+                (0..100)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    + "\n"
+            })
+            .collect();
+        assert!(text.contains("trigger   chain"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "parent    collect run {}",
+                uuid::Uuid::from_u128(42)
+            )),
+            "{text}"
+        );
+    }
 }

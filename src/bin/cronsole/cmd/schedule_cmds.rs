@@ -132,6 +132,13 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         // An empty answer says so (a script reading --json gets `"slots": []`).
         if a.count == 0 {
             println!("(no slots: --count 0 asks for none)");
+        } else if let Some(j) = job.as_ref().filter(|j| !j.after.is_empty())
+            && j.schedule == ScheduleSpec::AfterOnly
+        {
+            println!(
+                "(no slots: job {} runs when its parents finish: {})",
+                j.name, j.schedule_text
+            );
         } else if before.is_some() {
             println!(
                 "(no slots: the schedule has none before {})",

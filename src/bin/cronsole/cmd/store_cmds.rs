@@ -377,7 +377,10 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         if r.stale_lease {
             reason = format!("[stale lease] {reason}");
         }
-        let reason: String = reason.chars().take(100).collect();
+        if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+            reason = format!("[after {j} run {id}] {reason}");
+        }
+        let reason: String = reason.chars().take(160).collect();
         let reason = cronsole::text::visible_line(&reason);
         println!(
             "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} {}",
@@ -626,6 +629,21 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     if !d.tags.is_empty() {
         kv("tags:", d.tags.join(", "));
     }
+    if !d.after.is_empty() {
+        kv(
+            "after:",
+            d.after
+                .iter()
+                .map(|a| {
+                    let pending = rec.rt.chain_pending.get(&a.job).map_or(String::new(), |p| {
+                        format!(" [pending: run {} {}]", p.run_id, p.status)
+                    });
+                    format!("{} on {}{pending}", a.job, a.on.as_str())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
     if next.is_empty() {
         kv("next:", "n/a".to_string());
     }
@@ -705,7 +723,17 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     }
     println!("last runs:");
     for r in &runs {
-        let why = r.reason.as_deref().or(r.error.as_deref()).unwrap_or("");
+        let mut why = r
+            .reason
+            .as_deref()
+            .or(r.error.as_deref())
+            .unwrap_or("")
+            .to_string();
+        if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
+            let sep = if why.is_empty() { "" } else { "; " };
+            why = format!("after {j} run {id}{sep}{why}");
+        }
+        let why = why.as_str();
         println!(
             "  {}  {:<10} {:<9} {}  {}",
             when::stamp(r.finished_at, zone),

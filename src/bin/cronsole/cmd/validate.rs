@@ -140,7 +140,12 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
             break;
         }
     }
-    if shown == 0 {
+    if shown == 0 && job.schedule == ScheduleSpec::AfterOnly {
+        writeln!(
+            out,
+            "  no slots: runs when its parents finish (trigger: chain)"
+        )?;
+    } else if shown == 0 {
         writeln!(out, "  no future slots")?;
     }
     Ok(())

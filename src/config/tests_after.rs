@@ -1,0 +1,200 @@
+//! Issue 16 item 1 in the jobs file: `after:` (chains and fan-in). Each wrong form asserts its
+//! message and its `line:column`.
+
+use std::path::Path;
+
+use super::*;
+use crate::model::{After, ChainOn};
+use crate::schedule::ScheduleSpec;
+
+fn check(text: &str) -> Checked {
+    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
+}
+
+fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
+    let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one diagnostic for {key}: {:#?}",
+        c.diagnostics
+    );
+    found[0]
+}
+
+fn at(d: &Diagnostic, line: usize, column: usize, needle: &str) {
+    assert_eq!(
+        (d.line, d.column, d.severity),
+        (line, column, Severity::Error),
+        "{d}"
+    );
+    assert!(
+        d.message.contains(needle),
+        "{d:?} should mention {needle:?}"
+    );
+}
+
+const COLLECT: &str = "  - name: collect\n    schedule: every 1h\n    command: \"true\"\n";
+
+#[test]
+fn after_forms_and_optional_schedule() {
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: watch\n    schedule: every 5m\n    monitor: {{command: \"date\"}}\n    command: \"true\"\n  - name: triage\n    command: \"true\"\n    after: {{job: collect, on: failure}}\n  - name: report\n    schedule: every 1d\n    command: \"true\"\n    after:\n      - triage\n      - {{job: watch, on: change}}\n"
+    ));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let f = c.into_result().unwrap().file;
+    assert_eq!(f.jobs[2].schedule, ScheduleSpec::AfterOnly);
+    assert_eq!(
+        f.jobs[2].after,
+        vec![After {
+            job: "collect".into(),
+            on: ChainOn::Failure
+        }]
+    );
+    assert!(matches!(f.jobs[3].schedule, ScheduleSpec::Every { .. }));
+    assert_eq!(
+        f.jobs[3].after,
+        vec![
+            After {
+                job: "triage".into(),
+                on: ChainOn::Success
+            },
+            After {
+                job: "watch".into(),
+                on: ChainOn::Change
+            }
+        ]
+    );
+}
+
+#[test]
+fn unknown_self_duplicate_and_empty() {
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after:\n      - {{job: ghost}}\n      - b\n      - collect\n      - {{job: collect, on: completion}}\n"
+    ));
+    at(
+        diag(&c, "jobs[1].after[0].job"),
+        8,
+        15,
+        "unknown job \"ghost\" in after",
+    );
+    at(
+        diag(&c, "jobs[1].after[1]"),
+        9,
+        9,
+        "cannot run after itself",
+    );
+    at(diag(&c, "jobs[1].after[3]"), 11, 9, "appears twice");
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: []\n"
+    ));
+    at(diag(&c, "jobs[1].after"), 7, 12, "empty list");
+}
+
+#[test]
+fn wrong_on_and_wrong_shapes() {
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: done}}\n"
+    ));
+    at(
+        diag(&c, "jobs[1].after.on"),
+        7,
+        31,
+        "use success, failure, completion or change",
+    );
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{on: success}}\n"
+    ));
+    at(diag(&c, "jobs[1].after"), 7, 12, "missing `job`");
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: 3\n"
+    ));
+    at(diag(&c, "jobs[1].after"), 7, 12, "expected a job name");
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, when: x}}\n"
+    ));
+    assert!(
+        c.diagnostics
+            .iter()
+            .any(|d| d.key == "jobs[1].after.when" && d.message.contains("unknown key")),
+        "{:#?}",
+        c.diagnostics
+    );
+}
+
+#[test]
+fn change_needs_a_monitor_parent() {
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: change}}\n"
+    ));
+    at(
+        diag(&c, "jobs[1].after.on"),
+        7,
+        31,
+        "`on: change` needs a monitor",
+    );
+}
+
+#[test]
+fn a_cycle_is_reported_at_the_entry_that_closes_it() {
+    let c = check(
+        "jobs:\n  - name: a\n    command: \"true\"\n    after: c\n  - name: b\n    command: \"true\"\n    after: a\n  - name: c\n    schedule: every 1h\n    command: \"true\"\n    after: [b]\n",
+    );
+    let cycles: Vec<&Diagnostic> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("cycle"))
+        .collect();
+    assert_eq!(cycles.len(), 1, "{:#?}", c.diagnostics);
+    // a → c → b → a: walking from `a`, the entry of `b` naming `a` closes it.
+    at(cycles[0], 7, 12, "a waits for c waits for b waits for a");
+    assert_eq!(cycles[0].key, "jobs[1].after");
+    assert!(c.into_result().is_err(), "a cycle is an error");
+    // A diamond is not a cycle.
+    let c = check(
+        "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n  - name: b\n    command: \"true\"\n    after: a\n  - name: c\n    command: \"true\"\n    after: a\n  - name: d\n    command: \"true\"\n    after: [b, c]\n",
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+}
+
+#[test]
+fn without_after_the_schedule_is_still_required() {
+    let c = check("jobs:\n  - name: a\n    command: \"true\"\n");
+    assert!(
+        c.diagnostics
+            .iter()
+            .any(|d| d.message.contains("missing required key `schedule`")),
+        "{:#?}",
+        c.diagnostics
+    );
+}
+
+#[test]
+fn find_cycle_finds_cycles_and_not_diamonds() {
+    let mk = |n: &str, after: &[&str]| {
+        let mut d = crate::testkit::jobs::command_job(n, 60);
+        d.after = after
+            .iter()
+            .map(|j| After {
+                job: j.to_string(),
+                on: ChainOn::Success,
+            })
+            .collect();
+        d
+    };
+    assert_eq!(
+        find_cycle(&[mk("a", &["a"])]),
+        Some(vec!["a".into(), "a".into()])
+    );
+    assert_eq!(
+        find_cycle(&[mk("a", &["b"]), mk("b", &["c"]), mk("c", &["a"])]),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let diamond = [
+        mk("a", &[]),
+        mk("b", &["a"]),
+        mk("c", &["a"]),
+        mk("d", &["b", "c", "ghost"]),
+    ];
+    assert_eq!(find_cycle(&diamond), None);
+}
