@@ -2,7 +2,8 @@
 //! notepad, lease, counters), the monitor diff viewer (coloured unified diff of one run,
 //! `[`/`]` to walk older/newer diffs, scrolling), and one run opened from the History pane (every
 //! field of its row: status, trigger, slot(s), attempts, owner, tokens, cost, delivery, then the
-//! full error, result and diff, sanitised and scrollable).
+//! per-attempt breakdown — start, end, outcome, error, tokens and cost of each attempt, for rows
+//! that carry one — then the full error, result and diff, sanitised and scrollable).
 //!
 //! Owns: drawing those two views. Must not touch: state (scroll is clamped here, not stored).
 
@@ -14,7 +15,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
-use crate::model::{Action, Gate, HistoryRow, MonitorSource};
+use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, MonitorSource};
 use crate::tui::sanitize;
 use crate::tui::state::App;
 
@@ -273,6 +274,51 @@ pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
     scrolled(app, lines, area, title, buf);
 }
 
+/// A short elapsed time: `0.35s` under ten seconds, else [`dur`].
+fn elapsed(ms: i64) -> String {
+    if ms < 10_000 {
+        format!("{:.2}s", ms.max(0) as f64 / 1000.0)
+    } else {
+        dur(ms / 1000)
+    }
+}
+
+/// The run's attempts, one line each (number, start → end, duration, outcome, tokens and cost
+/// when the attempt had a reply), its error on the next line.
+fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    for (i, a) in r.attempt_log.iter().enumerate() {
+        let style = match a.outcome {
+            AttemptOutcome::Succeeded => Style::new().fg(Color::Green),
+            AttemptOutcome::Failed => Style::new().fg(Color::Red),
+        };
+        let mut spans = vec![
+            Span::raw(format!(
+                "  #{:<3}{} → {} ({:>6})  ",
+                i + 1,
+                when(a.started_at, now),
+                when(a.finished_at, now),
+                elapsed((a.finished_at - a.started_at).num_milliseconds())
+            )),
+            Span::styled(format!("{:<9}", a.outcome.as_str()), style),
+        ];
+        if a.input_tokens > 0 || a.output_tokens > 0 || a.cost_usd > 0.0 {
+            spans.push(Span::raw(format!(
+                "  {} in, {} out, ${:.6}",
+                a.input_tokens, a.output_tokens, a.cost_usd
+            )));
+        }
+        lines.push(Line::from(spans));
+        if let Some(e) = &a.error {
+            lines.push(Line::styled(
+                format!("       {}", sanitize::line(e)),
+                Style::new().fg(Color::DarkGray),
+            ));
+        }
+    }
+    lines
+}
+
 /// One run, opened with Enter on a History row.
 pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
     let title = Line::from(format!(
@@ -353,6 +399,11 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
     lines.push(kv("delivery", delivery));
     if let Some(why) = &r.reason {
         lines.push(kv("reason", sanitize::line(why).into_owned()));
+    }
+    if !r.attempt_log.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(heading("Attempts"));
+        lines.extend(attempt_lines(r, now));
     }
     for (name, text) in [("Error", &r.error), ("Result", &r.result)] {
         lines.push(Line::raw(""));

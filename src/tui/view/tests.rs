@@ -475,6 +475,41 @@ fn snapshot_history_focus_and_run_view() {
 }
 
 #[test]
+fn snapshot_run_view_with_attempts() {
+    use crate::model::Attempt;
+    use crate::tui::state::Mode;
+    let mut a = history_on("summarise-news", Status::Failed);
+    let mut row = a.selected_run().unwrap().clone();
+    let t0 = row.started_at;
+    let s = chrono::Duration::milliseconds;
+    row.trigger = crate::model::Trigger::Retry;
+    row.attempts = 3;
+    row.attempt_log = vec![
+        Attempt::new(
+            t0,
+            t0 + s(350),
+            Some("HTTP 500 from openai: upstream broke"),
+        ),
+        Attempt::new(t0 + s(1350), t0 + s(31_350), Some("timed out after 30s")),
+        Attempt::new(t0 + s(33_000), t0 + s(34_200), None),
+    ];
+    row.attempt_log[2].input_tokens = 812;
+    row.attempt_log[2].output_tokens = 64;
+    row.attempt_log[2].cost_usd = 0.000160;
+    a.mode = Mode::Run(Box::new(row));
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("Attempts"), "{t}");
+    assert!(
+        t.contains("#1  11:43:20 → 11:43:20 ( 0.35s)  failed"),
+        "{t}"
+    );
+    assert!(t.contains("HTTP 500 from openai: upstream broke"), "{t}");
+    assert!(t.contains("succeeded  812 in, 64 out, $0.000160"), "{t}");
+    snap!("run_view_attempts_80x24", screen(&a, 80, 24));
+    snap!("run_view_attempts_120x40", t);
+}
+
+#[test]
 fn snapshot_confirm_cancel() {
     let mut a = app();
     a.selected = a
