@@ -13,6 +13,7 @@ pub mod engine;
 pub mod forecast;
 pub mod gate;
 pub mod headless;
+pub mod listing;
 pub mod model;
 pub mod proc;
 pub mod schedule;

@@ -375,6 +375,21 @@ pub trait Store: Send + Sync {
         None
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
+    /// Up to `limit` jobs whose names sort after `after` (from the first when `None`), in the
+    /// order of [`Store::jobs`]: one page of a streamed read (`jobs --json`). The default reads
+    /// every job per page; stores override it to read only the page.
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        let mut all = self.jobs()?;
+        if let Some(a) = after {
+            let start = all
+                .iter()
+                .position(|j| j.def.name.as_str() == a)
+                .map_or(all.len(), |i| i + 1);
+            all.drain(..start);
+        }
+        all.truncate(limit);
+        Ok(all)
+    }
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold
     /// ending); `Some(now)` or earlier when something is claimable already.

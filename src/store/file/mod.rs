@@ -629,6 +629,18 @@ impl Store for FileStore {
         Ok(l.inner.jobs.values().map(|c| c.rec.clone()).collect())
     }
 
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        use std::ops::Bound;
+        let l = self.lock()?;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(l.inner
+            .jobs
+            .range::<str, _>((from, Bound::Unbounded))
+            .take(limit)
+            .map(|(_, c)| c.rec.clone())
+            .collect())
+    }
+
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
         let l = self.lock()?;
         Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
