@@ -5,7 +5,9 @@
 //! per-attempt breakdown — start, end, outcome, error, tokens and cost of each attempt, for rows
 //! that carry one — then the full error, result and diff, sanitised and scrollable).
 //!
-//! Owns: drawing those two views. Must not touch: state (scroll is clamped here, not stored).
+//! Owns: drawing those views, and measuring how far they can scroll ([`scroll_max`], asked by the
+//! event loop before each frame). Must not touch: state (the scroll is clamped here when drawn,
+//! never written back).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -17,20 +19,34 @@ use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, MonitorSource};
 use crate::tui::sanitize;
-use crate::tui::state::App;
+use crate::tui::state::{App, Mode};
 
-fn scrolled(
-    app: &App,
-    lines: Vec<Line<'static>>,
-    area: Rect,
-    title: Line<'static>,
-    buf: &mut Buffer,
-) {
+/// The open full-body view's title and lines (`None` on the main screen).
+pub fn content(app: &App) -> Option<(Line<'static>, Vec<Line<'static>>)> {
+    match &app.mode {
+        Mode::Main => None,
+        Mode::Detail(job) => Some(detail(app, job)),
+        Mode::Diff(job) => Some(diff(app, job)),
+        Mode::Run(row) => Some(run(app, row)),
+    }
+}
+
+/// The largest useful scroll of the open view in `area` (the body), `None` on the main screen.
+pub fn scroll_max(app: &App, area: Rect) -> Option<usize> {
+    let (title, lines) = content(app)?;
+    let inner_h = pane_block(app, None, title).inner(area).height as usize;
+    Some(lines.len().saturating_sub(inner_h))
+}
+
+/// Draw the open full-body view, scrolled (clamped to its content here; state is not written).
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let Some((title, lines)) = content(app) else {
+        return;
+    };
     let block = pane_block(app, None, title);
     let inner_h = block.inner(area).height as usize;
     let max = lines.len().saturating_sub(inner_h);
-    app.scroll_max.set(max);
-    let scroll = app.scroll.min(max).min(u16::MAX as usize) as u16;
+    let scroll = app.viewer.scroll.min(max).min(u16::MAX as usize) as u16;
     Paragraph::new(lines)
         .block(block)
         .scroll((scroll, 0))
@@ -44,17 +60,10 @@ fn heading(s: &str) -> Line<'static> {
     )
 }
 
-pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
     let Some(j) = app.snap.jobs.iter().find(|j| j.def.name == job) else {
-        scrolled(
-            app,
-            vec![Line::raw("this job is no longer in the store")],
-            area,
-            title,
-            buf,
-        );
-        return;
+        return (title, vec![Line::raw("this job is no longer in the store")]);
     };
     let now = app.now;
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -227,7 +236,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
             sanitize::line(v)
         )));
     }
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }
 
 fn diff_line(l: String) -> Line<'static> {
@@ -245,24 +254,20 @@ fn diff_line(l: String) -> Line<'static> {
     Line::styled(l, style)
 }
 
-pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let diffs = app.diffs_of(job);
     let name = sanitize::line(job).into_owned();
-    let Some(row) = diffs.get(app.diff_index.min(diffs.len().saturating_sub(1))) else {
-        scrolled(
-            app,
+    let Some(row) = diffs.get(app.viewer.diff_index.min(diffs.len().saturating_sub(1))) else {
+        return (
+            Line::from(format!(" Diff {name} (Esc back) ")),
             vec![Line::raw(
                 "no monitor diff recorded for this job (a diff appears when a monitor sees a change)",
             )],
-            area,
-            Line::from(format!(" Diff {name} (Esc back) ")),
-            buf,
         );
-        return;
     };
     let title = Line::from(format!(
         " Diff {name} {}/{} — run {} {} ([ older, ] newer, Esc back) ",
-        app.diff_index + 1,
+        app.viewer.diff_index + 1,
         diffs.len(),
         row.finished_at.format("%Y-%m-%d %H:%M:%S"),
         row.status.as_str()
@@ -271,7 +276,7 @@ pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         .into_iter()
         .map(diff_line)
         .collect();
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }
 
 /// A short elapsed time: `0.35s` under ten seconds, else [`dur`].
@@ -320,7 +325,7 @@ fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line
 }
 
 /// One run, opened with Enter on a History row.
-pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
+fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Run of {} {} (Esc back, R retry) ",
         sanitize::line(&r.job),
@@ -422,5 +427,5 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
         lines.push(heading("Diff"));
         lines.extend(sanitize::lines(d).into_iter().map(diff_line));
     }
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }

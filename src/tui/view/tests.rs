@@ -292,11 +292,12 @@ fn hostile_text_renders_inert_everywhere() {
     snap.recent.insert(0, r);
     let mut a = App::new(Arc::new(snap), now);
     let pos = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == name)
         .unwrap_or(0);
-    a.selected = pos;
+    a.jobs.selected = pos;
     let main = draw(&a, 120, 40);
     assert_inert(&main);
     let t = text(&main);
@@ -327,7 +328,8 @@ fn snapshot_main() {
 #[test]
 fn snapshot_detail() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
@@ -340,7 +342,8 @@ fn snapshot_detail() {
 #[test]
 fn snapshot_diff_viewer() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
@@ -365,7 +368,7 @@ fn snapshot_status_filter() {
     // succeeded → failed
     a.handle_key(c('f'));
     a.handle_key(c('f'));
-    assert_eq!(a.status_filter, Some(Status::Failed));
+    assert_eq!(a.filters.status, Some(Status::Failed));
     snap!("filter_failed_80x24", screen(&a, 80, 24));
     snap!("filter_failed_120x40", screen(&a, 120, 40));
 }
@@ -390,7 +393,7 @@ fn history_on(job: &str, status: Status) -> App {
         .history_rows()
         .position(|r| r.job == job && r.status == status)
         .unwrap_or(0);
-    a.history_sel = sel;
+    a.history.sel = sel;
     a
 }
 
@@ -512,7 +515,8 @@ fn snapshot_run_view_with_attempts() {
 #[test]
 fn snapshot_confirm_cancel() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == "backup-db")
