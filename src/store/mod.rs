@@ -381,11 +381,8 @@ pub trait Store: Send + Sync {
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
         let mut all = self.jobs()?;
         if let Some(a) = after {
-            let start = all
-                .iter()
-                .position(|j| j.def.name.as_str() == a)
-                .map_or(all.len(), |i| i + 1);
-            all.drain(..start);
+            // By name, not by position: a job removed between pages does not end the walk.
+            all.retain(|j| j.def.name.as_str() > a);
         }
         all.truncate(limit);
         Ok(all)

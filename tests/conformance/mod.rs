@@ -880,6 +880,10 @@ pub fn jobs_pages_walk_every_job_in_order(f: Factory) {
     }
     assert_eq!(walked, all);
     assert!(s.jobs_page(Some("zzz"), 7).unwrap().is_empty());
+    // A page after a name that is not (or no longer) a job starts at the next name.
+    let next = s.jobs_page(Some("job-04x"), 2).unwrap();
+    let next: Vec<&str> = next.iter().map(|j| j.def.name.as_str()).collect();
+    assert_eq!(next, ["job-05", "job-06"]);
     assert_eq!(s.jobs_page(None, 0).unwrap().len(), 0);
 }
 
