@@ -27,20 +27,35 @@ pub const PAGE: usize = 1024;
 /// One job as `jobs --json` prints it.
 #[derive(Debug, Serialize)]
 pub struct JobView<'a> {
+    /// The job's name.
     pub name: &'a str,
+    /// What it is doing now (`scheduled`, `running`, `paused`, …).
     pub state: &'static str,
+    /// The schedule as written.
     pub schedule: &'a str,
+    /// Its next slot (UTC).
     pub next_slot: Option<DateTime<Utc>>,
+    /// When it last ran.
     pub last_run_at: Option<DateTime<Utc>>,
+    /// How its last run ended.
     pub last_status: Option<Status>,
+    /// Scheduled runs so far (what `max_runs` counts).
     pub runs: u64,
+    /// Paused by an operator.
     pub paused: bool,
+    /// Retired (no more slots, or removed from the jobs file).
     pub retired: bool,
+    /// Why it was retired.
     pub retired_reason: Option<&'a str>,
+    /// The lease of its running run, if any.
     pub lease: Option<&'a Lease>,
+    /// Its spend in the current budget period.
     pub period_cost_usd: f64,
+    /// Its own budget per period.
     pub max_cost_usd: Option<f64>,
+    /// Its whole definition.
     pub definition: &'a JobDef,
+    /// Its whole runtime record.
     pub runtime: &'a JobRuntime,
 }
 
@@ -70,8 +85,10 @@ impl<'a> JobView<'a> {
 /// Why a streamed listing stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ListingError {
+    /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The output could not be written.
     #[error("writing the job list: {0}")]
     Write(#[source] serde_json::Error),
 }

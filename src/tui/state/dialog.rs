@@ -9,6 +9,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::tui::keymap::{self, Cmd, Scope};
 
+/// The question or prompt open over the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {
     None,
@@ -44,6 +45,7 @@ pub enum Typed {
     Ignored,
 }
 
+/// The dialogs' state: what is asked, and whether help is shown.
 #[derive(Debug)]
 pub struct Dialogs {
     pub(crate) prompt: Prompt,
@@ -57,6 +59,7 @@ impl Default for Dialogs {
 }
 
 impl Dialogs {
+    /// Nothing asked, no help.
     pub fn new() -> Dialogs {
         Dialogs {
             prompt: Prompt::None,

@@ -18,6 +18,7 @@ pub(crate) const LIVE_ROWS_MAX: usize = 500;
 /// frame's cost stays bounded whatever a snapshot carries.
 pub(crate) const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 
+/// The History pane's state.
 #[derive(Debug, Default)]
 pub struct HistoryPane {
     /// The cursor (index into [`HistoryPane::rows`]).

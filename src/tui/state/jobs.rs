@@ -21,6 +21,7 @@ const DESCRIBED_ROWS: usize = 200;
 /// A cached schedule description: the spec and anchor it was made from, and the words.
 type Described = (ScheduleSpec, DateTime<Utc>, String);
 
+/// The jobs table's state.
 #[derive(Debug)]
 pub struct JobsTable {
     /// Index into [`JobsTable::visible`].
@@ -40,6 +41,7 @@ impl Default for JobsTable {
 }
 
 impl JobsTable {
+    /// Nothing visible yet, sorted by name.
     pub fn new() -> JobsTable {
         JobsTable {
             selected: 0,

@@ -12,12 +12,16 @@ use super::PENDING_TIMEOUT_SECS;
 use crate::model::{HistoryRow, JobRecord, Trigger};
 use crate::snapshot::{PendingOp, Snapshot};
 
+/// An op sent and not yet confirmed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pending {
+    /// What was asked.
     pub op: PendingOp,
+    /// When it was asked.
     pub since: DateTime<Utc>,
 }
 
+/// The optimistic marks.
 #[derive(Debug, Default)]
 pub struct Optimistic {
     pub(crate) pending: BTreeMap<String, Pending>,
@@ -34,6 +38,7 @@ impl Optimistic {
             .or_else(|| snap.pending.get(job).copied())
     }
 
+    /// Mark `job` as waiting for `op`.
     pub fn begin(&mut self, job: String, op: PendingOp, now: DateTime<Utc>) {
         self.pending.insert(job, Pending { op, since: now });
     }

@@ -8,6 +8,7 @@
 
 use crate::model::HistoryRow;
 
+/// The full-body views' state.
 #[derive(Debug)]
 pub struct Viewer {
     /// Scroll of the detail, diff or run view.
@@ -43,6 +44,7 @@ impl Viewer {
         };
     }
 
+    /// How far the open view can scroll (measured by the event loop).
     pub fn set_scroll_max(&mut self, max: usize) {
         self.scroll_max = max;
     }
