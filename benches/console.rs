@@ -58,7 +58,7 @@ fn frames(name: &str, app: &mut App, keys_between: &[KeyEvent]) {
             app.handle_key(keys_between[i % keys_between.len()]);
         }
         // Countdowns change every frame, like the real 250 ms tick.
-        let next = app.now + chrono::Duration::milliseconds(250);
+        let next = app.now() + chrono::Duration::milliseconds(250);
         app.set_now(next);
         let (t, c) = (Instant::now(), thread_cpu());
         term.draw(|f| f.render_widget(&*app, f.area()))
@@ -104,7 +104,10 @@ fn main() {
     app.handle_key(KeyEvent::from(KeyCode::Char('j')));
     app.handle_key(KeyEvent::from(KeyCode::Char('h')));
     let store = testdata::HistoryOnlyStore(snap.recent.clone());
-    let job = app.history_job.clone().expect("h sets the job");
+    let job = app
+        .history_job()
+        .map(str::to_string)
+        .expect("h sets the job");
     app.on_loaded(cronsole::tui::run_query(&store, Query::JobHistory(job)));
     frames("history of one job (rows loaded from store)", &mut app, &[]);
 

@@ -70,6 +70,8 @@ pub mod attach;
 pub mod clock;
 pub mod config;
 pub mod engine;
+#[doc(hidden)]
+pub mod listing;
 pub mod schedule;
 pub mod snapshot;
 // Public API whose item-by-item docs are still owed (README "Known limits"): every module has

@@ -242,6 +242,82 @@ pub struct HistoryRow {
     pub parent_job: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<Uuid>,
+    /// One entry per attempt of the action, in order (start, end, outcome, error, tokens, cost).
+    /// Rows written before this field existed have none: readers fall back to `attempts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempt_log: Vec<Attempt>,
+}
+
+/// How one attempt of a run's action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    Succeeded,
+    Failed,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "succeeded",
+            AttemptOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// One attempt of a run's action (a command run or a model call), as recorded on its row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: AttemptOutcome,
+    /// The attempt's error (redacted, at most [`Attempt::ERROR_MAX_CHARS`] characters; the
+    /// row's `error` keeps the last one whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// What the reply cost (a failed call is not billed by providers: 0).
+    #[serde(default)]
+    pub cost_usd: f64,
+}
+
+impl Attempt {
+    /// An attempt's error is cut to this many characters (the mark included), so a row with
+    /// many failed attempts stays bounded.
+    pub const ERROR_MAX_CHARS: usize = 500;
+
+    /// A finished attempt; `error` is cut to [`Attempt::ERROR_MAX_CHARS`].
+    pub fn new(
+        started_at: DateTime<Utc>,
+        finished_at: DateTime<Utc>,
+        error: Option<&str>,
+    ) -> Attempt {
+        let error = error.map(|e| {
+            if e.chars().count() <= Self::ERROR_MAX_CHARS {
+                e.to_string()
+            } else {
+                let mut cut: String = e.chars().take(Self::ERROR_MAX_CHARS - 1).collect();
+                cut.push('…');
+                cut
+            }
+        });
+        Attempt {
+            started_at,
+            finished_at,
+            outcome: if error.is_some() {
+                AttemptOutcome::Failed
+            } else {
+                AttemptOutcome::Succeeded
+            },
+            error,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+        }
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -287,6 +363,7 @@ impl HistoryRow {
             supersedes_abandoned: false,
             parent_job: None,
             parent_run_id: None,
+            attempt_log: Vec::new(),
         }
     }
 }
@@ -1014,7 +1091,36 @@ mod tests {
         let v: serde_json::Value = serde_json::to_value(&row).unwrap();
         assert!(v.get("stale_lease").is_none());
         assert!(v.get("slots_count").is_none());
+        assert!(v.get("attempt_log").is_none());
         assert_eq!(v["status"], "missed");
         assert_eq!(v["slot"], "2026-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn attempt_log_is_additive_old_rows_still_read() {
+        let t = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut row = HistoryRow::new("a", Status::Failed, Trigger::Retry, None, "o", t);
+        row.attempts = 2;
+        row.attempt_log = vec![
+            Attempt::new(t, t + chrono::Duration::seconds(1), Some("HTTP 503")),
+            Attempt::new(t + chrono::Duration::seconds(3), t, Some(&"x".repeat(900))),
+        ];
+        let json = serde_json::to_string(&row).unwrap();
+        assert!(json.contains(r#""outcome":"failed""#), "{json}");
+        let back: HistoryRow = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, row);
+        assert_eq!(
+            back.attempt_log[1].error.as_ref().unwrap().chars().count(),
+            Attempt::ERROR_MAX_CHARS
+        );
+        // A row written before the field existed reads with an empty log.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_object_mut().unwrap().remove("attempt_log");
+        let old: HistoryRow = serde_json::from_value(v).unwrap();
+        assert!(old.attempt_log.is_empty());
+        assert_eq!(old.attempts, 2);
+        assert_eq!(Attempt::new(t, t, None).outcome, AttemptOutcome::Succeeded);
     }
 }

@@ -300,6 +300,71 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
     drop(engine);
 }
 
+/// A retry whose owner is killed (-9) mid-run is recorded `abandoned` like any run, with a hint
+/// to run it again, and is not re-offered by itself (README "Decisions…"): the next owner runs
+/// nothing for it; `cronsole retry` of the abandoned row runs it again.
+#[test]
+fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried() {
+    let d = setup(
+        "retry-crash",
+        "  - name: r\n    schedule: every 1h\n    max_retries: 1\n    lease_seconds: 2\n    \
+         command: \"if [ ! -f failed ]; then touch failed; exit 3; fi; \
+         if [ -f crashed ]; then echo again; exit 0; fi; \
+         touch crashed; echo $$ > retry.pid; sleep 60\"\n",
+    );
+    engine_for(&d, "2s");
+    let rows = history(&d, "r");
+    assert_eq!(rows[0]["status"], "failed", "{rows:#?}");
+    let failed = rows[0]["run_id"].as_str().unwrap().to_string();
+    ok(&d, &["retry", &failed]);
+    let mut engine = Kill(
+        cmd(&d, &["run", "--for", "30s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the retry to start", || d.join("retry.pid").exists());
+    let v: serde_json::Value = serde_json::from_str(&ok(&d, &["jobs", "--json"])).unwrap();
+    assert_eq!(v[0]["lease"]["trigger"], "retry", "{v:#}");
+    let retry_run = v[0]["lease"]["run_id"].as_str().unwrap().to_string();
+    engine.0.kill().unwrap(); // SIGKILL
+    engine.0.wait().unwrap();
+    drop(engine);
+    // Another owner, after the lease lapsed: it records the retry abandoned and runs nothing.
+    std::thread::sleep(Duration::from_millis(2500));
+    engine_for(&d, "3s");
+    let rows = history(&d, "r");
+    assert_eq!(rows.len(), 2, "the retry was re-run: {rows:#?}");
+    assert_eq!(rows[0]["run_id"], retry_run.as_str());
+    assert_eq!(rows[0]["status"], "abandoned");
+    assert_eq!(rows[0]["trigger"], "retry");
+    let why = rows[0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("cronsole retry {retry_run}")),
+        "{why}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&d, &["jobs", "--json"])).unwrap();
+    let queue = &v[0]["runtime"]["queue"];
+    assert!(queue.as_array().is_none_or(|q| q.is_empty()), "{v:#}");
+    // `history` text says how to run it again.
+    let text = ok(&d, &["history", "--job", "r"]);
+    assert!(
+        text.contains(&format!("cronsole retry {retry_run}")),
+        "{text}"
+    );
+    // Following the hint runs it again: a run of its own.
+    ok(&d, &["retry", &retry_run]);
+    engine_for(&d, "2s");
+    let rows = history(&d, "r");
+    assert_eq!(rows.len(), 3, "{rows:#?}");
+    assert_eq!(
+        (&rows[0]["status"], &rows[0]["trigger"]),
+        (&serde_json::json!("succeeded"), &serde_json::json!("retry"))
+    );
+    assert_eq!(rows[0]["result"].as_str().map(str::trim), Some("again"));
+}
+
 #[test]
 fn stats_prints_the_spend_forecast() {
     let d = setup(

@@ -162,6 +162,22 @@ async fn a_500_then_success_takes_two_attempts() {
     assert_eq!(r.attempts, 2);
     assert_eq!(fake.request_count(), 2);
     assert_eq!(r.result.as_deref(), Some("second time lucky"));
+    // Each attempt is on the row: the failed one with its error and no cost, the good one with
+    // the reply's tokens and cost.
+    use cronsole::model::AttemptOutcome;
+    let log = &r.attempt_log;
+    assert_eq!(log.len(), 2, "{log:#?}");
+    assert_eq!(log[0].outcome, AttemptOutcome::Failed);
+    assert!(
+        log[0].error.as_deref().unwrap_or("").contains("500"),
+        "{log:#?}"
+    );
+    assert_eq!((log[0].input_tokens, log[0].cost_usd), (0, 0.0));
+    assert_eq!(log[1].outcome, AttemptOutcome::Succeeded);
+    assert_eq!(log[1].error, None);
+    assert_eq!((log[1].input_tokens, log[1].output_tokens), (10, 10));
+    assert_eq!(log[1].cost_usd, r.cost_usd);
+    assert!(log[0].finished_at <= log[1].started_at);
     rig.stop().await;
 }
 

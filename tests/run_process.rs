@@ -439,6 +439,56 @@ fn json_log_lines_carry_the_history_fields_and_for_exits_0() {
     }
 }
 
+/// SPEC §12.1 as amended (README "Decisions where the spec is silent"): headless stdout is one
+/// line per history row and nothing else; a row says whether it was delivered; each delivery's
+/// details go to the log under `<store>/logs/`.
+#[test]
+fn headless_stdout_is_history_rows_only_and_deliveries_go_to_the_log() {
+    let s = setup(
+        "rows-only",
+        "budget: null\ndelivery:\n  audit: { file: deliveries.jsonl }\njobs:\n  - name: tick\n    schedule: every 1s\n    command: echo delivered-payload\n    max_retries: 1\n    deliver: [audit]\n",
+    );
+    let (out, _) = wait_timeout(s.spawn(&["--for", "3s"]), Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() >= 2, "{stdout}");
+    let rows = s.rows();
+    for l in &lines {
+        // Every line is a history row: its time, status and job; a delivered row says so.
+        let mut f = l.split_whitespace();
+        let (at, status, job) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+        assert!(DateTime::parse_from_rfc3339(at).is_ok(), "not a row: {l}");
+        assert_eq!((status, job), ("succeeded", "tick"), "not a row: {l}");
+        assert!(
+            l.ends_with("  delivered"),
+            "row does not say delivered: {l}"
+        );
+        assert!(
+            !l.contains("delivered-payload"),
+            "delivery text on stdout: {l}"
+        );
+    }
+    // One line per row, no more.
+    assert_eq!(lines.len(), rows.len(), "{stdout}");
+    assert!(rows.iter().all(|r| r.delivered));
+    // The sink got every run, and the log names each delivery.
+    let sunk = std::fs::read_to_string(s.dir.join("deliveries.jsonl")).unwrap();
+    assert_eq!(sunk.lines().count(), rows.len(), "{sunk}");
+    let mut logged = String::new();
+    for e in std::fs::read_dir(s.store.join("logs")).unwrap() {
+        logged.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap_or_default());
+    }
+    assert!(
+        logged.contains("delivered:") && logged.contains("delivered-payload"),
+        "delivery details not in the log:\n{logged}"
+    );
+}
+
 #[test]
 fn bad_input_exits_2_naming_the_place() {
     let s = setup(

@@ -271,6 +271,11 @@ fn history_cursor_run_view_retry_and_cancel() {
     t.send(&["Enter"]);
     let screen = t.wait_for("Run of long", Duration::from_secs(5));
     assert!(!screen.contains("MARKER-DEEP-380"), "{screen}");
+    // The per-attempt breakdown: one attempt, succeeded.
+    assert!(
+        screen.contains("Attempts") && screen.contains("#1 ") && screen.contains("succeeded"),
+        "{screen}"
+    );
     t.send(&["G"]);
     t.wait_for("MARKER-DEEP-380", Duration::from_secs(5));
     t.send(&["Escape"]);

@@ -54,8 +54,8 @@ use crate::deliver::incident::{self, IncidentAction};
 use crate::deliver::{Message, deliver_all};
 use crate::gate::{self, GateConfig, GateOutcome, context, notepad};
 use crate::model::{
-    Action, AgentDef, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status,
-    truncate_marked,
+    Action, AgentDef, Attempt, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings,
+    Status, truncate_marked,
 };
 use crate::proc::ProcEnv;
 use crate::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
@@ -106,23 +106,46 @@ pub struct RunOutput {
     pub hold_until: Option<DateTime<Utc>>,
 }
 
-/// How far a run got, readable after its future was dropped (shutdown): attempts made and the
-/// last attempt's error (already redacted).
+/// How far a run got, readable after its future was dropped (shutdown): every attempt made (its
+/// start, end, outcome, error, tokens, cost) and the last attempt's whole error (redacted).
 #[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<Mutex<(u32, Option<String>)>>);
+pub struct Progress(Arc<Mutex<(Vec<Attempt>, Option<String>)>>);
 
 impl Progress {
-    fn attempted(&self, attempts: u32, error: Option<String>) {
+    /// One attempt ended; `error` is its whole (redacted) error.
+    fn attempted(&self, mut attempt: Attempt, error: Option<String>) {
         if let Ok(mut g) = self.0.lock() {
-            *g = (attempts, error);
+            if attempt.error.is_none() && error.is_some() {
+                attempt = Attempt::new(attempt.started_at, attempt.finished_at, error.as_deref());
+            }
+            g.0.push(attempt);
+            g.1 = error;
         }
     }
 
-    /// Copy the progress into an `abandoned` row (attempts, and the last error as `error`).
+    /// Put the reply's tokens and cost on the last attempt (the one that succeeded).
+    fn priced_last(&self, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
+        if let Ok(mut g) = self.0.lock()
+            && let Some(a) = g.0.last_mut()
+        {
+            a.input_tokens = input_tokens;
+            a.output_tokens = output_tokens;
+            a.cost_usd = cost_usd;
+        }
+    }
+
+    /// The attempts made so far, in order.
+    fn log(&self) -> Vec<Attempt> {
+        self.0.lock().map(|g| g.0.clone()).unwrap_or_default()
+    }
+
+    /// Copy the progress into an `abandoned` row (attempts and their log, and the last error as
+    /// `error`).
     pub fn fill(&self, row: &mut HistoryRow) {
         if let Ok(g) = self.0.lock() {
-            if g.0 > 0 {
-                row.attempts = g.0;
+            if !g.0.is_empty() {
+                row.attempts = u32::try_from(g.0.len()).unwrap_or(u32::MAX);
+                row.attempt_log = g.0.clone();
             }
             if row.error.is_none() {
                 row.error = g.1.clone();
@@ -508,23 +531,26 @@ async fn step3_prompt(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str
 async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) -> Flow<String> {
     let t = secs(cx.claim.job.def.timeout_seconds).min(secs(timeout_seconds));
     let progress = &cx.progress;
-    let secrets = &cx.secrets;
+    let (secrets, clock) = (&cx.secrets, cx.clock);
     let env = &cx.proc_env;
     let r = retry_with_backoff(
         &cx.deps.backoff,
         cx.claim.job.def.max_retries.max(1),
-        |a| async move {
+        |_| async move {
+            let started = clock.now();
             let out = match run_command(command, t, env).await {
                 CommandOutcome::Succeeded { stdout } => Ok(stdout),
                 CommandOutcome::Failed { error, .. } => Err(secrets.redact(&error).into_owned()),
             };
-            progress.attempted(a + 1, out.as_ref().err().cloned());
+            let error = out.as_ref().err().cloned();
+            progress.attempted(Attempt::new(started, clock.now(), None), error);
             out
         },
         |_| true,
     )
     .await;
     cx.row.attempts = r.attempts;
+    cx.row.attempt_log = progress.log();
     r.result.map_err(|e| End(Status::Failed, None, Some(e)))
 }
 
@@ -591,9 +617,10 @@ async fn step4_agent(
             }
         }
     };
-    let attempt = |a: u32, ticket: Option<Uuid>| {
+    let attempt = |_: u32, ticket: Option<Uuid>| {
         let (job, env) = (job.clone(), Arc::clone(&env));
         async move {
+            let started = clock.now();
             let req = LlmCall {
                 agent,
                 prompt,
@@ -605,12 +632,11 @@ async fn step4_agent(
             if let Some(id) = ticket {
                 settle(store, clock, &job, id, settlement(prices, &r, max_tokens)).await;
             }
-            progress.attempted(
-                a + 1,
-                r.as_ref()
-                    .err()
-                    .map(|e| secrets.redact(&e.to_string()).into_owned()),
-            );
+            let error = r
+                .as_ref()
+                .err()
+                .map(|e| secrets.redact(&e.to_string()).into_owned());
+            progress.attempted(Attempt::new(started, clock.now(), None), error);
             r
         }
     };
@@ -623,10 +649,13 @@ async fn step4_agent(
     )
     .await;
     cx.row.attempts = h.attempts;
+    cx.row.attempt_log = progress.log();
     match h.ended {
         Ended::Done(Ok(reply)) => {
             let c = cost::run_cost(prices, &reply.model, reply.usage);
             let c = cap_at_reservation(c, worst, max_tokens);
+            progress.priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
+            cx.row.attempt_log = progress.log();
             Ok((reply, c))
         }
         Ended::Done(Err(e)) => {
@@ -950,9 +979,18 @@ mod tests {
                 None
             )
         );
-        p.attempted(2, Some("HTTP 503".into()));
+        p.attempted(Attempt::new(t, t, None), Some("HTTP 500".into()));
+        let long = format!("HTTP 503 {}", "x".repeat(Attempt::ERROR_MAX_CHARS));
+        p.attempted(Attempt::new(t, t, None), Some(long.clone()));
         p.fill(&mut row);
         assert_eq!(row.attempts, 2);
-        assert_eq!(row.error.as_deref(), Some("HTTP 503"));
+        // The row keeps the last error whole; each attempt its own, bounded.
+        assert_eq!(row.error.as_deref(), Some(long.as_str()));
+        assert_eq!(row.attempt_log.len(), 2);
+        assert_eq!(row.attempt_log[0].error.as_deref(), Some("HTTP 500"));
+        assert_eq!(
+            row.attempt_log[1].error.as_ref().unwrap().chars().count(),
+            Attempt::ERROR_MAX_CHARS
+        );
     }
 }

@@ -339,6 +339,9 @@ impl Store for Metered {
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.count(self.inner.jobs())
     }
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        self.count(self.inner.jobs_page(after, limit))
+    }
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         self.count(self.inner.next_wakeup(now))
     }

@@ -1064,14 +1064,26 @@ pub fn abandoned_row(
     row.run_id = lease.run_id;
     row.started_at = lease.claimed_at;
     row.duration_ms = (now - lease.claimed_at).num_milliseconds().max(0) as u64;
-    row.reason = Some(format!(
+    let mut reason = format!(
         "lease of owner {} expired at {} without completion",
         lease.owner,
         lease
             .lease_until
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-    ));
+    );
+    if lease.trigger.is_operator() {
+        // An operator's run (retry, backfill, manual trigger) is not re-run by itself: its
+        // action may have done part of its work, so running it again is the operator's call.
+        // The hint comes first so that a cut reason (the `history` table) still shows it.
+        reason = format!("{}: {reason}", rerun_hint(lease.run_id));
+    }
+    row.reason = Some(reason);
     row
+}
+
+/// What an `abandoned` row of an operator's run says about running it again.
+pub fn rerun_hint(run_id: uuid::Uuid) -> String {
+    format!("not re-run by itself (`cronsole retry {run_id}` or R runs it again)")
 }
 
 /// The earliest instant at which `evaluate` (or lease recovery) may act on this job.
@@ -1333,6 +1345,57 @@ mod tests {
             Some(t(T0 + 600)),
             "unchanged keeps its instant"
         );
+    }
+
+    #[test]
+    fn an_operator_run_abandoned_by_a_crash_stays_abandoned_with_a_rerun_hint() {
+        for trigger in [Trigger::Retry, Trigger::Backfill] {
+            let mut r = ran_at_t0(Some(3600.0));
+            r.rt.queue.push(crate::model::QueuedRun {
+                trigger,
+                slot: Some(t(T0)),
+                requested_at: t(T0 + 5),
+                retry_of: None,
+            });
+            let c = eval(&mut r, T0 + 6).claim.unwrap();
+            assert_eq!(c.trigger, trigger);
+            assert!(r.rt.queue.is_empty());
+            // The owner dies; another owner finds the lease expired.
+            let until = r.rt.lease.as_ref().unwrap().lease_until;
+            let s = sched(&r);
+            let later = until + chrono::Duration::seconds(1);
+            let ev = claim_step(&mut r, &s, later, "other", true, P, None);
+            let row = ev.rows.iter().find(|x| x.run_id == c.run_id).unwrap();
+            assert_eq!((row.status, row.trigger), (Status::Abandoned, trigger));
+            let why = row.reason.as_deref().unwrap();
+            assert!(
+                why.contains(&format!("cronsole retry {}", c.run_id)),
+                "{why}"
+            );
+            // Not re-offered: nothing queued again, no run claimed for it.
+            assert!(r.rt.queue.is_empty());
+            assert!(ev.claim.is_none_or(|n| n.trigger == Trigger::Schedule));
+        }
+        // A scheduled run's abandoned row carries no hint (the schedule goes on).
+        let mut r = ran_at_t0(None);
+        eval(&mut r, T0 + 60).claim.unwrap();
+        let until = r.rt.lease.as_ref().unwrap().lease_until;
+        let s = sched(&r);
+        let ev = claim_step(
+            &mut r,
+            &s,
+            until + chrono::Duration::seconds(1),
+            "o",
+            true,
+            P,
+            None,
+        );
+        let row = ev
+            .rows
+            .iter()
+            .find(|x| x.status == Status::Abandoned)
+            .unwrap();
+        assert!(!row.reason.as_deref().unwrap().contains("cronsole retry"));
     }
 
     #[test]

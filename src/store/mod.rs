@@ -485,6 +485,18 @@ pub trait Store: HistoryReader {
     }
     /// Every job, retired ones included, sorted by name.
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
+    /// Up to `limit` jobs whose names sort after `after` (from the first when `None`), in the
+    /// order of [`Store::jobs`]: one page of a streamed read (`jobs --json`). The default reads
+    /// every job per page; stores override it to read only the page.
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        let mut all = self.jobs()?;
+        if let Some(a) = after {
+            // By name, not by position: a job removed between pages does not end the walk.
+            all.retain(|j| j.def.name.as_str() > a);
+        }
+        all.truncate(limit);
+        Ok(all)
+    }
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold
     /// ending); `Some(now)` or earlier when something is claimable already.
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;

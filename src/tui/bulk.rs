@@ -13,8 +13,7 @@
 
 use crate::engine::Command;
 use crate::snapshot::PendingOp;
-use crate::tui::keymap::Cmd;
-use crate::tui::state::{Action, App, Mode, Pending, Prompt, Query};
+use crate::tui::state::{Action, App, Mode, Prompt, Query};
 
 impl App {
     /// `D`: open the dry-run view of the job at the cursor and ask for its text.
@@ -23,7 +22,7 @@ impl App {
             return Action::None;
         };
         self.mode = Mode::DryRun(name.clone());
-        self.scroll = 0;
+        self.viewer.reset_scroll();
         self.dry_run = None;
         Action::Load(Query::DryRun(name))
     }
@@ -31,10 +30,11 @@ impl App {
     /// `P`: ask whether to pause (or resume) the filtered set.
     pub(crate) fn ask_bulk_pause(&mut self) -> Action {
         let shown: Vec<_> = self
+            .jobs
             .visible
             .iter()
             .filter_map(|&i| self.snap.jobs.get(i))
-            .filter(|j| !j.rt.retired && !self.pending.contains_key(&j.def.name))
+            .filter(|j| !j.rt.retired && !self.ops.pending.contains_key(&j.def.name))
             .collect();
         let to_pause: Vec<String> = shown
             .iter()
@@ -55,14 +55,14 @@ impl App {
             self.notice = Some("no job shown can be paused or resumed".into());
             return Action::Redraw;
         }
-        self.prompt = Prompt::ConfirmBulk { pause, jobs };
+        self.dialog.prompt = Prompt::ConfirmBulk { pause, jobs };
         Action::Redraw
     }
 
     /// The answer to the `P` prompt.
-    pub(crate) fn confirm_bulk(&mut self, pause: bool, jobs: Vec<String>, cmd: Cmd) -> Action {
+    pub(crate) fn confirm_bulk(&mut self, pause: bool, jobs: Vec<String>, yes: bool) -> Action {
         let verb = if pause { "paus" } else { "resum" };
-        if cmd != Cmd::Yes {
+        if !yes {
             self.notice = Some(format!("nothing {verb}ed"));
             return Action::Redraw;
         }
@@ -73,13 +73,7 @@ impl App {
         };
         let mut cmds = Vec::with_capacity(jobs.len());
         for job in jobs {
-            self.pending.insert(
-                job.clone(),
-                Pending {
-                    op,
-                    since: self.now,
-                },
-            );
+            self.ops.begin(job.clone(), op, self.now);
             cmds.push(if pause {
                 Command::Pause(job)
             } else {
@@ -132,10 +126,10 @@ mod tests {
                 .as_ref()
                 .is_some_and(|(j, t)| *j == name && t.is_ok())
         );
-        a.scroll_max.set(50);
+        a.viewer.set_scroll_max(50);
         a.handle_key(key('j'));
         a.handle_key(key('j'));
-        assert_eq!(a.scroll, 2);
+        assert_eq!(a.viewer.scroll, 2);
         a.handle_key(KeyEvent::from(KeyCode::Esc));
         assert_eq!(a.mode, Mode::Main);
     }
@@ -150,6 +144,7 @@ mod tests {
         }
         a.handle_key(KeyEvent::from(KeyCode::Enter));
         let shown: Vec<String> = a
+            .jobs
             .visible
             .iter()
             .map(|&i| a.snap.jobs[i].def.name.clone())
@@ -157,14 +152,14 @@ mod tests {
             .collect();
         assert!(!shown.is_empty());
         assert_eq!(a.handle_key(shift('P')), Action::Redraw);
-        let Prompt::ConfirmBulk { pause, jobs } = a.prompt.clone() else {
-            panic!("asks first: {:?}", a.prompt);
+        let Prompt::ConfirmBulk { pause, jobs } = a.dialog.prompt.clone() else {
+            panic!("asks first: {:?}", a.dialog.prompt);
         };
         assert!(pause);
         assert!(jobs.iter().all(|j| j.contains("backup")), "{jobs:?}");
         // No: nothing is sent.
         assert_eq!(a.handle_key(key('n')), Action::Redraw);
-        assert!(a.pending.is_empty());
+        assert!(a.ops.pending.is_empty());
         a.handle_key(shift('P'));
         match a.handle_key(key('y')) {
             Action::SendAll(cmds) => {
@@ -181,12 +176,12 @@ mod tests {
             }
         }
         a.on_snapshot(Arc::new(snap));
-        a.pending.clear();
+        a.ops.pending.clear();
         a.handle_key(shift('P'));
         assert!(
-            matches!(&a.prompt, Prompt::ConfirmBulk { pause: false, jobs: j } if *j == jobs),
+            matches!(&a.dialog.prompt, Prompt::ConfirmBulk { pause: false, jobs: j } if *j == jobs),
             "{:?}",
-            a.prompt
+            a.dialog.prompt
         );
     }
 }

@@ -145,6 +145,12 @@ where
     loop {
         if dirty {
             app.set_now(deps.clock.now());
+            // How far the open view can scroll at this size: measured here, not while drawing.
+            let size = terminal.size()?;
+            let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+            if let Some(max) = view::scroll_max(&app, area) {
+                app.set_scroll_max(max);
+            }
             terminal.draw(|f| f.render_widget(&app, f.area()))?;
             dirty = false;
         }
@@ -227,7 +233,7 @@ fn send(tx: &mpsc::Sender<Command>, cmd: Command, app: &mut App) {
         };
         app.notice = Some(format!("engine {why}: {cmd:?} not sent"));
         if let Command::Pause(j) | Command::Resume(j) | Command::Trigger(j) = cmd {
-            app.pending.remove(&j);
+            app.command_not_sent(&j);
         }
     }
 }
@@ -401,6 +407,6 @@ mod tests {
         // The queue (capacity 1) is now full.
         send(&tx, cmd, &mut app);
         assert!(app.notice.as_deref().unwrap_or("").contains("busy"));
-        assert!(app.pending.is_empty());
+        assert!(app.ops.pending.is_empty());
     }
 }

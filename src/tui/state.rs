@@ -3,10 +3,19 @@
 //! binding is testable without a terminal, and the event loop in `tui/mod.rs` performs the effect
 //! (send a [`Command`], start a read-only store query, quit).
 //!
-//! Owns: selection, filters, sort, mode, prompts, optimistic pending ops, the live history rows
-//! that arrived as events ahead of the next snapshot, and rows loaded on demand from the store.
-//! Must not touch: the store (it asks for queries through [`Action::Load`]), the terminal, the
-//! clock (the loop writes `now` before each frame).
+//! State per component, as gitui does: [`App`] holds the snapshot, the clock, which view and
+//! pane are in front and the filters they share, and one state per component, each owning its
+//! fields and the handling of the keys and messages that concern it — the jobs table
+//! ([`JobsTable`]: visible jobs, selection, sort, schedule words), the leases pane
+//! ([`LeasesPane`]), the History pane ([`HistoryPane`]: cursor, `h` job, live rows, store
+//! pages), the full-body views ([`Viewer`]: scroll, diffs), the dialogs ([`Dialogs`]: confirm,
+//! name prompt, help) and the optimistic marks ([`Optimistic`]). Views render from this state
+//! and never change it: nothing here is a `Cell`; what a view alone could measure (how far the
+//! open view scrolls) the event loop measures before the frame and hands in.
+//!
+//! Owns: the console's state and key → [`Action`] decisions. Must not touch: the store (it asks
+//! for queries through [`Action::Load`]), the terminal, the clock (the loop writes `now` before
+//! each frame).
 //!
 //! Decisions where SPEC §13.1 is silent:
 //! - `f` filters both the jobs table (by each job's *last* status) and the history stream.
@@ -26,27 +35,31 @@
 //! - RUNS counts every execution (succeeded, no_change, failed rows: any trigger, as `stats`
 //!   EXEC does); `max_runs` keeps counting scheduled runs only.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::{Command, Event};
-use crate::model::{HistoryRow, JobRecord, Status, Trigger};
-use crate::schedule::ScheduleSpec;
+use crate::model::{HistoryRow, JobRecord, Status};
 use crate::snapshot::{PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
+mod dialog;
+mod history;
+mod jobs;
+mod ops;
+mod viewer;
+
+pub use dialog::{Answer, Dialogs, Prompt, Typed};
+pub use history::HistoryPane;
+pub use jobs::JobsTable;
+pub use ops::{Optimistic, Pending};
+pub use viewer::Viewer;
+
 /// How long an unconfirmed pause/resume/trigger keeps its mark.
 pub const PENDING_TIMEOUT_SECS: i64 = 10;
-/// History rows kept from events until a snapshot includes them.
-const LIVE_ROWS_MAX: usize = 500;
-/// At most this many rows of the snapshot window are scanned per frame when filtering it
-/// (the snapshot promises at most `RECENT_ROWS`; older rows come from the store on demand), so a
-/// frame's cost stays bounded whatever a snapshot carries.
-const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 /// Rows moved by PgUp/PgDn.
 const PAGE: usize = 10;
 /// History rows asked from the store per page when the cursor walks past what is held.
@@ -118,19 +131,6 @@ pub enum Mode {
     DryRun(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prompt {
-    None,
-    ConfirmTrigger(String),
-    ConfirmCancel(String),
-    Name(String),
-    /// Pause (`pause: true`) or resume these jobs: the filtered set when `P` was pressed.
-    ConfirmBulk {
-        pause: bool,
-        jobs: Vec<String>,
-    },
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
     Jobs,
@@ -171,69 +171,63 @@ impl SortKey {
     }
 }
 
-/// A cached schedule description: the spec and anchor it was made from, and the words.
-type Described = (ScheduleSpec, DateTime<Utc>, String);
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pending {
-    pub op: PendingOp,
-    pub since: DateTime<Utc>,
+/// The filters shared by the jobs table and the History pane (`/` and `f`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Filters {
+    /// Job name substring, case-insensitive.
+    pub name: String,
+    /// Jobs by last status; history rows by status.
+    pub status: Option<Status>,
 }
 
-/// The whole console state. Views read it (`impl Widget for &App`); only keys and messages
-/// change it.
+/// The leases pane's state: its cursor.
+#[derive(Debug, Default)]
+pub struct LeasesPane {
+    pub(crate) sel: usize,
+}
+
+/// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats` EXEC
+/// counts them; what the console's EXECS column shows.
+pub(crate) fn executions(j: &JobRecord) -> u64 {
+    let by = &j.rt.counters.by_status;
+    [Status::Succeeded, Status::NoChange, Status::Failed]
+        .iter()
+        .map(|s| by.get(s).copied().unwrap_or(0))
+        .sum()
+}
+
+/// Spend of one job in the budget period `key` (0 when its counters are from an older period).
+pub(crate) fn period_spend(j: &JobRecord, key: &str) -> f64 {
+    if j.rt.counters.period_key == key {
+        j.rt.counters.period_cost_usd
+    } else {
+        0.0
+    }
+}
+
+/// The whole console state: the snapshot and clock every component reads, which view and pane
+/// are in front, the shared filters, and one state per component (gitui-style), each owning its
+/// own fields and the handling of the keys and messages that concern it. Views read it
+/// (`impl Widget for &App`) and never change it; only keys and messages do.
 #[derive(Debug)]
 pub struct App {
-    pub snap: Arc<Snapshot>,
-    pub now: DateTime<Utc>,
-    pub mode: Mode,
-    pub help: bool,
-    pub prompt: Prompt,
-    pub pane: Pane,
-    /// Index into [`App::visible`].
-    pub selected: usize,
-    /// Indices into `snap.jobs`, filtered and sorted.
-    pub visible: Vec<usize>,
-    pub name_filter: String,
-    pub status_filter: Option<Status>,
-    pub sort: SortKey,
-    /// History pane restricted to this job (`h`).
-    pub history_job: Option<String>,
-    /// Selected row in the leases pane.
-    pub lease_sel: usize,
-    /// The History pane's cursor (index into [`App::history_rows`]).
-    pub history_sel: usize,
-    /// Rows paged in from the store beyond the snapshot window, newest first.
-    pub history_more: Vec<HistoryRow>,
-    /// The store had no more rows for the current filters.
-    pub history_done: bool,
-    /// A page request is out.
-    pub history_loading: bool,
-    /// Rows from events newer than the snapshot, newest first.
-    pub live: VecDeque<HistoryRow>,
-    /// Rows loaded for one job (detail, `h`), newest first.
-    pub job_rows: Option<(String, Vec<HistoryRow>)>,
-    /// Diff rows loaded for one job, newest first.
-    pub diff_rows: Option<(String, Vec<HistoryRow>)>,
-    /// 0 = newest diff.
-    pub diff_index: usize,
-    /// Scroll of the detail or diff view.
-    pub scroll: usize,
-    /// The largest useful `scroll` of the detail/diff view, written by the view when it draws
-    /// (only the view knows the content height), so `G` then `k` moves at once.
-    pub scroll_max: Cell<usize>,
-    /// Jobs an engine said it started running, until a row or snapshot catches up.
-    pub started: HashSet<String>,
-    pub pending: BTreeMap<String, Pending>,
-    /// One line of news: command outcomes, engine notices, load errors.
-    pub notice: Option<String>,
+    pub(crate) snap: Arc<Snapshot>,
+    pub(crate) now: DateTime<Utc>,
     /// Key of the current budget period (see [`App::set_now`]).
-    pub period_key: String,
-    /// Schedule descriptions by job, so a cron expression is not re-parsed every frame. Checked
-    /// against the job's spec and anchor on every hit, so an edited job is described afresh.
-    pub(crate) schedule_words: RefCell<HashMap<String, Described>>,
+    pub(crate) period_key: String,
+    pub(crate) mode: Mode,
+    pub(crate) pane: Pane,
+    pub(crate) filters: Filters,
+    pub(crate) jobs: JobsTable,
+    pub(crate) leases: LeasesPane,
+    pub(crate) history: HistoryPane,
+    pub(crate) viewer: Viewer,
+    pub(crate) dialog: Dialogs,
+    pub(crate) ops: Optimistic,
+    /// One line of news: command outcomes, engine notices, load errors.
+    pub(crate) notice: Option<String>,
     /// The last dry run asked for (`D`): job and text, `None` while it runs.
-    pub dry_run: Option<(String, Result<String, String>)>,
+    pub(crate) dry_run: Option<(String, Result<String, String>)>,
 }
 
 impl App {
@@ -241,32 +235,17 @@ impl App {
         let mut app = App {
             snap,
             now,
-            mode: Mode::Main,
-            help: false,
-            prompt: Prompt::None,
-            pane: Pane::Jobs,
-            selected: 0,
-            visible: Vec::new(),
-            name_filter: String::new(),
-            status_filter: None,
-            sort: SortKey::Name,
-            history_job: None,
-            lease_sel: 0,
-            history_sel: 0,
-            history_more: Vec::new(),
-            history_done: false,
-            history_loading: false,
-            live: VecDeque::new(),
-            job_rows: None,
-            diff_rows: None,
-            diff_index: 0,
-            scroll: 0,
-            scroll_max: Cell::new(usize::MAX / 2),
-            started: HashSet::new(),
-            pending: BTreeMap::new(),
-            notice: None,
             period_key: String::new(),
-            schedule_words: RefCell::new(HashMap::new()),
+            mode: Mode::Main,
+            pane: Pane::Jobs,
+            filters: Filters::default(),
+            jobs: JobsTable::new(),
+            leases: LeasesPane::default(),
+            history: HistoryPane::default(),
+            viewer: Viewer::default(),
+            dialog: Dialogs::new(),
+            ops: Optimistic::default(),
+            notice: None,
             dry_run: None,
         };
         app.refresh_period_key();
@@ -274,18 +253,31 @@ impl App {
         app
     }
 
-    /// The job under the cursor.
+    /// The console's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// The job the History pane is restricted to (`h`), if any.
+    pub fn history_job(&self) -> Option<&str> {
+        self.history.job.as_deref()
+    }
+
+    /// The notice line, if any.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
+    }
+
+    /// The job under the jobs table's cursor.
     pub fn selected_job(&self) -> Option<&JobRecord> {
-        self.visible
-            .get(self.selected)
-            .and_then(|&i| self.snap.jobs.get(i))
+        self.jobs.selected_job(&self.snap)
     }
 
     /// The job a key acts on: the selected lease's job when the leases pane has the focus (so a
     /// stuck or foreign lease can be inspected and acted on), else the table's selected job.
     pub fn target_job(&self) -> Option<&JobRecord> {
         match self.pane {
-            Pane::Leases => self.leases().get(self.lease_sel).copied(),
+            Pane::Leases => self.leases().get(self.leases.sel).copied(),
             Pane::History => {
                 let name = self.selected_run()?.job.clone();
                 self.job(&name)
@@ -295,49 +287,29 @@ impl App {
     }
 
     fn job(&self, name: &str) -> Option<&JobRecord> {
-        self.snap
-            .jobs
-            .binary_search_by(|j| j.def.name.as_str().cmp(name))
-            .ok()
-            .and_then(|i| self.snap.jobs.get(i))
-            .or_else(|| self.snap.jobs.iter().find(|j| j.def.name == name))
+        job_in(&self.snap, name)
     }
 
     /// The pending op for `job`: ours first, then the engine's.
     pub fn pending_op(&self, job: &str) -> Option<PendingOp> {
-        self.pending
-            .get(job)
-            .map(|p| p.op)
-            .or_else(|| self.snap.pending.get(job).copied())
+        self.ops.op(&self.snap, job)
     }
 
-    /// The job's schedule in words (falls back to the text the operator wrote), cached.
+    /// The job's schedule in words (falls back to the text the operator wrote).
     pub fn schedule_words(&self, j: &JobRecord) -> String {
-        let mut cache = self.schedule_words.borrow_mut();
-        if let Some((spec, anchor, words)) = cache.get(&j.def.name)
-            && *spec == j.def.schedule
-            && *anchor == j.rt.anchor
-        {
-            return words.clone();
-        }
-        let words = match j.def.compile(j.rt.anchor) {
-            Ok(c) => c.describe(),
-            Err(_) => j.def.schedule_text.clone(),
-        };
-        if cache.len() > 50_000 {
-            cache.clear();
-        }
-        cache.insert(
-            j.def.name.clone(),
-            (j.def.schedule.clone(), j.rt.anchor, words.clone()),
-        );
-        words
+        self.jobs.words(j)
     }
 
     /// Move the console's clock (before each frame); keeps the budget period key current.
     pub fn set_now(&mut self, now: DateTime<Utc>) {
         self.now = now;
         self.refresh_period_key();
+    }
+
+    /// The largest useful scroll of the open full-body view, measured by the event loop before
+    /// each frame ([`crate::tui::view::scroll_max`]).
+    pub fn set_scroll_max(&mut self, max: usize) {
+        self.viewer.set_scroll_max(max);
     }
 
     fn refresh_period_key(&mut self) {
@@ -349,48 +321,14 @@ impl App {
     /// Spend of one job in the current budget period (0 when its counters are from an older
     /// period). Cheap: the period key is computed once per frame, not per job.
     pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
-        if j.rt.counters.period_key == self.period_key {
-            j.rt.counters.period_cost_usd
-        } else {
-            0.0
-        }
+        period_spend(j, &self.period_key)
     }
 
     /// Recompute the visible job list, keeping the cursor on `keep` (or on the same job).
     fn rebuild(&mut self, keep: Option<String>) {
-        let keep = keep.or_else(|| self.selected_job().map(|j| j.def.name.clone()));
-        let needle = self.name_filter.to_lowercase();
-        let jobs = &self.snap.jobs;
-        let mut visible: Vec<usize> = (0..jobs.len())
-            .filter(|&i| {
-                let j = &jobs[i];
-                (needle.is_empty() || j.def.name.to_lowercase().contains(&needle))
-                    && self
-                        .status_filter
-                        .is_none_or(|st| j.rt.last_status == Some(st))
-            })
-            .collect();
-        match self.sort {
-            // `snap.jobs` is sorted by name already.
-            SortKey::Name => {}
-            SortKey::Next => {
-                visible.sort_by_key(|&i| (jobs[i].rt.next_slot.is_none(), jobs[i].rt.next_slot))
-            }
-            SortKey::Last => visible.sort_by_key(|&i| std::cmp::Reverse(jobs[i].rt.last_run_at)),
-            SortKey::Status => {
-                visible.sort_by_key(|&i| (jobs[i].rt.last_status.is_none(), jobs[i].rt.last_status))
-            }
-            SortKey::Runs => visible.sort_by_key(|&i| std::cmp::Reverse(App::executions(&jobs[i]))),
-            SortKey::Spend => visible.sort_by(|&a, &b| {
-                self.job_period_spend(&jobs[b])
-                    .total_cmp(&self.job_period_spend(&jobs[a]))
-            }),
-        }
-        self.visible = visible;
-        self.selected = keep
-            .and_then(|name| self.visible.iter().position(|&i| jobs[i].def.name == name))
-            .unwrap_or(0)
-            .min(self.visible.len().saturating_sub(1));
+        self.jobs
+            .rebuild(&self.snap, &self.filters, &self.period_key, keep);
+        self.jobs.describe_rows(&self.snap);
     }
 
     /// A new snapshot arrived: confirm pending ops, drop live rows it now contains, refilter.
@@ -416,53 +354,18 @@ impl App {
             self.notice = Some(format!("recovered: {j}"));
         }
         self.snap = snap;
-        self.started.clear();
         self.refresh_period_key();
-        let confirmed: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(name, p)| match self.job(name) {
-                None => true,
-                Some(j) => match p.op {
-                    PendingOp::Pausing => j.rt.paused,
-                    PendingOp::Resuming => !j.rt.paused,
-                    PendingOp::Triggering => {
-                        j.rt.trigger_requested_at.is_some()
-                            || j.rt.lease.is_some()
-                            || j.rt.last_run_at.is_some_and(|t| t >= p.since)
-                    }
-                },
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in confirmed {
-            self.pending.remove(&name);
-        }
-        if !self.live.is_empty() {
-            let ids: HashSet<uuid::Uuid> = self
-                .snap
-                .recent
-                .iter()
-                .take(LIVE_ROWS_MAX * 4)
-                .map(|r| r.run_id)
-                .collect();
-            self.live.retain(|r| !ids.contains(&r.run_id));
-        }
+        let snap = &self.snap;
+        self.ops.on_snapshot(|name| job_in(snap, name));
+        self.history.on_snapshot(&self.snap);
         self.rebuild(None);
-        self.lease_sel = self.lease_sel.min(self.leases().len().saturating_sub(1));
+        self.leases.sel = self.leases.sel.min(self.leases().len().saturating_sub(1));
     }
 
     /// Time moved: expire pending marks nobody confirmed.
     pub fn on_tick(&mut self, now: DateTime<Utc>) {
         self.set_now(now);
-        let expired: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| (now - p.since).num_seconds() >= PENDING_TIMEOUT_SECS)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in expired {
-            self.pending.remove(&name);
+        for name in self.ops.expire(now) {
             self.notice = Some(format!("{name}: not confirmed by the store yet"));
         }
     }
@@ -470,44 +373,13 @@ impl App {
     pub fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Row(row) => {
-                self.started.remove(&row.job);
-                if let Some(p) = self.pending.get(&row.job)
-                    && p.op == PendingOp::Triggering
-                    && row.trigger == Trigger::Manual
-                {
-                    self.pending.remove(&row.job);
-                }
-                if let Some((job, rows)) = &mut self.job_rows
-                    && *job == row.job
-                {
-                    rows.insert(0, row.clone());
-                }
-                if row.diff.is_some()
-                    && let Some((job, rows)) = &mut self.diff_rows
-                    && *job == row.job
-                {
-                    rows.insert(0, row.clone());
-                    if self.diff_index > 0 {
-                        // Keep showing the same diff while a newer one arrives.
-                        self.diff_index += 1;
-                    }
-                }
-                // Already in the snapshot (the event came after it): shown once, from there.
-                let known = self
-                    .snap
-                    .recent
-                    .iter()
-                    .take(LIVE_ROWS_MAX * 4)
-                    .any(|r| r.run_id == row.run_id)
-                    || self.live.iter().any(|r| r.run_id == row.run_id);
-                if !known {
-                    self.live.push_front(row);
-                    self.live.truncate(LIVE_ROWS_MAX);
-                }
+                self.ops.on_row(&row);
+                self.viewer.on_row(&row);
+                self.history.on_row(&self.snap, row);
             }
             Event::Notice(text) => self.notice = Some(text),
             Event::RunStarted { job, .. } => {
-                self.started.insert(job);
+                self.ops.started.insert(job);
             }
             Event::Delivered { job, sink, text } => {
                 // Alerts and recovery notes reach the console too, not only sinks (results are
@@ -523,127 +395,48 @@ impl App {
 
     pub fn on_loaded(&mut self, loaded: Loaded) {
         match loaded {
-            Loaded::JobHistory { job, rows } => self.job_rows = Some((job, rows)),
-            Loaded::Diffs { job, rows } => {
-                self.diff_index = self.diff_index.min(rows.len().saturating_sub(1));
-                self.diff_rows = Some((job, rows));
-            }
+            Loaded::JobHistory { job, rows } => self.history.job_rows = Some((job, rows)),
+            Loaded::Diffs { job, rows } => self.viewer.on_diffs(job, rows),
             Loaded::HistoryPage { offset, rows } => {
-                self.history_loading = false;
-                if offset != self.history_held() {
-                    return; // filters changed meanwhile: a stale page
-                }
-                self.history_done = rows.len() < HISTORY_PAGE;
-                let held: HashSet<uuid::Uuid> = self.history_base().map(|r| r.run_id).collect();
-                self.history_more
-                    .extend(rows.into_iter().filter(|r| !held.contains(&r.run_id)));
+                self.history
+                    .on_page(&self.snap, self.filters.status, offset, rows)
             }
             Loaded::DryRun { job, text } => self.dry_run = Some((job, text)),
             Loaded::Failed(e) => {
-                self.history_loading = false;
+                self.history.loading = false;
                 self.notice = Some(e);
             }
         }
     }
 
-    /// Rows held without paging that match the store-side filters (status, job).
-    fn history_base(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
-        let loaded = match (&self.history_job, &self.job_rows) {
-            (Some(h), Some((j, rows))) if h == j => Some(rows),
-            _ => None,
-        };
-        let base: Box<dyn Iterator<Item = &HistoryRow>> = match loaded {
-            Some(rows) => Box::new(rows.iter()),
-            None => Box::new(self.window()),
-        };
-        base.filter(move |r| {
-            self.status_filter.is_none_or(|s| r.status == s)
-                && self.history_job.as_ref().is_none_or(|j| &r.job == j)
-        })
-    }
-
-    /// How many rows matching the store-side filters are held (the next page's offset).
-    fn history_held(&self) -> usize {
-        self.history_base().count() + self.history_more.len()
-    }
-
-    /// Forget paged rows (the filters changed).
-    fn reset_history_pages(&mut self) {
-        self.history_more.clear();
-        self.history_done = false;
-        self.history_loading = false;
-        self.history_sel = 0;
-    }
-
-    /// The next page to ask for when the history cursor is near the end of what is held.
-    fn history_page_wanted(&mut self) -> Option<Query> {
-        if self.history_done || self.history_loading || self.pane != Pane::History {
-            return None;
-        }
-        let len = self.history_rows().count();
-        if self.history_sel + PAGE * 2 < len {
-            return None;
-        }
-        self.history_loading = true;
-        Some(Query::HistoryPage {
-            job: self.history_job.clone(),
-            status: self.status_filter,
-            offset: self.history_held(),
-        })
-    }
-
     /// The run under the history cursor.
     pub fn selected_run(&self) -> Option<&HistoryRow> {
-        self.history_rows().nth(self.history_sel)
+        self.history.selected(&self.snap, &self.filters)
     }
 
     /// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats`
     /// EXEC counts them; what the console's RUNS column shows.
     pub fn executions(j: &JobRecord) -> u64 {
-        let by = &j.rt.counters.by_status;
-        [Status::Succeeded, Status::NoChange, Status::Failed]
-            .iter()
-            .map(|s| by.get(s).copied().unwrap_or(0))
-            .sum()
-    }
-
-    /// The rows we hold without asking the store: live events, then the snapshot's window.
-    fn window(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
-        // Live rows are few (≤ LIVE_ROWS_MAX) and usually none: dedupe by run id against them.
-        let live_ids: HashSet<uuid::Uuid> = self.live.iter().map(|r| r.run_id).collect();
-        self.live
-            .iter()
-            .chain(
-                self.snap
-                    .recent
-                    .iter()
-                    .filter(move |r| live_ids.is_empty() || !live_ids.contains(&r.run_id)),
-            )
-            .take(SCAN_MAX)
+        executions(j)
     }
 
     /// History rows for the history pane, newest first, with the status and job filters.
     pub fn history_rows(&self) -> impl Iterator<Item = &HistoryRow> + '_ {
-        let needle = self.name_filter.to_lowercase();
-        self.history_base()
-            .chain(self.history_more.iter())
-            .filter(move |r| needle.is_empty() || r.job.to_lowercase().contains(&needle))
+        self.history.rows(&self.snap, &self.filters)
     }
 
     /// The last runs of one job: loaded rows when we have them, else the snapshot's window.
     pub fn runs_of<'a>(&'a self, job: &'a str) -> Box<dyn Iterator<Item = &'a HistoryRow> + 'a> {
-        match &self.job_rows {
-            Some((j, rows)) if j == job => Box::new(rows.iter()),
-            _ => Box::new(self.window().filter(move |r| r.job == job)),
-        }
+        self.history.runs_of(&self.snap, job)
     }
 
     /// Diff rows of one job, newest first.
     pub fn diffs_of(&self, job: &str) -> Vec<&HistoryRow> {
-        match &self.diff_rows {
-            Some((j, rows)) if j == job => rows.iter().collect(),
-            _ => self
-                .window()
+        match self.viewer.loaded_diffs(job) {
+            Some(rows) => rows.iter().collect(),
+            None => self
+                .history
+                .window(&self.snap)
                 .filter(|r| r.job == job && r.diff.is_some())
                 .collect(),
         }
@@ -659,13 +452,9 @@ impl App {
     }
 
     fn scope(&self) -> Scope {
-        match (&self.prompt, &self.mode) {
-            (
-                Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_) | Prompt::ConfirmBulk { .. },
-                _,
-            ) => Scope::Confirm,
-            (Prompt::Name(_), _) => Scope::Input,
-            (_, Mode::Diff(_)) => Scope::Diff,
+        match (self.dialog.scope(), &self.mode) {
+            (Some(s), _) => s,
+            (None, Mode::Diff(_)) => Scope::Diff,
             _ => Scope::Global,
         }
     }
@@ -691,81 +480,57 @@ impl App {
         if scope == Scope::Confirm {
             return self.handle_confirm(cmd);
         }
-        if self.help && !matches!(cmd, Cmd::Help | Cmd::Back | Cmd::Quit) {
+        if self.dialog.help && !matches!(cmd, Cmd::Help | Cmd::Back | Cmd::Quit) {
             return Action::None;
         }
-        self.run_cmd(cmd)
+        let action = self.run_cmd(cmd);
+        self.jobs.describe_rows(&self.snap);
+        action
     }
 
     fn handle_confirm(&mut self, cmd: Cmd) -> Action {
-        let job = match std::mem::replace(&mut self.prompt, Prompt::None) {
-            Prompt::ConfirmTrigger(job) => job,
-            Prompt::ConfirmBulk { pause, jobs } => return self.confirm_bulk(pause, jobs, cmd),
-            Prompt::ConfirmCancel(job) => {
-                return if cmd == Cmd::Yes {
-                    self.notice = Some(format!("{job}: cancel sent"));
-                    Action::Send(Command::Cancel(job))
-                } else {
-                    self.notice = Some(format!("{job}: not cancelled"));
-                    Action::Redraw
-                };
+        match self.dialog.answer(cmd) {
+            Answer::Bulk { pause, jobs, yes } => self.confirm_bulk(pause, jobs, yes),
+            Answer::Cancel { job, yes: true } => {
+                self.notice = Some(format!("{job}: cancel sent"));
+                Action::Send(Command::Cancel(job))
             }
-            _ => return Action::None,
-        };
-        match cmd {
-            Cmd::Yes => {
-                self.pending.insert(
-                    job.clone(),
-                    Pending {
-                        op: PendingOp::Triggering,
-                        since: self.now,
-                    },
-                );
+            Answer::Cancel { job, yes: false } => {
+                self.notice = Some(format!("{job}: not cancelled"));
+                Action::Redraw
+            }
+            Answer::Trigger { job, yes: true } => {
+                self.ops.begin(job.clone(), PendingOp::Triggering, self.now);
                 Action::Send(Command::Trigger(job))
             }
-            _ => {
+            Answer::Trigger { job, yes: false } => {
                 self.notice = Some(format!("trigger of {job} cancelled"));
                 Action::Redraw
             }
+            Answer::Nothing => Action::None,
         }
     }
 
     fn handle_input(&mut self, key: KeyEvent) -> Action {
-        let Prompt::Name(text) = &mut self.prompt else {
-            return Action::None;
-        };
-        match keymap::lookup(Scope::Input, &key) {
-            Some(Cmd::Apply) => {
-                self.prompt = Prompt::None;
-                self.selected = 0;
-                return Action::Redraw;
+        match self.dialog.type_key(key) {
+            Typed::Applied => {
+                self.jobs.selected = 0;
+                Action::Redraw
             }
-            Some(_) => {
-                self.prompt = Prompt::None;
-                self.name_filter.clear();
+            Typed::Cleared => {
+                self.filters.name.clear();
                 self.rebuild(None);
-                return Action::Redraw;
+                Action::Redraw
             }
-            None => {}
+            Typed::Edited(text) => {
+                self.filters.name = text;
+                self.rebuild(None);
+                self.jobs.selected = 0;
+                self.history.sel = 0;
+                Action::Redraw
+            }
+            Typed::Ignored => Action::None,
         }
-        match key.code {
-            KeyCode::Backspace => {
-                text.pop();
-            }
-            KeyCode::Char(c)
-                if !key
-                    .modifiers
-                    .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-            {
-                text.push(c);
-            }
-            _ => return Action::None,
-        }
-        self.name_filter = text.clone();
-        self.rebuild(None);
-        self.selected = 0;
-        self.history_sel = 0;
-        Action::Redraw
     }
 
     fn move_by(&mut self, delta: isize, to_end: Option<bool>) {
@@ -778,22 +543,19 @@ impl App {
             }
         };
         match (&self.mode, self.pane) {
+            // Views clamp the scroll to their content.
             (Mode::Detail(_) | Mode::Diff(_) | Mode::Run(_) | Mode::DryRun(_), _) => {
-                // Views clamp the scroll to their content.
-                let max = self.scroll_max.get();
-                self.scroll = match to_end {
-                    Some(false) => 0,
-                    Some(true) => max,
-                    None => self.scroll.min(max).saturating_add_signed(delta).min(max),
-                };
+                self.viewer.scroll_by(delta, to_end)
             }
-            (Mode::Main, Pane::Jobs) => self.selected = step(self.selected, self.visible.len()),
+            (Mode::Main, Pane::Jobs) => {
+                self.jobs.selected = step(self.jobs.selected, self.jobs.visible.len())
+            }
             (Mode::Main, Pane::Leases) => {
-                self.lease_sel = step(self.lease_sel, self.leases().len())
+                self.leases.sel = step(self.leases.sel, self.leases().len())
             }
             (Mode::Main, Pane::History) => {
                 let len = self.history_rows().count();
-                self.history_sel = step(self.history_sel, len);
+                self.history.sel = step(self.history.sel, len);
             }
         }
     }
@@ -807,7 +569,8 @@ impl App {
         if action == Action::Redraw
             && moved
             && self.mode == Mode::Main
-            && let Some(q) = self.history_page_wanted()
+            && self.pane == Pane::History
+            && let Some(q) = self.history.page_wanted(&self.snap, &self.filters)
         {
             return Action::Load(q);
         }
@@ -830,37 +593,36 @@ impl App {
                     Pane::History => Pane::Jobs,
                 }
             }
-            Cmd::Help => self.help = !self.help,
+            Cmd::Help => self.dialog.help = !self.dialog.help,
             Cmd::Back => {
-                if self.help {
-                    self.help = false;
+                if self.dialog.help {
+                    self.dialog.help = false;
                 } else if self.mode != Mode::Main {
                     self.mode = Mode::Main;
-                    self.scroll = 0;
+                    self.viewer.reset_scroll();
                 } else {
-                    self.name_filter.clear();
-                    self.status_filter = None;
-                    self.history_job = None;
-                    self.reset_history_pages();
+                    self.filters = Filters::default();
+                    self.history.job = None;
+                    self.history.reset_pages();
                     self.rebuild(None);
                 }
             }
             Cmd::Sort => {
-                self.sort = self.sort.next();
+                self.jobs.sort = self.jobs.sort.next();
                 self.rebuild(None);
             }
             Cmd::StatusFilter => {
-                self.status_filter = match self.status_filter {
+                self.filters.status = match self.filters.status {
                     None => Some(Status::ALL[0]),
                     Some(s) => Status::ALL
                         .iter()
                         .position(|x| *x == s)
                         .and_then(|i| Status::ALL.get(i + 1).copied()),
                 };
-                self.reset_history_pages();
+                self.history.reset_pages();
                 self.rebuild(None);
             }
-            Cmd::NameFilter => self.prompt = Prompt::Name(self.name_filter.clone()),
+            Cmd::NameFilter => self.dialog.ask_name(&self.filters.name),
             Cmd::TogglePause => return self.toggle_pause(),
             Cmd::Trigger => {
                 let Some(j) = self.target_job() else {
@@ -872,7 +634,7 @@ impl App {
                 } else if j.rt.retired {
                     self.notice = Some(format!("{name} is retired: not triggered"));
                 } else {
-                    self.prompt = Prompt::ConfirmTrigger(name);
+                    self.dialog.prompt = Prompt::ConfirmTrigger(name);
                 }
             }
             Cmd::Detail if self.mode == Mode::Main && self.pane == Pane::History => {
@@ -880,7 +642,7 @@ impl App {
                     return Action::None;
                 };
                 self.mode = Mode::Run(Box::new(row));
-                self.scroll = 0;
+                self.viewer.reset_scroll();
             }
             Cmd::Retry => {
                 let row = match &self.mode {
@@ -915,7 +677,7 @@ impl App {
                 if j.rt.lease.is_none() && !queued {
                     self.notice = Some(format!("{name} is not running and has nothing queued"));
                 } else {
-                    self.prompt = Prompt::ConfirmCancel(name);
+                    self.dialog.prompt = Prompt::ConfirmCancel(name);
                 }
             }
             Cmd::Detail => {
@@ -923,7 +685,7 @@ impl App {
                     return Action::None;
                 };
                 self.mode = Mode::Detail(name.clone());
-                self.scroll = 0;
+                self.viewer.reset_scroll();
                 return Action::Load(Query::JobHistory(name));
             }
             Cmd::Diff => {
@@ -931,29 +693,23 @@ impl App {
                     return Action::None;
                 };
                 self.mode = Mode::Diff(name.clone());
-                self.diff_index = 0;
-                self.scroll = 0;
+                self.viewer.open_diffs();
                 return Action::Load(Query::Diffs(name));
             }
             Cmd::JobHistory => {
-                if self.history_job.is_some() {
-                    self.history_job = None;
-                    self.reset_history_pages();
+                if self.history.job.is_some() {
+                    self.history.job = None;
+                    self.history.reset_pages();
                 } else if let Some(name) = self.target_job().map(|j| j.def.name.clone()) {
-                    self.history_job = Some(name.clone());
-                    self.reset_history_pages();
+                    self.history.job = Some(name.clone());
+                    self.history.reset_pages();
                     return Action::Load(Query::JobHistory(name));
                 }
             }
             Cmd::OlderDiff | Cmd::NewerDiff => {
                 if let Mode::Diff(job) = &self.mode {
                     let n = self.diffs_of(job).len();
-                    self.diff_index = if cmd == Cmd::OlderDiff {
-                        (self.diff_index + 1).min(n.saturating_sub(1))
-                    } else {
-                        self.diff_index.saturating_sub(1)
-                    };
-                    self.scroll = 0;
+                    self.viewer.step_diff(cmd == Cmd::OlderDiff, n);
                 }
             }
             Cmd::DryRun => return self.open_dry_run(),
@@ -968,7 +724,7 @@ impl App {
             return Action::None;
         };
         let name = j.def.name.clone();
-        if let Some(p) = self.pending.get(&name) {
+        if let Some(p) = self.ops.pending.get(&name) {
             self.notice = Some(format!(
                 "{name}: still waiting for {:?} to be confirmed",
                 p.op
@@ -980,22 +736,34 @@ impl App {
         } else {
             (PendingOp::Pausing, Command::Pause(name.clone()))
         };
-        self.pending.insert(
-            name,
-            Pending {
-                op,
-                since: self.now,
-            },
-        );
+        self.ops.begin(name, op, self.now);
         Action::Send(cmd)
     }
+
+    /// The command for `job` could not be sent: drop its optimistic mark.
+    pub fn command_not_sent(&mut self, job: &str) {
+        self.ops.forget(job);
+    }
+}
+
+/// A job of the snapshot by name (binary search: `snap.jobs` is sorted by name).
+fn job_in<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a JobRecord> {
+    snap.jobs
+        .binary_search_by(|j| j.def.name.as_str().cmp(name))
+        .ok()
+        .and_then(|i| snap.jobs.get(i))
+        .or_else(|| snap.jobs.iter().find(|j| j.def.name == name))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::history::SCAN_MAX;
     use super::*;
+    use crate::model::Trigger;
+    use crate::schedule::ScheduleSpec;
     use crate::tui::testdata;
     use KeyCode::*;
+    use std::collections::BTreeMap;
 
     fn key(c: KeyCode) -> KeyEvent {
         KeyEvent::from(c)
@@ -1013,18 +781,18 @@ mod tests {
     #[test]
     fn movement_stays_in_bounds() {
         let mut a = app();
-        let n = a.visible.len();
+        let n = a.jobs.visible.len();
         assert!(n > 3);
         a.handle_key(key(Up));
-        assert_eq!(a.selected, 0);
+        assert_eq!(a.jobs.selected, 0);
         press(&mut a, "jj");
-        assert_eq!(a.selected, 2);
+        assert_eq!(a.jobs.selected, 2);
         a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
-        assert_eq!(a.selected, n - 1);
+        assert_eq!(a.jobs.selected, n - 1);
         a.handle_key(key(Down));
-        assert_eq!(a.selected, n - 1);
+        assert_eq!(a.jobs.selected, n - 1);
         press(&mut a, "g");
-        assert_eq!(a.selected, 0);
+        assert_eq!(a.jobs.selected, 0);
     }
 
     #[test]
@@ -1064,7 +832,7 @@ mod tests {
         press(&mut a, "p");
         let now = a.now;
         a.on_tick(now + chrono::Duration::seconds(PENDING_TIMEOUT_SECS));
-        assert!(a.pending.is_empty());
+        assert!(a.ops.pending.is_empty());
         assert!(a.notice.as_deref().unwrap_or("").contains("not confirmed"));
     }
 
@@ -1075,62 +843,64 @@ mod tests {
         assert!(a.selected_job().unwrap().rt.lease.is_none());
         let name = a.selected_job().unwrap().def.name.clone();
         assert_eq!(a.handle_key(key(Char('t'))), Action::Redraw);
-        assert_eq!(a.prompt, Prompt::ConfirmTrigger(name.clone()));
+        assert_eq!(a.dialog.prompt, Prompt::ConfirmTrigger(name.clone()));
         // Other keys do nothing while asking… except the answer.
         assert_eq!(a.handle_key(key(Char('q'))), Action::None);
-        assert_eq!(a.prompt, Prompt::ConfirmTrigger(name.clone()));
+        assert_eq!(a.dialog.prompt, Prompt::ConfirmTrigger(name.clone()));
         assert_eq!(
             a.handle_key(key(Char('y'))),
             Action::Send(Command::Trigger(name.clone()))
         );
-        assert_eq!(a.prompt, Prompt::None);
+        assert_eq!(a.dialog.prompt, Prompt::None);
         assert_eq!(a.pending_op(&name), Some(PendingOp::Triggering));
         let mut b = app();
         press(&mut b, "jt");
         assert_eq!(b.handle_key(key(Char('n'))), Action::Redraw);
-        assert_eq!(b.prompt, Prompt::None);
-        assert!(b.pending.is_empty());
+        assert_eq!(b.dialog.prompt, Prompt::None);
+        assert!(b.ops.pending.is_empty());
     }
 
     #[test]
     fn trigger_of_a_running_job_is_refused_locally() {
         let mut a = app();
         let idx = a
+            .jobs
             .visible
             .iter()
             .position(|&i| a.snap.jobs[i].rt.lease.is_some())
             .unwrap();
-        a.selected = idx;
+        a.jobs.selected = idx;
         assert_eq!(a.handle_key(key(Char('t'))), Action::Redraw);
-        assert_eq!(a.prompt, Prompt::None);
+        assert_eq!(a.dialog.prompt, Prompt::None);
         assert!(a.notice.as_deref().unwrap().contains("running"));
     }
 
     #[test]
     fn name_filter_selects_first_match_and_esc_clears() {
         let mut a = app();
-        let total = a.visible.len();
+        let total = a.jobs.visible.len();
         press(&mut a, "G");
         press(&mut a, "/");
         // 'q' is text here, not quit.
         let acts = press(&mut a, "back");
         assert!(acts.iter().all(|x| *x == Action::Redraw));
         assert_eq!(a.handle_key(key(Enter)), Action::Redraw);
-        assert_eq!(a.prompt, Prompt::None);
-        assert!(!a.visible.is_empty() && a.visible.len() < total);
+        assert_eq!(a.dialog.prompt, Prompt::None);
+        assert!(!a.jobs.visible.is_empty() && a.jobs.visible.len() < total);
         assert!(
-            a.visible
+            a.jobs
+                .visible
                 .iter()
                 .all(|&i| a.snap.jobs[i].def.name.contains("back"))
         );
-        assert_eq!(a.selected, 0);
+        assert_eq!(a.jobs.selected, 0);
         assert_eq!(
             a.selected_job().unwrap().def.name,
-            a.snap.jobs[a.visible[0]].def.name
+            a.snap.jobs[a.jobs.visible[0]].def.name
         );
         a.handle_key(key(Esc));
-        assert_eq!(a.visible.len(), total);
-        assert!(a.name_filter.is_empty());
+        assert_eq!(a.jobs.visible.len(), total);
+        assert!(a.filters.name.is_empty());
     }
 
     #[test]
@@ -1141,7 +911,7 @@ mod tests {
         assert_eq!(a.handle_key(ctrl_c), Action::Quit);
         let mut b = app();
         press(&mut b, "jt");
-        assert!(matches!(b.prompt, Prompt::ConfirmTrigger(_)));
+        assert!(matches!(b.dialog.prompt, Prompt::ConfirmTrigger(_)));
         assert_eq!(b.handle_key(ctrl_c), Action::Quit);
     }
 
@@ -1161,17 +931,18 @@ mod tests {
         let mut seen = vec![];
         for _ in 0..Status::ALL.len() {
             press(&mut a, "f");
-            seen.push(a.status_filter.unwrap());
+            seen.push(a.filters.status.unwrap());
             assert!(
-                a.visible
+                a.jobs
+                    .visible
                     .iter()
-                    .all(|&i| a.snap.jobs[i].rt.last_status == a.status_filter)
+                    .all(|&i| a.snap.jobs[i].rt.last_status == a.filters.status)
             );
-            assert!(a.history_rows().all(|r| Some(r.status) == a.status_filter));
+            assert!(a.history_rows().all(|r| Some(r.status) == a.filters.status));
         }
         assert_eq!(seen, Status::ALL.to_vec());
         press(&mut a, "f");
-        assert_eq!(a.status_filter, None);
+        assert_eq!(a.filters.status, None);
     }
 
     #[test]
@@ -1180,9 +951,10 @@ mod tests {
         press(&mut a, "jj");
         let name = a.selected_job().unwrap().def.name.clone();
         press(&mut a, "s");
-        assert_eq!(a.sort, SortKey::Next);
+        assert_eq!(a.jobs.sort, SortKey::Next);
         assert_eq!(a.selected_job().unwrap().def.name, name);
         let nexts: Vec<_> = a
+            .jobs
             .visible
             .iter()
             .map(|&i| a.snap.jobs[i].rt.next_slot)
@@ -1192,7 +964,7 @@ mod tests {
         for _ in 0..5 {
             press(&mut a, "s");
         }
-        assert_eq!(a.sort, SortKey::Name);
+        assert_eq!(a.jobs.sort, SortKey::Name);
     }
 
     #[test]
@@ -1218,14 +990,15 @@ mod tests {
         );
         assert!(a.history_rows().all(|r| r.job == name));
         press(&mut a, "h");
-        assert_eq!(a.history_job, None);
+        assert_eq!(a.history.job, None);
     }
 
     #[test]
     fn diff_brackets_walk_older_and_newer() {
         let mut a = app();
         let name = testdata::MONITOR_JOB.to_string();
-        a.selected = a
+        a.jobs.selected = a
+            .jobs
             .visible
             .iter()
             .position(|&i| a.snap.jobs[i].def.name == name)
@@ -1234,13 +1007,13 @@ mod tests {
         let n = a.diffs_of(&name).len();
         assert!(n >= 2, "fixture has several diffs");
         press(&mut a, "[");
-        assert_eq!(a.diff_index, 1);
+        assert_eq!(a.viewer.diff_index, 1);
         for _ in 0..10 {
             press(&mut a, "[");
         }
-        assert_eq!(a.diff_index, n - 1);
+        assert_eq!(a.viewer.diff_index, n - 1);
         press(&mut a, "]");
-        assert_eq!(a.diff_index, n - 2);
+        assert_eq!(a.viewer.diff_index, n - 2);
         // '[' is not a global key: nothing happens on the main screen.
         a.handle_key(key(Esc));
         assert_eq!(a.handle_key(key(Char('['))), Action::None);
@@ -1250,11 +1023,11 @@ mod tests {
     fn help_toggles_and_swallows_other_keys() {
         let mut a = app();
         press(&mut a, "?");
-        assert!(a.help);
+        assert!(a.dialog.help);
         assert_eq!(a.handle_key(key(Char('j'))), Action::None);
-        assert_eq!(a.selected, 0);
+        assert_eq!(a.jobs.selected, 0);
         a.handle_key(key(Esc));
-        assert!(!a.help);
+        assert!(!a.dialog.help);
     }
 
     #[test]
@@ -1279,7 +1052,7 @@ mod tests {
         let mut s = (*a.snap).clone();
         s.recent.insert(0, row.clone());
         a.on_snapshot(Arc::new(s));
-        assert!(a.live.is_empty());
+        assert!(a.history.live.is_empty());
         assert_eq!(
             a.history_rows().filter(|r| r.run_id == row.run_id).count(),
             1
@@ -1291,7 +1064,7 @@ mod tests {
         let (snap, now) = testdata::big(10, 5000);
         let mut a = App::new(Arc::new(snap), now);
         press(&mut a, "jh");
-        assert_eq!(a.history_job.as_deref(), Some("job-00001"));
+        assert_eq!(a.history.job.as_deref(), Some("job-00001"));
         // Only the first SCAN_MAX rows are searched until the store's rows arrive.
         assert_eq!(a.history_rows().count(), SCAN_MAX / 10);
         let rows: Vec<HistoryRow> = a
@@ -1334,18 +1107,59 @@ mod tests {
     }
 
     #[test]
+    fn drawing_never_changes_the_state() {
+        use ratatui::widgets::Widget;
+        let mut a = app();
+        for keys in ["", "j", "\t\t", "\n"] {
+            for c in keys.chars() {
+                let k = match c {
+                    '\t' => key(Tab),
+                    '\n' => key(Enter),
+                    c => key(Char(c)),
+                };
+                a.handle_key(k);
+            }
+            let before = format!("{a:?}");
+            for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+                let mut buf =
+                    ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, w, h));
+                (&a).render(buf.area, &mut buf);
+            }
+            assert_eq!(format!("{a:?}"), before, "after keys {keys:?}");
+        }
+    }
+
+    #[test]
+    fn the_measured_scroll_max_takes_g_to_the_bottom_of_the_open_view() {
+        let mut a = app();
+        a.handle_key(key(Enter));
+        let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+        let max = crate::tui::view::scroll_max(&a, area).unwrap();
+        assert!(
+            max > 0,
+            "the fixture's detail view is longer than a 80×24 screen"
+        );
+        a.set_scroll_max(max);
+        a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
+        assert_eq!(a.viewer.scroll, max);
+        // On the main screen there is nothing to measure.
+        a.handle_key(key(Esc));
+        assert_eq!(crate::tui::view::scroll_max(&a, area), None);
+    }
+
+    #[test]
     fn detail_scroll_is_clamped_to_what_the_view_reported() {
         let mut a = app();
         a.handle_key(key(Enter));
-        a.scroll_max.set(7);
+        a.set_scroll_max(7);
         a.handle_key(KeyEvent::new(Char('G'), KeyModifiers::SHIFT));
-        assert_eq!(a.scroll, 7);
+        assert_eq!(a.viewer.scroll, 7);
         a.handle_key(key(Char('k')));
-        assert_eq!(a.scroll, 6);
+        assert_eq!(a.viewer.scroll, 6);
         for _ in 0..20 {
             a.handle_key(key(Char('j')));
         }
-        assert_eq!(a.scroll, 7);
+        assert_eq!(a.viewer.scroll, 7);
     }
 
     #[test]
@@ -1357,10 +1171,10 @@ mod tests {
             trigger: Trigger::Schedule,
             slot: None,
         });
-        assert!(a.started.contains("zz-new"));
+        assert!(a.ops.started.contains("zz-new"));
         let r = testdata::row(9, "zz-new", Status::Succeeded, a.now);
         a.on_event(Event::Row(r));
-        assert!(a.started.is_empty());
+        assert!(a.ops.started.is_empty());
     }
 
     fn shift(c: char) -> KeyEvent {
@@ -1374,7 +1188,7 @@ mod tests {
             .history_rows()
             .position(|r| r.job == job && r.status == status)
             .unwrap();
-        a.history_sel = sel;
+        a.history.sel = sel;
         a.selected_run().unwrap().clone()
     }
 
@@ -1410,34 +1224,37 @@ mod tests {
     #[test]
     fn cancel_asks_first_and_says_when_there_is_nothing_to_cancel() {
         let mut a = app();
-        a.selected = a
+        a.jobs.selected = a
+            .jobs
             .visible
             .iter()
             .position(|&i| a.snap.jobs[i].def.name == "backup-db")
             .unwrap();
         assert_eq!(a.handle_key(shift('X')), Action::Redraw);
-        assert_eq!(a.prompt, Prompt::ConfirmCancel("backup-db".into()));
+        assert_eq!(a.dialog.prompt, Prompt::ConfirmCancel("backup-db".into()));
         assert_eq!(
             press(&mut a, "y"),
             vec![Action::Send(Command::Cancel("backup-db".into()))]
         );
         // An idle job with nothing queued: no question.
-        a.selected = a
+        a.jobs.selected = a
+            .jobs
             .visible
             .iter()
             .position(|&i| a.snap.jobs[i].def.name == "backup-logs")
             .unwrap();
         a.handle_key(shift('X'));
-        assert_eq!(a.prompt, Prompt::None);
+        assert_eq!(a.dialog.prompt, Prompt::None);
         assert!(a.notice.as_deref().unwrap().contains("nothing queued"));
         // A queued trigger can be dropped.
-        a.selected = a
+        a.jobs.selected = a
+            .jobs
             .visible
             .iter()
             .position(|&i| a.snap.jobs[i].def.name == "zz-new")
             .unwrap();
         a.handle_key(shift('X'));
-        assert_eq!(a.prompt, Prompt::ConfirmCancel("zz-new".into()));
+        assert_eq!(a.dialog.prompt, Prompt::ConfirmCancel("zz-new".into()));
         assert_eq!(press(&mut a, "n"), vec![Action::Redraw]);
     }
 
@@ -1457,7 +1274,7 @@ mod tests {
             panic!("no page asked: {act:?}");
         };
         assert_eq!((offset, job, status), (held, None, None));
-        assert!(a.history_loading);
+        assert!(a.history.loading);
         // Nothing more is asked while a page is out.
         assert_eq!(a.handle_key(key(End)), Action::Redraw);
         // The page arrives: rows already held are not repeated.
@@ -1467,7 +1284,7 @@ mod tests {
         rows[0] = a.snap.recent[0].clone();
         a.on_loaded(Loaded::HistoryPage { offset, rows });
         assert_eq!(a.history_rows().count(), held + HISTORY_PAGE - 1);
-        assert!(!a.history_done);
+        assert!(!a.history.done);
         // A stale page (filters changed meanwhile) is dropped.
         a.on_loaded(Loaded::HistoryPage {
             offset: 3,
@@ -1483,11 +1300,11 @@ mod tests {
             offset,
             rows: vec![],
         });
-        assert!(a.history_done);
+        assert!(a.history.done);
         assert_eq!(a.handle_key(key(End)), Action::Redraw);
         // A new status filter starts over.
         a.handle_key(Char('f').into());
-        assert!(a.history_more.is_empty() && !a.history_done);
+        assert!(a.history.more.is_empty() && !a.history.done);
     }
 
     #[test]
@@ -1505,7 +1322,7 @@ mod tests {
         assert_eq!(a.history_rows().count(), before + 1);
         let mut snap = (*a.snap).clone();
         snap.recent.insert(0, fresh.clone());
-        a.live.push_front(fresh.clone()); // as if the snapshot raced the event
+        a.history.live.push_front(fresh.clone()); // as if the snapshot raced the event
         a.on_snapshot(Arc::new(snap));
         assert_eq!(
             a.history_rows()

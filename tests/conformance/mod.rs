@@ -862,6 +862,69 @@ pub fn jitter_and_calendars_shape_what_is_offered(f: Factory) {
     assert_eq!(rows(&*s, "c").len(), 2);
 }
 
+// ---- streamed reads and the per-attempt log -------------------------------------------------
+
+/// `jobs_page` walks every job once, in the order of `jobs()`, a page at a time.
+pub fn jobs_pages_walk_every_job_in_order(f: Factory) {
+    let s = f();
+    let names: Vec<String> = (0..25).map(|i| format!("job-{i:02}")).collect();
+    s.apply(&file(names.iter().map(|n| every(n, 60)).collect()), t(1000))
+        .unwrap();
+    let all: Vec<String> = s.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
+    assert_eq!(all.len(), 25);
+    let mut walked = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s.jobs_page(after.as_deref(), 7).unwrap();
+        assert!(page.len() <= 7);
+        walked.extend(page.iter().map(|j| j.def.name.clone()));
+        match page.last() {
+            Some(l) if page.len() == 7 => after = Some(l.def.name.clone()),
+            _ => break,
+        }
+    }
+    assert_eq!(walked, all);
+    assert!(s.jobs_page(Some("zzz"), 7).unwrap().is_empty());
+    // A page after a name that is not (or no longer) a job starts at the next name.
+    let next = s.jobs_page(Some("job-04x"), 2).unwrap();
+    let next: Vec<&str> = next.iter().map(|j| j.def.name.as_str()).collect();
+    assert_eq!(next, ["job-05", "job-06"]);
+    assert_eq!(s.jobs_page(None, 0).unwrap().len(), 0);
+}
+
+/// A row's `attempt_log` (additive field) is stored and read back whole by every store.
+pub fn attempt_log_round_trips(f: Factory) {
+    use cronsole::model::{Attempt, AttemptOutcome};
+    let s = f();
+    s.apply(&file(vec![every("a", 60)]), t(1000)).unwrap();
+    let o = claim(&*s, "o", t(1000), 10);
+    let c = &o.claims[0];
+    let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o", t(1005));
+    row.run_id = c.run_id;
+    row.attempts = 2;
+    row.attempt_log = vec![
+        Attempt::new(t(1000), t(1001), Some("HTTP 500")),
+        Attempt::new(t(1003), t(1005), None),
+    ];
+    row.attempt_log[1].input_tokens = 12;
+    row.attempt_log[1].output_tokens = 3;
+    row.attempt_log[1].cost_usd = 0.25;
+    s.complete(Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o".into(),
+        now: t(1005),
+        row: row.clone(),
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+    let back = rows(&*s, "a");
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].attempt_log, row.attempt_log);
+    assert_eq!(back[0].attempt_log[0].outcome, AttemptOutcome::Failed);
+}
+
 /// Every case, for the runner macro.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -900,6 +963,8 @@ macro_rules! conformance_suite {
             chain_from_a_recovered_run,
             paused_child_keeps_its_chain_run,
             a_chain_cycle_is_refused_before_anything_is_stored,
+            jobs_pages_walk_every_job_in_order,
+            attempt_log_round_trips,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -665,6 +665,18 @@ impl Store for FileStore {
         Ok(l.inner.jobs.values().map(|c| c.rec.clone()).collect())
     }
 
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        use std::ops::Bound;
+        let l = self.lock()?;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(l.inner
+            .jobs
+            .range::<str, _>((from, Bound::Unbounded))
+            .take(limit)
+            .map(|(_, c)| c.rec.clone())
+            .collect())
+    }
+
     /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
     /// caller whose own run outlived its lease sees a past instant until that run completes;
     /// the engine should treat a past wake-up for a job it has in flight as "no work".

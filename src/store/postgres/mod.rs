@@ -1180,6 +1180,35 @@ impl Store for PgStore {
         })
     }
 
+    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+        let after = after.map(str::to_string);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            // Keyset paging on the primary key, in the same order as `jobs()`.
+            let rows = match &after {
+                Some(a) => {
+                    c.q(
+                        "SELECT record FROM cronsole_jobs WHERE name > $1 ORDER BY name LIMIT $2",
+                        &[(a, Type::TEXT), (&limit, Type::INT8)],
+                    )
+                    .await
+                }
+                None => {
+                    c.q(
+                        "SELECT record FROM cronsole_jobs ORDER BY name LIMIT $1",
+                        &[(&limit, Type::INT8)],
+                    )
+                    .await
+                }
+            }
+            .map_err(|e| db_err("reading a page of jobs", e))?;
+            rows.into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_jobs", r.get::<_, Value>(0)))
+                .collect()
+        })
+    }
+
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         let _ = now;
         self.run(|inner| async move {

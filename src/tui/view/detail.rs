@@ -2,9 +2,12 @@
 //! notepad, lease, counters), the monitor diff viewer (coloured unified diff of one run,
 //! `[`/`]` to walk older/newer diffs, scrolling), and one run opened from the History pane (every
 //! field of its row: status, trigger, slot(s), attempts, owner, tokens, cost, delivery, then the
-//! full error, result and diff, sanitised and scrollable).
+//! per-attempt breakdown — start, end, outcome, error, tokens and cost of each attempt, for rows
+//! that carry one — then the full error, result and diff, sanitised and scrollable).
 //!
-//! Owns: drawing those two views. Must not touch: state (scroll is clamped here, not stored).
+//! Owns: drawing those views, and measuring how far they can scroll ([`scroll_max`], asked by the
+//! event loop before each frame). Must not touch: state (the scroll is clamped here when drawn,
+//! never written back).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -14,22 +17,37 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
-use crate::model::{Action, Gate, HistoryRow, MonitorSource};
+use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, MonitorSource};
 use crate::tui::sanitize;
-use crate::tui::state::App;
+use crate::tui::state::{App, Mode};
 
-pub(super) fn scrolled(
-    app: &App,
-    lines: Vec<Line<'static>>,
-    area: Rect,
-    title: Line<'static>,
-    buf: &mut Buffer,
-) {
+/// The open full-body view's title and lines (`None` on the main screen).
+pub fn content(app: &App) -> Option<(Line<'static>, Vec<Line<'static>>)> {
+    match &app.mode {
+        Mode::Main => None,
+        Mode::Detail(job) => Some(detail(app, job)),
+        Mode::Diff(job) => Some(diff(app, job)),
+        Mode::Run(row) => Some(run(app, row)),
+        Mode::DryRun(job) => Some(super::dry_run::content(app, job)),
+    }
+}
+
+/// The largest useful scroll of the open view in `area` (the body), `None` on the main screen.
+pub fn scroll_max(app: &App, area: Rect) -> Option<usize> {
+    let (title, lines) = content(app)?;
+    let inner_h = pane_block(app, None, title).inner(area).height as usize;
+    Some(lines.len().saturating_sub(inner_h))
+}
+
+/// Draw the open full-body view, scrolled (clamped to its content here; state is not written).
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let Some((title, lines)) = content(app) else {
+        return;
+    };
     let block = pane_block(app, None, title);
     let inner_h = block.inner(area).height as usize;
     let max = lines.len().saturating_sub(inner_h);
-    app.scroll_max.set(max);
-    let scroll = app.scroll.min(max).min(u16::MAX as usize) as u16;
+    let scroll = app.viewer.scroll.min(max).min(u16::MAX as usize) as u16;
     Paragraph::new(lines)
         .block(block)
         .scroll((scroll, 0))
@@ -43,17 +61,10 @@ fn heading(s: &str) -> Line<'static> {
     )
 }
 
-pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
     let Some(j) = app.snap.jobs.iter().find(|j| j.def.name == job) else {
-        scrolled(
-            app,
-            vec![Line::raw("this job is no longer in the store")],
-            area,
-            title,
-            buf,
-        );
-        return;
+        return (title, vec![Line::raw("this job is no longer in the store")]);
     };
     let now = app.now;
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -232,7 +243,7 @@ pub fn render_detail(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
             sanitize::line(v)
         )));
     }
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }
 
 fn diff_line(l: String) -> Line<'static> {
@@ -250,24 +261,20 @@ fn diff_line(l: String) -> Line<'static> {
     Line::styled(l, style)
 }
 
-pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let diffs = app.diffs_of(job);
     let name = sanitize::line(job).into_owned();
-    let Some(row) = diffs.get(app.diff_index.min(diffs.len().saturating_sub(1))) else {
-        scrolled(
-            app,
+    let Some(row) = diffs.get(app.viewer.diff_index.min(diffs.len().saturating_sub(1))) else {
+        return (
+            Line::from(format!(" Diff {name} (Esc back) ")),
             vec![Line::raw(
                 "no monitor diff recorded for this job (a diff appears when a monitor sees a change)",
             )],
-            area,
-            Line::from(format!(" Diff {name} (Esc back) ")),
-            buf,
         );
-        return;
     };
     let title = Line::from(format!(
         " Diff {name} {}/{} — run {} {} ([ older, ] newer, Esc back) ",
-        app.diff_index + 1,
+        app.viewer.diff_index + 1,
         diffs.len(),
         row.finished_at.format("%Y-%m-%d %H:%M:%S"),
         row.status.as_str()
@@ -276,11 +283,56 @@ pub fn render_diff(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
         .into_iter()
         .map(diff_line)
         .collect();
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
+}
+
+/// A short elapsed time: `0.35s` under ten seconds, else [`dur`].
+fn elapsed(ms: i64) -> String {
+    if ms < 10_000 {
+        format!("{:.2}s", ms.max(0) as f64 / 1000.0)
+    } else {
+        dur(ms / 1000)
+    }
+}
+
+/// The run's attempts, one line each (number, start → end, duration, outcome, tokens and cost
+/// when the attempt had a reply), its error on the next line.
+fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    for (i, a) in r.attempt_log.iter().enumerate() {
+        let style = match a.outcome {
+            AttemptOutcome::Succeeded => Style::new().fg(Color::Green),
+            AttemptOutcome::Failed => Style::new().fg(Color::Red),
+        };
+        let mut spans = vec![
+            Span::raw(format!(
+                "  #{:<3}{} → {} ({:>6})  ",
+                i + 1,
+                when(a.started_at, now),
+                when(a.finished_at, now),
+                elapsed((a.finished_at - a.started_at).num_milliseconds())
+            )),
+            Span::styled(format!("{:<9}", a.outcome.as_str()), style),
+        ];
+        if a.input_tokens > 0 || a.output_tokens > 0 || a.cost_usd > 0.0 {
+            spans.push(Span::raw(format!(
+                "  {} in, {} out, ${:.6}",
+                a.input_tokens, a.output_tokens, a.cost_usd
+            )));
+        }
+        lines.push(Line::from(spans));
+        if let Some(e) = &a.error {
+            lines.push(Line::styled(
+                format!("       {}", sanitize::line(e)),
+                Style::new().fg(Color::DarkGray),
+            ));
+        }
+    }
+    lines
 }
 
 /// One run, opened with Enter on a History row.
-pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
+fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Run of {} {} (Esc back, R retry) ",
         sanitize::line(&r.job),
@@ -363,6 +415,11 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
     if let Some(why) = &r.reason {
         lines.push(kv("reason", sanitize::line(why).into_owned()));
     }
+    if !r.attempt_log.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(heading("Attempts"));
+        lines.extend(attempt_lines(r, now));
+    }
     for (name, text) in [("Error", &r.error), ("Result", &r.result)] {
         lines.push(Line::raw(""));
         lines.push(heading(name));
@@ -380,7 +437,7 @@ pub fn render_run(app: &App, r: &HistoryRow, area: Rect, buf: &mut Buffer) {
         lines.push(heading("Diff"));
         lines.extend(sanitize::lines(d).into_iter().map(diff_line));
     }
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }
 
 /// The job's `overlap:` policy and what it keeps now (a slot to run next, a superseded run).
@@ -423,13 +480,14 @@ mod chain_tests {
     #[test]
     fn the_run_view_names_a_chained_runs_parent() {
         let (snap, now) = testdata::fixed();
-        let app = App::new(Arc::new(snap), now);
+        let mut app = App::new(Arc::new(snap), now);
         let mut r = testdata::row(7, "triage", Status::Succeeded, now);
         r.trigger = Trigger::Chain;
         r.parent_job = Some("collect".into());
         r.parent_run_id = Some(uuid::Uuid::from_u128(42));
         let mut buf = Buffer::empty(Rect::new(0, 0, 100, 24));
-        render_run(&app, &r, buf.area, &mut buf);
+        app.mode = Mode::Run(Box::new(r));
+        render(&app, buf.area, &mut buf);
         let text: String = (0..24)
             .map(|y| {
                 (0..100)

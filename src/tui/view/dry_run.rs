@@ -2,18 +2,17 @@
 //! the exact prompt, the model and its price ceiling, the budgets and the sinks — scrollable,
 //! every line sanitised; and the question the `P` prompt asks.
 //!
-//! Owns: drawing those. Must not touch: state (scroll is clamped by the shared `scrolled`).
+//! Owns: the view's title and lines (drawn and scrolled by `detail::render`). Must not touch:
+//! state.
 
-use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 
-use super::detail::scrolled;
 use crate::tui::sanitize;
 use crate::tui::state::App;
 
-pub fn render(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
+/// The dry-run view's title and lines.
+pub fn content(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Dry run of {} — no model call, no delivery (Esc back) ",
         sanitize::line(job)
@@ -32,7 +31,7 @@ pub fn render(app: &App, job: &str, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::DarkGray),
         )],
     };
-    scrolled(app, lines, area, title, buf);
+    (title, lines)
 }
 
 /// "Pause 3 jobs shown (a, b, c)?" — at most five names, then how many more.

@@ -17,7 +17,7 @@ use crate::tui::state::{App, Mode, Prompt};
 pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
     let key = Style::new().fg(Color::Black).bg(Color::Cyan);
     let mut spans: Vec<Span> = Vec::new();
-    let scopes: &[Scope] = match (&app.prompt, &app.mode) {
+    let scopes: &[Scope] = match (&app.dialog.prompt, &app.mode) {
         (Prompt::Name(text), _) => {
             spans.push(Span::raw("/"));
             spans.push(Span::styled(
@@ -31,7 +31,7 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         _ => &[Scope::Global],
     };
     if let Some(n) = &app.notice
-        && app.prompt == Prompt::None
+        && app.dialog.prompt == Prompt::None
     {
         spans.push(Span::styled(
             format!("» {} ", sanitize::line(n)),

@@ -117,7 +117,7 @@ fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
         ("✝", Style::new().fg(Color::DarkGray))
     } else if j.rt.lease.is_some()
         || app.snap.in_flight.contains(&j.def.name)
-        || app.started.contains(&j.def.name)
+        || app.ops.started.contains(&j.def.name)
     {
         ("●", Style::new().fg(Color::Green))
     } else if j.rt.state.incident.alerted_signature.is_some() {
@@ -238,17 +238,17 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let mut title = vec![Span::styled(
-        format!(" Jobs {}/{} ", app.visible.len(), app.snap.jobs.len()),
+        format!(" Jobs {}/{} ", app.jobs.visible.len(), app.snap.jobs.len()),
         Style::new().add_modifier(Modifier::BOLD),
     )];
-    title.push(Span::raw(format!("sort {} ", app.sort.label())));
-    if !app.name_filter.is_empty() {
+    title.push(Span::raw(format!("sort {} ", app.jobs.sort.label())));
+    if !app.filters.name.is_empty() {
         title.push(Span::styled(
-            format!("/{} ", sanitize::line(&app.name_filter)),
+            format!("/{} ", sanitize::line(&app.filters.name)),
             Style::new().fg(Color::Cyan),
         ));
     }
-    if let Some(s) = app.status_filter {
+    if let Some(s) = app.filters.status {
         title.push(Span::styled(format!("[{}] ", s.as_str()), status_style(s)));
     }
     let block = pane_block(app, Some(Pane::Jobs), Line::from(title));
@@ -259,7 +259,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     // Widths from the jobs that can be shown (bounded, so 10 000 jobs cost the same per frame).
     let (mut name_need, mut sched_need) = (0u16, 0u16);
-    for &idx in app.visible.iter().take(200) {
+    for &idx in app.jobs.visible.iter().take(200) {
         if let Some(j) = app.snap.jobs.get(idx) {
             let w = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
             let reason = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused);
@@ -269,7 +269,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let cols = layout(inner.width, name_need, sched_need);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
-    let sorted = match app.sort {
+    let sorted = match app.jobs.sort {
         SortKey::Name => Col::Name,
         SortKey::Next => Col::Next,
         SortKey::Last => Col::Last,
@@ -288,7 +288,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         x = x.saturating_add(w + 1);
     }
     let rows = inner.height.saturating_sub(1) as usize;
-    if app.visible.is_empty() {
+    if app.jobs.visible.is_empty() {
         let msg = if app.snap.jobs.is_empty() {
             "no jobs in the store: add some to the jobs file and apply it"
         } else {
@@ -305,17 +305,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
         return;
     }
-    let offset = if app.selected < rows {
+    let offset = if app.jobs.selected < rows {
         0
     } else {
-        app.selected + 1 - rows
+        app.jobs.selected + 1 - rows
     };
-    for (line, &idx) in app.visible.iter().skip(offset).take(rows).enumerate() {
+    for (line, &idx) in app.jobs.visible.iter().skip(offset).take(rows).enumerate() {
         let Some(j) = app.snap.jobs.get(idx) else {
             continue;
         };
         let y = inner.y + 1 + line as u16;
-        let selected = offset + line == app.selected;
+        let selected = offset + line == app.jobs.selected;
         let mut x = inner.x;
         for (col, _, w) in &cols {
             let (text, style) = cell(app, j, *col);

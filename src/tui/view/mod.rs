@@ -45,13 +45,12 @@ impl Widget for &App {
         header::render(self, head, buf);
         match &self.mode {
             Mode::Main => main_screen(self, body, buf),
-            Mode::Detail(job) => detail::render_detail(self, job, body, buf),
-            Mode::Diff(job) => detail::render_diff(self, job, body, buf),
-            Mode::Run(row) => detail::render_run(self, row, body, buf),
-            Mode::DryRun(job) => dry_run::render(self, job, body, buf),
+            Mode::Detail(_) | Mode::Diff(_) | Mode::Run(_) | Mode::DryRun(_) => {
+                detail::render(self, body, buf)
+            }
         }
         help::footer(self, foot, buf);
-        match &self.prompt {
+        match &self.dialog.prompt {
             Prompt::ConfirmTrigger(job) => help::confirm(&format!("Trigger {job} now?"), area, buf),
             Prompt::ConfirmCancel(job) => help::confirm(
                 &format!(
@@ -65,10 +64,31 @@ impl Widget for &App {
             }
             _ => {}
         }
-        if self.help {
+        if self.dialog.help {
             help::help(area, buf);
         }
     }
+}
+
+/// The body of a screen of `area` (what is left under the header and above the footer).
+fn body(area: Rect) -> Rect {
+    let [_, body, _] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    body
+}
+
+/// How far the open full-body view (detail, diff, run) can scroll on a screen of `area`; `None`
+/// on the main screen. The event loop hands it to the state before each frame
+/// ([`App::set_scroll_max`]), so `G` goes to the real bottom and drawing writes nothing.
+pub fn scroll_max(app: &App, area: Rect) -> Option<usize> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    detail::scroll_max(app, body(area))
 }
 
 fn too_small(area: Rect, buf: &mut Buffer) {
@@ -85,7 +105,7 @@ fn too_small(area: Rect, buf: &mut Buffer) {
 fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
     // The jobs table takes what its rows need, up to 55 % of the body; the rest goes below.
     let cap = area.height.saturating_mul(55) / 100;
-    let want = u16::try_from(app.visible.len().max(1) + 3).unwrap_or(u16::MAX);
+    let want = u16::try_from(app.jobs.visible.len().max(1) + 3).unwrap_or(u16::MAX);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(want.min(cap)), Constraint::Min(6)]).areas(area);
     jobs::render(app, top, buf);

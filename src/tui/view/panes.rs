@@ -38,7 +38,7 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
         1
     };
     let fit = (inner.height as usize / per).max(1);
-    let offset = app.lease_sel.saturating_sub(fit - 1);
+    let offset = app.leases.sel.saturating_sub(fit - 1);
     let now = app.now;
     for (i, j) in leases.iter().enumerate().skip(offset).take(fit) {
         let Some(l) = &j.rt.lease else { continue };
@@ -50,7 +50,7 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             Style::new().fg(Color::Green)
         };
-        let sel = app.pane == Pane::Leases && i == app.lease_sel;
+        let sel = app.pane == Pane::Leases && i == app.leases.sel;
         let name_style = if sel {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
@@ -242,13 +242,13 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
         " History ",
         Style::new().add_modifier(Modifier::BOLD),
     )];
-    if let Some(j) = &app.history_job {
+    if let Some(j) = &app.history.job {
         title.push(Span::styled(
             format!("job {} ", sanitize::line(j)),
             Style::new().fg(Color::Cyan),
         ));
     }
-    if let Some(s) = app.status_filter {
+    if let Some(s) = app.filters.status {
         title.push(Span::styled(format!("[{}] ", s.as_str()), status_style(s)));
     }
     let block = pane_block(app, Some(Pane::History), Line::from(title));
@@ -264,7 +264,7 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
         1
     };
     let fit = (inner.height as usize / per).max(1);
-    let sel = app.history_sel;
+    let sel = app.history.sel;
     let offset = sel.saturating_sub(fit - 1);
     let focused = app.pane == Pane::History;
     let mut any = false;
@@ -288,7 +288,7 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
         }
     }
     if !any {
-        let msg = if app.history_loading {
+        let msg = if app.history.loading {
             "loading…"
         } else {
             "no history rows"

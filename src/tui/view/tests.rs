@@ -292,11 +292,12 @@ fn hostile_text_renders_inert_everywhere() {
     snap.recent.insert(0, r);
     let mut a = App::new(Arc::new(snap), now);
     let pos = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == name)
         .unwrap_or(0);
-    a.selected = pos;
+    a.jobs.selected = pos;
     let main = draw(&a, 120, 40);
     assert_inert(&main);
     let t = text(&main);
@@ -327,7 +328,8 @@ fn snapshot_main() {
 #[test]
 fn snapshot_detail() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
@@ -340,7 +342,8 @@ fn snapshot_detail() {
 #[test]
 fn snapshot_diff_viewer() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
@@ -365,7 +368,7 @@ fn snapshot_status_filter() {
     // succeeded → failed
     a.handle_key(c('f'));
     a.handle_key(c('f'));
-    assert_eq!(a.status_filter, Some(Status::Failed));
+    assert_eq!(a.filters.status, Some(Status::Failed));
     snap!("filter_failed_80x24", screen(&a, 80, 24));
     snap!("filter_failed_120x40", screen(&a, 120, 40));
 }
@@ -390,7 +393,7 @@ fn history_on(job: &str, status: Status) -> App {
         .history_rows()
         .position(|r| r.job == job && r.status == status)
         .unwrap_or(0);
-    a.history_sel = sel;
+    a.history.sel = sel;
     a
 }
 
@@ -475,9 +478,45 @@ fn snapshot_history_focus_and_run_view() {
 }
 
 #[test]
+fn snapshot_run_view_with_attempts() {
+    use crate::model::Attempt;
+    use crate::tui::state::Mode;
+    let mut a = history_on("summarise-news", Status::Failed);
+    let mut row = a.selected_run().unwrap().clone();
+    let t0 = row.started_at;
+    let s = chrono::Duration::milliseconds;
+    row.trigger = crate::model::Trigger::Retry;
+    row.attempts = 3;
+    row.attempt_log = vec![
+        Attempt::new(
+            t0,
+            t0 + s(350),
+            Some("HTTP 500 from openai: upstream broke"),
+        ),
+        Attempt::new(t0 + s(1350), t0 + s(31_350), Some("timed out after 30s")),
+        Attempt::new(t0 + s(33_000), t0 + s(34_200), None),
+    ];
+    row.attempt_log[2].input_tokens = 812;
+    row.attempt_log[2].output_tokens = 64;
+    row.attempt_log[2].cost_usd = 0.000160;
+    a.mode = Mode::Run(Box::new(row));
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("Attempts"), "{t}");
+    assert!(
+        t.contains("#1  11:43:20 → 11:43:20 ( 0.35s)  failed"),
+        "{t}"
+    );
+    assert!(t.contains("HTTP 500 from openai: upstream broke"), "{t}");
+    assert!(t.contains("succeeded  812 in, 64 out, $0.000160"), "{t}");
+    snap!("run_view_attempts_80x24", screen(&a, 80, 24));
+    snap!("run_view_attempts_120x40", t);
+}
+
+#[test]
 fn snapshot_confirm_cancel() {
     let mut a = app();
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&i| a.snap.jobs[i].def.name == "backup-db")
@@ -528,7 +567,7 @@ fn snapshot_confirm_pause_of_the_filtered_set() {
     let mut a = app();
     a.handle_key(KeyEvent::new(KeyCode::Char('P'), KeyModifiers::SHIFT));
     assert!(matches!(
-        a.prompt,
+        a.dialog.prompt,
         crate::tui::state::Prompt::ConfirmBulk { pause: true, .. }
     ));
     snap!("confirm_bulk_pause_80x24", screen(&a, 80, 24));
@@ -554,7 +593,8 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
     j.rt.overlap.leases.push(second);
     j.rt.overlap.buffered_slot = Some(now);
     let mut a = App::new(Arc::new(snap), now);
-    a.selected = a
+    a.jobs.selected = a
+        .jobs
         .visible
         .iter()
         .position(|&k| a.snap.jobs[k].def.name == name)

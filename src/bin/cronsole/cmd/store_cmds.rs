@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use crate::cli::{BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs};
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
+use cronsole::listing::JobView;
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
 use cronsole::store::{HistoryQuery, JobEdit, Store};
@@ -65,27 +66,6 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
         store.location()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-#[derive(Serialize)]
-struct JobView<'a> {
-    name: &'a str,
-    state: &'static str,
-    schedule: &'a str,
-    next_slot: Option<DateTime<Utc>>,
-    /// The instant the next slot fires: the slot plus the job's jitter (NEXT in the table).
-    next_fire_at: Option<DateTime<Utc>>,
-    last_run_at: Option<DateTime<Utc>>,
-    last_status: Option<Status>,
-    runs: u64,
-    paused: bool,
-    retired: bool,
-    retired_reason: Option<&'a str>,
-    lease: Option<&'a cronsole::model::Lease>,
-    period_cost_usd: f64,
-    max_cost_usd: Option<f64>,
-    definition: &'a cronsole::model::JobDef,
-    runtime: &'a cronsole::model::JobRuntime,
 }
 
 /// The word shown in STATE: what an operator needs first (running beats queued beats paused).
@@ -183,32 +163,21 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let now = Utc::now();
     let settings = store.settings()?;
+    if a.json {
+        // Streamed: one page of jobs in memory at a time (issue 14 item 3).
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        return match cronsole::listing::write_jobs_json(&*store, &settings, now, out) {
+            Ok(_) => Ok(ExitCode::SUCCESS),
+            // The store's error itself, so its exit code is its kind's.
+            Err(cronsole::listing::ListingError::Store(e)) => Err(e.into()),
+            Err(e) => Err(e.into()),
+        };
+    }
     let jobs: Vec<JobRecord> = store.jobs()?;
     let views: Vec<JobView> = jobs
         .iter()
-        .map(|r| JobView {
-            name: &r.def.name,
-            state: r.state_word(now),
-            schedule: &r.def.schedule_text,
-            next_slot: r.rt.next_slot,
-            next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
-            last_run_at: r.rt.last_run_at,
-            last_status: r.rt.last_status,
-            runs: r.rt.runs,
-            paused: r.rt.paused,
-            retired: r.rt.retired,
-            retired_reason: r.rt.retired_reason.as_deref(),
-            lease: r.rt.lease.as_ref(),
-            period_cost_usd: stats::period_spend(r, &settings, now),
-            max_cost_usd: r.def.max_cost_usd,
-            definition: &r.def,
-            runtime: &r.rt,
-        })
+        .map(|r| JobView::of(r, &settings, now))
         .collect();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&views)?);
-        return Ok(ExitCode::SUCCESS);
-    }
     if views.is_empty() {
         println!(
             "(no jobs in {}; run `cronsole apply FILE`)",

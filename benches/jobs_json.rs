@@ -1,0 +1,250 @@
+//! `cronsole jobs --json` at scale (issue 14 item 3): jobs per second and the memory the listing
+//! adds, streamed (a page at a time, [`cronsole::listing::write_jobs_json`]) against the whole-list
+//! writer it replaced (every record cloned, every view collected, one pretty-printed `String`),
+//! in one run over the same file store, then the real binary on that store.
+//!
+//! Memory is measured with a counting global allocator: the peak of live heap bytes during the
+//! listing above what was live before it (the store's own cache is already loaded and is not
+//! the listing's). The binary's figure is its wall time and peak RSS (`ru_maxrss`), store open
+//! included.
+//!
+//! Run: `cargo bench --bench jobs_json` (`JOBS=1000000` for a million; default 200 000; the
+//! store is built in a temp directory and removed at the end).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cronsole::listing::{JobView, write_jobs_json};
+use cronsole::model::JobsFile;
+use cronsole::store::Store;
+use cronsole::store::file::FileStore;
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// Bytes written, nothing kept (what `> /dev/null` costs, minus the syscalls).
+struct Count(u64);
+impl Write for Count {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Run `f`, returning its time and the peak heap it added above what was live before it.
+fn measured(f: impl FnOnce() -> u64) -> (Duration, usize, u64) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let t = Instant::now();
+    let bytes = f();
+    let d = t.elapsed();
+    (d, PEAK.load(Ordering::Relaxed).saturating_sub(base), bytes)
+}
+
+fn whole_list(store: &dyn Store, now: DateTime<Utc>) -> u64 {
+    let settings = store.settings().expect("settings");
+    let jobs = store.jobs().expect("jobs");
+    let views: Vec<JobView> = jobs
+        .iter()
+        .map(|r| JobView::of(r, &settings, now))
+        .collect();
+    let text = serde_json::to_string_pretty(&views).expect("json");
+    let mut out = Count(0);
+    writeln!(out, "{text}").expect("write");
+    out.0
+}
+
+fn streamed(store: &dyn Store, now: DateTime<Utc>) -> u64 {
+    let settings = store.settings().expect("settings");
+    let mut out = Count(0);
+    write_jobs_json(
+        store,
+        &settings,
+        now,
+        std::io::BufWriter::with_capacity(1 << 16, &mut out),
+    )
+    .expect("stream");
+    out.0
+}
+
+/// Where the streamed time goes: reading the pages alone (records cloned out of the store).
+fn pages_only(store: &dyn Store) -> u64 {
+    let mut after: Option<String> = None;
+    let mut n = 0u64;
+    loop {
+        let page = store
+            .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+            .expect("page");
+        n += page.len() as u64;
+        match page.last() {
+            Some(l) if page.len() == cronsole::listing::PAGE => after = Some(l.def.name.clone()),
+            _ => return n,
+        }
+    }
+}
+
+/// The same pages serialised compactly (one line per job, no indentation): what a compact
+/// format would cost.
+fn compact(store: &dyn Store, now: DateTime<Utc>) -> u64 {
+    let settings = store.settings().expect("settings");
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, Count(0));
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+            .expect("page");
+        for r in &page {
+            serde_json::to_writer(&mut out, &JobView::of(r, &settings, now)).expect("json");
+            out.write_all(b"\n").expect("write");
+        }
+        match page.last() {
+            Some(l) if page.len() == cronsole::listing::PAGE => after = Some(l.def.name.clone()),
+            _ => break,
+        }
+    }
+    out.into_inner().map(|c| c.0).unwrap_or(0)
+}
+
+fn binary(dir: &Path) -> (Duration, i64) {
+    let t = Instant::now();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_cronsole"))
+        .args(["jobs", "--json", "--store"])
+        .arg(dir)
+        .env_remove("CRONSOLE_STORE")
+        .stdout(std::fs::File::create("/dev/null").expect("/dev/null"))
+        .status()
+        .expect("run cronsole");
+    let d = t.elapsed();
+    assert!(st.success(), "cronsole jobs --json failed");
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_CHILDREN covers the child just waited.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    (d, ru.ru_maxrss)
+}
+
+struct Cleanup(PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn main() {
+    let n: usize = std::env::var("JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let dir =
+        Cleanup(std::env::temp_dir().join(format!("cronsole-jobsjson-{}", uuid::Uuid::new_v4())));
+    let now = Utc::now();
+    let t = Instant::now();
+    {
+        let store = FileStore::open(&dir.0).expect("open");
+        let file = JobsFile {
+            jobs: (0..n)
+                .map(|i| cronsole::testkit::jobs::command_job(&format!("job-{i:07}"), 3600))
+                .collect(),
+            ..Default::default()
+        };
+        store.apply(&file, now).expect("apply");
+    }
+    println!(
+        "jobs_json: {n} jobs applied in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    let store = FileStore::open(&dir.0).expect("open");
+    store.jobs_page(None, 1).expect("warm the cache");
+    // Alternate the two, three times each, and report the medians (the machine is shared).
+    let (mut w, mut s) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        w.push(measured(|| whole_list(&store, now)));
+        s.push(measured(|| streamed(&store, now)));
+    }
+    let med = |v: &mut Vec<(Duration, usize, u64)>| {
+        v.sort_by_key(|x| x.0);
+        v[v.len() / 2]
+    };
+    let (wd, wm, wb) = med(&mut w);
+    let (sd, sm, sb) = med(&mut s);
+    assert_eq!(wb, sb, "both writers print the same bytes");
+    let mb = |b: usize| b as f64 / 1e6;
+    println!(
+        "jobs_json whole list: {:>8.0} jobs/s  {:.3}s  peak heap added {:>8.1} MB  ({:.1} MB of JSON)",
+        n as f64 / wd.as_secs_f64(),
+        wd.as_secs_f64(),
+        mb(wm),
+        wb as f64 / 1e6
+    );
+    println!(
+        "jobs_json streamed:   {:>8.0} jobs/s  {:.3}s  peak heap added {:>8.1} MB",
+        n as f64 / sd.as_secs_f64(),
+        sd.as_secs_f64(),
+        mb(sm)
+    );
+    println!(
+        "jobs_json ratio: streamed is {:.2}x the whole list's speed, {:.1}x less heap",
+        wd.as_secs_f64() / sd.as_secs_f64(),
+        wm as f64 / sm.max(1) as f64
+    );
+    let (pd, _, _) = measured(|| pages_only(&store));
+    let (cd, _, cb) = measured(|| compact(&store, now));
+    println!(
+        "jobs_json where the time goes: reading the pages alone {:.3}s ({:.0} jobs/s); compact lines instead of the pretty array {:.3}s ({:.0} jobs/s, {:.1} MB)",
+        pd.as_secs_f64(),
+        n as f64 / pd.as_secs_f64(),
+        cd.as_secs_f64(),
+        n as f64 / cd.as_secs_f64(),
+        cb as f64 / 1e6
+    );
+    drop(store);
+    let (bd, rss) = binary(&dir.0);
+    println!(
+        "jobs_json binary: `cronsole jobs --json > /dev/null` {:.2}s wall ({:.0} jobs/s, store open included), peak RSS {:.0} MB",
+        bd.as_secs_f64(),
+        n as f64 / bd.as_secs_f64(),
+        rss as f64 / 1024.0
+    );
+}

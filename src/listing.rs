@@ -1,0 +1,203 @@
+//! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
+//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
+//! and each is serialised straight to the writer, so the memory this adds is one page whatever
+//! the number of jobs, and the first bytes leave before the last job is read.
+//!
+//! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
+//! Must not touch: store internals (it speaks only the trait), text formatting of `jobs`.
+//!
+//! Decisions: the output is byte for byte what the whole-list writer printed before (a
+//! pretty-printed array, `[]` when empty); the store's lock is held for one page, never while
+//! writing (a slow reader such as `| less` cannot stall the engines sharing the store); a page
+//! is consistent in itself, and a job renamed or added between pages is listed once or not at
+//! all, like `ls` on a directory that changes while it runs.
+
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+
+use crate::model::{JobDef, JobRecord, JobRuntime, Lease, Settings, Status};
+use crate::store::{Store, StoreError, stats};
+
+/// Jobs read from the store per page.
+pub const PAGE: usize = 1024;
+
+/// One job as `jobs --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct JobView<'a> {
+    /// The job's name.
+    pub name: &'a str,
+    /// What it is doing now (`scheduled`, `running`, `paused`, …).
+    pub state: &'static str,
+    /// The schedule as written.
+    pub schedule: &'a str,
+    /// Its next slot (UTC).
+    pub next_slot: Option<DateTime<Utc>>,
+    /// When it last ran.
+    pub last_run_at: Option<DateTime<Utc>>,
+    /// How its last run ended.
+    pub last_status: Option<Status>,
+    /// Scheduled runs so far (what `max_runs` counts).
+    pub runs: u64,
+    /// Paused by an operator.
+    pub paused: bool,
+    /// Retired (no more slots, or removed from the jobs file).
+    pub retired: bool,
+    /// Why it was retired.
+    pub retired_reason: Option<&'a str>,
+    /// The lease of its running run, if any.
+    pub lease: Option<&'a Lease>,
+    /// Its spend in the current budget period.
+    pub period_cost_usd: f64,
+    /// Its own budget per period.
+    pub max_cost_usd: Option<f64>,
+    /// Its whole definition.
+    pub definition: &'a JobDef,
+    /// Its whole runtime record.
+    pub runtime: &'a JobRuntime,
+}
+
+impl<'a> JobView<'a> {
+    /// The view of one job at `now` (its spend counted in the current budget period).
+    pub fn of(r: &'a JobRecord, settings: &Settings, now: DateTime<Utc>) -> JobView<'a> {
+        JobView {
+            name: &r.def.name,
+            state: r.state_word(now),
+            schedule: &r.def.schedule_text,
+            next_slot: r.rt.next_slot,
+            last_run_at: r.rt.last_run_at,
+            last_status: r.rt.last_status,
+            runs: r.rt.runs,
+            paused: r.rt.paused,
+            retired: r.rt.retired,
+            retired_reason: r.rt.retired_reason.as_deref(),
+            lease: r.rt.lease.as_ref(),
+            period_cost_usd: stats::period_spend(r, settings, now),
+            max_cost_usd: r.def.max_cost_usd,
+            definition: &r.def,
+            runtime: &r.rt,
+        }
+    }
+}
+
+/// Why a streamed listing stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ListingError {
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The output could not be written.
+    #[error("writing the job list: {0}")]
+    Write(#[source] serde_json::Error),
+}
+
+/// Write every job of `store` as one pretty-printed JSON array to `out`, a page at a time.
+/// Returns how many jobs were written. The writer is flushed at the end.
+pub fn write_jobs_json(
+    store: &dyn Store,
+    settings: &Settings,
+    now: DateTime<Utc>,
+    out: impl Write,
+) -> Result<usize, ListingError> {
+    let mut ser = serde_json::Serializer::pretty(out);
+    let mut seq = ser.serialize_seq(None).map_err(ListingError::Write)?;
+    let mut after: Option<String> = None;
+    let mut n = 0usize;
+    loop {
+        let page = store.jobs_page(after.as_deref(), PAGE)?;
+        for r in &page {
+            seq.serialize_element(&JobView::of(r, settings, now))
+                .map_err(ListingError::Write)?;
+        }
+        n += page.len();
+        match page.last() {
+            Some(last) if page.len() == PAGE => after = Some(last.def.name.clone()),
+            _ => break,
+        }
+    }
+    seq.end().map_err(ListingError::Write)?;
+    let mut out = ser.into_inner();
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(|e| ListingError::Write(serde_json::Error::io(e)))?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::JobsFile;
+    use crate::store::file::FileStore;
+
+    /// A temp directory removed when dropped (also when a test panics).
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn store_with(n: usize) -> (Dir, FileStore, DateTime<Utc>) {
+        let dir =
+            Dir(std::env::temp_dir().join(format!("cronsole-listing-{}", uuid::Uuid::new_v4())));
+        let store = FileStore::open(&dir.0).unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let file = JobsFile {
+            jobs: (0..n)
+                .map(|i| crate::testkit::jobs::command_job(&format!("job-{i:05}"), 3600))
+                .collect(),
+            ..Default::default()
+        };
+        store.apply(&file, now).unwrap();
+        (dir, store, now)
+    }
+
+    /// What the whole-list writer printed before streaming (`to_string_pretty` of every view).
+    fn whole(store: &dyn Store, now: DateTime<Utc>) -> String {
+        let settings = store.settings().unwrap();
+        let jobs = store.jobs().unwrap();
+        let views: Vec<JobView> = jobs
+            .iter()
+            .map(|r| JobView::of(r, &settings, now))
+            .collect();
+        format!("{}\n", serde_json::to_string_pretty(&views).unwrap())
+    }
+
+    #[test]
+    fn streamed_output_is_the_whole_list_byte_for_byte_across_pages() {
+        for n in [0, 1, PAGE - 1, PAGE, PAGE + 1, 2 * PAGE + 7] {
+            let (_d, store, now) = store_with(n);
+            let settings = store.settings().unwrap();
+            let mut out = Vec::new();
+            assert_eq!(
+                write_jobs_json(&store, &settings, now, &mut out).unwrap(),
+                n
+            );
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(text, whole(&store, now), "{n} jobs");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v.as_array().unwrap().len(), n);
+        }
+    }
+
+    #[test]
+    fn a_failing_writer_is_an_error_not_a_panic() {
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "gone"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (_d, store, now) = store_with(3);
+        let settings = store.settings().unwrap();
+        let e = write_jobs_json(&store, &settings, now, Broken).unwrap_err();
+        assert!(matches!(e, ListingError::Write(_)), "{e}");
+    }
+}
