@@ -35,6 +35,8 @@ pub struct JobView<'a> {
     pub schedule: &'a str,
     /// Its next slot (UTC).
     pub next_slot: Option<DateTime<Utc>>,
+    /// The instant the next slot fires: the slot plus the job's jitter (NEXT in the table).
+    pub next_fire_at: Option<DateTime<Utc>>,
     /// When it last ran.
     pub last_run_at: Option<DateTime<Utc>>,
     /// How its last run ended.
@@ -67,6 +69,7 @@ impl<'a> JobView<'a> {
             state: r.state_word(now),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
+            next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,
             runs: r.rt.runs,
