@@ -1028,17 +1028,23 @@ impl FileStore {
     }
 }
 
-/// Run ids of the rows in `[from, to)` of `f` that supersede an `abandoned` row.
+/// Run ids of the rows in `[from, to)` of `f` (whole lines) that supersede an `abandoned` row.
 fn scan_supersedes(f: &dyn IoFile, path: &Path, from: u64, to: u64) -> StoreResult<Vec<Uuid>> {
+    let mut buf = vec![0u8; to.saturating_sub(from) as usize];
+    read_at(f, path, from, &mut buf)?;
     let mut out = Vec::new();
-    let mut it = Backwards::new(f, path, to);
-    while let Some((off, line)) = it.next_line()? {
-        if off < from {
-            break;
-        }
-        if contains(&line, SUPERSEDES_NEEDLE)
-            && filefmt::verify_row(&line).is_ok()
-            && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
+    for at in memchr::memmem::find_iter(&buf, SUPERSEDES_NEEDLE) {
+        let start = buf[..at]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |p| p + 1);
+        let end = buf[at..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(buf.len(), |p| at + p);
+        let line = &buf[start..end];
+        if filefmt::verify_row(line).is_ok()
+            && let Ok(r) = serde_json::from_slice::<HistoryRow>(line)
             && r.supersedes_abandoned
         {
             out.push(r.run_id);
@@ -1050,7 +1056,7 @@ fn scan_supersedes(f: &dyn IoFile, path: &Path, from: u64, to: u64) -> StoreResu
 const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 /// Iterate one segment from a position backwards, line by line, block by block.
