@@ -465,13 +465,19 @@ impl FileStore {
         l.compact_history(keep_per_job, max_age.map(|a| now - a))
     }
 
-    /// Append rows straight to history (sealing segments as it goes) without touching any job
-    /// record: for benchmarks and tests that need a large history fast. Rows of a job that has
-    /// a record would fail the journal/history cross-check at the next open (they look like
-    /// runs whose records were lost): use names of jobs the store does not hold.
+    /// Append rows straight to history without touching any job record, sealing them (the
+    /// open segment ends empty): for benchmarks and tests that need a large history fast.
+    /// Sealed, they are history that every job record predates, so the journal/history
+    /// cross-check (which reads the open segment) does not take them for runs whose records
+    /// were lost.
     #[doc(hidden)]
     pub fn append_history_unrecorded(&self, rows: &[HistoryRow]) -> StoreResult<()> {
-        self.lock()?.append_history(rows)
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut l = self.lock()?;
+        l.append_history(rows)?;
+        l.seal_open_segment()
     }
 
     #[cfg(test)]
