@@ -228,6 +228,7 @@ impl Locked<'_> {
                 len,
             };
             self.inner.history_seg = seg;
+            self.inner.history_open_unverified = false;
             self.inner.history_sealed_open = sealed_open;
             if self.inner.history_compacted_len == 0 {
                 self.inner.history_compacted_len = self.history_growth();
@@ -272,21 +273,52 @@ impl Locked<'_> {
     /// Verify the open segment row by row (checksum and parse) — all of it: appends only ever go
     /// there, so nothing is appended after an unverified byte, and the segment bound keeps this
     /// flat in the size of history. Returns its rows for the cross-check.
-    pub(super) fn verify_open_segment(&self) -> StoreResult<Vec<TailRow>> {
+    ///
+    /// An open segment far over the bound (written by hand or by a tool, not by cronsole) is
+    /// verified over its last [`super::SEGMENT_BYTES`] only, and marked: the first append seals
+    /// it first, which parses every row of it, so the invariant holds and a read-only open
+    /// stays fast.
+    pub(super) fn verify_open_segment(&mut self) -> StoreResult<Vec<TailRow>> {
         let hpath = self.path(HISTORY_FILE);
-        let log = &self.inner.history;
-        let f = log.file(&hpath)?;
-        let mut buf = vec![0u8; log.len as usize];
-        read_at(f, &hpath, 0, &mut buf)?;
+        let len = self.inner.history.len;
+        let window = super::SEGMENT_BYTES.max(self.store.segment_bytes);
+        let start = if len > 2 * window { len - window } else { 0 };
+        self.inner.history_open_unverified = start > 0;
+        let f = self.inner.history.file(&hpath)?;
+        let mut buf = vec![0u8; (len - start) as usize];
+        read_at(f, &hpath, start, &mut buf)?;
+        // Skip to the first line that starts inside the window (line 1 is the header).
+        let skip = if start == 0 {
+            buf.iter()
+                .position(|b| *b == b'\n')
+                .map_or(buf.len(), |p| p + 1)
+        } else {
+            let mut c = [0u8; 1];
+            read_at(f, &hpath, start - 1, &mut c)?;
+            if c[0] == b'\n' {
+                0
+            } else {
+                buf.iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(buf.len(), |p| p + 1)
+            }
+        };
         let mut out = Vec::new();
-        let mut off = 0u64;
-        for (i, line) in buf.split_inclusive(|b| *b == b'\n').enumerate() {
+        let mut off = start + skip as u64;
+        for line in buf[skip..].split_inclusive(|b| *b == b'\n') {
             let at = off;
             off += line.len() as u64;
-            if i == 0 {
-                continue;
-            }
-            let row = parse_history_line(&hpath, i as u64 + 1, &line[..line.len() - 1])?;
+            let body = &line[..line.len() - 1];
+            let row = match filefmt::verify_row(body).and_then(|_| {
+                serde_json::from_slice::<HistoryRow>(body)
+                    .map_err(|e| (e.column() as u64, e.to_string()))
+            }) {
+                Ok(r) => r,
+                Err((col, what)) => {
+                    let no = count_lines_before(f, &hpath, at)? + 1;
+                    return Err(corrupt(&hpath, no, col, what));
+                }
+            };
             out.push(TailRow {
                 off: at,
                 job: row.job,
@@ -325,7 +357,8 @@ impl Locked<'_> {
         }
         let header_len = self.open_header_len()?;
         if self.inner.history.len > header_len
-            && self.inner.history.len + buf.len() as u64 > self.store.segment_bytes
+            && (self.inner.history_open_unverified
+                || self.inner.history.len + buf.len() as u64 > self.store.segment_bytes)
         {
             self.seal_open_segment()?;
         }
@@ -618,6 +651,14 @@ impl Locked<'_> {
                     self.inner.unacked.remove(0);
                 }
                 self.inner.unacked.push((ino, before, m.len));
+            }
+            // The persist sealed the open segment before appending: the new open segment
+            // holds only its rows (its header line is no row and is skipped when read).
+            Ok(Some(m)) if m.ino != ino && m.len > 0 => {
+                if self.inner.unacked.len() >= UNACKED_RANGES {
+                    self.inner.unacked.remove(0);
+                }
+                self.inner.unacked.push((m.ino, 0, m.len));
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(
@@ -1015,12 +1056,6 @@ impl FileStore {
                     continue;
                 }
                 out.push((row, (n, off)));
-            }
-            // Rows are newest first: once past `since`, older segments cannot match.
-            if q.since
-                .is_some_and(|s| out.last().is_some_and(|(r, _)| r.finished_at < s))
-            {
-                break;
             }
             n -= 1;
         }

@@ -160,6 +160,9 @@ struct Inner {
     /// The open segment is already sealed (a crash between sealing and replacing it): its rows
     /// are read from `history/N.jsonl`, and a writer replaces it before appending.
     history_sealed_open: bool,
+    /// The open segment is far over the bound and was verified over its end only: the next
+    /// append seals it first (which verifies every row).
+    history_open_unverified: bool,
     /// `(ino, len)` of history known durable (fdatasynced by this handle).
     history_synced: (u64, u64),
     /// History growth (`history_growth`) at the last retention, and what that retention kept.
@@ -317,7 +320,7 @@ impl FileStore {
             inner: Mutex::new(Inner::default()),
         };
         {
-            let l = store.lock()?;
+            let mut l = store.lock()?;
             let rows = l.verify_open_segment()?;
             l.cross_check(&rows)?;
         }

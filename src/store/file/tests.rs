@@ -1037,3 +1037,57 @@ fn retention_drops_whole_old_segments() {
     assert_eq!(all_rows(&s).len(), 20);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An open segment far over the bound (written by a tool, not by cronsole): a read-only open
+/// verifies only its end (fast), and the first append seals it first — which verifies every
+/// row, so a flipped byte at its start is found before anything is appended after it.
+#[test]
+fn an_oversized_open_segment_is_sealed_and_verified_before_the_first_append() {
+    let dir = used_store("oversized");
+    let hpath = dir.join(HISTORY_FILE);
+    let mut h = std::fs::read(&hpath).unwrap();
+    let t0 = t(10_000);
+    let mut i = 0;
+    while h.len() < 9 * 1024 * 1024 {
+        let mut r = HistoryRow::new(
+            "gen",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t0),
+            "o",
+            t0,
+        );
+        r.result = Some(format!("row {i} {}", "x".repeat(200)));
+        filefmt::encode_row(&mut h, &r).unwrap();
+        i += 1;
+    }
+    // A flip early in the file (the first generated row), far before the verified end.
+    let first_gen = h.windows(7).position(|w| w == b"row 0 x").unwrap();
+    h[first_gen + 8] ^= 0x01;
+    std::fs::write(&hpath, &h).unwrap();
+    let before = dir_bytes(&dir);
+    let r = FileStore::open_existing(&dir).unwrap();
+    assert_eq!(
+        r.jobs().unwrap().len(),
+        2,
+        "a read-only open verifies the end only"
+    );
+    assert_eq!(dir_bytes(&dir), before);
+    let w = FileStore::open(&dir).unwrap();
+    let row = HistoryRow::new(
+        "gen",
+        Status::Succeeded,
+        Trigger::Schedule,
+        Some(t0),
+        "o",
+        t0,
+    );
+    let err = w.append_history_unrecorded(&[row]).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+    assert_eq!(
+        std::fs::read(&hpath).unwrap(),
+        h,
+        "nothing appended after the damaged row"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
