@@ -1,51 +1,51 @@
-//! Paging the console's History pane through a huge history (issue 12 item 1): the time of one
-//! page (`history(limit 500, offset N)`, what the pane asks when its cursor walks past what it
-//! holds) over a file store of 1 000 000 rows, at growing depths, and of a status-filtered page.
+//! Paging history at scale (issue 12 item 1, issue 14 item 3): over a file store of
+//! 10 000 000 rows (sealed segments of 4 MiB), the time of start-up (open + first claim), of a
+//! page (`history_page(limit 500)`, what `history` and the console's History pane ask) at
+//! growing depths by offset (unfiltered offsets skip whole segments by their seals' row
+//! counts) and by page token, and of status-filtered pages.
 //!
-//! Run: `cargo bench --bench history_pages` (~480 MB of temp disk, removed at the end).
+//! Run: `cargo bench --bench history_pages` (~3.5 GB of temp disk for 10 000 000 rows, removed
+//! at the end); `CRONSOLE_BENCH_ROWS=1000000` for a smaller store.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, JobsFile, Status, Trigger};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, HistoryReader, Store};
+use cronsole::store::{ClaimRequest, HistoryQuery, HistoryReader, Store};
 
 const JOBS: usize = 1_000;
-const ROWS: usize = 1_000_000;
 const PAGE: usize = cronsole::tui::state::HISTORY_PAGE;
+const BATCH: usize = 20_000;
 
 fn main() {
+    let rows: usize = std::env::var("CRONSOLE_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
     let dir = std::env::temp_dir().join(format!("cronsole-bench-pages-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let now: DateTime<Utc> = Utc::now();
     let store = FileStore::open(&dir).expect("open store");
+    // One job with a record, so the start-up figure includes a real claim.
     let file = JobsFile {
-        jobs: (0..JOBS)
-            .map(|i| cronsole::testkit::jobs::command_job(&format!("job-{i:04}"), 3600))
-            .collect(),
+        jobs: vec![cronsole::testkit::jobs::command_job("claimer", 3600)],
         ..Default::default()
     };
     store.apply(&file, now).expect("apply");
-    drop(store);
     let built = Instant::now();
-    let mut f = std::io::BufWriter::new(
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.join("history.jsonl"))
-            .expect("history"),
-    );
     let statuses = [
         Status::Succeeded,
         Status::NoChange,
         Status::Failed,
         Status::Skipped,
     ];
-    for i in 0..ROWS {
-        let at = now - chrono::Duration::seconds((ROWS - i) as i64);
+    let mut batch = Vec::with_capacity(BATCH);
+    for i in 0..rows {
+        let at = now - chrono::Duration::milliseconds((rows - i) as i64 * 10);
+        // Job names without records (see `append_history_unrecorded`).
         let mut r = HistoryRow::new(
-            &format!("job-{:04}", i % JOBS),
+            &format!("hist-{:04}", i % JOBS),
             statuses[i % statuses.len()],
             Trigger::Schedule,
             Some(at),
@@ -53,37 +53,64 @@ fn main() {
             at,
         );
         r.result = Some(format!("run {i}: everything nominal, {} items", i % 977));
-        serde_json::to_writer(&mut f, &r).expect("row");
-        f.write_all(b"\n").expect("newline");
+        batch.push(r);
+        if batch.len() == BATCH {
+            store.append_history_unrecorded(&batch).expect("append");
+            batch.clear();
+        }
     }
-    f.flush().expect("flush");
-    drop(f);
+    store.append_history_unrecorded(&batch).expect("append");
+    drop(store);
+    let size: u64 = std::fs::read_dir(dir.join("history"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
     println!(
-        "store: {JOBS} jobs, {ROWS} rows, built in {:.1} s",
+        "store: {rows} rows ({:.2} GB in sealed segments), built in {:.1} s",
+        size as f64 / 1e9,
         built.elapsed().as_secs_f64()
     );
-    let store = FileStore::open(&dir).expect("reopen");
-    let time = |q: &HistoryQuery| -> (Duration, usize) {
+    let best = |mut f: Box<dyn FnMut() -> usize + '_>| -> (Duration, usize) {
         let mut best = Duration::MAX;
         let mut n = 0;
         for _ in 0..3 {
             let t = Instant::now();
-            n = store.history(q).expect("history").len();
+            n = f();
             best = best.min(t.elapsed());
         }
         (best, n)
     };
+    let (d, _) = best(Box::new(|| {
+        let s = FileStore::open(&dir).expect("reopen");
+        s.claim_due(&ClaimRequest {
+            now,
+            owner: "bench",
+            limit: 1,
+            in_flight: &[],
+        })
+        .expect("claim")
+        .claims
+        .len()
+    }));
+    println!(
+        "start-up (open + first claim) at {rows} rows: {:.1} ms",
+        d.as_secs_f64() * 1e3
+    );
+    let store = FileStore::open(&dir).expect("reopen");
+    let page = |q: HistoryQuery| {
+        let s = &store;
+        best(Box::new(move || {
+            s.history_page(&q).expect("page").rows.len()
+        }))
+    };
     println!("| page (limit {PAGE}) | rows | best of 3 |");
     println!("|---|---|---|");
-    for offset in [
-        0usize,
-        PAGE,
-        10 * PAGE,
-        100 * PAGE,
-        1000 * PAGE,
-        ROWS - PAGE,
-    ] {
-        let (d, n) = time(&HistoryQuery {
+    for offset in [0usize, PAGE, 1000 * PAGE, rows / 2, rows - PAGE] {
+        let (d, n) = page(HistoryQuery {
             limit: PAGE,
             offset,
             ..Default::default()
@@ -93,17 +120,48 @@ fn main() {
             d.as_secs_f64() * 1e3
         );
     }
-    for offset in [0usize, 100 * PAGE] {
-        let (d, n) = time(&HistoryQuery {
+    // Tokens: the page after one in the middle and the page after the next-to-last one.
+    for at in [rows / 2, rows - 2 * PAGE] {
+        let tok = store
+            .history_page(&HistoryQuery {
+                limit: PAGE,
+                offset: at,
+                ..Default::default()
+            })
+            .expect("page")
+            .next
+            .expect("a next page");
+        let (d, n) = page(HistoryQuery {
             limit: PAGE,
-            offset,
-            status: Some(Status::Failed),
+            before: Some(tok.clone()),
             ..Default::default()
         });
         println!(
-            "| status failed, offset {offset} | {n} | {:.1} ms |",
+            "| token after row {} | {n} | {:.1} ms |",
+            at + PAGE,
+            d.as_secs_f64() * 1e3
+        );
+        let (d, n) = page(HistoryQuery {
+            limit: PAGE,
+            status: Some(Status::Failed),
+            before: Some(tok),
+            ..Default::default()
+        });
+        println!(
+            "| status failed, token after row {} | {n} | {:.1} ms |",
+            at + PAGE,
             d.as_secs_f64() * 1e3
         );
     }
+    let (d, n) = page(HistoryQuery {
+        limit: PAGE,
+        status: Some(Status::Failed),
+        ..Default::default()
+    });
+    println!(
+        "| status failed, first page | {n} | {:.1} ms |",
+        d.as_secs_f64() * 1e3
+    );
+    drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

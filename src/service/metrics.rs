@@ -318,6 +318,10 @@ impl HistoryReader for Metered {
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
         self.count(self.inner.history(q))
     }
+
+    fn history_page(&self, q: &HistoryQuery) -> StoreResult<crate::store::HistoryPage> {
+        self.count(self.inner.history_page(q))
+    }
 }
 
 impl Store for Metered {

@@ -1,7 +1,9 @@
 //! `cronsole check`: verify a whole store and report every problem with its location.
 //!
 //! Owns: the full verification of a file store (every line of every file: headers, store ids,
-//! generations, record and row parses, history checksums) and of a PostgreSQL store (schema
+//! generations, record and row parses, history checksums, every sealed history segment's
+//! header, rows and seal — length, row count, CRC-32 — the run of segments having no gap, and
+//! the journal/history cross-check) and of a PostgreSQL store (schema
 //! version, every job record and history row decodes, the indexed columns agree with the
 //! record). Must not touch: anything that writes — a check never repairs, cuts or migrates.
 //!
@@ -163,10 +165,11 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut id: Option<String> = None;
     if let Some(v) = read(&vpath, &mut r) {
         match filefmt::parse_version(&String::from_utf8_lossy(&v)) {
-            Some((2, Some(i))) => {
+            Some((3, Some(i))) => {
                 r.store_id = Some(i.clone());
                 id = Some(i);
             }
+            Some((2, _)) => r.push(&mut 0, &vpath, 1, 1, "format 2 store from the previous release (history in one file); `cronsole apply` or `cronsole run` upgrades it in place"),
             Some(_) => r.push(&mut 0, &vpath, 1, 1, "format 1 store from a previous release (no store ids or checksums); `cronsole apply` or `cronsole run` upgrades it in place"),
             None => r.push(&mut 0, &vpath, 1, 1, format!("not a cronsole file store version (expected `{}`)", filefmt::VERSION_TEXT)),
         }
@@ -189,6 +192,9 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut generation = None;
     let mut absorbed: Option<Absorbed> = None;
     let mut names = std::collections::BTreeSet::new();
+    // Per job, the last record's (lease, history position, file, line): the cross-check.
+    let mut at: std::collections::BTreeMap<String, (Option<uuid::Uuid>, Option<Pos>)> =
+        std::collections::BTreeMap::new();
     if let Some(b) = read(&spath, &mut r) {
         let mut n = 0;
         let (ls, torn) = lines(&b);
@@ -225,11 +231,13 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
             match serde_json::from_slice::<serde_json::Value>(line)
                 .map_err(|e| (e.column() as u64, e.to_string()))
-                .and_then(|v| {
-                    let job = v.get("job").cloned().unwrap_or_default();
-                    serde_json::from_value::<JobRecord>(job).map_err(|e| (1, e.to_string()))
-                }) {
-                Ok(rec) => {
+                .and_then(record_and_position)
+            {
+                Ok((rec, pos)) => {
+                    at.insert(
+                        rec.def.name.clone(),
+                        (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                    );
                     names.insert(rec.def.name);
                 }
                 Err((c, w)) => r.push(&mut n, &spath, no, c, w),
@@ -280,12 +288,14 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
             match serde_json::from_slice::<serde_json::Value>(line)
                 .map_err(|e| (e.column() as u64, e.to_string()))
-                .and_then(|v| {
-                    let job = v.get("job").cloned().unwrap_or_default();
-                    serde_json::from_value::<JobRecord>(job).map_err(|e| (1, e.to_string()))
-                }) {
-                Ok(rec) => {
+                .and_then(record_and_position)
+            {
+                Ok((rec, pos)) => {
                     if replay {
+                        at.insert(
+                            rec.def.name.clone(),
+                            (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                        );
                         names.insert(rec.def.name);
                     }
                 }
@@ -318,16 +328,33 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
         }
     }
 
-    // History: every row, checksum and parse.
+    // History: the open segment, then every sealed one.
     let hpath = p("history.jsonl");
+    let mut open_seg = None;
+    let mut open_rows: Vec<(u64, String, uuid::Uuid, bool)> = Vec::new();
+    let mut open_len = 0u64;
     if let Some(b) = read(&hpath, &mut r) {
         let mut n = 0;
-        let (ls, _torn) = log_lines(&mut r, &mut n, &hpath, &b, "history");
+        let (ls, torn) = log_lines(&mut r, &mut n, &hpath, &b, "history");
+        open_len = (b.len() - torn.len()) as u64;
+        let mut off = 0u64;
         for (no, line) in ls {
+            let here = off;
+            off += line.len() as u64 + 1;
             if no == 1 {
                 match serde_json::from_slice::<HistoryHeader>(line) {
                     Ok(h) if h.cronsole == "history" => {
-                        check_id(&mut r, &mut n, &hpath, Some(&h.store))
+                        check_id(&mut r, &mut n, &hpath, Some(&h.store));
+                        match h.segment {
+                            Some(s) => open_seg = Some(s),
+                            None => r.push(
+                                &mut n,
+                                &hpath,
+                                1,
+                                1,
+                                "history header carries no segment number",
+                            ),
+                        }
                     }
                     Ok(_) => r.push(&mut n, &hpath, 1, 1, "not a history header"),
                     Err(e) => r.push(&mut n, &hpath, 1, e.column() as u64, e.to_string()),
@@ -336,16 +363,271 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
             let res = filefmt::verify_row(line).and_then(|_| {
                 serde_json::from_slice::<HistoryRow>(line)
-                    .map(|_| ())
                     .map_err(|e| (e.column() as u64, e.to_string()))
             });
             match res {
-                Ok(()) => r.history_rows += 1,
+                Ok(row) => {
+                    r.history_rows += 1;
+                    let ends = !matches!(
+                        row.status,
+                        crate::model::Status::Missed | crate::model::Status::Skipped
+                    ) && !row.stale_lease;
+                    open_rows.push((here, row.job, row.run_id, ends));
+                }
                 Err((c, w)) => r.push(&mut n, &hpath, no, c, w),
             }
         }
     }
+    if let Some(top) = open_seg {
+        check_segments(&mut r, dir, io, id.as_deref(), top, open_len);
+        let rows: Vec<filefmt::OpenRow<'_>> = open_rows
+            .iter()
+            .map(|(off, job, run_id, ends)| filefmt::OpenRow {
+                off: *off,
+                job,
+                run_id: *run_id,
+                ends_a_run: *ends,
+            })
+            .collect();
+        let records = at.iter().filter_map(|(job, (lease, pos))| {
+            let (seg, off) = (*pos)?;
+            Some(filefmt::RecordAt {
+                job,
+                lease: *lease,
+                seg,
+                off,
+            })
+        });
+        let mut n = 0;
+        for p in filefmt::cross_check(top, open_len, records, &rows) {
+            match p {
+                filefmt::CrossProblem::HistoryCut { job, seg, off } => r.push(
+                    &mut n,
+                    &hpath,
+                    0,
+                    0,
+                    format!("history ends at segment {top} byte {open_len} but the record of job '{job}' was written after segment {seg} byte {off}: history was cut short, not torn by a crash"),
+                ),
+                filefmt::CrossProblem::RecordsLost { job, run_id, off } => {
+                    let line = b_line(&open_rows, off);
+                    r.push(
+                        &mut n,
+                        &jpath,
+                        0,
+                        0,
+                        format!("the record of job '{job}' is older than its run {run_id} ({}:{line}): records were lost from the journal (cut short, not torn by a crash)", hpath.display()),
+                    )
+                }
+            }
+        }
+    }
     r
+}
+
+/// A history position `(segment, offset)`.
+type Pos = (u64, u64);
+
+/// Line number (1-based) of the open-segment row at byte `off`.
+fn b_line(rows: &[(u64, String, uuid::Uuid, bool)], off: u64) -> u64 {
+    rows.iter()
+        .position(|r| r.0 == off)
+        .map_or(0, |i| i as u64 + 2)
+}
+
+/// A journal/snapshot line: its job record and its history position (`at`, format 3).
+fn record_and_position(v: serde_json::Value) -> Result<(JobRecord, Option<Pos>), (u64, String)> {
+    let pos = v
+        .get("at")
+        .and_then(|a| Some((a.get("seg")?.as_u64()?, a.get("off")?.as_u64()?)));
+    let job = v.get("job").cloned().unwrap_or_default();
+    let rec = serde_json::from_value::<JobRecord>(job).map_err(|e| (1, e.to_string()))?;
+    Ok((rec, pos))
+}
+
+/// Every sealed segment below `top`: header, rows, seal (length, count, CRC-32), and that the
+/// run of segments has no gap (a deleted middle segment is reported; only retention removes
+/// segments, oldest first).
+fn check_segments(
+    r: &mut Report,
+    dir: &Path,
+    io: &dyn StoreIo,
+    id: Option<&str>,
+    top: u64,
+    _open_len: u64,
+) {
+    let mut oldest = top;
+    let mut k = top;
+    while k > 1 {
+        k -= 1;
+        let path = dir.join("history").join(format!("{k:06}.jsonl"));
+        let bytes = match io.read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => {
+                r.push(&mut 0, &path, 0, 0, format!("cannot read: {e}"));
+                continue;
+            }
+        };
+        oldest = k;
+        let mut n = 0;
+        check_segment(r, &mut n, &path, &bytes, k, id);
+    }
+    // Files the downward probe did not reach: a gap below them (or stray files).
+    if let Ok(entries) = std::fs::read_dir(dir.join("history")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let num = name
+                .strip_suffix(".jsonl")
+                .and_then(|s| s.parse::<u64>().ok());
+            match num {
+                Some(k) if k >= oldest && k < top => {}
+                Some(k) if k >= top => r.push(
+                    &mut 0,
+                    &e.path(),
+                    0,
+                    0,
+                    format!("sealed segment {k} is not older than the open segment {top}"),
+                ),
+                Some(k) => r.push(
+                    &mut 0,
+                    &e.path(),
+                    0,
+                    0,
+                    format!(
+                        "segment {} is missing between this segment {k} and the open segment {top} (deleted by hand?)",
+                        oldest - 1
+                    ),
+                ),
+                None if name.contains(".tmp.") => {}
+                None => r.push(&mut 0, &e.path(), 0, 0, "not a history segment"),
+            }
+        }
+    }
+}
+
+/// One sealed segment's bytes: header (store id, number), every row (checksum, parse), and the
+/// seal (covers every byte before it: length, row count, CRC-32).
+fn check_segment(
+    r: &mut Report,
+    n: &mut usize,
+    path: &Path,
+    bytes: &[u8],
+    seg: u64,
+    id: Option<&str>,
+) {
+    let (ls, torn) = lines(bytes);
+    if !torn.is_empty() || ls.is_empty() {
+        r.push(
+            n,
+            path,
+            ls.len() as u64 + 1,
+            1,
+            "sealed segment does not end with its seal line (cut short?)",
+        );
+        return;
+    }
+    let last = ls.len() as u64;
+    let mut rows = 0u64;
+    let mut before = 0usize;
+    for (no, line) in &ls {
+        let (no, line) = (*no, *line);
+        if no == 1 {
+            match serde_json::from_slice::<HistoryHeader>(line) {
+                Ok(h) if h.cronsole == "history" => {
+                    if let Some(i) = id
+                        && h.store != i
+                    {
+                        r.push(
+                            n,
+                            path,
+                            1,
+                            1,
+                            format!(
+                                "file belongs to another store (store id {}, this store is {i})",
+                                h.store
+                            ),
+                        );
+                    }
+                    if h.segment != Some(seg) {
+                        r.push(
+                            n,
+                            path,
+                            1,
+                            1,
+                            format!("header says segment {:?}, the file name {seg}", h.segment),
+                        );
+                    }
+                }
+                Ok(_) => r.push(n, path, 1, 1, "not a history header"),
+                Err(e) => r.push(n, path, 1, e.column() as u64, e.to_string()),
+            }
+        } else if no == last {
+            match serde_json::from_slice::<filefmt::Seal>(line) {
+                Ok(s) if s.cronsole == "seal" => {
+                    if s.segment != seg {
+                        r.push(
+                            n,
+                            path,
+                            no,
+                            1,
+                            format!("seal names segment {}, the file name {seg}", s.segment),
+                        );
+                    }
+                    if s.bytes != before as u64 {
+                        r.push(
+                            n,
+                            path,
+                            no,
+                            1,
+                            format!("seal covers {} bytes but {before} precede it", s.bytes),
+                        );
+                    } else if s.crc32 != filefmt::crc32(&bytes[..before]) {
+                        r.push(
+                            n,
+                            path,
+                            no,
+                            1,
+                            "segment checksum mismatch: the sealed segment was altered",
+                        );
+                    }
+                    if s.rows != rows.max(ls.len() as u64 - 2) {
+                        r.push(
+                            n,
+                            path,
+                            no,
+                            1,
+                            format!(
+                                "seal counts {} rows but the segment holds {}",
+                                s.rows,
+                                ls.len() as u64 - 2
+                            ),
+                        );
+                    }
+                }
+                Ok(_) | Err(_) => r.push(
+                    n,
+                    path,
+                    no,
+                    1,
+                    "the last line is not a segment seal: the segment was cut or altered",
+                ),
+            }
+        } else {
+            let res = filefmt::verify_row(line).and_then(|_| {
+                serde_json::from_slice::<HistoryRow>(line)
+                    .map(|_| ())
+                    .map_err(|e| (e.column() as u64, e.to_string()))
+            });
+            match res {
+                Ok(()) => {
+                    r.history_rows += 1;
+                    rows += 1;
+                }
+                Err((c, w)) => r.push(n, path, no, c, w),
+            }
+        }
+        before += line.len() + 1;
+    }
 }
 
 #[cfg(test)]

@@ -1,26 +1,36 @@
-//! The file store's on-disk integrity format (format 2): the store id carried by every file,
-//! file headers, and the per-row checksum of history lines.
+//! The file store's on-disk integrity format (format 3): the store id carried by every file,
+//! file headers, the per-row checksum of history lines and the seal of a history segment.
 //!
 //! Owns: encoding and verifying these bytes. Must not touch: the file system (callers read and
 //! write through [`super::io`]), store decisions.
 //!
-//! - `VERSION` is `cronsole-file-store 2` then `store <uuid>`: the store id, drawn at creation.
+//! - `VERSION` is `cronsole-file-store 3` then `store <uuid>`: the store id, drawn at creation.
+//!   Format 2 (the previous release) had one `history.jsonl`; format 3 seals history into
+//!   segments (see `file/history.rs`). Format 1 had no ids and no checksums.
 //! - Every other file that matters starts with a header line naming its kind and the store id:
 //!   `{"cronsole":"snapshot","generation":N,"store":ID,...}`, `{"cronsole":"journal",...}`,
-//!   `{"cronsole":"history","store":ID}`, and `settings.json` is
+//!   `{"cronsole":"history","store":ID,"segment":N}` (every history segment, open or sealed),
+//!   and `settings.json` is
 //!   `{"cronsole":"settings","store":ID,"settings":{...}}`. A file whose id differs is foreign
 //!   (copied in from another store) and refused.
 //! - A history line is the §4 row as JSON with one more member, `"crc32"`, the CRC-32 (IEEE)
 //!   of the line as it would read without that member: `{…row…}` → `{…row…,"crc32":"1a2b3c4d"}`.
 //!   A flipped byte anywhere in a row is caught by the first reader of that row; readers that
 //!   only want the row ignore the member (serde skips unknown fields).
+//! - A sealed history segment ends with one seal line,
+//!   `{"cronsole":"seal","segment":N,"rows":R,"bytes":B,"crc32":C,"supersedes":[…]}`: the row
+//!   count, the length and CRC-32 of every byte before the seal line, and the run ids of the
+//!   segment's rows that supersede an `abandoned` row (so a reader that skips the segment by its
+//!   row count still hides those rows).
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::HistoryRow;
 
 /// The current format's `VERSION` first line.
-pub const VERSION_TEXT: &str = "cronsole-file-store 2";
+pub const VERSION_TEXT: &str = "cronsole-file-store 3";
+/// The previous release's `VERSION` (one history file, no segments): migrated by a writer.
+pub const VERSION_TEXT_2: &str = "cronsole-file-store 2";
 /// The previous release's `VERSION` (no store ids, no row checksums): migrated by a writer.
 pub const VERSION_TEXT_1: &str = "cronsole-file-store 1";
 
@@ -97,11 +107,44 @@ pub struct Absorbed {
     pub crc32: u32,
 }
 
-/// Header line of `history.jsonl`.
+/// Header line of a history segment (`history.jsonl`, `history/NNNNNN.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HistoryHeader {
     pub cronsole: String,
     pub store: String,
+    /// The segment's number (format 3); absent in a format-2 `history.jsonl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<u64>,
+}
+
+/// The last line of a sealed history segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    pub cronsole: String,
+    pub segment: u64,
+    /// Rows in the segment (lines between the header and the seal).
+    pub rows: u64,
+    /// Length of everything before the seal line.
+    pub bytes: u64,
+    /// CRC-32 of everything before the seal line.
+    pub crc32: u32,
+    /// Run ids of the rows with `supersedes_abandoned` (hidden `abandoned` rows may be older).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<uuid::Uuid>,
+}
+
+impl Seal {
+    /// Seal `body` (header + rows, each line ending in `\n`) as segment `segment`.
+    pub fn over(segment: u64, body: &[u8], rows: u64, supersedes: Vec<uuid::Uuid>) -> Seal {
+        Seal {
+            cronsole: "seal".to_string(),
+            segment,
+            rows,
+            bytes: body.len() as u64,
+            crc32: crc32(body),
+            supersedes,
+        }
+    }
 }
 
 /// `settings.json` in format 2.
@@ -162,22 +205,97 @@ pub fn verify_row(line: &[u8]) -> Result<(), (u64, String)> {
     Ok(())
 }
 
+/// A job record's history position and lease, as the journal/history cross-check sees it.
+#[derive(Debug, Clone)]
+pub struct RecordAt<'a> {
+    pub job: &'a str,
+    pub lease: Option<uuid::Uuid>,
+    pub seg: u64,
+    pub off: u64,
+}
+
+/// A row of the open history segment, as the cross-check sees it.
+#[derive(Debug, Clone)]
+pub struct OpenRow<'a> {
+    pub off: u64,
+    pub job: &'a str,
+    pub run_id: uuid::Uuid,
+    /// A run's end or `abandoned` (not `missed`/`skipped`, not a stale-lease row).
+    pub ends_a_run: bool,
+}
+
+/// What the cross-check found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CrossProblem {
+    /// A record was written after history reached `(seg, off)`, but history is shorter.
+    HistoryCut { job: String, seg: u64, off: u64 },
+    /// History holds the end of run `run_id` (row at `off` of the open segment) after the
+    /// record of its job was written, and the record does not hold that run: records were lost.
+    RecordsLost {
+        job: String,
+        run_id: uuid::Uuid,
+        off: u64,
+    },
+}
+
+/// The journal/history cross-check (see `file/history.rs`): history must reach every record's
+/// position, and the rows of the open segment (`open_seg`, `open_len` bytes) after a job's
+/// position may only end the run its record holds — what a crash between a row and its record
+/// leaves. Anything else means a file was cut short, not torn by a crash.
+pub fn cross_check<'a>(
+    open_seg: u64,
+    open_len: u64,
+    records: impl IntoIterator<Item = RecordAt<'a>>,
+    rows: &[OpenRow<'_>],
+) -> Vec<CrossProblem> {
+    let mut out = Vec::new();
+    for r in records {
+        if r.seg > open_seg || (r.seg == open_seg && r.off > open_len) {
+            out.push(CrossProblem::HistoryCut {
+                job: r.job.to_string(),
+                seg: r.seg,
+                off: r.off,
+            });
+            continue;
+        }
+        if r.seg != open_seg {
+            continue;
+        }
+        if let Some(row) = rows
+            .iter()
+            .find(|x| x.off >= r.off && x.job == r.job && x.ends_a_run && r.lease != Some(x.run_id))
+        {
+            out.push(CrossProblem::RecordsLost {
+                job: r.job.to_string(),
+                run_id: row.run_id,
+                off: row.off,
+            });
+        }
+    }
+    out
+}
+
 /// Parse `VERSION`: (format, store id). Format 1 has no id.
 pub fn parse_version(text: &str) -> Option<(u32, Option<String>)> {
     let mut lines = text.lines();
-    match lines.next()?.trim() {
-        VERSION_TEXT_1 => Some((1, None)),
-        VERSION_TEXT => {
-            let id = lines.next()?.trim().strip_prefix("store ")?.trim();
-            uuid::Uuid::parse_str(id).ok()?;
-            Some((2, Some(id.to_string())))
-        }
-        _ => None,
-    }
+    let format = match lines.next()?.trim() {
+        VERSION_TEXT_1 => return Some((1, None)),
+        VERSION_TEXT_2 => 2,
+        VERSION_TEXT => 3,
+        _ => return None,
+    };
+    let id = lines.next()?.trim().strip_prefix("store ")?.trim();
+    uuid::Uuid::parse_str(id).ok()?;
+    Some((format, Some(id.to_string())))
 }
 
 pub fn version_text(store_id: &str) -> String {
     format!("{VERSION_TEXT}\nstore {store_id}\n")
+}
+
+/// The `VERSION` of a format-2 store (the migration's starting point, and its tests).
+pub fn version_text_2(store_id: &str) -> String {
+    format!("{VERSION_TEXT_2}\nstore {store_id}\n")
 }
 
 #[cfg(test)]
@@ -211,9 +329,14 @@ mod tests {
     #[test]
     fn version_lines() {
         let id = uuid::Uuid::new_v4().to_string();
-        assert_eq!(parse_version(&version_text(&id)), Some((2, Some(id))));
+        assert_eq!(
+            parse_version(&version_text(&id)),
+            Some((3, Some(id.clone())))
+        );
+        assert_eq!(parse_version(&version_text_2(&id)), Some((2, Some(id))));
         assert_eq!(parse_version("cronsole-file-store 1\n"), Some((1, None)));
         assert_eq!(parse_version("cronsole-file-store 2\n"), None);
+        assert_eq!(parse_version("cronsole-file-store 3\n"), None);
         assert_eq!(parse_version("something 9"), None);
     }
 }

@@ -431,8 +431,21 @@ pub struct HistoryQuery {
     pub with_diff: bool,
     /// At most this many rows (0: none).
     pub limit: usize,
-    /// Skip this many matching rows first (paging through the whole history a page at a time).
+    /// Skip this many matching rows first. Linear in the rows skipped where the store cannot
+    /// do better (filtered queries; PostgreSQL `OFFSET`): deep pages should use `before`.
     pub offset: usize,
+    /// A page token from [`HistoryPage::next`]: only rows older than the previous page's last
+    /// row (keyset paging; cheap at any depth). Tokens belong to the store that issued them.
+    pub before: Option<String>,
+}
+
+/// One page of history, newest first, and the token of the next (older) page when there is one.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryPage {
+    /// The page's rows, newest first.
+    pub rows: Vec<HistoryRow>,
+    /// The token of the next page (`HistoryQuery::before`), `None` on the last page.
+    pub next: Option<String>,
 }
 
 /// What `apply` changed, by job name.
@@ -463,6 +476,37 @@ pub struct SpendNow {
 pub trait HistoryReader: Send + Sync {
     /// Rows matching `q`, newest first.
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>>;
+    /// One page of `q` (`q.limit` rows; 0 means all, with no next page) and the token of the
+    /// next. The stores answer with keyset positions; this default (test doubles, wrappers)
+    /// pages by offset, token `o<N>`.
+    fn history_page(&self, q: &HistoryQuery) -> StoreResult<HistoryPage> {
+        let base = match &q.before {
+            None => 0,
+            Some(t) => t
+                .strip_prefix('o')
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    StoreError::Refused(format!("'{t}' is not a page token of this store"))
+                })?,
+        };
+        let offset = q.offset.saturating_add(base);
+        let mut rows = self.history(&HistoryQuery {
+            limit: if q.limit == 0 {
+                0
+            } else {
+                q.limit.saturating_add(1)
+            },
+            offset,
+            before: None,
+            ..q.clone()
+        })?;
+        let more = q.limit > 0 && rows.len() > q.limit;
+        if more {
+            rows.truncate(q.limit);
+        }
+        let next = more.then(|| format!("o{}", offset - q.offset + q.limit));
+        Ok(HistoryPage { rows, next })
+    }
     /// One job by name, retired ones too (`None`: no job of that name).
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>>;
 }

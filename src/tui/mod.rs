@@ -260,6 +260,16 @@ fn load(store: Arc<dyn HistoryReader>, q: Query, tx: mpsc::UnboundedSender<Loade
     });
 }
 
+/// Where the last history page loaded ended: (store — the reader's address, one per console —,
+/// job filter, status filter), the offset just past it, and the store's token for the page
+/// after it.
+type PageEnd = (
+    (usize, Option<String>, Option<crate::model::Status>),
+    usize,
+    String,
+);
+static PAGE_TOKEN: std::sync::Mutex<Option<PageEnd>> = std::sync::Mutex::new(None);
+
 /// The store read behind a [`Query`] (blocking).
 pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
@@ -276,19 +286,48 @@ pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
             status,
             offset,
         } => {
-            // One page of the whole history, newest first: only pages visited are read.
+            // One page of the whole history, newest first: only pages visited are read. The
+            // page that continues the last one loaded starts from its store token (keyset:
+            // cheap at any depth, filtered or not); any other offset is read by offset.
+            let key = (
+                store as *const dyn HistoryReader as *const () as usize,
+                job.clone(),
+                *status,
+            );
+            let token = {
+                let last = PAGE_TOKEN.lock().unwrap_or_else(|e| e.into_inner());
+                match &*last {
+                    Some((k, end, tok)) if *k == key && *end == *offset => Some(tok.clone()),
+                    _ => None,
+                }
+            };
             let hq = HistoryQuery {
                 job: job.clone(),
                 status: *status,
                 limit: state::HISTORY_PAGE,
-                offset: *offset,
+                offset: if token.is_some() { 0 } else { *offset },
+                before: token,
                 ..Default::default()
             };
-            return match store.history(&hq) {
-                Ok(rows) => Loaded::HistoryPage {
+            // A token retention made stale: read that page by offset instead.
+            let res = match store.history_page(&hq) {
+                Err(_) if hq.before.is_some() => store.history_page(&HistoryQuery {
                     offset: *offset,
-                    rows,
-                },
+                    before: None,
+                    ..hq.clone()
+                }),
+                r => r,
+            };
+            return match res {
+                Ok(page) => {
+                    let end = *offset + page.rows.len();
+                    *PAGE_TOKEN.lock().unwrap_or_else(|e| e.into_inner()) =
+                        page.next.map(|t| (key, end, t));
+                    Loaded::HistoryPage {
+                        offset: *offset,
+                        rows: page.rows,
+                    }
+                }
                 Err(e) => Loaded::Failed(format!("history page: {e}")),
             };
         }
@@ -366,6 +405,67 @@ mod tests {
         assert!(text.contains("Jobs 9/9"), "{text}");
         assert!(text.contains("pausing…"), "{text}");
         assert!(text.contains("hello from the engine"), "{text}");
+    }
+
+    /// Sequential History-pane pages continue from the previous page's store token: the rows
+    /// are exactly the offset pages, filtered or not, on a store with sealed segments.
+    #[test]
+    fn history_pane_pages_continue_by_token_and_match_offset_pages() {
+        use crate::model::{HistoryRow, Trigger};
+        let dir = std::env::temp_dir().join(format!("cronsole-tui-pages-{}", uuid::Uuid::new_v4()));
+        let store = crate::store::file::FileStore::open(&dir)
+            .unwrap()
+            .with_segment_bytes(64 * 1024);
+        let t0 = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let statuses = [Status::Succeeded, Status::Failed, Status::NoChange];
+        let rows: Vec<HistoryRow> = (0..1300)
+            .map(|i| {
+                let at = t0 + chrono::Duration::seconds(i);
+                HistoryRow::new(
+                    &format!("h{}", i % 7),
+                    statuses[i as usize % 3],
+                    Trigger::Schedule,
+                    Some(at),
+                    "o",
+                    at,
+                )
+            })
+            .collect();
+        store.append_history_unrecorded(&rows).unwrap();
+        for status in [None, Some(Status::Failed)] {
+            let mut got = Vec::new();
+            loop {
+                match run_query(
+                    &store,
+                    Query::HistoryPage {
+                        job: None,
+                        status,
+                        offset: got.len(),
+                    },
+                ) {
+                    Loaded::HistoryPage { offset, rows } => {
+                        assert_eq!(offset, got.len());
+                        let n = rows.len();
+                        got.extend(rows.into_iter().map(|r| r.run_id));
+                        if n < state::HISTORY_PAGE {
+                            break;
+                        }
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            let want: Vec<_> = store
+                .history(&HistoryQuery {
+                    status,
+                    ..Default::default()
+                })
+                .unwrap()
+                .into_iter()
+                .map(|r| r.run_id)
+                .collect();
+            assert_eq!(got, want, "status {status:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -369,10 +369,13 @@ pub struct HistoryArgs {
     #[arg(long, default_value_t = 50, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
     pub limit: u64,
-    /// Skip this many newest matching rows first: the next page (0 to 1000000)
+    /// Skip this many newest matching rows first (0 to 1000000; reads what it skips: use --page for deep pages)
     #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = clap::value_parser!(u64).range(0..=MAX_OFFSET))]
     pub offset: u64,
+    /// Continue after a previous page: the token its output ends with (cheap at any depth)
+    #[arg(long, value_name = "TOKEN")]
+    pub page: Option<String>,
     /// JSON lines with the SPEC §4 fields
     #[arg(long)]
     pub json: bool,

@@ -1,10 +1,42 @@
-//! The history half of the file store: the checksummed row log, its start-up verification,
-//! appends, newest-first queries, the crash-recovery scan (`find_run_row`) and retention.
+//! The history half of the file store: history sealed into checksummed segments (format 3),
+//! the open segment's start-up verification, appends and sealing, newest-first paged queries,
+//! the crash-recovery scan (`find_run_row`), the journal/history cross-check and retention.
 //!
-//! Must not touch: job records (see [`super::jobs`]).
+//! Must not touch: job records (see [`super::jobs`]) beyond reading their history positions.
+//!
+//! # Layout
+//! - `history.jsonl` is the *open segment*: header `{"cronsole":"history","store":ID,
+//!   "segment":N}`, then rows (each with its CRC-32). Appends go here only.
+//! - `history/NNNNNN.jsonl` are *sealed segments* `1 ..= N-1`: the same header, rows, and a
+//!   last seal line (row count, length and CRC-32 of every byte before it, see
+//!   [`crate::store::filefmt::Seal`]). A sealed segment is never appended to; retention may
+//!   replace it whole (temp + rename) with fewer rows, or delete it when it is the oldest.
+//! - When the open segment would grow past the bound ([`super::SEGMENT_BYTES`], 4 MiB by
+//!   default), the writer seals it before its append: (1) its bytes plus the seal line are
+//!   written as `history/N.jsonl` (temp + fsync + rename + fsync dir), (2) `history.jsonl` is
+//!   replaced by an empty segment `N+1`. A crash between (1) and (2) leaves segment `N` twice;
+//!   it is recognised (sealed `N` exists and its body is exactly the open file), readers use the
+//!   sealed copy, and the next writer finishes step (2) before appending.
+//!
+//! # Why this design (issue 10 item 2, issue 14)
+//! Start-up must not read 10 000 000 rows, yet nothing may ever be appended after a byte that
+//! was not verified. Appends only ever go to the open segment, which is at most one bound (plus
+//! one batch) long and is verified row by row at every open: the cost of a start is flat in the
+//! size of history. Sealed segments are immutable and self-describing: a reader that skips one
+//! (a deep page) trusts its seal's row count; a reader that reads rows verifies each row's
+//! checksum; `cronsole check` verifies every segment (header, every row, seal length, row count
+//! and CRC). The open segment keeps the name `history.jsonl`, so the one file that is always
+//! required is where it always was, and tools that tail it keep working.
+//!
+//! # Positions
+//! A history position is `(segment, byte offset)` plus the segment file's inode (a [`Mark`]).
+//! Sealing copies the bytes unchanged, so an offset stays valid when its segment is sealed; a
+//! retention rewrite of a sealed segment gives it a new inode and positions in it are then only
+//! used as "somewhere in segment N" (a recovery scan reads that segment from its start). Lease
+//! marks, the journal records' history positions (the cross-check) and page tokens are positions.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -14,10 +46,19 @@ use super::log::{
     AppendLog, check_id, complete_len, corrupt, count_lines_before, encode_line, io_err, json_err,
     missing, read_at, stat, write_atomic,
 };
-use super::{BLOCK, FileStore, HISTORY_FILE, Locked, OPEN_VERIFY_BYTES, UNACKED_RANGES};
-use crate::model::HistoryRow;
-use crate::store::io::{IoFile, OpenMode};
-use crate::store::{HistoryQuery, StoreError, StoreResult, filefmt};
+use super::{BLOCK, FileStore, HISTORY_FILE, Locked, UNACKED_RANGES};
+use crate::model::{HistoryRow, Status};
+use crate::store::filefmt::{self, Seal};
+use crate::store::io::{IoFile, OpenMode, StoreIo};
+use crate::store::{HistoryPage, HistoryQuery, StoreError, StoreResult};
+
+/// The directory of sealed segments.
+pub(super) const HISTORY_DIR: &str = "history";
+
+/// Where sealed segment `n` lives.
+pub(super) fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(HISTORY_DIR).join(format!("{n:06}.jsonl"))
+}
 
 /// A history line (without its newline): checksum first, then the row.
 pub(super) fn parse_history_line(
@@ -29,7 +70,8 @@ pub(super) fn parse_history_line(
     serde_json::from_slice(line).map_err(|e| json_err(path, line_no, &e))
 }
 
-pub(super) fn history_header(id: &str) -> StoreResult<Vec<u8>> {
+/// The header line of history segment `segment`.
+pub(super) fn history_header(id: &str, segment: u64) -> StoreResult<Vec<u8>> {
     let mut buf = Vec::new();
     encode_line(
         &mut buf,
@@ -37,9 +79,93 @@ pub(super) fn history_header(id: &str) -> StoreResult<Vec<u8>> {
         &filefmt::HistoryHeader {
             cronsole: "history".into(),
             store: id.to_string(),
+            segment: Some(segment),
         },
     )?;
     Ok(buf)
+}
+
+/// A sealed segment opened for reading, its seal read and checked against the file's length.
+pub(super) struct Sealed {
+    pub(super) path: PathBuf,
+    pub(super) file: Box<dyn IoFile>,
+    pub(super) ino: u64,
+    pub(super) seal: Seal,
+}
+
+/// Open sealed segment `n` and read its seal (the last line); `None` when it is not there.
+pub(super) fn open_sealed(io: &dyn StoreIo, dir: &Path, n: u64) -> StoreResult<Option<Sealed>> {
+    let path = segment_path(dir, n);
+    let file = match io.open(&path, OpenMode::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path, e)),
+    };
+    let m = file.metadata().map_err(io_err(&path))?;
+    if m.len == 0 {
+        return Err(corrupt(&path, 1, 1, "sealed history segment is empty"));
+    }
+    let mut want = m.len.min(4096);
+    let (seal_at, line) = loop {
+        let start = m.len - want;
+        let mut buf = vec![0u8; want as usize];
+        read_at(&*file, &path, start, &mut buf)?;
+        if buf.last() != Some(&b'\n') {
+            return Err(corrupt(
+                &path,
+                0,
+                0,
+                "sealed history segment does not end with its seal line (cut short?)",
+            ));
+        }
+        let body = &buf[..buf.len() - 1];
+        match body.iter().rposition(|b| *b == b'\n') {
+            Some(p) => break (start + p as u64 + 1, body[p + 1..].to_vec()),
+            None if start == 0 => {
+                return Err(corrupt(
+                    &path,
+                    1,
+                    1,
+                    "sealed history segment has no seal line",
+                ));
+            }
+            None => want = (want * 8).min(m.len),
+        }
+    };
+    let seal: Seal = serde_json::from_slice(&line).map_err(|e| {
+        corrupt(
+            &path,
+            0,
+            e.column() as u64,
+            format!("the last line is not a segment seal ({e}): the segment was cut or altered"),
+        )
+    })?;
+    if seal.cronsole != "seal" || seal.segment != n || seal.bytes != seal_at {
+        return Err(corrupt(
+            &path,
+            seal.rows + 2,
+            1,
+            format!(
+                "seal of segment {} covering {} bytes does not match the file (segment {n}, seal at byte {seal_at})",
+                seal.segment, seal.bytes
+            ),
+        ));
+    }
+    Ok(Some(Sealed {
+        path,
+        file,
+        ino: m.ino,
+        seal,
+    }))
+}
+
+/// One row of the open segment as the cross-check needs it.
+pub(super) struct TailRow {
+    pub(super) off: u64,
+    pub(super) job: String,
+    pub(super) run_id: Uuid,
+    pub(super) status: Status,
+    pub(super) stale: bool,
 }
 
 impl Locked<'_> {
@@ -72,13 +198,41 @@ impl Locked<'_> {
                 return Err(corrupt(&hpath, 1, 1, "not a history header"));
             }
             check_id(&hpath, Some(&h.store), self.id())?;
+            let Some(seg) = h.segment else {
+                return Err(corrupt(
+                    &hpath,
+                    1,
+                    1,
+                    "history header carries no segment number (a format-2 history file in a format-3 store?)",
+                ));
+            };
+            // A crash between sealing this segment and replacing it leaves it twice.
+            let sealed_open = match open_sealed(self.io(), &self.store.dir, seg)? {
+                Some(s) if s.seal.bytes == len => true,
+                Some(s) => {
+                    return Err(corrupt(
+                        &s.path,
+                        s.seal.rows + 2,
+                        1,
+                        format!(
+                            "segment {seg} is sealed at {} bytes but the open history.jsonl of the same segment holds {len}",
+                            s.seal.bytes
+                        ),
+                    ));
+                }
+                None => false,
+            };
             self.inner.history = AppendLog {
                 file: Some(f),
                 ino: fm.ino,
                 len,
             };
+            self.inner.history_seg = seg;
+            self.inner.history_open_unverified = false;
+            self.inner.history_sealed_open = sealed_open;
             if self.inner.history_compacted_len == 0 {
-                self.inner.history_compacted_len = len;
+                self.inner.history_compacted_len = self.history_growth();
+                self.inner.history_kept_len = self.inner.history_compacted_len;
             }
         } else if m.len < self.inner.history.len {
             return Err(corrupt(
@@ -97,15 +251,41 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// Verify the end of history row by row (checksum and parse): the last
-    /// [`OPEN_VERIFY_BYTES`], where appends go. Older rows are verified by every query that
-    /// reads them, by retention compaction and by `cronsole check`.
-    pub(super) fn verify_history_end(&self) -> StoreResult<()> {
+    /// A monotone measure of how much history was ever appended (segments before the open one
+    /// count a full bound each): what the automatic retention compares.
+    fn history_growth(&self) -> u64 {
+        self.inner
+            .history_seg
+            .saturating_sub(1)
+            .saturating_mul(self.store.segment_bytes)
+            .saturating_add(self.inner.history.len)
+    }
+
+    /// Automatic retention is due: history grew by more than it held after the last one (and by
+    /// more than 64 MiB).
+    pub(super) fn history_compaction_due(&self) -> bool {
+        let grown = self
+            .history_growth()
+            .saturating_sub(self.inner.history_compacted_len);
+        grown > super::AUTO_COMPACT_MIN_BYTES && grown > self.inner.history_kept_len
+    }
+
+    /// Verify the open segment row by row (checksum and parse) — all of it: appends only ever go
+    /// there, so nothing is appended after an unverified byte, and the segment bound keeps this
+    /// flat in the size of history. Returns its rows for the cross-check.
+    ///
+    /// An open segment far over the bound (written by hand or by a tool, not by cronsole) is
+    /// verified over its last [`super::SEGMENT_BYTES`] only, and marked: the first append seals
+    /// it first, which parses every row of it, so the invariant holds and a read-only open
+    /// stays fast.
+    pub(super) fn verify_open_segment(&mut self) -> StoreResult<Vec<TailRow>> {
         let hpath = self.path(HISTORY_FILE);
-        let log = &self.inner.history;
-        let f = log.file(&hpath)?;
-        let start = log.len.saturating_sub(OPEN_VERIFY_BYTES);
-        let mut buf = vec![0u8; (log.len - start) as usize];
+        let len = self.inner.history.len;
+        let window = super::SEGMENT_BYTES.max(self.store.segment_bytes);
+        let start = if len > 2 * window { len - window } else { 0 };
+        self.inner.history_open_unverified = start > 0;
+        let f = self.inner.history.file(&hpath)?;
+        let mut buf = vec![0u8; (len - start) as usize];
         read_at(f, &hpath, start, &mut buf)?;
         // Skip to the first line that starts inside the window (line 1 is the header).
         let skip = if start == 0 {
@@ -113,48 +293,211 @@ impl Locked<'_> {
                 .position(|b| *b == b'\n')
                 .map_or(buf.len(), |p| p + 1)
         } else {
-            match start.checked_sub(1) {
-                Some(prev) => {
-                    let mut c = [0u8; 1];
-                    read_at(f, &hpath, prev, &mut c)?;
-                    if c[0] == b'\n' {
-                        0
-                    } else {
-                        buf.iter()
-                            .position(|b| *b == b'\n')
-                            .map_or(buf.len(), |p| p + 1)
-                    }
-                }
-                None => 0,
+            let mut c = [0u8; 1];
+            read_at(f, &hpath, start - 1, &mut c)?;
+            if c[0] == b'\n' {
+                0
+            } else {
+                buf.iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(buf.len(), |p| p + 1)
             }
         };
-        let mut rel = skip;
+        let mut out = Vec::new();
+        let mut off = start + skip as u64;
         for line in buf[skip..].split_inclusive(|b| *b == b'\n') {
+            let at = off;
+            off += line.len() as u64;
             let body = &line[..line.len() - 1];
-            if let Err(e) = filefmt::verify_row(body).and_then(|_| {
+            let row = match filefmt::verify_row(body).and_then(|_| {
                 serde_json::from_slice::<HistoryRow>(body)
-                    .map(|_| ())
                     .map_err(|e| (e.column() as u64, e.to_string()))
             }) {
-                let no = count_lines_before(f, &hpath, start + rel as u64)? + 1;
-                return Err(corrupt(&hpath, no, e.0, e.1));
-            }
-            rel += line.len();
+                Ok(r) => r,
+                Err((col, what)) => {
+                    let no = count_lines_before(f, &hpath, at)? + 1;
+                    return Err(corrupt(&hpath, no, col, what));
+                }
+            };
+            out.push(TailRow {
+                off: at,
+                job: row.job,
+                run_id: row.run_id,
+                status: row.status,
+                stale: row.stale_lease,
+            });
         }
-        Ok(())
+        Ok(out)
     }
 
-    /// Append rows to history (one write + fdatasync), each with its checksum.
+    /// Append rows to history (one write + fdatasync), each with its checksum; the open segment
+    /// is sealed first when the append would take it past the bound.
     pub(super) fn append_history(&mut self, rows: &[HistoryRow]) -> StoreResult<()> {
         if rows.is_empty() {
             return Ok(());
         }
-        let hpath = self.path(HISTORY_FILE);
         let mut buf = Vec::with_capacity(rows.len() * 512);
         for r in rows {
             filefmt::encode_row(&mut buf, r).map_err(StoreError::encode("history row"))?;
         }
-        self.inner.history.append(&hpath, &buf)
+        // A seal a crashed writer left half done (this handle may not have noticed: the open
+        // file's inode did not change) is finished before anything is appended.
+        if self.inner.history_sealed_open
+            || stat(
+                self.io(),
+                &segment_path(&self.store.dir, self.inner.history_seg),
+            )?
+            .is_some()
+        {
+            self.inner.history = AppendLog::default();
+            self.refresh_history()?;
+            if self.inner.history_sealed_open {
+                self.start_next_segment()?;
+            }
+        }
+        let header_len = self.open_header_len()?;
+        if self.inner.history.len > header_len
+            && (self.inner.history_open_unverified
+                || self.inner.history.len + buf.len() as u64 > self.store.segment_bytes)
+        {
+            self.seal_open_segment()?;
+        }
+        let hpath = self.path(HISTORY_FILE);
+        self.inner.history.append(&hpath, &buf)?;
+        self.inner.history_synced = (self.inner.history.ino, self.inner.history.len);
+        Ok(())
+    }
+
+    fn open_header_len(&self) -> StoreResult<u64> {
+        let hpath = self.path(HISTORY_FILE);
+        let f = self.inner.history.file(&hpath)?;
+        let mut head = vec![0u8; self.inner.history.len.min(BLOCK) as usize];
+        read_at(f, &hpath, 0, &mut head)?;
+        Ok(head
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(self.inner.history.len, |p| p as u64 + 1))
+    }
+
+    /// Seal the open segment: its bytes and a seal line become `history/N.jsonl`, then
+    /// `history.jsonl` becomes the empty segment `N+1`.
+    pub(super) fn seal_open_segment(&mut self) -> StoreResult<()> {
+        let hpath = self.path(HISTORY_FILE);
+        let seg = self.inner.history_seg;
+        let len = self.inner.history.len;
+        let old_ino = self.inner.history.ino;
+        let mut bytes = vec![0u8; len as usize];
+        read_at(self.inner.history.file(&hpath)?, &hpath, 0, &mut bytes)?;
+        // Whatever a crashed writer left after the last complete line is not sealed.
+        let mut rows = 0u64;
+        let mut supersedes = Vec::new();
+        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+            if i == 0 {
+                continue;
+            }
+            let row = parse_history_line(&hpath, i as u64 + 1, &line[..line.len() - 1])?;
+            rows += 1;
+            if row.supersedes_abandoned {
+                supersedes.push(row.run_id);
+            }
+        }
+        let seal = Seal::over(seg, &bytes, rows, supersedes);
+        encode_line(&mut bytes, "segment seal", &seal)?;
+        let hdir = self.store.dir.join(HISTORY_DIR);
+        self.io().create_dir_all(&hdir).map_err(io_err(&hdir))?;
+        // The directory entry of a new `history/` must be durable before segments in it are.
+        self.io()
+            .sync_dir(&self.store.dir)
+            .map_err(io_err(&self.store.dir))?;
+        let spath = segment_path(&self.store.dir, seg);
+        write_atomic(self.io(), &hdir, &spath, &bytes)?;
+        // Failed persists' byte ranges now live in the sealed copy (same offsets).
+        if let Some(m) = stat(self.io(), &spath)? {
+            for r in &mut self.inner.unacked {
+                if r.0 == old_ino {
+                    r.0 = m.ino;
+                }
+            }
+        }
+        self.inner.history_sealed_open = true;
+        self.start_next_segment()
+    }
+
+    /// Replace a sealed open segment by the empty next one.
+    fn start_next_segment(&mut self) -> StoreResult<()> {
+        let hpath = self.path(HISTORY_FILE);
+        let next = self.inner.history_seg + 1;
+        write_atomic(
+            self.io(),
+            &self.store.dir,
+            &hpath,
+            &history_header(self.id(), next)?,
+        )?;
+        self.inner.history = AppendLog::default();
+        self.refresh_history()?;
+        self.inner.history_synced = (self.inner.history.ino, self.inner.history.len);
+        Ok(())
+    }
+
+    /// Where history ends now.
+    pub(super) fn mark_now(&self) -> Mark {
+        Mark {
+            ino: self.inner.history.ino,
+            off: self.inner.history.len,
+            seg: Some(self.inner.history_seg),
+        }
+    }
+
+    /// The position a job record written now may name (see the cross-check): where history
+    /// ends, after making sure every byte before it is durable (another process's rows this
+    /// handle has only seen in the page cache are fdatasynced first).
+    pub(super) fn durable_mark(&mut self) -> StoreResult<Mark> {
+        let m = self.mark_now();
+        if self.inner.history_synced != (m.ino, m.off) {
+            self.sync_history()?;
+            self.inner.history_synced = (m.ino, m.off);
+        }
+        Ok(m)
+    }
+
+    /// The sealed segments a forward scan from `mark` reads, oldest first, then the open one.
+    fn scan_plan(&self, mark: Option<Mark>) -> StoreResult<Vec<(u64, u64)>> {
+        let top = self.inner.history_seg;
+        let (from, off) = match mark {
+            Some(Mark {
+                seg: Some(s),
+                off,
+                ino,
+            }) if s <= top => (s, Some((ino, off))),
+            _ => (self.oldest_segment()?, None),
+        };
+        let mut plan = Vec::new();
+        for n in from..=top {
+            let start = match off {
+                Some((ino, o)) if n == from => {
+                    if n == top && !self.inner.history_sealed_open && ino == self.inner.history.ino
+                    {
+                        o
+                    } else if let Some(s) = open_sealed(self.io(), &self.store.dir, n)? {
+                        if s.ino == ino { o } else { 0 }
+                    } else {
+                        0
+                    }
+                }
+                _ => 0,
+            };
+            plan.push((n, start));
+        }
+        Ok(plan)
+    }
+
+    /// The oldest segment still there (probing down from the open one).
+    fn oldest_segment(&self) -> StoreResult<u64> {
+        let mut n = self.inner.history_seg;
+        while n > 1 && stat(self.io(), &segment_path(&self.store.dir, n - 1))?.is_some() {
+            n -= 1;
+        }
+        Ok(n)
     }
 
     /// Scan history from `mark` for the row of `run_id` (crash between row and record).
@@ -176,55 +519,65 @@ impl Locked<'_> {
         job: Option<&str>,
     ) -> StoreResult<(Option<HistoryRow>, Vec<HistoryRow>)> {
         let job_needle = job.map(|j| format!("\"job\":{}", json_str(j)));
+        let needle = run_id.to_string();
         let mut found: Option<HistoryRow> = None;
         let mut after = Vec::new();
-        let hpath = self.path(HISTORY_FILE);
-        let log = &self.inner.history;
-        let f = log.file(&hpath)?;
-        let len = log.len;
-        let start = match mark {
-            Some(m) if m.ino == log.ino && m.off <= len => m.off,
-            _ => 0,
-        };
-        let needle = run_id.to_string();
-        let mut off = start;
-        let mut carry: Vec<u8> = Vec::new();
-        while off < len {
-            let n = (len - off).min(BLOCK * 4);
-            let mut buf = vec![0u8; n as usize];
-            read_at(f, &hpath, off, &mut buf)?;
-            off += n;
-            carry.extend_from_slice(&buf);
-            let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
-            for line in carry[..cut].split(|b| *b == b'\n') {
-                if line.is_empty() {
-                    continue;
-                }
-                if found.is_some() {
-                    if let Some(n) = &job_needle
-                        && contains(line, n.as_bytes())
-                        && filefmt::verify_row(line).is_ok()
+        let top = self.inner.history_seg;
+        for (n, start) in self.scan_plan(mark)? {
+            let sealed;
+            let (f, path, len): (&dyn IoFile, PathBuf, u64) =
+                if n == top && !self.inner.history_sealed_open {
+                    let hpath = self.path(HISTORY_FILE);
+                    let f = self.inner.history.file(&hpath)?;
+                    (f, hpath, self.inner.history.len)
+                } else {
+                    match open_sealed(self.io(), &self.store.dir, n)? {
+                        Some(s) => {
+                            sealed = s;
+                            (&*sealed.file, sealed.path.clone(), sealed.seal.bytes)
+                        }
+                        None => continue,
+                    }
+                };
+            let mut off = start.min(len);
+            let mut carry: Vec<u8> = Vec::new();
+            while off < len {
+                let k = (len - off).min(BLOCK * 4);
+                let mut buf = vec![0u8; k as usize];
+                read_at(f, &path, off, &mut buf)?;
+                off += k;
+                carry.extend_from_slice(&buf);
+                let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+                for line in carry[..cut].split(|b| *b == b'\n') {
+                    if line.is_empty() {
+                        continue;
+                    }
+                    if found.is_some() {
+                        if let Some(nd) = &job_needle
+                            && contains(line, nd.as_bytes())
+                            && filefmt::verify_row(line).is_ok()
+                            && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
+                            && Some(row.job.as_str()) == job
+                        {
+                            after.push(row);
+                        }
+                        continue;
+                    }
+                    if !contains(line, needle.as_bytes()) {
+                        continue;
+                    }
+                    if filefmt::verify_row(line).is_ok()
                         && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
-                        && Some(row.job.as_str()) == job
+                        && row.run_id == run_id
                     {
-                        after.push(row);
-                    }
-                    continue;
-                }
-                if !contains(line, needle.as_bytes()) {
-                    continue;
-                }
-                if filefmt::verify_row(line).is_ok()
-                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
-                    && row.run_id == run_id
-                {
-                    found = Some(row);
-                    if job_needle.is_none() {
-                        return Ok((found, after));
+                        found = Some(row);
+                        if job_needle.is_none() {
+                            return Ok((found, after));
+                        }
                     }
                 }
+                carry.drain(..cut);
             }
-            carry.drain(..cut);
         }
         Ok((found, after))
     }
@@ -240,22 +593,41 @@ impl Locked<'_> {
     }
 
     /// Rows a failed persist of this handle may have left in history without their job
-    /// records (see `Inner::unacked`): complete, checksummed lines of those byte ranges.
+    /// records (see `Inner::unacked`): complete, checksummed lines of those byte ranges (in the
+    /// open segment, or in the two newest sealed ones when a seal happened since).
     pub(super) fn unacked_rows(&self) -> StoreResult<Vec<HistoryRow>> {
         let log = &self.inner.history;
         if self.inner.unacked.is_empty() || log.file.is_none() {
             return Ok(Vec::new());
         }
         let hpath = self.path(HISTORY_FILE);
-        let f = log.file(&hpath)?;
+        let open = log.file(&hpath)?;
+        let mut recent: Vec<Sealed> = Vec::new();
+        if self.inner.unacked.iter().any(|r| r.0 != log.ino) {
+            let top = self.inner.history_seg;
+            for n in [top, top.saturating_sub(1), top.saturating_sub(2)] {
+                if n > 0
+                    && let Some(s) = open_sealed(self.io(), &self.store.dir, n)?
+                {
+                    recent.push(s);
+                }
+            }
+        }
         let mut out = Vec::new();
         for &(ino, from, to) in &self.inner.unacked {
-            let to = to.min(log.len);
-            if ino != log.ino || from >= to {
+            let (f, path, end): (&dyn IoFile, &Path, u64) = if ino == log.ino {
+                (open, &hpath, log.len)
+            } else if let Some(s) = recent.iter().find(|s| s.ino == ino) {
+                (&*s.file, &s.path, s.seal.bytes)
+            } else {
+                continue;
+            };
+            let to = to.min(end);
+            if from >= to {
                 continue;
             }
             let mut buf = vec![0u8; (to - from) as usize];
-            read_at(f, &hpath, from, &mut buf)?;
+            read_at(f, path, from, &mut buf)?;
             let cut = buf.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
             for line in buf[..cut].split(|b| *b == b'\n') {
                 if !line.is_empty()
@@ -280,6 +652,14 @@ impl Locked<'_> {
                 }
                 self.inner.unacked.push((ino, before, m.len));
             }
+            // The persist sealed the open segment before appending: the new open segment
+            // holds only its rows (its header line is no row and is skipped when read).
+            Ok(Some(m)) if m.ino != ino && m.len > 0 => {
+                if self.inner.unacked.len() >= UNACKED_RANGES {
+                    self.inner.unacked.remove(0);
+                }
+                self.inner.unacked.push((m.ino, 0, m.len));
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(
                 "cannot tell what a failed write left in history ({e}); a retry may repeat a row"
@@ -287,171 +667,434 @@ impl Locked<'_> {
         }
     }
 
+    /// Retention: keep the newest `keep_per_job` rows of each job and, with `min_finished`,
+    /// only rows finished at or after it. The open segment is sealed first (so every row is in
+    /// an immutable segment); then, newest segment first, each sealed segment is kept as is,
+    /// replaced by a copy with only its kept rows (temp + rename, a new seal), or — when no
+    /// row of it is kept and every older one goes too — deleted, oldest first (a crash midway
+    /// leaves a shorter but gap-free run of segments). Returns the number of rows dropped.
     pub(super) fn compact_history(
         &mut self,
         keep_per_job: usize,
         min_finished: Option<DateTime<Utc>>,
     ) -> StoreResult<u64> {
-        let hpath = self.path(HISTORY_FILE);
-        let len = self.inner.history.len;
-        let mut bytes = vec![0u8; len as usize];
-        read_at(self.inner.history.file(&hpath)?, &hpath, 0, &mut bytes)?;
-        let header_end = bytes.iter().position(|b| *b == b'\n').map_or(0, |p| p + 1);
-        let mut rows: Vec<(String, DateTime<Utc>, std::ops::Range<usize>)> = Vec::new();
-        let mut pos = header_end;
-        for (i, line) in bytes[header_end..]
-            .split_inclusive(|b| *b == b'\n')
-            .enumerate()
-        {
-            let body = &line[..line.len() - 1];
-            let row = parse_history_line(&hpath, i as u64 + 2, body)?;
-            rows.push((row.job, row.finished_at, pos..pos + line.len()));
-            pos += line.len();
+        if self.inner.history_sealed_open {
+            self.start_next_segment()?;
         }
-        let mut per_job: HashMap<&str, usize> = HashMap::new();
-        let mut keep = vec![false; rows.len()];
-        for (i, (job, fin, _)) in rows.iter().enumerate().rev() {
-            let n = per_job.entry(job.as_str()).or_insert(0);
-            if *n < keep_per_job && min_finished.is_none_or(|m| *fin >= m) {
-                keep[i] = true;
-                *n += 1;
-            }
+        if self.inner.history.len > self.open_header_len()? {
+            self.seal_open_segment()?;
         }
-        let mut out = Vec::with_capacity(bytes.len());
-        out.extend_from_slice(&bytes[..header_end]);
+        let top = self.inner.history_seg;
+        let hdir = self.store.dir.join(HISTORY_DIR);
+        let mut per_job: HashMap<String, usize> = HashMap::new();
         let mut dropped = 0u64;
-        for (i, (_, _, r)) in rows.iter().enumerate() {
-            if keep[i] {
-                out.extend_from_slice(&bytes[r.clone()]);
-            } else {
-                dropped += 1;
+        let mut kept_bytes = self.inner.history.len;
+        // Segments whose rows all go, newest first; deleted once an older kept row stops the run.
+        let mut empty_run: Vec<u64> = Vec::new();
+        let mut n = top;
+        while n > 1 {
+            n -= 1;
+            let Some(s) = open_sealed(self.io(), &self.store.dir, n)? else {
+                break;
+            };
+            let mut bytes = vec![0u8; s.seal.bytes as usize];
+            read_at(&*s.file, &s.path, 0, &mut bytes)?;
+            if filefmt::crc32(&bytes) != s.seal.crc32 {
+                return Err(corrupt(
+                    &s.path,
+                    s.seal.rows + 2,
+                    1,
+                    "segment checksum mismatch: the sealed segment was altered",
+                ));
             }
+            let header_end = bytes.iter().position(|b| *b == b'\n').map_or(0, |p| p + 1);
+            // (range, superseding run id, kept), oldest first; decided newest first below
+            // (per-job counts run across segments, newest segment first).
+            let mut lines: Vec<RetainedLine> = Vec::new();
+            let mut pos = header_end;
+            for (i, line) in bytes[header_end..]
+                .split_inclusive(|b| *b == b'\n')
+                .enumerate()
+            {
+                let row = parse_history_line(&s.path, i as u64 + 2, &line[..line.len() - 1])?;
+                let sup = row.supersedes_abandoned.then_some(row.run_id);
+                lines.push((pos..pos + line.len(), sup, row.job, row.finished_at));
+                pos += line.len();
+            }
+            let mut keep = vec![false; lines.len()];
+            for (i, (_, _, job, fin)) in lines.iter().enumerate().rev() {
+                let c = per_job.entry(job.clone()).or_insert(0);
+                if *c < keep_per_job && min_finished.is_none_or(|m| *fin >= m) {
+                    keep[i] = true;
+                    *c += 1;
+                }
+            }
+            let kept = keep.iter().filter(|k| **k).count() as u64;
+            dropped += s.seal.rows - kept;
+            if kept == 0 {
+                empty_run.push(n);
+                continue;
+            }
+            // An older kept row: the segments between it and the next kept one stay (emptied)
+            // so the run of segments has no gap.
+            for e in empty_run.drain(..) {
+                self.empty_segment(e)?;
+            }
+            if kept == s.seal.rows {
+                kept_bytes += s.seal.bytes;
+                continue;
+            }
+            let mut out = bytes[..header_end].to_vec();
+            let mut sup = Vec::new();
+            for (i, (r, superseding, _, _)) in lines.iter().enumerate() {
+                if keep[i] {
+                    out.extend_from_slice(&bytes[r.clone()]);
+                    sup.extend(*superseding);
+                }
+            }
+            kept_bytes += out.len() as u64;
+            let seal = Seal::over(n, &out, kept, sup);
+            encode_line(&mut out, "segment seal", &seal)?;
+            write_atomic(self.io(), &hdir, &s.path, &out)?;
         }
-        if dropped == 0 {
-            self.inner.history_compacted_len = len;
-            return Ok(0);
+        // The oldest run of fully dropped segments goes, oldest first.
+        empty_run.sort_unstable();
+        for e in empty_run {
+            let p = segment_path(&self.store.dir, e);
+            self.io().remove_file(&p).map_err(io_err(&p))?;
         }
-        write_atomic(self.io(), &self.store.dir, &hpath, &out)?;
-        self.inner.history = AppendLog::default();
-        self.refresh_history()?;
-        self.inner.history_compacted_len = self.inner.history.len;
+        self.io().sync_dir(&hdir).map_err(io_err(&hdir))?;
+        self.inner.history_compacted_len = self.history_growth();
+        self.inner.history_kept_len = kept_bytes.max(super::AUTO_COMPACT_MIN_BYTES);
         Ok(dropped)
     }
 
-    pub(super) fn mark_now(&self) -> Mark {
-        Mark {
-            ino: self.inner.history.ino,
-            off: self.inner.history.len,
+    /// Replace sealed segment `n` by an empty one (header and seal).
+    fn empty_segment(&mut self, n: u64) -> StoreResult<()> {
+        let mut out = history_header(self.id(), n)?;
+        let seal = Seal::over(n, &out, 0, Vec::new());
+        encode_line(&mut out, "segment seal", &seal)?;
+        let hdir = self.store.dir.join(HISTORY_DIR);
+        write_atomic(self.io(), &hdir, &segment_path(&self.store.dir, n), &out)
+    }
+
+    /// The journal/history cross-check (truncation by hand): every job record that names a
+    /// history position must find history at least that long, and the rows after a record's
+    /// position must be ones a crash between a row and its record can leave — a run's end
+    /// (or `abandoned`) only for the run the record still holds. A cut journal rolls records
+    /// back to before runs whose rows are in history; a cut history loses rows records
+    /// relied on. Either is corruption, never a torn tail to cut.
+    pub(super) fn cross_check(&self, open_rows: &[TailRow]) -> StoreResult<()> {
+        let hpath = self.path(HISTORY_FILE);
+        let jpath = self.path(super::JOURNAL_FILE);
+        let records = self.inner.jobs.iter().filter_map(|(name, c)| {
+            let at = c.at?;
+            Some(filefmt::RecordAt {
+                job: name,
+                lease: c.rec.rt.lease.as_ref().map(|l| l.run_id),
+                seg: at.seg?,
+                off: at.off,
+            })
+        });
+        let rows: Vec<filefmt::OpenRow<'_>> = open_rows
+            .iter()
+            .map(|r| filefmt::OpenRow {
+                off: r.off,
+                job: &r.job,
+                run_id: r.run_id,
+                ends_a_run: !matches!(r.status, Status::Missed | Status::Skipped) && !r.stale,
+            })
+            .collect();
+        let top = self.inner.history_seg;
+        let len = self.inner.history.len;
+        match filefmt::cross_check(top, len, records, &rows)
+            .into_iter()
+            .next()
+        {
+            None => Ok(()),
+            Some(filefmt::CrossProblem::HistoryCut { job, seg, off }) => Err(corrupt(
+                &hpath,
+                0,
+                0,
+                format!(
+                    "history ends at segment {top} byte {len} but the record of job '{job}' in {} was written after segment {seg} byte {off}: history was cut short (by hand or a faulty disk), not torn by a crash",
+                    jpath.display()
+                ),
+            )),
+            Some(filefmt::CrossProblem::RecordsLost { job, run_id, off }) => {
+                let line = count_lines_before(self.inner.history.file(&hpath)?, &hpath, off)? + 1;
+                Err(corrupt(
+                    &jpath,
+                    0,
+                    0,
+                    format!(
+                        "the record of job '{job}' is older than its run {run_id} ({}:{line}): records were lost from the journal (cut short by hand or a faulty disk, not torn by a crash); slots already run would run again",
+                        hpath.display()
+                    ),
+                ))
+            }
         }
     }
 }
 
+/// A sealed row as retention weighs it: its bytes, the run it supersedes for, job, end.
+type RetainedLine = (std::ops::Range<usize>, Option<Uuid>, String, DateTime<Utc>);
+
+/// Where a page stops: segment and the offset of the last row returned.
+fn parse_token(t: &str) -> Option<(u64, u64)> {
+    let (s, o) = t.split_once('.')?;
+    Some((s.parse().ok()?, o.parse().ok()?))
+}
+
+/// A snapshot of history's shape taken under the lock; reads go on without it (appends only add
+/// after the open segment's `len`; sealing and retention replace files by rename, and the cloned
+/// descriptors keep reading what they opened).
+struct View {
+    open: Box<dyn IoFile>,
+    open_len: u64,
+    top: u64,
+    sealed_open: bool,
+}
+
 impl FileStore {
-    /// Newest-first rows matching `q`, read backwards from the end of history.
-    pub(super) fn query_history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        let (file, len) = {
-            let l = self.lock()?;
-            let hpath = self.path(HISTORY_FILE);
-            (
-                l.inner
-                    .history
-                    .file(&hpath)?
-                    .try_clone()
-                    .map_err(io_err(&hpath))?,
-                l.inner.history.len,
-            )
-        };
-        // The lock is released: appends only add after `len`, compaction swaps the inode and
-        // our cloned fd keeps reading the old file.
+    fn view(&self) -> StoreResult<View> {
+        let l = self.lock()?;
         let hpath = self.path(HISTORY_FILE);
+        Ok(View {
+            open: l
+                .inner
+                .history
+                .file(&hpath)?
+                .try_clone()
+                .map_err(io_err(&hpath))?,
+            open_len: l.inner.history.len,
+            top: l.inner.history_seg,
+            sealed_open: l.inner.history_sealed_open,
+        })
+    }
+
+    /// Newest-first rows matching `q`.
+    pub(super) fn query_history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+        Ok(self
+            .query_positions(q, q.limit)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    /// One page and the token of the next one (when there are more rows).
+    pub(super) fn query_page(&self, q: &HistoryQuery) -> StoreResult<HistoryPage> {
+        if q.limit == 0 {
+            return Ok(HistoryPage {
+                rows: self.query_history(q)?,
+                next: None,
+            });
+        }
+        let mut rows = self.query_positions(q, q.limit.saturating_add(1))?;
+        let more = rows.len() > q.limit;
+        rows.truncate(q.limit);
+        let next = if more {
+            rows.last().map(|(_, (s, o))| format!("{s}.{o}"))
+        } else {
+            None
+        };
+        Ok(HistoryPage {
+            rows: rows.into_iter().map(|(r, _)| r).collect(),
+            next,
+        })
+    }
+
+    /// Newest-first rows matching `q` with their positions, segment by segment. Unfiltered
+    /// `offset` skips whole sealed segments by their seals' row counts (a deep page reads one
+    /// segment, not every row above it); a page token (`q.before`) starts right at its row.
+    fn query_positions(
+        &self,
+        q: &HistoryQuery,
+        limit: usize,
+    ) -> StoreResult<Vec<(HistoryRow, (u64, u64))>> {
+        let v = self.view()?;
+        let hpath = self.path(HISTORY_FILE);
+        let (start_seg, start_off) = match &q.before {
+            None => (v.top, u64::MAX),
+            Some(t) => parse_token(t).filter(|(s, _)| *s <= v.top).ok_or_else(|| {
+                StoreError::Refused(format!(
+                    "'{t}' is not a page token of this store (tokens look like 12.34567 and come from a previous page)"
+                ))
+            })?,
+        };
         let job_needle = q.job.as_ref().map(|j| format!("\"job\":{}", json_str(j)));
         let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
         let run_needle = q.run_id.map(|r| r.to_string());
-        let mut out = Vec::new();
-        let mut skip = q.offset;
         let unfiltered = q.job.is_none()
             && q.status.is_none()
             && q.run_id.is_none()
             && q.since.is_none()
             && !q.with_diff;
+        let limit = if limit == 0 { usize::MAX } else { limit };
+        let mut out = Vec::new();
+        let mut skip = q.offset;
         // Runs whose real end superseded an `abandoned` row (see `HistoryRow::supersedes_abandoned`):
-        // that older row is hidden. Newest-first, the superseding row is always read first.
+        // that older row is hidden. The superseding row is always newer, so rows above a token
+        // are looked at for it too (the open segment's lines, sealed segments' seals).
         let mut superseded: HashSet<Uuid> = HashSet::new();
-        let mut it = Backwards::new(&*file, &hpath, len);
-        let limit = if q.limit == 0 { usize::MAX } else { q.limit };
-        while out.len() < limit {
-            let Some((off, line)) = it.next_line()? else {
-                break;
-            };
-            if off == 0 {
-                // Line 1 is the file's header (checked at open).
-                continue;
+        if start_seg < v.top || start_off != u64::MAX {
+            if !v.sealed_open && start_seg < v.top {
+                superseded.extend(scan_supersedes(&*v.open, &hpath, 0, v.open_len)?);
             }
-            if let Err((col, what)) = filefmt::verify_row(&line) {
-                let no = count_lines_before(&*file, &hpath, off)? + 1;
-                return Err(corrupt(&hpath, no, col, what));
+            let newest_sealed = if v.sealed_open { v.top } else { v.top - 1 };
+            for n in start_seg + 1..=newest_sealed {
+                if let Some(s) = open_sealed(&*self.io, &self.dir, n)? {
+                    superseded.extend(s.seal.supersedes);
+                }
             }
-            if contains(&line, SUPERSEDES_NEEDLE)
-                && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
-                && r.supersedes_abandoned
-            {
-                superseded.insert(r.run_id);
-            }
-            // Paging without filters: every line is a row, so the rows `offset` skips need no
-            // parse (their checksum was verified above), and a deep page costs a backward read,
-            // not a million parses.
-            if skip > 0 && unfiltered {
-                skip -= 1;
-                continue;
-            }
-            let pre = job_needle
-                .as_ref()
-                .is_none_or(|n| contains(&line, n.as_bytes()))
-                && status_needle
-                    .as_ref()
-                    .is_none_or(|n| contains(&line, n.as_bytes()))
-                && run_needle
-                    .as_ref()
-                    .is_none_or(|n| contains(&line, n.as_bytes()));
-            if !pre {
-                // Skipped lines are checksum-verified above; a full parse of each would make
-                // filtered queries slow.
-                continue;
-            }
-            let row: HistoryRow = match serde_json::from_slice(&line) {
-                Ok(r) => r,
-                Err(e) => {
-                    let no = count_lines_before(&*file, &hpath, off)? + 1;
-                    return Err(json_err(&hpath, no, &e));
+        }
+        let mut n = start_seg;
+        while out.len() < limit && n > 0 {
+            let sealed;
+            let (f, path, end): (&dyn IoFile, PathBuf, u64) = if n == v.top && !v.sealed_open {
+                (&*v.open, hpath.clone(), v.open_len)
+            } else {
+                match open_sealed(&*self.io, &self.dir, n)? {
+                    Some(s) => {
+                        sealed = s;
+                        (&*sealed.file, sealed.path.clone(), sealed.seal.bytes)
+                    }
+                    None => break,
                 }
             };
-            if q.job.as_ref().is_some_and(|j| *j != row.job)
-                || q.status.is_some_and(|s| s != row.status)
-                || q.run_id.is_some_and(|r| r != row.run_id)
-                || q.since.is_some_and(|s| row.finished_at < s)
-                || (q.with_diff && row.diff.is_none())
-                || (row.status == crate::model::Status::Abandoned
-                    && superseded.contains(&row.run_id))
+            let (from, whole) = if n == start_seg && start_off != u64::MAX {
+                if start_off > end {
+                    return Err(StoreError::Refused(format!(
+                        "page token {n}.{start_off} is past the end of history segment {n}; retention rewrote it — start again from the first page"
+                    )));
+                }
+                if n == start_seg && start_off < end {
+                    superseded.extend(scan_supersedes(f, &path, start_off, end)?);
+                }
+                if start_off > 0 {
+                    let mut c = [0u8; 1];
+                    read_at(f, &path, start_off - 1, &mut c)?;
+                    if c[0] != b'\n' {
+                        return Err(StoreError::Refused(format!(
+                            "page token {n}.{start_off} no longer points at a row (retention rewrote segment {n}); start again from the first page"
+                        )));
+                    }
+                }
+                (start_off, false)
+            } else {
+                (end, true)
+            };
+            if whole
+                && unfiltered
+                && skip > 0
+                && let Some(s) = (n != v.top || v.sealed_open)
+                    .then(|| open_sealed(&*self.io, &self.dir, n))
+                    .transpose()?
+                    .flatten()
+                && s.seal.rows as usize <= skip
             {
+                skip -= s.seal.rows as usize;
+                superseded.extend(s.seal.supersedes);
+                n -= 1;
                 continue;
             }
-            if skip > 0 {
-                skip -= 1;
-                continue;
+            let mut it = Backwards::new(f, &path, from);
+            while out.len() < limit {
+                let Some((off, line)) = it.next_line()? else {
+                    break;
+                };
+                if off == 0 {
+                    // Line 1 is the segment's header (checked when it was opened or sealed).
+                    continue;
+                }
+                if let Err((col, what)) = filefmt::verify_row(&line) {
+                    let no = count_lines_before(f, &path, off)? + 1;
+                    return Err(corrupt(&path, no, col, what));
+                }
+                if contains(&line, SUPERSEDES_NEEDLE)
+                    && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
+                    && r.supersedes_abandoned
+                {
+                    superseded.insert(r.run_id);
+                }
+                // Paging without filters: every line is a row, so the rows `offset` skips need
+                // no parse (their checksum was verified above).
+                if skip > 0 && unfiltered {
+                    skip -= 1;
+                    continue;
+                }
+                let pre = job_needle
+                    .as_ref()
+                    .is_none_or(|nd| contains(&line, nd.as_bytes()))
+                    && status_needle
+                        .as_ref()
+                        .is_none_or(|nd| contains(&line, nd.as_bytes()))
+                    && run_needle
+                        .as_ref()
+                        .is_none_or(|nd| contains(&line, nd.as_bytes()));
+                if !pre {
+                    continue;
+                }
+                let row: HistoryRow = match serde_json::from_slice(&line) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let no = count_lines_before(f, &path, off)? + 1;
+                        return Err(json_err(&path, no, &e));
+                    }
+                };
+                if q.job.as_ref().is_some_and(|j| *j != row.job)
+                    || q.status.is_some_and(|s| s != row.status)
+                    || q.run_id.is_some_and(|r| r != row.run_id)
+                    || q.since.is_some_and(|s| row.finished_at < s)
+                    || (q.with_diff && row.diff.is_none())
+                    || (row.status == Status::Abandoned && superseded.contains(&row.run_id))
+                {
+                    continue;
+                }
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                out.push((row, (n, off)));
             }
-            out.push(row);
+            n -= 1;
         }
         Ok(out)
     }
 }
 
+/// Run ids of the rows in `[from, to)` of `f` (whole lines) that supersede an `abandoned` row.
+fn scan_supersedes(f: &dyn IoFile, path: &Path, from: u64, to: u64) -> StoreResult<Vec<Uuid>> {
+    let mut buf = vec![0u8; to.saturating_sub(from) as usize];
+    read_at(f, path, from, &mut buf)?;
+    let mut out = Vec::new();
+    for at in memchr::memmem::find_iter(&buf, SUPERSEDES_NEEDLE) {
+        let start = buf[..at]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |p| p + 1);
+        let end = buf[at..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(buf.len(), |p| at + p);
+        let line = &buf[start..end];
+        if filefmt::verify_row(line).is_ok()
+            && let Ok(r) = serde_json::from_slice::<HistoryRow>(line)
+            && r.supersedes_abandoned
+        {
+            out.push(r.run_id);
+        }
+    }
+    Ok(out)
+}
+
 const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
-/// Iterate history from the newest row backwards, block by block.
+/// Iterate one segment from a position backwards, line by line, block by block.
 pub(super) struct Backwards<'a> {
     f: &'a dyn IoFile,
     path: &'a Path,

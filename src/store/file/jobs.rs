@@ -16,11 +16,15 @@ use crate::store::io::OpenMode;
 use crate::store::{StoreError, StoreResult, filefmt, logic};
 use chrono::{DateTime, Utc};
 
-/// Where history ended when a lease was taken (file identity + length).
+/// A history position: where history ended when a lease was taken (`mark`) or a record was
+/// written (`at`): the open segment's file identity, length and segment number (format 3; a
+/// format-2 mark has none and means "somewhere in history").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Mark {
     pub(super) ino: u64,
     pub(super) off: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) seg: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -28,6 +32,9 @@ pub(super) struct EntryRef<'a> {
     pub(super) job: &'a JobRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) mark: Option<Mark>,
+    /// History position when this record was written (the journal/history cross-check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) at: Option<Mark>,
 }
 
 #[derive(Deserialize)]
@@ -35,6 +42,8 @@ pub(super) struct Entry {
     pub(super) job: JobRecord,
     #[serde(default)]
     pub(super) mark: Option<Mark>,
+    #[serde(default)]
+    pub(super) at: Option<Mark>,
 }
 
 pub(super) struct Cached {
@@ -42,6 +51,8 @@ pub(super) struct Cached {
     pub(super) sched: Option<Compiled>,
     pub(super) mark: Option<Mark>,
     pub(super) wake: Option<DateTime<Utc>>,
+    /// History position when the record was last written (see [`EntryRef::at`]).
+    pub(super) at: Option<Mark>,
 }
 
 impl Cached {
@@ -58,6 +69,7 @@ impl Cached {
             sched,
             mark,
             wake: None,
+            at: None,
         }
     }
 }
@@ -118,7 +130,9 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
             let name = e.job.def.name.clone();
-            inner.jobs.insert(name, Cached::new(e.job, e.mark));
+            let mut c = Cached::new(e.job, e.mark);
+            c.at = e.at;
+            inner.jobs.insert(name, c);
         }
         inner.generation = generation;
         inner.snapshot_len = bytes.len() as u64;
@@ -189,7 +203,9 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
             let name = e.job.def.name.clone();
-            inner.jobs.insert(name, Cached::new(e.job, e.mark));
+            let mut c = Cached::new(e.job, e.mark);
+            c.at = e.at;
+            inner.jobs.insert(name, c);
         }
         inner.journal = AppendLog {
             file: Some(f),
@@ -254,7 +270,9 @@ impl Locked<'_> {
             if let Some(old) = inner.jobs.get(&name).and_then(|c| c.wake) {
                 inner.wake.remove(&(old, name.clone()));
             }
-            inner.jobs.insert(name.clone(), Cached::new(e.job, e.mark));
+            let mut c = Cached::new(e.job, e.mark);
+            c.at = e.at;
+            inner.jobs.insert(name.clone(), c);
             reindex(inner, &name);
         }
         inner.journal.len = len;
@@ -271,17 +289,20 @@ impl Locked<'_> {
             self.new_journal()?;
         }
         let jpath = self.path(JOURNAL_FILE);
+        let at = self.durable_mark()?;
         let mut buf = Vec::with_capacity(names.len() * 1024);
         for n in names {
-            let Some(c) = self.inner.jobs.get(n) else {
+            let Some(c) = self.inner.jobs.get_mut(n) else {
                 continue;
             };
+            c.at = Some(at);
             encode_line(
                 &mut buf,
                 "job record",
                 &EntryRef {
                     job: &c.rec,
                     mark: c.mark,
+                    at: c.at,
                 },
             )?;
         }
@@ -322,6 +343,7 @@ impl Locked<'_> {
                 &EntryRef {
                     job: &c.rec,
                     mark: c.mark,
+                    at: c.at,
                 },
             )?;
         }

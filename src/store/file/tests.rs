@@ -106,17 +106,21 @@ fn journal_compaction_keeps_state_and_other_handles_reload() {
 
 /// Every byte of every store file (the lock file aside).
 fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_name() != LOCK_FILE)
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == LOCK_FILE {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            for (k, v) in dir_bytes(&e.path()) {
+                out.insert(format!("{name}/{k}"), v);
+            }
+        } else {
+            out.insert(name, std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
 }
 
 /// A store with two jobs, a finished run and a compacted + appended journal.
@@ -345,6 +349,7 @@ fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
         t(1),
     );
     let entry = serde_json::to_string(&EntryRef {
+        at: None,
         job: &rec,
         mark: None,
     })
@@ -387,7 +392,7 @@ fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
     assert_eq!(h[0].run_id, row.run_id);
     drop(s);
     let v = std::fs::read_to_string(dir.join(VERSION_FILE)).unwrap();
-    assert!(v.starts_with("cronsole-file-store 2\nstore "), "{v}");
+    assert!(v.starts_with("cronsole-file-store 3\nstore "), "{v}");
     FileStore::open_existing(&dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -736,4 +741,393 @@ fn recovery_finds_a_landed_row_of_a_concurrent_run() {
     assert_eq!(j.rt.live_runs(), 1);
     assert!(j.rt.lease_of(b.run_id).is_some());
     assert_eq!(j.rt.runs, 1);
+}
+
+/// A store whose history spans several sealed segments: `runs` runs of jobs a and b, with
+/// segments sealed at 2 KiB.
+fn segmented(name: &str, runs: i64) -> (PathBuf, FileStore) {
+    let dir = tmp(name);
+    let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    for k in 0..runs {
+        for c in claim(&s, k * 60, "o", 5).claims {
+            finish(&s, &c, Status::Succeeded, k * 60 + 1);
+        }
+    }
+    (dir, s)
+}
+
+fn all_rows(s: &FileStore) -> Vec<HistoryRow> {
+    s.history(&HistoryQuery::default()).unwrap()
+}
+
+/// Issue 10 item 2 / issue 14: history is sealed into segments; every query, page token and
+/// offset reads across them, in order, and `check` verifies every segment.
+#[test]
+fn history_is_sealed_into_segments_and_pages_read_across_them() {
+    let (dir, s) = segmented("seg", 40);
+    let sealed = std::fs::read_dir(dir.join("history")).unwrap().count();
+    assert!(sealed >= 5, "several sealed segments: {sealed}");
+    assert!(
+        std::fs::metadata(dir.join(HISTORY_FILE)).unwrap().len() <= 2048 + 1024,
+        "the open segment stays near the bound"
+    );
+    let all = all_rows(&s);
+    assert_eq!(all.len(), 80);
+    for w in all.windows(2) {
+        assert!(w[0].finished_at >= w[1].finished_at, "newest first");
+    }
+    // Token pages and offset pages give the same rows, in order, with no gap or repeat.
+    let mut paged = Vec::new();
+    let mut tok = None;
+    loop {
+        let p = s
+            .history_page(&HistoryQuery {
+                limit: 7,
+                before: tok.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        paged.extend(p.rows);
+        match p.next {
+            Some(t) => tok = Some(t),
+            None => break,
+        }
+    }
+    let ids = |v: &[HistoryRow]| v.iter().map(|r| r.run_id).collect::<Vec<_>>();
+    assert_eq!(ids(&paged), ids(&all));
+    for off in [0, 13, 40, 79, 80] {
+        let p = s
+            .history(&HistoryQuery {
+                limit: 5,
+                offset: off,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            ids(&p),
+            ids(&all[off.min(80)..(off + 5).min(80)]),
+            "offset {off}"
+        );
+    }
+    // Filtered token paging.
+    let only_a: Vec<_> = all.iter().filter(|r| r.job == "a").cloned().collect();
+    let p1 = s
+        .history_page(&HistoryQuery {
+            job: Some("a".into()),
+            limit: 30,
+            ..Default::default()
+        })
+        .unwrap();
+    let p2 = s
+        .history_page(&HistoryQuery {
+            job: Some("a".into()),
+            limit: 30,
+            before: p1.next.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(p2.next.is_none());
+    let both: Vec<_> = p1.rows.iter().chain(&p2.rows).cloned().collect();
+    assert_eq!(ids(&both), ids(&only_a));
+    assert!(matches!(
+        s.history_page(&HistoryQuery {
+            before: Some("nonsense".into()),
+            ..Default::default()
+        }),
+        Err(StoreError::Refused(_))
+    ));
+    drop(s);
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    assert_eq!(rep.history_rows, 80);
+    // A reopened handle (default bound) reads the same and appends to the open segment.
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(ids(&all_rows(&s)), ids(&all));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A flipped byte in a sealed segment: `check` names the segment file and line; a query that
+/// reads the row refuses it; the open segment's verification at start does not read it.
+#[test]
+fn damage_in_a_sealed_segment_is_found_by_check_and_by_its_readers() {
+    let (dir, s) = segmented("segflip", 30);
+    drop(s);
+    let p = segment_path_for_test(&dir, 2);
+    let mut b = std::fs::read(&p).unwrap();
+    let key = b"\"duration_ms\":";
+    let at = b.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    b[at] ^= 0x01;
+    std::fs::write(&p, &b).unwrap();
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    let text: Vec<String> = rep.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|t| t.contains("000002.jsonl:2:") && t.contains("checksum")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("000002.jsonl") && t.contains("segment checksum")),
+        "{text:?}"
+    );
+    let s = FileStore::open_existing(&dir).unwrap();
+    let err = s.history(&HistoryQuery::default()).unwrap_err();
+    assert!(err.to_string().contains("000002.jsonl:2:"), "{err}");
+    // A deleted middle segment is a gap `check` reports.
+    std::fs::remove_file(segment_path_for_test(&dir, 3)).unwrap();
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.what.contains("segment 3 is missing")),
+        "{:?}",
+        rep.problems
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn segment_path_for_test(dir: &Path, n: u64) -> PathBuf {
+    super::history::segment_path(dir, n)
+}
+
+/// A crash between sealing segment N (`history/N.jsonl` written) and replacing the open
+/// segment leaves N twice: readers see each row once, and the next writer finishes the seal.
+#[test]
+fn a_crash_mid_seal_is_finished_by_the_next_writer_and_no_row_shows_twice() {
+    let (dir, s) = segmented("midseal", 12);
+    let before = all_rows(&s);
+    drop(s);
+    // Step 1 of a seal of the open segment, as a crashed writer leaves it.
+    let open = std::fs::read(dir.join(HISTORY_FILE)).unwrap();
+    let head: filefmt::HistoryHeader =
+        serde_json::from_slice(open.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let n = head.segment.unwrap();
+    let rows = open.iter().filter(|b| **b == b'\n').count() as u64 - 1;
+    assert!(rows > 0);
+    let mut sealed = open.clone();
+    let seal = filefmt::Seal::over(n, &open, rows, Vec::new());
+    sealed.extend_from_slice(&serde_json::to_vec(&seal).unwrap());
+    sealed.push(b'\n');
+    std::fs::write(segment_path_for_test(&dir, n), &sealed).unwrap();
+    let r = FileStore::open_existing(&dir).unwrap();
+    let ids = |v: &[HistoryRow]| v.iter().map(|r| r.run_id).collect::<Vec<_>>();
+    assert_eq!(ids(&all_rows(&r)), ids(&before), "each row once");
+    let w = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
+    for c in claim(&w, 12 * 60, "o", 5).claims {
+        finish(&w, &c, Status::Succeeded, 12 * 60 + 1);
+    }
+    let head: filefmt::HistoryHeader = serde_json::from_slice(
+        std::fs::read(dir.join(HISTORY_FILE))
+            .unwrap()
+            .split(|b| *b == b'\n')
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(head.segment, Some(n + 1), "the writer finished the seal");
+    let after = all_rows(&r);
+    assert_eq!(after.len(), before.len() + 2);
+    assert_eq!(ids(&after[2..]), ids(&before));
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Turn a format-3 store whose history is all in the open segment into the format-2 store the
+/// previous release wrote (one `history.jsonl`, header without a segment, `VERSION` 2).
+fn make_format_2(dir: &Path) -> Vec<u8> {
+    let h = std::fs::read(dir.join(HISTORY_FILE)).unwrap();
+    let nl = h.iter().position(|b| *b == b'\n').unwrap();
+    let head: filefmt::HistoryHeader = serde_json::from_slice(&h[..nl]).unwrap();
+    assert_eq!(head.segment, Some(1), "all rows in the open segment");
+    let mut v2 = serde_json::to_vec(&filefmt::HistoryHeader {
+        segment: None,
+        ..head.clone()
+    })
+    .unwrap();
+    v2.extend_from_slice(&h[nl..]);
+    std::fs::write(dir.join(HISTORY_FILE), &v2).unwrap();
+    std::fs::write(dir.join(VERSION_FILE), filefmt::version_text_2(&head.store)).unwrap();
+    v2
+}
+
+/// Issue 10 item 2: a format-2 store is refused by a reader with the upgrade message and
+/// migrated by the first writer into sealed segments; a crash at any step of the migration
+/// leaves a store that opens as format 2 (and migrates) or as format 3, with every row.
+#[test]
+fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() {
+    let (dir, s) = {
+        let dir = tmp("v2");
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        for k in 0..30 {
+            for c in claim(&s, k * 60, "o", 5).claims {
+                finish(&s, &c, Status::Succeeded, k * 60 + 1);
+            }
+        }
+        (dir, s)
+    };
+    let want: Vec<Uuid> = all_rows(&s).iter().map(|r| r.run_id).collect();
+    drop(s);
+    let v2 = make_format_2(&dir);
+    let id = FileStore::open_existing(&dir).err().unwrap();
+    assert!(matches!(id, StoreError::Version { .. }), "{id}");
+    assert!(id.to_string().contains("cronsole apply"), "{id}");
+    let io = crate::store::io::RealIo;
+    let store_id = String::from_utf8(std::fs::read(dir.join(VERSION_FILE)).unwrap())
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim_start_matches("store ")
+        .to_string();
+    // Crash state A: segments half written (a stray, garbage segment), VERSION 2.
+    std::fs::create_dir_all(dir.join("history")).unwrap();
+    std::fs::write(segment_path_for_test(&dir, 1), b"garbage").unwrap();
+    assert!(FileStore::open_existing(&dir).is_err(), "still format 2");
+    // Crash state B: the migration ran up to the new open segment, not VERSION.
+    super::migrate::migrate_v2(&io, &dir, &store_id, 1024).unwrap();
+    std::fs::write(dir.join(VERSION_FILE), filefmt::version_text_2(&store_id)).unwrap();
+    assert_ne!(std::fs::read(dir.join(HISTORY_FILE)).unwrap(), v2);
+    let e = FileStore::open_existing(&dir).err().unwrap();
+    assert!(matches!(e, StoreError::Version { .. }), "{e}");
+    // A writer finishes it.
+    let s = FileStore::open(&dir).unwrap();
+    let got: Vec<Uuid> = all_rows(&s).iter().map(|r| r.run_id).collect();
+    assert_eq!(got, want, "every row, in order");
+    assert!(
+        !segment_path_for_test(&dir, 40).exists(),
+        "stray leftovers removed"
+    );
+    drop(s);
+    let v = std::fs::read_to_string(dir.join(VERSION_FILE)).unwrap();
+    assert!(v.starts_with("cronsole-file-store 3\n"), "{v}");
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    assert_eq!(rep.history_rows, 60);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 10 item 2 (red team): a journal cut short by hand, leaving a partial line, used to
+/// pass for a crash's torn tail — the next writer cut it and slots already run ran again. The
+/// history rows newer than the surviving records prove otherwise: corruption, nothing changed.
+#[test]
+fn a_journal_cut_short_by_hand_is_corruption_not_a_torn_tail() {
+    let dir = tmp("jcut");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        for k in 0..6 {
+            for c in claim(&s, k * 60, "o", 5).claims {
+                finish(&s, &c, Status::Succeeded, k * 60 + 1);
+            }
+        }
+    }
+    let jpath = dir.join(JOURNAL_FILE);
+    let j = std::fs::read(&jpath).unwrap();
+    // Cut in the middle of a line well before the end: several runs' records go.
+    let cut = j.len() * 2 / 3;
+    let cut = cut + j[cut..].iter().position(|b| *b == b'\n').unwrap() - 10;
+    std::fs::write(&jpath, &j[..cut]).unwrap();
+    assert_refused(&dir, JOURNAL_FILE, "records were lost");
+}
+
+/// The same for history: rows the job records relied on were cut off.
+#[test]
+fn a_history_cut_short_by_hand_is_corruption_not_a_torn_tail() {
+    let dir = used_store("hcut");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        for k in 2..5 {
+            for c in claim(&s, k * 60, "o", 5).claims {
+                finish(&s, &c, Status::Succeeded, k * 60 + 1);
+            }
+        }
+    }
+    let hpath = dir.join(HISTORY_FILE);
+    let h = std::fs::read(&hpath).unwrap();
+    std::fs::write(&hpath, &h[..h.len() - 40]).unwrap();
+    assert_refused(&dir, HISTORY_FILE, "cut short");
+}
+
+/// Retention drops whole old segments (oldest first) and rewrites only those that keep some
+/// of their rows; the kept rows are the newest per job.
+#[test]
+fn retention_drops_whole_old_segments() {
+    let (dir, s) = segmented("segret", 40);
+    let oldest_before = (1..)
+        .find(|n| segment_path_for_test(&dir, *n).exists())
+        .unwrap();
+    let dropped = s.compact_history(10, None, t(5000)).unwrap();
+    assert_eq!(dropped, 60);
+    let h = all_rows(&s);
+    assert_eq!(h.len(), 20);
+    assert_eq!(h.iter().filter(|r| r.job == "a").count(), 10);
+    assert_eq!(h[0].slot, Some(t(39 * 60)));
+    assert!(
+        !segment_path_for_test(&dir, oldest_before).exists(),
+        "the oldest segment went whole"
+    );
+    drop(s);
+    let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    assert_eq!(rep.history_rows, 20);
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(all_rows(&s).len(), 20);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An open segment far over the bound (written by a tool, not by cronsole): a read-only open
+/// verifies only its end (fast), and the first append seals it first — which verifies every
+/// row, so a flipped byte at its start is found before anything is appended after it.
+#[test]
+fn an_oversized_open_segment_is_sealed_and_verified_before_the_first_append() {
+    let dir = used_store("oversized");
+    let hpath = dir.join(HISTORY_FILE);
+    let mut h = std::fs::read(&hpath).unwrap();
+    let t0 = t(10_000);
+    let mut i = 0;
+    while h.len() < 9 * 1024 * 1024 {
+        let mut r = HistoryRow::new(
+            "gen",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t0),
+            "o",
+            t0,
+        );
+        r.result = Some(format!("row {i} {}", "x".repeat(200)));
+        filefmt::encode_row(&mut h, &r).unwrap();
+        i += 1;
+    }
+    // A flip early in the file (the first generated row), far before the verified end.
+    let first_gen = h.windows(7).position(|w| w == b"row 0 x").unwrap();
+    h[first_gen + 8] ^= 0x01;
+    std::fs::write(&hpath, &h).unwrap();
+    let before = dir_bytes(&dir);
+    let r = FileStore::open_existing(&dir).unwrap();
+    assert_eq!(
+        r.jobs().unwrap().len(),
+        2,
+        "a read-only open verifies the end only"
+    );
+    assert_eq!(dir_bytes(&dir), before);
+    let w = FileStore::open(&dir).unwrap();
+    let row = HistoryRow::new(
+        "gen",
+        Status::Succeeded,
+        Trigger::Schedule,
+        Some(t0),
+        "o",
+        t0,
+    );
+    let err = w.append_history_unrecorded(&[row]).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+    assert_eq!(
+        std::fs::read(&hpath).unwrap(),
+        h,
+        "nothing appended after the damaged row"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -765,13 +765,28 @@ impl Inner {
     }
 }
 
-/// The SQL filter and parameters of a history query (`$1…`), newest first.
+/// A history page token: the last row's `finished_at` (µs since the epoch) and `seq`.
+fn parse_page_token(t: &str) -> StoreResult<(DateTime<Utc>, i64)> {
+    let bad = || {
+        StoreError::Refused(format!(
+            "'{t}' is not a page token of this store (tokens come from a previous page)"
+        ))
+    };
+    let (us, seq) = t.split_once('.').ok_or_else(bad)?;
+    let us: i64 = us.parse().map_err(|_| bad())?;
+    let seq: i64 = seq.parse().map_err(|_| bad())?;
+    Ok((DateTime::from_timestamp_micros(us).ok_or_else(bad)?, seq))
+}
+
+/// The SQL filter and parameters of a history query (`$1…`), newest first. With a page token
+/// (`q.before`) the page starts after its row by keyset — `(finished_at, seq) < (…)` on the
+/// same `(…, finished_at DESC, seq DESC)` indexes the order uses — never by `OFFSET`.
 fn history_sql(
     q: &HistoryQuery,
-) -> (
+) -> StoreResult<(
     String,
     Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>>,
-) {
+)> {
     let mut conds: Vec<String> = Vec::new();
     let mut params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> = Vec::new();
     if let Some(j) = &q.job {
@@ -793,7 +808,17 @@ fn history_sql(
     if q.with_diff {
         conds.push("has_diff".to_string());
     }
-    let mut sql = "SELECT row FROM cronsole_history".to_string();
+    if let Some(t) = &q.before {
+        let (fin, seq) = parse_page_token(t)?;
+        params.push(Box::new(fin));
+        params.push(Box::new(seq));
+        conds.push(format!(
+            "(finished_at, seq) < (${}, ${})",
+            params.len() - 1,
+            params.len()
+        ));
+    }
+    let mut sql = "SELECT row, finished_at, seq FROM cronsole_history".to_string();
     if !conds.is_empty() {
         sql.push_str(" WHERE ");
         sql.push_str(&conds.join(" AND "));
@@ -805,7 +830,7 @@ fn history_sql(
     if q.offset > 0 {
         sql.push_str(&format!(" OFFSET {}", q.offset));
     }
-    (sql, params)
+    Ok((sql, params))
 }
 
 impl Inner {
@@ -1125,7 +1150,44 @@ impl HistoryReader for PgStore {
     }
 
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        let (sql, params) = history_sql(q);
+        Ok(self.history_keyed(q)?.into_iter().map(|(r, _)| r).collect())
+    }
+
+    /// Keyset pages: the token is the page's last row's `finished_at` and `seq`.
+    fn history_page(&self, q: &HistoryQuery) -> StoreResult<HistoryPage> {
+        if q.limit == 0 {
+            return Ok(HistoryPage {
+                rows: self.history(q)?,
+                next: None,
+            });
+        }
+        let mut rows = self.history_keyed(&HistoryQuery {
+            limit: q.limit.saturating_add(1),
+            ..q.clone()
+        })?;
+        let more = rows.len() > q.limit;
+        rows.truncate(q.limit);
+        let next = if more {
+            rows.last()
+                .map(|(_, (fin, seq))| format!("{}.{seq}", fin.timestamp_micros()))
+        } else {
+            None
+        };
+        Ok(HistoryPage {
+            rows: rows.into_iter().map(|(r, _)| r).collect(),
+            next,
+        })
+    }
+}
+
+impl PgStore {
+    /// Rows of `q` with their keyset position (`finished_at`, `seq`).
+    #[allow(clippy::type_complexity)]
+    fn history_keyed(
+        &self,
+        q: &HistoryQuery,
+    ) -> StoreResult<Vec<(HistoryRow, (DateTime<Utc>, i64))>> {
+        let (sql, params) = history_sql(q)?;
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
             let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
@@ -1137,7 +1199,10 @@ impl HistoryReader for PgStore {
                 .await
                 .map_err(|e| db_err("reading history", e))?;
             rows.into_iter()
-                .map(|r| from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0)))
+                .map(|r| {
+                    let row = from_json(&inner.location, "cronsole_history", r.get::<_, Value>(0))?;
+                    Ok((row, (r.get::<_, DateTime<Utc>>(1), r.get::<_, i64>(2))))
+                })
                 .collect()
         })
     }

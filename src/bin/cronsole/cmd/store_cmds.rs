@@ -9,8 +9,10 @@
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
 //! an unknown job name exits 2. `history --since` takes RFC 3339, a duration ago (`2h`),
 //! `today` or `yesterday` (local midnight); `--status` is case-insensitive; text rows carry
-//! the run id (what `diff --run` takes) and an empty answer says so; `--offset` pages (text
-//! output ends with the next page's `--offset` when there are more rows).
+//! the run id (what `diff --run` takes) and an empty answer says so; pages are keyset pages:
+//! text output ends with the next page's `--page TOKEN` when there are more rows (`--json`
+//! prints it on stderr), cheap at any depth; `--offset` stays, linear in the rows it skips
+//! where the store cannot skip by counts.
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
 
@@ -305,29 +307,31 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     {
         return Err(bad_input(format!("no job named '{j}' in the store")));
     }
-    let rows = store.history(&HistoryQuery {
+    let page = store.history_page(&HistoryQuery {
         job: a.job.clone(),
         status,
         since,
         run_id: None,
         with_diff: false,
-        // One row past the page says whether there is a next page; the store skips `offset`.
-        limit: usize::try_from(a.limit + 1).unwrap_or(usize::MAX),
+        limit: usize::try_from(a.limit).unwrap_or(usize::MAX),
         offset: usize::try_from(a.offset).unwrap_or(usize::MAX),
+        before: a.page.clone(),
     })?;
-    let more = rows.len() as u64 > a.limit;
-    let rows: Vec<_> = rows
-        .into_iter()
-        .take(usize::try_from(a.limit).unwrap_or(usize::MAX))
-        .collect();
+    let rows = page.rows;
     if a.json {
         for r in &rows {
             println!("{}", serde_json::to_string(r)?);
         }
+        // stdout stays one row per line; the next page's token goes to stderr.
+        if let Some(t) = &page.next {
+            eprintln!("next page: --page {t}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        if a.offset > 0 {
+        if a.page.is_some() {
+            println!("(no more history rows match)");
+        } else if a.offset > 0 {
             println!("(no history rows match past --offset {})", a.offset);
         } else {
             println!("(no history rows match)");
@@ -363,11 +367,8 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             reason
         );
     }
-    if more {
-        println!(
-            "(more rows: next page with --offset {})",
-            a.offset + a.limit
-        );
+    if let Some(t) = &page.next {
+        println!("(more rows: next page with --page {t})");
     }
     Ok(ExitCode::SUCCESS)
 }
