@@ -44,7 +44,7 @@ for n in $SIZES; do
   echo "jobs --json:                wall $(wall "$d/jobs.time"), peak RSS $(peak "$d/jobs.time") KB, $(wc -l < "$d/jobs.json") lines"
   "$BIN" trigger a-due --store "$d/store" > /dev/null
   start=$(date +%s%N)
-  /usr/bin/time -v -o "$d/run.time" "$BIN" run --no-tui --for 5s --store "$d/store" \
+  /usr/bin/time -v -o "$d/run.time" "$BIN" run --for 5s --store "$d/store" \
     2> "$d/run.err" | { read -r first; echo "$(( ($(date +%s%N) - start) / 1000000 ))" > "$d/first"; cat > /dev/null; } || true
   echo "run --for 5s:               first row after $(cat "$d/first" 2>/dev/null || echo '?') ms, wall $(wall "$d/run.time"), peak RSS $(peak "$d/run.time") KB"
   rm -rf "$d"

@@ -14,7 +14,6 @@
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -23,7 +22,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::cli::{
     BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
 };
-use cronsole::model::{JobRecord, Settings, Status};
+use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
 use cronsole::store::{HistoryQuery, JobEdit, Store};
 use cronsole::when::{self, Zone};
@@ -89,36 +88,6 @@ struct JobView<'a> {
     max_cost_usd: Option<f64>,
     definition: &'a cronsole::model::JobDef,
     runtime: &'a cronsole::model::JobRuntime,
-}
-
-/// Every job as one JSON array, each element built as it is written.
-struct Views<'a>(&'a [JobRecord], &'a Settings, DateTime<Utc>);
-
-impl Serialize for Views<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|r| job_view(r, self.1, self.2)))
-    }
-}
-
-fn job_view<'a>(r: &'a JobRecord, settings: &Settings, now: DateTime<Utc>) -> JobView<'a> {
-    JobView {
-        name: &r.def.name,
-        state: r.state_word(now),
-        schedule: &r.def.schedule_text,
-        next_slot: r.rt.next_slot,
-        next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
-        last_run_at: r.rt.last_run_at,
-        last_status: r.rt.last_status,
-        runs: r.rt.runs,
-        paused: r.rt.paused,
-        retired: r.rt.retired,
-        retired_reason: r.rt.retired_reason.as_deref(),
-        lease: r.rt.lease.as_ref(),
-        period_cost_usd: stats::period_spend(r, settings, now),
-        max_cost_usd: r.def.max_cost_usd,
-        definition: &r.def,
-        runtime: &r.rt,
-    }
 }
 
 /// The word shown in STATE: what an operator needs first (running beats queued beats paused).
@@ -217,16 +186,31 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     let now = Utc::now();
     let settings = store.settings()?;
     let jobs: Vec<JobRecord> = store.jobs()?;
+    let views: Vec<JobView> = jobs
+        .iter()
+        .map(|r| JobView {
+            name: &r.def.name,
+            state: r.state_word(now),
+            schedule: &r.def.schedule_text,
+            next_slot: r.rt.next_slot,
+            next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
+            last_run_at: r.rt.last_run_at,
+            last_status: r.rt.last_status,
+            runs: r.rt.runs,
+            paused: r.rt.paused,
+            retired: r.rt.retired,
+            retired_reason: r.rt.retired_reason.as_deref(),
+            lease: r.rt.lease.as_ref(),
+            period_cost_usd: stats::period_spend(r, &settings, now),
+            max_cost_usd: r.def.max_cost_usd,
+            definition: &r.def,
+            runtime: &r.rt,
+        })
+        .collect();
     if a.json {
-        // Streamed (issue 14 item 3): at 1 000 000 jobs the pretty document is ~1.5 GB; building
-        // it as one string first doubled the peak memory of this command.
-        let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut w, &Views(&jobs, &settings, now))?;
-        writeln!(w)?;
-        w.flush()?;
+        println!("{}", serde_json::to_string_pretty(&views)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let views: Vec<JobView> = jobs.iter().map(|r| job_view(r, &settings, now)).collect();
     if views.is_empty() {
         println!(
             "(no jobs in {}; run `cronsole apply FILE`)",
