@@ -5,14 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::path::Path;
+
 use super::log::{
-    AppendLog, check_id, complete_len, corrupt, count_lines_before, encode_line, header_line,
-    io_err, json_err, missing, read_at, write_atomic,
+    AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before, encode_line,
+    header_line, io_err, json_err, missing, read_at, write_atomic,
 };
 use super::{Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
 use crate::model::JobRecord;
 use crate::schedule::Compiled;
-use crate::store::io::OpenMode;
+use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult, filefmt, logic};
 use chrono::{DateTime, Utc};
 
@@ -85,14 +87,17 @@ impl Locked<'_> {
         inner.journal = AppendLog::default();
         inner.journal_stale = false;
         let spath = self.store.path(SNAPSHOT_FILE);
-        let bytes = match io.read(&spath) {
-            Ok(b) => b,
+        // Read a piece at a time: at 1 000 000 jobs the snapshot is hundreds of MB, and holding
+        // it whole beside the records it parses into was most of every command's peak memory.
+        let sf = match io.open(&spath, OpenMode::Read) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(missing(&spath, "the snapshot holds every job"));
             }
             Err(e) => return Err(StoreError::io(spath, e)),
         };
-        if bytes.is_empty() {
+        let slen = sf.metadata().map_err(io_err(&spath))?.len;
+        if slen == 0 {
             return Err(corrupt(
                 &spath,
                 1,
@@ -100,8 +105,10 @@ impl Locked<'_> {
                 "snapshot is empty: its header line is missing",
             ));
         }
-        if !bytes.ends_with(b"\n") {
-            let line = bytes.iter().filter(|b| **b == b'\n').count() as u64 + 1;
+        let mut last = [0u8; 1];
+        read_at(&*sf, &spath, slen - 1, &mut last)?;
+        if last[0] != b'\n' {
+            let line = count_lines_before(&*sf, &spath, slen)? + 1;
             return Err(corrupt(
                 &spath,
                 line,
@@ -111,13 +118,11 @@ impl Locked<'_> {
         }
         let mut generation = 0;
         let mut absorbed = None;
-        let body = &bytes[..bytes.len() - 1];
-        for (i, line) in body.split(|b| *b == b'\n').enumerate() {
-            let no = i as u64 + 1;
+        for_each_line(&*sf, &spath, slen, |no, line| {
             if line.is_empty() {
                 return Err(corrupt(&spath, no, 1, "empty line"));
             }
-            if i == 0 {
+            if no == 1 {
                 let h: filefmt::Header =
                     serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
                 if h.cronsole != "snapshot" {
@@ -126,16 +131,18 @@ impl Locked<'_> {
                 check_id(&spath, h.store.as_deref(), id)?;
                 generation = h.generation;
                 absorbed = h.absorbed;
-                continue;
+                return Ok(());
             }
             let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
             let name = e.job.def.name.clone();
             let mut c = Cached::new(e.job, e.mark);
             c.at = e.at;
             inner.jobs.insert(name, c);
-        }
+            Ok(())
+        })?;
+        drop(sf);
         inner.generation = generation;
-        inner.snapshot_len = bytes.len() as u64;
+        inner.snapshot_len = slen;
 
         let jpath = self.store.path(JOURNAL_FILE);
         let f = match io.open(&jpath, OpenMode::Append) {
@@ -321,24 +328,54 @@ impl Locked<'_> {
         Ok(())
     }
 
+    /// Persist an `apply` batch (job records only, no history rows). A batch that rewrites
+    /// most of a large store (the first apply of 1 000 000 jobs, a re-apply changing them all)
+    /// is written as a new snapshot directly: appended, it would make the journal outgrow the
+    /// snapshot and be compacted at once — every record encoded, held and written twice. A
+    /// smaller batch is appended (O(changed) bytes). Either way the records are durable when
+    /// this returns Ok; on an error the cache is reloaded from disk before the next operation.
+    pub(super) fn persist_apply(&mut self, names: &[String]) -> StoreResult<()> {
+        if !rewrites_most(names.len(), self.inner.jobs.len()) {
+            return self.persist(&[], names);
+        }
+        let r = (|| {
+            if std::mem::take(&mut self.inner.relies_on_landed) {
+                self.sync_history()?;
+            }
+            for n in names {
+                reindex(&mut self.inner, n);
+            }
+            self.compact_jobs()
+        })();
+        if r.is_err() {
+            self.inner.loaded = false;
+        }
+        r
+    }
+
     pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
         if self.inner.journal_stale {
             self.new_journal()?;
         }
         let jpath = self.path(JOURNAL_FILE);
         let jlen = self.inner.journal.len;
-        let mut journal = vec![0u8; jlen as usize];
-        read_at(self.inner.journal.file(&jpath)?, &jpath, 0, &mut journal)?;
+        let mut crc = filefmt::Crc32::default();
+        for_each_piece(self.inner.journal.file(&jpath)?, &jpath, jlen, |piece| {
+            crc.update(piece);
+            Ok(())
+        })?;
         let absorbed = filefmt::Absorbed {
             len: jlen,
-            crc32: filefmt::crc32(&journal),
+            crc32: crc.finish(),
         };
-        drop(journal);
         let generation = self.inner.generation + 1;
-        let mut buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
+        let spath = self.path(SNAPSHOT_FILE);
+        let store = self.store;
+        let mut out = AtomicFile::create(&*store.io, &store.dir, &spath)?;
+        out.buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
         for c in self.inner.jobs.values() {
             encode_line(
-                &mut buf,
+                &mut out.buf,
                 "job record",
                 &EntryRef {
                     job: &c.rec,
@@ -346,13 +383,72 @@ impl Locked<'_> {
                     at: c.at,
                 },
             )?;
+            out.spill()?;
         }
-        let spath = self.path(SNAPSHOT_FILE);
-        write_atomic(self.io(), &self.store.dir, &spath, &buf)?;
+        let len = out.commit()?;
         self.inner.generation = generation;
-        self.inner.snapshot_len = buf.len() as u64;
+        self.inner.snapshot_len = len;
         self.new_journal()
     }
+}
+
+/// Size of the pieces the snapshot and the journal are read in.
+const PIECE: u64 = 1024 * 1024;
+
+/// Call `each` on the first `len` bytes of `f`, `PIECE` bytes at a time.
+fn for_each_piece(
+    f: &dyn IoFile,
+    path: &Path,
+    len: u64,
+    mut each: impl FnMut(&[u8]) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut buf = vec![0u8; PIECE.min(len) as usize];
+    let mut pos = 0;
+    while pos < len {
+        let n = PIECE.min(len - pos) as usize;
+        read_at(f, path, pos, &mut buf[..n])?;
+        each(&buf[..n])?;
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Call `each(line_number, line)` (from 1, without its newline) on every complete line of the
+/// first `len` bytes of `f`, reading it a piece at a time. Bytes after the last newline are
+/// not passed (callers check the file ends with one).
+fn for_each_line(
+    f: &dyn IoFile,
+    path: &Path,
+    len: u64,
+    mut each: impl FnMut(u64, &[u8]) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut no = 0u64;
+    for_each_piece(f, path, len, |mut piece| {
+        while let Some(i) = piece.iter().position(|b| *b == b'\n') {
+            no += 1;
+            if carry.is_empty() {
+                each(no, &piece[..i])?;
+            } else {
+                carry.extend_from_slice(&piece[..i]);
+                each(no, &carry)?;
+                carry.clear();
+            }
+            piece = &piece[i + 1..];
+        }
+        carry.extend_from_slice(piece);
+        Ok(())
+    })
+}
+
+/// Jobs a batch must change before `apply` writes a snapshot instead of appending: few enough
+/// that every test store of the fault simulator takes the journal path, many enough that a
+/// snapshot is cheaper than the compaction the journal append would trigger.
+const DIRECT_SNAPSHOT_MIN: usize = 1024;
+
+/// Whether an `apply` batch of `changed` records out of `total` is written as a new snapshot.
+fn rewrites_most(changed: usize, total: usize) -> bool {
+    changed >= DIRECT_SNAPSHOT_MIN && changed.saturating_mul(2) >= total
 }
 
 pub(super) fn reindex(inner: &mut Inner, name: &str) {
@@ -373,5 +469,78 @@ pub(super) fn reindex(inner: &mut Inner, name: &str) {
     if let Some(w) = logic::wakeup(&c.rec) {
         c.wake = Some(w);
         inner.wake.insert((w, name.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{FileStore, JOURNAL_FILE, SNAPSHOT_FILE};
+    use super::{DIRECT_SNAPSHOT_MIN, rewrites_most};
+    use crate::model::{JobsFile, Settings};
+    use crate::store::logic::tests_support::def;
+    use crate::store::{HistoryReader, Store};
+    use crate::testkit::time::epoch as t;
+
+    fn lines(p: &std::path::Path) -> usize {
+        std::fs::read(p)
+            .unwrap()
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+    }
+
+    #[test]
+    fn only_a_batch_rewriting_most_of_a_large_store_skips_the_journal() {
+        assert!(rewrites_most(DIRECT_SNAPSHOT_MIN, 0));
+        assert!(rewrites_most(DIRECT_SNAPSHOT_MIN, 2 * DIRECT_SNAPSHOT_MIN));
+        assert!(!rewrites_most(
+            DIRECT_SNAPSHOT_MIN,
+            2 * DIRECT_SNAPSHOT_MIN + 1
+        ));
+        assert!(
+            !rewrites_most(DIRECT_SNAPSHOT_MIN - 1, 0),
+            "small stores keep the journal"
+        );
+    }
+
+    /// A snapshot bigger than the pieces it is written (4 MiB) and read (1 MiB) in: every
+    /// record comes back in a fresh handle, and a re-apply changing one job appends one line.
+    #[test]
+    fn a_large_snapshot_is_written_and_read_in_pieces_and_a_one_job_reapply_appends_one_line() {
+        let dir = std::env::temp_dir().join(format!("cronsole-fs-pieces-{}", uuid::Uuid::new_v4()));
+        let s = FileStore::open(&dir).unwrap();
+        let n = 12_000;
+        let mut file = JobsFile {
+            settings: Settings::default(),
+            jobs: (0..n).map(|i| def(&format!("job-{i:05}"))).collect(),
+        };
+        assert_eq!(s.apply(&file, t(1000)).unwrap().created.len(), n);
+        let snap = dir.join(SNAPSHOT_FILE);
+        let journal = dir.join(JOURNAL_FILE);
+        assert!(std::fs::metadata(&snap).unwrap().len() > 8 * 1024 * 1024);
+        assert_eq!(lines(&snap), n + 1, "header + one line per job");
+        assert_eq!(
+            lines(&journal),
+            1,
+            "the batch went to the snapshot: header only"
+        );
+
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(fresh.jobs().unwrap(), s.jobs().unwrap());
+
+        file.jobs[17].max_retries += 1;
+        let before = std::fs::metadata(&journal).unwrap().len();
+        let rep = s.apply(&file, t(1001)).unwrap();
+        assert_eq!(rep.updated, vec!["job-00017".to_string()]);
+        assert_eq!(lines(&journal), 2, "one changed job, one journal line");
+        let grew = std::fs::metadata(&journal).unwrap().len() - before;
+        assert!(grew < 4096, "O(changed) bytes, not the store: {grew}");
+        let again = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(
+            again.job("job-00017").unwrap().unwrap().def.max_retries,
+            file.jobs[17].max_retries
+        );
+        assert_eq!(again.jobs().unwrap().len(), n);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -76,27 +76,105 @@ pub(super) fn write_atomic(
     path: &Path,
     bytes: &[u8],
 ) -> StoreResult<()> {
-    // A temp name of our own: two processes must never rename each other's temp file away.
-    let tmp = path.with_extension(format!(
-        "tmp.{}.{}",
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    ));
-    let f = io
-        .open(&tmp, OpenMode::CreateTruncate)
-        .map_err(io_err(&tmp))?;
-    let written = f.write_all(bytes).and_then(|_| f.sync_all());
-    drop(f);
-    if let Err(e) = written {
-        // Do not leave a half-written temp file behind (e.g. a full disk).
-        let _ = io.remove_file(&tmp);
-        return Err(StoreError::io(&tmp, e));
+    let mut f = AtomicFile::create(io, dir, path)?;
+    f.write(bytes)?;
+    f.commit().map(|_| ())
+}
+
+/// A file replaced atomically whose content is produced piece by piece (the snapshot of a
+/// million jobs is hundreds of MB: it is written in `SPILL`-byte pieces, never held whole).
+/// Same steps as [`write_atomic`]: temp file, fsync, rename, fsync dir; dropped uncommitted,
+/// the temp file is removed.
+pub(super) struct AtomicFile<'a> {
+    io: &'a dyn StoreIo,
+    dir: &'a Path,
+    path: &'a Path,
+    tmp: std::path::PathBuf,
+    f: Option<Box<dyn IoFile>>,
+    /// Content not written yet: [`AtomicFile::spill`] writes it once it reaches `SPILL` bytes.
+    pub(super) buf: Vec<u8>,
+    written: u64,
+}
+
+/// Bytes an [`AtomicFile`] buffers before writing them.
+const SPILL: usize = 4 * 1024 * 1024;
+
+impl<'a> AtomicFile<'a> {
+    pub(super) fn create(io: &'a dyn StoreIo, dir: &'a Path, path: &'a Path) -> StoreResult<Self> {
+        // A temp name of our own: two processes must never rename each other's temp file away.
+        let tmp = path.with_extension(format!(
+            "tmp.{}.{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ));
+        let f = io
+            .open(&tmp, OpenMode::CreateTruncate)
+            .map_err(io_err(&tmp))?;
+        Ok(AtomicFile {
+            io,
+            dir,
+            path,
+            tmp,
+            f: Some(f),
+            buf: Vec::new(),
+            written: 0,
+        })
     }
-    if let Err(e) = io.rename(&tmp, path) {
-        let _ = io.remove_file(&tmp);
-        return Err(StoreError::io(path, e));
+
+    fn write(&mut self, bytes: &[u8]) -> StoreResult<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let f = self
+            .f
+            .as_deref()
+            .ok_or_else(|| StoreError::Internal("atomic file already closed".into()))?;
+        f.write_all(bytes).map_err(io_err(&self.tmp))?;
+        self.written += bytes.len() as u64;
+        Ok(())
     }
-    io.sync_dir(dir).map_err(io_err(dir))
+
+    /// Write the buffered content once it reached `SPILL` bytes.
+    pub(super) fn spill(&mut self) -> StoreResult<()> {
+        if self.buf.len() >= SPILL {
+            let buf = std::mem::take(&mut self.buf);
+            self.write(&buf)?;
+            self.buf = buf;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Write what is buffered, fsync, rename over `path`, fsync the directory. Returns the
+    /// file's length.
+    pub(super) fn commit(mut self) -> StoreResult<u64> {
+        let buf = std::mem::take(&mut self.buf);
+        self.write(&buf)?;
+        drop(buf);
+        let synced = match self.f.take() {
+            Some(f) => f.sync_all().map_err(io_err(&self.tmp)),
+            None => Err(StoreError::Internal("atomic file already closed".into())),
+        };
+        synced?;
+        if let Err(e) = self.io.rename(&self.tmp, self.path) {
+            return Err(StoreError::io(self.path, e));
+        }
+        // Renamed: nothing left for `drop` to remove.
+        self.tmp = std::path::PathBuf::new();
+        self.io.sync_dir(self.dir).map_err(io_err(self.dir))?;
+        Ok(self.written)
+    }
+}
+
+impl Drop for AtomicFile<'_> {
+    fn drop(&mut self) {
+        // Not committed (a write, fsync or rename failed, e.g. a full disk): do not leave a
+        // half-written temp file behind.
+        if !self.tmp.as_os_str().is_empty() {
+            drop(self.f.take());
+            let _ = self.io.remove_file(&self.tmp);
+        }
+    }
 }
 
 pub(super) fn corrupt(path: &Path, line: u64, column: u64, what: impl Into<String>) -> StoreError {

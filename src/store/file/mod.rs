@@ -702,7 +702,7 @@ impl Store for FileStore {
                 c.sched = logic::compile(&c.rec).ok();
             }
         }
-        l.persist(&[], &changed)?;
+        l.persist_apply(&changed)?;
         Ok(report)
     }
 
