@@ -456,3 +456,191 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
         "newest first: each missed slot in one row"
     );
 }
+
+/// Bug 5 (strict seeds 38, 56, 157): another process wrote a `missed` row and died before its
+/// job record; the next claimer is a process that opened the store only afterwards (so it never
+/// saw history grow without the journal). The job record says where history ended when it was
+/// written (`rows_to`): the claimer finds the leftover row there and records only later slots.
+#[test]
+fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    drop(s);
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    let other = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        other.claim_due(&req(t(45))).is_err(),
+        "the other process dies"
+    );
+    drop(other);
+    let fresh = open(&disk);
+    fresh
+        .claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let missed: Vec<_> = rows(&fresh)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
+}
+
+/// Bug 5's overlap case: a recoverer wrote `abandoned` and the overlap `skipped` row of a lapsed
+/// lease, then died before the journal; an operator's command changed the journal since (so the
+/// run's owner cannot tell from file sizes that history holds rows without records). The owner,
+/// back from its stall, completes the run: its overlap row must cover only the slots the dead
+/// recoverer's row did not.
+#[test]
+fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut a = cronsole::testkit::jobs::command_job("a", 5);
+    a.lease_seconds = 5.0;
+    let b = cronsole::testkit::jobs::command_job("b", 60);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![a, b],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(1),
+            owner: "o",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let c = match out.claims.into_iter().find(|c| c.job.def.name == "a") {
+        Some(c) => c,
+        None => panic!("job a not claimed"),
+    };
+    // Job b fired at t(0) too: take it out of the way.
+    s.set_paused("b", true, t(1))
+        .unwrap_or_else(|e| panic!("pause: {e}"));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(30),
+        owner: "r",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let cli = open(&disk);
+    cli.set_paused("b", false, t(31))
+        .unwrap_or_else(|e| panic!("resume: {e}"));
+    drop(cli);
+    s.complete(completion(&c, t(32)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let overlap: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.job == "a" && r.status == Status::Skipped)
+        .map(|r| (r.slot, r.slot_end))
+        .collect();
+    assert_eq!(
+        overlap,
+        vec![(Some(t(10)), Some(t(30))), (Some(t(5)), Some(t(5)))],
+        "newest first: each overlapped slot in one row"
+    );
+}
+
+/// Seeds 516, 1390 ("one-shot job … executed a third time"): a `once` job's run was abandoned
+/// (one retry left), then the job was removed from the jobs file and added back. Removal used to
+/// clear the pending recovery, so the job came back as if it had never run: a fresh scheduled
+/// run, then its own recovery — three executions. Coming back, the one retry is all it gets.
+#[test]
+fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 5.0;
+    d.max_runs = Some(1);
+    let with = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    let without = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![],
+    };
+    s.apply(&with, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let first = claim_one(&s, t(0));
+    assert_eq!(first.trigger, Trigger::Schedule);
+    // Its owner dies; another owner recovers the lease: `abandoned`, one retry pending.
+    let req = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    s.claim_due(&req(t(20)))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    s.apply(&without, t(21))
+        .unwrap_or_else(|e| panic!("apply without: {e}"));
+    s.apply(&with, t(22))
+        .unwrap_or_else(|e| panic!("apply with: {e}"));
+    let mut executions = vec![first.trigger];
+    let mut now = 23;
+    // Every claim is abandoned in turn; the job must retire after its one retry.
+    for _ in 0..4 {
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(now),
+                owner: "o",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap_or_else(|e| panic!("claim: {e}"));
+        executions.extend(out.claims.iter().map(|c| c.trigger));
+        now += 40;
+    }
+    assert_eq!(
+        executions,
+        vec![Trigger::Schedule, Trigger::Recovery],
+        "a once job: its run and one retry"
+    );
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert!(
+        rec.rt.retired,
+        "retired after two abandoned runs: {:?}",
+        rec.rt
+    );
+}

@@ -30,17 +30,36 @@ pub(super) struct EntryRef<'a> {
     pub(super) mark: Option<Mark>,
 }
 
+/// A job line as this release writes it: [`EntryRef`] plus `rows_to`, where history ended when
+/// the line was written (after the rows of the same operation). Rows of the job found after it
+/// were written by an operation whose record never landed (a process died or failed between
+/// its rows and its record): a writer about to generate rows for the job looks there first, so
+/// it never records the same slots twice (see `Locked::rows_since_records`).
+#[derive(Serialize)]
+pub(super) struct EntryLine<'a> {
+    pub(super) job: &'a JobRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) mark: Option<Mark>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) rows_to: Option<Mark>,
+}
+
 #[derive(Deserialize)]
 pub(super) struct Entry {
     pub(super) job: JobRecord,
     #[serde(default)]
     pub(super) mark: Option<Mark>,
+    /// See [`EntryLine::rows_to`] (absent in lines written before it existed).
+    #[serde(default)]
+    pub(super) rows_to: Option<Mark>,
 }
 
 pub(super) struct Cached {
     pub(super) rec: JobRecord,
     pub(super) sched: Option<Compiled>,
     pub(super) mark: Option<Mark>,
+    /// Where history ended when this record was last written (see [`EntryLine::rows_to`]).
+    pub(super) rows_to: Option<Mark>,
     pub(super) wake: Option<DateTime<Utc>>,
 }
 
@@ -57,8 +76,15 @@ impl Cached {
             rec,
             sched,
             mark,
+            rows_to: None,
             wake: None,
         }
+    }
+
+    fn from_entry(e: Entry) -> Cached {
+        let mut c = Cached::new(e.job, e.mark);
+        c.rows_to = e.rows_to;
+        c
     }
 }
 impl Locked<'_> {
@@ -117,7 +143,7 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
             let name = e.job.def.name.clone();
-            inner.jobs.insert(name, Cached::new(e.job, e.mark));
+            inner.jobs.insert(name, Cached::from_entry(e));
         }
         inner.generation = generation;
         inner.snapshot_len = bytes.len() as u64;
@@ -188,7 +214,7 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
             let name = e.job.def.name.clone();
-            inner.jobs.insert(name, Cached::new(e.job, e.mark));
+            inner.jobs.insert(name, Cached::from_entry(e));
         }
         inner.journal = AppendLog {
             file: Some(f),
@@ -253,7 +279,7 @@ impl Locked<'_> {
             if let Some(old) = inner.jobs.get(&name).and_then(|c| c.wake) {
                 inner.wake.remove(&(old, name.clone()));
             }
-            inner.jobs.insert(name.clone(), Cached::new(e.job, e.mark));
+            inner.jobs.insert(name.clone(), Cached::from_entry(e));
             reindex(inner, &name);
         }
         inner.journal.len = len;
@@ -270,17 +296,21 @@ impl Locked<'_> {
             self.new_journal()?;
         }
         let jpath = self.path(JOURNAL_FILE);
+        // History was appended first: its end now is past every row these records rely on.
+        let rows_to = self.mark_now();
         let mut buf = Vec::with_capacity(names.len() * 1024);
         for n in names {
-            let Some(c) = self.inner.jobs.get(n) else {
+            let Some(c) = self.inner.jobs.get_mut(n) else {
                 continue;
             };
+            c.rows_to = Some(rows_to);
             encode_line(
                 &mut buf,
                 "job record",
-                &EntryRef {
+                &EntryLine {
                     job: &c.rec,
                     mark: c.mark,
+                    rows_to: c.rows_to,
                 },
             )?;
         }
@@ -315,12 +345,15 @@ impl Locked<'_> {
         let generation = self.inner.generation + 1;
         let mut buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
         for c in self.inner.jobs.values() {
+            // Each record keeps the history end of its own last write, not the compaction's:
+            // rows a dead process left after it are still looked for.
             encode_line(
                 &mut buf,
                 "job record",
-                &EntryRef {
+                &EntryLine {
                     job: &c.rec,
                     mark: c.mark,
+                    rows_to: c.rows_to,
                 },
             )?;
         }

@@ -665,6 +665,10 @@ impl Store for FileStore {
         let mut changed = Vec::new();
         let mut plans = Vec::new();
         let mut relies = false;
+        // Generated rows per job, with the rows already known to have landed for it; the rows
+        // are filtered once the scan for leftovers (`rows_since_records`) is done.
+        let mut generated: Vec<(String, Vec<HistoryRow>, Vec<HistoryRow>)> = Vec::new();
+        let mut scan = Vec::new();
         for name in due {
             if in_flight.contains(name.as_str()) {
                 continue;
@@ -689,17 +693,9 @@ impl Store for FileStore {
             if recovering {
                 c.mark = None;
             }
-            if unacked.is_empty() && after.is_empty() {
-                rows.extend(ev.rows);
-            } else {
-                // Rows trimmed or dropped here rely on the landed ones.
-                relies |= !ev.rows.is_empty();
-                let known: Vec<HistoryRow> = unacked.iter().chain(&after).cloned().collect();
-                rows.extend(
-                    ev.rows
-                        .into_iter()
-                        .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
-                );
+            if !ev.rows.is_empty() {
+                scan.push((name.clone(), c.rows_to));
+                generated.push((name.clone(), ev.rows, after));
             }
             if let Some(p) = ev.claim {
                 c.mark = Some(mark);
@@ -708,6 +704,32 @@ impl Store for FileStore {
             if ev.changed {
                 changed.push(name);
             }
+        }
+        // Rows an operation wrote before dying (or failing) ahead of these jobs' records.
+        let leftovers = l.rows_since_records(&scan)?;
+        for (name, ev_rows, after) in generated {
+            let known: Vec<HistoryRow> = unacked
+                .iter()
+                .chain(&after)
+                .chain(&leftovers)
+                .filter(|r| r.job == name)
+                .cloned()
+                .collect();
+            if known.is_empty() {
+                rows.extend(ev_rows);
+                continue;
+            }
+            // Rows trimmed or dropped here rely on the landed ones.
+            relies = true;
+            let Some(sched) = l.inner.jobs.get(&name).and_then(|c| c.sched.clone()) else {
+                rows.extend(ev_rows);
+                continue;
+            };
+            rows.extend(
+                ev_rows
+                    .into_iter()
+                    .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
+            );
         }
         l.inner.relies_on_landed |= relies;
         l.persist(&rows, &changed)?;
@@ -775,10 +797,58 @@ impl Store for FileStore {
                 return out;
             }
         };
+        let mut done: Vec<StoreResult<(CompleteOutcome, String)>> = Vec::with_capacity(n);
+        for c in cs {
+            done.push(complete_in(&mut l, c, period, &landed));
+        }
+        // Overlap rows a completion generates: not again for slots a dead (or failed)
+        // operation already recorded after the job's record (see `rows_since_records`).
+        let scan: Vec<(String, Option<jobs::Mark>)> = done
+            .iter()
+            .flatten()
+            .filter(|(out, _)| out.rows.iter().skip(1).any(logic::is_generated))
+            .filter_map(|(_, name)| l.inner.jobs.get(name).map(|c| (name.clone(), c.rows_to)))
+            .collect();
+        if !scan.is_empty() {
+            let leftovers = match l.rows_since_records(&scan) {
+                Ok(v) => v,
+                Err(e) => {
+                    l.inner.loaded = false;
+                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
+                }
+            };
+            for (out, name) in done.iter_mut().flatten() {
+                let known: Vec<HistoryRow> = leftovers
+                    .iter()
+                    .filter(|r| r.job == *name)
+                    .cloned()
+                    .collect();
+                let Some(sched) = l
+                    .inner
+                    .jobs
+                    .get(name.as_str())
+                    .and_then(|c| c.sched.clone())
+                else {
+                    continue;
+                };
+                if known.is_empty() || out.rows.len() < 2 {
+                    continue;
+                }
+                l.inner.relies_on_landed = true;
+                let mut kept = vec![out.rows.remove(0)];
+                kept.extend(out.rows.drain(..).filter_map(|r| {
+                    if logic::is_generated(&r) {
+                        logic::unlanded_part(r, &known, &sched)
+                    } else {
+                        Some(r)
+                    }
+                }));
+                out.rows = kept;
+            }
+        }
         let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
         let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for c in cs {
-            let r = complete_in(&mut l, c, period, &landed);
+        for r in done {
             if let Ok((out, name)) = &r {
                 rows.extend(out.rows.iter().cloned());
                 names.push(name.clone());
