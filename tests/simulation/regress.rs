@@ -644,3 +644,45 @@ fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry(
         rec.rt
     );
 }
+
+/// Seeds 1210, 1876 ("recorded spend over the budget" with the reservation gate): an `apply`
+/// renamed the new `settings.json` (the budget) into place and died before its directory
+/// fsync; the next `apply` found the settings already equal and acknowledged; a power loss then
+/// brought the old `settings.json` (no such budget) back, and owners spent past the budget. A
+/// writer syncs the directory before relying on a file it loaded through its name.
+#[test]
+fn settings_an_apply_relied_on_survive_a_power_loss() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    drop(open(&disk));
+    let settings = Settings {
+        budget: Some(cronsole::model::Budget {
+            max_cost_usd: 0.5,
+            period: cronsole::model::BudgetPeriod::Total,
+        }),
+        ..Settings::default()
+    };
+    let file = JobsFile {
+        settings: settings.clone(),
+        jobs: vec![cronsole::testkit::jobs::command_job("a", 10)],
+    };
+    let first = open(&disk);
+    disk.script(Scripted {
+        file: ".cronsole".into(),
+        op: "fsync dir",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(first.apply(&file, t(0)).is_err(), "the first apply dies");
+    drop(first);
+    let second = open(&disk);
+    second
+        .apply(&file, t(1))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    drop(second);
+    disk.power_loss();
+    let after = open(&disk);
+    assert_eq!(
+        after.settings().unwrap_or_else(|e| panic!("settings: {e}")),
+        settings,
+        "the budget the second apply acknowledged"
+    );
+}

@@ -77,6 +77,7 @@ impl Locked<'_> {
                 ino: fm.ino,
                 len,
             };
+            self.inner.names_unsynced = true;
             if self.inner.history_compacted_len == 0 {
                 self.inner.history_compacted_len = len;
             }

@@ -222,6 +222,7 @@ impl Locked<'_> {
             len,
         };
         inner.journal_stale = stale;
+        inner.names_unsynced = true;
         let names: Vec<String> = inner.jobs.keys().cloned().collect();
         for n in names {
             reindex(inner, &n);

@@ -150,6 +150,12 @@ struct Inner {
     /// process's): they may sit in the page cache only, so history is fsynced before the job
     /// records that rely on them are written, even when no row is appended.
     relies_on_landed: bool,
+    /// A store file was (re)loaded through its name since this handle last synced the
+    /// directory: the name may not be durable yet (a writer renamed it into place and died
+    /// before its directory fsync), so the next write syncs the directory first — a power loss
+    /// must not take back a file (settings, snapshot, journal) that acknowledged state relies on
+    /// (fault-simulator seeds 1210, 1876: the budget fell back to an older settings.json).
+    names_unsynced: bool,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
 }
@@ -517,6 +523,7 @@ impl Locked<'_> {
         check_id(&spath, Some(&f.store), self.id())?;
         self.inner.settings = f.settings;
         self.inner.settings_stamp = stamp;
+        self.inner.names_unsynced = true;
         Ok(())
     }
 
@@ -524,6 +531,14 @@ impl Locked<'_> {
     /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
     /// appended again.
     fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
+        if self.inner.names_unsynced {
+            if let Err(e) = self.io().sync_dir(&self.store.dir) {
+                // The caller already changed the cache: nothing of it was written.
+                self.inner.loaded = false;
+                return Err(StoreError::io(&self.store.dir, e));
+            }
+            self.inner.names_unsynced = false;
+        }
         let landed = if rows.is_empty() {
             Vec::new()
         } else {
