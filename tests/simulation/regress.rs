@@ -686,3 +686,62 @@ fn settings_an_apply_relied_on_survive_a_power_loss() {
         "the budget the second apply acknowledged"
     );
 }
+
+/// Bug 6 (fsyncgate, `SIM_FSYNC_LOSES_DATA=1`, seed 5035): the journal's fsync failed and, as on
+/// Linux, its pending bytes were dropped from writeback while staying readable in the page
+/// cache. The store went on appending after them; a power loss then left a hole of zeros in the
+/// middle of the journal and the store refused to open. A failed append is now cut back (under
+/// the lock, before anyone reads it) and its retry writes the bytes again.
+#[test]
+fn nothing_is_appended_after_bytes_whose_fsync_failed() {
+    let disk = SimDisk::new(
+        shared_rng(1),
+        FaultConfig {
+            fsync_loses_data: true,
+            ..FaultConfig::none()
+        },
+    );
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 30.0;
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(1));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(
+        s.complete(completion(&c, t(3))).is_err(),
+        "the journal fsync fails"
+    );
+    s.complete(completion(&c, t(4)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let next = claim_one(&s, t(11));
+    drop(s);
+    disk.power_loss();
+    let s = match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)) {
+        Ok(s) => s,
+        Err(e) => panic!("the store must open after the power loss: {e}"),
+    };
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(mine, vec![Status::Succeeded], "the acknowledged row");
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert_eq!(
+        rec.rt.lease.map(|l| l.run_id),
+        Some(next.run_id),
+        "the acknowledged claim"
+    );
+}
