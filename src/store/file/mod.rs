@@ -64,8 +64,18 @@
 //! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
 //! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
 //! for it from the claim mark and writes its row with `supersedes_abandoned`, and queries hide
-//! the superseded row. Still open: a process that dies between a `missed`/overlap row and its
-//! job record leaves a row the next claimer (another process) can write again (never lost).
+//! the superseded row. A process that dies (or fails) between a `missed`/overlap row and its
+//! job record leaves that row: every job line records where history ended when it was written
+//! (`rows_to`), and a writer about to generate rows for a job first scans history from there
+//! (`rows_since_records`, one scan per operation, only when it generates rows) and writes only
+//! the slots no leftover row records.
+//!
+//! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
+//! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
+//! never write those bytes while still serving them from the page cache, so nothing may follow
+//! them. A handle that (re)loaded a file through its name syncs the directory before its next
+//! write, so a rename another process did not get to sync cannot be taken back by a power loss
+//! after this handle acknowledged something relying on that file.
 //!
 //! # History corruption checks
 //! Every history row carries a CRC-32 of itself, so a flipped byte that still parses is caught
