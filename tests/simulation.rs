@@ -198,10 +198,7 @@ fn batch(
 /// ignored regression test in `simulation/regress.rs` or, where not reduced yet, named by the
 /// seed that replays it: the batch reports them loudly but does not fail on them, unless
 /// `SIM_STRICT=1`. Any other failure fails the batch. Remove an entry with its fix.
-const KNOWN_BUGS: &[(&str, &str)] = &[(
-    "is in two rows",
-    "not fixed: a `missed`/overlap `skipped` row written again by another process after one died between the row and its job record (strict seeds 38, 56, 157 after wt-fix)",
-)];
+const KNOWN_BUGS: &[(&str, &str)] = &[];
 
 fn known_bug(what: &str) -> Option<&'static str> {
     KNOWN_BUGS

@@ -789,7 +789,10 @@ pub fn apply_one(
 }
 
 /// `apply` for a stored job no longer in the file: retire it (kept in history and `jobs`).
-/// Returns true when it was not retired yet (the record changed).
+/// Returns true when it was not retired yet (the record changed). This retirement is undone
+/// when the job comes back, so a one-shot's pending recovery (its run was abandoned, one retry
+/// left) is kept: coming back, it is that retry, not a fresh first run (fault-simulator seeds
+/// 516, 1390: a `once` job removed and re-added ran a third time).
 pub fn retire_removed(rec: &mut JobRecord) -> bool {
     if rec.rt.retired {
         return false;
@@ -797,7 +800,6 @@ pub fn retire_removed(rec: &mut JobRecord) -> bool {
     rec.rt.retired = true;
     rec.rt.retired_reason = Some(REASON_REMOVED.to_string());
     rec.rt.trigger_requested_at = None;
-    rec.rt.recovery_pending = false;
     true
 }
 
@@ -1018,9 +1020,20 @@ pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
     }
 }
 
+/// Whether `row` is one the store generates for slots (a `missed` row or an overlap `skipped`
+/// row), not a run's own row.
+pub fn is_generated(row: &HistoryRow) -> bool {
+    row.slot.is_some()
+        && (row.status == Status::Missed
+            || (row.status == Status::Skipped && row.reason.as_deref() == Some(REASON_OVERLAP)))
+}
+
 /// `new` (a row about to be written) without what rows already in history record: `None` when
-/// one of them records it whole; a `missed` row computed again later than a landed one covers
-/// the landed row's first slot and more, so only the slots after the landed row's last are kept.
+/// one of them records it whole. A generated row ([`is_generated`]) computed again later, or by
+/// another process, than a landed generated row of the same job covering its first slot (a
+/// `missed` retry covers the landed row's slots and more; an overlap row computed at a later
+/// completion reaches further than the one a dead recoverer wrote) keeps only the slots after
+/// the furthest landed one: each slot in exactly one row.
 pub fn unlanded_part(
     mut new: HistoryRow,
     landed: &[HistoryRow],
@@ -1029,20 +1042,28 @@ pub fn unlanded_part(
     if landed.iter().any(|l| same_row(l, &new)) {
         return None;
     }
-    if new.status == Status::Missed
-        && let Some(l) = landed.iter().find(|l| {
-            l.job == new.job
-                && l.status == Status::Missed
-                && l.slot == new.slot
-                && new.slot.is_some()
-        })
-        && let (Some(done), Some(end)) = (l.slot_end.or(l.slot), new.slot_end)
-    {
-        let (first, last, n) = sched.slots_between(done, end, SLOT_COUNT_CAP)?;
-        new.slot = Some(first);
-        new.slot_end = Some(last);
-        new.slots_count = Some(n);
+    if !is_generated(&new) {
+        return Some(new);
     }
+    let first = new.slot?;
+    let end = new.slot_end.unwrap_or(first);
+    let done = landed
+        .iter()
+        .filter(|l| l.job == new.job && is_generated(l))
+        .filter_map(|l| Some((l.slot?, l.slot_end.or(l.slot)?)))
+        .filter(|(s, e)| *s <= first && *e >= first)
+        .map(|(_, e)| e)
+        .max();
+    let Some(done) = done else {
+        return Some(new);
+    };
+    if done >= end {
+        return None;
+    }
+    let (first, last, n) = sched.slots_between(done, end, SLOT_COUNT_CAP)?;
+    new.slot = Some(first);
+    new.slot_end = Some(last);
+    new.slots_count = Some(n);
     Some(new)
 }
 

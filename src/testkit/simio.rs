@@ -136,6 +136,19 @@ impl Inode {
             self.data.resize(off + bytes.len(), 0);
         }
         self.data[off..off + bytes.len()].copy_from_slice(bytes);
+        // Rewritten bytes are dirty again: their earlier failed writeback no longer matters.
+        let (from, to) = (off as u64, (off + bytes.len()) as u64);
+        self.lost = std::mem::take(&mut self.lost)
+            .into_iter()
+            .flat_map(|(o, l)| {
+                let end = o + l;
+                [
+                    (o, from.min(end).saturating_sub(o)),
+                    (to.max(o), end.saturating_sub(to.max(o))),
+                ]
+            })
+            .filter(|(_, l)| *l > 0)
+            .collect();
         self.pending.push(Pending::Write {
             off: off as u64,
             bytes: bytes.to_vec(),
@@ -144,12 +157,20 @@ impl Inode {
 
     fn set_len(&mut self, len: u64) {
         self.data.resize(len as usize, 0);
+        // Pages cut away are gone from the cache, failed writeback or not.
+        self.lost = std::mem::take(&mut self.lost)
+            .into_iter()
+            .filter(|(o, _)| *o < len)
+            .map(|(o, l)| (o, l.min(len - o)))
+            .collect();
         self.pending.push(Pending::SetLen(len));
     }
 
     fn sync(&mut self) {
         let mut durable = self.data.clone();
-        for (off, len) in self.lost.drain(..) {
+        // A page whose writeback failed is clean in the cache: no later fsync writes it, until
+        // it is rewritten (`write_at`) or cut away (`set_len`).
+        for &(off, len) in &self.lost {
             for i in off..off + len {
                 let i = i as usize;
                 if i < durable.len() {
@@ -994,6 +1015,38 @@ mod tests {
             b"\0\0\0\0\0kept\n",
             "the failed writeback is a hole"
         );
+    }
+
+    /// fsyncgate's cure: bytes whose writeback failed are cut and written again; the rewrite
+    /// is dirty again and reaches the disk with the next good fsync.
+    #[test]
+    fn bytes_rewritten_after_a_failed_fsync_become_durable() {
+        let d = disk(
+            5,
+            FaultConfig {
+                fsync_loses_data: true,
+                ..FaultConfig::none()
+            },
+        );
+        let io = d.process(true);
+        let dir = setup(&io);
+        let p = dir.join("log");
+        let f = io.open(&p, OpenMode::AppendCreate).unwrap();
+        f.write_all(b"one\n").unwrap();
+        f.sync_data().unwrap();
+        io.sync_dir(&dir).unwrap();
+        f.write_all(b"two\n").unwrap();
+        d.script(Scripted {
+            file: "log".into(),
+            op: "fsync",
+            fault: ScriptedFault::Eio,
+        });
+        assert!(f.sync_data().is_err());
+        f.set_len(4).unwrap();
+        f.write_all(b"TWO\n").unwrap();
+        f.sync_data().unwrap();
+        d.power_loss();
+        assert_eq!(d.contents(&p).unwrap(), b"one\nTWO\n");
     }
 
     #[test]

@@ -406,9 +406,12 @@ impl Model {
                 continue;
             }
             // A gap from `expect` to the next covered slot (or the cursor).
+            // With no later claim, every acknowledged quiet window came before this check,
+            // whatever the wall clock says now (it may have stepped back past the window's
+            // start: seeds 2088, 3447 flagged a gap a pause had explained).
             let (gap_end, next_claim) = match cover.get(i) {
                 Some(c) => (c.0, c.3),
-                None => (horizon, now),
+                None => (horizon, DateTime::<Utc>::MAX_UTC),
             };
             let explained = jm
                 .quiet
@@ -505,6 +508,52 @@ mod tests {
         row.stale_lease = true;
         m.acked.clear();
         m.check(&[ab, row], &[], t(2), false).unwrap();
+    }
+
+    /// Seeds 2088, 3447: a slot due before an acknowledged pause was dropped by it (the
+    /// operator's resume continues at the next future slot); the wall clock then stepped back
+    /// before the pause's instant. The pause still explains the gap; a gap with no pause does
+    /// not.
+    #[test]
+    fn a_gap_explained_by_a_pause_stays_explained_after_the_clock_steps_back() {
+        let mut rec =
+            cronsole::store::logic::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
+        rec.rt.last_slot = Some(t(0));
+        rec.rt.next_slot = Some(t(100));
+        let run = |slot: i64| {
+            let mut r = HistoryRow::new(
+                "a",
+                Status::Succeeded,
+                Trigger::Schedule,
+                Some(t(slot)),
+                "o",
+                t(slot + 1),
+            );
+            r.started_at = t(slot);
+            r
+        };
+        let rows = [run(0)];
+        let mut m = Model::default();
+        m.jobs.insert(
+            "a".into(),
+            JobModel {
+                every: 10,
+                ..JobModel::default()
+            },
+        );
+        // No pause: slots 10..90 have no row.
+        assert!(
+            m.check(&rows, std::slice::from_ref(&rec), t(95), false)
+                .unwrap_err()
+                .contains("has no row")
+        );
+        // Paused at 96 and resumed at 97; the clock then stepped back to 95.
+        if let Some(j) = m.jobs.get_mut("a") {
+            j.set_quiet(Some(true), None, t(96));
+            j.set_quiet(Some(false), None, t(97));
+        }
+        m.check(&rows, &[rec], t(95), false).unwrap();
     }
 
     #[test]

@@ -452,3 +452,292 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
         "newest first: each missed slot in one row"
     );
 }
+
+/// Bug 5 (strict seeds 38, 56, 157): another process wrote a `missed` row and died before its
+/// job record; the next claimer is a process that opened the store only afterwards (so it never
+/// saw history grow without the journal). The job record says where history ended when it was
+/// written (`rows_to`): the claimer finds the leftover row there and records only later slots.
+#[test]
+fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(0));
+    s.complete(completion(&c, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    drop(s);
+    let req = |now| ClaimRequest {
+        now,
+        owner: "o",
+        limit: 0,
+        in_flight: &[],
+    };
+    let other = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        other.claim_due(&req(t(45))).is_err(),
+        "the other process dies"
+    );
+    drop(other);
+    let fresh = open(&disk);
+    fresh
+        .claim_due(&req(t(67)))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let missed: Vec<_> = rows(&fresh)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
+}
+
+/// Bug 5's overlap case: a recoverer wrote `abandoned` and the overlap `skipped` row of a lapsed
+/// lease, then died before the journal; an operator's command changed the journal since (so the
+/// run's owner cannot tell from file sizes that history holds rows without records). The owner,
+/// back from its stall, completes the run: its overlap row must cover only the slots the dead
+/// recoverer's row did not.
+#[test]
+fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut a = cronsole::testkit::jobs::command_job("a", 5);
+    a.lease_seconds = 5.0;
+    let b = cronsole::testkit::jobs::command_job("b", 60);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![a, b],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let out = s
+        .claim_due(&ClaimRequest {
+            now: t(1),
+            owner: "o",
+            limit: 1,
+            in_flight: &[],
+        })
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let c = match out.claims.into_iter().find(|c| c.job.def.name == "a") {
+        Some(c) => c,
+        None => panic!("job a not claimed"),
+    };
+    // Job b fired at t(0) too: take it out of the way.
+    s.set_paused("b", true, t(1))
+        .unwrap_or_else(|e| panic!("pause: {e}"));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(30),
+        owner: "r",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let cli = open(&disk);
+    cli.set_paused("b", false, t(31))
+        .unwrap_or_else(|e| panic!("resume: {e}"));
+    drop(cli);
+    s.complete(completion(&c, t(32)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let overlap: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.job == "a" && r.status == Status::Skipped)
+        .map(|r| (r.slot, r.slot_end))
+        .collect();
+    assert_eq!(
+        overlap,
+        vec![(Some(t(10)), Some(t(30))), (Some(t(5)), Some(t(5)))],
+        "newest first: each overlapped slot in one row"
+    );
+}
+
+/// Seeds 516, 1390 ("one-shot job … executed a third time"): a `once` job's run was abandoned
+/// (one retry left), then the job was removed from the jobs file and added back. Removal used to
+/// clear the pending recovery, so the job came back as if it had never run: a fresh scheduled
+/// run, then its own recovery — three executions. Coming back, the one retry is all it gets.
+#[test]
+fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 5.0;
+    d.max_runs = Some(1);
+    let with = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    let without = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![],
+    };
+    s.apply(&with, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let first = claim_one(&s, t(0));
+    assert_eq!(first.trigger, Trigger::Schedule);
+    // Its owner dies; another owner recovers the lease: `abandoned`, one retry pending.
+    let req = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    };
+    s.claim_due(&req(t(20)))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    s.apply(&without, t(21))
+        .unwrap_or_else(|e| panic!("apply without: {e}"));
+    s.apply(&with, t(22))
+        .unwrap_or_else(|e| panic!("apply with: {e}"));
+    let mut executions = vec![first.trigger];
+    let mut now = 23;
+    // Every claim is abandoned in turn; the job must retire after its one retry.
+    for _ in 0..4 {
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(now),
+                owner: "o",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap_or_else(|e| panic!("claim: {e}"));
+        executions.extend(out.claims.iter().map(|c| c.trigger));
+        now += 40;
+    }
+    assert_eq!(
+        executions,
+        vec![Trigger::Schedule, Trigger::Recovery],
+        "a once job: its run and one retry"
+    );
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert!(
+        rec.rt.retired,
+        "retired after two abandoned runs: {:?}",
+        rec.rt
+    );
+}
+
+/// Seeds 1210, 1876 ("recorded spend over the budget" with the reservation gate): an `apply`
+/// renamed the new `settings.json` (the budget) into place and died before its directory
+/// fsync; the next `apply` found the settings already equal and acknowledged; a power loss then
+/// brought the old `settings.json` (no such budget) back, and owners spent past the budget. A
+/// writer syncs the directory before relying on a file it loaded through its name.
+#[test]
+fn settings_an_apply_relied_on_survive_a_power_loss() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    drop(open(&disk));
+    let settings = Settings {
+        budget: Some(cronsole::model::Budget {
+            max_cost_usd: 0.5,
+            period: cronsole::model::BudgetPeriod::Total,
+        }),
+        ..Settings::default()
+    };
+    let file = JobsFile {
+        settings: settings.clone(),
+        jobs: vec![cronsole::testkit::jobs::command_job("a", 10)],
+    };
+    let first = open(&disk);
+    disk.script(Scripted {
+        file: ".cronsole".into(),
+        op: "fsync dir",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(first.apply(&file, t(0)).is_err(), "the first apply dies");
+    drop(first);
+    let second = open(&disk);
+    second
+        .apply(&file, t(1))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    drop(second);
+    disk.power_loss();
+    let after = open(&disk);
+    assert_eq!(
+        after.settings().unwrap_or_else(|e| panic!("settings: {e}")),
+        settings,
+        "the budget the second apply acknowledged"
+    );
+}
+
+/// Bug 6 (fsyncgate, `SIM_FSYNC_LOSES_DATA=1`, seed 5035): the journal's fsync failed and, as on
+/// Linux, its pending bytes were dropped from writeback while staying readable in the page
+/// cache. The store went on appending after them; a power loss then left a hole of zeros in the
+/// middle of the journal and the store refused to open. A failed append is now cut back (under
+/// the lock, before anyone reads it) and its retry writes the bytes again.
+#[test]
+fn nothing_is_appended_after_bytes_whose_fsync_failed() {
+    let disk = SimDisk::new(
+        shared_rng(1),
+        FaultConfig {
+            fsync_loses_data: true,
+            ..FaultConfig::none()
+        },
+    );
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 30.0;
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(1));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(
+        s.complete(completion(&c, t(3))).is_err(),
+        "the journal fsync fails"
+    );
+    s.complete(completion(&c, t(4)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    let next = claim_one(&s, t(11));
+    drop(s);
+    disk.power_loss();
+    let s = match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)) {
+        Ok(s) => s,
+        Err(e) => panic!("the store must open after the power loss: {e}"),
+    };
+    let mine: Vec<_> = rows(&s)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(mine, vec![Status::Succeeded], "the acknowledged row");
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert_eq!(
+        rec.rt.lease.map(|l| l.run_id),
+        Some(next.run_id),
+        "the acknowledged claim"
+    );
+}

@@ -230,6 +230,7 @@ impl Locked<'_> {
             self.inner.history_seg = seg;
             self.inner.history_open_unverified = false;
             self.inner.history_sealed_open = sealed_open;
+            self.inner.names_unsynced = true;
             if self.inner.history_compacted_len == 0 {
                 self.inner.history_compacted_len = self.history_growth();
                 self.inner.history_kept_len = self.inner.history_compacted_len;
@@ -580,6 +581,91 @@ impl Locked<'_> {
             }
         }
         Ok((found, after))
+    }
+
+    /// Rows of each named job that lie after where its record was last written (`rows_to`):
+    /// rows an operation wrote before dying or failing ahead of its job record (bug 5 of the
+    /// fault simulator: without this, the next claimer — any process — wrote the same
+    /// `missed`/overlap row again). One forward scan from the earliest mark. A mark on another
+    /// history file (retention rewrote it) or none (a record written before marks existed) is
+    /// looked for in the last [`UNMARKED_SCAN_BYTES`]; no scan reaches back more than
+    /// [`RECORDLESS_SCAN_CAP`] (beyond that a leftover row can be recorded again, never lost).
+    /// Only a writer about to generate rows for a job calls this, so claims and completions
+    /// that generate none never scan.
+    pub(super) fn rows_since_records(
+        &self,
+        jobs: &[(String, Option<Mark>)],
+    ) -> StoreResult<Vec<HistoryRow>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let hpath = self.path(HISTORY_FILE);
+        let log = &self.inner.history;
+        let f = log.file(&hpath)?;
+        let len = log.len;
+        let floor = len.saturating_sub(RECORDLESS_SCAN_CAP);
+        let starts: Vec<(String, String, u64)> = jobs
+            .iter()
+            .map(|(j, m)| {
+                let from = match m {
+                    Some(m) if m.ino == log.ino && m.off <= len => m.off,
+                    _ => len.saturating_sub(UNMARKED_SCAN_BYTES),
+                };
+                (
+                    j.clone(),
+                    format!("\"job\":{}", json_str(j)),
+                    from.max(floor),
+                )
+            })
+            .collect();
+        let Some(mut off) = starts.iter().map(|s| s.2).min() else {
+            return Ok(Vec::new());
+        };
+        // A start inside a line (a window, not a mark) begins at the next line.
+        let mut aligned = off == 0;
+        if !aligned {
+            let mut c = [0u8; 1];
+            read_at(f, &hpath, off - 1, &mut c)?;
+            aligned = c[0] == b'\n';
+        }
+        let mut out = Vec::new();
+        let mut carry: Vec<u8> = Vec::new();
+        let mut carry_off = off;
+        while off < len {
+            let n = (len - off).min(BLOCK * 4);
+            let mut buf = vec![0u8; n as usize];
+            read_at(f, &hpath, off, &mut buf)?;
+            off += n;
+            carry.extend_from_slice(&buf);
+            let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+            let mut line_off = carry_off;
+            for line in carry[..cut].split_inclusive(|b| *b == b'\n') {
+                let here = line_off;
+                line_off += line.len() as u64;
+                if !aligned {
+                    aligned = true;
+                    continue;
+                }
+                let body = &line[..line.len() - 1];
+                if !starts
+                    .iter()
+                    .any(|(_, needle, from)| here >= *from && contains(body, needle.as_bytes()))
+                {
+                    continue;
+                }
+                if filefmt::verify_row(body).is_ok()
+                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(body)
+                    && starts
+                        .iter()
+                        .any(|(name, _, from)| here >= *from && row.job == *name)
+                {
+                    out.push(row);
+                }
+            }
+            carry.drain(..cut);
+            carry_off = line_off;
+        }
+        Ok(out)
     }
 
     /// fdatasync history (rows this operation relies on may sit in the page cache only).
@@ -1087,6 +1173,11 @@ fn scan_supersedes(f: &dyn IoFile, path: &Path, from: u64, to: u64) -> StoreResu
     }
     Ok(out)
 }
+/// How far back [`Locked::rows_since_records`] looks for a job whose record carries no usable
+/// history mark.
+const UNMARKED_SCAN_BYTES: u64 = 4 * 1024 * 1024;
+/// The most [`Locked::rows_since_records`] reads back from history's end.
+const RECORDLESS_SCAN_CAP: u64 = 64 * 1024 * 1024;
 
 const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 

@@ -39,6 +39,24 @@ pub(super) struct EntryRef<'a> {
     pub(super) at: Option<Mark>,
 }
 
+/// A job line as this release writes it: [`EntryRef`] plus `rows_to`, where history ended when
+/// the line was written (after the rows of the same operation). Rows of the job found after it
+/// were written by an operation whose record never landed (a process died or failed between
+/// its rows and its record): a writer about to generate rows for the job looks there first, so
+/// it never records the same slots twice (see `Locked::rows_since_records`).
+#[derive(Serialize)]
+pub(super) struct EntryLine<'a> {
+    pub(super) job: &'a JobRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) mark: Option<Mark>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) rows_to: Option<Mark>,
+    /// History position when this record was written, durable before it (the journal/history
+    /// cross-check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) at: Option<Mark>,
+}
+
 #[derive(Deserialize)]
 pub(super) struct Entry {
     pub(super) job: JobRecord,
@@ -46,12 +64,17 @@ pub(super) struct Entry {
     pub(super) mark: Option<Mark>,
     #[serde(default)]
     pub(super) at: Option<Mark>,
+    /// See [`EntryLine::rows_to`] (absent in lines written before it existed).
+    #[serde(default)]
+    pub(super) rows_to: Option<Mark>,
 }
 
 pub(super) struct Cached {
     pub(super) rec: JobRecord,
     pub(super) sched: Option<Compiled>,
     pub(super) mark: Option<Mark>,
+    /// Where history ended when this record was last written (see [`EntryLine::rows_to`]).
+    pub(super) rows_to: Option<Mark>,
     pub(super) wake: Option<DateTime<Utc>>,
     /// History position when the record was last written (see [`EntryRef::at`]).
     pub(super) at: Option<Mark>,
@@ -70,9 +93,16 @@ impl Cached {
             rec,
             sched,
             mark,
+            rows_to: None,
             wake: None,
             at: None,
         }
+    }
+
+    fn from_entry(e: Entry) -> Cached {
+        let mut c = Cached::new(e.job, e.mark);
+        c.rows_to = e.rows_to;
+        c
     }
 }
 impl Locked<'_> {
@@ -135,8 +165,9 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
             let name = e.job.def.name.clone();
-            let mut c = Cached::new(e.job, e.mark);
-            c.at = e.at;
+            let at = e.at;
+            let mut c = Cached::from_entry(e);
+            c.at = at;
             inner.jobs.insert(name, c);
             Ok(())
         })?;
@@ -210,8 +241,9 @@ impl Locked<'_> {
             }
             let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
             let name = e.job.def.name.clone();
-            let mut c = Cached::new(e.job, e.mark);
-            c.at = e.at;
+            let at = e.at;
+            let mut c = Cached::from_entry(e);
+            c.at = at;
             inner.jobs.insert(name, c);
         }
         inner.journal = AppendLog {
@@ -220,6 +252,7 @@ impl Locked<'_> {
             len,
         };
         inner.journal_stale = stale;
+        inner.names_unsynced = true;
         let names: Vec<String> = inner.jobs.keys().cloned().collect();
         for n in names {
             reindex(inner, &n);
@@ -277,8 +310,9 @@ impl Locked<'_> {
             if let Some(old) = inner.jobs.get(&name).and_then(|c| c.wake) {
                 inner.wake.remove(&(old, name.clone()));
             }
-            let mut c = Cached::new(e.job, e.mark);
-            c.at = e.at;
+            let at = e.at;
+            let mut c = Cached::from_entry(e);
+            c.at = at;
             inner.jobs.insert(name.clone(), c);
             reindex(inner, &name);
         }
@@ -297,19 +331,23 @@ impl Locked<'_> {
         }
         let jpath = self.path(JOURNAL_FILE);
         let at = self.durable_mark()?;
+        // History was appended first: its end now is past every row these records rely on.
+        let rows_to = self.mark_now();
         let mut buf = Vec::with_capacity(names.len() * 1024);
         for n in names {
             let Some(c) = self.inner.jobs.get_mut(n) else {
                 continue;
             };
             c.at = Some(at);
+            c.rows_to = Some(rows_to);
             encode_line(
                 &mut buf,
                 "job record",
-                &EntryRef {
+                &EntryLine {
                     job: &c.rec,
                     mark: c.mark,
                     at: c.at,
+                    rows_to: c.rows_to,
                 },
             )?;
         }
@@ -374,13 +412,16 @@ impl Locked<'_> {
         let mut out = AtomicFile::create(&*store.io, &store.dir, &spath)?;
         out.buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
         for c in self.inner.jobs.values() {
+            // Each record keeps the history end of its own last write, not the compaction's:
+            // rows a dead process left after it are still looked for.
             encode_line(
                 &mut out.buf,
                 "job record",
-                &EntryRef {
+                &EntryLine {
                     job: &c.rec,
                     mark: c.mark,
                     at: c.at,
+                    rows_to: c.rows_to,
                 },
             )?;
             out.spill()?;

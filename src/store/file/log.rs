@@ -58,8 +58,22 @@ impl AppendLog {
             );
             f.set_len(self.len).map_err(io_err(path))?;
         }
-        f.write_all(bytes).map_err(io_err(path))?;
-        f.sync_data().map_err(io_err(path))?;
+        if let Err(e) = f.write_all(bytes).and_then(|_| f.sync_data()) {
+            // fsyncgate: after a failed write or fsync, what was written since `len` may never
+            // reach the disk (Linux marks the failed pages clean and returns success to the
+            // next fsync), yet it stays readable in the page cache. Never leave it there for a
+            // later append to follow — a power loss would leave a hole mid-file. We still hold
+            // the lock, so nobody has read those bytes: cut back to `len` and sync the cut.
+            // If even that fails (the process is dying), the next writer cuts the tail it sees
+            // as torn, or adopts its complete lines as a dead process's (see the module doc).
+            if let Err(cut) = f.set_len(self.len).and_then(|_| f.sync_data()) {
+                tracing::warn!(
+                    file = %path.display(),
+                    "after a failed append, cutting its unsynced bytes failed too: {cut}"
+                );
+            }
+            return Err(StoreError::io(path, e));
+        }
         self.len += bytes.len() as u64;
         Ok(())
     }

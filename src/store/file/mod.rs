@@ -68,8 +68,18 @@
 //! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
 //! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
 //! for it from the claim mark and writes its row with `supersedes_abandoned`, and queries hide
-//! the superseded row. Still open: a process that dies between a `missed`/overlap row and its
-//! job record leaves a row the next claimer (another process) can write again (never lost).
+//! the superseded row. A process that dies (or fails) between a `missed`/overlap row and its
+//! job record leaves that row: every job line records where history ended when it was written
+//! (`rows_to`), and a writer about to generate rows for a job first scans history from there
+//! (`rows_since_records`, one scan per operation, only when it generates rows) and writes only
+//! the slots no leftover row records.
+//!
+//! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
+//! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
+//! never write those bytes while still serving them from the page cache, so nothing may follow
+//! them. A handle that (re)loaded a file through its name syncs the directory before its next
+//! write, so a rename another process did not get to sync cannot be taken back by a power loss
+//! after this handle acknowledged something relying on that file.
 //!
 //! # History corruption checks
 //! Every history row carries a CRC-32 of itself, so a flipped byte that still parses is caught
@@ -180,6 +190,12 @@ struct Inner {
     /// process's): they may sit in the page cache only, so history is fsynced before the job
     /// records that rely on them are written, even when no row is appended.
     relies_on_landed: bool,
+    /// A store file was (re)loaded through its name since this handle last synced the
+    /// directory: the name may not be durable yet (a writer renamed it into place and died
+    /// before its directory fsync), so the next write syncs the directory first — a power loss
+    /// must not take back a file (settings, snapshot, journal) that acknowledged state relies on
+    /// (fault-simulator seeds 1210, 1876: the budget fell back to an older settings.json).
+    names_unsynced: bool,
     settings: Settings,
     settings_stamp: (u64, i64, i64, u64),
 }
@@ -577,6 +593,7 @@ impl Locked<'_> {
         check_id(&spath, Some(&f.store), self.id())?;
         self.inner.settings = f.settings;
         self.inner.settings_stamp = stamp;
+        self.inner.names_unsynced = true;
         Ok(())
     }
 
@@ -584,6 +601,14 @@ impl Locked<'_> {
     /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
     /// appended again.
     fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
+        if self.inner.names_unsynced {
+            if let Err(e) = self.io().sync_dir(&self.store.dir) {
+                // The caller already changed the cache: nothing of it was written.
+                self.inner.loaded = false;
+                return Err(StoreError::io(&self.store.dir, e));
+            }
+            self.inner.names_unsynced = false;
+        }
         let landed = if rows.is_empty() {
             Vec::new()
         } else {
@@ -770,6 +795,10 @@ impl Store for FileStore {
         let mut changed = Vec::new();
         let mut plans = Vec::new();
         let mut relies = false;
+        // Generated rows per job, with the rows already known to have landed for it; the rows
+        // are filtered once the scan for leftovers (`rows_since_records`) is done.
+        let mut generated: Vec<(String, Vec<HistoryRow>, Vec<HistoryRow>)> = Vec::new();
+        let mut scan = Vec::new();
         for name in due {
             if in_flight.contains(name.as_str()) {
                 continue;
@@ -801,17 +830,9 @@ impl Store for FileStore {
             let chain_end = recovering.as_ref().and_then(|lease| {
                 landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
             });
-            if unacked.is_empty() && after.is_empty() {
-                rows.extend(ev.rows);
-            } else {
-                // Rows trimmed or dropped here rely on the landed ones.
-                relies |= !ev.rows.is_empty();
-                let known: Vec<HistoryRow> = unacked.iter().chain(&after).cloned().collect();
-                rows.extend(
-                    ev.rows
-                        .into_iter()
-                        .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
-                );
+            if !ev.rows.is_empty() {
+                scan.push((name.clone(), c.rows_to));
+                generated.push((name.clone(), ev.rows, after));
             }
             if let Some(p) = ev.claim {
                 if !others_live || c.mark.is_none() {
@@ -831,6 +852,32 @@ impl Store for FileStore {
             if ev.changed {
                 changed.push(name);
             }
+        }
+        // Rows an operation wrote before dying (or failing) ahead of these jobs' records.
+        let leftovers = l.rows_since_records(&scan)?;
+        for (name, ev_rows, after) in generated {
+            let known: Vec<HistoryRow> = unacked
+                .iter()
+                .chain(&after)
+                .chain(&leftovers)
+                .filter(|r| r.job == name)
+                .cloned()
+                .collect();
+            if known.is_empty() {
+                rows.extend(ev_rows);
+                continue;
+            }
+            // Rows trimmed or dropped here rely on the landed ones.
+            relies = true;
+            let Some(sched) = l.inner.jobs.get(&name).and_then(|c| c.sched.clone()) else {
+                rows.extend(ev_rows);
+                continue;
+            };
+            rows.extend(
+                ev_rows
+                    .into_iter()
+                    .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
+            );
         }
         l.inner.relies_on_landed |= relies;
         l.persist(&rows, &changed)?;
@@ -898,10 +945,58 @@ impl Store for FileStore {
                 return out;
             }
         };
+        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
+        for c in cs {
+            done.push(complete_in(&mut l, c, period, &landed));
+        }
+        // Overlap rows a completion generates: not again for slots a dead (or failed)
+        // operation already recorded after the job's record (see `rows_since_records`).
+        let scan: Vec<(String, Option<jobs::Mark>)> = done
+            .iter()
+            .flatten()
+            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
+            .filter_map(|(_, name, _)| l.inner.jobs.get(name).map(|c| (name.clone(), c.rows_to)))
+            .collect();
+        if !scan.is_empty() {
+            let leftovers = match l.rows_since_records(&scan) {
+                Ok(v) => v,
+                Err(e) => {
+                    l.inner.loaded = false;
+                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
+                }
+            };
+            for (out, name, _) in done.iter_mut().flatten() {
+                let known: Vec<HistoryRow> = leftovers
+                    .iter()
+                    .filter(|r| r.job == *name)
+                    .cloned()
+                    .collect();
+                let Some(sched) = l
+                    .inner
+                    .jobs
+                    .get(name.as_str())
+                    .and_then(|c| c.sched.clone())
+                else {
+                    continue;
+                };
+                if known.is_empty() || out.rows.len() < 2 {
+                    continue;
+                }
+                l.inner.relies_on_landed = true;
+                let mut kept = vec![out.rows.remove(0)];
+                kept.extend(out.rows.drain(..).filter_map(|r| {
+                    if logic::is_generated(&r) {
+                        logic::unlanded_part(r, &known, &sched)
+                    } else {
+                        Some(r)
+                    }
+                }));
+                out.rows = kept;
+            }
+        }
         let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
         let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for c in cs {
-            let r = complete_in(&mut l, c, period, &landed);
+        for r in done {
             if let Ok((out, name, fenced)) = &r {
                 rows.extend(out.rows.iter().cloned());
                 // `after:` children first: a torn append that kept the parent's line kept
