@@ -197,11 +197,24 @@ impl Checker<'_> {
             .unwrap_or(1);
         let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
         let env_passthrough = self.env_passthrough(m, p);
-        let tags: Vec<String> = self
-            .opt_name_list(m, p, "tags")
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect();
+        // A tag is printed by `jobs`, `describe` and the console: control characters, bidi
+        // overrides and invisible characters (the inert-text policy's unsafe set) are refused
+        // here, as job names are, rather than stored and escaped at every output.
+        let mut tags: Vec<String> = Vec::new();
+        for (i, t) in self.opt_name_list(m, p, "tags") {
+            if t.chars().any(crate::text::is_unsafe) {
+                self.error(
+                    index(&key(p, "tags"), i),
+                    format!(
+                        "invalid tag {}: control, bidirectional and invisible characters are \
+                         not allowed in tags",
+                        show(&t)
+                    ),
+                );
+            } else {
+                tags.push(t);
+            }
+        }
         let jitter_seconds = self
             .opt_real(m, p, "jitter_seconds", bounds::JITTER_SECONDS)
             .unwrap_or(d.jitter_seconds);
