@@ -178,6 +178,23 @@ impl Checker<'_> {
             Some(g) => g,
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
+        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the
+        // limit would silently never apply (red team 2: it ran 5 times). Refused at the key.
+        if max_runs.is_some() && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
+            let k = if Self::get(m, "max_runs").is_some() {
+                "max_runs"
+            } else {
+                "once"
+            };
+            self.error_at_key(
+                key(p, k),
+                format!(
+                    "`{k}` limits scheduled runs, and this job has no `schedule` (it runs only \
+                     after its parents), so it would never apply; put the limit on the parent \
+                     job, or give this job a `schedule`, or remove `{k}`"
+                ),
+            );
+        }
         let run_immediately = self.opt_bool(m, p, "run_immediately").unwrap_or(false);
         let timeout_seconds = self
             .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
