@@ -167,3 +167,57 @@ fn dry_run_gates_do_not_see_the_agents_api_keys() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Outside text in the printed dry run is inert (red team 2, MED): a gate's output, the job's
+/// `message` and the agent's `instructions` holding `ESC ] 0 ; … BEL`, `ESC [ 2 J` or U+202E
+/// are shown escaped (`^[`, `\u{202e}`), as `history` shows them; `--json` keeps the exact text.
+#[test]
+fn dry_run_text_escapes_terminal_control_from_outside_text() {
+    let dir = support::tempdir("dry-esc");
+    std::fs::write(
+        dir.join("gate.sh"),
+        "printf 'page \\033]0;owned-title\\007\\033[2J \\342\\200\\256gnp.exe\\n'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        [
+            "agents:",
+            "  bot: {provider: openai, base_url: \"http://127.0.0.1:9/v1\", api_key_env: FAKE_KEY, model: gpt-4o-mini, instructions: \"Be \\e[31mred\\u202E.\"}",
+            "jobs:",
+            "  - name: peek",
+            "    schedule: every 1h",
+            "    agent: bot",
+            "    message: \"Look \\e]0;msg\\a here.\"",
+            "    pre_run: \"sh gate.sh\"",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let (c, out, err) = run(&dir, &["dry-run", "peek"]);
+    assert_eq!(c, 0, "{err}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!out.contains(bad), "{bad:?} reached the terminal: {out:?}");
+    }
+    assert!(
+        out.contains("page ^[]0;owned-title^G^[[2J \\u{202e}gnp.exe"),
+        "{out}"
+    );
+    assert!(out.contains("Look ^[]0;msg^G here."), "{out}");
+    assert!(out.contains("Be ^[[31mred\\u{202e}."), "{out}");
+    // Lines are kept: the prompt is still readable text, not one folded line.
+    assert!(out.contains("--- prompt ---\n"), "{out}");
+
+    let (c, out, err) = run(&dir, &["dry-run", "peek", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("page \u{1b}]0;owned-title\u{7}\u{1b}[2J \u{202e}gnp.exe"),
+        "{v}"
+    );
+}

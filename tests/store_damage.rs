@@ -291,3 +291,65 @@ fn history_pages_with_tokens_through_the_whole_history() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("page token"), "{err}");
 }
+
+/// A directory where a store file should be (red team 2): readers, writers and `check` all exit
+/// 2 naming the file, with one clear message (not an I/O error with its cause printed twice),
+/// and nothing is changed.
+#[test]
+fn a_directory_in_place_of_a_store_file_is_damage_exit_2() {
+    let files = [
+        "VERSION",
+        "history.jsonl",
+        "jobs.journal",
+        "jobs.snapshot.jsonl",
+        "settings.json",
+    ];
+    for file in files {
+        let (_root, dir) = build("dir-instead");
+        let p = dir.join(file);
+        if p.exists() {
+            std::fs::remove_file(&p).unwrap();
+        }
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("inside"), b"x").unwrap();
+        let others = |d: &Path| -> BTreeMap<String, Vec<u8>> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.path().is_file() && e.file_name() != "lock")
+                .filter(|e| e.file_name() != "cronsole.log")
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let before = others(&dir);
+        for args in [
+            &["jobs"][..],
+            &["history"],
+            &["stats"],
+            &["describe", "every"],
+            &["pause", "every"],
+            &["run", "--for", "1s"],
+            &["check"],
+        ] {
+            let (code, out, err) = cli(&dir, args);
+            let text = format!("{out}{err}");
+            assert_eq!(code, 2, "{file} {args:?}: {text}");
+            assert!(text.contains(file), "{file} {args:?}: {text}");
+            assert!(text.contains("directory"), "{file} {args:?}: {text}");
+            assert!(
+                text.matches("Is a directory").count() < 2,
+                "{file} {args:?}: cause printed twice: {text}"
+            );
+            assert_eq!(others(&dir), before, "{file}: {args:?} changed the store");
+            assert!(
+                p.join("inside").is_file(),
+                "{file}: {args:?} touched the directory"
+            );
+        }
+    }
+}

@@ -275,6 +275,38 @@ fn invalid_name_is_rejected() {
     );
 }
 
+/// Tags are printed by `jobs`, `describe` and the console: control, bidi and invisible
+/// characters are refused at the tag (red team 2), plain text of any other kind is kept.
+#[test]
+fn tags_with_control_or_bidi_characters_are_rejected() {
+    let c = check(&one_job(
+        "    command: x\n    tags: [ok, \"a\\e]0;t\\ab\", \"x\\u202Ey\", \"caf\u{e9} ops\"]\n",
+    ));
+    assert_at(
+        diag(&c, "jobs[0].tags[1]"),
+        5,
+        16,
+        Severity::Error,
+        "invalid tag \"a\\u{1b}]0;t\\u{7}b\": control, bidirectional and invisible",
+    );
+    assert_at(
+        diag(&c, "jobs[0].tags[2]"),
+        5,
+        30,
+        Severity::Error,
+        "invalid tag",
+    );
+    assert_eq!(c.diagnostics.len(), 2, "{:#?}", c.diagnostics);
+    let c = check(&one_job(
+        "    command: x\n    tags: [ok, \"caf\u{e9} ops\"]\n",
+    ));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    assert_eq!(
+        c.jobs[0].as_ref().unwrap().tags,
+        vec!["ok", "caf\u{e9} ops"]
+    );
+}
+
 #[test]
 fn missing_name_and_schedule_point_at_the_job() {
     let c = check("jobs:\n  - command: x\n");

@@ -157,6 +157,37 @@ fn a_cycle_is_reported_at_the_entry_that_closes_it() {
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
 }
 
+/// `once` and `max_runs` count scheduled runs: on a job with only `after:` they would never
+/// apply, so they are refused at the key (red team 2). With a schedule they stay allowed.
+#[test]
+fn once_and_max_runs_need_a_schedule() {
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: collect\n    once: true\n"
+    ));
+    at(
+        diag(&c, "jobs[1].once"),
+        8,
+        5,
+        "`once` limits scheduled runs, and this job has no `schedule`",
+    );
+    assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    max_runs: 3\n    after: collect\n"
+    ));
+    at(
+        diag(&c, "jobs[1].max_runs"),
+        7,
+        5,
+        "put the limit on the parent job",
+    );
+    assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
+    // `once: false` limits nothing; with a schedule the limit counts its scheduled runs.
+    let c = check(&format!(
+        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: collect\n    once: false\n  - name: c\n    schedule: every 1h\n    command: \"true\"\n    after: collect\n    max_runs: 2\n"
+    ));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+}
+
 #[test]
 fn without_after_the_schedule_is_still_required() {
     let c = check("jobs:\n  - name: a\n    command: \"true\"\n");

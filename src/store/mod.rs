@@ -231,8 +231,20 @@ impl StoreError {
         )
     }
 
-    /// An [`StoreError::Io`] on `path`.
+    /// An [`StoreError::Io`] on `path` — except that a directory where a store file should be
+    /// (`EISDIR`) is damage, not a runtime failure: [`StoreError::Corrupt`] naming the file
+    /// (exit 2, like a missing or foreign file), never retried.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::IsADirectory {
+            return StoreError::Corrupt {
+                file: path.into(),
+                line: 0,
+                column: 0,
+                what: "a directory is where this store file should be (move the directory \
+                       away and restore the file from a backup)"
+                    .into(),
+            };
+        }
         StoreError::Io {
             path: path.into(),
             source,

@@ -178,6 +178,23 @@ impl Checker<'_> {
             Some(g) => g,
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
+        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the
+        // limit would silently never apply (red team 2: it ran 5 times). Refused at the key.
+        if max_runs.is_some() && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
+            let k = if Self::get(m, "max_runs").is_some() {
+                "max_runs"
+            } else {
+                "once"
+            };
+            self.error_at_key(
+                key(p, k),
+                format!(
+                    "`{k}` limits scheduled runs, and this job has no `schedule` (it runs only \
+                     after its parents), so it would never apply; put the limit on the parent \
+                     job, or give this job a `schedule`, or remove `{k}`"
+                ),
+            );
+        }
         let run_immediately = self.opt_bool(m, p, "run_immediately").unwrap_or(false);
         let timeout_seconds = self
             .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
@@ -197,11 +214,24 @@ impl Checker<'_> {
             .unwrap_or(1);
         let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
         let env_passthrough = self.env_passthrough(m, p);
-        let tags: Vec<String> = self
-            .opt_name_list(m, p, "tags")
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect();
+        // A tag is printed by `jobs`, `describe` and the console: control characters, bidi
+        // overrides and invisible characters (the inert-text policy's unsafe set) are refused
+        // here, as job names are, rather than stored and escaped at every output.
+        let mut tags: Vec<String> = Vec::new();
+        for (i, t) in self.opt_name_list(m, p, "tags") {
+            if t.chars().any(crate::text::is_unsafe) {
+                self.error(
+                    index(&key(p, "tags"), i),
+                    format!(
+                        "invalid tag {}: control, bidirectional and invisible characters are \
+                         not allowed in tags",
+                        show(&t)
+                    ),
+                );
+            } else {
+                tags.push(t);
+            }
+        }
         let jitter_seconds = self
             .opt_real(m, p, "jitter_seconds", bounds::JITTER_SECONDS)
             .unwrap_or(d.jitter_seconds);

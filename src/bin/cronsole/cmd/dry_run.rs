@@ -263,28 +263,37 @@ async fn build(
     Ok(out)
 }
 
+/// Every piece of outside text (the job's own fields, gate reasons, command output and pages in
+/// the prompt) goes through the one inert-text policy (`cronsole::text`), as `history` does:
+/// ESC, bidi overrides and other unsafe characters are shown (`^[`, `\u{202e}`), never sent to
+/// the terminal. Multi-line text (command, instructions, prompt) keeps its lines and tabs.
+/// `--json` prints the exact strings (serde escapes control characters; bidi characters stay
+/// as themselves there, as in `history --json`).
 fn print_text(r: &DryRun) {
+    use cronsole::text::{visible, visible_line as one};
     println!(
         "dry run of {} ({} job): nothing is called, delivered or recorded",
-        r.job, r.kind
+        one(&r.job),
+        r.kind
     );
-    println!("gate:   {}", r.gate);
+    println!("gate:   {}", one(&r.gate));
     if !r.would_run {
         println!("        (shown below: what the run would have sent had it gone on)");
     }
     if let Some(c) = &r.command {
-        println!("command: {c}");
+        println!("command: {}", visible(c));
     }
     if let Some(m) = &r.model {
         println!(
-            "model:  {m} (agent {}, max_tokens {})",
-            r.agent.as_deref().unwrap_or("-"),
+            "model:  {} (agent {}, max_tokens {})",
+            one(m),
+            one(r.agent.as_deref().unwrap_or("-")),
             r.max_tokens.unwrap_or_default()
         );
     }
     match (r.price_ceiling_usd, &r.price_note) {
         (Some(p), _) => println!("price ceiling of the call: ${p:.6} (worst case)"),
-        (None, Some(n)) => println!("price: {n}"),
+        (None, Some(n)) => println!("price: {}", one(n)),
         _ => {}
     }
     for b in &r.budgets {
@@ -297,17 +306,17 @@ fn print_text(r: &DryRun) {
         println!("budget: none applies");
     }
     if let Some(s) = &r.budget_stop {
-        println!("        a run would be skipped now: {s}");
+        println!("        a run would be skipped now: {}", one(s));
     }
     if r.sinks.is_empty() {
         println!("sinks:  none");
     } else {
-        println!("sinks:  {}", r.sinks.join(", "));
+        println!("sinks:  {}", one(&r.sinks.join(", ")));
     }
     if let Some(i) = &r.instructions {
-        println!("--- instructions ---\n{i}");
+        println!("--- instructions ---\n{}", visible(i));
     }
     if let Some(p) = &r.prompt {
-        println!("--- prompt ---\n{p}\n--- end of prompt ---");
+        println!("--- prompt ---\n{}\n--- end of prompt ---", visible(p));
     }
 }

@@ -597,7 +597,11 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         kv("deliver:", d.deliver.join(", "));
     }
     if !d.tags.is_empty() {
-        kv("tags:", d.tags.join(", "));
+        // Tags from an older store may hold control characters (validate refuses them now).
+        kv(
+            "tags:",
+            cronsole::text::visible_line(&d.tags.join(", ")).into_owned(),
+        );
     }
     if !d.after.is_empty() {
         kv(
