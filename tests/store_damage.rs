@@ -353,3 +353,114 @@ fn a_directory_in_place_of_a_store_file_is_damage_exit_2() {
         }
     }
 }
+
+/// Red team (jflip): one flipped bit in the last journal record (`next_slot` moved back onto
+/// the slot that already ran) used to read as a valid record: `check` said sound and `run` ran
+/// the slot again. Job lines carry a checksum: every command exits 2 naming
+/// `jobs.journal:LINE`, nothing changes. The same for a flip in a snapshot line.
+#[test]
+fn a_flipped_bit_in_a_job_line_is_corruption_at_its_line() {
+    for file in ["jobs.journal", "jobs.snapshot.jsonl"] {
+        let (_root, dir) = build("job-flip");
+        let p = dir.join(file);
+        let mut b = std::fs::read(&p).unwrap();
+        // Lines in a fresh store's snapshot: force records into it by flipping in whichever
+        // file holds the last job line.
+        let lines = b.iter().filter(|c| **c == b'\n').count();
+        if lines < 2 {
+            continue;
+        }
+        let start = b[..b.len() - 1]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |i| i + 1);
+        let key = b"\"next_slot\":\"";
+        let at = start
+            + b[start..]
+                .windows(key.len())
+                .position(|w| w == key)
+                .expect("the last job line has a next_slot")
+            + key.len();
+        // The tens-of-seconds digit, as in the repro: still a valid, earlier instant.
+        b[at + 17] ^= 0x01;
+        std::fs::write(&p, &b).unwrap();
+        let before = bytes_of(&dir);
+        let want = format!("{file}:{lines}:");
+        for args in [
+            &["jobs"][..],
+            &["history"],
+            &["run", "--for", "1s"],
+            &["check"],
+        ] {
+            let (code, out, err) = cli(&dir, args);
+            let text = format!("{out}{err}");
+            assert_eq!(code, 2, "{file} {args:?}: {text}");
+            assert!(text.contains(&want), "{want} {args:?}: {text}");
+            assert!(text.contains("checksum mismatch"), "{args:?}: {text}");
+            assert_eq!(bytes_of(&dir), before, "{file} {args:?} changed the store");
+        }
+    }
+}
+
+/// Red team (jold): `jobs.journal` replaced by an older copy of itself (same store, same
+/// generation, cut at a line boundary: no torn tail). The history rows of runs the old records
+/// do not hold prove records were lost: every command exits 2 naming the journal and nothing
+/// runs again.
+#[test]
+fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
+    let root = support::tempdir("damage-journal-older");
+    let dir = root.join("store");
+    let s = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![cronsole::testkit::jobs::command_job("j", 3600)],
+    };
+    s.apply(&file, t(0)).unwrap();
+    let mut old = None;
+    for k in 0..4i64 {
+        let now = k * 3600;
+        let out = s
+            .claim_due(&ClaimRequest {
+                now: t(now),
+                owner: "o",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap();
+        assert_eq!(out.claims.len(), 1, "slot {k} due");
+        for c in out.claims {
+            let row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));
+            s.complete(Completion {
+                job: "j".into(),
+                run_id: c.run_id,
+                owner: "o".into(),
+                now: t(now + 1),
+                row,
+                state: None,
+                hold_until: None,
+            })
+            .unwrap();
+        }
+        if k == 0 {
+            old = Some(std::fs::read(dir.join("jobs.journal")).unwrap());
+        }
+    }
+    drop(s);
+    let old = old.unwrap();
+    assert_eq!(old.last(), Some(&b'\n'), "cut at a line boundary");
+    std::fs::write(dir.join("jobs.journal"), &old).unwrap();
+    let before = bytes_of(&dir);
+    for args in [
+        &["jobs"][..],
+        &["history"],
+        &["run", "--for", "1s"],
+        &["check"],
+    ] {
+        let (code, out, err) = cli(&dir, args);
+        let text = format!("{out}{err}");
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains("jobs.journal"), "{args:?}: {text}");
+        assert!(text.contains("records were lost"), "{args:?}: {text}");
+        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
+    }
+}

@@ -163,9 +163,12 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     };
     let vpath = p("VERSION");
     let mut id: Option<String> = None;
+    // Job lines carry a checksum from format 3 on (an older store gets the upgrade message).
+    let mut checked_jobs = false;
     if let Some(v) = read(&vpath, &mut r) {
         match filefmt::parse_version(&String::from_utf8_lossy(&v)) {
             Some((3, Some(i))) => {
+                checked_jobs = true;
                 r.store_id = Some(i.clone());
                 id = Some(i);
             }
@@ -229,8 +232,16 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 }
                 continue;
             }
-            match serde_json::from_slice::<serde_json::Value>(line)
-                .map_err(|e| (e.column() as u64, e.to_string()))
+            let verified = if checked_jobs {
+                filefmt::verify_line(line, "job record")
+            } else {
+                Ok(())
+            };
+            match verified
+                .and_then(|_| {
+                    serde_json::from_slice::<serde_json::Value>(line)
+                        .map_err(|e| (e.column() as u64, e.to_string()))
+                })
                 .and_then(record_and_position)
             {
                 Ok((rec, pos)) => {
@@ -286,8 +297,16 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 }
                 continue;
             }
-            match serde_json::from_slice::<serde_json::Value>(line)
-                .map_err(|e| (e.column() as u64, e.to_string()))
+            let verified = if checked_jobs {
+                filefmt::verify_line(line, "job record")
+            } else {
+                Ok(())
+            };
+            match verified
+                .and_then(|_| {
+                    serde_json::from_slice::<serde_json::Value>(line)
+                        .map_err(|e| (e.column() as u64, e.to_string()))
+                })
                 .and_then(record_and_position)
             {
                 Ok((rec, pos)) => {

@@ -17,6 +17,10 @@
 //!   of the line as it would read without that member: `{…row…}` → `{…row…,"crc32":"1a2b3c4d"}`.
 //!   A flipped byte anywhere in a row is caught by the first reader of that row; readers that
 //!   only want the row ignore the member (serde skips unknown fields).
+//! - Every job line of the snapshot and the journal carries the same `"crc32"` member (format
+//!   3; the format-2 → 3 upgrade rewrites the job lines with it). A line without it, or whose
+//!   checksum does not match, is corruption found by every load and by `check`: without it a
+//!   flipped digit in `next_slot` reads as a valid older record and runs a slot again.
 //! - A sealed history segment ends with one seal line,
 //!   `{"cronsole":"seal","segment":N,"rows":R,"bytes":B,"crc32":C,"supersedes":[…]}`: the row
 //!   count, the length and CRC-32 of every byte before the seal line, and the run ids of the
@@ -157,8 +161,17 @@ pub struct SettingsFile<S> {
 
 /// One history line (with its newline) carrying its checksum.
 pub fn encode_row(out: &mut Vec<u8>, row: &HistoryRow) -> Result<(), serde_json::Error> {
+    encode_checked(out, row)
+}
+
+/// One line (with its newline) of any JSON object carrying its checksum: history rows and the
+/// job lines of the snapshot and the journal. `v` must serialize as a JSON object.
+pub fn encode_checked<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    v: &T,
+) -> Result<(), serde_json::Error> {
     let start = out.len();
-    serde_json::to_writer(&mut *out, row)?;
+    serde_json::to_writer(&mut *out, v)?;
     // `to_writer` of a struct always ends with '}'.
     let crc = crc32(&out[start..]);
     out.pop();
@@ -171,25 +184,35 @@ pub fn encode_row(out: &mut Vec<u8>, row: &HistoryRow) -> Result<(), serde_json:
 /// Check a history line's checksum (`line` without its newline). `Err` says what is wrong and
 /// the 1-based column where.
 pub fn verify_row(line: &[u8]) -> Result<(), (u64, String)> {
+    verify_line(line, "history row")
+}
+
+/// Whether a line ends with a checksum member (the format-2 → 3 upgrade reads job lines both
+/// with and without one).
+pub fn has_checksum(line: &[u8]) -> bool {
+    let tail = CRC_KEY.len() + 8 + 2;
+    line.len() > tail
+        && line.ends_with(b"\"}")
+        && &line[line.len() - tail..line.len() - tail + CRC_KEY.len()] == CRC_KEY
+}
+
+/// Check the checksum of a line written by [`encode_checked`] (`line` without its newline);
+/// `what` names the line's kind in the error. `Err` says what is wrong and the 1-based column.
+pub fn verify_line(line: &[u8], what: &str) -> Result<(), (u64, String)> {
     // `,"crc32":"xxxxxxxx"}` is the last 20 bytes.
     let tail = CRC_KEY.len() + 8 + 2;
     if line.len() < tail + 1 || !line.ends_with(b"\"}") {
-        return Err((1, "history row has no checksum".to_string()));
+        return Err((1, format!("{what} has no checksum")));
     }
     let at = line.len() - tail;
     if &line[at..at + CRC_KEY.len()] != CRC_KEY {
-        return Err((1, "history row has no checksum".to_string()));
+        return Err((1, format!("{what} has no checksum")));
     }
     let hex = &line[at + CRC_KEY.len()..line.len() - 2];
     let want = std::str::from_utf8(hex)
         .ok()
         .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| {
-            (
-                (at + 1) as u64,
-                "history row checksum is not hex".to_string(),
-            )
-        })?;
+        .ok_or_else(|| ((at + 1) as u64, format!("{what} checksum is not hex")))?;
     let mut c = Crc32::default();
     c.update(&line[..at]);
     c.update(b"}");
@@ -198,7 +221,7 @@ pub fn verify_row(line: &[u8]) -> Result<(), (u64, String)> {
         return Err((
             1,
             format!(
-                "history row checksum mismatch (stored {want:08x}, computed {got:08x}): the row was altered"
+                "{what} checksum mismatch (stored {want:08x}, computed {got:08x}): the line was altered"
             ),
         ));
     }
@@ -324,6 +347,28 @@ mod tests {
             bad[i] ^= 0x04;
             assert!(verify_row(&bad).is_err(), "flip at byte {i} undetected");
         }
+    }
+
+    #[test]
+    fn a_checked_job_line_catches_any_flipped_byte_and_a_missing_checksum() {
+        let v = serde_json::json!({"job": {"next_slot": "2026-11-30T20:00:30Z", "until": 3}});
+        let mut out = Vec::new();
+        encode_checked(&mut out, &v).unwrap();
+        let line = &out[..out.len() - 1];
+        assert!(has_checksum(line));
+        verify_line(line, "job record").unwrap();
+        for i in 0..line.len() {
+            let mut bad = line.to_vec();
+            bad[i] ^= 0x01;
+            assert!(
+                verify_line(&bad, "job record").is_err(),
+                "flip at byte {i} undetected"
+            );
+        }
+        let plain = serde_json::to_vec(&v).unwrap();
+        assert!(!has_checksum(&plain));
+        let e = verify_line(&plain, "job record").unwrap_err();
+        assert!(e.1.contains("job record has no checksum"), "{e:?}");
     }
 
     #[test]

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use super::log::{
-    AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before, encode_line,
-    header_line, io_err, json_err, missing, read_at, write_atomic,
+    AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before,
+    encode_checked_line, header_line, io_err, json_err, missing, read_at, verify_job_line,
+    write_atomic,
 };
 use super::{Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
 use crate::model::JobRecord;
@@ -163,6 +164,7 @@ impl Locked<'_> {
                 absorbed = h.absorbed;
                 return Ok(());
             }
+            verify_job_line(&spath, no, line)?;
             let e: Entry = serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
             let name = e.job.def.name.clone();
             let at = e.at;
@@ -239,6 +241,7 @@ impl Locked<'_> {
                     ),
                 ));
             }
+            verify_job_line(&jpath, no, body)?;
             let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
             let name = e.job.def.name.clone();
             let at = e.at;
@@ -293,6 +296,10 @@ impl Locked<'_> {
         let mut parsed = Vec::new();
         for line in bytes.split_inclusive(|b| *b == b'\n') {
             let body = &line[..line.len() - 1];
+            if filefmt::verify_line(body, "job record").is_err() {
+                let before = count_lines_before(f, &jpath, start)?;
+                verify_job_line(&jpath, before + parsed.len() as u64 + 1, body)?;
+            }
             match serde_json::from_slice::<Entry>(body) {
                 Ok(e) => parsed.push(e),
                 Err(e) => {
@@ -340,7 +347,7 @@ impl Locked<'_> {
             };
             c.at = Some(at);
             c.rows_to = Some(rows_to);
-            encode_line(
+            encode_checked_line(
                 &mut buf,
                 "job record",
                 &EntryLine {
@@ -414,7 +421,7 @@ impl Locked<'_> {
         for c in self.inner.jobs.values() {
             // Each record keeps the history end of its own last write, not the compaction's:
             // rows a dead process left after it are still looked for.
-            encode_line(
+            encode_checked_line(
                 &mut out.buf,
                 "job record",
                 &EntryLine {

@@ -272,6 +272,20 @@ pub(super) fn encode_line<T: Serialize>(
     Ok(())
 }
 
+/// One job line (snapshot or journal) with its checksum (see [`filefmt::encode_checked`]).
+pub(super) fn encode_checked_line<T: Serialize>(
+    out: &mut Vec<u8>,
+    what: &'static str,
+    v: &T,
+) -> StoreResult<()> {
+    filefmt::encode_checked(out, v).map_err(StoreError::encode(what))
+}
+
+/// Verify a job line's checksum; a mismatch is corruption at `path:no`.
+pub(super) fn verify_job_line(path: &Path, no: u64, line: &[u8]) -> StoreResult<()> {
+    filefmt::verify_line(line, "job record").map_err(|(col, what)| corrupt(path, no, col, what))
+}
+
 pub(super) fn header_line(
     kind: &str,
     generation: u64,

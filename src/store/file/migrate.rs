@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::history::{HISTORY_DIR, history_header, segment_path};
-use super::jobs::{Entry, EntryRef};
+use super::jobs::{Entry, EntryLine, EntryRef};
 use super::log::{
-    check_id, complete_len, corrupt, encode_line, header_line, io_err, json_err, read_at, stat,
-    write_atomic,
+    check_id, complete_len, corrupt, encode_checked_line, encode_line, header_line, io_err,
+    json_err, read_at, stat, write_atomic,
 };
 use super::{
     HISTORY_FILE, JOURNAL_FILE, SETTINGS_FILE, SNAPSHOT_FILE, VERSION_FILE, settings_bytes,
@@ -227,6 +227,7 @@ pub(super) fn migrate_v2(io: &dyn StoreIo, dir: &Path, id: &str, bound: u64) -> 
             seg
         }
     };
+    checksum_job_lines(io, dir, id)?;
     write_atomic(
         io,
         dir,
@@ -234,6 +235,134 @@ pub(super) fn migrate_v2(io: &dyn StoreIo, dir: &Path, id: &str, bound: u64) -> 
         filefmt::version_text(id).as_bytes(),
     )?;
     tracing::info!(store = %dir.display(), segments = open_seg - 1, "migrated the store from format 2 to format 3 (history in sealed segments)");
+    Ok(())
+}
+
+/// The format-2 → 3 step for the jobs: format 3 requires a checksum on every job line, so the
+/// snapshot and the journal of the current generation are folded into a new snapshot (one
+/// generation up) whose lines carry it, then the journal is replaced by an empty one of that
+/// generation — what a compaction does. The new snapshot names the journal it absorbed, so a
+/// crash between the two writes leaves the old journal as the ordinary left-over of a
+/// compaction; a crash before `VERSION` says 3 redoes this step (lines read with or without a
+/// checksum; one that has a checksum must match it).
+fn checksum_job_lines(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()> {
+    let spath = dir.join(SNAPSHOT_FILE);
+    let jpath = dir.join(JOURNAL_FILE);
+    let read = |path: &Path| io.read(path).map_err(|e| StoreError::io(path, e));
+    let verified = |path: &Path, no: u64, line: &[u8]| -> StoreResult<Entry> {
+        if filefmt::has_checksum(line) {
+            filefmt::verify_line(line, "job record")
+                .map_err(|(col, what)| corrupt(path, no, col, what))?;
+        }
+        serde_json::from_slice(line).map_err(|e| json_err(path, no, &e))
+    };
+    let mut jobs: BTreeMap<String, Entry> = BTreeMap::new();
+    let snap = read(&spath)?;
+    if snap.last() != Some(&b'\n') {
+        return Err(corrupt(
+            &spath,
+            1,
+            1,
+            "snapshot does not end with a newline",
+        ));
+    }
+    let mut generation = 0;
+    let mut absorbed = None;
+    for (i, line) in snap[..snap.len() - 1].split(|c| *c == b'\n').enumerate() {
+        let no = i as u64 + 1;
+        if i == 0 {
+            let h: filefmt::Header =
+                serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
+            if h.cronsole != "snapshot" {
+                return Err(corrupt(&spath, 1, 1, "not a snapshot header"));
+            }
+            check_id(&spath, h.store.as_deref(), id)?;
+            generation = h.generation;
+            absorbed = h.absorbed;
+            continue;
+        }
+        let e = verified(&spath, no, line)?;
+        jobs.insert(e.job.def.name.clone(), e);
+    }
+    let journal = read(&jpath)?;
+    // Only complete lines: a torn final line was never acknowledged.
+    let end = journal
+        .iter()
+        .rposition(|c| *c == b'\n')
+        .map_or(0, |i| i + 1);
+    let complete = &journal[..end];
+    if complete.is_empty() {
+        return Err(corrupt(
+            &jpath,
+            1,
+            1,
+            "journal is empty: its header line is missing",
+        ));
+    }
+    let leftover = filefmt::Absorbed {
+        len: complete.len() as u64,
+        crc32: filefmt::crc32(complete),
+    };
+    let mut stale = false;
+    for (i, line) in complete[..complete.len() - 1]
+        .split(|c| *c == b'\n')
+        .enumerate()
+    {
+        let no = i as u64 + 1;
+        if i == 0 {
+            let h: filefmt::Header =
+                serde_json::from_slice(line).map_err(|e| json_err(&jpath, no, &e))?;
+            if h.cronsole != "journal" {
+                return Err(corrupt(&jpath, 1, 1, "not a journal header"));
+            }
+            check_id(&jpath, h.store.as_deref(), id)?;
+            if h.generation == generation {
+                continue;
+            }
+            if h.generation + 1 == generation && absorbed == Some(leftover) {
+                // Left over from before the last compaction: its records are in the snapshot,
+                // which is rewritten at its own generation (still naming that journal).
+                stale = true;
+                break;
+            }
+            return Err(corrupt(
+                &jpath,
+                1,
+                1,
+                format!(
+                    "journal generation {} does not match the snapshot's ({generation})",
+                    h.generation
+                ),
+            ));
+        }
+        let e = verified(&jpath, no, line)?;
+        jobs.insert(e.job.def.name.clone(), e);
+    }
+    let (generation, absorbed) = if stale {
+        (generation, absorbed)
+    } else {
+        (generation + 1, Some(leftover))
+    };
+    let mut out = header_line("snapshot", generation, id, absorbed)?;
+    for e in jobs.values() {
+        encode_checked_line(
+            &mut out,
+            "job record",
+            &EntryLine {
+                job: &e.job,
+                mark: e.mark,
+                rows_to: e.rows_to,
+                at: e.at,
+            },
+        )?;
+    }
+    write_atomic(io, dir, &spath, &out)?;
+    write_atomic(
+        io,
+        dir,
+        &jpath,
+        &header_line("journal", generation, id, None)?,
+    )?;
     Ok(())
 }
 

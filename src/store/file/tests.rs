@@ -209,6 +209,73 @@ fn an_edited_journal_generation_is_corruption_and_nothing_is_discarded() {
     }
 }
 
+/// Red team (jflip): a flipped byte in a job line of the snapshot or the journal kept the line
+/// valid JSON and was read as an (older) record; only the line's checksum sees it. Refused at
+/// its line by readers and writers, nothing changed.
+#[test]
+fn a_flipped_byte_in_a_job_line_is_corruption_at_its_line() {
+    for f in [SNAPSHOT_FILE, JOURNAL_FILE] {
+        let dir = used_store("job-flip");
+        let p = dir.join(f);
+        let mut b = std::fs::read(&p).unwrap();
+        let nl = b.iter().position(|c| *c == b'\n').unwrap();
+        assert!(b.len() > nl + 1, "{f} holds a job line");
+        let key = b"\"max_retries\":";
+        let at = nl + b[nl..].windows(key.len()).position(|w| w == key).unwrap() + key.len();
+        b[at] ^= 0x01;
+        std::fs::write(&p, &b).unwrap();
+        let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
+        assert!(
+            rep.problems
+                .iter()
+                .any(|p| p.location.ends_with(f) && p.line == 2 && p.what.contains("checksum")),
+            "{:?}",
+            rep.problems
+        );
+        assert_refused(&dir, f, "checksum mismatch");
+    }
+}
+
+/// A flipped job line appended by another process is caught by the tail reader of an open
+/// handle too, not only by a full load.
+#[test]
+fn a_flipped_job_line_in_the_journal_tail_is_caught_by_an_open_handle() {
+    let dir = used_store("job-flip-tail");
+    let reader = FileStore::open(&dir).unwrap();
+    reader.jobs().unwrap();
+    let jpath = dir.join(JOURNAL_FILE);
+    let lines_before = std::fs::read(&jpath)
+        .unwrap()
+        .iter()
+        .filter(|c| **c == b'\n')
+        .count();
+    {
+        let w = FileStore::open(&dir).unwrap();
+        let c = claim(&w, 60, "o", 2).claims.remove(0);
+        finish(&w, &c, Status::Succeeded, 61);
+    }
+    let mut b = std::fs::read(&jpath).unwrap();
+    let start = b[..b.len() - 1].iter().rposition(|c| *c == b'\n').unwrap() + 1;
+    let key = b"\"max_retries\":";
+    let at = start
+        + b[start..]
+            .windows(key.len())
+            .position(|w| w == key)
+            .unwrap()
+        + key.len();
+    b[at] ^= 0x01;
+    std::fs::write(&jpath, &b).unwrap();
+    let err = reader.jobs().expect_err("the tail reader checks the line");
+    let text = err.to_string();
+    assert!(text.contains("checksum mismatch"), "{text}");
+    let want_line = b.iter().filter(|c| **c == b'\n').count();
+    assert!(want_line > lines_before);
+    assert!(
+        text.contains(&format!("jobs.journal:{want_line}:")),
+        "{text}"
+    );
+}
+
 /// Issue 10 item 2 (was: a journal copied in from another store was merged).
 #[test]
 fn a_file_from_another_store_is_refused() {
@@ -935,8 +1002,25 @@ fn a_crash_mid_seal_is_finished_by_the_next_writer_and_no_row_shows_twice() {
 }
 
 /// Turn a format-3 store whose history is all in the open segment into the format-2 store the
-/// previous release wrote (one `history.jsonl`, header without a segment, `VERSION` 2).
+/// previous release wrote (one `history.jsonl`, header without a segment, job lines without
+/// checksums, `VERSION` 2).
 fn make_format_2(dir: &Path) -> Vec<u8> {
+    for f in [SNAPSHOT_FILE, JOURNAL_FILE] {
+        let b = std::fs::read(dir.join(f)).unwrap();
+        let mut out = Vec::new();
+        for (i, line) in b.split_inclusive(|c| *c == b'\n').enumerate() {
+            let body = &line[..line.len() - 1];
+            if i == 0 {
+                out.extend_from_slice(line);
+                continue;
+            }
+            filefmt::verify_line(body, "job record").unwrap();
+            // `,"crc32":"xxxxxxxx"}` off, `}` back.
+            out.extend_from_slice(&body[..body.len() - 20]);
+            out.extend_from_slice(b"}\n");
+        }
+        std::fs::write(dir.join(f), out).unwrap();
+    }
     let h = std::fs::read(dir.join(HISTORY_FILE)).unwrap();
     let nl = h.iter().position(|b| *b == b'\n').unwrap();
     let head: filefmt::HistoryHeader = serde_json::from_slice(&h[..nl]).unwrap();
@@ -969,8 +1053,15 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
         (dir, s)
     };
     let want: Vec<Uuid> = all_rows(&s).iter().map(|r| r.run_id).collect();
+    let want_jobs = s.jobs().unwrap();
     drop(s);
     let v2 = make_format_2(&dir);
+    assert!(
+        !std::fs::read_to_string(dir.join(JOURNAL_FILE))
+            .unwrap()
+            .contains("crc32"),
+        "format-2 job lines carry no checksum"
+    );
     let id = FileStore::open_existing(&dir).err().unwrap();
     assert!(matches!(id, StoreError::Version { .. }), "{id}");
     assert!(id.to_string().contains("cronsole apply"), "{id}");
@@ -996,6 +1087,13 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     let s = FileStore::open(&dir).unwrap();
     let got: Vec<Uuid> = all_rows(&s).iter().map(|r| r.run_id).collect();
     assert_eq!(got, want, "every row, in order");
+    assert_eq!(s.jobs().unwrap(), want_jobs, "every job record, unchanged");
+    for f in [SNAPSHOT_FILE, JOURNAL_FILE] {
+        let b = std::fs::read(dir.join(f)).unwrap();
+        for line in b.split(|c| *c == b'\n').skip(1).filter(|l| !l.is_empty()) {
+            filefmt::verify_line(line, "job record").unwrap();
+        }
+    }
     assert!(
         !segment_path_for_test(&dir, 40).exists(),
         "stray leftovers removed"
