@@ -491,7 +491,14 @@ pub fn command() -> clap::Command {
     for name in STORELESS {
         cmd = cmd.mut_subcommand(name, |sc| {
             sc.arg(clap::Arg::new("store").long("store").num_args(1).hide(true))
-                .arg(clap::Arg::new("jobs").long("jobs").num_args(1).hide(true))
+                .arg(
+                    // Same value type as the global `--jobs`: the derive reads it as a path.
+                    clap::Arg::new("jobs")
+                        .long("jobs")
+                        .num_args(1)
+                        .value_parser(clap::value_parser!(PathBuf))
+                        .hide(true),
+                )
         });
     }
     cmd
@@ -514,6 +521,15 @@ pub fn parse() -> Cli {
 mod tests {
     use super::*;
     use clap::{CommandFactory, FromArgMatches};
+
+    /// `cronsole next --jobs FILE --job a` panicked (the hidden `--jobs` of a storeless command
+    /// held a String where the global one is a path); it is refused like `--store` there.
+    #[test]
+    fn jobs_flag_on_a_storeless_command_is_refused_not_a_panic() {
+        let err = parse_from(&["cronsole", "next", "--jobs", "j.yaml", "--job", "a"])
+            .expect_err("refused");
+        assert!(err.contains("--jobs does not apply"), "{err}");
+    }
 
     fn parse_from(args: &[&str]) -> Result<Cli, String> {
         let m = command()
