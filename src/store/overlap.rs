@@ -17,6 +17,10 @@
 //!   to downtime: misfire grace does not apply), and is kept through a pause (it runs on resume).
 //!   It is claimed with `trigger: schedule` for its own slot and does not move the job's next
 //!   slot; a run that ends after more slots came buffers the first of them again.
+//! - A pause while a `skip`/`buffer_one` run is live sets aside the slots already due during it
+//!   ([`on_pause`]): the run's end writes their overlap row (or keeps the first) whether it ends
+//!   paused or after a resume. A second pause during the same run extends that range (one row
+//!   whose `slots_count` counts only the slots that were due, not the paused ones between).
 //! - `cancel_previous` marks a run once; the slot that marked it is claimed after the run's row
 //!   is written (with any slots that came meanwhile coalesced into it, SPEC §5). A run an
 //!   operator is already cancelling is not marked again (its row keeps `cancelled by operator`).
