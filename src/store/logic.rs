@@ -177,6 +177,10 @@ pub fn apply_def(
     let schedule_changed = rec.def.schedule != def.schedule;
     let days_changed = rec.def.days != def.days;
     let was_enabled = rec.def.enabled;
+    if was_enabled && !def.enabled {
+        // Disabled while a run is live: like a pause, under the policy the slots fell due in.
+        super::overlap::on_pause(rec, now)?;
+    }
     rec.def = def.clone();
     if schedule_changed {
         let (anchor, first) = initial_slots(def, now)?;

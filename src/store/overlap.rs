@@ -455,6 +455,21 @@ mod tests {
     }
 
     #[test]
+    fn disabling_in_the_jobs_file_during_a_run_keeps_the_slots_due_before_it() {
+        let mut r = with(Overlap::Skip, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let mut def = r.def.clone();
+        def.enabled = false;
+        crate::store::logic::apply_def(&mut r, &def, t(1015)).unwrap();
+        let rows = end(&mut r, &a, Status::Succeeded, 1035);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[1].slot, rows[1].slots_count),
+            (Some(t(1010)), Some(1))
+        );
+    }
+
+    #[test]
     fn cancel_previous_marks_once_and_wakes_for_the_slot_only_before() {
         let mut r = with(Overlap::CancelPrevious, 10, 300.0);
         let a = eval(&mut r, "o", 1000).claim.unwrap();
