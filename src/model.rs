@@ -933,11 +933,18 @@ pub struct OverlapState {
     /// `overlap: cancel_previous`: the live run a due slot asked to cancel, and that slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded: Option<Superseded>,
+    /// `skip`/`buffer_one`: the slots that fell due while a run was live and before the
+    /// operator paused the job; that run's end writes their overlap row (or keeps the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_pause: Option<SlotRange>,
 }
 
 impl OverlapState {
     pub fn is_empty(&self) -> bool {
-        self.leases.is_empty() && self.buffered_slot.is_none() && self.superseded.is_none()
+        self.leases.is_empty()
+            && self.buffered_slot.is_none()
+            && self.superseded.is_none()
+            && self.before_pause.is_none()
     }
 }
 

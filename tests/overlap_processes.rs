@@ -158,3 +158,63 @@ fn buffer_one_across_two_processes_runs_kept_slots_one_at_a_time() {
         "kept slots run after the run before them: {rows:#?}"
     );
 }
+
+/// Red team rt2 row 1: `jobs` and `describe` name a `buffer_one` slot that fell due while a
+/// run is live (before, during and after a pause), not only once the run has ended.
+#[test]
+fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
+    use cronsole::model::{JobsFile, Overlap};
+    use cronsole::store::ClaimRequest;
+    let dir = std::env::temp_dir().join(format!("cronsole-ovlp-note-{}", Uuid::new_v4()));
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let mut d = cronsole::testkit::jobs::command_job("j", 10);
+    d.overlap = Overlap::BufferOne;
+    d.lease_seconds = 300.0;
+    let start = Utc::now() - chrono::Duration::seconds(15);
+    {
+        let s = FileStore::open(&store).unwrap();
+        s.apply(
+            &JobsFile {
+                settings: Default::default(),
+                jobs: vec![d],
+            },
+            start,
+        )
+        .unwrap();
+        let c = s
+            .claim_due(&ClaimRequest {
+                now: start,
+                owner: "elsewhere",
+                limit: 10,
+                in_flight: &[],
+            })
+            .unwrap();
+        assert_eq!(c.claims.len(), 1);
+    }
+    let cli = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--store")
+            .arg(&store)
+            .env_remove("CRONSOLE_STORE")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for step in [None, Some("pause"), Some("resume")] {
+        if let Some(verb) = step {
+            cli(&[verb, "j"]);
+        }
+        let jobs = cli(&["jobs"]);
+        assert!(jobs.contains("kept to run next"), "{step:?}:\n{jobs}");
+        let desc = cli(&["describe", "j"]);
+        assert!(desc.contains("kept to run next"), "{step:?}:\n{desc}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -177,6 +177,10 @@ pub fn apply_def(
     let schedule_changed = rec.def.schedule != def.schedule;
     let days_changed = rec.def.days != def.days;
     let was_enabled = rec.def.enabled;
+    if was_enabled && !def.enabled {
+        // Disabled while a run is live: like a pause, under the policy the slots fell due in.
+        super::overlap::on_pause(rec, now)?;
+    }
     rec.def = def.clone();
     if schedule_changed {
         let (anchor, first) = initial_slots(def, now)?;
@@ -230,6 +234,9 @@ pub fn set_paused(
     if rec.rt.paused == paused {
         return Ok(false);
     }
+    if paused {
+        super::overlap::on_pause(rec, now)?;
+    }
     rec.rt.paused = paused;
     if !paused {
         rec.rt.pause_reason = None;
@@ -269,6 +276,7 @@ fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.queue.clear();
     rt.overlap.buffered_slot = None;
     rt.overlap.superseded = None;
+    rt.overlap.before_pause = None;
 }
 
 /// The scheduled instant of a due job (SPEC §5).
@@ -699,6 +707,21 @@ pub fn finish_run(
     } else {
         row.finished_at.max(lease.claimed_at).min(now)
     };
+    // Slots that fell due during this run before a pause came first (`overlap::on_pause`).
+    if let Some(r) = rt.overlap.before_pause.take() {
+        let mut o = HistoryRow::new(
+            &rec.def.name,
+            Status::Skipped,
+            Trigger::Schedule,
+            Some(r.first),
+            &row.owner,
+            now,
+        );
+        o.reason = Some(REASON_OVERLAP.to_string());
+        o.slots_count = Some(r.count);
+        o.slot_end = Some(r.last);
+        out.extra_rows.push(o);
+    }
     let paused = rt.paused || !rec.def.enabled;
     let held = rt.hold_until.is_some_and(|h| h > now);
     if rec.def.schedule.is_recurring()

@@ -17,6 +17,10 @@
 //!   to downtime: misfire grace does not apply), and is kept through a pause (it runs on resume).
 //!   It is claimed with `trigger: schedule` for its own slot and does not move the job's next
 //!   slot; a run that ends after more slots came buffers the first of them again.
+//! - A pause while a `skip`/`buffer_one` run is live sets aside the slots already due during it
+//!   ([`on_pause`]): the run's end writes their overlap row (or keeps the first) whether it ends
+//!   paused or after a resume. A second pause during the same run extends that range (one row
+//!   whose `slots_count` counts only the slots that were due, not the paused ones between).
 //! - `cancel_previous` marks a run once; the slot that marked it is claimed after the run's row
 //!   is written (with any slots that came meanwhile coalesced into it, SPEC §5). A run an
 //!   operator is already cancelling is not marked again (its row keeps `cancelled by operator`).
@@ -31,7 +35,7 @@ use super::logic::{
     ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, ms, scheduled_instant,
 };
 use crate::model::{
-    BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, Status, Superseded, Trigger,
+    BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, SlotRange, Status, Superseded, Trigger,
 };
 use crate::schedule::Compiled;
 
@@ -134,6 +138,79 @@ pub fn overlap_row(
             o
         });
     (row, sched.next_after(bound))
+}
+
+/// The operator pauses the job (`logic::set_paused`): under `skip` and `buffer_one` the slots
+/// that fell due while its live run was in flight (up to now, or the run's lease expiry) are
+/// owed an overlap row, or the kept slot, when that run ends. The run's end cannot tell them
+/// from the slots that pass while paused (which record nothing, SPEC §6), and a resume before
+/// it ends moves the job's next slot past them: so they are set aside now, in the record.
+pub fn on_pause(
+    rec: &mut JobRecord,
+    now: DateTime<Utc>,
+) -> Result<(), crate::schedule::ScheduleError> {
+    let Some(lease) = rec.rt.lease.as_ref() else {
+        return Ok(());
+    };
+    let bound = lease.lease_until.min(now);
+    let owner = lease.owner.clone();
+    let held = rec.rt.hold_until.is_some_and(|h| h > now);
+    if rec.rt.paused
+        || !rec.def.enabled
+        || held
+        || rec.rt.recovery_pending
+        || rec.def.overlap.acts_while_running()
+        || !rec.def.schedule.is_recurring()
+    {
+        return Ok(());
+    }
+    let Some(next) = rec.rt.next_slot.filter(|n| rec.def.fire_at(*n) <= bound) else {
+        return Ok(());
+    };
+    let sched = super::logic::compile(rec)?;
+    let (row, after) = overlap_row(rec, &sched, next, bound, &owner, now);
+    let Some(row) = row else {
+        return Ok(());
+    };
+    let (Some(first), Some(last), Some(count)) = (row.slot, row.slot_end, row.slots_count) else {
+        return Ok(());
+    };
+    let r = &mut rec.rt.overlap.before_pause;
+    *r = Some(match *r {
+        // Paused again during the same run: the earlier range stays first.
+        Some(old) => SlotRange {
+            first: old.first,
+            last,
+            count: old.count + count,
+        },
+        None => SlotRange { first, last, count },
+    });
+    rec.rt.next_slot = after;
+    Ok(())
+}
+
+/// `buffer_one`: the slot kept to run after the live run, for `jobs` and `describe`: the one
+/// already in the record, else the first slot that fell due during the live run (decided when
+/// the run ends, but owed from the moment it fell due).
+pub fn kept_slot(rec: &JobRecord, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if rec.def.overlap != Overlap::BufferOne {
+        return None;
+    }
+    let ov = &rec.rt.overlap;
+    if let Some(b) = ov.buffered_slot {
+        return Some(b);
+    }
+    let live = rec.rt.lease.as_ref()?;
+    if let Some(r) = ov.before_pause {
+        return Some(r.first);
+    }
+    let bound = live.lease_until.min(now);
+    let paused = rec.rt.paused || !rec.def.enabled;
+    let held = rec.rt.hold_until.is_some_and(|h| h > now);
+    if paused || held || rec.rt.recovery_pending || !rec.def.schedule.is_recurring() {
+        return None;
+    }
+    rec.rt.next_slot.filter(|n| rec.def.fire_at(*n) <= bound)
 }
 
 /// `buffer_one`: claim the slot kept while the last run was live. It does not move the job's
@@ -306,6 +383,90 @@ mod tests {
         assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
         crate::store::logic::set_paused(&mut r, false, t(1100)).unwrap();
         assert_eq!(eval(&mut r, "o", 1100).claim.unwrap().slot, Some(t(1010)));
+    }
+
+    // Red team rt2 rows 1-2: a slot that fell due during the run, before a pause, was lost when
+    // the run ended paused or the job was resumed before the run ended.
+    #[test]
+    fn a_slot_due_during_the_run_before_a_pause_is_kept_through_resume() {
+        use crate::store::logic::set_paused;
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        assert_eq!(kept_slot(&r, t(1009)), None);
+        assert_eq!(
+            kept_slot(&r, t(1011)),
+            Some(t(1010)),
+            "named while the run is live"
+        );
+        set_paused(&mut r, true, t(1012)).unwrap();
+        assert_eq!(kept_slot(&r, t(1013)), Some(t(1010)), "and while paused");
+        set_paused(&mut r, false, t(1014)).unwrap();
+        assert_eq!(
+            kept_slot(&r, t(1015)),
+            Some(t(1010)),
+            "and after the resume"
+        );
+        // 1020 comes after the resume while the run is still live: the usual overlap row.
+        let rows = end(&mut r, &a, Status::Succeeded, 1025);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[1].reason.as_deref(), Some(REASON_OVERLAP));
+        assert_eq!(rows[1].slot, Some(t(1020)));
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        assert!(r.rt.overlap.before_pause.is_none());
+        assert_eq!(eval(&mut r, "o", 1025).claim.unwrap().slot, Some(t(1010)));
+    }
+
+    #[test]
+    fn a_slot_due_during_the_run_before_a_pause_is_kept_when_the_run_ends_paused() {
+        use crate::store::logic::set_paused;
+        let mut r = with(Overlap::BufferOne, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        set_paused(&mut r, true, t(1012)).unwrap();
+        // 1020 and 1030 pass while paused: they record nothing.
+        let rows = end(&mut r, &a, Status::Succeeded, 1035);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
+        assert!(eval(&mut r, "o", 1040).claim.is_none());
+        set_paused(&mut r, false, t(1100)).unwrap();
+        assert_eq!(eval(&mut r, "o", 1100).claim.unwrap().slot, Some(t(1010)));
+    }
+
+    #[test]
+    fn skip_writes_the_overlap_row_of_a_slot_due_before_a_pause() {
+        use crate::store::logic::set_paused;
+        let mut r = with(Overlap::Skip, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        set_paused(&mut r, true, t(1022)).unwrap();
+        set_paused(&mut r, false, t(1024)).unwrap();
+        let rows = end(&mut r, &a, Status::Succeeded, 1025);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[1].status, Status::Skipped);
+        assert_eq!(rows[1].reason.as_deref(), Some(REASON_OVERLAP));
+        assert_eq!(
+            (rows[1].slot, rows[1].slot_end),
+            (Some(t(1010)), Some(t(1020)))
+        );
+        assert_eq!(rows[1].slots_count, Some(2));
+        assert_eq!(r.rt.next_slot, Some(t(1030)));
+        assert!(r.rt.overlap.before_pause.is_none());
+        // Paused while idle: nothing is set aside.
+        set_paused(&mut r, true, t(1026)).unwrap();
+        assert!(r.rt.overlap.before_pause.is_none());
+    }
+
+    #[test]
+    fn disabling_in_the_jobs_file_during_a_run_keeps_the_slots_due_before_it() {
+        let mut r = with(Overlap::Skip, 10, 300.0);
+        let a = eval(&mut r, "o", 1000).claim.unwrap();
+        let mut def = r.def.clone();
+        def.enabled = false;
+        crate::store::logic::apply_def(&mut r, &def, t(1015)).unwrap();
+        let rows = end(&mut r, &a, Status::Succeeded, 1035);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[1].slot, rows[1].slots_count),
+            (Some(t(1010)), Some(1))
+        );
     }
 
     #[test]

@@ -1012,6 +1012,8 @@ macro_rules! conformance_suite {
             jitter_and_calendars_shape_what_is_offered,
             overlap_buffer_one_runs_the_first_kept_slot_after_the_run,
             overlap_buffer_one_keeps_its_slot_when_the_owner_dies,
+            overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run,
+            overlap_skip_writes_the_row_of_slots_due_before_a_pause,
             overlap_cancel_previous_supersedes_the_live_run,
             overlap_allow_runs_side_by_side_up_to_the_bound,
             overlap_allow_an_owner_death_frees_only_its_lease,

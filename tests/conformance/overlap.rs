@@ -48,6 +48,69 @@ pub fn overlap_buffer_one_runs_the_first_kept_slot_after_the_run(f: Factory) {
     );
 }
 
+/// Red team rt2 row 1: a slot kept during the run, then pause and resume before the run ends:
+/// the kept slot runs once after the run, and the slots that passed while paused record nothing.
+pub fn overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![job(Overlap::BufferOne, 10, 300.0)]), t(1000))
+        .unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    s.set_paused("j", true, t(1012)).unwrap();
+    s.set_paused("j", false, t(1034)).unwrap();
+    // 1020 and 1030 passed while paused; 1040 came after the resume with the run still live.
+    let out = done(&*s, &c, "a", Status::Succeeded, t(1045));
+    assert_eq!(out.rows.len(), 2, "{:?}", out.rows);
+    assert_eq!(
+        (
+            out.rows[1].status,
+            out.rows[1].slot,
+            out.rows[1].slots_count
+        ),
+        (Status::Skipped, Some(t(1040)), Some(1))
+    );
+    let rec = s.job("j").unwrap().unwrap();
+    assert_eq!(rec.rt.overlap.buffered_slot, Some(t(1010)));
+    assert_eq!(rec.rt.overlap.before_pause, None);
+    let b = claim(&*s, "b", t(1045), 10).claims.remove(0);
+    assert_eq!(b.slot, Some(t(1010)));
+    assert_eq!(done(&*s, &b, "b", Status::Succeeded, t(1046)).rows.len(), 1);
+    assert_eq!(
+        claim(&*s, "b", t(1050), 10).claims.remove(0).slot,
+        Some(t(1050))
+    );
+    let slots: Vec<_> = rows(&*s, "j").iter().filter_map(|r| r.slot).collect();
+    assert!(
+        !slots.contains(&t(1020)) && !slots.contains(&t(1030)),
+        "{slots:?}"
+    );
+}
+
+/// Red team rt2 row 2: `skip`, the run ends while the job is paused: the slots that fell due
+/// during the run before the pause still get their overlap row, those after it none.
+pub fn overlap_skip_writes_the_row_of_slots_due_before_a_pause(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![job(Overlap::Skip, 10, 300.0)]), t(1000))
+        .unwrap();
+    let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    s.set_paused("j", true, t(1025)).unwrap();
+    let out = done(&*s, &c, "a", Status::Succeeded, t(1045));
+    assert_eq!(out.rows.len(), 2, "{:?}", out.rows);
+    let o = &out.rows[1];
+    assert_eq!(
+        (o.status, o.reason.as_deref()),
+        (Status::Skipped, Some("overlap"))
+    );
+    assert_eq!(
+        (o.slot, o.slot_end, o.slots_count),
+        (Some(t(1010)), Some(t(1020)), Some(2))
+    );
+    s.set_paused("j", false, t(1051)).unwrap();
+    assert_eq!(
+        claim(&*s, "b", t(1060), 10).claims.remove(0).slot,
+        Some(t(1060))
+    );
+}
+
 pub fn overlap_buffer_one_keeps_its_slot_when_the_owner_dies(f: Factory) {
     let s = f();
     s.apply(&file(vec![job(Overlap::BufferOne, 10, 30.0)]), t(1000))

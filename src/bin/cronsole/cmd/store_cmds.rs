@@ -103,7 +103,7 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     if more > 0 {
         parts.push(format!("{} runs live (overlap: allow)", more + 1));
     }
-    if let Some(b) = r.rt.overlap.buffered_slot {
+    if let Some(b) = cronsole::store::overlap::kept_slot(r, now) {
         parts.push(format!("slot {} kept to run next", when::stamp(b, zone)));
     }
     let queued = r.rt.queue.len() + usize::from(r.rt.trigger_requested_at.is_some());
