@@ -179,7 +179,7 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         }
     }
     if !j.def.overlap.is_skip() {
-        lines.push(kv("overlap", overlap_words(j)));
+        lines.push(kv("overlap", overlap_words(j, now)));
     }
 
     lines.push(Line::raw(""));
@@ -441,7 +441,7 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
 }
 
 /// The job's `overlap:` policy and what it keeps now (a slot to run next, a superseded run).
-fn overlap_words(j: &crate::model::JobRecord) -> String {
+fn overlap_words(j: &crate::model::JobRecord, now: chrono::DateTime<chrono::Utc>) -> String {
     use crate::model::Overlap;
     let mut s = match j.def.overlap {
         Overlap::Allow {
@@ -452,7 +452,8 @@ fn overlap_words(j: &crate::model::JobRecord) -> String {
         ),
         other => other.name().to_string(),
     };
-    if let Some(b) = j.rt.overlap.buffered_slot {
+    // A kept slot from the moment it falls due (not only once the run has ended).
+    if let Some(b) = crate::store::overlap::kept_slot(j, now) {
         s.push_str(&format!(
             "; slot {} kept to run next",
             b.format("%Y-%m-%d %H:%M:%S")
