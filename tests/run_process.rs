@@ -220,7 +220,18 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
     let mut per_job: BTreeMap<String, BTreeSet<DateTime<Utc>>> = BTreeMap::new();
     let mut owners: BTreeMap<String, usize> = BTreeMap::new();
     let mut dups = Vec::new();
+    // The one pair the README allows for a run: `abandoned` (its lease lapsed while its owner
+    // was starved of CPU) and the same run's own late `stale_lease` row. One execution, so the
+    // late row is not a second one (seen under load averages of 17-30 with 2 s leases).
+    let abandoned: BTreeSet<Uuid> = rows
+        .iter()
+        .filter(|r| r.status == Status::Abandoned)
+        .map(|r| r.run_id)
+        .collect();
     for r in &rows {
+        if r.stale_lease && abandoned.contains(&r.run_id) {
+            continue;
+        }
         let Some(slot) = r.slot else { continue };
         let end = r.slot_end.unwrap_or(slot);
         let mut t = slot;
