@@ -232,18 +232,7 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 }
                 continue;
             }
-            let verified = if checked_jobs {
-                filefmt::verify_line(line, "job record")
-            } else {
-                Ok(())
-            };
-            match verified
-                .and_then(|_| {
-                    serde_json::from_slice::<serde_json::Value>(line)
-                        .map_err(|e| (e.column() as u64, e.to_string()))
-                })
-                .and_then(record_and_position)
-            {
+            match job_line(line, checked_jobs) {
                 Ok((rec, pos)) => {
                     at.insert(
                         rec.def.name.clone(),
@@ -297,18 +286,7 @@ pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 }
                 continue;
             }
-            let verified = if checked_jobs {
-                filefmt::verify_line(line, "job record")
-            } else {
-                Ok(())
-            };
-            match verified
-                .and_then(|_| {
-                    serde_json::from_slice::<serde_json::Value>(line)
-                        .map_err(|e| (e.column() as u64, e.to_string()))
-                })
-                .and_then(record_and_position)
-            {
+            match job_line(line, checked_jobs) {
                 Ok((rec, pos)) => {
                     if replay {
                         at.insert(
@@ -454,6 +432,18 @@ fn b_line(rows: &[(u64, String, uuid::Uuid, bool)], off: u64) -> u64 {
 }
 
 /// A journal/snapshot line: its job record and its history position (`at`, format 3).
+/// One snapshot or journal job line: its checksum (when the format has one), then the record and
+/// its history position; an error is (column, message).
+#[allow(clippy::type_complexity)]
+fn job_line(line: &[u8], checked: bool) -> Result<(JobRecord, Option<Pos>), (u64, String)> {
+    if checked {
+        filefmt::verify_line(line, "job record")?;
+    }
+    let v = serde_json::from_slice::<serde_json::Value>(line)
+        .map_err(|e| (e.column() as u64, e.to_string()))?;
+    record_and_position(v)
+}
+
 fn record_and_position(v: serde_json::Value) -> Result<(JobRecord, Option<Pos>), (u64, String)> {
     let pos = v
         .get("at")
