@@ -279,6 +279,22 @@ fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.overlap.before_pause = None;
 }
 
+/// The slot a due job fires now: the newest passed slot, taken only once its own (jittered)
+/// fire instant has come, else `next`.
+pub(super) fn firing_slot(
+    rec: &JobRecord,
+    sched: &Compiled,
+    next: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let slot = scheduled_instant(sched, next, now);
+    if rec.def.fire_at(slot) <= now {
+        slot
+    } else {
+        next
+    }
+}
+
 /// The scheduled instant of a due job (SPEC §5).
 pub(super) fn scheduled_instant(
     sched: &Compiled,
@@ -398,13 +414,7 @@ pub fn evaluate(
             }
             return ev;
         }
-        let slot = scheduled_instant(sched, next, now);
-        // The newest passed slot is taken only once its own fire instant has come.
-        let slot = if rec.def.fire_at(slot) <= now {
-            slot
-        } else {
-            next
-        };
+        let slot = firing_slot(rec, sched, next, now);
         // Misfire grace counts from the fire instant, not from the slot.
         let age = now - rec.def.fire_at(slot);
         let grace = rec

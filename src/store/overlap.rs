@@ -32,7 +32,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::logic::{
-    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, ms, scheduled_instant,
+    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, firing_slot, ms,
 };
 use crate::model::{
     BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, SlotRange, Status, Superseded, Trigger,
@@ -73,12 +73,7 @@ pub fn while_running(
             if rec.rt.overlap.superseded.is_some() {
                 return ev;
             }
-            let slot = scheduled_instant(sched, next, now);
-            let slot = if rec.def.fire_at(slot) <= now {
-                slot
-            } else {
-                next
-            };
+            let slot = firing_slot(rec, sched, next, now);
             let Some(lease) = rec.rt.lease.as_mut() else {
                 return ev;
             };
