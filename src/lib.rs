@@ -76,7 +76,6 @@ pub mod model;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
-#[allow(missing_docs)] // item docs owed: see the next commits
 pub mod tui;
 
 #[doc(hidden)]
