@@ -131,7 +131,7 @@ pub enum ChainOn {
 }
 
 impl ChainOn {
-    /// Every entry kind, in the order the jobs file's error message lists them.
+    /// Every entry kind ([`ChainOn::parse`] looks the `on:` words up here).
     pub const ALL: [ChainOn; 4] = [
         ChainOn::Success,
         ChainOn::Failure,
@@ -239,7 +239,7 @@ pub struct HistoryRow {
     pub trigger: Trigger,
     /// When the action (or the row's decision) started.
     pub started_at: DateTime<Utc>,
-    /// When it ended; the row is written at this instant.
+    /// When it ended (for a row that ran nothing, when the decision was made).
     pub finished_at: DateTime<Utc>,
     /// `finished_at - started_at` in milliseconds.
     pub duration_ms: u64,
@@ -258,11 +258,11 @@ pub struct HistoryRow {
     pub diff: Option<String>,
     /// The model that answered (agent jobs).
     pub model: Option<String>,
-    /// Prompt tokens over every attempt.
+    /// Prompt tokens of the model's reply (a failed call reports none).
     pub input_tokens: u64,
-    /// Reply tokens over every attempt.
+    /// Reply tokens of the model's reply.
     pub output_tokens: u64,
-    /// What the run's model calls cost (USD, from the `pricing:` table).
+    /// What the reply cost (USD, from the `pricing:` table; see `unpriced`).
     pub cost_usd: f64,
     /// The result reached every sink in the job's `deliver:` list (false when it has none).
     pub delivered: bool,
@@ -444,7 +444,8 @@ pub enum Action {
     Command {
         /// The command line, run by `/bin/sh -c` in the jobs file's directory.
         command: String,
-        /// `command_timeout_seconds`: the process tree is killed after this long.
+        /// `command_timeout_seconds`: an attempt's process group is killed after this long (or
+        /// after the job's `timeout_seconds`, when shorter).
         timeout_seconds: f64,
     },
 }
@@ -525,7 +526,8 @@ pub struct JobDef {
     pub run_immediately: bool,
     /// Bound of one attempt of the action (seconds).
     pub timeout_seconds: f64,
-    /// Attempts after the first one that failed.
+    /// Total attempts of the action, the first included (SPEC §8: 3 = one try, two retries);
+    /// 0 counts as 1.
     pub max_retries: u32,
     /// How long a claim holds without renewal before another owner may recover the run.
     pub lease_seconds: f64,
@@ -590,7 +592,7 @@ pub enum Overlap {
 }
 
 impl Overlap {
-    /// The default policy: leave `overlap:` out of the stored form.
+    /// Whether this is `skip`, the default (the stored form then leaves `overlap` out).
     pub fn is_skip(&self) -> bool {
         *self == Overlap::Skip
     }
@@ -694,7 +696,7 @@ pub struct AgentDef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
-    /// The history row's fields as a JSON object.
+    /// The run's history row flattened, plus `kind`, `text` and `sent_at` (raw, for machines).
     #[default]
     Json,
     /// A Slack incoming-webhook message (`text`).
@@ -707,7 +709,7 @@ pub enum WebhookFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SinkDef {
-    /// POST the result to a URL.
+    /// POST each delivery (a result, an alert, a recovery note) to a URL.
     Webhook {
         /// The sink's name, as jobs' `deliver:` give it.
         name: String,
@@ -716,7 +718,7 @@ pub enum SinkDef {
         /// The body's shape.
         format: WebhookFormat,
     },
-    /// Append the result to a file.
+    /// Append each delivery to a file, one JSON line each (the `json` webhook body).
     File {
         /// The sink's name, as jobs' `deliver:` give it.
         name: String,
@@ -840,7 +842,8 @@ pub struct IncidentState {
 /// the incident state and the budget stop are bounded by construction and always kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobState {
-    /// The job's own notes, written by its model (`<notepad>` blocks), capped at [`STATE_MAX_BYTES`].
+    /// The job's own `key=value` notes, updated by a ```` ```notepad ```` block ending its model's
+    /// reply; capped at [`STATE_MAX_BYTES`] serialised.
     #[serde(default)]
     pub notepad: BTreeMap<String, String>,
     /// The monitor's watermark: what the last good probe saw.
@@ -989,11 +992,12 @@ pub struct Reservation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReservationState {
-    /// The call is in flight: its worst case counts as spent.
+    /// The call is in flight (or its owner died mid-call): its worst case counts as spent.
     Reserved,
     /// The call ended and its real cost replaced the worst case; not yet in the job's counters.
     Settled,
-    /// The call's outcome is unknown (its owner died): the worst case stays spent.
+    /// The call's outcome cannot be known (a timeout mid-request, an unreadable reply): the
+    /// worst case stays spent.
     Spent,
 }
 
@@ -1057,7 +1061,8 @@ pub struct JobRuntime {
     pub runs: u64,
     /// The operator paused the job (`cronsole pause`, `p` in the console).
     pub paused: bool,
-    /// The job will not run again (one-shot done, `max_runs` reached, `until` passed, or removed).
+    /// The job will not run again (one-shot done, `max_runs` reached, `until` passed, or it left
+    /// the jobs file: applying it again brings it back).
     pub retired: bool,
     /// Why the job was retired, in words.
     pub retired_reason: Option<String>,

@@ -155,7 +155,7 @@ fn lines(bytes: &[u8]) -> (Vec<(u64, &[u8])>, &[u8]) {
 
 /// The file-store check of [`check_file_store`] over any I/O layer, without taking the lock
 /// (the caller holds it, or tests a fault simulator's files).
-pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
+pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut r = Report::default();
     let p = |n: &str| dir.join(n);
     let read = |path: &Path, r: &mut Report| -> Option<Vec<u8>> {

@@ -110,7 +110,8 @@ pub fn stat_opt(io: &dyn StoreIo, path: &Path) -> io::Result<Option<Meta>> {
 pub struct RealIo;
 
 impl RealIo {
-    /// The real file system behind an `Arc`, as [`crate::store::file::FileStore::open_with_io`] takes it.
+    /// The real file system behind an `Arc`, as
+    /// [`crate::store::file::FileStore::open_with_io`] takes it.
     pub fn shared() -> Arc<dyn StoreIo> {
         Arc::new(RealIo)
     }

@@ -622,7 +622,8 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
 pub struct FinishOutcome {
     /// Overlap `skipped` row(s) to append after the run's row.
     pub extra_rows: Vec<HistoryRow>,
-    /// Why the run's new notepad was refused (over [`crate::model::STATE_MAX_BYTES`]); the prior one stays.
+    /// Why the run's new notepad was refused (over [`crate::model::STATE_MAX_BYTES`]); the
+    /// prior one stays.
     pub state_rejected: Option<String>,
 }
 

@@ -22,7 +22,7 @@ use super::logic::counter_period;
 pub struct StatsLine {
     /// Job name, or `"*"` for the global line.
     pub job: String,
-    /// Runs that ran their action: succeeded, no_change and failed rows.
+    /// Executions: succeeded, no_change and failed rows (the console's EXECS).
     pub total_executions: u64,
     /// Succeeded and no_change rows.
     pub successful_executions: u64,

@@ -85,7 +85,7 @@ pub enum Scope {
 /// A key with the modifiers that must be held (SHIFT is ignored for characters: `G` is `G`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Key {
-    /// The key.
+    /// The key code (a character, Enter, an arrow, …).
     pub code: KeyCode,
     /// The modifiers that must be held with it.
     pub mods: KeyModifiers,

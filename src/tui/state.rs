@@ -128,7 +128,7 @@ pub enum Loaded {
     },
     /// The dry run's text, or why there is none.
     DryRun {
-        /// The job dry-run.
+        /// The job that was dry-run.
         job: String,
         /// The text, or the error that prevented it.
         text: Result<String, String>,
