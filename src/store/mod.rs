@@ -429,7 +429,7 @@ pub struct HistoryQuery {
     pub run_id: Option<Uuid>,
     /// Only rows with a monitor diff.
     pub with_diff: bool,
-    /// At most this many rows (0: none).
+    /// At most this many rows (0: no limit).
     pub limit: usize,
     /// Skip this many matching rows first. Linear in the rows skipped where the store cannot
     /// do better (filtered queries; PostgreSQL `OFFSET`): deep pages should use `before`.
