@@ -21,25 +21,34 @@
 //! The other modules are public for the binary, the tests and the benches, and hidden from this
 //! documentation: they are the engine's parts, not an API to build on.
 //!
+//! The store's methods are synchronous (the file store does blocking I/O under a file lock, the
+//! PostgreSQL store waits on its own runtime): a busy async program calls them through
+//! `tokio::task::spawn_blocking`. The short calls in these examples are made inline.
+//!
 //! # Embedding the engine
 //!
 //! Open a store at a path of your own, apply a jobs file to it, start an engine on it and
-//! receive its events; here a `true` command job, run once at once:
+//! receive its events — here a command job whose first slot is now, waited for at most 30 s:
 //!
 //! ```
 //! use std::path::Path;
 //! use std::sync::Arc;
+//! use std::time::Duration;
 //!
 //! use cronsole::clock::SystemClock;
 //! use cronsole::engine::{self, EngineConfig, Event, RunDeps};
+//! use cronsole::model::{Status, Trigger};
 //! use cronsole::store::{Store, file::FileStore};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dir = std::env::temp_dir().join(format!("cronsole-doc-{}", std::process::id()));
-//! let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir)?);
+//! // The store's directory is yours to choose (a temporary one here, removed on drop).
+//! let dir = tempfile::tempdir()?;
+//! let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir.path().join("store"))?);
+//!
+//! // A jobs file from text (`config::load_file` reads one from disk); `apply` syncs it in.
 //! let jobs = cronsole::config::load_str(
-//!     "jobs:\n  - name: hello\n    schedule: every 1h\n    command: \"true\"\n",
+//!     "jobs:\n  - name: hello\n    schedule: every 1h\n    command: echo hello\n",
 //!     Path::new("jobs.yaml"),
 //! )?;
 //! store.apply(&jobs.file, chrono::Utc::now())?;
@@ -50,17 +59,142 @@
 //!     Arc::new(SystemClock),
 //!     RunDeps::from_env()?,
 //! )?;
+//! // Subscribe before awaiting anything, so no event is missed.
 //! let mut events = engine.events.subscribe();
-//! let row = loop {
-//!     if let Event::Row(row) = events.recv().await? {
-//!         break row;
-//!     }
-//! };
-//! assert_eq!((row.job.as_str(), row.status.as_str()), ("hello", "succeeded"));
 //!
+//! // An `every` grid starts when the job is first stored: its first run starts at once.
+//! let row = tokio::time::timeout(Duration::from_secs(30), async {
+//!     loop {
+//!         match events.recv().await? {
+//!             Event::RunStarted { job, run_id, .. } => println!("{job}: run {run_id} started"),
+//!             Event::Row(row) => return Ok::<_, tokio::sync::broadcast::error::RecvError>(row),
+//!             Event::Notice(text) => println!("notice: {text}"),
+//!             Event::Delivered { .. } => {}
+//!         }
+//!     }
+//! })
+//! .await??;
+//! assert_eq!(row.job, "hello");
+//! assert_eq!((row.status, row.trigger), (Status::Succeeded, Trigger::Schedule));
+//! assert_eq!(row.result.as_deref().map(str::trim), Some("hello"));
+//!
+//! // A graceful stop: runs in flight may finish (up to `shutdown_grace`), then the task ends.
 //! engine.shutdown.cancel();
 //! engine.join.await??;
-//! std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The [`engine`] module shows the other direction: [`engine::Command`]s (trigger, pause,
+//! retry, cancel) sent to a running engine.
+//!
+//! # Opening a store
+//!
+//! [`store::file::FileStore::open`] creates the store on first use and opens it after;
+//! [`store::file::FileStore::open_existing`] writes nothing while opening and refuses a
+//! directory that holds no store, which is what a reader wants:
+//!
+//! ```
+//! use cronsole::store::{Store, file::FileStore};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let tmp = tempfile::tempdir()?;
+//! # let path = tmp.path().join("store");
+//! let store = FileStore::open(&path)?;
+//! println!("{} holds {} jobs", store.location(), store.jobs()?.len());
+//! drop(store);
+//!
+//! let reader = FileStore::open_existing(&path)?;
+//! assert!(reader.jobs()?.is_empty());
+//! // Not a store: an error of the "bad input" kind (exit code 2), and nothing is created.
+//! match FileStore::open_existing(&tmp.path().join("elsewhere")) {
+//!     Err(e) => assert_eq!(e.exit_code(), 2, "{e}"),
+//!     Ok(_) => panic!("opened a store that does not exist"),
+//! }
+//! assert!(!tmp.path().join("elsewhere").exists());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Several hosts share one PostgreSQL database instead (libpq's URL and TLS parameters; the
+//! schema is created or migrated on open):
+//!
+//! ```no_run
+//! use cronsole::store::{Store, postgres::PgStore};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = PgStore::open("postgres://cronsole@db.internal/cronsole?sslmode=verify-full")?;
+//! println!("{} jobs", store.jobs()?.len());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Reading history
+//!
+//! Rows come newest first, filtered by a [`store::HistoryQuery`]; a page carries the token of
+//! the next (older) one, cheap at any depth:
+//!
+//! ```
+//! use cronsole::model::Status;
+//! use cronsole::store::{HistoryQuery, HistoryReader, file::FileStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # use std::sync::Arc;
+//! # use cronsole::engine::{self, EngineConfig, Event, RunDeps};
+//! # use cronsole::store::Store;
+//! # let tmp = tempfile::tempdir()?;
+//! # let path = tmp.path().join("store");
+//! # {
+//! #     let store: Arc<dyn Store> = Arc::new(FileStore::open(&path)?);
+//! #     let jobs = cronsole::config::load_str(
+//! #         "jobs:\n  - name: hello\n    schedule: every 1h\n    command: echo hello\n",
+//! #         std::path::Path::new("jobs.yaml"),
+//! #     )?;
+//! #     store.apply(&jobs.file, chrono::Utc::now())?;
+//! #     let cfg = EngineConfig::new(engine::new_owner_id());
+//! #     let clock = Arc::new(cronsole::clock::SystemClock);
+//! #     let engine = engine::spawn(cfg, store, clock, RunDeps::from_env()?)?;
+//! #     let mut events = engine.events.subscribe();
+//! #     tokio::time::timeout(std::time::Duration::from_secs(30), async {
+//! #         while !matches!(events.recv().await, Ok(Event::Row(_)) | Err(_)) {}
+//! #     })
+//! #     .await?;
+//! #     engine.shutdown.cancel();
+//! #     engine.join.await??;
+//! # }
+//! // A store some engine ran jobs in (here: one run of the `hello` job).
+//! let store = FileStore::open_existing(&path)?;
+//!
+//! let mut q = HistoryQuery { job: Some("hello".into()), limit: 100, ..Default::default() };
+//! let mut rows = 0;
+//! loop {
+//!     let page = store.history_page(&q)?;
+//!     for row in &page.rows {
+//!         println!("{} {} {} {:?}", row.finished_at, row.job, row.status, row.result);
+//!     }
+//!     rows += page.rows.len();
+//!     match page.next {
+//!         Some(token) => q.before = Some(token),
+//!         None => break,
+//!     }
+//! }
+//! assert_eq!(rows, 1);
+//!
+//! // The failures of the last day.
+//! let since = chrono::Utc::now() - chrono::Duration::days(1);
+//! let failed = store.history(&HistoryQuery {
+//!     status: Some(Status::Failed),
+//!     since: Some(since),
+//!     limit: 100,
+//!     ..Default::default()
+//! })?;
+//! assert!(failed.is_empty());
+//!
+//! // One run by its id (from an event, a `--json` line, the console).
+//! # let run_id = store.history(&HistoryQuery { limit: 1, ..Default::default() })?[0].run_id;
+//! let one = HistoryQuery { run_id: Some(run_id), limit: 1, ..Default::default() };
+//! assert_eq!(store.history(&one)?[0].status, Status::Succeeded);
 //! # Ok(())
 //! # }
 //! ```
@@ -72,14 +206,10 @@ pub mod config;
 pub mod engine;
 #[doc(hidden)]
 pub mod listing;
+pub mod model;
 pub mod schedule;
 pub mod snapshot;
-// Public API whose item-by-item docs are still owed (README "Known limits"): every module has
-// its `//!` doc, but some fields, variants and helpers do not have their own line yet.
-#[allow(missing_docs)]
-pub mod model;
 pub mod store;
-#[allow(missing_docs)]
 pub mod tui;
 
 #[doc(hidden)]

@@ -17,15 +17,23 @@ use crate::schedule::ScheduleSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// The action ran and completed (a monitor saw a change, or it was its first probe).
     Succeeded,
+    /// The action raised, timed out after every attempt, exceeded a bound, or the probe errored.
     Failed,
+    /// Not run: a gate said no, a budget was reached, a run was still live (overlap), no message,
+    /// or missing context with `on_missing_context: skip`; `reason` says which.
     Skipped,
+    /// A monitor's source was unchanged: no model call, no delivery, no tokens.
     NoChange,
+    /// Recurring slots that fell due while no owner ran and are older than `misfire_grace_seconds`.
     Missed,
+    /// A claimed run whose lease expired without a completion (crash, kill -9, OOM, hang).
     Abandoned,
 }
 
 impl Status {
+    /// Every status, in the order the per-hour counters ([`HourBucket::counts`]) use.
     pub const ALL: [Status; 6] = [
         Status::Succeeded,
         Status::Failed,
@@ -35,6 +43,7 @@ impl Status {
         Status::Abandoned,
     ];
 
+    /// The status's word in JSON, the CLI and the console (`no_change`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Succeeded => "succeeded",
@@ -46,6 +55,7 @@ impl Status {
         }
     }
 
+    /// The status a word of [`Status::as_str`] names; `None` for any other text.
     pub fn parse(s: &str) -> Option<Status> {
         Status::ALL.into_iter().find(|st| st.as_str() == s)
     }
@@ -61,9 +71,13 @@ impl std::fmt::Display for Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
+    /// A slot of the job's schedule came due.
     Schedule,
+    /// An operator asked for a run now (`cronsole trigger`, `t` in the console).
     Manual,
+    /// A one-shot run abandoned once and offered again (SPEC §6 crash recovery).
     Recovery,
+    /// `run_immediately: true`: the first fire as soon as the job is first seen.
     Immediate,
     /// An operator's retry of an earlier run (`cronsole retry RUN_ID`, `R` in the console).
     Retry,
@@ -74,6 +88,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// The trigger's word in JSON, the CLI and the console.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Schedule => "schedule",
@@ -116,6 +131,7 @@ pub enum ChainOn {
 }
 
 impl ChainOn {
+    /// Every entry kind ([`ChainOn::parse`] looks the `on:` words up here).
     pub const ALL: [ChainOn; 4] = [
         ChainOn::Success,
         ChainOn::Failure,
@@ -123,6 +139,7 @@ impl ChainOn {
         ChainOn::Change,
     ];
 
+    /// The `on:` word of the entry.
     pub fn as_str(self) -> &'static str {
         match self {
             ChainOn::Success => "success",
@@ -132,6 +149,7 @@ impl ChainOn {
         }
     }
 
+    /// The entry kind an `on:` word names; `None` for any other text.
     pub fn parse(s: &str) -> Option<ChainOn> {
         ChainOn::ALL.into_iter().find(|o| o.as_str() == s)
     }
@@ -153,7 +171,9 @@ impl ChainOn {
 /// One `after:` entry of a job: run when `job` finishes as `on` says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct After {
+    /// The parent job's name.
     pub job: String,
+    /// Which of its endings fire this job.
     pub on: ChainOn,
 }
 
@@ -161,9 +181,13 @@ pub struct After {
 /// same persist as the parent's completion, carried by the chained run's lease.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParentRun {
+    /// The parent job's name.
     pub job: String,
+    /// The parent's run.
     pub run_id: Uuid,
+    /// How it ended.
     pub status: Status,
+    /// When it ended.
     pub finished_at: DateTime<Utc>,
     /// The run's result (else its error, else its reason), cut to [`CHAIN_OUTPUT_MAX_CHARS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +206,7 @@ pub struct QueuedRun {
     pub trigger: Trigger,
     /// The slot the run stands for: the retried run's slot, or the backfilled slot.
     pub slot: Option<DateTime<Utc>>,
+    /// When the operator asked for it.
     pub requested_at: DateTime<Utc>,
     /// The run a retry repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,8 +219,11 @@ pub const QUEUE_MAX: usize = 1000;
 /// One history row (SPEC §4). Field names are the JSON contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryRow {
+    /// This run's id: one per run, shared by its lease, its attempts and its row.
     pub run_id: Uuid,
+    /// The job's name.
     pub job: String,
+    /// How the run (or the slots the row stands for) ended.
     pub status: Status,
     /// The slot this row stands for (UTC), null for a manual run.
     pub slot: Option<DateTime<Utc>>,
@@ -207,22 +235,41 @@ pub struct HistoryRow {
     /// them. Its `slot` is the one it names (cron: the latest; every: the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_start: Option<DateTime<Utc>>,
+    /// Why the run happened.
     pub trigger: Trigger,
+    /// When the action (or the row's decision) started.
     pub started_at: DateTime<Utc>,
+    /// When it ended (for a row that ran nothing, when the decision was made).
     pub finished_at: DateTime<Utc>,
+    /// `finished_at - started_at` in milliseconds.
     pub duration_ms: u64,
+    /// How many times the action was attempted (0 when it never ran).
     pub attempts: u32,
+    /// The owner that wrote the row (`host:pid:id` by default, [`crate::engine::new_owner_id`]).
     pub owner: String,
+    /// Why the run was skipped, missed or failed, in words (`budget reached: …`, `overlap`, …).
     pub reason: Option<String>,
+    /// The last error of the action, redacted.
     pub error: Option<String>,
+    /// The output (model reply or command stdout), at most [`RESULT_MAX_CHARS`] characters, marked
+    /// when cut.
     pub result: Option<String>,
+    /// The monitor diff seeded into the prompt, or `None`.
     pub diff: Option<String>,
+    /// The model that answered (agent jobs).
     pub model: Option<String>,
+    /// Prompt tokens of the model's reply (a failed call reports none).
     pub input_tokens: u64,
+    /// Reply tokens of the model's reply.
     pub output_tokens: u64,
+    /// What the reply cost (USD, from the `pricing:` table; see `unpriced`).
     pub cost_usd: f64,
+    /// The result reached every sink in the job's `deliver:` list (false when it has none).
     pub delivered: bool,
+    /// Why a delivery failed; the status stays what the action made it.
     pub delivery_error: Option<String>,
+    /// How many slots a `missed`/overlap `skipped` row or a coalesced fire stands for, when more
+    /// than one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots_count: Option<u64>,
     /// Set when the run completed after its lease had been taken over (SPEC §6).
@@ -240,6 +287,7 @@ pub struct HistoryRow {
     /// the last of its parents to finish).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_job: Option<String>,
+    /// The parent run that released a chained run (see [`HistoryRow::parent_job`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<Uuid>,
     /// One entry per attempt of the action, in order (start, end, outcome, error, tokens, cost).
@@ -252,11 +300,14 @@ pub struct HistoryRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
+    /// The attempt ended without an error.
     Succeeded,
+    /// The attempt raised, timed out or exited non-zero.
     Failed,
 }
 
 impl AttemptOutcome {
+    /// The outcome's word in JSON and the console.
     pub fn as_str(self) -> &'static str {
         match self {
             AttemptOutcome::Succeeded => "succeeded",
@@ -268,15 +319,20 @@ impl AttemptOutcome {
 /// One attempt of a run's action (a command run or a model call), as recorded on its row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
+    /// When the attempt started.
     pub started_at: DateTime<Utc>,
+    /// When it ended.
     pub finished_at: DateTime<Utc>,
+    /// Whether it ended well.
     pub outcome: AttemptOutcome,
     /// The attempt's error (redacted, at most [`Attempt::ERROR_MAX_CHARS`] characters; the
     /// row's `error` keeps the last one whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Prompt tokens of this attempt's model call.
     #[serde(default)]
     pub input_tokens: u64,
+    /// Reply tokens of this attempt's model call.
     #[serde(default)]
     pub output_tokens: u64,
     /// What the reply cost (a failed call is not billed by providers: 0).
@@ -377,12 +433,19 @@ pub const STATE_MAX_BYTES: usize = 16 * 1024;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
+    /// Ask a model: the `agents:` entry `agent` with the prompt `message`.
     Agent {
+        /// Name of the `agents:` entry.
         agent: String,
+        /// The prompt (empty: the run is `skipped`, reason "no message").
         message: String,
     },
+    /// Run a shell command and deliver its stdout verbatim (SPEC §10.1).
     Command {
+        /// The command line, run by `/bin/sh -c` in the jobs file's directory.
         command: String,
+        /// `command_timeout_seconds`: an attempt's process group is killed after this long (or
+        /// after the job's `timeout_seconds`, when shorter).
         timeout_seconds: f64,
     },
 }
@@ -391,51 +454,90 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MonitorSource {
-    Command { command: String },
-    Url { url: String, allow_private: bool },
+    /// Run a shell command; its stdout is what is compared.
+    Command {
+        /// The command line, run by `/bin/sh -c` in the jobs file's directory.
+        command: String,
+    },
+    /// Fetch a URL; its body is what is compared.
+    Url {
+        /// The `http`/`https` URL fetched on each probe.
+        url: String,
+        /// Allow loopback, private and link-local addresses (refused by default, SPEC §9.2).
+        allow_private: bool,
+    },
 }
 
 /// The optional gate in front of the action (`monitor` and `pre_run` are exclusive).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Gate {
-    Monitor { source: MonitorSource },
-    PreRun { command: String },
+    /// Run only when the source changed since the last good probe (SPEC §9.2).
+    Monitor {
+        /// What the monitor probes.
+        source: MonitorSource,
+    },
+    /// Run only when this shell command exits 0 (SPEC §9.1).
+    PreRun {
+        /// The gate's command line, run by `/bin/sh -c` in the jobs file's directory.
+        command: String,
+    },
 }
 
+/// What a job with `context_from:` does when a named job has no successful output yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum OnMissingContext {
+    /// Run without that context block.
     #[default]
     Run,
+    /// Record the run `skipped` (reason names the missing job).
     Skip,
 }
 
 /// A validated job definition (SPEC §2.1) with defaults already applied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobDef {
+    /// The job's unique name, shown everywhere.
     pub name: String,
+    /// The parsed schedule (`every`, `cron` or `at`).
     pub schedule: ScheduleSpec,
     /// The schedule as the operator wrote it (for display).
     pub schedule_text: String,
     /// IANA zone for cron and naive `at`/`until` times.
     pub tz: String,
+    /// What the job does when it runs.
     pub action: Action,
+    /// The optional `monitor`/`pre_run` gate before the action.
     pub gate: Option<Gate>,
+    /// Jobs whose latest successful result is prepended to the prompt (SPEC §9.4).
     pub context_from: Vec<String>,
+    /// Most characters of each `context_from` block.
     pub context_max_chars: usize,
+    /// What a run does when a `context_from` job has no result yet.
     pub on_missing_context: OnMissingContext,
+    /// How late a recurring slot may still fire (SPEC §5); `None` = any overdue slot fires once.
     pub misfire_grace_seconds: Option<f64>,
     /// `once: true` is stored as `max_runs: Some(1)`.
     pub max_runs: Option<u64>,
+    /// Retire the job at this instant (SPEC §7).
     pub until: Option<DateTime<Utc>>,
+    /// Fire once as soon as the job is first seen, then follow the schedule.
     pub run_immediately: bool,
+    /// Bound of one attempt of the action (seconds).
     pub timeout_seconds: f64,
+    /// Total attempts of the action, the first included (SPEC §8: 3 = one try, two retries);
+    /// 0 counts as 1.
     pub max_retries: u32,
+    /// How long a claim holds without renewal before another owner may recover the run.
     pub lease_seconds: f64,
+    /// Per-job budget brake (USD per budget period, SPEC §11).
     pub max_cost_usd: Option<f64>,
+    /// Names of the `delivery:` sinks the result goes to.
     pub deliver: Vec<String>,
+    /// Consecutive failures that open an incident and alert once (SPEC §12.2).
     pub alert_after_failures: u32,
+    /// `enabled: false` = declared but paused.
     pub enabled: bool,
     /// Names of environment variables let through to this job's commands, gates and monitors
     /// although they hold an agent's API key (SPEC §15: key variables are removed by default).
@@ -483,10 +585,14 @@ pub enum Overlap {
     CancelPrevious,
     /// Runs of the job may overlap, each with its own lease, up to `max_concurrent_runs`; a
     /// slot beyond that bound is recorded `skipped` overlap at once.
-    Allow { max_concurrent_runs: u32 },
+    Allow {
+        /// The bound on live runs of the job (at least 1).
+        max_concurrent_runs: u32,
+    },
 }
 
 impl Overlap {
+    /// Whether this is `skip`, the default (the stored form then leaves `overlap` out).
     pub fn is_skip(&self) -> bool {
         *self == Overlap::Skip
     }
@@ -494,6 +600,7 @@ impl Overlap {
     /// The words the jobs file accepts (`allow` needs `max_concurrent_runs`).
     pub const NAMES: [&'static str; 4] = ["skip", "buffer_one", "cancel_previous", "allow"];
 
+    /// The policy's word in the jobs file.
     pub fn name(&self) -> &'static str {
         match self {
             Overlap::Skip => "skip",
@@ -545,6 +652,7 @@ impl JobDef {
         self.max_runs == Some(1) || self.schedule.is_at()
     }
 
+    /// The `agents:` entry an agent job calls; `None` for a command job.
     pub fn agent_name(&self) -> Option<&str> {
         match &self.action {
             Action::Agent { agent, .. } => Some(agent),
@@ -557,29 +665,43 @@ impl JobDef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
+    /// OpenAI's chat-completions format (and compatible servers).
     Openai,
+    /// Anthropic's messages format.
     Anthropic,
 }
 
 /// An `agents:` entry. Holds the *name* of the key's env var, never the key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentDef {
+    /// The entry's name, as jobs' `agent:` give it.
     pub name: String,
+    /// Which wire format `base_url` speaks.
     pub provider: Provider,
+    /// Root URL of the provider's API.
     pub base_url: String,
+    /// Name of the environment variable holding the API key.
     pub api_key_env: String,
+    /// Model id sent with each call (and looked up in `pricing:`).
     pub model: String,
+    /// System instructions sent with each call.
     pub instructions: String,
+    /// Cap on the reply's tokens, sent to the provider.
     pub max_tokens: Option<u32>,
+    /// Sampling temperature, sent when set.
     pub temperature: Option<f64>,
 }
 
+/// The body a webhook sink posts (SPEC §12.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
+    /// The run's history row flattened, plus `kind`, `text` and `sent_at` (raw, for machines).
     #[default]
     Json,
+    /// A Slack incoming-webhook message (`text`).
     Slack,
+    /// A Discord webhook message (`content`).
     Discord,
 }
 
@@ -587,18 +709,26 @@ pub enum WebhookFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SinkDef {
+    /// POST each delivery (a result, an alert, a recovery note) to a URL.
     Webhook {
+        /// The sink's name, as jobs' `deliver:` give it.
         name: String,
+        /// Where to POST.
         url: String,
+        /// The body's shape.
         format: WebhookFormat,
     },
+    /// Append each delivery to a file, one JSON line each (the `json` webhook body).
     File {
+        /// The sink's name, as jobs' `deliver:` give it.
         name: String,
+        /// The file's path (relative paths resolved against the jobs file's directory).
         path: String,
     },
 }
 
 impl SinkDef {
+    /// The sink's name, as jobs' `deliver:` give it.
     pub fn name(&self) -> &str {
         match self {
             SinkDef::Webhook { name, .. } | SinkDef::File { name, .. } => name,
@@ -610,10 +740,14 @@ impl SinkDef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetPeriod {
+    /// Each UTC day.
     #[default]
     Day,
+    /// Each ISO week (Monday to Sunday, UTC).
     Week,
+    /// Each calendar month (UTC).
     Month,
+    /// Never resets.
     Total,
 }
 
@@ -634,16 +768,21 @@ impl BudgetPeriod {
     }
 }
 
+/// The global spend cap (`budget:` in the jobs file, SPEC §11).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
+    /// Most USD spent over one period by every job together.
     pub max_cost_usd: f64,
+    /// The period the cap counts over.
     pub period: BudgetPeriod,
 }
 
 /// USD per 1M tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Price {
+    /// USD per 1M prompt tokens.
     pub input: f64,
+    /// USD per 1M reply tokens.
     pub output: f64,
 }
 
@@ -655,8 +794,11 @@ pub struct Settings {
     /// Period used for per-job `max_cost_usd` when the global budget is disabled too.
     #[serde(default)]
     pub period: BudgetPeriod,
+    /// Prices per model id (`pricing:`); a model absent here is unpriced.
     pub pricing: BTreeMap<String, Price>,
+    /// The `agents:` entries by name.
     pub agents: BTreeMap<String, AgentDef>,
+    /// The `delivery:` sinks by name.
     pub delivery: BTreeMap<String, SinkDef>,
     /// Absolute directory of the jobs file last applied: commands (`command`, `pre_run`,
     /// `monitor.command`) run there, and relative `file:` sink paths were resolved against it.
@@ -667,7 +809,9 @@ pub struct Settings {
 /// A whole validated jobs file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobsFile {
+    /// Budget, pricing, agents and sinks.
     pub settings: Settings,
+    /// The jobs, in file order.
     pub jobs: Vec<JobDef>,
 }
 
@@ -685,6 +829,7 @@ pub struct MonitorState {
 /// Incident tracking for "alert once" (SPEC §12.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct IncidentState {
+    /// Failed runs in a row (reset by a success).
     pub consecutive_failures: u32,
     /// Signature of the incident an alert was delivered for.
     pub alerted_signature: Option<String>,
@@ -697,10 +842,14 @@ pub struct IncidentState {
 /// the incident state and the budget stop are bounded by construction and always kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobState {
+    /// The job's own `key=value` notes, updated by a ```` ```notepad ```` block ending its model's
+    /// reply; capped at [`STATE_MAX_BYTES`] serialised.
     #[serde(default)]
     pub notepad: BTreeMap<String, String>,
+    /// The monitor's watermark: what the last good probe saw.
     #[serde(default)]
     pub monitor: Option<MonitorState>,
+    /// The "alert once" incident state.
     #[serde(default)]
     pub incident: IncidentState,
     /// The last time a budget stopped a call of this job (SPEC §11: one alert per period).
@@ -715,6 +864,7 @@ pub struct BudgetStop {
     pub period_key: String,
     /// The skip reason ("budget reached: …"), cut to 300 characters.
     pub reason: String,
+    /// When the stop happened.
     pub at: DateTime<Utc>,
     /// The alert for this period reached the job's sinks (or it has none).
     pub alerted: bool,
@@ -750,13 +900,19 @@ impl JobState {
 /// A claim held on a job (SPEC §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lease {
+    /// The owner running the claimed run.
     pub owner: String,
     /// The fencing token: a renewal or completion with another run_id does not touch the job.
     pub run_id: Uuid,
+    /// The slot the run stands for (`None` for a manual run).
     pub slot: Option<DateTime<Utc>>,
+    /// Why the run happened.
     pub trigger: Trigger,
+    /// When the claim was taken.
     pub claimed_at: DateTime<Utc>,
+    /// The lease expires at this instant unless renewed; then another owner may recover the run.
     pub lease_until: DateTime<Utc>,
+    /// The last renewal (or the claim).
     pub last_renewed: DateTime<Utc>,
     /// This claim retires the job when it completes (one-shot, `max_runs` reached, `until` passed).
     pub spends_job: bool,
@@ -779,19 +935,26 @@ pub struct Lease {
 /// A range of slots one row stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRange {
+    /// The first slot.
     pub first: DateTime<Utc>,
+    /// The last slot.
     pub last: DateTime<Utc>,
+    /// How many slots there are from `first` to `last`.
     pub count: u64,
 }
 
 /// Counters kept per job so stats never need a history scan (SPEC §11).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobCounters {
+    /// Rows per status since the job was created.
     pub by_status: BTreeMap<Status, u64>,
+    /// What every run cost together (USD).
     pub total_cost_usd: f64,
+    /// Sum of the runs' durations (ms).
     pub runtime_ms: u64,
     /// Key of the budget period `period_cost_usd` belongs to (e.g. "day:2026-11-29").
     pub period_key: String,
+    /// What the job spent in period `period_key` (USD), checked against `max_cost_usd`.
     pub period_cost_usd: f64,
     /// Some spend of this job is unknown (unpriced model or missing usage).
     pub cost_incomplete: bool,
@@ -808,16 +971,20 @@ pub struct JobCounters {
 /// spent by every owner until it is settled to the real cost or released.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reservation {
+    /// The reservation's id: settle or release name it.
     pub id: Uuid,
     /// The run that made the call: its completion turns a settled reservation into counters.
     pub run_id: Uuid,
+    /// The owner that made the call.
     pub owner: String,
     /// Budget period key the amount counts in (`BudgetPeriod::key`).
     pub period_key: String,
+    /// The amount set aside: the call's worst case until it is settled.
     pub usd: f64,
     /// `Reserved` until the call ended; `Settled` = real cost known, not yet in the counters;
     /// `Spent` = the call may have cost its worst case and nobody can know (kept as spent).
     pub state: ReservationState,
+    /// When the reservation was made.
     pub at: DateTime<Utc>,
 }
 
@@ -825,8 +992,12 @@ pub struct Reservation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReservationState {
+    /// The call is in flight (or its owner died mid-call): its worst case counts as spent.
     Reserved,
+    /// The call ended and its real cost replaced the worst case; not yet in the job's counters.
     Settled,
+    /// The call's outcome cannot be known (a timeout mid-request, an unreadable reply): the
+    /// worst case stays spent.
     Spent,
 }
 
@@ -839,6 +1010,7 @@ pub struct HourBucket {
     /// Rows per status, in [`Status::ALL`] order.
     #[serde(rename = "n")]
     pub counts: [u32; 6],
+    /// What the hour's rows cost (USD).
     #[serde(rename = "c")]
     pub cost_usd: f64,
 }
@@ -873,6 +1045,7 @@ impl JobCounters {
 /// The runtime side of a job, owned by the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRuntime {
+    /// When the job was first applied to the store.
     pub created_at: DateTime<Utc>,
     /// Anchor of an `every` grid; also the resolved instant of an `in 10m` schedule.
     pub anchor: DateTime<Utc>,
@@ -880,13 +1053,20 @@ pub struct JobRuntime {
     pub next_slot: Option<DateTime<Utc>>,
     /// The last slot that was claimed (run or abandoned).
     pub last_slot: Option<DateTime<Utc>>,
+    /// When the job last ran (its last completion).
     pub last_run_at: Option<DateTime<Utc>>,
+    /// How its last run ended.
     pub last_status: Option<Status>,
     /// Completed runs that count toward `max_runs` (not `missed`, not overlap `skipped`).
     pub runs: u64,
+    /// The operator paused the job (`cronsole pause`, `p` in the console).
     pub paused: bool,
+    /// The job will not run again (one-shot done, `max_runs` reached, `until` passed, or it left
+    /// the jobs file: applying it again brings it back).
     pub retired: bool,
+    /// Why the job was retired, in words.
     pub retired_reason: Option<String>,
+    /// The claim held on the job while a run is live (the first of them with `overlap: allow`).
     pub lease: Option<Lease>,
     /// A manual trigger waiting to be claimed.
     pub trigger_requested_at: Option<DateTime<Utc>>,
@@ -902,8 +1082,11 @@ pub struct JobRuntime {
     pub recovery_pending: bool,
     /// The latest `succeeded` result, for `context_from` (≤ RESULT_MAX_CHARS).
     pub last_success_result: Option<String>,
+    /// When [`JobRuntime::last_success_result`] was recorded.
     pub last_success_at: Option<DateTime<Utc>>,
+    /// Per-job counters (statuses, spend, per-hour buckets, budget reservations).
     pub counters: JobCounters,
+    /// The job's persisted state: notepad, monitor watermark, incident, budget stop.
     pub state: JobState,
     /// What the job's `overlap:` policy keeps between runs (more leases, a buffered slot, a
     /// superseded run), stored so it holds across owners, hosts and crashes.
@@ -940,6 +1123,7 @@ pub struct OverlapState {
 }
 
 impl OverlapState {
+    /// Nothing is kept: the stored form leaves `overlap` out.
     pub fn is_empty(&self) -> bool {
         self.leases.is_empty()
             && self.buffered_slot.is_none()
@@ -951,7 +1135,9 @@ impl OverlapState {
 /// A live run cancelled because a newer slot of its `cancel_previous` job came due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Superseded {
+    /// The run that was asked to stop.
     pub run_id: Uuid,
+    /// The slot that superseded it; it runs once the cancelled run ended.
     pub by_slot: DateTime<Utc>,
 }
 
@@ -1005,7 +1191,9 @@ impl JobRuntime {
 /// A job as the store holds it: definition + runtime.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The validated definition (from the jobs file).
     pub def: JobDef,
+    /// What the store keeps about the job between runs.
     pub rt: JobRuntime,
 }
 

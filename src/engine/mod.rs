@@ -38,6 +38,66 @@
 //!
 //! Owns: timing, claims, run tasks, lease renewal, shutdown. Must not touch: the UI or the
 //! terminal (front ends talk to it only through the channels).
+//!
+//! # Driving an engine
+//!
+//! A front end sends [`Command`]s and reads [`Event`]s and [`Snapshot`]s. Here a job that runs
+//! once a year is run now, then paused, each wait bounded in time (the crate root shows a
+//! scheduled run):
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use cronsole::clock::SystemClock;
+//! use cronsole::engine::{self, Command, EngineConfig, Event, RunDeps};
+//! use cronsole::model::{Status, Trigger};
+//! use cronsole::store::{Store, file::FileStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir.path().join("store"))?);
+//! let jobs = cronsole::config::load_str(
+//!     "jobs:\n  - name: report\n    schedule: \"0 6 1 1 *\"\n    command: echo report\n",
+//!     Path::new("jobs.yaml"),
+//! )?;
+//! store.apply(&jobs.file, chrono::Utc::now())?;
+//!
+//! let engine = engine::spawn(
+//!     EngineConfig::new(engine::new_owner_id()),
+//!     Arc::clone(&store),
+//!     Arc::new(SystemClock),
+//!     RunDeps::from_env()?,
+//! )?;
+//! let mut events = engine.events.subscribe();
+//!
+//! // What the console draws: every job with its state; this one's next slot is 1 January.
+//! let next = engine.snapshots.borrow().jobs[0].rt.next_slot;
+//! assert!(next > Some(chrono::Utc::now()));
+//!
+//! // Run it now (`t` in the console, `cronsole trigger report` from a shell).
+//! engine.commands.send(Command::Trigger("report".into())).await?;
+//! let row = tokio::time::timeout(Duration::from_secs(30), async {
+//!     loop {
+//!         if let Event::Row(row) = events.recv().await? {
+//!             return Ok::<_, tokio::sync::broadcast::error::RecvError>(row);
+//!         }
+//!     }
+//! })
+//! .await??;
+//! assert_eq!((row.trigger, row.status), (Trigger::Manual, Status::Succeeded));
+//! assert_eq!(row.slot, None);
+//!
+//! // Commands are handled in order: the pause is in the store before the engine stops.
+//! engine.commands.send(Command::Pause("report".into())).await?;
+//! engine.commands.send(Command::Shutdown).await?;
+//! tokio::time::timeout(Duration::from_secs(30), engine.join).await???;
+//! assert!(store.job("report")?.is_some_and(|j| j.rt.paused));
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -34,11 +34,15 @@ use super::logic::counter_period;
 /// A call asking for money before it is made.
 #[derive(Debug, Clone)]
 pub struct ReserveRequest<'a> {
+    /// The job making the call.
     pub job: &'a str,
+    /// The run the call belongs to: its completion absorbs the settled amount.
     pub run_id: Uuid,
+    /// The owner making the call (a dead owner's reservations stay spent).
     pub owner: &'a str,
     /// Worst-case cost of the call (`cost::worst_case_usd`).
     pub usd: f64,
+    /// When the call is asked for: picks the budget period.
     pub now: DateTime<Utc>,
 }
 
@@ -46,9 +50,15 @@ pub struct ReserveRequest<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReserveOutcome {
     /// Made: settle or release it with this id.
-    Reserved { id: Uuid },
+    Reserved {
+        /// The reservation's id.
+        id: Uuid,
+    },
     /// Does not fit: the reason names the budget ("budget reached: …").
-    Refused { reason: String },
+    Refused {
+        /// The skip reason, naming the budget and its figures.
+        reason: String,
+    },
 }
 
 /// How a reserved call ended.
@@ -82,7 +92,9 @@ pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
 /// Committed money in one budget period: spent (counters) and held (reservations).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Totals {
+    /// Spent in the period, from the jobs' counters (USD).
     pub spent: f64,
+    /// Held by reservations of calls in flight or of unknown outcome (USD).
     pub held: f64,
 }
 

@@ -23,9 +23,13 @@ pub const MAX_REPORTED: usize = 100;
 /// One problem: where (file or table, line or row, column) and what.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Problem {
+    /// The file (or table) the problem is in.
     pub location: String,
+    /// 1-based line (or row); 0 when the problem is about the whole file.
     pub line: u64,
+    /// 1-based column; 0 when there is none.
     pub column: u64,
+    /// What is wrong, in words.
     pub what: String,
 }
 
@@ -42,10 +46,13 @@ impl std::fmt::Display for Problem {
 /// What a check found.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
+    /// The problems found, file by file, at most [`MAX_REPORTED`] per file.
     pub problems: Vec<Problem>,
     /// Problems past [`MAX_REPORTED`] in one file, counted only.
     pub more: u64,
+    /// Job records read.
     pub jobs: u64,
+    /// History rows read.
     pub history_rows: u64,
     /// The store id (file store: `VERSION`; PostgreSQL: `cronsole_store`), when readable.
     pub store_id: Option<String>,
@@ -54,6 +61,7 @@ pub struct Report {
 }
 
 impl Report {
+    /// Nothing is damaged (notes do not count).
     pub fn ok(&self) -> bool {
         self.problems.is_empty() && self.more == 0
     }
@@ -145,7 +153,9 @@ fn lines(bytes: &[u8]) -> (Vec<(u64, &[u8])>, &[u8]) {
     (out, &bytes[end..])
 }
 
-pub fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
+/// The file-store check of [`check_file_store`] over any I/O layer, without taking the lock
+/// (the caller holds it, or tests a fault simulator's files).
+pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut r = Report::default();
     let p = |n: &str| dir.join(n);
     let read = |path: &Path, r: &mut Report| -> Option<Vec<u8>> {

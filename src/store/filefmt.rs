@@ -70,6 +70,7 @@ impl Default for Crc32 {
 }
 
 impl Crc32 {
+    /// Feed more bytes into the checksum.
     pub fn update(&mut self, bytes: &[u8]) {
         let t = crc_table();
         let mut c = self.0;
@@ -79,6 +80,7 @@ impl Crc32 {
         self.0 = c;
     }
 
+    /// The CRC-32 of every byte fed so far.
     pub fn finish(self) -> u32 {
         self.0 ^ 0xFFFF_FFFF
     }
@@ -94,7 +96,9 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 /// Header line of the snapshot and the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Header {
+    /// What the file is (`snapshot` or `journal`), checked when it is read.
     pub cronsole: String,
+    /// Compactions so far: a journal belongs to the snapshot of its generation.
     pub generation: u64,
     /// The store id (format 2); absent only in a format-1 store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,16 +109,21 @@ pub struct Header {
     pub absorbed: Option<Absorbed>,
 }
 
+/// A journal's length and CRC-32 as a snapshot absorbed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Absorbed {
+    /// The absorbed journal's length in bytes.
     pub len: u64,
+    /// Its CRC-32.
     pub crc32: u32,
 }
 
 /// Header line of a history segment (`history.jsonl`, `history/NNNNNN.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HistoryHeader {
+    /// Always `history`.
     pub cronsole: String,
+    /// The store id: a segment from another store is refused.
     pub store: String,
     /// The segment's number (format 3); absent in a format-2 `history.jsonl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,7 +133,9 @@ pub struct HistoryHeader {
 /// The last line of a sealed history segment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seal {
+    /// Always `seal`.
     pub cronsole: String,
+    /// The segment's number.
     pub segment: u64,
     /// Rows in the segment (lines between the header and the seal).
     pub rows: u64,
@@ -154,8 +165,11 @@ impl Seal {
 /// `settings.json` in format 2.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SettingsFile<S> {
+    /// Always `settings`.
     pub cronsole: String,
+    /// The store id: a settings file from another store is refused.
     pub store: String,
+    /// The shared settings of the jobs file last applied.
     pub settings: S,
 }
 
@@ -231,17 +245,24 @@ pub fn verify_line(line: &[u8], what: &str) -> Result<(), (u64, String)> {
 /// A job record's history position and lease, as the journal/history cross-check sees it.
 #[derive(Debug, Clone)]
 pub struct RecordAt<'a> {
+    /// The job's name.
     pub job: &'a str,
+    /// The run id of the lease it held when written, if any.
     pub lease: Option<uuid::Uuid>,
+    /// The history segment history had reached when the record was written.
     pub seg: u64,
+    /// The byte offset in that segment.
     pub off: u64,
 }
 
 /// A row of the open history segment, as the cross-check sees it.
 #[derive(Debug, Clone)]
 pub struct OpenRow<'a> {
+    /// The row's byte offset in the open segment.
     pub off: u64,
+    /// The row's job.
     pub job: &'a str,
+    /// The row's run.
     pub run_id: uuid::Uuid,
     /// A run's end or `abandoned` (not `missed`/`skipped`, not a stale-lease row).
     pub ends_a_run: bool,
@@ -251,12 +272,22 @@ pub struct OpenRow<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CrossProblem {
     /// A record was written after history reached `(seg, off)`, but history is shorter.
-    HistoryCut { job: String, seg: u64, off: u64 },
+    HistoryCut {
+        /// The job whose record is ahead of history.
+        job: String,
+        /// The segment the record says history had reached.
+        seg: u64,
+        /// The byte offset in that segment.
+        off: u64,
+    },
     /// History holds the end of run `run_id` (row at `off` of the open segment) after the
     /// record of its job was written, and the record does not hold that run: records were lost.
     RecordsLost {
+        /// The job whose run is missing from its record.
         job: String,
+        /// The run whose end history holds.
         run_id: uuid::Uuid,
+        /// The row's byte offset in the open segment.
         off: u64,
     },
 }
@@ -312,6 +343,7 @@ pub fn parse_version(text: &str) -> Option<(u32, Option<String>)> {
     Some((format, Some(id.to_string())))
 }
 
+/// The `VERSION` file of a current-format store with id `store_id`.
 pub fn version_text(store_id: &str) -> String {
     format!("{VERSION_TEXT}\nstore {store_id}\n")
 }

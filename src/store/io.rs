@@ -48,8 +48,11 @@ pub enum OpenMode {
 pub struct Meta {
     /// Inode number (file identity: a rename-over gives a new one).
     pub ino: u64,
+    /// Size in bytes.
     pub len: u64,
+    /// Last modification, seconds since the Unix epoch.
     pub mtime_sec: i64,
+    /// The nanoseconds of the last modification.
     pub mtime_nsec: i64,
 }
 
@@ -65,23 +68,29 @@ pub trait IoFile: Send + Sync + Debug {
     fn sync_all(&self) -> io::Result<()>;
     /// `fdatasync`: data (and the size, which appends need).
     fn sync_data(&self) -> io::Result<()>;
+    /// Identity, size and change stamp of the open file.
     fn metadata(&self) -> io::Result<Meta>;
     /// A second handle on the same open file (reads outside the store lock).
     fn try_clone(&self) -> io::Result<Box<dyn IoFile>>;
     /// Take the exclusive inter-process lock, waiting at most `wait`. `Ok(false)`: timed out.
     fn lock(&self, wait: Duration) -> io::Result<bool>;
+    /// Release the lock taken by [`IoFile::lock`].
     fn unlock(&self) -> io::Result<()>;
 }
 
 /// The file-system operations of the file store.
 pub trait StoreIo: Send + Sync + Debug {
+    /// `mkdir -p`.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Open `path` as `mode` says.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn IoFile>>;
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
     /// `stat`; `NotFound` when the path does not exist.
     fn metadata(&self, path: &Path) -> io::Result<Meta>;
+    /// Atomic rename (the durable way to replace a file, with [`StoreIo::sync_dir`]).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Remove a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// `fsync` a directory so creates/renames/removes in it are durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
@@ -101,6 +110,8 @@ pub fn stat_opt(io: &dyn StoreIo, path: &Path) -> io::Result<Option<Meta>> {
 pub struct RealIo;
 
 impl RealIo {
+    /// The real file system behind an `Arc`, as
+    /// [`crate::store::file::FileStore::open_with_io`] takes it.
     pub fn shared() -> Arc<dyn StoreIo> {
         Arc::new(RealIo)
     }

@@ -53,7 +53,9 @@ use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 /// Cap on counting slots of one `missed`/overlap row (cron ranges are counted one by one).
 pub const SLOT_COUNT_CAP: u64 = 100_000;
 
+/// The `reason` of a slot that came due while a run of the job was live.
 pub const REASON_OVERLAP: &str = "overlap";
+/// The `retired_reason` of a job that left the jobs file (applying it again brings it back).
 pub const REASON_REMOVED: &str = "removed from the jobs file";
 
 /// Compile a stored job's schedule against its runtime anchor.
@@ -157,7 +159,9 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
 /// What `apply` did to one existing job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyChange {
+    /// The definition did not change.
     Unchanged,
+    /// The record took the new definition (re-anchored when the schedule changed).
     Updated,
 }
 
@@ -248,9 +252,13 @@ pub fn set_paused(
 /// A claim decided for a job; the record already carries the lease.
 #[derive(Debug, Clone)]
 pub struct ClaimPlan {
+    /// The run's id: the lease's fencing token.
     pub run_id: Uuid,
+    /// The slot the run stands for (`None` for a manual run).
     pub slot: Option<DateTime<Utc>>,
+    /// Why the run happens.
     pub trigger: Trigger,
+    /// When the lease expires unless renewed.
     pub lease_until: DateTime<Utc>,
     /// The overdue slots this fire stands for, when it coalesced several (SPEC §5).
     pub coalesced: Option<SlotRange>,
@@ -263,6 +271,7 @@ pub struct Evaluation {
     pub changed: bool,
     /// Rows to append (history first, then the record).
     pub rows: Vec<HistoryRow>,
+    /// The run to start, when the job is due and claimable.
     pub claim: Option<ClaimPlan>,
 }
 
@@ -613,6 +622,8 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
 pub struct FinishOutcome {
     /// Overlap `skipped` row(s) to append after the run's row.
     pub extra_rows: Vec<HistoryRow>,
+    /// Why the run's new notepad was refused (over [`crate::model::STATE_MAX_BYTES`]); the
+    /// prior one stays.
     pub state_rejected: Option<String>,
 }
 
@@ -801,6 +812,7 @@ pub enum ApplyStep {
     Created(Box<JobRecord>),
     /// The existing record was updated in place (its schedule must be recompiled).
     Updated,
+    /// The definition did not change.
     Unchanged,
 }
 

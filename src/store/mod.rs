@@ -16,29 +16,17 @@ use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, 
 
 pub use operator::{EditOutcome, JobEdit};
 
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod budget;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod chain;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod check;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod file;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod filefmt;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod io;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod logic;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod operator;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod overlap;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod postgres;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod signal;
-#[allow(missing_docs)] // item docs owed (README "Known limits")
 pub mod stats;
 
 /// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
@@ -441,7 +429,7 @@ pub struct HistoryQuery {
     pub run_id: Option<Uuid>,
     /// Only rows with a monitor diff.
     pub with_diff: bool,
-    /// At most this many rows (0: none).
+    /// At most this many rows (0: no limit).
     pub limit: usize,
     /// Skip this many matching rows first. Linear in the rows skipped where the store cannot
     /// do better (filtered queries; PostgreSQL `OFFSET`): deep pages should use `before`.

@@ -50,12 +50,16 @@ pub enum JobEdit {
     Cancel(Option<Uuid>),
     /// Queue the slots in `[from, to]`.
     Backfill {
+        /// First instant of the window.
         from: DateTime<Utc>,
+        /// Last instant of the window (inclusive).
         to: DateTime<Utc>,
     },
     /// Pause (with an optional reason) or resume.
     Pause {
+        /// `true` to pause, `false` to resume.
         paused: bool,
+        /// Why (kept with the pause, shown in `jobs` and the console).
         reason: Option<String>,
     },
 }
@@ -64,15 +68,29 @@ pub enum JobEdit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EditOutcome {
     /// Runs queued (retry: 1; backfill: the new slots), and how many the job now has queued.
-    Queued { added: usize, queued: usize },
+    Queued {
+        /// Runs this edit queued.
+        added: usize,
+        /// Runs the job has queued now, these included.
+        queued: usize,
+    },
     /// The running run was marked for cancellation.
-    CancelRequested { run_id: Uuid },
+    CancelRequested {
+        /// The run to be killed.
+        run_id: Uuid,
+    },
     /// The run was already marked for cancellation.
-    AlreadyCancelling { run_id: Uuid },
+    AlreadyCancelling {
+        /// The run being killed.
+        run_id: Uuid,
+    },
     /// Nothing was running: this many queued runs (trigger, retries, backfills) were dropped.
     Dequeued(usize),
     /// Pause/resume applied (false: it already was in that state with that reason).
-    Paused { changed: bool },
+    Paused {
+        /// The job's pause state or reason changed.
+        changed: bool,
+    },
 }
 
 fn invalid(msg: String) -> StoreError {

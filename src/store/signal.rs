@@ -18,6 +18,7 @@ use tokio::sync::watch;
 /// "The store changed": `rx` changes value (a counter) on every observed change. Holds whatever
 /// keeps the source alive (a directory watcher); dropping the signal stops it.
 pub struct ChangeSignal {
+    /// Changes value (a counter) on every change observed.
     pub rx: watch::Receiver<u64>,
     _source: Option<Box<dyn Send + Sync>>,
 }

@@ -17,29 +17,43 @@ use crate::model::{JobRecord, Settings, Status};
 
 use super::logic::counter_period;
 
+/// One line of `cronsole stats`: a job's (or every job's, `*`) runs and spend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatsLine {
     /// Job name, or `"*"` for the global line.
     pub job: String,
+    /// Executions: succeeded, no_change and failed rows (the console's EXECS).
     pub total_executions: u64,
+    /// Succeeded and no_change rows.
     pub successful_executions: u64,
+    /// Failed rows.
     pub failed_executions: u64,
+    /// Successful executions over all executions, in percent (0 with none).
     pub success_rate: f64,
+    /// What the runs cost since the job was created (USD).
     pub total_cost_usd: f64,
+    /// What they cost in the current budget period (USD).
     pub period_cost_usd: f64,
     /// `None` (JSON null) when there is no limit.
     pub remaining_budget: Option<f64>,
+    /// Sum of the runs' durations (s).
     pub runtime_seconds: f64,
+    /// `total_cost_usd` per execution (0 with none).
     pub cost_per_execution: f64,
+    /// Rows per status word, every status present.
     pub counts: BTreeMap<String, u64>,
     /// Some spend is unknown (unpriced model or missing usage).
     pub cost_incomplete: bool,
 }
 
+/// What `cronsole stats` prints: the current period, a global line and one per job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
+    /// The budget period key the `period_cost_usd` figures are for (e.g. `day:2026-11-30`).
     pub period: String,
+    /// Every job together, `job: "*"`, against the global budget.
     pub global: StatsLine,
+    /// One line per job, against its `max_cost_usd`.
     pub jobs: Vec<StatsLine>,
 }
 

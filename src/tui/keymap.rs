@@ -13,30 +13,55 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 /// What a key asks for; [`crate::tui::state::App::handle_key`] turns it into an effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cmd {
+    /// `k`/`↑`: move the cursor up (or scroll up).
     Up,
+    /// `j`/`↓`: move the cursor down (or scroll down).
     Down,
+    /// `g`/Home: go to the top.
     Top,
+    /// `G`/End: go to the bottom.
     Bottom,
+    /// PgUp: one page up.
     PageUp,
+    /// PgDn: one page down.
     PageDown,
+    /// Tab: focus the next pane (jobs, leases, history).
     NextPane,
+    /// `p`: pause or resume the job at the cursor.
     TogglePause,
+    /// `t`: trigger the job at the cursor now (after a y/n prompt).
     Trigger,
+    /// `d`: open the monitor diff viewer of the job at the cursor.
     Diff,
+    /// Enter: open the job's detail (or, in history, the run's).
     Detail,
+    /// `h`: toggle the history pane between this job and all jobs.
     JobHistory,
+    /// `R`: retry the run at the cursor.
     Retry,
+    /// `X`: cancel the run at the cursor or a queued run (after a y/n prompt).
     Cancel,
+    /// `f`: cycle the status filter of the jobs and history panes.
     StatusFilter,
+    /// `/`: open the name-filter prompt.
     NameFilter,
+    /// `s`: cycle the jobs table's sort order.
     Sort,
+    /// `?`: show or hide the help.
     Help,
+    /// Esc: go back one screen, or clear the filters.
     Back,
+    /// `q`/Ctrl-C: quit the console.
     Quit,
+    /// `[` in the diff viewer: the next older diff.
     OlderDiff,
+    /// `]` in the diff viewer: the next newer diff.
     NewerDiff,
+    /// `y` at a y/n prompt: confirm.
     Yes,
+    /// `n`/Esc at a y/n prompt: decline.
     No,
+    /// Enter in the name-filter prompt: apply the filter.
     Apply,
     /// `cronsole dry-run` of the job at the cursor, in a scrollable view.
     DryRun,
@@ -44,18 +69,25 @@ pub enum Cmd {
     PauseFiltered,
 }
 
+/// Where a binding is live; [`lookup`] searches one scope at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// The main screen, the job detail, the diff viewer and the help.
     Global,
+    /// Only in the diff viewer (checked before `Global` there).
     Diff,
+    /// Only while a y/n question is open (modal: nothing else is live).
     Confirm,
+    /// Only while the `/` name-filter prompt is open (modal).
     Input,
 }
 
 /// A key with the modifiers that must be held (SHIFT is ignored for characters: `G` is `G`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Key {
+    /// The key code (a character, Enter, an arrow, …).
     pub code: KeyCode,
+    /// The modifiers that must be held with it.
     pub mods: KeyModifiers,
 }
 
@@ -80,7 +112,9 @@ const fn ctrl(c: char) -> Key {
 /// One row of the keymap.
 #[derive(Debug, Clone, Copy)]
 pub struct Binding {
+    /// Where the binding is live.
     pub scope: Scope,
+    /// Every key that triggers it.
     pub keys: &'static [Key],
     /// How the keys are written in the footer and help.
     pub label: &'static str,
@@ -88,6 +122,7 @@ pub struct Binding {
     pub short: &'static str,
     /// Sentence for the help.
     pub help: &'static str,
+    /// What the keys ask for.
     pub cmd: Cmd,
     /// Shown in the footer (help shows every row).
     pub footer: bool,
@@ -115,6 +150,7 @@ const fn b(
 
 use Scope::{Confirm, Diff, Global, Input};
 
+/// Every binding of the console, in help order: dispatch, footer and `?` help all read it.
 pub const KEYMAP: &[Binding] = &[
     b(
         Global,

@@ -31,6 +31,7 @@ pub mod sanitize;
 pub mod state;
 pub mod view;
 
+#[doc(hidden)]
 #[cfg(any(test, feature = "testkit"))]
 pub mod testdata;
 
@@ -44,10 +45,15 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// What the console needs from whoever runs it (the engine, or [`crate::attach`]).
 pub struct ConsoleDeps {
+    /// The engine's (or attach's) latest snapshot.
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// The engine's events: finished rows, notices, run starts, deliveries.
     pub events: broadcast::Receiver<Event>,
+    /// Where the console's commands (pause, trigger, retry, cancel, …) go.
     pub commands: mpsc::Sender<Command>,
+    /// Read-only history access, used off the UI thread for rows beyond the snapshot.
     pub store: Arc<dyn HistoryReader>,
+    /// The time the console shows and counts down with.
     pub clock: Arc<dyn Clock>,
     /// Cancel to close the console from outside (SIGTERM, `--for`): the terminal is restored
     /// exactly as on `q`.
@@ -67,11 +73,13 @@ pub type DryRunner = Arc<
         + Sync,
 >;
 
+/// Why the console could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
     /// The console needs a terminal; the caller should have chosen headless mode.
     #[error("the console needs a terminal on stdout (use `cronsole run` for headless mode)")]
     NotATerminal,
+    /// Reading or drawing the terminal failed.
     #[error("terminal I/O failed: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -72,11 +72,13 @@ pub enum Action {
     None,
     /// State changed: draw again.
     Redraw,
+    /// Send this command to the engine (pause, trigger, retry, …).
     Send(Command),
     /// Several commands at once (pause/resume of the filtered jobs).
     SendAll(Vec<Command>),
     /// Start a read-only store query; its answer comes back through [`App::on_loaded`].
     Load(Query),
+    /// Leave the console (restore the terminal).
     Quit,
 }
 
@@ -89,8 +91,11 @@ pub enum Query {
     Diffs(String),
     /// The next page of the history pane: rows after the first `offset` matching ones.
     HistoryPage {
+        /// Only this job's rows (`h` on a job); `None` = every job.
         job: Option<String>,
+        /// Only rows with this status (the `f` filter).
         status: Option<Status>,
+        /// How many matching rows the pane already holds.
         offset: usize,
     },
     /// `cronsole dry-run NAME` (not a store read: the console's runner answers it).
@@ -100,30 +105,46 @@ pub enum Query {
 /// The answer to a [`Query`].
 #[derive(Debug, Clone)]
 pub enum Loaded {
+    /// The rows asked by [`Query::JobHistory`].
     JobHistory {
+        /// The job they belong to.
         job: String,
+        /// Its newest rows, newest first.
         rows: Vec<HistoryRow>,
     },
+    /// The rows asked by [`Query::Diffs`].
     Diffs {
+        /// The job they belong to.
         job: String,
+        /// Its rows that carry a diff, newest first.
         rows: Vec<HistoryRow>,
     },
+    /// The page asked by [`Query::HistoryPage`].
     HistoryPage {
+        /// The `offset` the page was asked at (a page for a stale offset is dropped).
         offset: usize,
+        /// The page's rows, newest first.
         rows: Vec<HistoryRow>,
     },
     /// The dry run's text, or why there is none.
     DryRun {
+        /// The job that was dry-run.
         job: String,
+        /// The text, or the error that prevented it.
         text: Result<String, String>,
     },
+    /// The read failed; the text is shown on the notice line.
     Failed(String),
 }
 
+/// Which screen the console shows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
+    /// The dashboard: jobs table, leases and history panes.
     Main,
+    /// One job's detail (definition, state, its latest runs).
     Detail(String),
+    /// One job's monitor diff viewer.
     Diff(String),
     /// One run, opened from the History pane.
     Run(Box<HistoryRow>),
@@ -131,24 +152,36 @@ pub enum Mode {
     DryRun(String),
 }
 
+/// The pane of the main screen that has the cursor (Tab cycles them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
+    /// The jobs table.
     Jobs,
+    /// The live leases.
     Leases,
+    /// The history stream.
     History,
 }
 
+/// The jobs table's sort order (`s` cycles it; the header shows its label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortKey {
+    /// By job name.
     Name,
+    /// By next slot, soonest first (jobs without one last).
     Next,
+    /// By last run, newest first.
     Last,
+    /// By last status (jobs that never ran last).
     Status,
+    /// By executions (the EXECS column), most first.
     Runs,
+    /// By spend in the current budget period, highest first.
     Spend,
 }
 
 impl SortKey {
+    /// The order `s` moves to from this one.
     pub fn next(self) -> SortKey {
         match self {
             SortKey::Name => SortKey::Next,
@@ -159,6 +192,7 @@ impl SortKey {
             SortKey::Spend => SortKey::Name,
         }
     }
+    /// The column name shown in the jobs table's header.
     pub fn label(self) -> &'static str {
         match self {
             SortKey::Name => "NAME",
@@ -231,6 +265,7 @@ pub struct App {
 }
 
 impl App {
+    /// The console's state over a first snapshot, at `now`, on the main screen.
     pub fn new(snap: Arc<Snapshot>, now: DateTime<Utc>) -> App {
         let mut app = App {
             snap,
@@ -370,6 +405,7 @@ impl App {
         }
     }
 
+    /// Apply an engine event: a finished row, a notice, a run start or a delivery.
     pub fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Row(row) => {
@@ -393,6 +429,7 @@ impl App {
         }
     }
 
+    /// Apply the answer to a [`Query`] the event loop ran.
     pub fn on_loaded(&mut self, loaded: Loaded) {
         match loaded {
             Loaded::JobHistory { job, rows } => self.history.job_rows = Some((job, rows)),

@@ -19,9 +19,12 @@ use crate::store::StoreResult;
 
 /// The monitor job of [`fixed`], which has several diffs.
 pub const MONITOR_JOB: &str = "price-watch";
+/// The owner id of the fixture's own engine (its leases are this process's runs).
 pub const OWNER: &str = "host-a:4242:1a2b3c4d";
+/// Another owner's id: leases held by a second host.
 pub const FOREIGN: &str = "host-b:777:deadbeef";
 
+/// An RFC 3339 instant (the minimum instant for text that does not parse).
 pub fn t(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.to_utc())

@@ -260,6 +260,7 @@ impl FileStore {
         FileStore::open_existing_with_io(dir, RealIo::shared())
     }
 
+    /// [`FileStore::open_existing`] over another I/O layer (a fault simulator).
     pub fn open_existing_with_io(dir: &Path, io: Arc<dyn StoreIo>) -> StoreResult<FileStore> {
         FileStore::open_as(dir, io, OpenAs::Existing)
     }

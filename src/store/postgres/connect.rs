@@ -54,10 +54,15 @@ use crate::store::{StoreError, StoreResult};
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SslMode {
+    /// Plaintext only.
     Disable,
+    /// TLS when the server offers it, plaintext otherwise; no certificate check.
     Prefer,
+    /// TLS or fail; no certificate check unless `sslrootcert` is given.
     Require,
+    /// TLS, chain checked against the root certificates; host name not checked.
     VerifyCa,
+    /// TLS, chain and host name checked.
     VerifyFull,
 }
 
@@ -86,6 +91,7 @@ impl FromStr for SslMode {
 pub enum RootCert {
     /// Not given: `~/.postgresql/root.crt` if the mode verifies.
     Default,
+    /// `sslrootcert=FILE`: the PEM certificates in this file.
     File(PathBuf),
     /// `sslrootcert=system`: the operating system's store.
     System,
@@ -94,9 +100,13 @@ pub enum RootCert {
 /// The TLS half of a connection string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
+    /// `sslmode`.
     pub mode: SslMode,
+    /// Where the trusted roots come from.
     pub root_cert: RootCert,
+    /// `sslcert`: the client certificate to present (PEM).
     pub cert: Option<PathBuf>,
+    /// `sslkey`: its private key (PEM; refused when group or others can read it).
     pub key: Option<PathBuf>,
 }
 
@@ -588,6 +598,7 @@ impl MakeTlsConnect<tokio_postgres::Socket> for MakeRustls {
     }
 }
 
+/// One connection's TLS handshake, made by [`MakeRustls`] for its host.
 pub struct RustlsConnect {
     config: Option<Arc<ClientConfig>>,
     name: Option<ServerName<'static>>,

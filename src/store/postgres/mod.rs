@@ -78,6 +78,7 @@ use pool::Pool;
 pub struct PgOptions {
     /// Connections in the pool (the listener has its own).
     pub pool_size: usize,
+    /// Bound on opening one connection (TCP, TLS and authentication).
     pub connect_timeout: Duration,
     /// Upper bound on one store operation, connection checkout included.
     pub op_timeout: Duration,
@@ -223,6 +224,7 @@ impl PgStore {
         PgStore::open_with(url, PgOptions::default())
     }
 
+    /// [`PgStore::open`] with other pool and timeout settings.
     pub fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(StoreError::BadLocation {
@@ -398,6 +400,7 @@ impl PgStore {
         })
     }
 
+    /// Close the pool's idle connections; the next operations open fresh ones.
     pub fn reset_pool(&self) {
         self.inner.pool.clear_idle();
     }

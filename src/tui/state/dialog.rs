@@ -12,13 +12,19 @@ use crate::tui::keymap::{self, Cmd, Scope};
 /// The question or prompt open over the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {
+    /// Nothing is asked.
     None,
+    /// "Trigger this job now?"
     ConfirmTrigger(String),
+    /// "Cancel this job's running or queued run?"
     ConfirmCancel(String),
+    /// The `/` name prompt, with what is typed so far.
     Name(String),
     /// Pause (`pause: true`) or resume these jobs: the filtered set when `P` was pressed.
     ConfirmBulk {
+        /// `true` to pause them, `false` to resume them.
         pause: bool,
+        /// The jobs, as they were when `P` was pressed.
         jobs: Vec<String>,
     },
 }
@@ -26,18 +32,27 @@ pub enum Prompt {
 /// What a yes/no answer decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
+    /// The answer to [`Prompt::ConfirmTrigger`].
     Trigger {
+        /// The job asked about.
         job: String,
+        /// The operator said yes.
         yes: bool,
     },
+    /// The answer to [`Prompt::ConfirmCancel`].
     Cancel {
+        /// The job asked about.
         job: String,
+        /// The operator said yes.
         yes: bool,
     },
     /// The `P` question: pause (or resume) these jobs.
     Bulk {
+        /// `true` to pause them, `false` to resume them.
         pause: bool,
+        /// The jobs asked about.
         jobs: Vec<String>,
+        /// The operator said yes.
         yes: bool,
     },
     /// No question was open.
@@ -53,6 +68,7 @@ pub enum Typed {
     Cleared,
     /// The text changed to this.
     Edited(String),
+    /// The key does nothing in the prompt.
     Ignored,
 }
 

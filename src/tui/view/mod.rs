@@ -27,7 +27,9 @@ mod help;
 mod jobs;
 mod panes;
 
+/// Narrowest terminal the console draws in; below it, it asks for a bigger one.
 pub const MIN_WIDTH: u16 = 80;
+/// Lowest terminal the console draws in; below it, it asks for a bigger one.
 pub const MIN_HEIGHT: u16 = 24;
 
 impl Widget for &App {
