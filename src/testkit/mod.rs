@@ -14,5 +14,5 @@ pub mod simio;
 pub mod skip;
 pub mod stats;
 pub mod time;
-#[cfg(feature = "testkit")]
+#[cfg(any(test, feature = "testkit"))]
 pub mod tmp;

@@ -555,7 +555,7 @@ mod tests {
     /// record comes back in a fresh handle, and a re-apply changing one job appends one line.
     #[test]
     fn a_large_snapshot_is_written_and_read_in_pieces_and_a_one_job_reapply_appends_one_line() {
-        let dir = std::env::temp_dir().join(format!("cronsole-fs-pieces-{}", uuid::Uuid::new_v4()));
+        let dir = crate::testkit::tmp::TempDir::new("fs-pieces");
         let s = FileStore::open(&dir).unwrap();
         let n = 12_000;
         let mut file = JobsFile {
@@ -589,6 +589,5 @@ mod tests {
             file.jobs[17].max_retries
         );
         assert_eq!(again.jobs().unwrap().len(), n);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
