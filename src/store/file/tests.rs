@@ -1216,3 +1216,57 @@ fn an_oversized_open_segment_is_sealed_and_verified_before_the_first_append() {
         "nothing appended after the damaged row"
     );
 }
+
+/// The one generation check that both opening a store and the format-2 -> 3 upgrade use: a
+/// journal at the snapshot's generation is read, the one the snapshot absorbed is skipped, and
+/// any other is corruption at line 1 (never discarded).
+#[test]
+fn the_journal_generation_check_reads_skips_or_refuses() {
+    use super::jobs::{journal_is_stale, snapshot_header};
+    use super::log::header_line;
+    let path = Path::new("/s/jobs.journal");
+    let id = "store-1";
+    let journal = |generation| header_line("journal", generation, id, None).unwrap();
+    let snap = header_line("snapshot", 5, id, None).unwrap();
+    assert_eq!(
+        snapshot_header(path, &snap[..snap.len() - 1], id).unwrap(),
+        (5, None)
+    );
+    let e = snapshot_header(path, &journal(5)[..], id).unwrap_err();
+    assert!(e.to_string().contains("not a snapshot header"), "{e}");
+
+    let body = |b: &[u8]| b[..b.len() - 1].to_vec();
+    let current = journal(5);
+    assert!(!journal_is_stale(path, &body(&current), id, 5, None, &current).unwrap());
+    let old = journal(4);
+    let absorbed = filefmt::Absorbed {
+        len: old.len() as u64,
+        crc32: filefmt::crc32(&old),
+    };
+    assert!(journal_is_stale(path, &body(&old), id, 5, Some(absorbed), &old).unwrap());
+    // One behind but not the journal the snapshot absorbed; two behind; ahead.
+    let other = filefmt::Absorbed {
+        len: old.len() as u64,
+        crc32: absorbed.crc32 ^ 1,
+    };
+    for (line, absorbed, needle) in [
+        (
+            old.clone(),
+            Some(other),
+            "journal generation 4 does not match the snapshot's (5)",
+        ),
+        (
+            journal(3),
+            Some(absorbed),
+            "journal generation 3 does not match",
+        ),
+        (journal(6), None, "missing or replaced?"),
+        (snap.clone(), None, "not a journal header"),
+    ] {
+        let e = journal_is_stale(path, &body(&line), id, 5, absorbed, &line).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { line: 1, .. }), "{e:?}");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+    let e = journal_is_stale(path, &body(&current), "store-2", 5, None, &current).unwrap_err();
+    assert!(e.to_string().contains("another store"), "{e}");
+}
