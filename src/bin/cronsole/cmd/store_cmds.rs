@@ -29,7 +29,10 @@ use cronsole::store::{HistoryQuery, JobEdit, Store};
 use cronsole::when::{self, Zone};
 use serde::Serialize;
 
-use super::{bad_input, jobs_file, open_existing_store, open_store, store_location};
+use super::{
+    apply_counts, apply_lines, bad_input, jobs_file, open_existing_store, open_store,
+    store_location,
+};
 
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
@@ -49,24 +52,10 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     }
     let store = open_store(&store_location(cli, Some(file)))?;
     let rep = store.apply(&loaded.file, Utc::now())?;
-    for (word, names) in [
-        ("created", &rep.created),
-        ("updated", &rep.updated),
-        ("retired", &rep.retired),
-        ("unchanged", &rep.unchanged),
-    ] {
-        for n in names {
-            println!("{word:<9} {n}");
-        }
+    for line in apply_lines(&rep, false) {
+        println!("{line}");
     }
-    println!(
-        "{} created, {} updated, {} retired, {} unchanged ({})",
-        rep.created.len(),
-        rep.updated.len(),
-        rep.retired.len(),
-        rep.unchanged.len(),
-        store.location()
-    );
+    println!("{} ({})", apply_counts(&rep, false), store.location());
     Ok(ExitCode::SUCCESS)
 }
 
