@@ -26,7 +26,7 @@ use cronsole::testkit::llm::{FakeLlm, Reply};
 
 #[tokio::test(start_paused = true)]
 async fn each_failed_parent_run_starts_the_child_once_at_once() {
-    let dir = std::env::temp_dir().join(format!("cronsole-chain-eng-{}", uuid::Uuid::new_v4()));
+    let dir = cronsole::testkit::tmp::TempDir::new("chain-eng");
     let yaml = "budget: null
 agents:
   a: { provider: openai, base_url: http://127.0.0.1:9/v1, api_key_env: NOPE, model: m, instructions: x }
@@ -114,7 +114,6 @@ jobs:
     );
     let rec = store.job("on-failure").unwrap().unwrap();
     assert!(rec.rt.chain_pending.is_empty() && !rec.rt.retired);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The parent's output reaches a chained agent's prompt as the `context_from` block does.
