@@ -16,6 +16,7 @@ use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader, Store};
 use support::cli::{BIN, wait_timeout};
+use support::pids::alive;
 use support::tempdir as tmp;
 use uuid::Uuid;
 
@@ -591,20 +592,6 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
 }
 
 // --- a run dies with its owner (issue 10 item 4) ---------------------------------------------
-
-/// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
-/// zombie, which `kill(pid, 0)` would still report as present).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            state != Some('Z') && state != Some('X')
-        }
-    }
-}
 
 fn read_pid(path: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
