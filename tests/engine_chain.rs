@@ -14,11 +14,9 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use cronsole::action::BackoffConfig;
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
-use cronsole::engine::{self, EngineConfig, RunDeps};
-use cronsole::gate::GateConfig;
+use cronsole::engine::{self, EngineConfig};
 use cronsole::model::{Action, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
@@ -56,16 +54,10 @@ jobs:
         .to_utc();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir).unwrap());
     store.apply(&loaded.file, start).unwrap();
-    let deps = RunDeps {
-        http: http_client(&HttpOptions {
-            connect_timeout: StdDuration::from_secs(1),
-            system_proxy: false,
-        })
-        .unwrap(),
-        env: Arc::new(|_: &str| None),
-        backoff: BackoffConfig::default(),
-        gate: GateConfig::default(),
-    };
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
     let c: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
     let handle = engine::spawn(
         EngineConfig::new("chain".into()),
