@@ -14,6 +14,7 @@ pub mod llm;
 pub mod simio;
 pub mod skip;
 pub mod stats;
+pub mod store;
 pub mod time;
 #[cfg(any(test, feature = "testkit"))]
 pub mod tmp;

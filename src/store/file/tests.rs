@@ -5,6 +5,7 @@ use super::jobs::EntryRef;
 use super::*;
 use crate::model::{Status, Trigger};
 use crate::store::logic::tests_support::def;
+use crate::testkit::store::ClaimAt;
 
 use crate::testkit::time::epoch as t;
 use crate::testkit::tmp::TempDir;
@@ -21,13 +22,7 @@ fn jobs_file(names: &[&str]) -> JobsFile {
 }
 
 fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
-    s.claim_due(&ClaimRequest {
-        now: t(now),
-        owner,
-        limit,
-        in_flight: &[],
-    })
-    .unwrap()
+    s.claim_at(t(now), owner, limit)
 }
 
 fn finish(s: &FileStore, c: &Claim, status: Status, now: i64) -> CompleteOutcome {
