@@ -3,6 +3,7 @@
 //! both owners, `allow` never has more runs live than its bound (and does reach it), and
 //! `buffer_one` never has two runs live while its kept slots do run late.
 
+use cronsole::testkit::store::ClaimAt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -123,7 +124,6 @@ fn buffer_one_across_two_processes_runs_kept_slots_one_at_a_time() {
 #[test]
 fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
     use cronsole::model::{JobsFile, Overlap};
-    use cronsole::store::ClaimRequest;
     let dir = support::tempdir("ovlp-note");
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
@@ -141,14 +141,7 @@ fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
             start,
         )
         .unwrap();
-        let c = s
-            .claim_due(&ClaimRequest {
-                now: start,
-                owner: "elsewhere",
-                limit: 10,
-                in_flight: &[],
-            })
-            .unwrap();
+        let c = s.claim_at(start, "elsewhere", 10);
         assert_eq!(c.claims.len(), 1);
     }
     let cli = |args: &[&str]| {
