@@ -171,12 +171,10 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
     for n in [100usize, 1_000] {
-        let dir = base.join(format!("cronsole-bench-budget-{n}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = cronsole::testkit::tmp::TempDir::new_in(&base, &format!("bench-budget-{n}"));
         let store = cronsole::store::file::FileStore::open(&dir).expect("open file store");
         per_call("file", &store, n);
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
     let _cluster;
     let server = match std::env::var("CRONSOLE_TEST_PG_URL") {

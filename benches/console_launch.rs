@@ -174,8 +174,7 @@ fn real_binary(dir: &Path) -> Option<(Duration, u64)> {
 }
 
 fn main() {
-    let dir = std::env::temp_dir().join(format!("cronsole-launch-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = cronsole::testkit::tmp::TempDir::new("launch-bench");
     let now = Utc::now();
     let t = Instant::now();
     build_store(&dir, now);
@@ -220,5 +219,4 @@ fn main() {
             *rss.iter().max().unwrap_or(&0) as f64 / 1024.0
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

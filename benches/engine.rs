@@ -23,14 +23,12 @@ use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::stats::percentile as pct;
+use cronsole::testkit::tmp::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
 
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-bench-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    p
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("bench-{name}"))
 }
 
 fn jobs_yaml(n: usize, schedule: &str, command: &str) -> String {
@@ -186,7 +184,6 @@ fn lateness(spread: bool) {
         pct(&late, 0.99) as f64 / 1000.0,
         late.last().copied().unwrap_or(0) as f64 / 1000.0,
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// 10 000 one-shot jobs (`{kind: at}`) due at the same instant, `--max-concurrent 512`, commands
@@ -264,7 +261,6 @@ fn burst() {
         pct(&late, 0.99) as f64 / 1000.0,
         late.last().copied().unwrap_or(0) as f64 / 1000.0,
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn idle() {
@@ -289,7 +285,6 @@ fn idle() {
         t0 as f64 / hz,
         rss as f64 / 1024.0
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn rss() {
@@ -352,7 +347,6 @@ fn rss() {
         "rss: 10000 jobs + {n} history rows, headless 22 s: VmHWM {:.1} MB; CPU {cpu:.2} s",
         hwm as f64 / 1024.0
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {

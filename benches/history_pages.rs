@@ -23,8 +23,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000_000);
-    let dir = std::env::temp_dir().join(format!("cronsole-bench-pages-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = cronsole::testkit::tmp::TempDir::new("bench-pages");
     let now: DateTime<Utc> = Utc::now();
     let store = FileStore::open(&dir).expect("open store");
     // One job with a record, so the start-up figure includes a real claim.
@@ -163,5 +162,4 @@ fn main() {
         d.as_secs_f64() * 1e3
     );
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -165,24 +165,16 @@ fn binary(dir: &Path) -> (Duration, i64) {
     (d, ru.ru_maxrss)
 }
 
-struct Cleanup(PathBuf);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn main() {
     let n: usize = std::env::var("JOBS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
-    let dir =
-        Cleanup(std::env::temp_dir().join(format!("cronsole-jobsjson-{}", uuid::Uuid::new_v4())));
+    let dir = cronsole::testkit::tmp::TempDir::new("jobsjson");
     let now = Utc::now();
     let t = Instant::now();
     {
-        let store = FileStore::open(&dir.0).expect("open");
+        let store = FileStore::open(dir.path()).expect("open");
         let file = JobsFile {
             jobs: (0..n)
                 .map(|i| cronsole::testkit::jobs::command_job(&format!("job-{i:07}"), 3600))
@@ -195,7 +187,7 @@ fn main() {
         "jobs_json: {n} jobs applied in {:.1}s",
         t.elapsed().as_secs_f64()
     );
-    let store = FileStore::open(&dir.0).expect("open");
+    let store = FileStore::open(dir.path()).expect("open");
     store.jobs_page(None, 1).expect("warm the cache");
     // Alternate the two, three times each, and report the medians (the machine is shared).
     let (mut w, mut s) = (Vec::new(), Vec::new());
@@ -240,7 +232,7 @@ fn main() {
         cb as f64 / 1e6
     );
     drop(store);
-    let (bd, rss) = binary(&dir.0);
+    let (bd, rss) = binary(dir.path());
     println!(
         "jobs_json binary: `cronsole jobs --json > /dev/null` {:.2}s wall ({:.0} jobs/s, store open included), peak RSS {:.0} MB",
         bd.as_secs_f64(),

@@ -178,9 +178,8 @@ fn main() {
             assert_eq!(r.dups, 0, "duplicate claims");
             assert_eq!(r.claims, jobs, "every job claimed once");
         }
-        let dir = std::env::temp_dir().join(format!("cronsole-bench-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let d2 = dir.clone();
+        let dir = cronsole::testkit::tmp::TempDir::new("bench-claims");
+        let d2 = dir.to_path_buf();
         let open = move || {
             Arc::new(cronsole::store::file::FileStore::open(&d2).expect("open file store"))
                 as Arc<dyn Store>
@@ -188,6 +187,5 @@ fn main() {
         let r = bench(&open, jobs, limit);
         report("file", jobs, limit, &r);
         assert_eq!(r.dups, 0, "duplicate claims");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -23,6 +23,7 @@ fn def(name: String) -> JobDef {
 
 use cronsole::testkit::stats::percentile;
 use cronsole::testkit::time::base as t;
+use cronsole::testkit::tmp::TempDir;
 
 fn stats(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
@@ -37,8 +38,7 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
     for n in [1_000usize, 10_000] {
-        let dir = base.join(format!("cronsole-bench-store-{n}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = TempDir::new_in(&base, &format!("bench-store-{n}"));
         let store = FileStore::open(&dir).expect("open store");
         let due = 1_000.min(n);
         // add: one job at a time (fsync included); the first `due` jobs are due at t(50).
@@ -111,7 +111,6 @@ fn main() {
             ip * 1000.0
         );
         drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
     history_million(&base);
 }
@@ -121,8 +120,7 @@ fn main() {
 fn history_million(base: &std::path::Path) {
     use cronsole::store::HistoryQuery;
     use std::io::Write;
-    let dir = base.join(format!("cronsole-bench-history-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TempDir::new_in(base, "bench-history");
     drop(FileStore::open(&dir).expect("open"));
     {
         let f = std::fs::OpenOptions::new()
@@ -180,5 +178,4 @@ fn history_million(base: &std::path::Path) {
         "history 1 000 000 rows ({} MiB): open + newest 200 + newest 50 of one job: median {m:.2} ms, max {p:.2} ms",
         size >> 20
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

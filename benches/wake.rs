@@ -53,8 +53,7 @@ fn manual_runs(store: &dyn Store) -> Vec<chrono::DateTime<Utc>> {
 }
 
 fn case(name: &str, store_arg: &str, store: &dyn Store, signal: bool, n: usize) {
-    let dir = std::env::temp_dir().join(format!("cronsole-wake-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = cronsole::testkit::tmp::TempDir::new("wake");
     std::fs::write(dir.join("jobs.yaml"), JOBS).expect("jobs file");
     let sock_path = dir.join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).expect("bind notify socket");
@@ -120,7 +119,6 @@ fn case(name: &str, store_arg: &str, store: &dyn Store, signal: bool, n: usize) 
         pick(0.9),
         pick(1.0)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {
@@ -128,7 +126,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
-    let dir = std::env::temp_dir().join(format!("cronsole-wake-store-{}", uuid::Uuid::new_v4()));
+    let dir = cronsole::testkit::tmp::TempDir::new("wake-store");
     let fs_arg = dir.to_string_lossy().into_owned();
     let fs: Arc<dyn Store> =
         Arc::new(cronsole::store::file::FileStore::open(&dir).expect("file store"));
@@ -160,5 +158,4 @@ fn main() {
             case("postgres", &url, st.as_ref(), signal, n);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -603,9 +603,8 @@ mod tests {
 
     #[tokio::test]
     async fn commands_run_in_the_given_working_directory() {
-        let dir = std::env::temp_dir().join(format!("cronsole-workdir-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = std::fs::canonicalize(&dir).unwrap();
+        let tmp = crate::testkit::tmp::TempDir::new("workdir");
+        let dir = std::fs::canonicalize(&tmp).unwrap();
         let spec = ProcSpec {
             command: "pwd",
             timeout: Duration::from_secs(10),
@@ -621,7 +620,6 @@ mod tests {
         let outside = run(&spec, &ProcEnv::default()).await.unwrap();
         let here = std::env::current_dir().unwrap();
         assert_eq!(outside.stdout_lossy().trim(), here.to_string_lossy());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn day_counts_and_spend_come_from_the_jobs_not_a_history_scan() {
-        let dir = std::env::temp_dir().join(format!("cronsole-snapshot-{}", uuid::Uuid::new_v4()));
+        let dir = crate::testkit::tmp::TempDir::new("snapshot");
         let store = FileStore::open(&dir).unwrap();
         let t0 = DateTime::parse_from_rfc3339("2026-03-01T10:05:00Z")
             .unwrap()
@@ -248,6 +248,5 @@ mod tests {
         let s = Snapshot::load(&store, now + chrono::Duration::hours(25), "o", t0, true).unwrap();
         assert!(s.counts_24h.is_empty(), "{:?}", s.counts_24h);
         assert_eq!(s.recent.len(), 4);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -2,15 +2,14 @@
 //! runs once, its chained child exactly once after it (whichever owner takes it), then the
 //! grandchild; the child's command sees its parent through the environment.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
-use uuid::Uuid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+mod support;
+use support::cli;
 
 fn rows(store: &std::path::Path) -> Vec<HistoryRow> {
     let mut v = FileStore::open(store)
@@ -26,8 +25,7 @@ fn rows(store: &std::path::Path) -> Vec<HistoryRow> {
 
 #[test]
 fn two_owners_run_the_chain_once_each_step_in_order() {
-    let dir = std::env::temp_dir().join(format!("cronsole-chain-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("chain");
     let jobs = dir.join("jobs.yaml");
     let store = dir.join("store");
     std::fs::write(
@@ -35,52 +33,9 @@ fn two_owners_run_the_chain_once_each_step_in_order() {
         "budget: null\njobs:\n  - name: collect\n    schedule: every 1h\n    command: echo collected 42\n  - name: triage\n    after: {job: collect, on: success}\n    command: 'printf \"%s|%s|%s|%s\\n\" \"$CRONSOLE_PARENT_JOB\" \"$CRONSOLE_PARENT_STATUS\" \"$CRONSOLE_PARENT_RUN_ID\" \"$CRONSOLE_PARENT_OUTPUT\" >> triage.out; echo triaged'\n  - name: report\n    after: {job: triage, on: completion}\n    command: echo reported\n",
     )
     .unwrap();
-    let st = Command::new(BIN)
-        .arg("apply")
-        .arg(&jobs)
-        .arg("--store")
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let kids: Vec<_> = (0..2)
-        .map(|_| {
-            Command::new(BIN)
-                .args(["run", "--for", "6s", "--store"])
-                .arg(&store)
-                .current_dir(&dir)
-                .env_remove("CRONSOLE_STORE")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let start = Instant::now();
-    for mut k in kids {
-        loop {
-            if k.try_wait().unwrap().is_some() {
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                let _ = k.kill();
-                let _ = k.wait();
-                panic!("owner did not exit within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = k.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cli::apply(&jobs, &store);
+    let kids = cli::spawn_owners(&dir, &store, 2, &["--for", "6s"]);
+    cli::wait_ok(kids, Duration::from_secs(30));
     let h = rows(&store);
     let of = |j: &str| -> Vec<&HistoryRow> { h.iter().filter(|r| r.job == j).collect() };
     let (collect, triage, report) = (of("collect"), of("triage"), of("report"));
@@ -101,7 +56,7 @@ fn two_owners_run_the_chain_once_each_step_in_order() {
         format!("collect|succeeded|{}|collected 42\n\n", collect[0].run_id)
     );
     // `history --json` carries the chain fields.
-    let out = Command::new(BIN)
+    let out = cli::command()
         .args(["history", "--job", "triage", "--json", "--store"])
         .arg(&store)
         .output()
@@ -110,24 +65,18 @@ fn two_owners_run_the_chain_once_each_step_in_order() {
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     assert_eq!(v["trigger"], "chain");
     assert_eq!(v["parent_run_id"], collect[0].run_id.to_string());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn validate_names_the_entry_that_closes_a_cycle_and_exits_2() {
-    let dir = std::env::temp_dir().join(format!("cronsole-chain-cycle-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("chain-cycle");
     let jobs = dir.join("jobs.yaml");
     std::fs::write(
         &jobs,
         "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    after: b\n  - name: b\n    command: \"true\"\n    after: {job: a, on: completion}\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("validate")
-        .arg(&jobs)
-        .output()
-        .unwrap();
+    let out = cli::command().arg("validate").arg(&jobs).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err =
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
@@ -135,24 +84,18 @@ fn validate_names_the_entry_that_closes_a_cycle_and_exits_2() {
         err.contains("jobs.yaml:8:12") && err.contains("a waits for b waits for a"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn validate_and_next_say_a_chained_job_runs_after_its_parents() {
-    let dir = std::env::temp_dir().join(format!("cronsole-chain-next-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("chain-next");
     let jobs = dir.join("jobs.yaml");
     std::fs::write(
         &jobs,
         "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n  - name: b\n    after: a\n    command: \"true\"\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("validate")
-        .arg(&jobs)
-        .output()
-        .unwrap();
+    let out = cli::command().arg("validate").arg(&jobs).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -160,7 +103,7 @@ fn validate_and_next_say_a_chained_job_runs_after_its_parents() {
             && text.contains("no slots: runs when its parents finish (trigger: chain)"),
         "{text}"
     );
-    let out = Command::new(BIN)
+    let out = cli::command()
         .args(["next", "--job", "b", "--file"])
         .arg(&jobs)
         .output()
@@ -170,5 +113,4 @@ fn validate_and_next_say_a_chained_job_runs_after_its_parents() {
         String::from_utf8_lossy(&out.stdout),
         "(no slots: job b runs when its parents finish: after a (success))\n"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,45 +4,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-struct Daemon {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Daemon {
-    fn wait_line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(l) => seen.push(l),
-                Err(e) => panic!("no stderr line with {needle:?} ({e}); saw {seen:#?}"),
-            }
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        let r = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(r, 0, "kill failed");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::daemon::Daemon;
 
 fn spawn(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
     let mut cmd = support::cli::cronsole(dir);
@@ -51,24 +17,11 @@ fn spawn(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
         .env_remove("WATCHDOG_PID")
-        .env_remove("JOURNAL_STREAM")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .env_remove("JOURNAL_STREAM");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    Daemon { child, lines: rx }
+    Daemon::spawn(&mut cmd)
 }
 
 fn recv_until(sock: &UnixDatagram, needle: &str) -> Vec<String> {

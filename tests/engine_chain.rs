@@ -14,11 +14,9 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use cronsole::action::BackoffConfig;
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
-use cronsole::engine::{self, EngineConfig, RunDeps};
-use cronsole::gate::GateConfig;
+use cronsole::engine::{self, EngineConfig};
 use cronsole::model::{Action, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
@@ -26,7 +24,7 @@ use cronsole::testkit::llm::{FakeLlm, Reply};
 
 #[tokio::test(start_paused = true)]
 async fn each_failed_parent_run_starts_the_child_once_at_once() {
-    let dir = std::env::temp_dir().join(format!("cronsole-chain-eng-{}", uuid::Uuid::new_v4()));
+    let dir = cronsole::testkit::tmp::TempDir::new("chain-eng");
     let yaml = "budget: null
 agents:
   a: { provider: openai, base_url: http://127.0.0.1:9/v1, api_key_env: NOPE, model: m, instructions: x }
@@ -56,16 +54,10 @@ jobs:
         .to_utc();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir).unwrap());
     store.apply(&loaded.file, start).unwrap();
-    let deps = RunDeps {
-        http: http_client(&HttpOptions {
-            connect_timeout: StdDuration::from_secs(1),
-            system_proxy: false,
-        })
-        .unwrap(),
-        env: Arc::new(|_: &str| None),
-        backoff: BackoffConfig::default(),
-        gate: GateConfig::default(),
-    };
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
     let c: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
     let handle = engine::spawn(
         EngineConfig::new("chain".into()),
@@ -114,7 +106,6 @@ jobs:
     );
     let rec = store.job("on-failure").unwrap().unwrap();
     assert!(rec.rt.chain_pending.is_empty() && !rec.rt.retired);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The parent's output reaches a chained agent's prompt as the `context_from` block does.

@@ -464,10 +464,9 @@ async fn n_owners_by_m_concurrent_calls_never_spend_past_the_limit() {
     use std::sync::Arc;
     use std::time::Duration as StdDuration;
 
-    use cronsole::action::llm::{HttpOptions, http_client};
     use cronsole::clock::{Clock, ManualClock};
-    use cronsole::engine::{self, EngineConfig, RunDeps};
-    use cronsole::gate::GateConfig;
+    use cronsole::engine::{self, EngineConfig};
+
     use cronsole::store::file::FileStore;
     use cronsole::store::{HistoryQuery, Store};
 
@@ -526,16 +525,10 @@ jobs:
         cfg.change_poll = StdDuration::from_millis(20);
         cfg.shutdown_grace = StdDuration::from_secs(5);
         let k = key.clone();
-        let deps = RunDeps {
-            http: http_client(&HttpOptions {
-                connect_timeout: StdDuration::from_secs(5),
-                system_proxy: false,
-            })
-            .unwrap(),
-            env: Arc::new(move |v: &str| (v == "TEST_KEY").then(|| k.clone())),
-            backoff: tiny_backoff(),
-            gate: GateConfig::default(),
-        };
+        let deps = cronsole::testkit::engine::run_deps(
+            Arc::new(move |v: &str| (v == "TEST_KEY").then(|| k.clone())),
+            tiny_backoff(),
+        );
         let c: Arc<dyn Clock> = Arc::new(clock.clone());
         handles.push(engine::spawn(cfg, Arc::clone(&store), c, deps).unwrap());
         stores.push(store);

@@ -13,11 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, ManualClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
-use cronsole::gate::GateConfig;
 use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{
@@ -127,16 +125,7 @@ struct Rig {
 }
 
 fn deps() -> RunDeps {
-    RunDeps {
-        http: http_client(&HttpOptions {
-            connect_timeout: StdDuration::from_secs(5),
-            system_proxy: false,
-        })
-        .expect("http client"),
-        env: Arc::new(|_: &str| None),
-        backoff: tiny_backoff(),
-        gate: GateConfig::default(),
-    }
+    cronsole::testkit::engine::run_deps(cronsole::testkit::engine::no_env(), tiny_backoff())
 }
 
 fn spool_path(dir: &Path) -> PathBuf {

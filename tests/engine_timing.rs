@@ -12,11 +12,9 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use cronsole::action::BackoffConfig;
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
-use cronsole::engine::{self, EngineConfig, RunDeps};
-use cronsole::gate::GateConfig;
+use cronsole::engine::{self, EngineConfig};
 use cronsole::model::{Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
@@ -40,16 +38,10 @@ jobs:
     let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir).unwrap());
     store.apply(&loaded.file, start).unwrap();
     let clock = TokioClock::new(start);
-    let deps = RunDeps {
-        http: http_client(&HttpOptions {
-            connect_timeout: StdDuration::from_secs(1),
-            system_proxy: false,
-        })
-        .unwrap(),
-        env: Arc::new(|_: &str| None),
-        backoff: BackoffConfig::default(),
-        gate: GateConfig::default(),
-    };
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
     let c: Arc<dyn Clock> = Arc::new(clock);
     let handle = engine::spawn(
         EngineConfig::new("timing".into()),

@@ -9,11 +9,9 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use cronsole::action::BackoffConfig;
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
-use cronsole::engine::{self, EngineConfig, Event, RunDeps};
-use cronsole::gate::GateConfig;
+use cronsole::engine::{self, EngineConfig, Event};
 use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::*;
@@ -111,16 +109,10 @@ async fn trigger_reaches_engine_on(
     let mut cfg = EngineConfig::new(format!("wake:{}", std::process::id()));
     cfg.change_poll = poll;
     cfg.publish_snapshots = false;
-    let deps = RunDeps {
-        http: http_client(&HttpOptions {
-            connect_timeout: StdDuration::from_secs(5),
-            system_proxy: false,
-        })
-        .unwrap(),
-        env: Arc::new(|_: &str| None),
-        backoff: BackoffConfig::default(),
-        gate: GateConfig::default(),
-    };
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let handle = engine::spawn(cfg, store, clock, deps).unwrap();
     let mut events = handle.events.subscribe();

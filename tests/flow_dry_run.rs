@@ -138,8 +138,7 @@ fn dry_run_shows_everything_and_changes_nothing() {
 /// key put it into the prompt the dry run shows).
 #[test]
 fn dry_run_gates_do_not_see_the_agents_api_keys() {
-    let dir = std::env::temp_dir().join(format!("cronsole-dry-env-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir("dry-env");
     std::fs::write(
         dir.join("jobs.yaml"),
         [
@@ -165,7 +164,6 @@ fn dry_run_gates_do_not_see_the_agents_api_keys() {
         v["prompt"].as_str().unwrap().contains("key=scrubbed"),
         "{v}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Outside text in the printed dry run is inert (red team 2, MED): a gate's output, the job's

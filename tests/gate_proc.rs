@@ -10,32 +10,8 @@ use cronsole::action::command::{CommandOutcome, TRUNCATED_MARKER, run_command};
 use cronsole::gate::{GateConfig, GateOutcome, pre_run, run_gate};
 use cronsole::model::{Gate, MonitorSource};
 use cronsole::proc::{Cap, ProcEnv, ProcSpec, run};
+use support::pids::{alive, gone};
 use support::temp_path as tmp;
-
-/// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
-/// zombie, which `kill(pid, 0)` would still report as present).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            state != Some('Z') && state != Some('X')
-        }
-    }
-}
-
-/// Wait (briefly, SIGKILL delivery is asynchronous) until `pid` is gone.
-async fn gone(pid: i32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
 
 fn read_pids(path: &Path) -> Vec<i32> {
     std::fs::read_to_string(path)

@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use support::daemon::Daemon;
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -25,53 +25,12 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     (code, body.to_string())
 }
 
-struct Daemon {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Daemon {
-    /// Wait for a stderr line containing `needle` (bounded).
-    fn wait_line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(_) => {}
-                Err(e) => panic!("no stderr line with {needle:?}: {e}"),
-            }
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
-    let mut child = support::cli::command()
-        .current_dir(dir)
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    Daemon { child, lines: rx }
+    Daemon::spawn(
+        support::cli::cronsole(dir)
+            .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+            .args(extra),
+    )
 }
 
 fn metric(text: &str, prefix: &str) -> Option<f64> {

@@ -3,67 +3,27 @@
 //! both owners, `allow` never has more runs live than its bound (and does reach it), and
 //! `buffer_one` never has two runs live while its kept slots do run late.
 
+use cronsole::testkit::store::ClaimAt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader, Store};
-use uuid::Uuid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+mod support;
+use support::cli;
 
 fn run_two(name: &str, yaml: &str) -> Vec<HistoryRow> {
-    let dir = std::env::temp_dir().join(format!("cronsole-ovlp-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir(&format!("ovlp-{name}"));
     let jobs = dir.join("jobs.yaml");
     let store: PathBuf = dir.join("store");
     std::fs::write(&jobs, yaml).unwrap();
-    let st = Command::new(BIN)
-        .arg("apply")
-        .arg(&jobs)
-        .arg("--store")
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let kids: Vec<Child> = (0..2)
-        .map(|_| {
-            Command::new(BIN)
-                .args(["run", "--for", "7s", "--store"])
-                .arg(&store)
-                .env_remove("CRONSOLE_STORE")
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut k in kids {
-        let start = Instant::now();
-        while k.try_wait().unwrap().is_none() {
-            if start.elapsed() > Duration::from_secs(40) {
-                let _ = k.kill();
-                panic!("cronsole run did not stop");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = k.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cli::apply(&jobs, &store);
+    let kids = cli::spawn_owners(&dir, &store, 2, &["--for", "7s"]);
+    cli::wait_ok(kids, Duration::from_secs(40));
     let s = FileStore::open(&store).unwrap();
     for j in s.jobs().unwrap() {
         assert_eq!(j.rt.live_runs(), 0, "no lease left: {:?}", j.rt.lease);
@@ -164,8 +124,7 @@ fn buffer_one_across_two_processes_runs_kept_slots_one_at_a_time() {
 #[test]
 fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
     use cronsole::model::{JobsFile, Overlap};
-    use cronsole::store::ClaimRequest;
-    let dir = std::env::temp_dir().join(format!("cronsole-ovlp-note-{}", Uuid::new_v4()));
+    let dir = support::tempdir("ovlp-note");
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
     let mut d = cronsole::testkit::jobs::command_job("j", 10);
@@ -182,30 +141,13 @@ fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
             start,
         )
         .unwrap();
-        let c = s
-            .claim_due(&ClaimRequest {
-                now: start,
-                owner: "elsewhere",
-                limit: 10,
-                in_flight: &[],
-            })
-            .unwrap();
+        let c = s.claim_at(start, "elsewhere", 10);
         assert_eq!(c.claims.len(), 1);
     }
     let cli = |args: &[&str]| {
-        let out = Command::new(BIN)
-            .args(args)
-            .arg("--store")
-            .arg(&store)
-            .env_remove("CRONSOLE_STORE")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let (code, out, err) = cli::run_with_store(&dir, &store, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
     };
     for step in [None, Some("pause"), Some("resume")] {
         if let Some(verb) = step {
@@ -216,5 +158,4 @@ fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
         let desc = cli(&["describe", "j"]);
         assert!(desc.contains("kept to run next"), "{step:?}:\n{desc}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,7 @@
 mod conformance;
 mod support;
 
+use cronsole::testkit::store::ClaimAt;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -205,24 +206,10 @@ fn kill_9_of_an_owner_is_recovered_as_abandoned() {
     victim.kill().unwrap(); // SIGKILL
     victim.wait().unwrap();
     // Nothing is re-offered before the lease expires.
-    let early = store
-        .claim_due(&ClaimRequest {
-            now: Utc::now(),
-            owner: "survivor",
-            limit: 10,
-            in_flight: &[],
-        })
-        .unwrap();
+    let early = store.claim_at(Utc::now(), "survivor", 10);
     assert!(early.claims.is_empty());
     std::thread::sleep(Duration::from_millis(2100));
-    let o = store
-        .claim_due(&ClaimRequest {
-            now: Utc::now(),
-            owner: "survivor",
-            limit: 10,
-            in_flight: &[],
-        })
-        .unwrap();
+    let o = store.claim_at(Utc::now(), "survivor", 10);
     let abandoned: HashSet<uuid::Uuid> = o
         .rows
         .iter()

@@ -4,6 +4,7 @@
 mod conformance;
 mod support;
 
+use cronsole::testkit::store::ClaimAt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -231,14 +232,7 @@ fn check_names_every_undecodable_job_and_history_row() {
         ],
     };
     s.apply(&file, t0()).unwrap();
-    let out = s
-        .claim_due(&cronsole::store::ClaimRequest {
-            now: t0(),
-            owner: "o",
-            limit: 2,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(t0(), "o", 2);
     for c in out.claims {
         let job = c.job.def.name.clone();
         let row = cronsole::model::HistoryRow::new(

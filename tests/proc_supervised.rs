@@ -10,33 +10,12 @@ use std::time::{Duration, Instant};
 
 use cronsole::proc::{self, Cap, ProcEnv, ProcSpec, run};
 use support::cli::BIN;
+use support::pids::gone;
 use support::tempdir as tmp;
 
 fn supervised() {
     proc::use_supervisor(BIN.into());
     assert!(proc::supervised());
-}
-
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            state != Some('Z') && state != Some('X')
-        }
-    }
-}
-
-async fn gone(pid: i32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 async fn pid_in(path: &Path) -> i32 {

@@ -8,14 +8,15 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader, Store};
-use support::cli::BIN;
+use support::cli::{BIN, wait_timeout};
+use support::pids::alive;
 use support::tempdir as tmp;
 use uuid::Uuid;
 
@@ -77,24 +78,6 @@ fn signal(child: &Child, sig: i32) {
     assert_eq!(rc, 0, "kill({}, {sig})", child.id());
 }
 
-fn wait_timeout(mut child: Child, limit: Duration) -> (Output, Duration) {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return (child.wait_with_output().unwrap(), start.elapsed());
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "process did not exit within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn no_lease_held(s: &Setup) {
     for j in s.open().jobs().unwrap() {
         assert!(
@@ -150,30 +133,13 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
     }
     let s = setup("four", &yaml);
     // Apply once up front so all four start on the same definitions and anchors.
-    let st = Command::new(BIN)
-        .args(["apply"])
-        .arg(&s.jobs)
-        .arg("--store")
-        .arg(&s.store)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    support::cli::apply(&s.jobs, &s.store);
+    let mut kids = support::cli::spawn_owners(
+        &s.dir,
+        &s.store,
+        4,
+        &["--for", "20s", "--max-concurrent", "16"],
     );
-    let mut kids: Vec<Child> = (0..4)
-        .map(|_| {
-            let mut c = Command::new(BIN);
-            c.args(["run", "--for", "20s", "--max-concurrent", "16", "--store"])
-                .arg(&s.store)
-                .current_dir(&s.dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped());
-            c.spawn().unwrap()
-        })
-        .collect();
     std::thread::sleep(Duration::from_secs(8));
     let victim = kids.remove(0);
     let victim_pid = victim.id();
@@ -626,20 +592,6 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
 }
 
 // --- a run dies with its owner (issue 10 item 4) ---------------------------------------------
-
-/// Alive = exists and is not a zombie (an orphan re-parented to a non-reaping PID 1 stays a
-/// zombie, which `kill(pid, 0)` would still report as present).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            state != Some('Z') && state != Some('X')
-        }
-    }
-}
 
 fn read_pid(path: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()

@@ -4,12 +4,13 @@
 
 mod support;
 
+use cronsole::testkit::store::ClaimAt;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{ClaimRequest, Completion, Store};
+use cronsole::store::{Completion, Store};
 use support::TempDir;
 
 use cronsole::testkit::time::epoch as t;
@@ -32,14 +33,7 @@ fn build(name: &str) -> (TempDir, PathBuf) {
     };
     s.apply(&file, t(0)).unwrap();
     for now in [0, 3600] {
-        let out = s
-            .claim_due(&ClaimRequest {
-                now: t(now),
-                owner: "o",
-                limit: 2,
-                in_flight: &[],
-            })
-            .unwrap();
+        let out = s.claim_at(t(now), "o", 2);
         for c in out.claims {
             let job = c.job.def.name.clone();
             let row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));
@@ -419,14 +413,7 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
     let mut old = None;
     for k in 0..4i64 {
         let now = k * 3600;
-        let out = s
-            .claim_due(&ClaimRequest {
-                now: t(now),
-                owner: "o",
-                limit: 1,
-                in_flight: &[],
-            })
-            .unwrap();
+        let out = s.claim_at(t(now), "o", 1);
         assert_eq!(out.claims.len(), 1, "slot {k} due");
         for c in out.claims {
             let row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));

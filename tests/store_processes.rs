@@ -6,6 +6,7 @@
 
 mod support;
 
+use cronsole::testkit::store::ClaimAt;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{Claim, ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
+use cronsole::store::{Claim, Completion, HistoryQuery, HistoryReader, Store};
 use support::tempdir as tmp;
 use uuid::Uuid;
 
@@ -120,14 +121,7 @@ fn claim_until_full(
         if free == 0 {
             break;
         }
-        let out = store
-            .claim_due(&ClaimRequest {
-                now: t(1001),
-                owner,
-                limit: free.min(batch),
-                in_flight: &[],
-            })
-            .unwrap();
+        let out = store.claim_at(t(1001), owner, free.min(batch));
         if out.claims.is_empty() {
             break;
         }
@@ -248,14 +242,7 @@ fn worker_steady() {
     let mut n = 0;
     while Utc::now() < until {
         let now = Utc::now();
-        let out = s
-            .claim_due(&ClaimRequest {
-                now,
-                owner: &owner,
-                limit: 8,
-                in_flight: &[],
-            })
-            .unwrap();
+        let out = s.claim_at(now, &owner, 8);
         for c in out.claims {
             complete(&s, &c, &owner, now, Utc::now());
             n += 1;
@@ -367,14 +354,7 @@ fn worker_claim_and_hang() {
     let dir = PathBuf::from(env("DIR"));
     let now = t(env("NOW").parse().unwrap());
     let s = FileStore::open(&dir).unwrap();
-    let out = s
-        .claim_due(&ClaimRequest {
-            now,
-            owner: &env("OWNER"),
-            limit: 10,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(now, &env("OWNER"), 10);
     for c in &out.claims {
         println!(
             "CLAIM {} {} {}",
@@ -441,24 +421,10 @@ fn kill_9_of_a_claim_holder() {
     assert_eq!(first.len(), 2, "{first:?}");
     let s = FileStore::open(&dir).unwrap();
     // Lease still valid at 1005: nothing recovered.
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1005),
-            owner: "rescuer",
-            limit: 0,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(t(1005), "rescuer", 0);
     assert!(out.rows.is_empty());
     // After expiry: one abandoned row each; the one-shot is re-offered, the recurring waits.
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1011),
-            owner: "rescuer",
-            limit: 0,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(t(1011), "rescuer", 0);
     let abandoned: Vec<&str> = out
         .rows
         .iter()
@@ -472,14 +438,7 @@ fn kill_9_of_a_claim_holder() {
     let second = claim_then_kill(&dir, 1012, "victim2");
     assert_eq!(second.len(), 1, "{second:?}");
     assert!(second[0].starts_with("once ") && second[0].ends_with(" recovery"));
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1030),
-            owner: "rescuer",
-            limit: 5,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(t(1030), "rescuer", 5);
     assert_eq!(out.rows.len(), 1);
     assert!(
         out.claims.is_empty(),
@@ -499,14 +458,7 @@ fn kill_9_of_a_claim_holder() {
             .count(),
         2
     );
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1060),
-            owner: "rescuer",
-            limit: 5,
-            in_flight: &[],
-        })
-        .unwrap();
+    let out = s.claim_at(t(1060), "rescuer", 5);
     assert_eq!(out.claims.len(), 1);
     assert_eq!(out.claims[0].slot, Some(t(1060)));
 }
@@ -541,14 +493,7 @@ fn worker_chaos() {
             )
             .unwrap();
         }
-        let got = s
-            .claim_due(&ClaimRequest {
-                now,
-                owner: &owner,
-                limit: 4,
-                in_flight: &[],
-            })
-            .unwrap();
+        let got = s.claim_at(now, &owner, 4);
         for c in got.claims {
             complete(&s, &c, &owner, now, Utc::now());
             writeln!(out, "ACK {}", c.run_id).unwrap();
@@ -601,13 +546,7 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
     // Recover everything still leased, then check history.
     std::thread::sleep(StdDuration::from_millis(400));
     let s = FileStore::open(&dir).unwrap();
-    s.claim_due(&ClaimRequest {
-        now: Utc::now(),
-        owner: "final",
-        limit: 0,
-        in_flight: &[],
-    })
-    .unwrap();
+    s.claim_at(Utc::now(), "final", 0);
     let rows = s.history(&HistoryQuery::default()).unwrap();
     let ids: HashSet<Uuid> = rows.iter().map(|r| r.run_id).collect();
     let lost: Vec<&Uuid> = acked.iter().filter(|a| !ids.contains(a)).collect();
@@ -664,14 +603,7 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
             t(1000),
         )
         .unwrap();
-        let c = s
-            .claim_due(&ClaimRequest {
-                now: t(1000),
-                owner: "o",
-                limit: 1,
-                in_flight: &[],
-            })
-            .unwrap();
+        let c = s.claim_at(t(1000), "o", 1);
         let c = &c.claims[0];
         complete(&s, c, "o", t(1000), t(1001));
     }

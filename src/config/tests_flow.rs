@@ -198,8 +198,7 @@ fn unknown_calendar_on_a_job_names_the_defined_ones() {
 
 #[test]
 fn a_dates_file_is_read_relative_to_the_jobs_file() {
-    let dir = TempDir(std::env::temp_dir().join(format!("cronsole-cal-{}", uuid::Uuid::new_v4())));
-    std::fs::create_dir_all(dir.path()).unwrap();
+    let dir = crate::testkit::tmp::TempDir::new("cal");
     std::fs::write(
         dir.path().join("holidays.txt"),
         "# public holidays\n2026-12-25\n\n2027-01-01  # new year\n",
@@ -234,21 +233,6 @@ fn a_dates_file_is_read_relative_to_the_jobs_file() {
         "cannot read",
     );
     assert!(c.into_result().is_err());
-}
-
-/// A directory removed when the test ends.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

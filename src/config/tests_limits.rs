@@ -378,39 +378,16 @@ fn scalars_resolve_as_before() {
 mod reading {
     use super::*;
 
-    fn tmp(tag: &str) -> tempdir::Dir {
-        tempdir::Dir::new(tag)
-    }
-
-    /// A directory under the system temp dir, removed on drop (also when a test panics).
-    mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
-        impl Dir {
-            pub fn new(tag: &str) -> Dir {
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos());
-                let p = std::env::temp_dir().join(format!(
-                    "cronsole-config-{tag}-{}-{nanos}",
-                    std::process::id()
-                ));
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
+    fn tmp(tag: &str) -> crate::testkit::tmp::TempDir {
+        crate::testkit::tmp::TempDir::new(&format!("config-{tag}"))
     }
 
     #[test]
     fn a_directory_a_fifo_and_a_device_are_refused_before_reading() {
         let d = tmp("kinds");
-        let e = read_text_capped(&d.0, 1024).unwrap_err();
+        let e = read_text_capped(&d, 1024).unwrap_err();
         assert!(e.message.contains("is a directory"), "{e}");
-        let fifo = d.0.join("fifo");
+        let fifo = d.join("fifo");
         let status = std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
@@ -427,7 +404,7 @@ mod reading {
     #[test]
     fn the_cap_is_inclusive_and_names_the_variable() {
         let d = tmp("cap");
-        let f = d.0.join("jobs.yaml");
+        let f = d.join("jobs.yaml");
         std::fs::write(&f, "jobs: []\n").unwrap();
         assert_eq!(read_text_capped(&f, 9).unwrap(), "jobs: []\n");
         let e = read_text_capped(&f, 8).unwrap_err();
@@ -441,7 +418,7 @@ mod reading {
     #[test]
     fn invalid_utf8_is_located() {
         let d = tmp("utf8");
-        let f = d.0.join("jobs.yaml");
+        let f = d.join("jobs.yaml");
         std::fs::write(&f, b"jobs:\n  - name: \xff\n").unwrap();
         let e = read_text_capped(&f, 1024).unwrap_err();
         assert_eq!((e.line, e.column), (2, 11), "{e}");

@@ -267,10 +267,8 @@ mod tests {
         }
     }
 
-    fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("cronsole-spool-{}", Uuid::new_v4()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir() -> crate::testkit::tmp::TempDir {
+        crate::testkit::tmp::TempDir::new("spool")
     }
 
     #[test]
@@ -286,7 +284,6 @@ mod tests {
         assert_eq!(s.load().unwrap(), vec![b]);
         s.rewrite(&[]).unwrap();
         assert!(!s.path().exists());
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -305,7 +302,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(std::fs::read(s.path()).unwrap(), before);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -121,8 +121,7 @@ mod tests {
 
     #[test]
     fn a_message_reaches_a_bound_datagram_socket() {
-        let dir = std::env::temp_dir().join(format!("cronsole-sdn-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testkit::tmp::TempDir::new("sdn");
         let path = dir.join("notify.sock");
         let rx = UnixDatagram::bind(&path).unwrap();
         let n = Notifier {
@@ -134,6 +133,5 @@ mod tests {
         assert_eq!(&buf[..got], b"READY=1\nSTATUS=test");
         // Disabled: nothing is sent and nothing fails.
         Notifier { path: None }.send("READY=1");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -657,7 +657,7 @@ mod tests {
 
     #[test]
     fn check_reports_every_problem_with_its_location_and_writes_nothing() {
-        let dir = std::env::temp_dir().join(format!("cronsole-check-{}", uuid::Uuid::new_v4()));
+        let dir = crate::testkit::tmp::TempDir::new("check");
         let s = FileStore::open(&dir).unwrap();
         let file = crate::model::JobsFile {
             settings: Settings::default(),
@@ -729,6 +729,5 @@ mod tests {
             before,
             "check writes nothing"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -226,10 +226,8 @@ impl StoreIo for RealIo {
 mod tests {
     use super::*;
 
-    fn tmp(name: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("cronsole-io-{name}-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&p).unwrap();
-        p
+    fn tmp(name: &str) -> crate::testkit::tmp::TempDir {
+        crate::testkit::tmp::TempDir::new(&format!("io-{name}"))
     }
 
     #[test]
@@ -243,7 +241,6 @@ mod tests {
         assert!(!b.lock(Duration::from_millis(20)).unwrap(), "held by a");
         a.unlock().unwrap();
         assert!(b.lock(Duration::from_millis(20)).unwrap());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -263,6 +260,5 @@ mod tests {
         f.set_len(4).unwrap();
         assert_eq!(io.read(&p).unwrap(), b"abc\n");
         assert!(stat_opt(&io, &dir.join("nope")).unwrap().is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -665,6 +665,34 @@ mod tests {
             (StoreError::NoSuchJob("j".into()), 2, false),
             (StoreError::DuplicateJob("j".into()), 2, false),
             (
+                StoreError::Version {
+                    file: p.clone(),
+                    found: "9".into(),
+                    supported: "3".into(),
+                },
+                2,
+                false,
+            ),
+            (StoreError::NoSuchRun(Uuid::nil()), 2, false),
+            (StoreError::Refused("not paused".into()), 2, false),
+            (
+                StoreError::BadLocation {
+                    what: "not a URL".into(),
+                    source: None,
+                },
+                2,
+                false,
+            ),
+            (
+                StoreError::StateTooLarge {
+                    job: "j".into(),
+                    size: 2,
+                    cap: 1,
+                },
+                1,
+                false,
+            ),
+            (
                 StoreError::Retired {
                     job: "j".into(),
                     reason: "r".into(),

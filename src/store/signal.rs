@@ -90,8 +90,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_to_a_watched_file_fires_and_other_files_do_not() {
-        let dir = std::env::temp_dir().join(format!("cronsole-signal-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testkit::tmp::TempDir::new("signal");
         let mut s = watch_dir(&dir, &["jobs.journal"]).expect("inotify available");
         std::fs::write(dir.join("unrelated"), "x").unwrap();
         // Nothing fired for the unrelated file (checked after the watched write below: the
@@ -106,6 +105,5 @@ mod tests {
         std::fs::write(dir.join("unrelated"), "y").unwrap();
         let quiet = tokio::time::timeout(Duration::from_millis(300), s.changed()).await;
         assert!(quiet.is_err(), "an unrelated file must not fire");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

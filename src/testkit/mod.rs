@@ -6,6 +6,7 @@
 //! Owns: test servers only. Must not touch: production code paths (tests point the real reqwest
 //! clients at these servers).
 
+pub mod engine;
 pub mod hostile;
 pub mod http;
 pub mod jobs;
@@ -13,6 +14,7 @@ pub mod llm;
 pub mod simio;
 pub mod skip;
 pub mod stats;
+pub mod store;
 pub mod time;
-#[cfg(feature = "testkit")]
+#[cfg(any(test, feature = "testkit"))]
 pub mod tmp;

@@ -20,10 +20,19 @@ impl TempDir {
     /// Create the directory. Panics naming the error if the temp dir cannot be written (the test
     /// could not run anyway).
     pub fn new(tag: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), tag)
+    }
+
+    /// [`TempDir::new`] under `base` instead of the system temp dir (a benchmark's `BENCH_DIR`
+    /// on the disk being measured).
+    pub fn new_in(base: &Path, tag: &str) -> TempDir {
         let prefix = format!("cronsole-{tag}-");
-        let mut dir = match tempfile::Builder::new().prefix(&prefix).tempdir() {
+        let mut dir = match tempfile::Builder::new().prefix(&prefix).tempdir_in(base) {
             Ok(d) => d,
-            Err(e) => panic!("creating a temporary directory {prefix}…: {e}"),
+            Err(e) => panic!(
+                "creating a temporary directory {}…: {e}",
+                base.join(&prefix).display()
+            ),
         };
         if keep() {
             dir.disable_cleanup(true);
@@ -131,6 +140,17 @@ mod tests {
         assert!(r.is_err());
         let path = rx.recv().unwrap_or_else(|e| panic!("{e}"));
         assert!(path.starts_with(std::env::temp_dir()), "{}", path.display());
+        assert!(!path.exists(), "{} left behind", path.display());
+    }
+
+    #[test]
+    fn new_in_makes_the_directory_under_the_base_given() {
+        let base = TempDir::new("tmp-base");
+        let d = TempDir::new_in(&base, "inner");
+        assert_eq!(d.parent(), Some(base.path()));
+        assert!(d.is_dir());
+        let path = d.to_path_buf();
+        drop(d);
         assert!(!path.exists(), "{} left behind", path.display());
     }
 }

@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn history_pane_pages_continue_by_token_and_match_offset_pages() {
         use crate::model::{HistoryRow, Trigger};
-        let dir = std::env::temp_dir().join(format!("cronsole-tui-pages-{}", uuid::Uuid::new_v4()));
+        let dir = crate::testkit::tmp::TempDir::new("tui-pages");
         let store = crate::store::file::FileStore::open(&dir)
             .unwrap()
             .with_segment_bytes(64 * 1024);
@@ -473,7 +473,6 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "status {status:?}");
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

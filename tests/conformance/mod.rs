@@ -7,6 +7,7 @@
 //! multi-process tests in `tests/pg_multiprocess.rs` cover real processes). Times are explicit.
 #![allow(dead_code)]
 
+use cronsole::testkit::store::ClaimAt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -40,13 +41,7 @@ pub fn file(jobs: Vec<JobDef>) -> JobsFile {
 }
 
 pub fn claim(s: &dyn Store, owner: &str, now: DateTime<Utc>, limit: usize) -> ClaimOutcome {
-    s.claim_due(&ClaimRequest {
-        now,
-        owner,
-        limit,
-        in_flight: &[],
-    })
-    .unwrap()
+    s.claim_at(now, owner, limit)
 }
 
 pub fn done(

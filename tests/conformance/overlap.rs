@@ -2,7 +2,8 @@
 //! and leases from the file store and the PostgreSQL store.
 
 use cronsole::model::{HistoryRow, Overlap, Status};
-use cronsole::store::{ClaimRequest, Completion, RenewOutcome};
+use cronsole::store::{Completion, RenewOutcome};
+use cronsole::testkit::store::ClaimAt;
 
 use super::{Factory, claim, done, every, file, rows, t};
 
@@ -232,14 +233,7 @@ pub fn overlap_allow_an_owner_death_frees_only_its_lease(f: Factory) {
         RenewOutcome::Renewed { .. }
     ));
     // "b" itself still runs the job and never recovers its own leases of it...
-    let own = s
-        .claim_due(&ClaimRequest {
-            now: t(1031),
-            owner: "b",
-            limit: 0,
-            in_flight: &[],
-        })
-        .unwrap();
+    let own = s.claim_at(t(1031), "b", 0);
     let ab: Vec<_> = own
         .rows
         .iter()

@@ -12,14 +12,13 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 use cronsole::action::BackoffConfig;
-use cronsole::action::llm::{HttpOptions, http_client};
 use cronsole::clock::{Clock, ManualClock};
 use cronsole::config;
-use cronsole::engine::{self, Command, EngineConfig, EngineHandle, RunDeps};
-use cronsole::gate::GateConfig;
+use cronsole::engine::{self, Command, EngineConfig, EngineHandle};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::engine::run_deps;
 pub use cronsole::testkit::time::rfc3339 as t;
 use cronsole::testkit::tmp::TempDir;
 
@@ -75,16 +74,7 @@ impl Rig {
         cfg.snapshot_min_interval = StdDuration::from_millis(20);
         cfg.shutdown_grace = StdDuration::from_secs(5);
         let env = opts.env;
-        let deps = RunDeps {
-            http: http_client(&HttpOptions {
-                connect_timeout: StdDuration::from_secs(5),
-                system_proxy: false,
-            })
-            .expect("http client"),
-            env: Arc::new(move |k: &str| env.get(k).cloned()),
-            backoff: tiny_backoff(),
-            gate: GateConfig::default(),
-        };
+        let deps = run_deps(Arc::new(move |k: &str| env.get(k).cloned()), tiny_backoff());
         let c: Arc<dyn Clock> = Arc::new(clock.clone());
         let handle = engine::spawn(cfg, Arc::clone(&store), c, deps).expect("spawn engine");
         Rig {

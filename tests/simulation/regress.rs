@@ -3,6 +3,7 @@
 //! not). Ignored ones are bugs in files this simulator may not edit (the store's); the lead
 //! routes them, and removes the `#[ignore]` with the fix.
 
+use cronsole::testkit::store::ClaimAt;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -78,14 +79,7 @@ fn a_completion_retried_after_a_failed_journal_fsync_writes_one_row() {
 #[test]
 fn recovery_retried_after_a_failed_journal_write_writes_each_slot_once() {
     let (disk, s) = setup(5, 3.0);
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1),
-            owner: "dead",
-            limit: 1,
-            in_flight: &[],
-        })
-        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let out = s.claim_at(t(1), "dead", 1);
     assert_eq!(out.claims.len(), 1);
     // The owner died; its lease (3 s) ran out long ago when another owner looks at t+30.
     let other = open(&disk);
@@ -122,14 +116,7 @@ fn recovery_retried_after_a_failed_journal_write_writes_each_slot_once() {
 }
 
 fn claim_one(s: &FileStore, now: DateTime<Utc>) -> cronsole::store::Claim {
-    let out = s
-        .claim_due(&ClaimRequest {
-            now,
-            owner: "o",
-            limit: 1,
-            in_flight: &[],
-        })
-        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let out = s.claim_at(now, "o", 1);
     match out.claims.into_iter().next() {
         Some(c) => c,
         None => panic!("nothing claimed at {now}"),
@@ -363,14 +350,7 @@ fn a_retry_that_relies_on_a_landed_row_makes_it_durable_first() {
 #[test]
 fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
     let (disk, s) = setup(5, 10.0);
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1),
-            owner: "dead",
-            limit: 1,
-            in_flight: &[],
-        })
-        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let out = s.claim_at(t(1), "dead", 1);
     assert_eq!(out.claims.len(), 1);
     let req = |now| ClaimRequest {
         now,
@@ -527,14 +507,7 @@ fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() 
     };
     s.apply(&file, t(0))
         .unwrap_or_else(|e| panic!("apply: {e}"));
-    let out = s
-        .claim_due(&ClaimRequest {
-            now: t(1),
-            owner: "o",
-            limit: 1,
-            in_flight: &[],
-        })
-        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let out = s.claim_at(t(1), "o", 1);
     let c = match out.claims.into_iter().find(|c| c.job.def.name == "a") {
         Some(c) => c,
         None => panic!("job a not claimed"),
@@ -614,14 +587,7 @@ fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry(
     let mut now = 23;
     // Every claim is abandoned in turn; the job must retire after its one retry.
     for _ in 0..4 {
-        let out = s
-            .claim_due(&ClaimRequest {
-                now: t(now),
-                owner: "o",
-                limit: 1,
-                in_flight: &[],
-            })
-            .unwrap_or_else(|e| panic!("claim: {e}"));
+        let out = s.claim_at(t(now), "o", 1);
         executions.extend(out.claims.iter().map(|c| c.trigger));
         now += 40;
     }

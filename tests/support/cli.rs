@@ -5,7 +5,8 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The binary cargo built for this test run.
 pub const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
@@ -59,4 +60,67 @@ pub fn run_with_store(
 /// `cronsole --store DIR/store ARGS` in `dir`.
 pub fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
     run_with_store(dir, dir.join("store"), args)
+}
+
+/// `cronsole apply JOBS --store STORE`; panics with its stderr unless it exits 0.
+pub fn apply(jobs: &Path, store: &Path) {
+    let (code, _, err) = output(command().arg("apply").arg(jobs).arg("--store").arg(store));
+    assert_eq!(code, 0, "cronsole apply {}: {err}", jobs.display());
+}
+
+/// Start `n` owners `cronsole run ARGS --store STORE` in `dir` (stdout discarded, stderr kept
+/// for [`wait_ok`]); `args` carries at least `--for` so they stop by themselves.
+pub fn spawn_owners(dir: &Path, store: &Path, n: usize, args: &[&str]) -> Vec<Child> {
+    (0..n)
+        .map(|_| {
+            let mut c = cronsole(dir);
+            c.arg("run")
+                .args(args)
+                .arg("--store")
+                .arg(store)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            match c.spawn() {
+                Ok(k) => k,
+                Err(e) => panic!("starting {c:?}: {e}"),
+            }
+        })
+        .collect()
+}
+
+/// Wait for `child` to exit within `limit` (killed and the test failed otherwise, with its
+/// stderr); returns its output and how long it took.
+pub fn wait_timeout(mut child: Child, limit: Duration) -> (Output, Duration) {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() <= limit => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let err = child
+                    .wait_with_output()
+                    .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                    .unwrap_or_default();
+                panic!("process did not exit within {limit:?}; stderr:\n{err}");
+            }
+        }
+    }
+    match child.wait_with_output() {
+        Ok(out) => (out, start.elapsed()),
+        Err(e) => panic!("collecting a finished process's output: {e}"),
+    }
+}
+
+/// [`wait_timeout`] for each owner, each of which must exit 0 (its stderr in the failure).
+pub fn wait_ok(kids: Vec<Child>, limit: Duration) {
+    for k in kids {
+        let (out, _) = wait_timeout(k, limit);
+        assert!(
+            out.status.success(),
+            "owner exited {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -154,14 +154,7 @@ impl Locked<'_> {
                 return Err(corrupt(&spath, no, 1, "empty line"));
             }
             if no == 1 {
-                let h: filefmt::Header =
-                    serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
-                if h.cronsole != "snapshot" {
-                    return Err(corrupt(&spath, 1, 1, "not a snapshot header"));
-                }
-                check_id(&spath, h.store.as_deref(), id)?;
-                generation = h.generation;
-                absorbed = h.absorbed;
+                (generation, absorbed) = snapshot_header(&spath, line, id)?;
                 return Ok(());
             }
             verify_job_line(&spath, no, line)?;
@@ -205,41 +198,11 @@ impl Locked<'_> {
             let no = i as u64 + 1;
             let body = &line[..line.len() - 1];
             if i == 0 {
-                let h: filefmt::Header =
-                    serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
-                if h.cronsole != "journal" {
-                    return Err(corrupt(&jpath, 1, 1, "not a journal header"));
-                }
-                check_id(&jpath, h.store.as_deref(), id)?;
-                if h.generation == generation {
-                    continue;
-                }
-                // One generation behind is what a crash between writing a new snapshot and
-                // replacing the journal leaves; the snapshot says exactly which journal it
-                // absorbed. Anything else (an edited header, a journal from a backup) is
-                // corruption: never discard its records.
-                let leftover = filefmt::Absorbed {
-                    len,
-                    crc32: filefmt::crc32(&bytes),
-                };
-                if h.generation + 1 == generation && absorbed == Some(leftover) {
-                    stale = true;
+                stale = journal_is_stale(&jpath, body, id, generation, absorbed, &bytes)?;
+                if stale {
                     break;
                 }
-                return Err(corrupt(
-                    &jpath,
-                    1,
-                    1,
-                    format!(
-                        "journal generation {} does not match the snapshot's ({generation}){}",
-                        h.generation,
-                        if h.generation > generation {
-                            format!("; is {SNAPSHOT_FILE} missing or replaced?")
-                        } else {
-                            String::new()
-                        }
-                    ),
-                ));
+                continue;
             }
             verify_job_line(&jpath, no, body)?;
             let e: Entry = serde_json::from_slice(body).map_err(|e| json_err(&jpath, no, &e))?;
@@ -520,6 +483,66 @@ pub(super) fn reindex(inner: &mut Inner, name: &str) {
     }
 }
 
+/// The snapshot's header (its line 1): the snapshot's generation and the journal it absorbed.
+pub(super) fn snapshot_header(
+    path: &Path,
+    line: &[u8],
+    id: &str,
+) -> StoreResult<(u64, Option<filefmt::Absorbed>)> {
+    let h: filefmt::Header = serde_json::from_slice(line).map_err(|e| json_err(path, 1, &e))?;
+    if h.cronsole != "snapshot" {
+        return Err(corrupt(path, 1, 1, "not a snapshot header"));
+    }
+    check_id(path, h.store.as_deref(), id)?;
+    Ok((h.generation, h.absorbed))
+}
+
+/// The journal's header (its line 1, of `complete`: the journal's complete lines) against the
+/// snapshot's `generation`: `false` when the journal's records follow the snapshot, `true` when
+/// it is the journal the snapshot already absorbed (its records must be skipped).
+///
+/// One generation behind is what a crash between writing a new snapshot and replacing the
+/// journal leaves; the snapshot says exactly which journal it absorbed. Anything else (an edited
+/// header, a journal from a backup) is corruption: never discard its records.
+pub(super) fn journal_is_stale(
+    path: &Path,
+    line: &[u8],
+    id: &str,
+    generation: u64,
+    absorbed: Option<filefmt::Absorbed>,
+    complete: &[u8],
+) -> StoreResult<bool> {
+    let h: filefmt::Header = serde_json::from_slice(line).map_err(|e| json_err(path, 1, &e))?;
+    if h.cronsole != "journal" {
+        return Err(corrupt(path, 1, 1, "not a journal header"));
+    }
+    check_id(path, h.store.as_deref(), id)?;
+    if h.generation == generation {
+        return Ok(false);
+    }
+    let leftover = filefmt::Absorbed {
+        len: complete.len() as u64,
+        crc32: filefmt::crc32(complete),
+    };
+    if h.generation + 1 == generation && absorbed == Some(leftover) {
+        return Ok(true);
+    }
+    Err(corrupt(
+        path,
+        1,
+        1,
+        format!(
+            "journal generation {} does not match the snapshot's ({generation}){}",
+            h.generation,
+            if h.generation > generation {
+                format!("; is {SNAPSHOT_FILE} missing or replaced?")
+            } else {
+                String::new()
+            }
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{FileStore, JOURNAL_FILE, SNAPSHOT_FILE};
@@ -555,7 +578,7 @@ mod tests {
     /// record comes back in a fresh handle, and a re-apply changing one job appends one line.
     #[test]
     fn a_large_snapshot_is_written_and_read_in_pieces_and_a_one_job_reapply_appends_one_line() {
-        let dir = std::env::temp_dir().join(format!("cronsole-fs-pieces-{}", uuid::Uuid::new_v4()));
+        let dir = crate::testkit::tmp::TempDir::new("fs-pieces");
         let s = FileStore::open(&dir).unwrap();
         let n = 12_000;
         let mut file = JobsFile {
@@ -589,6 +612,5 @@ mod tests {
             file.jobs[17].max_retries
         );
         assert_eq!(again.jobs().unwrap().len(), n);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

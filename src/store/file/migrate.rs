@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::history::{HISTORY_DIR, history_header, segment_path};
-use super::jobs::{Entry, EntryLine, EntryRef};
+use super::jobs::{Entry, EntryLine, EntryRef, journal_is_stale, snapshot_header};
 use super::log::{
     check_id, complete_len, corrupt, encode_checked_line, encode_line, header_line, io_err,
     json_err, read_at, stat, write_atomic,
@@ -271,14 +271,7 @@ fn checksum_job_lines(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()>
     for (i, line) in snap[..snap.len() - 1].split(|c| *c == b'\n').enumerate() {
         let no = i as u64 + 1;
         if i == 0 {
-            let h: filefmt::Header =
-                serde_json::from_slice(line).map_err(|e| json_err(&spath, no, &e))?;
-            if h.cronsole != "snapshot" {
-                return Err(corrupt(&spath, 1, 1, "not a snapshot header"));
-            }
-            check_id(&spath, h.store.as_deref(), id)?;
-            generation = h.generation;
-            absorbed = h.absorbed;
+            (generation, absorbed) = snapshot_header(&spath, line, id)?;
             continue;
         }
         let e = verified(&spath, no, line)?;
@@ -310,30 +303,13 @@ fn checksum_job_lines(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()>
     {
         let no = i as u64 + 1;
         if i == 0 {
-            let h: filefmt::Header =
-                serde_json::from_slice(line).map_err(|e| json_err(&jpath, no, &e))?;
-            if h.cronsole != "journal" {
-                return Err(corrupt(&jpath, 1, 1, "not a journal header"));
-            }
-            check_id(&jpath, h.store.as_deref(), id)?;
-            if h.generation == generation {
-                continue;
-            }
-            if h.generation + 1 == generation && absorbed == Some(leftover) {
+            stale = journal_is_stale(&jpath, line, id, generation, absorbed, complete)?;
+            if stale {
                 // Left over from before the last compaction: its records are in the snapshot,
                 // which is rewritten at its own generation (still naming that journal).
-                stale = true;
                 break;
             }
-            return Err(corrupt(
-                &jpath,
-                1,
-                1,
-                format!(
-                    "journal generation {} does not match the snapshot's ({generation})",
-                    h.generation
-                ),
-            ));
+            continue;
         }
         let e = verified(&jpath, no, line)?;
         jobs.insert(e.job.def.name.clone(), e);

@@ -5,13 +5,13 @@ use super::jobs::EntryRef;
 use super::*;
 use crate::model::{Status, Trigger};
 use crate::store::logic::tests_support::def;
+use crate::testkit::store::ClaimAt;
 
 use crate::testkit::time::epoch as t;
+use crate::testkit::tmp::TempDir;
 
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("cronsole-fs-{name}-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&p).unwrap();
-    p
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("fs-{name}"))
 }
 
 fn jobs_file(names: &[&str]) -> JobsFile {
@@ -22,13 +22,7 @@ fn jobs_file(names: &[&str]) -> JobsFile {
 }
 
 fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
-    s.claim_due(&ClaimRequest {
-        now: t(now),
-        owner,
-        limit,
-        in_flight: &[],
-    })
-    .unwrap()
+    s.claim_at(t(now), owner, limit)
 }
 
 fn finish(s: &FileStore, c: &Claim, status: Status, now: i64) -> CompleteOutcome {
@@ -124,7 +118,7 @@ fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// A store with two jobs, a finished run and a compacted + appended journal.
-fn used_store(name: &str) -> PathBuf {
+fn used_store(name: &str) -> TempDir {
     let dir = tmp(name);
     let s = FileStore::open(&dir).unwrap();
     s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
@@ -159,7 +153,6 @@ fn assert_refused(dir: &Path, file: &str, needle: &str) {
             "every byte unchanged (writer: {writer})"
         );
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// Issue 10 item 2 (was: a deleted journal fell back to the snapshot, exit 0).
@@ -285,7 +278,6 @@ fn a_file_from_another_store_is_refused() {
         std::fs::copy(other.join(f), dir.join(f)).unwrap();
         assert_refused(&dir, f, "another store");
     }
-    std::fs::remove_dir_all(&other).unwrap();
 }
 
 /// Issue 10 item 2 (was: a flipped byte mid-history was only seen by `history`; `run` went
@@ -344,7 +336,6 @@ fn a_crash_between_snapshot_and_journal_is_recognised_and_only_a_writer_replaces
     );
     let again = FileStore::open_existing(&dir).unwrap();
     assert!(again.job("j").unwrap().unwrap().rt.paused);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Readers leave a torn tail in place; the next writer cuts it before appending.
@@ -398,7 +389,6 @@ fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruptio
     }
     assert!(err.is_bad_input());
     assert_eq!(std::fs::read(&hpath).unwrap(), bad, "bytes untouched");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue 10 item 2: a previous-release store is migrated by a writer, refused (with how to
@@ -461,7 +451,6 @@ fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
     let v = std::fs::read_to_string(dir.join(VERSION_FILE)).unwrap();
     assert!(v.starts_with("cronsole-file-store 3\nstore "), "{v}");
     FileStore::open_existing(&dir).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -755,7 +744,6 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
     assert!(err.to_string().contains("lock"), "{err}");
     drop(held);
     assert!(b.jobs().unwrap().is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -812,7 +800,7 @@ fn recovery_finds_a_landed_row_of_a_concurrent_run() {
 
 /// A store whose history spans several sealed segments: `runs` runs of jobs a and b, with
 /// segments sealed at 2 KiB.
-fn segmented(name: &str, runs: i64) -> (PathBuf, FileStore) {
+fn segmented(name: &str, runs: i64) -> (TempDir, FileStore) {
     let dir = tmp(name);
     let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
     s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
@@ -911,7 +899,6 @@ fn history_is_sealed_into_segments_and_pages_read_across_them() {
     // A reopened handle (default bound) reads the same and appends to the open segment.
     let s = FileStore::open(&dir).unwrap();
     assert_eq!(ids(&all_rows(&s)), ids(&all));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A flipped byte in a sealed segment: `check` names the segment file and line; a query that
@@ -951,7 +938,6 @@ fn damage_in_a_sealed_segment_is_found_by_check_and_by_its_readers() {
         "{:?}",
         rep.problems
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn segment_path_for_test(dir: &Path, n: u64) -> PathBuf {
@@ -998,7 +984,6 @@ fn a_crash_mid_seal_is_finished_by_the_next_writer_and_no_row_shows_twice() {
     assert_eq!(ids(&after[2..]), ids(&before));
     let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
     assert!(rep.ok(), "{:?}", rep.problems);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Turn a format-3 store whose history is all in the open segment into the format-2 store the
@@ -1104,7 +1089,6 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
     assert!(rep.ok(), "{:?}", rep.problems);
     assert_eq!(rep.history_rows, 60);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue 10 item 2 (red team): a journal cut short by hand, leaving a partial line, used to
@@ -1173,7 +1157,6 @@ fn retention_drops_whole_old_segments() {
     assert_eq!(rep.history_rows, 20);
     let s = FileStore::open(&dir).unwrap();
     assert_eq!(all_rows(&s).len(), 20);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// An open segment far over the bound (written by a tool, not by cronsole): a read-only open
@@ -1227,5 +1210,58 @@ fn an_oversized_open_segment_is_sealed_and_verified_before_the_first_append() {
         h,
         "nothing appended after the damaged row"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The one generation check that both opening a store and the format-2 -> 3 upgrade use: a
+/// journal at the snapshot's generation is read, the one the snapshot absorbed is skipped, and
+/// any other is corruption at line 1 (never discarded).
+#[test]
+fn the_journal_generation_check_reads_skips_or_refuses() {
+    use super::jobs::{journal_is_stale, snapshot_header};
+    use super::log::header_line;
+    let path = Path::new("/s/jobs.journal");
+    let id = "store-1";
+    let journal = |generation| header_line("journal", generation, id, None).unwrap();
+    let snap = header_line("snapshot", 5, id, None).unwrap();
+    assert_eq!(
+        snapshot_header(path, &snap[..snap.len() - 1], id).unwrap(),
+        (5, None)
+    );
+    let e = snapshot_header(path, &journal(5)[..], id).unwrap_err();
+    assert!(e.to_string().contains("not a snapshot header"), "{e}");
+
+    let body = |b: &[u8]| b[..b.len() - 1].to_vec();
+    let current = journal(5);
+    assert!(!journal_is_stale(path, &body(&current), id, 5, None, &current).unwrap());
+    let old = journal(4);
+    let absorbed = filefmt::Absorbed {
+        len: old.len() as u64,
+        crc32: filefmt::crc32(&old),
+    };
+    assert!(journal_is_stale(path, &body(&old), id, 5, Some(absorbed), &old).unwrap());
+    // One behind but not the journal the snapshot absorbed; two behind; ahead.
+    let other = filefmt::Absorbed {
+        len: old.len() as u64,
+        crc32: absorbed.crc32 ^ 1,
+    };
+    for (line, absorbed, needle) in [
+        (
+            old.clone(),
+            Some(other),
+            "journal generation 4 does not match the snapshot's (5)",
+        ),
+        (
+            journal(3),
+            Some(absorbed),
+            "journal generation 3 does not match",
+        ),
+        (journal(6), None, "missing or replaced?"),
+        (snap.clone(), None, "not a journal header"),
+    ] {
+        let e = journal_is_stale(path, &body(&line), id, 5, absorbed, &line).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { line: 1, .. }), "{e:?}");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+    let e = journal_is_stale(path, &body(&current), "store-2", 5, None, &current).unwrap_err();
+    assert!(e.to_string().contains("another store"), "{e}");
 }

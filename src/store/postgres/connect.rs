@@ -757,8 +757,7 @@ mod tests {
             parse_with_env("postgres://u@h/d", &env_of(&[("PGPASSWORD", "fromenv")])).unwrap();
         assert_eq!(cfg.get_password(), Some(&b"fromenv"[..]));
 
-        let dir = std::env::temp_dir().join(format!("cronsole-pgpass-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testkit::tmp::TempDir::new("pgpass");
         let f = dir.join("pgpass");
         std::fs::write(
             &f,
@@ -777,7 +776,6 @@ mod tests {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         let (cfg, _) = parse_with_env("postgres://u@h/d", &env_of(&[("PGPASSFILE", &fs)])).unwrap();
         assert_eq!(cfg.get_password(), None);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -733,15 +733,34 @@ impl Inner {
             return Ok(edit.value);
         }
         let recs: &[JobRecord] = if edit.changed { &recs } else { &[] };
+        self.commit_changes(tx, &st, &edit.rows, recs, now, notify, "committing")
+            .await?;
+        Ok(edit.value)
+    }
+
+    /// The one write path of edits, claims, completions and reservations: append `rows`, write
+    /// `jobs`, bump the store version — pipelined in one round trip —, commit (`doing` names
+    /// the step in an error) and make the new version known ([`Inner::published`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_changes(
+        &self,
+        tx: Transaction<'_>,
+        st: &Stmts,
+        rows: &[HistoryRow],
+        jobs: &[JobRecord],
+        now: DateTime<Utc>,
+        notify: Notify,
+        doing: &str,
+    ) -> StoreResult<()> {
         let ((), (), v) = try_join3(
-            write_jobs(&tx, &st, recs, now),
-            append_history(&tx, &st, &edit.rows),
-            bump(&tx, &st, notify),
+            append_history(&tx, st, rows),
+            write_jobs(&tx, st, jobs, now),
+            bump(&tx, st, notify),
         )
         .await?;
-        tx.commit().await.map_err(|e| db_err("committing", e))?;
+        tx.commit().await.map_err(|e| db_err(doing, e))?;
         self.published(v, notify);
-        Ok(edit.value)
+        Ok(())
     }
 
     /// Make a committed version known: observed locally, and announced to the other owners
@@ -991,16 +1010,16 @@ impl Inner {
             return Ok(ClaimOutcome::default());
         }
         // Pipelined: history, job rows and the version bump go out in one round trip.
-        let ((), (), v) = try_join3(
-            append_history(&tx, &st, &rows),
-            write_jobs(&tx, &st, &changed, now),
-            bump(&tx, &st, Notify::AfterCommit),
+        self.commit_changes(
+            tx,
+            &st,
+            &rows,
+            &changed,
+            now,
+            Notify::AfterCommit,
+            "committing claims",
         )
         .await?;
-        tx.commit()
-            .await
-            .map_err(|e| db_err("committing claims", e))?;
-        self.feed.announce(v);
         Ok(ClaimOutcome { claims, rows })
     }
 
@@ -1114,16 +1133,16 @@ impl Inner {
         }
         let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
         changed.extend(children);
-        let ((), (), v) = try_join3(
-            append_history(&tx, &st, &rows),
-            write_jobs(&tx, &st, &changed, now),
-            bump(&tx, &st, Notify::AfterCommit),
+        self.commit_changes(
+            tx,
+            &st,
+            &rows,
+            &changed,
+            now,
+            Notify::AfterCommit,
+            "committing a completion",
         )
         .await?;
-        tx.commit()
-            .await
-            .map_err(|e| db_err("committing a completion", e))?;
-        self.feed.announce(v);
         // History retention (SPEC §14.1 default, same as the file store): every
         // RETENTION_EVERY completions of a process, trim that job to its newest rows. A
         // failure here loses nothing and is retried next time.

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
-use super::{Inner, Notify, bump, db_err, lock_jobs, write_jobs};
+use super::{Inner, Notify, db_err, lock_jobs};
 use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement, Totals};
 use crate::store::logic;
 use crate::store::{StoreError, StoreResult};
@@ -98,15 +98,16 @@ impl Inner {
             return Err(StoreError::NoSuchJob(job));
         };
         let id = budget::record(rec, &req, key);
-        let ((), v) = futures_util::future::try_join(
-            write_jobs(&tx, &st, &mine, now),
-            bump(&tx, &st, Notify::AfterCommit),
+        self.commit_changes(
+            tx,
+            &st,
+            &[],
+            &mine,
+            now,
+            Notify::AfterCommit,
+            "committing a budget reservation",
         )
         .await?;
-        tx.commit()
-            .await
-            .map_err(|e| db_err("committing a budget reservation", e))?;
-        self.feed.announce(v);
         Ok(ReserveOutcome::Reserved { id })
     }
 

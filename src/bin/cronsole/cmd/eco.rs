@@ -27,9 +27,9 @@ use crate::cli::{Cli, CompletionsArgs, LogsArgs};
 use anyhow::{Context, Result};
 use cronsole::config;
 use cronsole::model::JobDef;
-use cronsole::store::Store;
+use cronsole::store::{ApplyReport, Store};
 
-use super::{bad_input, jobs_file, open_store, store_location};
+use super::{apply_counts, apply_lines, bad_input, jobs_file, open_store, store_location};
 
 pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
     let mut cmd = crate::cli::command();
@@ -116,59 +116,31 @@ pub fn init(file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What applying `jobs` to the store would do, as `apply` reports it.
-#[derive(Debug, Default, PartialEq)]
-struct Plan {
-    created: Vec<String>,
-    updated: Vec<String>,
-    retired: Vec<String>,
-    unchanged: Vec<String>,
+/// What applying `jobs` to the store would do, as `apply` reports it once done.
+fn plan_of(store: Option<&dyn Store>, jobs: &[JobDef]) -> Result<ApplyReport> {
+    let stored = match store {
+        Some(s) => s.jobs()?,
+        None => Vec::new(),
+    };
+    let mut plan = ApplyReport::default();
+    for def in jobs {
+        match stored.iter().find(|r| r.def.name == def.name) {
+            None => plan.created.push(def.name.clone()),
+            Some(r) if r.def == *def && !r.rt.retired => plan.unchanged.push(def.name.clone()),
+            Some(_) => plan.updated.push(def.name.clone()),
+        }
+    }
+    for r in &stored {
+        if !r.rt.retired && !jobs.iter().any(|d| d.name == r.def.name) {
+            plan.retired.push(r.def.name.clone());
+        }
+    }
+    Ok(plan)
 }
 
-impl Plan {
-    fn of(store: Option<&dyn Store>, jobs: &[JobDef]) -> Result<Plan> {
-        let stored = match store {
-            Some(s) => s.jobs()?,
-            None => Vec::new(),
-        };
-        let mut plan = Plan::default();
-        for def in jobs {
-            match stored.iter().find(|r| r.def.name == def.name) {
-                None => plan.created.push(def.name.clone()),
-                Some(r) if r.def == *def && !r.rt.retired => plan.unchanged.push(def.name.clone()),
-                Some(_) => plan.updated.push(def.name.clone()),
-            }
-        }
-        for r in &stored {
-            if !r.rt.retired && !jobs.iter().any(|d| d.name == r.def.name) {
-                plan.retired.push(r.def.name.clone());
-            }
-        }
-        Ok(plan)
-    }
-
-    fn changes(&self) -> usize {
-        self.created.len() + self.updated.len() + self.retired.len()
-    }
-
-    fn print(&self) {
-        for (word, names) in [
-            ("create", &self.created),
-            ("update", &self.updated),
-            ("retire", &self.retired),
-        ] {
-            for n in names {
-                println!("  {word:<7} {n}");
-            }
-        }
-        println!(
-            "plan: {} to create, {} to update, {} to retire, {} unchanged",
-            self.created.len(),
-            self.updated.len(),
-            self.retired.len(),
-            self.unchanged.len()
-        );
-    }
+/// How many job records `plan` changes.
+fn changes(plan: &ApplyReport) -> usize {
+    plan.created.len() + plan.updated.len() + plan.retired.len()
 }
 
 /// Ask a yes/no question on stdout, read the answer from stdin; `default` on an empty line.
@@ -276,9 +248,12 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
     } else {
         None
     };
-    let plan = Plan::of(store.as_deref(), &loaded.file.jobs)?;
-    plan.print();
-    let question = if plan.changes() == 0 {
+    let plan = plan_of(store.as_deref(), &loaded.file.jobs)?;
+    for line in apply_lines(&plan, true) {
+        println!("{line}");
+    }
+    println!("plan: {}", apply_counts(&plan, true));
+    let question = if changes(&plan) == 0 {
         format!("save {} (no job changes in the store)?", file.display())
     } else {
         format!("save {} and apply it to {location}?", file.display())
@@ -314,12 +289,9 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
     };
     let rep = store.apply(&loaded.file, chrono::Utc::now())?;
     println!(
-        "saved {}; applied: {} created, {} updated, {} retired, {} unchanged ({})",
+        "saved {}; applied: {} ({})",
         file.display(),
-        rep.created.len(),
-        rep.updated.len(),
-        rep.retired.len(),
-        rep.unchanged.len(),
+        apply_counts(&rep, false),
         store.location()
     );
     Ok(ExitCode::SUCCESS)
@@ -435,8 +407,8 @@ mod tests {
     #[test]
     fn plan_without_a_store_creates_everything() {
         let loaded = config::load_str(STARTER, Path::new("jobs.yaml")).unwrap();
-        let plan = Plan::of(None, &loaded.file.jobs).unwrap();
+        let plan = plan_of(None, &loaded.file.jobs).unwrap();
         assert_eq!(plan.created, vec!["heartbeat".to_string()]);
-        assert_eq!(plan.changes(), 1);
+        assert_eq!(changes(&plan), 1);
     }
 }

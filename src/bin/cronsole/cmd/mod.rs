@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::cli::{Cli, Command};
 use anyhow::Result;
-use cronsole::store::{Store, StoreError};
+use cronsole::store::{ApplyReport, Store, StoreError};
 
 mod check;
 mod dry_run;
@@ -20,6 +20,46 @@ mod schedule_cmds;
 mod select;
 mod store_cmds;
 mod validate;
+
+/// One line per job an apply touches, in the one shape `apply` and `edit` print: done
+/// (`created   name`, unchanged jobs included) or, `planned`, the plan `edit` shows before it
+/// saves (`  create  name`; unchanged jobs left out).
+pub fn apply_lines(rep: &ApplyReport, planned: bool) -> Vec<String> {
+    // (word in a plan — none: not listed —, word once done, names)
+    let lists = [
+        (Some("create"), "created", &rep.created),
+        (Some("update"), "updated", &rep.updated),
+        (Some("retire"), "retired", &rep.retired),
+        (None, "unchanged", &rep.unchanged),
+    ];
+    let mut out = Vec::new();
+    for (plan_word, done_word, names) in lists {
+        for n in names {
+            match (planned, plan_word) {
+                (true, Some(w)) => out.push(format!("  {w:<7} {n}")),
+                (true, None) => {}
+                (false, _) => out.push(format!("{done_word:<9} {n}")),
+            }
+        }
+    }
+    out
+}
+
+/// The counts of an apply, in the one shape `apply`, `edit`, `run` and its SIGHUP reload print:
+/// `N created, N updated, N retired, N unchanged`, or, `planned`, `N to create, …, N unchanged`.
+pub fn apply_counts(rep: &ApplyReport, planned: bool) -> String {
+    let (c, u, r, n) = (
+        rep.created.len(),
+        rep.updated.len(),
+        rep.retired.len(),
+        rep.unchanged.len(),
+    );
+    if planned {
+        format!("{c} to create, {u} to update, {r} to retire, {n} unchanged")
+    } else {
+        format!("{c} created, {u} updated, {r} retired, {n} unchanged")
+    }
+}
 
 /// An error caused by what the user gave us: exit code 2.
 #[derive(Debug)]
@@ -145,4 +185,50 @@ pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     }
     let store = cronsole::store::file::FileStore::open(Path::new(location))?;
     Ok(Arc::new(store))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{apply_counts, apply_lines};
+    use cronsole::store::ApplyReport;
+
+    fn report() -> ApplyReport {
+        let v = |n: &[&str]| n.iter().map(|s| s.to_string()).collect();
+        ApplyReport {
+            created: v(&["a"]),
+            updated: v(&["b", "c"]),
+            retired: v(&["d"]),
+            unchanged: v(&["e"]),
+        }
+    }
+
+    #[test]
+    fn an_apply_prints_every_job_and_its_counts() {
+        assert_eq!(
+            apply_lines(&report(), false),
+            [
+                "created   a",
+                "updated   b",
+                "updated   c",
+                "retired   d",
+                "unchanged e"
+            ]
+        );
+        assert_eq!(
+            apply_counts(&report(), false),
+            "1 created, 2 updated, 1 retired, 1 unchanged"
+        );
+    }
+
+    #[test]
+    fn a_plan_lists_only_the_jobs_it_changes() {
+        assert_eq!(
+            apply_lines(&report(), true),
+            ["  create  a", "  update  b", "  update  c", "  retire  d"]
+        );
+        assert_eq!(
+            apply_counts(&report(), true),
+            "1 to create, 2 to update, 1 to retire, 1 unchanged"
+        );
+    }
 }

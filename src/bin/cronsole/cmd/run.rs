@@ -23,7 +23,7 @@ use cronsole::schedule::parse_duration;
 use cronsole::service::{http, metrics, sdnotify};
 use cronsole::store::Store;
 
-use super::{bad_input, jobs_file, open_store, store_location};
+use super::{apply_counts, bad_input, jobs_file, open_store, store_location};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -204,14 +204,11 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             let now = clock.now();
             let report = engine::blocking(&store, move |s| s.apply(&file, now)).await?;
             let summary = format!(
-                "applied {}: {} created, {} updated, {} retired, {} unchanged",
+                "applied {}: {}",
                 jobs.as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default(),
-                report.created.len(),
-                report.updated.len(),
-                report.retired.len(),
-                report.unchanged.len()
+                apply_counts(&report, false)
             );
             tracing::info!("{summary}");
             if mode == Mode::Headless {
@@ -350,12 +347,9 @@ impl Reload {
         match engine::blocking(&self.store, move |s| s.apply(&file, now)).await {
             Ok(report) => {
                 let summary = format!(
-                    "re-applied {}: {} created, {} updated, {} retired, {} unchanged",
+                    "re-applied {}: {}",
                     path.display(),
-                    report.created.len(),
-                    report.updated.len(),
-                    report.retired.len(),
-                    report.unchanged.len()
+                    apply_counts(&report, false)
                 );
                 tracing::info!("{summary}");
                 eprintln!("cronsole: SIGHUP: {summary}");

@@ -15,6 +15,16 @@
 //! where the store cannot skip by counts.
 //! Opening a store directory that does not exist yet creates an empty store (so `jobs` on a
 //! fresh checkout prints an empty table rather than failing).
+//!
+//! Tables (`jobs`, `history`, `stats`) go through one `table` helper: plain columns as wide as
+//! their widest cell, two spaces apart, no borders, the last column unpadded. Why not
+//! `comfy-table` or `tabled` (issue 15 item 10, evaluated): the output is a scripting surface
+//! (`awk '{print $1}'`, `grep`, `cut`) that must not change shape with the terminal, and both
+//! crates are built for boxed, width-fitted tables — borders, wrapping or truncation to the
+//! terminal width, per-cell styling — that we would switch off one by one to get back the
+//! ~30 lines here; their display-width measuring matters only for wide characters, which no
+//! padded column holds (job names are `A-Z a-z 0-9 . _ -`, times RFC 3339, numbers; free text
+//! such as a history row's reason or a job's note is the unpadded last column).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,7 +39,10 @@ use cronsole::store::{HistoryQuery, JobEdit, Store};
 use cronsole::when::{self, Zone};
 use serde::Serialize;
 
-use super::{bad_input, jobs_file, open_existing_store, open_store, store_location};
+use super::{
+    apply_counts, apply_lines, bad_input, jobs_file, open_existing_store, open_store,
+    store_location,
+};
 
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
@@ -49,24 +62,10 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     }
     let store = open_store(&store_location(cli, Some(file)))?;
     let rep = store.apply(&loaded.file, Utc::now())?;
-    for (word, names) in [
-        ("created", &rep.created),
-        ("updated", &rep.updated),
-        ("retired", &rep.retired),
-        ("unchanged", &rep.unchanged),
-    ] {
-        for n in names {
-            println!("{word:<9} {n}");
-        }
+    for line in apply_lines(&rep, false) {
+        println!("{line}");
     }
-    println!(
-        "{} created, {} updated, {} retired, {} unchanged ({})",
-        rep.created.len(),
-        rep.updated.len(),
-        rep.retired.len(),
-        rep.unchanged.len(),
-        store.location()
-    );
+    println!("{} ({})", apply_counts(&rep, false), store.location());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -217,34 +216,49 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
         "NAME", "STATE", "NEXT", "LEFT", "LAST", "PASSED", "STATUS", "RUNS", "SPEND", "SCHEDULE",
         "NOTE",
     ];
+    for line in table(&header, &rows, &[7]) {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The plain-text tables of `jobs`, `history` and `stats`: each column as wide as its widest
+/// cell, two spaces between columns, the columns numbered in `right` right-aligned, the last
+/// column unpadded and no trailing blanks (so `awk`/`cut` and `grep` work on every line).
+/// Widths count characters: the cells are ASCII but for the last column (names are
+/// `A-Z a-z 0-9 . _ -`, times RFC 3339, numbers), whose width does not matter.
+fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R], right: &[usize]) -> Vec<String> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r.as_ref()) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let print = |cells: &[String]| {
-        let last = cells.len() - 1;
-        let line: Vec<String> = cells
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<&str> = cells.collect();
+        let last = cells.len().saturating_sub(1);
+        let padded: Vec<String> = cells
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let w = widths.get(i).copied().unwrap_or(0);
                 if i == last {
-                    c.clone()
-                } else if i == 7 {
-                    format!("{c:>w$}", w = widths[i])
+                    c.to_string()
+                } else if right.contains(&i) {
+                    format!("{c:>w$}")
                 } else {
-                    format!("{c:<w$}", w = widths[i])
+                    format!("{c:<w$}")
                 }
             })
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        padded.join("  ").trim_end().to_string()
     };
-    print(&header.map(String::from));
-    for r in &rows {
-        print(r);
-    }
-    Ok(ExitCode::SUCCESS)
+    let mut out = vec![line(&mut header.iter().copied())];
+    out.extend(
+        rows.iter()
+            .map(|r| line(&mut r.as_ref().iter().map(String::as_str))),
+    );
+    out
 }
 
 /// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` / a date
@@ -338,10 +352,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} REASON",
-        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "RUN_ID"
-    );
+    let mut cells = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut reason = r.reason.clone().or(r.error.clone()).unwrap_or_default();
         if let Some(n) = r.slots_count {
@@ -355,17 +366,22 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         }
         let reason: String = reason.chars().take(160).collect();
         let reason = cronsole::text::visible_line(&reason);
-        println!(
-            "{:<20} {:<24} {:<10} {:<20} {:<9} {:>8} {:<36} {}",
+        cells.push(vec![
             ts(Some(r.finished_at)),
-            r.job,
-            r.status.as_str(),
+            r.job.clone(),
+            r.status.as_str().to_string(),
             ts(r.slot),
-            r.trigger.as_str(),
-            r.duration_ms,
-            r.run_id,
-            reason
-        );
+            r.trigger.as_str().to_string(),
+            r.duration_ms.to_string(),
+            r.run_id.to_string(),
+            reason.into_owned(),
+        ]);
+    }
+    let header = [
+        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "RUN_ID", "REASON",
+    ];
+    for line in table(&header, &cells, &[5]) {
+        println!("{line}");
     }
     if let Some(t) = &page.next {
         println!("(more rows: next page with --page {t})");
@@ -406,34 +422,32 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
             if j.capped { " (at least)" } else { "" }
         );
     }
-    println!(
-        "{:<24} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>9}",
-        "JOB", "EXEC", "OK", "FAIL", "RATE%", "TOTAL$", "PERIOD$", "LEFT$", "RUNTIME"
-    );
     let line = |l: &StatsLine| {
-        println!(
-            "{:<24} {:>6} {:>6} {:>6} {:>7.2} {:>10.4} {:>10.4} {:>10} {:>8.1}s{}",
-            l.job,
-            l.total_executions,
-            l.successful_executions,
-            l.failed_executions,
-            l.success_rate,
-            l.total_cost_usd,
-            l.period_cost_usd,
+        vec![
+            l.job.clone(),
+            l.total_executions.to_string(),
+            l.successful_executions.to_string(),
+            l.failed_executions.to_string(),
+            format!("{:.2}", l.success_rate),
+            format!("{:.4}", l.total_cost_usd),
+            format!("{:.4}", l.period_cost_usd),
             l.remaining_budget
                 .map_or("-".to_string(), |r| format!("{r:.4}")),
-            l.runtime_seconds,
+            format!("{:.1}s", l.runtime_seconds),
             if l.cost_incomplete {
-                " (spend incomplete)"
+                "(spend incomplete)".to_string()
             } else {
-                ""
-            }
-        )
+                String::new()
+            },
+        ]
     };
-    for l in &s.jobs {
-        line(l);
+    let rows: Vec<Vec<String>> = s.jobs.iter().chain([&s.global]).map(line).collect();
+    let header = [
+        "JOB", "EXEC", "OK", "FAIL", "RATE%", "TOTAL$", "PERIOD$", "LEFT$", "RUNTIME", "",
+    ];
+    for line in table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8]) {
+        println!("{line}");
     }
-    line(&s.global);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -718,4 +732,32 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+
+    #[test]
+    fn a_table_pads_to_the_widest_cell_right_aligns_numbers_and_leaves_the_last_column_alone() {
+        let rows = vec![
+            vec![
+                "a-rather-long-job-name".to_string(),
+                "7".into(),
+                "ok".into(),
+            ],
+            vec!["b".to_string(), "1234".into(), "a note  ".into()],
+        ];
+        assert_eq!(
+            table(&["JOB", "RUNS", "NOTE"], &rows, &[1]),
+            [
+                "JOB                     RUNS  NOTE",
+                "a-rather-long-job-name     7  ok",
+                "b                       1234  a note",
+            ]
+        );
+        // No rows: the header alone, without trailing blanks.
+        let none: Vec<Vec<String>> = Vec::new();
+        assert_eq!(table(&["JOB", "RUNS", ""], &none, &[1]), ["JOB  RUNS"]);
+    }
 }

@@ -1,0 +1,69 @@
+//! A `cronsole run` (or any child) started in the background for a test, its stderr read line by
+//! line on a thread so the test can wait for a line (bounded), signal it, and have it killed when
+//! the test ends — also when it panics.
+//!
+//! Owns: the child and its stderr reader. Must not touch: what the test asserts.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running child whose stderr lines arrive on a channel; killed and reaped on drop.
+pub struct Daemon {
+    /// The process (tests wait on it after a SIGTERM).
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Start `cmd` with stdin and stdout on `/dev/null` and stderr read line by line.
+    pub fn spawn(cmd: &mut Command) -> Daemon {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("starting {cmd:?}: {e}"),
+        };
+        let (tx, rx) = mpsc::channel();
+        if let Some(err) = child.stderr.take() {
+            std::thread::spawn(move || {
+                for l in BufReader::new(err).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Daemon { child, lines: rx }
+    }
+
+    /// Wait (up to 20 s) for a stderr line containing `needle`; panics with the lines seen.
+    pub fn wait_line(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(l) => seen.push(l),
+                Err(e) => panic!("no stderr line with {needle:?} ({e}); saw {seen:#?}"),
+            }
+        }
+    }
+
+    /// Send signal `sig` to the child.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        let r = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(r, 0, "kill failed");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
