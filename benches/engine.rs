@@ -11,7 +11,8 @@
 //! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`.
 //!
 //! `cargo bench --bench engine [-- idle|rss|lateness|lateness-spread|burst]` (all but `burst` by
-//! default). Figures go to docs/BENCHMARKS.md, section "Engine".
+//! default; `ENGINE_BIN=path` runs another build of `cronsole`, `CRONSOLE_ZYGOTE=off` the
+//! exec-per-run supervisor). Figures go to docs/BENCHMARKS.md, section "Engine".
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,13 @@ use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::stats::percentile as pct;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+const BUILT_BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+/// The binary under test: this build's, or `ENGINE_BIN` (another build, for a before/after
+/// comparison in one sitting).
+fn bin() -> String {
+    std::env::var("ENGINE_BIN").unwrap_or_else(|_| BUILT_BIN.to_string())
+}
 
 fn tmp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("cronsole-bench-{name}-{}", std::process::id()));
@@ -47,7 +54,7 @@ fn apply(dir: &Path, yaml: &str) -> PathBuf {
     let jobs = dir.join("jobs.yaml");
     std::fs::write(&jobs, yaml).unwrap();
     let store = dir.join("store");
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .arg("apply")
         .arg(&jobs)
         .arg("--store")
@@ -63,7 +70,7 @@ fn apply(dir: &Path, yaml: &str) -> PathBuf {
 }
 
 fn run(store: &Path, secs: u64, extra: &[&str]) -> Child {
-    Command::new(BIN)
+    Command::new(bin())
         .args(["run", "--for", &format!("{secs}s"), "--store"])
         .arg(store)
         .args(extra)
