@@ -103,6 +103,23 @@ fn self_and_children_ticks(pid: u32) -> Option<(u64, u64)> {
     (f.len() == 4).then(|| (f[0] + f[1], f[2] + f[3]))
 }
 
+/// The pid of `parent`'s child running `cronsole __zygote`.
+fn zygote_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == parent && String::from_utf8_lossy(&cmd).contains("__zygote")).then_some(pid)
+    })
+}
+
 fn status_kb(pid: u32, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
@@ -223,18 +240,29 @@ fn burst() {
     // (utime+stime of the engine, cutime+cstime of its reaped children: the supervisors and
     // the commands under them), sampled until it exits.
     let mut cpu = (0u64, 0u64);
+    // The zygote (`cronsole __zygote`, the engine's child that forks every run's supervisor):
+    // its own CPU plus that of its reaped children (the supervisors and the commands).
+    let mut zygote = None;
+    let mut zygote_cpu = 0u64;
     while child.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_millis(200));
         if let Some(c) = self_and_children_ticks(pid) {
             cpu = c;
         }
+        if zygote.is_none() {
+            zygote = zygote_of(pid);
+        }
+        if let Some(z) = zygote.and_then(self_and_children_ticks) {
+            zygote_cpu = z.0 + z.1;
+        }
         peak_load = loadavg();
     }
     let tick = 100.0; // USER_HZ
     println!(
-        "burst CPU: engine {:.2} s, supervisors + commands {:.2} s",
+        "burst CPU: engine {:.2} s, exec'd supervisors + commands {:.2} s, zygote + its supervisors + commands {:.2} s",
         cpu.0 as f64 / tick,
-        cpu.1 as f64 / tick
+        cpu.1 as f64 / tick,
+        zygote_cpu as f64 / tick,
     );
     let s = FileStore::open(&store).unwrap();
     let rows = s

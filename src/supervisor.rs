@@ -544,18 +544,24 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///   supervisor also sees its own control socket close and kills its tree, so a run dies with
 ///   its owner even if the zygote itself was killed first. `PR_SET_PDEATHSIG` is not used, for
 ///   the reason given in the module doc (it follows the spawning thread).
-/// - The zygote is a subreaper too and ignores SIGCHLD (the kernel reaps its children), so a
-///   supervisor killed by hand leaves its orphans under the zygote, not under PID 1.
+/// - The zygote is a subreaper too and reaps its children on SIGCHLD, so a supervisor killed by
+///   hand leaves its orphans under the zygote (killed when the owner goes), not under PID 1.
 /// - Commands get the zygote's environment (the owner's at its start; the binary never changes
 ///   its own) minus the request's `scrub`, plus its `extra`, as the exec'd supervisor does.
 pub fn zygote_main() -> i32 {
-    // SAFETY: plain prctl/signal calls with valid arguments; this process has one thread.
+    // SAFETY: prctl/sigaction with valid arguments; this process has one thread. SIGCHLD
+    // interrupts the blocking receive (no SA_RESTART) so exited supervisors are reaped at once
+    // (reaped, not ignored, so their CPU time is counted in the zygote's children's times).
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_child as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
     }
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
+        reap_exited();
         match recv_with_fds(0, &mut buf) {
             Ok(None) => break,
             Ok(Some((n, fds))) => start_run(&buf[..n], fds),
@@ -571,6 +577,7 @@ pub fn zygote_main() -> i32 {
     let me = unsafe { libc::getpid() };
     let started = Instant::now();
     loop {
+        reap_exited();
         let left = descendants_of(me);
         if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
             break;
@@ -584,6 +591,23 @@ pub fn zygote_main() -> i32 {
         std::thread::sleep(Duration::from_millis(5));
     }
     0
+}
+
+extern "C" fn on_child(_sig: libc::c_int) {}
+
+/// Reap every child that has exited (supervisors, and orphans re-parented to the zygote).
+fn reap_exited() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r <= 0 {
+            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+    }
 }
 
 /// Fork one run's supervisor for `msg`, or report why not on its control socket and stderr.
