@@ -214,7 +214,7 @@ async fn runs_go_through_one_zygote_which_is_restarted_when_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_zygote_run_gets_its_directory_environment_and_dead_man_switch() {
+async fn a_zygote_run_gets_its_directory_and_environment() {
     supervised();
     let d = tmp("zenv");
     let d = std::fs::canonicalize(&d).unwrap();
