@@ -11,7 +11,8 @@
 //! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`.
 //!
 //! `cargo bench --bench engine [-- idle|rss|lateness|lateness-spread|burst]` (all but `burst` by
-//! default). Figures go to docs/BENCHMARKS.md, section "Engine".
+//! default; `ENGINE_BIN=path` runs another build of `cronsole`, `CRONSOLE_ZYGOTE=off` the
+//! exec-per-run supervisor). Figures go to docs/BENCHMARKS.md, section "Engine".
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,13 @@ use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::stats::percentile as pct;
 use cronsole::testkit::tmp::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+const BUILT_BIN: &str = env!("CARGO_BIN_EXE_cronsole");
+
+/// The binary under test: this build's, or `ENGINE_BIN` (another build, for a before/after
+/// comparison in one sitting).
+fn bin() -> String {
+    std::env::var("ENGINE_BIN").unwrap_or_else(|_| BUILT_BIN.to_string())
+}
 
 fn tmp(name: &str) -> TempDir {
     TempDir::new(&format!("bench-{name}"))
@@ -45,7 +52,7 @@ fn apply(dir: &Path, yaml: &str) -> PathBuf {
     let jobs = dir.join("jobs.yaml");
     std::fs::write(&jobs, yaml).unwrap();
     let store = dir.join("store");
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .arg("apply")
         .arg(&jobs)
         .arg("--store")
@@ -61,7 +68,7 @@ fn apply(dir: &Path, yaml: &str) -> PathBuf {
 }
 
 fn run(store: &Path, secs: u64, extra: &[&str]) -> Child {
-    Command::new(BIN)
+    Command::new(bin())
         .args(["run", "--for", &format!("{secs}s"), "--store"])
         .arg(store)
         .args(extra)
@@ -92,6 +99,23 @@ fn self_and_children_ticks(pid: u32) -> Option<(u64, u64)> {
         .map(|x| x.parse().unwrap_or(0))
         .collect();
     (f.len() == 4).then(|| (f[0] + f[1], f[2] + f[3]))
+}
+
+/// The pid of `parent`'s child running `cronsole __zygote`.
+fn zygote_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == parent && String::from_utf8_lossy(&cmd).contains("__zygote")).then_some(pid)
+    })
 }
 
 fn status_kb(pid: u32, key: &str) -> Option<u64> {
@@ -213,18 +237,29 @@ fn burst() {
     // (utime+stime of the engine, cutime+cstime of its reaped children: the supervisors and
     // the commands under them), sampled until it exits.
     let mut cpu = (0u64, 0u64);
+    // The zygote (`cronsole __zygote`, the engine's child that forks every run's supervisor):
+    // its own CPU plus that of its reaped children (the supervisors and the commands).
+    let mut zygote = None;
+    let mut zygote_cpu = 0u64;
     while child.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_millis(200));
         if let Some(c) = self_and_children_ticks(pid) {
             cpu = c;
         }
+        if zygote.is_none() {
+            zygote = zygote_of(pid);
+        }
+        if let Some(z) = zygote.and_then(self_and_children_ticks) {
+            zygote_cpu = z.0 + z.1;
+        }
         peak_load = loadavg();
     }
     let tick = 100.0; // USER_HZ
     println!(
-        "burst CPU: engine {:.2} s, supervisors + commands {:.2} s",
+        "burst CPU: engine {:.2} s, exec'd supervisors + commands {:.2} s, zygote + its supervisors + commands {:.2} s",
         cpu.0 as f64 / tick,
-        cpu.1 as f64 / tick
+        cpu.1 as f64 / tick,
+        zygote_cpu as f64 / tick,
     );
     let s = FileStore::open(&store).unwrap();
     let rows = s

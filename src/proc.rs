@@ -1,8 +1,10 @@
 //! Running operator shell commands (`pre_run`, a monitor's `command`, the `command` action) with
 //! bounded resources (SPEC §9.1, §9.2, §10.1).
 //!
-//! Owns: spawning `sh -c CMD` with stdin closed — through the per-run supervisor
-//! ([`crate::supervisor`]) when the binary enabled it, else directly in its own process group —
+//! Owns: spawning `sh -c CMD` (or, without shell syntax, the program itself: [`plain_argv`])
+//! with stdin closed — through the per-run supervisor ([`crate::supervisor`]: a fork of the
+//! owner's zygote, else an exec of `__supervise`) when the binary enabled it, else directly in
+//! its own process group —
 //! capturing stdout and stderr with caps enforced *while reading* (memory never grows with the
 //! output), the timeout, the environment a command sees, and stopping the command's tree. Must
 //! not touch: the store, history, prompts — callers turn a [`ProcOutput`] into a gate outcome or
@@ -268,16 +270,42 @@ pub fn use_supervisor(exe: std::path::PathBuf) {
     let _ = SUPERVISOR.set(exe);
 }
 
+static NO_ZYGOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Start every supervised run through an exec of `__supervise` instead of the owner's zygote
+/// (the binary does this for `CRONSOLE_ZYGOTE=off`: a diagnostic switch, and the "before" side
+/// of `benches/engine.rs burst`).
+pub fn disable_zygote() {
+    NO_ZYGOTE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Whether commands are started through the supervisor.
 pub fn supervised() -> bool {
     SUPERVISOR.get().is_some()
 }
 
-/// Write end of the supervisor's life-line pipe. Closing it (drop, [`Lifeline::cut`]) tells the
-/// supervisor to kill the run's whole tree; a byte is a heartbeat.
-struct Lifeline(std::sync::Mutex<Option<std::os::fd::OwnedFd>>);
+/// Write end of the supervisor's life-line: the pipe that is its stdin (`__supervise`), or the
+/// owner's end of the run's control socket (a zygote's run, where the same socket brings the
+/// status back, so the write side is shut down rather than closed). Cutting it (drop,
+/// [`Lifeline::cut`]) tells the supervisor to kill the run's whole tree; a byte is a heartbeat.
+struct Lifeline {
+    fd: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
+    socket: bool,
+}
+
+impl Drop for Lifeline {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
 
 impl Lifeline {
+    fn socket(fd: std::os::fd::OwnedFd) -> Self {
+        let mut l = Lifeline::new(Some(fd));
+        l.socket = true;
+        l
+    }
+
     fn new(fd: Option<std::os::fd::OwnedFd>) -> Self {
         if let Some(fd) = &fd {
             use std::os::fd::AsRawFd;
@@ -290,12 +318,15 @@ impl Lifeline {
                 }
             }
         }
-        Lifeline(std::sync::Mutex::new(fd))
+        Lifeline {
+            fd: std::sync::Mutex::new(fd),
+            socket: false,
+        }
     }
 
     fn beat(&self) {
         use std::os::fd::AsRawFd;
-        if let Ok(g) = self.0.lock()
+        if let Ok(g) = self.fd.lock()
             && let Some(fd) = g.as_ref()
         {
             // SAFETY: writing one byte from a valid buffer to an fd we own; EAGAIN (full pipe)
@@ -307,8 +338,15 @@ impl Lifeline {
     }
 
     fn cut(&self) {
-        if let Ok(mut g) = self.0.lock() {
-            g.take();
+        if let Ok(mut g) = self.fd.lock()
+            && let Some(fd) = g.take()
+            && self.socket
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: shutdown on a socket we own; the read side stays open for the status.
+            unsafe {
+                libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR);
+            }
         }
     }
 }
@@ -343,10 +381,22 @@ pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcE
         // A command that needs no shell is executed directly (one exec fewer per run, which is
         // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
         // `sh` would for a missing program.
-        Some(exe) => match plain_argv(spec.command) {
-            Some(argv) => run_supervised(exe, spec, &argv, env).await,
-            None => run_supervised(exe, spec, &shell, env).await,
-        },
+        Some(exe) => {
+            let argv = plain_argv(spec.command);
+            let argv = argv.as_deref().unwrap_or(&shell);
+            // Through the owner's zygote (a fork per run); through an exec of `__supervise`
+            // when the zygote cannot take the request.
+            let zygote = !NO_ZYGOTE.load(std::sync::atomic::Ordering::SeqCst);
+            let via_zygote = if zygote {
+                run_zygote(exe, spec, argv, env).await
+            } else {
+                None
+            };
+            match via_zygote {
+                Some(out) => out,
+                None => run_supervised(exe, spec, argv, env).await,
+            }
+        }
         None => run_direct(spec, &shell, env).await,
     }
 }
@@ -398,6 +448,290 @@ fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr], env: &Proc
         .stderr(Stdio::piped())
         .process_group(0);
     cmd
+}
+
+/// The owner's zygote (`cronsole __zygote`, see [`crate::supervisor::zygote_main`]): started by
+/// the first supervised run, restarted if it dies, gone when this process is.
+struct Zygote {
+    sock: std::os::fd::OwnedFd,
+    child: std::process::Child,
+}
+
+static ZYGOTE: std::sync::Mutex<Option<Zygote>> = std::sync::Mutex::new(None);
+static ZYGOTE_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Zygote {
+    fn start(exe: &std::path::Path) -> std::io::Result<Zygote> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0; 2];
+        // SAFETY: socketpair writes two descriptors into a valid array.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned by nothing else.
+        let (ours, theirs) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        let child = std::process::Command::new(exe)
+            .arg(crate::supervisor::ZYGOTE_SUBCOMMAND)
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        Ok(Zygote { sock: ours, child })
+    }
+
+    fn retire(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The pid of this process's zygote, if one is running (tests and diagnostics).
+pub fn zygote_pid() -> Option<u32> {
+    ZYGOTE.lock().ok()?.as_ref().map(|z| z.child.id())
+}
+
+enum Sent {
+    Yes,
+    /// The zygote's socket is full: it is forking as fast as it can; try again shortly.
+    Busy,
+    No(std::io::Error),
+}
+
+/// Hand one request to the zygote, starting it first (or once more, if it died).
+fn zygote_send(exe: &std::path::Path, data: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) -> Sent {
+    use std::os::fd::AsFd;
+    let Ok(mut g) = ZYGOTE.lock() else {
+        return Sent::No(std::io::Error::other("zygote lock poisoned"));
+    };
+    let mut last = std::io::Error::other("zygote died at start");
+    for _ in 0..2 {
+        if g.is_none() {
+            match Zygote::start(exe) {
+                Ok(z) => *g = Some(z),
+                Err(e) => return Sent::No(e),
+            }
+        }
+        let Some(z) = g.as_ref() else { continue };
+        match crate::supervisor::send_with_fds(z.sock.as_fd(), data, fds) {
+            Ok(()) => return Sent::Yes,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Busy,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN | libc::ECONNREFUSED)
+                ) =>
+            {
+                if let Some(z) = g.take() {
+                    z.retire();
+                }
+                last = e;
+            }
+            Err(e) => return Sent::No(e),
+        }
+    }
+    Sent::No(last)
+}
+
+fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into a valid array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Run `argv` under a supervisor forked by the owner's zygote: the same guarantees as
+/// [`run_supervised`] without re-executing cronsole per run. `None` when the zygote cannot take
+/// this request (a field with a NUL byte, a request over the size cap, the zygote cannot be
+/// started): the caller then execs `__supervise`.
+async fn run_zygote(
+    exe: &std::path::Path,
+    spec: &ProcSpec<'_>,
+    argv: &[&str],
+    env: &ProcEnv,
+) -> Option<Result<ProcOutput, ProcError>> {
+    use std::os::fd::AsFd;
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let stall = env.stall_limit;
+    // The directory is resolved here, as a spawn would: the zygote's own may differ.
+    let here = std::env::current_dir().ok();
+    let workdir = match &env.workdir {
+        Some(d) => Some(here.as_ref().map_or_else(|| d.clone(), |h| h.join(d))),
+        None => here,
+    };
+    let req = crate::supervisor::Request {
+        stall,
+        workdir,
+        scrub: env.scrub.iter().map(std::ffi::OsString::from).collect(),
+        extra: env
+            .extra
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+        argv: argv.iter().map(std::ffi::OsString::from).collect(),
+    };
+    let data = req.encode()?;
+    let spawn_err = |source| ProcError::Spawn {
+        command: spec.command.to_string(),
+        source,
+    };
+    let setup = || -> std::io::Result<_> {
+        let (out_r, out_w) = pipe_cloexec()?;
+        let (err_r, err_w) = pipe_cloexec()?;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let lifeline = Lifeline::socket(ours.try_clone()?.into());
+        ours.set_nonblocking(true)?;
+        let ctl = tokio::net::UnixStream::from_std(ours)?;
+        let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?;
+        let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?;
+        Ok((ctl, lifeline, stdout, stderr, [theirs.into(), out_w, err_w]))
+    };
+    let mut status: Vec<u8> = Vec::new();
+    // A request the socket accepted may still be lost if the zygote dies before reading it
+    // (its descriptors close unread). The supervisor writes its pid before it starts anything,
+    // so a control socket that ends without one means the command never started: send again,
+    // with fresh pipes, through a fresh zygote.
+    let mut attempts = 0;
+    let (mut ctl, lifeline, stdout, stderr) = loop {
+        let (mut ctl, lifeline, stdout, stderr, theirs): (_, _, _, _, [std::os::fd::OwnedFd; 3]) =
+            match setup() {
+                Ok(s) => s,
+                Err(e) => return Some(Err(spawn_err(e))),
+            };
+        loop {
+            let fds = [theirs[0].as_fd(), theirs[1].as_fd(), theirs[2].as_fd()];
+            match zygote_send(exe, &data, &fds) {
+                Sent::Yes => break,
+                Sent::Busy => tokio::time::sleep(Duration::from_millis(1)).await,
+                Sent::No(e) => {
+                    if !ZYGOTE_WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        tracing::warn!(error = %e, "run zygote unavailable; each run re-executes the supervisor");
+                    }
+                    return None;
+                }
+            }
+        }
+        // The supervisor holds its ends now: ours must go, or the pipes never reach end of file.
+        drop(theirs);
+        let started =
+            tokio::time::timeout_at(deadline, read_status_until(&mut ctl, &mut status, 4));
+        match started.await {
+            Err(_) => {
+                // Not even started within the whole timeout (a stopped zygote): cutting the
+                // life-line stops it at once if it ever starts.
+                drop(lifeline);
+                return Some(finish(
+                    spec,
+                    true,
+                    None,
+                    Capture::default(),
+                    Capture::default(),
+                ));
+            }
+            Ok(()) if status.len() >= 4 => break (ctl, lifeline, stdout, stderr),
+            Ok(()) => {
+                attempts += 1;
+                status.clear();
+                if attempts >= 3 {
+                    return None;
+                }
+            }
+        }
+    };
+
+    let stopper = Stopper::Lifeline(&lifeline);
+    let mut out = Capture::default();
+    let mut err = Capture::default();
+    let timed_out = {
+        let (out_ref, err_ref, status_ref, ctl_ref) = (&mut out, &mut err, &mut status, &mut ctl);
+        let stopper = &stopper;
+        let lifeline = &lifeline;
+        let work = async move {
+            let read_out = read_capped(stdout, spec.stdout_cap, out_ref, stopper);
+            let read_err = read_capped(stderr, spec.stderr_cap, err_ref, stopper);
+            // The supervisor kills the command's whole tree before it reports and exits, so
+            // the pipes close as soon as the status has arrived.
+            let wait = read_status(ctl_ref, status_ref);
+            let heartbeat = async {
+                let Some(st) = stall else {
+                    return std::future::pending::<()>().await;
+                };
+                let every = (st / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                loop {
+                    tokio::time::sleep(every).await;
+                    lifeline.beat();
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = async { tokio::join!(read_out, read_err, wait) } => {}
+                _ = heartbeat => {}
+            }
+        };
+        tokio::time::timeout_at(deadline, work).await.is_err()
+    };
+    lifeline.cut();
+    if timed_out
+        && tokio::time::timeout(Duration::from_secs(5), read_status(&mut ctl, &mut status))
+            .await
+            .is_err()
+    {
+        // Its control socket is still open, so the supervisor (its pid) still exists.
+        tracing::warn!(
+            command = spec.command,
+            "run supervisor did not stop; killing it"
+        );
+        if let (Some(pid), _) = crate::supervisor::parse_status(&status) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    // No status: the supervisor was killed before it could report (only SIGKILL can do that).
+    let code = crate::supervisor::parse_status(&status)
+        .1
+        .unwrap_or(128 + libc::SIGKILL);
+    Some(finish(spec, timed_out, Some(Ok(code)), out, err))
+}
+
+/// Append what the supervisor writes on its control socket until end of file.
+async fn read_status(ctl: &mut tokio::net::UnixStream, into: &mut Vec<u8>) {
+    read_status_until(ctl, into, usize::MAX).await
+}
+
+/// [`read_status`] until `into` holds at least `len` bytes (or end of file).
+async fn read_status_until(ctl: &mut tokio::net::UnixStream, into: &mut Vec<u8>, len: usize) {
+    let mut b = [0u8; 64];
+    while into.len() < len {
+        // No more than asked (the rest is read by the run's wait, into the same buffer).
+        let want = len.saturating_sub(into.len()).min(b.len());
+        match ctl.read(&mut b[..want]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => into.extend_from_slice(&b[..n]),
+        }
+    }
 }
 
 async fn run_supervised(
@@ -487,7 +821,13 @@ async fn run_supervised(
             let _ = child.wait().await;
         }
     }
-    finish(spec, timed_out, status, out, err)
+    finish(
+        spec,
+        timed_out,
+        status.map(|r| r.map(exit_code_of)),
+        out,
+        err,
+    )
 }
 
 /// Without a supervisor: the command leads its own process group, which is killed when the
@@ -549,13 +889,19 @@ async fn run_direct(
         let _ = child.wait().await;
     }
     guard.disarm();
-    finish(spec, timed_out, status, out, err)
+    finish(
+        spec,
+        timed_out,
+        status.map(|r| r.map(exit_code_of)),
+        out,
+        err,
+    )
 }
 
 fn finish(
     spec: &ProcSpec<'_>,
     timed_out: bool,
-    status: Option<std::io::Result<std::process::ExitStatus>>,
+    status: Option<std::io::Result<i32>>,
     out: Capture,
     err: Capture,
 ) -> Result<ProcOutput, ProcError> {
@@ -563,7 +909,7 @@ fn finish(
         TIMEOUT_EXIT_CODE
     } else {
         match status {
-            Some(Ok(st)) => exit_code_of(st),
+            Some(Ok(code)) => code,
             Some(Err(source)) => {
                 return Err(ProcError::Wait {
                     command: spec.command.to_string(),

@@ -1,16 +1,20 @@
-//! The per-run supervisor: a tiny process (cronsole re-executing itself as
-//! `cronsole __supervise …`, see [`SUBCOMMAND`]) that sits between the owner and one command, so
-//! that nothing a run starts can outlive the run or the owner (issue 10 item 4).
+//! The per-run supervisor: a tiny process that sits between the owner and one command, so that
+//! nothing a run starts can outlive the run or the owner (issue 10 item 4). It is a fork of the
+//! owner's **zygote** (`cronsole __zygote`, [`zygote_main`], started once per owner), or — when
+//! the zygote cannot take a request — cronsole re-executing itself as
+//! `cronsole __supervise …` ([`SUBCOMMAND`]). Both behave as described below; the fork only
+//! saves the exec of the 80 MB binary per run (most of a 10 000-run burst's cost, issue 14).
 //!
-//! Owns: starting the command under a subreaper, watching the owner's life-line, and killing the
-//! command's whole process tree. Must not touch: the store, capture of output (the owner reads
-//! the pipes it handed down), timeouts (the owner decides and closes the life-line).
+//! Owns: the zygote, starting the command under a subreaper, watching the owner's life-line, and
+//! killing the command's whole process tree. Must not touch: the store, capture of output (the
+//! owner reads the pipes it handed down), timeouts (the owner decides and closes the life-line).
 //!
 //! How it works:
 //! - The supervisor makes itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): every process
 //!   the command starts stays its descendant, even one that calls `setsid` or double-forks (an
 //!   orphan is re-parented to the nearest subreaper, not to PID 1).
-//! - Its stdin is the **life-line**: a pipe whose only write end the owner holds for as long as it
+//! - Its stdin (a fork of the zygote: the run's control socket) is the **life-line**: a pipe
+//!   (socket) whose only write end the owner holds for as long as it
 //!   wants the run alive. End of file on it means "stop now" — the owner closed it (run ended,
 //!   timed out, hit a hard cap or was cancelled) or the owner process died (the kernel closes the
 //!   fds of a dead process, `kill -9` included). A pipe is tied to the *process*, unlike
@@ -92,23 +96,26 @@ pub fn main(args: &[String]) -> i32 {
             return 2;
         }
     };
+    let mut cmd = Command::new(&args.argv[0]);
+    cmd.args(&args.argv[1..]);
+    supervise(cmd, &args.argv.join(" "), 0, args.stall)
+}
+
+/// Run `cmd` (stdin closed, its own process group) under this process as a subreaper, watching
+/// the life-line on fd `lifeline`; kill the whole tree when the command exits or the life-line
+/// says stop; the command's exit code, [`SPAWN_FAILED`] or [`STALLED`]. Called in a process of
+/// its own (the `__supervise` exec, or a fork of the zygote) with no other thread running.
+fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<Duration>) -> i32 {
     // SAFETY: plain prctl/signal calls with valid arguments, before any other thread exists.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
     }
-    let mut cmd = Command::new(&args.argv[0]);
-    cmd.args(&args.argv[1..])
-        .stdin(Stdio::null())
-        .process_group(0);
+    cmd.stdin(Stdio::null()).process_group(0);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "could not start `{}`: {e}",
-                args.argv.join(" ")
-            );
+            let _ = writeln!(std::io::stderr(), "could not start `{what}`: {e}");
             return SPAWN_FAILED;
         }
     };
@@ -119,9 +126,8 @@ pub fn main(args: &[String]) -> i32 {
     let stalled = std::sync::Arc::new(AtomicBool::new(false));
     {
         let stalled = std::sync::Arc::clone(&stalled);
-        let stall = args.stall;
         std::thread::spawn(move || {
-            watch_lifeline(stall, &stalled);
+            watch_lifeline(lifeline, stall, &stalled);
             STOP.store(true, Ordering::SeqCst);
             kill_descendants();
         });
@@ -133,7 +139,7 @@ pub fn main(args: &[String]) -> i32 {
         let _ = writeln!(
             std::io::stderr(),
             "cronsole: run killed: its owner sent no heartbeat for {:?} (stopped or hung)",
-            args.stall.unwrap_or_default()
+            stall.unwrap_or_default()
         );
         return STALLED;
     }
@@ -142,7 +148,7 @@ pub fn main(args: &[String]) -> i32 {
 
 /// Block until the life-line says stop: end of file, an error, SIGTERM, or (with `stall`) a
 /// silence longer than `stall`.
-fn watch_lifeline(stall: Option<Duration>, stalled: &AtomicBool) {
+fn watch_lifeline(fd: libc::c_int, stall: Option<Duration>, stalled: &AtomicBool) {
     let mut last = Instant::now();
     let mut buf = [0u8; 64];
     loop {
@@ -150,7 +156,7 @@ fn watch_lifeline(stall: Option<Duration>, stalled: &AtomicBool) {
             return;
         }
         let mut pfd = libc::pollfd {
-            fd: 0,
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };
@@ -164,7 +170,7 @@ fn watch_lifeline(stall: Option<Duration>, stalled: &AtomicBool) {
         }
         if n > 0 {
             // SAFETY: reading into a stack buffer of the given length.
-            let r = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+            let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
             if r == 0 {
                 return; // owner closed the life-line or died
             }
@@ -290,6 +296,396 @@ fn kill_tree(limit: Duration) {
     }
 }
 
+/// The hidden subcommand that runs an owner's zygote (see the module doc of [`zygote_main`]).
+pub const ZYGOTE_SUBCOMMAND: &str = "__zygote";
+/// Largest request the zygote accepts (a command line and its environment changes); a larger
+/// one is started through the `__supervise` exec instead.
+pub const MAX_REQUEST: usize = 64 * 1024;
+const MAGIC: &[u8] = b"cronsole-run/1";
+
+/// What one run's supervisor starts, as the owner sends it to its zygote: one SEQPACKET message
+/// of NUL-terminated fields with three descriptors attached — the run's control socket, and the
+/// write ends of its stdout and stderr pipes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Dead-man switch (`--stall-ms`).
+    pub stall: Option<Duration>,
+    /// Working directory; `None`: the zygote's (the owner's at the zygote's start).
+    pub workdir: Option<std::path::PathBuf>,
+    /// Variables removed from the command's environment.
+    pub scrub: Vec<std::ffi::OsString>,
+    /// Variables added.
+    pub extra: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// Program and arguments (`/bin/sh -c CMD`, or a plain command's words).
+    pub argv: Vec<std::ffi::OsString>,
+}
+
+impl Request {
+    /// The message bytes; `None` when a field holds a NUL byte (no program could receive it)
+    /// or the whole exceeds [`MAX_REQUEST`].
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut out = Vec::with_capacity(256);
+        let mut field = |b: &[u8]| -> Option<()> {
+            if b.contains(&0) {
+                return None;
+            }
+            out.extend_from_slice(b);
+            out.push(0);
+            Some(())
+        };
+        field(MAGIC)?;
+        let stall = self.stall.map_or(0, |s| s.as_millis().max(1));
+        field(stall.to_string().as_bytes())?;
+        field(
+            self.workdir
+                .as_ref()
+                .map_or(&[][..], |d| d.as_os_str().as_bytes()),
+        )?;
+        field(self.scrub.len().to_string().as_bytes())?;
+        for v in &self.scrub {
+            field(v.as_bytes())?;
+        }
+        field(self.extra.len().to_string().as_bytes())?;
+        for (k, v) in &self.extra {
+            field(k.as_bytes())?;
+            field(v.as_bytes())?;
+        }
+        if self.argv.is_empty() {
+            return None;
+        }
+        for a in &self.argv {
+            field(a.as_bytes())?;
+        }
+        (out.len() <= MAX_REQUEST).then_some(out)
+    }
+
+    /// Parse [`Request::encode`]'s bytes.
+    pub fn decode(b: &[u8]) -> Result<Request, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let body = b.strip_suffix(&[0]).ok_or("request not NUL-terminated")?;
+        let mut f = body.split(|c| *c == 0);
+        let os = |x: &[u8]| std::ffi::OsStr::from_bytes(x).to_os_string();
+        let mut next = |what: &str| f.next().ok_or(format!("request: missing {what}"));
+        if next("magic")? != MAGIC {
+            return Err("request: unknown format".into());
+        }
+        let num = |x: &[u8], what: &str| -> Result<u64, String> {
+            std::str::from_utf8(x)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or(format!("request: bad {what}"))
+        };
+        let stall = num(next("stall")?, "stall")?;
+        let workdir = next("workdir")?;
+        let n_scrub = num(next("scrub count")?, "scrub count")?;
+        let mut scrub = Vec::new();
+        for _ in 0..n_scrub {
+            scrub.push(os(next("scrub")?));
+        }
+        let n_extra = num(next("extra count")?, "extra count")?;
+        let mut extra = Vec::new();
+        for _ in 0..n_extra {
+            let k = os(next("extra name")?);
+            extra.push((k, os(next("extra value")?)));
+        }
+        let argv: Vec<_> = f.map(os).collect();
+        if argv.is_empty() {
+            return Err("request: nothing to run".into());
+        }
+        Ok(Request {
+            stall: (stall > 0).then(|| Duration::from_millis(stall)),
+            workdir: (!workdir.is_empty()).then(|| os(workdir).into()),
+            scrub,
+            extra,
+            argv,
+        })
+    }
+}
+
+/// Send `data` with `fds` attached as one message on the SEQPACKET socket `sock`, without
+/// blocking (`WouldBlock` when the zygote is behind) and without SIGPIPE (`BrokenPipe` when it
+/// is gone).
+pub fn send_with_fds(
+    sock: std::os::fd::BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let raw: Vec<libc::c_int> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let fd_bytes = std::mem::size_of_val(raw.as_slice());
+    // SAFETY: CMSG_* are pure size computations.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the sendmsg call, the
+    // control buffer is 8-byte aligned and `space` bytes long, and CMSG_FIRSTHDR of a buffer
+    // of CMSG_SPACE(n) bytes is non-null with room for CMSG_LEN(n).
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+        std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        libc::sendmsg(
+            sock.as_raw_fd(),
+            &msg,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if n as usize != data.len() {
+        return Err(std::io::Error::other("request sent in part"));
+    }
+    Ok(())
+}
+
+/// Receive one message into `buf` with the descriptors attached (close-on-exec). `Ok(None)`
+/// at end of file; a truncated message is an error (its descriptors are closed).
+fn recv_with_fds(
+    sock: libc::c_int,
+    buf: &mut [u8],
+) -> std::io::Result<Option<(usize, Vec<std::os::fd::OwnedFd>)>> {
+    use std::os::fd::FromRawFd;
+    const MAX_FDS: usize = 8;
+    // SAFETY: pure size computation.
+    let space =
+        unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<libc::c_int>()) as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut fds = Vec::new();
+    // SAFETY: as in `send_with_fds`; the kernel fills at most `space` control bytes, and every
+    // SCM_RIGHTS payload is a whole number of fds we now own.
+    let (n, flags) = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
+                for i in 0..len / std::mem::size_of::<libc::c_int>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<libc::c_int>().add(i));
+                    fds.push(std::os::fd::OwnedFd::from_raw_fd(fd));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        (n as usize, msg.msg_flags)
+    };
+    if flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(std::io::Error::other("request truncated"));
+    }
+    if n == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some((n, fds)))
+}
+
+/// Write all of `b` to `fd`, ignoring failures (the reader may be gone: nothing to tell).
+fn write_all_fd(fd: libc::c_int, mut b: &[u8]) {
+    while !b.is_empty() {
+        // SAFETY: writing from a valid buffer of the given length.
+        let n = unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        b = &b[n as usize..];
+    }
+}
+
+/// What a run's supervisor writes on its control socket: its pid at start, and at the end the
+/// exit code, each 4 bytes little-endian. The owner reads to end of file.
+pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
+    let word = |r: std::ops::Range<usize>| {
+        b.get(r)
+            .and_then(|w| <[u8; 4]>::try_from(w).ok())
+            .map(i32::from_le_bytes)
+    };
+    (word(0..4).filter(|p| *p > 1), word(4..8))
+}
+
+/// Entry point of `cronsole __zygote`: one per owner, started on its first run and alive until
+/// the owner is gone. It takes the cost of re-executing cronsole out of every run: the
+/// supervisor of each run is a `fork` of this small single-threaded process instead of an
+/// `exec` of the 80 MB binary (issue 14 item 4), with the same guarantees as `__supervise`.
+///
+/// - Its stdin is a SEQPACKET socket whose other end only the owner holds (close-on-exec, so no
+///   command inherits it). Each message is a [`Request`] with the run's control socket and
+///   output pipes attached; the zygote forks, and the child becomes that run's supervisor
+///   exactly as `__supervise` does (subreaper, life-line = the control socket, kill of the whole
+///   tree), then writes its pid and exit code on the control socket for the owner
+///   ([`parse_status`]).
+/// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
+///   `kill -9` included): the zygote kills every descendant left and exits. Each run's
+///   supervisor also sees its own control socket close and kills its tree, so a run dies with
+///   its owner even if the zygote itself was killed first. `PR_SET_PDEATHSIG` is not used, for
+///   the reason given in the module doc (it follows the spawning thread).
+/// - The zygote is a subreaper too and reaps its children on SIGCHLD, so a supervisor killed by
+///   hand leaves its orphans under the zygote (killed when the owner goes), not under PID 1.
+/// - Commands get the zygote's environment (the owner's at its start; the binary never changes
+///   its own) minus the request's `scrub`, plus its `extra`, as the exec'd supervisor does.
+pub fn zygote_main() -> i32 {
+    // SAFETY: prctl/sigaction with valid arguments; this process has one thread. SIGCHLD
+    // interrupts the blocking receive (no SA_RESTART) so exited supervisors are reaped at once
+    // (reaped, not ignored, so their CPU time is counted in the zygote's children's times).
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_child as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
+    }
+    let mut buf = vec![0u8; MAX_REQUEST];
+    loop {
+        reap_exited();
+        match recv_with_fds(0, &mut buf) {
+            Ok(None) => break,
+            Ok(Some((n, fds))) => start_run(&buf[..n], fds),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // A malformed message: its descriptors are closed, so its owner sees the run end
+            // without a status; the socket itself is still good.
+            Err(e) if e.raw_os_error().is_none() => {}
+            Err(_) => break,
+        }
+    }
+    // The owner is gone: nothing any of its runs started may outlive it.
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let started = Instant::now();
+    loop {
+        reap_exited();
+        let left = descendants_of(me);
+        if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        for pid in left {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    0
+}
+
+extern "C" fn on_child(_sig: libc::c_int) {}
+
+/// Reap every child that has exited (supervisors, and orphans re-parented to the zygote).
+fn reap_exited() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r <= 0 {
+            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+/// Fork one run's supervisor for `msg`, or report why not on its control socket and stderr.
+fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) {
+    use std::os::fd::AsRawFd;
+    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
+    // without a status.
+    let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
+        return;
+    };
+    let refuse = |why: &str| {
+        write_all_fd(
+            err.as_raw_fd(),
+            format!("cronsole: could not start the run: {why}\n").as_bytes(),
+        );
+        let mut status = 0i32.to_le_bytes().to_vec();
+        status.extend_from_slice(&SPAWN_FAILED.to_le_bytes());
+        write_all_fd(ctl.as_raw_fd(), &status);
+    };
+    let req = match Request::decode(msg) {
+        Ok(r) => r,
+        Err(e) => return refuse(&e),
+    };
+    // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
+    match unsafe { libc::fork() } {
+        0 => {
+            let code = run_forked(req, ctl, out, err);
+            // SAFETY: leaving the forked child without running the zygote's destructors.
+            unsafe { libc::_exit(code) }
+        }
+        -1 => refuse(&format!("fork: {}", std::io::Error::last_os_error())),
+        // The parent's copies close here; the child holds the run's descriptors.
+        _ => {}
+    }
+}
+
+/// The forked child: become the run's supervisor with `out`/`err` as stdout/stderr.
+fn run_forked(
+    req: Request,
+    ctl: std::os::fd::OwnedFd,
+    out: std::os::fd::OwnedFd,
+    err: std::os::fd::OwnedFd,
+) -> i32 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: signal/close/dup2 on descriptors this process owns.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        libc::close(0); // the zygote's end of the owner's socket
+        libc::dup2(out.as_raw_fd(), 1);
+        libc::dup2(err.as_raw_fd(), 2);
+    }
+    drop(out);
+    drop(err);
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    write_all_fd(ctl.as_raw_fd(), &me.to_le_bytes());
+    let what = req
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = Command::new(&req.argv[0]);
+    cmd.args(&req.argv[1..]);
+    for v in &req.scrub {
+        cmd.env_remove(v);
+    }
+    for (k, v) in &req.extra {
+        cmd.env(k, v);
+    }
+    if let Some(d) = &req.workdir {
+        cmd.current_dir(d);
+    }
+    let code = supervise(cmd, &what, ctl.as_raw_fd(), req.stall);
+    write_all_fd(ctl.as_raw_fd(), &code.to_le_bytes());
+    code
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,5 +742,92 @@ mod tests {
             }
         }
         let _ = child.wait();
+    }
+
+    #[test]
+    fn requests_round_trip_and_bad_ones_are_refused() {
+        let r = Request {
+            stall: Some(Duration::from_millis(1500)),
+            workdir: Some("/tmp/x y".into()),
+            scrub: vec!["OPENAI_API_KEY".into(), "K2".into()],
+            extra: vec![("CRONSOLE_PARENT_JOB".into(), "a b=c".into())],
+            argv: vec!["/bin/sh".into(), "-c".into(), "echo 'é' | cat".into()],
+        };
+        let b = r.encode().unwrap();
+        assert_eq!(Request::decode(&b).unwrap(), r);
+        let bare = Request {
+            stall: None,
+            workdir: None,
+            scrub: vec![],
+            extra: vec![],
+            argv: vec!["true".into()],
+        };
+        assert_eq!(Request::decode(&bare.encode().unwrap()).unwrap(), bare);
+        // Nothing a program cannot receive, nothing empty, nothing oversized.
+        let nul = Request {
+            argv: vec!["a\0b".into()],
+            ..bare.clone()
+        };
+        assert_eq!(nul.encode(), None);
+        assert_eq!(
+            Request {
+                argv: vec![],
+                ..bare.clone()
+            }
+            .encode(),
+            None
+        );
+        let huge = Request {
+            argv: vec!["x".repeat(MAX_REQUEST).into()],
+            ..bare.clone()
+        };
+        assert_eq!(huge.encode(), None);
+        for bad in [
+            &b""[..],
+            b"x",
+            b"cronsole-run/1\0",
+            b"other/1\x000\0\x000\x000\0true\0",
+            b"cronsole-run/1\0zz\0\x000\x000\0true\0",
+            b"cronsole-run/1\x000\0\x005\0a\0",
+            b"cronsole-run/1\x000\0\x000\x000\0",
+        ] {
+            assert!(Request::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_status_words_are_read_only_when_whole() {
+        let mut b = 4242i32.to_le_bytes().to_vec();
+        assert_eq!(parse_status(&b), (Some(4242), None));
+        b.extend_from_slice(&7i32.to_le_bytes());
+        assert_eq!(parse_status(&b), (Some(4242), Some(7)));
+        assert_eq!(parse_status(&b[..6]), (Some(4242), None));
+        assert_eq!(parse_status(&[]), (None, None));
+        // A refused request carries pid 0: never a pid to signal.
+        let mut r = 0i32.to_le_bytes().to_vec();
+        r.extend_from_slice(&SPAWN_FAILED.to_le_bytes());
+        assert_eq!(parse_status(&r), (None, Some(SPAWN_FAILED)));
+    }
+
+    #[test]
+    fn descriptors_travel_with_a_request() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let (mut pr, pw) = std::io::pipe().unwrap();
+        send_with_fds(a.as_fd(), b"hello", &[pw.as_fd()]).unwrap();
+        drop(pw);
+        let mut buf = [0u8; 64];
+        use std::os::fd::AsRawFd;
+        let (n, fds) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 1);
+        let mut w = std::fs::File::from(fds.into_iter().next().unwrap());
+        w.write_all(b"through").unwrap();
+        drop(w);
+        let mut got = String::new();
+        pr.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "through");
+        drop(a);
     }
 }

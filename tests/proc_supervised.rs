@@ -151,3 +151,67 @@ async fn commands_without_shell_syntax_run_directly_with_the_shell_s_exit_codes(
     assert_eq!(out.exit_code, 3);
     assert_eq!(out.stdout_lossy().trim(), "b");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_go_through_one_zygote_which_is_restarted_when_killed() {
+    supervised();
+    let s = spec("/bin/cat /proc/self/stat", Duration::from_secs(10));
+    let first = run(&s, &ProcEnv::default()).await.unwrap();
+    assert!(first.success(), "{first:?}");
+    let zygote = proc::zygote_pid().expect("a supervised run started the zygote") as i32;
+    let cmdline = std::fs::read(format!("/proc/{zygote}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("__zygote"),
+        "{cmdline:?}"
+    );
+    // The command's parent is a fork of the zygote (its run's supervisor), not this process.
+    let stat = first.stdout_lossy();
+    let ppid: i32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert_ne!(ppid, std::process::id() as i32);
+    let grandparent: i32 = std::fs::read_to_string(format!("/proc/{ppid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(zygote);
+    assert_eq!(grandparent, zygote, "the supervisor is the zygote's child");
+    // A zygote killed by hand: the next run starts a new one and succeeds.
+    unsafe {
+        libc::kill(zygote, libc::SIGKILL);
+    }
+    assert!(gone(zygote).await);
+    let again = run(&s, &ProcEnv::default()).await.unwrap();
+    assert!(again.success(), "{again:?}");
+    let next = proc::zygote_pid().expect("restarted") as i32;
+    assert_ne!(next, zygote);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zygote_run_gets_its_directory_and_environment() {
+    supervised();
+    let d = tmp("zenv");
+    let d = std::fs::canonicalize(&d).unwrap();
+    let env = ProcEnv {
+        workdir: Some(d.clone()),
+        scrub: vec!["PATH".into()],
+        stall_limit: Some(Duration::from_secs(30)),
+        extra: vec![("CRONSOLE_ZYGOTE_TEST".into(), "a b=c".into())],
+    };
+    let out = run(
+        &spec("/bin/sh -c 'pwd; env'", Duration::from_secs(10)),
+        &env,
+    )
+    .await
+    .unwrap();
+    assert!(out.success(), "{out:?}");
+    let text = out.stdout_lossy();
+    assert!(text.starts_with(&format!("{}\n", d.display())), "{text}");
+    assert!(text.contains("CRONSOLE_ZYGOTE_TEST=a b=c"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("PATH=")), "{text}");
+}

@@ -619,12 +619,17 @@ impl Actor {
                 _ = self.shutdown.cancelled() => break,
                 _ = self.hard_stop.cancelled() => break,
                 Some(done) = runs.join_next(), if !runs.is_empty() => {
-                    match done {
-                        Ok(f) => {
-                            self.in_flight.remove(&f.run_id);
-                            for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
+                    // Every run already finished is reaped before the one store read below
+                    // (a burst ends hundreds of runs at once: one `next_wakeup` for all).
+                    let mut done = Some(done);
+                    while let Some(d) = done.take().or_else(|| runs.try_join_next()) {
+                        match d {
+                            Ok(f) => {
+                                self.in_flight.remove(&f.run_id);
+                                for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
+                            }
+                            Err(e) => self.reap_failed(&e),
                         }
-                        Err(e) => self.reap_failed(&e),
                     }
                     dirty = true;
                     wake = self.next_wake().await;

@@ -13,9 +13,19 @@ mod headless;
 fn main() -> ExitCode {
     // The per-run supervisor (cronsole re-executing itself): no clap, no logging, no runtime.
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() == Some(std::ffi::OsStr::new(cronsole::supervisor::SUBCOMMAND)) {
+    let first = args.nth(1);
+    if first.as_deref() == Some(std::ffi::OsStr::new(cronsole::supervisor::SUBCOMMAND)) {
         let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
         let code = cronsole::supervisor::main(&rest);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // The owner's zygote, which forks each run's supervisor (same constraints).
+    if first.as_deref()
+        == Some(std::ffi::OsStr::new(
+            cronsole::supervisor::ZYGOTE_SUBCOMMAND,
+        ))
+    {
+        let code = cronsole::supervisor::zygote_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // Every command this process starts goes through a supervisor that is this very binary
@@ -25,6 +35,9 @@ fn main() -> ExitCode {
         cronsole::proc::use_supervisor(me);
     } else if let Ok(exe) = std::env::current_exe() {
         cronsole::proc::use_supervisor(exe);
+    }
+    if std::env::var_os("CRONSOLE_ZYGOTE").is_some_and(|v| v == "off") {
+        cronsole::proc::disable_zygote();
     }
     let cli = cli::parse();
     if !cmd::runs_engine(&cli) {
