@@ -630,7 +630,8 @@ async fn step4_agent(
             };
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
-                settle(store, clock, &job, id, settlement(prices, &r, max_tokens)).await;
+                let how = settlement(prices, &r, worst, max_tokens);
+                settle(store, clock, &job, id, how).await;
             }
             let error = r
                 .as_ref()
@@ -717,21 +718,27 @@ fn cap_at_reservation(
 }
 
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
+///
+/// A reply claiming more output than the request allowed settles *to the figure its row
+/// records* (the worst case, see [`cap_at_reservation`]), so the completion moves that amount
+/// into the counters once; keeping it `Spent` as well would count it twice (spent and in
+/// flight) and stop the budget at a fraction of what was really booked.
 fn settlement(
     prices: &PriceTable,
     r: &Result<LlmReply, LlmError>,
+    worst: Option<f64>,
     max_tokens: Option<u32>,
 ) -> Settlement {
     match r {
         Ok(reply) => {
             let c = cost::run_cost(prices, &reply.model, reply.usage);
-            // No usage, an unknown reply model or a clamped count: the real cost is unknown,
-            // so the worst case stays charged. More output than the request allowed cannot be
-            // true either: the worst case is what it cost (see `cap_at_reservation`).
-            if c.unpriced || max_tokens.is_some_and(|m| c.output_tokens > u64::from(m)) {
-                Settlement::Spent
-            } else {
-                Settlement::Cost(c.cost_usd)
+            let absurd = max_tokens.is_some_and(|m| c.output_tokens > u64::from(m));
+            match worst {
+                Some(w) if absurd => Settlement::Cost(w),
+                // No usage, an unknown reply model or a clamped count: the real cost is
+                // unknown and the row records none of it, so the worst case stays charged.
+                _ if c.unpriced || absurd => Settlement::Spent,
+                _ => Settlement::Cost(c.cost_usd),
             }
         }
         Err(e) if e.surely_cost_nothing() => Settlement::Release,

@@ -38,6 +38,30 @@ pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(BadInput(msg.into()))
 }
 
+/// The error as the one `error:` line the binary prints: every cause of the chain once.
+///
+/// The library's typed errors keep their cause as `#[source]` *and* name it in their own
+/// message (`I/O error on PATH: Not a directory (os error 20)`), because logs, history rows and
+/// the console print only the top error. Printed as a chain (`{:#}`) that showed the OS cause
+/// twice; here a cause whose text the message above it already holds is left out.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut above = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || above.contains(&text) {
+            above = text;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+        above = text;
+    }
+    out
+}
+
 /// 2 for bad input (ours or a store that says so), 1 for everything else.
 pub fn exit_code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -145,4 +169,32 @@ pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     }
     let store = cronsole::store::file::FileStore::open(Path::new(location))?;
     Ok(Arc::new(store))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Red-team leftover (rt2): "I/O error on X: Is a directory (os error 21): Is a directory
+    /// (os error 21)" — each cause is printed once, and a context that does not repeat its
+    /// cause still gets it.
+    #[test]
+    fn error_line_prints_each_cause_once() {
+        let io = || std::io::Error::from_raw_os_error(20);
+        let e = anyhow::Error::new(StoreError::Io {
+            path: "/etc/passwd/x".into(),
+            source: io(),
+        });
+        let os = io().to_string();
+        let line = error_line(&e);
+        assert_eq!(line, format!("I/O error on /etc/passwd/x: {os}"));
+        assert_eq!(line.matches(&os).count(), 1, "{line}");
+        let e = e.context("opening the store");
+        assert_eq!(
+            error_line(&e),
+            format!("opening the store: I/O error on /etc/passwd/x: {os}")
+        );
+        let e = anyhow::Error::new(io()).context("reading jobs.yaml");
+        assert_eq!(error_line(&e), format!("reading jobs.yaml: {os}"));
+    }
 }
