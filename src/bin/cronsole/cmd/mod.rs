@@ -43,21 +43,33 @@ pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
 /// The library's typed errors keep their cause as `#[source]` *and* name it in their own
 /// message (`I/O error on PATH: Not a directory (os error 20)`), because logs, history rows and
 /// the console print only the top error. Printed as a chain (`{:#}`) that showed the OS cause
-/// twice; here a cause whose text the message above it already holds is left out.
+/// twice; here a cause whose text the message above it already holds is left out, and nothing
+/// below a [`StoreError`] is printed: its message already renders its causes (a database error
+/// names the driver's whole chain as its detail, which the driver's own errors repeat in other
+/// words: "db error: FATAL: …").
 pub fn error_line(err: &anyhow::Error) -> String {
     let mut out = String::new();
     let mut above = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
-        if text.is_empty() || above.contains(&text) {
-            above = text;
-            continue;
+        if !(text.is_empty() || above.contains(&text)) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
         }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
         above = text;
+        if let Some(se) = cause.downcast_ref::<StoreError>()
+            && !matches!(
+                se,
+                StoreError::BadLocation {
+                    source: Some(_),
+                    ..
+                }
+            )
+        {
+            break;
+        }
     }
     out
 }
@@ -196,5 +208,20 @@ mod tests {
         );
         let e = anyhow::Error::new(io()).context("reading jobs.yaml");
         assert_eq!(error_line(&e), format!("reading jobs.yaml: {os}"));
+        // Below a store error nothing is printed: a database error's detail already is the
+        // driver's chain, which the driver's own errors repeat in other words.
+        let driver = "port=x"
+            .parse::<tokio_postgres::Config>()
+            .expect_err("not a port");
+        assert!(!driver.to_string().is_empty());
+        let e = anyhow::Error::new(StoreError::Database {
+            doing: "connecting".into(),
+            detail: "the server's own words".into(),
+            source: driver,
+        });
+        assert_eq!(
+            error_line(&e),
+            "database error while connecting: the server's own words"
+        );
     }
 }
