@@ -104,7 +104,7 @@ pub fn write_jobs_json(
     now: DateTime<Utc>,
     out: impl Write,
 ) -> Result<usize, ListingError> {
-    let mut ser = serde_json::Serializer::pretty(out);
+    let mut ser = crate::text::json_serializer_pretty(out);
     let mut seq = ser.serialize_seq(None).map_err(ListingError::Write)?;
     let mut after: Option<String> = None;
     let mut n = 0usize;
@@ -167,7 +167,7 @@ mod tests {
             .iter()
             .map(|r| JobView::of(r, &settings, now))
             .collect();
-        format!("{}\n", serde_json::to_string_pretty(&views).unwrap())
+        format!("{}\n", crate::text::to_json_pretty(&views).unwrap())
     }
 
     #[test]

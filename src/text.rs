@@ -9,7 +9,9 @@
 //! its renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape
 //! sequences removed) and [`visible`]/[`visible_tabs`]/[`visible_line`] for printed text (headless lines,
 //! `history`, `diff`, `probe`, chat alerts: unsafe characters shown as `^[` / `\u{202e}` so the
-//! reader sees that something was there). Must not touch: layout, colour, the terminal, I/O.
+//! reader sees that something was there), and [`InertJson`]/[`to_json`] for `--json` output (unsafe
+//! characters as `\uXXXX` escapes). Must not touch: layout, colour, the terminal, I/O (the JSON
+//! serializers write to the writer they are given).
 //!
 //! Unsafe: C0 controls and DEL (except that `\n` and `\t` are handled by each rendering), C1
 //! controls, bidirectional embeddings/overrides/isolates/marks (U+202A–U+202E, U+2066–U+2069,
@@ -298,12 +300,137 @@ impl Secrets {
     }
 }
 
+/// JSON output (`--json` of every command, `--log-format json`) under the same policy: every
+/// unsafe character inside a string is written as a `\uXXXX` escape (serde_json escapes C0
+/// controls itself but writes DEL, C1 controls, bidi overrides and invisible characters as
+/// themselves). The value a JSON reader gets back is unchanged — only the bytes on the terminal
+/// are inert — so scripts still see exactly what was stored. Wraps serde_json's compact or
+/// pretty formatter; layout is theirs, byte for byte.
+#[derive(Debug, Clone)]
+pub struct InertJson<F>(F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for InertJson<F> {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_unsafe(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                // Every unsafe character is in the Basic Multilingual Plane: one escape each.
+                write!(w, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// A JSON serializer writing one compact line of inert JSON to `w`.
+pub fn json_serializer<W: std::io::Write>(
+    w: W,
+) -> serde_json::Serializer<W, InertJson<serde_json::ser::CompactFormatter>> {
+    serde_json::Serializer::with_formatter(w, InertJson(serde_json::ser::CompactFormatter))
+}
+
+/// A JSON serializer writing pretty-printed inert JSON to `w` (serde_json's two-space layout).
+pub fn json_serializer_pretty<'a, W: std::io::Write>(
+    w: W,
+) -> serde_json::Serializer<W, InertJson<serde_json::ser::PrettyFormatter<'a>>> {
+    serde_json::Serializer::with_formatter(w, InertJson(serde_json::ser::PrettyFormatter::new()))
+}
+
+/// `serde_json::to_string` with every unsafe character escaped (see [`InertJson`]).
+pub fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<String> {
+    let mut out = Vec::with_capacity(128);
+    v.serialize(&mut json_serializer(&mut out))?;
+    // The serializer writes only valid UTF-8 (its input is `str` and ASCII escapes).
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `serde_json::to_string_pretty` with every unsafe character escaped (see [`InertJson`]).
+pub fn to_json_pretty<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<String> {
+    let mut out = Vec::with_capacity(128);
+    v.serialize(&mut json_serializer_pretty(&mut out))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn console_inert(s: &str) -> bool {
         !s.chars().any(is_unsafe)
+    }
+
+    /// Red-team leftover (rt2): `--json` carried U+202E and the other bidi controls raw.
+    #[test]
+    fn json_escapes_every_unsafe_character_and_round_trips() {
+        let nasty = "a\u{202e}b\u{2066}c\u{1b}]0;t\u{7}d\u{7f}e\u{9b}f\u{200b}g\u{2028}h\u{feff}i \
+                     wörld \u{1F600}\n\t\"\\";
+        let v = serde_json::json!({ "k\u{202a}": [nasty, 1, null], "n": 2.5 });
+        for text in [to_json(&v).unwrap(), to_json_pretty(&v).unwrap()] {
+            assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
+            for esc in [
+                "\\u202e", "\\u2066", "\\u001b", "\\u0007", "\\u007f", "\\u009b",
+            ] {
+                assert!(text.contains(esc), "{esc} in {text}");
+            }
+            assert!(text.contains("\\u202a\""), "keys too: {text}");
+            assert!(
+                text.contains("wörld \u{1F600}"),
+                "safe non-ASCII stays: {text}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, v, "a JSON reader gets the exact value back");
+        }
+        // The layout is serde_json's, byte for byte, when nothing needs escaping.
+        let plain = serde_json::json!({"a": [1, {"b": "c"}], "d": []});
+        assert_eq!(
+            to_json(&plain).unwrap(),
+            serde_json::to_string(&plain).unwrap()
+        );
+        assert_eq!(
+            to_json_pretty(&plain).unwrap(),
+            serde_json::to_string_pretty(&plain).unwrap()
+        );
     }
 
     #[test]

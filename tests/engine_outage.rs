@@ -32,6 +32,8 @@ struct Faulty {
     fail_claims: AtomicBool,
     complete_calls: AtomicUsize,
     claim_calls: AtomicUsize,
+    /// The next this many `settings` reads fail as "store unavailable".
+    fail_settings: AtomicUsize,
 }
 
 fn enospc() -> StoreError {
@@ -59,6 +61,11 @@ impl Store for Faulty {
         self.inner.apply(file, now)
     }
     fn settings(&self) -> StoreResult<Settings> {
+        let left = self.fail_settings.load(Ordering::SeqCst);
+        if left > 0 {
+            self.fail_settings.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::Unavailable("database restarting (test)".into()));
+        }
         self.inner.settings()
     }
     fn change_token(&self) -> StoreResult<u64> {
@@ -148,6 +155,7 @@ fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
         fail_claims: AtomicBool::new(false),
         complete_calls: AtomicUsize::new(0),
         claim_calls: AtomicUsize::new(0),
+        fail_settings: AtomicUsize::new(0),
     });
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
@@ -244,6 +252,48 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     assert!(h.store_failing_since.is_none(), "{h:?}");
     rig.stop().await.expect("clean stop");
     assert!(!spool_path(&dir).exists(), "nothing spooled");
+}
+
+/// rt3 (PostgreSQL killed under load): a run whose settings read hit the outage right after its
+/// claim was recorded `failed` without running its command. The read is retried within the
+/// lease, so a short outage costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
+    let dir = tmp("outage-settings");
+    let store_dir = dir.join("store");
+    let inner = FileStore::open(&store_dir).expect("open store");
+    let jobs_path = dir.join("jobs.yaml");
+    std::fs::write(&jobs_path, ONE_JOB).expect("write jobs file");
+    let loaded = config::load_str(ONE_JOB, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new(t(START));
+    inner.apply(&loaded.file, clock.now()).expect("apply");
+    let faulty = Arc::new(Faulty {
+        inner,
+        fail_completions: AtomicBool::new(false),
+        fail_claims: AtomicBool::new(false),
+        complete_calls: AtomicUsize::new(0),
+        claim_calls: AtomicUsize::new(0),
+        fail_settings: AtomicUsize::new(3),
+    });
+    let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
+    cfg.change_poll = StdDuration::from_millis(20);
+    cfg.publish_snapshots = false;
+    cfg.shutdown_grace = StdDuration::from_millis(200);
+    let store: Arc<dyn Store> = faulty.clone();
+    let c: Arc<dyn Clock> = Arc::new(clock.clone());
+    let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
+    let rig = Rig {
+        dir: dir.to_path_buf(),
+        faulty,
+        clock,
+        handle,
+    };
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let rows = rig.rows();
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
+    assert_eq!(rig.faulty.fail_settings.load(Ordering::SeqCst), 0);
+    rig.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,7 +74,7 @@ mod tests_overlap;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
-pub use check::find_cycle;
+pub use check::{cycle_text, find_cycle};
 
 /// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
 /// 1 000 000-job file is about 80 MB).

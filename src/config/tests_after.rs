@@ -229,3 +229,51 @@ fn find_cycle_finds_cycles_and_not_diamonds() {
     ];
     assert_eq!(find_cycle(&diamond), None);
 }
+
+/// Red-team leftover (rt2): a 3 000-job `after:` cycle was reported as one 47 KB line. The
+/// message names the first three and last two jobs, how many it leaves out and the cycle's
+/// length, at the same entry as before.
+#[test]
+fn a_long_cycle_is_reported_on_one_short_line() {
+    let n = 3000;
+    let mut yaml = String::from("jobs:\n");
+    for i in 0..n {
+        let parent = (i + 1) % n;
+        yaml.push_str(&format!(
+            "  - name: job-{i:04}\n    command: \"true\"\n    after: job-{parent:04}\n"
+        ));
+    }
+    let c = check(&yaml);
+    let cycles: Vec<&Diagnostic> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("cycle"))
+        .collect();
+    assert_eq!(cycles.len(), 1, "{:#?}", c.diagnostics);
+    let m = &cycles[0].message;
+    assert!(m.len() < 400, "{} bytes: {m}", m.len());
+    assert!(
+        m.contains(
+            "job-0000 waits for job-0001 waits for job-0002 waits for … 2995 more jobs … waits \
+             for job-2998 waits for job-2999 waits for job-0000 (a cycle of 3000 jobs)"
+        ),
+        "{m}"
+    );
+    // Still at the entry that closes it: the last job's `after`.
+    at(cycles[0], 3 * n + 1, 12, "a cycle of 3000 jobs");
+}
+
+#[test]
+fn cycle_text_names_short_cycles_in_full() {
+    let names = |n: usize| -> Vec<String> { (0..=n).map(|i| format!("j{}", i % n)).collect() };
+    assert_eq!(cycle_text(&names(1)), "j0 waits for j0");
+    assert_eq!(
+        cycle_text(&names(6)),
+        "j0 waits for j1 waits for j2 waits for j3 waits for j4 waits for j5 waits for j0"
+    );
+    assert_eq!(
+        cycle_text(&names(7)),
+        "j0 waits for j1 waits for j2 waits for … 2 more jobs … waits for j5 waits for j6 \
+         waits for j0 (a cycle of 7 jobs)"
+    );
+}

@@ -59,7 +59,7 @@ use crate::model::{
 };
 use crate::proc::ProcEnv;
 use crate::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
-use crate::store::{Claim, Store};
+use crate::store::{Claim, Store, StoreError};
 use crate::text::Secrets;
 
 /// Environment lookup (API keys); tests inject a map instead of the process environment.
@@ -251,6 +251,26 @@ pub fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
     Secrets::new(settings.agents.values().filter_map(|a| env(&a.api_key_env)))
 }
 
+/// The store's settings for a run that was just claimed. A retryable error (database restarting,
+/// disk briefly full, lock held) is retried with backoff (50 ms doubling to 2 s) for up to the
+/// job's lease: a few seconds of outage must not turn a claimed slot into a `failed` row whose
+/// command never ran (rt3: 6 such rows over two PostgreSQL restarts). Past the lease another
+/// owner may recover the slot anyway, so the run then fails with the last error.
+async fn read_settings(store: &Arc<dyn Store>, lease: Duration) -> Result<Settings, StoreError> {
+    let deadline = tokio::time::Instant::now() + lease.max(Duration::from_secs(1));
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match crate::store::blocking(store, |s| s.settings()).await {
+            Err(e) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
+                tracing::debug!(error = %e, "reading settings for a run; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Run the pipeline for one claim. Never panics on outside input; every outcome is a row.
 /// `progress` is updated after every attempt, so a caller that drops this future (shutdown)
 /// can still say how far the run got.
@@ -284,7 +304,7 @@ pub async fn execute(
         row.parent_job = Some(p.job.clone());
         row.parent_run_id = Some(p.run_id);
     }
-    let settings = match blocking(store, |s| s.settings()).await {
+    let settings = match read_settings(store, secs(def.lease_seconds)).await {
         Ok(s) => s,
         Err(e) => {
             let mut row = row;
@@ -630,7 +650,8 @@ async fn step4_agent(
             };
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
-                settle(store, clock, &job, id, settlement(prices, &r, max_tokens)).await;
+                let how = settlement(prices, &r, worst, max_tokens);
+                settle(store, clock, &job, id, how).await;
             }
             let error = r
                 .as_ref()
@@ -717,21 +738,27 @@ fn cap_at_reservation(
 }
 
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
+///
+/// A reply claiming more output than the request allowed settles *to the figure its row
+/// records* (the worst case, see [`cap_at_reservation`]), so the completion moves that amount
+/// into the counters once; keeping it `Spent` as well would count it twice (spent and in
+/// flight) and stop the budget at a fraction of what was really booked.
 fn settlement(
     prices: &PriceTable,
     r: &Result<LlmReply, LlmError>,
+    worst: Option<f64>,
     max_tokens: Option<u32>,
 ) -> Settlement {
     match r {
         Ok(reply) => {
             let c = cost::run_cost(prices, &reply.model, reply.usage);
-            // No usage, an unknown reply model or a clamped count: the real cost is unknown,
-            // so the worst case stays charged. More output than the request allowed cannot be
-            // true either: the worst case is what it cost (see `cap_at_reservation`).
-            if c.unpriced || max_tokens.is_some_and(|m| c.output_tokens > u64::from(m)) {
-                Settlement::Spent
-            } else {
-                Settlement::Cost(c.cost_usd)
+            let absurd = max_tokens.is_some_and(|m| c.output_tokens > u64::from(m));
+            match worst {
+                Some(w) if absurd => Settlement::Cost(w),
+                // No usage, an unknown reply model or a clamped count: the real cost is
+                // unknown and the row records none of it, so the worst case stays charged.
+                _ if c.unpriced || absurd => Settlement::Spent,
+                _ => Settlement::Cost(c.cost_usd),
             }
         }
         Err(e) if e.surely_cost_nothing() => Settlement::Release,

@@ -793,7 +793,7 @@ pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
     if let Some(cycle) = crate::config::find_cycle(&file.jobs) {
         return Err(StoreError::Refused(format!(
             "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
-            cycle.join(" waits for ")
+            crate::config::cycle_text(&cycle)
         )));
     }
     let mut seen = HashSet::new();

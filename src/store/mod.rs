@@ -288,6 +288,9 @@ impl StoreError {
                 what: what.clone(),
                 source: None,
             },
+            // Already a message: kept as it is (wrapping it read "store unavailable: store
+            // unavailable: …" in the log of every batch member but the first).
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
             e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
             e => StoreError::Internal(e.to_string()),
         }
@@ -734,6 +737,10 @@ mod tests {
             assert_eq!(e.is_retryable(), retry, "{e:?}");
             let d = e.duplicate();
             assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
+            // rt3: the copy reads as the original, never "store unavailable: store unavailable".
+            if matches!(e, StoreError::Unavailable(_)) {
+                assert_eq!(d.to_string(), e.to_string());
+            }
             assert_eq!(
                 d.is_retryable(),
                 retry,

@@ -81,7 +81,7 @@ pub async fn print_events(
             Ok(Event::Row(row)) => {
                 let line = match format {
                     LogFormat::Text => text_line(&row),
-                    LogFormat::Json => match serde_json::to_string(&row) {
+                    LogFormat::Json => match cronsole::text::to_json(&row) {
                         Ok(l) => l,
                         Err(e) => {
                             tracing::error!(error = %e, "history row did not serialise");

@@ -52,7 +52,7 @@ fn main() -> ExitCode {
     match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", cmd::error_line(&err));
             ExitCode::from(cmd::exit_code_for(&err))
         }
     }

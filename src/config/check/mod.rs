@@ -20,7 +20,7 @@ use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::{JobDef, Settings};
 
 mod after;
-pub use after::find_cycle;
+pub use after::{cycle_text, find_cycle};
 mod calendars;
 mod jobs;
 mod overlap;

@@ -29,8 +29,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
         };
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        writeln!(out, "{}", cronsole::text::to_json_pretty(&report)?)?;
     } else {
         for p in &report.problems {
             writeln!(out, "{p}")?;

@@ -118,7 +118,7 @@ pub fn dry_run(cli: &Cli, a: &DryRunArgs) -> Result<ExitCode> {
         .context("could not start the async runtime")?;
     let report = rt.block_on(build(store.as_ref(), &rec, &settings, a.no_gates))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", cronsole::text::to_json_pretty(&report)?);
     } else {
         print_text(&report);
     }

@@ -78,6 +78,42 @@ pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(BadInput(msg.into()))
 }
 
+/// The error as the one `error:` line the binary prints: every cause of the chain once.
+///
+/// The library's typed errors keep their cause as `#[source]` *and* name it in their own
+/// message (`I/O error on PATH: Not a directory (os error 20)`), because logs, history rows and
+/// the console print only the top error. Printed as a chain (`{:#}`) that showed the OS cause
+/// twice; here a cause whose text the message above it already holds is left out, and nothing
+/// below a [`StoreError`] is printed: its message already renders its causes (a database error
+/// names the driver's whole chain as its detail, which the driver's own errors repeat in other
+/// words: "db error: FATAL: …").
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut above = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !(text.is_empty() || above.contains(&text)) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        above = text;
+        if let Some(se) = cause.downcast_ref::<StoreError>()
+            && !matches!(
+                se,
+                StoreError::BadLocation {
+                    source: Some(_),
+                    ..
+                }
+            )
+        {
+            break;
+        }
+    }
+    out
+}
+
 /// 2 for bad input (ours or a store that says so), 1 for everything else.
 pub fn exit_code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -189,7 +225,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{apply_counts, apply_lines};
+    use super::*;
     use cronsole::store::ApplyReport;
 
     fn report() -> ApplyReport {
@@ -229,6 +265,44 @@ mod tests {
         assert_eq!(
             apply_counts(&report(), true),
             "1 to create, 2 to update, 1 to retire, 1 unchanged"
+        );
+    }
+
+    /// Red-team leftover (rt2): "I/O error on X: Is a directory (os error 21): Is a directory
+    /// (os error 21)" — each cause is printed once, and a context that does not repeat its
+    /// cause still gets it.
+    #[test]
+    fn error_line_prints_each_cause_once() {
+        let io = || std::io::Error::from_raw_os_error(20);
+        let e = anyhow::Error::new(StoreError::Io {
+            path: "/etc/passwd/x".into(),
+            source: io(),
+        });
+        let os = io().to_string();
+        let line = error_line(&e);
+        assert_eq!(line, format!("I/O error on /etc/passwd/x: {os}"));
+        assert_eq!(line.matches(&os).count(), 1, "{line}");
+        let e = e.context("opening the store");
+        assert_eq!(
+            error_line(&e),
+            format!("opening the store: I/O error on /etc/passwd/x: {os}")
+        );
+        let e = anyhow::Error::new(io()).context("reading jobs.yaml");
+        assert_eq!(error_line(&e), format!("reading jobs.yaml: {os}"));
+        // Below a store error nothing is printed: a database error's detail already is the
+        // driver's chain, which the driver's own errors repeat in other words.
+        let driver = "port=x"
+            .parse::<tokio_postgres::Config>()
+            .expect_err("not a port");
+        assert!(!driver.to_string().is_empty());
+        let e = anyhow::Error::new(StoreError::Database {
+            doing: "connecting".into(),
+            detail: "the server's own words".into(),
+            source: driver,
+        });
+        assert_eq!(
+            error_line(&e),
+            "database error while connecting: the server's own words"
         );
     }
 }

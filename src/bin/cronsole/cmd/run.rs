@@ -519,7 +519,7 @@ fn engine_result(res: Result<(), engine::EngineError>) -> Result<()> {
 fn report_lost(res: &Result<(), engine::EngineError>) {
     if let Err(engine::EngineError::Unwritten { lost, .. }) = res {
         for e in lost {
-            if let Ok(line) = serde_json::to_string(e) {
+            if let Ok(line) = cronsole::text::to_json(e) {
                 eprintln!("cronsole: unwritten completion: {line}");
             }
         }

@@ -127,7 +127,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
                     .collect::<Vec<_>>()
             );
         }
-        println!("{v}");
+        println!("{}", cronsole::text::to_json(&v)?);
     } else if slots.is_empty() {
         // An empty answer says so (a script reading --json gets `"slots": []`).
         if a.count == 0 {

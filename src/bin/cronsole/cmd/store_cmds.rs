@@ -334,7 +334,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     let rows = page.rows;
     if a.json {
         for r in &rows {
-            println!("{}", serde_json::to_string(r)?);
+            println!("{}", cronsole::text::to_json(r)?);
         }
         // stdout stays one row per line; the next page's token goes to stderr.
         if let Some(t) = &page.next {
@@ -401,7 +401,7 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         if let Some(o) = v.as_object_mut() {
             o.insert("forecast".into(), serde_json::to_value(&f)?);
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", cronsole::text::to_json_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("period {}", s.period);
@@ -544,7 +544,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             runtime: &rec.rt,
             last_runs: &runs,
         };
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        println!("{}", cronsole::text::to_json_pretty(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
