@@ -88,3 +88,66 @@ fn apply_jobs_pause_trigger_history_stats() {
         "{out}"
     );
 }
+
+/// `apply` hands a large file's jobs to the store one at a time (issue 14): a first apply of
+/// more than 1 024 jobs goes straight into the snapshot, chains to later jobs resolve, a
+/// re-apply changing one job updates one, and a file whose last job is bad is refused with
+/// its position before any store is created.
+#[test]
+fn apply_of_a_large_file_streams_and_refuses_a_late_error_before_touching_the_store() {
+    let dir = support::tempdir("cli-large");
+    let n = 1_100;
+    let file_text = |last: &str| {
+        let mut t = String::from("jobs:\n");
+        for i in 0..n {
+            t.push_str(&format!(
+                "  - name: j{i:04}\n    schedule: \"0 3 1 1 *\"\n    command: \"{}\"\n",
+                if i == n - 1 { last } else { "true" }
+            ));
+        }
+        // Chained to a job written before it, and one chained to a job written after it.
+        t.push_str("  - name: early\n    after: late\n    command: \"true\"\n");
+        t.push_str("  - name: late\n    after: j0000\n    command: \"true\"\n");
+        t.push_str("defaults:\n  tz: UTC\n");
+        t
+    };
+    std::fs::write(
+        dir.join("bad.yaml"),
+        file_text("true").replace("after: j0000", "after: nobody"),
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "bad.yaml"]);
+    assert_eq!(c, 2, "{err}");
+    assert!(
+        err.contains(&format!("bad.yaml:{}:12", 3 * n + 6)) && err.contains("unknown job"),
+        "{err}"
+    );
+    assert!(!dir.join("store").exists(), "no store for a refused file");
+
+    std::fs::write(dir.join("jobs.yaml"), file_text("true")).unwrap();
+    let (c, out, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains(&format!("{} created, 0 updated", n + 2)),
+        "{out}"
+    );
+    let journal = std::fs::read_to_string(dir.join("store/jobs.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 1, "the batch went to the snapshot");
+    let (c, out, _) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), n + 2);
+
+    std::fs::write(dir.join("jobs.yaml"), file_text("true changed")).unwrap();
+    let (c, out, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains(&format!(
+            "0 created, 1 updated, 0 retired, {} unchanged",
+            n + 1
+        )),
+        "{out}"
+    );
+    let journal = std::fs::read_to_string(dir.join("store/jobs.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 2, "one changed job, one line");
+}

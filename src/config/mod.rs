@@ -11,6 +11,21 @@
 //! paths of the problems found are then located in the same parsed document. `bounds` is the
 //! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
 //!
+//! Job by job (issue 14: a file of 1 000 000 jobs): when the top-level `jobs:` is a plain list
+//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice and the
+//! list's items are never held together. The first pass keeps everything else (the sections,
+//! with their positions) and every job's name (duplicates, `context_from` and `after:` may
+//! name a later job); the second builds one job's nodes, checks it, locates its diagnostics in
+//! them, hands its definition on and drops them. The checks that need every job (`after:`
+//! cycles, `on: change` parents) keep only the valid jobs' chains and a flag byte per job, and
+//! their positions are located while each chained job is at hand. An item that holds an
+//! anchor stays (a later alias may name it). Any other shape — and an item that expands
+//! beyond what an alias bomb check would allow so far — is read whole as before. Both ways
+//! give the same diagnostics at the same positions and the same jobs
+//! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
+//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (a third pass), which
+//! is what `apply` uses: memory is the text plus a few dozen bytes per job.
+//!
 //! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
 //! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
 //! `CRONSOLE_MAX_JOBS_FILE_BYTES`), reading at most cap + 1 bytes, so it never grows without
@@ -71,10 +86,12 @@ mod tests_flow;
 mod tests_limits;
 #[cfg(test)]
 mod tests_overlap;
+#[cfg(test)]
+mod tests_stream;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
-pub use check::{cycle_text, find_cycle};
+pub use check::{cycle_text, find_cycle, find_cycle_by};
 
 /// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
 /// 1 000 000-job file is about 80 MB).
@@ -235,21 +252,27 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
         diagnostics: vec![d],
     })?;
     let mut loaded = load_str(&text, path)?;
+    adjust_paths(path, &mut loaded.file.settings);
+    Ok(loaded)
+}
+
+/// The file's directory becomes `base_dir`, and relative `file:` sinks are made absolute
+/// against it (see [`load_file`]).
+fn adjust_paths(path: &Path, settings: &mut Settings) {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     if let Ok(dir) = std::fs::canonicalize(dir) {
-        for sink in loaded.file.settings.delivery.values_mut() {
+        for sink in settings.delivery.values_mut() {
             if let crate::model::SinkDef::File { path, .. } = sink
                 && Path::new(path.as_str()).is_relative()
             {
                 *path = dir.join(path.as_str()).to_string_lossy().into_owned();
             }
         }
-        loaded.file.settings.base_dir = Some(dir.to_string_lossy().into_owned());
+        settings.base_dir = Some(dir.to_string_lossy().into_owned());
     }
-    Ok(loaded)
 }
 
 /// The size cap in force: `CRONSOLE_MAX_JOBS_FILE_BYTES` when set, else
@@ -412,15 +435,59 @@ fn check_inner(
     env_chars: Option<check::EnvChars<'_>>,
     now: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Checked {
-    let empty = |diagnostics| Checked {
-        settings: Settings::default(),
-        jobs: Vec::new(),
-        diagnostics,
+    check_with(text, path, env_is_set, env_chars, now, false)
+}
+
+/// [`check_inner`]; `whole`: read the whole document even when its jobs could stream (the
+/// reference the streaming check is tested against).
+fn check_with(
+    text: &str,
+    path: &Path,
+    env_is_set: &dyn Fn(&str) -> bool,
+    env_chars: Option<check::EnvChars<'_>>,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+    whole: bool,
+) -> Checked {
+    let mut checker = new_checker(path, env_is_set, env_chars, now);
+    let mut jobs = Vec::new();
+    let first = if whole {
+        match yaml::Document::parse(text) {
+            Ok(doc) => FirstPass::Whole(doc),
+            Err(e) => FirstPass::Failed(e),
+        }
+    } else {
+        first_pass(text)
     };
-    let doc = match yaml::Document::parse(text) {
-        Ok(d) => d,
-        Err(e) => return empty(vec![yaml_error(e, path)]),
+    let c = match first {
+        FirstPass::Failed(e) => Checking::failed(yaml_error(e, path)),
+        FirstPass::Whole(doc) => check_whole(&doc, path, &mut checker, &mut |j| jobs.push(j)),
+        FirstPass::Streamed(skel, names) => {
+            check_streamed(text, &skel, names, path, &mut checker, &mut |j| {
+                jobs.push(j)
+            })
+            .0
+        }
     };
+    match c.parsed {
+        Some((settings, _)) => Checked {
+            settings,
+            jobs,
+            diagnostics: c.diagnostics,
+        },
+        None => Checked {
+            settings: Settings::default(),
+            jobs: Vec::new(),
+            diagnostics: c.diagnostics,
+        },
+    }
+}
+
+fn new_checker<'e>(
+    path: &Path,
+    env_is_set: &'e dyn Fn(&str) -> bool,
+    env_chars: Option<check::EnvChars<'e>>,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> check::Checker<'e> {
     let mut checker = check::Checker::new(env_is_set);
     checker.now = now;
     checker.base_dir = Some(match path.parent() {
@@ -430,31 +497,311 @@ fn check_inner(
     if let Some(f) = env_chars {
         checker = checker.with_env_chars(f);
     }
-    let parsed = checker.document(&doc.value);
-    let mut diagnostics: Vec<Diagnostic> = checker
-        .pending
+    checker
+}
+
+/// The first reading of the text: either a YAML error, the whole document (a file whose
+/// `jobs:` list cannot be streamed), or everything but the jobs plus every job's name.
+enum FirstPass {
+    Failed(yaml::YamlError),
+    Whole(yaml::Document),
+    Streamed(yaml::Document, check::JobNames),
+}
+
+fn first_pass(text: &str) -> FirstPass {
+    let mut names = check::JobNames::default();
+    let streamed = yaml::Document::parse_streaming(text, &mut |item| {
+        names.add(item.index, &item.value);
+        Ok(())
+    });
+    match streamed {
+        Err(e) => FirstPass::Failed(e),
+        Ok(Some(skel)) if skel.streamed() => FirstPass::Streamed(skel, names),
+        Ok(Some(doc)) => FirstPass::Whole(doc),
+        Ok(None) => match yaml::Document::parse(text) {
+            Ok(doc) => FirstPass::Whole(doc),
+            Err(e) => FirstPass::Failed(e),
+        },
+    }
+}
+
+/// What checking a file found, besides its jobs (handed over one at a time).
+struct Checking {
+    /// The settings and defaults (`None`: the document is not a mapping, or not YAML).
+    parsed: Option<(Settings, check::Defaults)>,
+    /// Errors and warnings, sorted by position.
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Checking {
+    fn failed(d: Diagnostic) -> Checking {
+        Checking {
+            parsed: None,
+            diagnostics: vec![d],
+        }
+    }
+}
+
+fn diagnostic(p: check::Pending, path: &Path, (line, column): (usize, usize)) -> Diagnostic {
+    Diagnostic {
+        severity: p.severity,
+        file: path.to_path_buf(),
+        line,
+        column,
+        key: yaml::render(&p.path),
+        message: p.message,
+    }
+}
+
+/// The whole-document check: every job is handed to `each` once all are checked.
+fn check_whole(
+    doc: &yaml::Document,
+    path: &Path,
+    checker: &mut check::Checker<'_>,
+    each: &mut dyn FnMut(Option<JobDef>),
+) -> Checking {
+    let parsed = match checker.top(&doc.value) {
+        None => None,
+        Some((settings, defaults, m)) => {
+            for j in checker.jobs(m, &defaults, &settings) {
+                each(j);
+            }
+            Some((settings, defaults))
+        }
+    };
+    let mut diagnostics: Vec<Diagnostic> = std::mem::take(&mut checker.pending)
         .into_iter()
         .map(|p| {
-            let (line, column) = doc.locate_or_parent(&p.path, p.target);
-            Diagnostic {
-                severity: p.severity,
-                file: path.to_path_buf(),
-                line,
-                column,
-                key: yaml::render(&p.path),
-                message: p.message,
-            }
+            let at = doc.locate_or_parent(&p.path, p.target);
+            diagnostic(p, path, at)
         })
         .collect();
     diagnostics.sort_by_key(|d| (d.line, d.column));
-    match parsed {
-        Some((settings, jobs)) => Checked {
-            settings,
-            jobs,
+    Checking {
+        parsed,
+        diagnostics,
+    }
+}
+
+/// The job-by-job check of a file whose `jobs:` list streams: `skel` is everything else,
+/// `names` every job's name (the first pass). The text is parsed again, each job checked,
+/// located, handed to `each` and dropped as soon as it is read; only the names, a few bytes
+/// per job and the valid jobs' `after:` chains are kept for the whole-list checks. Returns
+/// the names again (to check the jobs once more when they are handed over).
+fn check_streamed(
+    text: &str,
+    skel: &yaml::Document,
+    names: check::JobNames,
+    path: &Path,
+    checker: &mut check::Checker<'_>,
+    each: &mut dyn FnMut(Option<JobDef>),
+) -> (Checking, check::JobNames) {
+    let Some((settings, defaults, _)) = checker.top(&skel.value) else {
+        // The skeleton of a streamed list is a mapping: unreachable, reported as the whole
+        // document would be.
+        return (check_whole(skel, path, checker, each), names);
+    };
+    let mut diagnostics: Vec<Diagnostic> = std::mem::take(&mut checker.pending)
+        .into_iter()
+        .map(|p| {
+            let at = skel.locate_or_parent(&p.path, p.target);
+            diagnostic(p, path, at)
+        })
+        .collect();
+    let mut run = check::JobsRun::new(names, &settings);
+    // Where the whole-list checks may point, located while each chained job is at hand.
+    let mut chain_at: std::collections::HashMap<String, (usize, usize)> = Default::default();
+    let second = yaml::Document::parse_streaming(text, &mut |item| {
+        let job = checker.job_item(&mut run, item.index, &item.value, &defaults, &settings);
+        for p in std::mem::take(&mut checker.pending) {
+            let at = item
+                .locate_or_parent(&p.path, p.target)
+                .unwrap_or_else(|| skel.locate_or_parent(&p.path, p.target));
+            diagnostics.push(diagnostic(p, path, at));
+        }
+        if let Some(c) = run.chain_of(item.index) {
+            for p in c.paths() {
+                if let Some(at) = item.locate_or_parent(&p, yaml::Target::Value) {
+                    chain_at.insert(yaml::render(&p), at);
+                }
+            }
+        }
+        each(job);
+        Ok(())
+    });
+    match second {
+        Ok(Some(_)) => {}
+        // The same text parsed a moment ago: only a bug gets here; refuse rather than guess.
+        Ok(None) => diagnostics.push(file_error(
+            path,
+            "the jobs file read differently the second time".to_string(),
+        )),
+        Err(e) => diagnostics.push(yaml_error(e, path)),
+    }
+    checker.jobs_end(&run, &settings);
+    for p in std::mem::take(&mut checker.pending) {
+        let at = chain_at
+            .get(&yaml::render(&p.path))
+            .copied()
+            .unwrap_or_else(|| skel.locate_or_parent(&p.path, p.target));
+        diagnostics.push(diagnostic(p, path, at));
+    }
+    diagnostics.sort_by_key(|d| (d.line, d.column));
+    (
+        Checking {
+            parsed: Some((settings, defaults)),
             diagnostics,
         },
-        None => empty(diagnostics),
+        run.into_names(),
+    )
+}
+
+/// A jobs file that validated, ready to hand its jobs over one at a time ([`prepare_file`]):
+/// `apply` of a large file never holds every definition (nor the YAML tree) at once.
+pub struct Prepared {
+    text: String,
+    path: PathBuf,
+    /// The settings as checked (before [`load_file`]'s path adjustments).
+    checked: Settings,
+    /// The settings to store.
+    settings: Settings,
+    defaults: check::Defaults,
+    calendars: std::collections::BTreeMap<String, crate::schedule::calendar::Calendar>,
+    jobs: PreparedJobs,
+    /// Warnings (the file is accepted).
+    pub warnings: Vec<Diagnostic>,
+}
+
+enum PreparedJobs {
+    /// A file whose `jobs:` list streams: the jobs are checked again as they are handed over.
+    Streamed(check::JobNames),
+    /// A file read whole (an anchored or merged `jobs:` list): its definitions.
+    Whole(Vec<JobDef>),
+}
+
+/// Why handing the jobs over stopped.
+#[derive(Debug)]
+pub enum Handover<E> {
+    /// The receiver refused a definition.
+    Refused(E),
+    /// The file no longer reads as it did when it was validated (only a bug gets here).
+    Changed(ConfigErrors),
+}
+
+impl Prepared {
+    /// The settings to store (with [`load_file`]'s adjustments).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
+
+    /// Hand every job over to `each`, in file order, one at a time. A streamed file is parsed
+    /// and checked once more, job by job; nothing but the names is held meanwhile.
+    pub fn for_each_job<E>(
+        self,
+        each: &mut dyn FnMut(JobDef) -> Result<(), E>,
+    ) -> Result<(), Handover<E>> {
+        let names = match self.jobs {
+            PreparedJobs::Whole(jobs) => {
+                return jobs
+                    .into_iter()
+                    .try_for_each(each)
+                    .map_err(Handover::Refused);
+            }
+            PreparedJobs::Streamed(names) => names,
+        };
+        let env = |_: &str| true;
+        let mut checker = new_checker(&self.path, &env, None, None);
+        checker.calendars = self.calendars;
+        let mut run = check::JobsRun::new(names, &self.checked);
+        let mut refused = None;
+        let mut invalid = None;
+        let r = yaml::Document::parse_streaming(&self.text, &mut |item| {
+            let job = checker.job_item(
+                &mut run,
+                item.index,
+                &item.value,
+                &self.defaults,
+                &self.checked,
+            );
+            let pending = std::mem::take(&mut checker.pending);
+            let Some(job) = job else {
+                invalid = pending
+                    .into_iter()
+                    .find(|p| p.severity == Severity::Error)
+                    .map(|p| {
+                        let at = item.locate_or_parent(&p.path, p.target).unwrap_or((1, 1));
+                        diagnostic(p, &self.path, at)
+                    });
+                return Err(yaml::YamlError::stop());
+            };
+            each(job).map_err(|e| {
+                refused = Some(e);
+                yaml::YamlError::stop()
+            })
+        });
+        if let Some(e) = refused {
+            return Err(Handover::Refused(e));
+        }
+        let changed = |d: Diagnostic| {
+            Handover::Changed(ConfigErrors {
+                diagnostics: vec![d],
+            })
+        };
+        if let Some(d) = invalid {
+            return Err(changed(d));
+        }
+        match r {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(changed(file_error(
+                &self.path,
+                "the jobs file changed while it was applied".to_string(),
+            ))),
+            Err(e) => Err(changed(yaml_error(e, &self.path))),
+        }
+    }
+}
+
+/// Read and validate a jobs file for a job-by-job hand-over ([`Prepared::for_each_job`]).
+/// The file is read once and parsed twice here (names first: duplicates, `context_from` and
+/// `after:` may refer to a later job; then each job, checked and dropped), so memory is the
+/// text plus a few bytes per job. Same diagnostics as [`load_file`].
+pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
+    let text = read_text(path).map_err(|d| ConfigErrors {
+        diagnostics: vec![d],
+    })?;
+    let is_set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    let chars = |name: &str| std::env::var(name).ok().map(|v| v.trim().chars().count());
+    let mut checker = new_checker(path, &is_set, Some(&chars), None);
+    let (c, jobs) = match first_pass(&text) {
+        FirstPass::Failed(e) => (Checking::failed(yaml_error(e, path)), None),
+        FirstPass::Whole(doc) => {
+            let mut jobs = Vec::new();
+            let c = check_whole(&doc, path, &mut checker, &mut |j| jobs.extend(j));
+            (c, Some(PreparedJobs::Whole(jobs)))
+        }
+        FirstPass::Streamed(skel, names) => {
+            let (c, names) = check_streamed(&text, &skel, names, path, &mut checker, &mut drop);
+            (c, Some(PreparedJobs::Streamed(names)))
+        }
+    };
+    let errors = c.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let (Some((checked, defaults)), Some(jobs), false) = (c.parsed, jobs, errors) else {
+        return Err(ConfigErrors {
+            diagnostics: c.diagnostics,
+        });
+    };
+    let mut settings = checked.clone();
+    adjust_paths(path, &mut settings);
+    Ok(Prepared {
+        text,
+        path: path.to_path_buf(),
+        checked,
+        settings,
+        defaults,
+        calendars: checker.calendars,
+        jobs,
+        warnings: c.diagnostics,
+    })
 }
 
 /// Parse jobs-file text without checking it: the parser's share of [`check_str`], for the

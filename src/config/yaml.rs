@@ -226,6 +226,11 @@ impl YamlError {
         }
     }
 
+    /// What an item callback returns to stop a streaming parse (its caller knows why).
+    pub fn stop() -> YamlError {
+        YamlError::at((1, 1), "stopped")
+    }
+
     fn scan(e: &ScanError) -> YamlError {
         let m = e.marker();
         // The scanner reads a little ahead of the events, so very deep flow nesting can hit its
@@ -260,6 +265,10 @@ enum Kind {
     Map(Vec<(usize, usize)>),
     /// `*name`: the anchored node.
     Alias(usize),
+    /// The top-level `jobs:` list of a streaming parse ([`Document::parse_streaming`]): its
+    /// items were handed over one by one and dropped; it materializes as an empty list (or as
+    /// the first error its items had).
+    Streamed,
 }
 
 #[derive(Debug)]
@@ -281,17 +290,76 @@ pub struct Document {
     big_maps: HashMap<usize, HashMap<String, usize>>,
     /// `None` for an empty document (no node at all).
     root: Option<usize>,
+    /// The first error materializing a streamed item (reported where the list materializes, in
+    /// the order a whole-document parse reports it).
+    item_error: Option<YamlError>,
+    /// Whether the top-level `jobs:` list was streamed (its items are not in this document).
+    streamed: bool,
     pub value: Value,
 }
 
-struct Builder<'t> {
+/// One item of the top-level `jobs:` list, handed over by [`Document::parse_streaming`] as soon
+/// as it is parsed: its value (merges applied, aliases resolved) and the positions of its nodes
+/// as written, valid only during the call.
+pub struct Item<'a> {
+    /// Its index in the list.
+    pub index: usize,
+    /// Its value.
+    pub value: Value,
+    nodes: &'a [Node],
+    node: usize,
+}
+
+impl Item<'_> {
+    /// 1-based `(line, column)` of a diagnostic path under this item (`jobs[index]…`), falling
+    /// back to the nearest ancestor written in the text, as [`Document::locate_or_parent`]
+    /// does; `None` for a path elsewhere in the document.
+    pub fn locate_or_parent(&self, path: &[Seg], target: Target) -> Option<(usize, usize)> {
+        let [Seg::Key(k), Seg::Index(n), rest @ ..] = path else {
+            return None;
+        };
+        if k != "jobs" || *n != self.index {
+            return None;
+        }
+        let tree = Tree {
+            nodes: self.nodes,
+            big_maps: None,
+            item_error: None,
+        };
+        if let Some(pos) = tree.locate_from(self.node, rest, target) {
+            return Some(pos);
+        }
+        (0..rest.len())
+            .rev()
+            .find_map(|len| tree.locate_from(self.node, &rest[..len], Target::Value))
+    }
+}
+
+/// What a streaming parse does with each item (an error stops the parse with it).
+pub type OnItem<'c> = &'c mut dyn FnMut(Item<'_>) -> Result<(), YamlError>;
+
+struct Builder<'t, 'c> {
     parser: Parser<'t, saphyr_parser::StrInput<'t>>,
     nodes: Vec<Node>,
     /// saphyr anchor id → node; `None` while the anchored node is still open.
     anchors: HashMap<usize, Option<usize>>,
+    /// Where the items of the top-level `jobs:` list go (a streaming parse).
+    on_item: Option<OnItem<'c>>,
+    /// The streamed list's node, once it began.
+    streamed: Option<usize>,
+    /// Nodes written, the dropped items' included (the alias-bomb limit counts them).
+    built: u64,
+    /// The last node that carries an anchor (an item holding one is kept: a later alias may
+    /// name it).
+    last_anchored: Option<usize>,
+    item_error: Option<YamlError>,
+    /// A streamed item expands beyond what the document could be allowed: the streaming parse
+    /// gives up and the caller parses the whole document (which refuses or accepts it exactly
+    /// as before).
+    not_streamable: bool,
 }
 
-impl<'t> Builder<'t> {
+impl<'t> Builder<'t, '_> {
     fn next(&mut self) -> Result<(Event<'t>, Span), YamlError> {
         match self.parser.next_event() {
             Some(Ok(ev)) => Ok(ev),
@@ -303,10 +371,84 @@ impl<'t> Builder<'t> {
     fn push(&mut self, node: Node, anchor: usize) -> usize {
         let id = self.nodes.len();
         self.nodes.push(node);
+        self.built += 1;
         if anchor != 0 {
             self.anchors.insert(anchor, Some(id));
+            self.last_anchored = Some(id);
         }
         id
+    }
+
+    /// Whether the value after the root mapping's key `k` is the `jobs:` list to stream: the
+    /// first `jobs` key, written as text, of a streaming parse, whose value is a plain list
+    /// without an anchor (an anchored list could be named again later).
+    fn streams(&self, k: usize, level: usize, value: &Event<'t>) -> bool {
+        level == 1
+            && self.on_item.is_some()
+            && self.streamed.is_none()
+            && matches!(&self.nodes[k].kind, Kind::Scalar(Value::String(s)) if s == "jobs")
+            && matches!(value, Event::SequenceStart(0, tag)
+                if tag.as_ref().is_none_or(|t| t.is_yaml_core_schema()))
+    }
+
+    /// The top-level `jobs:` list, one item at a time: each item is built, materialized, handed
+    /// to `on_item` and dropped (unless it holds an anchor).
+    fn stream_list(&mut self, span: Span, level: usize) -> Result<usize, YamlError> {
+        let at = pos(&span);
+        let (mut size, mut depth) = (1u64, 1usize);
+        let mut index = 0;
+        loop {
+            let next = self.next()?;
+            if matches!(next.0, Event::SequenceEnd) {
+                break;
+            }
+            let start = self.nodes.len();
+            let id = self.node(next, level + 1)?;
+            let (item_size, item_depth) = (self.nodes[id].size, self.nodes[id].depth);
+            size = size.saturating_add(item_size);
+            depth = depth.max(item_depth + 1);
+            // The whole document's limit is at least this; an item beyond it may be an alias
+            // bomb, which must be refused before it is expanded.
+            if item_size > MAX_EXPANDED_NODES.max(self.built.saturating_mul(4)) {
+                self.not_streamable = true;
+                return Err(YamlError::at(at, "not streamable"));
+            }
+            let tree = Tree {
+                nodes: &self.nodes,
+                big_maps: None,
+                item_error: None,
+            };
+            match tree.materialize(id) {
+                Ok(value) => {
+                    if let Some(on_item) = self.on_item.as_mut() {
+                        on_item(Item {
+                            index,
+                            value,
+                            nodes: &self.nodes,
+                            node: id,
+                        })?;
+                    }
+                }
+                Err(e) => {
+                    if self.item_error.is_none() {
+                        self.item_error = Some(e);
+                    }
+                }
+            }
+            if self.last_anchored.is_none_or(|a| a < start) {
+                self.nodes.truncate(start);
+            }
+            index += 1;
+        }
+        let node = Node {
+            at,
+            kind: Kind::Streamed,
+            size,
+            depth,
+        };
+        let id = self.push(node, 0);
+        self.streamed = Some(id);
+        Ok(id)
     }
 
     fn open(&mut self, anchor: usize) {
@@ -397,7 +539,11 @@ impl<'t> Builder<'t> {
                     }
                     let k = self.node(next, level + 1)?;
                     let first = self.next()?;
-                    let v = self.node(first, level + 1)?;
+                    let v = if self.streams(k, level, &first.0) {
+                        self.stream_list(first.1, level + 1)?
+                    } else {
+                        self.node(first, level + 1)?
+                    };
                     for id in [k, v] {
                         size = size.saturating_add(self.nodes[id].size);
                         depth = depth.max(self.nodes[id].depth + 1);
@@ -574,39 +720,89 @@ impl KeyIndex {
 impl Document {
     /// Parse `text` (one document); merges are applied to [`Document::value`].
     pub fn parse(text: &str) -> Result<Document, YamlError> {
+        Self::build(text, None)
+    }
+
+    /// Parse `text`, handing each item of the top-level `jobs:` list to `on_item` as soon as it
+    /// is parsed and then dropping it, so a file of a million jobs is never held as one tree.
+    /// The document returned holds everything else (its `jobs:` list materializes empty) and
+    /// fails exactly where [`Document::parse`] fails, with the same error. When the list cannot
+    /// be streamed (an anchored list, one brought in by an alias or a merge) the document is
+    /// whole and [`Document::streamed`] is false. `Ok(None)`: an item may be an alias bomb;
+    /// the caller parses the whole document instead (items already handed over are void).
+    pub fn parse_streaming(text: &str, on_item: OnItem<'_>) -> Result<Option<Document>, YamlError> {
+        let mut not_streamable = false;
+        match Self::build_flagged(text, Some(on_item), &mut not_streamable) {
+            Err(_) if not_streamable => Ok(None),
+            r => r.map(Some),
+        }
+    }
+
+    /// Whether the `jobs:` list was streamed (its items are not in this document).
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// Nodes held (tests: a streamed list's items are not).
+    #[cfg(test)]
+    pub fn nodes_held(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn build(text: &str, on_item: Option<OnItem<'_>>) -> Result<Document, YamlError> {
+        Self::build_flagged(text, on_item, &mut false)
+    }
+
+    fn build_flagged(
+        text: &str,
+        on_item: Option<OnItem<'_>>,
+        not_streamable: &mut bool,
+    ) -> Result<Document, YamlError> {
         let mut b = Builder {
             parser: Parser::new_from_str(text),
             nodes: Vec::new(),
             anchors: HashMap::new(),
+            on_item,
+            streamed: None,
+            built: 0,
+            last_anchored: None,
+            item_error: None,
+            not_streamable: false,
         };
         let mut root = None;
         let mut documents = 0;
-        loop {
-            let (ev, span) = b.next()?;
-            match ev {
-                Event::StreamEnd => break,
-                Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
-                Event::DocumentStart(_) => {
-                    documents += 1;
-                    if documents > 1 {
-                        return Err(YamlError::at(
-                            pos(&span),
-                            "a jobs file holds one YAML document; found a second one",
-                        ));
+        let r = (|| {
+            loop {
+                let (ev, span) = b.next()?;
+                match ev {
+                    Event::StreamEnd => break,
+                    Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
+                    Event::DocumentStart(_) => {
+                        documents += 1;
+                        if documents > 1 {
+                            return Err(YamlError::at(
+                                pos(&span),
+                                "a jobs file holds one YAML document; found a second one",
+                            ));
+                        }
                     }
+                    _ => root = Some(b.node((ev, span), 1)?),
                 }
-                _ => root = Some(b.node((ev, span), 1)?),
             }
-        }
-        let nodes = b.nodes;
+            Ok(())
+        })();
+        *not_streamable = b.not_streamable;
+        r?;
+        let written = b.built;
         let mut doc = Document {
             big_maps: HashMap::new(),
-            nodes,
+            nodes: b.nodes,
             root,
+            item_error: b.item_error,
+            streamed: b.streamed.is_some(),
             value: Value::Null,
         };
         if let Some(r) = root {
-            let written = doc.nodes.len() as u64;
             let limit = MAX_EXPANDED_NODES.max(written.saturating_mul(4));
             let expanded = doc.nodes[r].size;
             if expanded > limit {
@@ -618,7 +814,7 @@ impl Document {
                     ),
                 ));
             }
-            doc.value = doc.materialize(r)?;
+            doc.value = doc.tree().materialize(r)?;
         }
         for (id, node) in doc.nodes.iter().enumerate() {
             if let Kind::Map(entries) = &node.kind
@@ -626,7 +822,7 @@ impl Document {
             {
                 let mut index = HashMap::new();
                 for (i, (k, _)) in entries.iter().enumerate() {
-                    if let Some(t) = doc.scalar_key_text(*k) {
+                    if let Some(t) = doc.tree().scalar_key_text(*k) {
                         index.entry(t).or_insert(i);
                     }
                 }
@@ -636,11 +832,51 @@ impl Document {
         Ok(doc)
     }
 
+    fn tree(&self) -> Tree<'_> {
+        Tree {
+            nodes: &self.nodes,
+            big_maps: Some(&self.big_maps),
+            item_error: self.item_error.as_ref(),
+        }
+    }
+
+    /// 1-based `(line, column)` of `path` as written, or `None` when it is not in the text
+    /// (e.g. it came from a `<<` merge, or lies in a streamed item).
+    pub fn locate(&self, path: &[Seg], target: Target) -> Option<(usize, usize)> {
+        self.tree().locate_from(self.root?, path, target)
+    }
+
+    /// Like [`Document::locate`], falling back to the nearest ancestor, then to 1:1.
+    pub fn locate_or_parent(&self, path: &[Seg], target: Target) -> (usize, usize) {
+        if let Some(pos) = self.locate(path, target) {
+            return pos;
+        }
+        (0..path.len())
+            .rev()
+            .find_map(|len| self.locate(&path[..len], Target::Value))
+            .unwrap_or((1, 1))
+    }
+}
+
+/// The nodes of a document (or of the part of it parsed so far) and how to read them.
+struct Tree<'a> {
+    nodes: &'a [Node],
+    /// See [`Document::big_maps`]; `None`: mappings are scanned.
+    big_maps: Option<&'a HashMap<usize, HashMap<String, usize>>>,
+    /// What a streamed list materializes as when one of its items failed.
+    item_error: Option<&'a YamlError>,
+}
+
+impl Tree<'_> {
     /// The value of node `id`, aliases followed, duplicate keys refused, `<<` merges applied.
     fn materialize(&self, id: usize) -> Result<Value, YamlError> {
         let node = &self.nodes[id];
         match &node.kind {
             Kind::Scalar(v) => Ok(v.clone()),
+            Kind::Streamed => match self.item_error {
+                Some(e) => Err(e.clone()),
+                None => Ok(Value::Sequence(Vec::new())),
+            },
             Kind::Alias(target) => self.materialize(*target),
             Kind::Seq(items) => items
                 .iter()
@@ -748,16 +984,16 @@ impl Document {
         }
     }
 
-    /// 1-based `(line, column)` of `path` as written, or `None` when it is not in the text
-    /// (e.g. it came from a `<<` merge).
-    pub fn locate(&self, path: &[Seg], target: Target) -> Option<(usize, usize)> {
-        let mut id = self.resolve(self.root?)?;
+    /// 1-based `(line, column)` of `path` below node `from`, or `None` when it is not in the
+    /// text.
+    fn locate_from(&self, from: usize, path: &[Seg], target: Target) -> Option<(usize, usize)> {
+        let mut id = self.resolve(from)?;
         for (i, seg) in path.iter().enumerate() {
             let last = i + 1 == path.len();
             match (seg, &self.nodes.get(id)?.kind) {
                 (Seg::Index(n), Kind::Seq(items)) => id = self.resolve(*items.get(*n)?)?,
                 (Seg::Key(k), Kind::Map(entries)) => {
-                    let (key, value) = match self.big_maps.get(&id) {
+                    let (key, value) = match self.big_maps.and_then(|b| b.get(&id)) {
                         Some(index) => entries.get(*index.get(k.as_str())?)?,
                         None => entries.iter().find(|(key, _)| {
                             self.scalar_key_text(*key).as_deref() == Some(k.as_str())
@@ -772,16 +1008,5 @@ impl Document {
             }
         }
         Some(self.nodes.get(id)?.at)
-    }
-
-    /// Like [`Document::locate`], falling back to the nearest ancestor, then to 1:1.
-    pub fn locate_or_parent(&self, path: &[Seg], target: Target) -> (usize, usize) {
-        if let Some(pos) = self.locate(path, target) {
-            return pos;
-        }
-        (0..path.len())
-            .rev()
-            .find_map(|len| self.locate(&path[..len], Target::Value))
-            .unwrap_or((1, 1))
     }
 }

@@ -451,6 +451,9 @@ pub struct HistoryPage {
     pub next: Option<String>,
 }
 
+/// Where [`Store::apply_each`]'s `feed` hands each definition.
+pub type DefSink<'a> = &'a mut dyn FnMut(crate::model::JobDef) -> StoreResult<()>;
+
 /// What `apply` changed, by job name.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ApplyReport {
@@ -520,6 +523,29 @@ pub trait Store: HistoryReader {
     fn location(&self) -> String;
     /// Sync the jobs file's definitions and settings into the store (SPEC §13.2 `apply`).
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport>;
+    /// [`Store::apply`] of definitions handed over one at a time: `feed` calls the sink it is
+    /// given once per job, in file order, and fails when the file cannot be read to its end.
+    /// Same checks and result as `apply` of the whole file; nothing changes when `feed` or a
+    /// definition fails. A store that can write records as they come need never hold every
+    /// definition at once (issue 14: `apply` of 1 000 000 jobs). This default collects them
+    /// and calls `apply`.
+    fn apply_each(
+        &self,
+        settings: &Settings,
+        feed: &mut dyn FnMut(DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let mut jobs = Vec::new();
+        feed(&mut |d| {
+            jobs.push(d);
+            Ok(())
+        })?;
+        let file = JobsFile {
+            settings: settings.clone(),
+            jobs,
+        };
+        self.apply(&file, now)
+    }
     /// The settings of the last `apply`.
     fn settings(&self) -> StoreResult<Settings>;
     /// A cheap token that changes whenever anything in the store changed (no re-parse).

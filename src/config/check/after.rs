@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{Checker, describe_value, index, key, list, show};
 use crate::config::yaml::{Mapping, Seg, Value};
-use crate::model::{After, ChainOn, Gate, JobDef};
+use crate::model::{After, ChainOn, JobDef};
 
 pub(super) const AFTER_KEYS: &[&str] = &["job", "on"];
 
@@ -148,33 +148,17 @@ impl Checker<'_> {
     /// Whole-file checks over the valid jobs: `on: change` needs a monitor parent, and no
     /// chain may come back to where it started (the error is at the `after` entry that closes
     /// the cycle, walking jobs in file order).
-    pub(super) fn after_graph(&mut self, items: &[Value], jobs: &[Option<JobDef>]) {
-        let base = vec![Seg::Key("jobs".into())];
-        let by_name: BTreeMap<&str, (usize, &JobDef)> = jobs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, j)| j.as_ref().map(|j| (j.name.as_str(), (i, j))))
-            .collect();
-        // Where entry `k` of job `i` was written.
-        let entry_path = |i: usize, k: usize| {
-            let p = key(&index(&base, i), "after");
-            let is_list = items
-                .get(i)
-                .and_then(Value::as_mapping)
-                .and_then(|m| m.get("after"))
-                .is_some_and(|v| matches!(v, Value::Sequence(_)));
-            if is_list { index(&p, k) } else { p }
-        };
-        for &(i, j) in by_name.values() {
-            for (k, a) in j.after.iter().enumerate() {
+    pub(super) fn after_graph(&mut self, run: &super::jobs::JobsRun) {
+        let by_name: BTreeMap<&str, &super::jobs::Chain> =
+            run.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+        for c in by_name.values() {
+            for (k, a) in c.after.iter().enumerate() {
                 if a.on != ChainOn::Change {
                     continue;
                 }
-                if let Some((_, parent)) = by_name.get(a.job.as_str())
-                    && !matches!(parent.gate, Some(Gate::Monitor { .. }))
-                {
+                if run.is_valid(&a.job) && !run.is_monitor(&a.job) {
                     self.error(
-                        key(&entry_path(i, k), "on"),
+                        key(&c.entry_path(k), "on"),
                         format!(
                             "`on: change` needs a monitor: job '{}' has no `monitor:` gate (use \
                              success, failure or completion)",
@@ -186,8 +170,11 @@ impl Checker<'_> {
         }
         // The cycle as every store finds it ([`find_cycle`], jobs in file order),
         // reported at the entry that closes it: the last job's entry naming the first.
-        let valid: Vec<JobDef> = order_valid(jobs);
-        let Some(names) = find_cycle(&valid) else {
+        let Some(names) = find_cycle_by(
+            run.chains
+                .iter()
+                .map(|c| (c.name.as_str(), c.after.as_slice())),
+        ) else {
             return;
         };
         let (Some(closer), Some(target)) = (
@@ -196,11 +183,11 @@ impl Checker<'_> {
         ) else {
             return;
         };
-        if let Some(&(i, j)) = by_name.get(closer.as_str())
-            && let Some(k) = j.after.iter().position(|a| &a.job == target)
+        if let Some(c) = by_name.get(closer.as_str())
+            && let Some(k) = c.after.iter().position(|a| &a.job == target)
         {
             self.error(
-                entry_path(i, k),
+                c.entry_path(k),
                 format!(
                     "`after` makes a cycle: {} (each job waits for the next); a chain must end \
                      somewhere",
@@ -209,11 +196,6 @@ impl Checker<'_> {
             );
         }
     }
-}
-
-/// The valid jobs, in file order.
-fn order_valid(jobs: &[Option<JobDef>]) -> Vec<JobDef> {
-    jobs.iter().flatten().cloned().collect()
 }
 
 /// Jobs of a cycle named in full before [`cycle_text`] shortens it.
@@ -244,40 +226,46 @@ pub fn cycle_text(names: &[String]) -> String {
 /// `JobsFile` built in code skips `config`): no job after itself, directly or through others.
 /// Returns the cycle's names, first = last.
 pub fn find_cycle(jobs: &[JobDef]) -> Option<Vec<String>> {
+    find_cycle_by(jobs.iter().map(|j| (j.name.as_str(), j.after.as_slice())))
+}
+
+/// [`find_cycle`] over `(name, after)` pairs in file order: jobs without `after:` entries may
+/// be left out (they end every chain), so a stream of definitions keeps only its chains.
+pub fn find_cycle_by<'a>(
+    jobs: impl IntoIterator<Item = (&'a str, &'a [After])>,
+) -> Option<Vec<String>> {
     use std::collections::BTreeMap;
-    let by_name: BTreeMap<&str, &JobDef> = jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+    let jobs: Vec<(&str, &[After])> = jobs.into_iter().collect();
+    let by_name: BTreeMap<&str, (&str, &[After])> = jobs.iter().map(|j| (j.0, *j)).collect();
     // 0 = new, 1 = on the current path, 2 = done.
     let mut mark: BTreeMap<&str, u8> = BTreeMap::new();
-    for root in jobs {
-        if mark.get(root.name.as_str()).copied().unwrap_or(0) != 0 {
+    for root in &jobs {
+        if mark.get(root.0).copied().unwrap_or(0) != 0 {
             continue;
         }
-        let mut stack: Vec<(&JobDef, usize)> = vec![(root, 0)];
-        mark.insert(root.name.as_str(), 1);
+        let mut stack: Vec<((&str, &[After]), usize)> = vec![(*root, 0)];
+        mark.insert(root.0, 1);
         while let Some(top) = stack.last_mut() {
             let (j, k) = (top.0, top.1);
             top.1 += 1;
-            let Some(a) = j.after.get(k) else {
-                mark.insert(j.name.as_str(), 2);
+            let Some(a) = j.1.get(k) else {
+                mark.insert(j.0, 2);
                 stack.pop();
                 continue;
             };
             let Some(p) = by_name.get(a.job.as_str()) else {
                 continue;
             };
-            match mark.get(p.name.as_str()).copied().unwrap_or(0) {
+            match mark.get(p.0).copied().unwrap_or(0) {
                 0 => {
-                    mark.insert(p.name.as_str(), 1);
-                    stack.push((p, 0));
+                    mark.insert(p.0, 1);
+                    stack.push((*p, 0));
                 }
                 1 => {
-                    let from = stack
-                        .iter()
-                        .position(|(s, _)| s.name == p.name)
-                        .unwrap_or(0);
+                    let from = stack.iter().position(|(s, _)| s.0 == p.0).unwrap_or(0);
                     let mut names: Vec<String> =
-                        stack[from..].iter().map(|(s, _)| s.name.clone()).collect();
-                    names.push(p.name.clone());
+                        stack[from..].iter().map(|(s, _)| s.0.to_string()).collect();
+                    names.push(p.0.to_string());
                     return Some(names);
                 }
                 _ => {}

@@ -14,26 +14,48 @@ use crate::config::bounds;
 use crate::config::defaults;
 use crate::config::yaml::{Mapping, Seg, Value};
 use crate::model::{Action, Gate, JobDef, MonitorSource, OnMissingContext, Settings};
+
 use crate::schedule;
 
 impl Checker<'_> {
-    pub(super) fn jobs(
+    pub(crate) fn jobs(
         &mut self,
         top: &Mapping,
         d: &Defaults,
         s: &Settings,
     ) -> Vec<Option<JobDef>> {
+        let Some(items) = self.jobs_list(top) else {
+            return Vec::new();
+        };
+        // Pre-pass: names, for duplicate and `context_from` checks.
+        let mut names = JobNames::default();
+        for (i, item) in items.iter().enumerate() {
+            names.add(i, item);
+        }
+        let mut run = JobsRun::new(names, s);
+        let out = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| self.job_item(&mut run, i, item, d, s))
+            .collect();
+        self.jobs_end(&run, s);
+        out
+    }
+
+    /// The `jobs:` list of the top mapping (`None`: no jobs, after recording why when that is
+    /// an error).
+    pub(crate) fn jobs_list<'v>(&mut self, top: &'v Mapping) -> Option<&'v [Value]> {
         let base = vec![Seg::Key("jobs".into())];
-        let items = match top.get("jobs") {
+        match top.get("jobs") {
             None => {
                 self.error(
                     Vec::new(),
                     "missing required key `jobs` (a list of jobs; `jobs: []` for none)",
                 );
-                return Vec::new();
+                None
             }
-            Some(Value::Null) => return Vec::new(),
-            Some(Value::Sequence(items)) => items,
+            Some(Value::Null) => None,
+            Some(Value::Sequence(items)) => Some(items),
             Some(other) => {
                 self.error(
                     base,
@@ -42,56 +64,62 @@ impl Checker<'_> {
                         kind_of(other)
                     ),
                 );
-                return Vec::new();
-            }
-        };
-        // Pre-pass: names, for duplicate and `context_from` checks.
-        let mut first_index: HashMap<String, usize> = HashMap::new();
-        for (i, item) in items.iter().enumerate() {
-            if let Some(Value::String(n)) = item.as_mapping().and_then(|m| m.get("name")) {
-                first_index.entry(n.clone()).or_insert(i);
-            }
-        }
-        let mut used_agents: BTreeMap<String, String> = BTreeMap::new();
-        let mut unpriced_warned = BTreeSet::new();
-        let prices = crate::cost::PriceTable::from_settings(s);
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let p = index(&base, i);
-            let before = self.error_count();
-            let job = self.job(item, &p, i, d, s, &first_index);
-            if let Some(j) = &job
-                && let Some(a) = j.agent_name()
-            {
-                used_agents
-                    .entry(a.to_string())
-                    .or_insert_with(|| j.name.clone());
-                // SPEC §11: under a budget an unknown model is never called.
-                if let Some(def) = s.agents.get(a)
-                    && crate::cost::under_budget(s, j.max_cost_usd)
-                    && !prices.knows(&def.model)
-                    && unpriced_warned.insert(a.to_string())
-                {
-                    let ap = vec![Seg::Key("agents".into()), Seg::Key(a.to_string())];
-                    self.warn(
-                        key(&ap, "model"),
-                        format!(
-                            "runs of job '{}' will fail: {}",
-                            j.name,
-                            crate::cost::unpriced_under_budget(&def.model)
-                        ),
-                    );
-                }
-            }
-            out.push(if self.error_count() == before {
-                job
-            } else {
                 None
-            });
+            }
         }
-        self.after_graph(items, &out);
-        for (agent, job) in used_agents {
-            let Some(def) = s.agents.get(&agent) else {
+    }
+
+    /// Job `i` of the list: checked, and what the whole-list checks need recorded in `run`.
+    /// `None` when it has errors.
+    pub(crate) fn job_item(
+        &mut self,
+        run: &mut JobsRun,
+        i: usize,
+        item: &Value,
+        d: &Defaults,
+        s: &Settings,
+    ) -> Option<JobDef> {
+        let p = index(&[Seg::Key("jobs".into())], i);
+        let before = self.error_count();
+        let job = self.job(item, &p, i, d, s, &run.names.first_index);
+        if let Some(j) = &job
+            && let Some(a) = j.agent_name()
+        {
+            run.used_agents
+                .entry(a.to_string())
+                .or_insert_with(|| j.name.clone());
+            // SPEC §11: under a budget an unknown model is never called.
+            if let Some(def) = s.agents.get(a)
+                && crate::cost::under_budget(s, j.max_cost_usd)
+                && !run.prices.knows(&def.model)
+                && run.unpriced_warned.insert(a.to_string())
+            {
+                let ap = vec![Seg::Key("agents".into()), Seg::Key(a.to_string())];
+                self.warn(
+                    key(&ap, "model"),
+                    format!(
+                        "runs of job '{}' will fail: {}",
+                        j.name,
+                        crate::cost::unpriced_under_budget(&def.model)
+                    ),
+                );
+            }
+        }
+        let job = if self.error_count() == before {
+            job
+        } else {
+            None
+        };
+        run.record(i, item, job.as_ref());
+        job
+    }
+
+    /// The checks that need every job (chains of `after:`) and the API-key warnings of the
+    /// agents some job uses.
+    pub(crate) fn jobs_end(&mut self, run: &JobsRun, s: &Settings) {
+        self.after_graph(run);
+        for (agent, job) in &run.used_agents {
+            let Some(def) = s.agents.get(agent) else {
                 continue;
             };
             let short = self
@@ -122,7 +150,6 @@ impl Checker<'_> {
                 );
             }
         }
-        out
     }
 
     /// One job: each group of keys is read by its own function, in file-key order, so a
@@ -588,5 +615,138 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+}
+
+/// The name of every job in the list (the first job using each), gathered before the jobs are
+/// checked: duplicates, `context_from` and `after:` refer to jobs anywhere in the file.
+#[derive(Debug, Default)]
+pub(crate) struct JobNames {
+    first_index: HashMap<String, usize>,
+}
+
+impl JobNames {
+    /// Job `i` of the list (its name, when it is text).
+    pub(crate) fn add(&mut self, i: usize, item: &Value) {
+        if let Some(Value::String(n)) = item.as_mapping().and_then(|m| m.get("name"))
+            && !self.first_index.contains_key(n)
+        {
+            self.first_index.insert(n.clone(), i);
+        }
+    }
+}
+
+/// What the checks of the whole list keep while the jobs are checked one at a time: the names,
+/// which jobs validated (and which of those are monitors), the `after:` chains, and the
+/// agents used. Everything but the chains is a few bytes per job.
+pub(crate) struct JobsRun {
+    pub(super) names: JobNames,
+    /// Per job: [`VALID`] and [`MONITOR`] bits.
+    flags: Vec<u8>,
+    /// The valid jobs with `after:` entries, in file order.
+    pub(super) chains: Vec<Chain>,
+    used_agents: BTreeMap<String, String>,
+    unpriced_warned: BTreeSet<String>,
+    prices: crate::cost::PriceTable,
+}
+
+const VALID: u8 = 1;
+const MONITOR: u8 = 2;
+
+/// A valid job with `after:` entries.
+pub(crate) struct Chain {
+    /// Its index in the list.
+    pub(super) i: usize,
+    pub(super) name: String,
+    pub(super) after: Vec<crate::model::After>,
+    /// `after:` was written as a list (entries are then located by index).
+    is_list: bool,
+}
+
+impl Chain {
+    /// Where entry `k` of its `after:` was written (`jobs[i].after` or `jobs[i].after[k]`).
+    pub(crate) fn entry_path(&self, k: usize) -> Vec<Seg> {
+        let p = key(&index(&[Seg::Key("jobs".into())], self.i), "after");
+        if self.is_list { index(&p, k) } else { p }
+    }
+
+    /// Every path the whole-list checks may report about this job.
+    pub(crate) fn paths(&self) -> Vec<Vec<Seg>> {
+        (0..self.after.len())
+            .flat_map(|k| {
+                let e = self.entry_path(k);
+                [key(&e, "on"), e]
+            })
+            .collect()
+    }
+}
+
+impl JobsRun {
+    pub(crate) fn new(names: JobNames, s: &Settings) -> JobsRun {
+        JobsRun {
+            names,
+            flags: Vec::new(),
+            chains: Vec::new(),
+            used_agents: BTreeMap::new(),
+            unpriced_warned: BTreeSet::new(),
+            prices: crate::cost::PriceTable::from_settings(s),
+        }
+    }
+
+    /// Job `i` was checked: `job` is its definition when it is valid.
+    fn record(&mut self, i: usize, item: &Value, job: Option<&JobDef>) {
+        if self.flags.len() <= i {
+            self.flags.resize(i + 1, 0);
+        }
+        let Some(j) = job else {
+            return;
+        };
+        self.flags[i] = VALID
+            | if matches!(j.gate, Some(Gate::Monitor { .. })) {
+                MONITOR
+            } else {
+                0
+            };
+        if !j.after.is_empty() {
+            let is_list = item
+                .as_mapping()
+                .and_then(|m| m.get("after"))
+                .is_some_and(|v| matches!(v, Value::Sequence(_)));
+            self.chains.push(Chain {
+                i,
+                name: j.name.clone(),
+                after: j.after.clone(),
+                is_list,
+            });
+        }
+    }
+
+    /// The names it was made with.
+    pub(crate) fn into_names(self) -> JobNames {
+        self.names
+    }
+
+    /// The most recent chain, when it is job `i`'s.
+    pub(crate) fn chain_of(&self, i: usize) -> Option<&Chain> {
+        self.chains.last().filter(|c| c.i == i)
+    }
+
+    fn flags_of(&self, name: &str) -> u8 {
+        self.names
+            .first_index
+            .get(name)
+            .and_then(|i| self.flags.get(*i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether a job of this name validated.
+    pub(super) fn is_valid(&self, name: &str) -> bool {
+        self.flags_of(name) & VALID != 0
+    }
+
+    /// Whether the valid job of this name has a `monitor:` gate.
+    pub(super) fn is_monitor(&self, name: &str) -> bool {
+        self.flags_of(name) & MONITOR != 0
     }
 }

@@ -17,12 +17,13 @@
 
 use super::Severity;
 use super::yaml::{Mapping, Seg, Target, Value, key_text};
-use crate::model::{JobDef, Settings};
+use crate::model::Settings;
 
 mod after;
-pub use after::{cycle_text, find_cycle};
+pub use after::{cycle_text, find_cycle, find_cycle_by};
 mod calendars;
 mod jobs;
+pub(crate) use jobs::{JobNames, JobsRun};
 mod overlap;
 mod scalars;
 mod schedule;
@@ -107,7 +108,7 @@ pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr"
 
 /// The `defaults:` section after validation.
 #[derive(Debug, Clone)]
-pub(super) struct Defaults {
+pub(crate) struct Defaults {
     /// `None` when `defaults.tz` is bad: jobs that inherit it cannot be evaluated (the zone
     /// error is reported once, at `defaults.tz`).
     tz: Option<String>,
@@ -329,8 +330,9 @@ in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Be
         m.get(k).filter(|v| !v.is_null())
     }
 
-    /// The whole document.
-    pub fn document(&mut self, doc: &Value) -> Option<(Settings, Vec<Option<JobDef>>)> {
+    /// Everything but the jobs: the top level and the sections every job refers to. Returns
+    /// the settings, the defaults and the top mapping (`None`: not a mapping, recorded).
+    pub(crate) fn top<'v>(&mut self, doc: &'v Value) -> Option<(Settings, Defaults, &'v Mapping)> {
         let root: &[Seg] = &[];
         let m = match doc {
             Value::Null => {
@@ -367,8 +369,7 @@ in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Be
             delivery,
             base_dir: None,
         };
-        let jobs = self.jobs(m, &defaults, &settings);
-        Some((settings, jobs))
+        Some((settings, defaults, m))
     }
 }
 

@@ -13,11 +13,13 @@ use super::log::{
     write_atomic,
 };
 use super::{Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
-use crate::model::JobRecord;
+use crate::model::{After, JobDef, JobRecord, JobsFile, Settings};
 use crate::schedule::Compiled;
+use crate::store::ApplyReport;
 use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult, filefmt, logic};
 use chrono::{DateTime, Utc};
+use std::collections::HashSet;
 
 /// A history position: where history ended when a lease was taken (`mark`) or a record was
 /// written (`at`): the open segment's file identity, length and segment number (format 3; a
@@ -361,7 +363,8 @@ impl Locked<'_> {
         r
     }
 
-    pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
+    /// The generation and header line of the next snapshot: it absorbs the journal as it is.
+    fn next_snapshot(&mut self) -> StoreResult<(u64, Vec<u8>)> {
         if self.inner.journal_stale {
             self.new_journal()?;
         }
@@ -377,10 +380,129 @@ impl Locked<'_> {
             crc32: crc.finish(),
         };
         let generation = self.inner.generation + 1;
+        let header = header_line("snapshot", generation, self.id(), Some(absorbed))?;
+        Ok((generation, header))
+    }
+
+    /// A new snapshot of `len` bytes is in place: a new, empty journal of its generation.
+    fn snapshot_done(&mut self, generation: u64, len: u64) -> StoreResult<()> {
+        self.inner.generation = generation;
+        self.inner.snapshot_len = len;
+        self.new_journal()
+    }
+
+    /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`]).
+    /// On a store holding no job, a batch of at least [`DIRECT_SNAPSHOT_MIN`] jobs (the first
+    /// apply of a large file) is encoded into the new snapshot as it arrives: no record is
+    /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch
+    /// is applied as `apply` applies it. On a store with jobs, each definition is folded into
+    /// the cache as it arrives (no `JobsFile` of every definition) and the batch is persisted
+    /// as `apply` persists it (O(changed) bytes). The checks are `apply`'s
+    /// (`logic::unique_names`), and so is the error reported first: bounds, then a cycle, then
+    /// a repeated name, then a definition that cannot be scheduled.
+    pub(super) fn apply_each(
+        &mut self,
+        settings: &Settings,
+        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let direct = self.inner.jobs.is_empty();
+        let next = if direct {
+            Some(self.next_snapshot()?)
+        } else {
+            None
+        };
+        let spath = self.path(SNAPSHOT_FILE);
+        let store = self.store;
+        let mut batch = Batch::default();
+        let mut held: Vec<JobDef> = Vec::new();
+        let mut out: Option<AtomicFile<'_>> = None;
+        let fed = {
+            let inner = &mut *self.inner;
+            let mut each = |def: JobDef| -> StoreResult<()> {
+                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
+                if !batch.admit(&def) {
+                    return Ok(());
+                }
+                if !direct {
+                    batch.fold(inner, def, now);
+                    return Ok(());
+                }
+                if let Some(f) = out.as_mut() {
+                    return batch.encode(f, def, now);
+                }
+                held.push(def);
+                if held.len() < DIRECT_SNAPSHOT_MIN {
+                    return Ok(());
+                }
+                let mut f = AtomicFile::create(&*store.io, &store.dir, &spath)?;
+                f.buf = next.as_ref().map(|n| n.1.clone()).unwrap_or_default();
+                for def in held.drain(..) {
+                    batch.encode(&mut f, def, now)?;
+                }
+                out = Some(f);
+                Ok(())
+            };
+            feed(&mut each)
+        };
+        if let Err(e) = fed.and_then(|()| batch.verdict()) {
+            if !direct {
+                // Definitions before the failure were folded into the cache only.
+                self.inner.loaded = false;
+            }
+            return Err(e);
+        }
+        let Batch {
+            seen,
+            mut report,
+            mut changed,
+            ..
+        } = batch;
+        match (out, next) {
+            (Some(f), Some((generation, _))) => {
+                // From here the cache no longer matches the disk: the next operation reloads.
+                self.inner.loaded = false;
+                self.write_settings(settings)?;
+                if std::mem::take(&mut self.inner.relies_on_landed) {
+                    self.sync_history()?;
+                }
+                let len = f.commit()?;
+                self.snapshot_done(generation, len)?;
+                Ok(report)
+            }
+            (Some(_), None) => Err(StoreError::Internal(
+                "a snapshot was begun without its header".into(),
+            )),
+            (None, _) if direct => {
+                let file = JobsFile {
+                    settings: settings.clone(),
+                    jobs: held,
+                };
+                self.apply_file(&file, now)
+            }
+            (None, _) => {
+                for (name, c) in self.inner.jobs.iter_mut() {
+                    if !seen.contains(name.as_str()) && logic::retire_removed(&mut c.rec) {
+                        report.retired.push(name.clone());
+                        changed.push(name.clone());
+                    }
+                }
+                if let Err(e) = self.write_settings(settings) {
+                    self.inner.loaded = false;
+                    return Err(e);
+                }
+                self.persist_apply(&changed)?;
+                Ok(report)
+            }
+        }
+    }
+
+    pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
+        let (generation, header) = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
         let store = self.store;
         let mut out = AtomicFile::create(&*store.io, &store.dir, &spath)?;
-        out.buf = header_line("snapshot", generation, self.id(), Some(absorbed))?;
+        out.buf = header;
         for c in self.inner.jobs.values() {
             // Each record keeps the history end of its own last write, not the compaction's:
             // rows a dead process left after it are still looked for.
@@ -397,9 +519,107 @@ impl Locked<'_> {
             out.spill()?;
         }
         let len = out.commit()?;
-        self.inner.generation = generation;
-        self.inner.snapshot_len = len;
-        self.new_journal()
+        self.snapshot_done(generation, len)
+    }
+}
+
+/// What [`Locked::apply_each`] keeps while the definitions arrive: every name (to refuse a
+/// repeated one and retire the jobs no longer in the file), the `after:` chains (for the cycle
+/// check) and the report.
+#[derive(Default)]
+struct Batch {
+    seen: HashSet<String>,
+    chains: Vec<(String, Vec<After>)>,
+    report: ApplyReport,
+    changed: Vec<String>,
+    /// The first name used twice.
+    repeated: Option<String>,
+    /// The first definition that cannot be scheduled.
+    unschedulable: Option<StoreError>,
+}
+
+impl Batch {
+    /// Record `def`'s name and chain; whether it is to be applied (false once the batch is
+    /// known to be refused: only the checks go on).
+    fn admit(&mut self, def: &JobDef) -> bool {
+        if !def.after.is_empty() {
+            self.chains.push((def.name.clone(), def.after.clone()));
+        }
+        if !self.seen.insert(def.name.clone()) {
+            self.repeated.get_or_insert_with(|| def.name.clone());
+        }
+        self.repeated.is_none() && self.unschedulable.is_none()
+    }
+
+    /// `apply` of `def` to the cache (a store with jobs).
+    fn fold(&mut self, inner: &mut Inner, def: JobDef, now: DateTime<Utc>) {
+        let name = def.name.clone();
+        match logic::apply_one(inner.jobs.get_mut(&name).map(|c| &mut c.rec), &def, now) {
+            Ok(logic::ApplyStep::Unchanged) => self.report.unchanged.push(name),
+            Ok(logic::ApplyStep::Updated) => {
+                if let Some(c) = inner.jobs.get_mut(&name) {
+                    c.sched = logic::compile(&c.rec).ok();
+                }
+                self.report.updated.push(name.clone());
+                self.changed.push(name);
+            }
+            Ok(logic::ApplyStep::Created(r)) => {
+                inner.jobs.insert(name.clone(), Cached::new(*r, None));
+                self.report.created.push(name.clone());
+                self.changed.push(name);
+            }
+            Err(e) => self.unschedulable = Some(e),
+        }
+    }
+
+    /// The record of the new job `def`, encoded into the snapshot being written.
+    fn encode(
+        &mut self,
+        f: &mut AtomicFile<'_>,
+        def: JobDef,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let name = def.name.clone();
+        let rec = match logic::new_record(def, now) {
+            Ok(r) => r,
+            Err(e) => {
+                self.unschedulable = Some(StoreError::bad_def(&name)(e));
+                return Ok(());
+            }
+        };
+        encode_checked_line(
+            &mut f.buf,
+            "job record",
+            &EntryLine {
+                job: &rec,
+                mark: None,
+                at: None,
+                rows_to: None,
+            },
+        )?;
+        f.spill()?;
+        self.report.created.push(name);
+        Ok(())
+    }
+
+    /// The batch's refusal, in `apply`'s order of checks.
+    fn verdict(&mut self) -> StoreResult<()> {
+        let cycle = crate::config::find_cycle_by(
+            self.chains.iter().map(|(n, a)| (n.as_str(), a.as_slice())),
+        );
+        if let Some(cycle) = cycle {
+            return Err(StoreError::Refused(format!(
+                "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
+                cycle.join(" waits for ")
+            )));
+        }
+        if let Some(name) = self.repeated.take() {
+            return Err(StoreError::DuplicateJob(name));
+        }
+        match self.unschedulable.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -572,6 +792,186 @@ mod tests {
             !rewrites_most(DIRECT_SNAPSHOT_MIN - 1, 0),
             "small stores keep the journal"
         );
+    }
+
+    fn feed(
+        jobs: &[crate::model::JobDef],
+    ) -> impl FnMut(crate::store::DefSink<'_>) -> crate::store::StoreResult<()> + '_ {
+        move |sink| jobs.iter().cloned().try_for_each(&mut *sink)
+    }
+
+    fn fresh(tag: &str) -> (std::path::PathBuf, FileStore) {
+        let dir = std::env::temp_dir().join(format!("cronsole-{tag}-{}", uuid::Uuid::new_v4()));
+        let s = FileStore::open(&dir).unwrap();
+        (dir, s)
+    }
+
+    /// Files in the store directory (no temp file may be left behind).
+    fn listing(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `apply_each` of a large first batch writes the records into the new snapshot as they
+    /// arrive (none is cached) and leaves exactly what `apply` leaves; a re-apply changing one
+    /// job then appends one journal line, and one removing a job retires it.
+    #[test]
+    fn apply_each_of_a_large_first_batch_streams_into_the_snapshot_like_apply() {
+        let (da, a) = fresh("each-a");
+        let (db, b) = fresh("each-b");
+        let n = DIRECT_SNAPSHOT_MIN + 300;
+        let mut file = JobsFile {
+            settings: Settings::default(),
+            jobs: (0..n).map(|i| def(&format!("job-{i:05}"))).collect(),
+        };
+        file.settings.base_dir = Some("/srv".into());
+        let ra = a.apply(&file, t(1000)).unwrap();
+        let rb = b
+            .apply_each(&file.settings, &mut feed(&file.jobs), t(1000))
+            .unwrap();
+        assert_eq!(ra, rb);
+        assert_eq!(rb.created.len(), n);
+        assert!(
+            b.lock().unwrap().inner.jobs.len() == n,
+            "the next operation reloads the records from disk"
+        );
+        assert_eq!(lines(&db.join(SNAPSHOT_FILE)), n + 1);
+        assert_eq!(lines(&db.join(JOURNAL_FILE)), 1, "header only");
+        assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
+        assert_eq!(b.settings().unwrap(), file.settings);
+        let reopened = FileStore::open_existing(&db).unwrap();
+        assert_eq!(reopened.jobs().unwrap(), a.jobs().unwrap());
+        assert_eq!(listing(&da), listing(&db));
+
+        file.jobs[7].max_retries += 1;
+        let gone = file.jobs.pop().unwrap().name;
+        let ra = a.apply(&file, t(1001)).unwrap();
+        let rb = b
+            .apply_each(&file.settings, &mut feed(&file.jobs), t(1001))
+            .unwrap();
+        assert_eq!(ra, rb);
+        assert_eq!(rb.updated, vec!["job-00007".to_string()]);
+        assert_eq!(rb.retired, vec![gone]);
+        assert_eq!(
+            lines(&db.join(JOURNAL_FILE)),
+            3,
+            "two changed jobs, two lines"
+        );
+        assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
+        assert_eq!(
+            FileStore::open_existing(&db).unwrap().jobs().unwrap(),
+            a.jobs().unwrap()
+        );
+        std::fs::remove_dir_all(&da).unwrap();
+        std::fs::remove_dir_all(&db).unwrap();
+    }
+
+    /// A small first batch takes `apply`'s journal path.
+    #[test]
+    fn apply_each_of_a_small_first_batch_is_apply() {
+        let (da, a) = fresh("each-small-a");
+        let (db, b) = fresh("each-small-b");
+        let file = JobsFile {
+            settings: Settings::default(),
+            jobs: (0..5).map(|i| def(&format!("job-{i}"))).collect(),
+        };
+        let ra = a.apply(&file, t(1000)).unwrap();
+        let rb = b
+            .apply_each(&file.settings, &mut feed(&file.jobs), t(1000))
+            .unwrap();
+        assert_eq!(ra, rb);
+        assert_eq!(lines(&db.join(JOURNAL_FILE)), 6);
+        assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
+        std::fs::remove_dir_all(&da).unwrap();
+        std::fs::remove_dir_all(&db).unwrap();
+    }
+
+    /// Every refusal of `apply` is `apply_each`'s too, in the same order, and changes nothing:
+    /// not the snapshot, not the settings, no temp file left (large batches are refused after
+    /// part of their snapshot was written).
+    #[test]
+    fn apply_each_refuses_what_apply_refuses_and_changes_nothing() {
+        use crate::model::{After, ChainOn};
+        for existing in [0, 3] {
+            let (dir, s) = fresh("each-refused");
+            if existing > 0 {
+                let jobs = (0..existing).map(|i| def(&format!("old-{i}"))).collect();
+                let file = JobsFile {
+                    settings: Settings::default(),
+                    jobs,
+                };
+                s.apply(&file, t(900)).unwrap();
+            }
+            let before = (
+                std::fs::read(dir.join(SNAPSHOT_FILE)).unwrap(),
+                std::fs::read(dir.join(JOURNAL_FILE)).unwrap(),
+                listing(&dir),
+                s.jobs().unwrap(),
+            );
+            let n = DIRECT_SNAPSHOT_MIN + 10;
+            let base: Vec<_> = (0..n).map(|i| def(&format!("job-{i:05}"))).collect();
+            let after = |job: &str| After {
+                job: job.to_string(),
+                on: ChainOn::Success,
+            };
+            let mut cycle = base.clone();
+            cycle[3].after = vec![after(&format!("job-{:05}", n - 3))];
+            cycle[n - 3].after = vec![after("job-00003")];
+            cycle[n - 1].name = "job-00001".into();
+            let mut repeated = base.clone();
+            repeated[n - 1].name = "job-00001".into();
+            let mut bounds = base.clone();
+            bounds[n - 2].max_retries = 0;
+            let settings = Settings {
+                base_dir: Some("/elsewhere".into()),
+                ..Settings::default()
+            };
+            for (jobs, want) in [
+                (
+                    cycle,
+                    "makes a cycle: job-00003 waits for job-01031 waits for job-00003",
+                ),
+                (repeated, "job-00001"),
+                (bounds, "max_retries"),
+            ] {
+                let file = JobsFile {
+                    settings: settings.clone(),
+                    jobs,
+                };
+                let ea = s.apply(&file, t(1000)).unwrap_err().to_string();
+                let eb = s
+                    .apply_each(&settings, &mut feed(&file.jobs), t(1000))
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(ea, eb);
+                assert!(eb.contains(want), "{eb}");
+            }
+            // The feed itself fails at its end (the jobs file did not read to its end).
+            let eb = s
+                .apply_each(
+                    &settings,
+                    &mut |sink| {
+                        base.iter().cloned().try_for_each(&mut *sink)?;
+                        Err(crate::store::StoreError::Refused("bad file".into()))
+                    },
+                    t(1000),
+                )
+                .unwrap_err();
+            assert!(eb.to_string().contains("bad file"));
+            let now = (
+                std::fs::read(dir.join(SNAPSHOT_FILE)).unwrap(),
+                std::fs::read(dir.join(JOURNAL_FILE)).unwrap(),
+                listing(&dir),
+                s.jobs().unwrap(),
+            );
+            assert!(before == now, "nothing changed ({existing} jobs stored)");
+            assert_eq!(s.settings().unwrap(), Settings::default());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     /// A snapshot bigger than the pieces it is written (4 MiB) and read (1 MiB) in: every

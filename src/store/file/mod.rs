@@ -570,6 +570,49 @@ impl Locked<'_> {
         Ok(())
     }
 
+    /// `apply` of a file whose names, bounds and chains were checked
+    /// (`logic::unique_names`).
+    pub(super) fn apply_file(
+        &mut self,
+        file: &JobsFile,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        self.write_settings(&file.settings)?;
+        let (report, changed) = match logic::apply_all(
+            file,
+            now,
+            &mut self.inner.jobs,
+            |c| &mut c.rec,
+            |r| Cached::new(r, None),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // Records before the bad definition were changed in the cache only.
+                self.inner.loaded = false;
+                return Err(e);
+            }
+        };
+        for name in &report.updated {
+            if let Some(c) = self.inner.jobs.get_mut(name) {
+                c.sched = logic::compile(&c.rec).ok();
+            }
+        }
+        self.persist_apply(&changed)?;
+        Ok(report)
+    }
+
+    /// Write `settings` when they differ from the stored ones (the first step of `apply`).
+    pub(super) fn write_settings(&mut self, settings: &Settings) -> StoreResult<()> {
+        if self.inner.settings != *settings {
+            let bytes = settings_bytes(self.id(), settings)?;
+            let spath = self.path(SETTINGS_FILE);
+            write_atomic(self.io(), &self.store.dir, &spath, &bytes)?;
+            self.inner.settings_stamp = (0, 0, 0, 0);
+            self.refresh_settings()?;
+        }
+        Ok(())
+    }
+
     fn refresh_settings(&mut self) -> StoreResult<()> {
         let spath = self.path(SETTINGS_FILE);
         let Some(m) = stat(self.io(), &spath)? else {
@@ -701,35 +744,21 @@ impl Store for FileStore {
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         logic::unique_names(file)?;
-        let mut l = self.lock()?;
-        if l.inner.settings != file.settings {
-            let bytes = settings_bytes(l.id(), &file.settings)?;
-            let spath = l.path(SETTINGS_FILE);
-            write_atomic(&*self.io, &self.dir, &spath, &bytes)?;
-            l.inner.settings_stamp = (0, 0, 0, 0);
-            l.refresh_settings()?;
-        }
-        let (report, changed) = match logic::apply_all(
-            file,
-            now,
-            &mut l.inner.jobs,
-            |c| &mut c.rec,
-            |r| Cached::new(r, None),
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                // Records before the bad definition were changed in the cache only.
-                l.inner.loaded = false;
-                return Err(e);
-            }
+        self.lock()?.apply_file(file, now)
+    }
+
+    fn apply_each(
+        &self,
+        settings: &Settings,
+        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let bare = JobsFile {
+            settings: settings.clone(),
+            jobs: Vec::new(),
         };
-        for name in &report.updated {
-            if let Some(c) = l.inner.jobs.get_mut(name) {
-                c.sched = logic::compile(&c.rec).ok();
-            }
-        }
-        l.persist_apply(&changed)?;
-        Ok(report)
+        crate::config::check_bounds(&bare).map_err(StoreError::OutOfBounds)?;
+        self.lock()?.apply_each(settings, feed, now)
     }
 
     fn settings(&self) -> StoreResult<Settings> {

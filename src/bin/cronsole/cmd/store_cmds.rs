@@ -32,10 +32,11 @@ use std::process::ExitCode;
 use crate::cli::{BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs};
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
+use cronsole::config::Handover;
 use cronsole::listing::JobView;
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
-use cronsole::store::{HistoryQuery, JobEdit, Store};
+use cronsole::store::{HistoryQuery, JobEdit, Store, StoreError};
 use cronsole::when::{self, Zone};
 use serde::Serialize;
 
@@ -55,13 +56,30 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
     })
 }
 
+/// `apply FILE`: the file is validated first (nothing is opened or created when it has
+/// errors), then its jobs are handed to the store one at a time ([`Store::apply_each`]), so
+/// neither the YAML tree nor every definition is held at once (issue 14: 1 000 000 jobs).
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
-    let loaded = cronsole::config::load_file(file)?;
-    for w in &loaded.warnings {
+    let mut prepared = cronsole::config::prepare_file(file)?;
+    for w in std::mem::take(&mut prepared.warnings) {
         eprintln!("warning: {w}");
     }
     let store = open_store(&store_location(cli, Some(file)))?;
-    let rep = store.apply(&loaded.file, Utc::now())?;
+    let settings = prepared.settings().clone();
+    let mut once = Some(prepared);
+    let rep = store.apply_each(
+        &settings,
+        &mut |sink| {
+            let prepared = once.take().ok_or_else(|| {
+                StoreError::Internal("the jobs file was already handed over".into())
+            })?;
+            prepared.for_each_job(sink).map_err(|h| match h {
+                Handover::Refused(e) => e,
+                Handover::Changed(c) => StoreError::Refused(c.to_string()),
+            })
+        },
+        Utc::now(),
+    )?;
     for line in apply_lines(&rep, false) {
         println!("{line}");
     }
