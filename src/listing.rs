@@ -213,6 +213,26 @@ mod tests {
         }
     }
 
+    /// The console's fixture jobs carry what `command_job` does not (agents, monitors, gates,
+    /// leases, hour buckets, budget stops, pause reasons, queues): each view, encoded by the
+    /// listing's writer, is serde_json's pretty text.
+    #[test]
+    fn rich_job_views_encode_as_serde_json_pretty() {
+        let (snap, now) = crate::tui::testdata::fixed();
+        assert!(snap.jobs.len() > 5);
+        for r in &snap.jobs {
+            let v = JobView::of(r, &snap.settings, now);
+            let mut enc = pretty::Pretty::default();
+            v.serialize(&mut enc).unwrap();
+            assert_eq!(
+                String::from_utf8(enc.out).unwrap(),
+                serde_json::to_string_pretty(&v).unwrap(),
+                "{}",
+                r.def.name
+            );
+        }
+    }
+
     #[test]
     fn a_failing_writer_is_an_error_not_a_panic() {
         struct Broken;
