@@ -1,25 +1,30 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
-//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
-//! and each is serialised straight to the writer, so the memory this adds is one page whatever
-//! the number of jobs, and the first bytes leave before the last job is read.
+//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order);
+//! each page is encoded by the listing's own pretty writer ([`pretty`]) into one reused buffer
+//! and handed to the writer in one write, so the memory this adds is one page whatever the
+//! number of jobs, and the first bytes leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
 //! Must not touch: store internals (it speaks only the trait), text formatting of `jobs`.
 //!
-//! Decisions: the output is byte for byte what the whole-list writer printed before (a
-//! pretty-printed array, `[]` when empty); the store's lock is held for one page, never while
-//! writing (a slow reader such as `| less` cannot stall the engines sharing the store); a page
-//! is consistent in itself, and a job renamed or added between pages is listed once or not at
-//! all, like `ls` on a directory that changes while it runs.
+//! Decisions: the output is byte for byte what `text::to_json_pretty` (serde_json's pretty layout
+//! with the text policy's `\uXXXX` escapes for bidi, invisible and C1 characters) of the whole list
+//! prints (a pretty-printed array, `[]` when empty; tested across page boundaries); the
+//! budget period's key is computed once per listing, not per job; the store's lock is held for
+//! one page, never while writing (a slow reader such as `| less` cannot stall the engines
+//! sharing the store); a page is consistent in itself, and a job renamed or added between pages
+//! is listed once or not at all, like `ls` on a directory that changes while it runs.
 
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde::ser::{SerializeSeq, Serializer};
 
 use crate::model::{JobDef, JobRecord, JobRuntime, Lease, Settings, Status};
-use crate::store::{Store, StoreError, stats};
+use crate::store::logic::counter_period;
+use crate::store::{Store, StoreError};
+
+pub mod pretty;
 
 /// Jobs read from the store per page.
 pub const PAGE: usize = 1024;
@@ -64,6 +69,13 @@ pub struct JobView<'a> {
 impl<'a> JobView<'a> {
     /// The view of one job at `now` (its spend counted in the current budget period).
     pub fn of(r: &'a JobRecord, settings: &Settings, now: DateTime<Utc>) -> JobView<'a> {
+        let key = counter_period(settings).key(now);
+        JobView::in_period(r, &key, now)
+    }
+
+    /// [`JobView::of`] with the current budget period's key computed once by the caller (one
+    /// `format` per listing, not per job).
+    fn in_period(r: &'a JobRecord, period_key: &str, now: DateTime<Utc>) -> JobView<'a> {
         JobView {
             name: &r.def.name,
             state: r.state_word(now),
@@ -77,7 +89,11 @@ impl<'a> JobView<'a> {
             retired: r.rt.retired,
             retired_reason: r.rt.retired_reason.as_deref(),
             lease: r.rt.lease.as_ref(),
-            period_cost_usd: stats::period_spend(r, settings, now),
+            period_cost_usd: if r.rt.counters.period_key == period_key {
+                r.rt.counters.period_cost_usd
+            } else {
+                0.0
+            },
             max_cost_usd: r.def.max_cost_usd,
             definition: &r.def,
             runtime: &r.rt,
@@ -93,38 +109,49 @@ pub enum ListingError {
     Store(#[from] StoreError),
     /// The output could not be written.
     #[error("writing the job list: {0}")]
-    Write(#[source] serde_json::Error),
+    Write(#[source] std::io::Error),
+    /// A job could not be put in JSON (a bug in a model type's `Serialize`, never bad input).
+    #[error("encoding the job list: {0}")]
+    Encode(#[source] pretty::EncodeError),
 }
 
 /// Write every job of `store` as one pretty-printed JSON array to `out`, a page at a time.
 /// Returns how many jobs were written. The writer is flushed at the end.
+///
+/// Each page is encoded by [`pretty::Pretty`] into one reused buffer (the same bytes as
+/// `text::to_json_pretty` of the whole array) and handed to `out` in one write.
 pub fn write_jobs_json(
     store: &dyn Store,
     settings: &Settings,
     now: DateTime<Utc>,
-    out: impl Write,
+    mut out: impl Write,
 ) -> Result<usize, ListingError> {
-    let mut ser = crate::text::json_serializer_pretty(out);
-    let mut seq = ser.serialize_seq(None).map_err(ListingError::Write)?;
+    let key = counter_period(settings).key(now);
+    // The array's elements sit at depth 1; each is preceded by "\n" (first) or ",\n" + indent.
+    let mut enc = pretty::Pretty::at_depth(1);
+    enc.out.push(b'[');
     let mut after: Option<String> = None;
     let mut n = 0usize;
     loop {
         let page = store.jobs_page(after.as_deref(), PAGE)?;
         for r in &page {
-            seq.serialize_element(&JobView::of(r, settings, now))
-                .map_err(ListingError::Write)?;
+            enc.out
+                .extend_from_slice(if n == 0 { b"\n  " } else { b",\n  " });
+            JobView::in_period(r, &key, now)
+                .serialize(&mut enc)
+                .map_err(ListingError::Encode)?;
+            n += 1;
         }
-        n += page.len();
+        out.write_all(&enc.out).map_err(ListingError::Write)?;
+        enc.out.clear();
         match page.last() {
             Some(last) if page.len() == PAGE => after = Some(last.def.name.clone()),
             _ => break,
         }
     }
-    seq.end().map_err(ListingError::Write)?;
-    let mut out = ser.into_inner();
-    writeln!(out)
+    out.write_all(if n == 0 { b"]\n" } else { b"\n]\n" })
         .and_then(|()| out.flush())
-        .map_err(|e| ListingError::Write(serde_json::Error::io(e)))?;
+        .map_err(ListingError::Write)?;
     Ok(n)
 }
 
@@ -184,6 +211,26 @@ mod tests {
             assert_eq!(text, whole(&store, now), "{n} jobs");
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(v.as_array().unwrap().len(), n);
+        }
+    }
+
+    /// The console's fixture jobs carry what `command_job` does not (agents, monitors, gates,
+    /// leases, hour buckets, budget stops, pause reasons, queues): each view, encoded by the
+    /// listing's writer, is serde_json's pretty text.
+    #[test]
+    fn rich_job_views_encode_as_serde_json_pretty() {
+        let (snap, now) = crate::tui::testdata::fixed();
+        assert!(snap.jobs.len() > 5);
+        for r in &snap.jobs {
+            let v = JobView::of(r, &snap.settings, now);
+            let mut enc = pretty::Pretty::default();
+            v.serialize(&mut enc).unwrap();
+            assert_eq!(
+                String::from_utf8(enc.out).unwrap(),
+                crate::text::to_json_pretty(&v).unwrap(),
+                "{}",
+                r.def.name
+            );
         }
     }
 

@@ -268,16 +268,6 @@ fn load(store: Arc<dyn HistoryReader>, q: Query, tx: mpsc::UnboundedSender<Loade
     });
 }
 
-/// Where the last history page loaded ended: (store — the reader's address, one per console —,
-/// job filter, status filter), the offset just past it, and the store's token for the page
-/// after it.
-type PageEnd = (
-    (usize, Option<String>, Option<crate::model::Status>),
-    usize,
-    String,
-);
-static PAGE_TOKEN: std::sync::Mutex<Option<PageEnd>> = std::sync::Mutex::new(None);
-
 /// The store read behind a [`Query`] (blocking).
 pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
@@ -293,28 +283,17 @@ pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
             job,
             status,
             offset,
+            token,
         } => {
             // One page of the whole history, newest first: only pages visited are read. The
             // page that continues the last one loaded starts from its store token (keyset:
-            // cheap at any depth, filtered or not); any other offset is read by offset.
-            let key = (
-                store as *const dyn HistoryReader as *const () as usize,
-                job.clone(),
-                *status,
-            );
-            let token = {
-                let last = PAGE_TOKEN.lock().unwrap_or_else(|e| e.into_inner());
-                match &*last {
-                    Some((k, end, tok)) if *k == key && *end == *offset => Some(tok.clone()),
-                    _ => None,
-                }
-            };
+            // cheap at any depth, filtered or not); the first page is read by offset.
             let hq = HistoryQuery {
                 job: job.clone(),
                 status: *status,
                 limit: state::HISTORY_PAGE,
                 offset: if token.is_some() { 0 } else { *offset },
-                before: token,
+                before: token.clone(),
                 ..Default::default()
             };
             // A token retention made stale: read that page by offset instead.
@@ -327,15 +306,11 @@ pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
                 r => r,
             };
             return match res {
-                Ok(page) => {
-                    let end = *offset + page.rows.len();
-                    *PAGE_TOKEN.lock().unwrap_or_else(|e| e.into_inner()) =
-                        page.next.map(|t| (key, end, t));
-                    Loaded::HistoryPage {
-                        offset: *offset,
-                        rows: page.rows,
-                    }
-                }
+                Ok(page) => Loaded::HistoryPage {
+                    offset: *offset,
+                    rows: page.rows,
+                    next: page.next,
+                },
                 Err(e) => Loaded::Failed(format!("history page: {e}")),
             };
         }
@@ -426,7 +401,7 @@ mod tests {
             .with_segment_bytes(64 * 1024);
         let t0 = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
         let statuses = [Status::Succeeded, Status::Failed, Status::NoChange];
-        let rows: Vec<HistoryRow> = (0..1300)
+        let rows: Vec<HistoryRow> = (0..1600)
             .map(|i| {
                 let at = t0 + chrono::Duration::seconds(i);
                 HistoryRow::new(
@@ -442,25 +417,67 @@ mod tests {
         store.append_history_unrecorded(&rows).unwrap();
         for status in [None, Some(Status::Failed)] {
             let mut got = Vec::new();
+            let mut token: Option<String> = None;
+            let mut tokens_used = 0;
             loop {
+                tokens_used += usize::from(token.is_some());
                 match run_query(
                     &store,
                     Query::HistoryPage {
                         job: None,
                         status,
                         offset: got.len(),
+                        token: token.take(),
                     },
                 ) {
-                    Loaded::HistoryPage { offset, rows } => {
+                    Loaded::HistoryPage { offset, rows, next } => {
                         assert_eq!(offset, got.len());
                         let n = rows.len();
                         got.extend(rows.into_iter().map(|r| r.run_id));
                         if n < state::HISTORY_PAGE {
                             break;
                         }
+                        token = next;
                     }
                     other => panic!("{other:?}"),
                 }
+            }
+            assert!(
+                tokens_used > 0,
+                "status {status:?}: pages after the first use tokens"
+            );
+            // The token, not the offset, says where a continued page starts.
+            let first = match run_query(
+                &store,
+                Query::HistoryPage {
+                    job: None,
+                    status,
+                    offset: 0,
+                    token: None,
+                },
+            ) {
+                Loaded::HistoryPage { next, .. } => next,
+                other => panic!("{other:?}"),
+            };
+            match run_query(
+                &store,
+                Query::HistoryPage {
+                    job: None,
+                    status,
+                    offset: 7,
+                    token: first,
+                },
+            ) {
+                Loaded::HistoryPage { offset, rows, .. } => {
+                    assert_eq!(
+                        offset, 7,
+                        "the pane's offset comes back for its stale check"
+                    );
+                    let ids: Vec<_> = rows.into_iter().map(|r| r.run_id).collect();
+                    let at = state::HISTORY_PAGE;
+                    assert_eq!(ids[..], got[at..at + ids.len()], "status {status:?}");
+                }
+                other => panic!("{other:?}"),
             }
             let want: Vec<_> = store
                 .history(&HistoryQuery {

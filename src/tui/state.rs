@@ -97,6 +97,10 @@ pub enum Query {
         status: Option<Status>,
         /// How many matching rows the pane already holds.
         offset: usize,
+        /// The store's token for the page starting at `offset` (the previous page's
+        /// [`crate::store::HistoryPage::next`]), when the pane holds one: a keyset read, cheap at
+        /// any depth. `None` reads by offset.
+        token: Option<String>,
     },
     /// `cronsole dry-run NAME` (not a store read: the console's runner answers it).
     DryRun(String),
@@ -125,6 +129,8 @@ pub enum Loaded {
         offset: usize,
         /// The page's rows, newest first.
         rows: Vec<HistoryRow>,
+        /// The store's token for the page after this one.
+        next: Option<String>,
     },
     /// The dry run's text, or why there is none.
     DryRun {
@@ -434,9 +440,9 @@ impl App {
         match loaded {
             Loaded::JobHistory { job, rows } => self.history.job_rows = Some((job, rows)),
             Loaded::Diffs { job, rows } => self.viewer.on_diffs(job, rows),
-            Loaded::HistoryPage { offset, rows } => {
+            Loaded::HistoryPage { offset, rows, next } => {
                 self.history
-                    .on_page(&self.snap, self.filters.status, offset, rows)
+                    .on_page(&self.snap, self.filters.status, offset, rows, next)
             }
             Loaded::DryRun { job, text } => self.dry_run = Some((job, text)),
             Loaded::Failed(e) => {
@@ -1306,11 +1312,12 @@ mod tests {
             offset,
             job,
             status,
+            token,
         }) = act
         else {
             panic!("no page asked: {act:?}");
         };
-        assert_eq!((offset, job, status), (held, None, None));
+        assert_eq!((offset, job, status, token), (held, None, None, None));
         assert!(a.history.loading);
         // Nothing more is asked while a page is out.
         assert_eq!(a.handle_key(key(End)), Action::Redraw);
@@ -1319,29 +1326,39 @@ mod tests {
             .map(|n| testdata::row(50_000 + n, "old", Status::Succeeded, a.now))
             .collect();
         rows[0] = a.snap.recent[0].clone();
-        a.on_loaded(Loaded::HistoryPage { offset, rows });
+        a.on_loaded(Loaded::HistoryPage {
+            offset,
+            rows,
+            next: Some("after-page-1".into()),
+        });
         assert_eq!(a.history_rows().count(), held + HISTORY_PAGE - 1);
         assert!(!a.history.done);
         // A stale page (filters changed meanwhile) is dropped.
         a.on_loaded(Loaded::HistoryPage {
             offset: 3,
             rows: vec![testdata::row(99_999, "old", Status::Failed, a.now)],
+            next: Some("stale".into()),
         });
         assert_eq!(a.history_rows().count(), held + HISTORY_PAGE - 1);
         // A short page means the end of the history.
         let act = a.handle_key(key(End));
-        let Action::Load(Query::HistoryPage { offset, .. }) = act else {
+        // It continues from the first page's store token (the pane's own, not a stale page's).
+        let Action::Load(Query::HistoryPage { offset, token, .. }) = act else {
             panic!("no second page: {act:?}");
         };
+        assert_eq!(token.as_deref(), Some("after-page-1"));
         a.on_loaded(Loaded::HistoryPage {
             offset,
             rows: vec![],
+            next: None,
         });
         assert!(a.history.done);
         assert_eq!(a.handle_key(key(End)), Action::Redraw);
-        // A new status filter starts over.
+        // A new status filter starts over, by offset.
+        a.history.next_token = Some("old filter".into());
         a.handle_key(Char('f').into());
         assert!(a.history.more.is_empty() && !a.history.done);
+        assert_eq!(a.history.next_token, None);
     }
 
     #[test]

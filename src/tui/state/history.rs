@@ -35,6 +35,12 @@ pub struct HistoryPane {
     pub(crate) live: VecDeque<HistoryRow>,
     /// Rows loaded for one job (detail, `h`), newest first.
     pub(crate) job_rows: Option<(String, Vec<HistoryRow>)>,
+    /// The store's token for the page after the last one in [`HistoryPane::more`]: the next
+    /// page continues from it (a keyset read, cheap at any depth, filtered or not) instead of
+    /// by offset. Cleared with the pages when the filters change, so it always belongs to this
+    /// pane's current job and status filters (it used to be a process-wide memo keyed by the
+    /// reader's address).
+    pub(crate) next_token: Option<String>,
 }
 
 impl HistoryPane {
@@ -112,6 +118,7 @@ impl HistoryPane {
     /// Forget paged rows (the filters changed).
     pub fn reset_pages(&mut self) {
         self.more.clear();
+        self.next_token = None;
         self.done = false;
         self.loading = false;
         self.sel = 0;
@@ -131,6 +138,7 @@ impl HistoryPane {
             job: self.job.clone(),
             status: filters.status,
             offset: self.held(snap, filters.status),
+            token: self.next_token.clone(),
         })
     }
 
@@ -141,12 +149,14 @@ impl HistoryPane {
         status: Option<Status>,
         offset: usize,
         rows: Vec<HistoryRow>,
+        next: Option<String>,
     ) {
         self.loading = false;
         if offset != self.held(snap, status) {
             return; // filters changed meanwhile: a stale page
         }
         self.done = rows.len() < HISTORY_PAGE;
+        self.next_token = next;
         let held: HashSet<uuid::Uuid> = self.base(snap, status).map(|r| r.run_id).collect();
         self.more
             .extend(rows.into_iter().filter(|r| !held.contains(&r.run_id)));

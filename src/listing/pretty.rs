@@ -1,0 +1,818 @@
+//! A pretty-printing JSON [`serde::Serializer`] into a reusable byte buffer, written for
+//! `jobs --json` (issue 14 item 3): the same bytes as `serde_json`'s `PrettyFormatter` under
+//! [`crate::text::InertJson`] (two-space indent, `": "`, `[]`/`{}` when empty, serde_json's string
+//! escapes plus `\uXXXX` for every character `text::is_unsafe` names: DEL, C1 controls, bidi
+//! overrides, invisible characters, line/paragraph separators), `itoa`/`zmij` numbers, map keys
+//! quoted as `serde_json` quotes them), at a fraction of its cost per job.
+//!
+//! Owns: turning any `Serialize` value into pretty JSON bytes appended to [`Pretty::out`].
+//! Must not touch: I/O (the caller writes the buffer), the shape of the values (their `Serialize`
+//! impls decide it — a field added to a model type appears here with no change).
+//!
+//! Why not `serde_json::Serializer::pretty`: it writes every indentation step, quote and
+//! separator as its own `io::Write::write_all` call through the generic writer (hundreds per
+//! job), and `collect_str` (every timestamp) goes through a `fmt::Write` adapter that escapes
+//! each piece. Here the buffer is a `Vec<u8>` (each write an inlined copy), an indentation is
+//! one copy from a row of spaces, and a `Display` value is formatted into one reused `String`.
+//! The equality with `serde_json` is tested over whole job views and over the corner cases
+//! (escapes, non-finite floats, empty containers, enum shapes, non-string map keys).
+
+use std::fmt::{Display, Write as _};
+
+use serde::ser::{self, Serialize};
+
+/// Why a value could not be written as JSON (its `Serialize` impl failed, or a map key is not
+/// one JSON can hold).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct EncodeError(String);
+
+impl ser::Error for EncodeError {
+    fn custom<T: Display>(msg: T) -> Self {
+        EncodeError(msg.to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, EncodeError>;
+
+/// The pretty JSON writer: bytes accumulate in [`Pretty::out`]; the caller drains them.
+#[derive(Debug, Default)]
+pub struct Pretty {
+    /// The JSON written so far.
+    pub out: Vec<u8>,
+    /// Nesting depth of the value being written (indent = 2 spaces per level).
+    depth: usize,
+    /// Reused for `collect_str` (timestamps, ids).
+    scratch: String,
+}
+
+const SPACES: &[u8; 64] = b"                                                                ";
+/// `fmt::Write` into the output buffer (one escape at a time).
+struct UnsafeHex<'a>(&'a mut Vec<u8>);
+impl std::fmt::Write for UnsafeHex<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `serde_json`'s escape table: 0 = as is, `u` = `\u00XX`, else the letter after `\`.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0A] = b'n';
+    t[0x0C] = b'f';
+    t[0x0D] = b'r';
+    // DEL: unsafe under the text policy (`text::is_unsafe`), written as `\u007f`.
+    t[0x7F] = b'u';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+impl Pretty {
+    /// A writer whose values start at nesting `depth` (1 for the elements of a top-level array).
+    pub fn at_depth(depth: usize) -> Pretty {
+        Pretty {
+            depth,
+            ..Default::default()
+        }
+    }
+
+    fn indent(&mut self) {
+        let mut n = self.depth * 2;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            self.out.extend_from_slice(&SPACES[..k]);
+            n -= k;
+        }
+    }
+
+    /// `"\n"` before the first entry of a container, `",\n"` before the others, then the indent.
+    fn entry(&mut self, first: bool) {
+        if first {
+            self.out.push(b'\n');
+        } else {
+            self.out.extend_from_slice(b",\n");
+        }
+        self.indent();
+    }
+
+    fn string(&mut self, s: &str) {
+        self.out.push(b'"');
+        let bytes = s.as_bytes();
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let esc = ESCAPE[b as usize];
+            if esc == 0 {
+                // A character outside ASCII starts with a byte ≥ 0xC0: the text policy
+                // (`text::is_unsafe`: C1 controls, bidi overrides, invisible characters) is
+                // checked on it, as `text::InertJson` does for every other `--json` output.
+                if b < 0xC0 {
+                    continue;
+                }
+                let Some(c) = s[i..].chars().next() else {
+                    continue;
+                };
+                if !crate::text::is_unsafe(c) {
+                    continue;
+                }
+                self.out.extend_from_slice(&bytes[start..i]);
+                // Every unsafe character is in the Basic Multilingual Plane: one escape each.
+                let _ = write!(UnsafeHex(&mut self.out), "\\u{:04x}", c as u32);
+                start = i + c.len_utf8();
+                continue;
+            }
+            self.out.extend_from_slice(&bytes[start..i]);
+            if esc == b'u' {
+                self.out.extend_from_slice(b"\\u00");
+                self.out.push(HEX[(b >> 4) as usize]);
+                self.out.push(HEX[(b & 0xF) as usize]);
+            } else {
+                self.out.push(b'\\');
+                self.out.push(esc);
+            }
+            start = i + 1;
+        }
+        self.out.extend_from_slice(&bytes[start..]);
+        self.out.push(b'"');
+    }
+
+    fn display(&mut self, v: &(impl Display + ?Sized)) {
+        let mut s = std::mem::take(&mut self.scratch);
+        s.clear();
+        // Writing into a String only fails if the Display impl itself fails; its partial output
+        // is written then, as serde_json's adapter would have.
+        let _ = write!(s, "{v}");
+        self.string(&s);
+        self.scratch = s;
+    }
+
+    fn int(&mut self, v: impl itoa::Integer) {
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    }
+
+    fn f64(&mut self, v: f64) {
+        if v.is_finite() {
+            self.out
+                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.extend_from_slice(b"null");
+        }
+    }
+
+    fn f32(&mut self, v: f32) {
+        if v.is_finite() {
+            self.out
+                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.extend_from_slice(b"null");
+        }
+    }
+
+    /// `{` + newline + indent + `"variant": ` : the outer object of a non-unit enum variant.
+    fn open_variant(&mut self, variant: &str) {
+        self.out.push(b'{');
+        self.depth += 1;
+        self.entry(true);
+        self.string(variant);
+        self.out.extend_from_slice(b": ");
+    }
+
+    fn close_variant(&mut self) {
+        self.depth -= 1;
+        self.out.push(b'\n');
+        self.indent();
+        self.out.push(b'}');
+    }
+
+    fn open(&mut self, c: u8) {
+        self.out.push(c);
+        self.depth += 1;
+    }
+
+    fn close(&mut self, c: u8, had_entries: bool) {
+        self.depth -= 1;
+        if had_entries {
+            self.out.push(b'\n');
+            self.indent();
+        }
+        self.out.push(c);
+    }
+}
+
+/// An array or object being written; `variant` also closes the enum variant's outer object.
+pub struct Compound<'a> {
+    ser: &'a mut Pretty,
+    first: bool,
+    variant: bool,
+}
+
+impl Compound<'_> {
+    fn value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.ser.entry(self.first);
+        self.first = false;
+        v.serialize(&mut *self.ser)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, v: &T) -> Result<()> {
+        self.ser.entry(self.first);
+        self.first = false;
+        self.ser.string(key);
+        self.ser.out.extend_from_slice(b": ");
+        v.serialize(&mut *self.ser)
+    }
+
+    fn close(self, close: u8) -> Result<()> {
+        self.ser.close(close, !self.first);
+        if self.variant {
+            self.ser.close_variant();
+        }
+        Ok(())
+    }
+}
+
+impl<'a> ser::Serializer for &'a mut Pretty {
+    type Ok = ();
+    type Error = EncodeError;
+    type SerializeSeq = Compound<'a>;
+    type SerializeTuple = Compound<'a>;
+    type SerializeTupleStruct = Compound<'a>;
+    type SerializeTupleVariant = Compound<'a>;
+    type SerializeMap = Compound<'a>;
+    type SerializeStruct = Compound<'a>;
+    type SerializeStructVariant = Compound<'a>;
+
+    fn serialize_bool(self, v: bool) -> Result<()> {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_i16(self, v: i16) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_i32(self, v: i32) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_i64(self, v: i64) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_i128(self, v: i128) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_u8(self, v: u8) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_u16(self, v: u16) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_u32(self, v: u32) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_u64(self, v: u64) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_u128(self, v: u128) -> Result<()> {
+        self.int(v);
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Result<()> {
+        self.f32(v);
+        Ok(())
+    }
+    fn serialize_f64(self, v: f64) -> Result<()> {
+        self.f64(v);
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<()> {
+        self.string(v.encode_utf8(&mut [0u8; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<()> {
+        self.string(v);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<()> {
+        use ser::SerializeSeq;
+        let mut seq = self.serialize_seq(Some(v.len()))?;
+        for b in v {
+            seq.serialize_element(b)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result<()> {
+        self.serialize_unit()
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<()> {
+        v.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<()> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<()> {
+        self.serialize_unit()
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result<()> {
+        self.string(variant);
+        Ok(())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result<()> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        v: &T,
+    ) -> Result<()> {
+        self.open_variant(variant);
+        v.serialize(&mut *self)?;
+        self.close_variant();
+        Ok(())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'a>> {
+        self.open(b'[');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            variant: false,
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Compound<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>> {
+        self.open_variant(variant);
+        self.open(b'[');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            variant: true,
+        })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a>> {
+        self.open(b'{');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            variant: false,
+        })
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Compound<'a>> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>> {
+        self.open_variant(variant);
+        self.open(b'{');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            variant: true,
+        })
+    }
+    fn collect_str<T: Display + ?Sized>(self, v: &T) -> Result<()> {
+        self.display(v);
+        Ok(())
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.value(v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b']')
+    }
+}
+
+impl ser::SerializeTuple for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.value(v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b']')
+    }
+}
+
+impl ser::SerializeTupleStruct for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.value(v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b']')
+    }
+}
+
+impl ser::SerializeTupleVariant for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.value(v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b']')
+    }
+}
+
+impl ser::SerializeMap for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
+        self.ser.entry(self.first);
+        self.first = false;
+        key.serialize(MapKey(&mut *self.ser))
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        self.ser.out.extend_from_slice(b": ");
+        v.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b'}')
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Result<()> {
+        self.field(key, v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b'}')
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Result<()> {
+        self.field(key, v)
+    }
+    fn end(self) -> Result<()> {
+        Compound::close(self, b'}')
+    }
+}
+
+/// A map key: JSON keys are strings, so numbers and booleans are quoted (as `serde_json` does)
+/// and anything else is an error.
+struct MapKey<'a>(&'a mut Pretty);
+
+fn key_must_be_a_string() -> EncodeError {
+    EncodeError("key must be a string".into())
+}
+
+impl MapKey<'_> {
+    fn quoted(self, f: impl FnOnce(&mut Pretty)) -> Result<()> {
+        self.0.out.push(b'"');
+        f(self.0);
+        self.0.out.push(b'"');
+        Ok(())
+    }
+}
+
+impl ser::Serializer for MapKey<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    type SerializeSeq = ser::Impossible<(), EncodeError>;
+    type SerializeTuple = ser::Impossible<(), EncodeError>;
+    type SerializeTupleStruct = ser::Impossible<(), EncodeError>;
+    type SerializeTupleVariant = ser::Impossible<(), EncodeError>;
+    type SerializeMap = ser::Impossible<(), EncodeError>;
+    type SerializeStruct = ser::Impossible<(), EncodeError>;
+    type SerializeStructVariant = ser::Impossible<(), EncodeError>;
+
+    fn serialize_bool(self, v: bool) -> Result<()> {
+        self.quoted(|p| p.out.extend_from_slice(if v { b"true" } else { b"false" }))
+    }
+    fn serialize_i8(self, v: i8) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_i16(self, v: i16) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_i32(self, v: i32) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_i64(self, v: i64) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_i128(self, v: i128) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_u8(self, v: u8) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_u16(self, v: u16) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_u32(self, v: u32) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_u64(self, v: u64) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_u128(self, v: u128) -> Result<()> {
+        self.quoted(|p| p.int(v))
+    }
+    fn serialize_f32(self, v: f32) -> Result<()> {
+        if !v.is_finite() {
+            return Err(EncodeError("float key must be finite, got null".into()));
+        }
+        self.quoted(|p| p.f32(v))
+    }
+    fn serialize_f64(self, v: f64) -> Result<()> {
+        if !v.is_finite() {
+            return Err(EncodeError("float key must be finite, got null".into()));
+        }
+        self.quoted(|p| p.f64(v))
+    }
+    fn serialize_char(self, v: char) -> Result<()> {
+        self.0.string(v.encode_utf8(&mut [0u8; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<()> {
+        self.0.string(v);
+        Ok(())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result<()> {
+        self.0.string(variant);
+        Ok(())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result<()> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<()> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant> {
+        Err(key_must_be_a_string())
+    }
+    fn collect_str<T: Display + ?Sized>(self, v: &T) -> Result<()> {
+        self.0.display(v);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Serialize;
+    use std::collections::BTreeMap;
+
+    fn ours<T: Serialize>(v: &T) -> String {
+        let mut p = Pretty::default();
+        v.serialize(&mut p).unwrap();
+        String::from_utf8(p.out).unwrap()
+    }
+
+    /// The reference: serde_json's pretty layout under the text policy's escapes
+    /// ([`crate::text::to_json_pretty`], what every other `--json` output prints).
+    fn same<T: Serialize>(v: &T) {
+        assert_eq!(ours(v), crate::text::to_json_pretty(v).unwrap());
+    }
+
+    #[derive(Serialize)]
+    enum E {
+        Unit,
+        New(u8),
+        Tuple(i32, String),
+        Struct { a: Vec<u8>, b: Option<f64> },
+        EmptyStruct {},
+        EmptyTuple(),
+    }
+
+    #[derive(Serialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Tagged {
+        One { x: u32 },
+        Two,
+    }
+
+    #[derive(Serialize)]
+    struct Unit;
+
+    #[derive(Serialize)]
+    struct Inner {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        skipped: Option<u8>,
+    }
+
+    #[derive(Serialize)]
+    struct Wrap(String);
+
+    #[derive(Serialize)]
+    struct All {
+        s: &'static str,
+        n: i64,
+        u: u128,
+        f: f64,
+        g: f32,
+        nan: f64,
+        inf: f32,
+        t: bool,
+        c: char,
+        unit: (),
+        u_struct: Unit,
+        wrap: Wrap,
+        none: Option<u8>,
+        empty_vec: Vec<u8>,
+        empty_map: BTreeMap<String, u8>,
+        empty_struct: Inner,
+        nested: Vec<Vec<u8>>,
+        nested_empty: Vec<Vec<u8>>,
+        enums: Vec<E>,
+        tagged: Vec<Tagged>,
+        int_keys: BTreeMap<i32, bool>,
+        bool_keys: BTreeMap<bool, u8>,
+        tuple: (u8, &'static str),
+        bytes: serde_bytes_like::Bytes,
+        at: chrono::DateTime<chrono::Utc>,
+        id: uuid::Uuid,
+    }
+
+    /// `serialize_bytes` without the serde_bytes crate.
+    mod serde_bytes_like {
+        pub struct Bytes(pub Vec<u8>);
+        impl serde::Serialize for Bytes {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(&self.0)
+            }
+        }
+    }
+
+    #[test]
+    fn every_shape_is_serde_json_pretty_byte_for_byte() {
+        let mut int_keys = BTreeMap::new();
+        int_keys.insert(-3, true);
+        int_keys.insert(7, false);
+        let mut bool_keys = BTreeMap::new();
+        bool_keys.insert(true, 1);
+        let all = All {
+            s: "quote \" backslash \\ nl \n tab \t cr \r bs \u{8} ff \u{c} nul \0 esc \u{1b} del \u{7f} é ✓ / </script> c1 \u{85} bidi \u{202e}\u{2066} zw \u{200b}\u{feff} shy \u{ad} ls \u{2028} 😀",
+            n: i64::MIN,
+            u: u128::MAX,
+            f: 0.1 + 0.2,
+            g: 1.1,
+            nan: f64::NAN,
+            inf: f32::INFINITY,
+            t: true,
+            c: '"',
+            unit: (),
+            u_struct: Unit,
+            wrap: Wrap("w".into()),
+            none: None,
+            empty_vec: vec![],
+            empty_map: BTreeMap::new(),
+            empty_struct: Inner { skipped: None },
+            nested: vec![vec![1, 2], vec![]],
+            nested_empty: vec![vec![]],
+            enums: vec![
+                E::Unit,
+                E::New(3),
+                E::Tuple(-1, "x".into()),
+                E::Struct {
+                    a: vec![],
+                    b: Some(1e300),
+                },
+                E::EmptyStruct {},
+                E::EmptyTuple(),
+            ],
+            tagged: vec![Tagged::One { x: 1 }, Tagged::Two],
+            int_keys,
+            bool_keys,
+            tuple: (1, "a"),
+            bytes: serde_bytes_like::Bytes(vec![0, 255]),
+            at: chrono::DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap(),
+            id: uuid::Uuid::from_u128(0xfeed),
+        };
+        same(&all);
+        same(&vec![E::Unit]);
+        same(&Vec::<u8>::new());
+        same(&E::New(1));
+        same(&3.0f64);
+        same(&-0.0f64);
+        same(&f64::MIN_POSITIVE);
+        same(&(1u64 << 60));
+    }
+
+    #[test]
+    fn a_key_json_cannot_hold_is_an_error() {
+        let mut m = BTreeMap::new();
+        m.insert(vec![1u8], 1u8);
+        let mut p = Pretty::default();
+        let e = m.serialize(&mut p).unwrap_err();
+        assert!(e.to_string().contains("key must be a string"), "{e}");
+        assert!(
+            serde_json::to_string_pretty(&m).is_err(),
+            "serde_json agrees"
+        );
+    }
+
+    #[test]
+    fn a_deep_value_indents_past_the_row_of_spaces() {
+        let mut v = serde_json::json!(1);
+        for _ in 0..40 {
+            v = serde_json::json!({ "k": [v] });
+        }
+        same(&v);
+    }
+}
