@@ -40,47 +40,19 @@ pub const VERSION_TEXT_1: &str = "cronsole-file-store 1";
 
 const CRC_KEY: &[u8] = b",\"crc32\":\"";
 
-fn crc_table() -> &'static [u32; 256] {
-    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = [0u32; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u32;
-            for _ in 0..8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            *e = c;
-        }
-        t
-    })
-}
-
-/// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one).
-#[derive(Debug, Clone, Copy)]
-pub struct Crc32(u32);
-
-impl Default for Crc32 {
-    fn default() -> Self {
-        Crc32(0xFFFF_FFFF)
-    }
-}
+/// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one). `crc32fast` computes it with the CPU's
+/// carry-less multiply where there is one: every open checks every job line, 1.1 GB at
+/// 1 000 000 jobs, which the byte-at-a-time table did at ~0.5 GB/s (issue 14).
+#[derive(Debug, Clone, Default)]
+pub struct Crc32(crc32fast::Hasher);
 
 impl Crc32 {
     pub fn update(&mut self, bytes: &[u8]) {
-        let t = crc_table();
-        let mut c = self.0;
-        for b in bytes {
-            c = t[((c ^ u32::from(*b)) & 0xFF) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0.update(bytes);
     }
 
     pub fn finish(self) -> u32 {
-        self.0 ^ 0xFFFF_FFFF
+        self.0.finalize()
     }
 }
 
@@ -329,6 +301,22 @@ mod tests {
     #[test]
     fn crc_matches_the_reference_value() {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    /// The same CRC whether a long input (past the vectorised path's block size) is fed whole
+    /// or in uneven pieces, as the journal's `absorbed` CRC is computed over 1 MiB reads.
+    #[test]
+    fn crc_of_pieces_is_the_crc_of_the_whole() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let mut c = Crc32::default();
+        for piece in data.chunks(333) {
+            c.update(piece);
+        }
+        assert_eq!(c.finish(), crc32(&data));
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
     }
 
     #[test]
