@@ -972,4 +972,245 @@ mod tests {
         assert_eq!(again.jobs().unwrap().len(), n);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    use super::{Cached, HEAD_KEY, Idx};
+    use crate::model::{After, ChainOn, HistoryRow, Status};
+    use crate::store::{ClaimRequest, Completion, filefmt};
+
+    fn store(tag: &str) -> (std::path::PathBuf, FileStore) {
+        let dir = std::env::temp_dir().join(format!("cronsole-fs-{tag}-{}", uuid::Uuid::new_v4()));
+        let s = FileStore::open(&dir).unwrap();
+        (dir, s)
+    }
+
+    /// Jobs in every state the head describes: chained, paused, leased, retired, idle.
+    fn busy_store(tag: &str) -> (std::path::PathBuf, FileStore) {
+        let (dir, s) = store(tag);
+        let mut child = def("child");
+        child.after = vec![After {
+            job: "parent".into(),
+            on: ChainOn::Completion,
+        }];
+        let file = JobsFile {
+            settings: Settings::default(),
+            jobs: vec![
+                def("parent"),
+                child,
+                def("idle"),
+                def("paused"),
+                def("gone"),
+            ],
+        };
+        s.apply(&file, t(1000)).unwrap();
+        s.set_paused("paused", true, t(1000)).unwrap();
+        let file = JobsFile {
+            jobs: file.jobs.into_iter().filter(|d| d.name != "gone").collect(),
+            ..file
+        };
+        s.apply(&file, t(1001)).unwrap();
+        let got = s
+            .claim_due(&ClaimRequest {
+                now: t(1060),
+                owner: "o",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap();
+        assert_eq!(got.claims.len(), 1);
+        let c = &got.claims[0];
+        let row = HistoryRow::new(
+            &c.job.def.name,
+            Status::Succeeded,
+            c.trigger,
+            c.slot,
+            "o",
+            t(1061),
+        );
+        s.complete(Completion {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            owner: "o".into(),
+            now: t(1061),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+        let got = s
+            .claim_due(&ClaimRequest {
+                now: t(1062),
+                owner: "o",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap();
+        assert_eq!(got.claims.len(), 1, "one more run, left leased");
+        (dir, s)
+    }
+
+    /// What a fresh handle's index says of every job equals what its full record says.
+    fn index_agrees_with_records(s: &FileStore) {
+        let l = s.lock().unwrap();
+        assert!(!l.inner.jobs.is_empty());
+        for (name, slim) in &l.inner.jobs {
+            let full = Cached::from_entry(l.read_entry(name, slim).unwrap()).idx();
+            let indexed = Idx {
+                wake: slim.wake,
+                lease: slim.lease,
+                at: slim.at,
+                chained: l.inner.chained.contains(name),
+            };
+            assert_eq!(indexed, full, "job {name}");
+            if let Some(w) = slim.wake {
+                assert!(l.inner.wake.contains(&(w, name.clone())), "job {name}");
+            }
+        }
+        let woken = l.inner.jobs.values().filter(|s| s.wake.is_some()).count();
+        assert_eq!(
+            l.inner.wake.len(),
+            woken,
+            "one wake-up entry per job that has one"
+        );
+    }
+
+    #[test]
+    fn the_index_read_from_line_heads_matches_the_records_in_journal_and_snapshot() {
+        let (dir, s) = busy_store("heads");
+        {
+            let l = s.lock().unwrap();
+            assert!(l.inner.chained.contains("child"));
+            assert!(l.inner.jobs.values().any(|j| j.lease.is_some()));
+            assert!(
+                l.inner
+                    .jobs
+                    .values()
+                    .any(|j| j.loc.is_some_and(|l| l.journal))
+            );
+        }
+        // From the journal's lines, in a handle that never parsed a record.
+        index_agrees_with_records(&FileStore::open_existing(&dir).unwrap());
+        // And from a snapshot the compaction copied them into.
+        s.compact_jobs_for_test();
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        {
+            let l = fresh.lock().unwrap();
+            assert!(
+                l.inner
+                    .jobs
+                    .values()
+                    .all(|j| j.loc.is_some_and(|l| !l.journal))
+            );
+        }
+        index_agrees_with_records(&fresh);
+        index_agrees_with_records(&s);
+        assert_eq!(fresh.jobs().unwrap(), s.jobs().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn no_record_is_held_between_operations() {
+        let (dir, s) = busy_store("cold");
+        assert_eq!(s.jobs().unwrap().len(), 5);
+        assert_eq!(s.jobs_page(Some("gone"), 2).unwrap().len(), 2);
+        assert!(s.job("child").unwrap().is_some());
+        assert!(s.lock().unwrap().inner.hot.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `line` (one job line without its newline) with its checksum recomputed after `edit`
+    /// (which gets the line without its checksum member).
+    fn rechecksummed(line: &[u8], edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+        let tail = ",\"crc32\":\"00000000\"}".len();
+        let mut body = line[..line.len() - tail].to_vec();
+        body.push(b'}');
+        let mut body = edit(body);
+        let crc = filefmt::crc32(&body);
+        body.pop();
+        body.extend_from_slice(format!(",\"crc32\":\"{crc:08x}\"}}").as_bytes());
+        filefmt::verify_line(&body, "test line").unwrap();
+        body
+    }
+
+    fn replace(hay: &[u8], from: &str, to: &str) -> Vec<u8> {
+        let at = hay
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap();
+        [&hay[..at], to.as_bytes(), &hay[at + from.len()..]].concat()
+    }
+
+    /// Replace the last line of `path` that mentions `needle`.
+    fn rewrite_line(
+        path: &std::path::Path,
+        needle: &str,
+        edit: impl Fn(&[u8]) -> Vec<u8>,
+    ) -> usize {
+        let text = std::fs::read(path).unwrap();
+        let mut lines: Vec<Vec<u8>> = text.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+        let i = lines
+            .iter()
+            .rposition(|l| l.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            .unwrap();
+        lines[i] = edit(&lines[i]);
+        std::fs::write(path, lines.join(&b'\n')).unwrap();
+        i + 1
+    }
+
+    /// Opening reads each line's head, not its definition: a record whose JSON no longer
+    /// parses (checksum intact) is reported, at its file and line, by the operation that
+    /// reads it — the other jobs stay usable.
+    #[test]
+    fn open_reads_heads_and_a_record_is_parsed_when_an_operation_needs_it() {
+        let (dir, s) = busy_store("lazy");
+        s.compact_jobs_for_test();
+        drop(s);
+        let snap = dir.join(SNAPSHOT_FILE);
+        let no = rewrite_line(&snap, "\"name\":\"idle\"", |l| {
+            assert!(l.starts_with(HEAD_KEY));
+            rechecksummed(l, |b| replace(&b, "\"def\":", "\"dfe\":"))
+        });
+        let s = FileStore::open_existing(&dir).unwrap();
+        assert!(s.job("parent").unwrap().is_some());
+        let e = s.job("idle").unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
+        assert!(e.contains("missing field `def`"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A line written without a head (an earlier release, the format-2 upgrade) is parsed
+    /// whole at open, indexed the same, and the next compaction writes it with a head.
+    #[test]
+    fn a_line_without_a_head_is_read_whole_and_compaction_gives_it_one() {
+        let (dir, s) = busy_store("headless");
+        let journal = dir.join(JOURNAL_FILE);
+        let before = FileStore::open_existing(&dir).unwrap().jobs().unwrap();
+        drop(s);
+        rewrite_line(&journal, "\"name\":\"child\"", |l| {
+            let out = rechecksummed(l, |b| {
+                // Drop `"head":{…},`.
+                let rest = &b[HEAD_KEY.len()..];
+                let mut values =
+                    serde_json::Deserializer::from_slice(rest).into_iter::<serde_json::Value>();
+                values.next().unwrap().unwrap();
+                let end = values.byte_offset();
+                assert_eq!(rest[end], b',');
+                [&b[..1], &rest[end + 1..]].concat()
+            });
+            assert!(!out.starts_with(HEAD_KEY));
+            out
+        });
+        let old = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(old.jobs().unwrap(), before);
+        index_agrees_with_records(&old);
+        old.compact_jobs_for_test();
+        let snap = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
+        assert!(
+            snap.lines().skip(1).all(|l| l.starts_with("{\"head\":")),
+            "{snap}"
+        );
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(fresh.jobs().unwrap(), before);
+        index_agrees_with_records(&fresh);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
