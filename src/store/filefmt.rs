@@ -244,6 +244,14 @@ pub fn cross_check<'a>(
     rows: &[OpenRow<'_>],
 ) -> Vec<CrossProblem> {
     let mut out = Vec::new();
+    // The open segment's rows by job, in file order: each record looks at its own job's rows
+    // only (a store of 1 000 000 jobs against thousands of rows is O(jobs + rows), not the
+    // product, at every open).
+    let mut by_job: std::collections::HashMap<&str, Vec<&OpenRow<'_>>> =
+        std::collections::HashMap::new();
+    for x in rows.iter().filter(|x| x.ends_a_run) {
+        by_job.entry(x.job).or_default().push(x);
+    }
     for r in records {
         if r.seg > open_seg || (r.seg == open_seg && r.off > open_len) {
             out.push(CrossProblem::HistoryCut {
@@ -256,10 +264,10 @@ pub fn cross_check<'a>(
         if r.seg != open_seg {
             continue;
         }
-        if let Some(row) = rows
-            .iter()
-            .find(|x| x.off >= r.off && x.job == r.job && x.ends_a_run && r.lease != Some(x.run_id))
-        {
+        if let Some(row) = by_job.get(r.job).and_then(|v| {
+            v.iter()
+                .find(|x| x.off >= r.off && r.lease != Some(x.run_id))
+        }) {
             out.push(CrossProblem::RecordsLost {
                 job: r.job.to_string(),
                 run_id: row.run_id,

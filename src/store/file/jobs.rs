@@ -38,7 +38,7 @@ use super::log::{
     write_atomic,
 };
 use super::{BLOCK, Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
-use crate::model::JobRecord;
+use crate::model::{JobCounters, JobRecord};
 use crate::schedule::Compiled;
 use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult, filefmt, logic};
@@ -98,7 +98,7 @@ pub(super) struct Entry {
 
 /// What the index keeps of a job besides its name and line (see the module doc): written as the
 /// line's `head`, derived from the record by [`Cached::idx`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Idx {
     /// [`logic::wakeup`], `None` when the schedule does not compile and nothing is leased.
     pub(super) wake: Option<DateTime<Utc>>,
@@ -108,6 +108,9 @@ pub(super) struct Idx {
     pub(super) at: Option<Mark>,
     /// The job has `after:` entries.
     pub(super) chained: bool,
+    /// Its budget counters (period spend, reservations) when there are any: what `spend` and
+    /// `reserve` sum over every job, without reading every record.
+    pub(super) spend: Option<Box<JobCounters>>,
 }
 
 /// The `head` member a job line starts with (see the module doc).
@@ -122,6 +125,8 @@ struct HeadRef<'a> {
     at: Option<Mark>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     chained: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spend: Option<&'a JobCounters>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +140,8 @@ struct Head {
     at: Option<Mark>,
     #[serde(default)]
     chained: bool,
+    #[serde(default)]
+    spend: Option<Box<JobCounters>>,
 }
 
 /// A job line as this release writes it: the `head`, then the members of [`EntryLine`] in its
@@ -164,7 +171,7 @@ pub(super) struct Loc {
 }
 
 /// The index entry of one job (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Slim {
     /// `None` while the job's only copy is its record in `Inner::hot` (created or rewritten by
     /// this operation and not written yet).
@@ -172,6 +179,8 @@ pub(super) struct Slim {
     pub(super) wake: Option<DateTime<Utc>>,
     pub(super) at: Option<Mark>,
     pub(super) lease: Option<Uuid>,
+    /// See [`Idx::spend`].
+    pub(super) spend: Option<Box<JobCounters>>,
 }
 
 /// A job's parsed record, for the operation that reads or changes it.
@@ -222,6 +231,7 @@ impl Cached {
             lease: leased.map(|l| l.run_id),
             at: self.at,
             chained: !self.rec.def.after.is_empty(),
+            spend: spend_of(&self.rec.rt.counters),
         }
     }
 
@@ -238,6 +248,7 @@ impl Cached {
                     lease: idx.lease,
                     at: idx.at,
                     chained: idx.chained,
+                    spend: idx.spend.as_deref(),
                 },
                 job: &self.rec,
                 mark: self.mark,
@@ -246,6 +257,21 @@ impl Cached {
             },
         )
     }
+}
+
+/// The budget counters of a job that spent this period or holds reservations: the members
+/// [`crate::store::budget::committed`] and [`crate::store::stats::period_spend`] read, the rest
+/// left empty. `None` when both would say nothing was spent (no cost, no reservation).
+fn spend_of(c: &JobCounters) -> Option<Box<JobCounters>> {
+    if c.period_cost_usd == 0.0 && c.reservations.is_empty() {
+        return None;
+    }
+    Some(Box::new(JobCounters {
+        period_key: c.period_key.clone(),
+        period_cost_usd: c.period_cost_usd,
+        reservations: c.reservations.clone(),
+        ..JobCounters::default()
+    }))
 }
 
 /// The head of a line that has one (`None`: written without, parse the line whole).
@@ -271,6 +297,7 @@ fn line_index(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
                 lease: h.lease,
                 at: h.at,
                 chained: h.chained,
+                spend: h.spend,
             },
         )),
         Some(Err(e)) => Err((e.column() as u64 + HEAD_KEY.len() as u64, e.to_string())),
@@ -291,6 +318,7 @@ pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Id
         wake: idx.wake,
         at: idx.at,
         lease: idx.lease,
+        spend: idx.spend,
     };
     let old = match inner.jobs.get_mut(name) {
         Some(s) => std::mem::replace(s, slim).wake,
@@ -326,7 +354,28 @@ pub(super) fn insert_new(inner: &mut Inner, name: &str, c: Cached) {
 /// Index one line read at load (`no`: its line number, for errors).
 fn index_line(inner: &mut Inner, path: &Path, no: u64, loc: Loc, line: &[u8]) -> StoreResult<()> {
     let (name, idx) = line_index(line).map_err(|(col, what)| corrupt(path, no, col, what))?;
-    set_index(inner, &name, Some(loc), idx);
+    // One lookup and no copy of the name for a job seen first (every snapshot line).
+    match inner.jobs.entry(name) {
+        std::collections::btree_map::Entry::Vacant(v) => {
+            if let Some(w) = idx.wake {
+                inner.wake.insert((w, v.key().clone()));
+            }
+            if idx.chained {
+                inner.chained.insert(v.key().clone());
+            }
+            v.insert(Slim {
+                loc: Some(loc),
+                wake: idx.wake,
+                at: idx.at,
+                lease: idx.lease,
+                spend: idx.spend,
+            });
+        }
+        std::collections::btree_map::Entry::Occupied(o) => {
+            let name = o.key().clone();
+            set_index(inner, &name, Some(loc), idx);
+        }
+    }
     Ok(())
 }
 
@@ -1059,6 +1108,7 @@ mod tests {
                 lease: slim.lease,
                 at: slim.at,
                 chained: l.inner.chained.contains(name),
+                spend: slim.spend.clone(),
             };
             assert_eq!(indexed, full, "job {name}");
             if let Some(w) = slim.wake {
@@ -1211,6 +1261,50 @@ mod tests {
         let fresh = FileStore::open_existing(&dir).unwrap();
         assert_eq!(fresh.jobs().unwrap(), before);
         index_agrees_with_records(&fresh);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `spend` and `reserve` sum every job's budget counters from the index (no record read):
+    /// a reservation made through one handle counts in a fresh handle's decisions, and the
+    /// index's counters equal the records'.
+    #[test]
+    fn reservations_count_for_every_handle_from_the_index() {
+        use crate::model::{Budget, BudgetPeriod};
+        use crate::store::budget::{ReserveOutcome, ReserveRequest};
+        let (dir, s) = store("spend");
+        let file = JobsFile {
+            settings: Settings {
+                budget: Some(Budget {
+                    max_cost_usd: 3.0,
+                    period: BudgetPeriod::Day,
+                }),
+                ..Settings::default()
+            },
+            jobs: vec![def("a"), def("b")],
+        };
+        s.apply(&file, t(1000)).unwrap();
+        let req = |job| ReserveRequest {
+            job,
+            run_id: uuid::Uuid::new_v4(),
+            owner: "o",
+            usd: 2.0,
+            now: t(1000),
+        };
+        assert!(matches!(
+            s.reserve(&req("a")).unwrap(),
+            ReserveOutcome::Reserved { .. }
+        ));
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        index_agrees_with_records(&fresh);
+        assert!(
+            fresh.lock().unwrap().inner.jobs["a"].spend.is_some(),
+            "the reservation is in the index"
+        );
+        match fresh.reserve(&req("b")).unwrap() {
+            ReserveOutcome::Refused { reason } => assert!(reason.contains("budget"), "{reason}"),
+            other => panic!("2 + 2 over a 3 budget was allowed: {other:?}"),
+        }
+        assert_eq!(fresh.spend("b", t(1000)).unwrap().global_usd, 0.0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

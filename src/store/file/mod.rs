@@ -1106,11 +1106,14 @@ impl Store for FileStore {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
         let job_usd = super::stats::period_spend(&rec, settings, now);
-        let mut global_usd = 0.0;
-        l.each_record(None, |r| {
-            global_usd += super::stats::period_spend(&r, settings, now);
-            true
-        })?;
+        // From the index: only jobs with budget counters carry any.
+        let global_usd = l
+            .inner
+            .jobs
+            .values()
+            .filter_map(|s| s.spend.as_deref())
+            .map(|c| super::stats::period_spend_counters(c, settings, now))
+            .sum();
         Ok(SpendNow {
             global_usd,
             job_usd,
@@ -1123,15 +1126,14 @@ impl Store for FileStore {
     ) -> StoreResult<super::budget::ReserveOutcome> {
         use super::budget::{self, ReserveOutcome};
         let mut l = self.lock()?;
-        // Every job's committed spend, one record at a time (see README "Known limits").
+        // Every job's committed spend, from the index (only jobs with budget counters).
         let key = logic::counter_period(&l.inner.settings).key(req.now);
         let mut global = budget::Totals::default();
-        l.each_record(None, |r| {
-            let (s, h) = budget::committed(&r, &key);
+        for c in l.inner.jobs.values().filter_map(|s| s.spend.as_deref()) {
+            let (s, h) = budget::committed_counters(c, &key);
             global.spent += s;
             global.held += h;
-            true
-        })?;
+        }
         if !l.load(req.job)? {
             return Err(StoreError::NoSuchJob(req.job.to_string()));
         }
