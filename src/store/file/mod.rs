@@ -42,11 +42,14 @@
 //! lock).
 
 //! # Cache and change detection
-//! Each handle keeps the parsed records, a wake-up index (`BTreeSet<(instant, name)>`) and the
-//! journal's inode + offset. On each lock acquisition it stats the journal: unchanged → nothing
-//! to parse (idle claim is a stat and an index peek); grown → only the new tail is read;
-//! replaced → full reload. Every mutation appends only the records it changed, so add /
-//! complete / pause cost O(1) amortised regardless of the number of jobs.
+//! Each handle keeps an index of every job (where its newest line is, its wake-up, history
+//! position, lease and budget counters; see `jobs.rs` for the line `head` it is read from), a
+//! wake-up set (`BTreeSet<(instant, name)>`) and the journal's inode + offset — not the records:
+//! an operation reads the lines of the jobs it works on and drops them when it releases the
+//! lock. On each lock acquisition it stats the journal: unchanged → nothing to read (idle claim
+//! is a stat and an index peek); grown → only the new tail is read; replaced → full reload.
+//! Every mutation appends only the records it changed, so add / complete / pause cost O(1)
+//! amortised regardless of the number of jobs.
 //!
 //! # Crash safety
 //! Appends are one `write` of whole lines followed by `fdatasync` (`AppendLog`, one path for
