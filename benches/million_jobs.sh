@@ -46,6 +46,7 @@ for n in $SIZES; do
   start=$(date +%s%N)
   /usr/bin/time -v -o "$d/run.time" "$BIN" run --for 5s --store "$d/store" \
     2> "$d/run.err" | { read -r first; echo "$(( ($(date +%s%N) - start) / 1000000 ))" > "$d/first"; cat > /dev/null; } || true
-  echo "run --for 5s:               first row after $(cat "$d/first" 2>/dev/null || echo '?') ms, wall $(wall "$d/run.time"), peak RSS $(peak "$d/run.time") KB"
+  rss=$(peak "$d/run.time")
+  echo "run --for 5s:               first row after $(cat "$d/first" 2>/dev/null || echo '?') ms, wall $(wall "$d/run.time"), peak RSS $rss KB ($(( rss * 1024 / (n + 1) )) bytes per job)"
   rm -rf "$d"
 done

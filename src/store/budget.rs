@@ -74,7 +74,11 @@ pub enum Settlement {
 
 /// A job's committed spend in period `key`: its counters plus every reservation of that period.
 pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
-    let c = &rec.rt.counters;
+    committed_counters(&rec.rt.counters, key)
+}
+
+/// [`committed`] from a job's counters alone (the file store's index keeps only those).
+pub fn committed_counters(c: &crate::model::JobCounters, key: &str) -> (f64, f64) {
     let spent = if c.period_key == key && c.period_cost_usd.is_finite() {
         c.period_cost_usd.max(0.0)
     } else {

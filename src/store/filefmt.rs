@@ -40,49 +40,21 @@ pub const VERSION_TEXT_1: &str = "cronsole-file-store 1";
 
 const CRC_KEY: &[u8] = b",\"crc32\":\"";
 
-fn crc_table() -> &'static [u32; 256] {
-    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = [0u32; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u32;
-            for _ in 0..8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            *e = c;
-        }
-        t
-    })
-}
-
-/// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one).
-#[derive(Debug, Clone, Copy)]
-pub struct Crc32(u32);
-
-impl Default for Crc32 {
-    fn default() -> Self {
-        Crc32(0xFFFF_FFFF)
-    }
-}
+/// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one). `crc32fast` computes it with the CPU's
+/// carry-less multiply where there is one: every open checks every job line, 1.1 GB at
+/// 1 000 000 jobs, which the byte-at-a-time table did at ~0.5 GB/s (issue 14).
+#[derive(Debug, Clone, Default)]
+pub struct Crc32(crc32fast::Hasher);
 
 impl Crc32 {
     /// Feed more bytes into the checksum.
     pub fn update(&mut self, bytes: &[u8]) {
-        let t = crc_table();
-        let mut c = self.0;
-        for b in bytes {
-            c = t[((c ^ u32::from(*b)) & 0xFF) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0.update(bytes);
     }
 
     /// The CRC-32 of every byte fed so far.
     pub fn finish(self) -> u32 {
-        self.0 ^ 0xFFFF_FFFF
+        self.0.finalize()
     }
 }
 
@@ -303,6 +275,14 @@ pub fn cross_check<'a>(
     rows: &[OpenRow<'_>],
 ) -> Vec<CrossProblem> {
     let mut out = Vec::new();
+    // The open segment's rows by job, in file order: each record looks at its own job's rows
+    // only (a store of 1 000 000 jobs against thousands of rows is O(jobs + rows), not the
+    // product, at every open).
+    let mut by_job: std::collections::HashMap<&str, Vec<&OpenRow<'_>>> =
+        std::collections::HashMap::new();
+    for x in rows.iter().filter(|x| x.ends_a_run) {
+        by_job.entry(x.job).or_default().push(x);
+    }
     for r in records {
         if r.seg > open_seg || (r.seg == open_seg && r.off > open_len) {
             out.push(CrossProblem::HistoryCut {
@@ -315,10 +295,10 @@ pub fn cross_check<'a>(
         if r.seg != open_seg {
             continue;
         }
-        if let Some(row) = rows
-            .iter()
-            .find(|x| x.off >= r.off && x.job == r.job && x.ends_a_run && r.lease != Some(x.run_id))
-        {
+        if let Some(row) = by_job.get(r.job).and_then(|v| {
+            v.iter()
+                .find(|x| x.off >= r.off && r.lease != Some(x.run_id))
+        }) {
             out.push(CrossProblem::RecordsLost {
                 job: r.job.to_string(),
                 run_id: row.run_id,
@@ -361,6 +341,22 @@ mod tests {
     #[test]
     fn crc_matches_the_reference_value() {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    /// The same CRC whether a long input (past the vectorised path's block size) is fed whole
+    /// or in uneven pieces, as the journal's `absorbed` CRC is computed over 1 MiB reads.
+    #[test]
+    fn crc_of_pieces_is_the_crc_of_the_whole() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let mut c = Crc32::default();
+        for piece in data.chunks(333) {
+            c.update(piece);
+        }
+        assert_eq!(c.finish(), crc32(&data));
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::model::{JobRecord, Settings, Status};
+use crate::model::{JobCounters, JobRecord, Settings, Status};
 
 use super::logic::counter_period;
 
@@ -107,9 +107,14 @@ impl Acc {
 
 /// Spend of one job in the period containing `now` (0 when its counters belong to an older one).
 pub fn period_spend(rec: &JobRecord, settings: &Settings, now: DateTime<Utc>) -> f64 {
+    period_spend_counters(&rec.rt.counters, settings, now)
+}
+
+/// [`period_spend`] from a job's counters alone (the file store's index keeps only those).
+pub fn period_spend_counters(c: &JobCounters, settings: &Settings, now: DateTime<Utc>) -> f64 {
     let key = counter_period(settings).key(now);
-    if rec.rt.counters.period_key == key {
-        rec.rt.counters.period_cost_usd
+    if c.period_key == key {
+        c.period_cost_usd
     } else {
         0.0
     }

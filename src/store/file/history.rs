@@ -877,7 +877,7 @@ impl Locked<'_> {
             let at = c.at?;
             Some(filefmt::RecordAt {
                 job: name,
-                lease: c.rec.rt.lease.as_ref().map(|l| l.run_id),
+                lease: c.lease,
                 seg: at.seg?,
                 off: at.off,
             })

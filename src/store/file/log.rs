@@ -148,6 +148,11 @@ impl<'a> AtomicFile<'a> {
         Ok(())
     }
 
+    /// Bytes produced so far (written + buffered): the offset of the next byte in the file.
+    pub(super) fn pos(&self) -> u64 {
+        self.written + self.buf.len() as u64
+    }
+
     /// Write the buffered content once it reached `SPILL` bytes.
     pub(super) fn spill(&mut self) -> StoreResult<()> {
         if self.buf.len() >= SPILL {

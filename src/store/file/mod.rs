@@ -42,11 +42,14 @@
 //! lock).
 
 //! # Cache and change detection
-//! Each handle keeps the parsed records, a wake-up index (`BTreeSet<(instant, name)>`) and the
-//! journal's inode + offset. On each lock acquisition it stats the journal: unchanged → nothing
-//! to parse (idle claim is a stat and an index peek); grown → only the new tail is read;
-//! replaced → full reload. Every mutation appends only the records it changed, so add /
-//! complete / pause cost O(1) amortised regardless of the number of jobs.
+//! Each handle keeps an index of every job (where its newest line is, its wake-up, history
+//! position, lease and budget counters; see `jobs.rs` for the line `head` it is read from), a
+//! wake-up set (`BTreeSet<(instant, name)>`) and the journal's inode + offset — not the records:
+//! an operation reads the lines of the jobs it works on and drops them when it releases the
+//! lock. On each lock acquisition it stats the journal: unchanged → nothing to read (idle claim
+//! is a stat and an index peek); grown → only the new tail is read; replaced → full reload.
+//! Every mutation appends only the records it changed, so add / complete / pause cost O(1)
+//! amortised regardless of the number of jobs.
 //!
 //! # Crash safety
 //! Appends are one `write` of whole lines followed by `fdatasync` (`AppendLog`, one path for
@@ -120,7 +123,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use self::history::history_header;
-use self::jobs::Cached;
+use self::jobs::{Cached, Slim, insert_new};
 use self::log::{
     AppendLog, check_id, corrupt, header_line, io_err, json_err, missing, stat, write_atomic,
 };
@@ -154,7 +157,14 @@ const UNACKED_RANGES: usize = 64;
 #[derive(Default)]
 struct Inner {
     loaded: bool,
-    jobs: BTreeMap<String, Cached>,
+    /// Every job's index entry (where its newest line is, its wake-up; see `jobs.rs`).
+    jobs: BTreeMap<String, Slim>,
+    /// The parsed records the current operation read or changed; emptied when it releases
+    /// the lock, so the handle holds no definitions between operations.
+    hot: BTreeMap<String, Cached>,
+    /// The snapshot this handle's index points into (kept open: a compaction by another
+    /// process renames a new one into place, and replaces the journal, which reloads).
+    snapshot: Option<Box<dyn IoFile>>,
     wake: BTreeSet<(DateTime<Utc>, String)>,
     /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
     /// among these only, so `complete` stays independent of the number of jobs.
@@ -218,6 +228,8 @@ struct Locked<'a> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // The operation is over: its parsed records go (the index and the files have them).
+        self.inner.hot.clear();
         if let Err(e) = self.store.lock.unlock() {
             tracing::warn!("unlocking the store failed: {e}");
         }
@@ -458,17 +470,18 @@ impl FileStore {
     pub fn upsert_job(&self, def: &JobDef, now: DateTime<Utc>) -> StoreResult<bool> {
         let mut l = self.lock()?;
         let name = def.name.clone();
-        let step = logic::apply_one(l.inner.jobs.get_mut(&name).map(|c| &mut c.rec), def, now)?;
+        l.load(&name)?;
+        let step = logic::apply_one(l.inner.hot.get_mut(&name).map(|c| &mut c.rec), def, now)?;
         let created = match step {
             logic::ApplyStep::Unchanged => return Ok(false),
             logic::ApplyStep::Updated => {
-                if let Some(c) = l.inner.jobs.get_mut(&name) {
+                if let Some(c) = l.inner.hot.get_mut(&name) {
                     c.sched = logic::compile(&c.rec).ok();
                 }
                 false
             }
             logic::ApplyStep::Created(rec) => {
-                l.inner.jobs.insert(name.clone(), Cached::new(*rec, None));
+                insert_new(&mut l.inner, &name, Cached::new(*rec, None));
                 true
             }
         };
@@ -578,10 +591,12 @@ impl Locked<'_> {
         now: DateTime<Utc>,
     ) -> StoreResult<ApplyReport> {
         self.write_settings(&file.settings)?;
+        // Every record: the file is diffed against the whole store (jobs not in it retire).
+        self.load_all()?;
         let (report, changed) = match logic::apply_all(
             file,
             now,
-            &mut self.inner.jobs,
+            &mut self.inner.hot,
             |c| &mut c.rec,
             |r| Cached::new(r, None),
         ) {
@@ -593,8 +608,14 @@ impl Locked<'_> {
             }
         };
         for name in &report.updated {
-            if let Some(c) = self.inner.jobs.get_mut(name) {
+            if let Some(c) = self.inner.hot.get_mut(name) {
                 c.sched = logic::compile(&c.rec).ok();
+            }
+        }
+        // New jobs are in `hot` only: index them (their lines are written by the persist).
+        for name in &report.created {
+            if let Some(idx) = self.inner.hot.get(name).map(Cached::idx) {
+                jobs::set_index(&mut self.inner, name, None, idx);
             }
         }
         self.persist_apply(&changed)?;
@@ -694,31 +715,32 @@ impl Locked<'_> {
 
     /// Record the end `row` of a run of `parent` in its `after:` children's cached records;
     /// returns the children whose records changed (to persist with the parent's).
-    fn chain_fan_out(&mut self, parent: &str, row: &HistoryRow) -> Vec<String> {
-        let Some(def) = self.inner.jobs.get(parent).map(|c| c.rec.def.clone()) else {
-            return Vec::new();
-        };
-        if !super::chain::may_fire(row) {
-            return Vec::new();
+    fn chain_fan_out(&mut self, parent: &str, row: &HistoryRow) -> StoreResult<Vec<String>> {
+        if !super::chain::may_fire(row) || self.inner.chained.is_empty() {
+            return Ok(Vec::new());
         }
+        self.load(parent)?;
+        let Some(def) = self.inner.hot.get(parent).map(|c| c.rec.def.clone()) else {
+            return Ok(Vec::new());
+        };
         let candidates: Vec<String> = self.inner.chained.iter().cloned().collect();
         let mut changed = Vec::new();
         for name in candidates {
-            if let Some(c) = self.inner.jobs.get_mut(&name)
+            self.load(&name)?;
+            if let Some(c) = self.inner.hot.get_mut(&name)
                 && super::chain::is_child_of(&c.rec.def, parent)
                 && super::chain::record(&mut c.rec, &def, row)
             {
                 changed.push(name);
             }
         }
-        changed
+        Ok(changed)
     }
 }
 
 impl HistoryReader for FileStore {
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        let l = self.lock()?;
-        Ok(l.inner.jobs.get(name).map(|c| c.rec.clone()))
+        self.lock()?.record(name)
     }
 
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
@@ -779,19 +801,25 @@ impl Store for FileStore {
 
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         let l = self.lock()?;
-        Ok(l.inner.jobs.values().map(|c| c.rec.clone()).collect())
+        let mut out = Vec::with_capacity(l.inner.jobs.len());
+        l.each_record(None, |r| {
+            out.push(r);
+            true
+        })?;
+        Ok(out)
     }
 
+    /// Reads the page's lines only (the index is in name order).
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
-        use std::ops::Bound;
         let l = self.lock()?;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(l.inner
-            .jobs
-            .range::<str, _>((from, Bound::Unbounded))
-            .take(limit)
-            .map(|(_, c)| c.rec.clone())
-            .collect())
+        let mut out = Vec::with_capacity(limit.min(l.inner.jobs.len()));
+        if limit > 0 {
+            l.each_record(after, |r| {
+                out.push(r);
+                out.len() < limit
+            })?;
+        }
+        Ok(out)
     }
 
     /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
@@ -830,10 +858,10 @@ impl Store for FileStore {
         let mut generated: Vec<(String, Vec<HistoryRow>, Vec<HistoryRow>)> = Vec::new();
         let mut scan = Vec::new();
         for name in due {
-            if in_flight.contains(name.as_str()) {
+            if in_flight.contains(name.as_str()) || !l.load(&name)? {
                 continue;
             }
-            let Some(c) = l.inner.jobs.get(&name) else {
+            let Some(c) = l.inner.hot.get(&name) else {
                 continue;
             };
             let Some(sched) = c.sched.clone() else {
@@ -845,7 +873,7 @@ impl Store for FileStore {
             };
             relies |= landed.is_some();
             let can = plans.len() < req.limit;
-            let Some(c) = l.inner.jobs.get_mut(&name) else {
+            let Some(c) = l.inner.hot.get_mut(&name) else {
                 continue;
             };
             let recovering = logic::expired_lease(&c.rec, now);
@@ -873,7 +901,7 @@ impl Store for FileStore {
             // The recovered run's end (its landed row, or the `abandoned` row written now)
             // reaches its `after:` children in this same persist, before its own record.
             if let Some(end) = chain_end {
-                for child in l.chain_fan_out(&name, &end) {
+                for child in l.chain_fan_out(&name, &end)? {
                     if !changed.contains(&child) {
                         changed.push(child);
                     }
@@ -899,7 +927,7 @@ impl Store for FileStore {
             }
             // Rows trimmed or dropped here rely on the landed ones.
             relies = true;
-            let Some(sched) = l.inner.jobs.get(&name).and_then(|c| c.sched.clone()) else {
+            let Some(sched) = l.inner.hot.get(&name).and_then(|c| c.sched.clone()) else {
                 rows.extend(ev_rows);
                 continue;
             };
@@ -914,7 +942,7 @@ impl Store for FileStore {
         let claims = plans
             .into_iter()
             .filter_map(|(name, p)| {
-                l.inner.jobs.get(&name).map(|c| Claim {
+                l.inner.hot.get(&name).map(|c| Claim {
                     run_id: p.run_id,
                     job: c.rec.clone(),
                     slot: p.slot,
@@ -935,7 +963,8 @@ impl Store for FileStore {
     ) -> StoreResult<RenewOutcome> {
         let _ = owner;
         let mut l = self.lock()?;
-        let Some(c) = l.inner.jobs.get_mut(job) else {
+        l.load(job)?;
+        let Some(c) = l.inner.hot.get_mut(job) else {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
         match logic::renew(&mut c.rec, run_id, now) {
@@ -985,7 +1014,7 @@ impl Store for FileStore {
             .iter()
             .flatten()
             .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
-            .filter_map(|(_, name, _)| l.inner.jobs.get(name).map(|c| (name.clone(), c.rows_to)))
+            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
             .collect();
         if !scan.is_empty() {
             let leftovers = match l.rows_since_records(&scan) {
@@ -1001,11 +1030,7 @@ impl Store for FileStore {
                     .filter(|r| r.job == *name)
                     .cloned()
                     .collect();
-                let Some(sched) = l
-                    .inner
-                    .jobs
-                    .get(name.as_str())
-                    .and_then(|c| c.sched.clone())
+                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
                 else {
                     continue;
                 };
@@ -1032,7 +1057,14 @@ impl Store for FileStore {
                 // `after:` children first: a torn append that kept the parent's line kept
                 // theirs (see `store::chain`).
                 if *fenced && let Some(end) = out.rows.first() {
-                    names.extend(l.chain_fan_out(name, end));
+                    match l.chain_fan_out(name, end) {
+                        Ok(children) => names.extend(children),
+                        Err(e) => {
+                            // Records of this batch changed in the cache only: reload.
+                            l.inner.loaded = false;
+                            return (0..n).map(|_| Err(e.duplicate())).collect();
+                        }
+                    }
                 }
                 names.push(name.clone());
             }
@@ -1058,7 +1090,8 @@ impl Store for FileStore {
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         let mut l = self.lock()?;
-        let Some(c) = l.inner.jobs.get_mut(name) else {
+        l.load(name)?;
+        let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
         let changed = logic::pause_step(&mut c.rec, paused, now)?;
@@ -1070,7 +1103,8 @@ impl Store for FileStore {
 
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
         let mut l = self.lock()?;
-        let Some(c) = l.inner.jobs.get_mut(name) else {
+        l.load(name)?;
+        let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
         let (outcome, changed) = logic::trigger_step(&mut c.rec, now)?;
@@ -1087,7 +1121,8 @@ impl Store for FileStore {
         now: DateTime<Utc>,
     ) -> StoreResult<super::EditOutcome> {
         let mut l = self.lock()?;
-        let Some(c) = l.inner.jobs.get_mut(name) else {
+        l.load(name)?;
+        let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
         let (changed, out) = super::operator::apply_edit(&mut c.rec, edit, now)?;
@@ -1100,15 +1135,17 @@ impl Store for FileStore {
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
         let l = self.lock()?;
         let settings = &l.inner.settings;
-        let Some(c) = l.inner.jobs.get(job) else {
+        let Some(rec) = l.record(job)? else {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
-        let job_usd = super::stats::period_spend(&c.rec, settings, now);
+        let job_usd = super::stats::period_spend(&rec, settings, now);
+        // From the index: only jobs with budget counters carry any.
         let global_usd = l
             .inner
             .jobs
             .values()
-            .map(|c| super::stats::period_spend(&c.rec, settings, now))
+            .filter_map(|s| s.spend.as_deref())
+            .map(|c| super::stats::period_spend_counters(c, settings, now))
             .sum();
         Ok(SpendNow {
             global_usd,
@@ -1122,16 +1159,34 @@ impl Store for FileStore {
     ) -> StoreResult<super::budget::ReserveOutcome> {
         use super::budget::{self, ReserveOutcome};
         let mut l = self.lock()?;
-        let verdict = budget::decide(
+        // Every job's committed spend, from the index (only jobs with budget counters).
+        let key = logic::counter_period(&l.inner.settings).key(req.now);
+        let mut global = budget::Totals::default();
+        for c in l.inner.jobs.values().filter_map(|s| s.spend.as_deref()) {
+            let (s, h) = budget::committed_counters(c, &key);
+            global.spent += s;
+            global.held += h;
+        }
+        if !l.load(req.job)? {
+            return Err(StoreError::NoSuchJob(req.job.to_string()));
+        }
+        let Some(mine) = l.inner.hot.get(req.job) else {
+            return Err(StoreError::NoSuchJob(req.job.to_string()));
+        };
+        let (s, h) = budget::committed(&mine.rec, &key);
+        let job = budget::Totals { spent: s, held: h };
+        let verdict = budget::decide_totals(
             &l.inner.settings,
-            l.inner.jobs.values().map(|c| &c.rec),
+            global,
+            mine.rec.def.max_cost_usd,
+            job,
             req,
-        )?;
+        );
         let key = match verdict {
             Ok(key) => key,
             Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
         };
-        let Some(c) = l.inner.jobs.get_mut(req.job) else {
+        let Some(c) = l.inner.hot.get_mut(req.job) else {
             return Err(StoreError::NoSuchJob(req.job.to_string()));
         };
         let id = budget::record(&mut c.rec, req, key);
@@ -1147,7 +1202,8 @@ impl Store for FileStore {
         _now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let mut l = self.lock()?;
-        let Some(c) = l.inner.jobs.get_mut(job) else {
+        l.load(job)?;
+        let Some(c) = l.inner.hot.get_mut(job) else {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
         if super::budget::settle(&mut c.rec, id, how) {
@@ -1174,8 +1230,9 @@ fn complete_in(
         .cloned();
     // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
     // run and died before releasing the lease (seed 19). The real end supersedes that row.
+    l.load(&c.job)?;
     if mine.is_none()
-        && let Some(cached) = l.inner.jobs.get(&c.job)
+        && let Some(cached) = l.inner.hot.get(&c.job)
         && logic::lapsed(&cached.rec, c.run_id, c.now)
         && l.find_run_row(cached.mark, c.run_id)?
             .is_some_and(|r| r.status == crate::model::Status::Abandoned)
@@ -1185,7 +1242,7 @@ fn complete_in(
     if mine.is_some() {
         l.inner.relies_on_landed = true;
     }
-    let Some(cached) = l.inner.jobs.get_mut(&c.job) else {
+    let Some(cached) = l.inner.hot.get_mut(&c.job) else {
         return Err(StoreError::NoSuchJob(c.job.clone()));
     };
     let job = c.job.clone();
