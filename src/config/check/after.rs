@@ -201,7 +201,7 @@ impl Checker<'_> {
 /// Jobs of a cycle named in full before [`cycle_text`] shortens it.
 const CYCLE_NAMED: usize = 6;
 
-/// A cycle ([`find_cycle`]'s names, first = last) in words: in full up to [`CYCLE_NAMED`] jobs;
+/// A cycle ([`find_cycle`]'s names, first = last) in words: in full up to `CYCLE_NAMED` (6) jobs;
 /// a longer one names its first three and last two jobs, says how many it leaves out and how
 /// long the cycle is, so the message stays one readable line (at most ~400 characters: names
 /// are ≤ 64) whatever the cycle (a 3 000-job cycle was one 47 KB line).
