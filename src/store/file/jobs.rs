@@ -339,14 +339,19 @@ impl Locked<'_> {
         let jpath = self.path(JOURNAL_FILE);
         let at = self.durable_mark()?;
         // History was appended first: its end now is past every row these records rely on.
+        // `rows_to` moves there only for records whose rows since their old `rows_to` are
+        // accounted for (see `Locked::rows_unaccounted`).
         let rows_to = self.mark_now();
+        let keep = self.rows_unaccounted(names)?;
         let mut buf = Vec::with_capacity(names.len() * 1024);
         for n in names {
             let Some(c) = self.inner.jobs.get_mut(n) else {
                 continue;
             };
             c.at = Some(at);
-            c.rows_to = Some(rows_to);
+            if !keep.contains(n) {
+                c.rows_to = Some(rows_to);
+            }
             encode_checked_line(
                 &mut buf,
                 "job record",
