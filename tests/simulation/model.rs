@@ -187,7 +187,7 @@ impl Model {
                     let status = if late { Status::Abandoned } else { r.status };
                     r.job == a.job
                         && (!r.stale_lease || late)
-                        && cronsole::store::chain::is_run_end(r)
+                        && (late || cronsole::store::chain::is_run_end(r))
                         && a.on.fires_on(status)
                 });
                 let Some(n) = newest else { continue };
