@@ -33,7 +33,10 @@
 //!   ONE `skipped` row (`reason: "overlap"`) for the slots that passed meanwhile; then the job
 //!   waits for its next future slot.
 //! - A completion that arrives after the lease was taken over (stale) still adds its cost to the
-//!   job's counters (real money was spent) but touches nothing else.
+//!   job's counters (real money was spent) but touches nothing else — unless the run was
+//!   recorded `abandoned` (its owner was paused, not dead): then its row supersedes that one
+//!   and the record follows the real end as far as no newer run decided otherwise
+//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this).
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
@@ -1057,7 +1060,7 @@ pub fn claim_step(
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
 /// row with `stale_lease: true` and adds its cost to the counters, touching nothing else —
 /// unless the run was recorded `abandoned`: then its row supersedes that one
-/// ([`supersede_abandoned`]). `sched` is the job's compiled schedule when the caller has it
+/// (`supersede_abandoned`). `sched` is the job's compiled schedule when the caller has it
 /// cached.
 pub fn complete_step(
     rec: &mut JobRecord,
