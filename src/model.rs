@@ -1100,6 +1100,29 @@ pub struct JobRuntime {
     /// a completion retried or recovered from its landed row never records the run twice.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub chain_seen: BTreeMap<String, Uuid>,
+    /// The newest runs recorded `abandoned` (at most [`AbandonedRun::KEPT`], oldest first): a
+    /// late completion of one of them (its owner was paused, not dead) writes the run's real row
+    /// with `supersedes_abandoned`, and the `abandoned` row is hidden (`store::logic`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abandoned: Vec<AbandonedRun>,
+}
+
+/// A run recorded `abandoned` whose real end may still come (see [`JobRuntime::abandoned`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbandonedRun {
+    /// The abandoned run's id (its lease's and its `abandoned` row's).
+    pub run_id: Uuid,
+    /// Why that run happened (scheduled, manual, chain, …).
+    pub trigger: Trigger,
+    /// The lease would have spent the job (one-shot, `max_runs`, `until`).
+    pub spends_job: bool,
+    /// `finished_at` of the `abandoned` row (the job's `last_run_at` until a newer run ends).
+    pub at: DateTime<Utc>,
+}
+
+impl AbandonedRun {
+    /// How many abandoned runs a record remembers.
+    pub const KEPT: usize = 8;
 }
 
 /// See [`JobRuntime::overlap`].

@@ -198,12 +198,7 @@ fn batch(
 /// ignored regression test in `simulation/regress.rs` or, where not reduced yet, named by the
 /// seed that replays it: the batch reports them loudly but does not fail on them, unless
 /// `SIM_STRICT=1`. Any other failure fails the batch. Remove an entry with its fix.
-const KNOWN_BUGS: &[(&str, &str)] = &[(
-    "is in two rows",
-    "not fixed: a slot recorded in two rows (two `missed`/overlap `skipped` rows, or one of them \
-     beside `abandoned`) after crashes — 731 of 100 000 strict seeds after wt-simfix (e.g. 129, \
-     304, 50193; chain batch seed 36); never a slot run twice, never a row lost",
-)];
+const KNOWN_BUGS: &[(&str, &str)] = &[];
 
 fn known_bug(what: &str) -> Option<&'static str> {
     KNOWN_BUGS

@@ -21,7 +21,8 @@
 //!   delays it like a slot. A retired child records nothing.
 //! - Only a run's own end fires (succeeded, failed, no_change, abandoned as [`ChainOn`] says);
 //!   `missed` and overlap `skipped` rows are not runs. A completion that arrives after its
-//!   lease was taken over (stale) fires nothing: the recovery's `abandoned` row already did.
+//!   lease was taken over (stale) fires nothing: the recovery's `abandoned` row already did —
+//!   also when that late row supersedes the `abandoned` one (`logic::complete_step`).
 
 use crate::model::{
     CHAIN_OUTPUT_MAX_CHARS, ChainOn, Gate, HistoryRow, JobDef, JobRecord, Lease, ParentRun, Status,

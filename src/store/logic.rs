@@ -33,7 +33,10 @@
 //!   ONE `skipped` row (`reason: "overlap"`) for the slots that passed meanwhile; then the job
 //!   waits for its next future slot.
 //! - A completion that arrives after the lease was taken over (stale) still adds its cost to the
-//!   job's counters (real money was spent) but touches nothing else.
+//!   job's counters (real money was spent) but touches nothing else — unless the run was
+//!   recorded `abandoned` (its owner was paused, not dead): then its row supersedes that one
+//!   and the record follows the real end as far as no newer run decided otherwise
+//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this).
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
@@ -45,8 +48,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{ApplyReport, CompleteOutcome, Completion, StoreError, StoreResult, TriggerOutcome};
 use crate::model::{
-    BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile, Lease, Settings,
-    SlotRange, Status, Trigger,
+    AbandonedRun, BudgetPeriod, HistoryRow, JobDef, JobRecord, JobRuntime, JobState, JobsFile,
+    Lease, Settings, SlotRange, Status, Trigger,
 };
 use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
 
@@ -152,6 +155,7 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             overlap: Default::default(),
             chain_pending: Default::default(),
             chain_seen: Default::default(),
+            abandoned: Vec::new(),
         },
     })
 }
@@ -685,6 +689,16 @@ pub fn finish_run(
     }
     let until_passed = rec.def.until.is_some_and(|u| u <= now);
     if row.status == Status::Abandoned {
+        // Its owner may only be paused: a late completion supersedes this row.
+        if rt.abandoned.len() >= AbandonedRun::KEPT {
+            rt.abandoned.remove(0);
+        }
+        rt.abandoned.push(AbandonedRun {
+            run_id: lease.run_id,
+            trigger: lease.trigger,
+            spends_job: lease.spends_job,
+            at: row.finished_at,
+        });
         if lease.spends_job {
             if until_passed {
                 retire(rt, "until passed");
@@ -701,19 +715,7 @@ pub fn finish_run(
             rt.recovery_pending = false;
         }
         if lease.spends_job {
-            let why = if rec.def.schedule.is_at() {
-                "at: ran"
-            } else if rec.def.max_runs.is_some_and(|m| rt.runs >= m) {
-                if rec.def.max_runs == Some(1) {
-                    "once: ran"
-                } else {
-                    "max_runs reached"
-                }
-            } else if rec.def.until.is_some() {
-                "until passed"
-            } else {
-                "no more slots"
-            };
+            let why = spent_reason(&rec.def, rt.runs);
             retire(rt, why);
             return out;
         }
@@ -779,6 +781,107 @@ pub fn finish_run(
     }
     out.extra_rows = extra;
     out
+}
+
+/// Why a run that spent the job retires it, once it ended with `runs` counted runs.
+fn spent_reason(def: &JobDef, runs: u64) -> &'static str {
+    if def.schedule.is_at() {
+        "at: ran"
+    } else if def.max_runs.is_some_and(|m| runs >= m) {
+        if def.max_runs == Some(1) {
+            "once: ran"
+        } else {
+            "max_runs reached"
+        }
+    } else if def.until.is_some() {
+        "until passed"
+    } else {
+        "no more slots"
+    }
+}
+
+/// The late end of a run recorded `abandoned` (its lease lapsed and another owner recovered
+/// it, but its owner was paused, not dead): `row` is its real end and supersedes the
+/// `abandoned` row (`supersedes_abandoned`; queries hide that row: one row per run, under the
+/// status that happened). The counters move the run from `abandoned` to its real status. The
+/// job's last status (and last run, last success) follows the real end when no newer run of
+/// the job ended since the `abandoned` row; the rest of its current state (state, hold, run
+/// count, a one-shot's pending recovery) only when no newer run started either: a late result
+/// never changes what a newer run decided (the fencing of SPEC §6 is kept).
+fn supersede_abandoned(
+    rec: &mut JobRecord,
+    a: &AbandonedRun,
+    row: &mut HistoryRow,
+    state: Option<JobState>,
+    hold_until: Option<DateTime<Utc>>,
+    period: BudgetPeriod,
+    now: DateTime<Utc>,
+) -> FinishOutcome {
+    let mut out = FinishOutcome::default();
+    row.supersedes_abandoned = true;
+    let last = rec.rt.last_status == Some(Status::Abandoned) && rec.rt.last_run_at == Some(a.at);
+    let newest = last && rec.rt.lease.is_none();
+    uncount(&mut rec.rt.counters, Status::Abandoned, a.at);
+    if newest && let Some(s) = state {
+        let (merged, rejected) = JobState::merge_capped(&rec.rt.state, s);
+        rec.rt.state = merged;
+        if let Some(why) = rejected {
+            let why = format!("state_rejected: {why}");
+            if row.reason.as_deref().is_none_or(str::is_empty) {
+                row.reason = Some(why.clone());
+            }
+            out.state_rejected = Some(why);
+        }
+    }
+    count_row(rec, row, period, now);
+    if !last || row.status == Status::Abandoned {
+        return out;
+    }
+    let rt = &mut rec.rt;
+    rt.last_status = Some(row.status);
+    rt.last_run_at = Some(row.finished_at);
+    if row.status == Status::Succeeded {
+        rt.last_success_result = row.result.clone();
+        rt.last_success_at = Some(row.finished_at);
+    }
+    if !newest {
+        return out;
+    }
+    if let Some(h) = hold_until {
+        rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
+    }
+    if !a.trigger.is_extra() {
+        rt.runs += 1;
+    }
+    // A one-shot whose only run was recorded `abandoned` waits for its retry (or was retired
+    // "abandoned twice"): it did run, so it is spent now, as if it had ended in time.
+    let retry_owed = rt.recovery_pending || rt.retired_reason.as_deref() == Some("abandoned twice");
+    if a.spends_job && retry_owed {
+        let why = spent_reason(&rec.def, rt.runs);
+        retire(rt, why);
+    }
+    out
+}
+
+/// Take one row of `status` recorded at `at` back out of the counters (its row is hidden).
+fn uncount(c: &mut crate::model::JobCounters, status: Status, at: DateTime<Utc>) {
+    if let Some(n) = c.by_status.get_mut(&status) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            c.by_status.remove(&status);
+        }
+    }
+    let hour = at.timestamp().div_euclid(3600);
+    let idx = Status::ALL.iter().position(|s| *s == status).unwrap_or(0);
+    if let Some(b) = c.hours.iter_mut().find(|b| b.hour == hour) {
+        b.counts[idx] = b.counts[idx].saturating_sub(1);
+    }
+}
+
+/// The run `run_id` if the record lists it as abandoned, taken off the list.
+fn take_abandoned(rec: &mut JobRecord, run_id: Uuid) -> Option<AbandonedRun> {
+    let i = rec.rt.abandoned.iter().position(|a| a.run_id == run_id)?;
+    Some(rec.rt.abandoned.remove(i))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -967,8 +1070,10 @@ pub fn claim_step(
 }
 
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
-/// row with `stale_lease: true` and adds its cost to the counters, touching nothing else.
-/// `sched` is the job's compiled schedule when the caller has it cached.
+/// row with `stale_lease: true` and adds its cost to the counters, touching nothing else —
+/// unless the run was recorded `abandoned`: then its row supersedes that one
+/// (`supersede_abandoned`). `sched` is the job's compiled schedule when the caller has it
+/// cached.
 pub fn complete_step(
     rec: &mut JobRecord,
     sched: Option<&Compiled>,
@@ -980,7 +1085,14 @@ pub fn complete_step(
     let mut out = CompleteOutcome::default();
     if !holds(rec, c.run_id) {
         row.stale_lease = true;
-        count_row(rec, &row, period, c.now);
+        match take_abandoned(rec, c.run_id).filter(|_| row.status != Status::Abandoned) {
+            Some(a) => {
+                let fin =
+                    supersede_abandoned(rec, &a, &mut row, c.state, c.hold_until, period, c.now);
+                out.state_rejected = fin.state_rejected;
+            }
+            None => count_row(rec, &row, period, c.now),
+        }
         out.stale = true;
         out.rows.push(row);
         return Ok(out);
@@ -1003,7 +1115,9 @@ pub fn complete_step(
 /// A retried completion whose row is already in history (an earlier attempt wrote the row, then
 /// failed before or while writing the job record). Holding the lease: the run is finished from
 /// the landed row, so the record matches history. Not holding it: the earlier attempt's record
-/// update landed too (or recovery finished the run from that row): nothing changes. The
+/// update landed too (or recovery finished the run from that row): nothing changes — unless
+/// the landed row superseded an `abandoned` one the record still lists (the earlier attempt's
+/// record never landed): then the record catches up with it. The
 /// outcome's rows are the landed row and any overlap rows; the store must not append rows that
 /// are already there (see [`same_row`]).
 pub fn complete_landed(
@@ -1015,6 +1129,14 @@ pub fn complete_landed(
 ) -> StoreResult<CompleteOutcome> {
     let mut out = CompleteOutcome::default();
     if !holds(rec, c.run_id) {
+        if landed.supersedes_abandoned
+            && landed.stale_lease
+            && let Some(a) = take_abandoned(rec, c.run_id)
+        {
+            let fin =
+                supersede_abandoned(rec, &a, &mut landed, c.state, c.hold_until, period, c.now);
+            out.state_rejected = fin.state_rejected;
+        }
         out.stale = landed.stale_lease;
         out.rows.push(landed);
         return Ok(out);
@@ -1767,6 +1889,125 @@ mod tests {
         );
         assert!(row.reason.as_deref().unwrap().contains("state_rejected"));
         assert_eq!(r.rt.state.notepad["old"], "1");
+    }
+
+    /// A late completion (its owner was paused past its lease, not dead) of a run that another
+    /// owner recorded `abandoned`.
+    fn late(r: &mut JobRecord, run: &ClaimPlan, status: Status, now: i64) -> CompleteOutcome {
+        let mut row = HistoryRow::new(&r.def.name, status, run.trigger, run.slot, "me", t(now));
+        row.run_id = run.run_id;
+        row.result = Some("done".into());
+        let c = Completion {
+            job: r.def.name.clone(),
+            run_id: run.run_id,
+            owner: "me".into(),
+            now: t(now),
+            row,
+            state: None,
+            hold_until: None,
+        };
+        complete_step(r, None, c, P).unwrap()
+    }
+
+    /// The owner of `run` stopped past its lease; "other" recovers it at `now`.
+    fn recover(r: &mut JobRecord, now: i64) -> Evaluation {
+        let s = sched(r);
+        claim_step(r, &s, t(now), "other", true, P, None)
+    }
+
+    /// Issue 10 item 5: "nothing is ever recorded under a status that did not happen". The run
+    /// really succeeded: its row supersedes the `abandoned` one, the counters hold one row for
+    /// it (its real status) and, no newer run having started, the job's last status is it.
+    #[test]
+    fn a_late_completion_of_an_abandoned_run_supersedes_its_row() {
+        let mut r = ran_at_t0(None);
+        let run = eval(&mut r, T0 + 60).claim.unwrap();
+        let ev = recover(&mut r, T0 + 100);
+        assert_eq!(ev.rows[0].status, Status::Abandoned);
+        assert_eq!(r.rt.last_status, Some(Status::Abandoned));
+        assert_eq!(r.rt.abandoned.len(), 1);
+        let runs = r.rt.runs;
+        let out = late(&mut r, &run, Status::Succeeded, T0 + 105);
+        assert!(out.stale, "its lease was taken over");
+        let row = &out.rows[0];
+        assert!(row.supersedes_abandoned && row.stale_lease, "{row:?}");
+        assert_eq!(r.rt.last_status, Some(Status::Succeeded));
+        assert_eq!(r.rt.last_run_at, Some(t(T0 + 105)));
+        assert_eq!(r.rt.last_success_result.as_deref(), Some("done"));
+        assert_eq!(
+            r.rt.runs,
+            runs + 1,
+            "the run counts, as if it had ended in time"
+        );
+        let c = &r.rt.counters;
+        assert_eq!(c.by_status.get(&Status::Abandoned), None, "{c:?}");
+        assert_eq!(c.by_status[&Status::Succeeded], 2);
+        let hour: u32 = c
+            .hours
+            .iter()
+            .map(|b| {
+                b.counts[Status::ALL
+                    .iter()
+                    .position(|s| *s == Status::Abandoned)
+                    .unwrap()]
+            })
+            .sum();
+        assert_eq!(hour, 0, "the hourly counts drop the hidden row too");
+        assert!(r.rt.abandoned.is_empty(), "superseded once");
+        // The schedule is not touched: the job waits for its next slot.
+        assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+        // A second late completion of the same run (a duplicate) is plain stale.
+        let again = late(&mut r, &run, Status::Succeeded, T0 + 106);
+        assert!(!again.rows[0].supersedes_abandoned);
+    }
+
+    /// The fencing of a late result is kept: a newer run live decides the job's state; only the
+    /// last status (the newest ended run is still this one) and the counters follow.
+    #[test]
+    fn a_late_completion_beside_a_newer_run_touches_only_its_row_and_counters() {
+        let mut r = ran_at_t0(None);
+        let run = eval(&mut r, T0 + 60).claim.unwrap();
+        recover(&mut r, T0 + 100);
+        let newer = eval(&mut r, T0 + 120).claim.unwrap();
+        let out = late(&mut r, &run, Status::Failed, T0 + 125);
+        assert!(out.rows[0].supersedes_abandoned);
+        assert_eq!(r.rt.lease.as_ref().unwrap().run_id, newer.run_id);
+        assert_eq!(r.rt.last_status, Some(Status::Failed));
+        assert_eq!(r.rt.runs, 1, "the newer run decides what counts");
+        // A newer run that ended first keeps the last status.
+        done(&mut r, Status::Succeeded, T0 + 130);
+        let run2 = eval(&mut r, T0 + 180).claim.unwrap();
+        recover(&mut r, T0 + 220);
+        let newer2 = eval(&mut r, T0 + 240).claim.unwrap();
+        let _ = newer2;
+        done(&mut r, Status::Succeeded, T0 + 241);
+        late(&mut r, &run2, Status::Failed, T0 + 250);
+        assert_eq!(r.rt.last_status, Some(Status::Succeeded));
+        assert_eq!(r.rt.last_run_at, Some(t(T0 + 241)));
+    }
+
+    /// A one-shot whose run was recorded `abandoned` is owed one retry; if the run's real end
+    /// arrives first, it did run: spent and retired, no retry.
+    #[test]
+    fn a_once_job_whose_abandoned_run_really_ended_is_not_run_again() {
+        let mut d = def("once");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        let run = eval(&mut r, T0).claim.unwrap();
+        let s = sched(&r);
+        let until = r.rt.lease.as_ref().unwrap().lease_until;
+        let ev = claim_step(&mut r, &s, until, "other", false, P, None);
+        assert_eq!(ev.rows[0].status, Status::Abandoned);
+        assert!(r.rt.recovery_pending);
+        let out = late(&mut r, &run, Status::Succeeded, T0 + 40);
+        assert!(out.rows[0].supersedes_abandoned);
+        assert!(!r.rt.recovery_pending);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("once: ran"));
+        assert!(
+            eval(&mut r, T0 + 100).claim.is_none(),
+            "no retry of a run that ran"
+        );
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         overlap: Default::default(),
         chain_pending: Default::default(),
         chain_seen: Default::default(),
+        abandoned: Vec::new(),
     };
     JobRecord { def, rt }
 }

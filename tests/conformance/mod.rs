@@ -332,10 +332,12 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
     let n = claim(&*s, "b", t(1060), 10);
     assert_eq!(n.claims.len(), 1);
     assert_eq!(n.claims[0].slot, Some(t(1060)));
-    // The dead owner's late completion is fenced out but kept.
+    // The owner was only paused: its late completion is fenced out of the job's state (a
+    // newer run holds the lease) but is the run's one row, under the status that happened.
     let late = done(&*s, &c, "dead", Status::Succeeded, t(1061));
     assert!(late.stale);
     assert!(late.rows[0].stale_lease);
+    assert!(late.rows[0].supersedes_abandoned);
     let j = s.job("j").unwrap().unwrap();
     assert_eq!(j.rt.lease.as_ref().unwrap().run_id, n.claims[0].run_id);
     let h = s
@@ -344,7 +346,82 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(h.len(), 2, "abandoned + stale completion, nothing lost");
+    assert_eq!(h.len(), 1, "one row per run: {h:?}");
+    assert_eq!(h[0].status, Status::Succeeded);
+}
+
+/// Issue 10 item 5: "a run becomes `abandoned` only if its process dies; nothing is ever
+/// recorded under a status that did not happen". An owner paused past its lease (SIGSTOP, not
+/// dead) completes after another owner recorded the run `abandoned`: every query — history by
+/// run, by job, by status, the job's last status and its counters — shows one row for the
+/// slot, the real result. A one-shot whose run really ended is not retried.
+pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
+    let s = f();
+    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    let c = claim(&*s, "paused", t(1000), 10).claims.remove(0);
+    let o = claim(&*s, "b", t(1031), 10);
+    assert_eq!(o.rows[0].status, Status::Abandoned);
+    assert_eq!(
+        s.job("j").unwrap().unwrap().rt.last_status,
+        Some(Status::Abandoned)
+    );
+    let late = done(&*s, &c, "paused", Status::Failed, t(1040));
+    assert!(late.stale, "its lease was taken over");
+    assert!(late.rows[0].supersedes_abandoned);
+    let all = rows(&*s, "j");
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        (all[0].run_id, all[0].status, all[0].slot),
+        (c.run_id, Status::Failed, Some(t(1000)))
+    );
+    let abandoned = s
+        .history(&HistoryQuery {
+            status: Some(Status::Abandoned),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(abandoned.is_empty(), "{abandoned:?}");
+    let j = s.job("j").unwrap().unwrap();
+    assert_eq!(
+        j.rt.last_status,
+        Some(Status::Failed),
+        "no newer run: the real end"
+    );
+    assert_eq!(j.rt.last_run_at, Some(t(1040)));
+    assert_eq!(j.rt.counters.by_status.get(&Status::Abandoned), None);
+    assert_eq!(j.rt.counters.by_status.get(&Status::Failed), Some(&1));
+    assert!(j.rt.lease.is_none());
+    // The schedule goes on from its next slot, unchanged.
+    let n = claim(&*s, "b", t(1060), 10);
+    assert_eq!(n.claims[0].slot, Some(t(1060)));
+
+    // A one-shot: recorded `abandoned`, one retry owed; its real end comes first.
+    let s = f();
+    let mut d = every("once", 60);
+    d.max_runs = Some(1);
+    s.apply(&file(vec![d]), t(2000)).unwrap();
+    let c = claim(&*s, "paused", t(2000), 10).claims.remove(0);
+    let o = claim(&*s, "b", t(2031), 0);
+    assert!(
+        o.rows
+            .iter()
+            .any(|r| r.run_id == c.run_id && r.status == Status::Abandoned)
+    );
+    assert!(s.job("once").unwrap().unwrap().rt.recovery_pending);
+    let late = done(&*s, &c, "paused", Status::Succeeded, t(2035));
+    assert!(late.rows[0].supersedes_abandoned);
+    let j = s.job("once").unwrap().unwrap();
+    assert!(!j.rt.recovery_pending, "it ran: no retry owed");
+    assert!(j.rt.retired);
+    assert_eq!(j.rt.retired_reason.as_deref(), Some("once: ran"));
+    let again = claim(&*s, "b", t(2100), 10);
+    assert!(
+        again.claims.iter().all(|c| c.job.def.name != "once"),
+        "a one-shot that ran is not run again"
+    );
+    let once = rows(&*s, "once");
+    assert_eq!(once.len(), 1, "{once:?}");
+    assert_eq!(once[0].status, Status::Succeeded);
 }
 
 pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
@@ -993,6 +1070,7 @@ macro_rules! conformance_suite {
             cron_missed_after_days_and_first_cron_fire,
             grace_from_yaml_string_and_junk,
             recurring_abandoned_run_waits_for_its_next_slot,
+            a_late_completion_replaces_the_abandoned_row_of_its_run,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
             slots_passing_during_a_run_become_one_overlap_row,

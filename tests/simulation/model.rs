@@ -10,10 +10,12 @@
 //!   Manual triggers and one-shot recovery retries are runs of their own.
 //! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry).
 //! - **acknowledged rows survive**: every row returned to an owner by `complete`/`claim_due`
-//!   is in history from then on, power losses included.
-//! - **every run ends in one row**: no run_id has two rows, except an `abandoned` row plus the
-//!   run's own late (`stale_lease`) completion; at the end (faults off, every owner back, every
-//!   lease expired or finished) every executed run has its row.
+//!   is in history from then on, power losses included — except an `abandoned` row that the
+//!   run's own late end superseded (`supersedes_abandoned`: its owner was paused, not dead; the
+//!   status `abandoned` never happened).
+//! - **every run ends in one row**: no run_id has two rows, not even an `abandoned` row beside
+//!   the run's own late completion; at the end (faults off, every owner back, every lease
+//!   expired or finished) every executed run has its row.
 //! - **every due slot in exactly one row**: each grid slot before the job's cursor is covered by
 //!   exactly one row (or by the lease in flight); a gap is allowed only where the job was paused
 //!   or removed (acknowledged windows), and jobs touched by an operation whose outcome is unknown
@@ -177,12 +179,16 @@ impl Model {
                 continue;
             }
             for a in after {
-                // Newest first: the first run end of the parent that fires this entry.
+                // Newest first: the first run end of the parent that fires this entry. A late
+                // row that superseded an `abandoned` one stands where that row stood: the chain
+                // was decided by `abandoned` at the recovery (a late result fires nothing).
                 let newest = rows.iter().find(|r| {
+                    let late = r.stale_lease && r.supersedes_abandoned;
+                    let status = if late { Status::Abandoned } else { r.status };
                     r.job == a.job
-                        && !r.stale_lease
-                        && cronsole::store::chain::is_run_end(r)
-                        && a.on.fires_on(r.status)
+                        && (!r.stale_lease || late)
+                        && (late || cronsole::store::chain::is_run_end(r))
+                        && a.on.fires_on(status)
                 });
                 let Some(n) = newest else { continue };
                 let pos = rows.iter().position(|r| r.run_id == n.run_id).unwrap_or(0);
@@ -230,10 +236,16 @@ impl Model {
         now: DateTime<Utc>,
         end: bool,
     ) -> Result<(), String> {
-        // Acknowledged rows survive.
+        // Acknowledged rows survive (an `abandoned` one may give way to the run's real end).
         let present: BTreeSet<(Uuid, Status)> = rows.iter().map(|r| (r.run_id, r.status)).collect();
+        let superseded: BTreeSet<Uuid> = rows
+            .iter()
+            .filter(|r| r.supersedes_abandoned)
+            .map(|r| r.run_id)
+            .collect();
         for a in &self.acked {
-            if !present.contains(a) {
+            let gave_way = a.1 == Status::Abandoned && superseded.contains(&a.0);
+            if !(present.contains(a) || gave_way) {
                 return Err(format!(
                     "acknowledged row lost: run {} status {}",
                     a.0,
@@ -241,18 +253,13 @@ impl Model {
                 ));
             }
         }
-        // One row per run (abandoned + its own stale completion allowed).
+        // One row per run.
         let mut per_run: BTreeMap<Uuid, Vec<&HistoryRow>> = BTreeMap::new();
         for r in rows {
             per_run.entry(r.run_id).or_default().push(r);
         }
         for (id, rs) in &per_run {
-            if rs.len() == 1 {
-                continue;
-            }
-            let abandoned = rs.iter().filter(|r| r.status == Status::Abandoned).count();
-            let stale = rs.iter().filter(|r| r.stale_lease).count();
-            if !(rs.len() == 2 && abandoned == 1 && stale == 1) {
+            if rs.len() > 1 {
                 let what: Vec<String> = rs
                     .iter()
                     .map(|r| {
@@ -502,12 +509,24 @@ mod tests {
                 .unwrap_err()
                 .contains("2 rows")
         );
-        // Abandoned + the run's own stale completion is the one allowed pair.
+        // Not even `abandoned` beside the run's own late (stale) completion: the late row
+        // supersedes it, and an acknowledged `abandoned` row may then be gone.
         let mut ab = row.clone();
         ab.status = Status::Abandoned;
         row.stale_lease = true;
         m.acked.clear();
-        m.check(&[ab, row], &[], t(2), false).unwrap();
+        assert!(
+            m.check(&[ab.clone(), row.clone()], &[], t(2), false)
+                .unwrap_err()
+                .contains("2 rows")
+        );
+        m.ack_row(&ab);
+        assert!(
+            m.check(std::slice::from_ref(&row), &[], t(2), false)
+                .is_err()
+        );
+        row.supersedes_abandoned = true;
+        m.check(&[row], &[], t(2), false).unwrap();
     }
 
     /// Seeds 2088, 3447: a slot due before an acknowledged pause was dropped by it (the

@@ -512,7 +512,8 @@ impl Locked<'_> {
 
     /// [`Self::find_run_row`], and with `job`, also every later row of that job: the rows the
     /// same write put after the run's row (overlap `skipped`, `missed`), which a recovery
-    /// finishing from the landed row must not write again.
+    /// finishing from the landed row must not write again. With `job`, the run's row is its
+    /// real end when one superseded an `abandoned` row found first.
     pub(super) fn find_run_rows(
         &self,
         mark: Option<Mark>,
@@ -553,14 +554,24 @@ impl Locked<'_> {
                     if line.is_empty() {
                         continue;
                     }
-                    if found.is_some() {
+                    if let Some(first) = &found {
                         if let Some(nd) = &job_needle
                             && contains(line, nd.as_bytes())
                             && filefmt::verify_row(line).is_ok()
                             && let Ok(row) = serde_json::from_slice::<HistoryRow>(line)
                             && Some(row.job.as_str()) == job
                         {
-                            after.push(row);
+                            if row.run_id == run_id
+                                && row.supersedes_abandoned
+                                && first.status == Status::Abandoned
+                            {
+                                // The run's real end, written after a recoverer that died
+                                // midway left `abandoned` (fault-simulator seed 1651): the
+                                // job is finished from it, not from the row it supersedes.
+                                found = Some(row);
+                            } else {
+                                after.push(row);
+                            }
                         }
                         continue;
                     }
@@ -666,6 +677,98 @@ impl Locked<'_> {
             carry_off = line_off;
         }
         Ok(out)
+    }
+
+    /// Of the records about to be written, those whose `rows_to` must stay where it is: history
+    /// after it may hold a row of the job that no record accounts for (an operation wrote it and
+    /// died or failed before its record): a generated row, or the `abandoned` row of a run the
+    /// record still leases (a recoverer that died midway). Moving `rows_to` past such a row
+    /// would hide it from the next writer that generates rows for the job, which would then
+    /// record the same slots again (fault-simulator seed 54 and most of the 731 "slot in two
+    /// rows" seeds: a budget settlement, a pause, a renewal or a plain completion wrote the
+    /// record after a dead claim's `missed` or overlap row), and from the run's completion,
+    /// which looks there for an `abandoned` row to supersede ([`Self::recent_rows_from`]).
+    /// A job this operation scanned for ([`Self::rows_since_records`], `rows_known`) moves;
+    /// another moves only when the history after its `rows_to` is short
+    /// ([`ACCOUNT_SCAN_BYTES`]) and holds no such row of it; otherwise its `rows_to` stays (a
+    /// later scan starts further back, never misses the row).
+    pub(super) fn rows_unaccounted(&self, names: &[String]) -> StoreResult<HashSet<String>> {
+        let log = &self.inner.history;
+        let mut keep = HashSet::new();
+        let mut cheap: HashMap<&str, u64> = HashMap::new();
+        for n in names {
+            if self.inner.rows_known.contains(n) {
+                continue;
+            }
+            // The records being written are in `hot` (only those can have changed).
+            let Some(c) = self.inner.hot.get(n) else {
+                continue;
+            };
+            match c.rows_to {
+                Some(m) if m.ino == log.ino && m.off == log.len => {}
+                Some(m)
+                    if m.ino == log.ino
+                        && m.off < log.len
+                        && log.len - m.off <= ACCOUNT_SCAN_BYTES =>
+                {
+                    cheap.insert(n.as_str(), m.off);
+                }
+                _ => {
+                    keep.insert(n.clone());
+                }
+            }
+        }
+        let Some(from) = cheap.values().min().copied() else {
+            return Ok(keep);
+        };
+        // One read of at most ACCOUNT_SCAN_BYTES, each row parsed once and looked up by job
+        // (a claim may write thousands of records at once).
+        let hpath = self.path(HISTORY_FILE);
+        let f = log.file(&hpath)?;
+        let mut buf = vec![0u8; (log.len - from) as usize];
+        read_at(f, &hpath, from, &mut buf)?;
+        let mut off = from;
+        for line in buf.split_inclusive(|b| *b == b'\n') {
+            let here = off;
+            off += line.len() as u64;
+            let Some(body) = line.strip_suffix(b"\n") else {
+                continue;
+            };
+            if filefmt::verify_row(body).is_err() {
+                continue;
+            }
+            let Ok(r) = serde_json::from_slice::<HistoryRow>(body) else {
+                continue;
+            };
+            if cheap.get(r.job.as_str()).is_none_or(|f| here < *f) {
+                continue;
+            }
+            let leased = || {
+                self.inner
+                    .hot
+                    .get(&r.job)
+                    .is_some_and(|c| crate::store::logic::holds(&c.rec, r.run_id))
+            };
+            if crate::store::logic::is_generated(&r) || (r.status == Status::Abandoned && leased())
+            {
+                keep.insert(r.job);
+            }
+        }
+        Ok(keep)
+    }
+
+    /// `rows_to` when the history after it is short enough to read on every completion
+    /// ([`ACCOUNT_SCAN_BYTES`]) and not empty: where a completion looks for an `abandoned` row
+    /// of its own run that a recoverer wrote before dying, even when the lease does not look
+    /// lapsed (the clock stepped back: fault-simulator seed 2222).
+    pub(super) fn recent_rows_from(&self, rows_to: Option<Mark>) -> Option<Mark> {
+        let log = &self.inner.history;
+        rows_to.filter(|m| {
+            m.ino == log.ino
+                && !self.inner.history_sealed_open
+                && m.off < log.len
+                && log.len - m.off <= ACCOUNT_SCAN_BYTES
+        })
     }
 
     /// fdatasync history (rows this operation relies on may sit in the page cache only).
@@ -1178,6 +1281,9 @@ fn scan_supersedes(f: &dyn IoFile, path: &Path, from: u64, to: u64) -> StoreResu
 const UNMARKED_SCAN_BYTES: u64 = 4 * 1024 * 1024;
 /// The most [`Locked::rows_since_records`] reads back from history's end.
 const RECORDLESS_SCAN_CAP: u64 = 64 * 1024 * 1024;
+/// How much history [`Locked::rows_unaccounted`] reads to move a record's `rows_to` forward
+/// when the operation writing it did not scan for the job anyway.
+const ACCOUNT_SCAN_BYTES: u64 = 64 * 1024;
 
 const SUPERSEDES_NEEDLE: &[u8] = b"\"supersedes_abandoned\":true";
 

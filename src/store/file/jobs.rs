@@ -712,7 +712,10 @@ impl Locked<'_> {
         let jpath = self.path(JOURNAL_FILE);
         let at = self.durable_mark()?;
         // History was appended first: its end now is past every row these records rely on.
+        // `rows_to` moves there only for records whose rows since their old `rows_to` are
+        // accounted for (see `Locked::rows_unaccounted`).
         let rows_to = self.mark_now();
+        let keep = self.rows_unaccounted(names)?;
         let base = self.inner.journal.len;
         let mut buf = Vec::with_capacity(names.len() * 1024);
         let mut placed = Vec::with_capacity(names.len());
@@ -722,7 +725,9 @@ impl Locked<'_> {
                 continue;
             };
             c.at = Some(at);
-            c.rows_to = Some(rows_to);
+            if !keep.contains(n) {
+                c.rows_to = Some(rows_to);
+            }
             let from = buf.len();
             c.encode(n, &mut buf)?;
             let len = u32::try_from(buf.len() - from - 1)
@@ -830,7 +835,10 @@ impl Locked<'_> {
         };
         let spath = self.path(SNAPSHOT_FILE);
         let store = self.store;
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            new_rows_to: Some(self.mark_now()),
+            ..Batch::default()
+        };
         let mut held: Vec<JobDef> = Vec::new();
         let mut out: Option<AtomicFile<'_>> = None;
         let fed = {
@@ -984,6 +992,8 @@ struct Batch {
     repeated: Option<String>,
     /// The first definition that cannot be scheduled.
     unschedulable: Option<StoreError>,
+    /// Where history ends: a new job's `rows_to` (it has no rows yet).
+    new_rows_to: Option<Mark>,
 }
 
 impl Batch {
@@ -1013,7 +1023,9 @@ impl Batch {
                 self.changed.push(name);
             }
             Ok(logic::ApplyStep::Created(r)) => {
-                insert_new(inner, &name, Cached::new(*r, None));
+                let mut c = Cached::new(*r, None);
+                c.rows_to = self.new_rows_to;
+                insert_new(inner, &name, c);
                 self.report.created.push(name.clone());
                 self.changed.push(name);
             }
@@ -1037,7 +1049,9 @@ impl Batch {
                 return Ok(());
             }
         };
-        Cached::new(rec, None).encode(&name, &mut f.buf)?;
+        let mut c = Cached::new(rec, None);
+        c.rows_to = self.new_rows_to;
+        c.encode(&name, &mut f.buf)?;
         f.spill()?;
         self.report.created.push(name);
         Ok(())

@@ -72,10 +72,17 @@
 //! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
 //! for it from the claim mark and writes its row with `supersedes_abandoned`, and queries hide
 //! the superseded row. A process that dies (or fails) between a `missed`/overlap row and its
-//! job record leaves that row: every job line records where history ended when it was written
-//! (`rows_to`), and a writer about to generate rows for a job first scans history from there
-//! (`rows_since_records`, one scan per operation, only when it generates rows) and writes only
-//! the slots no leftover row records.
+//! job record leaves that row: every job line records a history position (`rows_to`) before
+//! which every row of the job is accounted for by the record, and a writer about to generate
+//! rows for a job first scans history from there (`rows_since_records`, one scan per
+//! operation, only when it generates rows) and writes only the slots no leftover row records.
+//! `rows_to` moves to history's end only when the writer knows nothing unaccounted lies
+//! between (it scanned, or the stretch is at most 64 KiB and holds no generated row of the job
+//! and no `abandoned` row of a run the record still leases: `rows_unaccounted`); any other
+//! record write — a pause, a renewal, a budget settlement, a completion without overlap rows —
+//! keeps it, so it can never hide a leftover row. The run's own completion looks in that short
+//! stretch for a dead recoverer's `abandoned` row even when its lease does not look lapsed
+//! (the clock stepped back).
 //!
 //! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
 //! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
@@ -200,6 +207,10 @@ struct Inner {
     /// process's): they may sit in the page cache only, so history is fsynced before the job
     /// records that rely on them are written, even when no row is appended.
     relies_on_landed: bool,
+    /// Jobs whose history since their record's `rows_to` this operation read
+    /// (`rows_since_records`) and took into account: their records' `rows_to` may move to
+    /// history's end. Taken by every persist.
+    rows_known: HashSet<String>,
     /// A store file was (re)loaded through its name since this handle last synced the
     /// directory: the name may not be durable yet (a writer renamed it into place and died
     /// before its directory fsync), so the next write syncs the directory first — a power loss
@@ -458,6 +469,7 @@ impl FileStore {
             });
         }
         let mut l = Locked { store: self, inner };
+        l.inner.rows_known.clear();
         if let Err(e) = l.refresh() {
             l.inner.loaded = false;
             return Err(e);
@@ -481,7 +493,10 @@ impl FileStore {
                 false
             }
             logic::ApplyStep::Created(rec) => {
-                insert_new(&mut l.inner, &name, Cached::new(*rec, None));
+                let mut c = Cached::new(*rec, None);
+                // A new job has no rows in history yet.
+                c.rows_to = Some(l.mark_now());
+                insert_new(&mut l.inner, &name, c);
                 true
             }
         };
@@ -612,9 +627,13 @@ impl Locked<'_> {
                 c.sched = logic::compile(&c.rec).ok();
             }
         }
-        // New jobs are in `hot` only: index them (their lines are written by the persist).
+        // New jobs are in `hot` only: index them (their lines are written by the persist). A
+        // new job has no rows in history yet.
+        let end = self.mark_now();
         for name in &report.created {
-            if let Some(idx) = self.inner.hot.get(name).map(Cached::idx) {
+            if let Some(c) = self.inner.hot.get_mut(name) {
+                c.rows_to = Some(end);
+                let idx = c.idx();
                 jobs::set_index(&mut self.inner, name, None, idx);
             }
         }
@@ -913,6 +932,9 @@ impl Store for FileStore {
         }
         // Rows an operation wrote before dying (or failing) ahead of these jobs' records.
         let leftovers = l.rows_since_records(&scan)?;
+        l.inner
+            .rows_known
+            .extend(scan.iter().map(|(name, _)| name.clone()));
         for (name, ev_rows, after) in generated {
             let known: Vec<HistoryRow> = unacked
                 .iter()
@@ -1024,9 +1046,15 @@ impl Store for FileStore {
                     return done.into_iter().map(|_| Err(e.duplicate())).collect();
                 }
             };
+            l.inner
+                .rows_known
+                .extend(scan.iter().map(|(name, _)| name.clone()));
             for (out, name, _) in done.iter_mut().flatten() {
-                let known: Vec<HistoryRow> = leftovers
+                // Rows a failed or dead operation left (seen by this handle, or found after
+                // the job's record).
+                let known: Vec<HistoryRow> = landed
                     .iter()
+                    .chain(&leftovers)
                     .filter(|r| r.job == *name)
                     .cloned()
                     .collect();
@@ -1229,15 +1257,25 @@ fn complete_in(
         .find(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
         .cloned();
     // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
-    // run and died before releasing the lease (seed 19). The real end supersedes that row.
+    // run and died before releasing the lease (seed 19). The real end supersedes that row. A
+    // lease that does not look lapsed (the clock stepped back since the recoverer looked, seed
+    // 2222) is looked for in the rows after the job's record when they are few.
     l.load(&c.job)?;
     if mine.is_none()
         && let Some(cached) = l.inner.hot.get(&c.job)
-        && logic::lapsed(&cached.rec, c.run_id, c.now)
-        && l.find_run_row(cached.mark, c.run_id)?
-            .is_some_and(|r| r.status == crate::model::Status::Abandoned)
+        && logic::holds(&cached.rec, c.run_id)
     {
-        c.row.supersedes_abandoned = true;
+        let from = if logic::lapsed(&cached.rec, c.run_id, c.now) {
+            Some(cached.mark)
+        } else {
+            l.recent_rows_from(cached.rows_to).map(Some)
+        };
+        if let Some(from) = from
+            && l.find_run_row(from, c.run_id)?
+                .is_some_and(|r| r.status == crate::model::Status::Abandoned)
+        {
+            c.row.supersedes_abandoned = true;
+        }
     }
     if mine.is_some() {
         l.inner.relies_on_landed = true;

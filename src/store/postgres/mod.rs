@@ -28,7 +28,11 @@
 //! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
 //! - Renewals and completions are fenced by `run_id` alone (the owner rides in the lease), the
 //!   same rule as the file store; a completion that lost its lease is appended with
-//!   `stale_lease: true` and only its cost is counted.
+//!   `stale_lease: true` and only its cost is counted — unless the run was recorded
+//!   `abandoned` (its owner was paused past its lease, not dead): then the late row is the
+//!   run's real end, written with `supersedes_abandoned`, and it replaces the `abandoned` row
+//!   (deleted in the same transaction; the file store, append-only, hides it instead), so every
+//!   query shows one row per run under the status that happened (`logic::complete_step`).
 //! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
 //!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
 //!   A completion and its lease release commit in one transaction, so a row never lands
@@ -1133,6 +1137,20 @@ impl Inner {
         }
         let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
         changed.extend(children);
+        // A late end of a run recorded `abandoned` replaces that row (see the module doc).
+        let superseded: Vec<String> = rows
+            .iter()
+            .filter(|r| r.supersedes_abandoned && r.stale_lease)
+            .map(|r| r.run_id.to_string())
+            .collect();
+        if !superseded.is_empty() {
+            tx.execute(
+                "DELETE FROM cronsole_history WHERE run_id = ANY($1) AND status = 'abandoned'",
+                &[&superseded],
+            )
+            .await
+            .map_err(|e| db_err("replacing an abandoned row", e))?;
+        }
         self.commit_changes(
             tx,
             &st,
