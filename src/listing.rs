@@ -161,18 +161,11 @@ mod tests {
     use crate::model::JobsFile;
     use crate::store::file::FileStore;
 
-    /// A temp directory removed when dropped (also when a test panics).
-    struct Dir(std::path::PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testkit::tmp::TempDir;
 
-    fn store_with(n: usize) -> (Dir, FileStore, DateTime<Utc>) {
-        let dir =
-            Dir(std::env::temp_dir().join(format!("cronsole-listing-{}", uuid::Uuid::new_v4())));
-        let store = FileStore::open(&dir.0).unwrap();
+    fn store_with(n: usize) -> (TempDir, FileStore, DateTime<Utc>) {
+        let dir = TempDir::new("listing");
+        let store = FileStore::open(&dir).unwrap();
         let now = DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
             .unwrap()
             .to_utc();

@@ -232,8 +232,7 @@ fn lists_that_cannot_stream_are_read_whole() {
 
 #[test]
 fn a_prepared_file_hands_over_what_load_file_loads() {
-    let dir = std::env::temp_dir().join(format!("cronsole-prep-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::testkit::tmp::TempDir::new("prep");
     let path = dir.join("jobs.yaml");
     let mut text = String::from(
         "delivery:\n  out: {file: out.log}\nx-t: &t {schedule: \"every 5m\", command: \"true\"}\njobs:\n",
@@ -278,5 +277,4 @@ fn a_prepared_file_hands_over_what_load_file_loads() {
     });
     assert!(matches!(r, Err(Handover::Refused("full"))));
     assert_eq!(n, 3);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

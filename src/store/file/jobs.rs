@@ -1255,8 +1255,8 @@ mod tests {
         move |sink| jobs.iter().cloned().try_for_each(&mut *sink)
     }
 
-    fn fresh(tag: &str) -> (std::path::PathBuf, FileStore) {
-        let dir = std::env::temp_dir().join(format!("cronsole-{tag}-{}", uuid::Uuid::new_v4()));
+    fn fresh(tag: &str) -> (crate::testkit::tmp::TempDir, FileStore) {
+        let dir = crate::testkit::tmp::TempDir::new(tag);
         let s = FileStore::open(&dir).unwrap();
         (dir, s)
     }
@@ -1321,14 +1321,12 @@ mod tests {
             FileStore::open_existing(&db).unwrap().jobs().unwrap(),
             a.jobs().unwrap()
         );
-        std::fs::remove_dir_all(&da).unwrap();
-        std::fs::remove_dir_all(&db).unwrap();
     }
 
     /// A small first batch takes `apply`'s journal path.
     #[test]
     fn apply_each_of_a_small_first_batch_is_apply() {
-        let (da, a) = fresh("each-small-a");
+        let (_da, a) = fresh("each-small-a");
         let (db, b) = fresh("each-small-b");
         let file = JobsFile {
             settings: Settings::default(),
@@ -1341,8 +1339,6 @@ mod tests {
         assert_eq!(ra, rb);
         assert_eq!(lines(&db.join(JOURNAL_FILE)), 6);
         assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
-        std::fs::remove_dir_all(&da).unwrap();
-        std::fs::remove_dir_all(&db).unwrap();
     }
 
     /// Every refusal of `apply` is `apply_each`'s too, in the same order, and changes nothing:
@@ -1425,7 +1421,6 @@ mod tests {
             );
             assert!(before == now, "nothing changed ({existing} jobs stored)");
             assert_eq!(s.settings().unwrap(), Settings::default());
-            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 
@@ -1473,14 +1468,14 @@ mod tests {
     use crate::model::{After, ChainOn, HistoryRow, Status};
     use crate::store::{ClaimRequest, Completion, filefmt};
 
-    fn store(tag: &str) -> (std::path::PathBuf, FileStore) {
-        let dir = std::env::temp_dir().join(format!("cronsole-fs-{tag}-{}", uuid::Uuid::new_v4()));
+    fn store(tag: &str) -> (crate::testkit::tmp::TempDir, FileStore) {
+        let dir = crate::testkit::tmp::TempDir::new(&format!("fs-{tag}"));
         let s = FileStore::open(&dir).unwrap();
         (dir, s)
     }
 
     /// Jobs in every state the head describes: chained, paused, leased, retired, idle.
-    fn busy_store(tag: &str) -> (std::path::PathBuf, FileStore) {
+    fn busy_store(tag: &str) -> (crate::testkit::tmp::TempDir, FileStore) {
         let (dir, s) = store(tag);
         let mut child = def("child");
         child.after = vec![After {
@@ -1601,17 +1596,15 @@ mod tests {
         index_agrees_with_records(&fresh);
         index_agrees_with_records(&s);
         assert_eq!(fresh.jobs().unwrap(), s.jobs().unwrap());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn no_record_is_held_between_operations() {
-        let (dir, s) = busy_store("cold");
+        let (_dir, s) = busy_store("cold");
         assert_eq!(s.jobs().unwrap().len(), 5);
         assert_eq!(s.jobs_page(Some("gone"), 2).unwrap().len(), 2);
         assert!(s.job("child").unwrap().is_some());
         assert!(s.lock().unwrap().inner.hot.is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// `line` (one job line without its newline) with its checksum recomputed after `edit`
@@ -1671,7 +1664,6 @@ mod tests {
         let e = s.job("idle").unwrap_err().to_string();
         assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
         assert!(e.contains("missing field `def`"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A line written without a head (an earlier release, the format-2 upgrade) is parsed
@@ -1708,7 +1700,6 @@ mod tests {
         let fresh = FileStore::open_existing(&dir).unwrap();
         assert_eq!(fresh.jobs().unwrap(), before);
         index_agrees_with_records(&fresh);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// `spend` and `reserve` sum every job's budget counters from the index (no record read):
@@ -1752,6 +1743,5 @@ mod tests {
             other => panic!("2 + 2 over a 3 budget was allowed: {other:?}"),
         }
         assert_eq!(fresh.spend("b", t(1000)).unwrap().global_usd, 0.0);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
