@@ -34,6 +34,8 @@ struct Faulty {
     claim_calls: AtomicUsize,
     /// The next this many `settings` reads fail as "store unavailable".
     fail_settings: AtomicUsize,
+    /// Every renewal answers `Lost` (another owner took the run over).
+    lose_lease: AtomicBool,
 }
 
 fn enospc() -> StoreError {
@@ -91,6 +93,9 @@ impl Store for Faulty {
         owner: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<RenewOutcome> {
+        if self.lose_lease.load(Ordering::SeqCst) {
+            return Ok(RenewOutcome::Lost);
+        }
         self.inner.renew(job, run_id, owner, now)
     }
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
@@ -156,6 +161,7 @@ fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
         complete_calls: AtomicUsize::new(0),
         claim_calls: AtomicUsize::new(0),
         fail_settings: AtomicUsize::new(0),
+        lose_lease: AtomicBool::new(false),
     });
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
@@ -274,6 +280,7 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
         complete_calls: AtomicUsize::new(0),
         claim_calls: AtomicUsize::new(0),
         fail_settings: AtomicUsize::new(3),
+        lose_lease: AtomicBool::new(false),
     });
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
@@ -293,6 +300,37 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
     assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
     assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
     assert_eq!(rig.faulty.fail_settings.load(Ordering::SeqCst), 0);
+    rig.stop().await.expect("clean stop");
+}
+
+/// Red team, round 4: an owner stopped past its lease came back to an attempt its dead-man
+/// switch had killed and retried it after another owner had recovered the slot — a `once` job
+/// executed three times. A retry first renews the lease; `Lost` ends the run's attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
+    let dir = tmp("outage-lost-lease");
+    let marks = dir.join("attempts");
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    \
+         command: \"echo x >> {} && false\"\n    max_retries: 3\n",
+        marks.display()
+    );
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    rig.faulty.lose_lease.store(true, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{rows:#?}");
+    assert_eq!(rows[0].attempts, 1, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("lease was lost before attempt 2")),
+        "{rows:#?}"
+    );
+    let executed = std::fs::read_to_string(&marks).expect("the command ran");
+    assert_eq!(executed.lines().count(), 1, "executed {executed:?}");
     rig.stop().await.expect("clean stop");
 }
 

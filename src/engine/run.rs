@@ -47,7 +47,7 @@ use uuid::Uuid;
 use super::{Event, blocking};
 use crate::action::command::{CommandOutcome, run_command};
 use crate::action::llm::{self, LlmCall, LlmError, LlmReply};
-use crate::action::{BackoffConfig, Ended, retry_with_backoff, retry_with_hook};
+use crate::action::{BackoffConfig, Ended, retry_with_hook};
 use crate::clock::Clock;
 use crate::cost::{self, PriceTable};
 use crate::deliver::incident::{self, IncidentAction};
@@ -547,16 +547,19 @@ async fn step3_prompt(cx: &mut Ctx<'_>, message: &str, gate_context: Option<&str
     ))
 }
 
-/// Step 4 for a `command` job: attempts with backoff; `Ok(stdout)`.
+/// Step 4 for a `command` job: attempts with backoff; `Ok(stdout)`. Before a retry the run must
+/// still hold its lease ([`lease_still_held`]).
 async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) -> Flow<String> {
     let t = secs(cx.claim.job.def.timeout_seconds).min(secs(timeout_seconds));
     let progress = &cx.progress;
-    let (secrets, clock) = (&cx.secrets, cx.clock);
+    let (secrets, clock, store) = (&cx.secrets, cx.clock, cx.store);
+    let (job, run_id, owner) = (&cx.claim.job.def.name, cx.claim.run_id, cx.owner);
     let env = &cx.proc_env;
-    let r = retry_with_backoff(
+    let h = retry_with_hook(
         &cx.deps.backoff,
         cx.claim.job.def.max_retries.max(1),
-        |_| async move {
+        |attempt| lease_still_held(store, clock, job, run_id, owner, attempt),
+        |_, ()| async move {
             let started = clock.now();
             let out = match run_command(command, t, env).await {
                 CommandOutcome::Succeeded { stdout } => Ok(stdout),
@@ -569,15 +572,50 @@ async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) ->
         |_| true,
     )
     .await;
-    cx.row.attempts = r.attempts;
+    cx.row.attempts = h.attempts;
     cx.row.attempt_log = progress.log();
-    r.result.map_err(|e| End(Status::Failed, None, Some(e)))
+    match h.ended {
+        Ended::Done(r) => r.map_err(|e| End(Status::Failed, None, Some(e))),
+        Ended::Stopped { stop, last } => Err(End(Status::Failed, Some(stop), last)),
+    }
+}
+
+/// Before a retry (`attempt` > 0) the run must still hold its lease. An owner stopped past its
+/// lease (`SIGSTOP`) comes back to an attempt its dead-man switch killed; by then another owner
+/// may have recovered the slot (recorded it `abandoned` and run it, or retired a one-shot), so a
+/// retry would execute the job a second time (red team, round 4: a `once` job executed three
+/// times). A renewal answering `Lost` ends the loop: the row is `failed` with the last attempt's
+/// error and says why it was not retried. A renewal that fails (store unreachable) does not: the
+/// lease may still be ours, and no other owner can take it over through an unreachable store
+/// either.
+async fn lease_still_held(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    job: &str,
+    run_id: Uuid,
+    owner: &str,
+    attempt: u32,
+) -> Result<(), String> {
+    if attempt == 0 {
+        return Ok(());
+    }
+    let now = clock.now();
+    let (j, o) = (job.to_string(), owner.to_string());
+    match blocking(store, move |s| s.renew(&j, run_id, &o, now)).await {
+        Ok(crate::store::RenewOutcome::Lost) => Err(format!(
+            "not retried: the lease was lost before attempt {} (another owner took the run over)",
+            attempt + 1
+        )),
+        Ok(crate::store::RenewOutcome::Renewed { .. }) | Err(_) => Ok(()),
+    }
 }
 
 /// Why the before-attempt hook stopped the agent's retry loop.
 enum Stop {
     Budget(String),
     Store(String),
+    /// The run lost its lease before a retry ([`lease_still_held`]).
+    Lease(String),
 }
 
 /// Step 4 for an agent job: the one retry loop; before every attempt the call's worst case is
@@ -613,9 +651,12 @@ async fn step4_agent(
     let (http, progress, secrets) = (&cx.deps.http, &cx.progress, &cx.secrets);
     let prices = &prices;
 
-    let before = |_attempt: u32| {
+    let before = |attempt: u32| {
         let (job, owner) = (job.clone(), owner.clone());
         async move {
+            lease_still_held(store, clock, &job, run_id, &owner, attempt)
+                .await
+                .map_err(Stop::Lease)?;
             let Some(usd) = worst else {
                 return Ok(None);
             };
@@ -707,6 +748,7 @@ async fn step4_agent(
                     Err(end)
                 }
                 Stop::Store(e) => Err(End(Status::Failed, None, Some(e))),
+                Stop::Lease(reason) => Err(End(Status::Failed, Some(reason), last)),
             }
         }
     }
