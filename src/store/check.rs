@@ -449,6 +449,7 @@ fn job_line(line: &[u8], checked: bool) -> Result<(JobRecord, Option<Pos>), (u64
     if checked {
         filefmt::verify_line(line, "job record")?;
     }
+    crate::store::file::head_agrees(line)?;
     let v = serde_json::from_slice::<serde_json::Value>(line)
         .map_err(|e| (e.column() as u64, e.to_string()))?;
     record_and_position(v)

@@ -313,6 +313,41 @@ fn line_index(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
     }
 }
 
+/// A job line's head against the head its record derives ([`Cached::idx`], as the writer wrote
+/// it). The head sits inside the line's CRC, so only an edit that recomputed the CRC can make
+/// them differ — but such a head would make the index skip a due job (a `wake` far ahead) or a
+/// chained child (`chained` dropped) while every check of the line passes (red team, round 4).
+/// `check --store` compares them for every line (opening does not: it parses heads only, which is
+/// what makes it fast). A line without a head agrees trivially. `Err((column, what))`.
+pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
+    let Some(head) = parse_head(line) else {
+        return Ok(());
+    };
+    let h = head.map_err(|e| (e.column() as u64 + HEAD_KEY.len() as u64, e.to_string()))?;
+    let e: Entry = serde_json::from_slice(line).map_err(|e| (e.column() as u64, e.to_string()))?;
+    let name = e.job.def.name.clone();
+    let derived = Cached::from_entry(e).idx();
+    let written = Idx {
+        wake: h.wake,
+        lease: h.lease,
+        at: h.at,
+        chained: h.chained,
+        spend: h.spend,
+    };
+    if h.name != name || written != derived {
+        return Err((
+            HEAD_KEY.len() as u64 + 1,
+            format!(
+                "the line's head does not match its record (job '{name}'): written {:?}, \
+                 derived {:?}",
+                (&h.name, &written.wake, &written.lease, written.chained),
+                (&name, &derived.wake, &derived.lease, derived.chained)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Point the index at a job's newest line (`loc`), or at its record in `hot` alone (`None`).
 pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Idx) {
     let slim = Slim {
@@ -1664,6 +1699,32 @@ mod tests {
         let e = s.job("idle").unwrap_err().to_string();
         assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
         assert!(e.contains("missing field `def`"), "{e}");
+    }
+
+    /// Red team, round 4: a head edited to disagree with its record (the CRC recomputed) made
+    /// the index skip a due job (`wake` far ahead) or a chained child (`chained` dropped) while
+    /// `check` called the store sound. `check` now compares every head with its record.
+    #[test]
+    fn check_reports_a_head_that_disagrees_with_its_record() {
+        let (dir, s) = busy_store("headlie");
+        s.compact_jobs_for_test();
+        drop(s);
+        let lock = std::time::Duration::from_secs(5);
+        assert!(
+            crate::store::check::check_file_store(&dir, lock)
+                .unwrap()
+                .ok()
+        );
+        let snap = dir.join(SNAPSHOT_FILE);
+        let no = rewrite_line(&snap, "\"name\":\"child\"", |l| {
+            assert!(l.starts_with(HEAD_KEY));
+            rechecksummed(l, |b| replace(&b, ",\"chained\":true", ""))
+        });
+        let r = crate::store::check::check_file_store(&dir, lock).unwrap();
+        assert!(!r.ok(), "{r:?}");
+        let p = r.problems[0].to_string();
+        assert!(p.contains(&format!("{}:{no}:", snap.display())), "{p}");
+        assert!(p.contains("head does not match its record"), "{p}");
     }
 
     /// A line written without a head (an earlier release, the format-2 upgrade) is parsed

@@ -116,6 +116,7 @@
 
 mod history;
 mod jobs;
+pub(crate) use jobs::head_agrees;
 mod log;
 mod migrate;
 #[cfg(test)]
