@@ -321,7 +321,10 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
         } else {
             match serde_json::from_slice::<SettingsFile<Settings>>(&b) {
                 Ok(f) if f.cronsole == "settings" => {
-                    check_id(&mut r, &mut n, &setpath, Some(&f.store))
+                    check_id(&mut r, &mut n, &setpath, Some(&f.store));
+                    if let Err(what) = filefmt::verify_settings(&b) {
+                        r.push(&mut n, &setpath, 1, 1, what);
+                    }
                 }
                 Ok(_) => r.push(&mut n, &setpath, 1, 1, "not a cronsole settings file"),
                 Err(e) => r.push(

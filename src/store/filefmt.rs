@@ -134,8 +134,10 @@ impl Seal {
     }
 }
 
-/// `settings.json` in format 2.
+/// `settings.json` in format 2. Unknown members are refused, so a damaged member name (a
+/// flipped bit in `"crc32"`) cannot make the checksum disappear.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SettingsFile<S> {
     /// Always `settings`.
     pub cronsole: String,
@@ -143,6 +145,38 @@ pub struct SettingsFile<S> {
     pub store: String,
     /// The shared settings of the jobs file last applied.
     pub settings: S,
+    /// CRC-32 (8 hex digits) of `settings` in canonical JSON ([`settings_crc`]). Written since
+    /// red team round 3 (one flipped bit turned a $2.50 budget into $3.50 and every command
+    /// took it); a file without it (an earlier release's) is accepted and gains it on the next
+    /// write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32: Option<String>,
+}
+
+/// The checksum of a settings object: CRC-32 over its canonical JSON (`serde_json::Value`, keys
+/// sorted, numbers in their shortest form), so the same settings give the same sum whatever the
+/// file's layout.
+pub fn settings_crc(settings: &serde_json::Value) -> String {
+    let canonical = serde_json::to_vec(settings).unwrap_or_default();
+    format!("{:08x}", crc32(&canonical))
+}
+
+/// Verify `settings.json`'s checksum, when it carries one. `Err(what)` names the mismatch.
+pub fn verify_settings(bytes: &[u8]) -> Result<(), String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let Some(want) = v.get("crc32") else {
+        return Ok(());
+    };
+    let want = want.as_str().unwrap_or_default();
+    let got = settings_crc(v.get("settings").unwrap_or(&serde_json::Value::Null));
+    if want == got {
+        Ok(())
+    } else {
+        Err(format!(
+            "settings checksum mismatch (file says {want}, content sums to {got}): the budget \
+             and every setting in it cannot be trusted"
+        ))
+    }
 }
 
 /// One history line (with its newline) carrying its checksum.

@@ -249,10 +249,13 @@ impl Drop for Locked<'_> {
 }
 
 fn settings_bytes(id: &str, settings: &Settings) -> StoreResult<Vec<u8>> {
+    let value = serde_json::to_value(settings).map_err(StoreError::encode("settings"))?;
+    let crc32 = Some(filefmt::settings_crc(&value));
     serde_json::to_vec_pretty(&filefmt::SettingsFile {
         cronsole: "settings".to_string(),
         store: id.to_string(),
-        settings,
+        settings: value,
+        crc32,
     })
     .map_err(StoreError::encode("settings"))
 }
@@ -676,6 +679,7 @@ impl Locked<'_> {
             return Err(corrupt(&spath, 1, 1, "not a cronsole settings file"));
         }
         check_id(&spath, Some(&f.store), self.id())?;
+        filefmt::verify_settings(&text).map_err(|what| corrupt(&spath, 1, 1, what))?;
         self.inner.settings = f.settings;
         self.inner.settings_stamp = stamp;
         self.inner.names_unsynced = true;

@@ -174,6 +174,39 @@ fn a_deleted_settings_file_is_corruption_not_a_budget_reset() {
     assert_refused(&dir, SETTINGS_FILE, "budget");
 }
 
+/// Red team, round 3: one flipped bit in settings.json turned a $2.50 budget into $3.50 and
+/// every command took it. The file now carries the settings' CRC-32: a changed value is
+/// corruption (exit 2, nothing written), and `check` reports it.
+#[test]
+fn an_edited_settings_value_is_corruption() {
+    let dir = used_store("settings-flip");
+    let path = dir.join(SETTINGS_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"crc32\""), "{text}");
+    assert!(crate::store::filefmt::verify_settings(text.as_bytes()).is_ok());
+    // A valid settings value changed by hand (the checksum left as it was).
+    std::fs::write(
+        &path,
+        text.replace("\"base_dir\": null", "\"base_dir\": \"/tmp\""),
+    )
+    .unwrap();
+    assert_refused(&dir, SETTINGS_FILE, "checksum");
+    let r = crate::store::check::check_file_store(&dir, std::time::Duration::from_secs(5)).unwrap();
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.to_string().contains("settings checksum mismatch")),
+        "{r:?}"
+    );
+    // A flipped bit in the checksum's own key cannot drop the checksum: unknown members are
+    // refused.
+    let dir = used_store("settings-key-flip");
+    let path = dir.join(SETTINGS_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"crc32\"", "\"crc42\"")).unwrap();
+    assert_refused(&dir, SETTINGS_FILE, "crc42");
+}
+
 #[test]
 fn deleted_snapshot_or_history_is_corruption() {
     let dir = used_store("no-snapshot");
