@@ -1012,10 +1012,19 @@ impl Locked<'_> {
             )),
             Some(filefmt::CrossProblem::RecordsLost { job, run_id, off }) => {
                 let line = count_lines_before(self.inner.history.file(&hpath)?, &hpath, off)? + 1;
+                // Name the job's line (red team 4: it said `jobs.journal:0:0`).
+                let (path, no) = match self.inner.jobs.get(&job).and_then(|s| s.loc) {
+                    Some(loc) => {
+                        let (path, f) = self.line_file(loc)?;
+                        let no = count_lines_before(f, &path, loc.off)? + 1;
+                        (path, no)
+                    }
+                    None => (jpath.clone(), 0),
+                };
                 Err(corrupt(
-                    &jpath,
-                    0,
-                    0,
+                    &path,
+                    no,
+                    1,
                     format!(
                         "the record of job '{job}' is older than its run {run_id} ({}:{line}): records were lost from the journal (cut short by hand or a faulty disk, not torn by a crash); slots already run would run again",
                         hpath.display()

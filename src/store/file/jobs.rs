@@ -560,7 +560,7 @@ impl Locked<'_> {
         Ok(())
     }
 
-    fn line_file(&self, loc: Loc) -> StoreResult<(std::path::PathBuf, &dyn IoFile)> {
+    pub(super) fn line_file(&self, loc: Loc) -> StoreResult<(std::path::PathBuf, &dyn IoFile)> {
         if loc.journal {
             let path = self.path(JOURNAL_FILE);
             let f = self.inner.journal.file(&path)?;

@@ -1146,6 +1146,21 @@ fn a_journal_cut_short_by_hand_is_corruption_not_a_torn_tail() {
     let cut = cut + j[cut..].iter().position(|b| *b == b'\n').unwrap() - 10;
     std::fs::write(&jpath, &j[..cut]).unwrap();
     assert_refused(&dir, JOURNAL_FILE, "records were lost");
+    // The error names the stale record's line (red team 4: it said `jobs.journal:0:0`).
+    let e = FileStore::open_existing(&dir)
+        .and_then(|s| s.jobs())
+        .unwrap_err()
+        .to_string();
+    let at = format!("{}:", jpath.display());
+    let rest = &e[e.find(&at).expect("names the journal") + at.len()..];
+    let line: u64 = rest.split(':').next().unwrap().parse().unwrap();
+    assert!(line >= 2, "{e}");
+    let text = String::from_utf8_lossy(&j[..cut]).into_owned();
+    let named = text
+        .lines()
+        .nth(line as usize - 1)
+        .expect("the named line exists");
+    assert!(named.contains("\"name\":\""), "{e}: {named}");
 }
 
 /// The same for history: rows the job records relied on were cut off.

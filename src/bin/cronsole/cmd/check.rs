@@ -50,10 +50,11 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
                 report.jobs, report.history_rows
             )?;
         } else {
+            let n = report.problems.len() as u64 + report.more;
             writeln!(
                 out,
-                "store {location} is damaged: {} problems",
-                report.problems.len() as u64 + report.more
+                "store {location} is damaged: {n} problem{}",
+                if n == 1 { "" } else { "s" }
             )?;
         }
     }
