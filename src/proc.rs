@@ -324,6 +324,19 @@ impl Lifeline {
         }
     }
 
+    /// Beat four times per `stall` limit (10 ms to 1 s apart) for as long as it is polled;
+    /// never when the run has no stall limit (the dead-man switch is then off).
+    async fn beat_every(&self, stall: Option<Duration>) {
+        let Some(st) = stall else {
+            return std::future::pending::<()>().await;
+        };
+        let every = (st / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(every).await;
+            self.beat();
+        }
+    }
+
     fn beat(&self) {
         use std::os::fd::AsRawFd;
         if let Ok(g) = self.fd.lock()
@@ -673,16 +686,7 @@ async fn run_zygote(
             // The supervisor kills the command's whole tree before it reports and exits, so
             // the pipes close as soon as the status has arrived.
             let wait = read_status(ctl_ref, status_ref);
-            let heartbeat = async {
-                let Some(st) = stall else {
-                    return std::future::pending::<()>().await;
-                };
-                let every = (st / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                loop {
-                    tokio::time::sleep(every).await;
-                    lifeline.beat();
-                }
-            };
+            let heartbeat = lifeline.beat_every(stall);
             tokio::select! {
                 biased;
                 _ = async { tokio::join!(read_out, read_err, wait) } => {}
@@ -787,16 +791,7 @@ async fn run_supervised(
             let wait = async {
                 *status_ref = Some(child_ref.wait().await);
             };
-            let heartbeat = async {
-                let Some(st) = stall else {
-                    return std::future::pending::<()>().await;
-                };
-                let every = (st / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                loop {
-                    tokio::time::sleep(every).await;
-                    lifeline.beat();
-                }
-            };
+            let heartbeat = lifeline.beat_every(stall);
             tokio::select! {
                 biased;
                 _ = async { tokio::join!(read_out, read_err, wait) } => {}
