@@ -6,7 +6,9 @@ use super::*;
 use crate::model::{Action, BudgetPeriod, Gate, MonitorSource, Provider, SinkDef};
 use crate::schedule::ScheduleSpec;
 
-fn check(text: &str) -> Checked {
+/// The jobs file `text` checked as `jobs.yaml`, every environment variable set (shared by the
+/// `tests_*` modules).
+pub(super) fn check(text: &str) -> Checked {
     check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
 }
 
@@ -15,7 +17,7 @@ fn check_env(text: &str, set: &'static [&'static str]) -> Checked {
 }
 
 /// The single diagnostic with this key (panics listing all diagnostics otherwise).
-fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
+pub(super) fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
     let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
     assert_eq!(
         found.len(),
@@ -26,7 +28,13 @@ fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
     found[0]
 }
 
-fn assert_at(d: &Diagnostic, line: usize, column: usize, severity: Severity, needle: &str) {
+pub(super) fn assert_at(
+    d: &Diagnostic,
+    line: usize,
+    column: usize,
+    severity: Severity,
+    needle: &str,
+) {
     assert_eq!(
         (d.line, d.column, d.severity),
         (line, column, severity),

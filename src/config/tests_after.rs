@@ -1,37 +1,13 @@
 //! Issue 16 item 1 in the jobs file: `after:` (chains and fan-in). Each wrong form asserts its
 //! message and its `line:column`.
 
-use std::path::Path;
-
+use super::tests::{assert_at, check, diag};
 use super::*;
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 
-fn check(text: &str) -> Checked {
-    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
-}
-
-fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
-    let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one diagnostic for {key}: {:#?}",
-        c.diagnostics
-    );
-    found[0]
-}
-
 fn at(d: &Diagnostic, line: usize, column: usize, needle: &str) {
-    assert_eq!(
-        (d.line, d.column, d.severity),
-        (line, column, Severity::Error),
-        "{d}"
-    );
-    assert!(
-        d.message.contains(needle),
-        "{d:?} should mention {needle:?}"
-    );
+    assert_at(d, line, column, Severity::Error, needle);
 }
 
 const COLLECT: &str = "  - name: collect\n    schedule: every 1h\n    command: \"true\"\n";

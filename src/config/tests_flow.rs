@@ -2,36 +2,8 @@
 //! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
 //! its `line:column`.
 
-use std::path::Path;
-
+use super::tests::{assert_at as at, check, diag};
 use super::*;
-
-fn check(text: &str) -> Checked {
-    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
-}
-
-fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
-    let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one diagnostic for {key}: {:#?}",
-        c.diagnostics
-    );
-    found[0]
-}
-
-fn at(d: &Diagnostic, line: usize, column: usize, severity: Severity, needle: &str) {
-    assert_eq!(
-        (d.line, d.column, d.severity),
-        (line, column, severity),
-        "{d}"
-    );
-    assert!(
-        d.message.contains(needle),
-        "{d:?} should mention {needle:?}"
-    );
-}
 
 #[test]
 fn jitter_per_job_and_from_defaults() {

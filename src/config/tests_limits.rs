@@ -3,11 +3,8 @@
 
 use std::path::Path;
 
+use super::tests::check;
 use super::*;
-
-fn check(text: &str) -> Checked {
-    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
-}
 
 /// The single diagnostic with this key, asserted at `line:column` and containing `needle`.
 fn expect(text: &str, key: &str, line: usize, column: usize, needle: &str) {

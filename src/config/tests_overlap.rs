@@ -1,14 +1,9 @@
 //! Issue 16 item 2 in the jobs file: `overlap:` and `max_concurrent_runs:` per job and in
 //! `defaults`. Each wrong form asserts its message and its `line:column`.
 
-use std::path::Path;
-
+use super::tests::check;
 use super::*;
 use crate::model::Overlap;
-
-fn check(text: &str) -> Checked {
-    check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
-}
 
 fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {
     c.diagnostics
