@@ -28,8 +28,9 @@ pub fn budget_gauge(spend: f64, budget: f64, period: BudgetPeriod) -> (f64, Stri
         BudgetPeriod::Month => "/month",
         BudgetPeriod::Total => " total",
     };
-    let spend = if spend.is_finite() {
-        spend.max(0.0)
+    // `f64::max` may keep a negative zero, which would print as "$-0.00 (-0%)".
+    let spend = if spend.is_finite() && spend > 0.0 {
+        spend
     } else {
         0.0
     };

@@ -217,7 +217,10 @@ pub(crate) fn money(x: f64) -> String {
         "$?".into()
     } else if x.abs() >= 100.0 {
         format!("${x:.0}")
-    } else if x == 0.0 || x.abs() >= 0.01 {
+    } else if x == 0.0 {
+        // Covers -0.0, which `{:.2}` would print as "$-0.00".
+        "$0.00".into()
+    } else if x.abs() >= 0.01 {
         format!("${x:.2}")
     } else {
         crate::cost::usd(x)

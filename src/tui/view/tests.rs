@@ -95,6 +95,14 @@ fn gauge_ratio_is_clamped_and_label_shows_the_real_percentage() {
     }
 }
 
+/// CI caught "$-0.00 of $1.00/day (-0%)" on a fresh store: a negative zero spend is zero.
+#[test]
+fn negative_zero_spend_reads_as_zero() {
+    let (_, l) = budget_gauge(-0.0, 1.0, BudgetPeriod::Day);
+    assert!(l.starts_with("$0.00 of $1.00/day (0%)"), "{l}");
+    assert_eq!(super::money(-0.0), "$0.00");
+}
+
 fn with_budget(spend: f64, budget: f64) -> App {
     let (mut snap, now) = testdata::fixed();
     snap.period_spend_usd = spend;
