@@ -36,7 +36,11 @@
 //!   job's counters (real money was spent) but touches nothing else — unless the run was
 //!   recorded `abandoned` (its owner was paused, not dead): then its row supersedes that one
 //!   and the record follows the real end as far as no newer run decided otherwise
-//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this).
+//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this). Such a run
+//!   always counts toward `runs`/`max_runs` (it executed); reaching `max_runs` that way retires
+//!   the job, and so does a run whose end brings `runs` to `max_runs` though its claim did not
+//!   spend the job. Bound: `max_runs` + 1 executions per run that was recorded `abandoned`
+//!   while its (stopped) owner still ran it.
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
