@@ -22,7 +22,13 @@
 //!   group through a [`GroupGuard`] (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
-//!   start the shell, 125 when it killed the run for lack of heartbeats.
+//!   start the shell, 125 when it killed the run for lack of heartbeats; 137 with
+//!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
+//!   could report (the zygote kills what the run left).
+//! - The zygote: a request it does not answer within 0.5 s (`ZYGOTE_ANSWER`) makes the run look
+//!   at it as often again; a stopped zygote (`SIGSTOP`) is logged, killed and replaced (the
+//!   request queued on its socket dies with it, so it cannot start later beside the resent
+//!   one). A zygote that is running but silent is waited for up to the command's timeout.
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
 //!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.

@@ -558,7 +558,7 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 /// - The zygote is a subreaper too and reaps its children on SIGCHLD, so a supervisor killed by
 ///   hand (`kill -9`) leaves its run's processes under the zygote, not under PID 1. When it
 ///   reaps a supervisor that died of a signal, the zygote kills every child of its own that is
-///   not a live supervisor, with their descendants ([`kill_orphans`]): a live supervisor is a
+///   not a live supervisor, with their descendants (`kill_orphans`): a live supervisor is a
 ///   subreaper, so only a dead supervisor's processes can be there. The owner sees that run's
 ///   control socket end without an exit code and records the attempt as failed, "supervisor
 ///   died".
