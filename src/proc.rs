@@ -754,7 +754,7 @@ async fn run_zygote(
 
 /// The note added to a run's stderr when its supervisor died before it could report the
 /// command's end (its processes are killed by the zygote; the attempt failed).
-pub const SUPERVISOR_DIED: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its processes were killed";
+pub const SUPERVISOR_DIED: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its zygote kills the processes it left";
 
 /// How long a run waits for the zygote's answer (the supervisor's pid) before it looks whether
 /// the zygote is stopped, and how often it looks again after that.
@@ -1179,5 +1179,30 @@ mod tests {
         assert!(g.pgid.is_none());
         let g = GroupGuard::new(1);
         assert!(g.pgid.is_none());
+    }
+
+    /// The stopped-zygote check reads the state the kernel reports: `T` after SIGSTOP, not
+    /// after SIGCONT, and nothing for a pid that is gone.
+    #[test]
+    fn a_stopped_process_is_seen_as_stopped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let wait_for = |want: bool| {
+            (0..200).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                process_stopped(pid) == want
+            })
+        };
+        // SAFETY: signals to the child this test spawned and has not reaped.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        assert!(wait_for(true), "stopped");
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        assert!(wait_for(false), "continued");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!process_stopped(pid), "gone");
     }
 }
