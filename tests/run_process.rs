@@ -791,11 +791,12 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
         .collect();
     std::thread::sleep(Duration::from_millis(100));
     let stat = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
-    assert!(
-        stat.contains("__zygote"),
-        "{sup} is the run's supervisor: {stat:?}"
-    );
-    assert!(pids.iter().all(|p| alive(*p)), "every sleep runs");
+    if !stat.contains("__zygote") || !pids.iter().all(|p| alive(*p)) {
+        // SIGKILL of the owner: its supervisor kills the run's tree.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{sup} is not the run's supervisor ({stat:?}) or a sleep of {pids:?} ended");
+    }
     // SAFETY: kill(2) of the supervisor this test's owner started.
     unsafe {
         libc::kill(sup, libc::SIGKILL);
@@ -810,10 +811,6 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
             libc::kill(*pid, libc::SIGKILL);
         }
     }
-    assert!(
-        left.is_empty(),
-        "{left:?} of {pids:?} outlived their supervisor"
-    );
     let start = Instant::now();
     let rows = loop {
         let rows = s.rows();
@@ -822,9 +819,14 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    // The owner is stopped before any assertion, so a failure leaves no process behind.
     signal(&child, libc::SIGTERM);
     let (out, _) = wait_timeout(child, Duration::from_secs(30));
     let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        left.is_empty(),
+        "{left:?} of {pids:?} outlived their supervisor"
+    );
     assert!(out.status.success(), "{log}");
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].status, Status::Failed, "{:#?}", rows[0]);
@@ -880,7 +882,7 @@ fn zygote_of(owner: u32) -> Option<i32> {
 fn a_stopped_zygote_is_replaced_and_no_attempt_is_lost() {
     let yaml = "budget: null\njobs:\n  - name: tick\n    schedule: every 1s\n    command: \"echo ok\"\n    command_timeout_seconds: 30\n    max_retries: 1\n";
     let s = setup("stopzyg", yaml);
-    let child = s.spawn(&[]);
+    let mut child = s.spawn(&[]);
     let start = Instant::now();
     let zygote = loop {
         if !s.rows().is_empty()
@@ -888,7 +890,11 @@ fn a_stopped_zygote_is_replaced_and_no_attempt_is_lost() {
         {
             break z;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "no first run");
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no first run");
+        }
         std::thread::sleep(Duration::from_millis(50));
     };
     // SAFETY: kill(2) of the zygote this test's owner started.
