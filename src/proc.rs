@@ -22,7 +22,13 @@
 //!   group through a [`GroupGuard`] (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
-//!   start the shell, 125 when it killed the run for lack of heartbeats.
+//!   start the shell, 125 when it killed the run for lack of heartbeats; 137 with
+//!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
+//!   could report (the zygote kills what the run left).
+//! - The zygote: a request it does not answer within 0.5 s (`ZYGOTE_ANSWER`) makes the run look
+//!   at it as often again; a stopped zygote (`SIGSTOP`) is logged, killed and replaced (the
+//!   request queued on its socket dies with it, so it cannot start later beside the resent
+//!   one). A zygote that is running but silent is waited for up to the command's timeout.
 //! - A *soft* cap keeps the first bytes and discards the rest while still draining the pipe (so
 //!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
@@ -517,7 +523,8 @@ pub fn zygote_pid() -> Option<u32> {
 }
 
 enum Sent {
-    Yes,
+    /// Taken by the zygote of this pid.
+    Yes(u32),
     /// The zygote's socket is full: it is forking as fast as it can; try again shortly.
     Busy,
     No(std::io::Error),
@@ -539,7 +546,7 @@ fn zygote_send(exe: &std::path::Path, data: &[u8], fds: &[std::os::fd::BorrowedF
         }
         let Some(z) = g.as_ref() else { continue };
         match crate::supervisor::send_with_fds(z.sock.as_fd(), data, fds) {
-            Ok(()) => return Sent::Yes,
+            Ok(()) => return Sent::Yes(z.child.id()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Busy,
             Err(e)
                 if matches!(
@@ -632,10 +639,10 @@ async fn run_zygote(
                 Ok(s) => s,
                 Err(e) => return Some(Err(spawn_err(e))),
             };
-        loop {
+        let zygote = loop {
             let fds = [theirs[0].as_fd(), theirs[1].as_fd(), theirs[2].as_fd()];
             match zygote_send(exe, &data, &fds) {
-                Sent::Yes => break,
+                Sent::Yes(pid) => break pid,
                 Sent::Busy => tokio::time::sleep(Duration::from_millis(1)).await,
                 Sent::No(e) => {
                     if !ZYGOTE_WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -644,15 +651,18 @@ async fn run_zygote(
                     return None;
                 }
             }
-        }
+        };
         // The supervisor holds its ends now: ours must go, or the pipes never reach end of file.
         drop(theirs);
-        let started =
-            tokio::time::timeout_at(deadline, read_status_until(&mut ctl, &mut status, 4));
-        match started.await {
-            Err(_) => {
-                // Not even started within the whole timeout (a stopped zygote): cutting the
-                // life-line stops it at once if it ever starts.
+        match answer(&mut ctl, &mut status, zygote, deadline).await {
+            Err(()) => {
+                // Not even started within the whole timeout (a zygote that is alive but never
+                // answers): cutting the life-line stops it at once if it ever starts.
+                tracing::warn!(
+                    command = spec.command,
+                    zygote,
+                    "run zygote did not start the command within its timeout; attempt failed"
+                );
                 drop(lifeline);
                 return Some(finish(
                     spec,
@@ -667,6 +677,10 @@ async fn run_zygote(
                 attempts += 1;
                 status.clear();
                 if attempts >= 3 {
+                    tracing::warn!(
+                        command = spec.command,
+                        "run zygote lost the request three times; re-executing the supervisor for this run"
+                    );
                     return None;
                 }
             }
@@ -713,11 +727,90 @@ async fn run_zygote(
             }
         }
     }
-    // No status: the supervisor was killed before it could report (only SIGKILL can do that).
-    let code = crate::supervisor::parse_status(&status)
-        .1
-        .unwrap_or(128 + libc::SIGKILL);
+    let (supervisor, code) = crate::supervisor::parse_status(&status);
+    let code = match code {
+        Some(c) => c,
+        // No status: the supervisor was killed before it could report (a signal it cannot
+        // handle, `kill -9`). Its zygote kills what the run left (`supervisor::kill_orphans`);
+        // the attempt failed, and its error says why.
+        None => {
+            if !timed_out {
+                let pid = supervisor.unwrap_or_default();
+                tracing::warn!(
+                    command = spec.command,
+                    supervisor = pid,
+                    "run supervisor died without the command's exit code; the zygote kills the run's processes"
+                );
+                if !err.buf.is_empty() && !err.buf.ends_with(b"\n") {
+                    err.buf.push(b'\n');
+                }
+                err.buf.extend_from_slice(SUPERVISOR_DIED.as_bytes());
+            }
+            128 + libc::SIGKILL
+        }
+    };
     Some(finish(spec, timed_out, Some(Ok(code)), out, err))
+}
+
+/// The note added to a run's stderr when its supervisor died before it could report the
+/// command's end (its processes are killed by the zygote; the attempt failed).
+pub const SUPERVISOR_DIED: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its zygote kills the processes it left";
+
+/// How long a run waits for the zygote's answer (the supervisor's pid) before it looks whether
+/// the zygote is stopped, and how often it looks again after that.
+const ZYGOTE_ANSWER: Duration = Duration::from_millis(500);
+
+/// Wait until the supervisor's pid is in `status` (`Ok`, also when the socket ended without
+/// one: the caller sends again), or `deadline` passes (`Err`). A zygote that is stopped
+/// (`SIGSTOP`) cannot answer: after [`ZYGOTE_ANSWER`] without an answer it is checked every
+/// [`ZYGOTE_ANSWER`], and a stopped one is killed and replaced. Killing it drops the request
+/// still queued on its socket, so the command can never start there later: the socket then
+/// ends without a pid and the caller sends the request again, to a fresh zygote — or, if the
+/// stopped zygote had forked the supervisor already, its pid arrives and the run goes on.
+async fn answer(
+    ctl: &mut tokio::net::UnixStream,
+    status: &mut Vec<u8>,
+    zygote: u32,
+    deadline: tokio::time::Instant,
+) -> Result<(), ()> {
+    let mut killed = false;
+    loop {
+        let slice = (tokio::time::Instant::now() + ZYGOTE_ANSWER).min(deadline);
+        match tokio::time::timeout_at(slice, read_status_until(ctl, status, 4)).await {
+            Ok(()) => return Ok(()),
+            Err(_) if slice >= deadline => return Err(()),
+            Err(_) => {}
+        }
+        if !killed && process_stopped(zygote) {
+            tracing::warn!(
+                zygote,
+                "run zygote is stopped (SIGSTOP?) and cannot start runs: killing it; its requests go to a new one"
+            );
+            retire_zygote(zygote);
+            killed = true;
+        }
+    }
+}
+
+/// Whether `pid` is stopped by a signal or a tracer (`/proc/PID/stat` state `T` or `t`).
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_some_and(|c| c == 'T' || c == 't')
+}
+
+/// Kill and reap the zygote `pid` if it is still this process's zygote.
+fn retire_zygote(pid: u32) {
+    let Ok(mut g) = ZYGOTE.lock() else { return };
+    if g.as_ref().is_some_and(|z| z.child.id() == pid)
+        && let Some(z) = g.take()
+    {
+        z.retire();
+    }
 }
 
 /// Append what the supervisor writes on its control socket until end of file.
@@ -1086,5 +1179,30 @@ mod tests {
         assert!(g.pgid.is_none());
         let g = GroupGuard::new(1);
         assert!(g.pgid.is_none());
+    }
+
+    /// The stopped-zygote check reads the state the kernel reports: `T` after SIGSTOP, not
+    /// after SIGCONT, and nothing for a pid that is gone.
+    #[test]
+    fn a_stopped_process_is_seen_as_stopped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let wait_for = |want: bool| {
+            (0..200).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                process_stopped(pid) == want
+            })
+        };
+        // SAFETY: signals to the child this test spawned and has not reaped.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        assert!(wait_for(true), "stopped");
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        assert!(wait_for(false), "continued");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!process_stopped(pid), "gone");
     }
 }

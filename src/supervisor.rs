@@ -34,6 +34,7 @@
 //! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
 //! when the command could not be started; [`STALLED`] (125) when the dead-man switch fired.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -220,9 +221,14 @@ fn wait_for(pid: i32) -> i32 {
 
 /// Every process whose parent chain leads to `root` (read from `/proc`).
 pub fn descendants_of(root: i32) -> Vec<i32> {
+    subtree(&parent_links(), root)
+}
+
+/// `(pid, parent pid)` of every process visible in `/proc`.
+fn parent_links() -> Vec<(i32, i32)> {
     let mut parent_of: Vec<(i32, i32)> = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return parent_of;
     };
     for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -241,10 +247,15 @@ pub fn descendants_of(root: i32) -> Vec<i32> {
             parent_of.push((pid, ppid));
         }
     }
+    parent_of
+}
+
+/// The descendants of `root` in `links` (`root` excluded).
+fn subtree(links: &[(i32, i32)], root: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {
-        for &(c, pp) in &parent_of {
+        for &(c, pp) in links {
             if pp == p && c != root && !out.contains(&c) {
                 out.push(c);
                 frontier.push(c);
@@ -545,7 +556,12 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///   its owner even if the zygote itself was killed first. `PR_SET_PDEATHSIG` is not used, for
 ///   the reason given in the module doc (it follows the spawning thread).
 /// - The zygote is a subreaper too and reaps its children on SIGCHLD, so a supervisor killed by
-///   hand leaves its orphans under the zygote (killed when the owner goes), not under PID 1.
+///   hand (`kill -9`) leaves its run's processes under the zygote, not under PID 1. When it
+///   reaps a supervisor that died of a signal, the zygote kills every child of its own that is
+///   not a live supervisor, with their descendants (`kill_orphans`): a live supervisor is a
+///   subreaper, so only a dead supervisor's processes can be there. The owner sees that run's
+///   control socket end without an exit code and records the attempt as failed, "supervisor
+///   died".
 /// - Commands get the zygote's environment (the owner's at its start; the binary never changes
 ///   its own) minus the request's `scrub`, plus its `extra`, as the exec'd supervisor does.
 pub fn zygote_main() -> i32 {
@@ -560,11 +576,17 @@ pub fn zygote_main() -> i32 {
         libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
     }
     let mut buf = vec![0u8; MAX_REQUEST];
+    // The supervisors this zygote forked and that have not been reaped yet.
+    let mut supervisors: HashSet<i32> = HashSet::new();
     loop {
-        reap_exited();
+        on_exits(&mut supervisors);
         match recv_with_fds(0, &mut buf) {
             Ok(None) => break,
-            Ok(Some((n, fds))) => start_run(&buf[..n], fds),
+            Ok(Some((n, fds))) => {
+                if let Some(pid) = start_run(&buf[..n], fds) {
+                    supervisors.insert(pid);
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A malformed message: its descriptors are closed, so its owner sees the run end
             // without a status; the socket itself is still good.
@@ -577,7 +599,7 @@ pub fn zygote_main() -> i32 {
     let me = unsafe { libc::getpid() };
     let started = Instant::now();
     loop {
-        reap_exited();
+        reap_exited(&mut supervisors);
         let left = descendants_of(me);
         if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
             break;
@@ -596,7 +618,10 @@ pub fn zygote_main() -> i32 {
 extern "C" fn on_child(_sig: libc::c_int) {}
 
 /// Reap every child that has exited (supervisors, and orphans re-parented to the zygote).
-fn reap_exited() {
+/// Returns whether a supervisor of `supervisors` died of a signal (killed by hand: it could not
+/// kill its run's tree, whose processes are now the zygote's children).
+fn reap_exited(supervisors: &mut HashSet<i32>) -> bool {
+    let mut killed = false;
     loop {
         let mut status = 0;
         // SAFETY: waitpid with a valid out-pointer.
@@ -605,18 +630,65 @@ fn reap_exited() {
             if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return;
+            return killed;
+        }
+        if supervisors.remove(&r) && libc::WIFSIGNALED(status) {
+            killed = true;
         }
     }
 }
 
-/// Fork one run's supervisor for `msg`, or report why not on its control socket and stderr.
-fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) {
+/// Reap exited children; when a supervisor died of a signal (`kill -9` of one run's
+/// supervisor), kill the processes its run left behind (see [`kill_orphans`]).
+fn on_exits(supervisors: &mut HashSet<i32>) {
+    if reap_exited(supervisors) {
+        kill_orphans(supervisors, ORPHAN_SWEEP);
+    }
+}
+
+/// How long the zygote keeps killing a dead supervisor's processes (a command that forks as
+/// fast as it can) before it goes back to its requests.
+const ORPHAN_SWEEP: Duration = Duration::from_secs(1);
+
+/// Kill every process under the zygote that is not one of its live `supervisors` or theirs:
+/// a supervisor is a subreaper, so a run's processes can only be re-parented to the zygote
+/// when their supervisor died without killing them — they belong to an ended attempt.
+/// Bounded by `limit`; reaps them as they die.
+fn kill_orphans(supervisors: &mut HashSet<i32>, limit: Duration) {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let started = Instant::now();
+    loop {
+        reap_exited(supervisors);
+        let links = parent_links();
+        let mut left = Vec::new();
+        for &(pid, ppid) in &links {
+            if ppid == me && !supervisors.contains(&pid) {
+                left.push(pid);
+                left.extend(subtree(&links, pid));
+            }
+        }
+        if left.is_empty() || started.elapsed() > limit {
+            return;
+        }
+        for pid in left {
+            // SAFETY: kill has no memory-safety preconditions; ESRCH means already gone.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Fork one run's supervisor for `msg` (its pid), or report why not on its control socket and
+/// stderr.
+fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Option<i32> {
     use std::os::fd::AsRawFd;
     // Anything else than the three descriptors is dropped (closed): the owner sees the run end
     // without a status.
     let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
-        return;
+        return None;
     };
     let refuse = |why: &str| {
         write_all_fd(
@@ -629,7 +701,10 @@ fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) {
     };
     let req = match Request::decode(msg) {
         Ok(r) => r,
-        Err(e) => return refuse(&e),
+        Err(e) => {
+            refuse(&e);
+            return None;
+        }
     };
     // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
     match unsafe { libc::fork() } {
@@ -638,9 +713,12 @@ fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) {
             // SAFETY: leaving the forked child without running the zygote's destructors.
             unsafe { libc::_exit(code) }
         }
-        -1 => refuse(&format!("fork: {}", std::io::Error::last_os_error())),
+        -1 => {
+            refuse(&format!("fork: {}", std::io::Error::last_os_error()));
+            None
+        }
         // The parent's copies close here; the child holds the run's descriptors.
-        _ => {}
+        pid => Some(pid),
     }
 }
 

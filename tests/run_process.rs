@@ -770,6 +770,167 @@ fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
     );
 }
 
+/// Red team 4: `kill -9` of one run's supervisor (a fork of the zygote) left the command's
+/// processes — a plain child, a `setsid` escapee, a double fork — alive under the zygote until
+/// the owner exited, and no row or log line said why the attempt failed. The zygote now kills
+/// them within a second, and the row's error says the supervisor died.
+#[test]
+fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
+    let s = setup(
+        "supkill",
+        &long_job(
+            "echo $PPID > sup.pid; sleep 300 & echo $! > plain.pid; setsid sleep 301 & echo $! > escaped.pid; sh -c 'sleep 302 & echo $! > double.pid'; wait",
+        ),
+    );
+    let mut child = s.spawn(&[]);
+    wait_running(&s, &mut child);
+    let sup = wait_for_pid(&s.dir.join("sup.pid"));
+    let pids: Vec<i32> = ["plain", "escaped", "double"]
+        .iter()
+        .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let stat = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
+    if !stat.contains("__zygote") || !pids.iter().all(|p| alive(*p)) {
+        // SIGKILL of the owner: its supervisor kills the run's tree.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{sup} is not the run's supervisor ({stat:?}) or a sleep of {pids:?} ended");
+    }
+    // SAFETY: kill(2) of the supervisor this test's owner started.
+    unsafe {
+        libc::kill(sup, libc::SIGKILL);
+    }
+    let killed = Instant::now();
+    while pids.iter().any(|p| alive(*p)) && killed.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    for pid in &pids {
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let start = Instant::now();
+    let rows = loop {
+        let rows = s.rows();
+        if !rows.is_empty() || start.elapsed() > Duration::from_secs(20) {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The owner is stopped before any assertion, so a failure leaves no process behind.
+    signal(&child, libc::SIGTERM);
+    let (out, _) = wait_timeout(child, Duration::from_secs(30));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        left.is_empty(),
+        "{left:?} of {pids:?} outlived their supervisor"
+    );
+    assert!(out.status.success(), "{log}");
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{:#?}", rows[0]);
+    let error = rows[0].error.as_deref().unwrap_or("");
+    assert!(error.contains("supervisor died"), "{:#?}", rows[0]);
+    assert!(
+        rows[0].attempt_log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("supervisor died")),
+        "{:#?}",
+        rows[0]
+    );
+    let logs = store_logs(&s);
+    assert!(logs.contains("run supervisor died"), "{logs}");
+}
+
+/// Every log file the owner wrote under `<store>/logs/`, concatenated.
+fn store_logs(s: &Setup) -> String {
+    let mut all = String::new();
+    for e in std::fs::read_dir(s.store.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+    }
+    all
+}
+
+/// The zygote of `owner` (its child running `cronsole __zygote`).
+fn zygote_of(owner: u32) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (ppid == owner && String::from_utf8_lossy(&cmd).contains("__zygote")).then_some(pid)
+    })
+}
+
+/// Red team 4: with the owner's zygote stopped (`SIGSTOP`), a run's request got no answer and
+/// its attempt failed at the command's timeout, the cause logged nowhere. The owner now sees
+/// the zygote stopped within a second, says so in its log, kills it (the request queued there
+/// can never start later) and starts the run through a new zygote: no attempt is lost.
+#[test]
+fn a_stopped_zygote_is_replaced_and_no_attempt_is_lost() {
+    let yaml = "budget: null\njobs:\n  - name: tick\n    schedule: every 1s\n    command: \"echo ok\"\n    command_timeout_seconds: 30\n    max_retries: 1\n";
+    let s = setup("stopzyg", yaml);
+    let mut child = s.spawn(&[]);
+    let start = Instant::now();
+    let zygote = loop {
+        if !s.rows().is_empty()
+            && let Some(z) = zygote_of(child.id())
+        {
+            break z;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no first run");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: kill(2) of the zygote this test's owner started.
+    unsafe {
+        libc::kill(zygote, libc::SIGSTOP);
+    }
+    let before = s.rows().len();
+    let stopped = Instant::now();
+    let rows = loop {
+        let rows = s.rows();
+        if rows.len() >= before + 3 || stopped.elapsed() > Duration::from_secs(25) {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let replaced = !alive(zygote);
+    unsafe {
+        libc::kill(zygote, libc::SIGCONT);
+    }
+    signal(&child, libc::SIGTERM);
+    let (out, _) = wait_timeout(child, Duration::from_secs(30));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        rows.len() >= before + 3,
+        "runs stalled behind the stopped zygote: {rows:#?}"
+    );
+    for r in &rows[before..] {
+        assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+        assert_eq!(r.attempts, 1, "{r:#?}");
+    }
+    assert!(replaced, "the stopped zygote was left in place");
+    let logs = store_logs(&s);
+    assert!(logs.contains("run zygote is stopped"), "{logs}");
+}
+
 #[test]
 fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet() {
     // Life-line closed: the tree (an escapee included) dies and the supervisor exits at once.

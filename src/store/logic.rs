@@ -36,7 +36,11 @@
 //!   job's counters (real money was spent) but touches nothing else — unless the run was
 //!   recorded `abandoned` (its owner was paused, not dead): then its row supersedes that one
 //!   and the record follows the real end as far as no newer run decided otherwise
-//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this).
+//!   (`supersede_abandoned`; the record keeps its 8 newest abandoned runs for this). Such a run
+//!   always counts toward `runs`/`max_runs` (it executed); reaching `max_runs` that way retires
+//!   the job, and so does a run whose end brings `runs` to `max_runs` though its claim did not
+//!   spend the job. Bound: `max_runs` + 1 executions per run that was recorded `abandoned`
+//!   while its (stopped) owner still ran it.
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
@@ -687,6 +691,10 @@ pub fn finish_run(
     if counts {
         rt.runs += 1;
     }
+    // `runs` also counts late ends of runs recorded `abandoned` (`supersede_abandoned`), which
+    // can reach `max_runs` while a run that did not spend the job is in flight: that run's end
+    // retires the job too, so it never claims again.
+    let max_reached = counts && rec.def.max_runs.is_some_and(|m| rt.runs >= m);
     let until_passed = rec.def.until.is_some_and(|u| u <= now);
     if row.status == Status::Abandoned {
         // Its owner may only be paused: a late completion supersedes this row.
@@ -714,7 +722,7 @@ pub fn finish_run(
         if lease.trigger == Trigger::Recovery {
             rt.recovery_pending = false;
         }
-        if lease.spends_job {
+        if lease.spends_job || max_reached {
             let why = spent_reason(&rec.def, rt.runs);
             retire(rt, why);
             return out;
@@ -834,6 +842,17 @@ fn supersede_abandoned(
         }
     }
     count_row(rec, row, period, now);
+    // The run really ended, so it counts toward `max_runs` whatever ran since (`jobs` RUNS =
+    // the rows `stats` counts): a job that reaches `max_runs` this way is retired at once; a
+    // run already in flight still ends (the documented bound: `max_runs` + 1 executions for
+    // each owner stopped past its lease while it ran one of the job's runs).
+    if !a.trigger.is_extra() && row.status != Status::Abandoned {
+        rec.rt.runs += 1;
+        if !rec.rt.retired && rec.def.max_runs.is_some_and(|m| rec.rt.runs >= m) {
+            let why = spent_reason(&rec.def, rec.rt.runs);
+            retire(&mut rec.rt, why);
+        }
+    }
     if !last || row.status == Status::Abandoned {
         return out;
     }
@@ -849,9 +868,6 @@ fn supersede_abandoned(
     }
     if let Some(h) = hold_until {
         rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
-    }
-    if !a.trigger.is_extra() {
-        rt.runs += 1;
     }
     // A one-shot whose only run was recorded `abandoned` waits for its retry (or was retired
     // "abandoned twice"): it did run, so it is spent now, as if it had ended in time.
@@ -1973,7 +1989,10 @@ mod tests {
         assert!(out.rows[0].supersedes_abandoned);
         assert_eq!(r.rt.lease.as_ref().unwrap().run_id, newer.run_id);
         assert_eq!(r.rt.last_status, Some(Status::Failed));
-        assert_eq!(r.rt.runs, 1, "the newer run decides what counts");
+        assert_eq!(
+            r.rt.runs, 2,
+            "the late run really ran: it counts (jobs RUNS = the rows stats counts)"
+        );
         // A newer run that ended first keeps the last status.
         done(&mut r, Status::Succeeded, T0 + 130);
         let run2 = eval(&mut r, T0 + 180).claim.unwrap();
@@ -1984,6 +2003,61 @@ mod tests {
         late(&mut r, &run2, Status::Failed, T0 + 250);
         assert_eq!(r.rt.last_status, Some(Status::Succeeded));
         assert_eq!(r.rt.last_run_at, Some(t(T0 + 241)));
+    }
+
+    /// Red team 4: a late end that supersedes an `abandoned` row counts toward `max_runs`
+    /// although a newer run started meanwhile; that newer run's end then retires the job (it
+    /// executed 4 times with `max_runs: 3`, and `jobs` said RUNS 3 beside 4 rows).
+    #[test]
+    fn a_late_completion_counts_toward_max_runs_beside_a_newer_run() {
+        let mut d = def("capped");
+        d.max_runs = Some(3);
+        let mut r = new_record(d, t(T0)).unwrap();
+        eval(&mut r, T0).claim.unwrap();
+        done(&mut r, Status::Succeeded, T0 + 1);
+        let stopped = eval(&mut r, T0 + 60).claim.unwrap();
+        recover(&mut r, T0 + 100);
+        let newer = eval(&mut r, T0 + 120).claim.unwrap();
+        assert!(
+            !r.rt.lease.as_ref().unwrap().spends_job,
+            "runs 1 + 1 < 3 at the claim"
+        );
+        late(&mut r, &stopped, Status::Succeeded, T0 + 125);
+        assert_eq!(r.rt.runs, 2);
+        assert!(!r.rt.retired);
+        done(&mut r, Status::Succeeded, T0 + 130);
+        assert_eq!(r.rt.runs, 3, "three executions ended, three runs");
+        assert!(r.rt.retired, "the third run's end retires the job");
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("max_runs reached"));
+        assert!(
+            eval(&mut r, T0 + 180).claim.is_none(),
+            "no fourth execution"
+        );
+        let _ = newer;
+    }
+
+    /// A late end that reaches `max_runs` while the job's last run is in flight retires the
+    /// job at once: that run ends (the documented bound, `max_runs` + 1), nothing after it.
+    #[test]
+    fn a_late_completion_that_reaches_max_runs_retires_at_once() {
+        let mut d = def("capped");
+        d.max_runs = Some(2);
+        let mut r = new_record(d, t(T0)).unwrap();
+        eval(&mut r, T0).claim.unwrap();
+        done(&mut r, Status::Succeeded, T0 + 1);
+        let stopped = eval(&mut r, T0 + 60).claim.unwrap();
+        // The second run spends the job: its `abandoned` row owes one recovery run.
+        let last = recover(&mut r, T0 + 100).claim.unwrap();
+        assert_eq!(last.trigger, Trigger::Recovery);
+        late(&mut r, &stopped, Status::Failed, T0 + 125);
+        assert_eq!(r.rt.runs, 2);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("max_runs reached"));
+        assert!(r.rt.lease.is_some(), "the run in flight is not touched");
+        done(&mut r, Status::Succeeded, T0 + 130);
+        assert_eq!(r.rt.runs, 3, "it ran: it counts");
+        assert!(r.rt.lease.is_none() && r.rt.retired);
+        assert!(eval(&mut r, T0 + 180).claim.is_none());
     }
 
     /// A one-shot whose run was recorded `abandoned` is owed one retry; if the run's real end

@@ -424,6 +424,37 @@ pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
     assert_eq!(once[0].status, Status::Succeeded);
 }
 
+/// Red team 4 (MED): an owner stopped past its lease, then continued, ends a run another owner
+/// had recorded `abandoned`. That run really executed, so it counts toward `max_runs` even
+/// though a newer run started meanwhile: a `max_runs: 3` job executes 3 times, not 4, and the
+/// job's run count equals its rows (`jobs` RUNS = `stats` EXEC).
+pub fn a_late_completion_counts_toward_max_runs(f: Factory) {
+    let s = f();
+    let mut d = every("capped", 60);
+    d.max_runs = Some(3);
+    s.apply(&file(vec![d]), t(1000)).unwrap();
+    let c1 = claim(&*s, "a", t(1000), 10).claims.remove(0);
+    done(&*s, &c1, "a", Status::Succeeded, t(1001));
+    let stopped = claim(&*s, "paused", t(1060), 10).claims.remove(0);
+    let o = claim(&*s, "b", t(1091), 10);
+    assert_eq!(o.rows[0].status, Status::Abandoned);
+    let newer = claim(&*s, "b", t(1120), 10).claims.remove(0);
+    let late = done(&*s, &stopped, "paused", Status::Succeeded, t(1125));
+    assert!(late.rows[0].supersedes_abandoned);
+    assert_eq!(s.job("capped").unwrap().unwrap().rt.runs, 2);
+    done(&*s, &newer, "b", Status::Succeeded, t(1130));
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 3);
+    assert!(j.rt.retired, "{:?}", j.rt.retired_reason);
+    assert_eq!(j.rt.retired_reason.as_deref(), Some("max_runs reached"));
+    let executed = rows(&*s, "capped");
+    assert_eq!(executed.len(), 3, "{executed:?}");
+    assert!(
+        claim(&*s, "b", t(1180), 10).claims.is_empty(),
+        "no fourth execution"
+    );
+}
+
 pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
     let s = f();
     let mut d = every("once", 60);
@@ -1071,6 +1102,7 @@ macro_rules! conformance_suite {
             grace_from_yaml_string_and_junk,
             recurring_abandoned_run_waits_for_its_next_slot,
             a_late_completion_replaces_the_abandoned_row_of_its_run,
+            a_late_completion_counts_toward_max_runs,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
             slots_passing_during_a_run_become_one_overlap_row,
