@@ -1549,4 +1549,52 @@ mod tests {
         assert_eq!(b.gap(min), StdDuration::from_millis(6_000));
         assert!(!b.running());
     }
+
+    /// Issue 14: an engine over a store larger than one page publishes the first page at once
+    /// (marked loading) and the whole store from a build off its own task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_snapshot_is_one_page_and_the_whole_store_follows() {
+        use crate::model::JobsFile;
+        use crate::store::file::FileStore;
+        let dir = crate::testkit::tmp::TempDir::new("engine-first-page");
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir).unwrap());
+        let now = chrono::Utc::now();
+        let n = crate::snapshot::FIRST_ROWS + 2;
+        let file = JobsFile {
+            jobs: (0..n)
+                .map(|i| crate::testkit::jobs::command_job(&format!("j{i:06}"), 86_400))
+                .collect(),
+            ..Default::default()
+        };
+        store.apply(&file, now).unwrap();
+        let deps =
+            crate::testkit::engine::run_deps(crate::testkit::engine::no_env(), Default::default());
+        let h = spawn(
+            EngineConfig::new("first-page".into()),
+            Arc::clone(&store),
+            Arc::new(crate::clock::SystemClock),
+            deps,
+        )
+        .unwrap();
+        let mut rx = h.snapshots.clone();
+        {
+            let first = rx.borrow_and_update();
+            assert_eq!(first.jobs.len(), crate::snapshot::FIRST_ROWS);
+            assert!(first.loading);
+        }
+        let all = tokio::time::timeout(StdDuration::from_secs(60), async {
+            loop {
+                rx.changed().await.unwrap();
+                let s = rx.borrow_and_update().clone();
+                if !s.loading {
+                    return s;
+                }
+            }
+        })
+        .await
+        .expect("the whole snapshot within a minute");
+        assert_eq!(all.jobs.len(), n);
+        h.shutdown.cancel();
+        h.join.await.unwrap().unwrap();
+    }
 }

@@ -1458,6 +1458,38 @@ mod tests {
         assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
+    /// Issue 14: the detail view reads the job's record from the store when it opens and once
+    /// per snapshot while it stays open; it draws from that record.
+    #[test]
+    fn the_detail_view_asks_for_its_record_once_per_snapshot() {
+        let mut a = app();
+        assert_eq!(a.record_wanted(), None);
+        let name = a.selected_job().unwrap().def.name.clone();
+        a.handle_key(key(Enter));
+        assert_eq!(a.record_wanted(), Some(Query::Job(name.clone())));
+        assert_eq!(a.record_wanted(), None);
+        assert_eq!(a.record(&name), None);
+        a.on_loaded(Loaded::Job {
+            job: name.clone(),
+            record: testdata::record(&name).map(Box::new),
+        });
+        assert_eq!(
+            a.record(&name).flatten().map(|j| j.def.name.as_str()),
+            Some(name.as_str())
+        );
+        let mut snap = (*a.snap).clone();
+        snap.taken_at += chrono::Duration::seconds(1);
+        a.on_snapshot(Arc::new(snap));
+        assert_eq!(a.record_wanted(), Some(Query::Job(name.clone())));
+        a.on_loaded(Loaded::Job {
+            job: name.clone(),
+            record: None,
+        });
+        assert_eq!(a.record(&name), Some(None));
+        a.handle_key(key(Esc));
+        assert_eq!(a.record_wanted(), None);
+    }
+
     #[test]
     fn execs_count_every_execution_whatever_its_trigger() {
         let mut j = testdata::fixed_jobs(testdata::now())[0].clone();
