@@ -498,6 +498,15 @@ struct SnapBuild {
     took_ms: AtomicU64,
 }
 
+/// Marks the running build ended when dropped.
+struct BuildDone(Arc<SnapBuild>);
+
+impl Drop for BuildDone {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::SeqCst);
+    }
+}
+
 impl SnapBuild {
     fn running(&self) -> bool {
         self.busy.load(Ordering::SeqCst)
@@ -1116,6 +1125,8 @@ impl Actor {
         let build = Arc::clone(&self.snap_build);
         build.busy.store(true, Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
+            // However the build ends (even by a panic), the next one may start.
+            let _done = BuildDone(Arc::clone(&build));
             let t0 = std::time::Instant::now();
             match Snapshot::load(store.as_ref(), now, &owner, started, true) {
                 Ok(mut s) => {
@@ -1126,7 +1137,6 @@ impl Actor {
             }
             let took = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
             build.took_ms.store(took, Ordering::SeqCst);
-            build.busy.store(false, Ordering::SeqCst);
         });
     }
 
@@ -1548,6 +1558,13 @@ mod tests {
         b.took_ms.store(2_000, Ordering::SeqCst);
         assert_eq!(b.gap(min), StdDuration::from_millis(6_000));
         assert!(!b.running());
+        let b = Arc::new(b);
+        b.busy.store(true, Ordering::SeqCst);
+        drop(BuildDone(Arc::clone(&b)));
+        assert!(
+            !b.running(),
+            "a build that ended (or panicked) frees the next"
+        );
     }
 
     /// Issue 14: an engine over a store larger than one page publishes the first page at once
