@@ -461,7 +461,7 @@ mod tests {
         let row = std::mem::size_of::<JobRow>();
         let rec = std::mem::size_of::<JobRecord>();
         assert!(
-            row <= 400 && row * 3 <= rec,
+            row <= 320 && row * 3 <= rec,
             "row {row} bytes, record {rec} bytes"
         );
         let mut j = crate::tui::testdata::job("x", 60, crate::tui::testdata::now());
