@@ -13,6 +13,10 @@
 //! error the CLI can print, not a blank screen); later store errors become [`Event::Notice`]s and
 //! polling goes on; a trigger's outcome is reported as a notice that says an engine sharing the
 //! store will run it; `Command::Shutdown` or the cancellation token ends the task.
+//! On a large store the first snapshot is one page of jobs ([`Snapshot::load_first`]), so the
+//! console draws at once, and the whole one is read by the first poll; a snapshot is rebuilt
+//! no sooner than [`LOAD_DUTY`] times the last build's duration after it (a million-job store
+//! that changes all the time is re-read a bounded share of the time, not back to back).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -31,6 +35,8 @@ use crate::store::{Store, StoreError, blocking};
 /// How often the change token is read.
 pub const POLL: Duration = Duration::from_millis(250);
 const EVENTS_CAPACITY: usize = 1024;
+/// A snapshot is rebuilt no sooner than this many times the last build's duration after it.
+pub const LOAD_DUTY: u32 = 3;
 const COMMANDS_CAPACITY: usize = 64;
 
 /// Why `console --attach` could not start.
@@ -71,12 +77,17 @@ struct Ctx {
 
 impl Ctx {
     /// Read the token, then the snapshot (a change in between shows as a new token next poll).
-    async fn load(&self) -> Result<(u64, Snapshot), StoreError> {
+    /// `first`: only the first page of a large store (see the module doc).
+    async fn load(&self, first: bool) -> Result<(u64, Snapshot), StoreError> {
         let now = self.clock.now();
         let (owner, started) = (self.owner.clone(), self.started_at);
         blocking(&self.store, move |store| {
             let tok = store.change_token()?;
-            let snap = Snapshot::load(store, now, &owner, started, false)?;
+            let snap = if first {
+                Snapshot::load_first(store, now, &owner, started, false)?
+            } else {
+                Snapshot::load(store, now, &owner, started, false)?
+            };
             Ok((tok, snap))
         })
         .await
@@ -130,15 +141,18 @@ pub async fn start(
         clock,
         owner,
     };
-    let (token, first) = ctx.load().await.map_err(|source| AttachError::Store {
+    let (token, first) = ctx.load(true).await.map_err(|source| AttachError::Store {
         location: ctx.store.location(),
         source,
     })?;
     let seen: HashSet<Uuid> = first.recent.iter().map(|r| r.run_id).collect();
+    let reload = first.loading;
     let (snap_tx, snap_rx) = watch::channel(Arc::new(first));
     let (ev_tx, ev_rx) = broadcast::channel(EVENTS_CAPACITY);
     let (cmd_tx, cmd_rx) = mpsc::channel(COMMANDS_CAPACITY);
-    let task = tokio::spawn(poll_loop(ctx, token, seen, snap_tx, ev_tx, cmd_rx, cancel));
+    let task = tokio::spawn(poll_loop(
+        ctx, token, reload, seen, snap_tx, ev_tx, cmd_rx, cancel,
+    ));
     Ok(Attached {
         snapshots: snap_rx,
         events: ev_rx,
@@ -147,9 +161,12 @@ pub async fn start(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn poll_loop(
     ctx: Ctx,
     mut last: u64,
+    // The first snapshot was one page: read the whole store at the first poll.
+    mut reload: bool,
     mut seen: HashSet<Uuid>,
     snap_tx: watch::Sender<Arc<Snapshot>>,
     ev_tx: broadcast::Sender<Event>,
@@ -159,8 +176,9 @@ async fn poll_loop(
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_error: Option<String> = None;
+    let mut next_load = tokio::time::Instant::now();
     loop {
-        let mut force = false;
+        let mut force = std::mem::take(&mut reload);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return,
@@ -184,7 +202,16 @@ async fn poll_loop(
         if !changed {
             continue;
         }
-        match ctx.load().await {
+        // Too soon after the last (long) build: `last` is left as it was, so a later poll sees
+        // the change; a command's `force` waits for that poll too.
+        if tokio::time::Instant::now() < next_load {
+            reload |= force;
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        let loaded = ctx.load(false).await;
+        next_load = tokio::time::Instant::now() + t0.elapsed().saturating_mul(LOAD_DUTY);
+        match loaded {
             Ok((tok, snap)) => {
                 last = tok;
                 last_error = None;
@@ -378,6 +405,39 @@ mod tests {
         }
         // The old row is not re-sent.
         assert!(att.events.try_recv().is_err());
+        cancel.cancel();
+        att.task.await.unwrap();
+    }
+
+    /// Issue 14: on a store larger than one page the console draws the first page at once
+    /// (marked loading) and the whole store follows from the first poll, unasked.
+    #[tokio::test(start_paused = true)]
+    async fn a_large_store_shows_its_first_page_then_every_job() {
+        let now = testdata::now();
+        let store = Arc::new(FakeStore::default());
+        let n = crate::snapshot::FIRST_ROWS + 3;
+        FakeStore::lock(&store.jobs)
+            .extend((0..n).map(|i| testdata::job(&format!("j{i:06}"), 60, now)));
+        let cancel = CancellationToken::new();
+        let mut att = start(
+            store.clone(),
+            Arc::new(ManualClock::new(now)),
+            "attached (test)".into(),
+            cancel.clone(),
+        )
+        .await
+        .unwrap();
+        {
+            let first = att.snapshots.borrow_and_update();
+            assert_eq!(first.jobs.len(), crate::snapshot::FIRST_ROWS);
+            assert!(first.loading);
+        }
+        // No token moved: the whole store is read anyway.
+        att.snapshots.changed().await.unwrap();
+        let all = att.snapshots.borrow_and_update().clone();
+        assert_eq!(all.jobs.len(), n);
+        assert!(!all.loading);
+        assert_eq!(all.jobs[n - 1].def.name, format!("j{:06}", n - 1));
         cancel.cancel();
         att.task.await.unwrap();
     }

@@ -213,8 +213,9 @@ mod tests {
     #[test]
     fn rich_job_views_encode_as_serde_json_pretty() {
         let (snap, now) = crate::tui::testdata::fixed();
-        assert!(snap.jobs.len() > 5);
-        for r in &snap.jobs {
+        let jobs = crate::tui::testdata::fixed_jobs(now);
+        assert!(jobs.len() > 5);
+        for r in &jobs {
             let v = JobView::of(r, &snap.settings, now);
             let mut enc = pretty::Pretty::default();
             v.serialize(&mut enc).unwrap();

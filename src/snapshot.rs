@@ -1,20 +1,44 @@
 //! What front ends draw: an immutable picture of the store at one instant, built by the engine
 //! (published on a `watch` channel) or, in `console --attach`, straight from the store.
 //!
-//! Owns: the [`Snapshot`] type and building it from a [`Store`]. Must not touch: the terminal,
-//! the engine's internals. Building reads the store; callers decide how often (on change only).
+//! Owns: the [`Snapshot`] type, the compact [`JobRow`] the jobs table draws, and building both
+//! from a [`Store`]. Must not touch: the terminal, the engine's internals. Building reads the
+//! store; callers decide how often (on change only, and never on the engine's own task).
+//!
+//! Decisions (issue 14, a million jobs):
+//! - A snapshot holds one [`JobRow`] per job — only what the table shows, sorts and filters on
+//!   (name, schedule, next/last, status, pause and lease marks, spend) — not the `JobRecord`
+//!   (≈ 3 KB each in memory). A view that needs the whole definition (the job's detail) reads
+//!   that one job from the store when it opens and again when the snapshot moves.
+//! - [`Snapshot::load`] walks the store a page at a time ([`Store::jobs_page`], in name order),
+//!   folding each page into rows, the header's counts and spend and the live owners, and drops
+//!   the records before reading the next page: its memory is the rows plus one page.
+//! - The forecast needs whole records, but only of jobs that ever spent money (a job that never
+//!   cost anything has no cost per run to project): those records are kept for it, no others.
+//! - The first frame does not wait for a million rows: [`Snapshot::load_first`] reads one page
+//!   ([`FIRST_ROWS`] jobs) and marks the snapshot [`Snapshot::loading`] when more exist; the
+//!   caller then builds the whole snapshot in the background and publishes it when done.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{HistoryRow, JobRecord, Settings, Status};
+use crate::model::{BudgetStop, HistoryRow, JobRecord, Lease, Settings, Status};
+use crate::schedule::ScheduleSpec;
+use crate::schedule::calendar::DayRule;
 use crate::store::{HistoryQuery, Store, StoreResult};
 
 /// How many history rows a snapshot keeps in memory; older rows are queried on demand.
 pub const RECENT_ROWS: usize = 1000;
 
-/// What front ends draw: the store's jobs, recent history and counters at one instant.
+/// Jobs read per page while a snapshot is built (one page of records is in memory at a time).
+pub const PAGE_ROWS: usize = 2000;
+
+/// Jobs the first, quick snapshot of a large store holds (the rest follows in the background).
+pub const FIRST_ROWS: usize = 2000;
+
+/// What front ends draw: the store's jobs (as table rows), recent history and counters at one
+/// instant.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     /// When it was built.
@@ -27,8 +51,11 @@ pub struct Snapshot {
     pub started_at: DateTime<Utc>,
     /// False in `console --attach`: no engine runs in this process.
     pub engine_running: bool,
-    /// Every job, sorted by name.
-    pub jobs: Vec<JobRecord>,
+    /// Every job as a table row, sorted by name (only the first page while [`Snapshot::loading`]).
+    pub jobs: Vec<JobRow>,
+    /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
+    /// built in the background; counts, spend and forecast cover the first page only.
+    pub loading: bool,
     /// Owners holding live leases, plus this one when it runs an engine.
     pub owners_seen: Vec<String>,
     /// The store's settings (agents, budget, sinks).
@@ -52,6 +79,149 @@ pub struct Snapshot {
     pub forecast: Option<crate::forecast::Forecast>,
 }
 
+/// One job as the jobs table sees it: the few definition and runtime fields it draws, sorts and
+/// filters on, laid out like [`JobRecord`]'s (`row.def.name`, `row.rt.next_slot`) so the
+/// table's code reads the same. A few hundred bytes, where a `JobRecord` is ≈ 3 KB.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    /// From the definition.
+    pub def: RowDef,
+    /// From the runtime state.
+    pub rt: RowRt,
+}
+
+/// The definition fields of a [`JobRow`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowDef {
+    /// The job's name.
+    pub name: String,
+    /// Its parsed schedule (described in words for the visible rows only).
+    pub schedule: ScheduleSpec,
+    /// The schedule as written (shown when it cannot be described).
+    pub schedule_text: Box<str>,
+    /// Its time zone (for `days:` rules).
+    pub tz: Box<str>,
+    /// Its `days:` rule (`None`: every day).
+    pub days: Option<Box<DayRule>>,
+    /// Its jitter (NEXT shows the slot plus the job's offset).
+    pub jitter_seconds: f64,
+    /// `enabled: false` in the jobs file.
+    pub enabled: bool,
+    /// Its own spend limit per period.
+    pub max_cost_usd: Option<f64>,
+}
+
+/// The runtime fields of a [`JobRow`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowRt {
+    /// The schedule's anchor.
+    pub anchor: DateTime<Utc>,
+    /// The next slot, if any.
+    pub next_slot: Option<DateTime<Utc>>,
+    /// When it last ran.
+    pub last_run_at: Option<DateTime<Utc>>,
+    /// How its last run ended.
+    pub last_status: Option<Status>,
+    /// Paused by an operator or the store.
+    pub paused: bool,
+    /// Why it is paused.
+    pub pause_reason: Option<Box<str>>,
+    /// Retired (removed from the jobs file, or finished).
+    pub retired: bool,
+    /// The lease of a run in progress (the first when several are live).
+    pub lease: Option<Box<Lease>>,
+    /// A manual trigger waits to be claimed.
+    pub trigger_requested_at: Option<DateTime<Utc>>,
+    /// Runs queued behind the live one.
+    pub queued: usize,
+    /// Held (a retry back-off or recovery) until this instant.
+    pub hold_until: Option<DateTime<Utc>>,
+    /// An incident of this job was alerted and is still open.
+    pub alerted: bool,
+    /// A budget stop of this job, if any (of any period: compare its key).
+    pub budget_stop: Option<Box<BudgetStop>>,
+    /// Spend counters.
+    pub counters: RowCounters,
+}
+
+/// The spend and execution counters of a [`JobRow`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowCounters {
+    /// The budget period `period_cost_usd` belongs to.
+    pub period_key: String,
+    /// What the job spent in that period (USD).
+    pub period_cost_usd: f64,
+    /// Some of its spend is unknown.
+    pub cost_incomplete: bool,
+    /// Every execution (succeeded, no_change, failed rows, any trigger), as `stats` counts them.
+    pub executions: u64,
+}
+
+impl RowDef {
+    /// The schedule compiled from its anchor (as [`crate::model::JobDef::compile`]).
+    pub fn compile(
+        &self,
+        anchor: DateTime<Utc>,
+    ) -> Result<crate::schedule::Compiled, crate::schedule::ScheduleError> {
+        let c = crate::schedule::Compiled::new(&self.schedule, anchor)?;
+        match &self.days {
+            Some(days) if !days.is_empty() => {
+                Ok(c.on_days(days, crate::schedule::parse_tz(&self.tz)?))
+            }
+            _ => Ok(c),
+        }
+    }
+
+    /// The instant the slot `slot` fires: the slot plus the job's jitter offset.
+    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        crate::schedule::jitter::fire_at(&self.name, slot, self.jitter_seconds)
+    }
+}
+
+impl JobRow {
+    /// The table's row of `j`.
+    pub fn of(j: &JobRecord) -> JobRow {
+        let by = &j.rt.counters.by_status;
+        let executions = [Status::Succeeded, Status::NoChange, Status::Failed]
+            .iter()
+            .map(|s| by.get(s).copied().unwrap_or(0))
+            .sum();
+        JobRow {
+            def: RowDef {
+                name: j.def.name.clone(),
+                schedule: j.def.schedule.clone(),
+                schedule_text: j.def.schedule_text.as_str().into(),
+                tz: j.def.tz.as_str().into(),
+                days: (!j.def.days.is_empty()).then(|| Box::new(j.def.days.clone())),
+                jitter_seconds: j.def.jitter_seconds,
+                enabled: j.def.enabled,
+                max_cost_usd: j.def.max_cost_usd,
+            },
+            rt: RowRt {
+                anchor: j.rt.anchor,
+                next_slot: j.rt.next_slot,
+                last_run_at: j.rt.last_run_at,
+                last_status: j.rt.last_status,
+                paused: j.rt.paused,
+                pause_reason: j.rt.pause_reason.as_deref().map(Box::from),
+                retired: j.rt.retired,
+                lease: j.rt.lease.clone().map(Box::new),
+                trigger_requested_at: j.rt.trigger_requested_at,
+                queued: j.rt.queue.len(),
+                hold_until: j.rt.hold_until,
+                alerted: j.rt.state.incident.alerted_signature.is_some(),
+                budget_stop: j.rt.state.budget_stop.clone().map(Box::new),
+                counters: RowCounters {
+                    period_key: j.rt.counters.period_key.clone(),
+                    period_cost_usd: j.rt.counters.period_cost_usd,
+                    cost_incomplete: j.rt.counters.cost_incomplete,
+                    executions,
+                },
+            },
+        }
+    }
+}
+
 /// Owners that wrote a history row this recently count as alive (there is no heartbeat row:
 /// a live engine without a lease right now is seen through the rows it writes).
 pub const OWNER_SEEN_SECS: i64 = 300;
@@ -67,6 +237,76 @@ pub enum PendingOp {
     Triggering,
 }
 
+/// The header's figures folded over the jobs one page at a time.
+struct Fold {
+    this_hour: i64,
+    period_key: String,
+    now: DateTime<Utc>,
+    rows: Vec<JobRow>,
+    counts_24h: BTreeMap<Status, u64>,
+    spend_per_hour: Vec<f64>,
+    owners: BTreeSet<String>,
+    period_spend_usd: f64,
+    spend_incomplete: bool,
+    /// Records of jobs that ever spent money: the forecast's input.
+    spenders: Vec<JobRecord>,
+}
+
+impl Fold {
+    fn new(now: DateTime<Utc>, settings: &Settings) -> Fold {
+        let period = settings.budget.map(|b| b.period).unwrap_or(settings.period);
+        Fold {
+            this_hour: now.timestamp().div_euclid(3600),
+            period_key: period.key(now),
+            now,
+            rows: Vec::new(),
+            counts_24h: BTreeMap::new(),
+            spend_per_hour: vec![0.0; 24],
+            owners: BTreeSet::new(),
+            period_spend_usd: 0.0,
+            spend_incomplete: false,
+            spenders: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, j: JobRecord) {
+        // 24 h counts and spend per hour come from the per-job hour buckets the store keeps with
+        // each job: O(jobs), whatever the size of the history.
+        let mut spent_lately = false;
+        for b in &j.rt.counters.hours {
+            let ago = self.this_hour - b.hour;
+            if !(0..24).contains(&ago) {
+                continue;
+            }
+            for (st, n) in Status::ALL.iter().zip(b.counts) {
+                if n > 0 {
+                    *self.counts_24h.entry(*st).or_insert(0) += u64::from(n);
+                }
+            }
+            self.spend_per_hour[23 - ago as usize] += b.cost_usd;
+            spent_lately |= b.cost_usd != 0.0;
+        }
+        self.owners.extend(
+            j.rt.leases()
+                .filter(|l| l.lease_until > self.now)
+                .map(|l| l.owner.clone()),
+        );
+        let c = &j.rt.counters;
+        if c.period_key == self.period_key {
+            self.period_spend_usd += c.period_cost_usd;
+        }
+        self.spend_incomplete |= c.cost_incomplete;
+        self.rows.push(JobRow::of(&j));
+        if spent_lately
+            || c.total_cost_usd != 0.0
+            || c.period_cost_usd != 0.0
+            || !c.reservations.is_empty()
+        {
+            self.spenders.push(j);
+        }
+    }
+}
+
 impl Snapshot {
     /// Jobs a budget stopped in the current budget period, with the reason (SPEC §11: the console
     /// header says so). From the jobs' state, so every owner's stops show.
@@ -75,14 +315,24 @@ impl Snapshot {
         self.jobs
             .iter()
             .filter_map(|j| {
-                let b = j.rt.state.budget_stop.as_ref()?;
+                let b = j.rt.budget_stop.as_ref()?;
                 (b.period_key == key).then(|| (j.def.name.clone(), b.reason.clone()))
             })
             .collect()
     }
 
-    /// Read everything a front end needs from `store`. One `jobs()` and one bounded history
-    /// query; call it when the store's change token moved, not on every frame.
+    /// The row of the job `name` (binary search: `jobs` is sorted by name).
+    pub fn job(&self, name: &str) -> Option<&JobRow> {
+        self.jobs
+            .binary_search_by(|j| j.def.name.as_str().cmp(name))
+            .ok()
+            .and_then(|i| self.jobs.get(i))
+            .or_else(|| self.jobs.iter().find(|j| j.def.name == name))
+    }
+
+    /// Read everything a front end needs from `store`: every job a page at a time, one bounded
+    /// history query. O(jobs) in time, rows + one page in memory; call it when the store's
+    /// change token moved, off any task that must stay responsive, not on every frame.
     pub fn load(
         store: &dyn Store,
         now: DateTime<Utc>,
@@ -90,40 +340,81 @@ impl Snapshot {
         started_at: DateTime<Utc>,
         engine_running: bool,
     ) -> StoreResult<Snapshot> {
-        let mut jobs = store.jobs()?;
-        jobs.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        Snapshot::build(
+            store,
+            now,
+            owner,
+            started_at,
+            engine_running,
+            usize::MAX,
+            PAGE_ROWS,
+        )
+    }
+
+    /// A quick snapshot for the first frame: the first [`FIRST_ROWS`] jobs by name, marked
+    /// [`Snapshot::loading`] when the store holds more (then follow it with [`Snapshot::load`]).
+    /// Equal to [`Snapshot::load`] on a store with no more jobs than that.
+    pub fn load_first(
+        store: &dyn Store,
+        now: DateTime<Utc>,
+        owner: &str,
+        started_at: DateTime<Utc>,
+        engine_running: bool,
+    ) -> StoreResult<Snapshot> {
+        Snapshot::build(
+            store,
+            now,
+            owner,
+            started_at,
+            engine_running,
+            FIRST_ROWS,
+            PAGE_ROWS,
+        )
+    }
+
+    fn build(
+        store: &dyn Store,
+        now: DateTime<Utc>,
+        owner: &str,
+        started_at: DateTime<Utc>,
+        engine_running: bool,
+        max_jobs: usize,
+        page_rows: usize,
+    ) -> StoreResult<Snapshot> {
         let settings = store.settings()?;
+        let mut fold = Fold::new(now, &settings);
+        let mut after: Option<String> = None;
+        let mut loading = false;
+        loop {
+            let want = page_rows.max(1).min(max_jobs - fold.rows.len());
+            // One more than wanted tells whether the store holds more than `max_jobs`.
+            let mut page = store.jobs_page(after.as_deref(), want + 1)?;
+            let more = page.len() > want;
+            page.truncate(want);
+            after = page.last().map(|j| j.def.name.clone());
+            for j in page {
+                fold.add(j);
+            }
+            if !more {
+                break;
+            }
+            if fold.rows.len() >= max_jobs {
+                loading = true;
+                break;
+            }
+        }
+        // A store's pages come in name order; a default `jobs_page` over an unsorted `jobs()`
+        // too (it sorts), but the table's binary search relies on it, so make sure.
+        if !fold.rows.is_sorted_by(|a, b| a.def.name <= b.def.name) {
+            fold.rows.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        }
         let recent = store.history(&HistoryQuery {
             limit: RECENT_ROWS,
             ..Default::default()
         })?;
-        // 24 h counts and spend per hour come from the per-job hour buckets the store keeps with
-        // each job: O(jobs), whatever the size of the history.
-        let this_hour = now.timestamp().div_euclid(3600);
-        let mut counts_24h = BTreeMap::new();
-        let mut spend_per_hour = vec![0.0; 24];
-        for j in &jobs {
-            for b in &j.rt.counters.hours {
-                let ago = this_hour - b.hour;
-                if !(0..24).contains(&ago) {
-                    continue;
-                }
-                for (st, n) in Status::ALL.iter().zip(b.counts) {
-                    if n > 0 {
-                        *counts_24h.entry(*st).or_insert(0) += u64::from(n);
-                    }
-                }
-                spend_per_hour[23 - ago as usize] += b.cost_usd;
-            }
-        }
-        let mut owners: BTreeSet<String> = jobs
-            .iter()
-            .flat_map(|j| j.rt.leases())
-            .filter(|l| l.lease_until > now)
-            .map(|l| l.owner.clone())
-            .collect();
         // Owners between runs hold no lease: the rows they wrote lately show they are alive.
         let seen_since = now - chrono::Duration::seconds(OWNER_SEEN_SECS);
+        let mut owners = fold.owners;
         owners.extend(
             recent
                 .iter()
@@ -133,29 +424,22 @@ impl Snapshot {
         if engine_running {
             owners.insert(owner.to_string());
         }
-        let period = settings.budget.map(|b| b.period).unwrap_or(settings.period);
-        let key = period.key(now);
-        let period_spend_usd = jobs
-            .iter()
-            .filter(|j| j.rt.counters.period_key == key)
-            .map(|j| j.rt.counters.period_cost_usd)
-            .sum();
-        let spend_incomplete = jobs.iter().any(|j| j.rt.counters.cost_incomplete);
-        let forecast = Some(crate::forecast::compute(&jobs, &settings, now));
+        let forecast = Some(crate::forecast::compute(&fold.spenders, &settings, now));
         Ok(Snapshot {
             taken_at: now,
             store: store.location(),
             owner: owner.to_string(),
             started_at,
             engine_running,
-            jobs,
+            jobs: fold.rows,
+            loading,
             owners_seen: owners.into_iter().collect(),
             settings,
-            period_spend_usd,
-            spend_incomplete,
+            period_spend_usd: fold.period_spend_usd,
+            spend_incomplete: fold.spend_incomplete,
             recent,
-            counts_24h,
-            spend_per_hour,
+            counts_24h: fold.counts_24h,
+            spend_per_hour: fold.spend_per_hour,
             pending: BTreeMap::new(),
             in_flight: BTreeSet::new(),
             forecast,
@@ -170,6 +454,65 @@ mod tests {
     use crate::store::file::FileStore;
     use crate::store::logic::tests_support::def;
     use crate::store::{ClaimRequest, Completion};
+
+    /// Issue 14: a row is what the table needs, a fraction of the record it comes from.
+    #[test]
+    fn a_row_is_a_fraction_of_a_job_record() {
+        let row = std::mem::size_of::<JobRow>();
+        let rec = std::mem::size_of::<JobRecord>();
+        assert!(
+            row <= 320 && row * 3 <= rec,
+            "row {row} bytes, record {rec} bytes"
+        );
+        let mut j = crate::tui::testdata::job("x", 60, crate::tui::testdata::now());
+        j.rt.counters.by_status = BTreeMap::from([
+            (Status::Succeeded, 2),
+            (Status::Failed, 1),
+            (Status::Missed, 4),
+        ]);
+        j.rt.state.incident.alerted_signature = Some("sig".into());
+        let r = JobRow::of(&j);
+        assert_eq!(r.rt.counters.executions, 3);
+        assert!(r.rt.alerted);
+        assert_eq!(r.def.name, "x");
+        assert_eq!(r.rt.next_slot, j.rt.next_slot);
+    }
+
+    /// Issue 14: the snapshot is read a page at a time; the pages add up to one read of every
+    /// job, and a first snapshot cut at `max_jobs` says it is not the whole store.
+    #[test]
+    fn a_paged_snapshot_equals_the_whole_store_and_a_cut_one_says_loading() {
+        let dir = crate::testkit::tmp::TempDir::new("snapshot-pages");
+        let store = FileStore::open(&dir).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-03-01T10:05:00Z")
+            .unwrap()
+            .to_utc();
+        let names = ["e", "a", "d", "b", "c"];
+        let file = JobsFile {
+            jobs: names.iter().map(|n| def(n)).collect(),
+            ..Default::default()
+        };
+        store.apply(&file, t0).unwrap();
+        let whole: Vec<JobRow> = store.jobs().unwrap().iter().map(JobRow::of).collect();
+        for page in [1, 2, 3, 5, 100] {
+            let s = Snapshot::build(&store, t0, "o", t0, true, usize::MAX, page).unwrap();
+            assert_eq!(s.jobs, whole, "page {page}");
+            assert!(!s.loading);
+        }
+        let first = Snapshot::build(&store, t0, "o", t0, true, 3, 2).unwrap();
+        let got: Vec<&str> = first.jobs.iter().map(|j| j.def.name.as_str()).collect();
+        assert_eq!(got, ["a", "b", "c"]);
+        assert!(first.loading);
+        // Exactly as many jobs as the cut: the whole store, not loading.
+        let exact = Snapshot::build(&store, t0, "o", t0, true, 5, 2).unwrap();
+        assert_eq!(exact.jobs, whole);
+        assert!(!exact.loading);
+        let s = Snapshot::load_first(&store, t0, "o", t0, true).unwrap();
+        assert_eq!(s.jobs, whole);
+        assert!(!s.loading);
+        assert_eq!(s.job("d").map(|j| j.def.name.as_str()), Some("d"));
+        assert!(s.job("zz").is_none());
+    }
 
     #[test]
     fn day_counts_and_spend_come_from_the_jobs_not_a_history_scan() {
@@ -236,6 +579,16 @@ mod tests {
             attached.owners_seen
         );
         assert!(attached.forecast.is_some());
+        // The forecast, made from the records of the jobs that spent only, is the one made
+        // from every record.
+        assert_eq!(
+            s.forecast,
+            Some(crate::forecast::compute(
+                &store.jobs().unwrap(),
+                &s.settings,
+                now
+            ))
+        );
         assert_eq!(s.counts_24h.get(&Status::Failed), Some(&1));
         assert_eq!(s.recent.len(), 4);
         assert!(

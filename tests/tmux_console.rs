@@ -53,15 +53,21 @@ impl Tmux {
 
     /// Wait until the pane shows `text`; the last screen is in the panic message otherwise.
     fn wait_for(&self, text: &str, timeout: Duration) -> String {
+        self.wait_for_all(&[text], timeout)
+    }
+
+    /// Wait until one capture shows every one of `texts` (a capture can land mid-frame: the
+    /// title drawn, the lines below not yet).
+    fn wait_for_all(&self, texts: &[&str], timeout: Duration) -> String {
         let end = Instant::now() + timeout;
         loop {
             let screen = self.capture();
-            if screen.contains(text) {
+            if texts.iter().all(|t| screen.contains(t)) {
                 return screen;
             }
             assert!(
                 Instant::now() < end,
-                "timed out waiting for {text:?}; screen:\n{screen}"
+                "timed out waiting for {texts:?}; screen:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -269,13 +275,12 @@ fn history_cursor_run_view_retry_and_cancel() {
     t.wait_for("Jobs 1/3", Duration::from_secs(5));
     t.send(&["Tab", "Tab"]);
     t.send(&["Enter"]);
-    let screen = t.wait_for("Run of long", Duration::from_secs(5));
-    assert!(!screen.contains("MARKER-DEEP-380"), "{screen}");
-    // The per-attempt breakdown: one attempt, succeeded.
-    assert!(
-        screen.contains("Attempts") && screen.contains("#1 ") && screen.contains("succeeded"),
-        "{screen}"
+    // The per-attempt breakdown: one attempt, succeeded (the whole frame, not its first lines).
+    let screen = t.wait_for_all(
+        &["Run of long", "Attempts", "#1 ", "succeeded"],
+        Duration::from_secs(5),
     );
+    assert!(!screen.contains("MARKER-DEEP-380"), "{screen}");
     t.send(&["G"]);
     t.wait_for("MARKER-DEEP-380", Duration::from_secs(5));
     t.send(&["Escape"]);

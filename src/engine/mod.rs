@@ -33,8 +33,14 @@
 //! any queued run.
 //!
 //! Snapshots are built only when a front end draws them (`EngineConfig::publish_snapshots`);
-//! headless mode turns them off because a snapshot clones every job and reads the last 24 h of
-//! history, which dominated the headless engine's memory.
+//! headless mode turns them off because a snapshot reads every job and the last 24 h of
+//! history, which dominated the headless engine's memory. A snapshot is built on a blocking
+//! thread, never on the actor's task: claims go on while a million-job store is read (issue
+//! 14). One build runs at a time; the next starts no sooner than `snapshot_min_interval`, nor
+//! than [`PUBLISH_DUTY`] times the last build's duration after it, so re-reading a large store
+//! takes a bounded share of a core however fast the store changes. The first snapshot
+//! ([`spawn`]) holds only the first page of jobs ([`Snapshot::load_first`]) so the console
+//! draws at once; the whole one follows from the first build.
 //!
 //! Owns: timing, claims, run tasks, lease renewal, shutdown. Must not touch: the UI or the
 //! terminal (front ends talk to it only through the channels).
@@ -73,7 +79,7 @@
 //! )?;
 //! let mut events = engine.events.subscribe();
 //!
-//! // What the console draws: every job with its state; this one's next slot is 1 January.
+//! // What the console draws: a row per job; this one's next slot is 1 January.
 //! let next = engine.snapshots.borrow().jobs[0].rt.next_slot;
 //! assert!(next > Some(chrono::Utc::now()));
 //!
@@ -99,9 +105,9 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
@@ -422,7 +428,7 @@ pub fn spawn(
 ) -> Result<EngineHandle, EngineError> {
     let started = clock.now();
     let initial = if cfg.publish_snapshots {
-        Snapshot::load(store.as_ref(), started, &cfg.owner, started, true)?
+        Snapshot::load_first(store.as_ref(), started, &cfg.owner, started, true)?
     } else {
         bare_snapshot(store.as_ref(), started, &cfg.owner)
     };
@@ -447,6 +453,7 @@ pub fn spawn(
         clock,
         deps: Arc::new(deps),
         snap_tx,
+        snap_build: Arc::new(SnapBuild::default()),
         ev_tx: ev_tx.clone(),
         started,
         in_flight: HashMap::new(),
@@ -472,6 +479,47 @@ pub fn spawn(
     })
 }
 
+/// A snapshot build starts no sooner than this many times the last build's duration after
+/// the last start: building takes at most about a third of one core, whatever the store's size.
+pub const PUBLISH_DUTY: u32 = 3;
+
+/// The final snapshot at shutdown is built only when the last build took at most this long.
+const FINAL_BUILD_MAX: StdDuration = StdDuration::from_secs(1);
+
+/// How often the actor looks whether a running snapshot build has ended (when a newer one is due).
+const BUILD_POLL: StdDuration = StdDuration::from_millis(25);
+
+/// The state of the snapshot builds, shared with the blocking thread that runs one.
+#[derive(Debug, Default)]
+struct SnapBuild {
+    /// A build is running.
+    busy: AtomicBool,
+    /// How long the last build took (ms).
+    took_ms: AtomicU64,
+}
+
+/// Marks the running build ended when dropped.
+struct BuildDone(Arc<SnapBuild>);
+
+impl Drop for BuildDone {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+impl SnapBuild {
+    fn running(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// The least time between the starts of two builds: `min`, or [`PUBLISH_DUTY`] times the
+    /// last build's duration when that is longer.
+    fn gap(&self, min: StdDuration) -> StdDuration {
+        let took = StdDuration::from_millis(self.took_ms.load(Ordering::SeqCst));
+        min.max(took.saturating_mul(PUBLISH_DUTY))
+    }
+}
+
 /// The snapshot of an engine that does not publish any (headless): identity only.
 fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot {
     Snapshot {
@@ -481,6 +529,7 @@ fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) -> Snapshot
         started_at: now,
         engine_running: true,
         jobs: Vec::new(),
+        loading: false,
         owners_seen: vec![owner.to_string()],
         settings: Default::default(),
         period_spend_usd: 0.0,
@@ -500,6 +549,7 @@ struct Actor {
     clock: Arc<dyn Clock>,
     deps: Arc<RunDeps>,
     snap_tx: watch::Sender<Arc<Snapshot>>,
+    snap_build: Arc<SnapBuild>,
     ev_tx: broadcast::Sender<Event>,
     started: DateTime<Utc>,
     in_flight: HashMap<Uuid, InFlight>,
@@ -598,8 +648,9 @@ impl Actor {
         let mut last_signal = tokio::time::Instant::now() - self.cfg.signal_min_interval;
         loop {
             self.heartbeat.beat();
-            if dirty && last_publish.elapsed() >= self.cfg.snapshot_min_interval {
-                self.publish().await;
+            let publish_gap = self.snap_build.gap(self.cfg.snapshot_min_interval);
+            if dirty && !self.snap_build.running() && last_publish.elapsed() >= publish_gap {
+                self.publish();
                 last_publish = tokio::time::Instant::now();
                 dirty = false;
             }
@@ -607,7 +658,15 @@ impl Actor {
             // of random spread keeps the same owner from winning that race every time.
             let spread = StdDuration::from_micros((crate::action::jitter_unit() * 1000.0) as u64);
             let wake_at = wake.map(|w| self.instant_for(w) + spread);
-            let publish_at = dirty.then(|| last_publish + self.cfg.snapshot_min_interval);
+            // While a build runs, look again shortly: the next one starts when it has ended.
+            let publish_at = dirty.then(|| {
+                let at = last_publish + publish_gap;
+                if self.snap_build.running() {
+                    at.max(tokio::time::Instant::now() + BUILD_POLL)
+                } else {
+                    at
+                }
+            });
             tokio::select! {
                 biased;
                 cmd = cmd_rx.recv() => {
@@ -687,7 +746,7 @@ impl Actor {
             }
         }
         self.shutdown_runs(runs).await;
-        self.publish().await;
+        self.publish_final().await;
         let (spooled, lost) = match self.unwritten.lock() {
             Ok(mut u) => (u.spooled, std::mem::take(&mut u.lost)),
             Err(_) => (0, Vec::new()),
@@ -1032,24 +1091,53 @@ impl Actor {
         }
     }
 
-    async fn publish(&self) {
+    /// The snapshot after the last run ended, awaited (a library caller reads the final state).
+    /// Skipped on a store whose builds take more than [`FINAL_BUILD_MAX`]: closing the console
+    /// on a million jobs does not wait seconds for a picture nobody draws.
+    async fn publish_final(&self) {
+        if !self.cfg.publish_snapshots {
+            return;
+        }
+        while self.snap_build.running() {
+            tokio::time::sleep(BUILD_POLL).await;
+        }
+        if self.snap_build.gap(StdDuration::ZERO) > FINAL_BUILD_MAX * PUBLISH_DUTY {
+            return;
+        }
+        self.publish();
+        while self.snap_build.running() {
+            tokio::time::sleep(BUILD_POLL).await;
+        }
+    }
+
+    /// Start building a snapshot on a blocking thread; it is published when done. The caller
+    /// checks [`SnapBuild::running`] first (one build at a time).
+    fn publish(&self) {
         if !self.cfg.publish_snapshots {
             return;
         }
         let now = self.now();
         let owner = self.cfg.owner.clone();
         let started = self.started;
-        let snap = blocking(&self.store, move |s| {
-            Snapshot::load(s, now, &owner, started, true)
-        })
-        .await;
-        match snap {
-            Ok(mut s) => {
-                s.in_flight = self.in_flight.values().map(|f| f.job.clone()).collect();
-                self.snap_tx.send_replace(Arc::new(s));
+        let in_flight: BTreeSet<String> = self.in_flight.values().map(|f| f.job.clone()).collect();
+        let store = Arc::clone(&self.store);
+        let tx = self.snap_tx.clone();
+        let build = Arc::clone(&self.snap_build);
+        build.busy.store(true, Ordering::SeqCst);
+        tokio::task::spawn_blocking(move || {
+            // However the build ends (even by a panic), the next one may start.
+            let _done = BuildDone(Arc::clone(&build));
+            let t0 = std::time::Instant::now();
+            match Snapshot::load(store.as_ref(), now, &owner, started, true) {
+                Ok(mut s) => {
+                    s.in_flight = in_flight;
+                    tx.send_replace(Arc::new(s));
+                }
+                Err(e) => tracing::warn!(error = %e, "snapshot refresh failed"),
             }
-            Err(e) => tracing::warn!(error = %e, "snapshot refresh failed"),
-        }
+            let took = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+            build.took_ms.store(took, Ordering::SeqCst);
+        });
     }
 
     async fn shutdown_runs(&mut self, mut runs: JoinSet<Finished>) {
@@ -1451,5 +1539,79 @@ pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
         O::Dequeued(n) => format!("{job}: not running; {n} queued run(s) dropped"),
         O::Paused { changed: true } => format!("{job}: done"),
         O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 14: a long snapshot build spaces the next one out ([`PUBLISH_DUTY`] × its
+    /// duration), a short one leaves the configured minimum.
+    #[test]
+    fn a_slow_snapshot_build_spaces_out_the_next() {
+        let b = SnapBuild::default();
+        let min = StdDuration::from_millis(100);
+        assert_eq!(b.gap(min), min);
+        b.took_ms.store(10, Ordering::SeqCst);
+        assert_eq!(b.gap(min), min);
+        b.took_ms.store(2_000, Ordering::SeqCst);
+        assert_eq!(b.gap(min), StdDuration::from_millis(6_000));
+        assert!(!b.running());
+        let b = Arc::new(b);
+        b.busy.store(true, Ordering::SeqCst);
+        drop(BuildDone(Arc::clone(&b)));
+        assert!(
+            !b.running(),
+            "a build that ended (or panicked) frees the next"
+        );
+    }
+
+    /// Issue 14: an engine over a store larger than one page publishes the first page at once
+    /// (marked loading) and the whole store from a build off its own task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_snapshot_is_one_page_and_the_whole_store_follows() {
+        use crate::model::JobsFile;
+        use crate::store::file::FileStore;
+        let dir = crate::testkit::tmp::TempDir::new("engine-first-page");
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir).unwrap());
+        let now = chrono::Utc::now();
+        let n = crate::snapshot::FIRST_ROWS + 2;
+        let file = JobsFile {
+            jobs: (0..n)
+                .map(|i| crate::testkit::jobs::command_job(&format!("j{i:06}"), 86_400))
+                .collect(),
+            ..Default::default()
+        };
+        store.apply(&file, now).unwrap();
+        let deps =
+            crate::testkit::engine::run_deps(crate::testkit::engine::no_env(), Default::default());
+        let h = spawn(
+            EngineConfig::new("first-page".into()),
+            Arc::clone(&store),
+            Arc::new(crate::clock::SystemClock),
+            deps,
+        )
+        .unwrap();
+        let mut rx = h.snapshots.clone();
+        {
+            let first = rx.borrow_and_update();
+            assert_eq!(first.jobs.len(), crate::snapshot::FIRST_ROWS);
+            assert!(first.loading);
+        }
+        let all = tokio::time::timeout(StdDuration::from_secs(60), async {
+            loop {
+                rx.changed().await.unwrap();
+                let s = rx.borrow_and_update().clone();
+                if !s.loading {
+                    return s;
+                }
+            }
+        })
+        .await
+        .expect("the whole snapshot within a minute");
+        assert_eq!(all.jobs.len(), n);
+        h.shutdown.cancel();
+        h.join.await.unwrap().unwrap();
     }
 }

@@ -151,6 +151,10 @@ where
     let (mut snaps_open, mut events_open) = (true, true);
     let mut dirty = true;
     loop {
+        // The detail view's whole record: read when it opens and once per snapshot after.
+        if let Some(q) = app.record_wanted() {
+            load(deps.store.clone(), q, loaded_tx.clone());
+        }
         if dirty {
             app.set_now(deps.clock.now());
             // How far the open view can scroll at this size: measured here, not while drawing.
@@ -277,6 +281,15 @@ pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
                 text: Err("not a store read".into()),
             };
         }
+        Query::Job(j) => {
+            return match store.job(j) {
+                Ok(record) => Loaded::Job {
+                    job: j.clone(),
+                    record: record.map(Box::new),
+                },
+                Err(e) => Loaded::Failed(format!("job {j}: {e}")),
+            };
+        }
         Query::JobHistory(j) => (j.clone(), false, JOB_ROWS),
         Query::Diffs(j) => (j.clone(), true, DIFF_ROWS),
         Query::HistoryPage {
@@ -324,7 +337,7 @@ pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     match (store.history(&hq), q) {
         (Ok(rows), Query::JobHistory(_)) => Loaded::JobHistory { job, rows },
         (Ok(rows), Query::Diffs(_)) => Loaded::Diffs { job, rows },
-        (Ok(_), Query::HistoryPage { .. } | Query::DryRun(_)) => {
+        (Ok(_), Query::HistoryPage { .. } | Query::DryRun(_) | Query::Job(_)) => {
             Loaded::Failed("unreachable page query".into())
         }
         (Err(e), _) => Loaded::Failed(format!("history of {job}: {e}")),
@@ -375,7 +388,11 @@ mod tests {
         assert_eq!(cmd, Command::Pause("backup-db".into()));
         // A snapshot with a new job is drawn within one tick.
         let mut s2 = snap.clone();
-        s2.jobs.push(testdata::job("zzz-added", 60, now));
+        s2.jobs.push(crate::snapshot::JobRow::of(&testdata::job(
+            "zzz-added",
+            60,
+            now,
+        )));
         snap_tx.send(Arc::new(s2)).unwrap();
         ev_tx
             .send(Event::Notice("hello from the engine".into()))

@@ -43,7 +43,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::{Command, Event};
 use crate::model::{HistoryRow, JobRecord, Status};
-use crate::snapshot::{PendingOp, Snapshot};
+use crate::snapshot::{JobRow, PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
 mod dialog;
@@ -104,6 +104,8 @@ pub enum Query {
     },
     /// `cronsole dry-run NAME` (not a store read: the console's runner answers it).
     DryRun(String),
+    /// One job's whole record (the detail view; the snapshot holds table rows only).
+    Job(String),
 }
 
 /// The answer to a [`Query`].
@@ -138,6 +140,13 @@ pub enum Loaded {
         job: String,
         /// The text, or the error that prevented it.
         text: Result<String, String>,
+    },
+    /// The record asked by [`Query::Job`]: `None` when no job has that name any more.
+    Job {
+        /// The job asked for.
+        job: String,
+        /// Its record.
+        record: Option<Box<JobRecord>>,
     },
     /// The read failed; the text is shown on the notice line.
     Failed(String),
@@ -228,16 +237,12 @@ pub struct LeasesPane {
 
 /// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats` EXEC
 /// counts them; what the console's EXECS column shows.
-pub(crate) fn executions(j: &JobRecord) -> u64 {
-    let by = &j.rt.counters.by_status;
-    [Status::Succeeded, Status::NoChange, Status::Failed]
-        .iter()
-        .map(|s| by.get(s).copied().unwrap_or(0))
-        .sum()
+pub(crate) fn executions(j: &JobRow) -> u64 {
+    j.rt.counters.executions
 }
 
 /// Spend of one job in the budget period `key` (0 when its counters are from an older period).
-pub(crate) fn period_spend(j: &JobRecord, key: &str) -> f64 {
+pub(crate) fn period_spend(j: &JobRow, key: &str) -> f64 {
     if j.rt.counters.period_key == key {
         j.rt.counters.period_cost_usd
     } else {
@@ -268,6 +273,12 @@ pub struct App {
     pub(crate) notice: Option<String>,
     /// The last dry run asked for (`D`): job and text, `None` while it runs.
     pub(crate) dry_run: Option<(String, Result<String, String>)>,
+    /// The whole record of the job the detail view shows, read from the store on demand: the
+    /// job's name and its record (`None`: not in the store).
+    pub(crate) record: Option<(String, Option<Box<JobRecord>>)>,
+    /// The job and snapshot instant the last [`Query::Job`] was asked for (one read per
+    /// snapshot while the detail view is open).
+    record_asked: Option<(String, DateTime<Utc>)>,
 }
 
 impl App {
@@ -288,6 +299,8 @@ impl App {
             ops: Optimistic::default(),
             notice: None,
             dry_run: None,
+            record: None,
+            record_asked: None,
         };
         app.refresh_period_key();
         app.rebuild(None);
@@ -309,14 +322,37 @@ impl App {
         self.notice.as_deref()
     }
 
+    /// The read the open view needs and has not asked for since the last snapshot: the detail
+    /// view's whole record, read from the store when it opens and once per snapshot after.
+    pub fn record_wanted(&mut self) -> Option<Query> {
+        let Mode::Detail(name) = &self.mode else {
+            return None;
+        };
+        let key = (name.clone(), self.snap.taken_at);
+        if self.record_asked.as_ref() == Some(&key) {
+            return None;
+        }
+        self.record_asked = Some(key);
+        Some(Query::Job(name.clone()))
+    }
+
+    /// The whole record of `job` for the detail view: `None` while it is being read,
+    /// `Some(None)` when the store has no such job.
+    pub fn record(&self, job: &str) -> Option<Option<&JobRecord>> {
+        match &self.record {
+            Some((name, rec)) if name == job => Some(rec.as_deref()),
+            _ => None,
+        }
+    }
+
     /// The job under the jobs table's cursor.
-    pub fn selected_job(&self) -> Option<&JobRecord> {
+    pub fn selected_job(&self) -> Option<&JobRow> {
         self.jobs.selected_job(&self.snap)
     }
 
     /// The job a key acts on: the selected lease's job when the leases pane has the focus (so a
     /// stuck or foreign lease can be inspected and acted on), else the table's selected job.
-    pub fn target_job(&self) -> Option<&JobRecord> {
+    pub fn target_job(&self) -> Option<&JobRow> {
         match self.pane {
             Pane::Leases => self.leases().get(self.leases.sel).copied(),
             Pane::History => {
@@ -327,7 +363,7 @@ impl App {
         }
     }
 
-    fn job(&self, name: &str) -> Option<&JobRecord> {
+    fn job(&self, name: &str) -> Option<&JobRow> {
         job_in(&self.snap, name)
     }
 
@@ -337,7 +373,7 @@ impl App {
     }
 
     /// The job's schedule in words (falls back to the text the operator wrote).
-    pub fn schedule_words(&self, j: &JobRecord) -> String {
+    pub fn schedule_words(&self, j: &JobRow) -> String {
         self.jobs.words(j)
     }
 
@@ -361,7 +397,7 @@ impl App {
 
     /// Spend of one job in the current budget period (0 when its counters are from an older
     /// period). Cheap: the period key is computed once per frame, not per job.
-    pub fn job_period_spend(&self, j: &JobRecord) -> f64 {
+    pub fn job_period_spend(&self, j: &JobRow) -> f64 {
         period_spend(j, &self.period_key)
     }
 
@@ -379,7 +415,7 @@ impl App {
         let alerted = |s: &Snapshot| -> HashSet<String> {
             s.jobs
                 .iter()
-                .filter(|j| j.rt.state.incident.alerted_signature.is_some())
+                .filter(|j| j.rt.alerted)
                 .map(|j| j.def.name.clone())
                 .collect()
         };
@@ -387,7 +423,7 @@ impl App {
         let opened: Vec<&String> = after.difference(&before).collect();
         let closed: Vec<&String> = before
             .difference(&after)
-            .filter(|n| snap.jobs.iter().any(|j| &j.def.name == *n))
+            .filter(|n| snap.job(n).is_some())
             .collect();
         if let Some(j) = opened.first() {
             self.notice = Some(format!("ALERT: {j} is failing (incident open)"));
@@ -445,6 +481,7 @@ impl App {
                     .on_page(&self.snap, self.filters.status, offset, rows, next)
             }
             Loaded::DryRun { job, text } => self.dry_run = Some((job, text)),
+            Loaded::Job { job, record } => self.record = Some((job, record)),
             Loaded::Failed(e) => {
                 self.history.loading = false;
                 self.notice = Some(e);
@@ -459,7 +496,7 @@ impl App {
 
     /// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats`
     /// EXEC counts them; what the console's RUNS column shows.
-    pub fn executions(j: &JobRecord) -> u64 {
+    pub fn executions(j: &JobRow) -> u64 {
         executions(j)
     }
 
@@ -486,7 +523,7 @@ impl App {
     }
 
     /// Jobs holding a lease, in name order.
-    pub fn leases(&self) -> Vec<&JobRecord> {
+    pub fn leases(&self) -> Vec<&JobRow> {
         self.snap
             .jobs
             .iter()
@@ -716,7 +753,7 @@ impl App {
                     return Action::None;
                 };
                 let name = j.def.name.clone();
-                let queued = j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty();
+                let queued = j.rt.trigger_requested_at.is_some() || j.rt.queued > 0;
                 if j.rt.lease.is_none() && !queued {
                     self.notice = Some(format!("{name} is not running and has nothing queued"));
                 } else {
@@ -790,12 +827,8 @@ impl App {
 }
 
 /// A job of the snapshot by name (binary search: `snap.jobs` is sorted by name).
-fn job_in<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a JobRecord> {
-    snap.jobs
-        .binary_search_by(|j| j.def.name.as_str().cmp(name))
-        .ok()
-        .and_then(|i| snap.jobs.get(i))
-        .or_else(|| snap.jobs.iter().find(|j| j.def.name == name))
+fn job_in<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a JobRow> {
+    snap.job(name)
 }
 
 #[cfg(test)]
@@ -1176,6 +1209,7 @@ mod tests {
     fn the_measured_scroll_max_takes_g_to_the_bottom_of_the_open_view() {
         let mut a = app();
         a.handle_key(key(Enter));
+        testdata::read_record(&mut a, None);
         let area = ratatui::layout::Rect::new(0, 0, 80, 24);
         let max = crate::tui::view::scroll_max(&a, area).unwrap();
         assert!(
@@ -1395,10 +1429,10 @@ mod tests {
             .iter()
             .position(|j| j.def.name == "backup-db")
             .unwrap();
-        snap.jobs[i].rt.state.incident.alerted_signature = Some("sig".into());
+        snap.jobs[i].rt.alerted = true;
         a.on_snapshot(Arc::new(snap.clone()));
         assert!(a.notice.as_deref().unwrap().contains("ALERT: backup-db"));
-        snap.jobs[i].rt.state.incident.alerted_signature = None;
+        snap.jobs[i].rt.alerted = false;
         a.on_snapshot(Arc::new(snap));
         assert_eq!(a.notice.as_deref(), Some("recovered: backup-db"));
     }
@@ -1424,15 +1458,47 @@ mod tests {
         assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
+    /// Issue 14: the detail view reads the job's record from the store when it opens and once
+    /// per snapshot while it stays open; it draws from that record.
+    #[test]
+    fn the_detail_view_asks_for_its_record_once_per_snapshot() {
+        let mut a = app();
+        assert_eq!(a.record_wanted(), None);
+        let name = a.selected_job().unwrap().def.name.clone();
+        a.handle_key(key(Enter));
+        assert_eq!(a.record_wanted(), Some(Query::Job(name.clone())));
+        assert_eq!(a.record_wanted(), None);
+        assert_eq!(a.record(&name), None);
+        a.on_loaded(Loaded::Job {
+            job: name.clone(),
+            record: testdata::record(&name).map(Box::new),
+        });
+        assert_eq!(
+            a.record(&name).flatten().map(|j| j.def.name.as_str()),
+            Some(name.as_str())
+        );
+        let mut snap = (*a.snap).clone();
+        snap.taken_at += chrono::Duration::seconds(1);
+        a.on_snapshot(Arc::new(snap));
+        assert_eq!(a.record_wanted(), Some(Query::Job(name.clone())));
+        a.on_loaded(Loaded::Job {
+            job: name.clone(),
+            record: None,
+        });
+        assert_eq!(a.record(&name), Some(None));
+        a.handle_key(key(Esc));
+        assert_eq!(a.record_wanted(), None);
+    }
+
     #[test]
     fn execs_count_every_execution_whatever_its_trigger() {
-        let mut j = app().snap.jobs[0].clone();
+        let mut j = testdata::fixed_jobs(testdata::now())[0].clone();
         j.rt.runs = 2; // scheduled runs (max_runs)
         j.rt.counters.by_status = BTreeMap::from([
             (Status::Succeeded, 2),
             (Status::Failed, 1),
             (Status::Missed, 4),
         ]);
-        assert_eq!(App::executions(&j), 3);
+        assert_eq!(App::executions(&JobRow::of(&j)), 3);
     }
 }

@@ -14,7 +14,7 @@ use crate::model::{
     JobState, Lease, MonitorSource, Settings, Status, Trigger,
 };
 use crate::schedule::ScheduleSpec;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{JobRow, Snapshot};
 use crate::store::StoreResult;
 
 /// The monitor job of [`fixed`], which has several diffs.
@@ -112,9 +112,8 @@ pub fn row(n: u128, job: &str, status: Status, at: DateTime<Utc>) -> HistoryRow 
     r
 }
 
-/// The fixed snapshot used by the whole-screen tests, and its "now".
-pub fn fixed() -> (Snapshot, DateTime<Utc>) {
-    let now = now();
+/// The whole records behind [`fixed`]'s rows, sorted by name.
+pub fn fixed_jobs(now: DateTime<Utc>) -> Vec<JobRecord> {
     let mut jobs = Vec::new();
 
     let mut a = job("backup-db", 3600, now);
@@ -198,6 +197,26 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
     jobs.push(h);
 
     jobs.sort_by(|x, y| x.def.name.cmp(&y.def.name));
+    jobs
+}
+
+/// The whole record of a job of [`fixed`] or [`big`] (what the detail view reads from the
+/// store), at the fixtures' "now".
+pub fn record(name: &str) -> Option<JobRecord> {
+    let now = now();
+    if let Some(i) = name
+        .strip_prefix("job-")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        return Some(big_job(i, now));
+    }
+    fixed_jobs(now).into_iter().find(|j| j.def.name == name)
+}
+
+/// The fixed snapshot used by the whole-screen tests, and its "now".
+pub fn fixed() -> (Snapshot, DateTime<Utc>) {
+    let now = now();
+    let jobs = fixed_jobs(now);
 
     let mut recent = Vec::new();
     let mut n = 1000u128;
@@ -271,7 +290,8 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         settings,
         period_spend_usd: 0.7224,
         spend_incomplete: true,
-        jobs,
+        jobs: jobs.iter().map(JobRow::of).collect(),
+        loading: false,
         recent,
         counts_24h,
         spend_per_hour,
@@ -286,21 +306,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
 /// widget test and the benchmark.
 pub fn big(n_jobs: usize, n_rows: usize) -> (Snapshot, DateTime<Utc>) {
     let (mut snap, now) = fixed();
-    let mut jobs = Vec::with_capacity(n_jobs);
-    for i in 0..n_jobs {
-        let mut j = job(&format!("job-{i:05}"), 60 + (i as u64 % 50) * 60, now);
-        let st = Status::ALL[i % Status::ALL.len()];
-        ran(&mut j, st, (i % 3600) as i64, i as u64 % 500, now);
-        j.rt.counters.period_cost_usd = (i % 13) as f64 * 0.001;
-        if i % 97 == 0 {
-            j.rt.lease = Some(lease(
-                OWNER,
-                now - Duration::seconds(10),
-                now + Duration::seconds(50),
-            ));
-        }
-        jobs.push(j);
-    }
+    let jobs = (0..n_jobs).map(|i| JobRow::of(&big_job(i, now))).collect();
     let recent = (0..n_rows)
         .map(|i| {
             let mut r = row(
@@ -320,14 +326,39 @@ pub fn big(n_jobs: usize, n_rows: usize) -> (Snapshot, DateTime<Utc>) {
     (snap, now)
 }
 
-/// A history reader over a list of rows: enough for the console's on-demand reads (detail, `h`,
+/// Job `i` of [`big`].
+fn big_job(i: usize, now: DateTime<Utc>) -> JobRecord {
+    let mut j = job(&format!("job-{i:05}"), 60 + (i as u64 % 50) * 60, now);
+    let st = Status::ALL[i % Status::ALL.len()];
+    ran(&mut j, st, (i % 3600) as i64, i as u64 % 500, now);
+    j.rt.counters.period_cost_usd = (i % 13) as f64 * 0.001;
+    if i.is_multiple_of(97) {
+        j.rt.lease = Some(lease(
+            OWNER,
+            now - Duration::seconds(10),
+            now + Duration::seconds(50),
+        ));
+    }
+    j
+}
+
+/// Answer the detail view's read of a job's whole record as the console's event loop would
+/// (when the app wants one): with `rec`, or the fixtures' record of that name.
+pub fn read_record(app: &mut crate::tui::state::App, rec: Option<JobRecord>) {
+    if let Some(crate::tui::state::Query::Job(job)) = app.record_wanted() {
+        let record = rec.or_else(|| record(&job)).map(Box::new);
+        app.on_loaded(crate::tui::state::Loaded::Job { job, record });
+    }
+}
+
+/// A history reader over a list of rows (and the fixtures' records, by name): enough for the console's on-demand reads (detail, `h`,
 /// diffs) in tests and the `console_fixture` example.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryOnlyStore(pub Vec<HistoryRow>);
 
 impl crate::store::HistoryReader for HistoryOnlyStore {
-    fn job(&self, _: &str) -> StoreResult<Option<JobRecord>> {
-        Ok(None)
+    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+        Ok(record(name))
     }
     fn history(&self, q: &crate::store::HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
         Ok(self

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::{Filters, SortKey, executions, period_spend};
-use crate::model::JobRecord;
 use crate::schedule::ScheduleSpec;
+use crate::snapshot::JobRow;
 use crate::snapshot::Snapshot;
 
 /// Rows around the selection (and from the top, for column widths) whose schedules are kept
@@ -52,7 +52,7 @@ impl JobsTable {
     }
 
     /// The job under the cursor.
-    pub fn selected_job<'a>(&self, snap: &'a Snapshot) -> Option<&'a JobRecord> {
+    pub fn selected_job<'a>(&self, snap: &'a Snapshot) -> Option<&'a JobRow> {
         self.visible
             .get(self.selected)
             .and_then(|&i| snap.jobs.get(i))
@@ -123,7 +123,7 @@ impl JobsTable {
         }
     }
 
-    fn cached(&self, j: &JobRecord) -> Option<&str> {
+    fn cached(&self, j: &JobRow) -> Option<&str> {
         match self.words.get(&j.def.name) {
             Some((spec, anchor, words)) if *spec == j.def.schedule && *anchor == j.rt.anchor => {
                 Some(words)
@@ -134,7 +134,7 @@ impl JobsTable {
 
     /// The job's schedule in words (falls back to the text the operator wrote): cached when the
     /// row was described, else made now (and not kept: reading never changes state).
-    pub fn words(&self, j: &JobRecord) -> String {
+    pub fn words(&self, j: &JobRow) -> String {
         match self.cached(j) {
             Some(w) => w.to_string(),
             None => describe(j),
@@ -142,9 +142,9 @@ impl JobsTable {
     }
 }
 
-fn describe(j: &JobRecord) -> String {
+fn describe(j: &JobRow) -> String {
     match j.def.compile(j.rt.anchor) {
         Ok(c) => c.describe(),
-        Err(_) => j.def.schedule_text.clone(),
+        Err(_) => j.def.schedule_text.to_string(),
     }
 }

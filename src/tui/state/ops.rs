@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use super::PENDING_TIMEOUT_SECS;
-use crate::model::{HistoryRow, JobRecord, Trigger};
+use crate::model::{HistoryRow, Trigger};
+use crate::snapshot::JobRow;
 use crate::snapshot::{PendingOp, Snapshot};
 
 /// An op sent and not yet confirmed.
@@ -49,7 +50,7 @@ impl Optimistic {
     }
 
     /// A snapshot arrived: drop the marks it confirms (`job` finds a job in it).
-    pub fn on_snapshot<'a>(&mut self, job: impl Fn(&str) -> Option<&'a JobRecord>) {
+    pub fn on_snapshot<'a>(&mut self, job: impl Fn(&str) -> Option<&'a JobRow>) {
         self.started.clear();
         self.pending.retain(|name, p| match job(name) {
             None => false,

@@ -63,9 +63,13 @@ fn heading(s: &str) -> Line<'static> {
 
 fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
-    let Some(j) = app.snap.jobs.iter().find(|j| j.def.name == job) else {
-        return (title, vec![Line::raw("this job is no longer in the store")]);
+    let j = match app.record(job) {
+        Some(Some(j)) => j,
+        Some(None) => return (title, vec![Line::raw("this job is no longer in the store")]),
+        None => return (title, vec![Line::raw("reading the job from the store…")]),
     };
+    // The table's view of the same job (schedule words, spend and executions as it counts them).
+    let row = crate::snapshot::JobRow::of(j);
     let now = app.now;
     let mut lines: Vec<Line<'static>> = Vec::new();
     let kv = |k: &str, v: String| {
@@ -97,7 +101,7 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         "schedule",
         format!(
             "{} — written \"{}\", tz {}",
-            sanitize::line(&app.schedule_words(j)),
+            sanitize::line(&app.schedule_words(&row)),
             sanitize::line(&j.def.schedule_text),
             sanitize::line(&j.def.tz)
         ),
@@ -124,7 +128,7 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         "spend",
         format!(
             "{} this period{}, {} total{}, {} executions (all triggers)",
-            money(app.job_period_spend(j)),
+            money(app.job_period_spend(&row)),
             j.def
                 .max_cost_usd
                 .map(|b| format!(" of {}", money(b)))
@@ -135,7 +139,7 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
             } else {
                 ""
             },
-            App::executions(j)
+            App::executions(&row)
         ),
     ));
 

@@ -17,8 +17,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{dur, money, pane_block, status_style, when};
-use crate::model::JobRecord;
-use crate::snapshot::PendingOp;
+use crate::snapshot::{JobRow, PendingOp};
 use crate::tui::sanitize;
 use crate::tui::state::{App, Pane, SortKey};
 
@@ -112,7 +111,7 @@ fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
+fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
     } else if j.rt.lease.is_some()
@@ -120,12 +119,12 @@ fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
         || app.ops.started.contains(&j.def.name)
     {
         ("●", Style::new().fg(Color::Green))
-    } else if j.rt.state.incident.alerted_signature.is_some() {
+    } else if j.rt.alerted {
         (
             "!",
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         )
-    } else if j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty() {
+    } else if j.rt.trigger_requested_at.is_some() || j.rt.queued > 0 {
         ("…", Style::new().fg(Color::Cyan))
     } else if j.rt.paused || !j.def.enabled {
         ("‖", Style::new().fg(Color::Yellow))
@@ -136,7 +135,7 @@ fn mark(app: &App, j: &JobRecord) -> (&'static str, Style) {
     }
 }
 
-fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
+fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
     let now = app.now;
     let plain = Style::new();
     let dim = Style::new().fg(Color::DarkGray);
@@ -206,7 +205,7 @@ fn cell(app: &App, j: &JobRecord, col: Col) -> (String, Style) {
                 )
             }
             None if j.rt.lease.is_none()
-                && (j.rt.trigger_requested_at.is_some() || !j.rt.queue.is_empty()) =>
+                && (j.rt.trigger_requested_at.is_some() || j.rt.queued > 0) =>
             {
                 ("queued".into(), Style::new().fg(Color::Cyan))
             }
@@ -241,6 +240,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         format!(" Jobs {}/{} ", app.jobs.visible.len(), app.snap.jobs.len()),
         Style::new().add_modifier(Modifier::BOLD),
     )];
+    // A large store's first snapshot holds its first page only (`Snapshot::loading`).
+    if app.snap.loading {
+        title.push(Span::styled(
+            "loading all jobs… ",
+            Style::new().fg(Color::Yellow),
+        ));
+    }
     title.push(Span::raw(format!("sort {} ", app.jobs.sort.label())));
     if !app.filters.name.is_empty() {
         title.push(Span::styled(

@@ -12,6 +12,7 @@ use ratatui::widgets::Widget;
 
 use super::header::budget_gauge;
 use crate::model::{Budget, BudgetPeriod, Status};
+use crate::snapshot::JobRow;
 use crate::tui::keymap::KEYMAP;
 use crate::tui::state::App;
 use crate::tui::testdata;
@@ -45,6 +46,7 @@ fn text(buf: &Buffer) -> String {
 fn keys(app: &mut App, ks: &[KeyEvent]) {
     for k in ks {
         app.handle_key(*k);
+        testdata::read_record(app, None);
     }
 }
 
@@ -139,12 +141,12 @@ fn the_header_says_when_a_budget_stopped_a_call_this_period() {
     let stopped = |period_key: String| {
         let mut app = with_budget(0.001, 0.001);
         let snap = Arc::make_mut(&mut app.snap);
-        snap.jobs[0].rt.state.budget_stop = Some(crate::model::BudgetStop {
+        snap.jobs[0].rt.budget_stop = Some(Box::new(crate::model::BudgetStop {
             period_key,
             reason: "budget reached: global $0.001/day".into(),
             at: app.now,
             alerted: true,
-        });
+        }));
         let name = snap.jobs[0].def.name.clone();
         (text(&draw(&app, 120, 40)), name)
     };
@@ -285,12 +287,12 @@ fn assert_inert(buf: &Buffer) {
 fn hostile_text_renders_inert_everywhere() {
     let (mut snap, now) = testdata::fixed();
     let name = "evil\u{1b}[31m-job".to_string();
-    let mut j = snap.jobs[0].clone();
+    let mut j = testdata::fixed_jobs(now)[0].clone();
     j.def.name = name.clone();
     j.rt.state
         .notepad
         .insert("k\u{1b}]0;x\u{7}".into(), HOSTILE.into());
-    snap.jobs.push(j);
+    snap.jobs.push(JobRow::of(&j));
     snap.jobs.sort_by(|a, b| a.def.name.cmp(&b.def.name));
     let mut r = testdata::row(1, &name, Status::Succeeded, now);
     r.result = Some(format!("model says: {HOSTILE}"));
@@ -312,6 +314,7 @@ fn hostile_text_renders_inert_everywhere() {
     assert!(t.contains("model says: ok"), "{t}");
     assert!(t.contains("evil-job"), "{t}");
     a.handle_key(KeyEvent::from(KeyCode::Enter));
+    testdata::read_record(&mut a, Some(j));
     let detail = draw(&a, 120, 40);
     assert_inert(&detail);
     assert!(text(&detail).contains("tab"), "{}", text(&detail));
@@ -343,6 +346,7 @@ fn snapshot_detail() {
         .position(|&i| a.snap.jobs[i].def.name == testdata::MONITOR_JOB)
         .unwrap_or(0);
     a.handle_key(KeyEvent::from(KeyCode::Enter));
+    testdata::read_record(&mut a, None);
     snap!("detail_80x24", screen(&a, 80, 24));
     snap!("detail_120x40", screen(&a, 120, 40));
 }
@@ -590,8 +594,8 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
         .iter()
         .position(|j| j.rt.lease.is_some())
         .expect("a leased job in the fixture");
-    let j = &mut snap.jobs[i];
-    let name = j.def.name.clone();
+    let name = snap.jobs[i].def.name.clone();
+    let mut j = testdata::record(&name).expect("the fixture's record");
     j.def.overlap = crate::model::Overlap::Allow {
         max_concurrent_runs: 3,
     };
@@ -600,6 +604,7 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
     second.owner = "host-b:7:second".into();
     j.rt.overlap.leases.push(second);
     j.rt.overlap.buffered_slot = Some(now);
+    snap.jobs[i] = JobRow::of(&j);
     let mut a = App::new(Arc::new(snap), now);
     a.jobs.selected = a
         .jobs
@@ -608,6 +613,7 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
         .position(|&k| a.snap.jobs[k].def.name == name)
         .unwrap_or(0);
     a.handle_key(KeyEvent::from(KeyCode::Enter));
+    testdata::read_record(&mut a, Some(j));
     let t = screen(&a, 120, 40);
     assert!(t.contains("host-b:7:second"), "{t}");
     assert!(t.contains("allow: 2 of 3 runs live"), "{t}");
