@@ -961,7 +961,7 @@ impl Store for FileStore {
             rows.extend(
                 ev_rows
                     .into_iter()
-                    .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
+                    .flat_map(|r| logic::unlanded_part(r, &known, &sched)),
             );
         }
         l.inner.relies_on_landed |= relies;
@@ -1072,11 +1072,11 @@ impl Store for FileStore {
                 }
                 l.inner.relies_on_landed = true;
                 let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).filter_map(|r| {
+                kept.extend(out.rows.drain(..).flat_map(|r| {
                     if logic::is_generated(&r) {
                         logic::unlanded_part(r, &known, &sched)
                     } else {
-                        Some(r)
+                        vec![r]
                     }
                 }));
                 out.rows = kept;
