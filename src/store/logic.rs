@@ -1047,6 +1047,24 @@ pub fn claim_step(
     period: BudgetPeriod,
     landed: Option<HistoryRow>,
 ) -> Evaluation {
+    claim_step_recorded(rec, sched, now, owner, can_claim, period, landed, &[])
+}
+
+/// [`claim_step`] when the store knows rows of the job already in history that its record does
+/// not account for (`recorded`: a failed or dead writer's `missed`/overlap rows): after any
+/// recovery, the job's next slot moves past the slots they record ([`skip_recorded`]) before it
+/// is evaluated, so no slot such a row records is claimed or recorded again.
+#[allow(clippy::too_many_arguments)]
+pub fn claim_step_recorded(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+    landed: Option<HistoryRow>,
+    recorded: &[HistoryRow],
+) -> Evaluation {
     let mut rows = Vec::new();
     let mut dirty = false;
     let mut landed = landed;
@@ -1062,11 +1080,38 @@ pub fn claim_step(
         rows.extend(fin.extra_rows);
         dirty = true;
     }
+    dirty |= skip_recorded(rec, sched, recorded);
     let mut ev = evaluate(rec, sched, now, owner, can_claim, period);
     rows.append(&mut ev.rows);
     ev.rows = rows;
     ev.changed |= dirty;
     ev
+}
+
+/// Move the job's next slot past every slot that a generated row already in history records
+/// (`recorded`: `missed` or overlap `skipped` rows a failed or dead writer left, which the
+/// record does not account for). Such a writer may have looked at a later clock than this one
+/// (the clock stepped back since), so its row can reach past the slot this record would claim
+/// next: fault-simulator seeds 554 (a recovery finishing from a late completion whose overlap
+/// row reached past the recoverer's clock) and 7937 (a dead claimer's `missed` row). Returns
+/// whether the next slot moved.
+pub fn skip_recorded(rec: &mut JobRecord, sched: &Compiled, recorded: &[HistoryRow]) -> bool {
+    let mut moved = false;
+    while let Some(next) = rec.rt.next_slot {
+        let Some(end) = recorded
+            .iter()
+            .filter(|r| r.job == rec.def.name && is_generated(r))
+            .filter_map(|r| Some((r.slot?, r.slot_end.or(r.slot)?)))
+            .filter(|(s, e)| *s <= next && *e >= next)
+            .map(|(_, e)| e)
+            .max()
+        else {
+            break;
+        };
+        rec.rt.next_slot = sched.next_after(end);
+        moved = true;
+    }
+    moved
 }
 
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
@@ -2478,5 +2523,27 @@ mod tests_unlanded {
             spans(&unlanded_part(untouched, &elsewhere, &s)),
             vec![(60, 600, 10)]
         );
+    }
+
+    /// Seeds 554, 7937: a landed row reaching past the record's next slot moves it past its
+    /// last slot; rows of other jobs, older rows and run rows do not.
+    #[test]
+    fn the_next_slot_moves_past_what_landed_rows_record() {
+        let mut r = job("j", t(0));
+        let s = compile(&r).unwrap();
+        r.rt.next_slot = Some(t(120));
+        let mut other = generated(Status::Missed, 120, 600);
+        other.job = "k".into();
+        let older = generated(Status::Missed, 0, 60);
+        let mut run = generated(Status::Succeeded, 120, 120);
+        run.reason = None;
+        assert!(!skip_recorded(&mut r, &s, &[other, older, run]));
+        assert_eq!(r.rt.next_slot, Some(t(120)));
+        let landed = [
+            generated(Status::Skipped, 60, 180),
+            generated(Status::Missed, 240, 300),
+        ];
+        assert!(skip_recorded(&mut r, &s, &landed));
+        assert_eq!(r.rt.next_slot, Some(t(360)), "past both adjoining rows");
     }
 }
