@@ -1063,6 +1063,24 @@ pub fn claim_step(
     period: BudgetPeriod,
     landed: Option<HistoryRow>,
 ) -> Evaluation {
+    claim_step_recorded(rec, sched, now, owner, can_claim, period, landed, &[])
+}
+
+/// [`claim_step`] when the store knows rows of the job already in history that its record does
+/// not account for (`recorded`: a failed or dead writer's `missed`/overlap rows): after any
+/// recovery, the job's next slot moves past the slots they record ([`skip_recorded`]) before it
+/// is evaluated, so no slot such a row records is claimed or recorded again.
+#[allow(clippy::too_many_arguments)]
+pub fn claim_step_recorded(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+    landed: Option<HistoryRow>,
+    recorded: &[HistoryRow],
+) -> Evaluation {
     let mut rows = Vec::new();
     let mut dirty = false;
     let mut landed = landed;
@@ -1078,11 +1096,38 @@ pub fn claim_step(
         rows.extend(fin.extra_rows);
         dirty = true;
     }
+    dirty |= skip_recorded(rec, sched, recorded);
     let mut ev = evaluate(rec, sched, now, owner, can_claim, period);
     rows.append(&mut ev.rows);
     ev.rows = rows;
     ev.changed |= dirty;
     ev
+}
+
+/// Move the job's next slot past every slot that a generated row already in history records
+/// (`recorded`: `missed` or overlap `skipped` rows a failed or dead writer left, which the
+/// record does not account for). Such a writer may have looked at a later clock than this one
+/// (the clock stepped back since), so its row can reach past the slot this record would claim
+/// next: fault-simulator seeds 554 (a recovery finishing from a late completion whose overlap
+/// row reached past the recoverer's clock) and 7937 (a dead claimer's `missed` row). Returns
+/// whether the next slot moved.
+pub fn skip_recorded(rec: &mut JobRecord, sched: &Compiled, recorded: &[HistoryRow]) -> bool {
+    let mut moved = false;
+    while let Some(next) = rec.rt.next_slot {
+        let Some(end) = recorded
+            .iter()
+            .filter(|r| r.job == rec.def.name && is_generated(r))
+            .filter_map(|r| Some((r.slot?, r.slot_end.or(r.slot)?)))
+            .filter(|(s, e)| *s <= next && *e >= next)
+            .map(|(_, e)| e)
+            .max()
+        else {
+            break;
+        };
+        rec.rt.next_slot = sched.next_after(end);
+        moved = true;
+    }
+    moved
 }
 
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
@@ -1211,43 +1256,88 @@ pub fn is_generated(row: &HistoryRow) -> bool {
             || (row.status == Status::Skipped && row.reason.as_deref() == Some(REASON_OVERLAP)))
 }
 
-/// `new` (a row about to be written) without what rows already in history record: `None` when
+/// `new` (a row about to be written) without what rows already in history record: nothing when
 /// one of them records it whole. A generated row ([`is_generated`]) computed again later, or by
-/// another process, than a landed generated row of the same job covering its first slot (a
-/// `missed` retry covers the landed row's slots and more; an overlap row computed at a later
-/// completion reaches further than the one a dead recoverer wrote) keeps only the slots after
-/// the furthest landed one: each slot in exactly one row.
-pub fn unlanded_part(
-    mut new: HistoryRow,
-    landed: &[HistoryRow],
-    sched: &Compiled,
-) -> Option<HistoryRow> {
+/// another process, than landed generated rows of the same job (a `missed` retry covers the
+/// landed row's slots and more; an overlap row computed at a later completion reaches further
+/// than the one a dead recoverer wrote, whose `missed` row may follow it) keeps only the slots
+/// no landed row records: each slot in exactly one row. Landed rows can cover several stretches
+/// of `new` (a recoverer's overlap row, then its `missed` row: fault-simulator seeds 760, 514,
+/// 687), so every landed row is taken into account, not only the one covering the first slot;
+/// a gap between two landed rows becomes a row of its own (a fresh `run_id` after the first).
+pub fn unlanded_part(new: HistoryRow, landed: &[HistoryRow], sched: &Compiled) -> Vec<HistoryRow> {
     if landed.iter().any(|l| same_row(l, &new)) {
-        return None;
+        return Vec::new();
     }
     if !is_generated(&new) {
-        return Some(new);
+        return vec![new];
     }
-    let first = new.slot?;
+    let Some(first) = new.slot else {
+        return vec![new];
+    };
     let end = new.slot_end.unwrap_or(first);
-    let done = landed
+    let covered: Vec<(DateTime<Utc>, DateTime<Utc>)> = landed
         .iter()
         .filter(|l| l.job == new.job && is_generated(l))
         .filter_map(|l| Some((l.slot?, l.slot_end.or(l.slot)?)))
-        .filter(|(s, e)| *s <= first && *e >= first)
-        .map(|(_, e)| e)
-        .max();
-    let Some(done) = done else {
-        return Some(new);
-    };
-    if done >= end {
-        return None;
+        .filter(|(s, e)| *s <= end && *e >= first)
+        .collect();
+    if covered.is_empty() {
+        return vec![new];
     }
-    let (first, last, n) = sched.slots_between(done, end, SLOT_COUNT_CAP)?;
-    new.slot = Some(first);
-    new.slot_end = Some(last);
-    new.slots_count = Some(n);
-    Some(new)
+    // Uncovered stretches of [first, end], as (exclusive lower bound, inclusive upper bound).
+    let mut stretches: Vec<(DateTime<Utc>, DateTime<Utc>)> = Vec::new();
+    let mut after = first - ms(1);
+    // The next slot to decide, then past every landed row covering it.
+    while let Some(mut cur) = sched.next_after(after).filter(|c| *c <= end) {
+        while let Some(e) = covered
+            .iter()
+            .filter(|(s, e)| *s <= cur && *e >= cur)
+            .map(|(_, e)| *e)
+            .max()
+        {
+            match sched.next_after(e).filter(|c| *c <= end) {
+                Some(c) => cur = c,
+                None => return pieces_of(new, &stretches, sched),
+            }
+        }
+        // `cur` is recorded by no landed row: the stretch runs to the next landed row.
+        let stop = covered.iter().map(|(s, _)| *s).filter(|s| *s > cur).min();
+        match stop {
+            Some(s) if s <= end => {
+                stretches.push((cur - ms(1), s - ms(1)));
+                after = s - ms(1);
+            }
+            _ => {
+                stretches.push((cur - ms(1), end));
+                break;
+            }
+        }
+    }
+    pieces_of(new, &stretches, sched)
+}
+
+/// The rows of [`unlanded_part`]: `new` narrowed to each stretch (the first keeps its run_id).
+fn pieces_of(
+    new: HistoryRow,
+    stretches: &[(DateTime<Utc>, DateTime<Utc>)],
+    sched: &Compiled,
+) -> Vec<HistoryRow> {
+    let mut out = Vec::new();
+    for (after, until) in stretches {
+        let Some((first, last, n)) = sched.slots_between(*after, *until, SLOT_COUNT_CAP) else {
+            continue;
+        };
+        let mut row = new.clone();
+        if !out.is_empty() {
+            row.run_id = Uuid::new_v4();
+        }
+        row.slot = Some(first);
+        row.slot_end = Some(last);
+        row.slots_count = Some(n);
+        out.push(row);
+    }
+    out
 }
 
 /// The row written when a lease expired without completion (SPEC §6).
@@ -2439,5 +2529,95 @@ mod tests_jitter_calendars {
             r.rt.next_slot,
             Some("2026-12-28T09:00:00Z".parse().unwrap())
         );
+    }
+}
+
+/// [`unlanded_part`]: a generated row keeps exactly the slots no landed row records.
+#[cfg(test)]
+mod tests_unlanded {
+    use super::tests_support::job;
+    use super::*;
+    use crate::testkit::time::epoch as t;
+
+    fn generated(status: Status, first: i64, last: i64) -> HistoryRow {
+        let mut r = HistoryRow::new("j", status, Trigger::Schedule, Some(t(first)), "o", t(last));
+        if status == Status::Skipped {
+            r.reason = Some(REASON_OVERLAP.to_string());
+        }
+        r.slot_end = Some(t(last));
+        r.slots_count = Some(((last - first) / 60 + 1) as u64);
+        r
+    }
+
+    fn spans(rows: &[HistoryRow]) -> Vec<(i64, i64, u64)> {
+        rows.iter()
+            .map(|r| {
+                (
+                    r.slot.map_or(-1, |s| s.timestamp()),
+                    r.slot_end.map_or(-1, |s| s.timestamp()),
+                    r.slots_count.unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+
+    /// Seeds 760, 563, 3225: an overlap row whose first slots a dead recoverer's overlap row
+    /// records and whose later ones its `missed` row records is dropped whole.
+    #[test]
+    fn every_landed_row_counts_not_only_the_one_at_the_first_slot() {
+        let s = compile(&job("j", t(0))).unwrap();
+        let new = generated(Status::Skipped, 60, 600);
+        let landed = [
+            generated(Status::Skipped, 60, 240),
+            generated(Status::Missed, 300, 600),
+        ];
+        assert_eq!(spans(&unlanded_part(new, &landed, &s)), vec![]);
+    }
+
+    #[test]
+    fn a_landed_row_in_the_middle_leaves_the_stretches_around_it() {
+        let s = compile(&job("j", t(0))).unwrap();
+        let new = generated(Status::Skipped, 60, 600);
+        let landed = [generated(Status::Missed, 240, 360)];
+        let out = unlanded_part(new.clone(), &landed, &s);
+        assert_eq!(spans(&out), vec![(60, 180, 3), (420, 600, 4)]);
+        assert_eq!(out[0].run_id, new.run_id);
+        assert_ne!(out[1].run_id, new.run_id, "a row of its own");
+    }
+
+    #[test]
+    fn a_landed_row_at_the_first_slot_leaves_the_rest() {
+        let s = compile(&job("j", t(0))).unwrap();
+        let new = generated(Status::Missed, 60, 600);
+        let landed = [generated(Status::Missed, 60, 300)];
+        assert_eq!(spans(&unlanded_part(new, &landed, &s)), vec![(360, 600, 5)]);
+        let untouched = generated(Status::Missed, 60, 600);
+        let elsewhere = [generated(Status::Missed, 660, 720)];
+        assert_eq!(
+            spans(&unlanded_part(untouched, &elsewhere, &s)),
+            vec![(60, 600, 10)]
+        );
+    }
+
+    /// Seeds 554, 7937: a landed row reaching past the record's next slot moves it past its
+    /// last slot; rows of other jobs, older rows and run rows do not.
+    #[test]
+    fn the_next_slot_moves_past_what_landed_rows_record() {
+        let mut r = job("j", t(0));
+        let s = compile(&r).unwrap();
+        r.rt.next_slot = Some(t(120));
+        let mut other = generated(Status::Missed, 120, 600);
+        other.job = "k".into();
+        let older = generated(Status::Missed, 0, 60);
+        let mut run = generated(Status::Succeeded, 120, 120);
+        run.reason = None;
+        assert!(!skip_recorded(&mut r, &s, &[other, older, run]));
+        assert_eq!(r.rt.next_slot, Some(t(120)));
+        let landed = [
+            generated(Status::Skipped, 60, 180),
+            generated(Status::Missed, 240, 300),
+        ];
+        assert!(skip_recorded(&mut r, &s, &landed));
+        assert_eq!(r.rt.next_slot, Some(t(360)), "past both adjoining rows");
     }
 }

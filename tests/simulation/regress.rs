@@ -967,3 +967,181 @@ fn a_recovery_finishes_from_the_real_end_not_a_superseded_abandoned_row() {
         .unwrap_or_else(|| panic!("job a is gone"));
     assert_eq!(rec.rt.next_slot, Some(t(20)));
 }
+
+/// The slots of job `a`'s `missed` and overlap `skipped` rows (a 5 s grid), each as often as a
+/// row records it.
+fn generated_slots(s: &FileStore) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::new();
+    for r in rows(s) {
+        let generated = r.status == Status::Missed
+            || (r.status == Status::Skipped && r.reason.as_deref() == Some("overlap"));
+        if r.job != "a" || !generated {
+            continue;
+        }
+        let (Some(first), Some(last)) = (r.slot, r.slot_end.or(r.slot)) else {
+            continue;
+        };
+        let mut at = first;
+        while at <= last {
+            out.push(at);
+            at += chrono::Duration::seconds(5);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// "Slot in two rows: `missed` + overlap `skipped`" (68 of the 152 in the 102 000-seed batch;
+/// seeds 760, 563, 3225): a recoverer wrote the lapsed run's `abandoned` row, the overlap row
+/// of the slots up to the lease's end and a `missed` row of the later ones, then died before
+/// its journal record. The run's owner, back from its stall, completes: its overlap row reaches
+/// from the lease's end to now, and was trimmed only against the landed row covering its first
+/// slot (the dead recoverer's overlap row), so it recorded the `missed` row's slots again.
+/// Every landed row is now taken into account (`logic::unlanded_part`).
+#[test]
+fn a_late_completion_does_not_record_the_slots_of_a_dead_recoverers_missed_row() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 5);
+    d.lease_seconds = 5.0;
+    d.misfire_grace_seconds = Some(1.0);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let c = claim_one(&s, t(1));
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    let req = ClaimRequest {
+        now: t(32),
+        owner: "r",
+        limit: 0,
+        in_flight: &[],
+    };
+    assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
+    drop(recoverer);
+    let left = generated_slots(&s);
+    assert!(
+        left.contains(&t(5)) && left.contains(&t(10)),
+        "the dead recoverer left an overlap row and a missed row: {:#?}",
+        rows(&s)
+    );
+    s.complete(completion(&c, t(33)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let slots = generated_slots(&s);
+    let mut once = slots.clone();
+    once.dedup();
+    assert_eq!(slots, once, "a slot in two rows: {:#?}", rows(&s));
+    assert_eq!(
+        once,
+        (1..=6).map(|k| t(5 * k)).collect::<Vec<_>>(),
+        "slots t5..t30 each recorded: {:#?}",
+        rows(&s)
+    );
+}
+
+/// "Slot in two rows: a `missed` row and a run" (seed 7937; 29 of the 152 pair a generated row
+/// with a run): a claimer wrote a `missed` row up to its clock's latest slot (t40) and died
+/// before its journal record; the clock stepped back, and the next claimer, finding its own
+/// `missed` row recorded already, left the job's next slot at the first slot after *its* clock
+/// (t40), then ran that slot. Rows a dead writer left now move the next slot past what they
+/// record before the job is evaluated (`logic::skip_recorded`).
+#[test]
+fn a_claim_after_the_clock_stepped_back_does_not_run_a_slot_a_dead_claimers_missed_row_records() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    drop(ran_with_grace(&disk));
+    let req = |now, limit| ClaimRequest {
+        now,
+        owner: "o",
+        limit,
+        in_flight: &[],
+    };
+    let dead = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(dead.claim_due(&req(t(45), 1)).is_err(), "the claimer dies");
+    drop(dead);
+    assert_eq!(missed_rows(&open(&disk)), vec![(Some(t(10)), Some(t(40)))]);
+    let fresh = open(&disk);
+    fresh
+        .claim_due(&req(t(33), 1))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    let out = fresh
+        .claim_due(&req(t(41), 1))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert!(
+        out.claims.is_empty(),
+        "slot t40 is recorded missed: {:?}",
+        out.claims.iter().map(|c| c.slot).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        missed_rows(&fresh),
+        vec![(Some(t(10)), Some(t(40)))],
+        "each missed slot in one row"
+    );
+    let rec = fresh
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert_eq!(rec.rt.next_slot, Some(t(50)));
+}
+
+/// "Slot in two rows: overlap `skipped` and a run" (seed 554): a recoverer wrote `abandoned`
+/// and died; the run's owner completed late (its row supersedes that one, with the overlap row
+/// of slots t10..t20) and died before its journal record. The clock stepped back: the next
+/// claimer finished the job from the landed row at *its* clock (t15), sending the job to slot
+/// t20, which the landed overlap row records, and ran it later. The rows after the run's row
+/// now move the next slot past what they record.
+#[test]
+fn a_recovery_after_the_clock_stepped_back_does_not_run_a_slot_the_landed_overlap_row_records() {
+    let (disk, s) = setup(10, 3.0);
+    let c = claim_one(&s, t(1));
+    recoverer_dies_after_abandoned(&disk, t(5));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        s.complete(completion(&c, t(22))).is_err(),
+        "the owner dies before its record"
+    );
+    drop(s);
+    let fresh = open(&disk);
+    let req = |now| ClaimRequest {
+        now,
+        owner: "n",
+        limit: 1,
+        in_flight: &[],
+    };
+    for now in [t(15), t(21)] {
+        let out = fresh
+            .claim_due(&req(now))
+            .unwrap_or_else(|e| panic!("claim: {e}"));
+        assert!(
+            out.claims.is_empty(),
+            "slots t10..t20 are recorded (overlap), t30 is not due at {now}: {:?}",
+            out.claims.iter().map(|c| c.slot).collect::<Vec<_>>()
+        );
+    }
+    let overlap: Vec<_> = rows(&fresh)
+        .into_iter()
+        .filter(|r| r.status == Status::Skipped)
+        .map(|r| (r.slot, r.slot_end))
+        .collect();
+    assert_eq!(overlap, vec![(Some(t(10)), Some(t(20)))]);
+    let rec = fresh
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert_eq!(rec.rt.next_slot, Some(t(30)));
+}

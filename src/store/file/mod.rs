@@ -75,7 +75,14 @@
 //! job record leaves that row: every job line records a history position (`rows_to`) before
 //! which every row of the job is accounted for by the record, and a writer about to generate
 //! rows for a job first scans history from there (`rows_since_records`, one scan per
-//! operation, only when it generates rows) and writes only the slots no leftover row records.
+//! operation, only when it generates rows) and writes only the slots no leftover row records
+//! (every leftover row counts, not only one covering the first slot: `logic::unlanded_part`).
+//! A claim finds out which jobs generate rows by a probe of the step on a copy of the record
+//! and scans before the real step, and a leftover row moves the job's next slot past what it
+//! records (`logic::skip_recorded`; its writer may have looked at a later clock), as the
+//! leftovers a completion's overlap rows are trimmed against do. A claim that generates no
+//! row does not scan: after the clock stepped back it can still run a slot a dead writer's
+//! leftover row records (see README "Known limits").
 //! `rows_to` moves to history's end only when the writer knows nothing unaccounted lies
 //! between (it scanned, or the stretch is at most 64 KiB and holds no generated row of the job
 //! and no `abandoned` row of a run the record still leases: `rows_unaccounted`); any other
@@ -122,7 +129,7 @@ mod migrate;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -876,33 +883,77 @@ impl Store for FileStore {
         let mut rows = Vec::new();
         let mut changed = Vec::new();
         let mut plans = Vec::new();
+        let mut late = Vec::new();
         let mut relies = false;
         // Generated rows per job, with the rows already known to have landed for it; the rows
         // are filtered once the scan for leftovers (`rows_since_records`) is done.
         let mut generated: Vec<(String, Vec<HistoryRow>, Vec<HistoryRow>)> = Vec::new();
+        // Jobs whose step generates rows (a recovery, `missed`, overlap) are scanned for rows a
+        // dead or failed writer left after their records (`rows_since_records`) before they
+        // are evaluated: such a writer may have looked at a later clock, so its rows can
+        // record the slot this step would claim or record next (`logic::skip_recorded`). A
+        // probe of the step on a copy of the record tells which jobs generate rows; jobs that
+        // generate none are not scanned (see the module doc).
+        let mut runs = HashMap::new();
         let mut scan = Vec::new();
-        for name in due {
-            if in_flight.contains(name.as_str()) || !l.load(&name)? {
+        for name in &due {
+            if in_flight.contains(name.as_str()) || !l.load(name)? {
                 continue;
             }
+            let Some(c) = l.inner.hot.get(name) else {
+                continue;
+            };
+            let Some(sched) = c.sched.as_ref() else {
+                continue;
+            };
+            let (landed, after) = match logic::expired_lease(&c.rec, now) {
+                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(name))?,
+                None => (None, Vec::new()),
+            };
+            let mut probe = c.rec.clone();
+            let ev = logic::claim_step(
+                &mut probe,
+                sched,
+                now,
+                req.owner,
+                true,
+                period,
+                landed.clone(),
+            );
+            if !ev.rows.is_empty() {
+                scan.push((name.clone(), c.rows_to));
+            }
+            runs.insert(name.clone(), (landed, after));
+        }
+        // Rows an operation wrote before dying (or failing) ahead of these jobs' records.
+        let mut leftovers = l.rows_since_records(&scan)?;
+        for name in due {
+            let Some((landed, after)) = runs.remove(&name) else {
+                continue;
+            };
             let Some(c) = l.inner.hot.get(&name) else {
                 continue;
             };
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            let (landed, after) = match logic::expired_lease(&c.rec, now) {
-                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(&name))?,
-                None => (None, Vec::new()),
-            };
             relies |= landed.is_some();
+            let recorded: Vec<HistoryRow> = unacked
+                .iter()
+                .chain(&after)
+                .chain(&leftovers)
+                .filter(|r| r.job == name && logic::is_generated(r))
+                .cloned()
+                .collect();
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.hot.get_mut(&name) else {
                 continue;
             };
             let recovering = logic::expired_lease(&c.rec, now);
             let landed_end = landed.clone();
-            let ev = logic::claim_step(&mut c.rec, &sched, now, req.owner, can, period, landed);
+            let ev = logic::claim_step_recorded(
+                &mut c.rec, &sched, now, req.owner, can, period, landed, &recorded,
+            );
             // The mark covers every live run of the job (`overlap: allow` runs several): it
             // is cleared only when none is left, and a claim beside live runs keeps the older.
             let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
@@ -913,7 +964,9 @@ impl Store for FileStore {
                 landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
             });
             if !ev.rows.is_empty() {
-                scan.push((name.clone(), c.rows_to));
+                if !scan.iter().any(|(n, _)| *n == name) {
+                    late.push((name.clone(), c.rows_to));
+                }
                 generated.push((name.clone(), ev.rows, after));
             }
             if let Some(p) = ev.claim {
@@ -935,8 +988,9 @@ impl Store for FileStore {
                 changed.push(name);
             }
         }
-        // Rows an operation wrote before dying (or failing) ahead of these jobs' records.
-        let leftovers = l.rows_since_records(&scan)?;
+        // A job the probe did not expect to generate rows: scanned now (its rows are trimmed).
+        leftovers.extend(l.rows_since_records(&late)?);
+        scan.extend(late);
         l.inner
             .rows_known
             .extend(scan.iter().map(|(name, _)| name.clone()));
@@ -961,7 +1015,7 @@ impl Store for FileStore {
             rows.extend(
                 ev_rows
                     .into_iter()
-                    .filter_map(|r| logic::unlanded_part(r, &known, &sched)),
+                    .flat_map(|r| logic::unlanded_part(r, &known, &sched)),
             );
         }
         l.inner.relies_on_landed |= relies;
@@ -1072,14 +1126,19 @@ impl Store for FileStore {
                 }
                 l.inner.relies_on_landed = true;
                 let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).filter_map(|r| {
+                kept.extend(out.rows.drain(..).flat_map(|r| {
                     if logic::is_generated(&r) {
                         logic::unlanded_part(r, &known, &sched)
                     } else {
-                        Some(r)
+                        vec![r]
                     }
                 }));
                 out.rows = kept;
+                // Such a row may reach past where this run's end sends the job (its writer
+                // looked at a later clock): the job's next slot moves past what it records.
+                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
+                    logic::skip_recorded(&mut c.rec, &sched, &known);
+                }
             }
         }
         let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
