@@ -24,7 +24,9 @@
 //! give the same diagnostics at the same positions and the same jobs
 //! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
 //! and [`Prepared::for_each_job`] then hands its jobs over one at a time (a third pass), which
-//! is what `apply` uses: memory is the text plus a few dozen bytes per job.
+//! is what `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does
+//! the same through [`validate_str_at`]: the jobs are counted, not held, and
+//! [`Validation::for_each_valid`] hands the valid ones over afterwards.
 //!
 //! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
 //! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
