@@ -443,10 +443,11 @@ fn entry_of(path: &Path, f: &dyn IoFile, loc: Loc, name: &str, line: &[u8]) -> S
 /// instead of one `pread` each; a line behind the last one, or far ahead of it, is read alone
 /// (what a jobs file in another order costs). For one operation under the lock (the files do
 /// not change under it).
-#[derive(Default)]
 pub(super) struct LineReader {
     snapshot: Window,
     journal: Window,
+    spath: std::path::PathBuf,
+    jpath: std::path::PathBuf,
 }
 
 #[derive(Default)]
@@ -472,7 +473,11 @@ impl Window {
                 len
             };
             self.buf.resize(want as usize, 0);
-            read_at(f, path, loc.off, &mut self.buf)?;
+            if let Err(e) = read_at(f, path, loc.off, &mut self.buf) {
+                // Nothing of the old window is left in it: never serve from it again.
+                self.buf.clear();
+                return Err(e);
+            }
             self.start = loc.off;
         }
         self.next = end + 1;
@@ -482,41 +487,49 @@ impl Window {
 }
 
 impl LineReader {
+    /// A reader of the job files of the store in `dir`.
+    pub(super) fn new(dir: &Path) -> LineReader {
+        LineReader {
+            snapshot: Window::default(),
+            journal: Window::default(),
+            spath: dir.join(SNAPSHOT_FILE),
+            jpath: dir.join(JOURNAL_FILE),
+        }
+    }
+
     /// The bytes of the line at `loc` of `inner`'s files, its checksum verified (valid until the
-    /// next call).
+    /// next call), with the file's path and the file.
     fn line<'r>(
         &'r mut self,
         inner: &'r Inner,
-        dir: &Path,
         loc: Loc,
-    ) -> StoreResult<(std::path::PathBuf, &'r dyn IoFile, &'r [u8])> {
+    ) -> StoreResult<(&'r Path, &'r dyn IoFile, &'r [u8])> {
         let (path, f, flen, w) = if loc.journal {
-            let path = dir.join(JOURNAL_FILE);
-            let f = inner.journal.file(&path)?;
-            (path, f, inner.journal.len, &mut self.journal)
+            let f = inner.journal.file(&self.jpath)?;
+            (&self.jpath, f, inner.journal.len, &mut self.journal)
         } else {
-            let path = dir.join(SNAPSHOT_FILE);
+            let path = &self.spath;
             let f = inner
                 .snapshot
                 .as_deref()
                 .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))?;
             (path, f, inner.snapshot_len, &mut self.snapshot)
         };
-        let line = w.line(f, &path, flen, loc)?;
+        let line = w.line(f, path, flen, loc)?;
         if filefmt::verify_line(line, "job record").is_err() {
-            let no = count_lines_before(f, &path, loc.off)? + 1;
-            verify_job_line(&path, no, line)?;
+            let no = count_lines_before(f, path, loc.off)? + 1;
+            verify_job_line(path, no, line)?;
         }
         Ok((path, f, line))
     }
 
     /// The entry of job `name` from its line (see [`Locked::read_entry`]).
-    fn entry(&mut self, inner: &Inner, dir: &Path, name: &str, slim: &Slim) -> StoreResult<Entry> {
+    fn entry(&mut self, inner: &Inner, name: &str, slim: &Slim) -> StoreResult<Entry> {
         let loc = slim.loc.ok_or_else(|| {
             StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
         })?;
-        let (path, f, line) = self.line(inner, dir, loc)?;
-        entry_of(&path, f, loc, name, line)
+        let (path, f, line) = self.line(inner, loc)?;
+        entry_of(path, f, loc, name, line)
     }
 }
 
@@ -998,12 +1011,11 @@ impl Locked<'_> {
         feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
         now: DateTime<Utc>,
     ) -> StoreResult<ApplyReport> {
-        let dir = self.store.dir.as_path();
         let mut batch = Batch {
             new_rows_to: Some(self.mark_now()),
             ..Batch::default()
         };
-        let mut reader = LineReader::default();
+        let mut reader = LineReader::new(&self.store.dir);
         let fed = {
             let inner = &mut *self.inner;
             let mut each = |def: JobDef| -> StoreResult<()> {
@@ -1011,14 +1023,13 @@ impl Locked<'_> {
                 if !batch.admit(&def) {
                     return Ok(());
                 }
-                batch.fold(inner, &mut reader, dir, def, now)
+                batch.fold(inner, &mut reader, def, now)
             };
             feed(&mut each)
         };
         let diffed = fed
             .and_then(|()| batch.verdict())
-            .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader, dir));
-        drop(reader);
+            .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
         let Batch {
             report, changed, ..
         } = batch;
@@ -1042,7 +1053,7 @@ impl Locked<'_> {
         out.buf = header;
         let mut locs = Vec::with_capacity(self.inner.jobs.len());
         // The old snapshot's lines are in name order too: read a window at a time.
-        let mut reader = LineReader::default();
+        let mut reader = LineReader::new(&store.dir);
         let inner = &*self.inner;
         for (name, slim) in &inner.jobs {
             let from = out.pos();
@@ -1054,14 +1065,14 @@ impl Locked<'_> {
                     )));
                 }
                 (Some(loc), _) => {
-                    let (path, f, line) = reader.line(inner, &store.dir, loc)?;
+                    let (path, f, line) = reader.line(inner, loc)?;
                     if line.starts_with(HEAD_KEY) {
                         // Each record keeps the history end of its own last write, not the
                         // compaction's: rows a dead process left after it are still looked for.
                         out.buf.extend_from_slice(line);
                         out.buf.push(b'\n');
                     } else {
-                        let e = entry_of(&path, f, loc, name, line)?;
+                        let e = entry_of(path, f, loc, name, line)?;
                         Cached::from_entry(e).encode(name, &mut out.buf)?;
                     }
                 }
@@ -1128,13 +1139,12 @@ impl Batch {
         &mut self,
         inner: &mut Inner,
         reader: &mut LineReader,
-        dir: &Path,
         def: JobDef,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let name = def.name.clone();
         let mut read = match (inner.hot.contains_key(&name), inner.jobs.get(&name)) {
-            (false, Some(slim)) => Some(reader.entry(inner, dir, &name, slim)?),
+            (false, Some(slim)) => Some(reader.entry(inner, &name, slim)?),
             _ => None,
         };
         let stored = match read.as_mut() {
@@ -1172,12 +1182,7 @@ impl Batch {
 
     /// Retire the stored jobs the batch did not name (in name order, as `apply` reports
     /// them): their records are read one at a time, and kept only when retiring changed them.
-    fn retire_absent(
-        &mut self,
-        inner: &mut Inner,
-        reader: &mut LineReader,
-        dir: &Path,
-    ) -> StoreResult<()> {
+    fn retire_absent(&mut self, inner: &mut Inner, reader: &mut LineReader) -> StoreResult<()> {
         let absent: Vec<String> = inner
             .jobs
             .keys()
@@ -1191,7 +1196,7 @@ impl Batch {
                     let Some(slim) = inner.jobs.get(&name) else {
                         continue;
                     };
-                    let mut e = reader.entry(inner, dir, &name, slim)?;
+                    let mut e = reader.entry(inner, &name, slim)?;
                     let retired = logic::retire_removed(&mut e.job);
                     if retired {
                         inner.hot.insert(name.clone(), Cached::from_entry(e));
