@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 14 items 1-2: how apply, headless `run` and `jobs --json` grow with the number of jobs.
+# Issue 14 items 1-2: how apply, validate, headless `run` and `jobs --json` grow with the number
+# of jobs.
 #
 # Usage: benches/million_jobs.sh [BIN] [N...]   (default BIN target/release/cronsole, N 100000 1000000)
 # Generates N jobs (`'0 3 1 1 *'`, command `true`) plus one job `a-due` that is triggered before
@@ -35,6 +36,8 @@ for n in $SIZES; do
   /usr/bin/time -v -o "$d/apply.time" "$BIN" apply "$d/jobs.yaml" --store "$d/store" > /dev/null
   echo "apply (new store):          wall $(wall "$d/apply.time"), peak RSS $(peak "$d/apply.time") KB"
   echo "store on disk:              $(du -sh "$d/store" | cut -f1)"
+  /usr/bin/time -v -o "$d/validate.time" "$BIN" validate "$d/jobs.yaml" > /dev/null
+  echo "validate:                   wall $(wall "$d/validate.time"), peak RSS $(peak "$d/validate.time") KB"
   gen "$n" "$d/jobs2.yaml" changed
   before=$(stat -c %s "$d/store/jobs.journal")
   /usr/bin/time -v -o "$d/reapply.time" "$BIN" apply "$d/jobs2.yaml" --store "$d/store" > /dev/null

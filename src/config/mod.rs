@@ -24,7 +24,9 @@
 //! give the same diagnostics at the same positions and the same jobs
 //! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
 //! and [`Prepared::for_each_job`] then hands its jobs over one at a time (a third pass), which
-//! is what `apply` uses: memory is the text plus a few dozen bytes per job.
+//! is what `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does
+//! the same through [`validate_str_at`]: the jobs are counted, not held, and
+//! [`Validation::for_each_valid`] hands the valid ones over afterwards.
 //!
 //! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
 //! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
@@ -666,10 +668,53 @@ pub struct Prepared {
     /// The settings to store.
     settings: Settings,
     defaults: check::Defaults,
-    calendars: std::collections::BTreeMap<String, crate::schedule::calendar::Calendar>,
+    calendars: Calendars,
     jobs: PreparedJobs,
     /// Warnings (the file is accepted).
     pub warnings: Vec<Diagnostic>,
+}
+
+type Calendars = std::collections::BTreeMap<String, crate::schedule::calendar::Calendar>;
+
+/// What [`Replay::run`] hands each job to: its item, its definition (`None`: it has errors)
+/// and its diagnostics; an error stops the pass.
+type ReplayEach<'e> = dyn FnMut(&yaml::Item<'_>, Option<JobDef>, Vec<check::Pending>) -> Result<(), yaml::YamlError>
+    + 'e;
+
+/// What checking a streamed `jobs:` list once more needs (the pass that hands its jobs over
+/// after they were checked: `apply`'s hand-over, `validate`'s printing).
+struct Replay<'t> {
+    text: &'t str,
+    path: &'t Path,
+    /// The settings as checked.
+    checked: &'t Settings,
+    defaults: &'t check::Defaults,
+    calendars: Calendars,
+    names: check::JobNames,
+}
+
+impl Replay<'_> {
+    /// Parse the list again and check each job as it is read; `each(item, job, pending)` gets
+    /// the item, its definition (`None`: it has errors) and its diagnostics, and stops the
+    /// pass with an error. Warnings that depend on the environment or the clock are not
+    /// looked for (they never decide whether a job is valid).
+    fn run(self, each: &mut ReplayEach<'_>) -> Result<Option<yaml::Document>, yaml::YamlError> {
+        let env = |_: &str| true;
+        let mut checker = new_checker(self.path, &env, None, None);
+        checker.calendars = self.calendars;
+        let mut run = check::JobsRun::new(self.names, self.checked);
+        yaml::Document::parse_streaming(self.text, &mut |item| {
+            let job = checker.job_item(
+                &mut run,
+                item.index,
+                &item.value,
+                self.defaults,
+                self.checked,
+            );
+            let pending = std::mem::take(&mut checker.pending);
+            each(&item, job, pending)
+        })
+    }
 }
 
 enum PreparedJobs {
@@ -709,21 +754,17 @@ impl Prepared {
             }
             PreparedJobs::Streamed(names) => names,
         };
-        let env = |_: &str| true;
-        let mut checker = new_checker(&self.path, &env, None, None);
-        checker.calendars = self.calendars;
-        let mut run = check::JobsRun::new(names, &self.checked);
+        let replay = Replay {
+            text: &self.text,
+            path: &self.path,
+            checked: &self.checked,
+            defaults: &self.defaults,
+            calendars: self.calendars,
+            names,
+        };
         let mut refused = None;
         let mut invalid = None;
-        let r = yaml::Document::parse_streaming(&self.text, &mut |item| {
-            let job = checker.job_item(
-                &mut run,
-                item.index,
-                &item.value,
-                &self.defaults,
-                &self.checked,
-            );
-            let pending = std::mem::take(&mut checker.pending);
+        let r = replay.run(&mut |item, job, pending| {
             let Some(job) = job else {
                 invalid = pending
                     .into_iter()
@@ -802,6 +843,151 @@ pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
         jobs,
         warnings: c.diagnostics,
     })
+}
+
+/// What `validate` reports ([`validate_str_at`]), holding no definition of a streamed file
+/// (issue 14: 1 000 000 jobs): the diagnostics, how many jobs there are and how many
+/// validated; [`Validation::for_each_valid`] then hands the valid definitions over, a further
+/// pass over a streamed `jobs:` list, so they can be printed after the diagnostics.
+pub struct Validation<'t> {
+    /// Errors and warnings, sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The jobs in the file.
+    pub jobs: usize,
+    /// The jobs that validated on their own.
+    pub valid: usize,
+    valid_jobs: ValidJobs<'t>,
+}
+
+enum ValidJobs<'t> {
+    /// A file read whole: its valid definitions.
+    Held(Vec<JobDef>),
+    /// A streamed `jobs:` list, with its settings and defaults (boxed: one per file).
+    Streamed(Box<StreamedJobs<'t>>),
+}
+
+/// [`ValidJobs::Streamed`]: what the hand-over pass needs.
+struct StreamedJobs<'t>(
+    Settings,
+    check::Defaults,
+    Calendars,
+    check::JobNames,
+    &'t str,
+);
+
+impl Validation<'_> {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
+    }
+
+    /// Hand each valid definition to `each`, in file order, one at a time (a streamed list is
+    /// parsed and checked once more, job by job). `path` is the file's, as validated.
+    pub fn for_each_valid<E>(
+        self,
+        path: &Path,
+        each: &mut dyn FnMut(&JobDef) -> Result<(), E>,
+    ) -> Result<(), Handover<E>> {
+        let (checked, defaults, calendars, names, text) = match self.valid_jobs {
+            ValidJobs::Held(jobs) => {
+                return jobs.iter().try_for_each(each).map_err(Handover::Refused);
+            }
+            ValidJobs::Streamed(b) => {
+                let StreamedJobs(s, d, c, n, t) = *b;
+                (s, d, c, n, t)
+            }
+        };
+        let replay = Replay {
+            text,
+            path,
+            checked: &checked,
+            defaults: &defaults,
+            calendars,
+            names,
+        };
+        let mut refused = None;
+        let r = replay.run(&mut |_, job, _| match job {
+            Some(job) => each(&job).map_err(|e| {
+                refused = Some(e);
+                yaml::YamlError::stop()
+            }),
+            None => Ok(()),
+        });
+        if let Some(e) = refused {
+            return Err(Handover::Refused(e));
+        }
+        let changed = |d: Diagnostic| {
+            Handover::Changed(ConfigErrors {
+                diagnostics: vec![d],
+            })
+        };
+        match r {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(changed(file_error(
+                path,
+                "the jobs file read differently the second time".to_string(),
+            ))),
+            Err(e) => Err(changed(yaml_error(e, path))),
+        }
+    }
+}
+
+/// [`check_str_at`] for `validate`: the same diagnostics, and the valid jobs counted, not held
+/// (see [`Validation`]).
+pub fn validate_str_at<'t>(
+    text: &'t str,
+    path: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Validation<'t> {
+    let env = |name: &str| std::env::var(name).ok();
+    let is_set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+    let chars = |name: &str| env(name).map(|v| v.trim().chars().count());
+    let mut checker = new_checker(path, &is_set, Some(&chars), Some(now));
+    let (mut jobs, mut valid) = (0, 0);
+    let mut count = |j: &Option<JobDef>| {
+        jobs += 1;
+        valid += usize::from(j.is_some());
+    };
+    let (c, valid_jobs) = match first_pass(text) {
+        FirstPass::Failed(e) => (
+            Checking::failed(yaml_error(e, path)),
+            ValidJobs::Held(Vec::new()),
+        ),
+        FirstPass::Whole(doc) => {
+            let mut held = Vec::new();
+            let c = check_whole(&doc, path, &mut checker, &mut |j| {
+                count(&j);
+                held.extend(j);
+            });
+            (c, ValidJobs::Held(held))
+        }
+        FirstPass::Streamed(skel, names) => {
+            let (c, names) =
+                check_streamed(text, &skel, names, path, &mut checker, &mut |j| count(&j));
+            let calendars = std::mem::take(&mut checker.calendars);
+            let v = match c.parsed {
+                Some((settings, defaults)) => ValidJobs::Streamed(Box::new(StreamedJobs(
+                    settings, defaults, calendars, names, text,
+                ))),
+                None => ValidJobs::Held(Vec::new()),
+            };
+            (
+                Checking {
+                    parsed: None,
+                    diagnostics: c.diagnostics,
+                },
+                v,
+            )
+        }
+    };
+    Validation {
+        diagnostics: c.diagnostics,
+        jobs,
+        valid,
+        valid_jobs,
+    }
 }
 
 /// Parse jobs-file text without checking it: the parser's share of [`check_str`], for the

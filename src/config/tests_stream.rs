@@ -278,3 +278,46 @@ fn a_prepared_file_hands_over_what_load_file_loads() {
     assert!(matches!(r, Err(Handover::Refused("full"))));
     assert_eq!(n, 3);
 }
+
+/// `validate`'s check ([`validate_str_at`]) holds no definition of a streamed file and gives
+/// [`check_str_at`]'s diagnostics, counts and valid jobs (handed over afterwards, in file
+/// order, the invalid ones skipped); a file read whole (an anchored list) too.
+#[test]
+fn validate_counts_the_jobs_and_hands_the_valid_ones_over_afterwards() {
+    let now = chrono::DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let mut text = String::from("jobs:\n");
+    for i in 0..30 {
+        let schedule = if i % 7 == 3 { "nope" } else { "every 5m" };
+        text.push_str(&format!(
+            "  - name: j{i}\n    schedule: \"{schedule}\"\n    command: \"true\"\n"
+        ));
+    }
+    text.push_str("  - name: late\n    schedule: \"at 2020-01-01 00:00\"\n    command: \"true\"\n");
+    let anchored = "jobs: &all\n  - name: a\n    schedule: \"every 5m\"\n    command: \"true\"\n  - name: b\n    schedule: nope\n    command: \"true\"\nx-copy: *all\n";
+    for text in [text.as_str(), anchored] {
+        let path = Path::new("jobs.yaml");
+        let c = check_str_at(text, path, now);
+        let v = validate_str_at(text, path, now);
+        assert_eq!(v.diagnostics, c.diagnostics, "diagnostics of:\n{text}");
+        assert_eq!(v.has_errors(), c.has_errors());
+        assert_eq!(v.jobs, c.jobs.len());
+        assert_eq!(v.valid, c.jobs.iter().flatten().count());
+        let mut handed = Vec::new();
+        v.for_each_valid(path, &mut |j| {
+            handed.push(j.clone());
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let want: Vec<JobDef> = c.jobs.into_iter().flatten().collect();
+        assert_eq!(handed, want, "valid jobs of:\n{text}");
+    }
+    let v = validate_str_at(&text, Path::new("jobs.yaml"), now);
+    assert!(
+        matches!(v.valid_jobs, ValidJobs::Streamed(..)),
+        "a plain list holds no definition"
+    );
+    assert_eq!((v.jobs, v.valid), (31, 26));
+    assert!(v.diagnostics.iter().any(|d| d.key == "jobs[30].schedule"));
+}

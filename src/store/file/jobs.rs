@@ -38,7 +38,7 @@ use super::log::{
     write_atomic,
 };
 use super::{BLOCK, Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
-use crate::model::{After, JobCounters, JobDef, JobRecord, JobsFile, Settings};
+use crate::model::{After, JobCounters, JobDef, JobRecord, Settings};
 use crate::schedule::Compiled;
 use crate::store::ApplyReport;
 use crate::store::io::{IoFile, OpenMode};
@@ -416,6 +416,123 @@ fn index_line(inner: &mut Inner, path: &Path, no: u64, loc: Loc, line: &[u8]) ->
     Ok(())
 }
 
+/// The entry of job `name` parsed from `line` (its checksum verified), the line at `loc` of
+/// `f`; checked to be that job's.
+fn entry_of(path: &Path, f: &dyn IoFile, loc: Loc, name: &str, line: &[u8]) -> StoreResult<Entry> {
+    let no = || count_lines_before(f, path, loc.off).map(|n| n + 1);
+    let e: Entry = match serde_json::from_slice(line) {
+        Ok(e) => e,
+        Err(e) => return Err(json_err(path, no()?, &e)),
+    };
+    if e.job.def.name != name {
+        return Err(corrupt(
+            path,
+            no()?,
+            1,
+            format!(
+                "the line indexed for job '{name}' holds job '{}' (the file changed under this process)",
+                e.job.def.name
+            ),
+        ));
+    }
+    Ok(e)
+}
+
+/// Job lines read through a window of each file: lines asked for in file order (the snapshot
+/// is in name order, and so is a jobs file listed by name) are read [`PIECE`] bytes at a time
+/// instead of one `pread` each; a line behind the last one, or far ahead of it, is read alone
+/// (what a jobs file in another order costs). For one operation under the lock (the files do
+/// not change under it).
+pub(super) struct LineReader {
+    snapshot: Window,
+    journal: Window,
+    spath: std::path::PathBuf,
+    jpath: std::path::PathBuf,
+}
+
+#[derive(Default)]
+struct Window {
+    /// File offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+    /// Where the line after the last one asked for starts.
+    next: u64,
+}
+
+impl Window {
+    /// The `loc.len` bytes at `loc.off` of `f` (`flen` bytes long), not yet verified.
+    fn line(&mut self, f: &dyn IoFile, path: &Path, flen: u64, loc: Loc) -> StoreResult<&[u8]> {
+        let len = loc.len as u64;
+        let end = loc.off + len;
+        let inside = loc.off >= self.start && end <= self.start + self.buf.len() as u64;
+        if !inside {
+            let ahead = loc.off >= self.next && loc.off - self.next <= PIECE;
+            let want = if ahead {
+                PIECE.min(flen.saturating_sub(loc.off)).max(len)
+            } else {
+                len
+            };
+            self.buf.resize(want as usize, 0);
+            if let Err(e) = read_at(f, path, loc.off, &mut self.buf) {
+                // Nothing of the old window is left in it: never serve from it again.
+                self.buf.clear();
+                return Err(e);
+            }
+            self.start = loc.off;
+        }
+        self.next = end + 1;
+        let from = (loc.off - self.start) as usize;
+        Ok(&self.buf[from..from + loc.len as usize])
+    }
+}
+
+impl LineReader {
+    /// A reader of the job files of the store in `dir`.
+    pub(super) fn new(dir: &Path) -> LineReader {
+        LineReader {
+            snapshot: Window::default(),
+            journal: Window::default(),
+            spath: dir.join(SNAPSHOT_FILE),
+            jpath: dir.join(JOURNAL_FILE),
+        }
+    }
+
+    /// The bytes of the line at `loc` of `inner`'s files, its checksum verified (valid until the
+    /// next call), with the file's path and the file.
+    fn line<'r>(
+        &'r mut self,
+        inner: &'r Inner,
+        loc: Loc,
+    ) -> StoreResult<(&'r Path, &'r dyn IoFile, &'r [u8])> {
+        let (path, f, flen, w) = if loc.journal {
+            let f = inner.journal.file(&self.jpath)?;
+            (&self.jpath, f, inner.journal.len, &mut self.journal)
+        } else {
+            let path = &self.spath;
+            let f = inner
+                .snapshot
+                .as_deref()
+                .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))?;
+            (path, f, inner.snapshot_len, &mut self.snapshot)
+        };
+        let line = w.line(f, path, flen, loc)?;
+        if filefmt::verify_line(line, "job record").is_err() {
+            let no = count_lines_before(f, path, loc.off)? + 1;
+            verify_job_line(path, no, line)?;
+        }
+        Ok((path, f, line))
+    }
+
+    /// The entry of job `name` from its line (see [`Locked::read_entry`]).
+    fn entry(&mut self, inner: &Inner, name: &str, slim: &Slim) -> StoreResult<Entry> {
+        let loc = slim.loc.ok_or_else(|| {
+            StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
+        })?;
+        let (path, f, line) = self.line(inner, loc)?;
+        entry_of(path, f, loc, name, line)
+    }
+}
+
 fn line_len(path: &Path, no: u64, line: &[u8]) -> StoreResult<u32> {
     u32::try_from(line.len()).map_err(|_| corrupt(path, no, 1, "job line is over 4 GiB"))
 }
@@ -584,23 +701,7 @@ impl Locked<'_> {
         let mut buf = Vec::new();
         self.read_line(loc, &mut buf)?;
         let (path, f) = self.line_file(loc)?;
-        let no = || count_lines_before(f, &path, loc.off).map(|n| n + 1);
-        let e: Entry = match serde_json::from_slice(&buf) {
-            Ok(e) => e,
-            Err(e) => return Err(json_err(&path, no()?, &e)),
-        };
-        if e.job.def.name != name {
-            return Err(corrupt(
-                &path,
-                no()?,
-                1,
-                format!(
-                    "the line indexed for job '{name}' holds job '{}' (the file changed under this process)",
-                    e.job.def.name
-                ),
-            ));
-        }
-        Ok(e)
+        entry_of(&path, f, loc, name, &buf)
     }
 
     /// Make sure `Inner::hot` holds job `name`'s parsed record (read from its line on first use
@@ -617,21 +718,6 @@ impl Locked<'_> {
             .hot
             .insert(name.to_string(), Cached::from_entry(e));
         Ok(true)
-    }
-
-    /// Load every job's record (`apply` diffs the whole file against the store).
-    pub(super) fn load_all(&mut self) -> StoreResult<()> {
-        let names: Vec<String> = self
-            .inner
-            .jobs
-            .keys()
-            .filter(|n| !self.inner.hot.contains_key(n.as_str()))
-            .cloned()
-            .collect();
-        for n in names {
-            self.load(&n)?;
-        }
-        Ok(())
     }
 
     /// A copy of job `name`'s record (from `hot`, else read from its line and not kept).
@@ -848,26 +934,21 @@ impl Locked<'_> {
     /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`]).
     /// On a store holding no job, a batch of at least [`DIRECT_SNAPSHOT_MIN`] jobs (the first
     /// apply of a large file) is encoded into the new snapshot as it arrives: no record is
-    /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch
-    /// is applied as `apply` applies it. On a store with jobs, each definition is folded into
-    /// the cache as it arrives (no `JobsFile` of every definition) and the batch is persisted
-    /// as `apply` persists it (O(changed) bytes). The checks are `apply`'s
-    /// (`logic::unique_names`), and so is the error reported first: bounds, then a cycle, then
-    /// a repeated name, then a definition that cannot be scheduled.
+    /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch,
+    /// and every batch to a store with jobs, is diffed against the store as it arrives
+    /// ([`Locked::apply_diff`]). The checks are `apply`'s (`logic::unique_names`), and so is
+    /// the error reported first: bounds, then a cycle, then a repeated name, then a definition
+    /// that cannot be scheduled.
     pub(super) fn apply_each(
         &mut self,
         settings: &Settings,
         feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
         now: DateTime<Utc>,
     ) -> StoreResult<ApplyReport> {
-        let direct = self.inner.jobs.is_empty();
-        let next = if direct {
-            Some(self.next_snapshot()?)
-        } else {
-            // The file is diffed against the whole store (jobs not in it retire).
-            self.load_all()?;
-            None
-        };
+        if !self.inner.jobs.is_empty() {
+            return self.apply_diff(settings, feed, now);
+        }
+        let next = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
         let store = self.store;
         let mut batch = Batch {
@@ -877,14 +958,9 @@ impl Locked<'_> {
         let mut held: Vec<JobDef> = Vec::new();
         let mut out: Option<AtomicFile<'_>> = None;
         let fed = {
-            let inner = &mut *self.inner;
             let mut each = |def: JobDef| -> StoreResult<()> {
                 crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
                 if !batch.admit(&def) {
-                    return Ok(());
-                }
-                if !direct {
-                    batch.fold(inner, def, now);
                     return Ok(());
                 }
                 if let Some(f) = out.as_mut() {
@@ -895,7 +971,7 @@ impl Locked<'_> {
                     return Ok(());
                 }
                 let mut f = AtomicFile::create(&*store.io, &store.dir, &spath)?;
-                f.buf = next.as_ref().map(|n| n.1.clone()).unwrap_or_default();
+                f.buf = next.1.clone();
                 for def in held.drain(..) {
                     batch.encode(&mut f, def, now)?;
                 }
@@ -904,56 +980,66 @@ impl Locked<'_> {
             };
             feed(&mut each)
         };
-        if let Err(e) = fed.and_then(|()| batch.verdict()) {
-            if !direct {
-                // Definitions before the failure were folded into the cache only.
-                self.inner.loaded = false;
-            }
+        fed.and_then(|()| batch.verdict())?;
+        let Some(f) = out else {
+            // Fewer than DIRECT_SNAPSHOT_MIN jobs: checked, applied as any batch is.
+            let mut held = held.into_iter();
+            return self.apply_diff(settings, &mut |sink| held.try_for_each(&mut *sink), now);
+        };
+        // From here the cache no longer matches the disk: the next operation reloads.
+        self.inner.loaded = false;
+        self.write_settings(settings)?;
+        if std::mem::take(&mut self.inner.relies_on_landed) {
+            self.sync_history()?;
+        }
+        let len = f.commit()?;
+        self.snapshot_done(next.0, len)?;
+        Ok(batch.report)
+    }
+
+    /// `apply` diffed against the store as the definitions arrive: each one's stored record is
+    /// read (through a [`LineReader`]: in file order, a window at a time), compared and dropped
+    /// unless it changed, so memory is the index plus the changed records, not every record
+    /// (issue 14: a re-apply of 1 000 000 jobs). The jobs the file does not name are read
+    /// afterwards, in name order, to be retired. The changed records are persisted at the end
+    /// as one batch (`persist_apply`: one journal append, or a new snapshot when they are most
+    /// of the store), so a refusal or a crash before it leaves the store as it was. Settings
+    /// are written only once every definition was accepted.
+    pub(super) fn apply_diff(
+        &mut self,
+        settings: &Settings,
+        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let mut batch = Batch {
+            new_rows_to: Some(self.mark_now()),
+            ..Batch::default()
+        };
+        let mut reader = LineReader::new(&self.store.dir);
+        let fed = {
+            let inner = &mut *self.inner;
+            let mut each = |def: JobDef| -> StoreResult<()> {
+                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
+                if !batch.admit(&def) {
+                    return Ok(());
+                }
+                batch.fold(inner, &mut reader, def, now)
+            };
+            feed(&mut each)
+        };
+        let diffed = fed
+            .and_then(|()| batch.verdict())
+            .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
+        let Batch {
+            report, changed, ..
+        } = batch;
+        if let Err(e) = diffed.and_then(|()| self.write_settings(settings)) {
+            // Records before the failure were changed in the cache only.
+            self.inner.loaded = false;
             return Err(e);
         }
-        let Batch {
-            seen,
-            mut report,
-            mut changed,
-            ..
-        } = batch;
-        match (out, next) {
-            (Some(f), Some((generation, _))) => {
-                // From here the cache no longer matches the disk: the next operation reloads.
-                self.inner.loaded = false;
-                self.write_settings(settings)?;
-                if std::mem::take(&mut self.inner.relies_on_landed) {
-                    self.sync_history()?;
-                }
-                let len = f.commit()?;
-                self.snapshot_done(generation, len)?;
-                Ok(report)
-            }
-            (Some(_), None) => Err(StoreError::Internal(
-                "a snapshot was begun without its header".into(),
-            )),
-            (None, _) if direct => {
-                let file = JobsFile {
-                    settings: settings.clone(),
-                    jobs: held,
-                };
-                self.apply_file(&file, now)
-            }
-            (None, _) => {
-                for (name, c) in self.inner.hot.iter_mut() {
-                    if !seen.contains(name.as_str()) && logic::retire_removed(&mut c.rec) {
-                        report.retired.push(name.clone());
-                        changed.push(name.clone());
-                    }
-                }
-                if let Err(e) = self.write_settings(settings) {
-                    self.inner.loaded = false;
-                    return Err(e);
-                }
-                self.persist_apply(&changed)?;
-                Ok(report)
-            }
-        }
+        self.persist_apply(&changed)?;
+        Ok(report)
     }
 
     /// Write every job's newest line to a new snapshot (generation + 1) and start an empty
@@ -966,10 +1052,12 @@ impl Locked<'_> {
         let mut out = AtomicFile::create(&*store.io, &store.dir, &spath)?;
         out.buf = header;
         let mut locs = Vec::with_capacity(self.inner.jobs.len());
-        let mut line = Vec::new();
-        for (name, slim) in &self.inner.jobs {
+        // The old snapshot's lines are in name order too: read a window at a time.
+        let mut reader = LineReader::new(&store.dir);
+        let inner = &*self.inner;
+        for (name, slim) in &inner.jobs {
             let from = out.pos();
-            match (slim.loc, self.inner.hot.get(name)) {
+            match (slim.loc, inner.hot.get(name)) {
                 (None, Some(c)) => c.encode(name, &mut out.buf)?,
                 (None, None) => {
                     return Err(StoreError::Internal(format!(
@@ -977,14 +1065,14 @@ impl Locked<'_> {
                     )));
                 }
                 (Some(loc), _) => {
-                    self.read_line(loc, &mut line)?;
+                    let (path, f, line) = reader.line(inner, loc)?;
                     if line.starts_with(HEAD_KEY) {
                         // Each record keeps the history end of its own last write, not the
                         // compaction's: rows a dead process left after it are still looked for.
-                        out.buf.extend_from_slice(&line);
+                        out.buf.extend_from_slice(line);
                         out.buf.push(b'\n');
                     } else {
-                        let e = self.read_entry(name, slim)?;
+                        let e = entry_of(path, f, loc, name, line)?;
                         Cached::from_entry(e).encode(name, &mut out.buf)?;
                     }
                 }
@@ -1044,15 +1132,38 @@ impl Batch {
         self.repeated.is_none() && self.unschedulable.is_none()
     }
 
-    /// `apply` of `def` to the cache (a store with jobs).
-    fn fold(&mut self, inner: &mut Inner, def: JobDef, now: DateTime<Utc>) {
+    /// `apply` of `def` against its stored record: read (unless this operation holds it
+    /// already), compared, and kept in `hot` only when it changed; a new job's record goes
+    /// to `hot` and the index. Fails only when a stored record cannot be read.
+    fn fold(
+        &mut self,
+        inner: &mut Inner,
+        reader: &mut LineReader,
+        def: JobDef,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
         let name = def.name.clone();
-        // Every record is in `hot` (`load_all` before the first definition).
-        match logic::apply_one(inner.hot.get_mut(&name).map(|c| &mut c.rec), &def, now) {
+        let mut read = match (inner.hot.contains_key(&name), inner.jobs.get(&name)) {
+            (false, Some(slim)) => Some(reader.entry(inner, &name, slim)?),
+            _ => None,
+        };
+        let stored = match read.as_mut() {
+            Some(e) => Some(&mut e.job),
+            None => inner.hot.get_mut(&name).map(|c| &mut c.rec),
+        };
+        match logic::apply_one(stored, &def, now) {
             Ok(logic::ApplyStep::Unchanged) => self.report.unchanged.push(name),
             Ok(logic::ApplyStep::Updated) => {
-                if let Some(c) = inner.hot.get_mut(&name) {
-                    c.sched = logic::compile(&c.rec).ok();
+                match read {
+                    // Compiles the updated schedule.
+                    Some(e) => {
+                        inner.hot.insert(name.clone(), Cached::from_entry(e));
+                    }
+                    None => {
+                        if let Some(c) = inner.hot.get_mut(&name) {
+                            c.sched = logic::compile(&c.rec).ok();
+                        }
+                    }
                 }
                 self.report.updated.push(name.clone());
                 self.changed.push(name);
@@ -1066,6 +1177,39 @@ impl Batch {
             }
             Err(e) => self.unschedulable = Some(e),
         }
+        Ok(())
+    }
+
+    /// Retire the stored jobs the batch did not name (in name order, as `apply` reports
+    /// them): their records are read one at a time, and kept only when retiring changed them.
+    fn retire_absent(&mut self, inner: &mut Inner, reader: &mut LineReader) -> StoreResult<()> {
+        let absent: Vec<String> = inner
+            .jobs
+            .keys()
+            .filter(|n| !self.seen.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in absent {
+            let retired = match inner.hot.get_mut(&name) {
+                Some(c) => logic::retire_removed(&mut c.rec),
+                None => {
+                    let Some(slim) = inner.jobs.get(&name) else {
+                        continue;
+                    };
+                    let mut e = reader.entry(inner, &name, slim)?;
+                    let retired = logic::retire_removed(&mut e.job);
+                    if retired {
+                        inner.hot.insert(name.clone(), Cached::from_entry(e));
+                    }
+                    retired
+                }
+            };
+            if retired {
+                self.report.retired.push(name.clone());
+                self.changed.push(name);
+            }
+        }
+        Ok(())
     }
 
     /// The record of the new job `def`, encoded into the snapshot being written (a headed
@@ -1355,6 +1499,158 @@ mod tests {
         assert_eq!(
             FileStore::open_existing(&db).unwrap().jobs().unwrap(),
             a.jobs().unwrap()
+        );
+    }
+
+    /// A re-apply reads each stored record, compares it and drops it unless it changed: at the
+    /// end of the batch the operation holds only the updated, retired and created records
+    /// (it held every record before, to diff against), and the store is what `apply` of the
+    /// same file to a copy leaves.
+    #[test]
+    fn a_reapply_holds_only_the_records_it_changes() {
+        let (_da, a) = fresh("reapply-hot");
+        let (db, b) = fresh("reapply-hot-b");
+        let mut file = JobsFile {
+            settings: Settings::default(),
+            jobs: (0..40).map(|i| def(&format!("job-{i:03}"))).collect(),
+        };
+        for s in [&a, &b] {
+            s.apply(&file, t(1000)).unwrap();
+        }
+        file.jobs[3].max_retries += 1;
+        let gone = file.jobs.remove(10).name;
+        file.jobs.push(def("new-job"));
+        // Not in name order: the reader falls back to one read per line and still diffs.
+        file.jobs.swap(0, 30);
+        let mut l = b.lock().unwrap();
+        let rb = l
+            .apply_each(&file.settings, &mut feed(&file.jobs), t(1001))
+            .unwrap();
+        let held: Vec<&str> = l.inner.hot.keys().map(String::as_str).collect();
+        assert_eq!(held, ["job-003", "job-010", "new-job"]);
+        drop(l);
+        assert_eq!(rb.updated, ["job-003"]);
+        assert_eq!(rb.retired, [gone]);
+        assert_eq!(rb.created, ["new-job"]);
+        assert_eq!(rb.unchanged.len(), 38);
+        // `apply` of a whole file takes the same path.
+        let mut l = a.lock().unwrap();
+        let ra = l.apply_file(&file, t(1001)).unwrap();
+        assert_eq!(l.inner.hot.len(), 3);
+        drop(l);
+        assert_eq!(ra, rb);
+        assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
+        assert_eq!(
+            FileStore::open_existing(&db).unwrap().jobs().unwrap(),
+            a.jobs().unwrap()
+        );
+        // A second re-apply of the same file changes nothing and holds nothing.
+        let mut l = b.lock().unwrap();
+        let again = l
+            .apply_each(&file.settings, &mut feed(&file.jobs), t(1002))
+            .unwrap();
+        assert!(l.inner.hot.is_empty());
+        assert_eq!(again.unchanged.len(), 40);
+        assert!(again.updated.is_empty() && again.retired.is_empty());
+    }
+
+    /// An in-memory file that counts its reads.
+    #[derive(Debug)]
+    struct Counted(Vec<u8>, std::sync::atomic::AtomicUsize);
+
+    impl crate::store::io::IoFile for Counted {
+        fn read_exact_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let from = usize::try_from(off).unwrap();
+            let src = self
+                .0
+                .get(from..from + buf.len())
+                .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write_all(&self, _: &[u8]) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn set_len(&self, _: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn sync_all(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn metadata(&self) -> std::io::Result<crate::store::io::Meta> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn try_clone(&self) -> std::io::Result<Box<dyn crate::store::io::IoFile>> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn lock(&self, _: std::time::Duration) -> std::io::Result<bool> {
+            Ok(true)
+        }
+        fn unlock(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Lines asked for in file order are read a window at a time (one read for many lines);
+    /// a line behind the last one or far ahead is read alone; every line comes back exact,
+    /// including one longer than a window and the file's last.
+    #[test]
+    fn the_window_reads_lines_in_file_order_in_pieces() {
+        use super::{Loc, PIECE, Window};
+        let mut bytes = Vec::new();
+        let mut locs = Vec::new();
+        for i in 0..3000u32 {
+            let len = if i == 1500 {
+                PIECE as usize + 10
+            } else {
+                100 + (i % 7) as usize
+            };
+            let line: Vec<u8> = (0..len)
+                .map(|k| b'a' + ((i as usize + k) % 26) as u8)
+                .collect();
+            locs.push((
+                Loc {
+                    journal: false,
+                    off: bytes.len() as u64,
+                    len: len as u32,
+                },
+                line.clone(),
+            ));
+            bytes.extend_from_slice(&line);
+            bytes.push(b'\n');
+        }
+        let flen = bytes.len() as u64;
+        let f = Counted(bytes, Default::default());
+        let reads = || f.1.load(std::sync::atomic::Ordering::Relaxed);
+        let path = std::path::Path::new("snapshot");
+        let mut w = Window::default();
+        for (loc, want) in &locs {
+            assert_eq!(w.line(&f, path, flen, *loc).unwrap(), want.as_slice());
+        }
+        let in_order = reads();
+        // ≈ 1.6 MB: two windows and the long line's own, not 3 000 reads.
+        assert!(in_order <= 5, "{in_order} reads for 3 000 lines in order");
+        // Backwards: each line alone, still exact.
+        let mut w = Window::default();
+        for (loc, want) in locs.iter().rev().take(50) {
+            assert_eq!(w.line(&f, path, flen, *loc).unwrap(), want.as_slice());
+        }
+        assert_eq!(reads() - in_order, 50, "one read per line out of order");
+        // Far ahead of the last line: read alone, then in order again from there.
+        let mut w = Window::default();
+        let before = reads();
+        for i in [0, 2990, 2991, 2992, 2999] {
+            let (loc, want) = &locs[i];
+            assert_eq!(w.line(&f, path, flen, *loc).unwrap(), want.as_slice());
+        }
+        assert_eq!(
+            reads() - before,
+            3,
+            "0 a window, 2990 alone (far ahead), 2991 a window holding the rest"
         );
     }
 

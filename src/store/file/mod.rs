@@ -610,46 +610,19 @@ impl Locked<'_> {
     }
 
     /// `apply` of a file whose names, bounds and chains were checked
-    /// (`logic::unique_names`).
+    /// (`logic::unique_names`): its definitions diffed against the store one at a time, as
+    /// `apply_each` does (`jobs::Locked::apply_diff`: no record is held unless it changed).
     pub(super) fn apply_file(
         &mut self,
         file: &JobsFile,
         now: DateTime<Utc>,
     ) -> StoreResult<ApplyReport> {
-        self.write_settings(&file.settings)?;
-        // Every record: the file is diffed against the whole store (jobs not in it retire).
-        self.load_all()?;
-        let (report, changed) = match logic::apply_all(
-            file,
+        let mut defs = file.jobs.iter().cloned();
+        self.apply_diff(
+            &file.settings,
+            &mut |sink| defs.try_for_each(&mut *sink),
             now,
-            &mut self.inner.hot,
-            |c| &mut c.rec,
-            |r| Cached::new(r, None),
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                // Records before the bad definition were changed in the cache only.
-                self.inner.loaded = false;
-                return Err(e);
-            }
-        };
-        for name in &report.updated {
-            if let Some(c) = self.inner.hot.get_mut(name) {
-                c.sched = logic::compile(&c.rec).ok();
-            }
-        }
-        // New jobs are in `hot` only: index them (their lines are written by the persist). A
-        // new job has no rows in history yet.
-        let end = self.mark_now();
-        for name in &report.created {
-            if let Some(c) = self.inner.hot.get_mut(name) {
-                c.rows_to = Some(end);
-                let idx = c.idx();
-                jobs::set_index(&mut self.inner, name, None, idx);
-            }
-        }
-        self.persist_apply(&changed)?;
-        Ok(report)
+        )
     }
 
     /// Write `settings` when they differ from the stored ones (the first step of `apply`).

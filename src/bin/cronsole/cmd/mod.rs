@@ -25,6 +25,13 @@ mod validate;
 /// (`created   name`, unchanged jobs included) or, `planned`, the plan `edit` shows before it
 /// saves (`  create  name`; unchanged jobs left out).
 pub fn apply_lines(rep: &ApplyReport, planned: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_apply_line(rep, planned, &mut |l| out.push(l));
+    out
+}
+
+/// [`apply_lines`] handed over one at a time (`apply` of 1 000 000 jobs prints as many lines).
+pub fn for_each_apply_line(rep: &ApplyReport, planned: bool, each: &mut dyn FnMut(String)) {
     // (word in a plan — none: not listed —, word once done, names)
     let lists = [
         (Some("create"), "created", &rep.created),
@@ -32,17 +39,15 @@ pub fn apply_lines(rep: &ApplyReport, planned: bool) -> Vec<String> {
         (Some("retire"), "retired", &rep.retired),
         (None, "unchanged", &rep.unchanged),
     ];
-    let mut out = Vec::new();
     for (plan_word, done_word, names) in lists {
         for n in names {
             match (planned, plan_word) {
-                (true, Some(w)) => out.push(format!("  {w:<7} {n}")),
+                (true, Some(w)) => each(format!("  {w:<7} {n}")),
                 (true, None) => {}
-                (false, _) => out.push(format!("{done_word:<9} {n}")),
+                (false, _) => each(format!("{done_word:<9} {n}")),
             }
         }
     }
-    out
 }
 
 /// The counts of an apply, in the one shape `apply`, `edit`, `run` and its SIGHUP reload print:

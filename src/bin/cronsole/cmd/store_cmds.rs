@@ -26,6 +26,7 @@
 //! padded column holds (job names are `A-Z a-z 0-9 . _ -`, times RFC 3339, numbers; free text
 //! such as a history row's reason or a job's note is the unpadded last column).
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -41,7 +42,7 @@ use cronsole::when::{self, Zone};
 use serde::Serialize;
 
 use super::{
-    apply_counts, apply_lines, bad_input, jobs_file, open_existing_store, open_store,
+    apply_counts, bad_input, for_each_apply_line, jobs_file, open_existing_store, open_store,
     store_location,
 };
 
@@ -80,10 +81,17 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
         },
         Utc::now(),
     )?;
-    for line in apply_lines(&rep, false) {
-        println!("{line}");
-    }
-    println!("{} ({})", apply_counts(&rep, false), store.location());
+    // Buffered, a line at a time: one line per job (1 000 000 of them at issue 14's scale).
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut written = Ok(());
+    for_each_apply_line(&rep, false, &mut |line| {
+        if written.is_ok() {
+            written = writeln!(out, "{line}");
+        }
+    });
+    written?;
+    writeln!(out, "{} ({})", apply_counts(&rep, false), store.location())?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

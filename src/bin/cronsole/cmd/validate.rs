@@ -3,6 +3,9 @@
 //! words and its next 3 slots in its own zone. Exit 2 when any error (or the file cannot be
 //! read), 0 otherwise: warnings alone do not fail.
 //!
+//! The valid jobs are printed from a hand-over pass after the diagnostics
+//! ([`config::Validation::for_each_valid`]): no definition is held (issue 14: 1 000 000 jobs).
+//!
 //! Owns: printing. Must not touch: the store (validation never creates or changes one).
 
 use std::io::Write;
@@ -11,7 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use cronsole::config::{self, Checked, Severity};
+use cronsole::config::{self, Handover, Severity, Validation};
 use cronsole::model::JobDef;
 use cronsole::schedule::{self, ScheduleSpec};
 
@@ -25,18 +28,26 @@ pub fn validate(file: &Path) -> Result<ExitCode> {
         }
     };
     let now = Utc::now();
-    let checked = config::check_str_at(&text, file, now);
-    let mut out = std::io::stdout().lock();
-    write_report(&mut out, &checked, now)?;
-    Ok(if checked.has_errors() {
+    let checked = config::validate_str_at(&text, file, now);
+    let failed = checked.has_errors();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    write_report(&mut out, checked, file, now)?;
+    out.flush()?;
+    Ok(if failed {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// The whole report; `now` is the instant the next slots are counted from.
-pub fn write_report(out: &mut impl Write, checked: &Checked, now: DateTime<Utc>) -> Result<()> {
+/// The whole report; `now` is the instant the next slots are counted from. The valid jobs are
+/// printed as they are handed over (a second pass over a streamed file: none is held).
+pub fn write_report(
+    out: &mut impl Write,
+    checked: Validation<'_>,
+    file: &Path,
+    now: DateTime<Utc>,
+) -> Result<()> {
     for d in &checked.diagnostics {
         writeln!(out, "{d}")?;
     }
@@ -46,20 +57,30 @@ pub fn write_report(out: &mut impl Write, checked: &Checked, now: DateTime<Utc>)
         .filter(|d| d.severity == Severity::Error)
         .count();
     let warnings = checked.diagnostics.len() - errors;
-    let valid: Vec<&JobDef> = checked.jobs.iter().flatten().collect();
     if !checked.diagnostics.is_empty() {
         writeln!(out)?;
     }
-    for job in &valid {
-        write_job(out, job, now)?;
+    let (valid, jobs) = (checked.valid, checked.jobs);
+    let mut printed = 0;
+    let handed = checked.for_each_valid(file, &mut |job| {
+        printed += 1;
+        write_job(out, job, now)
+    });
+    match handed {
+        Ok(()) => {}
+        Err(Handover::Refused(e)) => return Err(e),
+        Err(Handover::Changed(c)) => return Err(anyhow::Error::new(c)),
+    }
+    if printed != valid {
+        anyhow::bail!(
+            "{}: {valid} job(s) validated but {printed} read back (the file changed while it was read?)",
+            file.display()
+        );
     }
     writeln!(
         out,
         "{} error(s), {} warning(s); {} of {} job(s) valid",
-        errors,
-        warnings,
-        valid.len(),
-        checked.jobs.len()
+        errors, warnings, valid, jobs
     )?;
     Ok(())
 }
