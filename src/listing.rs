@@ -135,7 +135,8 @@ pub fn write_jobs_json(
 ) -> Result<usize, ListingError> {
     let key = counter_period(settings).key(now);
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<JobRecord>, StoreError>>(READ_AHEAD);
+        let (tx, rx) =
+            std::sync::mpsc::sync_channel::<Result<Vec<JobRecord>, StoreError>>(READ_AHEAD);
         s.spawn(move || {
             let mut after: Option<String> = None;
             loop {

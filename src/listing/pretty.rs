@@ -830,8 +830,8 @@ mod tests {
     #[test]
     fn a_special_character_is_escaped_at_every_position_of_a_word() {
         let specials = [
-            '"', '\\', '\n', '\0', '\u{1f}', '\u{7f}', 'é', '\u{85}', '\u{202e}', '\u{200b}', '😀', ' ',
-            '~',
+            '"', '\\', '\n', '\0', '\u{1f}', '\u{7f}', 'é', '\u{85}', '\u{202e}', '\u{200b}', '😀',
+            ' ', '~',
         ];
         for c in specials {
             for len in 0..20 {
@@ -848,8 +848,7 @@ mod tests {
             for at in 0..8 {
                 let mut w = *b"abcdefgh";
                 w[at] = b;
-                let needs_look =
-                    b < 0x20 || b == b'"' || b == b'\\' || b == 0x7F || b >= 0x80;
+                let needs_look = b < 0x20 || b == b'"' || b == b'\\' || b == 0x7F || b >= 0x80;
                 if needs_look {
                     assert!(!plain8(u64::from_le_bytes(w)), "byte {b:#x} at {at}");
                 }

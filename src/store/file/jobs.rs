@@ -615,7 +615,6 @@ impl Locked<'_> {
         Ok(())
     }
 
-
     /// The bytes of the line at `loc` (without its newline) into `buf`, its checksum verified.
     fn read_line(&self, loc: Loc, buf: &mut Vec<u8>) -> StoreResult<()> {
         let (path, f) = self.line_file(loc)?;
@@ -810,8 +809,7 @@ impl Locked<'_> {
             let mut j = k + 1;
             while let Some(&(l, _)) = want.get(j) {
                 let l_end = l.off + u64::from(l.len);
-                if l.journal != first.journal || l.off > end + run_gap || l_end - start > run_max
-                {
+                if l.journal != first.journal || l.off > end + run_gap || l_end - start > run_max {
                     break;
                 }
                 end = end.max(l_end);
@@ -2007,7 +2005,10 @@ mod tests {
                         break;
                     }
                 }
-                assert_eq!(got, one_by_one, "pages of {limit}, runs {run_max}/{run_gap}");
+                assert_eq!(
+                    got, one_by_one,
+                    "pages of {limit}, runs {run_max}/{run_gap}"
+                );
             }
         }
         assert!(l.page_records(None, 0).unwrap().is_empty());
