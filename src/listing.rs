@@ -1,7 +1,9 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
-//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order);
-//! each page is encoded by the listing's own pretty writer ([`pretty`]) into one reused buffer
-//! and handed to the writer in one write, so the memory this adds is one page whatever the
+//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
+//! by a reader thread, which hands each page over a bounded channel to the calling thread; that
+//! one encodes it with the listing's own pretty writer ([`pretty`]) into one reused buffer and
+//! hands it to the writer in one write. Reading (and the file store's parsing of the records)
+//! overlaps encoding on two cores; the memory this adds is at most three pages whatever the
 //! number of jobs, and the first bytes leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
@@ -11,8 +13,9 @@
 //! with the text policy's `\uXXXX` escapes for bidi, invisible and C1 characters) of the whole list
 //! prints (a pretty-printed array, `[]` when empty; tested across page boundaries); the
 //! budget period's key is computed once per listing, not per job; the store's lock is held for
-//! one page, never while writing (a slow reader such as `| less` cannot stall the engines
-//! sharing the store); a page is consistent in itself, and a job renamed or added between pages
+//! one page's reads at most (the file store parses after releasing it), never while writing (a
+//! slow reader such as `| less` cannot stall the engines sharing the store; the reader thread
+//! waits on the full channel without the lock); a page is consistent in itself, and a job renamed or added between pages
 //! is listed once or not at all, like `ls` on a directory that changes while it runs.
 
 use std::io::Write;
