@@ -311,9 +311,11 @@ impl RawPage {
     /// where the error names the file and line).
     pub(super) fn parse_unlocked(self) -> Option<Vec<JobRecord>> {
         self.parse_with(|name, _, line| {
+            // UTF-8 checked once for the line, not string by string inside the parser.
             filefmt::verify_line(line, "job record")
                 .ok()
-                .and_then(|()| serde_json::from_slice::<Entry>(line).ok())
+                .and_then(|()| std::str::from_utf8(line).ok())
+                .and_then(|text| serde_json::from_str::<Entry>(text).ok())
                 .filter(|e| e.job.def.name == name)
                 .ok_or_else(|| StoreError::Internal("read again under the lock".into()))
         })
@@ -2064,5 +2066,48 @@ mod tests {
             other => panic!("not a corruption error: {other}"),
         }
         assert!(e.to_string().contains("checksum"), "{e}");
+    }
+
+    /// Parsing outside the lock gives up (and the caller reads the page again under the lock)
+    /// on a line whose checksum holds but whose bytes are not UTF-8 or hold another job.
+    #[test]
+    fn a_page_parsed_outside_the_lock_gives_up_on_a_line_it_cannot_vouch_for() {
+        use super::{Loc, RawPage, RawSrc};
+        let (dir, s) = busy_store("rawpage");
+        s.compact_jobs_for_test();
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        let l = fresh.lock().unwrap();
+        let all = l.page_lines(None, 10).unwrap().parse_unlocked().unwrap();
+        assert_eq!(all, l.page_records(None, 10).unwrap());
+        let loc = l.inner.jobs["idle"].loc.unwrap();
+        let one = l.page_lines(Some("gone"), 1).unwrap();
+        let line = one.buf[..loc.len as usize].to_vec();
+        let page = |name: &str, line: Vec<u8>| RawPage {
+            items: vec![(
+                name.to_string(),
+                RawSrc::Line {
+                    loc: Loc {
+                        len: u32::try_from(line.len()).unwrap(),
+                        ..loc
+                    },
+                    at: 0,
+                },
+            )],
+            buf: line,
+        };
+        let ok = page("idle", line.clone()).parse_unlocked().unwrap();
+        assert_eq!(ok[0].def.name, "idle");
+        assert!(page("paused", line.clone()).parse_unlocked().is_none());
+        let latin1 = rechecksummed(&line, |b| {
+            let mut out = replace(&b, "\"command\":\"true\"", "\"command\":\"tru\u{e9}\"");
+            let at = out
+                .windows(2)
+                .position(|w| w == "\u{e9}".as_bytes())
+                .unwrap();
+            out.splice(at..at + 2, [0xE9]);
+            out
+        });
+        assert!(std::str::from_utf8(&latin1).is_err());
+        assert!(page("idle", latin1).parse_unlocked().is_none());
     }
 }
