@@ -1,7 +1,9 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
-//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order);
-//! each page is encoded by the listing's own pretty writer ([`pretty`]) into one reused buffer
-//! and handed to the writer in one write, so the memory this adds is one page whatever the
+//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
+//! by a reader thread, which hands each page over a bounded channel to the calling thread; that
+//! one encodes it with the listing's own pretty writer ([`pretty`]) into one reused buffer and
+//! hands it to the writer in one write. Reading (and the file store's parsing of the records)
+//! overlaps encoding on two cores; the memory this adds is at most three pages whatever the
 //! number of jobs, and the first bytes leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
@@ -11,8 +13,9 @@
 //! with the text policy's `\uXXXX` escapes for bidi, invisible and C1 characters) of the whole list
 //! prints (a pretty-printed array, `[]` when empty; tested across page boundaries); the
 //! budget period's key is computed once per listing, not per job; the store's lock is held for
-//! one page, never while writing (a slow reader such as `| less` cannot stall the engines
-//! sharing the store); a page is consistent in itself, and a job renamed or added between pages
+//! one page's reads at most (the file store parses after releasing it), never while writing (a
+//! slow reader such as `| less` cannot stall the engines sharing the store; the reader thread
+//! waits on the full channel without the lock); a page is consistent in itself, and a job renamed or added between pages
 //! is listed once or not at all, like `ls` on a directory that changes while it runs.
 
 use std::io::Write;
@@ -115,11 +118,18 @@ pub enum ListingError {
     Encode(#[source] pretty::EncodeError),
 }
 
+/// Pages read ahead of the writer: one waiting in the channel while the reader reads the next
+/// and the writer encodes a third, so memory stays three pages whatever the number of jobs.
+const READ_AHEAD: usize = 1;
+
 /// Write every job of `store` as one pretty-printed JSON array to `out`, a page at a time.
 /// Returns how many jobs were written. The writer is flushed at the end.
 ///
-/// Each page is encoded by [`pretty::Pretty`] into one reused buffer (the same bytes as
-/// `text::to_json_pretty` of the whole array) and handed to `out` in one write.
+/// A reader thread reads the pages ([`Store::jobs_page`]: the store's lock and the parsing of
+/// the records) and hands them over a bounded channel to this thread, which encodes each page
+/// with [`pretty::Pretty`] into one reused buffer (the same bytes as `text::to_json_pretty` of
+/// the whole array) and hands it to `out` in one write: on two cores reading and encoding
+/// overlap. When writing fails the channel closes and the reader stops after its page.
 pub fn write_jobs_json(
     store: &dyn Store,
     settings: &Settings,
@@ -127,32 +137,44 @@ pub fn write_jobs_json(
     mut out: impl Write,
 ) -> Result<usize, ListingError> {
     let key = counter_period(settings).key(now);
-    // The array's elements sit at depth 1; each is preceded by "\n" (first) or ",\n" + indent.
-    let mut enc = pretty::Pretty::at_depth(1);
-    enc.out.push(b'[');
-    let mut after: Option<String> = None;
-    let mut n = 0usize;
-    loop {
-        let page = store.jobs_page(after.as_deref(), PAGE)?;
-        for r in &page {
-            enc.out
-                .extend_from_slice(if n == 0 { b"\n  " } else { b",\n  " });
-            JobView::in_period(r, &key, now)
-                .serialize(&mut enc)
-                .map_err(ListingError::Encode)?;
-            n += 1;
+    std::thread::scope(|s| {
+        let (tx, rx) =
+            std::sync::mpsc::sync_channel::<Result<Vec<JobRecord>, StoreError>>(READ_AHEAD);
+        s.spawn(move || {
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.jobs_page(after.as_deref(), PAGE);
+                after = match &page {
+                    Ok(p) if p.len() == PAGE => p.last().map(|r| r.def.name.clone()),
+                    _ => None,
+                };
+                // A closed channel: the writer stopped (its error is the one reported).
+                if tx.send(page).is_err() || after.is_none() {
+                    return;
+                }
+            }
+        });
+        // The array's elements sit at depth 1; each is preceded by "\n" (first) or ",\n" + indent.
+        let mut enc = pretty::Pretty::at_depth(1);
+        enc.out.push(b'[');
+        let mut n = 0usize;
+        for page in rx {
+            for r in &page? {
+                enc.out
+                    .extend_from_slice(if n == 0 { b"\n  " } else { b",\n  " });
+                JobView::in_period(r, &key, now)
+                    .serialize(&mut enc)
+                    .map_err(ListingError::Encode)?;
+                n += 1;
+            }
+            out.write_all(&enc.out).map_err(ListingError::Write)?;
+            enc.out.clear();
         }
-        out.write_all(&enc.out).map_err(ListingError::Write)?;
-        enc.out.clear();
-        match page.last() {
-            Some(last) if page.len() == PAGE => after = Some(last.def.name.clone()),
-            _ => break,
-        }
-    }
-    out.write_all(if n == 0 { b"]\n" } else { b"\n]\n" })
-        .and_then(|()| out.flush())
-        .map_err(ListingError::Write)?;
-    Ok(n)
+        out.write_all(if n == 0 { b"]\n" } else { b"\n]\n" })
+            .and_then(|()| out.flush())
+            .map_err(ListingError::Write)?;
+        Ok(n)
+    })
 }
 
 #[cfg(test)]

@@ -56,6 +56,21 @@ impl std::fmt::Write for UnsafeHex<'_> {
     }
 }
 
+/// No byte of `w` (eight bytes of a string) needs a look: none is below 0x20, `"`, `\\`, DEL
+/// or outside ASCII. May say `false` for a plain word (a borrow past a matching byte), never
+/// `true` for one that is not: the byte-by-byte loop decides then.
+fn plain8(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte of `v` is zero ⇒ its high bit is set in `zero(v)`.
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    let special = zero(w ^ (ONES * u64::from(b'"')))
+        | zero(w ^ (ONES * u64::from(b'\\')))
+        | zero(w ^ (ONES * 0x7F));
+    (control | special | (w & HIGH)) == 0
+}
+
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `serde_json`'s escape table: 0 = as is, `u` = `\u00XX`, else the letter after `\`.
@@ -110,7 +125,21 @@ impl Pretty {
         self.out.push(b'"');
         let bytes = s.as_bytes();
         let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
+        let mut i = 0;
+        while i < bytes.len() {
+            // Eight plain bytes at a time (most strings are names, keys and timestamps).
+            while let Some(chunk) = bytes.get(i..i + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if !plain8(u64::from_le_bytes(word)) {
+                    break;
+                }
+                i += 8;
+            }
+            let Some(&b) = bytes.get(i) else {
+                break;
+            };
+            i += 1;
             let esc = ESCAPE[b as usize];
             if esc == 0 {
                 // A character outside ASCII starts with a byte ≥ 0xC0: the text policy
@@ -119,19 +148,20 @@ impl Pretty {
                 if b < 0xC0 {
                     continue;
                 }
-                let Some(c) = s[i..].chars().next() else {
+                let at = i - 1;
+                let Some(c) = s.get(at..).and_then(|t| t.chars().next()) else {
                     continue;
                 };
                 if !crate::text::is_unsafe(c) {
                     continue;
                 }
-                self.out.extend_from_slice(&bytes[start..i]);
+                self.out.extend_from_slice(&bytes[start..at]);
                 // Every unsafe character is in the Basic Multilingual Plane: one escape each.
                 let _ = write!(UnsafeHex(&mut self.out), "\\u{:04x}", c as u32);
-                start = i + c.len_utf8();
+                start = at + c.len_utf8();
                 continue;
             }
-            self.out.extend_from_slice(&bytes[start..i]);
+            self.out.extend_from_slice(&bytes[start..i - 1]);
             if esc == b'u' {
                 self.out.extend_from_slice(b"\\u00");
                 self.out.push(HEX[(b >> 4) as usize]);
@@ -140,7 +170,7 @@ impl Pretty {
                 self.out.push(b'\\');
                 self.out.push(esc);
             }
-            start = i + 1;
+            start = i;
         }
         self.out.extend_from_slice(&bytes[start..]);
         self.out.push(b'"');
@@ -792,6 +822,39 @@ mod tests {
         same(&-0.0f64);
         same(&f64::MIN_POSITIVE);
         same(&(1u64 << 60));
+    }
+
+    /// The eight-bytes-at-a-time scan: every character that needs an escape or a look, at
+    /// every position of strings around one and two words long, is written as serde_json
+    /// under the text policy writes it; and `plain8` never passes a word that needs a look.
+    #[test]
+    fn a_special_character_is_escaped_at_every_position_of_a_word() {
+        let specials = [
+            '"', '\\', '\n', '\0', '\u{1f}', '\u{7f}', 'é', '\u{85}', '\u{202e}', '\u{200b}', '😀',
+            ' ', '~',
+        ];
+        for c in specials {
+            for len in 0..20 {
+                for at in 0..=len {
+                    let mut v: String = "abcdefghijklmnopqrst"[..len].to_string();
+                    v.insert(at, c);
+                    same(&v);
+                    v.push(c);
+                    same(&v);
+                }
+            }
+        }
+        for b in 0u8..=255 {
+            for at in 0..8 {
+                let mut w = *b"abcdefgh";
+                w[at] = b;
+                let needs_look = b < 0x20 || b == b'"' || b == b'\\' || b == 0x7F || b >= 0x80;
+                if needs_look {
+                    assert!(!plain8(u64::from_le_bytes(w)), "byte {b:#x} at {at}");
+                }
+            }
+        }
+        assert!(plain8(u64::from_le_bytes(*b"2026-11-")));
     }
 
     #[test]

@@ -261,6 +261,76 @@ impl Cached {
     }
 }
 
+/// Most bytes [`Locked::page_records`] reads at once (a page of 1 024 jobs of ≈ 1.2 KB each
+/// is one or two reads).
+const PAGE_RUN_MAX: u64 = 1 << 21;
+/// Most bytes between two lines that [`Locked::page_records`] still reads in one run (read and
+/// dropped: cheaper than another system call, since the lines between are other jobs' older
+/// copies in the journal or jobs of another page).
+const PAGE_RUN_GAP: u64 = 16 << 10;
+
+/// A page of job lines read under the store's lock ([`Locked::page_lines`]), to be parsed
+/// with or without it.
+#[derive(Default)]
+pub(super) struct RawPage {
+    /// The runs of lines read, one after the other.
+    buf: Vec<u8>,
+    /// In name order: each job's name and where its record comes from.
+    items: Vec<(String, RawSrc)>,
+}
+
+enum RawSrc {
+    /// The operation's own record (in `hot`).
+    Record(Box<JobRecord>),
+    /// The line at `loc` of its file, at `at` in [`RawPage::buf`].
+    Line { loc: Loc, at: usize },
+}
+
+impl RawPage {
+    /// The records, each line turned into its entry by `entry` (given the job's name, the
+    /// line's place and its bytes).
+    fn parse_with(
+        self,
+        mut entry: impl FnMut(&str, Loc, &[u8]) -> StoreResult<Entry>,
+    ) -> StoreResult<Vec<JobRecord>> {
+        let mut out = Vec::with_capacity(self.items.len());
+        for (name, src) in self.items {
+            out.push(match src {
+                RawSrc::Record(r) => *r,
+                RawSrc::Line { loc, at } => {
+                    let line = &self.buf[at..at + loc.len as usize];
+                    entry(&name, loc, line)?.job
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// The records, parsed without the store's lock: `None` when a line fails its checksum,
+    /// does not parse or holds another job (the caller reads the page again under the lock,
+    /// where the error names the file and line).
+    pub(super) fn parse_unlocked(self) -> Option<Vec<JobRecord>> {
+        self.parse_with(|name, _, line| {
+            // UTF-8 checked once for the line, not string by string inside the parser.
+            filefmt::verify_line(line, "job record")
+                .ok()
+                .and_then(|()| std::str::from_utf8(line).ok())
+                .and_then(|text| serde_json::from_str::<Entry>(text).ok())
+                .filter(|e| e.job.def.name == name)
+                .ok_or_else(|| StoreError::Internal("read again under the lock".into()))
+        })
+        .ok()
+    }
+}
+
+/// Where job `name`'s line lives (an internal error when it has none: its only copy would be
+/// a record in `hot`, which the callers look at first).
+fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
+    slim.loc.ok_or_else(|| {
+        StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
+    })
+}
+
 /// The budget counters of a job that spent this period or holds reservations: the members
 /// [`crate::store::budget::committed`] and [`crate::store::stats::period_spend`] read, the rest
 /// left empty. `None` when both would say nothing was spent (no cost, no reservation).
@@ -664,19 +734,6 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// The bytes of the line at `loc` (without its newline) into `buf`, its checksum verified.
-    fn read_line(&self, loc: Loc, buf: &mut Vec<u8>) -> StoreResult<()> {
-        let (path, f) = self.line_file(loc)?;
-        buf.clear();
-        buf.resize(loc.len as usize, 0);
-        read_at(f, &path, loc.off, buf)?;
-        if filefmt::verify_line(buf, "job record").is_err() {
-            let no = count_lines_before(f, &path, loc.off)? + 1;
-            verify_job_line(&path, no, buf)?;
-        }
-        Ok(())
-    }
-
     pub(super) fn line_file(&self, loc: Loc) -> StoreResult<(std::path::PathBuf, &dyn IoFile)> {
         if loc.journal {
             let path = self.path(JOURNAL_FILE);
@@ -695,13 +752,22 @@ impl Locked<'_> {
     /// The entry of job `name` from its line: read, verified, parsed, and checked to be that
     /// job's.
     fn read_entry(&self, name: &str, slim: &Slim) -> StoreResult<Entry> {
-        let loc = slim.loc.ok_or_else(|| {
-            StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
-        })?;
-        let mut buf = Vec::new();
-        self.read_line(loc, &mut buf)?;
+        let loc = line_loc(name, slim)?;
         let (path, f) = self.line_file(loc)?;
-        entry_of(&path, f, loc, name, &buf)
+        let mut buf = vec![0u8; loc.len as usize];
+        read_at(f, &path, loc.off, &mut buf)?;
+        self.entry_of(name, loc, &buf)
+    }
+
+    /// The entry of job `name` from `line`, the bytes read at `loc` (without the newline): its
+    /// checksum verified, parsed, and checked to be that job's. Errors name the line's number.
+    fn entry_of(&self, name: &str, loc: Loc, line: &[u8]) -> StoreResult<Entry> {
+        let (path, f) = self.line_file(loc)?;
+        if filefmt::verify_line(line, "job record").is_err() {
+            let no = count_lines_before(f, &path, loc.off)? + 1;
+            verify_job_line(&path, no, line)?;
+        }
+        entry_of(&path, f, loc, name, line)
     }
 
     /// Make sure `Inner::hot` holds job `name`'s parsed record (read from its line on first use
@@ -732,24 +798,111 @@ impl Locked<'_> {
     }
 
     /// Call `each` on the records of the jobs named after `after` (all when `None`), in name
-    /// order, until it returns `false`. Records are read one at a time and not kept.
+    /// order, until it returns `false`. Records are read a page at a time
+    /// ([`Locked::page_records`]) and not kept.
     pub(super) fn each_record(
         &self,
         after: Option<&str>,
         mut each: impl FnMut(JobRecord) -> bool,
     ) -> StoreResult<()> {
-        use std::ops::Bound;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        for (name, slim) in self.inner.jobs.range::<str, _>((from, Bound::Unbounded)) {
-            let rec = match self.inner.hot.get(name) {
-                Some(c) => c.rec.clone(),
-                None => self.read_entry(name, slim)?.job,
+        const STEP: usize = 256;
+        let mut from = after.map(str::to_string);
+        loop {
+            let page = self.page_records(from.as_deref(), STEP)?;
+            let next = match page.last() {
+                Some(r) if page.len() == STEP => Some(r.def.name.clone()),
+                _ => None,
             };
-            if !each(rec) {
-                break;
+            for r in page {
+                if !each(r) {
+                    return Ok(());
+                }
+            }
+            match next {
+                Some(n) => from = Some(n),
+                None => return Ok(()),
             }
         }
-        Ok(())
+    }
+
+    /// Up to `limit` records of the jobs named after `after` (from the first when `None`), in
+    /// name order ([`Locked::page_lines`] parsed here, each line verified, parsed and checked to
+    /// be its job's exactly as [`Locked::record`] does, errors naming the line). Nothing is kept.
+    pub(super) fn page_records(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        self.page_lines(after, limit)?
+            .parse_with(|name, loc, line| self.entry_of(name, loc, line))
+    }
+
+    /// The lines of up to `limit` jobs named after `after` (from the first when `None`), in
+    /// name order: one page of `jobs --json` (issue 14 goal 3). A record in `hot` is copied;
+    /// the others' lines are read in a few large reads rather than one `pread` each: sorted by
+    /// file and offset and read in runs ([`PAGE_RUN_MAX`] bytes at most, lines at most
+    /// [`PAGE_RUN_GAP`] apart; a compacted snapshot is in name order, so a page is mostly one
+    /// run). Nothing is parsed: the caller may do that after releasing the lock.
+    pub(super) fn page_lines(&self, after: Option<&str>, limit: usize) -> StoreResult<RawPage> {
+        self.page_lines_in_runs(after, limit, PAGE_RUN_MAX, PAGE_RUN_GAP)
+    }
+
+    /// [`Locked::page_lines`] with the run limits given (tests read a page in many runs).
+    fn page_lines_in_runs(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        run_max: u64,
+        run_gap: u64,
+    ) -> StoreResult<RawPage> {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut page = RawPage::default();
+        // (line, its job's position in the page), then sorted by where the line lives.
+        let mut want: Vec<(Loc, usize)> = Vec::new();
+        for (name, slim) in self
+            .inner
+            .jobs
+            .range::<str, _>((from, Bound::Unbounded))
+            .take(limit)
+        {
+            let src = match self.inner.hot.get(name.as_str()) {
+                Some(c) => RawSrc::Record(Box::new(c.rec.clone())),
+                None => {
+                    let loc = line_loc(name, slim)?;
+                    want.push((loc, page.items.len()));
+                    RawSrc::Line { loc, at: 0 }
+                }
+            };
+            page.items.push((name.clone(), src));
+        }
+        want.sort_unstable_by_key(|(l, _)| (l.journal, l.off));
+        let mut k = 0;
+        while k < want.len() {
+            let first = want[k].0;
+            let start = first.off;
+            let mut end = start + u64::from(first.len);
+            let mut j = k + 1;
+            while let Some(&(l, _)) = want.get(j) {
+                let l_end = l.off + u64::from(l.len);
+                if l.journal != first.journal || l.off > end + run_gap || l_end - start > run_max {
+                    break;
+                }
+                end = end.max(l_end);
+                j += 1;
+            }
+            let (path, f) = self.line_file(first)?;
+            let base = page.buf.len();
+            page.buf.resize(base + (end - start) as usize, 0);
+            read_at(f, &path, start, &mut page.buf[base..])?;
+            for &(loc, i) in &want[k..j] {
+                if let RawSrc::Line { at, .. } = &mut page.items[i].1 {
+                    *at = base + (loc.off - start) as usize;
+                }
+            }
+            k = j;
+        }
+        Ok(page)
     }
 
     /// Replace the journal with an empty one of the current generation (new inode).
@@ -2100,5 +2253,145 @@ mod tests {
             other => panic!("2 + 2 over a 3 budget was allowed: {other:?}"),
         }
         assert_eq!(fresh.spend("b", t(1000)).unwrap().global_usd, 0.0);
+    }
+
+    /// Every page size, read in runs of every size, gives the records read one line at a time
+    /// ([`Locked::record`]), in name order: lines in the snapshot and in the journal (a job
+    /// changed after the compaction leaves a stale line between its neighbours' in the
+    /// snapshot), and a record this operation holds in `hot` is read from there.
+    #[test]
+    fn pages_read_in_runs_are_the_records_read_one_line_at_a_time() {
+        let (dir, s) = busy_store("pages");
+        s.compact_jobs_for_test();
+        s.set_paused("idle", true, t(1100)).unwrap();
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        let mut l = fresh.lock().unwrap();
+        let names: Vec<String> = l.inner.jobs.keys().cloned().collect();
+        let journal = |n: &str| l.inner.jobs[n].loc.is_some_and(|loc| loc.journal);
+        assert!(journal("idle") && !journal("parent"), "lines in both files");
+        let one_by_one: Vec<crate::model::JobRecord> = names
+            .iter()
+            .map(|n| l.record(n).unwrap().unwrap())
+            .collect();
+        for limit in 1..=names.len() + 1 {
+            for (run_max, run_gap) in [(1, 0), (2_000, 0), (2_000, 1 << 14), (1 << 21, 1 << 14)] {
+                let mut got = Vec::new();
+                let mut after: Option<String> = None;
+                loop {
+                    let page = l
+                        .page_lines_in_runs(after.as_deref(), limit, run_max, run_gap)
+                        .unwrap()
+                        .parse_with(|name, loc, line| l.entry_of(name, loc, line))
+                        .unwrap();
+                    assert!(page.len() <= limit);
+                    let full = page.len() == limit;
+                    after = page.last().map(|r| r.def.name.clone());
+                    got.extend(page);
+                    if !full {
+                        break;
+                    }
+                }
+                assert_eq!(
+                    got, one_by_one,
+                    "pages of {limit}, runs {run_max}/{run_gap}"
+                );
+            }
+        }
+        assert!(l.page_records(None, 0).unwrap().is_empty());
+        assert!(l.page_records(Some("zzz"), 10).unwrap().is_empty());
+
+        assert!(l.load("parent").unwrap());
+        let runs = l.inner.hot["parent"].rec.rt.runs;
+        if let Some(c) = l.inner.hot.get_mut("parent") {
+            c.rec.rt.runs = runs + 40;
+        }
+        let page = l.page_records(None, names.len()).unwrap();
+        let parent = page.iter().find(|r| r.def.name == "parent").unwrap();
+        assert_eq!(parent.rt.runs, runs + 40, "the operation's own record");
+        assert_eq!(page.len(), names.len());
+    }
+
+    /// A line altered under an open handle (the file edited in place after the handle indexed
+    /// it) is refused when its page is read, naming the file and the line, as reading the one
+    /// record would.
+    #[test]
+    fn a_line_altered_under_an_open_handle_is_refused_by_its_page_with_its_line_number() {
+        use std::os::unix::fs::FileExt;
+        let (dir, s) = busy_store("pagebad");
+        s.compact_jobs_for_test();
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(fresh.jobs_page(None, 100).unwrap().len(), 5);
+        let snap = dir.join(SNAPSHOT_FILE);
+        let text = std::fs::read(&snap).unwrap();
+        let (no, off) = {
+            let mut off = 0;
+            let mut found = None;
+            for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+                if line.windows(13).any(|w| w == b"\"name\":\"idle\"") {
+                    found = Some((i as u64 + 1, off));
+                    break;
+                }
+                off += line.len() + 1;
+            }
+            found.unwrap()
+        };
+        assert!(no > 2, "idle is not the first job line");
+        // One byte of the record (after the head), the file's size and inode unchanged.
+        let at = off + HEAD_KEY.len() + 200;
+        let f = std::fs::OpenOptions::new().write(true).open(&snap).unwrap();
+        let b = if text[at] == b'1' { b"2" } else { b"1" };
+        f.write_all_at(b, at as u64).unwrap();
+        let e = fresh.jobs_page(None, 100).unwrap_err();
+        match &e {
+            crate::store::StoreError::Corrupt { file, line, .. } => {
+                assert_eq!(file, &snap, "{e}");
+                assert_eq!(*line, no, "{e}");
+            }
+            other => panic!("not a corruption error: {other}"),
+        }
+        assert!(e.to_string().contains("checksum"), "{e}");
+    }
+
+    /// Parsing outside the lock gives up (and the caller reads the page again under the lock)
+    /// on a line whose checksum holds but whose bytes are not UTF-8 or hold another job.
+    #[test]
+    fn a_page_parsed_outside_the_lock_gives_up_on_a_line_it_cannot_vouch_for() {
+        use super::{Loc, RawPage, RawSrc};
+        let (dir, s) = busy_store("rawpage");
+        s.compact_jobs_for_test();
+        let fresh = FileStore::open_existing(&dir).unwrap();
+        let l = fresh.lock().unwrap();
+        let all = l.page_lines(None, 10).unwrap().parse_unlocked().unwrap();
+        assert_eq!(all, l.page_records(None, 10).unwrap());
+        let loc = l.inner.jobs["idle"].loc.unwrap();
+        let one = l.page_lines(Some("gone"), 1).unwrap();
+        let line = one.buf[..loc.len as usize].to_vec();
+        let page = |name: &str, line: Vec<u8>| RawPage {
+            items: vec![(
+                name.to_string(),
+                RawSrc::Line {
+                    loc: Loc {
+                        len: u32::try_from(line.len()).unwrap(),
+                        ..loc
+                    },
+                    at: 0,
+                },
+            )],
+            buf: line,
+        };
+        let ok = page("idle", line.clone()).parse_unlocked().unwrap();
+        assert_eq!(ok[0].def.name, "idle");
+        assert!(page("paused", line.clone()).parse_unlocked().is_none());
+        let latin1 = rechecksummed(&line, |b| {
+            let mut out = replace(&b, "\"command\":\"true\"", "\"command\":\"tru\u{e9}\"");
+            let at = out
+                .windows(2)
+                .position(|w| w == "\u{e9}".as_bytes())
+                .unwrap();
+            out.splice(at..at + 2, [0xE9]);
+            out
+        });
+        assert!(std::str::from_utf8(&latin1).is_err());
+        assert!(page("idle", latin1).parse_unlocked().is_none());
     }
 }

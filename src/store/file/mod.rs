@@ -813,17 +813,16 @@ impl Store for FileStore {
         Ok(out)
     }
 
-    /// Reads the page's lines only (the index is in name order).
+    /// Reads the page's lines only (the index is in name order), in a few large reads under
+    /// the lock, and parses them after releasing it (a reader thread of `jobs --json` holds the
+    /// lock for the reads only). A line that fails there is read again under the lock, where
+    /// the error names its file and line.
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
-        let l = self.lock()?;
-        let mut out = Vec::with_capacity(limit.min(l.inner.jobs.len()));
-        if limit > 0 {
-            l.each_record(after, |r| {
-                out.push(r);
-                out.len() < limit
-            })?;
+        let raw = self.lock()?.page_lines(after, limit)?;
+        match raw.parse_unlocked() {
+            Some(records) => Ok(records),
+            None => self.lock()?.page_records(after, limit),
         }
-        Ok(out)
     }
 
     /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
