@@ -451,6 +451,27 @@ pub fn usd(x: f64) -> String {
     }
 }
 
+/// Money with exactly `places` decimals (`$0.0000`), for tables that align figures. Never
+/// prints a negative zero (`$-0.0000`): an amount that rounds to zero is shown as zero.
+pub fn usd_fixed(x: f64, places: usize) -> String {
+    let s = format!("{x:.places$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => format!("${rest}"),
+        Some(rest) => format!("-${rest}"),
+        None => format!("${s}"),
+    }
+}
+
+/// The sum of amounts, `0.0` (not `-0.0`, which `Iterator::sum` gives for no items) when
+/// there are none.
+pub fn sum_usd(amounts: impl IntoIterator<Item = f64>) -> f64 {
+    let mut total = 0.0;
+    for a in amounts {
+        total += a;
+    }
+    total
+}
+
 /// Whether any budget covers `job_max_cost_usd`'s job (the global one or its own).
 pub fn under_budget(settings: &Settings, job_max_cost_usd: Option<f64>) -> bool {
     settings.budget.is_some() || job_max_cost_usd.is_some()
@@ -671,6 +692,24 @@ mod tests {
         assert_eq!(usd(12.5), "$12.50");
         assert_eq!(usd(1e-9), "<$0.000001");
         assert_eq!(usd(-0.5), "-$0.50");
+    }
+
+    /// Red team 5 (LOW): `dry-run` printed `spent $-0.0000` (an empty f64 sum is -0.0).
+    #[test]
+    fn fixed_money_never_shows_a_negative_zero() {
+        let empty: Vec<f64> = Vec::new();
+        assert!(
+            empty.iter().copied().sum::<f64>().is_sign_negative(),
+            "why sum_usd exists"
+        );
+        assert!(sum_usd(empty).is_sign_positive());
+        assert_eq!(usd_fixed(sum_usd([]), 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.0, 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.00001, 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.5, 2), "-$0.50");
+        assert_eq!(usd_fixed(0.02, 4), "$0.0200");
+        assert_eq!(usd(-0.0), "$0.00");
+        assert!((sum_usd([0.1, 0.2]) - 0.3).abs() < 1e-12);
     }
 
     #[test]
