@@ -2,7 +2,8 @@
 //! reply's token usage into dollars, the worst-case cost a call reserves, and the texts budgets
 //! speak in.
 //!
-//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`worst_case_usd`],
+//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what
+//! a reply is booked at: the requested model's price, never above the reservation), [`worst_case_usd`],
 //! [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must not touch: the store
 //! (the caller passes [`SpendNow`] in and records the cost; reservations live in
 //! `store::budget`), the network, clocks (`now` is an argument).
@@ -25,6 +26,9 @@
 //! - Worst case of one call ([`worst_case_usd`]): every byte of the system instructions and the
 //!   prompt counted as one input token (no tokenizer in use emits fewer than one byte per token)
 //!   plus [`MESSAGE_OVERHEAD_TOKENS`], and the request's max output tokens, at the model's price.
+//! - A reply is priced at the model the request named when the table knows it (the reservation
+//!   was computed at that price), and booked at no more than the call's reservation; above it, the
+//!   reservation is booked and the reason gives the reply's figures ([`call_cost`]).
 //! - Money is shown with at least two decimals and as many more (up to six) as it takes to show
 //!   the amount exactly (`$1.00`, `$0.001`, `$0.0042`): a $0.001 budget is never "$0.00".
 

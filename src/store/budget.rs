@@ -20,6 +20,10 @@
 //!   dropped whenever their job takes a new one.
 //! - An `abandoned` row (shutdown, crash recovery) does not absorb a settled reservation: the row
 //!   carries no cost, so the settled amount keeps counting until the period ends.
+//! - Money is booked in the period its reservation was made in: a row counted after the period
+//!   ended adds its reserved-in-an-older-period amount to the job's total, not to the new
+//!   period's spend ([`absorb_settled`] returns it, `logic::count_row` subtracts it), and a live
+//!   run's old-period reservation survives the job's next reservation ([`record`]).
 //! - Fit is inclusive: spent + in flight + this call ≤ limit; a zero-cost call still needs spend
 //!   below the limit (a limit of 0 forbids every call, as in `cost::budget_check`).
 
