@@ -15,6 +15,10 @@
 //!   reached: …`); the stop is kept in the job state (`JobState::budget_stop`) so every owner and
 //!   the console see it, and the alert is marked sent only once a sink took it (or the job has
 //!   no sinks).
+//! - A retry the budget refuses after an attempt whose outcome is unknown (it reached the model)
+//!   ends the run `failed`, its row carrying that attempt's worst case as its cost (the
+//!   reservation settles to it and leaves with the row); after attempts that surely cost nothing
+//!   it stays `skipped`.
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).
 //! - A failed `command` attempt is retried like a failed model call (same backoff), because both

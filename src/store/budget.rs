@@ -175,7 +175,8 @@ pub fn decide_totals(
 }
 
 /// Record an accepted reservation on the job, dropping its reservations of ended periods except
-/// those of runs still live on the job and not yet kept as spent: a call reserved at 23:59:58
+/// the requesting run's own and those of runs still live on the job and not yet kept as spent
+/// (a run's earlier attempt may still be booked by its row): a call reserved at 23:59:58
 /// and settled at 00:00:01 must still find its reservation, so its cost is booked in the day
 /// it was reserved in ([`absorb_settled`]), not in the new one.
 pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uuid {
@@ -184,8 +185,8 @@ pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uui
     let rs = &mut rec.rt.counters.reservations;
     rs.retain(|r| {
         r.period_key == key
-            || (r.state != ReservationState::Spent
-                && (r.run_id == req.run_id || live.contains(&r.run_id)))
+            || r.run_id == req.run_id
+            || (r.state != ReservationState::Spent && live.contains(&r.run_id))
     });
     rs.push(Reservation {
         id,
