@@ -2,7 +2,8 @@
 //! reply's token usage into dollars, the worst-case cost a call reserves, and the texts budgets
 //! speak in.
 //!
-//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`worst_case_usd`],
+//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what
+//! a reply is booked at: the requested model's price, never above the reservation), [`worst_case_usd`],
 //! [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must not touch: the store
 //! (the caller passes [`SpendNow`] in and records the cost; reservations live in
 //! `store::budget`), the network, clocks (`now` is an argument).
@@ -25,6 +26,9 @@
 //! - Worst case of one call ([`worst_case_usd`]): every byte of the system instructions and the
 //!   prompt counted as one input token (no tokenizer in use emits fewer than one byte per token)
 //!   plus [`MESSAGE_OVERHEAD_TOKENS`], and the request's max output tokens, at the model's price.
+//! - A reply is priced at the model the request named when the table knows it (the reservation
+//!   was computed at that price), and booked at no more than the call's reservation; above it, the
+//!   reservation is booked and the reason gives the reply's figures ([`call_cost`]).
 //! - Money is shown with at least two decimals and as many more (up to six) as it takes to show
 //!   the amount exactly (`$1.00`, `$0.001`, `$0.0042`): a $0.001 budget is never "$0.00".
 
@@ -345,6 +349,78 @@ pub fn run_cost(table: &PriceTable, model: &str, usage: Option<TokenUsage>) -> R
     }
 }
 
+/// What a reserved call's reply is booked at ([`call_cost`] explains the rules).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Booking<'a> {
+    /// The model the request asked for (what the reservation priced).
+    pub requested: &'a str,
+    /// The model the reply names (may be a dated snapshot, a router's pick, or a lie).
+    pub replied: &'a str,
+    /// The reply's usage (`None` = the provider sent none).
+    pub usage: Option<TokenUsage>,
+    /// The reservation made before the call (its worst case), when a budget applies.
+    pub reserved: Option<f64>,
+    /// The output bound the request carried, when a budget applies.
+    pub max_tokens: Option<u32>,
+}
+
+/// The cost of one reply as booked (history row, budget settlement), never above what was
+/// reserved for the call:
+/// - priced at the **requested** model when the table knows it (the reservation was computed at
+///   that price; a reply naming a pricier model, e.g. a router's `o1-pro`, does not raise it);
+///   the reply's model is used only when the requested one is unpriced (no budget applies then);
+/// - a reply claiming more output than the request allowed, or whose usage prices above the
+///   reservation (more input tokens than the prompt's bytes allow), is booked **at the
+///   reservation** and the reason says so with the figures.
+pub fn call_cost(table: &PriceTable, b: Booking<'_>) -> RunCost {
+    let requested = table.resolve(b.requested);
+    let model = if requested.is_some() {
+        b.requested
+    } else {
+        b.replied
+    };
+    let mut c = run_cost(table, model, b.usage);
+    let mut notes = Vec::new();
+    if let Some(req) = &requested
+        && let Some(rep) = table.resolve(b.replied)
+        && rep.name != req.name
+    {
+        notes.push(format!(
+            "reply names model '{}'; priced as the requested '{}'",
+            b.replied, b.requested
+        ));
+    }
+    if let Some(w) = b.reserved {
+        let over_output = b.max_tokens.is_some_and(|m| c.output_tokens > u64::from(m));
+        if over_output || c.cost_usd > w * (1.0 + 1e-9) {
+            let what = match b.max_tokens {
+                Some(m) if over_output => format!(
+                    "reply reports {} output tokens, more than the request allowed ({m})",
+                    c.output_tokens
+                ),
+                _ => format!(
+                    "usage above the worst case ({} input, {} output tokens)",
+                    c.input_tokens, c.output_tokens
+                ),
+            };
+            notes.push(format!(
+                "{what}: booked at the reservation {} instead of {}",
+                usd(w),
+                usd(c.cost_usd)
+            ));
+            c.cost_usd = w;
+        } else {
+            // Float noise only: never a hair above the reservation either.
+            c.cost_usd = c.cost_usd.min(w);
+        }
+    }
+    if !notes.is_empty() {
+        notes.extend(c.reason.take());
+        c.reason = Some(notes.join("; "));
+    }
+    c
+}
+
 /// Worst-case cost of one call (see the module doc): `prompt_bytes` (instructions + prompt) as
 /// input tokens plus [`MESSAGE_OVERHEAD_TOKENS`], `max_tokens` output tokens, at `price`.
 /// Never negative nor NaN (a broken override prices at 0).
@@ -377,6 +453,27 @@ pub fn usd(x: f64) -> String {
     } else {
         format!("${s}")
     }
+}
+
+/// Money with exactly `places` decimals (`$0.0000`), for tables that align figures. Never
+/// prints a negative zero (`$-0.0000`): an amount that rounds to zero is shown as zero.
+pub fn usd_fixed(x: f64, places: usize) -> String {
+    let s = format!("{x:.places$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => format!("${rest}"),
+        Some(rest) => format!("-${rest}"),
+        None => format!("${s}"),
+    }
+}
+
+/// The sum of amounts, `0.0` (not `-0.0`, which `Iterator::sum` gives for no items) when
+/// there are none.
+pub fn sum_usd(amounts: impl IntoIterator<Item = f64>) -> f64 {
+    let mut total = 0.0;
+    for a in amounts {
+        total += a;
+    }
+    total
 }
 
 /// Whether any budget covers `job_max_cost_usd`'s job (the global one or its own).
@@ -601,6 +698,24 @@ mod tests {
         assert_eq!(usd(-0.5), "-$0.50");
     }
 
+    /// Red team 5 (LOW): `dry-run` printed `spent $-0.0000` (an empty f64 sum is -0.0).
+    #[test]
+    fn fixed_money_never_shows_a_negative_zero() {
+        let empty: Vec<f64> = Vec::new();
+        assert!(
+            empty.iter().copied().sum::<f64>().is_sign_negative(),
+            "why sum_usd exists"
+        );
+        assert!(sum_usd(empty).is_sign_positive());
+        assert_eq!(usd_fixed(sum_usd([]), 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.0, 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.00001, 4), "$0.0000");
+        assert_eq!(usd_fixed(-0.5, 2), "-$0.50");
+        assert_eq!(usd_fixed(0.02, 4), "$0.0200");
+        assert_eq!(usd(-0.0), "$0.00");
+        assert!((sum_usd([0.1, 0.2]) - 0.3).abs() < 1e-12);
+    }
+
     #[test]
     fn worst_case_counts_prompt_bytes_and_max_output() {
         let p = Price {
@@ -617,6 +732,112 @@ mod tests {
             output: -1.0,
         };
         assert_eq!(worst_case_usd(bad, 10, 10), 0.0);
+    }
+
+    fn m1_table() -> PriceTable {
+        let mut o = BTreeMap::new();
+        o.insert(
+            "m1".to_string(),
+            Price {
+                input: 10.0,
+                output: 10.0,
+            },
+        );
+        PriceTable::with_overrides(&o)
+    }
+
+    fn booked(replied: &str, input: i64, output: i64, reserved: Option<f64>) -> RunCost {
+        call_cost(
+            &m1_table(),
+            Booking {
+                requested: "m1",
+                replied,
+                usage: Some(TokenUsage { input, output }),
+                reserved,
+                max_tokens: reserved.map(|_| 1000),
+            },
+        )
+    }
+
+    /// Red team 5 (HIGH): a reply claiming 100 000 prompt tokens for a 20-byte prompt was
+    /// booked at $1.01 against a $0.02 budget. Booked cost never exceeds the reservation.
+    #[test]
+    fn usage_above_the_reservation_is_booked_at_the_reservation() {
+        let p = Price {
+            input: 10.0,
+            output: 10.0,
+        };
+        let w = worst_case_usd(p, 20, 1000);
+        let c = booked("m1", 100_000, 10, Some(w));
+        assert_eq!(c.cost_usd, w, "{c:?}");
+        assert!(!c.unpriced);
+        let r = c.reason.unwrap_or_default();
+        assert!(
+            r.starts_with("usage above the worst case (100000 input, 10 output tokens): booked at the reservation $0.01084 instead of $1.0001"),
+            "{r}"
+        );
+        // Output over the request's bound says so, and is booked at the reservation too.
+        let c = booked("m1", 10, 5000, Some(w));
+        assert_eq!(c.cost_usd, w);
+        assert!(
+            c.reason
+                .unwrap_or_default()
+                .contains("more than the request allowed (1000)")
+        );
+        // Honest usage at the very bound is its own figure, with no note.
+        let c = booked("m1", 84, 1000, Some(w));
+        assert!((c.cost_usd - w).abs() < 1e-15 && c.cost_usd <= w, "{c:?}");
+        assert_eq!(c.reason, None);
+        let c = booked("m1", 10, 10, Some(w));
+        assert!((c.cost_usd - 0.0002).abs() < 1e-15);
+        assert_eq!(c.reason, None);
+        // Without a reservation (no budget) nothing caps the figure.
+        let c = booked("m1", 100_000, 10, None);
+        assert!((c.cost_usd - 1.0001).abs() < 1e-12);
+    }
+
+    /// Red team 5 (HIGH): a reply naming `o1-pro` for a request of `m1` was priced at o1-pro
+    /// ($0.615 against a $0.02 budget). The requested model is priced (what was reserved).
+    #[test]
+    fn a_reply_naming_another_model_is_priced_at_the_requested_one() {
+        let w = worst_case_usd(
+            Price {
+                input: 10.0,
+                output: 10.0,
+            },
+            20,
+            1000,
+        );
+        let c = booked("o1-pro", 50, 1000, Some(w));
+        assert!((c.cost_usd - 0.0105).abs() < 1e-12, "{c:?}");
+        assert_eq!(c.priced_as.as_deref(), Some("m1"));
+        assert_eq!(
+            c.reason.as_deref(),
+            Some("reply names model 'o1-pro'; priced as the requested 'm1'")
+        );
+        // Even unbudgeted, the requested model's price wins when it has one.
+        let c = booked("o1-pro", 100, 1000, None);
+        assert!((c.cost_usd - 0.011).abs() < 1e-12, "{c:?}");
+        // A dated snapshot of the same model and an unknown reply name: no note, same price.
+        assert_eq!(booked("m1-2026-01-01", 10, 10, Some(w)).reason, None);
+        assert_eq!(booked("mystery", 10, 10, Some(w)).reason, None);
+        assert!(!booked("mystery", 10, 10, Some(w)).unpriced);
+        // An unpriced request (a router name, no budget) is priced at the reply's model.
+        let c = call_cost(
+            &m1_table(),
+            Booking {
+                requested: "openrouter/auto",
+                replied: "gpt-4o-mini",
+                usage: Some(TokenUsage {
+                    input: 1_000_000,
+                    output: 0,
+                }),
+                reserved: None,
+                max_tokens: None,
+            },
+        );
+        assert_eq!(c.priced_as.as_deref(), Some("gpt-4o-mini"));
+        assert!((c.cost_usd - 0.15).abs() < 1e-12);
     }
 
     #[test]

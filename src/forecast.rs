@@ -178,7 +178,7 @@ fn slots_left(
 pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Forecast {
     let period = counter_period(settings);
     let until = period_end(period, now);
-    let spent: f64 = jobs.iter().map(|j| period_spend(j, settings, now)).sum();
+    let spent = crate::cost::sum_usd(jobs.iter().map(|j| period_spend(j, settings, now)));
     let mut events: Vec<(DateTime<Utc>, f64)> = Vec::new();
     let mut lines = Vec::new();
     for rec in jobs {

@@ -13,7 +13,7 @@ use cronsole::model::{Status, Trigger};
 use cronsole::testkit::llm::{FakeLlm, Reply};
 use engine_support::*;
 
-const MODEL_PRICES: &str = "pricing:\n  test-model: { input: 1.0, output: 2.0 }\n  half-dollar: { input: 1000.0, output: 0.0 }\n";
+const MODEL_PRICES: &str = "pricing:\n  test-model: { input: 1.0, output: 2.0 }\n  half-dollar: { input: 0.0, output: 1000.0 }\n";
 
 fn agent_yaml(provider: &str, base: &str, extra_job: &str, budget: &str) -> String {
     format!(
@@ -263,8 +263,9 @@ async fn a_429_with_retry_after_holds_the_job_until_then_plus_60s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_stops_model_calls_when_reached_and_resets_at_the_period_boundary() {
     let key = unique_key();
-    // Each reply costs exactly $0.50 (500 input tokens at $1000/M); budget $1.00/day.
-    let fake = FakeLlm::openai(&key, (0..5).map(|_| Reply::ok("spent", 500, 0)).collect())
+    // Each reply costs exactly $0.50 (500 output tokens at $1000/M, the `max_tokens` bound, so
+    // also the worst case each call reserves); budget $1.00/day.
+    let fake = FakeLlm::openai(&key, (0..5).map(|_| Reply::ok("spent", 0, 500)).collect())
         .await
         .unwrap();
     let yaml = agent_yaml(
@@ -273,7 +274,11 @@ async fn the_budget_stops_model_calls_when_reached_and_resets_at_the_period_boun
         "",
         "budget: { max_cost_usd: 1.00, period: day }\n",
     )
-    .replace("model: test-model", "model: half-dollar");
+    .replace("model: test-model", "model: half-dollar")
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 500",
+    );
     let rig = Rig::start(
         "budget",
         &yaml,
@@ -369,7 +374,7 @@ async fn usage_beyond_the_requests_bound_is_charged_at_the_reservation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_job_budget_skips_that_job_only() {
     let key = unique_key();
-    let fake = FakeLlm::openai(&key, (0..5).map(|_| Reply::ok("x", 500, 0)).collect())
+    let fake = FakeLlm::openai(&key, (0..5).map(|_| Reply::ok("x", 0, 500)).collect())
         .await
         .unwrap();
     let yaml = agent_yaml(
@@ -378,7 +383,11 @@ async fn a_per_job_budget_skips_that_job_only() {
         "    max_cost_usd: 0.5\n",
         "budget: null\n",
     )
-    .replace("model: test-model", "model: half-dollar");
+    .replace("model: test-model", "model: half-dollar")
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 500",
+    );
     let rig = Rig::start("job-budget", &yaml, key_env(&key)).await;
     rig.wait_rows("ask", 1).await;
     let rows = rig.step("ask", 60, 2).await;
@@ -390,8 +399,13 @@ async fn a_per_job_budget_skips_that_job_only() {
 }
 
 /// SPEC §11: the budget is checked before every model call, retries included. `ask` fails its
-/// first attempt slowly; meanwhile `big` (another agent, another server) spends the whole daily
-/// budget; `ask`'s retry is then skipped with the budget named, and its server sees one request.
+/// first attempt slowly (an error reply: it cost nothing, its reservation is released);
+/// meanwhile the operator lowers the daily budget below the call's worst case; `ask`'s retry is
+/// then skipped with the budget named, and its server sees one request.
+///
+/// (Before red team 5 another job "spent the whole budget" here by replying with usage far
+/// above its reservation; booked costs are now capped at the reservation, so two calls that fit
+/// together cannot leave a retry without room: only a lowered limit can.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
     let key = unique_key();
@@ -399,7 +413,7 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
         &key,
         vec![
             Reply::Slow(
-                std::time::Duration::from_millis(600),
+                std::time::Duration::from_millis(800),
                 Box::new(Reply::Status(500, "busy".into())),
             ),
             Reply::ok("should not be asked", 1, 1),
@@ -407,50 +421,37 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
     )
     .await
     .unwrap();
-    // The spender answers after `ask`'s first attempt was reserved and sent (each attempt now
-    // makes a store round trip first), and long before that attempt fails.
-    let spender = FakeLlm::openai(
-        &key,
-        vec![Reply::Slow(
-            std::time::Duration::from_millis(200),
-            Box::new(Reply::ok("spent it all", 1000, 0)),
-        )],
-    )
-    .await
-    .unwrap();
-    let yaml = format!(
-        "budget: {{ max_cost_usd: 1.00, period: day }}
-{MODEL_PRICES}agents:
-  a:
-    base_url: {}
-    api_key_env: TEST_KEY
-    model: test-model
-  b:
-    base_url: {}
-    api_key_env: TEST_KEY
-    model: half-dollar
-jobs:
-  - name: ask
-    schedule: every 1h
-    agent: a
-    message: say hi
-    max_retries: 3
-  - name: big
-    schedule: every 1h
-    agent: b
-    message: spend
-",
-        slow_fail.base_url(),
-        spender.base_url()
+    let yaml = agent_yaml(
+        "openai",
+        &slow_fail.base_url(),
+        "",
+        "budget: { max_cost_usd: 1.00, period: day }\n",
     );
     let rig = Rig::start("budget-retry", &yaml, key_env(&key)).await;
-    let big = rig.wait_rows("big", 1).await.remove(0);
-    assert!((big.cost_usd - 1.0).abs() < 1e-12, "{big:#?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while slow_fail.request_count() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first attempt never sent"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let lowered = yaml.replace("max_cost_usd: 1.00", "max_cost_usd: 0.001");
+    let path = rig.dir.join("jobs.yaml");
+    let loaded = cronsole::config::load_str(&lowered, &path).unwrap_or_else(|e| panic!("{e}"));
+    rig.store.apply(&loaded.file, rig.now()).unwrap();
     let ask = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(ask.status, Status::Skipped, "{ask:#?}");
     assert!(
-        ask.reason.as_deref().unwrap_or("").contains("budget"),
+        ask.reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("budget reached: global $0.001/day"),
         "{ask:#?}"
+    );
+    assert_eq!(
+        ask.cost_usd, 0.0,
+        "the failed attempt was released: {ask:#?}"
     );
     assert_eq!(ask.attempts, 1);
     assert_eq!(
@@ -734,4 +735,128 @@ async fn a_key_echoed_in_a_successful_reply_is_redacted_everywhere() {
     assert!(!out.contains(&key) && out.contains("[redacted]"), "{out}");
     let dir = rig.stop().await;
     assert_key_absent(&dir, &key);
+}
+
+/// Red team 5 (HIGH ×2): a reply whose usage prices above the call's reservation (100 000
+/// prompt tokens for a short prompt) was booked at face value, and a reply naming a pricier
+/// known model (`o1-pro` for a request of `test-model`) was priced at that model. Both passed
+/// the budget by any amount. Now the requested model is priced and the booked cost never
+/// exceeds the reservation; the row says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_is_booked_at_most_at_its_reservation_and_at_the_requested_price() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(
+        &key,
+        vec![
+            Reply::ok("hi", 100_000, 10),
+            Reply::AsModel("o1-pro".into(), Box::new(Reply::ok("hi", 10, 10))),
+        ],
+    )
+    .await
+    .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 0.02, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100",
+    );
+    let rig = Rig::start("over-reservation", &yaml, key_env(&key)).await;
+    let rows = rig.wait_rows("ask", 1).await;
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    // Face value: 100 000 × $1/M = $0.10, five times the budget. The reservation is the
+    // prompt's bytes + 64 at $1/M plus 100 output tokens at $2/M: well under $0.001.
+    assert!(
+        r.cost_usd > 0.0 && r.cost_usd < 0.001,
+        "booked at the reservation: {r:#?}"
+    );
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("usage above the worst case")
+            && reason.contains("booked at the reservation"),
+        "{r:#?}"
+    );
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    let first = r.cost_usd;
+
+    let rows = rig.step("ask", 60, 2).await;
+    let r = &rows[1];
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(
+        r.model.as_deref(),
+        Some("o1-pro"),
+        "the reply's model is recorded"
+    );
+    // At o1-pro ($150/$600 per M) this is $0.0075; at the requested model, $0.00003.
+    assert!((r.cost_usd - 0.00003).abs() < 1e-12, "{r:#?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("priced as the requested 'test-model'"),
+        "{r:#?}"
+    );
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!(
+        (spend.global_usd - first - 0.00003).abs() < 1e-12,
+        "{spend:?}"
+    );
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
+}
+
+/// Red team 5 (LOW): a first attempt that really called the model and whose outcome is
+/// unknown (a 2xx reply we could not read), then a retry the budget refuses, was recorded
+/// `skipped` at $0 while its worst case counted as spent. It is `failed` (the action ran and
+/// failed, so incidents see it), and the row carries the amount kept as spent, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(
+        &key,
+        vec![Reply::Malformed, Reply::ok("should not be asked", 1, 1)],
+    )
+    .await
+    .unwrap();
+    // Worst case ≈ $0.2001 (100 000 output tokens at $2/M dominate): one fits $0.30, two not.
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 0.30, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100000",
+    );
+    let rig = Rig::start("unknown-then-budget", &yaml, key_env(&key)).await;
+    let rows = rig.wait_rows("ask", 1).await;
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(r.attempts, 1, "{r:#?}");
+    assert!(
+        r.cost_usd > 0.2 && r.cost_usd < 0.21,
+        "the worst case kept as spent is on the row: {r:#?}"
+    );
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("budget reached") && reason.contains("booked as spent"),
+        "{r:#?}"
+    );
+    assert!(r.error.is_some(), "the attempt's error stays: {r:#?}");
+    assert_eq!(fake.request_count(), 1, "the retry was not sent");
+    // Counted once: in the counters with the row, no reservation left holding it too.
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
 }

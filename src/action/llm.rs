@@ -36,8 +36,9 @@
 //!   outside 2xx, 429 included) is not billed by the providers, and a request that never left
 //!   (no key, bad URL, connection refused) cost nothing; a timeout, a transport error after
 //!   connecting, or a 2xx reply we could not read may have been billed.
-//! - The reported model is the one the reply names (often a dated snapshot, which pricing
-//!   resolves), falling back to the agent's `model`.
+//! - The reported model is the one the reply names (often a dated snapshot, or a router's
+//!   pick), falling back to the agent's `model`; it is recorded on the row but the cost is
+//!   priced at the *requested* model when that has a price (`crate::cost::call_cost`).
 //! - Redirects are not followed: an API endpoint that redirects is misconfigured, and following
 //!   would be a way to move a key to another host.
 //! - Replies over 8 MiB are refused as malformed.
@@ -50,7 +51,7 @@ use serde_json::{Value, json};
 
 use crate::action::{BackoffConfig, retry_with_backoff};
 use crate::clock::Clock;
-use crate::cost::{PriceTable, RunCost, TokenUsage, run_cost};
+use crate::cost::{PriceTable, RunCost, TokenUsage};
 use crate::model::{AgentDef, Provider};
 
 /// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold (§10.2).
@@ -391,7 +392,16 @@ pub async fn run_agent(
     .await;
     let (cost, hold_until, silent) = match &retried.result {
         Ok(reply) => (
-            run_cost(prices, &reply.model, reply.usage),
+            crate::cost::call_cost(
+                prices,
+                crate::cost::Booking {
+                    requested: &run.agent.model,
+                    replied: &reply.model,
+                    usage: reply.usage,
+                    reserved: None,
+                    max_tokens: None,
+                },
+            ),
             None,
             is_silent(&reply.text),
         ),

@@ -15,6 +15,10 @@
 //!   reached: …`); the stop is kept in the job state (`JobState::budget_stop`) so every owner and
 //!   the console see it, and the alert is marked sent only once a sink took it (or the job has
 //!   no sinks).
+//! - A retry the budget refuses after an attempt whose outcome is unknown (it reached the model)
+//!   ends the run `failed`, its row carrying that attempt's worst case as its cost (the
+//!   reservation settles to it and leaves with the row); after attempts that surely cost nothing
+//!   it stays `skipped`.
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).
 //! - A failed `command` attempt is retried like a failed model call (same backoff), because both
@@ -650,6 +654,9 @@ async fn step4_agent(
     let (job, run_id, owner) = (def.name.clone(), cx.claim.run_id, cx.owner.to_string());
     let (http, progress, secrets) = (&cx.deps.http, &cx.progress, &cx.secrets);
     let prices = &prices;
+    // Reservations of attempts whose outcome is unknown (kept as spent at their worst case).
+    let kept: Mutex<Vec<(Uuid, f64)>> = Mutex::new(Vec::new());
+    let kept = &kept;
 
     let before = |attempt: u32| {
         let (job, owner) = (job.clone(), owner.clone());
@@ -691,7 +698,12 @@ async fn step4_agent(
             };
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
-                let how = settlement(prices, &r, worst, max_tokens);
+                let how = settlement(prices, &agent.model, &r, worst, max_tokens);
+                if let (Settlement::Spent, Some(w)) = (how, worst)
+                    && let Ok(mut k) = kept.lock()
+                {
+                    k.push((id, w));
+                }
                 settle(store, clock, &job, id, how).await;
             }
             let error = r
@@ -714,8 +726,7 @@ async fn step4_agent(
     cx.row.attempt_log = progress.log();
     match h.ended {
         Ended::Done(Ok(reply)) => {
-            let c = cost::run_cost(prices, &reply.model, reply.usage);
-            let c = cap_at_reservation(c, worst, max_tokens);
+            let c = cost::call_cost(prices, booking(&agent.model, &reply, worst, max_tokens));
             progress.priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
             cx.row.attempt_log = progress.log();
             Ok((reply, c))
@@ -743,8 +754,28 @@ async fn step4_agent(
                     } else {
                         format!("{reason} (before retry {})", h.attempts + 1)
                     };
+                    let kept = kept.lock().map(|k| k.clone()).unwrap_or_default();
                     let mut end = budget_stopped(cx, reason);
                     end.2 = last;
+                    if !kept.is_empty() {
+                        // An earlier attempt really called the model and its outcome is
+                        // unknown: the action ran and failed, and its worst case is what it
+                        // cost. The row carries it, so the reservations settle to it and
+                        // leave with the row (counted once, in the period they were made in).
+                        let spent: f64 = kept.iter().map(|(_, w)| *w).sum();
+                        for (id, w) in kept {
+                            settle(store, clock, &job, id, Settlement::Cost(w)).await;
+                        }
+                        cx.row.cost_usd = spent;
+                        end.0 = Status::Failed;
+                        end.1 = end.1.map(|r| {
+                            format!(
+                                "{r}; the earlier attempt's outcome is unknown, its reservation \
+                                 {} is booked as spent",
+                                cost::usd(spent)
+                            )
+                        });
+                    }
                     Err(end)
                 }
                 Stop::Store(e) => Err(End(Status::Failed, None, Some(e))),
@@ -754,53 +785,46 @@ async fn step4_agent(
     }
 }
 
-/// A reply reporting more output tokens than the request allowed (`max_tokens`, which every
-/// budgeted request carries) cannot have been billed that way: the recorded cost is the call's
-/// reservation (its worst case) and the row says why, so a lying or broken server cannot push
-/// recorded spend past a budget. (Input tokens are not capped: the reservation bounds them by
-/// the prompt's bytes, an estimate a provider's own counting may exceed.)
-fn cap_at_reservation(
-    mut c: cost::RunCost,
+/// What a reply is booked at: the requested model's price, capped at the call's reservation
+/// (`cost::call_cost`), so a lying server, a router naming a pricier model or a provider
+/// counting more input than the prompt's bytes cannot push recorded spend past a budget.
+fn booking<'a>(
+    requested: &'a str,
+    reply: &'a LlmReply,
     worst: Option<f64>,
     max_tokens: Option<u32>,
-) -> cost::RunCost {
-    if let (Some(w), Some(m)) = (worst, max_tokens)
-        && c.output_tokens > u64::from(m)
-    {
-        c.reason = Some(format!(
-            "reply reports {} output tokens, more than the request allowed ({m}); charged at \
-             the call's worst case {} instead of {}",
-            c.output_tokens,
-            cost::usd(w),
-            cost::usd(c.cost_usd)
-        ));
-        c.cost_usd = w;
+) -> cost::Booking<'a> {
+    cost::Booking {
+        requested,
+        replied: &reply.model,
+        usage: reply.usage,
+        reserved: worst,
+        max_tokens,
     }
-    c
 }
 
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
 ///
-/// A reply claiming more output than the request allowed settles *to the figure its row
-/// records* (the worst case, see [`cap_at_reservation`]), so the completion moves that amount
-/// into the counters once; keeping it `Spent` as well would count it twice (spent and in
-/// flight) and stop the budget at a fraction of what was really booked.
+/// A reply settles *to the figure its row records* (`cost::call_cost`, at most the
+/// reservation), so the completion moves that amount into the counters once; keeping it
+/// `Spent` as well would count it twice (spent and in flight) and stop the budget at a fraction
+/// of what was really booked.
 fn settlement(
     prices: &PriceTable,
+    requested: &str,
     r: &Result<LlmReply, LlmError>,
     worst: Option<f64>,
     max_tokens: Option<u32>,
 ) -> Settlement {
     match r {
         Ok(reply) => {
-            let c = cost::run_cost(prices, &reply.model, reply.usage);
-            let absurd = max_tokens.is_some_and(|m| c.output_tokens > u64::from(m));
-            match worst {
-                Some(w) if absurd => Settlement::Cost(w),
-                // No usage, an unknown reply model or a clamped count: the real cost is
-                // unknown and the row records none of it, so the worst case stays charged.
-                _ if c.unpriced || absurd => Settlement::Spent,
-                _ => Settlement::Cost(c.cost_usd),
+            let c = cost::call_cost(prices, booking(requested, reply, worst, max_tokens));
+            if c.unpriced {
+                // No usage or a clamped count: the real cost is unknown and the row records
+                // at most part of it, so the worst case stays charged.
+                Settlement::Spent
+            } else {
+                Settlement::Cost(c.cost_usd)
             }
         }
         Err(e) if e.surely_cost_nothing() => Settlement::Release,

@@ -20,6 +20,10 @@
 //!   dropped whenever their job takes a new one.
 //! - An `abandoned` row (shutdown, crash recovery) does not absorb a settled reservation: the row
 //!   carries no cost, so the settled amount keeps counting until the period ends.
+//! - Money is booked in the period its reservation was made in: a row counted after the period
+//!   ended adds its reserved-in-an-older-period amount to the job's total, not to the new
+//!   period's spend ([`absorb_settled`] returns it, `logic::count_row` subtracts it), and a live
+//!   run's old-period reservation survives the job's next reservation ([`record`]).
 //! - Fit is inclusive: spent + in flight + this call ≤ limit; a zero-cost call still needs spend
 //!   below the limit (a limit of 0 forbids every call, as in `cost::budget_check`).
 
@@ -170,11 +174,20 @@ pub fn decide_totals(
     Ok(key)
 }
 
-/// Record an accepted reservation on the job (dropping its reservations of ended periods).
+/// Record an accepted reservation on the job, dropping its reservations of ended periods except
+/// the requesting run's own and those of runs still live on the job and not yet kept as spent
+/// (a run's earlier attempt may still be booked by its row): a call reserved at 23:59:58
+/// and settled at 00:00:01 must still find its reservation, so its cost is booked in the day
+/// it was reserved in ([`absorb_settled`]), not in the new one.
 pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uuid {
     let id = Uuid::new_v4();
+    let live: Vec<Uuid> = rec.rt.leases().map(|l| l.run_id).collect();
     let rs = &mut rec.rt.counters.reservations;
-    rs.retain(|r| r.period_key == key);
+    rs.retain(|r| {
+        r.period_key == key
+            || r.run_id == req.run_id
+            || (r.state != ReservationState::Spent && live.contains(&r.run_id))
+    });
     rs.push(Reservation {
         id,
         run_id: req.run_id,
@@ -216,14 +229,22 @@ pub fn settle(rec: &mut JobRecord, id: Uuid, how: Settlement) -> bool {
 
 /// A run's row is being counted: its settled reservations leave (the row carries their cost
 /// into the counters). Called by `logic::count_row`, so both stores do it in the same write.
-pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow) {
+/// Returns the amount of those reservations made in a period other than `key` (the current
+/// one): that much of the row's cost belongs to the period its call was reserved in, not to
+/// `key` (a call reserved before midnight and settled after it).
+pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> f64 {
     if row.status == Status::Abandoned {
-        return;
+        return 0.0;
     }
-    rec.rt
-        .counters
-        .reservations
-        .retain(|r| !(r.run_id == row.run_id && r.state == ReservationState::Settled));
+    let mut elsewhere = 0.0;
+    rec.rt.counters.reservations.retain(|r| {
+        let mine = r.run_id == row.run_id && r.state == ReservationState::Settled;
+        if mine && r.period_key != key && r.usd.is_finite() && r.usd > 0.0 {
+            elsewhere += r.usd;
+        }
+        !mine
+    });
+    elsewhere
 }
 
 #[cfg(test)]
@@ -252,6 +273,24 @@ mod tests {
             usd,
             now,
         }
+    }
+
+    /// Make `run` a live run of `rec` (as a claim would).
+    fn live(rec: &mut JobRecord, run: Uuid, now: DateTime<Utc>) {
+        rec.rt.overlap.leases.push(crate::model::Lease {
+            owner: "o".into(),
+            run_id: run,
+            slot: None,
+            trigger: Trigger::Manual,
+            claimed_at: now,
+            lease_until: now + chrono::Duration::seconds(30),
+            last_renewed: now,
+            spends_job: false,
+            coalesced: None,
+            cancel_requested_at: None,
+            lapsed: false,
+            chain: Vec::new(),
+        });
     }
 
     fn try_reserve(
@@ -321,11 +360,93 @@ mod tests {
         settle(&mut jobs[0], id, Settlement::Cost(0.05));
         let mut row = HistoryRow::new("a", Status::Abandoned, Trigger::Schedule, None, "o", now);
         row.run_id = run;
-        absorb_settled(&mut jobs[0], &row);
+        absorb_settled(&mut jobs[0], &row, &BudgetPeriod::Day.key(now));
         assert_eq!(jobs[0].rt.counters.reservations.len(), 1);
         row.status = Status::Succeeded;
-        absorb_settled(&mut jobs[0], &row);
+        absorb_settled(&mut jobs[0], &row, &BudgetPeriod::Day.key(now));
         assert!(jobs[0].rt.counters.reservations.is_empty());
+    }
+
+    /// Red team 5 (HIGH): calls reserved at 23:59:58 settled after midnight were booked into
+    /// the new day after its budget had been filled by new calls (168 % of the limit). Each
+    /// call's cost is booked in the period its reservation was made in, so neither day passes
+    /// its limit.
+    #[test]
+    fn a_call_straddling_midnight_is_booked_in_the_day_it_was_reserved() {
+        use crate::store::logic::count_row;
+        let before = t("2026-12-01T23:59:58Z");
+        let after = t("2026-12-02T00:00:00Z");
+        let settled_at = t("2026-12-02T00:00:01Z");
+        let s = settings(0.05);
+        let mut jobs = vec![job("a", before), job("b", before)];
+        // Day D: four calls of $0.0108 fill it (a fifth does not fit).
+        let mut old = Vec::new();
+        for i in 0..4 {
+            let run = Uuid::new_v4();
+            live(&mut jobs[i % 2], run, before);
+            let r = req(if i % 2 == 0 { "a" } else { "b" }, run, 0.0108, before);
+            let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
+            let id = record(&mut jobs[i % 2], &r, key);
+            old.push((i % 2, run, id));
+        }
+        assert!(try_reserve(&s, &mut jobs, 0, 0.0108, before).is_err());
+        // Day D+1: its budget is empty, four new calls fit, and taking them must not drop the
+        // in-flight reservations of day D.
+        for i in 0..4 {
+            try_reserve(&s, &mut jobs, i % 2, 0.0108, after).unwrap();
+        }
+        assert_eq!(
+            jobs[0].rt.counters.reservations.len(),
+            4,
+            "D's in-flight kept"
+        );
+        // D's calls settle after midnight at $0.0105 and their rows are counted.
+        for (j, run, id) in old {
+            assert!(settle(&mut jobs[j], id, Settlement::Cost(0.0105)));
+            let mut row = HistoryRow::new(
+                "a",
+                Status::Succeeded,
+                Trigger::Schedule,
+                None,
+                "o",
+                settled_at,
+            );
+            row.run_id = run;
+            row.cost_usd = 0.0105;
+            count_row(&mut jobs[j], &row, BudgetPeriod::Day, settled_at);
+        }
+        let key = BudgetPeriod::Day.key(settled_at);
+        let (mut spent, mut held) = (0.0, 0.0);
+        for j in &jobs {
+            let (s, h) = committed(j, &key);
+            spent += s;
+            held += h;
+            // The money is still in the job's all-time total.
+            assert!((j.rt.counters.total_cost_usd - 0.021).abs() < 1e-12);
+        }
+        assert_eq!(spent, 0.0, "nothing of day D booked into D+1");
+        assert!((held - 4.0 * 0.0108).abs() < 1e-12);
+        assert!(spent + held <= 0.05);
+        // A new call on D+1 is still refused: D+1 is full with its own calls only.
+        assert!(try_reserve(&s, &mut jobs, 0, 0.0108, settled_at).is_err());
+        // An old-period reservation of a run no longer live (its owner died mid-call) is
+        // dropped when its job takes a new one; the current period's stay.
+        let now = t("2026-12-02T00:00:02Z");
+        jobs[0].rt.counters.reservations[0].period_key = "day:2026-11-01".into();
+        let live_run = jobs[0].rt.counters.reservations[0].run_id;
+        live(&mut jobs[0], live_run, now);
+        let r = req("a", Uuid::new_v4(), 0.0, now);
+        record(&mut jobs[0], &r, key.clone());
+        assert_eq!(
+            jobs[0].rt.counters.reservations.len(),
+            3,
+            "a live run's old one stays"
+        );
+        jobs[0].rt.overlap.leases.clear();
+        record(&mut jobs[0], &r, key);
+        let rs = &jobs[0].rt.counters.reservations;
+        assert_eq!(rs.len(), 3, "{rs:?}");
+        assert!(rs.iter().all(|r| r.period_key != "day:2026-11-01"));
     }
 
     #[test]

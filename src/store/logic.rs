@@ -603,7 +603,10 @@ pub fn holds(rec: &JobRecord, run_id: Uuid) -> bool {
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
 pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, now: DateTime<Utc>) {
-    super::budget::absorb_settled(rec, row);
+    let key = period.key(now);
+    // Money reserved in an earlier period is booked there (it fitted that period's budget),
+    // never into the current one, whose budget may already be full (midnight rollover).
+    let elsewhere = super::budget::absorb_settled(rec, row, &key);
     let c = &mut rec.rt.counters;
     *c.by_status.entry(row.status).or_insert(0) += 1;
     let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
@@ -613,12 +616,11 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     };
     c.total_cost_usd += cost;
     c.runtime_ms = c.runtime_ms.saturating_add(row.duration_ms);
-    let key = period.key(now);
     if c.period_key != key {
         c.period_key = key;
         c.period_cost_usd = 0.0;
     }
-    c.period_cost_usd += cost;
+    c.period_cost_usd += (cost - elsewhere).max(0.0);
     if row.unpriced {
         c.cost_incomplete = true;
     }

@@ -42,6 +42,9 @@ pub enum Reply {
     Slow(Duration, Box<Reply>),
     /// 200 with a body that is not the provider's JSON.
     Malformed,
+    /// The inner reply, naming this model instead of the requested one (a router's pick, or
+    /// a server lying about what it ran).
+    AsModel(String, Box<Reply>),
 }
 
 impl Reply {
@@ -154,6 +157,10 @@ fn render(flavor: Flavor, req: &Request, reply: Reply) -> Response {
         .json()
         .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string))
         .unwrap_or_else(|| "unknown".to_string());
+    render_as(flavor, model, reply)
+}
+
+fn render_as(flavor: Flavor, model: String, reply: Reply) -> Response {
     match reply {
         Reply::Ok { text, usage } => {
             let body = match flavor {
@@ -205,7 +212,8 @@ fn render(flavor: Flavor, req: &Request, reply: Reply) -> Response {
                 None => r,
             }
         }
-        Reply::Slow(d, inner) => render(flavor, req, *inner).delay(d),
+        Reply::Slow(d, inner) => render_as(flavor, model, *inner).delay(d),
+        Reply::AsModel(m, inner) => render_as(flavor, m, *inner),
         Reply::Malformed => Response::text(200, "<html>this is not json</html>")
             .header("content-type", "application/json"),
     }

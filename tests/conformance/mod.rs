@@ -767,6 +767,86 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     );
 }
 
+/// Red team 5 (HIGH): calls reserved just before UTC midnight were booked into the new day
+/// when they settled after it, on top of the new day's own reservations (168 % of its limit).
+/// A call's money is booked in the period its reservation was made in, in both stores.
+pub fn a_call_reserved_before_midnight_is_booked_in_its_day(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod};
+    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    use cronsole::testkit::time::rfc3339 as at;
+    let s = f();
+    let mut jf = file(vec![every("a", 3600), every("b", 3600)]);
+    jf.settings.budget = Some(Budget {
+        max_cost_usd: 0.05,
+        period: BudgetPeriod::Day,
+    });
+    let d = at("2026-12-01T23:59:58Z");
+    s.apply(&jf, d).unwrap();
+    let claims = claim(&*s, "o1", d, 10).claims;
+    let run = |job: &str| {
+        claims
+            .iter()
+            .find(|c| c.job.def.name == job)
+            .map(|c| c.run_id)
+            .unwrap()
+    };
+    let reserve = |job: &str, usd: f64, now| {
+        s.reserve(&ReserveRequest {
+            job,
+            run_id: run(job),
+            owner: "o1",
+            usd,
+            now,
+        })
+        .unwrap()
+    };
+    let ReserveOutcome::Reserved { id: old } = reserve("a", 0.04, d) else {
+        panic!("day D has room")
+    };
+    // Midnight: day D+1 is empty; `b` reserves most of it, and `a`'s own retry reserves too,
+    // which must not drop `a`'s in-flight reservation of day D.
+    let d1 = at("2026-12-02T00:00:00Z");
+    assert!(matches!(
+        reserve("b", 0.04, d1),
+        ReserveOutcome::Reserved { .. }
+    ));
+    let ReserveOutcome::Reserved { id: retry } = reserve("a", 0.001, d1) else {
+        panic!("fits")
+    };
+    s.settle("a", retry, Settlement::Release, d1).unwrap();
+    // `a`'s day-D call settles after midnight and its run completes.
+    let later = at("2026-12-02T00:00:01Z");
+    s.settle("a", old, Settlement::Cost(0.035), later).unwrap();
+    let c = claims.iter().find(|c| c.job.def.name == "a").unwrap();
+    let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o1", later);
+    row.cost_usd = 0.035;
+    s.complete(Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o1".into(),
+        now: later,
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+    let a = s.job("a").unwrap().unwrap();
+    assert!(a.rt.counters.reservations.is_empty(), "{:?}", a.rt.counters);
+    assert!((a.rt.counters.total_cost_usd - 0.035).abs() < 1e-12);
+    let spend = s.spend("a", later).unwrap();
+    assert_eq!(spend.job_usd, 0.0, "day D's call is not day D+1's spend");
+    assert_eq!(spend.global_usd, 0.0);
+    // D+1 holds only `b`'s $0.04: $0.01 more fits, $0.011 does not.
+    assert!(matches!(
+        reserve("a", 0.011, later),
+        ReserveOutcome::Refused { .. }
+    ));
+    assert!(matches!(
+        reserve("a", 0.01, later),
+        ReserveOutcome::Reserved { .. }
+    ));
+}
+
 pub fn history_filters_newest_first(f: Factory) {
     let s = f();
     s.apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
@@ -1111,6 +1191,7 @@ macro_rules! conformance_suite {
             max_runs_and_until_retire,
             oversized_state_is_rejected_and_prior_kept,
             budget_reservations_are_atomic_and_settle_into_counters,
+            a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,
             operator_actions_and_history_pages,

@@ -1204,13 +1204,13 @@ impl Store for FileStore {
         };
         let job_usd = super::stats::period_spend(&rec, settings, now);
         // From the index: only jobs with budget counters carry any.
-        let global_usd = l
-            .inner
-            .jobs
-            .values()
-            .filter_map(|s| s.spend.as_deref())
-            .map(|c| super::stats::period_spend_counters(c, settings, now))
-            .sum();
+        let global_usd = crate::cost::sum_usd(
+            l.inner
+                .jobs
+                .values()
+                .filter_map(|s| s.spend.as_deref())
+                .map(|c| super::stats::period_spend_counters(c, settings, now)),
+        );
         Ok(SpendNow {
             global_usd,
             job_usd,

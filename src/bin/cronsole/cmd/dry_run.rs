@@ -298,8 +298,11 @@ fn print_text(r: &DryRun) {
     }
     for b in &r.budgets {
         println!(
-            "budget: {} ${:.4}/{} (spent ${:.4})",
-            b.scope, b.limit_usd, b.period, b.spent_usd
+            "budget: {} {}/{} (spent {})",
+            b.scope,
+            cost::usd_fixed(b.limit_usd, 4),
+            b.period,
+            cost::usd_fixed(b.spent_usd, 4)
         );
     }
     if r.budgets.is_empty() && r.kind == "agent" {
