@@ -237,7 +237,10 @@ pub async fn call(
             });
         }
     };
-    let red = Redactor(&key);
+    let red = Redactor(
+        &key,
+        crate::text::Secrets::new(crate::text::url_tokens(&agent.base_url)),
+    );
     let url = endpoint(agent, env)?;
     let mut headers = HeaderMap::new();
     let (auth_name, auth_value) = match agent.provider {
@@ -661,12 +664,15 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Replaces the key wherever it appears.
-struct Redactor<'a>(&'a str);
+/// Also replaces the tokens `base_url` may carry in its path or query (`text::url_tokens`): an
+/// endpoint that echoes its request URL in an error body must not put them in the error.
+struct Redactor<'a>(&'a str, crate::text::Secrets);
 
 impl Redactor<'_> {
     fn clean(&self, s: &str) -> String {
+        let s = self.1.redact(s);
         if self.0.is_empty() {
-            s.to_string()
+            s.into_owned()
         } else {
             s.replace(self.0, "[redacted]")
         }
