@@ -3,7 +3,8 @@
 //! through here, so a stray `ESC ] 52 ;`, `ESC [ 2 J`, a U+202E right-to-left override or a
 //! zero-width joiner cannot rewrite the operator's clipboard or screen or make text read
 //! differently from what it is. Also owns [`Secrets`]: removing configured API-key values from
-//! every text cronsole writes.
+//! every text cronsole writes; and how a URL is shown ([`url_display`]: path and query elided)
+//! and which of its parts may be tokens ([`url_tokens`]).
 //!
 //! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and
 //! its renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape

@@ -41,6 +41,9 @@
 //!   the job, and so does a run whose end brings `runs` to `max_runs` though its claim did not
 //!   spend the job. Bound: `max_runs` + 1 executions per run that was recorded `abandoned`
 //!   while its (stopped) owner still ran it.
+//! - An operator run queued before the job retired (manual trigger, retry, backfill) is never
+//!   dropped: a spent job still runs it; a job removed from the jobs file records it `skipped`
+//!   ([`REASON_QUEUED_REMOVED`]) at the next claim pass (red team 5).
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
