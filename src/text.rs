@@ -3,7 +3,8 @@
 //! through here, so a stray `ESC ] 52 ;`, `ESC [ 2 J`, a U+202E right-to-left override or a
 //! zero-width joiner cannot rewrite the operator's clipboard or screen or make text read
 //! differently from what it is. Also owns [`Secrets`]: removing configured API-key values from
-//! every text cronsole writes.
+//! every text cronsole writes; and how a URL is shown ([`url_display`]: path and query elided)
+//! and which of its parts may be tokens ([`url_tokens`]).
 //!
 //! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and
 //! its renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape
@@ -220,6 +221,61 @@ pub const MIN_SECRET_CHARS: usize = 8;
 /// truncation mark, is redacted too.
 const MIN_PARTIAL_CHARS: usize = 4;
 
+/// A URL as cronsole prints and records it (errors, rows, logs, `probe`): the scheme, host and
+/// port, with the path and the query elided (`https://hooks.example.com/…`), because a token is
+/// often carried there (`?api_key=…`, `/services/T0/B0/…`, `/TOKEN/v1`). A URL with neither
+/// path nor query is shown whole; text that does not parse as a URL is shown as `(invalid URL)`.
+/// `suffix` is a path cronsole itself appends (an agent's `/chat/completions`), shown after the
+/// elision because it carries nothing of the operator's.
+pub fn url_display(url: &str, suffix: &str) -> String {
+    let Ok(u) = reqwest::Url::parse(url.trim()) else {
+        return "(invalid URL)".to_string();
+    };
+    let host = u.host_str().unwrap_or("");
+    let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let hidden = (u.path() != "/" && !u.path().is_empty()) || u.query().is_some();
+    let suffix = suffix.trim_start_matches('/');
+    match (hidden, suffix.is_empty()) {
+        (true, true) => format!("{}://{host}{port}/…", u.scheme()),
+        (true, false) => format!("{}://{host}{port}/…/{suffix}", u.scheme()),
+        (false, true) => format!("{}://{host}{port}/", u.scheme()),
+        (false, false) => format!("{}://{host}{port}/{suffix}", u.scheme()),
+    }
+}
+
+/// The parts of a URL that may carry a token, to redact wherever they show up (a server that
+/// echoes its request path in an error body): each path segment of at least
+/// [`URL_TOKEN_MIN_CHARS`] characters, each query value, and the path (with its query) when it
+/// has either; [`Secrets::new`] then drops what is shorter than [`MIN_SECRET_CHARS`].
+pub fn url_tokens(url: &str) -> Vec<String> {
+    let Ok(u) = reqwest::Url::parse(url.trim()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = u
+        .path_segments()
+        .into_iter()
+        .flatten()
+        .filter(|s| s.chars().count() >= URL_TOKEN_MIN_CHARS)
+        .map(str::to_string)
+        .collect();
+    if let Some(q) = u.query() {
+        out.push(format!("{}?{q}", u.path()));
+    } else if !out.is_empty() {
+        out.push(u.path().to_string());
+    }
+    if let Some(q) = u.query() {
+        for pair in q.split('&') {
+            let value = pair.split_once('=').map_or(pair, |(_, v)| v);
+            out.push(value.to_string());
+        }
+    }
+    out
+}
+
+/// Shortest path segment [`url_tokens`] treats as a possible token (`v1`, `api`, `services`
+/// and the like are shorter; a Slack webhook's or a feed's token is longer).
+pub const URL_TOKEN_MIN_CHARS: usize = 12;
+
 /// The configured API-key values (each agent's `api_key_env` value) that must never leave in
 /// anything cronsole writes or prints: results, errors, reasons, notepad, diffs, sinks, logs.
 /// Apply it before any truncation; [`Secrets::redact`] also removes a secret's leading part left
@@ -245,6 +301,11 @@ impl Secrets {
 
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
+    }
+
+    /// These secrets and `more` (the same rules as [`Secrets::new`]).
+    pub fn with(self, more: impl IntoIterator<Item = String>) -> Secrets {
+        Secrets::new(self.values.into_iter().chain(more))
     }
 
     /// `s` with every secret replaced by [`REDACTED`]; borrowed when none occurs.
@@ -390,6 +451,57 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result
     let mut out = Vec::with_capacity(128);
     v.serialize(&mut json_serializer_pretty(&mut out))?;
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    /// Red team 5: a token in a URL's query or path is never printed.
+    #[test]
+    fn url_display_elides_path_and_query() {
+        let d = |u| url_display(u, "");
+        assert_eq!(
+            d("http://127.0.0.1:1/v1?api_key=QUERYSECRET789"),
+            "http://127.0.0.1:1/…"
+        );
+        assert_eq!(
+            d("https://h.example/URLPATHSECRET123/v1"),
+            "https://h.example/…"
+        );
+        assert_eq!(d("https://h.example"), "https://h.example/");
+        assert_eq!(d("not a url ?pw=SECRET"), "(invalid URL)");
+        assert_eq!(
+            url_display("http://h:8080/T0K3N/v1", "/chat/completions"),
+            "http://h:8080/…/chat/completions"
+        );
+        assert_eq!(
+            url_display("http://h", "v1/messages"),
+            "http://h/v1/messages"
+        );
+    }
+
+    #[test]
+    fn url_tokens_feed_the_redactor() {
+        let s = Secrets::new(url_tokens(
+            "http://h/services/T0/B0/HOOKSECRET111?pw=HOOKPW222&x=1",
+        ));
+        let echoed = "bad hook /services/T0/B0/HOOKSECRET111?pw=HOOKPW222&x=1 pw=HOOKPW222";
+        let out = s.redact(echoed);
+        assert!(
+            !out.contains("HOOKSECRET111") && !out.contains("HOOKPW222"),
+            "{out}"
+        );
+        let short = Secrets::new(url_tokens("https://api.openai.com/v1"));
+        assert!(short.is_empty(), "nothing of a plain base URL is a token");
+        assert_eq!(
+            url_tokens("http://h/URLPATHSECRET123/v1"),
+            vec![
+                "URLPATHSECRET123".to_string(),
+                "/URLPATHSECRET123/v1".to_string()
+            ]
+        );
+    }
 }
 
 #[cfg(test)]

@@ -484,3 +484,37 @@ async fn run_agent_retries_prices_and_flags_silence() {
     assert_eq!(out.attempts, 1);
     assert_eq!(fake.request_count(), 0);
 }
+
+/// Red team 5: a token in `base_url`'s path or query never reaches an error's text (the URL is
+/// shown as scheme://host:port/…/chat/completions), and the query is sent as a query after the
+/// appended path.
+#[tokio::test]
+async fn url_tokens_in_base_url_stay_out_of_errors_and_the_query_is_kept() {
+    let srv = TestServer::start(|req| Response::text(503, &format!("bad path {}", req.path)))
+        .await
+        .unwrap();
+    let a = agent(
+        Provider::Openai,
+        &format!("{}/PATHTOKEN123456/v1?api_key=QUERYSECRET789", srv.url()),
+        "gpt-4o",
+    );
+    let e = call_once(&a, Duration::from_secs(5)).await.unwrap_err();
+    let LlmError::Http { url, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(url, &format!("{}/…/chat/completions", srv.url()));
+    // Unreachable: reqwest's own text names the URL unless it is taken out.
+    let a = agent(
+        Provider::Openai,
+        "http://127.0.0.1:1/PATHTOKEN123456/v1?api_key=QUERYSECRET789",
+        "gpt-4o",
+    );
+    let e2 = call_once(&a, Duration::from_secs(5)).await.unwrap_err();
+    assert!(matches!(e2, LlmError::Transport { .. }), "{e2:?}");
+    for t in [e.to_string(), e2.to_string()] {
+        assert!(
+            !t.contains("QUERYSECRET789") && !t.contains("PATHTOKEN123456"),
+            "{t}"
+        );
+    }
+}

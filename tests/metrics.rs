@@ -193,3 +193,41 @@ fn an_attached_console_refuses_metrics_it_cannot_serve() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`console --attach` runs none"), "{err}");
 }
+
+/// Red team 5: idle connections that never finish their request head (slowloris) do not keep
+/// `/healthz` away: past the connection cap the oldest of them is dropped for the new one.
+#[test]
+fn idle_connections_do_not_starve_healthz() {
+    let dir = support::tempdir("metrics-idle");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let d = spawn(&dir, &["--metrics-addr", "127.0.0.1:0"]);
+    let line = d.wait_line("metrics at http://");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let t = Instant::now();
+    while get(&addr, "/healthz").0 != 200 {
+        assert!(t.elapsed() < Duration::from_secs(20), "never healthy");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Three times the cap of idle connections, each with an unfinished head.
+    let idle: Vec<TcpStream> = (0..3 * cronsole::service::http::MAX_CONNECTIONS)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ").unwrap();
+            s
+        })
+        .collect();
+    // Before the fix the answer waited for the idle ones to time out in batches of 16 (a
+    // minute for 192): `get`'s 10 s read timeout fails then.
+    let (code, body) = get(&addr, "/healthz");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    drop(idle);
+}

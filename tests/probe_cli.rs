@@ -111,3 +111,21 @@ async fn probe_url_ignores_environment_proxies() {
     assert_eq!(target.connections(), 1);
     assert_eq!(proxy.connections(), 0, "the environment proxy was used");
 }
+
+/// Red team 5: a token in a monitor URL's query or path is not printed when the probe fails.
+#[test]
+fn probe_failure_does_not_print_the_url_token() {
+    let out = cronsole(&[
+        "probe",
+        "--url",
+        "http://127.0.0.1:1/PATHTOKEN123456/x?pw=MONPW444",
+        "--allow-private",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("probe failed: request failed"), "{stderr}");
+    assert!(
+        !stderr.contains("MONPW444") && !stderr.contains("PATHTOKEN123456"),
+        "{stderr}"
+    );
+}

@@ -238,7 +238,10 @@ pub async fn call(
             });
         }
     };
-    let red = Redactor(&key);
+    let red = Redactor(
+        &key,
+        crate::text::Secrets::new(crate::text::url_tokens(&agent.base_url)),
+    );
     let url = endpoint(agent, env)?;
     let mut headers = HeaderMap::new();
     let (auth_name, auth_value) = match agent.provider {
@@ -257,7 +260,8 @@ pub async fn call(
         );
     }
     let body = request_body(agent, req.prompt, req.max_tokens.or(agent.max_tokens));
-    let url_s = url.to_string();
+    // Printed and recorded without the operator's path and query (a token is often there).
+    let url_s = shown_url(&url);
 
     let attempt = async {
         let resp = client
@@ -266,10 +270,13 @@ pub async fn call(
             .json(&body)
             .send()
             .await
-            .map_err(|e| LlmError::Transport {
-                url: url_s.clone(),
-                message: red.clean(&error_chain(&e)),
-                sent: !(e.is_connect() || e.is_builder()),
+            .map_err(|e| {
+                let sent = !(e.is_connect() || e.is_builder());
+                LlmError::Transport {
+                    url: url_s.clone(),
+                    message: red.clean(&error_chain(&e.without_url())),
+                    sent,
+                }
             })?;
         let status = resp.status().as_u16();
         let retry_after = resp
@@ -447,42 +454,35 @@ fn endpoint(
     agent: &AgentDef,
     env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<reqwest::Url, LlmError> {
-    let configured = agent.base_url.trim().trim_end_matches('/').to_string();
+    let configured = agent.base_url.trim().to_string();
     let from_env = |var: &str, default: &str| {
         env(var)
-            .map(|v| v.trim().trim_end_matches('/').to_string())
+            .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| default.to_string())
     };
-    let full = match agent.provider {
-        Provider::Openai => {
-            let base = if configured.is_empty() {
-                from_env("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE)
-            } else {
-                configured
-            };
-            format!("{base}/chat/completions")
-        }
-        Provider::Anthropic => {
-            let base = if configured.is_empty() {
-                from_env("ANTHROPIC_BASE_URL", DEFAULT_ANTHROPIC_BASE)
-            } else {
-                configured
-            };
-            if base.ends_with("/v1") {
-                format!("{base}/messages")
-            } else {
-                format!("{base}/v1/messages")
-            }
-        }
+    let base = match (configured.is_empty(), agent.provider) {
+        (false, _) => configured,
+        (true, Provider::Openai) => from_env("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE),
+        (true, Provider::Anthropic) => from_env("ANTHROPIC_BASE_URL", DEFAULT_ANTHROPIC_BASE),
     };
-    let url = reqwest::Url::parse(&full).map_err(|e| LlmError::BadUrl {
-        url: agent.base_url.clone(),
+    // The endpoint's path is appended to the base URL's PATH: a query (`?api-version=…`,
+    // `?key=…`) stays a query after it, and a fragment is never sent.
+    let mut url = reqwest::Url::parse(&base).map_err(|e| LlmError::BadUrl {
+        url: crate::text::url_display(&agent.base_url, ""),
         why: e.to_string(),
     })?;
+    url.set_fragment(None);
+    let path = url.path().trim_end_matches('/').to_string();
+    let full = match agent.provider {
+        Provider::Openai => format!("{path}/chat/completions"),
+        Provider::Anthropic if path.ends_with("/v1") => format!("{path}/messages"),
+        Provider::Anthropic => format!("{path}/v1/messages"),
+    };
+    url.set_path(&full);
     if !matches!(url.scheme(), "http" | "https") {
         return Err(LlmError::BadUrl {
-            url: agent.base_url.clone(),
+            url: crate::text::url_display(&agent.base_url, ""),
             why: format!("scheme '{}' is not http or https", url.scheme()),
         });
     }
@@ -493,6 +493,28 @@ fn endpoint(
         });
     }
     Ok(url)
+}
+
+/// The endpoint as errors and logs show it: scheme, host and port, the operator's path elided,
+/// then the path cronsole appends (`http://h:8080/…/chat/completions`).
+fn shown_url(url: &reqwest::Url) -> String {
+    let path = url.path();
+    let suffix = ["/chat/completions", "/v1/messages", "/messages"]
+        .into_iter()
+        .find(|s| path.ends_with(s))
+        .unwrap_or("");
+    let base = format!(
+        "{}://{}{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+        &path[..path.len() - suffix.len()]
+    );
+    let base = match url.query() {
+        Some(q) => format!("{base}?{q}"),
+        None => base,
+    };
+    crate::text::url_display(&base, suffix)
 }
 
 /// OpenAI models that reject `max_tokens` and take `max_completion_tokens` (reasoning models and
@@ -652,12 +674,15 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Replaces the key wherever it appears.
-struct Redactor<'a>(&'a str);
+/// Also replaces the tokens `base_url` may carry in its path or query (`text::url_tokens`): an
+/// endpoint that echoes its request URL in an error body must not put them in the error.
+struct Redactor<'a>(&'a str, crate::text::Secrets);
 
 impl Redactor<'_> {
     fn clean(&self, s: &str) -> String {
+        let s = self.1.redact(s);
         if self.0.is_empty() {
-            s.to_string()
+            s.into_owned()
         } else {
             s.replace(self.0, "[redacted]")
         }
@@ -781,11 +806,30 @@ mod tests {
             e(Provider::Anthropic, "https://api.anthropic.com/v1").unwrap(),
             "https://api.anthropic.com/v1/messages"
         );
+        // Red team 5: a query stays a query after the appended path; a fragment is dropped.
+        assert_eq!(
+            e(Provider::Openai, "http://h/v1?key=X").unwrap(),
+            "http://h/v1/chat/completions?key=X"
+        );
+        assert_eq!(
+            e(Provider::Anthropic, "http://h/?v=2#frag").unwrap(),
+            "http://h/v1/messages?v=2"
+        );
+        let shown = |b: &str| shown_url(&endpoint(&agent(Provider::Openai, b), &|_| None).unwrap());
+        assert_eq!(
+            shown("http://127.0.0.1:1/v1?api_key=QUERYSECRET789"),
+            "http://127.0.0.1:1/…/chat/completions"
+        );
+        assert_eq!(
+            shown("http://h/URLPATHSECRET123/v1"),
+            "http://h/…/chat/completions"
+        );
+        assert_eq!(shown("http://h"), "http://h/chat/completions");
         let err = e(Provider::Openai, "ftp://x").unwrap_err();
         assert!(err.to_string().contains("scheme 'ftp'"), "{err}");
         let err = e(Provider::Openai, "not a url").unwrap_err();
         assert!(
-            err.to_string().contains("bad base_url 'not a url'"),
+            err.to_string().contains("bad base_url '(invalid URL)'"),
             "{err}"
         );
         let err = e(Provider::Openai, "https://user:pw@host/v1").unwrap_err();

@@ -248,3 +248,30 @@ fn a_calendar_of_too_many_dates_is_refused() {
         "10001 dates, more than 10000",
     );
 }
+
+/// Red team 5: a jitter as long as the gap between two cron slots is warned about, like the
+/// `every` interval; a shorter one is not.
+#[test]
+fn jitter_as_long_as_a_cron_gap_is_a_warning() {
+    let job = |sched: &str, jitter: &str| {
+        format!(
+            "jobs:\n  - name: a\n    schedule: \"{sched}\"\n    command: \"true\"\n    jitter_seconds: {jitter}\n"
+        )
+    };
+    let c = check(&job("0 * * * *", "86400"));
+    assert!(!c.has_errors());
+    at(
+        diag(&c, "jobs[0].jitter_seconds"),
+        5,
+        21,
+        Severity::Warning,
+        "not shorter than the 3600s between two of this cron schedule's slots",
+    );
+    // Irregular gaps: the shortest one (1 h between 23:00 and 00:00) counts.
+    let c = check(&job("0 0,23 * * *", "3600"));
+    assert!(diag(&c, "jobs[0].jitter_seconds").message.contains("3600s"));
+    let c = check(&job("0 * * * *", "3599"));
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let c = check(&job("0 0 1 * *", "86400"));
+    assert!(c.diagnostics.is_empty(), "monthly: {:#?}", c.diagnostics);
+}

@@ -250,9 +250,30 @@ impl Ctx<'_> {
     }
 }
 
-/// The configured key values (each agent's `api_key_env` value) to keep out of every output.
+/// The configured key values (each agent's `api_key_env` value) to keep out of every output,
+/// and the tokens a configured URL may carry in its path or query (agents' `base_url`,
+/// webhooks; `text::url_tokens`): a server that echoes its request URL in an error body must
+/// not put them in a row either.
 pub fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
-    Secrets::new(settings.agents.values().filter_map(|a| env(&a.api_key_env)))
+    let keys = settings.agents.values().filter_map(|a| env(&a.api_key_env));
+    let urls = settings.agents.values().map(|a| a.base_url.as_str()).chain(
+        settings.delivery.values().filter_map(|d| match d {
+            crate::model::SinkDef::Webhook { url, .. } => Some(url.as_str()),
+            crate::model::SinkDef::File { .. } => None,
+        }),
+    );
+    Secrets::new(keys.chain(urls.flat_map(crate::text::url_tokens)))
+}
+
+/// [`secrets_of`] plus the tokens of the job's own monitor URL.
+fn run_secrets(settings: &Settings, def: &crate::model::JobDef, env: &EnvLookup) -> Secrets {
+    let base = secrets_of(settings, env);
+    match &def.gate {
+        Some(crate::model::Gate::Monitor {
+            source: crate::model::MonitorSource::Url { url, .. },
+        }) => base.with(crate::text::url_tokens(url)),
+        _ => base,
+    }
 }
 
 /// The store's settings for a run that was just claimed. A retryable error (database restarting,
@@ -331,7 +352,7 @@ pub async fn execute(
         clock,
         ev_tx,
         owner,
-        secrets: secrets_of(&settings, &deps.env),
+        secrets: run_secrets(&settings, def, &deps.env),
         settings,
         progress: progress.clone(),
         row,

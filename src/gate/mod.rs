@@ -107,7 +107,10 @@ pub async fn probe(
         MonitorSource::Url { url, allow_private } => url::fetch(url, *allow_private, &cfg.url)
             .await
             .map(|b| b.body)
-            .map_err(|e| format!("monitor URL {url}: {e}")),
+            .map_err(|e| {
+                // The path and query are elided: a token is often carried there.
+                format!("monitor URL {}: {e}", crate::text::url_display(url, ""))
+            }),
     }
 }
 

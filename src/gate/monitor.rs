@@ -13,6 +13,10 @@
 //! - The first run's context is the output cut to 8000 characters (marked when cut), the same
 //!   bound as a diff or `pre_run` stdout.
 //! - Command probe output that is not UTF-8 is hashed as raw bytes and shown lossily.
+//! - Line endings are normalized before hashing and previewing ([`normalized`]: CRLF read as
+//!   LF): a page that only flips CRLF/LF is not a change and calls no model (red team 5). A
+//!   lone CR is kept. A watermark stored before this rule was hashed over the raw bytes, so a
+//!   CRLF source shows one change after the upgrade.
 
 use std::time::Duration;
 
@@ -53,12 +57,32 @@ pub fn preview_of(s: &str, max: usize) -> (String, bool) {
     (s[..end].to_string(), true)
 }
 
-/// The new watermark for an output.
+/// The output as compared: every CRLF read as LF, so a source that only flips its line endings
+/// (a web server or a proxy switching between CRLF and LF) is not a change.
+pub fn normalized(output: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !output.windows(2).any(|w| w == b"\r\n") {
+        return std::borrow::Cow::Borrowed(output);
+    }
+    let mut out = Vec::with_capacity(output.len());
+    let mut i = 0;
+    while i < output.len() {
+        if output[i] == b'\r' && output.get(i + 1) == Some(&b'\n') {
+            i += 1;
+            continue;
+        }
+        out.push(output[i]);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The new watermark for an output (hashed and previewed with line endings normalized).
 pub fn watermark(output: &[u8]) -> MonitorState {
-    let text = String::from_utf8_lossy(output);
+    let output = normalized(output);
+    let text = String::from_utf8_lossy(&output);
     let (preview, truncated) = preview_of(&text, PREVIEW_MAX_BYTES);
     MonitorState {
-        hash: hash_hex(output),
+        hash: hash_hex(&output),
         preview,
         truncated,
     }
@@ -168,6 +192,29 @@ mod tests {
             } => (context, diff, monitor.expect("monitor state")),
             other => panic!("expected go, got {other:?}"),
         }
+    }
+
+    /// Red team 5: a page that only flips CRLF/LF is not a change (no model call).
+    #[test]
+    fn line_ending_flips_are_not_a_change() {
+        let crlf = b"line1\r\nline2\r\n";
+        let lf = b"line1\nline2\n";
+        let prior = watermark(crlf);
+        assert!(matches!(evaluate(lf, Some(&prior)), GateOutcome::NoChange));
+        assert!(matches!(
+            evaluate(crlf, Some(&watermark(lf))),
+            GateOutcome::NoChange
+        ));
+        assert!(!prior.preview.contains('\r'));
+        assert!(matches!(
+            evaluate(b"line1\r\nline3\r\n", Some(&prior)),
+            GateOutcome::Go { .. }
+        ));
+        assert_eq!(
+            normalized(b"a\rb\r\n").as_ref(),
+            b"a\rb\n",
+            "a lone CR is kept"
+        );
     }
 
     #[test]

@@ -282,7 +282,11 @@ pub async fn fetch(
     let deadline = opts.deadline;
     let cap = opts.body_cap;
     let work = async move {
-        let mut resp = client.get(parsed).send().await.map_err(|e| describe(&e))?;
+        let mut resp = client
+            .get(parsed)
+            .send()
+            .await
+            .map_err(|e| describe(&e.without_url()))?;
         let status = resp.status();
         if status.is_redirection() {
             let location = resp
@@ -300,7 +304,7 @@ pub async fn fetch(
         }
         // Never trust Content-Length: count what actually arrives.
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e.without_url()))? {
             if body.len() + chunk.len() > cap {
                 return Err(UrlProbeError::TooLarge);
             }

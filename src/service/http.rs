@@ -6,8 +6,11 @@
 //! the store beyond read-only calls. No HTTP server crate: two fixed read-only routes need ~100
 //! lines, and a full server would be the largest dependency in the binary.
 //!
-//! Bounds: at most 16 connections at once (others wait in the accept queue), 5 s to send the
-//! request head, 8 KiB of head; a store probe answers within 2 s or the check fails.
+//! Bounds: at most [`MAX_CONNECTIONS`] connections at once; past that the oldest one still
+//! sending its head is dropped for the new one (or the new one is closed at once when every
+//! connection is being answered), so idle or slowloris connections never keep `/healthz` away
+//! (red team 5); [`HEAD_TIMEOUT`] to send the request head, 8 KiB of head; a store probe
+//! answers within 2 s or the check fails.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +18,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::{CONTENT_TYPE, Metrics};
@@ -51,25 +53,89 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
+/// Most connections served at once. When all are taken, the oldest one still sending its
+/// request head is dropped for the new one (an idle or slowloris connection must not keep
+/// `/healthz` away from a supervisor); when every one is past its head, the new connection is
+/// closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Time a client has to send its whole request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The connections alive, and those still reading their head (oldest first) with the token
+/// that drops each.
+#[derive(Default)]
+struct Conns {
+    live: usize,
+    next_id: u64,
+    reading: std::collections::VecDeque<(u64, CancellationToken)>,
+}
+
+type Shared = Arc<std::sync::Mutex<Conns>>;
+
+fn lock(c: &Shared) -> std::sync::MutexGuard<'_, Conns> {
+    // A panic while holding this lock leaves plain counters behind: keep using them.
+    c.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Admit a new connection: its id and drop token, or `None` when it must be refused.
+fn admit(conns: &Shared) -> Option<(u64, CancellationToken)> {
+    let mut c = lock(conns);
+    if c.live >= MAX_CONNECTIONS {
+        let (_, oldest) = c.reading.pop_front()?;
+        oldest.cancel();
+        // Its task ends soon and gives its place back; count the new one beside it meanwhile.
+    }
+    c.live += 1;
+    c.next_id += 1;
+    let id = c.next_id;
+    let token = CancellationToken::new();
+    c.reading.push_back((id, token.clone()));
+    Some((id, token))
+}
+
+/// Gives a connection's place back when its task ends.
+struct Place {
+    conns: Shared,
+    id: u64,
+}
+
+impl Place {
+    fn head_read(&self) {
+        lock(&self.conns).reading.retain(|(i, _)| *i != self.id);
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut c = lock(&self.conns);
+        c.live = c.live.saturating_sub(1);
+        c.reading.retain(|(i, _)| *i != self.id);
+    }
+}
+
 pub async fn serve(listener: TcpListener, ep: Endpoint, stop: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(16));
+    let conns: Shared = Arc::default();
     loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-        };
         let conn = tokio::select! {
             _ = stop.cancelled() => return,
             c = listener.accept() => c,
         };
         match conn {
             Ok((sock, _)) => {
+                let Some((id, dropped)) = admit(&conns) else {
+                    drop(sock);
+                    continue;
+                };
+                let place = Place {
+                    conns: Arc::clone(&conns),
+                    id,
+                };
                 let ep = ep.clone();
                 tokio::spawn(async move {
-                    let _permit = permit;
-                    if let Err(e) = handle(sock, &ep).await {
+                    if let Err(e) = handle(sock, &ep, &place, &dropped).await {
                         tracing::debug!(error = %e, "metrics connection");
                     }
+                    drop(place);
                 });
             }
             Err(e) => {
@@ -80,9 +146,14 @@ pub async fn serve(listener: TcpListener, ep: Endpoint, stop: CancellationToken)
     }
 }
 
-async fn handle(mut sock: TcpStream, ep: &Endpoint) -> std::io::Result<()> {
+async fn handle(
+    mut sock: TcpStream,
+    ep: &Endpoint,
+    place: &Place,
+    dropped: &CancellationToken,
+) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
-    let head = tokio::time::timeout(Duration::from_secs(5), async {
+    let read = tokio::time::timeout(HEAD_TIMEOUT, async {
         let mut chunk = [0u8; 1024];
         loop {
             let n = sock.read(&mut chunk).await?;
@@ -95,11 +166,15 @@ async fn handle(mut sock: TcpStream, ep: &Endpoint) -> std::io::Result<()> {
             }
         }
         Ok::<(), std::io::Error>(())
-    })
-    .await;
+    });
+    let head = tokio::select! {
+        _ = dropped.cancelled() => return Ok(()),
+        r = read => r,
+    };
     if head.is_err() {
         return Ok(());
     }
+    place.head_read();
     let line = buf
         .split(|b| *b == b'\n')
         .next()

@@ -41,6 +41,9 @@
 //!   the job, and so does a run whose end brings `runs` to `max_runs` though its claim did not
 //!   spend the job. Bound: `max_runs` + 1 executions per run that was recorded `abandoned`
 //!   while its (stopped) owner still ran it.
+//! - An operator run queued before the job retired (manual trigger, retry, backfill) is never
+//!   dropped: a spent job still runs it; a job removed from the jobs file records it `skipped`
+//!   ([`REASON_QUEUED_REMOVED`]) at the next claim pass (red team 5).
 //! - A 429 hold drops the slots before `hold_until` silently; slots at or after it follow §5.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
@@ -289,8 +292,8 @@ fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.next_slot = None;
     rt.retired_reason = Some(reason.to_string());
     rt.recovery_pending = false;
-    rt.trigger_requested_at = None;
-    rt.queue.clear();
+    // Operator runs already acknowledged (a manual trigger, retries, backfills) are kept: a
+    // spent job still runs them ([`after_retirement`]); they never count toward `max_runs`.
     rt.overlap.buffered_slot = None;
     rt.overlap.superseded = None;
     rt.overlap.before_pause = None;
@@ -342,7 +345,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let mut ev = Evaluation::default();
     if rec.rt.retired {
-        return ev;
+        return after_retirement(rec, sched, now, owner, can_claim, period);
     }
     if rec.rt.lease.is_some() && !super::overlap::claims_beside(rec) {
         // A run is live: only the job's `overlap:` policy may act (cancel it, or skip a slot
@@ -487,6 +490,58 @@ pub fn evaluate(
         }
     }
     manual(rec, sched, now, owner, can_claim, ev)
+}
+
+/// The reason of the `skipped` row of an operator run queued on a job that left the jobs file.
+pub const REASON_QUEUED_REMOVED: &str =
+    "job removed from the jobs file before this queued run started";
+
+/// A retired job's acknowledged operator runs (manual trigger, retries, backfills): nothing
+/// queued is dropped silently. A job that retired because it is spent (`at:` ran, `once`,
+/// `max_runs`, `until`, abandoned twice) still runs them, one at a time, as it would have
+/// before retiring (they do not count toward `max_runs`). A job removed from the jobs file has
+/// no definition the operator still wants run: each queued run gets a `skipped` row saying so,
+/// at the next claim pass (re-applying the job before that keeps them queued).
+fn after_retirement(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    now: DateTime<Utc>,
+    owner: &str,
+    can_claim: bool,
+    period: BudgetPeriod,
+) -> Evaluation {
+    let mut ev = Evaluation::default();
+    let pending = rec.rt.trigger_requested_at.is_some() || !rec.rt.queue.is_empty();
+    if !pending {
+        return ev;
+    }
+    if rec.rt.retired_reason.as_deref() == Some(REASON_REMOVED) {
+        let mut rows = Vec::new();
+        if rec.rt.trigger_requested_at.take().is_some() {
+            rows.push((Trigger::Manual, None));
+        }
+        rows.extend(rec.rt.queue.drain(..).map(|q| (q.trigger, q.slot)));
+        for (trigger, slot) in rows {
+            let mut row =
+                HistoryRow::new(&rec.def.name, Status::Skipped, trigger, slot, owner, now);
+            row.reason = Some(REASON_QUEUED_REMOVED.to_string());
+            count_row(rec, &row, period, now);
+            ev.rows.push(row);
+        }
+        ev.changed = true;
+        return ev;
+    }
+    if !can_claim || rec.rt.lease.is_some() {
+        return ev;
+    }
+    if rec.rt.trigger_requested_at.take().is_some() {
+        ev.claim = Some(claim(rec, sched, now, owner, None, Trigger::Manual));
+    } else {
+        let q = rec.rt.queue.remove(0);
+        ev.claim = Some(claim(rec, sched, now, owner, q.slot, q.trigger));
+    }
+    ev.changed = true;
+    ev
 }
 
 fn manual(
@@ -965,7 +1020,7 @@ pub fn retire_removed(rec: &mut JobRecord) -> bool {
     }
     rec.rt.retired = true;
     rec.rt.retired_reason = Some(REASON_REMOVED.to_string());
-    rec.rt.trigger_requested_at = None;
+    // Its queued operator runs get `skipped` rows at the next claim pass (`after_retirement`).
     true
 }
 
@@ -1389,7 +1444,9 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
         return super::overlap::wakeup_while_running(rec);
     }
     if rt.retired {
-        return None;
+        // Only its queued operator runs are left to act on (`after_retirement`).
+        let t = rt.queue.iter().map(|q| q.requested_at).min();
+        return [rt.trigger_requested_at, t].into_iter().flatten().min();
     }
     let paused = rt.paused || !rec.def.enabled;
     let mut w: Option<DateTime<Utc>> = None;
@@ -1907,6 +1964,82 @@ mod tests {
         assert!(!r.rt.retired, "manual runs do not count toward once");
         assert_eq!(r.rt.runs, 0);
         assert!(r.rt.trigger_requested_at.is_none());
+    }
+
+    fn backfill_of(r: &mut JobRecord, slot: i64, at: i64) {
+        r.rt.queue.push(crate::model::QueuedRun {
+            trigger: Trigger::Backfill,
+            slot: Some(t(slot)),
+            requested_at: t(at),
+            retry_of: None,
+        });
+    }
+
+    /// Red team 5: a `once` job whose scheduled run retires it still runs the manual trigger
+    /// and the backfill queued before (they were acknowledged), then nothing more.
+    #[test]
+    fn a_spent_one_shot_still_runs_its_queued_operator_runs() {
+        let mut d = def("o");
+        d.max_runs = Some(1);
+        let mut r = new_record(d, t(T0)).unwrap();
+        r.rt.trigger_requested_at = Some(t(T0));
+        backfill_of(&mut r, T0 - 3600, T0);
+        let c = eval(&mut r, T0).claim.unwrap();
+        assert_eq!(c.trigger, Trigger::Schedule, "the due slot comes first");
+        done(&mut r, Status::Succeeded, T0 + 1);
+        assert!(r.rt.retired);
+        assert_eq!(r.rt.retired_reason.as_deref(), Some("once: ran"));
+        assert!(
+            wakeup(&r).is_some_and(|w| w <= t(T0 + 1)),
+            "it must be looked at"
+        );
+        let c = eval(&mut r, T0 + 2).claim.unwrap();
+        assert_eq!((c.trigger, c.slot), (Trigger::Manual, None));
+        assert!(eval(&mut r, T0 + 2).claim.is_none(), "one run at a time");
+        done(&mut r, Status::Succeeded, T0 + 3);
+        let c = eval(&mut r, T0 + 4).claim.unwrap();
+        assert_eq!((c.trigger, c.slot), (Trigger::Backfill, Some(t(T0 - 3600))));
+        done(&mut r, Status::Succeeded, T0 + 5);
+        assert_eq!(r.rt.runs, 1, "operator runs do not count toward once");
+        assert!(r.rt.retired && wakeup(&r).is_none());
+        let ev = eval(&mut r, T0 + 100_000);
+        assert!(ev.claim.is_none() && ev.rows.is_empty());
+    }
+
+    /// Red team 5: a job removed from the file gives each queued run a `skipped` row.
+    #[test]
+    fn a_removed_job_skips_its_queued_runs_with_a_row_each() {
+        let mut r = ran_at_t0(None);
+        set_paused(&mut r, true, t(T0 + 2)).unwrap();
+        r.rt.trigger_requested_at = Some(t(T0 + 3));
+        backfill_of(&mut r, T0 - 120, T0 + 3);
+        backfill_of(&mut r, T0 - 60, T0 + 3);
+        assert!(retire_removed(&mut r));
+        assert_eq!(wakeup(&r), Some(t(T0 + 3)));
+        let ev = eval(&mut r, T0 + 10);
+        assert!(ev.claim.is_none() && ev.changed);
+        let got: Vec<_> = ev
+            .rows
+            .iter()
+            .map(|w| (w.status, w.trigger, w.slot))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Status::Skipped, Trigger::Manual, None),
+                (Status::Skipped, Trigger::Backfill, Some(t(T0 - 120))),
+                (Status::Skipped, Trigger::Backfill, Some(t(T0 - 60))),
+            ]
+        );
+        assert!(
+            ev.rows
+                .iter()
+                .all(|w| w.reason.as_deref() == Some(REASON_QUEUED_REMOVED))
+        );
+        assert_eq!(r.rt.counters.by_status.get(&Status::Skipped), Some(&3));
+        assert!(r.rt.queue.is_empty() && r.rt.trigger_requested_at.is_none());
+        assert!(wakeup(&r).is_none());
+        assert!(eval(&mut r, T0 + 20).rows.is_empty(), "one row each, once");
     }
 
     #[test]

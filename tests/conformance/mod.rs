@@ -1055,6 +1055,60 @@ pub fn operator_actions_and_history_pages(f: Factory) {
     assert!(page(4).is_empty());
 }
 
+/// Red team 5: every acknowledged trigger and backfill ends in exactly one row, even when the
+/// job retires before an owner takes it. A spent one-shot still runs them (they do not count
+/// toward `once`); a job removed from the jobs file gives each a `skipped` row saying why.
+pub fn queued_operator_runs_outlive_retirement(f: Factory) {
+    use cronsole::store::JobEdit;
+    let s = f();
+    let mut once = every("once", 60);
+    once.max_runs = Some(1);
+    s.apply(&file(vec![once, every("gone", 60)]), t(1000))
+        .unwrap();
+    for job in ["once", "gone"] {
+        assert_eq!(
+            s.request_trigger(job, t(1000)).unwrap(),
+            TriggerOutcome::Queued
+        );
+        let fill = JobEdit::Backfill {
+            from: t(880),
+            to: t(940),
+        };
+        s.update_job(job, &fill, t(1000)).unwrap();
+    }
+    // `gone` leaves the file before any owner looked: its 3 queued runs are skipped.
+    let once_def = s.job("once").unwrap().unwrap().def;
+    s.apply(&file(vec![once_def]), t(1001)).unwrap();
+    let mut seen = Vec::new();
+    for k in 0..10 {
+        let now = t(1002 + 2 * k);
+        let out = claim(&*s, "a", now, 10);
+        for c in &out.claims {
+            seen.push((c.job.def.name.clone(), c.trigger, c.slot));
+            done(&*s, c, "a", Status::Succeeded, now);
+        }
+    }
+    assert_eq!(
+        seen,
+        vec![
+            ("once".to_string(), Trigger::Schedule, Some(t(1000))),
+            ("once".to_string(), Trigger::Manual, None),
+            ("once".to_string(), Trigger::Backfill, Some(t(880))),
+            ("once".to_string(), Trigger::Backfill, Some(t(940))),
+        ]
+    );
+    let j = s.job("once").unwrap().unwrap();
+    assert!(j.rt.retired && j.rt.queue.is_empty() && j.rt.trigger_requested_at.is_none());
+    assert_eq!(j.rt.runs, 1);
+    assert_eq!(rows(&*s, "once").len(), 4);
+    let gone = rows(&*s, "gone");
+    assert_eq!(gone.len(), 3, "one row per acknowledged request: {gone:?}");
+    assert!(gone.iter().all(|r| r.status == Status::Skipped
+        && r.reason.as_deref().is_some_and(|w| w.contains("removed"))));
+    let g = s.job("gone").unwrap().unwrap();
+    assert!(g.rt.queue.is_empty() && g.rt.trigger_requested_at.is_none());
+}
+
 /// Issue 16 items 3 and 4: a jittered slot is offered at its fire instant (slot + the job's
 /// deterministic offset) and claimed under its own slot; `next_wakeup` is that fire instant.
 /// Slots on dates a job's calendars exclude are never offered and leave no row.
@@ -1210,6 +1264,7 @@ macro_rules! conformance_suite {
             a_chain_cycle_is_refused_before_anything_is_stored,
             jobs_pages_walk_every_job_in_order,
             attempt_log_round_trips,
+            queued_operator_runs_outlive_retirement,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -274,6 +274,19 @@ impl Checker<'_> {
                 ),
             );
         }
+        if let Some((spec @ schedule::ScheduleSpec::Cron { .. }, _)) = &sched
+            && jitter_seconds > 0.0
+            && let Some(gap) = shortest_cron_gap(spec, jitter_seconds)
+        {
+            self.warn(
+                key(p, "jitter_seconds"),
+                format!(
+                    "jitter of {jitter_seconds}s is not shorter than the {gap}s between two of \
+                     this cron schedule's slots: a slot may fire after the next one is due \
+                     (each slot still fires once, in order)"
+                ),
+            );
+        }
         let days = self.day_rule(m, p);
         let own_overlap = self.overlap_keys(m, p);
         let overlap = self.overlap_policy(p, own_overlap, Some(d.overlap));
@@ -749,4 +762,29 @@ impl JobsRun {
     pub(super) fn is_monitor(&self, name: &str) -> bool {
         self.flags_of(name) & MONITOR != 0
     }
+}
+
+/// Slots of a cron schedule looked at for [`shortest_cron_gap`] (bounded work at validate).
+const CRON_GAP_SLOTS: usize = 2000;
+
+/// The first gap in seconds between two consecutive slots of a cron `spec` that is not longer
+/// than `jitter`, looking at its first [`CRON_GAP_SLOTS`] slots over at most a year from a
+/// fixed instant (so the warning is the same on every run); `None` when there is none.
+fn shortest_cron_gap(spec: &schedule::ScheduleSpec, jitter: f64) -> Option<i64> {
+    let start = chrono::DateTime::<chrono::Utc>::from_timestamp(1_767_225_600, 0)?; // 2026-01-01
+    let end = start + chrono::Duration::days(366);
+    let sched = schedule::Compiled::new(spec, start).ok()?;
+    let mut prev = sched.next_after(start)?;
+    for _ in 0..CRON_GAP_SLOTS {
+        let next = sched.next_after(prev)?;
+        if next > end {
+            return None;
+        }
+        let gap = (next - prev).num_seconds();
+        if gap as f64 <= jitter {
+            return Some(gap);
+        }
+        prev = next;
+    }
+    None
 }
