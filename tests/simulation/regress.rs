@@ -967,3 +967,91 @@ fn a_recovery_finishes_from_the_real_end_not_a_superseded_abandoned_row() {
         .unwrap_or_else(|| panic!("job a is gone"));
     assert_eq!(rec.rt.next_slot, Some(t(20)));
 }
+
+/// Seeds 13198, 48313 ("the store does not open … records were lost from the journal"): an
+/// owner's claim wrote its lease line to the journal and was killed before the fdatasync (the
+/// line sits in the page cache); a second owner read that lease, found it expired and wrote the
+/// run's `abandoned` row (history synced), then the power went before its journal append. The
+/// power loss kept the synced row and took back the lease line it was written for, so the next
+/// open found a record older than its run and refused the store. A real crash produces exactly
+/// this (page cache: unsynced bytes lost), so the store, not the model, was wrong: a writer now
+/// fdatasyncs journal lines it did not make durable itself before writing history rows on them.
+#[test]
+fn a_recovery_makes_the_lease_line_it_relies_on_durable_before_its_row() {
+    // The power loss keeps a random prefix of the pending writes: eight disks, so some of them
+    // drop the lease line (disk seed 5 did: the store refused to open before the fix).
+    for seed in 1..=8 {
+        recovery_then_power_loss(seed);
+    }
+}
+
+fn recovery_then_power_loss(seed: u64) {
+    let disk = SimDisk::new(shared_rng(seed), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 5.0;
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    drop(s);
+    let owner = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "fsync",
+        fault: ScriptedFault::Crash,
+    });
+    let req = |now, owner| ClaimRequest {
+        now,
+        owner,
+        limit: 1,
+        in_flight: &[],
+    };
+    assert!(
+        owner.claim_due(&req(t(1), "a")).is_err(),
+        "the owner dies before its journal fsync"
+    );
+    drop(owner);
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        recoverer.claim_due(&req(t(30), "b")).is_err(),
+        "the recoverer dies after its abandoned row, before its journal append"
+    );
+    drop(recoverer);
+    let hist = Path::new("/r/.cronsole/history.jsonl");
+    let abandoned = |disk: &SimDisk| {
+        disk.contents(hist)
+            .is_some_and(|b| String::from_utf8_lossy(&b).contains("\"abandoned\""))
+    };
+    assert!(abandoned(&disk), "the recoverer wrote its row");
+    disk.power_loss();
+    // Whatever the power loss kept of the page cache, the store opens: the row is only there
+    // with the lease line it was written for.
+    let s = match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(false)) {
+        Ok(s) => s,
+        Err(e) => panic!("disk seed {seed}: the store refuses to open after a power loss: {e}"),
+    };
+    let out = s.claim_at(t(31), "c", 1);
+    let all = rows(&s);
+    let per_run: Vec<_> = all.iter().map(|r| (r.run_id, r.status)).collect();
+    let mut ids: Vec<_> = all.iter().map(|r| r.run_id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        all.len(),
+        "disk seed {seed}: one row per run: {per_run:?}"
+    );
+    assert!(
+        out.claims.len() <= 1,
+        "at most the next slot is claimed: {:?}",
+        out.claims
+    );
+}

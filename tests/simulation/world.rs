@@ -1018,6 +1018,22 @@ impl<'a> World<'a> {
             (rows, jobs)
         };
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
+            if std::env::var("SIM_DUMP").is_ok() {
+                for r in &rows {
+                    eprintln!(
+                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {}",
+                        r.job,
+                        self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
+                        r.status.as_str(),
+                        r.slot.map(|s| self.ts(s)),
+                        r.slot_end.map(|s| self.ts(s)),
+                        r.trigger.as_str(),
+                        r.reason,
+                        r.stale_lease,
+                        r.supersedes_abandoned
+                    );
+                }
+            }
             // Name runs as the step log does (r0, r1, …).
             let mut s = e;
             for (id, label) in &self.labels {

@@ -196,6 +196,13 @@ struct Inner {
     history_open_unverified: bool,
     /// `(ino, len)` of history known durable (fdatasynced by this handle).
     history_synced: (u64, u64),
+    /// `(ino, len)` of the journal known durable (appended and fdatasynced by this handle).
+    /// Lines read past it may be another process's that died between its write and its
+    /// fdatasync: in the page cache only. They are fdatasynced before any history row is
+    /// written on the strength of them (seeds 13198, 48313: a recovery wrote `abandoned` rows
+    /// for leases whose journal lines a power loss then took back, and the store refused to
+    /// open).
+    journal_synced: (u64, u64),
     /// History growth (`history_growth`) at the last retention, and what that retention kept.
     history_compacted_len: u64,
     history_kept_len: u64,
@@ -713,6 +720,13 @@ impl Locked<'_> {
                 .into()
         };
         let relies = std::mem::take(&mut self.inner.relies_on_landed) || fresh.len() < rows.len();
+        if !fresh.is_empty()
+            && let Err(e) = self.sync_journal()
+        {
+            // Nothing of the cache's change was written.
+            self.inner.loaded = false;
+            return Err(e);
+        }
         let (ino, before) = (self.inner.history.ino, self.inner.history.len);
         let r = self
             .append_history(&fresh)
