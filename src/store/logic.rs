@@ -1214,16 +1214,39 @@ pub fn unlanded_part(
     }
     let first = new.slot?;
     let end = new.slot_end.unwrap_or(first);
-    let done = landed
+    // The furthest slot the landed generated rows record without a gap from `first`: a row
+    // covering the first slot may be followed by another covering the next one (seed 6639: an
+    // overlap row ending at 03:55, a failed claim's `missed` row for 04:00, then a retry of
+    // 03:55..04:00 — trimmed against the first row only, it kept 04:00 and reported a `missed`
+    // row history never held, since the write itself skipped it as landed).
+    let spans: Vec<(DateTime<Utc>, DateTime<Utc>)> = landed
         .iter()
         .filter(|l| l.job == new.job && is_generated(l))
         .filter_map(|l| Some((l.slot?, l.slot_end.or(l.slot)?)))
-        .filter(|(s, e)| *s <= first && *e >= first)
-        .map(|(_, e)| e)
-        .max();
-    let Some(done) = done else {
+        .collect();
+    let reach = |t: DateTime<Utc>| {
+        spans
+            .iter()
+            .filter(|(s, e)| *s <= t && *e >= t)
+            .map(|(_, e)| *e)
+            .max()
+    };
+    let Some(mut done) = reach(first) else {
         return Some(new);
     };
+    // Each round moves `done` past one more landed row: at most one round per row.
+    for _ in 0..spans.len() {
+        if done >= end {
+            return None;
+        }
+        let Some(next) = sched.next_after(done).filter(|s| *s <= end) else {
+            break;
+        };
+        match reach(next) {
+            Some(e) if e > done => done = e,
+            _ => break,
+        }
+    }
     if done >= end {
         return None;
     }

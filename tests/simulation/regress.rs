@@ -1055,3 +1055,40 @@ fn recovery_then_power_loss(seed: u64) {
         out.claims
     );
 }
+
+/// A generated row of `job` for slots `from..=to` (`missed`, or an overlap `skipped` row).
+fn generated_row(status: Status, from: i64, to: i64) -> HistoryRow {
+    let mut r = HistoryRow::new("a", status, Trigger::Schedule, Some(t(from)), "o", t(to));
+    r.slot_end = Some(t(to));
+    if status == Status::Skipped {
+        r.reason = Some(cronsole::store::logic::REASON_OVERLAP.to_string());
+    }
+    r
+}
+
+/// Seed 6639 ("acknowledged row lost: … status missed", 23 of 102 000 strict seeds): landed in
+/// history without their records were an overlap row for slots 150..235 s (a completion that
+/// failed on the journal) and a `missed` row for 240 s (a claim that failed on the journal).
+/// The retried claim computed `missed` 235..240 s; trimmed against the first landed row only,
+/// it kept 240 s under a new run id and reported that row, while the write skipped it as the
+/// landed one: the owner was told of a row history never held. The landed rows cover every
+/// slot without a gap, so nothing is left to write or report.
+#[test]
+fn a_retried_missed_row_is_trimmed_against_every_landed_row_in_a_row() {
+    let sched = match cronsole::testkit::jobs::command_job("a", 5).compile(t(0)) {
+        Ok(s) => s,
+        Err(e) => panic!("compile: {e}"),
+    };
+    let landed = vec![
+        generated_row(Status::Skipped, 150, 235),
+        generated_row(Status::Missed, 240, 240),
+    ];
+    let retry = generated_row(Status::Missed, 235, 240);
+    let left = cronsole::store::logic::unlanded_part(retry, &landed, &sched);
+    assert!(left.is_none(), "every slot is landed already: {left:?}");
+    // A gap stays to write: 235..245 over the same rows keeps 245 alone.
+    let wider = generated_row(Status::Missed, 235, 245);
+    let left = cronsole::store::logic::unlanded_part(wider, &landed, &sched)
+        .map(|r| (r.slot, r.slot_end, r.slots_count));
+    assert_eq!(left, Some((Some(t(245)), Some(t(245)), Some(1))));
+}

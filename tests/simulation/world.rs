@@ -1017,8 +1017,24 @@ impl<'a> World<'a> {
             let jobs = p.store.jobs().map_err(|e| format!("checker: jobs: {e}"))?;
             (rows, jobs)
         };
+        self.model.note_seen(&rows);
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
             if std::env::var("SIM_DUMP").is_ok() {
+                for j in &jobs {
+                    eprintln!(
+                        "job {} anchor {} next_slot {:?} last_slot {:?} paused {} lease {:?}",
+                        j.def.name,
+                        self.ts(j.rt.anchor),
+                        j.rt.next_slot.map(|s| self.ts(s)),
+                        j.rt.last_slot.map(|s| self.ts(s)),
+                        j.rt.paused,
+                        j.rt.lease.as_ref().map(|l| (
+                            self.labels.get(&l.run_id).cloned(),
+                            l.slot.map(|s| self.ts(s)),
+                            self.ts(l.claimed_at)
+                        ))
+                    );
+                }
                 for r in &rows {
                     eprintln!(
                         "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {}",
