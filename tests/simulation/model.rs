@@ -419,10 +419,13 @@ impl Model {
         // the cursor past that slot and kept it in the record, which the model did not read).
         // Once the run's row is in history, so is that overlap row (one append; seed 23: a
         // recoverer wrote both and died before the record).
+        // Set aside at the pause, an instant the record does not keep: no acknowledged quiet
+        // window before it may be ruled out (release batch seeds 84, 87: a removal window
+        // between the claim and the pause explained the gap before these slots).
         if let (Some(l), Some(r)) = (&job.rt.lease, job.rt.overlap.before_pause)
             && !seen.contains(&l.run_id)
         {
-            cover.push((r.first, r.last, l.run_id, l.claimed_at));
+            cover.push((r.first, r.last, l.run_id, DateTime::<Utc>::MAX_UTC));
         }
         cover.sort();
         // Overlaps: a grid slot inside two coverage ranges.
@@ -681,6 +684,27 @@ mod tests {
         );
         m.check(&rows, std::slice::from_ref(&rec), t(85), false)
             .unwrap();
+        // Seeds 84, 87: claimed at 34, removed from the jobs file 36..44 (slots 40 the gap),
+        // paused at 48 with 45 set aside. The removal explains the gap: the slots set aside
+        // were decided at the pause, after it.
+        let mut early = rec.clone();
+        if let Some(l) = early.rt.lease.as_mut() {
+            l.claimed_at = t(34);
+        }
+        early.rt.overlap.before_pause = Some(cronsole::model::SlotRange {
+            first: t(80),
+            last: t(80),
+            count: 1,
+        });
+        let mut removed = JobModel {
+            every: 10,
+            ..JobModel::default()
+        };
+        removed.set_quiet(None, Some(true), t(36));
+        removed.set_quiet(None, Some(false), t(44));
+        let mut m2 = Model::default();
+        m2.jobs.insert("a".into(), removed);
+        m2.check(&rows, &[early], t(85), false).unwrap();
         rec.rt.lease = None;
         assert!(
             m.check(&rows, &[rec], t(85), false)

@@ -84,6 +84,13 @@
 //! stretch for a dead recoverer's `abandoned` row even when its lease does not look lapsed
 //! (the clock stepped back).
 //!
+//! Journal lines are treated like history rows relied on: an operation about to append history
+//! rows first fdatasyncs journal lines it did not make durable itself (`Inner::journal_synced`).
+//! A process killed between its journal write and its fdatasync leaves its lines in the page
+//! cache, another acts on them (a recovery writes `abandoned` for a lease read there), and a
+//! power loss must not keep that row while taking back the line it was written for (the next
+//! open's cross-check would refuse the store).
+//!
 //! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
 //! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
 //! never write those bytes while still serving them from the page cache, so nothing may follow
