@@ -7,6 +7,7 @@
 //! - `SIM_SEEDS=N [SIM_FIRST=F] cargo test --release --test simulation` runs seeds F..F+N.
 //! - `SIM_SEED=S cargo test --release --test simulation -- --nocapture` replays one seed and
 //!   prints its step log. A failing seed prints itself, the broken invariant and the step log.
+//! - `SIM_DUMP=1` prints every simulated file when an open fails (what the store refused).
 //! - `SIM_FSYNC_LOSES_DATA=1` makes an fsync `EIO` drop the pending writes (Linux semantics).
 //!
 //! The PostgreSQL variant (`postgres_through_a_faulty_proxy`) runs the same owners and
@@ -59,7 +60,15 @@ impl Backend for FileBackend {
                     alive: Box::new(move || probe.alive()),
                 })
             }
-            Err(e) => Err((e, io.alive())),
+            Err(e) => {
+                if std::env::var("SIM_DUMP").is_ok() {
+                    for f in self.disk.files() {
+                        let c = self.disk.contents(&f).unwrap_or_default();
+                        eprintln!("=== {}\n{}", f.display(), String::from_utf8_lossy(&c));
+                    }
+                }
+                Err((e, io.alive()))
+            }
         }
     }
 

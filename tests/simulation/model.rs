@@ -105,6 +105,11 @@ pub struct Model {
     pub chains: BTreeMap<String, Vec<cronsole::model::After>>,
     /// Parent runs each chained job was started for: (job, parent run) → the chained run.
     pub chain_runs: BTreeMap<(String, Uuid), Uuid>,
+    /// When each row was first read back (the number of the check, [`Model::note_seen`]): the
+    /// order run ends happened in, which history's order is not for a late row superseding
+    /// `abandoned` (appended at the end, it stands where the hidden `abandoned` row stood).
+    pub seen: BTreeMap<(Uuid, Status), u64>,
+    pub checks: u64,
 }
 
 impl Model {
@@ -182,14 +187,33 @@ impl Model {
                 // Newest first: the first run end of the parent that fires this entry. A late
                 // row that superseded an `abandoned` one stands where that row stood: the chain
                 // was decided by `abandoned` at the recovery (a late result fires nothing).
-                let newest = rows.iter().find(|r| {
+                // Seed 178: a late row appended after a newer run's `failed` row was taken for
+                // the newest; the store rightly had the newer run pending. Rows are ordered by
+                // when they were first read back (the late row by its `abandoned` row's
+                // instant), then by history's order (newest first).
+                let when = |i: usize, r: &HistoryRow| {
                     let late = r.stale_lease && r.supersedes_abandoned;
-                    let status = if late { Status::Abandoned } else { r.status };
-                    r.job == a.job
-                        && (!r.stale_lease || late)
-                        && (late || cronsole::store::chain::is_run_end(r))
-                        && a.on.fires_on(status)
-                });
+                    let at = late
+                        .then(|| self.seen.get(&(r.run_id, Status::Abandoned)))
+                        .flatten()
+                        .or_else(|| self.seen.get(&(r.run_id, r.status)))
+                        .copied()
+                        .unwrap_or(u64::MAX);
+                    (at, std::cmp::Reverse(i))
+                };
+                let newest = rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| {
+                        let late = r.stale_lease && r.supersedes_abandoned;
+                        let status = if late { Status::Abandoned } else { r.status };
+                        r.job == a.job
+                            && (!r.stale_lease || late)
+                            && (late || cronsole::store::chain::is_run_end(r))
+                            && a.on.fires_on(status)
+                    })
+                    .max_by_key(|(i, r)| when(*i, r))
+                    .map(|(_, r)| r);
                 let Some(n) = newest else { continue };
                 let pos = rows.iter().position(|r| r.run_id == n.run_id).unwrap_or(0);
                 // Consumed: a chained claim an owner saw, or a chained row of the job naming the
@@ -221,6 +245,26 @@ impl Model {
             }
         }
         Ok(())
+    }
+
+    /// Note the rows read back at one check (before [`Model::check`]). A row gone since (a
+    /// power loss took an unacknowledged one) is forgotten, so a rewrite counts from when it
+    /// reappears — except an `abandoned` row hidden by its run's late row: its instant is the
+    /// late row's place in the order of run ends.
+    pub fn note_seen(&mut self, rows: &[HistoryRow]) {
+        self.checks += 1;
+        let present: BTreeSet<(Uuid, Status)> = rows.iter().map(|r| (r.run_id, r.status)).collect();
+        let superseded: BTreeSet<Uuid> = rows
+            .iter()
+            .filter(|r| r.supersedes_abandoned)
+            .map(|r| r.run_id)
+            .collect();
+        self.seen.retain(|k, _| {
+            present.contains(k) || (k.1 == Status::Abandoned && superseded.contains(&k.0))
+        });
+        for r in rows {
+            self.seen.entry((r.run_id, r.status)).or_insert(self.checks);
+        }
     }
 
     pub fn ack_row(&mut self, row: &HistoryRow) {
@@ -368,6 +412,20 @@ impl Model {
             && let Some(s) = l.slot
         {
             cover.push((s, l.claimed_at.max(s), l.run_id, l.claimed_at));
+        }
+        // Slots a pause set aside while a run was live (`overlap.before_pause`): the record
+        // owes them the run's overlap row when it ends, so they are in flight with it (seed
+        // 28434: paused after a slot fell due behind a stalled owner's lease; the pause moved
+        // the cursor past that slot and kept it in the record, which the model did not read).
+        // Once the run's row is in history, so is that overlap row (one append; seed 23: a
+        // recoverer wrote both and died before the record).
+        // Set aside at the pause, an instant the record does not keep: no acknowledged quiet
+        // window before it may be ruled out (release batch seeds 84, 87: a removal window
+        // between the claim and the pause explained the gap before these slots).
+        if let (Some(l), Some(r)) = (&job.rt.lease, job.rt.overlap.before_pause)
+            && !seen.contains(&l.run_id)
+        {
+            cover.push((r.first, r.last, l.run_id, DateTime::<Utc>::MAX_UTC));
         }
         cover.sort();
         // Overlaps: a grid slot inside two coverage ranges.
@@ -573,6 +631,135 @@ mod tests {
             j.set_quiet(Some(false), None, t(97));
         }
         m.check(&rows, &[rec], t(95), false).unwrap();
+    }
+
+    /// Seed 28434: a pause while a stalled owner's run was live set the slot that fell due
+    /// behind the lease aside in the record (`overlap.before_pause`, written as the run's
+    /// overlap row when it ends) and moved the cursor past it; the slot is in flight with the
+    /// lease, not a gap. Without the lease it would be one.
+    #[test]
+    fn slots_a_pause_set_aside_behind_a_live_run_are_in_flight() {
+        let mut rec =
+            cronsole::store::logic::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
+        rec.rt.last_slot = Some(t(30));
+        rec.rt.next_slot = Some(t(90));
+        rec.rt.lease = Some(cronsole::model::Lease {
+            owner: "o".into(),
+            run_id: Uuid::new_v4(),
+            slot: Some(t(30)),
+            trigger: Trigger::Schedule,
+            claimed_at: t(71),
+            lease_until: t(81),
+            last_renewed: t(71),
+            spends_job: false,
+            coalesced: None,
+            cancel_requested_at: None,
+            lapsed: false,
+            chain: Vec::new(),
+        });
+        rec.rt.overlap.before_pause = Some(cronsole::model::SlotRange {
+            first: t(80),
+            last: t(80),
+            count: 1,
+        });
+        let mut r = HistoryRow::new(
+            "a",
+            Status::Succeeded,
+            Trigger::Schedule,
+            Some(t(0)),
+            "o",
+            t(1),
+        );
+        r.slot_end = Some(t(20));
+        r.started_at = t(20);
+        let rows = [r];
+        let mut m = Model::default();
+        m.jobs.insert(
+            "a".into(),
+            JobModel {
+                every: 10,
+                ..JobModel::default()
+            },
+        );
+        m.check(&rows, std::slice::from_ref(&rec), t(85), false)
+            .unwrap();
+        // Seeds 84, 87: claimed at 34, removed from the jobs file 36..44 (slots 40 the gap),
+        // paused at 48 with 45 set aside. The removal explains the gap: the slots set aside
+        // were decided at the pause, after it.
+        let mut early = rec.clone();
+        if let Some(l) = early.rt.lease.as_mut() {
+            l.claimed_at = t(34);
+        }
+        early.rt.overlap.before_pause = Some(cronsole::model::SlotRange {
+            first: t(80),
+            last: t(80),
+            count: 1,
+        });
+        let mut removed = JobModel {
+            every: 10,
+            ..JobModel::default()
+        };
+        removed.set_quiet(None, Some(true), t(36));
+        removed.set_quiet(None, Some(false), t(44));
+        let mut m2 = Model::default();
+        m2.jobs.insert("a".into(), removed);
+        m2.check(&rows, &[early], t(85), false).unwrap();
+        rec.rt.lease = None;
+        assert!(
+            m.check(&rows, &[rec], t(85), false)
+                .unwrap_err()
+                .contains("has no row")
+        );
+    }
+
+    /// Seed 178: `abandoned` for run A fired the child (pending A); run B then failed (pending
+    /// B); A's late `succeeded` row then superseded A's `abandoned` row at history's end. The
+    /// newest firing run end is B's, which the store holds pending: not a lost chain. A pending
+    /// A with B unconsumed would be one.
+    #[test]
+    fn a_late_row_stands_where_its_abandoned_row_stood_for_chains() {
+        let row = |status, at| {
+            let mut r = HistoryRow::new("p", status, Trigger::Schedule, Some(t(at)), "o", t(at));
+            r.started_at = t(at);
+            r
+        };
+        let abandoned = row(Status::Abandoned, 10);
+        let b = row(Status::Failed, 20);
+        let mut late = abandoned.clone();
+        late.status = Status::Succeeded;
+        late.stale_lease = true;
+        late.supersedes_abandoned = true;
+        let mut m = Model::default();
+        let on = vec![cronsole::model::After {
+            job: "p".into(),
+            on: cronsole::model::ChainOn::Failure,
+        }];
+        m.chains.insert("c".into(), on.clone());
+        m.jobs.insert("c".into(), JobModel::default());
+        let mut child = cronsole::testkit::jobs::command_job("c", 10);
+        child.after = on;
+        let mut rec = cronsole::store::logic::new_record(child, t(0)).unwrap();
+        let pending = |r: &HistoryRow| cronsole::model::ParentRun {
+            job: "p".into(),
+            run_id: r.run_id,
+            status: r.status,
+            finished_at: r.finished_at,
+            output: None,
+        };
+        // The order the checks read them back: abandoned, then B, then the late row.
+        m.note_seen(std::slice::from_ref(&abandoned));
+        m.note_seen(&[b.clone(), abandoned.clone()]);
+        let rows = [late.clone(), b.clone()];
+        m.note_seen(&rows);
+        rec.rt.chain_pending.insert("p".into(), pending(&b));
+        m.check_chains(&rows, std::slice::from_ref(&rec)).unwrap();
+        rec.rt.chain_pending.insert("p".into(), pending(&abandoned));
+        assert!(
+            m.check_chains(&rows, &[rec])
+                .unwrap_err()
+                .contains("chain lost")
+        );
     }
 
     #[test]

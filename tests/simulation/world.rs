@@ -1017,7 +1017,39 @@ impl<'a> World<'a> {
             let jobs = p.store.jobs().map_err(|e| format!("checker: jobs: {e}"))?;
             (rows, jobs)
         };
+        self.model.note_seen(&rows);
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
+            if std::env::var("SIM_DUMP").is_ok() {
+                for j in &jobs {
+                    eprintln!(
+                        "job {} anchor {} next_slot {:?} last_slot {:?} paused {} lease {:?}",
+                        j.def.name,
+                        self.ts(j.rt.anchor),
+                        j.rt.next_slot.map(|s| self.ts(s)),
+                        j.rt.last_slot.map(|s| self.ts(s)),
+                        j.rt.paused,
+                        j.rt.lease.as_ref().map(|l| (
+                            self.labels.get(&l.run_id).cloned(),
+                            l.slot.map(|s| self.ts(s)),
+                            self.ts(l.claimed_at)
+                        ))
+                    );
+                }
+                for r in &rows {
+                    eprintln!(
+                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {}",
+                        r.job,
+                        self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
+                        r.status.as_str(),
+                        r.slot.map(|s| self.ts(s)),
+                        r.slot_end.map(|s| self.ts(s)),
+                        r.trigger.as_str(),
+                        r.reason,
+                        r.stale_lease,
+                        r.supersedes_abandoned
+                    );
+                }
+            }
             // Name runs as the step log does (r0, r1, …).
             let mut s = e;
             for (id, label) in &self.labels {

@@ -976,6 +976,22 @@ impl Locked<'_> {
 
     /// Append the named records to the journal (one write + fdatasync), point the index at
     /// their new lines, and compact when the journal outgrew the snapshot.
+    /// fdatasync the journal when it holds lines this handle did not make durable (another
+    /// process's, possibly in the page cache only): history rows about to be written rely on
+    /// them (a recovery's `abandoned` row on a lease line, a completion on its claim line), and
+    /// a power loss must not keep such a row while taking back the line it relies on — the
+    /// next open would find a record older than its run and refuse the store.
+    pub(super) fn sync_journal(&mut self) -> StoreResult<()> {
+        let j = &self.inner.journal;
+        if j.file.is_none() || self.inner.journal_synced == (j.ino, j.len) {
+            return Ok(());
+        }
+        let jpath = self.path(JOURNAL_FILE);
+        j.file(&jpath)?.sync_data().map_err(io_err(&jpath))?;
+        self.inner.journal_synced = (j.ino, j.len);
+        Ok(())
+    }
+
     pub(super) fn append_jobs(&mut self, names: &[String]) -> StoreResult<()> {
         if names.is_empty() {
             return Ok(());
@@ -1009,6 +1025,8 @@ impl Locked<'_> {
             placed.push((n, from as u64, len, c.idx()));
         }
         self.inner.journal.append(&jpath, &buf)?;
+        // The append's fdatasync made every byte of the file durable, other processes' too.
+        self.inner.journal_synced = (self.inner.journal.ino, self.inner.journal.len);
         for (n, from, len, idx) in placed {
             let loc = Loc {
                 journal: true,

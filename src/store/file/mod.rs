@@ -91,6 +91,13 @@
 //! stretch for a dead recoverer's `abandoned` row even when its lease does not look lapsed
 //! (the clock stepped back).
 //!
+//! Journal lines are treated like history rows relied on: an operation about to append history
+//! rows first fdatasyncs journal lines it did not make durable itself (`Inner::journal_synced`).
+//! A process killed between its journal write and its fdatasync leaves its lines in the page
+//! cache, another acts on them (a recovery writes `abandoned` for a lease read there), and a
+//! power loss must not keep that row while taking back the line it was written for (the next
+//! open's cross-check would refuse the store).
+//!
 //! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
 //! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
 //! never write those bytes while still serving them from the page cache, so nothing may follow
@@ -203,6 +210,13 @@ struct Inner {
     history_open_unverified: bool,
     /// `(ino, len)` of history known durable (fdatasynced by this handle).
     history_synced: (u64, u64),
+    /// `(ino, len)` of the journal known durable (appended and fdatasynced by this handle).
+    /// Lines read past it may be another process's that died between its write and its
+    /// fdatasync: in the page cache only. They are fdatasynced before any history row is
+    /// written on the strength of them (seeds 13198, 48313: a recovery wrote `abandoned` rows
+    /// for leases whose journal lines a power loss then took back, and the store refused to
+    /// open).
+    journal_synced: (u64, u64),
     /// History growth (`history_growth`) at the last retention, and what that retention kept.
     history_compacted_len: u64,
     history_kept_len: u64,
@@ -693,6 +707,13 @@ impl Locked<'_> {
                 .into()
         };
         let relies = std::mem::take(&mut self.inner.relies_on_landed) || fresh.len() < rows.len();
+        if !fresh.is_empty()
+            && let Err(e) = self.sync_journal()
+        {
+            // Nothing of the cache's change was written.
+            self.inner.loaded = false;
+            return Err(e);
+        }
         let (ino, before) = (self.inner.history.ino, self.inner.history.len);
         let r = self
             .append_history(&fresh)
