@@ -955,3 +955,41 @@ async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
     }
     rig.stop().await;
 }
+
+/// Money 2: under a budget, a reply without usage was booked $0 (unpriced) on its row while its
+/// reservation stayed spent at the worst case until the period ended. The row books the
+/// reservation, counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_without_usage_under_a_budget_is_booked_at_its_reservation() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, vec![Reply::ok_without_usage("hi")])
+        .await
+        .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 10.0, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100000",
+    );
+    let rig = Rig::start("no-usage-budget", &yaml, key_env(&key)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert!(r.cost_usd > 0.2 && r.cost_usd < 0.21, "{r:#?}");
+    assert!(!r.unpriced, "{r:#?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .is_some_and(|s| s.starts_with("no usage in reply: booked at the reservation")),
+        "{r:#?}"
+    );
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
+}

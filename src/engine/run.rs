@@ -723,8 +723,8 @@ async fn step4_agent(
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
                 let how = settlement(prices, &agent.model, &r, worst, max_tokens);
-                // Only a failed attempt is kept for its row to book: an unpriced reply ends
-                // the loop and its row already says its spend is incomplete.
+                // Only a failed attempt is kept for its row to book: a reply's cost, the
+                // reservation when it is unknown, is booked by `cost::call_cost` itself.
                 if let (Settlement::Spent, Some(w), true) = (how, worst, r.is_err())
                     && let Ok(mut k) = kept.lock()
                 {
@@ -889,16 +889,11 @@ fn settlement(
     max_tokens: Option<u32>,
 ) -> Settlement {
     match r {
-        Ok(reply) => {
-            let c = cost::call_cost(prices, booking(requested, reply, worst, max_tokens));
-            if c.unpriced {
-                // No usage or a clamped count: the real cost is unknown and the row records
-                // at most part of it, so the worst case stays charged.
-                Settlement::Spent
-            } else {
-                Settlement::Cost(c.cost_usd)
-            }
-        }
+        // A reply of unknown cost (no usage, a clamped count) is booked at the reservation by
+        // `call_cost`, so its settlement and its row carry the worst case alike.
+        Ok(reply) => Settlement::Cost(
+            cost::call_cost(prices, booking(requested, reply, worst, max_tokens)).cost_usd,
+        ),
         Err(e) if e.surely_cost_nothing() => Settlement::Release,
         Err(_) => Settlement::Spent,
     }
