@@ -19,7 +19,8 @@
 //! - "Absurd" token counts: negative, or more than [`MAX_PLAUSIBLE_TOKENS`] (100 M) in one call.
 //!   They are clamped to 0 and the run is marked unpriced (its real spend is unknown).
 //! - A reply without usage, an unknown model, and a clamped count all give cost 0 and
-//!   `unpriced: true`, with a reason naming which.
+//!   `unpriced: true`, with a reason naming which — except a reserved call's reply (a budget
+//!   applies), booked at its reservation by [`call_cost`]: the figure the budget counts.
 //! - Budget limits are inclusive: spend at or over the limit skips; a limit of 0 forbids every
 //!   call. The per-job limit uses the global budget's period, or `Settings.period` when the
 //!   global budget is disabled.
@@ -371,7 +372,10 @@ pub struct Booking<'a> {
 ///   the reply's model is used only when the requested one is unpriced (no budget applies then);
 /// - a reply claiming more output than the request allowed, or whose usage prices above the
 ///   reservation (more input tokens than the prompt's bytes allow), is booked **at the
-///   reservation** and the reason says so with the figures.
+///   reservation** and the reason says so with the figures;
+/// - a reserved reply whose cost is unknown (no usage, a count clamped to 0) is booked **at the
+///   reservation** too — the money the budget counts for it — and is not marked unpriced (the
+///   figure is an upper bound, not an undercount); the reason says why.
 pub fn call_cost(table: &PriceTable, b: Booking<'_>) -> RunCost {
     let requested = table.resolve(b.requested);
     let model = if requested.is_some() {
@@ -412,6 +416,18 @@ pub fn call_cost(table: &PriceTable, b: Booking<'_>) -> RunCost {
         } else {
             // Float noise only: never a hair above the reservation either.
             c.cost_usd = c.cost_usd.min(w);
+        }
+        // No usage, or a count clamped to 0: the real cost is unknown, and the budget keeps the
+        // call's worst case. The row books that same figure (not $0 beside a worst case the
+        // budget still counts), and the reason says why.
+        if c.unpriced && requested.is_some() {
+            let why = c
+                .reason
+                .take()
+                .unwrap_or_else(|| "cost unknown".to_string());
+            notes.push(format!("{why}: booked at the reservation {}", usd(w)));
+            c.cost_usd = w;
+            c.unpriced = false;
         }
     }
     if !notes.is_empty() {
@@ -1085,5 +1101,40 @@ mod tests {
             proptest::prop_assert!(c.cost_usd.is_finite() && c.cost_usd >= 0.0);
             proptest::prop_assert!(c.input_tokens <= MAX_PLAUSIBLE_TOKENS as u64);
         }
+    }
+
+    /// Money 2: under a budget, a reply without usage (or with a count clamped to 0) was booked
+    /// at $0 on its row while its reservation stayed spent at the worst case until the period
+    /// ended. The row books the reservation, the figure the budget counts.
+    #[test]
+    fn a_reserved_reply_of_unknown_cost_is_booked_at_its_reservation() {
+        let no_usage = call_cost(
+            &m1_table(),
+            Booking {
+                requested: "m1",
+                replied: "m1",
+                usage: None,
+                reserved: Some(0.25),
+                max_tokens: Some(1000),
+            },
+        );
+        assert_eq!(no_usage.cost_usd, 0.25);
+        assert!(!no_usage.unpriced);
+        assert_eq!(
+            no_usage.reason.as_deref(),
+            Some("no usage in reply: booked at the reservation $0.25")
+        );
+        let clamped = booked("m1", -5, 10, Some(0.25));
+        assert_eq!(clamped.cost_usd, 0.25);
+        assert!(
+            clamped
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("implausible token count clamped to 0: booked")),
+            "{clamped:?}"
+        );
+        // Without a budget there is no reservation: $0, marked unpriced, as before.
+        let free = booked("m1", -5, 10, None);
+        assert!(free.unpriced && free.cost_usd < 0.25, "{free:?}");
     }
 }

@@ -17,6 +17,12 @@
 //! - The `total` period has no end: the forecast looks [`TOTAL_HORIZON_DAYS`] days ahead.
 //! - Slots counted per job are capped at [`SLOT_CAP`] (an `every 1s` job for a month is
 //!   2.6 M slots; past the cap the projection is a lower bound and says so).
+//! - Spend stops at the limits that stop it: a job's projection at its own `max_cost_usd`, and
+//!   every job's, in the order their slots come, at the global budget (the hard limit refuses
+//!   the calls past it). So the projected total never exceeds the global limit, and
+//!   [`JobForecast::runs_paid`] says how many of a job's slots still spend; a line showing more
+//!   slots than that says which limit stops it ([`JobForecast::limit_note`]) rather than print
+//!   `22 slots left × $0.0108/run = $0.0000`.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -41,6 +47,34 @@ pub struct JobForecast {
     pub projected_usd: f64,
     /// More slots than [`SLOT_CAP`]: the projection is a lower bound.
     pub capped: bool,
+    /// The slots that still spend before a limit stops the job (≤ `slots_left`):
+    /// `projected_usd` = `runs_paid` × `cost_per_run_usd`.
+    pub runs_paid: u64,
+    /// What the job's own `max_cost_usd` leaves this period, `None` without one.
+    pub job_limit_left_usd: Option<f64>,
+}
+
+impl JobForecast {
+    /// `""` when every slot left spends; else which limit stops the job and after how many
+    /// runs (`, 0 before its limit ($0.0092 left)`, `, 3 before the global limit`). Lines are
+    /// printed as `{slots_left} slots left{limit_note} × {cost_per_run}/run`. `money` formats
+    /// an amount the way the caller's surface does.
+    pub fn limit_note(&self, money: impl Fn(f64) -> String) -> String {
+        if self.runs_paid >= self.slots_left {
+            return String::new();
+        }
+        match self.job_limit_left_usd {
+            // The job's own limit stops it first when one more run does not fit it.
+            Some(left) if (self.runs_paid + 1) as f64 * self.cost_per_run_usd > left + 1e-12 => {
+                format!(
+                    ", {} before its limit ({} left)",
+                    self.runs_paid,
+                    money(left)
+                )
+            }
+            _ => format!(", {} before the global limit", self.runs_paid),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,7 +88,8 @@ pub struct Forecast {
     pub projected_total_usd: f64,
     /// When the limit will be reached at this pace; `None` = not this period (or no budget).
     pub limit_reached_at: Option<DateTime<Utc>>,
-    /// Jobs that will spend something, biggest first.
+    /// Jobs with slots left and a cost per run, biggest projection first (a job a limit stops
+    /// stays listed, with `runs_paid` < `slots_left`).
     pub jobs: Vec<JobForecast>,
 }
 
@@ -179,7 +214,8 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> F
     let period = counter_period(settings);
     let until = period_end(period, now);
     let spent = crate::cost::sum_usd(jobs.iter().map(|j| period_spend(j, settings, now)));
-    let mut events: Vec<(DateTime<Utc>, f64)> = Vec::new();
+    // (when, cost, index into `lines`) of every run projected within its job's own limit.
+    let mut events: Vec<(DateTime<Utc>, f64, usize)> = Vec::new();
     let mut lines = Vec::new();
     for rec in jobs {
         let per = cost_per_run(rec, now);
@@ -191,39 +227,54 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> F
             continue;
         }
         // The job's own limit stops its spending.
-        let room = rec.def.max_cost_usd.map_or(f64::INFINITY, |m| {
-            (m - period_spend(rec, settings, now)).max(0.0)
-        });
+        let left = rec
+            .def
+            .max_cost_usd
+            .map(|m| (m - period_spend(rec, settings, now)).max(0.0));
+        let room = left.unwrap_or(f64::INFINITY);
         let mut projected = 0.0;
         for s in &slots {
             if projected + per > room + 1e-12 {
                 break;
             }
             projected += per;
-            events.push((*s, per));
+            events.push((*s, per, lines.len()));
         }
         lines.push(JobForecast {
             job: rec.def.name.clone(),
             slots_left: slots.len() as u64,
             cost_per_run_usd: per,
-            projected_usd: projected,
+            projected_usd: 0.0,
             capped,
+            runs_paid: 0,
+            job_limit_left_usd: left,
         });
     }
-    lines.sort_by(|a, b| b.projected_usd.total_cmp(&a.projected_usd));
+    // Every job's runs in time order against the global limit: the first run that does not
+    // fit is refused, and so is every later one (the limit is reached).
     let limit = settings.budget.map(|b| b.max_cost_usd);
-    let projected_total = spent + lines.iter().map(|l| l.projected_usd).sum::<f64>();
-    let limit_reached_at = limit.and_then(|l| {
-        if spent >= l {
-            return Some(now);
+    events.sort_by_key(|e| e.0);
+    let mut cum = spent;
+    let mut limit_reached_at = limit.filter(|l| spent >= *l).map(|_| now);
+    for (t, c, i) in &events {
+        if limit_reached_at.is_some() {
+            break;
         }
-        events.sort_by_key(|e| e.0);
-        let mut cum = spent;
-        events.iter().find_map(|(t, c)| {
-            cum += c;
-            (cum >= l - 1e-9).then_some(*t)
-        })
-    });
+        if let Some(l) = limit
+            && cum + c > l + 1e-9
+        {
+            limit_reached_at = Some(*t);
+            break;
+        }
+        cum += c;
+        lines[*i].projected_usd += c;
+        lines[*i].runs_paid += 1;
+        if limit.is_some_and(|l| cum >= l - 1e-9) {
+            limit_reached_at = Some(*t);
+        }
+    }
+    lines.sort_by(|a, b| b.projected_usd.total_cmp(&a.projected_usd));
+    let projected_total = spent + crate::cost::sum_usd(lines.iter().map(|l| l.projected_usd));
     Forecast {
         until,
         spent_usd: spent,
@@ -326,5 +377,87 @@ mod tests {
         }
         let per = cost_per_run(&rec, t0 + Duration::seconds(1));
         assert!((per - 0.1).abs() < 1e-9, "{per}");
+    }
+
+    /// Money 2: after a single $0.0108 run of a job limited to $0.02, the forecast printed
+    /// `22 slots left × $0.0108/run = $0.0000`: the job's limit (right) stopped the projection,
+    /// but the line multiplied every slot. It now says how many runs still spend and why.
+    #[test]
+    fn a_job_stopped_by_its_own_limit_says_so_instead_of_a_product_that_does_not_add_up() {
+        let t0 = t("2026-11-25T23:37:00Z");
+        let mut rec = job("a", t0);
+        rec.def.max_cost_usd = Some(0.02);
+        spent(&mut rec, Status::Succeeded, 0.0108, t0);
+        rec.rt.next_slot = Some(t0 + Duration::seconds(60));
+        let now = t0 + Duration::seconds(1);
+        let f = compute(std::slice::from_ref(&rec), &settings(10.0), now);
+        let j = &f.jobs[0];
+        assert_eq!(j.slots_left, 22);
+        assert_eq!((j.runs_paid, j.projected_usd), (0, 0.0));
+        let money = |x: f64| format!("${x:.4}");
+        assert_eq!(j.limit_note(money), ", 0 before its limit ($0.0092 left)");
+        // With room for three more runs, three are paid, and the product adds up.
+        rec.def.max_cost_usd = Some(0.05);
+        let f = compute(std::slice::from_ref(&rec), &settings(10.0), now);
+        let j = &f.jobs[0];
+        assert_eq!(j.runs_paid, 3);
+        assert!((j.projected_usd - 3.0 * 0.0108).abs() < 1e-12, "{j:?}");
+        assert_eq!(j.limit_note(money), ", 3 before its limit ($0.0392 left)");
+        // No limit: every slot spends, nothing to add.
+        rec.def.max_cost_usd = None;
+        let f = compute(std::slice::from_ref(&rec), &settings(10.0), now);
+        assert_eq!(f.jobs[0].runs_paid, 22);
+        assert_eq!(f.jobs[0].limit_note(money), "");
+    }
+
+    /// Money 2: an `every 1s` load projected $1680 for the rest of the day under a $5 global
+    /// budget: every slot's demand, though the hard limit refuses the calls past $5. The
+    /// projection now stops at the global limit, in the order the runs come.
+    #[test]
+    fn an_every_second_load_is_projected_up_to_the_global_limit_not_past_it() {
+        let t0 = t("2026-11-25T12:00:00Z");
+        let def = crate::testkit::jobs::command_job("fast", 1);
+        let mut rec = crate::store::logic::new_record(def, t0).unwrap();
+        let mut other = job("slow", t0);
+        for i in 0..100 {
+            spent(
+                &mut rec,
+                Status::Succeeded,
+                0.084,
+                t0 + Duration::seconds(i),
+            );
+        }
+        spent(&mut other, Status::Succeeded, 0.5, t0);
+        let now = t0 + Duration::seconds(100);
+        rec.rt.next_slot = Some(now + Duration::seconds(1));
+        other.rt.next_slot = Some(now + Duration::seconds(30));
+        let jobs = [rec, other];
+        // Without a budget, the demand: SLOT_CAP slots at $0.084 = $1680, a lower bound.
+        let f = compute(&jobs, &Settings::default(), now);
+        let fast = f.jobs.iter().find(|j| j.job == "fast").unwrap();
+        assert!(
+            fast.capped && fast.slots_left == SLOT_CAP as u64,
+            "{fast:?}"
+        );
+        assert!((fast.projected_usd - 1680.0).abs() < 1e-6, "{fast:?}");
+        // Under $20 a day ($8.90 spent at 12:01:40), $11.10 more is all the limit lets
+        // through, in time order: `fast` every second from 12:01:41, `slow` ($0.50) at 12:02:10
+        // and 12:03:10. 120 `fast` runs + 2 `slow` runs = $19.98 by 12:03:40; the run at
+        // 12:03:41 would pass $20, so the limit is reached then.
+        let f = compute(&jobs, &settings(20.0), now);
+        assert!(f.projected_total_usd <= 20.0 + 1e-9, "{f:?}");
+        let fast = f.jobs.iter().find(|j| j.job == "fast").unwrap();
+        let slow = f.jobs.iter().find(|j| j.job == "slow").unwrap();
+        assert_eq!((fast.runs_paid, slow.runs_paid), (120, 2), "{f:?}");
+        assert!(
+            (fast.projected_usd - 120.0 * 0.084).abs() < 1e-9,
+            "{fast:?}"
+        );
+        assert!((f.projected_total_usd - 19.98).abs() < 1e-9, "{f:?}");
+        assert_eq!(
+            fast.limit_note(|x| format!("${x:.2}")),
+            ", 120 before the global limit"
+        );
+        assert_eq!(f.limit_reached_at, Some(t("2026-11-25T12:03:41Z")));
     }
 }

@@ -860,3 +860,136 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
     }
     rig.stop().await;
 }
+
+/// Money 2: every attempt ends with an unknown outcome (a 2xx reply we could not read) and the
+/// retries run out. The row recorded $0 while the three worst cases stayed counted as spent in
+/// the budget until the period ended. The row books them (once), and its reason says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the_row() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(
+        &key,
+        vec![Reply::Malformed, Reply::Malformed, Reply::Malformed],
+    )
+    .await
+    .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 10.0, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100000",
+    );
+    let rig = Rig::start("unknown-x3", &yaml, key_env(&key)).await;
+    let rows = rig.wait_rows("ask", 1).await;
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(r.attempts, 3, "{r:#?}");
+    assert_eq!(fake.request_count(), 3);
+    // Each worst case ≈ $0.2001 (100 000 output tokens at $2/M dominate).
+    assert!(
+        r.cost_usd > 0.6 && r.cost_usd < 0.61,
+        "the three worst cases kept as spent are on the row: {r:#?}"
+    );
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("3 attempts' outcomes are unknown") && reason.contains("booked as spent"),
+        "{r:#?}"
+    );
+    assert!(r.error.is_some(), "the last attempt's error stays: {r:#?}");
+    // Counted once: in the counters with the row, no reservation left holding it too.
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    let (jobs, settings) = (rig.store.jobs().unwrap(), rig.store.settings().unwrap());
+    let stats = cronsole::store::stats::compute(&jobs, &settings, rig.now());
+    let line = stats.jobs.iter().find(|l| l.job == "ask").unwrap();
+    assert!((line.total_cost_usd - r.cost_usd).abs() < 5e-5, "{line:?}");
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
+}
+
+/// Money 2: an unknown-outcome attempt followed by a successful retry. The row carried only the
+/// reply's cost while the first attempt's worst case stayed spent in the budget. The row's cost
+/// includes it now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, vec![Reply::Malformed, Reply::ok("hi", 10, 10)])
+        .await
+        .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 10.0, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100000",
+    );
+    let rig = Rig::start("unknown-then-ok", &yaml, key_env(&key)).await;
+    let rows = rig.wait_rows("ask", 1).await;
+    let r = &rows[0];
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(r.attempts, 2, "{r:#?}");
+    // The reply: 10 × $1/M + 10 × $2/M = $0.00003; the first attempt's worst case ≈ $0.2001.
+    assert!(
+        r.cost_usd > 0.2 + 0.00003 && r.cost_usd < 0.21,
+        "the unknown attempt's worst case is on the row: {r:#?}"
+    );
+    assert_eq!((r.input_tokens, r.output_tokens), (10, 10), "{r:#?}");
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("1 attempt's outcome is unknown") && reason.contains("booked as spent"),
+        "{r:#?}"
+    );
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
+}
+
+/// Money 2: under a budget, a reply without usage was booked $0 (unpriced) on its row while its
+/// reservation stayed spent at the worst case until the period ended. The row books the
+/// reservation, counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_without_usage_under_a_budget_is_booked_at_its_reservation() {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, vec![Reply::ok_without_usage("hi")])
+        .await
+        .unwrap();
+    let yaml = agent_yaml(
+        "openai",
+        &fake.base_url(),
+        "",
+        "budget: { max_cost_usd: 10.0, period: day }\n",
+    )
+    .replace(
+        "instructions: be brief",
+        "instructions: be brief\n    max_tokens: 100000",
+    );
+    let rig = Rig::start("no-usage-budget", &yaml, key_env(&key)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert!(r.cost_usd > 0.2 && r.cost_usd < 0.21, "{r:#?}");
+    assert!(!r.unpriced, "{r:#?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .is_some_and(|s| s.starts_with("no usage in reply: booked at the reservation")),
+        "{r:#?}"
+    );
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    for j in rig.store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+    rig.stop().await;
+}

@@ -15,10 +15,13 @@
 //!   reached: …`); the stop is kept in the job state (`JobState::budget_stop`) so every owner and
 //!   the console see it, and the alert is marked sent only once a sink took it (or the job has
 //!   no sinks).
-//! - A retry the budget refuses after an attempt whose outcome is unknown (it reached the model)
-//!   ends the run `failed`, its row carrying that attempt's worst case as its cost (the
-//!   reservation settles to it and leaves with the row); after attempts that surely cost nothing
-//!   it stays `skipped`.
+//! - An attempt whose outcome is unknown (it reached the model, no readable reply came back) is
+//!   booked by its run's row at its worst case, however the run ends: added to a later
+//!   success's cost, as the cost of a run whose retries ran out, and as the cost of a run a
+//!   budget stopped before a retry — which is then `failed` (the action ran and failed); after
+//!   attempts that surely cost nothing a budget stop stays `skipped`. One rule
+//!   ([`book_unknown`]): the reservations settle to their worst case and leave with the row, and
+//!   the row's reason says so. A run that loses its lease or its store leaves them spent.
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).
 //! - A failed `command` attempt is retried like a failed model call (same backoff), because both
@@ -720,7 +723,9 @@ async fn step4_agent(
             let r = llm::call(http, &req, &|k| env(k)).await;
             if let Some(id) = ticket {
                 let how = settlement(prices, &agent.model, &r, worst, max_tokens);
-                if let (Settlement::Spent, Some(w)) = (how, worst)
+                // Only a failed attempt is kept for its row to book: a reply's cost, the
+                // reservation when it is unknown, is booked by `cost::call_cost` itself.
+                if let (Settlement::Spent, Some(w), true) = (how, worst, r.is_err())
                     && let Ok(mut k) = kept.lock()
                 {
                     k.push((id, w));
@@ -747,24 +752,29 @@ async fn step4_agent(
     cx.row.attempt_log = progress.log();
     match h.ended {
         Ended::Done(Ok(reply)) => {
-            let c = cost::call_cost(prices, booking(&agent.model, &reply, worst, max_tokens));
+            let mut c = cost::call_cost(prices, booking(&agent.model, &reply, worst, max_tokens));
             progress.priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
             cx.row.attempt_log = progress.log();
+            if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
+                c.cost_usd += spent;
+                c.reason = Some(join_reason(c.reason.take(), note));
+            }
             Ok((reply, c))
         }
         Ended::Done(Err(e)) => {
             let error = Some(cx.redact(&e.to_string()));
-            match e.hold_until() {
-                Some(h) => {
-                    cx.hold_until = Some(h);
-                    let reason = format!(
-                        "rate limited: job held until {}",
-                        h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    );
-                    Err(End(Status::Failed, Some(reason), error))
-                }
-                None => Err(End(Status::Failed, None, error)),
+            let mut reason = e.hold_until().map(|h| {
+                cx.hold_until = Some(h);
+                format!(
+                    "rate limited: job held until {}",
+                    h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            });
+            if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
+                cx.row.cost_usd = spent;
+                reason = Some(join_reason(reason, note));
             }
+            Err(End(Status::Failed, reason, error))
         }
         Ended::Stopped { stop, last } => {
             let last = last.map(|e| cx.redact(&e.to_string()));
@@ -775,34 +785,75 @@ async fn step4_agent(
                     } else {
                         format!("{reason} (before retry {})", h.attempts + 1)
                     };
-                    let kept = kept.lock().map(|k| k.clone()).unwrap_or_default();
                     let mut end = budget_stopped(cx, reason);
                     end.2 = last;
-                    if !kept.is_empty() {
-                        // An earlier attempt really called the model and its outcome is
-                        // unknown: the action ran and failed, and its worst case is what it
-                        // cost. The row carries it, so the reservations settle to it and
-                        // leave with the row (counted once, in the period they were made in).
-                        let spent: f64 = kept.iter().map(|(_, w)| *w).sum();
-                        for (id, w) in kept {
-                            settle(store, clock, &job, id, Settlement::Cost(w)).await;
-                        }
+                    if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
+                        // The action ran and failed: the run is `failed`, not `skipped`.
                         cx.row.cost_usd = spent;
                         end.0 = Status::Failed;
-                        end.1 = end.1.map(|r| {
-                            format!(
-                                "{r}; the earlier attempt's outcome is unknown, its reservation \
-                                 {} is booked as spent",
-                                cost::usd(spent)
-                            )
-                        });
+                        end.1 = Some(join_reason(end.1.take(), note));
                     }
                     Err(end)
                 }
+                // Neither books the unknown-outcome attempts: a store that cannot reserve may
+                // not settle either, and a run whose lease was lost writes no row that counts.
+                // Their reservations stay spent until the period ends (never under-counted).
                 Stop::Store(e) => Err(End(Status::Failed, None, Some(e))),
                 Stop::Lease(reason) => Err(End(Status::Failed, Some(reason), last)),
             }
         }
+    }
+}
+
+/// The one rule for attempts whose outcome is unknown (the request reached the model and no
+/// readable reply came back: a reply cut mid-body, a timeout after sending): their reservations
+/// were kept as spent at their worst case, so the run's row books that worst case, however the
+/// run ends (a later attempt's success, the retries running out, a budget stop before a retry).
+/// Each reservation settles to its worst case and leaves with the row (counted once, in the
+/// period it was reserved in), so the row, `stats`, the console's spend and incidents show the
+/// money the budget counts. Returns the amount booked and the note for the row's reason; `None`
+/// when there was nothing to book. A reservation the store could not settle stays spent and is
+/// left off the row (counting it on both would charge it twice).
+async fn book_unknown(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    job: &str,
+    kept: &Mutex<Vec<(Uuid, f64)>>,
+) -> Option<(f64, String)> {
+    let kept = kept
+        .lock()
+        .map(|mut k| std::mem::take(&mut *k))
+        .unwrap_or_default();
+    let mut booked = Vec::with_capacity(kept.len());
+    for (id, w) in kept {
+        if settle(store, clock, job, id, Settlement::Cost(w)).await {
+            booked.push(w);
+        }
+    }
+    if booked.is_empty() {
+        return None;
+    }
+    let spent = cost::sum_usd(booked.iter().copied());
+    let note = if booked.len() == 1 {
+        format!(
+            "1 attempt's outcome is unknown: its reservation {} is booked as spent",
+            cost::usd(spent)
+        )
+    } else {
+        format!(
+            "{} attempts' outcomes are unknown: their reservations {} are booked as spent",
+            booked.len(),
+            cost::usd(spent)
+        )
+    };
+    Some((spent, note))
+}
+
+/// `first; then`, or `then` alone.
+fn join_reason(first: Option<String>, then: String) -> String {
+    match first {
+        Some(r) => format!("{r}; {then}"),
+        None => then,
     }
 }
 
@@ -838,32 +889,32 @@ fn settlement(
     max_tokens: Option<u32>,
 ) -> Settlement {
     match r {
-        Ok(reply) => {
-            let c = cost::call_cost(prices, booking(requested, reply, worst, max_tokens));
-            if c.unpriced {
-                // No usage or a clamped count: the real cost is unknown and the row records
-                // at most part of it, so the worst case stays charged.
-                Settlement::Spent
-            } else {
-                Settlement::Cost(c.cost_usd)
-            }
-        }
+        // A reply of unknown cost (no usage, a clamped count) is booked at the reservation by
+        // `call_cost`, so its settlement and its row carry the worst case alike.
+        Ok(reply) => Settlement::Cost(
+            cost::call_cost(prices, booking(requested, reply, worst, max_tokens)).cost_usd,
+        ),
         Err(e) if e.surely_cost_nothing() => Settlement::Release,
         Err(_) => Settlement::Spent,
     }
 }
 
-/// Settle a reservation; a failure leaves it counting as spent (never under-counts).
+/// Settle a reservation; a failure leaves it counting as spent (never under-counts) and
+/// returns `false`.
 async fn settle(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
     job: &str,
     id: Uuid,
     how: Settlement,
-) {
+) -> bool {
     let (j, now) = (job.to_string(), clock.now());
-    if let Err(e) = blocking(store, move |s| s.settle(&j, id, how, now)).await {
-        tracing::warn!(job = %job, error = %e, "budget settlement failed; the reservation stays counted");
+    match blocking(store, move |s| s.settle(&j, id, how, now)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(job = %job, error = %e, "budget settlement failed; the reservation stays counted");
+            false
+        }
     }
 }
 

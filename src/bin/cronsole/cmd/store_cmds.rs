@@ -440,9 +440,10 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     );
     for j in &f.jobs {
         println!(
-            "  {:<24} {:>6} slots left × ${:.4}/run = ${:.4}{}",
+            "  {:<24} {:>6} slots left{} × ${:.4}/run = ${:.4}{}",
             j.job,
             j.slots_left,
+            j.limit_note(|x| format!("${x:.4}")),
             j.cost_per_run_usd,
             j.projected_usd,
             if j.capped { " (at least)" } else { "" }
@@ -718,10 +719,11 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         Some(j) => kv(
             "forecast:",
             format!(
-                "${:.4} more by {} ({} slots left × ${:.4}/run{})",
+                "${:.4} more by {} ({} slots left{} × ${:.4}/run{})",
                 j.projected_usd,
                 when::stamp(f.until, zone),
                 j.slots_left,
+                j.limit_note(|x| format!("${x:.4}")),
                 j.cost_per_run_usd,
                 if j.capped { ", at least" } else { "" }
             ),
