@@ -323,7 +323,11 @@ fn percent_decode(s: &str, plus_space: bool) -> Option<String> {
             i += 3;
             continue;
         }
-        out.push(if plus_space && b[i] == b'+' { b' ' } else { b[i] });
+        out.push(if plus_space && b[i] == b'+' {
+            b' '
+        } else {
+            b[i]
+        });
         i += 1;
     }
     String::from_utf8(out).ok().filter(|d| d != s)
