@@ -1,7 +1,8 @@
 //! Prometheus metrics (exposition by `prometheus-client`, Prometheus text format 0.0.4).
 //!
 //! Owns: the metric families, feeding them from engine [`Event`]s, refreshing the store-derived
-//! gauges at scrape time, and [`Metered`] (a [`Store`] wrapper that counts store errors). Must not
+//! gauges at scrape time (in pages, one computation at a time, its exposition cached and shared:
+//! [`Metrics::scrape`]), and [`Metered`] (a [`Store`] wrapper that counts store errors). Must not
 //! touch: the engine's decisions; the store beyond read-only queries at scrape time.
 //!
 //! Families (all prefixed `cronsole_`):
