@@ -251,22 +251,101 @@ pub fn url_tokens(url: &str) -> Vec<String> {
     let Ok(u) = reqwest::Url::parse(url.trim()) else {
         return Vec::new();
     };
-    let mut out: Vec<String> = u
+    let mut out = Vec::new();
+    let segments: Vec<&str> = u
         .path_segments()
         .into_iter()
         .flatten()
         .filter(|s| s.chars().count() >= URL_TOKEN_MIN_CHARS)
-        .map(str::to_string)
         .collect();
+    for s in &segments {
+        push_forms(&mut out, s, false);
+    }
     if let Some(q) = u.query() {
-        out.push(format!("{}?{q}", u.path()));
-    } else if !out.is_empty() {
-        out.push(u.path().to_string());
+        push_forms(&mut out, &format!("{}?{q}", u.path()), true);
+    } else if !segments.is_empty() {
+        push_forms(&mut out, u.path(), false);
     }
     if let Some(q) = u.query() {
         for pair in q.split('&') {
             let value = pair.split_once('=').map_or(pair, |(_, v)| v);
-            out.push(value.to_string());
+            push_forms(&mut out, value, true);
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Every form a server may echo a URL part in (red team 6): as sent; percent-decoded (and, in a
+/// query, with `+` read as a space, as form decoding does); and each of those percent-encoded
+/// once more — every reserved byte encoded (upper- and lower-case hex, `encodeURIComponent`
+/// style), `/` kept (Python's `quote`), and space as `+` (`quote_plus`, Go's `QueryEscape`).
+fn push_forms(out: &mut Vec<String>, sent: &str, query: bool) {
+    let mut bases = vec![sent.to_string()];
+    if let Some(d) = percent_decode(sent, false) {
+        bases.push(d);
+    }
+    if query && let Some(d) = percent_decode(sent, true) {
+        bases.push(d);
+    }
+    bases.dedup();
+    for b in &bases {
+        for form in [
+            b.clone(),
+            percent_encode(b, "", true, false),
+            percent_encode(b, "", false, false),
+            percent_encode(b, "/", true, false),
+            percent_encode(b, "", true, true),
+            percent_encode(b, "!'()*", true, false),
+        ] {
+            if !out.contains(&form) {
+                out.push(form);
+            }
+        }
+    }
+}
+
+/// `s` with `%XX` escapes decoded (and `+` as a space when `plus_space`); `None` when the
+/// result would not be UTF-8 text (it could not appear in one either) or nothing changed.
+fn percent_decode(s: &str, plus_space: bool) -> Option<String> {
+    let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(if plus_space && b[i] == b'+' {
+            b' '
+        } else {
+            b[i]
+        });
+        i += 1;
+    }
+    String::from_utf8(out).ok().filter(|d| d != s)
+}
+
+/// `s` percent-encoded: every byte but ASCII letters, digits, `-._~` and those in `keep`
+/// becomes `%XX` (`upper` hex digits or lower), a space `+` when `space_plus`.
+fn percent_encode(s: &str, keep: &str, upper: bool, space_plus: bool) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for &c in s.as_bytes() {
+        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) || keep.as_bytes().contains(&c) {
+            out.push(c as char);
+        } else if space_plus && c == b' ' {
+            out.push('+');
+        } else if upper {
+            out.push_str(&format!("%{c:02X}"));
+        } else {
+            out.push_str(&format!("%{c:02x}"));
         }
     }
     out
@@ -494,13 +573,54 @@ mod url_tests {
         );
         let short = Secrets::new(url_tokens("https://api.openai.com/v1"));
         assert!(short.is_empty(), "nothing of a plain base URL is a token");
-        assert_eq!(
-            url_tokens("http://h/URLPATHSECRET123/v1"),
-            vec![
-                "URLPATHSECRET123".to_string(),
-                "/URLPATHSECRET123/v1".to_string()
-            ]
-        );
+        let t = url_tokens("http://h/URLPATHSECRET123/v1");
+        assert_eq!(t[0], "URLPATHSECRET123");
+        assert!(t.contains(&"/URLPATHSECRET123/v1".to_string()), "{t:?}");
+        assert!(t.contains(&"%2FURLPATHSECRET123%2Fv1".to_string()), "{t:?}");
+    }
+
+    /// Red team 6: a token is redacted in every form a server may echo it in — as written,
+    /// percent-decoded (`+` as a space in a query), and percent-encoded once more.
+    #[test]
+    fn url_tokens_cover_decoded_and_reencoded_forms() {
+        let s = Secrets::new(url_tokens(
+            "http://h/dec/v1?key=DecTok%2BSecret%2FValue%3D42&sig=Ab+Cd/Ef=GhIjKl06",
+        ));
+        for echoed in [
+            // as written
+            "DecTok%2BSecret%2FValue%3D42",
+            "Ab+Cd/Ef=GhIjKl06",
+            // decoded (Python's parse_qs, repr'd)
+            "invalid credentials: {'key': ['DecTok+Secret/Value=42']}",
+            "{'sig': ['Ab Cd/Ef=GhIjKl06']}",
+            // encoded once more
+            "no route for DecTok%252BSecret%252FValue%253D42",
+            "Ab%2BCd%2FEf%3DGhIjKl06",
+            "Ab%2bCd%2fEf%3dGhIjKl06",
+            "Ab%2BCd/Ef%3DGhIjKl06",
+            "Ab%20Cd%2FEf%3DGhIjKl06",
+            "Ab+Cd%2FEf%3DGhIjKl06",
+            "DecTok%2bSecret%2fValue%3d42",
+            // the whole path and query, quoted
+            "%2Fdec%2Fv1%3Fkey%3DDecTok%252BSecret%252FValue%253D42%26sig%3DAb%2BCd%2FEf%3DGhIjKl06",
+        ] {
+            let out = s.redact(echoed);
+            for leak in ["Secret", "Value", "GhIjKl06", "Cd"] {
+                assert!(!out.contains(leak), "{echoed} -> {out}");
+            }
+        }
+        // A path segment: no `+`-as-space reading (that is a query rule), but decoded and
+        // re-encoded forms are covered.
+        let p = Secrets::new(url_tokens("http://h/Path%2BTok%2FSecret99/v1"));
+        for echoed in ["Path+Tok/Secret99", "Path%252BTok%252FSecret99"] {
+            assert!(!p.redact(echoed).contains("Secret99"), "{echoed}");
+        }
+        assert_eq!(percent_decode("a%2Bb+c", true).as_deref(), Some("a+b c"));
+        assert_eq!(percent_decode("a%2Bb+c", false).as_deref(), Some("a+b+c"));
+        assert_eq!(percent_decode("plain", false), None, "unchanged");
+        assert_eq!(percent_decode("%FF%FE", false), None, "not UTF-8");
+        assert_eq!(percent_decode("bad%zz%4", false), None, "no escape");
+        assert_eq!(percent_encode("a b/+é", "", true, true), "a+b%2F%2B%C3%A9");
     }
 }
 

@@ -135,10 +135,15 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         .status()
         .unwrap();
     assert!(st.success());
-    let (_, text) = get(&addr, "/metrics");
+    // An exposition is shared for at least a second (red team 6): the change shows once the
+    // cached one is stale.
+    let text = poll_metrics(&addr, |t| {
+        metric(t, r#"cronsole_jobs{state="paused"}"#) == Some(1.0)
+    });
     assert_eq!(
-        metric(&text, r#"cronsole_jobs{state="paused"}"#),
-        Some(1.0),
+        metric(&text, r#"cronsole_jobs{state="idle"}"#).unwrap_or(0.0)
+            + metric(&text, r#"cronsole_jobs{state="running"}"#).unwrap_or(0.0),
+        2.0,
         "{text}"
     );
 
@@ -149,12 +154,24 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     let (code, body) = get(&addr, "/healthz");
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("store does not answer"), "{body}");
-    let (_, text) = get(&addr, "/metrics");
-    assert!(
-        metric(&text, "cronsole_store_errors_total ").unwrap_or(0.0) >= 1.0,
-        "{text}"
-    );
+    poll_metrics(&addr, |t| {
+        metric(t, "cronsole_store_errors_total ").unwrap_or(0.0) >= 1.0
+    });
     drop(d);
+}
+
+/// `/metrics` until `done` holds for its text (at most 20 s).
+fn poll_metrics(addr: &str, done: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    loop {
+        let (code, body) = get(addr, "/metrics");
+        assert_eq!(code, 200);
+        if done(&body) {
+            return body;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

@@ -129,3 +129,61 @@ fn probe_failure_does_not_print_the_url_token() {
         "{stderr}"
     );
 }
+
+/// Red team 6: a redirect's `Location` that carries the probed request (`next=<the request,
+/// urlencoded>`), and a page that echoes it decoded, are printed with the URL's tokens redacted
+/// in every form.
+#[tokio::test]
+async fn probe_redacts_the_url_tokens_a_server_echoes() {
+    use cronsole::testkit::http::{Response, TestServer};
+    let srv = TestServer::start(|req| {
+        let quoted: String = req
+            .path
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        if req.path.starts_with("/redir") {
+            Response::new(302).header(
+                "Location",
+                &format!("https://login.example.com/sso?next={quoted}&state=S1"),
+            )
+        } else {
+            let decoded = req.path.replace("%2B", "+").replace("%2F", "/");
+            Response::text(200, &format!("hello {decoded}\n"))
+        }
+    })
+    .await
+    .unwrap();
+    let run = |url: String| async move {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_cronsole"))
+            .args(["probe", "--url", &url, "--allow-private"])
+            .env_remove("CRONSOLE_STORE")
+            .output()
+            .await
+            .unwrap()
+    };
+    let out = run(format!("{}/redir/PROBEPATHTOK27?pw=PROBEQTOK28", srv.url())).await;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "redirect not followed: HTTP 302, Location: https://login.example.com/sso?next="
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("PROBEPATHTOK27") && !stderr.contains("PROBEQTOK28"),
+        "{stderr}"
+    );
+    let out = run(format!("{}/page?pw=Pg%2BTok%2FSecret77", srv.url())).await;
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("hello [redacted]"), "{stdout}");
+    assert!(!stdout.contains("Secret77"), "{stdout}");
+}

@@ -552,6 +552,87 @@ jobs:
     );
 }
 
+/// Red team 6: a token that is percent-encoded in `base_url` (or a monitor URL) and that the
+/// server echoes decoded (`DecTok+Secret/Value=42`, as every server decodes a query) or encoded
+/// once more (`DecTok%252B…`) reaches neither the rows, the logs nor what `run` prints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_tokens_echoed_decoded_or_reencoded_reach_no_output() {
+    use cronsole::testkit::http::{Response, TestServer};
+    let srv = TestServer::start(|req| {
+        let decoded = req
+            .path
+            .replace("%2B", "+")
+            .replace("%2F", "/")
+            .replace("%3D", "=");
+        let again = req.path.replace('%', "%25");
+        if req.path.starts_with("/mon") {
+            Response::new(302).header(
+                "Location",
+                &format!("https://login.example.com/?next={again}&was={decoded}"),
+            )
+        } else {
+            Response::text(
+                401,
+                &format!(r#"{{"error":{{"message":"invalid credentials: {decoded} ({again})"}}}}"#),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let yaml = format!(
+        "budget: null
+pricing: {{ m1: {{ input: 1, output: 1 }} }}
+agents:
+  d: {{ provider: openai, base_url: \"{u}/dec/v1?key=DecTok%2BSecret%2FValue%3D42\", api_key_env: MARKER_KEY, model: m1, instructions: hi }}
+jobs:
+  - {{ name: a-dec, schedule: every 1s, agent: d, message: m, max_retries: 1 }}
+  - {{ name: m-dec, schedule: every 1s, monitor: {{ url: \"{u}/mon/x?sig=MonTok%2BSecret%2FValue%3D43\", allow_private: true }}, command: \"echo x\", max_retries: 1 }}
+",
+        u = srv.url()
+    );
+    let s = setup("dectok", &yaml);
+    let mut c = s.cmd(&["--for", "3s", "--log-format", "json"]);
+    c.env("MARKER_KEY", "sk-MARKER-0123456789abcdef")
+        .env("RUST_LOG", "trace");
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = s.rows();
+    assert!(
+        rows.iter().any(|r| r.job == "a-dec") && rows.iter().any(|r| r.job == "m-dec"),
+        "both jobs ran: {rows:?}"
+    );
+    let leaks = ["Secret/Value", "Secret%252F", "Secret%2F", "Secret+"];
+    for (name, text) in [
+        ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr", String::from_utf8_lossy(&out.stderr).into_owned()),
+    ] {
+        for l in leaks {
+            assert!(!text.contains(l), "{l} leaked to {name}:\n{text}");
+        }
+    }
+    let mut stack = vec![s.store.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.ends_with("settings.json") && !p.ends_with("jobs.journal") {
+                // (Definitions keep URLs as written, as documented.)
+                let t = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                for l in leaks {
+                    assert!(!t.contains(l), "{l} leaked into {}:\n{t}", p.display());
+                }
+            }
+        }
+    }
+}
+
 /// Several owners started at once on a store directory that does not exist yet must all open
 /// it. (Regression: `FileStore::open` wrote `VERSION` through a fixed `VERSION.tmp` name, so two
 /// first opens raced and one exited 1; reproduced in ~25 of 120 process starts before the fix.)

@@ -10,7 +10,9 @@
 //! sending its head is dropped for the new one (or the new one is closed at once when every
 //! connection is being answered), so idle or slowloris connections never keep `/healthz` away
 //! (red team 5); [`HEAD_TIMEOUT`] to send the request head, 8 KiB of head; a store probe
-//! answers within 2 s or the check fails.
+//! answers within 2 s or the check fails. `/metrics` is served from one shared, cached
+//! exposition ([`Metrics::scrape`]: one paged store read at a time), so concurrent scrapers
+//! neither multiply store reads nor memory, and `/healthz` never waits for them (red team 6).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -183,57 +185,43 @@ async fn handle(
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+    // The body is shared, not copied: every `/metrics` request holds the one cached exposition.
+    let (status, ctype, body): (&str, &str, Arc<str>) = if method != "GET" && method != "HEAD" {
         (
             "405 Method Not Allowed",
             "text/plain; charset=utf-8",
-            "only GET and HEAD\n".to_string(),
+            "only GET and HEAD\n".into(),
         )
     } else {
         match path {
-            "/metrics" => {
-                let metrics = Arc::clone(&ep.metrics);
-                let now = ep.clock.now();
-                let refreshed = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    crate::store::blocking(&ep.store, move |store| {
-                        metrics.refresh_from_store(store, now)
-                    }),
-                )
-                .await;
-                match refreshed {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "metrics: reading the store failed");
-                    }
-                    _ => tracing::warn!("metrics: the store did not answer within 5 s"),
-                }
-                ("200 OK", CONTENT_TYPE, ep.metrics.encode())
-            }
+            "/metrics" => (
+                "200 OK",
+                CONTENT_TYPE,
+                ep.metrics.scrape(&ep.store, &ep.clock).await,
+            ),
             "/healthz" => match health(ep).await {
-                Ok(()) => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_string()),
+                Ok(()) => ("200 OK", "text/plain; charset=utf-8", "ok\n".into()),
                 Err(why) => (
                     "503 Service Unavailable",
                     "text/plain; charset=utf-8",
-                    format!("unhealthy: {why}\n"),
+                    format!("unhealthy: {why}\n").into(),
                 ),
             },
             _ => (
                 "404 Not Found",
                 "text/plain; charset=utf-8",
-                "not found: try /metrics or /healthz\n".to_string(),
+                "not found: try /metrics or /healthz\n".into(),
             ),
         }
     };
-    let mut out = format!(
+    let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )
-    .into_bytes();
+    );
+    sock.write_all(head.as_bytes()).await?;
     if method != "HEAD" {
-        out.extend_from_slice(body.as_bytes());
+        sock.write_all(body.as_bytes()).await?;
     }
-    sock.write_all(&out).await?;
     sock.shutdown().await
 }
 
@@ -261,5 +249,172 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
         }
         Ok(Err(e)) => Err(format!("the store does not answer: {e}")),
         Err(_) => Err("the store did not answer within 2 s".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
+    use crate::store::file::FileStore;
+    use crate::store::*;
+    use chrono::{DateTime, Utc};
+    use uuid::Uuid;
+
+    /// A file store whose whole-store read is refused: `/metrics` must read pages.
+    struct PagesOnly(FileStore);
+
+    impl HistoryReader for PagesOnly {
+        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
+            self.0.history(q)
+        }
+        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
+            self.0.job(name)
+        }
+    }
+
+    impl Store for PagesOnly {
+        fn location(&self) -> String {
+            self.0.location()
+        }
+        fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
+            self.0.apply(file, now)
+        }
+        fn settings(&self) -> StoreResult<Settings> {
+            self.0.settings()
+        }
+        fn change_token(&self) -> StoreResult<u64> {
+            self.0.change_token()
+        }
+        fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
+            Err(StoreError::Unsupported("reading every job at once"))
+        }
+        fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
+            assert!(limit <= super::super::metrics::REFRESH_PAGE);
+            self.0.jobs_page(after, limit)
+        }
+        fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+            self.0.next_wakeup(now)
+        }
+        fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
+            self.0.claim_due(req)
+        }
+        fn renew(
+            &self,
+            job: &str,
+            run_id: Uuid,
+            owner: &str,
+            now: DateTime<Utc>,
+        ) -> StoreResult<RenewOutcome> {
+            self.0.renew(job, run_id, owner, now)
+        }
+        fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+            self.0.complete(c)
+        }
+        fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
+            self.0.set_paused(name, paused, now)
+        }
+        fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
+            self.0.request_trigger(name, now)
+        }
+        fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
+            self.0.spend(job, now)
+        }
+        fn update_job(
+            &self,
+            name: &str,
+            edit: &JobEdit,
+            now: DateTime<Utc>,
+        ) -> StoreResult<EditOutcome> {
+            self.0.update_job(name, edit, now)
+        }
+    }
+
+    const JOBS: usize = 1_800;
+
+    fn big_store(dir: &std::path::Path, now: DateTime<Utc>) -> Arc<dyn Store> {
+        let fs = FileStore::open(dir).unwrap();
+        let jobs = (0..JOBS)
+            .map(|i| crate::testkit::jobs::command_job(&format!("j{i:05}"), 3600))
+            .collect();
+        fs.apply(
+            &JobsFile {
+                settings: Settings::default(),
+                jobs,
+            },
+            now,
+        )
+        .unwrap();
+        Arc::new(PagesOnly(fs))
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    /// Red team 6: 16 clients polling `/metrics` on a 20 001-job store knocked out `/healthz`
+    /// and grew the owner to ~1 GB. Now many concurrent requests share one computation (one
+    /// exposition in memory, read in pages) and `/healthz` answers meanwhile.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_scrapes_share_one_paged_computation_and_healthz_answers() {
+        let dir = crate::testkit::tmp::TempDir::new("metrics-big");
+        let t0 = crate::testkit::time::base(0);
+        let store = big_store(dir.path(), t0);
+        let clock = ManualClock::new(t0);
+        let ep = Endpoint {
+            metrics: Arc::new(Metrics::new()),
+            store,
+            clock: Arc::new(clock.clone()),
+            heartbeat: Arc::new(Heartbeat::default()),
+            engine_stopped: CancellationToken::new(),
+            max_quiet: Duration::from_secs(3600),
+        };
+        // The same exposition, not a copy per request.
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..32 {
+            let m = Arc::clone(&ep.metrics);
+            let (st, cl) = (Arc::clone(&ep.store), Arc::clone(&ep.clock));
+            set.spawn(async move { m.scrape(&st, &cl).await });
+        }
+        let texts = set.join_all().await;
+        assert!(texts.iter().all(|t| Arc::ptr_eq(t, &texts[0])));
+        assert_eq!(ep.metrics.computations(), 1);
+        assert!(
+            texts[0].contains(&format!("cronsole_jobs{{state=\"idle\"}} {JOBS}")),
+            "{}",
+            texts[0]
+        );
+
+        // Over HTTP, once the exposition is stale: 48 requests, one computation, and /healthz.
+        clock.advance(chrono::Duration::seconds(2));
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, ep.clone(), stop.clone()));
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..48 {
+            set.spawn(get(addr, "/metrics"));
+        }
+        let health = get(addr, "/healthz").await;
+        assert!(
+            health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
+            "{health}"
+        );
+        for r in set.join_all().await {
+            assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        }
+        assert_eq!(ep.metrics.computations(), 2);
+        let last = get(addr, "/metrics").await;
+        assert!(last.contains(&format!("cronsole_jobs{{state=\"idle\"}} {JOBS}")));
+        assert_eq!(ep.metrics.computations(), 2, "still fresh: no third read");
+        stop.cancel();
+        server.await.unwrap();
     }
 }

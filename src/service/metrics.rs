@@ -1,7 +1,8 @@
 //! Prometheus metrics (exposition by `prometheus-client`, Prometheus text format 0.0.4).
 //!
 //! Owns: the metric families, feeding them from engine [`Event`]s, refreshing the store-derived
-//! gauges at scrape time, and [`Metered`] (a [`Store`] wrapper that counts store errors). Must not
+//! gauges at scrape time (in pages, one computation at a time, its exposition cached and shared:
+//! [`Metrics::scrape`]), and [`Metered`] (a [`Store`] wrapper that counts store errors). Must not
 //! touch: the engine's decisions; the store beyond read-only queries at scrape time.
 //!
 //! Families (all prefixed `cronsole_`):
@@ -21,8 +22,9 @@
 //! under `job="_other"`.
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -31,7 +33,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
 use crate::clock::Clock;
@@ -88,7 +90,32 @@ pub struct Metrics {
     jobs: Family<StateLabel, Gauge>,
     store_errors: Counter,
     job_names: Mutex<HashSet<String>>,
+    /// The last exposition, shared by every `/metrics` request while it is fresh.
+    cache: Mutex<ScrapeCache>,
+    /// Bumped when a computation ends (requests that wait for one watch it).
+    scrape_done: watch::Sender<u64>,
+    /// Store-reading computations made so far (one per fresh exposition).
+    computations: AtomicU64,
 }
+
+/// The cached exposition (see [`Metrics::scrape`]).
+#[derive(Default)]
+struct ScrapeCache {
+    text: Option<Arc<str>>,
+    computed_at: Option<DateTime<Utc>>,
+    fresh_until: Option<DateTime<Utc>>,
+    computing: bool,
+}
+
+/// An exposition is reused for at least this long…
+pub const SCRAPE_MIN_AGE: Duration = Duration::from_secs(1);
+/// …and for at least this many times as long as computing it took, so reading the store for
+/// `/metrics` takes at most a fifth of its time whatever the store's size.
+pub const SCRAPE_AGE_FACTOR: u32 = 4;
+/// A request waits this long for a computation under way, then gets the last exposition.
+pub const SCRAPE_WAIT: Duration = Duration::from_secs(5);
+/// Jobs read per store call while refreshing (never all records at once).
+pub const REFRESH_PAGE: usize = 500;
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -165,7 +192,76 @@ impl Metrics {
             jobs,
             store_errors,
             job_names: Mutex::new(HashSet::new()),
+            cache: Mutex::new(ScrapeCache::default()),
+            scrape_done: watch::channel(0).0,
+            computations: AtomicU64::new(0),
         }
+    }
+
+    /// Store-reading computations made so far by [`Metrics::scrape`].
+    pub fn computations(&self) -> u64 {
+        self.computations.load(Ordering::SeqCst)
+    }
+
+    /// The exposition for one `/metrics` request (red team 6: 16 clients polling a 20 001-job
+    /// store took `/healthz` down and stalled the engine). A fresh exposition (younger than
+    /// [`SCRAPE_MIN_AGE`] and [`SCRAPE_AGE_FACTOR`] × its computing time) is shared by every
+    /// request; otherwise one computation at a time reads the store (in pages, on a blocking
+    /// thread, off the engine's path) and every request that arrives meanwhile waits for it, up
+    /// to [`SCRAPE_WAIT`], then gets the last exposition (or the counters alone). So requests
+    /// never multiply store reads or memory, and counters are at most that age behind.
+    pub async fn scrape(
+        self: &Arc<Self>,
+        store: &Arc<dyn Store>,
+        clock: &Arc<dyn Clock>,
+    ) -> Arc<str> {
+        let mut done = {
+            let mut c = self.cache_lock();
+            let now = clock.now();
+            if let (Some(t), Some(at), Some(until)) = (&c.text, c.computed_at, c.fresh_until)
+                && at <= now
+                && now < until
+            {
+                return Arc::clone(t);
+            }
+            let done = self.scrape_done.subscribe();
+            if !c.computing {
+                c.computing = true;
+                tokio::spawn(Arc::clone(self).compute(Arc::clone(store), Arc::clone(clock)));
+            }
+            done
+        };
+        let _ = tokio::time::timeout(SCRAPE_WAIT, done.changed()).await;
+        let last = self.cache_lock().text.clone();
+        last.unwrap_or_else(|| self.encode().into())
+    }
+
+    /// One computation: refresh the store gauges, encode, publish.
+    async fn compute(self: Arc<Self>, store: Arc<dyn Store>, clock: Arc<dyn Clock>) {
+        let started = tokio::time::Instant::now();
+        let now = clock.now();
+        let me = Arc::clone(&self);
+        match crate::store::blocking(&store, move |s| me.refresh_from_store(s, now)).await {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(error = %e, "metrics: reading the store failed"),
+        }
+        let text: Arc<str> = self.encode().into();
+        self.computations.fetch_add(1, Ordering::SeqCst);
+        let age = SCRAPE_MIN_AGE.max(started.elapsed() * SCRAPE_AGE_FACTOR);
+        let end = clock.now();
+        {
+            let mut c = self.cache_lock();
+            c.text = Some(text);
+            c.computed_at = Some(end);
+            c.fresh_until = chrono::Duration::from_std(age).ok().map(|a| end + a);
+            c.computing = false;
+        }
+        self.scrape_done.send_modify(|g| *g += 1);
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, ScrapeCache> {
+        // Plain values: a panic while holding the lock leaves them usable.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The label for `job`, folding names past the bound into `_other`.
@@ -216,17 +312,39 @@ impl Metrics {
         self.store_errors.inc();
     }
 
-    /// Refresh the gauges that describe the store (jobs by state, leases, budgets).
+    /// Refresh the gauges that describe the store (jobs by state, leases, budgets), reading the
+    /// jobs [`REFRESH_PAGE`] at a time: memory stays one page whatever the store's size, and a
+    /// store that locks per call lets the engine in between pages.
     pub fn refresh_from_store(&self, store: &dyn Store, now: DateTime<Utc>) -> StoreResult<()> {
-        let jobs = store.jobs()?;
         let mut counts = [0i64; STATES.len()];
         let mut leases = 0;
-        for j in &jobs {
-            let w = j.state_word(now);
-            if let Some(i) = STATES.iter().position(|s| *s == w) {
-                counts[i] += 1;
+        let mut first_live: Option<String> = None;
+        let mut capped: Vec<(String, f64)> = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = store.jobs_page(after.as_deref(), REFRESH_PAGE)?;
+            for j in &page {
+                let w = j.state_word(now);
+                if let Some(i) = STATES.iter().position(|s| *s == w) {
+                    counts[i] += 1;
+                }
+                leases += j.rt.live_runs() as i64;
+                if j.rt.retired {
+                    continue;
+                }
+                if first_live.is_none() {
+                    first_live = Some(j.def.name.clone());
+                }
+                if let Some(limit) = j.def.max_cost_usd
+                    && capped.len() < MAX_JOB_LABELS
+                {
+                    capped.push((j.def.name.clone(), limit));
+                }
             }
-            leases += j.rt.live_runs() as i64;
+            match page.last() {
+                Some(last) if page.len() >= REFRESH_PAGE => after = Some(last.def.name.clone()),
+                _ => break,
+            }
         }
         for (s, n) in STATES.iter().zip(counts) {
             self.jobs
@@ -236,24 +354,21 @@ impl Metrics {
         self.leases.set(leases);
         let settings = store.settings()?;
         self.budget_remaining.clear();
-        let live: Vec<&JobRecord> = jobs.iter().filter(|j| !j.rt.retired).collect();
-        if let (Some(b), Some(first)) = (settings.budget, live.first()) {
-            let spent = store.spend(&first.def.name, now)?.global_usd;
+        if let (Some(b), Some(first)) = (settings.budget, first_live) {
+            let spent = store.spend(&first, now)?.global_usd;
             self.budget_remaining
                 .get_or_create(&ScopeLabel {
                     scope: "global".into(),
                 })
                 .set(b.max_cost_usd - spent);
         }
-        for j in live.iter().take(MAX_JOB_LABELS) {
-            if let Some(limit) = j.def.max_cost_usd {
-                let spent = store.spend(&j.def.name, now)?.job_usd;
-                self.budget_remaining
-                    .get_or_create(&ScopeLabel {
-                        scope: format!("job:{}", j.def.name),
-                    })
-                    .set(limit - spent);
-            }
+        for (name, limit) in capped {
+            let spent = store.spend(&name, now)?.job_usd;
+            self.budget_remaining
+                .get_or_create(&ScopeLabel {
+                    scope: format!("job:{name}"),
+                })
+                .set(limit - spent);
         }
         Ok(())
     }

@@ -69,6 +69,15 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
+    // The probed URL's tokens, in every form a server may echo them (a redirect's Location
+    // carrying `next=<the request>`, an error page): redacted by value in whatever is printed,
+    // as a monitor's row is (red team 6).
+    let secrets = cronsole::text::Secrets::new(
+        a.url
+            .as_deref()
+            .map(cronsole::text::url_tokens)
+            .unwrap_or_default(),
+    );
     let output = rt.block_on(async {
         if let Some(cmd) = &a.command {
             if cmd.trim().is_empty() {
@@ -82,10 +91,10 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
                 Ok(b) => Ok(b.body),
                 // One rejection, one exit code: an address the rule refuses is bad input
                 // whether it was written literally (127.0.0.1) or resolved (localhost).
-                Err(e) if e.is_bad_url() || matches!(e, url::UrlProbeError::Address(_)) => {
-                    Err(bad_input(format!("probe rejected: {e}")))
-                }
-                Err(e) => Err(anyhow!("probe failed: {e}")),
+                Err(e) if e.is_bad_url() || matches!(e, url::UrlProbeError::Address(_)) => Err(
+                    bad_input(secrets.redact(&format!("probe rejected: {e}")).into_owned()),
+                ),
+                Err(e) => Err(anyhow!("{}", secrets.redact(&format!("probe failed: {e}")))),
             }
         } else {
             Err(bad_input("give --url URL or --command CMD"))
@@ -100,7 +109,7 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         println!("preview:");
     }
     for line in wm.preview.lines() {
-        println!("{}", diffview::sanitize_line(line));
+        println!("{}", diffview::sanitize_line(&secrets.redact(line)));
     }
     Ok(ExitCode::SUCCESS)
 }
