@@ -23,10 +23,19 @@
 //! beyond what an alias bomb check would allow so far — is read whole as before. Both ways
 //! give the same diagnostics at the same positions and the same jobs
 //! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
-//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (a third pass), which
+//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (one more pass), which
 //! is what `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does
 //! the same through [`validate_str_at`]: the jobs are counted, not held, and
 //! [`Validation::for_each_valid`] hands the valid ones over afterwards.
+//!
+//! One parse instead of two (`check_one_pass`, the usual shape: `jobs:` written last, at
+//! column 1, each job naming only earlier ones): the text before the `jobs:` line is parsed on
+//! its own first (the sections, a few bytes), so the settings are known when the first job
+//! arrives, and each job is checked against the names read so far. That check stands only
+//! when it is provably what the two passes give: the whole text's skeleton equals the one read
+//! ahead, the list streamed, and no `after:`/`context_from` named a job not read yet (a later
+//! job or an unknown one, whose message lists every name). Otherwise its parse serves as the
+//! names pass and the file is checked again as above; nothing it found is kept.
 //!
 //! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
 //! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
@@ -953,9 +962,10 @@ impl Prepared {
 }
 
 /// Read and validate a jobs file for a job-by-job hand-over ([`Prepared::for_each_job`]).
-/// The file is read once and parsed twice here (names first: duplicates, `context_from` and
-/// `after:` may refer to a later job; then each job, checked and dropped), so memory is the
-/// text plus a few bytes per job. Same diagnostics as [`load_file`].
+/// The file is read once and parsed once here when `jobs:` is its last section and every job
+/// names only earlier ones (`check_one_pass`), twice otherwise (names first: duplicates,
+/// `context_from` and `after:` may refer to a later job; then each job, checked and dropped),
+/// so memory is the text plus a few bytes per job. Same diagnostics as [`load_file`].
 pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
     let text = read_text(path).map_err(|d| ConfigErrors {
         diagnostics: vec![d],
