@@ -12,8 +12,8 @@
 //! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
 //!
 //! Job by job (issue 14: a file of 1 000 000 jobs): when the top-level `jobs:` is a plain list
-//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice and the
-//! list's items are never held together. The first pass keeps everything else (the sections,
+//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice (often
+//! once: see below) and the list's items are never held together. The first pass keeps everything else (the sections,
 //! with their positions) and every job's name (duplicates, `context_from` and `after:` may
 //! name a later job); the second builds one job's nodes, checks it, locates its diagnostics in
 //! them, hands its definition on and drops them. The checks that need every job (`after:`
