@@ -12,8 +12,8 @@
 //! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
 //!
 //! Job by job (issue 14: a file of 1 000 000 jobs): when the top-level `jobs:` is a plain list
-//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice and the
-//! list's items are never held together. The first pass keeps everything else (the sections,
+//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice (often
+//! once: see below) and the list's items are never held together. The first pass keeps everything else (the sections,
 //! with their positions) and every job's name (duplicates, `context_from` and `after:` may
 //! name a later job); the second builds one job's nodes, checks it, locates its diagnostics in
 //! them, hands its definition on and drops them. The checks that need every job (`after:`
@@ -23,10 +23,19 @@
 //! beyond what an alias bomb check would allow so far — is read whole as before. Both ways
 //! give the same diagnostics at the same positions and the same jobs
 //! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
-//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (a third pass), which
+//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (one more pass), which
 //! is what `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does
 //! the same through [`validate_str_at`]: the jobs are counted, not held, and
 //! [`Validation::for_each_valid`] hands the valid ones over afterwards.
+//!
+//! One parse instead of two (`check_one_pass`, the usual shape: `jobs:` written last, at
+//! column 1, each job naming only earlier ones): the text before the `jobs:` line is parsed on
+//! its own first (the sections, a few bytes), so the settings are known when the first job
+//! arrives, and each job is checked against the names read so far. That check stands only
+//! when it is provably what the two passes give: the whole text's skeleton equals the one read
+//! ahead, the list streamed, and no `after:`/`context_from` named a job not read yet (a later
+//! job or an unknown one, whose message lists every name). Otherwise its parse serves as the
+//! names pass and the file is checked again as above; nothing it found is kept.
 //!
 //! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
 //! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
@@ -454,21 +463,32 @@ fn check_with(
     let mut jobs = Vec::new();
     let first = if whole {
         match yaml::Document::parse(text) {
-            Ok(doc) => FirstPass::Whole(doc),
-            Err(e) => FirstPass::Failed(e),
+            Ok(doc) => Ok(FirstPass::Whole(doc)),
+            Err(e) => Ok(FirstPass::Failed(e)),
         }
     } else {
-        first_pass(text)
+        match check_one_pass(text, path, &mut checker, &mut |j| jobs.push(j)) {
+            OnePass::Done(c, _) => Err(c),
+            OnePass::Fallback(first) => {
+                // Nothing the one-pass check found stands.
+                checker = new_checker(path, env_is_set, env_chars, now);
+                jobs.clear();
+                Ok(first)
+            }
+        }
     };
     let c = match first {
-        FirstPass::Failed(e) => Checking::failed(yaml_error(e, path)),
-        FirstPass::Whole(doc) => check_whole(&doc, path, &mut checker, &mut |j| jobs.push(j)),
-        FirstPass::Streamed(skel, names) => {
-            check_streamed(text, &skel, names, path, &mut checker, &mut |j| {
-                jobs.push(j)
-            })
-            .0
-        }
+        Err(c) => c,
+        Ok(first) => match first {
+            FirstPass::Failed(e) => Checking::failed(yaml_error(e, path)),
+            FirstPass::Whole(doc) => check_whole(&doc, path, &mut checker, &mut |j| jobs.push(j)),
+            FirstPass::Streamed(skel, names) => {
+                check_streamed(text, &skel, names, path, &mut checker, &mut |j| {
+                    jobs.push(j)
+                })
+                .0
+            }
+        },
     };
     match c.parsed {
         Some((settings, _)) => Checked {
@@ -611,26 +631,14 @@ fn check_streamed(
         })
         .collect();
     let mut run = check::JobsRun::new(names, &settings);
-    // Where the whole-list checks may point, located while each chained job is at hand.
-    let mut chain_at: std::collections::HashMap<String, (usize, usize)> = Default::default();
+    let mut seen = ItemsSeen::default();
     let second = yaml::Document::parse_streaming(text, &mut |item| {
-        let job = checker.job_item(&mut run, item.index, &item.value, &defaults, &settings);
-        for p in std::mem::take(&mut checker.pending) {
-            let at = item
-                .locate_or_parent(&p.path, p.target)
-                .unwrap_or_else(|| skel.locate_or_parent(&p.path, p.target));
-            diagnostics.push(diagnostic(p, path, at));
-        }
-        if let Some(c) = run.chain_of(item.index) {
-            for p in c.paths() {
-                if let Some(at) = item.locate_or_parent(&p, yaml::Target::Value) {
-                    chain_at.insert(yaml::render(&p), at);
-                }
-            }
-        }
+        let job = seen.check(checker, &mut run, &item, (&defaults, &settings), path);
         each(job);
         Ok(())
     });
+    diagnostics.extend(seen.located(skel, path));
+    let chain_at = seen.chain_at;
     match second {
         Ok(Some(_)) => {}
         // The same text parsed a moment ago: only a bug gets here; refuse rather than guess.
@@ -650,6 +658,157 @@ fn check_streamed(
     }
     diagnostics.sort_by_key(|d| (d.line, d.column));
     (
+        Checking {
+            parsed: Some((settings, defaults)),
+            diagnostics,
+        },
+        run.into_names(),
+    )
+}
+
+/// What checking the streamed jobs one at a time keeps: their diagnostics (located in their
+/// item, or, for a path outside it such as an agent's, in the skeleton once it is known) and
+/// where the whole-list checks may point, located while each chained job is at hand.
+#[derive(Default)]
+struct ItemsSeen {
+    diagnostics: Vec<Result<Diagnostic, check::Pending>>,
+    chain_at: std::collections::HashMap<String, (usize, usize)>,
+}
+
+impl ItemsSeen {
+    /// Check job `item` (its definition: `None` when it has errors).
+    fn check(
+        &mut self,
+        checker: &mut check::Checker<'_>,
+        run: &mut check::JobsRun,
+        item: &yaml::Item<'_>,
+        (defaults, settings): (&check::Defaults, &Settings),
+        path: &Path,
+    ) -> Option<JobDef> {
+        let job = checker.job_item(run, item.index, &item.value, defaults, settings);
+        for p in std::mem::take(&mut checker.pending) {
+            self.diagnostics
+                .push(match item.locate_or_parent(&p.path, p.target) {
+                    Some(at) => Ok(diagnostic(p, path, at)),
+                    None => Err(p),
+                });
+        }
+        if let Some(c) = run.chain_of(item.index) {
+            for p in c.paths() {
+                if let Some(at) = item.locate_or_parent(&p, yaml::Target::Value) {
+                    self.chain_at.insert(yaml::render(&p), at);
+                }
+            }
+        }
+        job
+    }
+
+    /// The diagnostics, in the order found, those outside their item located in `skel`.
+    fn located<'a>(
+        &'a mut self,
+        skel: &'a yaml::Document,
+        path: &'a Path,
+    ) -> impl Iterator<Item = Diagnostic> + 'a {
+        self.diagnostics.drain(..).map(move |d| {
+            d.unwrap_or_else(|p| {
+                let at = skel.locate_or_parent(&p.path, p.target);
+                diagnostic(p, path, at)
+            })
+        })
+    }
+}
+
+/// How [`check_one_pass`] ended.
+enum OnePass {
+    /// The file is checked: what was found, and every job's name.
+    Done(Checking, check::JobNames),
+    /// It could not be checked in one pass (nothing it found stands; the jobs handed over are
+    /// void): the first reading, to carry on from as [`first_pass`]'s.
+    Fallback(FirstPass),
+}
+
+/// Where the line starting with the top-level key `jobs:` (block style, column 1) begins.
+fn jobs_line(text: &str) -> Option<usize> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("jobs:")
+            && (rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+        {
+            return Some(at);
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// Check a file whose `jobs:` list is its last section in ONE parse of the text (issue 14:
+/// each parse of a 1 000 000-job file costs tens of seconds). The sections before `jobs:` are
+/// read first (the text up to that line, a few bytes), so the settings are known when the
+/// first job arrives; each job is checked with the names read so far. The result stands only
+/// when it is what [`first_pass`] + [`check_streamed`] would give: the whole text's skeleton
+/// equals the one read ahead (nothing after `jobs:`, nothing that read differently cut
+/// short), the list streamed, and no `after:` or `context_from` named a job not yet read (a
+/// forward reference, or an unknown job: its message lists every name). Otherwise the pass
+/// served as the names pass and the caller checks as before, with a fresh checker.
+fn check_one_pass(
+    text: &str,
+    path: &Path,
+    checker: &mut check::Checker<'_>,
+    each: &mut dyn FnMut(Option<JobDef>),
+) -> OnePass {
+    let Some(at) = jobs_line(text) else {
+        return OnePass::Fallback(first_pass(text));
+    };
+    let mut ahead = text[..at].to_string();
+    ahead.push_str("jobs: []\n");
+    let Ok(ahead) = yaml::Document::parse(&ahead) else {
+        return OnePass::Fallback(first_pass(text));
+    };
+    let Some((settings, defaults, _)) = checker.top(&ahead.value) else {
+        return OnePass::Fallback(first_pass(text));
+    };
+    let top = std::mem::take(&mut checker.pending);
+    let mut run = check::JobsRun::new(check::JobNames::default(), &settings);
+    let mut seen = ItemsSeen::default();
+    let parsed = yaml::Document::parse_streaming(text, &mut |item| {
+        run.add_name(item.index, &item.value);
+        let job = seen.check(checker, &mut run, &item, (&defaults, &settings), path);
+        each(job);
+        Ok(())
+    });
+    let skel = match parsed {
+        Err(e) => return OnePass::Fallback(FirstPass::Failed(e)),
+        Ok(None) => {
+            return OnePass::Fallback(match yaml::Document::parse(text) {
+                Ok(doc) => FirstPass::Whole(doc),
+                Err(e) => FirstPass::Failed(e),
+            });
+        }
+        Ok(Some(doc)) if !doc.streamed() => return OnePass::Fallback(FirstPass::Whole(doc)),
+        Ok(Some(skel)) => skel,
+    };
+    if checker.unknown_job || skel.value != ahead.value {
+        return OnePass::Fallback(FirstPass::Streamed(skel, run.into_names()));
+    }
+    let mut diagnostics: Vec<Diagnostic> = top
+        .into_iter()
+        .map(|p| {
+            let at = skel.locate_or_parent(&p.path, p.target);
+            diagnostic(p, path, at)
+        })
+        .collect();
+    diagnostics.extend(seen.located(&skel, path));
+    checker.jobs_end(&run, &settings);
+    for p in std::mem::take(&mut checker.pending) {
+        let at = seen
+            .chain_at
+            .get(&yaml::render(&p.path))
+            .copied()
+            .unwrap_or_else(|| skel.locate_or_parent(&p.path, p.target));
+        diagnostics.push(diagnostic(p, path, at));
+    }
+    diagnostics.sort_by_key(|d| (d.line, d.column));
+    OnePass::Done(
         Checking {
             parsed: Some((settings, defaults)),
             diagnostics,
@@ -803,9 +962,10 @@ impl Prepared {
 }
 
 /// Read and validate a jobs file for a job-by-job hand-over ([`Prepared::for_each_job`]).
-/// The file is read once and parsed twice here (names first: duplicates, `context_from` and
-/// `after:` may refer to a later job; then each job, checked and dropped), so memory is the
-/// text plus a few bytes per job. Same diagnostics as [`load_file`].
+/// The file is read once and parsed once here when `jobs:` is its last section and every job
+/// names only earlier ones (`check_one_pass`), twice otherwise (names first: duplicates,
+/// `context_from` and `after:` may refer to a later job; then each job, checked and dropped),
+/// so memory is the text plus a few bytes per job. Same diagnostics as [`load_file`].
 pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
     let text = read_text(path).map_err(|d| ConfigErrors {
         diagnostics: vec![d],
@@ -813,17 +973,27 @@ pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
     let is_set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
     let chars = |name: &str| std::env::var(name).ok().map(|v| v.trim().chars().count());
     let mut checker = new_checker(path, &is_set, Some(&chars), None);
-    let (c, jobs) = match first_pass(&text) {
-        FirstPass::Failed(e) => (Checking::failed(yaml_error(e, path)), None),
-        FirstPass::Whole(doc) => {
-            let mut jobs = Vec::new();
-            let c = check_whole(&doc, path, &mut checker, &mut |j| jobs.extend(j));
-            (c, Some(PreparedJobs::Whole(jobs)))
+    let first = match check_one_pass(&text, path, &mut checker, &mut drop) {
+        OnePass::Done(c, names) => Err((c, names)),
+        OnePass::Fallback(first) => {
+            checker = new_checker(path, &is_set, Some(&chars), None);
+            Ok(first)
         }
-        FirstPass::Streamed(skel, names) => {
-            let (c, names) = check_streamed(&text, &skel, names, path, &mut checker, &mut drop);
-            (c, Some(PreparedJobs::Streamed(names)))
-        }
+    };
+    let (c, jobs) = match first {
+        Err((c, names)) => (c, Some(PreparedJobs::Streamed(names))),
+        Ok(first) => match first {
+            FirstPass::Failed(e) => (Checking::failed(yaml_error(e, path)), None),
+            FirstPass::Whole(doc) => {
+                let mut jobs = Vec::new();
+                let c = check_whole(&doc, path, &mut checker, &mut |j| jobs.extend(j));
+                (c, Some(PreparedJobs::Whole(jobs)))
+            }
+            FirstPass::Streamed(skel, names) => {
+                let (c, names) = check_streamed(&text, &skel, names, path, &mut checker, &mut drop);
+                (c, Some(PreparedJobs::Streamed(names)))
+            }
+        },
     };
     let errors = c.diagnostics.iter().any(|d| d.severity == Severity::Error);
     let (Some((checked, defaults)), Some(jobs), false) = (c.parsed, jobs, errors) else {
@@ -946,41 +1116,50 @@ pub fn validate_str_at<'t>(
     let chars = |name: &str| env(name).map(|v| v.trim().chars().count());
     let mut checker = new_checker(path, &is_set, Some(&chars), Some(now));
     let (mut jobs, mut valid) = (0, 0);
+    let first = {
+        let mut count = |j: Option<JobDef>| {
+            jobs += 1;
+            valid += usize::from(j.is_some());
+        };
+        match check_one_pass(text, path, &mut checker, &mut count) {
+            OnePass::Done(c, names) => Err((c, names)),
+            OnePass::Fallback(first) => Ok(first),
+        }
+    };
+    let first = match first {
+        Err((c, names)) => Err((c, names)),
+        Ok(first) => {
+            // Nothing the one-pass check found stands.
+            checker = new_checker(path, &is_set, Some(&chars), Some(now));
+            (jobs, valid) = (0, 0);
+            Ok(first)
+        }
+    };
     let mut count = |j: &Option<JobDef>| {
         jobs += 1;
         valid += usize::from(j.is_some());
     };
-    let (c, valid_jobs) = match first_pass(text) {
-        FirstPass::Failed(e) => (
-            Checking::failed(yaml_error(e, path)),
-            ValidJobs::Held(Vec::new()),
-        ),
-        FirstPass::Whole(doc) => {
-            let mut held = Vec::new();
-            let c = check_whole(&doc, path, &mut checker, &mut |j| {
-                count(&j);
-                held.extend(j);
-            });
-            (c, ValidJobs::Held(held))
-        }
-        FirstPass::Streamed(skel, names) => {
-            let (c, names) =
-                check_streamed(text, &skel, names, path, &mut checker, &mut |j| count(&j));
-            let calendars = std::mem::take(&mut checker.calendars);
-            let v = match c.parsed {
-                Some((settings, defaults)) => ValidJobs::Streamed(Box::new(StreamedJobs(
-                    settings, defaults, calendars, names, text,
-                ))),
-                None => ValidJobs::Held(Vec::new()),
-            };
-            (
-                Checking {
-                    parsed: None,
-                    diagnostics: c.diagnostics,
-                },
-                v,
-            )
-        }
+    let (c, valid_jobs) = match first {
+        Err((c, names)) => streamed_validation(c, names, &mut checker, text),
+        Ok(first) => match first {
+            FirstPass::Failed(e) => (
+                Checking::failed(yaml_error(e, path)),
+                ValidJobs::Held(Vec::new()),
+            ),
+            FirstPass::Whole(doc) => {
+                let mut held = Vec::new();
+                let c = check_whole(&doc, path, &mut checker, &mut |j| {
+                    count(&j);
+                    held.extend(j);
+                });
+                (c, ValidJobs::Held(held))
+            }
+            FirstPass::Streamed(skel, names) => {
+                let (c, names) =
+                    check_streamed(text, &skel, names, path, &mut checker, &mut |j| count(&j));
+                streamed_validation(c, names, &mut checker, text)
+            }
+        },
     };
     Validation {
         diagnostics: c.diagnostics,
@@ -988,6 +1167,30 @@ pub fn validate_str_at<'t>(
         valid,
         valid_jobs,
     }
+}
+
+/// What [`validate_str_at`] keeps of a streamed `jobs:` list's check: its diagnostics, and
+/// what handing its valid jobs over needs.
+fn streamed_validation<'t>(
+    c: Checking,
+    names: check::JobNames,
+    checker: &mut check::Checker<'_>,
+    text: &'t str,
+) -> (Checking, ValidJobs<'t>) {
+    let calendars = std::mem::take(&mut checker.calendars);
+    let v = match c.parsed {
+        Some((settings, defaults)) => ValidJobs::Streamed(Box::new(StreamedJobs(
+            settings, defaults, calendars, names, text,
+        ))),
+        None => ValidJobs::Held(Vec::new()),
+    };
+    (
+        Checking {
+            parsed: None,
+            diagnostics: c.diagnostics,
+        },
+        v,
+    )
 }
 
 /// Parse jobs-file text without checking it: the parser's share of [`check_str`], for the

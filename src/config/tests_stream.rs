@@ -321,3 +321,101 @@ fn validate_counts_the_jobs_and_hands_the_valid_ones_over_afterwards() {
     assert_eq!((v.jobs, v.valid), (31, 26));
     assert!(v.diagnostics.iter().any(|d| d.key == "jobs[30].schedule"));
 }
+
+/// Whether `text` is checked in one parse ([`check_one_pass`] stands), and what it gives is
+/// what the whole-document check gives.
+fn one_pass(text: &str) -> bool {
+    let env = |_: &str| true;
+    let mut checker = new_checker(Path::new("jobs.yaml"), &env, None, None);
+    let mut handed = 0;
+    let done = matches!(
+        check_one_pass(text, Path::new("jobs.yaml"), &mut checker, &mut |_| {
+            handed += 1
+        }),
+        OnePass::Done(..)
+    );
+    same(text);
+    done
+}
+
+#[test]
+fn jobs_last_with_backward_names_is_checked_in_one_parse() {
+    // Sections before `jobs:` (with their own errors and an agent warning located there),
+    // chains, `context_from`, a duplicate name and per-job errors, all naming earlier jobs.
+    let text = "defaults:
+  tz: Europe/Berlin
+  schedule: nope
+budget: {max_cost_usd: 5}
+agents:
+  helper: {model: no-such-model, api_key_env: HELPER_KEY}
+jobs:
+  - name: a
+    schedule: \"every 5m\"
+    command: \"true\"
+  - name: b
+    agent: helper
+    message: hi
+    schedule: \"every 5m\"
+    context_from: [a, b]
+    after: {job: a, on: change}
+  - name: a
+    schedule: \"every 5 lightyears\"
+    command: \"true\"
+  - name: c
+    schedule: \"every 5m\"
+    command: \"true\"
+    after: [b, {job: a, on: failure}]
+";
+    assert!(one_pass(text));
+    let k = keys(&same(text));
+    for want in ["3:3 defaults.schedule", "17:11 jobs[2].name"] {
+        assert!(k.iter().any(|x| x == want), "{want} in {k:?}");
+    }
+    // Empty and plain files too.
+    assert!(one_pass("jobs: []\n"));
+    assert!(one_pass(
+        "jobs:\n  - name: x\n    schedule: \"every 5m\"\n    command: \"true\"\n"
+    ));
+}
+
+#[test]
+fn a_file_one_parse_cannot_check_is_checked_as_before() {
+    let job = |n: &str, extra: &str| {
+        format!("  - name: {n}\n    schedule: \"every 5m\"\n    command: \"true\"\n{extra}")
+    };
+    // A later name (`after:` and `context_from`), an unknown one, a section after `jobs:`,
+    // `jobs:` not at column 1, a flow list, a YAML error after the list, an anchored list.
+    let forward_after = format!("jobs:\n{}{}", job("a", "    after: b\n"), job("b", ""));
+    let forward_context = format!(
+        "jobs:\n{}{}",
+        job("a", "    context_from: [b]\n"),
+        job("b", "")
+    );
+    let unknown = format!("jobs:\n{}", job("a", "    after: ghost\n"));
+    let section_after = format!("jobs:\n{}defaults: {{tz: Europe/Paris}}\n", job("a", ""));
+    let quoted = format!("\"jobs\":\n{}", job("a", ""));
+    let flow = "jobs: [{name: a, schedule: \"every 5m\", command: \"true\"}]\n".to_string();
+    let broken = format!("jobs:\n{}  bad: [\n", job("a", ""));
+    let anchored = format!("jobs: &all\n{}", job("a", ""));
+    for text in [
+        &forward_after,
+        &forward_context,
+        &unknown,
+        &section_after,
+        &quoted,
+        &broken,
+        &anchored,
+    ] {
+        assert!(!one_pass(text), "not in one parse:\n{text}");
+    }
+    // A flow list streams like a block one (its line is `jobs:`), and is checked in one parse.
+    assert!(one_pass(&flow));
+    // The fallback found what a file read whole finds.
+    let k = keys(&same(&forward_after));
+    assert!(k.is_empty(), "{k:?}");
+    assert!(
+        keys(&same(&unknown))
+            .iter()
+            .any(|x| x == "5:12 jobs[0].after")
+    );
+}

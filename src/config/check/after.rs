@@ -53,6 +53,7 @@ impl Checker<'_> {
                 continue;
             };
             if !first_index.contains_key(&a.job) {
+                self.unknown_job = true;
                 let jp = if matches!(ev, Value::Mapping(_)) {
                     key(&ep, "job")
                 } else {

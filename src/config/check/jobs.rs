@@ -462,6 +462,7 @@ impl Checker<'_> {
             if first_index.contains_key(&n) {
                 context_from.push(n);
             } else {
+                self.unknown_job = true;
                 self.error(
                     index(&key(p, "context_from"), j),
                     format!(
@@ -732,6 +733,11 @@ impl JobsRun {
                 is_list,
             });
         }
+    }
+
+    /// Job `i`'s name, for a run made with the names read so far (a one-pass check).
+    pub(crate) fn add_name(&mut self, i: usize, item: &Value) {
+        self.names.add(i, item);
     }
 
     /// The names it was made with.

@@ -134,6 +134,9 @@ pub(crate) struct Checker<'e> {
     /// Calendars defined with errors (a job naming one is told so, not "unknown").
     pub(super) broken_calendars: std::collections::BTreeSet<String>,
     env_chars: Option<EnvChars<'e>>,
+    /// Some `after:` or `context_from` named a job not (yet) in the names: a one-pass check,
+    /// whose names only hold the jobs read so far, is then redone with every name.
+    pub(crate) unknown_job: bool,
 }
 
 /// "How many characters is this env var's value" (`None` = unset).
@@ -236,6 +239,7 @@ impl<'e> Checker<'e> {
             calendars: Default::default(),
             broken_calendars: Default::default(),
             env_chars: None,
+            unknown_job: false,
         }
     }
 
