@@ -389,9 +389,14 @@ impl Model {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        // Runs with a row in history, whatever their trigger: a manual run's row covers no
+        // slot, but once it is in history so is the overlap row its record may still owe
+        // (`before_pause` below; chain seed 37: a manual run's completion whose journal write
+        // failed after its rows landed counted the set-aside slot twice).
         let mut seen = BTreeSet::new();
         for r in rows.iter().filter(|r| &r.job == name) {
-            if matches!(r.trigger, Trigger::Manual | Trigger::Recovery) || !seen.insert(r.run_id) {
+            let first = seen.insert(r.run_id);
+            if matches!(r.trigger, Trigger::Manual | Trigger::Recovery) || !first {
                 continue;
             }
             let Some(s) = r.slot else { continue };

@@ -1272,3 +1272,74 @@ fn a_retried_missed_row_is_trimmed_against_every_landed_row_in_a_row() {
         .collect();
     assert_eq!(left, vec![(Some(t(245)), Some(t(245)), Some(1))]);
 }
+
+/// Chain seed 37 ("slot … is in two rows: run r14 (skipped) and run … (skipped)"), a mistake of
+/// the simulator's model, not the store's: a manual run is live when a slot falls due, a pause
+/// sets that slot aside for the run's overlap row, and the completion's rows (the run's own and
+/// that overlap row) land while its journal write fails (disk full). History holds the slot
+/// once; the record still owes it, for a retry that writes nothing again. The model counted the
+/// owed slot besides the landed row: it took a run's row in history as paying that debt only
+/// for a scheduled run.
+#[test]
+fn a_manual_runs_landed_overlap_row_is_its_record_owed_slot_not_a_second_row() {
+    let (disk, s) = setup(10, 30.0);
+    let first = claim_one(&s, t(0));
+    s.complete(completion(&first, t(1)))
+        .unwrap_or_else(|e| panic!("complete: {e}"));
+    s.request_trigger("a", t(2))
+        .unwrap_or_else(|e| panic!("trigger: {e}"));
+    let manual = claim_one(&s, t(2));
+    assert_eq!(manual.trigger, Trigger::Manual, "{manual:?}");
+    // Slot 10 s falls due behind the manual run; the pause sets it aside for its overlap row.
+    let out = s.claim_at(t(15), "o", 1);
+    assert!(out.claims.is_empty(), "{:?}", out.claims);
+    s.set_paused("a", true, t(15))
+        .unwrap_or_else(|e| panic!("pause: {e}"));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Enospc,
+    });
+    let end = |now| {
+        let mut c = completion(&manual, now);
+        c.row.trigger = Trigger::Manual;
+        c
+    };
+    assert!(s.complete(end(t(16))).is_err(), "the journal is full");
+    let slot_rows = |s: &FileStore| -> Vec<HistoryRow> {
+        rows(s)
+            .into_iter()
+            .filter(|r| r.slot.is_some_and(|f| f <= t(10)) && r.slot_end.unwrap_or(t(0)) >= t(10))
+            .collect()
+    };
+    let landed = slot_rows(&s);
+    assert_eq!(landed.len(), 1, "slot 10 s in one row: {landed:#?}");
+    let mut model = crate::model::Model::default();
+    model.jobs.insert(
+        "a".into(),
+        crate::model::JobModel {
+            every: 10,
+            ..Default::default()
+        },
+    );
+    model
+        .jobs
+        .entry("a".into())
+        .or_default()
+        .set_quiet(Some(true), None, t(15));
+    let jobs = s.jobs().unwrap_or_else(|e| panic!("jobs: {e}"));
+    assert!(
+        jobs[0].rt.lease.is_some() && jobs[0].rt.overlap.before_pause.is_some(),
+        "the record still owes the run's end and its overlap row: {:?}",
+        jobs[0].rt
+    );
+    let check = model.check(&rows(&s), &jobs, t(16), false);
+    assert!(check.is_ok(), "{check:?}");
+    // The retry writes neither row again.
+    s.complete(end(t(17)))
+        .unwrap_or_else(|e| panic!("retry: {e}"));
+    assert_eq!(slot_rows(&s), landed);
+    let jobs = s.jobs().unwrap_or_else(|e| panic!("jobs: {e}"));
+    let check = model.check(&rows(&s), &jobs, t(17), false);
+    assert!(check.is_ok(), "{check:?}");
+}
