@@ -619,7 +619,7 @@ pub trait Store: HistoryReader {
 
     /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
     /// atomically: under the store's lock or inside one transaction. The decision is
-    /// [`operator::apply_edit`]; stores only persist it.
+    /// [`operator::apply_edit_rows`]; stores only persist it (and its rows).
     fn update_job(
         &self,
         name: &str,

@@ -1109,6 +1109,49 @@ pub fn queued_operator_runs_outlive_retirement(f: Factory) {
     assert!(g.rt.queue.is_empty() && g.rt.trigger_requested_at.is_none());
 }
 
+/// Red team 6: `cancel JOB` of an idle job drops its queued trigger and backfills, each with
+/// one `skipped` row written with the record; nothing stays queued or runs later.
+pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
+    use cronsole::store::{EditOutcome, JobEdit};
+    let s = f();
+    s.apply(&file(vec![every("c", 60)]), t(1000)).unwrap();
+    assert_eq!(
+        s.request_trigger("c", t(1000)).unwrap(),
+        TriggerOutcome::Queued
+    );
+    let fill = JobEdit::Backfill {
+        from: t(880),
+        to: t(940),
+    };
+    s.update_job("c", &fill, t(1000)).unwrap();
+    let (job, out) = s.cancel("c", t(1001)).unwrap();
+    assert_eq!((job.as_str(), out), ("c", EditOutcome::Dequeued(3)));
+    let got: Vec<_> = rows(&*s, "c")
+        .into_iter()
+        .map(|r| (r.status, r.trigger, r.slot, r.reason.unwrap_or_default()))
+        .collect();
+    let why = cronsole::store::operator::REASON_QUEUED_CANCELLED.to_string();
+    let mut want = vec![
+        (Status::Skipped, Trigger::Manual, None, why.clone()),
+        (
+            Status::Skipped,
+            Trigger::Backfill,
+            Some(t(880)),
+            why.clone(),
+        ),
+        (Status::Skipped, Trigger::Backfill, Some(t(940)), why),
+    ];
+    want.reverse();
+    assert_eq!(got, want, "one row per dropped request, newest first");
+    let j = s.job("c").unwrap().unwrap();
+    assert!(j.rt.queue.is_empty() && j.rt.trigger_requested_at.is_none());
+    assert_eq!(j.rt.counters.by_status.get(&Status::Skipped), Some(&3));
+    // Nothing left to run: only the schedule's slot is offered.
+    let o = claim(&*s, "a", t(1002), 10);
+    let offered: Vec<_> = o.claims.iter().map(|c| c.trigger).collect();
+    assert_eq!(offered, vec![Trigger::Schedule]);
+}
+
 /// Issue 16 items 3 and 4: a jittered slot is offered at its fire instant (slot + the job's
 /// deterministic offset) and claimed under its own slot; `next_wakeup` is that fire instant.
 /// Slots on dates a job's calendars exclude are never offered and leave no row.
@@ -1265,6 +1308,7 @@ macro_rules! conformance_suite {
             jobs_pages_walk_every_job_in_order,
             attempt_log_round_trips,
             queued_operator_runs_outlive_retirement,
+            cancel_of_queued_runs_writes_a_skipped_row_each,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

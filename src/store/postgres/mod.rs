@@ -1433,12 +1433,16 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let (changed, out) = crate::store::operator::apply_edit(rec, &edit, now)?;
-                    Ok(if changed {
+                    let mut rows = Vec::new();
+                    let (changed, out) =
+                        crate::store::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
+                    let mut e = if changed {
                         Edit::changed(out)
                     } else {
                         Edit::unchanged(out)
-                    })
+                    };
+                    e.rows = rows;
+                    Ok(e)
                 })
                 .await
         })
