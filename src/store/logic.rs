@@ -663,6 +663,9 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     // never into the current one, whose budget may already be full (midnight rollover).
     let elsewhere = super::budget::absorb_settled(rec, row, &key);
     let c = &mut rec.rt.counters;
+    // A new period starts from what the old counters say was spent inside it: 0 for an older
+    // period of the same kind, carried over after an edit of the budget's `period`.
+    let carried = super::budget::counter_spend(c, &key);
     *c.by_status.entry(row.status).or_insert(0) += 1;
     let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
         row.cost_usd
@@ -673,7 +676,7 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     c.runtime_ms = c.runtime_ms.saturating_add(row.duration_ms);
     if c.period_key != key {
         c.period_key = key;
-        c.period_cost_usd = 0.0;
+        c.period_cost_usd = carried;
     }
     c.period_cost_usd += (cost - elsewhere).max(0.0);
     if row.unpriced {

@@ -767,6 +767,77 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     );
 }
 
+/// Red team 6 (HIGH): re-applying the same limit with another `period` let the new period start
+/// from $0 though the money was spent inside it. Spent (`a`, completed) and held (`b`, a call
+/// of unknown outcome) money keeps counting under week, month and total, in both stores.
+pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod};
+    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    let s = f();
+    let with = |period| {
+        let mut jf = file(vec![every("a", 60), every("b", 60)]);
+        jf.settings.budget = Some(Budget {
+            max_cost_usd: 0.03,
+            period,
+        });
+        jf
+    };
+    s.apply(&with(BudgetPeriod::Day), t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 10)
+        .claims
+        .into_iter()
+        .find(|c| c.job.def.name == "a")
+        .unwrap();
+    let reserve = |job: &str, usd: f64, at: i64| {
+        s.reserve(&ReserveRequest {
+            job,
+            run_id: c.run_id,
+            owner: "o1",
+            usd,
+            now: t(at),
+        })
+        .unwrap()
+    };
+    let ReserveOutcome::Reserved { id: paid } = reserve("a", 0.01, 1001) else {
+        panic!("the first call fits");
+    };
+    s.settle("a", paid, Settlement::Cost(0.01), t(1002))
+        .unwrap();
+    let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o1", t(1003));
+    row.cost_usd = 0.01;
+    s.complete(Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o1".into(),
+        now: t(1003),
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+    let ReserveOutcome::Reserved { id: unknown } = reserve("b", 0.01, 1004) else {
+        panic!("the second call fits");
+    };
+    s.settle("b", unknown, Settlement::Spent, t(1005)).unwrap();
+    // $0.02 committed today: $0.011 more does not fit, whatever the period is edited to.
+    for (k, p) in [BudgetPeriod::Week, BudgetPeriod::Month, BudgetPeriod::Total]
+        .into_iter()
+        .enumerate()
+    {
+        let at = 1006 + 10 * k as i64;
+        s.apply(&with(p), t(at)).unwrap();
+        let r = reserve("b", 0.011, at + 1);
+        assert!(
+            matches!(&r, ReserveOutcome::Refused { reason } if reason.contains("spent $0.01")
+                && reason.contains("in flight $0.01")),
+            "{p:?}: {r:?}"
+        );
+        let spend = s.spend("a", t(at + 2)).unwrap();
+        assert!((spend.global_usd - 0.01).abs() < 1e-12, "{p:?}: {spend:?}");
+        assert!((spend.job_usd - 0.01).abs() < 1e-12, "{p:?}: {spend:?}");
+    }
+}
+
 /// Red team 5 (HIGH): calls reserved just before UTC midnight were booked into the new day
 /// when they settled after it, on top of the new day's own reservations (168 % of its limit).
 /// A call's money is booked in the period its reservation was made in, in both stores.
@@ -1309,6 +1380,7 @@ macro_rules! conformance_suite {
             attempt_log_round_trips,
             queued_operator_runs_outlive_retirement,
             cancel_of_queued_runs_writes_a_skipped_row_each,
+            a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -333,14 +333,17 @@ fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
 
 /// The budget counters of a job that spent this period or holds reservations: the members
 /// [`crate::store::budget::committed`] and [`crate::store::stats::period_spend`] read, the rest
-/// left empty. `None` when both would say nothing was spent (no cost, no reservation).
+/// left empty. `None` when both would say nothing was spent (no cost, no reservation). The
+/// all-time spend is kept too: it is the job's spend under `period: total`, whatever period
+/// its counters were kept in before an edit of the budget's period.
 fn spend_of(c: &JobCounters) -> Option<Box<JobCounters>> {
-    if c.period_cost_usd == 0.0 && c.reservations.is_empty() {
+    if c.period_cost_usd == 0.0 && c.total_cost_usd == 0.0 && c.reservations.is_empty() {
         return None;
     }
     Some(Box::new(JobCounters {
         period_key: c.period_key.clone(),
         period_cost_usd: c.period_cost_usd,
+        total_cost_usd: c.total_cost_usd,
         reservations: c.reservations.clone(),
         ..JobCounters::default()
     }))

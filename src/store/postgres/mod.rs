@@ -1454,18 +1454,23 @@ impl Store for PgStore {
             let c = inner.pool.get().await?;
             let settings = inner.settings_in(&*c).await?;
             let key = logic::counter_period(&settings).key(now);
-            // Same rule as `stats::period_spend`: counters of an older period count 0.
+            // Same rule as `stats::period_spend` (`budget::counter_spend`): counters of an
+            // older period of the same kind count 0.
+            let overlapping = budget::overlapping_keys(&key);
             let row = c
                 .query_one(
-                    "SELECT
-                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
-                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
-                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
-                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1
-                                     AND name = $2), 0),
+                    "WITH s AS (SELECT name, CASE
+                         WHEN $1 = 'total' THEN
+                             (record->'rt'->'counters'->>'total_cost_usd')::float8
+                         WHEN record->'rt'->'counters'->>'period_key' = $1
+                             OR record->'rt'->'counters'->>'period_key' = ANY($3)
+                         THEN (record->'rt'->'counters'->>'period_cost_usd')::float8
+                         ELSE 0 END AS usd FROM cronsole_jobs)
+                     SELECT COALESCE(sum(usd), 0)::float8,
+                         COALESCE(sum(usd) FILTER (WHERE name = $2), 0)::float8,
                          bool_or(name = $2)
-                     FROM cronsole_jobs",
-                    &[&key, &job],
+                     FROM s",
+                    &[&key, &job, &overlapping],
                 )
                 .await
                 .map_err(|e| db_err("reading spend", e))?;
