@@ -465,6 +465,10 @@ pub struct ApplyReport {
     pub retired: Vec<String>,
     /// Jobs whose definition is as stored.
     pub unchanged: Vec<String>,
+    /// What the apply changed in the settings, in words (`logic::settings_changes`), e.g.
+    /// "budget period day → week"; empty when they are as stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
 }
 
 /// Spend in the current budget period, for the pre-call budget check (SPEC §11).

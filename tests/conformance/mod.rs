@@ -825,7 +825,11 @@ pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Facto
         .enumerate()
     {
         let at = 1006 + 10 * k as i64;
-        s.apply(&with(p), t(at)).unwrap();
+        let rep = s.apply(&with(p), t(at)).unwrap();
+        let from = ["day", "week", "month"][k];
+        let to = ["week", "month", "total"][k];
+        assert_eq!(rep.settings, vec![format!("budget period {from} → {to}")]);
+        assert_eq!(rep.unchanged.len(), 2, "{rep:?}");
         let r = reserve("b", 0.011, at + 1);
         assert!(
             matches!(&r, ReserveOutcome::Refused { reason } if reason.contains("spent $0.01")

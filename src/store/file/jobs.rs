@@ -1162,6 +1162,7 @@ impl Locked<'_> {
         };
         // From here the cache no longer matches the disk: the next operation reloads.
         self.inner.loaded = false;
+        batch.report.settings = logic::settings_changes(&self.inner.settings, settings);
         self.write_settings(settings)?;
         if std::mem::take(&mut self.inner.relies_on_landed) {
             self.sync_history()?;
@@ -1205,8 +1206,11 @@ impl Locked<'_> {
             .and_then(|()| batch.verdict())
             .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
         let Batch {
-            report, changed, ..
+            mut report,
+            changed,
+            ..
         } = batch;
+        report.settings = logic::settings_changes(&self.inner.settings, settings);
         if let Err(e) = diffed.and_then(|()| self.write_settings(settings)) {
             // Records before the failure were changed in the cache only.
             self.inner.loaded = false;

@@ -893,7 +893,9 @@ impl Inner {
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
         let mut dirty = false;
-        if self.settings_in(&tx).await? != file.settings {
+        let stored = self.settings_in(&tx).await?;
+        let settings_changed = logic::settings_changes(&stored, &file.settings);
+        if stored != file.settings {
             tx.execute(
                 "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
                  ON CONFLICT (id) DO UPDATE SET settings = EXCLUDED.settings",
@@ -913,6 +915,7 @@ impl Inner {
             .iter()
             .filter_map(|n| by_name.get(n).cloned())
             .collect();
+        report.settings = settings_changed;
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();
