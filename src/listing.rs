@@ -92,11 +92,7 @@ impl<'a> JobView<'a> {
             retired: r.rt.retired,
             retired_reason: r.rt.retired_reason.as_deref(),
             lease: r.rt.lease.as_ref(),
-            period_cost_usd: if r.rt.counters.period_key == period_key {
-                r.rt.counters.period_cost_usd
-            } else {
-                0.0
-            },
+            period_cost_usd: crate::store::budget::counter_spend(&r.rt.counters, period_key),
             max_cost_usd: r.def.max_cost_usd,
             definition: &r.def,
             runtime: &r.rt,

@@ -292,9 +292,7 @@ impl Fold {
                 .map(|l| l.owner.clone()),
         );
         let c = &j.rt.counters;
-        if c.period_key == self.period_key {
-            self.period_spend_usd += c.period_cost_usd;
-        }
+        self.period_spend_usd += crate::store::budget::counter_spend(c, &self.period_key);
         self.spend_incomplete |= c.cost_incomplete;
         self.rows.push(JobRow::of(&j));
         if spent_lately

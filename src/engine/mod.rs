@@ -1536,7 +1536,9 @@ pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
         O::AlreadyCancelling { run_id } => {
             format!("{job}: run {run_id} is already being cancelled")
         }
-        O::Dequeued(n) => format!("{job}: not running; {n} queued run(s) dropped"),
+        O::Dequeued(n) => {
+            format!("{job}: not running; {n} queued run(s) dropped (a skipped row each)")
+        }
         O::Paused { changed: true } => format!("{job}: done"),
         O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
     }

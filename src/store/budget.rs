@@ -83,18 +83,94 @@ pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
 
 /// [`committed`] from a job's counters alone (the file store's index keeps only those).
 pub fn committed_counters(c: &crate::model::JobCounters, key: &str) -> (f64, f64) {
-    let spent = if c.period_key == key && c.period_cost_usd.is_finite() {
-        c.period_cost_usd.max(0.0)
-    } else {
-        0.0
-    };
+    let spent = counter_spend(c, key);
     let held = c
         .reservations
         .iter()
-        .filter(|r| r.period_key == key && r.usd.is_finite())
+        .filter(|r| counts_in(&r.period_key, key) && r.usd.is_finite())
         .map(|r| r.usd.max(0.0))
         .sum();
     (spent, held)
+}
+
+/// Finite and ≥ 0, else 0.
+fn usd_or_zero(v: f64) -> f64 {
+    if v.is_finite() { v.max(0.0) } else { 0.0 }
+}
+
+/// What a job's counters say it spent in period `key`. Counters of that period count as they
+/// are; under `total` the job's all-time spend counts; counters kept under another period kind
+/// (the budget's `period` was edited, red team 6) count whole when their period shares any time
+/// with `key`'s, so an edit never forgets money spent inside the new period (it may count some
+/// spent just before it: conservative); counters of an older period of the same kind count 0.
+pub fn counter_spend(c: &crate::model::JobCounters, key: &str) -> f64 {
+    if key == "total" {
+        // The larger: an index head written before `total_cost_usd` was kept in it says 0.
+        usd_or_zero(c.total_cost_usd).max(usd_or_zero(c.period_cost_usd))
+    } else if counts_in(&c.period_key, key) {
+        usd_or_zero(c.period_cost_usd)
+    } else {
+        0.0
+    }
+}
+
+/// Does money booked under period key `booked` count toward period `key`? The same period,
+/// everything under `total`, or a period of another kind sharing time with `key`'s.
+pub fn counts_in(booked: &str, key: &str) -> bool {
+    if booked == key || key == "total" {
+        return true;
+    }
+    let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
+    if kind(booked) == kind(key) {
+        return false;
+    }
+    overlapping_keys(key).iter().any(|k| k == booked)
+}
+
+/// The keys of periods of the *other* kinds that share time with period `key`'s: a day's week,
+/// month and `total`; a week's days, months and `total`; a month's days, weeks and `total`.
+/// Empty for `total` (every key counts there) and for a key that does not parse.
+pub fn overlapping_keys(key: &str) -> Vec<String> {
+    use crate::model::BudgetPeriod as P;
+    use chrono::{Datelike, Duration, NaiveDate, Weekday};
+    let at = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+    let days: Vec<NaiveDate> = if let Some(d) = key.strip_prefix("day:") {
+        NaiveDate::parse_from_str(d, "%Y-%m-%d")
+            .into_iter()
+            .collect()
+    } else if let Some(w) = key.strip_prefix("week:") {
+        let first = w.split_once("-W").and_then(|(y, n)| {
+            NaiveDate::from_isoywd_opt(y.parse().ok()?, n.parse().ok()?, Weekday::Mon)
+        });
+        first
+            .map(|f| (0..7).map(|i| f + Duration::days(i)).collect())
+            .unwrap_or_default()
+    } else if let Some(m) = key.strip_prefix("month:") {
+        match NaiveDate::parse_from_str(&format!("{m}-01"), "%Y-%m-%d") {
+            Ok(f) => (0..31)
+                .map(|i| f + Duration::days(i))
+                .filter(|d| d.month() == f.month())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    if days.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec!["total".to_string()];
+    for d in days {
+        for p in [P::Day, P::Week, P::Month] {
+            let k = p.key(at(d));
+            if k != key && !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    let kind = key.split(':').next().unwrap_or("");
+    out.retain(|k| k.split(':').next().unwrap_or("") != kind);
+    out
 }
 
 /// Committed money in one budget period: spent (counters) and held (reservations).
@@ -304,6 +380,55 @@ mod tests {
         let r = req(&name, Uuid::new_v4(), usd, now);
         let key = decide(s, jobs.iter(), &r).unwrap()?;
         Ok(record(&mut jobs[i], &r, key))
+    }
+
+    /// Red team 6: which periods of another kind share time with a period.
+    #[test]
+    fn overlapping_keys_name_the_periods_of_other_kinds_sharing_time() {
+        let day = overlapping_keys("day:2026-12-01");
+        assert_eq!(day, ["total", "week:2026-W49", "month:2026-12"]);
+        let week = overlapping_keys("week:2026-W49");
+        assert!(week.contains(&"day:2026-11-30".to_string()));
+        assert!(week.contains(&"day:2026-12-06".to_string()));
+        assert!(!week.contains(&"day:2026-12-07".to_string()));
+        assert!(week.contains(&"month:2026-11".to_string()));
+        assert!(week.contains(&"month:2026-12".to_string()));
+        assert!(!week.iter().any(|k| k.starts_with("week:")));
+        let month = overlapping_keys("month:2027-02");
+        assert_eq!(month.iter().filter(|k| k.starts_with("day:")).count(), 28);
+        assert!(month.contains(&"week:2027-W05".to_string()));
+        assert!(month.contains(&"week:2027-W08".to_string()));
+        assert!(!month.contains(&"week:2027-W09".to_string()));
+        assert!(overlapping_keys("total").is_empty());
+        assert!(overlapping_keys("week:junk").is_empty());
+        // Same kind: an older period never counts; another kind counts when it overlaps.
+        assert!(!counts_in("day:2026-11-30", "day:2026-12-01"));
+        assert!(counts_in("day:2026-11-30", "week:2026-W49"));
+        assert!(!counts_in("day:2026-11-29", "week:2026-W49"));
+        assert!(counts_in("day:2020-01-01", "total"));
+    }
+
+    /// Red team 6 (HIGH): counters kept per day keep counting after the period becomes week,
+    /// month or total, and the next row carries them into the new period.
+    #[test]
+    fn a_period_edit_carries_the_spend_made_inside_the_new_period() {
+        let mut r = job("a", t("2026-12-01T10:00:00Z"));
+        let now = t("2026-12-01T10:00:00Z");
+        let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Manual, None, "o", now);
+        row.cost_usd = 0.02;
+        crate::store::logic::count_row(&mut r, &row, BudgetPeriod::Day, now);
+        let c = &r.rt.counters;
+        assert_eq!(counter_spend(c, &BudgetPeriod::Day.key(now)), 0.02);
+        assert_eq!(counter_spend(c, &BudgetPeriod::Week.key(now)), 0.02);
+        assert_eq!(counter_spend(c, &BudgetPeriod::Month.key(now)), 0.02);
+        assert_eq!(counter_spend(c, "total"), 0.02);
+        assert_eq!(counter_spend(c, "day:2026-12-02"), 0.0);
+        assert_eq!(counter_spend(c, "week:2026-W50"), 0.0);
+        row.cost_usd = 0.01;
+        crate::store::logic::count_row(&mut r, &row, BudgetPeriod::Week, now);
+        let c = &r.rt.counters;
+        assert_eq!(c.period_key, "week:2026-W49");
+        assert!((c.period_cost_usd - 0.03).abs() < 1e-12, "{c:?}");
     }
 
     #[test]

@@ -73,6 +73,39 @@ pub fn compile(rec: &JobRecord) -> Result<Compiled, ScheduleError> {
     rec.def.compile(rec.rt.anchor)
 }
 
+/// What changed from the stored settings `old` to `new`, in words for `apply`'s report: the
+/// budget's period, limit, its addition or removal, then "other settings" for the rest.
+pub fn settings_changes(old: &Settings, new: &Settings) -> Vec<String> {
+    use crate::cost::{period_word, usd};
+    let mut out = Vec::new();
+    let (po, pn) = (counter_period(old), counter_period(new));
+    match (old.budget, new.budget) {
+        (None, Some(b)) => out.push(format!(
+            "budget added: {}/{}",
+            usd(b.max_cost_usd),
+            period_word(b.period)
+        )),
+        (Some(_), None) => out.push("budget removed".to_string()),
+        (Some(a), Some(b)) if a.max_cost_usd != b.max_cost_usd => out.push(format!(
+            "budget limit {} → {}",
+            usd(a.max_cost_usd),
+            usd(b.max_cost_usd)
+        )),
+        _ => {}
+    }
+    if po != pn {
+        out.push(format!(
+            "budget period {} → {}",
+            period_word(po),
+            period_word(pn)
+        ));
+    }
+    if out.is_empty() && old != new {
+        out.push("other settings".to_string());
+    }
+    out
+}
+
 /// The budget period counters are kept in: the global budget's, else `settings.period`.
 pub fn counter_period(settings: &Settings) -> BudgetPeriod {
     settings.budget.map(|b| b.period).unwrap_or(settings.period)
@@ -663,6 +696,9 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     // never into the current one, whose budget may already be full (midnight rollover).
     let elsewhere = super::budget::absorb_settled(rec, row, &key);
     let c = &mut rec.rt.counters;
+    // A new period starts from what the old counters say was spent inside it: 0 for an older
+    // period of the same kind, carried over after an edit of the budget's `period`.
+    let carried = super::budget::counter_spend(c, &key);
     *c.by_status.entry(row.status).or_insert(0) += 1;
     let cost = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
         row.cost_usd
@@ -673,7 +709,7 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
     c.runtime_ms = c.runtime_ms.saturating_add(row.duration_ms);
     if c.period_key != key {
         c.period_key = key;
-        c.period_cost_usd = 0.0;
+        c.period_cost_usd = carried;
     }
     c.period_cost_usd += (cost - elsewhere).max(0.0);
     if row.unpriced {
@@ -1542,6 +1578,33 @@ mod tests {
         assert_eq!(r.rt.last_slot, Some(t(T0)));
         assert_eq!(r.rt.next_slot, Some(t(T0 + 60)));
         r
+    }
+
+    /// Red team 6: `apply` names what changed in the settings.
+    #[test]
+    fn settings_changes_name_the_budget_edit() {
+        use crate::model::{Budget, BudgetPeriod};
+        let b = |max: f64, period| Settings {
+            budget: Some(Budget {
+                max_cost_usd: max,
+                period,
+            }),
+            ..Settings::default()
+        };
+        let none = Settings::default();
+        assert!(settings_changes(&none, &none).is_empty());
+        let day = b(0.03, BudgetPeriod::Day);
+        assert!(settings_changes(&day, &day).is_empty());
+        assert_eq!(
+            settings_changes(&day, &b(0.03, BudgetPeriod::Week)),
+            ["budget period day → week"]
+        );
+        assert_eq!(
+            settings_changes(&day, &b(0.05, BudgetPeriod::Total)),
+            ["budget limit $0.03 → $0.05", "budget period day → total"]
+        );
+        assert_eq!(settings_changes(&none, &day), ["budget added: $0.03/day"]);
+        assert_eq!(settings_changes(&day, &none), ["budget removed"]);
     }
 
     #[test]

@@ -465,6 +465,10 @@ pub struct ApplyReport {
     pub retired: Vec<String>,
     /// Jobs whose definition is as stored.
     pub unchanged: Vec<String>,
+    /// What the apply changed in the settings, in words (`logic::settings_changes`), e.g.
+    /// "budget period day → week"; empty when they are as stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
 }
 
 /// Spend in the current budget period, for the pre-call budget check (SPEC §11).
@@ -619,7 +623,7 @@ pub trait Store: HistoryReader {
 
     /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
     /// atomically: under the store's lock or inside one transaction. The decision is
-    /// [`operator::apply_edit`]; stores only persist it.
+    /// [`operator::apply_edit_rows`]; stores only persist it (and its rows).
     fn update_job(
         &self,
         name: &str,

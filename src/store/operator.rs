@@ -22,7 +22,9 @@
 //! - Cancel of a running run marks its lease; the owner running it kills the process tree and
 //!   records the row `failed` with reason `cancelled by operator` (never retried, re-offered or
 //!   alerted). `cancel NAME` of a job that is not running drops its queued manual trigger,
-//!   retries and backfills instead; with nothing running or queued it is bad input.
+//!   retries and backfills instead, each with a `skipped` row (owner `operator`, reason
+//!   [`REASON_QUEUED_CANCELLED`]) written with the record, so every acknowledged request
+//!   ends in one row; with nothing running or queued it is bad input.
 //! - A pause reason is cleared by resume; pausing a paused job with a new reason replaces it.
 //!
 //! [`JobRuntime::queue`]: crate::model::JobRuntime::queue
@@ -97,11 +99,33 @@ fn invalid(msg: String) -> StoreError {
     StoreError::Refused(msg)
 }
 
-/// Apply `edit` to `rec` at `now`. `Ok((changed, outcome))`: persist the record when `changed`.
+/// The `owner` of rows an operator's edit writes (no runner made them).
+pub const OPERATOR_OWNER: &str = "operator";
+/// The `reason` of the `skipped` row of each queued run `cancel JOB` dropped.
+pub const REASON_QUEUED_CANCELLED: &str = "queued run cancelled by the operator before it started";
+
+/// Apply `edit` to `rec` at `now` (tests: no edit of theirs writes rows).
+#[cfg(test)]
 pub fn apply_edit(
     rec: &mut JobRecord,
     edit: &JobEdit,
     now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let mut rows = Vec::new();
+    let out = apply_edit_rows(rec, edit, now, &mut rows)?;
+    assert!(rows.is_empty(), "this edit wrote rows: use apply_edit_rows");
+    Ok(out)
+}
+
+/// Apply `edit` to `rec` at `now`. `Ok((changed, outcome))`: persist the record when `changed`,
+/// with the rows pushed on `rows` (already counted into the record) in the same store write:
+/// `cancel JOB` of an idle job writes a `skipped` row per queued run it drops, so every
+/// acknowledged trigger, retry and backfill ends in exactly one row.
+pub fn apply_edit_rows(
+    rec: &mut JobRecord,
+    edit: &JobEdit,
+    now: DateTime<Utc>,
+    rows: &mut Vec<HistoryRow>,
 ) -> Result<(bool, EditOutcome), StoreError> {
     let name = rec.def.name.clone();
     match edit {
@@ -177,8 +201,22 @@ pub fn apply_edit(
                     "job '{name}' is not running and has nothing queued: nothing to cancel"
                 )));
             }
-            rec.rt.queue.clear();
-            rec.rt.trigger_requested_at = None;
+            let mut dropped = Vec::with_capacity(n);
+            if rec.rt.trigger_requested_at.take().is_some() {
+                dropped.push((Trigger::Manual, None));
+            }
+            dropped.extend(rec.rt.queue.drain(..).map(|q| (q.trigger, q.slot)));
+            for (trigger, slot) in dropped {
+                let mut row =
+                    HistoryRow::new(&name, Status::Skipped, trigger, slot, OPERATOR_OWNER, now);
+                row.reason = Some(REASON_QUEUED_CANCELLED.to_string());
+                // A skipped row costs nothing: counted by status and hour only, so the budget
+                // counters (and their period) are left as they are.
+                let c = &mut rec.rt.counters;
+                *c.by_status.entry(Status::Skipped).or_insert(0) += 1;
+                c.count_hour(Status::Skipped, 0.0, now);
+                rows.push(row);
+            }
             Ok((true, EditOutcome::Dequeued(n)))
         }
         JobEdit::Backfill { from, to } => {
@@ -430,9 +468,24 @@ mod tests {
         assert!(e.to_string().contains("nothing to cancel"), "{e}");
         r.rt.trigger_requested_at = Some(t(1));
         apply_edit(&mut r, &JobEdit::Retry(Box::new(failed_row("a", 0))), t(1)).unwrap();
-        let (_, out) = apply_edit(&mut r, &JobEdit::Cancel(None), t(2)).unwrap();
+        let mut rows = Vec::new();
+        let (_, out) = apply_edit_rows(&mut r, &JobEdit::Cancel(None), t(2), &mut rows).unwrap();
         assert_eq!(out, EditOutcome::Dequeued(2));
         assert!(r.rt.queue.is_empty() && r.rt.trigger_requested_at.is_none());
+        // Red team 6: each dropped run ends in one `skipped` row, counted.
+        let got: Vec<_> = rows.iter().map(|w| (w.status, w.trigger)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Status::Skipped, Trigger::Manual),
+                (Status::Skipped, Trigger::Retry)
+            ]
+        );
+        assert!(
+            rows.iter()
+                .all(|w| w.reason.as_deref() == Some(REASON_QUEUED_CANCELLED))
+        );
+        assert_eq!(r.rt.counters.by_status.get(&Status::Skipped), Some(&2));
     }
 
     #[test]

@@ -105,19 +105,14 @@ impl Acc {
     }
 }
 
-/// Spend of one job in the period containing `now` (0 when its counters belong to an older one).
+/// Spend of one job in the period containing `now` ([`super::budget::counter_spend`]).
 pub fn period_spend(rec: &JobRecord, settings: &Settings, now: DateTime<Utc>) -> f64 {
     period_spend_counters(&rec.rt.counters, settings, now)
 }
 
 /// [`period_spend`] from a job's counters alone (the file store's index keeps only those).
 pub fn period_spend_counters(c: &JobCounters, settings: &Settings, now: DateTime<Utc>) -> f64 {
-    let key = counter_period(settings).key(now);
-    if c.period_key == key {
-        c.period_cost_usd
-    } else {
-        0.0
-    }
+    super::budget::counter_spend(c, &counter_period(settings).key(now))
 }
 
 /// Stats per job and global at `now`.

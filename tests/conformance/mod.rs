@@ -767,6 +767,81 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     );
 }
 
+/// Red team 6 (HIGH): re-applying the same limit with another `period` let the new period start
+/// from $0 though the money was spent inside it. Spent (`a`, completed) and held (`b`, a call
+/// of unknown outcome) money keeps counting under week, month and total, in both stores.
+pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod};
+    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    let s = f();
+    let with = |period| {
+        let mut jf = file(vec![every("a", 60), every("b", 60)]);
+        jf.settings.budget = Some(Budget {
+            max_cost_usd: 0.03,
+            period,
+        });
+        jf
+    };
+    s.apply(&with(BudgetPeriod::Day), t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 10)
+        .claims
+        .into_iter()
+        .find(|c| c.job.def.name == "a")
+        .unwrap();
+    let reserve = |job: &str, usd: f64, at: i64| {
+        s.reserve(&ReserveRequest {
+            job,
+            run_id: c.run_id,
+            owner: "o1",
+            usd,
+            now: t(at),
+        })
+        .unwrap()
+    };
+    let ReserveOutcome::Reserved { id: paid } = reserve("a", 0.01, 1001) else {
+        panic!("the first call fits");
+    };
+    s.settle("a", paid, Settlement::Cost(0.01), t(1002))
+        .unwrap();
+    let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o1", t(1003));
+    row.cost_usd = 0.01;
+    s.complete(Completion {
+        job: "a".into(),
+        run_id: c.run_id,
+        owner: "o1".into(),
+        now: t(1003),
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+    let ReserveOutcome::Reserved { id: unknown } = reserve("b", 0.01, 1004) else {
+        panic!("the second call fits");
+    };
+    s.settle("b", unknown, Settlement::Spent, t(1005)).unwrap();
+    // $0.02 committed today: $0.011 more does not fit, whatever the period is edited to.
+    for (k, p) in [BudgetPeriod::Week, BudgetPeriod::Month, BudgetPeriod::Total]
+        .into_iter()
+        .enumerate()
+    {
+        let at = 1006 + 10 * k as i64;
+        let rep = s.apply(&with(p), t(at)).unwrap();
+        let from = ["day", "week", "month"][k];
+        let to = ["week", "month", "total"][k];
+        assert_eq!(rep.settings, vec![format!("budget period {from} → {to}")]);
+        assert_eq!(rep.unchanged.len(), 2, "{rep:?}");
+        let r = reserve("b", 0.011, at + 1);
+        assert!(
+            matches!(&r, ReserveOutcome::Refused { reason } if reason.contains("spent $0.01")
+                && reason.contains("in flight $0.01")),
+            "{p:?}: {r:?}"
+        );
+        let spend = s.spend("a", t(at + 2)).unwrap();
+        assert!((spend.global_usd - 0.01).abs() < 1e-12, "{p:?}: {spend:?}");
+        assert!((spend.job_usd - 0.01).abs() < 1e-12, "{p:?}: {spend:?}");
+    }
+}
+
 /// Red team 5 (HIGH): calls reserved just before UTC midnight were booked into the new day
 /// when they settled after it, on top of the new day's own reservations (168 % of its limit).
 /// A call's money is booked in the period its reservation was made in, in both stores.
@@ -1109,6 +1184,49 @@ pub fn queued_operator_runs_outlive_retirement(f: Factory) {
     assert!(g.rt.queue.is_empty() && g.rt.trigger_requested_at.is_none());
 }
 
+/// Red team 6: `cancel JOB` of an idle job drops its queued trigger and backfills, each with
+/// one `skipped` row written with the record; nothing stays queued or runs later.
+pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
+    use cronsole::store::{EditOutcome, JobEdit};
+    let s = f();
+    s.apply(&file(vec![every("c", 60)]), t(1000)).unwrap();
+    assert_eq!(
+        s.request_trigger("c", t(1000)).unwrap(),
+        TriggerOutcome::Queued
+    );
+    let fill = JobEdit::Backfill {
+        from: t(880),
+        to: t(940),
+    };
+    s.update_job("c", &fill, t(1000)).unwrap();
+    let (job, out) = s.cancel("c", t(1001)).unwrap();
+    assert_eq!((job.as_str(), out), ("c", EditOutcome::Dequeued(3)));
+    let got: Vec<_> = rows(&*s, "c")
+        .into_iter()
+        .map(|r| (r.status, r.trigger, r.slot, r.reason.unwrap_or_default()))
+        .collect();
+    let why = cronsole::store::operator::REASON_QUEUED_CANCELLED.to_string();
+    let mut want = vec![
+        (Status::Skipped, Trigger::Manual, None, why.clone()),
+        (
+            Status::Skipped,
+            Trigger::Backfill,
+            Some(t(880)),
+            why.clone(),
+        ),
+        (Status::Skipped, Trigger::Backfill, Some(t(940)), why),
+    ];
+    want.reverse();
+    assert_eq!(got, want, "one row per dropped request, newest first");
+    let j = s.job("c").unwrap().unwrap();
+    assert!(j.rt.queue.is_empty() && j.rt.trigger_requested_at.is_none());
+    assert_eq!(j.rt.counters.by_status.get(&Status::Skipped), Some(&3));
+    // Nothing left to run: only the schedule's slot is offered.
+    let o = claim(&*s, "a", t(1002), 10);
+    let offered: Vec<_> = o.claims.iter().map(|c| c.trigger).collect();
+    assert_eq!(offered, vec![Trigger::Schedule]);
+}
+
 /// Issue 16 items 3 and 4: a jittered slot is offered at its fire instant (slot + the job's
 /// deterministic offset) and claimed under its own slot; `next_wakeup` is that fire instant.
 /// Slots on dates a job's calendars exclude are never offered and leave no row.
@@ -1265,6 +1383,8 @@ macro_rules! conformance_suite {
             jobs_pages_walk_every_job_in_order,
             attempt_log_round_trips,
             queued_operator_runs_outlive_retirement,
+            cancel_of_queued_runs_writes_a_skipped_row_each,
+            a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

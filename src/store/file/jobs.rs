@@ -333,14 +333,17 @@ fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
 
 /// The budget counters of a job that spent this period or holds reservations: the members
 /// [`crate::store::budget::committed`] and [`crate::store::stats::period_spend`] read, the rest
-/// left empty. `None` when both would say nothing was spent (no cost, no reservation).
+/// left empty. `None` when both would say nothing was spent (no cost, no reservation). The
+/// all-time spend is kept too: it is the job's spend under `period: total`, whatever period
+/// its counters were kept in before an edit of the budget's period.
 fn spend_of(c: &JobCounters) -> Option<Box<JobCounters>> {
-    if c.period_cost_usd == 0.0 && c.reservations.is_empty() {
+    if c.period_cost_usd == 0.0 && c.total_cost_usd == 0.0 && c.reservations.is_empty() {
         return None;
     }
     Some(Box::new(JobCounters {
         period_key: c.period_key.clone(),
         period_cost_usd: c.period_cost_usd,
+        total_cost_usd: c.total_cost_usd,
         reservations: c.reservations.clone(),
         ..JobCounters::default()
     }))
@@ -1159,6 +1162,7 @@ impl Locked<'_> {
         };
         // From here the cache no longer matches the disk: the next operation reloads.
         self.inner.loaded = false;
+        batch.report.settings = logic::settings_changes(&self.inner.settings, settings);
         self.write_settings(settings)?;
         if std::mem::take(&mut self.inner.relies_on_landed) {
             self.sync_history()?;
@@ -1202,8 +1206,11 @@ impl Locked<'_> {
             .and_then(|()| batch.verdict())
             .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
         let Batch {
-            report, changed, ..
+            mut report,
+            changed,
+            ..
         } = batch;
+        report.settings = logic::settings_changes(&self.inner.settings, settings);
         if let Err(e) = diffed.and_then(|()| self.write_settings(settings)) {
             // Records before the failure were changed in the cache only.
             self.inner.loaded = false;

@@ -1210,9 +1210,10 @@ impl Store for FileStore {
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        let (changed, out) = super::operator::apply_edit(&mut c.rec, edit, now)?;
+        let mut rows = Vec::new();
+        let (changed, out) = super::operator::apply_edit_rows(&mut c.rec, edit, now, &mut rows)?;
         if changed {
-            l.persist(&[], &[name.to_string()])?;
+            l.persist(&rows, &[name.to_string()])?;
         }
         Ok(out)
     }

@@ -893,7 +893,9 @@ impl Inner {
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
         let mut dirty = false;
-        if self.settings_in(&tx).await? != file.settings {
+        let stored = self.settings_in(&tx).await?;
+        let settings_changed = logic::settings_changes(&stored, &file.settings);
+        if stored != file.settings {
             tx.execute(
                 "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
                  ON CONFLICT (id) DO UPDATE SET settings = EXCLUDED.settings",
@@ -913,6 +915,7 @@ impl Inner {
             .iter()
             .filter_map(|n| by_name.get(n).cloned())
             .collect();
+        report.settings = settings_changed;
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();
@@ -1433,12 +1436,16 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let (changed, out) = crate::store::operator::apply_edit(rec, &edit, now)?;
-                    Ok(if changed {
+                    let mut rows = Vec::new();
+                    let (changed, out) =
+                        crate::store::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
+                    let mut e = if changed {
                         Edit::changed(out)
                     } else {
                         Edit::unchanged(out)
-                    })
+                    };
+                    e.rows = rows;
+                    Ok(e)
                 })
                 .await
         })
@@ -1450,18 +1457,23 @@ impl Store for PgStore {
             let c = inner.pool.get().await?;
             let settings = inner.settings_in(&*c).await?;
             let key = logic::counter_period(&settings).key(now);
-            // Same rule as `stats::period_spend`: counters of an older period count 0.
+            // Same rule as `stats::period_spend` (`budget::counter_spend`): counters of an
+            // older period of the same kind count 0.
+            let overlapping = budget::overlapping_keys(&key);
             let row = c
                 .query_one(
-                    "SELECT
-                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
-                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
-                         COALESCE(sum((record->'rt'->'counters'->>'period_cost_usd')::float8)
-                             FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1
-                                     AND name = $2), 0),
+                    "WITH s AS (SELECT name, CASE
+                         WHEN $1 = 'total' THEN
+                             (record->'rt'->'counters'->>'total_cost_usd')::float8
+                         WHEN record->'rt'->'counters'->>'period_key' = $1
+                             OR record->'rt'->'counters'->>'period_key' = ANY($3)
+                         THEN (record->'rt'->'counters'->>'period_cost_usd')::float8
+                         ELSE 0 END AS usd FROM cronsole_jobs)
+                     SELECT COALESCE(sum(usd), 0)::float8,
+                         COALESCE(sum(usd) FILTER (WHERE name = $2), 0)::float8,
                          bool_or(name = $2)
-                     FROM cronsole_jobs",
-                    &[&key, &job],
+                     FROM s",
+                    &[&key, &job, &overlapping],
                 )
                 .await
                 .map_err(|e| db_err("reading spend", e))?;

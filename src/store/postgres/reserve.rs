@@ -49,18 +49,30 @@ impl Inner {
         let settings = self.settings_in(&tx).await?;
         let key = logic::counter_period(&settings).key(now);
         // Every other job's committed money, summed in SQL (the same rule as
-        // `budget::committed`: counters of this period, reservations of this period, each ≥ 0).
+        // `budget::committed`: counters and reservations of this period or of a period of
+        // another kind sharing time with it, all-time spend under `total`, each ≥ 0).
         let rows = tx
             .query_typed(
                 "SELECT
-                     COALESCE(sum(GREATEST((record->'rt'->'counters'->>'period_cost_usd')::float8, 0))
-                         FILTER (WHERE record->'rt'->'counters'->>'period_key' = $1), 0),
+                     COALESCE(sum(CASE
+                         WHEN $1 = 'total' THEN GREATEST(
+                             (record->'rt'->'counters'->>'total_cost_usd')::float8, 0)
+                         WHEN record->'rt'->'counters'->>'period_key' = $1
+                             OR record->'rt'->'counters'->>'period_key' = ANY($3)
+                         THEN GREATEST(
+                             (record->'rt'->'counters'->>'period_cost_usd')::float8, 0)
+                         ELSE 0 END), 0),
                      COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
                          FROM jsonb_array_elements(
                              COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
-                         WHERE r->>'period_key' = $1)), 0)
+                         WHERE $1 = 'total' OR r->>'period_key' = $1
+                             OR r->>'period_key' = ANY($3))), 0)
                  FROM cronsole_jobs WHERE name <> $2",
-                &[(&key, Type::TEXT), (&job, Type::TEXT)],
+                &[
+                    (&key, Type::TEXT),
+                    (&job, Type::TEXT),
+                    (&budget::overlapping_keys(&key), Type::TEXT_ARRAY),
+                ],
             )
             .await
             .map_err(|e| db_err("summing committed spend", e))?;

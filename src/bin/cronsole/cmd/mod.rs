@@ -59,10 +59,15 @@ pub fn apply_counts(rep: &ApplyReport, planned: bool) -> String {
         rep.retired.len(),
         rep.unchanged.len(),
     );
-    if planned {
+    let counts = if planned {
         format!("{c} to create, {u} to update, {r} to retire, {n} unchanged")
     } else {
         format!("{c} created, {u} updated, {r} retired, {n} unchanged")
+    };
+    if rep.settings.is_empty() {
+        counts
+    } else {
+        format!("{counts}; settings updated: {}", rep.settings.join(", "))
     }
 }
 
@@ -240,7 +245,21 @@ mod tests {
             updated: v(&["b", "c"]),
             retired: v(&["d"]),
             unchanged: v(&["e"]),
+            settings: Vec::new(),
         }
+    }
+
+    /// Red team 6: a settings change is reported, not hidden behind "1 unchanged".
+    #[test]
+    fn an_apply_reports_a_settings_change_with_its_counts() {
+        let mut rep = report();
+        assert!(!apply_counts(&rep, false).contains("settings"));
+        rep.settings = vec!["budget period day → week".into()];
+        assert_eq!(
+            apply_counts(&rep, false),
+            "1 created, 2 updated, 1 retired, 1 unchanged; settings updated: budget period \
+             day → week"
+        );
     }
 
     #[test]
