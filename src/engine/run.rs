@@ -20,7 +20,7 @@
 //!   success's cost, as the cost of a run whose retries ran out, and as the cost of a run a
 //!   budget stopped before a retry — which is then `failed` (the action ran and failed); after
 //!   attempts that surely cost nothing a budget stop stays `skipped`. One rule
-//!   ([`book_unknown`]): the reservations settle to their worst case and leave with the row, and
+//!   (`book_unknown`): the reservations settle to their worst case and leave with the row, and
 //!   the row's reason says so. A run that loses its lease or its store leaves them spent.
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).

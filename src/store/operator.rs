@@ -1,6 +1,6 @@
 //! What an operator's actions do to one job record (issue 12 item 2): retry a run, cancel a
 //! running run (or what is queued), backfill the slots of a past window, pause with a reason.
-//! Written once, pure, for every store; each store only runs [`apply_edit`] under its lock (file
+//! Written once, pure, for every store; each store only runs [`apply_edit_rows`] under its lock (file
 //! store) or inside one transaction (PostgreSQL) through [`Store::update_job`](super::Store).
 //!
 //! Owns: the decisions and their outcomes/errors. Must not touch: I/O, locks, clocks (every call
