@@ -728,6 +728,19 @@ pub struct FinishOutcome {
     pub state_rejected: Option<String>,
 }
 
+/// Merge a run's returned `state` into the job's. Each part of the state has its own space:
+/// only an over-cap notepad is rejected, and then the row's empty reason says so. Returns the
+/// rejection (`state_rejected: …`), if any.
+fn merge_state(rec: &mut JobRecord, row: &mut HistoryRow, state: JobState) -> Option<String> {
+    let (merged, rejected) = JobState::merge_capped(&rec.rt.state, state);
+    rec.rt.state = merged;
+    let why = format!("state_rejected: {}", rejected?);
+    if row.reason.as_deref().is_none_or(str::is_empty) {
+        row.reason = Some(why.clone());
+    }
+    Some(why)
+}
+
 /// The end of the run holding the job's lease (the caller checked the fence): counters, state,
 /// hold, retirement, one-shot recovery (SPEC §6 table) and overlap rows. An `abandoned` row
 /// (crash recovery or shutdown) follows the recovery table. The run's own `row` has already been
@@ -758,16 +771,7 @@ pub fn finish_run(
         row.slot_end = Some(r.last);
     }
     if let Some(s) = state {
-        // Each part of the state has its own space: only an over-cap notepad is rejected.
-        let (merged, rejected) = JobState::merge_capped(&rec.rt.state, s);
-        rec.rt.state = merged;
-        if let Some(why) = rejected {
-            let why = format!("state_rejected: {why}");
-            if row.reason.as_deref().is_none_or(str::is_empty) {
-                row.reason = Some(why.clone());
-            }
-            out.state_rejected = Some(why);
-        }
+        out.state_rejected = merge_state(rec, row, s);
     }
     count_row(rec, row, period, now);
     let rt = &mut rec.rt;
@@ -924,15 +928,7 @@ fn supersede_abandoned(
     let newest = last && rec.rt.lease.is_none();
     uncount(&mut rec.rt.counters, Status::Abandoned, a.at);
     if newest && let Some(s) = state {
-        let (merged, rejected) = JobState::merge_capped(&rec.rt.state, s);
-        rec.rt.state = merged;
-        if let Some(why) = rejected {
-            let why = format!("state_rejected: {why}");
-            if row.reason.as_deref().is_none_or(str::is_empty) {
-                row.reason = Some(why.clone());
-            }
-            out.state_rejected = Some(why);
-        }
+        out.state_rejected = merge_state(rec, row, s);
     }
     count_row(rec, row, period, now);
     // The run really ended, so it counts toward `max_runs` whatever ran since (`jobs` RUNS =
