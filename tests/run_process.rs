@@ -70,6 +70,23 @@ impl Setup {
         v.reverse();
         v
     }
+
+    /// The rows once `done` holds for them, or at `timeout` (polled every 50 ms): the caller
+    /// asserts on what it got.
+    fn rows_when(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&[HistoryRow]) -> bool,
+    ) -> Vec<HistoryRow> {
+        let start = Instant::now();
+        loop {
+            let rows = self.rows();
+            if done(&rows) || start.elapsed() > timeout {
+                return rows;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -823,14 +840,7 @@ fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
         "the stopped owner's command outlived half its lease"
     );
     // The owner records the run (failed, with the reason), then shuts down cleanly.
-    let start = Instant::now();
-    let rows = loop {
-        let rows = s.rows();
-        if !rows.is_empty() || start.elapsed() > Duration::from_secs(20) {
-            break rows;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let rows = s.rows_when(Duration::from_secs(20), |r| !r.is_empty());
     signal(&child, libc::SIGTERM);
     let (out, _) = wait_timeout(child, Duration::from_secs(30));
     assert!(
@@ -892,14 +902,7 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
             libc::kill(*pid, libc::SIGKILL);
         }
     }
-    let start = Instant::now();
-    let rows = loop {
-        let rows = s.rows();
-        if !rows.is_empty() || start.elapsed() > Duration::from_secs(20) {
-            break rows;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let rows = s.rows_when(Duration::from_secs(20), |r| !r.is_empty());
     // The owner is stopped before any assertion, so a failure leaves no process behind.
     signal(&child, libc::SIGTERM);
     let (out, _) = wait_timeout(child, Duration::from_secs(30));
@@ -983,14 +986,7 @@ fn a_stopped_zygote_is_replaced_and_no_attempt_is_lost() {
         libc::kill(zygote, libc::SIGSTOP);
     }
     let before = s.rows().len();
-    let stopped = Instant::now();
-    let rows = loop {
-        let rows = s.rows();
-        if rows.len() >= before + 3 || stopped.elapsed() > Duration::from_secs(25) {
-            break rows;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let rows = s.rows_when(Duration::from_secs(25), |r| r.len() >= before + 3);
     let replaced = !alive(zygote);
     unsafe {
         libc::kill(zygote, libc::SIGCONT);
