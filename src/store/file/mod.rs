@@ -129,6 +129,9 @@
 //! retention (and by over 64 MiB).
 
 mod history;
+mod index;
+pub use index::INDEX_MIN_BYTES;
+pub(crate) use index::{INDEX_FILE, IndexCheck, check_index};
 mod jobs;
 pub(crate) use jobs::head_agrees;
 mod log;
@@ -251,6 +254,11 @@ pub struct FileStore {
     lock_wait: Duration,
     store_id: String,
     segment_bytes: u64,
+    /// Opened by [`FileStore::open`] (engine, `apply`, …): may write `jobs.index` after a
+    /// load that had to scan the snapshot. A read-only handle never writes.
+    writer: bool,
+    /// Snapshots at least this long get a `jobs.index` ([`INDEX_MIN_BYTES`]).
+    index_min_bytes: u64,
     inner: Mutex<Inner>,
 }
 
@@ -385,6 +393,8 @@ impl FileStore {
             lock_wait: DEFAULT_LOCK_WAIT,
             store_id,
             segment_bytes: SEGMENT_BYTES,
+            writer: how == OpenAs::Writer,
+            index_min_bytes: INDEX_MIN_BYTES,
             inner: Mutex::new(Inner::default()),
         };
         {
@@ -467,6 +477,13 @@ impl FileStore {
     /// bound reads the same store).
     pub fn with_segment_bytes(mut self, bytes: u64) -> FileStore {
         self.segment_bytes = bytes.max(1);
+        self
+    }
+
+    /// Write a `jobs.index` beside every snapshot at least `bytes` long (default
+    /// [`INDEX_MIN_BYTES`]; tests index tiny stores with 0).
+    pub fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
+        self.index_min_bytes = bytes;
         self
     }
 
