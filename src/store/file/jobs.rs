@@ -15,16 +15,31 @@
 //! Opening must not parse every definition either. Every job line this release writes starts
 //! with a small `head` member — `{"head":{"name":…,"wake":…,"lease":…,"at":…,"chained":true},
 //! "job":{…},…,"crc32":…}` — which the writer computes from the record it encodes (the
-//! wake-up is a function of the record alone, [`logic::wakeup`]). Loading reads each line,
-//! verifies its CRC over the whole line as before, and parses the head only. Chosen over a
-//! sidecar index file: the head is inside the checksummed line, so it cannot disagree with its
-//! record or go stale after a crash between two renames, and every line's checksum is still
-//! verified at every open (a flipped byte anywhere in the snapshot is still refused by every
-//! command, `store_damage`). The cost is reading the store's bytes at open (1.1 GB at
-//! 1 000 000 jobs, ~0.1 s per GB of CRC with `crc32fast`), not parsing them. A line without a
-//! head (written by an earlier release, or the format-2 upgrade) is parsed whole, as before;
-//! the next compaction writes it with a head. The job JSON after the head is checked when the
-//! record is read (and by `cronsole check`, which parses every line).
+//! wake-up is a function of the record alone, [`logic::wakeup`]). The head stays in the line,
+//! inside its checksum: the line alone says what the index must hold, so the snapshot and the
+//! journal remain the whole truth.
+//!
+//! Opening does not read the snapshot's lines either when `jobs.index` belongs to it (issue 14:
+//! reading and CRC-checking 1.2 GB at 1 000 000 jobs was the whole of the console's first
+//! frame). That file is a cache of the snapshot's heads (name, place, the line's checksum, the
+//! head's fields), written beside each snapshot and trusted only when bound to it; anything
+//! else falls back to reading every line as before (see [`super::index`]). An earlier round
+//! chose heads inside the lines *over* such a sidecar, because a sidecar could disagree with its
+//! records or go stale after a crash between two renames, and because every open then verified
+//! every line. What changed: the heads stay in the lines (a scan can always rebuild the index,
+//! and a writer does), the sidecar is bound to one snapshot (store id, generation, length,
+//! header CRC) so a stale one is never used, and each index entry carries its line's checksum,
+//! so a line read later is verified against both its own checksum and the index's. The price:
+//! an open through the index no longer finds a damaged snapshot line it does not read. It is
+//! found by the first operation that reads that line (a claim, `describe`, `jobs`, an edit, a
+//! compaction — which copies only verified lines, so damage is never carried into a new
+//! snapshot), by `cronsole check`, and by any open without a valid index.
+//!
+//! Loading without the index reads each line, verifies its CRC over the whole line and parses
+//! the head only. A line without a head (written by an earlier release, or the format-2
+//! upgrade) is parsed whole, as before; the next compaction writes it with a head. The job JSON
+//! after the head is checked when the record is read (and by `cronsole check`, which parses
+//! every line).
 //!
 //! Must not touch: history (see [`super::history`]) or scheduling decisions ([`crate::store::logic`]).
 
