@@ -480,7 +480,12 @@ fn a_flipped_byte_in_an_indexed_snapshot_is_refused_where_its_line_is_read() {
     let start = b.windows(key.len()).position(|w| w == key).unwrap();
     let line = b[..start].iter().filter(|c| **c == b'\n').count() + 1;
     let cmd = b"\"command\":\"";
-    let at = start + b[start..].windows(cmd.len()).position(|w| w == cmd).unwrap() + cmd.len();
+    let at = start
+        + b[start..]
+            .windows(cmd.len())
+            .position(|w| w == cmd)
+            .unwrap()
+        + cmd.len();
     b[at] ^= 0x01;
     std::fs::write(&p, &b).unwrap();
     let want = format!("jobs.snapshot.jsonl:{line}:");
@@ -505,7 +510,11 @@ fn a_flipped_byte_in_an_indexed_snapshot_is_refused_where_its_line_is_read() {
     // Without the index every open reads every line: refused whatever the command.
     std::fs::remove_file(dir.join("jobs.index")).unwrap();
     let before = bytes_of(&dir);
-    for args in [&["describe", "j00005"][..], &["history"], &["pause", "j00005"]] {
+    for args in [
+        &["describe", "j00005"][..],
+        &["history"],
+        &["pause", "j00005"],
+    ] {
         let (got, out, err) = cli(&dir, args);
         let text = format!("{out}{err}");
         assert_eq!(got, 2, "{args:?}: {text}");
@@ -542,7 +551,11 @@ fn a_missing_stale_or_damaged_index_is_never_damage() {
     let mut flipped = current.clone();
     flipped[current.len() / 3] ^= 0x04;
     let (_, listing, _) = cli(&dir, &["jobs", "--json"]);
-    for (what, bytes) in [("missing", None), ("stale", Some(&old)), ("damaged", Some(&flipped))] {
+    for (what, bytes) in [
+        ("missing", None),
+        ("stale", Some(&old)),
+        ("damaged", Some(&flipped)),
+    ] {
         match bytes {
             Some(b) => std::fs::write(&ipath, b).unwrap(),
             None => std::fs::remove_file(&ipath).unwrap(),
@@ -557,14 +570,18 @@ fn a_missing_stale_or_damaged_index_is_never_damage() {
             assert!(out.contains("jobs.index"), "{what}: {out}");
         }
         assert_eq!(bytes_of(&dir), before, "{what}: a read-only command wrote");
+        // `pause` writes a journal line and leaves the index alone (it opens as readers do).
         let (code, out, err) = cli(&dir, &["pause", "j00007"]);
         assert_eq!(code, 0, "{what}: {out}{err}");
+        assert_eq!(std::fs::read(&ipath).ok().as_ref(), bytes, "{what}");
+        let (code, out, err) = cli(&dir, &["resume", "j00007"]);
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        // A writer's open (`run`, `apply`: `FileStore::open`) rewrites it.
+        drop(FileStore::open(&dir).unwrap());
         assert_eq!(
             std::fs::read(&ipath).unwrap(),
             current,
             "{what}: the writer rewrote the index"
         );
-        let (code, out, err) = cli(&dir, &["resume", "j00007"]);
-        assert_eq!(code, 0, "{what}: {out}{err}");
     }
 }

@@ -29,9 +29,11 @@
 //! binding matches, its checksum verifies, and its entries cover the snapshot's lines exactly
 //! (contiguous, in strictly increasing name order, the first right after the header, the last
 //! ending the file). Missing, stale, foreign or damaged: opening reads the whole snapshot as it
-//! did before the index existed (never an exit 2 for the index alone), and a writer (engine,
-//! `apply`, `pause`, …; not a read-only command, which never writes) writes a fresh one after
-//! that scan. A snapshot smaller than [`INDEX_MIN_BYTES`] gets no index (scanning it takes a few
+//! did before the index existed (never an exit 2 for the index alone, logged as a warning), and
+//! a handle opened as a writer ([`super::FileStore::open`]: the engine, `apply`, the console
+//! with its engine) writes a fresh one right after that scan. Handles opened with
+//! [`super::FileStore::open_existing`] never write it: every read-only command, and also
+//! `pause`/`resume`/`trigger`, which open that way and write one journal line. A snapshot smaller than [`INDEX_MIN_BYTES`] gets no index (scanning it takes a few
 //! milliseconds) and a leftover one is removed by the next writer of a snapshot.
 //!
 //! Opening through the index does not read the snapshot's lines, so their checksums are checked
