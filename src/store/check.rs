@@ -3,7 +3,8 @@
 //! Owns: the full verification of a file store (every line of every file: headers, store ids,
 //! generations, record and row parses, history checksums, every sealed history segment's
 //! header, rows and seal — length, row count, CRC-32 — the run of segments having no gap, and
-//! the journal/history cross-check) and of a PostgreSQL store (schema
+//! the journal/history cross-check, and `jobs.index` against the snapshot: one an open would
+//! ignore is a note, one it would use must agree with every line) and of a PostgreSQL store (schema
 //! version, every job record and history row decodes, the indexed columns agree with the
 //! record). Must not touch: anything that writes — a check never repairs, cuts or migrates.
 //!
