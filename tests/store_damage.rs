@@ -451,3 +451,137 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
         assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
     }
 }
+
+/// Issue 14: a store large enough to have `jobs.index` opens through it without reading the
+/// snapshot's lines, so a flipped byte in one line is refused by every command that reads that
+/// line (exit 2 naming `jobs.snapshot.jsonl:LINE`) and by `check`, while commands that do not
+/// read it (`describe` of another job, `history`) work; without the index, the open's scan
+/// refuses it for every command, as before. Nothing changes either way.
+#[test]
+fn a_flipped_byte_in_an_indexed_snapshot_is_refused_where_its_line_is_read() {
+    let root = support::tempdir("damage-indexed");
+    let dir = root.join("store");
+    let s = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: (0..3000)
+            .map(|i| cronsole::testkit::jobs::command_job(&format!("j{i:05}"), 3600))
+            .collect(),
+    };
+    s.apply(&file, t(0)).unwrap();
+    drop(s);
+    assert!(
+        dir.join("jobs.index").is_file(),
+        "a first apply of 3 000 jobs writes a snapshot over the index threshold"
+    );
+    let p = dir.join("jobs.snapshot.jsonl");
+    let mut b = std::fs::read(&p).unwrap();
+    let key = b"{\"head\":{\"name\":\"j01000\"";
+    let start = b.windows(key.len()).position(|w| w == key).unwrap();
+    let line = b[..start].iter().filter(|c| **c == b'\n').count() + 1;
+    let cmd = b"\"command\":\"";
+    let at = start
+        + b[start..]
+            .windows(cmd.len())
+            .position(|w| w == cmd)
+            .unwrap()
+        + cmd.len();
+    b[at] ^= 0x01;
+    std::fs::write(&p, &b).unwrap();
+    let want = format!("jobs.snapshot.jsonl:{line}:");
+    let before = bytes_of(&dir);
+    for (args, code) in [
+        (&["describe", "j00005"][..], 0),
+        (&["history"], 0),
+        (&["describe", "j01000"], 2),
+        (&["jobs"], 2),
+        (&["jobs", "--json"], 2),
+        (&["check"], 2),
+    ] {
+        let (got, out, err) = cli(&dir, args);
+        let text = format!("{out}{err}");
+        assert_eq!(got, code, "{args:?}: {text}");
+        if code == 2 {
+            assert!(text.contains(&want), "{want} {args:?}: {text}");
+            assert!(text.contains("checksum mismatch"), "{args:?}: {text}");
+        }
+        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
+    }
+    // Without the index every open reads every line: refused whatever the command.
+    std::fs::remove_file(dir.join("jobs.index")).unwrap();
+    let before = bytes_of(&dir);
+    for args in [
+        &["describe", "j00005"][..],
+        &["history"],
+        &["pause", "j00005"],
+    ] {
+        let (got, out, err) = cli(&dir, args);
+        let text = format!("{out}{err}");
+        assert_eq!(got, 2, "{args:?}: {text}");
+        assert!(text.contains(&want), "{want} {args:?}: {text}");
+        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
+    }
+}
+
+/// `jobs.index` is derived data: deleted, stale (another snapshot's) or damaged, every command
+/// still works (the open reads the snapshot instead), read-only ones write nothing, `check`
+/// notes it without failing, and the next writer rewrites it.
+#[test]
+fn a_missing_stale_or_damaged_index_is_never_damage() {
+    let root = support::tempdir("damage-index-derived");
+    let dir = root.join("store");
+    let s = FileStore::open(&dir).unwrap();
+    let mut file = JobsFile {
+        settings: Settings::default(),
+        jobs: (0..3000)
+            .map(|i| cronsole::testkit::jobs::command_job(&format!("j{i:05}"), 3600))
+            .collect(),
+    };
+    s.apply(&file, t(0)).unwrap();
+    let ipath = dir.join("jobs.index");
+    let old = std::fs::read(&ipath).unwrap();
+    // Every job changed: a new snapshot (and index) of the next generation.
+    for j in &mut file.jobs {
+        j.max_retries += 1;
+    }
+    s.apply(&file, t(0)).unwrap();
+    drop(s);
+    let current = std::fs::read(&ipath).unwrap();
+    assert_ne!(old, current, "the second apply wrote a new index");
+    let mut flipped = current.clone();
+    flipped[current.len() / 3] ^= 0x04;
+    let (_, listing, _) = cli(&dir, &["jobs", "--json"]);
+    for (what, bytes) in [
+        ("missing", None),
+        ("stale", Some(&old)),
+        ("damaged", Some(&flipped)),
+    ] {
+        match bytes {
+            Some(b) => std::fs::write(&ipath, b).unwrap(),
+            None => std::fs::remove_file(&ipath).unwrap(),
+        }
+        let before = bytes_of(&dir);
+        let (code, out, err) = cli(&dir, &["jobs", "--json"]);
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_eq!(out, listing, "{what}: the same jobs");
+        let (code, out, err) = cli(&dir, &["check"]);
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        if bytes.is_some() {
+            assert!(out.contains("jobs.index"), "{what}: {out}");
+        }
+        assert_eq!(bytes_of(&dir), before, "{what}: a read-only command wrote");
+        // `pause` writes a journal line and leaves the index alone (it opens as readers do).
+        let (code, out, err) = cli(&dir, &["pause", "j00007"]);
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        assert_eq!(std::fs::read(&ipath).ok().as_ref(), bytes, "{what}");
+        let (code, out, err) = cli(&dir, &["resume", "j00007"]);
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        // A writer's open (`run`, `apply`: `FileStore::open`) rewrites it.
+        drop(FileStore::open(&dir).unwrap());
+        assert_eq!(
+            std::fs::read(&ipath).unwrap(),
+            current,
+            "{what}: the writer rewrote the index"
+        );
+    }
+}

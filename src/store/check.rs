@@ -3,7 +3,8 @@
 //! Owns: the full verification of a file store (every line of every file: headers, store ids,
 //! generations, record and row parses, history checksums, every sealed history segment's
 //! header, rows and seal — length, row count, CRC-32 — the run of segments having no gap, and
-//! the journal/history cross-check) and of a PostgreSQL store (schema
+//! the journal/history cross-check, and `jobs.index` against the snapshot: one an open would
+//! ignore is a note, one it would use must agree with every line) and of a PostgreSQL store (schema
 //! version, every job record and history row decodes, the indexed columns agree with the
 //! record). Must not touch: anything that writes — a check never repairs, cuts or migrates.
 //!
@@ -12,6 +13,7 @@
 
 use std::path::Path;
 
+use super::file::{INDEX_FILE, IndexCheck, check_index};
 use super::filefmt::{self, Absorbed, Header, HistoryHeader, SettingsFile};
 use super::io::{OpenMode, RealIo, StoreIo};
 use super::{StoreError, StoreResult};
@@ -251,6 +253,36 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                     names.insert(rec.def.name);
                 }
                 Err((c, w)) => r.push(&mut n, &spath, no, c, w),
+            }
+        }
+        // The snapshot's index: derived data. One an open would ignore is a note (a writer
+        // rewrites it); one an open would use must agree with every line.
+        let ipath = p(INDEX_FILE);
+        if let Some(i) = &id {
+            match io.read(&ipath) {
+                Ok(x) => match check_index(&x, &b, i) {
+                    IndexCheck::Ignored(why) => r.notes.push(format!(
+                        "{}: not used ({why}); opening reads the whole snapshot until a writer rewrites it",
+                        ipath.display()
+                    )),
+                    IndexCheck::Used(problems) => {
+                        let mut m = 0;
+                        for (no, what) in problems {
+                            r.push(
+                                &mut m,
+                                &ipath,
+                                0,
+                                0,
+                                format!("{} line {no}: {what}", spath.display()),
+                            );
+                        }
+                    }
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => r.notes.push(format!(
+                    "{}: cannot read it ({e}); opening reads the whole snapshot instead",
+                    ipath.display()
+                )),
             }
         }
     }

@@ -216,6 +216,19 @@ pub fn has_checksum(line: &[u8]) -> bool {
         && &line[line.len() - tail..line.len() - tail + CRC_KEY.len()] == CRC_KEY
 }
 
+/// The checksum a line carries in its `"crc32"` member (not verified: see [`verify_line`]);
+/// `None` when it has none. The job index records it, so a line read later can be told to be
+/// the one the index was made from.
+pub fn line_crc(line: &[u8]) -> Option<u32> {
+    if !has_checksum(line) {
+        return None;
+    }
+    let hex = &line[line.len() - 10..line.len() - 2];
+    std::str::from_utf8(hex)
+        .ok()
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+}
+
 /// Check the checksum of a line written by [`encode_checked`] (`line` without its newline);
 /// `what` names the line's kind in the error. `Err` says what is wrong and the 1-based column.
 pub fn verify_line(line: &[u8], what: &str) -> Result<(), (u64, String)> {

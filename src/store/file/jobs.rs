@@ -15,16 +15,31 @@
 //! Opening must not parse every definition either. Every job line this release writes starts
 //! with a small `head` member — `{"head":{"name":…,"wake":…,"lease":…,"at":…,"chained":true},
 //! "job":{…},…,"crc32":…}` — which the writer computes from the record it encodes (the
-//! wake-up is a function of the record alone, [`logic::wakeup`]). Loading reads each line,
-//! verifies its CRC over the whole line as before, and parses the head only. Chosen over a
-//! sidecar index file: the head is inside the checksummed line, so it cannot disagree with its
-//! record or go stale after a crash between two renames, and every line's checksum is still
-//! verified at every open (a flipped byte anywhere in the snapshot is still refused by every
-//! command, `store_damage`). The cost is reading the store's bytes at open (1.1 GB at
-//! 1 000 000 jobs, ~0.1 s per GB of CRC with `crc32fast`), not parsing them. A line without a
-//! head (written by an earlier release, or the format-2 upgrade) is parsed whole, as before;
-//! the next compaction writes it with a head. The job JSON after the head is checked when the
-//! record is read (and by `cronsole check`, which parses every line).
+//! wake-up is a function of the record alone, [`logic::wakeup`]). The head stays in the line,
+//! inside its checksum: the line alone says what the index must hold, so the snapshot and the
+//! journal remain the whole truth.
+//!
+//! Opening does not read the snapshot's lines either when `jobs.index` belongs to it (issue 14:
+//! reading and CRC-checking 1.2 GB at 1 000 000 jobs was the whole of the console's first
+//! frame). That file is a cache of the snapshot's heads (name, place, the line's checksum, the
+//! head's fields), written beside each snapshot and trusted only when bound to it; anything
+//! else falls back to reading every line as before (see [`super::index`]). An earlier round
+//! chose heads inside the lines *over* such a sidecar, because a sidecar could disagree with its
+//! records or go stale after a crash between two renames, and because every open then verified
+//! every line. What changed: the heads stay in the lines (a scan can always rebuild the index,
+//! and a writer does), the sidecar is bound to one snapshot (store id, generation, length,
+//! header CRC) so a stale one is never used, and each index entry carries its line's checksum,
+//! so a line read later is verified against both its own checksum and the index's. The price:
+//! an open through the index no longer finds a damaged snapshot line it does not read. It is
+//! found by the first operation that reads that line (a claim, `describe`, `jobs`, an edit, a
+//! compaction — which copies only verified lines, so damage is never carried into a new
+//! snapshot), by `cronsole check`, and by any open without a valid index.
+//!
+//! Loading without the index reads each line, verifies its CRC over the whole line and parses
+//! the head only. A line without a head (written by an earlier release, or the format-2
+//! upgrade) is parsed whole, as before; the next compaction writes it with a head. The job JSON
+//! after the head is checked when the record is read (and by `cronsole check`, which parses
+//! every line).
 //!
 //! Must not touch: history (see [`super::history`]) or scheduling decisions ([`crate::store::logic`]).
 
@@ -32,10 +47,10 @@ use serde::{Deserialize, Serialize};
 
 use std::path::Path;
 
+use super::index::{self, IndexWriter};
 use super::log::{
     AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before,
-    encode_checked_line, header_line, io_err, json_err, missing, read_at, verify_job_line,
-    write_atomic,
+    encode_checked_line, header_line, io_err, json_err, missing, read_at, write_atomic,
 };
 use super::{BLOCK, Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
 use crate::model::{After, JobCounters, JobDef, JobRecord, Settings};
@@ -170,6 +185,28 @@ pub(super) struct Loc {
     pub(super) journal: bool,
     pub(super) off: u64,
     pub(super) len: u32,
+    /// For a snapshot line: the checksum it carries (its `"crc32"` member), which a read
+    /// compares — the index (`jobs.index`, see [`super::index`]) was made from that line, and
+    /// the line was not verified when the index was loaded.
+    pub(super) crc: Option<u32>,
+}
+
+/// Verify a job line read at `loc`: its own checksum and, for a snapshot line, that it is the
+/// line the index was made from. `Err((column, what))`.
+pub(super) fn verify_at(line: &[u8], loc: Loc) -> Result<(), (u64, String)> {
+    filefmt::verify_line(line, "job record")?;
+    match loc.crc {
+        Some(want) if filefmt::line_crc(line) != Some(want) => Err((
+            1,
+            format!(
+                "job record is not the line {} recorded here (line checksum {:08x}, index {want:08x}): \
+                 the snapshot was changed in place",
+                super::index::INDEX_FILE,
+                filefmt::line_crc(line).unwrap_or_default()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The index entry of one job (see the module doc).
@@ -310,9 +347,9 @@ impl RawPage {
     /// does not parse or holds another job (the caller reads the page again under the lock,
     /// where the error names the file and line).
     pub(super) fn parse_unlocked(self) -> Option<Vec<JobRecord>> {
-        self.parse_with(|name, _, line| {
+        self.parse_with(|name, loc, line| {
             // UTF-8 checked once for the line, not string by string inside the parser.
-            filefmt::verify_line(line, "job record")
+            verify_at(line, loc)
                 .ok()
                 .and_then(|()| std::str::from_utf8(line).ok())
                 .and_then(|text| serde_json::from_str::<Entry>(text).ok())
@@ -362,8 +399,13 @@ fn parse_head(line: &[u8]) -> Option<Result<Head, serde_json::Error>> {
 }
 
 /// A job line's name and index entry, its checksum verified. `Err((column, what))`.
-fn line_index(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
+pub(super) fn line_index(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
     filefmt::verify_line(line, "job record")?;
+    index_of(line)
+}
+
+/// A job line's name and index entry (its checksum not verified). `Err((column, what))`.
+pub(super) fn index_of(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
     match parse_head(line) {
         Some(Ok(h)) => Ok((
             h.name,
@@ -589,9 +631,9 @@ impl LineReader {
             (path, f, inner.snapshot_len, &mut self.snapshot)
         };
         let line = w.line(f, path, flen, loc)?;
-        if filefmt::verify_line(line, "job record").is_err() {
+        if let Err((col, what)) = verify_at(line, loc) {
             let no = count_lines_before(f, path, loc.off)? + 1;
-            verify_job_line(path, no, line)?;
+            return Err(corrupt(path, no, col, what));
         }
         Ok((path, f, line))
     }
@@ -655,22 +697,65 @@ impl Locked<'_> {
         }
         let mut generation = 0;
         let mut absorbed = None;
-        for_each_line(&*sf, &spath, slen, |no, off, line| {
-            if line.is_empty() {
-                return Err(corrupt(&spath, no, 1, "empty line"));
+        // The header first: it binds the index (`jobs.index`, see [`super::index`]), which
+        // spares reading every line when it belongs to this snapshot.
+        let mut first = vec![0u8; slen.min(BLOCK) as usize];
+        read_at(&*sf, &spath, 0, &mut first)?;
+        let mut header = None;
+        let mut index_state = Ok(false);
+        if let Some(end) = memchr::memchr(b'\n', &first).filter(|e| *e > 0) {
+            (generation, absorbed) = snapshot_header(&spath, &first[..end], id)?;
+            let bind = index::binding(generation, &first[..end], slen);
+            index_state = load_index(io, &self.store.dir, id, &bind, inner);
+            first.truncate(end + 1);
+            header = Some(first);
+        }
+        if index_state != Ok(true) {
+            for_each_line(&*sf, &spath, slen, |no, off, line| {
+                if line.is_empty() {
+                    return Err(corrupt(&spath, no, 1, "empty line"));
+                }
+                if no == 1 {
+                    (generation, absorbed) = snapshot_header(&spath, line, id)?;
+                    return Ok(());
+                }
+                let len = line_len(&spath, no, line)?;
+                let loc = Loc {
+                    journal: false,
+                    off,
+                    len,
+                    crc: filefmt::line_crc(line),
+                };
+                index_line(inner, &spath, no, loc, line)
+            })?;
+            // A writer replaces a missing (large snapshot), stale or damaged index; a read-only
+            // command never writes.
+            if let Some(header) = header
+                && self.store.writer
+                && (slen >= self.store.index_min_bytes || index_state.is_err())
+            {
+                let ipath = self.store.path(index::INDEX_FILE);
+                let min = self.store.index_min_bytes;
+                match rewrite_index(
+                    io,
+                    &self.store.dir,
+                    &ipath,
+                    id,
+                    generation,
+                    &header,
+                    slen,
+                    inner,
+                    min,
+                ) {
+                    Ok(true) => tracing::info!("wrote {} for the snapshot", ipath.display()),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(
+                        "could not write {} (opening reads the whole snapshot until one is written): {e}",
+                        ipath.display()
+                    ),
+                }
             }
-            if no == 1 {
-                (generation, absorbed) = snapshot_header(&spath, line, id)?;
-                return Ok(());
-            }
-            let len = line_len(&spath, no, line)?;
-            let loc = Loc {
-                journal: false,
-                off,
-                len,
-            };
-            index_line(inner, &spath, no, loc, line)
-        })?;
+        }
         inner.snapshot = Some(sf);
         inner.generation = generation;
         inner.snapshot_len = slen;
@@ -722,6 +807,7 @@ impl Locked<'_> {
                     journal: true,
                     off,
                     len,
+                    crc: None,
                 };
                 index_line(inner, &jpath, no, loc, line)
             })?;
@@ -766,9 +852,9 @@ impl Locked<'_> {
     /// checksum verified, parsed, and checked to be that job's. Errors name the line's number.
     fn entry_of(&self, name: &str, loc: Loc, line: &[u8]) -> StoreResult<Entry> {
         let (path, f) = self.line_file(loc)?;
-        if filefmt::verify_line(line, "job record").is_err() {
+        if let Err((col, what)) = verify_at(line, loc) {
             let no = count_lines_before(f, &path, loc.off)? + 1;
-            verify_job_line(&path, no, line)?;
+            return Err(corrupt(&path, no, col, what));
         }
         entry_of(&path, f, loc, name, line)
     }
@@ -962,6 +1048,7 @@ impl Locked<'_> {
                     journal: true,
                     off,
                     len,
+                    crc: None,
                 },
                 idx,
             ));
@@ -1035,6 +1122,7 @@ impl Locked<'_> {
                 journal: true,
                 off: base + from,
                 len,
+                crc: None,
             };
             set_index(&mut self.inner, n, Some(loc), idx);
         }
@@ -1124,38 +1212,48 @@ impl Locked<'_> {
         }
         let next = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
+        let ipath = self.path(index::INDEX_FILE);
         let store = self.store;
         let mut batch = Batch {
             new_rows_to: Some(self.mark_now()),
             ..Batch::default()
         };
         let mut held: Vec<JobDef> = Vec::new();
-        let mut out: Option<AtomicFile<'_>> = None;
+        let mut out: Option<(AtomicFile<'_>, IndexWriter<'_>)> = None;
         let fed = {
             let mut each = |def: JobDef| -> StoreResult<()> {
                 crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
                 if !batch.admit(&def) {
                     return Ok(());
                 }
-                if let Some(f) = out.as_mut() {
-                    return batch.encode(f, def, now);
+                if let Some((f, ix)) = out.as_mut() {
+                    return batch.encode(f, ix, def, now);
                 }
                 held.push(def);
                 if held.len() < DIRECT_SNAPSHOT_MIN {
                     return Ok(());
                 }
+                let mut ix = IndexWriter::new(
+                    &*store.io,
+                    &store.dir,
+                    &ipath,
+                    &store.store_id,
+                    next.0,
+                    &next.1,
+                    store.index_min_bytes,
+                )?;
                 let mut f = AtomicFile::create(&*store.io, &store.dir, &spath)?;
                 f.buf = next.1.clone();
                 for def in held.drain(..) {
-                    batch.encode(&mut f, def, now)?;
+                    batch.encode(&mut f, &mut ix, def, now)?;
                 }
-                out = Some(f);
+                out = Some((f, ix));
                 Ok(())
             };
             feed(&mut each)
         };
         fed.and_then(|()| batch.verdict())?;
-        let Some(f) = out else {
+        let Some((f, ix)) = out else {
             // Fewer than DIRECT_SNAPSHOT_MIN jobs: checked, applied as any batch is.
             let mut held = held.into_iter();
             return self.apply_diff(settings, &mut |sink| held.try_for_each(&mut *sink), now);
@@ -1168,6 +1266,7 @@ impl Locked<'_> {
             self.sync_history()?;
         }
         let len = f.commit()?;
+        finish_index(ix, len);
         self.snapshot_done(next.0, len)?;
         Ok(batch.report)
     }
@@ -1226,7 +1325,17 @@ impl Locked<'_> {
     pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
         let (generation, header) = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
+        let ipath = self.path(index::INDEX_FILE);
         let store = self.store;
+        let mut ix = IndexWriter::new(
+            &*store.io,
+            &store.dir,
+            &ipath,
+            &store.store_id,
+            generation,
+            &header,
+            store.index_min_bytes,
+        )?;
         let mut out = AtomicFile::create(&*store.io, &store.dir, &spath)?;
         out.buf = header;
         let mut locs = Vec::with_capacity(self.inner.jobs.len());
@@ -1235,8 +1344,13 @@ impl Locked<'_> {
         let inner = &*self.inner;
         for (name, slim) in &inner.jobs {
             let from = out.pos();
+            let b0 = out.buf.len();
+            let mut idx = None;
             match (slim.loc, inner.hot.get(name)) {
-                (None, Some(c)) => c.encode(name, &mut out.buf)?,
+                (None, Some(c)) => {
+                    c.encode(name, &mut out.buf)?;
+                    idx = Some(c.idx());
+                }
                 (None, None) => {
                     return Err(StoreError::Internal(format!(
                         "job '{name}' has neither a line nor a record"
@@ -1251,20 +1365,31 @@ impl Locked<'_> {
                         out.buf.push(b'\n');
                     } else {
                         let e = entry_of(path, f, loc, name, line)?;
-                        Cached::from_entry(e).encode(name, &mut out.buf)?;
+                        let c = Cached::from_entry(e);
+                        c.encode(name, &mut out.buf)?;
+                        idx = Some(c.idx());
                     }
                 }
             }
-            let len = u32::try_from(out.pos() - from - 1)
+            let line = &out.buf[b0..out.buf.len() - 1];
+            let crc = filefmt::line_crc(line);
+            // The index holds what a scan of the new snapshot would read: the line's head.
+            match idx.map_or_else(|| index_of(line).map(|(_, i)| i), Ok) {
+                Ok(idx) => ix.push(name, from, line.len(), crc, &idx)?,
+                Err(_) => ix.spoil(),
+            }
+            let len = u32::try_from(line.len())
                 .map_err(|_| StoreError::Internal(format!("job '{name}': line over 4 GiB")))?;
             locs.push(Loc {
                 journal: false,
                 off: from,
                 len,
+                crc,
             });
             out.spill()?;
         }
         let len = out.commit()?;
+        finish_index(ix, len);
         // The new snapshot is in place (we hold the lock: nobody else replaced it since).
         let sf = self
             .io()
@@ -1395,6 +1520,7 @@ impl Batch {
     fn encode(
         &mut self,
         f: &mut AtomicFile<'_>,
+        ix: &mut IndexWriter<'_>,
         def: JobDef,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
@@ -1408,7 +1534,10 @@ impl Batch {
         };
         let mut c = Cached::new(rec, None);
         c.rows_to = self.new_rows_to;
+        let (from, b0) = (f.pos(), f.buf.len());
         c.encode(&name, &mut f.buf)?;
+        let line = &f.buf[b0..f.buf.len() - 1];
+        ix.push(&name, from, line.len(), filefmt::line_crc(line), &c.idx())?;
         f.spill()?;
         self.report.created.push(name);
         Ok(())
@@ -1433,6 +1562,102 @@ impl Batch {
             None => Ok(()),
         }
     }
+}
+
+/// Write the index of a snapshot just renamed into place. A failure is logged, not returned:
+/// the snapshot is the truth and is in place; an index left from the previous snapshot is
+/// bound to it and ignored (see [`super::index`]).
+fn finish_index(ix: IndexWriter<'_>, snapshot_len: u64) {
+    if let Err(e) = ix.finish(snapshot_len) {
+        tracing::warn!(
+            "could not write {} (opening reads the whole snapshot until one is written): {e}",
+            index::INDEX_FILE
+        );
+    }
+}
+
+/// Fill `inner`'s index (empty) from `jobs.index` when it belongs to the snapshot `bind`:
+/// `Ok(true)` done, `Ok(false)` there is none, `Err(why)` it is stale, foreign or damaged
+/// (logged; `inner` is left empty for the scan).
+fn load_index(
+    io: &dyn crate::store::io::StoreIo,
+    dir: &Path,
+    id: &str,
+    bind: &index::Binding,
+    inner: &mut Inner,
+) -> Result<bool, String> {
+    let ipath = dir.join(index::INDEX_FILE);
+    let mut jobs = Vec::new();
+    let mut wake = Vec::new();
+    let mut chained = Vec::new();
+    let r = index::load(io, &ipath, id, bind, |e| {
+        if let Some(w) = e.idx.wake {
+            wake.push((w, e.name.clone()));
+        }
+        if e.idx.chained {
+            chained.push(e.name.clone());
+        }
+        let slim = Slim {
+            loc: Some(Loc {
+                journal: false,
+                off: e.off,
+                len: e.len,
+                crc: Some(e.crc),
+            }),
+            wake: e.idx.wake,
+            at: e.idx.at,
+            lease: e.idx.lease,
+            spend: e.idx.spend,
+        };
+        jobs.push((e.name, slim));
+    });
+    match &r {
+        // Built in bulk from sorted runs: far cheaper than a million inserts.
+        Ok(true) => {
+            inner.jobs = jobs.into_iter().collect();
+            wake.sort_unstable();
+            inner.wake = wake.into_iter().collect();
+            inner.chained = chained.into_iter().collect();
+        }
+        Ok(false) => {}
+        Err(why) => tracing::warn!(
+            "{} not used ({why}): reading the whole snapshot instead",
+            ipath.display()
+        ),
+    }
+    r
+}
+
+/// Write `jobs.index` for the snapshot `inner` was just loaded from by a scan (before the
+/// journal is replayed: the index then holds exactly the snapshot's lines).
+#[allow(clippy::too_many_arguments)]
+fn rewrite_index(
+    io: &dyn crate::store::io::StoreIo,
+    dir: &Path,
+    ipath: &Path,
+    id: &str,
+    generation: u64,
+    header: &[u8],
+    slen: u64,
+    inner: &Inner,
+    min_bytes: u64,
+) -> StoreResult<bool> {
+    let mut ix = IndexWriter::new(io, dir, ipath, id, generation, header, min_bytes)?;
+    for (name, slim) in &inner.jobs {
+        let Some(loc) = slim.loc.filter(|l| !l.journal) else {
+            ix.spoil();
+            break;
+        };
+        let idx = Idx {
+            wake: slim.wake,
+            lease: slim.lease,
+            at: slim.at,
+            chained: inner.chained.contains(name),
+            spend: slim.spend.clone(),
+        };
+        ix.push(name, loc.off, loc.len as usize, loc.crc, &idx)?;
+    }
+    ix.finish(slen)
 }
 
 /// Size of the pieces the snapshot and the journal are read in.
@@ -1795,6 +2020,7 @@ mod tests {
                     journal: false,
                     off: bytes.len() as u64,
                     len: len as u32,
+                    crc: None,
                 },
                 line.clone(),
             ));

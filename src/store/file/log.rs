@@ -135,7 +135,8 @@ impl<'a> AtomicFile<'a> {
         })
     }
 
-    fn write(&mut self, bytes: &[u8]) -> StoreResult<()> {
+    /// Write `bytes` now (after whatever was written before; `buf` is not touched).
+    pub(super) fn write(&mut self, bytes: &[u8]) -> StoreResult<()> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -284,11 +285,6 @@ pub(super) fn encode_checked_line<T: Serialize>(
     v: &T,
 ) -> StoreResult<()> {
     filefmt::encode_checked(out, v).map_err(StoreError::encode(what))
-}
-
-/// Verify a job line's checksum; a mismatch is corruption at `path:no`.
-pub(super) fn verify_job_line(path: &Path, no: u64, line: &[u8]) -> StoreResult<()> {
-    filefmt::verify_line(line, "job record").map_err(|(col, what)| corrupt(path, no, col, what))
 }
 
 pub(super) fn header_line(

@@ -9,6 +9,7 @@
 //! - `mod.rs` — opening/creating, the lock, the cache (`Inner`) and the [`Store`] impl.
 //! - `log.rs` — the one append path both logs share (`AppendLog`) and the file helpers.
 //! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, compaction.
+//! - `index.rs` — `jobs.index`, the snapshot's heads for a fast open.
 //! - `history.rs` — the history log: verification, appends, queries, recovery scan, retention.
 //! - `migrate.rs` — format-1 and format-2 upgrades.
 //!
@@ -28,6 +29,10 @@
 //!   matches it byte for byte (length + CRC-32). Any other generation is corruption — an edited
 //!   header can never make a reader discard records. Compaction when the journal grows past 2×
 //!   the snapshot (+1 MiB).
+//! - `jobs.index` — optional, derived: a binary cache of the snapshot's line heads, bound to
+//!   the snapshot (store id, generation, length, header CRC) and written after it; opening uses
+//!   it instead of reading every snapshot line, and ignores it (reading the snapshot) when it is
+//!   missing, stale or damaged — never corruption (see `index.rs`).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one §4 row per line, newest at the end, each with its CRC-32
@@ -35,7 +40,7 @@
 //! - `history/NNNNNN.jsonl` — sealed history segments `1..N-1` (oldest may be gone by
 //!   retention), each ending in a seal line (see `history.rs` for the design and why).
 //!
-//! Every file above is required once the store exists: missing, empty, foreign (another store
+//! Every file above but `jobs.index` is required once the store exists: missing, empty, foreign (another store
 //! id), out-of-generation or unparsable is [`StoreError::Corrupt`] naming it, and nothing is
 //! modified. Opening ([`FileStore::open_existing`], or the load under each lock) never writes;
 //! only [`FileStore::open`] creates a store or migrates a format-1 or format-2 one (under the
@@ -129,6 +134,9 @@
 //! retention (and by over 64 MiB).
 
 mod history;
+mod index;
+pub use index::INDEX_MIN_BYTES;
+pub(crate) use index::{INDEX_FILE, IndexCheck, check_index};
 mod jobs;
 pub(crate) use jobs::head_agrees;
 mod log;
@@ -251,6 +259,11 @@ pub struct FileStore {
     lock_wait: Duration,
     store_id: String,
     segment_bytes: u64,
+    /// Opened by [`FileStore::open`] (engine, `apply`, …): may write `jobs.index` after a
+    /// load that had to scan the snapshot. A read-only handle never writes.
+    writer: bool,
+    /// Snapshots at least this long get a `jobs.index` ([`INDEX_MIN_BYTES`]).
+    index_min_bytes: u64,
     inner: Mutex<Inner>,
 }
 
@@ -385,6 +398,8 @@ impl FileStore {
             lock_wait: DEFAULT_LOCK_WAIT,
             store_id,
             segment_bytes: SEGMENT_BYTES,
+            writer: how == OpenAs::Writer,
+            index_min_bytes: INDEX_MIN_BYTES,
             inner: Mutex::new(Inner::default()),
         };
         {
@@ -467,6 +482,13 @@ impl FileStore {
     /// bound reads the same store).
     pub fn with_segment_bytes(mut self, bytes: u64) -> FileStore {
         self.segment_bytes = bytes.max(1);
+        self
+    }
+
+    /// Write a `jobs.index` beside every snapshot at least `bytes` long (default
+    /// [`INDEX_MIN_BYTES`]; tests index tiny stores with 0).
+    pub fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
+        self.index_min_bytes = bytes;
         self
     }
 
