@@ -283,6 +283,43 @@ static NO_ZYGOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// of `benches/engine.rs burst`).
 pub fn disable_zygote() {
     NO_ZYGOTE.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Without a zygote every run's supervisor is this process's child: as their subreaper,
+    // this process inherits what one killed outright leaves (`kill_strays`).
+    if crate::supervisor::become_subreaper() {
+        SUBREAPER.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The `__supervise` children this process started and still waits for (tokio reaps them):
+/// [`kill_strays`] leaves them alone. Held across each spawn, so a child is never seen before
+/// it is listed.
+static SUPERVISORS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes a supervisor from [`SUPERVISORS`] when its run ends (or is dropped).
+struct Listed(Option<i32>);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0
+            && let Ok(mut v) = SUPERVISORS.lock()
+        {
+            v.retain(|p| *p != pid);
+        }
+    }
+}
+
+/// After a `__supervise` child died of a signal, as subreaper ([`disable_zygote`]): kill and
+/// reap the processes its run left that were re-parented here (`setsid` escapees, which the
+/// run's process group does not hold). Blocking, at most about a second.
+fn kill_strays() {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    crate::supervisor::reap_strays(Duration::from_secs(1), &|pid| {
+        SUPERVISORS.lock().map_or(true, |v| v.contains(&pid))
+    });
 }
 
 /// Whether commands are started through the supervisor.
@@ -851,21 +888,34 @@ async fn run_supervised(
     // No kill_on_drop: SIGKILL would stop the supervisor from killing the tree. Dropping the
     // life-line (below) is how a cancelled run stops it; tokio reaps the orphaned supervisor.
     cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|source| ProcError::Spawn {
-        command: spec.command.to_string(),
-        source,
-    })?;
+    let (mut child, _listed) = {
+        // Listed before any stray sweep can see it (a sweep holds the lock while it looks).
+        let mut listed = SUPERVISORS.lock().map_err(|_| ProcError::Spawn {
+            command: spec.command.to_string(),
+            source: std::io::Error::other("supervisor list poisoned"),
+        })?;
+        let child = cmd.spawn().map_err(|source| ProcError::Spawn {
+            command: spec.command.to_string(),
+            source,
+        })?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok());
+        listed.extend(pid);
+        (child, Listed(pid))
+    };
     let lifeline = Lifeline::new(child.stdin.take().and_then(|s| s.into_owned_fd().ok()));
     let stopper = Stopper::Lifeline(&lifeline);
+    // The supervisor leads its own process group (`base_command`), which the command shares.
+    let sup_pid = child.id().and_then(|p| i32::try_from(p).ok());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut out = Capture::default();
     let mut err = Capture::default();
     let mut status = None;
+    let mut died = false;
 
     let timed_out = {
-        let (out_ref, err_ref, status_ref, child_ref) =
-            (&mut out, &mut err, &mut status, &mut child);
+        let (out_ref, err_ref, status_ref, child_ref, died_ref) =
+            (&mut out, &mut err, &mut status, &mut child, &mut died);
         let stopper = &stopper;
         let lifeline = &lifeline;
         let work = async move {
@@ -881,8 +931,28 @@ async fn run_supervised(
             };
             // The supervisor kills the command's whole tree before it exits, so the pipes close
             // as soon as it is gone.
+            // A supervisor killed outright (`kill -9`) could not kill the command's tree: its
+            // processes would keep the pipes open (and run on, re-parented to init). The
+            // command is in the supervisor's process group: kill that group.
             let wait = async {
-                *status_ref = Some(child_ref.wait().await);
+                let st = child_ref.wait().await;
+                if let Ok(s) = &st
+                    && std::os::unix::process::ExitStatusExt::signal(s).is_some()
+                    && let Some(pid) = sup_pid
+                {
+                    tracing::warn!(
+                        command = spec.command,
+                        supervisor = pid,
+                        "run supervisor died without the command's exit code; killing the run's process group"
+                    );
+                    *died_ref = true;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        crate::supervisor::kill_group(pid, Duration::from_secs(1));
+                        kill_strays();
+                    })
+                    .await;
+                }
+                *status_ref = Some(st);
             };
             let heartbeat = lifeline.beat_every(stall);
             tokio::select! {
@@ -909,6 +979,13 @@ async fn run_supervised(
             let _ = child.wait().await;
         }
     }
+    if died && !timed_out {
+        if !err.buf.is_empty() && !err.buf.ends_with(b"\n") {
+            err.buf.push(b'\n');
+        }
+        err.buf
+            .extend_from_slice(SUPERVISOR_DIED_FALLBACK.as_bytes());
+    }
     finish(
         spec,
         timed_out,
@@ -917,6 +994,10 @@ async fn run_supervised(
         err,
     )
 }
+
+/// [`SUPERVISOR_DIED`] for a run started through an exec of `__supervise` (no zygote): the
+/// owner kills the processes left in the supervisor's process group.
+pub const SUPERVISOR_DIED_FALLBACK: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its owner killed the processes left in its process group";
 
 /// Without a supervisor: the command leads its own process group, which is killed when the
 /// shell exits, on timeout, on a hard cap and on cancellation.
