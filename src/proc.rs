@@ -24,7 +24,9 @@
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
 //!   start the shell, 125 when it killed the run for lack of heartbeats; 137 with
 //!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
-//!   could report (the zygote kills what the run left).
+//!   could report (the zygote kills what the run left), [`SUPERVISOR_DIED_FALLBACK`] when a
+//!   `__supervise` exec was (this process kills its process group and, as the subreaper of its
+//!   supervisors with the zygote off, what was re-parented to it: `kill_strays`).
 //! - The zygote: a request it does not answer within 0.5 s (`ZYGOTE_ANSWER`) makes the run look
 //!   at it as often again; a stopped zygote (`SIGSTOP`) is logged, killed and replaced (the
 //!   request queued on its socket dies with it, so it cannot start later beside the resent
@@ -977,6 +979,15 @@ async fn run_supervised(
             );
             let _ = child.start_kill();
             let _ = child.wait().await;
+            // Killed outright, it left the command's tree: its process group, and (subreaper)
+            // what left the group.
+            if let Some(pid) = sup_pid {
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::supervisor::kill_group(pid, Duration::from_secs(1));
+                    kill_strays();
+                })
+                .await;
+            }
         }
     }
     if died && !timed_out {

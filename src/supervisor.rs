@@ -31,6 +31,13 @@
 //!   when it died of signal N). Escaped processes are therefore killed when their run ends and
 //!   cannot hold the owner's output pipes open.
 //!
+//! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
+//!   the supervisor's process group (the owner made it: group id = the supervisor's pid), which
+//!   the owner kills when it sees the supervisor die of a signal ([`kill_group`]); with the
+//!   zygote off the owner is also its supervisors' subreaper ([`become_subreaper`]) and kills
+//!   and reaps what was re-parented to it ([`reap_strays`]: a `setsid` escapee). The zygote's
+//!   forks keep the command in a group of its own (the zygote covers them).
+//!
 //! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
 //! when the command could not be started; [`STALLED`] (125) when the dead-man switch fired.
 
