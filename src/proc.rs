@@ -294,9 +294,9 @@ pub fn disable_zygote() {
 
 static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The `__supervise` children this process started and still waits for (tokio reaps them):
-/// [`kill_strays`] leaves them alone. Held across each spawn, so a child is never seen before
-/// it is listed.
+/// The `__supervise` children this process started and still waits for (tokio reaps them), kept
+/// while it is a subreaper: [`kill_strays`] leaves them alone. Locked across each spawn, so a
+/// child is never seen before it is listed.
 static SUPERVISORS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
 /// Removes a supervisor from [`SUPERVISORS`] when its run ends (or is dropped).
@@ -320,7 +320,10 @@ fn kill_strays() {
         return;
     }
     crate::supervisor::reap_strays(Duration::from_secs(1), &|pid| {
-        SUPERVISORS.lock().map_or(true, |v| v.contains(&pid))
+        SUPERVISORS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&pid)
     });
 }
 
@@ -891,18 +894,29 @@ async fn run_supervised(
     // life-line (below) is how a cancelled run stops it; tokio reaps the orphaned supervisor.
     cmd.stdin(Stdio::piped());
     let (mut child, _listed) = {
-        // Listed before any stray sweep can see it (a sweep holds the lock while it looks).
-        let mut listed = SUPERVISORS.lock().map_err(|_| ProcError::Spawn {
-            command: spec.command.to_string(),
-            source: std::io::Error::other("supervisor list poisoned"),
-        })?;
+        // As subreaper, list the supervisor under the lock held across its spawn: a stray
+        // sweep asks the list (under the same lock) about each child it finds, so it never
+        // takes this one — even dead and not yet reaped by tokio — for a stray.
+        let list = SUBREAPER
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| {
+                SUPERVISORS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            });
         let child = cmd.spawn().map_err(|source| ProcError::Spawn {
             command: spec.command.to_string(),
             source,
         })?;
         let pid = child.id().and_then(|p| i32::try_from(p).ok());
-        listed.extend(pid);
-        (child, Listed(pid))
+        let listed = match list {
+            Some(mut v) => {
+                v.extend(pid);
+                Listed(pid)
+            }
+            None => Listed(None),
+        };
+        (child, listed)
     };
     let lifeline = Lifeline::new(child.stdin.take().and_then(|s| s.into_owned_fd().ok()));
     let stopper = Stopper::Lifeline(&lifeline);
