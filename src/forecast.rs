@@ -22,7 +22,8 @@
 //!   the calls past it). So the projected total never exceeds the global limit, and
 //!   [`JobForecast::runs_paid`] says how many of a job's slots still spend; a line showing more
 //!   slots than that says which limit stops it ([`JobForecast::limit_note`]) rather than print
-//!   `22 slots left × $0.0108/run = $0.0000`.
+//!   `22 slots left × $0.0108/run = $0.0000`; [`JobForecast::breakdown`] is the line every
+//!   surface prints (`stats`, `describe`, the console's job detail), a product that adds up.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
