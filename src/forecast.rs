@@ -22,7 +22,8 @@
 //!   the calls past it). So the projected total never exceeds the global limit, and
 //!   [`JobForecast::runs_paid`] says how many of a job's slots still spend; a line showing more
 //!   slots than that says which limit stops it ([`JobForecast::limit_note`]) rather than print
-//!   `22 slots left × $0.0108/run = $0.0000`.
+//!   `22 slots left × $0.0108/run = $0.0000`; [`JobForecast::breakdown`] is the line every
+//!   surface prints (`stats`, `describe`, the console's job detail), a product that adds up.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -59,7 +60,7 @@ impl JobForecast {
     /// runs (`, 0 before its limit ($0.0092 left)`, `, 3 before the global limit`). Lines are
     /// printed as `{slots_left} slots left{limit_note} × {cost_per_run}/run`. `money` formats
     /// an amount the way the caller's surface does.
-    pub fn limit_note(&self, money: impl Fn(f64) -> String) -> String {
+    pub fn limit_note(&self, money: &impl Fn(f64) -> String) -> String {
         if self.runs_paid >= self.slots_left {
             return String::new();
         }
@@ -74,6 +75,42 @@ impl JobForecast {
             }
             _ => format!(", {} before the global limit", self.runs_paid),
         }
+    }
+}
+
+impl JobForecast {
+    /// How the job's slots left turn into money, a product that always adds up (red team 6:
+    /// `22 slots left × $0.0108/run = $0.0000` when the job's cap left no room):
+    /// - every slot spends: `22 slots left × $0.0108/run = $0.2376`;
+    /// - a limit stops some: `22 slots left, 3 before its limit ($0.0392 left): 3 × $0.0108/run
+    ///   = $0.0324` (or `… 3 before the global limit: …`);
+    /// - a limit stops all: `22 slots left, cap reached ($0.0092 left, a run costs $0.0108): $0`
+    ///   (the job's own cap) or `22 slots left, none within the global limit: $0`.
+    ///
+    /// `(at least)` follows when the slots were capped at [`SLOT_CAP`]. `money` formats an
+    /// amount the way the caller's surface does.
+    pub fn breakdown(&self, money: impl Fn(f64) -> String) -> String {
+        let at_least = if self.capped { " (at least)" } else { "" };
+        let slots = format!("{} slots left{at_least}", self.slots_left);
+        let per = money(self.cost_per_run_usd);
+        if self.runs_paid >= self.slots_left {
+            return format!("{slots} × {per}/run = {}", money(self.projected_usd));
+        }
+        if self.runs_paid == 0 {
+            return match self.job_limit_left_usd {
+                Some(left) if self.cost_per_run_usd > left + 1e-12 => format!(
+                    "{slots}, cap reached ({} left, a run costs {per}): $0",
+                    money(left)
+                ),
+                _ => format!("{slots}, none within the global limit: $0"),
+            };
+        }
+        format!(
+            "{slots}{}: {} × {per}/run = {}",
+            self.limit_note(&money),
+            self.runs_paid,
+            money(self.projected_usd)
+        )
     }
 }
 
@@ -379,7 +416,7 @@ mod tests {
         assert!((per - 0.1).abs() < 1e-9, "{per}");
     }
 
-    /// Money 2: after a single $0.0108 run of a job limited to $0.02, the forecast printed
+    /// Money 2 / red team 6: after a single $0.0108 run of a job limited to $0.02, the forecast printed
     /// `22 slots left × $0.0108/run = $0.0000`: the job's limit (right) stopped the projection,
     /// but the line multiplied every slot. It now says how many runs still spend and why.
     #[test]
@@ -395,19 +432,31 @@ mod tests {
         assert_eq!(j.slots_left, 22);
         assert_eq!((j.runs_paid, j.projected_usd), (0, 0.0));
         let money = |x: f64| format!("${x:.4}");
-        assert_eq!(j.limit_note(money), ", 0 before its limit ($0.0092 left)");
+        assert_eq!(j.limit_note(&money), ", 0 before its limit ($0.0092 left)");
+        assert_eq!(
+            j.breakdown(money),
+            "22 slots left, cap reached ($0.0092 left, a run costs $0.0108): $0"
+        );
         // With room for three more runs, three are paid, and the product adds up.
         rec.def.max_cost_usd = Some(0.05);
         let f = compute(std::slice::from_ref(&rec), &settings(10.0), now);
         let j = &f.jobs[0];
         assert_eq!(j.runs_paid, 3);
         assert!((j.projected_usd - 3.0 * 0.0108).abs() < 1e-12, "{j:?}");
-        assert_eq!(j.limit_note(money), ", 3 before its limit ($0.0392 left)");
+        assert_eq!(j.limit_note(&money), ", 3 before its limit ($0.0392 left)");
+        assert_eq!(
+            j.breakdown(money),
+            "22 slots left, 3 before its limit ($0.0392 left): 3 × $0.0108/run = $0.0324"
+        );
         // No limit: every slot spends, nothing to add.
         rec.def.max_cost_usd = None;
         let f = compute(std::slice::from_ref(&rec), &settings(10.0), now);
         assert_eq!(f.jobs[0].runs_paid, 22);
-        assert_eq!(f.jobs[0].limit_note(money), "");
+        assert_eq!(f.jobs[0].limit_note(&money), "");
+        assert_eq!(
+            f.jobs[0].breakdown(money),
+            "22 slots left × $0.0108/run = $0.2376"
+        );
     }
 
     /// Money 2: an `every 1s` load projected $1680 for the rest of the day under a $5 global
@@ -455,9 +504,43 @@ mod tests {
         );
         assert!((f.projected_total_usd - 19.98).abs() < 1e-9, "{f:?}");
         assert_eq!(
-            fast.limit_note(|x| format!("${x:.2}")),
+            fast.limit_note(&|x| format!("${x:.2}")),
             ", 120 before the global limit"
         );
+        assert_eq!(
+            fast.breakdown(|x| format!("${x:.3}")),
+            "20000 slots left (at least), 120 before the global limit: 120 × $0.084/run = $10.080"
+        );
         assert_eq!(f.limit_reached_at, Some(t("2026-11-25T12:03:41Z")));
+    }
+
+    /// Red team 6 (INFO): just after a rollover, a job that spent $0.084 a run all day was
+    /// projected at $1680 for the new day against a $0.05 hard limit. The new day's projection
+    /// stops at the limit (no run of $0.084 fits $0.05), and the line says so rather than
+    /// multiply slots it cannot pay.
+    #[test]
+    fn after_a_rollover_the_projection_stays_within_the_hard_limit() {
+        let t0 = t("2026-11-25T23:58:00Z");
+        let def = crate::testkit::jobs::command_job("fast", 1);
+        let mut rec = crate::store::logic::new_record(def, t0).unwrap();
+        for i in 0..100 {
+            spent(
+                &mut rec,
+                Status::Succeeded,
+                0.084,
+                t0 + Duration::seconds(i),
+            );
+        }
+        let now = t("2026-11-26T00:00:05Z");
+        rec.rt.next_slot = Some(now + Duration::seconds(1));
+        let f = compute(std::slice::from_ref(&rec), &settings(0.05), now);
+        assert_eq!(f.spent_usd, 0.0, "a new day");
+        assert!(f.projected_total_usd <= 0.05, "{f:?}");
+        let j = &f.jobs[0];
+        assert_eq!((j.runs_paid, j.projected_usd), (0, 0.0));
+        assert_eq!(
+            j.breakdown(|x| format!("${x:.4}")),
+            "20000 slots left (at least), none within the global limit: $0"
+        );
     }
 }

@@ -24,7 +24,9 @@
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
 //!   start the shell, 125 when it killed the run for lack of heartbeats; 137 with
 //!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
-//!   could report (the zygote kills what the run left).
+//!   could report (the zygote kills what the run left), [`SUPERVISOR_DIED_FALLBACK`] when a
+//!   `__supervise` exec was (this process kills its process group and, as the subreaper of its
+//!   supervisors with the zygote off, what was re-parented to it: `kill_strays`).
 //! - The zygote: a request it does not answer within 0.5 s (`ZYGOTE_ANSWER`) makes the run look
 //!   at it as often again; a stopped zygote (`SIGSTOP`) is logged, killed and replaced (the
 //!   request queued on its socket dies with it, so it cannot start later beside the resent
@@ -283,6 +285,46 @@ static NO_ZYGOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// of `benches/engine.rs burst`).
 pub fn disable_zygote() {
     NO_ZYGOTE.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Without a zygote every run's supervisor is this process's child: as their subreaper,
+    // this process inherits what one killed outright leaves (`kill_strays`).
+    if crate::supervisor::become_subreaper() {
+        SUBREAPER.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The `__supervise` children this process started and still waits for (tokio reaps them), kept
+/// while it is a subreaper: [`kill_strays`] leaves them alone. Locked across each spawn, so a
+/// child is never seen before it is listed.
+static SUPERVISORS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes a supervisor from [`SUPERVISORS`] when its run ends (or is dropped).
+struct Listed(Option<i32>);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0
+            && let Ok(mut v) = SUPERVISORS.lock()
+        {
+            v.retain(|p| *p != pid);
+        }
+    }
+}
+
+/// After a `__supervise` child died of a signal, as subreaper ([`disable_zygote`]): kill and
+/// reap the processes its run left that were re-parented here (`setsid` escapees, which the
+/// run's process group does not hold). Blocking, at most about a second.
+fn kill_strays() {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    crate::supervisor::reap_strays(Duration::from_secs(1), &|pid| {
+        SUPERVISORS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&pid)
+    });
 }
 
 /// Whether commands are started through the supervisor.
@@ -851,21 +893,45 @@ async fn run_supervised(
     // No kill_on_drop: SIGKILL would stop the supervisor from killing the tree. Dropping the
     // life-line (below) is how a cancelled run stops it; tokio reaps the orphaned supervisor.
     cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|source| ProcError::Spawn {
-        command: spec.command.to_string(),
-        source,
-    })?;
+    let (mut child, _listed) = {
+        // As subreaper, list the supervisor under the lock held across its spawn: a stray
+        // sweep asks the list (under the same lock) about each child it finds, so it never
+        // takes this one — even dead and not yet reaped by tokio — for a stray.
+        let list = SUBREAPER
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| {
+                SUPERVISORS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            });
+        let child = cmd.spawn().map_err(|source| ProcError::Spawn {
+            command: spec.command.to_string(),
+            source,
+        })?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok());
+        let listed = match list {
+            Some(mut v) => {
+                v.extend(pid);
+                Listed(pid)
+            }
+            None => Listed(None),
+        };
+        (child, listed)
+    };
     let lifeline = Lifeline::new(child.stdin.take().and_then(|s| s.into_owned_fd().ok()));
     let stopper = Stopper::Lifeline(&lifeline);
+    // The supervisor leads its own process group (`base_command`), which the command shares.
+    let sup_pid = child.id().and_then(|p| i32::try_from(p).ok());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut out = Capture::default();
     let mut err = Capture::default();
     let mut status = None;
+    let mut died = false;
 
     let timed_out = {
-        let (out_ref, err_ref, status_ref, child_ref) =
-            (&mut out, &mut err, &mut status, &mut child);
+        let (out_ref, err_ref, status_ref, child_ref, died_ref) =
+            (&mut out, &mut err, &mut status, &mut child, &mut died);
         let stopper = &stopper;
         let lifeline = &lifeline;
         let work = async move {
@@ -881,8 +947,28 @@ async fn run_supervised(
             };
             // The supervisor kills the command's whole tree before it exits, so the pipes close
             // as soon as it is gone.
+            // A supervisor killed outright (`kill -9`) could not kill the command's tree: its
+            // processes would keep the pipes open (and run on, re-parented to init). The
+            // command is in the supervisor's process group: kill that group.
             let wait = async {
-                *status_ref = Some(child_ref.wait().await);
+                let st = child_ref.wait().await;
+                if let Ok(s) = &st
+                    && std::os::unix::process::ExitStatusExt::signal(s).is_some()
+                    && let Some(pid) = sup_pid
+                {
+                    tracing::warn!(
+                        command = spec.command,
+                        supervisor = pid,
+                        "run supervisor died without the command's exit code; killing the run's process group"
+                    );
+                    *died_ref = true;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        crate::supervisor::kill_group(pid, Duration::from_secs(1));
+                        kill_strays();
+                    })
+                    .await;
+                }
+                *status_ref = Some(st);
             };
             let heartbeat = lifeline.beat_every(stall);
             tokio::select! {
@@ -907,7 +993,23 @@ async fn run_supervised(
             );
             let _ = child.start_kill();
             let _ = child.wait().await;
+            // Killed outright, it left the command's tree: its process group, and (subreaper)
+            // what left the group.
+            if let Some(pid) = sup_pid {
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::supervisor::kill_group(pid, Duration::from_secs(1));
+                    kill_strays();
+                })
+                .await;
+            }
         }
+    }
+    if died && !timed_out {
+        if !err.buf.is_empty() && !err.buf.ends_with(b"\n") {
+            err.buf.push(b'\n');
+        }
+        err.buf
+            .extend_from_slice(SUPERVISOR_DIED_FALLBACK.as_bytes());
     }
     finish(
         spec,
@@ -917,6 +1019,10 @@ async fn run_supervised(
         err,
     )
 }
+
+/// [`SUPERVISOR_DIED`] for a run started through an exec of `__supervise` (no zygote): the
+/// owner kills the processes left in the supervisor's process group.
+pub const SUPERVISOR_DIED_FALLBACK: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its owner killed the processes left in its process group";
 
 /// Without a supervisor: the command leads its own process group, which is killed when the
 /// shell exits, on timeout, on a hard cap and on cancellation.

@@ -151,6 +151,8 @@ pub struct RowCounters {
     pub period_key: String,
     /// What the job spent in that period (USD).
     pub period_cost_usd: f64,
+    /// What the job spent in all (USD): its spend under `period: total`.
+    pub total_cost_usd: f64,
     /// Some of its spend is unknown.
     pub cost_incomplete: bool,
     /// Every execution (succeeded, no_change, failed rows, any trigger), as `stats` counts them.
@@ -214,6 +216,7 @@ impl JobRow {
                 counters: RowCounters {
                     period_key: j.rt.counters.period_key.clone(),
                     period_cost_usd: j.rt.counters.period_cost_usd,
+                    total_cost_usd: j.rt.counters.total_cost_usd,
                     cost_incomplete: j.rt.counters.cost_incomplete,
                     executions,
                 },

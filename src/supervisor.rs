@@ -31,6 +31,13 @@
 //!   when it died of signal N). Escaped processes are therefore killed when their run ends and
 //!   cannot hold the owner's output pipes open.
 //!
+//! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
+//!   the supervisor's process group (the owner made it: group id = the supervisor's pid), which
+//!   the owner kills when it sees the supervisor die of a signal ([`kill_group`]); with the
+//!   zygote off the owner is also its supervisors' subreaper ([`become_subreaper`]) and kills
+//!   and reaps what was re-parented to it ([`reap_strays`]: a `setsid` escapee). The zygote's
+//!   forks keep the command in a group of its own (the zygote covers them).
+//!
 //! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
 //! when the command could not be started; [`STALLED`] (125) when the dead-man switch fired.
 
@@ -99,20 +106,108 @@ pub fn main(args: &[String]) -> i32 {
     };
     let mut cmd = Command::new(&args.argv[0]);
     cmd.args(&args.argv[1..]);
-    supervise(cmd, &args.argv.join(" "), 0, args.stall)
+    // The command stays in this supervisor's process group, which its owner made for it (the
+    // group id is the supervisor's pid): if this process is killed outright, the owner kills
+    // what the run left by that group ([`kill_group`]).
+    supervise(cmd, &args.argv.join(" "), 0, args.stall, false)
 }
 
-/// Run `cmd` (stdin closed, its own process group) under this process as a subreaper, watching
-/// the life-line on fd `lifeline`; kill the whole tree when the command exits or the life-line
-/// says stop; the command's exit code, [`SPAWN_FAILED`] or [`STALLED`]. Called in a process of
-/// its own (the `__supervise` exec, or a fork of the zygote) with no other thread running.
-fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<Duration>) -> i32 {
+/// SIGKILL process group `pgid` until it is empty (or `limit` passes): what a `__supervise`
+/// killed outright (`kill -9`) left behind — the command and every descendant still in the
+/// group the owner made for that supervisor (its pid). A process group id is not reused while
+/// the group has a member, so this cannot reach another run. Blocking (a few milliseconds per
+/// round, while a process forks as it dies).
+pub fn kill_group(pgid: i32, limit: Duration) {
+    if pgid <= 1 {
+        return;
+    }
+    let started = Instant::now();
+    loop {
+        // SAFETY: killpg has no memory-safety preconditions; ESRCH means the group is empty.
+        let r = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        if r != 0 || started.elapsed() > limit {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Make this process a child subreaper: what a child of it leaves when it dies is re-parented
+/// here, not to init. The owner does this when its runs' supervisors are execs of `__supervise`
+/// (no zygote): a supervisor killed outright then leaves its run's processes — a `setsid`
+/// escapee included, which its process group ([`kill_group`]) does not hold — to the owner,
+/// which kills and reaps them ([`reap_strays`]). `false` when the kernel refused.
+pub fn become_subreaper() -> bool {
+    // SAFETY: plain prctl with valid arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Kill and reap the children of this (subreaper) process that it did not start itself: what a
+/// run's supervisor killed outright left, re-parented here — each with its whole subtree. Left
+/// alone: a child `ours` names (one this process started and waits for), and a live child
+/// running this very executable (a supervisor, the zygote, or a fork of this process about to
+/// exec one: its pid is not known yet). Repeats until none is left or `limit` passes.
+/// Blocking.
+pub fn reap_strays(limit: Duration, ours: &dyn Fn(i32) -> bool) {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let exe = |pid: &str| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mine = exe("self");
+    let started = Instant::now();
+    loop {
+        let links = parent_links();
+        let strays: Vec<i32> = links
+            .iter()
+            .filter(|(pid, ppid)| {
+                *ppid == me && !ours(*pid) && (mine.is_none() || exe(&pid.to_string()) != mine)
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        if strays.is_empty() {
+            return;
+        }
+        for &s in &strays {
+            for d in subtree(&links, s) {
+                // SAFETY: kill has no memory-safety preconditions; ESRCH means already gone.
+                unsafe {
+                    libc::kill(d, libc::SIGKILL);
+                }
+            }
+            // SAFETY: as above; then reap it if it is dead (it is our child now).
+            unsafe {
+                libc::kill(s, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(s, &mut status, libc::WNOHANG);
+            }
+        }
+        if started.elapsed() > limit {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Run `cmd` (stdin closed; its own process group when `own_group`, else this process's) under
+/// this process as a subreaper, watching the life-line on fd `lifeline`; kill the whole tree
+/// when the command exits or the life-line says stop; the command's exit code, [`SPAWN_FAILED`]
+/// or [`STALLED`]. Called in a process of its own (the `__supervise` exec, or a fork of the
+/// zygote) with no other thread running.
+fn supervise(
+    mut cmd: Command,
+    what: &str,
+    lifeline: libc::c_int,
+    stall: Option<Duration>,
+    own_group: bool,
+) -> i32 {
     // SAFETY: plain prctl/signal calls with valid arguments, before any other thread exists.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
     }
-    cmd.stdin(Stdio::null()).process_group(0);
+    cmd.stdin(Stdio::null());
+    if own_group {
+        cmd.process_group(0);
+    }
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -759,7 +854,7 @@ fn run_forked(
     if let Some(d) = &req.workdir {
         cmd.current_dir(d);
     }
-    let code = supervise(cmd, &what, ctl.as_raw_fd(), req.stall);
+    let code = supervise(cmd, &what, ctl.as_raw_fd(), req.stall, true);
     write_all_fd(ctl.as_raw_fd(), &code.to_le_bytes());
     code
 }

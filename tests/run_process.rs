@@ -928,6 +928,102 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
     assert!(logs.contains("run supervisor died"), "{logs}");
 }
 
+/// Issue 10 leftovers: with `CRONSOLE_ZYGOTE=off` a run's supervisor is an exec of
+/// `cronsole __supervise`, the owner's own child; a `kill -9` of it left the command's
+/// processes alive under PID 1 (and the run waited on their pipes until its timeout). The
+/// command now shares the supervisor's process group, which the owner kills when it sees the
+/// supervisor die of a signal, and the owner is its supervisors' subreaper, so what leaves the
+/// group (a `setsid` escapee) is re-parented to it and killed too: a plain child, a double fork
+/// and an escapee are gone within a second, and the attempt's error says the supervisor died.
+#[test]
+fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
+    let s = setup(
+        "supkill-off",
+        &long_job(
+            "echo $PPID > sup.pid; sleep 303 & echo $! > plain.pid; setsid sleep 305 & echo $! > escaped.pid; sh -c 'sleep 304 & echo $! > double.pid'; wait",
+        ),
+    );
+    let mut child = s
+        .cmd(&[])
+        .env("CRONSOLE_ZYGOTE", "off")
+        .spawn()
+        .expect("spawn cronsole");
+    wait_running(&s, &mut child);
+    let sup = wait_for_pid(&s.dir.join("sup.pid"));
+    let pids: Vec<i32> = ["plain", "escaped", "double"]
+        .iter()
+        .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let cmdline = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
+    if !cmdline.contains("__supervise") || !pids.iter().all(|p| alive(*p)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        for pid in &pids {
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        panic!("{sup} is not the run's supervisor ({cmdline:?}) or a sleep of {pids:?} ended");
+    }
+    // SAFETY: kill(2) of the supervisor this test's owner started.
+    unsafe {
+        libc::kill(sup, libc::SIGKILL);
+    }
+    let killed = Instant::now();
+    while pids.iter().any(|p| alive(*p)) && killed.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    for pid in &pids {
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    // What the owner inherited as subreaper is reaped, not left as zombies.
+    let zombies = |owner: u32| -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                let mut f = stat.rsplit_once(')')?.1.split_whitespace();
+                let state = f.next()?;
+                let ppid: u32 = f.next()?.parse().ok()?;
+                (ppid == owner && state == "Z").then_some(pid)
+            })
+            .collect()
+    };
+    let owner = child.id();
+    let reaped = Instant::now();
+    while !zombies(owner).is_empty() && reaped.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let undead = zombies(owner);
+    let rows = s.rows_when(Duration::from_secs(20), |r| !r.is_empty());
+    signal(&child, libc::SIGTERM);
+    let (out, _) = wait_timeout(child, Duration::from_secs(30));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        left.is_empty(),
+        "{left:?} of {pids:?} outlived their supervisor"
+    );
+    assert!(undead.is_empty(), "zombies of the owner: {undead:?}");
+    assert!(out.status.success(), "{log}");
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{:#?}", rows[0]);
+    assert!(
+        rows[0].attempt_log[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("supervisor died")),
+        "{:#?}",
+        rows[0]
+    );
+}
+
 /// Every log file the owner wrote under `<store>/logs/`, concatenated.
 fn store_logs(s: &Setup) -> String {
     let mut all = String::new();

@@ -1,7 +1,8 @@
 //! Budget reservations (SPEC §11 hard limit): the pure decisions both stores run under their own
 //! lock — does a call's worst-case cost fit every budget that applies, record it, settle it.
 //!
-//! Owns: [`decide`], [`record`], [`settle`], [`absorb_settled`] over `JobCounters::reservations`.
+//! Owns: [`decide`], [`record`], [`settle`], [`absorb_settled`] over `JobCounters::reservations`,
+//! and the recount of a job's counters at an edit of the budget's `period` ([`recount`]).
 //! Must not touch: I/O and locking (the file store calls these under its exclusive lock, the
 //! PostgreSQL store inside one transaction under an advisory lock), prices (the caller passes the
 //! worst-case amount, `crate::cost` computes it), clocks (`now` is an argument).
@@ -16,8 +17,16 @@
 //! Decisions where the SPEC is silent:
 //! - A reservation whose owner died mid-call is never released: it counts as spent at its worst
 //!   case until its budget period ends (the money may well have been spent; the budget is a
-//!   hard limit, so the uncertainty is charged, not forgiven). Reservations of ended periods are
-//!   dropped whenever their job takes a new one.
+//!   hard limit, so the uncertainty is charged, not forgiven). Reservations that no longer count
+//!   in the current period ([`counts_in`]: an ended period of the same kind, or one of another
+//!   kind sharing no time with it) are dropped whenever their job takes a new one.
+//! - An edit of the budget's `period` recounts each job's spend in the new period once, at the
+//!   `apply` that makes it ([`needs_recount`], [`recount`]): the cost of every history row that
+//!   finished inside the new period ([`booked_since`]), read back from history's end only as
+//!   far as the period's start (the file store, with [`RECOUNT_SLACK_SECS`] of slack) or
+//!   selected by `finished_at` (PostgreSQL); `total` takes the all-time spend. Until then (and
+//!   for reservations, which are not rows) a period of another kind that shares time with the
+//!   new one counts whole in it ([`counter_spend`]).
 //! - An `abandoned` row (shutdown, crash recovery) does not absorb a settled reservation: the row
 //!   carries no cost, so the settled amount keeps counting until the period ends.
 //! - Money is booked in the period its reservation was made in: a row counted after the period
@@ -104,11 +113,16 @@ fn usd_or_zero(v: f64) -> f64 {
 /// with `key`'s, so an edit never forgets money spent inside the new period (it may count some
 /// spent just before it: conservative); counters of an older period of the same kind count 0.
 pub fn counter_spend(c: &crate::model::JobCounters, key: &str) -> f64 {
+    spend_in(&c.period_key, c.period_cost_usd, c.total_cost_usd, key)
+}
+
+/// [`counter_spend`] over the three members it reads (the console's rows keep only those).
+pub fn spend_in(period_key: &str, period_cost_usd: f64, total_cost_usd: f64, key: &str) -> f64 {
     if key == "total" {
         // The larger: an index head written before `total_cost_usd` was kept in it says 0.
-        usd_or_zero(c.total_cost_usd).max(usd_or_zero(c.period_cost_usd))
-    } else if counts_in(&c.period_key, key) {
-        usd_or_zero(c.period_cost_usd)
+        usd_or_zero(total_cost_usd).max(usd_or_zero(period_cost_usd))
+    } else if counts_in(period_key, key) {
+        usd_or_zero(period_cost_usd)
     } else {
         0.0
     }
@@ -171,6 +185,73 @@ pub fn overlapping_keys(key: &str) -> Vec<String> {
     let kind = key.split(':').next().unwrap_or("");
     out.retain(|k| k.split(':').next().unwrap_or("") != kind);
     out
+}
+
+/// How far before a budget period's start the file store's recount ([`recount`]) keeps reading
+/// history: rows are appended in the order they are written, and a row is written after it
+/// finished, so once a row finished this long before the start every older row finished before
+/// it too — unless a row was written more than this long after it finished (a completion
+/// replayed from the spool, or an owner stopped that long mid-run), which README "Known limits"
+/// names. PostgreSQL selects by `finished_at` (indexed) and needs no slack.
+pub const RECOUNT_SLACK_SECS: i64 = 3600;
+
+/// The first instant of the UTC budget period containing `now`; `None` for `total` (no start:
+/// its spend is the jobs' all-time spend).
+pub fn period_start(
+    period: crate::model::BudgetPeriod,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    use crate::model::BudgetPeriod as P;
+    use chrono::{Datelike, Duration, NaiveDate};
+    let today = now.date_naive();
+    let first = match period {
+        P::Day => today,
+        P::Week => today - Duration::days(i64::from(today.weekday().num_days_from_monday())),
+        P::Month => NaiveDate::from_ymd_opt(today.year(), today.month(), 1)?,
+        P::Total => return None,
+    };
+    Some(first.and_time(chrono::NaiveTime::MIN).and_utc())
+}
+
+/// The cost a history row books in a period that started at `start` (for [`recount`]). The
+/// row's money was reserved while it ran, between its `started_at` and its `finished_at`: a
+/// row that finished before `start` books nothing there, one that finished at or after it books
+/// its whole cost (one that started before `start` may have reserved before it: counted in the
+/// new period all the same, conservative — a hard limit never forgets money).
+pub fn booked_since(finished_at: DateTime<Utc>, cost_usd: f64, start: DateTime<Utc>) -> f64 {
+    if finished_at < start {
+        0.0
+    } else {
+        usd_or_zero(cost_usd)
+    }
+}
+
+/// Are the counters kept under a period of another kind than `key`'s while holding money? Then
+/// the budget's `period` was edited since they were last written, and [`recount`] sets them to
+/// the new period once (the edit itself, or the next `apply` if a crash came between the
+/// settings and the records).
+pub fn needs_recount(c: &crate::model::JobCounters, key: &str) -> bool {
+    let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
+    let has_money = usd_or_zero(c.total_cost_usd) > 0.0 || usd_or_zero(c.period_cost_usd) > 0.0;
+    has_money && kind(&c.period_key) != kind(key)
+}
+
+/// The counters of a job after the budget's `period` became `key`'s: spent in the period = the
+/// cost its history rows book there (`booked`, summed with [`booked_since`]), or the all-time
+/// spend under `total`. Reservations stay as they are (those sharing time with the new period
+/// count in it, [`counts_in`]). Returns whether anything changed.
+pub fn recount(c: &mut crate::model::JobCounters, key: &str, booked: f64) -> bool {
+    let spent = if key == "total" {
+        usd_or_zero(c.total_cost_usd).max(usd_or_zero(c.period_cost_usd))
+    } else {
+        usd_or_zero(booked)
+    };
+    if c.period_key == key && c.period_cost_usd == spent {
+        return false;
+    }
+    c.period_key = key.to_string();
+    c.period_cost_usd = spent;
+    true
 }
 
 /// Committed money in one budget period: spent (counters) and held (reservations).
@@ -250,7 +331,9 @@ pub fn decide_totals(
     Ok(key)
 }
 
-/// Record an accepted reservation on the job, dropping its reservations of ended periods except
+/// Record an accepted reservation on the job, dropping its reservations that no longer count in
+/// period `key` ([`counts_in`]: ended periods; after a `period` edit, those of the old kind
+/// sharing time with the new period stay until it ends) except
 /// the requesting run's own and those of runs still live on the job and not yet kept as spent
 /// (a run's earlier attempt may still be booked by its row): a call reserved at 23:59:58
 /// and settled at 00:00:01 must still find its reservation, so its cost is booked in the day
@@ -260,7 +343,7 @@ pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uui
     let live: Vec<Uuid> = rec.rt.leases().map(|l| l.run_id).collect();
     let rs = &mut rec.rt.counters.reservations;
     rs.retain(|r| {
-        r.period_key == key
+        counts_in(&r.period_key, &key)
             || r.run_id == req.run_id
             || (r.state != ReservationState::Spent && live.contains(&r.run_id))
     });
@@ -315,7 +398,7 @@ pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> f64 {
     let mut elsewhere = 0.0;
     rec.rt.counters.reservations.retain(|r| {
         let mine = r.run_id == row.run_id && r.state == ReservationState::Settled;
-        if mine && r.period_key != key && r.usd.is_finite() && r.usd > 0.0 {
+        if mine && !counts_in(&r.period_key, key) && r.usd.is_finite() && r.usd > 0.0 {
             elsewhere += r.usd;
         }
         !mine
@@ -429,6 +512,114 @@ mod tests {
         let c = &r.rt.counters;
         assert_eq!(c.period_key, "week:2026-W49");
         assert!((c.period_cost_usd - 0.03).abs() < 1e-12, "{c:?}");
+    }
+
+    /// Issue 10 leftovers: the pieces of the recount at a `period` edit.
+    #[test]
+    fn a_period_edit_recounts_from_rows_that_finished_inside_the_new_period() {
+        // 2026-12-03 is a Thursday of ISO week 49 (Monday 11-30).
+        let now = t("2026-12-03T10:00:00Z");
+        assert_eq!(
+            period_start(BudgetPeriod::Day, now),
+            Some(t("2026-12-03T00:00:00Z"))
+        );
+        assert_eq!(
+            period_start(BudgetPeriod::Week, now),
+            Some(t("2026-11-30T00:00:00Z"))
+        );
+        assert_eq!(
+            period_start(BudgetPeriod::Month, now),
+            Some(t("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(period_start(BudgetPeriod::Total, now), None);
+        // A row counts whole when it finished at or after the start, else not; garbage is 0.
+        let start = t("2026-11-30T00:00:00Z");
+        assert_eq!(booked_since(t("2026-11-29T23:59:59Z"), 0.5, start), 0.0);
+        assert_eq!(booked_since(start, 0.5, start), 0.5);
+        assert_eq!(booked_since(now, f64::NAN, start), 0.0);
+        assert_eq!(booked_since(now, -1.0, start), 0.0);
+        // Counters that rolled past Monday's money under `day` need the recount under `week`;
+        // counters already of the new kind, or without money, do not.
+        let mut r = job("a", now);
+        let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Manual, None, "o", now);
+        row.cost_usd = 0.02;
+        crate::store::logic::count_row(&mut r, &row, BudgetPeriod::Day, t("2026-11-30T09:00:00Z"));
+        row.cost_usd = 0.0;
+        crate::store::logic::count_row(&mut r, &row, BudgetPeriod::Day, now);
+        let c = &mut r.rt.counters;
+        assert_eq!(
+            counter_spend(c, "week:2026-W49"),
+            0.0,
+            "what the counters forgot"
+        );
+        assert!(needs_recount(c, "week:2026-W49"));
+        assert!(
+            !needs_recount(c, "day:2026-12-04"),
+            "same kind: a plain rollover"
+        );
+        assert!(!needs_recount(
+            &crate::model::JobCounters::default(),
+            "week:2026-W49"
+        ));
+        assert!(recount(c, "week:2026-W49", 0.02));
+        assert_eq!(counter_spend(c, "week:2026-W49"), 0.02);
+        assert!(!needs_recount(c, "week:2026-W49"));
+        assert!(!recount(c, "week:2026-W49", 0.02), "nothing changes twice");
+        // Under `total`: the all-time spend, whatever was booked.
+        assert!(recount(c, "total", 0.0));
+        assert_eq!((c.period_key.as_str(), c.period_cost_usd), ("total", 0.02));
+    }
+
+    /// After a day → week edit, a settled reservation made under the old day is inside the
+    /// week: its row books its cost into the week (it was subtracted as "another period's"),
+    /// and the job's next reservation keeps it (it was dropped as "ended").
+    #[test]
+    fn an_old_kind_reservation_inside_the_new_period_keeps_counting() {
+        let mon = t("2026-11-30T10:00:00Z");
+        let tue = t("2026-12-01T10:00:00Z");
+        let mut s = settings(1.0);
+        let mut jobs = vec![job("a", mon)];
+        let run = Uuid::new_v4();
+        live(&mut jobs[0], run, mon);
+        let r = req("a", run, 0.2, mon);
+        let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
+        let id = record(&mut jobs[0], &r, key);
+        settle(&mut jobs[0], id, Settlement::Cost(0.1));
+        // A call of a run whose owner died, its outcome unknown: spent for its period.
+        let dead = try_reserve(&s, &mut jobs, 0, 0.05, mon).unwrap();
+        settle(&mut jobs[0], dead, Settlement::Spent);
+        s.budget = Some(Budget {
+            max_cost_usd: 1.0,
+            period: BudgetPeriod::Week,
+        });
+        // Another call on Tuesday, under `week`: Monday's amounts stay (inside the week).
+        try_reserve(&s, &mut jobs, 0, 0.3, tue).unwrap();
+        assert_eq!(jobs[0].rt.counters.reservations.len(), 3);
+        let (spent, held) = committed(&jobs[0], "week:2026-W49");
+        assert!(
+            spent == 0.0 && (held - 0.45).abs() < 1e-12,
+            "{spent} {held}"
+        );
+        // Monday's run ends on Tuesday: its $0.10 is booked in the week.
+        let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Manual, None, "o", tue);
+        row.run_id = run;
+        row.cost_usd = 0.1;
+        crate::store::logic::count_row(&mut jobs[0], &row, BudgetPeriod::Week, tue);
+        let (spent, held) = committed(&jobs[0], "week:2026-W49");
+        assert!(
+            (spent - 0.1).abs() < 1e-12 && (held - 0.35).abs() < 1e-12,
+            "{spent} {held}"
+        );
+        // Next week, Monday's spent reservation has ended and leaves at the next call.
+        try_reserve(&s, &mut jobs, 0, 0.0, t("2026-12-07T10:00:00Z")).unwrap();
+        assert!(
+            jobs[0]
+                .rt
+                .counters
+                .reservations
+                .iter()
+                .all(|r| r.id != dead)
+        );
     }
 
     #[test]

@@ -241,13 +241,14 @@ pub(crate) fn executions(j: &JobRow) -> u64 {
     j.rt.counters.executions
 }
 
-/// Spend of one job in the budget period `key` (0 when its counters are from an older period).
+/// Spend of one job in the budget period `key`, by the rule the store's budget, `jobs` and
+/// `stats` count it with ([`crate::store::budget::counter_spend`]): 0 when its counters are
+/// from an older period of the same kind; after an edit of the budget's `period`, the spend its
+/// counters kept under the old kind when that period shares time with `key`'s (it showed $0
+/// there, red team 6), the all-time spend under `total`.
 pub(crate) fn period_spend(j: &JobRow, key: &str) -> f64 {
-    if j.rt.counters.period_key == key {
-        j.rt.counters.period_cost_usd
-    } else {
-        0.0
-    }
+    let c = &j.rt.counters;
+    crate::store::budget::spend_in(&c.period_key, c.period_cost_usd, c.total_cost_usd, key)
 }
 
 /// The whole console state: the snapshot and clock every component reads, which view and pane

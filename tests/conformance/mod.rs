@@ -842,6 +842,120 @@ pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Facto
     }
 }
 
+/// Issue 10 leftovers (red team 6, Known limits): a budget `period` edited from day to week
+/// counted only today's spend, not the earlier days of the week. The edit recounts the week's
+/// spend from history (rows that finished inside it, read back only as far as its start), so
+/// the week's spent includes Thursday's call, and the budget then stops at the limit.
+pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod};
+    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    const DAY: i64 = 86_400;
+    let s = f();
+    let with = |period| {
+        let mut jf = file(vec![every("a", 60), every("b", 60)]);
+        jf.settings.budget = Some(Budget {
+            max_cost_usd: 0.03,
+            period,
+        });
+        jf
+    };
+    // One spending run of `job` at `at`: reserve, settle, complete with the cost.
+    let spend = |job: &str, usd: f64, at: i64| {
+        let mut mine = None;
+        for c in claim(&*s, "o1", t(at), 10).claims {
+            if c.job.def.name == job {
+                mine = Some(c);
+            } else {
+                // Anything else claimed ends at no cost.
+                done(&*s, &c, "o1", Status::Succeeded, t(at));
+            }
+        }
+        let c = mine.unwrap();
+        let r = s
+            .reserve(&ReserveRequest {
+                job,
+                run_id: c.run_id,
+                owner: "o1",
+                usd,
+                now: t(at + 1),
+            })
+            .unwrap();
+        let ReserveOutcome::Reserved { id } = r else {
+            panic!("{job} ${usd} at {at}: {r:?}");
+        };
+        s.settle(job, id, Settlement::Cost(usd), t(at + 2)).unwrap();
+        let mut row = HistoryRow::new(job, Status::Succeeded, c.trigger, c.slot, "o1", t(at + 3));
+        row.cost_usd = usd;
+        s.complete(Completion {
+            job: job.into(),
+            run_id: c.run_id,
+            owner: "o1".into(),
+            now: t(at + 3),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+    };
+    // 1970-01-01 (t0) is a Thursday of ISO week 1970-W01 (Monday 1969-12-29 … Sunday 01-04).
+    s.apply(&with(BudgetPeriod::Day), t(1000)).unwrap();
+    spend("a", 0.02, 1000);
+    // Friday: a new day, its budget empty; `b` spends $0.005.
+    let fri = DAY + 1000;
+    spend("b", 0.005, fri);
+    assert!((s.spend("a", t(fri + 10)).unwrap().global_usd - 0.005).abs() < 1e-12);
+    // `a` ran on Friday too, at no cost: its counters rolled past Thursday's $0.02 (what the
+    // counters alone remember of the week is Friday's $0.005).
+    let a = s.job("a").unwrap().unwrap();
+    assert_eq!(
+        a.rt.counters.period_key, "day:1970-01-02",
+        "{:?}",
+        a.rt.counters
+    );
+    assert_eq!(a.rt.counters.period_cost_usd, 0.0);
+    // The edit, on Friday: the week holds Thursday's $0.02 and Friday's $0.005.
+    let rep = s.apply(&with(BudgetPeriod::Week), t(fri + 20)).unwrap();
+    assert_eq!(rep.settings, vec!["budget period day → week".to_string()]);
+    let now = t(fri + 21);
+    let spent = s.spend("a", now).unwrap();
+    assert!((spent.global_usd - 0.025).abs() < 1e-12, "{spent:?}");
+    assert!((spent.job_usd - 0.02).abs() < 1e-12, "{spent:?}");
+    let a = s.job("a").unwrap().unwrap();
+    assert_eq!(a.rt.counters.period_key, "week:1970-W01");
+    let listed: f64 = s
+        .jobs()
+        .unwrap()
+        .iter()
+        .map(|r| cronsole::store::budget::counter_spend(&r.rt.counters, "week:1970-W01"))
+        .sum();
+    assert!((listed - 0.025).abs() < 1e-12, "jobs/stats read {listed}");
+    // $0.006 more does not fit the week's $0.03; $0.004 does, and then $0.0011 does not.
+    let claims = claim(&*s, "o2", t(fri + 60), 10).claims;
+    let c = claims.iter().find(|c| c.job.def.name == "b").unwrap();
+    let reserve = |usd: f64| {
+        s.reserve(&ReserveRequest {
+            job: "b",
+            run_id: c.run_id,
+            owner: "o2",
+            usd,
+            now: t(fri + 61),
+        })
+        .unwrap()
+    };
+    let r = reserve(0.006);
+    assert!(
+        matches!(&r, ReserveOutcome::Refused { reason } if reason.contains("spent $0.025")),
+        "{r:?}"
+    );
+    assert!(matches!(reserve(0.004), ReserveOutcome::Reserved { .. }));
+    assert!(matches!(reserve(0.0011), ReserveOutcome::Refused { .. }));
+    // Editing back to day counts only Friday's rows (Thursday's day has ended), plus the call
+    // in flight.
+    s.apply(&with(BudgetPeriod::Day), t(fri + 70)).unwrap();
+    let spent = s.spend("b", t(fri + 71)).unwrap();
+    assert!((spent.global_usd - 0.005).abs() < 1e-12, "{spent:?}");
+}
+
 /// Red team 5 (HIGH): calls reserved just before UTC midnight were booked into the new day
 /// when they settled after it, on top of the new day's own reservations (168 % of its limit).
 /// A call's money is booked in the period its reservation was made in, in both stores.
@@ -1385,6 +1499,7 @@ macro_rules! conformance_suite {
             queued_operator_runs_outlive_retirement,
             cancel_of_queued_runs_writes_a_skipped_row_each,
             a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
+            a_day_to_week_edit_counts_the_earlier_days_of_the_week,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

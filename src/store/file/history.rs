@@ -1312,7 +1312,7 @@ pub(super) struct Backwards<'a> {
 }
 
 impl<'a> Backwards<'a> {
-    fn new(f: &'a dyn IoFile, path: &'a Path, len: u64) -> Self {
+    pub(super) fn new(f: &'a dyn IoFile, path: &'a Path, len: u64) -> Self {
         Backwards {
             f,
             path,
@@ -1322,7 +1322,7 @@ impl<'a> Backwards<'a> {
         }
     }
 
-    fn next_line(&mut self) -> StoreResult<Option<(u64, Vec<u8>)>> {
+    pub(super) fn next_line(&mut self) -> StoreResult<Option<(u64, Vec<u8>)>> {
         loop {
             if let Some(l) = self.ready.pop() {
                 return Ok(Some(l));

@@ -1306,11 +1306,16 @@ impl Locked<'_> {
             .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
         let Batch {
             mut report,
-            changed,
+            mut changed,
             ..
         } = batch;
         report.settings = logic::settings_changes(&self.inner.settings, settings);
-        if let Err(e) = diffed.and_then(|()| self.write_settings(settings)) {
+        // An edit of the budget's period: each job's spend in the new one, from history
+        // (`recount.rs`), written with the apply's records.
+        if let Err(e) = diffed
+            .and_then(|()| self.recount_budget(settings, now, &mut changed))
+            .and_then(|()| self.write_settings(settings))
+        {
             // Records before the failure were changed in the cache only.
             self.inner.loaded = false;
             return Err(e);

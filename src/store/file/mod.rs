@@ -141,6 +141,7 @@ mod jobs;
 pub(crate) use jobs::head_agrees;
 mod log;
 mod migrate;
+mod recount;
 #[cfg(test)]
 mod tests;
 

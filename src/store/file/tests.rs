@@ -1313,3 +1313,48 @@ fn the_journal_generation_check_reads_skips_or_refuses() {
     let e = journal_is_stale(path, &body(&current), "store-2", 5, None, &current).unwrap_err();
     assert!(e.to_string().contains("another store"), "{e}");
 }
+
+/// Issue 10 leftovers: the recount at a budget `period` edit reads history back from its end
+/// only as far as the period's start (plus the documented hour of slack), across sealed
+/// segments, and sums what each job's rows that finished inside the period cost.
+#[test]
+fn the_budget_recount_reads_back_only_to_the_period_start() {
+    let dir = tmp("recount");
+    let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    let start = t(1_000_000);
+    let row = |job: &str, at: DateTime<Utc>, cost: f64| {
+        let mut r = HistoryRow::new(job, Status::Succeeded, Trigger::Manual, None, "o", at);
+        r.cost_usd = cost;
+        r
+    };
+    {
+        let mut l = s.lock().unwrap();
+        // Oldest: a row that claims to have finished inside the period (no such row is written
+        // before older ones but a late one; here it only proves the read stopped above it),
+        // then the row that stops the read: finished over an hour before the start.
+        l.append_history(&[row("a", start + chrono::Duration::seconds(5), 1.0)])
+            .unwrap();
+        l.append_history(&[row("a", start - chrono::Duration::seconds(3601), 0.5)])
+            .unwrap();
+        // Within the slack, before the start: read, books nothing.
+        l.append_history(&[row("b", start - chrono::Duration::seconds(1800), 0.25)])
+            .unwrap();
+        // Inside the period: 40 rows of `a` at $0.01 and 40 of `b` at $0.002, over several
+        // sealed segments; one of `c`, a job not asked about.
+        for i in 0..40 {
+            let at = start + chrono::Duration::seconds(i);
+            l.append_history(&[row("a", at, 0.01), row("b", at, 0.002)])
+                .unwrap();
+        }
+        l.append_history(&[row("c", start, 7.0)]).unwrap();
+        assert!(l.inner.history_seg > 2, "rows span sealed segments");
+        let got = l.booked_since(start, &["a".into(), "b".into()]).unwrap();
+        assert!((got["a"] - 0.4).abs() < 1e-9, "{got:?}");
+        assert!((got["b"] - 0.08).abs() < 1e-9, "{got:?}");
+        assert!(!got.contains_key("c"));
+        // A period starting after every row: nothing (the first row read stops it).
+        let later = start + chrono::Duration::days(2);
+        assert!(l.booked_since(later, &["a".into()]).unwrap().is_empty());
+    }
+}

@@ -566,6 +566,61 @@ impl pool::Conn<'_> {
 
 /// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
 /// `wakeup`, which `logic::wakeup` computes (the same function the file store indexes by).
+/// An edit of the budget's `period` (red team 6): every job holding money under a period of
+/// another kind gets its spend in the new one from the history rows that finished inside it
+/// (`budget::recount`), selected by `finished_at` (indexed: only the period's rows are read),
+/// in the apply's transaction. The jobs whose records changed are added to `names`.
+async fn recount_budget(
+    tx: &Transaction<'_>,
+    settings: &crate::model::Settings,
+    now: DateTime<Utc>,
+    by_name: &mut BTreeMap<String, JobRecord>,
+    names: &mut Vec<String>,
+) -> StoreResult<()> {
+    use crate::store::budget;
+    let period = logic::counter_period(settings);
+    let key = period.key(now);
+    let due: Vec<String> = by_name
+        .iter()
+        .filter(|(_, r)| budget::needs_recount(&r.rt.counters, &key))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if due.is_empty() {
+        return Ok(());
+    }
+    let mut booked: BTreeMap<String, f64> = BTreeMap::new();
+    if let Some(start) = budget::period_start(period, now) {
+        // The rule of `budget::booked_since`: rows that finished at or after the start, each
+        // cost ≥ 0 and finite (NaN and infinity compare above every number in PostgreSQL).
+        let rows = tx
+            .query_typed(
+                "SELECT job, sum(cost_usd)::float8 FROM cronsole_history
+                 WHERE finished_at >= $1 AND job = ANY($2)
+                     AND cost_usd > 0 AND cost_usd < 'Infinity'::float8
+                 GROUP BY job",
+                &[
+                    (&start, tokio_postgres::types::Type::TIMESTAMPTZ),
+                    (&due, tokio_postgres::types::Type::TEXT_ARRAY),
+                ],
+            )
+            .await
+            .map_err(|e| db_err("summing the budget period's spend", e))?;
+        for r in rows {
+            booked.insert(r.get(0), r.get(1));
+        }
+    }
+    for name in due {
+        let Some(rec) = by_name.get_mut(&name) else {
+            continue;
+        };
+        let spent = booked.get(&name).copied().unwrap_or(0.0);
+        if budget::recount(&mut rec.rt.counters, &key, spent) && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(())
+}
+
 async fn write_jobs(
     tx: &Transaction<'_>,
     st: &Stmts,
@@ -910,7 +965,8 @@ impl Inner {
             .into_iter()
             .map(|r| (r.def.name.clone(), r))
             .collect();
-        let (mut report, names) = logic::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        let (mut report, mut names) = logic::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        recount_budget(&tx, &file.settings, now, &mut by_name, &mut names).await?;
         let changed: Vec<JobRecord> = names
             .iter()
             .filter_map(|n| by_name.get(n).cloned())

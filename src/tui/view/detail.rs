@@ -146,13 +146,10 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     if let Some(f) = &app.snap.forecast {
         let text = match f.jobs.iter().find(|p| p.job == j.def.name) {
             Some(p) => format!(
-                "{} more by {} ({} slots left{} × {}/run{})",
+                "{} more by {} ({})",
                 money(p.projected_usd),
                 f.until.format("%m-%d %H:%M UTC"),
-                p.slots_left,
-                p.limit_note(money),
-                money(p.cost_per_run_usd),
-                if p.capped { ", at least" } else { "" }
+                p.breakdown(money)
             ),
             None => "nothing more this period".to_string(),
         };

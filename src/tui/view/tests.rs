@@ -619,3 +619,38 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
     assert!(t.contains("allow: 2 of 3 runs live"), "{t}");
     assert!(t.contains("kept to run next"), "{t}");
 }
+
+/// Red team 6: right after an edit of the budget's `period` (day → week), the jobs table's
+/// spend column showed $0.00 for every job whose counters were still kept per day, while the
+/// header, `jobs` and `stats` counted that day's spend in the week. The column now reads the
+/// counters by the same rule (`store::budget::counter_spend`): the day's spend in its week, the
+/// all-time spend under `total`, nothing of an older day.
+#[test]
+fn the_spend_column_agrees_with_the_store_after_a_period_edit() {
+    let at = |period: BudgetPeriod| {
+        let (mut snap, now) = testdata::fixed();
+        snap.settings.budget = Some(Budget {
+            max_cost_usd: 1.0,
+            period,
+        });
+        let app = App::new(Arc::new(snap), now);
+        let row = app
+            .snap
+            .jobs
+            .iter()
+            .find(|j| j.def.max_cost_usd == Some(0.5))
+            .cloned()
+            .unwrap();
+        assert_eq!(row.rt.counters.period_key, BudgetPeriod::Day.key(now));
+        (text(&draw(&app, 160, 40)), app.job_period_spend(&row))
+    };
+    let (t, spent) = at(BudgetPeriod::Week);
+    assert_eq!(spent, 0.4213);
+    assert!(t.contains("$0.42/$0.50"), "{t}");
+    assert!(!t.contains("$0.00/$0.50"), "{t}");
+    let (t, spent) = at(BudgetPeriod::Total);
+    assert_eq!(spent, 3.2);
+    assert!(t.contains("$3.20/$0.50"), "{t}");
+    let (_, spent) = at(BudgetPeriod::Day);
+    assert_eq!(spent, 0.4213);
+}

@@ -439,15 +439,7 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
     );
     for j in &f.jobs {
-        println!(
-            "  {:<24} {:>6} slots left{} × ${:.4}/run = ${:.4}{}",
-            j.job,
-            j.slots_left,
-            j.limit_note(|x| format!("${x:.4}")),
-            j.cost_per_run_usd,
-            j.projected_usd,
-            if j.capped { " (at least)" } else { "" }
-        );
+        println!("  {:<24} {}", j.job, j.breakdown(|x| format!("${x:.4}")));
     }
     let line = |l: &StatsLine| {
         vec![
@@ -719,13 +711,10 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         Some(j) => kv(
             "forecast:",
             format!(
-                "${:.4} more by {} ({} slots left{} × ${:.4}/run{})",
+                "${:.4} more by {} ({})",
                 j.projected_usd,
                 when::stamp(f.until, zone),
-                j.slots_left,
-                j.limit_note(|x| format!("${x:.4}")),
-                j.cost_per_run_usd,
-                if j.capped { ", at least" } else { "" }
+                j.breakdown(|x| format!("${x:.4}"))
             ),
         ),
         None => kv(
