@@ -106,11 +106,29 @@ pub fn main(args: &[String]) -> i32 {
 /// the life-line on fd `lifeline`; kill the whole tree when the command exits or the life-line
 /// says stop; the command's exit code, [`SPAWN_FAILED`] or [`STALLED`]. Called in a process of
 /// its own (the `__supervise` exec, or a fork of the zygote) with no other thread running.
+///
+/// One thread waits for everything (issue 14 item 4: a watcher thread per run cost a 2 MB stack
+/// mapping, a clone and its exit on every run): SIGCHLD and SIGTERM are blocked except inside
+/// `ppoll` on the life-line, which unblocks them atomically, so a child's exit or a SIGTERM that
+/// arrives at any moment interrupts the wait — none can slip in between a check and the sleep.
 fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<Duration>) -> i32 {
-    // SAFETY: plain prctl/signal calls with valid arguments, before any other thread exists.
+    // SAFETY: plain prctl/sigaction calls with valid arguments, before any other thread exists.
+    // SIGCHLD needs a handler (not SIG_DFL, which is "ignore" and would not interrupt `ppoll`).
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        handle(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        handle(libc::SIGCHLD, on_wake as *const () as libc::sighandler_t);
+    }
+    // Blocked from before the spawn: the command's exit is then pending until `ppoll` (the spawn
+    // resets the mask for the command itself).
+    let waking = waking_signals();
+    let mut open_mask = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+    // SAFETY: valid sigset pointers.
+    unsafe {
+        libc::sigprocmask(libc::SIG_BLOCK, &waking, &mut open_mask);
+        for sig in [libc::SIGCHLD, libc::SIGTERM] {
+            libc::sigdelset(&mut open_mask, sig);
+        }
     }
     cmd.stdin(Stdio::null()).process_group(0);
     let child = match cmd.spawn() {
@@ -121,22 +139,31 @@ fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<
         }
     };
     let pid = child.id() as i32;
-    // Not waited through std: the reaping loop below owns every wait.
+    // Not waited through std: the loop below owns every wait.
     std::mem::forget(child);
 
-    let stalled = std::sync::Arc::new(AtomicBool::new(false));
-    {
-        let stalled = std::sync::Arc::clone(&stalled);
-        std::thread::spawn(move || {
-            watch_lifeline(lifeline, stall, &stalled);
-            STOP.store(true, Ordering::SeqCst);
-            kill_descendants();
-        });
-    }
-
-    let code = wait_for(pid);
+    let mut watch = Lifeline::new(lifeline, stall);
+    let mut stalled = false;
+    let code = loop {
+        if let Some(code) = reap(pid) {
+            break code;
+        }
+        let said = if STOP.load(Ordering::SeqCst) {
+            Watch::Stop
+        } else {
+            watch.wait(&open_mask)
+        };
+        match said {
+            Watch::Alive => continue,
+            Watch::Stalled => stalled = true,
+            Watch::Stop => {}
+        }
+        // Stop: kill the whole tree, then wait for the command's own end (it was killed too).
+        kill_descendants();
+        break wait_for(pid);
+    };
     kill_tree(Duration::from_secs(5));
-    if stalled.load(Ordering::SeqCst) {
+    if stalled {
         let _ = writeln!(
             std::io::stderr(),
             "cronsole: run killed: its owner sent no heartbeat for {:?} (stopped or hung)",
@@ -147,51 +174,146 @@ fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<
     code
 }
 
-/// Block until the life-line says stop: end of file, an error, SIGTERM, or (with `stall`) a
-/// silence longer than `stall`.
-fn watch_lifeline(fd: libc::c_int, stall: Option<Duration>, stalled: &AtomicBool) {
-    let mut last = Instant::now();
-    let mut buf = [0u8; 64];
+/// SIGCHLD and SIGTERM: the signals that end a supervisor's wait.
+fn waking_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset with valid signal numbers.
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
+/// Install `handler` for `sig` without `SA_RESTART`, so it interrupts a blocking call.
+///
+/// # Safety
+/// `handler` must be async-signal-safe.
+unsafe fn handle(sig: libc::c_int, handler: libc::sighandler_t) {
+    // SAFETY: a zeroed sigaction with an empty mask and a valid handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_wake(_sig: libc::c_int) {}
+
+/// Reap every exited child (the command, and descendants re-parented to this subreaper)
+/// without blocking; the command's exit code once it is reaped (`128 + N` for signal N).
+fn reap(pid: i32) -> Option<i32> {
+    let mut code = None;
     loop {
-        if STOP.load(Ordering::SeqCst) {
-            return;
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
         }
-        let mut pfd = libc::pollfd {
+        if r <= 0 {
+            return code;
+        }
+        if r == pid {
+            code = Some(exit_code(status));
+        }
+    }
+}
+
+/// The exit code of a `waitpid` status: the process's, or `128 + N` when signal N killed it.
+fn exit_code(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    }
+}
+
+/// What the life-line said.
+#[derive(Debug, PartialEq, Eq)]
+enum Watch {
+    /// A heartbeat, a signal, or nothing yet: look again.
+    Alive,
+    /// End of file or an error: the owner closed it or died.
+    Stop,
+    /// No heartbeat for longer than the dead-man switch allows.
+    Stalled,
+}
+
+/// The owner's life-line (a pipe or socket) and the dead-man switch on it.
+struct Lifeline {
+    fd: libc::c_int,
+    stall: Option<Duration>,
+    last: Instant,
+}
+
+impl Lifeline {
+    fn new(fd: libc::c_int, stall: Option<Duration>) -> Self {
+        Lifeline {
             fd,
+            stall,
+            last: Instant::now(),
+        }
+    }
+
+    /// Wait until the life-line has something to say, a blocked signal of `open_mask`'s
+    /// complement arrives (SIGCHLD, SIGTERM), or the dead-man switch's time is up.
+    fn wait(&mut self, open_mask: &libc::sigset_t) -> Watch {
+        let left = self.stall.map(|s| s.saturating_sub(self.last.elapsed()));
+        if left == Some(Duration::ZERO) {
+            return Watch::Stalled;
+        }
+        let ts = left.map(|d| libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd; a bounded timeout so SIGTERM's flag is seen promptly.
-        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+        // SAFETY: one valid pollfd, a valid (or null) timeout and a valid signal mask.
+        let n = unsafe {
+            libc::ppoll(
+                &mut pfd,
+                1,
+                ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                open_mask,
+            )
+        };
         if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
+            let interrupted =
+                std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+            // Interrupted: a child exited or SIGTERM came (the caller looks at both).
+            return if interrupted {
+                Watch::Alive
+            } else {
+                Watch::Stop
+            };
         }
         if n > 0 {
+            let mut buf = [0u8; 64];
             // SAFETY: reading into a stack buffer of the given length.
-            let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let r = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
             if r == 0 {
-                return; // owner closed the life-line or died
+                return Watch::Stop; // owner closed the life-line or died
             }
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted
                     && e.kind() != std::io::ErrorKind::WouldBlock
                 {
-                    return;
+                    return Watch::Stop;
                 }
             } else {
-                last = Instant::now();
+                self.last = Instant::now();
             }
         }
-        if let Some(s) = stall
-            && last.elapsed() >= s
-        {
-            stalled.store(true, Ordering::SeqCst);
-            return;
-        }
+        Watch::Alive
     }
 }
 
@@ -208,13 +330,7 @@ fn wait_for(pid: i32) -> i32 {
             return -1; // ECHILD: nothing left (cannot happen before `pid` is reaped)
         }
         if r == pid {
-            if libc::WIFEXITED(status) {
-                return libc::WEXITSTATUS(status);
-            }
-            if libc::WIFSIGNALED(status) {
-                return 128 + libc::WTERMSIG(status);
-            }
-            return -1;
+            return exit_code(status);
         }
     }
 }

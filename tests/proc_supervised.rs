@@ -215,3 +215,25 @@ async fn a_zygote_run_gets_its_directory_and_environment() {
     assert!(text.contains("CRONSOLE_ZYGOTE_TEST=a b=c"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("PATH=")), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zygote_s_supervisor_is_one_thread_and_its_command_blocks_no_signal() {
+    supervised();
+    let env = ProcEnv {
+        stall_limit: Some(Duration::from_secs(30)),
+        ..ProcEnv::default()
+    };
+    let out = run(
+        &spec(
+            "grep -E '^Sig(Blk|Ign)' /proc/self/status; grep '^Threads' /proc/$PPID/status",
+            Duration::from_secs(10),
+        ),
+        &env,
+    )
+    .await
+    .unwrap();
+    assert!(out.success(), "{out:?}");
+    let text = out.stdout_lossy();
+    assert!(text.contains("SigBlk:\t0000000000000000"), "{text}");
+    assert!(text.contains("Threads:\t1\n"), "{text}");
+}
