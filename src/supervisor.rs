@@ -4,6 +4,8 @@
 //! the zygote cannot take a request — cronsole re-executing itself as
 //! `cronsole __supervise …` ([`SUBCOMMAND`]). Both behave as described below; the fork only
 //! saves the exec of the 80 MB binary per run (most of a 10 000-run burst's cost, issue 14).
+//! A zygote's supervisor serves one run at a time, and once that run's whole tree is gone it
+//! waits for the next run instead of exiting (no fork per run; see [`zygote_main`]).
 //!
 //! Owns: the zygote, starting the command under a subreaper, watching the owner's life-line, and
 //! killing the command's whole process tree. Must not touch: the store, capture of output (the
@@ -111,7 +113,18 @@ pub fn main(args: &[String]) -> i32 {
 /// mapping, a clone and its exit on every run): SIGCHLD and SIGTERM are blocked except inside
 /// `ppoll` on the life-line, which unblocks them atomically, so a child's exit or a SIGTERM that
 /// arrives at any moment interrupts the wait — none can slip in between a check and the sleep.
-fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<Duration>) -> i32 {
+fn supervise(cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<Duration>) -> i32 {
+    supervise_run(cmd, what, lifeline, stall).0
+}
+
+/// [`supervise`], and whether the run's tree is gone (nothing left to reap), so that this
+/// process may supervise another run (a zygote's worker); the signal mask is restored.
+fn supervise_run(
+    mut cmd: Command,
+    what: &str,
+    lifeline: libc::c_int,
+    stall: Option<Duration>,
+) -> (i32, bool) {
     // SAFETY: plain prctl/sigaction calls with valid arguments, before any other thread exists.
     // SIGCHLD needs a handler (not SIG_DFL, which is "ignore" and would not interrupt `ppoll`).
     unsafe {
@@ -122,20 +135,31 @@ fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<
     // Blocked from before the spawn: the command's exit is then pending until `ppoll` (the spawn
     // resets the mask for the command itself).
     let waking = waking_signals();
-    let mut open_mask = unsafe { std::mem::zeroed::<libc::sigset_t>() };
-    // SAFETY: valid sigset pointers.
+    // SAFETY: a zeroed sigset is a valid out-parameter; valid sigset pointers.
+    let mut before = unsafe { std::mem::zeroed::<libc::sigset_t>() };
     unsafe {
-        libc::sigprocmask(libc::SIG_BLOCK, &waking, &mut open_mask);
+        libc::sigprocmask(libc::SIG_BLOCK, &waking, &mut before);
+    }
+    let mut open_mask = before;
+    // SAFETY: valid sigset pointer and signal numbers.
+    unsafe {
         for sig in [libc::SIGCHLD, libc::SIGTERM] {
             libc::sigdelset(&mut open_mask, sig);
         }
     }
+    let restore = || {
+        // SAFETY: a valid sigset pointer.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
+    };
     cmd.stdin(Stdio::null()).process_group(0);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            restore();
             let _ = writeln!(std::io::stderr(), "could not start `{what}`: {e}");
-            return SPAWN_FAILED;
+            return (SPAWN_FAILED, true);
         }
     };
     let pid = child.id() as i32;
@@ -162,16 +186,17 @@ fn supervise(mut cmd: Command, what: &str, lifeline: libc::c_int, stall: Option<
         kill_descendants();
         break wait_for(pid);
     };
-    kill_tree(Duration::from_secs(5));
+    let clean = kill_tree(Duration::from_secs(5));
+    restore();
     if stalled {
         let _ = writeln!(
             std::io::stderr(),
             "cronsole: run killed: its owner sent no heartbeat for {:?} (stopped or hung)",
             stall.unwrap_or_default()
         );
-        return STALLED;
+        return (STALLED, clean);
     }
-    code
+    (code, clean)
 }
 
 /// SIGCHLD and SIGTERM: the signals that end a supervisor's wait.
@@ -393,8 +418,8 @@ fn kill_descendants() {
     }
 }
 
-/// Kill and reap every descendant until none is left (or `limit` passes).
-fn kill_tree(limit: Duration) {
+/// Kill and reap every descendant until none is left (`true`) or `limit` passes (`false`).
+fn kill_tree(limit: Duration) -> bool {
     let started = Instant::now();
     loop {
         // Reap whatever is already dead; ECHILD means no child, hence no descendant at all
@@ -411,12 +436,12 @@ fn kill_tree(limit: Duration) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return; // ECHILD
+                return true; // ECHILD
             }
             break; // children remain
         }
         if started.elapsed() > limit {
-            return;
+            return false;
         }
         kill_descendants();
         std::thread::sleep(Duration::from_millis(2));
@@ -662,10 +687,20 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///
 /// - Its stdin is a SEQPACKET socket whose other end only the owner holds (close-on-exec, so no
 ///   command inherits it). Each message is a [`Request`] with the run's control socket and
-///   output pipes attached; the zygote forks, and the child becomes that run's supervisor
-///   exactly as `__supervise` does (subreaper, life-line = the control socket, kill of the whole
-///   tree), then writes its pid and exit code on the control socket for the owner
-///   ([`parse_status`]).
+///   output pipes attached; the zygote hands it to an idle supervisor or forks a new one, which
+///   becomes that run's supervisor exactly as `__supervise` does (subreaper, life-line = the
+///   control socket, kill of the whole tree), then writes its pid and exit code on the control
+///   socket for the owner ([`parse_status`]).
+/// - Supervisors are reused (issue 14 item 4: the fork, its copy-on-write faults and its exit
+///   were the largest cost per run left on this side). After a run, a supervisor whose run's
+///   tree is gone (every descendant reaped: nothing of the old run is left under it) closes the
+///   run's descriptors, points stdout/stderr back at `/dev/null`, and announces itself idle on
+///   a pipe to the zygote; the zygote sends the next request on that supervisor's own socket.
+///   A supervisor that could not empty its tree (a process that would not die within 5 s)
+///   exits instead, and so does one that served [`RUNS_PER_SUPERVISOR`] runs. Idle ones are
+///   told to exit (their socket closed) after [`IDLE_KEEP`], or at once beyond [`IDLE_MAX`].
+///   Each run's directory and environment changes apply to its command only
+///   (`Command::current_dir`/`env`), so nothing of one run's request reaches the next.
 /// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
 ///   `kill -9` included): the zygote kills every descendant left and exits. Each run's
 ///   supervisor also sees its own control socket close and kills its tree, so a run dies with
@@ -681,9 +716,10 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 /// - Commands get the zygote's environment (the owner's at its start; the binary never changes
 ///   its own) minus the request's `scrub`, plus its `extra`, as the exec'd supervisor does.
 pub fn zygote_main() -> i32 {
+    use std::os::fd::{AsFd, AsRawFd};
     // SAFETY: prctl/sigaction with valid arguments; this process has one thread. SIGCHLD
-    // interrupts the blocking receive (no SA_RESTART) so exited supervisors are reaped at once
-    // (reaped, not ignored, so their CPU time is counted in the zygote's children's times).
+    // interrupts the wait (no SA_RESTART) so exited supervisors are reaped at once (reaped,
+    // not ignored, so their CPU time is counted in the zygote's children's times).
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -694,13 +730,57 @@ pub fn zygote_main() -> i32 {
     let mut buf = vec![0u8; MAX_REQUEST];
     // The supervisors this zygote forked and that have not been reaped yet.
     let mut supervisors: HashSet<i32> = HashSet::new();
+    // Idle supervisors announce themselves here (their pid, 4 bytes: one atomic pipe write).
+    let (idle_r, idle_w) = match pipe_cloexec() {
+        Ok(p) => p,
+        Err(_) => return 1,
+    };
+    let mut pool = Pool::default();
     loop {
         on_exits(&mut supervisors);
+        pool.forget_gone(&supervisors);
+        pool.retire(Instant::now());
+        let mut pfd = [
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: idle_r.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let timeout = if pool.idle.is_empty() { -1 } else { 1000 };
+        // SAFETY: two valid pollfds.
+        let n = unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if pfd[1].revents != 0 {
+            pool.read_idle(idle_r.as_raw_fd(), &supervisors);
+        }
+        if pfd[0].revents == 0 {
+            continue;
+        }
         match recv_with_fds(0, &mut buf) {
             Ok(None) => break,
             Ok(Some((n, fds))) => {
-                if let Some(pid) = start_run(&buf[..n], fds) {
+                if pool.hand_over(&buf[..n], &fds) {
+                    continue;
+                }
+                let ctx = Spawn {
+                    idle_r: idle_r.as_raw_fd(),
+                    idle_w: idle_w.as_fd(),
+                    pool: &pool,
+                };
+                if let Some((pid, sock)) = start_worker(&mut buf, n, fds, &ctx) {
                     supervisors.insert(pid);
+                    pool.socks.insert(pid, sock);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -710,6 +790,7 @@ pub fn zygote_main() -> i32 {
             Err(_) => break,
         }
     }
+    drop(pool);
     // The owner is gone: nothing any of its runs started may outlive it.
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
@@ -797,16 +878,162 @@ fn kill_orphans(supervisors: &mut HashSet<i32>, limit: Duration) {
     }
 }
 
-/// Fork one run's supervisor for `msg` (its pid), or report why not on its control socket and
-/// stderr.
-fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Option<i32> {
-    use std::os::fd::AsRawFd;
-    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
-    // without a status.
-    let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
-        return None;
+/// How long an idle supervisor is kept for the next run before it is told to exit.
+const IDLE_KEEP: Duration = Duration::from_secs(10);
+/// Most idle supervisors kept (more are told to exit at once).
+const IDLE_MAX: usize = 128;
+/// Runs one supervisor serves before it exits (bounds anything a run could leave in it).
+const RUNS_PER_SUPERVISOR: u32 = 1000;
+
+/// The zygote's supervisors: each serves one run at a time and, once its run's tree is gone,
+/// waits for the next one on its own socket (issue 14 item 4: a fork, its copy-on-write faults
+/// and its exit per run were the largest cost left on the zygote's side).
+#[derive(Default)]
+struct Pool {
+    /// The zygote's end of each live supervisor's socket. Closing it tells an idle supervisor
+    /// to exit.
+    socks: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
+    /// Idle supervisors, the most recently idle last (reused first), with when they became idle.
+    idle: Vec<(i32, Instant)>,
+}
+
+impl Pool {
+    /// Drop what is known of supervisors that were reaped.
+    fn forget_gone(&mut self, supervisors: &HashSet<i32>) {
+        self.socks.retain(|pid, _| supervisors.contains(pid));
+        self.idle.retain(|(pid, _)| supervisors.contains(pid));
+    }
+
+    /// Tell supervisors idle for longer than [`IDLE_KEEP`], and any beyond [`IDLE_MAX`], to
+    /// exit (their socket closes).
+    fn retire(&mut self, now: Instant) {
+        let excess = self.idle.len().saturating_sub(IDLE_MAX);
+        let mut gone = Vec::new();
+        let mut i = 0;
+        self.idle.retain(|(pid, since)| {
+            i += 1;
+            let keep = i > excess && now.duration_since(*since) < IDLE_KEEP;
+            if !keep {
+                gone.push(*pid);
+            }
+            keep
+        });
+        for pid in gone {
+            self.socks.remove(&pid);
+        }
+    }
+
+    /// Read the pids of supervisors that became idle.
+    fn read_idle(&mut self, fd: libc::c_int, supervisors: &HashSet<i32>) {
+        let mut b = [0u8; 4096];
+        loop {
+            // SAFETY: reading into a stack buffer of the given length (the fd is non-blocking).
+            let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
+            if n <= 0 {
+                return;
+            }
+            let now = Instant::now();
+            // Every write is 4 bytes and atomic, so a read returns whole pids.
+            for w in b[..n as usize].chunks_exact(4) {
+                let pid = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                if supervisors.contains(&pid) && self.socks.contains_key(&pid) {
+                    self.idle.push((pid, now));
+                }
+            }
+        }
+    }
+
+    /// Give a request to an idle supervisor; `false` when none took it (a new one is forked).
+    fn hand_over(&mut self, msg: &[u8], fds: &[std::os::fd::OwnedFd]) -> bool {
+        use std::os::fd::AsFd;
+        let fds: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+        while let Some((pid, _)) = self.idle.pop() {
+            if let Some(sock) = self.socks.get(&pid)
+                && send_with_fds(sock.as_fd(), msg, &fds).is_ok()
+            {
+                return true;
+            }
+            // Gone (its end is closed) or broken: it is reaped when it exits.
+            self.socks.remove(&pid);
+        }
+        false
+    }
+}
+
+/// What a newly forked supervisor must close of the zygote's: the idle pipe's read end and
+/// every other supervisor's socket (or an idle one would never see its socket close).
+struct Spawn<'a> {
+    idle_r: libc::c_int,
+    idle_w: std::os::fd::BorrowedFd<'a>,
+    pool: &'a Pool,
+}
+
+/// Fork a supervisor for the request in `buf[..n]` (its pid and the zygote's end of its
+/// socket), or report why not on the request's control socket and stderr.
+fn start_worker(
+    buf: &mut [u8],
+    n: usize,
+    fds: Vec<std::os::fd::OwnedFd>,
+    ctx: &Spawn<'_>,
+) -> Option<(i32, std::os::fd::OwnedFd)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut pair = [0; 2];
+    // SAFETY: socketpair writes two descriptors into a valid array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
     };
-    let refuse = |why: &str| {
+    if r < 0 {
+        refuse(
+            &fds,
+            &format!("socketpair: {}", std::io::Error::last_os_error()),
+        );
+        return None;
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    let (ours, theirs) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(pair[0]),
+            std::os::fd::OwnedFd::from_raw_fd(pair[1]),
+        )
+    };
+    // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
+    match unsafe { libc::fork() } {
+        0 => {
+            // SAFETY: closing the zygote's descriptors this supervisor must not hold; the
+            // `OwnedFd`s are never dropped here (the child leaves through `_exit`).
+            unsafe {
+                libc::close(0); // the owner's socket: only the zygote reads it
+                libc::close(ctx.idle_r);
+                libc::close(ours.as_raw_fd());
+                for s in ctx.pool.socks.values() {
+                    libc::close(s.as_raw_fd());
+                }
+                libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            }
+            std::mem::forget(ours);
+            let code = worker(buf, n, fds, &theirs, ctx.idle_w.as_raw_fd());
+            // SAFETY: leaving the forked child without running the zygote's destructors.
+            unsafe { libc::_exit(code) }
+        }
+        -1 => {
+            refuse(&fds, &format!("fork: {}", std::io::Error::last_os_error()));
+            None
+        }
+        // The parent's copies of the run's descriptors close here; the child holds them.
+        pid => Some((pid, ours)),
+    }
+}
+
+/// Tell the owner a run could not start: a line on its stderr pipe, pid 0 and [`SPAWN_FAILED`]
+/// on its control socket. `fds` are the request's (control, stdout, stderr) when it has them.
+fn refuse(fds: &[std::os::fd::OwnedFd], why: &str) {
+    use std::os::fd::AsRawFd;
+    if let [ctl, _, err] = fds {
         write_all_fd(
             err.as_raw_fd(),
             format!("cronsole: could not start the run: {why}\n").as_bytes(),
@@ -814,42 +1041,75 @@ fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Option<i32> {
         let mut status = 0i32.to_le_bytes().to_vec();
         status.extend_from_slice(&SPAWN_FAILED.to_le_bytes());
         write_all_fd(ctl.as_raw_fd(), &status);
-    };
-    let req = match Request::decode(msg) {
-        Ok(r) => r,
-        Err(e) => {
-            refuse(&e);
-            return None;
-        }
-    };
-    // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
-    match unsafe { libc::fork() } {
-        0 => {
-            let code = run_forked(req, ctl, out, err);
-            // SAFETY: leaving the forked child without running the zygote's destructors.
-            unsafe { libc::_exit(code) }
-        }
-        -1 => {
-            refuse(&format!("fork: {}", std::io::Error::last_os_error()));
-            None
-        }
-        // The parent's copies close here; the child holds the run's descriptors.
-        pid => Some(pid),
     }
 }
 
-/// The forked child: become the run's supervisor with `out`/`err` as stdout/stderr.
-fn run_forked(
-    req: Request,
-    ctl: std::os::fd::OwnedFd,
-    out: std::os::fd::OwnedFd,
-    err: std::os::fd::OwnedFd,
+/// A supervisor's life: serve the run in `buf[..n]`, then, while each run's tree is gone,
+/// announce itself idle on `idle` and serve the next request from `sock`, until the zygote
+/// closes it (retired, or the zygote is gone) or [`RUNS_PER_SUPERVISOR`] runs were served.
+fn worker(
+    buf: &mut [u8],
+    mut n: usize,
+    mut fds: Vec<std::os::fd::OwnedFd>,
+    sock: &std::os::fd::OwnedFd,
+    idle: libc::c_int,
 ) -> i32 {
     use std::os::fd::AsRawFd;
-    // SAFETY: signal/close/dup2 on descriptors this process owns.
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let mut served = 0u32;
+    loop {
+        let clean = serve(&buf[..n], fds);
+        served += 1;
+        if !clean || served >= RUNS_PER_SUPERVISOR {
+            return 0;
+        }
+        write_all_fd(idle, &me.to_le_bytes());
+        loop {
+            match recv_with_fds(sock.as_raw_fd(), buf) {
+                Ok(Some((len, got))) => {
+                    n = len;
+                    fds = got;
+                    break;
+                }
+                Ok(None) => return 0,
+                // SIGTERM to an idle supervisor: it has no run to stop; it leaves.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    if STOP.load(Ordering::SeqCst) {
+                        return 0;
+                    }
+                }
+                // A malformed message (its descriptors are closed): its owner sees the run
+                // end without a status, and this supervisor is still idle.
+                Err(e) if e.raw_os_error().is_none() => {
+                    write_all_fd(idle, &me.to_le_bytes());
+                }
+                Err(_) => return 0,
+            }
+        }
+    }
+}
+
+/// Serve one run as its supervisor: `out`/`err` as stdout/stderr while it runs, its pid and
+/// exit code on the control socket. Whether the run's tree is gone (the process can serve
+/// another); every descriptor of the run is closed when this returns.
+fn serve(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> bool {
+    use std::os::fd::AsRawFd;
+    let req = match Request::decode(msg) {
+        Ok(r) => r,
+        Err(e) => {
+            refuse(&fds, &e);
+            return true;
+        }
+    };
+    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
+    // without a status.
+    let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
+        return true;
+    };
+    STOP.store(false, Ordering::SeqCst);
+    // SAFETY: dup2 on descriptors this process owns.
     unsafe {
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        libc::close(0); // the zygote's end of the owner's socket
         libc::dup2(out.as_raw_fd(), 1);
         libc::dup2(err.as_raw_fd(), 2);
     }
@@ -875,9 +1135,41 @@ fn run_forked(
     if let Some(d) = &req.workdir {
         cmd.current_dir(d);
     }
-    let code = supervise(cmd, &what, ctl.as_raw_fd(), req.stall);
+    let (code, clean) = supervise_run(cmd, &what, ctl.as_raw_fd(), req.stall);
     write_all_fd(ctl.as_raw_fd(), &code.to_le_bytes());
-    code
+    drop(ctl);
+    // The run's output pipes must reach end of file for its owner: stdout and stderr go back
+    // to /dev/null until the next run.
+    // SAFETY: open/dup2/close on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null < 0 {
+            return false;
+        }
+        libc::dup2(null, 1);
+        libc::dup2(null, 2);
+        libc::close(null);
+    }
+    clean
+}
+
+/// A pipe whose both ends are close-on-exec, the read end non-blocking.
+fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut p = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into a valid array.
+    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else; fcntl on one.
+    unsafe {
+        let fl = libc::fcntl(p[0], libc::F_GETFL);
+        libc::fcntl(p[0], libc::F_SETFL, fl | libc::O_NONBLOCK);
+        Ok((
+            std::os::fd::OwnedFd::from_raw_fd(p[0]),
+            std::os::fd::OwnedFd::from_raw_fd(p[1]),
+        ))
+    }
 }
 
 #[cfg(test)]
