@@ -1296,6 +1296,43 @@ mod tests {
     }
 
     #[test]
+    fn idle_supervisors_are_retired_when_old_or_too_many() {
+        let now = Instant::now();
+        let mut pool = Pool::default();
+        let mut supervisors = HashSet::new();
+        let n = IDLE_MAX + 3;
+        for pid in 1..=n as i32 {
+            let (r, _w) = std::io::pipe().unwrap();
+            pool.socks.insert(pid, r.into());
+            supervisors.insert(pid);
+            // pid 1 has been idle too long; the others just became idle, oldest first.
+            let since = if pid == 1 {
+                now - IDLE_KEEP - Duration::from_millis(1)
+            } else {
+                now
+            };
+            pool.idle.push((pid, since));
+        }
+        pool.retire(now);
+        // The three oldest go (beyond IDLE_MAX, pid 1 among them, also too old); the rest stay.
+        assert_eq!(pool.idle.len(), IDLE_MAX);
+        assert_eq!(pool.idle.first().map(|e| e.0), Some(4));
+        for pid in 1..=3 {
+            assert!(!pool.socks.contains_key(&pid), "{pid} kept its socket");
+        }
+        assert_eq!(pool.socks.len(), IDLE_MAX);
+        // Too old alone is enough.
+        pool.idle[0].1 = now - IDLE_KEEP;
+        pool.retire(now);
+        assert_eq!(pool.idle.len(), IDLE_MAX - 1);
+        // A reaped supervisor is forgotten.
+        supervisors.remove(&5);
+        pool.forget_gone(&supervisors);
+        assert!(!pool.socks.contains_key(&5));
+        assert!(pool.idle.iter().all(|e| e.0 != 5));
+    }
+
+    #[test]
     fn descriptors_travel_with_a_request() {
         use std::io::{Read, Write};
         use std::os::fd::AsFd;
