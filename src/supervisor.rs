@@ -727,6 +727,18 @@ pub fn zygote_main() -> i32 {
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
     }
+    // SIGCHLD is blocked except inside `ppoll`, so an exit between the reaping and the wait
+    // still interrupts the wait (a supervisor killed by hand has its orphans killed at once).
+    // SAFETY: valid sigset pointers.
+    let open_mask = unsafe {
+        let mut chld = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        let mut before = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigprocmask(libc::SIG_BLOCK, &chld, &mut before);
+        libc::sigdelset(&mut before, libc::SIGCHLD);
+        before
+    };
     let mut buf = vec![0u8; MAX_REQUEST];
     // The supervisors this zygote forked and that have not been reaped yet.
     let mut supervisors: HashSet<i32> = HashSet::new();
@@ -752,9 +764,18 @@ pub fn zygote_main() -> i32 {
                 revents: 0,
             },
         ];
-        let timeout = if pool.idle.is_empty() { -1 } else { 1000 };
-        // SAFETY: two valid pollfds.
-        let n = unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout) };
+        // Idle supervisors are looked at every second (to retire them), else no timeout.
+        let second = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        let timeout = if pool.idle.is_empty() {
+            std::ptr::null()
+        } else {
+            &second as *const libc::timespec
+        };
+        // SAFETY: two valid pollfds, a valid (or null) timeout and a valid signal mask.
+        let n = unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, timeout, &open_mask) };
         if n < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -1014,6 +1035,10 @@ fn start_worker(
                     libc::close(s.as_raw_fd());
                 }
                 libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+                let mut chld = std::mem::zeroed::<libc::sigset_t>();
+                libc::sigemptyset(&mut chld);
+                libc::sigaddset(&mut chld, libc::SIGCHLD);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &chld, std::ptr::null_mut());
             }
             std::mem::forget(ours);
             let code = worker(buf, n, fds, &theirs, ctx.idle_w.as_raw_fd());
