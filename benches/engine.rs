@@ -101,6 +101,17 @@ fn self_and_children_ticks(pid: u32) -> Option<(u64, u64)> {
     (f.len() == 4).then(|| (f[0] + f[1], f[2] + f[3]))
 }
 
+/// The live children of `pid` (of its main thread, which is the zygote's only one).
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The pid of `parent`'s child running `cronsole __zygote`.
 fn zygote_of(parent: u32) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
@@ -237,8 +248,8 @@ fn burst() {
     // (utime+stime of the engine, cutime+cstime of its reaped children: the supervisors and
     // the commands under them), sampled until it exits.
     let mut cpu = (0u64, 0u64);
-    // The zygote (`cronsole __zygote`, the engine's child that forks every run's supervisor):
-    // its own CPU plus that of its reaped children (the supervisors and the commands).
+    // The zygote (`cronsole __zygote`, the engine's child that forks the runs' supervisors):
+    // its own CPU plus that of its children (the supervisors and the commands they reaped).
     let mut zygote = None;
     let mut zygote_cpu = 0u64;
     while child.try_wait().unwrap().is_none() {
@@ -250,7 +261,16 @@ fn burst() {
             zygote = zygote_of(pid);
         }
         if let Some(z) = zygote.and_then(self_and_children_ticks) {
-            zygote_cpu = z.0 + z.1;
+            // Its supervisors are reused and reaped only when they retire: add the live ones'
+            // own CPU and that of the commands they reaped.
+            let live: u64 = zygote
+                .map(children_of)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(self_and_children_ticks)
+                .map(|c| c.0 + c.1)
+                .sum();
+            zygote_cpu = zygote_cpu.max(z.0 + z.1 + live);
         }
         peak_load = loadavg();
     }

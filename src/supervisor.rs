@@ -4,6 +4,8 @@
 //! the zygote cannot take a request — cronsole re-executing itself as
 //! `cronsole __supervise …` ([`SUBCOMMAND`]). Both behave as described below; the fork only
 //! saves the exec of the 80 MB binary per run (most of a 10 000-run burst's cost, issue 14).
+//! A zygote's supervisor serves one run at a time, and once that run's whole tree is gone it
+//! waits for the next run instead of exiting (no fork per run; see [`zygote_main`]).
 //!
 //! Owns: the zygote, starting the command under a subreaper, watching the owner's life-line, and
 //! killing the command's whole process tree. Must not touch: the store, capture of output (the
@@ -189,21 +191,61 @@ pub fn reap_strays(limit: Duration, ours: &dyn Fn(i32) -> bool) {
 
 /// Run `cmd` (stdin closed; its own process group when `own_group`, else this process's) under
 /// this process as a subreaper, watching the life-line on fd `lifeline`; kill the whole tree
-/// when the command exits or the life-line says stop; the command's exit code, [`SPAWN_FAILED`]
-/// or [`STALLED`]. Called in a process of its own (the `__supervise` exec, or a fork of the
-/// zygote) with no other thread running.
+/// when the command exits or the life-line says stop; the command's exit code,
+/// [`SPAWN_FAILED`] or [`STALLED`]. Called in a process of its own (the `__supervise` exec, or
+/// a fork of the zygote) with no other thread running.
+///
+/// One thread waits for everything (issue 14 item 4: a watcher thread per run cost a 2 MB stack
+/// mapping, a clone and its exit on every run): SIGCHLD and SIGTERM are blocked except inside
+/// `ppoll` on the life-line, which unblocks them atomically, so a child's exit or a SIGTERM that
+/// arrives at any moment interrupts the wait — none can slip in between a check and the sleep.
 fn supervise(
-    mut cmd: Command,
+    cmd: Command,
     what: &str,
     lifeline: libc::c_int,
     stall: Option<Duration>,
     own_group: bool,
 ) -> i32 {
-    // SAFETY: plain prctl/signal calls with valid arguments, before any other thread exists.
+    supervise_run(cmd, what, lifeline, stall, own_group).0
+}
+
+/// [`supervise`], and whether the run's tree is gone (nothing left to reap), so that this
+/// process may supervise another run (a zygote's worker); the signal mask is restored.
+fn supervise_run(
+    mut cmd: Command,
+    what: &str,
+    lifeline: libc::c_int,
+    stall: Option<Duration>,
+    own_group: bool,
+) -> (i32, bool) {
+    // SAFETY: plain prctl/sigaction calls with valid arguments, before any other thread exists.
+    // SIGCHLD needs a handler (not SIG_DFL, which is "ignore" and would not interrupt `ppoll`).
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        handle(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        handle(libc::SIGCHLD, on_wake as *const () as libc::sighandler_t);
     }
+    // Blocked from before the spawn: the command's exit is then pending until `ppoll` (the spawn
+    // resets the mask for the command itself).
+    let waking = waking_signals();
+    // SAFETY: a zeroed sigset is a valid out-parameter; valid sigset pointers.
+    let mut before = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+    unsafe {
+        libc::sigprocmask(libc::SIG_BLOCK, &waking, &mut before);
+    }
+    let mut open_mask = before;
+    // SAFETY: valid sigset pointer and signal numbers.
+    unsafe {
+        for sig in [libc::SIGCHLD, libc::SIGTERM] {
+            libc::sigdelset(&mut open_mask, sig);
+        }
+    }
+    let restore = || {
+        // SAFETY: a valid sigset pointer.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
+    };
     cmd.stdin(Stdio::null());
     if own_group {
         cmd.process_group(0);
@@ -211,82 +253,188 @@ fn supervise(
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            restore();
             let _ = writeln!(std::io::stderr(), "could not start `{what}`: {e}");
-            return SPAWN_FAILED;
+            return (SPAWN_FAILED, true);
         }
     };
     let pid = child.id() as i32;
-    // Not waited through std: the reaping loop below owns every wait.
+    // Not waited through std: the loop below owns every wait.
     std::mem::forget(child);
 
-    let stalled = std::sync::Arc::new(AtomicBool::new(false));
-    {
-        let stalled = std::sync::Arc::clone(&stalled);
-        std::thread::spawn(move || {
-            watch_lifeline(lifeline, stall, &stalled);
-            STOP.store(true, Ordering::SeqCst);
-            kill_descendants();
-        });
-    }
-
-    let code = wait_for(pid);
-    kill_tree(Duration::from_secs(5));
-    if stalled.load(Ordering::SeqCst) {
+    let mut watch = Lifeline::new(lifeline, stall);
+    let mut stalled = false;
+    let code = loop {
+        if let Some(code) = reap(pid) {
+            break code;
+        }
+        let said = if STOP.load(Ordering::SeqCst) {
+            Watch::Stop
+        } else {
+            watch.wait(&open_mask)
+        };
+        match said {
+            Watch::Alive => continue,
+            Watch::Stalled => stalled = true,
+            Watch::Stop => {}
+        }
+        // Stop: kill the whole tree, then wait for the command's own end (it was killed too).
+        kill_descendants();
+        break wait_for(pid);
+    };
+    let clean = kill_tree(Duration::from_secs(5));
+    restore();
+    if stalled {
         let _ = writeln!(
             std::io::stderr(),
             "cronsole: run killed: its owner sent no heartbeat for {:?} (stopped or hung)",
             stall.unwrap_or_default()
         );
-        return STALLED;
+        return (STALLED, clean);
     }
-    code
+    (code, clean)
 }
 
-/// Block until the life-line says stop: end of file, an error, SIGTERM, or (with `stall`) a
-/// silence longer than `stall`.
-fn watch_lifeline(fd: libc::c_int, stall: Option<Duration>, stalled: &AtomicBool) {
-    let mut last = Instant::now();
-    let mut buf = [0u8; 64];
+/// SIGCHLD and SIGTERM: the signals that end a supervisor's wait.
+fn waking_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset with valid signal numbers.
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
+/// Install `handler` for `sig` without `SA_RESTART`, so it interrupts a blocking call.
+///
+/// # Safety
+/// `handler` must be async-signal-safe.
+unsafe fn handle(sig: libc::c_int, handler: libc::sighandler_t) {
+    // SAFETY: a zeroed sigaction with an empty mask and a valid handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_wake(_sig: libc::c_int) {}
+
+/// Reap every exited child (the command, and descendants re-parented to this subreaper)
+/// without blocking; the command's exit code once it is reaped (`128 + N` for signal N).
+fn reap(pid: i32) -> Option<i32> {
+    let mut code = None;
     loop {
-        if STOP.load(Ordering::SeqCst) {
-            return;
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
         }
-        let mut pfd = libc::pollfd {
+        if r <= 0 {
+            return code;
+        }
+        if r == pid {
+            code = Some(exit_code(status));
+        }
+    }
+}
+
+/// The exit code of a `waitpid` status: the process's, or `128 + N` when signal N killed it.
+fn exit_code(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    }
+}
+
+/// What the life-line said.
+#[derive(Debug, PartialEq, Eq)]
+enum Watch {
+    /// A heartbeat, a signal, or nothing yet: look again.
+    Alive,
+    /// End of file or an error: the owner closed it or died.
+    Stop,
+    /// No heartbeat for longer than the dead-man switch allows.
+    Stalled,
+}
+
+/// The owner's life-line (a pipe or socket) and the dead-man switch on it.
+struct Lifeline {
+    fd: libc::c_int,
+    stall: Option<Duration>,
+    last: Instant,
+}
+
+impl Lifeline {
+    fn new(fd: libc::c_int, stall: Option<Duration>) -> Self {
+        Lifeline {
             fd,
+            stall,
+            last: Instant::now(),
+        }
+    }
+
+    /// Wait until the life-line has something to say, a blocked signal of `open_mask`'s
+    /// complement arrives (SIGCHLD, SIGTERM), or the dead-man switch's time is up.
+    fn wait(&mut self, open_mask: &libc::sigset_t) -> Watch {
+        let left = self.stall.map(|s| s.saturating_sub(self.last.elapsed()));
+        if left == Some(Duration::ZERO) {
+            return Watch::Stalled;
+        }
+        let ts = left.map(|d| libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd; a bounded timeout so SIGTERM's flag is seen promptly.
-        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+        // SAFETY: one valid pollfd, a valid (or null) timeout and a valid signal mask.
+        let n = unsafe {
+            libc::ppoll(
+                &mut pfd,
+                1,
+                ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                open_mask,
+            )
+        };
         if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
+            let interrupted =
+                std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+            // Interrupted: a child exited or SIGTERM came (the caller looks at both).
+            return if interrupted {
+                Watch::Alive
+            } else {
+                Watch::Stop
+            };
         }
         if n > 0 {
+            let mut buf = [0u8; 64];
             // SAFETY: reading into a stack buffer of the given length.
-            let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let r = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
             if r == 0 {
-                return; // owner closed the life-line or died
+                return Watch::Stop; // owner closed the life-line or died
             }
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted
                     && e.kind() != std::io::ErrorKind::WouldBlock
                 {
-                    return;
+                    return Watch::Stop;
                 }
             } else {
-                last = Instant::now();
+                self.last = Instant::now();
             }
         }
-        if let Some(s) = stall
-            && last.elapsed() >= s
-        {
-            stalled.store(true, Ordering::SeqCst);
-            return;
-        }
+        Watch::Alive
     }
 }
 
@@ -303,13 +451,7 @@ fn wait_for(pid: i32) -> i32 {
             return -1; // ECHILD: nothing left (cannot happen before `pid` is reaped)
         }
         if r == pid {
-            if libc::WIFEXITED(status) {
-                return libc::WEXITSTATUS(status);
-            }
-            if libc::WIFSIGNALED(status) {
-                return 128 + libc::WTERMSIG(status);
-            }
-            return -1;
+            return exit_code(status);
         }
     }
 }
@@ -372,8 +514,8 @@ fn kill_descendants() {
     }
 }
 
-/// Kill and reap every descendant until none is left (or `limit` passes).
-fn kill_tree(limit: Duration) {
+/// Kill and reap every descendant until none is left (`true`) or `limit` passes (`false`).
+fn kill_tree(limit: Duration) -> bool {
     let started = Instant::now();
     loop {
         // Reap whatever is already dead; ECHILD means no child, hence no descendant at all
@@ -390,12 +532,12 @@ fn kill_tree(limit: Duration) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return; // ECHILD
+                return true; // ECHILD
             }
             break; // children remain
         }
         if started.elapsed() > limit {
-            return;
+            return false;
         }
         kill_descendants();
         std::thread::sleep(Duration::from_millis(2));
@@ -641,10 +783,20 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///
 /// - Its stdin is a SEQPACKET socket whose other end only the owner holds (close-on-exec, so no
 ///   command inherits it). Each message is a [`Request`] with the run's control socket and
-///   output pipes attached; the zygote forks, and the child becomes that run's supervisor
-///   exactly as `__supervise` does (subreaper, life-line = the control socket, kill of the whole
-///   tree), then writes its pid and exit code on the control socket for the owner
-///   ([`parse_status`]).
+///   output pipes attached; the zygote hands it to an idle supervisor or forks a new one, which
+///   becomes that run's supervisor exactly as `__supervise` does (subreaper, life-line = the
+///   control socket, kill of the whole tree), then writes its pid and exit code on the control
+///   socket for the owner ([`parse_status`]).
+/// - Supervisors are reused (issue 14 item 4: the fork, its copy-on-write faults and its exit
+///   were the largest cost per run left on this side). After a run, a supervisor whose run's
+///   tree is gone (every descendant reaped: nothing of the old run is left under it) closes the
+///   run's descriptors, points stdout/stderr back at `/dev/null`, and announces itself idle on
+///   a pipe to the zygote; the zygote sends the next request on that supervisor's own socket.
+///   A supervisor that could not empty its tree (a process that would not die within 5 s)
+///   exits instead, and so does one that served [`RUNS_PER_SUPERVISOR`] runs. Idle ones are
+///   told to exit (their socket closed) after [`IDLE_KEEP`], or at once beyond [`IDLE_MAX`].
+///   Each run's directory and environment changes apply to its command only
+///   (`Command::current_dir`/`env`), so nothing of one run's request reaches the next.
 /// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
 ///   `kill -9` included): the zygote kills every descendant left and exits. Each run's
 ///   supervisor also sees its own control socket close and kills its tree, so a run dies with
@@ -660,9 +812,10 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 /// - Commands get the zygote's environment (the owner's at its start; the binary never changes
 ///   its own) minus the request's `scrub`, plus its `extra`, as the exec'd supervisor does.
 pub fn zygote_main() -> i32 {
+    use std::os::fd::{AsFd, AsRawFd};
     // SAFETY: prctl/sigaction with valid arguments; this process has one thread. SIGCHLD
-    // interrupts the blocking receive (no SA_RESTART) so exited supervisors are reaped at once
-    // (reaped, not ignored, so their CPU time is counted in the zygote's children's times).
+    // interrupts the wait (no SA_RESTART) so exited supervisors are reaped at once (reaped,
+    // not ignored, so their CPU time is counted in the zygote's children's times).
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -670,16 +823,81 @@ pub fn zygote_main() -> i32 {
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut());
     }
+    // SIGCHLD is blocked except inside `ppoll`, so an exit between the reaping and the wait
+    // still interrupts the wait (a supervisor killed by hand has its orphans killed at once).
+    // SAFETY: valid sigset pointers.
+    let open_mask = unsafe {
+        let mut chld = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        let mut before = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigprocmask(libc::SIG_BLOCK, &chld, &mut before);
+        libc::sigdelset(&mut before, libc::SIGCHLD);
+        before
+    };
     let mut buf = vec![0u8; MAX_REQUEST];
     // The supervisors this zygote forked and that have not been reaped yet.
     let mut supervisors: HashSet<i32> = HashSet::new();
+    // Idle supervisors announce themselves here (their pid, 4 bytes: one atomic pipe write).
+    let (idle_r, idle_w) = match pipe_cloexec() {
+        Ok(p) => p,
+        Err(_) => return 1,
+    };
+    let mut pool = Pool::default();
     loop {
         on_exits(&mut supervisors);
+        pool.forget_gone(&supervisors);
+        pool.retire(Instant::now());
+        let mut pfd = [
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: idle_r.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // Idle supervisors are looked at every second (to retire them), else no timeout.
+        let second = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        let timeout = if pool.idle.is_empty() {
+            std::ptr::null()
+        } else {
+            &second as *const libc::timespec
+        };
+        // SAFETY: two valid pollfds, a valid (or null) timeout and a valid signal mask.
+        let n = unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, timeout, &open_mask) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if pfd[1].revents != 0 {
+            pool.read_idle(idle_r.as_raw_fd(), &supervisors);
+        }
+        if pfd[0].revents == 0 {
+            continue;
+        }
         match recv_with_fds(0, &mut buf) {
             Ok(None) => break,
             Ok(Some((n, fds))) => {
-                if let Some(pid) = start_run(&buf[..n], fds) {
+                if pool.hand_over(&buf[..n], &fds) {
+                    continue;
+                }
+                let ctx = Spawn {
+                    idle_r: idle_r.as_raw_fd(),
+                    idle_w: idle_w.as_fd(),
+                    pool: &pool,
+                };
+                if let Some((pid, sock)) = start_worker(&mut buf, n, fds, &ctx) {
                     supervisors.insert(pid);
+                    pool.socks.insert(pid, sock);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -689,6 +907,7 @@ pub fn zygote_main() -> i32 {
             Err(_) => break,
         }
     }
+    drop(pool);
     // The owner is gone: nothing any of its runs started may outlive it.
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
@@ -776,16 +995,166 @@ fn kill_orphans(supervisors: &mut HashSet<i32>, limit: Duration) {
     }
 }
 
-/// Fork one run's supervisor for `msg` (its pid), or report why not on its control socket and
-/// stderr.
-fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Option<i32> {
-    use std::os::fd::AsRawFd;
-    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
-    // without a status.
-    let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
-        return None;
+/// How long an idle supervisor is kept for the next run before it is told to exit.
+const IDLE_KEEP: Duration = Duration::from_secs(10);
+/// Most idle supervisors kept (more are told to exit at once).
+const IDLE_MAX: usize = 128;
+/// Runs one supervisor serves before it exits (bounds anything a run could leave in it).
+const RUNS_PER_SUPERVISOR: u32 = 1000;
+
+/// The zygote's supervisors: each serves one run at a time and, once its run's tree is gone,
+/// waits for the next one on its own socket (issue 14 item 4: a fork, its copy-on-write faults
+/// and its exit per run were the largest cost left on the zygote's side).
+#[derive(Default)]
+struct Pool {
+    /// The zygote's end of each live supervisor's socket. Closing it tells an idle supervisor
+    /// to exit.
+    socks: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
+    /// Idle supervisors, the most recently idle last (reused first), with when they became idle.
+    idle: Vec<(i32, Instant)>,
+}
+
+impl Pool {
+    /// Drop what is known of supervisors that were reaped.
+    fn forget_gone(&mut self, supervisors: &HashSet<i32>) {
+        self.socks.retain(|pid, _| supervisors.contains(pid));
+        self.idle.retain(|(pid, _)| supervisors.contains(pid));
+    }
+
+    /// Tell supervisors idle for longer than [`IDLE_KEEP`], and any beyond [`IDLE_MAX`], to
+    /// exit (their socket closes).
+    fn retire(&mut self, now: Instant) {
+        let excess = self.idle.len().saturating_sub(IDLE_MAX);
+        let mut gone = Vec::new();
+        let mut i = 0;
+        self.idle.retain(|(pid, since)| {
+            i += 1;
+            let keep = i > excess && now.duration_since(*since) < IDLE_KEEP;
+            if !keep {
+                gone.push(*pid);
+            }
+            keep
+        });
+        for pid in gone {
+            self.socks.remove(&pid);
+        }
+    }
+
+    /// Read the pids of supervisors that became idle.
+    fn read_idle(&mut self, fd: libc::c_int, supervisors: &HashSet<i32>) {
+        let mut b = [0u8; 4096];
+        loop {
+            // SAFETY: reading into a stack buffer of the given length (the fd is non-blocking).
+            let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
+            if n <= 0 {
+                return;
+            }
+            let now = Instant::now();
+            // Every write is 4 bytes and atomic, so a read returns whole pids.
+            for w in b[..n as usize].chunks_exact(4) {
+                let pid = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                if supervisors.contains(&pid) && self.socks.contains_key(&pid) {
+                    self.idle.push((pid, now));
+                }
+            }
+        }
+    }
+
+    /// Give a request to an idle supervisor; `false` when none took it (a new one is forked).
+    fn hand_over(&mut self, msg: &[u8], fds: &[std::os::fd::OwnedFd]) -> bool {
+        use std::os::fd::AsFd;
+        let fds: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+        while let Some((pid, _)) = self.idle.pop() {
+            if let Some(sock) = self.socks.get(&pid)
+                && send_with_fds(sock.as_fd(), msg, &fds).is_ok()
+            {
+                return true;
+            }
+            // Gone (its end is closed) or broken: it is reaped when it exits.
+            self.socks.remove(&pid);
+        }
+        false
+    }
+}
+
+/// What a newly forked supervisor must close of the zygote's: the idle pipe's read end and
+/// every other supervisor's socket (or an idle one would never see its socket close).
+struct Spawn<'a> {
+    idle_r: libc::c_int,
+    idle_w: std::os::fd::BorrowedFd<'a>,
+    pool: &'a Pool,
+}
+
+/// Fork a supervisor for the request in `buf[..n]` (its pid and the zygote's end of its
+/// socket), or report why not on the request's control socket and stderr.
+fn start_worker(
+    buf: &mut [u8],
+    n: usize,
+    fds: Vec<std::os::fd::OwnedFd>,
+    ctx: &Spawn<'_>,
+) -> Option<(i32, std::os::fd::OwnedFd)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut pair = [0; 2];
+    // SAFETY: socketpair writes two descriptors into a valid array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
     };
-    let refuse = |why: &str| {
+    if r < 0 {
+        refuse(
+            &fds,
+            &format!("socketpair: {}", std::io::Error::last_os_error()),
+        );
+        return None;
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    let (ours, theirs) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(pair[0]),
+            std::os::fd::OwnedFd::from_raw_fd(pair[1]),
+        )
+    };
+    // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
+    match unsafe { libc::fork() } {
+        0 => {
+            // SAFETY: closing the zygote's descriptors this supervisor must not hold; the
+            // `OwnedFd`s are never dropped here (the child leaves through `_exit`).
+            unsafe {
+                libc::close(0); // the owner's socket: only the zygote reads it
+                libc::close(ctx.idle_r);
+                libc::close(ours.as_raw_fd());
+                for s in ctx.pool.socks.values() {
+                    libc::close(s.as_raw_fd());
+                }
+                libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+                let mut chld = std::mem::zeroed::<libc::sigset_t>();
+                libc::sigemptyset(&mut chld);
+                libc::sigaddset(&mut chld, libc::SIGCHLD);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &chld, std::ptr::null_mut());
+            }
+            std::mem::forget(ours);
+            let code = worker(buf, n, fds, &theirs, ctx.idle_w.as_raw_fd());
+            // SAFETY: leaving the forked child without running the zygote's destructors.
+            unsafe { libc::_exit(code) }
+        }
+        -1 => {
+            refuse(&fds, &format!("fork: {}", std::io::Error::last_os_error()));
+            None
+        }
+        // The parent's copies of the run's descriptors close here; the child holds them.
+        pid => Some((pid, ours)),
+    }
+}
+
+/// Tell the owner a run could not start: a line on its stderr pipe, pid 0 and [`SPAWN_FAILED`]
+/// on its control socket. `fds` are the request's (control, stdout, stderr) when it has them.
+fn refuse(fds: &[std::os::fd::OwnedFd], why: &str) {
+    use std::os::fd::AsRawFd;
+    if let [ctl, _, err] = fds {
         write_all_fd(
             err.as_raw_fd(),
             format!("cronsole: could not start the run: {why}\n").as_bytes(),
@@ -793,42 +1162,75 @@ fn start_run(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> Option<i32> {
         let mut status = 0i32.to_le_bytes().to_vec();
         status.extend_from_slice(&SPAWN_FAILED.to_le_bytes());
         write_all_fd(ctl.as_raw_fd(), &status);
-    };
-    let req = match Request::decode(msg) {
-        Ok(r) => r,
-        Err(e) => {
-            refuse(&e);
-            return None;
-        }
-    };
-    // SAFETY: this process is single-threaded, so the child may allocate and run Rust code.
-    match unsafe { libc::fork() } {
-        0 => {
-            let code = run_forked(req, ctl, out, err);
-            // SAFETY: leaving the forked child without running the zygote's destructors.
-            unsafe { libc::_exit(code) }
-        }
-        -1 => {
-            refuse(&format!("fork: {}", std::io::Error::last_os_error()));
-            None
-        }
-        // The parent's copies close here; the child holds the run's descriptors.
-        pid => Some(pid),
     }
 }
 
-/// The forked child: become the run's supervisor with `out`/`err` as stdout/stderr.
-fn run_forked(
-    req: Request,
-    ctl: std::os::fd::OwnedFd,
-    out: std::os::fd::OwnedFd,
-    err: std::os::fd::OwnedFd,
+/// A supervisor's life: serve the run in `buf[..n]`, then, while each run's tree is gone,
+/// announce itself idle on `idle` and serve the next request from `sock`, until the zygote
+/// closes it (retired, or the zygote is gone) or [`RUNS_PER_SUPERVISOR`] runs were served.
+fn worker(
+    buf: &mut [u8],
+    mut n: usize,
+    mut fds: Vec<std::os::fd::OwnedFd>,
+    sock: &std::os::fd::OwnedFd,
+    idle: libc::c_int,
 ) -> i32 {
     use std::os::fd::AsRawFd;
-    // SAFETY: signal/close/dup2 on descriptors this process owns.
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let mut served = 0u32;
+    loop {
+        let clean = serve(&buf[..n], fds);
+        served += 1;
+        if !clean || served >= RUNS_PER_SUPERVISOR {
+            return 0;
+        }
+        write_all_fd(idle, &me.to_le_bytes());
+        loop {
+            match recv_with_fds(sock.as_raw_fd(), buf) {
+                Ok(Some((len, got))) => {
+                    n = len;
+                    fds = got;
+                    break;
+                }
+                Ok(None) => return 0,
+                // SIGTERM to an idle supervisor: it has no run to stop; it leaves.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    if STOP.load(Ordering::SeqCst) {
+                        return 0;
+                    }
+                }
+                // A malformed message (its descriptors are closed): its owner sees the run
+                // end without a status, and this supervisor is still idle.
+                Err(e) if e.raw_os_error().is_none() => {
+                    write_all_fd(idle, &me.to_le_bytes());
+                }
+                Err(_) => return 0,
+            }
+        }
+    }
+}
+
+/// Serve one run as its supervisor: `out`/`err` as stdout/stderr while it runs, its pid and
+/// exit code on the control socket. Whether the run's tree is gone (the process can serve
+/// another); every descriptor of the run is closed when this returns.
+fn serve(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> bool {
+    use std::os::fd::AsRawFd;
+    let req = match Request::decode(msg) {
+        Ok(r) => r,
+        Err(e) => {
+            refuse(&fds, &e);
+            return true;
+        }
+    };
+    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
+    // without a status.
+    let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
+        return true;
+    };
+    STOP.store(false, Ordering::SeqCst);
+    // SAFETY: dup2 on descriptors this process owns.
     unsafe {
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        libc::close(0); // the zygote's end of the owner's socket
         libc::dup2(out.as_raw_fd(), 1);
         libc::dup2(err.as_raw_fd(), 2);
     }
@@ -854,9 +1256,41 @@ fn run_forked(
     if let Some(d) = &req.workdir {
         cmd.current_dir(d);
     }
-    let code = supervise(cmd, &what, ctl.as_raw_fd(), req.stall, true);
+    let (code, clean) = supervise_run(cmd, &what, ctl.as_raw_fd(), req.stall, true);
     write_all_fd(ctl.as_raw_fd(), &code.to_le_bytes());
-    code
+    drop(ctl);
+    // The run's output pipes must reach end of file for its owner: stdout and stderr go back
+    // to /dev/null until the next run.
+    // SAFETY: open/dup2/close on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null < 0 {
+            return false;
+        }
+        libc::dup2(null, 1);
+        libc::dup2(null, 2);
+        libc::close(null);
+    }
+    clean
+}
+
+/// A pipe whose both ends are close-on-exec, the read end non-blocking.
+fn pipe_cloexec() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut p = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into a valid array.
+    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else; fcntl on one.
+    unsafe {
+        let fl = libc::fcntl(p[0], libc::F_GETFL);
+        libc::fcntl(p[0], libc::F_SETFL, fl | libc::O_NONBLOCK);
+        Ok((
+            std::os::fd::OwnedFd::from_raw_fd(p[0]),
+            std::os::fd::OwnedFd::from_raw_fd(p[1]),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -980,6 +1414,43 @@ mod tests {
         let mut r = 0i32.to_le_bytes().to_vec();
         r.extend_from_slice(&SPAWN_FAILED.to_le_bytes());
         assert_eq!(parse_status(&r), (None, Some(SPAWN_FAILED)));
+    }
+
+    #[test]
+    fn idle_supervisors_are_retired_when_old_or_too_many() {
+        let now = Instant::now();
+        let mut pool = Pool::default();
+        let mut supervisors = HashSet::new();
+        let n = IDLE_MAX + 3;
+        for pid in 1..=n as i32 {
+            let (r, _w) = std::io::pipe().unwrap();
+            pool.socks.insert(pid, r.into());
+            supervisors.insert(pid);
+            // pid 1 has been idle too long; the others just became idle, oldest first.
+            let since = if pid == 1 {
+                now - IDLE_KEEP - Duration::from_millis(1)
+            } else {
+                now
+            };
+            pool.idle.push((pid, since));
+        }
+        pool.retire(now);
+        // The three oldest go (beyond IDLE_MAX, pid 1 among them, also too old); the rest stay.
+        assert_eq!(pool.idle.len(), IDLE_MAX);
+        assert_eq!(pool.idle.first().map(|e| e.0), Some(4));
+        for pid in 1..=3 {
+            assert!(!pool.socks.contains_key(&pid), "{pid} kept its socket");
+        }
+        assert_eq!(pool.socks.len(), IDLE_MAX);
+        // Too old alone is enough.
+        pool.idle[0].1 = now - IDLE_KEEP;
+        pool.retire(now);
+        assert_eq!(pool.idle.len(), IDLE_MAX - 1);
+        // A reaped supervisor is forgotten.
+        supervisors.remove(&5);
+        pool.forget_gone(&supervisors);
+        assert!(!pool.socks.contains_key(&5));
+        assert!(pool.idle.iter().all(|e| e.0 != 5));
     }
 
     #[test]

@@ -17,8 +17,15 @@ use cronsole::store::file::FileStore;
 use cronsole::store::*;
 use uuid::Uuid;
 
-/// A store that hides its change signal: the engine must fall back to polling.
-struct NoSignal(Arc<dyn Store>);
+/// A store that hides its change signal: the engine must fall back to polling. It counts its
+/// settings reads (one per claim batch, not one per run).
+struct NoSignal(Arc<dyn Store>, Arc<std::sync::atomic::AtomicUsize>);
+
+impl NoSignal {
+    fn new(store: Arc<dyn Store>) -> Self {
+        NoSignal(store, Arc::default())
+    }
+}
 
 impl HistoryReader for NoSignal {
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
@@ -38,6 +45,7 @@ impl Store for NoSignal {
         self.0.apply(file, now)
     }
     fn settings(&self) -> StoreResult<Settings> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.settings()
     }
     fn change_token(&self) -> StoreResult<u64> {
@@ -105,7 +113,11 @@ async fn trigger_reaches_engine_on(
     let loaded = config::load_str(yaml, &path).unwrap_or_else(|e| panic!("{e}"));
     let fs = open();
     fs.apply(&loaded.file, Utc::now()).unwrap();
-    let store: Arc<dyn Store> = if signal { fs } else { Arc::new(NoSignal(fs)) };
+    let store: Arc<dyn Store> = if signal {
+        fs
+    } else {
+        Arc::new(NoSignal::new(fs))
+    };
     let mut cfg = EngineConfig::new(format!("wake:{}", std::process::id()));
     cfg.change_poll = poll;
     cfg.publish_snapshots = false;
@@ -187,4 +199,63 @@ fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
         true,
         StdDuration::from_secs(3600),
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_claimed_together_share_one_settings_read() {
+    // Six jobs triggered before the engine starts are claimed in one batch: their runs use the
+    // settings read with that claim instead of a store read each (issue 14 item 4).
+    const N: usize = 6;
+    let dir = support::tempdir("settings-once");
+    let mut yaml = String::from("jobs:\n");
+    for i in 0..N {
+        yaml.push_str(&format!(
+            "  - name: j{i}\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n"
+        ));
+    }
+    let path = dir.join("jobs.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let loaded = config::load_str(&yaml, &path).unwrap_or_else(|e| panic!("{e}"));
+    let fs: Arc<dyn Store> = Arc::new(FileStore::open(&dir.join("store")).unwrap());
+    fs.apply(&loaded.file, Utc::now()).unwrap();
+    for i in 0..N {
+        assert_eq!(
+            fs.request_trigger(&format!("j{i}"), Utc::now()).unwrap(),
+            TriggerOutcome::Queued
+        );
+    }
+    let counted = NoSignal::new(fs);
+    let reads = Arc::clone(&counted.1);
+    let mut cfg = EngineConfig::new(format!("settings-once:{}", std::process::id()));
+    cfg.publish_snapshots = false;
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let handle = engine::spawn(cfg, Arc::new(counted), clock, deps).unwrap();
+    let mut events = handle.events.subscribe();
+    let mut rows = Vec::new();
+    tokio::time::timeout(StdDuration::from_secs(30), async {
+        while rows.len() < N {
+            match events.recv().await {
+                Ok(Event::Row(r)) => rows.push(r),
+                Ok(_) => {}
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("all six runs ended");
+    handle.shutdown.cancel();
+    let _ = tokio::time::timeout(StdDuration::from_secs(10), handle.join).await;
+    for r in &rows {
+        assert_eq!(r.status, cronsole::model::Status::Succeeded, "{r:#?}");
+    }
+    let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..N).contains(&reads),
+        "{reads} settings reads for {N} runs claimed together"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -215,3 +215,76 @@ async fn a_zygote_run_gets_its_directory_and_environment() {
     assert!(text.contains("CRONSOLE_ZYGOTE_TEST=a b=c"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("PATH=")), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zygote_s_supervisor_is_one_thread_and_its_command_blocks_no_signal() {
+    supervised();
+    let env = ProcEnv {
+        stall_limit: Some(Duration::from_secs(30)),
+        ..ProcEnv::default()
+    };
+    let out = run(
+        &spec(
+            "grep -E '^Sig(Blk|Ign)' /proc/self/status; grep '^Threads' /proc/$PPID/status",
+            Duration::from_secs(10),
+        ),
+        &env,
+    )
+    .await
+    .unwrap();
+    assert!(out.success(), "{out:?}");
+    let text = out.stdout_lossy();
+    assert!(text.contains("SigBlk:\t0000000000000000"), "{text}");
+    assert!(text.contains("Threads:\t1\n"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zygote_s_supervisor_serves_later_runs_without_what_earlier_ones_set() {
+    // A supervisor whose run's tree is gone waits for the next run instead of exiting (no fork
+    // per run); each run still gets exactly its own directory, environment and output pipes.
+    supervised();
+    let dir = tmp("zreuse");
+    let d = std::fs::canonicalize(&dir).unwrap();
+    let here = std::env::current_dir().unwrap();
+    let mut supervisors = Vec::new();
+    for i in 0..6 {
+        let with = i % 2 == 0;
+        let env = ProcEnv {
+            workdir: with.then(|| d.clone()),
+            extra: if with {
+                vec![("CRONSOLE_REUSE_TEST".into(), format!("run{i}"))]
+            } else {
+                vec![]
+            },
+            ..ProcEnv::default()
+        };
+        let out = run(
+            &spec(
+                "echo $PPID; pwd; echo \"v=$CRONSOLE_REUSE_TEST\"",
+                Duration::from_secs(10),
+            ),
+            &env,
+        )
+        .await
+        .unwrap();
+        assert!(out.success(), "run {i}: {}", out.stderr_lossy());
+        let text = out.stdout_lossy();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        supervisors.push(lines[0].to_string());
+        let (dir, var) = if with {
+            (d.clone(), format!("v=run{i}"))
+        } else {
+            (here.clone(), "v=".to_string())
+        };
+        assert_eq!(lines[1], dir.display().to_string(), "{text}");
+        assert_eq!(lines[2], var, "{text}");
+    }
+    let mut distinct = supervisors.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert!(
+        distinct.len() < supervisors.len(),
+        "every run had a supervisor of its own: {supervisors:?}"
+    );
+}

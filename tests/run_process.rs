@@ -1164,6 +1164,50 @@ fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet()
 }
 
 #[test]
+fn the_supervisor_is_one_thread_its_command_blocks_no_signal_and_sigterm_stops_the_tree() {
+    // One thread waits for the command, the life-line and SIGTERM (no watcher thread per run),
+    // and the signals it blocks around that wait are not inherited by the command.
+    let dir = tmp("supthreads");
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--stall-ms", "60000", "--", "/bin/sh", "-c"])
+        .arg("grep -E '^Sig(Blk|Ign)' /proc/self/status; grep '^Threads' /proc/$PPID/status")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let keep = sup.stdin.take();
+    let (out, _) = wait_timeout(sup, Duration::from_secs(10));
+    drop(keep);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("SigBlk:\t0000000000000000"), "{text}");
+    assert!(text.contains("Threads:\t1\n"), "{text}");
+
+    // SIGTERM to the supervisor is handled like a closed life-line: the tree (an escapee
+    // included) is killed, while the owner still holds the life-line open.
+    let mut sup = Command::new(BIN)
+        .args(["__supervise", "--", "/bin/sh", "-c"])
+        .arg("setsid sleep 306 & echo $! > esc.pid; sleep 307")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let esc = wait_for_pid(&dir.join("esc.pid"));
+    let keep = sup.stdin.take();
+    unsafe {
+        libc::kill(sup.id() as i32, libc::SIGTERM);
+    }
+    let (out, _) = wait_timeout(sup, Duration::from_secs(10));
+    drop(keep);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGKILL));
+    assert!(!alive(esc), "escapee survived SIGTERM of its supervisor");
+}
+
+#[test]
 fn a_damaged_completion_spool_stops_the_start_with_exit_2_and_is_left_as_it_is() {
     let s = setup("badspool", &long_job("true"));
     std::fs::create_dir_all(s.store.join("spool")).unwrap();

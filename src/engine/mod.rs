@@ -940,16 +940,26 @@ impl Actor {
             .collect();
         in_flight.sort();
         in_flight.dedup();
+        // The settings the claimed runs use are read once per claim, in the same hand-off to
+        // the blocking pool (issue 14 item 4: a store lock and a hand-off per run was a tenth of
+        // a 10 000-run burst's engine CPU). A failed read is not the claim's failure: each run
+        // then reads them itself, with its own retries (`run::execute`).
         let outcome = blocking(&self.store, move |s| {
-            s.claim_due(&ClaimRequest {
+            let outcome = s.claim_due(&ClaimRequest {
                 now,
                 owner: &owner,
                 limit,
                 in_flight: &in_flight,
-            })
+            })?;
+            let settings = if outcome.claims.is_empty() {
+                None
+            } else {
+                s.settings().ok().map(Arc::new)
+            };
+            Ok((outcome, settings))
         })
         .await;
-        let outcome = match outcome {
+        let (outcome, settings) = match outcome {
             Ok(o) => {
                 self.store_failures = 0;
                 store_ok(&self.health, &self.ev_tx);
@@ -1004,6 +1014,7 @@ impl Actor {
                 health: Arc::clone(&self.health),
                 unwritten: Arc::clone(&self.unwritten),
                 spool: self.cfg.spool.clone().map(spool::Spool::new),
+                settings: settings.clone(),
             };
             let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
             if let Some(f) = self.in_flight.get_mut(&run_id) {
@@ -1210,6 +1221,8 @@ struct RunTask {
     health: Health,
     unwritten: Arc<std::sync::Mutex<Unwritten>>,
     spool: Option<spool::Spool>,
+    /// The store's settings read with this run's claim; `None`: the run reads them itself.
+    settings: Option<Arc<crate::model::Settings>>,
 }
 
 /// Complete through the group committer (falls back to a direct call if it is gone).
@@ -1326,6 +1339,7 @@ impl RunTask {
         // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
         let pipeline = run::execute(
             &claim,
+            self.settings.clone(),
             &self.deps,
             &self.store,
             &self.clock,

@@ -183,7 +183,7 @@ struct Ctx<'a> {
     clock: &'a Arc<dyn Clock>,
     ev_tx: &'a broadcast::Sender<Event>,
     owner: &'a str,
-    settings: Settings,
+    settings: Arc<Settings>,
     secrets: Secrets,
     progress: Progress,
     row: HistoryRow,
@@ -301,10 +301,12 @@ async fn read_settings(store: &Arc<dyn Store>, lease: Duration) -> Result<Settin
 
 /// Run the pipeline for one claim. Never panics on outside input; every outcome is a row.
 /// `progress` is updated after every attempt, so a caller that drops this future (shutdown)
-/// can still say how far the run got.
+/// can still say how far the run got. `claimed_settings` are the store's settings read with the
+/// claim (one read for a whole claim batch); `None` reads them here, with retries.
 #[allow(clippy::too_many_arguments)]
 pub async fn execute(
     claim: &Claim,
+    claimed_settings: Option<Arc<Settings>>,
     deps: &RunDeps,
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
@@ -332,7 +334,13 @@ pub async fn execute(
         row.parent_job = Some(p.job.clone());
         row.parent_run_id = Some(p.run_id);
     }
-    let settings = match read_settings(store, secs(def.lease_seconds)).await {
+    let settings = match claimed_settings {
+        Some(s) => Ok(s),
+        None => read_settings(store, secs(def.lease_seconds))
+            .await
+            .map(Arc::new),
+    };
+    let settings = match settings {
         Ok(s) => s,
         Err(e) => {
             let mut row = row;
