@@ -369,7 +369,9 @@ mod tests {
         let store = big_store(dir.path(), t0);
         let clock = ManualClock::new(t0);
         let ep = Endpoint {
-            metrics: Arc::new(Metrics::new()),
+            metrics: // A computation that takes longer than the default wait (a loaded machine, a debug
+            // build) would make requests answer with the older text: wait for it here.
+            Arc::new(Metrics::new().with_scrape_wait(Duration::from_secs(300))),
             store,
             clock: Arc::new(clock.clone()),
             heartbeat: Arc::new(Heartbeat::default()),

@@ -96,6 +96,8 @@ pub struct Metrics {
     scrape_done: watch::Sender<u64>,
     /// Store-reading computations made so far (one per fresh exposition).
     computations: AtomicU64,
+    /// How long a request waits for a running computation ([`SCRAPE_WAIT`] unless set).
+    scrape_wait: Duration,
 }
 
 /// The cached exposition (see [`Metrics::scrape`]).
@@ -130,6 +132,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// How long a `/metrics` request waits for a computation in progress before it answers with
+    /// the last exposition (default [`SCRAPE_WAIT`]). Tests on a loaded machine raise it, so a
+    /// slow computation cannot make requests answer with an older text.
+    pub fn with_scrape_wait(mut self, wait: Duration) -> Metrics {
+        self.scrape_wait = wait;
+        self
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("cronsole");
         let runs = Family::<RunLabels, Counter>::default();
@@ -195,6 +205,7 @@ impl Metrics {
             cache: Mutex::new(ScrapeCache::default()),
             scrape_done: watch::channel(0).0,
             computations: AtomicU64::new(0),
+            scrape_wait: SCRAPE_WAIT,
         }
     }
 
@@ -231,7 +242,7 @@ impl Metrics {
             }
             done
         };
-        let _ = tokio::time::timeout(SCRAPE_WAIT, done.changed()).await;
+        let _ = tokio::time::timeout(self.scrape_wait, done.changed()).await;
         let last = self.cache_lock().text.clone();
         last.unwrap_or_else(|| self.encode().into())
     }
