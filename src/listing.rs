@@ -1,10 +1,13 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
-//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
-//! by a reader thread, which hands each page over a bounded channel to the calling thread; that
-//! one encodes it with the listing's own pretty writer ([`pretty`]) into one reused buffer and
-//! hands it to the writer in one write. Reading (and the file store's parsing of the records)
-//! overlaps encoding on two cores; the memory this adds is at most three pages whatever the
-//! number of jobs, and the first bytes leave before the last job is read.
+//! read from the store a page at a time ([`Store::jobs_page_json`], [`PAGE`] jobs, in name
+//! order) by a reader thread, which hands each page over a bounded channel to the calling
+//! thread; that one writes each view with the listing's own pretty writer ([`pretty`]) into one
+//! reused buffer and hands it to the writer in one write. A job the store hands as its stored
+//! JSON (the file store's lines) is printed from that JSON without parsing the record (`fast`:
+//! transcoded, its shape checked once against the full parse); a parsed record (PostgreSQL, or
+//! a line the fast path declines) is serialised. Reading overlaps writing on two cores; the
+//! memory this adds is at most three pages whatever the number of jobs, and the first bytes
+//! leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
 //! Must not touch: store internals (it speaks only the trait), text formatting of `jobs`.
@@ -190,10 +193,7 @@ fn write_counted(
                         true
                     }
                     PageJob::Json { name, range } => {
-                        let json = page
-                            .buf
-                            .get(range.clone())
-                            .and_then(|b| std::str::from_utf8(b).ok());
+                        let json = page.buf.get(range.clone());
                         let done = match json {
                             Some(json) => shapes
                                 .write(&mut enc, json, name, &key, now)

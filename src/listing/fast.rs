@@ -52,6 +52,8 @@ pub(super) struct Shapes {
     verdict: HashMap<Vec<u8>, bool>,
     /// The shape of the record being printed.
     shape: Vec<u8>,
+    /// The last shape found trusted (never empty once set: a shape has at least `{}{}`).
+    last_fast: Vec<u8>,
     /// The `def` and `rt` members transcoded, before the view's head is written.
     body: Pretty,
     /// The full path's bytes, for the first record of a shape.
@@ -66,10 +68,87 @@ pub(super) struct Shapes {
 /// Why a record could not be printed from its JSON: take the full path.
 struct Decline;
 
-/// A top-level member of `def` or `rt`: its key's and value's bytes in the record's JSON.
-struct Member {
-    key: Range<usize>,
-    val: Range<usize>,
+/// The top-level members of `def` or `rt` the view reads: where each one's value is in the
+/// record's JSON (found in one pass while transcoding, by `slot`).
+struct Members<const N: usize> {
+    slot: fn(&[u8]) -> Option<usize>,
+    vals: [Option<Range<usize>>; N],
+}
+
+impl<const N: usize> Members<N> {
+    fn new(slot: fn(&[u8]) -> Option<usize>) -> Self {
+        Members {
+            slot,
+            vals: std::array::from_fn(|_| None),
+        }
+    }
+
+    /// The value of member `i` in `json`.
+    fn get<'j>(&self, json: &'j str, i: usize) -> Result<&'j str, Decline> {
+        self.vals[i]
+            .clone()
+            .and_then(|r| json.get(r))
+            .ok_or(Decline)
+    }
+}
+
+/// Where one member's value goes ([`Members`] of either object, behind one type).
+trait Slots {
+    fn record(&mut self, key: &[u8], val: Range<usize>);
+}
+
+impl<const N: usize> Slots for Members<N> {
+    fn record(&mut self, key: &[u8], val: Range<usize>) {
+        if let Some(i) = (self.slot)(key) {
+            self.vals[i] = Some(val);
+        }
+    }
+}
+
+// `def`'s members the view reads.
+const NAME: usize = 0;
+const SCHEDULE_TEXT: usize = 1;
+const ENABLED: usize = 2;
+const JITTER: usize = 3;
+const MAX_COST: usize = 4;
+fn def_slot(key: &[u8]) -> Option<usize> {
+    match key {
+        b"name" => Some(NAME),
+        b"schedule_text" => Some(SCHEDULE_TEXT),
+        b"enabled" => Some(ENABLED),
+        b"jitter_seconds" => Some(JITTER),
+        b"max_cost_usd" => Some(MAX_COST),
+        _ => None,
+    }
+}
+
+// `rt`'s members the view reads (the first seven are copied in this order).
+const RT_COPIED: [&str; 7] = [
+    "last_run_at",
+    "last_status",
+    "runs",
+    "paused",
+    "retired",
+    "retired_reason",
+    "lease",
+];
+const NEXT_SLOT: usize = 7;
+const HOLD_UNTIL: usize = 8;
+const COUNTERS: usize = 9;
+fn rt_slot(key: &[u8]) -> Option<usize> {
+    match key {
+        b"last_run_at" => Some(0),
+        b"last_status" => Some(1),
+        b"runs" => Some(2),
+        b"paused" => Some(3),
+        b"retired" => Some(4),
+        b"retired_reason" => Some(5),
+        b"lease" => Some(6),
+        b"next_slot" => Some(NEXT_SLOT),
+        b"hold_until" => Some(HOLD_UNTIL),
+        b"counters" => Some(COUNTERS),
+        _ => None,
+    }
 }
 
 impl Shapes {
@@ -88,8 +167,14 @@ impl Shapes {
         self.shape.clear();
         let fast = self.transcode(enc, json, name, period_key, now).is_ok();
         if fast {
+            // Neighbours mostly share a shape: one comparison instead of hashing it.
+            if self.shape == self.last_fast {
+                self.fast += 1;
+                return Ok(true);
+            }
             match self.verdict.get(&self.shape) {
                 Some(true) => {
+                    std::mem::swap(&mut self.shape, &mut self.last_fast);
                     self.fast += 1;
                     return Ok(true);
                 }
@@ -137,8 +222,8 @@ impl Shapes {
         let depth = enc.depth() + 1;
         self.body.out.clear();
         self.body.set_depth(depth);
-        let mut def = Vec::with_capacity(32);
-        let mut rt = Vec::with_capacity(32);
+        let mut def = Members::<5>::new(def_slot);
+        let mut rt = Members::<10>::new(rt_slot);
         let mut tx = Tx {
             s: json.as_bytes(),
             text: json,
@@ -155,22 +240,16 @@ impl Shapes {
         if tx.i != json.len() {
             return Err(Decline);
         }
-        let get = |m: &[Member], k: &str| -> Result<&str, Decline> {
-            m.iter()
-                .find(|m| &json[m.key.clone()] == k)
-                .map(|m| &json[m.val.clone()])
-                .ok_or(Decline)
-        };
         // The members the view's derived fields read.
-        let job_name = plain_str(get(&def, "name")?)?;
+        let job_name = plain_str(def.get(json, NAME)?)?;
         if job_name != name {
             return Err(Decline);
         }
-        let retired = get(&rt, "retired")? == "true";
-        let leased = get(&rt, "lease")? != "null";
-        let paused = get(&rt, "paused")? == "true";
-        let enabled = get(&def, "enabled")? == "true";
-        let held = match get(&rt, "hold_until")? {
+        let retired = rt.get(json, 4)? == "true";
+        let leased = rt.get(json, 6)? != "null";
+        let paused = rt.get(json, 3)? == "true";
+        let enabled = def.get(json, ENABLED)? == "true";
+        let held = match rt.get(json, HOLD_UNTIL)? {
             "null" => false,
             t => timestamp(t)? > now,
         };
@@ -185,13 +264,15 @@ impl Shapes {
         } else {
             "idle"
         };
-        let next_slot = get(&rt, "next_slot")?;
-        let jitter = match get(&def, "jitter_seconds") {
+        let next_slot = rt.get(json, NEXT_SLOT)?;
+        let jitter = match def.get(json, JITTER) {
             Ok(v) => v.parse::<f64>().map_err(|_| Decline)?,
             Err(Decline) => 0.0,
         };
+        // No jitter: the fire instant is the slot (`jitter::offset`), its text the stored one.
         let next_fire_at = match next_slot {
             "null" => None,
+            _ if jitter.is_nan() || jitter <= 0.0 => None,
             t => Some(crate::schedule::jitter::fire_at(
                 &job_name,
                 timestamp(t)?,
@@ -199,7 +280,7 @@ impl Shapes {
             )),
         };
         let counters: CounterBits =
-            serde_json::from_str(get(&rt, "counters")?).map_err(|_| Decline)?;
+            serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
         let spend = crate::store::budget::counter_spend(
             &JobCounters {
                 period_key: counters.period_key.into_owned(),
@@ -221,31 +302,26 @@ impl Shapes {
         };
         enc.open(b'{');
         field(enc, "name", true);
-        head.value_of(enc, get(&def, "name")?)?;
+        head.value_of(enc, def.get(json, NAME)?)?;
         field(enc, "state", false);
         enc.string(state);
         field(enc, "schedule", false);
-        head.value_of(enc, get(&def, "schedule_text")?)?;
+        head.value_of(enc, def.get(json, SCHEDULE_TEXT)?)?;
         field(enc, "next_slot", false);
         head.value_of(enc, next_slot)?;
         field(enc, "next_fire_at", false);
-        next_fire_at.serialize(&mut *enc).map_err(|_| Decline)?;
-        for (k, from) in [
-            ("last_run_at", &rt),
-            ("last_status", &rt),
-            ("runs", &rt),
-            ("paused", &rt),
-            ("retired", &rt),
-            ("retired_reason", &rt),
-            ("lease", &rt),
-        ] {
+        match next_fire_at {
+            Some(t) => t.serialize(&mut *enc).map_err(|_| Decline)?,
+            None => head.value_of(enc, next_slot)?,
+        }
+        for (i, k) in RT_COPIED.iter().enumerate() {
             field(enc, k, false);
-            head.value_of(enc, get(from, k)?)?;
+            head.value_of(enc, rt.get(json, i)?)?;
         }
         field(enc, "period_cost_usd", false);
         spend.serialize(&mut *enc).map_err(|_| Decline)?;
         field(enc, "max_cost_usd", false);
-        head.value_of(enc, get(&def, "max_cost_usd")?)?;
+        head.value_of(enc, def.get(json, MAX_COST)?)?;
         field(enc, "definition", false);
         enc.out.extend_from_slice(&self.body.out[..split]);
         field(enc, "runtime", false);
@@ -523,7 +599,7 @@ impl Tx<'_, '_> {
     fn object(
         &mut self,
         enc: &mut Pretty,
-        mut members: Option<&mut Vec<Member>>,
+        mut members: Option<&mut dyn Slots>,
     ) -> Result<(), Decline> {
         self.expect(b"{")?;
         self.shape.push(b'{');
@@ -549,10 +625,7 @@ impl Tx<'_, '_> {
             let val = self.i;
             self.value(enc)?;
             if let Some(m) = members.as_deref_mut() {
-                m.push(Member {
-                    key,
-                    val: val..self.i,
-                });
+                m.record(&self.s[key], val..self.i);
             }
             match self.peek()? {
                 b',' => self.i += 1,

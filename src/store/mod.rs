@@ -331,8 +331,9 @@ where
 /// One page of [`Store::jobs_page_json`].
 #[derive(Debug, Default)]
 pub struct JsonPage {
-    /// The bytes the [`PageJob::Json`] entries point into.
-    pub buf: Vec<u8>,
+    /// The text the [`PageJob::Json`] entries point into (checked UTF-8 by the store's
+    /// thread, so the listing's does not).
+    pub buf: String,
     /// The page's jobs, in name order.
     pub jobs: Vec<PageJob>,
 }
@@ -614,7 +615,7 @@ pub trait Store: HistoryReader {
     /// parsed records of [`Store::jobs_page`].
     fn jobs_page_json(&self, after: Option<&str>, limit: usize) -> StoreResult<JsonPage> {
         Ok(JsonPage {
-            buf: Vec::new(),
+            buf: String::new(),
             jobs: self
                 .jobs_page(after, limit)?
                 .into_iter()

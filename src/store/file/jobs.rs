@@ -325,8 +325,9 @@ impl RawPage {
 
 impl RawPage {
     /// The page as stored JSON ([`crate::store::Store::jobs_page_json`]): each line's
-    /// checksum verified and its `job` member located, nothing parsed. `None` when a line
-    /// fails either (the caller reads the page again under the lock).
+    /// checksum verified and its `job` member located, the text checked to be UTF-8, nothing
+    /// parsed. `None` when a line fails any of these (the caller reads the page again under
+    /// the lock).
     pub(super) fn into_json(self) -> Option<crate::store::JsonPage> {
         use crate::store::PageJob;
         let mut jobs = Vec::with_capacity(self.items.len());
@@ -345,7 +346,7 @@ impl RawPage {
             });
         }
         Some(crate::store::JsonPage {
-            buf: self.buf,
+            buf: String::from_utf8(self.buf).ok()?,
             jobs,
         })
     }
@@ -2240,7 +2241,7 @@ mod tests {
                 .map(|j| match j {
                     PageJob::Json { name, range } => {
                         let r: crate::model::JobRecord =
-                            serde_json::from_slice(&page.buf[range.clone()]).unwrap();
+                            serde_json::from_str(&page.buf[range.clone()]).unwrap();
                         assert_eq!(&r.def.name, name);
                         r
                     }

@@ -859,7 +859,7 @@ impl Store for FileStore {
         match raw.into_json() {
             Some(page) => Ok(page),
             None => Ok(crate::store::JsonPage {
-                buf: Vec::new(),
+                buf: String::new(),
                 jobs: self
                     .lock()?
                     .page_records(after, limit)?
