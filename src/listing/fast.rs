@@ -54,6 +54,9 @@ pub(super) struct Shapes {
     shape: Vec<u8>,
     /// The last shape found trusted (never empty once set: a shape has at least `{}{}`).
     last_fast: Vec<u8>,
+    /// The last period spend computed: booked key, period and total amounts, listing's key,
+    /// spend.
+    last_spend: Option<(String, f64, f64, String, f64)>,
     /// The `def` and `rt` members transcoded, before the view's head is written.
     body: Pretty,
     /// The full path's bytes, for the first record of a shape.
@@ -281,15 +284,35 @@ impl Shapes {
         };
         let counters: CounterBits =
             serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
-        let spend = crate::store::budget::counter_spend(
-            &JobCounters {
-                period_key: counters.period_key.into_owned(),
-                period_cost_usd: counters.period_cost_usd,
-                total_cost_usd: counters.total_cost_usd,
-                ..JobCounters::default()
-            },
-            period_key,
-        );
+        // A pure function of these four: neighbours mostly book under the same key with the
+        // same amounts, and a key of another period kind costs a date parse and a few formats.
+        let spend = match &self.last_spend {
+            Some((booked, p, t, k, v))
+                if *booked == counters.period_key
+                    && p.to_bits() == counters.period_cost_usd.to_bits()
+                    && t.to_bits() == counters.total_cost_usd.to_bits()
+                    && k == period_key =>
+            {
+                *v
+            }
+            _ => {
+                let c = JobCounters {
+                    period_key: counters.period_key.into_owned(),
+                    period_cost_usd: counters.period_cost_usd,
+                    total_cost_usd: counters.total_cost_usd,
+                    ..JobCounters::default()
+                };
+                let v = crate::store::budget::counter_spend(&c, period_key);
+                self.last_spend = Some((
+                    c.period_key,
+                    c.period_cost_usd,
+                    c.total_cost_usd,
+                    period_key.to_string(),
+                    v,
+                ));
+                v
+            }
+        };
 
         // The view, in `JobView`'s field order.
         let mut no_shape = Vec::new();
