@@ -1,10 +1,13 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
-//! read from the store a page at a time ([`Store::jobs_page`], [`PAGE`] records, in name order)
-//! by a reader thread, which hands each page over a bounded channel to the calling thread; that
-//! one encodes it with the listing's own pretty writer ([`pretty`]) into one reused buffer and
-//! hands it to the writer in one write. Reading (and the file store's parsing of the records)
-//! overlaps encoding on two cores; the memory this adds is at most three pages whatever the
-//! number of jobs, and the first bytes leave before the last job is read.
+//! read from the store a page at a time ([`Store::jobs_page_json`], [`PAGE`] jobs, in name
+//! order) by a reader thread, which hands each page over a bounded channel to the calling
+//! thread; that one writes each view with the listing's own pretty writer ([`pretty`]) into one
+//! reused buffer and hands it to the writer in one write. A job the store hands as its stored
+//! JSON (the file store's lines) is printed from that JSON without parsing the record (`fast`:
+//! transcoded, its shape checked once against the full parse); a parsed record (PostgreSQL, or
+//! a line the fast path declines) is serialised. Reading overlaps writing on two cores; the
+//! memory this adds is at most three pages whatever the number of jobs, and the first bytes
+//! leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
 //! Must not touch: store internals (it speaks only the trait), text formatting of `jobs`.
@@ -25,8 +28,9 @@ use serde::Serialize;
 
 use crate::model::{JobDef, JobRecord, JobRuntime, Lease, Settings, Status};
 use crate::store::logic::counter_period;
-use crate::store::{Store, StoreError};
+use crate::store::{JsonPage, PageJob, Store, StoreError};
 
+mod fast;
 pub mod pretty;
 
 /// Jobs read from the store per page.
@@ -130,18 +134,36 @@ pub fn write_jobs_json(
     store: &dyn Store,
     settings: &Settings,
     now: DateTime<Utc>,
-    mut out: impl Write,
+    out: impl Write,
 ) -> Result<usize, ListingError> {
+    write_counted(store, settings, now, out).map(|c| c.jobs)
+}
+
+/// How a listing printed its jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    /// Jobs written.
+    jobs: usize,
+    /// Of those, printed from their stored JSON ([`fast`]).
+    from_json: u64,
+}
+
+/// [`write_jobs_json`], counting the jobs printed from their stored JSON.
+fn write_counted(
+    store: &dyn Store,
+    settings: &Settings,
+    now: DateTime<Utc>,
+    mut out: impl Write,
+) -> Result<Counts, ListingError> {
     let key = counter_period(settings).key(now);
     std::thread::scope(|s| {
-        let (tx, rx) =
-            std::sync::mpsc::sync_channel::<Result<Vec<JobRecord>, StoreError>>(READ_AHEAD);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<JsonPage, StoreError>>(READ_AHEAD);
         s.spawn(move || {
             let mut after: Option<String> = None;
             loop {
-                let page = store.jobs_page(after.as_deref(), PAGE);
+                let page = store.jobs_page_json(after.as_deref(), PAGE);
                 after = match &page {
-                    Ok(p) if p.len() == PAGE => p.last().map(|r| r.def.name.clone()),
+                    Ok(p) if p.jobs.len() == PAGE => p.jobs.last().map(|j| j.name().to_string()),
                     _ => None,
                 };
                 // A closed channel: the writer stopped (its error is the one reported).
@@ -152,24 +174,71 @@ pub fn write_jobs_json(
         });
         // The array's elements sit at depth 1; each is preceded by "\n" (first) or ",\n" + indent.
         let mut enc = pretty::Pretty::at_depth(1);
+        let mut shapes = fast::Shapes::default();
         enc.out.push(b'[');
         let mut n = 0usize;
+        // The name before the page's first job (where a re-read of that job starts).
+        let mut before: Option<String> = None;
         for page in rx {
-            for r in &page? {
+            let page = page?;
+            for (i, job) in page.jobs.iter().enumerate() {
+                let mark = enc.out.len();
                 enc.out
                     .extend_from_slice(if n == 0 { b"\n  " } else { b",\n  " });
-                JobView::in_period(r, &key, now)
-                    .serialize(&mut enc)
-                    .map_err(ListingError::Encode)?;
-                n += 1;
+                let printed = match job {
+                    PageJob::Record(r) => {
+                        JobView::in_period(r, &key, now)
+                            .serialize(&mut enc)
+                            .map_err(ListingError::Encode)?;
+                        true
+                    }
+                    PageJob::Json { name, range } => {
+                        let json = page.buf.get(range.clone());
+                        let done = match json {
+                            Some(json) => shapes
+                                .write(&mut enc, json, name, &key, now)
+                                .map_err(ListingError::Encode)?,
+                            None => false,
+                        };
+                        if done {
+                            true
+                        } else {
+                            // Its JSON did not parse as its record: read it again through the
+                            // store's own path, whose error names the file and line.
+                            let prev = match i {
+                                0 => before.as_deref(),
+                                _ => Some(page.jobs[i - 1].name()),
+                            };
+                            match store.jobs_page(prev, 1)?.first() {
+                                Some(r) if r.def.name == *name => {
+                                    JobView::in_period(r, &key, now)
+                                        .serialize(&mut enc)
+                                        .map_err(ListingError::Encode)?;
+                                    true
+                                }
+                                // Removed since the page was read: not listed.
+                                _ => false,
+                            }
+                        }
+                    }
+                };
+                if printed {
+                    n += 1;
+                } else {
+                    enc.out.truncate(mark);
+                }
             }
+            before = page.jobs.last().map(|j| j.name().to_string());
             out.write_all(&enc.out).map_err(ListingError::Write)?;
             enc.out.clear();
         }
         out.write_all(if n == 0 { b"]\n" } else { b"\n]\n" })
             .and_then(|()| out.flush())
             .map_err(ListingError::Write)?;
-        Ok(n)
+        Ok(Counts {
+            jobs: n,
+            from_json: shapes.fast,
+        })
     })
 }
 
@@ -214,10 +283,10 @@ mod tests {
             let (_d, store, now) = store_with(n);
             let settings = store.settings().unwrap();
             let mut out = Vec::new();
-            assert_eq!(
-                write_jobs_json(&store, &settings, now, &mut out).unwrap(),
-                n
-            );
+            let counts = write_counted(&store, &settings, now, &mut out).unwrap();
+            assert_eq!(counts.jobs, n);
+            // Every record was printed from its stored JSON (the file store's lines).
+            assert_eq!(counts.from_json, n as u64);
             let text = String::from_utf8(out).unwrap();
             assert_eq!(text, whole(&store, now), "{n} jobs");
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -59,7 +59,7 @@ impl std::fmt::Write for UnsafeHex<'_> {
 /// No byte of `w` (eight bytes of a string) needs a look: none is below 0x20, `"`, `\\`, DEL
 /// or outside ASCII. May say `false` for a plain word (a borrow past a matching byte), never
 /// `true` for one that is not: the byte-by-byte loop decides then.
-fn plain8(w: u64) -> bool {
+pub(super) fn plain8(w: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // A byte of `v` is zero ⇒ its high bit is set in `zero(v)`.
@@ -102,6 +102,16 @@ impl Pretty {
         }
     }
 
+    /// The nesting depth the next value is written at.
+    pub(super) fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Write the next values at nesting `depth` (a reused writer).
+    pub(super) fn set_depth(&mut self, depth: usize) {
+        self.depth = depth;
+    }
+
     fn indent(&mut self) {
         let mut n = self.depth * 2;
         while n > 0 {
@@ -112,7 +122,7 @@ impl Pretty {
     }
 
     /// `"\n"` before the first entry of a container, `",\n"` before the others, then the indent.
-    fn entry(&mut self, first: bool) {
+    pub(super) fn entry(&mut self, first: bool) {
         if first {
             self.out.push(b'\n');
         } else {
@@ -121,7 +131,7 @@ impl Pretty {
         self.indent();
     }
 
-    fn string(&mut self, s: &str) {
+    pub(super) fn string(&mut self, s: &str) {
         self.out.push(b'"');
         let bytes = s.as_bytes();
         let mut start = 0;
@@ -225,12 +235,12 @@ impl Pretty {
         self.out.push(b'}');
     }
 
-    fn open(&mut self, c: u8) {
+    pub(super) fn open(&mut self, c: u8) {
         self.out.push(c);
         self.depth += 1;
     }
 
-    fn close(&mut self, c: u8, had_entries: bool) {
+    pub(super) fn close(&mut self, c: u8, had_entries: bool) {
         self.depth -= 1;
         if had_entries {
             self.out.push(b'\n');

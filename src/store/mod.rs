@@ -328,6 +328,41 @@ where
         })
 }
 
+/// One page of [`Store::jobs_page_json`].
+#[derive(Debug, Default)]
+pub struct JsonPage {
+    /// The text the [`PageJob::Json`] entries point into (checked UTF-8 by the store's
+    /// thread, so the listing's does not).
+    pub buf: String,
+    /// The page's jobs, in name order.
+    pub jobs: Vec<PageJob>,
+}
+
+/// One job of a [`JsonPage`].
+#[derive(Debug)]
+pub enum PageJob {
+    /// The parsed record.
+    Record(Box<JobRecord>),
+    /// The record as the store wrote it: a serialised [`JobRecord`] at `range` of
+    /// [`JsonPage::buf`] (its line's checksum verified, not parsed), indexed under `name`.
+    Json {
+        /// The name the store lists the job under (the record's own name must match).
+        name: String,
+        /// Where the record's JSON is in [`JsonPage::buf`].
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl PageJob {
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        match self {
+            PageJob::Record(r) => &r.def.name,
+            PageJob::Json { name, .. } => name,
+        }
+    }
+}
+
 /// What `claim_due` may take.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest<'a> {
@@ -573,6 +608,20 @@ pub trait Store: HistoryReader {
         }
         all.truncate(limit);
         Ok(all)
+    }
+    /// [`Store::jobs_page`] for a listing that can print a record from its stored JSON
+    /// (`jobs --json`): a store that keeps each record as JSON (the file store's lines) hands
+    /// the page's JSON text, checksums verified, without parsing it; the default hands the
+    /// parsed records of [`Store::jobs_page`].
+    fn jobs_page_json(&self, after: Option<&str>, limit: usize) -> StoreResult<JsonPage> {
+        Ok(JsonPage {
+            buf: String::new(),
+            jobs: self
+                .jobs_page(after, limit)?
+                .into_iter()
+                .map(|r| PageJob::Record(Box::new(r)))
+                .collect(),
+        })
     }
     /// The earliest instant at which `claim_due` may have work (a slot, a lease expiry, a hold
     /// ending); `Some(now)` or earlier when something is claimable already.

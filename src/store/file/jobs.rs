@@ -360,6 +360,59 @@ impl RawPage {
     }
 }
 
+impl RawPage {
+    /// The page as stored JSON ([`crate::store::Store::jobs_page_json`]): each line's
+    /// checksum verified and its `job` member located, the text checked to be UTF-8, nothing
+    /// parsed. `None` when a line fails any of these (the caller reads the page again under
+    /// the lock).
+    pub(super) fn into_json(self) -> Option<crate::store::JsonPage> {
+        use crate::store::PageJob;
+        let mut jobs = Vec::with_capacity(self.items.len());
+        for (name, src) in self.items {
+            jobs.push(match src {
+                RawSrc::Record(r) => PageJob::Record(r),
+                RawSrc::Line { loc, at } => {
+                    let line = self.buf.get(at..at + loc.len as usize)?;
+                    // The index's checksum too: a valid line swapped in place is not printed.
+                    verify_at(line, loc).ok()?;
+                    let job = job_member(line)?;
+                    PageJob::Json {
+                        name,
+                        range: at + job.start..at + job.end,
+                    }
+                }
+            });
+        }
+        Some(crate::store::JsonPage {
+            buf: String::from_utf8(self.buf).ok()?,
+            jobs,
+        })
+    }
+}
+
+/// Where a job line's `job` member (the record) is: after the `head` when the line has one,
+/// else first. Only the head is scanned (skipped, not parsed into values) and the record's
+/// extent; `None` when the line is not shaped so.
+fn job_member(line: &[u8]) -> Option<std::ops::Range<usize>> {
+    const JOB_KEY: &[u8] = b"\"job\":";
+    let skip = |from: usize| -> Option<usize> {
+        let rest = line.get(from..)?;
+        let mut values =
+            serde_json::Deserializer::from_slice(rest).into_iter::<serde::de::IgnoredAny>();
+        values.next()?.ok()?;
+        Some(from + values.byte_offset())
+    };
+    let start = if line.starts_with(HEAD_KEY) {
+        let end = skip(HEAD_KEY.len())?;
+        line.get(end..)?.strip_prefix(b",")?.strip_prefix(JOB_KEY)?;
+        end + 1 + JOB_KEY.len()
+    } else {
+        line.strip_prefix(b"{")?.strip_prefix(JOB_KEY)?;
+        1 + JOB_KEY.len()
+    };
+    Some(start..skip(start)?)
+}
+
 /// Where job `name`'s line lives (an internal error when it has none: its only copy would be
 /// a record in `hot`, which the callers look at first).
 fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
@@ -2404,6 +2457,79 @@ mod tests {
         let e = s.job("idle").unwrap_err().to_string();
         assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
         assert!(e.contains("missing field `def`"), "{e}");
+    }
+
+    /// `jobs_page_json` hands each job's record JSON as written (in the snapshot, in the
+    /// journal, with or without a head), the same records `jobs_page` parses; a line whose
+    /// checksum fails sends the page through the locked path, whose error names the line.
+    #[test]
+    fn jobs_page_json_hands_each_records_json_and_a_bad_line_is_named() {
+        use crate::store::PageJob;
+        let (dir, s) = busy_store("pagejson");
+        let json_records = |s: &FileStore, after: Option<&str>| -> Vec<crate::model::JobRecord> {
+            let page = s.jobs_page_json(after, 3).unwrap();
+            page.jobs
+                .iter()
+                .map(|j| match j {
+                    PageJob::Json { name, range } => {
+                        let r: crate::model::JobRecord =
+                            serde_json::from_str(&page.buf[range.clone()]).unwrap();
+                        assert_eq!(&r.def.name, name);
+                        r
+                    }
+                    PageJob::Record(r) => panic!("{} came parsed", r.def.name),
+                })
+                .collect()
+        };
+        for after in [None, Some("child"), Some("paused")] {
+            assert_eq!(json_records(&s, after), s.jobs_page(after, 3).unwrap());
+        }
+        // A line without a head (an earlier release) in the journal.
+        drop(s);
+        let journal = dir.join(JOURNAL_FILE);
+        rewrite_line(&journal, "\"name\":\"child\"", |l| {
+            rechecksummed(l, |b| {
+                let rest = &b[HEAD_KEY.len()..];
+                let mut values =
+                    serde_json::Deserializer::from_slice(rest).into_iter::<serde_json::Value>();
+                values.next().unwrap().unwrap();
+                let end = values.byte_offset();
+                [&b[..1], &rest[end + 1..]].concat()
+            })
+        });
+        let s = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(json_records(&s, None), s.jobs_page(None, 3).unwrap());
+        s.compact_jobs_for_test();
+        assert_eq!(json_records(&s, None), s.jobs_page(None, 3).unwrap());
+        drop(s);
+        // A byte flipped after the open verified it: the page is read again under the lock.
+        let snap = dir.join(SNAPSHOT_FILE);
+        let s = FileStore::open_existing(&dir).unwrap();
+        let no = rewrite_line(&snap, "\"name\":\"idle\"", |l| {
+            replace(l, "\"runs\":", "\"runz\":")
+        });
+        let e = s.jobs_page_json(None, 10).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
+    }
+
+    /// `jobs --json` over a record whose JSON no longer parses (checksum intact): the listing
+    /// asks the store for that job, and the error names its file and line.
+    #[test]
+    fn a_listed_record_that_does_not_parse_is_named_at_its_line() {
+        let (dir, s) = busy_store("listbad");
+        s.compact_jobs_for_test();
+        drop(s);
+        let snap = dir.join(SNAPSHOT_FILE);
+        let no = rewrite_line(&snap, "\"name\":\"idle\"", |l| {
+            rechecksummed(l, |b| replace(&b, "\"runs\":", "\"runs\":\"many\",\"x\":"))
+        });
+        let s = FileStore::open_existing(&dir).unwrap();
+        let settings = s.settings().unwrap();
+        let mut out = Vec::new();
+        let e = crate::listing::write_jobs_json(&s, &settings, t(2000), &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
     }
 
     /// Red team, round 4: a head edited to disagree with its record (the CRC recomputed) made

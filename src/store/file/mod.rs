@@ -869,6 +869,30 @@ impl Store for FileStore {
         }
     }
 
+    /// The page's lines read as [`Store::jobs_page`] does; outside the lock each line's
+    /// checksum is verified and its `job` member located, nothing parsed. A line that fails
+    /// there sends the whole page through [`Store::jobs_page`]'s path under the lock (parsed
+    /// records, or the error naming the file and line).
+    fn jobs_page_json(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<crate::store::JsonPage> {
+        let raw = self.lock()?.page_lines(after, limit)?;
+        match raw.into_json() {
+            Some(page) => Ok(page),
+            None => Ok(crate::store::JsonPage {
+                buf: String::new(),
+                jobs: self
+                    .lock()?
+                    .page_records(after, limit)?
+                    .into_iter()
+                    .map(|r| crate::store::PageJob::Record(Box::new(r)))
+                    .collect(),
+            }),
+        }
+    }
+
     /// Minimum over the wake-up index. It includes lease expiries of every owner's runs, so a
     /// caller whose own run outlived its lease sees a past instant until that run completes;
     /// the engine should treat a past wake-up for a job it has in flight as "no work".

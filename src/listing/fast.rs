@@ -1,0 +1,966 @@
+//! The view of a job printed straight from its stored JSON (issue 14 goal 3): the file store
+//! keeps each record as a JSON line, so `jobs --json` transcodes the record's `def` and `rt`
+//! members into the pretty layout ([`super::pretty::Pretty`]'s own indentation and string
+//! escapes) instead of parsing a [`JobRecord`] and serialising it again, and computes the
+//! view's derived fields (state, next fire, period spend) from the few members they read.
+//!
+//! Owns: the transcoder and the check that makes it safe. Must not touch: the store (it gets
+//! the record's JSON text from [`crate::store::Store::jobs_page_json`]) or the view's shape
+//! (that is [`super::JobView`]; this module prints the same bytes or declines).
+//!
+//! # Why the bytes are the same
+//! The full path prints `serialise(parse(line))`; this one prints the line's own members.
+//! They agree when the line is what the current model serialises. That depends on the line's
+//! *shape* (its keys in order, nesting, and the kind of every value), not on most of its
+//! values: a line written by an older release with a member missing (a defaulted field), an
+//! extra one, or another order has another shape. So every record's shape is collected while
+//! it is transcoded, and the first record of each shape is also printed the full way and
+//! compared byte for byte: equal, the shape is trusted from then on; different, every record of
+//! that shape takes the full path. The values that could still differ with the same shape are
+//! guarded in the shape itself: `true`/`false`, zero/non-zero numbers and integers/decimals are
+//! different kinds, strings of at most [`SHORT`] bytes are part of the shape (serde skips a
+//! field by its value only for `false`, `0.0` and `overlap: skip`), and a number serde_json
+//! might not read back exactly (more than 15 significant digits, a power of ten past 22: its
+//! float parser is exact only below that) sends its record down the full path. Strings are
+//! decoded and escaped again by the listing's own writer, so stored escapes do not matter.
+//!
+//! Decisions: the values of typed strings (timestamps, ids, enum names) are trusted as the
+//! store wrote them (checksummed); a line edited by hand with a valid checksum but a value the
+//! model would refuse is printed as stored here, where the full parse would refuse it —
+//! `cronsole check --store` parses every line. At most [`MAX_SHAPES`] shapes are remembered;
+//! a record of a shape not remembered takes the full path.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Range;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::pretty::{self, Pretty};
+use crate::model::{JobCounters, JobRecord};
+
+/// Strings up to this many bytes are part of a record's shape (see the module doc).
+const SHORT: usize = 4;
+/// Shapes remembered per listing.
+const MAX_SHAPES: usize = 4096;
+
+/// What the listing knows about the shapes it has seen (one per listing).
+#[derive(Default)]
+pub(super) struct Shapes {
+    /// Shape → whether its records print the same bytes both ways.
+    verdict: HashMap<Vec<u8>, bool>,
+    /// The shape of the record being printed.
+    shape: Vec<u8>,
+    /// The last shape found trusted (never empty once set: a shape has at least `{}{}`).
+    last_fast: Vec<u8>,
+    /// The last period spend computed: booked key, period and total amounts, listing's key,
+    /// spend.
+    last_spend: Option<(String, f64, f64, String, f64)>,
+    /// The `def` and `rt` members transcoded, before the view's head is written.
+    body: Pretty,
+    /// The full path's bytes, for the first record of a shape.
+    check: Pretty,
+    /// Records printed from their JSON, and through the full path (for tests and benches).
+    pub(super) fast: u64,
+    pub(super) full: u64,
+    /// Shapes whose first record printed different bytes the two ways.
+    pub(super) refused: u64,
+}
+
+/// Why a record could not be printed from its JSON: take the full path.
+struct Decline;
+
+/// The top-level members of `def` or `rt` the view reads: where each one's value is in the
+/// record's JSON (found in one pass while transcoding, by `slot`).
+struct Members<const N: usize> {
+    slot: fn(&[u8]) -> Option<usize>,
+    vals: [Option<Range<usize>>; N],
+}
+
+impl<const N: usize> Members<N> {
+    fn new(slot: fn(&[u8]) -> Option<usize>) -> Self {
+        Members {
+            slot,
+            vals: std::array::from_fn(|_| None),
+        }
+    }
+
+    /// The value of member `i` in `json`.
+    fn get<'j>(&self, json: &'j str, i: usize) -> Result<&'j str, Decline> {
+        self.vals[i]
+            .clone()
+            .and_then(|r| json.get(r))
+            .ok_or(Decline)
+    }
+}
+
+/// Where one member's value goes ([`Members`] of either object, behind one type).
+trait Slots {
+    fn record(&mut self, key: &[u8], val: Range<usize>);
+}
+
+impl<const N: usize> Slots for Members<N> {
+    fn record(&mut self, key: &[u8], val: Range<usize>) {
+        if let Some(i) = (self.slot)(key) {
+            self.vals[i] = Some(val);
+        }
+    }
+}
+
+// `def`'s members the view reads.
+const NAME: usize = 0;
+const SCHEDULE_TEXT: usize = 1;
+const ENABLED: usize = 2;
+const JITTER: usize = 3;
+const MAX_COST: usize = 4;
+fn def_slot(key: &[u8]) -> Option<usize> {
+    match key {
+        b"name" => Some(NAME),
+        b"schedule_text" => Some(SCHEDULE_TEXT),
+        b"enabled" => Some(ENABLED),
+        b"jitter_seconds" => Some(JITTER),
+        b"max_cost_usd" => Some(MAX_COST),
+        _ => None,
+    }
+}
+
+// `rt`'s members the view reads (the first seven are copied in this order).
+const RT_COPIED: [&str; 7] = [
+    "last_run_at",
+    "last_status",
+    "runs",
+    "paused",
+    "retired",
+    "retired_reason",
+    "lease",
+];
+const NEXT_SLOT: usize = 7;
+const HOLD_UNTIL: usize = 8;
+const COUNTERS: usize = 9;
+fn rt_slot(key: &[u8]) -> Option<usize> {
+    match key {
+        b"last_run_at" => Some(0),
+        b"last_status" => Some(1),
+        b"runs" => Some(2),
+        b"paused" => Some(3),
+        b"retired" => Some(4),
+        b"retired_reason" => Some(5),
+        b"lease" => Some(6),
+        b"next_slot" => Some(NEXT_SLOT),
+        b"hold_until" => Some(HOLD_UNTIL),
+        b"counters" => Some(COUNTERS),
+        _ => None,
+    }
+}
+
+impl Shapes {
+    /// Append `name`'s view (stored JSON `json`) to `enc` at its depth, from the JSON when its
+    /// shape is known to print the same bytes; else the full path (`full`). `Ok(false)`: the
+    /// full path's parse failed or named another job; nothing was written.
+    pub(super) fn write(
+        &mut self,
+        enc: &mut Pretty,
+        json: &str,
+        name: &str,
+        period_key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, pretty::EncodeError> {
+        let start = enc.out.len();
+        self.shape.clear();
+        let fast = self.transcode(enc, json, name, period_key, now).is_ok();
+        if fast {
+            // Neighbours mostly share a shape: one comparison instead of hashing it.
+            if self.shape == self.last_fast {
+                self.fast += 1;
+                return Ok(true);
+            }
+            match self.verdict.get(&self.shape) {
+                Some(true) => {
+                    std::mem::swap(&mut self.shape, &mut self.last_fast);
+                    self.fast += 1;
+                    return Ok(true);
+                }
+                Some(false) => enc.out.truncate(start),
+                None => {
+                    // The first record of this shape: print it the full way too and compare.
+                    self.check.out.clear();
+                    self.check.set_depth(enc.depth());
+                    if !full(&mut self.check, json, name, period_key, now)? {
+                        enc.out.truncate(start);
+                        return Ok(false);
+                    }
+                    let same = self.check.out == enc.out[start..];
+                    if self.verdict.len() < MAX_SHAPES {
+                        self.verdict.insert(self.shape.clone(), same);
+                    }
+                    if same {
+                        self.fast += 1;
+                        return Ok(true);
+                    }
+                    self.refused += 1;
+                    enc.out.truncate(start);
+                    enc.out.extend_from_slice(&self.check.out);
+                    self.full += 1;
+                    return Ok(true);
+                }
+            }
+        } else {
+            enc.out.truncate(start);
+        }
+        self.full += 1;
+        full(enc, json, name, period_key, now)
+    }
+
+    /// The view from the JSON: `def` and `rt` transcoded into `body`, then the head written
+    /// to `enc` from their members, then the body.
+    fn transcode(
+        &mut self,
+        enc: &mut Pretty,
+        json: &str,
+        name: &str,
+        period_key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), Decline> {
+        let depth = enc.depth() + 1;
+        self.body.out.clear();
+        self.body.set_depth(depth);
+        let mut def = Members::<5>::new(def_slot);
+        let mut rt = Members::<10>::new(rt_slot);
+        let mut tx = Tx {
+            s: json.as_bytes(),
+            text: json,
+            i: 0,
+            shape: &mut self.shape,
+            scratch: String::new(),
+        };
+        tx.expect(b"{\"def\":")?;
+        tx.object(&mut self.body, Some(&mut def))?;
+        let split = self.body.out.len();
+        tx.expect(b",\"rt\":")?;
+        tx.object(&mut self.body, Some(&mut rt))?;
+        tx.expect(b"}")?;
+        if tx.i != json.len() {
+            return Err(Decline);
+        }
+        // The members the view's derived fields read.
+        let job_name = plain_str(def.get(json, NAME)?)?;
+        if job_name != name {
+            return Err(Decline);
+        }
+        let retired = rt.get(json, 4)? == "true";
+        let leased = rt.get(json, 6)? != "null";
+        let paused = rt.get(json, 3)? == "true";
+        let enabled = def.get(json, ENABLED)? == "true";
+        let held = match rt.get(json, HOLD_UNTIL)? {
+            "null" => false,
+            t => timestamp(t)? > now,
+        };
+        let state = if retired {
+            "retired"
+        } else if leased {
+            "running"
+        } else if paused || !enabled {
+            "paused"
+        } else if held {
+            "held"
+        } else {
+            "idle"
+        };
+        let next_slot = rt.get(json, NEXT_SLOT)?;
+        let jitter = match def.get(json, JITTER) {
+            Ok(v) => v.parse::<f64>().map_err(|_| Decline)?,
+            Err(Decline) => 0.0,
+        };
+        // No jitter: the fire instant is the slot (`jitter::offset`), its text the stored one.
+        let next_fire_at = match next_slot {
+            "null" => None,
+            _ if jitter.is_nan() || jitter <= 0.0 => None,
+            t => Some(crate::schedule::jitter::fire_at(
+                &job_name,
+                timestamp(t)?,
+                jitter,
+            )),
+        };
+        let counters: CounterBits =
+            serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
+        // A pure function of these four: neighbours mostly book under the same key with the
+        // same amounts, and a key of another period kind costs a date parse and a few formats.
+        let spend = match &self.last_spend {
+            Some((booked, p, t, k, v))
+                if *booked == counters.period_key
+                    && p.to_bits() == counters.period_cost_usd.to_bits()
+                    && t.to_bits() == counters.total_cost_usd.to_bits()
+                    && k == period_key =>
+            {
+                *v
+            }
+            _ => {
+                let c = JobCounters {
+                    period_key: counters.period_key.into_owned(),
+                    period_cost_usd: counters.period_cost_usd,
+                    total_cost_usd: counters.total_cost_usd,
+                    ..JobCounters::default()
+                };
+                let v = crate::store::budget::counter_spend(&c, period_key);
+                self.last_spend = Some((
+                    c.period_key,
+                    c.period_cost_usd,
+                    c.total_cost_usd,
+                    period_key.to_string(),
+                    v,
+                ));
+                v
+            }
+        };
+
+        // The view, in `JobView`'s field order.
+        let mut no_shape = Vec::new();
+        let mut head = Tx {
+            s: json.as_bytes(),
+            text: json,
+            i: 0,
+            shape: &mut no_shape,
+            scratch: std::mem::take(&mut tx.scratch),
+        };
+        enc.open(b'{');
+        field(enc, "name", true);
+        head.value_of(enc, def.get(json, NAME)?)?;
+        field(enc, "state", false);
+        enc.string(state);
+        field(enc, "schedule", false);
+        head.value_of(enc, def.get(json, SCHEDULE_TEXT)?)?;
+        field(enc, "next_slot", false);
+        head.value_of(enc, next_slot)?;
+        field(enc, "next_fire_at", false);
+        match next_fire_at {
+            Some(t) => t.serialize(&mut *enc).map_err(|_| Decline)?,
+            None => head.value_of(enc, next_slot)?,
+        }
+        for (i, k) in RT_COPIED.iter().enumerate() {
+            field(enc, k, false);
+            head.value_of(enc, rt.get(json, i)?)?;
+        }
+        field(enc, "period_cost_usd", false);
+        spend.serialize(&mut *enc).map_err(|_| Decline)?;
+        field(enc, "max_cost_usd", false);
+        head.value_of(enc, def.get(json, MAX_COST)?)?;
+        field(enc, "definition", false);
+        enc.out.extend_from_slice(&self.body.out[..split]);
+        field(enc, "runtime", false);
+        enc.out.extend_from_slice(&self.body.out[split..]);
+        enc.close(b'}', true);
+        Ok(())
+    }
+}
+
+/// A member's key in the view: its separator, indent, quoted key and `": "`.
+fn field(enc: &mut Pretty, key: &str, first: bool) {
+    enc.entry(first);
+    enc.string(key);
+    enc.out.extend_from_slice(b": ");
+}
+
+/// The counters' members the period spend reads ([`crate::store::budget::counter_spend`]).
+#[derive(Deserialize)]
+struct CounterBits<'a> {
+    #[serde(borrow)]
+    period_key: Cow<'a, str>,
+    period_cost_usd: f64,
+    total_cost_usd: f64,
+}
+
+/// The full path: parse the record, print its view. `Ok(false)` when it does not parse or
+/// names another job (the caller asks the store, whose error names the file and line).
+fn full(
+    enc: &mut Pretty,
+    json: &str,
+    name: &str,
+    period_key: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, pretty::EncodeError> {
+    let Ok(r) = serde_json::from_str::<JobRecord>(json) else {
+        return Ok(false);
+    };
+    if r.def.name != name {
+        return Ok(false);
+    }
+    super::JobView::in_period(&r, period_key, now).serialize(enc)?;
+    Ok(true)
+}
+
+/// A stored timestamp (a JSON string) as serde reads a `DateTime<Utc>`.
+fn timestamp(json: &str) -> Result<DateTime<Utc>, Decline> {
+    let s = plain_str(json)?;
+    s.parse::<DateTime<FixedOffset>>()
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| Decline)
+}
+
+/// A JSON string's text (`json` is the string token, quotes included), decoded.
+fn plain_str(json: &str) -> Result<Cow<'_, str>, Decline> {
+    let inner = json
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .ok_or(Decline)?;
+    if !inner.contains('\\') {
+        return Ok(Cow::Borrowed(inner));
+    }
+    let mut out = String::new();
+    decode(inner, &mut out)?;
+    Ok(Cow::Owned(out))
+}
+
+/// Decode the body of a JSON string (escapes resolved) onto `out`.
+fn decode(s: &str, out: &mut String) -> Result<(), Decline> {
+    let mut rest = s;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let b = rest.as_bytes();
+        let esc = *b.get(at + 1).ok_or(Decline)?;
+        let mut used = 2;
+        match esc {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'u' => {
+                let hex = |from: usize| -> Result<u32, Decline> {
+                    rest.get(from..from + 4)
+                        .and_then(|h| u32::from_str_radix(h, 16).ok())
+                        .ok_or(Decline)
+                };
+                let hi = hex(at + 2)?;
+                used = 6;
+                let c = if (0xD800..0xDC00).contains(&hi) {
+                    // A surrogate pair: `\uD8xx\uDCxx`.
+                    if rest.get(at + 6..at + 8) != Some("\\u") {
+                        return Err(Decline);
+                    }
+                    let lo = hex(at + 8)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return Err(Decline);
+                    }
+                    used = 12;
+                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                } else {
+                    hi
+                };
+                out.push(char::from_u32(c).ok_or(Decline)?);
+            }
+            _ => return Err(Decline),
+        }
+        rest = &rest[at + used..];
+    }
+    out.push_str(rest);
+    Ok(())
+}
+
+/// A scanner over compact JSON that writes each value in the pretty layout.
+struct Tx<'a, 'b> {
+    s: &'a [u8],
+    text: &'a str,
+    i: usize,
+    shape: &'b mut Vec<u8>,
+    scratch: String,
+}
+
+impl Tx<'_, '_> {
+    fn expect(&mut self, lit: &[u8]) -> Result<(), Decline> {
+        if self.s.get(self.i..self.i + lit.len()) == Some(lit) {
+            self.i += lit.len();
+            Ok(())
+        } else {
+            Err(Decline)
+        }
+    }
+
+    fn peek(&self) -> Result<u8, Decline> {
+        self.s.get(self.i).copied().ok_or(Decline)
+    }
+
+    /// Transcode the value `v` (a slice of this scanner's text) onto `enc`.
+    fn value_of(&mut self, enc: &mut Pretty, v: &str) -> Result<(), Decline> {
+        let base = v.as_ptr() as usize - self.text.as_ptr() as usize;
+        self.i = base;
+        self.value(enc)?;
+        if self.i != base + v.len() {
+            return Err(Decline);
+        }
+        Ok(())
+    }
+
+    fn value(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
+        match self.peek()? {
+            b'{' => self.object(enc, None),
+            b'[' => self.array(enc),
+            b'"' => {
+                let (body, escaped) = self.string()?;
+                self.shape.push(b's');
+                if body.len() <= SHORT {
+                    self.shape.extend_from_slice(&self.s[body.clone()]);
+                    self.shape.push(b'"');
+                }
+                self.emit(enc, body, escaped)
+            }
+            b't' => self.literal(enc, b"true", b't'),
+            b'f' => self.literal(enc, b"false", b'f'),
+            b'n' => self.literal(enc, b"null", b'n'),
+            b'-' | b'0'..=b'9' => self.number(enc),
+            _ => Err(Decline),
+        }
+    }
+
+    fn literal(&mut self, enc: &mut Pretty, lit: &[u8], kind: u8) -> Result<(), Decline> {
+        self.expect(lit)?;
+        self.shape.push(kind);
+        enc.out.extend_from_slice(lit);
+        Ok(())
+    }
+
+    /// A number copied as written; its kind (integer, decimal, zero) goes to the shape.
+    fn number(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
+        let start = self.i;
+        while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.s.get(self.i) {
+            self.i += 1;
+        }
+        let t = &self.text[start..self.i];
+        let (mantissa, exp) = match t.find(['e', 'E']) {
+            Some(at) => (&t[..at], t[at + 1..].parse::<i32>().map_err(|_| Decline)?),
+            None => (t, 0),
+        };
+        let digits = mantissa.trim_start_matches('-');
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.is_empty()
+            || (int.len() > 1 && int.starts_with('0'))
+            || (digits.contains('.') && frac.is_empty())
+            || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+        {
+            return Err(Decline);
+        }
+        let significant = int
+            .bytes()
+            .chain(frac.bytes())
+            .skip_while(|b| *b == b'0')
+            .count();
+        let zero = significant == 0;
+        let decimal = !frac.is_empty() || t.len() != mantissa.len();
+        let pow10 = i64::from(exp) - frac.len() as i64;
+        // serde_json reads a decimal exactly when it is an integer below 2^53 times a power of
+        // ten up to 22; an integer is exact up to u64/i64 (18 digits is inside both).
+        if (decimal && !zero && (significant > 15 || pow10.abs() > 22))
+            || (!decimal && significant > 18)
+            || (!decimal && zero && t.starts_with('-'))
+        {
+            return Err(Decline);
+        }
+        self.shape.push(match (decimal, zero) {
+            (true, true) => b'z',
+            (false, true) => b'0',
+            (true, false) => b'd',
+            (false, false) => b'i',
+        });
+        enc.out.extend_from_slice(t.as_bytes());
+        Ok(())
+    }
+
+    /// The string token at `self.i`: its body's range and whether it has escapes or bytes the
+    /// writer escapes (DEL, non-ASCII).
+    fn string(&mut self) -> Result<(Range<usize>, bool), Decline> {
+        self.expect(b"\"")?;
+        let start = self.i;
+        let mut special = false;
+        loop {
+            while let Some(chunk) = self.s.get(self.i..self.i + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if !pretty::plain8(u64::from_le_bytes(word)) {
+                    break;
+                }
+                self.i += 8;
+            }
+            let b = self.peek()?;
+            self.i += 1;
+            match b {
+                b'"' => return Ok((start..self.i - 1, special)),
+                b'\\' => {
+                    special = true;
+                    self.i += 1;
+                }
+                0..=0x1F => return Err(Decline),
+                0x7F..=0xFF => special = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// Write a string token's text with the listing's escapes.
+    fn emit(&mut self, enc: &mut Pretty, body: Range<usize>, special: bool) -> Result<(), Decline> {
+        if !special {
+            enc.out.push(b'"');
+            enc.out.extend_from_slice(&self.s[body]);
+            enc.out.push(b'"');
+            return Ok(());
+        }
+        let text = self.text.get(body).ok_or(Decline)?;
+        if text.contains('\\') {
+            let mut s = std::mem::take(&mut self.scratch);
+            s.clear();
+            decode(text, &mut s)?;
+            enc.string(&s);
+            self.scratch = s;
+        } else {
+            enc.string(text);
+        }
+        Ok(())
+    }
+
+    fn object(
+        &mut self,
+        enc: &mut Pretty,
+        mut members: Option<&mut dyn Slots>,
+    ) -> Result<(), Decline> {
+        self.expect(b"{")?;
+        self.shape.push(b'{');
+        enc.open(b'{');
+        if self.peek()? == b'}' {
+            self.i += 1;
+            self.shape.push(b'}');
+            enc.close(b'}', false);
+            return Ok(());
+        }
+        let mut first = true;
+        loop {
+            let (key, special) = self.string()?;
+            // Length-prefixed: no key can run into the next token of the shape.
+            self.shape
+                .extend_from_slice(&(key.len() as u32).to_le_bytes());
+            self.shape.extend_from_slice(&self.s[key.clone()]);
+            enc.entry(first);
+            first = false;
+            self.emit(enc, key.clone(), special)?;
+            enc.out.extend_from_slice(b": ");
+            self.expect(b":")?;
+            let val = self.i;
+            self.value(enc)?;
+            if let Some(m) = members.as_deref_mut() {
+                m.record(&self.s[key], val..self.i);
+            }
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    break;
+                }
+                _ => return Err(Decline),
+            }
+        }
+        self.shape.push(b'}');
+        enc.close(b'}', true);
+        Ok(())
+    }
+
+    fn array(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
+        self.expect(b"[")?;
+        self.shape.push(b'[');
+        enc.open(b'[');
+        if self.peek()? == b']' {
+            self.i += 1;
+            self.shape.push(b']');
+            enc.close(b']', false);
+            return Ok(());
+        }
+        let mut first = true;
+        loop {
+            enc.entry(first);
+            first = false;
+            self.value(enc)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    break;
+                }
+                _ => return Err(Decline),
+            }
+        }
+        self.shape.push(b']');
+        enc.close(b']', true);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .to_utc()
+    }
+
+    /// The full path's bytes: the record parsed, its view written by the listing's writer
+    /// (itself tested equal to `text::to_json_pretty`).
+    fn full_bytes(json: &str, key: &str) -> Vec<u8> {
+        let r: JobRecord = serde_json::from_str(json).unwrap();
+        let mut p = Pretty::at_depth(1);
+        super::super::JobView::in_period(&r, key, now())
+            .serialize(&mut p)
+            .unwrap();
+        p.out
+    }
+
+    fn fast_bytes(shapes: &mut Shapes, json: &str, key: &str) -> Vec<u8> {
+        let r: JobRecord = serde_json::from_str(json).unwrap();
+        let mut p = Pretty::at_depth(1);
+        assert!(shapes.write(&mut p, json, &r.def.name, key, now()).unwrap());
+        p.out
+    }
+
+    /// A small deterministic generator (xorshift64*): no crate for one test.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+            &xs[self.below(xs.len() as u64) as usize]
+        }
+    }
+
+    /// Text that exercises every escape: quotes, backslashes, controls, DEL, C1, bidi,
+    /// invisible characters, non-ASCII, astral characters, and plain words.
+    fn text(rng: &mut Rng) -> String {
+        const PIECES: &[&str] = &[
+            "a",
+            "job",
+            "-",
+            "quote\"",
+            "back\\slash",
+            "tab\t",
+            "nl\n",
+            "\u{1}",
+            "\u{7f}",
+            "\u{85}",
+            "\u{202e}",
+            "\u{200b}",
+            "\u{2028}",
+            "é",
+            "日本",
+            "🦀",
+            "/",
+            "skip",
+            "ok",
+            "0",
+            "0123456789abcdefghij",
+        ];
+        let n = 1 + rng.below(4);
+        (0..n).map(|_| *rng.pick(PIECES)).collect()
+    }
+
+    fn float(rng: &mut Rng) -> f64 {
+        *rng.pick(&[
+            0.0,
+            -0.0,
+            0.5,
+            1.0,
+            0.1 + 0.2,
+            1e-7,
+            12.25,
+            1e300,
+            123_456.789,
+            f64::MIN_POSITIVE,
+            3.0,
+        ])
+    }
+
+    fn ts(rng: &mut Rng) -> Option<DateTime<Utc>> {
+        match rng.below(4) {
+            0 => None,
+            1 => Some(now() - chrono::Duration::seconds(rng.below(100_000) as i64)),
+            2 => Some(now() + chrono::Duration::milliseconds(rng.below(10_000_000) as i64)),
+            _ => Some(now() + chrono::Duration::nanoseconds(rng.below(1 << 40) as i64)),
+        }
+    }
+
+    /// Varied records from the console's fixture jobs (agents, monitors, gates, leases,
+    /// queues, hour buckets): names, texts, numbers, instants and flags drawn at random.
+    fn records(seed: u64, n: usize) -> Vec<JobRecord> {
+        let base = crate::tui::testdata::fixed_jobs(now());
+        let mut rng = Rng(seed);
+        (0..n)
+            .map(|i| {
+                let mut r = rng.pick(&base).clone();
+                if rng.below(3) == 0 {
+                    r.def.name = format!("{}-{i}", text(&mut rng));
+                }
+                if rng.below(3) == 0 {
+                    r.def.schedule_text = text(&mut rng);
+                }
+                r.def.enabled = rng.below(5) != 0;
+                r.def.jitter_seconds = if rng.below(2) == 0 {
+                    0.0
+                } else {
+                    float(&mut rng)
+                };
+                r.def.max_cost_usd = if rng.below(2) == 0 {
+                    None
+                } else {
+                    Some(float(&mut rng))
+                };
+                if rng.below(3) == 0 {
+                    r.def.tags = (0..rng.below(3)).map(|_| text(&mut rng)).collect();
+                }
+                r.rt.next_slot = ts(&mut rng);
+                r.rt.last_run_at = ts(&mut rng);
+                r.rt.hold_until = ts(&mut rng);
+                r.rt.last_status = if rng.below(3) == 0 {
+                    None
+                } else {
+                    Some(*rng.pick(&Status::ALL))
+                };
+                r.rt.runs = rng.next() >> rng.below(64);
+                r.rt.paused = rng.below(4) == 0;
+                r.rt.retired = rng.below(6) == 0;
+                r.rt.retired_reason = if r.rt.retired {
+                    Some(text(&mut rng))
+                } else {
+                    None
+                };
+                if rng.below(3) == 0 {
+                    r.rt.lease = None;
+                }
+                r.rt.counters.period_key = rng
+                    .pick(&[
+                        "",
+                        "day:2026-11-30",
+                        "day:2026-11-29",
+                        "month:2026-11",
+                        "total",
+                    ])
+                    .to_string();
+                r.rt.counters.period_cost_usd = float(&mut rng);
+                r.rt.counters.total_cost_usd = float(&mut rng);
+                r
+            })
+            .collect()
+    }
+
+    /// The property: over generated records, in one listing (so shapes are remembered and
+    /// reused across records of the same shape with other values), the view printed from the
+    /// JSON is the full path's, byte for byte, and most records take the fast path.
+    #[test]
+    fn views_from_json_are_the_full_paths_bytes_over_generated_records() {
+        for key in ["day:2026-11-30", "month:2026-11", "total"] {
+            let mut shapes = Shapes::default();
+            for (i, r) in records(0x9E37_79B9_7F4A_7C15, 3000).iter().enumerate() {
+                let json = serde_json::to_string(r).unwrap();
+                let want = full_bytes(&json, key);
+                let got = fast_bytes(&mut shapes, &json, key);
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "record {i} ({key}): {json}"
+                );
+            }
+            // Every line the current model writes prints the same both ways (no shape refused),
+            // and the fast path is taken for most (the others hold a float serde_json may not
+            // read back exactly, or are the first of their shape).
+            assert_eq!(shapes.refused, 0);
+            assert!(
+                shapes.fast * 3 > shapes.full,
+                "the fast path was taken {} times, the full {}",
+                shapes.fast,
+                shapes.full
+            );
+        }
+    }
+
+    /// Lines an older release could have written (a defaulted member missing, a member the
+    /// model no longer has, members in another order, a member the serialiser now leaves out
+    /// by its value) print what the full parse prints: their shape differs, its first record
+    /// is compared, and the full path is taken.
+    #[test]
+    fn old_and_odd_lines_print_what_the_full_parse_prints() {
+        let key = "day:2026-11-30";
+        let mut r = crate::tui::testdata::fixed_jobs(now()).swap_remove(0);
+        r.def.jitter_seconds = 0.0;
+        r.def.max_cost_usd = Some(1.5);
+        r.rt.counters.period_cost_usd = 0.25;
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains(r#""tags":"#) && json.contains(r#""runs":"#));
+        let edits: Vec<String> = vec![
+            json.clone(),
+            json.replacen(r#""env_passthrough":[],"#, "", 1),
+            json.replacen(r#""tags":"#, r#""zzz_gone":{"a":[1,2.5]},"tags":"#, 1),
+            json.replacen(r#""enabled":"#, r#""jitter_seconds":0.0,"enabled":"#, 1),
+            json.replacen(r#""enabled":"#, r#""overlap":"skip","enabled":"#, 1),
+            json.replacen(r#""runs":"#, r#""runs":1,"zzz":null,"x":"#, 1),
+            json.replacen(r#""def":{"name":"#, r#""def":{"name" : "#, 1),
+            json.replace("\"retired\":false", "\"retired\" :false"),
+        ];
+        let mut shapes = Shapes::default();
+        // Twice: the second round finds every shape remembered.
+        for round in 0..2 {
+            for (i, j) in edits.iter().enumerate() {
+                let Ok(want) = serde_json::from_str::<JobRecord>(j).map(|_| full_bytes(j, key))
+                else {
+                    continue;
+                };
+                assert_eq!(
+                    String::from_utf8(fast_bytes(&mut shapes, j, key)).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "round {round}, edit {i}"
+                );
+            }
+        }
+        // The missing default, the two lines with members the model does not have, the zero
+        // jitter and `overlap: skip` are caught by the comparison; the spaced-out lines (never
+        // written by serde_json) decline at once.
+        assert_eq!(shapes.refused, 5);
+        assert!(
+            shapes.fast >= 2,
+            "the unedited line took the fast path: {}",
+            shapes.fast
+        );
+    }
+
+    /// A record whose JSON the model refuses, or that names another job, is not printed here:
+    /// the listing asks the store (whose error names the file and line).
+    #[test]
+    fn unparsable_or_foreign_records_are_declined() {
+        let r = &records(11, 1)[0];
+        let json = serde_json::to_string(r).unwrap();
+        let mut shapes = Shapes::default();
+        let mut p = Pretty::at_depth(1);
+        let broken = json.replacen(r#""runs":"#, r#""runs":"many","x":"#, 1);
+        assert!(
+            !shapes
+                .write(&mut p, &broken, &r.def.name, "total", now())
+                .unwrap()
+        );
+        assert!(
+            !shapes
+                .write(&mut p, &json, "another-job", "total", now())
+                .unwrap()
+        );
+        assert!(
+            !shapes
+                .write(&mut p, &json[..json.len() - 1], &r.def.name, "total", now())
+                .unwrap()
+        );
+        assert!(p.out.is_empty());
+    }
+}
