@@ -1219,6 +1219,16 @@ pub fn skip_recorded(rec: &mut JobRecord, sched: &Compiled, recorded: &[HistoryR
     moved
 }
 
+/// Whether the record accounts for generated row `row` of its job: every slot the row records
+/// lies behind the job's next slot (or it has none), so the record never fires one of them
+/// again. The file store moves its accounted mark past a failed writer's row only then.
+pub fn slots_behind(rec: &JobRecord, row: &HistoryRow) -> bool {
+    let Some(end) = row.slot_end.or(row.slot) else {
+        return true;
+    };
+    rec.rt.next_slot.is_none_or(|n| n > end)
+}
+
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
 /// row with `stale_lease: true` and adds its cost to the counters, touching nothing else —
 /// unless the run was recorded `abandoned`: then its row supersedes that one

@@ -233,6 +233,19 @@ struct Inner {
     /// (`rows_since_records`) and took into account: their records' `rows_to` may move to
     /// history's end. Taken by every persist.
     rows_known: HashSet<String>,
+    /// The store-wide accounted mark: history before it holds no generated row (`missed`,
+    /// overlap `skipped`) that its job's record does not account for. Written into the head of
+    /// every job line and into the journal's header; the furthest one read or written wins
+    /// (`jobs::later_mark`). `None`: not known (a store written before it existed).
+    acct: Option<jobs::Mark>,
+    /// This operation knows every generated row after `acct` is accounted for by a record (none
+    /// lies there, the store holds no job, or a claim read them and accounted for each): its
+    /// journal write moves the mark to history's end. Set under each lock.
+    acct_clean: bool,
+    /// Otherwise, how far this operation's journal write may move the mark: where the first
+    /// generated row after it that no record written (or already durable) accounts for starts
+    /// (a claim that read them; see `claim_due`). Cleared under each lock.
+    acct_upto: Option<jobs::Mark>,
     /// A store file was (re)loaded through its name since this handle last synced the
     /// directory: the name may not be durable yet (a writer renamed it into place and died
     /// before its directory fsync), so the next write syncs the directory first — a power loss
@@ -499,6 +512,10 @@ impl FileStore {
             l.inner.loaded = false;
             return Err(e);
         }
+        let end = l.mark_now();
+        l.inner.acct_clean =
+            l.inner.jobs.is_empty() || (l.inner.acct == Some(end) && !l.inner.history_sealed_open);
+        l.inner.acct_upto = None;
         Ok(l)
     }
 
@@ -873,6 +890,22 @@ impl Store for FileStore {
         // Rows a failed persist of this handle already wrote (a retried claim or recovery).
         let unacked = l.unacked_rows()?;
         let mark = l.mark_now();
+        // Generated rows past the store's accounted mark (`Inner::acct`): a writer put them
+        // there and failed or died before its records. Usually none, known without a read.
+        // Every job they belong to is evaluated with them (a claim that generates no row of
+        // its own does not scan: seed 19652), and the mark moves past those its records now
+        // account for. `None`: the mark is unknown (a store written before it existed) or
+        // the stretch too long to read; claims then scan only when they generate rows.
+        let tail: Option<Vec<(jobs::Mark, HistoryRow)>> = if l.inner.acct_clean {
+            Some(Vec::new())
+        } else {
+            match l.inner.acct {
+                Some(a) => l.generated_after(a)?,
+                None => None,
+            }
+        };
+        let tail_rows: Vec<HistoryRow> = tail.iter().flatten().map(|(_, r)| r.clone()).collect();
+        let mut evaluated = HashSet::new();
         let mut rows = Vec::new();
         let mut changed = Vec::new();
         let mut plans = Vec::new();
@@ -935,6 +968,7 @@ impl Store for FileStore {
                 .iter()
                 .chain(&after)
                 .chain(&leftovers)
+                .chain(&tail_rows)
                 .filter(|r| r.job == name && logic::is_generated(r))
                 .cloned()
                 .collect();
@@ -947,6 +981,7 @@ impl Store for FileStore {
             let ev = logic::claim_step_recorded(
                 &mut c.rec, &sched, now, req.owner, can, period, landed, &recorded,
             );
+            evaluated.insert(name.clone());
             // The mark covers every live run of the job (`overlap: allow` runs several): it
             // is cleared only when none is left, and a claim beside live runs keeps the older.
             let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
@@ -981,6 +1016,41 @@ impl Store for FileStore {
                 changed.push(name);
             }
         }
+        // Jobs with rows past the accounted mark that were not evaluated (not due, or run by
+        // this owner): their next slot moves past what those rows record, as a claim's would.
+        if let Some(tail) = &tail {
+            let names: BTreeSet<&str> = tail.iter().map(|(_, r)| r.job.as_str()).collect();
+            for name in names {
+                if evaluated.contains(name) || !l.load(name)? {
+                    continue;
+                }
+                let Some(c) = l.inner.hot.get_mut(name) else {
+                    continue;
+                };
+                let Some(sched) = c.sched.clone() else {
+                    continue;
+                };
+                if logic::skip_recorded(&mut c.rec, &sched, &tail_rows)
+                    && !changed.iter().any(|n| n == name)
+                {
+                    changed.push(name.to_string());
+                }
+            }
+            // The mark moves up to the first row no record accounts for now: one whose job
+            // still has a slot it records ahead (it stays for the claims after this one).
+            let unaccounted = tail
+                .iter()
+                .filter(|(_, r)| match l.inner.hot.get(&r.job) {
+                    Some(c) => c.sched.is_none() || !logic::slots_behind(&c.rec, r),
+                    None => l.inner.jobs.contains_key(&r.job),
+                })
+                .map(|(at, _)| *at)
+                .next();
+            match unaccounted {
+                None => l.inner.acct_clean = true,
+                Some(at) => l.inner.acct_upto = Some(at),
+            }
+        }
         // A job the probe did not expect to generate rows: scanned now (its rows are trimmed).
         leftovers.extend(l.rows_since_records(&late)?);
         scan.extend(late);
@@ -992,6 +1062,7 @@ impl Store for FileStore {
                 .iter()
                 .chain(&after)
                 .chain(&leftovers)
+                .chain(tail_rows.iter())
                 .filter(|r| r.job == name)
                 .cloned()
                 .collect();
