@@ -2824,4 +2824,29 @@ mod tests_unlanded {
         assert!(skip_recorded(&mut r, &s, &landed));
         assert_eq!(r.rt.next_slot, Some(t(360)), "past both adjoining rows");
     }
+
+    #[test]
+    fn a_generated_row_is_behind_the_record_only_when_every_slot_it_records_is() {
+        let mut r = job("a", t(0));
+        r.rt.next_slot = Some(t(120));
+        let mut row = HistoryRow::new(
+            "a",
+            Status::Missed,
+            Trigger::Schedule,
+            Some(t(60)),
+            "o",
+            t(61),
+        );
+        assert!(slots_behind(&r, &row));
+        row.slot_end = Some(t(120));
+        assert!(!slots_behind(&r, &row), "t120 is still ahead");
+        row.slot = Some(t(180));
+        row.slot_end = None;
+        assert!(!slots_behind(&r, &row));
+        r.rt.next_slot = None;
+        assert!(
+            slots_behind(&r, &row),
+            "a job with no next slot fires none again"
+        );
+    }
 }

@@ -80,9 +80,30 @@
 //! A claim finds out which jobs generate rows by a probe of the step on a copy of the record
 //! and scans before the real step, and a leftover row moves the job's next slot past what it
 //! records (`logic::skip_recorded`; its writer may have looked at a later clock), as the
-//! leftovers a completion's overlap rows are trimmed against do. A claim that generates no
-//! row does not scan: after the clock stepped back it can still run a slot a dead writer's
-//! leftover row records (see README "Known limits").
+//! leftovers a completion's overlap rows are trimmed against do.
+//!
+//! A claim that generates no row of its own does not scan from `rows_to` — yet after the clock
+//! stepped back it may reach a slot a failed writer's leftover row records (seed 19652: a
+//! claimer's overlap row, then its journal fsync failed; the clock stepped back; the next
+//! claim ran the slot). So leftovers are also found store-wide, without reading history on
+//! every claim: the **accounted mark** (`Inner::acct`, `"acct"` in the head of every job line
+//! and in the journal header) is a history position before which no generated row exists
+//! that its job's record does not account for. Any mark ever written stays true (rows are
+//! only appended after it), so the furthest one read or written wins (`jobs::later_mark`).
+//! Under each lock a handle compares it with history's end (`acct_clean`): equal — the usual
+//! case, known without a read — means nothing is unaccounted, and the operation's journal
+//! write moves the mark to history's new end (its own rows are accounted for by the records
+//! it writes). A failed or dead writer's journal write never lands, so history then goes past
+//! the mark: operations that do not look (a pause, a renewal, a completion) carry the old mark
+//! forward; a claim reads the generated rows past it (`generated_after`: the stretch a failed
+//! writer left, usually one batch; at most 64 MiB), evaluates every due job
+//! with its rows as leftovers (`logic::skip_recorded`, as the scan path does), moves the next
+//! slot of the other jobs they name past what they record, and moves the mark up to the first
+//! row whose job still has a slot it records ahead (`logic::slots_behind`; the clock stepped
+//! back behind the writer's), or to history's end. A store holding no job is trivially
+//! accounted for (a new job's `rows_to` starts at history's end). A store written before the
+//! mark existed has none (no line or header carries it), and no writer invents one: its
+//! claims scan only when they generate rows, as before.
 //! `rows_to` moves to history's end only when the writer knows nothing unaccounted lies
 //! between (it scanned, or the stretch is at most 64 KiB and holds no generated row of the job
 //! and no `abandoned` row of a run the record still leases: `rows_unaccounted`); any other
