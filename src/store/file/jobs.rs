@@ -1090,10 +1090,9 @@ impl Locked<'_> {
         let base = self.inner.journal.len;
         let mut buf = Vec::with_capacity(names.len() * 1024);
         let mut placed = Vec::with_capacity(names.len());
-        // Only the append's last line carries the new mark: a torn append (a crash mid-write)
+        // Only the append's last line carries the mark: a torn append (a crash mid-write)
         // that kept some lines but lost the last kept no line vouching for records it lost
         // (a final line is read only when whole, and then every line before it is).
-        let old_acct = self.inner.acct;
         let last = names.iter().rposition(|n| self.inner.hot.contains_key(n));
         for (i, n) in names.iter().enumerate() {
             // Only records this operation read can have changed: the others are as written.
@@ -1105,7 +1104,7 @@ impl Locked<'_> {
                 c.rows_to = Some(rows_to);
             }
             let from = buf.len();
-            c.encode(n, if Some(i) == last { acct } else { old_acct }, &mut buf)?;
+            c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
             let len = u32::try_from(buf.len() - from - 1)
                 .map_err(|_| StoreError::Internal(format!("job '{n}': line over 4 GiB")))?;
             placed.push((n, from as u64, len, c.idx()));
