@@ -1219,6 +1219,16 @@ pub fn skip_recorded(rec: &mut JobRecord, sched: &Compiled, recorded: &[HistoryR
     moved
 }
 
+/// Whether the record accounts for generated row `row` of its job: every slot the row records
+/// lies behind the job's next slot (or it has none), so the record never fires one of them
+/// again. The file store moves its accounted mark past a failed writer's row only then.
+pub fn slots_behind(rec: &JobRecord, row: &HistoryRow) -> bool {
+    let Some(end) = row.slot_end.or(row.slot) else {
+        return true;
+    };
+    rec.rt.next_slot.is_none_or(|n| n > end)
+}
+
 /// A run's end, fenced by `run_id` (SPEC §6). A stale completion (lease taken over) keeps its
 /// row with `stale_lease: true` and adds its cost to the counters, touching nothing else —
 /// unless the run was recorded `abandoned`: then its row supersedes that one
@@ -2813,5 +2823,30 @@ mod tests_unlanded {
         ];
         assert!(skip_recorded(&mut r, &s, &landed));
         assert_eq!(r.rt.next_slot, Some(t(360)), "past both adjoining rows");
+    }
+
+    #[test]
+    fn a_generated_row_is_behind_the_record_only_when_every_slot_it_records_is() {
+        let mut r = job("a", t(0));
+        r.rt.next_slot = Some(t(120));
+        let mut row = HistoryRow::new(
+            "a",
+            Status::Missed,
+            Trigger::Schedule,
+            Some(t(60)),
+            "o",
+            t(61),
+        );
+        assert!(slots_behind(&r, &row));
+        row.slot_end = Some(t(120));
+        assert!(!slots_behind(&r, &row), "t120 is still ahead");
+        row.slot = Some(t(180));
+        row.slot_end = None;
+        assert!(!slots_behind(&r, &row));
+        r.rt.next_slot = None;
+        assert!(
+            slots_behind(&r, &row),
+            "a job with no next slot fires none again"
+        );
     }
 }

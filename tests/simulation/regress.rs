@@ -1343,3 +1343,85 @@ fn a_manual_runs_landed_overlap_row_is_its_record_owed_slot_not_a_second_row() {
     let check = model.check(&rows(&s), &jobs, t(17), false);
     assert!(check.is_ok(), "{check:?}");
 }
+
+/// Seed 19652 ("slot in two rows: overlap `skipped` and a run"): a claimer saw job `a`'s two
+/// runs (`overlap: allow`, at most two) still live at t21 and wrote the overlap row of slot
+/// t20, then its journal fsync failed (the record never advanced). Another process wrote the
+/// journal (a resume of another job), so the runs' owner did not take the row for its own
+/// handle's failed write; the clock stepped back, the owner completed its runs at t19 (t20 not
+/// yet due) and claimed at t22. That claim generated no row, so it did not scan for leftovers,
+/// and ran the slot the overlap row records. Every journal write now records how far history
+/// is accounted for (`acct`), and a claim reads the rows past it (none unless a writer failed
+/// between its rows and its record).
+#[test]
+fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_row_records() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 10);
+    d.lease_seconds = 60.0;
+    d.overlap = cronsole::model::Overlap::Allow {
+        max_concurrent_runs: 2,
+    };
+    // Never due: only written to (a pause) by a third process.
+    let mut other = cronsole::testkit::jobs::command_job("z", 1000);
+    other.enabled = false;
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d, other],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let runs = [claim_one(&s, t(1)), claim_one(&s, t(11))];
+    assert_eq!(
+        runs.iter()
+            .map(|c| (c.job.def.name.as_str(), c.slot))
+            .collect::<Vec<_>>(),
+        vec![("a", Some(t(0))), ("a", Some(t(10)))]
+    );
+    let req = |now, owner| ClaimRequest {
+        now,
+        owner,
+        limit: 1,
+        in_flight: &[],
+    };
+    let failing = open(&disk);
+    // Its own journal write first: the claim's first journal fsync is then the one after its
+    // rows.
+    failing
+        .set_paused("z", true, t(20))
+        .unwrap_or_else(|e| panic!("pause: {e}"));
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(
+        failing.claim_due(&req(t(21), "b")).is_err(),
+        "the claimer's journal fsync fails"
+    );
+    assert_eq!(generated_slots(&s), vec![t(20)], "{:#?}", rows(&s));
+    // Someone else writes the journal: the owner's handle cannot tell the row from the growth
+    // of history alone.
+    open(&disk)
+        .set_paused("z", false, t(21))
+        .unwrap_or_else(|e| panic!("pause: {e}"));
+    // The clock steps back: the runs end before t20 was due.
+    for c in &runs {
+        s.complete(completion(c, t(19)))
+            .unwrap_or_else(|e| panic!("complete: {e}"));
+    }
+    let out = s
+        .claim_due(&req(t(22), "o"))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert!(
+        out.claims.is_empty(),
+        "slot t20 is recorded skipped: {:?}",
+        out.claims.iter().map(|c| c.slot).collect::<Vec<_>>()
+    );
+    assert_eq!(generated_slots(&s), vec![t(20)], "{:#?}", rows(&s));
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .unwrap_or_else(|| panic!("job a is gone"));
+    assert_eq!(rec.rt.next_slot, Some(t(30)));
+}

@@ -679,6 +679,70 @@ impl Locked<'_> {
         Ok(out)
     }
 
+    /// The generated rows (`missed`, overlap `skipped`) that lie in history after the store's
+    /// accounted mark `acct` (see `Inner::acct`): rows a writer put there before failing or
+    /// dying ahead of its job records, each with where its line starts. Empty without any read
+    /// when history ends at the mark (every operation that did not fail). `None` when the
+    /// stretch cannot be read within [`RECORDLESS_SCAN_CAP`] (the caller then does what it did
+    /// before the mark existed).
+    pub(super) fn generated_after(
+        &self,
+        acct: Mark,
+    ) -> StoreResult<Option<Vec<(Mark, HistoryRow)>>> {
+        if acct == self.mark_now() && !self.inner.history_sealed_open {
+            return Ok(Some(Vec::new()));
+        }
+        let top = self.inner.history_seg;
+        let mut budget = RECORDLESS_SCAN_CAP;
+        let mut out = Vec::new();
+        for (n, start) in self.scan_plan(Some(acct))? {
+            let sealed;
+            let (f, path, len, ino): (&dyn IoFile, PathBuf, u64, u64) =
+                if n == top && !self.inner.history_sealed_open {
+                    let hpath = self.path(HISTORY_FILE);
+                    let f = self.inner.history.file(&hpath)?;
+                    (f, hpath, self.inner.history.len, self.inner.history.ino)
+                } else {
+                    match open_sealed(self.io(), &self.store.dir, n)? {
+                        Some(s) => {
+                            sealed = s;
+                            let path = sealed.path.clone();
+                            (&*sealed.file, path, sealed.seal.bytes, sealed.ino)
+                        }
+                        None => continue,
+                    }
+                };
+            let start = start.min(len);
+            let Some(rest) = budget.checked_sub(len - start) else {
+                return Ok(None);
+            };
+            budget = rest;
+            let mut buf = vec![0u8; (len - start) as usize];
+            read_at(f, &path, start, &mut buf)?;
+            // Whole lines only (a torn tail is no row); a header line does not verify.
+            let mut off = start;
+            for line in buf.split_inclusive(|b| *b == b'\n') {
+                let here = off;
+                off += line.len() as u64;
+                let Some(body) = line.strip_suffix(b"\n") else {
+                    continue;
+                };
+                if filefmt::verify_row(body).is_ok()
+                    && let Ok(row) = serde_json::from_slice::<HistoryRow>(body)
+                    && crate::store::logic::is_generated(&row)
+                {
+                    let at = Mark {
+                        ino,
+                        off: here,
+                        seg: Some(n),
+                    };
+                    out.push((at, row));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// Of the records about to be written, those whose `rows_to` must stay where it is: history
     /// after it may hold a row of the job that no record accounts for (an operation wrote it and
     /// died or failed before its record): a generated row, or the `abandoned` row of a run the

@@ -464,6 +464,9 @@ impl<'b> Reader<'b> {
                 at,
                 chained: flags & F_CHAINED != 0,
                 spend,
+                // Not kept per line: the journal header written with the snapshot holds the
+                // store's accounted mark (`Inner::acct`).
+                acct: None,
             },
         })
     }

@@ -128,6 +128,9 @@ pub(super) struct Idx {
     /// Its budget counters (period spend, reservations) when there are any: what `spend` and
     /// `reserve` sum over every job, without reading every record.
     pub(super) spend: Option<Box<JobCounters>>,
+    /// The store-wide accounted mark the line was written with (`Inner::acct`): not derived
+    /// from the record, so [`Cached::idx`] leaves it `None`.
+    pub(super) acct: Option<Mark>,
 }
 
 /// The `head` member a job line starts with (see the module doc).
@@ -144,6 +147,10 @@ struct HeadRef<'a> {
     chained: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     spend: Option<&'a JobCounters>,
+    /// History before this position holds no generated row that its job's record does not
+    /// account for (`Inner::acct`; absent in lines written before it existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acct: Option<Mark>,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +166,8 @@ struct Head {
     chained: bool,
     #[serde(default)]
     spend: Option<Box<JobCounters>>,
+    #[serde(default)]
+    acct: Option<Mark>,
 }
 
 /// A job line as this release writes it: the `head`, then the members of [`EntryLine`] in its
@@ -271,11 +280,13 @@ impl Cached {
             at: self.at,
             chained: !self.rec.def.after.is_empty(),
             spend: spend_of(&self.rec.rt.counters),
+            acct: None,
         }
     }
 
-    /// Encode this record as a job line (head first) onto `out`.
-    fn encode(&self, name: &str, out: &mut Vec<u8>) -> StoreResult<()> {
+    /// Encode this record as a job line (head first) onto `out`, with the store's accounted
+    /// mark `acct` in its head.
+    fn encode(&self, name: &str, acct: Option<Mark>, out: &mut Vec<u8>) -> StoreResult<()> {
         let idx = self.idx();
         encode_checked_line(
             out,
@@ -288,6 +299,7 @@ impl Cached {
                     at: idx.at,
                     chained: idx.chained,
                     spend: idx.spend.as_deref(),
+                    acct,
                 },
                 job: &self.rec,
                 mark: self.mark,
@@ -468,6 +480,7 @@ pub(super) fn index_of(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
                 at: h.at,
                 chained: h.chained,
                 spend: h.spend,
+                acct: h.acct,
             },
         )),
         Some(Err(e)) => Err((e.column() as u64 + HEAD_KEY.len() as u64, e.to_string())),
@@ -495,12 +508,14 @@ pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
     let e: Entry = serde_json::from_slice(line).map_err(|e| (e.column() as u64, e.to_string()))?;
     let name = e.job.def.name.clone();
     let derived = Cached::from_entry(e).idx();
+    // `acct` is the store's, not derived from the record.
     let written = Idx {
         wake: h.wake,
         lease: h.lease,
         at: h.at,
         chained: h.chained,
         spend: h.spend,
+        acct: None,
     };
     if h.name != name || written != derived {
         return Err((
@@ -516,8 +531,59 @@ pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
     Ok(())
 }
 
+/// The later of two accounted marks (`Inner::acct`): every mark ever written is valid (rows are
+/// only appended after it), so the furthest one known wins. A mark without a segment number
+/// (format 2) is not used.
+pub(super) fn later_mark(a: Option<Mark>, b: Option<Mark>) -> Option<Mark> {
+    let key = |m: &Mark| m.seg.map(|s| (s, m.off));
+    match (a, b) {
+        (Some(x), Some(y)) => match (key(&x), key(&y)) {
+            (Some(kx), Some(ky)) => Some(if ky > kx { y } else { x }),
+            (Some(_), None) => Some(x),
+            (None, Some(_)) => Some(y),
+            (None, None) => None,
+        },
+        (Some(x), None) | (None, Some(x)) => x.seg.map(|_| x),
+        (None, None) => None,
+    }
+}
+
+/// A journal header (`{"cronsole":"journal","generation":N,"store":ID}`) carrying the
+/// store's accounted mark when it is known (`"acct"`, see `Inner::acct`): a compaction leaves
+/// an empty journal, and the mark must survive it. Readers that know no `acct` ignore it.
+fn journal_header(generation: u64, id: &str, acct: Option<Mark>) -> StoreResult<Vec<u8>> {
+    #[derive(Serialize)]
+    struct JournalHeader<'a> {
+        cronsole: &'a str,
+        generation: u64,
+        store: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        acct: Option<Mark>,
+    }
+    let mut buf = Vec::new();
+    super::log::encode_line(
+        &mut buf,
+        "store file header",
+        &JournalHeader {
+            cronsole: "journal",
+            generation,
+            store: id,
+            acct,
+        },
+    )?;
+    Ok(buf)
+}
+
+/// The `acct` member of a journal header (absent before it existed).
+#[derive(Deserialize)]
+struct JournalAcct {
+    #[serde(default)]
+    acct: Option<Mark>,
+}
+
 /// Point the index at a job's newest line (`loc`), or at its record in `hot` alone (`None`).
 pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Idx) {
+    inner.acct = later_mark(inner.acct, idx.acct);
     let slim = Slim {
         loc,
         wake: idx.wake,
@@ -559,6 +625,7 @@ pub(super) fn insert_new(inner: &mut Inner, name: &str, c: Cached) {
 /// Index one line read at load (`no`: its line number, for errors).
 fn index_line(inner: &mut Inner, path: &Path, no: u64, loc: Loc, line: &[u8]) -> StoreResult<()> {
     let (name, idx) = line_index(line).map_err(|(col, what)| corrupt(path, no, col, what))?;
+    inner.acct = later_mark(inner.acct, idx.acct);
     // One lookup and no copy of the name for a job seen first (every snapshot line).
     match inner.jobs.entry(name) {
         std::collections::btree_map::Entry::Vacant(v) => {
@@ -849,6 +916,9 @@ impl Locked<'_> {
                 crc32: crc.finish(),
             })
         })?;
+        if let Ok(h) = serde_json::from_slice::<JournalAcct>(&first[..end]) {
+            inner.acct = later_mark(inner.acct, h.acct);
+        }
         if !stale {
             // Journal lines are read a piece at a time too: it may grow to twice the snapshot.
             for_each_line(&*f, &jpath, len, |no, off, line| {
@@ -1050,7 +1120,7 @@ impl Locked<'_> {
     /// Replace the journal with an empty one of the current generation (new inode).
     pub(super) fn new_journal(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let header = header_line("journal", self.inner.generation, self.id(), None)?;
+        let header = journal_header(self.inner.generation, self.id(), self.inner.acct)?;
         write_atomic(self.io(), &self.store.dir, &jpath, &header)?;
         let f = self
             .io()
@@ -1148,11 +1218,23 @@ impl Locked<'_> {
         // `rows_to` moves there only for records whose rows since their old `rows_to` are
         // accounted for (see `Locked::rows_unaccounted`).
         let rows_to = self.mark_now();
+        // The store-wide accounted mark moves to history's end only when this operation knows
+        // every generated row after the old one is accounted for by a record (its own rows are,
+        // by the records written here); otherwise the old mark is carried (see `Inner::acct`).
+        let acct = if self.inner.acct_clean {
+            Some(rows_to)
+        } else {
+            later_mark(self.inner.acct, self.inner.acct_upto)
+        };
         let keep = self.rows_unaccounted(names)?;
         let base = self.inner.journal.len;
         let mut buf = Vec::with_capacity(names.len() * 1024);
         let mut placed = Vec::with_capacity(names.len());
-        for n in names {
+        // Only the append's last line carries the mark: a torn append (a crash mid-write)
+        // that kept some lines but lost the last kept no line vouching for records it lost
+        // (a final line is read only when whole, and then every line before it is).
+        let last = names.iter().rposition(|n| self.inner.hot.contains_key(n));
+        for (i, n) in names.iter().enumerate() {
             // Only records this operation read can have changed: the others are as written.
             let Some(c) = self.inner.hot.get_mut(n) else {
                 continue;
@@ -1162,7 +1244,7 @@ impl Locked<'_> {
                 c.rows_to = Some(rows_to);
             }
             let from = buf.len();
-            c.encode(n, &mut buf)?;
+            c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
             let len = u32::try_from(buf.len() - from - 1)
                 .map_err(|_| StoreError::Internal(format!("job '{n}': line over 4 GiB")))?;
             placed.push((n, from as u64, len, c.idx()));
@@ -1170,6 +1252,7 @@ impl Locked<'_> {
         self.inner.journal.append(&jpath, &buf)?;
         // The append's fdatasync made every byte of the file durable, other processes' too.
         self.inner.journal_synced = (self.inner.journal.ino, self.inner.journal.len);
+        self.inner.acct = later_mark(self.inner.acct, acct);
         for (n, from, len, idx) in placed {
             let loc = Loc {
                 journal: true,
@@ -1320,6 +1403,10 @@ impl Locked<'_> {
         }
         let len = f.commit()?;
         finish_index(ix, len);
+        // The snapshot's lines carry the accounted mark (`Inner::acct`); the new journal's
+        // header must too: an open through `jobs.index` reads no snapshot line, so the header
+        // is where it finds the mark.
+        self.inner.acct = later_mark(self.inner.acct, batch.new_rows_to);
         self.snapshot_done(next.0, len)?;
         Ok(batch.report)
     }
@@ -1406,7 +1493,7 @@ impl Locked<'_> {
             let mut idx = None;
             match (slim.loc, inner.hot.get(name)) {
                 (None, Some(c)) => {
-                    c.encode(name, &mut out.buf)?;
+                    c.encode(name, inner.acct, &mut out.buf)?;
                     idx = Some(c.idx());
                 }
                 (None, None) => {
@@ -1424,7 +1511,7 @@ impl Locked<'_> {
                     } else {
                         let e = entry_of(path, f, loc, name, line)?;
                         let c = Cached::from_entry(e);
-                        c.encode(name, &mut out.buf)?;
+                        c.encode(name, inner.acct, &mut out.buf)?;
                         idx = Some(c.idx());
                     }
                 }
@@ -1592,8 +1679,10 @@ impl Batch {
         };
         let mut c = Cached::new(rec, None);
         c.rows_to = self.new_rows_to;
+        // Only a store holding no job is written this way: every row in history is accounted
+        // for (see `Inner::acct`).
         let (from, b0) = (f.pos(), f.buf.len());
-        c.encode(&name, &mut f.buf)?;
+        c.encode(&name, self.new_rows_to, &mut f.buf)?;
         let line = &f.buf[b0..f.buf.len() - 1];
         ix.push(&name, from, line.len(), filefmt::line_crc(line), &c.idx())?;
         f.spill()?;
@@ -1712,6 +1801,8 @@ fn rewrite_index(
             at: slim.at,
             chained: inner.chained.contains(name),
             spend: slim.spend.clone(),
+            // The store's mark is in the journal header written with this snapshot.
+            acct: None,
         };
         ix.push(name, loc.off, loc.len as usize, loc.crc, &idx)?;
     }
@@ -2344,6 +2435,7 @@ mod tests {
                 at: slim.at,
                 chained: l.inner.chained.contains(name),
                 spend: slim.spend.clone(),
+                acct: None,
             };
             assert_eq!(indexed, full, "job {name}");
             if let Some(w) = slim.wake {

@@ -85,9 +85,30 @@
 //! A claim finds out which jobs generate rows by a probe of the step on a copy of the record
 //! and scans before the real step, and a leftover row moves the job's next slot past what it
 //! records (`logic::skip_recorded`; its writer may have looked at a later clock), as the
-//! leftovers a completion's overlap rows are trimmed against do. A claim that generates no
-//! row does not scan: after the clock stepped back it can still run a slot a dead writer's
-//! leftover row records (see README "Known limits").
+//! leftovers a completion's overlap rows are trimmed against do.
+//!
+//! A claim that generates no row of its own does not scan from `rows_to` — yet after the clock
+//! stepped back it may reach a slot a failed writer's leftover row records (seed 19652: a
+//! claimer's overlap row, then its journal fsync failed; the clock stepped back; the next
+//! claim ran the slot). So leftovers are also found store-wide, without reading history on
+//! every claim: the **accounted mark** (`Inner::acct`, `"acct"` in the head of every job line
+//! and in the journal header) is a history position before which no generated row exists
+//! that its job's record does not account for. Any mark ever written stays true (rows are
+//! only appended after it), so the furthest one read or written wins (`jobs::later_mark`).
+//! Under each lock a handle compares it with history's end (`acct_clean`): equal — the usual
+//! case, known without a read — means nothing is unaccounted, and the operation's journal
+//! write moves the mark to history's new end (its own rows are accounted for by the records
+//! it writes). A failed or dead writer's journal write never lands, so history then goes past
+//! the mark: operations that do not look (a pause, a renewal, a completion) carry the old mark
+//! forward; a claim reads the generated rows past it (`generated_after`: the stretch a failed
+//! writer left, usually one batch; at most 64 MiB), evaluates every due job
+//! with its rows as leftovers (`logic::skip_recorded`, as the scan path does), moves the next
+//! slot of the other jobs they name past what they record, and moves the mark up to the first
+//! row whose job still has a slot it records ahead (`logic::slots_behind`; the clock stepped
+//! back behind the writer's), or to history's end. A store holding no job is trivially
+//! accounted for (a new job's `rows_to` starts at history's end). A store written before the
+//! mark existed has none (no line or header carries it), and no writer invents one: its
+//! claims scan only when they generate rows, as before.
 //! `rows_to` moves to history's end only when the writer knows nothing unaccounted lies
 //! between (it scanned, or the stretch is at most 64 KiB and holds no generated row of the job
 //! and no `abandoned` row of a run the record still leases: `rows_unaccounted`); any other
@@ -242,6 +263,19 @@ struct Inner {
     /// (`rows_since_records`) and took into account: their records' `rows_to` may move to
     /// history's end. Taken by every persist.
     rows_known: HashSet<String>,
+    /// The store-wide accounted mark: history before it holds no generated row (`missed`,
+    /// overlap `skipped`) that its job's record does not account for. Written into the head of
+    /// every job line and into the journal's header; the furthest one read or written wins
+    /// (`jobs::later_mark`). `None`: not known (a store written before it existed).
+    acct: Option<jobs::Mark>,
+    /// This operation knows every generated row after `acct` is accounted for by a record (none
+    /// lies there, the store holds no job, or a claim read them and accounted for each): its
+    /// journal write moves the mark to history's end. Set under each lock.
+    acct_clean: bool,
+    /// Otherwise, how far this operation's journal write may move the mark: where the first
+    /// generated row after it that no record written (or already durable) accounts for starts
+    /// (a claim that read them; see `claim_due`). Cleared under each lock.
+    acct_upto: Option<jobs::Mark>,
     /// A store file was (re)loaded through its name since this handle last synced the
     /// directory: the name may not be durable yet (a writer renamed it into place and died
     /// before its directory fsync), so the next write syncs the directory first — a power loss
@@ -522,6 +556,10 @@ impl FileStore {
             l.inner.loaded = false;
             return Err(e);
         }
+        let end = l.mark_now();
+        l.inner.acct_clean =
+            l.inner.jobs.is_empty() || (l.inner.acct == Some(end) && !l.inner.history_sealed_open);
+        l.inner.acct_upto = None;
         Ok(l)
     }
 
@@ -920,6 +958,22 @@ impl Store for FileStore {
         // Rows a failed persist of this handle already wrote (a retried claim or recovery).
         let unacked = l.unacked_rows()?;
         let mark = l.mark_now();
+        // Generated rows past the store's accounted mark (`Inner::acct`): a writer put them
+        // there and failed or died before its records. Usually none, known without a read.
+        // Every job they belong to is evaluated with them (a claim that generates no row of
+        // its own does not scan: seed 19652), and the mark moves past those its records now
+        // account for. `None`: the mark is unknown (a store written before it existed) or
+        // the stretch too long to read; claims then scan only when they generate rows.
+        let tail: Option<Vec<(jobs::Mark, HistoryRow)>> = if l.inner.acct_clean {
+            Some(Vec::new())
+        } else {
+            match l.inner.acct {
+                Some(a) => l.generated_after(a)?,
+                None => None,
+            }
+        };
+        let tail_rows: Vec<HistoryRow> = tail.iter().flatten().map(|(_, r)| r.clone()).collect();
+        let mut evaluated = HashSet::new();
         let mut rows = Vec::new();
         let mut changed = Vec::new();
         let mut plans = Vec::new();
@@ -982,6 +1036,7 @@ impl Store for FileStore {
                 .iter()
                 .chain(&after)
                 .chain(&leftovers)
+                .chain(&tail_rows)
                 .filter(|r| r.job == name && logic::is_generated(r))
                 .cloned()
                 .collect();
@@ -994,6 +1049,7 @@ impl Store for FileStore {
             let ev = logic::claim_step_recorded(
                 &mut c.rec, &sched, now, req.owner, can, period, landed, &recorded,
             );
+            evaluated.insert(name.clone());
             // The mark covers every live run of the job (`overlap: allow` runs several): it
             // is cleared only when none is left, and a claim beside live runs keeps the older.
             let others_live = c.rec.rt.live_runs() > usize::from(ev.claim.is_some());
@@ -1028,6 +1084,41 @@ impl Store for FileStore {
                 changed.push(name);
             }
         }
+        // Jobs with rows past the accounted mark that were not evaluated (not due, or run by
+        // this owner): their next slot moves past what those rows record, as a claim's would.
+        if let Some(tail) = &tail {
+            let names: BTreeSet<&str> = tail.iter().map(|(_, r)| r.job.as_str()).collect();
+            for name in names {
+                if evaluated.contains(name) || !l.load(name)? {
+                    continue;
+                }
+                let Some(c) = l.inner.hot.get_mut(name) else {
+                    continue;
+                };
+                let Some(sched) = c.sched.clone() else {
+                    continue;
+                };
+                if logic::skip_recorded(&mut c.rec, &sched, &tail_rows)
+                    && !changed.iter().any(|n| n == name)
+                {
+                    changed.push(name.to_string());
+                }
+            }
+            // The mark moves up to the first row no record accounts for now: one whose job
+            // still has a slot it records ahead (it stays for the claims after this one).
+            let unaccounted = tail
+                .iter()
+                .filter(|(_, r)| match l.inner.hot.get(&r.job) {
+                    Some(c) => c.sched.is_none() || !logic::slots_behind(&c.rec, r),
+                    None => l.inner.jobs.contains_key(&r.job),
+                })
+                .map(|(at, _)| *at)
+                .next();
+            match unaccounted {
+                None => l.inner.acct_clean = true,
+                Some(at) => l.inner.acct_upto = Some(at),
+            }
+        }
         // A job the probe did not expect to generate rows: scanned now (its rows are trimmed).
         leftovers.extend(l.rows_since_records(&late)?);
         scan.extend(late);
@@ -1039,6 +1130,7 @@ impl Store for FileStore {
                 .iter()
                 .chain(&after)
                 .chain(&leftovers)
+                .chain(tail_rows.iter())
                 .filter(|r| r.job == name)
                 .cloned()
                 .collect();

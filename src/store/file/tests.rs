@@ -1358,3 +1358,190 @@ fn the_budget_recount_reads_back_only_to_the_period_start() {
         assert!(l.booked_since(later, &["a".into()]).unwrap().is_empty());
     }
 }
+
+/// The store-wide accounted mark (`Inner::acct`) as one handle sees it under the lock: the
+/// mark, where history ends, and whether the two agree (nothing unaccounted after the mark).
+fn acct_of(s: &FileStore) -> (Option<jobs::Mark>, jobs::Mark, bool) {
+    let l = s.lock().unwrap();
+    (l.inner.acct, l.mark_now(), l.inner.acct_clean)
+}
+
+/// Seed 19652 at the level of the mark: a generated row a writer left without its record lies
+/// past the mark; writes that did not read it (a pause) carry the old mark, so a new handle
+/// still finds the row; a claim that generates no row of its own reads it, does not run the
+/// slot it records, and moves the mark past it.
+#[test]
+fn a_claim_reads_generated_rows_past_the_accounted_mark_and_moves_the_mark_past_them() {
+    let dir = tmp("acct");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["x", "y"]), t(0)).unwrap();
+    for c in claim(&s, 0, "o", 5).claims {
+        finish(&s, &c, Status::Succeeded, 1);
+    }
+    let (mark, end, clean) = acct_of(&s);
+    assert_eq!(mark, Some(end), "every write so far accounted for its rows");
+    assert!(clean);
+    assert_eq!(acct_of(&FileStore::open(&dir).unwrap()).0, Some(end));
+    // A writer's leftover: x's `missed` row of slot t60 reached history, its record did not.
+    let row = HistoryRow::new(
+        "x",
+        Status::Missed,
+        Trigger::Schedule,
+        Some(t(60)),
+        "dead",
+        t(61),
+    );
+    s.lock().unwrap().append_history(&[row]).unwrap();
+    let (mark, now_end, clean) = acct_of(&s);
+    assert_eq!(mark, Some(end));
+    assert_ne!(now_end, end);
+    assert!(!clean, "history goes past the mark");
+    // A write that did not read the row carries the old mark.
+    s.set_paused("y", true, t(61)).unwrap();
+    let fresh = FileStore::open(&dir).unwrap();
+    assert_eq!(
+        acct_of(&fresh).0,
+        Some(end),
+        "the newest journal line keeps the old mark"
+    );
+    let out = claim(&fresh, 62, "o", 5);
+    assert!(
+        out.claims.is_empty(),
+        "slot t60 is recorded missed: {:?}",
+        out.claims.iter().map(|c| c.slot).collect::<Vec<_>>()
+    );
+    assert_eq!(fresh.job("x").unwrap().unwrap().rt.next_slot, Some(t(120)));
+    let (mark, end, clean) = acct_of(&FileStore::open(&dir).unwrap());
+    assert_eq!(
+        mark,
+        Some(end),
+        "the claim accounted for the row: the mark moved past it"
+    );
+    assert!(clean);
+}
+
+/// A claim moves the mark only up to a leftover row whose slots its job's record still has
+/// ahead (the clock stepped back behind the writer's): later claims keep reading it.
+#[test]
+fn the_accounted_mark_stays_before_a_row_whose_slots_are_still_ahead() {
+    let dir = tmp("acct-ahead");
+    let s = FileStore::open(&dir).unwrap();
+    s.apply(&jobs_file(&["x"]), t(0)).unwrap();
+    for c in claim(&s, 0, "o", 5).claims {
+        finish(&s, &c, Status::Succeeded, 1);
+    }
+    let (_, end, _) = acct_of(&s);
+    // A writer whose clock was ahead recorded slot t180 missed and died before its record.
+    let row = HistoryRow::new(
+        "x",
+        Status::Missed,
+        Trigger::Schedule,
+        Some(t(180)),
+        "dead",
+        t(181),
+    );
+    s.lock().unwrap().append_history(&[row]).unwrap();
+    // Slot t60 runs; t180 is still ahead of the record.
+    let out = claim(&s, 61, "o", 5);
+    assert_eq!(out.claims.len(), 1);
+    assert_eq!(out.claims[0].slot, Some(t(60)));
+    assert_eq!(acct_of(&FileStore::open(&dir).unwrap()).0, Some(end));
+    finish(&s, &out.claims[0], Status::Succeeded, 62);
+    let out = claim(&s, 121, "o", 5);
+    assert_eq!(
+        out.claims.iter().map(|c| c.slot).collect::<Vec<_>>(),
+        vec![Some(t(120))]
+    );
+    finish(&s, &out.claims[0], Status::Succeeded, 122);
+    let out = claim(&s, 185, "o", 5);
+    assert!(
+        out.claims.is_empty(),
+        "slot t180 is recorded missed: {:?}",
+        out.claims.iter().map(|c| c.slot).collect::<Vec<_>>()
+    );
+    assert_eq!(s.job("x").unwrap().unwrap().rt.next_slot, Some(t(240)));
+    let (mark, end, clean) = acct_of(&FileStore::open(&dir).unwrap());
+    assert_eq!(mark, Some(end), "now accounted for: the mark moved past it");
+    assert!(clean);
+}
+
+/// The mark survives a compaction (the new journal's header carries it) and a seal of the
+/// open history segment (every write was accounted for, so it moves into the new segment).
+#[test]
+fn the_accounted_mark_survives_compaction_and_segment_seals() {
+    let dir = tmp("acct-compact");
+    let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
+    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    for k in 0..20 {
+        for c in claim(&s, k * 60, "o", 5).claims {
+            finish(&s, &c, Status::Succeeded, k * 60 + 1);
+        }
+    }
+    let (mark, end, clean) = acct_of(&s);
+    assert!(end.seg.unwrap() > 1, "history was sealed: {end:?}");
+    assert_eq!(mark, Some(end));
+    assert!(clean);
+    s.compact_jobs_for_test();
+    let journal = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
+    assert_eq!(
+        journal.iter().filter(|b| **b == b'\n').count(),
+        1,
+        "a header alone"
+    );
+    assert!(
+        contains(&journal, b"\"acct\""),
+        "{}",
+        String::from_utf8_lossy(&journal)
+    );
+    let (mark, end, clean) = acct_of(&FileStore::open(&dir).unwrap());
+    assert_eq!(mark, Some(end));
+    assert!(clean);
+}
+
+/// A store written before the mark existed has none: claims scan as before (only when they
+/// generate rows), and no writer invents one for rows it never read.
+#[test]
+fn a_store_written_before_the_accounted_mark_claims_as_before() {
+    let dir = tmp("acct-v2");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        s.apply(&jobs_file(&["a"]), t(0)).unwrap();
+        for c in claim(&s, 0, "o", 5).claims {
+            finish(&s, &c, Status::Succeeded, 1);
+        }
+    }
+    make_format_2(&dir);
+    let s = FileStore::open(&dir).unwrap();
+    assert_eq!(acct_of(&s).0, None);
+    let out = claim(&s, 60, "o", 5);
+    assert_eq!(out.claims.len(), 1);
+    finish(&s, &out.claims[0], Status::Succeeded, 61);
+    assert_eq!(acct_of(&FileStore::open(&dir).unwrap()).0, None);
+}
+
+/// The merge of the accounted mark with `jobs.index`: a new store's first large apply writes
+/// its snapshot directly, each line carrying the mark; an open through the index reads no
+/// snapshot line, so the journal header written with that snapshot must carry the mark, or the
+/// store would lose it for good (claims would then scan as an old store's do).
+#[test]
+fn the_accounted_mark_survives_an_open_through_the_index() {
+    let dir = tmp("acct-index");
+    let names: Vec<String> = (0..1100).map(|i| format!("j{i:04}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let s = FileStore::open(&dir).unwrap().with_index_min_bytes(0);
+    // As `cronsole apply` hands them over: one definition at a time.
+    let mut defs = jobs_file(&refs).jobs.into_iter();
+    s.apply_each(
+        &Settings::default(),
+        &mut |sink| defs.try_for_each(&mut *sink),
+        t(0),
+    )
+    .unwrap();
+    assert!(
+        dir.join(index::INDEX_FILE).exists(),
+        "the snapshot has its index"
+    );
+    let (acct, end, clean) = acct_of(&FileStore::open(&dir).unwrap());
+    assert_eq!(acct, Some(end), "the mark after an open through the index");
+    assert!(clean);
+}
