@@ -1244,15 +1244,22 @@ async fn already_recorded(store: &Arc<dyn Store>, c: &Completion) -> bool {
     )
 }
 
-/// One fenced attempt to write `c`, unless its row is already recorded. The rows written.
+/// One fenced attempt to write `c`. The rows written. When its row is already recorded (an
+/// earlier attempt wrote it and then failed, or the process stopped before the answer), the
+/// row is not written again, but the job record still is if it still holds the run
+/// ([`Store::complete_recorded`]): a completion counts as written only when its row and its
+/// record are both durable (red team 7: the file store's record failed on `ENOSPC` after the
+/// row landed, and a retry that stopped at the row left a store every command refused).
 async fn commit_once(
     store: &Arc<dyn Store>,
     completions: &CompletionTx,
     c: Completion,
 ) -> Result<Vec<HistoryRow>, EngineError> {
     if already_recorded(store, &c).await {
-        tracing::warn!(job = %c.job, run_id = %c.run_id, "the run's row is already recorded; not writing it again");
-        return Ok(Vec::new());
+        tracing::warn!(job = %c.job, run_id = %c.run_id, "the run's row is already recorded; not writing it again (finishing its job record)");
+        return blocking(store, move |s| s.complete_recorded(c))
+            .await
+            .map(|o| o.rows);
     }
     complete_via(store, completions, c).await.map(|o| o.rows)
 }

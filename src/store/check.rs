@@ -205,8 +205,8 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut generation = None;
     let mut absorbed: Option<Absorbed> = None;
     let mut names = std::collections::BTreeSet::new();
-    // Per job, the last record's (lease, history position, file, line): the cross-check.
-    let mut at: std::collections::BTreeMap<String, (Option<uuid::Uuid>, Option<Pos>)> =
+    // Per job, the last record's (every live lease, history position): the cross-check.
+    let mut at: std::collections::BTreeMap<String, (Vec<uuid::Uuid>, Option<Pos>)> =
         std::collections::BTreeMap::new();
     if let Some(b) = read(&spath, &mut r) {
         let mut n = 0;
@@ -246,7 +246,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 Ok((rec, pos)) => {
                     at.insert(
                         rec.def.name.clone(),
-                        (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                        (rec.rt.leases().map(|l| l.run_id).collect(), pos),
                     );
                     names.insert(rec.def.name);
                 }
@@ -301,7 +301,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                     if replay {
                         at.insert(
                             rec.def.name.clone(),
-                            (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                            (rec.rt.leases().map(|l| l.run_id).collect(), pos),
                         );
                         names.insert(rec.def.name);
                     }
@@ -399,11 +399,11 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 ends_a_run: *ends,
             })
             .collect();
-        let records = at.iter().filter_map(|(job, (lease, pos))| {
+        let records = at.iter().filter_map(|(job, (leases, pos))| {
             let (seg, off) = (*pos)?;
             Some(filefmt::RecordAt {
                 job,
-                lease: *lease,
+                leases,
                 seg,
                 off,
             })

@@ -253,8 +253,10 @@ pub fn verify_line(line: &[u8], what: &str) -> Result<(), (u64, String)> {
 pub struct RecordAt<'a> {
     /// The job's name.
     pub job: &'a str,
-    /// The run id of the lease it held when written, if any.
-    pub lease: Option<uuid::Uuid>,
+    /// The run ids of the leases it held when written: every live run (`overlap: allow`
+    /// holds several), or at least the first one (an open reads only the line's `head`, and
+    /// looks at the others only for a job whose rows the first does not explain).
+    pub leases: &'a [uuid::Uuid],
     /// The history segment history had reached when the record was written.
     pub seg: u64,
     /// The byte offset in that segment.
@@ -300,8 +302,11 @@ pub enum CrossProblem {
 
 /// The journal/history cross-check (see `file/history.rs`): history must reach every record's
 /// position, and the rows of the open segment (`open_seg`, `open_len` bytes) after a job's
-/// position may only end the run its record holds — what a crash between a row and its record
-/// leaves. Anything else means a file was cut short, not torn by a crash.
+/// position may only end runs its record still holds (any of its leases) — what a crash, or
+/// a failed record write (`ENOSPC`, `EIO` on the journal), between a row and its record leaves.
+/// A journal cut by hand rolls the record back to before a run it no longer holds, or to
+/// before the claim of a run whose row history has: anything else means a file was cut
+/// short, not torn by a crash.
 pub fn cross_check<'a>(
     open_seg: u64,
     open_len: u64,
@@ -331,7 +336,7 @@ pub fn cross_check<'a>(
         }
         if let Some(row) = by_job.get(r.job).and_then(|v| {
             v.iter()
-                .find(|x| x.off >= r.off && r.lease != Some(x.run_id))
+                .find(|x| x.off >= r.off && !r.leases.contains(&x.run_id))
         }) {
             out.push(CrossProblem::RecordsLost {
                 job: r.job.to_string(),

@@ -1060,117 +1060,16 @@ impl Store for FileStore {
     /// fdatasync) and their job records in one journal append (one more), so runs that end
     /// together do not queue one fsync pair each behind the lock (claims wait less).
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
-        let n = cs.len();
-        let mut l = match self.lock() {
-            Ok(l) => l,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let period = l.period();
-        let landed = match l.unacked_rows() {
-            Ok(v) => v,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
-        for c in cs {
-            done.push(complete_in(&mut l, c, period, &landed));
-        }
-        // Overlap rows a completion generates: not again for slots a dead (or failed)
-        // operation already recorded after the job's record (see `rows_since_records`).
-        let scan: Vec<(String, Option<jobs::Mark>)> = done
-            .iter()
-            .flatten()
-            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
-            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
-            .collect();
-        if !scan.is_empty() {
-            let leftovers = match l.rows_since_records(&scan) {
-                Ok(v) => v,
-                Err(e) => {
-                    l.inner.loaded = false;
-                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
-                }
-            };
-            l.inner
-                .rows_known
-                .extend(scan.iter().map(|(name, _)| name.clone()));
-            for (out, name, _) in done.iter_mut().flatten() {
-                // Rows a failed or dead operation left (seen by this handle, or found after
-                // the job's record).
-                let known: Vec<HistoryRow> = landed
-                    .iter()
-                    .chain(&leftovers)
-                    .filter(|r| r.job == *name)
-                    .cloned()
-                    .collect();
-                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
-                else {
-                    continue;
-                };
-                if known.is_empty() || out.rows.len() < 2 {
-                    continue;
-                }
-                l.inner.relies_on_landed = true;
-                let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).flat_map(|r| {
-                    if logic::is_generated(&r) {
-                        logic::unlanded_part(r, &known, &sched)
-                    } else {
-                        vec![r]
-                    }
-                }));
-                out.rows = kept;
-                // Such a row may reach past where this run's end sends the job (its writer
-                // looked at a later clock): the job's next slot moves past what it records.
-                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
-                    logic::skip_recorded(&mut c.rec, &sched, &known);
-                }
-            }
-        }
-        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
-        let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for r in done {
-            if let Ok((out, name, fenced)) = &r {
-                rows.extend(out.rows.iter().cloned());
-                // `after:` children first: a torn append that kept the parent's line kept
-                // theirs (see `store::chain`).
-                if *fenced && let Some(end) = out.rows.first() {
-                    match l.chain_fan_out(name, end) {
-                        Ok(children) => names.extend(children),
-                        Err(e) => {
-                            // Records of this batch changed in the cache only: reload.
-                            l.inner.loaded = false;
-                            return (0..n).map(|_| Err(e.duplicate())).collect();
-                        }
-                    }
-                }
-                names.push(name.clone());
-            }
-            results.push(r.map(|(out, _, _)| out));
-        }
-        if rows.is_empty() && names.is_empty() {
-            return results;
-        }
-        if let Err(e) = l.persist(&rows, &names) {
-            // Nothing of this batch is acknowledged: every run retries its completion.
-            return results
-                .into_iter()
-                .map(|r| r.and_then(|_| Err(e.duplicate())))
-                .collect();
-        }
-        if l.history_compaction_due()
-            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
-        {
-            tracing::warn!("history retention compaction failed: {e}");
-        }
-        results
+        self.complete_batch(cs, false)
+    }
+
+    /// The run's row may already be in history while its job record is not (a failed
+    /// persist of another handle or process, then a stop: the spool replay; see the module
+    /// doc): the record is finished from that row, found from the claim's mark.
+    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.complete_batch(vec![c], true)
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
@@ -1296,6 +1195,163 @@ impl Store for FileStore {
             l.persist(&[], &[job.to_string()])?;
         }
         Ok(())
+    }
+}
+
+impl FileStore {
+    /// Group commit (see [`Store::complete_many`]). With `lookup`, each completion whose job
+    /// record still holds its run also looks for the run's own row in history from the claim's
+    /// mark ([`Store::complete_recorded`]): found, the record is finished from it and it is
+    /// not appended again.
+    fn complete_batch(
+        &self,
+        cs: Vec<Completion>,
+        lookup: bool,
+    ) -> Vec<StoreResult<CompleteOutcome>> {
+        let n = cs.len();
+        let mut l = match self.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
+        let period = l.period();
+        let mut landed = match l.unacked_rows() {
+            Ok(v) => v,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
+        // Rows found in history by `lookup` (not by this handle's failed persists): `persist`
+        // does not know them, so they are taken out of what it appends below.
+        let mut found: Vec<HistoryRow> = Vec::new();
+        // With `lookup`, runs the record no longer holds: their row is in history (the caller
+        // saw it) and their record too; nothing to write (not a second, stale row).
+        let mut settled: Vec<Uuid> = Vec::new();
+        if lookup {
+            for c in &cs {
+                match l.landed_run_rows(c, &landed) {
+                    Ok(Some(rows)) => found.extend(rows),
+                    Ok(None) => settled.push(c.run_id),
+                    Err(e) => {
+                        l.inner.loaded = false;
+                        let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                        out.insert(0, Err(e));
+                        return out;
+                    }
+                }
+            }
+            landed.extend(found.iter().cloned());
+        }
+        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
+        for c in cs {
+            if settled.contains(&c.run_id) {
+                done.push(Ok((CompleteOutcome::default(), c.job, false)));
+                continue;
+            }
+            done.push(complete_in(&mut l, c, period, &landed));
+        }
+        // Overlap rows a completion generates: not again for slots a dead (or failed)
+        // operation already recorded after the job's record (see `rows_since_records`).
+        let scan: Vec<(String, Option<jobs::Mark>)> = done
+            .iter()
+            .flatten()
+            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
+            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
+            .collect();
+        if !scan.is_empty() {
+            let leftovers = match l.rows_since_records(&scan) {
+                Ok(v) => v,
+                Err(e) => {
+                    l.inner.loaded = false;
+                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
+                }
+            };
+            l.inner
+                .rows_known
+                .extend(scan.iter().map(|(name, _)| name.clone()));
+            for (out, name, _) in done.iter_mut().flatten() {
+                // Rows a failed or dead operation left (seen by this handle, or found after
+                // the job's record).
+                let known: Vec<HistoryRow> = landed
+                    .iter()
+                    .chain(&leftovers)
+                    .filter(|r| r.job == *name)
+                    .cloned()
+                    .collect();
+                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
+                else {
+                    continue;
+                };
+                if known.is_empty() || out.rows.len() < 2 {
+                    continue;
+                }
+                l.inner.relies_on_landed = true;
+                let mut kept = vec![out.rows.remove(0)];
+                kept.extend(out.rows.drain(..).flat_map(|r| {
+                    if logic::is_generated(&r) {
+                        logic::unlanded_part(r, &known, &sched)
+                    } else {
+                        vec![r]
+                    }
+                }));
+                out.rows = kept;
+                // Such a row may reach past where this run's end sends the job (its writer
+                // looked at a later clock): the job's next slot moves past what it records.
+                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
+                    logic::skip_recorded(&mut c.rec, &sched, &known);
+                }
+            }
+        }
+        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
+        let (mut rows, mut names) = (Vec::new(), Vec::new());
+        for r in done {
+            // (An empty outcome is a run `lookup` found settled: its record is not written.)
+            if let Ok((out, name, fenced)) = &r
+                && !out.rows.is_empty()
+            {
+                rows.extend(
+                    out.rows
+                        .iter()
+                        .filter(|r| !found.iter().any(|f| logic::same_row(f, r)))
+                        .cloned(),
+                );
+                // `after:` children first: a torn append that kept the parent's line kept
+                // theirs (see `store::chain`).
+                if *fenced && let Some(end) = out.rows.first() {
+                    match l.chain_fan_out(name, end) {
+                        Ok(children) => names.extend(children),
+                        Err(e) => {
+                            // Records of this batch changed in the cache only: reload.
+                            l.inner.loaded = false;
+                            return (0..n).map(|_| Err(e.duplicate())).collect();
+                        }
+                    }
+                }
+                names.push(name.clone());
+            }
+            results.push(r.map(|(out, _, _)| out));
+        }
+        if rows.is_empty() && names.is_empty() {
+            return results;
+        }
+        if let Err(e) = l.persist(&rows, &names) {
+            // Nothing of this batch is acknowledged: every run retries its completion.
+            return results
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(e.duplicate())))
+                .collect();
+        }
+        if l.history_compaction_due()
+            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
+        {
+            tracing::warn!("history retention compaction failed: {e}");
+        }
+        results
     }
 }
 
