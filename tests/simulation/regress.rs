@@ -1440,3 +1440,32 @@ fn finishing_a_record_that_no_longer_holds_the_run_writes_nothing() {
     assert_eq!(rows(&next).len(), 3);
     assert_eq!(live_runs(&next), 0);
 }
+
+/// The `kill -9` form of the above: nothing replays the completions, their leases expire, and
+/// another owner recovers them. Recovery looked for the landed row of the first expired lease
+/// only and recorded the others `abandoned` beside their `succeeded` rows (a status that did
+/// not happen, two rows for one run). Every expired run with a landed row is finished from it.
+#[test]
+fn recovery_finishes_every_expired_allow_run_from_its_landed_row() {
+    let (disk, s, rest) = allow_runs_whose_records_hit_enospc();
+    drop(s);
+    let next = open(&disk);
+    next.claim_due(&ClaimRequest {
+        now: t(120),
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    })
+    .unwrap_or_else(|e| panic!("recovery: {e}"));
+    assert_eq!(live_runs(&next), 0, "both runs recovered");
+    let all = rows(&next);
+    for c in &rest {
+        let mine: Vec<_> = all.iter().filter(|r| r.run_id == c.run_id).collect();
+        assert_eq!(mine.len(), 1, "one row for run {}: {all:#?}", c.run_id);
+        assert_eq!(mine[0].status, Status::Succeeded);
+    }
+    assert!(
+        all.iter().all(|r| r.status != Status::Abandoned),
+        "{all:#?}"
+    );
+}

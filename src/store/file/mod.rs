@@ -893,18 +893,32 @@ impl Store for FileStore {
             if in_flight.contains(name.as_str()) || !l.load(name)? {
                 continue;
             }
+            let Some(c) = l.inner.hot.get(name).filter(|c| c.sched.is_some()) else {
+                continue;
+            };
+            // Every expired lease's own row, if it landed (`overlap: allow` holds several: a
+            // writer that failed between their rows and the record leaves one for each).
+            let expired: Vec<(Uuid, Option<jobs::Mark>)> = c
+                .rec
+                .rt
+                .leases()
+                .filter(|lease| lease.lease_until <= now)
+                .map(|lease| (lease.run_id, c.mark))
+                .collect();
+            let (mut landed, mut after) = (Vec::new(), Vec::new());
+            for (run_id, mark) in expired {
+                let (row, rest) = l.find_run_rows(mark, run_id, Some(name))?;
+                landed.extend(row);
+                after.extend(rest);
+            }
             let Some(c) = l.inner.hot.get(name) else {
                 continue;
             };
             let Some(sched) = c.sched.as_ref() else {
                 continue;
             };
-            let (landed, after) = match logic::expired_lease(&c.rec, now) {
-                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(name))?,
-                None => (None, Vec::new()),
-            };
             let mut probe = c.rec.clone();
-            let ev = logic::claim_step(
+            let ev = logic::claim_step_recorded(
                 &mut probe,
                 sched,
                 now,
@@ -912,6 +926,7 @@ impl Store for FileStore {
                 true,
                 period,
                 landed.clone(),
+                &[],
             );
             if !ev.rows.is_empty() {
                 scan.push((name.clone(), c.rows_to));
@@ -930,7 +945,7 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            relies |= landed.is_some();
+            relies |= !landed.is_empty();
             let recorded: Vec<HistoryRow> = unacked
                 .iter()
                 .chain(&after)
@@ -954,7 +969,11 @@ impl Store for FileStore {
                 c.mark = None;
             }
             let chain_end = recovering.as_ref().and_then(|lease| {
-                landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
+                landed_end
+                    .iter()
+                    .chain(&ev.rows)
+                    .find(|r| r.run_id == lease.run_id)
+                    .cloned()
             });
             if !ev.rows.is_empty() {
                 if !scan.iter().any(|(n, _)| *n == name) {
