@@ -451,3 +451,53 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
         assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
     }
 }
+
+/// `line` (a job line) with its CRC-32 recomputed, as a careful hand edit would leave it.
+fn recrc(line: &str) -> String {
+    const KEY: &str = ",\"crc32\":\"";
+    let at = line.rfind(KEY).expect("a checksummed line");
+    let body = format!("{}}}", &line[..at]);
+    format!(
+        "{}{KEY}{:08x}\"}}",
+        &line[..at],
+        cronsole::store::filefmt::crc32(body.as_bytes())
+    )
+}
+
+/// Red team 7 (LOW): a job line whose head names another job (CRC recomputed) passes the open's
+/// cheap checks; the claim that reads it finds the damage. `run` treated that as an outage
+/// forever and exited 0 having run nothing. Damage is not retryable: `run` stops, exit 2,
+/// naming the file and line.
+#[test]
+fn run_stops_with_exit_2_when_a_claim_finds_the_store_damaged() {
+    let root = support::tempdir("damage-claim");
+    let dir = root.join("store");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        let file = JobsFile {
+            settings: Settings::default(),
+            jobs: vec![
+                cronsole::testkit::jobs::command_job("hourly", 3600),
+                cronsole::testkit::jobs::command_job("tick", 1),
+            ],
+        };
+        s.apply(&file, chrono::Utc::now()).unwrap();
+    }
+    let jpath = dir.join("jobs.journal");
+    let text = std::fs::read_to_string(&jpath).unwrap();
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let tick = "{\"head\":{\"name\":\"tick\"";
+    let i = lines
+        .iter()
+        .rposition(|l| l.starts_with(tick))
+        .expect("tick's line");
+    lines[i] = recrc(&lines[i].replacen(tick, "{\"head\":{\"name\":\"hourly\"", 1));
+    std::fs::write(&jpath, lines.join("\n")).unwrap();
+    let (code, _out, err) = cli(&dir, &["run", "--for", "20s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("damaged"), "{err}");
+    assert!(
+        err.contains(&format!("jobs.journal:{}:", i + 1)),
+        "names the line: {err}"
+    );
+}

@@ -447,6 +447,7 @@ pub fn spawn(
         health: Arc::new(health_tx),
         unwritten: Arc::new(std::sync::Mutex::new(Unwritten::default())),
         store_failures: 0,
+        damaged: None,
         hard_stop: hard_stop.clone(),
         cfg,
         store,
@@ -560,6 +561,9 @@ struct Actor {
     unwritten: Arc<std::sync::Mutex<Unwritten>>,
     /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
     store_failures: u32,
+    /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
+    /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
+    damaged: Option<StoreError>,
     heartbeat: Arc<Heartbeat>,
 }
 
@@ -711,6 +715,9 @@ impl Actor {
                 _ = sleep_opt(wake_at) => {
                     let progressed = self.claim(&mut runs).await;
                     self.heartbeat.claim_cycles.fetch_add(1, Ordering::SeqCst);
+                    if self.damaged.is_some() {
+                        break;
+                    }
                     dirty = true;
                     wake = self.next_wake().await;
                     // The store may report something due that this owner cannot take (its own
@@ -751,6 +758,19 @@ impl Actor {
             Ok(mut u) => (u.spooled, std::mem::take(&mut u.lost)),
             Err(_) => (0, Vec::new()),
         };
+        // Completions that could not even be spooled go first (the binary prints them);
+        // otherwise the damage is the reason to stop (spooled ones are in the log).
+        if let Some(e) = self.damaged.take()
+            && lost.is_empty()
+        {
+            if spooled > 0 {
+                tracing::warn!(
+                    spooled,
+                    "completions kept in the spool at the stop on damage"
+                );
+            }
+            return Err(EngineError::Store(e));
+        }
         if spooled > 0 || !lost.is_empty() {
             return Err(EngineError::Unwritten {
                 spooled,
@@ -954,6 +974,13 @@ impl Actor {
                 self.store_failures = 0;
                 store_ok(&self.health, &self.ev_tx);
                 o
+            }
+            Err(EngineError::Store(e)) if is_damage(&e) => {
+                let msg = format!("the store is damaged; stopping: {e}");
+                tracing::error!("{msg}");
+                let _ = self.ev_tx.send(Event::Notice(msg));
+                self.damaged = Some(e);
+                return false;
             }
             Err(e) => {
                 self.store_failures = self.store_failures.saturating_add(1);
@@ -1242,6 +1269,13 @@ async fn already_recorded(store: &Arc<dyn Store>, c: &Completion) -> bool {
         blocking(store, move |s| s.history(&q)).await,
         Ok(rows) if rows.iter().any(|r| r.run_id == run_id && r.status == status)
     )
+}
+
+/// Damage a claim ran into (a corrupt or foreign store file, a store of another format): not
+/// an outage — retrying cannot help, so the engine stops with it instead of idling (red team
+/// 7: a job line whose head named another job kept `run` up doing nothing, exit 0).
+fn is_damage(e: &StoreError) -> bool {
+    matches!(e, StoreError::Corrupt { .. } | StoreError::Version { .. })
 }
 
 /// One fenced attempt to write `c`. The rows written. When its row is already recorded (an
