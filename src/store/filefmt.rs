@@ -372,6 +372,46 @@ pub fn version_text_2(store_id: &str) -> String {
     format!("{VERSION_TEXT_2}\nstore {store_id}\n")
 }
 
+/// Retention's mark, `history/first.json`: the first sealed segment retention kept. Without
+/// it sealed segments start at 1, so a missing oldest segment is damage, not retention.
+pub const FIRST_SEGMENT_FILE: &str = "first.json";
+
+#[derive(Serialize, Deserialize)]
+struct FirstSegment {
+    cronsole: String,
+    store: String,
+    segment: u64,
+}
+
+/// The mark's bytes: retention kept segments `segment..` of store `store_id`.
+pub fn first_segment_text(store_id: &str, segment: u64) -> Result<Vec<u8>, serde_json::Error> {
+    let mut v = serde_json::to_vec(&FirstSegment {
+        cronsole: "history-first".into(),
+        store: store_id.into(),
+        segment,
+    })?;
+    v.push(b'\n');
+    Ok(v)
+}
+
+/// Parse the mark: the first kept segment, or what is wrong with it (`store_id` is the store's
+/// id, when known).
+pub fn parse_first_segment(bytes: &[u8], store_id: Option<&str>) -> Result<u64, String> {
+    let f: FirstSegment = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if f.cronsole != "history-first" {
+        return Err("not a cronsole retention mark".into());
+    }
+    if let Some(id) = store_id
+        && f.store != id
+    {
+        return Err(format!("retention mark of another store ({})", f.store));
+    }
+    if f.segment < 1 {
+        return Err("segment 0 does not exist".into());
+    }
+    Ok(f.segment)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

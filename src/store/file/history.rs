@@ -492,6 +492,53 @@ impl Locked<'_> {
         Ok(plan)
     }
 
+    /// The first sealed segment that must be there: retention's mark (`history/first.json`,
+    /// written before it removes the oldest segments), else 1.
+    fn first_kept_segment(&self) -> StoreResult<(u64, bool)> {
+        let p = self
+            .store
+            .dir
+            .join(HISTORY_DIR)
+            .join(filefmt::FIRST_SEGMENT_FILE);
+        match self.io().read(&p) {
+            Ok(b) => filefmt::parse_first_segment(&b, Some(self.id()))
+                .map(|n| (n, true))
+                .map_err(|what| corrupt(&p, 1, 1, what)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((1, false)),
+            Err(e) => Err(StoreError::io(&p, e)),
+        }
+    }
+
+    /// The open's cheap check of sealed history (one small read and one stat): the first
+    /// segment retention kept (or segment 1) is there while the open segment is above it. A
+    /// deleted oldest segment otherwise looked like retention (red team 7) and its rows were
+    /// silently gone. Gaps higher up and damage inside segments are `cronsole check`'s.
+    pub(super) fn check_first_segment(&self) -> StoreResult<()> {
+        let top = self.inner.history_seg;
+        if top <= 1 {
+            return Ok(());
+        }
+        let (first, marked) = self.first_kept_segment()?;
+        let p = segment_path(&self.store.dir, first);
+        if first < top && stat(self.io(), &p)?.is_none() {
+            let why = if marked {
+                format!(
+                    "retention's mark history/{} keeps segments from {first}",
+                    filefmt::FIRST_SEGMENT_FILE
+                )
+            } else {
+                "no retention removed any (segments start at 1)".to_string()
+            };
+            return Err(missing(
+                &p,
+                &format!(
+                    "history segment {first} is gone but the open segment is {top} and {why}: its rows were lost (deleted by hand?)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The oldest segment still there (probing down from the open one).
     fn oldest_segment(&self) -> StoreResult<u64> {
         let mut n = self.inner.history_seg;
@@ -985,8 +1032,20 @@ impl Locked<'_> {
             encode_line(&mut out, "segment seal", &seal)?;
             write_atomic(self.io(), &hdir, &s.path, &out)?;
         }
-        // The oldest run of fully dropped segments goes, oldest first.
+        // The oldest run of fully dropped segments goes, oldest first — after the mark that
+        // says the segments below the first kept one were removed by retention (a crash in
+        // between leaves segments the mark no longer requires: harmless).
         empty_run.sort_unstable();
+        if let Some(last) = empty_run.last() {
+            let mark = filefmt::first_segment_text(self.id(), last + 1)
+                .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+            write_atomic(
+                self.io(),
+                &hdir,
+                &hdir.join(filefmt::FIRST_SEGMENT_FILE),
+                &mark,
+            )?;
+        }
         for e in empty_run {
             let p = segment_path(&self.store.dir, e);
             self.io().remove_file(&p).map_err(io_err(&p))?;

@@ -391,6 +391,7 @@ impl FileStore {
             let mut l = store.lock()?;
             let rows = l.verify_open_segment()?;
             l.cross_check(&rows)?;
+            l.check_first_segment()?;
         }
         Ok(store)
     }
