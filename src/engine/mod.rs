@@ -24,6 +24,10 @@
 //! (published on [`EngineHandle::health`]) says so for the console and metrics. At stop, what is
 //! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
 //! (so `run` exits non-zero), and the next start replays the spool before its first claim.
+//! A retry or replay that finds its row already in history still has the store finish the job
+//! record from it ([`Store::complete_recorded`]): written means row and record. A claim that
+//! finds the store damaged (`StoreError::Corrupt`/`Version`) is not an outage: the engine
+//! stops as at a shutdown and ends with that error (exit 2, naming the file).
 //!
 //! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
 //! the store; when the change token moves, the engine reads the leases of its runs in flight and

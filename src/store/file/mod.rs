@@ -34,6 +34,11 @@
 //!   (`"crc32"`, see [`super::filefmt`]).
 //! - `history/NNNNNN.jsonl` — sealed history segments `1..N-1` (oldest may be gone by
 //!   retention), each ending in a seal line (see `history.rs` for the design and why).
+//! - `history/first.json` — retention's mark `{"cronsole":"history-first","store":ID,
+//!   "segment":K}`: the first sealed segment it kept, written (temp + rename) before it removes
+//!   the older ones. Without it sealed segments start at 1; every open checks that the first
+//!   required segment exists while the open segment is above it (a hand-deleted oldest segment
+//!   is damage, not retention).
 //!
 //! Every file above is required once the store exists: missing, empty, foreign (another store
 //! id), out-of-generation or unparsable is [`StoreError::Corrupt`] naming it, and nothing is
@@ -60,6 +65,14 @@
 //! oldest live run was claimed (`mark`; `overlap: allow` runs several); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
 //! writes) it finishes the job from that row instead of writing a second one.
+//!
+//! A completion counts as written only when its row and its job record are both durable. A
+//! caller that finds its run's row already in history (another handle's or process's failed
+//! persist: the engine's retry after a restart of the handle, the spool's replay) calls
+//! [`Store::complete_recorded`]: the run's row is looked for from the claim's mark and, if
+//! the record still holds the run, the record is finished from it (no second row); a record
+//! that no longer holds it is left alone (no stale row). A claim recovering expired leases
+//! looks for the landed row of every one of them (`overlap: allow` holds several).
 //!
 //! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
 //! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
@@ -116,10 +129,14 @@
 //! # Journal/history cross-check
 //! Each job record carries `at`, the history position when it was written (history is
 //! fdatasynced up to there first). Every open checks that history reaches every record's
-//! position and that the open segment's rows after a job's position are ones a crash between
-//! a row and its record can leave (the end of the run the record still holds); otherwise a
-//! file was cut short (by hand, a faulty disk) and the store is corrupt — never a torn tail to
-//! cut (`history.rs`, `cross_check`).
+//! position and that the open segment's rows after a job's position are ones a crash (or a
+//! failed record write) between a row and its record can leave: the end of a run the record
+//! still holds — any of its leases; the index knows the first (the line's `head`), and the
+//! record is read whole only for a job whose rows that does not explain. Otherwise a file was
+//! cut short (by hand, a faulty disk) and the store is corrupt — never a torn tail to cut
+//! (`history.rs`, `cross_check`). A journal cut back to before a run's claim leaves a row of
+//! a run the record does not hold: refused. A cut that removed only a run's end line is
+//! indistinguishable from the failed write, and harmless: the run is finished from its row.
 //!
 //! # Retention
 //! `compact_history` keeps the newest N rows per job (default 10 000) and/or rows newer than a
