@@ -22,6 +22,7 @@ use cronsole::store::{
     ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
     HistoryReader, RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
 };
+use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 use engine_support::{t, tiny_backoff, tmp};
 use uuid::Uuid;
 
@@ -36,6 +37,10 @@ struct Faulty {
     fail_settings: AtomicUsize,
     /// Every renewal answers `Lost` (another owner took the run over).
     lose_lease: AtomicBool,
+    /// With the store on a simulated disk: the next completion's journal write fails with
+    /// `ENOSPC` after its history row landed (red team 7's full disk).
+    sim: Option<SimDisk>,
+    journal_enospc_once: AtomicBool,
 }
 
 fn enospc() -> StoreError {
@@ -103,10 +108,26 @@ impl Store for Faulty {
         if self.fail_completions.load(Ordering::SeqCst) {
             return Err(enospc());
         }
+        if let Some(disk) = &self.sim
+            && self.journal_enospc_once.swap(false, Ordering::SeqCst)
+        {
+            disk.script(Scripted {
+                file: "jobs.journal".into(),
+                op: "write",
+                fault: ScriptedFault::Enospc,
+            });
+        }
         self.inner.complete(c)
     }
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
         cs.into_iter().map(|c| self.complete(c)).collect()
+    }
+    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.complete_calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_completions.load(Ordering::SeqCst) {
+            return Err(enospc());
+        }
+        self.inner.complete_recorded(c)
     }
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         self.inner.set_paused(name, paused, now)
@@ -146,8 +167,25 @@ fn spool_path(dir: &Path) -> PathBuf {
 
 /// Start an engine over `dir/store` (applying `yaml` when given) with the spool in `dir`.
 fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
-    let store_dir = dir.join("store");
-    let inner = FileStore::open(&store_dir).expect("open store");
+    let inner = FileStore::open(&dir.join("store")).expect("open store");
+    start_on(dir, inner, None, yaml, clock)
+}
+
+/// [`start`] over a store on a simulated disk (faults scripted through [`Faulty`]).
+fn start_sim(dir: &Path, yaml: &str, clock: ManualClock) -> Rig {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let inner =
+        FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)).expect("open store");
+    start_on(dir, inner, Some(disk), Some(yaml), clock)
+}
+
+fn start_on(
+    dir: &Path,
+    inner: FileStore,
+    sim: Option<SimDisk>,
+    yaml: Option<&str>,
+    clock: ManualClock,
+) -> Rig {
     if let Some(yaml) = yaml {
         let jobs_path = dir.join("jobs.yaml");
         std::fs::write(&jobs_path, yaml).expect("write jobs file");
@@ -162,6 +200,8 @@ fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
         claim_calls: AtomicUsize::new(0),
         fail_settings: AtomicUsize::new(0),
         lose_lease: AtomicBool::new(false),
+        sim,
+        journal_enospc_once: AtomicBool::new(false),
     });
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
@@ -260,6 +300,34 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     assert!(!spool_path(&dir).exists(), "nothing spooled");
 }
 
+/// Red team 7 (HIGH): the completion's row landed, its job record did not (`ENOSPC` on the
+/// journal). The retry saw the row in history and stopped, so the record kept the lease and
+/// the next open refused the store. A completion counts as written only when its record is
+/// too: the retry writes the record (no second row) and the lease is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
+    let dir = tmp("outage-record");
+    let rig = start_sim(&dir, ONE_JOB, ManualClock::new(t(START)));
+    rig.faulty.journal_enospc_once.store(true, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let live = |r: &Rig| match r.faulty.inner.job("a") {
+        Ok(Some(rec)) => rec.rt.live_runs(),
+        other => panic!("job a: {other:?}"),
+    };
+    rig.wait_until("the record to release the run", |r| {
+        live(r) == 0 && r.handle.health.borrow().pending_completions == 0
+    })
+    .await;
+    assert!(
+        !rig.faulty.journal_enospc_once.load(Ordering::SeqCst),
+        "the fault was injected"
+    );
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "one run, one row: {rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    rig.stop().await.expect("clean stop");
+}
+
 /// rt3 (PostgreSQL killed under load): a run whose settings read hit the outage right after its
 /// claim was recorded `failed` without running its command. The read is retried within the
 /// lease, so a short outage costs nothing.
@@ -281,6 +349,8 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
         claim_calls: AtomicUsize::new(0),
         fail_settings: AtomicUsize::new(3),
         lose_lease: AtomicBool::new(false),
+        sim: None,
+        journal_enospc_once: AtomicBool::new(false),
     });
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);

@@ -585,3 +585,157 @@ fn a_missing_stale_or_damaged_index_is_never_damage() {
         );
     }
 }
+
+/// `line` (a job line) with its CRC-32 recomputed, as a careful hand edit would leave it.
+fn recrc(line: &str) -> String {
+    const KEY: &str = ",\"crc32\":\"";
+    let at = line.rfind(KEY).expect("a checksummed line");
+    let body = format!("{}}}", &line[..at]);
+    format!(
+        "{}{KEY}{:08x}\"}}",
+        &line[..at],
+        cronsole::store::filefmt::crc32(body.as_bytes())
+    )
+}
+
+/// Red team 7 (LOW): a job line whose head names another job (CRC recomputed) passes the open's
+/// cheap checks; the claim that reads it finds the damage. `run` treated that as an outage
+/// forever and exited 0 having run nothing. Damage is not retryable: `run` stops, exit 2,
+/// naming the file and line.
+#[test]
+fn run_stops_with_exit_2_when_a_claim_finds_the_store_damaged() {
+    let root = support::tempdir("damage-claim");
+    let dir = root.join("store");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        let file = JobsFile {
+            settings: Settings::default(),
+            jobs: vec![
+                cronsole::testkit::jobs::command_job("hourly", 3600),
+                cronsole::testkit::jobs::command_job("tick", 1),
+            ],
+        };
+        s.apply(&file, chrono::Utc::now()).unwrap();
+    }
+    let jpath = dir.join("jobs.journal");
+    let text = std::fs::read_to_string(&jpath).unwrap();
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let tick = "{\"head\":{\"name\":\"tick\"";
+    let i = lines
+        .iter()
+        .rposition(|l| l.starts_with(tick))
+        .expect("tick's line");
+    lines[i] = recrc(&lines[i].replacen(tick, "{\"head\":{\"name\":\"hourly\"", 1));
+    std::fs::write(&jpath, lines.join("\n")).unwrap();
+    let (code, _out, err) = cli(&dir, &["run", "--for", "20s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("damaged"), "{err}");
+    assert!(
+        err.contains(&format!("jobs.journal:{}:", i + 1)),
+        "names the line: {err}"
+    );
+}
+
+/// A store with several sealed history segments (segments of 2 KiB).
+fn segmented(name: &str) -> (TempDir, PathBuf) {
+    let root = support::tempdir(&format!("damage-{name}"));
+    let dir = root.join("store");
+    let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![
+            cronsole::testkit::jobs::command_job("a", 60),
+            cronsole::testkit::jobs::command_job("b", 60),
+        ],
+    };
+    s.apply(&file, t(0)).unwrap();
+    for k in 0..30 {
+        for c in s.claim_at(t(k * 60), "o", 5).claims {
+            let job = c.job.def.name.clone();
+            let now = t(k * 60 + 1);
+            let row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", now);
+            s.complete(Completion {
+                job,
+                run_id: c.run_id,
+                owner: "o".into(),
+                now,
+                row,
+                state: None,
+                hold_until: None,
+            })
+            .unwrap();
+        }
+    }
+    assert!(dir.join("history").join("000003.jsonl").exists());
+    (root, dir)
+}
+
+/// Red team 7 (LOW): deleting the oldest sealed segment with no retention configured was
+/// reported sound by `check`, and every command went on without its rows. Without
+/// retention's mark sealed segments start at 1: the open refuses the store naming the
+/// segment (every byte unchanged) and `check` reports it.
+#[test]
+fn a_deleted_oldest_segment_that_retention_did_not_remove_is_damage() {
+    let (_root, dir) = segmented("seg1");
+    std::fs::remove_file(dir.join("history").join("000001.jsonl")).unwrap();
+    let tree = |d: &Path| {
+        let mut m = bytes_of_files(d);
+        m.extend(
+            bytes_of_files(&d.join("history"))
+                .into_iter()
+                .map(|(k, v)| (format!("history/{k}"), v)),
+        );
+        m
+    };
+    let before = tree(&dir);
+    let (code, out, err) = cli(&dir, &["check"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("000001.jsonl"),
+        "names the segment: {out}{err}"
+    );
+    for args in [&["jobs"][..], &["history"], &["run", "--for", "1s"]] {
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("000001.jsonl"), "{args:?}: {err}");
+    }
+    assert_eq!(tree(&dir), before, "every byte unchanged");
+}
+
+/// The regular files of `dir` (not its subdirectories) and their bytes.
+fn bytes_of_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Retention that removes the oldest segments marks the first it kept: the store stays sound,
+/// and deleting that first kept segment by hand is still damage.
+#[test]
+fn retention_marks_the_first_kept_segment_and_a_later_deletion_is_still_damage() {
+    let (_root, dir) = segmented("seg-ret");
+    {
+        let s = FileStore::open(&dir).unwrap();
+        s.compact_history(3, None, t(100_000)).unwrap();
+    }
+    assert!(!dir.join("history").join("000001.jsonl").exists());
+    let (code, out, err) = cli(&dir, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let first = (1..100)
+        .find(|k| dir.join("history").join(format!("{k:06}.jsonl")).exists())
+        .expect("a kept sealed segment");
+    std::fs::remove_file(dir.join("history").join(format!("{first:06}.jsonl"))).unwrap();
+    let (code, out, err) = cli(&dir, &["check"]);
+    assert_ne!(code, 0, "{out}{err}");
+    let (code, _out, err) = cli(&dir, &["jobs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{first:06}.jsonl")), "{err}");
+}

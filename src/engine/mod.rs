@@ -24,6 +24,10 @@
 //! (published on [`EngineHandle::health`]) says so for the console and metrics. At stop, what is
 //! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
 //! (so `run` exits non-zero), and the next start replays the spool before its first claim.
+//! A retry or replay that finds its row already in history still has the store finish the job
+//! record from it ([`Store::complete_recorded`]): written means row and record. A claim that
+//! finds the store damaged (`StoreError::Corrupt`/`Version`) is not an outage: the engine
+//! stops as at a shutdown and ends with that error (exit 2, naming the file).
 //!
 //! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
 //! the store; when the change token moves, the engine reads the leases of its runs in flight and
@@ -447,6 +451,7 @@ pub fn spawn(
         health: Arc::new(health_tx),
         unwritten: Arc::new(std::sync::Mutex::new(Unwritten::default())),
         store_failures: 0,
+        damaged: None,
         hard_stop: hard_stop.clone(),
         cfg,
         store,
@@ -560,6 +565,9 @@ struct Actor {
     unwritten: Arc<std::sync::Mutex<Unwritten>>,
     /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
     store_failures: u32,
+    /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
+    /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
+    damaged: Option<StoreError>,
     heartbeat: Arc<Heartbeat>,
 }
 
@@ -711,6 +719,9 @@ impl Actor {
                 _ = sleep_opt(wake_at) => {
                     let progressed = self.claim(&mut runs).await;
                     self.heartbeat.claim_cycles.fetch_add(1, Ordering::SeqCst);
+                    if self.damaged.is_some() {
+                        break;
+                    }
                     dirty = true;
                     wake = self.next_wake().await;
                     // The store may report something due that this owner cannot take (its own
@@ -751,6 +762,19 @@ impl Actor {
             Ok(mut u) => (u.spooled, std::mem::take(&mut u.lost)),
             Err(_) => (0, Vec::new()),
         };
+        // Completions that could not even be spooled go first (the binary prints them);
+        // otherwise the damage is the reason to stop (spooled ones are in the log).
+        if let Some(e) = self.damaged.take()
+            && lost.is_empty()
+        {
+            if spooled > 0 {
+                tracing::warn!(
+                    spooled,
+                    "completions kept in the spool at the stop on damage"
+                );
+            }
+            return Err(EngineError::Store(e));
+        }
         if spooled > 0 || !lost.is_empty() {
             return Err(EngineError::Unwritten {
                 spooled,
@@ -964,6 +988,13 @@ impl Actor {
                 self.store_failures = 0;
                 store_ok(&self.health, &self.ev_tx);
                 o
+            }
+            Err(EngineError::Store(e)) if is_damage(&e) => {
+                let msg = format!("the store is damaged; stopping: {e}");
+                tracing::error!("{msg}");
+                let _ = self.ev_tx.send(Event::Notice(msg));
+                self.damaged = Some(e);
+                return false;
             }
             Err(e) => {
                 self.store_failures = self.store_failures.saturating_add(1);
@@ -1257,15 +1288,29 @@ async fn already_recorded(store: &Arc<dyn Store>, c: &Completion) -> bool {
     )
 }
 
-/// One fenced attempt to write `c`, unless its row is already recorded. The rows written.
+/// Damage a claim ran into (a corrupt or foreign store file, a store of another format): not
+/// an outage — retrying cannot help, so the engine stops with it instead of idling (red team
+/// 7: a job line whose head named another job kept `run` up doing nothing, exit 0).
+fn is_damage(e: &StoreError) -> bool {
+    matches!(e, StoreError::Corrupt { .. } | StoreError::Version { .. })
+}
+
+/// One fenced attempt to write `c`. The rows written. When its row is already recorded (an
+/// earlier attempt wrote it and then failed, or the process stopped before the answer), the
+/// row is not written again, but the job record still is if it still holds the run
+/// ([`Store::complete_recorded`]): a completion counts as written only when its row and its
+/// record are both durable (red team 7: the file store's record failed on `ENOSPC` after the
+/// row landed, and a retry that stopped at the row left a store every command refused).
 async fn commit_once(
     store: &Arc<dyn Store>,
     completions: &CompletionTx,
     c: Completion,
 ) -> Result<Vec<HistoryRow>, EngineError> {
     if already_recorded(store, &c).await {
-        tracing::warn!(job = %c.job, run_id = %c.run_id, "the run's row is already recorded; not writing it again");
-        return Ok(Vec::new());
+        tracing::warn!(job = %c.job, run_id = %c.run_id, "the run's row is already recorded; not writing it again (finishing its job record)");
+        return blocking(store, move |s| s.complete_recorded(c))
+            .await
+            .map(|o| o.rows);
     }
     complete_via(store, completions, c).await.map(|o| o.rows)
 }

@@ -497,6 +497,9 @@ impl Store for Metered {
             .map(|r| self.count(r))
             .collect()
     }
+    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.count(self.inner.complete_recorded(c))
+    }
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         self.count(self.inner.set_paused(name, paused, now))
     }

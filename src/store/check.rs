@@ -207,8 +207,8 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut generation = None;
     let mut absorbed: Option<Absorbed> = None;
     let mut names = std::collections::BTreeSet::new();
-    // Per job, the last record's (lease, history position, file, line): the cross-check.
-    let mut at: std::collections::BTreeMap<String, (Option<uuid::Uuid>, Option<Pos>)> =
+    // Per job, the last record's (every live lease, history position): the cross-check.
+    let mut at: std::collections::BTreeMap<String, (Vec<uuid::Uuid>, Option<Pos>)> =
         std::collections::BTreeMap::new();
     if let Some(b) = read(&spath, &mut r) {
         let mut n = 0;
@@ -248,7 +248,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 Ok((rec, pos)) => {
                     at.insert(
                         rec.def.name.clone(),
-                        (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                        (rec.rt.leases().map(|l| l.run_id).collect(), pos),
                     );
                     names.insert(rec.def.name);
                 }
@@ -333,7 +333,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                     if replay {
                         at.insert(
                             rec.def.name.clone(),
-                            (rec.rt.lease.as_ref().map(|l| l.run_id), pos),
+                            (rec.rt.leases().map(|l| l.run_id).collect(), pos),
                         );
                         names.insert(rec.def.name);
                     }
@@ -431,11 +431,11 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
                 ends_a_run: *ends,
             })
             .collect();
-        let records = at.iter().filter_map(|(job, (lease, pos))| {
+        let records = at.iter().filter_map(|(job, (leases, pos))| {
             let (seg, off) = (*pos)?;
             Some(filefmt::RecordAt {
                 job,
-                lease: *lease,
+                leases,
                 seg,
                 off,
             })
@@ -527,6 +527,46 @@ fn check_segments(
         let mut n = 0;
         check_segment(r, &mut n, &path, &bytes, k, id);
     }
+    // The oldest segments may be gone only by retention, which marks the first it kept;
+    // without the mark segments start at 1 (red team 7: a deleted segment 1 was "sound").
+    let mpath = dir.join("history").join(filefmt::FIRST_SEGMENT_FILE);
+    let first = match io.read(&mpath) {
+        Ok(b) => match filefmt::parse_first_segment(&b, id) {
+            Ok(n) => Some((n, true)),
+            Err(what) => {
+                r.push(&mut 0, &mpath, 1, 1, what);
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some((1, false)),
+        Err(e) => {
+            r.push(&mut 0, &mpath, 0, 0, format!("cannot read: {e}"));
+            None
+        }
+    };
+    if let Some((first, marked)) = first
+        && first < top
+        && oldest > first
+    {
+        let why = if marked {
+            format!(
+                "retention's mark {} keeps segments from {first}",
+                mpath.display()
+            )
+        } else {
+            "no retention removed any (segments start at 1)".to_string()
+        };
+        r.push(
+            &mut 0,
+            &dir.join("history").join(format!("{:06}.jsonl", oldest - 1)),
+            0,
+            0,
+            format!(
+                "history segment {} is missing (the oldest there is {oldest}) and {why}: its rows were lost (deleted by hand?)",
+                oldest - 1
+            ),
+        );
+    }
     // Files the downward probe did not reach: a gap below them (or stray files).
     if let Ok(entries) = std::fs::read_dir(dir.join("history")) {
         for e in entries.flatten() {
@@ -553,7 +593,7 @@ fn check_segments(
                         oldest - 1
                     ),
                 ),
-                None if name.contains(".tmp.") => {}
+                None if name.contains(".tmp.") || name == filefmt::FIRST_SEGMENT_FILE => {}
                 None => r.push(&mut 0, &e.path(), 0, 0, "not a history segment"),
             }
         }

@@ -266,8 +266,10 @@ pub fn verify_line(line: &[u8], what: &str) -> Result<(), (u64, String)> {
 pub struct RecordAt<'a> {
     /// The job's name.
     pub job: &'a str,
-    /// The run id of the lease it held when written, if any.
-    pub lease: Option<uuid::Uuid>,
+    /// The run ids of the leases it held when written: every live run (`overlap: allow`
+    /// holds several), or at least the first one (an open reads only the line's `head`, and
+    /// looks at the others only for a job whose rows the first does not explain).
+    pub leases: &'a [uuid::Uuid],
     /// The history segment history had reached when the record was written.
     pub seg: u64,
     /// The byte offset in that segment.
@@ -313,8 +315,11 @@ pub enum CrossProblem {
 
 /// The journal/history cross-check (see `file/history.rs`): history must reach every record's
 /// position, and the rows of the open segment (`open_seg`, `open_len` bytes) after a job's
-/// position may only end the run its record holds — what a crash between a row and its record
-/// leaves. Anything else means a file was cut short, not torn by a crash.
+/// position may only end runs its record still holds (any of its leases) — what a crash, or
+/// a failed record write (`ENOSPC`, `EIO` on the journal), between a row and its record leaves.
+/// A journal cut by hand rolls the record back to before a run it no longer holds, or to
+/// before the claim of a run whose row history has: anything else means a file was cut
+/// short, not torn by a crash.
 pub fn cross_check<'a>(
     open_seg: u64,
     open_len: u64,
@@ -344,7 +349,7 @@ pub fn cross_check<'a>(
         }
         if let Some(row) = by_job.get(r.job).and_then(|v| {
             v.iter()
-                .find(|x| x.off >= r.off && r.lease != Some(x.run_id))
+                .find(|x| x.off >= r.off && !r.leases.contains(&x.run_id))
         }) {
             out.push(CrossProblem::RecordsLost {
                 job: r.job.to_string(),
@@ -378,6 +383,46 @@ pub fn version_text(store_id: &str) -> String {
 /// The `VERSION` of a format-2 store (the migration's starting point, and its tests).
 pub fn version_text_2(store_id: &str) -> String {
     format!("{VERSION_TEXT_2}\nstore {store_id}\n")
+}
+
+/// Retention's mark, `history/first.json`: the first sealed segment retention kept. Without
+/// it sealed segments start at 1, so a missing oldest segment is damage, not retention.
+pub const FIRST_SEGMENT_FILE: &str = "first.json";
+
+#[derive(Serialize, Deserialize)]
+struct FirstSegment {
+    cronsole: String,
+    store: String,
+    segment: u64,
+}
+
+/// The mark's bytes: retention kept segments `segment..` of store `store_id`.
+pub fn first_segment_text(store_id: &str, segment: u64) -> Result<Vec<u8>, serde_json::Error> {
+    let mut v = serde_json::to_vec(&FirstSegment {
+        cronsole: "history-first".into(),
+        store: store_id.into(),
+        segment,
+    })?;
+    v.push(b'\n');
+    Ok(v)
+}
+
+/// Parse the mark: the first kept segment, or what is wrong with it (`store_id` is the store's
+/// id, when known).
+pub fn parse_first_segment(bytes: &[u8], store_id: Option<&str>) -> Result<u64, String> {
+    let f: FirstSegment = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if f.cronsole != "history-first" {
+        return Err("not a cronsole retention mark".into());
+    }
+    if let Some(id) = store_id
+        && f.store != id
+    {
+        return Err(format!("retention mark of another store ({})", f.store));
+    }
+    if f.segment < 1 {
+        return Err("segment 0 does not exist".into());
+    }
+    Ok(f.segment)
 }
 
 #[cfg(test)]

@@ -1152,13 +1152,17 @@ pub fn claim_step(
     period: BudgetPeriod,
     landed: Option<HistoryRow>,
 ) -> Evaluation {
+    let landed: Vec<HistoryRow> = landed.into_iter().collect();
     claim_step_recorded(rec, sched, now, owner, can_claim, period, landed, &[])
 }
 
 /// [`claim_step`] when the store knows rows of the job already in history that its record does
 /// not account for (`recorded`: a failed or dead writer's `missed`/overlap rows): after any
 /// recovery, the job's next slot moves past the slots they record ([`skip_recorded`]) before it
-/// is evaluated, so no slot such a row records is claimed or recorded again.
+/// is evaluated, so no slot such a row records is claimed or recorded again. `landed` holds
+/// the own rows found in history of any of the expired runs (`overlap: allow` holds several
+/// leases; a writer that failed between their rows and the record leaves a row for each):
+/// each is finished from its row, never recorded `abandoned` beside it.
 #[allow(clippy::too_many_arguments)]
 pub fn claim_step_recorded(
     rec: &mut JobRecord,
@@ -1167,15 +1171,16 @@ pub fn claim_step_recorded(
     owner: &str,
     can_claim: bool,
     period: BudgetPeriod,
-    landed: Option<HistoryRow>,
+    landed: Vec<HistoryRow>,
     recorded: &[HistoryRow],
 ) -> Evaluation {
     let mut rows = Vec::new();
     let mut dirty = false;
     let mut landed = landed;
     while let Some(lease) = recoverable_lease(rec, now, owner) {
-        let (mut row, already) = match landed.take_if(|r| r.run_id == lease.run_id) {
-            Some(r) => (r, true),
+        let own = landed.iter().position(|r| r.run_id == lease.run_id);
+        let (mut row, already) = match own {
+            Some(i) => (landed.remove(i), true),
             None => (abandoned_row(rec, &lease, owner, now), false),
         };
         let fin = finish_run(rec, sched, &mut row, None, None, period, now);

@@ -643,6 +643,17 @@ pub trait Store: HistoryReader {
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
         cs.into_iter().map(|c| self.complete(c)).collect()
     }
+    /// A retried completion whose row history already holds (an earlier attempt wrote it): no
+    /// second row; where the row and the job record are separate writes (the file store: the
+    /// record failed after the row landed, e.g. `ENOSPC` on the journal), the record is
+    /// finished from that row if it still holds the run's lease — a completion counts as
+    /// written only when its row and its record are both durable. The default does nothing:
+    /// a store that writes the row and the record in one transaction (PostgreSQL) has the
+    /// record whenever it has the row. Wrappers must forward it.
+    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        let _ = c;
+        Ok(CompleteOutcome::default())
+    }
     /// Pause or resume a job.
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()>;
     /// Queue one manual run of a job.

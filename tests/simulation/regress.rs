@@ -1425,3 +1425,129 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
         .unwrap_or_else(|| panic!("job a is gone"));
     assert_eq!(rec.rt.next_slot, Some(t(30)));
 }
+
+/// An `overlap: allow` job with three live runs: the first ends; the journal then fills up
+/// (`ENOSPC`) while the second and third end, so their rows are in history and the record
+/// still holds their leases (not the head's first lease only).
+fn allow_runs_whose_records_hit_enospc() -> (SimDisk, FileStore, Vec<Completion>) {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 1);
+    d.overlap = cronsole::model::Overlap::Allow {
+        max_concurrent_runs: 5,
+    };
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![d],
+    };
+    s.apply(&file, t(0))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let claims: Vec<_> = (1..=3).map(|i| claim_one(&s, t(i))).collect();
+    s.complete(completion(&claims[0], t(4)))
+        .unwrap_or_else(|e| panic!("first completion: {e}"));
+    let rest: Vec<Completion> = claims[1..].iter().map(|c| completion(c, t(5))).collect();
+    for c in &rest {
+        disk.script(Scripted {
+            file: "jobs.journal".into(),
+            op: "write",
+            fault: ScriptedFault::Enospc,
+        });
+        assert!(s.complete(c.clone()).is_err(), "the journal is full");
+    }
+    (disk, s, rest)
+}
+
+fn live_runs(s: &FileStore) -> usize {
+    match s.job("a") {
+        Ok(Some(r)) => r.rt.live_runs(),
+        other => panic!("job a: {other:?}"),
+    }
+}
+
+/// Red team 7 (HIGH): after the above, the owner stopped before space returned. The next
+/// open refused the store ("records were lost from the journal") because the rows' runs were
+/// not the record's head lease — the documented crash-between-row-and-record case for every
+/// lease the record holds. It must open, and the spooled completions finish the record from
+/// their rows (one row each, leases released).
+#[test]
+fn an_allow_jobs_rows_whose_records_hit_enospc_reopen_and_the_replay_finishes_them() {
+    let (disk, s, rest) = allow_runs_whose_records_hit_enospc();
+    drop(s);
+    let next = open(&disk);
+    assert_eq!(live_runs(&next), 2, "the record still holds both runs");
+    for c in rest.iter().cloned() {
+        next.complete_recorded(c)
+            .unwrap_or_else(|e| panic!("replay: {e}"));
+    }
+    assert_eq!(live_runs(&next), 0, "both runs finished from their rows");
+    let all = rows(&next);
+    for c in &rest {
+        let mine = all.iter().filter(|r| r.run_id == c.run_id).count();
+        assert_eq!(mine, 1, "one row for run {}: {all:#?}", c.run_id);
+    }
+    assert_eq!(all.len(), 3, "{all:#?}");
+    drop(next);
+    let again = open(&disk);
+    assert_eq!(live_runs(&again), 0);
+}
+
+/// The same handle retrying (the engine sees the row in history and asks the store to finish
+/// the record): the record is written, no second row.
+#[test]
+fn a_retry_that_finds_its_row_recorded_still_writes_the_job_record() {
+    let (_disk, s, rest) = allow_runs_whose_records_hit_enospc();
+    for c in rest.iter().cloned() {
+        s.complete_recorded(c)
+            .unwrap_or_else(|e| panic!("retry: {e}"));
+    }
+    assert_eq!(live_runs(&s), 0, "both runs finished from their rows");
+    assert_eq!(rows(&s).len(), 3);
+}
+
+/// A job record that does not hold the run is left alone: `complete_recorded` of a run already
+/// finished writes nothing.
+#[test]
+fn finishing_a_record_that_no_longer_holds_the_run_writes_nothing() {
+    let (disk, s, rest) = allow_runs_whose_records_hit_enospc();
+    for c in rest.iter().cloned() {
+        s.complete_recorded(c)
+            .unwrap_or_else(|e| panic!("retry: {e}"));
+    }
+    drop(s);
+    let next = open(&disk);
+    for c in rest.iter().cloned() {
+        next.complete_recorded(c)
+            .unwrap_or_else(|e| panic!("second replay: {e}"));
+    }
+    assert_eq!(rows(&next).len(), 3);
+    assert_eq!(live_runs(&next), 0);
+}
+
+/// The `kill -9` form of the above: nothing replays the completions, their leases expire, and
+/// another owner recovers them. Recovery looked for the landed row of the first expired lease
+/// only and recorded the others `abandoned` beside their `succeeded` rows (a status that did
+/// not happen, two rows for one run). Every expired run with a landed row is finished from it.
+#[test]
+fn recovery_finishes_every_expired_allow_run_from_its_landed_row() {
+    let (disk, s, rest) = allow_runs_whose_records_hit_enospc();
+    drop(s);
+    let next = open(&disk);
+    next.claim_due(&ClaimRequest {
+        now: t(120),
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+    })
+    .unwrap_or_else(|e| panic!("recovery: {e}"));
+    assert_eq!(live_runs(&next), 0, "both runs recovered");
+    let all = rows(&next);
+    for c in &rest {
+        let mine: Vec<_> = all.iter().filter(|r| r.run_id == c.run_id).collect();
+        assert_eq!(mine.len(), 1, "one row for run {}: {all:#?}", c.run_id);
+        assert_eq!(mine[0].status, Status::Succeeded);
+    }
+    assert!(
+        all.iter().all(|r| r.status != Status::Abandoned),
+        "{all:#?}"
+    );
+}

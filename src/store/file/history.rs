@@ -492,6 +492,53 @@ impl Locked<'_> {
         Ok(plan)
     }
 
+    /// The first sealed segment that must be there: retention's mark (`history/first.json`,
+    /// written before it removes the oldest segments), else 1.
+    fn first_kept_segment(&self) -> StoreResult<(u64, bool)> {
+        let p = self
+            .store
+            .dir
+            .join(HISTORY_DIR)
+            .join(filefmt::FIRST_SEGMENT_FILE);
+        match self.io().read(&p) {
+            Ok(b) => filefmt::parse_first_segment(&b, Some(self.id()))
+                .map(|n| (n, true))
+                .map_err(|what| corrupt(&p, 1, 1, what)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((1, false)),
+            Err(e) => Err(StoreError::io(&p, e)),
+        }
+    }
+
+    /// The open's cheap check of sealed history (one small read and one stat): the first
+    /// segment retention kept (or segment 1) is there while the open segment is above it. A
+    /// deleted oldest segment otherwise looked like retention (red team 7) and its rows were
+    /// silently gone. Gaps higher up and damage inside segments are `cronsole check`'s.
+    pub(super) fn check_first_segment(&self) -> StoreResult<()> {
+        let top = self.inner.history_seg;
+        if top <= 1 {
+            return Ok(());
+        }
+        let (first, marked) = self.first_kept_segment()?;
+        let p = segment_path(&self.store.dir, first);
+        if first < top && stat(self.io(), &p)?.is_none() {
+            let why = if marked {
+                format!(
+                    "retention's mark history/{} keeps segments from {first}",
+                    filefmt::FIRST_SEGMENT_FILE
+                )
+            } else {
+                "no retention removed any (segments start at 1)".to_string()
+            };
+            return Err(missing(
+                &p,
+                &format!(
+                    "history segment {first} is gone but the open segment is {top} and {why}: its rows were lost (deleted by hand?)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The oldest segment still there (probing down from the open one).
     fn oldest_segment(&self) -> StoreResult<u64> {
         let mut n = self.inner.history_seg;
@@ -499,6 +546,45 @@ impl Locked<'_> {
             n -= 1;
         }
         Ok(n)
+    }
+
+    /// The rows an earlier attempt of completion `c` put in history while the job's record
+    /// still holds its run (the record's write failed after the row landed — `ENOSPC` or `EIO`
+    /// on the journal — in another handle or process: a spooled completion replayed, see
+    /// [`super::Store::complete_recorded`]): the run's own row (its owner's, with its status;
+    /// never a recoverer's `abandoned` row) and the job's rows after it, scanned from the
+    /// claim's mark. `None` when the record no longer holds the run (the earlier attempt's
+    /// record landed, or the run was recovered from its row): nothing is to be written. Empty
+    /// when `landed` (this handle's failed persists) already has the row, or none is found.
+    pub(super) fn landed_run_rows(
+        &mut self,
+        c: &super::Completion,
+        landed: &[HistoryRow],
+    ) -> StoreResult<Option<Vec<HistoryRow>>> {
+        self.load(&c.job)?;
+        let Some(mark) = self
+            .inner
+            .hot
+            .get(&c.job)
+            .filter(|cached| super::logic::holds(&cached.rec, c.run_id))
+            .map(|cached| cached.mark)
+        else {
+            return Ok(None);
+        };
+        if landed
+            .iter()
+            .any(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
+        {
+            return Ok(Some(Vec::new()));
+        }
+        match self.find_run_rows(mark, c.run_id, Some(&c.job))? {
+            (Some(row), after) if row.owner == c.row.owner && row.status == c.row.status => {
+                let mut v = vec![row];
+                v.extend(after);
+                Ok(Some(v))
+            }
+            _ => Ok(Some(Vec::new())),
+        }
     }
 
     /// Scan history from `mark` for the row of `run_id` (crash between row and record).
@@ -1010,8 +1096,20 @@ impl Locked<'_> {
             encode_line(&mut out, "segment seal", &seal)?;
             write_atomic(self.io(), &hdir, &s.path, &out)?;
         }
-        // The oldest run of fully dropped segments goes, oldest first.
+        // The oldest run of fully dropped segments goes, oldest first — after the mark that
+        // says the segments below the first kept one were removed by retention (a crash in
+        // between leaves segments the mark no longer requires: harmless).
         empty_run.sort_unstable();
+        if let Some(last) = empty_run.last() {
+            let mark = filefmt::first_segment_text(self.id(), last + 1)
+                .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+            write_atomic(
+                self.io(),
+                &hdir,
+                &hdir.join(filefmt::FIRST_SEGMENT_FILE),
+                &mark,
+            )?;
+        }
         for e in empty_run {
             let p = segment_path(&self.store.dir, e);
             self.io().remove_file(&p).map_err(io_err(&p))?;
@@ -1037,18 +1135,21 @@ impl Locked<'_> {
     /// (or `abandoned`) only for the run the record still holds. A cut journal rolls records
     /// back to before runs whose rows are in history; a cut history loses rows records
     /// relied on. Either is corruption, never a torn tail to cut.
+    ///
+    /// The index knows only a record's first lease (its line's `head`); an `overlap: allow`
+    /// job holds several, and a record write that failed after its rows landed (`ENOSPC` on
+    /// the journal, then a stop before space returned) leaves rows of the other ones. So a
+    /// job whose rows the first lease does not explain has its full record read, and is
+    /// corrupt only if a row's run is none of the leases it holds. What tells a failed write
+    /// from a journal cut by hand is exactly that: the row ends a run the record still holds
+    /// (the claim's line is there, the end's is not) — a cut that removed the end's line and
+    /// kept the claim's is indistinguishable from the failed write, and harmless: the run is
+    /// finished from its row (its retry, the spool's replay, or the recovery of its lease).
     pub(super) fn cross_check(&self, open_rows: &[TailRow]) -> StoreResult<()> {
         let hpath = self.path(HISTORY_FILE);
         let jpath = self.path(super::JOURNAL_FILE);
-        let records = self.inner.jobs.iter().filter_map(|(name, c)| {
-            let at = c.at?;
-            Some(filefmt::RecordAt {
-                job: name,
-                lease: c.lease,
-                seg: at.seg?,
-                off: at.off,
-            })
-        });
+        let top = self.inner.history_seg;
+        let len = self.inner.history.len;
         let rows: Vec<filefmt::OpenRow<'_>> = open_rows
             .iter()
             .map(|r| filefmt::OpenRow {
@@ -1058,15 +1159,46 @@ impl Locked<'_> {
                 ends_a_run: !matches!(r.status, Status::Missed | Status::Skipped) && !r.stale,
             })
             .collect();
-        let top = self.inner.history_seg;
-        let len = self.inner.history.len;
-        match filefmt::cross_check(top, len, records, &rows)
-            .into_iter()
-            .next()
-        {
+        let heads = |more: &HashMap<String, Vec<Uuid>>| -> Vec<filefmt::CrossProblem> {
+            let records = self.inner.jobs.iter().filter_map(|(name, c)| {
+                let at = c.at?;
+                Some(filefmt::RecordAt {
+                    job: name,
+                    leases: more.get(name).map_or(c.lease.as_slice(), |v| v.as_slice()),
+                    seg: at.seg?,
+                    off: at.off,
+                })
+            });
+            filefmt::cross_check(top, len, records, &rows)
+        };
+        let mut more: HashMap<String, Vec<Uuid>> = HashMap::new();
+        let first = heads(&more);
+        for p in &first {
+            if let filefmt::CrossProblem::RecordsLost { job, .. } = p
+                && let Some(rec) = self.record(job)?
+                && rec.rt.live_runs() > 1
+            {
+                more.insert(job.clone(), rec.rt.leases().map(|l| l.run_id).collect());
+            }
+        }
+        // Only when a job's full record explained rows does the check run again.
+        let problems = if more.is_empty() { first } else { heads(&more) };
+        self.report_cross(problems, &hpath, &jpath, top, len)
+    }
+
+    /// The first of the cross-check's `problems` as [`StoreError::Corrupt`].
+    fn report_cross(
+        &self,
+        problems: Vec<filefmt::CrossProblem>,
+        hpath: &Path,
+        jpath: &Path,
+        top: u64,
+        len: u64,
+    ) -> StoreResult<()> {
+        match problems.into_iter().next() {
             None => Ok(()),
             Some(filefmt::CrossProblem::HistoryCut { job, seg, off }) => Err(corrupt(
-                &hpath,
+                hpath,
                 0,
                 0,
                 format!(
@@ -1075,7 +1207,7 @@ impl Locked<'_> {
                 ),
             )),
             Some(filefmt::CrossProblem::RecordsLost { job, run_id, off }) => {
-                let line = count_lines_before(self.inner.history.file(&hpath)?, &hpath, off)? + 1;
+                let line = count_lines_before(self.inner.history.file(hpath)?, hpath, off)? + 1;
                 // Name the job's line (red team 4: it said `jobs.journal:0:0`).
                 let (path, no) = match self.inner.jobs.get(&job).and_then(|s| s.loc) {
                     Some(loc) => {
@@ -1083,7 +1215,7 @@ impl Locked<'_> {
                         let no = count_lines_before(f, &path, loc.off)? + 1;
                         (path, no)
                     }
-                    None => (jpath.clone(), 0),
+                    None => (jpath.to_path_buf(), 0),
                 };
                 Err(corrupt(
                     &path,

@@ -39,6 +39,11 @@
 //!   (`"crc32"`, see [`super::filefmt`]).
 //! - `history/NNNNNN.jsonl` — sealed history segments `1..N-1` (oldest may be gone by
 //!   retention), each ending in a seal line (see `history.rs` for the design and why).
+//! - `history/first.json` — retention's mark `{"cronsole":"history-first","store":ID,
+//!   "segment":K}`: the first sealed segment it kept, written (temp + rename) before it removes
+//!   the older ones. Without it sealed segments start at 1; every open checks that the first
+//!   required segment exists while the open segment is above it (a hand-deleted oldest segment
+//!   is damage, not retention).
 //!
 //! Every file above but `jobs.index` is required once the store exists: missing, empty, foreign (another store
 //! id), out-of-generation or unparsable is [`StoreError::Corrupt`] naming it, and nothing is
@@ -65,6 +70,14 @@
 //! oldest live run was claimed (`mark`; `overlap: allow` runs several); before recovery writes `abandoned` for an expired lease it scans history from
 //! there for the run_id, and if the run's row is already there (the process died between the two
 //! writes) it finishes the job from that row instead of writing a second one.
+//!
+//! A completion counts as written only when its row and its job record are both durable. A
+//! caller that finds its run's row already in history (another handle's or process's failed
+//! persist: the engine's retry after a restart of the handle, the spool's replay) calls
+//! [`Store::complete_recorded`]: the run's row is looked for from the claim's mark and, if
+//! the record still holds the run, the record is finished from it (no second row); a record
+//! that no longer holds it is left alone (no stale row). A claim recovering expired leases
+//! looks for the landed row of every one of them (`overlap: allow` holds several).
 //!
 //! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
 //! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
@@ -142,10 +155,14 @@
 //! # Journal/history cross-check
 //! Each job record carries `at`, the history position when it was written (history is
 //! fdatasynced up to there first). Every open checks that history reaches every record's
-//! position and that the open segment's rows after a job's position are ones a crash between
-//! a row and its record can leave (the end of the run the record still holds); otherwise a
-//! file was cut short (by hand, a faulty disk) and the store is corrupt — never a torn tail to
-//! cut (`history.rs`, `cross_check`).
+//! position and that the open segment's rows after a job's position are ones a crash (or a
+//! failed record write) between a row and its record can leave: the end of a run the record
+//! still holds — any of its leases; the index knows the first (the line's `head`), and the
+//! record is read whole only for a job whose rows that does not explain. Otherwise a file was
+//! cut short (by hand, a faulty disk) and the store is corrupt — never a torn tail to cut
+//! (`history.rs`, `cross_check`). A journal cut back to before a run's claim leaves a row of
+//! a run the record does not hold: refused. A cut that removed only a run's end line is
+//! indistinguishable from the failed write, and harmless: the run is finished from its row.
 //!
 //! # Retention
 //! `compact_history` keeps the newest N rows per job (default 10 000) and/or rows newer than a
@@ -441,6 +458,7 @@ impl FileStore {
             let mut l = store.lock()?;
             let rows = l.verify_open_segment()?;
             l.cross_check(&rows)?;
+            l.check_first_segment()?;
         }
         Ok(store)
     }
@@ -994,18 +1012,32 @@ impl Store for FileStore {
             if in_flight.contains(name.as_str()) || !l.load(name)? {
                 continue;
             }
+            let Some(c) = l.inner.hot.get(name).filter(|c| c.sched.is_some()) else {
+                continue;
+            };
+            // Every expired lease's own row, if it landed (`overlap: allow` holds several: a
+            // writer that failed between their rows and the record leaves one for each).
+            let expired: Vec<(Uuid, Option<jobs::Mark>)> = c
+                .rec
+                .rt
+                .leases()
+                .filter(|lease| lease.lease_until <= now)
+                .map(|lease| (lease.run_id, c.mark))
+                .collect();
+            let (mut landed, mut after) = (Vec::new(), Vec::new());
+            for (run_id, mark) in expired {
+                let (row, rest) = l.find_run_rows(mark, run_id, Some(name))?;
+                landed.extend(row);
+                after.extend(rest);
+            }
             let Some(c) = l.inner.hot.get(name) else {
                 continue;
             };
             let Some(sched) = c.sched.as_ref() else {
                 continue;
             };
-            let (landed, after) = match logic::expired_lease(&c.rec, now) {
-                Some(lease) => l.find_run_rows(c.mark, lease.run_id, Some(name))?,
-                None => (None, Vec::new()),
-            };
             let mut probe = c.rec.clone();
-            let ev = logic::claim_step(
+            let ev = logic::claim_step_recorded(
                 &mut probe,
                 sched,
                 now,
@@ -1013,6 +1045,7 @@ impl Store for FileStore {
                 true,
                 period,
                 landed.clone(),
+                &[],
             );
             if !ev.rows.is_empty() {
                 scan.push((name.clone(), c.rows_to));
@@ -1031,7 +1064,7 @@ impl Store for FileStore {
             let Some(sched) = c.sched.clone() else {
                 continue;
             };
-            relies |= landed.is_some();
+            relies |= !landed.is_empty();
             let recorded: Vec<HistoryRow> = unacked
                 .iter()
                 .chain(&after)
@@ -1057,7 +1090,11 @@ impl Store for FileStore {
                 c.mark = None;
             }
             let chain_end = recovering.as_ref().and_then(|lease| {
-                landed_end.or_else(|| ev.rows.iter().find(|r| r.run_id == lease.run_id).cloned())
+                landed_end
+                    .iter()
+                    .chain(&ev.rows)
+                    .find(|r| r.run_id == lease.run_id)
+                    .cloned()
             });
             if !ev.rows.is_empty() {
                 if !scan.iter().any(|(n, _)| *n == name) {
@@ -1199,117 +1236,16 @@ impl Store for FileStore {
     /// fdatasync) and their job records in one journal append (one more), so runs that end
     /// together do not queue one fsync pair each behind the lock (claims wait less).
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
-        let n = cs.len();
-        let mut l = match self.lock() {
-            Ok(l) => l,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let period = l.period();
-        let landed = match l.unacked_rows() {
-            Ok(v) => v,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
-        for c in cs {
-            done.push(complete_in(&mut l, c, period, &landed));
-        }
-        // Overlap rows a completion generates: not again for slots a dead (or failed)
-        // operation already recorded after the job's record (see `rows_since_records`).
-        let scan: Vec<(String, Option<jobs::Mark>)> = done
-            .iter()
-            .flatten()
-            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
-            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
-            .collect();
-        if !scan.is_empty() {
-            let leftovers = match l.rows_since_records(&scan) {
-                Ok(v) => v,
-                Err(e) => {
-                    l.inner.loaded = false;
-                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
-                }
-            };
-            l.inner
-                .rows_known
-                .extend(scan.iter().map(|(name, _)| name.clone()));
-            for (out, name, _) in done.iter_mut().flatten() {
-                // Rows a failed or dead operation left (seen by this handle, or found after
-                // the job's record).
-                let known: Vec<HistoryRow> = landed
-                    .iter()
-                    .chain(&leftovers)
-                    .filter(|r| r.job == *name)
-                    .cloned()
-                    .collect();
-                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
-                else {
-                    continue;
-                };
-                if known.is_empty() || out.rows.len() < 2 {
-                    continue;
-                }
-                l.inner.relies_on_landed = true;
-                let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).flat_map(|r| {
-                    if logic::is_generated(&r) {
-                        logic::unlanded_part(r, &known, &sched)
-                    } else {
-                        vec![r]
-                    }
-                }));
-                out.rows = kept;
-                // Such a row may reach past where this run's end sends the job (its writer
-                // looked at a later clock): the job's next slot moves past what it records.
-                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
-                    logic::skip_recorded(&mut c.rec, &sched, &known);
-                }
-            }
-        }
-        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
-        let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for r in done {
-            if let Ok((out, name, fenced)) = &r {
-                rows.extend(out.rows.iter().cloned());
-                // `after:` children first: a torn append that kept the parent's line kept
-                // theirs (see `store::chain`).
-                if *fenced && let Some(end) = out.rows.first() {
-                    match l.chain_fan_out(name, end) {
-                        Ok(children) => names.extend(children),
-                        Err(e) => {
-                            // Records of this batch changed in the cache only: reload.
-                            l.inner.loaded = false;
-                            return (0..n).map(|_| Err(e.duplicate())).collect();
-                        }
-                    }
-                }
-                names.push(name.clone());
-            }
-            results.push(r.map(|(out, _, _)| out));
-        }
-        if rows.is_empty() && names.is_empty() {
-            return results;
-        }
-        if let Err(e) = l.persist(&rows, &names) {
-            // Nothing of this batch is acknowledged: every run retries its completion.
-            return results
-                .into_iter()
-                .map(|r| r.and_then(|_| Err(e.duplicate())))
-                .collect();
-        }
-        if l.history_compaction_due()
-            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
-        {
-            tracing::warn!("history retention compaction failed: {e}");
-        }
-        results
+        self.complete_batch(cs, false)
+    }
+
+    /// The run's row may already be in history while its job record is not (a failed
+    /// persist of another handle or process, then a stop: the spool replay; see the module
+    /// doc): the record is finished from that row, found from the claim's mark.
+    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
+        self.complete_batch(vec![c], true)
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
@@ -1435,6 +1371,163 @@ impl Store for FileStore {
             l.persist(&[], &[job.to_string()])?;
         }
         Ok(())
+    }
+}
+
+impl FileStore {
+    /// Group commit (see [`Store::complete_many`]). With `lookup`, each completion whose job
+    /// record still holds its run also looks for the run's own row in history from the claim's
+    /// mark ([`Store::complete_recorded`]): found, the record is finished from it and it is
+    /// not appended again.
+    fn complete_batch(
+        &self,
+        cs: Vec<Completion>,
+        lookup: bool,
+    ) -> Vec<StoreResult<CompleteOutcome>> {
+        let n = cs.len();
+        let mut l = match self.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
+        let period = l.period();
+        let mut landed = match l.unacked_rows() {
+            Ok(v) => v,
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                return out;
+            }
+        };
+        // Rows found in history by `lookup` (not by this handle's failed persists): `persist`
+        // does not know them, so they are taken out of what it appends below.
+        let mut found: Vec<HistoryRow> = Vec::new();
+        // With `lookup`, runs the record no longer holds: their row is in history (the caller
+        // saw it) and their record too; nothing to write (not a second, stale row).
+        let mut settled: Vec<Uuid> = Vec::new();
+        if lookup {
+            for c in &cs {
+                match l.landed_run_rows(c, &landed) {
+                    Ok(Some(rows)) => found.extend(rows),
+                    Ok(None) => settled.push(c.run_id),
+                    Err(e) => {
+                        l.inner.loaded = false;
+                        let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                        out.insert(0, Err(e));
+                        return out;
+                    }
+                }
+            }
+            landed.extend(found.iter().cloned());
+        }
+        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
+        for c in cs {
+            if settled.contains(&c.run_id) {
+                done.push(Ok((CompleteOutcome::default(), c.job, false)));
+                continue;
+            }
+            done.push(complete_in(&mut l, c, period, &landed));
+        }
+        // Overlap rows a completion generates: not again for slots a dead (or failed)
+        // operation already recorded after the job's record (see `rows_since_records`).
+        let scan: Vec<(String, Option<jobs::Mark>)> = done
+            .iter()
+            .flatten()
+            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
+            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
+            .collect();
+        if !scan.is_empty() {
+            let leftovers = match l.rows_since_records(&scan) {
+                Ok(v) => v,
+                Err(e) => {
+                    l.inner.loaded = false;
+                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
+                }
+            };
+            l.inner
+                .rows_known
+                .extend(scan.iter().map(|(name, _)| name.clone()));
+            for (out, name, _) in done.iter_mut().flatten() {
+                // Rows a failed or dead operation left (seen by this handle, or found after
+                // the job's record).
+                let known: Vec<HistoryRow> = landed
+                    .iter()
+                    .chain(&leftovers)
+                    .filter(|r| r.job == *name)
+                    .cloned()
+                    .collect();
+                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
+                else {
+                    continue;
+                };
+                if known.is_empty() || out.rows.len() < 2 {
+                    continue;
+                }
+                l.inner.relies_on_landed = true;
+                let mut kept = vec![out.rows.remove(0)];
+                kept.extend(out.rows.drain(..).flat_map(|r| {
+                    if logic::is_generated(&r) {
+                        logic::unlanded_part(r, &known, &sched)
+                    } else {
+                        vec![r]
+                    }
+                }));
+                out.rows = kept;
+                // Such a row may reach past where this run's end sends the job (its writer
+                // looked at a later clock): the job's next slot moves past what it records.
+                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
+                    logic::skip_recorded(&mut c.rec, &sched, &known);
+                }
+            }
+        }
+        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
+        let (mut rows, mut names) = (Vec::new(), Vec::new());
+        for r in done {
+            // (An empty outcome is a run `lookup` found settled: its record is not written.)
+            if let Ok((out, name, fenced)) = &r
+                && !out.rows.is_empty()
+            {
+                rows.extend(
+                    out.rows
+                        .iter()
+                        .filter(|r| !found.iter().any(|f| logic::same_row(f, r)))
+                        .cloned(),
+                );
+                // `after:` children first: a torn append that kept the parent's line kept
+                // theirs (see `store::chain`).
+                if *fenced && let Some(end) = out.rows.first() {
+                    match l.chain_fan_out(name, end) {
+                        Ok(children) => names.extend(children),
+                        Err(e) => {
+                            // Records of this batch changed in the cache only: reload.
+                            l.inner.loaded = false;
+                            return (0..n).map(|_| Err(e.duplicate())).collect();
+                        }
+                    }
+                }
+                names.push(name.clone());
+            }
+            results.push(r.map(|(out, _, _)| out));
+        }
+        if rows.is_empty() && names.is_empty() {
+            return results;
+        }
+        if let Err(e) = l.persist(&rows, &names) {
+            // Nothing of this batch is acknowledged: every run retries its completion.
+            return results
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(e.duplicate())))
+                .collect();
+        }
+        if l.history_compaction_due()
+            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
+        {
+            tracing::warn!("history retention compaction failed: {e}");
+        }
+        results
     }
 }
 

@@ -1124,6 +1124,42 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     assert_eq!(rep.history_rows, 60);
 }
 
+/// Red team 7: the open accepts rows of every run an `overlap: allow` record still holds (a
+/// failed record write after the rows landed), but still refuses a journal cut back to before
+/// a run's claim: the row's run is none of the leases the surviving record holds.
+#[test]
+fn a_journal_cut_before_an_allow_runs_claim_is_corruption_though_the_job_holds_other_runs() {
+    let dir = tmp("jcut-allow");
+    let jpath = dir.join(JOURNAL_FILE);
+    let before_third;
+    {
+        let s = FileStore::open(&dir).unwrap();
+        let mut d = def("a");
+        d.overlap = crate::model::Overlap::Allow {
+            max_concurrent_runs: 5,
+        };
+        s.apply(
+            &JobsFile {
+                settings: Settings::default(),
+                jobs: vec![d],
+            },
+            t(0),
+        )
+        .unwrap();
+        let first = claim(&s, 60, "o", 5).claims;
+        let second = claim(&s, 120, "o", 5).claims;
+        assert_eq!((first.len(), second.len()), (1, 1));
+        before_third = std::fs::read(&jpath).unwrap();
+        let third = claim(&s, 180, "o", 5).claims;
+        assert_eq!(third.len(), 1);
+        finish(&s, &third[0], Status::Succeeded, 181);
+        assert_eq!(s.job("a").unwrap().unwrap().rt.live_runs(), 2);
+    }
+    // The third run's claim and end are cut away: the record holds runs 1 and 2 only.
+    std::fs::write(&jpath, &before_third).unwrap();
+    assert_refused(&dir, JOURNAL_FILE, "records were lost");
+}
+
 /// Issue 10 item 2 (red team): a journal cut short by hand, leaving a partial line, used to
 /// pass for a crash's torn tail — the next writer cut it and slots already run ran again. The
 /// history rows newer than the surviving records prove otherwise: corruption, nothing changed.

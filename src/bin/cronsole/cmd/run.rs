@@ -510,6 +510,8 @@ fn engine_result(res: Result<(), engine::EngineError>) -> Result<()> {
         Err(e @ engine::EngineError::Spool(engine::spool::SpoolError::Corrupt { .. })) => {
             Err(bad_input(e.to_string()))
         }
+        // The store's own error (a damaged store: exit 2, naming the file).
+        Err(engine::EngineError::Store(e)) => Err(anyhow::Error::new(e)),
         other => other.map_err(anyhow::Error::new),
     }
 }
