@@ -739,3 +739,30 @@ fn retention_marks_the_first_kept_segment_and_a_later_deletion_is_still_damage()
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&format!("{first:06}.jsonl")), "{err}");
 }
+
+/// Upgrading: a store an earlier release sealed has no retention mark, and its retention may
+/// have removed the oldest segments. Readers accept it as it is (every byte unchanged), `check`
+/// says what it cannot tell apart, and the first writer records the oldest segment there as
+/// the first kept one — after which deleting that segment is damage, as on a store this
+/// release sealed.
+#[test]
+fn an_earlier_release_s_trimmed_store_is_adopted_and_then_guarded() {
+    let (_root, dir) = segmented("seg-old");
+    let hdir = dir.join("history");
+    // What an earlier release left: no mark, the oldest segment removed by its retention.
+    std::fs::remove_file(hdir.join("first.json")).unwrap();
+    std::fs::remove_file(hdir.join("000001.jsonl")).unwrap();
+    let before = bytes_of_files(&hdir);
+    for args in [&["jobs"][..], &["history"], &["check"]] {
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    assert_eq!(bytes_of_files(&hdir), before, "readers changed nothing");
+    drop(FileStore::open(&dir).unwrap());
+    let mark = std::fs::read_to_string(hdir.join("first.json")).expect("the writer's mark");
+    assert!(mark.contains("\"segment\":2"), "{mark}");
+    std::fs::remove_file(hdir.join("000002.jsonl")).unwrap();
+    let (code, _out, err) = cli(&dir, &["jobs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("000002.jsonl"), "{err}");
+}

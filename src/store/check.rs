@@ -544,18 +544,27 @@ fn check_segments(
             None
         }
     };
-    if let Some((first, marked)) = first
+    if let Some((first, false)) = first
         && first < top
         && oldest > first
     {
-        let why = if marked {
-            format!(
-                "retention's mark {} keeps segments from {first}",
-                mpath.display()
-            )
-        } else {
-            "no retention removed any (segments start at 1)".to_string()
-        };
+        // No mark, yet this build writes one when it seals a store's first segment: sealed by
+        // an earlier release, whose retention removed segments without a mark. An open
+        // accepts it (a writer records the mark); say what cannot be told apart.
+        r.notes.push(format!(
+            "history segments start at {oldest} and {} is not there (a store an earlier release sealed): \
+             retention may have removed the older ones, or they were deleted; the next writer records \
+             {oldest} as the first kept segment",
+            mpath.display()
+        ));
+    } else if let Some((first, true)) = first
+        && first < top
+        && oldest > first
+    {
+        let why = format!(
+            "retention's mark {} keeps segments from {first}",
+            mpath.display()
+        );
         r.push(
             &mut 0,
             &dir.join("history").join(format!("{:06}.jsonl", oldest - 1)),

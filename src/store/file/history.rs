@@ -410,6 +410,9 @@ impl Locked<'_> {
         self.io()
             .sync_dir(&self.store.dir)
             .map_err(io_err(&self.store.dir))?;
+        // The mark first (segment 1 on a new store): from then on a missing first segment is
+        // damage, not what an earlier release's retention may have left.
+        self.write_first_mark()?;
         let spath = segment_path(&self.store.dir, seg);
         write_atomic(self.io(), &hdir, &spath, &bytes)?;
         // Failed persists' byte ranges now live in the sealed copy (same offsets).
@@ -513,12 +516,21 @@ impl Locked<'_> {
     /// segment retention kept (or segment 1) is there while the open segment is above it. A
     /// deleted oldest segment otherwise looked like retention (red team 7) and its rows were
     /// silently gone. Gaps higher up and damage inside segments are `cronsole check`'s.
-    pub(super) fn check_first_segment(&self) -> StoreResult<()> {
+    pub(super) fn check_first_segment(&mut self) -> StoreResult<()> {
         let top = self.inner.history_seg;
         if top <= 1 {
             return Ok(());
         }
         let (first, marked) = self.first_kept_segment()?;
+        if !marked {
+            // This build writes the mark when it seals a store's first segment, so a store with
+            // sealed segments and no mark was sealed by an earlier release (whose retention
+            // removed segments without one): a writer adopts what is there, readers accept it.
+            if self.store.writer {
+                self.write_first_mark()?;
+            }
+            return Ok(());
+        }
         let p = segment_path(&self.store.dir, first);
         if first < top && stat(self.io(), &p)?.is_none() {
             let why = if marked {
@@ -537,6 +549,29 @@ impl Locked<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// Write retention's mark (`history/first.json`) naming the oldest segment still there,
+    /// when there is none: at the seal of a store's first segment, and once on a store an
+    /// earlier release sealed (adopting what its retention left, logged).
+    fn write_first_mark(&self) -> StoreResult<()> {
+        let hdir = self.store.dir.join(HISTORY_DIR);
+        let mpath = hdir.join(filefmt::FIRST_SEGMENT_FILE);
+        if stat(self.io(), &mpath)?.is_some() {
+            return Ok(());
+        }
+        let oldest = self.oldest_segment()?;
+        if oldest > 1 {
+            tracing::warn!(
+                segment = oldest,
+                "history segments start at {oldest} and no retention mark says why (a store \
+                 an earlier release's retention trimmed): recording it as the first kept segment"
+            );
+        }
+        let mark = filefmt::first_segment_text(self.id(), oldest)
+            .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+        self.io().create_dir_all(&hdir).map_err(io_err(&hdir))?;
+        write_atomic(self.io(), &hdir, &mpath, &mark)
     }
 
     /// The oldest segment still there (probing down from the open one).
