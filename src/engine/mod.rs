@@ -462,8 +462,19 @@ pub fn spawn(
     // However the actor ends (shutdown, or a store error it cannot go on from), front ends
     // waiting on `shutdown` learn of it and the process exits instead of idling.
     let ended = shutdown.clone();
+    let hurry = tokio::spawn(hurry_at_stop(
+        Arc::clone(&actor.store),
+        shutdown.clone(),
+        hard_stop.clone(),
+        actor.cfg.shutdown_grace,
+    ));
+    let store = Arc::clone(&actor.store);
     let join = tokio::spawn(async move {
         let r = actor.run(cmd_rx).await;
+        // The stop is over: a later engine on this store waits for its lock as usual.
+        hurry.abort();
+        let _ = hurry.await;
+        store.hurry(false);
         ended.cancel();
         r
     });
@@ -606,6 +617,28 @@ async fn completer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<CompletionJob>)
             }
         }
     }
+}
+
+/// Once the stop has waited long enough — a second signal (hard stop), or the shutdown grace
+/// after the first — tell the store to stop waiting long for a lock another process holds
+/// ([`Store::hurry`]): a claim or completion stuck behind it then fails within about a second,
+/// the actor reaches its shutdown, and what is unwritten is spooled (the run exits 1 naming
+/// the spool) instead of the process waiting out the holder (red team 7).
+async fn hurry_at_stop(
+    store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+    grace: StdDuration,
+) {
+    tokio::select! {
+        _ = hard_stop.cancelled() => {}
+        _ = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => {}
+    }
+    tracing::info!("stopping: store lock waits now end within a second");
+    store.hurry(true);
 }
 
 /// What a finished run task hands back to the actor.

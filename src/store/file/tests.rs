@@ -1313,3 +1313,36 @@ fn the_journal_generation_check_reads_skips_or_refuses() {
     let e = journal_is_stale(path, &body(&current), "store-2", 5, None, &current).unwrap_err();
     assert!(e.to_string().contains("another store"), "{e}");
 }
+
+/// Red team 7: a chunk of a bulk action is one store operation — one lock hold, one journal
+/// append and one fsync — not one per job (a `pause 'j*'` over 10 000 jobs held the lock for
+/// 43 s one job at a time). Measured in I/O boundaries (writes, syncs, renames) of the
+/// simulated disk: the chunk of 199 jobs costs about what pausing one job costs.
+#[test]
+fn a_bulk_chunk_is_one_store_operation() {
+    use crate::store::{BulkAction, BulkOutcome};
+    use crate::testkit::simio::{FaultConfig, SimDisk, shared_rng};
+    let disk = SimDisk::new(shared_rng(7), FaultConfig::none());
+    let s =
+        FileStore::open_with_io(std::path::Path::new("/s/.cronsole"), disk.process(false)).unwrap();
+    let names: Vec<String> = (0..200).map(|i| format!("j{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    s.apply(&jobs_file(&refs), t(1000)).unwrap();
+    let b0 = disk.boundaries();
+    s.set_paused("j000", true, t(1001)).unwrap();
+    let one = disk.boundaries() - b0;
+    let b1 = disk.boundaries();
+    let r = s.bulk_edit(&names[1..], &BulkAction::SetPaused(true), t(1002));
+    let bulk = disk.boundaries() - b1;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.done, vec![BulkOutcome::SetPaused; 199]);
+    assert!(
+        one > 0 && bulk <= 2 * one,
+        "one job: {one} boundaries, 199 jobs: {bulk}"
+    );
+    assert!(s.jobs().unwrap().iter().all(|j| j.rt.paused));
+    // Reopened (a new process): every pause is on disk.
+    let again =
+        FileStore::open_with_io(std::path::Path::new("/s/.cronsole"), disk.process(false)).unwrap();
+    assert!(again.jobs().unwrap().iter().all(|j| j.rt.paused));
+}
