@@ -24,6 +24,9 @@
 //! (published on [`EngineHandle::health`]) says so for the console and metrics. At stop, what is
 //! still unwritten goes to the [`spool`] file, the engine ends with [`EngineError::Unwritten`]
 //! (so `run` exits non-zero), and the next start replays the spool before its first claim.
+//! Once the grace has passed after a shutdown request (or at a second one), the store is told
+//! to hurry ([`Store::hurry`]): a wait for a lock another process holds ends within about a
+//! second, so a stop is never held by an outside lock holder (red team 7).
 //!
 //! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
 //! the store; when the change token moves, the engine reads the leases of its runs in flight and
