@@ -507,9 +507,11 @@ impl FileStore {
                 return Ok(());
             }
             if std::time::Instant::now() >= deadline {
+                // Shown in tenths of a second ("20s", "1.1s"), not to the nanosecond.
+                let tenths = u64::try_from(start.elapsed().as_millis() / 100).unwrap_or(u64::MAX);
                 return Err(StoreError::LockTimeout {
                     file: lpath.to_path_buf(),
-                    waited: start.elapsed(),
+                    waited: Duration::from_millis(tenths.saturating_mul(100)),
                 });
             }
         }

@@ -779,6 +779,34 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
     assert!(b.jobs().unwrap().is_empty());
 }
 
+/// Red team 7: once the process is stopping (`hurry`), a wait for a lock another handle holds
+/// ends within about a second instead of the whole bound — even a wait already under way — so
+/// the engine can spool what it could not write; `hurry(false)` restores the bound.
+#[test]
+fn a_hurried_lock_wait_ends_early_and_the_normal_wait_comes_back() {
+    let dir = tmp("lockhurry");
+    let a = FileStore::open(&dir).unwrap();
+    let bound = Duration::from_secs(120);
+    let b = std::sync::Arc::new(FileStore::open(&dir).unwrap().with_lock_wait(bound));
+    let held = a.lock().unwrap();
+    let waiter = {
+        let b = std::sync::Arc::clone(&b);
+        std::thread::spawn(move || b.jobs())
+    };
+    std::thread::sleep(Duration::from_millis(150)); // the wait is under way
+    b.hurry(true);
+    let err = waiter.join().unwrap().unwrap_err();
+    match &err {
+        StoreError::LockTimeout { waited, .. } => {
+            assert!(*waited < bound / 4, "waited {waited:?} of {bound:?}")
+        }
+        other => panic!("got {other:?}"),
+    }
+    b.hurry(false);
+    drop(held);
+    assert!(b.jobs().unwrap().is_empty());
+}
+
 #[test]
 fn foreign_version_is_refused() {
     let dir = tmp("ver");
