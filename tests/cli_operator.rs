@@ -397,3 +397,43 @@ fn stats_prints_the_spend_forecast() {
         "the stats keys stay"
     );
 }
+
+/// Red team 7: an error quoting the operator's own argument shows its control bytes escaped
+/// (`^[`, `^G`) like store text, never raw — for every command that echoes one — and keeps its
+/// exit code 2.
+#[test]
+fn errors_show_the_operators_arguments_escaped() {
+    let d = setup(
+        "esc",
+        "  - name: nightly\n    schedule: \"0 3 * * *\"\n    command: echo hi\n",
+    );
+    let evil = "j\u{1b}]0;PWN\u{7}";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["pause", evil],
+        vec!["resume", evil],
+        vec!["trigger", evil],
+        vec!["cancel", evil],
+        vec!["pause", "--tag", evil],
+        vec![
+            "backfill",
+            "nightly",
+            "--from",
+            evil,
+            "--to",
+            "2020-01-01T00:00:00Z",
+        ],
+        vec!["retry", evil],
+        vec!["history", "--since", evil],
+        vec!["history", "--page", evil],
+    ];
+    for args in cases {
+        let out = run(&d, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.stderr.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "{args:?}: raw control bytes reach the terminal: {err:?}"
+        );
+        assert!(err.contains("j^[]0;PWN^G"), "{args:?}: {err:?}");
+    }
+}

@@ -28,6 +28,9 @@
 //! record from it ([`Store::complete_recorded`]): written means row and record. A claim that
 //! finds the store damaged (`StoreError::Corrupt`/`Version`) is not an outage: the engine
 //! stops as at a shutdown and ends with that error (exit 2, naming the file).
+//! Once the grace has passed after a shutdown request (or at a second one), the store is told
+//! to hurry ([`Store::hurry`]): a wait for a lock another process holds ends within about a
+//! second, so a stop is never held by an outside lock holder (red team 7).
 //!
 //! Operator cancel (issue 12): `cronsole cancel` (any process, any host) marks the run's lease in
 //! the store; when the change token moves, the engine reads the leases of its runs in flight and
@@ -467,8 +470,19 @@ pub fn spawn(
     // However the actor ends (shutdown, or a store error it cannot go on from), front ends
     // waiting on `shutdown` learn of it and the process exits instead of idling.
     let ended = shutdown.clone();
+    let hurry = tokio::spawn(hurry_at_stop(
+        Arc::clone(&actor.store),
+        shutdown.clone(),
+        hard_stop.clone(),
+        actor.cfg.shutdown_grace,
+    ));
+    let store = Arc::clone(&actor.store);
     let join = tokio::spawn(async move {
         let r = actor.run(cmd_rx).await;
+        // The stop is over: a later engine on this store waits for its lock as usual.
+        hurry.abort();
+        let _ = hurry.await;
+        store.hurry(false);
         ended.cancel();
         r
     });
@@ -614,6 +628,28 @@ async fn completer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<CompletionJob>)
             }
         }
     }
+}
+
+/// Once the stop has waited long enough — a second signal (hard stop), or the shutdown grace
+/// after the first — tell the store to stop waiting long for a lock another process holds
+/// ([`Store::hurry`]): a claim or completion stuck behind it then fails within about a second,
+/// the actor reaches its shutdown, and what is unwritten is spooled (the run exits 1 naming
+/// the spool) instead of the process waiting out the holder (red team 7).
+async fn hurry_at_stop(
+    store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+    grace: StdDuration,
+) {
+    tokio::select! {
+        _ = hard_stop.cancelled() => {}
+        _ = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => {}
+    }
+    tracing::info!("stopping: store lock waits now end within a second");
+    store.hurry(true);
 }
 
 /// What a finished run task hands back to the actor.

@@ -535,6 +535,17 @@ impl Store for Metered {
     ) -> StoreResult<crate::store::EditOutcome> {
         self.count(self.inner.update_job(name, edit, now))
     }
+    fn bulk_edit(
+        &self,
+        names: &[String],
+        action: &crate::store::BulkAction,
+        now: DateTime<Utc>,
+    ) -> crate::store::BulkDone {
+        self.inner.bulk_edit(names, action, now)
+    }
+    fn hurry(&self, on: bool) {
+        self.inner.hurry(on);
+    }
     fn retry(
         &self,
         run_id: Uuid,

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, JobState, JobsFile, Settings, Status, Trigger};
 
-pub use operator::{EditOutcome, JobEdit};
+pub use operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
 
 pub mod budget;
 pub mod chain;
@@ -690,6 +690,42 @@ pub trait Store: HistoryReader {
         edit: &JobEdit,
         now: DateTime<Utc>,
     ) -> StoreResult<EditOutcome>;
+
+    /// The process is stopping (`on`: its shutdown grace ended, or a second signal came):
+    /// waits for a store held by another process end within about a second from now on, so
+    /// completions that cannot be written go to the spool instead of holding the stop (red
+    /// team 7). `false` restores the normal waits. The file store implements it; PostgreSQL's
+    /// waits are already bounded by its operation timeout.
+    fn hurry(&self, on: bool) {
+        let _ = on;
+    }
+
+    /// One chunk (at most [`BULK_CHUNK`] names) of a bulk operator action, in order, stopping
+    /// at the first job that fails (see [`BulkDone`]). Stores override it to write the chunk
+    /// as one operation (one lock hold and fsync, or one transaction); the default does one
+    /// operation per job.
+    fn bulk_edit(&self, names: &[String], action: &BulkAction, now: DateTime<Utc>) -> BulkDone {
+        let mut done = Vec::with_capacity(names.len());
+        for name in names {
+            let r = match action {
+                BulkAction::SetPaused(p) => self
+                    .set_paused(name, *p, now)
+                    .map(|()| BulkOutcome::SetPaused),
+                BulkAction::Trigger => self.request_trigger(name, now).map(BulkOutcome::Trigger),
+                BulkAction::Edit(e) => self.update_job(name, e, now).map(BulkOutcome::Edit),
+            };
+            match r {
+                Ok(out) => done.push(out),
+                Err(e) => {
+                    return BulkDone {
+                        done,
+                        error: Some(e),
+                    };
+                }
+            }
+        }
+        BulkDone { done, error: None }
+    }
 
     /// Queue a retry of run `run_id` (any owner takes it). Returns the run's job.
     fn retry(&self, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {

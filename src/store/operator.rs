@@ -95,6 +95,70 @@ pub enum EditOutcome {
     },
 }
 
+/// Most jobs one store operation of a bulk action touches (one lock hold and one journal append
+/// with one fsync on the file store, one transaction on PostgreSQL). Between chunks the lock is
+/// released, so an engine's claims and other commands interleave with a bulk action over many
+/// thousands of jobs instead of waiting for all of it (red team 7).
+pub const BULK_CHUNK: usize = 1000;
+
+/// What a bulk action (`pause`, `resume`, `trigger` over a selection) does to each job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BulkAction {
+    /// Pause or resume (no reason: a reason travels as [`BulkAction::Edit`]).
+    SetPaused(bool),
+    /// Queue one manual run.
+    Trigger,
+    /// An operator edit (pause with a reason, cancel).
+    Edit(JobEdit),
+}
+
+/// What a bulk action did to one job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BulkOutcome {
+    /// Paused or resumed (or already so).
+    SetPaused,
+    /// The trigger's outcome.
+    Trigger(super::TriggerOutcome),
+    /// The edit's outcome.
+    Edit(EditOutcome),
+}
+
+/// The result of one chunk of a bulk action: the outcomes of the jobs done, in order (a prefix
+/// of the names asked for, all of them written), and the error that stopped the chunk at the
+/// job after them (nothing of that job or later ones changed). A failed write leaves `done`
+/// empty: nothing of the chunk was written.
+#[derive(Debug)]
+pub struct BulkDone {
+    /// One outcome per job done, in the order asked.
+    pub done: Vec<BulkOutcome>,
+    /// Why the chunk stopped before its end.
+    pub error: Option<StoreError>,
+}
+
+/// Apply `action` to one job's record (the per-job decision of a bulk chunk, the same as the
+/// single-job operations take). `Ok((changed, outcome))` as [`apply_edit_rows`].
+pub fn bulk_step(
+    rec: &mut JobRecord,
+    action: &BulkAction,
+    now: DateTime<Utc>,
+    rows: &mut Vec<HistoryRow>,
+) -> Result<(bool, BulkOutcome), StoreError> {
+    match action {
+        BulkAction::SetPaused(paused) => {
+            let changed = logic::pause_step(rec, *paused, now)?;
+            Ok((changed, BulkOutcome::SetPaused))
+        }
+        BulkAction::Trigger => {
+            let (out, changed) = logic::trigger_step(rec, now)?;
+            Ok((changed, BulkOutcome::Trigger(out)))
+        }
+        BulkAction::Edit(edit) => {
+            let (changed, out) = apply_edit_rows(rec, edit, now, rows)?;
+            Ok((changed, BulkOutcome::Edit(out)))
+        }
+    }
+}
+
 fn invalid(msg: String) -> StoreError {
     StoreError::Refused(msg)
 }

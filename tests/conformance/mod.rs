@@ -552,6 +552,92 @@ pub fn manual_triggers_run_once_even_when_paused(f: Factory) {
     assert!(s.request_trigger("nope", t(1)).unwrap_err().is_bad_input());
 }
 
+/// Red team 7: one chunk of a bulk action (`pause 'j*'`, `resume --all`, `trigger --tag T`) is
+/// one store operation over many jobs: every job in the order asked, the same per-job decision
+/// as the single-job calls, rows of an edit written with it, and a failing job stops the chunk
+/// there with the jobs before it written and the ones after it untouched.
+pub fn bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure(f: Factory) {
+    use cronsole::store::{BulkAction, BulkOutcome, EditOutcome, JobEdit};
+    let s = f();
+    let names: Vec<String> = (0..40).map(|i| format!("j{i:02}")).collect();
+    let defs = names.iter().map(|n| every(n, 60)).collect();
+    s.apply(&file(defs), t(1000)).unwrap();
+    let tok = s.change_token().unwrap();
+    let r = s.bulk_edit(&names, &BulkAction::SetPaused(true), t(1010));
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.done, vec![BulkOutcome::SetPaused; 40]);
+    assert_ne!(
+        s.change_token().unwrap(),
+        tok,
+        "a bulk pause changes the token"
+    );
+    for j in s.jobs().unwrap() {
+        assert!(j.rt.paused, "{} paused", j.def.name);
+    }
+    assert!(claim(&*s, "a", t(1500), 10).claims.is_empty());
+    // Paused already: nothing changes, every job still answers.
+    let r = s.bulk_edit(&names[..3], &BulkAction::SetPaused(true), t(1011));
+    assert!(r.error.is_none() && r.done.len() == 3);
+
+    // A missing job in the middle: the jobs before it are triggered, the ones after are not.
+    let mixed: Vec<String> = ["j05", "j01", "nope", "j02"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let r = s.bulk_edit(&mixed, &BulkAction::Trigger, t(1020));
+    assert_eq!(
+        r.done,
+        vec![
+            BulkOutcome::Trigger(TriggerOutcome::Queued),
+            BulkOutcome::Trigger(TriggerOutcome::Queued)
+        ]
+    );
+    let e = r.error.expect("the missing job stops the chunk");
+    assert!(e.is_bad_input() && e.to_string().contains("nope"), "{e}");
+    let queued = |n: &str| s.job(n).unwrap().unwrap().rt.trigger_requested_at.is_some();
+    assert!(queued("j05") && queued("j01"));
+    assert!(!queued("j02"), "nothing after the failing job changes");
+    let r = s.bulk_edit(&mixed[..1], &BulkAction::Trigger, t(1021));
+    assert_eq!(
+        r.done,
+        vec![BulkOutcome::Trigger(TriggerOutcome::AlreadyQueued)]
+    );
+
+    // An edit's rows travel with the chunk: cancelling two queued triggers writes a skipped
+    // row for each job.
+    let r = s.bulk_edit(
+        &mixed[..2],
+        &BulkAction::Edit(JobEdit::Cancel(None)),
+        t(1030),
+    );
+    assert_eq!(r.done, vec![BulkOutcome::Edit(EditOutcome::Dequeued(1)); 2]);
+    for n in ["j05", "j01"] {
+        let rows = rows(&*s, n);
+        assert_eq!(rows.len(), 1, "{n}: {rows:?}");
+        assert_eq!(rows[0].status, Status::Skipped);
+        assert!(!queued(n));
+    }
+
+    // Pause with a reason, then resume every job in one chunk.
+    let r = s.bulk_edit(
+        &names[..2],
+        &BulkAction::Edit(JobEdit::Pause {
+            paused: true,
+            reason: Some("maintenance".into()),
+        }),
+        t(1040),
+    );
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let j = s.job("j00").unwrap().unwrap();
+    assert_eq!(j.rt.pause_reason.as_deref(), Some("maintenance"));
+    let r = s.bulk_edit(&names, &BulkAction::SetPaused(false), t(1500));
+    assert!(r.error.is_none() && r.done.len() == 40);
+    for j in s.jobs().unwrap() {
+        assert!(!j.rt.paused, "{} resumed", j.def.name);
+        assert_eq!(j.rt.pause_reason, None);
+    }
+}
+
 // ---- §7 retirement ------------------------------------------------------------------------------
 
 pub fn max_runs_and_until_retire(f: Factory) {
@@ -1500,6 +1586,7 @@ macro_rules! conformance_suite {
             cancel_of_queued_runs_writes_a_skipped_row_each,
             a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
             a_day_to_week_edit_counts_the_earlier_days_of_the_week,
+            bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -52,7 +52,10 @@ fn main() -> ExitCode {
     match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", cmd::error_line(&err));
+            // The message may quote the operator's own arguments (a job name, `--since`, a run
+            // id): shown like store text, so no ESC/OSC/BEL byte reaches the terminal; the line
+            // breaks of a multi-line error stay.
+            eprintln!("error: {}", cronsole::text::visible(&cmd::error_line(&err)));
             ExitCode::from(cmd::exit_code_for(&err))
         }
     }

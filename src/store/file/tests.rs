@@ -779,6 +779,34 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
     assert!(b.jobs().unwrap().is_empty());
 }
 
+/// Red team 7: once the process is stopping (`hurry`), a wait for a lock another handle holds
+/// ends within about a second instead of the whole bound — even a wait already under way — so
+/// the engine can spool what it could not write; `hurry(false)` restores the bound.
+#[test]
+fn a_hurried_lock_wait_ends_early_and_the_normal_wait_comes_back() {
+    let dir = tmp("lockhurry");
+    let a = FileStore::open(&dir).unwrap();
+    let bound = Duration::from_secs(120);
+    let b = std::sync::Arc::new(FileStore::open(&dir).unwrap().with_lock_wait(bound));
+    let held = a.lock().unwrap();
+    let waiter = {
+        let b = std::sync::Arc::clone(&b);
+        std::thread::spawn(move || b.jobs())
+    };
+    std::thread::sleep(Duration::from_millis(150)); // the wait is under way
+    b.hurry(true);
+    let err = waiter.join().unwrap().unwrap_err();
+    match &err {
+        StoreError::LockTimeout { waited, .. } => {
+            assert!(*waited < bound / 4, "waited {waited:?} of {bound:?}")
+        }
+        other => panic!("got {other:?}"),
+    }
+    b.hurry(false);
+    drop(held);
+    assert!(b.jobs().unwrap().is_empty());
+}
+
 #[test]
 fn foreign_version_is_refused() {
     let dir = tmp("ver");
@@ -1580,4 +1608,37 @@ fn the_accounted_mark_survives_an_open_through_the_index() {
     let (acct, end, clean) = acct_of(&FileStore::open(&dir).unwrap());
     assert_eq!(acct, Some(end), "the mark after an open through the index");
     assert!(clean);
+}
+
+/// Red team 7: a chunk of a bulk action is one store operation — one lock hold, one journal
+/// append and one fsync — not one per job (a `pause 'j*'` over 10 000 jobs held the lock for
+/// 43 s one job at a time). Measured in I/O boundaries (writes, syncs, renames) of the
+/// simulated disk: the chunk of 199 jobs costs about what pausing one job costs.
+#[test]
+fn a_bulk_chunk_is_one_store_operation() {
+    use crate::store::{BulkAction, BulkOutcome};
+    use crate::testkit::simio::{FaultConfig, SimDisk, shared_rng};
+    let disk = SimDisk::new(shared_rng(7), FaultConfig::none());
+    let s =
+        FileStore::open_with_io(std::path::Path::new("/s/.cronsole"), disk.process(false)).unwrap();
+    let names: Vec<String> = (0..200).map(|i| format!("j{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    s.apply(&jobs_file(&refs), t(1000)).unwrap();
+    let b0 = disk.boundaries();
+    s.set_paused("j000", true, t(1001)).unwrap();
+    let one = disk.boundaries() - b0;
+    let b1 = disk.boundaries();
+    let r = s.bulk_edit(&names[1..], &BulkAction::SetPaused(true), t(1002));
+    let bulk = disk.boundaries() - b1;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.done, vec![BulkOutcome::SetPaused; 199]);
+    assert!(
+        one > 0 && bulk <= 2 * one,
+        "one job: {one} boundaries, 199 jobs: {bulk}"
+    );
+    assert!(s.jobs().unwrap().iter().all(|j| j.rt.paused));
+    // Reopened (a new process): every pause is on disk.
+    let again =
+        FileStore::open_with_io(std::path::Path::new("/s/.cronsole"), disk.process(false)).unwrap();
+    assert!(again.jobs().unwrap().iter().all(|j| j.rt.paused));
 }

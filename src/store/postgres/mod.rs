@@ -797,6 +797,64 @@ impl Inner {
         Ok(edit.value)
     }
 
+    /// One chunk of a bulk operator action in one transaction: lock the named rows (in name
+    /// order, as every multi-row lock here), apply the action to each in the order asked until
+    /// one fails, write the records that changed and the rows in one commit. A missing job
+    /// stops the chunk there as [`StoreError::NoSuchJob`].
+    async fn bulk_edit(
+        &self,
+        names: &[String],
+        action: &crate::store::BulkAction,
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::BulkDone> {
+        let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", e))?;
+        let recs = lock_jobs(&tx, &st, &self.location, names).await?;
+        let mut by_name: std::collections::HashMap<String, JobRecord> =
+            recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
+        let (mut done, mut rows, mut changed, mut error) = (
+            Vec::with_capacity(names.len()),
+            Vec::new(),
+            Vec::new(),
+            None,
+        );
+        for name in names {
+            let step = match by_name.get_mut(name) {
+                Some(rec) => crate::store::operator::bulk_step(rec, action, now, &mut rows),
+                None => Err(StoreError::NoSuchJob(name.clone())),
+            };
+            match step {
+                Ok((ch, out)) => {
+                    if ch && let Some(rec) = by_name.remove(name) {
+                        changed.push(rec);
+                    }
+                    done.push(out);
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        if !(rows.is_empty() && changed.is_empty()) {
+            self.commit_changes(
+                tx,
+                &st,
+                &rows,
+                &changed,
+                now,
+                Notify::InTransaction,
+                "committing",
+            )
+            .await?;
+        }
+        Ok(crate::store::BulkDone { done, error })
+    }
+
     /// The one write path of edits, claims, completions and reservations: append `rows`, write
     /// `jobs`, bump the store version — pipelined in one round trip —, commit (`doing` names
     /// the step in an error) and make the new version known ([`Inner::published`]).
@@ -1505,6 +1563,23 @@ impl Store for PgStore {
                 })
                 .await
         })
+    }
+
+    fn bulk_edit(
+        &self,
+        names: &[String],
+        action: &crate::store::BulkAction,
+        now: DateTime<Utc>,
+    ) -> crate::store::BulkDone {
+        let names = names.to_vec();
+        let action = action.clone();
+        match self.run(|inner| async move { inner.bulk_edit(&names, &action, now).await }) {
+            Ok(d) => d,
+            Err(e) => crate::store::BulkDone {
+                done: Vec::new(),
+                error: Some(e),
+            },
+        }
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {

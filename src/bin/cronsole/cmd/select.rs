@@ -14,10 +14,10 @@
 use std::process::ExitCode;
 
 use crate::cli::{Cli, SelectArgs};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono::Utc;
 use cronsole::model::JobRecord;
-use cronsole::store::{JobEdit, Store, TriggerOutcome};
+use cronsole::store::{BULK_CHUNK, BulkAction, BulkOutcome, JobEdit, Store, TriggerOutcome};
 
 use super::{bad_input, jobs_file, open_existing_store, store_location};
 
@@ -31,34 +31,74 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<Vec<String>> {
     resolve(sel, &store.jobs()?).map_err(bad_input)
 }
 
+/// Pause between two chunks of a bulk action: longer than the file store lock's longest retry
+/// interval (50 ms), so a claim or command waiting for the lock gets it before the next chunk.
+const BULK_YIELD: std::time::Duration = std::time::Duration::from_millis(60);
+
+/// Run `action` over `names` a chunk ([`BULK_CHUNK`] jobs, one store operation) at a time,
+/// releasing the store between chunks; `each` prints one job's line as soon as its chunk is
+/// written. A job that fails stops the action there: the error names it and says how many jobs
+/// before it were done (their lines are printed above it).
+fn bulk(
+    store: &dyn Store,
+    names: &[String],
+    action: &BulkAction,
+    verb: &str,
+    mut each: impl FnMut(&str, &BulkOutcome),
+) -> Result<()> {
+    let mut done = 0;
+    for (i, chunk) in names.chunks(BULK_CHUNK).enumerate() {
+        if i > 0 {
+            std::thread::sleep(BULK_YIELD);
+        }
+        let r = store.bulk_edit(chunk, action, Utc::now());
+        for (name, out) in chunk.iter().zip(&r.done) {
+            each(name, out);
+        }
+        done += r.done.len();
+        if let Some(e) = r.error {
+            // The job the chunk stopped at (a failed write stops it at its first job).
+            let at = &chunk[r.done.len().min(chunk.len() - 1)];
+            let before = if done == 0 {
+                "no job was changed".to_string()
+            } else {
+                format!("the {done} job(s) listed above were done")
+            };
+            return Err(anyhow::Error::new(e).context(format!(
+                "could not {verb} '{at}' ({before}; {} not attempted)",
+                names.len() - done - 1
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `pause` / `resume` over a selection: one line per job. Every selector is checked before any
 /// job changes; a store error on one job stops there (the jobs before it are already changed,
 /// and said so).
 pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) -> Result<ExitCode> {
     let store = store(cli)?;
     let verb = if paused { "pause" } else { "resume" };
-    for name in selected(store.as_ref(), sel)? {
-        match reason {
-            // A reason travels with the pause as one atomic operator edit (shown in `jobs`,
-            // `describe` and the console until resume).
-            Some(why) => {
-                let edit = JobEdit::Pause {
-                    paused: true,
-                    reason: Some(why.to_string()),
-                };
-                store
-                    .update_job(&name, &edit, Utc::now())
-                    .with_context(|| format!("could not {verb} '{name}'"))?;
-                println!("{verb}d {name} ({})", cronsole::text::line(why));
-            }
-            None => {
-                store
-                    .set_paused(&name, paused, Utc::now())
-                    .with_context(|| format!("could not {verb} '{name}'"))?;
-                println!("{verb}d {name}");
-            }
-        }
-    }
+    let names = selected(store.as_ref(), sel)?;
+    // A reason travels with the pause as one atomic operator edit (shown in `jobs`, `describe`
+    // and the console until resume).
+    let action = match reason {
+        Some(why) => BulkAction::Edit(JobEdit::Pause {
+            paused: true,
+            reason: Some(why.to_string()),
+        }),
+        None => BulkAction::SetPaused(paused),
+    };
+    bulk(
+        store.as_ref(),
+        &names,
+        &action,
+        verb,
+        |name, _| match reason {
+            Some(why) => println!("{verb}d {name} ({})", cronsole::text::line(why)),
+            None => println!("{verb}d {name}"),
+        },
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -67,13 +107,21 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
 pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
-    for name in selected(store.as_ref(), sel)? {
-        let out = store.request_trigger(&name, Utc::now())?;
-        if out == TriggerOutcome::AlreadyRunning {
-            running += 1;
-        }
-        println!("{}", cronsole::engine::trigger_notice(&name, &out));
-    }
+    let names = selected(store.as_ref(), sel)?;
+    bulk(
+        store.as_ref(),
+        &names,
+        &BulkAction::Trigger,
+        "trigger",
+        |name, out| {
+            if let BulkOutcome::Trigger(out) = out {
+                if *out == TriggerOutcome::AlreadyRunning {
+                    running += 1;
+                }
+                println!("{}", cronsole::engine::trigger_notice(name, out));
+            }
+        },
+    )?;
     Ok(if running > 0 {
         ExitCode::from(1)
     } else {
