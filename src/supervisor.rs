@@ -793,8 +793,9 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///   run's descriptors, points stdout/stderr back at `/dev/null`, and announces itself idle on
 ///   a pipe to the zygote; the zygote sends the next request on that supervisor's own socket.
 ///   A supervisor that could not empty its tree (a process that would not die within 5 s)
-///   exits instead, and so does one that served [`RUNS_PER_SUPERVISOR`] runs. Idle ones are
-///   told to exit (their socket closed) after [`IDLE_KEEP`], or at once beyond [`IDLE_MAX`].
+///   exits instead, and so does one that served `RUNS_PER_SUPERVISOR` (1 000) runs. Idle
+///   ones are told to exit (their socket closed) after `IDLE_KEEP` (10 s), or at once beyond
+///   `IDLE_MAX` (128 idle).
 ///   Each run's directory and environment changes apply to its command only
 ///   (`Command::current_dir`/`env`), so nothing of one run's request reaches the next.
 /// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
