@@ -1326,9 +1326,17 @@ async fn already_recorded(store: &Arc<dyn Store>, c: &Completion) -> bool {
 
 /// Damage a claim ran into (a corrupt or foreign store file, a store of another format): not
 /// an outage — retrying cannot help, so the engine stops with it instead of idling (red team
-/// 7: a job line whose head named another job kept `run` up doing nothing, exit 0).
+/// 7: a job line whose head named another job kept `run` up doing nothing, exit 0). A file
+/// that is *gone* is not taken as damage here: a store directory that vanished under a running
+/// engine (an unmounted or remounted volume, a deleted directory) is waited for as an outage,
+/// reported by the health check, rather than ending the process — a supervisor restarting
+/// it on an empty directory would create a new store there.
 fn is_damage(e: &StoreError) -> bool {
-    matches!(e, StoreError::Corrupt { .. } | StoreError::Version { .. })
+    match e {
+        StoreError::Corrupt { file, .. } => file.exists(),
+        StoreError::Version { .. } => true,
+        _ => false,
+    }
 }
 
 /// One fenced attempt to write `c`. The rows written. When its row is already recorded (an
