@@ -63,6 +63,9 @@ pub struct JobModel {
     /// Acknowledged state: paused, removed from the jobs file.
     pub paused: bool,
     pub removed: bool,
+    /// The latest wall instant of an acknowledged operation inside the open quiet window: the
+    /// window ends no earlier than it, whatever the clock did before the window closed.
+    pub quiet_hi: Option<DateTime<Utc>>,
 }
 
 impl JobModel {
@@ -78,14 +81,20 @@ impl JobModel {
         let is = self.paused || self.removed;
         if is && !was {
             self.quiet.push((now, None));
-        } else if was
-            && !is
-            && let Some(last) = self.quiet.last_mut()
-        {
-            // The wall clock may have stepped back meanwhile: the window is the span between
-            // the two operations, whichever way the clock went.
+            self.quiet_hi = Some(now);
+        } else if was && let Some(last) = self.quiet.last_mut() {
+            // The wall clock may have stepped back meanwhile: the window is the span of the
+            // operations inside it (opening, closing, and any in between, such as a removal
+            // while paused), whichever way the clock went. Seed 81748: paused, removed and
+            // re-added after a slot fell due, the clock then stepped back 4.3 s before the
+            // resume; the window ended at the resume's (earlier) instant, before the slot.
             last.0 = last.0.min(now);
-            last.1 = Some(now.max(last.0));
+            let hi = self.quiet_hi.map_or(now, |h| h.max(now));
+            self.quiet_hi = Some(hi);
+            if !is {
+                last.1 = Some(hi);
+                self.quiet_hi = None;
+            }
         }
     }
 }
@@ -636,6 +645,58 @@ mod tests {
             j.set_quiet(Some(false), None, t(97));
         }
         m.check(&rows, &[rec], t(95), false).unwrap();
+    }
+
+    /// Seed 81748: paused at 85, slot 90 fell due (dropped by the pause: the resume continues
+    /// at the next future slot), removed at 91 and re-added at 93 while paused, then the clock
+    /// stepped back and the resume landed at 88. The window spans every operation inside it
+    /// (85..93), so it explains slot 90; a pause from 85 to 88 with nothing in between does not.
+    #[test]
+    fn a_quiet_window_ends_at_its_latest_operation_when_the_clock_stepped_back() {
+        let mut rec =
+            cronsole::store::logic::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
+        rec.rt.last_slot = Some(t(100));
+        rec.rt.next_slot = Some(t(110));
+        let run = |slot: i64| {
+            let mut r = HistoryRow::new(
+                "a",
+                Status::Succeeded,
+                Trigger::Schedule,
+                Some(t(slot)),
+                "o",
+                t(slot + 1),
+            );
+            r.started_at = t(slot);
+            r
+        };
+        let rows: Vec<HistoryRow> = (0..=8).chain([10]).map(|k| run(k * 10)).collect();
+        let model = |ops: &[(Option<bool>, Option<bool>, i64)]| {
+            let mut jm = JobModel {
+                every: 10,
+                ..JobModel::default()
+            };
+            for (p, r, at) in ops {
+                jm.set_quiet(*p, *r, t(*at));
+            }
+            let mut m = Model::default();
+            m.jobs.insert("a".into(), jm);
+            m
+        };
+        let short = model(&[(Some(true), None, 85), (Some(false), None, 88)]);
+        assert!(
+            short
+                .check(&rows, std::slice::from_ref(&rec), t(105), false)
+                .unwrap_err()
+                .contains("slot")
+        );
+        let long = model(&[
+            (Some(true), None, 85),
+            (None, Some(true), 91),
+            (None, Some(false), 93),
+            (Some(false), None, 88),
+        ]);
+        long.check(&rows, &[rec], t(105), false).unwrap();
     }
 
     /// Seed 28434: a pause while a stalled owner's run was live set the slot that fell due

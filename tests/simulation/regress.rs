@@ -1551,3 +1551,61 @@ fn recovery_finishes_every_expired_allow_run_from_its_landed_row() {
         "{all:#?}"
     );
 }
+
+/// Seed 29376 ("slot 08:00:40 of job3 is in two rows": a `missed` row and the job's lease): a
+/// claim leased the slot, its journal fsync failed (EIO) and so did the fsync of the cut back;
+/// the same handle's retry, two seconds later, found the slot past its misfire grace, wrote a
+/// `missed` row for it (history first) and died before its journal write; a power loss then
+/// kept the failed claim's lease line (written, never cut durably) beside the `missed` row.
+/// The retry now makes the cut durable before writing a row. Power losses keep a random prefix
+/// of the pending writes, so several disks are tried; some keep the lease line without the fix.
+#[test]
+fn a_claim_retried_after_a_failed_cut_does_not_record_the_slot_the_failed_claim_leased() {
+    for seed in 1..=24 {
+        let disk = SimDisk::new(shared_rng(seed), FaultConfig::none());
+        // The handle that made the journal durable itself (its last append succeeded).
+        let s = ran_with_grace(&disk);
+        for _ in 0..2 {
+            disk.script(Scripted {
+                file: "jobs.journal".into(),
+                op: "fsync",
+                fault: ScriptedFault::Eio,
+            });
+        }
+        let req = |now| ClaimRequest {
+            now,
+            owner: "o",
+            limit: 1,
+            in_flight: &[],
+        };
+        assert!(
+            s.claim_due(&req(t(10))).is_err(),
+            "seed {seed}: the journal fsync fails"
+        );
+        disk.script(Scripted {
+            file: "jobs.journal".into(),
+            op: "write",
+            fault: ScriptedFault::Crash,
+        });
+        assert!(
+            s.claim_due(&req(t(12))).is_err(),
+            "seed {seed}: the retry dies before its journal write"
+        );
+        drop(s);
+        disk.power_loss();
+        let s = match FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)) {
+            Ok(s) => s,
+            Err(e) => panic!("seed {seed}: the store must open after the power loss: {e}"),
+        };
+        let rec = s
+            .job("a")
+            .unwrap_or_else(|e| panic!("job: {e}"))
+            .unwrap_or_else(|| panic!("job a is gone"));
+        let leased = rec.rt.lease.as_ref().and_then(|l| l.slot);
+        let missed = missed_rows(&s);
+        assert!(
+            !(leased == Some(t(10)) && missed.iter().any(|(a, _)| *a == Some(t(10)))),
+            "seed {seed}: slot t10 is both leased and missed: {missed:?}"
+        );
+    }
+}

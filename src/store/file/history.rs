@@ -226,6 +226,7 @@ impl Locked<'_> {
                 file: Some(f),
                 ino: fm.ino,
                 len,
+                cut_unsynced: false,
             };
             self.inner.history_seg = seg;
             self.inner.history_open_unverified = false;

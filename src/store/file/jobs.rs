@@ -783,6 +783,8 @@ impl Locked<'_> {
         inner.hot.clear();
         inner.snapshot = None;
         inner.loaded = false;
+        // A failed append's cut not known durable stays owed across the reload (same file).
+        let cut_owed = inner.journal.cut_unsynced.then_some(inner.journal.ino);
         inner.journal = AppendLog::default();
         inner.journal_stale = false;
         let spath = self.store.path(SNAPSHOT_FILE);
@@ -935,10 +937,12 @@ impl Locked<'_> {
                 index_line(inner, &jpath, no, loc, line)
             })?;
         }
+        let cut_unsynced = cut_owed == Some(m.ino);
         inner.journal = AppendLog {
             file: Some(f),
             ino: m.ino,
             len,
+            cut_unsynced,
         };
         inner.journal_stale = stale;
         inner.names_unsynced = true;
@@ -1131,6 +1135,7 @@ impl Locked<'_> {
             file: Some(f),
             ino: m.ino,
             len: m.len,
+            cut_unsynced: false,
         };
         self.inner.journal_stale = false;
         Ok(())
@@ -1195,6 +1200,15 @@ impl Locked<'_> {
     /// a power loss must not keep such a row while taking back the line it relies on — the
     /// next open would find a record older than its run and refuse the store.
     pub(super) fn sync_journal(&mut self) -> StoreResult<()> {
+        if self.inner.journal.cut_unsynced {
+            // A failed journal append of this handle was cut back, but the cut is not durable:
+            // the rows about to be written rely on those lines staying gone.
+            let jpath = self.path(JOURNAL_FILE);
+            self.inner.journal.sync_cut(&jpath)?;
+            let j = &self.inner.journal;
+            self.inner.journal_synced = (j.ino, j.len);
+            return Ok(());
+        }
         let j = &self.inner.journal;
         if j.file.is_none() || self.inner.journal_synced == (j.ino, j.len) {
             return Ok(());

@@ -21,6 +21,10 @@ pub(super) struct AppendLog {
     pub(super) ino: u64,
     /// End of the last complete line: bytes after it are a torn, never-acknowledged write.
     pub(super) len: u64,
+    /// A failed append's cut back to `len` is not known durable (its truncate or the fsync
+    /// after it failed too): a power loss may bring the failed bytes back. Cleared by the next
+    /// successful append or [`AppendLog::sync_cut`].
+    pub(super) cut_unsynced: bool,
 }
 
 impl AppendLog {
@@ -66,15 +70,37 @@ impl AppendLog {
             // the lock, so nobody has read those bytes: cut back to `len` and sync the cut.
             // If even that fails (the process is dying), the next writer cuts the tail it sees
             // as torn, or adopts its complete lines as a dead process's (see the module doc).
+            // An operation that relies on the cut before this log's next append (a claim's
+            // retry writing history rows first) makes it durable first ([`Self::sync_cut`]).
             if let Err(cut) = f.set_len(self.len).and_then(|_| f.sync_data()) {
                 tracing::warn!(
                     file = %path.display(),
                     "after a failed append, cutting its unsynced bytes failed too: {cut}"
                 );
+                self.cut_unsynced = true;
             }
             return Err(StoreError::io(path, e));
         }
         self.len += bytes.len() as u64;
+        // The fdatasync made the file durable as it stands, a pending cut included.
+        self.cut_unsynced = false;
+        Ok(())
+    }
+
+    /// Make a failed append's cut durable (truncate to `len` again, fdatasync) when it is not
+    /// known to be: nothing may be written on the strength of the cut before it is (seed
+    /// 29376: a claim's journal fsync failed and so did the cut's; its retry wrote a `missed`
+    /// row for the slot the failed claim had leased, and a power loss kept the failed lease
+    /// line: the slot was in two rows).
+    pub(super) fn sync_cut(&mut self, path: &Path) -> StoreResult<()> {
+        if !self.cut_unsynced {
+            return Ok(());
+        }
+        let f = self.file(path)?;
+        f.set_len(self.len)
+            .and_then(|_| f.sync_data())
+            .map_err(io_err(path))?;
+        self.cut_unsynced = false;
         Ok(())
     }
 }

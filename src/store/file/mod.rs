@@ -140,7 +140,11 @@
 //! fsyncgate: an append whose write or fsync fails is cut back to the log's previous end (and
 //! the cut synced) under the same lock, before anyone reads it: after a failed fsync Linux may
 //! never write those bytes while still serving them from the page cache, so nothing may follow
-//! them. A handle that (re)loaded a file through its name syncs the directory before its next
+//! them. When the cut's own fsync fails too, the handle keeps the cut owed
+//! (`AppendLog::cut_unsynced`, also across the reload a failed persist causes) and cuts and
+//! syncs again before writing any history row on the strength of it (`sync_journal`; seed
+//! 29376: a retried claim's `missed` row beside the failed claim's lease line a power loss
+//! kept). A handle that (re)loaded a file through its name syncs the directory before its next
 //! write, so a rename another process did not get to sync cannot be taken back by a power loss
 //! after this handle acknowledged something relying on that file.
 //!
