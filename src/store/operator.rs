@@ -135,6 +135,54 @@ pub struct BulkDone {
     pub error: Option<StoreError>,
 }
 
+/// What a bulk chunk has done so far, shared by both stores' `bulk_edit`: each job's step is
+/// [`Self::step`]ped in the order asked until one fails; `changed` names the records to write.
+pub struct BulkTally {
+    /// One outcome per job done.
+    pub done: Vec<BulkOutcome>,
+    /// The jobs whose record changed, in the order done.
+    pub changed: Vec<String>,
+    /// The step that stopped the chunk.
+    pub error: Option<StoreError>,
+}
+
+impl BulkTally {
+    /// An empty tally for a chunk of `n` jobs.
+    pub fn new(n: usize) -> BulkTally {
+        BulkTally {
+            done: Vec::with_capacity(n),
+            changed: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Record job `name`'s step; `false` when it failed and the chunk stops there (that job's
+    /// record is not in `changed`: a half-edited record is never written).
+    pub fn step(&mut self, name: &str, step: Result<(bool, BulkOutcome), StoreError>) -> bool {
+        match step {
+            Ok((changed, out)) => {
+                if changed {
+                    self.changed.push(name.to_string());
+                }
+                self.done.push(out);
+                true
+            }
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    /// The chunk's answer once its writes succeeded.
+    pub fn into_done(self) -> BulkDone {
+        BulkDone {
+            done: self.done,
+            error: self.error,
+        }
+    }
+}
+
 /// Apply `action` to one job's record (the per-job decision of a bulk chunk, the same as the
 /// single-job operations take). `Ok((changed, outcome))` as [`apply_edit_rows`].
 pub fn bulk_step(

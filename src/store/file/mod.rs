@@ -1348,12 +1348,8 @@ impl Store for FileStore {
             Ok(l) => l,
             Err(e) => return fail(e),
         };
-        let (mut done, mut rows, mut changed, mut error) = (
-            Vec::with_capacity(names.len()),
-            Vec::new(),
-            Vec::new(),
-            None,
-        );
+        let mut rows = Vec::new();
+        let mut tally = super::operator::BulkTally::new(names.len());
         for name in names {
             let step = l.load(name).and_then(|_| {
                 let c = l
@@ -1363,28 +1359,19 @@ impl Store for FileStore {
                     .ok_or_else(|| StoreError::NoSuchJob(name.clone()))?;
                 super::operator::bulk_step(&mut c.rec, action, now, &mut rows)
             });
-            match step {
-                Ok((ch, out)) => {
-                    if ch {
-                        changed.push(name.clone());
-                    }
-                    done.push(out);
-                }
-                Err(e) => {
-                    // This job's record may be half-edited in the cache: it is not written
-                    // (not in `changed`), and the cache goes with the lock.
-                    error = Some(e);
-                    break;
-                }
+            // A failed job's record may be half-edited in the cache: it is not written (not in
+            // `changed`), and the cache goes with the lock.
+            if !tally.step(name, step) {
+                break;
             }
         }
         // The whole chunk in one append of the journal (and history): one fsync.
-        if !(rows.is_empty() && changed.is_empty())
-            && let Err(e) = l.persist(&rows, &changed)
+        if !(rows.is_empty() && tally.changed.is_empty())
+            && let Err(e) = l.persist(&rows, &tally.changed)
         {
             return fail(e);
         }
-        super::BulkDone { done, error }
+        tally.into_done()
     }
 
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {

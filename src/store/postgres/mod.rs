@@ -816,30 +816,22 @@ impl Inner {
         let recs = lock_jobs(&tx, &st, &self.location, names).await?;
         let mut by_name: std::collections::HashMap<String, JobRecord> =
             recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
-        let (mut done, mut rows, mut changed, mut error) = (
-            Vec::with_capacity(names.len()),
-            Vec::new(),
-            Vec::new(),
-            None,
-        );
+        let mut rows = Vec::new();
+        let mut tally = crate::store::operator::BulkTally::new(names.len());
         for name in names {
             let step = match by_name.get_mut(name) {
                 Some(rec) => crate::store::operator::bulk_step(rec, action, now, &mut rows),
                 None => Err(StoreError::NoSuchJob(name.clone())),
             };
-            match step {
-                Ok((ch, out)) => {
-                    if ch && let Some(rec) = by_name.remove(name) {
-                        changed.push(rec);
-                    }
-                    done.push(out);
-                }
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
+            if !tally.step(name, step) {
+                break;
             }
         }
+        let changed: Vec<JobRecord> = tally
+            .changed
+            .iter()
+            .filter_map(|n| by_name.remove(n))
+            .collect();
         if !(rows.is_empty() && changed.is_empty()) {
             self.commit_changes(
                 tx,
@@ -852,7 +844,7 @@ impl Inner {
             )
             .await?;
         }
-        Ok(crate::store::BulkDone { done, error })
+        Ok(tally.into_done())
     }
 
     /// The one write path of edits, claims, completions and reservations: append `rows`, write
