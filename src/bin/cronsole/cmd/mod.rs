@@ -124,6 +124,15 @@ pub fn error_line(err: &anyhow::Error) -> String {
     out
 }
 
+/// Text from a jobs file or a store, as one printed message: a diagnostic (its key path and
+/// message quote the file's keys and values, e.g. a model name), an error naming a path, a log
+/// line. Through the inert-text policy like every `error:` line (`text::visible`: ESC as `^[`,
+/// BEL as `^G`; line breaks and tabs kept), so no escape sequence from the file reaches the
+/// terminal.
+pub fn inert(d: &impl std::fmt::Display) -> String {
+    cronsole::text::visible(&d.to_string()).into_owned()
+}
+
 /// 2 for bad input (ours or a store that says so), 1 for everything else.
 pub fn exit_code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {

@@ -110,7 +110,7 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     let Some(path) = path else { return Ok(None) };
     let loaded = config::load_file(path).map_err(anyhow::Error::new)?;
     for w in &loaded.warnings {
-        eprintln!("{w}");
+        eprintln!("{}", super::inert(w));
     }
     Ok(Some(loaded))
 }
@@ -327,10 +327,11 @@ impl Reload {
         let loaded = match config::load_file(&path) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!(
+                let msg = format!(
                     "cronsole: SIGHUP: {} has errors; the running definitions stay:\n{e}",
                     path.display()
                 );
+                eprintln!("{}", super::inert(&msg));
                 tracing::error!(file = %path.display(), "reload refused: the jobs file has errors");
                 self.notifier.send(&format!(
                     "STATUS=reload of {} refused (errors); running the previous definitions",
@@ -340,7 +341,7 @@ impl Reload {
             }
         };
         for w in &loaded.warnings {
-            eprintln!("{w}");
+            eprintln!("{}", super::inert(w));
         }
         let now = self.clock.now();
         let file = loaded.file;
@@ -357,7 +358,8 @@ impl Reload {
             }
             Err(e) => {
                 tracing::error!(error = %e, "reload: applying the jobs file failed");
-                eprintln!("cronsole: SIGHUP: applying {} failed: {e}", path.display());
+                let msg = format!("cronsole: SIGHUP: applying {} failed: {e}", path.display());
+                eprintln!("{}", super::inert(&msg));
             }
         }
     }

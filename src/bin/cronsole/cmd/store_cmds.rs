@@ -42,8 +42,8 @@ use cronsole::when::{self, Zone};
 use serde::Serialize;
 
 use super::{
-    apply_counts, bad_input, for_each_apply_line, jobs_file, open_existing_store, open_store,
-    store_location,
+    apply_counts, bad_input, for_each_apply_line, inert, jobs_file, open_existing_store,
+    open_store, store_location,
 };
 
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
@@ -63,7 +63,7 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let mut prepared = cronsole::config::prepare_file(file)?;
     for w in std::mem::take(&mut prepared.warnings) {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", inert(&w));
     }
     let store = open_store(&store_location(cli, Some(file)))?;
     let settings = prepared.settings().clone();
@@ -145,7 +145,7 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     if r.rt.retired {
         parts.push(format!(
             "retired: {}",
-            r.rt.retired_reason.as_deref().unwrap_or("-")
+            one_line(r.rt.retired_reason.as_deref().unwrap_or("-"))
         ));
     }
     if let Some(h) = r.rt.hold_until.filter(|h| *h > now) {
@@ -607,7 +607,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
                 cronsole::model::MonitorSource::Command { command } => {
                     format!("monitor command `{}`", one_line(command))
                 }
-                cronsole::model::MonitorSource::Url { url, .. } => format!("monitor url {url}"),
+                cronsole::model::MonitorSource::Url { url, .. } => {
+                    format!("monitor url {}", one_line(url))
+                }
             },
         ),
         None => {}
