@@ -288,6 +288,9 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
         None => open_store(&location)?,
     };
     let rep = store.apply(&loaded.file, chrono::Utc::now())?;
+    for r in &rep.recounted {
+        println!("{}", super::recount_line(r));
+    }
     println!(
         "saved {}; applied: {} ({})",
         file.display(),

@@ -48,6 +48,22 @@ pub fn for_each_apply_line(rep: &ApplyReport, planned: bool, each: &mut dyn FnMu
             }
         }
     }
+    if !planned {
+        for r in &rep.recounted {
+            each(recount_line(r));
+        }
+    }
+}
+
+/// A job whose spend an apply recounted from history because the budget's `period` changed
+/// kind: `recounted NAME: $0.02 spent in budget period week:2026-W49 (counted from history)`.
+pub fn recount_line(r: &cronsole::store::Recount) -> String {
+    format!(
+        "recounted {}: {} spent in budget period {} (counted from history)",
+        r.job,
+        cronsole::cost::usd(r.spent_usd),
+        r.period
+    )
 }
 
 /// The counts of an apply, in the one shape `apply`, `edit`, `run` and its SIGHUP reload print:
@@ -255,7 +271,36 @@ mod tests {
             retired: v(&["d"]),
             unchanged: v(&["e"]),
             settings: Vec::new(),
+            recounted: Vec::new(),
         }
+    }
+
+    /// Task SMALL item 2: an apply that changed the budget period's kind says whose spend it
+    /// recounted, in which period and how much was found; a plan (nothing applied yet) does not.
+    #[test]
+    fn an_apply_prints_each_recounted_job_after_its_job_lines() {
+        let mut rep = report();
+        rep.recounted = vec![
+            cronsole::store::Recount {
+                job: "b".into(),
+                period: "week:2026-W49".into(),
+                spent_usd: 0.025,
+            },
+            cronsole::store::Recount {
+                job: "e".into(),
+                period: "week:2026-W49".into(),
+                spent_usd: 0.0,
+            },
+        ];
+        let lines = apply_lines(&rep, false);
+        assert_eq!(
+            lines[5..],
+            [
+                "recounted b: $0.025 spent in budget period week:2026-W49 (counted from history)",
+                "recounted e: $0.00 spent in budget period week:2026-W49 (counted from history)",
+            ]
+        );
+        assert_eq!(apply_lines(&rep, true), apply_lines(&report(), true));
     }
 
     /// Red team 6: a settings change is reported, not hidden behind "1 unchanged".

@@ -211,8 +211,17 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 apply_counts(&report, false)
             );
             tracing::info!("{summary}");
+            for r in &report.recounted {
+                tracing::info!("{}", super::recount_line(r));
+            }
             if mode == Mode::Headless {
-                eprintln!("cronsole: {summary}; store {}", store.location());
+                eprintln!(
+                    "{}",
+                    super::inert(&format!("cronsole: {summary}; store {}", store.location()))
+                );
+                for r in &report.recounted {
+                    eprintln!("cronsole: {}", super::recount_line(r));
+                }
             }
         } else if mode == Mode::Headless {
             eprintln!(
@@ -353,7 +362,11 @@ impl Reload {
                     apply_counts(&report, false)
                 );
                 tracing::info!("{summary}");
-                eprintln!("cronsole: SIGHUP: {summary}");
+                eprintln!("{}", super::inert(&format!("cronsole: SIGHUP: {summary}")));
+                for r in &report.recounted {
+                    tracing::info!("{}", super::recount_line(r));
+                    eprintln!("cronsole: SIGHUP: {}", super::recount_line(r));
+                }
                 self.notifier.send(&format!("STATUS={summary}"));
             }
             Err(e) => {
