@@ -248,6 +248,19 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// [`open_existing_store`] for a command that writes to the store (`pause`, `resume`,
+/// `trigger`, `retry`, `cancel`, `backfill`): a file store is opened as a writer of an existing
+/// store, so it adopts what an earlier release left as `apply` and `run` do (retention's mark
+/// `history/first.json`), and still creates and migrates nothing.
+pub fn open_existing_store_to_write(location: &str) -> Result<Arc<dyn Store>> {
+    if location.contains("://") || !Path::new(location).join("VERSION").exists() {
+        // PostgreSQL keeps no such mark; no store here is `open_existing_store`'s error.
+        return open_existing_store(location);
+    }
+    let store = cronsole::store::file::FileStore::open_existing_writer(Path::new(location))?;
+    Ok(Arc::new(store))
+}
+
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {

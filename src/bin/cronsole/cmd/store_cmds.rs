@@ -51,6 +51,12 @@ fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     open_existing_store(&store_location(cli, jobs.as_deref()))
 }
 
+/// The store for a command that writes it (`retry`, `cancel`, `backfill`).
+fn store_to_write(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
+    let jobs = jobs_file(cli);
+    super::open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
+}
+
 fn ts(t: Option<DateTime<Utc>>) -> String {
     t.map_or("-".to_string(), |t| {
         t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -477,21 +483,21 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
             a.run_id
         ))
     })?;
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let (job, out) = store.cancel(&a.target, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let Some(rec) = store.job(&a.name)? else {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));
     };
