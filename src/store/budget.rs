@@ -145,17 +145,18 @@ pub fn counts_in(booked: &str, key: &str) -> bool {
     if kind(booked) == kind(key) {
         return false;
     }
-    let Some((first, last)) = period_days(key) else {
-        // `overlapping_keys` of a key that does not parse is empty.
+    // `overlapping_keys` of a key that does not parse is empty.
+    if booked == "total" {
+        return period_days(key).is_some();
+    }
+    // `booked` first: a never-run job's empty key ends here, before `key` is parsed.
+    let Some((b_first, b_last)) = period_days(booked) else {
         return false;
     };
-    if booked == "total" {
-        return true;
-    }
-    match period_days(booked) {
+    match period_days(key) {
         // Only a key as `BudgetPeriod::key` writes it is one of `overlapping_keys` (a
         // hand-edited `day:2026-12-1` is not); the check formats one key, only on overlap.
-        Some((b_first, b_last)) if b_first <= last && first <= b_last => {
+        Some((first, last)) if b_first <= last && first <= b_last => {
             let kind_of = match kind(booked) {
                 "day" => crate::model::BudgetPeriod::Day,
                 "week" => crate::model::BudgetPeriod::Week,
