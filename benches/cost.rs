@@ -1,6 +1,7 @@
 //! Cost of the per-run bookkeeping this branch adds to every agent run: model-name price
 //! resolution (exact, provider prefix, date suffix, alias, unknown), building the
-//! price table from settings, the budget check, and the incident signature.
+//! price table from settings, the budget check, the incident signature, and `counts_in` (whose
+//! budget period a job's counters count in, per job of every snapshot and listing).
 //!
 //! Run: `cargo bench --bench cost`. Prints median and p99 per operation over 200 batches.
 
@@ -91,4 +92,30 @@ fn main() {
     bench("incident signature (120-char error)", 500, || {
         black_box(signature(black_box(err)));
     });
+    // What one job's counters add to a console snapshot, a `jobs --json` row or a `stats` line:
+    // `counts_in` of the counters' period key in the current one. Same key (the common case),
+    // a never-run job's empty key and a day's key after a `period` edit to week or month; and,
+    // for the ratio in the same run, the membership test `counts_in` used before task SMALL
+    // item 4 (listing `overlapping_keys`: ~60 keys for a month).
+    use cronsole::store::budget::{counts_in, overlapping_keys};
+    let listed = |booked: &str, key: &str| {
+        let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
+        booked == key
+            || key == "total"
+            || (kind(booked) != kind(key) && overlapping_keys(key).iter().any(|k| k == booked))
+    };
+    for (booked, key) in [
+        ("day:2026-12-01", "day:2026-12-01"),
+        ("", "day:2026-12-01"),
+        ("", "month:2026-12"),
+        ("day:2026-11-30", "week:2026-W49"),
+        ("day:2026-11-30", "month:2026-12"),
+    ] {
+        bench(&format!("counts_in {booked:?} in {key}"), 2000, || {
+            black_box(counts_in(black_box(booked), black_box(key)));
+        });
+        bench(&format!("  (listing) {booked:?} in {key}"), 200, || {
+            black_box(listed(black_box(booked), black_box(key)));
+        });
+    }
 }

@@ -151,3 +151,69 @@ fn apply_of_a_large_file_streams_and_refuses_a_late_error_before_touching_the_st
     let journal = std::fs::read_to_string(dir.join("store/jobs.journal")).unwrap();
     assert_eq!(journal.lines().count(), 2, "one changed job, one line");
 }
+
+/// Task SMALL item 2: an `apply` that changes the budget's `period` kind recounts each spending
+/// job's spend in the new period from history, and says so: one line per job, with the period
+/// and the amount found.
+#[test]
+fn apply_prints_each_job_whose_spend_a_budget_period_edit_recounted() {
+    use cronsole::model::{HistoryRow, Status};
+    use cronsole::store::{Completion, Store};
+    use cronsole::testkit::store::ClaimAt;
+    let dir = support::tempdir("cli-recount");
+    let jobs = |period: &str| {
+        format!(
+            "budget:\n  max_cost_usd: 5\n  period: {period}\njobs:\n  - name: spender\n    \
+             schedule: every 1m\n    command: \"echo a\"\n  - name: idle\n    \
+             schedule: every 1m\n    command: \"echo b\"\n"
+        )
+    };
+    std::fs::write(dir.join("jobs.yaml"), jobs("day")).unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    // One run of `spender` that cost $0.02, written through the library (no model is called).
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        let at = chrono::Utc::now() + chrono::Duration::minutes(2);
+        let claims = store.claim_at(at, "test-owner", 10).claims;
+        for c in &claims {
+            let name = &c.job.def.name;
+            let mut row =
+                HistoryRow::new(name, Status::Succeeded, c.trigger, c.slot, "test-owner", at);
+            row.run_id = c.run_id;
+            row.cost_usd = if name == "spender" { 0.02 } else { 0.0 };
+            store
+                .complete(Completion {
+                    job: name.clone(),
+                    run_id: c.run_id,
+                    owner: "test-owner".into(),
+                    now: at,
+                    row,
+                    state: None,
+                    hold_until: None,
+                })
+                .unwrap();
+        }
+        assert!(claims.iter().any(|c| c.job.def.name == "spender"));
+    }
+    std::fs::write(dir.join("jobs.yaml"), jobs("month")).unwrap();
+    let (c, out, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let recounted: Vec<&str> = out.lines().filter(|l| l.starts_with("recounted")).collect();
+    // `idle` holds no money: nothing to recount. The row finished inside the month (at or
+    // after its start), so the month's spend is the row's cost.
+    assert_eq!(recounted.len(), 1, "{out}");
+    assert!(
+        recounted[0].starts_with("recounted spender: $0.02 spent in budget period month:")
+            && recounted[0].ends_with("(counted from history)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("settings updated: budget period day → month"),
+        "{out}"
+    );
+    // Applied again: nothing left to recount, nothing printed.
+    let (c, out, _) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0);
+    assert!(!out.contains("recounted"), "{out}");
+}

@@ -766,3 +766,26 @@ fn an_earlier_release_s_trimmed_store_is_adopted_and_then_guarded() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("000002.jsonl"), "{err}");
 }
+
+/// Task SMALL item 3: the operator's writing commands (`pause`, `resume`, `trigger`, `retry`,
+/// `cancel`, `backfill`) adopt an earlier release's trimmed store as `apply` and `run` do: the
+/// first of them to open it records the oldest segment there as the first kept one, so a later
+/// deletion of that segment is damage even when no engine or `apply` ran on the store since.
+#[test]
+fn an_operator_command_that_writes_adopts_an_earlier_release_s_trimmed_store() {
+    for args in [&["pause", "a"][..], &["trigger", "a"], &["resume", "a"]] {
+        let (_root, dir) = segmented("seg-old-op");
+        let hdir = dir.join("history");
+        std::fs::remove_file(hdir.join("first.json")).unwrap();
+        std::fs::remove_file(hdir.join("000001.jsonl")).unwrap();
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        let mark = std::fs::read_to_string(hdir.join("first.json"))
+            .unwrap_or_else(|e| panic!("{args:?} wrote no mark: {e}"));
+        assert!(mark.contains("\"segment\":2"), "{args:?}: {mark}");
+        std::fs::remove_file(hdir.join("000002.jsonl")).unwrap();
+        let (code, _out, err) = cli(&dir, &["jobs"]);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("000002.jsonl"), "{args:?}: {err}");
+    }
+}

@@ -129,16 +129,68 @@ pub fn spend_in(period_key: &str, period_cost_usd: f64, total_cost_usd: f64, key
 }
 
 /// Does money booked under period key `booked` count toward period `key`? The same period,
-/// everything under `total`, or a period of another kind sharing time with `key`'s.
+/// everything under `total`, or a period of another kind sharing time with `key`'s — exactly
+/// when `booked` is one of [`overlapping_keys`]`(key)`, decided without listing them: both keys
+/// are parsed once into their days and the two spans compared. This runs for every job in
+/// every console snapshot, `jobs --json` row and `stats` line whose counters were kept under
+/// another kind (a never-run job's empty key, or any job after a `period` edit until its next
+/// row), where listing a month's ~60 overlapping keys cost ~100 string formats per job.
 pub fn counts_in(booked: &str, key: &str) -> bool {
     if booked == key || key == "total" {
         return true;
     }
-    let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
+    fn kind(k: &str) -> &str {
+        k.split(':').next().unwrap_or("")
+    }
     if kind(booked) == kind(key) {
         return false;
     }
-    overlapping_keys(key).iter().any(|k| k == booked)
+    // `overlapping_keys` of a key that does not parse is empty.
+    if booked == "total" {
+        return period_days(key).is_some();
+    }
+    // `booked` first: a never-run job's empty key ends here, before `key` is parsed.
+    let Some((b_first, b_last)) = period_days(booked) else {
+        return false;
+    };
+    match period_days(key) {
+        // Only a key as `BudgetPeriod::key` writes it is one of `overlapping_keys` (a
+        // hand-edited `day:2026-12-1` is not); the check formats one key, only on overlap.
+        Some((first, last)) if b_first <= last && first <= b_last => {
+            let kind_of = match kind(booked) {
+                "day" => crate::model::BudgetPeriod::Day,
+                "week" => crate::model::BudgetPeriod::Week,
+                _ => crate::model::BudgetPeriod::Month,
+            };
+            kind_of.key(b_first.and_time(chrono::NaiveTime::MIN).and_utc()) == booked
+        }
+        _ => false,
+    }
+}
+
+/// The first and last day of the period a `day:`, `week:` or `month:` key names; `None` for
+/// `total` and for a key that does not parse.
+fn period_days(key: &str) -> Option<(chrono::NaiveDate, chrono::NaiveDate)> {
+    use chrono::{Datelike, Duration, NaiveDate, Weekday};
+    if let Some(d) = key.strip_prefix("day:") {
+        let d = NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()?;
+        Some((d, d))
+    } else if let Some(w) = key.strip_prefix("week:") {
+        let (y, n) = w.split_once("-W")?;
+        let first = NaiveDate::from_isoywd_opt(y.parse().ok()?, n.parse().ok()?, Weekday::Mon)?;
+        Some((first, first + Duration::days(6)))
+    } else if let Some(m) = key.strip_prefix("month:") {
+        let (y, n) = m.split_once('-')?;
+        let first = NaiveDate::from_ymd_opt(y.parse().ok()?, n.parse().ok()?, 1)?;
+        let next = if first.month() == 12 {
+            NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)?
+        } else {
+            NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)?
+        };
+        Some((first, next - Duration::days(1)))
+    } else {
+        None
+    }
 }
 
 /// The keys of periods of the *other* kinds that share time with period `key`'s: a day's week,
@@ -489,6 +541,66 @@ mod tests {
         assert!(counts_in("day:2026-11-30", "week:2026-W49"));
         assert!(!counts_in("day:2026-11-29", "week:2026-W49"));
         assert!(counts_in("day:2020-01-01", "total"));
+    }
+
+    /// Task SMALL item 4: `counts_in` decides from the two keys' spans exactly what membership
+    /// in `overlapping_keys` decided, for every day, week and month key of 2026–2027 against
+    /// every key of late 2025 to early 2028 and keys that do not parse or are not canonical.
+    #[test]
+    fn counts_in_agrees_with_overlapping_keys_without_listing_them() {
+        use crate::model::BudgetPeriod as P;
+        let at = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+        let from = chrono::NaiveDate::from_ymd_opt(2025, 12, 1).unwrap();
+        let mut booked: Vec<String> = Vec::new();
+        for i in 0..(365 * 2 + 90) {
+            let d = from + chrono::Duration::days(i);
+            for p in [P::Day, P::Week, P::Month] {
+                let k = p.key(at(d));
+                if !booked.contains(&k) {
+                    booked.push(k);
+                }
+            }
+        }
+        let odd = [
+            "",
+            "total",
+            "day:",
+            "week:junk",
+            "month:2026",
+            "month:2026-13",
+            "week:2026-W54",
+            "day:2026-12-1",
+            "month:2026-1",
+            "week:2026-W1",
+            "day:2026-02-30",
+            "hour:2026-12-01",
+        ];
+        booked.extend(odd.iter().map(|s| s.to_string()));
+        let mut keys: Vec<String> = booked
+            .iter()
+            .filter(|k| {
+                k.starts_with("week:2026") || k.starts_with("month:2027") || odd.contains(&&***k)
+            })
+            .cloned()
+            .collect();
+        keys.extend((0..730).step_by(11).map(|i| {
+            P::Day
+                .key(at(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()
+                    + chrono::Duration::days(i)))
+        }));
+        let mut checked = 0;
+        for key in &keys {
+            let listed = overlapping_keys(key);
+            for b in &booked {
+                let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
+                let want = b == key
+                    || key == "total"
+                    || (kind(b) != kind(key) && listed.iter().any(|k| k == b));
+                assert_eq!(counts_in(b, key), want, "booked {b:?} in {key:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 100_000, "{checked}");
     }
 
     /// Red team 6 (HIGH): counters kept per day keep counting after the period becomes week,

@@ -504,6 +504,22 @@ pub struct ApplyReport {
     /// "budget period day → week"; empty when they are as stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settings: Vec<String>,
+    /// Jobs whose spend in the budget period was recounted from history because the apply
+    /// changed the period's kind (`budget::recount`), sorted by job; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recounted: Vec<Recount>,
+}
+
+/// One job's spend recounted by an apply that changed the budget's `period` kind: what the
+/// job's history rows booked in the new period (`budget::booked_since`), now its spend there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Recount {
+    /// The job.
+    pub job: String,
+    /// The new period's key: `day:2026-12-01`, `week:2026-W49`, `month:2026-12` or `total`.
+    pub period: String,
+    /// Its spend in that period as recounted (USD).
+    pub spent_usd: f64,
 }
 
 /// Spend in the current budget period, for the pre-call budget check (SPEC §11).

@@ -1002,6 +1002,29 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
     // The edit, on Friday: the week holds Thursday's $0.02 and Friday's $0.005.
     let rep = s.apply(&with(BudgetPeriod::Week), t(fri + 20)).unwrap();
     assert_eq!(rep.settings, vec!["budget period day → week".to_string()]);
+    // The report names each recounted job, the new period and what its history booked there
+    // (`apply` prints one line per job from it).
+    let found: Vec<(&str, &str, f64)> = rep
+        .recounted
+        .iter()
+        .map(|r| (r.job.as_str(), r.period.as_str(), r.spent_usd))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(
+        (found[0].0, found[0].1),
+        ("a", "week:1970-W01"),
+        "{found:?}"
+    );
+    assert!((found[0].2 - 0.02).abs() < 1e-12, "{found:?}");
+    assert_eq!(
+        (found[1].0, found[1].1),
+        ("b", "week:1970-W01"),
+        "{found:?}"
+    );
+    assert!((found[1].2 - 0.005).abs() < 1e-12, "{found:?}");
+    // Re-applied as it is: nothing is recounted twice.
+    let again = s.apply(&with(BudgetPeriod::Week), t(fri + 20)).unwrap();
+    assert!(again.recounted.is_empty(), "{:?}", again.recounted);
     let now = t(fri + 21);
     let spent = s.spend("a", now).unwrap();
     assert!((spent.global_usd - 0.025).abs() < 1e-12, "{spent:?}");

@@ -526,8 +526,9 @@ impl Locked<'_> {
         if !marked {
             // This build writes the mark when it seals a store's first segment, so a store with
             // sealed segments and no mark was sealed by an earlier release (whose retention
-            // removed segments without one): a writer adopts what is there, readers accept it.
-            if self.store.writer {
+            // removed segments without one): a writer (or a command writing the store: `pause`,
+            // `trigger`, …) adopts what is there, readers accept it.
+            if self.store.adopts_mark {
                 self.write_first_mark()?;
             }
             return Ok(());

@@ -1467,7 +1467,7 @@ impl Locked<'_> {
         // An edit of the budget's period: each job's spend in the new one, from history
         // (`recount.rs`), written with the apply's records.
         if let Err(e) = diffed
-            .and_then(|()| self.recount_budget(settings, now, &mut changed))
+            .and_then(|()| self.recount_budget(settings, now, &mut changed, &mut report.recounted))
             .and_then(|()| self.write_settings(settings))
         {
             // Records before the failure were changed in the cache only.

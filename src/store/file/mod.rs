@@ -321,6 +321,10 @@ pub struct FileStore {
     /// Opened by [`FileStore::open`] (engine, `apply`, …): may write `jobs.index` after a
     /// load that had to scan the snapshot. A read-only handle never writes.
     writer: bool,
+    /// Opened by a writer ([`FileStore::open`]) or a command that writes an existing store
+    /// ([`FileStore::open_existing_writer`]): adopts an earlier release's trimmed history by
+    /// writing retention's mark (`history.rs`). Not a reason to rewrite `jobs.index`.
+    adopts_mark: bool,
     /// Snapshots at least this long get a `jobs.index` ([`INDEX_MIN_BYTES`]).
     index_min_bytes: u64,
     inner: Mutex<Inner>,
@@ -365,6 +369,10 @@ enum OpenAs {
     Writer,
     /// It must exist in the current format; opening writes nothing.
     Existing,
+    /// It must exist in the current format, for a command that writes to it (`pause`,
+    /// `trigger`, …): opening creates and migrates nothing, and adopts what an earlier release
+    /// left (retention's mark, `history.rs`) as a writer does; `jobs.index` is left to writers.
+    ExistingWriter,
 }
 
 impl FileStore {
@@ -390,12 +398,20 @@ impl FileStore {
         FileStore::open_as(dir, io, OpenAs::Existing)
     }
 
+    /// Open a store that must already exist for a command that writes to it (the operator's
+    /// `pause`, `resume`, `trigger`, `retry`, `cancel`, `backfill`): like
+    /// [`FileStore::open_existing`] it creates and migrates nothing, and like
+    /// [`FileStore::open`] it adopts what an earlier release left (retention's mark).
+    pub fn open_existing_writer(dir: &Path) -> StoreResult<FileStore> {
+        FileStore::open_as(dir, RealIo::shared(), OpenAs::ExistingWriter)
+    }
+
     fn open_as(dir: &Path, io: Arc<dyn StoreIo>, how: OpenAs) -> StoreResult<FileStore> {
         let vpath = dir.join(VERSION_FILE);
         let not_a_store = || missing(&vpath, "this directory is not a cronsole store");
         match how {
             OpenAs::Writer => io.create_dir_all(dir).map_err(io_err(dir))?,
-            OpenAs::Existing => {
+            OpenAs::Existing | OpenAs::ExistingWriter => {
                 if stat(&*io, &vpath)?.is_none() {
                     return Err(not_a_store());
                 }
@@ -416,7 +432,7 @@ impl FileStore {
         }
         let r = (|| {
             let version = Self::read_version(&*io, dir)?;
-            if how == OpenAs::Existing {
+            if how != OpenAs::Writer {
                 return Ok(version);
             }
             Ok(match version {
@@ -464,6 +480,7 @@ impl FileStore {
             store_id,
             segment_bytes: SEGMENT_BYTES,
             writer: how == OpenAs::Writer,
+            adopts_mark: how != OpenAs::Existing,
             index_min_bytes: INDEX_MIN_BYTES,
             inner: Mutex::new(Inner::default()),
         };

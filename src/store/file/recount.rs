@@ -22,11 +22,11 @@ use super::history::{Backwards, open_sealed};
 use super::log::{corrupt, count_lines_before, json_err};
 use super::{HISTORY_FILE, Locked};
 use crate::model::Settings;
-use crate::store::StoreResult;
 use crate::store::budget;
 use crate::store::filefmt;
 use crate::store::io::IoFile;
 use crate::store::logic::counter_period;
+use crate::store::{Recount, StoreResult};
 
 /// The members of a history row the recount reads (serde skips the rest).
 #[derive(Deserialize)]
@@ -40,13 +40,15 @@ struct Booked {
 impl Locked<'_> {
     /// Recount the spend of every job whose counters hold money under a period of another kind
     /// than `settings`' at `now`; the jobs whose records changed are added to `changed` (the
-    /// apply persists them with its own). Nothing to do — no history read — when the period's
-    /// kind is unchanged.
+    /// apply persists them with its own) and, with what was found, to `recounted` (the apply's
+    /// report, sorted by job). Nothing to do — no history read — when the period's kind is
+    /// unchanged.
     pub(super) fn recount_budget(
         &mut self,
         settings: &Settings,
         now: DateTime<Utc>,
         changed: &mut Vec<String>,
+        recounted: &mut Vec<Recount>,
     ) -> StoreResult<()> {
         let period = counter_period(settings);
         let key = period.key(now);
@@ -76,10 +78,19 @@ impl Locked<'_> {
                 continue;
             };
             let spent = booked.get(&name).copied().unwrap_or(0.0);
-            if budget::recount(&mut c.rec.rt.counters, &key, spent) && seen.insert(name.clone()) {
+            if !budget::recount(&mut c.rec.rt.counters, &key, spent) {
+                continue;
+            }
+            recounted.push(Recount {
+                job: name.clone(),
+                period: key.clone(),
+                spent_usd: c.rec.rt.counters.period_cost_usd,
+            });
+            if seen.insert(name.clone()) {
                 changed.push(name);
             }
         }
+        recounted.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(())
     }
 

@@ -569,13 +569,15 @@ impl pool::Conn<'_> {
 /// An edit of the budget's `period` (red team 6): every job holding money under a period of
 /// another kind gets its spend in the new one from the history rows that finished inside it
 /// (`budget::recount`), selected by `finished_at` (indexed: only the period's rows are read),
-/// in the apply's transaction. The jobs whose records changed are added to `names`.
+/// in the apply's transaction. The jobs whose records changed are added to `names`, and with
+/// what was found to `recounted` (the apply's report; in name order, as `by_name` is).
 async fn recount_budget(
     tx: &Transaction<'_>,
     settings: &crate::model::Settings,
     now: DateTime<Utc>,
     by_name: &mut BTreeMap<String, JobRecord>,
     names: &mut Vec<String>,
+    recounted: &mut Vec<crate::store::Recount>,
 ) -> StoreResult<()> {
     use crate::store::budget;
     let period = logic::counter_period(settings);
@@ -614,7 +616,15 @@ async fn recount_budget(
             continue;
         };
         let spent = booked.get(&name).copied().unwrap_or(0.0);
-        if budget::recount(&mut rec.rt.counters, &key, spent) && !names.contains(&name) {
+        if !budget::recount(&mut rec.rt.counters, &key, spent) {
+            continue;
+        }
+        recounted.push(crate::store::Recount {
+            job: name.clone(),
+            period: key.clone(),
+            spent_usd: rec.rt.counters.period_cost_usd,
+        });
+        if !names.contains(&name) {
             names.push(name);
         }
     }
@@ -1016,12 +1026,22 @@ impl Inner {
             .map(|r| (r.def.name.clone(), r))
             .collect();
         let (mut report, mut names) = logic::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
-        recount_budget(&tx, &file.settings, now, &mut by_name, &mut names).await?;
+        let mut recounted = Vec::new();
+        recount_budget(
+            &tx,
+            &file.settings,
+            now,
+            &mut by_name,
+            &mut names,
+            &mut recounted,
+        )
+        .await?;
         let changed: Vec<JobRecord> = names
             .iter()
             .filter_map(|n| by_name.get(n).cloned())
             .collect();
         report.settings = settings_changed;
+        report.recounted = recounted;
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();

@@ -225,7 +225,7 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
         // Checked as the jobs file itself: same path in messages, same directory for paths.
         let checked = config::check_str(&text, &file);
         for d in &checked.diagnostics {
-            println!("{d}");
+            println!("{}", super::inert(d));
         }
         if !checked.has_errors() {
             break (text, checked.into_result());
@@ -288,6 +288,9 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
         None => open_store(&location)?,
     };
     let rep = store.apply(&loaded.file, chrono::Utc::now())?;
+    for r in &rep.recounted {
+        println!("{}", super::recount_line(r));
+    }
     println!(
         "saved {}; applied: {} ({})",
         file.display(),
@@ -347,7 +350,7 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     }
     let mut out = std::io::stdout().lock();
     for l in &tail {
-        writeln!(out, "{l}")?;
+        writeln!(out, "{}", inert_log_line(l))?;
     }
     out.flush()?;
     if !a.follow {
@@ -359,6 +362,34 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     follow(&dir, files.last().cloned(), &mut out)
 }
 
+/// A log line as `logs` prints it: the log holds outside text (command output quoted in an
+/// error, a model's reply, whatever else wrote into the directory), so every control, bidi and
+/// invisible character is shown (`^[`, `\u{202e}`), never sent to the terminal; tabs stay.
+fn inert_log_line(line: &str) -> std::borrow::Cow<'_, str> {
+    cronsole::text::visible_tabs(line)
+}
+
+/// Print the complete lines at the front of `pending` (each through [`inert_log_line`]) and
+/// keep the unfinished tail for the next read: a line written in two pieces, or a UTF-8
+/// character cut between two reads, is printed whole. `flush_tail` prints the tail too (the
+/// file was replaced: its last line will not be finished).
+fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write) -> Result<()> {
+    let end = if flush_tail {
+        pending.len()
+    } else {
+        match pending.iter().rposition(|b| *b == b'\n') {
+            Some(i) => i + 1,
+            None => return Ok(()),
+        }
+    };
+    let done: Vec<u8> = pending.drain(..end).collect();
+    for line in String::from_utf8_lossy(&done).lines() {
+        writeln!(out, "{}", inert_log_line(line))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// Print what is appended to the newest log file, switching to a newer file when one appears.
 fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode> {
     let mut pos = current
@@ -366,6 +397,7 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
         .and_then(|p| std::fs::metadata(p).ok())
         .map_or(0, |m| m.len());
     let mut buf = Vec::new();
+    let mut pending = Vec::new();
     loop {
         if let Some(p) = &current
             && let Ok(mut f) = std::fs::File::open(p)
@@ -373,18 +405,20 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
             let len = f.metadata().map(|m| m.len()).unwrap_or(0);
             if len < pos {
                 pos = 0; // truncated or replaced: start over
+                print_log_lines(&mut pending, true, out)?;
             }
             if len > pos {
                 f.seek(std::io::SeekFrom::Start(pos))?;
                 buf.clear();
                 f.take(len - pos).read_to_end(&mut buf)?;
                 pos = len;
-                out.write_all(&buf)?;
-                out.flush()?;
+                pending.extend_from_slice(&buf);
+                print_log_lines(&mut pending, false, out)?;
             }
         }
         let newest = log_files(dir).pop();
         if newest.is_some() && newest != current {
+            print_log_lines(&mut pending, true, out)?;
             current = newest;
             pos = 0;
             continue;
@@ -402,6 +436,28 @@ mod tests {
         let c = config::check_str(STARTER, Path::new("jobs.yaml"));
         assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
         assert_eq!(c.jobs.iter().flatten().count(), 1);
+    }
+
+    #[test]
+    fn followed_log_lines_are_printed_whole_and_inert() {
+        let mut out = Vec::new();
+        // A line with an OSC title sequence, then a line cut mid-way inside a UTF-8 character.
+        let mut pending = b"a\x1b]0;PWN\x07b\tc\nd\xc3".to_vec();
+        print_log_lines(&mut pending, false, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), "a^[]0;PWN^Gb\tc\n");
+        assert_eq!(pending, b"d\xc3", "the unfinished line waits");
+        pending.extend_from_slice(b"\xa9\xc2\x9b\n");
+        print_log_lines(&mut pending, false, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "a^[]0;PWN^Gb\tc\nd\u{e9}\\u{9b}\n",
+            "a character cut between reads is printed whole; C1 CSI (U+009B) shown"
+        );
+        assert!(pending.is_empty());
+        pending.extend_from_slice(b"tail\x07");
+        print_log_lines(&mut pending, true, &mut out).unwrap();
+        assert!(String::from_utf8(out).unwrap().ends_with("tail^G\n"));
+        assert!(pending.is_empty());
     }
 
     #[test]

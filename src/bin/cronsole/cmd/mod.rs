@@ -48,6 +48,22 @@ pub fn for_each_apply_line(rep: &ApplyReport, planned: bool, each: &mut dyn FnMu
             }
         }
     }
+    if !planned {
+        for r in &rep.recounted {
+            each(recount_line(r));
+        }
+    }
+}
+
+/// A job whose spend an apply recounted from history because the budget's `period` changed
+/// kind: `recounted NAME: $0.02 spent in budget period week:2026-W49 (counted from history)`.
+pub fn recount_line(r: &cronsole::store::Recount) -> String {
+    format!(
+        "recounted {}: {} spent in budget period {} (counted from history)",
+        r.job,
+        cronsole::cost::usd(r.spent_usd),
+        r.period
+    )
 }
 
 /// The counts of an apply, in the one shape `apply`, `edit`, `run` and its SIGHUP reload print:
@@ -122,6 +138,15 @@ pub fn error_line(err: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+/// Text from a jobs file or a store, as one printed message: a diagnostic (its key path and
+/// message quote the file's keys and values, e.g. a model name), an error naming a path, a log
+/// line. Through the inert-text policy like every `error:` line (`text::visible`: ESC as `^[`,
+/// BEL as `^G`; line breaks and tabs kept), so no escape sequence from the file reaches the
+/// terminal.
+pub fn inert(d: &impl std::fmt::Display) -> String {
+    cronsole::text::visible(&d.to_string()).into_owned()
 }
 
 /// 2 for bad input (ours or a store that says so), 1 for everything else.
@@ -223,6 +248,19 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// [`open_existing_store`] for a command that writes to the store (`pause`, `resume`,
+/// `trigger`, `retry`, `cancel`, `backfill`): a file store is opened as a writer of an existing
+/// store, so it adopts what an earlier release left as `apply` and `run` do (retention's mark
+/// `history/first.json`), and still creates and migrates nothing.
+pub fn open_existing_store_to_write(location: &str) -> Result<Arc<dyn Store>> {
+    if location.contains("://") || !Path::new(location).join("VERSION").exists() {
+        // PostgreSQL keeps no such mark; no store here is `open_existing_store`'s error.
+        return open_existing_store(location);
+    }
+    let store = cronsole::store::file::FileStore::open_existing_writer(Path::new(location))?;
+    Ok(Arc::new(store))
+}
+
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
@@ -246,7 +284,36 @@ mod tests {
             retired: v(&["d"]),
             unchanged: v(&["e"]),
             settings: Vec::new(),
+            recounted: Vec::new(),
         }
+    }
+
+    /// Task SMALL item 2: an apply that changed the budget period's kind says whose spend it
+    /// recounted, in which period and how much was found; a plan (nothing applied yet) does not.
+    #[test]
+    fn an_apply_prints_each_recounted_job_after_its_job_lines() {
+        let mut rep = report();
+        rep.recounted = vec![
+            cronsole::store::Recount {
+                job: "b".into(),
+                period: "week:2026-W49".into(),
+                spent_usd: 0.025,
+            },
+            cronsole::store::Recount {
+                job: "e".into(),
+                period: "week:2026-W49".into(),
+                spent_usd: 0.0,
+            },
+        ];
+        let lines = apply_lines(&rep, false);
+        assert_eq!(
+            lines[5..],
+            [
+                "recounted b: $0.025 spent in budget period week:2026-W49 (counted from history)",
+                "recounted e: $0.00 spent in budget period week:2026-W49 (counted from history)",
+            ]
+        );
+        assert_eq!(apply_lines(&rep, true), apply_lines(&report(), true));
     }
 
     /// Red team 6: a settings change is reported, not hidden behind "1 unchanged".

@@ -110,7 +110,7 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     let Some(path) = path else { return Ok(None) };
     let loaded = config::load_file(path).map_err(anyhow::Error::new)?;
     for w in &loaded.warnings {
-        eprintln!("{w}");
+        eprintln!("{}", super::inert(w));
     }
     Ok(Some(loaded))
 }
@@ -211,8 +211,17 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 apply_counts(&report, false)
             );
             tracing::info!("{summary}");
+            for r in &report.recounted {
+                tracing::info!("{}", super::recount_line(r));
+            }
             if mode == Mode::Headless {
-                eprintln!("cronsole: {summary}; store {}", store.location());
+                eprintln!(
+                    "{}",
+                    super::inert(&format!("cronsole: {summary}; store {}", store.location()))
+                );
+                for r in &report.recounted {
+                    eprintln!("cronsole: {}", super::recount_line(r));
+                }
             }
         } else if mode == Mode::Headless {
             eprintln!(
@@ -327,10 +336,11 @@ impl Reload {
         let loaded = match config::load_file(&path) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!(
+                let msg = format!(
                     "cronsole: SIGHUP: {} has errors; the running definitions stay:\n{e}",
                     path.display()
                 );
+                eprintln!("{}", super::inert(&msg));
                 tracing::error!(file = %path.display(), "reload refused: the jobs file has errors");
                 self.notifier.send(&format!(
                     "STATUS=reload of {} refused (errors); running the previous definitions",
@@ -340,7 +350,7 @@ impl Reload {
             }
         };
         for w in &loaded.warnings {
-            eprintln!("{w}");
+            eprintln!("{}", super::inert(w));
         }
         let now = self.clock.now();
         let file = loaded.file;
@@ -352,12 +362,17 @@ impl Reload {
                     apply_counts(&report, false)
                 );
                 tracing::info!("{summary}");
-                eprintln!("cronsole: SIGHUP: {summary}");
+                eprintln!("{}", super::inert(&format!("cronsole: SIGHUP: {summary}")));
+                for r in &report.recounted {
+                    tracing::info!("{}", super::recount_line(r));
+                    eprintln!("cronsole: SIGHUP: {}", super::recount_line(r));
+                }
                 self.notifier.send(&format!("STATUS={summary}"));
             }
             Err(e) => {
                 tracing::error!(error = %e, "reload: applying the jobs file failed");
-                eprintln!("cronsole: SIGHUP: applying {} failed: {e}", path.display());
+                let msg = format!("cronsole: SIGHUP: applying {} failed: {e}", path.display());
+                eprintln!("{}", super::inert(&msg));
             }
         }
     }

@@ -19,11 +19,12 @@ use chrono::Utc;
 use cronsole::model::JobRecord;
 use cronsole::store::{BULK_CHUNK, BulkAction, BulkOutcome, JobEdit, Store, TriggerOutcome};
 
-use super::{bad_input, jobs_file, open_existing_store, store_location};
+use super::{bad_input, jobs_file, open_existing_store_to_write, store_location};
 
+/// `pause`, `resume` and `trigger` write the store: opened as its writer.
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
-    open_existing_store(&store_location(cli, jobs.as_deref()))
+    open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
 }
 
 /// The selected names, or exit 2 naming the selector that matched nothing.

@@ -42,13 +42,19 @@ use cronsole::when::{self, Zone};
 use serde::Serialize;
 
 use super::{
-    apply_counts, bad_input, for_each_apply_line, jobs_file, open_existing_store, open_store,
-    store_location,
+    apply_counts, bad_input, for_each_apply_line, inert, jobs_file, open_existing_store,
+    open_store, store_location,
 };
 
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
     open_existing_store(&store_location(cli, jobs.as_deref()))
+}
+
+/// The store for a command that writes it (`retry`, `cancel`, `backfill`).
+fn store_to_write(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
+    let jobs = jobs_file(cli);
+    super::open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -63,7 +69,7 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let mut prepared = cronsole::config::prepare_file(file)?;
     for w in std::mem::take(&mut prepared.warnings) {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", inert(&w));
     }
     let store = open_store(&store_location(cli, Some(file)))?;
     let settings = prepared.settings().clone();
@@ -145,7 +151,7 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     if r.rt.retired {
         parts.push(format!(
             "retired: {}",
-            r.rt.retired_reason.as_deref().unwrap_or("-")
+            one_line(r.rt.retired_reason.as_deref().unwrap_or("-"))
         ));
     }
     if let Some(h) = r.rt.hold_until.filter(|h| *h > now) {
@@ -477,21 +483,21 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
             a.run_id
         ))
     })?;
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let (job, out) = store.cancel(&a.target, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
-    let store = store(cli)?;
+    let store = store_to_write(cli)?;
     let Some(rec) = store.job(&a.name)? else {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));
     };
@@ -607,7 +613,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
                 cronsole::model::MonitorSource::Command { command } => {
                     format!("monitor command `{}`", one_line(command))
                 }
-                cronsole::model::MonitorSource::Url { url, .. } => format!("monitor url {url}"),
+                cronsole::model::MonitorSource::Url { url, .. } => {
+                    format!("monitor url {}", one_line(url))
+                }
             },
         ),
         None => {}

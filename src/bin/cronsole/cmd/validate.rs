@@ -23,7 +23,7 @@ pub fn validate(file: &Path) -> Result<ExitCode> {
     let text = match config::read_text(file) {
         Ok(t) => t,
         Err(d) => {
-            eprintln!("{d}");
+            eprintln!("{}", super::inert(&d));
             return Ok(ExitCode::from(2));
         }
     };
@@ -49,7 +49,7 @@ pub fn write_report(
     now: DateTime<Utc>,
 ) -> Result<()> {
     for d in &checked.diagnostics {
-        writeln!(out, "{d}")?;
+        writeln!(out, "{}", super::inert(d))?;
     }
     let errors = checked
         .diagnostics
@@ -96,7 +96,8 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
     let compiled = match job.compile(anchor) {
         Ok(c) => c,
         Err(e) => {
-            writeln!(out, "{}: schedule cannot be evaluated: {e}", job.name)?;
+            let line = format!("{}: schedule cannot be evaluated: {e}", job.name);
+            writeln!(out, "{}", super::inert(&line))?;
             return Ok(());
         }
     };
@@ -128,7 +129,8 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         )),
         other => words.push_str(&format!(" [overlap: {}]", other.name())),
     }
-    writeln!(out, "{}: {} — {}", job.name, job.schedule_text, words)?;
+    let line = format!("{}: {} — {}", job.name, job.schedule_text, words);
+    writeln!(out, "{}", cronsole::text::visible_line(&line))?;
     let mut t = now;
     let mut shown = 0;
     while shown < 3 {
