@@ -69,7 +69,7 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let mut prepared = cronsole::config::prepare_file(file)?;
     for w in std::mem::take(&mut prepared.warnings) {
-        eprintln!("warning: {}", inert(&w));
+        eprintln!("{}", inert(&w));
     }
     let store = open_store(&store_location(cli, Some(file)))?;
     let settings = prepared.settings().clone();
