@@ -138,6 +138,8 @@ const RT_COPIED: [&str; 7] = [
 const NEXT_SLOT: usize = 7;
 const HOLD_UNTIL: usize = 8;
 const COUNTERS: usize = 9;
+const TRIGGER_REQUESTED: usize = 10;
+const QUEUE: usize = 11;
 fn rt_slot(key: &[u8]) -> Option<usize> {
     match key {
         b"last_run_at" => Some(0),
@@ -150,6 +152,8 @@ fn rt_slot(key: &[u8]) -> Option<usize> {
         b"next_slot" => Some(NEXT_SLOT),
         b"hold_until" => Some(HOLD_UNTIL),
         b"counters" => Some(COUNTERS),
+        b"trigger_requested_at" => Some(TRIGGER_REQUESTED),
+        b"queue" => Some(QUEUE),
         _ => None,
     }
 }
@@ -226,7 +230,7 @@ impl Shapes {
         self.body.out.clear();
         self.body.set_depth(depth);
         let mut def = Members::<5>::new(def_slot);
-        let mut rt = Members::<10>::new(rt_slot);
+        let mut rt = Members::<12>::new(rt_slot);
         let mut tx = Tx {
             s: json.as_bytes(),
             text: json,
@@ -249,14 +253,23 @@ impl Shapes {
             return Err(Decline);
         }
         let retired = rt.get(json, 4)? == "true";
-        let leased = rt.get(json, 6)? != "null";
+        let lease = rt.get(json, 6)?;
+        let leased = lease != "null";
         let paused = rt.get(json, 3)? == "true";
         let enabled = def.get(json, ENABLED)? == "true";
         let held = match rt.get(json, HOLD_UNTIL)? {
             "null" => false,
             t => timestamp(t)? > now,
         };
-        let state = if retired {
+        // `queue` is left out when empty.
+        let queued = rt.get(json, TRIGGER_REQUESTED)? != "null"
+            || rt.get(json, QUEUE).is_ok_and(|q| q != "[]");
+        // `listing::state`, in its order.
+        let state = if leased && cancel_requested(lease)? {
+            "cancelling"
+        } else if !retired && !leased && queued {
+            "queued"
+        } else if retired {
             "retired"
         } else if leased {
             "running"
@@ -359,6 +372,17 @@ fn field(enc: &mut Pretty, key: &str, first: bool) {
     enc.entry(first);
     enc.string(key);
     enc.out.extend_from_slice(b": ");
+}
+
+/// Whether a lease (its JSON object) has a cancel pending: `cancel_requested_at` set. Read
+/// with serde (a lease is on running jobs only, a few of a listing).
+fn cancel_requested(lease: &str) -> Result<bool, Decline> {
+    #[derive(Deserialize)]
+    struct Cancel {
+        cancel_requested_at: Option<serde::de::IgnoredAny>,
+    }
+    let c: Cancel = serde_json::from_str(lease).map_err(|_| Decline)?;
+    Ok(c.cancel_requested_at.is_some())
 }
 
 /// The counters' members the period spend reads ([`crate::store::budget::counter_spend`]).
@@ -842,6 +866,24 @@ mod tests {
                 if rng.below(3) == 0 {
                     r.rt.lease = None;
                 }
+                if let Some(l) = r.rt.lease.as_mut() {
+                    l.cancel_requested_at = ts(&mut rng);
+                }
+                r.rt.trigger_requested_at = if rng.below(3) == 0 {
+                    ts(&mut rng)
+                } else {
+                    None
+                };
+                if rng.below(2) == 0 {
+                    r.rt.queue.clear();
+                } else if rng.below(2) == 0 {
+                    r.rt.queue.push(crate::model::QueuedRun {
+                        trigger: crate::model::Trigger::Backfill,
+                        slot: ts(&mut rng),
+                        requested_at: now(),
+                        retry_of: None,
+                    });
+                }
                 r.rt.counters.period_key = rng
                     .pick(&[
                         "",
@@ -874,6 +916,21 @@ mod tests {
                     String::from_utf8(want).unwrap(),
                     "record {i} ({key}): {json}"
                 );
+            }
+            // The generator reaches every state word of the listing.
+            let words: std::collections::HashSet<&str> = records(0x9E37_79B9_7F4A_7C15, 3000)
+                .iter()
+                .map(|r| super::super::state(r, now()))
+                .collect();
+            for w in [
+                "queued",
+                "cancelling",
+                "running",
+                "paused",
+                "retired",
+                "idle",
+            ] {
+                assert!(words.contains(w), "no {w} record generated: {words:?}");
             }
             // Every line the current model writes prints the same both ways (no shape refused),
             // and the fast path is taken for most (the others hold a float serde_json may not
