@@ -151,3 +151,36 @@ fn apply_of_a_large_file_streams_and_refuses_a_late_error_before_touching_the_st
     let journal = std::fs::read_to_string(dir.join("store/jobs.journal")).unwrap();
     assert_eq!(journal.lines().count(), 2, "one changed job, one line");
 }
+
+/// Red team 8: a disabled job (`enabled: false`) with a manual trigger waiting is `queued` in
+/// `jobs --json` as in the table and in `describe` (it runs even though disabled, SPEC §6).
+#[test]
+fn a_disabled_job_with_a_trigger_waiting_is_queued_in_every_listing() {
+    let dir = support::tempdir("cli-queued");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: off\n    schedule: every 1h\n    command: \"true\"\n    enabled: false\n  - name: on\n    schedule: every 1h\n    command: \"true\"\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    let (c, out, err) = run(&dir, &["trigger", "off"]);
+    assert_eq!(c, 0, "{out}{err}");
+    let (c, out, _) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "off");
+    assert_eq!(v[0]["state"], "queued", "{out}");
+    assert_eq!(v[0]["definition"]["enabled"], false);
+    assert_eq!(v[1]["state"], "idle");
+    let (c, out, _) = run(&dir, &["jobs"]);
+    assert_eq!(c, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("off") && l.contains("queued")),
+        "{out}"
+    );
+    let (c, out, _) = run(&dir, &["describe", "off", "--json"]);
+    assert_eq!(c, 0);
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["state"], "queued", "{out}");
+}
