@@ -45,7 +45,8 @@ const SHORT: usize = 4;
 /// Shapes remembered per listing.
 const MAX_SHAPES: usize = 4096;
 
-/// What the listing knows about the shapes it has seen (one per listing).
+/// What a listing's worker knows about the shapes it has seen (one per worker thread: each
+/// checks the first record of every shape it meets itself).
 #[derive(Default)]
 pub(super) struct Shapes {
     /// Shape → whether its records print the same bytes both ways.
