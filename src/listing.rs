@@ -1,13 +1,14 @@
 //! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
 //! read from the store a page at a time ([`Store::jobs_page_json`], [`PAGE`] jobs, in name
-//! order) by a reader thread, which hands each page over a bounded channel to the calling
-//! thread; that one writes each view with the listing's own pretty writer ([`pretty`]) into one
-//! reused buffer and hands it to the writer in one write. A job the store hands as its stored
-//! JSON (the file store's lines) is printed from that JSON without parsing the record (`fast`:
-//! transcoded, its shape checked once against the full parse); a parsed record (PostgreSQL, or
-//! a line the fast path declines) is serialised. Reading overlaps writing on two cores; the
-//! memory this adds is at most three pages whatever the number of jobs, and the first bytes
-//! leave before the last job is read.
+//! order) by a reader thread; worker threads (one per core) each take the next page read and
+//! transcode it whole into an output buffer with the listing's own pretty writer ([`pretty`]);
+//! the calling thread only writes the finished buffers, in page order, one write each. A job the
+//! store hands as its stored JSON (the file store's lines) is printed from that JSON without
+//! parsing the record (`fast`: transcoded, its shape checked once per worker against the full
+//! parse); a parsed record (PostgreSQL, or a line the fast path declines) is serialised. Reading,
+//! transcoding and writing overlap on every core; the pages in flight are bounded (a few per
+//! worker, buffers reused), so the memory this adds is flat whatever the number of jobs, and the
+//! first bytes leave before the last job is read.
 //!
 //! Owns: the shape of a job view (the JSON contract of `jobs --json`) and its streaming writer.
 //! Must not touch: store internals (it speaks only the trait), text formatting of `jobs`.
@@ -41,7 +42,7 @@ pub const PAGE: usize = 1024;
 pub struct JobView<'a> {
     /// The job's name.
     pub name: &'a str,
-    /// What it is doing now (`scheduled`, `running`, `paused`, …).
+    /// What it is doing now ([`state`]: `idle`, `running`, `queued`, `paused`, …).
     pub state: &'static str,
     /// The schedule as written.
     pub schedule: &'a str,
@@ -85,7 +86,7 @@ impl<'a> JobView<'a> {
     fn in_period(r: &'a JobRecord, period_key: &str, now: DateTime<Utc>) -> JobView<'a> {
         JobView {
             name: &r.def.name,
-            state: r.state_word(now),
+            state: state(r, now),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
             next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
@@ -104,6 +105,29 @@ impl<'a> JobView<'a> {
     }
 }
 
+/// The word a listing shows for what `r` is doing at `now`, the same in `jobs` (STATE),
+/// `describe` and `jobs --json` (`state`): `cancelling` (its run's cancel is pending), `queued`
+/// (a manual trigger, retry or backfill waits for an owner, nothing running, not retired:
+/// such a run is claimed even while the job is paused or disabled, SPEC §6, so it is what
+/// happens next), else [`JobRecord::state_word`] (`retired`, `running`, `paused`, `held`,
+/// `idle`). Running beats queued beats paused: what an operator needs first.
+pub fn state(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
+    if r.rt
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.cancel_requested_at.is_some())
+    {
+        "cancelling"
+    } else if !r.rt.retired
+        && r.rt.lease.is_none()
+        && (r.rt.trigger_requested_at.is_some() || !r.rt.queue.is_empty())
+    {
+        "queued"
+    } else {
+        r.state_word(now)
+    }
+}
+
 /// Why a streamed listing stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ListingError {
@@ -118,25 +142,35 @@ pub enum ListingError {
     Encode(#[source] pretty::EncodeError),
 }
 
-/// Pages read ahead of the writer: one waiting in the channel while the reader reads the next
-/// and the writer encodes a third, so memory stays three pages whatever the number of jobs.
-const READ_AHEAD: usize = 1;
+/// Most threads that transcode pages side by side (each holds a page and its output buffer).
+const MAX_WORKERS: usize = 8;
+
+/// Threads that transcode pages: one per available core (the reader and the writer wait on
+/// channels most of the time), at most [`MAX_WORKERS`].
+fn workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, MAX_WORKERS)
+}
 
 /// Write every job of `store` as one pretty-printed JSON array to `out`, a page at a time.
 /// Returns how many jobs were written. The writer is flushed at the end.
 ///
-/// A reader thread reads the pages ([`Store::jobs_page`]: the store's lock and the parsing of
-/// the records) and hands them over a bounded channel to this thread, which encodes each page
-/// with [`pretty::Pretty`] into one reused buffer (the same bytes as `text::to_json_pretty` of
-/// the whole array) and hands it to `out` in one write: on two cores reading and encoding
-/// overlap. When writing fails the channel closes and the reader stops after its page.
+/// A reader thread reads the pages in name order ([`Store::jobs_page_json`]: the store's lock
+/// for the page's reads); worker threads (one per core) each take the next page read and
+/// transcode it whole into an output buffer ([`fast`], or [`pretty::Pretty`] for a parsed
+/// record: the same bytes as `text::to_json_pretty` of the whole array); this thread writes the
+/// finished buffers to `out` in page order, one write each. At most a few pages per worker are
+/// in flight (bounded channels), and written buffers go back to the workers, so memory stays
+/// flat whatever the number of jobs. When writing fails the channels close and the other
+/// threads stop after their page.
 pub fn write_jobs_json(
     store: &dyn Store,
     settings: &Settings,
     now: DateTime<Utc>,
     out: impl Write,
 ) -> Result<usize, ListingError> {
-    write_counted(store, settings, now, out).map(|c| c.jobs)
+    write_counted(store, settings, now, out, workers()).map(|c| c.jobs)
 }
 
 /// How a listing printed its jobs.
@@ -148,98 +182,211 @@ struct Counts {
     from_json: u64,
 }
 
-/// [`write_jobs_json`], counting the jobs printed from their stored JSON.
+/// One page read, for a worker: the page, the name it was read after (where a re-read of its
+/// first job starts), and where its output goes.
+struct Work {
+    page: JsonPage,
+    after: Option<String>,
+    done: std::sync::mpsc::SyncSender<Result<Done, ListingError>>,
+}
+
+/// One page transcoded: its elements, each preceded by `",\n  "` (the writer drops the comma
+/// before the listing's first), how many, and how many of them from their stored JSON.
+struct Done {
+    buf: Vec<u8>,
+    jobs: usize,
+    from_json: u64,
+}
+
+/// Take the lock even if a thread panicked holding it (it only guards a receiver).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// [`write_jobs_json`] with `workers` transcoding threads, counting the jobs printed from their
+/// stored JSON.
 fn write_counted(
     store: &dyn Store,
     settings: &Settings,
     now: DateTime<Utc>,
     mut out: impl Write,
+    workers: usize,
 ) -> Result<Counts, ListingError> {
+    use std::sync::mpsc::{Receiver, channel, sync_channel};
+    use std::sync::{Arc, Mutex};
+
+    let workers = workers.max(1);
     let key = counter_period(settings).key(now);
+    let key = key.as_str();
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<JsonPage, StoreError>>(READ_AHEAD);
+        // Pages read, in order, waiting for a worker; and, in the same order, the channel each
+        // page's output comes back on, waiting for this thread. The bounds keep the pages in
+        // flight at most 3 per worker plus one.
+        let (work_tx, work_rx) = sync_channel::<Work>(workers);
+        let (order_tx, order_rx) =
+            sync_channel::<Receiver<Result<Done, ListingError>>>(2 * workers);
+        // Written buffers, back to the workers (never more than the pages in flight).
+        let (spare_tx, spare_rx) = channel::<Vec<u8>>();
         s.spawn(move || {
             let mut after: Option<String> = None;
             loop {
-                let page = store.jobs_page_json(after.as_deref(), PAGE);
-                after = match &page {
-                    Ok(p) if p.jobs.len() == PAGE => p.jobs.last().map(|j| j.name().to_string()),
-                    _ => None,
-                };
+                let (done_tx, done_rx) = sync_channel(1);
                 // A closed channel: the writer stopped (its error is the one reported).
-                if tx.send(page).is_err() || after.is_none() {
+                if order_tx.send(done_rx).is_err() {
                     return;
+                }
+                match store.jobs_page_json(after.as_deref(), PAGE) {
+                    Err(e) => {
+                        let _ = done_tx.send(Err(e.into()));
+                        return;
+                    }
+                    Ok(page) => {
+                        let next = match page.jobs.len() {
+                            PAGE => page.jobs.last().map(|j| j.name().to_string()),
+                            _ => None,
+                        };
+                        let work = Work {
+                            page,
+                            after: after.take(),
+                            done: done_tx,
+                        };
+                        if work_tx.send(work).is_err() {
+                            return;
+                        }
+                        match next {
+                            Some(n) => after = Some(n),
+                            None => return,
+                        }
+                    }
                 }
             }
         });
-        // The array's elements sit at depth 1; each is preceded by "\n" (first) or ",\n" + indent.
-        let mut enc = pretty::Pretty::at_depth(1);
-        let mut shapes = fast::Shapes::default();
-        enc.out.push(b'[');
-        let mut n = 0usize;
-        // The name before the page's first job (where a re-read of that job starts).
-        let mut before: Option<String> = None;
-        for page in rx {
-            let page = page?;
-            for (i, job) in page.jobs.iter().enumerate() {
-                let mark = enc.out.len();
-                enc.out
-                    .extend_from_slice(if n == 0 { b"\n  " } else { b",\n  " });
-                let printed = match job {
-                    PageJob::Record(r) => {
-                        JobView::in_period(r, &key, now)
-                            .serialize(&mut enc)
-                            .map_err(ListingError::Encode)?;
-                        true
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        let spare_rx = Arc::new(Mutex::new(spare_rx));
+        for _ in 0..workers {
+            let work_rx = Arc::clone(&work_rx);
+            let spare_rx = Arc::clone(&spare_rx);
+            s.spawn(move || {
+                let mut shapes = fast::Shapes::default();
+                loop {
+                    let next = lock(&work_rx).recv();
+                    let Ok(Work { page, after, done }) = next else {
+                        return;
+                    };
+                    let mut enc = pretty::Pretty::at_depth(1);
+                    enc.out = lock(&spare_rx).try_recv().unwrap_or_default();
+                    let fast_before = shapes.fast;
+                    let result =
+                        transcode_page(store, &page, after.as_deref(), key, now, &mut shapes, enc)
+                            .map(|(buf, jobs)| Done {
+                                buf,
+                                jobs,
+                                from_json: shapes.fast - fast_before,
+                            });
+                    // A closed channel: the writer stopped; the reader stops too.
+                    if done.send(result).is_err() {
+                        return;
                     }
-                    PageJob::Json { name, range } => {
-                        let json = page.buf.get(range.clone());
-                        let done = match json {
-                            Some(json) => shapes
-                                .write(&mut enc, json, name, &key, now)
-                                .map_err(ListingError::Encode)?,
-                            None => false,
-                        };
-                        if done {
-                            true
-                        } else {
-                            // Its JSON did not parse as its record: read it again through the
-                            // store's own path, whose error names the file and line.
-                            let prev = match i {
-                                0 => before.as_deref(),
-                                _ => Some(page.jobs[i - 1].name()),
-                            };
-                            match store.jobs_page(prev, 1)?.first() {
-                                Some(r) if r.def.name == *name => {
-                                    JobView::in_period(r, &key, now)
-                                        .serialize(&mut enc)
-                                        .map_err(ListingError::Encode)?;
-                                    true
-                                }
-                                // Removed since the page was read: not listed.
-                                _ => false,
-                            }
-                        }
-                    }
-                };
-                if printed {
-                    n += 1;
-                } else {
-                    enc.out.truncate(mark);
                 }
-            }
-            before = page.jobs.last().map(|j| j.name().to_string());
-            out.write_all(&enc.out).map_err(ListingError::Write)?;
-            enc.out.clear();
+            });
         }
-        out.write_all(if n == 0 { b"]\n" } else { b"\n]\n" })
+        drop((work_rx, spare_rx));
+
+        out.write_all(b"[").map_err(ListingError::Write)?;
+        let mut counts = Counts::default();
+        for done in order_rx {
+            let Done {
+                mut buf,
+                jobs,
+                from_json,
+            } = match done.recv() {
+                Ok(d) => d?,
+                // Its worker is gone without a word (it panicked: the scope reports it).
+                Err(_) => {
+                    return Err(ListingError::Encode(serde::ser::Error::custom(
+                        "a listing worker stopped",
+                    )));
+                }
+            };
+            if jobs > 0 {
+                // The listing's first element is preceded by "\n", not ",\n".
+                let body = match counts.jobs {
+                    0 => buf.get(1..).unwrap_or_default(),
+                    _ => &buf[..],
+                };
+                out.write_all(body).map_err(ListingError::Write)?;
+            }
+            counts.jobs += jobs;
+            counts.from_json += from_json;
+            buf.clear();
+            // The workers may all be gone (the last page): the buffer is dropped then.
+            let _ = spare_tx.send(buf);
+        }
+        out.write_all(if counts.jobs == 0 { b"]\n" } else { b"\n]\n" })
             .and_then(|()| out.flush())
             .map_err(ListingError::Write)?;
-        Ok(Counts {
-            jobs: n,
-            from_json: shapes.fast,
-        })
+        Ok(counts)
     })
+}
+
+/// One page's views into `enc` (its buffer reused), each preceded by `",\n  "`; returns the
+/// buffer and how many jobs it holds. `after` is the name the page was read after.
+fn transcode_page(
+    store: &dyn Store,
+    page: &JsonPage,
+    after: Option<&str>,
+    key: &str,
+    now: DateTime<Utc>,
+    shapes: &mut fast::Shapes,
+    mut enc: pretty::Pretty,
+) -> Result<(Vec<u8>, usize), ListingError> {
+    let mut n = 0usize;
+    for (i, job) in page.jobs.iter().enumerate() {
+        let mark = enc.out.len();
+        enc.out.extend_from_slice(b",\n  ");
+        let printed = match job {
+            PageJob::Record(r) => {
+                JobView::in_period(r, key, now)
+                    .serialize(&mut enc)
+                    .map_err(ListingError::Encode)?;
+                true
+            }
+            PageJob::Json { name, range } => {
+                let done = match page.buf.get(range.clone()) {
+                    Some(json) => shapes
+                        .write(&mut enc, json, name, key, now)
+                        .map_err(ListingError::Encode)?,
+                    None => false,
+                };
+                if done {
+                    true
+                } else {
+                    // Its JSON did not parse as its record: read it again through the store's
+                    // own path, whose error names the file and line.
+                    let prev = match i {
+                        0 => after,
+                        _ => Some(page.jobs[i - 1].name()),
+                    };
+                    match store.jobs_page(prev, 1)?.first() {
+                        Some(r) if r.def.name == *name => {
+                            JobView::in_period(r, key, now)
+                                .serialize(&mut enc)
+                                .map_err(ListingError::Encode)?;
+                            true
+                        }
+                        // Removed since the page was read: not listed.
+                        _ => false,
+                    }
+                }
+            }
+        };
+        if printed {
+            n += 1;
+        } else {
+            enc.out.truncate(mark);
+        }
+    }
+    Ok((enc.out, n))
 }
 
 #[cfg(test)]
@@ -279,18 +426,22 @@ mod tests {
 
     #[test]
     fn streamed_output_is_the_whole_list_byte_for_byte_across_pages() {
-        for n in [0, 1, PAGE - 1, PAGE, PAGE + 1, 2 * PAGE + 7] {
+        for n in [0, 1, PAGE - 1, PAGE, PAGE + 1, 5 * PAGE + 7] {
             let (_d, store, now) = store_with(n);
             let settings = store.settings().unwrap();
-            let mut out = Vec::new();
-            let counts = write_counted(&store, &settings, now, &mut out).unwrap();
-            assert_eq!(counts.jobs, n);
-            // Every record was printed from its stored JSON (the file store's lines).
-            assert_eq!(counts.from_json, n as u64);
-            let text = String::from_utf8(out).unwrap();
-            assert_eq!(text, whole(&store, now), "{n} jobs");
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(v.as_array().unwrap().len(), n);
+            let want = whole(&store, now);
+            // Pages transcoded side by side are still written in order.
+            for workers in [1, 2, 3] {
+                let mut out = Vec::new();
+                let counts = write_counted(&store, &settings, now, &mut out, workers).unwrap();
+                assert_eq!(counts.jobs, n);
+                // Every record was printed from its stored JSON (the file store's lines).
+                assert_eq!(counts.from_json, n as u64);
+                let text = String::from_utf8(out).unwrap();
+                assert_eq!(text, want, "{n} jobs, {workers} workers");
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(v.as_array().unwrap().len(), n);
+            }
         }
     }
 
@@ -313,6 +464,63 @@ mod tests {
                 r.def.name
             );
         }
+    }
+
+    /// Red team 8: a disabled (`enabled: false`) job with a run queued is `queued` in
+    /// `jobs --json` as in the table (`listing::state`), printed from its stored JSON and from
+    /// the parsed record alike; a backfill queued on a paused job too.
+    #[test]
+    fn a_disabled_or_paused_job_with_a_queued_run_is_queued_in_both_paths() {
+        let dir = TempDir::new("listing-queued");
+        let store = FileStore::open(&dir).unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let mut off = crate::testkit::jobs::command_job("a-off", 3600);
+        off.enabled = false;
+        let file = JobsFile {
+            jobs: vec![
+                off,
+                crate::testkit::jobs::command_job("b-paused", 3600),
+                crate::testkit::jobs::command_job("c-plain", 3600),
+                crate::testkit::jobs::command_job("d-off-idle", 3600),
+            ],
+            ..Default::default()
+        };
+        let mut file = file;
+        file.jobs[3].enabled = false;
+        store.apply(&file, now).unwrap();
+        store.request_trigger("a-off", now).unwrap();
+        store.set_paused("b-paused", true, now).unwrap();
+        store
+            .update_job(
+                "b-paused",
+                &crate::store::JobEdit::Backfill {
+                    from: now - chrono::Duration::hours(2),
+                    to: now - chrono::Duration::minutes(30),
+                },
+                now,
+            )
+            .unwrap();
+        let want = ["queued", "queued", "idle", "paused"];
+        let records = store.jobs().unwrap();
+        let words: Vec<&str> = records.iter().map(|r| state(r, now)).collect();
+        assert_eq!(words, want);
+        let settings = store.settings().unwrap();
+        // From the stored JSON (the file store's lines).
+        let mut out = Vec::new();
+        let counts = write_counted(&store, &settings, now, &mut out, 2).unwrap();
+        assert_eq!(counts.from_json, 4);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let got: Vec<&str> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["state"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, want);
+        // From the parsed records (what PostgreSQL hands): the same bytes.
+        assert_eq!(String::from_utf8(out).unwrap(), whole(&store, now));
     }
 
     #[test]

@@ -217,3 +217,36 @@ fn apply_prints_each_job_whose_spend_a_budget_period_edit_recounted() {
     assert_eq!(c, 0);
     assert!(!out.contains("recounted"), "{out}");
 }
+
+/// Red team 8: a disabled job (`enabled: false`) with a manual trigger waiting is `queued` in
+/// `jobs --json` as in the table and in `describe` (it runs even though disabled, SPEC §6).
+#[test]
+fn a_disabled_job_with_a_trigger_waiting_is_queued_in_every_listing() {
+    let dir = support::tempdir("cli-queued");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: off\n    schedule: every 1h\n    command: \"true\"\n    enabled: false\n  - name: on\n    schedule: every 1h\n    command: \"true\"\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    let (c, out, err) = run(&dir, &["trigger", "off"]);
+    assert_eq!(c, 0, "{out}{err}");
+    let (c, out, _) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "off");
+    assert_eq!(v[0]["state"], "queued", "{out}");
+    assert_eq!(v[0]["definition"]["enabled"], false);
+    assert_eq!(v[1]["state"], "idle");
+    let (c, out, _) = run(&dir, &["jobs"]);
+    assert_eq!(c, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("off") && l.contains("queued")),
+        "{out}"
+    );
+    let (c, out, _) = run(&dir, &["describe", "off", "--json"]);
+    assert_eq!(c, 0);
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["state"], "queued", "{out}");
+}

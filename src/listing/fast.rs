@@ -45,7 +45,8 @@ const SHORT: usize = 4;
 /// Shapes remembered per listing.
 const MAX_SHAPES: usize = 4096;
 
-/// What the listing knows about the shapes it has seen (one per listing).
+/// What a listing's worker knows about the shapes it has seen (one per worker thread: each
+/// checks the first record of every shape it meets itself).
 #[derive(Default)]
 pub(super) struct Shapes {
     /// Shape → whether its records print the same bytes both ways.
@@ -138,6 +139,8 @@ const RT_COPIED: [&str; 7] = [
 const NEXT_SLOT: usize = 7;
 const HOLD_UNTIL: usize = 8;
 const COUNTERS: usize = 9;
+const TRIGGER_REQUESTED: usize = 10;
+const QUEUE: usize = 11;
 fn rt_slot(key: &[u8]) -> Option<usize> {
     match key {
         b"last_run_at" => Some(0),
@@ -150,6 +153,8 @@ fn rt_slot(key: &[u8]) -> Option<usize> {
         b"next_slot" => Some(NEXT_SLOT),
         b"hold_until" => Some(HOLD_UNTIL),
         b"counters" => Some(COUNTERS),
+        b"trigger_requested_at" => Some(TRIGGER_REQUESTED),
+        b"queue" => Some(QUEUE),
         _ => None,
     }
 }
@@ -226,7 +231,7 @@ impl Shapes {
         self.body.out.clear();
         self.body.set_depth(depth);
         let mut def = Members::<5>::new(def_slot);
-        let mut rt = Members::<10>::new(rt_slot);
+        let mut rt = Members::<12>::new(rt_slot);
         let mut tx = Tx {
             s: json.as_bytes(),
             text: json,
@@ -249,14 +254,23 @@ impl Shapes {
             return Err(Decline);
         }
         let retired = rt.get(json, 4)? == "true";
-        let leased = rt.get(json, 6)? != "null";
+        let lease = rt.get(json, 6)?;
+        let leased = lease != "null";
         let paused = rt.get(json, 3)? == "true";
         let enabled = def.get(json, ENABLED)? == "true";
         let held = match rt.get(json, HOLD_UNTIL)? {
             "null" => false,
             t => timestamp(t)? > now,
         };
-        let state = if retired {
+        // `queue` is left out when empty.
+        let queued = rt.get(json, TRIGGER_REQUESTED)? != "null"
+            || rt.get(json, QUEUE).is_ok_and(|q| q != "[]");
+        // `listing::state`, in its order.
+        let state = if leased && cancel_requested(lease)? {
+            "cancelling"
+        } else if !retired && !leased && queued {
+            "queued"
+        } else if retired {
             "retired"
         } else if leased {
             "running"
@@ -359,6 +373,17 @@ fn field(enc: &mut Pretty, key: &str, first: bool) {
     enc.entry(first);
     enc.string(key);
     enc.out.extend_from_slice(b": ");
+}
+
+/// Whether a lease (its JSON object) has a cancel pending: `cancel_requested_at` set. Read
+/// with serde (a lease is on running jobs only, a few of a listing).
+fn cancel_requested(lease: &str) -> Result<bool, Decline> {
+    #[derive(Deserialize)]
+    struct Cancel {
+        cancel_requested_at: Option<serde::de::IgnoredAny>,
+    }
+    let c: Cancel = serde_json::from_str(lease).map_err(|_| Decline)?;
+    Ok(c.cancel_requested_at.is_some())
 }
 
 /// The counters' members the period spend reads ([`crate::store::budget::counter_spend`]).
@@ -524,37 +549,58 @@ impl Tx<'_, '_> {
 
     /// A number copied as written; its kind (integer, decimal, zero) goes to the shape.
     fn number(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
-        let start = self.i;
-        while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.s.get(self.i) {
-            self.i += 1;
-        }
-        let t = &self.text[start..self.i];
-        let (mantissa, exp) = match t.find(['e', 'E']) {
-            Some(at) => (&t[..at], t[at + 1..].parse::<i32>().map_err(|_| Decline)?),
-            None => (t, 0),
+        let s = self.s;
+        let digits = |mut i: usize| {
+            while let Some(b'0'..=b'9') = s.get(i) {
+                i += 1;
+            }
+            i
         };
-        let digits = mantissa.trim_start_matches('-');
-        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let start = self.i;
+        let neg = s.get(start) == Some(&b'-');
+        let int_start = start + usize::from(neg);
+        let int_end = digits(int_start);
+        let int = &s[int_start..int_end];
+        let mut i = int_end;
+        let point = s.get(i) == Some(&b'.');
+        let frac = if point {
+            let end = digits(i + 1);
+            let f = &s[i + 1..end];
+            i = end;
+            f
+        } else {
+            &[]
+        };
+        let mut exp = 0i32;
+        let has_exp = matches!(s.get(i), Some(b'e' | b'E'));
+        if has_exp {
+            let from = i + 1;
+            let sign = usize::from(matches!(s.get(from), Some(b'+' | b'-')));
+            i = digits(from + sign);
+            if i == from + sign {
+                return Err(Decline);
+            }
+            exp = self.text[from..i].parse::<i32>().map_err(|_| Decline)?;
+        }
         if int.is_empty()
-            || (int.len() > 1 && int.starts_with('0'))
-            || (digits.contains('.') && frac.is_empty())
-            || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+            || (int.len() > 1 && int[0] == b'0')
+            || (point && frac.is_empty())
+            // Not a number serde_json writes (`1.2.3`, `1e5e5`, `--1`).
+            || matches!(s.get(i), Some(b'-' | b'+' | b'.' | b'e' | b'E'))
         {
             return Err(Decline);
         }
-        let significant = int
-            .bytes()
-            .chain(frac.bytes())
-            .skip_while(|b| *b == b'0')
-            .count();
+        self.i = i;
+        let t = &self.text[start..i];
+        let significant = int.iter().chain(frac).skip_while(|b| **b == b'0').count();
         let zero = significant == 0;
-        let decimal = !frac.is_empty() || t.len() != mantissa.len();
+        let decimal = point || has_exp;
         let pow10 = i64::from(exp) - frac.len() as i64;
         // serde_json reads a decimal exactly when it is an integer below 2^53 times a power of
         // ten up to 22; an integer is exact up to u64/i64 (18 digits is inside both).
         if (decimal && !zero && (significant > 15 || pow10.abs() > 22))
             || (!decimal && significant > 18)
-            || (!decimal && zero && t.starts_with('-'))
+            || (!decimal && zero && neg)
         {
             return Err(Decline);
         }
@@ -578,7 +624,10 @@ impl Tx<'_, '_> {
             while let Some(chunk) = self.s.get(self.i..self.i + 8) {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(chunk);
-                if !pretty::plain8(u64::from_le_bytes(word)) {
+                let look = pretty::special8(u64::from_le_bytes(word));
+                if look != 0 {
+                    // Straight to the first byte that needs a look.
+                    self.i += (look.trailing_zeros() / 8) as usize;
                     break;
                 }
                 self.i += 8;
@@ -842,6 +891,24 @@ mod tests {
                 if rng.below(3) == 0 {
                     r.rt.lease = None;
                 }
+                if let Some(l) = r.rt.lease.as_mut() {
+                    l.cancel_requested_at = ts(&mut rng);
+                }
+                r.rt.trigger_requested_at = if rng.below(3) == 0 {
+                    ts(&mut rng)
+                } else {
+                    None
+                };
+                if rng.below(2) == 0 {
+                    r.rt.queue.clear();
+                } else if rng.below(2) == 0 {
+                    r.rt.queue.push(crate::model::QueuedRun {
+                        trigger: crate::model::Trigger::Backfill,
+                        slot: ts(&mut rng),
+                        requested_at: now(),
+                        retry_of: None,
+                    });
+                }
                 r.rt.counters.period_key = rng
                     .pick(&[
                         "",
@@ -874,6 +941,21 @@ mod tests {
                     String::from_utf8(want).unwrap(),
                     "record {i} ({key}): {json}"
                 );
+            }
+            // The generator reaches every state word of the listing.
+            let words: std::collections::HashSet<&str> = records(0x9E37_79B9_7F4A_7C15, 3000)
+                .iter()
+                .map(|r| super::super::state(r, now()))
+                .collect();
+            for w in [
+                "queued",
+                "cancelling",
+                "running",
+                "paused",
+                "retired",
+                "idle",
+            ] {
+                assert!(words.contains(w), "no {w} record generated: {words:?}");
             }
             // Every line the current model writes prints the same both ways (no shape refused),
             // and the fast path is taken for most (the others hold a float serde_json may not
@@ -935,6 +1017,59 @@ mod tests {
             "the unedited line took the fast path: {}",
             shapes.fast
         );
+    }
+
+    /// The number scanner copies what serde_json writes and declines what it does not write or
+    /// might not read back exactly; each number's kind goes to the shape.
+    #[test]
+    fn numbers_are_copied_with_their_kind_or_declined() {
+        let scan = |t: &str| -> Option<(String, Vec<u8>)> {
+            let text = format!("{t},");
+            let mut shape = Vec::new();
+            let mut tx = Tx {
+                s: text.as_bytes(),
+                text: &text,
+                i: 0,
+                shape: &mut shape,
+                scratch: String::new(),
+            };
+            let mut p = Pretty::default();
+            tx.number(&mut p).ok()?;
+            assert_eq!(tx.i, t.len(), "{t}");
+            Some((String::from_utf8(p.out).unwrap(), shape))
+        };
+        for (t, kind) in [
+            ("0", b'0'),
+            ("7", b'i'),
+            ("-12", b'i'),
+            ("0.0", b'z'),
+            ("-0.0", b'z'),
+            ("60.0", b'd'),
+            ("1e-7", b'd'),
+            ("1E+5", b'd'),
+            ("2.5e-21", b'd'),
+            ("123456789012345678", b'i'),
+        ] {
+            assert_eq!(scan(t), Some((t.to_string(), vec![kind])), "{t}");
+        }
+        for t in [
+            "-",
+            "--1",
+            "01",
+            "1.",
+            "1.2.3",
+            "1e",
+            "1e+",
+            "1e5e5",
+            "-0",
+            ".5",
+            "1234567890123456789",
+            "0.1234567890123456",
+            "1e23",
+            "+1",
+        ] {
+            assert_eq!(scan(t), None, "{t}");
+        }
     }
 
     /// A record whose JSON the model refuses, or that names another job, is not printed here:

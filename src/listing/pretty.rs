@@ -56,10 +56,11 @@ impl std::fmt::Write for UnsafeHex<'_> {
     }
 }
 
-/// No byte of `w` (eight bytes of a string) needs a look: none is below 0x20, `"`, `\\`, DEL
-/// or outside ASCII. May say `false` for a plain word (a borrow past a matching byte), never
-/// `true` for one that is not: the byte-by-byte loop decides then.
-pub(super) fn plain8(w: u64) -> bool {
+/// The bytes of `w` (eight bytes of a string, in string order: little-endian) that may need a
+/// look: the high bit of each byte below 0x20, `"`, `\\`, DEL or outside ASCII is set, and
+/// maybe of some bytes after the first such (a borrow past it), never of a byte before it: the
+/// lowest set bit marks exactly the first byte that needs a look (`trailing_zeros() / 8`).
+pub(super) fn special8(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // A byte of `v` is zero ⇒ its high bit is set in `zero(v)`.
@@ -68,8 +69,27 @@ pub(super) fn plain8(w: u64) -> bool {
     let special = zero(w ^ (ONES * u64::from(b'"')))
         | zero(w ^ (ONES * u64::from(b'\\')))
         | zero(w ^ (ONES * 0x7F));
-    (control | special | (w & HIGH)) == 0
+    control | special | (w & HIGH)
 }
+
+/// No byte of `w` (eight bytes of a string) needs a look: none is below 0x20, `"`, `\\`, DEL
+/// or outside ASCII. May say `false` for a plain word (a borrow past a matching byte), never
+/// `true` for one that is not: the byte-by-byte loop decides then.
+#[cfg(test)]
+pub(super) fn plain8(w: u64) -> bool {
+    special8(w) == 0
+}
+
+/// `",\n"` and the spaces of an indent up to [`NL_INDENT_MAX`] levels: an entry's separator
+/// and indent in one copy.
+const NL_INDENT: [u8; 2 + 2 * NL_INDENT_MAX] = {
+    let mut t = [b' '; 2 + 2 * NL_INDENT_MAX];
+    t[0] = b',';
+    t[1] = b'\n';
+    t
+};
+/// Levels of indent [`NL_INDENT`] holds (deeper ones are written a row of spaces at a time).
+const NL_INDENT_MAX: usize = 32;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -123,6 +143,12 @@ impl Pretty {
 
     /// `"\n"` before the first entry of a container, `",\n"` before the others, then the indent.
     pub(super) fn entry(&mut self, first: bool) {
+        if self.depth <= NL_INDENT_MAX {
+            let from = usize::from(first);
+            self.out
+                .extend_from_slice(&NL_INDENT[from..2 + 2 * self.depth]);
+            return;
+        }
         if first {
             self.out.push(b'\n');
         } else {
@@ -141,7 +167,10 @@ impl Pretty {
             while let Some(chunk) = bytes.get(i..i + 8) {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(chunk);
-                if !plain8(u64::from_le_bytes(word)) {
+                let look = special8(u64::from_le_bytes(word));
+                if look != 0 {
+                    // Straight to the first byte that needs a look.
+                    i += (look.trailing_zeros() / 8) as usize;
                     break;
                 }
                 i += 8;
@@ -242,7 +271,10 @@ impl Pretty {
 
     pub(super) fn close(&mut self, c: u8, had_entries: bool) {
         self.depth -= 1;
-        if had_entries {
+        if had_entries && self.depth <= NL_INDENT_MAX {
+            self.out
+                .extend_from_slice(&NL_INDENT[1..2 + 2 * self.depth]);
+        } else if had_entries {
             self.out.push(b'\n');
             self.indent();
         }
@@ -861,6 +893,21 @@ mod tests {
                 let needs_look = b < 0x20 || b == b'"' || b == b'\\' || b == 0x7F || b >= 0x80;
                 if needs_look {
                     assert!(!plain8(u64::from_le_bytes(w)), "byte {b:#x} at {at}");
+                }
+                // The first byte that needs a look is found exactly, whatever follows it.
+                for after in [b'a', b'"', 0x00, 0x1F, 0xFF, b] {
+                    let mut w2 = w;
+                    for x in w2.iter_mut().skip(at + 1) {
+                        *x = after;
+                    }
+                    let first = w2
+                        .iter()
+                        .position(|&x| x < 0x20 || x == b'"' || x == b'\\' || x >= 0x7F);
+                    let look = special8(u64::from_le_bytes(w2));
+                    match first {
+                        None => assert_eq!(look, 0, "{w2:?}"),
+                        Some(p) => assert_eq!(look.trailing_zeros() / 8, p as u32, "{w2:?}"),
+                    }
                 }
             }
         }

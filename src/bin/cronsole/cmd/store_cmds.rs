@@ -101,22 +101,9 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The word shown in STATE: what an operator needs first (running beats queued beats paused).
+/// The word shown in STATE: the listing's, so `jobs`, `describe` and `jobs --json` agree.
 fn state_text(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
-    if r.rt
-        .lease
-        .as_ref()
-        .is_some_and(|l| l.cancel_requested_at.is_some())
-    {
-        "cancelling"
-    } else if !r.rt.retired
-        && r.rt.lease.is_none()
-        && (r.rt.trigger_requested_at.is_some() || !r.rt.queue.is_empty())
-    {
-        "queued"
-    } else {
-        r.state_word(now)
-    }
+    cronsole::listing::state(r, now)
 }
 
 /// The NOTE column: lease, queue, pause reason, retirement.
