@@ -448,3 +448,30 @@ fn big_mappings_are_indexed_for_duplicates_and_positions() {
         "{d}"
     );
 }
+
+/// Red team 9: a command that can never be executed is refused where it is written — a NUL
+/// byte (the process would run the text before it) or more than the kernel's one-argument
+/// limit (every run would fail "Argument list too long" and store the whole text per row).
+#[test]
+fn a_command_exec_cannot_run_is_refused_at_its_key() {
+    let text = "jobs:\n  - name: a\n    schedule: every 5m\n    command: \"echo a\\0b\"\n";
+    expect(text, "jobs[0].command", 4, 14, "NUL character (at byte 6)");
+    let text = "jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n    pre_run: \"t\\0\"\n";
+    expect(text, "jobs[0].pre_run", 5, 14, "NUL character");
+    let long = "x".repeat(131_072);
+    let text = format!("jobs:\n  - name: a\n    schedule: every 5m\n    command: {long}\n");
+    expect(&text, "jobs[0].command", 4, 14, "at most 131071 bytes");
+    // The limit itself is accepted.
+    let ok = "x".repeat(131_071);
+    let text = format!("jobs:\n  - name: a\n    schedule: every 5m\n    command: {ok}\n");
+    assert!(check(&text).into_result().is_ok());
+    let text = "jobs:\n  - name: a\n    schedule: every 5m\n    monitor: {command: \"df\\0\"}\n    command: x\n";
+    let c = check(text);
+    assert!(
+        c.diagnostics
+            .iter()
+            .any(|d| d.key == "jobs[0].monitor.command" && d.message.contains("NUL")),
+        "{:#?}",
+        c.diagnostics
+    );
+}

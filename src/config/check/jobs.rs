@@ -366,7 +366,7 @@ impl Checker<'_> {
     /// apply to one of them (`message`, `command_timeout_seconds`).
     fn action(&mut self, m: &Mapping, p: &[Seg], s: &Settings) -> Option<Action> {
         let agent = self.opt_text(m, p, "agent");
-        let command = self.opt_text(m, p, "command");
+        let command = self.opt_exec(m, p, "command");
         let message = self.opt_str(m, p, "message");
         let command_timeout =
             self.opt_real(m, p, "command_timeout_seconds", bounds::TIMEOUT_SECONDS);
@@ -436,7 +436,7 @@ impl Checker<'_> {
             None => None,
             Some(mv) => self.monitor(mv, &key(p, "monitor")),
         };
-        let pre_run = self.opt_text(m, p, "pre_run");
+        let pre_run = self.opt_exec(m, p, "pre_run");
         if Self::get(m, "monitor").is_some() && Self::get(m, "pre_run").is_some() {
             self.error_at_key(
                 key(p, "pre_run"),
@@ -590,7 +590,7 @@ impl Checker<'_> {
             "a monitor such as {command: \"df -h /\"} or {url: https://…}",
         )?;
         self.check_keys(m, p, MONITOR_KEYS);
-        let command = self.opt_text(m, p, "command");
+        let command = self.opt_exec(m, p, "command");
         let url = self.opt_text(m, p, "url");
         let allow_private = self.opt_bool(m, p, "allow_private");
         match (command, url) {

@@ -8,6 +8,10 @@ use super::{Checker, describe_value, index, key};
 use crate::config::bounds::{self, Real, Whole};
 use crate::config::yaml::{Mapping, Seg, Value, float_text};
 
+/// The longest command line [`Checker::opt_exec`] accepts: Linux's `MAX_ARG_STRLEN` (32 pages
+/// of 4 KiB) less the terminating NUL, the limit of the one argument `sh -c` receives.
+pub(super) const MAX_EXEC_BYTES: usize = 32 * 4096 - 1;
+
 impl Checker<'_> {
     pub(super) fn opt_str(&mut self, m: &Mapping, base: &[Seg], k: &str) -> Option<String> {
         match Self::get(m, k)? {
@@ -32,6 +36,37 @@ impl Checker<'_> {
         let s = self.opt_str(m, base, k)?;
         if s.trim().is_empty() {
             self.error(key(base, k), "must not be empty");
+            return None;
+        }
+        Some(s)
+    }
+
+    /// A command line handed to `exec` (a job's `command`, `pre_run`, a monitor's `command`):
+    /// not blank, no NUL byte (a C string ends there: the process would run a different,
+    /// shorter command than the one written), and at most [`MAX_EXEC_BYTES`] bytes (Linux
+    /// refuses a longer single argument with "Argument list too long", so every run would
+    /// fail and each failed row would carry the whole text: red team 9).
+    pub(super) fn opt_exec(&mut self, m: &Mapping, base: &[Seg], k: &str) -> Option<String> {
+        let s = self.opt_text(m, base, k)?;
+        if let Some(at) = s.find('\0') {
+            self.error(
+                key(base, k),
+                format!(
+                    "contains a NUL character (at byte {at}): a command cannot carry one; \
+                     remove it"
+                ),
+            );
+            return None;
+        }
+        if s.len() > MAX_EXEC_BYTES {
+            self.error(
+                key(base, k),
+                format!(
+                    "is {} bytes long; a command can be at most {MAX_EXEC_BYTES} bytes (the \
+                     kernel's limit for one argument): put a long script in a file and run that",
+                    s.len()
+                ),
+            );
             return None;
         }
         Some(s)
