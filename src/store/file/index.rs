@@ -328,6 +328,7 @@ pub(super) fn decode<'b>(
     let mut r = Reader {
         b: &bytes[..tail],
         at: MAGIC.len(),
+        last_wake: None,
     };
     let id_len = r.u16()? as usize;
     let found_id = r.take(id_len)?;
@@ -393,6 +394,9 @@ fn le<const N: usize>(b: &[u8]) -> Result<[u8; N], String> {
 struct Reader<'b> {
     b: &'b [u8],
     at: usize,
+    /// The last wake-up decoded, by its encoding: jobs on one schedule share it (a calendar
+    /// conversion per entry was 8 % of an open at 1 000 000 jobs).
+    last_wake: Option<(u64, u32, DateTime<Utc>)>,
 }
 
 impl<'b> Reader<'b> {
@@ -426,9 +430,16 @@ impl<'b> Reader<'b> {
             return None;
         }
         let wake = if flags & F_WAKE != 0 {
-            let secs = self.u64().ok()? as i64;
+            let secs = self.u64().ok()?;
             let nanos = self.u32().ok()?;
-            Some(DateTime::<Utc>::from_timestamp(secs, nanos)?)
+            match self.last_wake {
+                Some((s, n, w)) if (s, n) == (secs, nanos) => Some(w),
+                _ => {
+                    let w = DateTime::<Utc>::from_timestamp(secs as i64, nanos)?;
+                    self.last_wake = Some((secs, nanos, w));
+                    Some(w)
+                }
+            }
         } else {
             None
         };

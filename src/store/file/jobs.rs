@@ -5,8 +5,10 @@
 //! # The index, and records read on demand (issue 14)
 //! A handle keeps, per job, only a [`Slim`] entry: where its newest line lives (snapshot or
 //! journal, offset, length), its wake-up instant, its history position (`at`, for the
-//! journal/history cross-check) and the run id of its lease — about 200 bytes with the name and
-//! the wake-up set, where the parsed record with its compiled schedule was about 3 KB. An
+//! journal/history cross-check) and the run id of its lease — about 130 bytes with the name and
+//! its place in the wake-up order, where the parsed record with its compiled schedule was about
+//! 3 KB. The entries live in a [`super::table::JobTable`]: one sorted run of fixed-size entries
+//! with the names in one arena, so loading a million of them allocates nothing per job. An
 //! operation that needs a job's record (claim, complete, renew, pause, trigger, edit, `job`,
 //! `jobs_page`) reads its line by offset, verifies its checksum and parses it
 //! ([`Locked::load`]); those parsed records (`Inner::hot`) live until the operation ends (the

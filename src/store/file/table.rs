@@ -34,7 +34,8 @@ use super::jobs::{Loc, Slim};
 #[derive(Debug, Clone)]
 struct Base {
     name_at: usize,
-    name_len: usize,
+    /// A name is part of its job line, and a line is at most 4 GiB (`jobs::line_len`).
+    name_len: u32,
     /// The job's wake-up is tracked in `JobTable::moved`, not by its item in `JobTable::order`
     /// (it changed after the order was built, or the job was added after it).
     moved: bool,
@@ -93,7 +94,7 @@ impl Builder {
 
 impl JobTable {
     fn name(&self, b: &Base) -> &str {
-        &self.arena[b.name_at..b.name_at + b.name_len]
+        &self.arena[b.name_at..b.name_at + b.name_len as usize]
     }
 
     fn push_base(&mut self, name: &str, slim: Slim) {
@@ -106,7 +107,7 @@ impl JobTable {
         }
         self.base.push(Base {
             name_at,
-            name_len: name.len(),
+            name_len: u32::try_from(name.len()).unwrap_or(u32::MAX),
             moved,
             slim,
         });
@@ -156,7 +157,7 @@ impl JobTable {
             }
             let b = &mut self.base[i];
             let was_moved = std::mem::replace(&mut b.moved, true);
-            let name = &self.arena[b.name_at..b.name_at + b.name_len];
+            let name = &self.arena[b.name_at..b.name_at + b.name_len as usize];
             if was_moved && let Some(o) = old {
                 self.moved.remove(&(o, name.to_string()));
             }
@@ -232,13 +233,21 @@ impl JobTable {
         if self.order.is_some() {
             return;
         }
-        let mut order: Vec<(DateTime<Utc>, u32)> = self
-            .base
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| !b.moved)
-            .filter_map(|(i, b)| Some((b.slim.wake?, u32::try_from(i).ok()?)))
-            .collect();
+        let mut order: Vec<(DateTime<Utc>, u32)> = Vec::with_capacity(self.base.len());
+        for (i, b) in self.base.iter_mut().enumerate() {
+            let Some(w) = b.slim.wake.filter(|_| !b.moved) else {
+                continue;
+            };
+            match u32::try_from(i) {
+                Ok(i) => order.push((w, i)),
+                // Past 2^32 entries an item cannot name its entry: the set tracks it.
+                Err(_) => {
+                    b.moved = true;
+                    let name = &self.arena[b.name_at..b.name_at + b.name_len as usize];
+                    self.moved.insert((w, name.to_string()));
+                }
+            }
+        }
         // Entry numbers are in name order: the order of (wake-up, name).
         order.sort_unstable();
         self.order = Some(order);
@@ -479,6 +488,18 @@ mod tests {
             .iter()
             .filter_map(|(n, s)| Some((s.wake?, n.clone())))
             .collect()
+    }
+
+    /// The size the module doc and the README count on (a million entries are one block of
+    /// about 112 MB, plus the names and, once claims need it, 16 bytes each of wake-up order).
+    #[test]
+    fn an_entry_is_fixed_size_and_small() {
+        assert!(
+            std::mem::size_of::<Base>() <= 112,
+            "{}",
+            std::mem::size_of::<Base>()
+        );
+        assert_eq!(std::mem::size_of::<(DateTime<Utc>, u32)>(), 16);
     }
 
     /// Dead items at the front of the order are skipped once, not at every query.
