@@ -1514,7 +1514,11 @@ impl Locked<'_> {
             .io()
             .open(&spath, OpenMode::Read)
             .map_err(io_err(&spath))?;
-        self.inner.jobs.relocate(locs);
+        if !self.inner.jobs.relocate(locs) {
+            // Cannot happen (one line was written per job): the next operation reloads from
+            // the snapshot just written rather than trust a table that lost track.
+            self.inner.loaded = false;
+        }
         self.inner.snapshot = Some(sf);
         self.inner.generation = generation;
         self.inner.snapshot_len = len;

@@ -217,8 +217,13 @@ impl JobTable {
 
     /// Point every job, in name order, at its line in `locs` (a compaction just wrote them all
     /// to a new snapshot, in that order): the table is rebuilt as one sorted run, and its
-    /// wake-up order is built again on next use.
-    pub(super) fn relocate(&mut self, locs: Vec<Loc>) {
+    /// wake-up order is built again on next use. `false` (the table left as it was) when
+    /// `locs` does not hold one line per job.
+    #[must_use]
+    pub(super) fn relocate(&mut self, locs: Vec<Loc>) -> bool {
+        if locs.len() != self.len() {
+            return false;
+        }
         let old = std::mem::take(self);
         let mut b = Builder::with_capacity(old.len(), old.arena.len());
         for ((name, slim), loc) in old.iter().zip(locs) {
@@ -227,6 +232,7 @@ impl JobTable {
             b.push(name, slim);
         }
         *self = b.finish();
+        true
     }
 
     fn build_order(&mut self) {
@@ -445,7 +451,8 @@ mod tests {
                                 crc: None,
                             })
                             .collect();
-                        table.relocate(locs);
+                        assert!(table.relocate(locs));
+                        assert!(!table.relocate(Vec::new()) || table.is_empty());
                         for (off, s) in model.values_mut().enumerate() {
                             s.loc = Some(Loc {
                                 journal: false,
