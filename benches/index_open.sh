@@ -7,11 +7,15 @@
 #   - jobs --json: wall time;
 #   - run: ms from spawn to the first history row on stdout (`a-due` triggered just before);
 #   - console --attach: ms from spawn to the first drawn frame (tmux, as console_million.sh).
-# An OLD binary (before the index) ignores `jobs.index`; the NEW one is also timed with the
-# index removed (its fallback: the full scan, the same work the old binary does).
+# The NEW binary is also timed with the index removed (its fallback: the full scan). An OLD
+# binary from before `jobs.index` ignores the index and always scans.
+#
+# Also the CPU time (user + sys, /usr/bin/time) of each `describe`.
 #
 # Usage: benches/index_open.sh OLD_BIN NEW_BIN [N]   (N default 1000000). Works in $TMPDIR
 # (~1.3 GB at 1 000 000 jobs, removed at the end); prints the load average with each block.
+# With STORE=DIR (a store this script's generator filled, with its `jobs.index`), the runs use
+# a copy of DIR instead of applying N jobs again (the apply takes minutes on a loaded machine).
 set -euo pipefail
 OLD=$(realpath "$1"); NEW=$(realpath "$2"); N=${3:-1000000}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cronsole-index.XXXXXX")
@@ -19,13 +23,17 @@ SESSION="cronsole-index-$$"
 trap 'tmux kill-session -t "$SESSION" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 S="$WORK/store"
 
-awk -v n="$N" 'BEGIN {
-  print "jobs:"
-  print "  - name: a-due\n    schedule: \"0 3 1 1 *\"\n    command: \"true\""
-  for (i = 0; i < n; i++)
-    printf "  - name: j%07d\n    schedule: \"0 3 1 1 *\"\n    command: \"true\"\n", i
-}' > "$WORK/jobs.yaml"
-"$NEW" apply "$WORK/jobs.yaml" --store "$S" > /dev/null
+if [ -n "${STORE:-}" ]; then
+  cp -r "$STORE" "$S"
+else
+  awk -v n="$N" 'BEGIN {
+    print "jobs:"
+    print "  - name: a-due\n    schedule: \"0 3 1 1 *\"\n    command: \"true\""
+    for (i = 0; i < n; i++)
+      printf "  - name: j%07d\n    schedule: \"0 3 1 1 *\"\n    command: \"true\"\n", i
+  }' > "$WORK/jobs.yaml"
+  "$NEW" apply "$WORK/jobs.yaml" --store "$S" > /dev/null
+fi
 echo "== $N jobs: snapshot $(du -h "$S/jobs.snapshot.jsonl" | cut -f1), index $(du -h "$S/jobs.index" 2>/dev/null | cut -f1 || echo none)"
 
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
@@ -52,18 +60,23 @@ first_frame() {
   tmux kill-session -t "$SESSION" 2>/dev/null || true
   echo "$first"
 }
+cpu() { # user+sys seconds of one run
+  /usr/bin/time -f "%U %S" -o "$WORK/time" "$@" > /dev/null
+  awk '{printf "%.2f s", $1 + $2}' "$WORK/time"
+}
 block() { # block LABEL BIN
   echo "-- $1, load: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "describe j0000005:   $(three "$2" describe j0000005 --store "$S")"
+  echo "describe CPU (u+s):  $(cpu "$2" describe j0000005 --store "$S"); $(cpu "$2" describe j0000005 --store "$S")"
   echo "run, first row:      $(first_row "$2") ms"
   echo "console first frame: $(first_frame "$2") ms"
   echo "jobs --json:         $(timed "$2" jobs --json --store "$S") ms"
 }
-block "old binary (no index)" "$OLD"
-block "new binary, jobs.index" "$NEW"
+block "OLD binary" "$OLD"
+block "NEW binary" "$NEW"
 mv "$S/jobs.index" "$WORK/jobs.index.saved"
-echo "-- new binary, index removed (read-only commands do not rewrite it), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "-- NEW binary, index removed (read-only commands do not rewrite it), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "describe j0000005:   $(three "$NEW" describe j0000005 --store "$S")"
 mv "$WORK/jobs.index.saved" "$S/jobs.index"
-block "old binary again (no index)" "$OLD"
-block "new binary again, jobs.index" "$NEW"
+block "OLD binary again" "$OLD"
+block "NEW binary again" "$NEW"

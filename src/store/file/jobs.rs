@@ -5,8 +5,10 @@
 //! # The index, and records read on demand (issue 14)
 //! A handle keeps, per job, only a [`Slim`] entry: where its newest line lives (snapshot or
 //! journal, offset, length), its wake-up instant, its history position (`at`, for the
-//! journal/history cross-check) and the run id of its lease — about 200 bytes with the name and
-//! the wake-up set, where the parsed record with its compiled schedule was about 3 KB. An
+//! journal/history cross-check) and the run id of its lease — about 130 bytes with the name and
+//! its place in the wake-up order, where the parsed record with its compiled schedule was about
+//! 3 KB. The entries live in a [`super::table::JobTable`]: one sorted run of fixed-size entries
+//! with the names in one arena, so loading a million of them allocates nothing per job. An
 //! operation that needs a job's record (claim, complete, renew, pause, trigger, edit, `job`,
 //! `jobs_page`) reads its line by offset, verifies its checksum and parses it
 //! ([`Locked::load`]); those parsed records (`Inner::hot`) live until the operation ends (the
@@ -52,6 +54,7 @@ use super::log::{
     AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before,
     encode_checked_line, header_line, io_err, json_err, missing, read_at, write_atomic,
 };
+use super::table;
 use super::{BLOCK, Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
 use crate::model::{After, JobCounters, JobDef, JobRecord, Settings};
 use crate::schedule::Compiled;
@@ -591,21 +594,7 @@ pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Id
         lease: idx.lease,
         spend: idx.spend,
     };
-    let old = match inner.jobs.get_mut(name) {
-        Some(s) => std::mem::replace(s, slim).wake,
-        None => {
-            inner.jobs.insert(name.to_string(), slim);
-            None
-        }
-    };
-    if old != idx.wake {
-        if let Some(o) = old {
-            inner.wake.remove(&(o, name.to_string()));
-        }
-        if let Some(w) = idx.wake {
-            inner.wake.insert((w, name.to_string()));
-        }
-    }
+    inner.jobs.set(name, slim);
     if idx.chained {
         if !inner.chained.contains(name) {
             inner.chained.insert(name.to_string());
@@ -625,29 +614,8 @@ pub(super) fn insert_new(inner: &mut Inner, name: &str, c: Cached) {
 /// Index one line read at load (`no`: its line number, for errors).
 fn index_line(inner: &mut Inner, path: &Path, no: u64, loc: Loc, line: &[u8]) -> StoreResult<()> {
     let (name, idx) = line_index(line).map_err(|(col, what)| corrupt(path, no, col, what))?;
-    inner.acct = later_mark(inner.acct, idx.acct);
-    // One lookup and no copy of the name for a job seen first (every snapshot line).
-    match inner.jobs.entry(name) {
-        std::collections::btree_map::Entry::Vacant(v) => {
-            if let Some(w) = idx.wake {
-                inner.wake.insert((w, v.key().clone()));
-            }
-            if idx.chained {
-                inner.chained.insert(v.key().clone());
-            }
-            v.insert(Slim {
-                loc: Some(loc),
-                wake: idx.wake,
-                at: idx.at,
-                lease: idx.lease,
-                spend: idx.spend,
-            });
-        }
-        std::collections::btree_map::Entry::Occupied(o) => {
-            let name = o.key().clone();
-            set_index(inner, &name, Some(loc), idx);
-        }
-    }
+    // A snapshot's lines come in name order: each is appended to the table's sorted run.
+    set_index(inner, &name, Some(loc), idx);
     Ok(())
 }
 
@@ -778,7 +746,6 @@ impl Locked<'_> {
         let id = self.store.store_id.as_str();
         let inner = &mut *self.inner;
         inner.jobs.clear();
-        inner.wake.clear();
         inner.chained.clear();
         inner.hot.clear();
         inner.snapshot = None;
@@ -1071,18 +1038,11 @@ impl Locked<'_> {
         run_max: u64,
         run_gap: u64,
     ) -> StoreResult<RawPage> {
-        use std::ops::Bound;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         let mut page = RawPage::default();
         // (line, its job's position in the page), then sorted by where the line lives.
         let mut want: Vec<(Loc, usize)> = Vec::new();
-        for (name, slim) in self
-            .inner
-            .jobs
-            .range::<str, _>((from, Bound::Unbounded))
-            .take(limit)
-        {
-            let src = match self.inner.hot.get(name.as_str()) {
+        for (name, slim) in self.inner.jobs.iter_after(after).take(limit) {
+            let src = match self.inner.hot.get(name) {
                 Some(c) => RawSrc::Record(Box::new(c.rec.clone())),
                 None => {
                     let loc = line_loc(name, slim)?;
@@ -1090,7 +1050,7 @@ impl Locked<'_> {
                     RawSrc::Line { loc, at: 0 }
                 }
             };
-            page.items.push((name.clone(), src));
+            page.items.push((name.to_string(), src));
         }
         want.sort_unstable_by_key(|(l, _)| (l.journal, l.off));
         let mut k = 0;
@@ -1501,7 +1461,7 @@ impl Locked<'_> {
         // The old snapshot's lines are in name order too: read a window at a time.
         let mut reader = LineReader::new(&store.dir);
         let inner = &*self.inner;
-        for (name, slim) in &inner.jobs {
+        for (name, slim) in inner.jobs.iter() {
             let from = out.pos();
             let b0 = out.buf.len();
             let mut idx = None;
@@ -1554,8 +1514,10 @@ impl Locked<'_> {
             .io()
             .open(&spath, OpenMode::Read)
             .map_err(io_err(&spath))?;
-        for (slim, loc) in self.inner.jobs.values_mut().zip(locs) {
-            slim.loc = Some(loc);
+        if !self.inner.jobs.relocate(locs) {
+            // Cannot happen (one line was written per job): the next operation reloads from
+            // the snapshot just written rather than trust a table that lost track.
+            self.inner.loaded = false;
         }
         self.inner.snapshot = Some(sf);
         self.inner.generation = generation;
@@ -1647,9 +1609,10 @@ impl Batch {
     fn retire_absent(&mut self, inner: &mut Inner, reader: &mut LineReader) -> StoreResult<()> {
         let absent: Vec<String> = inner
             .jobs
-            .keys()
-            .filter(|n| !self.seen.contains(n.as_str()))
-            .cloned()
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| !self.seen.contains(*n))
+            .map(str::to_string)
             .collect();
         for name in absent {
             let retired = match inner.hot.get_mut(&name) {
@@ -1748,15 +1711,17 @@ fn load_index(
     inner: &mut Inner,
 ) -> Result<bool, String> {
     let ipath = dir.join(index::INDEX_FILE);
-    let mut jobs = Vec::new();
-    let mut wake = Vec::new();
+    let jobs = std::cell::RefCell::new(table::Builder::with_capacity(0, 0));
     let mut chained = Vec::new();
-    let r = index::load(io, &ipath, id, bind, |e| {
-        if let Some(w) = e.idx.wake {
-            wake.push((w, e.name.clone()));
-        }
+    let sized = |n: u64, bytes: usize| {
+        // An entry takes at least 22 bytes: a count the bytes cannot hold is a damaged index
+        // (refused by `decode` further on), not a reason to reserve that much.
+        let n = usize::try_from(n).unwrap_or(0).min(bytes / 22);
+        *jobs.borrow_mut() = table::Builder::with_capacity(n, bytes / 4);
+    };
+    let r = index::load(io, &ipath, id, bind, sized, |e| {
         if e.idx.chained {
-            chained.push(e.name.clone());
+            chained.push(e.name.to_string());
         }
         let slim = Slim {
             loc: Some(Loc {
@@ -1770,14 +1735,13 @@ fn load_index(
             lease: e.idx.lease,
             spend: e.idx.spend,
         };
-        jobs.push((e.name, slim));
+        // `decode` checked the order: a push cannot be refused.
+        jobs.borrow_mut().push(e.name, slim);
     });
     match &r {
-        // Built in bulk from sorted runs: far cheaper than a million inserts.
+        // One sorted run, no allocation per job (see `table`).
         Ok(true) => {
-            inner.jobs = jobs.into_iter().collect();
-            wake.sort_unstable();
-            inner.wake = wake.into_iter().collect();
+            inner.jobs = jobs.into_inner().finish();
             inner.chained = chained.into_iter().collect();
         }
         Ok(false) => {}
@@ -1804,7 +1768,7 @@ fn rewrite_index(
     min_bytes: u64,
 ) -> StoreResult<bool> {
     let mut ix = IndexWriter::new(io, dir, ipath, id, generation, header, min_bytes)?;
-    for (name, slim) in &inner.jobs {
+    for (name, slim) in inner.jobs.iter() {
         let Some(loc) = slim.loc.filter(|l| !l.journal) else {
             ix.spoil();
             break;
@@ -2439,8 +2403,9 @@ mod tests {
 
     /// What a fresh handle's index says of every job equals what its full record says.
     fn index_agrees_with_records(s: &FileStore) {
-        let l = s.lock().unwrap();
+        let mut l = s.lock().unwrap();
         assert!(!l.inner.jobs.is_empty());
+        let order = l.inner.jobs.wake_order(None);
         for (name, slim) in &l.inner.jobs {
             let full = Cached::from_entry(l.read_entry(name, slim).unwrap()).idx();
             let indexed = Idx {
@@ -2453,15 +2418,12 @@ mod tests {
             };
             assert_eq!(indexed, full, "job {name}");
             if let Some(w) = slim.wake {
-                assert!(l.inner.wake.contains(&(w, name.clone())), "job {name}");
+                assert!(order.contains(&(w, name.to_string())), "job {name}");
             }
         }
         let woken = l.inner.jobs.values().filter(|s| s.wake.is_some()).count();
-        assert_eq!(
-            l.inner.wake.len(),
-            woken,
-            "one wake-up entry per job that has one"
-        );
+        assert_eq!(order.len(), woken, "one wake-up entry per job that has one");
+        assert!(order.is_sorted(), "in (wake-up, name) order");
     }
 
     #[test]
@@ -2754,7 +2716,7 @@ mod tests {
         s.set_paused("idle", true, t(1100)).unwrap();
         let fresh = FileStore::open_existing(&dir).unwrap();
         let mut l = fresh.lock().unwrap();
-        let names: Vec<String> = l.inner.jobs.keys().cloned().collect();
+        let names: Vec<String> = l.inner.jobs.iter().map(|(n, _)| n.to_string()).collect();
         let journal = |n: &str| l.inner.jobs[n].loc.is_some_and(|loc| loc.journal);
         assert!(journal("idle") && !journal("parent"), "lines in both files");
         let one_by_one: Vec<crate::model::JobRecord> = names

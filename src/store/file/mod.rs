@@ -184,6 +184,7 @@ pub(crate) use jobs::head_agrees;
 mod log;
 mod migrate;
 mod recount;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -196,7 +197,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use self::history::history_header;
-use self::jobs::{Cached, Slim, insert_new};
+use self::jobs::{Cached, insert_new};
 use self::log::{
     AppendLog, check_id, corrupt, header_line, io_err, json_err, missing, stat, write_atomic,
 };
@@ -230,15 +231,15 @@ const UNACKED_RANGES: usize = 64;
 #[derive(Default)]
 struct Inner {
     loaded: bool,
-    /// Every job's index entry (where its newest line is, its wake-up; see `jobs.rs`).
-    jobs: BTreeMap<String, Slim>,
+    /// Every job's index entry (where its newest line is, its wake-up; see `jobs.rs`), and the
+    /// wake-up order (see `table.rs`).
+    jobs: table::JobTable,
     /// The parsed records the current operation read or changed; emptied when it releases
     /// the lock, so the handle holds no definitions between operations.
     hot: BTreeMap<String, Cached>,
     /// The snapshot this handle's index points into (kept open: a compaction by another
     /// process renames a new one into place, and replaces the journal, which reloads).
     snapshot: Option<Box<dyn IoFile>>,
-    wake: BTreeSet<(DateTime<Utc>, String)>,
     /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
     /// among these only, so `complete` stays independent of the number of jobs.
     chained: BTreeSet<String>,
@@ -1008,20 +1009,14 @@ impl Store for FileStore {
     /// the engine should treat a past wake-up for a job it has in flight as "no work".
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         let _ = now;
-        let l = self.lock()?;
-        Ok(l.inner.wake.first().map(|(t, _)| *t))
+        let mut l = self.lock()?;
+        Ok(l.inner.jobs.first_wake())
     }
 
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
         let now = req.now;
         let mut l = self.lock()?;
-        let due: Vec<String> = l
-            .inner
-            .wake
-            .iter()
-            .take_while(|(t, _)| *t <= now)
-            .map(|(_, n)| n.clone())
-            .collect();
+        let due: Vec<String> = l.inner.jobs.due(now);
         if due.is_empty() {
             return Ok(ClaimOutcome::default());
         }

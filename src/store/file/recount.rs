@@ -62,7 +62,7 @@ impl Locked<'_> {
                     .as_deref()
                     .is_some_and(|c| budget::needs_recount(c, &key))
             })
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.to_string())
             .collect();
         if due.is_empty() {
             return Ok(());
