@@ -963,6 +963,10 @@ impl Locked<'_> {
             return Ok(false);
         };
         let e = self.read_entry(name, slim)?;
+        #[cfg(test)]
+        {
+            self.inner.records_loaded += 1;
+        }
         self.inner
             .hot
             .insert(name.to_string(), Cached::from_entry(e));
