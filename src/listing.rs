@@ -48,7 +48,9 @@ pub struct JobView<'a> {
     pub schedule: &'a str,
     /// Its next slot (UTC).
     pub next_slot: Option<DateTime<Utc>>,
-    /// The instant the next slot fires: the slot plus the job's jitter (NEXT in the table).
+    /// The instant the next slot fires: the slot plus the job's jitter (NEXT in the table);
+    /// `null` while nothing will fire (paused, disabled or retired: the table's `n/a`), where
+    /// `next_slot` still shows the stored slot.
     pub next_fire_at: Option<DateTime<Utc>>,
     /// When it last ran.
     pub last_run_at: Option<DateTime<Utc>>,
@@ -89,7 +91,11 @@ impl<'a> JobView<'a> {
             state: state(r, now),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
-            next_fire_at: r.rt.next_slot.map(|n| r.def.fire_at(n)),
+            next_fire_at: r
+                .rt
+                .next_slot
+                .filter(|_| !r.rt.retired && !r.rt.paused && r.def.enabled)
+                .map(|n| r.def.fire_at(n)),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,
             runs: r.rt.runs,

@@ -250,3 +250,51 @@ fn a_disabled_job_with_a_trigger_waiting_is_queued_in_every_listing() {
     let d: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(d["state"], "queued", "{out}");
 }
+
+/// Red team 9: one "next" in every view. A paused or disabled job fires nothing: `jobs` says
+/// `n/a` and `jobs --json` has `next_fire_at: null` (its stored `next_slot` stays); a jittered
+/// job's `describe` shows the fire instant `jobs` shows, with its slot named beside it.
+#[test]
+fn every_listing_agrees_on_when_a_job_fires_next() {
+    let dir = support::tempdir("cli-next");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: held\n    schedule: every 1h\n    command: \"true\"\n  - name: jit\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: 3000\n  - name: off\n    schedule: every 1h\n    command: \"true\"\n    enabled: false\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    assert_eq!(run(&dir, &["pause", "held"]).0, 0);
+    let (c, out, _) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let job = |n: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    for n in ["held", "off"] {
+        let j = job(n);
+        assert!(j["next_slot"].is_string(), "{j}");
+        assert!(j["next_fire_at"].is_null(), "{n} fires nothing: {j}");
+    }
+    let j = job("jit");
+    let (slot, fire) = (
+        j["next_slot"].as_str().unwrap().to_string(),
+        j["next_fire_at"].as_str().unwrap().to_string(),
+    );
+    let (c, out, _) = run(&dir, &["describe", "jit", "--utc"]);
+    assert_eq!(c, 0);
+    let line = out.lines().find(|l| l.starts_with("next:")).unwrap();
+    let hms = |t: &str| t[11..19].to_string();
+    assert!(line.contains(&hms(&fire)), "{line} should show {fire}");
+    if slot != fire {
+        assert!(
+            line.contains(", slot ") && line.contains(&hms(&slot)),
+            "{line}"
+        );
+    }
+    assert!(!line.contains("(due"), "{line}");
+}

@@ -649,10 +649,22 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     if next.is_empty() {
         kv("next:", "n/a".to_string());
     }
+    // When each slot fires (the slot plus the job's jitter, as `jobs` and the console show);
+    // a jittered slot is named beside it, so a slot inside its own jitter is not "due".
     for (i, t) in next.iter().enumerate() {
+        let fire = rec.def.fire_at(*t);
+        let slot = if fire == *t {
+            String::new()
+        } else {
+            format!(", slot {}", when::stamp(*t, zone))
+        };
         kv(
             if i == 0 { "next:" } else { "" },
-            format!("{} ({})", when::stamp(*t, zone), when::left(*t, now)),
+            format!(
+                "{} ({}{slot})",
+                when::stamp(fire, zone),
+                when::left(fire, now)
+            ),
         );
     }
     for q in &rec.rt.queue {
