@@ -28,9 +28,16 @@
 //!   arrives for N ms (the owner is stopped with SIGSTOP, or hung) the tree is killed. The engine
 //!   sets N to half the job's lease, so a stopped owner's command is gone before its lease can
 //!   expire and another owner can claim the job.
-//! - When the command exits, or on a stop, the supervisor SIGKILLs every descendant (found by
-//!   walking `/proc` parent links), reaps them, and exits with the command's code (`128 + N`
-//!   when it died of signal N). Escaped processes are therefore killed when their run ends and
+//! - On a stop (end of file, SIGTERM, or the switch) the command is SIGKILLed at once with one
+//!   signal — its whole process group when it leads one (a zygote's run), else the command
+//!   itself — before anything else: red team 9 saw hundreds of supervisors stalled together
+//!   each walk all of `/proc` first, and commands ran on to their end seconds after the switch
+//!   fired. The switch reports [`STALLED`] only when that kill ended the command (it died of
+//!   SIGKILL); a command that ended by itself in the meantime reports its own code (and a note
+//!   on stderr), so a completed command is never recorded as killed and retried.
+//! - When the command exits, or after that first kill, the supervisor SIGKILLs every descendant
+//!   left (found by walking `/proc` parent links, only when some are left), reaps them, and
+//!   exits with the command's code (`128 + N` when it died of signal N). Escaped processes are therefore killed when their run ends and
 //!   cannot hold the owner's output pipes open.
 //!
 //! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
@@ -41,7 +48,8 @@
 //!   forks keep the command in a group of its own (the zygote covers them).
 //!
 //! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
-//! when the command could not be started; [`STALLED`] (125) when the dead-man switch fired.
+//! when the command could not be started; [`STALLED`] (125) when the dead-man switch killed
+//! the command (not when the command had ended by itself before the kill landed).
 
 use std::collections::HashSet;
 use std::io::Write;
