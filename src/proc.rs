@@ -22,7 +22,8 @@
 //!   group through a [`GroupGuard`] (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
-//!   start the shell, 125 when it killed the run for lack of heartbeats; 137 with
+//!   start the shell, 125 when it killed the run for lack of heartbeats (a command that ended by
+//!   itself before that kill landed keeps its own code: it completed); 137 with
 //!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
 //!   could report (the zygote kills what the run left), [`SUPERVISOR_DIED_FALLBACK`] when a
 //!   `__supervise` exec was (this process kills its process group and, as the subreaper of its

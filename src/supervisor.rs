@@ -28,9 +28,16 @@
 //!   arrives for N ms (the owner is stopped with SIGSTOP, or hung) the tree is killed. The engine
 //!   sets N to half the job's lease, so a stopped owner's command is gone before its lease can
 //!   expire and another owner can claim the job.
-//! - When the command exits, or on a stop, the supervisor SIGKILLs every descendant (found by
-//!   walking `/proc` parent links), reaps them, and exits with the command's code (`128 + N`
-//!   when it died of signal N). Escaped processes are therefore killed when their run ends and
+//! - On a stop (end of file, SIGTERM, or the switch) the command is SIGKILLed at once with one
+//!   signal — its whole process group when it leads one (a zygote's run), else the command
+//!   itself — before anything else: red team 9 saw hundreds of supervisors stalled together
+//!   each walk all of `/proc` first, and commands ran on to their end seconds after the switch
+//!   fired. The switch reports [`STALLED`] only when that kill ended the command (it died of
+//!   SIGKILL); a command that ended by itself in the meantime reports its own code (and a note
+//!   on stderr), so a completed command is never recorded as killed and retried.
+//! - When the command exits, or after that first kill, the supervisor SIGKILLs every descendant
+//!   left (found by walking `/proc` parent links, only when some are left), reaps them, and
+//!   exits with the command's code (`128 + N` when it died of signal N). Escaped processes are therefore killed when their run ends and
 //!   cannot hold the owner's output pipes open.
 //!
 //! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
@@ -41,7 +48,8 @@
 //!   forks keep the command in a group of its own (the zygote covers them).
 //!
 //! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
-//! when the command could not be started; [`STALLED`] (125) when the dead-man switch fired.
+//! when the command could not be started; [`STALLED`] (125) when the dead-man switch killed
+//! the command (not when the command had ended by itself before the kill landed).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -278,21 +286,65 @@ fn supervise_run(
             Watch::Stalled => stalled = true,
             Watch::Stop => {}
         }
-        // Stop: kill the whole tree, then wait for the command's own end (it was killed too).
-        kill_descendants();
+        // Stop: kill the command at once — one signal, before anything else — then wait for
+        // its end; what it left (re-parented here) is killed by `kill_tree` below. A walk of
+        // `/proc` first (red team 9: hundreds of supervisors stalled at once, each walking
+        // thousands of processes) let commands run to their end seconds after the decision.
+        kill_command(pid, own_group);
         break wait_for(pid);
     };
     let clean = kill_tree(Duration::from_secs(5));
     restore();
     if stalled {
-        let _ = writeln!(
-            std::io::stderr(),
-            "cronsole: run killed: its owner sent no heartbeat for {:?} (stopped or hung)",
-            stall.unwrap_or_default()
-        );
-        return (STALLED, clean);
+        let code = stall_outcome(code);
+        let _ = writeln!(std::io::stderr(), "{}", stall_note(code, stall, clean));
+        return (code, clean);
     }
     (code, clean)
+}
+
+/// SIGKILL the command `pid` that this supervisor started: its whole process group when it
+/// leads one (a zygote's run: the shell and everything it started that did not leave the
+/// group die in one go), else the command itself (an exec'd `__supervise`, whose group is this
+/// process's too). Descendants out of reach of this signal are re-parented to this subreaper
+/// and killed by [`kill_tree`].
+fn kill_command(pid: i32, own_group: bool) {
+    // SAFETY: kill/killpg have no memory-safety preconditions; ESRCH means already gone.
+    unsafe {
+        if own_group {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// What a run the dead-man switch stopped reports, from the command's own status `code`:
+/// [`STALLED`] when the kill ended it (SIGKILL, 137), else the command's code — it ended by
+/// itself between the switch's decision and the kill, so the run did complete (red team 9: such
+/// runs were recorded "killed" and retried, and their command completed twice).
+fn stall_outcome(code: i32) -> i32 {
+    if code == 128 + libc::SIGKILL {
+        STALLED
+    } else {
+        code
+    }
+}
+
+/// The line a supervisor writes on the run's stderr when the dead-man switch fired: what
+/// happened to the command (`outcome` from [`stall_outcome`]) and whether its tree is gone.
+fn stall_note(outcome: i32, stall: Option<Duration>, clean: bool) -> String {
+    let quiet = stall.unwrap_or_default();
+    let mut note = if outcome == STALLED {
+        format!("cronsole: run killed: its owner sent no heartbeat for {quiet:?} (stopped or hung)")
+    } else {
+        format!(
+            "cronsole: its owner sent no heartbeat for {quiet:?} (stopped or hung), but the command had already ended by itself (exit {outcome})"
+        )
+    };
+    if !clean {
+        note.push_str("; some of its processes did not die within 5s");
+    }
+    note
 }
 
 /// SIGCHLD and SIGTERM: the signals that end a supervisor's wait.
@@ -1323,8 +1375,15 @@ mod tests {
         assert!(parse_args(&s(&["--stall-ms", "x", "--", "true"])).is_err());
     }
 
+    /// Held by tests that start processes: the walk test kills every descendant of this
+    /// process, which would take another test's children with it.
+    static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn descendants_are_found_through_parent_links() {
+        let _one = CHILDREN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut child = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg("sleep 30 & wait")
@@ -1350,6 +1409,90 @@ mod tests {
             }
         }
         let _ = child.wait();
+    }
+
+    #[test]
+    fn a_stalled_run_reports_killed_only_when_the_kill_ended_it() {
+        // Killed by the switch (SIGKILL): the run was killed.
+        assert_eq!(stall_outcome(128 + libc::SIGKILL), STALLED);
+        // Ended by itself before the kill landed: its own code, not "killed" (red team 9: a
+        // completed command recorded "killed" was retried and completed twice).
+        assert_eq!(stall_outcome(0), 0);
+        assert_eq!(stall_outcome(3), 3);
+        assert_eq!(stall_outcome(128 + libc::SIGTERM), 128 + libc::SIGTERM);
+        let stall = Some(Duration::from_secs(3));
+        let killed = stall_note(STALLED, stall, true);
+        assert!(killed.contains("run killed"), "{killed}");
+        assert!(killed.contains("no heartbeat for 3s"), "{killed}");
+        assert!(!killed.contains("did not die"), "{killed}");
+        let ended = stall_note(0, stall, true);
+        assert!(!ended.contains("killed"), "{ended}");
+        assert!(
+            ended.contains("already ended by itself (exit 0)"),
+            "{ended}"
+        );
+        assert!(stall_note(STALLED, stall, false).contains("did not die within 5s"));
+    }
+
+    /// Whether `pid` is gone (or a zombie: dead, waiting for its reaper).
+    fn dead(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(st) => st
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|c| c == 'Z' || c == 'X'),
+        }
+    }
+
+    #[test]
+    fn the_command_and_its_group_are_killed_with_one_signal_and_no_walk() {
+        use std::io::BufRead;
+        let _one = CHILDREN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The shell leads its own group (a zygote's run); its background sleep shares it.
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg("sleep 311 & echo $!; wait")
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sleep: i32 = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let shell = child.id() as i32;
+        assert!(!dead(sleep));
+        kill_command(shell, true);
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        // The sleep got the same signal (it is re-parented to init, which reaps it).
+        let mut gone = dead(sleep);
+        for _ in 0..500 {
+            if gone {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            gone = dead(sleep);
+        }
+        if !gone {
+            unsafe {
+                libc::kill(sleep, libc::SIGKILL);
+            }
+        }
+        assert!(
+            gone,
+            "the command's background process survived its group's kill"
+        );
     }
 
     #[test]
