@@ -28,10 +28,22 @@
 //!   arrives for N ms (the owner is stopped with SIGSTOP, or hung) the tree is killed. The engine
 //!   sets N to half the job's lease, so a stopped owner's command is gone before its lease can
 //!   expire and another owner can claim the job.
-//! - When the command exits, or on a stop, the supervisor SIGKILLs every descendant (found by
-//!   walking `/proc` parent links), reaps them, and exits with the command's code (`128 + N`
-//!   when it died of signal N). Escaped processes are therefore killed when their run ends and
-//!   cannot hold the owner's output pipes open.
+//! - On a stop the supervisor first SIGKILLs the command and, on a zygote's run (the command
+//!   leads a process group of its own), that whole group — one `killpg`, whatever the number
+//!   of runs alive. Then, when the command exits or after a stop, it SIGKILLs every descendant
+//!   left (a `setsid` escapee leaves the group), found by walking down the kernel's child lists
+//!   (`/proc/PID/task/TID/children`, the size of the run's tree; every process's parent link
+//!   in `/proc` when the kernel has no such lists), reaps them, and exits with the command's
+//!   code (`128 + N` when it died of signal N). Escaped processes are therefore killed when
+//!   their run ends and cannot hold the owner's output pipes open. Red team 9: when an owner
+//!   with 512 runs was killed, each supervisor read every process's `/proc/PID/stat` before
+//!   its first kill — 512 × a few thousand reads on 2 cores, tens of seconds in which the
+//!   commands ran to completion, and the one-shot recovery then ran them a second time.
+//! - Nothing starts for an owner that is gone: a supervisor looks at the run's life-line just
+//!   before it starts the command (`peer_gone`: closed or cut means the owner died or gave
+//!   up on the run), and the zygote stops at its owner's hang-up, dropping the requests still
+//!   queued on its socket unread. A command whose owner dies between that look and its start
+//!   is killed as soon as it has started (the life-line has ended).
 //!
 //! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
 //!   the supervisor's process group (the owner made it: group id = the supervisor's pid), which
@@ -877,8 +889,10 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///   `IDLE_MAX` (128 idle).
 ///   Each run's directory and environment changes apply to its command only
 ///   (`Command::current_dir`/`env`), so nothing of one run's request reaches the next.
-/// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
-///   `kill -9` included): the zygote kills every descendant left and exits. Each run's
+/// - End of file (hang-up) on the socket means the owner is gone (closed by the kernel when it
+///   dies, `kill -9` included): the zygote drops the requests still queued there unread (none
+///   of them may start: red team 9 saw runs started after their owner's death), kills every
+///   descendant left and exits. Each run's
 ///   supervisor also sees its own control socket close and kills its tree, so a run dies with
 ///   its owner even if the zygote itself was killed first. `PR_SET_PDEATHSIG` is not used, for
 ///   the reason given in the module doc (it follows the spawning thread).
