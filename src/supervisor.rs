@@ -492,8 +492,8 @@ fn kill_command(pid: i32, own_group: bool) {
 
 /// Whether the other end of the life-line `fd` is gone: the owner closed it, cut it
 /// (`shutdown`), or died. Does not wait and reads nothing (a heartbeat queued before the end
-/// does not hide it). A supervisor asks before it starts a command and the zygote before it
-/// takes a request, so nothing starts for an owner that is already gone.
+/// does not hide it). A supervisor asks before it starts a command, so nothing starts for an
+/// owner that is already gone (the zygote watches its own socket's hang-up the same way).
 fn peer_gone(fd: libc::c_int) -> bool {
     let mut pfd = libc::pollfd {
         fd,
