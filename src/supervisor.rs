@@ -28,17 +28,25 @@
 //!   arrives for N ms (the owner is stopped with SIGSTOP, or hung) the tree is killed. The engine
 //!   sets N to half the job's lease, so a stopped owner's command is gone before its lease can
 //!   expire and another owner can claim the job.
-//! - On a stop (end of file, SIGTERM, or the switch) the command is SIGKILLed at once with one
-//!   signal — its whole process group when it leads one (a zygote's run), else the command
-//!   itself — before anything else: red team 9 saw hundreds of supervisors stalled together
-//!   each walk all of `/proc` first, and commands ran on to their end seconds after the switch
-//!   fired. The switch reports [`STALLED`] only when that kill ended the command (it died of
+//! - On a stop the supervisor first SIGKILLs the command and, on a zygote's run (the command
+//!   leads a process group of its own), that whole group — one `killpg`, whatever the number
+//!   of runs alive. Then, when the command exits or after a stop, it SIGKILLs every descendant
+//!   left (a `setsid` escapee leaves the group), found by walking down the kernel's child lists
+//!   (`/proc/PID/task/TID/children`, the size of the run's tree; every process's parent link
+//!   in `/proc` when the kernel has no such lists), reaps them, and exits with the command's
+//!   code (`128 + N` when it died of signal N). Escaped processes are therefore killed when
+//!   their run ends and cannot hold the owner's output pipes open. Red team 9: when an owner
+//!   with 512 runs was killed, each supervisor read every process's `/proc/PID/stat` before
+//!   its first kill — 512 × a few thousand reads on 2 cores, tens of seconds in which the
+//!   commands ran to completion, and the one-shot recovery then ran them a second time.
+//! - Nothing starts for an owner that is gone: a supervisor looks at the run's life-line just
+//!   before it starts the command (`peer_gone`: closed or cut means the owner died or gave
+//!   up on the run), and the zygote stops at its owner's hang-up, dropping the requests still
+//!   queued on its socket unread. A command whose owner dies between that look and its start
+//!   is killed as soon as it has started (the life-line has ended).
+//! - The switch reports [`STALLED`] only when the stop's kill ended the command (it died of
 //!   SIGKILL); a command that ended by itself in the meantime reports its own code (and a note
-//!   on stderr), so a completed command is never recorded as killed and retried.
-//! - When the command exits, or after that first kill, the supervisor SIGKILLs every descendant
-//!   left (found by walking `/proc` parent links, only when some are left), reaps them, and
-//!   exits with the command's code (`128 + N` when it died of signal N). Escaped processes are therefore killed when their run ends and
-//!   cannot hold the owner's output pipes open.
+//!   on stderr), so a completed command is never recorded as killed and retried (red team 9).
 //!
 //! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
 //!   the supervisor's process group (the owner made it: group id = the supervisor's pid), which
@@ -286,11 +294,11 @@ fn supervise_run(
             Watch::Stalled => stalled = true,
             Watch::Stop => {}
         }
-        // Stop: kill the command at once — one signal, before anything else — then wait for
-        // its end; what it left (re-parented here) is killed by `kill_tree` below. A walk of
-        // `/proc` first (red team 9: hundreds of supervisors stalled at once, each walking
-        // thousands of processes) let commands run to their end seconds after the decision.
+        // Stop: kill the command at once — its whole process group when it has its own, one
+        // signal whatever the run's size — then walk for what left the group (a `setsid`
+        // escapee), then wait for the command's own end (it was killed too).
         kill_command(pid, own_group);
+        kill_descendants();
         break wait_for(pid);
     };
     let clean = kill_tree(Duration::from_secs(5));
@@ -301,21 +309,6 @@ fn supervise_run(
         return (code, clean);
     }
     (code, clean)
-}
-
-/// SIGKILL the command `pid` that this supervisor started: its whole process group when it
-/// leads one (a zygote's run: the shell and everything it started that did not leave the
-/// group die in one go), else the command itself (an exec'd `__supervise`, whose group is this
-/// process's too). Descendants out of reach of this signal are re-parented to this subreaper
-/// and killed by [`kill_tree`].
-fn kill_command(pid: i32, own_group: bool) {
-    // SAFETY: kill/killpg have no memory-safety preconditions; ESRCH means already gone.
-    unsafe {
-        if own_group {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-        libc::kill(pid, libc::SIGKILL);
-    }
 }
 
 /// What a run the dead-man switch stopped reports, from the command's own status `code`:
@@ -508,9 +501,85 @@ fn wait_for(pid: i32) -> i32 {
     }
 }
 
-/// Every process whose parent chain leads to `root` (read from `/proc`).
+/// SIGKILL the command `pid` (not reaped yet, so neither its pid nor its group id can be
+/// reused) and, when it leads a process group of its own (`own_group`: a zygote's run), that
+/// whole group: what the command started without leaving the group dies by the same single
+/// call, before any `/proc` walk. Red team 9: with 512 runs whose owner was killed, each
+/// supervisor walked all of `/proc` before its first kill — 512 × a few thousand `/proc`
+/// reads on 2 cores — and the commands ran to completion in the meantime.
+fn kill_command(pid: i32, own_group: bool) {
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill/killpg have no memory-safety preconditions; ESRCH means already gone.
+    unsafe {
+        if own_group {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Whether the other end of the life-line `fd` is gone: the owner closed it, cut it
+/// (`shutdown`), or died. Does not wait and reads nothing (a heartbeat queued before the end
+/// does not hide it). A supervisor asks before it starts a command, so nothing starts for an
+/// owner that is already gone (the zygote watches its own socket's hang-up the same way).
+fn peer_gone(fd: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n > 0 && pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
+/// Every process whose parent chain leads to `root`. Walked down from `root` through the
+/// kernel's child lists (`/proc/PID/task/TID/children`), which costs the size of the tree, not
+/// of the machine: the supervisors of hundreds of runs stopping at once (their owner died)
+/// must not each read every process's `/proc/PID/stat`. Without those lists (a kernel built
+/// without `CONFIG_PROC_CHILDREN`) every process's parent link is read instead. A process
+/// forked during the walk may be missed: callers repeat until nothing is left.
 pub fn descendants_of(root: i32) -> Vec<i32> {
-    subtree(&parent_links(), root)
+    if !child_lists() {
+        return subtree(&parent_links(), root);
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for c in children_of(p) {
+            if c != root && seen.insert(c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Whether this kernel lists each task's children (`/proc/thread-self/children`).
+fn child_lists() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
+}
+
+/// The children of `pid` (of each of its threads); empty when it is gone.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|w| w.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
 }
 
 /// `(pid, parent pid)` of every process visible in `/proc`.
@@ -850,8 +919,10 @@ pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
 ///   `IDLE_MAX` (128 idle).
 ///   Each run's directory and environment changes apply to its command only
 ///   (`Command::current_dir`/`env`), so nothing of one run's request reaches the next.
-/// - End of file on the socket means the owner is gone (closed by the kernel when it dies,
-///   `kill -9` included): the zygote kills every descendant left and exits. Each run's
+/// - End of file (hang-up) on the socket means the owner is gone (closed by the kernel when it
+///   dies, `kill -9` included): the zygote drops the requests still queued there unread (none
+///   of them may start: red team 9 saw runs started after their owner's death), kills every
+///   descendant left and exits. Each run's
 ///   supervisor also sees its own control socket close and kills its tree, so a run dies with
 ///   its owner even if the zygote itself was killed first. `PR_SET_PDEATHSIG` is not used, for
 ///   the reason given in the module doc (it follows the spawning thread).
@@ -904,7 +975,7 @@ pub fn zygote_main() -> i32 {
         let mut pfd = [
             libc::pollfd {
                 fd: 0,
-                events: libc::POLLIN,
+                events: libc::POLLIN | libc::POLLRDHUP,
                 revents: 0,
             },
             libc::pollfd {
@@ -936,6 +1007,12 @@ pub fn zygote_main() -> i32 {
         }
         if pfd[0].revents == 0 {
             continue;
+        }
+        // The owner is gone (its end closed: it died, `kill -9` included) even if requests it
+        // sent are still queued: none of them may start. They are dropped unread (their
+        // descriptors close with this process) and every run still alive is killed below.
+        if pfd[0].revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 {
+            break;
         }
         match recv_with_fds(0, &mut buf) {
             Ok(None) => break,
@@ -1281,6 +1358,11 @@ fn serve(msg: &[u8], fds: Vec<std::os::fd::OwnedFd>) -> bool {
     let Ok([ctl, out, err]) = <[std::os::fd::OwnedFd; 3]>::try_from(fds) else {
         return true;
     };
+    // The owner died (or gave up on this run) while the request waited in the zygote's queue
+    // or on its way to this supervisor: nothing may start for it. Its descriptors close here.
+    if peer_gone(ctl.as_raw_fd()) {
+        return true;
+    }
     STOP.store(false, Ordering::SeqCst);
     // SAFETY: dup2 on descriptors this process owns.
     unsafe {
@@ -1403,12 +1485,147 @@ mod tests {
             found.len() >= 2,
             "the shell's sleep is a grandchild: {found:?}"
         );
-        for p in &found {
+        // Only this test's shell and what it started (other tests' children run beside it).
+        let sh = child.id() as i32;
+        for p in descendants_of(sh).iter().chain([&sh]) {
             unsafe {
                 libc::kill(*p, libc::SIGKILL);
             }
         }
         let _ = child.wait();
+    }
+
+    /// Alive = exists and is not a zombie.
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|c| c != 'Z' && c != 'X')
+        })
+    }
+
+    /// The descendants of `root` once at least `n` exist (bounded wait).
+    fn tree_of(root: i32, n: usize) -> Vec<i32> {
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = descendants_of(root);
+            if found.len() >= n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        found
+    }
+
+    #[test]
+    fn the_walk_down_the_child_lists_finds_what_the_parent_links_find() {
+        // A shell with two background sleeps and a subshell's sleep: four descendants.
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg("sleep 31 & sleep 32 & (sleep 33; true) & wait")
+            .spawn()
+            .unwrap();
+        let sh = child.id() as i32;
+        // Both views once the tree has settled (a background job is a fork before its exec).
+        let (mut by_walk, mut by_links) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            by_walk = descendants_of(sh);
+            by_links = subtree(&parent_links(), sh);
+            by_walk.sort_unstable();
+            by_links.sort_unstable();
+            if by_walk.len() == 4 && by_walk == by_links {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let walked = by_walk.clone();
+        for p in walked.iter().chain(by_links.iter()).chain([&sh]) {
+            unsafe {
+                libc::kill(*p, libc::SIGKILL);
+            }
+        }
+        let _ = child.wait();
+        assert_eq!(walked.len(), 4, "{walked:?}");
+        assert_eq!(by_walk, by_links);
+        // A process that is gone has no children to list.
+        assert!(children_of(sh).is_empty());
+    }
+
+    #[test]
+    fn stopping_a_command_kills_its_whole_group_with_one_call() {
+        use std::os::unix::process::CommandExt;
+        // The shell leads its own group (a zygote's run): its background sleeps die with it,
+        // without any walk of /proc.
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg("sleep 34 & sleep 35 & wait")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let sh = child.id() as i32;
+        let sleeps = tree_of(sh, 2);
+        assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+        kill_command(sh, true);
+        let _ = child.wait();
+        let mut left = sleeps.clone();
+        for _ in 0..200 {
+            left.retain(|p| alive(*p));
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for p in &left {
+            unsafe {
+                libc::kill(*p, libc::SIGKILL);
+            }
+        }
+        assert!(left.is_empty(), "left by the group kill: {left:?}");
+        // Never a group that is not the command's own: pid 0 and 1 are refused.
+        kill_command(0, true);
+        kill_command(1, true);
+    }
+
+    #[test]
+    fn a_life_line_is_seen_gone_when_its_owner_closed_cut_or_died() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        // Stream (a run's control socket): open, even with a heartbeat queued, is not gone;
+        // cut (shutdown of the owner's writing side) or closed is.
+        let (mut owner, sup) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(!peer_gone(sup.as_raw_fd()));
+        owner.write_all(b".").unwrap();
+        assert!(!peer_gone(sup.as_raw_fd()));
+        owner.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(peer_gone(sup.as_raw_fd()));
+        let (mut owner, sup) = std::os::unix::net::UnixStream::pair().unwrap();
+        owner.write_all(b".").ok();
+        drop(owner);
+        assert!(peer_gone(sup.as_raw_fd()));
+        // Sequenced packets (the zygote's socket): requests still queued do not hide that the
+        // owner is gone.
+        let mut pair = [0; 2];
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0);
+        use std::os::fd::FromRawFd;
+        let (owner, zygote) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(pair[0]),
+                std::os::fd::OwnedFd::from_raw_fd(pair[1]),
+            )
+        };
+        use std::os::fd::AsFd;
+        send_with_fds(owner.as_fd(), b"queued", &[]).unwrap();
+        assert!(!peer_gone(zygote.as_raw_fd()));
+        drop(owner);
+        assert!(peer_gone(zygote.as_raw_fd()));
     }
 
     #[test]

@@ -456,7 +456,8 @@ fn big_mappings_are_indexed_for_duplicates_and_positions() {
 fn a_command_exec_cannot_run_is_refused_at_its_key() {
     let text = "jobs:\n  - name: a\n    schedule: every 5m\n    command: \"echo a\\0b\"\n";
     expect(text, "jobs[0].command", 4, 14, "NUL character (at byte 6)");
-    let text = "jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n    pre_run: \"t\\0\"\n";
+    let text =
+        "jobs:\n  - name: a\n    schedule: every 5m\n    command: x\n    pre_run: \"t\\0\"\n";
     expect(text, "jobs[0].pre_run", 5, 14, "NUL character");
     let long = "x".repeat(131_072);
     let text = format!("jobs:\n  - name: a\n    schedule: every 5m\n    command: {long}\n");

@@ -349,9 +349,9 @@ impl Shapes {
         field(enc, "next_fire_at", false);
         // Nothing fires while paused, disabled or retired (the table's `n/a`).
         match next_fire_at {
-            _ if retired || paused || !enabled => {
-                None::<DateTime<Utc>>.serialize(&mut *enc).map_err(|_| Decline)?
-            }
+            _ if retired || paused || !enabled => None::<DateTime<Utc>>
+                .serialize(&mut *enc)
+                .map_err(|_| Decline)?,
             Some(t) => t.serialize(&mut *enc).map_err(|_| Decline)?,
             None => head.value_of(enc, next_slot)?,
         }
