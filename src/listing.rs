@@ -164,7 +164,7 @@ fn workers() -> usize {
 ///
 /// A reader thread reads the pages in name order ([`Store::jobs_page_json`]: the store's lock
 /// for the page's reads); worker threads (one per core) each take the next page read and
-/// transcode it whole into an output buffer ([`fast`], or [`pretty::Pretty`] for a parsed
+/// transcode it whole into an output buffer (`listing::fast`, or [`pretty::Pretty`] for a parsed
 /// record: the same bytes as `text::to_json_pretty` of the whole array); this thread writes the
 /// finished buffers to `out` in page order, one write each. At most a few pages per worker are
 /// in flight (bounded channels), and written buffers go back to the workers, so memory stays
