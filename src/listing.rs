@@ -94,7 +94,7 @@ impl<'a> JobView<'a> {
             next_fire_at: r
                 .rt
                 .next_slot
-                .filter(|_| !r.rt.retired && !r.rt.paused && r.def.enabled)
+                .filter(|_| r.fires())
                 .map(|n| r.def.fire_at(n)),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,

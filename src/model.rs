@@ -1221,6 +1221,12 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// Whether its schedule fires at all now: not retired, not paused, enabled. Every view's
+    /// "next" (`jobs` NEXT, `jobs --json` `next_fire_at`, `describe`) is empty when it does not.
+    pub fn fires(&self) -> bool {
+        !self.rt.retired && !self.rt.paused && self.def.enabled
+    }
+
     /// One word for the job's state in tables: running, paused, retired, held, idle.
     pub fn state_word(&self, now: DateTime<Utc>) -> &'static str {
         if self.rt.retired {

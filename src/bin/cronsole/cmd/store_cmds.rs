@@ -161,9 +161,7 @@ fn one_line(s: &str) -> String {
 /// shows); `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
 fn next_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
     match r.rt.next_slot.map(|n| r.def.fire_at(n)) {
-        Some(n) if !r.rt.retired && !r.rt.paused && r.def.enabled => {
-            (when::stamp(n, zone), when::left(n, now))
-        }
+        Some(n) if r.fires() => (when::stamp(n, zone), when::left(n, now)),
         _ => ("n/a".to_string(), "n/a".to_string()),
     }
 }
@@ -514,7 +512,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     let words = sched
         .as_ref()
         .map_or_else(|| rec.def.schedule_text.clone(), |c| c.describe());
-    let firing = !rec.rt.retired && !rec.rt.paused && rec.def.enabled;
+    let firing = rec.fires();
     let mut next = Vec::new();
     if let (true, Some(c), Some(mut t)) = (firing, &sched, rec.rt.next_slot) {
         while next.len() < DESCRIBE_SLOTS {
