@@ -8,6 +8,7 @@
 
 pub mod command;
 pub mod llm;
+pub mod tools;
 
 use std::future::Future;
 use std::time::Duration;
