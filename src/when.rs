@@ -49,6 +49,23 @@ pub fn stamp(t: DateTime<Utc>, zone: Zone) -> String {
     }
 }
 
+/// A slot or a time it fires, as [`stamp`] but with its fraction of a second when it has one
+/// (`at:` instants may): `Mon 2026-11-30 17:00:05.500 CET`. Whole seconds print as `stamp`.
+pub fn slot_stamp(t: DateTime<Utc>, zone: Zone) -> String {
+    const F: &str = "%a %Y-%m-%d %H:%M:%S%.f";
+    match zone {
+        Zone::Utc => format!("{} UTC", t.format(F)),
+        Zone::Named(tz) => t
+            .with_timezone(&tz)
+            .format("%a %Y-%m-%d %H:%M:%S%.f %Z")
+            .to_string(),
+        Zone::Local => t
+            .with_timezone(&Local)
+            .format("%a %Y-%m-%d %H:%M:%S%.f %:z")
+            .to_string(),
+    }
+}
+
 /// A span in systemd's words, two units at most: `45s`, `4min 10s`, `2h 5min`, `3 days 1h`,
 /// `1 week 2 days`. Under a second is `0s`.
 pub fn span(d: Duration) -> String {
@@ -124,6 +141,20 @@ mod tests {
         assert_eq!(Zone::pick(true, Some("Europe/Paris")), Zone::Utc);
         assert_eq!(Zone::pick(false, Some(":UTC")), Zone::Utc);
         assert_eq!(Zone::pick(false, Some("Not/AZone")), Zone::Local);
+    }
+
+    /// A slot keeps its fraction of a second on screen; a whole second prints as `stamp`.
+    #[test]
+    fn slot_stamps_keep_the_fraction() {
+        let z = Zone::pick(false, Some("Europe/Paris"));
+        let whole = t("2026-11-30T16:00:05Z");
+        assert_eq!(slot_stamp(whole, z), stamp(whole, z));
+        let half = t("2026-11-30T16:00:05.5Z");
+        assert_eq!(
+            slot_stamp(half, Zone::Utc),
+            "Mon 2026-11-30 16:00:05.500 UTC"
+        );
+        assert_eq!(slot_stamp(half, z), "Mon 2026-11-30 17:00:05.500 CET");
     }
 
     #[test]

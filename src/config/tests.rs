@@ -1142,6 +1142,36 @@ jobs:
     assert_eq!(c.diagnostics.len(), 5, "{:#?}", c.diagnostics);
 }
 
+/// A fraction of a second finer than a microsecond is refused where it is written, in both
+/// forms; a millisecond one is kept.
+#[test]
+fn an_at_finer_than_a_microsecond_is_refused_at_its_place() {
+    let text = "\
+jobs:
+  - {name: a, schedule: \"at:2026-12-01T09:00:05.1234567Z\", command: x}
+  - name: b
+    schedule: {kind: at, at: \"2026-12-01T09:00:05.0000001Z\"}
+    command: x
+  - {name: c, schedule: \"at:2026-12-01T09:00:05.500Z\", command: x}
+";
+    let c = check(text);
+    assert_at(
+        diag(&c, "jobs[0].schedule"),
+        2,
+        25,
+        Severity::Error,
+        "7 digits after the second",
+    );
+    assert_at(
+        diag(&c, "jobs[1].schedule.at"),
+        4,
+        30,
+        Severity::Error,
+        "at most 6 (microseconds)",
+    );
+    assert_eq!(c.diagnostics.len(), 2, "{:#?}", c.diagnostics);
+}
+
 #[test]
 fn schedules_take_the_zone_from_the_mapping_then_defaults() {
     let text = "\

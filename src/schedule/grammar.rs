@@ -232,6 +232,14 @@ pub fn parse_at(input: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
     if s.is_empty() {
         return Err(bad());
     }
+    // Both stores keep instants to the microsecond (PostgreSQL's `timestamptz`): a finer
+    // fraction would be rounded on the way in, so it is refused here rather than moved.
+    let digits = fraction_digits(s);
+    if digits > MAX_FRACTION_DIGITS {
+        return Err(ScheduleError::new(format!(
+            "'{s}' has {digits} digits after the second: at most {MAX_FRACTION_DIGITS} (microseconds) are kept, e.g. 2026-12-01T09:00:05.5Z"
+        )));
+    }
     if let Ok(d) = DateTime::parse_from_rfc3339(s) {
         return Ok(d.to_utc());
     }
@@ -268,6 +276,18 @@ pub fn parse_at(input: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
             Ok(hi)
         }
     }
+}
+
+/// The most digits an `at:` instant may have after its second: microseconds, what both stores
+/// keep exactly.
+pub const MAX_FRACTION_DIGITS: usize = 6;
+
+/// How many digits follow the seconds' decimal point in a date-time text (0 without one). The
+/// date part has no `.`, so the first one is the seconds' (a comma is RFC 3339's other mark).
+fn fraction_digits(s: &str) -> usize {
+    s.find(['.', ',']).map_or(0, |i| {
+        s[i + 1..].bytes().take_while(u8::is_ascii_digit).count()
+    })
 }
 
 /// CLI durations: `90s`, `5m`, `1h30m`, `2d`.
@@ -698,6 +718,24 @@ mod tests {
         assert_eq!(cron_of("CRON: 0 9 * * 1", "UTC"), "0 9 * * 1");
     }
 
+    /// A fraction of a second is kept exactly, in RFC 3339 and in a naive wall time, up to
+    /// microseconds.
+    #[test]
+    fn at_keeps_its_fraction() {
+        assert_eq!(
+            parse_schedule("at:2026-12-01T09:00:05.500Z", "UTC").unwrap(),
+            ScheduleSpec::At {
+                at: t("2026-12-01T09:00:05.5Z")
+            }
+        );
+        assert_eq!(
+            parse_schedule("at:2026-12-01T10:00:05.123456", "Europe/Berlin").unwrap(),
+            ScheduleSpec::At {
+                at: t("2026-12-01T09:00:05.123456Z")
+            }
+        );
+    }
+
     #[test]
     fn at_and_in() {
         assert_eq!(
@@ -774,6 +812,11 @@ mod tests {
         rejected("at:tomorrow", "cannot read the time");
         rejected("at:", "cannot read the time");
         rejected("at:2026-13-01T09:00", "cannot read the time");
+        rejected(
+            "at:2026-12-01T09:00:05.1234567Z",
+            "7 digits after the second",
+        );
+        rejected("at:2026-12-01T09:00:05.1234567", "at most 6 (microseconds)");
         rejected("in 0s", "at least 1 second");
         rejected("in soon", "in 10m");
         rejected("", "empty schedule");

@@ -271,7 +271,7 @@ impl Compiled {
             Compiled::Never => "no schedule: runs after its parents".to_string(),
             Compiled::At(at) => format!(
                 "once at {}",
-                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
             ),
         }
     }

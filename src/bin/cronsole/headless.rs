@@ -26,7 +26,7 @@ pub fn text_line(r: &HistoryRow) -> String {
     if let Some(slot) = r.slot {
         line.push_str(&format!(
             "  slot={}",
-            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
         ));
     }
     if let Some(n) = r.slots_count {

@@ -193,7 +193,7 @@ impl Checker<'_> {
                 key(p, "schedule"),
                 format!(
                     "the instant {} is in the past, so this one-shot job will never run",
-                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                 ),
             );
         }

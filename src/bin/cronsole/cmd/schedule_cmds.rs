@@ -115,7 +115,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
             "tz": tz.name(),
             "slots": slots
                 .iter()
-                .map(|s| s.to_rfc3339_opts(SecondsFormat::Secs, true))
+                .map(|s| s.to_rfc3339_opts(SecondsFormat::AutoSi, true))
                 .collect::<Vec<_>>(),
         });
         if let Some(j) = &job {
@@ -123,7 +123,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
             v["fires"] = serde_json::json!(
                 slots
                     .iter()
-                    .map(|s| fire(*s).to_rfc3339_opts(SecondsFormat::Secs, true))
+                    .map(|s| fire(*s).to_rfc3339_opts(SecondsFormat::AutoSi, true))
                     .collect::<Vec<_>>()
             );
         }
@@ -157,7 +157,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
             let jitter = if f > *s {
                 format!(
                     "  [slot {} + {}s jitter]",
-                    s.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    s.to_rfc3339_opts(SecondsFormat::AutoSi, true),
                     (f - *s).num_milliseconds() as f64 / 1000.0
                 )
             } else {
@@ -165,8 +165,8 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
             };
             println!(
                 "{}  {} ({}){jitter}",
-                f.to_rfc3339_opts(SecondsFormat::Secs, true),
-                local.format("%Y-%m-%d %H:%M:%S %Z"),
+                f.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+                local.format("%Y-%m-%d %H:%M:%S%.f %Z"),
                 tz.name()
             );
         }

@@ -161,7 +161,7 @@ fn one_line(s: &str) -> String {
 /// shows); `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
 fn next_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
     match r.rt.next_slot.map(|n| r.def.fire_at(n)) {
-        Some(n) if r.fires() => (when::stamp(n, zone), when::left(n, now)),
+        Some(n) if r.fires() => (when::slot_stamp(n, zone), when::left(n, now)),
         _ => ("n/a".to_string(), "n/a".to_string()),
     }
 }
@@ -654,13 +654,13 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         let slot = if fire == *t {
             String::new()
         } else {
-            format!(", slot {}", when::stamp(*t, zone))
+            format!(", slot {}", when::slot_stamp(*t, zone))
         };
         kv(
             if i == 0 { "next:" } else { "" },
             format!(
                 "{} ({}{slot})",
-                when::stamp(fire, zone),
+                when::slot_stamp(fire, zone),
                 when::left(fire, now)
             ),
         );
@@ -671,7 +671,8 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             format!(
                 "{} for slot {}{}",
                 q.trigger.as_str(),
-                q.slot.map_or("-".to_string(), |s| when::stamp(s, zone)),
+                q.slot
+                    .map_or("-".to_string(), |s| when::slot_stamp(s, zone)),
                 q.retry_of
                     .map_or(String::new(), |r| format!(" (retry of run {r})"))
             ),

@@ -145,7 +145,7 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         let jitter = if fire > next {
             format!(
                 " [slot {} + {}s jitter]",
-                next.with_timezone(&zone).format("%H:%M:%S"),
+                next.with_timezone(&zone).format("%H:%M:%S%.f"),
                 (fire - next).num_milliseconds() as f64 / 1000.0
             )
         } else {
@@ -154,8 +154,8 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         writeln!(
             out,
             "  next: {} ({}){jitter}",
-            fire.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            fire.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            fire.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S%.f %Z"),
+            fire.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
         )?;
         t = next;
         shown += 1;
