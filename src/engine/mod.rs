@@ -131,6 +131,7 @@ use crate::store::{
     TriggerOutcome,
 };
 
+pub mod capacity;
 pub mod chain;
 pub mod run;
 pub mod spool;

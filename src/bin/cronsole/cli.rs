@@ -70,10 +70,12 @@ pub struct RunOpts {
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
 
-    /// Runs this process may have in flight at once (its claim limit; 1 to 1024)
-    #[arg(long, default_value_t = 8, value_name = "N",
+    /// Runs this process may have in flight at once (its claim limit; 1 to 1024). Default: 64
+    /// per core, capped by the user's process limit (3 processes a run, half the limit) and the
+    /// open-file limit (8 descriptors a run)
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENT))]
-    pub max_concurrent: u64,
+    pub max_concurrent: Option<u64>,
 
     /// How long a shutdown waits for in-flight runs before cancelling them (1s to 24h)
     #[arg(long, default_value = "30s", value_name = "DURATION")]

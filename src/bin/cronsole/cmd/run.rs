@@ -230,7 +230,21 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             );
         }
         let mut cfg = EngineConfig::new(engine::new_owner_id());
-        cfg.max_concurrent = usize::try_from(run.max_concurrent).unwrap_or(usize::MAX);
+        cfg.max_concurrent = match run.max_concurrent {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => {
+                let inputs = engine::capacity::Inputs::current();
+                let n = inputs.capacity();
+                tracing::info!(
+                    max_concurrent = n,
+                    cores = inputs.cores,
+                    process_limit = ?inputs.processes,
+                    file_limit = ?inputs.files,
+                    "run capacity from the cores and limits (--max-concurrent not given)"
+                );
+                n
+            }
+        };
         cfg.shutdown_grace = opts.grace;
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
