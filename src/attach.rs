@@ -2,8 +2,10 @@
 //! run, with no engine in this process (SPEC §13.1). It hands the console the same three channel
 //! ends an engine would, so `tui::run` cannot tell the difference.
 //!
-//! Owns: polling the store's change token (every [`POLL`], through [`blocking`] because the
-//! store is synchronous), rebuilding a [`Snapshot`] only when the token moved, publishing it,
+//! Owns: watching the store for changes — its change signal (inotify, LISTEN/NOTIFY) when it
+//! has one, so an idle console reads nothing and wakes for nothing; otherwise its change token
+//! every [`POLL`] (through [`blocking`] because the store is synchronous) — rebuilding a
+//! [`Snapshot`] only when the token moved, publishing it,
 //! emitting [`Event::Row`] for history rows it had not seen, and executing [`Command`]s directly
 //! on the store (`set_paused`, `request_trigger`, `retry`, `cancel`) so pause, trigger, retry and
 //! cancel work without an engine here (an engine sharing the store carries them out).
@@ -175,8 +177,12 @@ async fn poll_loop(
 ) {
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut signal = ctx.store.change_signal();
     let mut last_error: Option<String> = None;
     let mut next_load = tokio::time::Instant::now();
+    // A look the signal will not prompt: the whole store after a first page, a change that came
+    // too soon after the last build, a retry after a store error (at `next_load`).
+    let mut again = reload;
     loop {
         let mut force = std::mem::take(&mut reload);
         tokio::select! {
@@ -190,22 +196,32 @@ async fn poll_loop(
                     force = true;
                 }
             },
-            _ = tick.tick() => {}
+            alive = changed(&mut signal) => {
+                if !alive {
+                    signal = None;
+                    tick.reset();
+                }
+            }
+            _ = tokio::time::sleep_until(next_load), if again => again = false,
+            _ = tick.tick(), if signal.is_none() => {}
         }
         let changed = match ctx.token().await {
             Ok(t) => force || t != last,
             Err(e) => {
                 report(&ev_tx, &mut last_error, e);
+                again = true;
+                next_load = next_load.max(tokio::time::Instant::now() + 4 * POLL);
                 continue;
             }
         };
         if !changed {
             continue;
         }
-        // Too soon after the last (long) build: `last` is left as it was, so a later poll sees
-        // the change; a command's `force` waits for that poll too.
+        // Too soon after the last (long) build: `last` is left as it was, so the look at
+        // `next_load` sees the change; a command's `force` waits for it too.
         if tokio::time::Instant::now() < next_load {
             reload |= force;
+            again = true;
             continue;
         }
         let t0 = std::time::Instant::now();
@@ -231,6 +247,15 @@ async fn poll_loop(
             }
             Err(e) => report(&ev_tx, &mut last_error, e),
         }
+    }
+}
+
+/// The next change signal; `false` when it ended (the caller polls from then on). Without a
+/// signal, never.
+async fn changed(signal: &mut Option<crate::store::signal::ChangeSignal>) -> bool {
+    match signal {
+        Some(s) => s.changed().await,
+        None => std::future::pending().await,
     }
 }
 

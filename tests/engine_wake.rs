@@ -17,13 +17,22 @@ use cronsole::store::file::FileStore;
 use cronsole::store::*;
 use uuid::Uuid;
 
-/// A store that hides its change signal: the engine must fall back to polling. It counts its
-/// settings reads (one per claim batch, not one per run).
-struct NoSignal(Arc<dyn Store>, Arc<std::sync::atomic::AtomicUsize>);
+/// A store that hides its change signal (the engine must fall back to polling), or passes it on
+/// (`with_signal`). It counts its settings reads (one per claim batch, not one per run) and its
+/// change-token reads (what a poll costs).
+struct NoSignal(
+    Arc<dyn Store>,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicUsize>,
+    bool,
+);
 
 impl NoSignal {
     fn new(store: Arc<dyn Store>) -> Self {
-        NoSignal(store, Arc::default())
+        NoSignal(store, Arc::default(), Arc::default(), false)
+    }
+    fn with_signal(store: Arc<dyn Store>) -> Self {
+        NoSignal(store, Arc::default(), Arc::default(), true)
     }
 }
 
@@ -49,7 +58,11 @@ impl Store for NoSignal {
         self.0.settings()
     }
     fn change_token(&self) -> StoreResult<u64> {
+        self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.change_token()
+    }
+    fn change_signal(&self) -> Option<cronsole::store::signal::ChangeSignal> {
+        if self.3 { self.0.change_signal() } else { None }
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.0.jobs()
@@ -163,6 +176,71 @@ async fn trigger_reaches_engine_on(
 async fn the_file_store_signal_wakes_the_engine_without_polling() {
     // The poll is an hour apart: only the inotify signal can deliver the trigger in time.
     trigger_reaches_engine(true, StdDuration::from_secs(3600)).await;
+}
+
+/// With a change signal the engine does not poll: its change-token poll is set 1 ms apart,
+/// yet over a triggered run and a liveness check it reads the token only when the signal
+/// fires. The liveness check is answered by an idle loop, which turns only when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_signal_an_idle_engine_does_not_poll_and_answers_a_liveness_check() {
+    let dir = support::tempdir("idle");
+    let yaml = "jobs:\n  - name: alpha\n    schedule: \"0 0 1 1 *\"\n    command: \"true\"\n";
+    let path = dir.join("jobs.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let loaded = config::load_str(yaml, &path).unwrap_or_else(|e| panic!("{e}"));
+    let store_dir = dir.join("store");
+    let fs: Arc<dyn Store> = Arc::new(FileStore::open(&store_dir).unwrap());
+    fs.apply(&loaded.file, Utc::now()).unwrap();
+    let counted = NoSignal::with_signal(fs);
+    let tokens = Arc::clone(&counted.2);
+    let mut cfg = EngineConfig::new(format!("idle:{}", std::process::id()));
+    cfg.change_poll = StdDuration::from_millis(1);
+    cfg.publish_snapshots = false;
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let handle = engine::spawn(cfg, Arc::new(counted), clock, deps).unwrap();
+    let mut events = handle.events.subscribe();
+    let t0 = tokio::time::Instant::now();
+    while handle.heartbeat.claim_cycles() == 0 {
+        assert!(
+            t0.elapsed() < StdDuration::from_secs(10),
+            "no first claim cycle"
+        );
+        tokio::time::sleep(StdDuration::from_millis(5)).await;
+    }
+    let other = FileStore::open(&store_dir).unwrap();
+    other.request_trigger("alpha", Utc::now()).unwrap();
+    tokio::time::timeout(StdDuration::from_secs(10), async {
+        loop {
+            match events.recv().await {
+                Ok(Event::Row(r)) if r.job == "alpha" => break,
+                Ok(_) => {}
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the triggered run ended");
+    let took = t0.elapsed();
+    let quiet = handle.heartbeat.check(StdDuration::from_secs(5)).await;
+    assert!(
+        quiet < StdDuration::from_secs(5),
+        "the loop did not turn when asked"
+    );
+    // A 1 ms poll reads the token about once per millisecond of `took` (a start, a claim, a
+    // process run: well over 40 ms); the signal reads it once per coalesced change (the
+    // trigger, the claim, the run's end: a handful).
+    let reads = tokens.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        reads < 40,
+        "{reads} change-token reads in {took:?}: the engine polled"
+    );
+    handle.shutdown.cancel();
+    let _ = tokio::time::timeout(StdDuration::from_secs(10), handle.join).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,11 +6,12 @@
 //!
 //! Changes made by other owners (or `cronsole pause/trigger` from a shell) are pushed by the
 //! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
-//! `store::signal`), so the engine re-reads its next wake-up within milliseconds. The store's
-//! cheap change token is still checked every `change_poll` (250 ms) as the fallback for stores or
-//! moments without a signal (a lost inotify event, a file system that reports no remote writes);
-//! that tick also makes the loop turn, which the [`Heartbeat`] (health check, systemd watchdog)
-//! relies on.
+//! `store::signal`), so the engine re-reads its next wake-up within milliseconds. An idle engine
+//! with a signal wakes for nothing else: the signal, its next slot, a lease renewal while a run
+//! is alive, a command. Only a store without a signal (or after the signal ended) has its cheap
+//! change token checked every `change_poll` (250 ms), which is logged at start. Liveness is
+//! asked for, not assumed from a periodic turn: the health check and the systemd watchdog poke
+//! the loop through the [`Heartbeat`] and wait for it to turn.
 //!
 //! Shutdown (SPEC §8): stop claiming, wait up to `shutdown_grace` for in-flight runs, then cancel
 //! them; a cancelled run is completed as `abandoned` with reason `shutdown`, which the store treats
@@ -250,13 +251,18 @@ pub fn new_owner_id() -> String {
 }
 
 /// Proof of life of the engine loop, for health checks and the systemd watchdog: the loop
-/// beats on every turn (at least every `change_poll`), and counts finished claim cycles.
+/// beats on every turn and counts finished claim cycles. An idle loop does not turn by itself,
+/// so a checker asks it to ([`Heartbeat::check`]).
 #[derive(Debug)]
 pub struct Heartbeat {
     base: std::time::Instant,
     /// Milliseconds after `base` of the last loop turn.
     last_ms: AtomicU64,
     claim_cycles: AtomicU64,
+    /// A checker's request that the loop turn.
+    poke: tokio::sync::Notify,
+    /// Woken on every turn.
+    turned: tokio::sync::Notify,
 }
 
 impl Default for Heartbeat {
@@ -265,6 +271,8 @@ impl Default for Heartbeat {
             base: std::time::Instant::now(),
             last_ms: AtomicU64::new(0),
             claim_cycles: AtomicU64::new(0),
+            poke: tokio::sync::Notify::new(),
+            turned: tokio::sync::Notify::new(),
         }
     }
 }
@@ -273,11 +281,27 @@ impl Heartbeat {
     fn beat(&self) {
         let ms = self.base.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::SeqCst);
+        self.turned.notify_waiters();
     }
-    /// How long ago the engine loop last turned.
+    /// How long ago the engine loop last turned (an idle loop turns only when something happens
+    /// or it is asked to: see [`Heartbeat::check`]).
     pub fn since_last_turn(&self) -> StdDuration {
         let now = self.base.elapsed().as_millis() as u64;
         StdDuration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::SeqCst)))
+    }
+    /// Ask the loop to turn and wait up to `within` for it; returns how long ago it last turned
+    /// (at most about `within` when it is alive, whatever it was doing before).
+    pub async fn check(&self, within: StdDuration) -> StdDuration {
+        let since = self.since_last_turn();
+        if since <= within / 2 {
+            return since;
+        }
+        let turned = self.turned.notified();
+        tokio::pin!(turned);
+        turned.as_mut().enable();
+        self.poke.notify_one();
+        let _ = tokio::time::timeout(within, turned).await;
+        self.since_last_turn()
     }
     /// Claim cycles completed (successful or not) since the engine started.
     pub fn claim_cycles(&self) -> u64 {
@@ -689,6 +713,14 @@ impl Actor {
         } else {
             None
         };
+        // With a change signal an idle owner sleeps until the signal, its next slot or a run's
+        // lease renewal: nothing wakes it periodically. Without one it polls the change token.
+        if signal.is_none() {
+            tracing::info!(
+                every_ms = self.cfg.change_poll.as_millis() as u64,
+                "no change notification from the store: polling its change token"
+            );
+        }
 
         let mut last_signal = tokio::time::Instant::now() - self.cfg.signal_min_interval;
         loop {
@@ -722,6 +754,8 @@ impl Actor {
                 }
                 _ = self.shutdown.cancelled() => break,
                 _ = self.hard_stop.cancelled() => break,
+                // A liveness check: turning the loop is the answer (it beats at the top).
+                _ = self.heartbeat.poke.notified() => {}
                 Some(done) = runs.join_next(), if !runs.is_empty() => {
                     // Every run already finished is reaped before the one store read below
                     // (a burst ends hundreds of runs at once: one `next_wakeup` for all).
@@ -746,11 +780,19 @@ impl Actor {
                         if let Some(s) = signal.as_mut() {
                             s.rx.borrow_and_update();
                         }
+                        // The signal replaces the poll: an operator's cancel arrives this way.
+                        if let Ok(t) = blocking(&self.store, |s| s.change_token()).await
+                            && t != last_token
+                        {
+                            last_token = t;
+                            self.honour_cancel_requests().await;
+                        }
                         dirty = true;
                         wake = self.next_wake().await;
                     } else {
                         tracing::warn!("store change signal ended; polling the change token");
                         signal = None;
+                        poll.reset();
                     }
                 }
                 _ = sleep_opt(wake_at) => {
@@ -772,7 +814,7 @@ impl Actor {
                         wake = Some(now + chrono::Duration::from_std(self.cfg.change_poll).unwrap_or(chrono::Duration::milliseconds(250)));
                     }
                 }
-                _ = poll.tick() => {
+                _ = poll.tick(), if signal.is_none() => {
                     match blocking(&self.store, |s| s.change_token()).await {
                         Ok(t) if t != last_token => {
                             last_token = t;

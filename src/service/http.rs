@@ -230,7 +230,7 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
     if ep.engine_stopped.is_cancelled() {
         return Err("the engine has stopped".into());
     }
-    let quiet = ep.heartbeat.since_last_turn();
+    let quiet = ep.heartbeat.check(ep.max_quiet).await;
     if quiet > ep.max_quiet {
         return Err(format!(
             "the engine loop has not turned for {:.1} s",

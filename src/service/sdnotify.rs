@@ -104,7 +104,7 @@ pub async fn supervise(
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if heartbeat.since_last_turn() <= max_quiet {
+        if heartbeat.check(max_quiet).await <= max_quiet {
             notifier.send("WATCHDOG=1");
         } else {
             tracing::error!(

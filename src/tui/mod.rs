@@ -8,9 +8,11 @@
 //! thread (`spawn_blocking`), for history beyond the snapshot's `recent` window.
 //!
 //! Loop shape (tokio-console): one `select!`, `biased;`, input first so snapshots never starve
-//! keys; a redraw follows every change (≤ 250 ms; ratatui diffs frames, so no flicker) and a
-//! 250 ms tick with `MissedTickBehavior::Skip` keeps countdowns moving. Keys are read on a
-//! dedicated thread (`crossterm::event::poll/read`) and filtered to `KeyEventKind::Press`.
+//! keys; a redraw follows every change (at once; ratatui diffs frames, so no flicker) and a tick
+//! on each whole second of the clock (`MissedTickBehavior::Skip`) moves the countdowns (LEFT,
+//! PASSED, uptime), which change once a second: an idle console draws once a second, no more.
+//! Keys are read on a dedicated thread (`crossterm::event::poll/read`, waking once a second to
+//! notice the console closing) and filtered to `KeyEventKind::Press`.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -41,7 +43,10 @@ use state::{Action, App, Loaded, Query};
 const JOB_ROWS: usize = 500;
 /// Diffs loaded for one job's diff viewer.
 const DIFF_ROWS: usize = 200;
-const TICK: Duration = Duration::from_millis(250);
+/// The countdowns' step: the console's only periodic redraw.
+const TICK: Duration = Duration::from_secs(1);
+/// How long the key reader waits for input before looking whether the console closed.
+const READER_WAIT: Duration = Duration::from_secs(1);
 
 /// What the console needs from whoever runs it (the engine, or [`crate::attach`]).
 pub struct ConsoleDeps {
@@ -109,7 +114,7 @@ fn spawn_input_reader(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
-            match event::poll(Duration::from_millis(100)) {
+            match event::poll(READER_WAIT) {
                 Ok(false) => continue,
                 Ok(true) => {
                     let ev = event::read();
@@ -146,7 +151,11 @@ where
     let first = deps.snapshots.borrow_and_update().clone();
     let mut app = App::new(first, deps.clock.now());
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
-    let mut tick = tokio::time::interval(TICK);
+    // On the clock's whole seconds, when the countdowns change.
+    let to_next_second = TICK.saturating_sub(Duration::from_nanos(u64::from(
+        deps.clock.now().timestamp_subsec_nanos(),
+    )));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + to_next_second, TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (mut snaps_open, mut events_open) = (true, true);
     let mut dirty = true;
