@@ -8,7 +8,8 @@
 //! - `rss`: headless mode with 10 000 jobs and 100 000 history rows (all within the last 24 h, the
 //!   worst case for the snapshot): peak RSS (VmHWM from /proc/PID/status) over 20 s.
 //!
-//! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`.
+//! - `burst` (only when named): 10 000 one-shot jobs due at one instant, `--max-concurrent 512`
+//!   (`BURST_N`, `BURST_MAX=default|N` change both).
 //!
 //! `cargo bench --bench engine [-- idle|rss|lateness|lateness-spread|burst]` (all but `burst` by
 //! default; `ENGINE_BIN=path` runs another build of `cronsole`, `CRONSOLE_ZYGOTE=off` the
@@ -223,9 +224,19 @@ fn lateness(spread: bool) {
 
 /// 10 000 one-shot jobs (`{kind: at}`) due at the same instant, `--max-concurrent 512`, commands
 /// `true` (executed without `sh` under the per-run supervisor): how long until all have started,
-/// lateness per run, none dropped (issue 14 item 4).
+/// lateness per run, none dropped. `BURST_N` changes the number of jobs, `BURST_MAX` the
+/// concurrency (`default`: no `--max-concurrent`, the engine's own default).
 fn burst() {
-    const N: usize = 10_000;
+    let n_jobs: usize = std::env::var("BURST_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let max = std::env::var("BURST_MAX").unwrap_or_else(|_| "512".to_string());
+    let max_args: Vec<&str> = if max == "default" {
+        vec![]
+    } else {
+        vec!["--max-concurrent", &max]
+    };
     let dir = tmp("burst");
     let at = (Utc::now() + chrono::Duration::seconds(25))
         .with_nanosecond(0)
@@ -233,7 +244,7 @@ fn burst() {
     // BURST_COMMAND='true;' forces the shell, for comparison with the direct exec of `true`.
     let command = std::env::var("BURST_COMMAND").unwrap_or_else(|_| "true".to_string());
     let mut y = String::from("budget: null\ndefaults:\n  max_retries: 1\njobs:\n");
-    for i in 0..N {
+    for i in 0..n_jobs {
         y.push_str(&format!(
             "  - name: b{i:05}\n    schedule: {{kind: at, at: \"{}\"}}\n    command: \"{command}\"\n",
             at.to_rfc3339()
@@ -242,7 +253,7 @@ fn burst() {
     let store = apply(&dir, &y);
     std::fs::remove_file(dir.join("jobs.yaml")).unwrap();
     let left = (at - Utc::now()).num_seconds().max(0) as u64;
-    let mut child = run(&store, left + 40, &["--max-concurrent", "512"]);
+    let mut child = run(&store, left + 40, &max_args);
     let pid = child.id();
     let mut peak_load = String::new();
     // (utime+stime of the engine, cutime+cstime of its reaped children: the supervisors and
@@ -308,7 +319,7 @@ fn burst() {
         .max()
         .unwrap_or(0);
     println!(
-        "burst: {N} jobs due at one instant, --max-concurrent 512, command {command:?}: {} rows {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, last start {:.1} ms; last finish {last_end} ms after the slot; loadavg at end: {peak_load}",
+        "burst: {n_jobs} jobs due at one instant, --max-concurrent {max}, command {command:?}: {} rows {:?}; started_at - slot: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, last start {:.1} ms; last finish {last_end} ms after the slot; loadavg at end: {peak_load}",
         rows.len(),
         by_status,
         pct(&late, 0.50) as f64 / 1000.0,

@@ -1,6 +1,16 @@
-//! File store benchmark (SPEC §14.1 speed targets). Run:
-//! `cargo bench --bench store` (release build). Prints median / p99 per phase at N = 1 000 and
-//! 10 000 jobs; figures go to docs/BENCHMARKS.md "File store".
+//! File store benchmark. Run: `cargo bench --bench store` (release build). Prints median / p99
+//! per phase at N = 1 000 and 10 000 jobs, then the history read at launch; figures go to
+//! docs/BENCHMARKS.md "File store".
+//!
+//! `cargo bench --bench store -- compaction` runs only the compaction section (sizes from
+//! `STORE_COMPACT_SIZES`, default `10000`; `10000,1000000` for the large one): a store of N
+//! jobs, 1 000 of them due, whose journal is filled (by re-applies that change fewer than half
+//! the jobs, each one journal append) to just below the size that makes the next write compact
+//! it. Then, while a second handle claims with nothing due in a loop (its own lock each time, as
+//! another owner would), one claim takes the 1 000 due jobs: its append crosses the compaction
+//! threshold. Printed: that claim's latency, the time until the new snapshot is in place, and
+//! the other handle's claim latencies meanwhile (count, median, p99, max: how long an owner
+//! waited on the compaction).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,6 +47,13 @@ fn main() {
     let base = std::env::var("BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
+    if std::env::args().skip(1).any(|a| a == "compaction") {
+        let sizes = std::env::var("STORE_COMPACT_SIZES").unwrap_or_else(|_| "10000".into());
+        for n in sizes.split(',').filter_map(|x| x.trim().parse().ok()) {
+            compaction(&base, n);
+        }
+        return;
+    }
     for n in [1_000usize, 10_000] {
         let dir = TempDir::new_in(&base, &format!("bench-store-{n}"));
         let store = FileStore::open(&dir).expect("open store");
@@ -177,5 +194,147 @@ fn history_million(base: &std::path::Path) {
     println!(
         "history 1 000 000 rows ({} MiB): open + newest 200 + newest 50 of one job: median {m:.2} ms, max {p:.2} ms",
         size >> 20
+    );
+}
+
+/// Jobs of the compaction bench: `job-NNNNNNN`; the first 1 000 `every 1h` (due an hour after
+/// they are stored), the others `every 30d`; `rev` changes the command (a re-apply's change).
+fn compaction_def(i: usize, rev: u32) -> JobDef {
+    let every = if i < 1_000 { 3_600 } else { 30 * 86_400 };
+    JobDef {
+        action: Action::Command {
+            command: format!("echo {rev}"),
+            timeout_seconds: 60.0,
+        },
+        lease_seconds: 600.0,
+        ..cronsole::testkit::jobs::command_job(&format!("job-{i:07}"), every)
+    }
+}
+
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+fn inode(p: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).map(|m| m.ino()).unwrap_or(0)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// See the module doc: a claim whose append crosses the compaction threshold, and another
+/// owner's claims while the compaction runs.
+fn compaction(base: &std::path::Path, n: usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = TempDir::new_in(base, &format!("bench-compact-{n}"));
+    let store = FileStore::open(&dir).expect("open store");
+    let settings = cronsole::model::Settings::default();
+    let apply = |changed: &dyn Fn(usize) -> u32| {
+        store
+            .apply_each(
+                &settings,
+                &mut |sink| {
+                    for i in 0..n {
+                        sink(compaction_def(i, changed(i)))?;
+                    }
+                    Ok(())
+                },
+                t(0),
+            )
+            .expect("apply")
+    };
+    let s0 = Instant::now();
+    apply(&|_| 0);
+    let snap = dir.join("jobs.snapshot.jsonl");
+    let journal = dir.join("jobs.journal");
+    // The jobs this claim takes are 1 000 lines appended at once; the journal is filled to
+    // half of that below the threshold (twice the snapshot plus 1 MiB).
+    let threshold = 2 * file_len(&snap) + (1 << 20);
+    let line = file_len(&snap) / n as u64;
+    let claim_bytes = line * 1_000;
+    let target = threshold - claim_bytes / 2;
+    let mut rev = 0u32;
+    let mut next = 1_000usize; // re-applies change idle jobs, round-robin
+    while file_len(&journal) + line < target {
+        let room = (target - file_len(&journal)) / line.max(1);
+        let k = (room as usize * 9 / 10).min((n - 1_000) / 2 - 1).max(1);
+        rev += 1;
+        let (from, r) = (next, rev);
+        let changed = move |i: usize| {
+            let span = (i + n - 1_000 - from) % (n - 1_000);
+            u32::from(i >= 1_000 && span < k) * r
+        };
+        apply(&changed);
+        next = 1_000 + (from - 1_000 + k) % (n - 1_000);
+    }
+    let (jlen, slen) = (file_len(&journal), file_len(&snap));
+    println!(
+        "compaction, N={n}: store built in {:.1} s ({rev} re-applies): snapshot {:.1} MB, journal {:.1} MB, threshold {:.1} MB; load {}",
+        s0.elapsed().as_secs_f64(),
+        slen as f64 / 1e6,
+        jlen as f64 / 1e6,
+        threshold as f64 / 1e6,
+        loadavg()
+    );
+    let before = inode(&snap);
+    let stop = AtomicBool::new(false);
+    let other = FileStore::open_existing(&dir).expect("second handle");
+    let (claim, waits, swapped) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| {
+            let mut waits = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let s = Instant::now();
+                other
+                    .claim_due(&ClaimRequest {
+                        now: t(60),
+                        owner: "other",
+                        limit: 8,
+                        in_flight: &[],
+                    })
+                    .expect("other's claim");
+                waits.push(s.elapsed());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            waits
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let s = Instant::now();
+        let out = store
+            .claim_due(&ClaimRequest {
+                now: t(3_650),
+                owner: "bench",
+                limit: 1_000,
+                in_flight: &[],
+            })
+            .expect("claim");
+        let claim = s.elapsed();
+        assert_eq!(out.claims.len(), 1_000);
+        // The compaction is over when the new snapshot is in place (a background one may
+        // still be writing it when the claim returns).
+        while inode(&snap) == before && s.elapsed() < Duration::from_secs(600) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let swapped = s.elapsed();
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+        (claim, h.join().expect("other"), swapped)
+    });
+    let max = waits.iter().max().copied().unwrap_or_default();
+    let count = waits.len();
+    let (med, p99) = stats(waits);
+    println!(
+        "compaction, N={n}: claim of 1 000 due with a compaction pending {:.2} ms; new snapshot in place after {:.2} s ({:.1} MB); other owner's {count} claims meanwhile: median {med:.3} ms, p99 {p99:.3} ms, max {:.2} ms; load {}",
+        claim.as_secs_f64() * 1e3,
+        swapped.as_secs_f64(),
+        file_len(&snap) as f64 / 1e6,
+        max.as_secs_f64() * 1e3,
+        loadavg()
     );
 }
