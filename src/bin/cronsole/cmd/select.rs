@@ -2,7 +2,8 @@
 //! (`'report-*'`, `'db-?'`), `--tag T` and `--all`, resolved against the store's jobs.
 //!
 //! Owns: turning a [`SelectArgs`] into the sorted, de-duplicated list of job names it means.
-//! Must not touch: the store (it is handed the records), printing.
+//! Must not touch: the store beyond reading jobs (plain names one by one, through its index;
+//! globs, tags and `--all` from the list of every job), printing.
 //!
 //! Decisions where the issue is silent: the selectors add up (a job matched by a name and a tag
 //! is acted on once); every selector must match something, checked before anything changes, so
@@ -27,9 +28,33 @@ fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
 }
 
-/// The selected names, or exit 2 naming the selector that matched nothing.
+/// The selected names, or exit 2 naming the selector that matched nothing. Plain names are
+/// looked up one by one ([`plain_names`]); globs, tags and `--all` are matched against the list
+/// of every job.
 fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<Vec<String>> {
+    if let Some(names) = plain_names(sel) {
+        for name in &names {
+            if store.job(name)?.is_none() {
+                return Err(bad_input(format!("no job named '{name}' in the store")));
+            }
+        }
+        return Ok(names);
+    }
     resolve(sel, &store.jobs()?).map_err(bad_input)
+}
+
+/// The sorted, de-duplicated names of a selection made of plain names only (no glob, tag or
+/// `--all`), which need no list of every job: each is read through the store's index, so
+/// `pause NAME` costs one job's record however many jobs the store holds.
+fn plain_names(sel: &SelectArgs) -> Option<Vec<String>> {
+    let plain = !sel.all
+        && sel.tag.is_empty()
+        && !sel.names.is_empty()
+        && !sel.names.iter().any(|s| is_glob(s));
+    plain.then(|| {
+        let set: std::collections::BTreeSet<&String> = sel.names.iter().collect();
+        set.into_iter().cloned().collect()
+    })
 }
 
 /// Pause between two chunks of a bulk action: longer than the file store lock's longest retry
@@ -272,6 +297,20 @@ mod tests {
             resolve(&sel(&["report-old"], &[], false), &j).unwrap(),
             vec!["report-old"]
         );
+    }
+
+    /// Only a selection of plain names skips the list of every job; anything else reads it.
+    #[test]
+    fn plain_names_need_no_list_of_every_job() {
+        assert_eq!(
+            plain_names(&sel(&["db-1", "a", "db-1"], &[], false)),
+            Some(vec!["a".to_string(), "db-1".to_string()])
+        );
+        assert_eq!(plain_names(&sel(&["db-*"], &[], false)), None);
+        assert_eq!(plain_names(&sel(&["db-1", "x?"], &[], false)), None);
+        assert_eq!(plain_names(&sel(&["db-1"], &["db"], false)), None);
+        assert_eq!(plain_names(&sel(&["db-1"], &[], true)), None);
+        assert_eq!(plain_names(&sel(&[], &[], false)), None);
     }
 
     #[test]
