@@ -236,13 +236,15 @@ fn compaction(base: &std::path::Path, n: usize) {
     let dir = TempDir::new_in(base, &format!("bench-compact-{n}"));
     let store = FileStore::open(&dir).expect("open store");
     let settings = cronsole::model::Settings::default();
-    let apply = |changed: &dyn Fn(usize) -> u32| {
+    // Each job's command revision as stored: a re-apply bumps `k` of them.
+    let mut revs = vec![0u32; n];
+    let apply = |revs: &[u32]| {
         store
             .apply_each(
                 &settings,
                 &mut |sink| {
-                    for i in 0..n {
-                        sink(compaction_def(i, changed(i)))?;
+                    for (i, rev) in revs.iter().enumerate() {
+                        sink(compaction_def(i, *rev))?;
                     }
                     Ok(())
                 },
@@ -251,7 +253,7 @@ fn compaction(base: &std::path::Path, n: usize) {
             .expect("apply")
     };
     let s0 = Instant::now();
-    apply(&|_| 0);
+    apply(&revs);
     let snap = dir.join("jobs.snapshot.jsonl");
     let journal = dir.join("jobs.journal");
     // The jobs this claim takes are 1 000 lines appended at once; the journal is filled to
@@ -260,23 +262,22 @@ fn compaction(base: &std::path::Path, n: usize) {
     let line = file_len(&snap) / n as u64;
     let claim_bytes = line * 1_000;
     let target = threshold - claim_bytes / 2;
-    let mut rev = 0u32;
+    let mut applies = 0;
     let mut next = 1_000usize; // re-applies change idle jobs, round-robin
     while file_len(&journal) + line < target {
         let room = (target - file_len(&journal)) / line.max(1);
+        // Fewer than half the jobs: a journal append, not a new snapshot.
         let k = (room as usize * 9 / 10).min((n - 1_000) / 2 - 1).max(1);
-        rev += 1;
-        let (from, r) = (next, rev);
-        let changed = move |i: usize| {
-            let span = (i + n - 1_000 - from) % (n - 1_000);
-            u32::from(i >= 1_000 && span < k) * r
-        };
-        apply(&changed);
-        next = 1_000 + (from - 1_000 + k) % (n - 1_000);
+        for j in 0..k {
+            revs[1_000 + (next - 1_000 + j) % (n - 1_000)] += 1;
+        }
+        next = 1_000 + (next - 1_000 + k) % (n - 1_000);
+        apply(&revs);
+        applies += 1;
     }
     let (jlen, slen) = (file_len(&journal), file_len(&snap));
     println!(
-        "compaction, N={n}: store built in {:.1} s ({rev} re-applies): snapshot {:.1} MB, journal {:.1} MB, threshold {:.1} MB; load {}",
+        "compaction, N={n}: store built in {:.1} s ({applies} re-applies): snapshot {:.1} MB, journal {:.1} MB, threshold {:.1} MB; load {}",
         s0.elapsed().as_secs_f64(),
         slen as f64 / 1e6,
         jlen as f64 / 1e6,
