@@ -5,6 +5,9 @@
 //! `--json` output and for the file store). Must not touch: I/O, clocks, the store, the UI. Every
 //! other module speaks in these types, so keep them free of behaviour beyond small helpers.
 
+mod tools;
+pub use tools::*;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -439,6 +442,10 @@ pub enum Action {
         agent: String,
         /// The prompt (empty: the run is `skipped`, reason "no message").
         message: String,
+        /// The job's own `tools:`, a narrowing of its agent's allowlist (`None`: the agent's
+        /// list as it is).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
     },
     /// Run a shell command and deliver its stdout verbatim (SPEC §10.1).
     Command {
@@ -690,6 +697,15 @@ pub struct AgentDef {
     pub max_tokens: Option<u32>,
     /// Sampling temperature, sent when set.
     pub temperature: Option<f64>,
+    /// The exact allowlist of its tools (`server.tool`, `server.*`, `command_tool`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Allowed tools whose calls wait for an operator's approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
+    /// The bounds of its tool loop.
+    #[serde(default)]
+    pub limits: ToolLimits,
 }
 
 /// The body a webhook sink posts (SPEC §12.1).
@@ -804,6 +820,9 @@ pub struct Settings {
     /// `monitor.command`) run there, and relative `file:` sink paths were resolved against it.
     #[serde(default)]
     pub base_dir: Option<String>,
+    /// `mcp_servers:` and the command tools of `tools:`.
+    #[serde(default, skip_serializing_if = "ToolSettings::is_empty")]
+    pub tools: ToolSettings,
 }
 
 /// A whole validated jobs file.
