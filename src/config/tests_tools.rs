@@ -145,7 +145,12 @@ fn the_documented_example_loads_with_every_key() {
     };
     assert_eq!(
         tools.as_deref(),
-        Some(&["files.read_file".to_string(), "files.write_file".to_string()][..])
+        Some(
+            &[
+                "files.read_file".to_string(),
+                "files.write_file".to_string()
+            ][..]
+        )
     );
     // The job may call files.write_file, which waits for approval, and has no sink.
     let w = warnings(&check(&text));
@@ -184,8 +189,16 @@ fn limits_default_when_absent_and_the_file_round_trips_through_json() {
 #[test]
 fn bounds_of_the_loop_limits_are_enforced_with_their_range() {
     for (k, v, want) in [
-        ("max_turns", "0", "expected a whole number from 1 to 100, found the number 0"),
-        ("max_turns", "101", "expected a whole number from 1 to 100, found the number 101"),
+        (
+            "max_turns",
+            "0",
+            "expected a whole number from 1 to 100, found the number 0",
+        ),
+        (
+            "max_turns",
+            "101",
+            "expected a whole number from 1 to 100, found the number 101",
+        ),
         (
             "max_tool_calls_per_turn",
             "65",
@@ -232,7 +245,10 @@ fn allowlist_entries_must_name_declared_sources() {
         "{msg}"
     );
     let (_, _, _, msg) = one_error(&with_agent("    tools: [dsk_free]\n", ""));
-    assert!(msg.starts_with("unknown command tool \"dsk_free\""), "{msg}");
+    assert!(
+        msg.starts_with("unknown command tool \"dsk_free\""),
+        "{msg}"
+    );
     let (key, _, _, msg) = one_error(&with_agent("    tools: [\"files.*x\"]\n", ""));
     assert_eq!(key, "agents.ops.tools[0]");
     assert!(msg.contains("use server.tool, server.* or the name of a command tool"));
@@ -268,7 +284,10 @@ fn approve_must_name_allowed_tools() {
 #[test]
 fn a_job_may_narrow_its_agents_list_but_never_widen_it() {
     let agent = "    tools: [\"files.*\", disk_free]\n";
-    let c = check(&with_agent(agent, "    tools: [files.read_file, disk_free]\n"));
+    let c = check(&with_agent(
+        agent,
+        "    tools: [files.read_file, disk_free]\n",
+    ));
     assert!(errors(&c).is_empty(), "{:#?}", c.diagnostics);
     let c = check(&with_agent(agent, "    tools: []\n"));
     assert!(errors(&c).is_empty(), "{:#?}", c.diagnostics);
@@ -338,7 +357,11 @@ fn server_definitions_are_checked_key_by_key() {
             "mcp_servers.a.command",
             "expected a list such as [npx, -y,",
         ),
-        ("  a:\n    command: []\n", "mcp_servers.a.command", "must not be empty"),
+        (
+            "  a:\n    command: []\n",
+            "mcp_servers.a.command",
+            "must not be empty",
+        ),
         (
             "  a:\n    command: [\"\"]\n",
             "mcp_servers.a.command[0]",
@@ -410,7 +433,10 @@ fn an_agents_own_key_variable_is_refused_as_a_tool_secret() {
     let (key, line, col, msg) = one_error(text);
     assert_eq!(key, "mcp_servers.a.headers_env.Authorization");
     assert_eq!((line, col), (4, 34));
-    assert!(msg.starts_with("MY_KEY holds a model provider's key"), "{msg}");
+    assert!(
+        msg.starts_with("MY_KEY holds a model provider's key"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -493,7 +519,10 @@ fn an_unset_secret_source_is_a_warning_naming_it() {
     let w = warnings(&c);
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].0, "mcp_servers.a.env_from.TOKEN");
-    assert!(w[0].1.starts_with("environment variable A_TOKEN is not set"));
+    assert!(
+        w[0].1
+            .starts_with("environment variable A_TOKEN is not set")
+    );
 }
 
 #[test]

@@ -214,9 +214,9 @@ impl ToolPattern {
             ToolPattern::Tool { server, tool } => qualified
                 .split_once('.')
                 .is_some_and(|(s, t)| s == server && t == tool),
-            ToolPattern::AllOf { server } => qualified
-                .split_once('.')
-                .is_some_and(|(s, _)| s == server),
+            ToolPattern::AllOf { server } => {
+                qualified.split_once('.').is_some_and(|(s, _)| s == server)
+            }
             ToolPattern::Command(name) => name == qualified,
         }
     }
@@ -275,8 +275,7 @@ pub fn wire_name(qualified: &str) -> String {
 pub fn valid_wire_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_WIRE_NAME
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
@@ -312,7 +311,15 @@ mod tests {
             })
         );
         for bad in [
-            "", ".x", "files.", "*", "files.read*", "*.x", "a b", "files.*.x", "x\u{7}",
+            "",
+            ".x",
+            "files.",
+            "*",
+            "files.read*",
+            "*.x",
+            "a b",
+            "files.*.x",
+            "x\u{7}",
         ] {
             assert_eq!(ToolPattern::parse(bad), None, "{bad:?}");
         }

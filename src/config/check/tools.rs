@@ -732,9 +732,7 @@ impl Checker<'_> {
     ) -> Option<Vec<String>> {
         Self::get(m, "tools")?;
         let own = self.tool_list(m, p, "tools");
-        let Some(agent) = agent else {
-            return None;
-        };
+        let agent = agent?;
         let allowed: Vec<(usize, ToolPattern)> = agent
             .tools
             .iter()
