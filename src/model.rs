@@ -294,6 +294,15 @@ pub struct HistoryRow {
     /// Rows written before this field existed have none: readers fall back to `attempts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempt_log: Vec<Attempt>,
+    /// Model turns of an agent run with tools (absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u32>,
+    /// Tool calls the model made in an agent run with tools, refused ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u32>,
+    /// What each turn and each tool call did, bounded (`crate::transcript`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<crate::transcript::Transcript>,
 }
 
 /// How one attempt of a run's action ended.
@@ -420,6 +429,9 @@ impl HistoryRow {
             parent_job: None,
             parent_run_id: None,
             attempt_log: Vec::new(),
+            turns: None,
+            tool_calls: None,
+            transcript: None,
         }
     }
 }
@@ -778,12 +790,37 @@ pub struct Budget {
 }
 
 /// USD per 1M tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Price {
     /// USD per 1M prompt tokens.
     pub input: f64,
     /// USD per 1M reply tokens.
     pub output: f64,
+    /// USD per 1M prompt tokens served from OpenAI's prompt cache (`cached_tokens`, a part of
+    /// the prompt tokens). `None`: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
+    /// USD per 1M tokens read from Anthropic's prompt cache (`cache_read_input_tokens`, on top
+    /// of the input tokens). `None`: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+    /// USD per 1M tokens written to Anthropic's prompt cache (`cache_creation_input_tokens`, on
+    /// top of the input tokens). `None`: 1.25 × the input price (the provider's write surcharge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// An input and output price with no cache prices (each falls back as its field says).
+    pub const fn new(input: f64, output: f64) -> Price {
+        Price {
+            input,
+            output,
+            cached_input: None,
+            cache_read: None,
+            cache_write: None,
+        }
+    }
 }
 
 /// Everything in the jobs file that is not a job: shared by every owner through the store.
