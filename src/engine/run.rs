@@ -358,6 +358,8 @@ pub async fn execute(
         owner,
         clock.now(),
     );
+    // The claim's run id from the start: what sinks receive names the row `history` shows.
+    row.run_id = claim.run_id;
     let chain = claim
         .job
         .rt

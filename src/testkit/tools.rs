@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::action::tools::{
     BoxFuture, Content, OfferedTool, ToolDef, ToolError, ToolOutput, ToolSource, Toolbox,
+    ToolboxBuilder, ToolboxRequest,
 };
 
 type Handler = dyn Fn(&Value) -> Result<ToolOutput, ToolError> + Send + Sync;
@@ -201,6 +202,17 @@ pub fn toolbox(sources: Vec<Arc<MemorySource>>) -> Toolbox {
             .map(|s| s as Arc<dyn ToolSource>)
             .collect(),
         offered,
+    }
+}
+
+/// A builder offering every tool of the same in-memory sources to every run (what a run's
+/// `Toolbox` builder does with real sources, without any process).
+pub struct FixedTools(pub Vec<Arc<MemorySource>>);
+
+impl ToolboxBuilder for FixedTools {
+    fn build<'a>(&'a self, _: ToolboxRequest<'a>) -> BoxFuture<'a, Result<Toolbox, ToolError>> {
+        let tb = toolbox(self.0.clone());
+        Box::pin(async move { Ok(tb) })
     }
 }
 
