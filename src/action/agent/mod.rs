@@ -69,6 +69,23 @@ impl Default for LoopLimits {
     }
 }
 
+impl LoopLimits {
+    /// The agent's limits as the jobs file gives them (bounds already checked there; a stored
+    /// definition out of range is clamped, never trusted).
+    pub fn of(l: &crate::model::ToolLimits) -> LoopLimits {
+        LoopLimits {
+            max_turns: l.max_turns.clamp(1, 100),
+            tool_timeout: Duration::try_from_secs_f64(
+                l.tool_timeout_seconds.clamp(0.001, 86_400.0),
+            )
+            .unwrap_or(Duration::from_secs(60)),
+            max_tool_output_bytes: usize::try_from(l.max_tool_output_bytes.max(1))
+                .unwrap_or(usize::MAX),
+            max_tool_calls_per_turn: l.max_tool_calls_per_turn.clamp(1, 64),
+        }
+    }
+}
+
 /// The same failing call this many times ends the run.
 pub const BREAKER_FAILURES: u32 = 3;
 

@@ -480,6 +480,9 @@ mod tests {
             instructions: "be brief".into(),
             max_tokens: None,
             temperature: None,
+            tools: Vec::new(),
+            approve: Vec::new(),
+            limits: Default::default(),
         }
     }
 

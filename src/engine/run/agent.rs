@@ -311,7 +311,7 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
     let out = run_loop(
         LoopRun {
             toolbox: &toolbox,
-            limits: LoopLimits::default(),
+            limits: LoopLimits::of(&agent.limits),
             secrets: &cx.secrets,
             clock: cx.clock.as_ref(),
             timeout: Some(secs(def.timeout_seconds)),
