@@ -40,10 +40,11 @@ pub struct Inputs {
 impl Inputs {
     /// This process's cores and limits.
     pub fn current() -> Inputs {
+        let (processes, files) = crate::proc::sys::soft_process_and_file_limits();
         Inputs {
             cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-            processes: soft_limit(libc::RLIMIT_NPROC),
-            files: soft_limit(libc::RLIMIT_NOFILE),
+            processes,
+            files,
         }
     }
 
@@ -64,17 +65,6 @@ impl Inputs {
 /// The default `--max-concurrent` for this process.
 pub fn default_max_concurrent() -> usize {
     Inputs::current().capacity()
-}
-
-/// A soft resource limit, `None` when unlimited or unreadable.
-fn soft_limit(resource: libc::__rlimit_resource_t) -> Option<u64> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `rlimit` into a valid, owned struct.
-    let ok = unsafe { libc::getrlimit(resource, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
 #[cfg(test)]
