@@ -19,3 +19,4 @@ pub mod store;
 pub mod time;
 #[cfg(any(test, feature = "testkit"))]
 pub mod tmp;
+pub mod tools;
