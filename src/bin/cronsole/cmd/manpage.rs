@@ -57,7 +57,10 @@ const FILES: &[(&str, &str)] = &[
 
 /// (variable, text) entries of the ENVIRONMENT section.
 const ENVIRONMENT: &[(&str, &str)] = &[
-    ("CRONSOLE_STORE", "The store (a directory or a postgres:// URL) when --store is not given."),
+    (
+        "CRONSOLE_STORE",
+        "The store (a directory or a postgres:// URL) when --store is not given.",
+    ),
     (
         "OPENAI_API_KEY, ANTHROPIC_API_KEY",
         "The default key variables of openai and anthropic agents; an agent's api_key_env names \
@@ -82,9 +85,15 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          from a zygote.",
     ),
     ("RUST_LOG", "The log filter, e.g. cronsole=debug."),
-    ("TZ", "The time zone jobs and describe print in (the console and --json use UTC)."),
+    (
+        "TZ",
+        "The time zone jobs and describe print in (the console and --json use UTC).",
+    ),
     ("NO_COLOR", "Draw the console without colours."),
-    ("VISUAL, EDITOR", "The editor of cronsole edit (default vi)."),
+    (
+        "VISUAL, EDITOR",
+        "The editor of cronsole edit (default vi).",
+    ),
     (
         "PGPASSWORD, PGPASSFILE, PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY",
         "PostgreSQL defaults, read as libpq reads them; a URL parameter overrides them.",
@@ -288,7 +297,9 @@ mod tests {
         ];
         let mut at = 0;
         for s in order {
-            let i = p[at..].find(s).unwrap_or_else(|| panic!("{s} missing or out of order"));
+            let i = p[at..]
+                .find(s)
+                .unwrap_or_else(|| panic!("{s} missing or out of order"));
             at += i + s.len();
         }
     }
@@ -304,7 +315,14 @@ mod tests {
                 sub.get_name()
             );
         }
-        for flag in ["--attach", "--no-gates", "--since", "--allow-private", "--reason", "--tag"] {
+        for flag in [
+            "--attach",
+            "--no-gates",
+            "--since",
+            "--allow-private",
+            "--reason",
+            "--tag",
+        ] {
             assert!(p.contains(flag), "{flag} missing");
         }
     }
@@ -313,10 +331,15 @@ mod tests {
     fn no_line_starts_a_request_by_accident() {
         for line in page().lines() {
             if let Some(rest) = line.strip_prefix('.') {
-                let req: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+                let req: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
                 assert!(
-                    ["TH", "SH", "PP", "TP", "RS", "RE", "nf", "fi", "IP", "B", "br", "sp"]
-                        .contains(&req.as_str()),
+                    [
+                        "TH", "SH", "PP", "TP", "RS", "RE", "nf", "fi", "IP", "B", "br", "sp"
+                    ]
+                    .contains(&req.as_str()),
                     "unexpected request line {line:?}"
                 );
             }
