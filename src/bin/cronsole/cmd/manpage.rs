@@ -193,7 +193,10 @@ fn tagged(out: &mut String, entries: &[(&str, &str)]) {
 /// One entry per (visible) subcommand: bold usage line, its help, then its own flags.
 fn commands(out: &mut String, cmd: &clap::Command) {
     section(out, "COMMANDS");
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    // In declaration order (the storeless commands are re-registered last by `cli::command`).
+    let mut subs: Vec<_> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    subs.sort_by_key(|s| s.get_display_order());
+    for sub in subs {
         let mut sub = sub.clone();
         let usage = sub.render_usage().to_string();
         let usage = usage.trim_start_matches("Usage:").trim();
