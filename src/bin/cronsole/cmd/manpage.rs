@@ -340,7 +340,7 @@ mod tests {
                     .collect();
                 assert!(
                     [
-                        "TH", "SH", "PP", "TP", "RS", "RE", "nf", "fi", "IP", "B", "br", "sp"
+                        "TH", "SH", "PP", "TP", "RS", "RE", "nf", "fi", "IP", "br", "ie", "el",
                     ]
                     .contains(&req.as_str()),
                     "unexpected request line {line:?}"
