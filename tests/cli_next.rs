@@ -137,18 +137,36 @@ fn text_output_one_slot_per_line_with_local_time() {
 #[test]
 fn after_and_before_take_the_same_time_forms_as_since() {
     let out = run(&["@daily", "--after", "2026-01-01", "--count", "1"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("2026-01-02T00:00:00Z"), "{text}");
     let out = run(&[
-        "0 9 * * *", "--tz", "Europe/Berlin", "--before", "2026-01-02 09:30", "--count", "1",
+        "0 9 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--before",
+        "2026-01-02 09:30",
+        "--count",
+        "1",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("2026-01-02T08:00:00Z"), "{text}");
     for t in ["yesterday", "today", "2h", "in 3h", "now"] {
         let out = run(&["@hourly", "--after", t, "--count", "1"]);
-        assert!(out.status.success(), "{t}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

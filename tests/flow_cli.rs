@@ -89,7 +89,10 @@ fn bulk_pause_resume_trigger() {
     );
     assert!(!out.contains("db-backup"), "{out}");
     // Queued, and said that nothing will pick it up until an engine starts.
-    assert!(out.contains("note: no engine has run on this store"), "{out}");
+    assert!(
+        out.contains("note: no engine has run on this store"),
+        "{out}"
+    );
 }
 
 #[test]
