@@ -28,19 +28,41 @@ fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
 }
 
-/// The selected names, or exit 2 naming the selector that matched nothing. Plain names are
-/// looked up one by one ([`plain_names`]); globs, tags and `--all` are matched against the list
-/// of every job.
-fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<Vec<String>> {
+/// The selected names, or exit 2 naming the selector that matched nothing; with the records
+/// as they were read (for what each job was before the action, and the live owners). Plain
+/// names are read one by one ([`plain_names`]), and then those records are all there is; globs,
+/// tags and `--all` are matched against the list of every job.
+fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<JobRecord>)> {
     if let Some(names) = plain_names(sel) {
+        let mut jobs = Vec::with_capacity(names.len());
         for name in &names {
-            if store.job(name)?.is_none() {
-                return Err(bad_input(format!("no job named '{name}' in the store")));
+            match store.job(name)? {
+                Some(r) => jobs.push(r),
+                None => return Err(bad_input(format!("no job named '{name}' in the store"))),
             }
         }
-        return Ok(names);
+        return Ok((names, jobs));
     }
-    resolve(sel, &store.jobs()?).map_err(bad_input)
+    let jobs = store.jobs()?;
+    let names = resolve(sel, &jobs).map_err(bad_input)?;
+    Ok((names, jobs))
+}
+
+/// The note printed after an action that waits for an engine when none is about
+/// ([`cronsole::owners`]): the action is stored, but nothing will act on it yet. `jobs` are the
+/// records the selection read: for named jobs only those, so an engine is seen by their leases
+/// or by the newest history row (the last 5 minutes), not by other jobs' leases.
+pub fn no_engine_note(store: &dyn Store, jobs: &[JobRecord]) -> Result<Option<String>> {
+    let now = Utc::now();
+    let holders = cronsole::owners::lease_holders(jobs, now);
+    let newest = store.history(&cronsole::store::HistoryQuery {
+        limit: 1,
+        ..Default::default()
+    })?;
+    Ok(
+        (!cronsole::owners::engine_seen(&holders, newest.first(), now))
+            .then(|| format!("note: {}", cronsole::owners::NO_ENGINE)),
+    )
 }
 
 /// The sorted, de-duplicated names of a selection made of plain names only (no glob, tag or
@@ -105,7 +127,13 @@ fn bulk(
 pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) -> Result<ExitCode> {
     let store = store(cli)?;
     let verb = if paused { "pause" } else { "resume" };
-    let names = selected(store.as_ref(), sel)?;
+    let (names, jobs) = selected(store.as_ref(), sel)?;
+    // A job already in the asked state is said so and left alone (a pause with a reason still
+    // records the reason): "resumed" is never printed for a job that was not paused.
+    let was_paused = |n: &str| jobs.iter().any(|j| j.def.name == n && j.rt.paused);
+    let (names, unchanged): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|n| reason.is_some() || was_paused(n) != paused);
     // A reason travels with the pause as one atomic operator edit (shown in `jobs`, `describe`
     // and the console until resume).
     let action = match reason {
@@ -125,6 +153,23 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
             None => println!("{verb}d {name}"),
         },
     )?;
+    for name in &unchanged {
+        let disabled = jobs.iter().any(|j| j.def.name == *name && !j.def.enabled);
+        match (paused, disabled) {
+            (true, _) => println!("{name} was already paused; nothing changed"),
+            (false, true) => println!(
+                "{name} was not paused; it is disabled in the jobs file (enabled: false), which \
+                 resume does not change"
+            ),
+            (false, false) => println!("{name} was not paused; nothing changed"),
+        }
+    }
+    if paused && !names.is_empty() {
+        // A pause needs no engine to hold; said only so the state of the store is clear.
+        if let Some(n) = no_engine_note(store.as_ref(), &jobs)? {
+            println!("{n}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -133,7 +178,8 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
 pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
-    let names = selected(store.as_ref(), sel)?;
+    let mut queued = 0;
+    let (names, jobs) = selected(store.as_ref(), sel)?;
     bulk(
         store.as_ref(),
         &names,
@@ -141,13 +187,19 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
         "trigger",
         |name, out| {
             if let BulkOutcome::Trigger(out) = out {
-                if *out == TriggerOutcome::AlreadyRunning {
-                    running += 1;
+                match out {
+                    TriggerOutcome::AlreadyRunning => running += 1,
+                    TriggerOutcome::Queued | TriggerOutcome::AlreadyQueued => queued += 1,
                 }
                 println!("{}", cronsole::engine::trigger_notice(name, out));
             }
         },
     )?;
+    if queued > 0
+        && let Some(n) = no_engine_note(store.as_ref(), &jobs)?
+    {
+        println!("{n}");
+    }
     Ok(if running > 0 {
         ExitCode::from(1)
     } else {
