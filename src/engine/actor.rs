@@ -5,11 +5,13 @@
 //! Changes made by other owners (or `cronsole pause/trigger` from a shell) are pushed by the
 //! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
 //! `store::signal`), so the engine re-reads its next wake-up within milliseconds. An idle engine
-//! with a signal wakes for nothing else: the signal, its next slot, a lease renewal while a run
-//! is alive, a command. Only a store without a signal (or after the signal ended) has its cheap
-//! change token checked every `change_poll` (250 ms), which is logged at start. Liveness is
-//! asked for, not assumed from a periodic turn: the health check and the systemd watchdog poke
-//! the loop through the [`Heartbeat`] and wait for it to turn.
+//! with a signal reads nothing periodically: it turns for the signal, its next slot, a lease
+//! renewal while a run is alive, a command, and once a second ([`CLOCK_CHECK`]) to turn its next
+//! wall-clock wake-up into a timer again (a clock step moves it; no store read). Only a store
+//! without a signal (or after the signal ended) has its cheap change token checked every
+//! `change_poll` (250 ms), which is logged at start. Liveness is asked for, not assumed from a
+//! periodic turn: the health check and the systemd watchdog poke the loop through the
+//! [`Heartbeat`] and wait for it to turn.
 //!
 //! Owns: the actor's state and the loop's turn. Must not touch: the UI; what each turn does in
 //! detail lives beside it (`claim`, `commands`, `publish`, `outage`, `shutdown`).
@@ -29,6 +31,10 @@ use super::heartbeat::Heartbeat;
 use super::outage::{Health, Unwritten, store_backoff};
 use super::publish::{BUILD_POLL, SnapBuild};
 use super::{Command, EngineConfig, EngineError, Event, RunDeps, blocking};
+
+/// How often an idle loop with a change signal turns to re-read the wall clock (see the module
+/// doc): a step of the clock delays a slot by at most this much.
+pub(super) const CLOCK_CHECK: StdDuration = StdDuration::from_secs(1);
 use crate::clock::Clock;
 use crate::model::HistoryRow;
 use crate::snapshot::Snapshot;
@@ -82,6 +88,10 @@ pub(super) struct Finished {
 pub(super) struct Turn {
     /// The change-token poll, the fallback for changes no signal reported.
     poll: tokio::time::Interval,
+    /// With a signal, the loop still turns once a second without reading anything: the next
+    /// wake-up is a wall-clock instant turned into a timer at each turn, so a clock step (or an
+    /// injected clock advanced by a test) moves it within a second.
+    clock_check: tokio::time::Interval,
     last_token: u64,
     /// The last change-token check failed (reported once per outage).
     poll_failing: bool,
@@ -162,6 +172,7 @@ impl Actor {
                     }
                 }
                 _ = turn.poll.tick(), if turn.signal.is_none() => self.on_poll(&mut turn).await,
+                _ = turn.clock_check.tick(), if turn.signal.is_some() => {}
                 _ = sleep_opt(publish_at) => {}
             }
         }
@@ -174,6 +185,8 @@ impl Actor {
     async fn first_turn(&mut self) -> Result<Turn, EngineError> {
         let mut poll = tokio::time::interval(self.cfg.change_poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut clock_check = tokio::time::interval(CLOCK_CHECK);
+        clock_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let last_token = blocking(&self.store, |s| s.change_token()).await?;
         // Completions spooled at the last stop go in before anything is claimed, so a recovery
         // claim can never record them `abandoned` first.
@@ -194,6 +207,7 @@ impl Actor {
         let now = tokio::time::Instant::now();
         Ok(Turn {
             poll,
+            clock_check,
             last_token,
             poll_failing: false,
             dirty: true,
