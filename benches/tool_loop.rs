@@ -10,7 +10,6 @@
 //! Run: `cargo bench --bench tool_loop`. Figures go to docs/BENCHMARKS.md "Tool loop".
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -86,11 +85,8 @@ struct InstantModel {
 impl ModelTurns for InstantModel {
     type Stop = ();
 
-    fn turn<'a>(
-        &'a mut self,
-        ask: TurnAsk<'a>,
-    ) -> impl Future<Output = Result<TurnReply, ()>> + Send + 'a {
-        async move {
+    async fn turn<'a>(&'a mut self, ask: TurnAsk<'a>) -> Result<TurnReply, ()> {
+        {
             let bytes = wire::prompt_bytes(&self.agent, "read the files", ask.dialogue);
             std::hint::black_box(bytes);
             if let Some(t) = self.turn_ended {
