@@ -54,7 +54,8 @@
 //! One file per part. The owner's side: `spec` (what a run is given and gives back), `client`
 //! (a run through the zygote), `exec` (a run through an exec of `__supervise`), `direct` (no
 //! supervisor), `capture` (bounded reading of a run's pipes and its result), `lifeline` (the
-//! owner's end of a run's life-line). The other
+//! owner's end of a run's life-line), `attach` (a long-lived child talked to over its pipes),
+//! `setup` (the process-wide choice of supervisor). The other
 //! side: [`supervisor`], [`zygote`], [`fdpass`] (the request and status wire format), [`tree`]
 //! (the process-tree walk and kills). `sys` holds every raw `libc` call, and the only `unsafe`.
 //! Each owner-side path first *starts* the run (its output pipes and its life-line come back)
@@ -62,12 +63,14 @@
 //! talks over its pipes takes the start half, with its stdin added to the descriptors handed
 //! down.
 
+pub mod attach;
 mod capture;
 mod client;
 mod direct;
 mod exec;
 pub mod fdpass;
 mod lifeline;
+mod setup;
 mod spec;
 pub mod supervisor;
 mod sys;
@@ -77,36 +80,10 @@ pub mod zygote;
 pub use client::{SUPERVISOR_DIED, zygote_pid};
 pub use direct::GroupGuard;
 pub use exec::SUPERVISOR_DIED_FALLBACK;
+pub use setup::{disable_zygote, supervised, use_supervisor};
 pub use spec::{
     Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, STANDARD_KEY_VARS, TIMEOUT_EXIT_CODE, scrub_list,
 };
-
-static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
-/// Start every command through the per-run supervisor (`exe __supervise …`, see
-/// [`supervisor`]). The binary calls this at start with its own executable; without it
-/// (library tests, embedders) commands are started directly in their own process group, which
-/// cannot reach a `setsid` escapee nor survive the owner's `kill -9`. First call wins.
-pub fn use_supervisor(exe: std::path::PathBuf) {
-    let _ = SUPERVISOR.set(exe);
-}
-
-static NO_ZYGOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Start every supervised run through an exec of `__supervise` instead of the owner's zygote
-/// (the binary does this for `CRONSOLE_ZYGOTE=off`: a diagnostic switch, and the "before" side
-/// of `benches/engine.rs burst`).
-pub fn disable_zygote() {
-    NO_ZYGOTE.store(true, std::sync::atomic::Ordering::SeqCst);
-    // Without a zygote every run's supervisor is this process's child: as their subreaper,
-    // this process inherits what one killed outright leaves.
-    exec::become_subreaper();
-}
-
-/// Whether commands are started through the supervisor.
-pub fn supervised() -> bool {
-    SUPERVISOR.get().is_some()
-}
 
 /// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, in `env`'s
 /// working directory with `env`'s API-key variables removed from its environment.
@@ -119,7 +96,7 @@ pub fn supervised() -> bool {
 /// a supervisor).
 pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcError> {
     let shell = ["/bin/sh", "-c", spec.command];
-    match SUPERVISOR.get() {
+    match setup::supervisor_exe() {
         // A command that needs no shell is executed directly (one exec fewer per run, which is
         // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
         // `sh` would for a missing program.
@@ -128,7 +105,7 @@ pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcE
             let argv = argv.as_deref().unwrap_or(&shell);
             // Through the owner's zygote (a fork per run); through an exec of `__supervise`
             // when the zygote cannot take the request.
-            let zygote = !NO_ZYGOTE.load(std::sync::atomic::Ordering::SeqCst);
+            let zygote = setup::zygote_enabled();
             let via_zygote = if zygote {
                 client::run(exe, spec, argv, env).await
             } else {

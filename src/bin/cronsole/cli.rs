@@ -1,4 +1,5 @@
-//! Command-line definitions (clap derive) and nothing else: SPEC §13.2.
+//! Command-line definitions (clap derive) and nothing else. `--help`, the man page and the
+//! completions are all generated from them, so what they say is what the parser accepts.
 //!
 //! Owns: flags, subcommands, their help text and their bounds. Must not touch: behaviour —
 //! `main.rs` and the binary's `cmd/` modules act on what is parsed here.
@@ -10,7 +11,7 @@
 //! the command line. Engine options ([`RunOpts`]) belong to the default mode, `run` and
 //! `console` only; given to any other command they are an error ([`misplaced`]).
 //!
-//! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
+//! Bounds, so no flag reaches the engine unchecked: `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
 //! `history --offset` 0..=1 000 000,
 //! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
 //! (the durations are checked where they are parsed, in the binary).
@@ -204,10 +205,10 @@ pub struct DescribeArgs {
 pub struct BackfillArgs {
     /// Job name
     pub name: String,
-    /// Start of the window (RFC 3339, or YYYY-MM-DDTHH:MM[:SS] in the job's time zone)
+    /// Start of the window: RFC 3339, a wall time or date in the job's zone, today, yesterday, 2h (ago)
     #[arg(long, value_name = "TIME")]
     pub from: String,
-    /// End of the window, inclusive and not in the future (same forms as --from)
+    /// End of the window, inclusive and not in the future (the same forms as --from)
     #[arg(long, value_name = "TIME")]
     pub to: String,
 }
@@ -339,11 +340,11 @@ pub struct NextArgs {
     /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,
-    /// Slots strictly after this instant (RFC 3339; default now)
-    #[arg(long, value_name = "RFC3339", conflicts_with = "before")]
+    /// Slots strictly after this time (default now): RFC 3339, a wall time or date in --tz, today, in 2h
+    #[arg(long, value_name = "TIME", conflicts_with = "before")]
     pub after: Option<String>,
-    /// Previous slots strictly before this instant (RFC 3339), newest first
-    #[arg(long, value_name = "RFC3339")]
+    /// Previous slots strictly before this time, newest first (the same forms as --after)
+    #[arg(long, value_name = "TIME")]
     pub before: Option<String>,
     /// How many slots (0 to 10000)
     #[arg(long, default_value_t = 5, value_name = "N",
@@ -362,8 +363,8 @@ pub struct HistoryArgs {
     /// Only this status, any case (succeeded, failed, skipped, no_change, missed, abandoned)
     #[arg(long)]
     pub status: Option<String>,
-    /// Only rows at or after this instant: RFC 3339, a duration ago (2h, 30m), a date, today, yesterday
-    #[arg(long)]
+    /// Only rows at or after this time: RFC 3339, a wall time or date here, today, yesterday, 2h (ago)
+    #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
     /// At most this many rows (1 to 100000)
     #[arg(long, default_value_t = 50, value_name = "N",
@@ -376,7 +377,8 @@ pub struct HistoryArgs {
     /// Continue after a previous page: the token its output ends with (cheap at any depth)
     #[arg(long, value_name = "TOKEN")]
     pub page: Option<String>,
-    /// JSON lines with the SPEC §4 fields
+    /// One JSON object per row (run_id, job, status, slot, trigger, times, attempts, reason, error,
+    /// result, diff, model, tokens, cost_usd, delivered, …)
     #[arg(long)]
     pub json: bool,
 }
@@ -430,6 +432,9 @@ pub struct LogsArgs {
     #[arg(short = 'n', long, default_value_t = 100, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
     pub lines: u64,
+    /// Only the lines about this job (its runs, deliveries and warnings)
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
 }
 
 /// Ids of the top-level options that belong to the default mode only.
