@@ -768,6 +768,9 @@ mod tests {
             instructions: "be brief".into(),
             max_tokens: None,
             temperature: Some(0.2),
+            tools: Vec::new(),
+            approve: Vec::new(),
+            limits: Default::default(),
         }
     }
 

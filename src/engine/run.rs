@@ -430,7 +430,7 @@ async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
             cx.row.result = Some(cap_result(&cx.redact(&stdout)));
             step6_deliver(cx).await;
         }
-        Action::Agent { agent, message } => {
+        Action::Agent { agent, message, .. } => {
             let Some(agent_def) = cx.settings.agents.get(agent).cloned() else {
                 return Err(End(
                     Status::Failed,
@@ -1096,6 +1096,9 @@ mod tests {
                 instructions: String::new(),
                 max_tokens: None,
                 temperature: None,
+                tools: Vec::new(),
+                approve: Vec::new(),
+                limits: Default::default(),
             },
         );
         let dir = std::env::temp_dir();

@@ -21,6 +21,10 @@ pub enum Action {
         agent: String,
         /// The prompt (empty: the run is `skipped`, reason "no message").
         message: String,
+        /// The job's own `tools:`, a narrowing of its agent's allowlist (`None`: the agent's
+        /// list as it is).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
     },
     /// Run a shell command and deliver its stdout verbatim.
     Command {

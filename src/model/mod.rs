@@ -8,7 +8,8 @@
 //!
 //! One file per concern: `job` (definitions), `settings` (agents, sinks, budget, pricing),
 //! `chain` (`after:`), `history` (statuses, triggers, rows), `runtime` (the store's record of a
-//! job), `state` (what a job keeps between runs), `spend` (periods, counters, reservations).
+//! job), `state` (what a job keeps between runs), `spend` (periods, counters, reservations), `tools`
+//! (MCP servers, command tools, allowlist entries and the names providers are given).
 //! Everything is re-exported here, so `crate::model::X` names every type.
 
 mod chain;
@@ -18,6 +19,7 @@ mod runtime;
 mod settings;
 mod spend;
 mod state;
+mod tools;
 
 pub use chain::*;
 pub use history::*;
@@ -26,6 +28,7 @@ pub use runtime::*;
 pub use settings::*;
 pub use spend::*;
 pub use state::*;
+pub use tools::*;
 
 fn is_false(b: &bool) -> bool {
     !*b

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Budget, BudgetPeriod, JobDef, Price};
+use super::{Budget, BudgetPeriod, JobDef, Price, ToolLimits, ToolSettings};
 
 /// LLM provider wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +40,15 @@ pub struct AgentDef {
     pub max_tokens: Option<u32>,
     /// Sampling temperature, sent when set.
     pub temperature: Option<f64>,
+    /// The exact allowlist of its tools (`server.tool`, `server.*`, `command_tool`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Allowed tools whose calls wait for an operator's approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
+    /// The bounds of its tool loop.
+    #[serde(default)]
+    pub limits: ToolLimits,
 }
 
 /// The body a webhook sink posts.
@@ -104,6 +113,9 @@ pub struct Settings {
     /// `monitor.command`) run there, and relative `file:` sink paths were resolved against it.
     #[serde(default)]
     pub base_dir: Option<String>,
+    /// `mcp_servers:` and the command tools of `tools:`.
+    #[serde(default, skip_serializing_if = "ToolSettings::is_empty")]
+    pub tools: ToolSettings,
 }
 
 /// A whole validated jobs file.

@@ -260,6 +260,7 @@ impl Checker<'_> {
             .opt_whole(m, p, "max_tokens", bounds::MAX_TOKENS)
             .map(|x| x as u32);
         let temperature = self.opt_real(m, p, "temperature", bounds::TEMPERATURE);
+        let (tools, approve, limits) = self.agent_tools(m, p);
         Some(AgentDef {
             name: name.to_string(),
             provider,
@@ -269,6 +270,9 @@ impl Checker<'_> {
             instructions,
             max_tokens,
             temperature,
+            tools,
+            approve,
+            limits,
         })
     }
 

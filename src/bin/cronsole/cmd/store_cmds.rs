@@ -570,7 +570,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         format!("{} ({words}), zone {}", one_line(&d.schedule_text), d.tz),
     );
     match &d.action {
-        cronsole::model::Action::Agent { agent, message } => kv(
+        cronsole::model::Action::Agent { agent, message, .. } => kv(
             "action:",
             format!(
                 "agent {agent}: {}",
