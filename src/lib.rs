@@ -210,6 +210,7 @@ pub mod model;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
+pub mod transcript;
 pub mod tui;
 
 #[doc(hidden)]

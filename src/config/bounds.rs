@@ -238,6 +238,15 @@ pub fn check_bounds(file: &JobsFile) -> Result<(), OutOfBounds> {
     for (model, p) in &s.pricing {
         real(format!("pricing.{model}.input"), p.input, PRICE_USD)?;
         real(format!("pricing.{model}.output"), p.output, PRICE_USD)?;
+        for (k, v) in [
+            ("cached_input", p.cached_input),
+            ("cache_read", p.cache_read),
+            ("cache_write", p.cache_write),
+        ] {
+            if let Some(v) = v {
+                real(format!("pricing.{model}.{k}"), v, PRICE_USD)?;
+            }
+        }
     }
     for (name, a) in &s.agents {
         if let Some(t) = a.max_tokens {

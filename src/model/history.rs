@@ -189,6 +189,15 @@ pub struct HistoryRow {
     /// Rows written before this field existed have none: readers fall back to `attempts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempt_log: Vec<Attempt>,
+    /// Model turns of an agent run with tools (absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u32>,
+    /// Tool calls the model made in an agent run with tools, refused ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u32>,
+    /// What each turn and each tool call did, bounded (`crate::transcript`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<crate::transcript::Transcript>,
 }
 
 /// How one attempt of a run's action ended.
@@ -311,6 +320,9 @@ impl HistoryRow {
             parent_job: None,
             parent_run_id: None,
             attempt_log: Vec::new(),
+            turns: None,
+            tool_calls: None,
+            transcript: None,
         }
     }
 }

@@ -54,12 +54,37 @@ pub struct Budget {
 }
 
 /// USD per 1M tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Price {
     /// USD per 1M prompt tokens.
     pub input: f64,
     /// USD per 1M reply tokens.
     pub output: f64,
+    /// USD per 1M prompt tokens served from OpenAI's prompt cache (`cached_tokens`, a part of
+    /// the prompt tokens). `None`: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
+    /// USD per 1M tokens read from Anthropic's prompt cache (`cache_read_input_tokens`, on top
+    /// of the input tokens). `None`: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+    /// USD per 1M tokens written to Anthropic's prompt cache (`cache_creation_input_tokens`, on
+    /// top of the input tokens). `None`: 1.25 × the input price (the provider's write surcharge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// An input and output price with no cache prices (each falls back as its field says).
+    pub const fn new(input: f64, output: f64) -> Price {
+        Price {
+            input,
+            output,
+            cached_input: None,
+            cache_read: None,
+            cache_write: None,
+        }
+    }
 }
 
 /// Counters kept per job so stats never need a history scan.

@@ -62,7 +62,13 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
 ];
 pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
-pub(super) const PRICE_KEYS: &[&str] = &["input", "output"];
+pub(super) const PRICE_KEYS: &[&str] = &[
+    "input",
+    "output",
+    "cached_input",
+    "cache_read",
+    "cache_write",
+];
 pub(super) const AGENT_KEYS: &[&str] = &[
     "provider",
     "base_url",

@@ -181,8 +181,21 @@ impl Checker<'_> {
                     );
                 }
             }
+            // Prompt-cache prices are optional: a missing one falls back as `Price` documents.
+            let cached_input = self.opt_real(pm, &p, "cached_input", bounds::PRICE_USD);
+            let cache_read = self.opt_real(pm, &p, "cache_read", bounds::PRICE_USD);
+            let cache_write = self.opt_real(pm, &p, "cache_write", bounds::PRICE_USD);
             if let (Some(input), Some(output)) = (input, output) {
-                out.insert(model, Price { input, output });
+                out.insert(
+                    model,
+                    Price {
+                        input,
+                        output,
+                        cached_input,
+                        cache_read,
+                        cache_write,
+                    },
+                );
             }
         }
         out
