@@ -228,8 +228,6 @@ pub mod proc;
 #[doc(hidden)]
 pub mod service;
 #[doc(hidden)]
-pub mod supervisor;
-#[doc(hidden)]
 pub mod text;
 #[doc(hidden)]
 pub mod when;

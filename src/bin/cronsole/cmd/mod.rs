@@ -16,6 +16,7 @@ mod dry_run;
 mod eco;
 mod edit;
 mod gate_cmds;
+mod manpage;
 mod run;
 mod schedule_cmds;
 mod select;
