@@ -66,6 +66,18 @@ pub(crate) struct ToolNames {
     broken: BTreeSet<String>,
 }
 
+impl ToolNames {
+    /// The names of sources that validated (a pass over the jobs alone, after the sections
+    /// were checked).
+    pub(crate) fn of(tools: &ToolSettings) -> ToolNames {
+        ToolNames {
+            servers: tools.mcp_servers.keys().cloned().collect(),
+            commands: tools.command_tools.keys().cloned().collect(),
+            broken: BTreeSet::new(),
+        }
+    }
+}
+
 impl Checker<'_> {
     /// `mcp_servers:` and the top-level `tools:`.
     pub(super) fn tool_sources(&mut self, top: &Mapping) -> ToolSettings {
