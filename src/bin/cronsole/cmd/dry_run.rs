@@ -365,7 +365,7 @@ fn print_text(r: &DryRun) {
         );
     }
     match (r.price_ceiling_usd, &r.price_note) {
-        (Some(p), _) => println!("price ceiling of the call: ${p:.6} (worst case)"),
+        (Some(p), _) => println!("price ceiling of the call: {} (worst case)", cost::usd(p)),
         (None, Some(n)) => println!("price: {}", one(n)),
         _ => {}
     }
@@ -373,9 +373,9 @@ fn print_text(r: &DryRun) {
         println!(
             "budget: {} {}/{} (spent {})",
             b.scope,
-            cost::usd_fixed(b.limit_usd, 4),
+            cost::usd(b.limit_usd),
             b.period,
-            cost::usd_fixed(b.spent_usd, 4)
+            cost::usd(b.spent_usd)
         );
     }
     if r.budgets.is_empty() && r.kind == "agent" {
