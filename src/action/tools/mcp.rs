@@ -369,7 +369,7 @@ impl McpSource {
             .map_err(|_| ToolError::Timeout(timeout))?
             .map_err(|e| self.protocol_error(format!("tools/call failed: {e}")))?;
         match reply {
-            CallToolResponse::Complete(r) => Ok(tool_output(&r)),
+            CallToolResponse::Complete(r) => Ok(redact_output(&self.secrets, tool_output(&r))),
             CallToolResponse::InputRequired(_) => {
                 self.state.note(format!(
                     "refused an input-required result of {tool} (cronsole answers no server \
@@ -548,6 +548,33 @@ fn tool_output(r: &CallToolResult) -> ToolOutput {
         content,
         structured: r.structured_content.clone(),
         is_error: r.is_error.unwrap_or(false),
+    }
+}
+
+/// The output with every secret of the run replaced in its text and structured content: a
+/// server that echoes its own key (or prints its environment) never hands it to the model or
+/// the record.
+pub fn redact_output(secrets: &Secrets, mut out: ToolOutput) -> ToolOutput {
+    if secrets.is_empty() {
+        return out;
+    }
+    for c in &mut out.content {
+        if let Content::Text { text } = c {
+            *text = secrets.redact(text).into_owned();
+        }
+    }
+    if let Some(v) = &mut out.structured {
+        redact_json(secrets, v);
+    }
+    out
+}
+
+fn redact_json(secrets: &Secrets, v: &mut Value) {
+    match v {
+        Value::String(s) => *s = secrets.redact(s).into_owned(),
+        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(secrets, i)),
+        Value::Object(m) => m.values_mut().for_each(|i| redact_json(secrets, i)),
+        _ => {}
     }
 }
 
