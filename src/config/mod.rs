@@ -89,18 +89,6 @@ mod bounds;
 mod check;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_after;
-#[cfg(test)]
-mod tests_flow;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_overlap;
-#[cfg(test)]
-mod tests_stream;
-#[cfg(test)]
-mod tests_tools;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};

@@ -1,4 +1,6 @@
-//! One test per error class: each asserts the message *and* the `line:column`.
+//! The jobs-file checker's tests. Here, one test per error class: each asserts the message
+//! *and* the `line:column`; the modules below take one part of the file each (`after:` chains,
+//! the whole-file flow, bounds, `overlap:`, the streaming check of large files, tool sources).
 
 use std::path::Path;
 
@@ -6,8 +8,15 @@ use super::*;
 use crate::model::{Action, BudgetPeriod, Gate, MonitorSource, Provider, SinkDef};
 use crate::schedule::ScheduleSpec;
 
+mod after;
+mod flow;
+mod limits;
+mod overlap;
+mod stream;
+mod tools;
+
 /// The jobs file `text` checked as `jobs.yaml`, every environment variable set (shared by the
-/// `tests_*` modules).
+/// modules below).
 pub(super) fn check(text: &str) -> Checked {
     check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
 }
