@@ -1,8 +1,8 @@
 //! Issue 16 item 1 in the jobs file: `after:` (chains and fan-in). Each wrong form asserts its
 //! message and its `line:column`.
 
-use super::{assert_at, check, diag};
 use super::super::*;
+use super::{assert_at, check, diag};
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 

@@ -2,8 +2,8 @@
 //! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
 //! its `line:column`.
 
-use super::{assert_at as at, check, diag};
 use super::super::*;
+use super::{assert_at as at, check, diag};
 
 #[test]
 fn jitter_per_job_and_from_defaults() {
