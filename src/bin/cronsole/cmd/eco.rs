@@ -334,12 +334,16 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
         println!("(no log files in {})", dir.display());
         return Ok(ExitCode::SUCCESS);
     }
+    let job = a.job.as_deref();
     // The last N lines across the files, oldest first.
     let want = usize::try_from(a.lines).unwrap_or(usize::MAX);
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     for f in &files {
         let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         for line in String::from_utf8_lossy(&text).lines() {
+            if !about(line, job) {
+                continue;
+            }
             if tail.len() == want {
                 tail.pop_front();
             }
@@ -357,7 +361,17 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     if files.is_empty() {
         eprintln!("cronsole: waiting for log files in {}", dir.display());
     }
-    follow(&dir, files.last().cloned(), &mut out)
+    follow(&dir, files.last().cloned(), job, &mut out)
+}
+
+/// Whether a log line is about `job` (every line when `None`): it carries the job's field,
+/// `job=NAME` or `job="NAME"`, as the engine writes it on every line about one job.
+fn about(line: &str, job: Option<&str>) -> bool {
+    let Some(job) = job else { return true };
+    let plain = format!("job={job}");
+    let quoted = format!("job=\"{job}\"");
+    line.split_whitespace()
+        .any(|w| w == plain || w == quoted || w.strip_suffix(':') == Some(plain.as_str()))
 }
 
 /// A log line as `logs` prints it: the log holds outside text (command output quoted in an
@@ -371,7 +385,12 @@ fn inert_log_line(line: &str) -> std::borrow::Cow<'_, str> {
 /// keep the unfinished tail for the next read: a line written in two pieces, or a UTF-8
 /// character cut between two reads, is printed whole. `flush_tail` prints the tail too (the
 /// file was replaced: its last line will not be finished).
-fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write) -> Result<()> {
+fn print_log_lines(
+    pending: &mut Vec<u8>,
+    flush_tail: bool,
+    job: Option<&str>,
+    out: &mut impl Write,
+) -> Result<()> {
     let end = if flush_tail {
         pending.len()
     } else {
@@ -381,7 +400,10 @@ fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write
         }
     };
     let done: Vec<u8> = pending.drain(..end).collect();
-    for line in String::from_utf8_lossy(&done).lines() {
+    for line in String::from_utf8_lossy(&done)
+        .lines()
+        .filter(|l| about(l, job))
+    {
         writeln!(out, "{}", inert_log_line(line))?;
     }
     out.flush()?;
@@ -389,7 +411,12 @@ fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write
 }
 
 /// Print what is appended to the newest log file, switching to a newer file when one appears.
-fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode> {
+fn follow(
+    dir: &Path,
+    mut current: Option<PathBuf>,
+    job: Option<&str>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
     let mut pos = current
         .as_ref()
         .and_then(|p| std::fs::metadata(p).ok())
@@ -403,7 +430,7 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
             let len = f.metadata().map(|m| m.len()).unwrap_or(0);
             if len < pos {
                 pos = 0; // truncated or replaced: start over
-                print_log_lines(&mut pending, true, out)?;
+                print_log_lines(&mut pending, true, job, out)?;
             }
             if len > pos {
                 f.seek(std::io::SeekFrom::Start(pos))?;
@@ -411,12 +438,12 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
                 f.take(len - pos).read_to_end(&mut buf)?;
                 pos = len;
                 pending.extend_from_slice(&buf);
-                print_log_lines(&mut pending, false, out)?;
+                print_log_lines(&mut pending, false, job, out)?;
             }
         }
         let newest = log_files(dir).pop();
         if newest.is_some() && newest != current {
-            print_log_lines(&mut pending, true, out)?;
+            print_log_lines(&mut pending, true, job, out)?;
             current = newest;
             pos = 0;
             continue;
@@ -437,15 +464,26 @@ mod tests {
     }
 
     #[test]
+    fn logs_job_keeps_the_lines_carrying_that_jobs_field() {
+        let l = "2026-12-06T17:21:21Z  INFO cronsole::run: job=flaky-sync status=failed";
+        assert!(about(l, Some("flaky-sync")));
+        assert!(!about(l, Some("flaky")));
+        assert!(!about(l, Some("sync")));
+        assert!(about("W warn: job=db: lease lost", Some("db")));
+        assert!(!about("engine started store=./x", Some("db")));
+        assert!(about("engine started store=./x", None));
+    }
+
+    #[test]
     fn followed_log_lines_are_printed_whole_and_inert() {
         let mut out = Vec::new();
         // A line with an OSC title sequence, then a line cut mid-way inside a UTF-8 character.
         let mut pending = b"a\x1b]0;PWN\x07b\tc\nd\xc3".to_vec();
-        print_log_lines(&mut pending, false, &mut out).unwrap();
+        print_log_lines(&mut pending, false, None, &mut out).unwrap();
         assert_eq!(String::from_utf8(out.clone()).unwrap(), "a^[]0;PWN^Gb\tc\n");
         assert_eq!(pending, b"d\xc3", "the unfinished line waits");
         pending.extend_from_slice(b"\xa9\xc2\x9b\n");
-        print_log_lines(&mut pending, false, &mut out).unwrap();
+        print_log_lines(&mut pending, false, None, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "a^[]0;PWN^Gb\tc\nd\u{e9}\\u{9b}\n",
@@ -453,7 +491,7 @@ mod tests {
         );
         assert!(pending.is_empty());
         pending.extend_from_slice(b"tail\x07");
-        print_log_lines(&mut pending, true, &mut out).unwrap();
+        print_log_lines(&mut pending, true, None, &mut out).unwrap();
         assert!(String::from_utf8(out).unwrap().ends_with("tail^G\n"));
         assert!(pending.is_empty());
     }

@@ -106,6 +106,8 @@ fn opts(run: &RunOpts) -> Result<Opts> {
 }
 
 /// Load the jobs file (if any); every error printed, exit 2 on any.
+/// Load the jobs file. Its warnings are printed on stderr here, and `start` logs them and hands
+/// them to the console, whose screen would otherwise hide them until it closes.
 fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     let Some(path) = path else { return Ok(None) };
     let loaded = config::load_file(path).map_err(anyhow::Error::new)?;
@@ -199,6 +201,15 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             })?),
             None => None,
         };
+        // The jobs file's warnings go to the log too, and to the console's notice line.
+        let warnings: Vec<String> = loaded
+            .iter()
+            .flat_map(|l| &l.warnings)
+            .map(super::inert)
+            .collect();
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
         if let Some(l) = &loaded {
             let file = l.file.clone();
             let now = clock.now();
@@ -289,7 +300,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             },
             Mode::Console => {
                 let dry = super::dry_run::console_runner(location.clone());
-                run_console(handle, store, clock, opts.run_for, dry).await
+                run_console(handle, store, clock, opts.run_for, dry, warnings).await
             }
         };
         notifier.send("STOPPING=1");
@@ -449,8 +460,11 @@ async fn run_console(
     clock: Arc<dyn Clock>,
     run_for: Option<std::time::Duration>,
     dry_run: cronsole::tui::DryRunner,
+    warnings: Vec<String>,
 ) -> Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
+    // The terminal is the console's: the runs go to the log as they end.
+    tokio::spawn(crate::headless::log_events(handle.events.subscribe()));
     let deps = cronsole::tui::ConsoleDeps {
         snapshots: handle.snapshots.clone(),
         events: handle.events.subscribe(),
@@ -459,6 +473,7 @@ async fn run_console(
         clock,
         stop: stop.clone(),
         dry_run: Some(dry_run),
+        warnings,
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -575,6 +590,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             clock,
             stop: stop.clone(),
             dry_run: Some(super::dry_run::console_runner(location.clone())),
+            warnings: Vec::new(),
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();
