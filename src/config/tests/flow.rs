@@ -1,4 +1,4 @@
-//! Issue 16 items 3 and 4 in the jobs file: `jitter_seconds` (per job and in `defaults`),
+//! In the jobs file: `jitter_seconds` (per job and in `defaults`),
 //! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
 //! its `line:column`.
 

@@ -1,4 +1,4 @@
-//! Issue 10 item 3 for the jobs file: every number's bounds, the YAML structure limits and the
+//! The jobs file's limits: every number's bounds, the YAML structure limits and the
 //! size-capped read. Each test asserts the message *and* the `line:column`.
 
 use std::path::Path;

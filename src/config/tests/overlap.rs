@@ -1,4 +1,4 @@
-//! Issue 16 item 2 in the jobs file: `overlap:` and `max_concurrent_runs:` per job and in
+//! In the jobs file: `overlap:` and `max_concurrent_runs:` per job and in
 //! `defaults`. Each wrong form asserts its message and its `line:column`.
 
 use super::super::*;
