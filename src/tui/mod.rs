@@ -8,9 +8,10 @@
 //! thread (`spawn_blocking`), for history beyond the snapshot's `recent` window.
 //!
 //! Loop shape (tokio-console): one `select!`, `biased;`, input first so snapshots never starve
-//! keys; a redraw follows every change (at once; ratatui diffs frames, so no flicker) and a tick
-//! on each whole second of the clock (`MissedTickBehavior::Skip`) moves the countdowns (LEFT,
-//! PASSED, uptime), which change once a second: an idle console draws once a second, no more.
+//! keys; a redraw follows every change (at once; ratatui diffs frames, so no flicker), and with
+//! nothing changing, the next one waits until a duration on the screen (LEFT, PASSED, uptime, a
+//! lease's expiry) reads differently, on a whole second of the clock: once a second while one
+//! shows seconds, once a minute at most when all show minutes or hours.
 //! Keys are read on a dedicated thread (`crossterm::event::poll/read`, waking once a second to
 //! notice the console closing) and filtered to `KeyEventKind::Press`.
 
@@ -43,7 +44,8 @@ use state::{Action, App, Loaded, Query};
 const JOB_ROWS: usize = 500;
 /// Diffs loaded for one job's diff viewer.
 const DIFF_ROWS: usize = 200;
-/// The countdowns' step: the console's only periodic redraw.
+/// The countdowns' finest step: with seconds on the screen, the console redraws once a second;
+/// with only minutes or hours, when the first of them turns over.
 const TICK: Duration = Duration::from_secs(1);
 /// How long the key reader waits for input before looking whether the console closed.
 const READER_WAIT: Duration = Duration::from_secs(1);
@@ -163,14 +165,9 @@ where
         )),
     };
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
-    // On the clock's whole seconds, when the countdowns change.
-    let to_next_second = TICK.saturating_sub(Duration::from_nanos(u64::from(
-        deps.clock.now().timestamp_subsec_nanos(),
-    )));
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + to_next_second, TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (mut snaps_open, mut events_open) = (true, true);
     let mut dirty = true;
+    let mut tick_at = tokio::time::Instant::now();
     loop {
         // The detail view's whole record: read when it opens and once per snapshot after.
         if let Some(q) = app.record_wanted() {
@@ -186,6 +183,7 @@ where
             }
             terminal.draw(|f| f.render_widget(&app, f.area()))?;
             dirty = false;
+            tick_at = next_tick(&app, deps.clock.now());
         }
         tokio::select! {
             biased;
@@ -249,12 +247,21 @@ where
                 app.on_loaded(l);
                 dirty = true;
             }
-            _ = tick.tick() => {
+            _ = tokio::time::sleep_until(tick_at) => {
                 app.on_tick(deps.clock.now());
                 dirty = true;
             }
         }
     }
+}
+
+/// When to redraw with nothing happening: when the first duration on the screen turns over
+/// ([`view::next_change`]), on one of the clock's whole seconds (when countdowns step).
+fn next_tick(app: &App, now: chrono::DateTime<chrono::Utc>) -> tokio::time::Instant {
+    let to_next_second = TICK.saturating_sub(Duration::from_nanos(u64::from(
+        now.timestamp_subsec_nanos(),
+    )));
+    tokio::time::Instant::now() + to_next_second + view::next_change(app).saturating_sub(TICK)
 }
 
 /// Never block the UI on a busy engine: a full queue is reported, not awaited.

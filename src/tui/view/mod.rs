@@ -27,6 +27,9 @@ mod header;
 mod help;
 mod jobs;
 mod panes;
+mod redraw;
+
+pub(crate) use redraw::next_change;
 
 /// Narrowest terminal the console draws in; below it, it asks for a bigger one.
 pub const MIN_WIDTH: u16 = 80;
