@@ -480,7 +480,10 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
-    if let Some(n) = super::select::no_engine_note(store.as_ref(), &store.jobs()?)? {
+    // The retried job's record only (an engine is seen by its lease or the newest history
+    // row), so a retry costs one record however many jobs the store holds.
+    let rec: Vec<JobRecord> = store.job(&job)?.into_iter().collect();
+    if let Some(n) = super::select::no_engine_note(store.as_ref(), &rec)? {
         println!("{n}");
     }
     Ok(ExitCode::SUCCESS)
