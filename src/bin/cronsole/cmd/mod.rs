@@ -15,6 +15,7 @@ mod check;
 mod dry_run;
 mod eco;
 mod gate_cmds;
+mod import;
 mod manpage;
 mod run;
 mod schedule_cmds;
@@ -193,6 +194,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
+        Some(Command::Import(a)) => import::import(a),
     }
 }
 
