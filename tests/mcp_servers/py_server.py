@@ -53,8 +53,8 @@ def picture() -> Image:
 
 @server.tool()
 def env(name: str) -> dict:
-    """The names of the server's environment variables, and the value of one of them."""
-    return {"names": sorted(os.environ), "value": os.environ.get(name)}
+    """The names of the server's environment variables, the value of one of them, its pid."""
+    return {"names": sorted(os.environ), "value": os.environ.get(name), "pid": os.getpid()}
 
 
 @server.tool()

@@ -57,7 +57,12 @@ const MAX_EVENTS: usize = 64;
 /// tool list changed, and the server requests cronsole refused.
 #[derive(Debug, Default)]
 pub struct SessionState {
-    list_changed: AtomicBool,
+    /// A listed definition changed or went away since the last list (checked by listing again).
+    changed: AtomicBool,
+    /// Each tool's hash at the last list.
+    baseline: Mutex<Option<std::collections::BTreeMap<String, String>>>,
+    /// Woken by each list-change notice.
+    notify: tokio::sync::Notify,
     events: Mutex<Vec<String>>,
     dropped: std::sync::atomic::AtomicUsize,
 }
@@ -128,7 +133,7 @@ impl rmcp::ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
-        self.state.list_changed.store(true, Ordering::SeqCst);
+        self.state.notify.notify_one();
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -191,6 +196,14 @@ pub struct McpSource {
     stderr: Option<Arc<Mutex<Tail>>>,
     /// Bound of a `tools/list` (all pages).
     list_timeout: Duration,
+    /// Lists again after each list-change notice; stopped with the session.
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for McpSource {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
 }
 
 /// The last bytes a stream wrote (a stdio server's stderr), for error messages.
@@ -288,7 +301,9 @@ impl McpSource {
         {
             watch_list_changes(&peer, state.clone(), timeout).await;
         }
+        let watcher = watch_changes(peer.clone(), state.clone(), timeout);
         Ok(McpSource {
+            watcher,
             name,
             peer,
             running: tokio::sync::Mutex::new(Some(started)),
@@ -309,40 +324,15 @@ impl McpSource {
     }
 
     async fn list_pages(&self) -> Result<Vec<ToolDef>, ToolError> {
-        let mut all = Vec::new();
-        let mut cursor: Option<String> = None;
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..MAX_PAGES {
-            let params = PaginatedRequestParams::default().with_cursor(cursor.clone());
-            let page = self
-                .peer
-                .list_tools(Some(params))
-                .await
-                .map_err(|e| self.protocol_error(format!("tools/list failed: {e}")))?;
-            for t in page.tools {
-                all.push(tool_def(&t));
-            }
-            if all.len() > MAX_TOOLS {
-                return Err(
-                    self.protocol_error(format!("lists more than {MAX_TOOLS} tools: refused"))
-                );
-            }
-            match page.next_cursor {
-                Some(c) if !c.is_empty() => {
-                    if !seen.insert(c.clone()) {
-                        return Err(self.protocol_error(
-                            "tools/list repeats a page cursor (the list would never end)"
-                                .to_string(),
-                        ));
-                    }
-                    cursor = Some(c);
-                }
-                _ => return Ok(all),
-            }
+        let defs = pages(&self.peer)
+            .await
+            .map_err(|e| self.protocol_error(e))?;
+        // What a later list change is compared with.
+        if let Ok(mut b) = self.state.baseline.lock() {
+            *b = Some(hashes(&defs));
         }
-        Err(self.protocol_error(format!(
-            "tools/list has more than {MAX_PAGES} pages: refused"
-        )))
+        self.state.changed.store(false, Ordering::SeqCst);
+        Ok(defs)
     }
 
     async fn call_once(
@@ -369,7 +359,7 @@ impl McpSource {
             .map_err(|_| ToolError::Timeout(timeout))?
             .map_err(|e| self.protocol_error(format!("tools/call failed: {e}")))?;
         match reply {
-            CallToolResponse::Complete(r) => Ok(tool_output(&r)),
+            CallToolResponse::Complete(r) => Ok(redact_output(&self.secrets, tool_output(&r))),
             CallToolResponse::InputRequired(_) => {
                 self.state.note(format!(
                     "refused an input-required result of {tool} (cronsole answers no server \
@@ -387,6 +377,78 @@ impl McpSource {
     }
 }
 
+/// Every tool the server lists, over all pages (bounded: see the module doc).
+async fn pages(peer: &Peer<RoleClient>) -> Result<Vec<ToolDef>, String> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.clone());
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        all.extend(page.tools.iter().map(tool_def));
+        if all.len() > MAX_TOOLS {
+            return Err(format!("lists more than {MAX_TOOLS} tools: refused"));
+        }
+        match page.next_cursor {
+            Some(c) if !c.is_empty() => {
+                if !seen.insert(c.clone()) {
+                    return Err(
+                        "tools/list repeats a page cursor (the list would never end)".to_string(),
+                    );
+                }
+                cursor = Some(c);
+            }
+            _ => return Ok(all),
+        }
+    }
+    Err(format!(
+        "tools/list has more than {MAX_PAGES} pages: refused"
+    ))
+}
+
+/// Each tool's definition hash by name.
+fn hashes(defs: &[ToolDef]) -> std::collections::BTreeMap<String, String> {
+    defs.iter()
+        .map(|d| (d.name.clone(), d.definition_hash()))
+        .collect()
+}
+
+/// After each list-change notice, lists the tools again and flags the source changed when a
+/// definition listed at the last [`ToolSource::list`] differs or is gone (a notice alone, or a
+/// tool that only appeared, changes nothing this run offers). Ends with the session.
+fn watch_changes(
+    peer: Peer<RoleClient>,
+    state: Arc<SessionState>,
+    timeout: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            state.notify.notified().await;
+            let now = match tokio::time::timeout(timeout, pages(&peer)).await {
+                Ok(Ok(defs)) => hashes(&defs),
+                // A server that cannot list any more cannot be trusted with the next turn.
+                Ok(Err(_)) | Err(_) => {
+                    if peer.is_transport_closed() {
+                        return;
+                    }
+                    state.changed.store(true, Ordering::SeqCst);
+                    continue;
+                }
+            };
+            let differs = state.baseline.lock().is_ok_and(|b| {
+                b.as_ref()
+                    .is_some_and(|b| b.iter().any(|(name, h)| now.get(name) != Some(h)))
+            });
+            if differs {
+                state.changed.store(true, Ordering::SeqCst);
+            }
+        }
+    })
+}
+
 /// Opens the 2026-07-28 listen stream for tool list changes and flags each one.
 async fn watch_list_changes(peer: &Peer<RoleClient>, state: Arc<SessionState>, timeout: Duration) {
     let filter = SubscriptionFilter::builder().tools_list_changed().build();
@@ -401,7 +463,7 @@ async fn watch_list_changes(peer: &Peer<RoleClient>, state: Arc<SessionState>, t
                 n,
                 rmcp::model::ServerNotification::ToolListChangedNotification(_)
             ) {
-                state.list_changed.store(true, Ordering::SeqCst);
+                state.notify.notify_one();
             }
         }
     });
@@ -418,7 +480,6 @@ impl ToolSource for McpSource {
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<ToolDef>, ToolError>> {
         Box::pin(async move {
-            self.state.list_changed.store(false, Ordering::SeqCst);
             tokio::time::timeout(self.list_timeout, self.list_pages())
                 .await
                 .map_err(|_| {
@@ -440,7 +501,7 @@ impl ToolSource for McpSource {
     }
 
     fn list_changed(&self) -> bool {
-        self.state.list_changed.load(Ordering::SeqCst)
+        self.state.changed.load(Ordering::SeqCst)
     }
 
     fn take_events(&self) -> Vec<String> {
@@ -459,6 +520,7 @@ impl ToolSource for McpSource {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.watcher.abort();
             if let Some(mut running) = self.running.lock().await.take() {
                 let _ = running.close_with_timeout(Duration::from_secs(2)).await;
             }
@@ -548,6 +610,33 @@ fn tool_output(r: &CallToolResult) -> ToolOutput {
         content,
         structured: r.structured_content.clone(),
         is_error: r.is_error.unwrap_or(false),
+    }
+}
+
+/// The output with every secret of the run replaced in its text and structured content: a
+/// server that echoes its own key (or prints its environment) never hands it to the model or
+/// the record.
+pub fn redact_output(secrets: &Secrets, mut out: ToolOutput) -> ToolOutput {
+    if secrets.is_empty() {
+        return out;
+    }
+    for c in &mut out.content {
+        if let Content::Text { text } = c {
+            *text = secrets.redact(text).into_owned();
+        }
+    }
+    if let Some(v) = &mut out.structured {
+        redact_json(secrets, v);
+    }
+    out
+}
+
+fn redact_json(secrets: &Secrets, v: &mut Value) {
+    match v {
+        Value::String(s) => *s = secrets.redact(s).into_owned(),
+        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(secrets, i)),
+        Value::Object(m) => m.values_mut().for_each(|i| redact_json(secrets, i)),
+        _ => {}
     }
 }
 

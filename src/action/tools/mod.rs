@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub mod command;
 pub mod mcp;
+pub mod toolbox;
 
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays
 /// object-safe (`Arc<dyn ToolSource>`).
