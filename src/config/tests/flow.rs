@@ -1,9 +1,9 @@
-//! Issue 16 items 3 and 4 in the jobs file: `jitter_seconds` (per job and in `defaults`),
+//! In the jobs file: `jitter_seconds` (per job and in `defaults`),
 //! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
 //! its `line:column`.
 
-use super::tests::{assert_at as at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at as at, check, diag};
 
 #[test]
 fn jitter_per_job_and_from_defaults() {

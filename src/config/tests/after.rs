@@ -1,8 +1,8 @@
-//! Issue 16 item 1 in the jobs file: `after:` (chains and fan-in). Each wrong form asserts its
-//! message and its `line:column`.
+//! `after:` in the jobs file (chains and fan-in). Each wrong form asserts its message and its
+//! `line:column`.
 
-use super::tests::{assert_at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at, check, diag};
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 
@@ -134,7 +134,7 @@ fn a_cycle_is_reported_at_the_entry_that_closes_it() {
 }
 
 /// `once` and `max_runs` count scheduled runs: on a job with only `after:` they would never
-/// apply, so they are refused at the key (red team 2). With a schedule they stay allowed.
+/// apply, so they are refused at the key rather than silently ignored. With a schedule they stay allowed.
 #[test]
 fn once_and_max_runs_need_a_schedule() {
     let c = check(&format!(

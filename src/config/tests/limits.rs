@@ -1,10 +1,10 @@
-//! Issue 10 item 3 for the jobs file: every number's bounds, the YAML structure limits and the
+//! The jobs file's limits: every number's bounds, the YAML structure limits and the
 //! size-capped read. Each test asserts the message *and* the `line:column`.
 
 use std::path::Path;
 
-use super::tests::check;
-use super::*;
+use super::super::*;
+use super::check;
 
 /// The single diagnostic with this key, asserted at `line:column` and containing `needle`.
 fn expect(text: &str, key: &str, line: usize, column: usize, needle: &str) {
