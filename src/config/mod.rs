@@ -87,6 +87,7 @@ use crate::model::{JobDef, JobsFile, Settings};
 
 mod bounds;
 mod check;
+pub mod praisonai;
 #[cfg(test)]
 mod tests;
 mod yaml;

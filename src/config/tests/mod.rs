@@ -413,6 +413,16 @@ fn agent_and_command_together_names_both() {
 fn neither_agent_nor_command() {
     let c = check(&one_job("    message: hi\n"));
     let d = diag(&c, "jobs[0]");
+    // A message asks an agent: the key to add is named.
+    assert_at(
+        d,
+        2,
+        5,
+        Severity::Error,
+        "missing `agent`: a job with a message asks an agent: add `agent: NAME`",
+    );
+    let c = check(&one_job("    pre_run: \"true\"\n"));
+    let d = diag(&c, "jobs[0]");
     assert_at(d, 2, 5, Severity::Error, "missing `agent` or `command`");
 }
 
