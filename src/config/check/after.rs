@@ -1,4 +1,4 @@
-//! A job's `after:` (issue 16 item 1): the jobs it is chained after and on which of their
+//! A job's `after:`: the jobs it is chained after and on which of their
 //! outcomes, and the whole-file checks of chains (cycles, `on: change` needing a monitor).
 //!
 //! Owns: the `after:` forms and their errors, and the cycle search every store also runs

@@ -1,4 +1,4 @@
-//! The validation rules of the jobs file (SPEC §2): a parsed [`Value`] → `Settings` and
+//! The validation rules of the jobs file: a parsed [`Value`] → `Settings` and
 //! `JobDef`s with defaults applied, plus every problem found, each tied to a key path.
 //!
 //! Owns: the schema (accepted keys, types, ranges from `bounds`, references between sections)
@@ -317,7 +317,8 @@ impl<'e> Checker<'e> {
         }
     }
 
-    /// Unknown keys are errors (SPEC §2); keys starting with `x-` are ignored.
+    /// Unknown keys are errors (a typo must not silently mean the default); keys starting with `x-`
+    /// are ignored.
     pub(super) fn check_keys(&mut self, m: &Mapping, path: &[Seg], accepted: &[&str]) {
         for k in m.keys() {
             let Some(name) = key_text(k) else {
