@@ -97,6 +97,8 @@ mod tests_limits;
 #[cfg(test)]
 mod tests_overlap;
 #[cfg(test)]
+mod tests_reference;
+#[cfg(test)]
 mod tests_stream;
 #[cfg(test)]
 mod tests_tools;

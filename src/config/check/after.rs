@@ -16,7 +16,7 @@ use super::{Checker, describe_value, index, key, list, show};
 use crate::config::yaml::{Mapping, Seg, Value};
 use crate::model::{After, ChainOn, JobDef};
 
-pub(super) const AFTER_KEYS: &[&str] = &["job", "on"];
+pub(in crate::config) const AFTER_KEYS: &[&str] = &["job", "on"];
 
 impl Checker<'_> {
     /// `after:` of the job at `p` named `name` (when its name is valid). Errors: a wrong form,

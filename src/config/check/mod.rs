@@ -20,6 +20,8 @@ use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::Settings;
 
 mod after;
+#[cfg(test)]
+pub(super) use after::AFTER_KEYS;
 pub use after::{cycle_text, find_cycle, find_cycle_by};
 mod calendars;
 mod jobs;
@@ -30,6 +32,8 @@ mod schedule;
 mod settings;
 mod tools;
 pub(crate) use tools::ToolNames;
+#[cfg(test)]
+pub(super) use tools::{COMMAND_TOOL_KEYS, MCP_KEYS};
 
 /// A problem before it has a source position.
 #[derive(Debug, Clone)]
