@@ -226,6 +226,8 @@ pub mod gate;
 #[doc(hidden)]
 pub mod owners;
 #[doc(hidden)]
+pub mod preflight;
+#[doc(hidden)]
 pub mod proc;
 #[doc(hidden)]
 pub mod service;

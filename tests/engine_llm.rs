@@ -588,8 +588,9 @@ jobs:
     for r in stopped {
         let reason = r.reason.as_deref().unwrap_or("");
         assert!(
-            reason.starts_with("budget reached: global $0.005/day")
-                || reason.starts_with("budget exhausted: global $0.005/day"),
+            reason.starts_with("budget reached: ")
+                && reason.contains("global")
+                && reason.contains("$0.005/day"),
             "{r:#?}"
         );
     }

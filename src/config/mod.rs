@@ -21,7 +21,7 @@
 //! chains and a flag byte per job, and their positions are located while each chained job is at
 //! hand. An item that holds an anchor stays (a later alias may name it). Any other shape — and an
 //! item that expands beyond what an alias bomb check would allow so far — is read whole as before.
-//! Both ways give the same diagnostics at the same positions and the same jobs (`tests_stream.rs`
+//! Both ways give the same diagnostics at the same positions and the same jobs (`tests/stream.rs`
 //! holds one against the other). [`prepare_file`] validates a file this way and
 //! [`Prepared::for_each_job`] then hands its jobs over one at a time (one more pass), which is what
 //! `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does the same
@@ -86,22 +86,9 @@ use crate::model::{JobDef, JobsFile, Settings};
 
 mod bounds;
 mod check;
+pub mod praisonai;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_after;
-#[cfg(test)]
-mod tests_flow;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_overlap;
-#[cfg(test)]
-mod tests_reference;
-#[cfg(test)]
-mod tests_stream;
-#[cfg(test)]
-mod tests_tools;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};

@@ -111,18 +111,28 @@ impl Message {
     /// page on every slot; the caller keeps count). `reason` is the skip reason, which names the
     /// budget.
     pub fn budget(row: &HistoryRow, reason: &str) -> Message {
-        let reason = reason
-            .strip_prefix("budget reached: ")
-            .or_else(|| reason.strip_prefix("budget exhausted: "))
-            .unwrap_or(reason);
-        Message {
-            kind: MessageKind::Alert,
-            job: row.job.clone(),
-            text: format!(
+        let text = if reason.starts_with(crate::cost::BUDGET_TOO_SMALL) {
+            // Waiting does not help: the limit cannot pay for one call.
+            format!(
+                "{reason}; {} makes no model calls until the limit is raised or its agent's \
+                 max_tokens lowered",
+                row.job
+            )
+        } else {
+            let reason = reason
+                .strip_prefix("budget reached: ")
+                .or_else(|| reason.strip_prefix("budget exhausted: "))
+                .unwrap_or(reason);
+            format!(
                 "budget reached: {reason}; {} makes no model calls until the budget period ends \
                  or the limit is raised",
                 row.job
-            ),
+            )
+        };
+        Message {
+            kind: MessageKind::Alert,
+            job: row.job.clone(),
+            text,
             row: row.clone(),
         }
     }

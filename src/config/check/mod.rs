@@ -64,6 +64,7 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
     "jitter_seconds",
     "overlap",
     "max_concurrent_runs",
+    "run_immediately",
 ];
 pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
@@ -140,6 +141,8 @@ pub(crate) struct Defaults {
     lease_seconds: f64,
     jitter_seconds: f64,
     overlap: crate::model::Overlap,
+    /// `defaults.run_immediately`: jobs without their own run once when first stored.
+    run_immediately: bool,
 }
 
 /// Validates one parsed document. `env_is_set` answers "is this API-key variable set and
@@ -335,7 +338,11 @@ impl<'e> Checker<'e> {
             if name.starts_with("x-") || accepted.contains(&name.as_str()) {
                 continue;
             }
+            // A PraisonAI name gets a pointer to cronsole's (one table with the guide).
+            let praisonai =
+                super::praisonai::hint(&name).filter(|_| accepted.contains(&"schedule"));
             let hint = match closest(&name, accepted) {
+                _ if let Some(h) = &praisonai => format!(" ({h})"),
                 // A job's zone lives in its schedule mapping (or in `defaults`), not beside it.
                 _ if name == "tz" && accepted.contains(&"schedule") => " (a job's zone goes \
 in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Berlin}`, or \

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::*;
+use super::super::*;
 
 fn streamed(text: &str) -> Checked {
     check_with(text, Path::new("jobs.yaml"), &|_| true, None, None, false)

@@ -1,8 +1,8 @@
 //! `jitter_seconds` (per job and in `defaults`), `calendars:` and a job's `only_on` / `except_on`
 //! in the jobs file. Each wrong form asserts its message and its `line:column`.
 
-use super::tests::{assert_at as at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at as at, check, diag};
 
 #[test]
 fn jitter_per_job_and_from_defaults() {

@@ -1,4 +1,6 @@
-//! One test per error class: each asserts the message *and* the `line:column`.
+//! The jobs-file checker's tests. Here, one test per error class: each asserts the message
+//! *and* the `line:column`; the modules below take one part of the file each (`after:` chains,
+//! the whole-file flow, bounds, `overlap:`, the streaming check of large files, tool sources).
 
 use std::path::Path;
 
@@ -6,8 +8,16 @@ use super::*;
 use crate::model::{Action, BudgetPeriod, Gate, MonitorSource, Provider, SinkDef};
 use crate::schedule::ScheduleSpec;
 
+mod after;
+mod flow;
+mod limits;
+mod overlap;
+mod reference;
+mod stream;
+mod tools;
+
 /// The jobs file `text` checked as `jobs.yaml`, every environment variable set (shared by the
-/// `tests_*` modules).
+/// modules below).
 pub(super) fn check(text: &str) -> Checked {
     check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
 }
@@ -404,6 +414,16 @@ fn agent_and_command_together_names_both() {
 #[test]
 fn neither_agent_nor_command() {
     let c = check(&one_job("    message: hi\n"));
+    let d = diag(&c, "jobs[0]");
+    // A message asks an agent: the key to add is named.
+    assert_at(
+        d,
+        2,
+        5,
+        Severity::Error,
+        "missing `agent`: a job with a message asks an agent: add `agent: NAME`",
+    );
+    let c = check(&one_job("    pre_run: \"true\"\n"));
     let d = diag(&c, "jobs[0]");
     assert_at(d, 2, 5, Severity::Error, "missing `agent` or `command`");
 }

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::tests::check;
-use super::*;
+use super::super::*;
+use super::check;
 
 /// The single diagnostic with this key, asserted at `line:column` and containing `needle`.
 fn expect(text: &str, key: &str, line: usize, column: usize, needle: &str) {

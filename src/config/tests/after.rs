@@ -1,8 +1,8 @@
 //! `after:` in the jobs file (chains and fan-in). Each wrong form asserts its
 //! message and its `line:column`.
 
-use super::tests::{assert_at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at, check, diag};
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 

@@ -4,13 +4,13 @@
 //! line in the reference (or a line left behind when a key goes) fails here, so the page an
 //! operator reads cannot drift from what `validate` accepts.
 
-use super::check::{
+use super::super::check::{
     AFTER_KEYS, AGENT_KEYS, BUDGET_KEYS, CALENDAR_KEYS, COMMAND_TOOL_KEYS, DEFAULT_KEYS, JOB_KEYS,
     MCP_KEYS, MONITOR_KEYS, PRICE_KEYS, SCHEDULE_KEYS, SINK_KEYS, TOP_KEYS,
 };
 
-const JOBS_FILE: &str = include_str!("../../docs/guide/jobs-file.md");
-const SCHEDULES: &str = include_str!("../../docs/guide/schedules.md");
+const JOBS_FILE: &str = include_str!("../../../docs/guide/jobs-file.md");
+const SCHEDULES: &str = include_str!("../../../docs/guide/schedules.md");
 
 /// The text of the `## …` section whose heading line is `heading`, up to the next `## `.
 fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
