@@ -1,5 +1,5 @@
 //! The driver behind `cronsole console --attach`: the console over a store that other owners
-//! run, with no engine in this process (SPEC §13.1). It hands the console the same three channel
+//! run, with no engine in this process. It hands the console the same three channel
 //! ends an engine would, so `tui::run` cannot tell the difference.
 //!
 //! Owns: watching the store for changes — its change signal (inotify, LISTEN/NOTIFY) when it
@@ -66,7 +66,8 @@ pub struct Attached {
     pub events: broadcast::Receiver<Event>,
     /// Pause, resume, trigger, retry and cancel, carried out on the store directly.
     pub commands: mpsc::Sender<Command>,
-    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is gone.
+    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is
+    /// gone.
     pub task: JoinHandle<()>,
 }
 
@@ -434,7 +435,7 @@ mod tests {
         att.task.await.unwrap();
     }
 
-    /// Issue 14: on a store larger than one page the console draws the first page at once
+    /// On a store larger than one page the console draws the first page at once
     /// (marked loading) and the whole store follows from the first poll, unasked.
     #[tokio::test(start_paused = true)]
     async fn a_large_store_shows_its_first_page_then_every_job() {
@@ -495,7 +496,7 @@ mod tests {
             }
         }
         assert_eq!(notices[0], "a paused");
-        // One wording for a trigger everywhere (issue 15 item 5): the CLI's `triggered NAME`.
+        // One wording for a trigger everywhere: the CLI's `triggered NAME`.
         assert!(notices[1].starts_with("triggered a: "), "{notices:?}");
         assert!(notices[2].contains("no job named 'nope'"), "{notices:?}");
         assert_eq!(
