@@ -338,3 +338,56 @@ async fn runs_claimed_together_share_one_settings_read() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A jump of the wall clock reaches an idle engine at once: the clock tells of it, and the
+/// next slot's timer is set again from the new time. With a change signal nothing else turns
+/// the loop, so without the jump the run would start two hours of real time later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jump_of_the_wall_clock_turns_an_idle_engine_at_once() {
+    let dir = support::tempdir("jump");
+    let t0 = Utc::now();
+    let slot = t0 + chrono::Duration::hours(2);
+    let yaml = format!(
+        "jobs:\n  - name: later\n    schedule: \"at:{}\"\n    command: \"true\"\n",
+        slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let path = dir.join("jobs.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let loaded = config::load_str(&yaml, &path).unwrap_or_else(|e| panic!("{e}"));
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir.join("store")).unwrap());
+    store.apply(&loaded.file, t0).unwrap();
+    let clock = cronsole::clock::ManualClock::new(t0);
+    let mut cfg = EngineConfig::new(format!("jump:{}", std::process::id()));
+    cfg.change_poll = StdDuration::from_secs(3600);
+    cfg.publish_snapshots = false;
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        BackoffConfig::default(),
+    );
+    let handle = engine::spawn(cfg, store, Arc::new(clock.clone()), deps).unwrap();
+    let mut events = handle.events.subscribe();
+    let started = tokio::time::Instant::now();
+    while handle.heartbeat.claim_cycles() == 0 {
+        assert!(
+            started.elapsed() < StdDuration::from_secs(10),
+            "no first claim cycle"
+        );
+        tokio::time::sleep(StdDuration::from_millis(5)).await;
+    }
+    clock.set(slot + chrono::Duration::seconds(1));
+    let job = tokio::time::timeout(StdDuration::from_secs(10), async {
+        loop {
+            match events.recv().await {
+                Ok(Event::RunStarted { job, .. }) => break job,
+                Ok(_) => {}
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the slot ran soon after the clock jumped to it");
+    assert_eq!(job, "later");
+    handle.shutdown.cancel();
+    let _ = tokio::time::timeout(StdDuration::from_secs(10), handle.join).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

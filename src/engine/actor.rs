@@ -6,8 +6,9 @@
 //! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
 //! `store::signal`), so the engine re-reads its next wake-up within milliseconds. An idle engine
 //! with a signal reads nothing periodically: it turns for the signal, its next slot, a lease
-//! renewal while a run is alive, a command, and once a second ([`CLOCK_CHECK`]) to turn its next
-//! wall-clock wake-up into a timer again (a clock step moves it; no store read). Only a store
+//! renewal while a run is alive, a command, and a jump of the wall clock (the clock says so:
+//! [`Clock::jumps`]), which moves the instant its next wake-up's timer stands for; a clock that
+//! cannot tell is looked at once a second ([`CLOCK_CHECK`]; no store read). Only a store
 //! without a signal (or after the signal ended) has its cheap change token checked every
 //! `change_poll` (250 ms), which is logged at start. Liveness is asked for, not assumed from a
 //! periodic turn: the health check and the systemd watchdog poke the loop through the
@@ -38,13 +39,13 @@ use super::publish::{BUILD_POLL, Publisher};
 use super::shutdown::{Going, wait_for_runs};
 use super::task::{Finished, InFlight, RunTask};
 use super::{RunDeps, spool};
-use crate::clock::Clock;
+use crate::clock::{Clock, Jumps};
 use crate::model::Settings;
 use crate::store::signal::ChangeSignal;
 use crate::store::{Claim, Store};
 
-/// How often an idle loop with a change signal turns to re-read the wall clock (see the module
-/// doc): a step of the clock delays a slot by at most this much.
+/// How often an idle loop with a change signal turns to re-read a wall clock that cannot tell
+/// of its jumps (see the module doc): such a jump delays a slot by at most this much.
 pub(super) const CLOCK_CHECK: StdDuration = StdDuration::from_secs(1);
 
 /// The engine's state, owned by its one task.
@@ -67,10 +68,11 @@ pub(super) struct Actor {
 pub(super) struct Turn {
     /// The change-token poll, the fallback for changes no signal reported.
     poll: tokio::time::Interval,
-    /// With a signal, the loop still turns once a second without reading anything: the next
-    /// wake-up is a wall-clock instant turned into a timer at each turn, so a clock step (or an
-    /// injected clock advanced by a test) moves it within a second.
-    clock_check: tokio::time::Interval,
+    /// The next wake-up is a wall-clock instant turned into a timer at each turn: a jump of the
+    /// clock must turn the loop. Told of jumps, it waits for them; otherwise (with a change
+    /// signal, which replaces the poll's turns) it looks once a second, reading nothing.
+    jumps: Option<tokio::sync::watch::Receiver<u64>>,
+    clock_check: Option<tokio::time::Interval>,
     last_token: u64,
     /// The last change-token check failed (reported once per outage).
     poll_failing: bool,
@@ -149,7 +151,8 @@ impl Actor {
                     }
                 }
                 _ = turn.poll.tick(), if turn.signal.is_none() => self.on_poll(&mut turn).await,
-                _ = turn.clock_check.tick(), if turn.signal.is_some() => {}
+                _ = clock_jumped(&mut turn.jumps) => {}
+                _ = tick_opt(&mut turn.clock_check), if turn.signal.is_some() => {}
                 _ = sleep_opt(publish_at) => {}
             }
         }
@@ -164,8 +167,15 @@ impl Actor {
     async fn first_turn(&mut self) -> Result<Turn, EngineError> {
         let mut poll = tokio::time::interval(self.cfg.change_poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut clock_check = tokio::time::interval(CLOCK_CHECK);
-        clock_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let (jumps, clock_check) = match self.clock.jumps() {
+            Jumps::Never => (None, None),
+            Jumps::Told(rx) => (Some(rx), None),
+            Jumps::Unknown => {
+                let mut i = tokio::time::interval(CLOCK_CHECK);
+                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                (None, Some(i))
+            }
+        };
         let last_token = blocking(&self.store, |s| s.change_token()).await?;
         // Completions spooled at the last stop go in before anything is claimed, so a recovery
         // claim can never record them `abandoned` first.
@@ -197,6 +207,7 @@ impl Actor {
         let now = tokio::time::Instant::now();
         Ok(Turn {
             poll,
+            jumps,
             clock_check,
             last_token,
             poll_failing: false,
@@ -466,6 +477,29 @@ async fn signal_changed(signal: &mut Option<ChangeSignal>) -> bool {
 }
 
 /// Sleep until `at`; pending forever without one.
+/// The wall clock jumped. A clock whose jumps are not told (or no longer: its teller ended)
+/// never resolves this.
+async fn clock_jumped(jumps: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    match jumps {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                *jumps = None;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The next tick of an interval that may not exist (then never).
+async fn tick_opt(i: &mut Option<tokio::time::Interval>) {
+    match i {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

@@ -1,18 +1,20 @@
 //! Every raw `libc` call of the crate, each behind a safe function: signals to processes and
 //! groups, pipes and socket pairs, descriptor reads and writes, signal masks and handlers,
-//! `waitpid`, `poll`/`ppoll`, `fork`, and descriptors passed over a socket (`SCM_RIGHTS`).
+//! `waitpid`, `poll`/`ppoll`, `fork`, descriptors passed over a socket (`SCM_RIGHTS`), resource
+//! limits, and the timer that tells of wall-clock jumps.
 //!
 //! `unsafe` lives here and nowhere else, so each precondition is argued once, next to the call.
 //! The functions are thin: no policy (what to kill, when to stop) is decided here. Where a call
 //! is only sound under a condition the types cannot express (`fork` in a single-threaded
 //! process), the function's name and doc say so and its one caller keeps it.
 //!
-//! Owns: the system-call boundary of process supervision. Must not touch: anything above it
+//! Owns: the crate's system-call boundary (process supervision, and the clock-jump timer).
+//! Must not touch: anything above it
 //! (the supervisor, the zygote and the owner's side decide what to call and when).
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -51,6 +53,73 @@ pub(crate) fn soft_process_and_file_limits() -> (Option<u64>, Option<u64>) {
         (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
     };
     (soft(libc::RLIMIT_NPROC), soft(libc::RLIMIT_NOFILE))
+}
+
+/// A wall-clock timer set far ahead (`CLOCK_REALTIME`, absolute) that the kernel cancels when
+/// the clock is set discontinuously — by an operator, NTP stepping it, or a resume from suspend
+/// — so a thread blocked reading it ([`wait_clock_set`]) learns of each jump without waking
+/// for anything else.
+pub(crate) fn clock_set_timer() -> io::Result<OwnedFd> {
+    // SAFETY: timerfd_create with valid flags returns a new descriptor or -1.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_REALTIME, libc::TFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by timerfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    arm_clock_set_timer(fd.as_fd())?;
+    Ok(fd)
+}
+
+/// (Re)arm the timer of [`clock_set_timer`]: expiry a year after the wall clock's now.
+fn arm_clock_set_timer(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into a valid, owned struct.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: now.tv_sec.saturating_add(366 * 86_400),
+            tv_nsec: 0,
+        },
+    };
+    let flags = libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET;
+    // SAFETY: a valid timerfd, a valid itimerspec, and no old value asked for.
+    if unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, &spec, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Block until the wall clock jumps (`Ok(true)`) or the far timer of [`clock_set_timer`]
+/// expires (`Ok(false)`); the timer is armed again either way.
+pub(crate) fn wait_clock_set(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: reading at most 8 bytes into an owned 8-byte buffer from a valid descriptor.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            arm_clock_set_timer(fd)?;
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECANCELED) => {
+                arm_clock_set_timer(fd)?;
+                return Ok(true);
+            }
+            _ => return Err(e),
+        }
+    }
 }
 
 /// Restore the default action of SIGPIPE (a write to a closed pipe ends the process, as a
