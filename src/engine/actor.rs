@@ -105,6 +105,9 @@ impl Actor {
         let mut turn = self.first_turn().await?;
         loop {
             self.heartbeat.beat();
+            if turn.wake.is_none_or(|w| w > self.now()) {
+                self.heartbeat.count_quiet_turn(runs.len());
+            }
             let publish_gap = self.publisher.gap();
             if turn.dirty && !self.publisher.running() && turn.last_publish.elapsed() >= publish_gap
             {
@@ -137,8 +140,10 @@ impl Actor {
                 },
                 _ = self.shutdown.cancelled() => break,
                 _ = self.hard_stop.cancelled() => break,
-                // A liveness check: turning the loop is the answer (it beats at the top).
-                _ = self.heartbeat.poked() => {}
+                // A liveness check: turning the loop is the answer (it beats at the top). It
+                // also looks for a change the signal has not brought yet (one token read), so
+                // a turn asked for sees the store as it is when asked.
+                _ = self.heartbeat.poked() => self.on_poll(&mut turn).await,
                 Some(done) = runs.join_next(), if !runs.is_empty() => {
                     self.reap(done, &mut runs);
                     turn.dirty = true;

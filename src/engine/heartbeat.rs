@@ -1,8 +1,12 @@
-//! Proof of life of the engine loop: when it last turned and how many claim cycles it finished.
-//! An idle loop sleeps until something happens (no periodic turn), so a checker asks it to turn
-//! ([`Heartbeat::check`]) rather than reading how long ago it last did.
+//! Proof of life of the engine loop: when it last turned, how many claim cycles it finished, and
+//! how many turns began with no claim due (quiet) and with no run in flight either (idle). An
+//! idle loop sleeps until something happens (no periodic turn), so a checker asks it to turn
+//! ([`Heartbeat::check`], [`Heartbeat::poke`]) rather than reading how long ago it last did. A
+//! test that must show that something does *not* happen pokes the loop and waits for two
+//! quiet or idle turns after its action: the second one began after the action, so whatever
+//! the engine would (wrongly) do about it has been done (quiet) and recorded (idle) by then.
 //!
-//! Owns: two counters the loop bumps and anyone may read (the health endpoint, the systemd
+//! Owns: the counters the loop bumps and anyone may read (the health endpoint, the systemd
 //! watchdog, tests that wait for the engine's own progress instead of sleeping), and the poke
 //! that asks the loop to turn. Must not touch: the store, the loop's decisions.
 
@@ -21,6 +25,8 @@ pub struct Heartbeat {
     poke: tokio::sync::Notify,
     /// Woken on every turn.
     turned: tokio::sync::Notify,
+    quiet_turns: AtomicU64,
+    idle_turns: AtomicU64,
 }
 
 impl Default for Heartbeat {
@@ -31,6 +37,8 @@ impl Default for Heartbeat {
             claim_cycles: AtomicU64::new(0),
             poke: tokio::sync::Notify::new(),
             turned: tokio::sync::Notify::new(),
+            quiet_turns: AtomicU64::new(0),
+            idle_turns: AtomicU64::new(0),
         }
     }
 }
@@ -45,6 +53,11 @@ impl Heartbeat {
     /// A checker asked the loop to turn (the loop selects on it).
     pub(super) async fn poked(&self) {
         self.poke.notified().await;
+    }
+    /// Ask the loop to turn once (it does nothing else for it): an idle loop turns only when
+    /// something happens, so a waiter for its turns asks for them.
+    pub fn poke(&self) {
+        self.poke.notify_one();
     }
     /// How long ago the engine loop last turned (an idle loop turns only when something happens
     /// or it is asked to: see [`Heartbeat::check`]).
@@ -74,5 +87,20 @@ impl Heartbeat {
     /// Claim cycles completed (successful or not) since the engine started.
     pub fn claim_cycles(&self) -> u64 {
         self.claim_cycles.load(Ordering::SeqCst)
+    }
+    /// A loop turn began with no claim due; `runs` of this owner were in flight.
+    pub(super) fn count_quiet_turn(&self, runs: usize) {
+        self.quiet_turns.fetch_add(1, Ordering::SeqCst);
+        if runs == 0 {
+            self.idle_turns.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    /// Loop turns that began with no claim due, since the engine started.
+    pub fn quiet_turns(&self) -> u64 {
+        self.quiet_turns.load(Ordering::SeqCst)
+    }
+    /// Loop turns that began with no claim due and no run in flight, since the engine started.
+    pub fn idle_turns(&self) -> u64 {
+        self.idle_turns.load(Ordering::SeqCst)
     }
 }
