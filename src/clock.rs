@@ -1,6 +1,12 @@
 //! Injected time. Wall time for schedules comes from a [`Clock`]; timers use tokio's clock, so
 //! tests run with paused tokio time and a manual or tokio-driven clock, never real sleeps.
 //!
+//! A clock has two readings: wall time ([`Clock::now`]), which an operator or NTP may step, and
+//! monotonic time ([`Clock::monotonic`]), which only moves forward at the rate time passes.
+//! Anything that measures how long something took, or how old something is, reads the
+//! monotonic one (a wall-clock step must not make a cache fresh for days); comparing the two
+//! over an interval is how a step is seen. Test clocks can step their wall time alone.
+//!
 //! A waiter that turns a wall-clock instant into a timer (the engine's next slot) must redo it
 //! when the wall clock jumps; [`Clock::jumps`] says how it learns of a jump, so an idle waiter
 //! need not wake periodically to look.
@@ -9,6 +15,7 @@
 //! waits for the system clock's jumps. Must not touch: anything else.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
@@ -17,21 +24,27 @@ use tokio::sync::watch;
 pub trait Clock: Send + Sync + 'static {
     /// The current wall-clock time.
     fn now(&self) -> DateTime<Utc>;
-    /// How a waiter learns that this clock jumped (see [`Jumps`]).
+    /// Time elapsed since a fixed origin of this clock's choosing: never steps, never goes
+    /// back. Only differences of two readings of the same clock mean anything.
+    fn monotonic(&self) -> Duration;
+    /// How a waiter learns that this clock's wall time jumped (see [`Jumps`]).
     fn jumps(&self) -> Jumps {
         Jumps::Unknown
     }
 }
 
-/// How a clock's jumps are known.
+/// How a clock's wall-time jumps are known.
 #[derive(Debug)]
 pub enum Jumps {
-    /// It never jumps relative to tokio's timers (it is derived from them).
-    Never,
     /// The value changes at every jump.
     Told(watch::Receiver<u64>),
     /// Not known: a waiter looks again now and then.
     Unknown,
+}
+
+/// A counter of jumps its clock's waiters subscribe to.
+fn jump_counter() -> Arc<watch::Sender<u64>> {
+    Arc::new(watch::channel(0).0)
 }
 
 /// The real clock.
@@ -41,6 +54,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+    fn monotonic(&self) -> Duration {
+        static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+        ORIGIN.get_or_init(std::time::Instant::now).elapsed()
     }
     fn jumps(&self) -> Jumps {
         system_jumps().map_or(Jumps::Unknown, |tx| Jumps::Told(tx.subscribe()))
@@ -81,47 +98,84 @@ fn system_jumps() -> Option<&'static watch::Sender<u64>> {
         .as_ref()
 }
 
-/// A clock that only moves when told to (unit tests of pure logic, and of the engine: each move
-/// is a jump its waiters are told of).
+/// A clock that only moves when told to (unit tests of pure logic).
 #[derive(Debug, Clone)]
-pub struct ManualClock(Arc<(Mutex<DateTime<Utc>>, watch::Sender<u64>)>);
+pub struct ManualClock(Arc<Mutex<Manual>>, Arc<watch::Sender<u64>>);
+
+#[derive(Debug)]
+struct Manual {
+    wall: DateTime<Utc>,
+    mono: Duration,
+}
 
 impl ManualClock {
     /// A clock standing at `start`.
     pub fn new(start: DateTime<Utc>) -> Self {
-        ManualClock(Arc::new((Mutex::new(start), watch::channel(0).0)))
+        ManualClock(
+            Arc::new(Mutex::new(Manual {
+                wall: start,
+                mono: Duration::ZERO,
+            })),
+            jump_counter(),
+        )
     }
-    /// Jump to `t` (backwards too).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Manual> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Time passes until `t`: a later `t` moves both readings; an earlier one is a step back
+    /// of the wall clock (monotonic time does not go back).
     pub fn set(&self, t: DateTime<Utc>) {
-        *self.0.0.lock().unwrap_or_else(|e| e.into_inner()) = t;
-        self.0.1.send_modify(|n| *n += 1);
+        {
+            let mut g = self.lock();
+            let passed = (t - g.wall).to_std().unwrap_or(Duration::ZERO);
+            g.mono += passed;
+            g.wall = t;
+        }
+        self.jumped();
     }
-    /// Move forward by `d`.
+    /// Time passes: both readings move forward by `d`.
     pub fn advance(&self, d: chrono::Duration) {
         {
-            let mut g = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
-            *g += d;
+            let mut g = self.lock();
+            g.wall += d;
+            g.mono += d.to_std().unwrap_or(Duration::ZERO);
         }
-        self.0.1.send_modify(|n| *n += 1);
+        self.jumped();
+    }
+    /// The wall clock is stepped by `d` (either way) while no time passes.
+    pub fn step(&self, d: chrono::Duration) {
+        self.lock().wall += d;
+        self.jumped();
+    }
+    /// Every move of a manual clock is a jump for a waiter: tokio's timers do not follow it.
+    fn jumped(&self) {
+        self.1.send_modify(|n| *n += 1);
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
-        *self.0.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.lock().wall
+    }
+    fn monotonic(&self) -> Duration {
+        self.lock().mono
     }
     fn jumps(&self) -> Jumps {
-        Jumps::Told(self.0.1.subscribe())
+        Jumps::Told(self.1.subscribe())
     }
 }
 
-/// Wall time derived from tokio's clock: `start + (tokio::Instant::now() - base)`. Under
-/// `#[tokio::test(start_paused = true)]` wall time advances exactly as tokio time does, so the
-/// engine's timers and its idea of "now" agree in tests.
-#[derive(Debug, Clone, Copy)]
+/// Wall time derived from tokio's clock: `start + (tokio::Instant::now() - base)` plus the
+/// steps made so far. Under `#[tokio::test(start_paused = true)]` wall time advances exactly as
+/// tokio time does, so the engine's timers and its idea of "now" agree in tests.
+#[derive(Debug, Clone)]
 pub struct TokioClock {
     start: DateTime<Utc>,
     base: tokio::time::Instant,
+    /// Wall-clock steps made by [`TokioClock::step`] (shared by clones).
+    stepped: Arc<Mutex<chrono::Duration>>,
+    /// Told at each step (its passing time never jumps).
+    steps: Arc<watch::Sender<u64>>,
 }
 
 impl TokioClock {
@@ -130,17 +184,29 @@ impl TokioClock {
         TokioClock {
             start,
             base: tokio::time::Instant::now(),
+            stepped: Arc::new(Mutex::new(chrono::Duration::zero())),
+            steps: jump_counter(),
         }
+    }
+    /// Step the wall clock by `d` (either way); monotonic time does not move.
+    pub fn step(&self, d: chrono::Duration) {
+        *self.stepped.lock().unwrap_or_else(|e| e.into_inner()) += d;
+        self.steps.send_modify(|n| *n += 1);
     }
 }
 
 impl Clock for TokioClock {
     fn now(&self) -> DateTime<Utc> {
-        let el = tokio::time::Instant::now().saturating_duration_since(self.base);
-        self.start + chrono::Duration::from_std(el).unwrap_or(chrono::Duration::zero())
+        let stepped = *self.stepped.lock().unwrap_or_else(|e| e.into_inner());
+        self.start
+            + chrono::Duration::from_std(self.monotonic()).unwrap_or(chrono::Duration::zero())
+            + stepped
+    }
+    fn monotonic(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.base)
     }
     fn jumps(&self) -> Jumps {
-        Jumps::Never
+        Jumps::Told(self.steps.subscribe())
     }
 }
 
@@ -170,6 +236,22 @@ mod tests {
         rx.borrow_and_update();
         c.set(rfc("2025-01-01T00:00:00Z"));
         assert!(rx.has_changed().unwrap());
+        rx.borrow_and_update();
+        c.step(chrono::Duration::hours(1));
+        assert!(rx.has_changed().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokio_clock_tells_of_its_steps_only() {
+        let c = TokioClock::new(rfc("2026-01-01T00:00:00Z"));
+        let Jumps::Told(mut rx) = c.jumps() else {
+            panic!("a tokio clock tells of its steps");
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!rx.has_changed().unwrap());
+        c.clone().step(chrono::Duration::hours(-1));
+        assert!(rx.has_changed().unwrap());
+        rx.borrow_and_update();
     }
 
     /// Stepping the real clock needs privileges a test does not have: this checks that the
@@ -192,5 +274,29 @@ mod tests {
         assert_eq!(c.now(), start);
         c.advance(chrono::Duration::seconds(5));
         assert_eq!(c.now(), start + chrono::Duration::seconds(5));
+        assert_eq!(c.monotonic(), Duration::from_secs(5));
+        // A step moves the wall clock alone; setting it back is a step too.
+        c.step(chrono::Duration::days(2));
+        assert_eq!(c.monotonic(), Duration::from_secs(5));
+        c.set(start);
+        assert_eq!(c.now(), start);
+        assert_eq!(c.monotonic(), Duration::from_secs(5));
+        c.set(start + chrono::Duration::seconds(9));
+        assert_eq!(c.monotonic(), Duration::from_secs(14));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokio_clock_steps_its_wall_time_alone() {
+        let start = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let c = TokioClock::new(start);
+        c.clone().step(chrono::Duration::hours(-1));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(c.monotonic(), Duration::from_secs(3));
+        assert_eq!(
+            c.now(),
+            start - chrono::Duration::hours(1) + chrono::Duration::seconds(3)
+        );
     }
 }

@@ -173,7 +173,6 @@ impl Actor {
         let mut poll = tokio::time::interval(self.cfg.change_poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let (jumps, clock_check) = match self.clock.jumps() {
-            Jumps::Never => (None, None),
             Jumps::Told(rx) => (Some(rx), None),
             Jumps::Unknown => {
                 let mut i = tokio::time::interval(CLOCK_CHECK);
