@@ -316,7 +316,7 @@ impl Shapes {
                     total_cost_usd: counters.total_cost_usd,
                     ..JobCounters::default()
                 };
-                let v = crate::store::budget::counter_spend(&c, period_key);
+                let v = crate::store::rules::period::counter_spend(&c, period_key);
                 self.last_spend = Some((
                     c.period_key,
                     c.period_cost_usd,
@@ -390,7 +390,7 @@ fn cancel_requested(lease: &str) -> Result<bool, Decline> {
     Ok(c.cancel_requested_at.is_some())
 }
 
-/// The counters' members the period spend reads ([`crate::store::budget::counter_spend`]).
+/// The counters' members the period spend reads ([`crate::store::rules::period::counter_spend`]).
 #[derive(Deserialize)]
 struct CounterBits<'a> {
     #[serde(borrow)]
