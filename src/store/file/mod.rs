@@ -181,6 +181,7 @@ pub use index::INDEX_MIN_BYTES;
 pub(crate) use index::{INDEX_FILE, IndexCheck, check_index};
 mod jobs;
 pub(crate) use jobs::head_agrees;
+mod complete;
 mod log;
 mod migrate;
 mod recount;
@@ -1476,220 +1477,19 @@ impl FileStore {
     /// Group commit (see [`Store::complete_many`]). With `lookup`, each completion whose job
     /// record still holds its run also looks for the run's own row in history from the claim's
     /// mark ([`Store::complete_recorded`]): found, the record is finished from it and it is
-    /// not appended again.
+    /// not appended again. An error before the plan is written fails every completion.
     fn complete_batch(
         &self,
         cs: Vec<Completion>,
         lookup: bool,
     ) -> Vec<StoreResult<CompleteOutcome>> {
         let n = cs.len();
-        let mut l = match self.lock() {
-            Ok(l) => l,
-            Err(e) => {
+        self.lock()
+            .and_then(|mut l| l.complete_batch(cs, lookup))
+            .unwrap_or_else(|e| {
                 let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
                 out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let period = l.period();
-        let mut landed = match l.unacked_rows() {
-            Ok(v) => v,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        // Rows found in history by `lookup` (not by this handle's failed persists): `persist`
-        // does not know them, so they are taken out of what it appends below.
-        let mut found: Vec<HistoryRow> = Vec::new();
-        // With `lookup`, runs the record no longer holds: their row is in history (the caller
-        // saw it) and their record too; nothing to write (not a second, stale row).
-        let mut settled: Vec<Uuid> = Vec::new();
-        if lookup {
-            for c in &cs {
-                match l.landed_run_rows(c, &landed) {
-                    Ok(Some(rows)) => found.extend(rows),
-                    Ok(None) => settled.push(c.run_id),
-                    Err(e) => {
-                        l.inner.loaded = false;
-                        let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                        out.insert(0, Err(e));
-                        return out;
-                    }
-                }
-            }
-            landed.extend(found.iter().cloned());
-        }
-        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
-        for c in cs {
-            if settled.contains(&c.run_id) {
-                done.push(Ok((CompleteOutcome::default(), c.job, false)));
-                continue;
-            }
-            done.push(complete_in(&mut l, c, period, &landed));
-        }
-        // Overlap rows a completion generates: not again for slots a dead (or failed)
-        // operation already recorded after the job's record (see `rows_since_records`).
-        let scan: Vec<(String, Option<jobs::Mark>)> = done
-            .iter()
-            .flatten()
-            .filter(|(out, _, _)| out.rows.iter().skip(1).any(rules::rows::is_generated))
-            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
-            .collect();
-        if !scan.is_empty() {
-            let leftovers = match l.rows_since_records(&scan) {
-                Ok(v) => v,
-                Err(e) => {
-                    l.inner.loaded = false;
-                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
-                }
-            };
-            l.inner
-                .rows_known
-                .extend(scan.iter().map(|(name, _)| name.clone()));
-            for (out, name, _) in done.iter_mut().flatten() {
-                // Rows a failed or dead operation left (seen by this handle, or found after
-                // the job's record).
-                let known: Vec<HistoryRow> = landed
-                    .iter()
-                    .chain(&leftovers)
-                    .filter(|r| r.job == *name)
-                    .cloned()
-                    .collect();
-                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
-                else {
-                    continue;
-                };
-                if known.is_empty() || out.rows.len() < 2 {
-                    continue;
-                }
-                l.inner.relies_on_landed = true;
-                let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).flat_map(|r| {
-                    if rules::rows::is_generated(&r) {
-                        rules::rows::unlanded_part(r, &known, &sched)
-                    } else {
-                        vec![r]
-                    }
-                }));
-                out.rows = kept;
-                // Such a row may reach past where this run's end sends the job (its writer
-                // looked at a later clock): the job's next slot moves past what it records.
-                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
-                    plan::claim::skip_recorded(&mut c.rec, &sched, &known);
-                }
-            }
-        }
-        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
-        let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for r in done {
-            // (An empty outcome is a run `lookup` found settled: its record is not written.)
-            if let Ok((out, name, fenced)) = &r
-                && !out.rows.is_empty()
-            {
-                rows.extend(
-                    out.rows
-                        .iter()
-                        .filter(|r| !found.iter().any(|f| rules::rows::same_row(f, r)))
-                        .cloned(),
-                );
-                // `after:` children first: a torn append that kept the parent's line kept
-                // theirs (see `store::chain`).
-                if *fenced && let Some(end) = out.rows.first() {
-                    match l.chain_fan_out(name, end) {
-                        Ok(children) => names.extend(children),
-                        Err(e) => {
-                            // Records of this batch changed in the cache only: reload.
-                            l.inner.loaded = false;
-                            return (0..n).map(|_| Err(e.duplicate())).collect();
-                        }
-                    }
-                }
-                names.push(name.clone());
-            }
-            results.push(r.map(|(out, _, _)| out));
-        }
-        if rows.is_empty() && names.is_empty() {
-            return results;
-        }
-        if let Err(e) = l.persist(&rows, &names) {
-            // Nothing of this batch is acknowledged: every run retries its completion.
-            return results
-                .into_iter()
-                .map(|r| r.and_then(|_| Err(e.duplicate())))
-                .collect();
-        }
-        if l.history_compaction_due()
-            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
-        {
-            tracing::warn!("history retention compaction failed: {e}");
-        }
-        results
+                out
+            })
     }
-}
-
-/// One completion applied to the cached record (fenced by run_id), without persisting: the
-/// caller persists a batch. Returns the outcome and the job whose record changed.
-fn complete_in(
-    l: &mut Locked<'_>,
-    c: Completion,
-    period: crate::model::BudgetPeriod,
-    landed: &[HistoryRow],
-) -> StoreResult<(CompleteOutcome, String, bool)> {
-    let mut c = c;
-    // A retry of a completion whose row a failed persist of this handle already wrote.
-    // (Not another owner's `abandoned` row for the same run: see below.)
-    let mine = landed
-        .iter()
-        .find(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
-        .cloned();
-    // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
-    // run and died before releasing the lease (seed 19). The real end supersedes that row. A
-    // lease that does not look lapsed (the clock stepped back since the recoverer looked, seed
-    // 2222) is looked for in the rows after the job's record when they are few.
-    l.load(&c.job)?;
-    if mine.is_none()
-        && let Some(cached) = l.inner.hot.get(&c.job)
-        && rules::runtime::holds(&cached.rec, c.run_id)
-    {
-        let from = if rules::runtime::lapsed(&cached.rec, c.run_id, c.now) {
-            Some(cached.mark)
-        } else {
-            l.recent_rows_from(cached.rows_to).map(Some)
-        };
-        if let Some(from) = from
-            && l.find_run_row(from, c.run_id)?
-                .is_some_and(|r| r.status == crate::model::Status::Abandoned)
-        {
-            c.row.supersedes_abandoned = true;
-        }
-    }
-    if mine.is_some() {
-        l.inner.relies_on_landed = true;
-    }
-    let Some(cached) = l.inner.hot.get_mut(&c.job) else {
-        return Err(StoreError::NoSuchJob(c.job.clone()));
-    };
-    let job = c.job.clone();
-    let fenced_in = rules::runtime::holds(&cached.rec, c.run_id);
-    let out = match mine {
-        Some(row) => {
-            plan::complete::complete_landed(&mut cached.rec, cached.sched.as_ref(), c, row, period)?
-        }
-        None => plan::complete::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?,
-    };
-    let mut out = out;
-    if !landed.is_empty() {
-        // Report the rows as they stand in history (persist does not append them again).
-        for r in &mut out.rows {
-            if let Some(l) = landed.iter().find(|l| rules::rows::same_row(l, r)) {
-                *r = l.clone();
-            }
-        }
-    }
-    if fenced_in && cached.rec.rt.lease.is_none() {
-        cached.mark = None;
-    }
-    Ok((out, job, fenced_in))
 }

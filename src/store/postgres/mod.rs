@@ -73,6 +73,7 @@ mod pool;
 mod reserve;
 mod schema;
 
+use crate::store::plan::complete::{CompletionPlan, Found};
 use crate::store::{plan, policy, rules};
 use listen::ChangeFeed;
 use pool::Pool;
@@ -1201,51 +1202,35 @@ impl Inner {
                 .collect::<StoreResult<_>>()?
         };
         let now = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
-        let mut results = Vec::with_capacity(cs.len());
-        let mut rows: Vec<HistoryRow> = Vec::new();
-        let mut dirty: Vec<String> = Vec::new();
-        // Fenced run ends, for their `after:` children.
-        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
+        let mut plan = CompletionPlan::new(period, landed);
         for c in cs {
-            let Some(rec) = recs.get_mut(&c.job) else {
-                results.push(Err(StoreError::NoSuchJob(c.job.clone())));
-                continue;
-            };
-            let held = rules::runtime::holds(rec, c.run_id);
+            // A retry whose first attempt committed: its own row, same run, status and owner.
             let mut probe = c.row.clone();
             probe.run_id = c.run_id;
-            let mine = landed
+            let own_row = plan
+                .landed()
                 .iter()
                 .find(|l| l.owner == probe.owner && rules::rows::same_row(l, &probe))
                 .cloned();
-            let job = c.job.clone();
-            let out = match mine {
-                Some(row) => plan::complete::complete_landed(rec, None, c, row, period),
-                None => plan::complete::complete_step(rec, None, c, period),
+            let found = Found {
+                own_row,
+                abandoned: false,
             };
-            if let Ok(o) = &out {
-                if held && let Some(end) = o.rows.first() {
-                    ended.push((rec.def.clone(), end.clone()));
-                }
-                rows.extend(
-                    o.rows
-                        .iter()
-                        .filter(|r| !landed.iter().any(|l| rules::rows::same_row(l, r)))
-                        .cloned(),
-                );
-                // A landed retry of a released lease changes nothing; anything else does
-                // (a stale completion still counts its cost).
-                if held
-                    || !o
-                        .rows
-                        .iter()
-                        .all(|r| landed.iter().any(|l| rules::rows::same_row(l, r)))
-                {
-                    dirty.push(job);
-                }
-            }
-            results.push(out);
+            plan.complete(recs.get_mut(&c.job), None, c, found);
         }
+        let rows = plan.rows(plan.landed());
+        let mut dirty: Vec<String> = Vec::new();
+        // Fenced run ends, for their `after:` children.
+        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
+        for (job, end) in plan.records() {
+            if let Some(end) = end
+                && let Some(rec) = recs.get(&job)
+            {
+                ended.push((rec.def.clone(), end));
+            }
+            dirty.push(job);
+        }
+        let results = plan.into_results();
         // `after:` children learn of the runs' ends in this same transaction. Children this
         // batch already holds (locked above, or read for an earlier parent) are updated in
         // place, so each job is written once with every parent's end.
@@ -1270,10 +1255,9 @@ impl Inner {
         let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
         changed.extend(children);
         // A late end of a run recorded `abandoned` replaces that row (see the module doc).
-        let superseded: Vec<String> = rows
+        let superseded: Vec<String> = CompletionPlan::superseded(&rows)
             .iter()
-            .filter(|r| r.supersedes_abandoned && r.stale_lease)
-            .map(|r| r.run_id.to_string())
+            .map(Uuid::to_string)
             .collect();
         if !superseded.is_empty() {
             tx.execute(
