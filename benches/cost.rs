@@ -71,10 +71,7 @@ fn main() {
     for i in 0..20 {
         settings.pricing.insert(
             format!("custom-model-{i}"),
-            cronsole::model::Price {
-                input: 0.1,
-                output: 0.2,
-            },
+            cronsole::model::Price::new(0.1, 0.2),
         );
     }
     bench("PriceTable::from_settings (20 overrides)", 200, || {

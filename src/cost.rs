@@ -124,6 +124,34 @@ const BUILTIN: &[(&str, f64, f64)] = &[
     ("qwen2.5-72b", 0.40, 1.20),
 ];
 
+/// OpenAI's prompt-cache prices, USD per 1M cached input tokens (`cached_input`), compiled on
+/// [`PRICES_COMPILED`] from the same sources as [`BUILTIN`]. A model missing here prices its
+/// cached tokens at the full input price (an over-count, never an under-count).
+const OPENAI_CACHED_INPUT: &[(&str, f64)] = &[
+    ("gpt-5.4", 0.25),
+    ("gpt-5.1", 0.125),
+    ("gpt-5", 0.125),
+    ("gpt-5-mini", 0.025),
+    ("gpt-5-nano", 0.005),
+    ("gpt-5-codex", 0.125),
+    ("gpt-5-chat", 0.125),
+    ("gpt-4.1", 0.50),
+    ("gpt-4.1-mini", 0.10),
+    ("gpt-4.1-nano", 0.025),
+    ("gpt-4o", 1.25),
+    ("gpt-4o-mini", 0.075),
+    ("o1", 7.50),
+    ("o1-mini", 0.55),
+    ("o3", 0.50),
+    ("o3-mini", 0.55),
+    ("o4-mini", 0.275),
+];
+
+/// Anthropic's prompt-cache multipliers of the input price: reads cost a tenth, writes (the
+/// five-minute cache, the one a plain `cache_control` asks for) a quarter more.
+const ANTHROPIC_CACHE_READ: f64 = 0.1;
+const ANTHROPIC_CACHE_WRITE: f64 = 1.25;
+
 /// Documented alternative names of priced models (alias → table entry). Only names the
 /// providers themselves publish for the same model; never a "family" guess.
 pub const ALIASES: &[(&str, &str)] = &[
@@ -151,6 +179,19 @@ pub struct TokenUsage {
     pub output: i64,
 }
 
+/// Prompt-cache token counts as a provider reported them (raw: may be negative or absurd).
+/// OpenAI's cached tokens are a *part* of its prompt tokens; Anthropic's cache reads and writes
+/// come *on top of* its input tokens. [`run_cost_cached`] counts each token once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheTokens {
+    /// OpenAI `usage.prompt_tokens_details.cached_tokens` (included in the input count).
+    pub cached_input: i64,
+    /// Anthropic `usage.cache_read_input_tokens` (not included in the input count).
+    pub cache_read: i64,
+    /// Anthropic `usage.cache_creation_input_tokens` (not included in the input count).
+    pub cache_write: i64,
+}
+
 /// A price table: the built-in prices merged with `Settings.pricing` (overrides win).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriceTable {
@@ -171,13 +212,16 @@ impl PriceTable {
             prices: BUILTIN
                 .iter()
                 .map(|(n, i, o)| {
-                    (
-                        n.to_string(),
-                        Price {
-                            input: *i,
-                            output: *o,
-                        },
-                    )
+                    let mut p = Price::new(*i, *o);
+                    if n.starts_with("claude-") {
+                        p.cache_read = Some(i * ANTHROPIC_CACHE_READ);
+                        p.cache_write = Some(i * ANTHROPIC_CACHE_WRITE);
+                    }
+                    p.cached_input = OPENAI_CACHED_INPUT
+                        .iter()
+                        .find(|(m, _)| m == n)
+                        .map(|(_, c)| *c);
+                    (n.to_string(), p)
                 })
                 .collect(),
         }
@@ -293,10 +337,16 @@ pub fn clamp_tokens(raw: i64) -> (u64, bool) {
 }
 
 /// What one run cost, ready for the history row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunCost {
+    /// Every prompt token the model read, whatever its cache class.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of [`RunCost::input_tokens`], those read from a prompt cache (OpenAI cached tokens,
+    /// Anthropic cache reads).
+    pub cache_read_tokens: u64,
+    /// Of [`RunCost::input_tokens`], those written to Anthropic's prompt cache.
+    pub cache_write_tokens: u64,
     pub cost_usd: f64,
     /// The spend is incomplete (unknown model, no usage, or a clamped count).
     pub unpriced: bool,
@@ -308,44 +358,67 @@ pub struct RunCost {
 
 /// Cost of one reply from `model` with `usage` (`None` = the provider sent no usage).
 pub fn run_cost(table: &PriceTable, model: &str, usage: Option<TokenUsage>) -> RunCost {
+    run_cost_cached(table, model, usage, CacheTokens::default())
+}
+
+/// [`run_cost`] with the reply's prompt-cache counts: OpenAI's cached tokens are taken out of
+/// the input count and priced at `cached_input`; Anthropic's cache reads and writes are added
+/// to it and priced at `cache_read` / `cache_write` (each price falling back as
+/// [`Price`] documents). Every token is priced once.
+pub fn run_cost_cached(
+    table: &PriceTable,
+    model: &str,
+    usage: Option<TokenUsage>,
+    cache: CacheTokens,
+) -> RunCost {
     let Some(usage) = usage else {
         return RunCost {
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
             unpriced: true,
             reason: Some("no usage in reply".to_string()),
-            priced_as: None,
+            ..RunCost::default()
         };
     };
     let (input, bad_in) = clamp_tokens(usage.input);
     let (output, bad_out) = clamp_tokens(usage.output);
+    let (cached, bad_cached) = clamp_tokens(cache.cached_input);
+    let (read, bad_read) = clamp_tokens(cache.cache_read);
+    let (write, bad_write) = clamp_tokens(cache.cache_write);
+    // A cached part larger than the whole is a corrupt count: the whole is priced in full.
+    let cached = if cached > input { 0 } else { cached };
+    let clamped = bad_in || bad_out || bad_cached || bad_read || bad_write;
+    let base = RunCost {
+        input_tokens: input + read + write,
+        output_tokens: output,
+        cache_read_tokens: cached + read,
+        cache_write_tokens: write,
+        ..RunCost::default()
+    };
     let Some(resolved) = table.resolve(model) else {
         return RunCost {
-            input_tokens: input,
-            output_tokens: output,
-            cost_usd: 0.0,
             unpriced: true,
             reason: Some("unpriced model".to_string()),
-            priced_as: None,
+            ..base
         };
     };
-    let cost =
-        (input as f64 * resolved.price.input + output as f64 * resolved.price.output) / 1_000_000.0;
+    let p = resolved.price;
+    let cost = ((input - cached) as f64 * p.input
+        + cached as f64 * p.cached_input.unwrap_or(p.input)
+        + read as f64 * p.cache_read.unwrap_or(p.input)
+        + write as f64 * p.cache_write.unwrap_or(p.input * ANTHROPIC_CACHE_WRITE)
+        + output as f64 * p.output)
+        / 1_000_000.0;
     // A negative or non-finite override must not produce negative or NaN spend.
     let cost = if cost.is_finite() && cost > 0.0 {
         cost
     } else {
         0.0
     };
-    let clamped = bad_in || bad_out;
     RunCost {
-        input_tokens: input,
-        output_tokens: output,
         cost_usd: cost,
         unpriced: clamped,
         reason: clamped.then(|| "implausible token count clamped to 0".to_string()),
         priced_as: Some(resolved.name),
+        ..base
     }
 }
 
@@ -358,6 +431,8 @@ pub struct Booking<'a> {
     pub replied: &'a str,
     /// The reply's usage (`None` = the provider sent none).
     pub usage: Option<TokenUsage>,
+    /// The reply's prompt-cache counts.
+    pub cache: CacheTokens,
     /// The reservation made before the call (its worst case), when a budget applies.
     pub reserved: Option<f64>,
     /// The output bound the request carried, when a budget applies.
@@ -382,7 +457,7 @@ pub fn call_cost(table: &PriceTable, b: Booking<'_>) -> RunCost {
     } else {
         b.replied
     };
-    let mut c = run_cost(table, model, b.usage);
+    let mut c = run_cost_cached(table, model, b.usage, b.cache);
     let mut notes = Vec::new();
     if let Some(req) = &requested
         && let Some(rep) = table.resolve(b.replied)
@@ -434,6 +509,110 @@ pub fn call_cost(table: &PriceTable, b: Booking<'_>) -> RunCost {
         c.reason = Some(notes.join("; "));
     }
     c
+}
+
+/// One model's price for a run, resolved once: what every request of the run sends as its
+/// output bound, reserves before it is sent, and books when it is answered. It keeps the
+/// resolution, the worst case and the booking rules in one value, so a caller asks for each
+/// figure once per request instead of carrying the pieces back and forth.
+#[derive(Debug, Clone)]
+pub struct Quote {
+    table: PriceTable,
+    /// The model the requests name (what is priced).
+    pub requested: String,
+    /// Its price; `None` when unpriced (possible only when no budget applies).
+    pub price: Option<Price>,
+    /// The output bound every request carries: the agent's `max_tokens`, else
+    /// [`DEFAULT_MAX_TOKENS`] when a budget applies; `None` sends none.
+    pub max_tokens: Option<u32>,
+    /// Whether any budget applies (then every request is reserved before it is sent).
+    pub budgeted: bool,
+}
+
+impl Quote {
+    /// Resolve `model` once. Under a budget an unknown model is refused with the message that
+    /// names the `pricing:` line to add ([`unpriced_under_budget`]): its cost could not be
+    /// bounded.
+    pub fn new(
+        table: PriceTable,
+        model: &str,
+        budgeted: bool,
+        agent_max_tokens: Option<u32>,
+    ) -> Result<Quote, String> {
+        let price = match table.resolve(model) {
+            Some(r) => Some(r.price),
+            None if budgeted => return Err(unpriced_under_budget(model)),
+            None => None,
+        };
+        let max_tokens = if budgeted {
+            Some(agent_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS))
+        } else {
+            agent_max_tokens
+        };
+        Ok(Quote {
+            table,
+            requested: model.to_string(),
+            price,
+            max_tokens,
+            budgeted,
+        })
+    }
+
+    /// What a request whose prompt weighs `prompt_bytes` reserves: `None` when no budget
+    /// applies (nothing is reserved).
+    pub fn worst_case(&self, prompt_bytes: usize) -> Option<f64> {
+        let p = self.price.filter(|_| self.budgeted)?;
+        Some(worst_case_usd(
+            p,
+            prompt_bytes,
+            self.max_tokens.unwrap_or(0),
+        ))
+    }
+
+    /// What a reply is booked at ([`call_cost`]): at the requested model's price, never above
+    /// `reserved`.
+    pub fn book(
+        &self,
+        replied: &str,
+        usage: Option<TokenUsage>,
+        cache: CacheTokens,
+        reserved: Option<f64>,
+    ) -> RunCost {
+        call_cost(
+            &self.table,
+            Booking {
+                requested: &self.requested,
+                replied,
+                usage,
+                cache,
+                reserved,
+                max_tokens: self.max_tokens.filter(|_| reserved.is_some()),
+            },
+        )
+    }
+}
+
+/// The worst case of a tool loop before it runs, as `describe` and `dry-run` show it: one turn
+/// whose prompt weighs `first_prompt` tokens, and `turns` turns where each turn adds at most
+/// `growth` tokens (its reply at `max_tokens`, its calls' arguments and results at their caps).
+/// Returns (first turn, all turns). Each turn is priced as [`worst_case_usd`] prices it.
+pub fn loop_worst_case(
+    price: Price,
+    first_prompt: u64,
+    growth: u64,
+    max_tokens: u32,
+    turns: u32,
+) -> (f64, f64) {
+    let one = |k: u64| {
+        let bytes = first_prompt.saturating_add(growth.saturating_mul(k));
+        worst_case_usd(
+            price,
+            usize::try_from(bytes).unwrap_or(usize::MAX),
+            max_tokens,
+        )
+    };
+    let all = sum_usd((0..u64::from(turns.max(1))).map(one));
+    (one(0), all)
 }
 
 /// Worst-case cost of one call (see the module doc): `prompt_bytes` (instructions + prompt) as
@@ -743,31 +922,19 @@ mod tests {
 
     #[test]
     fn worst_case_counts_prompt_bytes_and_max_output() {
-        let p = Price {
-            input: 2.0,
-            output: 8.0,
-        };
+        let p = Price::new(2.0, 8.0);
         let c = worst_case_usd(p, 1000 - MESSAGE_OVERHEAD_TOKENS as usize, 500);
         assert!(
             (c - (1000.0 * 2.0 + 500.0 * 8.0) / 1e6).abs() < 1e-15,
             "{c}"
         );
-        let bad = Price {
-            input: f64::NAN,
-            output: -1.0,
-        };
+        let bad = Price::new(f64::NAN, -1.0);
         assert_eq!(worst_case_usd(bad, 10, 10), 0.0);
     }
 
     fn m1_table() -> PriceTable {
         let mut o = BTreeMap::new();
-        o.insert(
-            "m1".to_string(),
-            Price {
-                input: 10.0,
-                output: 10.0,
-            },
-        );
+        o.insert("m1".to_string(), Price::new(10.0, 10.0));
         PriceTable::with_overrides(&o)
     }
 
@@ -778,6 +945,7 @@ mod tests {
                 requested: "m1",
                 replied,
                 usage: Some(TokenUsage { input, output }),
+                cache: CacheTokens::default(),
                 reserved,
                 max_tokens: reserved.map(|_| 1000),
             },
@@ -788,10 +956,7 @@ mod tests {
     /// booked at $1.01 against a $0.02 budget. Booked cost never exceeds the reservation.
     #[test]
     fn usage_above_the_reservation_is_booked_at_the_reservation() {
-        let p = Price {
-            input: 10.0,
-            output: 10.0,
-        };
+        let p = Price::new(10.0, 10.0);
         let w = worst_case_usd(p, 20, 1000);
         let c = booked("m1", 100_000, 10, Some(w));
         assert_eq!(c.cost_usd, w, "{c:?}");
@@ -825,14 +990,7 @@ mod tests {
     /// ($0.615 against a $0.02 budget). The requested model is priced (what was reserved).
     #[test]
     fn a_reply_naming_another_model_is_priced_at_the_requested_one() {
-        let w = worst_case_usd(
-            Price {
-                input: 10.0,
-                output: 10.0,
-            },
-            20,
-            1000,
-        );
+        let w = worst_case_usd(Price::new(10.0, 10.0), 20, 1000);
         let c = booked("o1-pro", 50, 1000, Some(w));
         assert!((c.cost_usd - 0.0105).abs() < 1e-12, "{c:?}");
         assert_eq!(c.priced_as.as_deref(), Some("m1"));
@@ -857,6 +1015,7 @@ mod tests {
                     input: 1_000_000,
                     output: 0,
                 }),
+                cache: CacheTokens::default(),
                 reserved: None,
                 max_tokens: None,
             },
@@ -880,20 +1039,8 @@ mod tests {
     #[test]
     fn overrides_extend_and_win() {
         let mut o = BTreeMap::new();
-        o.insert(
-            "gpt-4o-mini".to_string(),
-            Price {
-                input: 1.0,
-                output: 2.0,
-            },
-        );
-        o.insert(
-            "My-Model".to_string(),
-            Price {
-                input: 0.2,
-                output: 0.6,
-            },
-        );
+        o.insert("gpt-4o-mini".to_string(), Price::new(1.0, 2.0));
+        o.insert("My-Model".to_string(), Price::new(0.2, 0.6));
         let tb = PriceTable::with_overrides(&o);
         assert_eq!(tb.resolve("gpt-4o-mini").unwrap().price.input, 1.0);
         assert_eq!(
@@ -1123,6 +1270,7 @@ mod tests {
                 requested: "m1",
                 replied: "m1",
                 usage: None,
+                cache: CacheTokens::default(),
                 reserved: Some(0.25),
                 max_tokens: Some(1000),
             },

@@ -210,6 +210,7 @@ pub mod model;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
+pub mod transcript;
 pub mod tui;
 
 #[doc(hidden)]
@@ -226,8 +227,6 @@ pub mod gate;
 pub mod proc;
 #[doc(hidden)]
 pub mod service;
-#[doc(hidden)]
-pub mod supervisor;
 #[doc(hidden)]
 pub mod text;
 #[doc(hidden)]

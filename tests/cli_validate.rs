@@ -328,3 +328,31 @@ fn apply_refuses_out_of_bounds_values_and_oversized_files() {
     );
     assert!(!store.exists(), "a refused file must not create a store");
 }
+
+/// Every jobs file the project ships to users (`examples/*.yaml`, `jobs.example.yaml`) is valid:
+/// the guide points readers at them, so a key renamed or removed must fail here, not on a
+/// reader's machine. Warnings (an unset API-key variable) are fine.
+#[test]
+fn shipped_example_jobs_files_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 5,
+        "examples/ should hold the guide's five jobs files, found {files:?}"
+    );
+    files.push(root.join("jobs.example.yaml"));
+    for f in &files {
+        let (code, out, err) = validate(f);
+        assert_eq!(code, 0, "{}:\n{out}\n{err}", f.display());
+        assert!(
+            out.lines().any(|l| l.starts_with("0 error(s)")),
+            "{}:\n{out}",
+            f.display()
+        );
+    }
+}

@@ -48,6 +48,7 @@ jobs:
     loaded.file.jobs[0].action = Action::Agent {
         agent: "ghost".into(),
         message: "go".into(),
+        tools: None,
     };
     let start: DateTime<Utc> = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
         .unwrap()

@@ -49,6 +49,9 @@ async fn a_succeeded_run_reaches_the_webhook() {
         v["text"].as_str().unwrap_or("").contains("payload-42"),
         "{v}"
     );
+    // One run id from the claim to the row to the sink: a delivered line can be matched to
+    // its row in `history` (and `retry`).
+    assert_eq!(v["run_id"], r.run_id.to_string(), "{v}");
     rig.stop().await;
 }
 

@@ -47,6 +47,9 @@ fn agent(provider: Provider, base_url: &str, model: &str) -> AgentDef {
         instructions: "Summarise. Be brief.".into(),
         max_tokens: Some(800),
         temperature: Some(0.2),
+        tools: Vec::new(),
+        approve: Vec::new(),
+        limits: Default::default(),
     }
 }
 

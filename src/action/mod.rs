@@ -6,6 +6,7 @@
 //! history, budgets (the run pipeline in `engine` decides whether to call — its budget
 //! reservation is the before-attempt hook — and records what happened).
 
+pub mod agent;
 pub mod command;
 pub mod llm;
 pub mod tools;

@@ -14,6 +14,8 @@
 //!   `alert_after_failures` 1–10 000, `max_concurrent_runs` 2–1 000, `context_max_chars` and
 //!   `max_tokens` 1–1 000 000 (above any
 //!   model's context today).
+//! - Tool loops: `max_turns` 1–100, `max_tool_calls_per_turn` 1–64, `max_tool_output_bytes`
+//!   256 B to 1 MiB, `approval_timeout_seconds` 1 s to a day; tool timeouts are timeouts.
 //! - Money: finite, 0 to 1 000 000 USD (budgets and per-job caps) and 0 to 1 000 000 USD per 1M
 //!   tokens (prices). `temperature` 0–2 (the providers' range).
 
@@ -119,6 +121,32 @@ pub const TEMPERATURE: Real = Real {
     max: 2.0,
     note: "",
 };
+/// An agent's `max_turns`: model turns of one run's tool loop.
+pub const MAX_TURNS: Whole = Whole {
+    min: 1,
+    max: 100,
+    note: "",
+};
+/// An agent's `max_tool_output_bytes`: what the model sees of one tool result. At least
+/// enough for the cut marker and the result's size and hash; at most 1 MiB (more than any
+/// model's context would take from one result).
+pub const MAX_TOOL_OUTPUT_BYTES: Whole = Whole {
+    min: 256,
+    max: 1_048_576,
+    note: " (1 MiB)",
+};
+/// An agent's `max_tool_calls_per_turn`.
+pub const MAX_TOOL_CALLS_PER_TURN: Whole = Whole {
+    min: 1,
+    max: 64,
+    note: "",
+};
+/// An agent's `approval_timeout_seconds`: one wait for an operator, up to a day.
+pub const APPROVAL_TIMEOUT_SECONDS: Real = Real {
+    min: 1.0,
+    max: 86_400.0,
+    note: " (1 day)",
+};
 /// `budget.max_cost_usd` and a job's `max_cost_usd`.
 pub const COST_USD: Real = Real {
     min: 0.0,
@@ -210,6 +238,15 @@ pub fn check_bounds(file: &JobsFile) -> Result<(), OutOfBounds> {
     for (model, p) in &s.pricing {
         real(format!("pricing.{model}.input"), p.input, PRICE_USD)?;
         real(format!("pricing.{model}.output"), p.output, PRICE_USD)?;
+        for (k, v) in [
+            ("cached_input", p.cached_input),
+            ("cache_read", p.cache_read),
+            ("cache_write", p.cache_write),
+        ] {
+            if let Some(v) = v {
+                real(format!("pricing.{model}.{k}"), v, PRICE_USD)?;
+            }
+        }
     }
     for (name, a) in &s.agents {
         if let Some(t) = a.max_tokens {
@@ -217,6 +254,34 @@ pub fn check_bounds(file: &JobsFile) -> Result<(), OutOfBounds> {
         }
         if let Some(t) = a.temperature {
             real(format!("agents.{name}.temperature"), t, TEMPERATURE)?;
+        }
+        let l = &a.limits;
+        let k = |field: &str| format!("agents.{name}.{field}");
+        whole(k("max_turns"), l.max_turns.into(), MAX_TURNS)?;
+        real(
+            k("tool_timeout_seconds"),
+            l.tool_timeout_seconds,
+            TIMEOUT_SECONDS,
+        )?;
+        whole(
+            k("max_tool_output_bytes"),
+            l.max_tool_output_bytes.into(),
+            MAX_TOOL_OUTPUT_BYTES,
+        )?;
+        whole(
+            k("max_tool_calls_per_turn"),
+            l.max_tool_calls_per_turn.into(),
+            MAX_TOOL_CALLS_PER_TURN,
+        )?;
+        real(
+            k("approval_timeout_seconds"),
+            l.approval_timeout_seconds,
+            APPROVAL_TIMEOUT_SECONDS,
+        )?;
+    }
+    for (name, t) in &s.tools.command_tools {
+        if let Some(x) = t.timeout_seconds {
+            real(format!("tools.{name}.timeout_seconds"), x, TIMEOUT_SECONDS)?;
         }
     }
     file.jobs.iter().try_for_each(check_job_bounds)

@@ -99,6 +99,8 @@ mod tests_limits;
 mod tests_overlap;
 #[cfg(test)]
 mod tests_stream;
+#[cfg(test)]
+mod tests_tools;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
@@ -267,8 +269,8 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
     Ok(loaded)
 }
 
-/// The file's directory becomes `base_dir`, and relative `file:` sinks are made absolute
-/// against it (see [`load_file`]).
+/// The file's directory becomes `base_dir`, and relative `file:` sinks and stdio servers'
+/// `cwd` are made absolute against it (see [`load_file`]).
 fn adjust_paths(path: &Path, settings: &mut Settings) {
     let dir = path
         .parent()
@@ -280,6 +282,13 @@ fn adjust_paths(path: &Path, settings: &mut Settings) {
                 && Path::new(path.as_str()).is_relative()
             {
                 *path = dir.join(path.as_str()).to_string_lossy().into_owned();
+            }
+        }
+        for server in settings.tools.mcp_servers.values_mut() {
+            if let crate::model::McpTransport::Stdio { cwd: Some(cwd), .. } = &mut server.transport
+                && Path::new(cwd.as_str()).is_relative()
+            {
+                *cwd = dir.join(cwd.as_str()).to_string_lossy().into_owned();
             }
         }
         settings.base_dir = Some(dir.to_string_lossy().into_owned());

@@ -53,21 +53,24 @@ use uuid::Uuid;
 
 use super::{Event, blocking};
 use crate::action::command::{CommandOutcome, run_command};
-use crate::action::llm::{self, LlmCall, LlmError, LlmReply};
+use crate::action::llm;
+use crate::action::tools::{NoTools, ToolboxBuilder};
 use crate::action::{BackoffConfig, Ended, retry_with_hook};
 use crate::clock::Clock;
-use crate::cost::{self, PriceTable};
+use crate::cost;
 use crate::deliver::incident::{self, IncidentAction};
 use crate::deliver::{Message, deliver_all};
 use crate::gate::{self, GateConfig, GateOutcome, context, notepad};
 use crate::model::{
-    Action, AgentDef, Attempt, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings,
-    Status, truncate_marked,
+    Action, Attempt, BudgetStop, HistoryRow, JobState, RESULT_MAX_CHARS, Settings, Status,
+    truncate_marked,
 };
 use crate::proc::ProcEnv;
 use crate::store::{Claim, Store, StoreError};
-use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::text::Secrets;
+use crate::transcript::Transcript;
+
+mod agent;
 
 /// Environment lookup (API keys); tests inject a map instead of the process environment.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -82,6 +85,8 @@ pub struct RunDeps {
     pub backoff: BackoffConfig,
     /// Bounds of the gates (`pre_run`, monitor probes).
     pub gate: GateConfig,
+    /// Builds each agent run's tools before its first model call.
+    pub tools: Arc<dyn ToolboxBuilder>,
 }
 
 impl RunDeps {
@@ -92,6 +97,7 @@ impl RunDeps {
             env: Arc::new(llm::process_env),
             backoff: BackoffConfig::default(),
             gate: GateConfig::default(),
+            tools: Arc::new(NoTools),
         })
     }
 }
@@ -116,7 +122,18 @@ pub struct RunOutput {
 /// How far a run got, readable after its future was dropped (shutdown): every attempt made (its
 /// start, end, outcome, error, tokens, cost) and the last attempt's whole error (redacted).
 #[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<Mutex<(Vec<Attempt>, Option<String>)>>);
+pub struct Progress(
+    Arc<Mutex<(Vec<Attempt>, Option<String>)>>,
+    Arc<Mutex<Option<Looped>>>,
+);
+
+/// A tool loop's record so far, for a row written while the loop runs.
+#[derive(Debug, Clone)]
+struct Looped {
+    turns: u32,
+    tool_calls: u32,
+    transcript: Transcript,
+}
 
 impl Progress {
     /// One attempt ended; `error` is its whole (redacted) error.
@@ -141,6 +158,17 @@ impl Progress {
         }
     }
 
+    /// A tool loop's record grew.
+    fn looped(&self, turns: u32, tool_calls: u32, transcript: &Transcript) {
+        if let Ok(mut g) = self.1.lock() {
+            *g = Some(Looped {
+                turns,
+                tool_calls,
+                transcript: transcript.clone(),
+            });
+        }
+    }
+
     /// The attempts made so far, in order.
     fn log(&self) -> Vec<Attempt> {
         self.0.lock().map(|g| g.0.clone()).unwrap_or_default()
@@ -157,6 +185,13 @@ impl Progress {
             if row.error.is_none() {
                 row.error = g.1.clone();
             }
+        }
+        if let Ok(g) = self.1.lock()
+            && let Some(l) = g.as_ref()
+        {
+            row.turns = Some(l.turns);
+            row.tool_calls = Some(l.tool_calls);
+            row.transcript = Some(l.transcript.clone());
         }
     }
 }
@@ -323,6 +358,8 @@ pub async fn execute(
         owner,
         clock.now(),
     );
+    // The claim's run id from the start: what sinks receive names the row `history` shows.
+    row.run_id = claim.run_id;
     let chain = claim
         .job
         .rt
@@ -430,7 +467,7 @@ async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
             cx.row.result = Some(cap_result(&cx.redact(&stdout)));
             step6_deliver(cx).await;
         }
-        Action::Agent { agent, message } => {
+        Action::Agent { agent, message, .. } => {
             let Some(agent_def) = cx.settings.agents.get(agent).cloned() else {
                 return Err(End(
                     Status::Failed,
@@ -441,8 +478,8 @@ async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
                 ));
             };
             let prompt = step3_prompt(cx, message, gate_context.as_deref()).await?;
-            let (reply, cost) = step4_agent(cx, &agent_def, &prompt).await?;
-            let silent = step5_cost(cx, reply, cost);
+            let answer = agent::step4_agent(cx, &agent_def, &prompt).await?;
+            let silent = step5_cost(cx, answer);
             if silent {
                 cx.row.reason = Some("model replied silence; nothing delivered".into());
             } else {
@@ -646,217 +683,6 @@ async fn lease_still_held(
     }
 }
 
-/// Why the before-attempt hook stopped the agent's retry loop.
-enum Stop {
-    Budget(String),
-    Store(String),
-    /// The run lost its lease before a retry ([`lease_still_held`]).
-    Lease(String),
-}
-
-/// Step 4 for an agent job: the one retry loop; before every attempt the call's worst case is
-/// reserved against every budget that applies (the hook), after it the reservation is settled.
-async fn step4_agent(
-    cx: &mut Ctx<'_>,
-    agent: &AgentDef,
-    prompt: &str,
-) -> Flow<(LlmReply, cost::RunCost)> {
-    let def = &cx.claim.job.def;
-    cx.row.model = Some(agent.model.clone());
-    let prices = PriceTable::from_settings(&cx.settings);
-    let budgeted = cost::under_budget(&cx.settings, def.max_cost_usd);
-    // Under a budget, an unknown model is never called: its cost could not be bounded.
-    let price = match prices.resolve(&agent.model) {
-        Some(r) => Some(r.price),
-        None if budgeted => {
-            return Err(End(
-                Status::Failed,
-                None,
-                Some(cost::unpriced_under_budget(&agent.model)),
-            ));
-        }
-        None => None,
-    };
-    let max_tokens = budgeted.then(|| agent.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS));
-    let worst = price.filter(|_| budgeted).map(|p| {
-        cost::worst_case_usd(p, llm::prompt_bytes(agent, prompt), max_tokens.unwrap_or(0))
-    });
-    let timeout = secs(def.timeout_seconds);
-    let (store, clock, env) = (cx.store, cx.clock, Arc::clone(&cx.deps.env));
-    let (job, run_id, owner) = (def.name.clone(), cx.claim.run_id, cx.owner.to_string());
-    let (http, progress, secrets) = (&cx.deps.http, &cx.progress, &cx.secrets);
-    let prices = &prices;
-    // Reservations of attempts whose outcome is unknown (kept as spent at their worst case).
-    let kept: Mutex<Vec<(Uuid, f64)>> = Mutex::new(Vec::new());
-    let kept = &kept;
-
-    let before = |attempt: u32| {
-        let (job, owner) = (job.clone(), owner.clone());
-        async move {
-            lease_still_held(store, clock, &job, run_id, &owner, attempt)
-                .await
-                .map_err(Stop::Lease)?;
-            let Some(usd) = worst else {
-                return Ok(None);
-            };
-            let now = clock.now();
-            let r = blocking(store, move |s| {
-                s.reserve(&ReserveRequest {
-                    job: &job,
-                    run_id,
-                    owner: &owner,
-                    usd,
-                    now,
-                })
-            })
-            .await;
-            match r {
-                Ok(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
-                Ok(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
-                Err(e) => Err(Stop::Store(format!("budget reservation: {e}"))),
-            }
-        }
-    };
-    let attempt = |_: u32, ticket: Option<Uuid>| {
-        let (job, env) = (job.clone(), Arc::clone(&env));
-        async move {
-            let started = clock.now();
-            let req = LlmCall {
-                agent,
-                prompt,
-                timeout,
-                now: clock.now(),
-                max_tokens,
-            };
-            let r = llm::call(http, &req, &|k| env(k)).await;
-            if let Some(id) = ticket {
-                let how = settlement(prices, &agent.model, &r, worst, max_tokens);
-                // Only a failed attempt is kept for its row to book: a reply's cost, the
-                // reservation when it is unknown, is booked by `cost::call_cost` itself.
-                if let (Settlement::Spent, Some(w), true) = (how, worst, r.is_err())
-                    && let Ok(mut k) = kept.lock()
-                {
-                    k.push((id, w));
-                }
-                settle(store, clock, &job, id, how).await;
-            }
-            let error = r
-                .as_ref()
-                .err()
-                .map(|e| secrets.redact(&e.to_string()).into_owned());
-            progress.attempted(Attempt::new(started, clock.now(), None), error);
-            r
-        }
-    };
-    let h = retry_with_hook(
-        &cx.deps.backoff,
-        def.max_retries.max(1),
-        before,
-        attempt,
-        LlmError::is_retryable,
-    )
-    .await;
-    cx.row.attempts = h.attempts;
-    cx.row.attempt_log = progress.log();
-    match h.ended {
-        Ended::Done(Ok(reply)) => {
-            let mut c = cost::call_cost(prices, booking(&agent.model, &reply, worst, max_tokens));
-            progress.priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
-            cx.row.attempt_log = progress.log();
-            if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
-                c.cost_usd += spent;
-                c.reason = Some(join_reason(c.reason.take(), note));
-            }
-            Ok((reply, c))
-        }
-        Ended::Done(Err(e)) => {
-            let error = Some(cx.redact(&e.to_string()));
-            let mut reason = e.hold_until().map(|h| {
-                cx.hold_until = Some(h);
-                format!(
-                    "rate limited: job held until {}",
-                    h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                )
-            });
-            if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
-                cx.row.cost_usd = spent;
-                reason = Some(join_reason(reason, note));
-            }
-            Err(End(Status::Failed, reason, error))
-        }
-        Ended::Stopped { stop, last } => {
-            let last = last.map(|e| cx.redact(&e.to_string()));
-            match stop {
-                Stop::Budget(reason) => {
-                    let reason = if h.attempts == 0 {
-                        reason
-                    } else {
-                        format!("{reason} (before retry {})", h.attempts + 1)
-                    };
-                    let mut end = budget_stopped(cx, reason);
-                    end.2 = last;
-                    if let Some((spent, note)) = book_unknown(store, clock, &job, kept).await {
-                        // The action ran and failed: the run is `failed`, not `skipped`.
-                        cx.row.cost_usd = spent;
-                        end.0 = Status::Failed;
-                        end.1 = Some(join_reason(end.1.take(), note));
-                    }
-                    Err(end)
-                }
-                // Neither books the unknown-outcome attempts: a store that cannot reserve may
-                // not settle either, and a run whose lease was lost writes no row that counts.
-                // Their reservations stay spent until the period ends (never under-counted).
-                Stop::Store(e) => Err(End(Status::Failed, None, Some(e))),
-                Stop::Lease(reason) => Err(End(Status::Failed, Some(reason), last)),
-            }
-        }
-    }
-}
-
-/// The one rule for attempts whose outcome is unknown (the request reached the model and no
-/// readable reply came back: a reply cut mid-body, a timeout after sending): their reservations
-/// were kept as spent at their worst case, so the run's row books that worst case, however the
-/// run ends (a later attempt's success, the retries running out, a budget stop before a retry).
-/// Each reservation settles to its worst case and leaves with the row (counted once, in the
-/// period it was reserved in), so the row, `stats`, the console's spend and incidents show the
-/// money the budget counts. Returns the amount booked and the note for the row's reason; `None`
-/// when there was nothing to book. A reservation the store could not settle stays spent and is
-/// left off the row (counting it on both would charge it twice).
-async fn book_unknown(
-    store: &Arc<dyn Store>,
-    clock: &Arc<dyn Clock>,
-    job: &str,
-    kept: &Mutex<Vec<(Uuid, f64)>>,
-) -> Option<(f64, String)> {
-    let kept = kept
-        .lock()
-        .map(|mut k| std::mem::take(&mut *k))
-        .unwrap_or_default();
-    let mut booked = Vec::with_capacity(kept.len());
-    for (id, w) in kept {
-        if settle(store, clock, job, id, Settlement::Cost(w)).await {
-            booked.push(w);
-        }
-    }
-    if booked.is_empty() {
-        return None;
-    }
-    let spent = cost::sum_usd(booked.iter().copied());
-    let note = if booked.len() == 1 {
-        format!(
-            "1 attempt's outcome is unknown: its reservation {} is booked as spent",
-            cost::usd(spent)
-        )
-    } else {
-        format!(
-            "{} attempts' outcomes are unknown: their reservations {} are booked as spent",
-            booked.len(),
-            cost::usd(spent)
-        )
-    };
-    Some((spent, note))
-}
-
 /// `first; then`, or `then` alone.
 fn join_reason(first: Option<String>, then: String) -> String {
     match first {
@@ -865,71 +691,16 @@ fn join_reason(first: Option<String>, then: String) -> String {
     }
 }
 
-/// What a reply is booked at: the requested model's price, capped at the call's reservation
-/// (`cost::call_cost`), so a lying server, a router naming a pricier model or a provider
-/// counting more input than the prompt's bytes cannot push recorded spend past a budget.
-fn booking<'a>(
-    requested: &'a str,
-    reply: &'a LlmReply,
-    worst: Option<f64>,
-    max_tokens: Option<u32>,
-) -> cost::Booking<'a> {
-    cost::Booking {
-        requested,
-        replied: &reply.model,
-        usage: reply.usage,
-        reserved: worst,
-        max_tokens,
-    }
-}
-
-/// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
-///
-/// A reply settles *to the figure its row records* (`cost::call_cost`, at most the
-/// reservation), so the completion moves that amount into the counters once; keeping it
-/// `Spent` as well would count it twice (spent and in flight) and stop the budget at a fraction
-/// of what was really booked.
-fn settlement(
-    prices: &PriceTable,
-    requested: &str,
-    r: &Result<LlmReply, LlmError>,
-    worst: Option<f64>,
-    max_tokens: Option<u32>,
-) -> Settlement {
-    match r {
-        // A reply of unknown cost (no usage, a clamped count) is booked at the reservation by
-        // `call_cost`, so its settlement and its row carry the worst case alike.
-        Ok(reply) => Settlement::Cost(
-            cost::call_cost(prices, booking(requested, reply, worst, max_tokens)).cost_usd,
-        ),
-        Err(e) if e.surely_cost_nothing() => Settlement::Release,
-        Err(_) => Settlement::Spent,
-    }
-}
-
-/// Settle a reservation; a failure leaves it counting as spent (never under-counts) and
-/// returns `false`.
-async fn settle(
-    store: &Arc<dyn Store>,
-    clock: &Arc<dyn Clock>,
-    job: &str,
-    id: Uuid,
-    how: Settlement,
-) -> bool {
-    let (j, now) = (job.to_string(), clock.now());
-    match blocking(store, move |s| s.settle(&j, id, how, now)).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(job = %job, error = %e, "budget settlement failed; the reservation stays counted");
-            false
-        }
-    }
-}
-
 /// Step 5: the reply's cost on the row, its notepad block applied, its text (redacted, then
 /// capped) as the result. Returns whether the model replied silence.
-fn step5_cost(cx: &mut Ctx<'_>, reply: LlmReply, c: cost::RunCost) -> bool {
-    cx.row.model = Some(reply.model.clone());
+fn step5_cost(cx: &mut Ctx<'_>, answer: agent::Answer) -> bool {
+    let agent::Answer {
+        text,
+        model,
+        cost: c,
+        cut,
+    } = answer;
+    cx.row.model = Some(model);
     cx.row.input_tokens = c.input_tokens;
     cx.row.output_tokens = c.output_tokens;
     cx.row.cost_usd = c.cost_usd;
@@ -937,7 +708,11 @@ fn step5_cost(cx: &mut Ctx<'_>, reply: LlmReply, c: cost::RunCost) -> bool {
     if c.reason.is_some() {
         cx.row.reason = c.reason;
     }
-    let text = cx.redact(&reply.text);
+    if cut {
+        let note = "the answer was cut at its token limit".to_string();
+        cx.row.reason = Some(join_reason(cx.row.reason.take(), note));
+    }
+    let text = cx.redact(&text);
     let silent = llm::is_silent(&text);
     // Notepad updates from a trailing block; the block is never delivered.
     let (text, updates) = notepad::parse_reply(&text);
@@ -1087,7 +862,7 @@ mod tests {
         let mut settings = Settings::default();
         settings.agents.insert(
             "a".into(),
-            AgentDef {
+            crate::model::AgentDef {
                 name: "a".into(),
                 provider: crate::model::Provider::Openai,
                 base_url: String::new(),
@@ -1096,6 +871,9 @@ mod tests {
                 instructions: String::new(),
                 max_tokens: None,
                 temperature: None,
+                tools: Vec::new(),
+                approve: Vec::new(),
+                limits: Default::default(),
             },
         );
         let dir = std::env::temp_dir();

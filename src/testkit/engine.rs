@@ -28,6 +28,7 @@ pub fn run_deps(env: EnvLookup, backoff: BackoffConfig) -> RunDeps {
         env,
         backoff,
         gate: GateConfig::default(),
+        tools: Arc::new(crate::action::tools::NoTools),
     }
 }
 

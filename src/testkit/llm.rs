@@ -1,7 +1,9 @@
 //! Fake LLM providers for tests, on top of [`super::http::TestServer`]: an OpenAI-compatible
 //! `POST …/chat/completions` and an Anthropic `POST /v1/messages`, each answering from a script
 //! of replies (ok with/without usage, an error status, 429 with or without `Retry-After`, slow,
-//! malformed JSON) and counting requests.
+//! malformed JSON, tool calls — parallel, cut at the token limit, with malformed or truncated
+//! arguments, to invented names —, prompt-cache usage, a reply repeated forever for a model
+//! that never stops) and counting requests. Process tests point the real binary at it.
 //!
 //! Owns: the two wire formats as a server sees them. Must not touch: production code (tests point
 //! the real `action::llm` client at these servers).
@@ -45,6 +47,51 @@ pub enum Reply {
     /// The inner reply, naming this model instead of the requested one (a router's pick, or
     /// a server lying about what it ran).
     AsModel(String, Box<Reply>),
+    /// 200 asking for tool calls (in this order), beside `text`; `cut` marks the reply as cut
+    /// at its token limit (`finish_reason: length`, `stop_reason: max_tokens`).
+    Tools {
+        text: String,
+        calls: Vec<FakeCall>,
+        usage: Option<(i64, i64)>,
+        cut: bool,
+    },
+    /// 200 with this text and usage, plus prompt-cache counts: (OpenAI `cached_tokens` or
+    /// Anthropic `cache_read_input_tokens`, Anthropic `cache_creation_input_tokens`).
+    Cached {
+        text: String,
+        usage: (i64, i64),
+        cache: (i64, i64),
+    },
+    /// The inner reply, to this request and every later one (a model that never stops).
+    Forever(Box<Reply>),
+}
+
+/// One tool call a scripted reply makes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FakeCall {
+    /// The tool's wire name (may name nothing offered).
+    pub name: String,
+    /// The arguments: `Ok` an object (a JSON string for OpenAI, an object for Anthropic), `Err`
+    /// this raw text as is (malformed or truncated JSON).
+    pub args: Result<serde_json::Value, String>,
+}
+
+impl FakeCall {
+    /// A call to `name` with `args` (an object).
+    pub fn new(name: &str, args: serde_json::Value) -> FakeCall {
+        FakeCall {
+            name: name.to_string(),
+            args: Ok(args),
+        }
+    }
+
+    /// A call to `name` whose arguments are this raw text.
+    pub fn raw(name: &str, raw: &str) -> FakeCall {
+        FakeCall {
+            name: name.to_string(),
+            args: Err(raw.to_string()),
+        }
+    }
 }
 
 impl Reply {
@@ -59,6 +106,16 @@ impl Reply {
         Reply::Ok {
             text: text.to_string(),
             usage: None,
+        }
+    }
+
+    /// Tool calls with usage (input, output).
+    pub fn tools(calls: Vec<FakeCall>, input: i64, output: i64) -> Reply {
+        Reply::Tools {
+            text: String::new(),
+            calls,
+            usage: Some((input, output)),
+            cut: false,
         }
     }
 }
@@ -78,7 +135,14 @@ impl FakeLlm {
             if let Some(resp) = check_request(flavor, &key, req) {
                 return resp;
             }
-            let next = script.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let next = {
+                let mut s = script.lock().unwrap_or_else(|e| e.into_inner());
+                let next = s.pop_front();
+                if let Some(Reply::Forever(r)) = &next {
+                    s.push_front(Reply::Forever(r.clone()));
+                }
+                next
+            };
             match next {
                 Some(reply) => render(flavor, req, reply),
                 None => Response::text(500, "fake llm: script exhausted"),
@@ -213,9 +277,96 @@ fn render_as(flavor: Flavor, model: String, reply: Reply) -> Response {
             }
         }
         Reply::Slow(d, inner) => render_as(flavor, model, *inner).delay(d),
+        Reply::Forever(inner) => render_as(flavor, model, *inner),
+        Reply::Tools {
+            text,
+            calls,
+            usage,
+            cut,
+        } => Response::json(200, &tool_body(flavor, &model, &text, &calls, usage, cut)),
+        Reply::Cached { text, usage, cache } => {
+            let plain = render_as(flavor, model, Reply::ok(&text, usage.0, usage.1)).body;
+            let mut v: serde_json::Value = serde_json::from_slice(&plain).unwrap_or_default();
+            match flavor {
+                Flavor::OpenAi => {
+                    v["usage"]["prompt_tokens_details"] = json!({"cached_tokens": cache.0});
+                }
+                Flavor::Anthropic => {
+                    v["usage"]["cache_read_input_tokens"] = json!(cache.0);
+                    v["usage"]["cache_creation_input_tokens"] = json!(cache.1);
+                }
+            }
+            Response::json(200, &v)
+        }
         Reply::AsModel(m, inner) => render_as(flavor, m, *inner),
         Reply::Malformed => Response::text(200, "<html>this is not json</html>")
             .header("content-type", "application/json"),
+    }
+}
+
+/// A reply asking for tool calls, in `flavor`'s format; ids are `call_N` / `toolu_N`.
+fn tool_body(
+    flavor: Flavor,
+    model: &str,
+    text: &str,
+    calls: &[FakeCall],
+    usage: Option<(i64, i64)>,
+    cut: bool,
+) -> serde_json::Value {
+    match flavor {
+        Flavor::OpenAi => {
+            let tool_calls: Vec<serde_json::Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let args = match &c.args {
+                        Ok(v) => v.to_string(),
+                        Err(raw) => raw.clone(),
+                    };
+                    json!({"id": format!("call_{i}"), "type": "function",
+                           "function": {"name": c.name, "arguments": args}})
+                })
+                .collect();
+            let content = if text.is_empty() {
+                serde_json::Value::Null
+            } else {
+                json!(text)
+            };
+            let mut v = json!({
+                "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+                "choices": [{"index": 0,
+                    "message": {"role": "assistant", "content": content, "tool_calls": tool_calls},
+                    "finish_reason": if cut { "length" } else { "tool_calls" }}]
+            });
+            if let Some((i, o)) = usage {
+                v["usage"] = json!({"prompt_tokens": i, "completion_tokens": o,
+                                    "total_tokens": i.saturating_add(o)});
+            }
+            v
+        }
+        Flavor::Anthropic => {
+            let mut content = Vec::new();
+            if !text.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for (i, c) in calls.iter().enumerate() {
+                let input = match &c.args {
+                    Ok(v) => v.clone(),
+                    Err(raw) => json!(raw),
+                };
+                content.push(json!({"type": "tool_use", "id": format!("toolu_{i}"),
+                                    "name": c.name, "input": input}));
+            }
+            let mut v = json!({
+                "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                "content": content,
+                "stop_reason": if cut { "max_tokens" } else { "tool_use" }
+            });
+            if let Some((i, o)) = usage {
+                v["usage"] = json!({"input_tokens": i, "output_tokens": o});
+            }
+            v
+        }
     }
 }
 

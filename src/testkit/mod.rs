@@ -18,3 +18,4 @@ pub mod store;
 pub mod time;
 #[cfg(any(test, feature = "testkit"))]
 pub mod tmp;
+pub mod tools;

@@ -153,6 +153,7 @@ pub fn fixed_jobs(now: DateTime<Utc>) -> Vec<JobRecord> {
     d.def.action = Action::Agent {
         agent: "analyst".into(),
         message: "What changed?".into(),
+        tools: None,
     };
     d.def.max_cost_usd = Some(0.5);
     ran(&mut d, Status::NoChange, 100, 230, now);
@@ -168,6 +169,7 @@ pub fn fixed_jobs(now: DateTime<Utc>) -> Vec<JobRecord> {
     e.def.action = Action::Agent {
         agent: "writer".into(),
         message: "Summarise".into(),
+        tools: None,
     };
     ran(&mut e, Status::Skipped, 900, 40, now);
     e.rt.paused = true;

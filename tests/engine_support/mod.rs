@@ -47,6 +47,8 @@ pub struct Rig {
 pub struct RigOpts {
     pub env: HashMap<String, String>,
     pub start: DateTime<Utc>,
+    /// The runs' tools (none when unset).
+    pub tools: Option<Arc<dyn cronsole::action::tools::ToolboxBuilder>>,
 }
 
 impl Default for RigOpts {
@@ -54,6 +56,7 @@ impl Default for RigOpts {
         RigOpts {
             env: HashMap::new(),
             start: t("2026-11-29T12:00:00Z"),
+            tools: None,
         }
     }
 }
@@ -74,7 +77,10 @@ impl Rig {
         cfg.snapshot_min_interval = StdDuration::from_millis(20);
         cfg.shutdown_grace = StdDuration::from_secs(5);
         let env = opts.env;
-        let deps = run_deps(Arc::new(move |k: &str| env.get(k).cloned()), tiny_backoff());
+        let mut deps = run_deps(Arc::new(move |k: &str| env.get(k).cloned()), tiny_backoff());
+        if let Some(tools) = opts.tools {
+            deps.tools = tools;
+        }
         let c: Arc<dyn Clock> = Arc::new(clock.clone());
         let handle = engine::spawn(cfg, Arc::clone(&store), c, deps).expect("spawn engine");
         Rig {

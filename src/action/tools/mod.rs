@@ -223,6 +223,42 @@ impl Toolbox {
     }
 }
 
+/// What a run's tools are built from.
+#[derive(Clone, Copy)]
+pub struct ToolboxRequest<'a> {
+    /// The store's settings (tool sources, agents).
+    pub settings: &'a crate::model::Settings,
+    /// The job (its own `tools:` narrowing).
+    pub job: &'a crate::model::JobDef,
+    /// The agent (its allowlist).
+    pub agent: &'a crate::model::AgentDef,
+    /// Where the run's processes start (stdio servers and command tools run under it).
+    pub proc_env: &'a crate::proc::ProcEnv,
+}
+
+/// Builds a run's [`Toolbox`] before its first model call: starts or reaches the sources the
+/// agent may use and offers exactly the allowed tools they list. An allowed tool that is
+/// missing, or a source that cannot be reached, is an error: the run fails before the model is
+/// called.
+pub trait ToolboxBuilder: Send + Sync {
+    fn build<'a>(&'a self, req: ToolboxRequest<'a>) -> BoxFuture<'a, Result<Toolbox, ToolError>>;
+}
+
+/// A builder that offers nothing: every agent is a one-turn loop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTools;
+
+impl ToolboxBuilder for NoTools {
+    fn build<'a>(&'a self, _: ToolboxRequest<'a>) -> BoxFuture<'a, Result<Toolbox, ToolError>> {
+        Box::pin(async {
+            Ok(Toolbox {
+                sources: Vec::new(),
+                offered: Vec::new(),
+            })
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

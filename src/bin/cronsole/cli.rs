@@ -1,4 +1,5 @@
-//! Command-line definitions (clap derive) and nothing else: SPEC §13.2.
+//! Command-line definitions (clap derive) and nothing else. `--help`, the man page and the
+//! completions are all generated from them, so what they say is what the parser accepts.
 //!
 //! Owns: flags, subcommands, their help text and their bounds. Must not touch: behaviour —
 //! `main.rs` and the binary's `cmd/` modules act on what is parsed here.
@@ -10,7 +11,7 @@
 //! the command line. Engine options ([`RunOpts`]) belong to the default mode, `run` and
 //! `console` only; given to any other command they are an error ([`misplaced`]).
 //!
-//! Bounds (issue 10): `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
+//! Bounds, so no flag reaches the engine unchecked: `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
 //! `history --offset` 0..=1 000 000,
 //! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
 //! (the durations are checked where they are parsed, in the binary).
@@ -376,7 +377,8 @@ pub struct HistoryArgs {
     /// Continue after a previous page: the token its output ends with (cheap at any depth)
     #[arg(long, value_name = "TOKEN")]
     pub page: Option<String>,
-    /// JSON lines with the SPEC §4 fields
+    /// One JSON object per row (run_id, job, status, slot, trigger, times, attempts, reason, error,
+    /// result, diff, model, tokens, cost_usd, delivered, …)
     #[arg(long)]
     pub json: bool,
 }

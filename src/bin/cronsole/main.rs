@@ -14,18 +14,18 @@ fn main() -> ExitCode {
     // The per-run supervisor (cronsole re-executing itself): no clap, no logging, no runtime.
     let mut args = std::env::args_os();
     let first = args.nth(1);
-    if first.as_deref() == Some(std::ffi::OsStr::new(cronsole::supervisor::SUBCOMMAND)) {
+    if first.as_deref() == Some(std::ffi::OsStr::new(cronsole::proc::supervisor::SUBCOMMAND)) {
         let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-        let code = cronsole::supervisor::main(&rest);
+        let code = cronsole::proc::supervisor::main(&rest);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // The owner's zygote, which forks each run's supervisor (same constraints).
     if first.as_deref()
         == Some(std::ffi::OsStr::new(
-            cronsole::supervisor::ZYGOTE_SUBCOMMAND,
+            cronsole::proc::zygote::ZYGOTE_SUBCOMMAND,
         ))
     {
-        let code = cronsole::supervisor::zygote_main();
+        let code = cronsole::proc::zygote::zygote_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // Every command this process starts goes through a supervisor that is this very binary
@@ -44,10 +44,7 @@ fn main() -> ExitCode {
         // Report commands behave like other Unix filters: `cronsole history | head` ends quietly
         // when the reader goes away instead of panicking on EPIPE. Engine modes keep the default
         // (ignored) so a closed stdout never kills a process holding leases.
-        // SAFETY: called before any other thread exists; SIG_DFL is a valid disposition.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
+        cronsole::proc::restore_default_sigpipe();
     }
     match cmd::dispatch(cli) {
         Ok(code) => code,

@@ -235,6 +235,11 @@ impl Checker<'_> {
             .unwrap_or(d.lease_seconds);
         let max_cost_usd = self.opt_real(m, p, "max_cost_usd", bounds::COST_USD);
         let deliver = self.deliver(m, p, s);
+        if let Some(Action::Agent { agent, tools, .. }) = &action
+            && let Some(def) = s.agents.get(agent)
+        {
+            self.approval_without_sink(p, def, tools.as_deref(), &deliver);
+        }
         let alert_after_failures = self
             .opt_whole(m, p, "alert_after_failures", bounds::ALERT_AFTER_FAILURES)
             .map(|x| x as u32)
@@ -371,6 +376,7 @@ impl Checker<'_> {
         let command_timeout =
             self.opt_real(m, p, "command_timeout_seconds", bounds::TIMEOUT_SECONDS);
         let has = |k: &str| Self::get(m, k).is_some();
+        let tools = self.job_tools(m, p, agent.as_deref().and_then(|a| s.agents.get(a)));
         let agent = match agent {
             Some(a) if !s.agents.contains_key(&a) => {
                 let known = if s.agents.is_empty() {
@@ -413,9 +419,16 @@ impl Checker<'_> {
                 agent.map(|agent| Action::Agent {
                     agent,
                     message: message.unwrap_or_default(),
+                    tools,
                 })
             }
             (false, true) => {
+                if has("tools") {
+                    self.error_at_key(
+                        key(p, "tools"),
+                        "`tools` narrows an agent's tools; a `command` job calls no tools",
+                    );
+                }
                 if message.as_deref().is_some_and(|m| !m.is_empty()) {
                     self.warn(
                         key(p, "message"),

@@ -28,6 +28,7 @@ mod overlap;
 mod scalars;
 mod schedule;
 mod settings;
+mod tools;
 
 /// A problem before it has a source position.
 #[derive(Debug, Clone)]
@@ -45,6 +46,8 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "agents",
     "delivery",
     "calendars",
+    "mcp_servers",
+    "tools",
     "jobs",
 ];
 pub(super) const DEFAULT_KEYS: &[&str] = &[
@@ -59,7 +62,13 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
 ];
 pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
-pub(super) const PRICE_KEYS: &[&str] = &["input", "output"];
+pub(super) const PRICE_KEYS: &[&str] = &[
+    "input",
+    "output",
+    "cached_input",
+    "cache_read",
+    "cache_write",
+];
 pub(super) const AGENT_KEYS: &[&str] = &[
     "provider",
     "base_url",
@@ -68,6 +77,13 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "instructions",
     "max_tokens",
     "temperature",
+    "tools",
+    "approve",
+    "max_turns",
+    "tool_timeout_seconds",
+    "max_tool_output_bytes",
+    "max_tool_calls_per_turn",
+    "approval_timeout_seconds",
 ];
 pub(super) const SINK_KEYS: &[&str] = &["webhook", "file", "format"];
 pub(crate) const JOB_KEYS: &[&str] = &[
@@ -102,6 +118,7 @@ pub(crate) const JOB_KEYS: &[&str] = &[
     "overlap",
     "max_concurrent_runs",
     "after",
+    "tools",
 ];
 pub(super) const MONITOR_KEYS: &[&str] = &["command", "url", "allow_private"];
 pub(super) const SCHEDULE_KEYS: &[&str] = &["kind", "every_seconds", "cron_expr", "tz", "at"];
@@ -134,6 +151,8 @@ pub(crate) struct Checker<'e> {
     /// Calendars defined with errors (a job naming one is told so, not "unknown").
     pub(super) broken_calendars: std::collections::BTreeSet<String>,
     env_chars: Option<EnvChars<'e>>,
+    /// The tool sources declared (`mcp_servers:`, `tools:`), for agents' and jobs' lists.
+    pub(super) tool_names: tools::ToolNames,
     /// Some `after:` or `context_from` named a job not (yet) in the names: a one-pass check,
     /// whose names only hold the jobs read so far, is then redone with every name.
     pub(crate) unknown_job: bool,
@@ -239,6 +258,7 @@ impl<'e> Checker<'e> {
             calendars: Default::default(),
             broken_calendars: Default::default(),
             env_chars: None,
+            tool_names: Default::default(),
             unknown_job: false,
         }
     }
@@ -362,7 +382,10 @@ in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Be
         let defaults = self.defaults(m);
         let (budget, period) = self.budget(m);
         let pricing = self.pricing(m);
+        // Before the agents: their `tools` name these sources.
+        let tools = self.tool_sources(m);
         let agents = self.agents(m);
+        self.no_provider_keys(&tools, &agents);
         let delivery = self.delivery(m);
         self.calendars = self.calendars_section(m);
         let settings = Settings {
@@ -372,6 +395,7 @@ in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Be
             agents,
             delivery,
             base_dir: None,
+            tools,
         };
         Some((settings, defaults, m))
     }

@@ -181,8 +181,21 @@ impl Checker<'_> {
                     );
                 }
             }
+            // Prompt-cache prices are optional: a missing one falls back as `Price` documents.
+            let cached_input = self.opt_real(pm, &p, "cached_input", bounds::PRICE_USD);
+            let cache_read = self.opt_real(pm, &p, "cache_read", bounds::PRICE_USD);
+            let cache_write = self.opt_real(pm, &p, "cache_write", bounds::PRICE_USD);
             if let (Some(input), Some(output)) = (input, output) {
-                out.insert(model, Price { input, output });
+                out.insert(
+                    model,
+                    Price {
+                        input,
+                        output,
+                        cached_input,
+                        cache_read,
+                        cache_write,
+                    },
+                );
             }
         }
         out
@@ -260,6 +273,7 @@ impl Checker<'_> {
             .opt_whole(m, p, "max_tokens", bounds::MAX_TOKENS)
             .map(|x| x as u32);
         let temperature = self.opt_real(m, p, "temperature", bounds::TEMPERATURE);
+        let (tools, approve, limits) = self.agent_tools(m, p);
         Some(AgentDef {
             name: name.to_string(),
             provider,
@@ -269,6 +283,9 @@ impl Checker<'_> {
             instructions,
             max_tokens,
             temperature,
+            tools,
+            approve,
+            limits,
         })
     }
 

@@ -206,7 +206,7 @@ async fn build(
     };
     match &def.action {
         Action::Command { command, .. } => out.command = Some(command.clone()),
-        Action::Agent { agent, message } => {
+        Action::Agent { agent, message, .. } => {
             out.kind = "agent";
             out.agent = Some(agent.clone());
             out.budget_stop = cost::budget_check(settings, def.max_cost_usd, spend);

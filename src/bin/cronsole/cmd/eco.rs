@@ -39,9 +39,7 @@ pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
 
 pub fn man() -> Result<ExitCode> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(crate::cli::command())
-        .render(&mut out)
-        .context("rendering the man page")?;
+    super::manpage::render(&mut out).context("rendering the man page")?;
     std::io::stdout()
         .write_all(&out)
         .context("writing the man page")?;
@@ -59,7 +57,7 @@ defaults:
   timeout_seconds: 120
   max_retries: 1
 
-# budget:                 # a hard brake on model spend (needed once agents are used)
+# budget:                 # a hard limit on model spend; without this section: $1.00 per UTC day
 #   max_cost_usd: 1.00
 #   period: day
 

@@ -15,6 +15,7 @@ mod check;
 mod dry_run;
 mod eco;
 mod gate_cmds;
+mod manpage;
 mod run;
 mod schedule_cmds;
 mod select;

@@ -375,6 +375,10 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         if let Some(n) = r.slots_count {
             reason = format!("[{n} slots] {reason}");
         }
+        // An agent run with tools: how far its loop went (the transcript is in --json).
+        if let Some(t) = r.turns {
+            reason = format!("turns={t} tools={} {reason}", r.tool_calls.unwrap_or(0));
+        }
         if r.stale_lease {
             reason = format!("[stale lease] {reason}");
         }
@@ -570,7 +574,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         format!("{} ({words}), zone {}", one_line(&d.schedule_text), d.tz),
     );
     match &d.action {
-        cronsole::model::Action::Agent { agent, message } => kv(
+        cronsole::model::Action::Agent { agent, message, .. } => kv(
             "action:",
             format!(
                 "agent {agent}: {}",

@@ -43,15 +43,17 @@
 //!   would be a way to move a key to another host.
 //! - Replies over 8 MiB are refused as malformed.
 
+pub mod wire;
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::action::{BackoffConfig, retry_with_backoff};
 use crate::clock::Clock;
-use crate::cost::{PriceTable, RunCost, TokenUsage};
+use crate::cost::{CacheTokens, PriceTable, RunCost, TokenUsage};
 use crate::model::{AgentDef, Provider};
 
 /// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold (§10.2).
@@ -220,12 +222,31 @@ pub struct LlmReply {
     pub model: String,
     /// Token usage as reported; `None` when the reply had none (the caller marks it unpriced).
     pub usage: Option<TokenUsage>,
+    /// Prompt-cache token counts as reported (zero when the reply had none).
+    pub cache: CacheTokens,
+    /// The tools the model asked to call, in order.
+    pub calls: Vec<wire::ToolCall>,
+    /// The reply was cut at its token limit (`finish_reason: length`, `stop_reason:
+    /// max_tokens`): its tool calls are never dispatched.
+    pub cut: bool,
 }
 
-/// Make one attempt. `env` looks up environment variables (inject a map in tests).
+/// Make one attempt of a single-prompt call (no tools, no earlier turns). `env` looks up
+/// environment variables (inject a map in tests).
 pub async fn call(
     client: &reqwest::Client,
     req: &LlmCall<'_>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<LlmReply, LlmError> {
+    call_turn(client, req, wire::Dialogue::default(), env).await
+}
+
+/// Make one attempt of a turn: the first prompt, then `dialogue`'s earlier steps, offering
+/// its tools.
+pub async fn call_turn(
+    client: &reqwest::Client,
+    req: &LlmCall<'_>,
+    dialogue: wire::Dialogue<'_>,
     env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<LlmReply, LlmError> {
     let agent = req.agent;
@@ -259,7 +280,12 @@ pub async fn call(
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
     }
-    let body = request_body(agent, req.prompt, req.max_tokens.or(agent.max_tokens));
+    let body = wire::body(
+        agent,
+        req.prompt,
+        req.max_tokens.or(agent.max_tokens),
+        dialogue,
+    );
     // Printed and recorded without the operator's path and query (a token is often there).
     let url_s = shown_url(&url);
 
@@ -337,10 +363,26 @@ pub async fn call(
         url: url_s.clone(),
         message: red.clean(&format!("not JSON ({e}); body starts: {}", snippet(&bytes))),
     })?;
-    parse_reply(agent, &v).map_err(|message| LlmError::Malformed {
-        url: url_s,
-        message: red.clean(&message),
-    })
+    match wire::parse(agent, &v) {
+        Ok(p) => Ok(LlmReply {
+            text: p.text,
+            model: p.model,
+            usage: p.usage,
+            cache: p.cache,
+            calls: p.calls,
+            cut: p.cut,
+        }),
+        Err(message) => Err(LlmError::Malformed {
+            url: url_s,
+            message: red.clean(&message),
+        }),
+    }
+}
+
+/// Bytes of the text a request sends the model (instructions + prompt): the input-token upper
+/// bound the budget reserves for (see [`wire::prompt_bytes`] for a request with tools).
+pub fn prompt_bytes(agent: &AgentDef, prompt: &str) -> usize {
+    wire::prompt_bytes(agent, prompt, wire::Dialogue::default())
 }
 
 /// A whole agent action: attempts with backoff, then the reply priced.
@@ -405,6 +447,7 @@ pub async fn run_agent(
                     requested: &run.agent.model,
                     replied: &reply.model,
                     usage: reply.usage,
+                    cache: reply.cache,
                     reserved: None,
                     max_tokens: None,
                 },
@@ -412,18 +455,7 @@ pub async fn run_agent(
             None,
             is_silent(&reply.text),
         ),
-        Err(e) => (
-            RunCost {
-                input_tokens: 0,
-                output_tokens: 0,
-                cost_usd: 0.0,
-                unpriced: false,
-                reason: None,
-                priced_as: None,
-            },
-            e.hold_until(),
-            false,
-        ),
+        Err(e) => (RunCost::default(), e.hold_until(), false),
     };
     AgentOutcome {
         result: retried.result,
@@ -529,114 +561,6 @@ pub fn uses_max_completion_tokens(model: &str) -> bool {
     family("o1") || family("o3") || family("o4") || m.starts_with("gpt-5")
 }
 
-/// Bytes of the text a request sends the model (instructions + prompt): the input-token upper
-/// bound the budget reserves for.
-pub fn prompt_bytes(agent: &AgentDef, prompt: &str) -> usize {
-    agent.instructions.len() + prompt.len()
-}
-
-fn request_body(agent: &AgentDef, prompt: &str, max_tokens: Option<u32>) -> Value {
-    match agent.provider {
-        Provider::Openai => {
-            let mut messages = Vec::new();
-            if !agent.instructions.is_empty() {
-                messages.push(json!({"role": "system", "content": agent.instructions}));
-            }
-            messages.push(json!({"role": "user", "content": prompt}));
-            let mut b = json!({"model": agent.model, "messages": messages});
-            if let Some(m) = max_tokens {
-                let field = if uses_max_completion_tokens(&agent.model) {
-                    "max_completion_tokens"
-                } else {
-                    "max_tokens"
-                };
-                b[field] = json!(m);
-            }
-            if let Some(t) = agent.temperature {
-                b["temperature"] = json!(t);
-            }
-            b
-        }
-        Provider::Anthropic => {
-            let mut b = json!({
-                "model": agent.model,
-                "max_tokens": max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
-                "messages": [{"role": "user", "content": prompt}],
-            });
-            if !agent.instructions.is_empty() {
-                b["system"] = json!(agent.instructions);
-            }
-            if let Some(t) = agent.temperature {
-                b["temperature"] = json!(t);
-            }
-            b
-        }
-    }
-}
-
-fn parse_reply(agent: &AgentDef, v: &Value) -> Result<LlmReply, String> {
-    let model = v
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.trim().is_empty())
-        .unwrap_or(&agent.model)
-        .to_string();
-    let (text, usage) = match agent.provider {
-        Provider::Openai => {
-            let content = v
-                .pointer("/choices/0/message/content")
-                .ok_or("no choices[0].message.content in the reply")?;
-            let text = match content {
-                Value::String(s) => s.clone(),
-                // Some compatible servers send content parts.
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join(""),
-                Value::Null => String::new(),
-                other => return Err(format!("choices[0].message.content is {other}")),
-            };
-            (text, usage_from(v, "prompt_tokens", "completion_tokens"))
-        }
-        Provider::Anthropic => {
-            let blocks = v
-                .get("content")
-                .and_then(Value::as_array)
-                .ok_or("no content array in the reply")?;
-            let text = blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("");
-            (text, usage_from(v, "input_tokens", "output_tokens"))
-        }
-    };
-    Ok(LlmReply { text, model, usage })
-}
-
-/// Both counts or nothing: a half-reported usage is not a price we can trust.
-fn usage_from(v: &Value, input: &str, output: &str) -> Option<TokenUsage> {
-    let u = v.get("usage")?;
-    Some(TokenUsage {
-        input: token_count(u.get(input)?)?,
-        output: token_count(u.get(output)?)?,
-    })
-}
-
-/// An integer-ish JSON number; out-of-range values saturate (cost clamps them to 0 later).
-fn token_count(v: &Value) -> Option<i64> {
-    if let Some(i) = v.as_i64() {
-        return Some(i);
-    }
-    if v.as_u64().is_some() {
-        return Some(i64::MAX);
-    }
-    let f = v.as_f64()?;
-    f.is_finite().then_some(f as i64)
-}
-
 /// Read the body up to [`MAX_REPLY_BYTES`]; `Ok(None)` = too large.
 async fn read_capped(mut resp: reqwest::Response) -> Result<Option<Vec<u8>>, String> {
     let mut out = Vec::new();
@@ -692,6 +616,15 @@ impl Redactor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn request_body(agent: &AgentDef, prompt: &str, max_tokens: Option<u32>) -> Value {
+        wire::body(agent, prompt, max_tokens, wire::Dialogue::default())
+    }
+
+    fn usage_from(v: &Value, input: &str, output: &str) -> Option<TokenUsage> {
+        wire::usage_from(v, input, output)
+    }
 
     use crate::testkit::time::rfc3339 as t;
 
@@ -768,6 +701,9 @@ mod tests {
             instructions: "be brief".into(),
             max_tokens: None,
             temperature: Some(0.2),
+            tools: Vec::new(),
+            approve: Vec::new(),
+            limits: Default::default(),
         }
     }
 

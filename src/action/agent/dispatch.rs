@@ -1,0 +1,311 @@
+//! One turn's tool calls: each one refused or dispatched, its result made what the model sees
+//! and what the record keeps, in the order the model asked for them.
+//!
+//! Owns: the checks before dispatch (the turn's call limit, readable arguments, a name that was
+//! offered, arguments valid for its schema), the call's time bound, the result's rendering,
+//! redaction and cap, the record of each call (dispatched before it runs, completed after),
+//! and the circuit breaker's count. Must not touch: the model (the loop sends the results).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::schema::ArgSchemas;
+use super::{BREAKER_FAILURES, LoopRun, ModelTurns, State, plural};
+use crate::action::llm::wire::{ToolCall, ToolResult};
+use crate::action::tools::{Content, ToolError, ToolOutput};
+use crate::transcript::{
+    ARGS_MAX_BYTES, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
+};
+
+/// A call's source is given this long past its own time bound before the loop drops the call
+/// (which cancels it): a source that ignores its bound cannot hold the run.
+const CALL_GRACE: Duration = Duration::from_secs(5);
+
+pub(super) struct Dispatcher<'r, 'a> {
+    run: &'r LoopRun<'a>,
+    schemas: ArgSchemas,
+}
+
+/// One call's answer before it is recorded and sent.
+struct Answer {
+    text: String,
+    is_error: bool,
+    state: CallState,
+}
+
+impl<'r, 'a> Dispatcher<'r, 'a> {
+    pub(super) fn new(run: &'r LoopRun<'a>) -> Self {
+        let schemas = ArgSchemas::compile(run.toolbox.offered.iter().map(|t| &t.def.input_schema));
+        Dispatcher { run, schemas }
+    }
+
+    /// Answer `calls` of turn `turn` in order. `Err(reason)` when the circuit breaker trips.
+    pub(super) async fn answer<T: ModelTurns>(
+        &mut self,
+        turn: u32,
+        calls: &[ToolCall],
+        deadline: Option<Instant>,
+        st: &mut State,
+        breaker: &mut HashMap<(String, String), u32>,
+        turns: &mut T,
+    ) -> Result<Vec<ToolResult>, String> {
+        let limit = self.run.limits.max_tool_calls_per_turn.max(1) as usize;
+        let mut results = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            let offered = self.run.toolbox.find(&call.name);
+            let tool = offered.map_or_else(|| call.name.clone(), |t| t.qualified.clone());
+            let source = offered
+                .and_then(|t| self.run.toolbox.sources.get(t.source))
+                .map(|s| s.name().to_string());
+            let started_at = self.run.clock.now();
+            let started = Instant::now();
+            let mut entry = CallEntry {
+                turn,
+                id: call.id.clone(),
+                tool: tool.clone(),
+                source,
+                arguments: cap_bytes(&self.run.secrets.redact(&call.raw_args), ARGS_MAX_BYTES),
+                started_at,
+                duration_ms: 0,
+                state: CallState::Dispatched,
+                is_error: false,
+                approval: None,
+                result_bytes: 0,
+                result_sha256: String::new(),
+                result_head: String::new(),
+            };
+            st.tool_calls += 1;
+            let answer = if i >= limit {
+                refused(format!(
+                    "not run: at most {} in one turn (max_tool_calls_per_turn); ask for it again \
+                     in the next turn",
+                    plural(limit, "tool call", "tool calls")
+                ))
+            } else {
+                self.checked(call, deadline, st, &mut entry, turns).await
+            };
+            let counted = i < limit;
+            entry.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let shown = self.record(&mut entry, &answer, st, turns);
+            results.push(ToolResult {
+                call_id: call.id.clone(),
+                text: shown,
+                is_error: answer.is_error,
+            });
+            if answer.is_error && counted {
+                let key = (tool.clone(), args_key(call));
+                let n = breaker.entry(key).or_insert(0);
+                *n += 1;
+                if *n >= BREAKER_FAILURES {
+                    return Err(format!(
+                        "tool loop: {tool} failed {BREAKER_FAILURES} times with the same arguments"
+                    ));
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// The checks, then the dispatch (recorded as `dispatched` before it runs).
+    async fn checked<T: ModelTurns>(
+        &mut self,
+        call: &ToolCall,
+        deadline: Option<Instant>,
+        st: &mut State,
+        entry: &mut CallEntry,
+        turns: &mut T,
+    ) -> Answer {
+        let Some(index) = self
+            .run
+            .toolbox
+            .offered
+            .iter()
+            .position(|t| t.wire_name == call.name)
+        else {
+            let names: Vec<&str> = self
+                .run
+                .toolbox
+                .offered
+                .iter()
+                .map(|t| t.wire_name.as_str())
+                .collect();
+            return refused(format!(
+                "not run: no tool named '{}' is offered; the tools offered are: {}",
+                cap_bytes(&call.name, 128),
+                names.join(", ")
+            ));
+        };
+        let args = match &call.args {
+            Ok(a) => Value::Object(a.clone()),
+            Err(why) => return refused(format!("not run: {why}")),
+        };
+        if let Err(why) = self.schemas.check(index, &args) {
+            return refused(format!("not run: {why}"));
+        }
+        let mut bound = self.run.limits.tool_timeout;
+        if let Some(d) = deadline {
+            bound = bound.min(d.saturating_duration_since(Instant::now()));
+        }
+        if bound.is_zero() {
+            return done_error("not run: no time left in the run's timeout_seconds".to_string());
+        }
+        // The record says the call went out before it does: a run cut short while the call is
+        // in flight still shows it.
+        st.transcript.push(Entry::Call(entry.clone()));
+        turns.recorded(&st.progress());
+        let call_fut = self.run.toolbox.call(&call.name, args, bound);
+        match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
+            Ok(Some(Ok(out))) => Answer {
+                text: render(&out),
+                is_error: out.is_error,
+                state: CallState::Done,
+            },
+            Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
+                "the call timed out after {}s and was cancelled",
+                d.as_secs_f64()
+            )),
+            Ok(Some(Err(e))) => done_error(e.to_string()),
+            Ok(None) => done_error("the tool is not offered".to_string()),
+            Err(_) => done_error(format!(
+                "the call timed out after {}s and was cancelled",
+                bound.as_secs_f64()
+            )),
+        }
+    }
+
+    /// Record the answer (in place for a dispatched call, appended for a refused one) and
+    /// return the text the model sees: redacted, then cut to `max_tool_output_bytes`.
+    fn record<T: ModelTurns>(
+        &self,
+        entry: &mut CallEntry,
+        answer: &Answer,
+        st: &mut State,
+        turns: &mut T,
+    ) -> String {
+        // OpenAI's format has no error flag on a result: the text itself says so.
+        let full = if answer.is_error {
+            format!("error: {}", answer.text)
+        } else {
+            answer.text.clone()
+        };
+        let redacted = self.run.secrets.redact(&full);
+        let shown = cut_for_model(&redacted, self.run.limits.max_tool_output_bytes);
+        entry.state = answer.state;
+        entry.is_error = answer.is_error;
+        entry.result_bytes = full.len() as u64;
+        entry.result_sha256 = sha256_hex(full.as_bytes());
+        entry.result_head = cap_bytes(&redacted, RESULT_HEAD_BYTES);
+        if answer.state == CallState::Refused {
+            st.transcript.push(Entry::Call(entry.clone()));
+        } else {
+            let done = entry.clone();
+            st.transcript
+                .update_call(entry.turn, &entry.id, move |c| *c = done);
+        }
+        turns.recorded(&st.progress());
+        shown
+    }
+}
+
+fn refused(text: String) -> Answer {
+    Answer {
+        text,
+        is_error: true,
+        state: CallState::Refused,
+    }
+}
+
+fn done_error(text: String) -> Answer {
+    Answer {
+        text,
+        is_error: true,
+        state: CallState::Done,
+    }
+}
+
+/// The circuit breaker's key for a call's arguments: canonical JSON when they were read, the
+/// raw text when not.
+fn args_key(call: &ToolCall) -> String {
+    match &call.args {
+        Ok(a) => Value::Object(a.clone()).to_string(),
+        Err(_) => call.raw_args.clone(),
+    }
+}
+
+/// A call's output as text: its text parts in order, a `[kind: mime, size, sha256]` line for
+/// each non-text part, the structured content's JSON when there is nothing else.
+pub(super) fn render(out: &ToolOutput) -> String {
+    let mut parts: Vec<String> = out
+        .content
+        .iter()
+        .map(|c| match c {
+            Content::Text { text } => text.clone(),
+            Content::Blob {
+                kind,
+                mime,
+                size,
+                sha256,
+            } => format!("[{kind}: {mime}, {size} bytes, sha256 {sha256}]"),
+        })
+        .collect();
+    if parts.is_empty()
+        && let Some(s) = &out.structured
+    {
+        parts.push(s.to_string());
+    }
+    parts.join("\n")
+}
+
+/// `s` cut to `max` bytes at a character boundary, with a line saying how much was shown.
+fn cut_for_model(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n…[output cut: {end} of {} bytes shown]",
+        &s[..end],
+        s.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_cut_at_a_character_boundary_and_say_so() {
+        assert_eq!(cut_for_model("short", 10), "short");
+        let c = cut_for_model(&"é".repeat(10), 5);
+        assert_eq!(c, "éé\n…[output cut: 4 of 20 bytes shown]");
+    }
+
+    #[test]
+    fn non_text_content_reaches_the_model_as_one_line() {
+        let out = ToolOutput {
+            content: vec![
+                Content::Text { text: "a".into() },
+                Content::Blob {
+                    kind: "image".into(),
+                    mime: "image/png".into(),
+                    size: 3,
+                    sha256: "ab".into(),
+                },
+            ],
+            structured: Some(serde_json::json!({"x": 1})),
+            is_error: false,
+        };
+        assert_eq!(render(&out), "a\n[image: image/png, 3 bytes, sha256 ab]");
+        let only_structured = ToolOutput {
+            structured: Some(serde_json::json!({"x": 1})),
+            ..ToolOutput::default()
+        };
+        assert_eq!(render(&only_structured), r#"{"x":1}"#);
+    }
+}

@@ -1,0 +1,342 @@
+//! The tool loop: model turn → tool calls → results → next turn, until the model answers without
+//! calling a tool, or one of the loop's bounds ends the run.
+//!
+//! Owns: the order of a run's turns and calls ([`run_loop`]), the loop's bounds
+//! ([`LoopLimits`]: turns, calls per turn, a call's time and output, the whole loop's time),
+//! argument validation before dispatch (`schema`), the circuit breaker, and the transcript
+//! (`crate::transcript`) of what happened. Must not touch: the store, budgets and prices, the
+//! HTTP of a model request (one turn is the caller's [`ModelTurns::turn`]: it resolves the
+//! price, reserves, calls with its retries, settles, and hands back the reply), the tools'
+//! processes (`action::tools` owns them; dropping a call's future cancels it).
+//!
+//! Decisions where the contract is silent:
+//! - An agent offered no tools is a one-turn loop: its reply is the answer, whatever it asks
+//!   for, and the run keeps today's row (no transcript).
+//! - The last turn allowed (`max_turns`) that still asks for tools ends the run `failed`
+//!   without dispatching its calls: their results could never reach the model.
+//! - A reply cut at its token limit that asks for tools ends the run `failed`, its calls not
+//!   dispatched (their arguments may be cut too); a cut reply with no calls is the answer, as
+//!   for an agent without tools, and the run's reason says it was cut.
+//! - The circuit breaker counts every failing answer to the same tool name and arguments:
+//!   errors the tool returned, time-outs, and calls refused before dispatch (a name that was not
+//!   offered, arguments that are not valid). Calls over the turn's limit are not counted (they
+//!   were never looked at). The third failure ends the run at once; the turn's later calls are
+//!   not dispatched.
+//! - With tools, `timeout_seconds` bounds the whole loop (turns, calls and the waits between
+//!   retries); each call is bounded by the smaller of `tool_timeout_seconds` and the time left.
+//! - The model sees a result redacted of every secret cronsole knows, cut to
+//!   `max_tool_output_bytes`; the record keeps the whole result's size and sha256.
+
+pub mod schema;
+
+mod dispatch;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::action::llm::LlmReply;
+use crate::action::llm::wire::{Dialogue, Step};
+use crate::action::tools::Toolbox;
+use crate::clock::Clock;
+use crate::cost::RunCost;
+use crate::text::Secrets;
+use crate::transcript::{Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
+
+/// The loop's bounds for one agent (the jobs file's agent keys; defaults as documented there).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopLimits {
+    /// Model turns at most (1–100, default 10).
+    pub max_turns: u32,
+    /// One call's time at most (default 60 s).
+    pub tool_timeout: Duration,
+    /// What the model sees of one result, bytes (default 16 KiB).
+    pub max_tool_output_bytes: usize,
+    /// Calls answered in one turn (1–64, default 8); calls beyond get an error result.
+    pub max_tool_calls_per_turn: u32,
+}
+
+impl Default for LoopLimits {
+    fn default() -> Self {
+        LoopLimits {
+            max_turns: 10,
+            tool_timeout: Duration::from_secs(60),
+            max_tool_output_bytes: 16 * 1024,
+            max_tool_calls_per_turn: 8,
+        }
+    }
+}
+
+impl LoopLimits {
+    /// The agent's limits as the jobs file gives them (bounds already checked there; a stored
+    /// definition out of range is clamped, never trusted).
+    pub fn of(l: &crate::model::ToolLimits) -> LoopLimits {
+        LoopLimits {
+            max_turns: l.max_turns.clamp(1, 100),
+            tool_timeout: Duration::try_from_secs_f64(
+                l.tool_timeout_seconds.clamp(0.001, 86_400.0),
+            )
+            .unwrap_or(Duration::from_secs(60)),
+            max_tool_output_bytes: usize::try_from(l.max_tool_output_bytes.max(1))
+                .unwrap_or(usize::MAX),
+            max_tool_calls_per_turn: l.max_tool_calls_per_turn.clamp(1, 64),
+        }
+    }
+}
+
+/// The same failing call this many times ends the run.
+pub const BREAKER_FAILURES: u32 = 3;
+
+/// What one turn asks of the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnAsk<'a> {
+    /// 1-based.
+    pub number: u32,
+    /// The conversation so far and the tools offered.
+    pub dialogue: Dialogue<'a>,
+    /// When the whole loop must end (a request is bounded by the time left), if it is bounded.
+    pub deadline: Option<Instant>,
+}
+
+/// A turn the model answered.
+#[derive(Debug, Clone)]
+pub struct TurnReply {
+    pub reply: LlmReply,
+    /// What the turn is booked at.
+    pub cost: RunCost,
+    /// Requests it took (retries included).
+    pub attempts: u32,
+}
+
+/// One model turn, made by the caller: resolve the price, reserve, call (with retries), settle.
+pub trait ModelTurns {
+    /// Why a turn was not answered (a budget, the store, the lease, the model's last error):
+    /// the loop ends with it.
+    type Stop;
+
+    /// Make turn `ask.number`.
+    fn turn<'a>(
+        &'a mut self,
+        ask: TurnAsk<'a>,
+    ) -> impl Future<Output = Result<TurnReply, Self::Stop>> + Send + 'a;
+
+    /// The record grew (a turn, a call about to be dispatched, a call's result): what a run
+    /// cut short (shutdown, crash) still shows.
+    fn recorded(&mut self, progress: &LoopProgress<'_>);
+}
+
+/// Where a loop is, for [`ModelTurns::recorded`].
+#[derive(Debug, Clone, Copy)]
+pub struct LoopProgress<'a> {
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub transcript: &'a Transcript,
+}
+
+/// How a loop ended.
+#[derive(Debug)]
+pub enum LoopEnd<S> {
+    /// The model answered without calling a tool (or was offered none).
+    Answered {
+        /// The answer, as the model wrote it (the caller redacts and caps it for the row).
+        text: String,
+        /// It was cut at its token limit.
+        cut: bool,
+    },
+    /// One of the loop's own bounds ended it: the run is `failed` with this reason. Final,
+    /// never retried.
+    Bound(String),
+    /// [`ModelTurns::turn`] stopped it.
+    Stopped(S),
+}
+
+/// A finished loop.
+#[derive(Debug)]
+pub struct LoopOutcome<S> {
+    pub end: LoopEnd<S>,
+    /// Turns the model answered.
+    pub turns: u32,
+    /// Calls answered (dispatched or refused).
+    pub tool_calls: u32,
+    pub transcript: Transcript,
+}
+
+/// What a loop runs with.
+pub struct LoopRun<'a> {
+    /// The run's tools, frozen at its start (empty: a one-turn loop).
+    pub toolbox: &'a Toolbox,
+    pub limits: LoopLimits,
+    /// Removed from every text the model and the record see.
+    pub secrets: &'a Secrets,
+    /// Wall time for the record.
+    pub clock: &'a dyn Clock,
+    /// The whole loop's bound (the job's `timeout_seconds`), for a loop with tools.
+    pub timeout: Option<Duration>,
+}
+
+/// Run the loop (see the module doc).
+pub async fn run_loop<T: ModelTurns>(run: LoopRun<'_>, turns: &mut T) -> LoopOutcome<T::Stop> {
+    let mut st = State {
+        transcript: Transcript::new(),
+        turns: 0,
+        tool_calls: 0,
+    };
+    let end = drive(&run, turns, &mut st).await;
+    LoopOutcome {
+        end,
+        turns: st.turns,
+        tool_calls: st.tool_calls,
+        transcript: st.transcript,
+    }
+}
+
+struct State {
+    transcript: Transcript,
+    turns: u32,
+    tool_calls: u32,
+}
+
+impl State {
+    fn progress(&self) -> LoopProgress<'_> {
+        LoopProgress {
+            turns: self.turns,
+            tool_calls: self.tool_calls,
+            transcript: &self.transcript,
+        }
+    }
+}
+
+async fn drive<T: ModelTurns>(
+    run: &LoopRun<'_>,
+    turns: &mut T,
+    st: &mut State,
+) -> LoopEnd<T::Stop> {
+    let tools = &run.toolbox.offered;
+    let with_tools = !tools.is_empty();
+    let deadline = run
+        .timeout
+        .filter(|_| with_tools)
+        .map(|t| Instant::now() + t);
+    let max_turns = if with_tools {
+        run.limits.max_turns.max(1)
+    } else {
+        1
+    };
+    let mut dispatcher = dispatch::Dispatcher::new(run);
+    let mut steps: Vec<Step> = Vec::new();
+    let mut breaker: HashMap<(String, String), u32> = HashMap::new();
+    for number in 1..=max_turns {
+        if let Some(why) = changed(run.toolbox) {
+            return LoopEnd::Bound(why);
+        }
+        if let (Some(d), Some(t)) = (deadline, run.timeout)
+            && Instant::now() >= d
+        {
+            return LoopEnd::Bound(timed_out(t, st.tool_calls));
+        }
+        let ask = TurnAsk {
+            number,
+            dialogue: Dialogue {
+                steps: &steps,
+                tools,
+            },
+            deadline,
+        };
+        let reply = match turns.turn(ask).await {
+            Ok(r) => r,
+            Err(stop) => return LoopEnd::Stopped(stop),
+        };
+        st.turns = number;
+        if with_tools {
+            st.transcript
+                .push(Entry::Turn(turn_entry(number, &reply, run.secrets)));
+            turns.recorded(&st.progress());
+        }
+        let TurnReply { reply, .. } = reply;
+        if !with_tools || reply.calls.is_empty() {
+            return LoopEnd::Answered {
+                text: reply.text,
+                cut: reply.cut,
+            };
+        }
+        if reply.cut {
+            return LoopEnd::Bound(format!(
+                "reply cut at its token limit on turn {number}: its {} not dispatched",
+                plural(reply.calls.len(), "tool call was", "tool calls were")
+            ));
+        }
+        if number == max_turns {
+            break;
+        }
+        let results = dispatcher
+            .answer(number, &reply.calls, deadline, st, &mut breaker, turns)
+            .await;
+        let results = match results {
+            Ok(r) => r,
+            Err(why) => return LoopEnd::Bound(why),
+        };
+        steps.push(Step::Assistant {
+            text: reply.text,
+            calls: reply.calls,
+        });
+        steps.push(Step::Results(results));
+    }
+    LoopEnd::Bound(format!(
+        "max_turns {max_turns} reached after {}",
+        plural(st.tool_calls as usize, "tool call", "tool calls")
+    ))
+}
+
+/// `Some(reason)` when a source said its tools changed since the run started.
+fn changed(toolbox: &Toolbox) -> Option<String> {
+    let names: Vec<&str> = toolbox
+        .sources
+        .iter()
+        .filter(|s| s.list_changed())
+        .map(|s| s.name())
+        .collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "tool definitions changed mid-run ({} said its tool list changed): the run ends \
+             before the model sees them; review with cronsole tools",
+            names.join(", ")
+        )
+    })
+}
+
+fn timed_out(t: Duration, calls: u32) -> String {
+    format!(
+        "timed out: the tool loop ran past timeout_seconds ({}s) after {}",
+        t.as_secs_f64(),
+        plural(calls as usize, "tool call", "tool calls")
+    )
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+fn turn_entry(number: u32, r: &TurnReply, secrets: &Secrets) -> TurnEntry {
+    TurnEntry {
+        turn: number,
+        model: r.reply.model.clone(),
+        input_tokens: r.cost.input_tokens,
+        output_tokens: r.cost.output_tokens,
+        cache_read_tokens: r.cost.cache_read_tokens,
+        cache_write_tokens: r.cost.cache_write_tokens,
+        cost_usd: r.cost.cost_usd,
+        attempts: r.attempts,
+        text: cap_bytes(&secrets.redact(&r.reply.text), TURN_TEXT_MAX_BYTES),
+        cut: r.reply.cut,
+        calls: u32::try_from(r.reply.calls.len()).unwrap_or(u32::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests;

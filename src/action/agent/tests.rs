@@ -1,0 +1,421 @@
+//! The loop against a scripted model and in-memory tool sources.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::action::llm::wire::ToolCall;
+use crate::clock::ManualClock;
+use crate::testkit::time::base;
+use crate::testkit::tools::{MemorySource, error_output, no_tools, text_output, toolbox};
+use crate::transcript::CallState;
+
+/// A model answering from a script; records what each turn was sent.
+struct Scripted {
+    replies: VecDeque<Result<LlmReply, &'static str>>,
+    /// Per turn: the steps it was sent.
+    seen: Vec<Vec<Step>>,
+    recorded: usize,
+}
+
+impl Scripted {
+    fn new(replies: Vec<Result<LlmReply, &'static str>>) -> Scripted {
+        Scripted {
+            replies: replies.into(),
+            seen: Vec::new(),
+            recorded: 0,
+        }
+    }
+}
+
+impl ModelTurns for Scripted {
+    type Stop = &'static str;
+
+    fn turn<'a>(
+        &'a mut self,
+        ask: TurnAsk<'a>,
+    ) -> impl Future<Output = Result<TurnReply, &'static str>> + Send + 'a {
+        self.seen.push(ask.dialogue.steps.to_vec());
+        let next = self.replies.pop_front().unwrap_or(Err("script exhausted"));
+        async move {
+            next.map(|reply| TurnReply {
+                cost: RunCost {
+                    input_tokens: 10,
+                    output_tokens: 5,
+                    cost_usd: 0.001,
+                    ..RunCost::default()
+                },
+                reply,
+                attempts: 1,
+            })
+        }
+    }
+
+    fn recorded(&mut self, _: &LoopProgress<'_>) {
+        self.recorded += 1;
+    }
+}
+
+fn text(t: &str) -> Result<LlmReply, &'static str> {
+    Ok(LlmReply {
+        text: t.into(),
+        model: "m".into(),
+        usage: None,
+        cache: Default::default(),
+        calls: Vec::new(),
+        cut: false,
+    })
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        raw_args: args.to_string(),
+        args: match args {
+            Value::Object(m) => Ok(m),
+            other => Err(format!("not an object: {other}")),
+        },
+    }
+}
+
+fn calls(c: Vec<ToolCall>) -> Result<LlmReply, &'static str> {
+    Ok(LlmReply {
+        calls: c,
+        ..text("").unwrap_or_else(|_| unreachable!())
+    })
+}
+
+fn files() -> Arc<MemorySource> {
+    Arc::new(
+        MemorySource::new("files")
+            .tool(
+                "read_file",
+                json!({"type": "object", "properties": {"path": {"type": "string"}},
+                       "required": ["path"], "additionalProperties": false}),
+                |args| match args["path"].as_str() {
+                    Some("/missing") => Ok(error_output("no such file")),
+                    Some(p) => Ok(text_output(&format!("contents of {p} KEY-0123456789"))),
+                    None => Ok(error_output("no path")),
+                },
+            )
+            .slow_tool("slow", Duration::from_secs(3600), "late"),
+    )
+}
+
+async fn run_with(
+    tb: &Toolbox,
+    limits: LoopLimits,
+    timeout: Option<Duration>,
+    model: &mut Scripted,
+) -> LoopOutcome<&'static str> {
+    let secrets = Secrets::new(["KEY-0123456789".to_string()]);
+    let clock = ManualClock::new(base(0));
+    run_loop(
+        LoopRun {
+            toolbox: tb,
+            limits,
+            secrets: &secrets,
+            clock: &clock,
+            timeout,
+        },
+        model,
+    )
+    .await
+}
+
+fn results(steps: &[Step]) -> Vec<(String, String, bool)> {
+    steps
+        .iter()
+        .flat_map(|s| match s {
+            Step::Results(r) => r
+                .iter()
+                .map(|r| (r.call_id.clone(), r.text.clone(), r.is_error))
+                .collect(),
+            Step::Assistant { .. } => Vec::new(),
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_without_tools_is_one_turn_whatever_it_asks_for() {
+    let tb = no_tools();
+    let mut m = Scripted::new(vec![calls(vec![call("a", "x", json!({}))]), text("never")]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { ref text, cut: false } if text.is_empty()));
+    assert_eq!((out.turns, out.tool_calls), (1, 0));
+    assert!(out.transcript.is_empty());
+    assert_eq!(m.seen.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallel_calls_are_answered_in_order_then_the_model_answers() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("c1", "files__read_file", json!({"path": "/a"})),
+            call("c2", "files__read_file", json!({"path": "/missing"})),
+        ]),
+        text("done"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { ref text, .. } if text == "done"));
+    assert_eq!((out.turns, out.tool_calls), (2, 2));
+    let r = results(&m.seen[1]);
+    assert_eq!(r[0].0, "c1");
+    // Secrets are out of what the model sees.
+    assert_eq!(r[0].1, "contents of /a [redacted]");
+    assert!(!r[0].2);
+    assert_eq!(r[1], ("c2".into(), "error: no such file".into(), true));
+    assert_eq!(src.calls().len(), 2);
+    let v = out.transcript.to_vec();
+    assert_eq!(v.len(), 4, "turn, call, call, turn: {v:?}");
+    let Entry::Call(c) = &v[1] else {
+        panic!("{v:?}")
+    };
+    assert_eq!(c.tool, "files.read_file");
+    assert_eq!(c.source.as_deref(), Some("files"));
+    assert_eq!(c.state, CallState::Done);
+    assert!(c.result_head.contains("[redacted]") && !c.result_head.contains("KEY-"));
+    // Size and hash are those of the whole result as the tool gave it.
+    assert_eq!(c.result_bytes, "contents of /a KEY-0123456789".len() as u64);
+    assert!(m.recorded >= 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn names_not_offered_and_invalid_arguments_are_never_dispatched() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "shell__exec", json!({"cmd": "rm -rf /"})),
+            call("b", "files__read_file", json!({"path": 7})),
+            call("c", "files__read_file", json!("[1]")),
+            call(
+                "d",
+                "files__read_file",
+                json!({"path": "/ok", "extra": true}),
+            ),
+        ]),
+        text("ok"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert!(src.calls().is_empty(), "{:?}", src.calls());
+    let r = results(&m.seen[1]);
+    assert!(r.iter().all(|x| x.2), "{r:?}");
+    assert!(
+        r[0].1.contains("no tool named 'shell__exec' is offered"),
+        "{}",
+        r[0].1
+    );
+    assert!(r[0].1.contains("files__read_file"));
+    assert!(
+        r[1].1.contains("do not match the tool's schema"),
+        "{}",
+        r[1].1
+    );
+    assert!(
+        r[2].1.starts_with("error: not run: not an object"),
+        "{}",
+        r[2].1
+    );
+    assert!(r[3].1.contains("extra"), "{}", r[3].1);
+    for e in out.transcript.to_vec() {
+        if let Entry::Call(c) = e {
+            assert_eq!(c.state, CallState::Refused);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_turns_reached_fails_and_the_last_turn_dispatches_nothing() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let replies = (0..5)
+        .map(|i| {
+            calls(vec![call(
+                &format!("c{i}"),
+                "files__read_file",
+                json!({"path": format!("/{i}")}),
+            )])
+        })
+        .collect();
+    let mut m = Scripted::new(replies);
+    let limits = LoopLimits {
+        max_turns: 3,
+        ..LoopLimits::default()
+    };
+    let out = run_with(&tb, limits, None, &mut m).await;
+    match out.end {
+        LoopEnd::Bound(r) => assert_eq!(r, "max_turns 3 reached after 2 tool calls"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(src.calls().len(), 2);
+    assert_eq!(out.turns, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_over_the_turn_limit_get_an_error_result() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let many = (0..5)
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "files__read_file",
+                json!({"path": format!("/{i}")}),
+            )
+        })
+        .collect();
+    let mut m = Scripted::new(vec![calls(many), text("ok")]);
+    let limits = LoopLimits {
+        max_tool_calls_per_turn: 2,
+        ..LoopLimits::default()
+    };
+    let out = run_with(&tb, limits, None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert_eq!(src.calls().len(), 2);
+    let r = results(&m.seen[1]);
+    assert_eq!(r.len(), 5);
+    assert!(
+        r[2].1.contains("at most 2 tool calls in one turn"),
+        "{}",
+        r[2].1
+    );
+    assert_eq!(out.tool_calls, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_call_failing_three_times_ends_the_run() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let bad = || {
+        calls(vec![call(
+            "x",
+            "files__read_file",
+            json!({"path": "/missing"}),
+        )])
+    };
+    let mut m = Scripted::new(vec![bad(), bad(), bad(), text("never")]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    match out.end {
+        LoopEnd::Bound(r) => assert_eq!(
+            r,
+            "tool loop: files.read_file failed 3 times with the same arguments"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.seen.len(), 3);
+    // Malformed arguments repeated count too: no model retries them forever.
+    let mut m = Scripted::new(vec![
+        calls(vec![call("x", "files__read_file", json!("{oops"))]),
+        calls(vec![call("x", "files__read_file", json!("{oops"))]),
+        calls(vec![call("x", "files__read_file", json!("{oops"))]),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Bound(ref r) if r.contains("failed 3 times")));
+    assert!(src.calls().len() <= 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_reply_dispatches_nothing() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut cut = calls(vec![call("a", "files__read_file", json!({"path": "/a"}))]);
+    if let Ok(r) = &mut cut {
+        r.cut = true;
+    }
+    let mut m = Scripted::new(vec![cut]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    match out.end {
+        LoopEnd::Bound(r) => assert_eq!(
+            r,
+            "reply cut at its token limit on turn 1: its 1 tool call was not dispatched"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(src.calls().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_tool_is_cancelled_at_its_timeout_and_the_model_told() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![call("s", "files__slow", json!({}))]),
+        text("gave up"),
+    ]);
+    let limits = LoopLimits {
+        tool_timeout: Duration::from_secs(2),
+        ..LoopLimits::default()
+    };
+    let started = Instant::now();
+    let out = run_with(&tb, limits, None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let r = results(&m.seen[1]);
+    assert!(r[0].1.contains("timed out after 2s"), "{}", r[0].1);
+    assert_eq!(src.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_jobs_timeout_bounds_the_whole_loop() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let slow = || calls(vec![call("s", "files__slow", json!({}))]);
+    let mut m = Scripted::new(vec![slow(), slow(), slow()]);
+    let out = run_with(
+        &tb,
+        LoopLimits::default(),
+        Some(Duration::from_secs(90)),
+        &mut m,
+    )
+    .await;
+    match out.end {
+        LoopEnd::Bound(r) => assert!(
+            r.starts_with("timed out: the tool loop ran past timeout_seconds (90s)"),
+            "{r}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.seen.len(), 2, "60 s + 30 s of calls, then no third turn");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_changed_tool_list_ends_the_run_before_the_next_turn() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![calls(vec![call(
+        "a",
+        "files__read_file",
+        json!({"path": "/a"}),
+    )])]);
+    src.set_changed();
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(
+        matches!(out.end, LoopEnd::Bound(ref r) if r.contains("files said its tool list changed"))
+    );
+    assert!(m.seen.is_empty(), "the model never saw the changed tools");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_turn_keeps_what_was_recorded() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![call("a", "files__read_file", json!({"path": "/a"}))]),
+        Err("budget reached after turn 1"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(
+        out.end,
+        LoopEnd::Stopped("budget reached after turn 1")
+    ));
+    assert_eq!((out.turns, out.tool_calls), (1, 1));
+    assert_eq!(out.transcript.to_vec().len(), 2);
+}

@@ -1,0 +1,311 @@
+//! The actor: the engine's one loop. It sleeps until the earliest instant the store says
+//! something may be claimable (no fixed polling of the schedule), and turns on commands, ended
+//! runs, the store's change signal, the change-token poll and snapshot pacing.
+//!
+//! Changes made by other owners (or `cronsole pause/trigger` from a shell) are pushed by the
+//! store's change signal (LISTEN/NOTIFY on PostgreSQL, inotify on the file store; see
+//! `store::signal`), so the engine re-reads its next wake-up within milliseconds. The store's
+//! cheap change token is still checked every `change_poll` (250 ms) as the fallback for stores or
+//! moments without a signal (a lost inotify event, a file system that reports no remote writes);
+//! that tick also makes the loop turn, which the [`Heartbeat`] (health check, systemd watchdog)
+//! relies on.
+//!
+//! Owns: the actor's state and the loop's turn. Must not touch: the UI; what each turn does in
+//! detail lives beside it (`claim`, `commands`, `publish`, `outage`, `shutdown`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::completion::CompletionTx;
+use super::heartbeat::Heartbeat;
+use super::outage::{Health, Unwritten, store_backoff};
+use super::publish::{BUILD_POLL, SnapBuild};
+use super::{Command, EngineConfig, EngineError, Event, RunDeps, blocking};
+use crate::clock::Clock;
+use crate::model::HistoryRow;
+use crate::snapshot::Snapshot;
+use crate::store::signal::ChangeSignal;
+use crate::store::{Store, StoreError};
+
+/// The engine's state, owned by its one task.
+pub(super) struct Actor {
+    pub(super) cfg: EngineConfig,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) deps: Arc<RunDeps>,
+    pub(super) snap_tx: watch::Sender<Arc<Snapshot>>,
+    pub(super) snap_build: Arc<SnapBuild>,
+    pub(super) ev_tx: broadcast::Sender<Event>,
+    pub(super) started: DateTime<Utc>,
+    pub(super) in_flight: HashMap<Uuid, InFlight>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) hard_stop: CancellationToken,
+    pub(super) completions: CompletionTx,
+    pub(super) health: Health,
+    pub(super) unwritten: Arc<std::sync::Mutex<Unwritten>>,
+    /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
+    pub(super) store_failures: u32,
+    /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
+    /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
+    pub(super) damaged: Option<StoreError>,
+    pub(super) heartbeat: Arc<Heartbeat>,
+}
+
+/// One run of this owner, keyed by its run_id (a job under `overlap: allow` may have several).
+pub(super) struct InFlight {
+    pub(super) job: String,
+    /// The job's `overlap:` policy when the run was claimed: whether this owner still lets the
+    /// store look at the job while it runs it (see [`Actor::claim`]).
+    pub(super) overlap: crate::model::Overlap,
+    pub(super) cancel: CancellationToken,
+    /// Cancelled when an operator asked (through the store) to cancel this run.
+    pub(super) op_cancel: CancellationToken,
+    /// The run task, so a task that panicked can be matched to its job.
+    pub(super) task: Option<tokio::task::Id>,
+}
+
+/// What a finished run task hands back to the actor.
+pub(super) struct Finished {
+    pub(super) run_id: Uuid,
+    pub(super) rows: Vec<HistoryRow>,
+}
+
+/// What the loop carries from one turn to the next.
+pub(super) struct Turn {
+    /// The change-token poll, the fallback for changes no signal reported.
+    poll: tokio::time::Interval,
+    last_token: u64,
+    /// The last change-token check failed (reported once per outage).
+    poll_failing: bool,
+    /// Something changed since the last snapshot build started.
+    pub(super) dirty: bool,
+    last_publish: tokio::time::Instant,
+    /// When the next claim cycle runs (`None`: nothing due, or no free capacity).
+    pub(super) wake: Option<DateTime<Utc>>,
+    signal: Option<ChangeSignal>,
+    last_signal: tokio::time::Instant,
+}
+
+impl Actor {
+    pub(super) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Tokio instant for a wall-clock instant (wall time may be injected).
+    fn instant_for(&self, at: DateTime<Utc>) -> tokio::time::Instant {
+        let d = (at - self.now()).to_std().unwrap_or(StdDuration::ZERO);
+        tokio::time::Instant::now() + d
+    }
+
+    /// The loop, until a shutdown (or damage); then the runs' end and the engine's result.
+    pub(super) async fn run(
+        mut self,
+        mut cmd_rx: mpsc::Receiver<Command>,
+    ) -> Result<(), EngineError> {
+        let mut runs: JoinSet<Finished> = JoinSet::new();
+        let mut turn = self.first_turn().await?;
+        loop {
+            self.heartbeat.beat();
+            let publish_gap = self.snap_build.gap(self.cfg.snapshot_min_interval);
+            if turn.dirty
+                && !self.snap_build.running()
+                && turn.last_publish.elapsed() >= publish_gap
+            {
+                self.publish();
+                turn.last_publish = tokio::time::Instant::now();
+                turn.dirty = false;
+            }
+            // Owners sharing a store all wake for the same slot and race for its lock: up to 1 ms
+            // of random spread keeps the same owner from winning that race every time.
+            let spread = StdDuration::from_micros((crate::action::jitter_unit() * 1000.0) as u64);
+            let wake_at = turn.wake.map(|w| self.instant_for(w) + spread);
+            // While a build runs, look again shortly: the next one starts when it has ended.
+            let publish_at = turn.dirty.then(|| {
+                let at = turn.last_publish + publish_gap;
+                if self.snap_build.running() {
+                    at.max(tokio::time::Instant::now() + BUILD_POLL)
+                } else {
+                    at
+                }
+            });
+            tokio::select! {
+                biased;
+                cmd = cmd_rx.recv() => match cmd {
+                    None | Some(Command::Shutdown) => break,
+                    Some(c) => {
+                        self.command(c).await;
+                        turn.dirty = true;
+                        turn.wake = self.next_wake().await;
+                    }
+                },
+                _ = self.shutdown.cancelled() => break,
+                _ = self.hard_stop.cancelled() => break,
+                Some(done) = runs.join_next(), if !runs.is_empty() => {
+                    self.reap(done, &mut runs);
+                    turn.dirty = true;
+                    turn.wake = self.next_wake().await;
+                }
+                alive = signal_changed(&mut turn.signal) => self.on_signal(alive, &mut turn).await,
+                _ = sleep_opt(wake_at) => {
+                    if !self.claim_cycle(&mut runs, &mut turn).await {
+                        break;
+                    }
+                }
+                _ = turn.poll.tick() => self.on_poll(&mut turn).await,
+                _ = sleep_opt(publish_at) => {}
+            }
+        }
+        self.shutdown_runs(runs).await;
+        self.publish_final().await;
+        self.stop_result()
+    }
+
+    /// The loop's state before its first turn, after the spool replay.
+    async fn first_turn(&mut self) -> Result<Turn, EngineError> {
+        let mut poll = tokio::time::interval(self.cfg.change_poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let last_token = blocking(&self.store, |s| s.change_token()).await?;
+        // Completions spooled at the last stop go in before anything is claimed, so a recovery
+        // claim can never record them `abandoned` first.
+        self.replay_spool().await?;
+        let signal = if self.cfg.change_signal {
+            self.store.change_signal()
+        } else {
+            None
+        };
+        let now = tokio::time::Instant::now();
+        Ok(Turn {
+            poll,
+            last_token,
+            poll_failing: false,
+            dirty: true,
+            last_publish: now - self.cfg.snapshot_min_interval,
+            // One claim cycle at start, due or not: it recovers expired leases at once, and the
+            // service manager is told the engine is ready only after a cycle completed.
+            wake: Some(self.now()),
+            signal,
+            last_signal: now - self.cfg.signal_min_interval,
+        })
+    }
+
+    /// Forget the run `done` and every other one already finished, before the one store read
+    /// that follows (a burst ends hundreds of runs at once: one `next_wakeup` for all).
+    fn reap(
+        &mut self,
+        done: Result<Finished, tokio::task::JoinError>,
+        runs: &mut JoinSet<Finished>,
+    ) {
+        let mut done = Some(done);
+        while let Some(d) = done.take().or_else(|| runs.try_join_next()) {
+            match d {
+                Ok(f) => {
+                    self.in_flight.remove(&f.run_id);
+                    for r in f.rows {
+                        let _ = self.ev_tx.send(Event::Row(r));
+                    }
+                }
+                Err(e) => self.reap_failed(&e),
+            }
+        }
+    }
+
+    /// The store pushed a change (`alive`), or its signal ended (then the poll is all there is).
+    async fn on_signal(&mut self, alive: bool, turn: &mut Turn) {
+        if !alive {
+            tracing::warn!("store change signal ended; polling the change token");
+            turn.signal = None;
+            return;
+        }
+        tokio::time::sleep_until(turn.last_signal + self.cfg.signal_min_interval).await;
+        turn.last_signal = tokio::time::Instant::now();
+        // What fired while we waited is covered by the re-read below.
+        if let Some(s) = turn.signal.as_mut() {
+            s.rx.borrow_and_update();
+        }
+        turn.dirty = true;
+        turn.wake = self.next_wake().await;
+    }
+
+    /// The change-token poll: a moved token means another process wrote.
+    async fn on_poll(&mut self, turn: &mut Turn) {
+        match blocking(&self.store, |s| s.change_token()).await {
+            Ok(t) if t != turn.last_token => {
+                turn.last_token = t;
+                self.honour_cancel_requests().await;
+                turn.dirty = true;
+                turn.wake = self.next_wake().await;
+            }
+            Ok(_) => turn.poll_failing = false,
+            Err(e) => {
+                // Once per outage, not every 250 ms.
+                if !turn.poll_failing {
+                    tracing::warn!(error = %e, "store change check failed");
+                }
+                turn.poll_failing = true;
+            }
+        }
+    }
+
+    /// A run task panicked (a bug, never outside input): forget it here so its job is not
+    /// blocked in this process forever and its capacity comes back; the store recovers its lease
+    /// when it expires (an `abandoned` row).
+    pub(super) fn reap_failed(&mut self, e: &tokio::task::JoinError) {
+        let found = self
+            .in_flight
+            .iter()
+            .find(|(_, f)| f.task == Some(e.id()))
+            .map(|(id, f)| (*id, f.job.clone()));
+        tracing::error!(error = %e, job = ?found.as_ref().map(|f| &f.1), "run task failed; its lease will expire and be recovered");
+        if let Some((run_id, job)) = found {
+            self.in_flight.remove(&run_id);
+            let _ = self.ev_tx.send(Event::Notice(format!(
+                "run of '{job}' failed internally; its lease will expire and be recovered"
+            )));
+        }
+    }
+
+    /// When the next claim cycle runs: the store's next wake-up, or a backoff while it fails;
+    /// `None` at full capacity (a finishing run wakes the loop).
+    pub(super) async fn next_wake(&self) -> Option<DateTime<Utc>> {
+        if self.free_capacity() == 0 {
+            return None; // a finishing run wakes the loop
+        }
+        let now = self.now();
+        match blocking(&self.store, move |s| s.next_wakeup(now)).await {
+            Ok(w) => w,
+            Err(e) => {
+                let d = store_backoff(self.store_failures.max(1));
+                tracing::warn!(error = %e, "next_wakeup failed; retrying in {d:?}");
+                Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)))
+            }
+        }
+    }
+
+    /// Runs this owner may still start.
+    pub(super) fn free_capacity(&self) -> usize {
+        self.cfg.max_concurrent.saturating_sub(self.in_flight.len())
+    }
+}
+
+/// The next push from the store; `false` when its source ended. Pending without a signal.
+async fn signal_changed(signal: &mut Option<ChangeSignal>) -> bool {
+    match signal {
+        Some(s) => s.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleep until `at`; pending forever without one.
+async fn sleep_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

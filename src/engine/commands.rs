@@ -1,0 +1,94 @@
+//! Front ends' commands (pause, resume, trigger, retry, cancel) and operator cancels that arrive
+//! through the store.
+//!
+//! `cronsole cancel` (any process, any host) marks the run's lease in the store; when the change
+//! token moves, the engine reads the leases of its runs in flight and cancels a marked one
+//! through a second per-run token. That run is completed `failed` with reason `cancelled by
+//! operator` (its pipeline is dropped, which kills its process group; no retry, no delivery, no
+//! alert). Retries and backfills need nothing here: they are claimed like any queued run.
+//!
+//! Owns: turning a [`Command`] into one store call and a notice. Must not touch: the UI.
+
+use super::actor::Actor;
+use super::{Command, Event, blocking, operator_notice, trigger_notice};
+use crate::store::TriggerOutcome;
+
+impl Actor {
+    pub(super) async fn command(&mut self, c: Command) {
+        let now = self.now();
+        let (name, res) = match c.clone() {
+            Command::Pause(n) | Command::Resume(n) => {
+                let paused = matches!(c, Command::Pause(_));
+                let name = n.clone();
+                let r = blocking(&self.store, move |s| s.set_paused(&name, paused, now)).await;
+                (n, r)
+            }
+            Command::Trigger(n) => {
+                let name = n.clone();
+                let r = blocking(&self.store, move |s| s.request_trigger(&name, now)).await;
+                // A queued trigger needs no notice here: the run's own events follow at once.
+                let msg = match &r {
+                    Ok(TriggerOutcome::Queued) => None,
+                    Ok(out) => Some(trigger_notice(&n, out)),
+                    Err(e) => Some(format!("trigger '{n}' failed: {e}")),
+                };
+                if let Some(m) = msg {
+                    let _ = self.ev_tx.send(Event::Notice(m));
+                }
+                (n, r.map(|_| ()))
+            }
+            Command::Retry(id) => {
+                let r = blocking(&self.store, move |s| s.retry(id, now)).await;
+                match r {
+                    Ok((job, out)) => {
+                        let _ = self.ev_tx.send(Event::Notice(operator_notice(&job, &out)));
+                        (job, Ok(()))
+                    }
+                    Err(e) => (format!("run {id}"), Err(e)),
+                }
+            }
+            Command::Cancel(n) => {
+                let name = n.clone();
+                let r = blocking(&self.store, move |s| s.cancel(&name, now)).await;
+                if let Ok((job, out)) = &r {
+                    let _ = self.ev_tx.send(Event::Notice(operator_notice(job, out)));
+                }
+                (n, r.map(|_| ()))
+            }
+            Command::Shutdown => return,
+        };
+        if let Err(e) = res {
+            let _ = self.ev_tx.send(Event::Notice(format!("'{name}': {e}")));
+        }
+    }
+
+    /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
+    /// from any process, or a console). One `job` read per run in flight (at most
+    /// `max_concurrent`), only when the change token moved.
+    pub(super) async fn honour_cancel_requests(&self) {
+        for (run_id, f) in &self.in_flight {
+            if f.op_cancel.is_cancelled() {
+                continue;
+            }
+            let job = &f.job;
+            let name = job.clone();
+            let rec = match blocking(&self.store, move |s| s.job(&name)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "cancel check failed");
+                    continue;
+                }
+            };
+            // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
+            // the same mark; the row's reason says which when the run ends).
+            let asked = rec.is_some_and(|r| {
+                r.rt.lease_of(*run_id)
+                    .is_some_and(|l| l.cancel_requested_at.is_some())
+            });
+            if asked {
+                tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
+                f.op_cancel.cancel();
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The words an operator reads after a request: one line per outcome of a trigger, a retry, a
+//! cancel or a pause, shared by the console (engine or attached) and the CLI.
+//!
+//! Owns: those sentences. Must not touch: the store (callers pass what it answered).
+
+use crate::store::TriggerOutcome;
+
+/// One line saying what a trigger request did: the console's notice (engine or attached) and
+/// the CLI's `trigger` output, so the operator reads the same words everywhere.
+pub fn trigger_notice(job: &str, out: &TriggerOutcome) -> String {
+    match out {
+        TriggerOutcome::Queued => {
+            format!("triggered {job}: the next owner claiming will run it now")
+        }
+        TriggerOutcome::AlreadyQueued => {
+            format!("{job} already has a trigger queued; nothing changed")
+        }
+        TriggerOutcome::AlreadyRunning => format!("{job} is running now; not triggered"),
+    }
+}
+
+/// One line saying what an operator action did (console notice, CLI output).
+pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
+    use crate::store::EditOutcome as O;
+    match out {
+        O::Queued { added: 1, queued } => {
+            format!("{job}: 1 run queued ({queued} queued); the next owner claiming runs it")
+        }
+        O::Queued { added, queued } => {
+            format!("{job}: {added} runs queued ({queued} queued); owners run them one at a time")
+        }
+        O::CancelRequested { run_id } => {
+            format!("{job}: cancel of run {run_id} requested; its owner kills it")
+        }
+        O::AlreadyCancelling { run_id } => {
+            format!("{job}: run {run_id} is already being cancelled")
+        }
+        O::Dequeued(n) => {
+            format!("{job}: not running; {n} queued run(s) dropped (a skipped row each)")
+        }
+        O::Paused { changed: true } => format!("{job}: done"),
+        O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
+    }
+}

@@ -1,0 +1,44 @@
+//! Lease renewal of one run: every third of the lease the store last granted, so a definition
+//! whose `lease_seconds` changes under a running job follows the store's answer.
+//!
+//! Owns: the renewal timer of one run. Must not touch: the run's pipeline or its completion.
+
+use std::time::Duration as StdDuration;
+
+use uuid::Uuid;
+
+use super::blocking;
+use super::outage::{store_failed, store_ok};
+use super::task::RunTask;
+use crate::store::RenewOutcome;
+
+/// Lease renewal of one run, every third of the lease the store last granted.
+pub(super) struct Renewer {
+    pub(super) job: String,
+    pub(super) run_id: Uuid,
+    pub(super) first: StdDuration,
+    pub(super) next: tokio::time::Instant,
+}
+
+impl Renewer {
+    pub(super) async fn renew(&mut self, t: &RunTask) {
+        let now = t.clock.now();
+        let (j, o, run_id) = (self.job.clone(), t.owner.clone(), self.run_id);
+        self.next = match blocking(&t.store, move |s| s.renew(&j, run_id, &o, now)).await {
+            Ok(RenewOutcome::Renewed { lease_until }) => {
+                store_ok(&t.health, &t.ev_tx);
+                let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
+                tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
+            }
+            Ok(RenewOutcome::Lost) => {
+                tracing::warn!(job = %self.job, %run_id, "lease lost; the result will be recorded as stale");
+                tokio::time::Instant::now() + StdDuration::from_secs(86_400)
+            }
+            Err(e) => {
+                store_failed(&t.health, now, &e);
+                tracing::warn!(job = %self.job, error = %e, "lease renewal failed; retrying");
+                tokio::time::Instant::now() + self.first.min(StdDuration::from_secs(1))
+            }
+        };
+    }
+}

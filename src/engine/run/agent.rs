@@ -1,0 +1,564 @@
+//! Step 4 for an agent job: the tool loop (`action::agent`) driven by this run's turns, and
+//! what the loop's end means for the history row.
+//!
+//! Owns: [`Turns`] — one model turn as one pass through [`Turns::turn`]: the price resolved
+//! once per run (`cost::Quote`), the turn's worst case reserved before every request of it
+//! (retries included, each behind the lease check), the request, the settlement, and the
+//! booked cost handed back to the loop — and the mapping of a loop's end to a row (totals over
+//! the turns, the transcript, a budget stop before the first or a later turn). Must not touch:
+//! the loop's order and bounds (`action::agent`), the wire formats, the store's budget rules
+//! (`store::budget`).
+//!
+//! Decisions where the contract is silent:
+//! - A budget that refuses the first turn leaves the run `skipped` (nothing was done); one that
+//!   refuses a later turn ends it `failed` (the model and tools already acted), reason `budget
+//!   reached after turn N ($… spent this run)` followed by the budget's own words. Both owe the
+//!   period's alert.
+//! - The row's tokens and cost are the sums over the turns (unknown-outcome attempts booked as
+//!   in a one-call run), its model the last reply's. An agent offered no tools keeps today's
+//!   row exactly (no `turns`, `tool_calls` or `transcript`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{Ctx, End, Flow, Progress, budget_stopped, join_reason, lease_still_held, secs};
+use crate::action::agent::{
+    LoopEnd, LoopLimits, LoopOutcome, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply,
+    run_loop,
+};
+use crate::action::llm::{self, LlmCall, LlmError, wire};
+use crate::action::tools::{Toolbox, ToolboxRequest};
+use crate::action::{BackoffConfig, Ended, retry_with_hook};
+use crate::clock::Clock;
+use crate::cost::{self, PriceTable, Quote, RunCost};
+use crate::engine::blocking;
+use crate::model::{AgentDef, Attempt, Status};
+use crate::store::Store;
+use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
+use crate::text::Secrets;
+
+/// Why the before-attempt hook stopped a turn's retry loop.
+enum Stop {
+    Budget(String),
+    Store(String),
+    /// The run lost its lease before a retry (`lease_still_held`).
+    Lease(String),
+}
+
+/// Why a turn was not answered.
+pub(super) enum TurnStop {
+    /// The model's last attempt failed (retries ran out, or the error cannot go away).
+    Failed(LlmError),
+    /// A budget refused the turn's reservation; `attempts` were made in this turn before it.
+    Budget {
+        reason: String,
+        turn: u32,
+        attempts: u32,
+        last: Option<LlmError>,
+    },
+    /// The store could not reserve.
+    Store(String),
+    /// The lease was lost before a retry.
+    Lease(String, Option<LlmError>),
+}
+
+/// One run's model turns.
+pub(super) struct Turns<'r> {
+    store: &'r Arc<dyn Store>,
+    clock: &'r Arc<dyn Clock>,
+    http: &'r reqwest::Client,
+    env: &'r super::EnvLookup,
+    backoff: BackoffConfig,
+    job: String,
+    run_id: Uuid,
+    owner: String,
+    agent: &'r AgentDef,
+    prompt: &'r str,
+    quote: Quote,
+    timeout: Duration,
+    max_attempts: u32,
+    progress: &'r Progress,
+    secrets: &'r Secrets,
+    /// Reservations of attempts whose outcome is unknown (kept as spent at their worst case).
+    kept: Mutex<Vec<(Uuid, f64)>>,
+    /// Booked over the answered turns.
+    booked: Vec<RunCost>,
+    /// Requests made over all turns.
+    attempts: u32,
+    /// The last reply's model.
+    model: Option<String>,
+}
+
+impl ModelTurns for Turns<'_> {
+    type Stop = TurnStop;
+
+    fn turn<'a>(
+        &'a mut self,
+        ask: TurnAsk<'a>,
+    ) -> impl std::future::Future<Output = Result<TurnReply, TurnStop>> + Send + 'a {
+        self.one_turn(ask)
+    }
+
+    fn recorded(&mut self, p: &LoopProgress<'_>) {
+        self.progress.looped(p.turns, p.tool_calls, p.transcript);
+    }
+}
+
+impl Turns<'_> {
+    /// One turn: reserve its worst case, call (with retries, each behind the lease check and
+    /// its own reservation), settle, and book the reply.
+    async fn one_turn(&mut self, ask: TurnAsk<'_>) -> Result<TurnReply, TurnStop> {
+        let worst =
+            self.quote
+                .worst_case(wire::prompt_bytes(self.agent, self.prompt, ask.dialogue));
+        let timeout = match ask.deadline {
+            Some(d) => self
+                .timeout
+                .min(d.saturating_duration_since(tokio::time::Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => self.timeout,
+        };
+        let (store, clock, env) = (self.store, self.clock, Arc::clone(self.env));
+        let (job, run_id, owner) = (self.job.as_str(), self.run_id, self.owner.as_str());
+        let (http, progress, secrets, quote) =
+            (self.http, self.progress, self.secrets, &self.quote);
+        let (agent, prompt, kept) = (self.agent, self.prompt, &self.kept);
+        let max_tokens = quote.max_tokens;
+        let before = |attempt: u32| async move {
+            lease_still_held(store, clock, job, run_id, owner, attempt)
+                .await
+                .map_err(Stop::Lease)?;
+            let Some(usd) = worst else {
+                return Ok(None);
+            };
+            let (now, j, o) = (clock.now(), job.to_string(), owner.to_string());
+            let r = blocking(store, move |s| {
+                s.reserve(&ReserveRequest {
+                    job: &j,
+                    run_id,
+                    owner: &o,
+                    usd,
+                    now,
+                })
+            })
+            .await;
+            match r {
+                Ok(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
+                Ok(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
+                Err(e) => Err(Stop::Store(format!("budget reservation: {e}"))),
+            }
+        };
+        let attempt = |_: u32, ticket: Option<Uuid>| {
+            let env = Arc::clone(&env);
+            async move {
+                let started = clock.now();
+                let req = LlmCall {
+                    agent,
+                    prompt,
+                    timeout,
+                    now: clock.now(),
+                    max_tokens,
+                };
+                let r = llm::call_turn(http, &req, ask.dialogue, &|k| env(k)).await;
+                if let Some(id) = ticket {
+                    let how = settlement(quote, &r, worst);
+                    // Only a failed attempt is kept for its row to book: a reply's cost, the
+                    // reservation when it is unknown, is booked by `Quote::book` itself.
+                    if let (Settlement::Spent, Some(w), true) = (how, worst, r.is_err())
+                        && let Ok(mut k) = kept.lock()
+                    {
+                        k.push((id, w));
+                    }
+                    settle(store, clock, job, id, how).await;
+                }
+                let error = r
+                    .as_ref()
+                    .err()
+                    .map(|e| secrets.redact(&e.to_string()).into_owned());
+                progress.attempted(Attempt::new(started, clock.now(), None), error);
+                r
+            }
+        };
+        let h = retry_with_hook(
+            &self.backoff,
+            self.max_attempts,
+            before,
+            attempt,
+            LlmError::is_retryable,
+        )
+        .await;
+        self.attempts += h.attempts;
+        match h.ended {
+            Ended::Done(Ok(reply)) => {
+                let c = self
+                    .quote
+                    .book(&reply.model, reply.usage, reply.cache, worst);
+                self.progress
+                    .priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
+                self.model = Some(reply.model.clone());
+                self.booked.push(c.clone());
+                Ok(TurnReply {
+                    reply,
+                    cost: c,
+                    attempts: h.attempts,
+                })
+            }
+            Ended::Done(Err(e)) => Err(TurnStop::Failed(e)),
+            Ended::Stopped { stop, last } => Err(match stop {
+                Stop::Budget(reason) => TurnStop::Budget {
+                    reason,
+                    turn: ask.number,
+                    attempts: h.attempts,
+                    last,
+                },
+                Stop::Store(e) => TurnStop::Store(e),
+                Stop::Lease(r) => TurnStop::Lease(r, last),
+            }),
+        }
+    }
+
+    /// What the turns spent, apart from the run's borrowed context.
+    fn spent(self) -> Spent {
+        Spent {
+            job: self.job,
+            attempts: self.attempts,
+            booked: self.booked,
+            kept: self.kept.into_inner().unwrap_or_default(),
+            model: self.model,
+        }
+    }
+}
+
+/// What a run's turns spent.
+struct Spent {
+    job: String,
+    attempts: u32,
+    booked: Vec<RunCost>,
+    kept: Vec<(Uuid, f64)>,
+    model: Option<String>,
+}
+
+impl Spent {
+    /// The booked turns as one cost: sums of tokens and money, the notes of each turn joined.
+    fn total(&self) -> RunCost {
+        let mut t = RunCost::default();
+        let mut notes: Vec<String> = Vec::new();
+        for c in &self.booked {
+            t.input_tokens += c.input_tokens;
+            t.output_tokens += c.output_tokens;
+            t.cache_read_tokens += c.cache_read_tokens;
+            t.cache_write_tokens += c.cache_write_tokens;
+            t.unpriced |= c.unpriced;
+            t.priced_as = c.priced_as.clone().or(t.priced_as);
+            if let Some(r) = &c.reason
+                && !notes.contains(r)
+            {
+                notes.push(r.clone());
+            }
+        }
+        t.cost_usd = cost::sum_usd(self.booked.iter().map(|c| c.cost_usd));
+        t.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        t
+    }
+}
+
+/// What a finished step 4 hands to step 5: the answer and the run's cost.
+pub(super) struct Answer {
+    pub text: String,
+    pub model: String,
+    pub cost: RunCost,
+    /// The answer was cut at its token limit.
+    pub cut: bool,
+}
+
+/// Step 4 for an agent job (see the module doc).
+pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str) -> Flow<Answer> {
+    let def = &cx.claim.job.def;
+    cx.row.model = Some(agent.model.clone());
+    let budgeted = cost::under_budget(&cx.settings, def.max_cost_usd);
+    // Under a budget, an unknown model is never called: its cost could not be bounded.
+    let quote = Quote::new(
+        PriceTable::from_settings(&cx.settings),
+        &agent.model,
+        budgeted,
+        agent.max_tokens,
+    )
+    .map_err(|e| End(Status::Failed, None, Some(e)))?;
+    let toolbox = build_toolbox(cx, agent).await?;
+    let mut turns = Turns {
+        store: cx.store,
+        clock: cx.clock,
+        http: &cx.deps.http,
+        env: &cx.deps.env,
+        backoff: cx.deps.backoff,
+        job: def.name.clone(),
+        run_id: cx.claim.run_id,
+        owner: cx.owner.to_string(),
+        agent,
+        prompt,
+        quote,
+        timeout: secs(def.timeout_seconds),
+        max_attempts: def.max_retries.max(1),
+        progress: &cx.progress,
+        secrets: &cx.secrets,
+        kept: Mutex::new(Vec::new()),
+        booked: Vec::new(),
+        attempts: 0,
+        model: None,
+    };
+    let out = run_loop(
+        LoopRun {
+            toolbox: &toolbox,
+            limits: LoopLimits::of(&agent.limits),
+            secrets: &cx.secrets,
+            clock: cx.clock.as_ref(),
+            timeout: Some(secs(def.timeout_seconds)),
+        },
+        &mut turns,
+    )
+    .await;
+    toolbox.close().await;
+    let with_tools = !toolbox.offered.is_empty();
+    let spent = turns.spent();
+    finish(cx, agent, spent, out, with_tools).await
+}
+
+/// The run's tools, built before the first model call; a source that cannot be reached or an
+/// allowed tool that is missing fails the run here.
+async fn build_toolbox(cx: &Ctx<'_>, agent: &AgentDef) -> Flow<Toolbox> {
+    let req = ToolboxRequest {
+        settings: &cx.settings,
+        job: &cx.claim.job.def,
+        agent,
+        proc_env: &cx.proc_env,
+    };
+    cx.deps.tools.build(req).await.map_err(|e| {
+        End(
+            Status::Failed,
+            Some(format!("tools: {}", cx.redact(&e.to_string()))),
+            None,
+        )
+    })
+}
+
+/// The row after the loop ended.
+async fn finish(
+    cx: &mut Ctx<'_>,
+    agent: &AgentDef,
+    turns: Spent,
+    out: LoopOutcome<TurnStop>,
+    with_tools: bool,
+) -> Flow<Answer> {
+    cx.row.attempts = turns.attempts;
+    cx.row.attempt_log = cx.progress.log();
+    if with_tools {
+        cx.row.turns = Some(out.turns);
+        cx.row.tool_calls = Some(out.tool_calls);
+        cx.row.transcript = Some(out.transcript);
+    }
+    let mut total = turns.total();
+    // A store that cannot reserve may not settle either, and a run whose lease was lost writes
+    // no row that counts: their unknown-outcome reservations stay spent, off the row.
+    let books = !matches!(
+        out.end,
+        LoopEnd::Stopped(TurnStop::Store(_) | TurnStop::Lease(..))
+    );
+    let unknown = if books {
+        book_unknown(cx.store, cx.clock, &turns.job, turns.kept).await
+    } else {
+        None
+    };
+    if let Some((spent, note)) = &unknown {
+        total.cost_usd += spent;
+        total.reason = Some(join_reason(total.reason.take(), note.clone()));
+    }
+    let model = turns.model.unwrap_or_else(|| agent.model.clone());
+    let answered = u32::try_from(turns.booked.len()).unwrap_or(u32::MAX);
+    match out.end {
+        LoopEnd::Answered { text, cut } => Ok(Answer {
+            text,
+            model,
+            cost: total,
+            cut: cut && with_tools,
+        }),
+        LoopEnd::Bound(reason) => {
+            put_cost(cx, &model, &total);
+            let notes = cx.row.reason.take();
+            Err(End(
+                Status::Failed,
+                Some(match notes {
+                    Some(n) => format!("{reason}; {n}"),
+                    None => reason,
+                }),
+                None,
+            ))
+        }
+        LoopEnd::Stopped(stop) => {
+            let unknown = unknown.is_some();
+            if answered > 0 || unknown {
+                put_cost(cx, &model, &total);
+            }
+            Err(stopped(cx, stop, total.cost_usd, unknown))
+        }
+    }
+}
+
+/// The row's money and tokens (and their notes as its reason) for a run that did not answer.
+fn put_cost(cx: &mut Ctx<'_>, model: &str, c: &RunCost) {
+    cx.row.model = Some(model.to_string());
+    cx.row.input_tokens = c.input_tokens;
+    cx.row.output_tokens = c.output_tokens;
+    cx.row.cost_usd = c.cost_usd;
+    cx.row.unpriced = c.unpriced;
+    if c.reason.is_some() {
+        cx.row.reason = c.reason.clone();
+    }
+}
+
+/// How a stopped turn ends the run. `spent` is the run's booked money (already on the row when
+/// anything was booked, with its notes as the row's reason); `unknown` says attempts of
+/// unknown outcome were booked.
+fn stopped(cx: &mut Ctx<'_>, stop: TurnStop, spent: f64, unknown: bool) -> End {
+    let notes = cx.row.reason.take();
+    let then = |first: Option<String>| match &notes {
+        Some(n) => Some(join_reason(first, n.clone())),
+        None => first,
+    };
+    match stop {
+        TurnStop::Failed(e) => {
+            let error = Some(cx.redact(&e.to_string()));
+            let hold = e.hold_until().map(|h| {
+                cx.hold_until = Some(h);
+                format!(
+                    "rate limited: job held until {}",
+                    h.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            });
+            End(Status::Failed, then(hold), error)
+        }
+        TurnStop::Budget {
+            reason,
+            turn,
+            attempts,
+            last,
+        } => {
+            let last = last.map(|e| cx.redact(&e.to_string()));
+            let reason = if attempts == 0 {
+                reason
+            } else {
+                format!("{reason} (before retry {})", attempts + 1)
+            };
+            let mut end = budget_stopped(cx, reason);
+            end.2 = last;
+            if turn > 1 {
+                // The model and its tools already acted: the run failed, its results kept.
+                end.0 = Status::Failed;
+                let why = end.1.take().unwrap_or_default();
+                end.1 = then(Some(format!(
+                    "budget reached after turn {} ({} spent this run); {why}",
+                    turn - 1,
+                    cost::usd(spent)
+                )));
+            } else if unknown {
+                // The action ran and failed: the run is `failed`, not `skipped`.
+                end.0 = Status::Failed;
+                end.1 = then(end.1.take());
+            }
+            end
+        }
+        // Neither books the unknown-outcome attempts: a store that cannot reserve may not
+        // settle either, and a run whose lease was lost writes no row that counts. Their
+        // reservations stay spent until the period ends (never under-counted).
+        TurnStop::Store(e) => End(Status::Failed, notes, Some(e)),
+        TurnStop::Lease(reason, last) => End(
+            Status::Failed,
+            then(Some(reason)),
+            last.map(|e| cx.redact(&e.to_string())),
+        ),
+    }
+}
+
+/// The one rule for attempts whose outcome is unknown (the request reached the model and no
+/// readable reply came back: a reply cut mid-body, a timeout after sending): their reservations
+/// were kept as spent at their worst case, so the run's row books that worst case, however the
+/// run ends (a later attempt's success, the retries running out, a budget stop before a retry).
+/// Each reservation settles to its worst case and leaves with the row (counted once, in the
+/// period it was reserved in), so the row, `stats`, the console's spend and incidents show the
+/// money the budget counts. Returns the amount booked and the note for the row's reason; `None`
+/// when there was nothing to book. A reservation the store could not settle stays spent and is
+/// left off the row (counting it on both would charge it twice).
+async fn book_unknown(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    job: &str,
+    kept: Vec<(Uuid, f64)>,
+) -> Option<(f64, String)> {
+    let mut booked = Vec::with_capacity(kept.len());
+    for (id, w) in kept {
+        if settle(store, clock, job, id, Settlement::Cost(w)).await {
+            booked.push(w);
+        }
+    }
+    if booked.is_empty() {
+        return None;
+    }
+    let spent = cost::sum_usd(booked.iter().copied());
+    let note = if booked.len() == 1 {
+        format!(
+            "1 attempt's outcome is unknown: its reservation {} is booked as spent",
+            cost::usd(spent)
+        )
+    } else {
+        format!(
+            "{} attempts' outcomes are unknown: their reservations {} are booked as spent",
+            booked.len(),
+            cost::usd(spent)
+        )
+    };
+    Some((spent, note))
+}
+
+/// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).
+///
+/// A reply settles *to the figure its row records* (`Quote::book`, at most the reservation),
+/// so the completion moves that amount into the counters once; keeping it `Spent` as well
+/// would count it twice (spent and in flight) and stop the budget at a fraction of what was
+/// really booked.
+fn settlement(
+    quote: &Quote,
+    r: &Result<llm::LlmReply, LlmError>,
+    worst: Option<f64>,
+) -> Settlement {
+    match r {
+        // A reply of unknown cost (no usage, a clamped count) is booked at the reservation by
+        // `call_cost`, so its settlement and its row carry the worst case alike.
+        Ok(reply) => Settlement::Cost(
+            quote
+                .book(&reply.model, reply.usage, reply.cache, worst)
+                .cost_usd,
+        ),
+        Err(e) if e.surely_cost_nothing() => Settlement::Release,
+        Err(_) => Settlement::Spent,
+    }
+}
+
+/// Settle a reservation; a failure leaves it counting as spent (never under-counts) and
+/// returns `false`.
+async fn settle(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    job: &str,
+    id: Uuid,
+    how: Settlement,
+) -> bool {
+    let (j, now) = (job.to_string(), clock.now());
+    match blocking(store, move |s| s.settle(&j, id, how, now)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(job = %job, error = %e, "budget settlement failed; the reservation stays counted");
+            false
+        }
+    }
+}

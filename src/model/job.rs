@@ -1,0 +1,244 @@
+//! A job as validated from the jobs file: its action, its gate, its `overlap:` policy and the
+//! rest of its keys, with defaults already applied.
+//!
+//! Owns: the definition's shape and the small rules that follow from it alone (its compiled
+//! schedule, when a slot fires with jitter, whether it is a one-shot). Must not touch: parsing
+//! (that is `config`), the runtime record, the store.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{After, is_zero};
+use crate::schedule::ScheduleSpec;
+
+/// What a job does when it runs (exactly one of `agent` or `command`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Ask a model: the `agents:` entry `agent` with the prompt `message`.
+    Agent {
+        /// Name of the `agents:` entry.
+        agent: String,
+        /// The prompt (empty: the run is `skipped`, reason "no message").
+        message: String,
+        /// The job's own `tools:`, a narrowing of its agent's allowlist (`None`: the agent's
+        /// list as it is).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
+    },
+    /// Run a shell command and deliver its stdout verbatim.
+    Command {
+        /// The command line, run by `/bin/sh -c` in the jobs file's directory.
+        command: String,
+        /// `command_timeout_seconds`: an attempt's process group is killed after this long (or
+        /// after the job's `timeout_seconds`, when shorter).
+        timeout_seconds: f64,
+    },
+}
+
+/// Where a monitor reads its source from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MonitorSource {
+    /// Run a shell command; its stdout is what is compared.
+    Command {
+        /// The command line, run by `/bin/sh -c` in the jobs file's directory.
+        command: String,
+    },
+    /// Fetch a URL; its body is what is compared.
+    Url {
+        /// The `http`/`https` URL fetched on each probe.
+        url: String,
+        /// Allow loopback, private and link-local addresses (refused by default).
+        allow_private: bool,
+    },
+}
+
+/// The optional gate in front of the action (`monitor` and `pre_run` are exclusive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Gate {
+    /// Run only when the source changed since the last good probe.
+    Monitor {
+        /// What the monitor probes.
+        source: MonitorSource,
+    },
+    /// Run only when this shell command exits 0.
+    PreRun {
+        /// The gate's command line, run by `/bin/sh -c` in the jobs file's directory.
+        command: String,
+    },
+}
+
+/// What a job with `context_from:` does when a named job has no successful output yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnMissingContext {
+    /// Run without that context block.
+    #[default]
+    Run,
+    /// Record the run `skipped` (reason names the missing job).
+    Skip,
+}
+
+/// A validated job definition with defaults already applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobDef {
+    /// The job's unique name, shown everywhere.
+    pub name: String,
+    /// The parsed schedule (`every`, `cron` or `at`).
+    pub schedule: ScheduleSpec,
+    /// The schedule as the operator wrote it (for display).
+    pub schedule_text: String,
+    /// IANA zone for cron and naive `at`/`until` times.
+    pub tz: String,
+    /// What the job does when it runs.
+    pub action: Action,
+    /// The optional `monitor`/`pre_run` gate before the action.
+    pub gate: Option<Gate>,
+    /// Jobs whose latest successful result is prepended to the prompt.
+    pub context_from: Vec<String>,
+    /// Most characters of each `context_from` block.
+    pub context_max_chars: usize,
+    /// What a run does when a `context_from` job has no result yet.
+    pub on_missing_context: OnMissingContext,
+    /// How late a recurring slot may still fire; `None` = any overdue slot fires once.
+    pub misfire_grace_seconds: Option<f64>,
+    /// `once: true` is stored as `max_runs: Some(1)`.
+    pub max_runs: Option<u64>,
+    /// Retire the job at this instant.
+    pub until: Option<DateTime<Utc>>,
+    /// Fire once as soon as the job is first seen, then follow the schedule.
+    pub run_immediately: bool,
+    /// Bound of one attempt of the action (seconds).
+    pub timeout_seconds: f64,
+    /// Total attempts of the action, the first included (3 = one try, two retries);
+    /// 0 counts as 1.
+    pub max_retries: u32,
+    /// How long a claim holds without renewal before another owner may recover the run.
+    pub lease_seconds: f64,
+    /// Per-job budget brake (USD per budget period).
+    pub max_cost_usd: Option<f64>,
+    /// Names of the `delivery:` sinks the result goes to.
+    pub deliver: Vec<String>,
+    /// Consecutive failures that open an incident and alert once.
+    pub alert_after_failures: u32,
+    /// `enabled: false` = declared but paused.
+    pub enabled: bool,
+    /// Names of environment variables let through to this job's commands, gates and monitors
+    /// although they hold an agent's API key (key variables are removed by default).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    /// Free labels for selecting jobs in bulk (`--tag T`).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Each slot fires at a deterministic offset in `[0, jitter_seconds)` after it
+    /// (`schedule::jitter`); 0 = on the slot.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jitter_seconds: f64,
+    /// `only_on` / `except_on` calendars, resolved (`schedule::calendar`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::schedule::calendar::DayRule::is_empty"
+    )]
+    pub days: crate::schedule::calendar::DayRule,
+    /// What a slot does when it comes while a run of the job is still live (`overlap:`).
+    #[serde(default, skip_serializing_if = "Overlap::is_skip")]
+    pub overlap: Overlap,
+    /// `after:` parents: the job also runs (`trigger: chain`) once each of
+    /// them has finished as its entry says since this job last ran for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<After>,
+}
+
+/// The `overlap:` policy of a job: what a slot that comes due while a run of
+/// the job is still live does. Every outcome leaves its row (`store::logic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// The slot is recorded `skipped` (reason `overlap`) when the run ends (the default).
+    #[default]
+    Skip,
+    /// The first such slot is remembered in the store and runs as soon as the run ends; any
+    /// further one is recorded `skipped` overlap.
+    BufferOne,
+    /// The live run is cancelled (its process tree killed, row `failed`, reason
+    /// [`crate::store::rules::reasons::REASON_SUPERSEDED`] …), then the slot runs.
+    CancelPrevious,
+    /// Runs of the job may overlap, each with its own lease, up to `max_concurrent_runs`; a
+    /// slot beyond that bound is recorded `skipped` overlap at once.
+    Allow {
+        /// The bound on live runs of the job (at least 1).
+        max_concurrent_runs: u32,
+    },
+}
+
+impl Overlap {
+    /// Whether this is `skip`, the default (the stored form then leaves `overlap` out).
+    pub fn is_skip(&self) -> bool {
+        *self == Overlap::Skip
+    }
+
+    /// The words the jobs file accepts (`allow` needs `max_concurrent_runs`).
+    pub const NAMES: [&'static str; 4] = ["skip", "buffer_one", "cancel_previous", "allow"];
+
+    /// The policy's word in the jobs file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::BufferOne => "buffer_one",
+            Overlap::CancelPrevious => "cancel_previous",
+            Overlap::Allow { .. } => "allow",
+        }
+    }
+
+    /// Most runs of the job that may be live at once.
+    pub fn max_runs(&self) -> usize {
+        match self {
+            Overlap::Allow {
+                max_concurrent_runs,
+            } => (*max_concurrent_runs).max(1) as usize,
+            _ => 1,
+        }
+    }
+
+    /// The store looks at the job while a run of it is live: to claim another run (`allow`) or
+    /// to cancel the live one (`cancel_previous`). The owner running it does not hide it from
+    /// its own claims then (it only never recovers its own leases of it).
+    pub fn acts_while_running(&self) -> bool {
+        matches!(self, Overlap::CancelPrevious | Overlap::Allow { .. })
+    }
+}
+
+impl JobDef {
+    /// The job's slot schedule: its `schedule` with `anchor`, restricted to the dates its
+    /// calendars allow (in the job's zone).
+    pub fn compile(
+        &self,
+        anchor: DateTime<Utc>,
+    ) -> Result<crate::schedule::Compiled, crate::schedule::ScheduleError> {
+        let c = crate::schedule::Compiled::new(&self.schedule, anchor)?;
+        if self.days.is_empty() {
+            return Ok(c);
+        }
+        Ok(c.on_days(&self.days, crate::schedule::parse_tz(&self.tz)?))
+    }
+
+    /// The instant the slot `slot` fires: the slot plus the job's jitter offset.
+    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        crate::schedule::jitter::fire_at(&self.name, slot, self.jitter_seconds)
+    }
+
+    /// A one-shot job: `once`/`max_runs: 1`, or an `at` schedule (recovery table).
+    pub fn is_one_shot(&self) -> bool {
+        self.max_runs == Some(1) || self.schedule.is_at()
+    }
+
+    /// The `agents:` entry an agent job calls; `None` for a command job.
+    pub fn agent_name(&self) -> Option<&str> {
+        match &self.action {
+            Action::Agent { agent, .. } => Some(agent),
+            Action::Command { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The record of a tool loop: what each turn of the model and each tool call did, as the
+//! history row keeps it (`transcript`), bounded.
+//!
+//! Owns: the entry types (a turn, a call, an elision mark), their caps (a turn's text, a
+//! call's arguments and the head of its result), and the bound of the whole record
+//! ([`TRANSCRIPT_MAX_BYTES`], 256 KiB of JSON): past it the middle is elided and one mark says
+//! how many entries and bytes went, so both the first steps and the last ones stay readable.
+//! Must not touch: the loop itself (`action::agent` writes entries), redaction (entries arrive
+//! redacted), the views (they make the untrusted texts inert before drawing them).
+//!
+//! Memory follows the same bound while the run goes: the first half of the budget keeps the
+//! first entries, the second half is a window over the latest ones, so a long run never holds
+//! more than the record it will write.
+
+use std::collections::VecDeque;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The bound of a transcript's JSON.
+pub const TRANSCRIPT_MAX_BYTES: usize = 256 * 1024;
+/// A turn's text is kept up to this many bytes (the run's `result` keeps the final answer).
+pub const TURN_TEXT_MAX_BYTES: usize = 4 * 1024;
+/// A call's arguments are kept up to this many bytes.
+pub const ARGS_MAX_BYTES: usize = 2 * 1024;
+/// The head of a call's result kept in the record.
+pub const RESULT_HEAD_BYTES: usize = 2 * 1024;
+
+/// One model turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEntry {
+    /// 1-based.
+    pub turn: u32,
+    /// The model the reply named.
+    pub model: String,
+    /// Every prompt token the model read (cache classes included).
+    pub input_tokens: u64,
+    /// Reply tokens.
+    pub output_tokens: u64,
+    /// Of the input tokens, those read from a prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of the input tokens, those written to a prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// What the turn is booked at.
+    pub cost_usd: f64,
+    /// Requests it took (retries inside the turn included).
+    pub attempts: u32,
+    /// The reply's text (redacted, capped at [`TURN_TEXT_MAX_BYTES`]).
+    pub text: String,
+    /// The reply was cut at its token limit.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cut: bool,
+    /// How many tools it asked to call.
+    pub calls: u32,
+}
+
+/// How an operator answered a call that needed approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Approved (by whom, when known).
+    Approved {
+        /// Who approved it, when known.
+        by: Option<String>,
+    },
+    /// Denied, with the reason the model was given.
+    Denied {
+        /// The reason the model was given.
+        reason: String,
+    },
+}
+
+/// Where a call got to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Sent to its tool; no result recorded yet (an abandoned run's last call may stay so).
+    Dispatched,
+    /// The tool answered (or the call timed out or broke): the result is recorded.
+    Done,
+    /// Never sent: a name that was not offered, arguments that are not valid, a call over the
+    /// turn's limit, a denial. The model got an error result.
+    Refused,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallEntry {
+    /// The turn that asked for it.
+    pub turn: u32,
+    /// The call's id in the conversation.
+    pub id: String,
+    /// The tool: its jobs-file name (`server.tool`, a command tool's key) when it was offered,
+    /// else the name the model used.
+    pub tool: String,
+    /// Its source (the `mcp_servers:` key, `tools` for command tools); `None` when not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The arguments as the model sent them (redacted, capped at [`ARGS_MAX_BYTES`]).
+    pub arguments: String,
+    /// When the loop took the call up.
+    pub started_at: DateTime<Utc>,
+    /// How long it took, refusal or dispatch.
+    pub duration_ms: u64,
+    /// Where it got to.
+    pub state: CallState,
+    /// The model was told the call failed.
+    pub is_error: bool,
+    /// The operator's answer, for a call that needed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// Bytes of the whole result (before the model's cap).
+    pub result_bytes: u64,
+    /// sha256 of the whole result, lowercase hex.
+    pub result_sha256: String,
+    /// The first [`RESULT_HEAD_BYTES`] of the result (redacted).
+    pub result_head: String,
+}
+
+/// One entry of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A model turn.
+    Turn(TurnEntry),
+    /// A tool call.
+    Call(CallEntry),
+    /// Entries left out of the middle to keep the record bounded.
+    Elided {
+        /// How many.
+        entries: u64,
+        /// Their JSON bytes.
+        bytes: u64,
+    },
+}
+
+/// A bounded transcript (see the module doc).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transcript {
+    head: Vec<Entry>,
+    head_bytes: usize,
+    /// Once an entry did not fit the head, later ones go to the tail (order is kept).
+    sealed: bool,
+    tail: VecDeque<(Entry, usize)>,
+    tail_bytes: usize,
+    elided_entries: u64,
+    elided_bytes: u64,
+    /// Entries ever pushed (the record's sequence numbers for appended deltas).
+    pushed: u64,
+}
+
+impl Transcript {
+    /// An empty transcript.
+    pub fn new() -> Transcript {
+        Transcript::default()
+    }
+
+    /// Append an entry; past the bound the oldest entries after the head are elided.
+    pub fn push(&mut self, e: Entry) {
+        let size = serde_json::to_string(&e).map(|s| s.len()).unwrap_or(0) + 1;
+        let half = TRANSCRIPT_MAX_BYTES / 2;
+        self.pushed += 1;
+        if !self.sealed && self.head_bytes + size <= half {
+            self.head.push(e);
+            self.head_bytes += size;
+            return;
+        }
+        self.sealed = true;
+        self.tail.push_back((e, size));
+        self.tail_bytes += size;
+        while self.tail_bytes > half - ELISION_MARK_BYTES && self.tail.len() > 1 {
+            if let Some((_, n)) = self.tail.pop_front() {
+                self.tail_bytes -= n;
+                self.elided_entries += 1;
+                self.elided_bytes += n as u64;
+            }
+        }
+    }
+
+    /// Update the last call entry with id `id` (a dispatched call's result), wherever it is.
+    pub fn update_call(&mut self, turn: u32, id: &str, f: impl FnOnce(&mut CallEntry)) {
+        let hit = self
+            .tail
+            .iter_mut()
+            .rev()
+            .map(|(e, _)| e)
+            .chain(self.head.iter_mut().rev())
+            .find_map(|e| match e {
+                Entry::Call(c) if c.turn == turn && c.id == id => Some(c),
+                _ => None,
+            });
+        if let Some(c) = hit {
+            f(c);
+        }
+    }
+
+    /// The entries as written: the head, the elision mark (if any), the tail.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.head.iter().chain(self.tail.iter().map(|(e, _)| e))
+    }
+
+    /// The entries to write, the elision mark included.
+    pub fn to_vec(&self) -> Vec<Entry> {
+        let mut v: Vec<Entry> = self.head.clone();
+        if self.elided_entries > 0 {
+            v.push(Entry::Elided {
+                entries: self.elided_entries,
+                bytes: self.elided_bytes,
+            });
+        }
+        v.extend(self.tail.iter().map(|(e, _)| e.clone()));
+        v
+    }
+
+    /// Nothing was ever pushed.
+    pub fn is_empty(&self) -> bool {
+        self.pushed == 0
+    }
+
+    /// Entries ever pushed, elided ones included.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    /// Bytes of JSON the record holds now (at most [`TRANSCRIPT_MAX_BYTES`]).
+    pub fn bytes(&self) -> usize {
+        self.head_bytes
+            + self.tail_bytes
+            + if self.elided_entries > 0 {
+                ELISION_MARK_BYTES
+            } else {
+                0
+            }
+    }
+}
+
+/// Room kept for the elision mark itself.
+const ELISION_MARK_BYTES: usize = 96;
+
+impl Serialize for Transcript {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_vec().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Transcript {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let entries = Vec::<Entry>::deserialize(d)?;
+        let head_bytes = entries
+            .iter()
+            .map(|e| serde_json::to_string(e).map(|s| s.len() + 1).unwrap_or(0))
+            .sum();
+        Ok(Transcript {
+            pushed: entries.len() as u64,
+            head: entries,
+            head_bytes,
+            sealed: true,
+            ..Transcript::default()
+        })
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, marked when cut.
+pub fn cap_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mark = "…[cut]";
+    let mut end = max.saturating_sub(mark.len());
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{mark}", &s[..end])
+}
+
+/// sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(turn: u32, id: &str, head: &str) -> Entry {
+        Entry::Call(CallEntry {
+            turn,
+            id: id.into(),
+            tool: "files.read_file".into(),
+            source: Some("files".into()),
+            arguments: "{}".into(),
+            started_at: DateTime::UNIX_EPOCH,
+            duration_ms: 1,
+            state: CallState::Done,
+            is_error: false,
+            approval: None,
+            result_bytes: head.len() as u64,
+            result_sha256: sha256_hex(head.as_bytes()),
+            result_head: head.into(),
+        })
+    }
+
+    #[test]
+    fn a_long_transcript_keeps_its_first_and_last_entries_and_says_what_went() {
+        let mut t = Transcript::new();
+        let blob = "x".repeat(RESULT_HEAD_BYTES);
+        for i in 0..1000 {
+            t.push(call(i, &format!("c{i}"), &blob));
+        }
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.len() <= TRANSCRIPT_MAX_BYTES, "{}", json.len());
+        assert!(
+            json.len() > TRANSCRIPT_MAX_BYTES - 8 * 1024,
+            "{}",
+            json.len()
+        );
+        let v = t.to_vec();
+        assert!(matches!(&v[0], Entry::Call(c) if c.id == "c0"));
+        assert!(matches!(v.last(), Some(Entry::Call(c)) if c.id == "c999"));
+        let elided: Vec<&Entry> = v
+            .iter()
+            .filter(|e| matches!(e, Entry::Elided { .. }))
+            .collect();
+        assert_eq!(elided.len(), 1);
+        let Entry::Elided { entries, .. } = elided[0] else {
+            unreachable!()
+        };
+        assert_eq!(*entries as usize + v.len() - 1, 1000);
+        assert_eq!(t.pushed(), 1000);
+        assert!(t.bytes() <= TRANSCRIPT_MAX_BYTES);
+        // What is written reads back as written.
+        let back: Transcript = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.to_vec(), v);
+    }
+
+    #[test]
+    fn a_dispatched_call_gets_its_result_in_place() {
+        let mut t = Transcript::new();
+        let mut e = call(1, "a", "");
+        if let Entry::Call(c) = &mut e {
+            c.state = CallState::Dispatched;
+        }
+        t.push(e);
+        t.update_call(1, "a", |c| {
+            c.state = CallState::Done;
+            c.result_head = "ok".into();
+        });
+        assert!(
+            matches!(&t.to_vec()[0], Entry::Call(c) if c.state == CallState::Done && c.result_head == "ok")
+        );
+    }
+
+    #[test]
+    fn caps_cut_at_a_character_boundary() {
+        assert_eq!(cap_bytes("short", 10), "short");
+        let c = cap_bytes(&"é".repeat(100), 21);
+        assert!(c.len() <= 21 && c.ends_with("…[cut]"), "{c}");
+        assert_eq!(sha256_hex(b"").len(), 64);
+    }
+}

@@ -1,0 +1,345 @@
+//! Agent runs with tools through the engine, against the scripted loopback model in both wire
+//! formats and in-memory tool sources: the loop's turns and calls on the row and in its
+//! transcript, money summed over the turns (and never past a budget between turns), the loop's
+//! bounds as `failed` rows, prompt-cache tokens priced.
+
+mod engine_support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cronsole::model::Status;
+use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+use cronsole::testkit::tools::{FixedTools, MemorySource, error_output, text_output};
+use cronsole::transcript::{CallState, Entry};
+use engine_support::*;
+use serde_json::json;
+
+const KEY: &str = "sk-TOOLS-0123456789abcdef";
+
+fn yaml(provider: &str, base: &str, budget: &str, pricing: &str) -> String {
+    format!(
+        "{budget}pricing:
+  test-model: {{ input: 1.0, output: 2.0{pricing} }}
+agents:
+  a:
+    provider: {provider}
+    base_url: {base}
+    api_key_env: TEST_KEY
+    model: test-model
+    instructions: use the tools
+jobs:
+  - name: ask
+    schedule: every 60s
+    agent: a
+    message: read /a
+    max_retries: 1
+"
+    )
+}
+
+fn files() -> Arc<MemorySource> {
+    Arc::new(MemorySource::new("files").tool(
+        "read_file",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        |args| match args["path"].as_str() {
+            Some("/missing") => Ok(error_output("no such file")),
+            Some(p) => Ok(text_output(&format!("contents of {p}"))),
+            None => Ok(error_output("no path")),
+        },
+    ))
+}
+
+fn opts(src: &Arc<MemorySource>) -> RigOpts {
+    RigOpts {
+        env: HashMap::from([("TEST_KEY".to_string(), KEY.to_string())]),
+        tools: Some(Arc::new(FixedTools(vec![Arc::clone(src)]))),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_parallel_calls_then_an_answer_are_one_succeeded_row_with_its_transcript() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("files__read_file", json!({"path": "/a"})),
+                    FakeCall::new("files__delete_everything", json!({})),
+                ],
+                100,
+                20,
+            ),
+            Reply::ok("the file says a", 300, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-openai",
+        &yaml("openai", &fake.base_url(), "budget: null\n", ""),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(r.result.as_deref(), Some("the file says a"));
+    assert_eq!((r.turns, r.tool_calls), (Some(2), Some(2)));
+    assert_eq!((r.input_tokens, r.output_tokens), (400, 30));
+    // 400 × $1/M + 30 × $2/M, both turns.
+    assert!((r.cost_usd - 0.00046).abs() < 1e-12, "{}", r.cost_usd);
+    assert_eq!(r.attempts, 2);
+    // The invented name was never dispatched.
+    assert_eq!(
+        src.calls(),
+        vec![("read_file".to_string(), json!({"path": "/a"}))]
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let first = reqs[0].json().unwrap();
+    assert_eq!(first["tools"][0]["function"]["name"], "files__read_file");
+    let second = reqs[1].json().unwrap();
+    let m = second["messages"].as_array().unwrap();
+    // system, user, assistant with two calls, one tool message per call in order.
+    assert_eq!(m.len(), 5, "{m:#?}");
+    assert_eq!(m[2]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(m[3]["tool_call_id"], "call_0");
+    assert_eq!(m[3]["content"], "contents of /a");
+    assert_eq!(m[4]["tool_call_id"], "call_1");
+    assert!(
+        m[4]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named 'files__delete_everything'"),
+        "{}",
+        m[4]
+    );
+    let t = r.transcript.expect("transcript").to_vec();
+    let kinds: Vec<&str> = t
+        .iter()
+        .map(|e| match e {
+            Entry::Turn(_) => "turn",
+            Entry::Call(_) => "call",
+            Entry::Elided { .. } => "elided",
+        })
+        .collect();
+    assert_eq!(kinds, ["turn", "call", "call", "turn"]);
+    let Entry::Call(c) = &t[1] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (c.tool.as_str(), c.state),
+        ("files.read_file", CallState::Done)
+    );
+    let Entry::Call(c) = &t[2] else {
+        unreachable!()
+    };
+    assert_eq!(c.state, CallState::Refused);
+    assert!(c.is_error);
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_results_of_a_turn_go_back_in_one_user_message() {
+    let src = files();
+    let fake = FakeLlm::anthropic(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("files__read_file", json!({"path": "/a"})),
+                    FakeCall::new("files__read_file", json!({"path": "/missing"})),
+                ],
+                50,
+                20,
+            ),
+            Reply::ok("done", 200, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-anthropic",
+        &yaml("anthropic", &fake.base_url(), "budget: null\n", ""),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(src.calls().len(), 2);
+    let second = fake.requests()[1].json().unwrap();
+    let m = second["messages"].as_array().unwrap();
+    assert_eq!(m.len(), 3, "{m:#?}");
+    let results = m[2]["content"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["tool_use_id"], "toolu_0");
+    assert_eq!(results[1]["is_error"], true);
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_never_stops_fails_at_max_turns() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::tools(
+            vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+            10,
+            5,
+        )))],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-forever",
+        &yaml("openai", &fake.base_url(), "budget: null\n", ""),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("max_turns 10 reached after 9 tool calls")
+    );
+    assert_eq!((r.turns, r.tool_calls), (Some(10), Some(9)));
+    assert_eq!(fake.request_count(), 10);
+    // Every turn is on the row's money.
+    assert!(
+        (r.cost_usd - 10.0 * 0.00002).abs() < 1e-12,
+        "{}",
+        r.cost_usd
+    );
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_arguments_repeated_trip_the_circuit_breaker() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::tools(
+            vec![FakeCall::raw("files__read_file", r#"{"path": "/a"#)],
+            10,
+            5,
+        )))],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-breaker",
+        &yaml("openai", &fake.base_url(), "budget: null\n", ""),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("tool loop: files.read_file failed 3 times with the same arguments")
+    );
+    assert!(
+        src.calls().is_empty(),
+        "truncated arguments are never dispatched"
+    );
+    assert_eq!(fake.request_count(), 3);
+    rig.stop().await;
+}
+
+/// A later turn that does not fit the budget is not sent: `failed`, the spend so far on the
+/// row and in the budget, never over the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_spent() {
+    let src = files();
+    // Turn 1 books 10 in + 4 000 out = $0.00801; turn 2's worst case (~$0.0083) does not fit
+    // the $0.012 left of a $0.02 day.
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                10,
+                4000,
+            ),
+            Reply::ok("never", 1, 1),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-budget",
+        &yaml(
+            "openai",
+            &fake.base_url(),
+            "budget: { max_cost_usd: 0.012, period: day }\n",
+            "",
+        ),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("budget reached after turn 1 ($0.00801 spent this run); budget reached: global $0.012/day"),
+        "{reason}"
+    );
+    assert_eq!(fake.request_count(), 1);
+    assert_eq!(
+        src.calls().len(),
+        1,
+        "turn 1's result was produced and kept"
+    );
+    assert!((r.cost_usd - 0.00801).abs() < 1e-12, "{}", r.cost_usd);
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - 0.00801).abs() < 1e-12, "{spend:?}");
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_prompt_tokens_are_priced_at_the_cache_price_once() {
+    for (provider, expected) in [
+        // OpenAI: 1 000 prompt tokens of which 800 cached at $0.5/M, 100 out at $2/M.
+        ("openai", (200.0 * 1.0 + 800.0 * 0.5 + 100.0 * 2.0) / 1e6),
+        // Anthropic: 1 000 input at $1/M + 800 read at $0.1/M + 200 written at $1.25/M.
+        (
+            "anthropic",
+            (1000.0 + 800.0 * 0.1 + 200.0 * 1.25 + 100.0 * 2.0) / 1e6,
+        ),
+    ] {
+        let src = files();
+        let reply = Reply::Cached {
+            text: "cached".into(),
+            usage: (1000, 100),
+            cache: (800, 200),
+        };
+        let fake = match provider {
+            "openai" => FakeLlm::openai(KEY, vec![reply]).await,
+            _ => FakeLlm::anthropic(KEY, vec![reply]).await,
+        }
+        .unwrap();
+        let rig = Rig::start(
+            &format!("tools-cache-{provider}"),
+            &yaml(
+                provider,
+                &fake.base_url(),
+                "budget: { max_cost_usd: 1.0, period: day }\n",
+                ", cached_input: 0.5, cache_read: 0.1, cache_write: 1.25",
+            ),
+            opts(&src),
+        )
+        .await;
+        let r = rig.wait_rows("ask", 1).await.remove(0);
+        assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+        assert!(
+            (r.cost_usd - expected).abs() < 1e-12,
+            "{provider}: {} vs {expected}",
+            r.cost_usd
+        );
+        let spend = rig.store.spend("ask", rig.now()).unwrap();
+        assert!((spend.job_usd - expected).abs() < 1e-12, "{spend:?}");
+        rig.stop().await;
+    }
+}
