@@ -152,7 +152,7 @@ pub struct JobDef {
 }
 
 /// The `overlap:` policy of a job: what a slot that comes due while a run of
-/// the job is still live does. Every outcome leaves its row (`store::logic`).
+/// the job is still live does. Every outcome leaves its row (`store::plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
