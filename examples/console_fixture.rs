@@ -25,6 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         clock: Arc::new(ManualClock::new(now)),
         stop: tokio_util::sync::CancellationToken::new(),
         dry_run: None,
+        warnings: Vec::new(),
     };
     tui::run(deps).await?;
     while let Ok(c) = cmd_rx.try_recv() {

@@ -30,8 +30,8 @@
 //! - A reply is priced at the model the request named when the table knows it (the reservation
 //!   was computed at that price), and booked at no more than the call's reservation; above it, the
 //!   reservation is booked and the reason gives the reply's figures ([`call_cost`]).
-//! - Money is shown with at least two decimals and as many more (up to six) as it takes to show
-//!   the amount exactly (`$1.00`, `$0.001`, `$0.0042`): a $0.001 budget is never "$0.00".
+//! - Money is shown one way everywhere ([`usd`]): cents from a cent up, two significant digits
+//!   below it (`$1.00`, `$0.0025`, `$0.000025`): a $0.001 budget is never "$0.00".
 
 use std::collections::BTreeMap;
 
@@ -624,23 +624,35 @@ pub fn worst_case_usd(price: Price, prompt_bytes: usize, max_tokens: u32) -> f64
     if c.is_finite() && c > 0.0 { c } else { 0.0 }
 }
 
-/// Money as people read it: `$1.00`, `$0.20`, `$0.001`, `$0.0042` — at least two decimals,
-/// more (up to six) only when the amount needs them; never rounds a non-zero amount to `$0.00`.
+/// Money as people read it, the one format of every surface (console, CLI, notices, skip
+/// reasons): cents from a cent up (`$1.00`, `$0.25`, `$12.50`), and below a cent two
+/// significant digits (`$0.0025`, `$0.000025`), so a $0.0000245 call is never `$0.0000` and a
+/// $0.002 budget never `$0.00`. Trailing zeros past the cents are dropped (`$0.002`,
+/// `$0.015`). Zero is `$0.00`; a negative amount `-$0.50`; an amount too small for six
+/// decimals `<$0.000001`; NaN or infinity `$?`.
 pub fn usd(x: f64) -> String {
     if !x.is_finite() {
-        return format!("${x}");
+        return "$?".into();
     }
-    let mut s = format!("{:.6}", x.abs());
+    let a = x.abs();
+    if a == 0.0 {
+        return "$0.00".into();
+    }
+    if a < 0.000_000_5 {
+        return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
+    }
+    // Decimals for two significant digits below a dime (at least the cents), at most six.
+    let places = if a >= 0.1 {
+        2
+    } else {
+        // 0.0042 → 3: its first significant digit is the third decimal.
+        let first = (-a.log10()).ceil() as usize;
+        (first + 1).clamp(2, 6)
+    };
+    let mut s = format!("{a:.places$}");
+    // Rounding may carry into one more digit (0.0999 → "0.100"): drop zeros past the cents.
     while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
         s.pop();
-    }
-    if x.abs() > 0.0 && s.trim_start_matches(['0', '.']).is_empty() {
-        // Below a millionth of a dollar: say so rather than print zero.
-        return if x < 0.0 {
-            "-<$0.000001".into()
-        } else {
-            "<$0.000001".into()
-        };
     }
     if x < 0.0 {
         format!("-${s}")
@@ -649,16 +661,13 @@ pub fn usd(x: f64) -> String {
     }
 }
 
-/// Money with exactly `places` decimals (`$0.0000`), for tables that align figures. Never
-/// prints a negative zero (`$-0.0000`): an amount that rounds to zero is shown as zero.
-pub fn usd_fixed(x: f64, places: usize) -> String {
-    let s = format!("{x:.places$}");
-    match s.strip_prefix('-') {
-        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => format!("${rest}"),
-        Some(rest) => format!("-${rest}"),
-        None => format!("${s}"),
-    }
-}
+/// How a skip reason starts when the limit itself is below one call's worst case: no amount of
+/// waiting lets that call through (lower `max_tokens` or raise the limit). Front ends tell it
+/// apart from [`BUDGET_REACHED`] by this prefix.
+pub const BUDGET_TOO_SMALL: &str = "budget too small for one call";
+
+/// How a skip reason starts when a limit that could pay for the call has been used up.
+pub const BUDGET_REACHED: &str = "budget reached";
 
 /// The sum of amounts, `0.0` (not `-0.0`, which `Iterator::sum` gives for no items) when
 /// there are none.
@@ -900,22 +909,31 @@ mod tests {
         assert_eq!(usd(12.5), "$12.50");
         assert_eq!(usd(1e-9), "<$0.000001");
         assert_eq!(usd(-0.5), "-$0.50");
+        // Two significant digits below a cent, the cents above it.
+        assert_eq!(usd(0.0000246), "$0.000025");
+        assert_eq!(usd(0.002469), "$0.0025");
+        assert_eq!(usd(0.002), "$0.002");
+        assert_eq!(usd(0.0003), "$0.0003");
+        assert_eq!(usd(0.0123), "$0.012");
+        assert_eq!(usd(0.05), "$0.05");
+        assert_eq!(usd(0.25), "$0.25");
+        assert_eq!(usd(0.0999), "$0.10");
+        assert_eq!(usd(0.00999), "$0.01");
+        assert_eq!(usd(1234.567), "$1234.57");
+        assert_eq!(usd(f64::NAN), "$?");
+        assert_eq!(usd(-0.0025), "-$0.0025");
     }
 
-    /// Red team 5 (LOW): `dry-run` printed `spent $-0.0000` (an empty f64 sum is -0.0).
+    /// An empty f64 sum is -0.0: shown as zero, never `$-0.00`.
     #[test]
-    fn fixed_money_never_shows_a_negative_zero() {
+    fn money_never_shows_a_negative_zero() {
         let empty: Vec<f64> = Vec::new();
         assert!(
             empty.iter().copied().sum::<f64>().is_sign_negative(),
             "why sum_usd exists"
         );
         assert!(sum_usd(empty).is_sign_positive());
-        assert_eq!(usd_fixed(sum_usd([]), 4), "$0.0000");
-        assert_eq!(usd_fixed(-0.0, 4), "$0.0000");
-        assert_eq!(usd_fixed(-0.00001, 4), "$0.0000");
-        assert_eq!(usd_fixed(-0.5, 2), "-$0.50");
-        assert_eq!(usd_fixed(0.02, 4), "$0.0200");
+        assert_eq!(usd(sum_usd([])), "$0.00");
         assert_eq!(usd(-0.0), "$0.00");
         assert!((sum_usd([0.1, 0.2]) - 0.3).abs() < 1e-12);
     }
@@ -963,7 +981,7 @@ mod tests {
         assert!(!c.unpriced);
         let r = c.reason.unwrap_or_default();
         assert!(
-            r.starts_with("usage above the worst case (100000 input, 10 output tokens): booked at the reservation $0.01084 instead of $1.0001"),
+            r.starts_with("usage above the worst case (100000 input, 10 output tokens): booked at the reservation $0.011 instead of $1.00"),
             "{r}"
         );
         // Output over the request's bound says so, and is booked at the reservation too.

@@ -85,8 +85,8 @@ impl JobForecast {
     /// - every slot spends: `22 slots left × $0.0108/run = $0.2376`;
     /// - a limit stops some: `22 slots left, 3 before its limit ($0.0392 left): 3 × $0.0108/run
     ///   = $0.0324` (or `… 3 before the global limit: …`);
-    /// - a limit stops all: `22 slots left, cap reached ($0.0092 left, a run costs $0.0108): $0`
-    ///   (the job's own cap) or `22 slots left, none within the global limit: $0`.
+    /// - a limit stops all: `22 slots left, cap reached ($0.0092 left, a run costs $0.011):
+    ///   $0.00` (the job's own cap) or `22 slots left, none within the global limit: $0.00`.
     ///
     /// `(at least)` follows when the slots were capped at [`SLOT_CAP`]. `money` formats an
     /// amount the way the caller's surface does.
@@ -100,10 +100,11 @@ impl JobForecast {
         if self.runs_paid == 0 {
             return match self.job_limit_left_usd {
                 Some(left) if self.cost_per_run_usd > left + 1e-12 => format!(
-                    "{slots}, cap reached ({} left, a run costs {per}): $0",
-                    money(left)
+                    "{slots}, cap reached ({} left, a run costs {per}): {}",
+                    money(left),
+                    money(0.0)
                 ),
-                _ => format!("{slots}, none within the global limit: $0"),
+                _ => format!("{slots}, none within the global limit: {}", money(0.0)),
             };
         }
         format!(
@@ -135,7 +136,10 @@ impl Forecast {
     /// A short phrase for the console header and `stats`.
     pub fn phrase(&self, now: DateTime<Utc>) -> String {
         match (self.limit_usd, self.limit_reached_at) {
-            (None, _) => format!("projected ${:.2} this period", self.projected_total_usd),
+            (None, _) => format!(
+                "projected {} this period",
+                crate::cost::usd(self.projected_total_usd)
+            ),
             (Some(_), None) => "limit not reached this period".to_string(),
             (Some(_), Some(t)) if t <= now => "limit reached".to_string(),
             (Some(_), Some(t)) => format!(
@@ -437,7 +441,7 @@ mod tests {
         assert_eq!(j.limit_note(&money), ", 0 before its limit ($0.0092 left)");
         assert_eq!(
             j.breakdown(money),
-            "22 slots left, cap reached ($0.0092 left, a run costs $0.0108): $0"
+            "22 slots left, cap reached ($0.0092 left, a run costs $0.0108): $0.0000"
         );
         // With room for three more runs, three are paid, and the product adds up.
         rec.def.max_cost_usd = Some(0.05);
@@ -542,7 +546,7 @@ mod tests {
         assert_eq!((j.runs_paid, j.projected_usd), (0, 0.0));
         assert_eq!(
             j.breakdown(|x| format!("${x:.4}")),
-            "20000 slots left (at least), none within the global limit: $0"
+            "20000 slots left (at least), none within the global limit: $0.0000"
         );
     }
 }

@@ -224,6 +224,8 @@ pub mod forecast;
 #[doc(hidden)]
 pub mod gate;
 #[doc(hidden)]
+pub mod owners;
+#[doc(hidden)]
 pub mod proc;
 #[doc(hidden)]
 pub mod service;

@@ -56,7 +56,8 @@ pub struct JobView<'a> {
     pub last_run_at: Option<DateTime<Utc>>,
     /// How its last run ended.
     pub last_status: Option<Status>,
-    /// Scheduled runs so far (what `max_runs` counts).
+    /// Every execution so far (succeeded, no_change and failed rows, any trigger): RUNS in
+    /// `jobs`, `stats` and the console. What `max_runs` counts is `runtime.runs`.
     pub runs: u64,
     /// Paused by an operator.
     pub paused: bool,
@@ -98,7 +99,7 @@ impl<'a> JobView<'a> {
                 .map(|n| r.def.fire_at(n)),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,
-            runs: r.rt.runs,
+            runs: r.rt.counters.executions(),
             paused: r.rt.paused,
             retired: r.rt.retired,
             retired_reason: r.rt.retired_reason.as_deref(),

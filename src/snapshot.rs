@@ -56,8 +56,13 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// Owners holding live leases, plus this one when it runs an engine.
+    /// The live owners ([`crate::owners`]): those holding an unexpired lease, plus this one when
+    /// it runs an engine. A restarted process's old id holds none: one process, one owner.
     pub owners_seen: Vec<String>,
+    /// Some engine runs on the store: this one, a lease holder, or one that wrote a history
+    /// row lately ([`crate::owners::engine_seen`]). `false` in `console --attach` says nothing
+    /// will run the jobs until one starts.
+    pub engine_seen: bool,
     /// The store's settings (agents, budget, sinks).
     pub settings: Settings,
     /// Spend in the current budget period over all jobs.
@@ -183,11 +188,7 @@ impl RowDef {
 impl JobRow {
     /// The table's row of `j`.
     pub fn of(j: &JobRecord) -> JobRow {
-        let by = &j.rt.counters.by_status;
-        let executions = [Status::Succeeded, Status::NoChange, Status::Failed]
-            .iter()
-            .map(|s| by.get(s).copied().unwrap_or(0))
-            .sum();
+        let executions = j.rt.counters.executions();
         JobRow {
             def: RowDef {
                 name: j.def.name.clone(),
@@ -224,10 +225,6 @@ impl JobRow {
         }
     }
 }
-
-/// Owners that wrote a history row this recently count as alive (there is no heartbeat row:
-/// a live engine without a lease right now is seen through the rows it writes).
-pub const OWNER_SEEN_SECS: i64 = 300;
 
 /// An operator action sent but not yet confirmed by the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -413,15 +410,10 @@ impl Snapshot {
             limit: RECENT_ROWS,
             ..Default::default()
         })?;
-        // Owners between runs hold no lease: the rows they wrote lately show they are alive.
-        let seen_since = now - chrono::Duration::seconds(OWNER_SEEN_SECS);
         let mut owners = fold.owners;
-        owners.extend(
-            recent
-                .iter()
-                .take_while(|r| r.finished_at >= seen_since)
-                .map(|r| r.owner.clone()),
-        );
+        // An owner between runs holds no lease: the newest row says an engine is still about.
+        let engine_seen =
+            engine_running || crate::owners::engine_seen(&owners, recent.first(), now);
         if engine_running {
             owners.insert(owner.to_string());
         }
@@ -435,6 +427,7 @@ impl Snapshot {
             jobs: fold.rows,
             loading,
             owners_seen: owners.into_iter().collect(),
+            engine_seen,
             settings,
             period_spend_usd: fold.period_spend_usd,
             spend_incomplete: fold.spend_incomplete,
@@ -569,16 +562,20 @@ mod tests {
         let now = t0 + chrono::Duration::hours(1) + chrono::Duration::minutes(1);
         let s = Snapshot::load(&store, now, "o", t0, true).unwrap();
         assert_eq!(s.counts_24h.get(&Status::Succeeded), Some(&3));
-        // Attached (no engine here, no lease now): the owner that wrote rows a minute ago counts.
+        // Attached (no engine here, no lease now): no live owner is counted, but the owner
+        // that wrote rows a minute ago says an engine is about; later it does not.
         let attached = Snapshot::load(&store, now, "attached", t0, false).unwrap();
-        assert_eq!(attached.owners_seen, vec!["o".to_string()]);
-        let later = now + chrono::Duration::seconds(OWNER_SEEN_SECS + 1);
-        let attached = Snapshot::load(&store, later, "attached", t0, false).unwrap();
         assert!(
             attached.owners_seen.is_empty(),
             "{:?}",
             attached.owners_seen
         );
+        assert!(attached.engine_seen);
+        let later = now + chrono::Duration::seconds(crate::owners::SEEN_SECS + 1);
+        let attached = Snapshot::load(&store, later, "attached", t0, false).unwrap();
+        assert!(!attached.engine_seen);
+        // With the engine running here: itself, one owner.
+        assert_eq!(s.owners_seen, vec!["o".to_string()]);
         assert!(attached.forecast.is_some());
         // The forecast, made from the records of the jobs that spent only, is the one made
         // from every record.

@@ -1,12 +1,15 @@
-//! The time columns users of `systemctl list-timers` expect (issue 12 item 3): NEXT / LEFT /
-//! LAST / PASSED, absolute times in local time (or UTC) and relative spans in systemd's style
-//! (`4min 10s`, `2h 5min`, `3 days 1h`). Shared by `cronsole jobs`, `describe` and the console.
+//! Times for people, both ways. Out: the time columns users of `systemctl list-timers` expect
+//! (NEXT / LEFT / LAST / PASSED), absolute times in local time (or UTC) and relative spans in
+//! systemd's style (`4min 10s`, `2h 5min`, `3 days 1h`), shared by `cronsole jobs`, `describe`
+//! and the console. In: [`parse_time`], the one reader of every time a command takes
+//! (`--after`, `--before`, `--since`, `--from`, `--to`), so a form one flag accepts every flag
+//! accepts.
 //!
-//! Owns: formatting instants and spans for people. Must not touch: the environment (the binary
-//! picks the [`Zone`] once and passes it in), the store, the clock (callers pass `now`). JSON
-//! output never goes through here: it stays RFC 3339 UTC.
+//! Owns: formatting and reading instants and spans for people. Must not touch: the environment
+//! (the binary picks the [`Zone`] once and passes it in), the store, the clock (callers pass
+//! `now`). JSON output never goes through here: it stays RFC 3339 UTC.
 
-use chrono::{DateTime, Duration, Local, Utc};
+use chrono::{DateTime, Duration, Local, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 /// Which zone absolute times are shown in.
@@ -97,6 +100,108 @@ pub fn passed(last: DateTime<Utc>, now: DateTime<Utc>) -> String {
     format!("{} ago", span(now - last))
 }
 
+/// A time argument that could not be read: says what was given and every form accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{input}' is not a time{why}: use an RFC 3339 instant (2026-11-29T09:00:00Z), a wall time \
+     in {zone} (2026-11-29T09:00, 2026-11-29 09:00), a date (2026-11-29: its midnight), now, \
+     today, yesterday, tomorrow (midnight), a duration ago (2h, 30m ago, 1h30m) or ahead (in 2h)"
+)]
+pub struct TimeArgError {
+    /// What was given.
+    pub input: String,
+    /// The zone wall times and dates are read in.
+    pub zone: String,
+    /// The detail, with its leading separator (`": duration too large"`), or empty.
+    pub why: String,
+}
+
+/// Read a time argument: RFC 3339; a naive date-time or a date (midnight) as a wall time in
+/// `zone` (a wall time skipped by a DST change is the first instant after the gap; a repeated
+/// one is its first pass); `now`; `today`, `yesterday`, `tomorrow` (midnight in `zone`); a
+/// duration ago (`2h`, `2h ago`) or ahead (`in 2h`). Case-insensitive, spaces around ignored.
+/// `zone_name` names `zone` in the error.
+pub fn parse_time<Z: TimeZone>(
+    input: &str,
+    now: DateTime<Utc>,
+    zone: &Z,
+    zone_name: &str,
+) -> Result<DateTime<Utc>, TimeArgError> {
+    let err = |why: &str| TimeArgError {
+        input: input.trim().to_string(),
+        zone: zone_name.to_string(),
+        why: why.to_string(),
+    };
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(err(""));
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.to_utc());
+    }
+    let lower = s.to_ascii_lowercase();
+    let today = now.with_timezone(zone).date_naive();
+    let day = match lower.as_str() {
+        "now" => return Ok(now),
+        "today" => Some(today),
+        "yesterday" => today.pred_opt(),
+        "tomorrow" => today.succ_opt(),
+        _ => NaiveDate::parse_from_str(s, "%Y-%m-%d").ok(),
+    };
+    let naive = day.map(|d| d.and_time(chrono::NaiveTime::MIN)).or_else(|| {
+        [
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%d %H:%M:%S%.f",
+            "%Y-%m-%d %H:%M",
+        ]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+    });
+    if let Some(naive) = naive {
+        return wall_time(naive, zone).ok_or_else(|| err(": no such wall time"));
+    }
+    let (ahead, text) = match lower.strip_prefix("in ") {
+        Some(rest) => (true, rest.trim()),
+        None => (false, lower.strip_suffix(" ago").unwrap_or(&lower).trim()),
+    };
+    let d = crate::schedule::parse_duration(text).map_err(|_| err(""))?;
+    let d = Duration::from_std(d).map_err(|_| err(": duration too large"))?;
+    let t = if ahead {
+        now.checked_add_signed(d)
+    } else {
+        now.checked_sub_signed(d)
+    };
+    t.ok_or_else(|| err(": duration too large"))
+}
+
+/// The instant of the wall time `naive` in `zone`: its first pass when it repeats, the first
+/// instant after the gap when a DST change skips it.
+fn wall_time<Z: TimeZone>(naive: NaiveDateTime, zone: &Z) -> Option<DateTime<Utc>> {
+    match zone.from_local_datetime(&naive) {
+        LocalResult::Single(t) => Some(t.to_utc()),
+        LocalResult::Ambiguous(a, b) => Some(a.to_utc().min(b.to_utc())),
+        LocalResult::None => {
+            // Skipped by a DST change: the first instant whose wall time is later. Wall time
+            // only grows across a gap, so bisect the UTC instants around it (gaps are hours).
+            let wall = |u: DateTime<Utc>| u.with_timezone(zone).naive_local();
+            let (mut lo, mut hi) = (
+                naive.and_utc() - Duration::hours(15),
+                naive.and_utc() + Duration::hours(15),
+            );
+            while (hi - lo).num_seconds() > 1 {
+                let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
+                if wall(mid) > naive {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            Some(hi)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +229,47 @@ mod tests {
         assert_eq!(Zone::pick(true, Some("Europe/Paris")), Zone::Utc);
         assert_eq!(Zone::pick(false, Some(":UTC")), Zone::Utc);
         assert_eq!(Zone::pick(false, Some("Not/AZone")), Zone::Local);
+    }
+
+    /// One reader for every time flag: what `history --since` takes, `next --after` and
+    /// `backfill --from` take too.
+    #[test]
+    fn time_arguments_read_every_form_in_the_given_zone() {
+        let now = t("2026-11-30T16:20:00Z");
+        let utc = |s: &str| parse_time(s, now, &Utc, "UTC");
+        assert_eq!(utc("2026-11-29T09:00:00Z"), Ok(t("2026-11-29T09:00:00Z")));
+        assert_eq!(
+            utc("2026-11-29T09:00:00+01:00"),
+            Ok(t("2026-11-29T08:00:00Z"))
+        );
+        assert_eq!(utc("2026-11-29"), Ok(t("2026-11-29T00:00:00Z")));
+        assert_eq!(utc(" 2026-11-29 09:30 "), Ok(t("2026-11-29T09:30:00Z")));
+        assert_eq!(utc("2026-11-29T09:30"), Ok(t("2026-11-29T09:30:00Z")));
+        assert_eq!(utc("now"), Ok(now));
+        assert_eq!(utc("Today"), Ok(t("2026-11-30T00:00:00Z")));
+        assert_eq!(utc("yesterday"), Ok(t("2026-11-29T00:00:00Z")));
+        assert_eq!(utc("tomorrow"), Ok(t("2026-12-01T00:00:00Z")));
+        assert_eq!(utc("2h"), Ok(t("2026-11-30T14:20:00Z")));
+        assert_eq!(utc("90m ago"), Ok(t("2026-11-30T14:50:00Z")));
+        assert_eq!(utc("in 1h30m"), Ok(t("2026-11-30T17:50:00Z")));
+        let paris: Tz = "Europe/Paris".parse().unwrap();
+        let p = |s: &str| parse_time(s, now, &paris, "Europe/Paris");
+        assert_eq!(p("2026-11-29"), Ok(t("2026-11-28T23:00:00Z")));
+        assert_eq!(p("today"), Ok(t("2026-11-29T23:00:00Z")));
+        // A wall time a DST change skips is the first instant after the gap.
+        let ny: Tz = "America/New_York".parse().unwrap();
+        assert_eq!(
+            parse_time("2026-03-08 02:30", now, &ny, "America/New_York"),
+            Ok(t("2026-03-08T07:00:00Z"))
+        );
+        for bad in ["", "soon", "2026-13-01", "-5m", "0s ago"] {
+            let e = utc(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("is not a time") && e.contains("RFC 3339"),
+                "{bad}: {e}"
+            );
+            assert!(e.contains("2h") && e.contains("today"), "{bad}: {e}");
+        }
     }
 
     #[test]

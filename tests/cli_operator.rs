@@ -118,11 +118,11 @@ fn describe_prints_everything_about_one_job() {
         "name:        nightly",
         "0 3 * * * (at 03:00 every day",
         "command `echo hi`",
-        "max_runs 5 (0 counted so far)",
+        "max_runs 0/5",
         "03:00:00 UTC (",
-        "spend:       $0.0000 this period",
+        "spend:       $0.00 this period",
         "last runs:   none yet",
-        "forecast:    $0 more this period",
+        "forecast:    $0.00 more this period",
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }

@@ -39,7 +39,11 @@ fn bulk_pause_resume_trigger() {
 
     let (c, out, err) = run(&dir, &["pause", "report-*"]);
     assert_eq!(c, 0, "{err}");
-    assert_eq!(out, "paused report-daily\npaused report-weekly\n");
+    // No engine runs on this store: the pause is stored, and the output says nothing runs.
+    assert!(
+        out.starts_with("paused report-daily\npaused report-weekly\nnote: no engine"),
+        "{out}"
+    );
     assert_eq!(paused(&dir), vec!["report-daily", "report-weekly"]);
 
     // A selector that matches nothing: exit 2, named, and nothing else changed.
@@ -63,7 +67,19 @@ fn bulk_pause_resume_trigger() {
     let (c, out, _) = run(&dir, &["resume", "--all"]);
     assert_eq!(c, 0);
     assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(out.lines().all(|l| l.starts_with("resumed ")), "{out}");
     assert!(paused(&dir).is_empty());
+    // A job that was not paused is said so, not "resumed"; a second pause likewise.
+    let (c, out, _) = run(&dir, &["resume", "misc"]);
+    assert_eq!(c, 0);
+    assert_eq!(out, "misc was not paused; nothing changed\n");
+    run(&dir, &["pause", "misc"]);
+    let (_, out, _) = run(&dir, &["pause", "misc", "db-backup"]);
+    assert!(
+        out.starts_with("paused db-backup\nmisc was already paused; nothing changed\n"),
+        "{out}"
+    );
+    run(&dir, &["resume", "--all"]);
 
     let (c, out, err) = run(&dir, &["trigger", "--tag", "reports"]);
     assert_eq!(c, 0, "{err}");
@@ -72,6 +88,11 @@ fn bulk_pause_resume_trigger() {
         "{out}"
     );
     assert!(!out.contains("db-backup"), "{out}");
+    // Queued, and said that nothing will pick it up until an engine starts.
+    assert!(
+        out.contains("note: no engine has run on this store"),
+        "{out}"
+    );
 }
 
 #[test]

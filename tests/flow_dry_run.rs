@@ -85,13 +85,13 @@ fn dry_run_shows_everything_and_changes_nothing() {
         "{out}"
     );
     assert!(out.contains("price ceiling of the call: $"), "{out}");
-    // Red team 5: nothing spent yet is `$0.0000`, never the `$-0.0000` of an empty f64 sum.
+    // Nothing spent yet is `$0.00`, never the `$-0.00` of an empty f64 sum.
     assert!(
-        out.contains("budget: global $2.0000/day (spent $0.0000)"),
+        out.contains("budget: global $2.00/day (spent $0.00)"),
         "{out}"
     );
     assert!(!out.contains("$-0"), "{out}");
-    assert!(out.contains("budget: job $0.5000/day"), "{out}");
+    assert!(out.contains("budget: job $0.50/day"), "{out}");
     assert!(out.contains("sinks:  audit"), "{out}");
     assert!(out.contains("Triage the findings."), "{out}");
 

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use support::tmux_or_skip as tmux_available;
 
-/// One detached tmux session, killed on drop.
+/// One detached tmux session on a tmux server of its own (its own socket), killed on drop. A
+/// server shared by the tests exits when its last session is killed, and a session started at
+/// that moment fails ("server exited unexpectedly"); one server per session cannot race.
 struct Tmux {
     name: String,
 }
@@ -23,6 +25,7 @@ impl Tmux {
         let name = format!("cronsole-test-{tag}-{}", std::process::id());
         let (w, h) = (w.to_string(), h.to_string());
         let st = Command::new("tmux")
+            .args(["-L", &name])
             .args(["new-session", "-d", "-s", &name, "-x", &w, "-y", &h, "-c"])
             .arg(dir)
             .args(["-e", "TERM=xterm-256color", cmd])
@@ -36,7 +39,11 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").args(args).output().expect("run tmux");
+        let out = Command::new("tmux")
+            .args(["-L", &self.name])
+            .args(args)
+            .output()
+            .expect("run tmux");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -54,6 +61,19 @@ impl Tmux {
     /// Wait until the pane shows `text`; the last screen is in the panic message otherwise.
     fn wait_for(&self, text: &str, timeout: Duration) -> String {
         self.wait_for_all(&[text], timeout)
+    }
+
+    /// Wait until a capture satisfies `ok`; the last screen is in the panic message otherwise.
+    fn wait_until_screen(&self, timeout: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let screen = self.capture();
+            if ok(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < end, "timed out; screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Wait until one capture shows every one of `texts` (a capture can land mid-frame: the
@@ -77,7 +97,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.name])
+            .args(["-L", &self.name, "kill-server"])
             .output();
     }
 }
@@ -167,6 +187,10 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     t.send(&["?"]);
     t.wait_for("Help (? or Esc closes)", Duration::from_secs(5));
     t.send(&["Escape"]);
+    // Closed before the next key (ESC and a key right after it read as one Alt-key).
+    t.wait_until_screen(Duration::from_secs(5), |s| {
+        !s.contains("Help (? or Esc closes)")
+    });
 
     // Trigger the selected job (alpha, first by name; it already ran once as its first slot is
     // its creation): confirm, and the manual run's row shows within 3 s.
@@ -207,6 +231,9 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     let screen = t.wait_for("+value=2", Duration::from_secs(10));
     assert!(screen.contains("-value=1"), "{screen}");
     t.send(&["Escape"]);
+    // Back on the main screen before the next key: an ESC followed at once by `/` reads as
+    // Alt-/ (and the `p` typed after it would pause a job).
+    t.wait_for("Jobs 3/3", Duration::from_secs(5));
 
     // Name filter, then too small, then back.
     t.send(&["/", "a", "l", "p", "Enter"]);
@@ -250,9 +277,8 @@ fn pid_gone(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
 }
 
-/// Issue 12 in the console: Tab gives the History pane a cursor and Enter opens the run under it
-/// (a marker deep inside a long output is reached by scrolling); `R` retries a failed run as a
-/// run of its own; `X` + `y` cancels a running run, whose process is gone and whose row says
+/// Tab gives the History pane a cursor and Enter opens the run under it (a marker deep inside a
+/// long output is reached by scrolling); `R` + `y` retries a failed run as a run of its own; `X` + `y` cancels a running run, whose process is gone and whose row says
 /// `cancelled by operator`.
 #[test]
 fn history_cursor_run_view_retry_and_cancel() {
@@ -295,6 +321,8 @@ fn history_cursor_run_view_retry_and_cancel() {
     t.send(&["/", "f", "l", "a", "k", "y", "Enter"]);
     t.wait_for("Jobs 1/3", Duration::from_secs(5));
     t.send(&["R"]);
+    t.wait_for("Retry run", Duration::from_secs(5));
+    t.send(&["y"]);
     t.wait_for("[retry]", Duration::from_secs(15));
     wait_until("the retry to succeed", Duration::from_secs(15), || {
         succeeded_runs(&dir, "flaky") >= 1
@@ -438,4 +466,58 @@ jobs:
     t.wait_for("EXITED:0", Duration::from_secs(40));
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The History cursor stays on its run while new rows arrive every second: the run named under
+/// the rows (the selected row's detail) is the same after several new rows were drawn above it.
+#[test]
+fn the_history_cursor_stays_on_its_run_while_rows_arrive() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("anchor");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: tick\n    schedule: every 1s\n    command: \"echo tick-$(date +%s%N)\"\n",
+    )
+    .expect("write jobs file");
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!("{bin} --jobs jobs.yaml --store store console; echo EXITED:$?; sleep 120");
+    let t = Tmux::start("anchor", 120, 40, &dir, &cmd);
+    t.wait_for("Jobs 1/1", Duration::from_secs(30));
+    let rows = |d: &Path| cli(d, &["history", "--json"]).lines().count();
+    wait_until("five rows", Duration::from_secs(30), || rows(&dir) >= 5);
+    // Keys are handled in order: once the help that follows the moves is up, they are done.
+    t.send(&["Tab", "Tab", "j", "j", "j", "?"]);
+    t.wait_for("Help (? or Esc closes)", Duration::from_secs(5));
+    t.send(&["Escape"]);
+    let screen = t.wait_until_screen(Duration::from_secs(5), |s| {
+        s.contains("── tick succeeded run ") && !s.contains("Help (? or Esc closes)")
+    });
+    let picked = screen
+        .lines()
+        .find_map(|l| l.split("── tick succeeded run ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the selected run's id")
+        .to_string();
+    // Three more rows are written, and the console has drawn the newest of them.
+    let before = rows(&dir);
+    wait_until("three more rows", Duration::from_secs(30), || {
+        rows(&dir) >= before + 3
+    });
+    let newest = cli(&dir, &["history", "--json", "--limit", "1"]);
+    let newest: serde_json::Value = serde_json::from_str(newest.trim()).expect("a row");
+    let result = newest["result"]
+        .as_str()
+        .expect("a result")
+        .trim()
+        .to_string();
+    let screen = t.wait_for(&result, Duration::from_secs(10));
+    assert!(
+        screen.contains(&format!("── tick succeeded run {picked}")),
+        "the cursor left run {picked}:\n{screen}"
+    );
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(40));
+    drop(t);
 }

@@ -870,6 +870,8 @@ impl Replay<'_> {
         let env = |_: &str| true;
         let mut checker = new_checker(self.path, &env, None, None);
         checker.calendars = self.calendars;
+        // The jobs' `tools:` name the sources of the sections, checked in the first pass.
+        checker.tool_names = check::ToolNames::of(&self.checked.tools);
         let mut run = check::JobsRun::new(self.names, self.checked);
         yaml::Document::parse_streaming(self.text, &mut |item| {
             let job = checker.job_item(

@@ -556,3 +556,36 @@ fn check_bounds_holds_the_loop_limits_too() {
         Err("agents.ops.max_turns".to_string())
     );
 }
+
+/// The job-by-job hand-over (`apply`) and `validate`'s read-back check each job again after
+/// the sections: a job's own `tools:` names the sources read in the first pass there too.
+#[test]
+fn a_narrowing_job_survives_the_hand_over_passes() {
+    let text = with_agent(
+        "    tools: [\"files.*\", disk_free]\n",
+        "    tools: [files.read_file]\n",
+    );
+    let dir = crate::testkit::tmp::TempDir::new("handover");
+    let path = dir.path().join("jobs.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let loaded = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let prepared = prepare_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut jobs = Vec::new();
+    prepared
+        .for_each_job(&mut |j| {
+            jobs.push(j);
+            Ok::<(), ()>(())
+        })
+        .unwrap_or_else(|_| panic!("hand-over refused"));
+    assert_eq!(jobs, loaded.file.jobs);
+    let now = chrono::Utc::now();
+    let v = validate_str_at(&text, &path, now);
+    assert!(!v.has_errors(), "{:#?}", v.diagnostics);
+    let mut n = 0;
+    v.for_each_valid(&path, &mut |_| {
+        n += 1;
+        Ok::<(), ()>(())
+    })
+    .unwrap_or_else(|_| panic!("read-back refused"));
+    assert_eq!(n, 1);
+}

@@ -76,6 +76,7 @@ pub(super) fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) 
         jobs: Vec::new(),
         loading: false,
         owners_seen: vec![owner.to_string()],
+        engine_seen: true,
         settings: Default::default(),
         period_spend_usd: 0.0,
         spend_incomplete: false,

@@ -54,7 +54,7 @@ use uuid::Uuid;
 use super::{Event, blocking};
 use crate::action::command::{CommandOutcome, run_command};
 use crate::action::llm;
-use crate::action::tools::{NoTools, ToolboxBuilder};
+use crate::action::tools::ToolboxBuilder;
 use crate::action::{BackoffConfig, Ended, retry_with_hook};
 use crate::clock::Clock;
 use crate::cost;
@@ -97,7 +97,7 @@ impl RunDeps {
             env: Arc::new(llm::process_env),
             backoff: BackoffConfig::default(),
             gate: GateConfig::default(),
-            tools: Arc::new(NoTools),
+            tools: Arc::new(crate::action::tools::toolbox::Sources::from_env()),
         })
     }
 }

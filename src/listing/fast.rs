@@ -136,6 +136,8 @@ const RT_COPIED: [&str; 7] = [
     "retired_reason",
     "lease",
 ];
+/// The view's `runs`, written from the counters' executions.
+const RT_RUNS: usize = 2;
 const NEXT_SLOT: usize = 7;
 const HOLD_UNTIL: usize = 8;
 const COUNTERS: usize = 9;
@@ -298,6 +300,7 @@ impl Shapes {
         };
         let counters: CounterBits =
             serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
+        let executions = crate::model::executions_of(&counters.by_status);
         // A pure function of these four: neighbours mostly book under the same key with the
         // same amounts, and a key of another period kind costs a date parse and a few formats.
         let spend = match &self.last_spend {
@@ -357,7 +360,12 @@ impl Shapes {
         }
         for (i, k) in RT_COPIED.iter().enumerate() {
             field(enc, k, false);
-            head.value_of(enc, rt.get(json, i)?)?;
+            if i == RT_RUNS {
+                // The view's `runs` is every execution, from the counters (not `rt.runs`).
+                executions.serialize(&mut *enc).map_err(|_| Decline)?;
+            } else {
+                head.value_of(enc, rt.get(json, i)?)?;
+            }
         }
         field(enc, "period_cost_usd", false);
         spend.serialize(&mut *enc).map_err(|_| Decline)?;
@@ -390,13 +398,16 @@ fn cancel_requested(lease: &str) -> Result<bool, Decline> {
     Ok(c.cancel_requested_at.is_some())
 }
 
-/// The counters' members the period spend reads ([`crate::store::rules::period::counter_spend`]).
+/// The counters' members the view reads: the period spend's
+/// ([`crate::store::rules::period::counter_spend`]) and the rows per status (its `runs`).
 #[derive(Deserialize)]
 struct CounterBits<'a> {
     #[serde(borrow)]
     period_key: Cow<'a, str>,
     period_cost_usd: f64,
     total_cost_usd: f64,
+    #[serde(default)]
+    by_status: std::collections::BTreeMap<crate::model::Status, u64>,
 }
 
 /// The full path: parse the record, print its view. `Ok(false)` when it does not parse or

@@ -87,6 +87,14 @@ impl Price {
     }
 }
 
+/// [`JobCounters::executions`] of a `by_status` map.
+pub fn executions_of(by_status: &BTreeMap<Status, u64>) -> u64 {
+    [Status::Succeeded, Status::NoChange, Status::Failed]
+        .iter()
+        .map(|s| by_status.get(s).copied().unwrap_or(0))
+        .fold(0, u64::saturating_add)
+}
+
 /// Counters kept per job so stats never need a history scan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobCounters {
@@ -162,6 +170,14 @@ pub struct HourBucket {
 impl JobCounters {
     /// Hours kept in [`JobCounters::hours`]: this one and the 24 before it.
     pub const HOURS_KEPT: i64 = 25;
+
+    /// Every execution: the rows where the job's action really ran or its monitor looked
+    /// (succeeded, no_change, failed), whatever the trigger. The one run count every surface
+    /// shows as RUNS (`max_runs` counts scheduled runs apart, in
+    /// [`crate::model::JobRuntime::runs`]).
+    pub fn executions(&self) -> u64 {
+        executions_of(&self.by_status)
+    }
 
     /// Count one row recorded at `now` into its hour, dropping hours that fell out of the window.
     pub fn count_hour(&mut self, status: Status, cost_usd: f64, now: DateTime<Utc>) {

@@ -38,7 +38,20 @@ pub struct McpServerDef {
     pub name: String,
     /// How cronsole reaches it.
     pub transport: McpTransport,
+    /// The protocol version to speak, pinned from the client side (`None`: discovery first,
+    /// the `initialize` handshake when the server is older).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
 }
+
+/// The MCP protocol versions `protocol_version:` accepts, oldest first.
+pub const MCP_PROTOCOL_VERSIONS: [&str; 5] = [
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
 
 /// How an MCP server is reached.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

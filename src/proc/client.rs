@@ -118,7 +118,7 @@ pub(super) async fn run(
     env: &ProcEnv,
 ) -> Option<Result<ProcOutput, ProcError>> {
     let deadline = tokio::time::Instant::now() + spec.timeout;
-    let started = match start(exe, spec, argv, env, deadline).await {
+    let started = match start(exe, spec.command, argv, env, deadline, false).await {
         Start::Running(s) => s,
         Start::NotTaken => return None,
         Start::Failed(e) => return Some(Err(e)),
@@ -137,16 +137,18 @@ pub(super) async fn run(
 
 /// A run a zygote's supervisor has started: its control socket (the status words so far in
 /// `status`), the owner's end of its life-line and its output pipes.
-struct Started {
-    ctl: UnixStream,
-    status: Vec<u8>,
-    lifeline: Lifeline,
-    stdout: pipe::Receiver,
-    stderr: pipe::Receiver,
+pub(super) struct Started {
+    pub(super) ctl: UnixStream,
+    pub(super) status: Vec<u8>,
+    pub(super) lifeline: Lifeline,
+    pub(super) stdout: pipe::Receiver,
+    pub(super) stderr: pipe::Receiver,
+    /// The command's stdin (an attached child), else closed.
+    pub(super) stdin: Option<pipe::Sender>,
 }
 
 /// How handing a run to the zygote went.
-enum Start {
+pub(super) enum Start {
     /// The supervisor has started it.
     Running(Started),
     /// The zygote cannot take it: exec `__supervise` instead.
@@ -158,14 +160,10 @@ enum Start {
 }
 
 /// The run's descriptors: the control socket (ours, and the supervisor's end), the owner's end
-/// of the life-line, the read ends of the output pipes, and the three ends handed down.
-fn pipes() -> std::io::Result<(
-    UnixStream,
-    Lifeline,
-    pipe::Receiver,
-    pipe::Receiver,
-    [OwnedFd; 3],
-)> {
+/// of the life-line, the read ends of the output pipes, the write end of its stdin pipe (when
+/// asked for: a long-lived child that talks over its pipes), and the ends handed down (control
+/// socket, stdout, stderr, then stdin if any).
+fn pipes(stdin: bool) -> std::io::Result<Pipes> {
     let (out_r, out_w) = sys::pipe_cloexec()?;
     let (err_r, err_w) = sys::pipe_cloexec()?;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
@@ -174,16 +172,42 @@ fn pipes() -> std::io::Result<(
     let ctl = UnixStream::from_std(ours)?;
     let stdout = pipe::Receiver::from_owned_fd(out_r)?;
     let stderr = pipe::Receiver::from_owned_fd(err_r)?;
-    Ok((ctl, lifeline, stdout, stderr, [theirs.into(), out_w, err_w]))
+    let mut handed = vec![theirs.into(), out_w, err_w];
+    let input = if stdin {
+        let (in_r, in_w) = sys::pipe_cloexec()?;
+        handed.push(in_r);
+        Some(pipe::Sender::from_owned_fd(in_w)?)
+    } else {
+        None
+    };
+    Ok(Pipes {
+        ctl,
+        lifeline,
+        stdout,
+        stderr,
+        input,
+        handed,
+    })
+}
+
+/// What [`pipes`] makes.
+struct Pipes {
+    ctl: UnixStream,
+    lifeline: Lifeline,
+    stdout: pipe::Receiver,
+    stderr: pipe::Receiver,
+    input: Option<pipe::Sender>,
+    handed: Vec<OwnedFd>,
 }
 
 /// Send the request until a supervisor has started it (its pid is on the control socket).
-async fn start(
+pub(super) async fn start(
     exe: &std::path::Path,
-    spec: &ProcSpec<'_>,
+    what: &str,
     argv: &[&str],
     env: &ProcEnv,
     deadline: tokio::time::Instant,
+    stdin: bool,
 ) -> Start {
     let Some(data) = request(argv, env).encode() else {
         return Start::NotTaken;
@@ -195,11 +219,18 @@ async fn start(
     // with fresh pipes, through a fresh zygote.
     let mut attempts = 0;
     loop {
-        let (mut ctl, lifeline, stdout, stderr, theirs) = match pipes() {
+        let Pipes {
+            mut ctl,
+            lifeline,
+            stdout,
+            stderr,
+            input,
+            handed: theirs,
+        } = match pipes(stdin) {
             Ok(s) => s,
             Err(source) => {
                 return Start::Failed(ProcError::Spawn {
-                    command: spec.command.to_string(),
+                    command: what.to_string(),
                     source,
                 });
             }
@@ -214,7 +245,7 @@ async fn start(
                 // A zygote that is alive but never answers: cutting the life-line stops the
                 // command at once if it ever starts.
                 tracing::warn!(
-                    command = spec.command,
+                    command = what,
                     zygote,
                     "run zygote did not start the command within its timeout; attempt failed"
                 );
@@ -228,6 +259,7 @@ async fn start(
                     lifeline,
                     stdout,
                     stderr,
+                    stdin: input,
                 });
             }
             Ok(()) => {
@@ -235,7 +267,7 @@ async fn start(
                 status.clear();
                 if attempts >= 3 {
                     tracing::warn!(
-                        command = spec.command,
+                        command = what,
                         "run zygote lost the request three times; re-executing the supervisor for this run"
                     );
                     return Start::NotTaken;
@@ -268,9 +300,9 @@ fn request(argv: &[&str], env: &ProcEnv) -> Request {
 
 /// Hand the request and the run's descriptors to the zygote: its pid, or `None` when no
 /// zygote can take it (reported once per process).
-async fn send(exe: &std::path::Path, data: &[u8], theirs: &[OwnedFd; 3]) -> Option<u32> {
+async fn send(exe: &std::path::Path, data: &[u8], theirs: &[OwnedFd]) -> Option<u32> {
     loop {
-        let fds = [theirs[0].as_fd(), theirs[1].as_fd(), theirs[2].as_fd()];
+        let fds: Vec<_> = theirs.iter().map(|f| f.as_fd()).collect();
         match zygote_send(exe, data, &fds) {
             Sent::Yes(pid) => return Some(pid),
             Sent::Busy => tokio::time::sleep(Duration::from_millis(1)).await,
@@ -297,6 +329,7 @@ async fn collect(
         lifeline,
         stdout,
         stderr,
+        stdin: _,
     } = s;
     let stopper = Stopper::Lifeline(&lifeline);
     let mut out = Capture::default();
@@ -413,7 +446,7 @@ fn retire_zygote(pid: u32) {
 }
 
 /// Append what the supervisor writes on its control socket until end of file.
-async fn read_status(ctl: &mut UnixStream, into: &mut Vec<u8>) {
+pub(super) async fn read_status(ctl: &mut UnixStream, into: &mut Vec<u8>) {
     read_status_until(ctl, into, usize::MAX).await
 }
 

@@ -66,6 +66,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+pub mod attach;
 mod capture;
 mod client;
 mod direct;

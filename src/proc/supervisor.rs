@@ -120,7 +120,7 @@ pub fn main(args: &[String]) -> i32 {
     supervise(cmd, &args.argv.join(" "), 0, args.stall, false)
 }
 
-/// Run `cmd` (stdin closed; its own process group when `own_group`, else this process's) under
+/// Run `cmd` (stdin closed unless `stdin_given`: the caller set one; its own process group when `own_group`, else this process's) under
 /// this process as a subreaper, watching the life-line on fd `lifeline`; kill the whole tree
 /// when the command exits or the life-line says stop; the command's exit code,
 /// [`SPAWN_FAILED`] or [`STALLED`]. Called in a process of its own (the `__supervise` exec, or
@@ -137,13 +137,14 @@ fn supervise(
     stall: Option<Duration>,
     own_group: bool,
 ) -> i32 {
-    supervise_run(cmd, what, lifeline, stall, own_group).0
+    supervise_run(cmd, false, what, lifeline, stall, own_group).0
 }
 
 /// [`supervise`], and whether the run's tree is gone (nothing left to reap), so that this
 /// process may supervise another run (a zygote's worker); the signal mask is restored.
 pub(super) fn supervise_run(
     mut cmd: Command,
+    stdin_given: bool,
     what: &str,
     lifeline: RawFd,
     stall: Option<Duration>,
@@ -160,7 +161,9 @@ pub(super) fn supervise_run(
     let before = sys::block_signals(&sys::sigset(&waking));
     let open_mask = sys::sigset_without(before, &waking);
     let restore = || sys::set_signal_mask(&before);
-    cmd.stdin(Stdio::null());
+    if !stdin_given {
+        cmd.stdin(Stdio::null());
+    }
     if own_group {
         cmd.process_group(0);
     }

@@ -438,11 +438,17 @@ fn serve(msg: &[u8], fds: Vec<OwnedFd>) -> bool {
             return true;
         }
     };
-    // Anything else than the three descriptors is dropped (closed): the owner sees the run end
-    // without a status.
-    let Ok([ctl, out, err]) = <[OwnedFd; 3]>::try_from(fds) else {
+    // The control socket, stdout and stderr, and the command's stdin for a child that talks
+    // over its pipes (else it reads /dev/null). Anything else is dropped (closed): the owner
+    // sees the run end without a status.
+    let mut fds = fds.into_iter();
+    let (Some(ctl), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
         return true;
     };
+    let input = fds.next();
+    if fds.next().is_some() {
+        return true;
+    }
     // The owner died (or gave up on this run) while the request waited in the zygote's queue
     // or on its way to this supervisor: nothing may start for it. Its descriptors close here.
     if peer_gone(ctl.as_raw_fd()) {
@@ -472,7 +478,11 @@ fn serve(msg: &[u8], fds: Vec<OwnedFd>) -> bool {
     if let Some(d) = &req.workdir {
         cmd.current_dir(d);
     }
-    let (code, clean) = supervise_run(cmd, &what, ctl.as_raw_fd(), req.stall, true);
+    let stdin_given = input.is_some();
+    if let Some(input) = input {
+        cmd.stdin(input);
+    }
+    let (code, clean) = supervise_run(cmd, stdin_given, &what, ctl.as_raw_fd(), req.stall, true);
     write_all_fd(ctl.as_raw_fd(), &code.to_le_bytes());
     drop(ctl);
     // The run's output pipes must reach end of file for its owner: stdout and stderr go back

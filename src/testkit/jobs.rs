@@ -38,3 +38,21 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
         after: vec![],
     }
 }
+
+/// An agent of `provider` named `name`: model `m`, key in `K`, short instructions, default
+/// tool limits and no tools.
+pub fn agent_def(name: &str, provider: crate::model::Provider) -> crate::model::AgentDef {
+    crate::model::AgentDef {
+        name: name.to_string(),
+        provider,
+        base_url: String::new(),
+        api_key_env: "K".to_string(),
+        model: "m".to_string(),
+        instructions: "be brief".to_string(),
+        max_tokens: None,
+        temperature: None,
+        tools: Vec::new(),
+        approve: Vec::new(),
+        limits: Default::default(),
+    }
+}

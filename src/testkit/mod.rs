@@ -11,6 +11,7 @@ pub mod hostile;
 pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod mcp;
 pub mod simio;
 pub mod skip;
 pub mod stats;

@@ -1,6 +1,8 @@
-//! The one keymap table (SPEC §13.1): every binding the console answers to is a row of
-//! [`KEYMAP`], and that same table drives key dispatch ([`lookup`]), the footer and the `?` help,
-//! so help can never drift from the real bindings (the gitui `key_list` idea).
+//! The one keymap table: every binding the console answers to is a row of [`KEYMAP`], and that
+//! same table drives key dispatch ([`lookup`]), the footer and the `?` help, so help can never
+//! drift from the real bindings (the gitui `key_list` idea). Each row says how much it matters
+//! in the footer ([`Binding::footer`]): the footer drops the least important hints first to fit
+//! the terminal's width, and always keeps `? help` and `q quit`.
 //!
 //! Owns: key → [`Cmd`] per [`Scope`], and the labels shown for them. Must not touch: state, the
 //! terminal. Scopes: `Global` keys work in the main screen, the job detail, the diff viewer and
@@ -124,8 +126,25 @@ pub struct Binding {
     pub help: &'static str,
     /// What the keys ask for.
     pub cmd: Cmd,
-    /// Shown in the footer (help shows every row).
-    pub footer: bool,
+    /// Its place in the footer: 0 = not shown there (help shows every row); 1 = always shown;
+    /// 2, 3, … = shown while the width allows, the highest numbers dropped first.
+    pub footer: u8,
+}
+
+/// [`Binding::footer`]: not in the footer.
+pub const HIDDEN: u8 = 0;
+/// [`Binding::footer`]: always in the footer, whatever the width.
+pub const ALWAYS: u8 = 1;
+
+impl Binding {
+    /// The key as the footer writes it: the first of [`Binding::label`]'s forms (`q` for
+    /// `q/Ctrl-C`), or the whole label when it has one form (`PgUp`, `/`).
+    pub fn footer_key(&self) -> &'static str {
+        match self.label.split_once('/') {
+            Some((first, _)) if !first.is_empty() => first,
+            _ => self.label,
+        }
+    }
 }
 
 const fn b(
@@ -135,7 +154,7 @@ const fn b(
     short: &'static str,
     help: &'static str,
     cmd: Cmd,
-    footer: bool,
+    footer: u8,
 ) -> Binding {
     Binding {
         scope,
@@ -159,7 +178,7 @@ pub const KEYMAP: &[Binding] = &[
         "up",
         "move up / scroll",
         Cmd::Up,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -168,7 +187,7 @@ pub const KEYMAP: &[Binding] = &[
         "down",
         "move down / scroll",
         Cmd::Down,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -177,7 +196,7 @@ pub const KEYMAP: &[Binding] = &[
         "top",
         "go to the top",
         Cmd::Top,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -186,7 +205,7 @@ pub const KEYMAP: &[Binding] = &[
         "bottom",
         "go to the bottom",
         Cmd::Bottom,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -195,7 +214,7 @@ pub const KEYMAP: &[Binding] = &[
         "page up",
         "one page up",
         Cmd::PageUp,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -204,7 +223,7 @@ pub const KEYMAP: &[Binding] = &[
         "page down",
         "one page down",
         Cmd::PageDown,
-        false,
+        HIDDEN,
     ),
     b(
         Global,
@@ -213,7 +232,7 @@ pub const KEYMAP: &[Binding] = &[
         "focus",
         "focus jobs/leases/history",
         Cmd::NextPane,
-        true,
+        4,
     ),
     b(
         Global,
@@ -222,7 +241,7 @@ pub const KEYMAP: &[Binding] = &[
         "pause",
         "pause / resume the job",
         Cmd::TogglePause,
-        true,
+        3,
     ),
     b(
         Global,
@@ -231,7 +250,7 @@ pub const KEYMAP: &[Binding] = &[
         "trigger",
         "trigger the job now (y/n)",
         Cmd::Trigger,
-        true,
+        3,
     ),
     b(
         Global,
@@ -240,7 +259,7 @@ pub const KEYMAP: &[Binding] = &[
         "diff",
         "monitor diff viewer",
         Cmd::Diff,
-        true,
+        5,
     ),
     b(
         Global,
@@ -249,7 +268,7 @@ pub const KEYMAP: &[Binding] = &[
         "open",
         "open job, or run (history)",
         Cmd::Detail,
-        true,
+        2,
     ),
     b(
         Global,
@@ -258,7 +277,7 @@ pub const KEYMAP: &[Binding] = &[
         "retry",
         "retry the run at the cursor",
         Cmd::Retry,
-        false,
+        8,
     ),
     b(
         Global,
@@ -267,7 +286,7 @@ pub const KEYMAP: &[Binding] = &[
         "cancel",
         "cancel run / queued (y/n)",
         Cmd::Cancel,
-        false,
+        9,
     ),
     b(
         Global,
@@ -276,7 +295,7 @@ pub const KEYMAP: &[Binding] = &[
         "dry-run",
         "dry run (no model call)",
         Cmd::DryRun,
-        false,
+        8,
     ),
     b(
         Global,
@@ -285,7 +304,7 @@ pub const KEYMAP: &[Binding] = &[
         "pause all",
         "pause/resume filtered (y/n)",
         Cmd::PauseFiltered,
-        false,
+        9,
     ),
     b(
         Global,
@@ -294,7 +313,7 @@ pub const KEYMAP: &[Binding] = &[
         "history",
         "history: this job / all",
         Cmd::JobHistory,
-        false,
+        7,
     ),
     b(
         Global,
@@ -303,7 +322,7 @@ pub const KEYMAP: &[Binding] = &[
         "filter",
         "status filter (jobs+history)",
         Cmd::StatusFilter,
-        true,
+        6,
     ),
     b(
         Global,
@@ -312,16 +331,16 @@ pub const KEYMAP: &[Binding] = &[
         "name",
         "filter jobs+history by name",
         Cmd::NameFilter,
-        true,
+        6,
     ),
     b(
         Global,
         &[ch('s')],
         "s",
         "sort",
-        "cycle sort (EXECS: all runs)",
+        "cycle sort column",
         Cmd::Sort,
-        false,
+        9,
     ),
     b(
         Global,
@@ -330,7 +349,7 @@ pub const KEYMAP: &[Binding] = &[
         "help",
         "show / hide this help",
         Cmd::Help,
-        true,
+        ALWAYS,
     ),
     b(
         Global,
@@ -339,7 +358,7 @@ pub const KEYMAP: &[Binding] = &[
         "back",
         "back / clear filters",
         Cmd::Back,
-        false,
+        7,
     ),
     b(
         Global,
@@ -348,7 +367,7 @@ pub const KEYMAP: &[Binding] = &[
         "quit",
         "quit",
         Cmd::Quit,
-        true,
+        ALWAYS,
     ),
     b(
         Diff,
@@ -357,7 +376,7 @@ pub const KEYMAP: &[Binding] = &[
         "older",
         "older diff",
         Cmd::OlderDiff,
-        true,
+        2,
     ),
     b(
         Diff,
@@ -366,7 +385,7 @@ pub const KEYMAP: &[Binding] = &[
         "newer",
         "newer diff",
         Cmd::NewerDiff,
-        true,
+        2,
     ),
     b(
         Confirm,
@@ -375,7 +394,7 @@ pub const KEYMAP: &[Binding] = &[
         "yes",
         "confirm",
         Cmd::Yes,
-        true,
+        ALWAYS,
     ),
     b(
         Confirm,
@@ -384,7 +403,7 @@ pub const KEYMAP: &[Binding] = &[
         "no",
         "cancel",
         Cmd::No,
-        true,
+        ALWAYS,
     ),
     b(
         Input,
@@ -393,7 +412,7 @@ pub const KEYMAP: &[Binding] = &[
         "apply",
         "apply the name filter",
         Cmd::Apply,
-        true,
+        ALWAYS,
     ),
     b(
         Input,
@@ -402,7 +421,7 @@ pub const KEYMAP: &[Binding] = &[
         "clear",
         "clear the name filter",
         Cmd::Back,
-        true,
+        ALWAYS,
     ),
 ];
 

@@ -61,6 +61,10 @@ pub struct ConsoleDeps {
     /// What answers the `D` key (the binary runs `cronsole dry-run NAME`); `None` says the
     /// dry run is not available here.
     pub dry_run: Option<DryRunner>,
+    /// Warnings from start-up (the jobs file's, e.g. an agent's key variable that is not set),
+    /// shown on the notice line when the console opens: printed on stderr they would be
+    /// hidden behind the console until it closes.
+    pub warnings: Vec<String>,
 }
 
 /// Produces the text of `cronsole dry-run NAME` for the console (the error says why not).
@@ -145,6 +149,14 @@ where
 {
     let first = deps.snapshots.borrow_and_update().clone();
     let mut app = App::new(first, deps.clock.now());
+    app.notice = match deps.warnings.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [first, rest @ ..] => Some(format!(
+            "{first} (+{} more warnings: cronsole validate FILE)",
+            rest.len()
+        )),
+    };
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -373,6 +385,7 @@ mod tests {
             clock: Arc::new(TokioClock::new(now)),
             stop: tokio_util::sync::CancellationToken::new(),
             dry_run: None,
+            warnings: Vec::new(),
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));

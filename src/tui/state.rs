@@ -32,8 +32,9 @@
 //!   while only the pages visited are in memory.
 //! - A row is shown once even when it arrives both as an event and in a snapshot (dedupe by
 //!   run id), e.g. a manual run seen by `console --attach`.
-//! - RUNS counts every execution (succeeded, no_change, failed rows: any trigger, as `stats`
-//!   EXEC does); `max_runs` keeps counting scheduled runs only.
+//! - RUNS counts every execution (succeeded, no_change, failed rows: any trigger), the same
+//!   count under the same name in `jobs`, `stats` and `describe`; `max_runs` progress is shown
+//!   apart, as `n/max`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -189,7 +190,7 @@ pub enum SortKey {
     Last,
     /// By last status (jobs that never ran last).
     Status,
-    /// By executions (the EXECS column), most first.
+    /// By executions (the RUNS column), most first.
     Runs,
     /// By spend in the current budget period, highest first.
     Spend,
@@ -214,7 +215,7 @@ impl SortKey {
             SortKey::Next => "NEXT",
             SortKey::Last => "LAST",
             SortKey::Status => "STATUS",
-            SortKey::Runs => "EXECS",
+            SortKey::Runs => "RUNS",
             SortKey::Spend => "SPEND",
         }
     }
@@ -235,8 +236,8 @@ pub struct LeasesPane {
     pub(crate) sel: usize,
 }
 
-/// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats` EXEC
-/// counts them; what the console's EXECS column shows.
+/// Every execution of the job (succeeded, no_change, failed rows, any trigger): the RUNS count
+/// of the console, `jobs` and `stats`.
 pub(crate) fn executions(j: &JobRow) -> u64 {
     j.rt.counters.executions
 }
@@ -435,6 +436,7 @@ impl App {
         let snap = &self.snap;
         self.ops.on_snapshot(|name| job_in(snap, name));
         self.history.on_snapshot(&self.snap);
+        self.history.relocate(&self.snap, &self.filters);
         self.rebuild(None);
         self.leases.sel = self.leases.sel.min(self.leases().len().saturating_sub(1));
     }
@@ -454,6 +456,7 @@ impl App {
                 self.ops.on_row(&row);
                 self.viewer.on_row(&row);
                 self.history.on_row(&self.snap, row);
+                self.history.relocate(&self.snap, &self.filters);
             }
             Event::Notice(text) => self.notice = Some(text),
             Event::RunStarted { job, .. } => {
@@ -474,11 +477,15 @@ impl App {
     /// Apply the answer to a [`Query`] the event loop ran.
     pub fn on_loaded(&mut self, loaded: Loaded) {
         match loaded {
-            Loaded::JobHistory { job, rows } => self.history.job_rows = Some((job, rows)),
+            Loaded::JobHistory { job, rows } => {
+                self.history.job_rows = Some((job, rows));
+                self.history.relocate(&self.snap, &self.filters);
+            }
             Loaded::Diffs { job, rows } => self.viewer.on_diffs(job, rows),
             Loaded::HistoryPage { offset, rows, next } => {
                 self.history
-                    .on_page(&self.snap, self.filters.status, offset, rows, next)
+                    .on_page(&self.snap, self.filters.status, offset, rows, next);
+                self.history.relocate(&self.snap, &self.filters);
             }
             Loaded::DryRun { job, text } => self.dry_run = Some((job, text)),
             Loaded::Job { job, record } => self.record = Some((job, record)),
@@ -494,8 +501,8 @@ impl App {
         self.history.selected(&self.snap, &self.filters)
     }
 
-    /// Every execution of the job (succeeded, no_change, failed rows, any trigger), as `stats`
-    /// EXEC counts them; what the console's RUNS column shows.
+    /// Every execution of the job (succeeded, no_change, failed rows, any trigger): the RUNS
+    /// column.
     pub fn executions(j: &JobRow) -> u64 {
         executions(j)
     }
@@ -587,6 +594,20 @@ impl App {
                 self.notice = Some(format!("trigger of {job} cancelled"));
                 Action::Redraw
             }
+            Answer::Retry {
+                job,
+                run_id,
+                yes: true,
+            } => {
+                self.notice = Some(format!("{job}: retry of run {run_id} sent"));
+                Action::Send(Command::Retry(run_id))
+            }
+            Answer::Retry {
+                job, yes: false, ..
+            } => {
+                self.notice = Some(format!("{job}: not retried"));
+                Action::Redraw
+            }
             Answer::Nothing => Action::None,
         }
     }
@@ -606,7 +627,7 @@ impl App {
                 self.filters.name = text;
                 self.rebuild(None);
                 self.jobs.selected = 0;
-                self.history.sel = 0;
+                self.history.follow_end(&self.snap, &self.filters, false);
                 Action::Redraw
             }
             Typed::Ignored => Action::None,
@@ -633,10 +654,15 @@ impl App {
             (Mode::Main, Pane::Leases) => {
                 self.leases.sel = step(self.leases.sel, self.leases().len())
             }
-            (Mode::Main, Pane::History) => {
-                let len = self.history_rows().count();
-                self.history.sel = step(self.history.sel, len);
-            }
+            // `g`/`G` follow the newest/oldest row; other moves anchor the cursor to a run.
+            (Mode::Main, Pane::History) => match to_end {
+                Some(oldest) => self.history.follow_end(&self.snap, &self.filters, oldest),
+                None => {
+                    let len = self.history_rows().count();
+                    let to = step(self.history.sel, len);
+                    self.history.select(&self.snap, &self.filters, to);
+                }
+            },
         }
     }
 
@@ -745,8 +771,10 @@ impl App {
                     ));
                     return Action::Redraw;
                 }
-                self.notice = Some(format!("{}: retry of run {} sent", row.job, row.run_id));
-                return Action::Send(Command::Retry(row.run_id));
+                self.dialog.prompt = Prompt::ConfirmRetry {
+                    job: row.job,
+                    run_id: row.run_id,
+                };
             }
             Cmd::Cancel => {
                 let Some(j) = self.target_job() else {
@@ -1265,8 +1293,53 @@ mod tests {
             .history_rows()
             .position(|r| r.job == job && r.status == status)
             .unwrap();
-        a.history.sel = sel;
+        a.history.select(&a.snap, &a.filters, sel);
         a.selected_run().unwrap().clone()
+    }
+
+    /// The History cursor stays on its run as rows arrive: after `j`×6 and a stream of new
+    /// rows (events, then a snapshot holding them), the selection is the same run, so what
+    /// `R` or Enter acts on is the run that was looked at. `g`/`G` follow the newest/oldest
+    /// row instead.
+    #[test]
+    fn the_history_cursor_stays_on_its_run_as_rows_arrive() {
+        let mut a = app();
+        a.pane = Pane::History;
+        press(&mut a, "jjjjjj");
+        let picked = a.selected_run().unwrap().clone();
+        assert_eq!(a.history.sel, 6);
+        let mut fresh = Vec::new();
+        for i in 0..11 {
+            let mut r = testdata::row(50_000 + i, "flaky-sync", Status::Failed, a.now);
+            r.finished_at = a.now + chrono::Duration::seconds(i as i64 + 1);
+            fresh.push(r.clone());
+            a.on_event(Event::Row(r));
+            assert_eq!(a.selected_run().map(|r| r.run_id), Some(picked.run_id));
+        }
+        assert_eq!(a.history.sel, 6 + 11);
+        // The snapshot that now holds those rows changes nothing either.
+        let mut s = (*a.snap).clone();
+        for r in &fresh {
+            s.recent.insert(0, r.clone());
+        }
+        a.on_snapshot(Arc::new(s));
+        assert_eq!(a.selected_run().map(|r| r.run_id), Some(picked.run_id));
+        // `g` follows the newest row: a new row takes the cursor with it.
+        press(&mut a, "g");
+        let newer = testdata::row(60_000, "heartbeat", Status::Succeeded, a.now);
+        a.on_event(Event::Row(newer.clone()));
+        assert_eq!(a.history.sel, 0);
+        assert_eq!(a.selected_run().map(|r| r.run_id), Some(newer.run_id));
+        // `G` follows the oldest row held.
+        a.handle_key(shift('G'));
+        let oldest = a.history_rows().last().unwrap().run_id;
+        a.on_event(Event::Row(testdata::row(
+            60_001,
+            "heartbeat",
+            Status::Succeeded,
+            a.now,
+        )));
+        assert_eq!(a.selected_run().map(|r| r.run_id), Some(oldest));
     }
 
     #[test]
@@ -1283,12 +1356,25 @@ mod tests {
     }
 
     #[test]
-    fn retry_sends_the_run_id_of_a_failed_row_and_refuses_a_succeeded_one() {
+    fn retry_asks_then_sends_the_run_id_of_a_failed_row_and_refuses_a_succeeded_one() {
         let mut a = app();
         let row = on_row(&mut a, "summarise-news", Status::Failed);
+        // `R` asks first, like `t`: `n` sends nothing, `y` sends the run's id.
+        assert_eq!(a.handle_key(shift('R')), Action::Redraw);
         assert_eq!(
-            a.handle_key(shift('R')),
-            Action::Send(Command::Retry(row.run_id))
+            a.dialog.prompt,
+            Prompt::ConfirmRetry {
+                job: row.job.clone(),
+                run_id: row.run_id
+            }
+        );
+        assert_eq!(a.handle_key(key(Char('q'))), Action::None, "modal");
+        assert_eq!(press(&mut a, "n"), vec![Action::Redraw]);
+        assert!(a.notice.as_deref().unwrap().contains("not retried"));
+        a.handle_key(shift('R'));
+        assert_eq!(
+            press(&mut a, "y"),
+            vec![Action::Send(Command::Retry(row.run_id))]
         );
         on_row(&mut a, "backup-db", Status::Succeeded);
         assert_eq!(a.handle_key(shift('R')), Action::Redraw);

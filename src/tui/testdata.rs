@@ -289,6 +289,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         started_at: now - Duration::seconds(3 * 3600 + 125),
         engine_running: true,
         owners_seen: vec![OWNER.into(), FOREIGN.into()],
+        engine_seen: true,
         settings,
         period_spend_usd: 0.7224,
         spend_incomplete: true,

@@ -27,6 +27,7 @@
 //! - The model sees a result redacted of every secret cronsole knows, cut to
 //!   `max_tool_output_bytes`; the record keeps the whole result's size and sha256.
 
+pub mod forecast;
 pub mod schema;
 
 mod dispatch;

@@ -264,22 +264,7 @@ pub async fn call_turn(
         crate::text::Secrets::new(crate::text::url_tokens(&agent.base_url)),
     );
     let url = endpoint(agent, env)?;
-    let mut headers = HeaderMap::new();
-    let (auth_name, auth_value) = match agent.provider {
-        Provider::Openai => ("authorization", format!("Bearer {key}")),
-        Provider::Anthropic => ("x-api-key", key.clone()),
-    };
-    let mut v = HeaderValue::from_str(&auth_value).map_err(|_| LlmError::InvalidKey {
-        var: var.to_string(),
-    })?;
-    v.set_sensitive(true);
-    headers.insert(HeaderName::from_static(auth_name), v);
-    if agent.provider == Provider::Anthropic {
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-    }
+    let headers = auth_headers(agent, &key)?;
     let body = wire::body(
         agent,
         req.prompt,
@@ -383,6 +368,27 @@ pub async fn call_turn(
 /// bound the budget reserves for (see [`wire::prompt_bytes`] for a request with tools).
 pub fn prompt_bytes(agent: &AgentDef, prompt: &str) -> usize {
     wire::prompt_bytes(agent, prompt, wire::Dialogue::default())
+}
+
+/// The key's header (marked sensitive) and the provider's version header.
+fn auth_headers(agent: &AgentDef, key: &str) -> Result<HeaderMap, LlmError> {
+    let mut headers = HeaderMap::new();
+    let (auth_name, auth_value) = match agent.provider {
+        Provider::Openai => ("authorization", format!("Bearer {key}")),
+        Provider::Anthropic => ("x-api-key", key.to_string()),
+    };
+    let mut v = HeaderValue::from_str(&auth_value).map_err(|_| LlmError::InvalidKey {
+        var: agent.api_key_env.clone(),
+    })?;
+    v.set_sensitive(true);
+    headers.insert(HeaderName::from_static(auth_name), v);
+    if agent.provider == Provider::Anthropic {
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+    }
+    Ok(headers)
 }
 
 /// A whole agent action: attempts with backoff, then the reply priced.

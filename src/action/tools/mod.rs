@@ -23,6 +23,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub mod command;
+pub mod mcp;
+pub mod toolbox;
+
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays
 /// object-safe (`Arc<dyn ToolSource>`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -165,6 +169,12 @@ pub trait ToolSource: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
     /// True once the source said its tool list changed since the last [`ToolSource::list`].
     fn list_changed(&self) -> bool;
+    /// What the source refused since it was last asked, one line each, for the run's record
+    /// (an MCP server's sampling, elicitation or roots request, an input-required result).
+    /// Redacted. Most sources never refuse anything.
+    fn take_events(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Ends the source: closes the session and stops its process, if it has one.
     fn close(&self) -> BoxFuture<'_, ()>;
 }
@@ -213,6 +223,19 @@ impl Toolbox {
     /// True when any source said its tool list changed since run start.
     pub fn changed(&self) -> bool {
         self.sources.iter().any(|s| s.list_changed())
+    }
+
+    /// What the sources refused since they were last asked, as `source: event` lines.
+    pub fn take_events(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .flat_map(|s| {
+                let name = s.name().to_string();
+                s.take_events()
+                    .into_iter()
+                    .map(move |e| format!("{name}: {e}"))
+            })
+            .collect()
     }
 
     /// Closes every source (their processes end with them).

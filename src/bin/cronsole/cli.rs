@@ -205,10 +205,10 @@ pub struct DescribeArgs {
 pub struct BackfillArgs {
     /// Job name
     pub name: String,
-    /// Start of the window (RFC 3339, or YYYY-MM-DDTHH:MM[:SS] in the job's time zone)
+    /// Start of the window: RFC 3339, a wall time or date in the job's zone, today, yesterday, 2h (ago)
     #[arg(long, value_name = "TIME")]
     pub from: String,
-    /// End of the window, inclusive and not in the future (same forms as --from)
+    /// End of the window, inclusive and not in the future (the same forms as --from)
     #[arg(long, value_name = "TIME")]
     pub to: String,
 }
@@ -340,11 +340,11 @@ pub struct NextArgs {
     /// Time zone (IANA name, any case)
     #[arg(long, default_value = "UTC")]
     pub tz: String,
-    /// Slots strictly after this instant (RFC 3339; default now)
-    #[arg(long, value_name = "RFC3339", conflicts_with = "before")]
+    /// Slots strictly after this time (default now): RFC 3339, a wall time or date in --tz, today, in 2h
+    #[arg(long, value_name = "TIME", conflicts_with = "before")]
     pub after: Option<String>,
-    /// Previous slots strictly before this instant (RFC 3339), newest first
-    #[arg(long, value_name = "RFC3339")]
+    /// Previous slots strictly before this time, newest first (the same forms as --after)
+    #[arg(long, value_name = "TIME")]
     pub before: Option<String>,
     /// How many slots (0 to 10000)
     #[arg(long, default_value_t = 5, value_name = "N",
@@ -363,8 +363,8 @@ pub struct HistoryArgs {
     /// Only this status, any case (succeeded, failed, skipped, no_change, missed, abandoned)
     #[arg(long)]
     pub status: Option<String>,
-    /// Only rows at or after this instant: RFC 3339, a duration ago (2h, 30m), a date, today, yesterday
-    #[arg(long)]
+    /// Only rows at or after this time: RFC 3339, a wall time or date here, today, yesterday, 2h (ago)
+    #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
     /// At most this many rows (1 to 100000)
     #[arg(long, default_value_t = 50, value_name = "N",
@@ -432,6 +432,9 @@ pub struct LogsArgs {
     #[arg(short = 'n', long, default_value_t = 100, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
     pub lines: u64,
+    /// Only the lines about this job (its runs, deliveries and warnings)
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
 }
 
 /// Ids of the top-level options that belong to the default mode only.

@@ -3,7 +3,12 @@
 //! (`delivered`, or `delivery_error=…`), while each delivery's details go to the log
 //! (`<store>/logs/`); notices on stderr (issue 12 item 5, SPEC §12.1 as amended).
 //!
-//! Owns: formatting of headless output. Must not touch: the engine's state or the store.
+//! While the console draws, the same events go to the log instead ([`log_events`]): the
+//! terminal belongs to the console, and `cronsole logs` (or `logs --job NAME`) read from another
+//! terminal shows every run as it ends.
+//!
+//! Owns: formatting of headless output and of the console's run log lines. Must not touch: the
+//! engine's state or the store.
 
 use std::io::Write;
 
@@ -37,7 +42,7 @@ pub fn text_line(r: &HistoryRow) -> String {
     }
     line.push_str(&format!("  {}ms", r.duration_ms));
     if r.cost_usd > 0.0 || r.model.is_some() {
-        line.push_str(&format!("  ${:.4}", r.cost_usd));
+        line.push_str(&format!("  {}", cronsole::cost::usd(r.cost_usd)));
     }
     if r.stale_lease {
         line.push_str("  stale_lease");
@@ -67,6 +72,51 @@ pub fn sanitize_line(s: &str) -> String {
         out.push('…');
     }
     out
+}
+
+/// The log line of one history row: [`text_line`] without its time (the log line has its
+/// own) and with the job as the `job` field, so `cronsole logs --job NAME` finds it.
+fn log_row(r: &HistoryRow) {
+    let line = text_line(r);
+    // "TIME  STATUS  JOB  rest": the status and the rest, the job as a field.
+    let status = r.status.as_str();
+    let rest = line
+        .split_once("  trigger=")
+        .map_or(String::new(), |(_, rest)| format!("trigger={rest}"));
+    let job = sanitize_line(&r.job);
+    match r.status {
+        cronsole::model::Status::Failed | cronsole::model::Status::Abandoned => {
+            tracing::warn!(target: "cronsole::run", job = %job, "{status} {rest}")
+        }
+        _ => tracing::info!(target: "cronsole::run", job = %job, "{status} {rest}"),
+    }
+}
+
+/// Log events until the channel closes (the engine stopped): what the headless printer puts
+/// on stdout, for the log while the console owns the terminal — one line per history row,
+/// each delivery, each engine notice.
+pub async fn log_events(mut events: broadcast::Receiver<Event>) {
+    loop {
+        match events.recv().await {
+            Ok(Event::Row(row)) => log_row(&row),
+            Ok(Event::Delivered { job, sink, text }) => tracing::info!(
+                job = %sanitize_line(&job),
+                sink = %sanitize_line(&sink),
+                "delivered: {}",
+                sanitize_line(&text)
+            ),
+            Ok(Event::Notice(n)) => tracing::warn!("{}", sanitize_line(&n)),
+            Ok(Event::RunStarted { job, .. }) => {
+                tracing::debug!(job = %sanitize_line(&job), "run started")
+            }
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    "the log fell behind: {n} event(s) not logged (see `cronsole history`)"
+                )
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
 }
 
 /// Print events until the channel closes (the engine stopped).

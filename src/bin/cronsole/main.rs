@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 mod cli;
 mod cmd;
+mod early_signals;
 mod headless;
 
 fn main() -> ExitCode {
@@ -39,8 +40,12 @@ fn main() -> ExitCode {
     if std::env::var_os("CRONSOLE_ZYGOTE").is_some_and(|v| v == "off") {
         cronsole::proc::disable_zygote();
     }
+    // From here on a stop signal is counted, not fatal: an engine mode started by a service
+    // manager and stopped at once still stops gracefully (exit 0).
+    early_signals::install();
     let cli = cli::parse();
     if !cmd::runs_engine(&cli) {
+        early_signals::restore_default();
         // Report commands behave like other Unix filters: `cronsole history | head` ends quietly
         // when the reader goes away instead of panicking on EPIPE. Engine modes keep the default
         // (ignored) so a closed stdout never kills a process holding leases.

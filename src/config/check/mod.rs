@@ -29,6 +29,7 @@ mod scalars;
 mod schedule;
 mod settings;
 mod tools;
+pub(crate) use tools::ToolNames;
 
 /// A problem before it has a source position.
 #[derive(Debug, Clone)]

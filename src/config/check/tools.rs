@@ -29,12 +29,19 @@ use super::{Checker, describe_value, index, key, kind_of, list, show, valid_env_
 use crate::config::bounds;
 use crate::config::yaml::{Mapping, Number, Seg, Value, key_text};
 use crate::model::{
-    AgentDef, CommandToolDef, McpServerDef, McpTransport, ToolCommand, ToolLimits, ToolPattern,
-    ToolSettings, valid_wire_name, wire_name,
+    AgentDef, CommandToolDef, MCP_PROTOCOL_VERSIONS, McpServerDef, McpTransport, ToolCommand,
+    ToolLimits, ToolPattern, ToolSettings, valid_wire_name, wire_name,
 };
 
-pub(in crate::config) const MCP_KEYS: &[&str] =
-    &["command", "cwd", "env", "env_from", "url", "headers_env"];
+pub(in crate::config) const MCP_KEYS: &[&str] = &[
+    "command",
+    "cwd",
+    "env",
+    "env_from",
+    "url",
+    "headers_env",
+    "protocol_version",
+];
 pub(in crate::config) const COMMAND_TOOL_KEYS: &[&str] = &[
     "description",
     "parameters",
@@ -66,6 +73,18 @@ pub(crate) struct ToolNames {
     broken: BTreeSet<String>,
 }
 
+impl ToolNames {
+    /// The names of sources that validated (a pass over the jobs alone, after the sections
+    /// were checked).
+    pub(crate) fn of(tools: &ToolSettings) -> ToolNames {
+        ToolNames {
+            servers: tools.mcp_servers.keys().cloned().collect(),
+            commands: tools.command_tools.keys().cloned().collect(),
+            broken: BTreeSet::new(),
+        }
+    }
+}
+
 impl Checker<'_> {
     /// `mcp_servers:` and the top-level `tools:`.
     pub(super) fn tool_sources(&mut self, top: &Mapping) -> ToolSettings {
@@ -78,11 +97,18 @@ impl Checker<'_> {
             false,
         ) {
             let named = self.source_name(&name, &p, "MCP server");
+            let protocol_version = v.as_mapping().and_then(|m| self.protocol_version(m, &p));
             match self.mcp_server(&name, v, &p) {
                 Some(transport) if named => {
                     self.tool_names.servers.insert(name.clone());
-                    out.mcp_servers
-                        .insert(name.clone(), McpServerDef { name, transport });
+                    out.mcp_servers.insert(
+                        name.clone(),
+                        McpServerDef {
+                            name,
+                            transport,
+                            protocol_version,
+                        },
+                    );
                 }
                 _ => {
                     self.tool_names.broken.insert(name);
@@ -108,6 +134,25 @@ impl Checker<'_> {
             }
         }
         out
+    }
+
+    /// `protocol_version`: one of the versions this build speaks.
+    fn protocol_version(&mut self, m: &Mapping, p: &[Seg]) -> Option<String> {
+        let v = self.opt_text(m, p, "protocol_version")?;
+        let v = v.trim().to_string();
+        if MCP_PROTOCOL_VERSIONS.contains(&v.as_str()) {
+            return Some(v);
+        }
+        self.error(
+            key(p, "protocol_version"),
+            format!(
+                "unknown MCP protocol version {}: use one of {} (or leave it out: discovery \
+                 first, the initialize handshake for older servers)",
+                show(&v),
+                MCP_PROTOCOL_VERSIONS.join(", ")
+            ),
+        );
+        None
     }
 
     fn source_name(&mut self, name: &str, p: &[Seg], noun: &str) -> bool {

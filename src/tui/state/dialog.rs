@@ -1,5 +1,5 @@
-//! The console's dialogs: the yes/no confirmations (trigger, cancel), the `/` name prompt and
-//! the help overlay.
+//! The console's dialogs: the yes/no confirmations (trigger, retry, cancel, bulk pause), the
+//! `/` name prompt and the help overlay.
 //!
 //! Owns: what is being asked and what was typed; turning an answer or a typed key into an
 //! outcome for [`super::App`]. Must not touch: filters or jobs themselves (the app applies the
@@ -18,6 +18,13 @@ pub enum Prompt {
     ConfirmTrigger(String),
     /// "Cancel this job's running or queued run?"
     ConfirmCancel(String),
+    /// "Retry this run now?"
+    ConfirmRetry {
+        /// The run's job.
+        job: String,
+        /// The run to retry.
+        run_id: uuid::Uuid,
+    },
     /// The `/` name prompt, with what is typed so far.
     Name(String),
     /// Pause (`pause: true`) or resume these jobs: the filtered set when `P` was pressed.
@@ -36,6 +43,15 @@ pub enum Answer {
     Trigger {
         /// The job asked about.
         job: String,
+        /// The operator said yes.
+        yes: bool,
+    },
+    /// The answer to [`Prompt::ConfirmRetry`].
+    Retry {
+        /// The run's job.
+        job: String,
+        /// The run asked about.
+        run_id: uuid::Uuid,
         /// The operator said yes.
         yes: bool,
     },
@@ -97,9 +113,10 @@ impl Dialogs {
     /// The key scope an open dialog imposes, if any.
     pub fn scope(&self) -> Option<Scope> {
         match &self.prompt {
-            Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_) | Prompt::ConfirmBulk { .. } => {
-                Some(Scope::Confirm)
-            }
+            Prompt::ConfirmTrigger(_)
+            | Prompt::ConfirmCancel(_)
+            | Prompt::ConfirmRetry { .. }
+            | Prompt::ConfirmBulk { .. } => Some(Scope::Confirm),
             Prompt::Name(_) => Some(Scope::Input),
             Prompt::None => None,
         }
@@ -111,6 +128,7 @@ impl Dialogs {
         match std::mem::replace(&mut self.prompt, Prompt::None) {
             Prompt::ConfirmTrigger(job) => Answer::Trigger { job, yes },
             Prompt::ConfirmCancel(job) => Answer::Cancel { job, yes },
+            Prompt::ConfirmRetry { job, run_id } => Answer::Retry { job, run_id, yes },
             Prompt::ConfirmBulk { pause, jobs } => Answer::Bulk { pause, jobs, yes },
             other => {
                 self.prompt = other;

@@ -4,6 +4,12 @@
 //!
 //! Owns: which history rows the pane shows and where its cursor is; when to ask the store for
 //! the next page. Must not touch: the store (it returns a [`Query`]), other panes, the terminal.
+//!
+//! The cursor is anchored to a run, not to a screen row ([`Follow`]): rows arrive at the top
+//! every few seconds, and a cursor that kept its index would slide onto another run between a
+//! look and a keypress (then `R` would retry the wrong one). After a move it stays on its run
+//! id wherever that row goes; `g` follows the newest row (the top, as rows arrive) and `G` the
+//! oldest one held (the bottom).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -18,11 +24,26 @@ pub(crate) const LIVE_ROWS_MAX: usize = 500;
 /// frame's cost stays bounded whatever a snapshot carries.
 pub(crate) const SCAN_MAX: usize = crate::snapshot::RECENT_ROWS + LIVE_ROWS_MAX;
 
+/// What the History cursor stays on as rows come and go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Follow {
+    /// The newest row: the top, whatever arrives (`g`, and the start).
+    #[default]
+    Newest,
+    /// The oldest row held: the bottom (`G`).
+    Oldest,
+    /// This run, wherever its row moves (any other move puts the cursor on a run).
+    Run(uuid::Uuid),
+}
+
 /// The History pane's state.
 #[derive(Debug, Default)]
 pub struct HistoryPane {
-    /// The cursor (index into [`HistoryPane::rows`]).
+    /// The cursor (index into [`HistoryPane::rows`]), kept on [`HistoryPane::follow`] by
+    /// [`HistoryPane::relocate`].
     pub(crate) sel: usize,
+    /// What the cursor stays on.
+    pub(crate) follow: Follow,
     /// The pane restricted to this job (`h`).
     pub(crate) job: Option<String>,
     /// Rows paged in from the store beyond the snapshot window, newest first.
@@ -115,13 +136,47 @@ impl HistoryPane {
         }
     }
 
-    /// Forget paged rows (the filters changed).
+    /// Forget paged rows (the filters changed): the cursor goes back to the newest row.
     pub fn reset_pages(&mut self) {
         self.more.clear();
         self.next_token = None;
         self.done = false;
         self.loading = false;
         self.sel = 0;
+        self.follow = Follow::Newest;
+    }
+
+    /// Put the cursor on row `index` (clamped) and anchor it to that row's run.
+    pub fn select(&mut self, snap: &Snapshot, filters: &Filters, index: usize) {
+        let len = self.rows(snap, filters).count();
+        self.sel = index.min(len.saturating_sub(1));
+        let at = self.rows(snap, filters).nth(self.sel).map(|r| r.run_id);
+        self.follow = at.map_or(Follow::Newest, Follow::Run);
+    }
+
+    /// Follow the newest row (`g`) or the oldest one held (`G`).
+    pub fn follow_end(&mut self, snap: &Snapshot, filters: &Filters, oldest: bool) {
+        self.follow = if oldest {
+            Follow::Oldest
+        } else {
+            Follow::Newest
+        };
+        self.relocate(snap, filters);
+    }
+
+    /// Rows came or went (an event, a snapshot, a page, a filter): move the index to where the
+    /// followed row is now. A followed run no longer shown (filtered out, or dropped from the
+    /// window) leaves the cursor where it was, clamped, still anchored to the run.
+    pub fn relocate(&mut self, snap: &Snapshot, filters: &Filters) {
+        let len = self.rows(snap, filters).count();
+        self.sel = match self.follow {
+            Follow::Newest => 0,
+            Follow::Oldest => len.saturating_sub(1),
+            Follow::Run(id) => self
+                .rows(snap, filters)
+                .position(|r| r.run_id == id)
+                .unwrap_or(self.sel.min(len.saturating_sub(1))),
+        };
     }
 
     /// The next page to ask for when the cursor is near the end of what is held.

@@ -127,7 +127,7 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     lines.push(kv(
         "spend",
         format!(
-            "{} this period{}, {} total{}, {} executions (all triggers)",
+            "{} this period{}, {} total{}; runs {}{}",
             money(app.job_period_spend(&row)),
             j.def
                 .max_cost_usd
@@ -139,7 +139,11 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
             } else {
                 ""
             },
-            App::executions(&row)
+            App::executions(&row),
+            j.def
+                .max_runs
+                .map(|m| format!(" (max_runs {}/{m})", j.rt.runs))
+                .unwrap_or_default()
         ),
     ));
 
@@ -318,8 +322,10 @@ fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line
         ];
         if a.input_tokens > 0 || a.output_tokens > 0 || a.cost_usd > 0.0 {
             spans.push(Span::raw(format!(
-                "  {} in, {} out, ${:.6}",
-                a.input_tokens, a.output_tokens, a.cost_usd
+                "  {} in, {} out, {}",
+                a.input_tokens,
+                a.output_tokens,
+                crate::cost::usd(a.cost_usd)
             )));
         }
         lines.push(Line::from(spans));
@@ -399,8 +405,8 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     lines.push(kv(
         "cost",
         format!(
-            "${:.6}{}",
-            r.cost_usd,
+            "{}{}",
+            crate::cost::usd(r.cost_usd),
             if r.unpriced {
                 " (incomplete: unpriced)"
             } else {

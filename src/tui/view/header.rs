@@ -1,9 +1,9 @@
 //! Header: store, owner, owners seen, uptime, spend vs budget gauge with the spend forecast
 //! (when the limit will be reached at this pace), counts per status (24 h).
 //!
-//! Owners are those holding a live lease or that wrote a row in the last 5 minutes (there is no
-//! heartbeat); attached with none seen, the header says that no engine is running, so due jobs
-//! sitting at "due" are explained.
+//! `owners` counts the live owners by the one rule of [`crate::owners`] (this engine and the
+//! holders of unexpired leases); attached with no engine seen, the header says that no engine
+//! is running, so due jobs sitting at "due" are explained.
 //!
 //! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
@@ -56,6 +56,39 @@ pub fn budget_gauge(spend: f64, budget: f64, period: BudgetPeriod) -> (f64, Stri
     )
 }
 
+/// What the header says about the jobs a budget stopped this period: a limit below one call's
+/// worst case is "too small for one call" (waiting does not help; the gauge may show little
+/// spent), a used-up limit is "BUDGET REACHED". `stops` are (job, skip reason) pairs.
+pub fn stops_text(stops: &[(String, String)]) -> String {
+    let (small, reached): (Vec<&str>, Vec<&str>) = stops
+        .iter()
+        .map(|(job, why)| (job.as_str(), why.starts_with(crate::cost::BUDGET_TOO_SMALL)))
+        .fold(
+            (Vec::new(), Vec::new()),
+            |(mut s, mut r), (job, too_small)| {
+                if too_small {
+                    s.push(job)
+                } else {
+                    r.push(job)
+                }
+                (s, r)
+            },
+        );
+    let names = |v: &[&str]| match v {
+        [] => String::new(),
+        [one] => sanitize::line(one).into_owned(),
+        [first, rest @ ..] => format!("{} and {} more", sanitize::line(first), rest.len()),
+    };
+    let mut parts = Vec::new();
+    if !small.is_empty() {
+        parts.push(format!("{}: budget too small for one call", names(&small)));
+    }
+    if !reached.is_empty() {
+        parts.push(format!("BUDGET REACHED: {} stopped", names(&reached)));
+    }
+    parts.join("; ")
+}
+
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let s = &app.snap;
     let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
@@ -72,7 +105,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled("cronsole ", bold.fg(Color::Cyan)),
         Span::styled(format!("[{mode}] "), dim),
     ];
-    if !s.engine_running && s.owners_seen.is_empty() {
+    if !s.engine_seen {
         first.push(Span::styled(
             "NO ENGINE seen in 5 min: jobs will not run until one starts  ",
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
@@ -94,23 +127,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     } else {
         ""
     };
-    // A budget that stopped a model call this period outranks the forecast (SPEC §11: the
-    // header says so); the stops come from the jobs' state, so every owner's show.
+    // A budget that stopped a model call this period outranks the forecast; the stops come
+    // from the jobs' state, so every owner's show.
     let stops = s.budget_stops();
-    let forecast = match stops.first() {
-        Some((job, _)) if stops.len() == 1 => {
-            format!(" BUDGET REACHED: {} stopped", sanitize::line(job))
-        }
-        Some((job, _)) => format!(
-            " BUDGET REACHED: {} and {} more stopped",
-            sanitize::line(job),
-            stops.len() - 1
-        ),
-        None => s
-            .forecast
+    let forecast = if stops.is_empty() {
+        s.forecast
             .as_ref()
             .map(|f| format!(" → {}", f.phrase(app.now)))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+    } else {
+        format!(" {}", stops_text(&stops))
     };
     let fw = u16::try_from(forecast.chars().count()).unwrap_or(0);
     let [lbl, g, fc, inc] = Layout::horizontal([

@@ -1,7 +1,7 @@
-//! Footer, `?` help and the trigger confirmation, all built from the one keymap table
+//! Footer, `?` help and the yes/no confirmations, all built from the one keymap table
 //! ([`crate::tui::keymap::KEYMAP`]), so what is shown is what the keys do.
 //!
-//! Owns: those three overlays. Must not touch: state.
+//! Owns: those overlays and fitting the footer to the width. Must not touch: state.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,6 +14,12 @@ use crate::tui::keymap::{self, Scope};
 use crate::tui::sanitize;
 use crate::tui::state::{App, Mode, Prompt};
 
+/// The footer: the prompt being typed (if any), the notice, then the key hints that fit the
+/// width. Hints come from the keymap's footer rows; when they do not all fit, the least
+/// important go first ([`keymap::Binding::footer`], highest number first), never the ones
+/// marked [`keymap::ALWAYS`] (`? help`, `q quit`). The notice takes what the hints leave, cut
+/// with `…`, and never pushes them off: at most half the width is kept for it while optional
+/// hints are dropped to make room.
 pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
     let key = Style::new().fg(Color::Black).bg(Color::Cyan);
     let mut spans: Vec<Span> = Vec::new();
@@ -26,23 +32,91 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
             ));
             &[Scope::Input]
         }
-        (Prompt::ConfirmTrigger(_) | Prompt::ConfirmCancel(_), _) => &[Scope::Confirm],
+        _ if app.dialog.scope() == Some(Scope::Confirm) => &[Scope::Confirm],
         (_, Mode::Diff(_)) => &[Scope::Diff, Scope::Global],
         _ => &[Scope::Global],
     };
-    if let Some(n) = &app.notice
-        && app.dialog.prompt == Prompt::None
-    {
-        spans.push(Span::styled(
-            format!("» {} ", sanitize::line(n)),
-            Style::new().fg(Color::Yellow),
-        ));
+    let width = usize::from(area.width).saturating_sub(spans.iter().map(Span::width).sum());
+    let notice = app
+        .notice
+        .as_deref()
+        .filter(|_| app.dialog.prompt == Prompt::None)
+        .map(|n| format!("» {} ", sanitize::line(n)));
+    let notice_w = notice.as_deref().map_or(0, |n| Span::raw(n).width());
+    let hints = fit_hints(scopes, width.saturating_sub(notice_w.min(width / 2)));
+    let hints_w: usize = hints.iter().map(|b| hint_width(b)).sum();
+    if let Some(n) = notice {
+        let room = width.saturating_sub(hints_w);
+        let shown = if Span::raw(n.as_str()).width() <= room {
+            n
+        } else {
+            // Cut with `…` and a space before the hints.
+            format!("{} ", cut(&n, room.saturating_sub(1)))
+        };
+        spans.push(Span::styled(shown, Style::new().fg(Color::Yellow)));
     }
-    for b in keymap::bindings(scopes).filter(|b| b.footer) {
-        spans.push(Span::styled(b.label, key));
+    for b in hints {
+        spans.push(Span::styled(b.footer_key(), key));
         spans.push(Span::raw(format!(" {} ", b.short)));
     }
     Line::from(spans).render(area, buf);
+}
+
+/// Columns one hint takes: `KEY short `.
+fn hint_width(b: &keymap::Binding) -> usize {
+    Span::raw(b.footer_key()).width() + Span::raw(b.short).width() + 2
+}
+
+/// The footer hints of `scopes` that fit in `width` columns: the optional ones in table order,
+/// dropped highest [`keymap::Binding::footer`] first (the later row first among equals), then
+/// the [`keymap::ALWAYS`] ones, kept whatever the width.
+pub fn fit_hints(scopes: &[Scope], width: usize) -> Vec<&'static keymap::Binding> {
+    let mut hints: Vec<&keymap::Binding> = keymap::bindings(scopes)
+        .filter(|b| b.footer != keymap::HIDDEN)
+        .collect();
+    loop {
+        let used: usize = hints.iter().map(|b| hint_width(b)).sum();
+        if used <= width {
+            break;
+        }
+        let drop = hints
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.footer != keymap::ALWAYS)
+            .max_by_key(|(i, b)| (b.footer, *i))
+            .map(|(i, _)| i);
+        match drop {
+            Some(i) => {
+                hints.remove(i);
+            }
+            None => break,
+        }
+    }
+    // The kept-always hints last, where the eye finds them: `… ? help q quit`.
+    let (always, optional): (Vec<_>, Vec<_>) =
+        hints.into_iter().partition(|b| b.footer == keymap::ALWAYS);
+    optional.into_iter().chain(always).collect()
+}
+
+/// `text` cut to `w` columns with a final `…` when it does not fit (nothing when `w` is 0).
+fn cut(text: &str, w: usize) -> String {
+    if Span::raw(text).width() <= w {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for ch in text.chars() {
+        let cw = Span::raw(ch.to_string()).width();
+        if used + cw + 1 > w {
+            break;
+        }
+        used += cw;
+        out.push(ch);
+    }
+    if w > 0 {
+        out.push('…');
+    }
+    out
 }
 
 pub fn confirm(question: &str, area: Rect, buf: &mut Buffer) {
@@ -96,7 +170,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     right.push(Line::styled("  ● running  ‖ paused", dim));
     right.push(Line::styled("  ✝ retired  ⏸ held (rate limit)", dim));
     right.push(Line::styled("  ! alerted  … queued (no owner yet)", dim));
-    right.push(Line::styled("EXECS: every execution. Times UTC.", dim));
+    right.push(Line::styled("RUNS: every execution. Times UTC.", dim));
     (left, right)
 }
 

@@ -45,7 +45,7 @@ const COLS: [(Col, &str, u16); 10] = [
     (Col::Last, "LAST", 8),
     (Col::Passed, "PASSED", 7),
     (Col::Status, "STATUS", 10),
-    (Col::Runs, "EXECS", 5),
+    (Col::Runs, "RUNS", 5),
     (Col::Spend, "SPEND/BUDGET", 13),
 ];
 

@@ -8,7 +8,8 @@
 //! Decisions: all times are shown in UTC (`HH:MM:SS` when within a day of now, `MM-DD HH:MM`
 //! otherwise) so that several operators in different zones read the same screen; below 80×24
 //! only "terminal too small" is drawn; the jobs table drops its least useful columns first when
-//! narrow (LAST, NEXT, RUNS, SPEND, PASSED, SCHEDULE) and never drops state, NAME or STATUS.
+//! narrow (LAST, NEXT, RUNS, SPEND, PASSED, SCHEDULE) and never drops state, NAME or STATUS;
+//! panes with little to show (no lease, no spend) shrink and History takes the room.
 
 use chrono::{DateTime, Utc};
 use ratatui::buffer::Buffer;
@@ -61,6 +62,9 @@ impl Widget for &App {
                 area,
                 buf,
             ),
+            Prompt::ConfirmRetry { job, run_id } => {
+                help::confirm(&format!("Retry run {run_id} of {job} now?"), area, buf)
+            }
             Prompt::ConfirmBulk { pause, jobs } => {
                 help::confirm(&dry_run::bulk_question(*pause, jobs), area, buf)
             }
@@ -104,33 +108,50 @@ fn too_small(area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
+/// Rows left under the jobs table for the panes below: enough for a few history rows on a
+/// small terminal, more on a tall one.
+fn bottom_min(body_height: u16) -> u16 {
+    if body_height >= 30 { 12 } else { 5 }
+}
+
+/// Width of the side column (leases over spend) next to History: narrow when both are empty
+/// (a lease pane that says "none" and a flat sparkline need little), wider with leases to
+/// show; History takes the rest.
+fn side_width(app: &App, width: u16) -> u16 {
+    let leased = !app.leases().is_empty();
+    let spent = app.snap.spend_per_hour.iter().any(|x| *x > 0.0);
+    match (leased, spent) {
+        (true, _) => (width * 30 / 100).clamp(30, 56),
+        (false, true) => 34,
+        (false, false) => 28,
+    }
+}
+
+/// The main screen: the jobs table takes what its rows need, leaving [`bottom_min`] rows; below
+/// it, History beside a side column of the leases and spend panes, sized to what they hold
+/// ([`side_width`]). When only a few rows are left, the side column is left out (History gets
+/// the whole width) unless the leases pane has the focus.
 fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
-    // The jobs table takes what its rows need, up to 55 % of the body; the rest goes below.
-    let cap = area.height.saturating_mul(55) / 100;
+    let cap = area.height.saturating_sub(bottom_min(area.height));
     let want = u16::try_from(app.jobs.visible.len().max(1) + 3).unwrap_or(u16::MAX);
     let [top, bottom] =
-        Layout::vertical([Constraint::Length(want.min(cap)), Constraint::Min(6)]).areas(area);
+        Layout::vertical([Constraint::Length(want.min(cap)), Constraint::Min(0)]).areas(area);
     jobs::render(app, top, buf);
-    if bottom.width >= 120 {
-        let [l, c, h] = Layout::horizontal([
-            Constraint::Percentage(30),
-            Constraint::Percentage(25),
-            Constraint::Percentage(45),
-        ])
-        .areas(bottom);
-        panes::leases(app, l, buf);
-        panes::cost(app, c, buf);
-        panes::history(app, h, buf);
-    } else {
-        let [left, h] =
-            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)])
-                .areas(bottom);
-        let [l, c] =
-            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(left);
-        panes::leases(app, l, buf);
-        panes::cost(app, c, buf);
-        panes::history(app, h, buf);
+    let side = bottom.height >= 8 || app.pane == Pane::Leases;
+    if !side {
+        panes::history(app, bottom, buf);
+        return;
     }
+    let [left, h] = Layout::horizontal([
+        Constraint::Length(side_width(app, bottom.width)),
+        Constraint::Min(0),
+    ])
+    .areas(bottom);
+    let lease_rows = panes::leases_height(app, left.width, left.height);
+    let [l, c] = Layout::vertical([Constraint::Length(lease_rows), Constraint::Min(0)]).areas(left);
+    panes::leases(app, l, buf);
+    panes::cost(app, c, buf);
+    panes::history(app, h, buf);
 }
 
 /// A bordered block whose border is highlighted when its pane has the focus.
@@ -210,21 +231,10 @@ pub(crate) fn dur(secs: i64) -> String {
     }
 }
 
-/// Money for the console: whole dollars from $100, cents from a cent, and below a cent as many
-/// digits as it takes ([`crate::cost::usd`]), so a $0.001 budget is not shown as "$0.00".
+/// Money in the console: the one format every surface uses ([`crate::cost::usd`]), so the
+/// same amount reads the same here, in `jobs`, `stats`, `history` and the skip reasons.
 pub(crate) fn money(x: f64) -> String {
-    if !x.is_finite() {
-        "$?".into()
-    } else if x.abs() >= 100.0 {
-        format!("${x:.0}")
-    } else if x == 0.0 {
-        // Covers -0.0, which `{:.2}` would print as "$-0.00".
-        "$0.00".into()
-    } else if x.abs() >= 0.01 {
-        format!("${x:.2}")
-    } else {
-        crate::cost::usd(x)
-    }
+    crate::cost::usd(x)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The three lower panes: leases (who holds what, and whether it is stuck or foreign), cost
 //! (spend per hour over 24 h and the top spenders) and the history stream (newest first, one row
-//! per history row, the status word always written so colour is never the only signal).
+//! per history row, the status word always written so colour is never the only signal). While
+//! History has the focus, the selected row's whole text is shown wrapped under the rows (a
+//! row's line shows only what fits); Enter opens the whole run.
 //!
-//! Owns: drawing those panes. Must not touch: state.
+//! Owns: drawing those panes and how tall the leases pane needs to be. Must not touch: state.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,6 +16,21 @@ use super::{dur, money, pane_block, status_style, when};
 use crate::model::HistoryRow;
 use crate::tui::sanitize;
 use crate::tui::state::{App, Pane};
+
+/// Rows the leases pane takes in a side column `width` × `height`: three (a line saying none)
+/// without leases, else what its leases need (two lines each when the column is tall enough,
+/// as [`leases`] draws them), leaving three rows to the spend pane below.
+pub fn leases_height(app: &App, width: u16, height: u16) -> u16 {
+    let n = u16::try_from(app.leases().len()).unwrap_or(u16::MAX).max(1);
+    // Two lines a lease (owner; expiry, renewal, claim) when the column is tall enough.
+    let two = n.saturating_mul(2).saturating_add(2);
+    let need = if two.saturating_add(3) <= height || width >= 60 {
+        two
+    } else {
+        n.saturating_add(2)
+    };
+    need.min(height.saturating_sub(3)).max(3).min(height)
+}
 
 pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
     let leases = app.leases();
@@ -124,7 +141,7 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
     let block = pane_block(
         app,
         None,
-        Line::from(format!(" Spend/hour 24h (max {}) ", money(max))),
+        Line::from(format!(" Spend/h 24h, max {} ", money(max))),
     );
     let inner = block.inner(area);
     block.render(area, buf);
@@ -173,10 +190,7 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
     for (n, (v, i)) in best.iter().enumerate() {
         let name = sanitize::line(&s.jobs[*i].def.name).into_owned();
         let line = Line::from(vec![
-            Span::styled(
-                format!("{:>7} ", format!("${v:.4}")),
-                Style::new().fg(Color::Yellow),
-            ),
+            Span::styled(format!("{:>8} ", money(*v)), Style::new().fg(Color::Yellow)),
             Span::raw(name),
         ]);
         buf.set_line(top.x, top.y + n as u16, &line, top.width);
@@ -213,7 +227,7 @@ pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -
     }
     if r.cost_usd > 0.0 {
         spans.push(Span::styled(
-            format!(" ${:.4}", r.cost_usd),
+            format!(" {}", money(r.cost_usd)),
             Style::new().fg(Color::Yellow),
         ));
     }
@@ -252,10 +266,22 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
         title.push(Span::styled(format!("[{}] ", s.as_str()), status_style(s)));
     }
     let block = pane_block(app, Some(Pane::History), Line::from(title));
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     block.render(area, buf);
     if inner.height == 0 {
         return;
+    }
+    let focused = app.pane == Pane::History;
+    // The selected row's whole text, wrapped, under the rows while History has the focus.
+    if focused
+        && inner.height >= 8
+        && let Some(r) = app.selected_run()
+    {
+        let h = (inner.height / 3).clamp(3, 8);
+        let [rows, detail] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(h)]).areas(inner);
+        selected_detail(r, detail, buf);
+        inner = rows;
     }
     // Narrow but tall (120×40): two lines per row, so an error's variable name is not cut.
     let per: usize = if inner.width < 80 && inner.height >= 16 {
@@ -266,7 +292,6 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
     let fit = (inner.height as usize / per).max(1);
     let sel = app.history.sel;
     let offset = sel.saturating_sub(fit - 1);
-    let focused = app.pane == Pane::History;
     let mut any = false;
     for (n, r) in app.history_rows().skip(offset).take(fit).enumerate() {
         any = true;
@@ -294,5 +319,109 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
             "no history rows"
         };
         Span::styled(msg, Style::new().fg(Color::DarkGray)).render(inner, buf);
+    }
+}
+
+/// Most characters of a row's text the detail area wraps per frame (it shows a few lines).
+const DETAIL_CHARS: usize = 2000;
+
+/// The selected row's whole text (reason, error, result), wrapped, under a rule naming the
+/// run; cut with a pointer to the run view when it does not fit.
+fn selected_detail(r: &HistoryRow, area: Rect, buf: &mut Buffer) {
+    let dim = Style::new().fg(Color::DarkGray);
+    if area.height == 0 {
+        return;
+    }
+    let head = format!("── {} {} run {} ", r.job, r.status.as_str(), r.run_id);
+    let rule = format!(
+        "{head}{}",
+        "─".repeat(usize::from(area.width).saturating_sub(head.chars().count()))
+    );
+    buf.set_line(
+        area.x,
+        area.y,
+        &Line::styled(sanitize::line(&rule).into_owned(), dim),
+        area.width,
+    );
+    let mut parts: Vec<&str> = Vec::new();
+    for t in [r.reason.as_deref(), r.error.as_deref(), r.result.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+    {
+        if !t.is_empty() && !parts.iter().any(|p| p.contains(t)) {
+            parts.push(t);
+        }
+    }
+    let text: String = if parts.is_empty() {
+        "(no text)".to_string()
+    } else {
+        parts.join(" · ").chars().take(DETAIL_CHARS).collect()
+    };
+    let lines = wrap(&sanitize::line(&text), usize::from(area.width));
+    let room = usize::from(area.height - 1);
+    let cut = lines.len() > room;
+    let shown = if cut { room.saturating_sub(1) } else { room };
+    for (i, l) in lines.iter().take(shown).enumerate() {
+        buf.set_string(area.x, area.y + 1 + i as u16, l, Style::new());
+    }
+    if cut && room > 0 {
+        let y = area.y + u16::try_from(room).unwrap_or(0);
+        buf.set_string(area.x, y, "… (Enter: the whole run)", dim);
+    }
+}
+
+/// `text` (one line) wrapped to `width` columns at spaces; a word wider than a line is split.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let cw = |c: char| Span::raw(c.to_string()).width();
+    let mut out = Vec::new();
+    if width == 0 {
+        return out;
+    }
+    let (mut line, mut used) = (String::new(), 0usize);
+    for word in text.split(' ') {
+        let ww: usize = word.chars().map(cw).sum();
+        let sep = usize::from(!line.is_empty());
+        if used + sep + ww <= width {
+            if sep == 1 {
+                line.push(' ');
+            }
+            line.push_str(word);
+            used += sep + ww;
+            continue;
+        }
+        if !line.is_empty() {
+            out.push(std::mem::take(&mut line));
+            used = 0;
+        }
+        for c in word.chars() {
+            if used + cw(c) > width {
+                out.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            line.push(c);
+            used += cw(c);
+        }
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap;
+
+    #[test]
+    fn wrapping_breaks_at_spaces_and_splits_long_words() {
+        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("x abcdef", 4), ["x", "abcd", "ef"]);
+        assert!(wrap("anything", 0).is_empty());
+        let long = "API key env var OPENAI_API_KEY is not set (or is empty); no request was made";
+        let lines = wrap(long, 20);
+        assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:?}");
+        assert_eq!(lines.join(" "), long);
     }
 }

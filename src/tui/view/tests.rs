@@ -159,6 +159,31 @@ fn the_header_says_when_a_budget_stopped_a_call_this_period() {
     assert!(!t.contains("BUDGET REACHED"), "{t}");
 }
 
+/// A job whose own limit is below one call's worst case never runs a call, however little is
+/// spent: the header says "too small for one call", not "BUDGET REACHED" beside a gauge at
+/// 15%.
+#[test]
+fn the_header_says_a_budget_too_small_for_one_call() {
+    let mut app = with_budget(0.15, 1.0);
+    let snap = Arc::make_mut(&mut app.snap);
+    snap.jobs[0].rt.budget_stop = Some(Box::new(crate::model::BudgetStop {
+        period_key: BudgetPeriod::Day.key(app.now),
+        reason: "budget too small for one call: it may cost up to $0.0025, the limit is $0.002 \
+                 (job, per day)"
+            .into(),
+        at: app.now,
+        alerted: true,
+    }));
+    let name = snap.jobs[0].def.name.clone();
+    let t = text(&draw(&app, 120, 40));
+    assert!(
+        t.contains(&format!("{name}: budget too small for one call")),
+        "{t}"
+    );
+    assert!(!t.contains("BUDGET REACHED"), "{t}");
+    assert!(t.contains("(15%)"), "{t}");
+}
+
 #[test]
 fn empty_store_says_so() {
     let (mut snap, now) = testdata::fixed();
@@ -259,14 +284,46 @@ fn every_key_is_shown_in_the_help() {
 
 #[test]
 fn footer_comes_from_the_keymap() {
-    let t = text(&draw(&app(), 120, 40));
+    use crate::tui::keymap::{HIDDEN, Scope};
+    // Wide enough for every footer hint: each is there, in the keymap's words.
+    let t = text(&draw(&app(), 200, 50));
     let last = t.lines().last().unwrap_or("");
     for b in KEYMAP
         .iter()
-        .filter(|b| b.footer && b.scope == crate::tui::keymap::Scope::Global)
+        .filter(|b| b.footer != HIDDEN && b.scope == Scope::Global)
     {
-        assert!(last.contains(b.label), "footer lacks {}: {last}", b.label);
+        let hint = format!("{} {}", b.footer_key(), b.short);
+        assert!(last.contains(&hint), "footer lacks {hint}: {last}");
     }
+}
+
+/// At 80 columns, with an alert on the notice line, the footer still ends with `? help` and
+/// `q quit`: hints are dropped by priority and the notice is cut, never those two.
+#[test]
+fn the_footer_fits_80_columns_and_keeps_help_and_quit() {
+    for notice in [
+        None,
+        Some("ALERT: status-explainer is failing (incident open) and a long tail of words"),
+    ] {
+        let mut a = app();
+        a.notice = notice.map(str::to_string);
+        for w in [80, 100, 120] {
+            let t = text(&draw(&a, w, 24));
+            let last = t.lines().last().unwrap_or("").trim_end().to_string();
+            assert!(
+                last.ends_with("? help q quit"),
+                "{w} cols, {notice:?}: {last}"
+            );
+            assert!(!last.contains("qu…") && !last.contains("Ctrl-C"), "{last}");
+            if notice.is_some() {
+                assert!(last.starts_with("» ALERT"), "{last}");
+            }
+        }
+    }
+    // The narrowest hints list is the always-kept one.
+    let kept = super::help::fit_hints(&[crate::tui::keymap::Scope::Global], 0);
+    let keys: Vec<_> = kept.iter().map(|b| b.footer_key()).collect();
+    assert_eq!(keys, ["?", "q"]);
 }
 
 /// A monitor output and a model reply full of escape sequences and control bytes.
@@ -329,11 +386,44 @@ fn hostile_text_renders_inert_everywhere() {
     );
 }
 
+/// The main screen with each pane focused, at 80×24, 120×40 and 200×50, with and without an
+/// alert (a failing job's `!` mark and the notice line): the footer keeps `? help` and
+/// `q quit`, empty panes shrink, and History shows the selected row's whole text when it has
+/// the focus.
 #[test]
-fn snapshot_main() {
-    let a = app();
-    snap!("main_80x24", screen(&a, 80, 24));
-    snap!("main_120x40", screen(&a, 120, 40));
+fn snapshot_each_pane_at_three_sizes_with_and_without_an_alert() {
+    use crate::tui::state::Pane;
+    for (pane, name) in [
+        (Pane::Jobs, "jobs"),
+        (Pane::Leases, "leases"),
+        (Pane::History, "history"),
+    ] {
+        for alert in [false, true] {
+            let (mut snap, now) = testdata::fixed();
+            if alert {
+                let j = snap
+                    .jobs
+                    .iter_mut()
+                    .find(|j| j.rt.last_status == Some(Status::Failed))
+                    .unwrap();
+                j.rt.alerted = true;
+            }
+            let mut a = App::new(Arc::new(snap), now);
+            if alert {
+                a.notice = Some("ALERT: summarise-news is failing (incident open)".into());
+            }
+            while a.pane != pane {
+                a.handle_key(KeyEvent::from(KeyCode::Tab));
+            }
+            for (w, h) in [(80, 24), (120, 40), (200, 50)] {
+                let t = screen(&a, w, h);
+                let last = t.lines().last().unwrap_or("").trim_end();
+                assert!(last.ends_with("? help q quit"), "{name} {w}x{h}: {last}");
+                let alerted = if alert { "_alert" } else { "" };
+                snap!(format!("pane_{name}{alerted}_{w}x{h}"), t);
+            }
+        }
+    }
 }
 
 #[test]
@@ -405,7 +495,7 @@ fn history_on(job: &str, status: Status) -> App {
         .history_rows()
         .position(|r| r.job == job && r.status == status)
         .unwrap_or(0);
-    a.history.sel = sel;
+    a.history.select(&a.snap, &a.filters, sel);
     a
 }
 
@@ -519,7 +609,7 @@ fn snapshot_run_view_with_attempts() {
         "{t}"
     );
     assert!(t.contains("HTTP 500 from openai: upstream broke"), "{t}");
-    assert!(t.contains("succeeded  812 in, 64 out, $0.000160"), "{t}");
+    assert!(t.contains("succeeded  812 in, 64 out, $0.00016"), "{t}");
     snap!("run_view_attempts_80x24", screen(&a, 80, 24));
     snap!("run_view_attempts_120x40", t);
 }
@@ -542,6 +632,7 @@ fn snapshot_confirm_cancel() {
 fn snapshot_attached_without_an_engine() {
     let (mut snap, now) = testdata::fixed();
     snap.engine_running = false;
+    snap.engine_seen = false;
     snap.owners_seen.clear();
     snap.owner = "attached (no engine)".into();
     let a = App::new(Arc::new(snap), now);
@@ -623,7 +714,7 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
 /// Red team 6: right after an edit of the budget's `period` (day → week), the jobs table's
 /// spend column showed $0.00 for every job whose counters were still kept per day, while the
 /// header, `jobs` and `stats` counted that day's spend in the week. The column now reads the
-/// counters by the same rule (`store::budget::counter_spend`): the day's spend in its week, the
+/// counters by the same rule (`store::rules::period::counter_spend`): the day's spend in its week, the
 /// all-time spend under `total`, nothing of an older day.
 #[test]
 fn the_spend_column_agrees_with_the_store_after_a_period_edit() {

@@ -26,6 +26,8 @@ use std::process::ExitCode;
 use crate::cli::{Cli, DryRunArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
+use cronsole::action::agent::forecast::{ToolsForecast, forecast};
+use cronsole::action::tools::ToolboxRequest;
 use cronsole::cost::{self, PriceTable};
 use cronsole::gate::context::{self, ContextDecision};
 use cronsole::gate::{self, GateConfig, GateOutcome};
@@ -61,6 +63,12 @@ struct DryRun {
     budgets: Vec<Budget>,
     budget_stop: Option<String>,
     sinks: Vec<String>,
+    /// The tools the run would be offered, their weight and the loop's worst case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<ToolsForecast>,
+    /// Why the tools could not be listed (the run would fail before its first model call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools_error: Option<String>,
 }
 
 /// Longest a console dry run may take (its gates run for real) before it is killed.
@@ -203,64 +211,129 @@ async fn build(
         budgets,
         budget_stop: None,
         sinks: def.deliver.clone(),
+        tools: None,
+        tools_error: None,
     };
     match &def.action {
         Action::Command { command, .. } => out.command = Some(command.clone()),
         Action::Agent { agent, message, .. } => {
-            out.kind = "agent";
-            out.agent = Some(agent.clone());
-            out.budget_stop = cost::budget_check(settings, def.max_cost_usd, spend);
-            let mut latest = BTreeMap::new();
-            for name in &def.context_from {
-                if let Some(j) = store.job(name)?
-                    && let Some(r) = j.rt.last_success_result
-                {
-                    latest.insert(name.clone(), r);
-                }
-            }
-            let blocks = match context::decide(
-                &def.context_from,
-                &latest,
-                def.context_max_chars,
-                def.on_missing_context,
-            ) {
-                ContextDecision::Run { blocks, .. } => blocks,
-                ContextDecision::Skip { reason } => {
-                    out.would_run = false;
-                    out.gate = format!("{}; context: skipped: {reason}", out.gate);
-                    Vec::new()
-                }
-            };
-            let prompt =
-                context::assemble_prompt(&rec.rt.state, message, gate_context.as_deref(), &blocks);
-            if let Some(a) = settings.agents.get(agent) {
-                out.model = Some(a.model.clone());
-                out.instructions = Some(a.instructions.clone()).filter(|s| !s.is_empty());
-                let max_tokens = a.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS);
-                out.max_tokens = Some(max_tokens);
-                match PriceTable::from_settings(settings).resolve(&a.model) {
-                    Some(r) => {
-                        let bytes = a.instructions.len() + prompt.len();
-                        out.price_ceiling_usd =
-                            Some(cost::worst_case_usd(r.price, bytes, max_tokens));
-                    }
-                    None => {
-                        out.price_note = Some(if cost::under_budget(settings, def.max_cost_usd) {
-                            cost::unpriced_under_budget(&a.model)
-                        } else {
-                            format!("model '{}' has no price: its cost is not bounded", a.model)
-                        })
-                    }
-                }
-            } else {
-                out.price_note = Some(format!(
-                    "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
-                ));
-            }
-            out.prompt = Some(prompt);
+            agent_part(
+                &mut out,
+                store,
+                rec,
+                settings,
+                spend,
+                (agent, message),
+                gate_context.as_deref(),
+            )
+            .await?;
         }
     }
     Ok(out)
+}
+
+/// The agent half of a dry run: the prompt, the model and its price, the tools.
+async fn agent_part(
+    out: &mut DryRun,
+    store: &dyn Store,
+    rec: &JobRecord,
+    settings: &Settings,
+    spend: cronsole::store::SpendNow,
+    (agent, message): (&String, &String),
+    gate_context: Option<&str>,
+) -> Result<()> {
+    let def = &rec.def;
+    out.kind = "agent";
+    out.agent = Some(agent.clone());
+    out.budget_stop = cost::budget_check(settings, def.max_cost_usd, spend);
+    let mut latest = BTreeMap::new();
+    for name in &def.context_from {
+        if let Some(j) = store.job(name)?
+            && let Some(r) = j.rt.last_success_result
+        {
+            latest.insert(name.clone(), r);
+        }
+    }
+    let blocks = match context::decide(
+        &def.context_from,
+        &latest,
+        def.context_max_chars,
+        def.on_missing_context,
+    ) {
+        ContextDecision::Run { blocks, .. } => blocks,
+        ContextDecision::Skip { reason } => {
+            out.would_run = false;
+            out.gate = format!("{}; context: skipped: {reason}", out.gate);
+            Vec::new()
+        }
+    };
+    let prompt = context::assemble_prompt(&rec.rt.state, message, gate_context, &blocks);
+    if let Some(a) = settings.agents.get(agent) {
+        out.model = Some(a.model.clone());
+        out.instructions = Some(a.instructions.clone()).filter(|s| !s.is_empty());
+        let max_tokens = a.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS);
+        out.max_tokens = Some(max_tokens);
+        if !a.tools.is_empty() {
+            list_tools(out, settings, def, a, &prompt).await;
+        }
+        match PriceTable::from_settings(settings).resolve(&a.model) {
+            Some(r) => {
+                let bytes = a.instructions.len() + prompt.len();
+                out.price_ceiling_usd = Some(cost::worst_case_usd(r.price, bytes, max_tokens));
+            }
+            None => {
+                out.price_note = Some(if cost::under_budget(settings, def.max_cost_usd) {
+                    cost::unpriced_under_budget(&a.model)
+                } else {
+                    format!("model '{}' has no price: its cost is not bounded", a.model)
+                })
+            }
+        }
+    } else {
+        out.price_note = Some(format!(
+            "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
+        ));
+    }
+    out.prompt = Some(prompt);
+    Ok(())
+}
+
+/// Connect to the agent's tool sources as a run would (listing, never calling a tool), and
+/// forecast what the tools weigh and what the loop may cost.
+async fn list_tools(
+    out: &mut DryRun,
+    settings: &Settings,
+    def: &cronsole::model::JobDef,
+    agent: &cronsole::model::AgentDef,
+    prompt: &str,
+) {
+    let deps = match cronsole::engine::RunDeps::from_env() {
+        Ok(d) => d,
+        Err(e) => {
+            out.tools_error = Some(e.to_string());
+            return;
+        }
+    };
+    let proc_env = cronsole::engine::run::proc_env_of(settings, def);
+    let req = ToolboxRequest {
+        settings,
+        job: def,
+        agent,
+        proc_env: &proc_env,
+    };
+    match deps.tools.build(req).await {
+        Ok(tb) => {
+            let price = PriceTable::from_settings(settings)
+                .resolve(&agent.model)
+                .map(|r| r.price);
+            out.tools = Some(forecast(agent, prompt, &tb.offered, price));
+            tb.close().await;
+        }
+        Err(e) => {
+            out.would_run = false;
+            out.tools_error = Some(e.to_string());
+        }
+    }
 }
 
 /// Every piece of outside text (the job's own fields, gate reasons, command output and pages in
@@ -292,7 +365,7 @@ fn print_text(r: &DryRun) {
         );
     }
     match (r.price_ceiling_usd, &r.price_note) {
-        (Some(p), _) => println!("price ceiling of the call: ${p:.6} (worst case)"),
+        (Some(p), _) => println!("price ceiling of the call: {} (worst case)", cost::usd(p)),
         (None, Some(n)) => println!("price: {}", one(n)),
         _ => {}
     }
@@ -300,9 +373,9 @@ fn print_text(r: &DryRun) {
         println!(
             "budget: {} {}/{} (spent {})",
             b.scope,
-            cost::usd_fixed(b.limit_usd, 4),
+            cost::usd(b.limit_usd),
             b.period,
-            cost::usd_fixed(b.spent_usd, 4)
+            cost::usd(b.spent_usd)
         );
     }
     if r.budgets.is_empty() && r.kind == "agent" {
@@ -310,6 +383,33 @@ fn print_text(r: &DryRun) {
     }
     if let Some(s) = &r.budget_stop {
         println!("        a run would be skipped now: {}", one(s));
+    }
+    if let Some(e) = &r.tools_error {
+        println!(
+            "tools:  cannot be listed, a run would fail before its first model call: {}",
+            one(e)
+        );
+    }
+    if let Some(t) = &r.tools {
+        println!(
+            "tools:  {} offered, definitions {} tokens at most (sent with every turn)",
+            t.tools.len(),
+            t.definition_tokens
+        );
+        for tool in &t.tools {
+            println!(
+                "        {} (as {}, {} tokens)",
+                one(&tool.name),
+                one(&tool.wire_name),
+                tool.definition_tokens
+            );
+        }
+        if let (Some(a), Some(b)) = (t.one_turn_usd, t.max_turns_usd) {
+            println!(
+                "        worst case: ${a:.6} for one turn, ${b:.6} for max_turns {}",
+                t.max_turns
+            );
+        }
     }
     if r.sinks.is_empty() {
         println!("sinks:  none");

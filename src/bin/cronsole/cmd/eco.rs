@@ -1,35 +1,25 @@
-//! The ecosystem commands of issue 12 item 5: `completions`, `man`, `init`, `edit`, `logs`.
+//! The ecosystem commands: `completions`, `man`, `init`, `logs` (`edit` has its own module).
 //!
 //! Owns: generating completion scripts and the man page from the clap definition, the starter
-//! jobs file, the edit–validate–plan–apply loop, and printing/following the store's log files.
-//! Must not touch: store internals (it speaks the `Store` trait), the engine.
+//! jobs file, and printing/following the store's log files. Must not touch: store internals,
+//! the engine.
 //!
 //! Decisions where the issue is silent:
 //! - `init` writes `jobs.yaml` (or the given path) with `create_new`, so an existing file is never
 //!   touched (exit 2, naming it). The starter file validates and runs offline (commands only).
-//! - `edit` edits a copy beside the jobs file (`.cronsole-edit.NAME`, extension kept for the editor), checks it *as* the jobs
-//!   file (same path in messages, same directory for relative paths), and on errors prints them
-//!   and asks whether to edit again; only on a confirmed plan does it replace the jobs file
-//!   (atomic rename) and apply it to the store. Declining leaves the jobs file and the store
-//!   untouched and keeps nothing but the original. The editor is `$VISUAL`, else `$EDITOR`, else
-//!   `vi`, run through `sh -c` so `EDITOR="code --wait"` works as it does for git. Answers are
-//!   read from stdin, so a script can drive it.
 //! - `logs` prints the last `-n` lines across the daily files of `<store>/logs/` (oldest file
 //!   first); `-f` then follows the newest file (polling every 200 ms, switching when a new day's
 //!   file appears) until interrupted. A PostgreSQL store logs under `./.cronsole/logs/`, as the
 //!   engine does.
 
-use std::io::{BufRead, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::{Cli, CompletionsArgs, LogsArgs};
 use anyhow::{Context, Result};
-use cronsole::config;
-use cronsole::model::JobDef;
-use cronsole::store::{ApplyReport, Store};
 
-use super::{apply_counts, apply_lines, bad_input, jobs_file, open_store, store_location};
+use super::{bad_input, jobs_file, store_location};
 
 pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
     let mut cmd = crate::cli::command();
@@ -114,190 +104,6 @@ pub fn init(file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What applying `jobs` to the store would do, as `apply` reports it once done.
-fn plan_of(store: Option<&dyn Store>, jobs: &[JobDef]) -> Result<ApplyReport> {
-    let stored = match store {
-        Some(s) => s.jobs()?,
-        None => Vec::new(),
-    };
-    let mut plan = ApplyReport::default();
-    for def in jobs {
-        match stored.iter().find(|r| r.def.name == def.name) {
-            None => plan.created.push(def.name.clone()),
-            Some(r) if r.def == *def && !r.rt.retired => plan.unchanged.push(def.name.clone()),
-            Some(_) => plan.updated.push(def.name.clone()),
-        }
-    }
-    for r in &stored {
-        if !r.rt.retired && !jobs.iter().any(|d| d.name == r.def.name) {
-            plan.retired.push(r.def.name.clone());
-        }
-    }
-    Ok(plan)
-}
-
-/// How many job records `plan` changes.
-fn changes(plan: &ApplyReport) -> usize {
-    plan.created.len() + plan.updated.len() + plan.retired.len()
-}
-
-/// Ask a yes/no question on stdout, read the answer from stdin; `default` on an empty line.
-fn ask(question: &str, default: bool) -> Result<bool> {
-    print!("{question} [{}] ", if default { "Y/n" } else { "y/N" });
-    std::io::stdout().flush().ok();
-    let mut line = String::new();
-    let n = std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("reading the answer")?;
-    if n == 0 {
-        // End of input: nobody to confirm, so nothing is done.
-        println!();
-        return Ok(false);
-    }
-    Ok(match line.trim().to_ascii_lowercase().as_str() {
-        "" => default,
-        "y" | "yes" => true,
-        _ => false,
-    })
-}
-
-fn run_editor(path: &Path) -> Result<()> {
-    let editor = std::env::var("VISUAL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .or_else(|| {
-            std::env::var("EDITOR")
-                .ok()
-                .filter(|v| !v.trim().is_empty())
-        })
-        .unwrap_or_else(|| "vi".to_string());
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$@\""))
-        .arg("sh")
-        .arg(path)
-        .status()
-        .with_context(|| format!("starting the editor '{editor}'"))?;
-    if !status.success() {
-        anyhow::bail!("the editor '{editor}' exited with {status}; nothing was changed");
-    }
-    Ok(())
-}
-
-/// Removes the edit copy however `edit` ends.
-struct TempCopy(PathBuf);
-
-impl Drop for TempCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-pub fn edit(cli: &Cli) -> Result<ExitCode> {
-    let file = jobs_file(cli).ok_or_else(|| {
-        bad_input("no jobs file: give --jobs FILE, or create jobs.yaml with `cronsole init`")
-    })?;
-    let original = std::fs::read_to_string(&file)
-        .map_err(|e| bad_input(format!("cannot read {}: {e}", file.display())))?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "jobs.yaml".to_string());
-    let dir = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let copy = TempCopy(dir.join(format!(".cronsole-edit.{name}")));
-    std::fs::write(&copy.0, &original)
-        .with_context(|| format!("writing the edit copy {}", copy.0.display()))?;
-
-    let loaded = loop {
-        run_editor(&copy.0)?;
-        let text = std::fs::read_to_string(&copy.0)
-            .with_context(|| format!("reading the edit copy {}", copy.0.display()))?;
-        if text == original {
-            println!("no changes to {}", file.display());
-            return Ok(ExitCode::SUCCESS);
-        }
-        // Checked as the jobs file itself: same path in messages, same directory for paths.
-        let checked = config::check_str(&text, &file);
-        for d in &checked.diagnostics {
-            println!("{}", super::inert(d));
-        }
-        if !checked.has_errors() {
-            break (text, checked.into_result());
-        }
-        if !ask("the file has errors; edit it again?", true)? {
-            println!(
-                "nothing changed: {} and the store are as before",
-                file.display()
-            );
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let (text, loaded) = loaded;
-    let loaded = loaded.map_err(anyhow::Error::new)?;
-
-    let location = store_location(cli, Some(&file));
-    let existing = location.contains("://") || Path::new(&location).join("VERSION").exists();
-    let store = if existing {
-        Some(open_store(&location)?)
-    } else {
-        None
-    };
-    let plan = plan_of(store.as_deref(), &loaded.file.jobs)?;
-    for line in apply_lines(&plan, true) {
-        println!("{line}");
-    }
-    println!("plan: {}", apply_counts(&plan, true));
-    let question = if changes(&plan) == 0 {
-        format!("save {} (no job changes in the store)?", file.display())
-    } else {
-        format!("save {} and apply it to {location}?", file.display())
-    };
-    if !ask(&question, false)? {
-        println!(
-            "nothing changed: {} and the store are as before",
-            file.display()
-        );
-        return Ok(ExitCode::from(1));
-    }
-    // Someone else changed the file while it was being edited: keep theirs, say so.
-    let now_on_disk =
-        std::fs::read_to_string(&file).with_context(|| format!("re-reading {}", file.display()))?;
-    if now_on_disk != original {
-        let keep = dir.join(format!("{name}.cronsole-edit-{}", std::process::id()));
-        std::fs::write(&keep, &text)
-            .with_context(|| format!("keeping your edit in {}", keep.display()))?;
-        anyhow::bail!(
-            "{} changed on disk while you edited it; nothing was saved or applied (your version is in {})",
-            file.display(),
-            keep.display()
-        );
-    }
-    // Replace the jobs file atomically, then apply.
-    let staged = dir.join(format!(".cronsole-save.{name}"));
-    std::fs::write(&staged, &text)
-        .and_then(|()| std::fs::rename(&staged, &file))
-        .with_context(|| format!("saving {}", file.display()))?;
-    let store = match store {
-        Some(s) => s,
-        None => open_store(&location)?,
-    };
-    let rep = store.apply(&loaded.file, chrono::Utc::now())?;
-    for r in &rep.recounted {
-        println!("{}", super::recount_line(r));
-    }
-    println!(
-        "saved {}; applied: {} ({})",
-        file.display(),
-        apply_counts(&rep, false),
-        store.location()
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
 /// Where the engine writes its log for this store (`run::init_logging`) and `logs` reads it.
 pub fn logs_dir(location: &str) -> PathBuf {
     if location.contains("://") {
@@ -334,12 +140,16 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
         println!("(no log files in {})", dir.display());
         return Ok(ExitCode::SUCCESS);
     }
+    let job = a.job.as_deref();
     // The last N lines across the files, oldest first.
     let want = usize::try_from(a.lines).unwrap_or(usize::MAX);
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     for f in &files {
         let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         for line in String::from_utf8_lossy(&text).lines() {
+            if !about(line, job) {
+                continue;
+            }
             if tail.len() == want {
                 tail.pop_front();
             }
@@ -357,7 +167,17 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     if files.is_empty() {
         eprintln!("cronsole: waiting for log files in {}", dir.display());
     }
-    follow(&dir, files.last().cloned(), &mut out)
+    follow(&dir, files.last().cloned(), job, &mut out)
+}
+
+/// Whether a log line is about `job` (every line when `None`): it carries the job's field,
+/// `job=NAME` or `job="NAME"`, as the engine writes it on every line about one job.
+fn about(line: &str, job: Option<&str>) -> bool {
+    let Some(job) = job else { return true };
+    let plain = format!("job={job}");
+    let quoted = format!("job=\"{job}\"");
+    line.split_whitespace()
+        .any(|w| w == plain || w == quoted || w.strip_suffix(':') == Some(plain.as_str()))
 }
 
 /// A log line as `logs` prints it: the log holds outside text (command output quoted in an
@@ -371,7 +191,12 @@ fn inert_log_line(line: &str) -> std::borrow::Cow<'_, str> {
 /// keep the unfinished tail for the next read: a line written in two pieces, or a UTF-8
 /// character cut between two reads, is printed whole. `flush_tail` prints the tail too (the
 /// file was replaced: its last line will not be finished).
-fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write) -> Result<()> {
+fn print_log_lines(
+    pending: &mut Vec<u8>,
+    flush_tail: bool,
+    job: Option<&str>,
+    out: &mut impl Write,
+) -> Result<()> {
     let end = if flush_tail {
         pending.len()
     } else {
@@ -381,7 +206,10 @@ fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write
         }
     };
     let done: Vec<u8> = pending.drain(..end).collect();
-    for line in String::from_utf8_lossy(&done).lines() {
+    for line in String::from_utf8_lossy(&done)
+        .lines()
+        .filter(|l| about(l, job))
+    {
         writeln!(out, "{}", inert_log_line(line))?;
     }
     out.flush()?;
@@ -389,7 +217,12 @@ fn print_log_lines(pending: &mut Vec<u8>, flush_tail: bool, out: &mut impl Write
 }
 
 /// Print what is appended to the newest log file, switching to a newer file when one appears.
-fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode> {
+fn follow(
+    dir: &Path,
+    mut current: Option<PathBuf>,
+    job: Option<&str>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
     let mut pos = current
         .as_ref()
         .and_then(|p| std::fs::metadata(p).ok())
@@ -403,7 +236,7 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
             let len = f.metadata().map(|m| m.len()).unwrap_or(0);
             if len < pos {
                 pos = 0; // truncated or replaced: start over
-                print_log_lines(&mut pending, true, out)?;
+                print_log_lines(&mut pending, true, job, out)?;
             }
             if len > pos {
                 f.seek(std::io::SeekFrom::Start(pos))?;
@@ -411,12 +244,12 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
                 f.take(len - pos).read_to_end(&mut buf)?;
                 pos = len;
                 pending.extend_from_slice(&buf);
-                print_log_lines(&mut pending, false, out)?;
+                print_log_lines(&mut pending, false, job, out)?;
             }
         }
         let newest = log_files(dir).pop();
         if newest.is_some() && newest != current {
-            print_log_lines(&mut pending, true, out)?;
+            print_log_lines(&mut pending, true, job, out)?;
             current = newest;
             pos = 0;
             continue;
@@ -428,6 +261,7 @@ fn follow(dir: &Path, mut current: Option<PathBuf>, out: &mut impl Write) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cronsole::config;
 
     #[test]
     fn the_starter_file_validates_clean() {
@@ -437,15 +271,26 @@ mod tests {
     }
 
     #[test]
+    fn logs_job_keeps_the_lines_carrying_that_jobs_field() {
+        let l = "2026-12-06T17:21:21Z  INFO cronsole::run: job=flaky-sync status=failed";
+        assert!(about(l, Some("flaky-sync")));
+        assert!(!about(l, Some("flaky")));
+        assert!(!about(l, Some("sync")));
+        assert!(about("W warn: job=db: lease lost", Some("db")));
+        assert!(!about("engine started store=./x", Some("db")));
+        assert!(about("engine started store=./x", None));
+    }
+
+    #[test]
     fn followed_log_lines_are_printed_whole_and_inert() {
         let mut out = Vec::new();
         // A line with an OSC title sequence, then a line cut mid-way inside a UTF-8 character.
         let mut pending = b"a\x1b]0;PWN\x07b\tc\nd\xc3".to_vec();
-        print_log_lines(&mut pending, false, &mut out).unwrap();
+        print_log_lines(&mut pending, false, None, &mut out).unwrap();
         assert_eq!(String::from_utf8(out.clone()).unwrap(), "a^[]0;PWN^Gb\tc\n");
         assert_eq!(pending, b"d\xc3", "the unfinished line waits");
         pending.extend_from_slice(b"\xa9\xc2\x9b\n");
-        print_log_lines(&mut pending, false, &mut out).unwrap();
+        print_log_lines(&mut pending, false, None, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "a^[]0;PWN^Gb\tc\nd\u{e9}\\u{9b}\n",
@@ -453,16 +298,8 @@ mod tests {
         );
         assert!(pending.is_empty());
         pending.extend_from_slice(b"tail\x07");
-        print_log_lines(&mut pending, true, &mut out).unwrap();
+        print_log_lines(&mut pending, true, None, &mut out).unwrap();
         assert!(String::from_utf8(out).unwrap().ends_with("tail^G\n"));
         assert!(pending.is_empty());
-    }
-
-    #[test]
-    fn plan_without_a_store_creates_everything() {
-        let loaded = config::load_str(STARTER, Path::new("jobs.yaml")).unwrap();
-        let plan = plan_of(None, &loaded.file.jobs).unwrap();
-        assert_eq!(plan.created, vec!["heartbeat".to_string()]);
-        assert_eq!(changes(&plan), 1);
     }
 }

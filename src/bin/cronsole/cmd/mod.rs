@@ -14,6 +14,7 @@ use cronsole::store::{ApplyReport, Store, StoreError};
 mod check;
 mod dry_run;
 mod eco;
+mod edit;
 mod gate_cmds;
 mod manpage;
 mod run;
@@ -185,7 +186,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Completions(a)) => eco::completions(a),
         Some(Command::Man) => eco::man(),
         Some(Command::Init(a)) => eco::init(&a.file),
-        Some(Command::Edit) => eco::edit(&cli),
+        Some(Command::Edit) => edit::edit(&cli),
         Some(Command::Logs(a)) => eco::logs(&cli, a),
         Some(Command::Check(a)) => check::check(&cli, a.json),
         Some(Command::Retry(a)) => store_cmds::retry(&cli, a),

@@ -106,6 +106,8 @@ fn opts(run: &RunOpts) -> Result<Opts> {
 }
 
 /// Load the jobs file (if any); every error printed, exit 2 on any.
+/// Load the jobs file. Its warnings are printed on stderr here, and `start` logs them and hands
+/// them to the console, whose screen would otherwise hide them until it closes.
 fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     let Some(path) = path else { return Ok(None) };
     let loaded = config::load_file(path).map_err(anyhow::Error::new)?;
@@ -199,6 +201,15 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             })?),
             None => None,
         };
+        // The jobs file's warnings go to the log too, and to the console's notice line.
+        let warnings: Vec<String> = loaded
+            .iter()
+            .flat_map(|l| &l.warnings)
+            .map(super::inert)
+            .collect();
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
         if let Some(l) = &loaded {
             let file = l.file.clone();
             let now = clock.now();
@@ -238,6 +249,12 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         // pooler that drops LISTEN, or when inotify watches are exhausted.
         cfg.change_signal = std::env::var("CRONSOLE_CHANGE_SIGNAL").map_or(true, |v| v != "off");
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
+        if crate::early_signals::stops() > 0 {
+            // Stopped while starting: the jobs file is applied, nothing was claimed.
+            eprintln!("cronsole: stop signal during start-up: stopped before the engine started");
+            tracing::info!("stop signal during start-up: the engine was not started");
+            return Ok(ExitCode::SUCCESS);
+        }
         let change_poll = cfg.change_poll;
         let handle = engine::spawn(cfg, Arc::clone(&store), Arc::clone(&clock), deps)?;
         tracing::info!(store = %store.location(), "engine started");
@@ -289,7 +306,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             },
             Mode::Console => {
                 let dry = super::dry_run::console_runner(location.clone());
-                run_console(handle, store, clock, opts.run_for, dry).await
+                run_console(handle, store, clock, opts.run_for, dry, warnings).await
             }
         };
         notifier.send("STOPPING=1");
@@ -398,21 +415,35 @@ async fn supervise(
         }
     };
     tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            _ = term.recv() => { eprintln!("cronsole: SIGTERM: shutting down (signal again to cancel in-flight runs)"); break; }
-            _ = int.recv() => { eprintln!("cronsole: interrupt: shutting down (Ctrl-C again to cancel in-flight runs)"); break; }
-            _ = hup.recv() => reload.apply().await,
-            _ = &mut deadline => break,
-            _ = handle.shutdown.cancelled() => break,
+    // The counts since `main` are the truth (see `early_signals`); the streams only wake us.
+    use crate::early_signals::{hangups, stops};
+    if hangups() > 0 {
+        // A SIGHUP during start-up may have come after the file was read: apply it again.
+        reload.apply().await;
+    }
+    if stops() > 0 {
+        eprintln!("cronsole: stop signal during start-up: shutting down");
+    } else {
+        loop {
+            tokio::select! {
+                _ = term.recv() => { eprintln!("cronsole: SIGTERM: shutting down (signal again to cancel in-flight runs)"); break; }
+                _ = int.recv() => { eprintln!("cronsole: interrupt: shutting down (Ctrl-C again to cancel in-flight runs)"); break; }
+                _ = hup.recv() => reload.apply().await,
+                _ = &mut deadline => break,
+                _ = handle.shutdown.cancelled() => break,
+            }
         }
     }
     handle.shutdown.cancel();
     let hard = handle.hard_stop.clone();
     tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        // A stream may still hold the wake-up of the signal counted above: only a second
+        // counted stop signal cancels the runs.
+        while stops() < 2 {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
         eprintln!("cronsole: cancelling in-flight runs now");
         hard.cancel();
@@ -449,8 +480,11 @@ async fn run_console(
     clock: Arc<dyn Clock>,
     run_for: Option<std::time::Duration>,
     dry_run: cronsole::tui::DryRunner,
+    warnings: Vec<String>,
 ) -> Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
+    // The terminal is the console's: the runs go to the log as they end.
+    tokio::spawn(crate::headless::log_events(handle.events.subscribe()));
     let deps = cronsole::tui::ConsoleDeps {
         snapshots: handle.snapshots.clone(),
         events: handle.events.subscribe(),
@@ -459,6 +493,7 @@ async fn run_console(
         clock,
         stop: stop.clone(),
         dry_run: Some(dry_run),
+        warnings,
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -502,19 +537,30 @@ fn console_signals(
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    // The counts since `main` are the truth (see `early_signals`); the streams only wake us,
+    // and one may still hold the wake-up of a signal already counted.
+    let counted = || crate::early_signals::stops() + crate::early_signals::hangups();
     Ok(tokio::spawn(async move {
+        let mut seen = 0;
         loop {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-                _ = hup.recv() => {}
+            if counted() == seen {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                    _ = hup.recv() => {}
+                }
+                continue;
             }
-            if stop.is_cancelled() {
+            let now = counted();
+            let new = now - seen;
+            seen = now;
+            // The first signal closes the console; any after it (in the same burst too) is a
+            // hard stop.
+            if stop.is_cancelled() || new >= 2 {
                 hard.cancel();
-            } else {
-                stop.cancel();
-                shutdown.cancel();
             }
+            stop.cancel();
+            shutdown.cancel();
         }
     }))
 }
@@ -575,6 +621,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             clock,
             stop: stop.clone(),
             dry_run: Some(super::dry_run::console_runner(location.clone())),
+            warnings: Vec::new(),
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();

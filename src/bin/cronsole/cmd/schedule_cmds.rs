@@ -19,14 +19,11 @@ use cronsole::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 
 use super::bad_input;
 
-fn instant(flag: &str, s: &str) -> Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s.trim())
-        .map(|d| d.to_utc())
-        .map_err(|e| {
-            bad_input(format!(
-                "{flag} '{s}' is not an RFC 3339 instant ({e}); e.g. 2026-05-13T10:00:00Z"
-            ))
-        })
+/// `--after` / `--before`: any time `when::parse_time` reads, wall times and dates in the
+/// schedule's zone.
+fn instant(flag: &str, s: &str, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<DateTime<Utc>> {
+    cronsole::when::parse_time(s, now, &tz, tz.name())
+        .map_err(|e| bad_input(format!("{flag}: {e}")))
 }
 
 /// The job `name` of the jobs file (`--file`, else `./jobs.yaml`): its schedule and what
@@ -62,15 +59,16 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         None => parse_schedule(&expr, &tz_name)
             .map_err(|e| bad_input(format!("schedule '{expr}': {e}")))?,
     };
+    let now = Utc::now();
     let after = a
         .after
         .as_deref()
-        .map(|s| instant("--after", s))
+        .map(|s| instant("--after", s, now, tz))
         .transpose()?;
     let before = a
         .before
         .as_deref()
-        .map(|s| instant("--before", s))
+        .map(|s| instant("--before", s, now, tz))
         .transpose()?;
     let reference = before.or(after).unwrap_or_else(Utc::now);
 

@@ -27,9 +27,27 @@ fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
 }
 
-/// The selected names, or exit 2 naming the selector that matched nothing.
-fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<Vec<String>> {
-    resolve(sel, &store.jobs()?).map_err(bad_input)
+/// The selected names, or exit 2 naming the selector that matched nothing; with the records
+/// as they were read (for what each job was before the action, and the live owners).
+fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<JobRecord>)> {
+    let jobs = store.jobs()?;
+    let names = resolve(sel, &jobs).map_err(bad_input)?;
+    Ok((names, jobs))
+}
+
+/// The note printed after an action that waits for an engine when none is about
+/// ([`cronsole::owners`]): the action is stored, but nothing will act on it yet.
+pub fn no_engine_note(store: &dyn Store, jobs: &[JobRecord]) -> Result<Option<String>> {
+    let now = Utc::now();
+    let holders = cronsole::owners::lease_holders(jobs, now);
+    let newest = store.history(&cronsole::store::HistoryQuery {
+        limit: 1,
+        ..Default::default()
+    })?;
+    Ok(
+        (!cronsole::owners::engine_seen(&holders, newest.first(), now))
+            .then(|| format!("note: {}", cronsole::owners::NO_ENGINE)),
+    )
 }
 
 /// Pause between two chunks of a bulk action: longer than the file store lock's longest retry
@@ -80,7 +98,13 @@ fn bulk(
 pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) -> Result<ExitCode> {
     let store = store(cli)?;
     let verb = if paused { "pause" } else { "resume" };
-    let names = selected(store.as_ref(), sel)?;
+    let (names, jobs) = selected(store.as_ref(), sel)?;
+    // A job already in the asked state is said so and left alone (a pause with a reason still
+    // records the reason): "resumed" is never printed for a job that was not paused.
+    let was_paused = |n: &str| jobs.iter().any(|j| j.def.name == n && j.rt.paused);
+    let (names, unchanged): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|n| reason.is_some() || was_paused(n) != paused);
     // A reason travels with the pause as one atomic operator edit (shown in `jobs`, `describe`
     // and the console until resume).
     let action = match reason {
@@ -100,6 +124,23 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
             None => println!("{verb}d {name}"),
         },
     )?;
+    for name in &unchanged {
+        let disabled = jobs.iter().any(|j| j.def.name == *name && !j.def.enabled);
+        match (paused, disabled) {
+            (true, _) => println!("{name} was already paused; nothing changed"),
+            (false, true) => println!(
+                "{name} was not paused; it is disabled in the jobs file (enabled: false), which \
+                 resume does not change"
+            ),
+            (false, false) => println!("{name} was not paused; nothing changed"),
+        }
+    }
+    if paused && !names.is_empty() {
+        // A pause needs no engine to hold; said only so the state of the store is clear.
+        if let Some(n) = no_engine_note(store.as_ref(), &jobs)? {
+            println!("{n}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -108,7 +149,8 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
 pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
-    let names = selected(store.as_ref(), sel)?;
+    let mut queued = 0;
+    let (names, jobs) = selected(store.as_ref(), sel)?;
     bulk(
         store.as_ref(),
         &names,
@@ -116,13 +158,19 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
         "trigger",
         |name, out| {
             if let BulkOutcome::Trigger(out) = out {
-                if *out == TriggerOutcome::AlreadyRunning {
-                    running += 1;
+                match out {
+                    TriggerOutcome::AlreadyRunning => running += 1,
+                    TriggerOutcome::Queued | TriggerOutcome::AlreadyQueued => queued += 1,
                 }
                 println!("{}", cronsole::engine::trigger_notice(name, out));
             }
         },
     )?;
+    if queued > 0
+        && let Some(n) = no_engine_note(store.as_ref(), &jobs)?
+    {
+        println!("{n}");
+    }
     Ok(if running > 0 {
         ExitCode::from(1)
     } else {

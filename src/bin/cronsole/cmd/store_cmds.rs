@@ -7,8 +7,8 @@
 //!
 //! Decisions: `trigger` on a job that is running prints that it is running, changes nothing and
 //! exits 1 (a runtime condition, not bad input); a trigger already queued exits 0 and says so;
-//! an unknown job name exits 2. `history --since` takes RFC 3339, a duration ago (`2h`),
-//! `today` or `yesterday` (local midnight); `--status` is case-insensitive; text rows carry
+//! an unknown job name exits 2. `history --since` takes every form of `when::parse_time`
+//! (wall times and dates in this machine's zone); `--status` is case-insensitive; text rows carry
 //! the run id (what `diff --run` takes) and an empty answer says so; pages are keyset pages:
 //! text output ends with the next page's `--page TOKEN` when there are more rows (`--json`
 //! prints it on stderr), cheap at any depth; `--offset` stays, linear in the rows it skips
@@ -34,6 +34,7 @@ use crate::cli::{BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsA
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::config::Handover;
+use cronsole::cost::usd;
 use cronsole::listing::JobView;
 use cronsole::model::{JobRecord, Status};
 use cronsole::store::stats::{self, StatsLine};
@@ -106,7 +107,7 @@ fn state_text(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
     cronsole::listing::state(r, now)
 }
 
-/// The NOTE column: lease, queue, pause reason, retirement.
+/// The NOTE column: lease, `max_runs` progress (`n/max`), queue, pause reason, retirement.
 fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     let mut parts = Vec::new();
     if let Some(l) = &r.rt.lease {
@@ -123,6 +124,9 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     }
     if let Some(b) = cronsole::store::policy::overlap::kept_slot(r, now) {
         parts.push(format!("slot {} kept to run next", when::stamp(b, zone)));
+    }
+    if let Some(m) = r.def.max_runs.filter(|_| !r.rt.retired) {
+        parts.push(format!("max_runs {}/{m}", r.rt.runs));
     }
     let queued = r.rt.queue.len() + usize::from(r.rt.trigger_requested_at.is_some());
     if queued > 0 {
@@ -211,8 +215,8 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
             let (next, left) = next_cols(r, zone, now);
             let (last, passed) = last_cols(r, zone, now);
             let spend = match v.max_cost_usd {
-                Some(m) => format!("${:.4}/{m:.2}", v.period_cost_usd),
-                None => format!("${:.4}", v.period_cost_usd),
+                Some(m) => format!("{}/{}", usd(v.period_cost_usd), usd(m)),
+                None => usd(v.period_cost_usd),
             };
             [
                 v.name.to_string(),
@@ -278,41 +282,11 @@ fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R], right: &[usize]) -> Ve
     out
 }
 
-/// `--since`: RFC 3339, a duration ago (`2h`, `30m`), or `today` / `yesterday` / a date
-/// `2026-11-29` (local midnight, in the zone of this machine, as `journalctl` reads them).
+/// `--since`: any time [`when::parse_time`] reads, wall times and dates in this machine's zone
+/// (as `journalctl` reads them).
 fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s.trim()) {
-        return Ok(t.to_utc());
-    }
-    let today = now.with_timezone(&chrono::Local).date_naive();
-    let day = match s.trim().to_ascii_lowercase().as_str() {
-        "today" => Some(today),
-        "yesterday" => today.checked_sub_days(chrono::Days::new(1)),
-        other => chrono::NaiveDate::parse_from_str(other, "%Y-%m-%d").ok(),
-    };
-    if let Some(day) = day {
-        use chrono::TimeZone;
-        let midnight = day.and_time(chrono::NaiveTime::MIN);
-        // A midnight skipped by DST starts at the first instant after it.
-        return chrono::Local
-            .from_local_datetime(&midnight)
-            .earliest()
-            .or_else(|| {
-                chrono::Local
-                    .from_local_datetime(&(midnight + chrono::Duration::hours(1)))
-                    .earliest()
-            })
-            .map(|t| t.to_utc())
-            .ok_or_else(|| bad_input(format!("--since '{s}': no such local midnight")));
-    }
-    let d = cronsole::schedule::parse_duration(s).map_err(|e| {
-        bad_input(format!(
-            "--since '{s}': not an RFC 3339 time (2026-11-29T09:00:00Z), a duration ago (2h, 30m), a date (2026-11-29), today or yesterday: {e}"
-        ))
-    })?;
-    let d = chrono::Duration::from_std(d)
-        .map_err(|_| bad_input(format!("--since '{s}': duration too large")))?;
-    Ok(now - d)
+    when::parse_time(s, now, &chrono::Local, "this machine's zone")
+        .map_err(|e| bad_input(format!("--since: {e}")))
 }
 
 pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
@@ -371,7 +345,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     }
     let mut cells = Vec::with_capacity(rows.len());
     for r in &rows {
-        let mut reason = r.reason.clone().or(r.error.clone()).unwrap_or_default();
+        let mut reason = row_text(r);
         if let Some(n) = r.slots_count {
             reason = format!("[{n} slots] {reason}");
         }
@@ -394,20 +368,52 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             ts(r.slot),
             r.trigger.as_str().to_string(),
             r.duration_ms.to_string(),
+            row_cost(r),
             r.run_id.to_string(),
             reason.into_owned(),
         ]);
     }
     let header = [
-        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "RUN_ID", "REASON",
+        "FINISHED", "JOB", "STATUS", "SLOT", "TRIGGER", "MS", "COST", "RUN_ID", "TEXT",
     ];
-    for line in table(&header, &cells, &[5]) {
+    for line in table(&header, &cells, &[5, 6]) {
         println!("{line}");
     }
     if let Some(t) = &page.next {
         println!("(more rows: next page with --page {t})");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The TEXT of a `history` row: the reason (why it skipped, missed, failed), then the first line
+/// of the error, or of the result when there is no error — what the run said, in one line.
+fn row_text(r: &cronsole::model::HistoryRow) -> String {
+    let first = |s: &str| {
+        s.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_string()
+    };
+    let said = match (&r.error, &r.result) {
+        (Some(e), _) => first(e),
+        (None, Some(res)) => first(res),
+        (None, None) => String::new(),
+    };
+    match r.reason.as_deref() {
+        Some(why) if !said.is_empty() && !why.contains(&said) => format!("{why}; {said}"),
+        Some(why) => why.to_string(),
+        None => said,
+    }
+}
+
+/// The COST of a `history` row: what it cost, `-` for a row that called no model.
+fn row_cost(r: &cronsole::model::HistoryRow) -> String {
+    if r.cost_usd > 0.0 || r.model.is_some() {
+        usd(r.cost_usd)
+    } else {
+        "-".to_string()
+    }
 }
 
 pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
@@ -427,14 +433,14 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     }
     println!("period {}", s.period);
     println!(
-        "forecast: {} (spent ${:.4}, projected ${:.4} by {})",
+        "forecast: {} (spent {}, projected {} by {})",
         f.phrase(now),
-        f.spent_usd,
-        f.projected_total_usd,
+        usd(f.spent_usd),
+        usd(f.projected_total_usd),
         f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
     );
     for j in &f.jobs {
-        println!("  {:<24} {}", j.job, j.breakdown(|x| format!("${x:.4}")));
+        println!("  {:<24} {}", j.job, j.breakdown(usd));
     }
     let line = |l: &StatsLine| {
         vec![
@@ -443,10 +449,9 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
             l.successful_executions.to_string(),
             l.failed_executions.to_string(),
             format!("{:.2}", l.success_rate),
-            format!("{:.4}", l.total_cost_usd),
-            format!("{:.4}", l.period_cost_usd),
-            l.remaining_budget
-                .map_or("-".to_string(), |r| format!("{r:.4}")),
+            usd(l.total_cost_usd),
+            usd(l.period_cost_usd),
+            l.remaining_budget.map_or("-".to_string(), usd),
             format!("{:.1}s", l.runtime_seconds),
             if l.cost_incomplete {
                 "(spend incomplete)".to_string()
@@ -457,7 +462,7 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     };
     let rows: Vec<Vec<String>> = s.jobs.iter().chain([&s.global]).map(line).collect();
     let header = [
-        "JOB", "EXEC", "OK", "FAIL", "RATE%", "TOTAL$", "PERIOD$", "LEFT$", "RUNTIME", "",
+        "JOB", "RUNS", "OK", "FAIL", "RATE%", "TOTAL", "PERIOD", "LEFT", "RUNTIME", "",
     ];
     for line in table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8]) {
         println!("{line}");
@@ -475,6 +480,9 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
     println!("{}", cronsole::engine::operator_notice(&job, &out));
+    if let Some(n) = super::select::no_engine_note(store.as_ref(), &store.jobs()?)? {
+        println!("{n}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -492,11 +500,13 @@ pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
     };
     let tz = cronsole::schedule::parse_tz(&rec.def.tz)
         .map_err(|e| bad_input(format!("job '{}': {e}", a.name)))?;
+    let now = Utc::now();
+    let zone_name = format!("the job's zone {}", tz.name());
     let at = |flag: &str, s: &str| {
-        cronsole::schedule::grammar::parse_at(s, tz).map_err(|e| bad_input(format!("{flag}: {e}")))
+        when::parse_time(s, now, &tz, &zone_name).map_err(|e| bad_input(format!("{flag}: {e}")))
     };
     let (from, to) = (at("--from", &a.from)?, at("--to", &a.to)?);
-    let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, Utc::now())?;
+    let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, now)?;
     println!("{}", cronsole::engine::operator_notice(&a.name, &out));
     Ok(ExitCode::SUCCESS)
 }
@@ -614,7 +624,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         format!("lease {}s", d.lease_seconds),
     ];
     if let Some(m) = d.max_runs {
-        limits.push(format!("max_runs {m} ({} counted so far)", rec.rt.runs));
+        limits.push(format!("max_runs {}/{m}", rec.rt.runs));
     }
     if let Some(u) = d.until {
         limits.push(format!("until {}", when::stamp(u, zone)));
@@ -688,26 +698,27 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         );
     }
     let c = &rec.rt.counters;
-    let execs: u64 = c.by_status.values().sum();
+    let rows: u64 = c.by_status.values().sum();
     kv(
         "runs:",
         format!(
-            "{execs} history rows ({}); {} scheduled runs count toward max_runs",
+            "{} ({rows} history rows: {})",
+            c.executions(),
             c.by_status
                 .iter()
                 .map(|(s, n)| format!("{n} {s}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            rec.rt.runs
         ),
     );
     kv(
         "spend:",
         format!(
-            "${period:.4} this period{}, ${:.4} in total{}",
+            "{} this period{}, {} in total{}",
+            usd(period),
             d.max_cost_usd
-                .map_or(String::new(), |m| format!(" (limit ${m:.2})")),
-            c.total_cost_usd,
+                .map_or(String::new(), |m| format!(" (limit {})", usd(m))),
+            usd(c.total_cost_usd),
             if c.cost_incomplete {
                 " (incomplete: unpriced model or missing usage)"
             } else {
@@ -720,15 +731,18 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         Some(j) => kv(
             "forecast:",
             format!(
-                "${:.4} more by {} ({})",
-                j.projected_usd,
+                "{} more by {} ({})",
+                usd(j.projected_usd),
                 when::stamp(f.until, zone),
-                j.breakdown(|x| format!("${x:.4}"))
+                j.breakdown(usd)
             ),
         ),
         None => kv(
             "forecast:",
-            "$0 more this period (no slots left, or no recent cost per run)".to_string(),
+            format!(
+                "{} more this period (no slots left, or no recent cost per run)",
+                usd(0.0)
+            ),
         ),
     }
     if runs.is_empty() {

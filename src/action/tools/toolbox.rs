@@ -1,0 +1,342 @@
+//! Building one run's [`Toolbox`] before its first model call ([`Sources`], the production
+//! [`ToolboxBuilder`]).
+//!
+//! Owns: which sources a run needs (those its allowlist names), reading their secrets
+//! (`env_from`, `headers_env`) from cronsole's environment, starting or reaching them (stdio
+//! servers as children of the run under the supervisor, HTTP servers, the command tools),
+//! listing their tools, and offering exactly the allowed ones that were listed, under the
+//! names providers accept. Must not touch: the store (pinning compares against it elsewhere),
+//! the model, the transcript.
+//!
+//! Decisions an operator can rely on:
+//! - The allowlist is the job's own `tools:` when it has one, else its agent's.
+//! - Offered = allowed ∩ listed, in the order of the jobs-file names. An allowed `server.tool`
+//!   the server does not list, a source that cannot be started or reached, or a secret
+//!   variable that is not set fails the run here, naming it; so does a server whose tools
+//!   meet another offered tool on one provider name.
+//! - A tool process gets PATH, HOME, LANG and TZ (when cronsole has them) and what its entry
+//!   declares, nothing else: every other variable is removed, provider keys included.
+//! - A source that fails to start closes every source already started (their processes end).
+//! - The handshake and each listing are bounded by the agent's `tool_timeout_seconds`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use super::command::CommandSource;
+use super::mcp::{self, Era, McpSource, Session, Tail};
+use super::{
+    BoxFuture, OfferedTool, ToolError, ToolSource, Toolbox, ToolboxBuilder, ToolboxRequest,
+};
+use crate::model::{Action, McpServerDef, McpTransport, ToolPattern, wire_name};
+use crate::proc::ProcEnv;
+use crate::text::Secrets;
+
+/// The variables every tool process keeps from cronsole's environment.
+pub const BASE_VARS: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
+
+/// How cronsole's environment is read (tests inject one).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The production builder: real servers and command tools.
+pub struct Sources {
+    env: EnvLookup,
+}
+
+impl Sources {
+    /// Reads secrets and base variables from `env`.
+    pub fn new(env: EnvLookup) -> Sources {
+        Sources { env }
+    }
+
+    /// Reads them from the process environment.
+    pub fn from_env() -> Sources {
+        Sources::new(Arc::new(|name| std::env::var(name).ok()))
+    }
+}
+
+impl ToolboxBuilder for Sources {
+    fn build<'a>(&'a self, req: ToolboxRequest<'a>) -> BoxFuture<'a, Result<Toolbox, ToolError>> {
+        Box::pin(build(req, self.env.clone()))
+    }
+}
+
+/// Seconds as a timer duration, clamped (the config bounds them already).
+pub fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.clamp(0.001, 1e9)).unwrap_or(Duration::from_secs(1))
+}
+
+/// The allowlist of a run: the job's own `tools:` or its agent's.
+pub fn allowlist(req: &ToolboxRequest<'_>) -> Vec<ToolPattern> {
+    let own = match &req.job.action {
+        Action::Agent { tools: Some(t), .. } => Some(t),
+        _ => None,
+    };
+    own.unwrap_or(&req.agent.tools)
+        .iter()
+        .filter_map(|t| ToolPattern::parse(t))
+        .collect()
+}
+
+/// Builds the run's toolbox (see the module doc).
+pub async fn build(req: ToolboxRequest<'_>, env: EnvLookup) -> Result<Toolbox, ToolError> {
+    let allowed = allowlist(&req);
+    if allowed.is_empty() {
+        return Ok(Toolbox {
+            sources: Vec::new(),
+            offered: Vec::new(),
+        });
+    }
+    let tools = &req.settings.tools;
+    let servers: Vec<&McpServerDef> = tools
+        .mcp_servers
+        .values()
+        .filter(|s| allowed.iter().any(|a| a.server() == Some(s.name.as_str())))
+        .collect();
+    let commands: BTreeMap<String, crate::model::CommandToolDef> = tools
+        .command_tools
+        .iter()
+        .filter(|(n, _)| allowed.contains(&ToolPattern::Command((*n).clone())))
+        .map(|(n, d)| (n.clone(), d.clone()))
+        .collect();
+    // Every secret first: a missing one fails the run before anything starts.
+    let mut values = Vec::new();
+    let mut server_vars = BTreeMap::new();
+    for s in &servers {
+        server_vars.insert(
+            s.name.clone(),
+            secret_vars(&s.name, &s.transport, &*env, &mut values)?,
+        );
+    }
+    let mut command_vars = BTreeMap::new();
+    for (name, d) in &commands {
+        let mut vars: Vec<(String, String)> =
+            d.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        vars.extend(read_sources(
+            name,
+            "env_from",
+            &d.env_from,
+            &*env,
+            &mut values,
+        )?);
+        command_vars.insert(name.clone(), vars);
+    }
+    let secrets = Arc::new(Secrets::new(values));
+    let base = base_env(req.proc_env, &*env);
+    let timeout = secs(req.agent.limits.tool_timeout_seconds);
+
+    let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
+    let opened = async {
+        for s in &servers {
+            let vars = server_vars.remove(&s.name).unwrap_or_default();
+            let src = open_server(s, vars, &base, timeout, secrets.clone()).await?;
+            sources.push(Arc::new(src));
+        }
+        let mut command_index = None;
+        if !commands.is_empty() {
+            command_index = Some(sources.len());
+            sources.push(Arc::new(CommandSource::new(
+                commands,
+                base.clone(),
+                command_vars,
+                secrets.clone(),
+            )));
+        }
+        offer(&sources, command_index, &allowed).await
+    }
+    .await;
+    match opened {
+        Ok(offered) => Ok(Toolbox { sources, offered }),
+        Err(e) => {
+            for s in &sources {
+                s.close().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Lists every source and keeps exactly the allowed tools, checking that each allowed
+/// `server.tool` was listed and that no two offered tools meet on one provider name.
+/// `commands`: the index of the command tools' source, whose tools go by their own names.
+async fn offer(
+    sources: &[Arc<dyn ToolSource>],
+    commands: Option<usize>,
+    allowed: &[ToolPattern],
+) -> Result<Vec<OfferedTool>, ToolError> {
+    let mut offered = Vec::new();
+    for (i, src) in sources.iter().enumerate() {
+        for def in src.list().await? {
+            let qualified = if Some(i) == commands {
+                def.name.clone()
+            } else {
+                format!("{}.{}", src.name(), def.name)
+            };
+            if !allowed.iter().any(|a| a.admits(&qualified)) {
+                continue;
+            }
+            offered.push(OfferedTool {
+                wire_name: wire_name(&qualified),
+                qualified,
+                source: i,
+                hash: def.definition_hash(),
+                def,
+            });
+        }
+    }
+    for a in allowed {
+        if let ToolPattern::Tool { server, .. } = a {
+            let q = a.to_string();
+            if !offered.iter().any(|o| o.qualified == q) {
+                return Err(ToolError::Protocol {
+                    source_name: server.clone(),
+                    why: format!("allowed tool {q} is not among the tools it lists"),
+                });
+            }
+        }
+    }
+    offered.sort_by(|a, b| a.qualified.cmp(&b.qualified));
+    offered.dedup_by(|a, b| a.qualified == b.qualified);
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for o in &offered {
+        if let Some(first) = seen.insert(&o.wire_name, &o.qualified) {
+            return Err(ToolError::Protocol {
+                source_name: o.qualified.clone(),
+                why: format!(
+                    "{} and {} both reach the model as {}; rename one",
+                    crate::text::line(first),
+                    crate::text::line(&o.qualified),
+                    o.wire_name
+                ),
+            });
+        }
+    }
+    Ok(offered)
+}
+
+/// A server's secret variables as `(name, value)`, each value added to `values`.
+fn secret_vars(
+    name: &str,
+    t: &McpTransport,
+    env: &dyn Fn(&str) -> Option<String>,
+    values: &mut Vec<String>,
+) -> Result<Vec<(String, String)>, ToolError> {
+    match t {
+        McpTransport::Stdio {
+            env: lit, env_from, ..
+        } => {
+            let mut vars: Vec<(String, String)> =
+                lit.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            vars.extend(read_sources(name, "env_from", env_from, env, values)?);
+            Ok(vars)
+        }
+        McpTransport::Http { headers_env, .. } => {
+            read_sources(name, "headers_env", headers_env, env, values)
+        }
+    }
+}
+
+/// `{KEY: SOURCE_VAR}` with each source's value read; an unset one is an error naming it.
+fn read_sources(
+    name: &str,
+    key: &str,
+    map: &BTreeMap<String, String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    values: &mut Vec<String>,
+) -> Result<Vec<(String, String)>, ToolError> {
+    let mut out = Vec::new();
+    for (k, source) in map {
+        match env(source).filter(|v| !v.is_empty()) {
+            Some(v) => {
+                values.push(v.clone());
+                out.push((k.clone(), v));
+            }
+            None => {
+                return Err(ToolError::Unreachable {
+                    source_name: name.to_string(),
+                    why: format!("{key}: environment variable {source} (for {k}) is not set"),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The run's [`ProcEnv`] for tool processes: every variable of cronsole's environment removed
+/// but [`BASE_VARS`], which are set from it explicitly.
+pub fn base_env(run: &ProcEnv, env: &dyn Fn(&str) -> Option<String>) -> ProcEnv {
+    let scrub = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| !BASE_VARS.contains(&k.as_str()))
+        .collect();
+    let extra = BASE_VARS
+        .iter()
+        .filter_map(|k| env(k).map(|v| (k.to_string(), v)))
+        .collect();
+    ProcEnv {
+        workdir: run.workdir.clone(),
+        scrub,
+        stall_limit: run.stall_limit,
+        extra,
+    }
+}
+
+/// Starts or reaches one server.
+async fn open_server(
+    s: &McpServerDef,
+    vars: Vec<(String, String)>,
+    base: &ProcEnv,
+    timeout: Duration,
+    secrets: Arc<Secrets>,
+) -> Result<McpSource, ToolError> {
+    let era = match &s.protocol_version {
+        Some(v) => Era::Pinned(v.clone()),
+        None => Era::Auto,
+    };
+    let mut session = Session {
+        name: s.name.clone(),
+        era,
+        timeout,
+        secrets,
+        guard: None,
+        stderr: None,
+    };
+    match &s.transport {
+        McpTransport::Http { url, .. } => mcp::connect_http(url, &vars, session).await,
+        McpTransport::Stdio { command, cwd, .. } => {
+            let mut env = base.clone();
+            if let Some(dir) = cwd {
+                env.workdir = Some(dir.into());
+            }
+            env.extra.extend(vars);
+            let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+            let child = crate::proc::attach::attach(&argv, &env, timeout)
+                .await
+                .map_err(|e| ToolError::Unreachable {
+                    source_name: s.name.clone(),
+                    why: session.secrets.redact(&e.to_string()).into_owned(),
+                })?;
+            let tail = Arc::new(Mutex::new(Tail::default()));
+            let sink = tail.clone();
+            let mut stderr = child.stderr;
+            // Drained for as long as the server lives (a full pipe would block it); the last
+            // bytes are kept for error messages.
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stderr.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut t) = sink.lock() {
+                        t.push(&buf[..n]);
+                    }
+                }
+            });
+            session.guard = Some(Box::new(child.life));
+            session.stderr = Some(tail);
+            mcp::connect_stdio(child.stdout, child.stdin, session).await
+        }
+    }
+}

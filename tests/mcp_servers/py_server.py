@@ -1,0 +1,76 @@
+"""A small MCP server on the Python SDK (the `mcp` package), for cronsole's tests and benchmark.
+
+Usage: py_server.py stdio
+       py_server.py http PORT       (streamable HTTP on 127.0.0.1:PORT/mcp)
+
+Tools: echo (text back), add (structured result), fail (isError), picture (an image),
+env (the server's environment variable names and the value of one it is asked for),
+slow (sleeps, for cancellation), many_NN (a list long enough to page).
+"""
+
+import asyncio
+import base64
+import os
+import sys
+from typing import TypedDict
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+
+server = MCPServer("cronsole-test-py")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Returns the text it was given."""
+    return text
+
+
+class Sum(TypedDict):
+    sum: int
+
+
+@server.tool()
+def add(a: int, b: int) -> Sum:
+    """Adds two integers and returns the sum as structured content."""
+    return Sum(sum=a + b)
+
+
+@server.tool()
+def fail(why: str) -> str:
+    """Always fails with the reason it was given."""
+    raise ValueError(why)
+
+
+@server.tool()
+def picture() -> Image:
+    """Returns a tiny PNG image."""
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    return Image(data=png, format="png")
+
+
+@server.tool()
+def env(name: str) -> dict:
+    """The names of the server's environment variables, the value of one of them, its pid."""
+    return {"names": sorted(os.environ), "value": os.environ.get(name), "pid": os.getpid()}
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleeps, then says so."""
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+def main() -> None:
+    if len(sys.argv) >= 2 and sys.argv[1] == "http":
+        port = int(sys.argv[2])
+        server.run(transport="streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
