@@ -10,29 +10,35 @@
 //! that tick also makes the loop turn, which the [`Heartbeat`] (health check, systemd watchdog)
 //! relies on.
 //!
-//! Owns: the actor's state and the loop's turn. Must not touch: the UI; what each turn does in
-//! detail lives beside it (`claim`, `commands`, `publish`, `outage`, `shutdown`).
+//! Owns: the actor's state, the loop's turn, and starting the runs a claim returned. Must not
+//! touch: the UI; what each part decides lives below it (`claim`, `commands`, `publish`,
+//! `outage`, `shutdown`, `task`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::api::{Command, EngineConfig, Event};
+use super::claim::{claim_due, hidden_jobs};
+use super::commands::{command, honour_cancel_requests};
 use super::completion::CompletionTx;
+use super::error::{EngineError, blocking};
 use super::heartbeat::Heartbeat;
-use super::outage::{Health, Unwritten, store_backoff};
-use super::publish::{BUILD_POLL, SnapBuild};
-use super::{Command, EngineConfig, EngineError, Event, RunDeps, blocking};
+use super::outage::{Outage, Writer};
+use super::publish::{BUILD_POLL, Publisher};
+use super::shutdown::{Going, wait_for_runs};
+use super::task::{Finished, InFlight, RunTask};
+use super::{RunDeps, spool};
 use crate::clock::Clock;
-use crate::model::HistoryRow;
-use crate::snapshot::Snapshot;
+use crate::model::Settings;
 use crate::store::signal::ChangeSignal;
-use crate::store::{Store, StoreError};
+use crate::store::{Claim, Store};
 
 /// The engine's state, owned by its one task.
 pub(super) struct Actor {
@@ -40,41 +46,14 @@ pub(super) struct Actor {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) deps: Arc<RunDeps>,
-    pub(super) snap_tx: watch::Sender<Arc<Snapshot>>,
-    pub(super) snap_build: Arc<SnapBuild>,
+    pub(super) publisher: Publisher,
     pub(super) ev_tx: broadcast::Sender<Event>,
-    pub(super) started: DateTime<Utc>,
     pub(super) in_flight: HashMap<Uuid, InFlight>,
     pub(super) shutdown: CancellationToken,
     pub(super) hard_stop: CancellationToken,
     pub(super) completions: CompletionTx,
-    pub(super) health: Health,
-    pub(super) unwritten: Arc<std::sync::Mutex<Unwritten>>,
-    /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
-    pub(super) store_failures: u32,
-    /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
-    /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
-    pub(super) damaged: Option<StoreError>,
+    pub(super) outage: Outage,
     pub(super) heartbeat: Arc<Heartbeat>,
-}
-
-/// One run of this owner, keyed by its run_id (a job under `overlap: allow` may have several).
-pub(super) struct InFlight {
-    pub(super) job: String,
-    /// The job's `overlap:` policy when the run was claimed: whether this owner still lets the
-    /// store look at the job while it runs it (see [`Actor::claim`]).
-    pub(super) overlap: crate::model::Overlap,
-    pub(super) cancel: CancellationToken,
-    /// Cancelled when an operator asked (through the store) to cancel this run.
-    pub(super) op_cancel: CancellationToken,
-    /// The run task, so a task that panicked can be matched to its job.
-    pub(super) task: Option<tokio::task::Id>,
-}
-
-/// What a finished run task hands back to the actor.
-pub(super) struct Finished {
-    pub(super) run_id: Uuid,
-    pub(super) rows: Vec<HistoryRow>,
 }
 
 /// What the loop carries from one turn to the next.
@@ -94,7 +73,7 @@ pub(super) struct Turn {
 }
 
 impl Actor {
-    pub(super) fn now(&self) -> DateTime<Utc> {
+    fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 
@@ -113,10 +92,8 @@ impl Actor {
         let mut turn = self.first_turn().await?;
         loop {
             self.heartbeat.beat();
-            let publish_gap = self.snap_build.gap(self.cfg.snapshot_min_interval);
-            if turn.dirty
-                && !self.snap_build.running()
-                && turn.last_publish.elapsed() >= publish_gap
+            let publish_gap = self.publisher.gap();
+            if turn.dirty && !self.publisher.running() && turn.last_publish.elapsed() >= publish_gap
             {
                 self.publish();
                 turn.last_publish = tokio::time::Instant::now();
@@ -129,7 +106,7 @@ impl Actor {
             // While a build runs, look again shortly: the next one starts when it has ended.
             let publish_at = turn.dirty.then(|| {
                 let at = turn.last_publish + publish_gap;
-                if self.snap_build.running() {
+                if self.publisher.running() {
                     at.max(tokio::time::Instant::now() + BUILD_POLL)
                 } else {
                     at
@@ -140,7 +117,7 @@ impl Actor {
                 cmd = cmd_rx.recv() => match cmd {
                     None | Some(Command::Shutdown) => break,
                     Some(c) => {
-                        self.command(c).await;
+                        command(&self.store, &self.ev_tx, self.now(), c).await;
                         turn.dirty = true;
                         turn.wake = self.next_wake().await;
                     }
@@ -163,8 +140,10 @@ impl Actor {
             }
         }
         self.shutdown_runs(runs).await;
-        self.publish_final().await;
-        self.stop_result()
+        self.publisher
+            .publish_final(self.clock.as_ref(), self.in_flight_jobs())
+            .await;
+        self.outage.stop_result(self.cfg.spool.clone())
     }
 
     /// The loop's state before its first turn, after the spool replay.
@@ -174,7 +153,18 @@ impl Actor {
         let last_token = blocking(&self.store, |s| s.change_token()).await?;
         // Completions spooled at the last stop go in before anything is claimed, so a recovery
         // claim can never record them `abandoned` first.
-        self.replay_spool().await?;
+        let to = Writer {
+            store: &self.store,
+            completions: &self.completions,
+            clock: &self.clock,
+        };
+        self.outage
+            .replay_spool(
+                self.cfg.spool.clone(),
+                &to,
+                &[&self.shutdown, &self.hard_stop],
+            )
+            .await?;
         let signal = if self.cfg.change_signal {
             self.store.change_signal()
         } else {
@@ -204,15 +194,7 @@ impl Actor {
     ) {
         let mut done = Some(done);
         while let Some(d) = done.take().or_else(|| runs.try_join_next()) {
-            match d {
-                Ok(f) => {
-                    self.in_flight.remove(&f.run_id);
-                    for r in f.rows {
-                        let _ = self.ev_tx.send(Event::Row(r));
-                    }
-                }
-                Err(e) => self.reap_failed(&e),
-            }
+            self.reap_one(d);
         }
     }
 
@@ -238,7 +220,7 @@ impl Actor {
         match blocking(&self.store, |s| s.change_token()).await {
             Ok(t) if t != turn.last_token => {
                 turn.last_token = t;
-                self.honour_cancel_requests().await;
+                honour_cancel_requests(&self.store, &self.in_flight).await;
                 turn.dirty = true;
                 turn.wake = self.next_wake().await;
             }
@@ -281,7 +263,7 @@ impl Actor {
         match blocking(&self.store, move |s| s.next_wakeup(now)).await {
             Ok(w) => w,
             Err(e) => {
-                let d = store_backoff(self.store_failures.max(1));
+                let d = self.outage.backoff();
                 tracing::warn!(error = %e, "next_wakeup failed; retrying in {d:?}");
                 Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)))
             }
@@ -291,6 +273,154 @@ impl Actor {
     /// Runs this owner may still start.
     pub(super) fn free_capacity(&self) -> usize {
         self.cfg.max_concurrent.saturating_sub(self.in_flight.len())
+    }
+
+    /// Start building a snapshot of now (one build at a time: the caller checks first).
+    fn publish(&self) {
+        self.publisher.publish(self.now(), self.in_flight_jobs());
+    }
+
+    /// The jobs this owner runs now (the snapshot marks them).
+    fn in_flight_jobs(&self) -> BTreeSet<String> {
+        self.in_flight.values().map(|f| f.job.clone()).collect()
+    }
+
+    /// One claim cycle and what follows it: the next wake-up, backed off while the store fails.
+    /// False when the engine must stop (the claim found the store damaged).
+    async fn claim_cycle(&mut self, runs: &mut JoinSet<Finished>, turn: &mut Turn) -> bool {
+        let progressed = self.claim(runs).await;
+        self.heartbeat.count_claim_cycle();
+        if self.outage.damaged() {
+            return false;
+        }
+        turn.dirty = true;
+        turn.wake = self.next_wake().await;
+        let now = self.now();
+        if let Some(at) = self.outage.retry_at(now) {
+            turn.wake = Some(at);
+        } else if !progressed && turn.wake.is_some_and(|w| w <= now) {
+            // The store may report something due that this owner cannot take (its own run past
+            // its lease, a job another owner is finishing): do not spin on it.
+            turn.wake = Some(
+                now + chrono::Duration::from_std(self.cfg.change_poll)
+                    .unwrap_or(chrono::Duration::milliseconds(250)),
+            );
+        }
+        true
+    }
+
+    /// Claim and start what is due. True when the claim started a run or wrote a row.
+    async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
+        let limit = self.free_capacity();
+        let now = self.now();
+        if limit == 0 || self.shutdown.is_cancelled() || self.outage.claims_stopped(now) {
+            return false;
+        }
+        let owner = self.cfg.owner.clone();
+        let hidden = hidden_jobs(&self.in_flight);
+        let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
+            Ok(o) => {
+                self.outage.claim_answered();
+                o
+            }
+            Err(e) => {
+                self.outage.claim_failed(now, e);
+                return false;
+            }
+        };
+        let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
+        tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
+        for r in outcome.rows {
+            let _ = self.ev_tx.send(Event::Row(r));
+        }
+        for claim in outcome.claims {
+            self.start_run(runs, claim, settings.clone());
+        }
+        progressed
+    }
+
+    /// Start the run task of one claim and remember it as in flight.
+    fn start_run(
+        &mut self,
+        runs: &mut JoinSet<Finished>,
+        claim: Claim,
+        settings: Option<Arc<Settings>>,
+    ) {
+        let job = claim.job.def.name.clone();
+        // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
+        // grace; `shutdown_runs` cancels this token at grace expiry or on a hard stop.
+        let cancel = CancellationToken::new();
+        let op_cancel = CancellationToken::new();
+        let run_id = claim.run_id;
+        self.in_flight.insert(
+            run_id,
+            InFlight {
+                job: job.clone(),
+                overlap: claim.job.def.overlap,
+                cancel: cancel.clone(),
+                op_cancel: op_cancel.clone(),
+                task: None,
+            },
+        );
+        let _ = self.ev_tx.send(Event::RunStarted {
+            job,
+            run_id: claim.run_id,
+            trigger: claim.trigger,
+            slot: claim.slot,
+        });
+        let ctx = RunTask {
+            store: Arc::clone(&self.store),
+            clock: Arc::clone(&self.clock),
+            deps: Arc::clone(&self.deps),
+            owner: self.cfg.owner.clone(),
+            ev_tx: self.ev_tx.clone(),
+            completions: self.completions.clone(),
+            health: Arc::clone(self.outage.health()),
+            unwritten: Arc::clone(self.outage.unwritten()),
+            spool: self.cfg.spool.clone().map(spool::Spool::new),
+            settings,
+        };
+        let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
+        if let Some(f) = self.in_flight.get_mut(&run_id) {
+            f.task = Some(handle.id());
+        }
+    }
+
+    /// Wait for the runs in flight, up to the grace (or a hard stop), then cancel them.
+    async fn shutdown_runs(&mut self, mut runs: JoinSet<Finished>) {
+        if runs.is_empty() {
+            return;
+        }
+        let _ = self.ev_tx.send(Event::Notice(format!(
+            "shutting down: waiting up to {}s for {} run(s)",
+            self.cfg.shutdown_grace.as_secs(),
+            runs.len()
+        )));
+        let going = self
+            .in_flight
+            .iter()
+            .map(|(run_id, f)| Going {
+                run_id: *run_id,
+                task: f.task,
+                job: f.job.clone(),
+                cancel: f.cancel.clone(),
+            })
+            .collect();
+        let (grace, hard) = (self.cfg.shutdown_grace, self.hard_stop.clone());
+        wait_for_runs(&mut runs, grace, &hard, going, |d| self.reap_one(d)).await;
+    }
+
+    /// Forget one ended run task, passing its rows on.
+    fn reap_one(&mut self, done: Result<Finished, tokio::task::JoinError>) {
+        match done {
+            Ok(f) => {
+                self.in_flight.remove(&f.run_id);
+                for r in f.rows {
+                    let _ = self.ev_tx.send(Event::Row(r));
+                }
+            }
+            Err(e) => self.reap_failed(&e),
+        }
     }
 }
 

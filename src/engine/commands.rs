@@ -9,86 +9,101 @@
 //!
 //! Owns: turning a [`Command`] into one store call and a notice. Must not touch: the UI.
 
-use super::actor::Actor;
-use super::{Command, Event, blocking, operator_notice, trigger_notice};
-use crate::store::TriggerOutcome;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-impl Actor {
-    pub(super) async fn command(&mut self, c: Command) {
-        let now = self.now();
-        let (name, res) = match c.clone() {
-            Command::Pause(n) | Command::Resume(n) => {
-                let paused = matches!(c, Command::Pause(_));
-                let name = n.clone();
-                let r = blocking(&self.store, move |s| s.set_paused(&name, paused, now)).await;
-                (n, r)
-            }
-            Command::Trigger(n) => {
-                let name = n.clone();
-                let r = blocking(&self.store, move |s| s.request_trigger(&name, now)).await;
-                // A queued trigger needs no notice here: the run's own events follow at once.
-                let msg = match &r {
-                    Ok(TriggerOutcome::Queued) => None,
-                    Ok(out) => Some(trigger_notice(&n, out)),
-                    Err(e) => Some(format!("trigger '{n}' failed: {e}")),
-                };
-                if let Some(m) = msg {
-                    let _ = self.ev_tx.send(Event::Notice(m));
-                }
-                (n, r.map(|_| ()))
-            }
-            Command::Retry(id) => {
-                let r = blocking(&self.store, move |s| s.retry(id, now)).await;
-                match r {
-                    Ok((job, out)) => {
-                        let _ = self.ev_tx.send(Event::Notice(operator_notice(&job, &out)));
-                        (job, Ok(()))
-                    }
-                    Err(e) => (format!("run {id}"), Err(e)),
-                }
-            }
-            Command::Cancel(n) => {
-                let name = n.clone();
-                let r = blocking(&self.store, move |s| s.cancel(&name, now)).await;
-                if let Ok((job, out)) = &r {
-                    let _ = self.ev_tx.send(Event::Notice(operator_notice(job, out)));
-                }
-                (n, r.map(|_| ()))
-            }
-            Command::Shutdown => return,
-        };
-        if let Err(e) = res {
-            let _ = self.ev_tx.send(Event::Notice(format!("'{name}': {e}")));
+use chrono::{DateTime, Utc};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use super::api::{Command, Event};
+use super::error::blocking;
+use super::notice::{operator_notice, trigger_notice};
+use super::task::InFlight;
+use crate::store::{Store, TriggerOutcome};
+
+/// Carry out a front end's command `c` at `now` (one store call) and tell what it did.
+pub(super) async fn command(
+    store: &Arc<dyn Store>,
+    ev_tx: &broadcast::Sender<Event>,
+    now: DateTime<Utc>,
+    c: Command,
+) {
+    let (name, res) = match c.clone() {
+        Command::Pause(n) | Command::Resume(n) => {
+            let paused = matches!(c, Command::Pause(_));
+            let name = n.clone();
+            let r = blocking(store, move |s| s.set_paused(&name, paused, now)).await;
+            (n, r)
         }
+        Command::Trigger(n) => {
+            let name = n.clone();
+            let r = blocking(store, move |s| s.request_trigger(&name, now)).await;
+            // A queued trigger needs no notice here: the run's own events follow at once.
+            let msg = match &r {
+                Ok(TriggerOutcome::Queued) => None,
+                Ok(out) => Some(trigger_notice(&n, out)),
+                Err(e) => Some(format!("trigger '{n}' failed: {e}")),
+            };
+            if let Some(m) = msg {
+                let _ = ev_tx.send(Event::Notice(m));
+            }
+            (n, r.map(|_| ()))
+        }
+        Command::Retry(id) => {
+            let r = blocking(store, move |s| s.retry(id, now)).await;
+            match r {
+                Ok((job, out)) => {
+                    let _ = ev_tx.send(Event::Notice(operator_notice(&job, &out)));
+                    (job, Ok(()))
+                }
+                Err(e) => (format!("run {id}"), Err(e)),
+            }
+        }
+        Command::Cancel(n) => {
+            let name = n.clone();
+            let r = blocking(store, move |s| s.cancel(&name, now)).await;
+            if let Ok((job, out)) = &r {
+                let _ = ev_tx.send(Event::Notice(operator_notice(job, out)));
+            }
+            (n, r.map(|_| ()))
+        }
+        Command::Shutdown => return,
+    };
+    if let Err(e) = res {
+        let _ = ev_tx.send(Event::Notice(format!("'{name}': {e}")));
     }
+}
 
-    /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
-    /// from any process, or a console). One `job` read per run in flight (at most
-    /// `max_concurrent`), only when the change token moved.
-    pub(super) async fn honour_cancel_requests(&self) {
-        for (run_id, f) in &self.in_flight {
-            if f.op_cancel.is_cancelled() {
+/// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
+/// from any process, or a console). One `job` read per run in flight (at most
+/// `max_concurrent`), only when the change token moved.
+pub(super) async fn honour_cancel_requests(
+    store: &Arc<dyn Store>,
+    in_flight: &HashMap<Uuid, InFlight>,
+) {
+    for (run_id, f) in in_flight {
+        if f.op_cancel.is_cancelled() {
+            continue;
+        }
+        let job = &f.job;
+        let name = job.clone();
+        let rec = match blocking(store, move |s| s.job(&name)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(job = %job, error = %e, "cancel check failed");
                 continue;
             }
-            let job = &f.job;
-            let name = job.clone();
-            let rec = match blocking(&self.store, move |s| s.job(&name)).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(job = %job, error = %e, "cancel check failed");
-                    continue;
-                }
-            };
-            // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
-            // the same mark; the row's reason says which when the run ends).
-            let asked = rec.is_some_and(|r| {
-                r.rt.lease_of(*run_id)
-                    .is_some_and(|l| l.cancel_requested_at.is_some())
-            });
-            if asked {
-                tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
-                f.op_cancel.cancel();
-            }
+        };
+        // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
+        // the same mark; the row's reason says which when the run ends).
+        let asked = rec.is_some_and(|r| {
+            r.rt.lease_of(*run_id)
+                .is_some_and(|l| l.cancel_requested_at.is_some())
+        });
+        if asked {
+            tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
+            f.op_cancel.cancel();
         }
     }
 }

@@ -10,8 +10,8 @@
 //! ([`super::spawn`]) holds only the first page of jobs ([`Snapshot::load_first`]) so the console
 //! draws at once; the whole one follows from the first build.
 //!
-//! Owns: the build pacing and the bare snapshot of a headless engine. Must not touch: what a
-//! snapshot holds (`crate::snapshot` owns that).
+//! Owns: the [`Publisher`] (build pacing, the bare snapshot of a headless engine). Must not
+//! touch: what a snapshot holds (`crate::snapshot` owns that).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 
-use super::actor::Actor;
+use crate::clock::Clock;
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 
@@ -89,39 +90,61 @@ pub(super) fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) 
     }
 }
 
-impl Actor {
-    /// The snapshot after the last run ended, awaited (a library caller reads the final state).
-    /// Skipped on a store whose builds take more than [`FINAL_BUILD_MAX`]: closing the console
-    /// on a million jobs does not wait seconds for a picture nobody draws.
-    pub(super) async fn publish_final(&self) {
-        if !self.cfg.publish_snapshots {
+/// Builds and publishes the engine's snapshots.
+pub(super) struct Publisher {
+    /// Build snapshots at all (`EngineConfig::publish_snapshots`).
+    pub(super) enabled: bool,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) owner: String,
+    /// When the engine started (shown in the console's header).
+    pub(super) started: DateTime<Utc>,
+    pub(super) tx: watch::Sender<Arc<Snapshot>>,
+    pub(super) build: Arc<SnapBuild>,
+    /// `EngineConfig::snapshot_min_interval`.
+    pub(super) min_interval: StdDuration,
+}
+
+impl Publisher {
+    /// A build is running (the next one waits for it).
+    pub(super) fn running(&self) -> bool {
+        self.build.running()
+    }
+
+    /// The least time between the starts of two builds now.
+    pub(super) fn gap(&self) -> StdDuration {
+        self.build.gap(self.min_interval)
+    }
+
+    /// The snapshot after the last run ended, awaited (a library caller reads the final
+    /// state). Skipped on a store whose builds take more than [`FINAL_BUILD_MAX`]: closing the
+    /// console on a million jobs does not wait seconds for a picture nobody draws.
+    pub(super) async fn publish_final(&self, clock: &dyn Clock, in_flight: BTreeSet<String>) {
+        if !self.enabled {
             return;
         }
-        while self.snap_build.running() {
+        while self.build.running() {
             tokio::time::sleep(BUILD_POLL).await;
         }
-        if self.snap_build.gap(StdDuration::ZERO) > FINAL_BUILD_MAX * PUBLISH_DUTY {
+        if self.build.gap(StdDuration::ZERO) > FINAL_BUILD_MAX * PUBLISH_DUTY {
             return;
         }
-        self.publish();
-        while self.snap_build.running() {
+        self.publish(clock.now(), in_flight);
+        while self.build.running() {
             tokio::time::sleep(BUILD_POLL).await;
         }
     }
 
-    /// Start building a snapshot on a blocking thread; it is published when done. The caller
-    /// checks [`SnapBuild::running`] first (one build at a time).
-    pub(super) fn publish(&self) {
-        if !self.cfg.publish_snapshots {
+    /// Start building the snapshot of `now` on a blocking thread; it is published when done.
+    /// The caller checks [`Publisher::running`] first (one build at a time).
+    pub(super) fn publish(&self, now: DateTime<Utc>, in_flight: BTreeSet<String>) {
+        if !self.enabled {
             return;
         }
-        let now = self.now();
-        let owner = self.cfg.owner.clone();
+        let owner = self.owner.clone();
         let started = self.started;
-        let in_flight: BTreeSet<String> = self.in_flight.values().map(|f| f.job.clone()).collect();
         let store = Arc::clone(&self.store);
-        let tx = self.snap_tx.clone();
-        let build = Arc::clone(&self.snap_build);
+        let tx = self.tx.clone();
+        let build = Arc::clone(&self.build);
         build.busy.store(true, Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
             // However the build ends (even by a panic), the next one may start.

@@ -3,14 +3,27 @@
 //!
 //! Owns: the renewal timer of one run. Must not touch: the run's pipeline or its completion.
 
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::blocking;
-use super::outage::{store_failed, store_ok};
-use super::task::RunTask;
-use crate::store::RenewOutcome;
+use super::api::Event;
+use super::error::blocking;
+use super::outage::{Health, store_failed, store_ok};
+use crate::clock::Clock;
+use crate::store::{RenewOutcome, Store};
+
+/// What a renewal needs of its run task: the store, the time, who holds the lease, and where
+/// the store's health is reported.
+pub(super) struct Holder<'a> {
+    pub(super) store: &'a Arc<dyn Store>,
+    pub(super) clock: &'a Arc<dyn Clock>,
+    pub(super) owner: &'a str,
+    pub(super) health: &'a Health,
+    pub(super) ev_tx: &'a broadcast::Sender<Event>,
+}
 
 /// Lease renewal of one run, every third of the lease the store last granted.
 pub(super) struct Renewer {
@@ -21,12 +34,13 @@ pub(super) struct Renewer {
 }
 
 impl Renewer {
-    pub(super) async fn renew(&mut self, t: &RunTask) {
+    /// Renew now; the next renewal is due at [`Renewer::next`].
+    pub(super) async fn renew(&mut self, t: &Holder<'_>) {
         let now = t.clock.now();
-        let (j, o, run_id) = (self.job.clone(), t.owner.clone(), self.run_id);
-        self.next = match blocking(&t.store, move |s| s.renew(&j, run_id, &o, now)).await {
+        let (j, o, run_id) = (self.job.clone(), t.owner.to_string(), self.run_id);
+        self.next = match blocking(t.store, move |s| s.renew(&j, run_id, &o, now)).await {
             Ok(RenewOutcome::Renewed { lease_until }) => {
-                store_ok(&t.health, &t.ev_tx);
+                store_ok(t.health, t.ev_tx);
                 let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
                 tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
             }
@@ -35,7 +49,7 @@ impl Renewer {
                 tokio::time::Instant::now() + StdDuration::from_secs(86_400)
             }
             Err(e) => {
-                store_failed(&t.health, now, &e);
+                store_failed(t.health, now, &e);
                 tracing::warn!(job = %self.job, error = %e, "lease renewal failed; retrying");
                 tokio::time::Instant::now() + self.first.min(StdDuration::from_secs(1))
             }

@@ -8,17 +8,18 @@
 //! ([`Store::hurry`]): a wait for a lock another process holds ends within about a second, so a
 //! stop is never held by an outside lock holder.
 //!
-//! Owns: the grace, the hurry, and the engine's final result (damage, or completions left
-//! unwritten). Must not touch: the UI.
+//! Owns: the grace and the hurry. Must not touch: the UI; what a run does when cancelled (its
+//! task records it).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::actor::{Actor, Finished};
-use super::{EngineError, Event};
+use super::task::Finished;
 use crate::store::Store;
 
 /// Once the stop has waited long enough — a second signal (hard stop), or the shutdown grace
@@ -43,69 +44,50 @@ pub(super) async fn hurry_at_stop(
     store.hurry(true);
 }
 
-impl Actor {
-    /// Wait for the runs in flight, up to the grace (or a hard stop), then cancel them.
-    pub(super) async fn shutdown_runs(&mut self, mut runs: JoinSet<Finished>) {
-        if runs.is_empty() {
-            return;
-        }
-        let _ = self.ev_tx.send(Event::Notice(format!(
-            "shutting down: waiting up to {}s for {} run(s)",
-            self.cfg.shutdown_grace.as_secs(),
-            runs.len()
-        )));
-        let grace = tokio::time::sleep(self.cfg.shutdown_grace);
-        tokio::pin!(grace);
-        let mut cancelled = false;
-        loop {
-            tokio::select! {
-                done = runs.join_next() => match done {
-                    None => break,
-                    Some(Ok(f)) => {
-                        self.in_flight.remove(&f.run_id);
-                        for r in f.rows { let _ = self.ev_tx.send(Event::Row(r)); }
+/// A run still going at the stop, as the shutdown sees it.
+pub(super) struct Going {
+    pub(super) run_id: Uuid,
+    pub(super) task: Option<tokio::task::Id>,
+    pub(super) job: String,
+    pub(super) cancel: CancellationToken,
+}
+
+/// Wait for `runs` up to `grace` (or until `hard` is cancelled), handing each ended one to
+/// `done`; then cancel those of `going` still running and wait for them too.
+pub(super) async fn wait_for_runs(
+    runs: &mut JoinSet<Finished>,
+    grace: StdDuration,
+    hard: &CancellationToken,
+    going: Vec<Going>,
+    mut done: impl FnMut(Result<Finished, JoinError>),
+) {
+    let grace = tokio::time::sleep(grace);
+    tokio::pin!(grace);
+    let mut going = Some(going);
+    let mut ended_runs = HashSet::new();
+    let mut ended_tasks = HashSet::new();
+    loop {
+        tokio::select! {
+            ended = runs.join_next() => match ended {
+                None => break,
+                Some(d) => {
+                    match &d {
+                        Ok(f) => ended_runs.insert(f.run_id),
+                        Err(e) => ended_tasks.insert(e.id()),
+                    };
+                    done(d);
+                }
+            },
+            _ = hard_or_grace(&mut grace, hard), if going.is_some() => {
+                for g in going.take().unwrap_or_default() {
+                    if ended_runs.contains(&g.run_id) || g.task.is_some_and(|t| ended_tasks.contains(&t)) {
+                        continue;
                     }
-                    Some(Err(e)) => self.reap_failed(&e),
-                },
-                _ = hard_or_grace(&mut grace, &self.hard_stop), if !cancelled => {
-                    cancelled = true;
-                    for f in self.in_flight.values() {
-                        tracing::info!(job = %f.job, "cancelling run at shutdown");
-                        f.cancel.cancel();
-                    }
+                    tracing::info!(job = %g.job, "cancelling run at shutdown");
+                    g.cancel.cancel();
                 }
             }
         }
-    }
-
-    /// The engine's result once its runs ended: the damage that stopped it, or the completions
-    /// it could not write (spooled, or lost and printed by the binary).
-    pub(super) fn stop_result(&mut self) -> Result<(), EngineError> {
-        let (spooled, lost) = match self.unwritten.lock() {
-            Ok(mut u) => (u.spooled, std::mem::take(&mut u.lost)),
-            Err(_) => (0, Vec::new()),
-        };
-        // Completions that could not even be spooled go first (the binary prints them);
-        // otherwise the damage is the reason to stop (spooled ones are in the log).
-        if let Some(e) = self.damaged.take()
-            && lost.is_empty()
-        {
-            if spooled > 0 {
-                tracing::warn!(
-                    spooled,
-                    "completions kept in the spool at the stop on damage"
-                );
-            }
-            return Err(EngineError::Store(e));
-        }
-        if spooled > 0 || !lost.is_empty() {
-            return Err(EngineError::Unwritten {
-                spooled,
-                spool: self.cfg.spool.clone(),
-                lost,
-            });
-        }
-        Ok(())
     }
 }
 

@@ -1,23 +1,49 @@
 //! One run task: the claimed run's pipeline (`run::execute`) with its lease renewed while it is
-//! alive, cancelled at a shutdown or by an operator, then its completion handed to the store.
+//! alive, cancelled at a shutdown or by an operator, then its completion written: retried with
+//! [`super::store_backoff`] until the store takes it, the lease still renewed meanwhile (so
+//! nobody records the run `abandoned` while its result waits), or spooled if the engine stops
+//! first.
 //!
-//! Owns: what a run task holds and the row of a run that was stopped (abandoned at shutdown,
-//! failed when cancelled). Must not touch: the pipeline's steps (`run` owns them).
+//! Owns: what a run task holds, what the actor keeps of one ([`InFlight`], [`Finished`]), and
+//! the row of a run that was stopped (abandoned at shutdown, failed when cancelled). Must not
+//! touch: the pipeline's steps (`run` owns them).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::actor::Finished;
-use super::completion::CompletionTx;
-use super::outage::{Health, Unwritten};
-use super::renew::Renewer;
-use super::{Event, RunDeps, run, spool};
+use super::api::Event;
+use super::completion::{CompletionTx, commit_once, complete_via};
+use super::error::EngineError;
+use super::outage::{Health, Unwritten, store_backoff, store_failed, store_ok};
+use super::renew::{Holder, Renewer};
+use super::{RunDeps, run, spool};
 use crate::clock::Clock;
-use crate::model::{HistoryRow, Status};
+use crate::model::{HistoryRow, Overlap, Settings, Status};
 use crate::store::{Claim, Completion, Store};
+
+/// One run of this owner as the actor keeps it, keyed by its run_id (a job under
+/// `overlap: allow` may have several).
+pub(super) struct InFlight {
+    pub(super) job: String,
+    /// The job's `overlap:` policy when the run was claimed: whether this owner still lets the
+    /// store look at the job while it runs it.
+    pub(super) overlap: Overlap,
+    pub(super) cancel: CancellationToken,
+    /// Cancelled when an operator asked (through the store) to cancel this run.
+    pub(super) op_cancel: CancellationToken,
+    /// The run task, so a task that panicked can be matched to its job.
+    pub(super) task: Option<tokio::task::Id>,
+}
+
+/// What a finished run task hands back to the actor.
+pub(super) struct Finished {
+    pub(super) run_id: Uuid,
+    pub(super) rows: Vec<HistoryRow>,
+}
 
 /// Everything one run task needs; cheap to clone per run.
 pub(super) struct RunTask {
@@ -28,20 +54,27 @@ pub(super) struct RunTask {
     pub(super) ev_tx: broadcast::Sender<Event>,
     pub(super) completions: CompletionTx,
     pub(super) health: Health,
-    pub(super) unwritten: Arc<std::sync::Mutex<Unwritten>>,
+    pub(super) unwritten: Arc<Mutex<Unwritten>>,
     pub(super) spool: Option<spool::Spool>,
     /// The store's settings read with this run's claim; `None`: the run reads them itself.
-    pub(super) settings: Option<Arc<crate::model::Settings>>,
+    pub(super) settings: Option<Arc<Settings>>,
 }
 
 impl RunTask {
+    /// What lease renewals need of this task.
+    fn holder(&self) -> Holder<'_> {
+        Holder {
+            store: &self.store,
+            clock: &self.clock,
+            owner: &self.owner,
+            health: &self.health,
+            ev_tx: &self.ev_tx,
+        }
+    }
+
     /// Run one claim to completion: the pipeline, with the lease renewed every lease/3 while it
     /// is alive, then `complete` (fenced by run_id). Cancellation (shutdown) during the
     /// pipeline completes the run as `abandoned` with reason `shutdown`.
-    ///
-    /// A completion the store refuses is kept and retried with [`super::store_backoff`] until it is
-    /// written, the lease still renewed meanwhile (so nobody records the run `abandoned` while
-    /// its result waits); if the engine is stopped first, it goes to the spool file.
     ///
     /// An operator's cancel (`op_cancel`) drops the pipeline (killing the run's processes) and
     /// records the run `failed`, reason `cancelled by operator`: no retry, delivery or alert.
@@ -96,7 +129,7 @@ impl RunTask {
                     row.reason = Some(crate::store::rules::reasons::REASON_CANCELLED.to_string());
                     break Some(run::RunOutput { row, state: None, hold_until: None });
                 }
-                _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self).await,
+                _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
             }
         };
         let now = self.clock.now();
@@ -132,5 +165,125 @@ impl RunTask {
         };
         let rows = self.commit(completion, &cancel, &mut renewer).await;
         Finished { run_id, rows }
+    }
+}
+
+/// How long a stop waits for a completion attempt already in flight before spooling it.
+const IN_FLIGHT_WAIT: StdDuration = StdDuration::from_secs(5);
+
+impl RunTask {
+    /// Write `c` until the store takes it (see [`RunTask::run`]); on cancellation, spool it.
+    pub(super) async fn commit(
+        &self,
+        c: Completion,
+        cancel: &CancellationToken,
+        renewer: &mut Renewer,
+    ) -> Vec<HistoryRow> {
+        let mut attempt = 0u32;
+        let mut pending = false;
+        loop {
+            let (first, cc) = (attempt == 0, c.clone());
+            let (store, completions) = (&self.store, &self.completions);
+            let fut = async move {
+                if first {
+                    // First try: nothing can be recorded yet, skip the history look-up.
+                    complete_via(store, completions, cc).await.map(|o| o.rows)
+                } else {
+                    commit_once(store, completions, cc).await
+                }
+            };
+            tokio::pin!(fut);
+            let res = tokio::select! {
+                r = &mut fut => r,
+                _ = cancel.cancelled(), if attempt > 0 => {
+                    match tokio::time::timeout(IN_FLIGHT_WAIT, &mut fut).await {
+                        Ok(r) => r,
+                        Err(_) => Err(EngineError::Join("stopped while the store was not answering".into())),
+                    }
+                }
+            };
+            match res {
+                Ok(rows) => {
+                    store_ok(&self.health, &self.ev_tx);
+                    if pending {
+                        self.health.send_modify(|h| {
+                            h.pending_completions = h.pending_completions.saturating_sub(1)
+                        });
+                        let msg = format!(
+                            "run of '{}' recorded after {attempt} failed attempt(s)",
+                            c.job
+                        );
+                        tracing::warn!("{msg}");
+                        let _ = self.ev_tx.send(Event::Notice(msg));
+                    }
+                    return if rows.is_empty() { vec![c.row] } else { rows };
+                }
+                Err(e) => {
+                    attempt += 1;
+                    store_failed(&self.health, self.clock.now(), &e);
+                    if !pending {
+                        pending = true;
+                        self.health.send_modify(|h| h.pending_completions += 1);
+                        tracing::error!(job = %c.job, run_id = %c.run_id, error = %e, "completion failed; kept and retried until the store takes it");
+                        let _ = self.ev_tx.send(Event::Notice(format!(
+                            "could not record run of '{}' yet (kept, retrying): {e}",
+                            c.job
+                        )));
+                    } else {
+                        tracing::warn!(job = %c.job, error = %e, attempt, "completion failed again");
+                    }
+                    if cancel.is_cancelled() {
+                        self.spool(&c).await;
+                        return Vec::new();
+                    }
+                    let wake = tokio::time::Instant::now() + store_backoff(attempt);
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(wake) => break,
+                            _ = cancel.cancelled() => break,
+                            _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keep `c` in the spool file (the engine is stopping and the store still refuses it).
+    async fn spool(&self, c: &Completion) {
+        let entry = spool::Entry::from(c);
+        self.health
+            .send_modify(|h| h.pending_completions = h.pending_completions.saturating_sub(1));
+        let res = match self.spool.clone() {
+            Some(sp) => {
+                let e = entry.clone();
+                tokio::task::spawn_blocking(move || sp.append(std::slice::from_ref(&e)))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            None => Err("no spool file configured".to_string()),
+        };
+        let msg = match &res {
+            Ok(()) => format!(
+                "run of '{}' ({}) not recorded: the store refused it until the stop; spooled for the next start",
+                c.job, c.row.status
+            ),
+            Err(e) => format!(
+                "run of '{}' ({}) not recorded and not spooled: {e}",
+                c.job, c.row.status
+            ),
+        };
+        tracing::error!(run_id = %c.run_id, "{msg}");
+        let _ = self.ev_tx.send(Event::Notice(msg));
+        if let Ok(mut u) = self.unwritten.lock() {
+            match res {
+                Ok(()) => u.spooled += 1,
+                Err(_) => u.lost.push(entry),
+            }
+        }
+        if self.spool.is_some() {
+            self.health.send_modify(|h| h.spooled += 1);
+        }
     }
 }

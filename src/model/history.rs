@@ -8,8 +8,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::is_false;
-
 /// Result of one tick for one job. Exactly one per history row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -336,6 +334,11 @@ pub fn truncate_marked(s: &str, max: usize) -> String {
         None => s.to_string(),
         Some((idx, _)) => format!("{}…[truncated]", &s[..idx]),
     }
+}
+
+/// `skip_serializing_if` for flags that are off by default: the stored form leaves them out.
+pub(super) fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{After, is_zero};
+use super::After;
 use crate::schedule::ScheduleSpec;
 
 /// What a job does when it runs (exactly one of `agent` or `command`).
@@ -241,4 +241,9 @@ impl JobDef {
             Action::Command { .. } => None,
         }
     }
+}
+
+/// `skip_serializing_if` for amounts that are zero by default: the stored form leaves them out.
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }

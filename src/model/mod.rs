@@ -29,11 +29,3 @@ pub use settings::*;
 pub use spend::*;
 pub use state::*;
 pub use tools::*;
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-fn is_zero(x: &f64) -> bool {
-    *x == 0.0
-}

@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{JobCounters, JobDef, JobState, ParentRun, Status, Trigger, is_false};
+use super::history::is_false;
+use super::{JobCounters, JobDef, JobState, ParentRun, Status, Trigger};
 
 /// A run an operator queued (retry or backfill) that no owner has taken yet. Manual triggers
 /// keep their own field ([`JobRuntime::trigger_requested_at`]).

@@ -23,7 +23,8 @@ use super::client::{self, Start, Started};
 use super::direct::GroupGuard;
 use super::fdpass::parse_status;
 use super::lifeline::Lifeline;
-use super::{ProcEnv, ProcError, SUPERVISOR, base_command};
+use super::setup;
+use super::spec::{ProcEnv, ProcError, base_command};
 
 /// A started child: its three pipes and its life.
 pub struct Attached {
@@ -105,10 +106,10 @@ pub async fn attach(
             source: std::io::Error::other("nothing to run"),
         });
     };
-    let Some(exe) = SUPERVISOR.get() else {
+    let Some(exe) = setup::supervisor_exe() else {
         return direct(program, &argv[1..], env, &what);
     };
-    if super::NO_ZYGOTE.load(std::sync::atomic::Ordering::SeqCst) {
+    if !setup::zygote_enabled() {
         return Err(ProcError::Spawn {
             command: what,
             source: std::io::Error::other(

@@ -10,7 +10,8 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::lifeline::Lifeline;
-use super::{Cap, ProcError, ProcOutput, ProcSpec, TIMEOUT_EXIT_CODE};
+use super::spec::{Cap, ProcError, ProcOutput, ProcSpec, TIMEOUT_EXIT_CODE};
+use super::tree;
 
 /// Bounded capture of one stream.
 #[derive(Debug, Default)]
@@ -59,7 +60,7 @@ pub(super) enum Stopper<'a> {
 impl Stopper<'_> {
     pub(super) fn stop(&self) {
         match self {
-            Stopper::Group(pgid) => super::direct::kill_group(*pgid),
+            Stopper::Group(pgid) => tree::kill_group_now(*pgid),
             Stopper::Lifeline(l) => l.cut(),
         }
     }

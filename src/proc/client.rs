@@ -25,8 +25,9 @@ use tokio::net::unix::pipe;
 use super::capture::{Capture, Stopper, finish, read_capped};
 use super::fdpass::{Request, parse_status, send_with_fds};
 use super::lifeline::Lifeline;
+use super::spec::{ProcEnv, ProcError, ProcOutput, ProcSpec};
 use super::zygote::ZYGOTE_SUBCOMMAND;
-use super::{ProcEnv, ProcError, ProcOutput, ProcSpec, sys, tree};
+use super::{sys, tree};
 
 /// The owner's zygote (`cronsole __zygote`, see [`super::zygote`]): started by
 /// the first supervised run, restarted if it dies, gone when this process is.

@@ -7,7 +7,8 @@
 use std::process::Stdio;
 
 use super::capture::{Capture, Stopper, exit_code_of, finish, read_capped};
-use super::{ProcEnv, ProcError, ProcOutput, ProcSpec, base_command, sys};
+use super::spec::{ProcEnv, ProcError, ProcOutput, ProcSpec, base_command};
+use super::tree::kill_group_now as kill_group;
 
 /// Kills a process group with SIGKILL when dropped, unless disarmed. Held for as long as the
 /// group may be alive, so dropping the owning future (run cancelled) leaves no process behind.
@@ -40,16 +41,6 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// SIGKILL every process of group `pgid`, once.
-pub(super) fn kill_group(pgid: i32) {
-    // 0 would signal our own process group and 1 is init's: never.
-    if pgid <= 1 {
-        return;
-    }
-    // A stale or empty group yields ESRCH, which is exactly "nothing left to kill".
-    sys::killpg(pgid, libc::SIGKILL);
 }
 
 /// Without a supervisor: the command leads its own process group, which is killed when the

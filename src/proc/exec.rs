@@ -16,7 +16,8 @@ use tokio::process::{Child, ChildStderr, ChildStdout};
 
 use super::capture::{Capture, Stopper, exit_code_of, finish, read_capped};
 use super::lifeline::Lifeline;
-use super::{ProcEnv, ProcError, ProcOutput, ProcSpec, base_command, supervisor, tree};
+use super::spec::{ProcEnv, ProcError, ProcOutput, ProcSpec, base_command};
+use super::{supervisor, tree};
 
 static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

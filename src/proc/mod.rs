@@ -51,20 +51,17 @@
 //! command would see it time out at once. Tests that spawn real processes use real time; tests
 //! of the timeout *path* can rely on exactly that auto-advance.
 //!
-//! One file per part. The owner's side: `client` (a run through the zygote), `exec` (a run
-//! through an exec of `__supervise`), `direct` (no supervisor), `capture` (bounded reading of
-//! a run's pipes and its result), `lifeline` (the owner's end of a run's life-line). The other
+//! One file per part. The owner's side: `spec` (what a run is given and gives back), `client`
+//! (a run through the zygote), `exec` (a run through an exec of `__supervise`), `direct` (no
+//! supervisor), `capture` (bounded reading of a run's pipes and its result), `lifeline` (the
+//! owner's end of a run's life-line), `attach` (a long-lived child talked to over its pipes),
+//! `setup` (the process-wide choice of supervisor). The other
 //! side: [`supervisor`], [`zygote`], [`fdpass`] (the request and status wire format), [`tree`]
 //! (the process-tree walk and kills). `sys` holds every raw `libc` call, and the only `unsafe`.
 //! Each owner-side path first *starts* the run (its output pipes and its life-line come back)
 //! and then *collects* it (bounded capture until exit or timeout): a long-lived child that
 //! talks over its pipes takes the start half, with its stdin added to the descriptors handed
 //! down.
-
-use std::process::Stdio;
-use std::time::Duration;
-
-use tokio::process::Command;
 
 pub mod attach;
 mod capture;
@@ -73,6 +70,8 @@ mod direct;
 mod exec;
 pub mod fdpass;
 mod lifeline;
+mod setup;
+mod spec;
 pub mod supervisor;
 mod sys;
 pub mod tree;
@@ -81,153 +80,10 @@ pub mod zygote;
 pub use client::{SUPERVISOR_DIED, zygote_pid};
 pub use direct::GroupGuard;
 pub use exec::SUPERVISOR_DIED_FALLBACK;
-
-/// Exit code reported when the command ran out of time (as `timeout(1)` does).
-pub const TIMEOUT_EXIT_CODE: i32 = 124;
-
-/// How much of one stream to keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cap {
-    /// Keep the first `n` bytes, drain and discard the rest (`truncated` is set).
-    Soft(usize),
-    /// More than `n` bytes kills the whole process group (`hard_cap_hit` is set).
-    Hard(usize),
-}
-
-impl Cap {
-    fn limit(self) -> usize {
-        match self {
-            Cap::Soft(n) | Cap::Hard(n) => n,
-        }
-    }
-}
-
-/// Where and with what environment a command starts: built by the caller for each run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcEnv {
-    /// Working directory (the run pipeline uses the jobs file's directory); `None` inherits
-    /// cronsole's own.
-    pub workdir: Option<std::path::PathBuf>,
-    /// Environment variables removed (see [`scrub_list`]).
-    pub scrub: Vec<String>,
-    /// Dead-man switch: the supervisor kills the run if the owner sends no heartbeat for this
-    /// long (the engine sets half the job's lease). `None`: no such limit.
-    pub stall_limit: Option<Duration>,
-    /// Variables added (a chained run's parent, see `engine::chain`).
-    pub extra: Vec<(String, String)>,
-}
-
-impl Default for ProcEnv {
-    /// cronsole's own directory, [`STANDARD_KEY_VARS`] removed, no stall limit.
-    fn default() -> Self {
-        ProcEnv {
-            workdir: None,
-            scrub: scrub_list([], &[]),
-            stall_limit: None,
-            extra: Vec::new(),
-        }
-    }
-}
-
-/// What to run and within which bounds.
-#[derive(Debug, Clone)]
-pub struct ProcSpec<'a> {
-    /// Passed to `sh -c` unchanged. Comes only from the jobs file.
-    pub command: &'a str,
-    pub timeout: Duration,
-    pub stdout_cap: Cap,
-    pub stderr_cap: Cap,
-}
-
-/// What a finished (or killed) command left behind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcOutput {
-    /// The shell's exit code, `128 + signal` when killed by a signal, 124 on timeout.
-    pub exit_code: i32,
-    pub timed_out: bool,
-    /// A [`Cap::Hard`] was exceeded and the group was killed for it.
-    pub hard_cap_hit: bool,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    /// Some stdout was discarded by a soft cap (or the hard cap).
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
-}
-
-impl ProcOutput {
-    pub fn success(&self) -> bool {
-        self.exit_code == 0 && !self.timed_out && !self.hard_cap_hit
-    }
-    pub fn stdout_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-    pub fn stderr_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProcError {
-    #[error("could not start `sh -c {command}`: {source}")]
-    Spawn {
-        command: String,
-        source: std::io::Error,
-    },
-    #[error("waiting for `{command}` failed: {source}")]
-    Wait {
-        command: String,
-        source: std::io::Error,
-    },
-}
-
-/// Standard API-key variables that are always removed from a command's environment (besides
-/// each configured agent's `api_key_env`), unless a job lets them through.
-pub const STANDARD_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
-
-/// The variables to remove for one job: [`STANDARD_KEY_VARS`] and every agent's key variable,
-/// minus the job's `env_passthrough`.
-pub fn scrub_list<'a>(
-    agent_key_vars: impl IntoIterator<Item = &'a str>,
-    passthrough: &[String],
-) -> Vec<String> {
-    let mut v: Vec<String> = STANDARD_KEY_VARS
-        .iter()
-        .copied()
-        .chain(agent_key_vars)
-        .filter(|n| !n.is_empty() && !passthrough.iter().any(|p| p == n))
-        .map(str::to_string)
-        .collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
-static SUPERVISOR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
-/// Start every command through the per-run supervisor (`exe __supervise …`, see
-/// [`supervisor`]). The binary calls this at start with its own executable; without it
-/// (library tests, embedders) commands are started directly in their own process group, which
-/// cannot reach a `setsid` escapee nor survive the owner's `kill -9`. First call wins.
-pub fn use_supervisor(exe: std::path::PathBuf) {
-    let _ = SUPERVISOR.set(exe);
-}
-
-static NO_ZYGOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Start every supervised run through an exec of `__supervise` instead of the owner's zygote
-/// (the binary does this for `CRONSOLE_ZYGOTE=off`: a diagnostic switch, and the "before" side
-/// of `benches/engine.rs burst`).
-pub fn disable_zygote() {
-    NO_ZYGOTE.store(true, std::sync::atomic::Ordering::SeqCst);
-    // Without a zygote every run's supervisor is this process's child: as their subreaper,
-    // this process inherits what one killed outright leaves.
-    exec::become_subreaper();
-}
-
-/// Whether commands are started through the supervisor.
-pub fn supervised() -> bool {
-    SUPERVISOR.get().is_some()
-}
+pub use setup::{disable_zygote, supervised, use_supervisor};
+pub use spec::{
+    Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, STANDARD_KEY_VARS, TIMEOUT_EXIT_CODE, scrub_list,
+};
 
 /// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, in `env`'s
 /// working directory with `env`'s API-key variables removed from its environment.
@@ -240,7 +96,7 @@ pub fn supervised() -> bool {
 /// a supervisor).
 pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcError> {
     let shell = ["/bin/sh", "-c", spec.command];
-    match SUPERVISOR.get() {
+    match setup::supervisor_exe() {
         // A command that needs no shell is executed directly (one exec fewer per run, which is
         // most of a burst's cost); the supervisor reports "could not start" as exit 127, as
         // `sh` would for a missing program.
@@ -249,7 +105,7 @@ pub async fn run(spec: &ProcSpec<'_>, env: &ProcEnv) -> Result<ProcOutput, ProcE
             let argv = argv.as_deref().unwrap_or(&shell);
             // Through the owner's zygote (a fork per run); through an exec of `__supervise`
             // when the zygote cannot take the request.
-            let zygote = !NO_ZYGOTE.load(std::sync::atomic::Ordering::SeqCst);
+            let zygote = setup::zygote_enabled();
             let via_zygote = if zygote {
                 client::run(exe, spec, argv, env).await
             } else {
@@ -295,26 +151,6 @@ pub fn plain_argv(command: &str) -> Option<Vec<&str>> {
     Some(argv)
 }
 
-/// The command as every owner-side path starts it: its directory, its environment, its
-/// output piped, leading a process group of its own.
-fn base_command(program: &std::ffi::OsStr, args: &[&std::ffi::OsStr], env: &ProcEnv) -> Command {
-    let mut cmd = Command::new(program);
-    if let Some(dir) = &env.workdir {
-        cmd.current_dir(dir);
-    }
-    for var in &env.scrub {
-        cmd.env_remove(var);
-    }
-    for (k, v) in &env.extra {
-        cmd.env(k, v);
-    }
-    cmd.args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    cmd
-}
-
 /// Cut `s` to at most `max` characters (no marker). Returns whether anything was cut.
 pub fn cut_chars(s: &str, max: usize) -> (&str, bool) {
     match s.char_indices().nth(max) {
@@ -341,6 +177,8 @@ static TEST_CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]

@@ -145,6 +145,16 @@ pub(super) fn kill_tree(limit: Duration) -> bool {
     }
 }
 
+/// SIGKILL every process of group `pgid`, once.
+pub(super) fn kill_group_now(pgid: i32) {
+    // 0 would signal our own process group and 1 is init's: never.
+    if pgid <= 1 {
+        return;
+    }
+    // A stale or empty group yields ESRCH, which is exactly "nothing left to kill".
+    sys::killpg(pgid, libc::SIGKILL);
+}
+
 /// SIGKILL process group `pgid` until it is empty (or `limit` passes): what a `__supervise`
 /// killed outright (`kill -9`) left behind — the command and every descendant still in the
 /// group the owner made for that supervisor (its pid). A process group id is not reused while

@@ -1,0 +1,122 @@
+//! The vocabulary front ends and the engine speak: the [`Command`]s a front end sends, the
+//! [`Event`]s it receives, the engine's settings ([`EngineConfig`]) and an owner's id.
+//!
+//! Owns: these types. Must not touch: anything that runs (the actor, run tasks).
+
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::model::{HistoryRow, Trigger};
+
+/// What front ends ask the engine to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Pause the named job (no new runs; a running one finishes).
+    Pause(String),
+    /// Resume the named job.
+    Resume(String),
+    /// Run the named job once now (`trigger: manual`), unless it is running.
+    Trigger(String),
+    /// Queue a retry of this run (any owner takes it).
+    Retry(Uuid),
+    /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
+    Cancel(String),
+    /// Stop the engine gracefully (as [`super::EngineHandle::shutdown`]).
+    Shutdown,
+}
+
+/// What happened, for front ends (history rows arrive as they are written). Rows are by far
+/// the most frequent event; boxing them would add an allocation per row to save space on the
+/// rare small variants.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
+pub enum Event {
+    /// A claimed run started in this process.
+    RunStarted {
+        /// The job's name.
+        job: String,
+        /// The run's id (as in its history row).
+        run_id: Uuid,
+        /// Why it runs (schedule, manual, retry, …).
+        trigger: Trigger,
+        /// The scheduled instant it stands for (`None` for a manual run).
+        slot: Option<DateTime<Utc>>,
+    },
+    /// A history row was written (runs of this process; other owners' rows show in snapshots).
+    Row(HistoryRow),
+    /// A delivery made by a sink (headless mode prints each one).
+    Delivered {
+        /// The job that delivered.
+        job: String,
+        /// The sink's name.
+        sink: String,
+        /// What was delivered.
+        text: String,
+    },
+    /// A human notice: "trigger refused: job is running", store errors, shutdown progress.
+    Notice(String),
+}
+
+/// Engine settings that are not in the store.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// `host:pid:uuid8`, new on each start.
+    pub owner: String,
+    /// Free run capacity = `max_concurrent - in flight` is the claim limit.
+    pub max_concurrent: usize,
+    /// How long a graceful shutdown waits for in-flight runs before cancelling them (30 s).
+    pub shutdown_grace: StdDuration,
+    /// How often the store's change token is checked.
+    pub change_poll: StdDuration,
+    /// Minimum spacing of snapshot rebuilds while things change quickly.
+    pub snapshot_min_interval: StdDuration,
+    /// Build and publish [`Snapshot`](crate::snapshot::Snapshot)s. Headless mode draws nothing and turns this off: a
+    /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
+    /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
+    pub publish_snapshots: bool,
+    /// How long the store may refuse every write before this owner stops claiming new runs.
+    pub outage_bound: StdDuration,
+    /// Where completions the store could not take are kept when the engine stops (and replayed
+    /// from at start). `None`: nowhere — they are reported as lost.
+    pub spool: Option<std::path::PathBuf>,
+    /// Listen to the store's change signal (`Store::change_signal`). Off, the engine notices
+    /// other processes only through the `change_poll` (the behaviour before signals existed;
+    /// `CRONSOLE_CHANGE_SIGNAL=off` for stores where the signal cannot work).
+    pub change_signal: bool,
+    /// At most one re-read of the store per this interval on change signals: every write by
+    /// every owner fires one, and under load (40 runs/s over 4 owners: ~500 signals/s) reacting
+    /// to each would add a store lock acquisition per signal per owner. Bursts coalesce.
+    pub signal_min_interval: StdDuration,
+}
+
+impl EngineConfig {
+    /// The defaults (8 concurrent runs, 30 s grace, 250 ms poll, signals on) for owner id `owner`.
+    pub fn new(owner: String) -> Self {
+        EngineConfig {
+            owner,
+            max_concurrent: 8,
+            shutdown_grace: StdDuration::from_secs(30),
+            change_poll: StdDuration::from_millis(250),
+            snapshot_min_interval: StdDuration::from_millis(100),
+            publish_snapshots: true,
+            outage_bound: StdDuration::from_secs(30),
+            spool: None,
+            change_signal: true,
+            signal_min_interval: StdDuration::from_millis(20),
+        }
+    }
+}
+
+/// A new owner id: `"{hostname}:{pid}:{uuid8}"`.
+pub fn new_owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    let id = Uuid::new_v4().simple().to_string();
+    format!("{host}:{}:{}", std::process::id(), &id[..8])
+}
