@@ -283,7 +283,7 @@ pub fn complete_step(
 /// the landed row superseded an `abandoned` one the record still lists (the earlier attempt's
 /// record never landed): then the record catches up with it. The
 /// outcome's rows are the landed row and any overlap rows; the store must not append rows that
-/// are already there (see [`same_row`](crate::store::rules::rows::same_row)).
+/// are already there (see [`same_row`]).
 pub fn complete_landed(
     rec: &mut JobRecord,
     sched: Option<&Compiled>,
