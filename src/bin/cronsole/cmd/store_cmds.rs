@@ -596,7 +596,7 @@ fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<U
     kv("name:", d.name.clone());
     kv(
         "state:",
-        format!("{} — {}", state_text(&rec, now), note_text(&rec, zone, now)),
+        format!("{} — {}", state_text(rec, now), note_text(rec, zone, now)),
     );
     kv(
         "schedule:",
