@@ -371,8 +371,6 @@ fn cancel_requested(lease: &str) -> Result<bool, Decline> {
     Ok(c.cancel_requested_at.is_some())
 }
 
-/// The counters' members the view reads: the period spend's
-/// ([`crate::store::budget::counter_spend`]) and the rows per status (its `runs`).
 /// The spend `period_key` shows for `counters`, through a one-entry cache: a pure function of
 /// these four, and neighbours mostly book under the same key with the same amounts, while a key
 /// of another period kind costs a date parse and a few formats.
@@ -397,7 +395,7 @@ fn spend_of(
                 total_cost_usd: counters.total_cost_usd,
                 ..JobCounters::default()
             };
-            let v = crate::store::budget::counter_spend(&c, period_key);
+            let v = crate::store::rules::period::counter_spend(&c, period_key);
             *last = Some((
                 c.period_key,
                 c.period_cost_usd,
@@ -410,6 +408,8 @@ fn spend_of(
     }
 }
 
+/// The counters' members the view reads: the period spend's
+/// ([`crate::store::rules::period::counter_spend`]) and the rows per status (its `runs`).
 #[derive(Deserialize)]
 struct CounterBits<'a> {
     #[serde(borrow)]

@@ -79,8 +79,8 @@ pub mod zygote;
 
 pub use client::zygote_pid;
 pub use setup::{disable_zygote, supervised, use_supervisor};
-pub(crate) use spec::{STANDARD_KEY_VARS, scrub_list};
 pub use spec::{Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, TIMEOUT_EXIT_CODE};
+pub(crate) use spec::{STANDARD_KEY_VARS, scrub_list};
 
 /// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, in `env`'s
 /// working directory with `env`'s API-key variables removed from its environment.
