@@ -17,7 +17,7 @@
 //! for queries through [`Action::Load`]), the terminal, the clock (the loop writes `now` before
 //! each frame).
 //!
-//! Decisions where SPEC §13.1 is silent:
+//! Decisions:
 //! - `f` filters both the jobs table (by each job's *last* status) and the history stream.
 //! - `/` filters live while typing; `Enter` keeps the filter and puts the selection on the first
 //!   match; `Esc` (in the prompt or on the main screen) clears it.
@@ -1558,7 +1558,7 @@ mod tests {
         assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
-    /// Issue 14: the detail view reads the job's record from the store when it opens and once
+    /// The detail view reads the job's record from the store when it opens and once
     /// per snapshot while it stays open; it draws from that record.
     #[test]
     fn the_detail_view_asks_for_its_record_once_per_snapshot() {

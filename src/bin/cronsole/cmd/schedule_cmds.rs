@@ -1,4 +1,4 @@
-//! `cronsole next`: preview the slots of any schedule-grammar form (SPEC §13.2).
+//! `cronsole next`: preview the slots of any schedule-grammar form.
 //!
 //! Owns: reading the command's arguments, computing slots through `cronsole::schedule`, and
 //! printing them. Must not touch: the store or the engine (it needs neither).
