@@ -61,7 +61,7 @@ impl Heartbeat {
     }
     /// How long ago the engine loop last turned (an idle loop turns only when something happens
     /// or it is asked to: see [`Heartbeat::check`]).
-    pub fn since_last_turn(&self) -> StdDuration {
+    pub(crate) fn since_last_turn(&self) -> StdDuration {
         let now = self.base.elapsed().as_millis() as u64;
         StdDuration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::SeqCst)))
     }
