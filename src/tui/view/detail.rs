@@ -106,6 +106,15 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
             sanitize::line(&j.def.tz)
         ),
     ));
+    if let Some(p) = crate::schedule::placement(&j.def.schedule) {
+        let grid = match j.def.schedule {
+            crate::schedule::ScheduleSpec::Every { .. } => {
+                format!("; grid from {}", when(j.rt.anchor, now))
+            }
+            _ => String::new(),
+        };
+        lines.push(kv("", format!("{p}{grid}")));
+    }
     let action = match &j.def.action {
         Action::Agent { agent, .. } => format!("agent {}", sanitize::line(agent)),
         Action::Command { command, .. } => format!("command {}", sanitize::line(command)),
