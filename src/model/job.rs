@@ -8,8 +8,9 @@
 //!
 //! Where slots start ([`JobDef::first_slots`]) is one rule for the store, which records it, and
 //! for every preview of a job not stored yet (`validate`, `next --job`): an `every` grid starts
-//! at the moment the job is first stored and its first slot is one interval later;
-//! `run_immediately: true` adds one run at that moment.
+//! at the moment the job is first stored, which is its first slot; cron and wall times sit on
+//! the clock; `run_immediately: true` adds one run at that moment (taking the place of a slot
+//! due then).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -221,9 +222,9 @@ impl Overlap {
 pub struct FirstSlots {
     /// The `every` grid's origin (`stored`), the resolved instant of `in 10m`, else `stored`.
     pub anchor: DateTime<Utc>,
-    /// The schedule's first slot: `anchor` + one interval for `every`, the first cron or wall
-    /// time at or after `stored`, the `at` instant; on a date the calendars allow. `None`
-    /// without slots (`after:` only).
+    /// The schedule's first slot: `anchor` for `every`, the first cron or wall time at or
+    /// after `stored`, the `at` instant; on a date the calendars allow; after `immediate` when
+    /// there is one. `None` without slots (`after:` only, a spent one-shot).
     pub first: Option<DateTime<Utc>>,
     /// `run_immediately: true`: one run at `stored` (`trigger: immediate`), before `first`.
     pub immediate: Option<DateTime<Utc>>,
@@ -256,8 +257,8 @@ impl JobDef {
         let at_or_after =
             |t: DateTime<Utc>| compiled.next_after(t - chrono::Duration::milliseconds(1));
         let first = match self.schedule {
-            // One interval after the moment it is stored: a grid slot, never the anchor itself.
-            ScheduleSpec::Every { .. } => compiled.next_after(anchor),
+            // The grid's origin is a slot: a new `every` job runs when it is stored.
+            ScheduleSpec::Every { .. } => at_or_after(anchor),
             ScheduleSpec::At { at } if self.days.is_empty() => Some(at),
             ScheduleSpec::At { at } => at_or_after(at),
             ScheduleSpec::In { .. } if self.days.is_empty() => Some(anchor),
@@ -265,10 +266,17 @@ impl JobDef {
             ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => at_or_after(stored),
             ScheduleSpec::AfterOnly => None,
         };
+        let immediate = self.run_immediately.then_some(stored);
+        // The immediate run is the run of a slot due at or before it (the store claims that
+        // slot with `trigger: immediate`): the schedule goes on after it.
+        let first = match (immediate, first) {
+            (Some(i), Some(f)) if f <= i => compiled.next_after(i),
+            _ => first,
+        };
         Ok(FirstSlots {
             anchor,
             first,
-            immediate: self.run_immediately.then_some(stored),
+            immediate,
         })
     }
 
@@ -324,30 +332,76 @@ mod tests {
     }
 
     /// Where each schedule form's runs start when the job is first stored at 20:15:09: an
-    /// `every` grid one interval later (never at once), cron and wall times on the clock,
-    /// `run_immediately` one run at the store instant before them.
+    /// `every` grid at that instant, cron and wall times on the clock; `run_immediately` one run
+    /// at the store instant, the schedule going on after it.
     #[test]
     fn first_slots_of_every_schedule_form() {
         let stored = t("2026-12-06T20:15:09Z");
+        // (schedule, first slot, first slot after an immediate run)
         let cases = [
-            ("every 1h", Some("2026-12-06T21:15:09Z")),
-            ("hourly", Some("2026-12-06T21:15:09Z")),
-            ("daily", Some("2026-12-07T20:15:09Z")),
-            ("every 90s", Some("2026-12-06T20:16:39Z")),
-            ("@hourly", Some("2026-12-06T21:00:00Z")),
-            ("0 7 * * *", Some("2026-12-07T07:00:00Z")),
-            ("daily at 9am", Some("2026-12-07T09:00:00Z")),
-            ("at 21:30", Some("2026-12-06T21:30:00Z")),
-            ("at:2026-12-24T10:00:00Z", Some("2026-12-24T10:00:00Z")),
-            ("in 10m", Some("2026-12-06T20:25:09Z")),
+            (
+                "every 1h",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T21:15:09Z"),
+            ),
+            (
+                "hourly",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T21:15:09Z"),
+            ),
+            (
+                "daily",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-07T20:15:09Z"),
+            ),
+            (
+                "every 90s",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T20:16:39Z"),
+            ),
+            (
+                "@hourly",
+                "2026-12-06T21:00:00Z",
+                Some("2026-12-06T21:00:00Z"),
+            ),
+            (
+                "0 7 * * *",
+                "2026-12-07T07:00:00Z",
+                Some("2026-12-07T07:00:00Z"),
+            ),
+            (
+                "daily at 9am",
+                "2026-12-07T09:00:00Z",
+                Some("2026-12-07T09:00:00Z"),
+            ),
+            (
+                "at 21:30",
+                "2026-12-06T21:30:00Z",
+                Some("2026-12-06T21:30:00Z"),
+            ),
+            (
+                "at:2026-12-24T10:00:00Z",
+                "2026-12-24T10:00:00Z",
+                Some("2026-12-24T10:00:00Z"),
+            ),
+            ("at:2026-12-01T10:00:00Z", "2026-12-01T10:00:00Z", None),
+            (
+                "in 10m",
+                "2026-12-06T20:25:09Z",
+                Some("2026-12-06T20:25:09Z"),
+            ),
         ];
-        for (expr, want) in cases {
+        for (expr, want, after_immediate) in cases {
             let f = job(expr, false).first_slots(stored).unwrap();
-            assert_eq!(f.first, want.map(t), "{expr}");
+            assert_eq!(f.first, Some(t(want)), "{expr}");
             assert_eq!(f.immediate, None, "{expr}");
             assert_eq!(f.first_run(), f.first, "{expr}");
             let f = job(expr, true).first_slots(stored).unwrap();
-            assert_eq!(f.first, want.map(t), "{expr}: the grid does not move");
+            assert_eq!(
+                f.first,
+                after_immediate.map(t),
+                "{expr} after its immediate run"
+            );
             assert_eq!(f.immediate, Some(stored), "{expr}");
             assert_eq!(f.first_run(), Some(stored), "{expr}");
         }

@@ -106,14 +106,20 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
             sanitize::line(&j.def.tz)
         ),
     ));
-    if let Some(p) = crate::schedule::placement(&j.def.schedule) {
-        let grid = match j.def.schedule {
-            crate::schedule::ScheduleSpec::Every { .. } => {
-                format!("; grid from {}", when(j.rt.anchor, now))
-            }
-            _ => String::new(),
-        };
-        lines.push(kv("", format!("{p}{grid}")));
+    // Where the slots sit, short enough for 80 columns: a grid from when the job was stored, or
+    // the clock.
+    match j.def.schedule {
+        crate::schedule::ScheduleSpec::Every { every_seconds } => {
+            let clock = crate::schedule::clock_form(every_seconds)
+                .map(|c| format!("; on the clock: {c}"))
+                .unwrap_or_default();
+            lines.push(kv(
+                "",
+                format!("grid from {} (first stored){clock}", when(j.rt.anchor, now)),
+            ));
+        }
+        crate::schedule::ScheduleSpec::Cron { .. } => lines.push(kv("", "on the clock".into())),
+        _ => {}
     }
     let action = match &j.def.action {
         Action::Agent { agent, .. } => format!("agent {}", sanitize::line(agent)),
