@@ -1,21 +1,21 @@
-//! Cost and budgets (SPEC §11): the built-in price table, model-name resolution, turning a
+//! Cost and budgets: the built-in price table, model-name resolution, turning a
 //! reply's token usage into dollars, the worst-case cost a call reserves, and the texts budgets
 //! speak in.
 //!
-//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what
-//! a reply is booked at: the requested model's price, never above the reservation), [`worst_case_usd`],
-//! [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must not touch: the store
-//! (the caller passes [`SpendNow`] in and records the cost; reservations live in
-//! `store::budget`), the network, clocks (`now` is an argument).
+//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what a
+//! reply is booked at: the requested model's price, never above the reservation),
+//! [`worst_case_usd`], [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must
+//! not touch: the store (the caller passes [`SpendNow`] in and records the cost; reservations live
+//! in `store::budget`), the network, clocks (`now` is an argument).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - Name resolution is case-insensitive and tries, in order: exact → provider prefix stripped
 //!   (everything up to the last `/`) → date suffix stripped (`-YYYY-MM-DD`, `-YYYYMMDD`,
 //!   `@YYYYMMDD`, `-latest`, `-MM-DD` after a `preview`) → the alias table ([`ALIASES`], forms
 //!   providers document for the same model, e.g. `claude-sonnet-4-0`). Nothing else: a name that
 //!   only shares a prefix with a priced model (`o3-pro`, `o1-pro`, `gpt-4o-audio-…`,
 //!   `gpt-4o-mini-search-preview`) is **unpriced** unless the table or `pricing:` names it
-//!   (issue 11: prefix pricing let `o1-pro` through at a tenth of its price).
+//!   (prefix pricing would let `o1-pro` through at a tenth of its price).
 //! - "Absurd" token counts: negative, or more than [`MAX_PLAUSIBLE_TOKENS`] (100 M) in one call.
 //!   They are clamped to 0 and the run is marked unpriced (its real spend is unknown).
 //! - A reply without usage, an unknown model, and a clamped count all give cost 0 and
@@ -747,7 +747,8 @@ pub fn under_budget(settings: &Settings, job_max_cost_usd: Option<f64>) -> bool 
     settings.budget.is_some() || job_max_cost_usd.is_some()
 }
 
-/// The failure of a run whose model has no price while a budget applies (SPEC §11): names the
+/// The failure of a run whose model has no price while a budget applies (its cost
+/// could not be counted, so it is never called): names the
 /// model and the exact `pricing:` line to add.
 pub fn unpriced_under_budget(model: &str) -> String {
     let key = model.trim().to_ascii_lowercase();
@@ -795,7 +796,8 @@ pub fn period_word(p: BudgetPeriod) -> &'static str {
     }
 }
 
-/// The pre-call budget check (SPEC §8 step 1, §11): `Some(reason)` = skip the run.
+/// The pre-call budget check, the first step of a run (before any gate or model call):
+/// `Some(reason)` = skip the run.
 /// `job_max_cost_usd` is the job's `max_cost_usd`; `spend` is this period's spend.
 pub fn budget_check(
     settings: &Settings,
@@ -881,7 +883,7 @@ mod tests {
 
     #[test]
     fn a_name_that_only_shares_a_prefix_is_unpriced() {
-        // Issue 11: prefix pricing priced o1-pro as o1 (10× too low).
+        // Prefix pricing would price o1-pro as o1 (10× too low).
         let tb = PriceTable::builtin();
         let mini = tb.resolve("gpt-4o-mini").unwrap();
         assert_eq!((mini.price.input, mini.price.output), (0.15, 0.60));
@@ -1023,8 +1025,8 @@ mod tests {
         )
     }
 
-    /// Red team 5 (HIGH): a reply claiming 100 000 prompt tokens for a 20-byte prompt was
-    /// booked at $1.01 against a $0.02 budget. Booked cost never exceeds the reservation.
+    /// A reply claiming 100 000 prompt tokens for a 20-byte prompt must not be booked at $1.01
+    /// against a $0.02 budget. Booked cost never exceeds the reservation.
     #[test]
     fn usage_above_the_reservation_is_booked_at_the_reservation() {
         let p = Price::new(10.0, 10.0);
@@ -1057,8 +1059,8 @@ mod tests {
         assert!((c.cost_usd - 1.0001).abs() < 1e-12);
     }
 
-    /// Red team 5 (HIGH): a reply naming `o1-pro` for a request of `m1` was priced at o1-pro
-    /// ($0.615 against a $0.02 budget). The requested model is priced (what was reserved).
+    /// A reply naming `o1-pro` for a request of `m1` must not be priced at o1-pro ($0.615
+    /// against a $0.02 budget). The requested model is priced (what was reserved).
     #[test]
     fn a_reply_naming_another_model_is_priced_at_the_requested_one() {
         let w = worst_case_usd(Price::new(10.0, 10.0), 20, 1000);

@@ -88,7 +88,7 @@ impl Checker<'_> {
             run.used_agents
                 .entry(a.to_string())
                 .or_insert_with(|| j.name.clone());
-            // SPEC §11: under a budget an unknown model is never called.
+            // Under a budget an unknown model is never called: its cost could not be counted.
             if let Some(def) = s.agents.get(a)
                 && crate::cost::under_budget(s, j.max_cost_usd)
                 && !run.prices.knows(&def.model)
@@ -271,8 +271,9 @@ impl Checker<'_> {
             Some(g) => g,
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
-        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the
-        // limit would silently never apply (red team 2: it ran 5 times). Refused at the key.
+        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the limit
+        // would silently never apply (a `once` job would run after every parent run). Refused at
+        // the key.
         if max_runs.is_some() && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
             let k = if Self::get(m, "max_runs").is_some() {
                 "max_runs"

@@ -1,4 +1,4 @@
-//! The validation rules of the jobs file (SPEC §2): a parsed [`Value`] → `Settings` and
+//! The validation rules of the jobs file: a parsed [`Value`] → `Settings` and
 //! `JobDef`s with defaults applied, plus every problem found, each tied to a key path.
 //!
 //! Owns: the schema (accepted keys, types, ranges from `bounds`, references between sections)
@@ -20,6 +20,8 @@ use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::Settings;
 
 mod after;
+#[cfg(test)]
+pub(super) use after::AFTER_KEYS;
 pub use after::{cycle_text, find_cycle, find_cycle_by};
 mod calendars;
 mod jobs;
@@ -30,6 +32,8 @@ mod schedule;
 mod settings;
 mod tools;
 pub(crate) use tools::ToolNames;
+#[cfg(test)]
+pub(super) use tools::{COMMAND_TOOL_KEYS, MCP_KEYS};
 
 /// A problem before it has a source position.
 #[derive(Debug, Clone)]
@@ -320,7 +324,8 @@ impl<'e> Checker<'e> {
         }
     }
 
-    /// Unknown keys are errors (SPEC §2); keys starting with `x-` are ignored.
+    /// Unknown keys are errors (a typo must not silently mean the default); keys starting with `x-`
+    /// are ignored.
     pub(super) fn check_keys(&mut self, m: &Mapping, path: &[Seg], accepted: &[&str]) {
         for k in m.keys() {
             let Some(name) = key_text(k) else {

@@ -449,7 +449,7 @@ fn big_mappings_are_indexed_for_duplicates_and_positions() {
     );
 }
 
-/// Red team 9: a command that can never be executed is refused where it is written — a NUL
+/// A command that can never be executed is refused where it is written — a NUL
 /// byte (the process would run the text before it) or more than the kernel's one-argument
 /// limit (every run would fail "Argument list too long" and store the whole text per row).
 #[test]

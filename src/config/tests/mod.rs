@@ -12,6 +12,7 @@ mod after;
 mod flow;
 mod limits;
 mod overlap;
+mod reference;
 mod stream;
 mod tools;
 
@@ -244,7 +245,7 @@ fn typoed_policy_key_is_an_error_with_a_suggestion() {
 
 #[test]
 fn x_keys_are_ignored_anywhere() {
-    // A priced model: an unpriced one under the default budget is a warning.
+    // A priced model (an unpriced one under the default budget is a warning).
     let text = "x-anchors: &a {foo: 1}\nagents:\n  x-draft: {nonsense: true}\n  bot: {model: o3, x-note: hi}\n\
          jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, x-why: because}\n    agent: bot\n    x-owner: me\n";
     let c = check(text);
@@ -292,8 +293,9 @@ fn invalid_name_is_rejected() {
     );
 }
 
-/// Tags are printed by `jobs`, `describe` and the console: control, bidi and invisible
-/// characters are refused at the tag (they could disguise what a screen shows), plain text of any other kind is kept.
+/// Tags are printed by `jobs`, `describe` and the console: control, bidi and invisible characters
+/// are refused at the tag (they could disguise what a listing shows), plain text of any other kind
+/// is kept.
 #[test]
 fn tags_with_control_or_bidi_characters_are_rejected() {
     let c = check(&one_job(
@@ -451,7 +453,7 @@ fn bad_numbers_say_what_is_accepted() {
         5,
         22,
         Severity::Error,
-        // The message names the whole range an operator may write.
+        // The message names the whole range, so the operator sees both bounds at once.
         "expected a number from 0.1 to 604800 (7 days), found the string \"soon\"",
     );
     assert_at(
@@ -459,7 +461,7 @@ fn bad_numbers_say_what_is_accepted() {
         6,
         15,
         Severity::Error,
-        // Counts have a maximum as well as a minimum.
+        // Counts have a maximum too, so no count overflows where it is summed.
         "expected a whole number from 1 to 1000000000, found the number 0",
     );
     assert_at(
@@ -510,7 +512,7 @@ fn bad_schedule_mapping() {
         3,
         44,
         Severity::Error,
-        // Intervals are capped at 100 years.
+        // Intervals are capped at 100 years, so every slot is a representable instant.
         "expected a whole number from 1 to 3162240000 (100 years), found the number 0",
     );
     let c = check("jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n");
@@ -629,7 +631,7 @@ fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
     let text = format!(
         "agents:\n  bot: {{model: o3, api_key_env: MY_KEY}}\n  idle: {{model: m, api_key_env: UNUSED_KEY}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n"
     );
-    // `bot` names a priced model: an unpriced one under the default budget warns.
+    // (`bot` names a priced model; an unpriced one under the default budget warns.)
     let c = check_env(&text, &[]);
     assert!(!c.has_errors(), "{:#?}", c.diagnostics);
     assert_eq!(

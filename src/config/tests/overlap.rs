@@ -1,5 +1,5 @@
-//! In the jobs file: `overlap:` and `max_concurrent_runs:` per job and in
-//! `defaults`. Each wrong form asserts its message and its `line:column`.
+//! `overlap:` and `max_concurrent_runs:` in the jobs file, per job and in `defaults`. Each wrong
+//! form asserts its message and its `line:column`.
 
 use super::super::*;
 use super::check;

@@ -1,4 +1,5 @@
-//! The job-by-job reading of the jobs file (a file of 1 000 000 jobs must not be held whole): the streaming check gives exactly what
+//! The job-by-job reading of the jobs file (a file of a million jobs
+//! is never held whole): the streaming check gives exactly what
 //! the whole-document check gives — same diagnostics at the same `line:column`, same jobs —
 //! for every shape of file, including the ones that cannot stream (they are read whole).
 
