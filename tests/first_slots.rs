@@ -261,6 +261,15 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         assert_eq!(r["trigger"], trigger, "{r}");
         assert_eq!(at(r["slot"].as_str().unwrap()), want[name].0, "{r}");
     }
+    // The engine's log has a line per row, and `logs --job` keeps one job's.
+    let (code, out, err) = run_plain(d, &["--store", "store", "logs", "--job", "imm1h"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("succeeded job=imm1h") && l.contains("trigger=immediate")),
+        "{out}"
+    );
+    assert!(!out.contains("job=e1h"), "{out}");
     // Then each job's next run is the slot `validate` showed after the first.
     for name in ["imm1h", "e1h"] {
         let (code, out, err) = run_plain(d, &["--store", "store", "describe", name, "--json"]);
