@@ -1,4 +1,4 @@
-//! `cronsole next`: preview the slots of any schedule-grammar form (SPEC §13.2).
+//! `cronsole next`: preview the slots of any schedule-grammar form.
 //!
 //! Owns: reading the command's arguments, computing slots through `cronsole::schedule`, and
 //! printing them. Must not touch: the store or the engine (it needs neither).
@@ -7,8 +7,8 @@
 //! (`--after`/`--before`/now), since the real anchor only exists once the job is stored; `in 10m`
 //! resolves relative to `--after` (or now). `next --job NAME` without `--after`/`--before`
 //! shows where the job's runs start if it is first stored now, by the store's own rule
-//! (`JobDef::first_slots`): the `run_immediately` run first, marked, then the slots. Text output is one slot per
-//! line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
+//! (`JobDef::first_slots`): the `run_immediately` run first, marked, then the slots. Text
+//! output is one slot per line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
 //! prints one line in parentheses saying why (exit 0). `--tz` is case-insensitive.
 
 use std::process::ExitCode;

@@ -1,12 +1,13 @@
-//! `cronsole validate FILE` (SPEC §13.2): every error and warning as
+//! `cronsole validate FILE`: every error and warning as
 //! `file:line:col: severity: key: message`, then, for each job that validated, its schedule in
 //! words (an `every` grid counted from when the job is first stored, or on the clock) and its
 //! next 3 runs in its own zone if it were first stored now — the slots the store will record
-//! (`JobDef::first_slots`), a `run_immediately` run first. Exit 2 when any error (or the file cannot be
-//! read), 0 otherwise: warnings alone do not fail.
+//! (`JobDef::first_slots`), a `run_immediately` run first. Exit 2 when any error (or the
+//! file cannot be read), 0 otherwise: warnings alone do not fail.
 //!
 //! The valid jobs are printed from a hand-over pass after the diagnostics
-//! ([`config::Validation::for_each_valid`]): no definition is held (issue 14: 1 000 000 jobs).
+//! ([`config::Validation::for_each_valid`]): no definition is held, so a file of a million jobs validates in
+//! bounded memory.
 //!
 //! Owns: printing. Must not touch: the store (validation never creates or changes one).
 
