@@ -1,5 +1,5 @@
-//! Sanitising outside text before it is drawn: a terminal obeys escape sequences, so a
-//! page or a reply could redraw the screen or hide a row. The policy lives in
+//! Sanitising outside text before it is drawn (an escape sequence in a job's output
+//! must not rewrite the operator's screen). The policy lives in
 //! [`crate::text`] (one policy for every output); the console keeps these names for its views.
 //!
 //! Owns: nothing of its own. Must not touch: layout, colour, the terminal.

@@ -1544,7 +1544,7 @@ mod tests {
         assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
-    /// Issue 14: the detail view reads the job's record from the store when it opens and once
+    /// The detail view reads the job's record from the store when it opens and once
     /// per snapshot while it stays open; it draws from that record.
     #[test]
     fn the_detail_view_asks_for_its_record_once_per_snapshot() {

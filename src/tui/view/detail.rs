@@ -501,7 +501,7 @@ mod chain_tests {
     use crate::model::{Status, Trigger};
     use crate::tui::testdata;
 
-    /// Issue 16 item 1: the run view names a chained run's parent.
+    /// The run view names a chained run's parent.
     #[test]
     fn the_run_view_names_a_chained_runs_parent() {
         let (snap, now) = testdata::fixed();
