@@ -44,6 +44,32 @@ fn job_of_file(file: Option<&std::path::Path>, name: &str) -> Result<JobDef> {
         .ok_or_else(|| bad_input(format!("no job named '{name}' in {}", path.display())))
 }
 
+/// Up to `count` slots from `reference`: backwards (before it) or forwards (after it).
+fn walk(
+    compiled: &Compiled,
+    reference: DateTime<Utc>,
+    backwards: bool,
+    count: u64,
+) -> Vec<DateTime<Utc>> {
+    let mut slots = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(10_000));
+    let mut cur = reference;
+    while (slots.len() as u64) < count {
+        let s = if backwards {
+            compiled.prev_before(cur)
+        } else {
+            compiled.next_after(cur)
+        };
+        match s {
+            Some(s) => {
+                slots.push(s);
+                cur = s;
+            }
+            None => break,
+        }
+    }
+    slots
+}
+
 pub fn next(a: &NextArgs) -> Result<ExitCode> {
     let job = a
         .job
@@ -74,7 +100,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         .transpose()?;
     let reference = before.or(after).unwrap_or(now);
     // A job of the file previewed from now: where its slots start if it is first stored now,
-    // by the store's own rule (an `every` grid's first slot one interval on; a
+    // by the store's own rule (an `every` grid's first slot at that instant; a
     // `run_immediately` run first).
     let stored_now = match (&job, after, before) {
         (Some(j), None, None) => Some(j.first_slots(now).map_err(|e| bad_input(e.to_string()))?),
@@ -99,25 +125,16 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     // What the store acts on: the slot plus the job's jitter (the slot itself without --job).
     let fire = |s: DateTime<Utc>| job.as_ref().map_or(s, |j| j.fire_at(s));
 
-    let mut slots = Vec::with_capacity(a.count as usize);
-    let mut cur = reference;
-    let mut first = stored_now.map(|f| f.first);
-    while (slots.len() as u64) < a.count {
-        let s = if let Some(f) = first.take() {
-            f
-        } else if before.is_some() {
-            compiled.prev_before(cur)
-        } else {
-            compiled.next_after(cur)
-        };
-        match s {
-            Some(s) => {
-                slots.push(s);
-                cur = s;
-            }
-            None => break,
+    // Previewed from now, the first slot is the store's; the rest follow it on the schedule.
+    let slots = match stored_now.map(|f| f.first) {
+        Some(Some(first)) if a.count > 0 => {
+            let mut v = vec![first];
+            v.extend(walk(&compiled, first, false, a.count - 1));
+            v
         }
-    }
+        Some(_) => Vec::new(),
+        None => walk(&compiled, reference, before.is_some(), a.count),
+    };
 
     if a.json {
         let mut v = serde_json::json!({
