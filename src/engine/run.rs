@@ -197,7 +197,7 @@ impl Progress {
 }
 
 /// The result cap: at most [`RESULT_MAX_CHARS`] characters, the cut mark included.
-pub fn cap_result(s: &str) -> String {
+pub(crate) fn cap_result(s: &str) -> String {
     const MARK_CHARS: usize = "…[truncated]".len() - 2; // '…' is 3 bytes, 1 char
     if s.chars().nth(RESULT_MAX_CHARS).is_none() {
         return s.to_string();
@@ -292,7 +292,7 @@ impl Ctx<'_> {
 /// and the tokens a configured URL may carry in its path or query (agents' `base_url`,
 /// webhooks; `text::url_tokens`): a server that echoes its request URL in an error body must
 /// not put them in a row either.
-pub fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
+pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
     let keys = settings.agents.values().filter_map(|a| env(&a.api_key_env));
     let urls = settings.agents.values().map(|a| a.base_url.as_str()).chain(
         settings.delivery.values().filter_map(|d| match d {
