@@ -68,19 +68,34 @@ use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult};
 
 impl Locked<'_> {
+    /// Reload the index from the files: the snapshot (through `jobs.index` when it belongs to
+    /// it), then the journal's lines.
     pub(super) fn full_reload(&mut self) -> StoreResult<()> {
-        let io = &*self.store.io;
-        let id = self.store.store_id.as_str();
+        let cut_owed = self.reset_cache();
+        let (generation, absorbed) = self.load_snapshot()?;
+        self.load_journal(generation, absorbed, cut_owed)
+    }
+
+    /// Forget every job of the cache; returns the journal whose failed append's cut is still
+    /// owed (not known durable), which stays owed across the reload when it is the same file.
+    fn reset_cache(&mut self) -> Option<u64> {
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.chained.clear();
         inner.hot.clear();
         inner.snapshot = None;
         inner.loaded = false;
-        // A failed append's cut not known durable stays owed across the reload (same file).
         let cut_owed = inner.journal.cut_unsynced.then_some(inner.journal.ino);
         inner.journal = AppendLog::default();
         inner.journal_stale = false;
+        cut_owed
+    }
+
+    /// Index every job of the snapshot; returns its generation and what it absorbed.
+    fn load_snapshot(&mut self) -> StoreResult<(u64, Option<filefmt::Absorbed>)> {
+        let io = &*self.store.io;
+        let id = self.store.store_id.as_str();
+        let inner = &mut *self.inner;
         let spath = self.store.path(SNAPSHOT_FILE);
         // Read a piece at a time: at 1 000 000 jobs the snapshot is hundreds of MB, and holding
         // it whole beside the records it parses into was most of every command's peak memory.
@@ -176,6 +191,20 @@ impl Locked<'_> {
         inner.generation = generation;
         inner.snapshot_len = slen;
 
+        Ok((generation, absorbed))
+    }
+
+    /// Index the journal's lines (unless it is the stale leftover of the previous generation)
+    /// and keep it open for appends.
+    fn load_journal(
+        &mut self,
+        generation: u64,
+        absorbed: Option<filefmt::Absorbed>,
+        cut_owed: Option<u64>,
+    ) -> StoreResult<()> {
+        let io = &*self.store.io;
+        let id = self.store.store_id.as_str();
+        let inner = &mut *self.inner;
         let jpath = self.store.path(JOURNAL_FILE);
         let f = match io.open(&jpath, OpenMode::Append) {
             Ok(f) => f,
