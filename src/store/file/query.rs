@@ -5,7 +5,7 @@
 //! position). Must not touch: appends, sealing, retention (`history.rs`), job records.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
@@ -102,32 +102,15 @@ impl FileStore {
                 ))
             })?,
         };
-        let job_needle = q.job.as_ref().map(|j| format!("\"job\":{}", json_str(j)));
-        let status_needle = q.status.map(|s| format!("\"status\":\"{}\"", s.as_str()));
-        let run_needle = q.run_id.map(|r| r.to_string());
-        let unfiltered = q.job.is_none()
-            && q.status.is_none()
-            && q.run_id.is_none()
-            && q.since.is_none()
-            && !q.with_diff;
+        let filter = Filter::new(q);
+        let unfiltered = filter.unfiltered;
         let limit = if limit == 0 { usize::MAX } else { limit };
         let mut out = Vec::new();
         let mut skip = q.offset;
         // Runs whose real end superseded an `abandoned` row (see `HistoryRow::supersedes_abandoned`):
         // that older row is hidden. The superseding row is always newer, so rows above a token
         // are looked at for it too (the open segment's lines, sealed segments' seals).
-        let mut superseded: HashSet<Uuid> = HashSet::new();
-        if start_seg < v.top || start_off != u64::MAX {
-            if !v.sealed_open && start_seg < v.top {
-                superseded.extend(scan_supersedes(&*v.open, &hpath, 0, v.open_len)?);
-            }
-            let newest_sealed = if v.sealed_open { v.top } else { v.top - 1 };
-            for n in start_seg + 1..=newest_sealed {
-                if let Some(s) = open_sealed(&*self.io, &self.dir, n)? {
-                    superseded.extend(s.seal.supersedes);
-                }
-            }
-        }
+        let mut superseded = self.superseded_above(&v, &hpath, start_seg, start_off)?;
         let mut n = start_seg;
         while out.len() < limit && n > 0 {
             let sealed;
@@ -203,16 +186,7 @@ impl FileStore {
                     skip -= 1;
                     continue;
                 }
-                let pre = job_needle
-                    .as_ref()
-                    .is_none_or(|nd| contains(&line, nd.as_bytes()))
-                    && status_needle
-                        .as_ref()
-                        .is_none_or(|nd| contains(&line, nd.as_bytes()))
-                    && run_needle
-                        .as_ref()
-                        .is_none_or(|nd| contains(&line, nd.as_bytes()));
-                if !pre {
+                if !filter.may_match(&line) {
                     continue;
                 }
                 let row: HistoryRow = match serde_json::from_slice(&line) {
@@ -222,13 +196,7 @@ impl FileStore {
                         return Err(json_err(&path, no, &e));
                     }
                 };
-                if q.job.as_ref().is_some_and(|j| *j != row.job)
-                    || q.status.is_some_and(|s| s != row.status)
-                    || q.run_id.is_some_and(|r| r != row.run_id)
-                    || q.since.is_some_and(|s| row.finished_at < s)
-                    || (q.with_diff && row.diff.is_none())
-                    || (row.status == Status::Abandoned && superseded.contains(&row.run_id))
-                {
+                if !filter.matches(&row, &superseded) {
                     continue;
                 }
                 if skip > 0 {
@@ -240,5 +208,75 @@ impl FileStore {
             n -= 1;
         }
         Ok(out)
+    }
+
+    /// The runs whose `abandoned` rows are hidden by rows above the page's start (the open
+    /// segment's lines, sealed segments' seals): a superseding row is always newer than the
+    /// row it supersedes.
+    fn superseded_above(
+        &self,
+        v: &View,
+        hpath: &Path,
+        start_seg: u64,
+        start_off: u64,
+    ) -> StoreResult<HashSet<Uuid>> {
+        let mut superseded: HashSet<Uuid> = HashSet::new();
+        if start_seg < v.top || start_off != u64::MAX {
+            if !v.sealed_open && start_seg < v.top {
+                superseded.extend(scan_supersedes(&*v.open, hpath, 0, v.open_len)?);
+            }
+            let newest_sealed = if v.sealed_open { v.top } else { v.top - 1 };
+            for n in start_seg + 1..=newest_sealed {
+                if let Some(s) = open_sealed(&*self.io, &self.dir, n)? {
+                    superseded.extend(s.seal.supersedes);
+                }
+            }
+        }
+        Ok(superseded)
+    }
+}
+
+/// What a history query asks for: byte needles a line must contain before it is parsed, and
+/// the test of the parsed row.
+struct Filter<'q> {
+    q: &'q HistoryQuery,
+    job: Option<String>,
+    status: Option<String>,
+    run: Option<String>,
+    /// No filter at all: every line is a row of the result (`offset` skips without parsing).
+    unfiltered: bool,
+}
+
+impl<'q> Filter<'q> {
+    fn new(q: &'q HistoryQuery) -> Self {
+        Filter {
+            q,
+            job: q.job.as_ref().map(|j| format!("\"job\":{}", json_str(j))),
+            status: q.status.map(|s| format!("\"status\":\"{}\"", s.as_str())),
+            run: q.run_id.map(|r| r.to_string()),
+            unfiltered: q.job.is_none()
+                && q.status.is_none()
+                && q.run_id.is_none()
+                && q.since.is_none()
+                && !q.with_diff,
+        }
+    }
+
+    /// The line holds every needle (it may be a match; parse it to know).
+    fn may_match(&self, line: &[u8]) -> bool {
+        [&self.job, &self.status, &self.run]
+            .into_iter()
+            .all(|nd| nd.as_ref().is_none_or(|nd| contains(line, nd.as_bytes())))
+    }
+
+    /// The row is one the query returns (an `abandoned` row a later row superseded is not).
+    fn matches(&self, row: &HistoryRow, superseded: &HashSet<Uuid>) -> bool {
+        let q = self.q;
+        !(q.job.as_ref().is_some_and(|j| *j != row.job)
+            || q.status.is_some_and(|s| s != row.status)
+            || q.run_id.is_some_and(|r| r != row.run_id)
+            || q.since.is_some_and(|s| row.finished_at < s)
+            || (q.with_diff && row.diff.is_none())
+            || (row.status == Status::Abandoned && superseded.contains(&row.run_id)))
     }
 }
