@@ -24,6 +24,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub mod command;
+pub mod fallback;
 pub mod mcp;
 pub mod toolbox;
 
