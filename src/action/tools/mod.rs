@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 pub mod command;
 pub mod fallback;
 pub mod mcp;
+pub mod pin;
 pub mod toolbox;
 
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays

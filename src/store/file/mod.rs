@@ -184,6 +184,7 @@ pub(crate) use jobs::head_agrees;
 mod complete;
 mod log;
 mod migrate;
+mod pins;
 mod recount;
 mod table;
 #[cfg(test)]
@@ -949,6 +950,18 @@ impl Store for FileStore {
 
     fn settings(&self) -> StoreResult<Settings> {
         Ok(self.lock()?.inner.settings.clone())
+    }
+
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.read_tool_pins(servers)
+    }
+
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.insert_tool_pins(pins)
+    }
+
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        self.replace_tool_pins(server, pins)
     }
 
     fn change_token(&self) -> StoreResult<u64> {

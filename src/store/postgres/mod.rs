@@ -69,6 +69,7 @@ use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
 pub mod connect;
 mod listen;
+mod pins;
 mod pool;
 mod reserve;
 mod schema;
@@ -1379,6 +1380,21 @@ impl Store for PgStore {
             let c = inner.pool.get().await?;
             inner.settings_in(&*c).await
         })
+    }
+
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        let servers = servers.to_vec();
+        self.run(|inner| async move { inner.tool_pins(servers).await })
+    }
+
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        let pins = pins.to_vec();
+        self.run(|inner| async move { inner.pin_tools(pins).await })
+    }
+
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        let (server, pins) = (server.to_string(), pins.to_vec());
+        self.run(|inner| async move { inner.accept_tools(server, pins).await })
     }
 
     fn change_token(&self) -> StoreResult<u64> {
