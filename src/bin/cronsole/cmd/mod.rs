@@ -21,6 +21,7 @@ mod run;
 mod schedule_cmds;
 mod select;
 mod store_cmds;
+mod tools;
 mod validate;
 
 /// One line per job an apply touches, in the one shape `apply` and `edit` print: done
@@ -194,6 +195,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
+        Some(Command::Tools(a)) => tools::tools(&cli, a),
     }
 }
 
