@@ -16,6 +16,7 @@ mod dry_run;
 mod eco;
 mod edit;
 mod gate_cmds;
+mod import;
 mod manpage;
 mod run;
 mod schedule_cmds;
@@ -196,6 +197,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
         Some(Command::Tools(a)) => tools::tools(&cli, a),
+        Some(Command::Import(a)) => import::import(a),
     }
 }
 
