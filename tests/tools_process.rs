@@ -302,6 +302,28 @@ async fn a_run_calls_real_servers_and_a_command_tool_and_no_secret_shows_anywher
         "arguments reach the command as data: {args}"
     );
 
+    // `describe` shows what the run pinned, from the store, without connecting.
+    let d = dir.to_path_buf();
+    let (c, out, err) =
+        tokio::task::spawn_blocking(move || cli(&d, &["describe", "ask", "--json"]))
+            .await
+            .unwrap();
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["tools"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"py.env") && names.contains(&"args_back"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"everything.echo"), "{names:?}");
+    assert_eq!(v["tools"]["unpinned"], json!([]));
+    assert!(v["tools"]["definition_tokens"].as_u64().unwrap() > 0);
+
     // No secret anywhere: requests to the model, the row, stdout/stderr, every store file
     // (history, logs).
     let mut places: Vec<(String, String)> = texts(&dir);
@@ -459,4 +481,115 @@ jobs:
         "processes outlived their owner: {orphans:?}"
     );
     assert_eq!(fake.requests().len(), CYCLES, "one model request per cycle");
+}
+
+/// The worked example of the agent-tools guide page, as written there.
+fn guide_example() -> String {
+    let page = include_str!("../docs/guide/agent-tools.md");
+    let start = page
+        .find("<!-- worked-example -->")
+        .expect("the example's opening marker");
+    let end = page
+        .find("<!-- /worked-example -->")
+        .expect("its closing marker");
+    let block = &page[start..end];
+    let body = block
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .expect("a yaml block between the markers");
+    body.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guides_worked_example_validates_and_runs_against_the_real_server() {
+    let yaml = guide_example();
+    let dir = support::tempdir("tools-guide");
+    std::fs::write(dir.join("agent-tools.yaml"), &yaml).unwrap();
+    let d = dir.to_path_buf();
+    let (c, out, err) = tokio::task::spawn_blocking(move || {
+        support::cli::output(
+            support::cli::cronsole(&d)
+                .env("OPENAI_API_KEY", KEY)
+                .args(["validate", "agent-tools.yaml"]),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        c, 0,
+        "the guide's example must validate as written:\n{out}{err}"
+    );
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    // The same package and version the tests install (never fetched at test time), and the
+    // scripted model in place of the provider.
+    let lock = include_str!("mcp_servers/package.json");
+    let version = lock
+        .split("\"@modelcontextprotocol/server-everything\": \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the pinned version");
+    let npx = format!("[npx, -y, \"@modelcontextprotocol/server-everything@{version}\", stdio]");
+    assert!(
+        yaml.contains(&npx),
+        "the guide names the version the tests install: {npx}"
+    );
+    let argv: Vec<String> = servers
+        .everything_argv()
+        .iter()
+        .map(|a| yaml_str(a))
+        .collect();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("everything__get-sum", json!({"a": 19, "b": 23})),
+                    FakeCall::new("disk_free", json!({"path": "/tmp"})),
+                ],
+                300,
+                30,
+            ),
+            Reply::ok("42; plenty of space", 400, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let local = yaml
+        .replace(&npx, &format!("[{}]", argv.join(", ")))
+        .replace(
+            "    provider: openai\n",
+            &format!("    provider: openai\n    base_url: {}\n", fake.base_url()),
+        );
+    std::fs::write(dir.join("agent-tools.yaml"), &local).unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--jobs", "agent-tools.yaml", "--for", "120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(
+        &dir.join(".cronsole"),
+        "space-and-sums",
+        Duration::from_secs(90),
+    )
+    .await;
+    let (_, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
+    assert_eq!((row.turns, row.tool_calls), (Some(2), Some(2)));
+    let second = fake.requests()[1].json().unwrap();
+    let results: Vec<String> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(results[0].contains("42"), "{results:?}");
+    assert!(results[1].contains("MiB free"), "{results:?}");
 }

@@ -57,16 +57,14 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Forgetful<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                let msg = self.inner.receive().await?;
-                if answer_id(&msg).is_some_and(|id| self.abandoned.remove(&id)) {
-                    tracing::debug!("dropped the late answer to an abandoned server/discover");
-                    continue;
-                }
-                return Some(msg);
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let msg = self.inner.receive().await?;
+            if answer_id(&msg).is_some_and(|id| self.abandoned.remove(&id)) {
+                tracing::debug!("dropped the late answer to an abandoned server/discover");
+                continue;
             }
+            return Some(msg);
         }
     }
 

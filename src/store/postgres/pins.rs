@@ -23,8 +23,11 @@ const INSERT_SQL: &str = "INSERT INTO cronsole_tool_pins (server, tool, hash, pi
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
      ON CONFLICT (server, tool) DO NOTHING";
 
+/// Pins as the four arrays [`INSERT_SQL`] takes: servers, tools, hashes, whole pins.
+type Columns = (Vec<String>, Vec<String>, Vec<String>, Vec<Value>);
+
 /// The columns of `pins`, in [`INSERT_SQL`]'s order.
-fn columns(pins: &[ToolPin]) -> StoreResult<(Vec<String>, Vec<String>, Vec<String>, Vec<Value>)> {
+fn columns(pins: &[ToolPin]) -> StoreResult<Columns> {
     let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for p in pins {
         cols.0.push(p.server.clone());

@@ -546,6 +546,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         ..Default::default()
     })?;
     let period = stats::period_spend(&rec, &settings, now);
+    let tools = super::tools::pinned_tools(store.as_ref(), &settings, &rec.def)?;
     if a.json {
         #[derive(Serialize)]
         struct Describe<'a> {
@@ -557,6 +558,8 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             definition: &'a cronsole::model::JobDef,
             runtime: &'a cronsole::model::JobRuntime,
             last_runs: &'a [cronsole::model::HistoryRow],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tools: Option<&'a super::tools::PinnedTools>,
         }
         let d = Describe {
             name: &rec.def.name,
@@ -567,6 +570,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             definition: &rec.def,
             runtime: &rec.rt,
             last_runs: &runs,
+            tools: tools.as_ref(),
         };
         println!("{}", cronsole::text::to_json_pretty(&d)?);
         return Ok(ExitCode::SUCCESS);
@@ -601,6 +605,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
                 one_line(command)
             ),
         ),
+    }
+    if let Some(t) = &tools {
+        super::tools::print_pinned(t);
     }
     match &d.gate {
         Some(cronsole::model::Gate::PreRun { command }) => {

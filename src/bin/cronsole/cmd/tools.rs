@@ -18,10 +18,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
+use cronsole::action::agent::forecast::{ToolsForecast, forecast};
 use cronsole::action::tools::pin;
 use cronsole::action::tools::toolbox::{self, EnvLookup};
 use cronsole::action::tools::{OfferedTool, ToolDef, ToolSource};
-use cronsole::model::{McpServerDef, McpTransport, Settings, ToolPattern, ToolPin, wire_name};
+use cronsole::cost::PriceTable;
+use cronsole::model::{
+    Action, JobDef, McpServerDef, McpTransport, Settings, ToolPattern, ToolPin, wire_name,
+};
 use cronsole::proc::ProcEnv;
 use cronsole::store::Store;
 use serde::Serialize;
@@ -425,5 +429,139 @@ fn print_text(r: &Report) {
                 list(&g.changed)
             );
         }
+    }
+}
+
+/// What `describe` shows of an agent job's tools: the store's pinned definitions, no server
+/// contacted.
+#[derive(Debug, Serialize)]
+pub struct PinnedTools {
+    /// The tools a run would be offered as pinned, their weight and the loop's worst case.
+    #[serde(flatten)]
+    pub forecast: ToolsForecast,
+    /// Allowed tools with no pin yet (their first run pins them; their weight is not counted).
+    pub unpinned: Vec<String>,
+}
+
+/// The pinned view of `def`'s tools; `None` for a job without an agent or without tools.
+pub fn pinned_tools(
+    store: &dyn Store,
+    settings: &Settings,
+    def: &JobDef,
+) -> Result<Option<PinnedTools>> {
+    let Action::Agent {
+        agent,
+        message,
+        tools,
+        ..
+    } = &def.action
+    else {
+        return Ok(None);
+    };
+    let Some(agent) = settings.agents.get(agent) else {
+        return Ok(None);
+    };
+    let patterns: Vec<ToolPattern> = tools
+        .as_ref()
+        .unwrap_or(&agent.tools)
+        .iter()
+        .filter_map(|t| ToolPattern::parse(t))
+        .collect();
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut servers: Vec<String> = patterns
+        .iter()
+        .filter_map(|p| p.server().map(str::to_string))
+        .collect();
+    servers.sort();
+    servers.dedup();
+    let pins = store.tool_pins(&servers)?;
+    let mut offered = Vec::new();
+    let mut unpinned = Vec::new();
+    for p in &pins {
+        let q = p.qualified();
+        if patterns.iter().any(|a| a.admits(&q))
+            && let Ok(d) = serde_json::from_value::<ToolDef>(p.definition.clone())
+        {
+            offered.push(offered_tool(q, d));
+        }
+    }
+    for p in &patterns {
+        match p {
+            ToolPattern::Tool { .. } if !offered.iter().any(|o| o.qualified == p.to_string()) => {
+                unpinned.push(p.to_string());
+            }
+            ToolPattern::AllOf { server } if !pins.iter().any(|q| &q.server == server) => {
+                unpinned.push(p.to_string());
+            }
+            ToolPattern::Command(c) => {
+                if let Some(t) = settings.tools.command_tools.get(c) {
+                    let d = ToolDef {
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        input_schema: t.parameters.clone(),
+                        output_schema: None,
+                    };
+                    offered.push(offered_tool(c.clone(), d));
+                }
+            }
+            _ => {}
+        }
+    }
+    offered.sort_by(|a, b| a.qualified.cmp(&b.qualified));
+    let price = PriceTable::from_settings(settings)
+        .resolve(&agent.model)
+        .map(|r| r.price);
+    Ok(Some(PinnedTools {
+        forecast: forecast(agent, message, &offered, price),
+        unpinned,
+    }))
+}
+
+fn offered_tool(qualified: String, def: ToolDef) -> OfferedTool {
+    OfferedTool {
+        wire_name: wire_name(&qualified),
+        hash: def.definition_hash(),
+        qualified,
+        source: 0,
+        def,
+    }
+}
+
+/// `describe`'s lines for [`PinnedTools`].
+pub fn print_pinned(t: &PinnedTools) {
+    use cronsole::text::visible_line as one;
+    let f = &t.forecast;
+    let names: Vec<String> = f
+        .tools
+        .iter()
+        .map(|x| format!("{} ({} tokens)", one(&x.name), x.definition_tokens))
+        .collect();
+    println!(
+        "{:<12} {} from the store's pins (no server contacted): {}",
+        "tools:",
+        f.tools.len(),
+        if names.is_empty() {
+            "-".into()
+        } else {
+            names.join(", ")
+        }
+    );
+    let usd = |v: Option<f64>| v.map_or("unpriced".to_string(), cronsole::cost::usd);
+    println!(
+        "{:<12} definitions {} tokens per turn; worst case one turn {}, {} turns {}",
+        "",
+        f.definition_tokens,
+        usd(f.one_turn_usd),
+        f.max_turns,
+        usd(f.max_turns_usd)
+    );
+    if !t.unpinned.is_empty() {
+        println!(
+            "{:<12} not pinned yet (their first run pins them): {}",
+            "",
+            one(&t.unpinned.join(", "))
+        );
     }
 }
