@@ -218,6 +218,29 @@ async fn cronsole_tools_lists_real_servers_and_accept_pins() {
         .unwrap_or_else(|| panic!("{out}"));
     assert!(line.contains(" pinned "), "{line}");
     assert!(out.contains("agent ops"), "{out}");
+    // A definition that no longer matches its pin: `tools` says `changed` (exit 1), and
+    // `dry-run` says the run would stop on it, writing nothing.
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        let mut pins = cronsole::store::Store::tool_pins(&store, &["py".into()]).unwrap();
+        let env = pins.iter_mut().find(|p| p.tool == "env").unwrap();
+        env.hash = "0".repeat(64);
+        cronsole::store::Store::accept_tools(&store, "py", &pins).unwrap();
+    }
+    let (c, out, _) = run(vec!["tools", "--agent", "ops"]).await.unwrap();
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("changed: py.env"), "{out}");
+    let (c, out, err) = run(vec!["dry-run", "ask", "--json"]).await.unwrap();
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["would_run"], false, "{v:#}");
+    assert!(
+        v["tools_error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("tool definition changed: py.env;"),
+        "{v:#}"
+    );
     let (c, _, err) = run(vec!["tools", "--accept", "nope"]).await.unwrap();
     assert_eq!(c, 2, "{err}");
     assert!(err.contains("no MCP server named 'nope'"), "{err}");
