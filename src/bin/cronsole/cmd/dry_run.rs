@@ -1,5 +1,5 @@
-//! `cronsole dry-run NAME [--no-gates] [--json]` (issue 16 item 6): what one run of a job would
-//! do, without doing it.
+//! `cronsole dry-run NAME [--no-gates] [--json]`: what one run of a job would do, without doing
+//! it, so an operator sees the gate, the prompt and the price before the first real run.
 //!
 //! Owns: running the job's gate (unless `--no-gates`), assembling the exact prompt the run would
 //! send (notepad, message, gate context or diff, `context_from` blocks — the same

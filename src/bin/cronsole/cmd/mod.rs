@@ -217,7 +217,7 @@ pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
     })
 }
 
-/// Store selection (SPEC §13.2): `--store`, else `CRONSOLE_STORE` (clap reads it into
+/// Store selection, the same for every command: `--store`, else `CRONSOLE_STORE` (clap reads it into
 /// `--store`), else `.cronsole/` beside the jobs file, else `.cronsole/` here.
 pub fn store_location(cli: &Cli, jobs: Option<&Path>) -> String {
     if let Some(s) = &cli.store {
@@ -294,7 +294,7 @@ mod tests {
         }
     }
 
-    /// Task SMALL item 2: an apply that changed the budget period's kind says whose spend it
+    /// An apply that changed the budget period's kind says whose spend it
     /// recounted, in which period and how much was found; a plan (nothing applied yet) does not.
     #[test]
     fn an_apply_prints_each_recounted_job_after_its_job_lines() {
@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(apply_lines(&rep, true), apply_lines(&report(), true));
     }
 
-    /// Red team 6: a settings change is reported, not hidden behind "1 unchanged".
+    /// A settings change is reported, not hidden behind "1 unchanged".
     #[test]
     fn an_apply_reports_a_settings_change_with_its_counts() {
         let mut rep = report();
