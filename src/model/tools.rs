@@ -248,7 +248,7 @@ impl ToolPattern {
 
     /// Whether this entry admits the tool called `qualified` (`server.tool`, or a command
     /// tool's name).
-    pub(crate) fn admits(&self, qualified: &str) -> bool {
+    pub fn admits(&self, qualified: &str) -> bool {
         match self {
             ToolPattern::Tool { server, tool } => qualified
                 .split_once('.')

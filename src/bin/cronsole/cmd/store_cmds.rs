@@ -563,7 +563,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
-    describe_definition(&rec, &words, zone, now);
+    describe_definition(&rec, &words, zone, now, tools.as_ref());
     describe_slots(&rec, &next, zone, now);
     describe_counters(&rec, &settings, period, zone, now);
     describe_runs(&runs, zone);
@@ -595,7 +595,13 @@ fn next_slots(rec: &JobRecord, sched: Option<&cronsole::schedule::Compiled>) -> 
 }
 
 /// What the job is: name, state, schedule, action, gate, limits, sinks, tags, chains.
-fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<Utc>) {
+fn describe_definition(
+    rec: &JobRecord,
+    words: &str,
+    zone: Zone,
+    now: DateTime<Utc>,
+    tools: Option<&super::tools::PinnedTools>,
+) {
     let d = &rec.def;
     kv("name:", d.name.clone());
     kv(
@@ -625,7 +631,7 @@ fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<U
             ),
         ),
     }
-    if let Some(t) = &tools {
+    if let Some(t) = tools {
         super::tools::print_pinned(t);
     }
     match &d.gate {
