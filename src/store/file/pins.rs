@@ -11,8 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handle::{FileStore, Locked};
 use super::log::{check_id, corrupt, io_err, json_err, stat, write_atomic};
-use super::{FileStore, Locked};
 use crate::model::ToolPin;
 use crate::store::StoreResult;
 

@@ -10,7 +10,8 @@
 use serde_json::Value;
 use tokio_postgres::types::Type;
 
-use super::{Inner, db_err, from_json, to_json};
+use super::db::{db_err, from_json, to_json};
+use super::handle::Inner;
 use crate::model::ToolPin;
 use crate::store::StoreResult;
 
