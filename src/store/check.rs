@@ -528,7 +528,7 @@ fn check_segments(
         check_segment(r, &mut n, &path, &bytes, k, id);
     }
     // The oldest segments may be gone only by retention, which marks the first it kept;
-    // without the mark segments start at 1 (red team 7: a deleted segment 1 was "sound").
+    // without the mark segments start at 1 (a deleted segment 1 must not read as sound).
     let mpath = dir.join("history").join(filefmt::FIRST_SEGMENT_FILE);
     let first = match io.read(&mpath) {
         Ok(b) => match filefmt::parse_first_segment(&b, id) {

@@ -291,7 +291,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 mod tests {
     use super::*;
 
-    /// Issue 15 item 1: the exit code is a function of the variant, not of a catch-all.
+    /// The exit code is a function of the variant, not of a catch-all string.
     #[test]
     fn exit_code_and_retryability_follow_the_variant() {
         let p = PathBuf::from("/s/jobs.journal");
@@ -386,7 +386,7 @@ mod tests {
             assert_eq!(e.is_retryable(), retry, "{e:?}");
             let d = e.duplicate();
             assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
-            // rt3: the copy reads as the original, never "store unavailable: store unavailable".
+            // The copy reads as the original, never "store unavailable: store unavailable".
             if matches!(e, StoreError::Unavailable(_)) {
                 assert_eq!(d.to_string(), e.to_string());
             }
