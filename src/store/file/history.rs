@@ -457,7 +457,7 @@ impl Locked<'_> {
             );
         }
         let mark = filefmt::first_segment_text(self.id(), oldest)
-            .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+            .map_err(StoreError::encode("the retention mark"))?;
         self.io().create_dir_all(&hdir).map_err(io_err(&hdir))?;
         write_atomic(self.io(), &hdir, &mpath, &mark)
     }
@@ -577,7 +577,7 @@ impl Locked<'_> {
         empty_run.sort_unstable();
         if let Some(last) = empty_run.last() {
             let mark = filefmt::first_segment_text(self.id(), last + 1)
-                .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+                .map_err(StoreError::encode("the retention mark"))?;
             write_atomic(
                 self.io(),
                 &hdir,

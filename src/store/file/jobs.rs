@@ -279,10 +279,11 @@ impl Locked<'_> {
             Ok((path, f))
         } else {
             let path = self.path(SNAPSHOT_FILE);
-            let f =
-                self.inner.snapshot.as_deref().ok_or_else(|| {
-                    StoreError::Internal(format!("{} is not open", path.display()))
-                })?;
+            let f = self
+                .inner
+                .snapshot
+                .as_deref()
+                .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
             Ok((path, f))
         }
     }
