@@ -130,6 +130,12 @@ impl Actor {
                     turn.wake = self.next_wake().await;
                 }
                 alive = signal_changed(&mut turn.signal) => self.on_signal(alive, &mut turn).await,
+                // A run task's renewal or completion ended an outage: claim now, not after the
+                // backoff.
+                _ = self.outage.resumed() => {
+                    self.outage.reset();
+                    turn.wake = self.next_wake().await;
+                }
                 _ = sleep_opt(wake_at) => {
                     if !self.claim_cycle(&mut runs, &mut turn).await {
                         break;
@@ -255,11 +261,15 @@ impl Actor {
 
     /// When the next claim cycle runs: the store's next wake-up, or a backoff while it fails;
     /// `None` at full capacity (a finishing run wakes the loop).
-    pub(super) async fn next_wake(&self) -> Option<DateTime<Utc>> {
+    pub(super) async fn next_wake(&mut self) -> Option<DateTime<Utc>> {
         if self.free_capacity() == 0 {
             return None; // a finishing run wakes the loop
         }
         let now = self.now();
+        // During an outage the next claim cycle is the next probe, at its backoff's pace.
+        if let Some(at) = self.outage.retry_at(now) {
+            return Some(at);
+        }
         match blocking(&self.store, move |s| s.next_wakeup(now)).await {
             Ok(w) => w,
             Err(e) => {
@@ -296,8 +306,8 @@ impl Actor {
         turn.dirty = true;
         turn.wake = self.next_wake().await;
         let now = self.now();
-        if let Some(at) = self.outage.retry_at(now) {
-            turn.wake = Some(at);
+        if self.outage.in_outage() {
+            // The probe's pace (`next_wake` answered it).
         } else if !progressed && turn.wake.is_some_and(|w| w <= now) {
             // The store may report something due that this owner cannot take (its own run past
             // its lease, a job another owner is finishing): do not spin on it.
@@ -313,14 +323,17 @@ impl Actor {
     async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
         let now = self.now();
-        if limit == 0 || self.shutdown.is_cancelled() || self.outage.claims_stopped(now) {
+        if limit == 0 || self.shutdown.is_cancelled() {
             return false;
         }
+        // While the store refuses writes, this cycle is a probe: the claim itself is the write
+        // that ends the outage when it goes through.
+        self.outage.before_claim();
         let owner = self.cfg.owner.clone();
         let hidden = hidden_jobs(&self.in_flight);
         let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
             Ok(o) => {
-                self.outage.claim_answered();
+                self.outage.claim_answered(now);
                 o
             }
             Err(e) => {

@@ -14,7 +14,7 @@ use super::api::{Command, EngineConfig, Event};
 use super::completion::completer;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
-use super::outage::{EngineHealth, Outage};
+use super::outage::{EngineHealth, HealthCell, Outage};
 use super::publish::{Publisher, SnapBuild, bare_snapshot};
 use super::shutdown::hurry_at_stop;
 use crate::clock::Clock;
@@ -67,7 +67,7 @@ pub fn spawn(
     let actor = Actor {
         heartbeat: Arc::clone(&heartbeat),
         completions,
-        outage: Outage::new(Arc::new(health_tx), ev_tx.clone(), cfg.outage_bound),
+        outage: Outage::new(Arc::new(HealthCell::new(health_tx)), ev_tx.clone()),
         hard_stop: hard_stop.clone(),
         publisher: Publisher {
             enabled: cfg.publish_snapshots,

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::api::Event;
 use super::completion::{CompletionTx, commit_once, complete_via};
 use super::error::EngineError;
-use super::outage::{Health, Unwritten, store_backoff, store_failed, store_ok};
+use super::outage::{Health, Unwritten, probe_delay, store_failed, store_ok};
 use super::renew::{Holder, Renewer};
 use super::{RunDeps, run, spool};
 use crate::clock::Clock;
@@ -204,7 +204,7 @@ impl RunTask {
             };
             match res {
                 Ok(rows) => {
-                    store_ok(&self.health, &self.ev_tx);
+                    store_ok(&self.health, &self.ev_tx, self.clock.now());
                     if pending {
                         self.health.send_modify(|h| {
                             h.pending_completions = h.pending_completions.saturating_sub(1)
@@ -220,7 +220,7 @@ impl RunTask {
                 }
                 Err(e) => {
                     attempt += 1;
-                    store_failed(&self.health, self.clock.now(), &e);
+                    store_failed(&self.health, &self.ev_tx, self.clock.now(), &e);
                     if !pending {
                         pending = true;
                         self.health.send_modify(|h| h.pending_completions += 1);
@@ -236,7 +236,8 @@ impl RunTask {
                         self.spool(&c).await;
                         return Vec::new();
                     }
-                    let wake = tokio::time::Instant::now() + store_backoff(attempt);
+                    let wake = tokio::time::Instant::now()
+                        + probe_delay(attempt, crate::action::jitter_unit());
                     loop {
                         tokio::select! {
                             _ = tokio::time::sleep_until(wake) => break,

@@ -270,6 +270,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                     );
                 }
             }
+            tokio::spawn(metrics::watch_health(Arc::clone(m), handle.health.clone()));
             tokio::spawn(metrics::feed(
                 Arc::clone(m),
                 handle.events.subscribe(),
@@ -281,6 +282,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 clock: Arc::clone(&clock),
                 heartbeat: Arc::clone(&handle.heartbeat),
                 engine_stopped: handle.shutdown.clone(),
+                health: handle.health.clone(),
                 max_quiet,
             };
             tokio::spawn(http::serve(listener, ep, service_stop.clone()));
