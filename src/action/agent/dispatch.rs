@@ -56,7 +56,11 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         let mut results = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             let offered = self.run.toolbox.find(&call.name);
-            let tool = offered.map_or_else(|| call.name.clone(), |t| t.qualified.clone());
+            // A name the model made up is its text: redacted and bounded like any other.
+            let tool = offered.map_or_else(
+                || cap_bytes(&self.run.secrets.redact(&call.name), 128),
+                |t| t.qualified.clone(),
+            );
             let source = offered
                 .and_then(|t| self.run.toolbox.sources.get(t.source))
                 .map(|s| s.name().to_string());
@@ -64,7 +68,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             let started = Instant::now();
             let mut entry = CallEntry {
                 turn,
-                id: call.id.clone(),
+                id: cap_bytes(&self.run.secrets.redact(&call.id), 128),
                 tool: tool.clone(),
                 source,
                 arguments: cap_bytes(&self.run.secrets.redact(&call.raw_args), ARGS_MAX_BYTES),

@@ -1,0 +1,231 @@
+//! The tool loop's own cost, model and tool time excluded: per turn, what the loop does between
+//! one model reply and the next request (each call's checks and schema validation, dispatch to an
+//! in-memory tool that answers at once, the result's rendering, redaction, cap and hash, the
+//! transcript entries) plus the weight of the next request's prompt that the turn's reservation
+//! is computed from; and the memory of 100 tool-using runs in flight at once.
+//!
+//! The store's part of a turn (its reservation and settlement, fsync included) is measured by
+//! `benches/budget.rs`.
+//!
+//! Run: `cargo bench --bench tool_loop`. Figures go to docs/BENCHMARKS.md "Tool loop".
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cronsole::action::agent::{
+    LoopLimits, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply, run_loop,
+};
+use cronsole::action::llm::LlmReply;
+use cronsole::action::llm::wire::{self, ToolCall};
+use cronsole::action::tools::Toolbox;
+use cronsole::clock::SystemClock;
+use cronsole::cost::RunCost;
+use cronsole::model::{AgentDef, Provider};
+use cronsole::testkit::stats::percentile;
+use cronsole::testkit::tools::{MemorySource, text_output, toolbox};
+use cronsole::text::Secrets;
+use serde_json::json;
+
+/// Counts live heap bytes, so the memory of runs in flight can be read.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const TURNS: u32 = 10;
+const CALLS_PER_TURN: usize = 2;
+const RESULT_BYTES: usize = 2048;
+
+fn agent() -> AgentDef {
+    let mut a = cronsole::testkit::jobs::agent_def("bench", Provider::Openai);
+    a.instructions = "You check files. ".repeat(20);
+    a
+}
+
+fn tools() -> Toolbox {
+    let body = "x".repeat(RESULT_BYTES);
+    toolbox(vec![Arc::new(MemorySource::new("files").tool(
+        "read_file",
+        json!({"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}},
+               "required": ["path"], "additionalProperties": false}),
+        move |_| Ok(text_output(&body)),
+    ))])
+}
+
+/// A model that answers at once: `CALLS_PER_TURN` calls per turn, then a final answer. Each
+/// turn computes the request's prompt weight as a real turn does for its reservation, and the
+/// time from the end of one turn to the start of the next is the loop's own.
+struct InstantModel {
+    agent: AgentDef,
+    turn_ended: Option<Instant>,
+    samples: Vec<Duration>,
+    /// When set, turn `TURNS` waits here (memory of runs in flight).
+    park: Option<(Arc<tokio::sync::Notify>, Arc<AtomicUsize>)>,
+}
+
+impl ModelTurns for InstantModel {
+    type Stop = ();
+
+    async fn turn<'a>(&'a mut self, ask: TurnAsk<'a>) -> Result<TurnReply, ()> {
+        {
+            let bytes = wire::prompt_bytes(&self.agent, "read the files", ask.dialogue);
+            std::hint::black_box(bytes);
+            if let Some(t) = self.turn_ended {
+                self.samples.push(t.elapsed());
+            }
+            if ask.number == TURNS
+                && let Some((n, parked)) = &self.park
+            {
+                parked.fetch_add(1, Ordering::SeqCst);
+                n.notified().await;
+            }
+            let calls = if ask.number < TURNS {
+                (0..CALLS_PER_TURN)
+                    .map(|i| {
+                        let args = json!({"path": format!("/srv/{}/{i}", ask.number)});
+                        ToolCall {
+                            id: format!("c{i}"),
+                            name: "files__read_file".into(),
+                            raw_args: args.to_string(),
+                            args: Ok(args.as_object().cloned().unwrap_or_default()),
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let reply = LlmReply {
+                text: "looking".into(),
+                model: "m".into(),
+                usage: None,
+                cache: Default::default(),
+                calls,
+                cut: false,
+            };
+            self.turn_ended = Some(Instant::now());
+            Ok(TurnReply {
+                reply,
+                cost: RunCost::default(),
+                attempts: 1,
+            })
+        }
+    }
+
+    fn recorded(&mut self, _: &LoopProgress<'_>) {}
+}
+
+fn limits() -> LoopLimits {
+    LoopLimits {
+        max_turns: TURNS,
+        ..LoopLimits::default()
+    }
+}
+
+async fn one_loop(tb: &Toolbox, secrets: &Secrets, model: &mut InstantModel) -> usize {
+    let out = run_loop(
+        LoopRun {
+            toolbox: tb,
+            limits: limits(),
+            secrets,
+            clock: &SystemClock,
+            timeout: None,
+        },
+        model,
+    )
+    .await;
+    out.transcript.bytes()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let secrets = Secrets::new(["sk-bench-secret-0123456789".to_string()]);
+    let tb = tools();
+
+    // Per-turn overhead over 300 loops of 10 turns.
+    let mut samples = Vec::new();
+    rt.block_on(async {
+        for _ in 0..300 {
+            let mut m = InstantModel {
+                agent: agent(),
+                turn_ended: None,
+                samples: Vec::new(),
+                park: None,
+            };
+            one_loop(&tb, &secrets, &mut m).await;
+            samples.extend(m.samples);
+        }
+    });
+    samples.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "loop overhead per turn ({} turns, {CALLS_PER_TURN} calls of {RESULT_BYTES} B each): \
+         median {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        samples.len(),
+        us(percentile(&samples, 0.5)),
+        us(percentile(&samples, 0.99)),
+        us(percentile(&samples, 1.0)),
+    );
+
+    // Memory of 100 runs parked at their last turn.
+    let before = LIVE.load(Ordering::SeqCst);
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let parked = Arc::new(AtomicUsize::new(0));
+    let transcript_bytes = rt.block_on(async {
+        let tb = Arc::new(tools());
+        let secrets = Arc::new(secrets.clone());
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..100 {
+            let (tb, secrets) = (Arc::clone(&tb), Arc::clone(&secrets));
+            let park = Some((Arc::clone(&notify), Arc::clone(&parked)));
+            set.spawn(async move {
+                let mut m = InstantModel {
+                    agent: agent(),
+                    turn_ended: None,
+                    samples: Vec::new(),
+                    park,
+                };
+                one_loop(&tb, &secrets, &mut m).await
+            });
+        }
+        while parked.load(Ordering::SeqCst) < 100 {
+            tokio::task::yield_now().await;
+        }
+        let live = LIVE.load(Ordering::SeqCst) - before;
+        println!(
+            "100 runs in flight at turn {TURNS}: {:.1} KiB live heap per run (transcript included)",
+            live as f64 / 100.0 / 1024.0
+        );
+        notify.notify_waiters();
+        let mut bytes = 0;
+        while let Some(r) = set.join_next().await {
+            bytes = r.unwrap_or(0);
+        }
+        bytes
+    });
+    println!(
+        "  of which each run's transcript is at most {:.1} KiB of JSON",
+        transcript_bytes as f64 / 1024.0
+    );
+}
