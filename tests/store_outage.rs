@@ -125,7 +125,7 @@ fn trial(outage: Outage, store: String, dir: &Path, secs: u64) {
         .collect();
     eprintln!(
         "outage {secs}s: {} health polls ({} after detection, all 503: {}), healthy {:?} and \
-         first claim {:?} after the store came back, {} executions ({} started during the \
+         first claim {:?} after the store came back, {} executions ({} by the end of the \
          outage), {} rows, exit {code}",
         polls.len(),
         checked.len(),

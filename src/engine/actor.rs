@@ -103,6 +103,12 @@ impl Actor {
             // of random spread keeps the same owner from winning that race every time.
             let spread = StdDuration::from_micros((crate::action::jitter_unit() * 1000.0) as u64);
             let wake_at = turn.wake.map(|w| self.instant_for(w) + spread);
+            // At full capacity nothing could be claimed: a run's renewal or completion probes.
+            let probe_at = if self.free_capacity() > 0 {
+                self.outage.next_probe()
+            } else {
+                None
+            };
             // While a build runs, look again shortly: the next one starts when it has ended.
             let publish_at = turn.dirty.then(|| {
                 let at = turn.last_publish + publish_gap;
@@ -130,13 +136,21 @@ impl Actor {
                     turn.wake = self.next_wake().await;
                 }
                 alive = signal_changed(&mut turn.signal) => self.on_signal(alive, &mut turn).await,
-                // A run task's renewal or completion ended an outage: claim now, not after the
-                // backoff.
-                _ = self.outage.resumed() => {
-                    self.outage.reset();
+                // An outage started (the next claim cycle is a probe, at the backoff's pace) or
+                // ended (claim now, not after the backoff).
+                _ = self.outage.turned() => {
+                    if !self.outage.in_outage() {
+                        self.outage.reset();
+                    }
                     turn.wake = self.next_wake().await;
                 }
                 _ = sleep_opt(wake_at) => {
+                    if !self.claim_cycle(&mut runs, &mut turn).await {
+                        break;
+                    }
+                }
+                // During an outage: the next probe of the store, at the backoff's pace.
+                _ = sleep_opt(probe_at) => {
                     if !self.claim_cycle(&mut runs, &mut turn).await {
                         break;
                     }
@@ -265,11 +279,11 @@ impl Actor {
         if self.free_capacity() == 0 {
             return None; // a finishing run wakes the loop
         }
-        let now = self.now();
         // During an outage the next claim cycle is the next probe, at its backoff's pace.
-        if let Some(at) = self.outage.retry_at(now) {
-            return Some(at);
+        if self.outage.in_outage() {
+            return None;
         }
+        let now = self.now();
         match blocking(&self.store, move |s| s.next_wakeup(now)).await {
             Ok(w) => w,
             Err(e) => {
@@ -307,7 +321,7 @@ impl Actor {
         turn.wake = self.next_wake().await;
         let now = self.now();
         if self.outage.in_outage() {
-            // The probe's pace (`next_wake` answered it).
+            // The probe's pace (`Outage::next_probe`).
         } else if !progressed && turn.wake.is_some_and(|w| w <= now) {
             // The store may report something due that this owner cannot take (its own run past
             // its lease, a job another owner is finishing): do not spin on it.
@@ -332,16 +346,14 @@ impl Actor {
         let owner = self.cfg.owner.clone();
         let hidden = hidden_jobs(&self.in_flight);
         let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
-            Ok(o) => {
-                self.outage.claim_answered(now);
-                o
-            }
+            Ok(o) => o,
             Err(e) => {
                 self.outage.claim_failed(now, e);
                 return false;
             }
         };
         let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
+        self.outage.claim_answered(now);
         tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
         for r in outcome.rows {
             let _ = self.ev_tx.send(Event::Row(r));

@@ -55,6 +55,10 @@ pub struct EngineHealth {
     pub outages: u64,
     /// Probes of the store made during outages, since the engine started.
     pub outage_probes: u64,
+    /// Probes made during the current (or the last) outage.
+    pub probes_this_outage: u64,
+    /// The last outage that ended: its start and its end (the first write that went through).
+    pub last_outage: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl EngineHealth {
@@ -103,19 +107,27 @@ fn jittered(attempt: u32) -> StdDuration {
 }
 
 /// The health channel shared by the actor and every run task, and the bell that rings when an
-/// outage ends (the actor claims at once instead of waiting out its backoff).
+/// outage starts or ends (the actor probes at the backoff's pace, or claims at once).
 #[derive(Debug)]
 pub(super) struct HealthCell {
     tx: watch::Sender<EngineHealth>,
-    resumed: Notify,
+    turned: Notify,
+    /// Rings when a probe found the store answering while completions wait: they retry now.
+    retry_pending: Notify,
 }
 
 impl HealthCell {
     pub(super) fn new(tx: watch::Sender<EngineHealth>) -> HealthCell {
         HealthCell {
             tx,
-            resumed: Notify::new(),
+            turned: Notify::new(),
+            retry_pending: Notify::new(),
         }
+    }
+
+    /// Completes when a probe asks the completions still waiting to retry at once.
+    pub(super) async fn retry_now(&self) {
+        self.retry_pending.notified().await;
     }
 
     pub(super) fn send_modify(&self, f: impl FnOnce(&mut EngineHealth)) {
@@ -131,27 +143,37 @@ impl HealthCell {
 pub(super) type Health = Arc<HealthCell>;
 
 /// A store write worked at `now`: an outage, if one was going on, ends here (logged; the actor
-/// claims at once).
+/// claims at once) — unless finished runs still wait for their completion to be written: a
+/// store that takes a lease renewal but not a history row (a disk with a few bytes left) has
+/// not recovered, so those runs retry at once instead, and the last one written ends it.
 pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: DateTime<Utc>) {
     let mut ended = None;
+    let mut waiting = false;
     health.tx.send_if_modified(|h| {
         let Some(since) = h.store_failing_since else {
             return false;
         };
-        ended = Some((since, h.outage_probes));
+        if h.pending_completions > 0 {
+            waiting = true;
+            return false;
+        }
+        ended = Some((since, h.probes_this_outage));
+        h.last_outage = Some((since, now.max(since)));
         h.store_failing_since = None;
         h.last_store_error = None;
         h.claims_stopped = false;
         true
     });
+    if waiting {
+        health.retry_pending.notify_waiters();
+    }
     if let Some((since, probes)) = ended {
         let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
-        let msg = format!(
-            "store writable again after {secs:.1}s ({probes} probe(s) so far): claims resumed"
-        );
+        let msg =
+            format!("store writable again after {secs:.1}s ({probes} probe(s)): claims resumed");
         tracing::warn!(outage_seconds = secs, "{msg}");
         let _ = ev_tx.send(Event::Notice(msg));
-        health.resumed.notify_one();
+        health.turned.notify_one();
     }
 }
 
@@ -169,6 +191,7 @@ pub(super) fn store_failed(
             started = true;
             h.store_failing_since = Some(now);
             h.outages += 1;
+            h.probes_this_outage = 0;
         }
         h.claims_stopped = true;
         h.last_store_error = Some(msg.clone());
@@ -180,6 +203,7 @@ pub(super) fn store_failed(
         );
         tracing::error!("{line}");
         let _ = ev_tx.send(Event::Notice(line));
+        health.turned.notify_one();
     }
 }
 
@@ -211,8 +235,9 @@ pub(super) struct Outage {
     ev_tx: broadcast::Sender<Event>,
     /// Consecutive failed claims (probes) of the current outage: the next waits [`probe_delay`].
     failures: u32,
-    /// During an outage, when the next probe may run (no sooner, whatever wakes the loop).
-    probe_at: Option<DateTime<Utc>>,
+    /// During an outage, when the next probe runs (no sooner, whatever wakes the loop). On the
+    /// monotonic timer clock: a backoff is an amount of time passing, not a wall-clock instant.
+    probe_at: Option<tokio::time::Instant>,
     /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
     /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
     damaged: Option<StoreError>,
@@ -252,12 +277,12 @@ impl Outage {
         self.health.borrow().claims_stopped
     }
 
-    /// Rings when a write (a run task's renewal or completion) ended the outage.
-    pub(super) async fn resumed(&self) {
-        self.health.resumed.notified().await;
+    /// Rings when an outage started or ended (a run task's write failed, or went through).
+    pub(super) async fn turned(&self) {
+        self.health.turned.notified().await;
     }
 
-    /// The outage ended elsewhere (a run task's write): probe pacing starts over.
+    /// An outage ended: probe pacing starts over.
     pub(super) fn reset(&mut self) {
         self.failures = 0;
         self.probe_at = None;
@@ -266,14 +291,26 @@ impl Outage {
     /// A claim cycle is about to run: during an outage it is a probe of the store (counted).
     pub(super) fn before_claim(&self) {
         if self.in_outage() {
-            self.health.send_modify(|h| h.outage_probes += 1);
+            self.health.send_modify(|h| {
+                h.outage_probes += 1;
+                h.probes_this_outage += 1;
+            });
         }
     }
 
-    /// A claim went through at `now`: the store takes writes again.
+    /// A claim went through at `now`. While finished runs still wait for their completion to
+    /// be written it ends nothing (see [`store_ok`]: a full disk answers a claim with nothing
+    /// due, and ending the outage on that would flap `/healthz` at every probe): those runs
+    /// retry at once, and the last one written ends the outage.
     pub(super) fn claim_answered(&mut self, now: DateTime<Utc>) {
-        self.reset();
         store_ok(&self.health, &self.ev_tx, now);
+        if self.in_outage() {
+            // Still refused somewhere: the next probe at the backoff's pace.
+            self.failures = self.failures.saturating_add(1);
+            self.probe_at = Some(tokio::time::Instant::now() + jittered(self.failures));
+        } else {
+            self.reset();
+        }
     }
 
     /// A claim (a probe, during an outage) failed at `now`: damage stops the engine (retrying
@@ -291,8 +328,7 @@ impl Outage {
                 self.failures = self.failures.saturating_add(1);
                 store_failed(&self.health, &self.ev_tx, now, &e);
                 let d = jittered(self.failures);
-                self.probe_at =
-                    Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)));
+                self.probe_at = Some(tokio::time::Instant::now() + d);
                 tracing::warn!(error = %e, failures = self.failures, "store probe failed; next in {d:?}, claims stay stopped");
             }
         }
@@ -306,15 +342,16 @@ impl Outage {
     /// During an outage, when the next claim cycle (a probe) runs; `None` while the store takes
     /// writes. An outage a run task started (no probe failed yet) is probed after the first
     /// step of the backoff.
-    pub(super) fn retry_at(&mut self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(super) fn next_probe(&mut self) -> Option<tokio::time::Instant> {
         if !self.in_outage() {
             self.probe_at = None;
             return None;
         }
-        let at = *self.probe_at.get_or_insert_with(|| {
-            now + chrono::Duration::from_std(jittered(1)).unwrap_or(chrono::Duration::seconds(1))
-        });
-        Some(at)
+        Some(
+            *self
+                .probe_at
+                .get_or_insert_with(|| tokio::time::Instant::now() + jittered(1)),
+        )
     }
 
     /// Write the completions spooled at the last stop (fenced by run_id, each at most once),

@@ -204,11 +204,14 @@ impl RunTask {
             };
             match res {
                 Ok(rows) => {
-                    store_ok(&self.health, &self.ev_tx, self.clock.now());
                     if pending {
                         self.health.send_modify(|h| {
                             h.pending_completions = h.pending_completions.saturating_sub(1)
                         });
+                    }
+                    // After the count went down: the last completion written ends an outage.
+                    store_ok(&self.health, &self.ev_tx, self.clock.now());
+                    if pending {
                         let msg = format!(
                             "run of '{}' recorded after {attempt} failed attempt(s)",
                             c.job
@@ -241,6 +244,7 @@ impl RunTask {
                     loop {
                         tokio::select! {
                             _ = tokio::time::sleep_until(wake) => break,
+                            _ = self.health.retry_now() => break,
                             _ = cancel.cancelled() => break,
                             _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
                         }

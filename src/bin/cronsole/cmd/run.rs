@@ -496,6 +496,7 @@ async fn run_console(
         stop: stop.clone(),
         dry_run: Some(dry_run),
         warnings,
+        health: Some(handle.health.clone()),
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -624,6 +625,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             stop: stop.clone(),
             dry_run: Some(super::dry_run::console_runner(location.clone())),
             warnings: Vec::new(),
+            health: None,
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();
