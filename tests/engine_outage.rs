@@ -25,7 +25,7 @@ use cronsole::store::{
     HistoryReader, RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
 };
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
-use engine_support::{t, tiny_backoff, tmp};
+use engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
 use uuid::Uuid;
 
 /// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.
@@ -40,7 +40,7 @@ struct Faulty {
     /// Every renewal answers `Lost` (another owner took the run over).
     lose_lease: AtomicBool,
     /// With the store on a simulated disk: the next completion's journal write fails with
-    /// `ENOSPC` after its history row landed (red team 7's full disk).
+    /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
     sim: Option<SimDisk>,
     journal_enospc_once: AtomicBool,
 }
@@ -237,15 +237,12 @@ impl Rig {
     }
 
     async fn wait_until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
-        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(20);
-        while !f(self) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
+        if !poll_until_async(StdDuration::from_secs(20), || f(self)).await {
+            panic!(
                 "timed out waiting for {what}; rows {:#?}; health {:?}",
                 self.rows(),
                 *self.handle.health.borrow()
             );
-            tokio::time::sleep(StdDuration::from_millis(10)).await;
         }
     }
 
@@ -272,7 +269,7 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     .await;
     // Minutes pass while the store refuses it (leases would have expired long ago).
     rig.clock.advance(chrono::Duration::seconds(600));
-    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    quiet_engine(&rig.handle).await;
     assert!(rig.rows().is_empty(), "{:#?}", rig.rows());
     let h = rig.handle.health.borrow().clone();
     assert!(h.store_failing_since.is_some(), "{h:?}");
@@ -284,7 +281,7 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     );
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
-    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    settle_engine(&rig.handle).await;
     let rows = rig.rows();
     assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
     assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
@@ -301,9 +298,9 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     assert!(!spool_path(&dir).exists(), "nothing spooled");
 }
 
-/// Red team 7 (HIGH): the completion's row landed, its job record did not (`ENOSPC` on the
-/// journal). The retry saw the row in history and stopped, so the record kept the lease and
-/// the next open refused the store. A completion counts as written only when its record is
+/// The completion's row landed, its job record did not (`ENOSPC` on the journal). A retry that
+/// saw the row in history and stopped would leave the lease in the record, and the next open
+/// would refuse the store. A completion counts as written only when its record is
 /// too: the retry writes the record (no second row) and the lease is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
@@ -329,8 +326,8 @@ async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
     rig.stop().await.expect("clean stop");
 }
 
-/// rt3 (PostgreSQL killed under load): a run whose settings read hit the outage right after its
-/// claim was recorded `failed` without running its command. The read is retried within the
+/// PostgreSQL killed under load: a run whose settings read hits the outage right after its
+/// claim must not be recorded `failed` without running its command. The read is retried within the
 /// lease, so a short outage costs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
@@ -374,9 +371,9 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
     rig.stop().await.expect("clean stop");
 }
 
-/// Red team, round 4: an owner stopped past its lease came back to an attempt its dead-man
-/// switch had killed and retried it after another owner had recovered the slot — a `once` job
-/// executed three times. A retry first renews the lease; `Lost` ends the run's attempts.
+/// An owner stopped past its lease comes back to an attempt its dead-man switch has killed; a
+/// retry after another owner has recovered the slot would execute a `once` job again (three
+/// times in the case this replays). A retry first renews the lease; `Lost` ends the run's attempts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
     let dir = tmp("outage-lost-lease");
@@ -498,16 +495,11 @@ async fn claims_resume_after_an_outage_of_any_length_probing_at_the_backoff_pace
     let store: Arc<dyn Store> = faulty.clone();
     let clock: Arc<dyn Clock> = Arc::new(cronsole::clock::TokioClock::new(start_at));
     let handle = engine::spawn(cfg, store, clock, deps()).expect("spawn engine");
-    let cycles = |n: u64| {
-        let hb = Arc::clone(&handle.heartbeat);
-        async move {
-            while hb.claim_cycles() < n {
-                tokio::time::sleep(StdDuration::from_millis(50)).await;
-            }
-        }
-    };
-    cycles(1).await;
-    assert!(handle.health.borrow().claims_stopped);
+    let mut health = handle.health.clone();
+    health
+        .wait_for(|h| h.claims_stopped)
+        .await
+        .expect("the first claim fails: claims stop");
     tokio::time::sleep(StdDuration::from_secs(600)).await;
     let probes = faulty.claim_calls.load(Ordering::SeqCst);
     // 250 ms, 0.5, 1, 2, 4, 8 s then 10 s ceilings, each drawn from its upper half.
@@ -519,7 +511,6 @@ async fn claims_resume_after_an_outage_of_any_length_probing_at_the_backoff_pace
     // The store is back: the next probe (within 10 s) resumes claiming.
     faulty.fail_claims.store(false, Ordering::SeqCst);
     let back = tokio::time::Instant::now();
-    let mut health = handle.health.clone();
     tokio::time::timeout(
         StdDuration::from_secs(11),
         health.wait_for(|h| !h.claims_stopped),
@@ -585,7 +576,7 @@ async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_onc
     let rig = start(&dir, None, clock);
     rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
         .await;
-    tokio::time::sleep(StdDuration::from_millis(200)).await;
+    settle_engine(&rig.handle).await;
     assert_eq!(rig.rows().len(), 1, "{:#?}", rig.rows());
     rig.stop().await.expect("clean stop");
 }

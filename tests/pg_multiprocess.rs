@@ -1,5 +1,6 @@
-//! Several OS processes claiming on one PostgreSQL database (SPEC §6, §14.2): one run per
-//! (job, slot), no duplicates, load shared, and kill -9 of an owner recovered as §6 says.
+//! Several OS processes claiming on one PostgreSQL database: one run per
+//! (job, slot), no duplicates, load shared, and kill -9 of an owner recovered once its lease
+//! expires.
 //!
 //! The workers are this test executable itself, re-run with `--exact worker --ignored` and
 //! instructions in environment variables, so each one is a real separate process with its own
@@ -13,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
@@ -112,10 +113,9 @@ fn worker() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the last runs finish.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !in_flight.lock().unwrap().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait::poll_until(Duration::from_secs(10), || {
+        in_flight.lock().unwrap().is_empty()
+    });
     if hang {
         std::thread::sleep(Duration::from_secs(3600));
     }
