@@ -90,29 +90,26 @@ fn trial(outage: Outage, store: String, dir: &Path, secs: u64) {
     let up = Instant::now();
     let up_at = Utc::now();
 
-    let mut healthy_after = None;
-    while up.elapsed() < Duration::from_secs(60) {
-        if owner.get("/healthz").is_some_and(|(c, _)| c == 200) {
-            healthy_after = Some(up.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let healthy = support::wait::poll_until(Duration::from_secs(60), || {
+        owner.get("/healthz").is_some_and(|(c, _)| c == 200)
+    });
+    let healthy_after = healthy.then(|| up.elapsed());
     // The first run claimed after the store came back (its row's start, on our clock).
     let mut resumed_after = None;
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(60) && resumed_after.is_none() {
-        let rows = owner_support::history(dir, &store);
-        resumed_after = rows
+    support::wait::poll_until(Duration::from_secs(60), || {
+        resumed_after = owner_support::history(dir, &store)
             .iter()
             .filter_map(|r| owner_support::at(r, "started_at"))
             .filter(|s| *s > up_at)
             .min()
             .map(|s| (s - up_at).to_std().unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(250));
-    }
+        resumed_after.is_some()
+    });
     let after_metrics = owner.get("/metrics").map(|(_, b)| b).unwrap_or_default();
-    std::thread::sleep(Duration::from_secs(2));
+    // The end of the outage is logged when the first write goes through.
+    support::wait::poll_until(Duration::from_secs(30), || {
+        owner.log().iter().any(|l| l.contains("claims resumed"))
+    });
     let log = owner.log();
     let code = owner.stop();
 

@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -98,18 +98,14 @@ impl Owner {
 
     /// Poll `f` every 100 ms until it holds; panics after `limit` with the owner's log tail.
     pub fn wait_for(&self, what: &str, limit: Duration, f: impl Fn(&Owner) -> bool) {
-        let t = Instant::now();
-        while !f(self) {
-            if t.elapsed() > limit {
-                let log = self.log();
-                let tail = &log[log.len().saturating_sub(40)..];
-                panic!(
-                    "{}: timed out after {limit:?} waiting for {what}; log tail:\n{}",
-                    self.name,
-                    tail.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if !support::wait::poll_until(limit, || f(self)) {
+            let log = self.log();
+            let tail = &log[log.len().saturating_sub(40)..];
+            panic!(
+                "{}: timed out after {limit:?} waiting for {what}; log tail:\n{}",
+                self.name,
+                tail.join("\n")
+            );
         }
     }
 
@@ -119,18 +115,21 @@ impl Owner {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        let t = Instant::now();
-        loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return st.code().unwrap_or(-1);
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "{}: did not stop within 60 s of SIGTERM",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut code = None;
+        support::wait::wait_until(
+            format!("{} to stop after SIGTERM", self.name),
+            Duration::from_secs(60),
+            || {
+                code = self
+                    .child
+                    .try_wait()
+                    .ok()
+                    .flatten()
+                    .map(|st| st.code().unwrap_or(-1));
+                code.is_some()
+            },
+        );
+        code.unwrap_or(-1)
     }
 
     /// The value of the first sample of `metric` (its name and labels as printed).
