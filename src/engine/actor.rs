@@ -54,6 +54,9 @@ pub(super) struct Actor {
     pub(super) completions: CompletionTx,
     pub(super) outage: Outage,
     pub(super) heartbeat: Arc<Heartbeat>,
+    /// Both clock readings at the last claim cycle: a wall-clock step between two cycles is
+    /// seen by comparing them.
+    pub(super) reading: crate::clock::Reading,
 }
 
 /// What the loop carries from one turn to the next.
@@ -315,6 +318,7 @@ impl Actor {
     /// One claim cycle and what follows it: the next wake-up, backed off while the store fails.
     /// False when the engine must stop (the claim found the store damaged).
     async fn claim_cycle(&mut self, runs: &mut JoinSet<Finished>, turn: &mut Turn) -> bool {
+        self.watch_clock();
         let progressed = self.claim(runs).await;
         self.heartbeat.count_claim_cycle();
         if self.outage.damaged() {
@@ -334,6 +338,25 @@ impl Actor {
             );
         }
         true
+    }
+
+    /// Log a wall-clock step since the last claim cycle: the schedule's "now" jumped, so slots
+    /// between the two instants are decided by this cycle's claim (and runs in flight across
+    /// it say so on their rows).
+    fn watch_clock(&mut self) {
+        let now = crate::clock::Reading::of(self.clock.as_ref());
+        if let Some(step) = now.step_since(&self.reading) {
+            let msg = format!(
+                "wall clock stepped {} (from {} to {} while {:.1}s passed)",
+                crate::clock::step_words(step),
+                self.reading.wall.format("%Y-%m-%dT%H:%M:%SZ"),
+                now.wall.format("%Y-%m-%dT%H:%M:%SZ"),
+                now.passed_since(&self.reading).as_secs_f64()
+            );
+            tracing::warn!(step_seconds = step.num_seconds(), "{msg}");
+            let _ = self.ev_tx.send(Event::Notice(msg));
+        }
+        self.reading = now;
     }
 
     /// Claim and start what is due. True when the claim started a run or wrote a row.

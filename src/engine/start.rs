@@ -65,6 +65,7 @@ pub fn spawn(
     let (health_tx, health_rx) = watch::channel(EngineHealth::default());
     let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
+        reading: crate::clock::Reading::of(clock.as_ref()),
         heartbeat: Arc::clone(&heartbeat),
         completions,
         outage: Outage::new(Arc::new(HealthCell::new(health_tx)), ev_tx.clone()),

@@ -98,6 +98,7 @@ impl RunTask {
             next: tokio::time::Instant::now() + first_renew,
         };
         let started = self.clock.now();
+        let reading = crate::clock::Reading::of(self.clock.as_ref());
         let progress = run::Progress::default();
         // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
         let pipeline = run::execute(
@@ -153,7 +154,13 @@ impl RunTask {
         let mut row = output.row;
         row.run_id = run_id;
         row.finished_at = now;
-        row.duration_ms = (now - row.started_at).num_milliseconds().max(0) as u64;
+        // The time that passed, on the monotonic clock: a wall-clock step during the run (said
+        // on the row) does not make it last two days or a negative time.
+        let end = crate::clock::Reading::of(self.clock.as_ref());
+        row.duration_ms = u64::try_from(end.passed_since(&reading).as_millis()).unwrap_or(u64::MAX);
+        if let Some(step) = end.step_since(&reading) {
+            row.clock_stepped = Some(crate::clock::step_words(step));
+        }
         let completion = Completion {
             job: job.clone(),
             run_id,
