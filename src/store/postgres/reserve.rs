@@ -16,7 +16,9 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
-use super::{Inner, Notify, db_err, lock_jobs};
+use super::db::db_err;
+use super::handle::Inner;
+use super::tx::{Edit, Notify, lock_jobs};
 use crate::store::rules::period::Totals;
 use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::store::{StoreError, StoreResult};
@@ -137,9 +139,9 @@ impl Inner {
                 return Err(StoreError::NoSuchJob(job));
             };
             Ok(if policy::budget::settle(rec, id, how) {
-                super::Edit::changed(())
+                Edit::changed(())
             } else {
-                super::Edit::unchanged(())
+                Edit::unchanged(())
             })
         })
         .await
