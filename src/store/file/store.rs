@@ -48,7 +48,7 @@ impl FileStore {
         Ok(created)
     }
 
-    /// Retention (SPEC §14.1): keep the newest `keep_per_job` rows of each job and, with
+    /// Retention: keep the newest `keep_per_job` rows of each job and, with
     /// `max_age`, only rows finished after `now - max_age`. Crash-safe rewrite.
     pub fn compact_history(
         &self,

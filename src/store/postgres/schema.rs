@@ -17,7 +17,7 @@
 //!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL;
 //!   only `wakeup` is indexed, with `name`, in the claim's order).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
-//! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
+//! - `cronsole_history`: one row per history row; the history row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
