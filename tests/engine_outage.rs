@@ -69,6 +69,18 @@ impl Store for Faulty {
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         self.inner.apply(file, now)
     }
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.inner.tool_pins(servers)
+    }
+    fn pin_tools(
+        &self,
+        pins: &[cronsole::model::ToolPin],
+    ) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.inner.pin_tools(pins)
+    }
+    fn accept_tools(&self, server: &str, pins: &[cronsole::model::ToolPin]) -> StoreResult<usize> {
+        self.inner.accept_tools(server, pins)
+    }
     fn settings(&self) -> StoreResult<Settings> {
         let left = self.fail_settings.load(Ordering::SeqCst);
         if left > 0 {

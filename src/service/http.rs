@@ -294,6 +294,18 @@ mod tests {
         fn settings(&self) -> StoreResult<Settings> {
             self.0.settings()
         }
+        fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+            self.0.tool_pins(servers)
+        }
+        fn pin_tools(
+            &self,
+            pins: &[crate::model::ToolPin],
+        ) -> StoreResult<Vec<crate::model::ToolPin>> {
+            self.0.pin_tools(pins)
+        }
+        fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+            self.0.accept_tools(server, pins)
+        }
         fn change_token(&self) -> StoreResult<u64> {
             self.0.change_token()
         }

@@ -532,6 +532,15 @@ impl Store for Metered {
     fn settings(&self) -> StoreResult<Settings> {
         self.count(self.inner.settings())
     }
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.count(self.inner.tool_pins(servers))
+    }
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.count(self.inner.pin_tools(pins))
+    }
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        self.count(self.inner.accept_tools(server, pins))
+    }
     fn change_token(&self) -> StoreResult<u64> {
         self.count(self.inner.change_token())
     }

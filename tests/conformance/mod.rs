@@ -23,6 +23,9 @@ pub use overlap::*;
 mod chain;
 #[allow(unused_imports)] // used by the `conformance_suite!` runners, not by every includer
 pub use chain::*;
+mod pins;
+#[allow(unused_imports)]
+pub use pins::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -1610,6 +1613,8 @@ macro_rules! conformance_suite {
             a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
             a_day_to_week_edit_counts_the_earlier_days_of_the_week,
             bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure,
+            tool_pins_are_kept_by_the_first_writer_and_replaced_only_by_accept,
+            concurrent_first_uses_agree_on_one_pin,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -201,6 +201,7 @@ mod lines;
 mod log;
 mod migrate;
 mod open;
+mod pins;
 mod query;
 mod record;
 mod recount;

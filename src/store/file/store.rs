@@ -131,6 +131,18 @@ impl Store for FileStore {
         Ok(self.lock()?.inner.settings.clone())
     }
 
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.read_tool_pins(servers)
+    }
+
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.insert_tool_pins(pins)
+    }
+
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        self.replace_tool_pins(server, pins)
+    }
+
     fn change_token(&self) -> StoreResult<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -71,6 +71,7 @@ mod handle;
 mod history;
 mod listen;
 mod ops;
+mod pins;
 mod pool;
 mod reserve;
 mod schema;

@@ -21,6 +21,7 @@
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
+//! - `cronsole_tool_pins`: one row per pinned MCP tool, keyed `(server, tool)` (see `pins.rs`).
 //! - `cronsole_store`: one row, the store id (a UUID drawn by the migration that creates the
 //!   table, in the same transaction). It names the store the way a file store's `VERSION` does:
 //!   `cronsole check` reports it, so an operator can tell a restored backup or a re-created
@@ -110,6 +111,17 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX cronsole_jobs_after ON cronsole_jobs
         USING gin ((record->'def'->'after') jsonb_path_ops);
+    "#,
+    // 5: tool pins — the definition hash of each MCP tool at its first use (`pin` is the
+    // whole pin as JSONB; `hash` a projection for operators' SQL).
+    r#"
+    CREATE TABLE cronsole_tool_pins (
+        server  text NOT NULL,
+        tool    text NOT NULL,
+        hash    text NOT NULL,
+        pin     jsonb NOT NULL,
+        PRIMARY KEY (server, tool)
+    );
     "#,
 ];
 
