@@ -278,7 +278,7 @@ pub(crate) const MAX_WIRE_NAME: usize = 64;
 /// The name the model is given for the tool the jobs file calls `qualified`: `server.tool`
 /// becomes `server__tool`; a command tool keeps its name. Any character providers refuse
 /// becomes `_`, and a name that lost a character that way, or is longer than
-/// [`MAX_WIRE_NAME`], is cut to 55 characters and ends with `_` and the first 8 hex digits of
+/// `MAX_WIRE_NAME`, is cut to 55 characters and ends with `_` and the first 8 hex digits of
 /// the sha256 of `qualified`, so two such names stay apart and the same tool always gets the
 /// same name. Two tools that still meet on one name are a collision (refused by `validate` for
 /// the names it knows, and at run start for the ones a server lists).
