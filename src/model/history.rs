@@ -196,6 +196,11 @@ pub struct HistoryRow {
     /// What each turn and each tool call did, bounded (`crate::transcript`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<crate::transcript::Transcript>,
+    /// The wall clock was stepped while this run ran (`+2d`, `-1h`: see
+    /// [`crate::clock::step_words`]): its `started_at` and `finished_at` straddle the step, and
+    /// `duration_ms` is the time that really passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_stepped: Option<String>,
 }
 
 /// How one attempt of a run's action ended.
@@ -321,6 +326,7 @@ impl HistoryRow {
             turns: None,
             tool_calls: None,
             transcript: None,
+            clock_stepped: None,
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct ConsoleDeps {
     /// shown on the notice line when the console opens: printed on stderr they would be
     /// hidden behind the console until it closes.
     pub warnings: Vec<String>,
+    /// The engine's view of its store (the header shows an outage while it lasts, and the
+    /// last one after); `None` without an engine in this process.
+    pub health: Option<watch::Receiver<crate::engine::EngineHealth>>,
 }
 
 /// Produces the text of `cronsole dry-run NAME` for the console (the error says why not).
@@ -166,6 +169,11 @@ where
     };
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
     let (mut snaps_open, mut events_open) = (true, true);
+    // Without an engine, a channel that never changes (its sender lives as long as the loop).
+    let (_no_engine, quiet) = watch::channel(crate::engine::EngineHealth::default());
+    let mut health = deps.health.take().unwrap_or(quiet);
+    let mut health_open = true;
+    app.store_health = health.borrow_and_update().clone();
     let mut dirty = true;
     let mut tick_at = tokio::time::Instant::now();
     loop {
@@ -232,6 +240,13 @@ where
                     dirty = true;
                 }
             },
+            changed = health.changed(), if health_open => {
+                match changed {
+                    Ok(()) => app.store_health = health.borrow_and_update().clone(),
+                    Err(_) => health_open = false,
+                }
+                dirty = true;
+            }
             ev = deps.events.recv(), if events_open => match ev {
                 Ok(e) => {
                     app.on_event(e);
@@ -402,6 +417,7 @@ mod tests {
             stop: tokio_util::sync::CancellationToken::new(),
             dry_run: None,
             warnings: Vec::new(),
+            health: None,
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));

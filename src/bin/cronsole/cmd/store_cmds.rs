@@ -356,6 +356,9 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         if r.stale_lease {
             reason = format!("[stale lease] {reason}");
         }
+        if let Some(step) = &r.clock_stepped {
+            reason = format!("[clock stepped {step}] {reason}");
+        }
         if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
             reason = format!("[after {j} run {id}] {reason}");
         }
