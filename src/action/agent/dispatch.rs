@@ -29,6 +29,14 @@ pub(super) struct Dispatcher<'r, 'a> {
     schemas: ArgSchemas,
 }
 
+/// Why a turn's calls were not all answered.
+pub(super) enum Halt<S> {
+    /// The circuit breaker tripped: the run is `failed` with this reason.
+    Bound(String),
+    /// The record could not be persisted before a dispatch (the store, the lease).
+    Stopped(S),
+}
+
 /// One call's answer before it is recorded and sent.
 struct Answer {
     text: String,
@@ -42,7 +50,8 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         Dispatcher { run, schemas }
     }
 
-    /// Answer `calls` of turn `turn` in order. `Err(reason)` when the circuit breaker trips.
+    /// Answer `calls` of turn `turn` in order; a halt when the circuit breaker trips or the
+    /// record cannot be persisted before a dispatch.
     pub(super) async fn answer<T: ModelTurns>(
         &mut self,
         turn: u32,
@@ -51,7 +60,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         st: &mut State,
         breaker: &mut HashMap<(String, String), u32>,
         turns: &mut T,
-    ) -> Result<Vec<ToolResult>, String> {
+    ) -> Result<Vec<ToolResult>, Halt<T::Stop>> {
         let limit = self.run.limits.max_tool_calls_per_turn.max(1) as usize;
         let mut results = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
@@ -89,7 +98,9 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                     plural(limit, "tool call", "tool calls")
                 ))
             } else {
-                self.checked(call, deadline, st, &mut entry, turns).await
+                self.checked(call, deadline, st, &mut entry, turns)
+                    .await
+                    .map_err(Halt::Stopped)?
             };
             let counted = i < limit;
             entry.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -104,16 +115,17 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 let n = breaker.entry(key).or_insert(0);
                 *n += 1;
                 if *n >= BREAKER_FAILURES {
-                    return Err(format!(
+                    return Err(Halt::Bound(format!(
                         "tool loop: {tool} failed {BREAKER_FAILURES} times with the same arguments"
-                    ));
+                    )));
                 }
             }
         }
         Ok(results)
     }
 
-    /// The checks, then the dispatch (recorded as `dispatched` before it runs).
+    /// The checks, then the dispatch (recorded and persisted as `dispatched` before it runs;
+    /// `Err` when it could not be persisted: the call does not go out).
     async fn checked<T: ModelTurns>(
         &mut self,
         call: &ToolCall,
@@ -121,7 +133,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         st: &mut State,
         entry: &mut CallEntry,
         turns: &mut T,
-    ) -> Answer {
+    ) -> Result<Answer, T::Stop> {
         let Some(index) = self
             .run
             .toolbox
@@ -136,32 +148,35 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .iter()
                 .map(|t| t.wire_name.as_str())
                 .collect();
-            return refused(format!(
+            return Ok(refused(format!(
                 "not run: no tool named '{}' is offered; the tools offered are: {}",
                 cap_bytes(&call.name, 128),
                 names.join(", ")
-            ));
+            )));
         };
         let args = match &call.args {
             Ok(a) => Value::Object(a.clone()),
-            Err(why) => return refused(format!("not run: {why}")),
+            Err(why) => return Ok(refused(format!("not run: {why}"))),
         };
         if let Err(why) = self.schemas.check(index, &args) {
-            return refused(format!("not run: {why}"));
+            return Ok(refused(format!("not run: {why}")));
         }
         let mut bound = self.run.limits.tool_timeout;
         if let Some(d) = deadline {
             bound = bound.min(d.saturating_duration_since(Instant::now()));
         }
         if bound.is_zero() {
-            return done_error("not run: no time left in the run's timeout_seconds".to_string());
+            return Ok(done_error(
+                "not run: no time left in the run's timeout_seconds".to_string(),
+            ));
         }
         // The record says the call went out before it does: a run cut short while the call is
         // in flight still shows it.
         st.transcript.push(Entry::Call(entry.clone()));
         turns.recorded(&st.progress());
+        turns.persist(st.transcript.take_delta()).await?;
         let call_fut = self.run.toolbox.call(&call.name, args, bound);
-        match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
+        Ok(match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
             Ok(Some(Ok(out))) => Answer {
                 text: render(&out),
                 is_error: out.is_error,
@@ -177,7 +192,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 "the call timed out after {}s and was cancelled",
                 bound.as_secs_f64()
             )),
-        }
+        })
     }
 
     /// Record the answer (in place for a dispatched call, appended for a refused one) and

@@ -44,7 +44,7 @@ use crate::action::tools::Toolbox;
 use crate::clock::Clock;
 use crate::cost::RunCost;
 use crate::text::Secrets;
-use crate::transcript::{Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
+use crate::transcript::{Delta, Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
 
 /// The loop's bounds for one agent (the jobs file's agent keys; defaults as documented there).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,6 +99,9 @@ pub struct TurnAsk<'a> {
     pub dialogue: Dialogue<'a>,
     /// When the whole loop must end (a request is bounded by the time left), if it is bounded.
     pub deadline: Option<Instant>,
+    /// What the record gained since it was last persisted: the caller writes it with the
+    /// turn's reservation (one store write).
+    pub record: &'a [Delta],
 }
 
 /// A turn the model answered.
@@ -124,8 +127,16 @@ pub trait ModelTurns {
     ) -> impl Future<Output = Result<TurnReply, Self::Stop>> + Send + 'a;
 
     /// The record grew (a turn, a call about to be dispatched, a call's result): what a run
-    /// cut short (shutdown, crash) still shows.
+    /// cut short (shutdown) still shows.
     fn recorded(&mut self, progress: &LoopProgress<'_>);
+
+    /// A call is about to be dispatched: persist what the record gained since it was last
+    /// persisted (`record`, the call as `dispatched` last), so a run cut short by a crash still
+    /// shows the call. An error ends the loop before the call goes out.
+    fn persist<'a>(
+        &'a mut self,
+        record: Vec<Delta>,
+    ) -> impl Future<Output = Result<(), Self::Stop>> + Send + 'a;
 }
 
 /// Where a loop is, for [`ModelTurns::recorded`].
@@ -237,6 +248,7 @@ async fn drive<T: ModelTurns>(
         {
             return LoopEnd::Bound(timed_out(t, st.tool_calls));
         }
+        let record = st.transcript.take_delta();
         let ask = TurnAsk {
             number,
             dialogue: Dialogue {
@@ -244,6 +256,7 @@ async fn drive<T: ModelTurns>(
                 tools,
             },
             deadline,
+            record: &record,
         };
         let reply = match turns.turn(ask).await {
             Ok(r) => r,
@@ -276,7 +289,8 @@ async fn drive<T: ModelTurns>(
             .await;
         let results = match results {
             Ok(r) => r,
-            Err(why) => return LoopEnd::Bound(why),
+            Err(dispatch::Halt::Bound(why)) => return LoopEnd::Bound(why),
+            Err(dispatch::Halt::Stopped(stop)) => return LoopEnd::Stopped(stop),
         };
         steps.push(Step::Assistant {
             text: reply.text,

@@ -19,6 +19,11 @@ struct Scripted {
     /// Per turn: the steps it was sent.
     seen: Vec<Vec<Step>>,
     recorded: usize,
+    /// Every delta persisted, each turn's (from its ask) and each dispatch's, in order.
+    persisted: Vec<Delta>,
+    /// Persisting fails from the N-th dispatch on (1-based).
+    fail_persist_at: Option<usize>,
+    dispatches: usize,
 }
 
 impl Scripted {
@@ -27,6 +32,9 @@ impl Scripted {
             replies: replies.into(),
             seen: Vec::new(),
             recorded: 0,
+            persisted: Vec::new(),
+            fail_persist_at: None,
+            dispatches: 0,
         }
     }
 }
@@ -39,6 +47,7 @@ impl ModelTurns for Scripted {
         ask: TurnAsk<'a>,
     ) -> impl Future<Output = Result<TurnReply, &'static str>> + Send + 'a {
         self.seen.push(ask.dialogue.steps.to_vec());
+        self.persisted.extend(ask.record.iter().cloned());
         let next = self.replies.pop_front().unwrap_or(Err("script exhausted"));
         async move {
             next.map(|reply| TurnReply {
@@ -56,6 +65,18 @@ impl ModelTurns for Scripted {
 
     fn recorded(&mut self, _: &LoopProgress<'_>) {
         self.recorded += 1;
+    }
+
+    fn persist<'a>(
+        &'a mut self,
+        record: Vec<Delta>,
+    ) -> impl Future<Output = Result<(), &'static str>> + Send + 'a {
+        self.dispatches += 1;
+        let fail = self.fail_persist_at.is_some_and(|n| self.dispatches >= n);
+        if !fail {
+            self.persisted.extend(record);
+        }
+        async move { if fail { Err("store unwritable") } else { Ok(()) } }
     }
 }
 
@@ -418,4 +439,58 @@ async fn a_stopped_turn_keeps_what_was_recorded() {
     ));
     assert_eq!((out.turns, out.tool_calls), (1, 1));
     assert_eq!(out.transcript.to_vec().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_call_is_persisted_as_dispatched_before_it_runs_and_with_its_result_after() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert_eq!(m.dispatches, 2, "one persist per dispatched call");
+    // The persisted deltas rebuild the record as the loop ended it, each call done.
+    let rebuilt = Transcript::from_deltas(m.persisted.clone());
+    assert_eq!(rebuilt.to_vec(), out.transcript.to_vec()[..3].to_vec());
+    let states: Vec<(u64, CallState)> = m
+        .persisted
+        .iter()
+        .filter_map(|d| match &d.entry {
+            Entry::Call(c) => Some((d.seq, c.state)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            (1, CallState::Dispatched),
+            (1, CallState::Done),
+            (2, CallState::Dispatched),
+            (2, CallState::Done),
+        ],
+        "dispatched before it runs, its result with the next write"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_cannot_be_persisted_is_never_dispatched() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    m.fail_persist_at = Some(2);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Stopped("store unwritable")));
+    assert_eq!(src.calls().len(), 1, "the second call never went out");
 }
