@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{Budget, BudgetPeriod, JobDef, JobsFile, Settings};
-use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::store::{ClaimRequest, Store};
+use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::testkit::stats::percentile;
 
 const CALLS: usize = 500;

@@ -94,7 +94,7 @@ fn main() {
     // a never-run job's empty key and a day's key after a `period` edit to week or month; and,
     // for the ratio in the same run, the membership test `counts_in` used before task SMALL
     // item 4 (listing `overlapping_keys`: ~60 keys for a month).
-    use cronsole::store::budget::{counts_in, overlapping_keys};
+    use cronsole::store::rules::period::{counts_in, overlapping_keys};
     let listed = |booked: &str, key: &str| {
         let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
         booked == key

@@ -6,7 +6,7 @@
 //! a reply is booked at: the requested model's price, never above the reservation), [`worst_case_usd`],
 //! [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must not touch: the store
 //! (the caller passes [`SpendNow`] in and records the cost; reservations live in
-//! `store::budget`), the network, clocks (`now` is an argument).
+//! `store::policy::budget`), the network, clocks (`now` is an argument).
 //!
 //! Decisions where the SPEC is silent:
 //! - Name resolution is case-insensitive and tries, in order: exact → provider prefix stripped
@@ -38,7 +38,6 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::model::{BudgetPeriod, Price, Settings};
-use crate::store::SpendNow;
 
 /// When the built-in table was compiled.
 pub const PRICES_COMPILED: &str = "2026-11-30";
@@ -704,8 +703,18 @@ pub fn unpriced_under_budget(model: &str) -> String {
     )
 }
 
-/// The period per-job limits use: the global budget's, else `Settings.period`.
-pub fn job_period(settings: &Settings) -> BudgetPeriod {
+/// What has been spent in the current budget period, for the pre-call budget check.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpendNow {
+    /// Spent this period over all jobs, USD.
+    pub global_usd: f64,
+    /// Spent this period by the job, USD.
+    pub job_usd: f64,
+}
+
+/// The budget period: the global budget's, else `Settings.period`. Per-job limits use it, and
+/// the store keeps every job's counters and reservations under its keys.
+pub fn budget_period(settings: &Settings) -> BudgetPeriod {
     settings.budget.map(|b| b.period).unwrap_or(settings.period)
 }
 
@@ -757,7 +766,7 @@ pub fn budget_check(
         }
     }
     if let Some(limit) = job_max_cost_usd {
-        let word = period_word(job_period(settings));
+        let word = period_word(budget_period(settings));
         if !spend.job_usd.is_finite() {
             return Some(format!(
                 "budget exhausted: job spend this {word} is unreadable ({})",
@@ -1243,9 +1252,9 @@ mod tests {
     fn job_period_falls_back_to_settings_period() {
         let mut s = settings(None);
         s.period = BudgetPeriod::Month;
-        assert_eq!(job_period(&s), BudgetPeriod::Month);
+        assert_eq!(budget_period(&s), BudgetPeriod::Month);
         s.budget = day(1.0);
-        assert_eq!(job_period(&s), BudgetPeriod::Day);
+        assert_eq!(budget_period(&s), BudgetPeriod::Day);
     }
 
     proptest::proptest! {

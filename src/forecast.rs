@@ -28,8 +28,9 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
 
+use crate::cost::budget_period;
 use crate::model::{BudgetPeriod, Gate, JobRecord, Settings, Status};
-use crate::store::logic::{compile, counter_period};
+use crate::store::rules::slots::compile;
 use crate::store::stats::period_spend;
 
 /// How far the `total` period's forecast looks ahead.
@@ -252,7 +253,7 @@ fn slots_left(
 
 /// The forecast at `now`.
 pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Forecast {
-    let period = counter_period(settings);
+    let period = budget_period(settings);
     let until = period_end(period, now);
     let spent = crate::cost::sum_usd(jobs.iter().map(|j| period_spend(j, settings, now)));
     // (when, cost, index into `lines`) of every run projected within its job's own limit.
@@ -330,7 +331,8 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> F
 mod tests {
     use super::*;
     use crate::model::{Budget, HistoryRow, MonitorSource, Trigger};
-    use crate::store::logic::{count_row, tests_support::job};
+    use crate::store::policy::counters::count_row;
+    use crate::store::policy::define::tests_support::job;
 
     use crate::testkit::time::rfc3339 as t;
 
@@ -470,7 +472,7 @@ mod tests {
     fn an_every_second_load_is_projected_up_to_the_global_limit_not_past_it() {
         let t0 = t("2026-11-25T12:00:00Z");
         let def = crate::testkit::jobs::command_job("fast", 1);
-        let mut rec = crate::store::logic::new_record(def, t0).unwrap();
+        let mut rec = crate::store::policy::define::new_record(def, t0).unwrap();
         let mut other = job("slow", t0);
         for i in 0..100 {
             spent(
@@ -526,7 +528,7 @@ mod tests {
     fn after_a_rollover_the_projection_stays_within_the_hard_limit() {
         let t0 = t("2026-11-25T23:58:00Z");
         let def = crate::testkit::jobs::command_job("fast", 1);
-        let mut rec = crate::store::logic::new_record(def, t0).unwrap();
+        let mut rec = crate::store::policy::define::new_record(def, t0).unwrap();
         for i in 0..100 {
             spent(
                 &mut rec,

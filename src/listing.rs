@@ -27,8 +27,8 @@ use std::io::Write;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::cost::budget_period;
 use crate::model::{JobDef, JobRecord, JobRuntime, Lease, Settings, Status};
-use crate::store::logic::counter_period;
 use crate::store::{JsonPage, PageJob, Store, StoreError};
 
 mod fast;
@@ -80,7 +80,7 @@ pub struct JobView<'a> {
 impl<'a> JobView<'a> {
     /// The view of one job at `now` (its spend counted in the current budget period).
     pub fn of(r: &'a JobRecord, settings: &Settings, now: DateTime<Utc>) -> JobView<'a> {
-        let key = counter_period(settings).key(now);
+        let key = budget_period(settings).key(now);
         JobView::in_period(r, &key, now)
     }
 
@@ -104,7 +104,7 @@ impl<'a> JobView<'a> {
             retired: r.rt.retired,
             retired_reason: r.rt.retired_reason.as_deref(),
             lease: r.rt.lease.as_ref(),
-            period_cost_usd: crate::store::budget::counter_spend(&r.rt.counters, period_key),
+            period_cost_usd: crate::store::rules::period::counter_spend(&r.rt.counters, period_key),
             max_cost_usd: r.def.max_cost_usd,
             definition: &r.def,
             runtime: &r.rt,
@@ -223,7 +223,7 @@ fn write_counted(
     use std::sync::{Arc, Mutex};
 
     let workers = workers.max(1);
-    let key = counter_period(settings).key(now);
+    let key = budget_period(settings).key(now);
     let key = key.as_str();
     std::thread::scope(|s| {
         // Pages read, in order, waiting for a worker; and, in the same order, the channel each

@@ -58,7 +58,8 @@ mod tests {
 
     fn leased(owner: &str, until: DateTime<Utc>) -> JobRecord {
         let def = crate::testkit::jobs::command_job(owner, 60);
-        let mut r = crate::store::logic::new_record(def, t("2026-12-01T00:00:00Z")).unwrap();
+        let mut r =
+            crate::store::policy::define::new_record(def, t("2026-12-01T00:00:00Z")).unwrap();
         let at = t("2026-12-01T00:00:00Z");
         r.rt.lease = Some(Lease {
             owner: owner.into(),

@@ -254,7 +254,7 @@ struct Fold {
 
 impl Fold {
     fn new(now: DateTime<Utc>, settings: &Settings) -> Fold {
-        let period = settings.budget.map(|b| b.period).unwrap_or(settings.period);
+        let period = crate::cost::budget_period(settings);
         Fold {
             this_hour: now.timestamp().div_euclid(3600),
             period_key: period.key(now),
@@ -292,7 +292,7 @@ impl Fold {
                 .map(|l| l.owner.clone()),
         );
         let c = &j.rt.counters;
-        self.period_spend_usd += crate::store::budget::counter_spend(c, &self.period_key);
+        self.period_spend_usd += crate::store::rules::period::counter_spend(c, &self.period_key);
         self.spend_incomplete |= c.cost_incomplete;
         self.rows.push(JobRow::of(&j));
         if spent_lately
@@ -309,7 +309,7 @@ impl Snapshot {
     /// Jobs a budget stopped in the current budget period, with the reason (SPEC §11: the console
     /// header says so). From the jobs' state, so every owner's stops show.
     pub fn budget_stops(&self) -> Vec<(String, String)> {
-        let key = crate::store::logic::counter_period(&self.settings).key(self.taken_at);
+        let key = crate::cost::budget_period(&self.settings).key(self.taken_at);
         self.jobs
             .iter()
             .filter_map(|j| {
@@ -446,7 +446,7 @@ mod tests {
     use super::*;
     use crate::model::{JobsFile, Trigger};
     use crate::store::file::FileStore;
-    use crate::store::logic::tests_support::def;
+    use crate::store::policy::define::tests_support::def;
     use crate::store::{ClaimRequest, Completion};
 
     /// Issue 14: a row is what the table needs, a fraction of the record it comes from.

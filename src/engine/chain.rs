@@ -23,7 +23,7 @@ use crate::model::ParentRun;
 
 /// The environment variables of a chained run's commands (empty for other runs).
 pub fn parent_env(chain: &[ParentRun]) -> Vec<(String, String)> {
-    let Some(p) = crate::store::chain::releaser(chain) else {
+    let Some(p) = crate::store::policy::chain::releaser(chain) else {
         return Vec::new();
     };
     let mut v = vec![

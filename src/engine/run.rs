@@ -367,7 +367,7 @@ pub async fn execute(
         .as_ref()
         .map(|l| l.chain.clone())
         .unwrap_or_default();
-    if let Some(p) = crate::store::chain::releaser(&chain) {
+    if let Some(p) = crate::store::policy::chain::releaser(&chain) {
         row.parent_job = Some(p.job.clone());
         row.parent_run_id = Some(p.run_id);
     }
@@ -514,7 +514,7 @@ async fn step1_budget(cx: &mut Ctx<'_>) -> Flow<()> {
 
 /// A budget stopped a call: `skipped`, and this period's alert owed unless already sent.
 fn budget_stopped(cx: &mut Ctx<'_>, reason: String) -> End {
-    let key = crate::store::logic::counter_period(&cx.settings).key(cx.clock.now());
+    let key = crate::cost::budget_period(&cx.settings).key(cx.clock.now());
     let sent = cx
         .state
         .budget_stop

@@ -126,7 +126,7 @@ impl RunTask {
                         &self.owner,
                         started,
                     );
-                    row.reason = Some(crate::store::operator::REASON_CANCELLED.to_string());
+                    row.reason = Some(crate::store::rules::reasons::REASON_CANCELLED.to_string());
                     break Some(run::RunOutput { row, state: None, hold_until: None });
                 }
                 _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,

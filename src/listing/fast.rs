@@ -319,7 +319,7 @@ impl Shapes {
                     total_cost_usd: counters.total_cost_usd,
                     ..JobCounters::default()
                 };
-                let v = crate::store::budget::counter_spend(&c, period_key);
+                let v = crate::store::rules::period::counter_spend(&c, period_key);
                 self.last_spend = Some((
                     c.period_key,
                     c.period_cost_usd,
@@ -399,7 +399,7 @@ fn cancel_requested(lease: &str) -> Result<bool, Decline> {
 }
 
 /// The counters' members the view reads: the period spend's
-/// ([`crate::store::budget::counter_spend`]) and the rows per status (its `runs`).
+/// ([`crate::store::rules::period::counter_spend`]) and the rows per status (its `runs`).
 #[derive(Deserialize)]
 struct CounterBits<'a> {
     #[serde(borrow)]

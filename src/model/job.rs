@@ -152,7 +152,7 @@ pub struct JobDef {
 }
 
 /// The `overlap:` policy of a job: what a slot that comes due while a run of
-/// the job is still live does. Every outcome leaves its row (`store::logic`).
+/// the job is still live does. Every outcome leaves its row (`store::plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
@@ -163,7 +163,7 @@ pub enum Overlap {
     /// further one is recorded `skipped` overlap.
     BufferOne,
     /// The live run is cancelled (its process tree killed, row `failed`, reason
-    /// [`crate::store::overlap::REASON_SUPERSEDED`] …), then the slot runs.
+    /// [`crate::store::rules::reasons::REASON_SUPERSEDED`] …), then the slot runs.
     CancelPrevious,
     /// Runs of the job may overlap, each with its own lease, up to `max_concurrent_runs`; a
     /// slot beyond that bound is recorded `skipped` overlap at once.

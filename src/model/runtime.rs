@@ -138,7 +138,7 @@ pub struct JobRuntime {
     pub chain_seen: BTreeMap<String, Uuid>,
     /// The newest runs recorded `abandoned` (at most [`AbandonedRun::KEPT`], oldest first): a
     /// late completion of one of them (its owner was paused, not dead) writes the run's real row
-    /// with `supersedes_abandoned`, and the `abandoned` row is hidden (`store::logic`).
+    /// with `supersedes_abandoned`, and the `abandoned` row is hidden (`store::plan`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub abandoned: Vec<AbandonedRun>,
 }

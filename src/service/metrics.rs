@@ -514,15 +514,15 @@ impl Store for Metered {
     // actions whenever --metrics-addr is given.
     fn reserve(
         &self,
-        req: &crate::store::budget::ReserveRequest<'_>,
-    ) -> StoreResult<crate::store::budget::ReserveOutcome> {
+        req: &crate::store::ReserveRequest<'_>,
+    ) -> StoreResult<crate::store::ReserveOutcome> {
         self.count(self.inner.reserve(req))
     }
     fn settle(
         &self,
         job: &str,
         id: Uuid,
-        how: crate::store::budget::Settlement,
+        how: crate::store::Settlement,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         self.count(self.inner.settle(job, id, how, now))

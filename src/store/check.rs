@@ -746,7 +746,7 @@ mod tests {
         let s = FileStore::open(&dir).unwrap();
         let file = crate::model::JobsFile {
             settings: Settings::default(),
-            jobs: vec![crate::store::logic::tests_support::def("a")],
+            jobs: vec![crate::store::policy::define::tests_support::def("a")],
         };
         let t0 = chrono::DateTime::from_timestamp(0, 0).unwrap();
         s.apply(&file, t0).unwrap();

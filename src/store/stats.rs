@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use crate::model::{JobCounters, JobRecord, Settings, Status};
 
-use super::logic::counter_period;
+use crate::cost::budget_period;
+use crate::store::rules;
 
 /// One line of `cronsole stats`: a job's (or every job's, `*`) runs and spend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -105,14 +106,14 @@ impl Acc {
     }
 }
 
-/// Spend of one job in the period containing `now` ([`super::budget::counter_spend`]).
+/// Spend of one job in the period containing `now` ([`rules::period::counter_spend`]).
 pub fn period_spend(rec: &JobRecord, settings: &Settings, now: DateTime<Utc>) -> f64 {
     period_spend_counters(&rec.rt.counters, settings, now)
 }
 
 /// [`period_spend`] from a job's counters alone (the file store's index keeps only those).
 pub fn period_spend_counters(c: &JobCounters, settings: &Settings, now: DateTime<Utc>) -> f64 {
-    super::budget::counter_spend(c, &counter_period(settings).key(now))
+    rules::period::counter_spend(c, &budget_period(settings).key(now))
 }
 
 /// Stats per job and global at `now`.
@@ -138,7 +139,7 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> S
         lines.push(acc.line(rec.def.name.clone(), rec.def.max_cost_usd));
     }
     Stats {
-        period: counter_period(settings).key(now),
+        period: budget_period(settings).key(now),
         global: global.line("*".to_string(), settings.budget.map(|b| b.max_cost_usd)),
         jobs: lines,
     }
@@ -148,7 +149,7 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> S
 mod tests {
     use super::*;
     use crate::model::{Budget, BudgetPeriod};
-    use crate::store::logic::tests_support::job;
+    use crate::store::policy::define::tests_support::job;
 
     #[test]
     fn stats_follow_the_counters_and_the_current_period() {

@@ -243,13 +243,13 @@ pub(crate) fn executions(j: &JobRow) -> u64 {
 }
 
 /// Spend of one job in the budget period `key`, by the rule the store's budget, `jobs` and
-/// `stats` count it with ([`crate::store::budget::counter_spend`]): 0 when its counters are
+/// `stats` count it with ([`crate::store::rules::period::counter_spend`]): 0 when its counters are
 /// from an older period of the same kind; after an edit of the budget's `period`, the spend its
 /// counters kept under the old kind when that period shares time with `key`'s (it showed $0
 /// there, red team 6), the all-time spend under `total`.
 pub(crate) fn period_spend(j: &JobRow, key: &str) -> f64 {
     let c = &j.rt.counters;
-    crate::store::budget::spend_in(&c.period_key, c.period_cost_usd, c.total_cost_usd, key)
+    crate::store::rules::period::spend_in(&c.period_key, c.period_cost_usd, c.total_cost_usd, key)
 }
 
 /// The whole console state: the snapshot and clock every component reads, which view and pane
@@ -392,8 +392,7 @@ impl App {
     }
 
     fn refresh_period_key(&mut self) {
-        let s = &self.snap.settings;
-        let period = s.budget.map(|b| b.period).unwrap_or(s.period);
+        let period = crate::cost::budget_period(&self.snap.settings);
         self.period_key = period.key(self.now);
     }
 

@@ -712,7 +712,7 @@ pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
 /// every owner, and a settled one moves into the counters with its run's row.
 pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod, ReservationState};
-    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
     let s = f();
     let mut jf = file(vec![every("a", 60), every("b", 60)]);
     jf.settings.budget = Some(Budget {
@@ -858,7 +858,7 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
 /// of unknown outcome) money keeps counting under week, month and total, in both stores.
 pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod};
-    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
     let s = f();
     let with = |period| {
         let mut jf = file(vec![every("a", 60), every("b", 60)]);
@@ -934,7 +934,7 @@ pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Facto
 /// the week's spent includes Thursday's call, and the budget then stops at the limit.
 pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod};
-    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
     const DAY: i64 = 86_400;
     let s = f();
     let with = |period| {
@@ -1035,7 +1035,7 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
         .jobs()
         .unwrap()
         .iter()
-        .map(|r| cronsole::store::budget::counter_spend(&r.rt.counters, "week:1970-W01"))
+        .map(|r| cronsole::store::rules::period::counter_spend(&r.rt.counters, "week:1970-W01"))
         .sum();
     assert!((listed - 0.025).abs() < 1e-12, "jobs/stats read {listed}");
     // $0.006 more does not fit the week's $0.03; $0.004 does, and then $0.0011 does not.
@@ -1070,7 +1070,7 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
 /// A call's money is booked in the period its reservation was made in, in both stores.
 pub fn a_call_reserved_before_midnight_is_booked_in_its_day(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod};
-    use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
     use cronsole::testkit::time::rfc3339 as at;
     let s = f();
     let mut jf = file(vec![every("a", 3600), every("b", 3600)]);
@@ -1428,7 +1428,7 @@ pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
         .into_iter()
         .map(|r| (r.status, r.trigger, r.slot, r.reason.unwrap_or_default()))
         .collect();
-    let why = cronsole::store::operator::REASON_QUEUED_CANCELLED.to_string();
+    let why = cronsole::store::rules::reasons::REASON_QUEUED_CANCELLED.to_string();
     let mut want = vec![
         (Status::Skipped, Trigger::Manual, None, why.clone()),
         (

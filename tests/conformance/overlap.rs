@@ -156,7 +156,7 @@ pub fn overlap_cancel_previous_supersedes_the_live_run(f: Factory) {
     // Its owner kills it and records it like an operator's cancel; the row says why.
     let mut row = HistoryRow::new("j", Status::Failed, c.trigger, c.slot, "a", t(1011));
     row.run_id = c.run_id;
-    row.reason = Some(cronsole::store::operator::REASON_CANCELLED.to_string());
+    row.reason = Some(cronsole::store::rules::reasons::REASON_CANCELLED.to_string());
     let end = s
         .complete(Completion {
             job: "j".into(),

@@ -17,8 +17,8 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use cronsole::model::{
     Budget, BudgetPeriod, HistoryRow, JobDef, JobsFile, Settings, Status, Trigger,
 };
-use cronsole::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, StoreError};
+use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::testkit::simio::{Rng, SharedRng};
 use uuid::Uuid;
 

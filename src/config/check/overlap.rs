@@ -1,7 +1,7 @@
 //! `overlap:` and `max_concurrent_runs:` of a job and of `defaults` (issue 16 item 2).
 //!
 //! Owns: how the two keys combine into a [`model::Overlap`](crate::model::Overlap) and every
-//! error about them. Must not touch: what the policies do (`store::logic`), other keys.
+//! error about them. Must not touch: what the policies do (`store::policy::overlap`), other keys.
 //!
 //! Rules: `overlap` is one of `skip` (default), `buffer_one`, `cancel_previous`, `allow`;
 //! `allow` needs `max_concurrent_runs` of 2 or more (1 would be `skip`); `max_concurrent_runs`

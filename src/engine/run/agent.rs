@@ -36,7 +36,7 @@ use crate::cost::{self, PriceTable, Quote, RunCost};
 use crate::engine::blocking;
 use crate::model::{AgentDef, Attempt, Status};
 use crate::store::Store;
-use crate::store::budget::{ReserveOutcome, ReserveRequest, Settlement};
+use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::text::Secrets;
 
 /// Why the before-attempt hook stopped a turn's retry loop.

@@ -50,6 +50,7 @@ use super::{BLOCK, FileStore, HISTORY_FILE, Locked, UNACKED_RANGES};
 use crate::model::{HistoryRow, Status};
 use crate::store::filefmt::{self, Seal};
 use crate::store::io::{IoFile, OpenMode, StoreIo};
+use crate::store::rules;
 use crate::store::{HistoryPage, HistoryQuery, StoreError, StoreResult};
 
 /// The directory of sealed segments.
@@ -603,7 +604,7 @@ impl Locked<'_> {
             .inner
             .hot
             .get(&c.job)
-            .filter(|cached| super::logic::holds(&cached.rec, c.run_id))
+            .filter(|cached| rules::runtime::holds(&cached.rec, c.run_id))
             .map(|cached| cached.mark)
         else {
             return Ok(None);
@@ -852,7 +853,7 @@ impl Locked<'_> {
                 };
                 if filefmt::verify_row(body).is_ok()
                     && let Ok(row) = serde_json::from_slice::<HistoryRow>(body)
-                    && crate::store::logic::is_generated(&row)
+                    && rules::rows::is_generated(&row)
                 {
                     let at = Mark {
                         ino,
@@ -934,10 +935,9 @@ impl Locked<'_> {
                 self.inner
                     .hot
                     .get(&r.job)
-                    .is_some_and(|c| crate::store::logic::holds(&c.rec, r.run_id))
+                    .is_some_and(|c| rules::runtime::holds(&c.rec, r.run_id))
             };
-            if crate::store::logic::is_generated(&r) || (r.status == Status::Abandoned && leased())
-            {
+            if rules::rows::is_generated(&r) || (r.status == Status::Abandoned && leased()) {
                 keep.insert(r.job);
             }
         }

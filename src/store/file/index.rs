@@ -578,8 +578,8 @@ mod tests {
     use super::super::{FileStore, SNAPSHOT_FILE};
     use super::{INDEX_FILE, IndexCheck, check_index};
     use crate::model::{After, Budget, BudgetPeriod, ChainOn, JobsFile, Settings};
-    use crate::store::budget::ReserveRequest;
-    use crate::store::logic::tests_support::def;
+    use crate::store::policy::budget::ReserveRequest;
+    use crate::store::policy::define::tests_support::def;
     use crate::store::{ClaimRequest, HistoryReader, Store, StoreError, filefmt};
     use crate::testkit::time::epoch as t;
 

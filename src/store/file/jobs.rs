@@ -17,7 +17,7 @@
 //! Opening must not parse every definition either. Every job line this release writes starts
 //! with a small `head` member — `{"head":{"name":…,"wake":…,"lease":…,"at":…,"chained":true},
 //! "job":{…},…,"crc32":…}` — which the writer computes from the record it encodes (the
-//! wake-up is a function of the record alone, [`logic::wakeup`]). The head stays in the line,
+//! wake-up is a function of the record alone, [`plan::claim::wakeup`]). The head stays in the line,
 //! inside its checksum: the line alone says what the index must hold, so the snapshot and the
 //! journal remain the whole truth.
 //!
@@ -60,7 +60,8 @@ use crate::model::{After, JobCounters, JobDef, JobRecord, Settings};
 use crate::schedule::Compiled;
 use crate::store::ApplyReport;
 use crate::store::io::{IoFile, OpenMode};
-use crate::store::{StoreError, StoreResult, filefmt, logic};
+use crate::store::{StoreError, StoreResult, filefmt};
+use crate::store::{plan, policy, rules};
 use chrono::{DateTime, Utc};
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -120,7 +121,7 @@ pub(super) struct Entry {
 /// line's `head`, derived from the record by [`Cached::idx`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Idx {
-    /// [`logic::wakeup`], `None` when the schedule does not compile and nothing is leased.
+    /// [`plan::claim::wakeup`], `None` when the schedule does not compile and nothing is leased.
     pub(super) wake: Option<DateTime<Utc>>,
     /// The run id of the job's (first) lease.
     pub(super) lease: Option<Uuid>,
@@ -247,7 +248,7 @@ pub(super) struct Cached {
 
 impl Cached {
     pub(super) fn new(rec: JobRecord, mark: Option<Mark>) -> Cached {
-        let sched = match logic::compile(&rec) {
+        let sched = match rules::slots::compile(&rec) {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(job = %rec.def.name, "stored schedule does not compile: {e}");
@@ -277,7 +278,7 @@ impl Cached {
             wake: if self.sched.is_none() && leased.is_none() {
                 None
             } else {
-                logic::wakeup(&self.rec)
+                plan::claim::wakeup(&self.rec)
             },
             lease: leased.map(|l| l.run_id),
             at: self.at,
@@ -437,7 +438,7 @@ fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
 }
 
 /// The budget counters of a job that spent this period or holds reservations: the members
-/// [`crate::store::budget::committed`] and [`crate::store::stats::period_spend`] read, the rest
+/// [`rules::period::committed`] and [`crate::store::stats::period_spend`] read, the rest
 /// left empty. `None` when both would say nothing was spent (no cost, no reservation). The
 /// all-time spend is kept too: it is the job's spend under `period: total`, whatever period
 /// its counters were kept in before an edit of the budget's period.
@@ -1312,7 +1313,7 @@ impl Locked<'_> {
     /// apply of a large file) is encoded into the new snapshot as it arrives: no record is
     /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch,
     /// and every batch to a store with jobs, is diffed against the store as it arrives
-    /// ([`Locked::apply_diff`]). The checks are `apply`'s (`logic::unique_names`), and so is
+    /// ([`Locked::apply_diff`]). The checks are `apply`'s (`plan::apply::unique_names`), and so is
     /// the error reported first: bounds, then a cycle, then a repeated name, then a definition
     /// that cannot be scheduled.
     pub(super) fn apply_each(
@@ -1374,7 +1375,7 @@ impl Locked<'_> {
         };
         // From here the cache no longer matches the disk: the next operation reloads.
         self.inner.loaded = false;
-        batch.report.settings = logic::settings_changes(&self.inner.settings, settings);
+        batch.report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
         self.write_settings(settings)?;
         if std::mem::take(&mut self.inner.relies_on_landed) {
             self.sync_history()?;
@@ -1427,7 +1428,7 @@ impl Locked<'_> {
             mut changed,
             ..
         } = batch;
-        report.settings = logic::settings_changes(&self.inner.settings, settings);
+        report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
         // An edit of the budget's period: each job's spend in the new one, from history
         // (`recount.rs`), written with the apply's records.
         if let Err(e) = diffed
@@ -1579,9 +1580,9 @@ impl Batch {
             Some(e) => Some(&mut e.job),
             None => inner.hot.get_mut(&name).map(|c| &mut c.rec),
         };
-        match logic::apply_one(stored, &def, now) {
-            Ok(logic::ApplyStep::Unchanged) => self.report.unchanged.push(name),
-            Ok(logic::ApplyStep::Updated) => {
+        match plan::apply::apply_one(stored, &def, now) {
+            Ok(plan::apply::ApplyStep::Unchanged) => self.report.unchanged.push(name),
+            Ok(plan::apply::ApplyStep::Updated) => {
                 match read {
                     // Compiles the updated schedule.
                     Some(e) => {
@@ -1589,14 +1590,14 @@ impl Batch {
                     }
                     None => {
                         if let Some(c) = inner.hot.get_mut(&name) {
-                            c.sched = logic::compile(&c.rec).ok();
+                            c.sched = rules::slots::compile(&c.rec).ok();
                         }
                     }
                 }
                 self.report.updated.push(name.clone());
                 self.changed.push(name);
             }
-            Ok(logic::ApplyStep::Created(r)) => {
+            Ok(plan::apply::ApplyStep::Created(r)) => {
                 let mut c = Cached::new(*r, None);
                 c.rows_to = self.new_rows_to;
                 insert_new(inner, &name, c);
@@ -1620,13 +1621,13 @@ impl Batch {
             .collect();
         for name in absent {
             let retired = match inner.hot.get_mut(&name) {
-                Some(c) => logic::retire_removed(&mut c.rec),
+                Some(c) => plan::apply::retire_removed(&mut c.rec),
                 None => {
                     let Some(slim) = inner.jobs.get(&name) else {
                         continue;
                     };
                     let mut e = reader.entry(inner, &name, slim)?;
-                    let retired = logic::retire_removed(&mut e.job);
+                    let retired = plan::apply::retire_removed(&mut e.job);
                     if retired {
                         inner.hot.insert(name.clone(), Cached::from_entry(e));
                     }
@@ -1651,7 +1652,7 @@ impl Batch {
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let name = def.name.clone();
-        let rec = match logic::new_record(def, now) {
+        let rec = match policy::define::new_record(def, now) {
             Ok(r) => r,
             Err(e) => {
                 self.unschedulable = Some(StoreError::bad_def(&name)(e));
@@ -1936,7 +1937,7 @@ mod tests {
     use super::super::{FileStore, JOURNAL_FILE, SNAPSHOT_FILE};
     use super::{DIRECT_SNAPSHOT_MIN, rewrites_most};
     use crate::model::{JobsFile, Settings};
-    use crate::store::logic::tests_support::def;
+    use crate::store::policy::define::tests_support::def;
     use crate::store::{HistoryReader, Store};
     use crate::testkit::time::epoch as t;
 
@@ -2672,7 +2673,7 @@ mod tests {
     #[test]
     fn reservations_count_for_every_handle_from_the_index() {
         use crate::model::{Budget, BudgetPeriod};
-        use crate::store::budget::{ReserveOutcome, ReserveRequest};
+        use crate::store::{ReserveOutcome, ReserveRequest};
         let (dir, s) = store("spend");
         let file = JobsFile {
             settings: Settings {

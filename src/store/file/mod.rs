@@ -2,8 +2,8 @@
 //! host through an exclusive `fs4` lock.
 //!
 //! Owns: the on-disk layout, locking, crash safety, the per-handle cache and history queries.
-//! Must not touch: scheduling decisions (those live in [`super::logic`], shared with the
-//! PostgreSQL store), clocks (every call takes `now`), the engine, the UI.
+//! Must not touch: scheduling decisions (those are the plans and policies of
+//! [`crate::store::plan`], shared with the PostgreSQL store), clocks (every call takes `now`), the engine, the UI.
 //!
 //! # Modules
 //! - `mod.rs` — opening/creating, the lock, the cache (`Inner`) and the [`Store`] impl.
@@ -82,9 +82,9 @@
 //! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
 //! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
 //! failed persists wrote (`Inner::unacked`, the last 64), and the retry finds its rows there —
-//! a completion finishes from its landed row ([`logic::complete_landed`]), generated
-//! `missed`/`skipped` rows already there are not written again ([`logic::same_row`]; a later
-//! `missed` retry keeps only the newer slots, [`logic::unlanded_part`]). An operation relying
+//! a completion finishes from its landed row ([`plan::complete::complete_landed`]), generated
+//! `missed`/`skipped` rows already there are not written again ([`rules::rows::same_row`]; a later
+//! `missed` retry keeps only the newer slots, [`rules::rows::unlanded_part`]). An operation relying
 //! on rows already in history fdatasyncs history before writing the records (those rows may be
 //! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
 //! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks
@@ -94,10 +94,10 @@
 //! which every row of the job is accounted for by the record, and a writer about to generate
 //! rows for a job first scans history from there (`rows_since_records`, one scan per
 //! operation, only when it generates rows) and writes only the slots no leftover row records
-//! (every leftover row counts, not only one covering the first slot: `logic::unlanded_part`).
+//! (every leftover row counts, not only one covering the first slot: `rules::rows::unlanded_part`).
 //! A claim finds out which jobs generate rows by a probe of the step on a copy of the record
 //! and scans before the real step, and a leftover row moves the job's next slot past what it
-//! records (`logic::skip_recorded`; its writer may have looked at a later clock), as the
+//! records (`plan::claim::skip_recorded`; its writer may have looked at a later clock), as the
 //! leftovers a completion's overlap rows are trimmed against do.
 //!
 //! A claim that generates no row of its own does not scan from `rows_to` — yet after the clock
@@ -115,9 +115,9 @@
 //! the mark: operations that do not look (a pause, a renewal, a completion) carry the old mark
 //! forward; a claim reads the generated rows past it (`generated_after`: the stretch a failed
 //! writer left, usually one batch; at most 64 MiB), evaluates every due job
-//! with its rows as leftovers (`logic::skip_recorded`, as the scan path does), moves the next
+//! with its rows as leftovers (`plan::claim::skip_recorded`, as the scan path does), moves the next
 //! slot of the other jobs they name past what they record, and moves the mark up to the first
-//! row whose job still has a slot it records ahead (`logic::slots_behind`; the clock stepped
+//! row whose job still has a slot it records ahead (`plan::claim::slots_behind`; the clock stepped
 //! back behind the writer's), or to history's end. A store holding no job is trivially
 //! accounted for (a new job's `rows_to` starts at history's end). A store written before the
 //! mark existed has none (no line or header carries it), and no writer invents one: its
@@ -181,6 +181,7 @@ pub use index::INDEX_MIN_BYTES;
 pub(crate) use index::{INDEX_FILE, IndexCheck, check_index};
 mod jobs;
 pub(crate) use jobs::head_agrees;
+mod complete;
 mod log;
 mod migrate;
 mod recount;
@@ -204,9 +205,9 @@ use self::log::{
 use self::migrate::{migrate_v1, migrate_v2};
 use super::filefmt;
 use super::io::{IoFile, OpenMode, RealIo, StoreIo};
-use super::logic;
 use super::*;
 use crate::model::{HistoryRow, JobDef, JobRecord, JobsFile, Settings};
+use crate::store::{plan, policy, rules};
 
 const VERSION_FILE: &str = "VERSION";
 const LOCK_FILE: &str = "lock";
@@ -645,16 +646,17 @@ impl FileStore {
         let mut l = self.lock()?;
         let name = def.name.clone();
         l.load(&name)?;
-        let step = logic::apply_one(l.inner.hot.get_mut(&name).map(|c| &mut c.rec), def, now)?;
+        let step =
+            plan::apply::apply_one(l.inner.hot.get_mut(&name).map(|c| &mut c.rec), def, now)?;
         let created = match step {
-            logic::ApplyStep::Unchanged => return Ok(false),
-            logic::ApplyStep::Updated => {
+            plan::apply::ApplyStep::Unchanged => return Ok(false),
+            plan::apply::ApplyStep::Updated => {
                 if let Some(c) = l.inner.hot.get_mut(&name) {
-                    c.sched = logic::compile(&c.rec).ok();
+                    c.sched = rules::slots::compile(&c.rec).ok();
                 }
                 false
             }
-            logic::ApplyStep::Created(rec) => {
+            plan::apply::ApplyStep::Created(rec) => {
                 let mut c = Cached::new(*rec, None);
                 // A new job has no rows in history yet.
                 c.rows_to = Some(l.mark_now());
@@ -761,7 +763,7 @@ impl Locked<'_> {
     }
 
     /// `apply` of a file whose names, bounds and chains were checked
-    /// (`logic::unique_names`): its definitions diffed against the store one at a time, as
+    /// (`plan::apply::unique_names`): its definitions diffed against the store one at a time, as
     /// `apply_each` does (`jobs::Locked::apply_diff`: no record is held unless it changed).
     pub(super) fn apply_file(
         &mut self,
@@ -838,7 +840,7 @@ impl Locked<'_> {
             std::borrow::Cow::Borrowed(rows)
         } else {
             rows.iter()
-                .filter(|r| !landed.iter().any(|l| logic::same_row(l, r)))
+                .filter(|r| !landed.iter().any(|l| rules::rows::same_row(l, r)))
                 .cloned()
                 .collect::<Vec<_>>()
                 .into()
@@ -872,13 +874,13 @@ impl Locked<'_> {
     }
 
     fn period(&self) -> crate::model::BudgetPeriod {
-        logic::counter_period(&self.inner.settings)
+        crate::cost::budget_period(&self.inner.settings)
     }
 
     /// Record the end `row` of a run of `parent` in its `after:` children's cached records;
     /// returns the children whose records changed (to persist with the parent's).
     fn chain_fan_out(&mut self, parent: &str, row: &HistoryRow) -> StoreResult<Vec<String>> {
-        if !super::chain::may_fire(row) || self.inner.chained.is_empty() {
+        if !policy::chain::may_fire(row) || self.inner.chained.is_empty() {
             return Ok(Vec::new());
         }
         self.load(parent)?;
@@ -890,8 +892,8 @@ impl Locked<'_> {
         for name in candidates {
             self.load(&name)?;
             if let Some(c) = self.inner.hot.get_mut(&name)
-                && super::chain::is_child_of(&c.rec.def, parent)
-                && super::chain::record(&mut c.rec, &def, row)
+                && policy::chain::is_child_of(&c.rec.def, parent)
+                && policy::chain::record(&mut c.rec, &def, row)
             {
                 changed.push(name);
             }
@@ -927,7 +929,7 @@ impl Store for FileStore {
     }
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        logic::unique_names(file)?;
+        plan::apply::unique_names(file)?;
         self.lock()?.apply_file(file, now)
     }
 
@@ -1055,7 +1057,7 @@ impl Store for FileStore {
         // Jobs whose step generates rows (a recovery, `missed`, overlap) are scanned for rows a
         // dead or failed writer left after their records (`rows_since_records`) before they
         // are evaluated: such a writer may have looked at a later clock, so its rows can
-        // record the slot this step would claim or record next (`logic::skip_recorded`). A
+        // record the slot this step would claim or record next (`plan::claim::skip_recorded`). A
         // probe of the step on a copy of the record tells which jobs generate rows; jobs that
         // generate none are not scanned (see the module doc).
         let mut runs = HashMap::new();
@@ -1099,7 +1101,7 @@ impl Store for FileStore {
                 continue;
             };
             let mut probe = c.rec.clone();
-            let ev = logic::claim_step_recorded(
+            let ev = plan::claim::claim_step_recorded(
                 &mut probe,
                 sched,
                 now,
@@ -1133,16 +1135,16 @@ impl Store for FileStore {
                 .chain(&after)
                 .chain(&leftovers)
                 .chain(&tail_rows)
-                .filter(|r| r.job == name && logic::is_generated(r))
+                .filter(|r| r.job == name && rules::rows::is_generated(r))
                 .cloned()
                 .collect();
             let can = plans.len() < req.limit;
             let Some(c) = l.inner.hot.get_mut(&name) else {
                 continue;
             };
-            let recovering = logic::expired_lease(&c.rec, now);
+            let recovering = rules::runtime::expired_lease(&c.rec, now);
             let landed_end = landed.clone();
-            let ev = logic::claim_step_recorded(
+            let ev = plan::claim::claim_step_recorded(
                 &mut c.rec, &sched, now, req.owner, can, period, landed, &recorded,
             );
             evaluated.insert(name.clone());
@@ -1198,7 +1200,7 @@ impl Store for FileStore {
                 let Some(sched) = c.sched.clone() else {
                     continue;
                 };
-                if logic::skip_recorded(&mut c.rec, &sched, &tail_rows)
+                if plan::claim::skip_recorded(&mut c.rec, &sched, &tail_rows)
                     && !changed.iter().any(|n| n == name)
                 {
                     changed.push(name.to_string());
@@ -1209,7 +1211,7 @@ impl Store for FileStore {
             let unaccounted = tail
                 .iter()
                 .filter(|(_, r)| match l.inner.hot.get(&r.job) {
-                    Some(c) => c.sched.is_none() || !logic::slots_behind(&c.rec, r),
+                    Some(c) => c.sched.is_none() || !plan::claim::slots_behind(&c.rec, r),
                     None => l.inner.jobs.contains_key(&r.job),
                 })
                 .map(|(at, _)| *at)
@@ -1247,7 +1249,7 @@ impl Store for FileStore {
             rows.extend(
                 ev_rows
                     .into_iter()
-                    .flat_map(|r| logic::unlanded_part(r, &known, &sched)),
+                    .flat_map(|r| rules::rows::unlanded_part(r, &known, &sched)),
             );
         }
         l.inner.relies_on_landed |= relies;
@@ -1280,7 +1282,7 @@ impl Store for FileStore {
         let Some(c) = l.inner.hot.get_mut(job) else {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
-        match logic::renew(&mut c.rec, run_id, now) {
+        match rules::runtime::renew(&mut c.rec, run_id, now) {
             Some(lease_until) => {
                 l.persist(&[], &[job.to_string()])?;
                 Ok(RenewOutcome::Renewed { lease_until })
@@ -1317,7 +1319,7 @@ impl Store for FileStore {
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        let changed = logic::pause_step(&mut c.rec, paused, now)?;
+        let changed = policy::operator::pause_step(&mut c.rec, paused, now)?;
         if changed {
             l.persist(&[], &[name.to_string()])?;
         }
@@ -1330,7 +1332,7 @@ impl Store for FileStore {
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
-        let (outcome, changed) = logic::trigger_step(&mut c.rec, now)?;
+        let (outcome, changed) = policy::operator::trigger_step(&mut c.rec, now)?;
         if changed {
             l.persist(&[], &[name.to_string()])?;
         }
@@ -1349,7 +1351,7 @@ impl Store for FileStore {
             return Err(StoreError::NoSuchJob(name.to_string()));
         };
         let mut rows = Vec::new();
-        let (changed, out) = super::operator::apply_edit_rows(&mut c.rec, edit, now, &mut rows)?;
+        let (changed, out) = policy::operator::apply_edit_rows(&mut c.rec, edit, now, &mut rows)?;
         if changed {
             l.persist(&rows, &[name.to_string()])?;
         }
@@ -1375,7 +1377,7 @@ impl Store for FileStore {
             Err(e) => return fail(e),
         };
         let mut rows = Vec::new();
-        let mut tally = super::operator::BulkTally::new(names.len());
+        let mut tally = policy::operator::BulkTally::new(names.len());
         for name in names {
             let step = l.load(name).and_then(|_| {
                 let c = l
@@ -1383,7 +1385,7 @@ impl Store for FileStore {
                     .hot
                     .get_mut(name.as_str())
                     .ok_or_else(|| StoreError::NoSuchJob(name.clone()))?;
-                super::operator::bulk_step(&mut c.rec, action, now, &mut rows)
+                policy::operator::bulk_step(&mut c.rec, action, now, &mut rows)
             });
             // A failed job's record may be half-edited in the cache: it is not written (not in
             // `changed`), and the cache goes with the lock.
@@ -1421,17 +1423,13 @@ impl Store for FileStore {
         })
     }
 
-    fn reserve(
-        &self,
-        req: &super::budget::ReserveRequest<'_>,
-    ) -> StoreResult<super::budget::ReserveOutcome> {
-        use super::budget::{self, ReserveOutcome};
+    fn reserve(&self, req: &ReserveRequest<'_>) -> StoreResult<ReserveOutcome> {
         let mut l = self.lock()?;
         // Every job's committed spend, from the index (only jobs with budget counters).
-        let key = logic::counter_period(&l.inner.settings).key(req.now);
-        let mut global = budget::Totals::default();
+        let key = crate::cost::budget_period(&l.inner.settings).key(req.now);
+        let mut global = rules::period::Totals::default();
         for c in l.inner.jobs.values().filter_map(|s| s.spend.as_deref()) {
-            let (s, h) = budget::committed_counters(c, &key);
+            let (s, h) = rules::period::committed_counters(c, &key);
             global.spent += s;
             global.held += h;
         }
@@ -1441,9 +1439,9 @@ impl Store for FileStore {
         let Some(mine) = l.inner.hot.get(req.job) else {
             return Err(StoreError::NoSuchJob(req.job.to_string()));
         };
-        let (s, h) = budget::committed(&mine.rec, &key);
-        let job = budget::Totals { spent: s, held: h };
-        let verdict = budget::decide_totals(
+        let (s, h) = rules::period::committed(&mine.rec, &key);
+        let job = rules::period::Totals { spent: s, held: h };
+        let verdict = policy::budget::decide_totals(
             &l.inner.settings,
             global,
             mine.rec.def.max_cost_usd,
@@ -1457,24 +1455,18 @@ impl Store for FileStore {
         let Some(c) = l.inner.hot.get_mut(req.job) else {
             return Err(StoreError::NoSuchJob(req.job.to_string()));
         };
-        let id = budget::record(&mut c.rec, req, key);
+        let id = policy::budget::record(&mut c.rec, req, key);
         l.persist(&[], &[req.job.to_string()])?;
         Ok(ReserveOutcome::Reserved { id })
     }
 
-    fn settle(
-        &self,
-        job: &str,
-        id: Uuid,
-        how: super::budget::Settlement,
-        _now: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    fn settle(&self, job: &str, id: Uuid, how: Settlement, _now: DateTime<Utc>) -> StoreResult<()> {
         let mut l = self.lock()?;
         l.load(job)?;
         let Some(c) = l.inner.hot.get_mut(job) else {
             return Err(StoreError::NoSuchJob(job.to_string()));
         };
-        if super::budget::settle(&mut c.rec, id, how) {
+        if policy::budget::settle(&mut c.rec, id, how) {
             l.persist(&[], &[job.to_string()])?;
         }
         Ok(())
@@ -1485,220 +1477,19 @@ impl FileStore {
     /// Group commit (see [`Store::complete_many`]). With `lookup`, each completion whose job
     /// record still holds its run also looks for the run's own row in history from the claim's
     /// mark ([`Store::complete_recorded`]): found, the record is finished from it and it is
-    /// not appended again.
+    /// not appended again. An error before the plan is written fails every completion.
     fn complete_batch(
         &self,
         cs: Vec<Completion>,
         lookup: bool,
     ) -> Vec<StoreResult<CompleteOutcome>> {
         let n = cs.len();
-        let mut l = match self.lock() {
-            Ok(l) => l,
-            Err(e) => {
+        self.lock()
+            .and_then(|mut l| l.complete_batch(cs, lookup))
+            .unwrap_or_else(|e| {
                 let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
                 out.insert(0, Err(e));
-                return out;
-            }
-        };
-        let period = l.period();
-        let mut landed = match l.unacked_rows() {
-            Ok(v) => v,
-            Err(e) => {
-                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                out.insert(0, Err(e));
-                return out;
-            }
-        };
-        // Rows found in history by `lookup` (not by this handle's failed persists): `persist`
-        // does not know them, so they are taken out of what it appends below.
-        let mut found: Vec<HistoryRow> = Vec::new();
-        // With `lookup`, runs the record no longer holds: their row is in history (the caller
-        // saw it) and their record too; nothing to write (not a second, stale row).
-        let mut settled: Vec<Uuid> = Vec::new();
-        if lookup {
-            for c in &cs {
-                match l.landed_run_rows(c, &landed) {
-                    Ok(Some(rows)) => found.extend(rows),
-                    Ok(None) => settled.push(c.run_id),
-                    Err(e) => {
-                        l.inner.loaded = false;
-                        let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
-                        out.insert(0, Err(e));
-                        return out;
-                    }
-                }
-            }
-            landed.extend(found.iter().cloned());
-        }
-        let mut done: Vec<StoreResult<(CompleteOutcome, String, bool)>> = Vec::with_capacity(n);
-        for c in cs {
-            if settled.contains(&c.run_id) {
-                done.push(Ok((CompleteOutcome::default(), c.job, false)));
-                continue;
-            }
-            done.push(complete_in(&mut l, c, period, &landed));
-        }
-        // Overlap rows a completion generates: not again for slots a dead (or failed)
-        // operation already recorded after the job's record (see `rows_since_records`).
-        let scan: Vec<(String, Option<jobs::Mark>)> = done
-            .iter()
-            .flatten()
-            .filter(|(out, _, _)| out.rows.iter().skip(1).any(logic::is_generated))
-            .filter_map(|(_, name, _)| l.inner.hot.get(name).map(|c| (name.clone(), c.rows_to)))
-            .collect();
-        if !scan.is_empty() {
-            let leftovers = match l.rows_since_records(&scan) {
-                Ok(v) => v,
-                Err(e) => {
-                    l.inner.loaded = false;
-                    return done.into_iter().map(|_| Err(e.duplicate())).collect();
-                }
-            };
-            l.inner
-                .rows_known
-                .extend(scan.iter().map(|(name, _)| name.clone()));
-            for (out, name, _) in done.iter_mut().flatten() {
-                // Rows a failed or dead operation left (seen by this handle, or found after
-                // the job's record).
-                let known: Vec<HistoryRow> = landed
-                    .iter()
-                    .chain(&leftovers)
-                    .filter(|r| r.job == *name)
-                    .cloned()
-                    .collect();
-                let Some(sched) = l.inner.hot.get(name.as_str()).and_then(|c| c.sched.clone())
-                else {
-                    continue;
-                };
-                if known.is_empty() || out.rows.len() < 2 {
-                    continue;
-                }
-                l.inner.relies_on_landed = true;
-                let mut kept = vec![out.rows.remove(0)];
-                kept.extend(out.rows.drain(..).flat_map(|r| {
-                    if logic::is_generated(&r) {
-                        logic::unlanded_part(r, &known, &sched)
-                    } else {
-                        vec![r]
-                    }
-                }));
-                out.rows = kept;
-                // Such a row may reach past where this run's end sends the job (its writer
-                // looked at a later clock): the job's next slot moves past what it records.
-                if let Some(c) = l.inner.hot.get_mut(name.as_str()) {
-                    logic::skip_recorded(&mut c.rec, &sched, &known);
-                }
-            }
-        }
-        let mut results: Vec<StoreResult<CompleteOutcome>> = Vec::with_capacity(n);
-        let (mut rows, mut names) = (Vec::new(), Vec::new());
-        for r in done {
-            // (An empty outcome is a run `lookup` found settled: its record is not written.)
-            if let Ok((out, name, fenced)) = &r
-                && !out.rows.is_empty()
-            {
-                rows.extend(
-                    out.rows
-                        .iter()
-                        .filter(|r| !found.iter().any(|f| logic::same_row(f, r)))
-                        .cloned(),
-                );
-                // `after:` children first: a torn append that kept the parent's line kept
-                // theirs (see `store::chain`).
-                if *fenced && let Some(end) = out.rows.first() {
-                    match l.chain_fan_out(name, end) {
-                        Ok(children) => names.extend(children),
-                        Err(e) => {
-                            // Records of this batch changed in the cache only: reload.
-                            l.inner.loaded = false;
-                            return (0..n).map(|_| Err(e.duplicate())).collect();
-                        }
-                    }
-                }
-                names.push(name.clone());
-            }
-            results.push(r.map(|(out, _, _)| out));
-        }
-        if rows.is_empty() && names.is_empty() {
-            return results;
-        }
-        if let Err(e) = l.persist(&rows, &names) {
-            // Nothing of this batch is acknowledged: every run retries its completion.
-            return results
-                .into_iter()
-                .map(|r| r.and_then(|_| Err(e.duplicate())))
-                .collect();
-        }
-        if l.history_compaction_due()
-            && let Err(e) = l.compact_history(DEFAULT_KEEP_PER_JOB, None)
-        {
-            tracing::warn!("history retention compaction failed: {e}");
-        }
-        results
+                out
+            })
     }
-}
-
-/// One completion applied to the cached record (fenced by run_id), without persisting: the
-/// caller persists a batch. Returns the outcome and the job whose record changed.
-fn complete_in(
-    l: &mut Locked<'_>,
-    c: Completion,
-    period: crate::model::BudgetPeriod,
-    landed: &[HistoryRow],
-) -> StoreResult<(CompleteOutcome, String, bool)> {
-    let mut c = c;
-    // A retry of a completion whose row a failed persist of this handle already wrote.
-    // (Not another owner's `abandoned` row for the same run: see below.)
-    let mine = landed
-        .iter()
-        .find(|r| r.run_id == c.run_id && r.job == c.job && r.owner == c.row.owner)
-        .cloned();
-    // A lapsed lease: an owner that began recovering it may have written `abandoned` for this
-    // run and died before releasing the lease (seed 19). The real end supersedes that row. A
-    // lease that does not look lapsed (the clock stepped back since the recoverer looked, seed
-    // 2222) is looked for in the rows after the job's record when they are few.
-    l.load(&c.job)?;
-    if mine.is_none()
-        && let Some(cached) = l.inner.hot.get(&c.job)
-        && logic::holds(&cached.rec, c.run_id)
-    {
-        let from = if logic::lapsed(&cached.rec, c.run_id, c.now) {
-            Some(cached.mark)
-        } else {
-            l.recent_rows_from(cached.rows_to).map(Some)
-        };
-        if let Some(from) = from
-            && l.find_run_row(from, c.run_id)?
-                .is_some_and(|r| r.status == crate::model::Status::Abandoned)
-        {
-            c.row.supersedes_abandoned = true;
-        }
-    }
-    if mine.is_some() {
-        l.inner.relies_on_landed = true;
-    }
-    let Some(cached) = l.inner.hot.get_mut(&c.job) else {
-        return Err(StoreError::NoSuchJob(c.job.clone()));
-    };
-    let job = c.job.clone();
-    let fenced_in = logic::holds(&cached.rec, c.run_id);
-    let out = match mine {
-        Some(row) => {
-            logic::complete_landed(&mut cached.rec, cached.sched.as_ref(), c, row, period)?
-        }
-        None => logic::complete_step(&mut cached.rec, cached.sched.as_ref(), c, period)?,
-    };
-    let mut out = out;
-    if !landed.is_empty() {
-        // Report the rows as they stand in history (persist does not append them again).
-        for r in &mut out.rows {
-            if let Some(l) = landed.iter().find(|l| logic::same_row(l, r)) {
-                *r = l.clone();
-            }
-        }
-    }
-    if fenced_in && cached.rec.rt.lease.is_none() {
-        cached.mark = None;
-    }
-    Ok((out, job, fenced_in))
 }

@@ -1,6 +1,6 @@
 //! The file store's budget recount at an edit of the budget's `period` (red team 6, issue 10
 //! leftovers): each job holding money under a period of another kind gets its spend in the new
-//! period from the history rows that finished inside it (`store::budget::recount`), once, at the
+//! period from the history rows that finished inside it (`store::rules::period::recount`), once, at the
 //! `apply` that makes the edit, under the store's lock and in the same write as the apply.
 //!
 //! Owns: the bounded backward read of history that sums those rows ([`Locked::booked_since`]).
@@ -9,7 +9,7 @@
 //!
 //! Why backward and bounded: history is appended in the order rows are written, and a row is
 //! written after it finished, so reading back from the end can stop at the first row that
-//! finished [`budget::RECOUNT_SLACK_SECS`] before the period's start — a day → month edit reads
+//! finished [`rules::period::RECOUNT_SLACK_SECS`] before the period's start — a day → month edit reads
 //! the month, never all of history (issue 12: 10 000 000 rows). Every row read is verified (its
 //! checksum) like any query's.
 
@@ -21,11 +21,11 @@ use serde::Deserialize;
 use super::history::{Backwards, open_sealed};
 use super::log::{corrupt, count_lines_before, json_err};
 use super::{HISTORY_FILE, Locked};
+use crate::cost::budget_period;
 use crate::model::Settings;
-use crate::store::budget;
 use crate::store::filefmt;
 use crate::store::io::IoFile;
-use crate::store::logic::counter_period;
+use crate::store::rules;
 use crate::store::{Recount, StoreResult};
 
 /// The members of a history row the recount reads (serde skips the rest).
@@ -50,7 +50,7 @@ impl Locked<'_> {
         changed: &mut Vec<String>,
         recounted: &mut Vec<Recount>,
     ) -> StoreResult<()> {
-        let period = counter_period(settings);
+        let period = budget_period(settings);
         let key = period.key(now);
         // From the index: only jobs that ever spent carry counters there.
         let due: Vec<String> = self
@@ -60,14 +60,14 @@ impl Locked<'_> {
             .filter(|(_, s)| {
                 s.spend
                     .as_deref()
-                    .is_some_and(|c| budget::needs_recount(c, &key))
+                    .is_some_and(|c| rules::period::needs_recount(c, &key))
             })
             .map(|(n, _)| n.to_string())
             .collect();
         if due.is_empty() {
             return Ok(());
         }
-        let booked = match budget::period_start(period, now) {
+        let booked = match rules::period::period_start(period, now) {
             Some(start) => self.booked_since(start, &due)?,
             None => HashMap::new(),
         };
@@ -78,7 +78,7 @@ impl Locked<'_> {
                 continue;
             };
             let spent = booked.get(&name).copied().unwrap_or(0.0);
-            if !budget::recount(&mut c.rec.rt.counters, &key, spent) {
+            if !rules::period::recount(&mut c.rec.rt.counters, &key, spent) {
                 continue;
             }
             recounted.push(Recount {
@@ -95,8 +95,8 @@ impl Locked<'_> {
     }
 
     /// What each of `jobs` booked in the period that started at `start`: the sum of
-    /// [`budget::booked_since`] over its rows, read newest first from the open segment down the
-    /// sealed ones, stopping at the first row that finished [`budget::RECOUNT_SLACK_SECS`]
+    /// [`rules::period::booked_since`] over its rows, read newest first from the open segment down the
+    /// sealed ones, stopping at the first row that finished [`rules::period::RECOUNT_SLACK_SECS`]
     /// before `start`.
     pub(super) fn booked_since(
         &self,
@@ -104,7 +104,7 @@ impl Locked<'_> {
         jobs: &[String],
     ) -> StoreResult<HashMap<String, f64>> {
         let wanted: HashSet<&str> = jobs.iter().map(String::as_str).collect();
-        let stop = start - Duration::seconds(budget::RECOUNT_SLACK_SECS);
+        let stop = start - Duration::seconds(rules::period::RECOUNT_SLACK_SECS);
         let mut sums: HashMap<String, f64> = HashMap::new();
         let hpath = self.path(HISTORY_FILE);
         let top = self.inner.history_seg;
@@ -148,7 +148,7 @@ impl Locked<'_> {
                 if row.finished_at < stop {
                     return Ok(sums);
                 }
-                let cost = budget::booked_since(row.finished_at, row.cost_usd, start);
+                let cost = rules::period::booked_since(row.finished_at, row.cost_usd, start);
                 if cost > 0.0 && wanted.contains(row.job.as_str()) {
                     *sums.entry(row.job).or_insert(0.0) += cost;
                 }

@@ -4,9 +4,10 @@ use super::history::contains;
 use super::jobs::EntryRef;
 use super::*;
 use crate::model::{Status, Trigger};
-use crate::store::logic::tests_support::def;
+use crate::store::policy::define::tests_support::def;
 use crate::testkit::store::ClaimAt;
 
+use crate::store::policy;
 use crate::testkit::time::epoch as t;
 use crate::testkit::tmp::TempDir;
 
@@ -429,7 +430,7 @@ fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruptio
 #[test]
 fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
     let dir = tmp("v1");
-    let rec = crate::store::logic::new_record(def("old"), t(0)).unwrap();
+    let rec = policy::define::new_record(def("old"), t(0)).unwrap();
     let row = HistoryRow::new(
         "old",
         Status::Succeeded,

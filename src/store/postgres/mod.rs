@@ -32,14 +32,14 @@
 //!   `abandoned` (its owner was paused past its lease, not dead): then the late row is the
 //!   run's real end, written with `supersedes_abandoned`, and it replaces the `abandoned` row
 //!   (deleted in the same transaction; the file store, append-only, hides it instead), so every
-//!   query shows one row per run under the status that happened (`logic::complete_step`).
+//!   query shows one row per run under the status that happened (`plan::complete::complete_step`).
 //! - Lease expiry is detected by the next owner that claims: it writes the `abandoned` row (with
 //!   its own owner id as `owner`, the lost owner named in `reason`) and applies `finish_run`.
 //!   A completion and its lease release commit in one transaction, so a row never lands
 //!   without its record. But a completion whose `COMMIT` reached the server and whose reply was
 //!   lost (connection reset) is retried by the engine: when its job no longer holds its lease,
 //!   the retry looks up its run_id in history, and if its own row is there (same run, status
-//!   and owner) it finishes from it (`logic::complete_landed`) and writes nothing again.
+//!   and owner) it finishes from it (`plan::complete::complete_landed`) and writes nothing again.
 //! - `complete_many` commits the whole batch in one transaction (one WAL flush), locking its
 //!   jobs in name order (two owners' batches cannot deadlock).
 //! - A claim locks at most as many due rows per round as it has capacity left (1…1000): each
@@ -64,7 +64,6 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, GenericClient, Row, Statement, Transaction};
 use uuid::Uuid;
 
-use super::logic;
 use super::*;
 use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
 
@@ -74,6 +73,8 @@ mod pool;
 mod reserve;
 mod schema;
 
+use crate::store::plan::complete::{CompletionPlan, Found};
+use crate::store::{plan, policy, rules};
 use listen::ChangeFeed;
 use pool::Pool;
 
@@ -565,10 +566,10 @@ impl pool::Conn<'_> {
 }
 
 /// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
-/// `wakeup`, which `logic::wakeup` computes (the same function the file store indexes by).
+/// `wakeup`, which `plan::claim::wakeup` computes (the same function the file store indexes by).
 /// An edit of the budget's `period` (red team 6): every job holding money under a period of
 /// another kind gets its spend in the new one from the history rows that finished inside it
-/// (`budget::recount`), selected by `finished_at` (indexed: only the period's rows are read),
+/// (`rules::period::recount`), selected by `finished_at` (indexed: only the period's rows are read),
 /// in the apply's transaction. The jobs whose records changed are added to `names`, and with
 /// what was found to `recounted` (the apply's report; in name order, as `by_name` is).
 async fn recount_budget(
@@ -579,20 +580,19 @@ async fn recount_budget(
     names: &mut Vec<String>,
     recounted: &mut Vec<crate::store::Recount>,
 ) -> StoreResult<()> {
-    use crate::store::budget;
-    let period = logic::counter_period(settings);
+    let period = crate::cost::budget_period(settings);
     let key = period.key(now);
     let due: Vec<String> = by_name
         .iter()
-        .filter(|(_, r)| budget::needs_recount(&r.rt.counters, &key))
+        .filter(|(_, r)| rules::period::needs_recount(&r.rt.counters, &key))
         .map(|(n, _)| n.clone())
         .collect();
     if due.is_empty() {
         return Ok(());
     }
     let mut booked: BTreeMap<String, f64> = BTreeMap::new();
-    if let Some(start) = budget::period_start(period, now) {
-        // The rule of `budget::booked_since`: rows that finished at or after the start, each
+    if let Some(start) = rules::period::period_start(period, now) {
+        // The rule of `rules::period::booked_since`: rows that finished at or after the start, each
         // cost ≥ 0 and finite (NaN and infinity compare above every number in PostgreSQL).
         let rows = tx
             .query_typed(
@@ -616,7 +616,7 @@ async fn recount_budget(
             continue;
         };
         let spent = booked.get(&name).copied().unwrap_or(0.0);
-        if !budget::recount(&mut rec.rt.counters, &key, spent) {
+        if !rules::period::recount(&mut rec.rt.counters, &key, spent) {
             continue;
         }
         recounted.push(crate::store::Recount {
@@ -642,7 +642,7 @@ async fn write_jobs(
     }
     let items: Vec<Value> = records
         .iter()
-        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": logic::wakeup(r) })))
+        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": plan::claim::wakeup(r) })))
         .collect::<StoreResult<_>>()?;
     let arr = Value::Array(items);
     tx.execute(&st.write_jobs, &[&arr, &now])
@@ -672,7 +672,7 @@ async fn chain_children(
     parent: &crate::model::JobDef,
     row: &HistoryRow,
 ) -> StoreResult<Vec<JobRecord>> {
-    if !super::chain::may_fire(row) {
+    if !policy::chain::may_fire(row) {
         return Ok(Vec::new());
     }
     let probe = serde_json::json!([{ "job": parent.name }]);
@@ -687,7 +687,7 @@ async fn chain_children(
     let mut out = Vec::new();
     for r in rows {
         let mut rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
-        if !super::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
+        if !policy::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
             out.push(rec);
         }
     }
@@ -827,10 +827,10 @@ impl Inner {
         let mut by_name: std::collections::HashMap<String, JobRecord> =
             recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
         let mut rows = Vec::new();
-        let mut tally = crate::store::operator::BulkTally::new(names.len());
+        let mut tally = policy::operator::BulkTally::new(names.len());
         for name in names {
             let step = match by_name.get_mut(name) {
-                Some(rec) => crate::store::operator::bulk_step(rec, action, now, &mut rows),
+                Some(rec) => policy::operator::bulk_step(rec, action, now, &mut rows),
                 None => Err(StoreError::NoSuchJob(name.clone())),
             };
             if !tally.step(name, step) {
@@ -985,7 +985,7 @@ impl Inner {
             Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0))?,
             None => Settings::default(),
         };
-        Ok(logic::counter_period(&settings))
+        Ok(crate::cost::budget_period(&settings))
     }
 
     async fn settings_in(&self, c: &impl Db) -> StoreResult<Settings> {
@@ -1000,7 +1000,7 @@ impl Inner {
     }
 
     async fn apply(&self, file: JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        logic::unique_names(&file)?;
+        plan::apply::unique_names(&file)?;
         let mut c = self.pool.get().await?;
         let st = c.stmts().await?;
         let tx = c
@@ -1009,7 +1009,7 @@ impl Inner {
             .map_err(|e| db_err("starting a transaction", e))?;
         let mut dirty = false;
         let stored = self.settings_in(&tx).await?;
-        let settings_changed = logic::settings_changes(&stored, &file.settings);
+        let settings_changed = plan::apply::settings_changes(&stored, &file.settings);
         if stored != file.settings {
             tx.execute(
                 "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
@@ -1025,7 +1025,8 @@ impl Inner {
             .into_iter()
             .map(|r| (r.def.name.clone(), r))
             .collect();
-        let (mut report, mut names) = logic::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        let (mut report, mut names) =
+            plan::apply::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
         let mut recounted = Vec::new();
         recount_budget(
             &tx,
@@ -1056,7 +1057,7 @@ impl Inner {
 
     /// SPEC §5/§6/§7 claims in ONE transaction: due rows are locked with `FOR UPDATE SKIP
     /// LOCKED` (so concurrent owners split the due set instead of queueing behind each other),
-    /// each is put through `logic::evaluate` exactly as the file store does, and the claims,
+    /// each is put through `plan::claim::evaluate` exactly as the file store does, and the claims,
     /// pre-advanced slots and rows commit together before any run starts.
     async fn claim(
         &self,
@@ -1099,16 +1100,16 @@ impl Inner {
                 let mut rec: JobRecord =
                     from_json(&self.location, "cronsole_jobs", r.get::<_, Value>(0))?;
                 excluded.push(rec.def.name.clone());
-                let Ok(sched) = logic::compile(&rec) else {
+                let Ok(sched) = rules::slots::compile(&rec) else {
                     tracing::warn!(job = %rec.def.name, "schedule does not compile; job skipped");
                     continue;
                 };
                 let can = claims.len() < limit;
-                let recovering = logic::expired_lease(&rec, now);
+                let recovering = rules::runtime::expired_lease(&rec, now);
                 // Crash recovery (SPEC §6) happens inside `claim_step`. The completion and the
                 // lease release commit together here, so a run's row never landed without its
                 // record: `landed` is always None.
-                let ev = logic::claim_step(&mut rec, &sched, now, &owner, can, period, None);
+                let ev = plan::claim::claim_step(&mut rec, &sched, now, &owner, can, period, None);
                 if let Some(lease) = recovering
                     && let Some(end) = ev.rows.iter().find(|r| r.run_id == lease.run_id)
                 {
@@ -1134,7 +1135,7 @@ impl Inner {
         }
         for (parent, end) in &ended {
             // Children this claim already holds are updated in place (one row per job).
-            super::chain::fan_out(parent, end, changed.iter_mut());
+            policy::chain::fan_out(parent, end, changed.iter_mut());
             let held: Vec<String> = changed.iter().map(|r| r.def.name.clone()).collect();
             let more = chain_children(&tx, &self.location, parent, end).await?;
             changed.extend(more.into_iter().filter(|r| !held.contains(&r.def.name)));
@@ -1184,7 +1185,10 @@ impl Inner {
         // attempt committed. Only those look for their row (an index probe on run_id).
         let unfenced: Vec<String> = cs
             .iter()
-            .filter(|c| recs.get(&c.job).is_some_and(|r| !logic::holds(r, c.run_id)))
+            .filter(|c| {
+                recs.get(&c.job)
+                    .is_some_and(|r| !rules::runtime::holds(r, c.run_id))
+            })
             .map(|c| c.run_id.to_string())
             .collect();
         let landed: Vec<HistoryRow> = if unfenced.is_empty() {
@@ -1198,58 +1202,42 @@ impl Inner {
                 .collect::<StoreResult<_>>()?
         };
         let now = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
-        let mut results = Vec::with_capacity(cs.len());
-        let mut rows: Vec<HistoryRow> = Vec::new();
+        let mut plan = CompletionPlan::new(period, landed);
+        for c in cs {
+            // A retry whose first attempt committed: its own row, same run, status and owner.
+            let mut probe = c.row.clone();
+            probe.run_id = c.run_id;
+            let own_row = plan
+                .landed()
+                .iter()
+                .find(|l| l.owner == probe.owner && rules::rows::same_row(l, &probe))
+                .cloned();
+            let found = Found {
+                own_row,
+                abandoned: false,
+            };
+            plan.complete(recs.get_mut(&c.job), None, c, found);
+        }
+        let rows = plan.rows(plan.landed());
         let mut dirty: Vec<String> = Vec::new();
         // Fenced run ends, for their `after:` children.
         let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
-        for c in cs {
-            let Some(rec) = recs.get_mut(&c.job) else {
-                results.push(Err(StoreError::NoSuchJob(c.job.clone())));
-                continue;
-            };
-            let held = logic::holds(rec, c.run_id);
-            let mut probe = c.row.clone();
-            probe.run_id = c.run_id;
-            let mine = landed
-                .iter()
-                .find(|l| l.owner == probe.owner && logic::same_row(l, &probe))
-                .cloned();
-            let job = c.job.clone();
-            let out = match mine {
-                Some(row) => logic::complete_landed(rec, None, c, row, period),
-                None => logic::complete_step(rec, None, c, period),
-            };
-            if let Ok(o) = &out {
-                if held && let Some(end) = o.rows.first() {
-                    ended.push((rec.def.clone(), end.clone()));
-                }
-                rows.extend(
-                    o.rows
-                        .iter()
-                        .filter(|r| !landed.iter().any(|l| logic::same_row(l, r)))
-                        .cloned(),
-                );
-                // A landed retry of a released lease changes nothing; anything else does
-                // (a stale completion still counts its cost).
-                if held
-                    || !o
-                        .rows
-                        .iter()
-                        .all(|r| landed.iter().any(|l| logic::same_row(l, r)))
-                {
-                    dirty.push(job);
-                }
+        for (job, end) in plan.records() {
+            if let Some(end) = end
+                && let Some(rec) = recs.get(&job)
+            {
+                ended.push((rec.def.clone(), end));
             }
-            results.push(out);
+            dirty.push(job);
         }
+        let results = plan.into_results();
         // `after:` children learn of the runs' ends in this same transaction. Children this
         // batch already holds (locked above, or read for an earlier parent) are updated in
         // place, so each job is written once with every parent's end.
         let mut children: Vec<JobRecord> = Vec::new();
         for (parent, end) in &ended {
-            dirty.extend(super::chain::fan_out(parent, end, recs.values_mut()));
-            super::chain::fan_out(parent, end, children.iter_mut());
+            dirty.extend(policy::chain::fan_out(parent, end, recs.values_mut()));
+            policy::chain::fan_out(parent, end, children.iter_mut());
             let more = chain_children(&tx, &self.location, parent, end).await?;
             for r in more {
                 if !recs.contains_key(&r.def.name)
@@ -1267,10 +1255,9 @@ impl Inner {
         let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
         changed.extend(children);
         // A late end of a run recorded `abandoned` replaces that row (see the module doc).
-        let superseded: Vec<String> = rows
+        let superseded: Vec<String> = CompletionPlan::superseded(&rows)
             .iter()
-            .filter(|r| r.supersedes_abandoned && r.stale_lease)
-            .map(|r| r.run_id.to_string())
+            .map(Uuid::to_string)
             .collect();
         if !superseded.is_empty() {
             tx.execute(
@@ -1477,7 +1464,7 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    Ok(match logic::renew(rec, run_id, now) {
+                    Ok(match rules::runtime::renew(rec, run_id, now) {
                         Some(lease_until) => Edit::changed(RenewOutcome::Renewed { lease_until }),
                         None => Edit::unchanged(RenewOutcome::Lost),
                     })
@@ -1518,7 +1505,7 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let changed = logic::pause_step(rec, paused, now)?;
+                    let changed = policy::operator::pause_step(rec, paused, now)?;
                     Ok(if changed {
                         Edit::changed(())
                     } else {
@@ -1537,7 +1524,7 @@ impl Store for PgStore {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
-                    let (outcome, changed) = logic::trigger_step(rec, now)?;
+                    let (outcome, changed) = policy::operator::trigger_step(rec, now)?;
                     Ok(if changed {
                         Edit::changed(outcome)
                     } else {
@@ -1564,7 +1551,7 @@ impl Store for PgStore {
                     };
                     let mut rows = Vec::new();
                     let (changed, out) =
-                        crate::store::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
+                        policy::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
                     let mut e = if changed {
                         Edit::changed(out)
                     } else {
@@ -1599,10 +1586,10 @@ impl Store for PgStore {
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
             let settings = inner.settings_in(&*c).await?;
-            let key = logic::counter_period(&settings).key(now);
-            // Same rule as `stats::period_spend` (`budget::counter_spend`): counters of an
+            let key = crate::cost::budget_period(&settings).key(now);
+            // Same rule as `stats::period_spend` (`rules::period::counter_spend`): counters of an
             // older period of the same kind count 0.
-            let overlapping = budget::overlapping_keys(&key);
+            let overlapping = rules::period::overlapping_keys(&key);
             let row = c
                 .query_one(
                     "WITH s AS (SELECT name, CASE
@@ -1630,19 +1617,13 @@ impl Store for PgStore {
         })
     }
 
-    fn reserve(&self, req: &budget::ReserveRequest<'_>) -> StoreResult<budget::ReserveOutcome> {
+    fn reserve(&self, req: &ReserveRequest<'_>) -> StoreResult<ReserveOutcome> {
         let (job, owner) = (req.job.to_string(), req.owner.to_string());
         let (run_id, usd, now) = (req.run_id, req.usd, req.now);
         self.run(move |inner| async move { inner.reserve(job, run_id, owner, usd, now).await })
     }
 
-    fn settle(
-        &self,
-        job: &str,
-        id: Uuid,
-        how: budget::Settlement,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    fn settle(&self, job: &str, id: Uuid, how: Settlement, now: DateTime<Utc>) -> StoreResult<()> {
         let job = job.to_string();
         self.run(move |inner| async move { inner.settle(job, id, how, now).await })
     }

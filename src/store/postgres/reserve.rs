@@ -17,9 +17,10 @@ use tokio_postgres::types::Type;
 use uuid::Uuid;
 
 use super::{Inner, Notify, db_err, lock_jobs};
-use crate::store::budget::{self, ReserveOutcome, ReserveRequest, Settlement, Totals};
-use crate::store::logic;
+use crate::store::rules::period::Totals;
+use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
 use crate::store::{StoreError, StoreResult};
+use crate::store::{policy, rules};
 
 /// `pg_advisory_xact_lock` key of budget reservations ("cronbudg" in ASCII).
 const BUDGET_LOCK_KEY: i64 = 0x6372_6f6e_6275_6467;
@@ -47,9 +48,9 @@ impl Inner {
         .map_err(|e| db_err("taking the budget lock", e))?;
         let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&job)).await?;
         let settings = self.settings_in(&tx).await?;
-        let key = logic::counter_period(&settings).key(now);
+        let key = crate::cost::budget_period(&settings).key(now);
         // Every other job's committed money, summed in SQL (the same rule as
-        // `budget::committed`: counters and reservations of this period or of a period of
+        // `rules::period::committed`: counters and reservations of this period or of a period of
         // another kind sharing time with it, all-time spend under `total`, each ≥ 0).
         let rows = tx
             .query_typed(
@@ -71,7 +72,7 @@ impl Inner {
                 &[
                     (&key, Type::TEXT),
                     (&job, Type::TEXT),
-                    (&budget::overlapping_keys(&key), Type::TEXT_ARRAY),
+                    (&rules::period::overlapping_keys(&key), Type::TEXT_ARRAY),
                 ],
             )
             .await
@@ -90,13 +91,13 @@ impl Inner {
         let Some(rec) = mine.first() else {
             return Err(StoreError::NoSuchJob(job));
         };
-        let (spent, held) = budget::committed(rec, &key);
+        let (spent, held) = rules::period::committed(rec, &key);
         let global = Totals {
             spent: others_spent + spent,
             held: others_held + held,
         };
         let job_totals = Totals { spent, held };
-        let key = match budget::decide_totals(
+        let key = match policy::budget::decide_totals(
             &settings,
             global,
             rec.def.max_cost_usd,
@@ -109,7 +110,7 @@ impl Inner {
         let Some(rec) = mine.first_mut() else {
             return Err(StoreError::NoSuchJob(job));
         };
-        let id = budget::record(rec, &req, key);
+        let id = policy::budget::record(rec, &req, key);
         self.commit_changes(
             tx,
             &st,
@@ -135,7 +136,7 @@ impl Inner {
             let Some(rec) = rec else {
                 return Err(StoreError::NoSuchJob(job));
             };
-            Ok(if budget::settle(rec, id, how) {
+            Ok(if policy::budget::settle(rec, id, how) {
                 super::Edit::changed(())
             } else {
                 super::Edit::unchanged(())

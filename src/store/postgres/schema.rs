@@ -13,7 +13,7 @@
 //!   chained after one). `record` is the whole [`JobRecord`](crate::model::JobRecord)
 //!   as JSONB (the single source of truth); the other columns are a projection of it, rewritten on
 //!   every update, that the claim query and `next_wakeup` filter on (`wakeup` = the earliest
-//!   instant `store::logic` may act on the job, computed by `logic::wakeup`; `next_slot`,
+//!   instant `store::logic` may act on the job, computed by `crate::store::plan::claim::wakeup`; `next_slot`,
 //!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL;
 //!   only `wakeup` is indexed, with `name`, in the claim's order).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.

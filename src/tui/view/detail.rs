@@ -461,7 +461,8 @@ fn overlap_words(j: &crate::model::JobRecord, now: chrono::DateTime<chrono::Utc>
         other => other.name().to_string(),
     };
     // A kept slot from the moment it falls due (not only once the run has ended).
-    if let Some(b) = crate::store::overlap::kept_slot(j, now).or(j.rt.overlap.buffered_slot) {
+    if let Some(b) = crate::store::policy::overlap::kept_slot(j, now).or(j.rt.overlap.buffered_slot)
+    {
         s.push_str(&format!(
             "; slot {} kept to run next",
             b.format("%Y-%m-%d %H:%M:%S")

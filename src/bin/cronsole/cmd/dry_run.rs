@@ -190,7 +190,7 @@ async fn build(
         budgets.push(Budget {
             scope: "job",
             limit_usd: limit,
-            period: cost::period_word(cost::job_period(settings)),
+            period: cost::period_word(cost::budget_period(settings)),
             spent_usd: spend.job_usd,
         });
     }

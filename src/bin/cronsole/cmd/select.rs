@@ -269,7 +269,8 @@ mod tests {
             .expect("test job is valid");
         let d = loaded.file.jobs[0].clone();
         let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap_or_default();
-        let mut r = cronsole::store::logic::new_record(d, now).expect("every 60s compiles");
+        let mut r =
+            cronsole::store::policy::define::new_record(d, now).expect("every 60s compiles");
         r.rt.retired = retired;
         r
     }

@@ -122,7 +122,7 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     if more > 0 {
         parts.push(format!("{} runs live (overlap: allow)", more + 1));
     }
-    if let Some(b) = cronsole::store::overlap::kept_slot(r, now) {
+    if let Some(b) = cronsole::store::policy::overlap::kept_slot(r, now) {
         parts.push(format!("slot {} kept to run next", when::stamp(b, zone)));
     }
     if let Some(m) = r.def.max_runs.filter(|_| !r.rt.retired) {
@@ -522,7 +522,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));
     };
     let settings = store.settings()?;
-    let sched = cronsole::store::logic::compile(&rec).ok();
+    let sched = cronsole::store::rules::slots::compile(&rec).ok();
     let words = sched
         .as_ref()
         .map_or_else(|| rec.def.schedule_text.clone(), |c| c.describe());

@@ -1,12 +1,12 @@
-//! What an operator's actions do to one job record (issue 12 item 2): retry a run, cancel a
-//! running run (or what is queued), backfill the slots of a past window, pause with a reason.
-//! Written once, pure, for every store; each store only runs [`apply_edit_rows`] under its lock (file
-//! store) or inside one transaction (PostgreSQL) through [`Store::update_job`](super::Store).
+//! What an operator's actions do to one job record: pause or resume, queue a manual trigger,
+//! retry a run, cancel a running run (or what is queued), backfill the slots of a past window,
+//! pause with a reason. Written once for every store; each store only runs [`apply_edit_rows`]
+//! (or [`bulk_step`]) under its lock (file store) or inside one transaction (PostgreSQL).
 //!
-//! Owns: the decisions and their outcomes/errors. Must not touch: I/O, locks, clocks (every call
+//! Owns: the decisions and their outcomes/errors, [`set_paused`], [`trigger_step`]. Must not touch: I/O, locks, clocks (every call
 //! takes `now`), the engine (which notices a cancel request through the store).
 //!
-//! Decisions where the issue is silent:
+//! Decisions:
 //! - Retries and backfill slots are queued on the job ([`JobRuntime::queue`]) and claimed by any
 //!   owner like a manual trigger: runs of their own (`trigger: retry | backfill`), allowed while
 //!   paused, never moving the schedule nor counting toward `max_runs`. A queued retry of a job
@@ -26,6 +26,8 @@
 //!   [`REASON_QUEUED_CANCELLED`]) written with the record, so every acknowledged request
 //!   ends in one row; with nothing running or queued it is bad input.
 //! - A pause reason is cleared by resume; pausing a paused job with a new reason replaces it.
+//! - A paused job records nothing for the slots that pass; on resume it continues at its next
+//!   future slot.
 //!
 //! [`JobRuntime::queue`]: crate::model::JobRuntime::queue
 
@@ -33,12 +35,13 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord, QUEUE_MAX, QueuedRun, Status, Trigger};
-use crate::schedule::Compiled;
+use crate::schedule::{Compiled, ScheduleError};
 
-use super::{StoreError, logic};
+use super::overlap;
+use crate::store::rules::reasons::{OPERATOR_OWNER, REASON_QUEUED_CANCELLED};
+use crate::store::rules::slots::{compile, skip_to_future};
+use crate::store::{StoreError, StoreResult, TriggerOutcome};
 
-/// The reason written on a run an operator cancelled.
-pub const REASON_CANCELLED: &str = "cancelled by operator";
 /// Longest pause reason kept (characters).
 pub const PAUSE_REASON_MAX: usize = 200;
 
@@ -98,7 +101,7 @@ pub enum EditOutcome {
 /// Most jobs one store operation of a bulk action touches (one lock hold and one journal append
 /// with one fsync on the file store, one transaction on PostgreSQL). Between chunks the lock is
 /// released, so an engine's claims and other commands interleave with a bulk action over many
-/// thousands of jobs instead of waiting for all of it (red team 7).
+/// thousands of jobs instead of waiting for all of it.
 pub const BULK_CHUNK: usize = 1000;
 
 /// What a bulk action (`pause`, `resume`, `trigger` over a selection) does to each job.
@@ -118,7 +121,7 @@ pub enum BulkOutcome {
     /// Paused or resumed (or already so).
     SetPaused,
     /// The trigger's outcome.
-    Trigger(super::TriggerOutcome),
+    Trigger(TriggerOutcome),
     /// The edit's outcome.
     Edit(EditOutcome),
 }
@@ -193,11 +196,11 @@ pub fn bulk_step(
 ) -> Result<(bool, BulkOutcome), StoreError> {
     match action {
         BulkAction::SetPaused(paused) => {
-            let changed = logic::pause_step(rec, *paused, now)?;
+            let changed = pause_step(rec, *paused, now)?;
             Ok((changed, BulkOutcome::SetPaused))
         }
         BulkAction::Trigger => {
-            let (out, changed) = logic::trigger_step(rec, now)?;
+            let (out, changed) = trigger_step(rec, now)?;
             Ok((changed, BulkOutcome::Trigger(out)))
         }
         BulkAction::Edit(edit) => {
@@ -210,11 +213,6 @@ pub fn bulk_step(
 fn invalid(msg: String) -> StoreError {
     StoreError::Refused(msg)
 }
-
-/// The `owner` of rows an operator's edit writes (no runner made them).
-pub const OPERATOR_OWNER: &str = "operator";
-/// The `reason` of the `skipped` row of each queued run `cancel JOB` dropped.
-pub const REASON_QUEUED_CANCELLED: &str = "queued run cancelled by the operator before it started";
 
 /// Apply `edit` to `rec` at `now` (tests: no edit of theirs writes rows).
 #[cfg(test)]
@@ -347,7 +345,7 @@ pub fn apply_edit_rows(
                 )));
             }
             let sched = backfill_grid(
-                logic::compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
+                compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
                 *from,
             );
             let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
@@ -402,8 +400,8 @@ pub fn apply_edit_rows(
             } else {
                 None
             };
-            let changed = logic::set_paused(rec, *paused, now)
-                .map_err(|e| invalid(format!("job '{name}': {e}")))?;
+            let changed =
+                set_paused(rec, *paused, now).map_err(|e| invalid(format!("job '{name}': {e}")))?;
             let reason_changed = rec.rt.pause_reason != reason;
             rec.rt.pause_reason = reason;
             let changed = changed || reason_changed;
@@ -485,11 +483,64 @@ fn cancel_concurrent(
     }
 }
 
+/// Pause or resume: a paused job records nothing for the slots that pass; on resume
+/// it continues at its next future slot.
+pub fn set_paused(
+    rec: &mut JobRecord,
+    paused: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, ScheduleError> {
+    if rec.rt.paused == paused {
+        return Ok(false);
+    }
+    if paused {
+        overlap::on_pause(rec, now)?;
+    }
+    rec.rt.paused = paused;
+    if !paused {
+        rec.rt.pause_reason = None;
+        skip_to_future(rec, now)?;
+    }
+    Ok(true)
+}
+
+/// Pause or resume one job (`set_paused` with the store's error).
+pub fn pause_step(rec: &mut JobRecord, paused: bool, now: DateTime<Utc>) -> StoreResult<bool> {
+    let name = rec.def.name.clone();
+    set_paused(rec, paused, now).map_err(StoreError::bad_def(&name))
+}
+
+/// Queue a manual trigger. Returns the outcome and whether the record changed.
+pub fn trigger_step(
+    rec: &mut JobRecord,
+    now: DateTime<Utc>,
+) -> StoreResult<(TriggerOutcome, bool)> {
+    if rec.rt.retired {
+        return Err(StoreError::Retired {
+            job: rec.def.name.clone(),
+            reason: rec
+                .rt
+                .retired_reason
+                .clone()
+                .unwrap_or_else(|| "retired".to_string()),
+        });
+    }
+    if rec.rt.trigger_requested_at.is_some() {
+        return Ok((TriggerOutcome::AlreadyQueued, false));
+    }
+    if rec.rt.lease.is_some() {
+        return Ok((TriggerOutcome::AlreadyRunning, false));
+    }
+    rec.rt.trigger_requested_at = Some(now);
+    Ok((TriggerOutcome::Queued, true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::logic::tests_support::job;
-    use crate::store::logic::{evaluate, finish_run};
+    use crate::store::plan::claim::evaluate;
+    use crate::store::policy::define::tests_support::job;
+    use crate::store::policy::run_end::finish_run;
 
     use crate::testkit::time::base as t;
 
@@ -504,13 +555,13 @@ mod tests {
         )
     }
 
-    fn claim(r: &mut JobRecord, now: i64) -> Option<logic::ClaimPlan> {
-        let sched = logic::compile(r).unwrap();
+    fn claim(r: &mut JobRecord, now: i64) -> Option<crate::store::rules::runtime::ClaimPlan> {
+        let sched = crate::store::rules::slots::compile(r).unwrap();
         evaluate(r, &sched, t(now), "o", true, Default::default()).claim
     }
 
     fn finish(r: &mut JobRecord, trigger: Trigger, status: Status, now: i64) {
-        let sched = logic::compile(r).unwrap();
+        let sched = crate::store::rules::slots::compile(r).unwrap();
         let mut row = HistoryRow::new("a", status, trigger, None, "o", t(now));
         finish_run(r, &sched, &mut row, None, None, Default::default(), t(now));
     }
@@ -535,7 +586,7 @@ mod tests {
         );
         // Asking twice for the same run is refused; the job's wake-up is the request.
         assert!(apply_edit(&mut r, &JobEdit::Retry(Box::new(row)), t(2)).is_err());
-        assert_eq!(logic::wakeup(&r), Some(t(2)));
+        assert_eq!(crate::store::plan::claim::wakeup(&r), Some(t(2)));
         let c = claim(&mut r, 3).unwrap();
         assert_eq!((c.trigger, c.slot), (Trigger::Retry, Some(t(0))));
         assert!(r.rt.queue.is_empty());
@@ -584,7 +635,7 @@ mod tests {
         let (_, out) = apply_edit_rows(&mut r, &JobEdit::Cancel(None), t(2), &mut rows).unwrap();
         assert_eq!(out, EditOutcome::Dequeued(2));
         assert!(r.rt.queue.is_empty() && r.rt.trigger_requested_at.is_none());
-        // Red team 6: each dropped run ends in one `skipped` row, counted.
+        // Each dropped run ends in one `skipped` row, counted.
         let got: Vec<_> = rows.iter().map(|w| (w.status, w.trigger)).collect();
         assert_eq!(
             got,

@@ -1,4 +1,4 @@
-//! `after:` chains (issue 16 item 1): what a parent's finished run does to the records of the
+//! `after:` chains: what a parent's finished run does to the records of the
 //! jobs chained after it, and when such a job's chained run may be claimed.
 //!
 //! Owns: recording a parent's run as pending in its children's records ([`fan_out`]), the
@@ -6,7 +6,7 @@
 //! stamping the chained run's row with its parent ([`stamp`]). Must not touch: I/O, clocks,
 //! history storage; the stores call these inside the persist that records the parent's end.
 //!
-//! Decisions (README "Chains"):
+//! Decisions:
 //! - The pending run is written into the CHILD's record in the same persist as the parent's
 //!   completion (file store: the same journal append, the children's lines before the
 //!   parent's, so a torn append that kept the parent's line kept the children's; PostgreSQL:
@@ -22,7 +22,7 @@
 //! - Only a run's own end fires (succeeded, failed, no_change, abandoned as [`ChainOn`] says);
 //!   `missed` and overlap `skipped` rows are not runs. A completion that arrives after its
 //!   lease was taken over (stale) fires nothing: the recovery's `abandoned` row already did —
-//!   also when that late row supersedes the `abandoned` one (`logic::complete_step`).
+//!   also when that late row supersedes the `abandoned` one (`plan::complete::complete_step`).
 
 use crate::model::{
     CHAIN_OUTPUT_MAX_CHARS, ChainOn, Gate, HistoryRow, JobDef, JobRecord, Lease, ParentRun, Status,
@@ -159,7 +159,7 @@ mod tests {
                 on: *on,
             })
             .collect();
-        crate::store::logic::new_record(d, t(0)).unwrap()
+        crate::store::policy::define::new_record(d, t(0)).unwrap()
     }
 
     fn end(job: &str, status: Status, at: i64) -> HistoryRow {

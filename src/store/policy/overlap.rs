@@ -1,6 +1,5 @@
-//! What a job's `overlap:` policy (issue 16 item 2) does to its record, for both stores: the
-//! hooks `store::logic` calls while a run of the job is live, when a run ends, and when the
-//! job is next looked at.
+//! What a job's `overlap:` policy does to its record: the hooks the claim plan calls while a run
+//! of the job is live, when a run ends, and when the job is next looked at.
 //!
 //! Owns: `buffer_one` (the first slot that came during a run is kept in the record and claimed
 //! as soon as no run is live; later ones get the usual `skipped` overlap row), `cancel_previous`
@@ -8,11 +7,12 @@
 //! `cancel` sets, so the owner running it kills its process tree — and the slot is claimed when
 //! that run has ended; its row says [`REASON_SUPERSEDED`]) and `allow` (slots are claimed beside
 //! live runs, each with its own lease, up to `max_concurrent_runs`; a slot beyond the bound gets
-//! a `skipped` overlap row at once). `skip` is SPEC §6 as it always was (`store::logic`).
-//! Must not touch: I/O, clocks, history storage (like `logic`, every function takes `now` and
-//! mutates one record; callers persist it and the rows).
+//! a `skipped` overlap row at once). `skip`, the default, is the run end's overlap row
+//! (`store::policy::run_end`).
+//! Must not touch: I/O, clocks, history storage (every function takes `now` and mutates one
+//! record; callers persist it and the rows).
 //!
-//! Decisions where the issue is silent:
+//! Decisions:
 //! - A buffered slot runs whatever its age (it was owed while an owner was running, not lost
 //!   to downtime: misfire grace does not apply), and is kept through a pause (it runs on resume).
 //!   It is claimed with `trigger: schedule` for its own slot and does not move the job's next
@@ -22,26 +22,24 @@
 //!   paused or after a resume. A second pause during the same run extends that range (one row
 //!   whose `slots_count` counts only the slots that were due, not the paused ones between).
 //! - `cancel_previous` marks a run once; the slot that marked it is claimed after the run's row
-//!   is written (with any slots that came meanwhile coalesced into it, SPEC §5). A run an
-//!   operator is already cancelling is not marked again (its row keeps `cancelled by operator`).
-//!   A run that ends by itself before its owner kills it keeps its own status.
+//!   is written (with any slots that came meanwhile coalesced into it). A run an operator is
+//!   already cancelling is not marked again (its row keeps `cancelled by operator`). A run that
+//!   ends by itself before its owner kills it keeps its own status.
 //! - `allow`: operator runs (manual trigger, retry, backfill) never start beside a live run;
 //!   only slots do. An owner does not recover its own expired leases of such a job while it
 //!   runs the job (another owner, or its own next start, does).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::logic::{
-    ClaimPlan, Evaluation, REASON_OVERLAP, SLOT_COUNT_CAP, claim, count_row, firing_slot, ms,
-};
+use super::counters::count_row;
 use crate::model::{
     BudgetPeriod, HistoryRow, JobRecord, Lease, Overlap, SlotRange, Status, Superseded, Trigger,
 };
 use crate::schedule::Compiled;
-
-/// The start of the reason of a run cancelled by a newer slot (`cancel_previous`); the slot
-/// follows: `cancelled: superseded by slot 2026-11-30T10:05:00Z`.
-pub const REASON_SUPERSEDED: &str = "cancelled: superseded by slot";
+use crate::store::rules::reasons::{REASON_CANCELLED, REASON_OVERLAP, REASON_SUPERSEDED};
+use crate::store::rules::rows::overlap_row;
+use crate::store::rules::runtime::{ClaimPlan, Evaluation, claim};
+use crate::store::rules::slots::{compile, firing_slot};
 
 /// `overlap: allow` with room for one more live run: the job is evaluated as if idle.
 pub fn claims_beside(rec: &JobRecord) -> bool {
@@ -101,44 +99,10 @@ pub fn while_running(
     ev
 }
 
-/// The `skipped` overlap row for the slots from `next` whose fire instant came by `bound`
-/// (a slot whose jittered instant is still to come is not overlapped: it fires later), and the
-/// job's next slot after them.
-pub fn overlap_row(
-    rec: &JobRecord,
-    sched: &Compiled,
-    next: DateTime<Utc>,
-    bound: DateTime<Utc>,
-    owner: &str,
-    now: DateTime<Utc>,
-) -> (Option<HistoryRow>, Option<DateTime<Utc>>) {
-    let bound = match sched.latest_at_or_before(bound) {
-        Some(l) if l >= next && rec.def.fire_at(l) > bound => l - ms(1),
-        _ => bound,
-    };
-    let row = sched
-        .slots_between(next - ms(1), bound, SLOT_COUNT_CAP)
-        .map(|(first, last, n)| {
-            let mut o = HistoryRow::new(
-                &rec.def.name,
-                Status::Skipped,
-                Trigger::Schedule,
-                Some(first),
-                owner,
-                now,
-            );
-            o.reason = Some(REASON_OVERLAP.to_string());
-            o.slots_count = Some(n);
-            o.slot_end = Some(last);
-            o
-        });
-    (row, sched.next_after(bound))
-}
-
-/// The operator pauses the job (`logic::set_paused`): under `skip` and `buffer_one` the slots
+/// The operator pauses the job (`crate::store::policy::operator::set_paused`): under `skip` and `buffer_one` the slots
 /// that fell due while its live run was in flight (up to now, or the run's lease expiry) are
 /// owed an overlap row, or the kept slot, when that run ends. The run's end cannot tell them
-/// from the slots that pass while paused (which record nothing, SPEC §6), and a resume before
+/// from the slots that pass while paused (which record nothing), and a resume before
 /// it ends moves the job's next slot past them: so they are set aside now, in the record.
 pub fn on_pause(
     rec: &mut JobRecord,
@@ -162,7 +126,7 @@ pub fn on_pause(
     let Some(next) = rec.rt.next_slot.filter(|n| rec.def.fire_at(*n) <= bound) else {
         return Ok(());
     };
-    let sched = super::logic::compile(rec)?;
+    let sched = compile(rec)?;
     let (row, after) = overlap_row(rec, &sched, next, bound, &owner, now);
     let Some(row) = row else {
         return Ok(());
@@ -243,9 +207,7 @@ pub fn on_run_end(rec: &mut JobRecord, lease: &Lease, row: &mut HistoryRow) {
         return;
     };
     rec.rt.overlap.superseded = None;
-    if row.status == Status::Failed
-        && row.reason.as_deref() == Some(super::operator::REASON_CANCELLED)
-    {
+    if row.status == Status::Failed && row.reason.as_deref() == Some(REASON_CANCELLED) {
         row.reason = Some(format!(
             "{REASON_SUPERSEDED} {}",
             s.by_slot.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -281,7 +243,7 @@ pub fn buffer_one(rec: &mut JobRecord, sched: &Compiled, extra: &mut Vec<History
     }
 }
 
-/// [`logic::wakeup`](super::logic::wakeup) of a job with a live run: the earliest lease
+/// [`wakeup`](crate::store::plan::claim::wakeup) of a job with a live run: the earliest lease
 /// expiry, and the next slot's fire instant when the policy acts on it while the run is live.
 pub fn wakeup_while_running(rec: &JobRecord) -> Option<DateTime<Utc>> {
     let rt = &rec.rt;
@@ -315,9 +277,11 @@ pub fn wakeup_while_running(rec: &JobRecord) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::logic::tests_support::job;
-    use crate::store::logic::{claim_step, compile, evaluate, finish_run, wakeup};
-    use crate::store::operator::{EditOutcome, JobEdit, apply_edit};
+    use crate::store::plan::claim::{claim_step, evaluate, wakeup};
+    use crate::store::policy::define::tests_support::job;
+    use crate::store::policy::operator::{EditOutcome, JobEdit, apply_edit};
+    use crate::store::policy::run_end::finish_run;
+    use crate::store::rules::slots::compile;
 
     const P: BudgetPeriod = BudgetPeriod::Day;
 
@@ -373,18 +337,18 @@ mod tests {
         let mut r = with(Overlap::BufferOne, 10, 300.0);
         let a = eval(&mut r, "o", 1000).claim.unwrap();
         end(&mut r, &a, Status::Succeeded, 1015);
-        crate::store::logic::set_paused(&mut r, true, t(1015)).unwrap();
+        crate::store::policy::operator::set_paused(&mut r, true, t(1015)).unwrap();
         assert!(eval(&mut r, "o", 1016).claim.is_none());
         assert_eq!(r.rt.overlap.buffered_slot, Some(t(1010)));
-        crate::store::logic::set_paused(&mut r, false, t(1100)).unwrap();
+        crate::store::policy::operator::set_paused(&mut r, false, t(1100)).unwrap();
         assert_eq!(eval(&mut r, "o", 1100).claim.unwrap().slot, Some(t(1010)));
     }
 
-    // Red team rt2 rows 1-2: a slot that fell due during the run, before a pause, was lost when
-    // the run ended paused or the job was resumed before the run ended.
+    // A slot that fell due during the run, before a pause, is kept whether the run ends paused
+    // or the job is resumed before the run ends.
     #[test]
     fn a_slot_due_during_the_run_before_a_pause_is_kept_through_resume() {
-        use crate::store::logic::set_paused;
+        use crate::store::policy::operator::set_paused;
         let mut r = with(Overlap::BufferOne, 10, 300.0);
         let a = eval(&mut r, "o", 1000).claim.unwrap();
         assert_eq!(kept_slot(&r, t(1009)), None);
@@ -413,7 +377,7 @@ mod tests {
 
     #[test]
     fn a_slot_due_during_the_run_before_a_pause_is_kept_when_the_run_ends_paused() {
-        use crate::store::logic::set_paused;
+        use crate::store::policy::operator::set_paused;
         let mut r = with(Overlap::BufferOne, 10, 300.0);
         let a = eval(&mut r, "o", 1000).claim.unwrap();
         set_paused(&mut r, true, t(1012)).unwrap();
@@ -428,7 +392,7 @@ mod tests {
 
     #[test]
     fn skip_writes_the_overlap_row_of_a_slot_due_before_a_pause() {
-        use crate::store::logic::set_paused;
+        use crate::store::policy::operator::set_paused;
         let mut r = with(Overlap::Skip, 10, 300.0);
         let a = eval(&mut r, "o", 1000).claim.unwrap();
         set_paused(&mut r, true, t(1022)).unwrap();
@@ -455,7 +419,7 @@ mod tests {
         let a = eval(&mut r, "o", 1000).claim.unwrap();
         let mut def = r.def.clone();
         def.enabled = false;
-        crate::store::logic::apply_def(&mut r, &def, t(1015)).unwrap();
+        crate::store::policy::define::apply_def(&mut r, &def, t(1015)).unwrap();
         let rows = end(&mut r, &a, Status::Succeeded, 1035);
         assert_eq!(rows.len(), 2, "{rows:?}");
         assert_eq!(

@@ -1,0 +1,400 @@
+//! The store's errors and what each means for the caller: the exit code a command ends with and
+//! whether retrying can help.
+//!
+//! Owns: [`StoreError`], [`StoreResult`]. Must not touch: how a store reaches its data.
+
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+/// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
+/// one. The exit code is a function of the variant ([`StoreError::exit_code`]): 2 for what the
+/// user gave us (a damaged or foreign store, an unknown job, a bad definition or URL), 1 for
+/// runtime failures. [`StoreError::is_retryable`] tells the engine "store unavailable, retry"
+/// (keep the completion, back off) from "rejected" (retrying cannot help).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A store file (or row) is missing, empty, foreign, out of generation or does not parse.
+    /// Never repaired or overwritten silently.
+    #[error("corrupt store file {file}:{line}:{column}: {what}")]
+    Corrupt {
+        /// The damaged file.
+        file: PathBuf,
+        /// 1-based line; 0 when the damage has no line (a database row, a whole file).
+        line: u64,
+        /// 1-based column; 0 when it has none.
+        column: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// A store written by a format this build does not read.
+    #[error(
+        "store format version {found} in {file} is not supported (this cronsole reads {supported})"
+    )]
+    Version {
+        /// The file that says so.
+        file: PathBuf,
+        /// The version found.
+        found: String,
+        /// The versions this build reads.
+        supported: String,
+    },
+    /// Reading or writing the store failed (disk full, permissions). Retryable.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
+    #[error(
+        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
+    )]
+    LockTimeout {
+        /// The lock file.
+        file: PathBuf,
+        /// How long this process waited.
+        waited: std::time::Duration,
+    },
+    /// No job of that name, live or retired.
+    #[error("no job named '{0}' in the store")]
+    NoSuchJob(String),
+    /// A job's new state is over the per-job cap; the prior state is kept.
+    #[error(
+        "state of job '{job}' would be {size} bytes, over the {cap}-byte cap; prior state kept"
+    )]
+    StateTooLarge {
+        /// The job.
+        job: String,
+        /// The state's encoded size, bytes.
+        size: usize,
+        /// The cap, bytes.
+        cap: usize,
+    },
+    /// A jobs file names a job twice.
+    #[error("job name '{0}' appears twice in the jobs file")]
+    DuplicateJob(String),
+    /// A definition the store cannot schedule (apply, resume).
+    #[error("job '{job}': {source}")]
+    BadDefinition {
+        /// The job.
+        job: String,
+        /// Why its schedule is refused.
+        #[source]
+        source: crate::schedule::ScheduleError,
+    },
+    /// The job is retired: it cannot be triggered.
+    #[error("job '{job}' is retired ({reason}); it cannot be triggered")]
+    Retired {
+        /// The job.
+        job: String,
+        /// Why it was retired (its recorded reason).
+        reason: String,
+    },
+    /// `retry`/`describe` of a run id the history does not hold.
+    #[error("no run {0} in the history")]
+    NoSuchRun(Uuid),
+    /// An operator action (retry, cancel, backfill, pause) the job's state does not allow; the
+    /// message says why and what would work.
+    #[error("{0}")]
+    Refused(String),
+    /// A definition with a number outside its documented bound (a `JobsFile` built in code, or
+    /// one that skipped `config`): refused before anything is stored.
+    #[error("refusing to apply: {0}")]
+    OutOfBounds(#[source] crate::config::OutOfBounds),
+    /// A store location that is not one (e.g. a malformed PostgreSQL URL).
+    #[error("{what}")]
+    BadLocation {
+        /// What is wrong with it.
+        what: String,
+        /// The driver's parse error, when it gave one.
+        #[source]
+        source: Option<tokio_postgres::Error>,
+    },
+    /// A record could not be encoded (a bug, not bad input).
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The database answered with an error, or the connection broke. Retryable.
+    #[error("database error while {doing}: {detail}")]
+    Database {
+        /// What the store was doing.
+        doing: String,
+        /// The server's message and code, or the chain of causes of a broken connection.
+        detail: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The store cannot be reached right now (pool closed, reconnect back-off, operation
+    /// timed out, store runtime gone). Retryable.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A background task of a front end died while reading the store.
+    #[error("{what}: {source}")]
+    Task {
+        /// Which task.
+        what: &'static str,
+        /// Why it ended (panic or cancellation).
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// An operation this store (or test fake) does not provide.
+    #[error("not supported by this store: {0}")]
+    Unsupported(&'static str),
+    /// A broken internal invariant (a bug): never the user's fault.
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// Errors caused by what the user gave us (corrupt/foreign store, unknown job): exit 2.
+    pub fn is_bad_input(&self) -> bool {
+        self.exit_code() == 2
+    }
+
+    /// The process exit code this error ends a command with (2 = bad input, 1 = runtime).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StoreError::Corrupt { .. }
+            | StoreError::Version { .. }
+            | StoreError::NoSuchJob(_)
+            | StoreError::DuplicateJob(_)
+            | StoreError::BadDefinition { .. }
+            | StoreError::Retired { .. }
+            | StoreError::OutOfBounds(_)
+            | StoreError::NoSuchRun(_)
+            | StoreError::Refused(_)
+            | StoreError::BadLocation { .. } => 2,
+            StoreError::Io { .. }
+            | StoreError::LockTimeout { .. }
+            | StoreError::StateTooLarge { .. }
+            | StoreError::Encode { .. }
+            | StoreError::Database { .. }
+            | StoreError::Unavailable(_)
+            | StoreError::Task { .. }
+            | StoreError::Unsupported(_)
+            | StoreError::Internal(_) => 1,
+        }
+    }
+
+    /// "Store unavailable, try again later" (disk full, database down, lock held by a stopped
+    /// process) as opposed to "rejected" (retrying the same request cannot succeed).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Io { .. }
+                | StoreError::LockTimeout { .. }
+                | StoreError::Database { .. }
+                | StoreError::Unavailable(_)
+        )
+    }
+
+    /// An [`StoreError::Io`] on `path` — except that a directory where a store file should be
+    /// (`EISDIR`) is damage, not a runtime failure: [`StoreError::Corrupt`] naming the file
+    /// (exit 2, like a missing or foreign file), never retried.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::IsADirectory {
+            return StoreError::Corrupt {
+                file: path.into(),
+                line: 0,
+                column: 0,
+                what: "a directory is where this store file should be (move the directory \
+                       away and restore the file from a backup)"
+                    .into(),
+            };
+        }
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A copy for the other members of a batch that failed together (errors are not `Clone`):
+    /// same variant and exit code where it carries plain data, the message otherwise.
+    pub(crate) fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::Corrupt {
+                file,
+                line,
+                column,
+                what,
+            } => StoreError::Corrupt {
+                file: file.clone(),
+                line: *line,
+                column: *column,
+                what: what.clone(),
+            },
+            StoreError::Version {
+                file,
+                found,
+                supported,
+            } => StoreError::Version {
+                file: file.clone(),
+                found: found.clone(),
+                supported: supported.clone(),
+            },
+            StoreError::Io { path, source } => StoreError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            StoreError::LockTimeout { file, waited } => StoreError::LockTimeout {
+                file: file.clone(),
+                waited: *waited,
+            },
+            StoreError::NoSuchJob(j) => StoreError::NoSuchJob(j.clone()),
+            StoreError::DuplicateJob(j) => StoreError::DuplicateJob(j.clone()),
+            StoreError::BadDefinition { job, source } => StoreError::BadDefinition {
+                job: job.clone(),
+                source: source.clone(),
+            },
+            StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
+            StoreError::NoSuchRun(r) => StoreError::NoSuchRun(*r),
+            StoreError::Refused(w) => StoreError::Refused(w.clone()),
+            StoreError::Retired { job, reason } => StoreError::Retired {
+                job: job.clone(),
+                reason: reason.clone(),
+            },
+            StoreError::BadLocation { what, .. } => StoreError::BadLocation {
+                what: what.clone(),
+                source: None,
+            },
+            // Already a message: kept as it is (wrapping it read "store unavailable: store
+            // unavailable: …" in the log of every batch member but the first).
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
+            e => StoreError::Internal(e.to_string()),
+        }
+    }
+
+    pub(crate) fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> StoreError {
+        move |source| StoreError::Encode { what, source }
+    }
+
+    pub(crate) fn bad_def(job: &str) -> impl FnOnce(crate::schedule::ScheduleError) -> StoreError {
+        let job = job.to_string();
+        move |source| StoreError::BadDefinition { job, source }
+    }
+}
+
+/// Every store operation's result.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15 item 1: the exit code is a function of the variant, not of a catch-all.
+    #[test]
+    fn exit_code_and_retryability_follow_the_variant() {
+        let p = PathBuf::from("/s/jobs.journal");
+        let bad_def =
+            crate::schedule::parse_tz("Not/AZone")
+                .err()
+                .map(|source| StoreError::BadDefinition {
+                    job: "j".into(),
+                    source,
+                });
+        assert!(bad_def.is_some(), "an unknown zone is a schedule error");
+        let mut cases: Vec<(StoreError, u8, bool)> = vec![
+            (
+                StoreError::Corrupt {
+                    file: p.clone(),
+                    line: 1,
+                    column: 1,
+                    what: "x".into(),
+                },
+                2,
+                false,
+            ),
+            (StoreError::NoSuchJob("j".into()), 2, false),
+            (StoreError::DuplicateJob("j".into()), 2, false),
+            (
+                StoreError::Version {
+                    file: p.clone(),
+                    found: "9".into(),
+                    supported: "3".into(),
+                },
+                2,
+                false,
+            ),
+            (StoreError::NoSuchRun(Uuid::nil()), 2, false),
+            (StoreError::Refused("not paused".into()), 2, false),
+            (
+                StoreError::BadLocation {
+                    what: "not a URL".into(),
+                    source: None,
+                },
+                2,
+                false,
+            ),
+            (
+                StoreError::StateTooLarge {
+                    job: "j".into(),
+                    size: 2,
+                    cap: 1,
+                },
+                1,
+                false,
+            ),
+            (
+                StoreError::Retired {
+                    job: "j".into(),
+                    reason: "r".into(),
+                },
+                2,
+                false,
+            ),
+            (
+                StoreError::io(&p, std::io::Error::from_raw_os_error(28)),
+                1,
+                true,
+            ),
+            (
+                StoreError::LockTimeout {
+                    file: p.clone(),
+                    waited: std::time::Duration::from_secs(1),
+                },
+                1,
+                true,
+            ),
+            (StoreError::Unavailable("down".into()), 1, true),
+            (StoreError::Internal("bug".into()), 1, false),
+            (StoreError::Unsupported("x"), 1, false),
+            (
+                StoreError::Encode {
+                    what: "row",
+                    source: serde_json::from_str::<u8>("x").unwrap_err(),
+                },
+                1,
+                false,
+            ),
+        ];
+        if let Some(e) = bad_def {
+            cases.push((e, 2, false));
+        }
+        for (e, code, retry) in cases {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+            assert_eq!(e.is_bad_input(), code == 2, "{e:?}");
+            assert_eq!(e.is_retryable(), retry, "{e:?}");
+            let d = e.duplicate();
+            assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
+            // rt3: the copy reads as the original, never "store unavailable: store unavailable".
+            if matches!(e, StoreError::Unavailable(_)) {
+                assert_eq!(d.to_string(), e.to_string());
+            }
+            assert_eq!(
+                d.is_retryable(),
+                retry,
+                "duplicate keeps retryability: {e:?}"
+            );
+        }
+    }
+}

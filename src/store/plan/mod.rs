@@ -1,0 +1,23 @@
+//! The store's operations as plans over the records they involve: a claim (recovering expired
+//! leases first), a run's completion, an `apply`. Each is written once; the file store and the
+//! PostgreSQL store only lock, load the records a plan names and persist what it returns,
+//! history rows first, then the records.
+//!
+//! Owns: [`claim`] (what a claim pass does to one due job, and when a job next needs one),
+//! [`recover`] (an expired lease's run ended by its `abandoned` row, or by the row that landed
+//! before its owner died), [`complete`] (a run's end, fenced by its run id) and [`apply`].
+//! Must not touch: I/O, locks, clocks (every plan takes `now`). Builds on `store::policy` and
+//! `store::rules`, never the other way.
+
+pub mod apply;
+pub mod claim;
+pub mod complete;
+pub mod recover;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_cron;
+#[cfg(test)]
+mod tests_jitter;
+#[cfg(test)]
+mod tests_unlanded;
