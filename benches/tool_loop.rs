@@ -133,7 +133,7 @@ impl ModelTurns for InstantModel {
 
     fn recorded(&mut self, _: &LoopProgress<'_>) {}
 
-    async fn persist<'a>(&'a mut self, record: Vec<Delta>) -> Result<(), ()> {
+    async fn persist(&mut self, record: Vec<Delta>) -> Result<(), ()> {
         std::hint::black_box(record);
         Ok(())
     }

@@ -204,7 +204,13 @@ impl Transcript {
             .enumerate()
             .rev()
             .map(|(i, (e, _))| (first_tail + i as u64, e))
-            .chain(self.head.iter_mut().enumerate().rev().map(|(i, e)| (i as u64, e)))
+            .chain(
+                self.head
+                    .iter_mut()
+                    .enumerate()
+                    .rev()
+                    .map(|(i, e)| (i as u64, e)),
+            )
             .find_map(|(seq, e)| match e {
                 Entry::Call(c) if c.turn == turn && c.id == id => Some((seq, c)),
                 _ => None,

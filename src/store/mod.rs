@@ -20,6 +20,7 @@ use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
 
 pub use crate::cost::SpendNow;
 pub use error::{StoreError, StoreResult};
+pub use plan::step::{LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
 pub use types::*;
@@ -215,6 +216,36 @@ pub trait Store: HistoryReader {
     fn settle(&self, job: &str, id: Uuid, how: Settlement, now: DateTime<Utc>) -> StoreResult<()> {
         let _ = (job, id, how, now);
         Err(StoreError::Unsupported("budget reservations"))
+    }
+
+    /// One step of a running tool loop as ONE write ([`plan::step`]): the lease renewed, the
+    /// previous turn's reservation settled, the next turn's worst case reserved against every
+    /// budget that applies, and the transcript's delta appended — kept for the `abandoned` row
+    /// recovery writes should its owner die. Fenced by `run_id`: a run that lost its lease
+    /// writes nothing. This default (test doubles, wrappers that do not forward) makes the
+    /// renewal, settlement and reservation one by one and keeps no delta.
+    fn loop_step(&self, s: &LoopStep<'_>) -> StoreResult<StepOutcome> {
+        let lease_until = match self.renew(s.job, s.run_id, s.owner, s.now)? {
+            RenewOutcome::Renewed { lease_until } => lease_until,
+            RenewOutcome::Lost => return Ok(StepOutcome::Lost),
+        };
+        if let Some((id, how)) = s.settle {
+            self.settle(s.job, id, how, s.now)?;
+        }
+        let reserved = match s.reserve {
+            Some(usd) => Some(self.reserve(&ReserveRequest {
+                job: s.job,
+                run_id: s.run_id,
+                owner: s.owner,
+                usd,
+                now: s.now,
+            })?),
+            None => None,
+        };
+        Ok(StepOutcome::Stepped {
+            lease_until,
+            reserved,
+        })
     }
 
     /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job

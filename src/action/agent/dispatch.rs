@@ -176,23 +176,25 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         turns.recorded(&st.progress());
         turns.persist(st.transcript.take_delta()).await?;
         let call_fut = self.run.toolbox.call(&call.name, args, bound);
-        Ok(match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
-            Ok(Some(Ok(out))) => Answer {
-                text: render(&out),
-                is_error: out.is_error,
-                state: CallState::Done,
+        Ok(
+            match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
+                Ok(Some(Ok(out))) => Answer {
+                    text: render(&out),
+                    is_error: out.is_error,
+                    state: CallState::Done,
+                },
+                Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
+                    "the call timed out after {}s and was cancelled",
+                    d.as_secs_f64()
+                )),
+                Ok(Some(Err(e))) => done_error(e.to_string()),
+                Ok(None) => done_error("the tool is not offered".to_string()),
+                Err(_) => done_error(format!(
+                    "the call timed out after {}s and was cancelled",
+                    bound.as_secs_f64()
+                )),
             },
-            Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
-                "the call timed out after {}s and was cancelled",
-                d.as_secs_f64()
-            )),
-            Ok(Some(Err(e))) => done_error(e.to_string()),
-            Ok(None) => done_error("the tool is not offered".to_string()),
-            Err(_) => done_error(format!(
-                "the call timed out after {}s and was cancelled",
-                bound.as_secs_f64()
-            )),
-        })
+        )
     }
 
     /// Record the answer (in place for a dispatched call, appended for a refused one) and

@@ -76,7 +76,13 @@ impl ModelTurns for Scripted {
         if !fail {
             self.persisted.extend(record);
         }
-        async move { if fail { Err("store unwritable") } else { Ok(()) } }
+        async move {
+            if fail {
+                Err("store unwritable")
+            } else {
+                Ok(())
+            }
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 //! - `index.rs` — `jobs.index`, the snapshot's heads for a fast open.
 //! - `history.rs` — the history log: verification, appends, queries, recovery scan, retention.
 //! - `migrate.rs` — format-1 and format-2 upgrades.
+//! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
 //!
 //! # Layout (all human-readable; format 3, see [`super::filefmt`])
 //! - `VERSION` — `cronsole-file-store 3` and `store <uuid>`, the store id drawn at creation.
@@ -33,6 +34,9 @@
 //!   the snapshot (store id, generation, length, header CRC) and written after it; opening uses
 //!   it instead of reading every snapshot line, and ignores it (reading the snapshot) when it is
 //!   missing, stale or damaged — never corruption (see `index.rs`).
+//! - `runs/<run_id>.jsonl` — optional: a running tool loop's transcript entries, one JSON line
+//!   each, appended at every step; removed when the run's row is written (recovery's `abandoned`
+//!   row takes it).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one §4 row per line, newest at the end, each with its CRC-32
@@ -185,6 +189,7 @@ mod complete;
 mod log;
 mod migrate;
 mod recount;
+mod runs;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -1253,7 +1258,9 @@ impl Store for FileStore {
             );
         }
         l.inner.relies_on_landed |= relies;
+        let kept = self.attach_run_records(&mut rows);
         l.persist(&rows, &changed)?;
+        self.remove_run_records(kept);
         let claims = plans
             .into_iter()
             .filter_map(|(name, p)| {
@@ -1458,6 +1465,10 @@ impl Store for FileStore {
         let id = policy::budget::record(&mut c.rec, req, key);
         l.persist(&[], &[req.job.to_string()])?;
         Ok(ReserveOutcome::Reserved { id })
+    }
+
+    fn loop_step(&self, s: &super::LoopStep<'_>) -> StoreResult<super::StepOutcome> {
+        self.step(s)
     }
 
     fn settle(&self, job: &str, id: Uuid, how: Settlement, _now: DateTime<Utc>) -> StoreResult<()> {

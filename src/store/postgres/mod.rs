@@ -1143,6 +1143,7 @@ impl Inner {
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
         }
+        reserve::attach_run_records(&tx, &self.location, &mut rows).await?;
         // Pipelined: history, job rows and the version bump go out in one round trip.
         self.commit_changes(
             tx,
@@ -1267,6 +1268,7 @@ impl Inner {
             .await
             .map_err(|e| db_err("replacing an abandoned row", e))?;
         }
+        reserve::drop_run_records(&tx, &rows).await?;
         self.commit_changes(
             tx,
             &st,
@@ -1621,6 +1623,11 @@ impl Store for PgStore {
         let (job, owner) = (req.job.to_string(), req.owner.to_string());
         let (run_id, usd, now) = (req.run_id, req.usd, req.now);
         self.run(move |inner| async move { inner.reserve(job, run_id, owner, usd, now).await })
+    }
+
+    fn loop_step(&self, s: &crate::store::LoopStep<'_>) -> StoreResult<crate::store::StepOutcome> {
+        let s = reserve::OwnedStep::of(s);
+        self.run(|inner| async move { inner.loop_step(s).await })
     }
 
     fn settle(&self, job: &str, id: Uuid, how: Settlement, now: DateTime<Utc>) -> StoreResult<()> {

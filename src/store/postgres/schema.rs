@@ -19,6 +19,8 @@
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
 //! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
+//! - `cronsole_run_steps`: a running tool loop's transcript entries (`run_id`, `seq`,
+//!   `entry`), appended at each step and moved onto the run's row when it ends.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
 //! - `cronsole_store`: one row, the store id (a UUID drawn by the migration that creates the
@@ -110,6 +112,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX cronsole_jobs_after ON cronsole_jobs
         USING gin ((record->'def'->'after') jsonb_path_ops);
+    "#,
+    // 5: running tool loops' records, one row per transcript entry (a later step's entry of
+    // the same `seq` replaces it), written with each step's reservation and read into the
+    // `abandoned` row when a dead owner's run is recovered; a run's rows go with its row.
+    r#"
+    CREATE TABLE cronsole_run_steps (
+        run_id  text NOT NULL,
+        seq     bigint NOT NULL,
+        job     text NOT NULL,
+        entry   jsonb NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
     "#,
 ];
 
