@@ -1,4 +1,5 @@
-//! Budget reservation path per model call (SPEC §11 hard limit; issue 11): `reserve` + `settle`
+//! Budget reservation path per model call (what keeps the budget a hard
+//! limit under simultaneous calls): `reserve` + `settle`
 //! on the file store (fsync included) and on PostgreSQL, at 100 and 1 000 jobs, and the effect of
 //! a stream of reservations on PostgreSQL claims/s. The target is "far below a model call":
 //! ≤ 1 ms per reservation on the file store.

@@ -88,7 +88,7 @@ fn main() {
             10,
         );
     }
-    // Hostile input (issue 10): both must be refused at once, not after seconds.
+    // Hostile input: both must be refused at once, not after seconds.
     measure("160 KB of nested [", &"[".repeat(160_000), 20);
     let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
     let mut prev = 'a';

@@ -1,4 +1,4 @@
-//! Console launch with a huge history (issue 5): time from start to the first drawn frame and the
+//! Console launch with a huge history: time from start to the first drawn frame and the
 //! console's peak RSS, over a file store holding 1 000 jobs and 1 000 000 history rows.
 //!
 //! Two measurements:
@@ -7,7 +7,8 @@
 //! - the real binary: `cronsole console --attach` inside tmux (120×40), from spawn until the jobs
 //!   table is on the pane (polled every 5 ms), and its peak RSS (`VmHWM`).
 //!
-//! Run: `cargo bench --bench console_launch` (needs tmux for the second part; ~400 MB of temp disk).
+//! Run: `cargo bench --bench console_launch` (needs tmux for the second part; ~400 MB of temp
+//! disk).
 
 use std::io::Write;
 use std::path::Path;
@@ -39,8 +40,8 @@ fn build_store(dir: &Path, now: DateTime<Utc>) {
     };
     store.apply(&file, now).expect("apply");
     drop(store);
-    // A million rows written in the store's own line format (one §4 row per line with its
-    // checksum), oldest first.
+    // A million rows written in the store's own line format (one history row per line with
+    // its checksum), oldest first.
     let mut f = std::io::BufWriter::new(
         std::fs::OpenOptions::new()
             .append(true)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 goal 1, console part: the console over a large file store. For each N, times from
+# The console over a large file store (a million jobs must open at once). For each N, times from
 # spawn to the first drawn frame (the jobs table's title on the tmux pane) and to the whole
 # store loaded (the title's "loading all jobs…" gone), and the console's peak RSS (VmHWM) once
 # loaded, for `console --attach` (no engine) and `console` (with the engine).

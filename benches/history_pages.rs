@@ -1,4 +1,4 @@
-//! Paging history at scale (issue 12 item 1, issue 14 item 3): over a file store of
+//! Paging history at scale: over a file store of
 //! 10 000 000 rows (sealed segments of 4 MiB), the time of start-up (open + first claim), of a
 //! page (`history_page(limit 500)`, what `history` and the console's History pane ask) at
 //! growing depths by offset (unfiltered offsets skip whole segments by their seals' row

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 goals 1-2, the open: what `jobs.index` saves on a large file store. One store of N
+# The open of a large file store: what `jobs.index` saves on a large file store. One store of N
 # jobs (same jobs as benches/million_jobs.sh: `'0 3 1 1 *'`, command `true`, plus `a-due`),
 # built once by the NEW binary's `apply` (which writes `jobs.index`); then, for each binary in
 # turn, on that same store:

@@ -1,4 +1,4 @@
-//! `cronsole jobs --json` at scale (issue 14 item 3): jobs per second and the memory the listing
+//! `cronsole jobs --json` at scale: jobs per second and the memory the listing
 //! adds, streamed (a page at a time, [`cronsole::listing::write_jobs_json`], its own pretty
 //! writer) against the two writers before it — the same pages through `serde_json`'s pretty
 //! serializer, and the whole-list writer (every record cloned, every view collected, one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 items 1-2: how apply, validate, headless `run` and `jobs --json` grow with the number
+# How apply, validate, headless `run` and `jobs --json` grow with the number
 # of jobs.
 #
 # Usage: benches/million_jobs.sh [BIN] [N...]   (default BIN target/release/cronsole, N 100000 1000000)

@@ -1,6 +1,6 @@
-//! Claims per second with 4 owners sharing one store of 10 000 due jobs (SPEC §6, §14):
+//! Claims per second with 4 owners sharing one store of 10 000 due jobs:
 //! PostgreSQL store (target ≥ 5 000 claims/s with the server's durability defaults, 0
-//! duplicates; issue 13 item 5) and the file store beside it.
+//! duplicates) and the file store beside it.
 //!
 //! Each owner is a thread with its own store handle (its own connection pool, or its own file
 //! store handle on the shared directory), the way separate processes would be. Every owner loops
@@ -9,8 +9,8 @@
 //!
 //! Run: `cargo bench --bench pg_claims` (uses `CRONSOLE_TEST_PG_URL` if set, else starts two
 //! throwaway clusters with initdb: PostgreSQL's durability defaults, the same with
-//! `synchronous_commit=off`, and fsync/synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS` and `PG_CLAIMS_LIMIT` override the
-//! defaults.
+//! `synchronous_commit=off`, and fsync/synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS`
+//! and `PG_CLAIMS_LIMIT` override the defaults.
 
 #[path = "../tests/support/pg.rs"]
 mod pg;
@@ -130,8 +130,8 @@ fn main() {
         None => vec![1, 32],
     };
     // Two throwaway clusters: PostgreSQL's durability defaults, and fsync/synchronous_commit/
-    // full_page_writes off (what the figures before issue 13 used). CRONSOLE_TEST_PG_URL
-    // replaces both with one server whose settings are whatever it has.
+    // full_page_writes off (the settings of older recorded figures, for comparison).
+    // CRONSOLE_TEST_PG_URL replaces both with one server whose settings are whatever it has.
     let mut clusters = Vec::new();
     let mut servers: Vec<(&str, String)> = Vec::new();
     match std::env::var("CRONSOLE_TEST_PG_URL") {

@@ -1,11 +1,12 @@
-//! PostgreSQL at scale (issue 12 item 5): does a claim cost the same with 10 000 and with
+//! PostgreSQL at scale: does a claim cost the same with 10 000 and with
 //! 1 000 000 jobs in the store? And what does the claim query's plan look like at both sizes?
 //!
 //! Each size gets its own database on one throwaway cluster (fast settings: fsync off, so the
 //! figures are the query's cost, not the disk's): `DUE` jobs (`every 1h`, all due at the bench's
 //! instant) plus idle jobs (`every 30d`, next slot a month away) up to the total. The idle jobs
 //! are copies of one real record made in SQL (`jsonb_set` of the name), because building a
-//! million through `apply` is issue 12's apply benchmark, not this one. Then, per size:
+//! million through `apply` is `benches/million_jobs.sh`'s
+//! measure, not this one's. Then, per size:
 //! `EXPLAIN (ANALYZE, BUFFERS)` of the claim's locked select and of `next_wakeup`, one owner
 //! claiming every due job with `claim_due(limit 32)` (latency per call, 0 duplicates), and idle
 //! `claim_due`/`next_wakeup` latency once nothing is due. With `PG_SCALE_BIN` (the release

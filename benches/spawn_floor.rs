@@ -1,4 +1,4 @@
-//! The machine's floor for a burst of process starts (issue 14 goal 4), with no cronsole code:
+//! The machine's floor for a burst of process starts, with no cronsole code:
 //! start `N` (10 000) short commands, at most `C` (512) alive at once, and report the wall time
 //! and the CPU time of this process and of its reaped children. It tells whether "10 000 runs
 //! started within 2 s on 2 cores" is reachable on a machine at all, and what ratio of the floor

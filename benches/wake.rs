@@ -1,4 +1,4 @@
-//! Wake-up latency, measured from outside (issue 13 item 2): `cronsole trigger alpha` run as its
+//! Wake-up latency, measured from outside: `cronsole trigger alpha` run as its
 //! own process → the run's `started_at` in history, with two `cronsole run` owners sharing the
 //! store. Both stores; each with the change signal (LISTEN/NOTIFY, inotify) and without it
 //! (`CRONSOLE_CHANGE_SIGNAL=off`: the 250 ms change-token poll, the behaviour before signals).

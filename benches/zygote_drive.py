@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Drive `cronsole __zygote` directly, as an owner does (issue 14 item 4): N requests for `true`,
+# Drive `cronsole __zygote` directly, as an owner does: N requests for `true`,
 # up to C at once, each with its control socket and output pipes attached; print the CPU per run
 # of the zygote, its supervisors and their commands (the zygote's own and reaped children's, plus
 # its live children's: reused supervisors are reaped only when they retire).

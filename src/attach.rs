@@ -1,5 +1,5 @@
 //! The driver behind `cronsole console --attach`: the console over a store that other owners
-//! run, with no engine in this process (SPEC §13.1). It hands the console the same three channel
+//! run, with no engine in this process. It hands the console the same three channel
 //! ends an engine would, so `tui::run` cannot tell the difference.
 //!
 //! Owns: polling the store's change token (every [`POLL`], through [`blocking`] because the
@@ -64,7 +64,8 @@ pub struct Attached {
     pub events: broadcast::Receiver<Event>,
     /// Pause, resume, trigger, retry and cancel, carried out on the store directly.
     pub commands: mpsc::Sender<Command>,
-    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is gone.
+    /// The polling task; it ends on `Command::Shutdown`, on cancellation or when every sender is
+    /// gone.
     pub task: JoinHandle<()>,
 }
 
@@ -409,7 +410,7 @@ mod tests {
         att.task.await.unwrap();
     }
 
-    /// Issue 14: on a store larger than one page the console draws the first page at once
+    /// On a store larger than one page the console draws the first page at once
     /// (marked loading) and the whole store follows from the first poll, unasked.
     #[tokio::test(start_paused = true)]
     async fn a_large_store_shows_its_first_page_then_every_job() {
@@ -470,7 +471,7 @@ mod tests {
             }
         }
         assert_eq!(notices[0], "a paused");
-        // One wording for a trigger everywhere (issue 15 item 5): the CLI's `triggered NAME`.
+        // One wording for a trigger everywhere: the CLI's `triggered NAME`.
         assert!(notices[1].starts_with("triggered a: "), "{notices:?}");
         assert!(notices[2].contains("no job named 'nope'"), "{notices:?}");
         assert_eq!(

@@ -1,21 +1,21 @@
-//! Cost and budgets (SPEC §11): the built-in price table, model-name resolution, turning a
+//! Cost and budgets: the built-in price table, model-name resolution, turning a
 //! reply's token usage into dollars, the worst-case cost a call reserves, and the texts budgets
 //! speak in.
 //!
-//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what
-//! a reply is booked at: the requested model's price, never above the reservation), [`worst_case_usd`],
-//! [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must not touch: the store
-//! (the caller passes [`SpendNow`] in and records the cost; reservations live in
-//! `store::policy::budget`), the network, clocks (`now` is an argument).
+//! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what a
+//! reply is booked at: the requested model's price, never above the reservation),
+//! [`worst_case_usd`], [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must
+//! not touch: the store (the caller passes [`SpendNow`] in and records the cost; reservations live
+//! in `store::policy::budget`), the network, clocks (`now` is an argument).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - Name resolution is case-insensitive and tries, in order: exact → provider prefix stripped
 //!   (everything up to the last `/`) → date suffix stripped (`-YYYY-MM-DD`, `-YYYYMMDD`,
 //!   `@YYYYMMDD`, `-latest`, `-MM-DD` after a `preview`) → the alias table ([`ALIASES`], forms
 //!   providers document for the same model, e.g. `claude-sonnet-4-0`). Nothing else: a name that
 //!   only shares a prefix with a priced model (`o3-pro`, `o1-pro`, `gpt-4o-audio-…`,
 //!   `gpt-4o-mini-search-preview`) is **unpriced** unless the table or `pricing:` names it
-//!   (issue 11: prefix pricing let `o1-pro` through at a tenth of its price).
+//!   (prefix pricing would let `o1-pro` through at a tenth of its price).
 //! - "Absurd" token counts: negative, or more than [`MAX_PLAUSIBLE_TOKENS`] (100 M) in one call.
 //!   They are clamped to 0 and the run is marked unpriced (its real spend is unknown).
 //! - A reply without usage, an unknown model, and a clamped count all give cost 0 and
@@ -641,14 +641,7 @@ pub fn usd(x: f64) -> String {
     if a < 0.000_000_5 {
         return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
     }
-    // Decimals for two significant digits below a dime (at least the cents), at most six.
-    let places = if a >= 0.1 {
-        2
-    } else {
-        // 0.0042 → 3: its first significant digit is the third decimal.
-        let first = (-a.log10()).ceil() as usize;
-        (first + 1).clamp(2, 6)
-    };
+    let places = money_places(a);
     let mut s = format!("{a:.places$}");
     // Rounding may carry into one more digit (0.0999 → "0.100"): drop zeros past the cents.
     while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
@@ -659,6 +652,75 @@ pub fn usd(x: f64) -> String {
     } else {
         format!("${s}")
     }
+}
+
+/// Decimals [`usd`] shows for the amount `a` (≥ 0): two significant digits below a dime, at
+/// least the cents, at most six.
+fn money_places(a: f64) -> usize {
+    if a >= 0.1 || a <= 0.0 {
+        2
+    } else {
+        // 0.0042 → 3: its first significant digit is the third decimal.
+        let first = (-a.log10()).ceil() as usize;
+        (first + 1).clamp(2, 6)
+    }
+}
+
+/// [`usd`] rounded up, never down: a limit that must cover `x` ("raise it to …").
+pub fn usd_up(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 {
+        return usd(x);
+    }
+    let p = money_places(x);
+    let scale = 10f64.powi(p as i32);
+    usd((x * scale - 1e-9).ceil() / scale)
+}
+
+/// The skip reason of a call refused because the limit itself is below its worst case: no
+/// amount of waiting lets it through (`scope` is `global` or `job`).
+pub fn too_small_reason(scope: &str, limit: f64, period: BudgetPeriod, worst: f64) -> String {
+    format!(
+        "{BUDGET_TOO_SMALL}: it may cost up to {}, the {scope} limit is {}/{}",
+        usd_up(worst),
+        usd(limit),
+        period_word(period)
+    )
+}
+
+/// The skip reason of a call refused because what is left of a limit does not cover its worst
+/// case (the limit could pay for it in a fresh period).
+pub fn reached_reason(
+    scope: &str,
+    limit: f64,
+    period: BudgetPeriod,
+    left: f64,
+    worst: f64,
+) -> String {
+    format!(
+        "{BUDGET_REACHED}: {} left of the {scope} limit {}/{}, this call may cost up to {}",
+        usd(left.max(0.0)),
+        usd(limit),
+        period_word(period),
+        usd_up(worst)
+    )
+}
+
+/// The two ways to let one call of worst case `worst` through a `limit` it does not fit: the
+/// largest `max_tokens` that fits (`None` when no output budget fits, or output is free), and
+/// the smallest limit that fits the call as it is.
+pub fn one_call_fixes(
+    price: Price,
+    prompt_bytes: usize,
+    limit: f64,
+    worst: f64,
+) -> (Option<u32>, f64) {
+    let input = (prompt_bytes as f64 + MESSAGE_OVERHEAD_TOKENS as f64) * price.input;
+    let room = limit * 1_000_000.0 - input;
+    let tokens = (price.output > 0.0 && room > 0.0)
+        .then(|| (room / price.output).floor())
+        .filter(|n| *n >= 1.0 && n.is_finite())
+        .map(|n| n.min(f64::from(u32::MAX)) as u32);
+    (tokens, worst)
 }
 
 /// How a skip reason starts when the limit itself is below one call's worst case: no amount of
@@ -684,7 +746,8 @@ pub fn under_budget(settings: &Settings, job_max_cost_usd: Option<f64>) -> bool 
     settings.budget.is_some() || job_max_cost_usd.is_some()
 }
 
-/// The failure of a run whose model has no price while a budget applies (SPEC §11): names the
+/// The failure of a run whose model has no price while a budget applies (its cost
+/// could not be counted, so it is never called): names the
 /// model and the exact `pricing:` line to add.
 pub fn unpriced_under_budget(model: &str) -> String {
     let key = model.trim().to_ascii_lowercase();
@@ -742,7 +805,8 @@ pub fn period_word(p: BudgetPeriod) -> &'static str {
     }
 }
 
-/// The pre-call budget check (SPEC §8 step 1, §11): `Some(reason)` = skip the run.
+/// The pre-call budget check, the first step of a run (before any gate or model call):
+/// `Some(reason)` = skip the run.
 /// `job_max_cost_usd` is the job's `max_cost_usd`; `spend` is this period's spend.
 pub fn budget_check(
     settings: &Settings,
@@ -759,7 +823,7 @@ pub fn budget_check(
         }
         if spend.global_usd >= b.max_cost_usd {
             return Some(format!(
-                "budget exhausted: global {}/{word} spent {}",
+                "{BUDGET_REACHED}: global {}/{word} spent {}",
                 usd(b.max_cost_usd),
                 usd(spend.global_usd)
             ));
@@ -775,7 +839,7 @@ pub fn budget_check(
         }
         if spend.job_usd >= limit {
             return Some(format!(
-                "budget exhausted: job {}/{word} spent {}",
+                "{BUDGET_REACHED}: job {}/{word} spent {}",
                 usd(limit),
                 usd(spend.job_usd)
             ));
@@ -828,7 +892,7 @@ mod tests {
 
     #[test]
     fn a_name_that_only_shares_a_prefix_is_unpriced() {
-        // Issue 11: prefix pricing priced o1-pro as o1 (10× too low).
+        // Prefix pricing would price o1-pro as o1 (10× too low).
         let tb = PriceTable::builtin();
         let mini = tb.resolve("gpt-4o-mini").unwrap();
         assert_eq!((mini.price.input, mini.price.output), (0.15, 0.60));
@@ -970,8 +1034,8 @@ mod tests {
         )
     }
 
-    /// Red team 5 (HIGH): a reply claiming 100 000 prompt tokens for a 20-byte prompt was
-    /// booked at $1.01 against a $0.02 budget. Booked cost never exceeds the reservation.
+    /// A reply claiming 100 000 prompt tokens for a 20-byte prompt must not be booked at $1.01
+    /// against a $0.02 budget. Booked cost never exceeds the reservation.
     #[test]
     fn usage_above_the_reservation_is_booked_at_the_reservation() {
         let p = Price::new(10.0, 10.0);
@@ -1004,8 +1068,8 @@ mod tests {
         assert!((c.cost_usd - 1.0001).abs() < 1e-12);
     }
 
-    /// Red team 5 (HIGH): a reply naming `o1-pro` for a request of `m1` was priced at o1-pro
-    /// ($0.615 against a $0.02 budget). The requested model is priced (what was reserved).
+    /// A reply naming `o1-pro` for a request of `m1` must not be priced at o1-pro ($0.615
+    /// against a $0.02 budget). The requested model is priced (what was reserved).
     #[test]
     fn a_reply_naming_another_model_is_priced_at_the_requested_one() {
         let w = worst_case_usd(Price::new(10.0, 10.0), 20, 1000);
@@ -1157,6 +1221,35 @@ mod tests {
         })
     }
 
+    /// A limit below one call's worst case is "too small for one call", with both fixes; a
+    /// limit that could pay for the call but is used up is "reached", with what is left.
+    #[test]
+    fn too_small_and_reached_say_which_and_what_would_fit() {
+        let mini = Price::new(0.15, 0.60);
+        let worst = worst_case_usd(mini, 300, 4096);
+        assert!((worst - 0.002_512_2).abs() < 1e-9, "{worst}");
+        assert_eq!(
+            too_small_reason("job", 0.002, BudgetPeriod::Day, worst),
+            "budget too small for one call: it may cost up to $0.0026, the job limit is \
+             $0.002/day"
+        );
+        assert_eq!(
+            reached_reason("global", 0.25, BudgetPeriod::Day, 0.0003, worst),
+            "budget reached: $0.0003 left of the global limit $0.25/day, this call may cost up \
+             to $0.0026"
+        );
+        let (tokens, raise) = one_call_fixes(mini, 300, 0.002, worst);
+        // 364 input tokens at $0.15/M leave room for 3242 output tokens at $0.60/M.
+        assert_eq!(tokens, Some(3242));
+        assert!(worst_case_usd(mini, 300, 3242) <= 0.002);
+        assert!(worst_case_usd(mini, 300, 3243) > 0.002);
+        assert_eq!(usd_up(raise), "$0.0026");
+        assert_eq!(usd_up(0.0024001), "$0.0025");
+        assert_eq!(usd_up(0.25), "$0.25");
+        // A limit the prompt alone exceeds: no max_tokens fits.
+        assert_eq!(one_call_fixes(mini, 300, 0.00001, worst).0, None);
+    }
+
     #[test]
     fn budget_at_the_limit_skips_just_under_goes() {
         let s = settings(day(1.0));
@@ -1166,7 +1259,7 @@ mod tests {
         };
         assert_eq!(
             budget_check(&s, None, at).as_deref(),
-            Some("budget exhausted: global $1.00/day spent $1.00")
+            Some("budget reached: global $1.00/day spent $1.00")
         );
         let under = SpendNow {
             global_usd: 0.9999,
@@ -1187,7 +1280,7 @@ mod tests {
         };
         assert_eq!(
             budget_check(&s, Some(0.2), spend).as_deref(),
-            Some("budget exhausted: job $0.20/week spent $0.20")
+            Some("budget reached: job $0.20/week spent $0.20")
         );
         assert_eq!(budget_check(&s, Some(0.21), spend), None);
         // A zero limit forbids every call.
@@ -1203,7 +1296,7 @@ mod tests {
         };
         assert_eq!(budget_check(&s, None, big), None);
         let r = budget_check(&s, Some(1.0), big).unwrap();
-        assert!(r.starts_with("budget exhausted: job $1.00/day"), "{r}");
+        assert!(r.starts_with("budget reached: job $1.00/day"), "{r}");
     }
 
     #[test]

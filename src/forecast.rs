@@ -1,4 +1,4 @@
-//! The spend forecast (issue 12 item 6): when the budget period's limit will be reached, and per
+//! The spend forecast: when the budget period's limit will be reached, and per
 //! job the projected spend for the rest of the period — from the slots each job has left in the
 //! period × its recent mean cost per run (monitors weighted by their recent change rate), not a
 //! straight line through the spend so far.
@@ -80,8 +80,8 @@ impl JobForecast {
 }
 
 impl JobForecast {
-    /// How the job's slots left turn into money, a product that always adds up (red team 6:
-    /// `22 slots left × $0.0108/run = $0.0000` when the job's cap left no room):
+    /// How the job's slots left turn into money, a product that always adds up (never
+    /// `22 slots left × $0.0108/run = $0.0000` when the job's cap leaves no room):
     /// - every slot spends: `22 slots left × $0.0108/run = $0.2376`;
     /// - a limit stops some: `22 slots left, 3 before its limit ($0.0392 left): 3 × $0.0108/run
     ///   = $0.0324` (or `… 3 before the global limit: …`);
@@ -422,9 +422,9 @@ mod tests {
         assert!((per - 0.1).abs() < 1e-9, "{per}");
     }
 
-    /// Money 2 / red team 6: after a single $0.0108 run of a job limited to $0.02, the forecast printed
-    /// `22 slots left × $0.0108/run = $0.0000`: the job's limit (right) stopped the projection,
-    /// but the line multiplied every slot. It now says how many runs still spend and why.
+    /// After a single $0.0108 run of a job limited to $0.02, the job's limit stops the
+    /// projection: the line says how many runs still spend and why, never
+    /// `22 slots left × $0.0108/run = $0.0000` (a product that does not add up).
     #[test]
     fn a_job_stopped_by_its_own_limit_says_so_instead_of_a_product_that_does_not_add_up() {
         let t0 = t("2026-11-25T23:37:00Z");
@@ -520,10 +520,9 @@ mod tests {
         assert_eq!(f.limit_reached_at, Some(t("2026-11-25T12:03:41Z")));
     }
 
-    /// Red team 6 (INFO): just after a rollover, a job that spent $0.084 a run all day was
-    /// projected at $1680 for the new day against a $0.05 hard limit. The new day's projection
-    /// stops at the limit (no run of $0.084 fits $0.05), and the line says so rather than
-    /// multiply slots it cannot pay.
+    /// Just after a rollover, a job that spent $0.084 a run all day must not be projected at $1680
+    /// for the new day against a $0.05 hard limit. The new day's projection stops at the limit (no
+    /// run of $0.084 fits $0.05), and the line says so rather than multiply slots it cannot pay.
     #[test]
     fn after_a_rollover_the_projection_stays_within_the_hard_limit() {
         let t0 = t("2026-11-25T23:58:00Z");

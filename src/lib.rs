@@ -1,6 +1,6 @@
 //! cronsole: a scheduler engine for LLM-agent jobs, shell commands and change monitors, and a
-//! ratatui operations console over it. See README.md and SPEC.md; each module's `//!` doc says
-//! what it owns and what it must not touch. The engine never imports the UI.
+//! ratatui operations console over it. See README.md and the guide in `docs/`; each module's `//!`
+//! doc says what it owns and what it must not touch. The engine never imports the UI.
 //!
 //! # The library
 //!
@@ -225,6 +225,8 @@ pub mod forecast;
 pub mod gate;
 #[doc(hidden)]
 pub mod owners;
+#[doc(hidden)]
+pub mod preflight;
 #[doc(hidden)]
 pub mod proc;
 #[doc(hidden)]

@@ -1,4 +1,5 @@
-//! `cronsole jobs --json`: one JSON array of job views, **streamed** (issue 14 item 3). Jobs are
+//! `cronsole jobs --json`: one JSON array of job views, **streamed** (a million jobs print without
+//! holding them). Jobs are
 //! read from the store a page at a time ([`Store::jobs_page_json`], [`PAGE`] jobs, in name
 //! order) by a reader thread; worker threads (one per core) each take the next page read and
 //! transcode it whole into an output buffer with the listing's own pretty writer ([`pretty`]);
@@ -15,12 +16,12 @@
 //!
 //! Decisions: the output is byte for byte what `text::to_json_pretty` (serde_json's pretty layout
 //! with the text policy's `\uXXXX` escapes for bidi, invisible and C1 characters) of the whole list
-//! prints (a pretty-printed array, `[]` when empty; tested across page boundaries); the
-//! budget period's key is computed once per listing, not per job; the store's lock is held for
-//! one page's reads at most (the file store parses after releasing it), never while writing (a
-//! slow reader such as `| less` cannot stall the engines sharing the store; the reader thread
-//! waits on the full channel without the lock); a page is consistent in itself, and a job renamed or added between pages
-//! is listed once or not at all, like `ls` on a directory that changes while it runs.
+//! prints (a pretty-printed array, `[]` when empty; tested across page boundaries); the budget
+//! period's key is computed once per listing, not per job; the store's lock is held for one page's
+//! reads at most (the file store parses after releasing it), never while writing (a slow reader
+//! such as `| less` cannot stall the engines sharing the store; the reader thread waits on the full
+//! channel without the lock); a page is consistent in itself, and a job renamed or added between
+//! pages is listed once or not at all, like `ls` on a directory that changes while it runs.
 
 use std::io::Write;
 
@@ -115,7 +116,7 @@ impl<'a> JobView<'a> {
 /// The word a listing shows for what `r` is doing at `now`, the same in `jobs` (STATE),
 /// `describe` and `jobs --json` (`state`): `cancelling` (its run's cancel is pending), `queued`
 /// (a manual trigger, retry or backfill waits for an owner, nothing running, not retired:
-/// such a run is claimed even while the job is paused or disabled, SPEC §6, so it is what
+/// such a run is claimed even while the job is paused or disabled, so it is what
 /// happens next), else [`JobRecord::state_word`] (`retired`, `running`, `paused`, `held`,
 /// `idle`). Running beats queued beats paused: what an operator needs first.
 pub fn state(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
@@ -473,7 +474,7 @@ mod tests {
         }
     }
 
-    /// Red team 8: a disabled (`enabled: false`) job with a run queued is `queued` in
+    /// A disabled (`enabled: false`) job with a run queued is `queued` in
     /// `jobs --json` as in the table (`listing::state`), printed from its stored JSON and from
     /// the parsed record alike; a backfill queued on a paused job too.
     #[test]

@@ -5,7 +5,7 @@
 //! from a [`Store`]. Must not touch: the terminal, the engine's internals. Building reads the
 //! store; callers decide how often (on change only, and never on the engine's own task).
 //!
-//! Decisions (issue 14, a million jobs):
+//! Decisions (so a store of a million jobs opens in the console at once):
 //! - A snapshot holds one [`JobRow`] per job — only what the table shows, sorts and filters on
 //!   (name, schedule, next/last, status, pause and lease marks, spend) — not the `JobRecord`
 //!   (≈ 3 KB each in memory). A view that needs the whole definition (the job's detail) reads
@@ -306,8 +306,9 @@ impl Fold {
 }
 
 impl Snapshot {
-    /// Jobs a budget stopped in the current budget period, with the reason (SPEC §11: the console
-    /// header says so). From the jobs' state, so every owner's stops show.
+    /// Jobs a budget stopped in the current budget period, with the reason (the console header says
+    /// so, so a stopped job is never a silent one). From the jobs' state, so every owner's stops
+    /// show.
     pub fn budget_stops(&self) -> Vec<(String, String)> {
         let key = crate::cost::budget_period(&self.settings).key(self.taken_at);
         self.jobs
@@ -449,7 +450,7 @@ mod tests {
     use crate::store::policy::define::tests_support::def;
     use crate::store::{ClaimRequest, Completion};
 
-    /// Issue 14: a row is what the table needs, a fraction of the record it comes from.
+    /// A row is what the table needs, a fraction of the record it comes from.
     #[test]
     fn a_row_is_a_fraction_of_a_job_record() {
         let row = std::mem::size_of::<JobRow>();
@@ -472,7 +473,7 @@ mod tests {
         assert_eq!(r.rt.next_slot, j.rt.next_slot);
     }
 
-    /// Issue 14: the snapshot is read a page at a time; the pages add up to one read of every
+    /// The snapshot is read a page at a time; the pages add up to one read of every
     /// job, and a first snapshot cut at `max_jobs` says it is not the whole store.
     #[test]
     fn a_paged_snapshot_equals_the_whole_store_and_a_cut_one_says_loading() {

@@ -1,4 +1,4 @@
-//! The one inert-text policy (SPEC §13, §15; issue 11 item 4): every piece of outside text that
+//! The one inert-text policy: every piece of outside text that
 //! cronsole shows or prints — command output, web pages, model replies, diffs, job names — passes
 //! through here, so a stray `ESC ] 52 ;`, `ESC [ 2 J`, a U+202E right-to-left override or a
 //! zero-width joiner cannot rewrite the operator's clipboard or screen or make text read
@@ -6,9 +6,9 @@
 //! every text cronsole writes; and how a URL is shown ([`url_display`]: path and query elided)
 //! and which of its parts may be tokens ([`url_tokens`]).
 //!
-//! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and
-//! its renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape
-//! sequences removed) and [`visible`]/[`visible_tabs`]/[`visible_line`] for printed text (headless lines,
+//! Owns: [`is_unsafe`] (the policy: which characters never reach an output as themselves) and its
+//! renderings — [`line()`]/[`lines`] for the console (unsafe characters and whole escape sequences
+//! removed) and [`visible`]/[`visible_tabs`]/[`visible_line`] for printed text (headless lines,
 //! `history`, `diff`, `probe`, chat alerts: unsafe characters shown as `^[` / `\u{202e}` so the
 //! reader sees that something was there), and [`InertJson`]/[`to_json`] for `--json` output (unsafe
 //! characters as `\uXXXX` escapes). Must not touch: layout, colour, the terminal, I/O (the JSON
@@ -276,7 +276,8 @@ pub fn url_tokens(url: &str) -> Vec<String> {
     out
 }
 
-/// Every form a server may echo a URL part in (red team 6): as sent; percent-decoded (and, in a
+/// Every form a server may echo a URL part in (an error page often quotes the request back): as
+/// sent; percent-decoded (and, in a
 /// query, with `+` read as a space, as form decoding does); and each of those percent-encoded
 /// once more — every reserved byte encoded (upper- and lower-case hex, `encodeURIComponent`
 /// style), `/` kept (Python's `quote`), and space as `+` (`quote_plus`, Go's `QueryEscape`).
@@ -426,7 +427,8 @@ impl Secrets {
         }
     }
 
-    /// Length in bytes of the longest secret prefix (≥ [`MIN_PARTIAL_CHARS`]) that `body` ends with.
+    /// Length in bytes of the longest secret prefix (≥ [`MIN_PARTIAL_CHARS`]) that `body` ends
+    /// with.
     fn partial_tail(&self, body: &str) -> Option<usize> {
         self.values
             .iter()
@@ -536,7 +538,7 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result
 mod url_tests {
     use super::*;
 
-    /// Red team 5: a token in a URL's query or path is never printed.
+    /// A token in a URL's query or path is never printed.
     #[test]
     fn url_display_elides_path_and_query() {
         let d = |u| url_display(u, "");
@@ -579,7 +581,7 @@ mod url_tests {
         assert!(t.contains(&"%2FURLPATHSECRET123%2Fv1".to_string()), "{t:?}");
     }
 
-    /// Red team 6: a token is redacted in every form a server may echo it in — as written,
+    /// A token is redacted in every form a server may echo it in — as written,
     /// percent-decoded (`+` as a space in a query), and percent-encoded once more.
     #[test]
     fn url_tokens_cover_decoded_and_reencoded_forms() {
@@ -632,7 +634,8 @@ mod tests {
         !s.chars().any(is_unsafe)
     }
 
-    /// Red-team leftover (rt2): `--json` carried U+202E and the other bidi controls raw.
+    /// `--json` must not carry U+202E or the other bidi controls raw: a terminal showing the
+    /// output would reorder it.
     #[test]
     fn json_escapes_every_unsafe_character_and_round_trips() {
         let nasty = "a\u{202e}b\u{2066}c\u{1b}]0;t\u{7}d\u{7f}e\u{9b}f\u{200b}g\u{2028}h\u{feff}i \

@@ -1,4 +1,4 @@
-//! Issue 16 item 1 across processes: two `cronsole run` owners on one file store; the parent
+//! `after:` chains across processes: two `cronsole run` owners on one file store; the parent
 //! runs once, its chained child exactly once after it (whichever owner takes it), then the
 //! grandchild; the child's command sees its parent through the environment.
 

@@ -1,4 +1,4 @@
-//! Issue 15 item 7: a test whose dependency (PostgreSQL, tmux, openssl) is missing says so — a
+//! A test whose dependency (PostgreSQL, tmux, openssl) is missing says so — a
 //! `SKIPPED TEST` line that shows in a plain `cargo test` run — and `.ci/totals` (the CI totals
 //! line) counts it as skipped, not passed, with `#[ignore]`d worker processes counted apart.
 //! Under `CI=true` the same missing dependency fails the test.

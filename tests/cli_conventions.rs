@@ -1,7 +1,6 @@
-//! The CLI conventions of issues 10 (item 3), 11 (item 5) and 12 (items 4 and 5), on the real
-//! binary: each command takes only its own flags, bounded numbers, hints that keep the meaning,
-//! empty answers that say so, one exit code per rejection, and the ecosystem commands
-//! (`completions`, `man`, `init`, `edit`, `logs`).
+//! The CLI conventions, on the real binary: each command takes only its own flags, bounded numbers,
+//! hints that keep the meaning, empty answers that say so, one exit code per rejection, and the
+//! ecosystem commands (`completions`, `man`, `init`, `edit`, `logs`).
 
 mod support;
 
@@ -138,7 +137,7 @@ fn hints_point_at_the_right_form() {
         v["slots"],
         serde_json::json!(["2026-12-05T00:00:00Z", "2026-12-06T00:00:00Z"])
     );
-    // Every SPEC §3.2 form, including `every monday 9am`.
+    // Every form of the schedule grammar, including `every monday 9am`.
     for form in [
         "hourly",
         "every 90s",
@@ -615,4 +614,80 @@ fn edit_declined_or_raced_changes_nothing() {
     let now = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
     assert!(now.ends_with("# theirs\n"), "theirs is kept:\n{now}");
     assert!(!s.0.join(".cronsole").exists(), "nothing was applied");
+}
+
+/// The commands `cronsole --help` lists, with the long flags each takes (from its own
+/// `--help`), `help` and the version/help flags left out.
+fn commands_and_flags(dir: &Path) -> Vec<(String, Vec<String>)> {
+    let top = stdout(&cronsole(dir, &["--help"]));
+    let listed = top
+        .split("Commands:\n")
+        .nth(1)
+        .expect("`cronsole --help` lists its commands")
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert!(listed.len() > 10, "{top}");
+    listed
+        .into_iter()
+        .map(|name| {
+            let help = stdout(&cronsole(dir, &[&name, "--help"]));
+            let flags = help
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("--"))
+                .map(|w| {
+                    w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+                        .to_string()
+                })
+                .filter(|f| {
+                    !f.is_empty() && f.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                })
+                .filter(|f| f != "help" && f != "version")
+                .map(|f| format!("--{f}"))
+                .collect::<std::collections::BTreeSet<_>>();
+            (name, flags.into_iter().collect())
+        })
+        .collect()
+}
+
+/// The guide's command-line page against the binary: every command `cronsole --help` lists is
+/// named there (as `cronsole NAME`), every long flag a command takes appears on the page, and
+/// every `cronsole NAME` the page's tables start a row with is a real command — so a command
+/// or flag added without a line in the guide (or a line left behind) fails here.
+#[test]
+fn the_guide_names_every_command_and_flag() {
+    let s = Scratch::new("guide");
+    let page = include_str!("../docs/guide/cli.md");
+    let commands = commands_and_flags(&s.0);
+    let mut missing = Vec::new();
+    for (name, flags) in &commands {
+        if !page.contains(&format!("`cronsole {name}")) && !page.contains(&format!("`{name}`")) {
+            missing.push(format!("the command `cronsole {name}`"));
+        }
+        for flag in flags {
+            if !page.contains(flag.as_str()) {
+                missing.push(format!("`cronsole {name} {flag}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/guide/cli.md does not describe:\n  {}",
+        missing.join("\n  ")
+    );
+    let names: Vec<&str> = commands.iter().map(|(n, _)| n.as_str()).collect();
+    let stale: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `cronsole "))
+        .filter_map(|rest| rest.split([' ', '`']).next())
+        .filter(|word| !word.is_empty() && !word.starts_with('[') && !word.starts_with('-'))
+        .filter(|word| !names.contains(word))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "docs/guide/cli.md has rows for commands the binary does not have: {stale:?}"
+    );
 }

@@ -1,4 +1,4 @@
-//! `cronsole diff` end to end (SPEC §13.2): a headless engine runs a command monitor, the source
+//! `cronsole diff` end to end: a headless engine runs a command monitor, the source
 //! changes once, and `cronsole diff NAME` from another process prints the unified diff of the
 //! changed run; `--run RUN_ID` picks a run; unknown jobs and malformed ids exit 2.
 

@@ -1,4 +1,4 @@
-//! Text from a jobs file or a store never reaches the terminal raw (SPEC §13, §15; the inert-text
+//! Text from a jobs file or a store never reaches the terminal raw (the inert-text
 //! policy of `cronsole::text`), as real processes: the jobs file's warnings and diagnostics
 //! (`validate`, `apply`, `run`), and stored text printed by `history`, `describe`, `stats`,
 //! `jobs` and `logs`. Each carries an OSC title sequence (`ESC ] 0 ; PWN BEL`) that a terminal

@@ -1,4 +1,4 @@
-//! The operator's CLI actions as real processes (issue 12 items 2 and 3): `jobs` in list-timers
+//! The operator's CLI actions as real processes: `jobs` in list-timers
 //! form (NEXT / LEFT / LAST / PASSED, `n/a` for paused jobs, `--utc`), `pause --reason`,
 //! `describe`, `backfill`, `retry RUN_ID` and `cancel NAME|RUN_ID` across processes, each with
 //! its exit code (2 for bad input).
@@ -398,7 +398,7 @@ fn stats_prints_the_spend_forecast() {
     );
 }
 
-/// Red team 7: an error quoting the operator's own argument shows its control bytes escaped
+/// An error quoting the operator's own argument shows its control bytes escaped
 /// (`^[`, `^G`) like store text, never raw — for every command that echoes one — and keeps its
 /// exit code 2.
 #[test]

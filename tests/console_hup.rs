@@ -1,4 +1,4 @@
-//! The console treats SIGHUP as its terminal hanging up (issue 13 item 4): it closes cleanly
+//! The console treats SIGHUP as its terminal hanging up: it closes cleanly
 //! (exit 0, a graceful engine shutdown, no lease left behind) rather than re-applying the jobs
 //! file as the headless daemon does. The real binary runs inside `tmux`; reported skipped
 //! (`SKIPPED TEST …`) when `tmux` is missing, except under `CI=true`.

@@ -1,4 +1,4 @@
-//! The headless binary as a daemon (issue 13 item 4): systemd readiness and watchdog over a
+//! The headless binary as a daemon: systemd readiness and watchdog over a
 //! `$NOTIFY_SOCKET` this test binds, SIGHUP re-applying `--jobs` (a bad file reported, the
 //! running definitions kept), `STOPPING=1` at shutdown, and journald-style logs on stderr.
 

@@ -1,4 +1,4 @@
-//! Delivery sinks against an in-process loopback server and a temp directory (SPEC §12.1):
+//! Delivery sinks against an in-process loopback server and a temp directory:
 //! payload shapes per webhook format, file sink lines, and failures as `delivery_error` text.
 
 mod support;
@@ -91,7 +91,7 @@ async fn webhook_payloads_per_format() {
         reqs[1].json().unwrap(),
         serde_json::json!({"text": "[disk-watch] disk at 91%"})
     );
-    // Issue 11: Discord is told no mention may ping.
+    // Discord is told no mention may ping: a job's output must not page a whole server.
     assert_eq!(
         reqs[2].json().unwrap(),
         serde_json::json!({"content": "[disk-watch] disk at 91%", "allowed_mentions": {"parse": []}})

@@ -1,4 +1,4 @@
-//! `after:` chains through the engine under paused tokio time (issue 16 item 1): each run of
+//! `after:` chains through the engine under paused tokio time: each run of
 //! the parent that ends as the entry says starts the child once, at once, with `trigger: chain`
 //! and the parent's run id; runs that do not match start nothing.
 //!

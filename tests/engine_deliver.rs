@@ -1,4 +1,4 @@
-//! Delivery through the engine (SPEC §12): a succeeded run reaches a loopback webhook; a failing
+//! Delivery through the engine: a succeeded run reaches a loopback webhook; a failing
 //! webhook leaves the run `succeeded` with `delivered: false` and a `delivery_error`; a flaky job
 //! alerts once per failure signature and sends one recovery note.
 

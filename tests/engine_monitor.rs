@@ -1,4 +1,4 @@
-//! Monitor outcomes through the engine (SPEC §9.2) with a fake LLM that counts requests: first
+//! Monitor outcomes through the engine with a fake LLM that counts requests: first
 //! run → succeeded with the output in the prompt; unchanged → `no_change` and zero model requests;
 //! changed → the request carries the unified diff; probe error → `failed`, and the next unchanged
 //! output is still `no_change` (the baseline survived the error).
@@ -167,9 +167,9 @@ jobs:
     rig.stop().await;
 }
 
-/// Issue 11 regression: a ~15.5 KB notepad plus the monitor's 2 KiB preview used to go over the
-/// one shared 16 KiB state cap, the whole state (watermark included) was dropped, and an
-/// unchanged source was sent to the model on every tick. Now: one model call, then `no_change`.
+/// Regression: a ~15.5 KB notepad plus the monitor's 2 KiB preview must not go over one shared
+/// 16 KiB state cap, drop the whole state (watermark included) and send an unchanged source to
+/// the model on every tick. One model call, then `no_change`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_notepad_never_costs_the_monitor_its_watermark() {
     let key = "monitor-key-notepad";
@@ -230,8 +230,8 @@ jobs:
 }
 
 /// A change the budget stopped after the gate is not consumed: once the budget allows, the next
-/// tick still sees it and calls the model (issue 11: the model spends only when it should, and
-/// a change is never silently dropped).
+/// tick still sees it and calls the model (the model spends only when it should, and a
+/// change is never silently dropped).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_stopped_by_the_budget_is_seen_again() {
     let key = "monitor-key-budget";
@@ -298,7 +298,7 @@ jobs:
     rig.stop().await;
 }
 
-/// Red-team find (issue 11 item 4): a monitored output that shows a configured key value must
+/// A monitored output that shows a configured key value must
 /// not keep it in the monitor's saved preview (stored in the journal, printed by `jobs --json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_in_the_monitored_output_is_not_kept_in_the_saved_preview() {

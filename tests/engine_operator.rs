@@ -1,4 +1,4 @@
-//! Operator actions through the engine (issue 12 item 2): a cancel requested through the store
+//! Operator actions through the engine: a cancel requested through the store
 //! (as `cronsole cancel` from another process does) kills the run's process tree and records the
 //! row `failed` with reason `cancelled by operator`, without retrying it; a retry of a failed run
 //! is a run of its own (`trigger: retry`) that leaves the schedule alone.

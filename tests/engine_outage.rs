@@ -1,4 +1,4 @@
-//! Outages keep what finished (issue 10 item 5), through the engine over a store double that
+//! Outages keep what finished, through the engine over a store double that
 //! refuses writes on demand (the real file store underneath): a completion the store refuses is
 //! kept and retried until written, never turned into `abandoned` or `skipped` rows; a store that
 //! stays unwritable past the bound stops new claims and says so in the health channel; a stop
@@ -38,7 +38,7 @@ struct Faulty {
     /// Every renewal answers `Lost` (another owner took the run over).
     lose_lease: AtomicBool,
     /// With the store on a simulated disk: the next completion's journal write fails with
-    /// `ENOSPC` after its history row landed (red team 7's full disk).
+    /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
     sim: Option<SimDisk>,
     journal_enospc_once: AtomicBool,
 }
@@ -300,9 +300,9 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     assert!(!spool_path(&dir).exists(), "nothing spooled");
 }
 
-/// Red team 7 (HIGH): the completion's row landed, its job record did not (`ENOSPC` on the
-/// journal). The retry saw the row in history and stopped, so the record kept the lease and
-/// the next open refused the store. A completion counts as written only when its record is
+/// The completion's row landed, its job record did not (`ENOSPC` on the journal). A retry that
+/// saw the row in history and stopped would leave the lease in the record, and the next open
+/// would refuse the store. A completion counts as written only when its record is
 /// too: the retry writes the record (no second row) and the lease is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
@@ -328,8 +328,8 @@ async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
     rig.stop().await.expect("clean stop");
 }
 
-/// rt3 (PostgreSQL killed under load): a run whose settings read hit the outage right after its
-/// claim was recorded `failed` without running its command. The read is retried within the
+/// PostgreSQL killed under load: a run whose settings read hits the outage right after its
+/// claim must not be recorded `failed` without running its command. The read is retried within the
 /// lease, so a short outage costs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
@@ -373,9 +373,9 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
     rig.stop().await.expect("clean stop");
 }
 
-/// Red team, round 4: an owner stopped past its lease came back to an attempt its dead-man
-/// switch had killed and retried it after another owner had recovered the slot — a `once` job
-/// executed three times. A retry first renews the lease; `Lost` ends the run's attempts.
+/// An owner stopped past its lease comes back to an attempt its dead-man switch has killed; a
+/// retry after another owner has recovered the slot would execute a `once` job again (three
+/// times in the case this replays). A retry first renews the lease; `Lost` ends the run's attempts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
     let dir = tmp("outage-lost-lease");

@@ -1,4 +1,4 @@
-//! `overlap:` policies through the engine (issue 16 item 2), with real commands and a manual
+//! `overlap:` policies through the engine, with real commands and a manual
 //! wall clock: `cancel_previous` kills the live run's process and runs the new slot,
 //! `buffer_one` runs the kept slot as soon as the live run ends, `allow` runs slots side by
 //! side up to its bound and records the slot beyond it at once.

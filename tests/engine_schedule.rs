@@ -1,4 +1,4 @@
-//! Schedule behaviour through the engine (SPEC §2.1, §6, §7): an `every` one-shot fires exactly
+//! Schedule behaviour through the engine: an `every` one-shot fires exactly
 //! once and retires, `run_immediately` fires at first sight then follows the schedule, a manual
 //! trigger (`Command::Trigger`) runs once with `trigger: manual`, and `Command::Pause` stops slots
 //! until resumed.

@@ -1,4 +1,4 @@
-//! How an engine hears other processes (issue 13 item 2): through the store's change signal
+//! How an engine hears other processes: through the store's change signal
 //! (inotify on the file store, LISTEN/NOTIFY on PostgreSQL) even when its change-token poll is an
 //! hour apart, and through the poll alone when the store offers no signal (the tested fallback).
 
@@ -204,7 +204,8 @@ fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_claimed_together_share_one_settings_read() {
     // Six jobs triggered before the engine starts are claimed in one batch: their runs use the
-    // settings read with that claim instead of a store read each (issue 14 item 4).
+    // settings read with that claim instead of a store read each (a burst of
+    // runs must not cost a burst of store reads).
     const N: usize = 6;
     let dir = support::tempdir("settings-once");
     let mut yaml = String::from("jobs:\n");

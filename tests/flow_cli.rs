@@ -1,4 +1,4 @@
-//! Issue 16 through the binary: bulk `pause`/`resume`/`trigger` selectors (names, globs,
+//! Job flow through the binary: bulk `pause`/`resume`/`trigger` selectors (names, globs,
 //! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
 //! `next --job` / `validate` showing calendars and jittered fire instants.
 
@@ -186,7 +186,7 @@ jobs:\n  - name: brief\n    schedule: \"0 9 * * *\"\n    command: \"true\"\n    
     assert!(out.contains("s jitter]"), "{out}");
 }
 
-/// Issue 16 item 3 leftover: `cronsole jobs` shows when the next slot fires (slot + jitter),
+/// `cronsole jobs` shows when the next slot fires (slot + jitter),
 /// like the console's NEXT column, and `--json` carries both instants.
 #[test]
 fn jobs_shows_the_jittered_fire_instant() {
@@ -218,7 +218,7 @@ fn jobs_shows_the_jittered_fire_instant() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 16 item 2 through the binary: `validate` names a job's overlap policy, and a wrong
+/// Through the binary, `validate` names a job's overlap policy, and a wrong
 /// form is exit 2 with `file:line:col`.
 #[test]
 fn validate_shows_overlap_and_refuses_wrong_forms() {

@@ -1,4 +1,4 @@
-//! `cronsole dry-run` (issue 16 item 6) through the binary: the gate runs, the exact prompt is
+//! `cronsole dry-run` through the binary: the gate runs, the exact prompt is
 //! printed with the model, the price ceiling, the budgets and the sinks — and nothing happens:
 //! the store's bytes are unchanged and the model server got zero connections.
 
@@ -171,7 +171,8 @@ fn dry_run_gates_do_not_see_the_agents_api_keys() {
     );
 }
 
-/// Outside text in the printed dry run is inert (red team 2, MED): a gate's output, the job's
+/// Outside text in the printed dry run is inert (it could otherwise rewrite the operator's
+/// terminal): a gate's output, the job's
 /// `message` and the agent's `instructions` holding `ESC ] 0 ; … BEL`, `ESC [ 2 J` or U+202E
 /// are shown escaped (`^[`, `\u{202e}`), as `history` shows them; `--json` keeps the exact text.
 #[test]

@@ -1,5 +1,5 @@
-//! Process-level tests of `proc`, the `pre_run` gate, the command monitor and the command action
-//! (SPEC §9.1, §9.2, §10.1): real `sh` processes, real process groups, real timeouts.
+//! Process-level tests of `proc`, the `pre_run` gate, the command monitor and the command action:
+//! real `sh` processes, real process groups, real timeouts.
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! Process-level tests of the heartbeat switch (the supervisor's dead-man switch) with many
-//! runs at once, the real binary on a temp dir (red team 9, HIGH 2): an owner stopped past its
+//! runs at once, the real binary on a temp dir: an owner stopped past its
 //! lease has its runs killed by their supervisors, a row that says "killed" is written only for
 //! a command that is dead and did not complete, and no one-shot's command completes twice —
 //! neither through the stopped owner's retry nor through another owner's recovery.

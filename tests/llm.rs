@@ -1,4 +1,4 @@
-//! The agent action against in-process fake OpenAI/Anthropic servers (SPEC §10.2, §11, §8):
+//! The agent action against in-process fake OpenAI/Anthropic servers:
 //! exact tokens and cost, missing usage, retries on 5xx, per-attempt timeouts, 429 holds,
 //! missing keys, and that the API key never leaks into error text.
 
@@ -488,7 +488,7 @@ async fn run_agent_retries_prices_and_flags_silence() {
     assert_eq!(fake.request_count(), 0);
 }
 
-/// Red team 5: a token in `base_url`'s path or query never reaches an error's text (the URL is
+/// A token in `base_url`'s path or query never reaches an error's text (the URL is
 /// shown as scheme://host:port/…/chat/completions), and the query is sent as a query after the
 /// appended path.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! `--metrics-addr` on the real binary (issue 13 item 3): Prometheus text at /metrics with the
+//! `--metrics-addr` on the real binary: Prometheus text at /metrics with the
 //! documented families, /healthz 200 while healthy and 503 with a reason when the store stops
 //! answering, and a bad address refused as bad input.
 
@@ -135,7 +135,8 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         .status()
         .unwrap();
     assert!(st.success());
-    // An exposition is shared for at least a second (red team 6): the change shows once the
+    // An exposition is shared for at least a second (so scrapers cannot make the
+    // store work per request): the change shows once the
     // cached one is stale.
     let text = poll_metrics(&addr, |t| {
         metric(t, r#"cronsole_jobs{state="paused"}"#) == Some(1.0)
@@ -211,7 +212,7 @@ fn an_attached_console_refuses_metrics_it_cannot_serve() {
     assert!(err.contains("`console --attach` runs none"), "{err}");
 }
 
-/// Red team 5: idle connections that never finish their request head (slowloris) do not keep
+/// Idle connections that never finish their request head (slowloris) do not keep
 /// `/healthz` away: past the connection cap the oldest of them is dropped for the new one.
 #[test]
 fn idle_connections_do_not_starve_healthz() {

@@ -1,5 +1,5 @@
 //! `overlap: allow` and `overlap: buffer_one` across two `cronsole run` processes sharing one
-//! file store (issue 16 item 2), in real time: every slot is accounted for at most once across
+//! file store, in real time: every slot is accounted for at most once across
 //! both owners, `allow` never has more runs live than its bound (and does reach it), and
 //! `buffer_one` never has two runs live while its kept slots do run late.
 
@@ -119,7 +119,7 @@ fn buffer_one_across_two_processes_runs_kept_slots_one_at_a_time() {
     );
 }
 
-/// Red team rt2 row 1: `jobs` and `describe` name a `buffer_one` slot that fell due while a
+/// `jobs` and `describe` name a `buffer_one` slot that fell due while a
 /// run is live (before, during and after a pause), not only once the run has ended.
 #[test]
 fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {

@@ -1,11 +1,11 @@
-//! Process-level tests of "a run dies with its owner" at scale (red team 9, HIGH 1): the real
+//! Process-level tests of "a run dies with its owner" at scale: the real
 //! binary, an owner with hundreds of runs alive killed with `kill -9`, and the owner's zygote
 //! driven directly with requests whose owner is already gone.
 //!
-//! Red team 9 found that at ≥ 200 live runs the runs of a `kill -9`'d owner ran to completion
-//! (each supervisor walked all of `/proc` before its first kill: N × P reads), and the one-shot
-//! recovery then ran each command a second time; and that a zygote went on starting the
-//! requests queued on its socket after its owner had died.
+//! The cases this guards: at ≥ 200 live runs the runs of a `kill -9`'d owner must not run to
+//! completion (a supervisor that walks all of `/proc` before its first kill makes N × P reads),
+//! or the one-shot recovery runs each command a second time; and a zygote must not go on
+//! starting the requests queued on its socket after its owner has died.
 
 mod support;
 
@@ -93,8 +93,8 @@ fn kill_9_of_an_owner_with_300_runs_alive_kills_every_run() {
         ));
     }
     std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
-    // A busy host: a few thousand other processes (red team 9 saw the break at load 16 to
-    // 600, beside other bursts). A supervisor that walks all of /proc before its first kill
+    // A busy host: a few thousand other processes (the break shows at load 16 to 600, beside
+    // other bursts). A supervisor that walks all of /proc before its first kill
     // pays for each of them, once per run; these idle ones make that cost visible here.
     let crowd = Command::new("/bin/sh")
         .arg("-c")

@@ -1,5 +1,6 @@
-//! Several OS processes claiming on one PostgreSQL database (SPEC §6, §14.2): one run per
-//! (job, slot), no duplicates, load shared, and kill -9 of an owner recovered as §6 says.
+//! Several OS processes claiming on one PostgreSQL database: one run per
+//! (job, slot), no duplicates, load shared, and kill -9 of an owner recovered once its lease
+//! expires.
 //!
 //! The workers are this test executable itself, re-run with `--exact worker --ignored` and
 //! instructions in environment variables, so each one is a real separate process with its own

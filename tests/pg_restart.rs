@@ -1,4 +1,4 @@
-//! PostgreSQL going away under a running owner (SPEC §14.2, §6): operations fail with a
+//! PostgreSQL going away under a running owner: operations fail with a
 //! retryable `StoreError::Database` while the server is down, the pool reconnects, runs that were
 //! in flight complete after reconnection, no slot runs twice and no run is lost.
 //!
@@ -61,7 +61,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
                     in_flight: &busy,
                 }) {
                     Err(e) => {
-                        // Typed since issue 15: a down server is a retryable error (Database,
+                        // A down server is a retryable error (Database,
                         // or Unavailable while the pool backs off), never "rejected".
                         assert!(e.is_retryable() && !e.is_bad_input(), "{e:?}");
                         claim_errors.fetch_add(1, Ordering::SeqCst);

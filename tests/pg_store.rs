@@ -219,7 +219,7 @@ fn history_retention_keeps_the_newest_rows_of_a_job() {
     assert_eq!(q("b").len(), 4, "other jobs untouched");
 }
 
-/// Issue 10 item 2: `check` on PostgreSQL decodes every record and row and names the bad ones.
+/// `check` on PostgreSQL decodes every record and row and names the bad ones.
 #[test]
 fn check_names_every_undecodable_job_and_history_row() {
     let url = pg_db_or_skip!();
@@ -282,7 +282,7 @@ fn check_names_every_undecodable_job_and_history_row() {
     );
 }
 
-/// Issue 10 item 3 (PostgreSQL part): the store id is drawn once when the schema is created,
+/// The PostgreSQL store id is drawn once when the schema is created,
 /// survives reopening, is reported by `check`, and a deleted id row is reported as damage.
 #[test]
 fn store_id_is_drawn_once_and_reported_by_check() {
@@ -426,7 +426,7 @@ fn port_of(url: &str) -> u16 {
     hostport.rsplit(':').next().unwrap().parse().unwrap()
 }
 
-/// Issue 10 item 5: a completion whose `COMMIT` reached the server but whose reply was lost (the
+/// A completion whose `COMMIT` reached the server but whose reply was lost (the
 /// connection reset right after) is retried, and the retry finds its own row: one row per run,
 /// never a second (`stale_lease`) one, never none. Both paths: a batch of two, then one alone.
 #[test]
@@ -532,9 +532,9 @@ fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
     assert_eq!(taken.len(), 3, "every job claimable again: {taken:?}");
 }
 
-/// Issue 13 item 5: claims and completions do not NOTIFY inside their transaction any more
-/// (PostgreSQL commits NOTIFYing transactions one WAL flush at a time); the owner's listener
-/// announces them right after the commit. Another owner still hears both, by notification.
+/// Claims and completions do not NOTIFY inside their transaction (PostgreSQL commits NOTIFYing
+/// transactions one WAL flush at a time); the owner's listener announces them right after the
+/// commit. Another owner still hears both, by notification.
 #[test]
 fn claims_and_completions_are_announced_to_other_owners_after_commit() {
     let url = pg_db_or_skip!();

@@ -1,5 +1,5 @@
 //! PostgreSQL over TLS against a real server started with `ssl=on`, a test CA and a
-//! `hostssl`-only `pg_hba.conf` (issue 13 item 1): every libpq `sslmode`, `sslrootcert` as a
+//! `hostssl`-only `pg_hba.conf`: every libpq `sslmode`, `sslrootcert` as a
 //! file and as `system` (through `SSL_CERT_FILE`), clear certificate errors for a wrong CA or
 //! host name, client certificates, passwords from the URL / `PGPASSWORD` / pgpass, and no
 //! password or key in any message.

@@ -1,4 +1,4 @@
-//! `cronsole probe` as a process (SPEC §13.2): output format and exit codes.
+//! `cronsole probe` as a process: output format and exit codes.
 
 mod support;
 
@@ -112,7 +112,7 @@ async fn probe_url_ignores_environment_proxies() {
     assert_eq!(proxy.connections(), 0, "the environment proxy was used");
 }
 
-/// Red team 5: a token in a monitor URL's query or path is not printed when the probe fails.
+/// A token in a monitor URL's query or path is not printed when the probe fails.
 #[test]
 fn probe_failure_does_not_print_the_url_token() {
     let out = cronsole(&[
@@ -130,7 +130,7 @@ fn probe_failure_does_not_print_the_url_token() {
     );
 }
 
-/// Red team 6: a redirect's `Location` that carries the probed request (`next=<the request,
+/// A redirect's `Location` that carries the probed request (`next=<the request,
 /// urlencoded>`), and a page that echoes it decoded, are printed with the URL's tokens redacted
 /// in every form.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Process-level tests of `cronsole run` (SPEC §3.1, §6, §8, §13.2): the real binary on temp
+//! Process-level tests of `cronsole run`: the real binary on temp
 //! dirs with generated jobs files. No drift on the `every` grid; four processes on one store
 //! share the load with exactly one run per (job, slot) and survive a kill -9; SIGTERM/SIGINT
 //! shut down gracefully (or at once on the second signal) leaving the store consistent; JSON log
@@ -433,9 +433,8 @@ fn json_log_lines_carry_the_history_fields_and_for_exits_0() {
     }
 }
 
-/// SPEC §12.1 as amended (README "Decisions where the spec is silent"): headless stdout is one
-/// line per history row and nothing else; a row says whether it was delivered; each delivery's
-/// details go to the log under `<store>/logs/`.
+/// Headless stdout is one line per history row and nothing else (so it pipes cleanly); a row says
+/// whether it was delivered; each delivery's details go to the log under `<store>/logs/`.
 #[test]
 fn headless_stdout_is_history_rows_only_and_deliveries_go_to_the_log() {
     let s = setup(
@@ -569,7 +568,7 @@ jobs:
     );
 }
 
-/// Red team 6: a token that is percent-encoded in `base_url` (or a monitor URL) and that the
+/// A token that is percent-encoded in `base_url` (or a monitor URL) and that the
 /// server echoes decoded (`DecTok+Secret/Value=42`, as every server decodes a query) or encoded
 /// once more (`DecTok%252B…`) reaches neither the rows, the logs nor what `run` prints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -689,7 +688,7 @@ fn owners_started_together_on_a_fresh_store_all_open_it() {
     }
 }
 
-// --- a run dies with its owner (issue 10 item 4) ---------------------------------------------
+// --- a run dies with its owner ----------------------------------------------------------------
 
 fn read_pid(path: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
@@ -861,9 +860,9 @@ fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
     );
 }
 
-/// Red team 4: `kill -9` of one run's supervisor (a fork of the zygote) left the command's
+/// `kill -9` of one run's supervisor (a fork of the zygote) must not leave the command's
 /// processes — a plain child, a `setsid` escapee, a double fork — alive under the zygote until
-/// the owner exited, and no row or log line said why the attempt failed. The zygote now kills
+/// the owner exits, with no row or log line saying why the attempt failed. The zygote kills
 /// them within a second, and the row's error says the supervisor died.
 #[test]
 fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
@@ -928,13 +927,13 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
     assert!(logs.contains("run supervisor died"), "{logs}");
 }
 
-/// Issue 10 leftovers: with `CRONSOLE_ZYGOTE=off` a run's supervisor is an exec of
-/// `cronsole __supervise`, the owner's own child; a `kill -9` of it left the command's
-/// processes alive under PID 1 (and the run waited on their pipes until its timeout). The
-/// command now shares the supervisor's process group, which the owner kills when it sees the
-/// supervisor die of a signal, and the owner is its supervisors' subreaper, so what leaves the
-/// group (a `setsid` escapee) is re-parented to it and killed too: a plain child, a double fork
-/// and an escapee are gone within a second, and the attempt's error says the supervisor died.
+/// With `CRONSOLE_ZYGOTE=off` a run's supervisor is an exec of `cronsole __supervise`, the owner's
+/// own child; a `kill -9` of it must not leave the command's processes alive under PID 1 (with the
+/// run waiting on their pipes until its timeout). The command shares the supervisor's process
+/// group, which the owner kills when it sees the supervisor die of a signal, and the owner is its
+/// supervisors' subreaper, so what leaves the group (a `setsid` escapee) is re-parented to it and
+/// killed too: a plain child, a double fork and an escapee are gone within a second, and the
+/// attempt's error says the supervisor died.
 #[test]
 fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
     let s = setup(
@@ -1054,8 +1053,8 @@ fn zygote_of(owner: u32) -> Option<i32> {
     })
 }
 
-/// Red team 4: with the owner's zygote stopped (`SIGSTOP`), a run's request got no answer and
-/// its attempt failed at the command's timeout, the cause logged nowhere. The owner now sees
+/// With the owner's zygote stopped (`SIGSTOP`), a run's request gets no answer; the attempt
+/// must not just fail at the command's timeout with the cause logged nowhere. The owner sees
 /// the zygote stopped within a second, says so in its log, kills it (the request queued there
 /// can never start later) and starts the run through a new zygote: no attempt is lost.
 #[test]

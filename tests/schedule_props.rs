@@ -1,7 +1,8 @@
 //! Property tests for schedules: the parsers never panic, slot chains are strictly monotonic,
-//! `prev`/`next` are inverse in the SPEC §3.3 sense, and `next_after`/`prev_before` agree with
-//! an independent brute-force oracle that walks real UTC minutes, asks the `cron` crate whether
-//! each wall time matches, and applies the DST policy directly.
+//! `prev`/`next` are inverse (`prev(next(t))` is the last slot at or before `t`), and
+//! `next_after`/`prev_before` agree with an independent brute-force oracle that walks real UTC
+//! minutes, asks the `cron` crate whether each wall time matches, and applies the DST policy
+//! directly.
 
 use std::str::FromStr;
 
@@ -321,7 +322,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// A wrap-around range is refused, and the list the hint suggests means exactly what the
-    /// range meant: a..max then min..b (issue 12: the hint keeps the meaning).
+    /// range meant: a..max then min..b (a hint that changed the meaning would
+    /// fire at other times than the operator asked).
     #[test]
     fn wrap_around_hints_keep_the_meaning(
         which in 0usize..4,

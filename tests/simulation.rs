@@ -1,4 +1,4 @@
-//! The deterministic fault simulator (issue 10 item 6), in the spirit of FoundationDB's
+//! The deterministic fault simulator, in the spirit of FoundationDB's
 //! simulation and TigerBeetle's VOPR: several owners over the real store code, a virtual clock,
 //! and the faulty I/O layer `cronsole::testkit::simio`, every choice drawn from one seed; after
 //! each step the invariants of `simulation/model.rs` are checked against a reference model.
@@ -247,7 +247,7 @@ fn steps() -> u32 {
     env_u64("SIM_STEPS").map_or(STEPS, |n| n.clamp(1, 100_000) as u32)
 }
 
-/// `after:` chains under the same faults (issue 16 item 1): the chain invariants of
+/// `after:` chains under the same faults: the chain invariants of
 /// `simulation/model.rs` on seeds whose jobs include chained ones.
 #[test]
 fn file_store_chains_under_faults() {

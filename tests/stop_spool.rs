@@ -1,4 +1,4 @@
-//! Red team 7: an owner told to stop while another process holds the store lock (an outside
+//! An owner told to stop while another process holds the store lock (an outside
 //! `flock` on `<store>/lock`) does not wait the holder out. After its shutdown grace the lock
 //! waits end; the completion it could not write goes to the spool, `run` exits 1 naming the
 //! spool, and the next start writes it — nothing lost, nothing left `abandoned`.

@@ -1,5 +1,5 @@
 //! The store commands end to end through the binary: apply → jobs → pause/resume/trigger →
-//! history → stats, with SPEC §13.2 exit codes (0 ok, 1 runtime condition, 2 bad input).
+//! history → stats, with the documented exit codes (0 ok, 1 runtime condition, 2 bad input).
 
 mod support;
 
@@ -89,7 +89,8 @@ fn apply_jobs_pause_trigger_history_stats() {
     );
 }
 
-/// `apply` hands a large file's jobs to the store one at a time (issue 14): a first apply of
+/// `apply` hands a large file's jobs to the store one at a time (so a million-job file
+/// needs only its text in memory): a first apply of
 /// more than 1 024 jobs goes straight into the snapshot, chains to later jobs resolve, a
 /// re-apply changing one job updates one, and a file whose last job is bad is refused with
 /// its position before any store is created.
@@ -218,8 +219,9 @@ fn apply_prints_each_job_whose_spend_a_budget_period_edit_recounted() {
     assert!(!out.contains("recounted"), "{out}");
 }
 
-/// Red team 8: a disabled job (`enabled: false`) with a manual trigger waiting is `queued` in
-/// `jobs --json` as in the table and in `describe` (it runs even though disabled, SPEC §6).
+/// A disabled job (`enabled: false`) with a manual trigger waiting is `queued` in `jobs --json` as
+/// in the table and in `describe` (an operator's trigger runs even though the job is disabled, so
+/// `queued` is what happens next).
 #[test]
 fn a_disabled_job_with_a_trigger_waiting_is_queued_in_every_listing() {
     let dir = support::tempdir("cli-queued");
@@ -251,9 +253,10 @@ fn a_disabled_job_with_a_trigger_waiting_is_queued_in_every_listing() {
     assert_eq!(d["state"], "queued", "{out}");
 }
 
-/// Red team 9: one "next" in every view. A paused or disabled job fires nothing: `jobs` says
-/// `n/a` and `jobs --json` has `next_fire_at: null` (its stored `next_slot` stays); a jittered
-/// job's `describe` shows the fire instant `jobs` shows, with its slot named beside it.
+/// One "next" in every view, so no two views disagree about when a job fires. A paused or disabled
+/// job fires nothing: `jobs` says `n/a` and `jobs --json` has `next_fire_at: null` (its stored
+/// `next_slot` stays); a jittered job's `describe` shows the fire instant `jobs` shows, with its
+/// slot named beside it.
 #[test]
 fn every_listing_agrees_on_when_a_job_fires_next() {
     let dir = support::tempdir("cli-next");

@@ -1,4 +1,4 @@
-//! Issue 10 item 2 through the real binary: a damaged store is refused with exit 2 naming the
+//! A damaged store, through the real binary: it is refused with exit 2 naming the
 //! file, by readers and writers alike, with every byte unchanged; read-only commands never
 //! write; `cronsole check` lists every problem with its location.
 
@@ -200,9 +200,9 @@ fn check_lists_every_problem_with_its_location() {
     assert_eq!(v["store_id"].as_str(), Some(id));
 }
 
-/// The red team's case (issue 10 item 2): `jobs.journal` cut by hand in the middle of a line
-/// after slots ran used to pass for a crash's torn tail — `check` called it sound and the next
-/// writer cut it, so slots already run ran again. The history rows newer than the surviving
+/// `jobs.journal` cut by hand in the middle of a line after slots ran must not pass for a
+/// crash's torn tail — `check` would call it sound and the next writer cut it, so slots already
+/// run would run again. The history rows newer than the surviving
 /// records prove the cut: every command refuses with exit 2 naming the journal, nothing changes.
 #[test]
 fn a_journal_cut_mid_line_after_slots_ran_is_corruption_not_a_torn_tail() {
@@ -286,7 +286,7 @@ fn history_pages_with_tokens_through_the_whole_history() {
     assert!(err.contains("page token"), "{err}");
 }
 
-/// A directory where a store file should be (red team 2): readers, writers and `check` all exit
+/// A directory where a store file should be: readers, writers and `check` all exit
 /// 2 naming the file, with one clear message (not an I/O error with its cause printed twice),
 /// and nothing is changed.
 #[test]
@@ -348,9 +348,9 @@ fn a_directory_in_place_of_a_store_file_is_damage_exit_2() {
     }
 }
 
-/// Red team (jflip): one flipped bit in the last journal record (`next_slot` moved back onto
-/// the slot that already ran) used to read as a valid record: `check` said sound and `run` ran
-/// the slot again. Job lines carry a checksum: every command exits 2 naming
+/// One flipped bit in the last journal record (`next_slot` moved back onto the slot that
+/// already ran) must not read as a valid record (`check` would say sound and `run` would run the
+/// slot again). Job lines carry a checksum: every command exits 2 naming
 /// `jobs.journal:LINE`, nothing changes. The same for a flip in a snapshot line.
 #[test]
 fn a_flipped_bit_in_a_job_line_is_corruption_at_its_line() {
@@ -396,7 +396,7 @@ fn a_flipped_bit_in_a_job_line_is_corruption_at_its_line() {
     }
 }
 
-/// Red team (jold): `jobs.journal` replaced by an older copy of itself (same store, same
+/// `jobs.journal` replaced by an older copy of itself (same store, same
 /// generation, cut at a line boundary: no torn tail). The history rows of runs the old records
 /// do not hold prove records were lost: every command exits 2 naming the journal and nothing
 /// runs again.
@@ -452,7 +452,7 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
     }
 }
 
-/// Issue 14: a store large enough to have `jobs.index` opens through it without reading the
+/// A store large enough to have `jobs.index` opens through it without reading the
 /// snapshot's lines, so a flipped byte in one line is refused by every command that reads that
 /// line (exit 2 naming `jobs.snapshot.jsonl:LINE`) and by `check`, while commands that do not
 /// read it (`describe` of another job, `history`) work; without the index, the open's scan
@@ -598,9 +598,9 @@ fn recrc(line: &str) -> String {
     )
 }
 
-/// Red team 7 (LOW): a job line whose head names another job (CRC recomputed) passes the open's
-/// cheap checks; the claim that reads it finds the damage. `run` treated that as an outage
-/// forever and exited 0 having run nothing. Damage is not retryable: `run` stops, exit 2,
+/// A job line whose head names another job (CRC recomputed) passes the open's cheap checks;
+/// the claim that reads it finds the damage. Treated as an outage, `run` would retry forever
+/// and exit 0 having run nothing; damage is not retryable: `run` stops, exit 2,
 /// naming the file and line.
 #[test]
 fn run_stops_with_exit_2_when_a_claim_finds_the_store_damaged() {
@@ -670,8 +670,8 @@ fn segmented(name: &str) -> (TempDir, PathBuf) {
     (root, dir)
 }
 
-/// Red team 7 (LOW): deleting the oldest sealed segment with no retention configured was
-/// reported sound by `check`, and every command went on without its rows. Without
+/// Deleting the oldest sealed segment with no retention configured must not read as sound
+/// (every command would go on without its rows). Without
 /// retention's mark sealed segments start at 1: the open refuses the store naming the
 /// segment (every byte unchanged) and `check` reports it.
 #[test]

@@ -1,4 +1,4 @@
-//! Process-level properties of the file store (SPEC §6, §14.1): at-most-once claims across
+//! Process-level properties of the file store: at-most-once claims across
 //! threads and OS processes, load sharing, kill -9 recovery, crash safety, corruption handling.
 //!
 //! OS processes are this test executable re-run with `--exact <worker> --ignored` and the role in
@@ -613,7 +613,7 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
     let snap = std::fs::read(base.join("jobs.snapshot.jsonl")).unwrap();
     let snapshot_ok = &snap[..=snap.iter().position(|b| *b == b'\n').unwrap()];
     for (file, garbage, line) in [
-        // Line 1 of history is its header (issue 10 item 2), so the bad row is line 3.
+        // Line 1 of history is its header (the store's format and id), so the bad row is line 3.
         ("history.jsonl", "{\"run_id\": 42, \"oops\"}\n", 3u64),
         ("jobs.journal", "not json at all\n", 0),
         ("settings.json", "{\"budget\": [1,2,\n", 0),

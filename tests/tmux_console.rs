@@ -1,5 +1,5 @@
 //! End-to-end console test: the real binary inside `tmux`, driven by `send-keys` and read with
-//! `capture-pane -p` (SPEC §13.1). Reported skipped (`SKIPPED TEST …`) when `tmux` is missing, except
+//! `capture-pane -p`. Reported skipped (`SKIPPED TEST …`) when `tmux` is missing, except
 //! under `CI=true`, where a missing `tmux` is a failure.
 //!
 //! The [`Tmux`] helper is tested on its own, then the whole console is driven like a user would.
@@ -278,8 +278,8 @@ fn pid_gone(pid: i32) -> bool {
 }
 
 /// Tab gives the History pane a cursor and Enter opens the run under it (a marker deep inside a
-/// long output is reached by scrolling); `R` + `y` retries a failed run as a run of its own; `X` + `y` cancels a running run, whose process is gone and whose row says
-/// `cancelled by operator`.
+/// long output is reached by scrolling); `R` + `y` retries a failed run as a run of its own; `X` +
+/// `y` cancels a running run, whose process is gone and whose row says `cancelled by operator`.
 #[test]
 fn history_cursor_run_view_retry_and_cancel() {
     if !tmux_available() {
@@ -392,7 +392,7 @@ fn attached_without_engine_shows_a_queued_trigger() {
     drop(t);
 }
 
-/// Issue 16 items 5 and 6 in the console: `D` shows `cronsole dry-run` of the selected job
+/// In the console, `D` shows `cronsole dry-run` of the selected job
 /// (the gate really runs, nothing is recorded), `P` pauses the jobs the filter shows after a
 /// y/n prompt, and another process reading the store agrees.
 #[test]

@@ -1,6 +1,6 @@
-//! Red-team leftover (rt2, INFO): every `--json` output carried bidi overrides (U+202A–U+202E,
-//! U+2066–U+2069), DEL, C1 controls and invisible characters as themselves, so `cronsole history
-//! --json` in a terminal could reorder what the operator read. Each JSON output now writes them
+//! Every `--json` output could carry bidi overrides (U+202A–U+202E, U+2066–U+2069), DEL, C1
+//! controls and invisible characters as themselves, so `cronsole history --json` in a terminal
+//! could reorder what the operator read. Each JSON output writes them
 //! as `\uXXXX` escapes (a JSON reader gets the exact value back), as the text outputs show them
 //! as `\u{202e}`. Tried here with the real binary: `history`, `jobs`, `describe` and the
 //! headless `--log-format json` lines of `run`.
@@ -67,8 +67,8 @@ fn every_json_output_escapes_bidi_and_invisible_characters() {
     }
 }
 
-/// Red-team leftover (rt2): an I/O error printed its OS cause twice ("Not a directory (os error
-/// 20): Not a directory (os error 20)"). The `error:` line names it once, exit 1.
+/// An I/O error names its OS cause once, never twice ("Not a directory (os error 20): Not a
+/// directory (os error 20)"), exit 1.
 #[test]
 fn an_io_error_names_its_os_cause_once() {
     let d = support::tempdir("io-once");
@@ -86,7 +86,7 @@ fn an_io_error_names_its_os_cause_once() {
     assert_eq!(err.matches(&os).count(), 1, "{err}");
 }
 
-/// Red-team leftover (rt2): a 3 000-job `after:` cycle was one 47 KB line from `validate`.
+/// A 3 000-job `after:` cycle is one short line from `validate`, not a 47 KB one.
 #[test]
 fn validate_reports_a_long_cycle_on_one_short_line() {
     let d = support::tempdir("long-cycle");

@@ -1,4 +1,5 @@
-//! The URL monitor's safety matrix (SPEC §9.2), one test per row, against real loopback sockets.
+//! The URL monitor's safety matrix (the guide's list of what a URL monitor refuses), one test
+//! per row, against real loopback sockets.
 //! Rejected URLs must make no connection: the hostile servers count every accepted connection.
 //!
 //! To simulate names that resolve to *public* addresses without leaving the machine, some tests

@@ -1,4 +1,5 @@
-//! TLS verification of the URL monitor (SPEC §9.2 "full hostname + CA verification"), offline:
+//! TLS verification of the URL monitor (full hostname and CA verification, never
+//! switched off), offline:
 //! a loopback rustls server presents a leaf for `localhost` signed by a throwaway test CA
 //! (`tests/data/tls`). Untrusted CA → failed; trusted CA → fetched; wrong name → failed.
 

@@ -1,4 +1,4 @@
-//! The minimum and maximum of every number an operator can write in the jobs file (SPEC §15), in
+//! The minimum and maximum of every number an operator can write in the jobs file, in
 //! one table that `validate` enforces (with `file:line:col`) and that [`check_bounds`] re-checks on
 //! a [`JobsFile`] built by any other route, so no store ever holds an out-of-range value.
 //!

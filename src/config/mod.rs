@@ -1,4 +1,4 @@
-//! The jobs file (SPEC §2): YAML text → a validated [`JobsFile`], with every problem reported at
+//! The jobs file: YAML text → a validated [`JobsFile`], with every problem reported at
 //! once as `file:line:column`, the key, and what would be accepted.
 //!
 //! Owns: all YAML parsing in the project (the parser crate is named only in `yaml`), the size
@@ -11,22 +11,22 @@
 //! paths of the problems found are then located in the same parsed document. `bounds` is the
 //! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
 //!
-//! Job by job (issue 14: a file of 1 000 000 jobs): when the top-level `jobs:` is a plain list
-//! (no anchor on it, not brought in by an alias or a merge), the text is parsed twice (often
-//! once: see below) and the list's items are never held together. The first pass keeps everything else (the sections,
-//! with their positions) and every job's name (duplicates, `context_from` and `after:` may
-//! name a later job); the second builds one job's nodes, checks it, locates its diagnostics in
-//! them, hands its definition on and drops them. The checks that need every job (`after:`
-//! cycles, `on: change` parents) keep only the valid jobs' chains and a flag byte per job, and
-//! their positions are located while each chained job is at hand. An item that holds an
-//! anchor stays (a later alias may name it). Any other shape — and an item that expands
-//! beyond what an alias bomb check would allow so far — is read whole as before. Both ways
-//! give the same diagnostics at the same positions and the same jobs
-//! (`tests_stream.rs` holds one against the other). [`prepare_file`] validates a file this way
-//! and [`Prepared::for_each_job`] then hands its jobs over one at a time (one more pass), which
-//! is what `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does
-//! the same through [`validate_str_at`]: the jobs are counted, not held, and
-//! [`Validation::for_each_valid`] hands the valid ones over afterwards.
+//! Job by job (so a file of 1 000 000 jobs fits in the memory of its text): when the top-level
+//! `jobs:` is a plain list (no anchor on it, not brought in by an alias or a merge), the text is
+//! parsed twice (often once: see below) and the list's items are never held together. The first
+//! pass keeps everything else (the sections, with their positions) and every job's name
+//! (duplicates, `context_from` and `after:` may name a later job); the second builds one job's
+//! nodes, checks it, locates its diagnostics in them, hands its definition on and drops them. The
+//! checks that need every job (`after:` cycles, `on: change` parents) keep only the valid jobs'
+//! chains and a flag byte per job, and their positions are located while each chained job is at
+//! hand. An item that holds an anchor stays (a later alias may name it). Any other shape — and an
+//! item that expands beyond what an alias bomb check would allow so far — is read whole as before.
+//! Both ways give the same diagnostics at the same positions and the same jobs (`tests/stream.rs`
+//! holds one against the other). [`prepare_file`] validates a file this way and
+//! [`Prepared::for_each_job`] then hands its jobs over one at a time (one more pass), which is what
+//! `apply` uses: memory is the text plus a few dozen bytes per job. `validate` does the same
+//! through [`validate_str_at`]: the jobs are counted, not held, and [`Validation::for_each_valid`]
+//! hands the valid ones over afterwards.
 //!
 //! One parse instead of two (`check_one_pass`, the usual shape: `jobs:` written last, at
 //! column 1, each job naming only earlier ones): the text before the `jobs:` line is parsed on
@@ -42,23 +42,22 @@
 //! `CRONSOLE_MAX_JOBS_FILE_BYTES`), reading at most cap + 1 bytes, so it never grows without
 //! bound.
 //!
-//! Decisions where SPEC §2 is silent (operators can rely on these):
+//! Decisions (operators can rely on these; the guide's jobs-file reference lists them too):
 //! - Defaults: `tz` UTC, `timeout_seconds` 300, `max_retries` 3 (total attempts, 1–100),
 //!   `lease_seconds` 30, `misfire_grace_seconds` null, `command_timeout_seconds` 60,
 //!   `context_max_chars` 4000, `alert_after_failures` 1, `enabled` true. `defaults:` accepts
-//!   the five keys the SPEC shows (`tz`, `timeout_seconds`, `max_retries`,
-//!   `misfire_grace_seconds`, `lease_seconds`) and issue 16's `jitter_seconds`, `overlap`
-//!   (default `skip`) and `max_concurrent_runs` (only with `overlap: allow`, see
-//!   `check/overlap.rs`).
+//!   `tz`, `timeout_seconds`, `max_retries`, `misfire_grace_seconds`, `lease_seconds`,
+//!   `jitter_seconds`, `overlap` (default `skip`) and `max_concurrent_runs` (only with
+//!   `overlap: allow`, see `check/overlap.rs`).
 //! - A key written as `null` means "not given" (the default applies), except
 //!   `misfire_grace_seconds: null` (explicitly no grace, overriding `defaults:`), `budget: null`
 //!   (global budget disabled) and `budget.max_cost_usd: null` (global cap disabled while
 //!   `budget.period` still sets the period of per-job `max_cost_usd`).
-//! - Numbers are strict (a quoted "30" is an error) except `misfire_grace_seconds`, which the
-//!   SPEC says accepts a numeric string; a non-numeric grace is a warning and means null, a
-//!   grace that is a number out of range (negative, `.inf`, beyond 100 years) is an error. Every
-//!   number has the minimum and maximum of `bounds` (leases ≥ 1 s, timeouts ≥ 0.1 s, intervals
-//!   ≤ 100 years, counts bounded, money finite and ≥ 0).
+//! - Numbers are strict (a quoted "30" is an error) except `misfire_grace_seconds`, which accepts a
+//!   numeric string ("600", as files written for other schedulers often have it); a non-numeric
+//!   grace is a warning and means null, a grace that is a number out of range (negative, `.inf`,
+//!   beyond 100 years) is an error. Every number has the minimum and maximum of `bounds` (leases ≥
+//!   1 s, timeouts ≥ 0.1 s, intervals ≤ 100 years, counts bounded, money finite and ≥ 0).
 //! - Agents: `provider` defaults to openai; `model` is required; `base_url` must be http(s) and
 //!   loses a trailing `/`; `api_key_env` must look like an env var name (the message never echoes
 //!   it, in case a key was pasted there). A missing key variable is a warning only for agents
@@ -87,20 +86,9 @@ use crate::model::{JobDef, JobsFile, Settings};
 
 mod bounds;
 mod check;
+pub mod praisonai;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_after;
-#[cfg(test)]
-mod tests_flow;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_overlap;
-#[cfg(test)]
-mod tests_stream;
-#[cfg(test)]
-mod tests_tools;
 mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
@@ -750,8 +738,8 @@ fn jobs_line(text: &str) -> Option<usize> {
     None
 }
 
-/// Check a file whose `jobs:` list is its last section in ONE parse of the text (issue 14:
-/// each parse of a 1 000 000-job file costs tens of seconds). The sections before `jobs:` are
+/// Check a file whose `jobs:` list is its last section in ONE parse of the text (a
+/// parse of a 1 000 000-job file costs tens of seconds). The sections before `jobs:` are
 /// read first (the text up to that line, a few bytes), so the settings are known when the
 /// first job arrives; each job is checked with the names read so far. The result stands only
 /// when it is what [`first_pass`] + [`check_streamed`] would give: the whole text's skeleton
@@ -1026,9 +1014,9 @@ pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
     })
 }
 
-/// What `validate` reports ([`validate_str_at`]), holding no definition of a streamed file
-/// (issue 14: 1 000 000 jobs): the diagnostics, how many jobs there are and how many
-/// validated; [`Validation::for_each_valid`] then hands the valid definitions over, a further
+/// What `validate` reports ([`validate_str_at`]), holding no definition of a streamed file (so 1
+/// 000 000 jobs need no more than their text): the diagnostics, how many jobs there are and how
+/// many validated; [`Validation::for_each_valid`] then hands the valid definitions over, a further
 /// pass over a streamed `jobs:` list, so they can be printed after the diagnostics.
 pub struct Validation<'t> {
     /// Errors and warnings, sorted by position.

@@ -1,4 +1,5 @@
-//! Incidents, "alert once" (SPEC §12.2): error-text normalisation and signatures, and a pure
+//! Incidents, "alert once" (one alert when a job starts failing, one note when it recovers, so
+//! a broken job does not page on every run): error-text normalisation and signatures, and a pure
 //! decision over the job's [`IncidentState`] and a run's outcome.
 //!
 //! Owns: [`normalise`], [`signature`], [`decide`]. Must not touch: delivery, the store — the
@@ -6,7 +7,7 @@
 //! [`Decision::on_undelivered`] when delivery failed, so the alert is retried on the next
 //! failure instead of being lost).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - Normalisation: lowercase; split into words on whitespace; a word that contains a digit is
 //!   an id/number and is removed when it is a digit run of 4 or more, or any other digit-bearing
 //!   word of 6+ chars (hex hashes, uuids, request ids, dates, times, `ip:port`); short ones

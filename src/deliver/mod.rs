@@ -1,13 +1,13 @@
-//! Delivery (SPEC §12.1): sending a run's result, an incident alert or a recovery note to the
+//! Delivery: sending a run's result, an incident alert or a recovery note to the
 //! job's sinks — webhooks (`format: json | slack | discord`) and files (one JSON line each) — and
-//! incident tracking ([`incident`], SPEC §12.2).
+//! incident tracking ([`incident`], so a failing job alerts once, not on every run).
 //!
 //! Owns: payload shapes, the HTTP POST and the file append, turning failures into text for the
 //! row's `delivery_error`. Must not touch: run status (a failed delivery never turns a
 //! `succeeded` run into `failed`: the caller keeps the status and records `delivered: false`),
 //! the store (the caller commits incident state after delivery), clocks (`now` is passed in).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - `json` webhooks and file lines carry the history row's fields flattened at the top level
 //!   (minus `delivered`/`delivery_error`, which describe this very delivery), plus `kind`
 //!   (`result` | `alert` | `recovery`), `text` (what a chat sink would show) and `sent_at`.
@@ -107,21 +107,32 @@ impl Message {
         }
     }
 
-    /// A budget stopped a model call of the job (SPEC §11: one per period; the caller keeps
-    /// count). `reason` is the skip reason, which names the budget.
+    /// A budget stopped a model call of the job (one per budget period, so a stopped job does not
+    /// page on every slot; the caller keeps count). `reason` is the skip reason, which names the
+    /// budget.
     pub fn budget(row: &HistoryRow, reason: &str) -> Message {
-        let reason = reason
-            .strip_prefix("budget reached: ")
-            .or_else(|| reason.strip_prefix("budget exhausted: "))
-            .unwrap_or(reason);
-        Message {
-            kind: MessageKind::Alert,
-            job: row.job.clone(),
-            text: format!(
+        let text = if reason.starts_with(crate::cost::BUDGET_TOO_SMALL) {
+            // Waiting does not help: the limit cannot pay for one call.
+            format!(
+                "{reason}; {} makes no model calls until the limit is raised or its agent's \
+                 max_tokens lowered",
+                row.job
+            )
+        } else {
+            let reason = reason
+                .strip_prefix("budget reached: ")
+                .or_else(|| reason.strip_prefix("budget exhausted: "))
+                .unwrap_or(reason);
+            format!(
                 "budget reached: {reason}; {} makes no model calls until the budget period ends \
                  or the limit is raised",
                 row.job
-            ),
+            )
+        };
+        Message {
+            kind: MessageKind::Alert,
+            job: row.job.clone(),
+            text,
             row: row.clone(),
         }
     }

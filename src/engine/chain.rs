@@ -1,4 +1,4 @@
-//! What a chained run (`trigger: chain`, issue 16 item 1) receives from its parents: context
+//! What a chained run (`trigger: chain`, a job with `after:`) receives from its parents: context
 //! blocks for an agent's prompt and environment variables for its commands.
 //!
 //! Owns: the names and forms of those variables and blocks. Must not touch: the store (the

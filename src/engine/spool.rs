@@ -1,5 +1,6 @@
 //! The completion spool: run completions the store could not take before this process was told
-//! to stop, kept in a local file that the next start replays (issue 10 item 5).
+//! to stop, kept in a local file that the next start replays, so a
+//! stop during a store outage loses no run's outcome.
 //!
 //! Owns: the spool file's format (one JSON object per line, a serialisable mirror of
 //! [`Completion`]), appending with fsync, and atomic rewrites of what is left after a replay.

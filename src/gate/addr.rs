@@ -1,5 +1,6 @@
-//! The address rule of the URL monitor (SPEC §9.2): which IP addresses count as *public* and may
-//! be connected to. Pure functions, no I/O.
+//! The address rule of the URL monitor: which IP addresses count as *public* and may be connected
+//! to, so a jobs file cannot make the monitor reach into the host's own network. Pure functions, no
+//! I/O.
 //!
 //! Owns: the classifier and the [`AddressPolicy`] abstraction the URL probe validates every
 //! resolved (or literal) address with. Must not touch: networking, DNS.

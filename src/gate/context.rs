@@ -1,4 +1,5 @@
-//! Context chaining (SPEC §9.4) and prompt assembly (SPEC §8 step 3).
+//! Context chaining (`context: [job, ...]`) and prompt assembly, the step between the gates and
+//! the model call.
 //!
 //! Owns: the `### Context from 'job'` blocks, the run/skip decision for missing context, and the
 //! one function that assembles an agent's prompt. Must not touch: the store (the caller looks up
@@ -71,7 +72,8 @@ pub fn decide(
     ContextDecision::Run { blocks, missing }
 }
 
-/// The agent's prompt: notepad + message + gate context + context blocks (SPEC §8 step 3).
+/// The agent's prompt: notepad + message + gate context + context blocks, in the
+/// order the module doc shows.
 /// Only `state.notepad` is read from the state; monitor internals never reach the prompt.
 pub fn assemble_prompt(
     state: &JobState,

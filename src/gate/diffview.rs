@@ -1,4 +1,4 @@
-//! The text form of a stored monitor diff for `cronsole diff` (SPEC §13.2).
+//! The text form of a stored monitor diff for `cronsole diff`.
 //!
 //! Owns: choosing the history query, sanitising (no escape sequence or control byte from the
 //! watched source reaches the terminal) and optional ANSI colouring. Must not touch: terminal

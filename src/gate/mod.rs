@@ -1,5 +1,5 @@
-//! Gates, memory and context (SPEC §8 steps 2–3, §9): whether a run goes ahead, and what the model
-//! is told when it does.
+//! Gates, memory and context, the steps of a run between the budget check and the action:
+//! whether a run goes ahead, and what the model is told when it does.
 //!
 //! Owns: the `pre_run` gate, the `monitor` gate (command probe and the hardened URL probe), the
 //! address rule, per-job notepad rendering/parsing/capping, context chaining and prompt assembly,
@@ -8,14 +8,11 @@
 //!
 //! The caller's contract (the run pipeline):
 //! ```text
-//! let outcome = gate::run_gate(&gate, job_state.monitor.as_ref(), &GateConfig::default(), &proc_env).await;
-//! match outcome {
-//!     Go { context, diff, monitor } => { /* seed context into the prompt, diff into the row,
-//!                                            store `monitor` (if Some) with the run's state */ }
-//!     NoChange          => /* row `no_change`, nothing else */,
-//!     Skip { reason }   => /* row `skipped` with reason */,
-//!     Fail { error }    => /* row `failed`; keep the prior monitor state untouched */,
-//! }
+//! let outcome = gate::run_gate(&gate, job_state.monitor.as_ref(), &GateConfig::default(),
+//! &proc_env).await; match outcome { Go { context, diff, monitor } => { /* seed context into the
+//! prompt, diff into the row, store `monitor` (if Some) with the run's state */ } NoChange
+//! => /* row `no_change`, nothing else */, Skip { reason }   => /* row `skipped` with reason */,
+//! Fail { error }    => /* row `failed`; keep the prior monitor state untouched */, }
 //! ```
 //! Every future here is cancellation-safe: dropping it kills any process group it started.
 
@@ -31,11 +28,12 @@ pub mod monitor;
 pub mod notepad;
 pub mod url;
 
-/// SPEC §9.1 default timeout of `pre_run`, and §9.2 of a command probe.
+/// Default timeout of `pre_run` and of a command probe: a gate is a quick check, and a hung one
+/// must end in a row the operator can read.
 pub const GATE_TIMEOUT: Duration = Duration::from_secs(30);
-/// SPEC §9.1: `pre_run` stdout characters kept as context.
+/// `pre_run` stdout characters kept as context (the same bound as a monitor's diff).
 pub const PRE_RUN_STDOUT_CHARS: usize = 8000;
-/// SPEC §9.1: stderr characters quoted in a skip reason.
+/// Stderr characters quoted in a skip reason: enough for the reason, short enough for one row.
 pub const PRE_RUN_STDERR_CHARS: usize = 500;
 
 /// What a gate decided.
@@ -56,7 +54,7 @@ pub enum GateOutcome {
     Fail { error: String },
 }
 
-/// Bounds of the gates; `Default` is the SPEC's values.
+/// Bounds of the gates; `Default` is the documented values (the constants above).
 #[derive(Debug, Clone)]
 pub struct GateConfig {
     pub pre_run_timeout: Duration,
@@ -114,7 +112,7 @@ pub async fn probe(
     }
 }
 
-/// The stateless `pre_run` gate (SPEC §9.1).
+/// The stateless `pre_run` gate: exit 0 runs the job, anything else skips it with a reason.
 pub async fn pre_run(command: &str, timeout: Duration, env: &ProcEnv) -> GateOutcome {
     let spec = ProcSpec {
         command,

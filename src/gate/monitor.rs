@@ -1,11 +1,11 @@
-//! The stateful change gate (SPEC §9.2): probe a source, hash it, compare with the watermark.
+//! The stateful change gate of a `monitor:`: probe a source, hash it, compare with the watermark.
 //!
 //! Owns: the command probe's bounds, the SHA-256 watermark, the bounded preview, the unified diff
 //! and turning (prior state, new output) into a [`GateOutcome`]. Must not touch: the store (the
 //! caller persists the returned [`MonitorState`] only on `Go`; on `Fail` it keeps the prior one),
 //! the prompt (the caller seeds `context`).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - The diff compares the stored preview with the new output's preview (both ≤ 2048 bytes), so
 //!   an unchanged tail beyond the preview never shows up as "added". When the hash changed but the
 //!   previews are equal, the change lies beyond the preview and the context says so instead of
@@ -14,7 +14,8 @@
 //!   bound as a diff or `pre_run` stdout.
 //! - Command probe output that is not UTF-8 is hashed as raw bytes and shown lossily.
 //! - Line endings are normalized before hashing and previewing ([`normalized`]: CRLF read as
-//!   LF): a page that only flips CRLF/LF is not a change and calls no model (red team 5). A
+//!   LF): a page that only flips CRLF/LF is not a change and calls no model, since a server that
+//!   alternates line endings would otherwise pay for a model call on every poll. A
 //!   lone CR is kept. A watermark stored before this rule was hashed over the raw bytes, so a
 //!   CRLF source shows one change after the upgrade.
 
@@ -26,13 +27,15 @@ use super::GateOutcome;
 use crate::model::MonitorState;
 use crate::proc::{self, Cap, ProcSpec};
 
-/// SPEC §9.2: bytes of the last good output kept for the next diff.
+/// Bytes of the last good output kept for the next diff: enough to show what changed in a
+/// typical page or status output, small enough to sit in every job's state.
 pub const PREVIEW_MAX_BYTES: usize = 2048;
-/// SPEC §9.2: command probe stdout cap (more → killed, failed).
+/// Command probe stdout cap (more → killed, failed): a probe's output is compared, and a
+/// runaway probe must not fill memory.
 pub const PROBE_STDOUT_CAP: usize = 64 * 1024;
-/// SPEC §9.2: stderr characters shown in a probe error.
+/// Stderr characters shown in a probe error: enough for the reason, short enough for one row.
 pub const PROBE_STDERR_CHARS: usize = 500;
-/// SPEC §9.2: diff (and other gate context) bound in characters.
+/// Diff (and other gate context) bound in characters, so a big change costs a bounded prompt.
 pub const CONTEXT_MAX_CHARS: usize = 8000;
 
 /// Hex SHA-256 of the probe output.
@@ -194,7 +197,7 @@ mod tests {
         }
     }
 
-    /// Red team 5: a page that only flips CRLF/LF is not a change (no model call).
+    /// A page that only flips CRLF/LF is not a change (no model call).
     #[test]
     fn line_ending_flips_are_not_a_change() {
         let crlf = b"line1\r\nline2\r\n";

@@ -1,11 +1,11 @@
-//! The per-job notepad (SPEC §9.3): a small key/value scratchpad an agent reads at the top of its
+//! The per-job notepad: a small key/value scratchpad an agent reads at the top of its
 //! prompt and may update by ending its reply with a ```` ```notepad ```` block.
 //!
 //! Owns: rendering the notepad for the prompt (never monitor internals), parsing and stripping the
 //! reply block, merging updates, and the 16 KiB serialised cap of the notepad. Must not touch:
 //! the store (the caller persists the state we return; over the cap it keeps the prior one).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - Only a block at the very end of the reply counts (trailing whitespace ignored); a notepad
 //!   block in the middle of a reply is ordinary text and is delivered as is.
 //! - `key=value` lines: key and value are trimmed; a line without `=`, or with an empty key, is
@@ -13,14 +13,15 @@
 //! - Keys and values are single lines by construction, so the rendered notepad round-trips.
 //! - The cap is measured on the JSON of the notepad alone (`JobState::notepad_size`): the monitor
 //!   watermark, incident and budget-stop state have their own space and never count against it,
-//!   so a full notepad cannot evict the watermark (issue 11), and an over-cap update is rejected
+//!   so a full notepad cannot evict the watermark (which would make every poll look like a
+//!   change and call the model), and an over-cap update is rejected
 //!   alone, the rest of the run's state still saved.
 
 use std::collections::BTreeMap;
 
 use crate::model::{JobState, STATE_MAX_BYTES};
 
-/// Heading of the notepad section in the prompt (SPEC §9.3).
+/// Heading of the notepad section in the prompt; the guide quotes it, so it does not change.
 pub const NOTEPAD_HEADING: &str = "Notepad (state since last run):";
 
 /// The notepad section for the prompt, or `None` when the notepad is empty. Reads only
@@ -91,7 +92,8 @@ pub fn parse_reply(reply: &str) -> (String, Option<NotepadUpdates>) {
     (delivered, Some(updates))
 }
 
-/// The state would be over the cap (SPEC §9.3): rejected, the prior state is kept.
+/// The state would be over the cap: rejected, the prior state is kept, so one oversized reply
+/// cannot erase what earlier runs wrote.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "notepad update rejected: the notepad would be {size} bytes, over the {cap}-byte cap; prior notepad kept"
@@ -256,8 +258,8 @@ mod tests {
 
     #[test]
     fn a_full_notepad_never_evicts_the_monitor_watermark() {
-        // Issue 11: a 15.5 KB notepad plus a 2 KiB preview went over one shared 16 KiB cap and
-        // the whole state (watermark included) was dropped on every run.
+        // A 15.5 KB notepad plus a 2 KiB preview would go over one shared 16 KiB cap, and the
+        // whole state (watermark included) would be dropped on every run.
         let mut prior = state(&[("log", &"n".repeat(15_500))]);
         prior.monitor = Some(MonitorState {
             hash: "a".repeat(64),

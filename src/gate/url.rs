@@ -1,5 +1,6 @@
-//! The hardened URL probe of a `monitor: { url }` (SPEC §9.2): fetch one http(s) URL with every
-//! guarantee of the §9.2 table, or say exactly why not.
+//! The hardened URL probe of a `monitor: { url }`: fetch one http(s) URL with every guarantee a
+//! monitor promises (public addresses only, verified TLS, no redirects, a capped body, one
+//! deadline), or say exactly why not.
 //!
 //! Owns: URL checks before any connection (scheme, userinfo, literal IPs), the pinned resolver,
 //! the reqwest client policy (no redirects, no proxies, rustls with full verification via the
@@ -19,7 +20,7 @@
 //! crypto provider; [`ensure_crypto_provider`] installs ring once. Hostname and chain are always
 //! verified; there is no switch to turn that off.
 //!
-//! Decisions where the SPEC is silent: a body that is not UTF-8 is hashed as raw bytes and shown
+//! Decisions: a body that is not UTF-8 is hashed as raw bytes and shown
 //! lossily; `Accept-Encoding` compression is not negotiated (reqwest is built without it), so the
 //! 64 KiB cap applies to the bytes on the wire and cannot be inflated past.
 
@@ -32,9 +33,10 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::addr::{AddressPolicy, allow_all, public_only};
 
-/// SPEC §9.2 body cap.
+/// The most body bytes read: a monitored page is compared, not archived, and a bigger one
+/// must not grow the store or memory.
 pub const URL_BODY_CAP: usize = 64 * 1024;
-/// SPEC §9.2 default total deadline.
+/// The default total deadline of one probe, so a slow server delays the run, never stalls it.
 pub const URL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Why a URL probe did not produce a body. `is_bad_url` = knowable from the URL text alone.
@@ -261,7 +263,8 @@ fn build_client(
         .map_err(|e| UrlProbeError::Transport(format!("could not build the HTTP client: {e}")))
 }
 
-/// Fetch `url` with every §9.2 guarantee. `allow_private` lifts only the address rule.
+/// Fetch `url` with every guarantee of the module doc above. `allow_private` lifts only the address
+/// rule.
 ///
 /// Cancellation-safe: dropping the future drops the connection.
 pub async fn fetch(

@@ -1,4 +1,5 @@
-//! The view of a job printed straight from its stored JSON (issue 14 goal 3): the file store
+//! The view of a job printed straight from its stored JSON, so a million jobs list fast: the file
+//! store
 //! keeps each record as a JSON line, so `jobs --json` transcodes the record's `def` and `rt`
 //! members into the pretty layout ([`super::pretty::Pretty`]'s own indentation and string
 //! escapes) instead of parsing a [`JobRecord`] and serialising it again, and computes the

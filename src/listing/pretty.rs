@@ -1,5 +1,5 @@
 //! A pretty-printing JSON [`serde::Serializer`] into a reusable byte buffer, written for
-//! `jobs --json` (issue 14 item 3): the same bytes as `serde_json`'s `PrettyFormatter` under
+//! `jobs --json`: the same bytes as `serde_json`'s `PrettyFormatter` under
 //! [`crate::text::InertJson`] (two-space indent, `": "`, `[]`/`{}` when empty, serde_json's string
 //! escapes plus `\uXXXX` for every character `text::is_unsafe` names: DEL, C1 controls, bidi
 //! overrides, invisible characters, line/paragraph separators), `itoa`/`zmij` numbers, map keys

@@ -1,5 +1,5 @@
 //! Calendars: named sets of dates (ISO dates and weekdays) and the per-job day rule
-//! (`only_on` / `except_on`) that removes slots on excluded dates (issue 16 item 4).
+//! (`only_on` / `except_on`) that removes slots on excluded dates.
 //!
 //! Owns: [`Calendar`], [`DayRule`] and the filtered slot walk ([`Filtered`]) that
 //! `Compiled` delegates to. A slot whose date in the job's zone is excluded is not a slot: it is

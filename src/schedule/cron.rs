@@ -1,4 +1,5 @@
-//! Vixie cron (5 fields) with the DST policy of SPEC §3.3, built over the `cron` crate.
+//! Vixie cron (5 fields) with Vixie's DST policy (gaps and folds, below), built over the `cron`
+//! crate.
 //!
 //! Owns: parsing/validating cron expressions and macros, `next_after`/`prev_before` in UTC, and
 //! the words for a cron schedule. Must not touch: anything outside slot arithmetic (no clocks,
@@ -19,7 +20,7 @@
 //!    such wall times merge into that one instant, and merge with a real match there); in a fold a
 //!    wildcard schedule fires in both passes, a fixed-time one in the first pass only.
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - A step as large as the field's span (`*/60` in minutes) is rejected: it can only ever match
 //!   the first value, which is never what was meant.
 //! - An expression whose day/month combination can never occur (`0 0 30 2 *`, `0 0 31 4,6 *`)
@@ -483,7 +484,8 @@ impl CronSchedule {
         self.prev_exact(t, wall_t)
     }
 
-    /// Wildcard = minute or hour field starts with `*` (SPEC §3.3).
+    /// Wildcard = minute or hour field starts with `*`: such a schedule skips times in a DST gap
+    /// and fires in both passes of a fold, where a fixed-time one fires once (Vixie's rule).
     pub fn is_wildcard(&self) -> bool {
         self.wildcard
     }
@@ -1091,7 +1093,8 @@ mod tests {
         );
         // AND: field starts with '*'.
         let c = cs("0 0 */10 * 1", "UTC");
-        // Mondays on day 1, 11, 21 or 31: 2026-05-11 and 2026-05-31? (31st is a Sunday) -> 2026-05-11.
+        // Mondays on day 1, 11, 21 or 31: 2026-05-11 and 2026-05-31? (31st is a Sunday) ->
+        // 2026-05-11.
         assert_eq!(
             c.next_after(t("2026-05-01T00:00:00Z")),
             Some(t("2026-05-11T00:00:00Z"))

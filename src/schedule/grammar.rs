@@ -1,10 +1,11 @@
-//! The schedule string grammar of SPEC §3.2 and the DURATION syntax of the CLI.
+//! The schedule string grammar (`every 5m`, `daily at 9am`, `in 10m`, ...) and the DURATION
+//! syntax of the CLI.
 //!
 //! Owns: turning operator text into a [`ScheduleSpec`] (validating cron expressions through
 //! [`CronSchedule::parse`]) and parsing durations and `at:` instants. Must not touch: slot
 //! arithmetic, clocks, I/O.
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - `every minute`, `every hour`, `every day` (no number) mean an interval of one unit.
 //! - Intervals and durations may be compound (`1h30m`, `every 1h 30m`) and decimal (`1.5h`), but
 //!   must come to a whole number of seconds (`1.5s` is rejected).
@@ -16,7 +17,7 @@
 //!   one that falls in a fold resolves to the first pass (the same rule as fixed-time cron).
 //! - The zone is validated for every form (a job with an unknown zone is wrong whatever its
 //!   schedule kind).
-//! - `at 9am` (SPEC §3.2: once) is stored as the wall time and the zone; the instant is the
+//! - `at 9am` (once) is stored as the wall time and the zone; the instant is the
 //!   first such wall time at or after the moment the job is first stored (like `in 10m`), so a
 //!   re-applied, unchanged file never re-arms it. Several times (`at 9am and 5pm`) are refused:
 //!   "at" means one instant.
@@ -159,7 +160,7 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
     }
 }
 
-/// `at 9am`, `at 21:30`, `at 9:30pm`: the next such wall time, once (SPEC §3.2).
+/// `at 9am`, `at 21:30`, `at 9:30pm`: the next such wall time, once.
 fn at_time(s: &str, times: &str, tz: &str) -> Result<ScheduleSpec, ScheduleError> {
     let times = times.trim();
     if times.contains(',') || times.contains(" and ") {

@@ -1,4 +1,5 @@
-//! Jitter: the deterministic delay between a slot and the instant it fires (issue 16 item 3).
+//! Jitter: the deterministic delay between a slot and the instant it fires, so many
+//! jobs on one slot do not all hit a model or a server in the same second.
 //!
 //! Owns: `offset(job, slot, jitter)` and `fire_at`. The offset is a hash of the job's name and
 //! the slot instant (FNV-1a, 64 bit), reduced into `[0, jitter)` milliseconds: no RNG state, so

@@ -1,5 +1,6 @@
-//! Schedules: the three kinds (`every`, `cron`, `at`), the string grammar of SPEC §3.2, and the
-//! Vixie cron dialect with the DST policy of SPEC §3.3, answering "which slot comes next".
+//! Schedules: the three kinds (`every`, `cron`, `at`), the string grammar (`every 5m`, `daily at
+//! 9am`, ...), and the Vixie cron dialect with Vixie's DST policy, answering "which slot comes
+//! next".
 //!
 //! Owns: parsing schedule text, slot arithmetic (`next_after` / `prev_before`, strictly monotonic
 //! in UTC), and the human description of a schedule. Must not touch: the store, clocks (every
@@ -222,7 +223,8 @@ impl Compiled {
         }
     }
 
-    /// The last slot at or before `t` (the "scheduled instant" of SPEC §5 for cron).
+    /// The last slot at or before `t` (for cron, the "scheduled instant"
+    /// that the misfire grace is measured from).
     pub fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.prev_before(t + chrono::Duration::milliseconds(1))
             .filter(|s| *s <= t)

@@ -1,4 +1,4 @@
-//! Hostile HTTP servers for the URL monitor's guarantees (SPEC §9.2): raw tokio TCP listeners that
+//! Hostile HTTP servers for the URL monitor's guarantees: raw tokio TCP listeners that
 //! count every accepted connection (so a test can prove a rejected URL made *no* connection) and
 //! misbehave on purpose — slow drip, oversized or lying bodies, redirects, error statuses.
 //!

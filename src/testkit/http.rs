@@ -6,7 +6,7 @@
 //! particular API (`testkit::llm` builds the fake OpenAI/Anthropic endpoints on top of this;
 //! hostile servers — slow drip, huge bodies — live in `testkit::hostile`).
 //!
-//! Why not `wiremock` or a small `axum` app (issue 15 item 10, evaluated): both are built on
+//! Why not `wiremock` or a small `axum` app (both were evaluated): both are built on
 //! hyper, which normalises what tests here must control or observe byte for byte — a reply
 //! delayed mid-body, a request recorded before the handler runs (so a client that timed out
 //! still leaves its record), and the `hostile` servers' lying `Content-Length`, slow drip and

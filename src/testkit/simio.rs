@@ -1,5 +1,5 @@
 //! A faulty, in-memory implementation of the file store's I/O layer ([`StoreIo`]) for the
-//! deterministic fault simulator (issue 10 item 6, `tests/simulation.rs`).
+//! deterministic fault simulator (`tests/simulation.rs`).
 //!
 //! Owns: a simulated disk that models the page cache, and the seeded random source every fault
 //! is drawn from. Must not touch: the store's formats or decisions (the real `FileStore` runs on

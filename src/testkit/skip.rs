@@ -1,5 +1,6 @@
-//! Tests that cannot run here say so (issue 15 item 7): a test whose PostgreSQL server, `tmux` or
-//! `openssl` is missing calls [`skip`] and returns. Outside CI that prints one line
+//! Tests that cannot run here say so, so a green run never hides a test that did not run: a test
+//! whose PostgreSQL server, `tmux` or `openssl` is missing calls [`skip`] and returns. Outside CI
+//! that prints one line
 //!
 //! ```text
 //! SKIPPED TEST <test binary>::<test name> (<what> not available: <why>)

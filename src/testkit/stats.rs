@@ -1,5 +1,5 @@
 //! Percentiles for benchmarks and tests: the one definition the benches used to copy with three
-//! different rank rules (issue 15 item 7).
+//! different rank rules, so two figures are comparable.
 //!
 //! Owns: picking a rank from sorted samples. Must not touch: how samples are taken.
 

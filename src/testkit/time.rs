@@ -1,5 +1,5 @@
 //! Instants for tests: the one definition of the `t(…)` helpers unit tests, `tests/` and
-//! `benches/` used to copy (issue 15 item 7). A test file picks the form it reads best with, e.g.
+//! `benches/` used to copy. A test file picks the form it reads best with, e.g.
 //! `use cronsole::testkit::time::epoch as t;`.
 //!
 //! Owns: turning a literal into a `DateTime<Utc>`. Must not touch: any clock (tests inject

@@ -1,5 +1,5 @@
 //! Temporary directories for tests, removed when dropped — also when the test panics, which the
-//! hand-made `temp_dir().join(uuid)` helpers this replaces never did (issue 15 item 7).
+//! hand-made `temp_dir().join(uuid)` helpers this replaces never did.
 //!
 //! `CRONSOLE_TEST_KEEP=1` keeps every directory (and prints where it is) for a post-mortem.
 //!

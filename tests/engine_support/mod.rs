@@ -27,7 +27,7 @@ pub fn tmp(name: &str) -> TempDir {
     TempDir::new(&format!("engine-{name}"))
 }
 
-/// Backoff that keeps the SPEC's shape but runs in milliseconds.
+/// Backoff that keeps the production shape (floor, growth, cap, jitter) but runs in milliseconds.
 pub fn tiny_backoff() -> BackoffConfig {
     BackoffConfig {
         floor_secs: 0.01,

@@ -1,13 +1,13 @@
 //! The reference model of what the store promised, and the invariants checked against it
-//! (issue 10 item 6). It is fed only what owners *observed* (claims returned to them, rows
+//! It is fed only what owners *observed* (claims returned to them, rows
 //! acknowledged to them, operations that returned `Ok`) and what the store shows when read back;
 //! it never trusts the implementation's own bookkeeping for the promise it checks.
 //!
 //! Invariants:
 //! - **at most once**: no scheduled (job, slot) is executed twice. A scheduled fire claimed at
-//!   instant `c` for slot `s` stands for every grid slot in `[s, c]` (older overdue slots
-//!   coalesce into it, SPEC §5); a later scheduled claim inside that range is a double run.
-//!   Manual triggers and one-shot recovery retries are runs of their own.
+//!   instant `c` for slot `s` stands for every grid slot in `[s, c]` (older overdue slots coalesce
+//!   into it, as the misfire policy says); a later scheduled claim inside that range is a double
+//!   run. Manual triggers and one-shot recovery retries are runs of their own.
 //! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry).
 //! - **acknowledged rows survive**: every row returned to an owner by `complete`/`claim_due`
 //!   is in history from then on, power losses included — except an `abandoned` row that the
@@ -22,7 +22,7 @@
 //!   are exempt from the gap check (never from the overlap check).
 //! - **budget**: recorded spend (the `cost_usd` on rows) never exceeds the budget, beyond the
 //!   slack a non-atomic budget check allows (see [`crate::world::BudgetGate`]).
-//! - **chains** (issue 16 item 1): a chained job starts at most once per parent run (no parent
+//! - **chains**: a chained job starts at most once per parent run (no parent
 //!   run id is handed to two of its chained claims); at the end, each parent's newest run in
 //!   history that fires the job is either consumed by a chained run or still pending in the
 //!   job's record — never lost, crashes and torn writes included (older firing runs may be

@@ -43,8 +43,8 @@ fn rows(s: &FileStore) -> Vec<HistoryRow> {
     .unwrap_or_else(|e| panic!("history: {e}"))
 }
 
-/// Seed 4 (and most "run … has 2 rows" seeds): the engine retries a completion that failed
-/// (issue 10 item 5); when the history row was written and synced but the journal's fsync
+/// Seed 4 (and most "run … has 2 rows" seeds): the engine retries a completion that failed (so an
+/// outage loses no outcome); when the history row was written and synced but the journal's fsync
 /// failed, the job record (lease released) is already in the page cache, so the retry finds no
 /// lease, takes the stale path and appends the run's row a second time.
 #[test]
@@ -162,9 +162,9 @@ fn a_completion_retried_after_a_failed_journal_write_writes_one_row() {
     assert_eq!(mine.len(), 1, "one run, one row: {mine:#?}");
 }
 
-/// Seeds 71, 193 ("acknowledged row lost … 0 rows in history"), before wt-store's format 2: a
-/// fresh store created `history.jsonl` and fsynced its data but never its directory entry, so a
-/// power loss lost the file and every acknowledged row. Fixed by that merge; kept as a guard.
+/// Seeds 71, 193 ("acknowledged row lost … 0 rows in history"), from before store format 2:
+/// a fresh store that creates `history.jsonl` and fsyncs its data but never its directory
+/// entry loses the file and every acknowledged row at a power loss. Kept as a guard.
 #[test]
 fn rows_of_a_fresh_store_survive_a_power_loss() {
     let (disk, s) = setup(10, 30.0);
@@ -198,7 +198,7 @@ fn rows_of_a_fresh_store_survive_a_power_loss() {
 /// appends the `abandoned` row and dies before its history fsync (so before the journal says the
 /// lease ended). The page cache keeps the row. The run's own owner, back from a stall, still
 /// holds the lease and completes it: history now says the run both succeeded and was abandoned
-/// (a status that did not happen, issue 10 item 5).
+/// (a status that did not happen).
 #[test]
 fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed() {
     let (disk, s) = setup(10, 5.0);
@@ -816,11 +816,11 @@ fn a_retried_claim_reports_only_rows_history_holds() {
     assert_eq!(missed_rows(&s), vec![(Some(t(10)), Some(t(40)))]);
 }
 
-/// Issue 10 item 5 ("abandoned + the same run's late stale_lease row", the pair the model used
-/// to allow): an owner paused past its lease completes after another owner recorded the run
-/// `abandoned`. The late row supersedes it: one row per run, the real status. Its first write
-/// fails on the journal (disk full); the retry finds its row in history and the record still
-/// catches up (counters and last status no longer say `abandoned`).
+/// "abandoned + the same run's late stale_lease row" (a pair the model must not allow): an owner
+/// paused past its lease completes after another owner recorded the run `abandoned`. The late row
+/// supersedes it: one row per run, the real status. Its first write fails on the journal (disk
+/// full); the retry finds its row in history and the record still catches up (counters and last
+/// status no longer say `abandoned`).
 #[test]
 fn a_late_completion_of_an_abandoned_run_is_its_one_row_even_when_retried() {
     let (disk, s) = setup(10, 5.0);
@@ -1464,9 +1464,9 @@ fn live_runs(s: &FileStore) -> usize {
     }
 }
 
-/// Red team 7 (HIGH): after the above, the owner stopped before space returned. The next
-/// open refused the store ("records were lost from the journal") because the rows' runs were
-/// not the record's head lease — the documented crash-between-row-and-record case for every
+/// After the above, the owner stops before space returns. The next open must not refuse the
+/// store ("records were lost from the journal") because the rows' runs are not the record's
+/// head lease — the documented crash-between-row-and-record case for every
 /// lease the record holds. It must open, and the spooled completions finish the record from
 /// their rows (one row each, leases released).
 #[test]

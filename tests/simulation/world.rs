@@ -3,7 +3,7 @@
 //! faults — all chosen from one seeded RNG, so a seed replays exactly (on the file store).
 //!
 //! An owner, per tick: finishes the runs whose simulated duration is over (a completion that
-//! fails is kept and retried on the next tick, as SPEC issue 10 item 5 asks of the engine),
+//! fails is kept and retried on the next tick, as the engine does),
 //! renews leases every `lease/3`, then claims due work up to its free capacity. A run "calls a
 //! model" after a budget check through [`BudgetGate`]. Owners can be stopped (`SIGSTOP`, maybe
 //! past their leases), killed between operations, or killed by the disk at an I/O boundary; a
@@ -123,7 +123,7 @@ pub struct Params {
     pub power_loss_step: f64,
     /// Whether the backend replays exactly (the file store) or not (PostgreSQL).
     pub deterministic: bool,
-    /// Add `after:` jobs chained to the scheduled ones (issue 16 item 1). Drawn from their own
+    /// Add `after:` jobs chained to the scheduled ones. Drawn from their own
     /// generator, so seeds without chains play exactly as before.
     pub chains: bool,
 }

@@ -1,4 +1,4 @@
-//! Throwaway PostgreSQL clusters for tests (SPEC §14.2 store tests).
+//! Throwaway PostgreSQL clusters for the PostgreSQL store's tests.
 //!
 //! Owns: starting/stopping/restarting a private cluster and handing out one fresh database per
 //! test, so tests run in parallel without seeing each other's rows. Must not touch: the code

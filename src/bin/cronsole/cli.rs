@@ -155,6 +155,38 @@ pub enum Command {
     /// Show what one run of a job would do — gate, exact prompt, model, price ceiling, budgets,
     /// sinks — without calling the model, delivering or recording anything
     DryRun(DryRunArgs),
+    /// Convert another scheduler's file into a cronsole jobs file (`import praisonai FILE`),
+    /// printing what could not be mapped
+    Import(ImportArgs),
+}
+
+/// Where `import` reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFrom {
+    /// A PraisonAI scheduler YAML (its `jobs:` list form)
+    Praisonai,
+}
+
+/// `cronsole import praisonai FILE`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The scheduler the file is from
+    #[arg(value_enum)]
+    pub from: ImportFrom,
+    /// The file to convert
+    pub file: std::path::PathBuf,
+    /// Write the jobs file here (never over an existing file) instead of on stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Provider of the one agent the converted jobs use (openai or anthropic)
+    #[arg(long, default_value = "openai")]
+    pub provider: String,
+    /// Model of that agent
+    #[arg(long, default_value = "gpt-4o-mini")]
+    pub model: String,
+    /// The variable holding that agent's API key
+    #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
+    pub api_key_env: String,
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +273,7 @@ impl Command {
             Command::Describe(_) => "describe",
             Command::Backfill(_) => "backfill",
             Command::DryRun(_) => "dry-run",
+            Command::Import(_) => "import",
         }
     }
 
@@ -254,6 +287,7 @@ impl Command {
                 | Command::Completions(_)
                 | Command::Man
                 | Command::Init(_)
+                | Command::Import(_)
         )
     }
 }
@@ -485,7 +519,15 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
 }
 
 /// Subcommands that use no store (see [`Command::uses_store`]).
-const STORELESS: &[&str] = &["validate", "next", "probe", "completions", "man", "init"];
+const STORELESS: &[&str] = &[
+    "validate",
+    "next",
+    "probe",
+    "completions",
+    "man",
+    "init",
+    "import",
+];
 
 /// The clap command with help that matches behaviour: the global `--store`/`--jobs` are kept
 /// out of the storeless subcommands (a hidden local flag of the same name takes their place, so

@@ -1,7 +1,8 @@
 //! The `--no-tui` front end: engine events → one line per history row on stdout and nothing else
-//! (text, or JSON lines with the SPEC §4 fields); a row says whether it was delivered
+//! (text, or JSON lines with the history row's fields); a row says whether it was delivered
 //! (`delivered`, or `delivery_error=…`), while each delivery's details go to the log
-//! (`<store>/logs/`); notices on stderr (issue 12 item 5, SPEC §12.1 as amended).
+//! (`<store>/logs/`); notices on stderr, so stdout stays one
+//! row a line for a pipe.
 //!
 //! While the console draws, the same events go to the log instead ([`log_events`]): the
 //! terminal belongs to the console, and `cronsole logs` (or `logs --job NAME`) read from another

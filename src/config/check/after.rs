@@ -1,4 +1,4 @@
-//! A job's `after:` (issue 16 item 1): the jobs it is chained after and on which of their
+//! A job's `after:`: the jobs it is chained after and on which of their
 //! outcomes, and the whole-file checks of chains (cycles, `on: change` needing a monitor).
 //!
 //! Owns: the `after:` forms and their errors, and the cycle search every store also runs
@@ -16,7 +16,7 @@ use super::{Checker, describe_value, index, key, list, show};
 use crate::config::yaml::{Mapping, Seg, Value};
 use crate::model::{After, ChainOn, JobDef};
 
-pub(super) const AFTER_KEYS: &[&str] = &["job", "on"];
+pub(in crate::config) const AFTER_KEYS: &[&str] = &["job", "on"];
 
 impl Checker<'_> {
     /// `after:` of the job at `p` named `name` (when its name is valid). Errors: a wrong form,

@@ -88,7 +88,7 @@ impl Checker<'_> {
             run.used_agents
                 .entry(a.to_string())
                 .or_insert_with(|| j.name.clone());
-            // SPEC §11: under a budget an unknown model is never called.
+            // Under a budget an unknown model is never called: its cost could not be counted.
             if let Some(def) = s.agents.get(a)
                 && crate::cost::under_budget(s, j.max_cost_usd)
                 && !run.prices.knows(&def.model)
@@ -104,6 +104,7 @@ impl Checker<'_> {
                     ),
                 );
             }
+            self.budget_fits_one_call(run, &p, j, a, s);
         }
         let job = if self.error_count() == before {
             job
@@ -112,6 +113,71 @@ impl Checker<'_> {
         };
         run.record(i, item, job.as_ref());
         job
+    }
+
+    /// A limit below the worst case of one call of job `j` (agent `a`) means the job never
+    /// calls its model: warned with the numbers and both fixes (the largest `max_tokens` that
+    /// fits, the smallest limit that does). The prompt counted is the instructions and the
+    /// message only (a gate's context or a notepad only add to it), so the real worst case is
+    /// at least this. The job's own limit is warned at the job; the global one once per agent.
+    fn budget_fits_one_call(
+        &mut self,
+        run: &mut JobsRun,
+        p: &[Seg],
+        j: &JobDef,
+        a: &str,
+        s: &Settings,
+    ) {
+        let Some(def) = s.agents.get(a) else { return };
+        let Some(price) = run.prices.resolve(&def.model).map(|r| r.price) else {
+            return;
+        };
+        let message = match &j.action {
+            crate::model::Action::Agent { message, .. } => message.as_str(),
+            crate::model::Action::Command { .. } => return,
+        };
+        let max_tokens = def.max_tokens.unwrap_or(crate::cost::DEFAULT_MAX_TOKENS);
+        let bytes = def.instructions.len() + message.len();
+        let worst = crate::cost::worst_case_usd(price, bytes, max_tokens);
+        let budget_key = vec![Seg::Key("budget".into()), Seg::Key("max_cost_usd".into())];
+        let limits = [
+            s.budget
+                .filter(|_| run.too_small_warned.insert(a.to_string()))
+                .map(|b| {
+                    (
+                        "global",
+                        b.max_cost_usd,
+                        b.period,
+                        budget_key,
+                        "budget.max_cost_usd",
+                    )
+                }),
+            j.max_cost_usd.map(|l| {
+                let at = key(p, "max_cost_usd");
+                ("job", l, crate::cost::job_period(s), at, "max_cost_usd")
+            }),
+        ];
+        for (scope, limit, period, at, limit_key) in limits.into_iter().flatten() {
+            if worst <= limit {
+                continue;
+            }
+            let (tokens, need) = crate::cost::one_call_fixes(price, bytes, limit, worst);
+            let lower = match tokens {
+                Some(n) => format!("lower agents.{a}.max_tokens to {n} or less, or "),
+                None => String::new(),
+            };
+            self.warn(
+                at,
+                format!(
+                    "job '{}' never calls its model: {} (model {}, max_tokens {max_tokens}, a \
+                     prompt of at least {bytes} bytes); {lower}raise {limit_key} to {} or more",
+                    j.name,
+                    crate::cost::too_small_reason(scope, limit, period, worst),
+                    def.model,
+                    crate::cost::usd_up(need)
+                ),
+            );
+        }
     }
 
     /// The checks that need every job (chains of `after:`) and the API-key warnings of the
@@ -205,8 +271,9 @@ impl Checker<'_> {
             Some(g) => g,
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
-        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the
-        // limit would silently never apply (red team 2: it ran 5 times). Refused at the key.
+        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the limit
+        // would silently never apply (a `once` job would run after every parent run). Refused at
+        // the key.
         if max_runs.is_some() && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
             let k = if Self::get(m, "max_runs").is_some() {
                 "max_runs"
@@ -222,7 +289,9 @@ impl Checker<'_> {
                 ),
             );
         }
-        let run_immediately = self.opt_bool(m, p, "run_immediately").unwrap_or(false);
+        let run_immediately = self
+            .opt_bool(m, p, "run_immediately")
+            .unwrap_or(d.run_immediately);
         let timeout_seconds = self
             .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
             .unwrap_or(d.timeout_seconds);
@@ -402,11 +471,34 @@ impl Checker<'_> {
                 None
             }
             (false, false) => {
-                self.error(
-                    p.to_vec(),
+                // A job with a message (a PraisonAI job, whose agent lives in Python) asks an
+                // agent: say which key and where the agent is declared.
+                let praisonai = has("agent_id") || has("task");
+                let pointer = praisonai || s.agents.is_empty();
+                let why = if message.is_some() || praisonai {
+                    let names = if s.agents.is_empty() {
+                        "declare one under `agents:` (provider, model, instructions)".to_string()
+                    } else {
+                        format!(
+                            "one of: {}",
+                            s.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    format!(
+                        "missing `agent`: a job with a message asks an agent: add `agent: NAME`, \
+                         {names}{}",
+                        if pointer {
+                            "; a PraisonAI file converts with `cronsole import praisonai FILE`"
+                        } else {
+                            ""
+                        }
+                    )
+                } else {
                     "missing `agent` or `command`: a job needs exactly one (an `agents:` name, \
-                     or a shell command)",
-                );
+                     or a shell command)"
+                        .to_string()
+                };
+                self.error(p.to_vec(), why);
                 None
             }
             (true, false) => {
@@ -674,6 +766,8 @@ pub(crate) struct JobsRun {
     pub(super) chains: Vec<Chain>,
     used_agents: BTreeMap<String, String>,
     unpriced_warned: BTreeSet<String>,
+    /// Agents already warned of a global budget too small for one of their calls.
+    too_small_warned: BTreeSet<String>,
     prices: crate::cost::PriceTable,
 }
 
@@ -716,6 +810,7 @@ impl JobsRun {
             chains: Vec::new(),
             used_agents: BTreeMap::new(),
             unpriced_warned: BTreeSet::new(),
+            too_small_warned: BTreeSet::new(),
             prices: crate::cost::PriceTable::from_settings(s),
         }
     }

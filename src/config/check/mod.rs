@@ -1,4 +1,4 @@
-//! The validation rules of the jobs file (SPEC §2): a parsed [`Value`] → `Settings` and
+//! The validation rules of the jobs file: a parsed [`Value`] → `Settings` and
 //! `JobDef`s with defaults applied, plus every problem found, each tied to a key path.
 //!
 //! Owns: the schema (accepted keys, types, ranges from `bounds`, references between sections)
@@ -20,6 +20,8 @@ use super::yaml::{Mapping, Seg, Target, Value, key_text};
 use crate::model::Settings;
 
 mod after;
+#[cfg(test)]
+pub(super) use after::AFTER_KEYS;
 pub use after::{cycle_text, find_cycle, find_cycle_by};
 mod calendars;
 mod jobs;
@@ -30,6 +32,8 @@ mod schedule;
 mod settings;
 mod tools;
 pub(crate) use tools::ToolNames;
+#[cfg(test)]
+pub(super) use tools::{COMMAND_TOOL_KEYS, MCP_KEYS};
 
 /// A problem before it has a source position.
 #[derive(Debug, Clone)]
@@ -60,6 +64,7 @@ pub(super) const DEFAULT_KEYS: &[&str] = &[
     "jitter_seconds",
     "overlap",
     "max_concurrent_runs",
+    "run_immediately",
 ];
 pub(super) const CALENDAR_KEYS: &[&str] = &["weekdays", "dates", "file"];
 pub(super) const BUDGET_KEYS: &[&str] = &["max_cost_usd", "period"];
@@ -136,6 +141,8 @@ pub(crate) struct Defaults {
     lease_seconds: f64,
     jitter_seconds: f64,
     overlap: crate::model::Overlap,
+    /// `defaults.run_immediately`: jobs without their own run once when first stored.
+    run_immediately: bool,
 }
 
 /// Validates one parsed document. `env_is_set` answers "is this API-key variable set and
@@ -317,7 +324,8 @@ impl<'e> Checker<'e> {
         }
     }
 
-    /// Unknown keys are errors (SPEC §2); keys starting with `x-` are ignored.
+    /// Unknown keys are errors (a typo must not silently mean the default); keys starting with `x-`
+    /// are ignored.
     pub(super) fn check_keys(&mut self, m: &Mapping, path: &[Seg], accepted: &[&str]) {
         for k in m.keys() {
             let Some(name) = key_text(k) else {
@@ -330,7 +338,11 @@ impl<'e> Checker<'e> {
             if name.starts_with("x-") || accepted.contains(&name.as_str()) {
                 continue;
             }
+            // A PraisonAI name gets a pointer to cronsole's (one table with the guide).
+            let praisonai =
+                super::praisonai::hint(&name).filter(|_| accepted.contains(&"schedule"));
             let hint = match closest(&name, accepted) {
+                _ if let Some(h) = &praisonai => format!(" ({h})"),
                 // A job's zone lives in its schedule mapping (or in `defaults`), not beside it.
                 _ if name == "tz" && accepted.contains(&"schedule") => " (a job's zone goes \
 in its schedule: `schedule: {kind: cron, cron_expr: \"0 9 * * *\", tz: Europe/Berlin}`, or \

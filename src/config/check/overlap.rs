@@ -1,4 +1,4 @@
-//! `overlap:` and `max_concurrent_runs:` of a job and of `defaults` (issue 16 item 2).
+//! `overlap:` and `max_concurrent_runs:` of a job and of `defaults`.
 //!
 //! Owns: how the two keys combine into a [`model::Overlap`](crate::model::Overlap) and every
 //! error about them. Must not touch: what the policies do (`store::policy::overlap`), other keys.

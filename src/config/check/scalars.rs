@@ -45,7 +45,7 @@ impl Checker<'_> {
     /// not blank, no NUL byte (a C string ends there: the process would run a different,
     /// shorter command than the one written), and at most [`MAX_EXEC_BYTES`] bytes (Linux
     /// refuses a longer single argument with "Argument list too long", so every run would
-    /// fail and each failed row would carry the whole text: red team 9).
+    /// fail and each failed row would carry the whole text).
     pub(super) fn opt_exec(&mut self, m: &Mapping, base: &[Seg], k: &str) -> Option<String> {
         let s = self.opt_text(m, base, k)?;
         if let Some(at) = s.find('\0') {
@@ -154,9 +154,9 @@ impl Checker<'_> {
     }
 
     /// `misfire_grace_seconds`: a number of seconds within [`bounds::GRACE_SECONDS`], a numeric
-    /// string ("600"), or null. Text that is not a number is a *warning* and means null (SPEC
-    /// §2.1, §5); a number out of range (negative, `.inf`, `.nan`, beyond 100 years) is an
-    /// error. `None` = key absent.
+    /// string ("600"), or null. Text that is not a number is a *warning* and means null (a misfire
+    /// policy should not stop a whole file from loading); a number out of range (negative, `.inf`,
+    /// `.nan`, beyond 100 years) is an error. `None` = key absent.
     pub(super) fn grace(&mut self, m: &Mapping, base: &[Seg]) -> Option<Option<f64>> {
         let k = "misfire_grace_seconds";
         let b = bounds::GRACE_SECONDS;

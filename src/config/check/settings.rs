@@ -24,6 +24,7 @@ impl Checker<'_> {
             lease_seconds: defaults::LEASE_SECONDS,
             jitter_seconds: 0.0,
             overlap: Default::default(),
+            run_immediately: false,
         };
         let base = vec![Seg::Key("defaults".into())];
         let Some(v) = Self::get(top, "defaults") else {
@@ -56,6 +57,9 @@ impl Checker<'_> {
         }
         if let Some(x) = self.opt_real(m, &base, "jitter_seconds", bounds::JITTER_SECONDS) {
             d.jitter_seconds = x;
+        }
+        if let Some(x) = self.opt_bool(m, &base, "run_immediately") {
+            d.run_immediately = x;
         }
         let own = self.overlap_keys(m, &base);
         d.overlap = self.overlap_policy(&base, own, None);

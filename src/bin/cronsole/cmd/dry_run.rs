@@ -32,6 +32,7 @@ use cronsole::cost::{self, PriceTable};
 use cronsole::gate::context::{self, ContextDecision};
 use cronsole::gate::{self, GateConfig, GateOutcome};
 use cronsole::model::{Action, JobRecord, Settings};
+use cronsole::preflight::{self, Blocker, BlockerCode};
 use cronsole::store::Store;
 use serde::Serialize;
 
@@ -50,7 +51,16 @@ struct DryRun {
     job: String,
     kind: &'static str,
     gate: String,
+    /// No reason below stops the run before its model call (or its command).
     would_run: bool,
+    /// Every reason the run would stop before spending anything, in the words its row would
+    /// carry (`cronsole::preflight`): the gate, missing context, an unknown agent, a key
+    /// variable that is not set, an unpriced model under a budget, a budget too small for one
+    /// call or reached, tools that cannot be listed.
+    reasons: Vec<Blocker>,
+    /// When the job next runs (its stored next slot plus jitter, as `jobs` shows it); `null`
+    /// while nothing will fire (paused, disabled, retired, `after:` only).
+    next_fire_at: Option<chrono::DateTime<Utc>>,
     /// The exact prompt (agent jobs) or command line (command jobs).
     prompt: Option<String>,
     command: Option<String>,
@@ -198,6 +208,15 @@ async fn build(
     let mut out = DryRun {
         job: def.name.clone(),
         kind: "command",
+        reasons: (!would_run)
+            .then(|| Blocker::new(BlockerCode::Gate, gate_text.clone()))
+            .into_iter()
+            .collect(),
+        next_fire_at: rec
+            .rt
+            .next_slot
+            .filter(|_| rec.fires())
+            .map(|n| def.fire_at(n)),
         gate: gate_text,
         would_run,
         prompt: None,
@@ -229,6 +248,7 @@ async fn build(
             .await?;
         }
     }
+    out.would_run = out.reasons.is_empty();
     Ok(out)
 }
 
@@ -245,7 +265,6 @@ async fn agent_part(
     let def = &rec.def;
     out.kind = "agent";
     out.agent = Some(agent.clone());
-    out.budget_stop = cost::budget_check(settings, def.max_cost_usd, spend);
     let mut latest = BTreeMap::new();
     for name in &def.context_from {
         if let Some(j) = store.job(name)?
@@ -262,8 +281,11 @@ async fn agent_part(
     ) {
         ContextDecision::Run { blocks, .. } => blocks,
         ContextDecision::Skip { reason } => {
-            out.would_run = false;
             out.gate = format!("{}; context: skipped: {reason}", out.gate);
+            out.reasons.push(Blocker::new(
+                BlockerCode::Context,
+                format!("skipped: {reason}"),
+            ));
             Vec::new()
         }
     };
@@ -273,25 +295,37 @@ async fn agent_part(
         out.instructions = Some(a.instructions.clone()).filter(|s| !s.is_empty());
         let max_tokens = a.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS);
         out.max_tokens = Some(max_tokens);
+        // The key is read from this process's environment: the console's `D` runs this
+        // command from the engine's process, so it sees the engine's variables.
+        out.reasons
+            .extend(preflight::missing_key(a, |k| std::env::var(k).ok()));
         if !a.tools.is_empty() {
             list_tools(out, settings, def, a, &prompt).await;
         }
-        match PriceTable::from_settings(settings).resolve(&a.model) {
-            Some(r) => {
-                let bytes = a.instructions.len() + prompt.len();
-                out.price_ceiling_usd = Some(cost::worst_case_usd(r.price, bytes, max_tokens));
-            }
-            None => {
-                out.price_note = Some(if cost::under_budget(settings, def.max_cost_usd) {
-                    cost::unpriced_under_budget(&a.model)
-                } else {
-                    format!("model '{}' has no price: its cost is not bounded", a.model)
-                })
-            }
+        let price = PriceTable::from_settings(settings)
+            .resolve(&a.model)
+            .map(|r| r.price);
+        let bytes = a.instructions.len() + prompt.len();
+        out.price_ceiling_usd = preflight::worst_case(price, bytes, max_tokens);
+        if price.is_none() && !cost::under_budget(settings, def.max_cost_usd) {
+            out.price_note = Some(format!(
+                "model '{}' has no price: its cost is not bounded",
+                a.model
+            ));
         }
+        let money = preflight::budgets(
+            settings,
+            def.max_cost_usd,
+            &a.model,
+            out.price_ceiling_usd,
+            spend,
+        );
+        out.budget_stop = money.first().map(|b| b.reason.clone());
+        out.reasons.extend(money);
     } else {
-        out.price_note = Some(format!(
-            "agent '{agent}' is not defined in the store's settings (apply the jobs file)"
+        out.reasons.push(Blocker::new(
+            BlockerCode::UnknownAgent,
+            format!("agent '{agent}' is not defined in the store's settings (apply the jobs file)"),
         ));
     }
     out.prompt = Some(prompt);
@@ -310,6 +344,8 @@ async fn list_tools(
     let deps = match cronsole::engine::RunDeps::from_env() {
         Ok(d) => d,
         Err(e) => {
+            out.reasons
+                .push(Blocker::new(BlockerCode::Tools, e.to_string()));
             out.tools_error = Some(e.to_string());
             return;
         }
@@ -330,7 +366,8 @@ async fn list_tools(
             tb.close().await;
         }
         Err(e) => {
-            out.would_run = false;
+            out.reasons
+                .push(Blocker::new(BlockerCode::Tools, e.to_string()));
             out.tools_error = Some(e.to_string());
         }
     }
@@ -350,8 +387,24 @@ fn print_text(r: &DryRun) {
         r.kind
     );
     println!("gate:   {}", one(&r.gate));
-    if !r.would_run {
+    if r.would_run {
+        println!("would run: yes");
+    } else {
+        println!("would run: no");
+        for b in &r.reasons {
+            println!("  - {}", one(&b.reason));
+        }
         println!("        (shown below: what the run would have sent had it gone on)");
+    }
+    match r.next_fire_at {
+        Some(t) => println!(
+            "next:   {} ({})",
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            cronsole::when::left(t, Utc::now())
+        ),
+        None => {
+            println!("next:   none (nothing will fire: paused, disabled, retired or after: only)")
+        }
     }
     if let Some(c) = &r.command {
         println!("command: {}", visible(c));
@@ -381,9 +434,7 @@ fn print_text(r: &DryRun) {
     if r.budgets.is_empty() && r.kind == "agent" {
         println!("budget: none applies");
     }
-    if let Some(s) = &r.budget_stop {
-        println!("        a run would be skipped now: {}", one(s));
-    }
+
     if let Some(e) = &r.tools_error {
         println!(
             "tools:  cannot be listed, a run would fail before its first model call: {}",

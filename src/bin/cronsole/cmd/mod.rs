@@ -16,6 +16,7 @@ mod dry_run;
 mod eco;
 mod edit;
 mod gate_cmds;
+mod import;
 mod manpage;
 mod run;
 mod schedule_cmds;
@@ -194,6 +195,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
+        Some(Command::Import(a)) => import::import(a),
     }
 }
 

@@ -1,10 +1,11 @@
-//! The job-by-job reading of the jobs file (issue 14): the streaming check gives exactly what
+//! The job-by-job reading of the jobs file (a file of a million jobs
+//! is never held whole): the streaming check gives exactly what
 //! the whole-document check gives — same diagnostics at the same `line:column`, same jobs —
 //! for every shape of file, including the ones that cannot stream (they are read whole).
 
 use std::path::Path;
 
-use super::*;
+use super::super::*;
 
 fn streamed(text: &str) -> Checked {
     check_with(text, Path::new("jobs.yaml"), &|_| true, None, None, false)

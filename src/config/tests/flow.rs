@@ -1,9 +1,8 @@
-//! Issue 16 items 3 and 4 in the jobs file: `jitter_seconds` (per job and in `defaults`),
-//! `calendars:` and a job's `only_on` / `except_on`. Each wrong form asserts its message and
-//! its `line:column`.
+//! `jitter_seconds` (per job and in `defaults`), `calendars:` and a job's `only_on` / `except_on`
+//! in the jobs file. Each wrong form asserts its message and its `line:column`.
 
-use super::tests::{assert_at as at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at as at, check, diag};
 
 #[test]
 fn jitter_per_job_and_from_defaults() {
@@ -249,7 +248,7 @@ fn a_calendar_of_too_many_dates_is_refused() {
     );
 }
 
-/// Red team 5: a jitter as long as the gap between two cron slots is warned about, like the
+/// A jitter as long as the gap between two cron slots is warned about, like the
 /// `every` interval; a shorter one is not.
 #[test]
 fn jitter_as_long_as_a_cron_gap_is_a_warning() {

@@ -2,8 +2,8 @@
 //! `approve`, loop limits and jobs' narrowing. Each wrong form asserts its key, position and
 //! what the message says would be accepted.
 
-use super::tests::check;
-use super::*;
+use super::super::*;
+use super::check;
 use crate::model::{Action, McpTransport, ToolCommand, ToolLimits};
 
 fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {

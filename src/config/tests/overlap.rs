@@ -1,8 +1,8 @@
-//! Issue 16 item 2 in the jobs file: `overlap:` and `max_concurrent_runs:` per job and in
-//! `defaults`. Each wrong form asserts its message and its `line:column`.
+//! `overlap:` and `max_concurrent_runs:` in the jobs file, per job and in `defaults`. Each wrong
+//! form asserts its message and its `line:column`.
 
-use super::tests::check;
-use super::*;
+use super::super::*;
+use super::check;
 use crate::model::Overlap;
 
 fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {

@@ -1,4 +1,6 @@
-//! One test per error class: each asserts the message *and* the `line:column`.
+//! The jobs-file checker's tests. Here, one test per error class: each asserts the message
+//! *and* the `line:column`; the modules below take one part of the file each (`after:` chains,
+//! the whole-file flow, bounds, `overlap:`, the streaming check of large files, tool sources).
 
 use std::path::Path;
 
@@ -6,8 +8,16 @@ use super::*;
 use crate::model::{Action, BudgetPeriod, Gate, MonitorSource, Provider, SinkDef};
 use crate::schedule::ScheduleSpec;
 
+mod after;
+mod flow;
+mod limits;
+mod overlap;
+mod reference;
+mod stream;
+mod tools;
+
 /// The jobs file `text` checked as `jobs.yaml`, every environment variable set (shared by the
-/// `tests_*` modules).
+/// modules below).
 pub(super) fn check(text: &str) -> Checked {
     check_str_with_env(text, Path::new("jobs.yaml"), &|_| true)
 }
@@ -235,7 +245,7 @@ fn typoed_policy_key_is_an_error_with_a_suggestion() {
 
 #[test]
 fn x_keys_are_ignored_anywhere() {
-    // Issue 11: a priced model (an unpriced one under the default budget is now a warning).
+    // A priced model (an unpriced one under the default budget is a warning).
     let text = "x-anchors: &a {foo: 1}\nagents:\n  x-draft: {nonsense: true}\n  bot: {model: o3, x-note: hi}\n\
          jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, x-why: because}\n    agent: bot\n    x-owner: me\n";
     let c = check(text);
@@ -283,8 +293,9 @@ fn invalid_name_is_rejected() {
     );
 }
 
-/// Tags are printed by `jobs`, `describe` and the console: control, bidi and invisible
-/// characters are refused at the tag (red team 2), plain text of any other kind is kept.
+/// Tags are printed by `jobs`, `describe` and the console: control, bidi and invisible characters
+/// are refused at the tag (they could disguise what a listing shows), plain text of any other kind
+/// is kept.
 #[test]
 fn tags_with_control_or_bidi_characters_are_rejected() {
     let c = check(&one_job(
@@ -404,6 +415,16 @@ fn agent_and_command_together_names_both() {
 fn neither_agent_nor_command() {
     let c = check(&one_job("    message: hi\n"));
     let d = diag(&c, "jobs[0]");
+    // A message asks an agent: the key to add is named.
+    assert_at(
+        d,
+        2,
+        5,
+        Severity::Error,
+        "missing `agent`: a job with a message asks an agent: add `agent: NAME`",
+    );
+    let c = check(&one_job("    pre_run: \"true\"\n"));
+    let d = diag(&c, "jobs[0]");
     assert_at(d, 2, 5, Severity::Error, "missing `agent` or `command`");
 }
 
@@ -432,7 +453,7 @@ fn bad_numbers_say_what_is_accepted() {
         5,
         22,
         Severity::Error,
-        // Issue 10 item 3: the message now names the whole range (was "greater than 0").
+        // The message names the whole range, so the operator sees both bounds at once.
         "expected a number from 0.1 to 604800 (7 days), found the string \"soon\"",
     );
     assert_at(
@@ -440,7 +461,7 @@ fn bad_numbers_say_what_is_accepted() {
         6,
         15,
         Severity::Error,
-        // Issue 10 item 3: counts have a maximum now (was "a whole number ≥ 1").
+        // Counts have a maximum too, so no count overflows where it is summed.
         "expected a whole number from 1 to 1000000000, found the number 0",
     );
     assert_at(
@@ -491,7 +512,7 @@ fn bad_schedule_mapping() {
         3,
         44,
         Severity::Error,
-        // Issue 10 item 3: intervals are capped at 100 years (was "a whole number ≥ 1").
+        // Intervals are capped at 100 years, so every slot is a representable instant.
         "expected a whole number from 1 to 3162240000 (100 years), found the number 0",
     );
     let c = check("jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n");
@@ -610,7 +631,7 @@ fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
     let text = format!(
         "agents:\n  bot: {{model: o3, api_key_env: MY_KEY}}\n  idle: {{model: m, api_key_env: UNUSED_KEY}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n"
     );
-    // (Issue 11: `bot` names a priced model; an unpriced one under the default budget warns.)
+    // (`bot` names a priced model; an unpriced one under the default budget warns.)
     let c = check_env(&text, &[]);
     assert!(!c.has_errors(), "{:#?}", c.diagnostics);
     assert_eq!(

@@ -1,10 +1,10 @@
-//! Issue 10 item 3 for the jobs file: every number's bounds, the YAML structure limits and the
+//! The jobs file's limits: every number's bounds, the YAML structure limits and the
 //! size-capped read. Each test asserts the message *and* the `line:column`.
 
 use std::path::Path;
 
-use super::tests::check;
-use super::*;
+use super::super::*;
+use super::check;
 
 /// The single diagnostic with this key, asserted at `line:column` and containing `needle`.
 fn expect(text: &str, key: &str, line: usize, column: usize, needle: &str) {
@@ -449,7 +449,7 @@ fn big_mappings_are_indexed_for_duplicates_and_positions() {
     );
 }
 
-/// Red team 9: a command that can never be executed is refused where it is written — a NUL
+/// A command that can never be executed is refused where it is written — a NUL
 /// byte (the process would run the text before it) or more than the kernel's one-argument
 /// limit (every run would fail "Argument list too long" and store the whole text per row).
 #[test]

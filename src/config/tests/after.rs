@@ -1,8 +1,8 @@
-//! Issue 16 item 1 in the jobs file: `after:` (chains and fan-in). Each wrong form asserts its
+//! `after:` in the jobs file (chains and fan-in). Each wrong form asserts its
 //! message and its `line:column`.
 
-use super::tests::{assert_at, check, diag};
-use super::*;
+use super::super::*;
+use super::{assert_at, check, diag};
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 
@@ -133,8 +133,8 @@ fn a_cycle_is_reported_at_the_entry_that_closes_it() {
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
 }
 
-/// `once` and `max_runs` count scheduled runs: on a job with only `after:` they would never
-/// apply, so they are refused at the key (red team 2). With a schedule they stay allowed.
+/// `once` and `max_runs` count scheduled runs: on a job with only `after:` they would never apply,
+/// so they are refused at the key rather than silently ignored. With a schedule they stay allowed.
 #[test]
 fn once_and_max_runs_need_a_schedule() {
     let c = check(&format!(
@@ -206,7 +206,7 @@ fn find_cycle_finds_cycles_and_not_diamonds() {
     assert_eq!(find_cycle(&diamond), None);
 }
 
-/// Red-team leftover (rt2): a 3 000-job `after:` cycle was reported as one 47 KB line. The
+/// A 3 000-job `after:` cycle must not be reported as one 47 KB line: the
 /// message names the first three and last two jobs, how many it leaves out and the cycle's
 /// length, at the same entry as before.
 #[test]

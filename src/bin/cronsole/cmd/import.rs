@@ -1,0 +1,76 @@
+//! `cronsole import praisonai FILE`: a PraisonAI scheduler YAML converted into a cronsole jobs
+//! file (`cronsole::config::praisonai`), on stdout or in `--output` (never over an existing
+//! file); what could not be mapped, the notes and the converted file's own validation go to
+//! stderr.
+//!
+//! Owns: reading the input, writing the output, the report and the exit code: 0 converted
+//! (what could not be mapped is reported, not fatal), 1 the output could not be written, 2 the
+//! input is unreadable or not a scheduler file. Must not touch: the store (it uses none).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use cronsole::config::praisonai::{self, ImportOptions};
+
+use super::{bad_input, inert};
+use crate::cli::{ImportArgs, ImportFrom};
+
+pub fn import(a: &ImportArgs) -> Result<ExitCode> {
+    let ImportFrom::Praisonai = a.from;
+    let text = cronsole::config::read_text(&a.file).map_err(|d| bad_input(inert(&d)))?;
+    let opts = ImportOptions {
+        provider: a.provider.clone(),
+        model: a.model.clone(),
+        api_key_env: a.api_key_env.clone(),
+    };
+    let out = praisonai::import(&text, &a.file, &opts).map_err(|e| bad_input(inert(&e)))?;
+    let target = a.output.as_ref().map_or_else(
+        || std::path::PathBuf::from("jobs.yaml"),
+        std::path::PathBuf::clone,
+    );
+    // The converted file checked as `validate` would: what still needs a hand is said now.
+    let checked = cronsole::config::check_str(&out.yaml, &target);
+    match &a.output {
+        Some(path) => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot write {} ({e}); nothing was written", path.display())
+                })?;
+            f.write_all(out.yaml.as_bytes())?;
+            f.sync_all()?;
+            eprintln!("wrote {} ({} job(s))", path.display(), out.jobs);
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(out.yaml.as_bytes())?;
+            o.flush()?;
+        }
+    }
+    if !out.unmapped.is_empty() {
+        eprintln!("not mapped ({}):", out.unmapped.len());
+        for u in &out.unmapped {
+            eprintln!("  {}", inert(u));
+        }
+    }
+    for n in &out.notes {
+        eprintln!("note: {}", inert(n));
+    }
+    let errors = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == cronsole::config::Severity::Error)
+        .count();
+    if errors == 0 {
+        eprintln!("the converted file validates ({} job(s))", out.jobs);
+    } else {
+        eprintln!("the converted file has {errors} error(s) to fix by hand:");
+    }
+    for d in &checked.diagnostics {
+        eprintln!("  {}", inert(d));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,142 @@
+//! What stops a run before it spends, said before it runs: `validate` warns of a budget below
+//! one call's worst case with the numbers and both fixes, and `dry-run` answers
+//! `would_run: false` with every reason — the agent's key variable unset, the budget too small
+//! for one call, an unpriced model under a budget — where it used to say `gate: go`.
+
+mod support;
+
+use support::cli::{cronsole, output};
+use support::tempdir as tmp;
+
+const KEY: &str = "CRONSOLE_TEST_PREFLIGHT_KEY";
+
+const JOBS: &str = r#"
+budget: { max_cost_usd: 1.00, period: day }
+agents:
+  bot:
+    provider: openai
+    api_key_env: CRONSOLE_TEST_PREFLIGHT_KEY
+    model: gpt-4o-mini
+    instructions: "Be brief."
+  local:
+    provider: openai
+    api_key_env: CRONSOLE_TEST_PREFLIGHT_KEY
+    model: my-local-model
+jobs:
+  - name: tiny
+    schedule: every 1h
+    agent: bot
+    message: "Summarise the night."
+    max_cost_usd: 0.002
+  - name: roomy
+    schedule: every 1h
+    agent: bot
+    message: "Summarise the night."
+  - name: unpriced
+    schedule: every 1h
+    agent: local
+    message: "hi"
+"#;
+
+fn cli(dir: &std::path::Path, key: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let mut c = cronsole(dir);
+    c.args(args).arg("--store").arg(dir.join("store"));
+    match key {
+        Some(k) => c.env(KEY, k),
+        None => c.env_remove(KEY),
+    };
+    output(&mut c)
+}
+
+#[test]
+fn validate_warns_of_a_budget_too_small_for_one_call_with_both_fixes() {
+    let dir = tmp("preflight-validate");
+    std::fs::write(dir.join("jobs.yaml"), JOBS).unwrap();
+    let mut c = cronsole(&dir);
+    c.args(["validate", "jobs.yaml"])
+        .env("CRONSOLE_TEST_PREFLIGHT_KEY", "sk-test-0123456789abcdef");
+    let (code, out, err) = output(&mut c);
+    assert_eq!(code, 0, "warnings only: {out}{err}");
+    // gpt-4o-mini ($0.15 / $0.60 per 1M) with the default 4096 max_tokens: $0.0025 at worst.
+    let line = out
+        .lines()
+        .find(|l| l.contains("jobs[0].max_cost_usd"))
+        .unwrap_or_else(|| panic!("no warning at jobs[0].max_cost_usd in\n{out}"));
+    assert!(line.contains("warning:"), "{line}");
+    assert!(
+        line.contains("job 'tiny' never calls its model: budget too small for one call: it may cost up to $0.0025, the job limit is $0.002/day"),
+        "{line}"
+    );
+    assert!(
+        line.contains("lower agents.bot.max_tokens to 3310 or less"),
+        "{line}"
+    );
+    assert!(
+        line.contains("raise max_cost_usd to $0.0025 or more"),
+        "{line}"
+    );
+    // The job whose limit fits is not warned.
+    assert_eq!(out.matches("never calls its model").count(), 1, "{out}");
+}
+
+#[test]
+fn dry_run_says_would_run_false_with_every_reason() {
+    let dir = tmp("preflight-dry");
+    std::fs::write(dir.join("jobs.yaml"), JOBS).unwrap();
+    let (code, _, err) = cli(&dir, None, &["apply", "jobs.yaml"]);
+    assert_eq!(code, 0, "{err}");
+
+    // No key, a limit below one call: both said, `would run: no`, never `gate: go` alone.
+    let (code, out, err) = cli(&dir, None, &["dry-run", "tiny"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("would run: no"), "{out}");
+    assert!(
+        out.contains("API key env var CRONSOLE_TEST_PREFLIGHT_KEY is not set (or is empty)"),
+        "{out}"
+    );
+    assert!(out.contains("budget too small for one call"), "{out}");
+    assert!(out.contains("next:   "), "{out}");
+    let (_, json, _) = cli(&dir, None, &["dry-run", "tiny", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["would_run"], false, "{v}");
+    let codes: Vec<&str> = v["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["missing_key", "budget_too_small"], "{v}");
+    assert!(v["next_fire_at"].is_string(), "{v}");
+
+    // With the key set: the roomy job would run, the tiny one still would not.
+    let (_, out, _) = cli(
+        &dir,
+        Some("sk-test-0123456789abcdef"),
+        &["dry-run", "roomy"],
+    );
+    assert!(out.contains("would run: yes"), "{out}");
+    let (_, json, _) = cli(
+        &dir,
+        Some("sk-test-0123456789abcdef"),
+        &["dry-run", "tiny", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["would_run"], false, "{v}");
+    assert_eq!(v["reasons"][0]["code"], "budget_too_small", "{v}");
+    // A model with no price under a budget is refused before any request.
+    let (_, json, _) = cli(
+        &dir,
+        Some("sk-test-0123456789abcdef"),
+        &["dry-run", "unpriced", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["would_run"], false, "{v}");
+    assert_eq!(v["reasons"][0]["code"], "unpriced_model", "{v}");
+    assert!(
+        v["reasons"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("my-local-model"),
+        "{v}"
+    );
+}
