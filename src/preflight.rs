@@ -99,7 +99,7 @@ pub fn budgets(
     let global = settings
         .budget
         .map(|b| ("global", b.max_cost_usd, b.period, spend.global_usd));
-    let job = job_max_cost_usd.map(|l| ("job", l, cost::job_period(settings), spend.job_usd));
+    let job = job_max_cost_usd.map(|l| ("job", l, cost::budget_period(settings), spend.job_usd));
     for (scope, limit, period, used) in global.into_iter().chain(job) {
         if !(limit.is_finite() && worst <= limit) {
             out.push(Blocker::new(

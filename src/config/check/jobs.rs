@@ -154,7 +154,7 @@ impl Checker<'_> {
                 }),
             j.max_cost_usd.map(|l| {
                 let at = key(p, "max_cost_usd");
-                ("job", l, crate::cost::job_period(s), at, "max_cost_usd")
+                ("job", l, crate::cost::budget_period(s), at, "max_cost_usd")
             }),
         ];
         for (scope, limit, period, at, limit_key) in limits.into_iter().flatten() {
