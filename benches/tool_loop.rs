@@ -154,6 +154,7 @@ async fn one_loop(tb: &Toolbox, secrets: &Secrets, model: &mut InstantModel) -> 
             secrets,
             clock: &SystemClock,
             timeout: None,
+            approve: &[],
         },
         model,
     )

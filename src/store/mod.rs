@@ -20,7 +20,7 @@ use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
 
 pub use crate::cost::SpendNow;
 pub use error::{StoreError, StoreResult};
-pub use plan::step::{LoopStep, StepOutcome};
+pub use plan::step::{AwaitStep, LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
 pub use types::*;
@@ -307,6 +307,35 @@ pub trait Store: HistoryReader {
             .ok_or(StoreError::NoSuchRun(run_id))?;
         let job = row.job.clone();
         let out = self.update_job(&job, &JobEdit::Retry(Box::new(row)), now)?;
+        Ok((job, out))
+    }
+
+    /// Answer the tool call run `run_id` awaits approval for ([`JobEdit::Answer`]), from any
+    /// host: the run's owner picks the answer up. Returns the run's job. A run that does not
+    /// wait (answered, timed out, ended) is refused, saying so.
+    fn answer_approval(
+        &self,
+        run_id: Uuid,
+        approve: bool,
+        reason: Option<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(String, EditOutcome)> {
+        let job = self
+            .jobs()?
+            .into_iter()
+            .find(|j| j.rt.lease_of(run_id).is_some())
+            .map(|j| j.def.name)
+            .ok_or_else(|| {
+                StoreError::Refused(format!(
+                    "run {run_id} is not awaiting approval (it is not running)"
+                ))
+            })?;
+        let edit = JobEdit::Answer {
+            run_id,
+            approve,
+            reason,
+        };
+        let out = self.update_job(&job, &edit, now)?;
         Ok((job, out))
     }
 

@@ -25,6 +25,7 @@ fn step<'a>(
         settle,
         reserve,
         record,
+        awaiting: Default::default(),
         now,
     }
 }

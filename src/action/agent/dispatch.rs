@@ -13,11 +13,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::schema::ArgSchemas;
-use super::{BREAKER_FAILURES, LoopRun, ModelTurns, State, plural};
+use super::{ApprovalAsk, BREAKER_FAILURES, LoopRun, ModelTurns, State, Verdict, plural};
 use crate::action::llm::wire::{ToolCall, ToolResult};
 use crate::action::tools::{Content, ToolError, ToolOutput};
 use crate::transcript::{
-    ARGS_MAX_BYTES, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
+    ARGS_MAX_BYTES, Approval, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
 };
 
 /// A call's source is given this long past its own time bound before the loop drops the call
@@ -27,6 +27,8 @@ const CALL_GRACE: Duration = Duration::from_secs(5);
 pub(super) struct Dispatcher<'r, 'a> {
     run: &'r LoopRun<'a>,
     schemas: ArgSchemas,
+    /// Time calls waited for approval so far (the loop's bound moves by it).
+    pub(super) waited: Duration,
 }
 
 /// Why a turn's calls were not all answered.
@@ -47,7 +49,11 @@ struct Answer {
 impl<'r, 'a> Dispatcher<'r, 'a> {
     pub(super) fn new(run: &'r LoopRun<'a>) -> Self {
         let schemas = ArgSchemas::compile(run.toolbox.offered.iter().map(|t| &t.def.input_schema));
-        Dispatcher { run, schemas }
+        Dispatcher {
+            run,
+            schemas,
+            waited: Duration::ZERO,
+        }
     }
 
     /// Answer `calls` of turn `turn` in order; a halt when the circuit breaker trips or the
@@ -161,6 +167,29 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         if let Err(why) = self.schemas.check(index, &args) {
             return Ok(refused(format!("not run: {why}")));
         }
+        let qualified = &self.run.toolbox.offered[index].qualified;
+        if self.run.approve.iter().any(|p| p.admits(qualified)) {
+            let asked = Instant::now();
+            let verdict = turns
+                .approve(ApprovalAsk {
+                    tool: qualified,
+                    call_id: &entry.id,
+                    arguments: &entry.arguments,
+                    record: st.transcript.take_delta(),
+                })
+                .await?;
+            self.waited += asked.elapsed();
+            match verdict {
+                Verdict::Approved => entry.approval = Some(Approval::Approved { by: None }),
+                Verdict::Denied(reason) => {
+                    entry.approval = Some(Approval::Denied {
+                        reason: reason.clone(),
+                    });
+                    return Ok(refused(format!("not run: {reason}")));
+                }
+            }
+        }
+        let deadline = deadline.map(|d| d + self.waited);
         let mut bound = self.run.limits.tool_timeout;
         if let Some(d) = deadline {
             bound = bound.min(d.saturating_duration_since(Instant::now()));

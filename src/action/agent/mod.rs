@@ -43,6 +43,7 @@ use crate::action::llm::wire::{Dialogue, Step};
 use crate::action::tools::Toolbox;
 use crate::clock::Clock;
 use crate::cost::RunCost;
+use crate::model::ToolPattern;
 use crate::text::Secrets;
 use crate::transcript::{Delta, Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
 
@@ -118,7 +119,7 @@ pub struct TurnReply {
 pub trait ModelTurns {
     /// Why a turn was not answered (a budget, the store, the lease, the model's last error):
     /// the loop ends with it.
-    type Stop;
+    type Stop: Send;
 
     /// Make turn `ask.number`.
     fn turn<'a>(
@@ -137,6 +138,41 @@ pub trait ModelTurns {
         &'a mut self,
         record: Vec<Delta>,
     ) -> impl Future<Output = Result<(), Self::Stop>> + Send + 'a;
+
+    /// A call to a tool in the agent's `approve:` list: wait for an operator's answer (the
+    /// run awaiting approval), or deny it when nobody can answer. This default denies: a
+    /// caller without operators never dispatches such a call.
+    fn approve<'a>(
+        &'a mut self,
+        ask: ApprovalAsk<'a>,
+    ) -> impl Future<Output = Result<Verdict, Self::Stop>> + Send + 'a {
+        let _ = ask;
+        std::future::ready(Ok(Verdict::Denied(
+            "denied: no operator can approve calls here".to_string(),
+        )))
+    }
+}
+
+/// A call that needs an operator's approval, for [`ModelTurns::approve`].
+#[derive(Debug, Clone)]
+pub struct ApprovalAsk<'a> {
+    /// The tool's jobs-file name.
+    pub tool: &'a str,
+    /// The call's id (redacted, capped).
+    pub call_id: &'a str,
+    /// The arguments as the record keeps them (redacted, capped).
+    pub arguments: &'a str,
+    /// What the record gained since it was last persisted, to write with the wait.
+    pub record: Vec<Delta>,
+}
+
+/// An operator's answer to a call (or the lack of one).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Dispatch the call.
+    Approved,
+    /// Do not: the reason is the tool's result for the model.
+    Denied(String),
 }
 
 /// Where a loop is, for [`ModelTurns::recorded`].
@@ -184,8 +220,11 @@ pub struct LoopRun<'a> {
     pub secrets: &'a Secrets,
     /// Wall time for the record.
     pub clock: &'a dyn Clock,
-    /// The whole loop's bound (the job's `timeout_seconds`), for a loop with tools.
+    /// The whole loop's bound (the job's `timeout_seconds`), for a loop with tools. Time a
+    /// call waits for approval does not count.
     pub timeout: Option<Duration>,
+    /// The agent's `approve:` entries: calls to the tools they admit wait for an operator.
+    pub approve: &'a [ToolPattern],
 }
 
 /// Run the loop (see the module doc).
@@ -243,6 +282,8 @@ async fn drive<T: ModelTurns>(
         if let Some(why) = changed(run.toolbox) {
             return LoopEnd::Bound(why);
         }
+        // Time spent awaiting approval does not count toward the loop's bound.
+        let deadline = deadline.map(|d| d + dispatcher.waited);
         if let (Some(d), Some(t)) = (deadline, run.timeout)
             && Instant::now() >= d
         {

@@ -11,7 +11,7 @@ use crate::action::llm::wire::ToolCall;
 use crate::clock::ManualClock;
 use crate::testkit::time::base;
 use crate::testkit::tools::{MemorySource, error_output, no_tools, text_output, toolbox};
-use crate::transcript::CallState;
+use crate::transcript::{Approval, CallState};
 
 /// A model answering from a script; records what each turn was sent.
 struct Scripted {
@@ -24,6 +24,10 @@ struct Scripted {
     /// Persisting fails from the N-th dispatch on (1-based).
     fail_persist_at: Option<usize>,
     dispatches: usize,
+    /// Answers to calls awaiting approval, in order, each after its wait.
+    verdicts: VecDeque<(Duration, Verdict)>,
+    /// The tools approvals were asked for.
+    asked: Vec<String>,
 }
 
 impl Scripted {
@@ -35,6 +39,8 @@ impl Scripted {
             persisted: Vec::new(),
             fail_persist_at: None,
             dispatches: 0,
+            verdicts: VecDeque::new(),
+            asked: Vec::new(),
         }
     }
 }
@@ -82,6 +88,22 @@ impl ModelTurns for Scripted {
             } else {
                 Ok(())
             }
+        }
+    }
+
+    fn approve<'a>(
+        &'a mut self,
+        ask: ApprovalAsk<'a>,
+    ) -> impl Future<Output = Result<Verdict, &'static str>> + Send + 'a {
+        self.asked.push(ask.tool.to_string());
+        self.persisted.extend(ask.record);
+        let (wait, v) = self
+            .verdicts
+            .pop_front()
+            .unwrap_or((Duration::ZERO, Verdict::Denied("nobody".into())));
+        async move {
+            tokio::time::sleep(wait).await;
+            Ok(v)
         }
     }
 }
@@ -139,6 +161,16 @@ async fn run_with(
     timeout: Option<Duration>,
     model: &mut Scripted,
 ) -> LoopOutcome<&'static str> {
+    run_approving(tb, limits, timeout, &[], model).await
+}
+
+async fn run_approving(
+    tb: &Toolbox,
+    limits: LoopLimits,
+    timeout: Option<Duration>,
+    approve: &[crate::model::ToolPattern],
+    model: &mut Scripted,
+) -> LoopOutcome<&'static str> {
     let secrets = Secrets::new(["KEY-0123456789".to_string()]);
     let clock = ManualClock::new(base(0));
     run_loop(
@@ -148,6 +180,7 @@ async fn run_with(
             secrets: &secrets,
             clock: &clock,
             timeout,
+            approve,
         },
         model,
     )
@@ -499,4 +532,74 @@ async fn a_call_that_cannot_be_persisted_is_never_dispatched() {
     let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
     assert!(matches!(out.end, LoopEnd::Stopped("store unwritable")));
     assert_eq!(src.calls().len(), 1, "the second call never went out");
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    // Each wait is longer than the whole loop's timeout: waiting does not count toward it.
+    m.verdicts.push_back((Duration::from_secs(600), Verdict::Approved));
+    m.verdicts.push_back((
+        Duration::from_secs(600),
+        Verdict::Denied("denied by an operator: not today".into()),
+    ));
+    let approve = vec![crate::model::ToolPattern::parse("files.*").unwrap()];
+    let out = run_approving(
+        &tb,
+        LoopLimits::default(),
+        Some(Duration::from_secs(300)),
+        &approve,
+        &mut m,
+    )
+    .await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }), "{:?}", out.end);
+    assert_eq!(m.asked, vec!["files.read_file", "files.read_file"]);
+    assert_eq!(src.calls().len(), 1, "only the approved call went out");
+    let sent = results(&m.seen[1]);
+    assert!(!sent[0].2, "the approved call's result: {sent:?}");
+    assert!(
+        sent[1].1.contains("not run: denied by an operator: not today") && sent[1].2,
+        "the denial is the tool's result: {sent:?}"
+    );
+    let approvals: Vec<Option<Approval>> = out
+        .transcript
+        .to_vec()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Call(c) => Some(c.approval),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        approvals,
+        vec![
+            Some(Approval::Approved { by: None }),
+            Some(Approval::Denied {
+                reason: "denied by an operator: not today".into()
+            })
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn tools_outside_approve_never_wait() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![call("a", "files__read_file", json!({"path": "/a"}))]),
+        text("done"),
+    ]);
+    let approve = vec![crate::model::ToolPattern::parse("other.*").unwrap()];
+    let out = run_approving(&tb, LoopLimits::default(), None, &approve, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert!(m.asked.is_empty());
+    assert_eq!(src.calls().len(), 1);
 }

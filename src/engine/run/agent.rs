@@ -25,8 +25,8 @@ use uuid::Uuid;
 
 use super::{Ctx, End, Flow, Progress, budget_stopped, join_reason, secs};
 use crate::action::agent::{
-    LoopEnd, LoopLimits, LoopOutcome, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply,
-    run_loop,
+    ApprovalAsk, LoopEnd, LoopLimits, LoopOutcome, LoopProgress, LoopRun, ModelTurns, TurnAsk,
+    TurnReply, Verdict, run_loop,
 };
 use crate::action::llm::{self, LlmCall, LlmError, wire};
 use crate::action::tools::{Toolbox, ToolboxRequest};
@@ -34,8 +34,8 @@ use crate::action::{BackoffConfig, Ended, retry_with_hook};
 use crate::clock::Clock;
 use crate::cost::{self, PriceTable, Quote, RunCost};
 use crate::engine::blocking;
-use crate::model::{AgentDef, Attempt, Status};
-use crate::store::{LoopStep, ReserveOutcome, Settlement, StepOutcome, Store};
+use crate::model::{AgentDef, Attempt, Status, ToolPattern};
+use crate::store::{AwaitStep, LoopStep, ReserveOutcome, Settlement, StepOutcome, Store};
 use crate::text::Secrets;
 use crate::transcript::Delta;
 
@@ -99,6 +99,8 @@ pub(super) struct Turns<'r> {
     attempts: u32,
     /// The last reply's model.
     model: Option<String>,
+    /// Where calls that need approval wait.
+    approvals: super::approval::Approvals<'r>,
 }
 
 impl ModelTurns for Turns<'_> {
@@ -115,8 +117,45 @@ impl ModelTurns for Turns<'_> {
         self.progress.looped(p.turns, p.tool_calls, p.transcript);
     }
 
+    async fn approve(&mut self, ask: ApprovalAsk<'_>) -> Result<Verdict, TurnStop> {
+        let lost = |what: &str| {
+            TurnStop::Lease(
+                format!("the lease was lost {what} (another owner took the run over)"),
+                None,
+            )
+        };
+        let a = self
+            .approvals
+            .awaiting(ask.tool, ask.call_id, ask.arguments);
+        match self
+            .step(None, ask.record, AwaitStep::Begin(a.clone()))
+            .await
+        {
+            Ok(StepOutcome::Stepped { .. }) => {}
+            Ok(StepOutcome::Lost) => return Err(lost("before a call could await approval")),
+            Err(e) => {
+                return Err(TurnStop::Store(format!(
+                    "recording a call awaiting approval: {e}"
+                )));
+            }
+        }
+        self.progress.awaiting(true);
+        let verdict = self.approvals.wait(&self.job, self.run_id, &a).await;
+        self.progress.awaiting(false);
+        let verdict = verdict.map_err(|super::approval::WaitStop::Lost| {
+            lost("while a call awaited approval")
+        })?;
+        match self.step(None, Vec::new(), AwaitStep::End).await {
+            Ok(StepOutcome::Stepped { .. }) => Ok(verdict),
+            Ok(StepOutcome::Lost) => Err(lost("while a call awaited approval")),
+            Err(e) => Err(TurnStop::Store(format!(
+                "recording the end of an approval wait: {e}"
+            ))),
+        }
+    }
+
     async fn persist(&mut self, record: Vec<Delta>) -> Result<(), TurnStop> {
-        match self.step(None, record).await {
+        match self.step(None, record, AwaitStep::Keep).await {
             Ok(StepOutcome::Stepped { .. }) => Ok(()),
             Ok(StepOutcome::Lost) => Err(TurnStop::Lease(
                 "the lease was lost before a tool call was dispatched (another owner took \
@@ -164,7 +203,7 @@ impl Turns<'_> {
                     // Nothing to reserve, renew or record (a one-turn loop without a budget).
                     return Ok(None);
                 }
-                match this.step(worst, record).await {
+                match this.step(worst, record, AwaitStep::Keep).await {
                     Ok(StepOutcome::Lost) => Err(Stop::Lease(lost_before(ask.number, attempt))),
                     Ok(StepOutcome::Stepped { reserved, .. }) => match reserved {
                         Some(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
@@ -262,7 +301,12 @@ impl Turns<'_> {
     /// One store step of this run ([`Store::loop_step`]): what the carry holds and `record`,
     /// with a reservation of `reserve` when asked. A failed write gives the carry back, so the
     /// next step writes it.
-    async fn step(&self, reserve: Option<f64>, record: Vec<Delta>) -> Result<StepOutcome, String> {
+    async fn step(
+        &self,
+        reserve: Option<f64>,
+        record: Vec<Delta>,
+        awaiting: AwaitStep,
+    ) -> Result<StepOutcome, String> {
         let Carry {
             settle,
             record: mut all,
@@ -286,6 +330,7 @@ impl Turns<'_> {
                 settle,
                 reserve,
                 record: &all,
+                awaiting,
                 now,
             });
             Ok((out, all))
@@ -403,7 +448,21 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
         booked: Vec::new(),
         attempts: 0,
         model: None,
+        approvals: super::approval::Approvals {
+            store: cx.store,
+            clock: cx.clock,
+            http: &cx.deps.http,
+            sinks: &cx.settings.delivery,
+            deliver: &def.deliver,
+            row: cx.row.clone(),
+            timeout: secs(agent.limits.approval_timeout_seconds.clamp(1.0, 86_400.0)),
+        },
     };
+    let approve: Vec<ToolPattern> = agent
+        .approve
+        .iter()
+        .filter_map(|p| ToolPattern::parse(p))
+        .collect();
     let out = run_loop(
         LoopRun {
             toolbox: &toolbox,
@@ -411,6 +470,7 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
             secrets: &cx.secrets,
             clock: cx.clock.as_ref(),
             timeout: Some(secs(def.timeout_seconds)),
+            approve: &approve,
         },
         &mut turns,
     )

@@ -16,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::{JobRecord, Settings};
+use crate::model::{AwaitingApproval, JobRecord, Settings};
 use crate::store::policy::budget::{self, ReserveOutcome, ReserveRequest, Settlement};
 use crate::store::rules::period::{Totals, committed};
 use crate::store::rules::runtime::renew;
@@ -38,8 +38,22 @@ pub struct LoopStep<'a> {
     pub reserve: Option<f64>,
     /// What the run's transcript gained since its last step.
     pub record: &'a [Delta],
+    /// A call of the run begins or ends its wait for an operator's approval.
+    pub awaiting: AwaitStep,
     /// When.
     pub now: DateTime<Utc>,
+}
+
+/// What a step does to the run's wait for approval.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum AwaitStep {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// A call begins to wait (the run is awaiting approval until the wait is cleared).
+    Begin(AwaitingApproval),
+    /// The wait ended (answered or timed out).
+    End,
 }
 
 /// What a step did.
@@ -66,6 +80,13 @@ pub fn step(
     s: &LoopStep<'_>,
 ) -> Option<StepOutcome> {
     let lease_until = renew(rec, s.run_id, s.now)?;
+    if let Some(lease) = rec.rt.lease_of_mut(s.run_id) {
+        match &s.awaiting {
+            AwaitStep::Keep => {}
+            AwaitStep::Begin(a) => lease.awaiting = Some(a.clone()),
+            AwaitStep::End => lease.awaiting = None,
+        }
+    }
     if let Some((id, how)) = s.settle {
         budget::settle(rec, id, how);
     }

@@ -133,6 +133,7 @@ impl Inner {
             settle: s.settle,
             reserve: s.reserve,
             record: &s.record,
+            awaiting: s.awaiting.clone(),
             now: s.now,
         };
         let Some(out) = plan::step::step(&settings, rec, others, &step) else {
@@ -202,6 +203,7 @@ pub(super) struct OwnedStep {
     pub settle: Option<(Uuid, Settlement)>,
     pub reserve: Option<f64>,
     pub record: Vec<Delta>,
+    pub awaiting: crate::store::AwaitStep,
     pub now: DateTime<Utc>,
 }
 
@@ -214,6 +216,7 @@ impl OwnedStep {
             settle: s.settle,
             reserve: s.reserve,
             record: s.record.to_vec(),
+            awaiting: s.awaiting.clone(),
             now: s.now,
         }
     }
