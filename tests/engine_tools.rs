@@ -435,7 +435,10 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
         .store
         .answer_approval(run_id, false, None, chrono::Utc::now())
         .unwrap_err();
-    assert!(again.to_string().contains("not awaiting approval"), "{again}");
+    assert!(
+        again.to_string().contains("not awaiting approval"),
+        "{again}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

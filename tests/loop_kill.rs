@@ -177,7 +177,10 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
     })
     .await
     .unwrap();
-    assert!(orphans.is_empty(), "tool processes outlived their owner: {orphans:?}");
+    assert!(
+        orphans.is_empty(),
+        "tool processes outlived their owner: {orphans:?}"
+    );
     assert_eq!(seen.len(), cycles);
     let all = rows(&store);
     let abandoned: Vec<&HistoryRow> = all
@@ -217,7 +220,11 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         .expect("priced")
         .price;
     let per_turn = (1000.0 * price.input + 100.0 * price.output) / 1e6;
-    let rec = FileStore::open(&store).unwrap().job("looper").unwrap().unwrap();
+    let rec = FileStore::open(&store)
+        .unwrap()
+        .job("looper")
+        .unwrap()
+        .unwrap();
     let rs = &rec.rt.counters.reservations;
     let settled: Vec<f64> = rs
         .iter()

@@ -608,6 +608,22 @@ impl App {
                 self.notice = Some(format!("{job}: not retried"));
                 Action::Redraw
             }
+            Answer::Approval {
+                job,
+                run_id,
+                approve,
+                yes: true,
+            } => {
+                let word = if approve { "approval" } else { "denial" };
+                self.notice = Some(format!("{job}: {word} of run {run_id}'s call sent"));
+                Action::Send(Command::Answer { run_id, approve })
+            }
+            Answer::Approval {
+                job, yes: false, ..
+            } => {
+                self.notice = Some(format!("{job}: not answered; the call still waits"));
+                Action::Redraw
+            }
             Answer::Nothing => Action::None,
         }
     }
@@ -786,6 +802,29 @@ impl App {
                     self.notice = Some(format!("{name} is not running and has nothing queued"));
                 } else {
                     self.dialog.prompt = Prompt::ConfirmCancel(name);
+                }
+            }
+            Cmd::Approve | Cmd::Deny => {
+                let Some(j) = self.target_job() else {
+                    return Action::None;
+                };
+                let name = j.def.name.clone();
+                let waiting = j.rt.lease.as_ref().and_then(|l| {
+                    l.awaiting
+                        .as_ref()
+                        .filter(|a| a.answer.is_none())
+                        .map(|a| (l.run_id, a.tool.clone()))
+                });
+                match waiting {
+                    Some((run_id, tool)) => {
+                        self.dialog.prompt = Prompt::ConfirmAnswer {
+                            job: name,
+                            run_id,
+                            tool,
+                            approve: cmd == Cmd::Approve,
+                        };
+                    }
+                    None => self.notice = Some(format!("{name} has no call awaiting approval")),
                 }
             }
             Cmd::Detail => {

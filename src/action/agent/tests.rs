@@ -546,7 +546,8 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
         text("done"),
     ]);
     // Each wait is longer than the whole loop's timeout: waiting does not count toward it.
-    m.verdicts.push_back((Duration::from_secs(600), Verdict::Approved));
+    m.verdicts
+        .push_back((Duration::from_secs(600), Verdict::Approved));
     m.verdicts.push_back((
         Duration::from_secs(600),
         Verdict::Denied("denied by an operator: not today".into()),
@@ -566,7 +567,10 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
     let sent = results(&m.seen[1]);
     assert!(!sent[0].2, "the approved call's result: {sent:?}");
     assert!(
-        sent[1].1.contains("not run: denied by an operator: not today") && sent[1].2,
+        sent[1]
+            .1
+            .contains("not run: denied by an operator: not today")
+            && sent[1].2,
         "the denial is the tool's result: {sent:?}"
     );
     let approvals: Vec<Option<Approval>> = out

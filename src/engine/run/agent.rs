@@ -142,9 +142,8 @@ impl ModelTurns for Turns<'_> {
         self.progress.awaiting(true);
         let verdict = self.approvals.wait(&self.job, self.run_id, &a).await;
         self.progress.awaiting(false);
-        let verdict = verdict.map_err(|super::approval::WaitStop::Lost| {
-            lost("while a call awaited approval")
-        })?;
+        let verdict = verdict
+            .map_err(|super::approval::WaitStop::Lost| lost("while a call awaited approval"))?;
         match self.step(None, Vec::new(), AwaitStep::End).await {
             Ok(StepOutcome::Stepped { .. }) => Ok(verdict),
             Ok(StepOutcome::Lost) => Err(lost("while a call awaited approval")),

@@ -76,10 +76,8 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
 pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
     let run_id = Uuid::parse_str(a.run_id.trim())
         .map_err(|_| bad_input(format!("'{}' is not a run id", inert(&a.run_id))))?;
-    let store = super::open_existing_store_to_write(&store_location(
-        cli,
-        jobs_file(cli).as_deref(),
-    ))?;
+    let store =
+        super::open_existing_store_to_write(&store_location(cli, jobs_file(cli).as_deref()))?;
     let reason = if approve { None } else { a.reason.clone() };
     match store.answer_approval(run_id, approve, reason, Utc::now()) {
         Ok((job, out)) => {
