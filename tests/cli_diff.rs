@@ -3,10 +3,11 @@
 //! changed run; `--run RUN_ID` picks a run; unknown jobs and malformed ids exit 2.
 
 mod support;
+use support::wait::wait_until;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn cli(dir: &Path, args: &[&str]) -> Output {
     support::cli::cronsole(dir)
@@ -34,17 +35,6 @@ fn succeeded(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn diff_prints_the_changed_runs_unified_diff() {
     let dir = support::tempdir("cli-diff");
@@ -69,9 +59,13 @@ fn diff_prints_the_changed_runs_unified_diff() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start engine");
-    wait_until("the baseline run", || !succeeded(&dir).is_empty());
+    wait_until("the baseline run", Duration::from_secs(30), || {
+        !succeeded(&dir).is_empty()
+    });
     std::fs::write(dir.join("src.txt"), "header\nvalue=2\nfooter\n").expect("change source");
-    wait_until("the changed run", || succeeded(&dir).len() >= 2);
+    wait_until("the changed run", Duration::from_secs(30), || {
+        succeeded(&dir).len() >= 2
+    });
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe {
         libc::kill(engine.id() as i32, libc::SIGTERM);

@@ -4,10 +4,11 @@
 //! its exit code (2 for bad input).
 
 mod support;
+use support::wait::wait_until;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn cmd(d: &Path, args: &[&str]) -> Command {
     let mut c = support::cli::cronsole(d);
@@ -241,14 +242,6 @@ fn retry_reruns_a_failed_run_and_refuses_what_cannot_be_retried() {
     assert!(bad(&d, &["retry", &ok_id]).contains("only failed"));
 }
 
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 struct Kill(Child);
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -274,7 +267,7 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
     );
     let pidfile = d.join("child.pid");
     let mut pid = 0i32;
-    wait_for("the run to start", || {
+    wait_until("the run to start", Duration::from_secs(15), || {
         pid = std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -286,11 +279,13 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
     assert!(bad(&d, &["cancel", &uuid::Uuid::new_v4().to_string()]).contains("not running"));
     let out = ok(&d, &["cancel", &run_id]);
     assert!(out.contains("cancel of run"), "{out}");
-    wait_for("the cancelled row", || !history(&d, "slow").is_empty());
+    wait_until("the cancelled row", Duration::from_secs(15), || {
+        !history(&d, "slow").is_empty()
+    });
     let rows = history(&d, "slow");
     assert_eq!(rows[0]["status"], "failed");
     assert_eq!(rows[0]["reason"], "cancelled by operator");
-    wait_for("the child to be gone", || {
+    wait_until("the child to be gone", Duration::from_secs(15), || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| s.contains(") Z "))
             .unwrap_or(true)
@@ -324,7 +319,9 @@ fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried(
             .spawn()
             .unwrap(),
     );
-    wait_for("the retry to start", || d.join("retry.pid").exists());
+    wait_until("the retry to start", Duration::from_secs(15), || {
+        d.join("retry.pid").exists()
+    });
     let v: serde_json::Value = serde_json::from_str(&ok(&d, &["jobs", "--json"])).unwrap();
     assert_eq!(v[0]["lease"]["trigger"], "retry", "{v:#}");
     let retry_run = v[0]["lease"]["run_id"].as_str().unwrap().to_string();

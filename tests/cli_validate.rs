@@ -224,15 +224,10 @@ fn a_fifo_is_refused_instead_of_waiting_for_a_writer() {
         .spawn()
         .unwrap();
     // Bounded wait: opening the FIFO would block forever with no writer.
-    let mut status = None;
-    for _ in 0..200 {
-        status = child.try_wait().unwrap();
-        if status.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    if status.is_none() {
+    let exited = support::wait::poll_until(std::time::Duration::from_secs(10), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !exited {
         let _ = child.kill();
         let _ = child.wait();
         panic!("validate blocked on a FIFO");

@@ -4,22 +4,15 @@
 //! (`SKIPPED TEST …`) when `tmux` is missing, except under `CI=true`.
 
 mod support;
+use support::wait::wait_until;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux").args(args).output().expect("run tmux");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn read(p: &Path) -> String {
@@ -63,13 +56,15 @@ fn sighup_closes_the_console_cleanly() {
     assert!(st.success());
     let kill = scopeguard(&session);
     tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
-    wait_until("the console to draw alpha", || {
+    wait_until("the console to draw alpha", Duration::from_secs(20), || {
         tmux(&["capture-pane", "-p", "-t", &session]).contains("alpha")
     });
     let pid: i32 = read(&dir.join("pid")).trim().parse().expect("pid file");
     // SAFETY: kill(2) on the console we started; no memory is touched.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
-    wait_until("the console to exit", || dir.join("exit.txt").exists());
+    wait_until("the console to exit", Duration::from_secs(20), || {
+        dir.join("exit.txt").exists()
+    });
     assert_eq!(read(&dir.join("exit.txt")).trim(), "EXIT=0");
     let out = Command::new(bin)
         .current_dir(&dir)

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SECRET: &str = "root:$6$SECRETHASH:19000:0:99999:7:::\n";
 
@@ -44,22 +44,19 @@ fn edit(dir: &Path, editor: &str, answers: &str) -> Output {
         .expect("stdin")
         .write_all(answers.as_bytes())
         .expect("answers");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "edit hung: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = support::wait::poll_until(Duration::from_secs(20), || {
+        child.try_wait().expect("wait").is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("output");
+        panic!(
+            "edit hung: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
+    child.wait_with_output().expect("output")
 }
 
 fn text(o: &Output) -> String {

@@ -429,14 +429,12 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
         "budget: { max_cost_usd: 1.00, period: day }\n",
     );
     let rig = Rig::start("budget-retry", &yaml, key_env(&key)).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while slow_fail.request_count() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "first attempt never sent"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_until_async(
+        "the first attempt",
+        std::time::Duration::from_secs(10),
+        || slow_fail.request_count() > 0,
+    )
+    .await;
     let lowered = yaml.replace("max_cost_usd: 1.00", "max_cost_usd: 0.001");
     let path = rig.dir.join("jobs.yaml");
     let loaded = cronsole::config::load_str(&lowered, &path).unwrap_or_else(|e| panic!("{e}"));
@@ -543,23 +541,18 @@ jobs:
         stores.push(store);
     }
     // Wait (bounded) for one row per job.
-    let deadline = tokio::time::Instant::now() + StdDuration::from_secs(30);
-    let rows = loop {
-        let rows = stores[0]
+    let history = || {
+        stores[0]
             .history(&HistoryQuery {
                 limit: 1000,
                 ..Default::default()
             })
-            .unwrap();
-        if rows.len() >= JOBS {
-            break rows;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out: {rows:#?}"
-        );
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
+            .unwrap()
     };
+    if !poll_until_async(StdDuration::from_secs(30), || history().len() >= JOBS).await {
+        panic!("timed out: {:#?}", history());
+    }
+    let rows = history();
     for h in handles {
         h.shutdown.cancel();
         tokio::time::timeout(StdDuration::from_secs(20), h.join)

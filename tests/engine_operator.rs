@@ -30,34 +30,28 @@ async fn a_cancel_through_the_store_kills_the_tree_and_records_failed_once() {
         pidfile.display()
     );
     let rig = Rig::start("cancel", &yaml, RigOpts::default()).await;
-    let deadline = tokio::time::Instant::now() + StdDuration::from_secs(10);
-    let pid: i32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pidfile)
+    let read_pid = || -> Option<i32> {
+        std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run never started"
-        );
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
     };
+    wait_until_async("the run to start", StdDuration::from_secs(10), || {
+        read_pid().is_some()
+    })
+    .await;
+    let pid = read_pid().expect("a pid");
     assert!(pid_alive(pid));
     let (job, _) = rig.store.cancel("j", rig.now()).unwrap();
     assert_eq!(job, "j");
     let rows = rig.wait_rows("j", 1).await;
     assert_eq!(rows[0].status, Status::Failed);
     assert_eq!(rows[0].reason.as_deref(), Some("cancelled by operator"));
-    let deadline = tokio::time::Instant::now() + StdDuration::from_secs(5);
-    while pid_alive(pid) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run's child {pid} outlived the cancel"
-        );
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
-    }
+    wait_until_async(
+        format!("the run's child {pid} to end with the cancel"),
+        StdDuration::from_secs(5),
+        || !pid_alive(pid),
+    )
+    .await;
     let rows = rig.settle("j").await;
     assert_eq!(rows.len(), 1, "a cancel is never retried: {rows:#?}");
     let rec = rig.store.job("j").unwrap().unwrap();

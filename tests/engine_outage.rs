@@ -23,7 +23,7 @@ use cronsole::store::{
     HistoryReader, RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
 };
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
-use engine_support::{t, tiny_backoff, tmp};
+use engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
 use uuid::Uuid;
 
 /// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.
@@ -236,15 +236,12 @@ impl Rig {
     }
 
     async fn wait_until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
-        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(20);
-        while !f(self) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
+        if !poll_until_async(StdDuration::from_secs(20), || f(self)).await {
+            panic!(
                 "timed out waiting for {what}; rows {:#?}; health {:?}",
                 self.rows(),
                 *self.handle.health.borrow()
             );
-            tokio::time::sleep(StdDuration::from_millis(10)).await;
         }
     }
 
@@ -271,7 +268,7 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     .await;
     // Minutes pass while the store refuses it (leases would have expired long ago).
     rig.clock.advance(chrono::Duration::seconds(600));
-    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    quiet_engine(&rig.handle).await;
     assert!(rig.rows().is_empty(), "{:#?}", rig.rows());
     let h = rig.handle.health.borrow().clone();
     assert!(h.store_failing_since.is_some(), "{h:?}");
@@ -283,7 +280,7 @@ async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_i
     );
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
-    tokio::time::sleep(StdDuration::from_millis(300)).await;
+    settle_engine(&rig.handle).await;
     let rows = rig.rows();
     assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
     assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
@@ -421,7 +418,7 @@ async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
     })
     .await;
     let calls = rig.faulty.claim_calls.load(Ordering::SeqCst);
-    tokio::time::sleep(StdDuration::from_millis(500)).await;
+    quiet_engine(&rig.handle).await;
     assert_eq!(
         rig.faulty.claim_calls.load(Ordering::SeqCst),
         calls,
@@ -500,7 +497,7 @@ async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_onc
     let rig = start(&dir, None, clock);
     rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
         .await;
-    tokio::time::sleep(StdDuration::from_millis(200)).await;
+    settle_engine(&rig.handle).await;
     assert_eq!(rig.rows().len(), 1, "{:#?}", rig.rows());
     rig.stop().await.expect("clean stop");
 }

@@ -98,12 +98,10 @@ async fn pause_stops_slots_and_resume_continues_at_the_next_future_slot() {
     rig.wait_rows("j", 1).await;
     rig.command(Command::Pause("j".into())).await;
     // Wait until the store says paused, then let three slots pass.
-    for _ in 0..200 {
-        if rig.store.job("j").unwrap().unwrap().rt.paused {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    poll_until_async(std::time::Duration::from_secs(2), || {
+        rig.store.job("j").unwrap().unwrap().rt.paused
+    })
+    .await;
     assert!(rig.store.job("j").unwrap().unwrap().rt.paused);
     for _ in 0..3 {
         rig.advance(60);

@@ -129,14 +129,10 @@ async fn trigger_reaches_engine_on(
     let handle = engine::spawn(cfg, store, clock, deps).unwrap();
     let mut events = handle.events.subscribe();
     // Let the engine reach its idle wait (the first claim cycle finds nothing due).
-    let t0 = tokio::time::Instant::now();
-    while handle.heartbeat.claim_cycles() == 0 {
-        assert!(
-            t0.elapsed() < StdDuration::from_secs(10),
-            "no first claim cycle"
-        );
-        tokio::time::sleep(StdDuration::from_millis(5)).await;
-    }
+    support::wait::wait_until_async("a first claim cycle", StdDuration::from_secs(10), || {
+        handle.heartbeat.claim_cycles() > 0
+    })
+    .await;
     let other = open();
     assert_eq!(
         other.request_trigger("alpha", Utc::now()).unwrap(),
@@ -178,14 +174,9 @@ fn the_postgres_notify_signal_wakes_the_engine_without_polling() {
     let open = move || -> Arc<dyn Store> {
         let s = cronsole::store::postgres::PgStore::open(&url).unwrap();
         // The signal rides on the listener: wait until it is up so the test is about delivery.
-        let t = std::time::Instant::now();
-        while !s.listener_alive() {
-            assert!(
-                t.elapsed() < StdDuration::from_secs(10),
-                "listener never came up"
-            );
-            std::thread::sleep(StdDuration::from_millis(5));
-        }
+        support::wait::wait_until("the listener", StdDuration::from_secs(10), || {
+            s.listener_alive()
+        });
         Arc::new(s)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

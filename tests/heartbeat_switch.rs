@@ -7,11 +7,12 @@
 //! Owns: these scenarios only. Must not touch: the store except through its public API.
 
 mod support;
+use support::wait::poll_until;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
@@ -80,17 +81,6 @@ fn markers(dir: &Path) -> BTreeMap<String, (Vec<i32>, Vec<i32>)> {
     out
 }
 
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
-
 fn killed(r: &HistoryRow) -> bool {
     r.attempt_log.iter().any(|a| {
         a.error
@@ -138,7 +128,7 @@ fn burst(zygote: bool) {
     std::fs::write(&jobs, yaml).unwrap();
 
     let a = owner(&dir, &store, &jobs, zygote);
-    let started = wait_until(Duration::from_secs(60), || {
+    let started = poll_until(Duration::from_secs(60), || {
         markers(&dir).values().all(|(s, _)| !s.is_empty())
     });
     signal(&a, libc::SIGSTOP);
@@ -151,7 +141,7 @@ fn burst(zygote: bool) {
     // on with its runs once continued — and retries the killed ones).
     std::thread::sleep(Duration::from_secs(6));
     signal(&a, libc::SIGCONT);
-    let settled = wait_until(Duration::from_secs(90), || {
+    let settled = poll_until(Duration::from_secs(90), || {
         let rows = rows(&store);
         (0..N).all(|i| {
             let job = format!("h{i:03}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use cronsole::action::tools::mcp::{self, Era, McpSource, Session};
 use cronsole::action::tools::{Content, ToolError, ToolSource};
 use cronsole::testkit::mcp::TestServers;
+use cronsole::testkit::wait::wait_until_async;
 use cronsole::text::Secrets;
 use serde_json::json;
 
@@ -39,14 +40,6 @@ async fn hostile(
 }
 
 const T: Duration = Duration::from_secs(20);
-
-async fn wait_for(what: &str, f: impl Fn() -> bool) {
-    let start = std::time::Instant::now();
-    while !f() {
-        assert!(start.elapsed() < Duration::from_secs(10), "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_servers_are_bounded_named_and_recorded() {
@@ -153,7 +146,12 @@ async fn only_a_real_change_of_a_listed_definition_flags_the_source() {
     s.list().await.unwrap();
     assert!(!s.list_changed());
     s.call("a", json!({}), T).await.unwrap();
-    wait_for("the changed definition is seen", || s.list_changed()).await;
+    wait_until_async(
+        "the changed definition is seen",
+        Duration::from_secs(10),
+        || s.list_changed(),
+    )
+    .await;
     // Listing again takes the new definitions as the baseline.
     s.list().await.unwrap();
     assert!(!s.list_changed());

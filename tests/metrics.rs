@@ -6,9 +6,10 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::daemon::Daemon;
+use support::wait::{poll_until, wait_until};
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -58,16 +59,10 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         .to_string();
 
     // Healthy once the engine turns.
-    let t = Instant::now();
-    loop {
-        let (code, body) = get(&addr, "/healthz");
-        if code == 200 {
-            assert_eq!(body, "ok\n");
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "{code} {body}");
-        std::thread::sleep(Duration::from_millis(50));
+    if !poll_until(Duration::from_secs(20), || get(&addr, "/healthz").0 == 200) {
+        panic!("never healthy: {:?}", get(&addr, "/healthz"));
     }
+    assert_eq!(get(&addr, "/healthz").1, "ok\n");
 
     // A run from another process shows up in the counters and histograms.
     let st = support::cli::command()
@@ -76,22 +71,14 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         .status()
         .unwrap();
     assert!(st.success());
-    let t = Instant::now();
-    let text = loop {
-        let (code, body) = get(&addr, "/metrics");
-        assert_eq!(code, 200);
-        if metric(
-            &body,
+    let text = poll_metrics(&addr, |body| {
+        metric(
+            body,
             r#"cronsole_runs_total{job="alpha",status="succeeded"}"#,
         ) == Some(1.0)
-            && metric(&body, r#"cronsole_fire_lateness_seconds_count{job="tick"}"#)
+            && metric(body, r#"cronsole_fire_lateness_seconds_count{job="tick"}"#)
                 .is_some_and(|n| n >= 1.0)
-        {
-            break body;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "{body}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     assert_eq!(
         metric(&text, r#"cronsole_run_duration_seconds_count{job="alpha"}"#),
         Some(1.0),
@@ -163,16 +150,15 @@ fn metrics_and_health_are_served_by_the_real_binary() {
 
 /// `/metrics` until `done` holds for its text (at most 20 s).
 fn poll_metrics(addr: &str, done: impl Fn(&str) -> bool) -> String {
-    let t = Instant::now();
-    loop {
-        let (code, body) = get(addr, "/metrics");
+    let mut body = String::new();
+    let held = poll_until(Duration::from_secs(20), || {
+        let (code, text) = get(addr, "/metrics");
         assert_eq!(code, 200);
-        if done(&body) {
-            return body;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "{body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        body = text;
+        done(&body)
+    });
+    assert!(held, "{body}");
+    body
 }
 
 #[test]
@@ -230,11 +216,9 @@ fn idle_connections_do_not_starve_healthz() {
         .and_then(|r| r.split('/').next())
         .unwrap()
         .to_string();
-    let t = Instant::now();
-    while get(&addr, "/healthz").0 != 200 {
-        assert!(t.elapsed() < Duration::from_secs(20), "never healthy");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("healthy", Duration::from_secs(20), || {
+        get(&addr, "/healthz").0 == 200
+    });
     // Three times the cap of idle connections, each with an unfinished head.
     let idle: Vec<TcpStream> = (0..3 * cronsole::service::http::MAX_CONNECTIONS)
         .map(|_| {

@@ -19,6 +19,7 @@ use cronsole::proc::fdpass::{Request, send_with_fds};
 use support::cli::BIN;
 use support::pids::alive;
 use support::tempdir as tmp;
+use support::wait::poll_until;
 
 /// The pids in the files `dir/<prefix>*`.
 fn pids_in(dir: &Path, prefix: &str) -> Vec<i32> {
@@ -111,10 +112,7 @@ fn kill_9_of_an_owner_with_300_runs_alive_kills_every_run() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while count(&dir, "sh.") < N && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll_until(Duration::from_secs(120), || count(&dir, "sh.") >= N);
     // Let the last shells start their sleeps.
     std::thread::sleep(Duration::from_millis(500));
     let shells = pids_in(&dir, "sh.");
@@ -127,10 +125,10 @@ fn kill_9_of_an_owner_with_300_runs_alive_kills_every_run() {
     let _ = owner.wait();
     let killed = Instant::now();
     let mut left = before.clone();
-    while !left.is_empty() && killed.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
+    poll_until(Duration::from_secs(5), || {
         left.retain(|p| alive(*p));
-    }
+        left.is_empty()
+    });
     eprintln!(
         "{started} runs, {} processes: {} left after {:?}",
         before.len(),
@@ -219,10 +217,7 @@ fn send(sock: &OwnedFd, req: &(Vec<u8>, std::os::unix::net::UnixStream, [OwnedFd
 }
 
 fn wait_file(path: &Path, limit: Duration) -> bool {
-    let start = Instant::now();
-    while !path.exists() && start.elapsed() < limit {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(limit, || path.exists());
     path.exists()
 }
 

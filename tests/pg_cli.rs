@@ -3,6 +3,7 @@
 //! bad URL (2) and an unreachable server (1).
 
 mod support;
+use support::wait::wait_until;
 
 use std::time::{Duration, Instant};
 
@@ -27,22 +28,18 @@ fn cli_pause_reaches_a_running_owner_within_a_second() {
     assert!(out.contains("alpha"), "{out}");
 
     let owner = PgStore::open(&url).unwrap();
-    let t = Instant::now();
-    while !owner.listener_alive() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the listener", Duration::from_secs(10), || {
+        owner.listener_alive()
+    });
     let before = owner.change_token().unwrap();
     let (c, _, err) = run(&url, &["pause", "alpha"], &dir);
     let exited = Instant::now();
     assert_eq!(c, 0, "{err}");
-    while owner.change_token().unwrap() == before {
-        assert!(
-            exited.elapsed() < Duration::from_secs(1),
-            "pause did not reach the owner within 1 s"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until(
+        "the pause to reach the owner",
+        Duration::from_secs(1),
+        || owner.change_token().unwrap() != before,
+    );
     eprintln!(
         "pause visible to the owner {:?} after `cronsole pause` exited",
         exited.elapsed()

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
@@ -113,10 +113,9 @@ fn worker() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the last runs finish.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !in_flight.lock().unwrap().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait::poll_until(Duration::from_secs(10), || {
+        in_flight.lock().unwrap().is_empty()
+    });
     if hang {
         std::thread::sleep(Duration::from_secs(3600));
     }

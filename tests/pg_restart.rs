@@ -188,12 +188,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
         "some in-flight runs completed after reconnection"
     );
     // The change feed reconnects as well (its retry backoff is at most 5 s).
-    let t = Instant::now();
-    while !pg.listener_alive() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "listener did not reconnect"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait::wait_until("the listener to reconnect", Duration::from_secs(10), || {
+        pg.listener_alive()
+    });
 }

@@ -3,6 +3,7 @@
 
 mod conformance;
 mod support;
+use support::wait::wait_until;
 
 use cronsole::testkit::store::ClaimAt;
 use std::sync::Arc;
@@ -16,15 +17,6 @@ fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
         .unwrap()
         .to_utc()
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    start.elapsed()
 }
 
 #[test]
@@ -116,7 +108,7 @@ fn usable_from_plain_threads_blocking_threads_and_async_tasks() {
 fn change_token_is_served_by_the_listener_and_is_cheap() {
     let url = pg_db_or_skip!();
     let s = PgStore::open(&url).unwrap();
-    wait_for("the listener", Duration::from_secs(10), || {
+    wait_until("the listener", Duration::from_secs(10), || {
         s.listener_alive()
     });
     let a = s.change_token().unwrap();
@@ -126,7 +118,7 @@ fn change_token_is_served_by_the_listener_and_is_cheap() {
         "SELECT pg_notify('cronsole_changed', nextval('cronsole_store_version')::text)",
     )
     .unwrap();
-    wait_for("the notification", Duration::from_secs(1), || {
+    wait_until("the notification", Duration::from_secs(1), || {
         s.change_token().unwrap() != a
     });
     let start = Instant::now();
@@ -163,7 +155,7 @@ fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
     let mut d = conformance::every("j", 60);
     d.lease_seconds = 30.0;
     cli.apply(&conformance::file(vec![d]), t0()).unwrap();
-    wait_for("the listener", Duration::from_secs(10), || {
+    wait_until("the listener", Duration::from_secs(10), || {
         owner.listener_alive()
     });
     let mut worst = Duration::ZERO;
@@ -172,7 +164,7 @@ fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
         let before = owner.change_token().unwrap();
         cli.set_paused("j", paused, t0() + chrono::Duration::seconds(i as i64))
             .unwrap();
-        let took = wait_for(
+        let took = wait_until(
             "the pause to reach the owner",
             Duration::from_secs(1),
             || owner.change_token().unwrap() != before,
@@ -542,19 +534,19 @@ fn claims_and_completions_are_announced_to_other_owners_after_commit() {
     let b = PgStore::open(&url).unwrap();
     a.apply(&conformance::file(vec![conformance::every("j", 60)]), t0())
         .unwrap();
-    wait_for("both listeners", Duration::from_secs(10), || {
+    wait_until("both listeners", Duration::from_secs(10), || {
         a.listener_alive() && b.listener_alive()
     });
     // Let b hear what a did so far, so each round sees only its own announcement.
     let caught_up = || {
         let v = a.change_token().unwrap();
-        wait_for("b to catch up", Duration::from_secs(2), || {
+        wait_until("b to catch up", Duration::from_secs(2), || {
             b.change_token().unwrap() >= v
         });
     };
     caught_up();
     let heard = |what: &str, before: u64, got: u64| {
-        wait_for(what, Duration::from_secs(2), || {
+        wait_until(what, Duration::from_secs(2), || {
             b.change_token().unwrap() > before && b.notifications_received() > got
         });
     };

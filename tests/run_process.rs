@@ -18,6 +18,7 @@ use cronsole::store::{HistoryQuery, HistoryReader, Store};
 use support::cli::{BIN, wait_timeout};
 use support::pids::alive;
 use support::tempdir as tmp;
+use support::wait::{poll_until, wait_until};
 use uuid::Uuid;
 
 struct Setup {
@@ -71,21 +72,14 @@ impl Setup {
         v
     }
 
-    /// The rows once `done` holds for them, or at `timeout` (polled every 50 ms): the caller
-    /// asserts on what it got.
+    /// The rows once `done` holds for them, or at `timeout`: the caller asserts on what it got.
     fn rows_when(
         &self,
         timeout: Duration,
         done: impl Fn(&[HistoryRow]) -> bool,
     ) -> Vec<HistoryRow> {
-        let start = Instant::now();
-        loop {
-            let rows = self.rows();
-            if done(&rows) || start.elapsed() > timeout {
-                return rows;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        poll_until(timeout, || done(&self.rows()));
+        self.rows()
     }
 }
 
@@ -162,18 +156,13 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
     let victim_pid = victim.id();
     let victim_tag = format!(":{victim_pid}:");
     // Kill it while it holds leases (all jobs share each 1 s slot, so there are idle gaps).
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        let holds = s.open().jobs().unwrap().iter().any(|j| {
+    poll_until(Duration::from_secs(5), || {
+        s.open().jobs().unwrap().iter().any(|j| {
             j.rt.lease
                 .as_ref()
                 .is_some_and(|l| l.owner.contains(&victim_tag))
-        });
-        if holds {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        })
+    });
     signal(&victim, libc::SIGKILL);
     let _ = wait_timeout(victim, Duration::from_secs(10));
     // What the dead process held at the moment it died: its in-flight runs.
@@ -286,8 +275,7 @@ fn long_job(cmd: &str) -> String {
 }
 
 fn wait_running(s: &Setup, child: &mut Child) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
+    wait_until("the run to start", Duration::from_secs(30), || {
         if let Some(st) = child.try_wait().unwrap() {
             let mut err = String::new();
             if let Some(e) = child.stderr.as_mut() {
@@ -296,20 +284,15 @@ fn wait_running(s: &Setup, child: &mut Child) {
             panic!("cronsole exited early ({st}): {err}");
         }
         // Open only once the binary created the store (a concurrent first open of a new
-        // store directory races on VERSION.tmp; see the report).
-        if s.store.join("VERSION").exists()
-            && let Ok(st) = FileStore::open(&s.store)
-            && st
-                .job("long")
-                .ok()
-                .flatten()
-                .is_some_and(|j| j.rt.lease.is_some())
-        {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("timed out waiting for the run to start");
+        // store directory races on VERSION.tmp).
+        s.store.join("VERSION").exists()
+            && FileStore::open(&s.store).is_ok_and(|st| {
+                st.job("long")
+                    .ok()
+                    .flatten()
+                    .is_some_and(|j| j.rt.lease.is_some())
+            })
+    });
 }
 
 #[test]
@@ -695,14 +678,24 @@ fn read_pid(path: &std::path::Path) -> Option<i32> {
 }
 
 fn wait_for_pid(path: &std::path::Path) -> i32 {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if let Some(p) = read_pid(path) {
-            return p;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} never written", path.display());
+    wait_until(path.display(), Duration::from_secs(30), || {
+        read_pid(path).is_some()
+    });
+    read_pid(path).expect("a pid")
+}
+
+/// Wait until each of `pids` runs `sleep`: a pid file is written right after the fork, and a
+/// `setsid sleep` has left the run's session only once `setsid` has exec'd the `sleep`.
+fn wait_exec(pids: &[i32]) {
+    wait_until(
+        format!("{pids:?} to exec sleep"),
+        Duration::from_secs(10),
+        || {
+            pids.iter().all(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep"))
+            })
+        },
+    );
 }
 
 #[test]
@@ -719,15 +712,11 @@ fn kill_9_of_the_owner_takes_the_commands_grandchildren_with_it() {
     wait_running(&s, &mut child);
     let plain = wait_for_pid(&s.dir.join("plain.pid"));
     let escaped = wait_for_pid(&s.dir.join("escaped.pid"));
-    // escaped.pid is written after the setsid fork; give setsid a moment to exec.
-    std::thread::sleep(Duration::from_millis(100));
+    wait_exec(&[plain, escaped]);
     assert!(alive(plain) && alive(escaped), "both sleeps run");
     signal(&child, libc::SIGKILL);
     let _ = child.wait();
-    let killed = Instant::now();
-    while (alive(plain) || alive(escaped)) && killed.elapsed() < Duration::from_secs(1) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(Duration::from_secs(1), || !(alive(plain) || alive(escaped)));
     let (p, e) = (alive(plain), alive(escaped));
     for pid in [plain, escaped] {
         unsafe {
@@ -823,11 +812,7 @@ fn a_stopped_owner_s_command_is_killed_before_its_lease_can_expire() {
     let plain = wait_for_pid(&s.dir.join("plain.pid"));
     assert!(alive(plain));
     signal(&child, libc::SIGSTOP);
-    let stopped = Instant::now();
-    while alive(plain) && stopped.elapsed() < Duration::from_millis(2500) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let survived = alive(plain);
+    let survived = !poll_until(Duration::from_millis(2500), || !alive(plain));
     signal(&child, libc::SIGCONT);
     if survived {
         unsafe {
@@ -879,7 +864,7 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
         .iter()
         .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
         .collect();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_exec(&pids);
     let stat = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
     if !stat.contains("__zygote") || !pids.iter().all(|p| alive(*p)) {
         // SIGKILL of the owner: its supervisor kills the run's tree.
@@ -891,10 +876,9 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
     unsafe {
         libc::kill(sup, libc::SIGKILL);
     }
-    let killed = Instant::now();
-    while pids.iter().any(|p| alive(*p)) && killed.elapsed() < Duration::from_millis(1500) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(Duration::from_millis(1500), || {
+        !pids.iter().any(|p| alive(*p))
+    });
     let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     for pid in &pids {
         unsafe {
@@ -953,7 +937,7 @@ fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
         .iter()
         .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
         .collect();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_exec(&pids);
     let cmdline = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
     if !cmdline.contains("__supervise") || !pids.iter().all(|p| alive(*p)) {
         let _ = child.kill();
@@ -969,10 +953,9 @@ fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
     unsafe {
         libc::kill(sup, libc::SIGKILL);
     }
-    let killed = Instant::now();
-    while pids.iter().any(|p| alive(*p)) && killed.elapsed() < Duration::from_millis(1500) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(Duration::from_millis(1500), || {
+        !pids.iter().any(|p| alive(*p))
+    });
     let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     for pid in &pids {
         unsafe {
@@ -996,10 +979,7 @@ fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
             .collect()
     };
     let owner = child.id();
-    let reaped = Instant::now();
-    while !zombies(owner).is_empty() && reaped.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until(Duration::from_secs(2), || zombies(owner).is_empty());
     let undead = zombies(owner);
     let rows = s.rows_when(Duration::from_secs(20), |r| !r.is_empty());
     signal(&child, libc::SIGTERM);
@@ -1062,20 +1042,13 @@ fn a_stopped_zygote_is_replaced_and_no_attempt_is_lost() {
     let yaml = "budget: null\njobs:\n  - name: tick\n    schedule: every 1s\n    command: \"echo ok\"\n    command_timeout_seconds: 30\n    max_retries: 1\n";
     let s = setup("stopzyg", yaml);
     let mut child = s.spawn(&[]);
-    let start = Instant::now();
-    let zygote = loop {
-        if !s.rows().is_empty()
-            && let Some(z) = zygote_of(child.id())
-        {
-            break z;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no first run");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let first_run = || zygote_of(child.id()).filter(|_| !s.rows().is_empty());
+    if !poll_until(Duration::from_secs(30), || first_run().is_some()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("no first run");
+    }
+    let zygote = first_run().expect("the zygote");
     // SAFETY: kill(2) of the zygote this test's owner started.
     unsafe {
         libc::kill(zygote, libc::SIGSTOP);
@@ -1117,7 +1090,7 @@ fn the_supervisor_alone_kills_the_tree_when_its_life_line_closes_or_goes_quiet()
         .spawn()
         .unwrap();
     let esc = wait_for_pid(&dir.join("esc.pid"));
-    std::thread::sleep(Duration::from_millis(100));
+    wait_exec(&[esc]);
     assert!(alive(esc));
     drop(sup.stdin.take());
     let (out, _) = wait_timeout(sup, Duration::from_secs(5));

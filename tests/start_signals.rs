@@ -35,24 +35,17 @@ fn start(dir: &Path) -> Child {
 }
 
 fn wait(mut child: Child, what: &str) -> (i32, String) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            let out = child.wait_with_output().expect("output");
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            use std::os::unix::process::ExitStatusExt;
-            let code = out
-                .status
-                .code()
-                .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-            return (code, err);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: still running after 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    support::wait::wait_until(format!("{what}: the exit"), Duration::from_secs(60), || {
+        child.try_wait().expect("wait").is_some()
+    });
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    use std::os::unix::process::ExitStatusExt;
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
+    (code, err)
 }
 
 fn signal(child: &Child, sig: i32) {

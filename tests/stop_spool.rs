@@ -4,24 +4,17 @@
 //! spool, and the next start writes it — nothing lost, nothing left `abandoned`.
 
 mod support;
+use support::wait::wait_until;
 
 use std::fs::File;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cronsole::model::Status;
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
 use support::cli::wait_timeout;
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn rows(store: &Path, job: &str) -> Vec<cronsole::model::HistoryRow> {
     FileStore::open(store)
@@ -65,7 +58,7 @@ fn a_stop_while_another_process_holds_the_lock_spools_and_exits_1() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the run to start", Duration::from_secs(20), || {
+    wait_until("the run to start", Duration::from_secs(20), || {
         marks.join("started").exists()
     });
     // Another process holds the store lock from before the run ends until after the stop.

@@ -178,9 +178,7 @@ fn worker_claim_once() {
     let dir = PathBuf::from(env("DIR"));
     let s = FileStore::open(&dir).unwrap();
     let go = dir.join("go");
-    while !go.exists() {
-        std::thread::sleep(StdDuration::from_millis(1));
-    }
+    support::wait::wait_until("the go file", StdDuration::from_secs(60), || go.exists());
     for (j, r) in claim_until_full(&s, &env("OWNER"), 200, 10) {
         println!("CLAIM {j} {r}");
     }

@@ -5,10 +5,11 @@
 //! The [`Tmux`] helper is tested on its own, then the whole console is driven like a user would.
 
 mod support;
+use support::wait::{poll_until, wait_until};
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::tmux_or_skip as tmux_available;
 
@@ -65,32 +66,22 @@ impl Tmux {
 
     /// Wait until a capture satisfies `ok`; the last screen is in the panic message otherwise.
     fn wait_until_screen(&self, timeout: Duration, ok: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + timeout;
-        loop {
-            let screen = self.capture();
-            if ok(&screen) {
-                return screen;
-            }
-            assert!(Instant::now() < end, "timed out; screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
+        if !poll_until(timeout, || ok(&self.capture())) {
+            panic!("timed out; screen:\n{}", self.capture());
         }
+        self.capture()
     }
 
     /// Wait until one capture shows every one of `texts` (a capture can land mid-frame: the
     /// title drawn, the lines below not yet).
     fn wait_for_all(&self, texts: &[&str], timeout: Duration) -> String {
-        let end = Instant::now() + timeout;
-        loop {
-            let screen = self.capture();
-            if texts.iter().all(|t| screen.contains(t)) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < end,
-                "timed out waiting for {texts:?}; screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut screen = String::new();
+        let shown = poll_until(timeout, || {
+            screen = self.capture();
+            texts.iter().all(|t| screen.contains(t))
+        });
+        assert!(shown, "timed out waiting for {texts:?}; screen:\n{screen}");
+        screen
     }
 }
 
@@ -153,14 +144,6 @@ fn succeeded_runs(dir: &Path, job: &str) -> usize {
     .count()
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The end-to-end walk: the jobs table appears; `t` + `y` runs a job and its row shows in
 /// the history pane within 3 s; `p` pauses a job and `cronsole jobs --json` from another shell
 /// agrees; `d` on a monitor job shows the `-`/`+` lines of its diff; `q` leaves the alternate
@@ -198,14 +181,10 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
     t.send(&["t"]);
     t.wait_for("Trigger alpha now?", Duration::from_secs(5));
     t.send(&["y"]);
-    let start = Instant::now();
-    while t.capture().matches("alpha-ran").count() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "manual run not shown within 3 s:\n{}",
-            t.capture()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    if !poll_until(Duration::from_secs(3), || {
+        t.capture().matches("alpha-ran").count() >= 2
+    }) {
+        panic!("manual run not shown within 3 s:\n{}", t.capture());
     }
 
     // Pause beta: the console marks it, and another process reading the store agrees.

@@ -92,6 +92,9 @@ impl Actor {
         let mut turn = self.first_turn().await?;
         loop {
             self.heartbeat.beat();
+            if turn.wake.is_none_or(|w| w > self.now()) {
+                self.heartbeat.count_quiet_turn(runs.len());
+            }
             let publish_gap = self.publisher.gap();
             if turn.dirty && !self.publisher.running() && turn.last_publish.elapsed() >= publish_gap
             {

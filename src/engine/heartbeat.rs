@@ -1,6 +1,10 @@
-//! Proof of life of the engine loop: when it last turned and how many claim cycles it finished.
+//! Proof of life of the engine loop: when it last turned, how many claim cycles it finished, and
+//! how many turns began with no claim due (quiet) and with no run in flight either (idle). A
+//! test that must show that something does *not* happen waits for two such turns after its
+//! action: the second one began after the action, so whatever the engine would (wrongly) do
+//! about it has been done (quiet) and recorded (idle) by then.
 //!
-//! Owns: two counters the loop bumps and anyone may read (the health endpoint, the systemd
+//! Owns: the counters the loop bumps and anyone may read (the health endpoint, the systemd
 //! watchdog, tests that wait for the engine's own progress instead of sleeping). Must not
 //! touch: the store, the loop's decisions.
 
@@ -15,6 +19,8 @@ pub struct Heartbeat {
     /// Milliseconds after `base` of the last loop turn.
     last_ms: AtomicU64,
     claim_cycles: AtomicU64,
+    quiet_turns: AtomicU64,
+    idle_turns: AtomicU64,
 }
 
 impl Default for Heartbeat {
@@ -23,6 +29,8 @@ impl Default for Heartbeat {
             base: std::time::Instant::now(),
             last_ms: AtomicU64::new(0),
             claim_cycles: AtomicU64::new(0),
+            quiet_turns: AtomicU64::new(0),
+            idle_turns: AtomicU64::new(0),
         }
     }
 }
@@ -45,5 +53,20 @@ impl Heartbeat {
     /// Claim cycles completed (successful or not) since the engine started.
     pub fn claim_cycles(&self) -> u64 {
         self.claim_cycles.load(Ordering::SeqCst)
+    }
+    /// A loop turn began with no claim due; `runs` of this owner were in flight.
+    pub(super) fn count_quiet_turn(&self, runs: usize) {
+        self.quiet_turns.fetch_add(1, Ordering::SeqCst);
+        if runs == 0 {
+            self.idle_turns.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    /// Loop turns that began with no claim due, since the engine started.
+    pub fn quiet_turns(&self) -> u64 {
+        self.quiet_turns.load(Ordering::SeqCst)
+    }
+    /// Loop turns that began with no claim due and no run in flight, since the engine started.
+    pub fn idle_turns(&self) -> u64 {
+        self.idle_turns.load(Ordering::SeqCst)
     }
 }

@@ -8,11 +8,12 @@
 //!
 //! Bounds: at most [`MAX_CONNECTIONS`] connections at once; past that the oldest one still
 //! sending its head is dropped for the new one (or the new one is closed at once when every
-//! connection is being answered), so idle or slowloris connections never keep `/healthz` away
-//! (red team 5); [`HEAD_TIMEOUT`] to send the request head, 8 KiB of head; a store probe
+//! connection is being answered), so idle or slowloris connections never keep `/healthz` away;
+//! [`HEAD_TIMEOUT`] to send the request head, 8 KiB of head; a store probe
 //! answers within 2 s or the check fails. `/metrics` is served from one shared, cached
 //! exposition ([`Metrics::scrape`]: one paged store read at a time), so concurrent scrapers
-//! neither multiply store reads nor memory, and `/healthz` never waits for them (red team 6).
+//! neither multiply store reads nor memory, and `/healthz` never waits for them (16 clients
+//! polling a 20 001-job store once took `/healthz` down and grew the owner to ~1 GB).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -359,8 +360,8 @@ mod tests {
         out
     }
 
-    /// Red team 6: 16 clients polling `/metrics` on a 20 001-job store knocked out `/healthz`
-    /// and grew the owner to ~1 GB. Now many concurrent requests share one computation (one
+    /// 16 clients polling `/metrics` on a 20 001-job store must not knock out `/healthz` nor
+    /// grow the owner to ~1 GB: many concurrent requests share one computation (one
     /// exposition in memory, read in pages) and `/healthz` answers meanwhile.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_scrapes_share_one_paged_computation_and_healthz_answers() {
@@ -395,6 +396,8 @@ mod tests {
         );
 
         // Over HTTP, once the exposition is stale: 48 requests, one computation, and /healthz.
+        // Freshness and computing time are both read from the test's clock (which does not
+        // move while the store is read), so 2 s is past the 1 s minimum however slow the read.
         clock.advance(chrono::Duration::seconds(2));
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -104,8 +104,10 @@ pub struct Metrics {
 #[derive(Default)]
 struct ScrapeCache {
     text: Option<Arc<str>>,
-    computed_at: Option<DateTime<Utc>>,
-    fresh_until: Option<DateTime<Utc>>,
+    /// Until when (on the clock's monotonic reading) `text` is shared: how old an exposition
+    /// is and how long computing it took are both measured on the one monotonic clock, so a
+    /// wall-clock step neither keeps an old exposition nor forces a new one.
+    fresh_until: Option<Duration>,
     computing: bool,
 }
 
@@ -214,8 +216,8 @@ impl Metrics {
         self.computations.load(Ordering::SeqCst)
     }
 
-    /// The exposition for one `/metrics` request (red team 6: 16 clients polling a 20 001-job
-    /// store took `/healthz` down and stalled the engine). A fresh exposition (younger than
+    /// The exposition for one `/metrics` request (16 clients polling a 20 001-job store must
+    /// not take `/healthz` down nor stall the engine). A fresh exposition (younger than
     /// [`SCRAPE_MIN_AGE`] and [`SCRAPE_AGE_FACTOR`] × its computing time) is shared by every
     /// request; otherwise one computation at a time reads the store (in pages, on a blocking
     /// thread, off the engine's path) and every request that arrives meanwhile waits for it, up
@@ -228,10 +230,8 @@ impl Metrics {
     ) -> Arc<str> {
         let mut done = {
             let mut c = self.cache_lock();
-            let now = clock.now();
-            if let (Some(t), Some(at), Some(until)) = (&c.text, c.computed_at, c.fresh_until)
-                && at <= now
-                && now < until
+            if let (Some(t), Some(until)) = (&c.text, c.fresh_until)
+                && clock.monotonic() < until
             {
                 return Arc::clone(t);
             }
@@ -249,7 +249,7 @@ impl Metrics {
 
     /// One computation: refresh the store gauges, encode, publish.
     async fn compute(self: Arc<Self>, store: Arc<dyn Store>, clock: Arc<dyn Clock>) {
-        let started = tokio::time::Instant::now();
+        let started = clock.monotonic();
         let now = clock.now();
         let me = Arc::clone(&self);
         match crate::store::blocking(&store, move |s| me.refresh_from_store(s, now)).await {
@@ -258,13 +258,12 @@ impl Metrics {
         }
         let text: Arc<str> = self.encode().into();
         self.computations.fetch_add(1, Ordering::SeqCst);
-        let age = SCRAPE_MIN_AGE.max(started.elapsed() * SCRAPE_AGE_FACTOR);
-        let end = clock.now();
+        let end = clock.monotonic();
+        let age = SCRAPE_MIN_AGE.max(end.saturating_sub(started) * SCRAPE_AGE_FACTOR);
         {
             let mut c = self.cache_lock();
             c.text = Some(text);
-            c.computed_at = Some(end);
-            c.fresh_until = chrono::Duration::from_std(age).ok().map(|a| end + a);
+            c.fresh_until = Some(end + age);
             c.computing = false;
         }
         self.scrape_done.send_modify(|g| *g += 1);

@@ -1,8 +1,8 @@
 //! Shared rig for the engine-level tests (`tests/engine_*.rs`): a temp-dir `FileStore`, a jobs
 //! file written as YAML and validated by the real config loader, `engine::spawn` with an injected
 //! `ManualClock` (wall time moves only when a test says so; tokio timers run in real time, so the
-//! engine notices a moved clock within one `change_poll`), and polling helpers that wait for rows
-//! with a deadline instead of sleeping for logic.
+//! engine notices a moved clock within one `change_poll`), and helpers that wait for rows, or for
+//! the engine's own idle turns, with a deadline instead of sleeping for logic.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -21,6 +21,7 @@ use cronsole::store::{HistoryQuery, Store};
 use cronsole::testkit::engine::run_deps;
 pub use cronsole::testkit::time::rfc3339 as t;
 use cronsole::testkit::tmp::TempDir;
+pub use cronsole::testkit::wait::{poll_until_async, wait_until_async};
 
 /// A fresh `$TMPDIR/cronsole-engine-<name>-XXXXXX`, removed on drop (also when the test panics).
 pub fn tmp(name: &str) -> TempDir {
@@ -115,22 +116,28 @@ impl Rig {
 
     /// Wait (real time, bounded) until `job` has at least `n` rows; panics with what it has.
     pub async fn wait_rows(&self, job: &str, n: usize) -> Vec<HistoryRow> {
-        let deadline = tokio::time::Instant::now() + StdDuration::from_secs(20);
-        loop {
-            let rows = self.rows(job);
-            if rows.len() >= n {
-                return rows;
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!("timed out waiting for {n} rows of {job}; have {rows:#?}");
-            }
-            tokio::time::sleep(StdDuration::from_millis(10)).await;
+        if !poll_until_async(StdDuration::from_secs(20), || self.rows(job).len() >= n).await {
+            panic!(
+                "timed out waiting for {n} rows of {job}; have {:#?}",
+                self.rows(job)
+            );
         }
+        self.rows(job)
     }
 
-    /// Give the engine time to do anything it (wrongly) would, then return the rows.
+    /// Wait until the engine has done all it would do about the clock and commands as they are
+    /// now, then return the rows: two idle loop turns (no run in flight, no claim due) after
+    /// this call — the second began after it, so a claim the engine would (wrongly) make has
+    /// been made and its run recorded.
     pub async fn settle(&self, job: &str) -> Vec<HistoryRow> {
-        tokio::time::sleep(StdDuration::from_millis(300)).await;
+        settle_engine(&self.handle).await;
+        self.rows(job)
+    }
+
+    /// Like [`Rig::settle`] while a run is meant to stay in flight: wait until no claim is due
+    /// (two quiet loop turns after this call), then return the rows.
+    pub async fn quiet(&self, job: &str) -> Vec<HistoryRow> {
+        quiet_engine(&self.handle).await;
         self.rows(job)
     }
 
@@ -154,6 +161,30 @@ impl Rig {
         r.expect("engine result");
         self.dir
     }
+}
+
+/// Wait for two idle turns of the engine's loop after this call (no claim due, no run in
+/// flight): what the engine does about the clock and commands as they are now is recorded.
+pub async fn settle_engine(handle: &EngineHandle) {
+    let from = handle.heartbeat.idle_turns();
+    wait_until_async(
+        "the engine to settle (two idle loop turns)",
+        StdDuration::from_secs(20),
+        || handle.heartbeat.idle_turns() >= from + 2,
+    )
+    .await;
+}
+
+/// Wait for two quiet turns of the engine's loop after this call (no claim due; runs may still
+/// be in flight): every claim the engine makes for the clock as it is now has been made.
+pub async fn quiet_engine(handle: &EngineHandle) {
+    let from = handle.heartbeat.quiet_turns();
+    wait_until_async(
+        "the engine to have no claim due (two quiet loop turns)",
+        StdDuration::from_secs(20),
+        || handle.heartbeat.quiet_turns() >= from + 2,
+    )
+    .await;
 }
 
 pub fn statuses(rows: &[HistoryRow]) -> Vec<Status> {

@@ -92,19 +92,14 @@ pub fn spawn_owners(dir: &Path, store: &Path, n: usize, args: &[&str]) -> Vec<Ch
 /// stderr); returns its output and how long it took.
 pub fn wait_timeout(mut child: Child, limit: Duration) -> (Output, Duration) {
     let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() <= limit => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) | Err(_) => {
-                let _ = child.kill();
-                let err = child
-                    .wait_with_output()
-                    .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-                    .unwrap_or_default();
-                panic!("process did not exit within {limit:?}; stderr:\n{err}");
-            }
-        }
+    let exited = super::wait::poll_until(limit, || !matches!(child.try_wait(), Ok(None)));
+    if !exited || child.try_wait().is_err() {
+        let _ = child.kill();
+        let err = child
+            .wait_with_output()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_default();
+        panic!("process did not exit within {limit:?}; stderr:\n{err}");
     }
     match child.wait_with_output() {
         Ok(out) => (out, start.elapsed()),

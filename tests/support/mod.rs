@@ -4,7 +4,7 @@
 //! throwaway PostgreSQL clusters ([`pg`]).
 //!
 //! What unit tests in `src/` and `benches/` share too lives in `cronsole::testkit` (time, tmp,
-//! skip, stats) and is re-exported here, so every test has one definition of each.
+//! skip, stats, wait) and is re-exported here, so every test has one definition of each.
 //!
 //! Owns: test scaffolding only. Must not touch: the code under test except through its public
 //! API or the binary.
@@ -18,6 +18,7 @@ pub mod pids;
 pub use cronsole::testkit::skip::{ci, skip};
 pub use cronsole::testkit::time;
 pub use cronsole::testkit::tmp::{TempDir, TempPath};
+pub use cronsole::testkit::wait;
 
 /// A fresh temporary directory `$TMPDIR/cronsole-<tag>-XXXXXX`, removed on drop.
 pub fn tempdir(tag: &str) -> TempDir {
