@@ -296,7 +296,8 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
 }
 
 /// A retry whose owner is killed (-9) mid-run is recorded `abandoned` like any run, with a hint
-/// to run it again, and is not re-offered by itself (README "Decisions…"): the next owner runs
+/// to run it again, and is not re-offered by itself (an operator decides whether a
+/// retry that died should run a third time): the next owner runs
 /// nothing for it; `cronsole retry` of the abandoned row runs it again.
 #[test]
 fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried() {

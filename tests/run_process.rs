@@ -192,9 +192,10 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
     let mut per_job: BTreeMap<String, BTreeSet<DateTime<Utc>>> = BTreeMap::new();
     let mut owners: BTreeMap<String, usize> = BTreeMap::new();
     let mut dups = Vec::new();
-    // The one pair the README allows for a run: `abandoned` (its lease lapsed while its owner
-    // was starved of CPU) and the same run's own late `stale_lease` row. One execution, so the
-    // late row is not a second one (seen under load averages of 17-30 with 2 s leases).
+    // The one pair the guide allows for a run (docs/internals/promises.md): `abandoned` (its lease
+    // lapsed while its owner was starved of CPU) and the same run's own late `stale_lease` row. One
+    // execution, so the late row is not a second one (seen under load averages of 17-30 with 2 s
+    // leases).
     let abandoned: BTreeSet<Uuid> = rows
         .iter()
         .filter(|r| r.status == Status::Abandoned)

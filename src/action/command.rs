@@ -1,9 +1,9 @@
-//! The model-free `command` action (SPEC §10.1): run the operator's shell command and report.
+//! The model-free `command` action: run the operator's shell command and report.
 //!
 //! Owns: bounds and result text of one command attempt. Must not touch: retries, the store,
 //! delivery (the run pipeline decides those from the returned [`CommandOutcome`]).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - stdout and stderr are read on separate pipes, each bounded while reading. On success the
 //!   delivered result is stdout only, verbatim (cut to 8000 characters + `…[output truncated]`
 //!   only if longer). On failure the error's `<output>` is stdout followed by stderr (each
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::proc::{self, Cap, ProcSpec, TIMEOUT_EXIT_CODE};
 
-/// SPEC §10.1 output bound in characters.
+/// Output bound in characters: a result is delivered and stored in every row, so it stays small.
 pub const OUTPUT_MAX_CHARS: usize = 8000;
 /// Marker appended to cut output.
 pub const TRUNCATED_MARKER: &str = "…[output truncated]";

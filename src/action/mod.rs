@@ -1,5 +1,5 @@
-//! Actions (SPEC §10): what a run does once its gates said go — a model-free shell command or an
-//! LLM agent call — plus the retry backoff of SPEC §8.
+//! Actions: what a run does once its gates said go — a model-free shell command or an LLM agent
+//! call — plus the retry backoff between attempts.
 //!
 //! Owns: executing one attempt and describing its outcome, and the one retry loop
 //! ([`retry_with_hook`]; [`retry_with_backoff`] is it without a hook). Must not touch: the store,
@@ -14,9 +14,10 @@ pub mod tools;
 use std::future::Future;
 use std::time::Duration;
 
-/// The retry backoff of SPEC §8: `min(max(floor, base^attempt), cap) × uniform(1 − jitter,
-/// 1 + jitter)` seconds, attempt 0-based. Production uses [`BackoffConfig::default`]
-/// (30 / 2 / 300 / 0.1); tests shrink `floor`/`cap` so a retry takes milliseconds.
+/// The retry backoff, so a failing server or command is not hammered: `min(max(floor,
+/// base^attempt), cap) × uniform(1 − jitter, 1 + jitter)` seconds, attempt 0-based. Production uses
+/// [`BackoffConfig::default`] (30 / 2 / 300 / 0.1); tests shrink `floor`/`cap` so a retry takes
+/// milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BackoffConfig {
     /// Lower bound of the un-jittered delay, seconds (30).
@@ -25,7 +26,8 @@ pub struct BackoffConfig {
     pub base: f64,
     /// Upper bound of the un-jittered delay, seconds (300).
     pub cap_secs: f64,
-    /// Relative jitter: the delay is scaled by a uniform factor in `[1 − jitter, 1 + jitter]` (0.1).
+    /// Relative jitter: the delay is scaled by a uniform factor in `[1 − jitter, 1 + jitter]`
+    /// (0.1).
     pub jitter: f64,
 }
 
@@ -97,7 +99,7 @@ pub struct Hooked<T, E, S> {
     pub waits: Vec<Duration>,
 }
 
-/// The one retry loop (SPEC §8 step 4): before each attempt `before(attempt)` runs (e.g. the
+/// The one retry loop of a run's action: before each attempt `before(attempt)` runs (e.g. the
 /// budget reservation) and either hands the attempt a ticket or stops the loop; then
 /// `attempt_fn(attempt, ticket)` runs, up to `max_attempts` times (at least one try), sleeping
 /// [`BackoffConfig::delay`] (tokio time) between attempts while `retryable(&err)` says the error

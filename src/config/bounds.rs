@@ -4,7 +4,7 @@
 //!
 //! Owns: the bounds and their reasons. Must not touch: parsing, positions, the store.
 //!
-//! Why each bound (the README's table repeats them):
+//! Why each bound (the guide's jobs-file reference, docs/guide/jobs-file.md, repeats them):
 //! - Intervals: 1 s to 100 years, the cap of the string form (`every 101y` is refused there too).
 //!   Larger values overflowed slot arithmetic (2^63 s made one slot run 308 times).
 //! - Leases: at least 1 s (a lease renews every lease/3; 0.0001 s let two owners run one job), at

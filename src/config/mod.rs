@@ -101,7 +101,7 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 /// The environment variable that overrides [`DEFAULT_MAX_FILE_BYTES`] (a whole number of bytes).
 pub const MAX_FILE_BYTES_ENV: &str = "CRONSOLE_MAX_JOBS_FILE_BYTES";
 
-/// The bound numbers of the jobs file (see the README's table).
+/// The bound numbers of the jobs file (the guide's jobs-file reference repeats them).
 pub mod limits {
     pub use super::bounds::*;
     pub use super::yaml::{MAX_DEPTH, MAX_EXPANDED_NODES};

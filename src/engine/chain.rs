@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use crate::model::ParentRun;
 
 /// The environment variables of a chained run's commands (empty for other runs).
-pub fn parent_env(chain: &[ParentRun]) -> Vec<(String, String)> {
+pub(crate) fn parent_env(chain: &[ParentRun]) -> Vec<(String, String)> {
     let Some(p) = crate::store::policy::chain::releaser(chain) else {
         return Vec::new();
     };
@@ -59,7 +59,7 @@ pub fn parent_env(chain: &[ParentRun]) -> Vec<(String, String)> {
 /// Fold the parents' outputs into the `context_from` results (`latest`): a parent named in
 /// `context_from` gets this run's output; the others are returned as extra blocks, in
 /// `after:` order.
-pub fn fold_into_context(
+pub(crate) fn fold_into_context(
     chain: &[ParentRun],
     context_from: &[String],
     latest: &mut BTreeMap<String, String>,

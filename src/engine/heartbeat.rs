@@ -42,7 +42,7 @@ impl Heartbeat {
         self.last_ms.store(ms, Ordering::SeqCst);
     }
     /// How long ago the engine loop last turned.
-    pub fn since_last_turn(&self) -> StdDuration {
+    pub(crate) fn since_last_turn(&self) -> StdDuration {
         let now = self.base.elapsed().as_millis() as u64;
         StdDuration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::SeqCst)))
     }

@@ -99,7 +99,6 @@ pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub use notice::{operator_notice, trigger_notice};
 pub use outage::{EngineHealth, store_backoff};
-pub use publish::PUBLISH_DUTY;
 pub use run::RunDeps;
 pub use start::{EngineHandle, spawn};
 

@@ -27,7 +27,7 @@ use crate::store::Store;
 
 /// A snapshot build starts no sooner than this many times the last build's duration after
 /// the last start: building takes at most about a third of one core, whatever the store's size.
-pub const PUBLISH_DUTY: u32 = 3;
+pub(crate) const PUBLISH_DUTY: u32 = 3;
 
 /// The final snapshot at shutdown is built only when the last build took at most this long.
 const FINAL_BUILD_MAX: StdDuration = StdDuration::from_secs(1);

@@ -1,9 +1,9 @@
-//! One run (SPEC §8), one function per step, in order: `step1_budget` → `step2_gate` →
-//! `step3_prompt` → `step4_command` / `step4_agent` (the one retry loop, its budget
-//! reservation as the before-attempt hook) → `step5_cost` → `step6_deliver` +
+//! One run, one function per step, in order (the cheap checks before anything runs or spends):
+//! `step1_budget` → `step2_gate` → `step3_prompt` → `step4_command` / `step4_agent` (the one retry
+//! loop, its budget reservation as the before-attempt hook) → `step5_cost` → `step6_deliver` +
 //! `incidents` → the history row and new per-job state handed to `complete` (step 7).
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - The budget check (step 1) applies to agent jobs only: a `command` job never calls a model, so
 //!   an exhausted budget does not stop it. Step 1 is the cheap early exit (spend already at the
 //!   limit); the hard limit is the per-call reservation of step 4 (`store::budget`).
@@ -25,7 +25,7 @@
 //! - Every attempt of either action is bounded by the job's `timeout_seconds`; a `command` is also
 //!   bounded by its own `command_timeout_seconds` (whichever is shorter wins).
 //! - A failed `command` attempt is retried like a failed model call (same backoff), because both
-//!   are "the action" of SPEC §8 step 4. Model errors that cannot go away by retrying (missing key,
+//!   are the run's action (step 4). Model errors that cannot go away by retrying (missing key,
 //!   bad URL, 429 hold) are not retried.
 //! - `context_from` seeds agent prompts only; a `command` job ignores it.
 //! - A monitor's new watermark is kept only when the action ran: a change whose action failed
@@ -82,7 +82,7 @@ pub struct RunDeps {
     pub http: reqwest::Client,
     /// Environment lookup (API keys); tests inject a map.
     pub env: EnvLookup,
-    /// Backoff between a run's attempts (SPEC §8).
+    /// Backoff between a run's attempts, so a failing server or command is not hammered.
     pub backoff: BackoffConfig,
     /// Bounds of the gates (`pre_run`, monitor probes).
     pub gate: GateConfig,
@@ -91,7 +91,7 @@ pub struct RunDeps {
 }
 
 impl RunDeps {
-    /// Production dependencies: the process environment and the SPEC's default bounds.
+    /// Production dependencies: the process environment and the documented default bounds.
     pub fn from_env() -> Result<RunDeps, llm::ClientError> {
         Ok(RunDeps {
             http: llm::http_client(&llm::HttpOptions::default())?,
@@ -210,7 +210,7 @@ impl Progress {
 }
 
 /// The result cap: at most [`RESULT_MAX_CHARS`] characters, the cut mark included.
-pub fn cap_result(s: &str) -> String {
+pub(crate) fn cap_result(s: &str) -> String {
     const MARK_CHARS: usize = "…[truncated]".len() - 2; // '…' is 3 bytes, 1 char
     if s.chars().nth(RESULT_MAX_CHARS).is_none() {
         return s.to_string();
@@ -305,7 +305,7 @@ impl Ctx<'_> {
 /// and the tokens a configured URL may carry in its path or query (agents' `base_url`,
 /// webhooks; `text::url_tokens`): a server that echoes its request URL in an error body must
 /// not put them in a row either.
-pub fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
+pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
     let keys = settings.agents.values().filter_map(|a| env(&a.api_key_env));
     let urls = settings.agents.values().map(|a| a.base_url.as_str()).chain(
         settings.delivery.values().filter_map(|d| match d {
@@ -330,8 +330,8 @@ fn run_secrets(settings: &Settings, def: &crate::model::JobDef, env: &EnvLookup)
 /// The store's settings for a run that was just claimed. A retryable error (database restarting,
 /// disk briefly full, lock held) is retried with backoff (50 ms doubling to 2 s) for up to the
 /// job's lease: a few seconds of outage must not turn a claimed slot into a `failed` row whose
-/// command never ran (rt3: 6 such rows over two PostgreSQL restarts). Past the lease another
-/// owner may recover the slot anyway, so the run then fails with the last error.
+/// command never ran (a PostgreSQL restart under load would otherwise leave such rows). Past the
+/// lease another owner may recover the slot anyway, so the run then fails with the last error.
 async fn read_settings(store: &Arc<dyn Store>, lease: Duration) -> Result<Settings, StoreError> {
     let deadline = tokio::time::Instant::now() + lease.max(Duration::from_secs(1));
     let mut pause = Duration::from_millis(50);
@@ -441,10 +441,10 @@ pub async fn execute(
     cx.finish()
 }
 
-/// Where one run's commands start: the jobs file's directory; every API-key variable removed
-/// but the job's `env_passthrough` (issue 11 item 4); and a dead-man switch of half the lease, so
-/// that if this process stops sending heartbeats (SIGSTOP, a hang) the supervisor kills them
-/// before the lease can expire and another owner can start the job again.
+/// Where one run's commands start: the jobs file's directory; every API-key variable removed but
+/// the job's `env_passthrough` (a command sees no key it was not given); and a dead-man switch of
+/// half the lease, so that if this process stops sending heartbeats (SIGSTOP, a hang) the
+/// supervisor kills them before the lease can expire and another owner can start the job again.
 pub fn proc_env_of(settings: &Settings, def: &crate::model::JobDef) -> ProcEnv {
     ProcEnv {
         workdir: settings
@@ -461,7 +461,7 @@ pub fn proc_env_of(settings: &Settings, def: &crate::model::JobDef) -> ProcEnv {
     }
 }
 
-/// SPEC §8 steps 1–6 in order.
+/// Steps 1–6 in order: budget, gate, prompt, action, cost, delivery.
 async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
     let def = &cx.claim.job.def;
     if let Action::Agent { message, .. } = &def.action
@@ -667,13 +667,12 @@ async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) ->
 }
 
 /// Before a retry (`attempt` > 0) the run must still hold its lease. An owner stopped past its
-/// lease (`SIGSTOP`) comes back to an attempt its dead-man switch killed; by then another owner
-/// may have recovered the slot (recorded it `abandoned` and run it, or retired a one-shot), so a
-/// retry would execute the job a second time (red team, round 4: a `once` job executed three
-/// times). A renewal answering `Lost` ends the loop: the row is `failed` with the last attempt's
-/// error and says why it was not retried. A renewal that fails (store unreachable) does not: the
-/// lease may still be ours, and no other owner can take it over through an unreachable store
-/// either.
+/// lease (`SIGSTOP`) comes back to an attempt its dead-man switch killed; by then another owner may
+/// have recovered the slot (recorded it `abandoned` and run it, or retired a one-shot), so a retry
+/// would execute the job a second time (a `once` job could run three times). A renewal answering
+/// `Lost` ends the loop: the row is `failed` with the last attempt's error and says why it was not
+/// retried. A renewal that fails (store unreachable) does not: the lease may still be ours, and no
+/// other owner can take it over through an unreachable store either.
 async fn lease_still_held(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
@@ -780,7 +779,7 @@ async fn send(cx: &mut Ctx<'_>, msg: &Message) -> crate::deliver::DeliveryReport
     report
 }
 
-/// Step 6 (SPEC §12.1): deliver a succeeded run's result to the job's sinks. Never fails the
+/// Step 6: deliver a succeeded run's result to the job's sinks. Never fails the
 /// run: the row keeps `succeeded` with `delivered: false` and `delivery_error`.
 async fn step6_deliver(cx: &mut Ctx<'_>) {
     if cx.claim.job.def.deliver.is_empty() {
@@ -794,7 +793,8 @@ async fn step6_deliver(cx: &mut Ctx<'_>) {
     cx.row.delivery_error = report.error;
 }
 
-/// SPEC §11: one alert per period to the job's sinks when a budget stopped a call.
+/// One alert per budget period to the job's sinks when a budget stopped a call, so a stopped job
+/// does not page on every slot.
 async fn budget_alert(cx: &mut Ctx<'_>) {
     let Some(reason) = cx.budget_alert.take() else {
         return;
@@ -815,8 +815,8 @@ async fn budget_alert(cx: &mut Ctx<'_>) {
     }
 }
 
-/// SPEC §12.2: alert once per incident signature, one recovery note. The incident state is
-/// committed only as far as the delivery went (the decision carries both outcomes).
+/// Alert once per incident signature, one recovery note, so a failing job pages once. The incident
+/// state is committed only as far as the delivery went (the decision carries both outcomes).
 async fn incidents(cx: &mut Ctx<'_>) {
     let def = &cx.claim.job.def;
     let error = cx.row.error.as_deref().or(cx.row.reason.as_deref());
@@ -865,8 +865,8 @@ async fn incidents(cx: &mut Ctx<'_>) {
 mod tests {
     use super::*;
 
-    /// Issue 15 item 6: the run's command environment is one value built from the settings and
-    /// the job (it used to travel as three task-locals set in two places).
+    /// The run's command environment is one value built from the settings and the job, never
+    /// pieces set in several places.
     #[test]
     fn a_runs_command_environment_comes_from_its_settings_and_job() {
         let mut def = crate::testkit::jobs::command_job("j", 60);

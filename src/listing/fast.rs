@@ -302,35 +302,7 @@ impl Shapes {
         let counters: CounterBits =
             serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
         let executions = crate::model::executions_of(&counters.by_status);
-        // A pure function of these four: neighbours mostly book under the same key with the
-        // same amounts, and a key of another period kind costs a date parse and a few formats.
-        let spend = match &self.last_spend {
-            Some((booked, p, t, k, v))
-                if *booked == counters.period_key
-                    && p.to_bits() == counters.period_cost_usd.to_bits()
-                    && t.to_bits() == counters.total_cost_usd.to_bits()
-                    && k == period_key =>
-            {
-                *v
-            }
-            _ => {
-                let c = JobCounters {
-                    period_key: counters.period_key.into_owned(),
-                    period_cost_usd: counters.period_cost_usd,
-                    total_cost_usd: counters.total_cost_usd,
-                    ..JobCounters::default()
-                };
-                let v = crate::store::rules::period::counter_spend(&c, period_key);
-                self.last_spend = Some((
-                    c.period_key,
-                    c.period_cost_usd,
-                    c.total_cost_usd,
-                    period_key.to_string(),
-                    v,
-                ));
-                v
-            }
-        };
+        let spend = spend_of(&mut self.last_spend, counters, period_key);
 
         // The view, in `JobView`'s field order.
         let mut no_shape = Vec::new();
@@ -397,6 +369,43 @@ fn cancel_requested(lease: &str) -> Result<bool, Decline> {
     }
     let c: Cancel = serde_json::from_str(lease).map_err(|_| Decline)?;
     Ok(c.cancel_requested_at.is_some())
+}
+
+/// The spend `period_key` shows for `counters`, through a one-entry cache: a pure function of
+/// these four, and neighbours mostly book under the same key with the same amounts, while a key
+/// of another period kind costs a date parse and a few formats.
+fn spend_of(
+    last: &mut Option<(String, f64, f64, String, f64)>,
+    counters: CounterBits<'_>,
+    period_key: &str,
+) -> f64 {
+    match &*last {
+        Some((booked, p, t, k, v))
+            if *booked == counters.period_key
+                && p.to_bits() == counters.period_cost_usd.to_bits()
+                && t.to_bits() == counters.total_cost_usd.to_bits()
+                && k == period_key =>
+        {
+            *v
+        }
+        _ => {
+            let c = JobCounters {
+                period_key: counters.period_key.into_owned(),
+                period_cost_usd: counters.period_cost_usd,
+                total_cost_usd: counters.total_cost_usd,
+                ..JobCounters::default()
+            };
+            let v = crate::store::rules::period::counter_spend(&c, period_key);
+            *last = Some((
+                c.period_key,
+                c.period_cost_usd,
+                c.total_cost_usd,
+                period_key.to_string(),
+                v,
+            ));
+            v
+        }
+    }
 }
 
 /// The counters' members the view reads: the period spend's

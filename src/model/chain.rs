@@ -92,4 +92,4 @@ pub struct ParentRun {
 
 /// Most characters of a parent's output a chained job receives (prompt and
 /// `CRONSOLE_PARENT_OUTPUT`).
-pub const CHAIN_OUTPUT_MAX_CHARS: usize = RESULT_MAX_CHARS;
+pub(crate) const CHAIN_OUTPUT_MAX_CHARS: usize = RESULT_MAX_CHARS;

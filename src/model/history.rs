@@ -98,13 +98,13 @@ impl Trigger {
 
     /// Runs an operator asked for (manual, retry, backfill): runs of their own, outside the
     /// once-per-slot rule; they never move the schedule nor count toward `max_runs`.
-    pub fn is_operator(self) -> bool {
+    pub(crate) fn is_operator(self) -> bool {
         matches!(self, Trigger::Manual | Trigger::Retry | Trigger::Backfill)
     }
 
     /// Runs of their own beside the schedule (operator runs and chained runs): they never move
     /// the schedule nor count toward `max_runs`.
-    pub fn is_extra(self) -> bool {
+    pub(crate) fn is_extra(self) -> bool {
         self.is_operator() || self == Trigger::Chain
     }
 }
@@ -245,7 +245,7 @@ pub struct Attempt {
 impl Attempt {
     /// An attempt's error is cut to this many characters (the mark included), so a row with
     /// many failed attempts stays bounded.
-    pub const ERROR_MAX_CHARS: usize = 500;
+    pub(crate) const ERROR_MAX_CHARS: usize = 500;
 
     /// A finished attempt; `error` is cut to [`Attempt::ERROR_MAX_CHARS`].
     pub fn new(
@@ -326,7 +326,7 @@ impl HistoryRow {
 }
 
 /// Maximum characters of a run's result kept in history.
-pub const RESULT_MAX_CHARS: usize = 8000;
+pub(crate) const RESULT_MAX_CHARS: usize = 8000;
 
 /// Cut `s` to at most `max` characters, marking the cut (`result`).
 pub fn truncate_marked(s: &str, max: usize) -> String {

@@ -175,12 +175,12 @@ pub enum Overlap {
 
 impl Overlap {
     /// Whether this is `skip`, the default (the stored form then leaves `overlap` out).
-    pub fn is_skip(&self) -> bool {
+    pub(crate) fn is_skip(&self) -> bool {
         *self == Overlap::Skip
     }
 
     /// The words the jobs file accepts (`allow` needs `max_concurrent_runs`).
-    pub const NAMES: [&'static str; 4] = ["skip", "buffer_one", "cancel_previous", "allow"];
+    pub(crate) const NAMES: [&'static str; 4] = ["skip", "buffer_one", "cancel_previous", "allow"];
 
     /// The policy's word in the jobs file.
     pub fn name(&self) -> &'static str {
@@ -205,7 +205,7 @@ impl Overlap {
     /// The store looks at the job while a run of it is live: to claim another run (`allow`) or
     /// to cancel the live one (`cancel_previous`). The owner running it does not hide it from
     /// its own claims then (it only never recovers its own leases of it).
-    pub fn acts_while_running(&self) -> bool {
+    pub(crate) fn acts_while_running(&self) -> bool {
         matches!(self, Overlap::CancelPrevious | Overlap::Allow { .. })
     }
 }
@@ -229,13 +229,8 @@ impl JobDef {
         crate::schedule::jitter::fire_at(&self.name, slot, self.jitter_seconds)
     }
 
-    /// A one-shot job: `once`/`max_runs: 1`, or an `at` schedule (recovery table).
-    pub fn is_one_shot(&self) -> bool {
-        self.max_runs == Some(1) || self.schedule.is_at()
-    }
-
     /// The `agents:` entry an agent job calls; `None` for a command job.
-    pub fn agent_name(&self) -> Option<&str> {
+    pub(crate) fn agent_name(&self) -> Option<&str> {
         match &self.action {
             Action::Agent { agent, .. } => Some(agent),
             Action::Command { .. } => None,

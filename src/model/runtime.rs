@@ -30,7 +30,7 @@ pub struct QueuedRun {
 }
 
 /// Most runs one job may have queued (a backfill of a long window is refused past this).
-pub const QUEUE_MAX: usize = 1000;
+pub(crate) const QUEUE_MAX: usize = 1000;
 
 /// A claim held on a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,7 +192,7 @@ pub struct AbandonedRun {
 
 impl AbandonedRun {
     /// How many abandoned runs a record remembers.
-    pub const KEPT: usize = 8;
+    pub(crate) const KEPT: usize = 8;
 }
 
 /// See [`JobRuntime::overlap`].
@@ -246,7 +246,7 @@ impl JobRuntime {
     }
 
     /// Mutable [`JobRuntime::lease_of`].
-    pub fn lease_of_mut(&mut self, run_id: Uuid) -> Option<&mut Lease> {
+    pub(crate) fn lease_of_mut(&mut self, run_id: Uuid) -> Option<&mut Lease> {
         self.lease
             .iter_mut()
             .chain(self.overlap.leases.iter_mut())
@@ -260,7 +260,7 @@ impl JobRuntime {
 
     /// Remove the lease of `run_id` (the first live one when no lease has that id); a
     /// concurrent run's lease moves up so [`JobRuntime::lease`] is set while any run is live.
-    pub fn take_lease(&mut self, run_id: Uuid) -> Option<Lease> {
+    pub(crate) fn take_lease(&mut self, run_id: Uuid) -> Option<Lease> {
         if let Some(i) = self.overlap.leases.iter().position(|l| l.run_id == run_id) {
             return Some(self.overlap.leases.remove(i));
         }
@@ -272,7 +272,7 @@ impl JobRuntime {
     }
 
     /// Add a live lease (the primary one when no run is live).
-    pub fn add_lease(&mut self, lease: Lease) {
+    pub(crate) fn add_lease(&mut self, lease: Lease) {
         if self.lease.is_none() {
             self.lease = Some(lease);
         } else {
@@ -298,7 +298,7 @@ impl JobRecord {
     }
 
     /// One word for the job's state in tables: running, paused, retired, held, idle.
-    pub fn state_word(&self, now: DateTime<Utc>) -> &'static str {
+    pub(crate) fn state_word(&self, now: DateTime<Utc>) -> &'static str {
         if self.rt.retired {
             "retired"
         } else if self.rt.lease.is_some() {

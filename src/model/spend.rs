@@ -88,7 +88,7 @@ impl Price {
 }
 
 /// [`JobCounters::executions`] of a `by_status` map.
-pub fn executions_of(by_status: &BTreeMap<Status, u64>) -> u64 {
+pub(crate) fn executions_of(by_status: &BTreeMap<Status, u64>) -> u64 {
     [Status::Succeeded, Status::NoChange, Status::Failed]
         .iter()
         .map(|s| by_status.get(s).copied().unwrap_or(0))
@@ -169,7 +169,7 @@ pub struct HourBucket {
 
 impl JobCounters {
     /// Hours kept in [`JobCounters::hours`]: this one and the 24 before it.
-    pub const HOURS_KEPT: i64 = 25;
+    pub(crate) const HOURS_KEPT: i64 = 25;
 
     /// Every execution: the rows where the job's action really ran or its monitor looked
     /// (succeeded, no_change, failed), whatever the trigger. The one run count every surface
@@ -180,7 +180,7 @@ impl JobCounters {
     }
 
     /// Count one row recorded at `now` into its hour, dropping hours that fell out of the window.
-    pub fn count_hour(&mut self, status: Status, cost_usd: f64, now: DateTime<Utc>) {
+    pub(crate) fn count_hour(&mut self, status: Status, cost_usd: f64, now: DateTime<Utc>) {
         let hour = now.timestamp().div_euclid(3600);
         self.hours.retain(|b| b.hour > hour - Self::HOURS_KEPT);
         let idx = Status::ALL.iter().position(|s| *s == status).unwrap_or(0);

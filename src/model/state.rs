@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Cap of the serialised per-job state.
-pub const STATE_MAX_BYTES: usize = 16 * 1024;
+pub(crate) const STATE_MAX_BYTES: usize = 16 * 1024;
 
 /// Monitor watermark kept in the job state (never shown to the model).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ pub struct BudgetStop {
 
 impl JobState {
     /// Serialised size of the notepad, the part [`STATE_MAX_BYTES`] caps.
-    pub fn notepad_size(&self) -> usize {
+    pub(crate) fn notepad_size(&self) -> usize {
         serde_json::to_vec(&self.notepad)
             .map(|v| v.len())
             .unwrap_or(usize::MAX)
@@ -78,7 +78,7 @@ impl JobState {
     /// `next` as the new state of a job whose stored state is `prior`: every part is taken,
     /// except a notepad over the cap, which is rejected alone (the prior notepad stays) with the
     /// reason returned.
-    pub fn merge_capped(prior: &JobState, mut next: JobState) -> (JobState, Option<String>) {
+    pub(crate) fn merge_capped(prior: &JobState, mut next: JobState) -> (JobState, Option<String>) {
         let size = next.notepad_size();
         if size <= STATE_MAX_BYTES {
             return (next, None);

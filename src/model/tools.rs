@@ -45,7 +45,7 @@ pub struct McpServerDef {
 }
 
 /// The MCP protocol versions `protocol_version:` accepts, oldest first.
-pub const MCP_PROTOCOL_VERSIONS: [&str; 5] = [
+pub(crate) const MCP_PROTOCOL_VERSIONS: [&str; 5] = [
     "2024-11-05",
     "2025-03-26",
     "2025-06-18",
@@ -171,7 +171,7 @@ pub enum ToolPattern {
 }
 
 /// The longest tool name an MCP server may give (the protocol's own bound).
-pub const MAX_MCP_TOOL_NAME: usize = 128;
+pub(crate) const MAX_MCP_TOOL_NAME: usize = 128;
 
 impl ToolPattern {
     /// Reads an entry: the text before the first `.` is the server, `*` after it means every
@@ -222,7 +222,7 @@ impl ToolPattern {
 
     /// Whether this entry admits the tool called `qualified` (`server.tool`, or a command
     /// tool's name).
-    pub fn admits(&self, qualified: &str) -> bool {
+    pub(crate) fn admits(&self, qualified: &str) -> bool {
         match self {
             ToolPattern::Tool { server, tool } => qualified
                 .split_once('.')
@@ -247,7 +247,7 @@ impl std::fmt::Display for ToolPattern {
 
 /// The longest name a provider accepts for a tool (OpenAI's and Anthropic's
 /// `^[a-zA-Z0-9_-]{1,64}$`).
-pub const MAX_WIRE_NAME: usize = 64;
+pub(crate) const MAX_WIRE_NAME: usize = 64;
 
 /// The name the model is given for the tool the jobs file calls `qualified`: `server.tool`
 /// becomes `server__tool`; a command tool keeps its name. Any character providers refuse
@@ -285,7 +285,7 @@ pub fn wire_name(qualified: &str) -> String {
 
 /// Whether `s` is a name providers accept as it is (`^[a-zA-Z0-9_-]{1,64}$`): what a command
 /// tool's or a server's name must be.
-pub fn valid_wire_name(s: &str) -> bool {
+pub(crate) fn valid_wire_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_WIRE_NAME
         && s.bytes()

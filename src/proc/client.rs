@@ -398,7 +398,7 @@ fn exit_code(spec: &ProcSpec<'_>, timed_out: bool, status: &[u8], err: &mut Capt
 
 /// The note added to a run's stderr when its supervisor died before it could report the
 /// command's end (its processes are killed by the zygote; the attempt failed).
-pub const SUPERVISOR_DIED: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its zygote kills the processes it left";
+pub(crate) const SUPERVISOR_DIED: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its zygote kills the processes it left";
 
 /// How long a run waits for the zygote's answer (the supervisor's pid) before it looks whether
 /// the zygote is stopped, and how often it looks again after that.

@@ -32,7 +32,7 @@ impl GroupGuard {
     }
 
     /// The group is reaped and cleaned up: do not signal it again (its id may be reused).
-    pub fn disarm(&mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.pgid = None;
     }
 }

@@ -64,7 +64,7 @@ fn kill_strays() {
 
 /// [`super::SUPERVISOR_DIED`] for a run started through an exec of `__supervise` (no zygote): the
 /// owner kills the processes left in the supervisor's process group.
-pub const SUPERVISOR_DIED_FALLBACK: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its owner killed the processes left in its process group";
+pub(crate) const SUPERVISOR_DIED_FALLBACK: &str = "cronsole: the run's supervisor died (killed by a signal) before the command ended; its owner killed the processes left in its process group";
 
 /// A supervisor this process started: its output pipes and the owner's end of its life-line.
 struct Started {

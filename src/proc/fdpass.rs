@@ -12,7 +12,7 @@ use super::sys;
 
 /// Largest request the zygote accepts (a command line and its environment changes); a larger
 /// one is started through the `__supervise` exec instead.
-pub const MAX_REQUEST: usize = 64 * 1024;
+pub(crate) const MAX_REQUEST: usize = 64 * 1024;
 const MAGIC: &[u8] = b"cronsole-run/1";
 
 /// What one run's supervisor starts, as the owner sends it to its zygote: one SEQPACKET message
@@ -73,7 +73,7 @@ impl Request {
     }
 
     /// Parse [`Request::encode`]'s bytes.
-    pub fn decode(b: &[u8]) -> Result<Request, String> {
+    pub(crate) fn decode(b: &[u8]) -> Result<Request, String> {
         use std::os::unix::ffi::OsStrExt;
         let body = b.strip_suffix(&[0]).ok_or("request not NUL-terminated")?;
         let mut f = body.split(|c| *c == 0);
@@ -160,7 +160,7 @@ pub(super) fn write_all_fd(fd: RawFd, mut b: &[u8]) {
 
 /// What a run's supervisor writes on its control socket: its pid at start, and at the end the
 /// exit code, each 4 bytes little-endian. The owner reads to end of file.
-pub fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
+pub(crate) fn parse_status(b: &[u8]) -> (Option<i32>, Option<i32>) {
     let word = |r: std::ops::Range<usize>| {
         b.get(r)
             .and_then(|w| <[u8; 4]>::try_from(w).ok())

@@ -77,13 +77,10 @@ mod sys;
 pub mod tree;
 pub mod zygote;
 
-pub use client::{SUPERVISOR_DIED, zygote_pid};
-pub use direct::GroupGuard;
-pub use exec::SUPERVISOR_DIED_FALLBACK;
+pub use client::zygote_pid;
 pub use setup::{disable_zygote, supervised, use_supervisor};
-pub use spec::{
-    Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, STANDARD_KEY_VARS, TIMEOUT_EXIT_CODE, scrub_list,
-};
+pub use spec::{Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, TIMEOUT_EXIT_CODE};
+pub(crate) use spec::{STANDARD_KEY_VARS, scrub_list};
 
 /// Run `spec.command` under `/bin/sh -c` within `spec`'s bounds, stdin closed, in `env`'s
 /// working directory with `env`'s API-key variables removed from its environment.
@@ -152,7 +149,7 @@ pub fn plain_argv(command: &str) -> Option<Vec<&str>> {
 }
 
 /// Cut `s` to at most `max` characters (no marker). Returns whether anything was cut.
-pub fn cut_chars(s: &str, max: usize) -> (&str, bool) {
+pub(crate) fn cut_chars(s: &str, max: usize) -> (&str, bool) {
     match s.char_indices().nth(max) {
         None => (s, false),
         Some((idx, _)) => (&s[..idx], true),
@@ -160,7 +157,7 @@ pub fn cut_chars(s: &str, max: usize) -> (&str, bool) {
 }
 
 /// Bytes to keep while reading so that `chars` characters of UTF-8 survive decoding.
-pub fn bytes_for_chars(chars: usize) -> usize {
+pub(crate) fn bytes_for_chars(chars: usize) -> usize {
     chars.saturating_mul(4)
 }
 

@@ -110,11 +110,11 @@ pub enum ProcError {
 
 /// Standard API-key variables that are always removed from a command's environment (besides
 /// each configured agent's `api_key_env`), unless a job lets them through.
-pub const STANDARD_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+pub(crate) const STANDARD_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// The variables to remove for one job: [`STANDARD_KEY_VARS`] and every agent's key variable,
 /// minus the job's `env_passthrough`.
-pub fn scrub_list<'a>(
+pub(crate) fn scrub_list<'a>(
     agent_key_vars: impl IntoIterator<Item = &'a str>,
     passthrough: &[String],
 ) -> Vec<String> {

@@ -65,9 +65,9 @@ use super::{sys, tree};
 /// The hidden subcommand (first argument) that runs a supervisor.
 pub const SUBCOMMAND: &str = "__supervise";
 /// Exit code when the command could not be started.
-pub const SPAWN_FAILED: i32 = 127;
+pub(crate) const SPAWN_FAILED: i32 = 127;
 /// Exit code when the owner stopped sending heartbeats (dead-man switch).
-pub const STALLED: i32 = 125;
+pub(crate) const STALLED: i32 = 125;
 
 /// Parsed `__supervise [--stall-ms N] -- PROGRAM ARGS…`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub struct Args {
 }
 
 /// Parse the arguments after [`SUBCOMMAND`].
-pub fn parse_args(args: &[String]) -> Result<Args, String> {
+pub(crate) fn parse_args(args: &[String]) -> Result<Args, String> {
     let mut stall = None;
     let mut i = 0;
     while i < args.len() {

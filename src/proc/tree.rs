@@ -18,7 +18,7 @@ use super::sys;
 /// Every process whose parent chain leads to `root`. Walked down from `root` through the
 /// kernel's child lists; without them, through every process's parent link. A process forked
 /// during the walk may be missed: callers repeat until nothing is left.
-pub fn descendants_of(root: i32) -> Vec<i32> {
+pub(crate) fn descendants_of(root: i32) -> Vec<i32> {
     if !child_lists() {
         return subtree(&parent_links(), root);
     }
@@ -160,7 +160,7 @@ pub(super) fn kill_group_now(pgid: i32) {
 /// group the owner made for that supervisor (its pid). A process group id is not reused while
 /// the group has a member, so this cannot reach another run. Blocking (a few milliseconds per
 /// round, while a process forks as it dies).
-pub fn kill_group(pgid: i32, limit: Duration) {
+pub(crate) fn kill_group(pgid: i32, limit: Duration) {
     if pgid <= 1 {
         return;
     }
@@ -176,7 +176,7 @@ pub fn kill_group(pgid: i32, limit: Duration) {
 /// (no zygote): a supervisor killed outright then leaves its run's processes — a `setsid`
 /// escapee included, which its process group ([`kill_group`]) does not hold — to the owner,
 /// which kills and reaps them ([`reap_strays`]). `false` when the kernel refused.
-pub fn become_subreaper() -> bool {
+pub(crate) fn become_subreaper() -> bool {
     sys::become_subreaper()
 }
 
@@ -186,7 +186,7 @@ pub fn become_subreaper() -> bool {
 /// running this very executable (a supervisor, the zygote, or a fork of this process about to
 /// exec one: its pid is not known yet). Repeats until none is left or `limit` passes.
 /// Blocking.
-pub fn reap_strays(limit: Duration, ours: &dyn Fn(i32) -> bool) {
+pub(crate) fn reap_strays(limit: Duration, ours: &dyn Fn(i32) -> bool) {
     let me = my_pid();
     let exe = |pid: &str| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     let mine = exe("self");

@@ -125,7 +125,13 @@ pub fn parse_schedule(input: &str, tz: &str) -> Result<ScheduleSpec, ScheduleErr
     {
         return cron(&s);
     }
-    let interval = lower.strip_prefix("every ").unwrap_or(&lower);
+    interval(&s, &lower)
+}
+
+/// The interval forms (`every 5m`, `hourly`'s spelled-out kin, `*/10m`), and what a day word
+/// without a time of day is told instead.
+fn interval(s: &str, lower: &str) -> Result<ScheduleSpec, ScheduleError> {
+    let interval = lower.strip_prefix("every ").unwrap_or(lower);
     let interval = match interval {
         "second" => "1s",
         "minute" => "1m",

@@ -1,4 +1,4 @@
-//! Two console actions of issue 16: `D`, the dry run of the job at the cursor (the text of
+//! Two console actions: `D`, the dry run of the job at the cursor (the text of
 //! `cronsole dry-run NAME` in a scrollable view: gates run, the prompt assembled, no model call,
 //! no delivery, no state change), and `P`, pause or resume every job the filters show, after a
 //! y/n prompt naming how many.

@@ -529,3 +529,39 @@ mod tests {
         assert_eq!(lookup(Global, &KeyEvent::from(Char('c'))), None);
     }
 }
+
+#[cfg(test)]
+mod guide {
+    use super::KEYMAP;
+
+    /// The guide's console page lists every key of the table: a binding added without a line
+    /// in `docs/guide/console.md` (its "Keys" section) fails here, so the page cannot drift from
+    /// what the console answers to.
+    #[test]
+    fn the_console_guide_names_every_key() {
+        let page = include_str!("../../docs/guide/console.md");
+        let keys = page
+            .split("\n## Keys\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("docs/guide/console.md has a Keys section");
+        let mut missing = Vec::new();
+        for b in KEYMAP {
+            let forms: Vec<&str> = match b.label {
+                "/" => vec!["/"],
+                label => label.split('/').filter(|f| !f.is_empty()).collect(),
+            };
+            for form in forms {
+                // One character is written in backticks (`p`); a named key as its name (Tab).
+                let named = form.chars().count() > 1 && keys.contains(form);
+                if !named && !keys.contains(&format!("`{form}`")) {
+                    missing.push(format!("{form} ({})", b.help));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "keys docs/guide/console.md does not list under \"Keys\": {missing:?}"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! The console (SPEC §13.1): a live ratatui dashboard of jobs, leases, cost burn and history
+//! The console: a live ratatui dashboard of jobs, leases, cost burn and history
 //! over the engine's published [`Snapshot`]s and [`Event`]s, sending [`Command`]s back.
 //!
 //! Owns: the terminal while the console runs (init, event loop, restore on quit, error and

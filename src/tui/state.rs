@@ -17,7 +17,7 @@
 //! for queries through [`Action::Load`]), the terminal, the clock (the loop writes `now` before
 //! each frame).
 //!
-//! Decisions where SPEC §13.1 is silent:
+//! Decisions:
 //! - `f` filters both the jobs table (by each job's *last* status) and the history stream.
 //! - `/` filters live while typing; `Enter` keeps the filter and puts the selection on the first
 //!   match; `Esc` (in the prompt or on the main screen) clears it.
@@ -716,19 +716,7 @@ impl App {
                 }
             }
             Cmd::Help => self.dialog.help = !self.dialog.help,
-            Cmd::Back => {
-                if self.dialog.help {
-                    self.dialog.help = false;
-                } else if self.mode != Mode::Main {
-                    self.mode = Mode::Main;
-                    self.viewer.reset_scroll();
-                } else {
-                    self.filters = Filters::default();
-                    self.history.job = None;
-                    self.history.reset_pages();
-                    self.rebuild(None);
-                }
-            }
+            Cmd::Back => self.back(),
             Cmd::Sort => {
                 self.jobs.sort = self.jobs.sort.next();
                 self.rebuild(None);
@@ -746,19 +734,7 @@ impl App {
             }
             Cmd::NameFilter => self.dialog.ask_name(&self.filters.name),
             Cmd::TogglePause => return self.toggle_pause(),
-            Cmd::Trigger => {
-                let Some(j) = self.target_job() else {
-                    return Action::None;
-                };
-                let name = j.def.name.clone();
-                if j.rt.lease.is_some() {
-                    self.notice = Some(format!("{name} is running: not triggered"));
-                } else if j.rt.retired {
-                    self.notice = Some(format!("{name} is retired: not triggered"));
-                } else {
-                    self.dialog.prompt = Prompt::ConfirmTrigger(name);
-                }
-            }
+            Cmd::Trigger => return self.ask_trigger(),
             Cmd::Detail if self.mode == Mode::Main && self.pane == Pane::History => {
                 let Some(row) = self.selected_run().cloned() else {
                     return Action::None;
@@ -766,67 +742,9 @@ impl App {
                 self.mode = Mode::Run(Box::new(row));
                 self.viewer.reset_scroll();
             }
-            Cmd::Retry => {
-                let row = match &self.mode {
-                    Mode::Run(r) => Some((**r).clone()),
-                    Mode::Main if self.pane == Pane::History => self.selected_run().cloned(),
-                    _ => None,
-                };
-                let Some(row) = row else {
-                    self.notice =
-                        Some("R retries a run: put the History cursor on it (Tab)".into());
-                    return Action::Redraw;
-                };
-                if !matches!(
-                    row.status,
-                    Status::Failed | Status::Abandoned | Status::Missed
-                ) {
-                    self.notice = Some(format!(
-                        "{}: a {} run is not retried (only failed, abandoned, missed)",
-                        row.job, row.status
-                    ));
-                    return Action::Redraw;
-                }
-                self.dialog.prompt = Prompt::ConfirmRetry {
-                    job: row.job,
-                    run_id: row.run_id,
-                };
-            }
-            Cmd::Cancel => {
-                let Some(j) = self.target_job() else {
-                    return Action::None;
-                };
-                let name = j.def.name.clone();
-                let queued = j.rt.trigger_requested_at.is_some() || j.rt.queued > 0;
-                if j.rt.lease.is_none() && !queued {
-                    self.notice = Some(format!("{name} is not running and has nothing queued"));
-                } else {
-                    self.dialog.prompt = Prompt::ConfirmCancel(name);
-                }
-            }
-            Cmd::Approve | Cmd::Deny => {
-                let Some(j) = self.target_job() else {
-                    return Action::None;
-                };
-                let name = j.def.name.clone();
-                let waiting = j.rt.lease.as_ref().and_then(|l| {
-                    l.awaiting
-                        .as_ref()
-                        .filter(|a| a.answer.is_none())
-                        .map(|a| (l.run_id, a.tool.clone()))
-                });
-                match waiting {
-                    Some((run_id, tool)) => {
-                        self.dialog.prompt = Prompt::ConfirmAnswer {
-                            job: name,
-                            run_id,
-                            tool,
-                            approve: cmd == Cmd::Approve,
-                        };
-                    }
-                    None => self.notice = Some(format!("{name} has no call awaiting approval")),
-                }
-            }
+            Cmd::Retry => return self.ask_retry(),
+            Cmd::Cancel => return self.ask_cancel(),
+            Cmd::Approve | Cmd::Deny => return self.ask_answer(cmd == Cmd::Approve),
             Cmd::Detail => {
                 let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
@@ -862,6 +780,106 @@ impl App {
             Cmd::DryRun => return self.open_dry_run(),
             Cmd::PauseFiltered => return self.ask_bulk_pause(),
             Cmd::Yes | Cmd::No | Cmd::Apply => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    /// Esc: close help, leave a view, or clear the filters on the main screen.
+    fn back(&mut self) {
+        if self.dialog.help {
+            self.dialog.help = false;
+        } else if self.mode != Mode::Main {
+            self.mode = Mode::Main;
+            self.viewer.reset_scroll();
+        } else {
+            self.filters = Filters::default();
+            self.history.job = None;
+            self.history.reset_pages();
+            self.rebuild(None);
+        }
+    }
+
+    /// `t`: ask to trigger the selected job, unless it is running or retired.
+    fn ask_trigger(&mut self) -> Action {
+        let Some(j) = self.target_job() else {
+            return Action::None;
+        };
+        let name = j.def.name.clone();
+        if j.rt.lease.is_some() {
+            self.notice = Some(format!("{name} is running: not triggered"));
+        } else if j.rt.retired {
+            self.notice = Some(format!("{name} is retired: not triggered"));
+        } else {
+            self.dialog.prompt = Prompt::ConfirmTrigger(name);
+        }
+        Action::Redraw
+    }
+
+    /// `R`: ask to retry the run under the cursor (failed, abandoned or missed only).
+    fn ask_retry(&mut self) -> Action {
+        let row = match &self.mode {
+            Mode::Run(r) => Some((**r).clone()),
+            Mode::Main if self.pane == Pane::History => self.selected_run().cloned(),
+            _ => None,
+        };
+        let Some(row) = row else {
+            self.notice = Some("R retries a run: put the History cursor on it (Tab)".into());
+            return Action::Redraw;
+        };
+        if !matches!(
+            row.status,
+            Status::Failed | Status::Abandoned | Status::Missed
+        ) {
+            self.notice = Some(format!(
+                "{}: a {} run is not retried (only failed, abandoned, missed)",
+                row.job, row.status
+            ));
+            return Action::Redraw;
+        }
+        self.dialog.prompt = Prompt::ConfirmRetry {
+            job: row.job,
+            run_id: row.run_id,
+        };
+        Action::Redraw
+    }
+
+    /// `X`: ask to cancel the selected job's run or queued work.
+    fn ask_cancel(&mut self) -> Action {
+        let Some(j) = self.target_job() else {
+            return Action::None;
+        };
+        let name = j.def.name.clone();
+        let queued = j.rt.trigger_requested_at.is_some() || j.rt.queued > 0;
+        if j.rt.lease.is_none() && !queued {
+            self.notice = Some(format!("{name} is not running and has nothing queued"));
+        } else {
+            self.dialog.prompt = Prompt::ConfirmCancel(name);
+        }
+        Action::Redraw
+    }
+
+    /// `a`/`x`: approve or deny the call the job at the cursor awaits approval for (y/n).
+    fn ask_answer(&mut self, approve: bool) -> Action {
+        let Some(j) = self.target_job() else {
+            return Action::None;
+        };
+        let name = j.def.name.clone();
+        let waiting = j.rt.lease.as_ref().and_then(|l| {
+            l.awaiting
+                .as_ref()
+                .filter(|a| a.answer.is_none())
+                .map(|a| (l.run_id, a.tool.clone()))
+        });
+        match waiting {
+            Some((run_id, tool)) => {
+                self.dialog.prompt = Prompt::ConfirmAnswer {
+                    job: name,
+                    run_id,
+                    tool,
+                    approve,
+                };
+            }
+            None => self.notice = Some(format!("{name} has no call awaiting approval")),
         }
         Action::Redraw
     }
@@ -1583,7 +1601,7 @@ mod tests {
         assert!(a.notice.as_deref().unwrap().starts_with("RECOVERED"));
     }
 
-    /// Issue 14: the detail view reads the job's record from the store when it opens and once
+    /// The detail view reads the job's record from the store when it opens and once
     /// per snapshot while it stays open; it draws from that record.
     #[test]
     fn the_detail_view_asks_for_its_record_once_per_snapshot() {

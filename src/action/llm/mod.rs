@@ -1,4 +1,4 @@
-//! The agent action (SPEC §10.2): one attempt of an LLM call over the OpenAI-compatible
+//! The agent action: one attempt of an LLM call over the OpenAI-compatible
 //! `{base_url}/chat/completions` wire format (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter…) or
 //! Anthropic's `{base_url}/v1/messages`, plus the shared outbound HTTP client.
 //!
@@ -14,10 +14,10 @@
 //! error text passes through a redactor that replaces the key with `[redacted]`, so neither
 //! `Display` nor `Debug` of an [`LlmError`] can carry it, even when a server echoes it back.
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - 429 with a usable `Retry-After` → [`LlmError::RateLimited`] carrying `retry_at` (the server's
 //!   instant, capped at now + 86 400 s). **The caller** holds the job until
-//!   [`LlmError::hold_until`] = `retry_at + HOLD_MARGIN` (60 s, SPEC §10.2) and does not retry.
+//!   [`LlmError::hold_until`] = `retry_at + HOLD_MARGIN` (60 s) and does not retry.
 //!   A `Retry-After` that is neither delta-seconds nor an RFC 1123 date (e.g. `soon`, `-5`, `1.5`)
 //!   is unusable: the 429 is a plain, retryable [`LlmError::Http`] failure.
 //! - Retryable: timeouts, transport errors, 5xx, 408, 429 without a hold, malformed replies.
@@ -56,7 +56,8 @@ use crate::clock::Clock;
 use crate::cost::{CacheTokens, PriceTable, RunCost, TokenUsage};
 use crate::model::{AgentDef, Provider};
 
-/// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold (§10.2).
+/// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold: a
+/// margin past the server's own instant, so the next call does not land on the limit's edge.
 pub const HOLD_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 /// `Retry-After` values are capped at this many seconds from now.
 pub const RETRY_AFTER_CAP_SECS: i64 = 86_400;
@@ -313,7 +314,8 @@ pub async fn call_turn(
             });
         }
     };
-    // Logged: where and what, never the key (SPEC §13.3) nor the prompt or reply text.
+    // Logged: where and what, never the key nor the prompt or reply text (logs are read by more
+    // people than the jobs file).
     tracing::debug!(
         agent = %agent.name,
         model = %agent.model,
@@ -748,7 +750,7 @@ mod tests {
             e(Provider::Anthropic, "https://api.anthropic.com/v1").unwrap(),
             "https://api.anthropic.com/v1/messages"
         );
-        // Red team 5: a query stays a query after the appended path; a fragment is dropped.
+        // A query stays a query after the appended path; a fragment is dropped.
         assert_eq!(
             e(Provider::Openai, "http://h/v1?key=X").unwrap(),
             "http://h/v1/chat/completions?key=X"

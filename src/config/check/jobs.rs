@@ -233,36 +233,7 @@ impl Checker<'_> {
         self.check_keys(m, p, JOB_KEYS);
         let name = self.job_name(m, p, i, first_index);
         let after = self.after(m, p, name.as_deref(), first_index);
-        // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
-        // is bad (reported where it was written), so zone-dependent checks are skipped.
-        // With `after:` the schedule is optional: without one the job runs after its parents.
-        let (sched, tz) = if Self::get(m, "schedule").is_none() && Self::get(m, "after").is_some() {
-            let text = format!(
-                "after {}",
-                after
-                    .iter()
-                    .map(|a| format!("{} ({})", a.job, a.on.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            (
-                Some((schedule::ScheduleSpec::AfterOnly, text)),
-                d.tz.clone(),
-            )
-        } else {
-            self.schedule(m, p, d)
-        };
-        if let (Some(now), Some((schedule::ScheduleSpec::At { at }, _))) = (self.now, &sched)
-            && *at <= now
-        {
-            self.warn(
-                key(p, "schedule"),
-                format!(
-                    "the instant {} is in the past, so this one-shot job will never run",
-                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
-            );
-        }
+        let (sched, tz) = self.job_schedule(m, p, d, &after);
         let action = self.action(m, p, s);
         let gate = self.gate(m, p);
         let (context_from, context_max_chars, on_missing_context) = self.context(m, p, first_index);
@@ -271,24 +242,7 @@ impl Checker<'_> {
             Some(g) => g,
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
-        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the limit
-        // would silently never apply (a `once` job would run after every parent run). Refused at
-        // the key.
-        if max_runs.is_some() && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
-            let k = if Self::get(m, "max_runs").is_some() {
-                "max_runs"
-            } else {
-                "once"
-            };
-            self.error_at_key(
-                key(p, k),
-                format!(
-                    "`{k}` limits scheduled runs, and this job has no `schedule` (it runs only \
-                     after its parents), so it would never apply; put the limit on the parent \
-                     job, or give this job a `schedule`, or remove `{k}`"
-                ),
-            );
-        }
+        self.limit_without_schedule(m, p, max_runs.is_some(), sched.as_ref());
         let run_immediately = self
             .opt_bool(m, p, "run_immediately")
             .unwrap_or(d.run_immediately);
@@ -315,52 +269,8 @@ impl Checker<'_> {
             .unwrap_or(1);
         let enabled = self.opt_bool(m, p, "enabled").unwrap_or(true);
         let env_passthrough = self.env_passthrough(m, p);
-        // A tag is printed by `jobs`, `describe` and the console: control characters, bidi
-        // overrides and invisible characters (the inert-text policy's unsafe set) are refused
-        // here, as job names are, rather than stored and escaped at every output.
-        let mut tags: Vec<String> = Vec::new();
-        for (i, t) in self.opt_name_list(m, p, "tags") {
-            if t.chars().any(crate::text::is_unsafe) {
-                self.error(
-                    index(&key(p, "tags"), i),
-                    format!(
-                        "invalid tag {}: control, bidirectional and invisible characters are \
-                         not allowed in tags",
-                        show(&t)
-                    ),
-                );
-            } else {
-                tags.push(t);
-            }
-        }
-        let jitter_seconds = self
-            .opt_real(m, p, "jitter_seconds", bounds::JITTER_SECONDS)
-            .unwrap_or(d.jitter_seconds);
-        if let Some((schedule::ScheduleSpec::Every { every_seconds }, _)) = &sched
-            && jitter_seconds >= *every_seconds as f64
-        {
-            self.warn(
-                key(p, "jitter_seconds"),
-                format!(
-                    "jitter of {jitter_seconds}s is not shorter than the {every_seconds}s \
-                     interval: a slot may fire after the next one is due (each slot still fires \
-                     once, in order)"
-                ),
-            );
-        }
-        if let Some((spec @ schedule::ScheduleSpec::Cron { .. }, _)) = &sched
-            && jitter_seconds > 0.0
-            && let Some(gap) = shortest_cron_gap(spec, jitter_seconds)
-        {
-            self.warn(
-                key(p, "jitter_seconds"),
-                format!(
-                    "jitter of {jitter_seconds}s is not shorter than the {gap}s between two of \
-                     this cron schedule's slots: a slot may fire after the next one is due \
-                     (each slot still fires once, in order)"
-                ),
-            );
-        }
+        let tags = self.tags(m, p);
+        let jitter_seconds = self.jitter(m, p, d, sched.as_ref());
         let days = self.day_rule(m, p);
         let own_overlap = self.overlap_keys(m, p);
         let overlap = self.overlap_policy(p, own_overlap, Some(d.overlap));
@@ -394,6 +304,138 @@ impl Checker<'_> {
             overlap,
             after,
         })
+    }
+
+    /// The job's schedule with its display text, and its zone: with `after:` the schedule is
+    /// optional (without one the job runs after its parents); a one-shot in the past warns.
+    fn job_schedule(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        d: &Defaults,
+        after: &[crate::model::After],
+    ) -> (Option<(schedule::ScheduleSpec, String)>, Option<String>) {
+        // A bad schedule does not stop the other checks; `tz` is `None` when the zone itself
+        // is bad (reported where it was written), so zone-dependent checks are skipped.
+        // With `after:` the schedule is optional: without one the job runs after its parents.
+        let (sched, tz) = if Self::get(m, "schedule").is_none() && Self::get(m, "after").is_some() {
+            let text = format!(
+                "after {}",
+                after
+                    .iter()
+                    .map(|a| format!("{} ({})", a.job, a.on.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            (
+                Some((schedule::ScheduleSpec::AfterOnly, text)),
+                d.tz.clone(),
+            )
+        } else {
+            self.schedule(m, p, d)
+        };
+        if let (Some(now), Some((schedule::ScheduleSpec::At { at }, _))) = (self.now, &sched)
+            && *at <= now
+        {
+            self.warn(
+                key(p, "schedule"),
+                format!(
+                    "the instant {} is in the past, so this one-shot job will never run",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            );
+        }
+        (sched, tz)
+    }
+
+    /// `once`/`max_runs` on a job that has no `schedule` of its own.
+    fn limit_without_schedule(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        limited: bool,
+        sched: Option<&(schedule::ScheduleSpec, String)>,
+    ) {
+        // `once`/`max_runs` count scheduled runs; a job with only `after:` has none, so the limit
+        // would silently never apply (a `once` job would run after every parent run). Refused at
+        // the key.
+        if limited && matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _))) {
+            let k = if Self::get(m, "max_runs").is_some() {
+                "max_runs"
+            } else {
+                "once"
+            };
+            self.error_at_key(
+                key(p, k),
+                format!(
+                    "`{k}` limits scheduled runs, and this job has no `schedule` (it runs only \
+                     after its parents), so it would never apply; put the limit on the parent \
+                     job, or give this job a `schedule`, or remove `{k}`"
+                ),
+            );
+        }
+    }
+
+    /// `tags`: names, each refused when it holds characters that would disguise an output.
+    fn tags(&mut self, m: &Mapping, p: &[Seg]) -> Vec<String> {
+        // A tag is printed by `jobs`, `describe` and the console: control characters, bidi
+        // overrides and invisible characters (the inert-text policy's unsafe set) are refused
+        // here, as job names are, rather than stored and escaped at every output.
+        let mut tags: Vec<String> = Vec::new();
+        for (i, t) in self.opt_name_list(m, p, "tags") {
+            if t.chars().any(crate::text::is_unsafe) {
+                self.error(
+                    index(&key(p, "tags"), i),
+                    format!(
+                        "invalid tag {}: control, bidirectional and invisible characters are \
+                         not allowed in tags",
+                        show(&t)
+                    ),
+                );
+            } else {
+                tags.push(t);
+            }
+        }
+        tags
+    }
+
+    /// `jitter_seconds` (or the default), warned when it reaches the gap between two slots.
+    fn jitter(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        d: &Defaults,
+        sched: Option<&(schedule::ScheduleSpec, String)>,
+    ) -> f64 {
+        let jitter_seconds = self
+            .opt_real(m, p, "jitter_seconds", bounds::JITTER_SECONDS)
+            .unwrap_or(d.jitter_seconds);
+        if let Some((schedule::ScheduleSpec::Every { every_seconds }, _)) = sched
+            && jitter_seconds >= *every_seconds as f64
+        {
+            self.warn(
+                key(p, "jitter_seconds"),
+                format!(
+                    "jitter of {jitter_seconds}s is not shorter than the {every_seconds}s \
+                     interval: a slot may fire after the next one is due (each slot still fires \
+                     once, in order)"
+                ),
+            );
+        }
+        if let Some((spec @ schedule::ScheduleSpec::Cron { .. }, _)) = sched
+            && jitter_seconds > 0.0
+            && let Some(gap) = shortest_cron_gap(spec, jitter_seconds)
+        {
+            self.warn(
+                key(p, "jitter_seconds"),
+                format!(
+                    "jitter of {jitter_seconds}s is not shorter than the {gap}s between two of \
+                     this cron schedule's slots: a slot may fire after the next one is due \
+                     (each slot still fires once, in order)"
+                ),
+            );
+        }
+        jitter_seconds
     }
 
     /// `name`: required, a valid name, unique in the file (the second use is the error).

@@ -1200,7 +1200,7 @@ jobs:
         }
     );
     assert_eq!(jobs[2].schedule_text, "at:2026-12-01T09:00");
-    assert!(jobs[2].is_one_shot());
+    assert!(jobs[2].max_runs == Some(1) || jobs[2].schedule.is_at());
     assert_eq!(jobs[3].schedule, ScheduleSpec::In { seconds: 600 });
     assert_eq!(jobs[4].schedule, ScheduleSpec::Every { every_seconds: 300 });
     assert_eq!(jobs[4].schedule_text, "  Every 5m ");

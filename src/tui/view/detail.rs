@@ -9,6 +9,7 @@
 //! event loop before each frame). Must not touch: state (the scroll is clamped here when drawn,
 //! never written back).
 
+use chrono::{DateTime, Utc};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -17,7 +18,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
-use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, MonitorSource};
+use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, JobRecord, MonitorSource};
 use crate::tui::sanitize;
 use crate::tui::state::{App, Mode};
 
@@ -61,23 +62,16 @@ fn heading(s: &str) -> Line<'static> {
     )
 }
 
-fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
-    let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
-    let j = match app.record(job) {
-        Some(Some(j)) => j,
-        Some(None) => return (title, vec![Line::raw("this job is no longer in the store")]),
-        None => return (title, vec![Line::raw("reading the job from the store…")]),
-    };
-    // The table's view of the same job (schedule words, spend and executions as it counts them).
-    let row = crate::snapshot::JobRow::of(j);
-    let now = app.now;
-    let mut lines: Vec<Line<'static>> = Vec::new();
-    let kv = |k: &str, v: String| {
-        Line::from(vec![
-            Span::styled(format!("{k:<10}"), Style::new().fg(Color::DarkGray)),
-            Span::raw(v),
-        ])
-    };
+/// A `key value` line of the detail view.
+fn kv(k: &str, v: String) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!("{k:<10}"), Style::new().fg(Color::DarkGray)),
+        Span::raw(v),
+    ])
+}
+
+/// The job's state word with why it is so: retired or paused (and why), queued, cancelling.
+fn state_text(j: &JobRecord, now: DateTime<Utc>) -> String {
     let mut state = j.state_word(now).to_string();
     if let Some(r) = &j.rt.retired_reason {
         state.push_str(&format!(" ({})", sanitize::line(r)));
@@ -96,7 +90,87 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     {
         state.push_str(", cancelling");
     }
-    lines.push(kv("state", state));
+    state
+}
+
+/// Every live run's lease (`overlap: allow` may have several), and the overlap policy.
+fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>) {
+    if j.rt.lease.is_none() {
+        lines.push(Line::raw("  none"));
+    }
+    // Every live run's lease (`overlap: allow` may have several).
+    for l in j.rt.leases() {
+        {
+            let exp = if l.lease_until <= now {
+                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds()))
+            } else {
+                format!("expires in {}", dur((l.lease_until - now).num_seconds()))
+            };
+            lines.push(Line::raw(format!(
+                "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
+                sanitize::line(&l.owner),
+                when(l.claimed_at, now),
+                exp,
+                dur((now - l.last_renewed).num_seconds()),
+                l.run_id,
+                l.trigger.as_str()
+            )));
+        }
+    }
+    if !j.def.overlap.is_skip() {
+        lines.push(kv("overlap", overlap_words(j, now)));
+    }
+}
+
+/// The next 10 slots, each at the instant it fires (slot + the job's jitter).
+fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>) {
+    match (j.rt.next_slot, j.def.compile(j.rt.anchor)) {
+        (None, _) => lines.push(Line::raw("  none: no more slots")),
+        (Some(first), Ok(c)) => {
+            let mut slots = vec![first];
+            while slots.len() < 10 {
+                let Some(n) = slots.last().and_then(|t| c.next_after(*t)) else {
+                    break;
+                };
+                if j.def.until.is_some_and(|u| n > u) {
+                    break;
+                }
+                slots.push(n);
+            }
+            if j.rt.paused {
+                lines.push(Line::raw("  (paused: these will not fire until resumed)"));
+            }
+            // Each slot is shown at the instant it fires (slot + the job's jitter).
+            for s in slots.into_iter().map(|s| j.def.fire_at(s)) {
+                lines.push(Line::raw(format!(
+                    "  {}  in {}",
+                    s.format("%Y-%m-%d %H:%M:%S"),
+                    dur((s - now).num_seconds())
+                )));
+            }
+        }
+        (Some(first), Err(e)) => {
+            lines.push(Line::raw(format!(
+                "  {}",
+                first.format("%Y-%m-%d %H:%M:%S")
+            )));
+            lines.push(Line::raw(format!("  (later slots unknown: {e})")));
+        }
+    }
+}
+
+fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
+    let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
+    let j = match app.record(job) {
+        Some(Some(j)) => j,
+        Some(None) => return (title, vec![Line::raw("this job is no longer in the store")]),
+        None => return (title, vec![Line::raw("reading the job from the store…")]),
+    };
+    // The table's view of the same job (schedule words, spend and executions as it counts them).
+    let row = crate::snapshot::JobRow::of(j);
+    let now = app.now;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    lines.push(kv("state", state_text(j, now)));
     lines.push(kv(
         "schedule",
         format!(
@@ -162,67 +236,11 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
 
     lines.push(Line::raw(""));
     lines.push(heading("Lease"));
-    if j.rt.lease.is_none() {
-        lines.push(Line::raw("  none"));
-    }
-    // Every live run's lease (`overlap: allow` may have several).
-    for l in j.rt.leases() {
-        {
-            let exp = if l.lease_until <= now {
-                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds()))
-            } else {
-                format!("expires in {}", dur((l.lease_until - now).num_seconds()))
-            };
-            lines.push(Line::raw(format!(
-                "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
-                sanitize::line(&l.owner),
-                when(l.claimed_at, now),
-                exp,
-                dur((now - l.last_renewed).num_seconds()),
-                l.run_id,
-                l.trigger.as_str()
-            )));
-        }
-    }
-    if !j.def.overlap.is_skip() {
-        lines.push(kv("overlap", overlap_words(j, now)));
-    }
+    lease_lines(j, now, &mut lines);
 
     lines.push(Line::raw(""));
     lines.push(heading("Next 10 slots (UTC)"));
-    match (j.rt.next_slot, j.def.compile(j.rt.anchor)) {
-        (None, _) => lines.push(Line::raw("  none: no more slots")),
-        (Some(first), Ok(c)) => {
-            let mut slots = vec![first];
-            while slots.len() < 10 {
-                let Some(n) = slots.last().and_then(|t| c.next_after(*t)) else {
-                    break;
-                };
-                if j.def.until.is_some_and(|u| n > u) {
-                    break;
-                }
-                slots.push(n);
-            }
-            if j.rt.paused {
-                lines.push(Line::raw("  (paused: these will not fire until resumed)"));
-            }
-            // Each slot is shown at the instant it fires (slot + the job's jitter).
-            for s in slots.into_iter().map(|s| j.def.fire_at(s)) {
-                lines.push(Line::raw(format!(
-                    "  {}  in {}",
-                    s.format("%Y-%m-%d %H:%M:%S"),
-                    dur((s - now).num_seconds())
-                )));
-            }
-        }
-        (Some(first), Err(e)) => {
-            lines.push(Line::raw(format!(
-                "  {}",
-                first.format("%Y-%m-%d %H:%M:%S")
-            )));
-            lines.push(Line::raw(format!("  (later slots unknown: {e})")));
-        }
-    }
+    slot_lines(j, now, &mut lines);
 
     lines.push(Line::raw(""));
     lines.push(heading("Last 10 runs"));
@@ -486,7 +504,7 @@ mod chain_tests {
     use crate::model::{Status, Trigger};
     use crate::tui::testdata;
 
-    /// Issue 16 item 1: the run view names a chained run's parent.
+    /// The run view names a chained run's parent.
     #[test]
     fn the_run_view_names_a_chained_runs_parent() {
         let (snap, now) = testdata::fixed();

@@ -378,7 +378,7 @@ mod tests {
         assert!(w(Col::Name) >= 14);
     }
 
-    /// Issue 16 item 3: NEXT and LEFT show when the slot fires (slot + jitter), not the slot.
+    /// NEXT and LEFT show when the slot fires (slot + jitter), not the slot.
     #[test]
     fn next_and_left_show_the_jittered_fire_instant() {
         let (mut snap, now) = crate::tui::testdata::fixed();

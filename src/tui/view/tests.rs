@@ -127,14 +127,14 @@ fn over_budget_renders_clamped_with_real_percentage() {
     assert!(t.contains("$2.50 of $1.00/day (250%) OVER BUDGET"), "{t}");
 }
 
-/// Issue 11 item 6: a tenth of a cent is shown as such, not rounded to "$0.00".
+/// A tenth of a cent is shown as such, not rounded to "$0.00".
 #[test]
 fn a_budget_below_a_cent_is_shown_to_the_tenth_of_a_cent() {
     let t = text(&draw(&with_budget(0.0004, 0.001), 120, 40));
     assert!(t.contains("of $0.001/day"), "{t}");
 }
 
-/// Issue 11 item 1: when a budget stopped a model call this period, the header says so (from
+/// When a budget stopped a model call this period, the header says so (from
 /// the job's state, so a stop by another owner shows too); a stop of an earlier period does not.
 #[test]
 fn the_header_says_when_a_budget_stopped_a_call_this_period() {

@@ -1,4 +1,4 @@
-//! `cronsole probe` and `cronsole diff` (SPEC §13.2).
+//! `cronsole probe` and `cronsole diff`.
 //!
 //! Owns: argument checks, printing and exit codes of these two commands. Must not touch: probe or
 //! diff logic (that is `cronsole::gate`), the engine.
@@ -71,7 +71,7 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         .context("could not start the async runtime")?;
     // The probed URL's tokens, in every form a server may echo them (a redirect's Location
     // carrying `next=<the request>`, an error page): redacted by value in whatever is printed,
-    // as a monitor's row is (red team 6).
+    // as a monitor's row is.
     let secrets = cronsole::text::Secrets::new(
         a.url
             .as_deref()

@@ -201,45 +201,8 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             })?),
             None => None,
         };
-        // The jobs file's warnings go to the log too, and to the console's notice line.
-        let warnings: Vec<String> = loaded
-            .iter()
-            .flat_map(|l| &l.warnings)
-            .map(super::inert)
-            .collect();
-        for w in &warnings {
-            tracing::warn!("{w}");
-        }
-        if let Some(l) = &loaded {
-            let file = l.file.clone();
-            let now = clock.now();
-            let report = engine::blocking(&store, move |s| s.apply(&file, now)).await?;
-            let summary = format!(
-                "applied {}: {}",
-                jobs.as_deref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-                apply_counts(&report, false)
-            );
-            tracing::info!("{summary}");
-            for r in &report.recounted {
-                tracing::info!("{}", super::recount_line(r));
-            }
-            if mode == Mode::Headless {
-                eprintln!(
-                    "{}",
-                    super::inert(&format!("cronsole: {summary}; store {}", store.location()))
-                );
-                for r in &report.recounted {
-                    eprintln!("cronsole: {}", super::recount_line(r));
-                }
-            }
-        } else if mode == Mode::Headless {
-            eprintln!(
-                "cronsole: no jobs file given (--jobs FILE); running the jobs already in {}",
-                store.location()
-            );
-        }
+        let warnings =
+            apply_at_start(loaded.as_ref(), jobs.as_deref(), &store, &clock, mode).await?;
         let mut cfg = EngineConfig::new(engine::new_owner_id());
         cfg.max_concurrent = usize::try_from(run.max_concurrent).unwrap_or(usize::MAX);
         cfg.shutdown_grace = opts.grace;
@@ -262,19 +225,6 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         let max_quiet = (change_poll * 40).max(std::time::Duration::from_secs(10));
         let service_stop = tokio_util::sync::CancellationToken::new();
         if let (Some(m), Some(listener)) = (&metrics, listener) {
-            if let Ok(a) = listener.local_addr() {
-                tracing::info!(addr = %a, "serving /metrics and /healthz");
-                if mode == Mode::Headless {
-                    eprintln!(
-                        "cronsole: metrics at http://{a}/metrics, health at http://{a}/healthz"
-                    );
-                }
-            }
-            tokio::spawn(metrics::feed(
-                Arc::clone(m),
-                handle.events.subscribe(),
-                Arc::clone(&clock),
-            ));
             let ep = http::Endpoint {
                 metrics: Arc::clone(m),
                 store: Arc::clone(&store),
@@ -283,7 +233,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 engine_stopped: handle.shutdown.clone(),
                 max_quiet,
             };
-            tokio::spawn(http::serve(listener, ep, service_stop.clone()));
+            serve_metrics(ep, listener, handle.events.subscribe(), mode, &service_stop);
         }
         let notifier = sdnotify::Notifier::from_env();
         tokio::spawn(sdnotify::supervise(
@@ -313,6 +263,77 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         service_stop.cancel();
         r
     })
+}
+
+/// Apply the jobs file (when one was given) before the engine starts, and say so; returns the
+/// file's warnings, which also go to the log and to the console's notice line.
+async fn apply_at_start(
+    loaded: Option<&config::Loaded>,
+    jobs: Option<&Path>,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    mode: Mode,
+) -> Result<Vec<String>> {
+    // The jobs file's warnings go to the log too, and to the console's notice line.
+    let warnings: Vec<String> = loaded
+        .iter()
+        .flat_map(|l| &l.warnings)
+        .map(super::inert)
+        .collect();
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    if let Some(l) = loaded {
+        let file = l.file.clone();
+        let now = clock.now();
+        let report = engine::blocking(store, move |s| s.apply(&file, now)).await?;
+        let summary = format!(
+            "applied {}: {}",
+            jobs.map(|p| p.display().to_string()).unwrap_or_default(),
+            apply_counts(&report, false)
+        );
+        tracing::info!("{summary}");
+        for r in &report.recounted {
+            tracing::info!("{}", super::recount_line(r));
+        }
+        if mode == Mode::Headless {
+            eprintln!(
+                "{}",
+                super::inert(&format!("cronsole: {summary}; store {}", store.location()))
+            );
+            for r in &report.recounted {
+                eprintln!("cronsole: {}", super::recount_line(r));
+            }
+        }
+    } else if mode == Mode::Headless {
+        eprintln!(
+            "cronsole: no jobs file given (--jobs FILE); running the jobs already in {}",
+            store.location()
+        );
+    }
+    Ok(warnings)
+}
+
+/// Serve `/metrics` and `/healthz` on the listener bound at start, fed by the engine's events.
+fn serve_metrics(
+    ep: http::Endpoint,
+    listener: tokio::net::TcpListener,
+    events: tokio::sync::broadcast::Receiver<engine::Event>,
+    mode: Mode,
+    service_stop: &tokio_util::sync::CancellationToken,
+) {
+    if let Ok(a) = listener.local_addr() {
+        tracing::info!(addr = %a, "serving /metrics and /healthz");
+        if mode == Mode::Headless {
+            eprintln!("cronsole: metrics at http://{a}/metrics, health at http://{a}/healthz");
+        }
+    }
+    tokio::spawn(metrics::feed(
+        Arc::clone(&ep.metrics),
+        events,
+        Arc::clone(&ep.clock),
+    ));
+    tokio::spawn(http::serve(listener, ep, service_stop.clone()));
 }
 
 /// The headless signal streams, installed before the engine starts so a signal during start-up

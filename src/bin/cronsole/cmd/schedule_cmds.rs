@@ -1,4 +1,4 @@
-//! `cronsole next`: preview the slots of any schedule-grammar form (SPEC §13.2).
+//! `cronsole next`: preview the slots of any schedule-grammar form.
 //!
 //! Owns: reading the command's arguments, computing slots through `cronsole::schedule`, and
 //! printing them. Must not touch: the store or the engine (it needs neither).
@@ -40,6 +40,32 @@ fn job_of_file(file: Option<&std::path::Path>, name: &str) -> Result<JobDef> {
         .into_iter()
         .find(|j| j.name == name)
         .ok_or_else(|| bad_input(format!("no job named '{name}' in {}", path.display())))
+}
+
+/// Up to `count` slots from `reference`: backwards (before it) or forwards (after it).
+fn walk(
+    compiled: &Compiled,
+    reference: DateTime<Utc>,
+    backwards: bool,
+    count: u64,
+) -> Vec<DateTime<Utc>> {
+    let mut slots = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(10_000));
+    let mut cur = reference;
+    while (slots.len() as u64) < count {
+        let s = if backwards {
+            compiled.prev_before(cur)
+        } else {
+            compiled.next_after(cur)
+        };
+        match s {
+            Some(s) => {
+                slots.push(s);
+                cur = s;
+            }
+            None => break,
+        }
+    }
+    slots
 }
 
 pub fn next(a: &NextArgs) -> Result<ExitCode> {
@@ -90,22 +116,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     // What the store acts on: the slot plus the job's jitter (the slot itself without --job).
     let fire = |s: DateTime<Utc>| job.as_ref().map_or(s, |j| j.fire_at(s));
 
-    let mut slots = Vec::with_capacity(a.count as usize);
-    let mut cur = reference;
-    while (slots.len() as u64) < a.count {
-        let s = if before.is_some() {
-            compiled.prev_before(cur)
-        } else {
-            compiled.next_after(cur)
-        };
-        match s {
-            Some(s) => {
-                slots.push(s);
-                cur = s;
-            }
-            None => break,
-        }
-    }
+    let slots = walk(&compiled, reference, before.is_some(), a.count);
 
     if a.json {
         let mut v = serde_json::json!({

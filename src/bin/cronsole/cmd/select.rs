@@ -1,4 +1,4 @@
-//! Bulk selection for `pause`, `resume` and `trigger` (issue 16 item 5): names, globs
+//! Bulk selection for `pause`, `resume` and `trigger`: names, globs
 //! (`'report-*'`, `'db-?'`), `--tag T` and `--all`, resolved against the store's jobs.
 //!
 //! Owns: turning a [`SelectArgs`] into the sorted, de-duplicated list of job names it means.

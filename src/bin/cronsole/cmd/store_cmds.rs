@@ -526,20 +526,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     let words = sched
         .as_ref()
         .map_or_else(|| rec.def.schedule_text.clone(), |c| c.describe());
-    let firing = rec.fires();
-    let mut next = Vec::new();
-    if let (true, Some(c), Some(mut t)) = (firing, &sched, rec.rt.next_slot) {
-        while next.len() < DESCRIBE_SLOTS {
-            if rec.def.until.is_some_and(|u| t > u) {
-                break;
-            }
-            next.push(t);
-            match c.next_after(t) {
-                Some(n) => t = n,
-                None => break,
-            }
-        }
-    }
+    let next = next_slots(&rec, sched.as_ref());
     let runs = store.history(&HistoryQuery {
         job: Some(a.name.clone()),
         limit: DESCRIBE_RUNS,
@@ -572,12 +559,44 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
+    describe_definition(&rec, &words, zone, now);
+    describe_slots(&rec, &next, zone, now);
+    describe_counters(&rec, &settings, period, zone, now);
+    describe_runs(&runs, zone);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `describe`'s `key: value` line.
+fn kv(k: &str, v: String) {
+    println!("{k:<12} {v}");
+}
+
+/// The next slots `describe` shows (none for a job that does not fire).
+fn next_slots(rec: &JobRecord, sched: Option<&cronsole::schedule::Compiled>) -> Vec<DateTime<Utc>> {
+    let firing = rec.fires();
+    let mut next = Vec::new();
+    if let (true, Some(c), Some(mut t)) = (firing, sched, rec.rt.next_slot) {
+        while next.len() < DESCRIBE_SLOTS {
+            if rec.def.until.is_some_and(|u| t > u) {
+                break;
+            }
+            next.push(t);
+            match c.next_after(t) {
+                Some(n) => t = n,
+                None => break,
+            }
+        }
+    }
+    next
+}
+
+/// What the job is: name, state, schedule, action, gate, limits, sinks, tags, chains.
+fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<Utc>) {
     let d = &rec.def;
-    let kv = |k: &str, v: String| println!("{k:<12} {v}");
     kv("name:", d.name.clone());
     kv(
         "state:",
-        format!("{} — {}", state_text(&rec, now), note_text(&rec, zone, now)),
+        format!("{} — {}", state_text(rec, now), note_text(rec, zone, now)),
     );
     kv(
         "schedule:",
@@ -658,6 +677,10 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
                 .join(", "),
         );
     }
+}
+
+/// When it fires next, and what is queued.
+fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: DateTime<Utc>) {
     if next.is_empty() {
         kv("next:", "n/a".to_string());
     }
@@ -697,6 +720,17 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             format!("manual trigger requested {}", when::passed(t, now)),
         );
     }
+}
+
+/// Its runs, its spend and its forecast.
+fn describe_counters(
+    rec: &JobRecord,
+    settings: &cronsole::model::Settings,
+    period: f64,
+    zone: Zone,
+    now: DateTime<Utc>,
+) {
+    let d = &rec.def;
     let c = &rec.rt.counters;
     let rows: u64 = c.by_status.values().sum();
     kv(
@@ -726,7 +760,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             }
         ),
     );
-    let f = cronsole::forecast::compute(std::slice::from_ref(&rec), &settings, now);
+    let f = cronsole::forecast::compute(std::slice::from_ref(rec), settings, now);
     match f.jobs.first() {
         Some(j) => kv(
             "forecast:",
@@ -745,12 +779,16 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             ),
         ),
     }
+}
+
+/// Its last runs, newest first.
+fn describe_runs(runs: &[cronsole::model::HistoryRow], zone: Zone) {
     if runs.is_empty() {
         kv("last runs:", "none yet".to_string());
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     println!("last runs:");
-    for r in &runs {
+    for r in runs {
         let mut why = r
             .reason
             .as_deref()
@@ -771,7 +809,6 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             one_line(&cronsole::model::truncate_marked(why, 80)).trim_end()
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
