@@ -688,19 +688,24 @@ pub fn too_small_reason(scope: &str, limit: f64, period: BudgetPeriod, worst: f6
 }
 
 /// The skip reason of a call refused because what is left of a limit does not cover its worst
-/// case (the limit could pay for it in a fresh period).
+/// case (the limit could pay for it in a fresh period): `spent` this period and `held` by runs
+/// in flight. It starts `budget reached: SCOPE LIMIT/PERIOD` so a reader can tell the limit.
 pub fn reached_reason(
     scope: &str,
     limit: f64,
     period: BudgetPeriod,
-    left: f64,
+    spent: f64,
+    held: f64,
     worst: f64,
 ) -> String {
     format!(
-        "{BUDGET_REACHED}: {} left of the {scope} limit {}/{}, this call may cost up to {}",
-        usd(left.max(0.0)),
+        "{BUDGET_REACHED}: {scope} {}/{}, {} left (spent {}, in flight {}); this call may cost \
+         up to {}",
         usd(limit),
         period_word(period),
+        usd((limit - spent - held).max(0.0)),
+        usd(spent),
+        usd(held),
         usd_up(worst)
     )
 }
@@ -1234,9 +1239,9 @@ mod tests {
              $0.002/day"
         );
         assert_eq!(
-            reached_reason("global", 0.25, BudgetPeriod::Day, 0.0003, worst),
-            "budget reached: $0.0003 left of the global limit $0.25/day, this call may cost up \
-             to $0.0026"
+            reached_reason("global", 0.25, BudgetPeriod::Day, 0.2487, 0.001, worst),
+            "budget reached: global $0.25/day, $0.0003 left (spent $0.25, in flight $0.001); \
+             this call may cost up to $0.0026"
         );
         let (tokens, raise) = one_call_fixes(mini, 300, 0.002, worst);
         // 364 input tokens at $0.15/M leave room for 3242 output tokens at $0.60/M.

@@ -109,7 +109,7 @@ pub fn budgets(
         } else if !(used < limit && used + worst <= limit) {
             out.push(Blocker::new(
                 BlockerCode::BudgetReached,
-                cost::reached_reason(scope, limit, period, limit - used, worst),
+                cost::reached_reason(scope, limit, period, used, 0.0, worst),
             ));
         }
     }
@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(b[0].code, BlockerCode::BudgetReached);
         assert!(
             b[0].reason
-                .starts_with("budget reached: $0.0003 left of the global limit"),
+                .starts_with("budget reached: global $0.25/day, $0.0003 left (spent $0.25,"),
             "{b:?}"
         );
         // Room enough: nothing.

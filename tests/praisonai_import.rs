@@ -135,7 +135,7 @@ fn import_praisonai_converts_the_reference_examples() {
     std::fs::write(&out_file, &yaml).unwrap();
     let (_, v, _) = run_plain(&dir, &["validate", out_file.to_str().unwrap()]);
     assert!(
-        v.contains("new-cron: 0 7 * * * — at 07:00 every day (UTC)"),
+        v.contains("new-cron: 0 7 * * * — at 07:00 every day (UTC) (on the clock)"),
         "{v}"
     );
 

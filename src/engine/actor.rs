@@ -334,7 +334,7 @@ impl Actor {
         let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
         tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
         for r in outcome.rows {
-            let _ = self.ev_tx.send(Event::Row(r));
+            let _ = self.ev_tx.send(Event::row(r));
         }
         for claim in outcome.claims {
             self.start_run(runs, claim, settings.clone());
@@ -429,7 +429,7 @@ impl Actor {
             Ok(f) => {
                 self.in_flight.remove(&f.run_id);
                 for r in f.rows {
-                    let _ = self.ev_tx.send(Event::Row(r));
+                    let _ = self.ev_tx.send(Event::row(r));
                 }
             }
             Err(e) => self.reap_failed(&e),

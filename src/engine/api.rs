@@ -66,6 +66,31 @@ pub enum Event {
     Notice(String),
 }
 
+impl Event {
+    /// The event of a history row this process wrote, logged on the way: the log (`cronsole
+    /// logs`, `logs --job NAME`) has one line per row even while the console draws, which
+    /// leaves the terminal to the screen.
+    pub(crate) fn row(r: HistoryRow) -> Event {
+        let said = r
+            .error
+            .as_deref()
+            .or(r.reason.as_deref())
+            .and_then(|t| t.lines().next())
+            .unwrap_or("");
+        tracing::info!(
+            job = %r.job,
+            run_id = %r.run_id,
+            status = %r.status.as_str(),
+            trigger = %r.trigger.as_str(),
+            cost_usd = r.cost_usd,
+            "{}{}{said}",
+            r.status.as_str(),
+            if said.is_empty() { "" } else { ": " }
+        );
+        Event::Row(r)
+    }
+}
+
 /// Engine settings that are not in the store.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

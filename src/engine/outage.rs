@@ -304,7 +304,7 @@ impl Outage {
                 Ok(rows) => {
                     store_ok(&self.health, &self.ev_tx);
                     for r in rows {
-                        let _ = self.ev_tx.send(Event::Row(r));
+                        let _ = self.ev_tx.send(Event::row(r));
                     }
                 }
                 Err(EngineError::Store(se)) if se.is_bad_input() => {

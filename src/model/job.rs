@@ -2,8 +2,15 @@
 //! rest of its keys, with defaults already applied.
 //!
 //! Owns: the definition's shape and the small rules that follow from it alone (its compiled
-//! schedule, when a slot fires with jitter, whether it is a one-shot). Must not touch: parsing
-//! (that is `config`), the runtime record, the store.
+//! schedule, where its slots start when it is first stored, when a slot fires with jitter,
+//! whether it is a one-shot). Must not touch: parsing (that is `config`), the runtime record,
+//! the store.
+//!
+//! Where slots start ([`JobDef::first_slots`]) is one rule for the store, which records it, and
+//! for every preview of a job not stored yet (`validate`, `next --job`): an `every` grid starts
+//! at the moment the job is first stored, which is its first slot; cron and wall times sit on
+//! the clock; `run_immediately: true` adds one run at that moment (taking the place of a slot
+//! due then).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -210,7 +217,69 @@ impl Overlap {
     }
 }
 
+/// Where a job's slots start when it is first stored at `stored` ([`JobDef::first_slots`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstSlots {
+    /// The `every` grid's origin (`stored`), the resolved instant of `in 10m`, else `stored`.
+    pub anchor: DateTime<Utc>,
+    /// The schedule's first slot: `anchor` for `every`, the first cron or wall time at or
+    /// after `stored`, the `at` instant; on a date the calendars allow; after `immediate` when
+    /// there is one. `None` without slots (`after:` only, a spent one-shot).
+    pub first: Option<DateTime<Utc>>,
+    /// `run_immediately: true`: one run at `stored` (`trigger: immediate`), before `first`.
+    pub immediate: Option<DateTime<Utc>>,
+}
+
+impl FirstSlots {
+    /// The first instant the engine runs the job: the immediate run, else the first slot.
+    pub fn first_run(&self) -> Option<DateTime<Utc>> {
+        self.immediate.or(self.first)
+    }
+}
+
 impl JobDef {
+    /// Where the job's slots start when it is first stored at `stored`: the one rule the store
+    /// records and every preview shows (see the module doc).
+    pub fn first_slots(
+        &self,
+        stored: DateTime<Utc>,
+    ) -> Result<FirstSlots, crate::schedule::ScheduleError> {
+        let anchor = match self.schedule {
+            ScheduleSpec::In { seconds } => {
+                let s = i64::try_from(seconds).unwrap_or(i64::MAX / 1000);
+                chrono::Duration::try_seconds(s)
+                    .and_then(|d| stored.checked_add_signed(d))
+                    .ok_or_else(|| crate::schedule::ScheduleError::new("`in` is too far ahead"))?
+            }
+            _ => stored,
+        };
+        let compiled = self.compile(anchor)?;
+        let at_or_after =
+            |t: DateTime<Utc>| compiled.next_after(t - chrono::Duration::milliseconds(1));
+        let first = match self.schedule {
+            // The grid's origin is a slot: a new `every` job runs when it is stored.
+            ScheduleSpec::Every { .. } => at_or_after(anchor),
+            ScheduleSpec::At { at } if self.days.is_empty() => Some(at),
+            ScheduleSpec::At { at } => at_or_after(at),
+            ScheduleSpec::In { .. } if self.days.is_empty() => Some(anchor),
+            ScheduleSpec::In { .. } => at_or_after(anchor),
+            ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => at_or_after(stored),
+            ScheduleSpec::AfterOnly => None,
+        };
+        let immediate = self.run_immediately.then_some(stored);
+        // The immediate run is the run of a slot due at or before it (the store claims that
+        // slot with `trigger: immediate`): the schedule goes on after it.
+        let first = match (immediate, first) {
+            (Some(i), Some(f)) if f <= i => compiled.next_after(i),
+            _ => first,
+        };
+        Ok(FirstSlots {
+            anchor,
+            first,
+            immediate,
+        })
+    }
+
     /// The job's slot schedule: its `schedule` with `anchor`, restricted to the dates its
     /// calendars allow (in the job's zone).
     pub fn compile(
@@ -241,4 +310,104 @@ impl JobDef {
 /// `skip_serializing_if` for amounts that are zero by default: the stored form leaves them out.
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::parse_schedule;
+    use crate::testkit::time::rfc3339 as t;
+
+    fn job(schedule: &str, run_immediately: bool) -> JobDef {
+        let mut d = crate::testkit::jobs::command_job("j", 60);
+        d.schedule = parse_schedule(schedule, "UTC").unwrap();
+        d.schedule_text = schedule.into();
+        d.run_immediately = run_immediately;
+        d
+    }
+
+    /// Where each schedule form's runs start when the job is first stored at 20:15:09: an
+    /// `every` grid at that instant, cron and wall times on the clock; `run_immediately` one run
+    /// at the store instant, the schedule going on after it.
+    #[test]
+    fn first_slots_of_every_schedule_form() {
+        let stored = t("2026-12-06T20:15:09Z");
+        // (schedule, first slot, first slot after an immediate run)
+        let cases = [
+            (
+                "every 1h",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T21:15:09Z"),
+            ),
+            (
+                "hourly",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T21:15:09Z"),
+            ),
+            (
+                "daily",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-07T20:15:09Z"),
+            ),
+            (
+                "every 90s",
+                "2026-12-06T20:15:09Z",
+                Some("2026-12-06T20:16:39Z"),
+            ),
+            (
+                "@hourly",
+                "2026-12-06T21:00:00Z",
+                Some("2026-12-06T21:00:00Z"),
+            ),
+            (
+                "0 7 * * *",
+                "2026-12-07T07:00:00Z",
+                Some("2026-12-07T07:00:00Z"),
+            ),
+            (
+                "daily at 9am",
+                "2026-12-07T09:00:00Z",
+                Some("2026-12-07T09:00:00Z"),
+            ),
+            (
+                "at 21:30",
+                "2026-12-06T21:30:00Z",
+                Some("2026-12-06T21:30:00Z"),
+            ),
+            (
+                "at:2026-12-24T10:00:00Z",
+                "2026-12-24T10:00:00Z",
+                Some("2026-12-24T10:00:00Z"),
+            ),
+            ("at:2026-12-01T10:00:00Z", "2026-12-01T10:00:00Z", None),
+            (
+                "in 10m",
+                "2026-12-06T20:25:09Z",
+                Some("2026-12-06T20:25:09Z"),
+            ),
+        ];
+        for (expr, want, after_immediate) in cases {
+            let f = job(expr, false).first_slots(stored).unwrap();
+            assert_eq!(f.first, Some(t(want)), "{expr}");
+            assert_eq!(f.immediate, None, "{expr}");
+            assert_eq!(f.first_run(), f.first, "{expr}");
+            let f = job(expr, true).first_slots(stored).unwrap();
+            assert_eq!(
+                f.first,
+                after_immediate.map(t),
+                "{expr} after its immediate run"
+            );
+            assert_eq!(f.immediate, Some(stored), "{expr}");
+            assert_eq!(f.first_run(), Some(stored), "{expr}");
+        }
+        // An `every` grid's anchor is the store instant; `in` resolves there.
+        assert_eq!(
+            job("every 1h", false).first_slots(stored).unwrap().anchor,
+            stored
+        );
+        assert_eq!(
+            job("in 10m", false).first_slots(stored).unwrap().anchor,
+            t("2026-12-06T20:25:09Z")
+        );
+    }
 }

@@ -279,6 +279,45 @@ impl Compiled {
     }
 }
 
+/// Where a schedule's slots sit, in words, for `validate` and `describe`: an `every` grid
+/// (`hourly`, `every 2h`) counts from the moment its job is first stored, a cron schedule sits
+/// on the clock. `None` for one-shots and `after:`-only jobs.
+pub fn placement(spec: &ScheduleSpec) -> Option<String> {
+    match spec {
+        ScheduleSpec::Every { every_seconds } => {
+            let grid = "counted from when the job is first stored, which is its first slot, not \
+                        on the clock";
+            Some(match clock_form(*every_seconds) {
+                Some(c) => format!("{grid}; {c} runs on the clock"),
+                None => grid.to_string(),
+            })
+        }
+        ScheduleSpec::Cron { .. } => Some("on the clock".to_string()),
+        _ => None,
+    }
+}
+
+/// The schedule that runs every `secs` on the clock instead of on a grid counted from when the
+/// job was stored (`@hourly` for 3600), when there is one.
+pub fn clock_form(secs: u64) -> Option<String> {
+    let s = secs;
+    if s == 60 {
+        Some("`* * * * *`".to_string())
+    } else if s == 3600 {
+        Some("@hourly".to_string())
+    } else if s == 86_400 {
+        Some("@daily or `daily at 9am`".to_string())
+    } else if s == 604_800 {
+        Some("@weekly".to_string())
+    } else if s.is_multiple_of(60) && s < 3600 && 3600u64.is_multiple_of(s) {
+        Some(format!("`*/{} * * * *`", s / 60))
+    } else if s.is_multiple_of(3600) && s < 86_400 && 86_400u64.is_multiple_of(s) {
+        Some(format!("`0 */{} * * *`", s / 3600))
+    } else {
+        None
+    }
+}
+
 /// `t + ms`, or `None` past the end of representable time (never a panic).
 fn offset_ms(t: DateTime<Utc>, ms: i64) -> Option<DateTime<Utc>> {
     chrono::Duration::try_milliseconds(ms).and_then(|d| t.checked_add_signed(d))
@@ -306,6 +345,24 @@ pub fn describe_every(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// `hourly` counts from when the job is stored, `@hourly` sits on the clock, and the words
+    /// say so, with the clock form to use instead.
+    #[test]
+    fn placement_says_grid_or_clock() {
+        let every = |s: u64| placement(&ScheduleSpec::Every { every_seconds: s }).unwrap();
+        assert!(every(3600).starts_with("counted from when the job is first stored"));
+        assert!(every(3600).ends_with("@hourly runs on the clock"));
+        assert!(every(86_400).contains("@daily or `daily at 9am`"));
+        assert!(every(60).ends_with("`* * * * *` runs on the clock"));
+        assert!(every(300).ends_with("`*/5 * * * *` runs on the clock"));
+        assert!(every(7200).ends_with("`0 */2 * * *` runs on the clock"));
+        assert!(!every(7).contains("runs on the clock"));
+        let cron = parse_schedule("@hourly", "UTC").unwrap();
+        assert_eq!(placement(&cron).as_deref(), Some("on the clock"));
+        let at = parse_schedule("at:2026-12-01T09:00:00Z", "UTC").unwrap();
+        assert_eq!(placement(&at), None);
+    }
+
     use super::*;
 
     use crate::testkit::time::rfc3339 as t;

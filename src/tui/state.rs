@@ -245,8 +245,8 @@ pub(crate) fn executions(j: &JobRow) -> u64 {
 /// Spend of one job in the budget period `key`, by the rule the store's budget, `jobs` and
 /// `stats` count it with ([`crate::store::rules::period::counter_spend`]): 0 when its counters are
 /// from an older period of the same kind; after an edit of the budget's `period`, the spend its
-/// counters kept under the old kind when that period shares time with `key`'s (it showed $0
-/// there, red team 6), the all-time spend under `total`.
+/// counters kept under the old kind when that period shares time with `key`'s (so it does not
+/// show $0 there), the all-time spend under `total`.
 pub(crate) fn period_spend(j: &JobRow, key: &str) -> f64 {
     let c = &j.rt.counters;
     crate::store::rules::period::spend_in(&c.period_key, c.period_cost_usd, c.total_cost_usd, key)

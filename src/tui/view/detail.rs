@@ -180,6 +180,21 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
             sanitize::line(&j.def.tz)
         ),
     ));
+    // Where the slots sit, short enough for 80 columns: a grid from when the job was stored, or
+    // the clock.
+    match j.def.schedule {
+        crate::schedule::ScheduleSpec::Every { every_seconds } => {
+            let clock = crate::schedule::clock_form(every_seconds)
+                .map(|c| format!("; on the clock: {c}"))
+                .unwrap_or_default();
+            lines.push(kv(
+                "",
+                format!("grid from {} (first stored){clock}", when(j.rt.anchor, now)),
+            ));
+        }
+        crate::schedule::ScheduleSpec::Cron { .. } => lines.push(kv("", "on the clock".into())),
+        _ => {}
+    }
     let action = match &j.def.action {
         Action::Agent { agent, .. } => format!("agent {}", sanitize::line(agent)),
         Action::Command { command, .. } => format!("command {}", sanitize::line(command)),

@@ -3,10 +3,12 @@
 //! Owns: reading the command's arguments, computing slots through `cronsole::schedule`, and
 //! printing them. Must not touch: the store or the engine (it needs neither).
 //!
-//! Decisions where the SPEC is silent: an `every` interval is previewed on a grid anchored at
-//! the reference instant (`--after`/`--before`/now), since the real anchor only exists once the
-//! job is stored; `in 10m` resolves relative to `--after` (or now). Text output is one slot per
-//! line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
+//! Decisions: an `every` interval is previewed on a grid anchored at the reference instant
+//! (`--after`/`--before`/now), since the real anchor only exists once the job is stored; `in 10m`
+//! resolves relative to `--after` (or now). `next --job NAME` without `--after`/`--before`
+//! shows where the job's runs start if it is first stored now, by the store's own rule
+//! (`JobDef::first_slots`): the `run_immediately` run first, marked, then the slots. Text
+//! output is one slot per line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
 //! prints one line in parentheses saying why (exit 0). `--tz` is case-insensitive.
 
 use std::process::ExitCode;
@@ -96,7 +98,14 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         .as_deref()
         .map(|s| instant("--before", s, now, tz))
         .transpose()?;
-    let reference = before.or(after).unwrap_or_else(Utc::now);
+    let reference = before.or(after).unwrap_or(now);
+    // A job of the file previewed from now: where its slots start if it is first stored now,
+    // by the store's own rule (an `every` grid's first slot at that instant; a
+    // `run_immediately` run first).
+    let stored_now = match (&job, after, before) {
+        (Some(j), None, None) => Some(j.first_slots(now).map_err(|e| bad_input(e.to_string()))?),
+        _ => None,
+    };
 
     let anchor = match (&spec, before) {
         (ScheduleSpec::Every { every_seconds }, Some(b)) => {
@@ -106,7 +115,7 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         (ScheduleSpec::In { seconds }, _) => {
             after.unwrap_or_else(Utc::now) + Duration::seconds(*seconds as i64)
         }
-        _ => reference,
+        _ => stored_now.map_or(reference, |f| f.anchor),
     };
     let compiled = match &job {
         Some(j) => j.compile(anchor),
@@ -116,7 +125,16 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
     // What the store acts on: the slot plus the job's jitter (the slot itself without --job).
     let fire = |s: DateTime<Utc>| job.as_ref().map_or(s, |j| j.fire_at(s));
 
-    let slots = walk(&compiled, reference, before.is_some(), a.count);
+    // Previewed from now, the first slot is the store's; the rest follow it on the schedule.
+    let slots = match stored_now.map(|f| f.first) {
+        Some(Some(first)) if a.count > 0 => {
+            let mut v = vec![first];
+            v.extend(walk(&compiled, first, false, a.count - 1));
+            v
+        }
+        Some(_) => Vec::new(),
+        None => walk(&compiled, reference, before.is_some(), a.count),
+    };
 
     if a.json {
         let mut v = serde_json::json!({
@@ -127,6 +145,9 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
                 .map(|s| s.to_rfc3339_opts(SecondsFormat::Secs, true))
                 .collect::<Vec<_>>(),
         });
+        if let Some(at) = stored_now.and_then(|f| f.immediate) {
+            v["immediate"] = serde_json::json!(at.to_rfc3339_opts(SecondsFormat::Secs, true));
+        }
         if let Some(j) = &job {
             v["job"] = serde_json::json!(j.name);
             v["fires"] = serde_json::json!(
@@ -160,6 +181,14 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
             );
         }
     } else {
+        if let Some(at) = stored_now.and_then(|f| f.immediate) {
+            println!(
+                "{}  {} ({}) [at first store: run_immediately]",
+                at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+                tz.name()
+            );
+        }
         for s in &slots {
             let f = fire(*s);
             let local = f.with_timezone(&tz);

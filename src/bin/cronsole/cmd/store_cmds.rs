@@ -539,6 +539,8 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             name: &'a str,
             state: &'static str,
             schedule_words: &'a str,
+            /// An `every` grid counted from when the job was first stored, or on the clock.
+            placement: Option<String>,
             next_slots: &'a [DateTime<Utc>],
             period_cost_usd: f64,
             definition: &'a cronsole::model::JobDef,
@@ -549,6 +551,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             name: &rec.def.name,
             state: state_text(&rec, now),
             schedule_words: &words,
+            placement: cronsole::schedule::placement(&rec.def.schedule),
             next_slots: &next,
             period_cost_usd: period,
             definition: &rec.def,
@@ -602,6 +605,16 @@ fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<U
         "schedule:",
         format!("{} ({words}), zone {}", one_line(&d.schedule_text), d.tz),
     );
+    if let Some(p) = cronsole::schedule::placement(&d.schedule) {
+        let grid = match d.schedule {
+            cronsole::schedule::ScheduleSpec::Every { .. } => format!(
+                "; this grid starts at {}, when the job was first stored",
+                when::stamp(rec.rt.anchor, zone)
+            ),
+            _ => String::new(),
+        };
+        kv("", format!("{p}{grid}"));
+    }
     match &d.action {
         cronsole::model::Action::Agent { agent, message, .. } => kv(
             "action:",

@@ -1,10 +1,13 @@
-//! `cronsole validate FILE` (SPEC §13.2): every error and warning as
+//! `cronsole validate FILE`: every error and warning as
 //! `file:line:col: severity: key: message`, then, for each job that validated, its schedule in
-//! words and its next 3 slots in its own zone. Exit 2 when any error (or the file cannot be
-//! read), 0 otherwise: warnings alone do not fail.
+//! words (an `every` grid counted from when the job is first stored, or on the clock) and its
+//! next 3 runs in its own zone if it were first stored now — the slots the store will record
+//! (`JobDef::first_slots`), a `run_immediately` run first. Exit 2 when any error (or the
+//! file cannot be read), 0 otherwise: warnings alone do not fail.
 //!
 //! The valid jobs are printed from a hand-over pass after the diagnostics
-//! ([`config::Validation::for_each_valid`]): no definition is held (issue 14: 1 000 000 jobs).
+//! ([`config::Validation::for_each_valid`]): no definition is held, so a file of a million jobs validates in
+//! bounded memory.
 //!
 //! Owns: printing. Must not touch: the store (validation never creates or changes one).
 
@@ -86,14 +89,10 @@ pub fn write_report(
 }
 
 fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<()> {
-    // `in 10m` resolves when the job is first stored; `every` grids anchor there too.
-    let anchor = match &job.schedule {
-        ScheduleSpec::In { seconds } => {
-            now + chrono::Duration::seconds(i64::try_from(*seconds).unwrap_or(i64::MAX / 1000))
-        }
-        _ => now,
-    };
-    let compiled = match job.compile(anchor) {
+    // Where its slots start if it is first stored now: the rule the store records.
+    let first = job.first_slots(now);
+    let compiled = first.and_then(|f| Ok((f, job.compile(f.anchor)?)));
+    let (first, compiled) = match compiled {
         Ok(c) => c,
         Err(e) => {
             let line = format!("{}: schedule cannot be evaluated: {e}", job.name);
@@ -103,10 +102,10 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
     };
     let zone = schedule::parse_tz(&job.tz).unwrap_or(chrono_tz::UTC);
     let mut words = compiled.describe();
+    if let Some(p) = schedule::placement(&job.schedule) {
+        words.push_str(&format!(" ({p})"));
+    }
     match job.schedule {
-        ScheduleSpec::Every { .. } => {
-            words.push_str(" (grid anchored when the job is first stored)")
-        }
         ScheduleSpec::In { .. } => words.push_str(" (counted from when the job is first stored)"),
         ScheduleSpec::AtTime {
             hour,
@@ -116,6 +115,9 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
             " (if first stored now: the next {hour:02}:{minute:02} {tz}, and never again)"
         )),
         _ => {}
+    }
+    if job.run_immediately {
+        words.push_str(" [run_immediately: one run when first stored]");
     }
     if !job.enabled {
         words.push_str(" [disabled]");
@@ -131,12 +133,25 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
     }
     let line = format!("{}: {} — {}", job.name, job.schedule_text, words);
     writeln!(out, "{}", cronsole::text::visible_line(&line))?;
-    let mut t = now;
+    let stamp = |t: DateTime<Utc>| {
+        format!(
+            "{} ({})",
+            t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    };
     let mut shown = 0;
+    if let Some(at) = first.immediate {
+        writeln!(
+            out,
+            "  next: {} [at first store: run_immediately]",
+            stamp(at)
+        )?;
+        shown += 1;
+    }
+    let mut slot = first.first;
     while shown < 3 {
-        let Some(next) = compiled.next_after(t) else {
-            break;
-        };
+        let Some(next) = slot else { break };
         if job.until.is_some_and(|u| next > u) {
             break;
         }
@@ -151,17 +166,12 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         } else {
             String::new()
         };
-        writeln!(
-            out,
-            "  next: {} ({}){jitter}",
-            fire.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            fire.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        )?;
-        t = next;
+        writeln!(out, "  next: {}{jitter}", stamp(fire))?;
         shown += 1;
         if job.max_runs.is_some_and(|m| shown as u64 >= m) {
             break;
         }
+        slot = compiled.next_after(next);
     }
     if shown == 0 && job.schedule == ScheduleSpec::AfterOnly {
         writeln!(
