@@ -445,7 +445,7 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
         ask.reason
             .as_deref()
             .unwrap_or("")
-            .starts_with("budget reached: global $0.001/day"),
+            .starts_with("budget too small for one call: "),
         "{ask:#?}"
     );
     assert_eq!(
@@ -664,7 +664,7 @@ async fn a_budget_stop_alerts_the_sinks_once_per_period() {
             .reason
             .as_deref()
             .unwrap_or("")
-            .starts_with("budget reached: global $0.001/day"),
+            .starts_with("budget too small for one call: "),
         "{rows:#?}"
     );
     assert_eq!(fake.request_count(), 0);
@@ -679,7 +679,7 @@ async fn a_budget_stop_alerts_the_sinks_once_per_period() {
         lines[0]["text"]
             .as_str()
             .unwrap()
-            .starts_with("budget reached: global $0.001/day"),
+            .starts_with("budget too small for one call: "),
         "{text}"
     );
     let stop = rig

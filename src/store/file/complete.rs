@@ -9,8 +9,9 @@
 
 use uuid::Uuid;
 
-use super::jobs::Mark;
-use super::{DEFAULT_KEEP_PER_JOB, Locked};
+use super::handle::Locked;
+use super::layout::DEFAULT_KEEP_PER_JOB;
+use super::record::Mark;
 use crate::model::{HistoryRow, Status};
 use crate::store::plan::complete::{CompletionPlan, Found};
 use crate::store::rules::runtime::{holds, lapsed};

@@ -3,10 +3,10 @@
 //! jobs was the whole of the console's first frame and most of `run`'s first claim).
 //!
 //! Owns: encoding, writing and decoding the index file, and the rules for trusting it. Must not
-//! touch: what a job line means (its head is [`super::jobs`]'s), the journal, history.
+//! touch: what a job line means (its head is [`super::record`]'s), the journal, history.
 //!
 //! # What it holds
-//! Per job, in name order, what the in-memory [`super::jobs::Slim`] entry needs: the name, the
+//! Per job, in name order, what the in-memory [`super::record::Slim`] entry needs: the name, the
 //! line's place in the snapshot (offset, length), the line's own checksum (the `"crc32"` member
 //! it carries) and the head fields (wake-up, lease, history position, `chained`, budget
 //! counters). It is bound to one snapshot: the store id, the snapshot's generation, its length
@@ -46,14 +46,12 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::jobs::{Idx, Mark};
 use super::log::{AtomicFile, read_at};
+use super::record::{Idx, Mark};
 use crate::model::JobCounters;
 use crate::store::io::{OpenMode, StoreIo};
 use crate::store::{StoreError, StoreResult, filefmt};
 
-/// The index file's name in the store directory.
-pub(crate) const INDEX_FILE: &str = "jobs.index";
 /// Snapshots smaller than this get no index (default; [`super::FileStore::with_index_min_bytes`]).
 pub const INDEX_MIN_BYTES: u64 = 1 << 20;
 
@@ -546,7 +544,7 @@ pub(crate) fn check_index(index: &[u8], snapshot: &[u8], id: &str) -> IndexCheck
             ));
             continue;
         }
-        let Ok((name, mut idx)) = super::jobs::index_of(line) else {
+        let Ok((name, mut idx)) = super::record::index_of(line) else {
             continue;
         };
         // The store's accounted mark a line may carry is not kept per entry (the journal
@@ -575,8 +573,10 @@ pub(crate) fn check_index(index: &[u8], snapshot: &[u8], id: &str) -> IndexCheck
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FileStore, SNAPSHOT_FILE};
-    use super::{INDEX_FILE, IndexCheck, check_index};
+    use super::super::FileStore;
+    use super::super::layout::INDEX_FILE;
+    use super::super::layout::SNAPSHOT_FILE;
+    use super::{IndexCheck, check_index};
     use crate::model::{After, Budget, BudgetPeriod, ChainOn, JobsFile, Settings};
     use crate::store::policy::budget::ReserveRequest;
     use crate::store::policy::define::tests_support::def;
@@ -639,7 +639,7 @@ mod tests {
     }
 
     type State = (
-        std::collections::BTreeMap<String, super::super::jobs::Slim>,
+        std::collections::BTreeMap<String, super::super::record::Slim>,
         std::collections::BTreeSet<(chrono::DateTime<chrono::Utc>, String)>,
         std::collections::BTreeSet<String>,
     );
@@ -852,7 +852,7 @@ mod tests {
             .split(|c| *c == b'\n')
             .filter(|l| !l.is_empty())
         {
-            let (name, mut idx) = super::super::jobs::index_of(line).unwrap();
+            let (name, mut idx) = super::super::record::index_of(line).unwrap();
             if name == "idle" {
                 idx.wake = Some(t(9_999_999));
             }

@@ -1,6 +1,6 @@
-//! The jobs half of the file store: the snapshot + journal pair (records, wake-up index,
-//! generation checks, compaction), the per-handle index of every job and the parsed records an
-//! operation works on.
+//! The jobs half of the file store: the snapshot + journal pair (loading, tail reads, appends,
+//! compaction), the per-handle index of every job and the parsed records an operation works on.
+//! The line format is `record.rs`'s; a batch of definitions (`apply`) is `apply.rs`'s.
 //!
 //! # The index, and records read on demand (issue 14)
 //! A handle keeps, per job, only a [`Slim`] entry: where its newest line lives (snapshot or
@@ -43,718 +43,59 @@
 //! after the head is checked when the record is read (and by `cronsole check`, which parses
 //! every line).
 //!
-//! Must not touch: history (see [`super::history`]) or scheduling decisions ([`crate::store::logic`]).
-
-use serde::{Deserialize, Serialize};
 
 use std::path::Path;
 
+use super::handle::{Inner, Locked, set_index};
 use super::index::{self, IndexWriter};
-use super::log::{
-    AppendLog, AtomicFile, check_id, complete_len, corrupt, count_lines_before,
-    encode_checked_line, header_line, io_err, json_err, missing, read_at, write_atomic,
+use super::layout::{BLOCK, JOURNAL_FILE, SNAPSHOT_FILE};
+use super::lines::{
+    LineReader, PAGE_RUN_GAP, PAGE_RUN_MAX, RawPage, RawSrc, entry_of, for_each_line,
+    for_each_piece, index_line, line_len,
 };
-use super::table;
-use super::{BLOCK, Inner, JOURNAL_FILE, Locked, SNAPSHOT_FILE};
-use crate::model::{After, JobCounters, JobDef, JobRecord, Settings};
-use crate::schedule::Compiled;
-use crate::store::ApplyReport;
+use super::log::{
+    AppendLog, AtomicFile, complete_len, corrupt, count_lines_before, header_line, io_err, missing,
+    read_at, write_atomic,
+};
+use super::record::{
+    Cached, Entry, HEAD_KEY, Idx, JournalAcct, Loc, Slim, index_of, journal_header,
+    journal_is_stale_with, later_mark, line_index, line_loc, snapshot_header, verify_at,
+};
+use super::table::{self};
+use crate::model::JobRecord;
+use crate::store::filefmt::{self};
 use crate::store::io::{IoFile, OpenMode};
-use crate::store::{StoreError, StoreResult, filefmt};
-use crate::store::{plan, policy, rules};
-use chrono::{DateTime, Utc};
-use std::collections::HashSet;
-use uuid::Uuid;
-
-/// A history position: where history ended when a lease was taken (`mark`) or a record was
-/// written (`at`): the open segment's file identity, length and segment number (format 3; a
-/// format-2 mark has none and means "somewhere in history").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Mark {
-    pub(super) ino: u64,
-    pub(super) off: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) seg: Option<u64>,
-}
-
-#[derive(Serialize)]
-pub(super) struct EntryRef<'a> {
-    pub(super) job: &'a JobRecord,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) mark: Option<Mark>,
-    /// History position when this record was written (the journal/history cross-check).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) at: Option<Mark>,
-}
-
-/// A job line as this release writes it: [`EntryRef`] plus `rows_to`, where history ended when
-/// the line was written (after the rows of the same operation). Rows of the job found after it
-/// were written by an operation whose record never landed (a process died or failed between
-/// its rows and its record): a writer about to generate rows for the job looks there first, so
-/// it never records the same slots twice (see `Locked::rows_since_records`).
-#[derive(Serialize)]
-pub(super) struct EntryLine<'a> {
-    pub(super) job: &'a JobRecord,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) mark: Option<Mark>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) rows_to: Option<Mark>,
-    /// History position when this record was written, durable before it (the journal/history
-    /// cross-check).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) at: Option<Mark>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct Entry {
-    pub(super) job: JobRecord,
-    #[serde(default)]
-    pub(super) mark: Option<Mark>,
-    #[serde(default)]
-    pub(super) at: Option<Mark>,
-    /// See [`EntryLine::rows_to`] (absent in lines written before it existed).
-    #[serde(default)]
-    pub(super) rows_to: Option<Mark>,
-}
-
-/// What the index keeps of a job besides its name and line (see the module doc): written as the
-/// line's `head`, derived from the record by [`Cached::idx`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Idx {
-    /// [`plan::claim::wakeup`], `None` when the schedule does not compile and nothing is leased.
-    pub(super) wake: Option<DateTime<Utc>>,
-    /// The run id of the job's (first) lease.
-    pub(super) lease: Option<Uuid>,
-    /// History position when the record was written (see [`EntryRef::at`]).
-    pub(super) at: Option<Mark>,
-    /// The job has `after:` entries.
-    pub(super) chained: bool,
-    /// Its budget counters (period spend, reservations) when there are any: what `spend` and
-    /// `reserve` sum over every job, without reading every record.
-    pub(super) spend: Option<Box<JobCounters>>,
-    /// The store-wide accounted mark the line was written with (`Inner::acct`): not derived
-    /// from the record, so [`Cached::idx`] leaves it `None`.
-    pub(super) acct: Option<Mark>,
-}
-
-/// The `head` member a job line starts with (see the module doc).
-#[derive(Serialize)]
-struct HeadRef<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    wake: Option<DateTime<Utc>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    at: Option<Mark>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    chained: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    spend: Option<&'a JobCounters>,
-    /// History before this position holds no generated row that its job's record does not
-    /// account for (`Inner::acct`; absent in lines written before it existed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    acct: Option<Mark>,
-}
-
-#[derive(Deserialize)]
-struct Head {
-    name: String,
-    #[serde(default)]
-    wake: Option<DateTime<Utc>>,
-    #[serde(default)]
-    lease: Option<Uuid>,
-    #[serde(default)]
-    at: Option<Mark>,
-    #[serde(default)]
-    chained: bool,
-    #[serde(default)]
-    spend: Option<Box<JobCounters>>,
-    #[serde(default)]
-    acct: Option<Mark>,
-}
-
-/// A job line as this release writes it: the `head`, then the members of [`EntryLine`] in its
-/// order (readers that know no head ignore it).
-#[derive(Serialize)]
-struct HeadedLine<'a> {
-    head: HeadRef<'a>,
-    job: &'a JobRecord,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mark: Option<Mark>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rows_to: Option<Mark>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    at: Option<Mark>,
-}
-
-/// How every headed line begins (`serde_json` writes the struct above compactly, head first).
-const HEAD_KEY: &[u8] = b"{\"head\":";
-
-/// Where a job's newest line lives: `len` bytes (without the newline) at `off` of the journal
-/// or of the snapshot this handle loaded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Loc {
-    pub(super) journal: bool,
-    pub(super) off: u64,
-    pub(super) len: u32,
-    /// For a snapshot line: the checksum it carries (its `"crc32"` member), which a read
-    /// compares — the index (`jobs.index`, see [`super::index`]) was made from that line, and
-    /// the line was not verified when the index was loaded.
-    pub(super) crc: Option<u32>,
-}
-
-/// Verify a job line read at `loc`: its own checksum and, for a snapshot line, that it is the
-/// line the index was made from. `Err((column, what))`.
-pub(super) fn verify_at(line: &[u8], loc: Loc) -> Result<(), (u64, String)> {
-    filefmt::verify_line(line, "job record")?;
-    match loc.crc {
-        Some(want) if filefmt::line_crc(line) != Some(want) => Err((
-            1,
-            format!(
-                "job record is not the line {} recorded here (line checksum {:08x}, index {want:08x}): \
-                 the snapshot was changed in place",
-                super::index::INDEX_FILE,
-                filefmt::line_crc(line).unwrap_or_default()
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The index entry of one job (see the module doc).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Slim {
-    /// `None` while the job's only copy is its record in `Inner::hot` (created or rewritten by
-    /// this operation and not written yet).
-    pub(super) loc: Option<Loc>,
-    pub(super) wake: Option<DateTime<Utc>>,
-    pub(super) at: Option<Mark>,
-    pub(super) lease: Option<Uuid>,
-    /// See [`Idx::spend`].
-    pub(super) spend: Option<Box<JobCounters>>,
-}
-
-/// A job's parsed record, for the operation that reads or changes it.
-pub(super) struct Cached {
-    pub(super) rec: JobRecord,
-    pub(super) sched: Option<Compiled>,
-    pub(super) mark: Option<Mark>,
-    /// Where history ended when this record was last written (see [`EntryLine::rows_to`]).
-    pub(super) rows_to: Option<Mark>,
-    /// History position when the record was last written (see [`EntryRef::at`]).
-    pub(super) at: Option<Mark>,
-}
-
-impl Cached {
-    pub(super) fn new(rec: JobRecord, mark: Option<Mark>) -> Cached {
-        let sched = match rules::slots::compile(&rec) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!(job = %rec.def.name, "stored schedule does not compile: {e}");
-                None
-            }
-        };
-        Cached {
-            rec,
-            sched,
-            mark,
-            rows_to: None,
-            at: None,
-        }
-    }
-
-    fn from_entry(e: Entry) -> Cached {
-        let mut c = Cached::new(e.job, e.mark);
-        c.rows_to = e.rows_to;
-        c.at = e.at;
-        c
-    }
-
-    /// What the index keeps of this record.
-    pub(super) fn idx(&self) -> Idx {
-        let leased = self.rec.rt.lease.as_ref();
-        Idx {
-            wake: if self.sched.is_none() && leased.is_none() {
-                None
-            } else {
-                plan::claim::wakeup(&self.rec)
-            },
-            lease: leased.map(|l| l.run_id),
-            at: self.at,
-            chained: !self.rec.def.after.is_empty(),
-            spend: spend_of(&self.rec.rt.counters),
-            acct: None,
-        }
-    }
-
-    /// Encode this record as a job line (head first) onto `out`, with the store's accounted
-    /// mark `acct` in its head.
-    fn encode(&self, name: &str, acct: Option<Mark>, out: &mut Vec<u8>) -> StoreResult<()> {
-        let idx = self.idx();
-        encode_checked_line(
-            out,
-            "job record",
-            &HeadedLine {
-                head: HeadRef {
-                    name,
-                    wake: idx.wake,
-                    lease: idx.lease,
-                    at: idx.at,
-                    chained: idx.chained,
-                    spend: idx.spend.as_deref(),
-                    acct,
-                },
-                job: &self.rec,
-                mark: self.mark,
-                rows_to: self.rows_to,
-                at: self.at,
-            },
-        )
-    }
-}
-
-/// Most bytes [`Locked::page_records`] reads at once (a page of 1 024 jobs of ≈ 1.2 KB each
-/// is one or two reads).
-const PAGE_RUN_MAX: u64 = 1 << 21;
-/// Most bytes between two lines that [`Locked::page_records`] still reads in one run (read and
-/// dropped: cheaper than another system call, since the lines between are other jobs' older
-/// copies in the journal or jobs of another page).
-const PAGE_RUN_GAP: u64 = 16 << 10;
-
-/// A page of job lines read under the store's lock ([`Locked::page_lines`]), to be parsed
-/// with or without it.
-#[derive(Default)]
-pub(super) struct RawPage {
-    /// The runs of lines read, one after the other.
-    buf: Vec<u8>,
-    /// In name order: each job's name and where its record comes from.
-    items: Vec<(String, RawSrc)>,
-}
-
-enum RawSrc {
-    /// The operation's own record (in `hot`).
-    Record(Box<JobRecord>),
-    /// The line at `loc` of its file, at `at` in [`RawPage::buf`].
-    Line { loc: Loc, at: usize },
-}
-
-impl RawPage {
-    /// The records, each line turned into its entry by `entry` (given the job's name, the
-    /// line's place and its bytes).
-    fn parse_with(
-        self,
-        mut entry: impl FnMut(&str, Loc, &[u8]) -> StoreResult<Entry>,
-    ) -> StoreResult<Vec<JobRecord>> {
-        let mut out = Vec::with_capacity(self.items.len());
-        for (name, src) in self.items {
-            out.push(match src {
-                RawSrc::Record(r) => *r,
-                RawSrc::Line { loc, at } => {
-                    let line = &self.buf[at..at + loc.len as usize];
-                    entry(&name, loc, line)?.job
-                }
-            });
-        }
-        Ok(out)
-    }
-
-    /// The records, parsed without the store's lock: `None` when a line fails its checksum,
-    /// does not parse or holds another job (the caller reads the page again under the lock,
-    /// where the error names the file and line).
-    pub(super) fn parse_unlocked(self) -> Option<Vec<JobRecord>> {
-        self.parse_with(|name, loc, line| {
-            // UTF-8 checked once for the line, not string by string inside the parser.
-            verify_at(line, loc)
-                .ok()
-                .and_then(|()| std::str::from_utf8(line).ok())
-                .and_then(|text| serde_json::from_str::<Entry>(text).ok())
-                .filter(|e| e.job.def.name == name)
-                .ok_or_else(|| StoreError::Internal("read again under the lock".into()))
-        })
-        .ok()
-    }
-}
-
-impl RawPage {
-    /// The page as stored JSON ([`crate::store::Store::jobs_page_json`]): each line's
-    /// checksum verified and its `job` member located, the text checked to be UTF-8, nothing
-    /// parsed. `None` when a line fails any of these (the caller reads the page again under
-    /// the lock).
-    pub(super) fn into_json(self) -> Option<crate::store::JsonPage> {
-        use crate::store::PageJob;
-        let mut jobs = Vec::with_capacity(self.items.len());
-        for (name, src) in self.items {
-            jobs.push(match src {
-                RawSrc::Record(r) => PageJob::Record(r),
-                RawSrc::Line { loc, at } => {
-                    let line = self.buf.get(at..at + loc.len as usize)?;
-                    // The index's checksum too: a valid line swapped in place is not printed.
-                    verify_at(line, loc).ok()?;
-                    let job = job_member(line)?;
-                    PageJob::Json {
-                        name,
-                        range: at + job.start..at + job.end,
-                    }
-                }
-            });
-        }
-        Some(crate::store::JsonPage {
-            buf: String::from_utf8(self.buf).ok()?,
-            jobs,
-        })
-    }
-}
-
-/// Where a job line's `job` member (the record) is: after the `head` when the line has one,
-/// else first. Only the head is scanned (skipped, not parsed into values) and the record's
-/// extent; `None` when the line is not shaped so.
-fn job_member(line: &[u8]) -> Option<std::ops::Range<usize>> {
-    const JOB_KEY: &[u8] = b"\"job\":";
-    let skip = |from: usize| -> Option<usize> {
-        let rest = line.get(from..)?;
-        let mut values =
-            serde_json::Deserializer::from_slice(rest).into_iter::<serde::de::IgnoredAny>();
-        values.next()?.ok()?;
-        Some(from + values.byte_offset())
-    };
-    let start = if line.starts_with(HEAD_KEY) {
-        let end = skip(HEAD_KEY.len())?;
-        line.get(end..)?.strip_prefix(b",")?.strip_prefix(JOB_KEY)?;
-        end + 1 + JOB_KEY.len()
-    } else {
-        line.strip_prefix(b"{")?.strip_prefix(JOB_KEY)?;
-        1 + JOB_KEY.len()
-    };
-    Some(start..skip(start)?)
-}
-
-/// Where job `name`'s line lives (an internal error when it has none: its only copy would be
-/// a record in `hot`, which the callers look at first).
-fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
-    slim.loc.ok_or_else(|| {
-        StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
-    })
-}
-
-/// The budget counters of a job that spent this period or holds reservations: the members
-/// [`rules::period::committed`] and [`crate::store::stats::period_spend`] read, the rest
-/// left empty. `None` when both would say nothing was spent (no cost, no reservation). The
-/// all-time spend is kept too: it is the job's spend under `period: total`, whatever period
-/// its counters were kept in before an edit of the budget's period.
-fn spend_of(c: &JobCounters) -> Option<Box<JobCounters>> {
-    if c.period_cost_usd == 0.0 && c.total_cost_usd == 0.0 && c.reservations.is_empty() {
-        return None;
-    }
-    Some(Box::new(JobCounters {
-        period_key: c.period_key.clone(),
-        period_cost_usd: c.period_cost_usd,
-        total_cost_usd: c.total_cost_usd,
-        reservations: c.reservations.clone(),
-        ..JobCounters::default()
-    }))
-}
-
-/// The head of a line that has one (`None`: written without, parse the line whole).
-fn parse_head(line: &[u8]) -> Option<Result<Head, serde_json::Error>> {
-    let rest = line.strip_prefix(HEAD_KEY)?;
-    // One value, then stop: the rest of the line (the record) is not parsed here.
-    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Head>();
-    Some(values.next().unwrap_or_else(|| {
-        Err(<serde_json::Error as serde::de::Error>::custom(
-            "the line's head is empty",
-        ))
-    }))
-}
-
-/// A job line's name and index entry, its checksum verified. `Err((column, what))`.
-pub(super) fn line_index(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
-    filefmt::verify_line(line, "job record")?;
-    index_of(line)
-}
-
-/// A job line's name and index entry (its checksum not verified). `Err((column, what))`.
-pub(super) fn index_of(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
-    match parse_head(line) {
-        Some(Ok(h)) => Ok((
-            h.name,
-            Idx {
-                wake: h.wake,
-                lease: h.lease,
-                at: h.at,
-                chained: h.chained,
-                spend: h.spend,
-                acct: h.acct,
-            },
-        )),
-        Some(Err(e)) => Err((e.column() as u64 + HEAD_KEY.len() as u64, e.to_string())),
-        None => {
-            // Written without a head: parse it whole (the next compaction adds one).
-            let e: Entry =
-                serde_json::from_slice(line).map_err(|e| (e.column() as u64, e.to_string()))?;
-            let name = e.job.def.name.clone();
-            Ok((name, Cached::from_entry(e).idx()))
-        }
-    }
-}
-
-/// A job line's head against the head its record derives ([`Cached::idx`], as the writer wrote
-/// it). The head sits inside the line's CRC, so only an edit that recomputed the CRC can make
-/// them differ — but such a head would make the index skip a due job (a `wake` far ahead) or a
-/// chained child (`chained` dropped) while every check of the line passes (red team, round 4).
-/// `check --store` compares them for every line (opening does not: it parses heads only, which is
-/// what makes it fast). A line without a head agrees trivially. `Err((column, what))`.
-pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
-    let Some(head) = parse_head(line) else {
-        return Ok(());
-    };
-    let h = head.map_err(|e| (e.column() as u64 + HEAD_KEY.len() as u64, e.to_string()))?;
-    let e: Entry = serde_json::from_slice(line).map_err(|e| (e.column() as u64, e.to_string()))?;
-    let name = e.job.def.name.clone();
-    let derived = Cached::from_entry(e).idx();
-    // `acct` is the store's, not derived from the record.
-    let written = Idx {
-        wake: h.wake,
-        lease: h.lease,
-        at: h.at,
-        chained: h.chained,
-        spend: h.spend,
-        acct: None,
-    };
-    if h.name != name || written != derived {
-        return Err((
-            HEAD_KEY.len() as u64 + 1,
-            format!(
-                "the line's head does not match its record (job '{name}'): written {:?}, \
-                 derived {:?}",
-                (&h.name, &written.wake, &written.lease, written.chained),
-                (&name, &derived.wake, &derived.lease, derived.chained)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The later of two accounted marks (`Inner::acct`): every mark ever written is valid (rows are
-/// only appended after it), so the furthest one known wins. A mark without a segment number
-/// (format 2) is not used.
-pub(super) fn later_mark(a: Option<Mark>, b: Option<Mark>) -> Option<Mark> {
-    let key = |m: &Mark| m.seg.map(|s| (s, m.off));
-    match (a, b) {
-        (Some(x), Some(y)) => match (key(&x), key(&y)) {
-            (Some(kx), Some(ky)) => Some(if ky > kx { y } else { x }),
-            (Some(_), None) => Some(x),
-            (None, Some(_)) => Some(y),
-            (None, None) => None,
-        },
-        (Some(x), None) | (None, Some(x)) => x.seg.map(|_| x),
-        (None, None) => None,
-    }
-}
-
-/// A journal header (`{"cronsole":"journal","generation":N,"store":ID}`) carrying the
-/// store's accounted mark when it is known (`"acct"`, see `Inner::acct`): a compaction leaves
-/// an empty journal, and the mark must survive it. Readers that know no `acct` ignore it.
-fn journal_header(generation: u64, id: &str, acct: Option<Mark>) -> StoreResult<Vec<u8>> {
-    #[derive(Serialize)]
-    struct JournalHeader<'a> {
-        cronsole: &'a str,
-        generation: u64,
-        store: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        acct: Option<Mark>,
-    }
-    let mut buf = Vec::new();
-    super::log::encode_line(
-        &mut buf,
-        "store file header",
-        &JournalHeader {
-            cronsole: "journal",
-            generation,
-            store: id,
-            acct,
-        },
-    )?;
-    Ok(buf)
-}
-
-/// The `acct` member of a journal header (absent before it existed).
-#[derive(Deserialize)]
-struct JournalAcct {
-    #[serde(default)]
-    acct: Option<Mark>,
-}
-
-/// Point the index at a job's newest line (`loc`), or at its record in `hot` alone (`None`).
-pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Idx) {
-    inner.acct = later_mark(inner.acct, idx.acct);
-    let slim = Slim {
-        loc,
-        wake: idx.wake,
-        at: idx.at,
-        lease: idx.lease,
-        spend: idx.spend,
-    };
-    inner.jobs.set(name, slim);
-    if idx.chained {
-        if !inner.chained.contains(name) {
-            inner.chained.insert(name.to_string());
-        }
-    } else {
-        inner.chained.remove(name);
-    }
-}
-
-/// A job created by this operation: its record in `hot`, indexed with no line yet.
-pub(super) fn insert_new(inner: &mut Inner, name: &str, c: Cached) {
-    let idx = c.idx();
-    inner.hot.insert(name.to_string(), c);
-    set_index(inner, name, None, idx);
-}
-
-/// Index one line read at load (`no`: its line number, for errors).
-fn index_line(inner: &mut Inner, path: &Path, no: u64, loc: Loc, line: &[u8]) -> StoreResult<()> {
-    let (name, idx) = line_index(line).map_err(|(col, what)| corrupt(path, no, col, what))?;
-    // A snapshot's lines come in name order: each is appended to the table's sorted run.
-    set_index(inner, &name, Some(loc), idx);
-    Ok(())
-}
-
-/// The entry of job `name` parsed from `line` (its checksum verified), the line at `loc` of
-/// `f`; checked to be that job's.
-fn entry_of(path: &Path, f: &dyn IoFile, loc: Loc, name: &str, line: &[u8]) -> StoreResult<Entry> {
-    let no = || count_lines_before(f, path, loc.off).map(|n| n + 1);
-    let e: Entry = match serde_json::from_slice(line) {
-        Ok(e) => e,
-        Err(e) => return Err(json_err(path, no()?, &e)),
-    };
-    if e.job.def.name != name {
-        return Err(corrupt(
-            path,
-            no()?,
-            1,
-            format!(
-                "the line indexed for job '{name}' holds job '{}' (the file changed under this process)",
-                e.job.def.name
-            ),
-        ));
-    }
-    Ok(e)
-}
-
-/// Job lines read through a window of each file: lines asked for in file order (the snapshot
-/// is in name order, and so is a jobs file listed by name) are read [`PIECE`] bytes at a time
-/// instead of one `pread` each; a line behind the last one, or far ahead of it, is read alone
-/// (what a jobs file in another order costs). For one operation under the lock (the files do
-/// not change under it).
-pub(super) struct LineReader {
-    snapshot: Window,
-    journal: Window,
-    spath: std::path::PathBuf,
-    jpath: std::path::PathBuf,
-}
-
-#[derive(Default)]
-struct Window {
-    /// File offset of `buf[0]`.
-    start: u64,
-    buf: Vec<u8>,
-    /// Where the line after the last one asked for starts.
-    next: u64,
-}
-
-impl Window {
-    /// The `loc.len` bytes at `loc.off` of `f` (`flen` bytes long), not yet verified.
-    fn line(&mut self, f: &dyn IoFile, path: &Path, flen: u64, loc: Loc) -> StoreResult<&[u8]> {
-        let len = loc.len as u64;
-        let end = loc.off + len;
-        let inside = loc.off >= self.start && end <= self.start + self.buf.len() as u64;
-        if !inside {
-            let ahead = loc.off >= self.next && loc.off - self.next <= PIECE;
-            let want = if ahead {
-                PIECE.min(flen.saturating_sub(loc.off)).max(len)
-            } else {
-                len
-            };
-            self.buf.resize(want as usize, 0);
-            if let Err(e) = read_at(f, path, loc.off, &mut self.buf) {
-                // Nothing of the old window is left in it: never serve from it again.
-                self.buf.clear();
-                return Err(e);
-            }
-            self.start = loc.off;
-        }
-        self.next = end + 1;
-        let from = (loc.off - self.start) as usize;
-        Ok(&self.buf[from..from + loc.len as usize])
-    }
-}
-
-impl LineReader {
-    /// A reader of the job files of the store in `dir`.
-    pub(super) fn new(dir: &Path) -> LineReader {
-        LineReader {
-            snapshot: Window::default(),
-            journal: Window::default(),
-            spath: dir.join(SNAPSHOT_FILE),
-            jpath: dir.join(JOURNAL_FILE),
-        }
-    }
-
-    /// The bytes of the line at `loc` of `inner`'s files, its checksum verified (valid until the
-    /// next call), with the file's path and the file.
-    fn line<'r>(
-        &'r mut self,
-        inner: &'r Inner,
-        loc: Loc,
-    ) -> StoreResult<(&'r Path, &'r dyn IoFile, &'r [u8])> {
-        let (path, f, flen, w) = if loc.journal {
-            let f = inner.journal.file(&self.jpath)?;
-            (&self.jpath, f, inner.journal.len, &mut self.journal)
-        } else {
-            let path = &self.spath;
-            let f = inner
-                .snapshot
-                .as_deref()
-                .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))?;
-            (path, f, inner.snapshot_len, &mut self.snapshot)
-        };
-        let line = w.line(f, path, flen, loc)?;
-        if let Err((col, what)) = verify_at(line, loc) {
-            let no = count_lines_before(f, path, loc.off)? + 1;
-            return Err(corrupt(path, no, col, what));
-        }
-        Ok((path, f, line))
-    }
-
-    /// The entry of job `name` from its line (see [`Locked::read_entry`]).
-    fn entry(&mut self, inner: &Inner, name: &str, slim: &Slim) -> StoreResult<Entry> {
-        let loc = slim.loc.ok_or_else(|| {
-            StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
-        })?;
-        let (path, f, line) = self.line(inner, loc)?;
-        entry_of(path, f, loc, name, line)
-    }
-}
-
-fn line_len(path: &Path, no: u64, line: &[u8]) -> StoreResult<u32> {
-    u32::try_from(line.len()).map_err(|_| corrupt(path, no, 1, "job line is over 4 GiB"))
-}
+use crate::store::{StoreError, StoreResult};
 
 impl Locked<'_> {
+    /// Reload the index from the files: the snapshot (through `jobs.index` when it belongs to
+    /// it), then the journal's lines.
     pub(super) fn full_reload(&mut self) -> StoreResult<()> {
-        let io = &*self.store.io;
-        let id = self.store.store_id.as_str();
+        let cut_owed = self.reset_cache();
+        let (generation, absorbed) = self.load_snapshot()?;
+        self.load_journal(generation, absorbed, cut_owed)
+    }
+
+    /// Forget every job of the cache; returns the journal whose failed append's cut is still
+    /// owed (not known durable), which stays owed across the reload when it is the same file.
+    fn reset_cache(&mut self) -> Option<u64> {
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.chained.clear();
         inner.hot.clear();
         inner.snapshot = None;
         inner.loaded = false;
-        // A failed append's cut not known durable stays owed across the reload (same file).
         let cut_owed = inner.journal.cut_unsynced.then_some(inner.journal.ino);
         inner.journal = AppendLog::default();
         inner.journal_stale = false;
+        cut_owed
+    }
+
+    /// Index every job of the snapshot; returns its generation and what it absorbed.
+    fn load_snapshot(&mut self) -> StoreResult<(u64, Option<filefmt::Absorbed>)> {
+        let io = &*self.store.io;
+        let id = self.store.store_id.as_str();
+        let inner = &mut *self.inner;
         let spath = self.store.path(SNAPSHOT_FILE);
         // Read a piece at a time: at 1 000 000 jobs the snapshot is hundreds of MB, and holding
         // it whole beside the records it parses into was most of every command's peak memory.
@@ -824,7 +165,7 @@ impl Locked<'_> {
                 && self.store.writer
                 && (slen >= self.store.index_min_bytes || index_state.is_err())
             {
-                let ipath = self.store.path(index::INDEX_FILE);
+                let ipath = self.store.path(super::layout::INDEX_FILE);
                 let min = self.store.index_min_bytes;
                 match rewrite_index(
                     io,
@@ -850,6 +191,20 @@ impl Locked<'_> {
         inner.generation = generation;
         inner.snapshot_len = slen;
 
+        Ok((generation, absorbed))
+    }
+
+    /// Index the journal's lines (unless it is the stale leftover of the previous generation)
+    /// and keep it open for appends.
+    fn load_journal(
+        &mut self,
+        generation: u64,
+        absorbed: Option<filefmt::Absorbed>,
+        cut_owed: Option<u64>,
+    ) -> StoreResult<()> {
+        let io = &*self.store.io;
+        let id = self.store.store_id.as_str();
+        let inner = &mut *self.inner;
         let jpath = self.store.path(JOURNAL_FILE);
         let f = match io.open(&jpath, OpenMode::Append) {
             Ok(f) => f,
@@ -935,7 +290,7 @@ impl Locked<'_> {
 
     /// The entry of job `name` from its line: read, verified, parsed, and checked to be that
     /// job's.
-    fn read_entry(&self, name: &str, slim: &Slim) -> StoreResult<Entry> {
+    pub(super) fn read_entry(&self, name: &str, slim: &Slim) -> StoreResult<Entry> {
         let loc = line_loc(name, slim)?;
         let (path, f) = self.line_file(loc)?;
         let mut buf = vec![0u8; loc.len as usize];
@@ -945,7 +300,7 @@ impl Locked<'_> {
 
     /// The entry of job `name` from `line`, the bytes read at `loc` (without the newline): its
     /// checksum verified, parsed, and checked to be that job's. Errors name the line's number.
-    fn entry_of(&self, name: &str, loc: Loc, line: &[u8]) -> StoreResult<Entry> {
+    pub(super) fn entry_of(&self, name: &str, loc: Loc, line: &[u8]) -> StoreResult<Entry> {
         let (path, f) = self.line_file(loc)?;
         if let Err((col, what)) = verify_at(line, loc) {
             let no = count_lines_before(f, &path, loc.off)? + 1;
@@ -1036,7 +391,7 @@ impl Locked<'_> {
     }
 
     /// [`Locked::page_lines`] with the run limits given (tests read a page in many runs).
-    fn page_lines_in_runs(
+    pub(super) fn page_lines_in_runs(
         &self,
         after: Option<&str>,
         limit: usize,
@@ -1281,7 +636,7 @@ impl Locked<'_> {
     }
 
     /// The generation and header line of the next snapshot: it absorbs the journal as it is.
-    fn next_snapshot(&mut self) -> StoreResult<(u64, Vec<u8>)> {
+    pub(super) fn next_snapshot(&mut self) -> StoreResult<(u64, Vec<u8>)> {
         if self.inner.journal_stale {
             self.new_journal()?;
         }
@@ -1302,145 +657,10 @@ impl Locked<'_> {
     }
 
     /// A new snapshot of `len` bytes is in place: a new, empty journal of its generation.
-    fn snapshot_done(&mut self, generation: u64, len: u64) -> StoreResult<()> {
+    pub(super) fn snapshot_done(&mut self, generation: u64, len: u64) -> StoreResult<()> {
         self.inner.generation = generation;
         self.inner.snapshot_len = len;
         self.new_journal()
-    }
-
-    /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`]).
-    /// On a store holding no job, a batch of at least [`DIRECT_SNAPSHOT_MIN`] jobs (the first
-    /// apply of a large file) is encoded into the new snapshot as it arrives: no record is
-    /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch,
-    /// and every batch to a store with jobs, is diffed against the store as it arrives
-    /// ([`Locked::apply_diff`]). The checks are `apply`'s (`plan::apply::unique_names`), and so is
-    /// the error reported first: bounds, then a cycle, then a repeated name, then a definition
-    /// that cannot be scheduled.
-    pub(super) fn apply_each(
-        &mut self,
-        settings: &Settings,
-        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<ApplyReport> {
-        if !self.inner.jobs.is_empty() {
-            return self.apply_diff(settings, feed, now);
-        }
-        let next = self.next_snapshot()?;
-        let spath = self.path(SNAPSHOT_FILE);
-        let ipath = self.path(index::INDEX_FILE);
-        let store = self.store;
-        let mut batch = Batch {
-            new_rows_to: Some(self.mark_now()),
-            ..Batch::default()
-        };
-        let mut held: Vec<JobDef> = Vec::new();
-        let mut out: Option<(AtomicFile<'_>, IndexWriter<'_>)> = None;
-        let fed = {
-            let mut each = |def: JobDef| -> StoreResult<()> {
-                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
-                if !batch.admit(&def) {
-                    return Ok(());
-                }
-                if let Some((f, ix)) = out.as_mut() {
-                    return batch.encode(f, ix, def, now);
-                }
-                held.push(def);
-                if held.len() < DIRECT_SNAPSHOT_MIN {
-                    return Ok(());
-                }
-                let mut ix = IndexWriter::new(
-                    &*store.io,
-                    &store.dir,
-                    &ipath,
-                    &store.store_id,
-                    next.0,
-                    &next.1,
-                    store.index_min_bytes,
-                )?;
-                let mut f = AtomicFile::create(&*store.io, &store.dir, &spath)?;
-                f.buf = next.1.clone();
-                for def in held.drain(..) {
-                    batch.encode(&mut f, &mut ix, def, now)?;
-                }
-                out = Some((f, ix));
-                Ok(())
-            };
-            feed(&mut each)
-        };
-        fed.and_then(|()| batch.verdict())?;
-        let Some((f, ix)) = out else {
-            // Fewer than DIRECT_SNAPSHOT_MIN jobs: checked, applied as any batch is.
-            let mut held = held.into_iter();
-            return self.apply_diff(settings, &mut |sink| held.try_for_each(&mut *sink), now);
-        };
-        // From here the cache no longer matches the disk: the next operation reloads.
-        self.inner.loaded = false;
-        batch.report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
-        self.write_settings(settings)?;
-        if std::mem::take(&mut self.inner.relies_on_landed) {
-            self.sync_history()?;
-        }
-        let len = f.commit()?;
-        finish_index(ix, len);
-        // The snapshot's lines carry the accounted mark (`Inner::acct`); the new journal's
-        // header must too: an open through `jobs.index` reads no snapshot line, so the header
-        // is where it finds the mark.
-        self.inner.acct = later_mark(self.inner.acct, batch.new_rows_to);
-        self.snapshot_done(next.0, len)?;
-        Ok(batch.report)
-    }
-
-    /// `apply` diffed against the store as the definitions arrive: each one's stored record is
-    /// read (through a [`LineReader`]: in file order, a window at a time), compared and dropped
-    /// unless it changed, so memory is the index plus the changed records, not every record
-    /// (issue 14: a re-apply of 1 000 000 jobs). The jobs the file does not name are read
-    /// afterwards, in name order, to be retired. The changed records are persisted at the end
-    /// as one batch (`persist_apply`: one journal append, or a new snapshot when they are most
-    /// of the store), so a refusal or a crash before it leaves the store as it was. Settings
-    /// are written only once every definition was accepted.
-    pub(super) fn apply_diff(
-        &mut self,
-        settings: &Settings,
-        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<ApplyReport> {
-        let mut batch = Batch {
-            new_rows_to: Some(self.mark_now()),
-            ..Batch::default()
-        };
-        let mut reader = LineReader::new(&self.store.dir);
-        let fed = {
-            let inner = &mut *self.inner;
-            let mut each = |def: JobDef| -> StoreResult<()> {
-                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
-                if !batch.admit(&def) {
-                    return Ok(());
-                }
-                batch.fold(inner, &mut reader, def, now)
-            };
-            feed(&mut each)
-        };
-        let diffed = fed
-            .and_then(|()| batch.verdict())
-            .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
-        let Batch {
-            mut report,
-            mut changed,
-            ..
-        } = batch;
-        report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
-        // An edit of the budget's period: each job's spend in the new one, from history
-        // (`recount.rs`), written with the apply's records.
-        if let Err(e) = diffed
-            .and_then(|()| self.recount_budget(settings, now, &mut changed, &mut report.recounted))
-            .and_then(|()| self.write_settings(settings))
-        {
-            // Records before the failure were changed in the cache only.
-            self.inner.loaded = false;
-            return Err(e);
-        }
-        self.persist_apply(&changed)?;
-        Ok(report)
     }
 
     /// Write every job's newest line to a new snapshot (generation + 1) and start an empty
@@ -1449,7 +669,7 @@ impl Locked<'_> {
     pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
         let (generation, header) = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
-        let ipath = self.path(index::INDEX_FILE);
+        let ipath = self.path(super::layout::INDEX_FILE);
         let store = self.store;
         let mut ix = IndexWriter::new(
             &*store.io,
@@ -1531,176 +751,14 @@ impl Locked<'_> {
     }
 }
 
-/// What [`Locked::apply_each`] keeps while the definitions arrive: every name (to refuse a
-/// repeated one and retire the jobs no longer in the file), the `after:` chains (for the cycle
-/// check) and the report.
-#[derive(Default)]
-struct Batch {
-    seen: HashSet<String>,
-    chains: Vec<(String, Vec<After>)>,
-    report: ApplyReport,
-    changed: Vec<String>,
-    /// The first name used twice.
-    repeated: Option<String>,
-    /// The first definition that cannot be scheduled.
-    unschedulable: Option<StoreError>,
-    /// Where history ends: a new job's `rows_to` (it has no rows yet).
-    new_rows_to: Option<Mark>,
-}
-
-impl Batch {
-    /// Record `def`'s name and chain; whether it is to be applied (false once the batch is
-    /// known to be refused: only the checks go on).
-    fn admit(&mut self, def: &JobDef) -> bool {
-        if !def.after.is_empty() {
-            self.chains.push((def.name.clone(), def.after.clone()));
-        }
-        if !self.seen.insert(def.name.clone()) {
-            self.repeated.get_or_insert_with(|| def.name.clone());
-        }
-        self.repeated.is_none() && self.unschedulable.is_none()
-    }
-
-    /// `apply` of `def` against its stored record: read (unless this operation holds it
-    /// already), compared, and kept in `hot` only when it changed; a new job's record goes
-    /// to `hot` and the index. Fails only when a stored record cannot be read.
-    fn fold(
-        &mut self,
-        inner: &mut Inner,
-        reader: &mut LineReader,
-        def: JobDef,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let name = def.name.clone();
-        let mut read = match (inner.hot.contains_key(&name), inner.jobs.get(&name)) {
-            (false, Some(slim)) => Some(reader.entry(inner, &name, slim)?),
-            _ => None,
-        };
-        let stored = match read.as_mut() {
-            Some(e) => Some(&mut e.job),
-            None => inner.hot.get_mut(&name).map(|c| &mut c.rec),
-        };
-        match plan::apply::apply_one(stored, &def, now) {
-            Ok(plan::apply::ApplyStep::Unchanged) => self.report.unchanged.push(name),
-            Ok(plan::apply::ApplyStep::Updated) => {
-                match read {
-                    // Compiles the updated schedule.
-                    Some(e) => {
-                        inner.hot.insert(name.clone(), Cached::from_entry(e));
-                    }
-                    None => {
-                        if let Some(c) = inner.hot.get_mut(&name) {
-                            c.sched = rules::slots::compile(&c.rec).ok();
-                        }
-                    }
-                }
-                self.report.updated.push(name.clone());
-                self.changed.push(name);
-            }
-            Ok(plan::apply::ApplyStep::Created(r)) => {
-                let mut c = Cached::new(*r, None);
-                c.rows_to = self.new_rows_to;
-                insert_new(inner, &name, c);
-                self.report.created.push(name.clone());
-                self.changed.push(name);
-            }
-            Err(e) => self.unschedulable = Some(e),
-        }
-        Ok(())
-    }
-
-    /// Retire the stored jobs the batch did not name (in name order, as `apply` reports
-    /// them): their records are read one at a time, and kept only when retiring changed them.
-    fn retire_absent(&mut self, inner: &mut Inner, reader: &mut LineReader) -> StoreResult<()> {
-        let absent: Vec<String> = inner
-            .jobs
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| !self.seen.contains(*n))
-            .map(str::to_string)
-            .collect();
-        for name in absent {
-            let retired = match inner.hot.get_mut(&name) {
-                Some(c) => plan::apply::retire_removed(&mut c.rec),
-                None => {
-                    let Some(slim) = inner.jobs.get(&name) else {
-                        continue;
-                    };
-                    let mut e = reader.entry(inner, &name, slim)?;
-                    let retired = plan::apply::retire_removed(&mut e.job);
-                    if retired {
-                        inner.hot.insert(name.clone(), Cached::from_entry(e));
-                    }
-                    retired
-                }
-            };
-            if retired {
-                self.report.retired.push(name.clone());
-                self.changed.push(name);
-            }
-        }
-        Ok(())
-    }
-
-    /// The record of the new job `def`, encoded into the snapshot being written (a headed
-    /// line, as every writer writes it).
-    fn encode(
-        &mut self,
-        f: &mut AtomicFile<'_>,
-        ix: &mut IndexWriter<'_>,
-        def: JobDef,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let name = def.name.clone();
-        let rec = match policy::define::new_record(def, now) {
-            Ok(r) => r,
-            Err(e) => {
-                self.unschedulable = Some(StoreError::bad_def(&name)(e));
-                return Ok(());
-            }
-        };
-        let mut c = Cached::new(rec, None);
-        c.rows_to = self.new_rows_to;
-        // Only a store holding no job is written this way: every row in history is accounted
-        // for (see `Inner::acct`).
-        let (from, b0) = (f.pos(), f.buf.len());
-        c.encode(&name, self.new_rows_to, &mut f.buf)?;
-        let line = &f.buf[b0..f.buf.len() - 1];
-        ix.push(&name, from, line.len(), filefmt::line_crc(line), &c.idx())?;
-        f.spill()?;
-        self.report.created.push(name);
-        Ok(())
-    }
-
-    /// The batch's refusal, in `apply`'s order of checks.
-    fn verdict(&mut self) -> StoreResult<()> {
-        let cycle = crate::config::find_cycle_by(
-            self.chains.iter().map(|(n, a)| (n.as_str(), a.as_slice())),
-        );
-        if let Some(cycle) = cycle {
-            return Err(StoreError::Refused(format!(
-                "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
-                crate::config::cycle_text(&cycle)
-            )));
-        }
-        if let Some(name) = self.repeated.take() {
-            return Err(StoreError::DuplicateJob(name));
-        }
-        match self.unschedulable.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
 /// Write the index of a snapshot just renamed into place. A failure is logged, not returned:
 /// the snapshot is the truth and is in place; an index left from the previous snapshot is
 /// bound to it and ignored (see [`super::index`]).
-fn finish_index(ix: IndexWriter<'_>, snapshot_len: u64) {
+pub(super) fn finish_index(ix: IndexWriter<'_>, snapshot_len: u64) {
     if let Err(e) = ix.finish(snapshot_len) {
         tracing::warn!(
             "could not write {} (opening reads the whole snapshot until one is written): {e}",
-            index::INDEX_FILE
+            super::layout::INDEX_FILE
         );
     }
 }
@@ -1708,14 +766,14 @@ fn finish_index(ix: IndexWriter<'_>, snapshot_len: u64) {
 /// Fill `inner`'s index (empty) from `jobs.index` when it belongs to the snapshot `bind`:
 /// `Ok(true)` done, `Ok(false)` there is none, `Err(why)` it is stale, foreign or damaged
 /// (logged; `inner` is left empty for the scan).
-fn load_index(
+pub(super) fn load_index(
     io: &dyn crate::store::io::StoreIo,
     dir: &Path,
     id: &str,
     bind: &index::Binding,
     inner: &mut Inner,
 ) -> Result<bool, String> {
-    let ipath = dir.join(index::INDEX_FILE);
+    let ipath = dir.join(super::layout::INDEX_FILE);
     let jobs = std::cell::RefCell::new(table::Builder::with_capacity(0, 0));
     let mut chained = Vec::new();
     let sized = |n: u64, bytes: usize| {
@@ -1761,7 +819,7 @@ fn load_index(
 /// Write `jobs.index` for the snapshot `inner` was just loaded from by a scan (before the
 /// journal is replayed: the index then holds exactly the snapshot's lines).
 #[allow(clippy::too_many_arguments)]
-fn rewrite_index(
+pub(super) fn rewrite_index(
     io: &dyn crate::store::io::StoreIo,
     dir: &Path,
     ipath: &Path,
@@ -1792,149 +850,20 @@ fn rewrite_index(
     ix.finish(slen)
 }
 
-/// Size of the pieces the snapshot and the journal are read in.
-const PIECE: u64 = 1024 * 1024;
-
-/// Call `each` on the first `len` bytes of `f`, `PIECE` bytes at a time.
-fn for_each_piece(
-    f: &dyn IoFile,
-    path: &Path,
-    len: u64,
-    mut each: impl FnMut(&[u8]) -> StoreResult<()>,
-) -> StoreResult<()> {
-    let mut buf = vec![0u8; PIECE.min(len) as usize];
-    let mut pos = 0;
-    while pos < len {
-        let n = PIECE.min(len - pos) as usize;
-        read_at(f, path, pos, &mut buf[..n])?;
-        each(&buf[..n])?;
-        pos += n as u64;
-    }
-    Ok(())
-}
-
-/// Call `each(line_number, offset, line)` (number from 1, offset of the line's first byte, the
-/// line without its newline) on every complete line of the first `len` bytes of `f`, reading it
-/// a piece at a time. Bytes after the last newline are not passed (callers check the file ends
-/// with one).
-fn for_each_line(
-    f: &dyn IoFile,
-    path: &Path,
-    len: u64,
-    mut each: impl FnMut(u64, u64, &[u8]) -> StoreResult<()>,
-) -> StoreResult<()> {
-    let mut carry: Vec<u8> = Vec::new();
-    let mut no = 0u64;
-    // Offset of the first byte of `carry` (or of the next line when it is empty).
-    let mut line_off = 0u64;
-    let mut pos = 0u64;
-    for_each_piece(f, path, len, |whole| {
-        let mut piece = whole;
-        while let Some(i) = memchr::memchr(b'\n', piece) {
-            no += 1;
-            if carry.is_empty() {
-                each(no, line_off, &piece[..i])?;
-            } else {
-                carry.extend_from_slice(&piece[..i]);
-                each(no, line_off, &carry)?;
-                carry.clear();
-            }
-            piece = &piece[i + 1..];
-            line_off = pos + (whole.len() - piece.len()) as u64;
-        }
-        carry.extend_from_slice(piece);
-        pos += whole.len() as u64;
-        Ok(())
-    })
-}
-
 /// Jobs a batch must change before `apply` writes a snapshot instead of appending: few enough
 /// that every test store of the fault simulator takes the journal path, many enough that a
 /// snapshot is cheaper than the compaction the journal append would trigger.
-const DIRECT_SNAPSHOT_MIN: usize = 1024;
+pub(super) const DIRECT_SNAPSHOT_MIN: usize = 1024;
 
 /// Whether an `apply` batch of `changed` records out of `total` is written as a new snapshot.
-fn rewrites_most(changed: usize, total: usize) -> bool {
+pub(super) fn rewrites_most(changed: usize, total: usize) -> bool {
     changed >= DIRECT_SNAPSHOT_MIN && changed.saturating_mul(2) >= total
-}
-
-/// The snapshot's header (its line 1): the snapshot's generation and the journal it absorbed.
-pub(super) fn snapshot_header(
-    path: &Path,
-    line: &[u8],
-    id: &str,
-) -> StoreResult<(u64, Option<filefmt::Absorbed>)> {
-    let h: filefmt::Header = serde_json::from_slice(line).map_err(|e| json_err(path, 1, &e))?;
-    if h.cronsole != "snapshot" {
-        return Err(corrupt(path, 1, 1, "not a snapshot header"));
-    }
-    check_id(path, h.store.as_deref(), id)?;
-    Ok((h.generation, h.absorbed))
-}
-
-/// The journal's header (its line 1, of `complete`: the journal's complete lines) against the
-/// snapshot's `generation`: `false` when the journal's records follow the snapshot, `true` when
-/// it is the journal the snapshot already absorbed (its records must be skipped).
-pub(super) fn journal_is_stale(
-    path: &Path,
-    line: &[u8],
-    id: &str,
-    generation: u64,
-    absorbed: Option<filefmt::Absorbed>,
-    complete: &[u8],
-) -> StoreResult<bool> {
-    journal_is_stale_with(path, line, id, generation, absorbed, || {
-        Ok(filefmt::Absorbed {
-            len: complete.len() as u64,
-            crc32: filefmt::crc32(complete),
-        })
-    })
-}
-
-/// [`journal_is_stale`] for a journal read in pieces: `leftover` measures the journal's
-/// complete lines (length + CRC-32), called only when the header is one generation behind.
-///
-/// One generation behind is what a crash between writing a new snapshot and replacing the
-/// journal leaves; the snapshot says exactly which journal it absorbed. Anything else (an edited
-/// header, a journal from a backup) is corruption: never discard its records.
-pub(super) fn journal_is_stale_with(
-    path: &Path,
-    line: &[u8],
-    id: &str,
-    generation: u64,
-    absorbed: Option<filefmt::Absorbed>,
-    leftover: impl FnOnce() -> StoreResult<filefmt::Absorbed>,
-) -> StoreResult<bool> {
-    let h: filefmt::Header = serde_json::from_slice(line).map_err(|e| json_err(path, 1, &e))?;
-    if h.cronsole != "journal" {
-        return Err(corrupt(path, 1, 1, "not a journal header"));
-    }
-    check_id(path, h.store.as_deref(), id)?;
-    if h.generation == generation {
-        return Ok(false);
-    }
-    if h.generation + 1 == generation && absorbed == Some(leftover()?) {
-        return Ok(true);
-    }
-    Err(corrupt(
-        path,
-        1,
-        1,
-        format!(
-            "journal generation {} does not match the snapshot's ({generation}){}",
-            h.generation,
-            if h.generation > generation {
-                format!("; is {SNAPSHOT_FILE} missing or replaced?")
-            } else {
-                String::new()
-            }
-        ),
-    ))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FileStore, JOURNAL_FILE, SNAPSHOT_FILE};
+    use super::super::FileStore;
+    use super::super::layout::{JOURNAL_FILE, SNAPSHOT_FILE};
     use super::{DIRECT_SNAPSHOT_MIN, rewrites_most};
     use crate::model::{JobsFile, Settings};
     use crate::store::policy::define::tests_support::def;
@@ -2135,7 +1064,8 @@ mod tests {
     /// including one longer than a window and the file's last.
     #[test]
     fn the_window_reads_lines_in_file_order_in_pieces() {
-        use super::{Loc, PIECE, Window};
+        use super::super::lines::{PIECE, Window};
+        use super::super::record::Loc;
         let mut bytes = Vec::new();
         let mut locs = Vec::new();
         for i in 0..3000u32 {

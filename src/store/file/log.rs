@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::BLOCK;
+use super::layout::BLOCK;
 use crate::store::filefmt;
 use crate::store::io::{IoFile, Meta, OpenMode, StoreIo};
 use crate::store::{StoreError, StoreResult};
@@ -270,7 +270,7 @@ pub(super) fn count_lines_before(f: &dyn IoFile, path: &Path, off: u64) -> Store
 }
 
 pub(super) fn stat(io: &dyn StoreIo, path: &Path) -> StoreResult<Option<Meta>> {
-    super::io::stat_opt(io, path).map_err(io_err(path))
+    crate::store::io::stat_opt(io, path).map_err(io_err(path))
 }
 
 /// A required file that is not there: corruption, never a reset to empty.

@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::history::{HISTORY_DIR, history_header, segment_path};
-use super::jobs::{Entry, EntryLine, EntryRef, journal_is_stale, snapshot_header};
+use super::layout::{HISTORY_DIR, segment_path};
+use super::layout::{HISTORY_FILE, JOURNAL_FILE, SETTINGS_FILE, SNAPSHOT_FILE, VERSION_FILE};
 use super::log::{
     check_id, complete_len, corrupt, encode_checked_line, encode_line, header_line, io_err,
     json_err, read_at, stat, write_atomic,
 };
-use super::{
-    HISTORY_FILE, JOURNAL_FILE, SETTINGS_FILE, SNAPSHOT_FILE, VERSION_FILE, settings_bytes,
+use super::record::{
+    Entry, EntryLine, EntryRef, journal_is_stale, settings_bytes, snapshot_header,
 };
+use super::segment::history_header;
 use crate::model::{HistoryRow, Settings};
 use crate::store::io::{IoFile, OpenMode, StoreIo};
 use crate::store::{StoreError, StoreResult, filefmt};

@@ -18,9 +18,10 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 
-use super::history::{Backwards, open_sealed};
+use super::handle::Locked;
+use super::layout::HISTORY_FILE;
 use super::log::{corrupt, count_lines_before, json_err};
-use super::{HISTORY_FILE, Locked};
+use super::segment::{Backwards, open_sealed};
 use crate::cost::budget_period;
 use crate::model::Settings;
 use crate::store::filefmt;

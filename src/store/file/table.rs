@@ -3,7 +3,7 @@
 //!
 //! Owns: the layout of that index in memory and its invariants (names unique, name order,
 //! every wake-up in the wake-up order once). Must not touch: files, what an entry means (that is
-//! [`super::jobs`]'s), the lock.
+//! [`super::record`]'s), the lock.
 //!
 //! # Why not a `BTreeMap<String, Slim>` (issue 14)
 //! Opening a 1 000 000-job store through `jobs.index` spent most of its CPU building a map of a
@@ -28,7 +28,7 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::jobs::{Loc, Slim};
+use super::record::{Loc, Slim};
 
 /// One job loaded in name order: its name in the arena and its entry.
 #[derive(Debug, Clone)]

@@ -1,10 +1,16 @@
 //! Unit tests of the file store (layout, damage, crash recovery, queries).
 
-use super::history::contains;
-use super::jobs::EntryRef;
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::handle::*;
+use super::layout::*;
+use super::record::EntryRef;
+use super::segment::contains;
 use crate::model::{Status, Trigger};
 use crate::store::policy::define::tests_support::def;
+use crate::store::*;
 use crate::testkit::store::ClaimAt;
 
 use crate::store::policy;
@@ -1003,7 +1009,7 @@ fn damage_in_a_sealed_segment_is_found_by_check_and_by_its_readers() {
 }
 
 fn segment_path_for_test(dir: &Path, n: u64) -> PathBuf {
-    super::history::segment_path(dir, n)
+    super::layout::segment_path(dir, n)
 }
 
 /// A crash between sealing segment N (`history/N.jsonl` written) and replacing the open
@@ -1330,8 +1336,8 @@ fn an_oversized_open_segment_is_sealed_and_verified_before_the_first_append() {
 /// any other is corruption at line 1 (never discarded).
 #[test]
 fn the_journal_generation_check_reads_skips_or_refuses() {
-    use super::jobs::{journal_is_stale, snapshot_header};
     use super::log::header_line;
+    use super::record::{journal_is_stale, snapshot_header};
     let path = Path::new("/s/jobs.journal");
     let id = "store-1";
     let journal = |generation| header_line("journal", generation, id, None).unwrap();
@@ -1426,7 +1432,7 @@ fn the_budget_recount_reads_back_only_to_the_period_start() {
 
 /// The store-wide accounted mark (`Inner::acct`) as one handle sees it under the lock: the
 /// mark, where history ends, and whether the two agree (nothing unaccounted after the mark).
-fn acct_of(s: &FileStore) -> (Option<jobs::Mark>, jobs::Mark, bool) {
+fn acct_of(s: &FileStore) -> (Option<super::record::Mark>, super::record::Mark, bool) {
     let l = s.lock().unwrap();
     (l.inner.acct, l.mark_now(), l.inner.acct_clean)
 }
@@ -1603,7 +1609,7 @@ fn the_accounted_mark_survives_an_open_through_the_index() {
     )
     .unwrap();
     assert!(
-        dir.join(index::INDEX_FILE).exists(),
+        dir.join(super::layout::INDEX_FILE).exists(),
         "the snapshot has its index"
     );
     let (acct, end, clean) = acct_of(&FileStore::open(&dir).unwrap());

@@ -35,7 +35,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::cost::{budget_period, period_word, usd};
+use crate::cost::budget_period;
 use crate::model::{HistoryRow, JobRecord, Reservation, ReservationState, Settings, Status};
 
 use crate::store::StoreError;
@@ -117,7 +117,6 @@ pub fn decide_totals(
 ) -> Result<String, String> {
     let period = budget_period(settings);
     let key = period.key(req.now);
-    let word = period_word(period);
     let cost = if req.usd.is_finite() && req.usd > 0.0 {
         req.usd
     } else {
@@ -127,15 +126,14 @@ pub fn decide_totals(
         let used = t.spent + t.held;
         limit.is_finite() && used < limit && used + cost <= limit
     };
+    // A limit below the call itself can never pay for it (waiting does not help): said apart
+    // from a limit whose rest this period does not cover it.
     let why = |scope: &str, limit: f64, t: Totals| {
-        format!(
-            "budget reached: {scope} {}/{word} (spent {}, in flight {}; this call may cost up \
-             to {})",
-            usd(limit),
-            usd(t.spent),
-            usd(t.held),
-            usd(cost)
-        )
+        if limit.is_finite() && cost > limit {
+            crate::cost::too_small_reason(scope, limit, period, cost)
+        } else {
+            crate::cost::reached_reason(scope, limit, period, t.spent, t.held, cost)
+        }
     };
     if let Some(b) = settings.budget
         && !fits(b.max_cost_usd, global)
@@ -435,8 +433,9 @@ mod tests {
         assert_eq!(ok.iter().filter(|r| r.is_ok()).count(), 2, "{ok:?}");
         let refused = ok.iter().find_map(|r| r.clone().err()).unwrap();
         assert!(
-            refused
-                .starts_with("budget reached: global $0.001/day (spent $0.00, in flight $0.0008"),
+            refused.starts_with(
+                "budget reached: global $0.001/day, $0.0002 left (spent $0.00, in flight $0.0008)"
+            ),
             "{refused}"
         );
     }

@@ -4,7 +4,7 @@
 //! database that is down costs callers one fast `StoreError::Unavailable`, not a connect storm.
 //!
 //! Owns: connecting, the connection driver tasks, the backoff gate, and carrying each
-//! connection's server-side prepared statements (`super::Stmts`, prepared by the store on first
+//! connection's server-side prepared statements (`super::stmts::Stmts`, prepared on first
 //! use and kept with the connection while it lives in the pool). Must not touch: SQL beyond
 //! the per-connection session setup, the store's semantics.
 //!
@@ -32,7 +32,8 @@ use tokio_postgres::{Client, Config};
 
 use super::connect::MakeRustls;
 
-use super::{Stmts, db_err};
+use super::db::db_err;
+use super::stmts::Stmts;
 use crate::store::{StoreError, StoreResult};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -188,6 +189,20 @@ pub(crate) async fn connect(cfg: &Config, tls: &MakeRustls) -> StoreResult<Clien
         }
     });
     Ok(client)
+}
+
+impl Conn<'_> {
+    /// This connection's prepared statements, preparing them (pipelined: one round trip) on
+    /// its first use. Not at connect: the first connection runs the migration that creates the
+    /// tables these statements name.
+    pub(crate) async fn stmts(&mut self) -> StoreResult<Arc<Stmts>> {
+        if let Some(s) = &self.stmts {
+            return Ok(Arc::clone(s));
+        }
+        let s = Arc::new(Stmts::prepare(self).await?);
+        self.stmts = Some(Arc::clone(&s));
+        Ok(s)
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,9 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
-use super::{Inner, Notify, db_err, lock_jobs};
+use super::db::db_err;
+use super::handle::Inner;
+use super::tx::{Edit, Notify, lock_jobs};
 use crate::store::plan::{self, step::LoopStep};
 use crate::store::rules::period::Totals;
 use crate::store::{ReserveOutcome, ReserveRequest, Settlement, StepOutcome};
@@ -186,9 +188,9 @@ impl Inner {
                 return Err(StoreError::NoSuchJob(job));
             };
             Ok(if policy::budget::settle(rec, id, how) {
-                super::Edit::changed(())
+                Edit::changed(())
             } else {
-                super::Edit::unchanged(())
+                Edit::unchanged(())
             })
         })
         .await
@@ -287,7 +289,7 @@ pub(super) async fn attach_run_records(
         .map_err(|e| db_err("reading runs' records", e))?;
     let mut by_run: std::collections::HashMap<String, Vec<Delta>> = Default::default();
     for r in found {
-        let entry = super::from_json(
+        let entry = super::db::from_json(
             location,
             "cronsole_run_steps",
             r.get::<_, serde_json::Value>(2),

@@ -32,7 +32,7 @@
 
 use tokio_postgres::Client;
 
-use super::db_err;
+use super::db::db_err;
 use crate::store::{StoreError, StoreResult};
 
 /// Arbitrary constant key for `pg_advisory_xact_lock` ("cronsole" in ASCII, truncated).

@@ -711,11 +711,11 @@ fn detail_shows_every_live_run_and_what_the_overlap_policy_keeps() {
     assert!(t.contains("kept to run next"), "{t}");
 }
 
-/// Red team 6: right after an edit of the budget's `period` (day → week), the jobs table's
-/// spend column showed $0.00 for every job whose counters were still kept per day, while the
-/// header, `jobs` and `stats` counted that day's spend in the week. The column now reads the
-/// counters by the same rule (`store::rules::period::counter_spend`): the day's spend in its week, the
-/// all-time spend under `total`, nothing of an older day.
+/// Right after an edit of the budget's `period` (day → week), the jobs table's spend column must
+/// not show $0.00 for every job whose counters are still kept per day while the header, `jobs`
+/// and `stats` count that day's spend in the week. The column reads the counters by the same
+/// rule (`store::rules::period::counter_spend`): the day's spend in its week, the all-time spend
+/// under `total`, nothing of an older day.
 #[test]
 fn the_spend_column_agrees_with_the_store_after_a_period_edit() {
     let at = |period: BudgetPeriod| {

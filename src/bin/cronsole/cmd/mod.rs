@@ -367,9 +367,8 @@ mod tests {
         );
     }
 
-    /// Red-team leftover (rt2): "I/O error on X: Is a directory (os error 21): Is a directory
-    /// (os error 21)" — each cause is printed once, and a context that does not repeat its
-    /// cause still gets it.
+    /// Never "I/O error on X: Is a directory (os error 21): Is a directory (os error 21)": each
+    /// cause is printed once, and a context that does not repeat its cause still gets it.
     #[test]
     fn error_line_prints_each_cause_once() {
         let io = || std::io::Error::from_raw_os_error(20);

@@ -1,0 +1,162 @@
+//! Completions on PostgreSQL: a batch in one transaction (one WAL flush), its jobs locked in
+//! name order, each completion executed by the completion plan both stores share, and history
+//! retention paced per process.
+//!
+//! Owns: `Inner::complete_batch`. Must not touch: what a completion does (`plan::complete`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use chrono::Utc;
+use futures_util::future::try_join;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::model::{HistoryRow, JobRecord};
+use crate::store::plan::complete::{CompletionPlan, Found};
+use crate::store::{CompleteOutcome, Completion, StoreResult};
+use crate::store::{policy, rules};
+
+use super::db::{db_err, from_json};
+use super::handle::Inner;
+use super::tx::{Notify, RETENTION_EVERY, chain_children, lock_jobs, trim_history};
+
+impl Inner {
+    /// Group commit: every completion of the batch in ONE transaction (one WAL flush), each
+    /// fenced by its run_id as usual. Idempotent when retried: a completion whose earlier
+    /// attempt committed but whose reply was lost (connection cut after `COMMIT` was sent)
+    /// finds its own row in history by run_id and writes nothing again (see the module doc).
+    pub(super) async fn complete_batch(
+        &self,
+        cs: Vec<Completion>,
+    ) -> StoreResult<Vec<StoreResult<CompleteOutcome>>> {
+        let mut conn = self.pool.get().await?;
+        let st = conn.stmts().await?;
+        let tx = conn
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a completion", e))?;
+        let mut names: Vec<String> = cs.iter().map(|c| c.job.clone()).collect();
+        names.sort();
+        names.dedup();
+        let (period, recs) = try_join(
+            self.period(&tx, &st),
+            lock_jobs(&tx, &st, &self.location, &names),
+        )
+        .await?;
+        let mut recs: BTreeMap<String, JobRecord> =
+            recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
+        // A completion whose job no longer holds its lease is stale — or a retry whose first
+        // attempt committed. Only those look for their row (an index probe on run_id).
+        let unfenced: Vec<String> = cs
+            .iter()
+            .filter(|c| {
+                recs.get(&c.job)
+                    .is_some_and(|r| !rules::runtime::holds(r, c.run_id))
+            })
+            .map(|c| c.run_id.to_string())
+            .collect();
+        let landed: Vec<HistoryRow> = if unfenced.is_empty() {
+            Vec::new()
+        } else {
+            tx.query(&st.run_rows, &[&unfenced])
+                .await
+                .map_err(|e| db_err("reading history", e))?
+                .into_iter()
+                .map(|r| from_json(&self.location, "cronsole_history", r.get::<_, Value>(0)))
+                .collect::<StoreResult<_>>()?
+        };
+        let now = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
+        let mut plan = CompletionPlan::new(period, landed);
+        for c in cs {
+            // A retry whose first attempt committed: its own row, same run, status and owner.
+            let mut probe = c.row.clone();
+            probe.run_id = c.run_id;
+            let own_row = plan
+                .landed()
+                .iter()
+                .find(|l| l.owner == probe.owner && rules::rows::same_row(l, &probe))
+                .cloned();
+            let found = Found {
+                own_row,
+                abandoned: false,
+            };
+            plan.complete(recs.get_mut(&c.job), None, c, found);
+        }
+        let rows = plan.rows(plan.landed());
+        let mut dirty: Vec<String> = Vec::new();
+        // Fenced run ends, for their `after:` children.
+        let mut ended: Vec<(crate::model::JobDef, HistoryRow)> = Vec::new();
+        for (job, end) in plan.records() {
+            if let Some(end) = end
+                && let Some(rec) = recs.get(&job)
+            {
+                ended.push((rec.def.clone(), end));
+            }
+            dirty.push(job);
+        }
+        let results = plan.into_results();
+        // `after:` children learn of the runs' ends in this same transaction. Children this
+        // batch already holds (locked above, or read for an earlier parent) are updated in
+        // place, so each job is written once with every parent's end.
+        let mut children: Vec<JobRecord> = Vec::new();
+        for (parent, end) in &ended {
+            dirty.extend(policy::chain::fan_out(parent, end, recs.values_mut()));
+            policy::chain::fan_out(parent, end, children.iter_mut());
+            let more = chain_children(&tx, &self.location, parent, end).await?;
+            for r in more {
+                if !recs.contains_key(&r.def.name)
+                    && !children.iter().any(|c| c.def.name == r.def.name)
+                {
+                    children.push(r);
+                }
+            }
+        }
+        dirty.sort();
+        dirty.dedup();
+        if rows.is_empty() && dirty.is_empty() && children.is_empty() {
+            return Ok(results);
+        }
+        let mut changed: Vec<JobRecord> = dirty.iter().filter_map(|n| recs.remove(n)).collect();
+        changed.extend(children);
+        // A late end of a run recorded `abandoned` replaces that row (see the module doc).
+        let superseded: Vec<String> = CompletionPlan::superseded(&rows)
+            .iter()
+            .map(Uuid::to_string)
+            .collect();
+        if !superseded.is_empty() {
+            tx.execute(
+                "DELETE FROM cronsole_history WHERE run_id = ANY($1) AND status = 'abandoned'",
+                &[&superseded],
+            )
+            .await
+            .map_err(|e| db_err("replacing an abandoned row", e))?;
+        }
+        super::reserve::drop_run_records(&tx, &rows).await?;
+        self.commit_changes(
+            tx,
+            &st,
+            &rows,
+            &changed,
+            now,
+            Notify::AfterCommit,
+            "committing a completion",
+        )
+        .await?;
+        // History retention (SPEC §14.1 default, same as the file store): every
+        // RETENTION_EVERY completions of a process, trim that job to its newest rows. A
+        // failure here loses nothing and is retried next time.
+        for job in &dirty {
+            if self
+                .completions
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(RETENTION_EVERY)
+                && let Err(e) =
+                    trim_history(&*conn, job, crate::store::file::DEFAULT_KEEP_PER_JOB).await
+            {
+                tracing::warn!(job = %job, "history retention failed: {e}");
+            }
+        }
+        Ok(results)
+    }
+}

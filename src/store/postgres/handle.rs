@@ -1,0 +1,287 @@
+//! One open PostgreSQL store: [`PgStore`] (its private tokio runtime, the pool, the change feed)
+//! and [`PgOptions`]; opening (schema migration, the listener) and the bridge that runs every
+//! operation on the store's runtime from any calling thread.
+//!
+//! Owns: the handle, `Inner` (what every operation's future holds), `PgStore::run`, `check`.
+//! Must not touch: the SQL of the operations (`tx.rs` and the operation files).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_postgres::Config;
+
+use crate::model::{HistoryRow, JobRecord};
+use crate::store::{StoreError, StoreResult};
+
+use super::connect;
+use super::db::db_err;
+use super::listen::{self, ChangeFeed};
+use super::pool::Pool;
+use super::schema;
+use super::tx::trim_history;
+
+/// Tunables; `Default` is what `--store postgres://…` uses.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections in the pool (the listener has its own).
+    pub pool_size: usize,
+    /// Bound on opening one connection (TCP, TLS and authentication).
+    pub connect_timeout: Duration,
+    /// Upper bound on one store operation, connection checkout included.
+    pub op_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(5),
+            op_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) pool: Pool,
+    pub(super) feed: Arc<ChangeFeed>,
+    pub(super) location: String,
+    /// Completions by this process, to pace history retention.
+    pub(super) completions: AtomicU64,
+}
+
+/// A [`Store`](crate::store::Store) over a PostgreSQL database shared by every owner (any number of hosts).
+pub struct PgStore {
+    pub(super) inner: Arc<Inner>,
+    pub(super) handle: tokio::runtime::Handle,
+    pub(super) rt: Option<tokio::runtime::Runtime>,
+    pub(super) op_timeout: Duration,
+    /// `cronsole_store.store_id` as read at open (see [`schema`]).
+    pub(super) store_id: Option<String>,
+}
+
+/// How long dropping a store waits for its last announcements (see `listen`) to go out.
+pub(super) const ANNOUNCE_GRACE: Duration = Duration::from_millis(500);
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // Commits announced after the fact (claims, completions) are NOTIFYed by the listener;
+        // give the last ones a moment so other owners hear this process's final completions.
+        let deadline = std::time::Instant::now() + ANNOUNCE_GRACE;
+        while self.inner.feed.announcing()
+            && self.inner.feed.alive()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The URL without its password, for messages and `location()`.
+pub(super) fn redact(cfg: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match cfg.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let user = cfg.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    let db = cfg.get_dbname().unwrap_or("");
+    format!("postgres://{user}{host}:{port}/{db}")
+}
+
+impl PgStore {
+    /// Connect to `url` (`postgres://user[:pass]@host[:port]/db?…` or `postgresql://…`),
+    /// create or migrate the schema, and start the change listener.
+    pub fn open(url: &str) -> StoreResult<PgStore> {
+        PgStore::open_with(url, PgOptions::default())
+    }
+
+    /// [`PgStore::open`] with other pool and timeout settings.
+    pub fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(StoreError::BadLocation {
+                what: format!(
+                    "not a PostgreSQL URL (expected postgres://user@host:port/database): {}",
+                    url.split('@').next_back().unwrap_or(url)
+                ),
+                source: None,
+            });
+        }
+        let (mut cfg, tls) = connect::parse(url)?;
+        let tls = connect::connector(&tls)?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(opts.connect_timeout);
+        }
+        cfg.application_name("cronsole");
+        cfg.keepalives(true);
+        cfg.keepalives_idle(Duration::from_secs(10));
+        let location = redact(&cfg);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cronsole-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::io("the PostgreSQL store's runtime", e))?;
+        let feed = Arc::new(ChangeFeed::default());
+        let inner = Arc::new(Inner {
+            pool: Pool::new(cfg.clone(), tls.clone(), opts.pool_size),
+            feed: Arc::clone(&feed),
+            location,
+            completions: AtomicU64::new(1),
+        });
+        let mut store = PgStore {
+            inner,
+            handle: rt.handle().clone(),
+            rt: Some(rt),
+            op_timeout: opts.op_timeout.max(opts.connect_timeout),
+            store_id: None,
+        };
+        store.store_id = store.run(|inner| async move {
+            let mut c = inner.pool.get().await?;
+            Ok(schema::migrate(&mut c, &inner.location).await?.1)
+        })?;
+        store.handle.spawn(listen::run(cfg, tls, feed));
+        Ok(store)
+    }
+
+    /// Run one operation on the store's runtime and wait for it from any thread.
+    pub(super) fn run<T, F, Fut>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = f(Arc::clone(&self.inner));
+        let limit = self.op_timeout;
+        self.handle.spawn(async move {
+            let r = match tokio::time::timeout(limit, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "store operation timed out after {} s",
+                    limit.as_secs_f64()
+                ))),
+            };
+            let _ = tx.send(r);
+        });
+        rx.recv()
+            .map_err(|_| StoreError::Internal("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
+    }
+
+    /// True while the LISTEN connection is up (change tokens are then free).
+    pub fn listener_alive(&self) -> bool {
+        self.inner.feed.alive()
+    }
+
+    /// Notifications received by this store's listener so far.
+    pub fn notifications_received(&self) -> u64 {
+        self.inner.feed.received()
+    }
+
+    /// Keep only the newest `keep` history rows of `job` (in insertion order); returns how
+    /// many were deleted. Completions call this automatically with the SPEC default (10 000).
+    pub fn trim_history(&self, job: &str, keep: usize) -> StoreResult<u64> {
+        let job = job.to_string();
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            trim_history(&*c, &job, keep.max(1)).await
+        })
+    }
+
+    /// The store id drawn when the schema was created (`cronsole_store`); `None` if its row
+    /// was deleted.
+    pub fn store_id(&self) -> Option<&str> {
+        self.store_id.as_deref()
+    }
+
+    /// Drop idle pooled connections (tests use it after restarting the server).
+    /// `cronsole check`: decode every job record and history row (in batches), and compare
+    /// the indexed columns with the record they index. Reads only.
+    pub fn check(&self) -> StoreResult<crate::store::check::Report> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let mut r = crate::store::check::Report::default();
+            let push = |r: &mut crate::store::check::Report, table: &str, line: u64, what: String| {
+                if r.problems.len() < crate::store::check::MAX_REPORTED {
+                    r.problems.push(crate::store::check::Problem {
+                        location: format!("{}/{table}", inner.location),
+                        line,
+                        column: 0,
+                        what,
+                    });
+                } else {
+                    r.more += 1;
+                }
+            };
+            match schema::read_store_id(&*c).await? {
+                Some(id) => r.store_id = Some(id),
+                None => push(
+                    &mut r,
+                    "cronsole_store",
+                    1,
+                    "the store id row is missing (deleted by hand?)".into(),
+                ),
+            }
+            let jobs = c
+                .query("SELECT name, record FROM cronsole_jobs ORDER BY name", &[])
+                .await
+                .map_err(|e| db_err("reading jobs", e))?;
+            for (i, row) in jobs.iter().enumerate() {
+                let name: String = row.get(0);
+                match serde_json::from_value::<JobRecord>(row.get::<_, Value>(1)) {
+                    Ok(rec) if rec.def.name == name => r.jobs += 1,
+                    Ok(rec) => push(
+                        &mut r,
+                        "cronsole_jobs",
+                        i as u64 + 1,
+                        format!("row '{name}' holds the record of job '{}'", rec.def.name),
+                    ),
+                    Err(e) => push(&mut r, "cronsole_jobs", i as u64 + 1, format!("job '{name}': {e}")),
+                }
+            }
+            let mut after = 0i64;
+            loop {
+                let rows = c
+                    .query(
+                        "SELECT seq, run_id, job, row FROM cronsole_history WHERE seq > $1 ORDER BY seq LIMIT 10000",
+                        &[&after],
+                    )
+                    .await
+                    .map_err(|e| db_err("reading history", e))?;
+                let Some(last) = rows.last() else {
+                    break;
+                };
+                after = last.get(0);
+                for row in &rows {
+                    let seq: i64 = row.get(0);
+                    let run_id: String = row.get(1);
+                    let job: String = row.get(2);
+                    match serde_json::from_value::<HistoryRow>(row.get::<_, Value>(3)) {
+                        Ok(h) if h.run_id.to_string() == run_id && h.job == job => r.history_rows += 1,
+                        Ok(_) => push(
+                            &mut r,
+                            "cronsole_history",
+                            seq as u64,
+                            "the run_id/job columns disagree with the row they index".into(),
+                        ),
+                        Err(e) => push(&mut r, "cronsole_history", seq as u64, format!("seq {seq}: {e}")),
+                    }
+                }
+            }
+            Ok(r)
+        })
+    }
+
+    /// Close the pool's idle connections; the next operations open fresh ones.
+    pub fn reset_pool(&self) {
+        self.inner.pool.clear_idle();
+    }
+}

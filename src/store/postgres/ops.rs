@@ -1,0 +1,243 @@
+//! The transaction skeleton most PostgreSQL operations share: one job under `FOR UPDATE`, a
+//! bulk edit of many jobs, committing and announcing a change, reading the store version, the
+//! budget period and settings, and `apply`.
+//!
+//! Owns: `Inner::with_job`, `Inner::bulk_edit`, `Inner::commit_changes`, `Inner::apply`. Must not
+//! touch: what an edit does to a record (the policies).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::try_join3;
+use serde_json::Value;
+use tokio_postgres::Transaction;
+
+use crate::model::{BudgetPeriod, HistoryRow, JobRecord, JobsFile, Settings};
+use crate::store::{ApplyReport, StoreError, StoreResult};
+use crate::store::{plan, policy};
+
+use super::db::{Db, db_err, from_json, to_json};
+use super::handle::Inner;
+use super::stmts::Stmts;
+use super::tx::{
+    Edit, Notify, append_history, bump, lock_jobs, read_jobs, recount_budget, write_jobs,
+};
+
+impl Inner {
+    /// Lock one job row, let `f` edit the record, write it back (and any rows) in one
+    /// transaction. `f` sees `None` when the job does not exist.
+    pub(super) async fn with_job<T, F>(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        notify: Notify,
+        f: F,
+    ) -> StoreResult<T>
+    where
+        F: FnOnce(Option<&mut JobRecord>) -> StoreResult<Edit<T>>,
+    {
+        let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", e))?;
+        let mut recs = lock_jobs(&tx, &st, &self.location, &[name.to_string()]).await?;
+        let edit = f(recs.first_mut())?;
+        if !edit.changed && edit.rows.is_empty() {
+            return Ok(edit.value);
+        }
+        let recs: &[JobRecord] = if edit.changed { &recs } else { &[] };
+        self.commit_changes(tx, &st, &edit.rows, recs, now, notify, "committing")
+            .await?;
+        Ok(edit.value)
+    }
+
+    /// One chunk of a bulk operator action in one transaction: lock the named rows (in name
+    /// order, as every multi-row lock here), apply the action to each in the order asked until
+    /// one fails, write the records that changed and the rows in one commit. A missing job
+    /// stops the chunk there as [`StoreError::NoSuchJob`].
+    pub(super) async fn bulk_edit(
+        &self,
+        names: &[String],
+        action: &crate::store::BulkAction,
+        now: DateTime<Utc>,
+    ) -> StoreResult<crate::store::BulkDone> {
+        let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", e))?;
+        let recs = lock_jobs(&tx, &st, &self.location, names).await?;
+        let mut by_name: std::collections::HashMap<String, JobRecord> =
+            recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
+        let mut rows = Vec::new();
+        let mut tally = policy::operator::BulkTally::new(names.len());
+        for name in names {
+            let step = match by_name.get_mut(name) {
+                Some(rec) => policy::operator::bulk_step(rec, action, now, &mut rows),
+                None => Err(StoreError::NoSuchJob(name.clone())),
+            };
+            if !tally.step(name, step) {
+                break;
+            }
+        }
+        let changed: Vec<JobRecord> = tally
+            .changed
+            .iter()
+            .filter_map(|n| by_name.remove(n))
+            .collect();
+        if !(rows.is_empty() && changed.is_empty()) {
+            self.commit_changes(
+                tx,
+                &st,
+                &rows,
+                &changed,
+                now,
+                Notify::InTransaction,
+                "committing",
+            )
+            .await?;
+        }
+        Ok(tally.into_done())
+    }
+
+    /// The one write path of edits, claims, completions and reservations: append `rows`, write
+    /// `jobs`, bump the store version — pipelined in one round trip —, commit (`doing` names
+    /// the step in an error) and make the new version known ([`Inner::published`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit_changes(
+        &self,
+        tx: Transaction<'_>,
+        st: &Stmts,
+        rows: &[HistoryRow],
+        jobs: &[JobRecord],
+        now: DateTime<Utc>,
+        notify: Notify,
+        doing: &str,
+    ) -> StoreResult<()> {
+        let ((), (), v) = try_join3(
+            append_history(&tx, st, rows),
+            write_jobs(&tx, st, jobs, now),
+            bump(&tx, st, notify),
+        )
+        .await?;
+        tx.commit().await.map_err(|e| db_err(doing, e))?;
+        self.published(v, notify);
+        Ok(())
+    }
+
+    /// Make a committed version known: observed locally, and announced to the other owners
+    /// when the transaction did not NOTIFY it itself.
+    pub(super) fn published(&self, v: i64, notify: Notify) {
+        match notify {
+            Notify::InTransaction => self.feed.observe(v),
+            Notify::AfterCommit => self.feed.announce(v),
+        }
+    }
+
+    pub(super) async fn read_version(&self) -> StoreResult<u64> {
+        let c = self.pool.get().await?;
+        let row = c
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM cronsole_store_version",
+                &[],
+            )
+            .await
+            .map_err(|e| db_err("reading the store version", e))?;
+        let v: i64 = row.get(0);
+        self.feed.observe(v);
+        Ok(self.feed.version())
+    }
+}
+
+impl Inner {
+    /// The counters' budget period, read inside the caller's transaction.
+    pub(super) async fn period(
+        &self,
+        tx: &Transaction<'_>,
+        st: &Stmts,
+    ) -> StoreResult<BudgetPeriod> {
+        let rows = tx
+            .query(&st.settings, &[])
+            .await
+            .map_err(|e| db_err("reading settings", e))?;
+        let settings = match rows.into_iter().next() {
+            Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0))?,
+            None => Settings::default(),
+        };
+        Ok(crate::cost::budget_period(&settings))
+    }
+
+    pub(super) async fn settings_in(&self, c: &impl Db) -> StoreResult<Settings> {
+        let rows = c
+            .q("SELECT settings FROM cronsole_settings WHERE id = 1", &[])
+            .await
+            .map_err(|e| db_err("reading settings", e))?;
+        match rows.into_iter().next() {
+            Some(r) => from_json(&self.location, "cronsole_settings", r.get::<_, Value>(0)),
+            None => Ok(Settings::default()),
+        }
+    }
+
+    pub(super) async fn apply(
+        &self,
+        file: JobsFile,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        plan::apply::unique_names(&file)?;
+        let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a transaction", e))?;
+        let mut dirty = false;
+        let stored = self.settings_in(&tx).await?;
+        let settings_changed = plan::apply::settings_changes(&stored, &file.settings);
+        if stored != file.settings {
+            tx.execute(
+                "INSERT INTO cronsole_settings (id, settings) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET settings = EXCLUDED.settings",
+                &[&to_json(&file.settings)?],
+            )
+            .await
+            .map_err(|e| db_err("writing settings", e))?;
+            dirty = true;
+        }
+        let existing = read_jobs(&tx, &self.location, None, true).await?;
+        let mut by_name: BTreeMap<String, JobRecord> = existing
+            .into_iter()
+            .map(|r| (r.def.name.clone(), r))
+            .collect();
+        let (mut report, mut names) =
+            plan::apply::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        let mut recounted = Vec::new();
+        recount_budget(
+            &tx,
+            &file.settings,
+            now,
+            &mut by_name,
+            &mut names,
+            &mut recounted,
+        )
+        .await?;
+        let changed: Vec<JobRecord> = names
+            .iter()
+            .filter_map(|n| by_name.get(n).cloned())
+            .collect();
+        report.settings = settings_changed;
+        report.recounted = recounted;
+        report.created.sort();
+        report.updated.sort();
+        report.unchanged.sort();
+        if dirty || !changed.is_empty() {
+            write_jobs(&tx, &st, &changed, now).await?;
+            let v = bump(&tx, &st, Notify::InTransaction).await?;
+            tx.commit().await.map_err(|e| db_err("committing", e))?;
+            self.feed.observe(v);
+        }
+        Ok(report)
+    }
+}

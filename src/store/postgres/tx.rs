@@ -1,0 +1,283 @@
+//! The steps inside one PostgreSQL transaction that several operations share: bumping the
+//! store version, locking and reading job records, writing them back, appending history, the
+//! budget recount at a `period` edit, chain children and history retention.
+//!
+//! Owns: those statements. Must not touch: what an operation decides (the plans and policies),
+//! the transaction's shape (`ops.rs`, `claim.rs`, `complete.rs`).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::types::Type;
+use tokio_postgres::{GenericClient, Row, Transaction};
+
+use crate::model::{HistoryRow, JobRecord};
+use crate::store::{StoreError, StoreResult};
+use crate::store::{plan, policy, rules};
+
+use super::db::{Db, db_err, from_json, to_json};
+use super::schema;
+use super::stmts::Stmts;
+/// Trim a job's history every this many completions (per process).
+pub(super) const RETENTION_EVERY: u64 = 64;
+
+/// Keep the newest `keep` history rows of `job`.
+pub(super) async fn trim_history(
+    c: &impl GenericClient,
+    job: &str,
+    keep: usize,
+) -> StoreResult<u64> {
+    c.execute(
+        "DELETE FROM cronsole_history WHERE job = $1 AND seq < (
+             SELECT seq FROM cronsole_history WHERE job = $1
+             ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+        &[&job, &(keep.saturating_sub(1) as i64)],
+    )
+    .await
+    .map_err(|e| db_err("trimming history", e))
+}
+
+/// Most due rows one claim round locks.
+pub(super) const MAX_CLAIM_BATCH: usize = 1000;
+
+/// How a mutation tells the other owners (see `listen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Notify {
+    /// `pg_notify` inside the transaction: delivered iff it commits, even if this process exits
+    /// right after (operator commands, `apply`).
+    InTransaction,
+    /// Announced by the listener connection after the commit, coalesced (the engine's claims,
+    /// completions, renewals and reservations): keeps notifying transactions, which PostgreSQL
+    /// commits one WAL flush at a time, off the hot path.
+    AfterCommit,
+}
+
+/// Bump the store version (NOTIFYing it when asked); visible to others when the transaction
+/// commits.
+pub(super) async fn bump(tx: &Transaction<'_>, st: &Stmts, notify: Notify) -> StoreResult<i64> {
+    let rows = match notify {
+        Notify::InTransaction => tx.query(&st.bump_notify, &[&schema::CHANNEL]).await,
+        Notify::AfterCommit => tx.query(&st.bump, &[]).await,
+    }
+    .map_err(|e| db_err("bumping the store version", e))?;
+    rows.first()
+        .map(|r| r.get(0))
+        .ok_or_else(|| StoreError::Internal("bumping the store version: no row".into()))
+}
+
+/// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
+/// `wakeup`, which `plan::claim::wakeup` computes (the same function the file store indexes by).
+/// An edit of the budget's `period` (red team 6): every job holding money under a period of
+/// another kind gets its spend in the new one from the history rows that finished inside it
+/// (`rules::period::recount`), selected by `finished_at` (indexed: only the period's rows are read),
+/// in the apply's transaction. The jobs whose records changed are added to `names`, and with
+/// what was found to `recounted` (the apply's report; in name order, as `by_name` is).
+pub(super) async fn recount_budget(
+    tx: &Transaction<'_>,
+    settings: &crate::model::Settings,
+    now: DateTime<Utc>,
+    by_name: &mut BTreeMap<String, JobRecord>,
+    names: &mut Vec<String>,
+    recounted: &mut Vec<crate::store::Recount>,
+) -> StoreResult<()> {
+    let period = crate::cost::budget_period(settings);
+    let key = period.key(now);
+    let due: Vec<String> = by_name
+        .iter()
+        .filter(|(_, r)| rules::period::needs_recount(&r.rt.counters, &key))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if due.is_empty() {
+        return Ok(());
+    }
+    let mut booked: BTreeMap<String, f64> = BTreeMap::new();
+    if let Some(start) = rules::period::period_start(period, now) {
+        // The rule of `rules::period::booked_since`: rows that finished at or after the start, each
+        // cost ≥ 0 and finite (NaN and infinity compare above every number in PostgreSQL).
+        let rows = tx
+            .query_typed(
+                "SELECT job, sum(cost_usd)::float8 FROM cronsole_history
+                 WHERE finished_at >= $1 AND job = ANY($2)
+                     AND cost_usd > 0 AND cost_usd < 'Infinity'::float8
+                 GROUP BY job",
+                &[
+                    (&start, tokio_postgres::types::Type::TIMESTAMPTZ),
+                    (&due, tokio_postgres::types::Type::TEXT_ARRAY),
+                ],
+            )
+            .await
+            .map_err(|e| db_err("summing the budget period's spend", e))?;
+        for r in rows {
+            booked.insert(r.get(0), r.get(1));
+        }
+    }
+    for name in due {
+        let Some(rec) = by_name.get_mut(&name) else {
+            continue;
+        };
+        let spent = booked.get(&name).copied().unwrap_or(0.0);
+        if !rules::period::recount(&mut rec.rt.counters, &key, spent) {
+            continue;
+        }
+        recounted.push(crate::store::Recount {
+            job: name.clone(),
+            period: key.clone(),
+            spent_usd: rec.rt.counters.period_cost_usd,
+        });
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn write_jobs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    records: &[JobRecord],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let items: Vec<Value> = records
+        .iter()
+        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": plan::claim::wakeup(r) })))
+        .collect::<StoreResult<_>>()?;
+    let arr = Value::Array(items);
+    tx.execute(&st.write_jobs, &[&arr, &now])
+        .await
+        .map_err(|e| db_err("writing jobs", e))?;
+    Ok(())
+}
+
+/// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold.
+pub(super) async fn select_due(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    now: DateTime<Utc>,
+    excluded: &[String],
+    batch: usize,
+) -> StoreResult<Vec<Row>> {
+    tx.query(&st.select_due, &[&now, &excluded, &(batch as i64)])
+        .await
+        .map_err(|e| db_err("selecting due jobs", e))
+}
+
+/// The `after:` children of `parent`, locked, with the run end `row` recorded in those it
+/// fires (only the changed ones are returned).
+pub(super) async fn chain_children(
+    c: &impl Db,
+    location: &str,
+    parent: &crate::model::JobDef,
+    row: &HistoryRow,
+) -> StoreResult<Vec<JobRecord>> {
+    if !policy::chain::may_fire(row) {
+        return Ok(Vec::new());
+    }
+    let probe = serde_json::json!([{ "job": parent.name }]);
+    let rows = c
+        .q(
+            "SELECT record FROM cronsole_jobs WHERE record->'def'->'after' @> $1::jsonb
+             ORDER BY name FOR UPDATE",
+            &[(&probe, Type::JSONB)],
+        )
+        .await
+        .map_err(|e| db_err("reading chained jobs", e))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let mut rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
+        if !policy::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
+            out.push(rec);
+        }
+    }
+    Ok(out)
+}
+
+/// Append history rows in order.
+pub(super) async fn append_history(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    rows: &[HistoryRow],
+) -> StoreResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let arr = to_json(&rows)?;
+    tx.execute(&st.append_history, &[&arr])
+        .await
+        .map_err(|e| db_err("appending history", e))?;
+    Ok(())
+}
+
+/// Lock and read the records of `names` (sorted, so two owners lock in the same order).
+pub(super) async fn lock_jobs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    location: &str,
+    names: &[String],
+) -> StoreResult<Vec<JobRecord>> {
+    let rows = match names {
+        [one] => tx.query(&st.job_for_update, &[one]).await,
+        _ => tx.query(&st.jobs_for_update, &[&names]).await,
+    }
+    .map_err(|e| db_err("reading jobs", e))?;
+    rows.into_iter()
+        .map(|r| from_json(location, "cronsole_jobs", r.get::<_, Value>(0)))
+        .collect()
+}
+
+/// Read job records, optionally only `name`, optionally locking them (`FOR UPDATE`).
+pub(super) async fn read_jobs(
+    c: &impl Db,
+    location: &str,
+    name: Option<&str>,
+    lock: bool,
+) -> StoreResult<Vec<JobRecord>> {
+    let lock = if lock { " FOR UPDATE" } else { "" };
+    let rows = match name {
+        Some(n) => {
+            c.q(
+                &format!("SELECT record FROM cronsole_jobs WHERE name = $1{lock}"),
+                &[(&n, Type::TEXT)],
+            )
+            .await
+        }
+        None => {
+            c.q(
+                &format!("SELECT record FROM cronsole_jobs ORDER BY name{lock}"),
+                &[],
+            )
+            .await
+        }
+    }
+    .map_err(|e| db_err("reading jobs", e))?;
+    rows.into_iter()
+        .map(|r| from_json(location, "cronsole_jobs", r.get::<_, Value>(0)))
+        .collect()
+}
+
+/// What a single-job mutation decided: its result, whether the record changed, rows to append.
+pub(super) struct Edit<T> {
+    pub(super) value: T,
+    pub(super) changed: bool,
+    pub(super) rows: Vec<HistoryRow>,
+}
+
+impl<T> Edit<T> {
+    pub(super) fn unchanged(value: T) -> Self {
+        Edit {
+            value,
+            changed: false,
+            rows: Vec::new(),
+        }
+    }
+    pub(super) fn changed(value: T) -> Self {
+        Edit {
+            value,
+            changed: true,
+            rows: Vec::new(),
+        }
+    }
+}
