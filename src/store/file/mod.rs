@@ -21,9 +21,9 @@
 //! - `landed.rs` — rows a record may not account for yet (recovery and leftover scans).
 //! - `query.rs` — newest-first history pages.
 //! - `sync.rs` — the lock, the cache refreshed from the files, persisting rows then records.
+//! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
 //! - `chain.rs`, `claim.rs`, `complete.rs`, `recount.rs` — the operations' store-side steps.
 //! - `open.rs` — opening, creating, migrating.
-//! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
 //!
 //! # Layout (all human-readable; format 3, see [`super::filefmt`])
