@@ -26,6 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop: tokio_util::sync::CancellationToken::new(),
         dry_run: None,
         warnings: Vec::new(),
+        health: None,
     };
     tui::run(deps).await?;
     while let Ok(c) = cmd_rx.try_recv() {

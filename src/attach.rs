@@ -315,6 +315,18 @@ mod tests {
         fn settings(&self) -> StoreResult<Settings> {
             Ok(Settings::default())
         }
+        fn tool_pins(&self, _: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+            unsupported()
+        }
+        fn pin_tools(
+            &self,
+            _: &[crate::model::ToolPin],
+        ) -> StoreResult<Vec<crate::model::ToolPin>> {
+            unsupported()
+        }
+        fn accept_tools(&self, _: &str, _: &[crate::model::ToolPin]) -> StoreResult<usize> {
+            unsupported()
+        }
         fn change_token(&self) -> StoreResult<u64> {
             Ok(self.token.load(Ordering::SeqCst))
         }

@@ -125,6 +125,62 @@ impl Clock for TokioClock {
     }
 }
 
+/// A difference between wall and monotonic time larger than this over one interval is a step
+/// of the wall clock (an operator's `date -s`, NTP stepping a clock that was far off, a host
+/// resumed from suspend); smaller ones are drift that NTP slews away.
+pub const STEP_THRESHOLD: Duration = Duration::from_secs(5);
+
+/// Both readings of a clock at one moment: comparing two of them shows a step in between.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    /// Wall time.
+    pub wall: DateTime<Utc>,
+    /// Monotonic time.
+    pub mono: Duration,
+}
+
+impl Reading {
+    /// Read `clock` now.
+    pub fn of(clock: &dyn Clock) -> Reading {
+        Reading {
+            mono: clock.monotonic(),
+            wall: clock.now(),
+        }
+    }
+
+    /// How far the wall clock was stepped between `earlier` and this reading (wall time moved
+    /// minus time passed), when that is more than [`STEP_THRESHOLD`] either way.
+    pub fn step_since(&self, earlier: &Reading) -> Option<chrono::Duration> {
+        let passed = chrono::Duration::from_std(self.mono.saturating_sub(earlier.mono)).ok()?;
+        let step = (self.wall - earlier.wall) - passed;
+        let bound = chrono::Duration::from_std(STEP_THRESHOLD).ok()?;
+        (step.abs() > bound).then_some(step)
+    }
+
+    /// Time passed since `earlier` (monotonic: a step in between does not count).
+    pub fn passed_since(&self, earlier: &Reading) -> Duration {
+        self.mono.saturating_sub(earlier.mono)
+    }
+}
+
+/// A step in a few characters, signed, in its two largest units: `+2d`, `-1h`, `+2d3h`, `-45s`.
+pub fn step_words(step: chrono::Duration) -> String {
+    let sign = if step < chrono::Duration::zero() {
+        '-'
+    } else {
+        '+'
+    };
+    let s = step.num_seconds().unsigned_abs();
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    let parts = [(d, "d"), (h, "h"), (m, "m"), (sec, "s")];
+    let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
+    let mut out = format!("{sign}{}{}", parts[first].0, parts[first].1);
+    if let Some((n, u)) = parts.get(first + 1).filter(|(n, _)| *n > 0) {
+        out.push_str(&format!("{n}{u}"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +213,40 @@ mod tests {
         assert_eq!(c.monotonic(), Duration::from_secs(5));
         c.set(start + chrono::Duration::seconds(9));
         assert_eq!(c.monotonic(), Duration::from_secs(14));
+    }
+
+    #[test]
+    fn a_step_is_wall_time_moved_minus_time_passed_past_five_seconds() {
+        let start = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let c = ManualClock::new(start);
+        let r0 = Reading::of(&c);
+        c.advance(chrono::Duration::hours(3));
+        assert_eq!(
+            Reading::of(&c).step_since(&r0),
+            None,
+            "time passing is no step"
+        );
+        c.step(chrono::Duration::seconds(5));
+        assert_eq!(Reading::of(&c).step_since(&r0), None, "5 s is drift");
+        c.step(chrono::Duration::days(2));
+        let r1 = Reading::of(&c);
+        let step = r1.step_since(&r0).unwrap();
+        assert_eq!(
+            step,
+            chrono::Duration::days(2) + chrono::Duration::seconds(5)
+        );
+        assert_eq!(r1.passed_since(&r0), Duration::from_secs(3 * 3600));
+        assert_eq!(step_words(step), "+2d");
+        c.step(chrono::Duration::hours(-49));
+        assert_eq!(
+            step_words(Reading::of(&c).step_since(&r1).unwrap()),
+            "-2d1h"
+        );
+        assert_eq!(step_words(chrono::Duration::seconds(-45)), "-45s");
+        assert_eq!(step_words(chrono::Duration::seconds(3600 + 120)), "+1h2m");
+        assert_eq!(step_words(chrono::Duration::zero()), "+0s");
     }
 
     #[tokio::test(start_paused = true)]

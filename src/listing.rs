@@ -117,7 +117,7 @@ impl<'a> JobView<'a> {
 /// `describe` and `jobs --json` (`state`): `cancelling` (its run's cancel is pending), `queued`
 /// (a manual trigger, retry or backfill waits for an owner, nothing running, not retired:
 /// such a run is claimed even while the job is paused or disabled, so it is what
-/// happens next), else [`JobRecord::state_word`] (`retired`, `running`, `paused`, `held`,
+/// happens next), else `JobRecord::state_word` (`retired`, `running`, `paused`, `held`,
 /// `idle`). Running beats queued beats paused: what an operator needs first.
 pub fn state(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
     if r.rt

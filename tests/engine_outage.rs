@@ -1,9 +1,11 @@
-//! Outages keep what finished, through the engine over a store double that
-//! refuses writes on demand (the real file store underneath): a completion the store refuses is
-//! kept and retried until written, never turned into `abandoned` or `skipped` rows; a store that
-//! stays unwritable past the bound stops new claims and says so in the health channel; a stop
-//! spools what is unwritten (the engine returns an error, so `run` exits non-zero), and the next
-//! start replays it before claiming, once.
+//! Outages keep what finished and end by themselves, through the engine over a store double
+//! that refuses writes on demand (the real file store underneath): a completion the store
+//! refuses is kept and retried until written, never turned into `abandoned` or `skipped` rows; a
+//! store that refuses a write stops new claims at once and says so in the health channel, each
+//! claim cycle then probes it at a jittered backoff, and the first write that goes through
+//! resumes claiming, however long the outage; a stop spools what is unwritten (the engine
+//! returns an error, so `run` exits non-zero), and the next start replays it before claiming,
+//! once.
 
 mod engine_support;
 
@@ -66,6 +68,18 @@ impl Store for Faulty {
     }
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         self.inner.apply(file, now)
+    }
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.inner.tool_pins(servers)
+    }
+    fn pin_tools(
+        &self,
+        pins: &[cronsole::model::ToolPin],
+    ) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.inner.pin_tools(pins)
+    }
+    fn accept_tools(&self, server: &str, pins: &[cronsole::model::ToolPin]) -> StoreResult<usize> {
+        self.inner.accept_tools(server, pins)
     }
     fn settings(&self) -> StoreResult<Settings> {
         let left = self.fail_settings.load(Ordering::SeqCst);
@@ -208,7 +222,6 @@ fn start_on(
     cfg.snapshot_min_interval = StdDuration::from_millis(20);
     cfg.shutdown_grace = StdDuration::from_millis(200);
     cfg.publish_snapshots = false;
-    cfg.outage_bound = StdDuration::from_secs(30);
     cfg.spool = Some(spool_path(dir));
     let store: Arc<dyn Store> = faulty.clone();
     let c: Arc<dyn Clock> = Arc::new(clock.clone());
@@ -401,8 +414,11 @@ async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
     rig.stop().await.expect("clean stop");
 }
 
+/// A full disk: claims and completions fail. Claims stop at the first failure, with the reason
+/// in the health channel; each claim cycle is then a probe of the store, and the first one that
+/// goes through after the disk is freed resumes claiming (the kept completion goes in too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
+async fn an_unwritable_store_stops_claims_at_once_and_the_first_write_that_succeeds_resumes_them() {
     let dir = tmp("outage-claims");
     let yaml = "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    command: echo a\n    max_retries: 1\n  - name: b\n    schedule: \"30 13 * * *\"\n    command: echo b\n    max_retries: 1\n";
     let rig = start(&dir, Some(yaml), ManualClock::new(t(START)));
@@ -411,19 +427,22 @@ async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
         r.handle.health.borrow().pending_completions == 1
     })
     .await;
-    // Past the bound (and past b's first slot at 13:30): no new claim.
+    rig.faulty.fail_claims.store(true, Ordering::SeqCst);
+    let h = rig.handle.health.borrow().clone();
+    assert!(h.claims_stopped, "{h:?}");
+    let why = h.claims_stopped_because().unwrap_or_default();
+    assert!(
+        why.starts_with("store unwritable since 2026-11-29T12:00:00Z, claims stopped")
+            && why.contains("No space"),
+        "{why}"
+    );
+    // Past b's first slot at 13:30, while the store refuses writes: probes, no claim won.
     rig.clock.advance(chrono::Duration::seconds(5500));
-    rig.wait_until("claims stopped", |r| {
-        r.handle.health.borrow().claims_stopped
+    let probes = rig.handle.health.borrow().outage_probes;
+    rig.wait_until("two more probes", |r| {
+        r.handle.health.borrow().outage_probes >= probes + 2
     })
     .await;
-    let calls = rig.faulty.claim_calls.load(Ordering::SeqCst);
-    quiet_engine(&rig.handle).await;
-    assert_eq!(
-        rig.faulty.claim_calls.load(Ordering::SeqCst),
-        calls,
-        "claimed while the store was unwritable past the bound"
-    );
     assert!(
         rig.faulty
             .inner
@@ -434,11 +453,19 @@ async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
             .lease
             .is_none()
     );
-    // The store recovers: a's completion goes in, claiming resumes, b runs.
+    // The disk is freed: the next probe goes through, claiming resumes, b runs, a is recorded.
+    rig.faulty.fail_claims.store(false, Ordering::SeqCst);
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("b ran", |r| r.rows().iter().any(|x| x.job == "b"))
         .await;
-    assert!(!rig.handle.health.borrow().claims_stopped);
+    rig.wait_until("a recorded", |r| r.rows().iter().any(|x| x.job == "a"))
+        .await;
+    let h = rig.handle.health.borrow().clone();
+    assert!(
+        !h.claims_stopped && h.store_failing_since.is_none(),
+        "{h:?}"
+    );
+    assert_eq!(h.outages, 1, "{h:?}");
     let rows = rig.rows();
     let a: Vec<_> = rows.iter().filter(|r| r.job == "a").collect();
     assert_eq!(a[0].status, Status::Succeeded, "{rows:#?}");
@@ -447,6 +474,70 @@ async fn an_unwritable_store_past_the_bound_stops_claims_until_it_recovers() {
         "{rows:#?}"
     );
     rig.stop().await.expect("clean stop");
+}
+
+/// An outage of any length ends at the store's return (it used to stop claims for good past
+/// 30 s: nothing wrote, so nothing noticed the store was back). Under paused time: ten minutes
+/// of refused claims cost a probe every 5–10 s once the backoff is at its ceiling (not four a
+/// second), and claiming resumes within 10 s of the store's return.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn claims_resume_after_an_outage_of_any_length_probing_at_the_backoff_pace() {
+    let dir = tmp("outage-long");
+    let start_at = t(START);
+    let inner = FileStore::open(&dir.join("store")).expect("open store");
+    let jobs_path = dir.join("jobs.yaml");
+    let yaml = "budget: null\njobs:\n  - name: later\n    schedule: \"0 0 1 1 *\"\n    command: echo later\n";
+    std::fs::write(&jobs_path, yaml).expect("write jobs file");
+    let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+    inner.apply(&loaded.file, start_at).expect("apply");
+    let faulty = Arc::new(Faulty {
+        inner,
+        fail_completions: AtomicBool::new(false),
+        fail_claims: AtomicBool::new(true),
+        complete_calls: AtomicUsize::new(0),
+        claim_calls: AtomicUsize::new(0),
+        fail_settings: AtomicUsize::new(0),
+        lose_lease: AtomicBool::new(false),
+        sim: None,
+        journal_enospc_once: AtomicBool::new(false),
+    });
+    let mut cfg = EngineConfig::new("long-outage".into());
+    cfg.publish_snapshots = false;
+    cfg.change_signal = false;
+    let store: Arc<dyn Store> = faulty.clone();
+    let clock: Arc<dyn Clock> = Arc::new(cronsole::clock::TokioClock::new(start_at));
+    let handle = engine::spawn(cfg, store, clock, deps()).expect("spawn engine");
+    let mut health = handle.health.clone();
+    health
+        .wait_for(|h| h.claims_stopped)
+        .await
+        .expect("the first claim fails: claims stop");
+    tokio::time::sleep(StdDuration::from_secs(600)).await;
+    let probes = faulty.claim_calls.load(Ordering::SeqCst);
+    // 250 ms, 0.5, 1, 2, 4, 8 s then 10 s ceilings, each drawn from its upper half.
+    assert!(
+        (55..=130).contains(&probes),
+        "{probes} claim attempts in 10 minutes of outage"
+    );
+    assert_eq!(handle.health.borrow().outage_probes as usize, probes - 1);
+    // The store is back: the next probe (within 10 s) resumes claiming.
+    faulty.fail_claims.store(false, Ordering::SeqCst);
+    let back = tokio::time::Instant::now();
+    tokio::time::timeout(
+        StdDuration::from_secs(11),
+        health.wait_for(|h| !h.claims_stopped),
+    )
+    .await
+    .expect("claims resume within 10 s of the store's return")
+    .expect("health channel");
+    assert!(back.elapsed() <= StdDuration::from_secs(10));
+    let h = handle.health.borrow().clone();
+    assert!(
+        h.store_failing_since.is_none() && h.last_outage.is_some(),
+        "{h:?}"
+    );
+    handle.shutdown.cancel();
+    handle.join.await.expect("engine task").expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,12 +624,23 @@ async fn a_damaged_spool_is_refused_and_left_as_it_is() {
 }
 
 #[test]
-fn store_retries_back_off_to_ten_seconds() {
+fn store_retries_back_off_to_ten_seconds_jittered_in_the_upper_half() {
     let d: Vec<u64> = (1..=9)
         .map(|a| engine::store_backoff(a).as_millis() as u64)
         .collect();
     assert_eq!(
         d,
         [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]
+    );
+    for a in 1..=9 {
+        let ceiling = engine::store_backoff(a);
+        assert_eq!(engine::probe_delay(a, 0.0), ceiling / 2);
+        assert_eq!(engine::probe_delay(a, 1.0), ceiling);
+        let mid = engine::probe_delay(a, 0.5);
+        assert!(mid > ceiling / 2 && mid < ceiling, "{mid:?} of {ceiling:?}");
+    }
+    assert_eq!(
+        engine::probe_delay(20, f64::NAN),
+        StdDuration::from_millis(7_500)
     );
 }

@@ -123,3 +123,51 @@ async fn pause_stops_slots_and_resume_continues_at_the_next_future_slot() {
     assert_eq!(rows[1].trigger, Trigger::Schedule);
     rig.stop().await;
 }
+
+/// A wall-clock step while a run is in flight: the row says so (`clock stepped +2d`) and its
+/// duration is the time that really passed, not two days; the engine logs the step at its
+/// next claim cycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_step_during_a_run_is_said_on_its_row_and_logged() {
+    let gate = tmp("step-gate");
+    let go = gate.path().join("go");
+    let started = gate.path().join("started");
+    let rig = Rig::start(
+        "step",
+        &one_job(&format!(
+            "    schedule: every 1h\n    command: \"touch {}; while [ ! -f {} ]; do sleep 0.02; done; echo done\"\n",
+            started.display(),
+            go.display()
+        )),
+        RigOpts::default(),
+    )
+    .await;
+    let mut events = rig.handle.events.subscribe();
+    wait_until_async(
+        "the run to start",
+        std::time::Duration::from_secs(30),
+        || started.exists(),
+    )
+    .await;
+    rig.clock.step(chrono::Duration::days(2));
+    std::fs::write(&go, "").unwrap();
+    let rows = rig.wait_rows("j", 1).await;
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].clock_stepped.as_deref(), Some("+2d"), "{rows:#?}");
+    assert!(rows[0].duration_ms < 60_000, "{rows:#?}");
+    // The next claim cycle (an hour later, the next slot is due) logs the step.
+    rig.advance(3600);
+    let notice = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            if let Ok(cronsole::engine::Event::Notice(n)) = events.recv().await
+                && n.starts_with("wall clock stepped +2d")
+            {
+                return n;
+            }
+        }
+    })
+    .await
+    .expect("the step is noticed");
+    assert!(notice.contains("passed"), "{notice}");
+    rig.stop().await;
+}

@@ -44,6 +44,18 @@ impl Store for NoSignal {
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         self.0.apply(file, now)
     }
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.0.tool_pins(servers)
+    }
+    fn pin_tools(
+        &self,
+        pins: &[cronsole::model::ToolPin],
+    ) -> StoreResult<Vec<cronsole::model::ToolPin>> {
+        self.0.pin_tools(pins)
+    }
+    fn accept_tools(&self, server: &str, pins: &[cronsole::model::ToolPin]) -> StoreResult<usize> {
+        self.0.accept_tools(server, pins)
+    }
     fn settings(&self) -> StoreResult<Settings> {
         self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.settings()

@@ -54,6 +54,9 @@ pub(super) struct Actor {
     pub(super) completions: CompletionTx,
     pub(super) outage: Outage,
     pub(super) heartbeat: Arc<Heartbeat>,
+    /// Both clock readings at the last claim cycle: a wall-clock step between two cycles is
+    /// seen by comparing them.
+    pub(super) reading: crate::clock::Reading,
 }
 
 /// What the loop carries from one turn to the next.
@@ -106,6 +109,12 @@ impl Actor {
             // of random spread keeps the same owner from winning that race every time.
             let spread = StdDuration::from_micros((crate::action::jitter_unit() * 1000.0) as u64);
             let wake_at = turn.wake.map(|w| self.instant_for(w) + spread);
+            // At full capacity nothing could be claimed: a run's renewal or completion probes.
+            let probe_at = if self.free_capacity() > 0 {
+                self.outage.next_probe()
+            } else {
+                None
+            };
             // While a build runs, look again shortly: the next one starts when it has ended.
             let publish_at = turn.dirty.then(|| {
                 let at = turn.last_publish + publish_gap;
@@ -133,7 +142,21 @@ impl Actor {
                     turn.wake = self.next_wake().await;
                 }
                 alive = signal_changed(&mut turn.signal) => self.on_signal(alive, &mut turn).await,
+                // An outage started (the next claim cycle is a probe, at the backoff's pace) or
+                // ended (claim now, not after the backoff).
+                _ = self.outage.turned() => {
+                    if !self.outage.in_outage() {
+                        self.outage.reset();
+                    }
+                    turn.wake = self.next_wake().await;
+                }
                 _ = sleep_opt(wake_at) => {
+                    if !self.claim_cycle(&mut runs, &mut turn).await {
+                        break;
+                    }
+                }
+                // During an outage: the next probe of the store, at the backoff's pace.
+                _ = sleep_opt(probe_at) => {
                     if !self.claim_cycle(&mut runs, &mut turn).await {
                         break;
                     }
@@ -258,9 +281,13 @@ impl Actor {
 
     /// When the next claim cycle runs: the store's next wake-up, or a backoff while it fails;
     /// `None` at full capacity (a finishing run wakes the loop).
-    pub(super) async fn next_wake(&self) -> Option<DateTime<Utc>> {
+    pub(super) async fn next_wake(&mut self) -> Option<DateTime<Utc>> {
         if self.free_capacity() == 0 {
             return None; // a finishing run wakes the loop
+        }
+        // During an outage the next claim cycle is the next probe, at its backoff's pace.
+        if self.outage.in_outage() {
+            return None;
         }
         let now = self.now();
         match blocking(&self.store, move |s| s.next_wakeup(now)).await {
@@ -291,6 +318,7 @@ impl Actor {
     /// One claim cycle and what follows it: the next wake-up, backed off while the store fails.
     /// False when the engine must stop (the claim found the store damaged).
     async fn claim_cycle(&mut self, runs: &mut JoinSet<Finished>, turn: &mut Turn) -> bool {
+        self.watch_clock();
         let progressed = self.claim(runs).await;
         self.heartbeat.count_claim_cycle();
         if self.outage.damaged() {
@@ -299,8 +327,8 @@ impl Actor {
         turn.dirty = true;
         turn.wake = self.next_wake().await;
         let now = self.now();
-        if let Some(at) = self.outage.retry_at(now) {
-            turn.wake = Some(at);
+        if self.outage.in_outage() {
+            // The probe's pace (`Outage::next_probe`).
         } else if !progressed && turn.wake.is_some_and(|w| w <= now) {
             // The store may report something due that this owner cannot take (its own run past
             // its lease, a job another owner is finishing): do not spin on it.
@@ -312,26 +340,46 @@ impl Actor {
         true
     }
 
+    /// Log a wall-clock step since the last claim cycle: the schedule's "now" jumped, so slots
+    /// between the two instants are decided by this cycle's claim (and runs in flight across
+    /// it say so on their rows).
+    fn watch_clock(&mut self) {
+        let now = crate::clock::Reading::of(self.clock.as_ref());
+        if let Some(step) = now.step_since(&self.reading) {
+            let msg = format!(
+                "wall clock stepped {} (from {} to {} while {:.1}s passed)",
+                crate::clock::step_words(step),
+                self.reading.wall.format("%Y-%m-%dT%H:%M:%SZ"),
+                now.wall.format("%Y-%m-%dT%H:%M:%SZ"),
+                now.passed_since(&self.reading).as_secs_f64()
+            );
+            tracing::warn!(step_seconds = step.num_seconds(), "{msg}");
+            let _ = self.ev_tx.send(Event::Notice(msg));
+        }
+        self.reading = now;
+    }
+
     /// Claim and start what is due. True when the claim started a run or wrote a row.
     async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
         let now = self.now();
-        if limit == 0 || self.shutdown.is_cancelled() || self.outage.claims_stopped(now) {
+        if limit == 0 || self.shutdown.is_cancelled() {
             return false;
         }
+        // While the store refuses writes, this cycle is a probe: the claim itself is the write
+        // that ends the outage when it goes through.
+        self.outage.before_claim();
         let owner = self.cfg.owner.clone();
         let hidden = hidden_jobs(&self.in_flight);
         let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
-            Ok(o) => {
-                self.outage.claim_answered();
-                o
-            }
+            Ok(o) => o,
             Err(e) => {
                 self.outage.claim_failed(now, e);
                 return false;
             }
         };
         let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
+        self.outage.claim_answered(now);
         tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
         for r in outcome.rows {
             let _ = self.ev_tx.send(Event::row(r));

@@ -108,8 +108,6 @@ pub struct EngineConfig {
     /// snapshot clones every job and reads up to 100 000 rows of the last 24 h, which dominated
     /// the peak RSS of a headless engine (119 MB → see docs/BENCHMARKS.md "Engine").
     pub publish_snapshots: bool,
-    /// How long the store may refuse every write before this owner stops claiming new runs.
-    pub outage_bound: StdDuration,
     /// Where completions the store could not take are kept when the engine stops (and replayed
     /// from at start). `None`: nowhere — they are reported as lost.
     pub spool: Option<std::path::PathBuf>,
@@ -133,7 +131,6 @@ impl EngineConfig {
             change_poll: StdDuration::from_millis(250),
             snapshot_min_interval: StdDuration::from_millis(100),
             publish_snapshots: true,
-            outage_bound: StdDuration::from_secs(30),
             spool: None,
             change_signal: true,
             signal_min_interval: StdDuration::from_millis(20),

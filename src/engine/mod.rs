@@ -98,7 +98,7 @@ pub use api::{Command, EngineConfig, Event, new_owner_id};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub use notice::{operator_notice, trigger_notice};
-pub use outage::{EngineHealth, store_backoff};
+pub use outage::{EngineHealth, probe_delay, store_backoff};
 pub use run::RunDeps;
 pub use start::{EngineHandle, spawn};
 

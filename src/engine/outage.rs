@@ -1,17 +1,23 @@
-//! Store outages, in one place: whether the store takes this owner's writes, when claiming
-//! stops because it has not for too long, how long to wait before trying again, which errors
-//! are damage rather than an outage, the replay of completions spooled at the last stop, and
-//! the engine's result when it stops with completions unwritten.
+//! Store outages, in one place: whether the store takes this owner's writes, why claiming is
+//! stopped, how long to wait before trying again, which errors are damage rather than an outage,
+//! the replay of completions spooled at the last stop, and the engine's result when it stops
+//! with completions unwritten.
 //!
-//! The story: a completion the store refuses is kept by its run task and retried with
-//! [`store_backoff`] until written, the lease still renewed meanwhile; claim and wake-up failures
-//! back off the same way. When every write has failed for longer than
-//! `EngineConfig::outage_bound`, no new run is claimed until one succeeds; [`EngineHealth`]
-//! (published on `EngineHandle::health`) says so for the console and metrics. At stop, what is
-//! still unwritten goes to the [`super::spool`] file, the engine ends with
-//! [`EngineError::Unwritten`] (so `run` exits non-zero), and the next start replays the spool
-//! before its first claim. A claim that finds the store damaged (`StoreError::Corrupt` or
-//! `Version`) is not an outage: the engine stops as at a shutdown and ends with that error.
+//! The story: the first store write that fails (a claim, a renewal, a completion) starts an
+//! outage. From then on no new run is claimed; the claim cycle becomes a probe of the store,
+//! retried with a jittered exponential backoff ([`probe_delay`]: 250 ms doubling to 10 s, each
+//! wait drawn from its upper half, so owners that lost the store together do not come back in
+//! lockstep). The first write that succeeds — a probe, a renewal, a retried completion — ends
+//! the outage, whatever its length, and claiming resumes at once. A completion the store
+//! refuses is kept by its run task and retried the same way, the lease still renewed
+//! meanwhile. The start and the end are logged and sent as notices; [`EngineHealth`]
+//! (published on `EngineHandle::health`) carries since when, the last error, the probes made
+//! and why claims are stopped, which `/healthz` (503 while stopped), the metrics and the
+//! console read. At stop, what is still unwritten goes to the [`super::spool`] file, the engine
+//! ends with [`EngineError::Unwritten`] (so `run` exits non-zero), and the next start replays
+//! the spool before its first claim. A claim that finds the store damaged
+//! (`StoreError::Corrupt` or `Version`) is not an outage: the engine stops as at a shutdown and
+//! ends with that error.
 //!
 //! Owns: [`Outage`] (the actor's view of the store's health and what it could not write) and
 //! the [`EngineHealth`] transitions run tasks report through. Must not touch: the UI; what a
@@ -22,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::api::Event;
@@ -35,16 +41,45 @@ use crate::store::{Completion, Store, StoreError};
 /// The engine's view of its store, published on `EngineHandle::health`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EngineHealth {
-    /// Since when every write to the store has failed (`None`: the last write worked).
+    /// Since when the store has refused this owner's writes (`None`: the last write worked).
     pub store_failing_since: Option<DateTime<Utc>>,
     /// The last store error, while failing.
     pub last_store_error: Option<String>,
     /// Runs that finished but whose completion the store has not taken yet (retried).
     pub pending_completions: usize,
-    /// No new runs are claimed: the store stayed unwritable past `outage_bound`.
+    /// No new runs are claimed (see [`EngineHealth::claims_stopped_because`] for why).
     pub claims_stopped: bool,
     /// Completions written to the spool file at stop (replayed at the next start).
     pub spooled: usize,
+    /// Outages this engine has lived through (the current one included).
+    pub outages: u64,
+    /// Probes of the store made during outages, since the engine started.
+    pub outage_probes: u64,
+    /// Probes made during the current (or the last) outage.
+    pub probes_this_outage: u64,
+    /// The last outage that ended: its start and its end (the first write that went through).
+    pub last_outage: Option<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+impl EngineHealth {
+    /// Why no new runs are claimed, in words (`None` while claiming).
+    pub fn claims_stopped_because(&self) -> Option<String> {
+        if !self.claims_stopped {
+            return None;
+        }
+        let since = self
+            .store_failing_since
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_else(|| "now".into());
+        let err = self
+            .last_store_error
+            .as_deref()
+            .map(|e| format!(" (last error: {e})"))
+            .unwrap_or_default();
+        Some(format!(
+            "store unwritable since {since}, claims stopped{err}"
+        ))
+    }
 }
 
 /// Delay before the `attempt`-th retry of a failing store call: 250 ms doubling to 10 s.
@@ -53,37 +88,123 @@ pub fn store_backoff(attempt: u32) -> StdDuration {
     StdDuration::from_millis(ms.min(10_000))
 }
 
-/// The health channel, shared by the actor and every run task.
-pub(super) type Health = Arc<watch::Sender<EngineHealth>>;
+/// The wait before the `attempt`-th probe of a store that refuses writes: the upper half of
+/// [`store_backoff`], `unit` (in `[0, 1]`) picking where. Never more than 10 s, so claims
+/// resume within about 10 s of the store's return whatever the outage's length.
+pub fn probe_delay(attempt: u32, unit: f64) -> StdDuration {
+    let d = store_backoff(attempt);
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    d / 2 + d.mul_f64(unit / 2.0)
+}
 
-/// A store write worked: the store is healthy again.
-pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>) {
-    let mut recovered = false;
-    health.send_if_modified(|h| {
-        if h.store_failing_since.is_none() {
+/// [`probe_delay`] with a fresh random draw.
+fn jittered(attempt: u32) -> StdDuration {
+    probe_delay(attempt, crate::action::jitter_unit())
+}
+
+/// The health channel shared by the actor and every run task, and the bell that rings when an
+/// outage starts or ends (the actor probes at the backoff's pace, or claims at once).
+#[derive(Debug)]
+pub(super) struct HealthCell {
+    tx: watch::Sender<EngineHealth>,
+    turned: Notify,
+    /// Rings when a probe found the store answering while completions wait: they retry now.
+    retry_pending: Notify,
+}
+
+impl HealthCell {
+    pub(super) fn new(tx: watch::Sender<EngineHealth>) -> HealthCell {
+        HealthCell {
+            tx,
+            turned: Notify::new(),
+            retry_pending: Notify::new(),
+        }
+    }
+
+    /// Completes when a probe asks the completions still waiting to retry at once.
+    pub(super) async fn retry_now(&self) {
+        self.retry_pending.notified().await;
+    }
+
+    pub(super) fn send_modify(&self, f: impl FnOnce(&mut EngineHealth)) {
+        self.tx.send_modify(f);
+    }
+
+    pub(super) fn borrow(&self) -> watch::Ref<'_, EngineHealth> {
+        self.tx.borrow()
+    }
+}
+
+/// The health channel, shared by the actor and every run task.
+pub(super) type Health = Arc<HealthCell>;
+
+/// A store write worked at `now`: an outage, if one was going on, ends here (logged; the actor
+/// claims at once) — unless finished runs still wait for their completion to be written: a
+/// store that takes a lease renewal but not a history row (a disk with a few bytes left) has
+/// not recovered, so those runs retry at once instead, and the last one written ends it.
+pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: DateTime<Utc>) {
+    let mut ended = None;
+    let mut waiting = false;
+    health.tx.send_if_modified(|h| {
+        let Some(since) = h.store_failing_since else {
+            return false;
+        };
+        if h.pending_completions > 0 {
+            waiting = true;
             return false;
         }
-        recovered = h.claims_stopped;
+        ended = Some((since, h.probes_this_outage));
+        h.last_outage = Some((since, now.max(since)));
         h.store_failing_since = None;
         h.last_store_error = None;
         h.claims_stopped = false;
         true
     });
-    if recovered {
-        tracing::warn!("store writable again; claiming resumed");
-        let _ = ev_tx.send(Event::Notice(
-            "store writable again; claiming resumed".to_string(),
-        ));
+    if waiting {
+        health.retry_pending.notify_waiters();
+    }
+    if let Some((since, probes)) = ended {
+        let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
+        let msg =
+            format!("store writable again after {secs:.1}s ({probes} probe(s)): claims resumed");
+        tracing::warn!(outage_seconds = secs, "{msg}");
+        let _ = ev_tx.send(Event::Notice(msg));
+        health.turned.notify_one();
     }
 }
 
-/// A store write failed at `now`.
-pub(super) fn store_failed(health: &Health, now: DateTime<Utc>, e: &EngineError) {
+/// A store write failed at `now`: the first failure starts an outage (logged, claims stop).
+pub(super) fn store_failed(
+    health: &Health,
+    ev_tx: &broadcast::Sender<Event>,
+    now: DateTime<Utc>,
+    e: &EngineError,
+) {
     let msg = e.to_string();
+    let mut started = false;
     health.send_modify(|h| {
-        h.store_failing_since.get_or_insert(now);
-        h.last_store_error = Some(msg);
+        if h.store_failing_since.is_none() {
+            started = true;
+            h.store_failing_since = Some(now);
+            h.outages += 1;
+            h.probes_this_outage = 0;
+        }
+        h.claims_stopped = true;
+        h.last_store_error = Some(msg.clone());
     });
+    if started {
+        let line = format!(
+            "store unwritable since {}: claims stopped until a write succeeds (error: {msg})",
+            now.format("%Y-%m-%dT%H:%M:%SZ")
+        );
+        tracing::error!("{line}");
+        let _ = ev_tx.send(Event::Notice(line));
+        health.turned.notify_one();
+    }
 }
 
 /// Damage a claim ran into (a corrupt or foreign store file, a store of another format): not
@@ -112,10 +233,11 @@ pub(super) struct Unwritten {
 pub(super) struct Outage {
     health: Health,
     ev_tx: broadcast::Sender<Event>,
-    /// How long the store may refuse every write before no new run is claimed.
-    bound: StdDuration,
-    /// Consecutive failed claim/wake-up calls: the next one waits [`store_backoff`].
+    /// Consecutive failed claims (probes) of the current outage: the next waits [`probe_delay`].
     failures: u32,
+    /// During an outage, when the next probe runs (no sooner, whatever wakes the loop). On the
+    /// monotonic timer clock: a backoff is an amount of time passing, not a wall-clock instant.
+    probe_at: Option<tokio::time::Instant>,
     /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
     /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
     damaged: Option<StoreError>,
@@ -124,12 +246,12 @@ pub(super) struct Outage {
 }
 
 impl Outage {
-    pub(super) fn new(health: Health, ev_tx: broadcast::Sender<Event>, bound: StdDuration) -> Self {
+    pub(super) fn new(health: Health, ev_tx: broadcast::Sender<Event>) -> Self {
         Outage {
             health,
             ev_tx,
-            bound,
             failures: 0,
+            probe_at: None,
             damaged: None,
             unwritten: Arc::new(Mutex::new(Unwritten::default())),
         }
@@ -150,44 +272,50 @@ impl Outage {
         self.damaged.is_some()
     }
 
-    /// Whether claiming is stopped at `now` because the store stayed unwritable past the
-    /// bound; reports the moment it starts.
-    pub(super) fn claims_stopped(&self, now: DateTime<Utc>) -> bool {
-        let bound = chrono::Duration::from_std(self.bound).unwrap_or(chrono::Duration::seconds(30));
-        let mut started = None;
-        self.health.send_if_modified(|h| {
-            let stop = h.store_failing_since.is_some_and(|t| now - t >= bound);
-            if stop == h.claims_stopped {
-                return false;
-            }
-            h.claims_stopped = stop;
-            if stop {
-                started = Some((
-                    h.last_store_error.clone().unwrap_or_default(),
-                    h.pending_completions,
-                ));
-            }
-            true
-        });
-        if let Some((err, pending)) = started {
-            let msg = format!(
-                "store unwritable for over {}s: no new runs are claimed until it takes writes again ({pending} completion(s) waiting; last error: {err})",
-                self.bound.as_secs()
-            );
-            tracing::error!("{msg}");
-            let _ = self.ev_tx.send(Event::Notice(msg));
-        }
+    /// Whether an outage is going on: no new claims until a write succeeds.
+    pub(super) fn in_outage(&self) -> bool {
         self.health.borrow().claims_stopped
     }
 
-    /// A claim went through: the store answers again.
-    pub(super) fn claim_answered(&mut self) {
-        self.failures = 0;
-        store_ok(&self.health, &self.ev_tx);
+    /// Rings when an outage started or ended (a run task's write failed, or went through).
+    pub(super) async fn turned(&self) {
+        self.health.turned.notified().await;
     }
 
-    /// A claim failed at `now`: damage stops the engine (retrying cannot help), anything else
-    /// is an outage, backed off and reported once.
+    /// An outage ended: probe pacing starts over.
+    pub(super) fn reset(&mut self) {
+        self.failures = 0;
+        self.probe_at = None;
+    }
+
+    /// A claim cycle is about to run: during an outage it is a probe of the store (counted).
+    pub(super) fn before_claim(&self) {
+        if self.in_outage() {
+            self.health.send_modify(|h| {
+                h.outage_probes += 1;
+                h.probes_this_outage += 1;
+            });
+        }
+    }
+
+    /// A claim went through at `now`. While finished runs still wait for their completion to
+    /// be written it ends nothing (see [`store_ok`]: a full disk answers a claim with nothing
+    /// due, and ending the outage on that would flap `/healthz` at every probe): those runs
+    /// retry at once, and the last one written ends the outage.
+    pub(super) fn claim_answered(&mut self, now: DateTime<Utc>) {
+        store_ok(&self.health, &self.ev_tx, now);
+        if self.in_outage() {
+            // Still refused somewhere: the next probe at the backoff's pace.
+            self.failures = self.failures.saturating_add(1);
+            self.probe_at = Some(tokio::time::Instant::now() + jittered(self.failures));
+        } else {
+            self.reset();
+        }
+    }
+
+    /// A claim (a probe, during an outage) failed at `now`: damage stops the engine (retrying
+    /// cannot help), anything else starts or continues an outage, probed again after
+    /// [`probe_delay`].
     pub(super) fn claim_failed(&mut self, now: DateTime<Utc>, e: EngineError) {
         match e {
             EngineError::Store(e) if is_damage(&e) => {
@@ -198,30 +326,31 @@ impl Outage {
             }
             e => {
                 self.failures = self.failures.saturating_add(1);
-                store_failed(&self.health, now, &e);
-                // Reported once per outage, then only in the log at backoff pace.
-                if self.failures == 1 {
-                    let _ = self.ev_tx.send(Event::Notice(format!("claim failed: {e}")));
-                }
-                tracing::error!(error = %e, failures = self.failures, "claim failed; nothing runs until the store answers");
+                store_failed(&self.health, &self.ev_tx, now, &e);
+                let d = jittered(self.failures);
+                self.probe_at = Some(tokio::time::Instant::now() + d);
+                tracing::warn!(error = %e, failures = self.failures, "store probe failed; next in {d:?}, claims stay stopped");
             }
         }
     }
 
     /// How long to wait before calling a failing store again.
     pub(super) fn backoff(&self) -> StdDuration {
-        store_backoff(self.failures.max(1))
+        jittered(self.failures.max(1))
     }
 
-    /// When the next claim cycle may run while the store is failing (claim or wake-up errors,
-    /// or claiming stopped): backoff, not every `change_poll`. `None` while the store answers.
-    pub(super) fn retry_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        if self.failures == 0 && !self.health.borrow().claims_stopped {
+    /// During an outage, when the next claim cycle (a probe) runs; `None` while the store takes
+    /// writes. An outage a run task started (no probe failed yet) is probed after the first
+    /// step of the backoff.
+    pub(super) fn next_probe(&mut self) -> Option<tokio::time::Instant> {
+        if !self.in_outage() {
+            self.probe_at = None;
             return None;
         }
         Some(
-            now + chrono::Duration::from_std(self.backoff())
-                .unwrap_or(chrono::Duration::seconds(1)),
+            *self
+                .probe_at
+                .get_or_insert_with(|| tokio::time::Instant::now() + jittered(1)),
         )
     }
 
@@ -274,7 +403,7 @@ impl Outage {
                 "spooled completions not written yet; retrying"
             );
             tokio::select! {
-                _ = tokio::time::sleep(store_backoff(attempt)) => {}
+                _ = tokio::time::sleep(jittered(attempt)) => {}
                 _ = stop[0].cancelled() => {
                     self.note_left_in_spool(still.len());
                     return Ok(());
@@ -302,7 +431,7 @@ impl Outage {
             let c: Completion = e.clone().into();
             match commit_once(to.store, to.completions, c).await {
                 Ok(rows) => {
-                    store_ok(&self.health, &self.ev_tx);
+                    store_ok(&self.health, &self.ev_tx, to.clock.now());
                     for r in rows {
                         let _ = self.ev_tx.send(Event::row(r));
                     }
@@ -317,7 +446,7 @@ impl Outage {
                     rejected.push(e);
                 }
                 Err(err) => {
-                    store_failed(&self.health, to.clock.now(), &err);
+                    store_failed(&self.health, &self.ev_tx, to.clock.now(), &err);
                     still.push(e);
                 }
             }

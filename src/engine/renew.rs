@@ -40,7 +40,7 @@ impl Renewer {
         let (j, o, run_id) = (self.job.clone(), t.owner.to_string(), self.run_id);
         self.next = match blocking(t.store, move |s| s.renew(&j, run_id, &o, now)).await {
             Ok(RenewOutcome::Renewed { lease_until }) => {
-                store_ok(t.health, t.ev_tx);
+                store_ok(t.health, t.ev_tx, now);
                 let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
                 tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
             }
@@ -49,7 +49,7 @@ impl Renewer {
                 tokio::time::Instant::now() + StdDuration::from_secs(86_400)
             }
             Err(e) => {
-                store_failed(t.health, now, &e);
+                store_failed(t.health, t.ev_tx, now, &e);
                 tracing::warn!(job = %self.job, error = %e, "lease renewal failed; retrying");
                 tokio::time::Instant::now() + self.first.min(StdDuration::from_secs(1))
             }

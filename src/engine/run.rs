@@ -35,7 +35,7 @@
 //! - Secrets: every configured API-key value (each agent's `api_key_env` value, ≥ 8 characters)
 //!   is redacted from the command output, the reply, every error, reason and diff, and the
 //!   notepad *before* any truncation and before delivery (`text::Secrets`).
-//! - The result is capped at exactly [`RESULT_MAX_CHARS`] characters, the `…[truncated]` mark
+//! - The result is capped at exactly `RESULT_MAX_CHARS` characters, the `…[truncated]` mark
 //!   included.
 //! - A run cancelled at shutdown keeps its attempts and last error ([`Progress`]): the
 //!   `abandoned` row says how far it got.

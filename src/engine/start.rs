@@ -14,7 +14,7 @@ use super::api::{Command, EngineConfig, Event};
 use super::completion::completer;
 use super::error::EngineError;
 use super::heartbeat::Heartbeat;
-use super::outage::{EngineHealth, Outage};
+use super::outage::{EngineHealth, HealthCell, Outage};
 use super::publish::{Publisher, SnapBuild, bare_snapshot};
 use super::shutdown::hurry_at_stop;
 use crate::clock::Clock;
@@ -65,9 +65,10 @@ pub fn spawn(
     let (health_tx, health_rx) = watch::channel(EngineHealth::default());
     let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
+        reading: crate::clock::Reading::of(clock.as_ref()),
         heartbeat: Arc::clone(&heartbeat),
         completions,
-        outage: Outage::new(Arc::new(health_tx), ev_tx.clone(), cfg.outage_bound),
+        outage: Outage::new(Arc::new(HealthCell::new(health_tx)), ev_tx.clone()),
         hard_stop: hard_stop.clone(),
         publisher: Publisher {
             enabled: cfg.publish_snapshots,

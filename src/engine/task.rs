@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::api::Event;
 use super::completion::{CompletionTx, commit_once, complete_via};
 use super::error::EngineError;
-use super::outage::{Health, Unwritten, store_backoff, store_failed, store_ok};
+use super::outage::{Health, Unwritten, probe_delay, store_failed, store_ok};
 use super::renew::{Holder, Renewer};
 use super::{RunDeps, run, spool};
 use crate::clock::Clock;
@@ -102,6 +102,7 @@ impl RunTask {
             next: tokio::time::Instant::now() + first_renew,
         };
         let started = self.clock.now();
+        let reading = crate::clock::Reading::of(self.clock.as_ref());
         // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
         let pipeline = run::execute(
             &claim,
@@ -160,7 +161,13 @@ impl RunTask {
         let mut row = output.row;
         row.run_id = run_id;
         row.finished_at = now;
-        row.duration_ms = (now - row.started_at).num_milliseconds().max(0) as u64;
+        // The time that passed, on the monotonic clock: a wall-clock step during the run (said
+        // on the row) does not make it last two days or a negative time.
+        let end = crate::clock::Reading::of(self.clock.as_ref());
+        row.duration_ms = u64::try_from(end.passed_since(&reading).as_millis()).unwrap_or(u64::MAX);
+        if let Some(step) = end.step_since(&reading) {
+            row.clock_stepped = Some(crate::clock::step_words(step));
+        }
         let completion = Completion {
             job: job.clone(),
             run_id,
@@ -211,11 +218,14 @@ impl RunTask {
             };
             match res {
                 Ok(rows) => {
-                    store_ok(&self.health, &self.ev_tx);
                     if pending {
                         self.health.send_modify(|h| {
                             h.pending_completions = h.pending_completions.saturating_sub(1)
                         });
+                    }
+                    // After the count went down: the last completion written ends an outage.
+                    store_ok(&self.health, &self.ev_tx, self.clock.now());
+                    if pending {
                         let msg = format!(
                             "run of '{}' recorded after {attempt} failed attempt(s)",
                             c.job
@@ -227,7 +237,7 @@ impl RunTask {
                 }
                 Err(e) => {
                     attempt += 1;
-                    store_failed(&self.health, self.clock.now(), &e);
+                    store_failed(&self.health, &self.ev_tx, self.clock.now(), &e);
                     if !pending {
                         pending = true;
                         self.health.send_modify(|h| h.pending_completions += 1);
@@ -243,10 +253,12 @@ impl RunTask {
                         self.spool(&c).await;
                         return Vec::new();
                     }
-                    let wake = tokio::time::Instant::now() + store_backoff(attempt);
+                    let wake = tokio::time::Instant::now()
+                        + probe_delay(attempt, crate::action::jitter_unit());
                     loop {
                         tokio::select! {
                             _ = tokio::time::sleep_until(wake) => break,
+                            _ = self.health.retry_now() => break,
                             _ = cancel.cancelled() => break,
                             _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
                         }

@@ -85,7 +85,7 @@ pub struct ParentRun {
     pub status: Status,
     /// When it ended.
     pub finished_at: DateTime<Utc>,
-    /// The run's result (else its error, else its reason), cut to [`CHAIN_OUTPUT_MAX_CHARS`].
+    /// The run's result (else its error, else its reason), cut to `CHAIN_OUTPUT_MAX_CHARS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }

@@ -144,7 +144,7 @@ pub struct HistoryRow {
     pub reason: Option<String>,
     /// The last error of the action, redacted.
     pub error: Option<String>,
-    /// The output (model reply or command stdout), at most [`RESULT_MAX_CHARS`] characters, marked
+    /// The output (model reply or command stdout), at most `RESULT_MAX_CHARS` characters, marked
     /// when cut.
     pub result: Option<String>,
     /// The monitor diff seeded into the prompt, or `None`.
@@ -196,6 +196,11 @@ pub struct HistoryRow {
     /// What each turn and each tool call did, bounded (`crate::transcript`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<crate::transcript::Transcript>,
+    /// The wall clock was stepped while this run ran (`+2d`, `-1h`: see
+    /// [`crate::clock::step_words`]): its `started_at` and `finished_at` straddle the step, and
+    /// `duration_ms` is the time that really passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_stepped: Option<String>,
 }
 
 /// How one attempt of a run's action ended.
@@ -227,7 +232,7 @@ pub struct Attempt {
     pub finished_at: DateTime<Utc>,
     /// Whether it ended well.
     pub outcome: AttemptOutcome,
-    /// The attempt's error (redacted, at most [`Attempt::ERROR_MAX_CHARS`] characters; the
+    /// The attempt's error (redacted, at most `Attempt::ERROR_MAX_CHARS` characters; the
     /// row's `error` keeps the last one whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -247,7 +252,7 @@ impl Attempt {
     /// many failed attempts stays bounded.
     pub(crate) const ERROR_MAX_CHARS: usize = 500;
 
-    /// A finished attempt; `error` is cut to [`Attempt::ERROR_MAX_CHARS`].
+    /// A finished attempt; `error` is cut to `Attempt::ERROR_MAX_CHARS`.
     pub fn new(
         started_at: DateTime<Utc>,
         finished_at: DateTime<Utc>,
@@ -321,6 +326,7 @@ impl HistoryRow {
             turns: None,
             tool_calls: None,
             transcript: None,
+            clock_stepped: None,
         }
     }
 }

@@ -170,7 +170,7 @@ pub struct JobRuntime {
     /// a completion retried or recovered from its landed row never records the run twice.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub chain_seen: BTreeMap<String, Uuid>,
-    /// The newest runs recorded `abandoned` (at most [`AbandonedRun::KEPT`], oldest first): a
+    /// The newest runs recorded `abandoned` (at most `AbandonedRun::KEPT`, oldest first): a
     /// late completion of one of them (its owner was paused, not dead) writes the run's real row
     /// with `supersedes_abandoned`, and the `abandoned` row is hidden (`store::plan`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

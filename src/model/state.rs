@@ -34,13 +34,13 @@ pub struct IncidentState {
 
 /// Per-job state persisted in the store. Each part has its own bounded space, so one can never
 /// evict another (a full notepad sharing the monitor's space would push the watermark out, and
-/// the model would then be called on every tick): the notepad is capped at [`STATE_MAX_BYTES`]
-/// serialised ([`JobState::notepad_size`]); the monitor watermark (hash + ≤ 2048-byte preview),
+/// the model would then be called on every tick): the notepad is capped at `STATE_MAX_BYTES`
+/// serialised (`JobState::notepad_size`); the monitor watermark (hash + ≤ 2048-byte preview),
 /// the incident state and the budget stop are bounded by construction and always kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobState {
     /// The job's own `key=value` notes, updated by a ```` ```notepad ```` block ending its model's
-    /// reply; capped at [`STATE_MAX_BYTES`] serialised.
+    /// reply; capped at `STATE_MAX_BYTES` serialised.
     #[serde(default)]
     pub notepad: BTreeMap<String, String>,
     /// The monitor's watermark: what the last good probe saw.

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -151,6 +152,31 @@ impl Default for ToolLimits {
     }
 }
 
+/// A tool definition as the store pinned it at its first use (or at `cronsole tools --accept`):
+/// what later runs compare the server's listing with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolPin {
+    /// The `mcp_servers:` name.
+    pub server: String,
+    /// The server's own name for the tool.
+    pub tool: String,
+    /// sha256 (hex) of the canonical definition (name, description, argument schema).
+    pub hash: String,
+    /// The definition as listed then (`name`, `description`, `input_schema`,
+    /// `output_schema`): untrusted text from the server, kept so that views can show what was
+    /// pinned without connecting.
+    pub definition: serde_json::Value,
+    /// When it was pinned.
+    pub pinned_at: DateTime<Utc>,
+}
+
+impl ToolPin {
+    /// `server.tool`.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.server, self.tool)
+    }
+}
+
 /// One entry of an allowlist (an agent's `tools`, a job's `tools`, an agent's `approve`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ToolPattern {
@@ -222,7 +248,7 @@ impl ToolPattern {
 
     /// Whether this entry admits the tool called `qualified` (`server.tool`, or a command
     /// tool's name).
-    pub(crate) fn admits(&self, qualified: &str) -> bool {
+    pub fn admits(&self, qualified: &str) -> bool {
         match self {
             ToolPattern::Tool { server, tool } => qualified
                 .split_once('.')
@@ -252,7 +278,7 @@ pub(crate) const MAX_WIRE_NAME: usize = 64;
 /// The name the model is given for the tool the jobs file calls `qualified`: `server.tool`
 /// becomes `server__tool`; a command tool keeps its name. Any character providers refuse
 /// becomes `_`, and a name that lost a character that way, or is longer than
-/// [`MAX_WIRE_NAME`], is cut to 55 characters and ends with `_` and the first 8 hex digits of
+/// `MAX_WIRE_NAME`, is cut to 55 characters and ends with `_` and the first 8 hex digits of
 /// the sha256 of `qualified`, so two such names stay apart and the same tool always gets the
 /// same name. Two tools that still meet on one name are a collision (refused by `validate` for
 /// the names it knows, and at run start for the ones a server lists).

@@ -19,13 +19,13 @@
 //!   exits, whatever is left in its process group is killed with SIGKILL before the pipes are
 //!   drained; a process that calls `setsid` leaves the group and is out of reach.
 //! - Cancellation-safe: dropping the future closes the life-line (supervised) or SIGKILLs the
-//!   group through a [`GroupGuard`] (unsupervised).
+//!   group through a `GroupGuard` (unsupervised).
 //! - Exit code: the shell's code; `128 + N` when it was killed by signal N (shell convention);
 //!   [`TIMEOUT_EXIT_CODE`] (124, like `timeout(1)`) on timeout; 127 when the supervisor could not
 //!   start the shell, 125 when it killed the run for lack of heartbeats (a command that ended by
 //!   itself before that kill landed keeps its own code: it completed); 137 with
-//!   [`SUPERVISOR_DIED`] appended to stderr when the zygote's supervisor was killed before it
-//!   could report (the zygote kills what the run left), [`SUPERVISOR_DIED_FALLBACK`] when a
+//!   `SUPERVISOR_DIED` appended to stderr when the zygote's supervisor was killed before it
+//!   could report (the zygote kills what the run left), `SUPERVISOR_DIED_FALLBACK` when a
 //!   `__supervise` exec was (this process kills its process group and, as the subreaper of its
 //!   supervisors with the zygote off, what was re-parented to it).
 //! - The zygote: a request it does not answer within 0.5 s (`ZYGOTE_ANSWER`) makes the run look
@@ -36,7 +36,7 @@
 //!   the writer never blocks); a *hard* cap stops the whole tree as soon as it is exceeded.
 //! - `/bin/sh` by absolute path, so a job does not depend on cronsole's `PATH` to find a shell.
 //! - Environment: cronsole's own, minus every API-key variable ([`ProcEnv::scrub`]: each configured
-//!   agent's `api_key_env` and [`STANDARD_KEY_VARS`]) unless the job's `env_passthrough` names it,
+//!   agent's `api_key_env` and `STANDARD_KEY_VARS`) unless the job's `env_passthrough` names it,
 //!   so a `pre_run` that prints `env` cannot put a key into a prompt or a history row.
 //!
 //! - Where and how a command runs (working directory, scrubbed variables, dead-man switch) is a

@@ -36,7 +36,7 @@ pub struct ProcEnv {
     /// Working directory (the run pipeline uses the jobs file's directory); `None` inherits
     /// cronsole's own.
     pub workdir: Option<std::path::PathBuf>,
-    /// Environment variables removed (see [`scrub_list`]).
+    /// Environment variables removed (see `scrub_list`).
     pub scrub: Vec<String>,
     /// Dead-man switch: the supervisor kills the run if the owner sends no heartbeat for this
     /// long (the engine sets half the job's lease). `None`: no such limit.

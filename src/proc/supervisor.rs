@@ -40,18 +40,18 @@
 //!   the run), and the zygote stops at its owner's hang-up, dropping the requests still queued on
 //!   its socket unread. A command whose owner dies between that look and its start is killed as
 //!   soon as it has started (the life-line has ended).
-//! - The switch reports [`STALLED`] only when the stop's kill ended the command (it died of
+//! - The switch reports `STALLED` only when the stop's kill ended the command (it died of
 //!   SIGKILL); a command that ended by itself in the meantime reports its own code (and a note
 //!   on stderr), so a completed command is never recorded as killed and retried.
 //! - A `__supervise` exec killed outright (`kill -9`) cannot kill its tree. Its command stays in
 //!   the supervisor's process group (the owner made it: group id = the supervisor's pid), which
-//!   the owner kills when it sees the supervisor die of a signal ([`super::tree::kill_group`]);
+//!   the owner kills when it sees the supervisor die of a signal (`super::tree::kill_group`);
 //!   with the zygote off the owner is also its supervisors' subreaper and kills and reaps what
-//!   was re-parented to it ([`super::tree::reap_strays`]: a `setsid` escapee). The zygote's forks
+//!   was re-parented to it (`super::tree::reap_strays`: a `setsid` escapee). The zygote's forks
 //!   keep the command in a group of its own (the zygote covers them).
 //!
-//! Exit codes of the supervisor itself: the command's; [`SPAWN_FAILED`] (127, shell convention)
-//! when the command could not be started; [`STALLED`] (125) when the dead-man switch killed
+//! Exit codes of the supervisor itself: the command's; `SPAWN_FAILED` (127, shell convention)
+//! when the command could not be started; `STALLED` (125) when the dead-man switch killed
 //! the command (not when the command had ended by itself before the kill landed).
 
 use std::io::Write;

@@ -8,7 +8,7 @@
 //!   output pipes attached; the zygote hands it to an idle supervisor or forks a new one, which
 //!   becomes that run's supervisor exactly as `__supervise` does (subreaper, life-line = the
 //!   control socket, kill of the whole tree), then writes its pid and exit code on the control
-//!   socket for the owner ([`super::fdpass::parse_status`]).
+//!   socket for the owner (`super::fdpass::parse_status`).
 //! - Supervisors are reused: a fork, its copy-on-write faults and its exit per run would be the
 //!   largest cost per run left on this side. After a run, a supervisor whose run's tree is gone
 //!   (every descendant reaped: nothing of the old run is left under it) closes the run's

@@ -1,5 +1,6 @@
 //! The `--metrics-addr` HTTP endpoint: `GET /metrics` (Prometheus text) and `GET /healthz`
-//! (`200 ok` while the engine loop turns and the store answers; `503` and the reason otherwise).
+//! (`200 ok` while the engine loop turns, claims and the store answers; `503` and the reason
+//! otherwise — "store unwritable since …, claims stopped" for as long as an outage lasts).
 //!
 //! Owns: the listener, request parsing (just the request line: GET/HEAD and a path; one request
 //! per connection, `Connection: close`) and the health decision. Must not touch: the engine or
@@ -21,11 +22,12 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::{CONTENT_TYPE, Metrics};
 use crate::clock::Clock;
-use crate::engine::Heartbeat;
+use crate::engine::{EngineHealth, Heartbeat};
 use crate::store::Store;
 
 /// Everything the endpoint reads.
@@ -37,6 +39,8 @@ pub struct Endpoint {
     pub heartbeat: Arc<Heartbeat>,
     /// Cancelled when the engine stopped (health turns 503).
     pub engine_stopped: CancellationToken,
+    /// The engine's view of its store: 503 while it claims nothing (an outage), naming why.
+    pub health: watch::Receiver<EngineHealth>,
     /// The loop must have turned within this long (a few `change_poll`s).
     pub max_quiet: Duration,
 }
@@ -226,10 +230,15 @@ async fn handle(
     sock.shutdown().await
 }
 
-/// `Ok` when the engine loop turned recently and the store answers a real read.
+/// `Ok` when the engine loop turned recently, claims (no outage), and the store answers a real
+/// read.
 pub async fn health(ep: &Endpoint) -> Result<(), String> {
     if ep.engine_stopped.is_cancelled() {
         return Err("the engine has stopped".into());
+    }
+    let stopped = ep.health.borrow().claims_stopped_because();
+    if let Some(why) = stopped {
+        return Err(why);
     }
     let quiet = ep.heartbeat.since_last_turn();
     if quiet > ep.max_quiet {
@@ -284,6 +293,18 @@ mod tests {
         }
         fn settings(&self) -> StoreResult<Settings> {
             self.0.settings()
+        }
+        fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+            self.0.tool_pins(servers)
+        }
+        fn pin_tools(
+            &self,
+            pins: &[crate::model::ToolPin],
+        ) -> StoreResult<Vec<crate::model::ToolPin>> {
+            self.0.pin_tools(pins)
+        }
+        fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+            self.0.accept_tools(server, pins)
         }
         fn change_token(&self) -> StoreResult<u64> {
             self.0.change_token()
@@ -377,6 +398,7 @@ mod tests {
             clock: Arc::new(clock.clone()),
             heartbeat: Arc::new(Heartbeat::default()),
             engine_stopped: CancellationToken::new(),
+            health: watch::channel(EngineHealth::default()).1,
             max_quiet: Duration::from_secs(3600),
         };
         // The same exposition, not a copy per request.

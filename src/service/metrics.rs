@@ -16,6 +16,11 @@
 //! - `leases` — leases held in the store now (any owner); `jobs{state}` — jobs by state (idle,
 //!   running, paused, held, retired; every state always present).
 //! - `store_errors_total` — failed store calls made through [`Metered`] by this process.
+//! - `store_outage_since_seconds` — when the current store outage began (Unix seconds; 0 while
+//!   the store takes this owner's writes); `store_outages_total` and `store_outage_probes_total`
+//!   — outages lived through and the probes made during them; `claims_stopped` — 1 while this
+//!   owner claims nothing; `pending_completions` — finished runs the store has not taken yet.
+//!   All from the engine's health channel ([`watch_health`]).
 //!
 //! Label sets are bounded: job names come from the jobs file; beyond [`MAX_JOB_LABELS`] distinct
 //! names (only reachable by churning job names in a long-lived process) new names are counted
@@ -37,7 +42,7 @@ use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
 use crate::clock::Clock;
-use crate::engine::Event;
+use crate::engine::{EngineHealth, Event};
 use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
 use crate::store::signal::ChangeSignal;
 use crate::store::*;
@@ -89,6 +94,11 @@ pub struct Metrics {
     leases: Gauge,
     jobs: Family<StateLabel, Gauge>,
     store_errors: Counter,
+    outage_since: Gauge,
+    outages: Counter,
+    outage_probes: Counter,
+    claims_stopped: Gauge,
+    pending_completions: Gauge,
     job_names: Mutex<HashSet<String>>,
     /// The last exposition, shared by every `/metrics` request while it is fresh.
     cache: Mutex<ScrapeCache>,
@@ -154,6 +164,38 @@ impl Metrics {
         let leases = Gauge::default();
         let jobs = Family::<StateLabel, Gauge>::default();
         let store_errors = Counter::default();
+        let (outage_since, outages, outage_probes, claims_stopped, pending_completions) = (
+            Gauge::default(),
+            Counter::default(),
+            Counter::default(),
+            Gauge::default(),
+            Gauge::default(),
+        );
+        registry.register(
+            "store_outage_since_seconds",
+            "When the current store outage began (Unix seconds), 0 while the store takes this owner's writes",
+            outage_since.clone(),
+        );
+        registry.register(
+            "store_outages",
+            "Store outages this owner lived through",
+            outages.clone(),
+        );
+        registry.register(
+            "store_outage_probes",
+            "Probes of the store made during outages",
+            outage_probes.clone(),
+        );
+        registry.register(
+            "claims_stopped",
+            "1 while this owner claims no new runs (see /healthz for why)",
+            claims_stopped.clone(),
+        );
+        registry.register(
+            "pending_completions",
+            "Finished runs whose completion the store has not taken yet (retried)",
+            pending_completions.clone(),
+        );
         registry.register(
             "runs",
             "History rows written by this process's engine, by job and status",
@@ -203,6 +245,11 @@ impl Metrics {
             leases,
             jobs,
             store_errors,
+            outage_since,
+            outages,
+            outage_probes,
+            claims_stopped,
+            pending_completions,
             job_names: Mutex::new(HashSet::new()),
             cache: Mutex::new(ScrapeCache::default()),
             scrape_done: watch::channel(0).0,
@@ -322,6 +369,19 @@ impl Metrics {
         self.store_errors.inc();
     }
 
+    /// The engine's health changed: the outage gauges follow it. Counters move by what the
+    /// health's own counts moved since the last call (`last`).
+    pub fn observe_health(&self, h: &EngineHealth, last: &EngineHealth) {
+        self.outage_since
+            .set(h.store_failing_since.map_or(0, |t| t.timestamp()));
+        self.outages.inc_by(h.outages.saturating_sub(last.outages));
+        self.outage_probes
+            .inc_by(h.outage_probes.saturating_sub(last.outage_probes));
+        self.claims_stopped.set(i64::from(h.claims_stopped));
+        self.pending_completions
+            .set(i64::try_from(h.pending_completions).unwrap_or(i64::MAX));
+    }
+
     /// Refresh the gauges that describe the store (jobs by state, leases, budgets), reading the
     /// jobs [`REFRESH_PAGE`] at a time: memory stays one page whatever the store's size, and a
     /// store that locks per call lets the engine in between pages.
@@ -416,6 +476,19 @@ pub async fn feed(
     }
 }
 
+/// Feed the outage gauges from the engine's health channel until it closes.
+pub async fn watch_health(metrics: Arc<Metrics>, mut health: watch::Receiver<EngineHealth>) {
+    let mut last = EngineHealth::default();
+    loop {
+        let now = health.borrow_and_update().clone();
+        metrics.observe_health(&now, &last);
+        last = now;
+        if health.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// A [`Store`] that counts failed calls in `cronsole_store_errors_total`.
 pub struct Metered {
     inner: Arc<dyn Store>,
@@ -458,6 +531,15 @@ impl Store for Metered {
     }
     fn settings(&self) -> StoreResult<Settings> {
         self.count(self.inner.settings())
+    }
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.count(self.inner.tool_pins(servers))
+    }
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.count(self.inner.pin_tools(pins))
+    }
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        self.count(self.inner.accept_tools(server, pins))
     }
     fn change_token(&self) -> StoreResult<u64> {
         self.count(self.inner.change_token())

@@ -159,25 +159,82 @@ fn lines(bytes: &[u8]) -> (Vec<(u64, &[u8])>, &[u8]) {
 /// (the caller holds it, or tests a fault simulator's files).
 pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
     let mut r = Report::default();
-    let p = |n: &str| dir.join(n);
-    let read = |path: &Path, r: &mut Report| -> Option<Vec<u8>> {
-        match io.read(path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                r.push(&mut 0, path, 0, 0, "required store file is missing");
-                None
-            }
-            Err(e) => {
-                r.push(&mut 0, path, 0, 0, format!("cannot read: {e}"));
-                None
-            }
+    let (id, checked_jobs) = check_version(&mut r, dir, io);
+    let mut jobs = Jobs::default();
+    let (generation, absorbed) = check_snapshot(&mut r, dir, io, &id, checked_jobs, &mut jobs);
+    check_journal(
+        &mut r,
+        dir,
+        io,
+        &id,
+        checked_jobs,
+        (generation, absorbed),
+        &mut jobs,
+    );
+    r.jobs = jobs.names.len() as u64;
+    check_settings(&mut r, dir, io, &id);
+    let open = check_open_segment(&mut r, dir, io, &id);
+    if let Some(top) = open.seg {
+        check_segments(&mut r, dir, io, id.as_deref(), top, open.len);
+        check_cross(&mut r, dir, top, &open, &jobs.at);
+    }
+    r
+}
+
+/// Every job named by the snapshot and the journal (the journal's records win), and per job
+/// the last record's (every live lease, history position): the cross-check.
+#[derive(Default)]
+struct Jobs {
+    names: std::collections::BTreeSet<String>,
+    at: std::collections::BTreeMap<String, (Vec<uuid::Uuid>, Option<Pos>)>,
+}
+
+/// The open history segment as the cross-check needs it.
+struct OpenSegment {
+    seg: Option<u64>,
+    /// (offset, job, run id, the row ends a run) of every row.
+    rows: Vec<(u64, String, uuid::Uuid, bool)>,
+    len: u64,
+}
+
+/// A required store file's bytes; a missing or unreadable one is reported.
+fn read(io: &dyn StoreIo, path: &Path, r: &mut Report) -> Option<Vec<u8>> {
+    match io.read(path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            r.push(&mut 0, path, 0, 0, "required store file is missing");
+            None
         }
-    };
-    let vpath = p("VERSION");
+        Err(e) => {
+            r.push(&mut 0, path, 0, 0, format!("cannot read: {e}"));
+            None
+        }
+    }
+}
+
+/// A header's store id against `VERSION`'s.
+fn check_id(r: &mut Report, id: &Option<String>, n: &mut usize, path: &Path, found: Option<&str>) {
+    match (found, id) {
+        (Some(f), Some(i)) if f != i => r.push(
+            n,
+            path,
+            1,
+            1,
+            format!("file belongs to another store (store id {f}, this store is {i})"),
+        ),
+        (None, _) => r.push(n, path, 1, 1, "header carries no store id"),
+        _ => {}
+    }
+}
+
+/// `VERSION`: the store id, and whether job lines carry checksums (format 3 on; an older store
+/// gets the upgrade message).
+fn check_version(r: &mut Report, dir: &Path, io: &dyn StoreIo) -> (Option<String>, bool) {
+    let vpath = dir.join("VERSION");
     let mut id: Option<String> = None;
     // Job lines carry a checksum from format 3 on (an older store gets the upgrade message).
     let mut checked_jobs = false;
-    if let Some(v) = read(&vpath, &mut r) {
+    if let Some(v) = read(io, &vpath, r) {
         match filefmt::parse_version(&String::from_utf8_lossy(&v)) {
             Some((3, Some(i))) => {
                 checked_jobs = true;
@@ -189,28 +246,24 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             None => r.push(&mut 0, &vpath, 1, 1, format!("not a cronsole file store version (expected `{}`)", filefmt::VERSION_TEXT)),
         }
     }
-    let check_id =
-        |r: &mut Report, n: &mut usize, path: &Path, found: Option<&str>| match (found, &id) {
-            (Some(f), Some(i)) if f != i => r.push(
-                n,
-                path,
-                1,
-                1,
-                format!("file belongs to another store (store id {f}, this store is {i})"),
-            ),
-            (None, _) => r.push(n, path, 1, 1, "header carries no store id"),
-            _ => {}
-        };
+    (id, checked_jobs)
+}
 
+/// The snapshot and its index; returns the snapshot's generation and what it absorbed.
+fn check_snapshot(
+    r: &mut Report,
+    dir: &Path,
+    io: &dyn StoreIo,
+    id: &Option<String>,
+    checked_jobs: bool,
+    jobs: &mut Jobs,
+) -> (Option<u64>, Option<Absorbed>) {
+    let Jobs { names, at } = jobs;
     // Snapshot.
-    let spath = p("jobs.snapshot.jsonl");
+    let spath = dir.join("jobs.snapshot.jsonl");
     let mut generation = None;
     let mut absorbed: Option<Absorbed> = None;
-    let mut names = std::collections::BTreeSet::new();
-    // Per job, the last record's (every live lease, history position): the cross-check.
-    let mut at: std::collections::BTreeMap<String, (Vec<uuid::Uuid>, Option<Pos>)> =
-        std::collections::BTreeMap::new();
-    if let Some(b) = read(&spath, &mut r) {
+    if let Some(b) = read(io, &spath, r) {
         let mut n = 0;
         let (ls, torn) = lines(&b);
         if ls.is_empty() {
@@ -235,7 +288,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             if no == 1 {
                 match serde_json::from_slice::<Header>(line) {
                     Ok(h) if h.cronsole == "snapshot" => {
-                        check_id(&mut r, &mut n, &spath, h.store.as_deref());
+                        check_id(r, id, &mut n, &spath, h.store.as_deref());
                         generation = Some(h.generation);
                         absorbed = h.absorbed;
                     }
@@ -257,7 +310,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
         }
         // The snapshot's index: derived data. One an open would ignore is a note (a writer
         // rewrites it); one an open would use must agree with every line.
-        let ipath = p(INDEX_FILE);
+        let ipath = dir.join(INDEX_FILE);
         if let Some(i) = &id {
             match io.read(&ipath) {
                 Ok(x) => match check_index(&x, &b, i) {
@@ -287,18 +340,32 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
         }
     }
 
+    (generation, absorbed)
+}
+
+/// The journal: its generation against the snapshot's, and its job lines.
+fn check_journal(
+    r: &mut Report,
+    dir: &Path,
+    io: &dyn StoreIo,
+    id: &Option<String>,
+    checked_jobs: bool,
+    (generation, absorbed): (Option<u64>, Option<Absorbed>),
+    jobs: &mut Jobs,
+) {
+    let Jobs { names, at } = jobs;
     // Journal.
-    let jpath = p("jobs.journal");
-    if let Some(b) = read(&jpath, &mut r) {
+    let jpath = dir.join("jobs.journal");
+    if let Some(b) = read(io, &jpath, r) {
         let mut n = 0;
-        let (ls, torn) = log_lines(&mut r, &mut n, &jpath, &b, "journal");
+        let (ls, torn) = log_lines(r, &mut n, &jpath, &b, "journal");
         let complete = &b[..b.len() - torn.len()];
         let mut replay = true;
         for (no, line) in ls {
             if no == 1 {
                 match serde_json::from_slice::<Header>(line) {
                     Ok(h) if h.cronsole == "journal" => {
-                        check_id(&mut r, &mut n, &jpath, h.store.as_deref());
+                        check_id(r, id, &mut n, &jpath, h.store.as_deref());
                         if let Some(g) = generation
                             && h.generation != g
                         {
@@ -342,18 +409,20 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
         }
     }
-    r.jobs = names.len() as u64;
+}
 
+/// `settings.json`: header, store id, checksum.
+fn check_settings(r: &mut Report, dir: &Path, io: &dyn StoreIo, id: &Option<String>) {
     // Settings.
-    let setpath = p("settings.json");
-    if let Some(b) = read(&setpath, &mut r) {
+    let setpath = dir.join("settings.json");
+    if let Some(b) = read(io, &setpath, r) {
         let mut n = 0;
         if b.iter().all(u8::is_ascii_whitespace) {
             r.push(&mut n, &setpath, 1, 1, "settings file is empty");
         } else {
             match serde_json::from_slice::<SettingsFile<Settings>>(&b) {
                 Ok(f) if f.cronsole == "settings" => {
-                    check_id(&mut r, &mut n, &setpath, Some(&f.store));
+                    check_id(r, id, &mut n, &setpath, Some(&f.store));
                     if let Err(what) = filefmt::verify_settings(&b) {
                         r.push(&mut n, &setpath, 1, 1, what);
                     }
@@ -369,15 +438,23 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
         }
     }
+}
 
+/// The open history segment: header, rows (each verified), and what the cross-check needs.
+fn check_open_segment(
+    r: &mut Report,
+    dir: &Path,
+    io: &dyn StoreIo,
+    id: &Option<String>,
+) -> OpenSegment {
     // History: the open segment, then every sealed one.
-    let hpath = p("history.jsonl");
+    let hpath = dir.join("history.jsonl");
     let mut open_seg = None;
     let mut open_rows: Vec<(u64, String, uuid::Uuid, bool)> = Vec::new();
     let mut open_len = 0u64;
-    if let Some(b) = read(&hpath, &mut r) {
+    if let Some(b) = read(io, &hpath, r) {
         let mut n = 0;
-        let (ls, torn) = log_lines(&mut r, &mut n, &hpath, &b, "history");
+        let (ls, torn) = log_lines(r, &mut n, &hpath, &b, "history");
         open_len = (b.len() - torn.len()) as u64;
         let mut off = 0u64;
         for (no, line) in ls {
@@ -386,7 +463,7 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             if no == 1 {
                 match serde_json::from_slice::<HistoryHeader>(line) {
                     Ok(h) if h.cronsole == "history" => {
-                        check_id(&mut r, &mut n, &hpath, Some(&h.store));
+                        check_id(r, id, &mut n, &hpath, Some(&h.store));
                         match h.segment {
                             Some(s) => open_seg = Some(s),
                             None => r.push(
@@ -420,50 +497,65 @@ pub(crate) fn check_file_store_with(dir: &Path, io: &dyn StoreIo) -> Report {
             }
         }
     }
-    if let Some(top) = open_seg {
-        check_segments(&mut r, dir, io, id.as_deref(), top, open_len);
-        let rows: Vec<filefmt::OpenRow<'_>> = open_rows
-            .iter()
-            .map(|(off, job, run_id, ends)| filefmt::OpenRow {
-                off: *off,
-                job,
-                run_id: *run_id,
-                ends_a_run: *ends,
-            })
-            .collect();
-        let records = at.iter().filter_map(|(job, (leases, pos))| {
-            let (seg, off) = (*pos)?;
-            Some(filefmt::RecordAt {
-                job,
-                leases,
-                seg,
-                off,
-            })
-        });
-        let mut n = 0;
-        for p in filefmt::cross_check(top, open_len, records, &rows) {
-            match p {
-                filefmt::CrossProblem::HistoryCut { job, seg, off } => r.push(
+    OpenSegment {
+        seg: open_seg,
+        rows: open_rows,
+        len: open_len,
+    }
+}
+
+/// The journal/history cross-check: records written after where history ends, runs newer than
+/// their job's record.
+fn check_cross(
+    r: &mut Report,
+    dir: &Path,
+    top: u64,
+    open: &OpenSegment,
+    at: &std::collections::BTreeMap<String, (Vec<uuid::Uuid>, Option<Pos>)>,
+) {
+    let hpath = dir.join("history.jsonl");
+    let jpath = dir.join("jobs.journal");
+    let (open_rows, open_len) = (&open.rows, open.len);
+    let rows: Vec<filefmt::OpenRow<'_>> = open_rows
+        .iter()
+        .map(|(off, job, run_id, ends)| filefmt::OpenRow {
+            off: *off,
+            job,
+            run_id: *run_id,
+            ends_a_run: *ends,
+        })
+        .collect();
+    let records = at.iter().filter_map(|(job, (leases, pos))| {
+        let (seg, off) = (*pos)?;
+        Some(filefmt::RecordAt {
+            job,
+            leases,
+            seg,
+            off,
+        })
+    });
+    let mut n = 0;
+    for p in filefmt::cross_check(top, open_len, records, &rows) {
+        match p {
+            filefmt::CrossProblem::HistoryCut { job, seg, off } => r.push(
+                &mut n,
+                &hpath,
+                0,
+                0,
+                format!("history ends at segment {top} byte {open_len} but the record of job '{job}' was written after segment {seg} byte {off}: history was cut short, not torn by a crash"),
+            ),
+            filefmt::CrossProblem::RecordsLost { job, run_id, off } => {
+                let line = b_line(open_rows, off);
+                r.push(
                     &mut n,
-                    &hpath,
+                    &jpath,
                     0,
                     0,
-                    format!("history ends at segment {top} byte {open_len} but the record of job '{job}' was written after segment {seg} byte {off}: history was cut short, not torn by a crash"),
-                ),
-                filefmt::CrossProblem::RecordsLost { job, run_id, off } => {
-                    let line = b_line(&open_rows, off);
-                    r.push(
-                        &mut n,
-                        &jpath,
-                        0,
-                        0,
-                        format!("the record of job '{job}' is older than its run {run_id} ({}:{line}): records were lost from the journal (cut short, not torn by a crash)", hpath.display()),
-                    )
-                }
+                    format!("the record of job '{job}' is older than its run {run_id} ({}:{line}): records were lost from the journal (cut short, not torn by a crash)", hpath.display()),
+                )
             }
         }
     }
-    r
 }
 
 /// A history position `(segment, offset)`.
@@ -528,7 +620,7 @@ fn check_segments(
         check_segment(r, &mut n, &path, &bytes, k, id);
     }
     // The oldest segments may be gone only by retention, which marks the first it kept;
-    // without the mark segments start at 1 (red team 7: a deleted segment 1 was "sound").
+    // without the mark segments start at 1 (a deleted segment 1 must not read as sound).
     let mpath = dir.join("history").join(filefmt::FIRST_SEGMENT_FILE);
     let first = match io.read(&mpath) {
         Ok(b) => match filefmt::parse_first_segment(&b, id) {

@@ -149,6 +149,13 @@ pub enum StoreError {
     /// An operation this store (or test fake) does not provide.
     #[error("not supported by this store: {0}")]
     Unsupported(&'static str),
+    /// A store file the handle holds open for this operation is not open (a bug: an operation
+    /// on a handle whose load failed, or on a file already closed): never the user's fault.
+    #[error("internal store error: {} is not open", path.display())]
+    NotOpen {
+        /// The file.
+        path: PathBuf,
+    },
     /// A broken internal invariant (a bug): never the user's fault.
     #[error("internal store error: {0}")]
     Internal(String),
@@ -181,6 +188,7 @@ impl StoreError {
             | StoreError::Unavailable(_)
             | StoreError::Task { .. }
             | StoreError::Unsupported(_)
+            | StoreError::NotOpen { .. }
             | StoreError::Internal(_) => 1,
         }
     }
@@ -269,6 +277,7 @@ impl StoreError {
             // Already a message: kept as it is (wrapping it read "store unavailable: store
             // unavailable: …" in the log of every batch member but the first).
             StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            StoreError::NotOpen { path } => StoreError::NotOpen { path: path.clone() },
             e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
             e => StoreError::Internal(e.to_string()),
         }
@@ -291,7 +300,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 mod tests {
     use super::*;
 
-    /// Issue 15 item 1: the exit code is a function of the variant, not of a catch-all.
+    /// The exit code is a function of the variant, not of a catch-all string.
     #[test]
     fn exit_code_and_retryability_follow_the_variant() {
         let p = PathBuf::from("/s/jobs.journal");
@@ -386,7 +395,7 @@ mod tests {
             assert_eq!(e.is_retryable(), retry, "{e:?}");
             let d = e.duplicate();
             assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
-            // rt3: the copy reads as the original, never "store unavailable: store unavailable".
+            // The copy reads as the original, never "store unavailable: store unavailable".
             if matches!(e, StoreError::Unavailable(_)) {
                 assert_eq!(d.to_string(), e.to_string());
             }

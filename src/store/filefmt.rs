@@ -13,7 +13,7 @@
 //!   and `settings.json` is
 //!   `{"cronsole":"settings","store":ID,"settings":{...}}`. A file whose id differs is foreign
 //!   (copied in from another store) and refused.
-//! - A history line is the §4 row as JSON with one more member, `"crc32"`, the CRC-32 (IEEE)
+//! - A history line is the history row as JSON with one more member, `"crc32"`, the CRC-32 (IEEE)
 //!   of the line as it would read without that member: `{…row…}` → `{…row…,"crc32":"1a2b3c4d"}`.
 //!   A flipped byte anywhere in a row is caught by the first reader of that row; readers that
 //!   only want the row ignore the member (serde skips unknown fields).
@@ -42,7 +42,7 @@ const CRC_KEY: &[u8] = b",\"crc32\":\"";
 
 /// Incremental CRC-32 (IEEE 802.3, the zlib/PNG one). `crc32fast` computes it with the CPU's
 /// carry-less multiply where there is one: every open checks every job line, 1.1 GB at
-/// 1 000 000 jobs, which the byte-at-a-time table did at ~0.5 GB/s (issue 14).
+/// 1 000 000 jobs, which the byte-at-a-time table did at ~0.5 GB/s: too slow to open a large store.
 #[derive(Debug, Clone, Default)]
 pub struct Crc32(crc32fast::Hasher);
 
@@ -145,9 +145,8 @@ pub struct SettingsFile<S> {
     pub store: String,
     /// The shared settings of the jobs file last applied.
     pub settings: S,
-    /// CRC-32 (8 hex digits) of `settings` in canonical JSON ([`settings_crc`]). Written since
-    /// red team round 3 (one flipped bit turned a $2.50 budget into $3.50 and every command
-    /// took it); a file without it (an earlier release's) is accepted and gains it on the next
+    /// CRC-32 (8 hex digits) of `settings` in canonical JSON ([`settings_crc`]): without it, one
+    /// flipped bit could turn a $2.50 budget into $3.50 and every command would take it; a file without it (an earlier release's) is accepted and gains it on the next
     /// write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crc32: Option<String>,

@@ -6,7 +6,7 @@
 //! and `fs4`. Must not touch: store formats or decisions (those are `file.rs` and `logic.rs`),
 //! clocks, the engine, the UI.
 //!
-//! Why a trait: a deterministic fault simulator (issue 10 item 6) swaps in an implementation
+//! Why a trait: a deterministic fault simulator (`testkit::simio`) swaps in an implementation
 //! that models the page cache — what was written but not yet `sync_data`/`sync_all`ed, and
 //! renames/creates not yet made durable by [`StoreIo::sync_dir`], are lost or torn at a
 //! simulated crash — and that injects `ENOSPC`, `EIO` on fsync, or a lock that never frees.

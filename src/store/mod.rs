@@ -129,6 +129,16 @@ pub trait Store: HistoryReader {
     }
     /// The settings of the last `apply`.
     fn settings(&self) -> StoreResult<Settings>;
+    /// The tool pins of these MCP servers (every server's when `servers` is empty), sorted by
+    /// server and tool.
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>>;
+    /// Stores each pin whose `(server, tool)` has none yet, atomically for every owner (an
+    /// existing pin is kept: the first writer wins); returns what the store holds for those
+    /// keys afterwards, in the order given.
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>>;
+    /// Replaces every pin of `server` with those of `pins` that are its (`cronsole tools
+    /// --accept`); returns how many pins it replaced.
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize>;
     /// A cheap token that changes whenever anything in the store changed (no re-parse).
     fn change_token(&self) -> StoreResult<u64>;
     /// A push notification of changes (LISTEN/NOTIFY, file-system events), so an owner hears

@@ -1,4 +1,4 @@
-//! SPEC §11 statistics computed from the per-job counters the store keeps, so neither
+//! Run and spend statistics computed from the per-job counters the store keeps, so neither
 //! `cronsole stats` nor the console ever scans history.
 //!
 //! Owns: the stats arithmetic and its JSON shape. Must not touch: I/O, the store itself.

@@ -65,6 +65,9 @@ pub struct ConsoleDeps {
     /// shown on the notice line when the console opens: printed on stderr they would be
     /// hidden behind the console until it closes.
     pub warnings: Vec<String>,
+    /// The engine's view of its store (the header shows an outage while it lasts, and the
+    /// last one after); `None` without an engine in this process.
+    pub health: Option<watch::Receiver<crate::engine::EngineHealth>>,
 }
 
 /// Produces the text of `cronsole dry-run NAME` for the console (the error says why not).
@@ -161,6 +164,11 @@ where
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (mut snaps_open, mut events_open) = (true, true);
+    // Without an engine, a channel that never changes (its sender lives as long as the loop).
+    let (_no_engine, quiet) = watch::channel(crate::engine::EngineHealth::default());
+    let mut health = deps.health.take().unwrap_or(quiet);
+    let mut health_open = true;
+    app.store_health = health.borrow_and_update().clone();
     let mut dirty = true;
     loop {
         // The detail view's whole record: read when it opens and once per snapshot after.
@@ -225,6 +233,13 @@ where
                     dirty = true;
                 }
             },
+            changed = health.changed(), if health_open => {
+                match changed {
+                    Ok(()) => app.store_health = health.borrow_and_update().clone(),
+                    Err(_) => health_open = false,
+                }
+                dirty = true;
+            }
             ev = deps.events.recv(), if events_open => match ev {
                 Ok(e) => {
                     app.on_event(e);
@@ -386,6 +401,7 @@ mod tests {
             stop: tokio_util::sync::CancellationToken::new(),
             dry_run: None,
             warnings: Vec::new(),
+            health: None,
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));

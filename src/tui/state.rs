@@ -281,6 +281,8 @@ pub struct App {
     /// The job and snapshot instant the last [`Query::Job`] was asked for (one read per
     /// snapshot while the detail view is open).
     record_asked: Option<(String, DateTime<Utc>)>,
+    /// This process's engine's view of its store (default without an engine).
+    pub(crate) store_health: crate::engine::EngineHealth,
 }
 
 impl App {
@@ -303,6 +305,7 @@ impl App {
             dry_run: None,
             record: None,
             record_asked: None,
+            store_health: Default::default(),
         };
         app.refresh_period_key();
         app.rebuild(None);

@@ -1,4 +1,4 @@
-//! Conformance cases for `after:` chains (issue 16 item 1), for both stores: a parent's end
+//! Conformance cases for `after:` chains, for both stores: a parent's end
 //! records the pending chained run in the same persist, any owner claims it once, with
 //! `trigger: chain` and the parent's run id on its row.
 

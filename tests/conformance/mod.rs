@@ -1,5 +1,5 @@
-//! The store conformance suite: SPEC §5 (misfire), §6 (claims, leases, fencing, recovery,
-//! overlap, pause/trigger) and §7 (retirement) as generic cases over any [`Store`], so the file
+//! The store conformance suite: misfire, claims, leases, fencing, recovery, overlap,
+//! pause/trigger and retirement as generic cases over any [`Store`], so the file
 //! store and the PostgreSQL store are held to exactly the same behaviour.
 //!
 //! Each case takes a factory returning a fresh, empty store. Several owners are simulated by
@@ -23,13 +23,16 @@ pub use overlap::*;
 mod chain;
 #[allow(unused_imports)] // used by the `conformance_suite!` runners, not by every includer
 pub use chain::*;
+mod pins;
+#[allow(unused_imports)]
+pub use pins::*;
 mod loops;
 #[allow(unused_imports)]
 pub use loops::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
-/// t0 = 1000 s after the epoch, as in SPEC §5's worked cases.
+/// t0 = 1000 s after the epoch: the worked cases' origin.
 pub use cronsole::testkit::time::epoch as t;
 
 pub fn every(name: &str, secs: u64) -> JobDef {
@@ -88,7 +91,7 @@ fn ran_once_at_t0(s: &dyn Store, mut def: JobDef) {
     assert_eq!(s.job(&name).unwrap().unwrap().rt.next_slot, Some(t(1060)));
 }
 
-// ---- §13.2 apply ------------------------------------------------------------------------------
+// ---- apply ------------------------------------------------------------------------------------
 
 pub fn apply_creates_updates_and_retires(f: Factory) {
     let s = f();
@@ -111,7 +114,7 @@ pub fn apply_creates_updates_and_retires(f: Factory) {
     assert!(err.to_string().contains("'a'"), "{err}");
 }
 
-// ---- §6 claims --------------------------------------------------------------------------------
+// ---- claims -----------------------------------------------------------------------------------
 
 pub fn each_slot_is_claimed_once_across_owners(f: Factory) {
     let s = f();
@@ -191,7 +194,7 @@ pub fn renewals_are_fenced_by_run_id(f: Factory) {
     assert!(s.renew("nope", c.run_id, "a", t(1021)).is_err());
 }
 
-// ---- §5 misfire -------------------------------------------------------------------------------
+// ---- misfire ----------------------------------------------------------------------------------
 
 pub fn misfire_coalesces_without_grace(f: Factory) {
     let s = f();
@@ -318,7 +321,7 @@ pub fn grace_from_yaml_string_and_junk(f: Factory) {
     assert_eq!(o.claims[0].slot, Some(t(1060)));
 }
 
-// ---- §6 crash recovery ------------------------------------------------------------------------
+// ---- crash recovery ---------------------------------------------------------------------------
 
 pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
     let s = f();
@@ -353,7 +356,7 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
     assert_eq!(h[0].status, Status::Succeeded);
 }
 
-/// Issue 10 item 5: "a run becomes `abandoned` only if its process dies; nothing is ever
+/// "A run becomes `abandoned` only if its process dies; nothing is ever
 /// recorded under a status that did not happen". An owner paused past its lease (SIGSTOP, not
 /// dead) completes after another owner recorded the run `abandoned`: every query — history by
 /// run, by job, by status, the job's last status and its counters — shows one row for the
@@ -427,7 +430,7 @@ pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
     assert_eq!(once[0].status, Status::Succeeded);
 }
 
-/// Red team 4 (MED): an owner stopped past its lease, then continued, ends a run another owner
+/// An owner stopped past its lease, then continued, ends a run another owner
 /// had recorded `abandoned`. That run really executed, so it counts toward `max_runs` even
 /// though a newer run started meanwhile: a `max_runs: 3` job executes 3 times, not 4, and the
 /// job's run count equals its rows (`jobs` RUNS = `stats` EXEC).
@@ -497,7 +500,7 @@ pub fn one_shot_recovery_that_succeeds_retires(f: Factory) {
     assert!(j.rt.lease.is_none());
 }
 
-// ---- §6 overlap, pause, trigger -----------------------------------------------------------------
+// ---- overlap, pause, trigger --------------------------------------------------------------------
 
 pub fn slots_passing_during_a_run_become_one_overlap_row(f: Factory) {
     let s = f();
@@ -555,7 +558,7 @@ pub fn manual_triggers_run_once_even_when_paused(f: Factory) {
     assert!(s.request_trigger("nope", t(1)).unwrap_err().is_bad_input());
 }
 
-/// Red team 7: one chunk of a bulk action (`pause 'j*'`, `resume --all`, `trigger --tag T`) is
+/// One chunk of a bulk action (`pause 'j*'`, `resume --all`, `trigger --tag T`) is
 /// one store operation over many jobs: every job in the order asked, the same per-job decision
 /// as the single-job calls, rows of an edit written with it, and a failing job stops the chunk
 /// there with the jobs before it written and the ones after it untouched.
@@ -641,7 +644,7 @@ pub fn bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure(f: Factor
     }
 }
 
-// ---- §7 retirement ------------------------------------------------------------------------------
+// ---- retirement ---------------------------------------------------------------------------------
 
 pub fn max_runs_and_until_retire(f: Factory) {
     let s = f();
@@ -711,7 +714,7 @@ pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
     assert!(s.spend("nope", t(1062)).is_err());
 }
 
-/// SPEC §11 hard limit (issue 11): reservations are atomic across concurrent callers, count for
+/// The budget's hard limit: reservations are atomic across concurrent callers, count for
 /// every owner, and a settled one moves into the counters with its run's row.
 pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod, ReservationState};
@@ -856,8 +859,8 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     );
 }
 
-/// Red team 6 (HIGH): re-applying the same limit with another `period` let the new period start
-/// from $0 though the money was spent inside it. Spent (`a`, completed) and held (`b`, a call
+/// Re-applying the same limit with another `period` must not let the new period start from
+/// $0 when the money was spent inside it. Spent (`a`, completed) and held (`b`, a call
 /// of unknown outcome) money keeps counting under week, month and total, in both stores.
 pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod};
@@ -931,8 +934,8 @@ pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Facto
     }
 }
 
-/// Issue 10 leftovers (red team 6, Known limits): a budget `period` edited from day to week
-/// counted only today's spend, not the earlier days of the week. The edit recounts the week's
+/// A budget `period` edited from day to week must count the earlier days of the week too,
+/// not only today's spend, not the earlier days of the week. The edit recounts the week's
 /// spend from history (rows that finished inside it, read back only as far as its start), so
 /// the week's spent includes Thursday's call, and the budget then stops at the limit.
 pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
@@ -1068,8 +1071,8 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
     assert!((spent.global_usd - 0.005).abs() < 1e-12, "{spent:?}");
 }
 
-/// Red team 5 (HIGH): calls reserved just before UTC midnight were booked into the new day
-/// when they settled after it, on top of the new day's own reservations (168 % of its limit).
+/// Calls reserved just before UTC midnight that settle after it must not be booked into the
+/// new day on top of its own reservations (that reached 168 % of its limit).
 /// A call's money is booked in the period its reservation was made in, in both stores.
 pub fn a_call_reserved_before_midnight_is_booked_in_its_day(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod};
@@ -1259,7 +1262,7 @@ pub fn history_pages_by_token(f: Factory) {
     ));
 }
 
-/// Issue 12: operator actions go through the store the same way everywhere. A retry and a
+/// Operator actions go through the store the same way everywhere. A retry and a
 /// backfill are queued and claimed as runs of their own; a cancel marks the running lease
 /// (fenced by run id); a pause keeps its reason until resume; history pages by offset.
 pub fn operator_actions_and_history_pages(f: Factory) {
@@ -1356,7 +1359,7 @@ pub fn operator_actions_and_history_pages(f: Factory) {
     assert!(page(4).is_empty());
 }
 
-/// Red team 5: every acknowledged trigger and backfill ends in exactly one row, even when the
+/// Every acknowledged trigger and backfill ends in exactly one row, even when the
 /// job retires before an owner takes it. A spent one-shot still runs them (they do not count
 /// toward `once`); a job removed from the jobs file gives each a `skipped` row saying why.
 pub fn queued_operator_runs_outlive_retirement(f: Factory) {
@@ -1410,7 +1413,7 @@ pub fn queued_operator_runs_outlive_retirement(f: Factory) {
     assert!(g.rt.queue.is_empty() && g.rt.trigger_requested_at.is_none());
 }
 
-/// Red team 6: `cancel JOB` of an idle job drops its queued trigger and backfills, each with
+/// `cancel JOB` of an idle job drops its queued trigger and backfills, each with
 /// one `skipped` row written with the record; nothing stays queued or runs later.
 pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
     use cronsole::store::{EditOutcome, JobEdit};
@@ -1453,7 +1456,7 @@ pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
     assert_eq!(offered, vec![Trigger::Schedule]);
 }
 
-/// Issue 16 items 3 and 4: a jittered slot is offered at its fire instant (slot + the job's
+/// A jittered slot is offered at its fire instant (slot + the job's
 /// deterministic offset) and claimed under its own slot; `next_wakeup` is that fire instant.
 /// Slots on dates a job's calendars exclude are never offered and leave no row.
 pub fn jitter_and_calendars_shape_what_is_offered(f: Factory) {
@@ -1616,6 +1619,8 @@ macro_rules! conformance_suite {
             a_budget_period_edit_keeps_the_money_spent_inside_the_new_period,
             a_day_to_week_edit_counts_the_earlier_days_of_the_week,
             bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure,
+            tool_pins_are_kept_by_the_first_writer_and_replaced_only_by_accept,
+            concurrent_first_uses_agree_on_one_pin,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

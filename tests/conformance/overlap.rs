@@ -1,4 +1,4 @@
-//! Conformance cases for the `overlap:` policies (issue 16 item 2): the same outcomes, rows
+//! Conformance cases for the `overlap:` policies: the same outcomes, rows
 //! and leases from the file store and the PostgreSQL store.
 
 use cronsole::model::{HistoryRow, Overlap, Status};
@@ -49,7 +49,7 @@ pub fn overlap_buffer_one_runs_the_first_kept_slot_after_the_run(f: Factory) {
     );
 }
 
-/// Red team rt2 row 1: a slot kept during the run, then pause and resume before the run ends:
+/// A slot kept during the run, then pause and resume before the run ends:
 /// the kept slot runs once after the run, and the slots that passed while paused record nothing.
 pub fn overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run(f: Factory) {
     let s = f();
@@ -86,7 +86,7 @@ pub fn overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run(f: Facto
     );
 }
 
-/// Red team rt2 row 2: `skip`, the run ends while the job is paused: the slots that fell due
+/// `skip`, the run ends while the job is paused: the slots that fell due
 /// during the run before the pause still get their overlap row, those after it none.
 pub fn overlap_skip_writes_the_row_of_slots_due_before_a_pause(f: Factory) {
     let s = f();

@@ -48,8 +48,8 @@ pub struct CommandSource {
 }
 
 impl CommandSource {
-    /// The tools `tools`; `env` is the run's [`ProcEnv`] reduced to the base variables (see
-    /// [`super::toolbox`]), `vars` each tool's own.
+    /// The tools `tools`; `env` is the run's [`ProcEnv`] reduced to the base variables (the
+    /// toolbox reduces it), `vars` each tool's own.
     pub fn new(
         tools: BTreeMap<String, CommandToolDef>,
         env: ProcEnv,
@@ -83,9 +83,10 @@ impl CommandSource {
                 json.len()
             )));
         }
-        let timeout = def
-            .timeout_seconds
-            .map_or(timeout, |t| timeout.min(super::toolbox::secs(t)));
+        let timeout = def.timeout_seconds.map_or(timeout, |t| {
+            // The config bounds it already; clamped so no value can panic the conversion.
+            timeout.min(Duration::try_from_secs_f64(t.clamp(0.001, 1e9)).unwrap_or(timeout))
+        });
         let mut env = self.env.clone();
         env.extra
             .extend(self.vars.get(name).cloned().unwrap_or_default());

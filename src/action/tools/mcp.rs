@@ -250,6 +250,11 @@ pub struct Session {
 impl McpSource {
     /// Opens a session over `transport`: the handshake or discovery, bounded by
     /// `session.timeout`. An error names the server and says what went wrong (redacted).
+    ///
+    /// Without a pinned era, a server that has not answered the discovery within 10 s is
+    /// spoken to in the older era (the SDK's fixed wait). [`connect_stdio`] and
+    /// [`connect_http`] wrap their transport so that the discovery's late answer is dropped
+    /// rather than taken for the handshake's.
     pub async fn connect<T, E, A>(session: Session, transport: T) -> Result<McpSource, ToolError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
@@ -568,7 +573,8 @@ pub async fn connect_http(
         .max_json_response_size(MAX_MESSAGE_BYTES)
         .max_sse_event_size(MAX_MESSAGE_BYTES);
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    McpSource::connect(session, transport).await
+    // A late answer to a discovery abandoned for the handshake must not end the session.
+    McpSource::connect(session, super::fallback::Forgetful::new(transport)).await
 }
 
 /// Opens a session over a stdio server's pipes: `read` is its stdout, `write` its stdin.
@@ -583,7 +589,8 @@ where
 {
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write)
         .with_max_line_length(MAX_MESSAGE_BYTES);
-    McpSource::connect(session, transport).await
+    // A late answer to a discovery abandoned for the handshake must not end the session.
+    McpSource::connect(session, super::fallback::Forgetful::new(transport)).await
 }
 
 /// A server's tool as a [`ToolDef`].

@@ -24,7 +24,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub mod command;
+pub mod fallback;
 pub mod mcp;
+pub mod pin;
 pub mod toolbox;
 
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays

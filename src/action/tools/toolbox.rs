@@ -283,6 +283,21 @@ pub fn base_env(run: &ProcEnv, env: &dyn Fn(&str) -> Option<String>) -> ProcEnv 
     }
 }
 
+/// Starts or reaches one `mcp_servers:` entry on its own, as a run would (its secrets read from
+/// `env`, its process under the supervisor with only the variables a run's would get):
+/// `cronsole tools` lists and re-pins through it.
+pub async fn open_one(
+    s: &McpServerDef,
+    run: &ProcEnv,
+    env: &EnvLookup,
+    timeout: Duration,
+) -> Result<McpSource, ToolError> {
+    let mut values = Vec::new();
+    let vars = secret_vars(&s.name, &s.transport, &**env, &mut values)?;
+    let base = base_env(run, &**env);
+    open_server(s, vars, &base, timeout, Arc::new(Secrets::new(values))).await
+}
+
 /// Starts or reaches one server.
 async fn open_server(
     s: &McpServerDef,

@@ -158,6 +158,9 @@ pub enum Command {
     /// Convert another scheduler's file into a cronsole jobs file (`import praisonai FILE`),
     /// printing what could not be mapped
     Import(ImportArgs),
+    /// Connect to every MCP server: protocol versions, tools with their pinned hashes, what each
+    /// agent is allowed and offered; --accept SERVER re-pins a server's tools
+    Tools(ToolsArgs),
     /// List the tool calls awaiting an operator's approval (`approve:`), on every host
     Approvals(JsonFlag),
     /// Approve the tool call a run awaits approval for: its owner runs it
@@ -250,6 +253,23 @@ pub struct DescribeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Only this agent's allowed and offered tools (and the servers it names)
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Re-pin every tool this server lists now (after reviewing a changed definition);
+    /// repeat for several servers
+    #[arg(long, value_name = "SERVER")]
+    pub accept: Vec<String>,
+    /// Seconds to wait for each server to start and list its tools
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Machine-readable JSON output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct BackfillArgs {
     /// Job name
     pub name: String,
@@ -290,6 +310,7 @@ impl Command {
             Command::Backfill(_) => "backfill",
             Command::DryRun(_) => "dry-run",
             Command::Import(_) => "import",
+            Command::Tools(_) => "tools",
             Command::Approvals(_) => "approvals",
             Command::Approve(_) => "approve",
             Command::Deny(_) => "deny",

@@ -48,6 +48,9 @@ pub fn text_line(r: &HistoryRow) -> String {
     if r.stale_lease {
         line.push_str("  stale_lease");
     }
+    if let Some(step) = &r.clock_stepped {
+        line.push_str(&format!("  clock stepped {}", sanitize_line(step)));
+    }
     if let Some(reason) = &r.reason {
         line.push_str(&format!("  reason={}", sanitize_line(reason)));
     }

@@ -490,13 +490,56 @@ async fn build_toolbox(cx: &Ctx<'_>, agent: &AgentDef) -> Flow<Toolbox> {
         agent,
         proc_env: &cx.proc_env,
     };
-    cx.deps.tools.build(req).await.map_err(|e| {
+    let allowed = crate::action::tools::toolbox::allowlist(&req);
+    let toolbox = cx.deps.tools.build(req).await.map_err(|e| {
         End(
             Status::Failed,
             Some(format!("tools: {}", cx.redact(&e.to_string()))),
             None,
         )
-    })
+    })?;
+    match check_pins(cx, &toolbox, &allowed).await {
+        Ok(()) => Ok(toolbox),
+        Err(why) => {
+            toolbox.close().await;
+            Err(End(Status::Failed, Some(cx.redact(&why)), None))
+        }
+    }
+}
+
+/// Compares the offered MCP tools with their pins and pins those used the first time, before
+/// the model sees any of them. A store that cannot answer fails the run: a definition that
+/// cannot be checked is not offered.
+async fn check_pins(
+    cx: &Ctx<'_>,
+    toolbox: &Toolbox,
+    allowed: &[crate::model::ToolPattern],
+) -> Result<(), String> {
+    use crate::action::tools::pin;
+    let mut servers: Vec<String> = toolbox
+        .offered
+        .iter()
+        .filter_map(|o| o.qualified.split_once('.').map(|(s, _)| s.to_string()))
+        .collect();
+    if servers.is_empty() {
+        return Ok(());
+    }
+    servers.sort();
+    servers.dedup();
+    let unreadable =
+        |e: crate::engine::EngineError| format!("tools: could not check tool pins: {e}");
+    let pins = blocking(cx.store, move |s| s.tool_pins(&servers))
+        .await
+        .map_err(unreadable)?;
+    let new =
+        pin::check(&toolbox.offered, allowed, &pins, cx.clock.now()).map_err(|c| c.to_string())?;
+    if new.is_empty() {
+        return Ok(());
+    }
+    let held = blocking(cx.store, move |s| s.pin_tools(&new))
+        .await
+        .map_err(unreadable)?;
+    pin::verify(&toolbox.offered, &held).map_err(|c| c.to_string())
 }
 
 /// The row after the loop ended.

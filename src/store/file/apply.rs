@@ -109,7 +109,7 @@ impl Locked<'_> {
     /// `apply` diffed against the store as the definitions arrive: each one's stored record is
     /// read (through a [`LineReader`]: in file order, a window at a time), compared and dropped
     /// unless it changed, so memory is the index plus the changed records, not every record
-    /// (issue 14: a re-apply of 1 000 000 jobs). The jobs the file does not name are read
+    /// (a re-apply of 1 000 000 jobs holds only what changed). The jobs the file does not name are read
     /// afterwards, in name order, to be retired. The changed records are persisted at the end
     /// as one batch (`persist_apply`: one journal append, or a new snapshot when they are most
     /// of the store), so a refusal or a crash before it leaves the store as it was. Settings

@@ -177,7 +177,7 @@ impl FileStore {
     /// Take the lock file's lock, waiting up to `lock_wait` in [`LOCK_SLICE`]s; once the
     /// process is stopping ([`Store::hurry`](crate::store::Store::hurry)) at most [`HURRY_WAIT`] more,
     /// so an owner told to stop while another process holds the lock gives its completions up
-    /// to the spool instead of waiting out the holder (red team 7).
+    /// to the spool instead of waiting out the holder.
     pub(super) fn flock(&self, lpath: &Path) -> StoreResult<()> {
         let start = std::time::Instant::now();
         let mut deadline = start + self.lock_wait;

@@ -18,7 +18,7 @@
 //!   it is recognised (sealed `N` exists and its body is exactly the open file), readers use the
 //!   sealed copy, and the next writer finishes step (2) before appending.
 //!
-//! # Why this design (issue 10 item 2, issue 14)
+//! # Why this design
 //! Start-up must not read 10 000 000 rows, yet nothing may ever be appended after a byte that
 //! was not verified. Appends only ever go to the open segment, which is at most one bound (plus
 //! one batch) long and is verified row by row at every open: the cost of a start is flat in the
@@ -401,7 +401,7 @@ impl Locked<'_> {
 
     /// The open's cheap check of sealed history (one small read and one stat): the first
     /// segment retention kept (or segment 1) is there while the open segment is above it. A
-    /// deleted oldest segment otherwise looked like retention (red team 7) and its rows were
+    /// deleted oldest segment would otherwise look like retention and its rows would be
     /// silently gone. Gaps higher up and damage inside segments are `cronsole check`'s.
     pub(super) fn check_first_segment(&mut self) -> StoreResult<()> {
         let top = self.inner.history_seg;
@@ -457,7 +457,7 @@ impl Locked<'_> {
             );
         }
         let mark = filefmt::first_segment_text(self.id(), oldest)
-            .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+            .map_err(StoreError::encode("the retention mark"))?;
         self.io().create_dir_all(&hdir).map_err(io_err(&hdir))?;
         write_atomic(self.io(), &hdir, &mpath, &mark)
     }
@@ -577,7 +577,7 @@ impl Locked<'_> {
         empty_run.sort_unstable();
         if let Some(last) = empty_run.last() {
             let mark = filefmt::first_segment_text(self.id(), last + 1)
-                .map_err(|e| StoreError::Internal(format!("retention mark: {e}")))?;
+                .map_err(StoreError::encode("the retention mark"))?;
             write_atomic(
                 self.io(),
                 &hdir,
@@ -683,7 +683,7 @@ impl Locked<'_> {
             )),
             Some(filefmt::CrossProblem::RecordsLost { job, run_id, off }) => {
                 let line = count_lines_before(self.inner.history.file(hpath)?, hpath, off)? + 1;
-                // Name the job's line (red team 4: it said `jobs.journal:0:0`).
+                // Name the job's line (not `jobs.journal:0:0`): the operator must find the record.
                 let (path, no) = match self.inner.jobs.get(&job).and_then(|s| s.loc) {
                     Some(loc) => {
                         let (path, f) = self.line_file(loc)?;

@@ -1,5 +1,5 @@
 //! `jobs.index`: a persisted cache of the snapshot's line heads, so opening a large store reads
-//! a compact binary file instead of every byte of the snapshot (issue 14: 1.2 GB at 1 000 000
+//! a compact binary file instead of every byte of the snapshot (1.2 GB at 1 000 000
 //! jobs was the whole of the console's first frame and most of `run`'s first claim).
 //!
 //! Owns: encoding, writing and decoding the index file, and the rules for trusting it. Must not

@@ -2,7 +2,7 @@
 //! compaction), the per-handle index of every job and the parsed records an operation works on.
 //! The line format is `record.rs`'s; a batch of definitions (`apply`) is `apply.rs`'s.
 //!
-//! # The index, and records read on demand (issue 14)
+//! # The index, and records read on demand
 //! A handle keeps, per job, only a [`Slim`] entry: where its newest line lives (snapshot or
 //! journal, offset, length), its wake-up instant, its history position (`at`, for the
 //! journal/history cross-check) and the run id of its lease — about 130 bytes with the name and
@@ -21,9 +21,8 @@
 //! inside its checksum: the line alone says what the index must hold, so the snapshot and the
 //! journal remain the whole truth.
 //!
-//! Opening does not read the snapshot's lines either when `jobs.index` belongs to it (issue 14:
-//! reading and CRC-checking 1.2 GB at 1 000 000 jobs was the whole of the console's first
-//! frame). That file is a cache of the snapshot's heads (name, place, the line's checksum, the
+//! Opening does not read the snapshot's lines either when `jobs.index` belongs to it (reading
+//! and CRC-checking 1.2 GB at 1 000 000 jobs would be the whole of the console's first frame). That file is a cache of the snapshot's heads (name, place, the line's checksum, the
 //! head's fields), written beside each snapshot and trusted only when bound to it; anything
 //! else falls back to reading every line as before (see [`super::index`]). An earlier round
 //! chose heads inside the lines *over* such a sidecar, because a sidecar could disagree with its
@@ -280,10 +279,11 @@ impl Locked<'_> {
             Ok((path, f))
         } else {
             let path = self.path(SNAPSHOT_FILE);
-            let f =
-                self.inner.snapshot.as_deref().ok_or_else(|| {
-                    StoreError::Internal(format!("{} is not open", path.display()))
-                })?;
+            let f = self
+                .inner
+                .snapshot
+                .as_deref()
+                .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
             Ok((path, f))
         }
     }
@@ -381,7 +381,7 @@ impl Locked<'_> {
     }
 
     /// The lines of up to `limit` jobs named after `after` (from the first when `None`), in
-    /// name order: one page of `jobs --json` (issue 14 goal 3). A record in `hot` is copied;
+    /// name order: one page of `jobs --json`, which streams a million jobs a page at a time. A record in `hot` is copied;
     /// the others' lines are read in a few large reads rather than one `pread` each: sorted by
     /// file and offset and read in runs ([`PAGE_RUN_MAX`] bytes at most, lines at most
     /// [`PAGE_RUN_GAP`] apart; a compacted snapshot is in name order, so a page is mostly one
@@ -1535,9 +1535,9 @@ mod tests {
         assert!(e.contains(&format!("{}:{no}:", snap.display())), "{e}");
     }
 
-    /// Red team, round 4: a head edited to disagree with its record (the CRC recomputed) made
-    /// the index skip a due job (`wake` far ahead) or a chained child (`chained` dropped) while
-    /// `check` called the store sound. `check` now compares every head with its record.
+    /// A head edited to disagree with its record (the CRC recomputed) makes the index skip a
+    /// due job (`wake` far ahead) or a chained child (`chained` dropped): `check` compares every
+    /// head with its record and reports it, never calling the store sound.
     #[test]
     fn check_reports_a_head_that_disagrees_with_its_record() {
         let (dir, s) = busy_store("headlie");

@@ -229,7 +229,7 @@ impl LineReader {
             let f = inner
                 .snapshot
                 .as_deref()
-                .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))?;
+                .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
             (path, f, inner.snapshot_len, &mut self.snapshot)
         };
         let line = w.line(f, path, flen, loc)?;

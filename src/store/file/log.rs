@@ -29,9 +29,9 @@ pub(super) struct AppendLog {
 
 impl AppendLog {
     pub(super) fn file(&self, path: &Path) -> StoreResult<&dyn IoFile> {
-        self.file
-            .as_deref()
-            .ok_or_else(|| StoreError::Internal(format!("{} is not open", path.display())))
+        self.file.as_deref().ok_or_else(|| StoreError::NotOpen {
+            path: path.to_path_buf(),
+        })
     }
 
     /// Append whole lines with one write + fdatasync. A torn tail a crashed writer left after
@@ -166,10 +166,9 @@ impl<'a> AtomicFile<'a> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let f = self
-            .f
-            .as_deref()
-            .ok_or_else(|| StoreError::Internal("atomic file already closed".into()))?;
+        let f = self.f.as_deref().ok_or_else(|| StoreError::NotOpen {
+            path: self.tmp.clone(),
+        })?;
         f.write_all(bytes).map_err(io_err(&self.tmp))?;
         self.written += bytes.len() as u64;
         Ok(())
@@ -199,7 +198,9 @@ impl<'a> AtomicFile<'a> {
         drop(buf);
         let synced = match self.f.take() {
             Some(f) => f.sync_all().map_err(io_err(&self.tmp)),
-            None => Err(StoreError::Internal("atomic file already closed".into())),
+            None => Err(StoreError::NotOpen {
+                path: self.tmp.clone(),
+            }),
         };
         synced?;
         if let Err(e) = self.io.rename(&self.tmp, self.path) {

@@ -1,4 +1,4 @@
-//! The embedded file store (SPEC §14.1): a directory shared safely by several processes on one
+//! The embedded file store: a directory shared safely by several processes on one
 //! host through an exclusive `fs4` lock.
 //!
 //! Owns: the on-disk layout, locking, crash safety, the per-handle cache and history queries.
@@ -51,7 +51,7 @@
 //!   row takes it).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
-//!   "segment":N}`, then one §4 row per line, newest at the end, each with its CRC-32
+//!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
 //!   (`"crc32"`, see [`super::filefmt`]).
 //! - `history/NNNNNN.jsonl` — sealed history segments `1..N-1` (oldest may be gone by
 //!   retention), each ending in a seal line (see `history.rs` for the design and why).
@@ -205,6 +205,7 @@ mod lines;
 mod log;
 mod migrate;
 mod open;
+mod pins;
 mod query;
 mod record;
 mod recount;

@@ -368,7 +368,7 @@ pub(super) fn index_of(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
 /// A job line's head against the head its record derives ([`Cached::idx`], as the writer wrote
 /// it). The head sits inside the line's CRC, so only an edit that recomputed the CRC can make
 /// them differ — but such a head would make the index skip a due job (a `wake` far ahead) or a
-/// chained child (`chained` dropped) while every check of the line passes (red team, round 4).
+/// chained child (`chained` dropped) while every check of the line passes.
 /// `check --store` compares them for every line (opening does not: it parses heads only, which is
 /// what makes it fast). A line without a head agrees trivially. `Err((column, what))`.
 pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {

@@ -1,5 +1,5 @@
-//! The file store's budget recount at an edit of the budget's `period` (red team 6, issue 10
-//! leftovers): each job holding money under a period of another kind gets its spend in the new
+//! The file store's budget recount at an edit of the budget's `period`, so the new period does
+//! not start from $0 when money was spent inside it: each job holding money under a period of another kind gets its spend in the new
 //! period from the history rows that finished inside it (`store::rules::period::recount`), once, at the
 //! `apply` that makes the edit, under the store's lock and in the same write as the apply.
 //!
@@ -10,7 +10,7 @@
 //! Why backward and bounded: history is appended in the order rows are written, and a row is
 //! written after it finished, so reading back from the end can stop at the first row that
 //! finished [`rules::period::RECOUNT_SLACK_SECS`] before the period's start — a day → month edit reads
-//! the month, never all of history (issue 12: 10 000 000 rows). Every row read is verified (its
+//! the month, never all of history (at 10 000 000 rows, reading all of it would stall the apply). Every row read is verified (its
 //! checksum) like any query's.
 
 use std::collections::{HashMap, HashSet};

@@ -48,7 +48,7 @@ impl FileStore {
         Ok(created)
     }
 
-    /// Retention (SPEC §14.1): keep the newest `keep_per_job` rows of each job and, with
+    /// Retention: keep the newest `keep_per_job` rows of each job and, with
     /// `max_age`, only rows finished after `now - max_age`. Crash-safe rewrite.
     pub fn compact_history(
         &self,
@@ -129,6 +129,18 @@ impl Store for FileStore {
 
     fn settings(&self) -> StoreResult<Settings> {
         Ok(self.lock()?.inner.settings.clone())
+    }
+
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.read_tool_pins(servers)
+    }
+
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        self.insert_tool_pins(pins)
+    }
+
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        self.replace_tool_pins(server, pins)
     }
 
     fn change_token(&self) -> StoreResult<u64> {

@@ -5,7 +5,7 @@
 //! every wake-up in the wake-up order once). Must not touch: files, what an entry means (that is
 //! [`super::record`]'s), the lock.
 //!
-//! # Why not a `BTreeMap<String, Slim>` (issue 14)
+//! # Why not a `BTreeMap<String, Slim>`
 //! Opening a 1 000 000-job store through `jobs.index` spent most of its CPU building a map of a
 //! million heap-allocated names and a wake-up set of a million more (allocation and page faults
 //! ≈ 30 %), and tearing both down at exit (≈ 10 %). Here the entries the handle loaded (from

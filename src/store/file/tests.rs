@@ -162,7 +162,7 @@ fn assert_refused(dir: &Path, file: &str, needle: &str) {
     }
 }
 
-/// Issue 10 item 2 (was: a deleted journal fell back to the snapshot, exit 0).
+/// A deleted journal is corruption, never a silent fall back to the snapshot.
 #[test]
 fn a_deleted_or_empty_journal_is_corruption_not_a_fallback() {
     let dir = used_store("no-journal");
@@ -173,7 +173,7 @@ fn a_deleted_or_empty_journal_is_corruption_not_a_fallback() {
     assert_refused(&dir, JOURNAL_FILE, "empty");
 }
 
-/// Issue 10 item 2 (was: a deleted settings.json silently removed the budget).
+/// A deleted settings.json is corruption: it must not silently remove the budget.
 #[test]
 fn a_deleted_settings_file_is_corruption_not_a_budget_reset() {
     let dir = used_store("no-settings");
@@ -181,7 +181,7 @@ fn a_deleted_settings_file_is_corruption_not_a_budget_reset() {
     assert_refused(&dir, SETTINGS_FILE, "budget");
 }
 
-/// Red team, round 3: one flipped bit in settings.json turned a $2.50 budget into $3.50 and
+/// One flipped bit in settings.json could turn a $2.50 budget into $3.50 and
 /// every command took it. The file now carries the settings' CRC-32: a changed value is
 /// corruption (exit 2, nothing written), and `check` reports it.
 #[test]
@@ -224,7 +224,7 @@ fn deleted_snapshot_or_history_is_corruption() {
     assert_refused(&dir, HISTORY_FILE, "missing");
 }
 
-/// Issue 10 item 2 (was: an edited generation made a read-only `jobs` discard the journal).
+/// An edited generation is corruption: a read-only `jobs` must not discard the journal.
 #[test]
 fn an_edited_journal_generation_is_corruption_and_nothing_is_discarded() {
     for generation in [0u64, 7] {
@@ -242,7 +242,7 @@ fn an_edited_journal_generation_is_corruption_and_nothing_is_discarded() {
     }
 }
 
-/// Red team (jflip): a flipped byte in a job line of the snapshot or the journal kept the line
+/// A flipped byte in a job line of the snapshot or the journal kept the line
 /// valid JSON and was read as an (older) record; only the line's checksum sees it. Refused at
 /// its line by readers and writers, nothing changed.
 #[test]
@@ -309,7 +309,7 @@ fn a_flipped_job_line_in_the_journal_tail_is_caught_by_an_open_handle() {
     );
 }
 
-/// Issue 10 item 2 (was: a journal copied in from another store was merged).
+/// A journal copied in from another store is refused, never merged.
 #[test]
 fn a_file_from_another_store_is_refused() {
     let other = used_store("other");
@@ -320,7 +320,7 @@ fn a_file_from_another_store_is_refused() {
     }
 }
 
-/// Issue 10 item 2 (was: a flipped byte mid-history was only seen by `history`; `run` went
+/// A flipped byte mid-history is seen by every command (not only `history`; `run` must not go
 /// on appending after it). The flip keeps the line valid JSON: only the checksum sees it.
 #[test]
 fn a_flipped_byte_in_history_is_found_before_anything_is_appended() {
@@ -431,7 +431,7 @@ fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruptio
     assert_eq!(std::fs::read(&hpath).unwrap(), bad, "bytes untouched");
 }
 
-/// Issue 10 item 2: a previous-release store is migrated by a writer, refused (with how to
+/// A previous-release store is migrated by a writer, refused (with how to
 /// upgrade) by a reader, and nothing in it is lost.
 #[test]
 fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
@@ -506,7 +506,7 @@ fn a_journal_newer_than_the_snapshot_is_corruption_not_a_reset() {
 
 #[test]
 fn absurd_lease_seconds_are_refused_by_apply_and_the_largest_allowed_lease_works() {
-    // Issue 10 item 3 changes this test on purpose: the store used to accept (and clamp) a
+    // The store refuses, rather than accepting (and clamping), a
     // 1e15 s lease; apply now refuses any number outside the bounds table, storing nothing.
     let dir = tmp("huge-lease");
     let s = FileStore::open(&dir).unwrap();
@@ -786,7 +786,7 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
     assert!(b.jobs().unwrap().is_empty());
 }
 
-/// Red team 7: once the process is stopping (`hurry`), a wait for a lock another handle holds
+/// Once the process is stopping (`hurry`), a wait for a lock another handle holds
 /// ends within about a second instead of the whole bound — even a wait already under way — so
 /// the engine can spool what it could not write; `hurry(false)` restores the bound.
 #[test]
@@ -884,7 +884,7 @@ fn all_rows(s: &FileStore) -> Vec<HistoryRow> {
     s.history(&HistoryQuery::default()).unwrap()
 }
 
-/// Issue 10 item 2 / issue 14: history is sealed into segments; every query, page token and
+/// History is sealed into segments; every query, page token and
 /// offset reads across them, in order, and `check` verifies every segment.
 #[test]
 fn history_is_sealed_into_segments_and_pages_read_across_them() {
@@ -1089,7 +1089,7 @@ fn make_format_2(dir: &Path) -> Vec<u8> {
     v2
 }
 
-/// Issue 10 item 2: a format-2 store is refused by a reader with the upgrade message and
+/// A format-2 store is refused by a reader with the upgrade message and
 /// migrated by the first writer into sealed segments; a crash at any step of the migration
 /// leaves a store that opens as format 2 (and migrates) or as format 3, with every row.
 #[test]
@@ -1159,7 +1159,7 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     assert_eq!(rep.history_rows, 60);
 }
 
-/// Red team 7: the open accepts rows of every run an `overlap: allow` record still holds (a
+/// The open accepts rows of every run an `overlap: allow` record still holds (a
 /// failed record write after the rows landed), but still refuses a journal cut back to before
 /// a run's claim: the row's run is none of the leases the surviving record holds.
 #[test]
@@ -1195,7 +1195,7 @@ fn a_journal_cut_before_an_allow_runs_claim_is_corruption_though_the_job_holds_o
     assert_refused(&dir, JOURNAL_FILE, "records were lost");
 }
 
-/// Issue 10 item 2 (red team): a journal cut short by hand, leaving a partial line, used to
+/// A journal cut short by hand, leaving a partial line, used to
 /// pass for a crash's torn tail — the next writer cut it and slots already run ran again. The
 /// history rows newer than the surviving records prove otherwise: corruption, nothing changed.
 #[test]
@@ -1217,7 +1217,7 @@ fn a_journal_cut_short_by_hand_is_corruption_not_a_torn_tail() {
     let cut = cut + j[cut..].iter().position(|b| *b == b'\n').unwrap() - 10;
     std::fs::write(&jpath, &j[..cut]).unwrap();
     assert_refused(&dir, JOURNAL_FILE, "records were lost");
-    // The error names the stale record's line (red team 4: it said `jobs.journal:0:0`).
+    // The error names the stale record's line, not `jobs.journal:0:0`.
     let e = FileStore::open_existing(&dir)
         .and_then(|s| s.jobs())
         .unwrap_err()
@@ -1385,7 +1385,7 @@ fn the_journal_generation_check_reads_skips_or_refuses() {
     assert!(e.to_string().contains("another store"), "{e}");
 }
 
-/// Issue 10 leftovers: the recount at a budget `period` edit reads history back from its end
+/// The recount at a budget `period` edit reads history back from its end
 /// only as far as the period's start (plus the documented hour of slack), across sealed
 /// segments, and sums what each job's rows that finished inside the period cost.
 #[test]
@@ -1617,7 +1617,7 @@ fn the_accounted_mark_survives_an_open_through_the_index() {
     assert!(clean);
 }
 
-/// Red team 7: a chunk of a bulk action is one store operation — one lock hold, one journal
+/// A chunk of a bulk action is one store operation — one lock hold, one journal
 /// append and one fsync — not one per job (a `pause 'j*'` over 10 000 jobs held the lock for
 /// 43 s one job at a time). Measured in I/O boundaries (writes, syncs, renames) of the
 /// simulated disk: the chunk of 199 jobs costs about what pausing one job costs.

@@ -17,7 +17,7 @@
 //! - Retired jobs take no retries and no backfills (their definition is gone or spent).
 //! - Backfill takes the slots in `[from, to]` (both inclusive; an `every` grid extends backward
 //!   from its anchor for windows before the job existed), `to` not in the future, at most
-//!   [`QUEUE_MAX`] queued per job; slots already queued are not queued twice. A window with no
+//!   `QUEUE_MAX` queued per job; slots already queued are not queued twice. A window with no
 //!   slot is bad input (it names nothing to run).
 //! - Cancel of a running run marks its lease; the owner running it kills the process tree and
 //!   records the row `failed` with reason `cancelled by operator` (never retried, re-offered or

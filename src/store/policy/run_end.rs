@@ -41,7 +41,7 @@ use crate::store::rules::runtime::retire;
 pub struct FinishOutcome {
     /// Overlap `skipped` row(s) to append after the run's row.
     pub extra_rows: Vec<HistoryRow>,
-    /// Why the run's new notepad was refused (over [`crate::model::STATE_MAX_BYTES`]); the
+    /// Why the run's new notepad was refused (over `crate::model::STATE_MAX_BYTES`); the
     /// prior one stays.
     pub state_rejected: Option<String>,
 }

@@ -17,7 +17,7 @@ use super::handle::Inner;
 use super::tx::{MAX_CLAIM_BATCH, Notify, chain_children, select_due};
 
 impl Inner {
-    /// SPEC §5/§6/§7 claims in ONE transaction: due rows are locked with `FOR UPDATE SKIP
+    /// Misfire, recovery, retirement and claims in ONE transaction: due rows are locked with `FOR UPDATE SKIP
     /// LOCKED` (so concurrent owners split the due set instead of queueing behind each other),
     /// each is put through `plan::claim::evaluate` exactly as the file store does, and the claims,
     /// pre-advanced slots and rows commit together before any run starts.
@@ -68,7 +68,7 @@ impl Inner {
                 };
                 let can = claims.len() < limit;
                 let recovering = rules::runtime::expired_lease(&rec, now);
-                // Crash recovery (SPEC §6) happens inside `claim_step`. The completion and the
+                // Crash recovery happens inside `claim_step`. The completion and the
                 // lease release commit together here, so a run's row never landed without its
                 // record: `landed` is always None.
                 let ev = plan::claim::claim_step(&mut rec, &sched, now, &owner, can, period, None);

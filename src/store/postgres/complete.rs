@@ -143,7 +143,7 @@ impl Inner {
             "committing a completion",
         )
         .await?;
-        // History retention (SPEC §14.1 default, same as the file store): every
+        // History retention (the file store's default): every
         // RETENTION_EVERY completions of a process, trim that job to its newest rows. A
         // failure here loses nothing and is retried next time.
         for job in &dirty {

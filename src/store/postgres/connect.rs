@@ -329,6 +329,66 @@ fn connector_with_env(
         SslMode::Require if settings.root_cert != RootCert::Default => Check::Chain,
         _ => Check::None,
     };
+    let (roots, roots_from) = root_certs(settings, check, env)?;
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(format!("{e}")))?;
+    let builder = if check == Check::None {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoCheck(
+                provider.signature_verification_algorithms,
+            )))
+    } else {
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::clone(&provider),
+        )
+        .build()
+        .map_err(|e| tls_err(format!("{e}")))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Verify {
+                inner: webpki,
+                check_name: check == Check::Full,
+            }))
+    };
+    let (cert, key) = client_cert_files(settings, env)?;
+    let config = match (cert, key) {
+        (Some(c), Some(k)) => {
+            let chain = read_certs(&c)?;
+            check_key_permissions(&k)?;
+            // The key's parse error is replaced by our own words: never echo key material.
+            let key = PrivateKeyDer::from_pem_file(&k).map_err(|_| {
+                tls_err(format!(
+                    "cannot read a PEM private key from sslkey {}",
+                    k.display()
+                ))
+            })?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                tls_err(format!(
+                    "client certificate {} does not match key {}: {}",
+                    c.display(),
+                    k.display(),
+                    e
+                ))
+            })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(MakeRustls {
+        config: Some(Arc::new(config)),
+        check,
+        roots_from,
+    })
+}
+
+/// The root certificates a verifying `check` trusts, and where they come from (for messages).
+fn root_certs(
+    settings: &TlsSettings,
+    check: Check,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> StoreResult<(RootCertStore, String)> {
     let mut roots = RootCertStore::empty();
     let roots_from = match (&settings.root_cert, check) {
         (_, Check::None) => String::new(),
@@ -372,30 +432,16 @@ fn connector_with_env(
             "no usable root certificate in {roots_from}"
         )));
     }
-    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err(format!("{e}")))?;
-    let builder = if check == Check::None {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoCheck(
-                provider.signature_verification_algorithms,
-            )))
-    } else {
-        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots),
-            Arc::clone(&provider),
-        )
-        .build()
-        .map_err(|e| tls_err(format!("{e}")))?;
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Verify {
-                inner: webpki,
-                check_name: check == Check::Full,
-            }))
-    };
-    let (cert, key) = match (&settings.cert, &settings.key) {
+    Ok((roots, roots_from))
+}
+
+/// The client certificate and key files: the given ones (`sslkey` defaults to the certificate's
+/// name with `.key`), else `~/.postgresql/postgresql.{crt,key}` when both exist, as libpq does.
+fn client_cert_files(
+    settings: &TlsSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> StoreResult<(Option<PathBuf>, Option<PathBuf>)> {
+    Ok(match (&settings.cert, &settings.key) {
         (Some(c), Some(k)) => (Some(c.clone()), Some(k.clone())),
         (Some(c), None) => (Some(c.clone()), Some(c.with_extension("key"))),
         (None, Some(_)) => {
@@ -415,33 +461,6 @@ fn connector_with_env(
                 _ => (None, None),
             }
         }
-    };
-    let config = match (cert, key) {
-        (Some(c), Some(k)) => {
-            let chain = read_certs(&c)?;
-            check_key_permissions(&k)?;
-            // The key's parse error is replaced by our own words: never echo key material.
-            let key = PrivateKeyDer::from_pem_file(&k).map_err(|_| {
-                tls_err(format!(
-                    "cannot read a PEM private key from sslkey {}",
-                    k.display()
-                ))
-            })?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| {
-                tls_err(format!(
-                    "client certificate {} does not match key {}: {}",
-                    c.display(),
-                    k.display(),
-                    e
-                ))
-            })?
-        }
-        _ => builder.with_no_client_auth(),
-    };
-    Ok(MakeRustls {
-        config: Some(Arc::new(config)),
-        check,
-        roots_from,
     })
 }
 

@@ -187,7 +187,7 @@ impl PgStore {
     }
 
     /// Keep only the newest `keep` history rows of `job` (in insertion order); returns how
-    /// many were deleted. Completions call this automatically with the SPEC default (10 000).
+    /// many were deleted. Completions call this automatically with the default (10 000, as the file store keeps).
     pub fn trim_history(&self, job: &str, keep: usize) -> StoreResult<u64> {
         let job = job.to_string();
         self.run(|inner| async move {

@@ -1,8 +1,8 @@
-//! The PostgreSQL store (SPEC §14.2): the same guarantees as the file store, across hosts.
+//! The PostgreSQL store: the same guarantees as the file store, across hosts.
 //!
 //! Owns: the `PgStore` type, its private tokio runtime, the connection pool (`pool`), the schema
 //! and migrations (`schema`), the LISTEN/NOTIFY change feed (`listen`), and the SQL that maps the
-//! [`Store`](crate::store::Store) trait onto tables. Must not touch: the §5 misfire / §6 recovery / §7 retirement
+//! [`Store`](crate::store::Store) trait onto tables. Must not touch: the misfire / recovery / retirement
 //! decisions themselves — those are pure functions over a `JobRecord` shared with the file store;
 //! this module only provides the locking (one transaction, `FOR UPDATE SKIP LOCKED`) around them.
 //! # Files, bottom to top (each uses only the ones above it)
@@ -26,7 +26,7 @@
 //! calling context, and the store runtime never blocks on itself. The runtime is shut down in the
 //! background on drop, which is legal from any context.
 //!
-//! Decisions where the SPEC is silent:
+//! Decisions:
 //! - One JSONB `record` column holds the whole `JobRecord` (the single source of truth); the
 //!   indexed columns are a projection rewritten with it in the same statement, so they can never
 //!   disagree with it.
@@ -71,6 +71,7 @@ mod handle;
 mod history;
 mod listen;
 mod ops;
+mod pins;
 mod pool;
 mod reserve;
 mod schema;

@@ -8,7 +8,7 @@
 //! use and kept with the connection while it lives in the pool). Must not touch: SQL beyond
 //! the per-connection session setup, the store's semantics.
 //!
-//! Why not `deadpool-postgres` or `bb8` (issue 15 item 10, evaluated): what a pool crate would
+//! Why not `deadpool-postgres` or `bb8` (both evaluated): what a pool crate would
 //! replace here is the semaphore, the idle `Vec` and the `is_closed` check — about 40 lines.
 //! What this product needs and neither crate does is the shared backoff gate: with the
 //! database down, every checkout of a pool crate starts a fresh connect (bb8 retries inside

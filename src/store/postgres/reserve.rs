@@ -1,4 +1,4 @@
-//! Budget reservations on PostgreSQL (SPEC §11 hard limit): the SQL around the pure decisions of
+//! Budget reservations on PostgreSQL (the hard limit: no call may start past it): the SQL around the pure decisions of
 //! `store::budget`.
 //!
 //! Owns: the reserve transaction (an advisory transaction lock serialises reservations across

@@ -17,12 +17,13 @@
 //!   `lease_until`, `run_id` as the fencing token, `paused`, `retired`, … for operators' SQL;
 //!   only `wakeup` is indexed, with `name`, in the claim's order).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
-//! - `cronsole_history`: one row per history row; the §4 row as JSONB plus indexed columns for the
+//! - `cronsole_history`: one row per history row; the history row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
 //! - `cronsole_run_steps`: a running tool loop's transcript entries (`run_id`, `seq`,
 //!   `entry`), appended at each step and moved onto the run's row when it ends.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
+//! - `cronsole_tool_pins`: one row per pinned MCP tool, keyed `(server, tool)` (see `pins.rs`).
 //! - `cronsole_store`: one row, the store id (a UUID drawn by the migration that creates the
 //!   table, in the same transaction). It names the store the way a file store's `VERSION` does:
 //!   `cronsole check` reports it, so an operator can tell a restored backup or a re-created
@@ -113,7 +114,18 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cronsole_jobs_after ON cronsole_jobs
         USING gin ((record->'def'->'after') jsonb_path_ops);
     "#,
-    // 5: running tool loops' records, one row per transcript entry (a later step's entry of
+    // 5: tool pins — the definition hash of each MCP tool at its first use (`pin` is the
+    // whole pin as JSONB; `hash` a projection for operators' SQL).
+    r#"
+    CREATE TABLE cronsole_tool_pins (
+        server  text NOT NULL,
+        tool    text NOT NULL,
+        hash    text NOT NULL,
+        pin     jsonb NOT NULL,
+        PRIMARY KEY (server, tool)
+    );
+    "#,
+    // 6: running tool loops' records, one row per transcript entry (a later step's entry of
     // the same `seq` replaces it), written with each step's reservation and read into the
     // `abandoned` row when a dead owner's run is recovered; a run's rows go with its row.
     r#"

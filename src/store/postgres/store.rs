@@ -37,6 +37,21 @@ impl Store for PgStore {
         })
     }
 
+    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        let servers = servers.to_vec();
+        self.run(|inner| async move { inner.tool_pins(servers).await })
+    }
+
+    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
+        let pins = pins.to_vec();
+        self.run(|inner| async move { inner.pin_tools(pins).await })
+    }
+
+    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
+        let (server, pins) = (server.to_string(), pins.to_vec());
+        self.run(|inner| async move { inner.accept_tools(server, pins).await })
+    }
+
     fn change_token(&self) -> StoreResult<u64> {
         if self.inner.feed.alive() {
             return Ok(self.inner.feed.version());

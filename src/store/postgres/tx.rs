@@ -66,12 +66,10 @@ pub(super) async fn bump(tx: &Transaction<'_>, st: &Stmts, notify: Notify) -> St
         .ok_or_else(|| StoreError::Internal("bumping the store version: no row".into()))
 }
 
-/// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
-/// `wakeup`, which `plan::claim::wakeup` computes (the same function the file store indexes by).
-/// An edit of the budget's `period` (red team 6): every job holding money under a period of
-/// another kind gets its spend in the new one from the history rows that finished inside it
-/// (`rules::period::recount`), selected by `finished_at` (indexed: only the period's rows are read),
-/// in the apply's transaction. The jobs whose records changed are added to `names`, and with
+/// An edit of the budget's `period` (so the new period does not start from $0): every job
+/// holding money under a period of another kind gets its spend in the new one from the history
+/// rows that finished inside it (`rules::period::recount`), selected by `finished_at` (indexed:
+/// only the period's rows are read), in the apply's transaction. The jobs whose records changed are added to `names`, and with
 /// what was found to `recounted` (the apply's report; in name order, as `by_name` is).
 pub(super) async fn recount_budget(
     tx: &Transaction<'_>,
@@ -132,6 +130,8 @@ pub(super) async fn recount_budget(
     Ok(())
 }
 
+/// Upsert whole job records; the indexed columns are projected from the JSON in SQL, except
+/// `wakeup`, which `plan::claim::wakeup` computes (the same function the file store indexes by).
 pub(super) async fn write_jobs(
     tx: &Transaction<'_>,
     st: &Stmts,

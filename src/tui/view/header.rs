@@ -1,6 +1,9 @@
 //! Header: store, owner, owners seen, uptime, spend vs budget gauge with the spend forecast
 //! (when the limit will be reached at this pace), counts per status (24 h).
 //!
+//! A store outage of this process's engine is shown in red while it lasts ("STORE UNWRITABLE
+//! since …: claims stopped"), and the last one that ended in grey after it, for an hour.
+//!
 //! `owners` counts the live owners by the one rule of [`crate::owners`] (this engine and the
 //! holders of unexpired leases); attached with no engine seen, the header says that no engine
 //! is running, so due jobs sitting at "due" are explained.
@@ -9,6 +12,7 @@
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
 //! zero budget draws a full gauge, and below 24 columns the gauge degrades to its label.
 
+use chrono::{DateTime, Utc};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -89,6 +93,52 @@ pub fn stops_text(stops: &[(String, String)]) -> String {
     parts.join("; ")
 }
 
+/// How long the header keeps showing an outage that ended.
+const OUTAGE_SHOWN_AFTER_SECS: i64 = 3600;
+
+/// The header's words on this engine's store outage: the one going on, or the last one for an
+/// hour after it ended.
+pub fn outage_text(h: &crate::engine::EngineHealth, now: DateTime<Utc>) -> Option<(String, bool)> {
+    let hms = |t: DateTime<Utc>| t.format("%H:%M:%S").to_string();
+    if let Some(since) = h.store_failing_since {
+        let stopped = if h.claims_stopped {
+            ": claims stopped"
+        } else {
+            ""
+        };
+        return Some((
+            format!(
+                "STORE UNWRITABLE since {} ({}){stopped}  ",
+                hms(since),
+                dur((now - since).num_seconds())
+            ),
+            true,
+        ));
+    }
+    let (from, to) = h.last_outage?;
+    ((now - to).num_seconds() <= OUTAGE_SHOWN_AFTER_SECS).then(|| {
+        (
+            format!(
+                "store outage {}–{} ({}), claims resumed  ",
+                hms(from),
+                hms(to),
+                dur((to - from).num_seconds())
+            ),
+            false,
+        )
+    })
+}
+
+fn outage_span(app: &App) -> Option<Span<'static>> {
+    let (text, ongoing) = outage_text(&app.store_health, app.now)?;
+    let style = if ongoing {
+        Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+    } else {
+        Style::new().fg(Color::DarkGray)
+    };
+    Some(Span::styled(text, style))
+}
+
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let s = &app.snap;
     let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
@@ -105,6 +155,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled("cronsole ", bold.fg(Color::Cyan)),
         Span::styled(format!("[{mode}] "), dim),
     ];
+    first.extend(outage_span(app));
     if !s.engine_seen {
         first.push(Span::styled(
             "NO ENGINE seen in 5 min: jobs will not run until one starts  ",

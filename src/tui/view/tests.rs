@@ -745,3 +745,37 @@ fn the_spend_column_agrees_with_the_store_after_a_period_edit() {
     let (_, spent) = at(BudgetPeriod::Day);
     assert_eq!(spent, 0.4213);
 }
+
+#[test]
+fn the_header_shows_a_store_outage_while_it_lasts_and_the_last_one_after() {
+    let mut a = app();
+    let now = a.now;
+    let since = now - chrono::Duration::seconds(45);
+    a.store_health.store_failing_since = Some(since);
+    a.store_health.claims_stopped = true;
+    let t = screen(&a, 120, 40);
+    let line = t.lines().next().unwrap_or_default().to_string();
+    assert!(
+        line.contains(&format!(
+            "STORE UNWRITABLE since {} (45s): claims stopped",
+            since.format("%H:%M:%S")
+        )),
+        "{t}"
+    );
+    // It ended: the header says when, and for how long it lasted, for an hour.
+    a.store_health.store_failing_since = None;
+    a.store_health.claims_stopped = false;
+    a.store_health.last_outage = Some((since, now));
+    let t = screen(&a, 120, 40);
+    assert!(!t.contains("UNWRITABLE"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "store outage {}–{} (45s), claims resumed",
+            since.format("%H:%M:%S"),
+            now.format("%H:%M:%S")
+        )),
+        "{t}"
+    );
+    a.set_now(now + chrono::Duration::seconds(3601));
+    assert!(!screen(&a, 120, 40).contains("store outage"));
+}

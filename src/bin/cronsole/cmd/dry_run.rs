@@ -1,5 +1,5 @@
-//! `cronsole dry-run NAME [--no-gates] [--json]` (issue 16 item 6): what one run of a job would
-//! do, without doing it.
+//! `cronsole dry-run NAME [--no-gates] [--json]`: what one run of a job would do, without doing
+//! it, so an operator sees the gate, the prompt and the price before the first real run.
 //!
 //! Owns: running the job's gate (unless `--no-gates`), assembling the exact prompt the run would
 //! send (notepad, message, gate context or diff, `context_from` blocks — the same
@@ -300,7 +300,7 @@ async fn agent_part(
         out.reasons
             .extend(preflight::missing_key(a, |k| std::env::var(k).ok()));
         if !a.tools.is_empty() {
-            list_tools(out, settings, def, a, &prompt).await;
+            list_tools(out, store, settings, def, a, &prompt).await;
         }
         let price = PriceTable::from_settings(settings)
             .resolve(&a.model)
@@ -336,6 +336,7 @@ async fn agent_part(
 /// forecast what the tools weigh and what the loop may cost.
 async fn list_tools(
     out: &mut DryRun,
+    store: &dyn Store,
     settings: &Settings,
     def: &cronsole::model::JobDef,
     agent: &cronsole::model::AgentDef,
@@ -357,12 +358,34 @@ async fn list_tools(
         agent,
         proc_env: &proc_env,
     };
+    let allowed = cronsole::action::tools::toolbox::allowlist(&req);
     match deps.tools.build(req).await {
         Ok(tb) => {
             let price = PriceTable::from_settings(settings)
                 .resolve(&agent.model)
                 .map(|r| r.price);
             out.tools = Some(forecast(agent, prompt, &tb.offered, price));
+            // Compared with the pins as a run would, never pinning: a dry run writes nothing.
+            match store.tool_pins(&[]) {
+                Ok(pins) => {
+                    if let Err(c) = cronsole::action::tools::pin::check(
+                        &tb.offered,
+                        &allowed,
+                        &pins,
+                        chrono::Utc::now(),
+                    ) {
+                        out.reasons
+                            .push(Blocker::new(BlockerCode::Tools, c.to_string()));
+                        out.tools_error = Some(c.to_string());
+                    }
+                }
+                Err(e) => {
+                    let why = format!("could not read the tool pins: {e}");
+                    out.reasons
+                        .push(Blocker::new(BlockerCode::Tools, why.clone()));
+                    out.tools_error = Some(why);
+                }
+            }
             tb.close().await;
         }
         Err(e) => {

@@ -23,6 +23,7 @@ mod run;
 mod schedule_cmds;
 mod select;
 mod store_cmds;
+mod tools;
 mod validate;
 
 /// One line per job an apply touches, in the one shape `apply` and `edit` print: done
@@ -196,6 +197,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
+        Some(Command::Tools(a)) => tools::tools(&cli, a),
         Some(Command::Import(a)) => import::import(a),
         Some(Command::Approvals(a)) => approvals::approvals(&cli, a.json),
         Some(Command::Approve(a)) => approvals::answer(&cli, a, true),
@@ -219,7 +221,7 @@ pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
     })
 }
 
-/// Store selection (SPEC §13.2): `--store`, else `CRONSOLE_STORE` (clap reads it into
+/// Store selection, the same for every command: `--store`, else `CRONSOLE_STORE` (clap reads it into
 /// `--store`), else `.cronsole/` beside the jobs file, else `.cronsole/` here.
 pub fn store_location(cli: &Cli, jobs: Option<&Path>) -> String {
     if let Some(s) = &cli.store {
@@ -296,7 +298,7 @@ mod tests {
         }
     }
 
-    /// Task SMALL item 2: an apply that changed the budget period's kind says whose spend it
+    /// An apply that changed the budget period's kind says whose spend it
     /// recounted, in which period and how much was found; a plan (nothing applied yet) does not.
     #[test]
     fn an_apply_prints_each_recounted_job_after_its_job_lines() {
@@ -324,7 +326,7 @@ mod tests {
         assert_eq!(apply_lines(&rep, true), apply_lines(&report(), true));
     }
 
-    /// Red team 6: a settings change is reported, not hidden behind "1 unchanged".
+    /// A settings change is reported, not hidden behind "1 unchanged".
     #[test]
     fn an_apply_reports_a_settings_change_with_its_counts() {
         let mut rep = report();

@@ -231,6 +231,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 clock: Arc::clone(&clock),
                 heartbeat: Arc::clone(&handle.heartbeat),
                 engine_stopped: handle.shutdown.clone(),
+                health: handle.health.clone(),
                 max_quiet,
             };
             serve_metrics(ep, listener, handle.events.subscribe(), mode, &service_stop);
@@ -328,6 +329,10 @@ fn serve_metrics(
             eprintln!("cronsole: metrics at http://{a}/metrics, health at http://{a}/healthz");
         }
     }
+    tokio::spawn(metrics::watch_health(
+        Arc::clone(&ep.metrics),
+        ep.health.clone(),
+    ));
     tokio::spawn(metrics::feed(
         Arc::clone(&ep.metrics),
         events,
@@ -515,6 +520,7 @@ async fn run_console(
         stop: stop.clone(),
         dry_run: Some(dry_run),
         warnings,
+        health: Some(handle.health.clone()),
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -643,6 +649,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             stop: stop.clone(),
             dry_run: Some(super::dry_run::console_runner(location.clone())),
             warnings: Vec::new(),
+            health: None,
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();

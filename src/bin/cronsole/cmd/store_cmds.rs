@@ -1,4 +1,4 @@
-//! `apply`, `jobs`, `history`, `stats` (SPEC §13.2; `pause`, `resume`, `trigger` are in
+//! `apply`, `jobs`, `history`, `stats`, `describe` (`pause`, `resume`, `trigger` are in
 //! `select`, which resolves their bulk selectors): thin glue
 //! between clap arguments and the [`Store`] trait; formatting only.
 //!
@@ -18,7 +18,7 @@
 //!
 //! Tables (`jobs`, `history`, `stats`) go through one `table` helper: plain columns as wide as
 //! their widest cell, two spaces apart, no borders, the last column unpadded. Why not
-//! `comfy-table` or `tabled` (issue 15 item 10, evaluated): the output is a scripting surface
+//! `comfy-table` or `tabled` (both evaluated): the output is a scripting surface
 //! (`awk '{print $1}'`, `grep`, `cut`) that must not change shape with the terminal, and both
 //! crates are built for boxed, width-fitted tables — borders, wrapping or truncation to the
 //! terminal width, per-cell styling — that we would switch off one by one to get back the
@@ -66,7 +66,7 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
 
 /// `apply FILE`: the file is validated first (nothing is opened or created when it has
 /// errors), then its jobs are handed to the store one at a time ([`Store::apply_each`]), so
-/// neither the YAML tree nor every definition is held at once (issue 14: 1 000 000 jobs).
+/// neither the YAML tree nor every definition is held at once (a file of 1 000 000 jobs).
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let mut prepared = cronsole::config::prepare_file(file)?;
     for w in std::mem::take(&mut prepared.warnings) {
@@ -88,7 +88,7 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
         },
         Utc::now(),
     )?;
-    // Buffered, a line at a time: one line per job (1 000 000 of them at issue 14's scale).
+    // Buffered, a line at a time: one line per job (a store may hold 1 000 000).
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut written = Ok(());
     for_each_apply_line(&rep, false, &mut |line| {
@@ -186,7 +186,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     let now = Utc::now();
     let settings = store.settings()?;
     if a.json {
-        // Streamed: one page of jobs in memory at a time (issue 14 item 3).
+        // Streamed: one page of jobs in memory at a time, however many jobs the store holds.
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         return match cronsole::listing::write_jobs_json(&*store, &settings, now, out) {
             Ok(_) => Ok(ExitCode::SUCCESS),
@@ -355,6 +355,9 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         }
         if r.stale_lease {
             reason = format!("[stale lease] {reason}");
+        }
+        if let Some(step) = &r.clock_stepped {
+            reason = format!("[clock stepped {step}] {reason}");
         }
         if let (Some(j), Some(id)) = (&r.parent_job, r.parent_run_id) {
             reason = format!("[after {j} run {id}] {reason}");
@@ -533,6 +536,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         ..Default::default()
     })?;
     let period = stats::period_spend(&rec, &settings, now);
+    let tools = super::tools::pinned_tools(store.as_ref(), &settings, &rec.def)?;
     if a.json {
         #[derive(Serialize)]
         struct Describe<'a> {
@@ -546,6 +550,8 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             definition: &'a cronsole::model::JobDef,
             runtime: &'a cronsole::model::JobRuntime,
             last_runs: &'a [cronsole::model::HistoryRow],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tools: Option<&'a super::tools::PinnedTools>,
         }
         let d = Describe {
             name: &rec.def.name,
@@ -557,12 +563,13 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             definition: &rec.def,
             runtime: &rec.rt,
             last_runs: &runs,
+            tools: tools.as_ref(),
         };
         println!("{}", cronsole::text::to_json_pretty(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
-    describe_definition(&rec, &words, zone, now);
+    describe_definition(&rec, &words, zone, now, tools.as_ref());
     describe_slots(&rec, &next, zone, now);
     describe_counters(&rec, &settings, period, zone, now);
     describe_runs(&runs, zone);
@@ -594,7 +601,13 @@ fn next_slots(rec: &JobRecord, sched: Option<&cronsole::schedule::Compiled>) -> 
 }
 
 /// What the job is: name, state, schedule, action, gate, limits, sinks, tags, chains.
-fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<Utc>) {
+fn describe_definition(
+    rec: &JobRecord,
+    words: &str,
+    zone: Zone,
+    now: DateTime<Utc>,
+    tools: Option<&super::tools::PinnedTools>,
+) {
     let d = &rec.def;
     kv("name:", d.name.clone());
     kv(
@@ -633,6 +646,9 @@ fn describe_definition(rec: &JobRecord, words: &str, zone: Zone, now: DateTime<U
                 one_line(command)
             ),
         ),
+    }
+    if let Some(t) = tools {
+        super::tools::print_pinned(t);
     }
     match &d.gate {
         Some(cronsole::model::Gate::PreRun { command }) => {

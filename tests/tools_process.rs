@@ -1,0 +1,618 @@
+//! Agents with tools through the real binary, against real MCP servers really started (the
+//! Python SDK's server and `@modelcontextprotocol/server-everything`, installed by
+//! `.ci/mcp-servers`) and the scripted loopback model:
+//! - `cronsole tools` lists servers, protocol versions, tools, pins and what each agent is
+//!   offered; `--accept` pins; an unreachable server is named without its secret;
+//! - a run calls an MCP tool of each server and a command tool, and no secret it read (the
+//!   provider key, a server's `env_from` value) reaches the row, the transcript, stdout, the
+//!   logs or the model, while the server did get its own secret;
+//! - `kill -9` of the owner in the middle of a tool call, 10 times: the run's stdio server and
+//!   its command tool die with it every time, and the tool was started once.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use cronsole::model::{HistoryRow, Status};
+use cronsole::store::{HistoryQuery, HistoryReader};
+use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+use cronsole::testkit::mcp::TestServers;
+use serde_json::{Value, json};
+use support::pids::alive;
+
+const KEY: &str = "sk-PROVIDER-5f3a9c0d2e7b41aa";
+const TOOL_SECRET: &str = "tool-secret-8d1e44c2b9a07f36";
+
+fn yaml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// The jobs file: both real servers, a command tool, one agent allowed a few of their tools.
+fn jobs_yaml(servers: &TestServers, base_url: &str) -> String {
+    let py = servers.py_stdio_argv();
+    let every = servers.everything_argv();
+    let argv = |v: &[String]| v.iter().map(|a| yaml_str(a)).collect::<Vec<_>>().join(", ");
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  py:
+    command: [{py}]
+    env_from: {{ PY_TOKEN: TOOL_SECRET }}
+  everything:
+    command: [{every}]
+    protocol_version: \"2025-11-25\"
+tools:
+  args_back:
+    description: Says back the arguments it got
+    parameters: {{ type: object, properties: {{ word: {{ type: string }} }}, required: [word] }}
+    command: [sh, -c, 'printf \"stdin=%s env=%s\" \"$(cat)\" \"$CRONSOLE_TOOL_ARGS\"']
+agents:
+  ops:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: PROVIDER_KEY
+    model: m
+    instructions: use the tools
+    tools: [py.env, \"everything.*\", args_back]
+jobs:
+  - name: ask
+    schedule: every 1h
+    run_immediately: true
+    agent: ops
+    message: look around
+",
+        py = argv(&py),
+        every = argv(&every),
+    )
+}
+
+fn cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    support::cli::output(
+        support::cli::cronsole(dir)
+            .env("PROVIDER_KEY", KEY)
+            .env("TOOL_SECRET", TOOL_SECRET)
+            .args(["--store", "store"])
+            .args(args),
+    )
+}
+
+/// Every text file under `dir`, with its path.
+fn texts(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((
+                    p.display().to_string(),
+                    String::from_utf8_lossy(&b).into_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn rows(store: &Path, job: &str) -> Vec<HistoryRow> {
+    let Ok(s) = cronsole::store::file::FileStore::open_existing(store) else {
+        return Vec::new();
+    };
+    s.history(&HistoryQuery {
+        job: Some(job.into()),
+        limit: 100,
+        ..Default::default()
+    })
+    .unwrap_or_default()
+}
+
+/// Waits (bounded) for `job`'s first row.
+async fn first_row(store: &Path, job: &str, limit: Duration) -> HistoryRow {
+    let start = Instant::now();
+    loop {
+        if let Some(r) = rows(store, job).pop() {
+            return r;
+        }
+        assert!(start.elapsed() < limit, "no row of {job} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn stop(owner: Child) -> (String, String) {
+    // SIGTERM: a graceful stop, so the logs are flushed.
+    let _ = std::process::Command::new("kill")
+        .arg(owner.id().to_string())
+        .status();
+    let out = owner.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronsole_tools_lists_real_servers_and_accept_pins() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let dir = support::tempdir("tools-cli");
+    let mut yaml = jobs_yaml(&servers, "http://127.0.0.1:9/v1");
+    // A server that cannot be reached, whose header secret must never show.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    yaml = yaml.replace(
+        "tools:\n  args_back:",
+        &format!(
+            "  gone:\n    url: http://127.0.0.1:{port}/mcp\n    headers_env: {{ Authorization: TOOL_SECRET }}\ntools:\n  args_back:"
+        ),
+    );
+    std::fs::write(dir.join("jobs.yaml"), &yaml).unwrap();
+    let d = dir.to_path_buf();
+    let run = move |args: Vec<&'static str>| {
+        let d = d.clone();
+        tokio::task::spawn_blocking(move || cli(&d, &args))
+    };
+    let (c, _, err) = run(vec!["apply", "jobs.yaml"]).await.unwrap();
+    assert_eq!(c, 0, "{err}");
+
+    let (c, out, err) = run(vec!["tools", "--json"]).await.unwrap();
+    assert_eq!(c, 1, "an unreachable server makes the exit 1: {err}");
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let server = |n: &str| {
+        r["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no server {n}: {r:#}"))
+    };
+    let everything = server("everything");
+    assert_eq!(everything["protocol_version"], "2025-11-25");
+    assert_eq!(everything["transport"], "stdio");
+    let py = server("py");
+    let v = py["protocol_version"].as_str().unwrap();
+    assert!(["2026-07-28", "2025-11-25"].contains(&v), "{v}");
+    let env_tool = py["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "py.env")
+        .unwrap()
+        .clone();
+    assert_eq!(env_tool["pin"], "new");
+    assert_eq!(env_tool["hash"].as_str().unwrap().len(), 64);
+    let gone = server("gone");
+    let e = gone["error"].as_str().unwrap();
+    assert!(e.contains("unreachable"), "{e}");
+    let agent = &r["agents"][0];
+    assert_eq!(agent["name"], "ops");
+    let offered: Vec<&str> = agent["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"py.env"), "{offered:?}");
+    assert!(offered.contains(&"args_back"), "{offered:?}");
+    assert!(offered.contains(&"everything.echo"), "{offered:?}");
+    assert!(!offered.contains(&"py.echo"), "not allowed: {offered:?}");
+    assert!(!out.contains(TOOL_SECRET) && !err.contains(TOOL_SECRET));
+
+    let (c, out, err) = run(vec!["tools", "--accept", "py"]).await.unwrap();
+    assert_eq!(c, 0, "{out}{err}");
+    assert!(out.contains("py: pinned"), "{out}");
+    let (_, out, _) = run(vec!["tools", "--agent", "ops"]).await.unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("py.env "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(" pinned "), "{line}");
+    assert!(out.contains("agent ops"), "{out}");
+    // A definition that no longer matches its pin: `tools` says `changed` (exit 1), and
+    // `dry-run` says the run would stop on it, writing nothing.
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        let mut pins = cronsole::store::Store::tool_pins(&store, &["py".into()]).unwrap();
+        let env = pins.iter_mut().find(|p| p.tool == "env").unwrap();
+        env.hash = "0".repeat(64);
+        cronsole::store::Store::accept_tools(&store, "py", &pins).unwrap();
+    }
+    let (c, out, _) = run(vec!["tools", "--agent", "ops"]).await.unwrap();
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("changed: py.env"), "{out}");
+    let (c, out, err) = run(vec!["dry-run", "ask", "--json"]).await.unwrap();
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["would_run"], false, "{v:#}");
+    assert!(
+        v["tools_error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("tool definition changed: py.env;"),
+        "{v:#}"
+    );
+    let (c, _, err) = run(vec!["tools", "--accept", "nope"]).await.unwrap();
+    assert_eq!(c, 2, "{err}");
+    assert!(err.contains("no MCP server named 'nope'"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_calls_real_servers_and_a_command_tool_and_no_secret_shows_anywhere() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("py__env", json!({"name": "PY_TOKEN"})),
+                    FakeCall::new("everything__echo", json!({"message": "hi there"})),
+                    FakeCall::new("args_back", json!({"word": "plain; $(rm -rf /)"})),
+                ],
+                100,
+                20,
+            ),
+            Reply::ok("all done", 200, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("tools-run");
+    std::fs::write(dir.join("jobs.yaml"), jobs_yaml(&servers, &fake.base_url())).unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .env("TOOL_SECRET", TOOL_SECRET)
+        .env("RUST_LOG", "debug")
+        .args([
+            "run",
+            "--jobs",
+            "jobs.yaml",
+            "--store",
+            "store",
+            "--for",
+            "120s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
+    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
+    assert_eq!(row.result.as_deref(), Some("all done"));
+    assert_eq!((row.turns, row.tool_calls), (Some(2), Some(3)));
+
+    // What the model got back: each tool's result, the secret redacted.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let second = reqs[1].json().unwrap();
+    let msgs = second["messages"].as_array().unwrap();
+    let tool_text = |id: &str| -> String {
+        msgs.iter()
+            .find(|m| m["tool_call_id"] == id)
+            .map(|m| m["content"].to_string())
+            .unwrap_or_else(|| panic!("no result {id}: {msgs:#?}"))
+    };
+    let env = tool_text("call_0");
+    // The server got its own secret (its value came back, redacted) and no provider key.
+    assert!(env.contains("PY_TOKEN"), "{env}");
+    assert!(!env.contains("PROVIDER_KEY"), "{env}");
+    assert!(
+        !env.contains("TOOL_SECRET"),
+        "only declared variables: {env}"
+    );
+    assert!(
+        !env.contains("\"value\": null") && !env.contains("\\\"value\\\":null"),
+        "{env}"
+    );
+    assert!(tool_text("call_1").contains("hi there"));
+    let args = tool_text("call_2");
+    assert!(
+        args.contains("stdin={") && args.contains("env={") && args.contains("$(rm -rf /)"),
+        "arguments reach the command as data: {args}"
+    );
+
+    // `describe` shows what the run pinned, from the store, without connecting.
+    let d = dir.to_path_buf();
+    let (c, out, err) =
+        tokio::task::spawn_blocking(move || cli(&d, &["describe", "ask", "--json"]))
+            .await
+            .unwrap();
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["tools"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"py.env") && names.contains(&"args_back"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"everything.echo"), "{names:?}");
+    assert_eq!(v["tools"]["unpinned"], json!([]));
+    assert!(v["tools"]["definition_tokens"].as_u64().unwrap() > 0);
+
+    // No secret anywhere: requests to the model, the row, stdout/stderr, every store file
+    // (history, logs).
+    let mut places: Vec<(String, String)> = texts(&dir);
+    places.push(("stdout".into(), stdout));
+    places.push(("stderr".into(), stderr));
+    places.push(("row".into(), serde_json::to_string(&row).unwrap()));
+    for (i, r) in reqs.iter().enumerate() {
+        places.push((format!("model request {i}"), r.json().unwrap().to_string()));
+    }
+    for (where_, text) in &places {
+        assert!(!text.contains(TOOL_SECRET), "the tool secret in {where_}");
+        if !where_.ends_with("jobs.yaml") {
+            assert!(!text.contains(KEY), "the provider key in {where_}");
+        }
+    }
+}
+
+/// The pids written by `file` (one per line).
+fn pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_owner_mid_call_leaves_no_tool_process_ten_times() {
+    const CYCLES: usize = 10;
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let script = (0..CYCLES)
+        .map(|_| Reply::tools(vec![FakeCall::new("hold", json!({"seconds": 30}))], 10, 5))
+        .collect();
+    let fake = FakeLlm::openai(KEY, script).await.unwrap();
+    let py: Vec<String> = servers.py_stdio_argv();
+    let mut orphans = Vec::new();
+    for cycle in 0..CYCLES {
+        let dir = support::tempdir("tools-kill");
+        // The server writes its pid before it becomes the Python server (exec keeps the pid).
+        let server = format!(
+            "echo $$ > mcp.pid; exec {}",
+            py.iter()
+                .map(|a| format!("'{a}'"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let yaml = format!(
+            "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  py:
+    command: [sh, -c, {server}]
+tools:
+  hold:
+    description: Holds
+    parameters: {{ type: object }}
+    command: [sh, -c, 'echo $$ >> tool.pids; exec sleep 30']
+    timeout_seconds: 60
+agents:
+  ops:
+    provider: openai
+    base_url: {}
+    api_key_env: PROVIDER_KEY
+    model: m
+    tools: [py.echo, hold]
+jobs:
+  - name: hold
+    schedule: every 1h
+    run_immediately: true
+    agent: ops
+    message: hold on
+",
+            fake.base_url(),
+            server = yaml_str(&server),
+        );
+        std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+        let log = std::fs::File::create(dir.join("owner.log")).unwrap();
+        let mut owner = support::cli::cronsole(&dir)
+            .env("PROVIDER_KEY", KEY)
+            .args([
+                "run",
+                "--jobs",
+                "jobs.yaml",
+                "--store",
+                "store",
+                "--for",
+                "120s",
+            ])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let d = dir.to_path_buf();
+        let (tool, server) = tokio::task::spawn_blocking(move || {
+            let tool = wait_for(Duration::from_secs(90), || {
+                pids(&d.join("tool.pids")).first().copied()
+            });
+            (tool, pids(&d.join("mcp.pid")).first().copied())
+        })
+        .await
+        .unwrap();
+        let (Some(tool), Some(server)) = (tool, server) else {
+            let _ = owner.kill();
+            let _ = owner.wait();
+            panic!(
+                "cycle {cycle}: the tool call never started; rows {:#?}; owner's output:\n{}",
+                rows(&dir.join("store"), "hold"),
+                std::fs::read_to_string(dir.join("owner.log")).unwrap_or_default()
+            );
+        };
+        assert!(
+            alive(tool) && alive(server),
+            "cycle {cycle}: alive before the kill"
+        );
+        owner.kill().unwrap(); // SIGKILL
+        owner.wait().unwrap();
+        let d = dir.to_path_buf();
+        let left = tokio::task::spawn_blocking(move || {
+            wait_for(Duration::from_secs(10), || {
+                (!alive(tool) && !alive(server)).then_some(())
+            });
+            let left: Vec<i32> = [tool, server].into_iter().filter(|p| alive(*p)).collect();
+            (left, pids(&d.join("tool.pids")).len())
+        })
+        .await
+        .unwrap();
+        let (left, started) = left;
+        assert_eq!(
+            started, 1,
+            "cycle {cycle}: the tool was started {started} times"
+        );
+        orphans.extend(left);
+    }
+    for p in &orphans {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status();
+    }
+    assert!(
+        orphans.is_empty(),
+        "processes outlived their owner: {orphans:?}"
+    );
+    assert_eq!(fake.requests().len(), CYCLES, "one model request per cycle");
+}
+
+/// The worked example of the agent-tools guide page, as written there.
+fn guide_example() -> String {
+    let page = include_str!("../docs/guide/agent-tools.md");
+    let start = page
+        .find("<!-- worked-example -->")
+        .expect("the example's opening marker");
+    let end = page
+        .find("<!-- /worked-example -->")
+        .expect("its closing marker");
+    let block = &page[start..end];
+    let body = block
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .expect("a yaml block between the markers");
+    body.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guides_worked_example_validates_and_runs_against_the_real_server() {
+    let yaml = guide_example();
+    let dir = support::tempdir("tools-guide");
+    std::fs::write(dir.join("agent-tools.yaml"), &yaml).unwrap();
+    let d = dir.to_path_buf();
+    let (c, out, err) = tokio::task::spawn_blocking(move || {
+        support::cli::output(
+            support::cli::cronsole(&d)
+                .env("OPENAI_API_KEY", KEY)
+                .args(["validate", "agent-tools.yaml"]),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        c, 0,
+        "the guide's example must validate as written:\n{out}{err}"
+    );
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    // The same package and version the tests install (never fetched at test time), and the
+    // scripted model in place of the provider.
+    let lock = include_str!("mcp_servers/package.json");
+    let version = lock
+        .split("\"@modelcontextprotocol/server-everything\": \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the pinned version");
+    let npx = format!("[npx, -y, \"@modelcontextprotocol/server-everything@{version}\", stdio]");
+    assert!(
+        yaml.contains(&npx),
+        "the guide names the version the tests install: {npx}"
+    );
+    let argv: Vec<String> = servers
+        .everything_argv()
+        .iter()
+        .map(|a| yaml_str(a))
+        .collect();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("everything__get-sum", json!({"a": 19, "b": 23})),
+                    FakeCall::new("disk_free", json!({"path": "/tmp"})),
+                ],
+                300,
+                30,
+            ),
+            Reply::ok("42; plenty of space", 400, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let local = yaml
+        .replace(&npx, &format!("[{}]", argv.join(", ")))
+        .replace(
+            "    provider: openai\n",
+            &format!("    provider: openai\n    base_url: {}\n", fake.base_url()),
+        );
+    std::fs::write(dir.join("agent-tools.yaml"), &local).unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("OPENAI_API_KEY", KEY)
+        .args(["run", "--jobs", "agent-tools.yaml", "--for", "120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(
+        &dir.join(".cronsole"),
+        "space-and-sums",
+        Duration::from_secs(90),
+    )
+    .await;
+    let (_, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
+    assert_eq!((row.turns, row.tool_calls), (Some(2), Some(2)));
+    let second = fake.requests()[1].json().unwrap();
+    let results: Vec<String> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(results[0].contains("42"), "{results:?}");
+    assert!(results[1].contains("MiB free"), "{results:?}");
+}
