@@ -119,6 +119,9 @@ impl Ctx {
             Command::Cancel(j) => store
                 .cancel(&j, now)
                 .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+            Command::Answer { run_id, approve } => store
+                .answer_approval(run_id, approve, None, now)
+                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
             Command::Shutdown => Ok(String::new()),
         })
         .await;

@@ -74,6 +74,7 @@ mod tests {
             cancel_requested_at: None,
             lapsed: false,
             chain: Vec::new(),
+            awaiting: None,
         });
         r
     }

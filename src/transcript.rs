@@ -12,7 +12,7 @@
 //! first entries, the second half is a window over the latest ones, so a long run never holds
 //! more than the record it will write.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -136,8 +136,9 @@ pub enum Entry {
     },
 }
 
-/// A bounded transcript (see the module doc).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A bounded transcript (see the module doc). Two transcripts are equal when they write the
+/// same entries.
+#[derive(Debug, Clone, Default)]
 pub struct Transcript {
     head: Vec<Entry>,
     head_bytes: usize,
@@ -149,6 +150,21 @@ pub struct Transcript {
     elided_bytes: u64,
     /// Entries ever pushed (the record's sequence numbers for appended deltas).
     pushed: u64,
+    /// Entries up to this sequence number were handed out by [`Transcript::take_delta`].
+    taken: u64,
+    /// Entries below `taken` changed since (a dispatched call got its result).
+    changed: BTreeSet<u64>,
+}
+
+/// One entry as persisted while a run goes: its sequence number in the run's transcript and
+/// the entry. A later delta with the same number replaces the earlier one (a dispatched call
+/// getting its result); [`Transcript::from_deltas`] puts them back together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    /// The entry's position among every entry ever pushed (0-based).
+    pub seq: u64,
+    /// The entry as it is now.
+    pub entry: Entry,
 }
 
 impl Transcript {
@@ -181,19 +197,88 @@ impl Transcript {
 
     /// Update the last call entry with id `id` (a dispatched call's result), wherever it is.
     pub fn update_call(&mut self, turn: u32, id: &str, f: impl FnOnce(&mut CallEntry)) {
+        let first_tail = self.pushed - self.tail.len() as u64;
         let hit = self
             .tail
             .iter_mut()
+            .enumerate()
             .rev()
-            .map(|(e, _)| e)
-            .chain(self.head.iter_mut().rev())
-            .find_map(|e| match e {
-                Entry::Call(c) if c.turn == turn && c.id == id => Some(c),
+            .map(|(i, (e, _))| (first_tail + i as u64, e))
+            .chain(
+                self.head
+                    .iter_mut()
+                    .enumerate()
+                    .rev()
+                    .map(|(i, e)| (i as u64, e)),
+            )
+            .find_map(|(seq, e)| match e {
+                Entry::Call(c) if c.turn == turn && c.id == id => Some((seq, c)),
                 _ => None,
             });
-        if let Some(c) = hit {
+        if let Some((seq, c)) = hit {
             f(c);
+            if seq < self.taken {
+                self.changed.insert(seq);
+            }
         }
+    }
+
+    /// The entries pushed or changed since the last call, with their sequence numbers, in
+    /// order: what a run persists at each step, so the record so far survives a crash without
+    /// rewriting what was already written. Entries elided before they were taken are not in
+    /// any delta (the record past its bound is elided either way).
+    pub fn take_delta(&mut self) -> Vec<Delta> {
+        let first_tail = self.pushed - self.tail.len() as u64;
+        let get = |seq: u64| -> Option<&Entry> {
+            if let Some(e) = usize::try_from(seq).ok().and_then(|i| self.head.get(i)) {
+                return Some(e);
+            }
+            let i = usize::try_from(seq.checked_sub(first_tail)?).ok()?;
+            self.tail.get(i).map(|(e, _)| e)
+        };
+        let seqs = self.changed.iter().copied().chain(self.taken..self.pushed);
+        let out = seqs
+            .filter_map(|seq| {
+                get(seq).map(|e| Delta {
+                    seq,
+                    entry: e.clone(),
+                })
+            })
+            .collect();
+        self.changed.clear();
+        self.taken = self.pushed;
+        out
+    }
+
+    /// The transcript persisted as deltas (any order; for a sequence number, the last one
+    /// given wins), bounded as a live run's record is.
+    pub fn from_deltas(deltas: impl IntoIterator<Item = Delta>) -> Transcript {
+        let by_seq: BTreeMap<u64, Entry> = deltas.into_iter().map(|d| (d.seq, d.entry)).collect();
+        let mut t = Transcript::new();
+        for e in by_seq.into_values() {
+            t.push(e);
+        }
+        t.taken = t.pushed;
+        t
+    }
+
+    /// Model turns and tool calls the record holds (what a row's `turns` and `tool_calls`
+    /// say when only the record is left, as for a run abandoned by a crash): the last turn's
+    /// number, and the calls written (elided ones are not known to be calls).
+    pub fn counts(&self) -> (u32, u32) {
+        let mut turns = 0;
+        let mut calls = 0u64;
+        for e in self.to_vec() {
+            match e {
+                Entry::Turn(t) => turns = turns.max(t.turn),
+                Entry::Call(c) => {
+                    turns = turns.max(c.turn);
+                    calls += 1;
+                }
+                Entry::Elided { .. } => {}
+            }
+        }
+        (turns, u32::try_from(calls).unwrap_or(u32::MAX))
     }
 
     /// The entries as written: the head, the elision mark (if any), the tail.
@@ -236,6 +321,12 @@ impl Transcript {
     }
 }
 
+impl PartialEq for Transcript {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_vec() == other.to_vec()
+    }
+}
+
 /// Room kept for the elision mark itself.
 const ELISION_MARK_BYTES: usize = 96;
 
@@ -254,6 +345,7 @@ impl<'de> Deserialize<'de> for Transcript {
             .sum();
         Ok(Transcript {
             pushed: entries.len() as u64,
+            taken: entries.len() as u64,
             head: entries,
             head_bytes,
             sealed: true,
@@ -362,6 +454,39 @@ mod tests {
         assert!(
             matches!(&t.to_vec()[0], Entry::Call(c) if c.state == CallState::Done && c.result_head == "ok")
         );
+    }
+
+    #[test]
+    fn deltas_carry_new_and_changed_entries_once_and_rebuild_the_record() {
+        let mut t = Transcript::new();
+        let mut d = call(1, "a", "");
+        if let Entry::Call(c) = &mut d {
+            c.state = CallState::Dispatched;
+        }
+        t.push(d);
+        let first = t.take_delta();
+        assert_eq!(first.len(), 1);
+        assert!(t.take_delta().is_empty(), "nothing new, nothing written");
+        t.update_call(1, "a", |c| c.state = CallState::Done);
+        t.push(call(1, "b", "x"));
+        let second = t.take_delta();
+        assert_eq!(
+            second.iter().map(|d| d.seq).collect::<Vec<_>>(),
+            vec![0, 1],
+            "the changed call again, then the new one"
+        );
+        let back = Transcript::from_deltas(first.into_iter().chain(second));
+        assert_eq!(back, t, "the last delta of an entry wins");
+        assert_eq!(back.counts(), (1, 2));
+        // Deltas of a long record rebuild it bounded, as the live record is.
+        let mut long = Transcript::new();
+        let mut all = Vec::new();
+        for i in 0..500 {
+            long.push(call(i, &format!("c{i}"), &"y".repeat(RESULT_HEAD_BYTES)));
+            all.extend(long.take_delta());
+        }
+        let rebuilt = Transcript::from_deltas(all);
+        assert_eq!(rebuilt.to_vec(), long.to_vec());
     }
 
     #[test]

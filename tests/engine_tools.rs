@@ -345,3 +345,140 @@ async fn cached_prompt_tokens_are_priced_at_the_cache_price_once() {
         rig.stop().await;
     }
 }
+
+/// The job file of the approval tests: `files.read_file` needs an operator, with a wait of
+/// `wait` seconds at most.
+fn approving(base: &str, wait: u32) -> String {
+    // The source is declared for `validate`; the rig's in-memory `files` source answers.
+    yaml(
+        "openai",
+        base,
+        "budget: null\nmcp_servers:\n  files: { command: [\"true\"] }\n",
+        "",
+    )
+    .replace(
+        "    instructions: use the tools\n",
+        &format!(
+            "    instructions: use the tools\n    tools: [files.read_file]\n    approve: [files.read_file]\n    approval_timeout_seconds: {wait}\n"
+        ),
+    )
+}
+
+/// The run awaiting approval on the store, once it is.
+async fn awaiting(rig: &Rig) -> (uuid::Uuid, cronsole::model::AwaitingApproval) {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(rec) = rig.store.job("ask").unwrap()
+            && let Some(l) = rec.rt.lease.as_ref()
+            && let Some(a) = l.awaiting.clone()
+        {
+            return (l.run_id, a);
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "no call awaited approval"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                100,
+                20,
+            ),
+            Reply::ok("read it", 300, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-approve",
+        &approving(&fake.base_url(), 3600),
+        opts(&src),
+    )
+    .await;
+    let (run_id, a) = awaiting(&rig).await;
+    assert_eq!(a.tool, "files.read_file");
+    assert!(a.arguments.contains("/a"), "{a:?}");
+    assert!(src.calls().is_empty(), "nothing runs before the answer");
+    assert_eq!(fake.request_count(), 1, "nothing is sent while waiting");
+    let (job, _) = rig
+        .store
+        .answer_approval(run_id, true, None, chrono::Utc::now())
+        .unwrap();
+    assert_eq!(job, "ask");
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(src.calls().len(), 1);
+    let approval = r
+        .transcript
+        .unwrap()
+        .to_vec()
+        .into_iter()
+        .find_map(|e| match e {
+            Entry::Call(c) => c.approval,
+            _ => None,
+        });
+    assert_eq!(
+        approval,
+        Some(cronsole::transcript::Approval::Approved { by: None })
+    );
+    // The answered run waits no more: a second answer is refused, saying so.
+    let again = rig
+        .store
+        .answer_approval(run_id, false, None, chrono::Utc::now())
+        .unwrap_err();
+    assert!(
+        again.to_string().contains("not awaiting approval"),
+        "{again}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_call_is_denied_at_its_timeout_and_the_model_is_told() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                100,
+                20,
+            ),
+            Reply::ok("could not read it", 300, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start("tools-deny", &approving(&fake.base_url(), 1), opts(&src)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert!(src.calls().is_empty(), "a denied call never runs");
+    let second = fake.requests()[1].json().unwrap();
+    let m = second["messages"].as_array().unwrap();
+    assert!(
+        m[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within approval_timeout_seconds (1s)"),
+        "{}",
+        m[3]
+    );
+    assert!(
+        rig.store
+            .job("ask")
+            .unwrap()
+            .unwrap()
+            .rt
+            .lease
+            .is_none_or(|l| l.awaiting.is_none()),
+        "the wait is cleared"
+    );
+}

@@ -448,6 +448,7 @@ impl Actor {
         let cancel = CancellationToken::new();
         let op_cancel = CancellationToken::new();
         let run_id = claim.run_id;
+        let progress = super::run::Progress::default();
         self.in_flight.insert(
             run_id,
             InFlight {
@@ -456,6 +457,7 @@ impl Actor {
                 cancel: cancel.clone(),
                 op_cancel: op_cancel.clone(),
                 task: None,
+                progress: progress.clone(),
             },
         );
         let _ = self.ev_tx.send(Event::RunStarted {
@@ -476,7 +478,7 @@ impl Actor {
             spool: self.cfg.spool.clone().map(spool::Spool::new),
             settings,
         };
-        let handle = runs.spawn(ctx.run(claim, cancel, op_cancel));
+        let handle = runs.spawn(ctx.run(claim, cancel, op_cancel, progress));
         if let Some(f) = self.in_flight.get_mut(&run_id) {
             f.task = Some(handle.id());
         }
@@ -492,6 +494,14 @@ impl Actor {
             self.cfg.shutdown_grace.as_secs(),
             runs.len()
         )));
+        // A run awaiting an operator's approval could wait for an hour: it is abandoned at
+        // once (its recovery starts a fresh loop; approvals never carry over).
+        for f in self.in_flight.values() {
+            if f.progress.is_awaiting() {
+                tracing::info!(job = %f.job, "abandoning a run awaiting approval at shutdown");
+                f.cancel.cancel();
+            }
+        }
         let going = self
             .in_flight
             .iter()

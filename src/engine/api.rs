@@ -23,6 +23,13 @@ pub enum Command {
     Retry(Uuid),
     /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
     Cancel(String),
+    /// Approve (or deny) the tool call run `run_id` awaits approval for.
+    Answer {
+        /// The run awaiting approval.
+        run_id: Uuid,
+        /// Approve (`true`) or deny.
+        approve: bool,
+    },
     /// Stop the engine gracefully (as [`super::EngineHandle::shutdown`]).
     Shutdown,
 }

@@ -68,6 +68,19 @@ pub(super) async fn command(
             }
             (n, r.map(|_| ()))
         }
+        Command::Answer { run_id, approve } => {
+            let r = blocking(store, move |s| {
+                s.answer_approval(run_id, approve, None, now)
+            })
+            .await;
+            match r {
+                Ok((job, out)) => {
+                    let _ = ev_tx.send(Event::Notice(operator_notice(&job, &out)));
+                    (job, Ok(()))
+                }
+                Err(e) => (format!("run {run_id}"), Err(e)),
+            }
+        }
         Command::Shutdown => return,
     };
     if let Err(e) = res {

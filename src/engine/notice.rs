@@ -40,5 +40,15 @@ pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
         }
         O::Paused { changed: true } => format!("{job}: done"),
         O::Paused { changed: false } => format!("{job}: already so; nothing changed"),
+        O::Answered {
+            run_id,
+            tool,
+            approved: true,
+        } => format!("{job}: run {run_id}'s call to {tool} approved; its owner runs it"),
+        O::Answered {
+            run_id,
+            tool,
+            approved: false,
+        } => format!("{job}: run {run_id}'s call to {tool} denied; the model is told"),
     }
 }

@@ -71,6 +71,7 @@ use crate::text::Secrets;
 use crate::transcript::Transcript;
 
 mod agent;
+mod approval;
 
 /// Environment lookup (API keys); tests inject a map instead of the process environment.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -125,6 +126,7 @@ pub struct RunOutput {
 pub struct Progress(
     Arc<Mutex<(Vec<Attempt>, Option<String>)>>,
     Arc<Mutex<Option<Looped>>>,
+    Arc<std::sync::atomic::AtomicBool>,
 );
 
 /// A tool loop's record so far, for a row written while the loop runs.
@@ -156,6 +158,17 @@ impl Progress {
             a.output_tokens = output_tokens;
             a.cost_usd = cost_usd;
         }
+    }
+
+    /// A tool call of the run began (`true`) or ended (`false`) its wait for approval: a
+    /// shutdown meanwhile abandons the run at once.
+    fn awaiting(&self, on: bool) {
+        self.2.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A tool call of the run is awaiting approval now.
+    pub fn is_awaiting(&self) -> bool {
+        self.2.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A tool loop's record grew.
@@ -735,7 +748,7 @@ fn step5_cost(cx: &mut Ctx<'_>, answer: agent::Answer) -> bool {
 }
 
 /// How long one sink may take.
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
+pub(super) const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Stamp the row's end as of now (the engine stamps it again at completion), so payloads carry
 /// the real `finished_at` and `duration_ms`.

@@ -37,6 +37,9 @@ pub(super) struct InFlight {
     pub(super) op_cancel: CancellationToken,
     /// The run task, so a task that panicked can be matched to its job.
     pub(super) task: Option<tokio::task::Id>,
+    /// How far the run got (shared with its task): a run awaiting approval is abandoned at
+    /// once at shutdown.
+    pub(super) progress: run::Progress,
 }
 
 /// What a finished run task hands back to the actor.
@@ -83,6 +86,7 @@ impl RunTask {
         claim: Claim,
         cancel: CancellationToken,
         op_cancel: CancellationToken,
+        progress: run::Progress,
     ) -> Finished {
         let job = claim.job.def.name.clone();
         let run_id = claim.run_id;
@@ -99,7 +103,6 @@ impl RunTask {
         };
         let started = self.clock.now();
         let reading = crate::clock::Reading::of(self.clock.as_ref());
-        let progress = run::Progress::default();
         // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
         let pipeline = run::execute(
             &claim,
@@ -143,7 +146,11 @@ impl RunTask {
                 &self.owner,
                 started,
             );
-            row.reason = Some("shutdown".to_string());
+            row.reason = Some(if progress.is_awaiting() {
+                "shutdown while awaiting approval".to_string()
+            } else {
+                "shutdown".to_string()
+            });
             progress.fill(&mut row);
             run::RunOutput {
                 row,

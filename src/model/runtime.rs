@@ -65,6 +65,40 @@ pub struct Lease {
     /// A chained run: the parent runs it stands for, in `after:` order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<ParentRun>,
+    /// A tool call of this run waits for an operator (`approve:`): the run is live and
+    /// awaiting approval, its lease renewed, nothing spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting: Option<AwaitingApproval>,
+}
+
+/// A tool call waiting for an operator's answer (see [`Lease::awaiting`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AwaitingApproval {
+    /// The tool (its jobs-file name, `server.tool` or a command tool's key).
+    pub tool: String,
+    /// The call's id in the conversation.
+    pub call_id: String,
+    /// The arguments the model sent (redacted, capped): what the operator approves.
+    pub arguments: String,
+    /// When the wait began.
+    pub since: DateTime<Utc>,
+    /// When an unanswered wait ends as a denial (`approval_timeout_seconds`).
+    pub deadline: DateTime<Utc>,
+    /// The operator's answer, once given (the run's owner picks it up and clears the wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<ApprovalAnswer>,
+}
+
+/// An operator's answer to a call awaiting approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalAnswer {
+    /// Approved (`true`) or denied.
+    pub approved: bool,
+    /// A denial's reason, given to the model as the tool's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was given.
+    pub at: DateTime<Utc>,
 }
 
 /// A range of slots one row stands for.

@@ -608,6 +608,9 @@ impl Store for Metered {
     ) -> StoreResult<()> {
         self.count(self.inner.settle(job, id, how, now))
     }
+    fn loop_step(&self, s: &crate::store::LoopStep<'_>) -> StoreResult<crate::store::StepOutcome> {
+        self.count(self.inner.loop_step(s))
+    }
     fn update_job(
         &self,
         name: &str,

@@ -20,6 +20,7 @@ use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
 
 pub use crate::cost::SpendNow;
 pub use error::{StoreError, StoreResult};
+pub use plan::step::{AwaitStep, LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
 pub use types::*;
@@ -227,6 +228,36 @@ pub trait Store: HistoryReader {
         Err(StoreError::Unsupported("budget reservations"))
     }
 
+    /// One step of a running tool loop as ONE write ([`plan::step`]): the lease renewed, the
+    /// previous turn's reservation settled, the next turn's worst case reserved against every
+    /// budget that applies, and the transcript's delta appended — kept for the `abandoned` row
+    /// recovery writes should its owner die. Fenced by `run_id`: a run that lost its lease
+    /// writes nothing. This default (test doubles, wrappers that do not forward) makes the
+    /// renewal, settlement and reservation one by one and keeps no delta.
+    fn loop_step(&self, s: &LoopStep<'_>) -> StoreResult<StepOutcome> {
+        let lease_until = match self.renew(s.job, s.run_id, s.owner, s.now)? {
+            RenewOutcome::Renewed { lease_until } => lease_until,
+            RenewOutcome::Lost => return Ok(StepOutcome::Lost),
+        };
+        if let Some((id, how)) = s.settle {
+            self.settle(s.job, id, how, s.now)?;
+        }
+        let reserved = match s.reserve {
+            Some(usd) => Some(self.reserve(&ReserveRequest {
+                job: s.job,
+                run_id: s.run_id,
+                owner: s.owner,
+                usd,
+                now: s.now,
+            })?),
+            None => None,
+        };
+        Ok(StepOutcome::Stepped {
+            lease_until,
+            reserved,
+        })
+    }
+
     /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
     /// atomically: under the store's lock or inside one transaction. The decision is
     /// [`policy::operator::apply_edit_rows`]; stores only persist it (and its rows).
@@ -286,6 +317,35 @@ pub trait Store: HistoryReader {
             .ok_or(StoreError::NoSuchRun(run_id))?;
         let job = row.job.clone();
         let out = self.update_job(&job, &JobEdit::Retry(Box::new(row)), now)?;
+        Ok((job, out))
+    }
+
+    /// Answer the tool call run `run_id` awaits approval for ([`JobEdit::Answer`]), from any
+    /// host: the run's owner picks the answer up. Returns the run's job. A run that does not
+    /// wait (answered, timed out, ended) is refused, saying so.
+    fn answer_approval(
+        &self,
+        run_id: Uuid,
+        approve: bool,
+        reason: Option<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(String, EditOutcome)> {
+        let job = self
+            .jobs()?
+            .into_iter()
+            .find(|j| j.rt.lease_of(run_id).is_some())
+            .map(|j| j.def.name)
+            .ok_or_else(|| {
+                StoreError::Refused(format!(
+                    "run {run_id} is not awaiting approval (it is not running)"
+                ))
+            })?;
+        let edit = JobEdit::Answer {
+            run_id,
+            approve,
+            reason,
+        };
+        let out = self.update_job(&job, &edit, now)?;
         Ok((job, out))
     }
 

@@ -43,6 +43,10 @@ pub enum Cmd {
     Retry,
     /// `X`: cancel the run at the cursor or a queued run (after a y/n prompt).
     Cancel,
+    /// `a`: approve the tool call the job at the cursor awaits approval for (y/n).
+    Approve,
+    /// `x`: deny the tool call the job at the cursor awaits approval for (y/n).
+    Deny,
     /// `f`: cycle the status filter of the jobs and history panes.
     StatusFilter,
     /// `/`: open the name-filter prompt.
@@ -286,6 +290,24 @@ pub const KEYMAP: &[Binding] = &[
         "cancel",
         "cancel run / queued (y/n)",
         Cmd::Cancel,
+        9,
+    ),
+    b(
+        Global,
+        &[ch('a')],
+        "a",
+        "approve",
+        "approve tool call (y/n)",
+        Cmd::Approve,
+        9,
+    ),
+    b(
+        Global,
+        &[ch('x')],
+        "x",
+        "deny",
+        "deny tool call (y/n)",
+        Cmd::Deny,
         9,
     ),
     b(

@@ -611,6 +611,22 @@ impl App {
                 self.notice = Some(format!("{job}: not retried"));
                 Action::Redraw
             }
+            Answer::Approval {
+                job,
+                run_id,
+                approve,
+                yes: true,
+            } => {
+                let word = if approve { "approval" } else { "denial" };
+                self.notice = Some(format!("{job}: {word} of run {run_id}'s call sent"));
+                Action::Send(Command::Answer { run_id, approve })
+            }
+            Answer::Approval {
+                job, yes: false, ..
+            } => {
+                self.notice = Some(format!("{job}: not answered; the call still waits"));
+                Action::Redraw
+            }
             Answer::Nothing => Action::None,
         }
     }
@@ -731,6 +747,7 @@ impl App {
             }
             Cmd::Retry => return self.ask_retry(),
             Cmd::Cancel => return self.ask_cancel(),
+            Cmd::Approve | Cmd::Deny => return self.ask_answer(cmd == Cmd::Approve),
             Cmd::Detail => {
                 let Some(name) = self.target_job().map(|j| j.def.name.clone()) else {
                     return Action::None;
@@ -840,6 +857,32 @@ impl App {
             self.notice = Some(format!("{name} is not running and has nothing queued"));
         } else {
             self.dialog.prompt = Prompt::ConfirmCancel(name);
+        }
+        Action::Redraw
+    }
+
+    /// `a`/`x`: approve or deny the call the job at the cursor awaits approval for (y/n).
+    fn ask_answer(&mut self, approve: bool) -> Action {
+        let Some(j) = self.target_job() else {
+            return Action::None;
+        };
+        let name = j.def.name.clone();
+        let waiting = j.rt.lease.as_ref().and_then(|l| {
+            l.awaiting
+                .as_ref()
+                .filter(|a| a.answer.is_none())
+                .map(|a| (l.run_id, a.tool.clone()))
+        });
+        match waiting {
+            Some((run_id, tool)) => {
+                self.dialog.prompt = Prompt::ConfirmAnswer {
+                    job: name,
+                    run_id,
+                    tool,
+                    approve,
+                };
+            }
+            None => self.notice = Some(format!("{name} has no call awaiting approval")),
         }
         Action::Redraw
     }

@@ -99,6 +99,7 @@ fn lease(owner: &str, claimed: DateTime<Utc>, until: DateTime<Utc>) -> Lease {
         cancel_requested_at: None,
         lapsed: false,
         chain: Vec::new(),
+        awaiting: None,
     }
 }
 

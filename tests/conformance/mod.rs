@@ -26,6 +26,9 @@ pub use chain::*;
 mod pins;
 #[allow(unused_imports)]
 pub use pins::*;
+mod loops;
+#[allow(unused_imports)]
+pub use loops::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -1589,6 +1592,9 @@ macro_rules! conformance_suite {
             max_runs_and_until_retire,
             oversized_state_is_rejected_and_prior_kept,
             budget_reservations_are_atomic_and_settle_into_counters,
+            loop_steps_hold_every_budget_across_owners,
+            an_abandoned_loop_keeps_the_calls_it_recorded,
+            a_refused_step_still_settles_the_last_turn,
             a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,

@@ -729,6 +729,7 @@ mod tests {
             cancel_requested_at: None,
             lapsed: false,
             chain: Vec::new(),
+            awaiting: None,
         });
         rec.rt.overlap.before_pause = Some(cronsole::model::SlotRange {
             first: t(80),

@@ -13,11 +13,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::schema::ArgSchemas;
-use super::{BREAKER_FAILURES, LoopRun, ModelTurns, State, plural};
+use super::{ApprovalAsk, BREAKER_FAILURES, LoopRun, ModelTurns, State, Verdict, plural};
 use crate::action::llm::wire::{ToolCall, ToolResult};
 use crate::action::tools::{Content, ToolError, ToolOutput};
 use crate::transcript::{
-    ARGS_MAX_BYTES, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
+    ARGS_MAX_BYTES, Approval, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
 };
 
 /// A call's source is given this long past its own time bound before the loop drops the call
@@ -27,6 +27,16 @@ const CALL_GRACE: Duration = Duration::from_secs(5);
 pub(super) struct Dispatcher<'r, 'a> {
     run: &'r LoopRun<'a>,
     schemas: ArgSchemas,
+    /// Time calls waited for approval so far (the loop's bound moves by it).
+    pub(super) waited: Duration,
+}
+
+/// Why a turn's calls were not all answered.
+pub(super) enum Halt<S> {
+    /// The circuit breaker tripped: the run is `failed` with this reason.
+    Bound(String),
+    /// The record could not be persisted before a dispatch (the store, the lease).
+    Stopped(S),
 }
 
 /// One call's answer before it is recorded and sent.
@@ -39,10 +49,15 @@ struct Answer {
 impl<'r, 'a> Dispatcher<'r, 'a> {
     pub(super) fn new(run: &'r LoopRun<'a>) -> Self {
         let schemas = ArgSchemas::compile(run.toolbox.offered.iter().map(|t| &t.def.input_schema));
-        Dispatcher { run, schemas }
+        Dispatcher {
+            run,
+            schemas,
+            waited: Duration::ZERO,
+        }
     }
 
-    /// Answer `calls` of turn `turn` in order. `Err(reason)` when the circuit breaker trips.
+    /// Answer `calls` of turn `turn` in order; a halt when the circuit breaker trips or the
+    /// record cannot be persisted before a dispatch.
     pub(super) async fn answer<T: ModelTurns>(
         &mut self,
         turn: u32,
@@ -51,7 +66,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         st: &mut State,
         breaker: &mut HashMap<(String, String), u32>,
         turns: &mut T,
-    ) -> Result<Vec<ToolResult>, String> {
+    ) -> Result<Vec<ToolResult>, Halt<T::Stop>> {
         let limit = self.run.limits.max_tool_calls_per_turn.max(1) as usize;
         let mut results = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
@@ -89,7 +104,9 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                     plural(limit, "tool call", "tool calls")
                 ))
             } else {
-                self.checked(call, deadline, st, &mut entry, turns).await
+                self.checked(call, deadline, st, &mut entry, turns)
+                    .await
+                    .map_err(Halt::Stopped)?
             };
             let counted = i < limit;
             entry.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -104,16 +121,17 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 let n = breaker.entry(key).or_insert(0);
                 *n += 1;
                 if *n >= BREAKER_FAILURES {
-                    return Err(format!(
+                    return Err(Halt::Bound(format!(
                         "tool loop: {tool} failed {BREAKER_FAILURES} times with the same arguments"
-                    ));
+                    )));
                 }
             }
         }
         Ok(results)
     }
 
-    /// The checks, then the dispatch (recorded as `dispatched` before it runs).
+    /// The checks, then the dispatch (recorded and persisted as `dispatched` before it runs;
+    /// `Err` when it could not be persisted: the call does not go out).
     async fn checked<T: ModelTurns>(
         &mut self,
         call: &ToolCall,
@@ -121,7 +139,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         st: &mut State,
         entry: &mut CallEntry,
         turns: &mut T,
-    ) -> Answer {
+    ) -> Result<Answer, T::Stop> {
         let Some(index) = self
             .run
             .toolbox
@@ -136,48 +154,76 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .iter()
                 .map(|t| t.wire_name.as_str())
                 .collect();
-            return refused(format!(
+            return Ok(refused(format!(
                 "not run: no tool named '{}' is offered; the tools offered are: {}",
                 cap_bytes(&call.name, 128),
                 names.join(", ")
-            ));
+            )));
         };
         let args = match &call.args {
             Ok(a) => Value::Object(a.clone()),
-            Err(why) => return refused(format!("not run: {why}")),
+            Err(why) => return Ok(refused(format!("not run: {why}"))),
         };
         if let Err(why) = self.schemas.check(index, &args) {
-            return refused(format!("not run: {why}"));
+            return Ok(refused(format!("not run: {why}")));
         }
+        let qualified = &self.run.toolbox.offered[index].qualified;
+        if self.run.approve.iter().any(|p| p.admits(qualified)) {
+            let asked = Instant::now();
+            let verdict = turns
+                .approve(ApprovalAsk {
+                    tool: qualified,
+                    call_id: &entry.id,
+                    arguments: &entry.arguments,
+                    record: st.transcript.take_delta(),
+                })
+                .await?;
+            self.waited += asked.elapsed();
+            match verdict {
+                Verdict::Approved => entry.approval = Some(Approval::Approved { by: None }),
+                Verdict::Denied(reason) => {
+                    entry.approval = Some(Approval::Denied {
+                        reason: reason.clone(),
+                    });
+                    return Ok(refused(format!("not run: {reason}")));
+                }
+            }
+        }
+        let deadline = deadline.map(|d| d + self.waited);
         let mut bound = self.run.limits.tool_timeout;
         if let Some(d) = deadline {
             bound = bound.min(d.saturating_duration_since(Instant::now()));
         }
         if bound.is_zero() {
-            return done_error("not run: no time left in the run's timeout_seconds".to_string());
+            return Ok(done_error(
+                "not run: no time left in the run's timeout_seconds".to_string(),
+            ));
         }
         // The record says the call went out before it does: a run cut short while the call is
         // in flight still shows it.
         st.transcript.push(Entry::Call(entry.clone()));
         turns.recorded(&st.progress());
+        turns.persist(st.transcript.take_delta()).await?;
         let call_fut = self.run.toolbox.call(&call.name, args, bound);
-        match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
-            Ok(Some(Ok(out))) => Answer {
-                text: render(&out),
-                is_error: out.is_error,
-                state: CallState::Done,
+        Ok(
+            match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
+                Ok(Some(Ok(out))) => Answer {
+                    text: render(&out),
+                    is_error: out.is_error,
+                    state: CallState::Done,
+                },
+                Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
+                    "the call timed out after {}s and was cancelled",
+                    d.as_secs_f64()
+                )),
+                Ok(Some(Err(e))) => done_error(e.to_string()),
+                Ok(None) => done_error("the tool is not offered".to_string()),
+                Err(_) => done_error(format!(
+                    "the call timed out after {}s and was cancelled",
+                    bound.as_secs_f64()
+                )),
             },
-            Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
-                "the call timed out after {}s and was cancelled",
-                d.as_secs_f64()
-            )),
-            Ok(Some(Err(e))) => done_error(e.to_string()),
-            Ok(None) => done_error("the tool is not offered".to_string()),
-            Err(_) => done_error(format!(
-                "the call timed out after {}s and was cancelled",
-                bound.as_secs_f64()
-            )),
-        }
+        )
     }
 
     /// Record the answer (in place for a dispatched call, appended for a refused one) and

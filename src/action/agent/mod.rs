@@ -43,8 +43,9 @@ use crate::action::llm::wire::{Dialogue, Step};
 use crate::action::tools::Toolbox;
 use crate::clock::Clock;
 use crate::cost::RunCost;
+use crate::model::ToolPattern;
 use crate::text::Secrets;
-use crate::transcript::{Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
+use crate::transcript::{Delta, Entry, TURN_TEXT_MAX_BYTES, Transcript, TurnEntry, cap_bytes};
 
 /// The loop's bounds for one agent (the jobs file's agent keys; defaults as documented there).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,6 +100,9 @@ pub struct TurnAsk<'a> {
     pub dialogue: Dialogue<'a>,
     /// When the whole loop must end (a request is bounded by the time left), if it is bounded.
     pub deadline: Option<Instant>,
+    /// What the record gained since it was last persisted: the caller writes it with the
+    /// turn's reservation (one store write).
+    pub record: &'a [Delta],
 }
 
 /// A turn the model answered.
@@ -115,7 +119,7 @@ pub struct TurnReply {
 pub trait ModelTurns {
     /// Why a turn was not answered (a budget, the store, the lease, the model's last error):
     /// the loop ends with it.
-    type Stop;
+    type Stop: Send;
 
     /// Make turn `ask.number`.
     fn turn<'a>(
@@ -124,8 +128,51 @@ pub trait ModelTurns {
     ) -> impl Future<Output = Result<TurnReply, Self::Stop>> + Send + 'a;
 
     /// The record grew (a turn, a call about to be dispatched, a call's result): what a run
-    /// cut short (shutdown, crash) still shows.
+    /// cut short (shutdown) still shows.
     fn recorded(&mut self, progress: &LoopProgress<'_>);
+
+    /// A call is about to be dispatched: persist what the record gained since it was last
+    /// persisted (`record`, the call as `dispatched` last), so a run cut short by a crash still
+    /// shows the call. An error ends the loop before the call goes out.
+    fn persist<'a>(
+        &'a mut self,
+        record: Vec<Delta>,
+    ) -> impl Future<Output = Result<(), Self::Stop>> + Send + 'a;
+
+    /// A call to a tool in the agent's `approve:` list: wait for an operator's answer (the
+    /// run awaiting approval), or deny it when nobody can answer. This default denies: a
+    /// caller without operators never dispatches such a call.
+    fn approve<'a>(
+        &'a mut self,
+        ask: ApprovalAsk<'a>,
+    ) -> impl Future<Output = Result<Verdict, Self::Stop>> + Send + 'a {
+        let _ = ask;
+        std::future::ready(Ok(Verdict::Denied(
+            "denied: no operator can approve calls here".to_string(),
+        )))
+    }
+}
+
+/// A call that needs an operator's approval, for [`ModelTurns::approve`].
+#[derive(Debug, Clone)]
+pub struct ApprovalAsk<'a> {
+    /// The tool's jobs-file name.
+    pub tool: &'a str,
+    /// The call's id (redacted, capped).
+    pub call_id: &'a str,
+    /// The arguments as the record keeps them (redacted, capped).
+    pub arguments: &'a str,
+    /// What the record gained since it was last persisted, to write with the wait.
+    pub record: Vec<Delta>,
+}
+
+/// An operator's answer to a call (or the lack of one).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Dispatch the call.
+    Approved,
+    /// Do not: the reason is the tool's result for the model.
+    Denied(String),
 }
 
 /// Where a loop is, for [`ModelTurns::recorded`].
@@ -173,8 +220,11 @@ pub struct LoopRun<'a> {
     pub secrets: &'a Secrets,
     /// Wall time for the record.
     pub clock: &'a dyn Clock,
-    /// The whole loop's bound (the job's `timeout_seconds`), for a loop with tools.
+    /// The whole loop's bound (the job's `timeout_seconds`), for a loop with tools. Time a
+    /// call waits for approval does not count.
     pub timeout: Option<Duration>,
+    /// The agent's `approve:` entries: calls to the tools they admit wait for an operator.
+    pub approve: &'a [ToolPattern],
 }
 
 /// Run the loop (see the module doc).
@@ -232,11 +282,14 @@ async fn drive<T: ModelTurns>(
         if let Some(why) = changed(run.toolbox) {
             return LoopEnd::Bound(why);
         }
+        // Time spent awaiting approval does not count toward the loop's bound.
+        let deadline = deadline.map(|d| d + dispatcher.waited);
         if let (Some(d), Some(t)) = (deadline, run.timeout)
             && Instant::now() >= d
         {
             return LoopEnd::Bound(timed_out(t, st.tool_calls));
         }
+        let record = st.transcript.take_delta();
         let ask = TurnAsk {
             number,
             dialogue: Dialogue {
@@ -244,6 +297,7 @@ async fn drive<T: ModelTurns>(
                 tools,
             },
             deadline,
+            record: &record,
         };
         let reply = match turns.turn(ask).await {
             Ok(r) => r,
@@ -276,7 +330,8 @@ async fn drive<T: ModelTurns>(
             .await;
         let results = match results {
             Ok(r) => r,
-            Err(why) => return LoopEnd::Bound(why),
+            Err(dispatch::Halt::Bound(why)) => return LoopEnd::Bound(why),
+            Err(dispatch::Halt::Stopped(stop)) => return LoopEnd::Stopped(stop),
         };
         steps.push(Step::Assistant {
             text: reply.text,

@@ -11,7 +11,7 @@ use crate::action::llm::wire::ToolCall;
 use crate::clock::ManualClock;
 use crate::testkit::time::base;
 use crate::testkit::tools::{MemorySource, error_output, no_tools, text_output, toolbox};
-use crate::transcript::CallState;
+use crate::transcript::{Approval, CallState};
 
 /// A model answering from a script; records what each turn was sent.
 struct Scripted {
@@ -19,6 +19,15 @@ struct Scripted {
     /// Per turn: the steps it was sent.
     seen: Vec<Vec<Step>>,
     recorded: usize,
+    /// Every delta persisted, each turn's (from its ask) and each dispatch's, in order.
+    persisted: Vec<Delta>,
+    /// Persisting fails from the N-th dispatch on (1-based).
+    fail_persist_at: Option<usize>,
+    dispatches: usize,
+    /// Answers to calls awaiting approval, in order, each after its wait.
+    verdicts: VecDeque<(Duration, Verdict)>,
+    /// The tools approvals were asked for.
+    asked: Vec<String>,
 }
 
 impl Scripted {
@@ -27,6 +36,11 @@ impl Scripted {
             replies: replies.into(),
             seen: Vec::new(),
             recorded: 0,
+            persisted: Vec::new(),
+            fail_persist_at: None,
+            dispatches: 0,
+            verdicts: VecDeque::new(),
+            asked: Vec::new(),
         }
     }
 }
@@ -39,6 +53,7 @@ impl ModelTurns for Scripted {
         ask: TurnAsk<'a>,
     ) -> impl Future<Output = Result<TurnReply, &'static str>> + Send + 'a {
         self.seen.push(ask.dialogue.steps.to_vec());
+        self.persisted.extend(ask.record.iter().cloned());
         let next = self.replies.pop_front().unwrap_or(Err("script exhausted"));
         async move {
             next.map(|reply| TurnReply {
@@ -56,6 +71,40 @@ impl ModelTurns for Scripted {
 
     fn recorded(&mut self, _: &LoopProgress<'_>) {
         self.recorded += 1;
+    }
+
+    fn persist<'a>(
+        &'a mut self,
+        record: Vec<Delta>,
+    ) -> impl Future<Output = Result<(), &'static str>> + Send + 'a {
+        self.dispatches += 1;
+        let fail = self.fail_persist_at.is_some_and(|n| self.dispatches >= n);
+        if !fail {
+            self.persisted.extend(record);
+        }
+        async move {
+            if fail {
+                Err("store unwritable")
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn approve<'a>(
+        &'a mut self,
+        ask: ApprovalAsk<'a>,
+    ) -> impl Future<Output = Result<Verdict, &'static str>> + Send + 'a {
+        self.asked.push(ask.tool.to_string());
+        self.persisted.extend(ask.record);
+        let (wait, v) = self
+            .verdicts
+            .pop_front()
+            .unwrap_or((Duration::ZERO, Verdict::Denied("nobody".into())));
+        async move {
+            tokio::time::sleep(wait).await;
+            Ok(v)
+        }
     }
 }
 
@@ -112,6 +161,16 @@ async fn run_with(
     timeout: Option<Duration>,
     model: &mut Scripted,
 ) -> LoopOutcome<&'static str> {
+    run_approving(tb, limits, timeout, &[], model).await
+}
+
+async fn run_approving(
+    tb: &Toolbox,
+    limits: LoopLimits,
+    timeout: Option<Duration>,
+    approve: &[crate::model::ToolPattern],
+    model: &mut Scripted,
+) -> LoopOutcome<&'static str> {
     let secrets = Secrets::new(["KEY-0123456789".to_string()]);
     let clock = ManualClock::new(base(0));
     run_loop(
@@ -121,6 +180,7 @@ async fn run_with(
             secrets: &secrets,
             clock: &clock,
             timeout,
+            approve,
         },
         model,
     )
@@ -418,4 +478,132 @@ async fn a_stopped_turn_keeps_what_was_recorded() {
     ));
     assert_eq!((out.turns, out.tool_calls), (1, 1));
     assert_eq!(out.transcript.to_vec().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_call_is_persisted_as_dispatched_before_it_runs_and_with_its_result_after() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert_eq!(m.dispatches, 2, "one persist per dispatched call");
+    // The persisted deltas rebuild the record as the loop ended it, each call done.
+    let rebuilt = Transcript::from_deltas(m.persisted.clone());
+    assert_eq!(rebuilt.to_vec(), out.transcript.to_vec()[..3].to_vec());
+    let states: Vec<(u64, CallState)> = m
+        .persisted
+        .iter()
+        .filter_map(|d| match &d.entry {
+            Entry::Call(c) => Some((d.seq, c.state)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            (1, CallState::Dispatched),
+            (1, CallState::Done),
+            (2, CallState::Dispatched),
+            (2, CallState::Done),
+        ],
+        "dispatched before it runs, its result with the next write"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_cannot_be_persisted_is_never_dispatched() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    m.fail_persist_at = Some(2);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Stopped("store unwritable")));
+    assert_eq!(src.calls().len(), 1, "the second call never went out");
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("a", "files__read_file", json!({"path": "/a"})),
+            call("b", "files__read_file", json!({"path": "/b"})),
+        ]),
+        text("done"),
+    ]);
+    // Each wait is longer than the whole loop's timeout: waiting does not count toward it.
+    m.verdicts
+        .push_back((Duration::from_secs(600), Verdict::Approved));
+    m.verdicts.push_back((
+        Duration::from_secs(600),
+        Verdict::Denied("denied by an operator: not today".into()),
+    ));
+    let approve = vec![crate::model::ToolPattern::parse("files.*").unwrap()];
+    let out = run_approving(
+        &tb,
+        LoopLimits::default(),
+        Some(Duration::from_secs(300)),
+        &approve,
+        &mut m,
+    )
+    .await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }), "{:?}", out.end);
+    assert_eq!(m.asked, vec!["files.read_file", "files.read_file"]);
+    assert_eq!(src.calls().len(), 1, "only the approved call went out");
+    let sent = results(&m.seen[1]);
+    assert!(!sent[0].2, "the approved call's result: {sent:?}");
+    assert!(
+        sent[1]
+            .1
+            .contains("not run: denied by an operator: not today")
+            && sent[1].2,
+        "the denial is the tool's result: {sent:?}"
+    );
+    let approvals: Vec<Option<Approval>> = out
+        .transcript
+        .to_vec()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Call(c) => Some(c.approval),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        approvals,
+        vec![
+            Some(Approval::Approved { by: None }),
+            Some(Approval::Denied {
+                reason: "denied by an operator: not today".into()
+            })
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn tools_outside_approve_never_wait() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![call("a", "files__read_file", json!({"path": "/a"}))]),
+        text("done"),
+    ]);
+    let approve = vec![crate::model::ToolPattern::parse("other.*").unwrap()];
+    let out = run_approving(&tb, LoopLimits::default(), None, &approve, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }));
+    assert!(m.asked.is_empty());
+    assert_eq!(src.calls().len(), 1);
 }

@@ -163,6 +163,22 @@ pub enum Command {
     /// Connect to every MCP server: protocol versions, tools with their pinned hashes, what each
     /// agent is allowed and offered; --accept SERVER re-pins a server's tools
     Tools(ToolsArgs),
+    /// List the tool calls awaiting an operator's approval (`approve:`), on every host
+    Approvals(JsonFlag),
+    /// Approve the tool call a run awaits approval for: its owner runs it
+    Approve(AnswerArgs),
+    /// Deny the tool call a run awaits approval for: the model gets the denial as its result
+    Deny(AnswerArgs),
+}
+
+/// `cronsole approve RUN_ID` / `cronsole deny RUN_ID [--reason TEXT]`.
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The run awaiting approval (`cronsole approvals` lists them)
+    pub run_id: String,
+    /// Why (deny only): the model reads it as the tool's result
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
 }
 
 /// Where `import` reads from.
@@ -297,6 +313,9 @@ impl Command {
             Command::DryRun(_) => "dry-run",
             Command::Import(_) => "import",
             Command::Tools(_) => "tools",
+            Command::Approvals(_) => "approvals",
+            Command::Approve(_) => "approve",
+            Command::Deny(_) => "deny",
         }
     }
 

@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{Ctx, End, Flow, Progress, budget_stopped, join_reason, lease_still_held, secs};
+use super::{Ctx, End, Flow, Progress, budget_stopped, join_reason, secs};
 use crate::action::agent::{
-    LoopEnd, LoopLimits, LoopOutcome, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply,
-    run_loop,
+    ApprovalAsk, LoopEnd, LoopLimits, LoopOutcome, LoopProgress, LoopRun, ModelTurns, TurnAsk,
+    TurnReply, Verdict, run_loop,
 };
 use crate::action::llm::{self, LlmCall, LlmError, wire};
 use crate::action::tools::{Toolbox, ToolboxRequest};
@@ -34,10 +34,10 @@ use crate::action::{BackoffConfig, Ended, retry_with_hook};
 use crate::clock::Clock;
 use crate::cost::{self, PriceTable, Quote, RunCost};
 use crate::engine::blocking;
-use crate::model::{AgentDef, Attempt, Status};
-use crate::store::Store;
-use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
+use crate::model::{AgentDef, Attempt, Status, ToolPattern};
+use crate::store::{AwaitStep, LoopStep, ReserveOutcome, Settlement, StepOutcome, Store};
 use crate::text::Secrets;
+use crate::transcript::Delta;
 
 /// Why the before-attempt hook stopped a turn's retry loop.
 enum Stop {
@@ -64,6 +64,13 @@ pub(super) enum TurnStop {
     Lease(String, Option<LlmError>),
 }
 
+/// What a run still owes the store (see [`Turns::carry`]).
+#[derive(Default)]
+struct Carry {
+    settle: Option<(Uuid, Settlement)>,
+    record: Vec<Delta>,
+}
+
 /// One run's model turns.
 pub(super) struct Turns<'r> {
     store: &'r Arc<dyn Store>,
@@ -83,12 +90,17 @@ pub(super) struct Turns<'r> {
     secrets: &'r Secrets,
     /// Reservations of attempts whose outcome is unknown (kept as spent at their worst case).
     kept: Mutex<Vec<(Uuid, f64)>>,
+    /// What the next store step carries: the last answered turn's settlement and the record's
+    /// entries not written yet (a step that failed gives them back).
+    carry: Mutex<Carry>,
     /// Booked over the answered turns.
     booked: Vec<RunCost>,
     /// Requests made over all turns.
     attempts: u32,
     /// The last reply's model.
     model: Option<String>,
+    /// Where calls that need approval wait.
+    approvals: super::approval::Approvals<'r>,
 }
 
 impl ModelTurns for Turns<'_> {
@@ -103,6 +115,57 @@ impl ModelTurns for Turns<'_> {
 
     fn recorded(&mut self, p: &LoopProgress<'_>) {
         self.progress.looped(p.turns, p.tool_calls, p.transcript);
+    }
+
+    async fn approve(&mut self, ask: ApprovalAsk<'_>) -> Result<Verdict, TurnStop> {
+        let lost = |what: &str| {
+            TurnStop::Lease(
+                format!("the lease was lost {what} (another owner took the run over)"),
+                None,
+            )
+        };
+        let a = self
+            .approvals
+            .awaiting(ask.tool, ask.call_id, ask.arguments);
+        match self
+            .step(None, ask.record, AwaitStep::Begin(a.clone()))
+            .await
+        {
+            Ok(StepOutcome::Stepped { .. }) => {}
+            Ok(StepOutcome::Lost) => return Err(lost("before a call could await approval")),
+            Err(e) => {
+                return Err(TurnStop::Store(format!(
+                    "recording a call awaiting approval: {e}"
+                )));
+            }
+        }
+        self.progress.awaiting(true);
+        let verdict = self.approvals.wait(&self.job, self.run_id, &a).await;
+        self.progress.awaiting(false);
+        let verdict = verdict
+            .map_err(|super::approval::WaitStop::Lost| lost("while a call awaited approval"))?;
+        match self.step(None, Vec::new(), AwaitStep::End).await {
+            Ok(StepOutcome::Stepped { .. }) => Ok(verdict),
+            Ok(StepOutcome::Lost) => Err(lost("while a call awaited approval")),
+            Err(e) => Err(TurnStop::Store(format!(
+                "recording the end of an approval wait: {e}"
+            ))),
+        }
+    }
+
+    async fn persist(&mut self, record: Vec<Delta>) -> Result<(), TurnStop> {
+        match self.step(None, record, AwaitStep::Keep).await {
+            Ok(StepOutcome::Stepped { .. }) => Ok(()),
+            Ok(StepOutcome::Lost) => Err(TurnStop::Lease(
+                "the lease was lost before a tool call was dispatched (another owner took \
+                 the run over)"
+                    .to_string(),
+                None,
+            )),
+            Err(e) => Err(TurnStop::Store(format!(
+                "recording a tool call before it is dispatched: {e}"
+            ))),
+        }
     }
 }
 
@@ -121,33 +184,41 @@ impl Turns<'_> {
             None => self.timeout,
         };
         let (store, clock, env) = (self.store, self.clock, Arc::clone(self.env));
-        let (job, run_id, owner) = (self.job.as_str(), self.run_id, self.owner.as_str());
+        let job = self.job.as_str();
         let (http, progress, secrets, quote) =
             (self.http, self.progress, self.secrets, &self.quote);
-        let (agent, prompt, kept) = (self.agent, self.prompt, &self.kept);
+        let (agent, prompt, kept, carry) = (self.agent, self.prompt, &self.kept, &self.carry);
         let max_tokens = quote.max_tokens;
-        let before = |attempt: u32| async move {
-            lease_still_held(store, clock, job, run_id, owner, attempt)
-                .await
-                .map_err(Stop::Lease)?;
-            let Some(usd) = worst else {
-                return Ok(None);
-            };
-            let (now, j, o) = (clock.now(), job.to_string(), owner.to_string());
-            let r = blocking(store, move |s| {
-                s.reserve(&ReserveRequest {
-                    job: &j,
-                    run_id,
-                    owner: &o,
-                    usd,
-                    now,
-                })
-            })
-            .await;
-            match r {
-                Ok(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
-                Ok(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
-                Err(e) => Err(Stop::Store(format!("budget reservation: {e}"))),
+        let this = &*self;
+        let first_record = Mutex::new(ask.record.to_vec());
+        let before = |attempt: u32| {
+            let record = first_record
+                .lock()
+                .map(|mut r| std::mem::take(&mut *r))
+                .unwrap_or_default();
+            async move {
+                let asks = worst.is_some() || attempt > 0 || !record.is_empty();
+                if !asks && this.carry.lock().map_or(true, |c| c.settle.is_none()) {
+                    // Nothing to reserve, renew or record (a one-turn loop without a budget).
+                    return Ok(None);
+                }
+                match this.step(worst, record, AwaitStep::Keep).await {
+                    Ok(StepOutcome::Lost) => Err(Stop::Lease(lost_before(ask.number, attempt))),
+                    Ok(StepOutcome::Stepped { reserved, .. }) => match reserved {
+                        Some(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
+                        Some(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
+                        None => Ok(None),
+                    },
+                    Err(e) if worst.is_some() => {
+                        Err(Stop::Store(format!("budget reservation: {e}")))
+                    }
+                    // Only the record and the renewal were asked: the turn may go (the record
+                    // is written with the next step; the lease task renews).
+                    Err(e) => {
+                        tracing::warn!(job = %job, error = %e, "a tool loop's step was not written; retried with the next");
+                        Ok(None)
+                    }
+                }
             }
         };
         let attempt = |_: u32, ticket: Option<Uuid>| {
@@ -171,7 +242,14 @@ impl Turns<'_> {
                     {
                         k.push((id, w));
                     }
-                    settle(store, clock, job, id, how).await;
+                    if r.is_ok()
+                        && let Ok(mut c) = carry.lock()
+                    {
+                        // Written with the run's next step (one store write), or at its end.
+                        c.settle = Some((id, how));
+                    } else {
+                        settle(store, clock, job, id, how).await;
+                    }
                 }
                 let error = r
                     .as_ref()
@@ -216,6 +294,67 @@ impl Turns<'_> {
                 Stop::Store(e) => TurnStop::Store(e),
                 Stop::Lease(r) => TurnStop::Lease(r, last),
             }),
+        }
+    }
+
+    /// One store step of this run ([`Store::loop_step`]): what the carry holds and `record`,
+    /// with a reservation of `reserve` when asked. A failed write gives the carry back, so the
+    /// next step writes it.
+    async fn step(
+        &self,
+        reserve: Option<f64>,
+        record: Vec<Delta>,
+        awaiting: AwaitStep,
+    ) -> Result<StepOutcome, String> {
+        let Carry {
+            settle,
+            record: mut all,
+        } = self
+            .carry
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        all.extend(record);
+        let (job, owner, run_id, now) = (
+            self.job.clone(),
+            self.owner.clone(),
+            self.run_id,
+            self.clock.now(),
+        );
+        let r = blocking(self.store, move |s| {
+            let out = s.loop_step(&LoopStep {
+                job: &job,
+                run_id,
+                owner: &owner,
+                settle,
+                reserve,
+                record: &all,
+                awaiting,
+                now,
+            });
+            Ok((out, all))
+        })
+        .await;
+        match r {
+            Ok((Ok(out), _)) => Ok(out),
+            Ok((Err(e), all)) => {
+                if let Ok(mut c) = self.carry.lock() {
+                    let later = std::mem::take(&mut c.record);
+                    c.record = all;
+                    c.record.extend(later);
+                    c.settle = c.settle.or(settle);
+                }
+                Err(e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The last answered turn's settlement, when no step carried it (the run ended).
+    async fn settle_last(&self) {
+        let pending = self.carry.lock().ok().and_then(|mut c| c.settle.take());
+        if let Some((id, how)) = pending {
+            settle(self.store, self.clock, &self.job, id, how).await;
         }
     }
 
@@ -304,10 +443,25 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
         progress: &cx.progress,
         secrets: &cx.secrets,
         kept: Mutex::new(Vec::new()),
+        carry: Mutex::new(Carry::default()),
         booked: Vec::new(),
         attempts: 0,
         model: None,
+        approvals: super::approval::Approvals {
+            store: cx.store,
+            clock: cx.clock,
+            http: &cx.deps.http,
+            sinks: &cx.settings.delivery,
+            deliver: &def.deliver,
+            row: cx.row.clone(),
+            timeout: secs(agent.limits.approval_timeout_seconds.clamp(1.0, 86_400.0)),
+        },
     };
+    let approve: Vec<ToolPattern> = agent
+        .approve
+        .iter()
+        .filter_map(|p| ToolPattern::parse(p))
+        .collect();
     let out = run_loop(
         LoopRun {
             toolbox: &toolbox,
@@ -315,10 +469,12 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
             secrets: &cx.secrets,
             clock: cx.clock.as_ref(),
             timeout: Some(secs(def.timeout_seconds)),
+            approve: &approve,
         },
         &mut turns,
     )
     .await;
+    turns.settle_last().await;
     toolbox.close().await;
     let with_tools = !toolbox.offered.is_empty();
     let spent = turns.spent();
@@ -520,6 +676,18 @@ fn stopped(cx: &mut Ctx<'_>, stop: TurnStop, spent: f64, unknown: bool) -> End {
             then(Some(reason)),
             last.map(|e| cx.redact(&e.to_string())),
         ),
+    }
+}
+
+/// Why a turn's attempt did not go: the run's lease was lost before it.
+fn lost_before(turn: u32, attempt: u32) -> String {
+    if attempt == 0 {
+        format!("not sent: the lease was lost before turn {turn} (another owner took the run over)")
+    } else {
+        format!(
+            "not retried: the lease was lost before attempt {} (another owner took the run over)",
+            attempt + 1
+        )
     }
 }
 

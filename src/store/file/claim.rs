@@ -43,7 +43,10 @@ impl FileStore {
             .extend(pass.scan.iter().map(|(name, _)| name.clone()));
         pass.trim_generated(&l);
         l.inner.relies_on_landed |= pass.relies;
+        // A dead owner's tool loop: its `abandoned` row takes the record the run kept.
+        let kept = self.attach_run_records(&mut pass.rows);
         l.persist(&pass.rows, &pass.changed)?;
+        self.remove_run_records(kept);
         let claims = pass
             .plans
             .into_iter()

@@ -65,6 +65,12 @@ impl Locked<'_> {
                 .map(|r| r.and_then(|_| Err(e.duplicate())))
                 .collect());
         }
+        // Runs that kept a record while they went (tool loops): their rows hold it now.
+        self.store.remove_run_records(
+            rows.iter()
+                .filter(|r| r.transcript.is_some())
+                .map(|r| r.run_id),
+        );
         if self.history_compaction_due()
             && let Err(e) = self.compact_history(DEFAULT_KEEP_PER_JOB, None)
         {

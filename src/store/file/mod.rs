@@ -21,6 +21,7 @@
 //! - `landed.rs` — rows a record may not account for yet (recovery and leftover scans).
 //! - `query.rs` — newest-first history pages.
 //! - `sync.rs` — the lock, the cache refreshed from the files, persisting rows then records.
+//! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
 //! - `chain.rs`, `claim.rs`, `complete.rs`, `recount.rs` — the operations' store-side steps.
 //! - `open.rs` — opening, creating, migrating.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
@@ -45,6 +46,9 @@
 //!   the snapshot (store id, generation, length, header CRC) and written after it; opening uses
 //!   it instead of reading every snapshot line, and ignores it (reading the snapshot) when it is
 //!   missing, stale or damaged — never corruption (see `index.rs`).
+//! - `runs/<run_id>.jsonl` — optional: a running tool loop's transcript entries, one JSON line
+//!   each, appended at every step; removed when the run's row is written (recovery's `abandoned`
+//!   row takes it).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
@@ -205,6 +209,7 @@ mod pins;
 mod query;
 mod record;
 mod recount;
+mod runs;
 mod segment;
 mod store;
 mod sync;

@@ -405,6 +405,10 @@ impl Store for FileStore {
         Ok(ReserveOutcome::Reserved { id })
     }
 
+    fn loop_step(&self, s: &crate::store::LoopStep<'_>) -> StoreResult<crate::store::StepOutcome> {
+        self.step(s)
+    }
+
     fn settle(&self, job: &str, id: Uuid, how: Settlement, _now: DateTime<Utc>) -> StoreResult<()> {
         let mut l = self.lock()?;
         l.load(job)?;

@@ -5,7 +5,8 @@
 //!
 //! Owns: [`claim`] (what a claim pass does to one due job, and when a job next needs one),
 //! [`recover`] (an expired lease's run ended by its `abandoned` row, or by the row that landed
-//! before its owner died), [`complete`] (a run's end, fenced by its run id) and [`apply`].
+//! before its owner died), [`complete`] (a run's end, fenced by its run id), [`apply`] and
+//! [`step`] (a running tool loop's lease, settlement and reservation at one step).
 //! Must not touch: I/O, locks, clocks (every plan takes `now`). Builds on `store::policy` and
 //! `store::rules`, never the other way.
 
@@ -13,6 +14,7 @@ pub mod apply;
 pub mod claim;
 pub mod complete;
 pub mod recover;
+pub mod step;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -67,6 +67,15 @@ pub enum JobEdit {
         /// Why (kept with the pause, shown in `jobs` and the console).
         reason: Option<String>,
     },
+    /// Answer the tool call run `run_id` awaits approval for: approve, or deny with a reason.
+    Answer {
+        /// The run awaiting approval.
+        run_id: Uuid,
+        /// Approve (`true`) or deny.
+        approve: bool,
+        /// A denial's reason (the model reads it as the tool's result).
+        reason: Option<String>,
+    },
 }
 
 /// What an edit did.
@@ -95,6 +104,15 @@ pub enum EditOutcome {
     Paused {
         /// The job's pause state or reason changed.
         changed: bool,
+    },
+    /// The answer was recorded for the run's owner to pick up.
+    Answered {
+        /// The run that was waiting.
+        run_id: Uuid,
+        /// The tool whose call was answered.
+        tool: String,
+        /// Approved or denied.
+        approved: bool,
     },
 }
 
@@ -278,6 +296,36 @@ pub fn apply_edit_rows(
                 EditOutcome::Queued {
                     added: 1,
                     queued: rec.rt.queue.len(),
+                },
+            ))
+        }
+        JobEdit::Answer {
+            run_id,
+            approve,
+            reason,
+        } => {
+            let waiting = rec
+                .rt
+                .lease_of_mut(*run_id)
+                .and_then(|l| l.awaiting.as_mut())
+                .filter(|a| a.answer.is_none());
+            let Some(a) = waiting else {
+                return Err(invalid(format!(
+                    "run {run_id} of '{name}' is not awaiting approval (it was answered, timed \
+                     out or ended)"
+                )));
+            };
+            a.answer = Some(crate::model::ApprovalAnswer {
+                approved: *approve,
+                reason: reason.clone(),
+                at: now,
+            });
+            Ok((
+                true,
+                EditOutcome::Answered {
+                    run_id: *run_id,
+                    tool: a.tool.clone(),
+                    approved: *approve,
                 },
             ))
         }

@@ -105,6 +105,7 @@ impl Inner {
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
         }
+        super::reserve::attach_run_records(&tx, &self.location, &mut rows).await?;
         // Pipelined: history, job rows and the version bump go out in one round trip.
         self.commit_changes(
             tx,

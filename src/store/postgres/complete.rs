@@ -132,6 +132,7 @@ impl Inner {
             .await
             .map_err(|e| db_err("replacing an abandoned row", e))?;
         }
+        super::reserve::drop_run_records(&tx, &rows).await?;
         self.commit_changes(
             tx,
             &st,

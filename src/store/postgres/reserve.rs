@@ -19,10 +19,12 @@ use uuid::Uuid;
 use super::db::db_err;
 use super::handle::Inner;
 use super::tx::{Edit, Notify, lock_jobs};
+use crate::store::plan::{self, step::LoopStep};
 use crate::store::rules::period::Totals;
-use crate::store::{ReserveOutcome, ReserveRequest, Settlement};
+use crate::store::{ReserveOutcome, ReserveRequest, Settlement, StepOutcome};
 use crate::store::{StoreError, StoreResult};
 use crate::store::{policy, rules};
+use crate::transcript::Delta;
 
 /// `pg_advisory_xact_lock` key of budget reservations ("cronbudg" in ASCII).
 const BUDGET_LOCK_KEY: i64 = 0x6372_6f6e_6275_6467;
@@ -51,38 +53,7 @@ impl Inner {
         let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&job)).await?;
         let settings = self.settings_in(&tx).await?;
         let key = crate::cost::budget_period(&settings).key(now);
-        // Every other job's committed money, summed in SQL (the same rule as
-        // `rules::period::committed`: counters and reservations of this period or of a period of
-        // another kind sharing time with it, all-time spend under `total`, each ≥ 0).
-        let rows = tx
-            .query_typed(
-                "SELECT
-                     COALESCE(sum(CASE
-                         WHEN $1 = 'total' THEN GREATEST(
-                             (record->'rt'->'counters'->>'total_cost_usd')::float8, 0)
-                         WHEN record->'rt'->'counters'->>'period_key' = $1
-                             OR record->'rt'->'counters'->>'period_key' = ANY($3)
-                         THEN GREATEST(
-                             (record->'rt'->'counters'->>'period_cost_usd')::float8, 0)
-                         ELSE 0 END), 0),
-                     COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
-                         FROM jsonb_array_elements(
-                             COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
-                         WHERE $1 = 'total' OR r->>'period_key' = $1
-                             OR r->>'period_key' = ANY($3))), 0)
-                 FROM cronsole_jobs WHERE name <> $2",
-                &[
-                    (&key, Type::TEXT),
-                    (&job, Type::TEXT),
-                    (&rules::period::overlapping_keys(&key), Type::TEXT_ARRAY),
-                ],
-            )
-            .await
-            .map_err(|e| db_err("summing committed spend", e))?;
-        let (others_spent, others_held): (f64, f64) = rows
-            .first()
-            .map(|r| (r.get(0), r.get(1)))
-            .unwrap_or((0.0, 0.0));
+        let (others_spent, others_held) = committed_elsewhere(&tx, &key, &job).await?;
         let req = ReserveRequest {
             job: &job,
             run_id,
@@ -126,6 +97,84 @@ impl Inner {
         Ok(ReserveOutcome::Reserved { id })
     }
 
+    /// [`Store::loop_step`](crate::store::Store::loop_step) in one transaction: the job's row
+    /// locked (and, for a reservation, the budget lock taken first, as `reserve` does), the
+    /// step planned ([`plan::step`]), the transcript delta upserted into `cronsole_run_steps`
+    /// and the record written — one commit.
+    pub(super) async fn loop_step(&self, s: OwnedStep) -> StoreResult<StepOutcome> {
+        let mut c = self.pool.get().await?;
+        let st = c.stmts().await?;
+        let tx = c
+            .transaction()
+            .await
+            .map_err(|e| db_err("starting a tool loop's step", e))?;
+        if s.reserve.is_some() {
+            tx.query_typed(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[(&BUDGET_LOCK_KEY, Type::INT8)],
+            )
+            .await
+            .map_err(|e| db_err("taking the budget lock", e))?;
+        }
+        let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&s.job)).await?;
+        let settings = self.settings_in(&tx).await?;
+        let others = if s.reserve.is_some() {
+            let key = crate::cost::budget_period(&settings).key(s.now);
+            let (spent, held) = committed_elsewhere(&tx, &key, &s.job).await?;
+            Totals { spent, held }
+        } else {
+            Totals::default()
+        };
+        let Some(rec) = mine.first_mut() else {
+            return Err(StoreError::NoSuchJob(s.job));
+        };
+        let step = LoopStep {
+            job: &s.job,
+            run_id: s.run_id,
+            owner: &s.owner,
+            settle: s.settle,
+            reserve: s.reserve,
+            record: &s.record,
+            awaiting: s.awaiting.clone(),
+            now: s.now,
+        };
+        let Some(out) = plan::step::step(&settings, rec, others, &step) else {
+            return Ok(StepOutcome::Lost);
+        };
+        if !s.record.is_empty() {
+            let seqs: Vec<i64> = s
+                .record
+                .iter()
+                .map(|d| i64::try_from(d.seq).unwrap_or(i64::MAX))
+                .collect();
+            let entries: Vec<serde_json::Value> = s
+                .record
+                .iter()
+                .map(|d| serde_json::to_value(&d.entry))
+                .collect::<Result<_, _>>()
+                .map_err(|e| StoreError::Internal(format!("encoding a run's record: {e}")))?;
+            tx.execute(
+                "INSERT INTO cronsole_run_steps (run_id, seq, job, entry)
+                 SELECT $1, u.s, $2, u.e FROM unnest($3::int8[], $4::jsonb[]) AS u(s, e)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET entry = EXCLUDED.entry",
+                &[&s.run_id.to_string(), &s.job, &seqs, &entries],
+            )
+            .await
+            .map_err(|e| db_err("recording a tool loop's step", e))?;
+        }
+        self.commit_changes(
+            tx,
+            &st,
+            &[],
+            &mine,
+            s.now,
+            Notify::AfterCommit,
+            "committing a tool loop's step",
+        )
+        .await?;
+        Ok(out)
+    }
+
     pub(super) async fn settle(
         &self,
         job: String,
@@ -146,4 +195,143 @@ impl Inner {
         })
         .await
     }
+}
+
+/// A [`LoopStep`] owned, to cross into the store's runtime.
+pub(super) struct OwnedStep {
+    pub job: String,
+    pub run_id: Uuid,
+    pub owner: String,
+    pub settle: Option<(Uuid, Settlement)>,
+    pub reserve: Option<f64>,
+    pub record: Vec<Delta>,
+    pub awaiting: crate::store::AwaitStep,
+    pub now: DateTime<Utc>,
+}
+
+impl OwnedStep {
+    pub(super) fn of(s: &LoopStep<'_>) -> OwnedStep {
+        OwnedStep {
+            job: s.job.to_string(),
+            run_id: s.run_id,
+            owner: s.owner.to_string(),
+            settle: s.settle,
+            reserve: s.reserve,
+            record: s.record.to_vec(),
+            awaiting: s.awaiting.clone(),
+            now: s.now,
+        }
+    }
+}
+
+/// Every job's committed money but `job`'s in budget period `key`, summed in SQL (the same rule
+/// as `rules::period::committed`: counters and reservations of this period or of a period of
+/// another kind sharing time with it, all-time spend under `total`, each ≥ 0).
+async fn committed_elsewhere(
+    tx: &tokio_postgres::Transaction<'_>,
+    key: &str,
+    job: &str,
+) -> StoreResult<(f64, f64)> {
+    let key = key.to_string();
+    let job = job.to_string();
+    let rows = tx
+        .query_typed(
+            "SELECT
+                 COALESCE(sum(CASE
+                     WHEN $1 = 'total' THEN GREATEST(
+                         (record->'rt'->'counters'->>'total_cost_usd')::float8, 0)
+                     WHEN record->'rt'->'counters'->>'period_key' = $1
+                         OR record->'rt'->'counters'->>'period_key' = ANY($3)
+                     THEN GREATEST(
+                         (record->'rt'->'counters'->>'period_cost_usd')::float8, 0)
+                     ELSE 0 END), 0),
+                 COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
+                     FROM jsonb_array_elements(
+                         COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
+                     WHERE $1 = 'total' OR r->>'period_key' = $1
+                         OR r->>'period_key' = ANY($3))), 0)
+             FROM cronsole_jobs WHERE name <> $2",
+            &[
+                (&key, Type::TEXT),
+                (&job, Type::TEXT),
+                (&rules::period::overlapping_keys(&key), Type::TEXT_ARRAY),
+            ],
+        )
+        .await
+        .map_err(|e| db_err("summing committed spend", e))?;
+    Ok(rows
+        .first()
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap_or((0.0, 0.0)))
+}
+
+/// Put each `abandoned` row's persisted record on it (see the file store's `runs.rs`) and
+/// delete the records, inside the caller's transaction.
+pub(super) async fn attach_run_records(
+    tx: &tokio_postgres::Transaction<'_>,
+    location: &str,
+    rows: &mut [crate::model::HistoryRow],
+) -> StoreResult<()> {
+    let ids: Vec<String> = rows
+        .iter()
+        .filter(|r| r.status == crate::model::Status::Abandoned && r.transcript.is_none())
+        .map(|r| r.run_id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let found = tx
+        .query(
+            "DELETE FROM cronsole_run_steps WHERE run_id = ANY($1) RETURNING run_id, seq, entry",
+            &[&ids],
+        )
+        .await
+        .map_err(|e| db_err("reading runs' records", e))?;
+    let mut by_run: std::collections::HashMap<String, Vec<Delta>> = Default::default();
+    for r in found {
+        let entry = super::db::from_json(
+            location,
+            "cronsole_run_steps",
+            r.get::<_, serde_json::Value>(2),
+        )?;
+        let seq: i64 = r.get(1);
+        by_run.entry(r.get(0)).or_default().push(Delta {
+            seq: u64::try_from(seq).unwrap_or(0),
+            entry,
+        });
+    }
+    for row in rows.iter_mut() {
+        if let Some(d) = by_run.remove(&row.run_id.to_string())
+            && row.status == crate::model::Status::Abandoned
+        {
+            let t = crate::transcript::Transcript::from_deltas(d);
+            let (turns, calls) = t.counts();
+            row.turns = Some(turns);
+            row.tool_calls = Some(calls);
+            row.transcript = Some(t);
+        }
+    }
+    Ok(())
+}
+
+/// Delete the records of runs whose rows carry them now, inside the caller's transaction.
+pub(super) async fn drop_run_records(
+    tx: &tokio_postgres::Transaction<'_>,
+    rows: &[crate::model::HistoryRow],
+) -> StoreResult<()> {
+    let ids: Vec<String> = rows
+        .iter()
+        .filter(|r| r.transcript.is_some())
+        .map(|r| r.run_id.to_string())
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "DELETE FROM cronsole_run_steps WHERE run_id = ANY($1)",
+        &[&ids],
+    )
+    .await
+    .map_err(|e| db_err("removing runs' records", e))?;
+    Ok(())
 }

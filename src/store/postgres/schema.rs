@@ -19,6 +19,8 @@
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
 //! - `cronsole_history`: one row per history row; the history row as JSONB plus indexed columns for the
 //!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
+//! - `cronsole_run_steps`: a running tool loop's transcript entries (`run_id`, `seq`,
+//!   `entry`), appended at each step and moved onto the run's row when it ends.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
 //!   token when the listener connection is down.
 //! - `cronsole_tool_pins`: one row per pinned MCP tool, keyed `(server, tool)` (see `pins.rs`).
@@ -121,6 +123,18 @@ const MIGRATIONS: &[&str] = &[
         hash    text NOT NULL,
         pin     jsonb NOT NULL,
         PRIMARY KEY (server, tool)
+    );
+    "#,
+    // 6: running tool loops' records, one row per transcript entry (a later step's entry of
+    // the same `seq` replaces it), written with each step's reservation and read into the
+    // `abandoned` row when a dead owner's run is recovered; a run's rows go with its row.
+    r#"
+    CREATE TABLE cronsole_run_steps (
+        run_id  text NOT NULL,
+        seq     bigint NOT NULL,
+        job     text NOT NULL,
+        entry   jsonb NOT NULL,
+        PRIMARY KEY (run_id, seq)
     );
     "#,
 ];

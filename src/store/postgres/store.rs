@@ -294,6 +294,11 @@ impl Store for PgStore {
         self.run(move |inner| async move { inner.reserve(job, run_id, owner, usd, now).await })
     }
 
+    fn loop_step(&self, s: &crate::store::LoopStep<'_>) -> StoreResult<crate::store::StepOutcome> {
+        let s = super::reserve::OwnedStep::of(s);
+        self.run(|inner| async move { inner.loop_step(s).await })
+    }
+
     fn settle(&self, job: &str, id: Uuid, how: Settlement, now: DateTime<Utc>) -> StoreResult<()> {
         let job = job.to_string();
         self.run(move |inner| async move { inner.settle(job, id, how, now).await })

@@ -94,6 +94,7 @@ pub(crate) fn claim(
         cancel_requested_at: None,
         lapsed: false,
         chain: Vec::new(),
+        awaiting: None,
     });
     ClaimPlan {
         run_id,

@@ -25,6 +25,17 @@ pub enum Prompt {
         /// The run to retry.
         run_id: uuid::Uuid,
     },
+    /// "Approve (or deny) this run's tool call?"
+    ConfirmAnswer {
+        /// The run's job.
+        job: String,
+        /// The run awaiting approval.
+        run_id: uuid::Uuid,
+        /// The tool of the call.
+        tool: String,
+        /// Approve (`true`) or deny.
+        approve: bool,
+    },
     /// The `/` name prompt, with what is typed so far.
     Name(String),
     /// Pause (`pause: true`) or resume these jobs: the filtered set when `P` was pressed.
@@ -59,6 +70,17 @@ pub enum Answer {
     Cancel {
         /// The job asked about.
         job: String,
+        /// The operator said yes.
+        yes: bool,
+    },
+    /// The answer to [`Prompt::ConfirmAnswer`].
+    Approval {
+        /// The run's job.
+        job: String,
+        /// The run asked about.
+        run_id: uuid::Uuid,
+        /// Approve (`true`) or deny.
+        approve: bool,
         /// The operator said yes.
         yes: bool,
     },
@@ -116,6 +138,7 @@ impl Dialogs {
             Prompt::ConfirmTrigger(_)
             | Prompt::ConfirmCancel(_)
             | Prompt::ConfirmRetry { .. }
+            | Prompt::ConfirmAnswer { .. }
             | Prompt::ConfirmBulk { .. } => Some(Scope::Confirm),
             Prompt::Name(_) => Some(Scope::Input),
             Prompt::None => None,
@@ -130,6 +153,17 @@ impl Dialogs {
             Prompt::ConfirmCancel(job) => Answer::Cancel { job, yes },
             Prompt::ConfirmRetry { job, run_id } => Answer::Retry { job, run_id, yes },
             Prompt::ConfirmBulk { pause, jobs } => Answer::Bulk { pause, jobs, yes },
+            Prompt::ConfirmAnswer {
+                job,
+                run_id,
+                approve,
+                ..
+            } => Answer::Approval {
+                job,
+                run_id,
+                approve,
+                yes,
+            },
             other => {
                 self.prompt = other;
                 Answer::Nothing

@@ -71,6 +71,23 @@ impl Widget for &App {
             Prompt::ConfirmBulk { pause, jobs } => {
                 help::confirm(&dry_run::bulk_question(*pause, jobs), area, buf)
             }
+            Prompt::ConfirmAnswer {
+                job,
+                run_id,
+                tool,
+                approve,
+            } => {
+                // The tool's name comes from a server: shown inert.
+                let tool = crate::text::visible(tool);
+                let q = if *approve {
+                    format!("Approve {job}'s call to {tool} (run {run_id})? Its owner runs it.")
+                } else {
+                    format!(
+                        "Deny {job}'s call to {tool} (run {run_id})? The model is told it was denied."
+                    )
+                };
+                help::confirm(&q, area, buf)
+            }
             _ => {}
         }
         if self.dialog.help {

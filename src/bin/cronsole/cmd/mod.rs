@@ -11,6 +11,7 @@ use crate::cli::{Cli, Command};
 use anyhow::Result;
 use cronsole::store::{ApplyReport, Store, StoreError};
 
+mod approvals;
 mod check;
 mod dry_run;
 mod eco;
@@ -198,6 +199,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
         Some(Command::Tools(a)) => tools::tools(&cli, a),
         Some(Command::Import(a)) => import::import(a),
+        Some(Command::Approvals(a)) => approvals::approvals(&cli, a.json),
+        Some(Command::Approve(a)) => approvals::answer(&cli, a, true),
+        Some(Command::Deny(a)) => approvals::answer(&cli, a, false),
     }
 }
 

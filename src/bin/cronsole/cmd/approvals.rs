@@ -1,0 +1,94 @@
+//! `cronsole approvals`, `approve RUN_ID`, `deny RUN_ID [--reason R]`: the operator's side of
+//! tool calls awaiting approval, from any host through the store.
+//!
+//! Owns: the listing of what waits and the answer's output. Must not touch: the answer's rules
+//! (`store::policy::operator`), the wait itself (the engine).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use chrono::{SecondsFormat, Utc};
+use cronsole::store::StoreError;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{bad_input, inert, jobs_file, open_existing_store, store_location};
+use crate::cli::{AnswerArgs, Cli};
+
+/// One call awaiting approval, as `approvals --json` prints it.
+#[derive(Serialize)]
+struct Pending {
+    job: String,
+    run_id: Uuid,
+    tool: String,
+    arguments: String,
+    since: String,
+    deadline: String,
+}
+
+fn rfc(t: chrono::DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
+    let store = open_existing_store(&store_location(cli, jobs_file(cli).as_deref()))?;
+    let mut pending = Vec::new();
+    for rec in store.jobs()? {
+        for l in rec.rt.leases() {
+            if let Some(a) = l.awaiting.as_ref().filter(|a| a.answer.is_none()) {
+                pending.push(Pending {
+                    job: rec.def.name.clone(),
+                    run_id: l.run_id,
+                    tool: a.tool.clone(),
+                    arguments: a.arguments.clone(),
+                    since: rfc(a.since),
+                    deadline: rfc(a.deadline),
+                });
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&pending)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if pending.is_empty() {
+        println!("no tool call is awaiting approval");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &pending {
+        // The arguments are the model's text: shown inert, on one line.
+        println!(
+            "{}  run {}  {}  {}  since {}  denied at {}",
+            inert(&p.job),
+            p.run_id,
+            inert(&p.tool),
+            inert(&cronsole::transcript::cap_bytes(&p.arguments, 200)),
+            p.since,
+            p.deadline
+        );
+    }
+    println!(
+        "answer with: cronsole approve RUN_ID | cronsole deny RUN_ID [--reason TEXT] (or a/x in the console)"
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
+    let run_id = Uuid::parse_str(a.run_id.trim())
+        .map_err(|_| bad_input(format!("'{}' is not a run id", inert(&a.run_id))))?;
+    let store =
+        super::open_existing_store_to_write(&store_location(cli, jobs_file(cli).as_deref()))?;
+    let reason = if approve { None } else { a.reason.clone() };
+    match store.answer_approval(run_id, approve, reason, Utc::now()) {
+        Ok((job, out)) => {
+            println!("{}", cronsole::engine::operator_notice(&job, &out));
+            Ok(ExitCode::SUCCESS)
+        }
+        // A run that no longer waits is a runtime fact, not bad input: exit 1, saying so.
+        Err(StoreError::Refused(why)) => {
+            eprintln!("error: {why}");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,185 @@
+//! Tool loops' steps in the file store: the record of a running loop kept beside its job's
+//! record, so an `abandoned` row still shows the calls a dead owner made.
+//!
+//! Owns: `runs/<run_id>.jsonl` (one [`Delta`] per line, appended at each step, never
+//! rewritten), [`Store::loop_step`](crate::store::Store::loop_step) for this store, and
+//! attaching a run's record to the `abandoned` row recovery writes for it. Must not touch: the
+//! step's decisions (`plan::step`), the journal's and history's formats.
+//!
+//! One step is one lock hold: the delta is appended and fdatasynced, then the job's record
+//! (lease, settlement, reservation) goes to the journal with its own append and fdatasync —
+//! the delta first, so a reservation on disk always has the record of what came before it.
+//! A crash between the two leaves a delta whose turn was never sent (its reservation never
+//! landed): the record shows what the run did, nothing more.
+//!
+//! Decisions:
+//! - A torn final line (a crash mid-append) was never acknowledged: the next append starts
+//!   on a new line and a reader skips any line it cannot parse, logging it. A later delta with
+//!   the same sequence number replaces the earlier one (a dispatched call's result).
+//! - The file goes when the run's row is durable (its completion, or recovery's `abandoned`
+//!   row). A crash between the row and the removal leaves a file nothing reads again; it is
+//!   removed with the next step or row of a run of that id (never) — so a store may keep a
+//!   few such files; they are small and named by their run.
+
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use super::FileStore;
+use super::log::io_err;
+use crate::model::{HistoryRow, Status};
+use crate::store::io::{OpenMode, stat_opt};
+use crate::store::plan::step::{self, LoopStep, StepOutcome};
+use crate::store::rules::period::{Totals, committed_counters};
+use crate::store::{StoreError, StoreResult};
+use crate::transcript::{Delta, Transcript};
+
+/// The directory of running loops' records.
+const RUNS_DIR: &str = "runs";
+
+impl FileStore {
+    fn run_path(&self, run_id: Uuid) -> PathBuf {
+        self.dir.join(RUNS_DIR).join(format!("{run_id}.jsonl"))
+    }
+
+    /// [`Store::loop_step`](crate::store::Store::loop_step) (see the module doc).
+    pub(super) fn step(&self, s: &LoopStep<'_>) -> StoreResult<StepOutcome> {
+        let mut l = self.lock()?;
+        if !l.load(s.job)? {
+            return Err(StoreError::NoSuchJob(s.job.to_string()));
+        }
+        let key = crate::cost::budget_period(&l.inner.settings).key(s.now);
+        // Every other job's committed money, from the index (only jobs with counters).
+        let mut others = Totals::default();
+        for (name, c) in l.inner.jobs.iter() {
+            if name == s.job {
+                continue;
+            }
+            if let Some(c) = c.spend.as_deref() {
+                let (spent, held) = committed_counters(c, &key);
+                others.spent += spent;
+                others.held += held;
+            }
+        }
+        let settings = l.inner.settings.clone();
+        let Some(c) = l.inner.hot.get_mut(s.job) else {
+            return Err(StoreError::NoSuchJob(s.job.to_string()));
+        };
+        let Some(out) = step::step(&settings, &mut c.rec, others, s) else {
+            return Ok(StepOutcome::Lost);
+        };
+        if let Err(e) = self.append_run(s.run_id, s.record) {
+            // The cache holds the step's changes: nothing of them was written.
+            l.inner.loaded = false;
+            return Err(e);
+        }
+        l.persist(&[], &[s.job.to_string()])?;
+        Ok(out)
+    }
+
+    /// Append `record` to the run's file with one write and fdatasync (the directory and a new
+    /// file's name synced first).
+    fn append_run(&self, run_id: Uuid, record: &[Delta]) -> StoreResult<()> {
+        if record.is_empty() {
+            return Ok(());
+        }
+        let io = &*self.io;
+        let dir = self.dir.join(RUNS_DIR);
+        let path = self.run_path(run_id);
+        let mut bytes = Vec::new();
+        for d in record {
+            serde_json::to_writer(&mut bytes, d)
+                .map_err(|e| StoreError::Internal(format!("encoding a run's record: {e}")))?;
+            bytes.push(b'\n');
+        }
+        let existed = match stat_opt(io, &path).map_err(io_err(&path))? {
+            Some(m) => Some(m.len),
+            None => {
+                if stat_opt(io, &dir).map_err(io_err(&dir))?.is_none() {
+                    io.create_dir_all(&dir).map_err(io_err(&dir))?;
+                    io.sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+                }
+                None
+            }
+        };
+        let f = io
+            .open(&path, OpenMode::AppendCreate)
+            .map_err(io_err(&path))?;
+        if let Some(len) = existed.filter(|&n| n > 0) {
+            let mut last = [0u8; 1];
+            f.read_exact_at(&mut last, len - 1).map_err(io_err(&path))?;
+            if last[0] != b'\n' {
+                // A torn line a crash left: the new lines start on their own.
+                bytes.insert(0, b'\n');
+            }
+        }
+        f.write_all(&bytes).map_err(io_err(&path))?;
+        f.sync_data().map_err(io_err(&path))?;
+        if existed.is_none() {
+            io.sync_dir(&dir).map_err(io_err(&dir))?;
+        }
+        Ok(())
+    }
+
+    /// The record run `run_id` persisted, rebuilt; `None` when it persisted none.
+    fn read_run(&self, run_id: Uuid) -> StoreResult<Option<Transcript>> {
+        let path = self.run_path(run_id);
+        let bytes = match self.io.read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        let mut deltas = Vec::new();
+        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<Delta>(line) {
+                Ok(d) => deltas.push(d),
+                Err(e) => tracing::warn!(
+                    file = %path.display(),
+                    line = i + 1,
+                    "skipping an unreadable line of a run's record (a torn write): {e}"
+                ),
+            }
+        }
+        Ok((!deltas.is_empty()).then(|| Transcript::from_deltas(deltas)))
+    }
+
+    /// Put each `abandoned` row's persisted record on it (its transcript, turns and tool
+    /// calls), unless the row already carries one. Returns the runs whose files to remove once
+    /// the rows are durable.
+    pub(super) fn attach_run_records(&self, rows: &mut [HistoryRow]) -> Vec<Uuid> {
+        let mut found = Vec::new();
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.status == Status::Abandoned && r.transcript.is_none())
+        {
+            match self.read_run(row.run_id) {
+                Ok(Some(t)) => {
+                    let (turns, calls) = t.counts();
+                    row.turns = Some(turns);
+                    row.tool_calls = Some(calls);
+                    row.transcript = Some(t);
+                    found.push(row.run_id);
+                }
+                Ok(None) => {}
+                // The row still says the run was abandoned; only its record is missing.
+                Err(e) => tracing::warn!(run_id = %row.run_id, "reading a run's record: {e}"),
+            }
+        }
+        found
+    }
+
+    /// Remove the records of runs whose rows are durable (a failure only leaves a file).
+    pub(super) fn remove_run_records(&self, runs: impl IntoIterator<Item = Uuid>) {
+        for run_id in runs {
+            let path = self.run_path(run_id);
+            match self.io.remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(file = %path.display(), "removing a run's record: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! `kill -9` of an owner while its agent's tool call runs, cycle after cycle, through the real
+//! binary: the tool's process dies with its owner (no orphan), the next owner records the run
+//! `abandoned` with the call it made (`dispatched`), and each turn's money is counted once at
+//! its real cost (no duplicate turn spend). `LOOP_KILL_CYCLES=N` runs N cycles (CI runs 10).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use cronsole::model::{HistoryRow, ReservationState, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, HistoryReader};
+use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+use cronsole::transcript::{CallState, Entry};
+use support::pids::alive;
+
+const KEY: &str = "sk-loop-kill";
+
+fn yaml(base_url: &str) -> String {
+    format!(
+        r#"budget: {{ max_cost_usd: 5.0, period: day }}
+tools:
+  hang:
+    description: "Waits for a long time"
+    command: [sh, -c, 'f=$(mktemp -p . tool.XXXXXX); echo $$ > "$f"; exec sleep 300']
+agents:
+  a:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: LOOP_KILL_KEY
+    model: gpt-4o-mini
+    instructions: use the tool
+    tools: [hang]
+    tool_timeout_seconds: 600
+jobs:
+  - name: looper
+    schedule: every 1s
+    agent: a
+    message: go
+    lease_seconds: 1
+    timeout_seconds: 600
+"#
+    )
+}
+
+fn tool_pids(dir: &Path) -> Vec<(PathBuf, i32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("tool.")
+            && let Some(p) = std::fs::read_to_string(e.path())
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+        {
+            out.push((e.path(), p));
+        }
+    }
+    out
+}
+
+fn rows(store: &Path) -> Vec<HistoryRow> {
+    FileStore::open(store)
+        .and_then(|s| {
+            s.history(&HistoryQuery {
+                job: Some("looper".into()),
+                limit: 10_000,
+                ..Default::default()
+            })
+        })
+        .unwrap_or_default()
+}
+
+fn owner(dir: &Path, jobs: &Path, store: &Path, extra: &[&str]) -> Child {
+    support::cli::cronsole(dir)
+        .arg("run")
+        .arg("--jobs")
+        .arg(jobs)
+        .arg("--store")
+        .arg(store)
+        .args(extra)
+        .env("LOOP_KILL_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cronsole")
+}
+
+/// Wait for a tool process other than `seen`; `None` after 30 s.
+fn next_tool(dir: &Path, seen: &[i32]) -> Option<(PathBuf, i32)> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(t) = tool_pids(dir).into_iter().find(|(_, p)| !seen.contains(p)) {
+            return Some(t);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend() {
+    let cycles: usize = std::env::var("LOOP_KILL_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::tools(
+            vec![FakeCall::new("hang", serde_json::json!({}))],
+            1000,
+            100,
+        )))],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("loopkill");
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, yaml(&fake.base_url())).unwrap();
+    let store = dir.join("store");
+    let (d, j, s) = (dir.to_path_buf(), jobs.clone(), store.clone());
+    let (seen, orphans) = tokio::task::spawn_blocking(move || {
+        let mut seen: Vec<i32> = Vec::new();
+        let mut orphans = Vec::new();
+        for cycle in 0..cycles {
+            let mut child = owner(&d, &j, &s, &[]);
+            let Some((_, pid)) = next_tool(&d, &seen) else {
+                let _ = child.kill();
+                panic!("cycle {cycle}: no tool call started");
+            };
+            seen.push(pid);
+            assert!(alive(pid), "cycle {cycle}: the tool runs");
+            // SAFETY: kill(2) on the child we spawned and have not reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            let _ = child.wait();
+            let killed = Instant::now();
+            while alive(pid) && killed.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if alive(pid) {
+                orphans.push(pid);
+                // SAFETY: a stray sleep of ours.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        // A last owner recovers the last killed run, then stops.
+        let mut last = owner(&d, &j, &s, &[]);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let abandoned = rows(&s)
+                .iter()
+                .filter(|r| r.status == Status::Abandoned)
+                .count();
+            if abandoned >= cycles {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(last.id() as i32, libc::SIGKILL) };
+        let _ = last.wait();
+        for (_, p) in tool_pids(&d) {
+            if alive(p) && !seen.contains(&p) {
+                // The last owner's own call: it must die with it too.
+                let t = Instant::now();
+                while alive(p) && t.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if alive(p) {
+                    orphans.push(p);
+                    // SAFETY: a stray sleep of ours.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+        }
+        (seen, orphans)
+    })
+    .await
+    .unwrap();
+    assert!(
+        orphans.is_empty(),
+        "tool processes outlived their owner: {orphans:?}"
+    );
+    assert_eq!(seen.len(), cycles);
+    let all = rows(&store);
+    let abandoned: Vec<&HistoryRow> = all
+        .iter()
+        .filter(|r| r.status == Status::Abandoned)
+        .collect();
+    assert!(
+        abandoned.len() >= cycles,
+        "{} abandoned rows for {cycles} killed runs",
+        abandoned.len()
+    );
+    for r in &abandoned[..cycles] {
+        let calls: Vec<(String, CallState)> = r
+            .transcript
+            .as_ref()
+            .map(|t| t.to_vec())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Call(c) => Some((c.tool, c.state)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            vec![("hang".to_string(), CallState::Dispatched)],
+            "run {}: the call it made, still dispatched",
+            r.run_id
+        );
+        assert_eq!((r.turns, r.tool_calls), (Some(1), Some(1)));
+    }
+    // Each request was one turn of one run, settled at its real cost in the write that
+    // dispatched its call: the period's spend is the requests' real cost, each counted once.
+    let requests = fake.request_count();
+    let price = cronsole::cost::PriceTable::builtin()
+        .resolve("gpt-4o-mini")
+        .expect("priced")
+        .price;
+    let per_turn = (1000.0 * price.input + 100.0 * price.output) / 1e6;
+    let rec = FileStore::open(&store)
+        .unwrap()
+        .job("looper")
+        .unwrap()
+        .unwrap();
+    let rs = &rec.rt.counters.reservations;
+    let settled: Vec<f64> = rs
+        .iter()
+        .filter(|r| r.state == ReservationState::Settled)
+        .map(|r| r.usd)
+        .collect();
+    let in_flight = rs
+        .iter()
+        .filter(|r| r.state == ReservationState::Reserved)
+        .count();
+    assert_eq!(
+        settled.len() + in_flight,
+        requests,
+        "one reservation per request, never two: {rs:?}"
+    );
+    assert!(
+        in_flight <= 1,
+        "only the last owner's turn may be in flight at its kill: {rs:?}"
+    );
+    assert!(
+        settled.len() >= cycles,
+        "each killed run's turn settled with its dispatched call: {rs:?}"
+    );
+    for usd in settled {
+        assert!(
+            (usd - per_turn).abs() < 1e-12,
+            "a turn settled at ${usd}, its real cost is ${per_turn}"
+        );
+    }
+    let runs_dir = store.join("runs");
+    let left: Vec<_> = std::fs::read_dir(&runs_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.len() <= 1,
+        "the records of recovered runs went with their rows: {left:?}"
+    );
+}
