@@ -258,7 +258,8 @@ jobs:
             src.display()
         )
     };
-    // gpt-4o-mini's worst case with a 4096-token bound is ~$0.0025: $0.001 refuses it.
+    // gpt-4o-mini's worst case with a 4096-token bound is ~$0.0025: $0.001 refuses it, and the
+    // reason says the limit is below one call, not that it was spent.
     let rig = Rig::start(
         "monitor-budget",
         &yaml("0.001"),
@@ -275,7 +276,7 @@ jobs:
             .reason
             .as_deref()
             .unwrap_or("")
-            .starts_with("budget reached"),
+            .starts_with("budget too small for one call"),
         "{rows:#?}"
     );
     assert!(
