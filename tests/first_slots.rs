@@ -91,8 +91,10 @@ fn validate_firsts(out: &str) -> BTreeMap<String, String> {
     let mut job = None;
     for line in out.lines() {
         if let Some(rest) = line.strip_prefix("  next: ") {
-            if let (Some(j), Some(open)) = (job.take(), rest.find('(')) {
-                let iso = &rest[open + 1..open + 21];
+            let close = rest.find(')');
+            if let (Some(j), Some(open), Some(close)) = (job.take(), rest.find('('), close) {
+                // The UTC form carries fractions when the instant has them.
+                let iso = &rest[open + 1..close];
                 firsts.insert(j, iso.to_string());
             }
         } else if !line.starts_with(' ') {
