@@ -73,7 +73,7 @@ pub trait HistoryReader: Send + Sync {
                 .strip_prefix('o')
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| {
-                    StoreError::Refused(format!("'{t}' is not a page token of this store"))
+                    StoreError::BadPageToken(format!("'{t}' is not a page token of this store"))
                 })?,
         };
         let offset = q.offset.saturating_add(base);
@@ -336,7 +336,7 @@ pub trait Store: HistoryReader {
             .find(|j| j.rt.lease_of(run_id).is_some())
             .map(|j| j.def.name)
             .ok_or_else(|| {
-                StoreError::Refused(format!(
+                StoreError::NotAwaiting(format!(
                     "run {run_id} is not awaiting approval (it is not running)"
                 ))
             })?;
