@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, DryRunArgs};
+use crate::cli::args::{Cli, DryRunArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
 use cronsole::action::agent::forecast::{ToolsForecast, forecast};

@@ -14,7 +14,7 @@ use anyhow::Result;
 use cronsole::config::praisonai::{self, ImportOptions};
 
 use super::{bad_input, inert};
-use crate::cli::{ImportArgs, ImportFrom};
+use crate::cli::args::{ImportArgs, ImportFrom};
 
 pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     let ImportFrom::Praisonai = a.from;
