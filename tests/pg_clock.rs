@@ -127,3 +127,69 @@ fn operator_edits_and_completions_read_the_database_clock() {
     let again = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
     assert_eq!(again, next, "resumed at its next real slot");
 }
+
+#[test]
+fn owner_records_measure_each_owners_clock_against_the_databases() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    let rec = |owner: &str, skew: i64| cronsole::model::OwnerRecord {
+        owner: owner.into(),
+        host: "h".into(),
+        pid: 7,
+        version: "1".into(),
+        started_at: Utc::now(),
+        last_seen: Utc::now() + secs(skew),
+        clock_offset_ms: 0,
+        claims_stopped: None,
+    };
+    let behind = s.beat(&rec("behind", -40)).unwrap();
+    assert!(
+        (-40_500..=-39_500).contains(&behind.clock_offset_ms),
+        "{behind:?}"
+    );
+    assert!(within(behind.last_seen, Utc::now() - secs(1), Utc::now()));
+    let mut ahead = rec("ahead", 300);
+    ahead.claims_stopped = Some("clock off".into());
+    s.beat(&ahead).unwrap();
+    // A second beat replaces the first.
+    s.beat(&rec("behind", -8)).unwrap();
+    let owners = s.owners().unwrap();
+    let names: Vec<_> = owners.iter().map(|o| o.record.owner.as_str()).collect();
+    assert_eq!(names, ["ahead", "behind"]);
+    assert!((299_500..=300_500).contains(&owners[0].record.clock_offset_ms));
+    assert_eq!(
+        owners[0].record.claims_stopped.as_deref(),
+        Some("clock off")
+    );
+    assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
+    assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
+    assert_eq!(cronsole::owners::live(&owners).len(), 2);
+}
+
+/// Two owners starting together with the same jobs file: only the apply that changed the
+/// settings reports it (the other finds them already so).
+#[test]
+fn only_the_apply_that_changed_the_settings_reports_it() {
+    let url = pg_db_or_skip!();
+    for round in 0..5 {
+        let mut file = conformance::file(vec![conformance::every("a", 60)]);
+        file.settings.budget = Some(cronsole::model::Budget {
+            max_cost_usd: 1.0 + f64::from(round),
+            period: Default::default(),
+        });
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (url, file, barrier) = (url.clone(), file.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let s = open(&url, PgClock::Database);
+                    barrier.wait();
+                    s.apply(&file, Utc::now()).unwrap().settings
+                })
+            })
+            .collect();
+        let reports: Vec<Vec<String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let told = reports.iter().filter(|r| !r.is_empty()).count();
+        assert_eq!(told, 1, "round {round}: {reports:?}");
+    }
+}

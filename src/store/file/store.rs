@@ -102,6 +102,14 @@ impl Store for FileStore {
         self.dir.display().to_string()
     }
 
+    fn beat(&self, rec: &crate::model::OwnerRecord) -> StoreResult<crate::model::OwnerRecord> {
+        self.write_beat(rec)
+    }
+
+    fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
+        self.read_owners()
+    }
+
     /// inotify on the store directory (see `crate::store::signal`).
     fn change_signal(&self) -> Option<crate::store::signal::ChangeSignal> {
         const WATCHED: &[&str] = &[SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
@@ -153,6 +161,28 @@ impl Store for FileStore {
             }
         }
         Ok(h.finish())
+    }
+
+    /// Only leased jobs' records are read: the index holds each job's lease, and a job with a
+    /// live run always holds one (with `overlap: allow`, more runs' leases sit beside it in
+    /// the record). The job whose lease it is comes first.
+    fn job_of_run(&self, run_id: uuid::Uuid) -> StoreResult<Option<String>> {
+        let l = self.lock()?;
+        let mut leased: Vec<(bool, String)> = l
+            .inner
+            .jobs
+            .iter()
+            .filter_map(|(n, s)| s.lease.map(|id| (id != run_id, n.to_string())))
+            .collect();
+        leased.sort();
+        for (_, name) in leased {
+            if l.record(&name)?
+                .is_some_and(|r| r.rt.lease_of(run_id).is_some())
+            {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
     }
 
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
