@@ -56,11 +56,11 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// The live owners ([`crate::owners`]): those holding an unexpired lease, plus this one when
+    /// The live owners (`owners`): those holding an unexpired lease, plus this one when
     /// it runs an engine. A restarted process's old id holds none: one process, one owner.
     pub owners_seen: Vec<String>,
     /// Some engine runs on the store: this one, a lease holder, or one that wrote a history
-    /// row lately ([`crate::owners::engine_seen`]). `false` in `console --attach` says nothing
+    /// row lately (`owners::engine_seen`). `false` in `console --attach` says nothing
     /// will run the jobs until one starts.
     pub engine_seen: bool,
     /// The store's settings (agents, budget, sinks).
