@@ -25,6 +25,10 @@ pub mod gate {
 pub mod listing {
     pub use crate::listing::*;
 }
+/// Who runs on a store: owner records and the liveness rule.
+pub mod owners {
+    pub use crate::owners::*;
+}
 /// Running commands under the per-run supervisor.
 pub mod proc {
     pub use crate::proc::*;
