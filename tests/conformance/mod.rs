@@ -1609,6 +1609,7 @@ macro_rules! conformance_suite {
             overlap_allow_an_owner_death_frees_only_its_lease,
             chains_run_once_per_parent_run,
             chain_on_failure_and_fan_in,
+            one_completion_batch_ending_both_parents_fires_the_fan_in_child_once,
             chain_from_a_recovered_run,
             paused_child_keeps_its_chain_run,
             a_chain_cycle_is_refused_before_anything_is_stored,

@@ -107,21 +107,14 @@ impl Inner {
         }
         let results = plan.into_results();
         // `after:` children learn of the runs' ends in this same transaction. Children this
-        // batch already holds (locked above, or read for an earlier parent) are updated in
-        // place, so each job is written once with every parent's end.
-        let mut children: Vec<JobRecord> = Vec::new();
+        // batch already holds (locked above) are updated in place; the others are found and
+        // locked by one statement for the whole batch, so each job is written once with every
+        // parent's end, and a batch of completions costs one lookup, not one per job.
         for (parent, end) in &ended {
             dirty.extend(policy::chain::fan_out(parent, end, recs.values_mut()));
-            policy::chain::fan_out(parent, end, children.iter_mut());
-            let more = chain_children(&tx, &self.location, parent, end).await?;
-            for r in more {
-                if !recs.contains_key(&r.def.name)
-                    && !children.iter().any(|c| c.def.name == r.def.name)
-                {
-                    children.push(r);
-                }
-            }
         }
+        let children =
+            chain_children(&tx, &self.location, &ended, |n| recs.contains_key(n)).await?;
         dirty.sort();
         dirty.dedup();
         if rows.is_empty() && dirty.is_empty() && children.is_empty() {
