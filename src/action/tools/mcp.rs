@@ -678,18 +678,9 @@ pub fn redact_output(secrets: &Secrets, mut out: ToolOutput) -> ToolOutput {
         }
     }
     if let Some(v) = &mut out.structured {
-        redact_json(secrets, v);
+        secrets.redact_json(v);
     }
     out
-}
-
-fn redact_json(secrets: &Secrets, v: &mut Value) {
-    match v {
-        Value::String(s) => *s = secrets.redact(s).into_owned(),
-        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(secrets, i)),
-        Value::Object(m) => m.values_mut().for_each(|i| redact_json(secrets, i)),
-        _ => {}
-    }
 }
 
 /// One content block (as the protocol's JSON) as [`Content`].
