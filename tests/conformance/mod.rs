@@ -716,6 +716,7 @@ pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
 
 /// The budget's hard limit: reservations are atomic across concurrent callers, count for
 /// every owner, and a settled one moves into the counters with its run's row.
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
     use cronsole::model::{Budget, BudgetPeriod, ReservationState};
     use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};

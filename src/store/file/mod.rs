@@ -23,6 +23,7 @@
 //! - `query.rs` — newest-first history pages.
 //! - `sync.rs` — the lock, the cache refreshed from the files, persisting rows then records.
 //! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
+//! - `owners.rs` — owner records (`owners/`), one file per running engine.
 //! - `chain.rs`, `claim.rs`, `complete.rs`, `recount.rs` — the operations' store-side steps.
 //! - `open.rs` — opening, creating, migrating.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
@@ -51,6 +52,8 @@
 //! - `runs/<run_id>.jsonl` — optional: a running tool loop's transcript entries, one JSON line
 //!   each, appended at every step; removed when the run's row is written (recovery's `abandoned`
 //!   row takes it).
+//! - `owners/<owner id>.json` — optional, advisory: each running engine's record, replaced at
+//!   its heartbeats; the file's modification time is the store's clock (see `owners.rs`).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
@@ -212,6 +215,7 @@ mod pins;
 mod query;
 mod record;
 mod recount;
+mod owners;
 mod runs;
 mod segment;
 mod store;
