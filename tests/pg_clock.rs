@@ -163,7 +163,7 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
     );
     assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
     assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
-    assert_eq!(cronsole::owners::live(&owners).len(), 2);
+    assert_eq!(cronsole::testkit::internals::owners::live(&owners).len(), 2);
 }
 
 /// Two owners starting together with the same jobs file: only the apply that changed the
