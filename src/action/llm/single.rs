@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{LlmCall, LlmError, LlmReply, call_turn, is_silent, wire};
+use super::call::{LlmCall, LlmError, LlmReply, call_turn, is_silent};
+use super::wire;
 use crate::action::{BackoffConfig, retry_with_backoff};
 use crate::clock::Clock;
 use crate::cost::{PriceTable, RunCost};

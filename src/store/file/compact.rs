@@ -26,10 +26,11 @@
 //! (the swap gives the files new inodes: every handle, this one too, reloads on its next lock).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
+use super::compaction::{Built, Compactor, Ctx, Plan, State, Temp};
 use super::handle::{FileStore, Locked};
 use super::index::IndexWriter;
 use super::layout::{INDEX_FILE, JOURNAL_FILE, LOCK_FILE, SNAPSHOT_FILE};
@@ -41,147 +42,8 @@ use super::record::{
     Cached, HEAD_KEY, JournalAcct, Loc, Mark, index_of, journal_header, later_mark, line_index,
 };
 use crate::store::filefmt;
-use crate::store::io::{IoFile, OpenMode, StoreIo};
+use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult};
-
-/// When and how a handle compacts the jobs files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compaction {
-    /// The journal is compacted once it is longer than twice the snapshot plus this many bytes.
-    pub slack: u64,
-    /// `true`: on a thread of the handle. `false` (stepped, deterministic): built when the
-    /// operation that crossed the threshold ends, swapped in when the handle's next one ends.
-    pub background: bool,
-}
-
-impl Default for Compaction {
-    fn default() -> Compaction {
-        Compaction {
-            slack: 1024 * 1024,
-            background: true,
-        }
-    }
-}
-
-impl Compaction {
-    /// Stepped compaction past `slack` bytes (the fault simulator's, see the module doc).
-    pub fn stepped(slack: u64) -> Compaction {
-        Compaction {
-            slack,
-            background: false,
-        }
-    }
-}
-
-/// What a compaction absorbs, taken under the lock by the write that crossed the threshold.
-pub(super) struct Plan {
-    generation: u64,
-    snap_ino: u64,
-    snap_len: u64,
-    journal_ino: u64,
-    /// The journal's complete length: the new snapshot absorbs `journal[..j0]`.
-    j0: u64,
-    snapshot: Box<dyn IoFile>,
-    journal: Box<dyn IoFile>,
-}
-
-/// A built snapshot waiting for its swap.
-pub(super) struct Built {
-    generation: u64,
-    snap_ino: u64,
-    journal_ino: u64,
-    j0: u64,
-    jobs: u64,
-    journal: Box<dyn IoFile>,
-    snapshot: Temp,
-    snapshot_len: u64,
-    /// `None`: the new snapshot gets no index (too small, or a head could not be read).
-    index: Option<Temp>,
-    /// The furthest accounted mark of the absorbed lines and the old journal's header: the new
-    /// journal's header carries it.
-    acct: Option<Mark>,
-    started: Instant,
-}
-
-/// A temp file removed when dropped unless it was renamed into place.
-struct Temp {
-    io: Arc<dyn StoreIo>,
-    path: PathBuf,
-}
-
-impl Temp {
-    fn rename_to(mut self, to: &Path) -> StoreResult<()> {
-        self.io.rename(&self.path, to).map_err(io_err(to))?;
-        self.path = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if !self.path.as_os_str().is_empty() {
-            let _ = self.io.remove_file(&self.path);
-        }
-    }
-}
-
-/// What a build and a swap need, owned (a compaction thread outlives no handle but borrows
-/// nothing from it).
-#[derive(Clone)]
-struct Ctx {
-    io: Arc<dyn StoreIo>,
-    dir: PathBuf,
-    id: String,
-    index_min_bytes: u64,
-    lock_wait: Duration,
-}
-
-enum State {
-    Idle,
-    Prepared(Box<Built>),
-    Running(std::thread::JoinHandle<()>),
-}
-
-/// A handle's compaction: its configuration and the compaction in progress.
-pub(super) struct Compactor {
-    pub(super) config: Compaction,
-    state: Mutex<State>,
-    /// After a failed compaction, the journal length at which the next one may start (a full
-    /// disk must not turn every write into a rewrite of the store).
-    retry_from: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Compactor {
-    pub(super) fn new(config: Compaction) -> Compactor {
-        Compactor {
-            config,
-            state: Mutex::new(State::Idle),
-            retry_from: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wait for a compaction thread of this handle to end (the handle is closing).
-    pub(super) fn join(&self) {
-        let mut st = self.state();
-        if let State::Running(h) = std::mem::replace(&mut *st, State::Idle)
-            && h.join().is_err()
-        {
-            tracing::warn!("the compaction thread panicked");
-        }
-    }
-
-    fn failed(retry_from: &std::sync::atomic::AtomicU64, j0: u64, e: &StoreError) {
-        tracing::warn!("journal compaction failed (tried again once the journal grew): {e}");
-        retry_from.store(
-            j0.saturating_add(j0 / 4),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-}
 
 impl FileStore {
     fn ctx(&self) -> Ctx {
@@ -564,8 +426,8 @@ fn swap_locked(ctx: &Ctx, b: Built) -> StoreResult<Option<(u64, u64)>> {
 #[cfg(test)]
 mod tests {
     use super::super::FileStore;
+    use super::super::compaction::Compaction;
     use super::super::layout::{INDEX_FILE, JOURNAL_FILE, SNAPSHOT_FILE};
-    use super::Compaction;
     use crate::model::{JobsFile, Settings};
     use crate::store::policy::define::tests_support::def;
     use crate::store::{HistoryReader, Store};

@@ -49,7 +49,7 @@ pub(super) struct Inner {
     pub(super) journal_absorbed: u64,
     /// The journal outgrew the snapshot during this operation: the compaction it plans starts
     /// when the lock is released (see `compact.rs`).
-    pub(super) compact_plan: Option<super::compact::Plan>,
+    pub(super) compact_plan: Option<super::compaction::Plan>,
     /// The open history segment (`history.jsonl`).
     pub(super) history: AppendLog,
     /// Its segment number.
@@ -129,7 +129,7 @@ pub struct FileStore {
     /// Snapshots at least this long get a `jobs.index` ([`INDEX_MIN_BYTES`](super::INDEX_MIN_BYTES)).
     pub(super) index_min_bytes: u64,
     /// Compaction of the jobs files (off the claim path, see `compact.rs`).
-    pub(super) compactor: super::compact::Compactor,
+    pub(super) compactor: super::compaction::Compactor,
     pub(super) inner: Mutex<Inner>,
 }
 
@@ -185,8 +185,8 @@ impl FileStore {
 
     /// Compact the jobs journal as `c` says (default: past twice the snapshot + 1 MiB, on a
     /// thread of the handle).
-    pub fn with_compaction(mut self, c: super::compact::Compaction) -> FileStore {
-        self.compactor = super::compact::Compactor::new(c);
+    pub fn with_compaction(mut self, c: super::compaction::Compaction) -> FileStore {
+        self.compactor = super::compaction::Compactor::new(c);
         self
     }
 

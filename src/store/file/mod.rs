@@ -16,7 +16,9 @@
 //! - `handle.rs` — [`FileStore`], the cache (`Inner`) and the locked handle (`Locked`).
 //! - `lines.rs` — job lines read by place, in file order, a page at a time.
 //! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, a big apply's snapshot.
-//! - `compact.rs` — the usual compaction: planned under the lock, built without it, swapped in.
+//! - `compaction.rs` — a handle's compaction state (configuration, plan, built snapshot), below
+//!   the handle; `compact.rs` — the usual compaction: planned under the lock, built without it,
+//!   swapped in.
 //! - `apply.rs` — `apply`: definitions diffed one at a time, written as one append or snapshot.
 //! - `history.rs` — the open segment: verification, appends, sealing, retention, cross-check.
 //! - `landed.rs` — rows a record may not account for yet (recovery and leftover scans).
@@ -200,6 +202,7 @@ mod apply;
 mod chain;
 mod claim;
 mod compact;
+mod compaction;
 mod complete;
 mod handle;
 mod history;
@@ -224,7 +227,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use compact::Compaction;
+pub use compaction::Compaction;
 pub use handle::FileStore;
 pub use index::INDEX_MIN_BYTES;
 pub(crate) use index::{IndexCheck, check_index};
