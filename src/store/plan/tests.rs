@@ -922,7 +922,11 @@ fn apply_schedule_change_reanchors_and_removed_job_comes_back() {
         ApplyChange::Updated
     );
     assert_eq!(r.rt.anchor, t(T0 + 30));
-    assert_eq!(r.rt.next_slot, Some(t(T0 + 130)), "one new interval after the change");
+    assert_eq!(
+        r.rt.next_slot,
+        Some(t(T0 + 130)),
+        "one new interval after the change"
+    );
     r.rt.retired = true;
     r.rt.retired_reason = Some(REASON_REMOVED.into());
     assert_eq!(

@@ -3,8 +3,8 @@
 use crate::model::*;
 use crate::schedule::Compiled;
 use crate::store::plan::claim::*;
-use crate::store::policy::define::*;
 use crate::store::policy::define::tests_support::due_at;
+use crate::store::policy::define::*;
 use crate::store::policy::run_end::*;
 use crate::store::rules::slots::*;
 use chrono::DateTime;
