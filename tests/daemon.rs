@@ -140,7 +140,13 @@ fn each_row_is_written_once_to_stdout_and_once_to_the_log() {
     };
     let run = |extra: &[&str]| {
         let mut args = vec![
-            "run", "--jobs", "jobs.yaml", "--store", "store", "--for", "4s",
+            "run",
+            "--jobs",
+            "jobs.yaml",
+            "--store",
+            "store",
+            "--for",
+            "4s",
         ];
         args.extend_from_slice(extra);
         let (code, out, err) = support::cli::run_plain(&dir, &args);
@@ -158,10 +164,16 @@ fn each_row_is_written_once_to_stdout_and_once_to_the_log() {
     for f in std::fs::read_dir(&logs).unwrap() {
         logged.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
     }
-    assert_eq!(row_lines(&logged), printed, "one log line per row:\n{logged}");
+    assert_eq!(
+        row_lines(&logged),
+        printed,
+        "one log line per row:\n{logged}"
+    );
     let (code, out, err) = support::cli::run_plain(
         &dir,
-        &["--store", "store", "logs", "--job", "tick", "--lines", "1000"],
+        &[
+            "--store", "store", "logs", "--job", "tick", "--lines", "1000",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(row_lines(&out), printed, "{out}");

@@ -182,8 +182,12 @@ fn kill_9_of_an_owner_is_recovered_as_abandoned() {
     let mut one = conformance::every("oneshot", 3600);
     one.lease_seconds = 2.0;
     one.max_runs = Some(1);
+    // Stored an interval before `start`: both jobs' first slot is `start`.
     store
-        .apply(&conformance::file(vec![rec, one]), start)
+        .apply(
+            &conformance::file(vec![rec, one]),
+            start - chrono::Duration::seconds(3600),
+        )
         .unwrap();
     let mut victim = spawn_worker(
         &url,

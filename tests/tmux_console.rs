@@ -113,6 +113,7 @@ const JOBS: &str = r#"
 jobs:
   - name: alpha
     schedule: every 1h
+    run_immediately: true
     command: "echo alpha-ran"
   - name: beta
     schedule: "0 3 * * *"
@@ -238,6 +239,8 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
 }
 
 const OPERATOR_JOBS: &str = r#"
+defaults:
+  run_immediately: true
 jobs:
   - name: flaky
     schedule: every 1h
@@ -383,6 +386,8 @@ fn dry_run_key_and_pausing_the_filtered_set() {
     std::fs::write(
         dir.join("jobs.yaml"),
         r#"
+defaults:
+  run_immediately: true
 jobs:
   - name: report-a
     schedule: every 1h

@@ -24,7 +24,8 @@ fn chained(name: &str, after: &[(&str, ChainOn)]) -> JobDef {
 
 pub fn chains_run_once_per_parent_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("collect", 3600),
             chained("triage", &[("collect", ChainOn::Success)]),
@@ -117,7 +118,8 @@ pub fn chains_run_once_per_parent_run(f: Factory) {
 
 pub fn chain_on_failure_and_fan_in(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("a", 3600),
             every("b", 3600),
@@ -165,7 +167,8 @@ pub fn chain_on_failure_and_fan_in(f: Factory) {
 
 pub fn chain_from_a_recovered_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("p", 3600),
             chained("c", &[("p", ChainOn::Failure)]),
@@ -204,7 +207,8 @@ pub fn chain_from_a_recovered_run(f: Factory) {
 
 pub fn paused_child_keeps_its_chain_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("p", 3600),
             chained("c", &[("p", ChainOn::Completion)]),
@@ -235,7 +239,7 @@ pub fn a_chain_cycle_is_refused_before_anything_is_stored(f: Factory) {
     let mut a = chained("a", &[("b", ChainOn::Success)]);
     a.schedule = ScheduleSpec::Every { every_seconds: 60 };
     let b = chained("b", &[("a", ChainOn::Completion)]);
-    let e = s.apply(&file(vec![a, b]), t(1000)).unwrap_err();
+    let e = apply_due(&*s, &file(vec![a, b]), t(1000)).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("a waits for b waits for a"), "{e}");
     assert!(s.jobs().unwrap().is_empty(), "nothing stored");

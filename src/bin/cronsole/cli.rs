@@ -633,7 +633,8 @@ mod tests {
             err.contains("cronsole next --job NAME --file FILE"),
             "the flag next reads a jobs file with: {err}"
         );
-        let err = parse_from(&["cronsole", "validate", "--jobs", "j.yaml", "x.yaml"]).expect_err("refused");
+        let err = parse_from(&["cronsole", "validate", "--jobs", "j.yaml", "x.yaml"])
+            .expect_err("refused");
         assert!(err.contains("cronsole validate FILE"), "{err}");
         let err = parse_from(&["cronsole", "next", "--store", "s", "@daily"]).expect_err("refused");
         assert!(err.ends_with("it uses no store"), "{err}");

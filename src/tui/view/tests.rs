@@ -762,7 +762,10 @@ fn a_long_spend_and_budget_is_not_cut_at_120_columns() {
     let app = App::new(Arc::new(snap), now);
     let t = screen(&app, 120, 40);
     let row = t.lines().find(|l| l.contains("price-watch")).unwrap();
-    assert!(row.contains("$0.000017/$0.0025") && !row.contains('…'), "{t}");
+    assert!(
+        row.contains("$0.000017/$0.0025") && !row.contains('…'),
+        "{t}"
+    );
     snap!("jobs_long_spend_120x40", t);
 }
 
