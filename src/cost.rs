@@ -561,11 +561,19 @@ impl Quote {
     /// What a request whose prompt weighs `prompt_bytes` reserves: `None` when no budget
     /// applies (nothing is reserved).
     pub fn worst_case(&self, prompt_bytes: usize) -> Option<f64> {
-        let p = self.price.filter(|_| self.budgeted)?;
+        self.ceiling(prompt_bytes).filter(|_| self.budgeted)
+    }
+
+    /// The most a request whose prompt weighs `prompt_bytes` may cost, budget or not (what
+    /// `dry-run` shows): under a budget exactly what [`Quote::worst_case`] reserves; without
+    /// one, with [`DEFAULT_MAX_TOKENS`] standing in for an unset output bound. `None` when the
+    /// model has no price.
+    pub fn ceiling(&self, prompt_bytes: usize) -> Option<f64> {
+        let p = self.price?;
         Some(worst_case_usd(
             p,
             prompt_bytes,
-            self.max_tokens.unwrap_or(0),
+            self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         ))
     }
 

@@ -201,7 +201,12 @@
 //! ```
 #![warn(missing_docs)]
 
+// Lets the command-line layer name items `cronsole::…`, the way the binary, the tests and the
+// examples above do, so its code reads the same wherever it is seen.
+extern crate self as cronsole;
+
 pub mod attach;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod engine;

@@ -14,7 +14,6 @@
 use serde::Serialize;
 
 use crate::cost;
-use crate::model::Price;
 use crate::model::{AgentDef, Settings};
 use crate::store::SpendNow;
 
@@ -114,12 +113,6 @@ pub fn budgets(
         }
     }
     out
-}
-
-/// The worst case of one call of `agent` with a prompt of `prompt_bytes` (instructions
-/// included) and `max_tokens`, at `price`; `None` without a price.
-pub fn worst_case(price: Option<Price>, prompt_bytes: usize, max_tokens: u32) -> Option<f64> {
-    price.map(|p| cost::worst_case_usd(p, prompt_bytes, max_tokens))
 }
 
 #[cfg(test)]

@@ -410,7 +410,7 @@ impl Secrets {
             let Some(body) = out.strip_suffix(mark) else {
                 continue;
             };
-            if let Some(n) = self.partial_tail(body) {
+            if let Some(n) = self.partial_tail(body, !mark.is_empty()) {
                 let cut = body.len() - n;
                 out = Cow::Owned(format!("{}{REDACTED}{mark}", &out[..cut]));
             }
@@ -427,16 +427,23 @@ impl Secrets {
         }
     }
 
-    /// Length in bytes of the longest secret prefix (≥ [`MIN_PARTIAL_CHARS`]) that `body` ends
-    /// with.
-    fn partial_tail(&self, body: &str) -> Option<usize> {
+    /// Length in bytes of the longest secret prefix that `body` ends with and that reads as a
+    /// cut secret. Before a truncation mark (`marked`) the cut is certain and
+    /// [`MIN_PARTIAL_CHARS`] suffice. At the bare end of a text the prefix must not be an
+    /// ordinary word: at least [`MIN_SECRET_CHARS`] characters and not letters only — so
+    /// `unpriced model` keeps its last word when a key begins `modelkey-`, while a key cut
+    /// to `sk-live-AB` is still removed.
+    fn partial_tail(&self, body: &str, marked: bool) -> Option<usize> {
+        let reads_as_cut = |p: &str| {
+            marked || (p.chars().count() >= MIN_SECRET_CHARS && !p.chars().all(char::is_alphabetic))
+        };
         self.values
             .iter()
             .filter_map(|v| {
                 (MIN_PARTIAL_CHARS..v.len())
                     .rev()
                     .filter(|&n| v.is_char_boundary(n))
-                    .find(|&n| body.ends_with(&v[..n]))
+                    .find(|&n| body.ends_with(&v[..n]) && reads_as_cut(&v[..n]))
             })
             .max()
     }
@@ -739,6 +746,16 @@ mod tests {
             "x [redacted]…[truncated]"
         );
         assert_eq!(s.redact("x sk-"), "x sk-", "too short a tail to tell");
+        // Only whole values, or a cut one: an ordinary last word that begins a key stays.
+        let k = Secrets::new(["modelkey-SEKRET-123".to_string()]);
+        assert_eq!(k.redact("unpriced model"), "unpriced model");
+        assert_eq!(k.redact("unpriced modelkey"), "unpriced modelkey");
+        assert_eq!(
+            k.redact("reason: unpriced model; key modelkey-SEKRET-123"),
+            "reason: unpriced model; key [redacted]"
+        );
+        assert_eq!(k.redact("x modelkey-SE"), "x [redacted]");
+        assert_eq!(k.redact("x model…[truncated]"), "x [redacted]…[truncated]");
         assert!(matches!(s.redact("nothing"), Cow::Borrowed(_)));
         assert!(Secrets::new(Vec::new()).is_empty());
     }

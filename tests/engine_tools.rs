@@ -482,3 +482,95 @@ async fn an_unanswered_call_is_denied_at_its_timeout_and_the_model_is_told() {
         "the wait is cleared"
     );
 }
+
+/// A secret a tool source receives, repeated by the model in its text and in a call's
+/// arguments, is nowhere in what the run stores: not in the row, its transcript, or any file
+/// of the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored() {
+    const FILES_TOKEN: &str = "filestok-SEKRET-0123456";
+    const SEARCH_TOKEN: &str = "searchtok-SEKRET-789abc";
+    const TOOL_TOKEN: &str = "cmdtok-SEKRET-456def";
+    let src = Arc::new(MemorySource::new("files").tool(
+        "read_file",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        |_| Ok(text_output(&format!("the token is {FILES_TOKEN}"))),
+    ));
+    let leak = format!("{FILES_TOKEN} {SEARCH_TOKEN} {TOOL_TOKEN}");
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::Tools {
+                text: format!("thinking about {leak}"),
+                calls: vec![FakeCall::new(
+                    "files__read_file",
+                    json!({"path": format!("/a?t={leak}")}),
+                )],
+                usage: Some((10, 5)),
+                cut: false,
+            },
+            Reply::ok(&format!("leak: {leak}"), 20, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let sources = "mcp_servers:
+  files: { command: [cat], env_from: { TOKEN: FILES_TOKEN_SRC } }
+  search: { url: \"http://127.0.0.1:9/mcp\", headers_env: { Authorization: SEARCH_AUTH } }
+tools:
+  lookup:
+    description: look something up
+    parameters: { type: object }
+    command: [cat]
+    env_from: { TOKEN: LOOKUP_TOKEN_SRC }
+";
+    let yaml = format!(
+        "{sources}{}",
+        yaml("openai", &fake.base_url(), "budget: null\n", "")
+    );
+    let mut o = opts(&src);
+    o.env.extend([
+        ("FILES_TOKEN_SRC".to_string(), FILES_TOKEN.to_string()),
+        ("SEARCH_AUTH".to_string(), format!("Bearer {SEARCH_TOKEN}")),
+        ("LOOKUP_TOKEN_SRC".to_string(), TOOL_TOKEN.to_string()),
+    ]);
+    let rig = Rig::start("tools-secrets", &yaml, o).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!(
+        r.result.as_deref(),
+        Some("leak: [redacted] [redacted] [redacted]")
+    );
+    let t = r.transcript.clone().expect("transcript").to_vec();
+    let Entry::Turn(first) = &t[0] else {
+        panic!("{t:#?}")
+    };
+    assert_eq!(
+        first.text,
+        "thinking about [redacted] [redacted] [redacted]"
+    );
+    let Some(Entry::Call(c)) = t.iter().find(|e| matches!(e, Entry::Call(_))) else {
+        panic!("{t:#?}")
+    };
+    assert!(c.arguments.contains("[redacted]"), "{}", c.arguments);
+    // The tool really got the arguments the model wrote; only what is kept is redacted.
+    assert!(
+        src.calls()[0].1["path"]
+            .as_str()
+            .unwrap()
+            .contains(FILES_TOKEN)
+    );
+    let whole = serde_json::to_string(&r).unwrap();
+    let dir = rig.stop().await;
+    for secret in [FILES_TOKEN, SEARCH_TOKEN, TOOL_TOKEN] {
+        assert!(!whole.contains(secret), "{secret} in the row: {whole}");
+        for f in files_under(dir.path()) {
+            let bytes = std::fs::read(&f).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(secret),
+                "{secret} in {}",
+                f.display()
+            );
+        }
+    }
+}

@@ -225,3 +225,109 @@ fn dry_run_text_escapes_terminal_control_from_outside_text() {
         "{v}"
     );
 }
+
+/// The price ceiling `dry-run` shows is what the run's first turn reserves, tool definitions
+/// included: a reply without usage is booked at its reservation, and that booking equals the
+/// dry run's figure (and the tools forecast's one-turn figure) to the last digit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_price_ceiling_is_the_first_turns_reservation_tools_included() {
+    use cronsole::store::{HistoryQuery, HistoryReader};
+    use cronsole::testkit::llm::{FakeLlm, Reply};
+    const KEY: &str = "sk-test-0123456789abcdef";
+    // Every request answered alike: the schedule's own first slot may run beside the trigger.
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::ok_without_usage("done")))],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("dry-tools");
+    // A heavy definition, so leaving it out would show.
+    let description = "Looks a word up in the operator's glossary. ".repeat(80);
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        format!(
+            "budget: {{max_cost_usd: 5.0, period: day}}
+tools:
+  lookup:
+    description: \"{description}\"
+    parameters: {{ type: object, properties: {{ word: {{ type: string }} }} }}
+    command: [cat]
+agents:
+  bot:
+    provider: openai
+    base_url: {}
+    api_key_env: FAKE_KEY
+    model: gpt-4o-mini
+    instructions: Be brief.
+    max_tokens: 300
+    tools: [lookup]
+jobs:
+  - name: ask
+    schedule: every 1h
+    agent: bot
+    message: Define the word.
+",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let store = dir.join("store");
+    support::cli::apply(&dir.join("jobs.yaml"), &store);
+    let d = dir.to_path_buf();
+    let (code, out, err) =
+        tokio::task::spawn_blocking(move || run(&d, &["dry-run", "ask", "--json"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ceiling = v["price_ceiling_usd"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v:#}"));
+    let one_turn = v["tools"]["one_turn_usd"].as_f64().unwrap();
+    assert!(
+        v["tools"]["definition_tokens"].as_u64().unwrap() > 3000,
+        "{v:#}"
+    );
+    assert!(
+        (ceiling - one_turn).abs() < 1e-15,
+        "{ceiling} vs {one_turn}"
+    );
+
+    let d = dir.to_path_buf();
+    let (code, _, err) = tokio::task::spawn_blocking(move || run(&d, &["trigger", "ask"]))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{err}");
+    let mut owner = support::cli::cronsole(&dir)
+        .env("FAKE_KEY", KEY)
+        .args(["run", "--store", "store", "--for", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let row = loop {
+        let rows = cronsole::store::file::FileStore::open_existing(&store)
+            .and_then(|s| s.history(&HistoryQuery::default()))
+            .unwrap_or_default();
+        if let Some(r) = rows.into_iter().next() {
+            break r;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no row"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let _ = owner.kill();
+    let _ = owner.wait();
+    assert!(fake.request_count() >= 1);
+    let reason = row.reason.clone().unwrap_or_default();
+    assert!(reason.contains("booked at the reservation"), "{row:#?}");
+    assert!(
+        (row.cost_usd - ceiling).abs() < 1e-15,
+        "reserved ${} for the turn, dry-run showed ${ceiling}",
+        row.cost_usd
+    );
+}

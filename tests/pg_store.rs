@@ -10,13 +10,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cronsole::store::postgres::PgStore;
+use cronsole::store::postgres::{PgClock, PgOptions, PgStore};
 use cronsole::store::{HistoryReader, Store, StoreError};
 
 fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
         .unwrap()
         .to_utc()
+}
+
+/// A store deciding with the caller's `now`: these tests drive time by hand.
+fn by_hand(url: &str) -> PgStore {
+    let opts = PgOptions {
+        clock: PgClock::Caller,
+        ..Default::default()
+    };
+    PgStore::open_with(url, opts).unwrap()
 }
 
 #[test]
@@ -32,7 +41,7 @@ fn schema_is_created_once_even_when_owners_start_together() {
         h.join().unwrap().unwrap();
     }
     // Re-opening an up-to-date database is a no-op.
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     assert!(s.jobs().unwrap().is_empty());
     assert!(s.location().starts_with("postgres://postgres@127.0.0.1:"));
 }
@@ -40,7 +49,7 @@ fn schema_is_created_once_even_when_owners_start_together() {
 #[test]
 fn a_newer_schema_is_refused_not_repaired() {
     let url = pg_db_or_skip!();
-    drop(PgStore::open(&url).unwrap());
+    drop(by_hand(&url));
     support::pg::exec(&url, "UPDATE cronsole_schema SET version = 99").unwrap();
     let err = PgStore::open(&url).err().expect("must refuse");
     assert!(matches!(err, StoreError::Version { .. }), "{err}");
@@ -81,7 +90,7 @@ fn an_unreachable_server_is_a_retryable_database_error() {
 #[test]
 fn usable_from_plain_threads_blocking_threads_and_async_tasks() {
     let url = pg_db_or_skip!();
-    let store: Arc<dyn Store> = Arc::new(PgStore::open(&url).unwrap());
+    let store: Arc<dyn Store> = Arc::new(by_hand(&url));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -107,7 +116,7 @@ fn usable_from_plain_threads_blocking_threads_and_async_tasks() {
 #[test]
 fn change_token_is_served_by_the_listener_and_is_cheap() {
     let url = pg_db_or_skip!();
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     wait_until("the listener", Duration::from_secs(10), || {
         s.listener_alive()
     });
@@ -136,7 +145,7 @@ fn change_token_is_served_by_the_listener_and_is_cheap() {
 #[test]
 fn renew_of_an_unknown_job_names_it() {
     let url = pg_db_or_skip!();
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     let err = s
         .renew("ghost", uuid::Uuid::new_v4(), "me", t0())
         .err()
@@ -150,8 +159,8 @@ fn renew_of_an_unknown_job_names_it() {
 #[test]
 fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
     let url = pg_db_or_skip!();
-    let owner = PgStore::open(&url).unwrap();
-    let cli = PgStore::open(&url).unwrap(); // `cronsole pause` in another process
+    let owner = by_hand(&url);
+    let cli = by_hand(&url); // `cronsole pause` in another process
     let mut d = conformance::every("j", 60);
     d.lease_seconds = 30.0;
     cli.apply(&conformance::file(vec![d]), t0()).unwrap();
@@ -182,7 +191,7 @@ fn pause_from_another_connection_reaches_a_listening_owner_within_a_second() {
 #[test]
 fn history_retention_keeps_the_newest_rows_of_a_job() {
     let url = pg_db_or_skip!();
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     s.apply(
         &conformance::file(vec![
             conformance::every("a", 60),
@@ -216,7 +225,7 @@ fn history_retention_keeps_the_newest_rows_of_a_job() {
 #[test]
 fn check_names_every_undecodable_job_and_history_row() {
     let url = pg_db_or_skip!();
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     let file = cronsole::model::JobsFile {
         settings: Default::default(),
         jobs: vec![
@@ -282,10 +291,10 @@ fn check_names_every_undecodable_job_and_history_row() {
 #[test]
 fn store_id_is_drawn_once_and_reported_by_check() {
     let url = pg_db_or_skip!();
-    let s = PgStore::open(&url).unwrap();
+    let s = by_hand(&url);
     let id = s.store_id().expect("a new store has an id").to_string();
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
-    let again = PgStore::open(&url).unwrap();
+    let again = by_hand(&url);
     assert_eq!(
         again.store_id(),
         Some(id.as_str()),
@@ -304,7 +313,7 @@ fn store_id_is_drawn_once_and_reported_by_check() {
         "{:?}",
         bad.problems
     );
-    let reopened = PgStore::open(&url).unwrap();
+    let reopened = by_hand(&url);
     assert_eq!(
         reopened.store_id(),
         None,
@@ -427,7 +436,6 @@ fn port_of(url: &str) -> u16 {
 #[test]
 fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
     use cronsole::model::{HistoryRow, Status};
-    use cronsole::store::postgres::PgOptions;
     use cronsole::store::{Completion, HistoryQuery};
     let url = pg_db_or_skip!();
     let port = port_of(&url);
@@ -435,10 +443,11 @@ fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
     let proxied = url.replacen(&format!(":{port}/"), &format!(":{}/", proxy.port), 1);
     let opts = PgOptions {
         pool_size: 1,
+        clock: PgClock::Caller,
         ..Default::default()
     };
     let s = PgStore::open_with(&proxied, opts).unwrap();
-    let direct = PgStore::open(&url).unwrap();
+    let direct = by_hand(&url);
     s.apply(
         &conformance::file(vec![
             conformance::every("a", 60),
@@ -534,8 +543,8 @@ fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
 #[test]
 fn claims_and_completions_are_announced_to_other_owners_after_commit() {
     let url = pg_db_or_skip!();
-    let a = PgStore::open(&url).unwrap();
-    let b = PgStore::open(&url).unwrap();
+    let a = by_hand(&url);
+    let b = by_hand(&url);
     // One interval before the first slot, t0.
     a.apply(
         &conformance::file(vec![conformance::every("j", 60)]),

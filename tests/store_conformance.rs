@@ -32,7 +32,13 @@ mod pg_store {
         support::pg::server()?;
         Some(|| {
             let url = support::pg::database().expect("server checked above");
-            Arc::new(cronsole::store::postgres::PgStore::open(&url).unwrap()) as Arc<dyn Store>
+            // The suite drives time by hand: the store decides with the caller's `now`.
+            let opts = cronsole::store::postgres::PgOptions {
+                clock: cronsole::store::postgres::PgClock::Caller,
+                ..Default::default()
+            };
+            Arc::new(cronsole::store::postgres::PgStore::open_with(&url, opts).unwrap())
+                as Arc<dyn Store>
         })
     }
 

@@ -6,6 +6,8 @@
 //! - a run calls an MCP tool of each server and a command tool, and no secret it read (the
 //!   provider key, a server's `env_from` value) reaches the row, the transcript, stdout, the
 //!   logs or the model, while the server did get its own secret;
+//! - a model that repeats the tools' secrets in its text and in its calls' arguments leaves
+//!   them in no row, transcript, run record, log or command output, an abandoned run's included;
 //! - `kill -9` of the owner in the middle of a tool call, 10 times: the run's stdio server and
 //!   its command tool die with it every time, and the tool was started once.
 
@@ -615,4 +617,181 @@ async fn the_guides_worked_example_validates_and_runs_against_the_real_server() 
         .collect();
     assert!(results[0].contains("42"), "{results:?}");
     assert!(results[1].contains("MiB free"), "{results:?}");
+}
+
+/// The secrets of the tools of this test's jobs file.
+const CMD_SECRET: &str = "cmdtok-SEKRET-3b7e91c4";
+const MCP_SECRET: &str = "mcptok-SEKRET-a06f2d58";
+
+/// Two agents on two scripted models (their requests never interleave), a command tool and a
+/// stdio MCP server each with an `env_from` secret, and a tool that holds its call.
+fn leaking_yaml(leak_url: &str, hold_url: &str) -> String {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_servers/hostile.py");
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  h:
+    command: [python3, {server}, plain]
+    env_from: {{ H_TOKEN: MCP_SECRET_SRC }}
+tools:
+  args_back:
+    description: Says back the arguments it got
+    parameters: {{ type: object }}
+    command: [sh, -c, 'printf \"args=%s token=%s\" \"$(cat)\" \"$CMD_TOKEN\"']
+    env_from: {{ CMD_TOKEN: CMD_SECRET_SRC }}
+  hang:
+    description: Holds its call
+    parameters: {{ type: object }}
+    command: [sh, -c, 'echo $$ > hang.pid; exec sleep 300']
+    timeout_seconds: 600
+x-agent: &agent {{ provider: openai, api_key_env: PROVIDER_KEY, model: m, instructions: go }}
+agents:
+  leaker: {{ <<: *agent, base_url: {leak_url}, tools: [args_back, h.a] }}
+  holder: {{ <<: *agent, base_url: {hold_url}, tools: [hang] }}
+jobs:
+  - {{ name: leak, schedule: every 1h, run_immediately: true, agent: leaker, message: go }}
+  - name: held
+    schedule: every 1h
+    run_immediately: true
+    agent: holder
+    message: go
+    lease_seconds: 1
+    timeout_seconds: 600
+",
+        server = yaml_str(&server.display().to_string()),
+    )
+}
+
+fn owner_logging(dir: &Path, log: &str, limit: &str) -> Child {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    support::cli::cronsole(dir)
+        .env("PROVIDER_KEY", KEY)
+        .env("CMD_SECRET_SRC", CMD_SECRET)
+        .env("MCP_SECRET_SRC", MCP_SECRET)
+        .env("RUST_LOG", "debug")
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", limit])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// A model that repeats the secrets of the tools it was offered — in its text and in its
+/// calls' arguments, in a run that ends and in one whose owner is killed mid-call — leaves
+/// them nowhere: not in the rows, their transcripts, the run records, the logs, `history`
+/// (text and JSON) or `jobs --json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_secrets_repeated_by_the_model_are_in_no_row_record_log_or_output() {
+    let said = format!("{CMD_SECRET} and {MCP_SECRET}");
+    let turn = |text: String, calls: Vec<FakeCall>| Reply::Tools {
+        text,
+        calls,
+        usage: Some((10, 5)),
+        cut: false,
+    };
+    let leak = FakeLlm::openai(
+        KEY,
+        vec![
+            turn(
+                format!("I read {said}"),
+                vec![
+                    FakeCall::new("args_back", json!({"word": said})),
+                    FakeCall::new("h__a", json!({"q": said})),
+                ],
+            ),
+            Reply::ok(&format!("leak: {said}"), 20, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let hold = FakeLlm::openai(
+        KEY,
+        vec![turn(
+            format!("holding {said}"),
+            vec![FakeCall::new("hang", json!({"note": said}))],
+        )],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("tools-leak");
+    let yaml = leaking_yaml(&leak.base_url(), &hold.base_url());
+    std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+    let store = dir.join("store");
+
+    // Owner A: `leak` ends, `held` is killed with its call in flight.
+    let mut a = owner_logging(&dir, "a.log", "120s");
+    let leak_row = first_row(&store, "leak", Duration::from_secs(90)).await;
+    let d = dir.to_path_buf();
+    let hang = tokio::task::spawn_blocking(move || {
+        wait_for(Duration::from_secs(60), || {
+            pids(&d.join("hang.pid")).first().copied()
+        })
+    })
+    .await
+    .unwrap();
+    a.kill().unwrap(); // SIGKILL
+    a.wait().unwrap();
+    let a_log = std::fs::read_to_string(dir.join("a.log")).unwrap_or_default();
+    assert!(hang.is_some(), "the held call never started:\n{a_log}");
+    assert_eq!(leak_row.status, Status::Succeeded, "{leak_row:#?}\n{a_log}");
+    assert_eq!(
+        leak_row.result.as_deref(),
+        Some("leak: [redacted] and [redacted]")
+    );
+    assert_eq!(leak_row.tool_calls, Some(2));
+
+    // Owner B recovers the killed run: an abandoned row with the call it made.
+    let b = owner_logging(&dir, "b.log", "60s");
+    let abandoned = first_row(&store, "held", Duration::from_secs(60)).await;
+    tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
+    assert_eq!(abandoned.status, Status::Abandoned, "{abandoned:#?}");
+    let calls: Vec<String> = abandoned
+        .transcript
+        .as_ref()
+        .map(|t| t.to_vec())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| match e {
+            cronsole::transcript::Entry::Call(c) => Some(c.arguments),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "{abandoned:#?}");
+    assert!(calls[0].contains("[redacted]"), "{calls:?}");
+
+    // The tools did get their secrets; the model got them back redacted.
+    let second = leak.requests()[1].json().unwrap().to_string();
+    assert!(second.contains("token=[redacted]"), "{second}");
+
+    let mut places = texts(&dir);
+    for args in [
+        &["history", "--json"][..],
+        &["history"],
+        &["history", "--job", "held", "--json"],
+        &["jobs", "--json"],
+    ] {
+        let d = dir.to_path_buf();
+        let (code, out, err) = tokio::task::spawn_blocking(move || cli(&d, args))
+            .await
+            .unwrap();
+        assert_eq!(code, 0, "{args:?}: {err}");
+        places.push((format!("{args:?}"), format!("{out}\n{err}")));
+    }
+    let mut looked = 0;
+    for (where_, text) in &places {
+        if where_.ends_with("jobs.yaml") {
+            continue;
+        }
+        looked += 1;
+        for secret in [CMD_SECRET, MCP_SECRET, KEY] {
+            assert!(!text.contains(secret), "{secret} in {where_}:\n{text}");
+        }
+    }
+    assert!(
+        looked > 6,
+        "the store, both logs and four outputs: {places:?}"
+    );
 }

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod command;
+pub mod http;
 pub mod llm;
 pub mod tools;
 

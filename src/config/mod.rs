@@ -1,5 +1,5 @@
-//! The jobs file: YAML text → a validated [`JobsFile`], with every problem reported at
-//! once as `file:line:column`, the key, and what would be accepted.
+//! The jobs file: YAML text → a validated [`JobsFile`](crate::model::JobsFile), with every
+//! problem reported at once as `file:line:column`, the key, and what would be accepted.
 //!
 //! Owns: all YAML parsing in the project (the parser crate is named only in `yaml`), the size
 //! cap on reading the file, defaults, bounds, validation.
@@ -10,6 +10,9 @@
 //! keys); `check` holds the schema and the rules and works on that value (key paths only); the
 //! paths of the problems found are then located in the same parsed document. `bounds` is the
 //! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
+//! Imports run one way: `defaults`, `bounds`, `yaml` and `diagnostic` (what a check reports) at
+//! the bottom, then `check`, then `read` (the file on disk) and `stream` (the passes), and this
+//! module's entry points on top; nothing below imports this module.
 //!
 //! Job by job (so a file of 1 000 000 jobs fits in the memory of its text): `stream` checks a
 //! plain `jobs:` list one item at a time, and [`prepare_file`] / [`validate_str_at`] hand the
@@ -58,13 +61,18 @@
 //! - Diagnostics are sorted by position; YAML syntax errors use the key `(yaml)`, problems with
 //!   the whole document `(document)`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::model::{JobDef, JobsFile, Settings};
+#[cfg(test)]
+use crate::model::JobDef;
+use crate::model::Settings;
 
 mod bounds;
 mod check;
+pub mod defaults;
+mod diagnostic;
 pub mod praisonai;
+mod read;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -72,156 +80,20 @@ mod yaml;
 
 pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
 pub use check::{cycle_text, find_cycle, find_cycle_by};
+use diagnostic::yaml_error;
+pub use diagnostic::{Checked, ConfigErrors, Diagnostic, Loaded, Severity};
+use read::adjust_paths;
+pub use read::{
+    DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes, read_text, read_text_capped,
+    unreadable,
+};
 use stream::*;
 pub use stream::{Handover, Prepared, Validation, prepare_file, validate_str_at};
-
-/// The jobs file size cap when `CRONSOLE_MAX_JOBS_FILE_BYTES` is not set: 256 MiB (a
-/// 1 000 000-job file is about 80 MB).
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
-
-/// The environment variable that overrides [`DEFAULT_MAX_FILE_BYTES`] (a whole number of bytes).
-pub const MAX_FILE_BYTES_ENV: &str = "CRONSOLE_MAX_JOBS_FILE_BYTES";
 
 /// The bound numbers of the jobs file (the guide's jobs-file reference repeats them).
 pub mod limits {
     pub use super::bounds::*;
     pub use super::yaml::{MAX_DEPTH, MAX_EXPANDED_NODES};
-}
-
-/// Defaults applied where the jobs file is silent (see the module doc).
-pub mod defaults {
-    /// Time zone of cron and `at` schedules.
-    pub const TZ: &str = "UTC";
-    /// `timeout_seconds`: the bound of each attempt.
-    pub const TIMEOUT_SECONDS: f64 = 300.0;
-    /// `max_retries`: attempts per run, the first included.
-    pub const MAX_RETRIES: u32 = 3;
-    /// `lease_seconds`.
-    pub const LEASE_SECONDS: f64 = 30.0;
-    /// `command_timeout_seconds` of a `command` action.
-    pub const COMMAND_TIMEOUT_SECONDS: f64 = 60.0;
-    /// `context_max_chars` of `context_from`.
-    pub const CONTEXT_MAX_CHARS: usize = 4000;
-    /// The global budget when `budget:` is absent.
-    pub const BUDGET_USD: f64 = 1.0;
-    /// An `openai` agent's `base_url` when absent.
-    pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-    /// An `anthropic` agent's `base_url` when absent.
-    pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-}
-
-/// How bad a [`Diagnostic`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// The file is refused.
-    Error,
-    /// The file is accepted; the operator should look.
-    Warning,
-}
-
-/// One problem in a jobs file, located at `file:line:column` (1-based).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// Error or warning.
-    pub severity: Severity,
-    /// The jobs file (or the calendar file it names).
-    pub file: PathBuf,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column (characters).
-    pub column: usize,
-    /// Dotted path of the key, e.g. `jobs[2].schedule`.
-    pub key: String,
-    /// What is wrong and what would be accepted.
-    pub message: String,
-}
-
-impl std::fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        write!(
-            f,
-            "{}:{}:{}: {sev}: {}: {}",
-            self.file.display(),
-            self.line,
-            self.column,
-            self.key,
-            self.message
-        )
-    }
-}
-
-/// Every error (and warning) of a jobs file that failed validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors {
-    /// In file order.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl std::fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count();
-        write!(f, "{n} error(s) in the jobs file")?;
-        for d in &self.diagnostics {
-            write!(f, "\n{d}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
-
-/// A jobs file that validated, with its warnings.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    /// The settings and jobs, ready to `apply`.
-    pub file: JobsFile,
-    /// Warnings (the file is accepted).
-    pub warnings: Vec<Diagnostic>,
-}
-
-/// Everything `validate` needs: settings, each job that validated on its own (`None` for jobs
-/// with errors, in file order), and all diagnostics sorted by position.
-#[derive(Debug, Clone)]
-pub struct Checked {
-    /// The file's settings (defaults where it is silent).
-    pub settings: Settings,
-    /// One entry per job in file order; `None` where the job has errors.
-    pub jobs: Vec<Option<JobDef>>,
-    /// Errors and warnings, sorted by position.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl Checked {
-    /// Whether any diagnostic is an error.
-    pub fn has_errors(&self) -> bool {
-        self.diagnostics
-            .iter()
-            .any(|d| d.severity == Severity::Error)
-    }
-
-    /// The whole file, or every diagnostic when any is an error.
-    pub fn into_result(self) -> Result<Loaded, ConfigErrors> {
-        if self.has_errors() {
-            return Err(ConfigErrors {
-                diagnostics: self.diagnostics,
-            });
-        }
-        Ok(Loaded {
-            file: JobsFile {
-                settings: self.settings,
-                jobs: self.jobs.into_iter().flatten().collect(),
-            },
-            warnings: self.diagnostics,
-        })
-    }
 }
 
 /// Read and validate a jobs file.
@@ -236,147 +108,6 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
     let mut loaded = load_str(&text, path)?;
     adjust_paths(path, &mut loaded.file.settings);
     Ok(loaded)
-}
-
-/// The file's directory becomes `base_dir`, and relative `file:` sinks and stdio servers'
-/// `cwd` are made absolute against it (see [`load_file`]).
-fn adjust_paths(path: &Path, settings: &mut Settings) {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if let Ok(dir) = std::fs::canonicalize(dir) {
-        for sink in settings.delivery.values_mut() {
-            if let crate::model::SinkDef::File { path, .. } = sink
-                && Path::new(path.as_str()).is_relative()
-            {
-                *path = dir.join(path.as_str()).to_string_lossy().into_owned();
-            }
-        }
-        for server in settings.tools.mcp_servers.values_mut() {
-            if let crate::model::McpTransport::Stdio { cwd: Some(cwd), .. } = &mut server.transport
-                && Path::new(cwd.as_str()).is_relative()
-            {
-                *cwd = dir.join(cwd.as_str()).to_string_lossy().into_owned();
-            }
-        }
-        settings.base_dir = Some(dir.to_string_lossy().into_owned());
-    }
-}
-
-/// The size cap in force: `CRONSOLE_MAX_JOBS_FILE_BYTES` when set, else
-/// [`DEFAULT_MAX_FILE_BYTES`]. A value that is not a whole number ≥ 1 is an error naming it.
-pub fn max_file_bytes() -> Result<u64, String> {
-    match std::env::var(MAX_FILE_BYTES_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_FILE_BYTES),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err(format!("{MAX_FILE_BYTES_ENV} is not valid text"))
-        }
-        Ok(v) => match v.trim().parse::<u64>() {
-            Ok(n) if n >= 1 => Ok(n),
-            _ => Err(format!(
-                "{MAX_FILE_BYTES_ENV} must be a whole number of bytes ≥ 1, found {}",
-                check::show(&v)
-            )),
-        },
-    }
-}
-
-/// The text of a jobs file, read with the size cap in force (see [`read_text_capped`]).
-pub fn read_text(path: &Path) -> Result<String, Diagnostic> {
-    let cap = max_file_bytes().map_err(|m| file_error(path, m))?;
-    read_text_capped(path, cap)
-}
-
-/// The text of a jobs file of at most `cap` bytes. Only a regular file (or a symlink to one) is
-/// read; a directory, FIFO, socket or device is refused before any byte is read, and at most
-/// `cap + 1` bytes are ever read, so a file that grows while being read cannot exhaust memory.
-pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, Diagnostic> {
-    use std::io::Read;
-    let unreadable_here = |e: &std::io::Error| unreadable(path, e);
-    let meta = std::fs::metadata(path).map_err(|e| unreadable_here(&e))?;
-    if !meta.is_file() {
-        let ft = meta.file_type();
-        let what = if ft.is_dir() {
-            "a directory"
-        } else {
-            use std::os::unix::fs::FileTypeExt;
-            if ft.is_fifo() {
-                "a FIFO"
-            } else if ft.is_char_device() || ft.is_block_device() {
-                "a device"
-            } else if ft.is_socket() {
-                "a socket"
-            } else {
-                "not a regular file"
-            }
-        };
-        return Err(file_error(
-            path,
-            format!(
-                "{} is {what}: the jobs file must be a regular file",
-                path.display()
-            ),
-        ));
-    }
-    let too_big = |size: &str| {
-        file_error(
-            path,
-            format!(
-                "{} is {size} bytes, more than the jobs-file cap of {cap} bytes (raise it with \
-                 {MAX_FILE_BYTES_ENV})",
-                path.display()
-            ),
-        )
-    };
-    if meta.len() > cap {
-        return Err(too_big(&meta.len().to_string()));
-    }
-    let file = std::fs::File::open(path).map_err(|e| unreadable_here(&e))?;
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| unreadable_here(&e))?;
-    if bytes.len() as u64 > cap {
-        return Err(too_big(&format!("more than {cap}")));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-        let column = before.len()
-            - before
-                .iter()
-                .rposition(|b| *b == b'\n')
-                .map_or(0, |i| i + 1)
-            + 1;
-        Diagnostic {
-            severity: Severity::Error,
-            file: path.to_path_buf(),
-            line,
-            column,
-            key: "(file)".to_string(),
-            message: "the jobs file is not valid UTF-8 text".to_string(),
-        }
-    })
-}
-
-fn file_error(path: &Path, message: String) -> Diagnostic {
-    Diagnostic {
-        severity: Severity::Error,
-        file: path.to_path_buf(),
-        line: 1,
-        column: 1,
-        key: "(file)".to_string(),
-        message,
-    }
-}
-
-/// The diagnostic for a jobs file that cannot be read.
-pub fn unreadable(path: &Path, e: &std::io::Error) -> Diagnostic {
-    file_error(
-        path,
-        format!("cannot read the jobs file {}: {e}", path.display()),
-    )
 }
 
 /// Validate jobs-file text; `path` is only used in diagnostics.
@@ -482,38 +213,9 @@ fn check_with(
     }
 }
 
-fn new_checker<'e>(
-    path: &Path,
-    env_is_set: &'e dyn Fn(&str) -> bool,
-    env_chars: Option<check::EnvChars<'e>>,
-    now: Option<chrono::DateTime<chrono::Utc>>,
-) -> check::Checker<'e> {
-    let mut checker = check::Checker::new(env_is_set);
-    checker.now = now;
-    checker.base_dir = Some(match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    });
-    if let Some(f) = env_chars {
-        checker = checker.with_env_chars(f);
-    }
-    checker
-}
-
 /// Parse jobs-file text without checking it: the parser's share of [`check_str`], for the
 /// `config_validate` benchmark. `true` when the text parses.
 #[doc(hidden)]
 pub fn parse_only(text: &str) -> bool {
     yaml::Document::parse(text).is_ok()
-}
-
-fn yaml_error(e: yaml::YamlError, path: &Path) -> Diagnostic {
-    Diagnostic {
-        severity: Severity::Error,
-        file: path.to_path_buf(),
-        line: e.line,
-        column: e.column,
-        key: "(yaml)".to_string(),
-        message: format!("invalid YAML: {}", e.message),
-    }
 }

@@ -30,7 +30,12 @@
 //! Owns: the passes over the text and what each keeps. Must not touch: the rules (`check`),
 //! the parse (`yaml`).
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use super::diagnostic::{ConfigErrors, Diagnostic, Severity, yaml_error};
+use super::read::{adjust_paths, file_error, read_text};
+use super::{check, yaml};
+use crate::model::{JobDef, Settings};
 
 /// The first reading of the text: either a YAML error, the whole document (a file whose
 /// `jobs:` list cannot be streamed), or everything but the jobs plus every job's name.
@@ -336,7 +341,7 @@ pub(super) fn check_one_pass(
 pub struct Prepared {
     text: String,
     path: PathBuf,
-    /// The settings as checked (before [`load_file`]'s path adjustments).
+    /// The settings as checked (before [`load_file`](crate::config::load_file)'s path adjustments).
     checked: Settings,
     /// The settings to store.
     settings: Settings,
@@ -409,7 +414,7 @@ pub enum Handover<E> {
 }
 
 impl Prepared {
-    /// The settings to store (with [`load_file`]'s adjustments).
+    /// The settings to store (with [`load_file`](crate::config::load_file)'s adjustments).
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
@@ -481,7 +486,8 @@ impl Prepared {
 /// The file is read once and parsed once here when `jobs:` is its last section and every job
 /// names only earlier ones (`check_one_pass`), twice otherwise (names first: duplicates,
 /// `context_from` and `after:` may refer to a later job; then each job, checked and dropped),
-/// so memory is the text plus a few bytes per job. Same diagnostics as [`load_file`].
+/// so memory is the text plus a few bytes per job. Same diagnostics as
+/// [`load_file`](crate::config::load_file).
 pub fn prepare_file(path: &Path) -> Result<Prepared, ConfigErrors> {
     let text = read_text(path).map_err(|d| ConfigErrors {
         diagnostics: vec![d],
@@ -620,8 +626,8 @@ impl Validation<'_> {
     }
 }
 
-/// [`check_str_at`] for `validate`: the same diagnostics, and the valid jobs counted, not held
-/// (see [`Validation`]).
+/// [`check_str_at`](crate::config::check_str_at) for `validate`: the same diagnostics, and the
+/// valid jobs counted, not held (see [`Validation`]).
 pub fn validate_str_at<'t>(
     text: &'t str,
     path: &Path,
@@ -707,4 +713,22 @@ pub(super) fn streamed_validation<'t>(
         },
         v,
     )
+}
+
+pub(super) fn new_checker<'e>(
+    path: &Path,
+    env_is_set: &'e dyn Fn(&str) -> bool,
+    env_chars: Option<check::EnvChars<'e>>,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> check::Checker<'e> {
+    let mut checker = check::Checker::new(env_is_set);
+    checker.now = now;
+    checker.base_dir = Some(match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    });
+    if let Some(f) = env_chars {
+        checker = checker.with_env_chars(f);
+    }
+    checker
 }

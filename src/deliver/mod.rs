@@ -22,7 +22,7 @@
 //! - `json` webhooks and file lines stay raw (machines read them) and carry the run's real
 //!   `finished_at` and `duration_ms` (the caller stamps the row before delivering).
 //! - Error texts name the sink, never its URL: Slack/Discord webhook URLs are credentials.
-//! - Redirects are not followed (the shared client from `action::llm::http_client`); a 3xx is a
+//! - Redirects are not followed (the shared client from `action::http::http_client`); a 3xx is a
 //!   failed delivery.
 //! - A job naming a sink that is not defined gets a delivery error naming it (config validation
 //!   should already have refused it).
@@ -269,7 +269,7 @@ async fn post_json(
             .json(body)
             .send()
             .await
-            .map_err(|e| crate::action::llm::error_chain(&e.without_url()))?;
+            .map_err(|e| crate::action::http::error_chain(&e.without_url()))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());

@@ -1,4 +1,5 @@
-//! Lease renewal of one run: every third of the lease the store last granted, so a definition
+//! Lease renewal of one run: every third of the lease the store last granted (at most a third
+//! of the lease at the claim: the store's clock may not be this owner's), so a definition
 //! whose `lease_seconds` changes under a running job follows the store's answer.
 //!
 //! Owns: the renewal timer of one run. Must not touch: the run's pipeline or its completion.
@@ -41,8 +42,17 @@ impl Renewer {
         self.next = match blocking(t.store, move |s| s.renew(&j, run_id, &o, now)).await {
             Ok(RenewOutcome::Renewed { lease_until }) => {
                 store_ok(t.health, t.ev_tx, now);
-                let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO);
-                tokio::time::Instant::now() + (left / 3).max(StdDuration::from_millis(10))
+                // The lease's end is on the store's clock (the database's, on PostgreSQL), which
+                // may disagree with this owner's: a third of what is left by our clock, but
+                // never more than a third of the lease the definition grants (our clock behind
+                // would stretch it past the lease) and never zero (ahead, it would spin).
+                let left = (lease_until - now).to_std().unwrap_or(StdDuration::ZERO) / 3;
+                let every = if left.is_zero() || left > self.first {
+                    self.first
+                } else {
+                    left
+                };
+                tokio::time::Instant::now() + every.max(StdDuration::from_millis(10))
             }
             Ok(RenewOutcome::Lost) => {
                 tracing::warn!(job = %self.job, %run_id, "lease lost; the result will be recorded as stale");

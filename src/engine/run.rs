@@ -33,8 +33,10 @@
 //!   is seen again on the next tick, instead of being consumed by a run that did not act on it.
 //!   The row still carries the diff.
 //! - Secrets: every configured API-key value (each agent's `api_key_env` value, ≥ 8 characters)
-//!   is redacted from the command output, the reply, every error, reason and diff, and the
-//!   notepad *before* any truncation and before delivery (`text::Secrets`).
+//!   and every value a tool source receives (`env_from`, `headers_env`) is redacted from the
+//!   command output, the reply, the model's tool-call arguments, every error, reason and diff,
+//!   and the notepad *before* any truncation, before anything is stored and before delivery
+//!   (`text::Secrets`).
 //! - The result is capped at exactly `RESULT_MAX_CHARS` characters, the `…[truncated]` mark
 //!   included.
 //! - A run cancelled at shutdown keeps its attempts and last error ([`Progress`]): the
@@ -302,11 +304,32 @@ impl Ctx<'_> {
 }
 
 /// The configured key values (each agent's `api_key_env` value) to keep out of every output,
-/// and the tokens a configured URL may carry in its path or query (agents' `base_url`,
-/// webhooks; `text::url_tokens`): a server that echoes its request URL in an error body must
-/// not put them in a row either.
+/// the values every tool source receives as secrets (`env_from`, `headers_env`), and the
+/// tokens a configured URL may carry in its path or query (agents' `base_url`, webhooks;
+/// `text::url_tokens`): a server that echoes its request URL in an error body must not put
+/// them in a row either.
+///
+/// Tool secrets are in the set of every run, whatever it is offered: a model that read one
+/// in a tool's output may repeat it in its reply or in a later call's arguments, and a value
+/// redacted in more places than needed costs nothing. A header value such as `Bearer TOKEN`
+/// also contributes its last word, the part a model is likely to repeat alone.
 pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
     let keys = settings.agents.values().filter_map(|a| env(&a.api_key_env));
+    let tool_values: Vec<String> = settings
+        .tools
+        .secret_sources()
+        .into_iter()
+        .filter_map(|var| env(var))
+        .flat_map(|v| {
+            let last = v
+                .split_whitespace()
+                .last()
+                .filter(|w| w.len() < v.trim().len());
+            let last = last.map(str::to_string);
+            std::iter::once(v).chain(last)
+        })
+        .collect();
+    let keys = keys.chain(tool_values);
     let urls = settings.agents.values().map(|a| a.base_url.as_str()).chain(
         settings.delivery.values().filter_map(|d| match d {
             crate::model::SinkDef::Webhook { url, .. } => Some(url.as_str()),
@@ -901,6 +924,75 @@ mod tests {
         let env = proc_env_of(&settings, &def);
         assert_eq!(env.workdir, None);
         assert_eq!(env.stall_limit, Some(Duration::from_secs(1)));
+    }
+
+    /// Every value a tool source receives is a secret of every run: a model may repeat one
+    /// it read in a tool's output.
+    #[test]
+    fn tool_source_secrets_are_in_the_runs_redaction_set() {
+        use crate::model::{CommandToolDef, McpServerDef, McpTransport, ToolCommand};
+        use std::collections::BTreeMap;
+        let map = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+        let mut settings = Settings::default();
+        let server = |name: &str, transport| McpServerDef {
+            name: name.into(),
+            transport,
+            protocol_version: None,
+        };
+        settings.tools.mcp_servers.insert(
+            "files".into(),
+            server(
+                "files",
+                McpTransport::Stdio {
+                    command: vec!["x".into()],
+                    cwd: None,
+                    env: map("PLAIN", "not-a-secret-value"),
+                    env_from: map("TOKEN", "FILES_SRC"),
+                },
+            ),
+        );
+        settings.tools.mcp_servers.insert(
+            "search".into(),
+            server(
+                "search",
+                McpTransport::Http {
+                    url: "http://127.0.0.1:9/mcp".into(),
+                    headers_env: map("Authorization", "SEARCH_SRC"),
+                },
+            ),
+        );
+        settings.tools.command_tools.insert(
+            "lookup".into(),
+            CommandToolDef {
+                name: "lookup".into(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+                command: ToolCommand::Argv {
+                    argv: vec!["x".into()],
+                },
+                timeout_seconds: None,
+                env: BTreeMap::new(),
+                env_from: map("TOKEN", "LOOKUP_SRC"),
+            },
+        );
+        assert_eq!(
+            settings.tools.secret_sources(),
+            vec!["FILES_SRC", "LOOKUP_SRC", "SEARCH_SRC"]
+        );
+        let env: EnvLookup = Arc::new(|k: &str| match k {
+            "FILES_SRC" => Some("files-SEKRET-1234".into()),
+            "SEARCH_SRC" => Some("Bearer search-SEKRET-5678".into()),
+            "LOOKUP_SRC" => Some("lookup-SEKRET-9abc".into()),
+            _ => None,
+        });
+        let s = secrets_of(&settings, &env);
+        assert_eq!(
+            s.redact(
+                "files-SEKRET-1234 lookup-SEKRET-9abc; Bearer search-SEKRET-5678; \
+                 alone search-SEKRET-5678; not-a-secret-value"
+            ),
+            "[redacted] [redacted]; [redacted]; alone [redacted]; not-a-secret-value"
+        );
     }
 
     #[test]

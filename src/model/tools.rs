@@ -30,6 +30,24 @@ impl ToolSettings {
     pub fn is_empty(&self) -> bool {
         self.mcp_servers.is_empty() && self.command_tools.is_empty()
     }
+
+    /// The names of cronsole's variables whose values some tool source receives (every
+    /// server's `env_from` and `headers_env`, every command tool's `env_from`), each once:
+    /// those values are secrets wherever a run may show them.
+    pub fn secret_sources(&self) -> Vec<&str> {
+        let servers = self.mcp_servers.values().flat_map(|s| match &s.transport {
+            McpTransport::Stdio { env_from, .. } => env_from.values(),
+            McpTransport::Http { headers_env, .. } => headers_env.values(),
+        });
+        let commands = self
+            .command_tools
+            .values()
+            .flat_map(|d| d.env_from.values());
+        let mut out: Vec<&str> = servers.chain(commands).map(String::as_str).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
 }
 
 /// One `mcp_servers:` entry.

@@ -39,7 +39,7 @@ use chrono::{
 };
 use chrono_tz::Tz;
 
-use super::ScheduleError;
+use super::spec::ScheduleError;
 
 /// Largest UTC-offset change of one transition the exact search allows for.
 pub const MAX_SHIFT_SECS: i64 = 3 * 3600;

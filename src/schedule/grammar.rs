@@ -28,7 +28,8 @@
 use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use super::{CronSchedule, ScheduleError, ScheduleSpec, parse_tz};
+use super::cron::CronSchedule;
+use super::spec::{ScheduleError, ScheduleSpec, parse_tz};
 
 const FORMS: &str = "use hourly, daily, weekly, every 5m, a 5-field cron expression or @daily, \
 cron:EXPR, at:2026-12-01T09:00, at 9am (once), in 10m, or e.g. 'weekdays at 09:30'";

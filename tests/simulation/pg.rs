@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cronsole::store::StoreError;
-use cronsole::store::postgres::{PgOptions, PgStore};
+use cronsole::store::postgres::{PgClock, PgOptions, PgStore};
 use cronsole::testkit::simio::{Rng, SharedRng, shared_rng};
 
 use crate::support;
@@ -226,6 +226,8 @@ fn opts() -> PgOptions {
         pool_size: 2,
         connect_timeout: Duration::from_secs(2),
         op_timeout: Duration::from_secs(2),
+        // The simulator's owners share its virtual clock.
+        clock: PgClock::Caller,
     }
 }
 

@@ -1,12 +1,12 @@
 //! The agent action: one attempt of an LLM call over the OpenAI-compatible
 //! `{base_url}/chat/completions` wire format (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter…) or
-//! Anthropic's `{base_url}/v1/messages`, plus the shared outbound HTTP client.
+//! Anthropic's `{base_url}/v1/messages`.
 //!
 //! Owns: building the request, reading the key from an injected env lookup, parsing the reply
 //! and its usage, classifying failures (timeouts, 5xx, 429 + `Retry-After`, malformed JSON),
 //! [`is_silent`], [`run_agent`] (attempts + backoff + pricing of the reply, for the run
-//! pipeline), and [`http_client`] (used by LLM calls and webhooks; the URL monitor has its own
-//! hardened client). Must not touch: the store, budgets (checked by the caller before calling),
+//! pipeline). The shared outbound client is `action::http`'s, re-exported here as
+//! [`http_client`]. Must not touch: the store, budgets (checked by the caller before calling),
 //! the lease (the caller renews it while [`run_agent`] waits), the price table's contents
 //! (`crate::cost` owns them).
 //!
@@ -51,10 +51,13 @@ use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::action::http::error_chain;
 use crate::action::{BackoffConfig, retry_with_backoff};
 use crate::clock::Clock;
 use crate::cost::{CacheTokens, PriceTable, RunCost, TokenUsage};
 use crate::model::{AgentDef, Provider};
+
+pub use crate::action::http::{ClientError, HttpOptions, http_client};
 
 /// Added by the caller to [`LlmError::RateLimited`]'s `retry_at` to get the job's hold: a
 /// margin past the server's own instant, so the next call does not land on the limit's edge.
@@ -142,53 +145,6 @@ impl LlmError {
             _ => None,
         }
     }
-}
-
-/// Errors building the shared HTTP client.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot build the HTTP client: {0}")]
-pub struct ClientError(String);
-
-/// Options for [`http_client`].
-#[derive(Debug, Clone)]
-pub struct HttpOptions {
-    pub connect_timeout: Duration,
-    /// Honour `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (operators behind a proxy need it).
-    pub system_proxy: bool,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        HttpOptions {
-            connect_timeout: Duration::from_secs(10),
-            system_proxy: true,
-        }
-    }
-}
-
-/// The client shared by LLM calls and webhooks.
-///
-/// reqwest 0.13 is built with `rustls-no-provider`, and panics at build time when no rustls
-/// crypto provider is installed; this installs `ring` as the process default if none is (an
-/// already-installed provider is kept). Certificates are checked by reqwest's default
-/// `rustls-platform-verifier` (0.7), i.e. the operating system's trust store: on Linux it loads
-/// the system CA bundle through `rustls-native-certs` (honouring `SSL_CERT_FILE` /
-/// `SSL_CERT_DIR`), so a container without a CA bundle fails HTTPS handshakes with a
-/// certificate error rather than trusting nothing silently. No bundled webpki roots.
-/// Per-request timeouts are applied by the callers.
-pub fn http_client(opts: &HttpOptions) -> Result<reqwest::Client, ClientError> {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err = another thread installed one first; either way a provider is now set.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    let mut b = reqwest::Client::builder()
-        .user_agent(concat!("cronsole/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(opts.connect_timeout)
-        .redirect(reqwest::redirect::Policy::none());
-    if !opts.system_proxy {
-        b = b.no_proxy();
-    }
-    b.build().map_err(|e| ClientError(error_chain(&e)))
 }
 
 /// The process environment, for production callers of [`call`].
@@ -588,21 +544,6 @@ fn snippet(bytes: &[u8]) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     crate::model::truncate_marked(s.trim(), ERROR_BODY_CHARS)
-}
-
-/// An error and its causes, `a: b: c` (reqwest's top-level text alone hides the cause).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// Replaces the key wherever it appears.

@@ -550,7 +550,7 @@ pub async fn connect_http(
         source_name: session.name.clone(),
         why: redact(&session.secrets, &why),
     };
-    let client = crate::action::llm::http_client(&crate::action::llm::HttpOptions {
+    let client = crate::action::http::http_client(&crate::action::http::HttpOptions {
         connect_timeout: session.timeout.min(Duration::from_secs(10)),
         system_proxy: false,
     })

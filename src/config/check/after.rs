@@ -12,11 +12,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Checker, describe_value, index, key, list, show};
+use super::checker::{Checker, describe_value, index, key, list, show};
 use crate::config::yaml::{Mapping, Seg, Value};
 use crate::model::{After, ChainOn, JobDef};
 
-pub(in crate::config) const AFTER_KEYS: &[&str] = &["job", "on"];
+pub(crate) const AFTER_KEYS: &[&str] = &["job", "on"];
 
 impl Checker<'_> {
     /// `after:` of the job at `p` named `name` (when its name is valid). Errors: a wrong form,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 
-use super::{CALENDAR_KEYS, Checker, describe_value, index, key, show};
+use super::checker::{CALENDAR_KEYS, Checker, describe_value, index, key, show};
 use crate::config::yaml::{Mapping, Seg, Value};
 use crate::schedule::calendar::{Calendar, DayRule, WEEKDAY_NAMES, parse_weekday};
 

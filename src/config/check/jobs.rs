@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{
+use super::checker::{
     Checker, Defaults, JOB_KEYS, MONITOR_KEYS, check_http_url, index, key, kind_of, list, show,
     valid_env_name, valid_name,
 };

@@ -8,7 +8,7 @@
 //! with any other policy is an error (it would silently do nothing). A job inherits each key
 //! from `defaults` unless it sets it; a pair inherited whole from `defaults` was checked there.
 
-use super::{Checker, closest, key, show};
+use super::checker::{Checker, closest, key, show};
 use crate::config::bounds;
 use crate::config::yaml::{Mapping, Seg};
 use crate::model::Overlap;

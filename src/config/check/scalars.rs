@@ -4,7 +4,7 @@
 //!
 //! Owns: how a YAML scalar becomes a Rust value. Must not touch: which keys exist where.
 
-use super::{Checker, describe_value, index, key};
+use super::checker::{Checker, describe_value, index, key};
 use crate::config::bounds::{self, Real, Whole};
 use crate::config::yaml::{Mapping, Seg, Value, float_text};
 

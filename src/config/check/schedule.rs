@@ -4,7 +4,7 @@
 //! Owns: turning those into a `ScheduleSpec` and its display text. Must not touch: the grammar
 //! itself (`crate::schedule`).
 
-use super::{Checker, Defaults, SCHEDULE_KEYS, key, kind_of, show};
+use super::checker::{Checker, Defaults, SCHEDULE_KEYS, key, kind_of, show};
 use crate::config::bounds;
 use crate::config::defaults;
 use crate::config::yaml::{Mapping, Seg, Value};

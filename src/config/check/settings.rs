@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
+use super::checker::{
     AGENT_KEYS, BUDGET_KEYS, Checker, DEFAULT_KEYS, Defaults, PRICE_KEYS, SINK_KEYS,
     check_http_url, key, show, valid_env_name, valid_name,
 };

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Checker, describe_value, index, key, kind_of, list, show, valid_env_name};
+use super::checker::{Checker, describe_value, index, key, kind_of, list, show, valid_env_name};
 use crate::config::bounds;
 use crate::config::yaml::{Mapping, Number, Seg, Value, key_text};
 use crate::model::{
@@ -33,7 +33,7 @@ use crate::model::{
     ToolLimits, ToolPattern, ToolSettings, valid_wire_name, wire_name,
 };
 
-pub(in crate::config) const MCP_KEYS: &[&str] = &[
+pub(crate) const MCP_KEYS: &[&str] = &[
     "command",
     "cwd",
     "env",
@@ -42,7 +42,7 @@ pub(in crate::config) const MCP_KEYS: &[&str] = &[
     "headers_env",
     "protocol_version",
 ];
-pub(in crate::config) const COMMAND_TOOL_KEYS: &[&str] = &[
+pub(crate) const COMMAND_TOOL_KEYS: &[&str] = &[
     "description",
     "parameters",
     "command",
@@ -63,27 +63,6 @@ const TRANSPORT_HEADERS: &[&str] = &[
     "mcp-session-id",
     "transfer-encoding",
 ];
-
-/// What the agents and jobs may name: every declared source, and the ones with errors (a
-/// reference to those is told so, not "unknown").
-#[derive(Debug, Default, Clone)]
-pub(crate) struct ToolNames {
-    servers: BTreeSet<String>,
-    commands: BTreeSet<String>,
-    broken: BTreeSet<String>,
-}
-
-impl ToolNames {
-    /// The names of sources that validated (a pass over the jobs alone, after the sections
-    /// were checked).
-    pub(crate) fn of(tools: &ToolSettings) -> ToolNames {
-        ToolNames {
-            servers: tools.mcp_servers.keys().cloned().collect(),
-            commands: tools.command_tools.keys().cloned().collect(),
-            broken: BTreeSet::new(),
-        }
-    }
-}
 
 impl Checker<'_> {
     /// `mcp_servers:` and the top-level `tools:`.
@@ -231,7 +210,7 @@ impl Checker<'_> {
                     }
                 }
                 let url = url?;
-                if let Err(e) = super::check_http_url(&url) {
+                if let Err(e) = super::checker::check_http_url(&url) {
                     self.error(key(p, "url"), e);
                     return None;
                 }

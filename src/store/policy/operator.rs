@@ -407,10 +407,7 @@ pub fn apply_edit_rows(
                     .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s));
                 if !queued {
                     if slots.len() == room {
-                        return Err(invalid(format!(
-                            "the window holds more than {room} slots of '{name}' (at most \
-                             {QUEUE_MAX} runs may be queued per job); backfill a shorter window"
-                        )));
+                        return Err(window_too_big(rec, &sched, &slots, s, *to));
                     }
                     slots.push(s);
                 }
@@ -460,6 +457,61 @@ pub fn apply_edit_rows(
 
 /// An `every` grid starts at its anchor (the job's creation); a backfill window before it uses
 /// the same grid extended backward, so `every 1h` created at 10:21 backfills 08:21, 09:21, ….
+/// Most slots a refused backfill window is counted up to, for its message.
+const WINDOW_COUNT_MAX: usize = 100_000;
+
+/// The refusal of a backfill window holding more unqueued slots than the job's queue has room
+/// for: how many it holds, how many fit, and what to run instead (the window that fits, or
+/// waiting for the queued runs to start).
+fn window_too_big(
+    rec: &JobRecord,
+    sched: &Compiled,
+    fits: &[DateTime<Utc>],
+    first_out: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> StoreError {
+    let name = &rec.def.name;
+    let queued = |s: DateTime<Utc>| {
+        rec.rt
+            .queue
+            .iter()
+            .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s))
+    };
+    let mut holds = fits.len() + 1;
+    let mut t = sched.next_after(first_out);
+    while let Some(s) = t.filter(|s| *s <= to) {
+        if holds >= WINDOW_COUNT_MAX {
+            break;
+        }
+        if !queued(s) {
+            holds += 1;
+        }
+        t = sched.next_after(s);
+    }
+    let holds = if holds >= WINDOW_COUNT_MAX {
+        format!("more than {WINDOW_COUNT_MAX}")
+    } else {
+        holds.to_string()
+    };
+    let queue = format!(
+        "{} of the {QUEUE_MAX} runs a job may have queued are taken",
+        rec.rt.queue.len()
+    );
+    match fits.last() {
+        Some(last) => invalid(format!(
+            "the window holds {holds} slots of '{name}' not queued yet, but only {} more \
+             fit ({queue}); backfill up to --to {} now, and the rest once the queued runs \
+             have started",
+            fits.len(),
+            last.to_rfc3339()
+        )),
+        None => invalid(format!(
+            "the window holds {holds} slots of '{name}' not queued yet, but none fits \
+             ({queue}); backfill once the queued runs have started"
+        )),
+    }
+}
+
 fn backfill_grid(sched: Compiled, from: DateTime<Utc>) -> Compiled {
     match sched {
         Compiled::Every {
@@ -697,6 +749,44 @@ mod tests {
                 .all(|w| w.reason.as_deref() == Some(REASON_QUEUED_CANCELLED))
         );
         assert_eq!(r.rt.counters.by_status.get(&Status::Skipped), Some(&2));
+    }
+
+    #[test]
+    fn a_backfill_window_too_big_for_the_queue_says_what_fits_and_what_to_do() {
+        // `job` runs every 60 s from t(0); 999 runs are queued already.
+        let mut r = job("a", t(0));
+        for k in 0..(QUEUE_MAX as i64 - 1) {
+            r.rt.queue.push(QueuedRun {
+                trigger: Trigger::Retry,
+                slot: Some(t(-100_000 - k)),
+                requested_at: t(0),
+                retry_of: None,
+            });
+        }
+        let six = JobEdit::Backfill {
+            from: t(0),
+            to: t(300),
+        };
+        let why = apply_edit(&mut r, &six, t(1000)).unwrap_err().to_string();
+        for words in [
+            "holds 6 slots of 'a'",
+            "only 1 more fit",
+            "999 of the 1000",
+            &format!("--to {}", t(0).to_rfc3339()),
+        ] {
+            assert!(why.contains(words), "{words:?} missing from: {why}");
+        }
+        // The window that fits goes through.
+        let one = JobEdit::Backfill {
+            from: t(0),
+            to: t(0),
+        };
+        apply_edit(&mut r, &one, t(1000)).unwrap();
+        let why = apply_edit(&mut r, &six, t(1000)).unwrap_err().to_string();
+        assert!(
+            why.contains("holds 5 slots") && why.contains("none fits"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -40,11 +40,19 @@ impl Inner {
         let mut batch = want(0);
         let mut excluded = in_flight;
         // The settings read and the first locked select are pipelined (one round trip).
+        // With the database's clock the first select reads it and every later step (and
+        // select) uses that same instant (see `clock`).
         let (period, mut got) = try_join(
             self.period(&tx, &st),
-            select_due(&tx, &st, now, &excluded, batch),
+            select_due(&tx, &st, self.clock.given(now), &excluded, batch),
         )
         .await?;
+        let now = match got.first() {
+            Some(r) => r
+                .try_get::<_, DateTime<Utc>>(1)
+                .map_err(|e| db_err("reading the database's clock", e))?,
+            None => now,
+        };
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
@@ -54,7 +62,7 @@ impl Inner {
         loop {
             if !first {
                 batch = want(claims.len());
-                got = select_due(&tx, &st, now, &excluded, batch).await?;
+                got = select_due(&tx, &st, Some(now), &excluded, batch).await?;
             }
             first = false;
             let n = got.len();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use chrono::Utc;
-use futures_util::future::try_join;
+use futures_util::future::try_join3;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -17,6 +17,7 @@ use crate::store::plan::complete::{CompletionPlan, Found};
 use crate::store::{CompleteOutcome, Completion, StoreResult};
 use crate::store::{policy, rules};
 
+use super::clock::PgClock;
 use super::db::{db_err, from_json};
 use super::handle::Inner;
 use super::tx::{Notify, RETENTION_EVERY, chain_children, lock_jobs, trim_history};
@@ -39,11 +40,21 @@ impl Inner {
         let mut names: Vec<String> = cs.iter().map(|c| c.job.clone()).collect();
         names.sort();
         names.dedup();
-        let (period, recs) = try_join(
+        let given = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
+        // Pipelined: the store's clock is read once every row of the batch is locked.
+        let (period, recs, now) = try_join3(
             self.period(&tx, &st),
             lock_jobs(&tx, &st, &self.location, &names),
+            self.clock.now_in(&tx, given),
         )
         .await?;
+        // Every completion of the batch is decided at the store's `now` (see `clock`); the
+        // rows keep the owner's own start and end times.
+        let cs: Vec<Completion> = if self.clock == PgClock::Database {
+            cs.into_iter().map(|c| Completion { now, ..c }).collect()
+        } else {
+            cs
+        };
         let mut recs: BTreeMap<String, JobRecord> =
             recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
         // A completion whose job no longer holds its lease is stale — or a retry whose first
@@ -66,7 +77,6 @@ impl Inner {
                 .map(|r| from_json(&self.location, "cronsole_history", r.get::<_, Value>(0)))
                 .collect::<StoreResult<_>>()?
         };
-        let now = cs.iter().map(|c| c.now).max().unwrap_or_else(Utc::now);
         let mut plan = CompletionPlan::new(period, landed);
         for c in cs {
             // A retry whose first attempt committed: its own row, same run, status and owner.

@@ -16,6 +16,7 @@ use tokio_postgres::Config;
 use crate::model::{HistoryRow, JobRecord};
 use crate::store::{StoreError, StoreResult};
 
+use super::clock::PgClock;
 use super::connect;
 use super::db::db_err;
 use super::listen::{self, ChangeFeed};
@@ -32,6 +33,9 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Upper bound on one store operation, connection checkout included.
     pub op_timeout: Duration,
+    /// Whose clock the store's decisions read: the database's unless a test drives time by
+    /// hand (see [`PgClock`]).
+    pub clock: PgClock,
 }
 
 impl Default for PgOptions {
@@ -40,6 +44,7 @@ impl Default for PgOptions {
             pool_size: 4,
             connect_timeout: Duration::from_secs(5),
             op_timeout: Duration::from_secs(15),
+            clock: PgClock::Database,
         }
     }
 }
@@ -50,6 +55,8 @@ pub(super) struct Inner {
     pub(super) location: String,
     /// Completions by this process, to pace history retention.
     pub(super) completions: AtomicU64,
+    /// Whose clock the decisions read.
+    pub(super) clock: PgClock,
 }
 
 /// A [`Store`](crate::store::Store) over a PostgreSQL database shared by every owner (any number of hosts).
@@ -136,6 +143,7 @@ impl PgStore {
             feed: Arc::clone(&feed),
             location,
             completions: AtomicU64::new(1),
+            clock: opts.clock,
         });
         let mut store = PgStore {
             inner,

@@ -13,10 +13,11 @@
 //! - `pool.rs` — connections, the backoff gate, each connection's statements.
 //! - `listen.rs` — the LISTEN/NOTIFY change feed.
 //! - `tx.rs` — the steps inside one transaction that operations share.
+//! - `clock.rs` — whose clock the decisions read ([`PgClock`]: the database's).
 //! - `handle.rs` — [`PgStore`], opening, the runtime bridge, `check`.
 //! - `ops.rs`, `claim.rs`, `complete.rs`, `reserve.rs` — the operations' transactions.
 //! - `history.rs` — history pages and the history reader.
-//! - `store.rs` — the [`Store`](crate::store::Store)(crate::store::Store) impl.
+//! - `store.rs` — the [`Store`](crate::store::Store) impl.
 //!
 //!
 //! Runtime bridging: the `Store` trait is synchronous and is called from the engine's
@@ -60,10 +61,13 @@
 //! - History retention: every 64 completions a process trims that job's history to the newest
 //!   10 000 rows (the file store's default), in insertion order.
 //! - `next_wakeup` is `min(wakeup)` over all jobs (it ignores `now`, like the file store).
+//! - One clock for every owner: the decisions read the database's clock in their transaction,
+//!   not the caller's `now` (`clock`), so owners whose clocks disagree agree on leases.
 //! - TLS follows libpq (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`; default `prefer`), and
 //!   passwords come from the URL, `PGPASSWORD` or the pgpass file: see `connect`.
 
 mod claim;
+mod clock;
 mod complete;
 pub mod connect;
 mod db;
@@ -79,4 +83,5 @@ mod stmts;
 mod store;
 mod tx;
 
+pub use clock::PgClock;
 pub use handle::{PgOptions, PgStore};

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use futures_util::future::try_join3;
+use futures_util::future::{try_join, try_join3};
 use serde_json::Value;
 use tokio_postgres::Transaction;
 
@@ -25,7 +25,8 @@ use super::tx::{
 
 impl Inner {
     /// Lock one job row, let `f` edit the record, write it back (and any rows) in one
-    /// transaction. `f` sees `None` when the job does not exist.
+    /// transaction. `f` sees `None` when the job does not exist, and the store's `now` (read
+    /// once the row is locked; see `clock`).
     pub(super) async fn with_job<T, F>(
         &self,
         name: &str,
@@ -34,7 +35,7 @@ impl Inner {
         f: F,
     ) -> StoreResult<T>
     where
-        F: FnOnce(Option<&mut JobRecord>) -> StoreResult<Edit<T>>,
+        F: FnOnce(Option<&mut JobRecord>, DateTime<Utc>) -> StoreResult<Edit<T>>,
     {
         let mut c = self.pool.get().await?;
         let st = c.stmts().await?;
@@ -42,8 +43,14 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
-        let mut recs = lock_jobs(&tx, &st, &self.location, &[name.to_string()]).await?;
-        let edit = f(recs.first_mut())?;
+        let name = [name.to_string()];
+        // Pipelined: the clock is read right after the lock is held, in the same round trip.
+        let (mut recs, now) = try_join(
+            lock_jobs(&tx, &st, &self.location, &name),
+            self.clock.now_in(&tx, now),
+        )
+        .await?;
+        let edit = f(recs.first_mut(), now)?;
         if !edit.changed && edit.rows.is_empty() {
             return Ok(edit.value);
         }
@@ -69,7 +76,11 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
-        let recs = lock_jobs(&tx, &st, &self.location, names).await?;
+        let (recs, now) = try_join(
+            lock_jobs(&tx, &st, &self.location, names),
+            self.clock.now_in(&tx, now),
+        )
+        .await?;
         let mut by_name: std::collections::HashMap<String, JobRecord> =
             recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
         let mut rows = Vec::new();
@@ -194,7 +205,7 @@ impl Inner {
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
         let mut dirty = false;
-        let stored = self.settings_in(&tx).await?;
+        let (stored, now) = try_join(self.settings_in(&tx), self.clock.now_in(&tx, now)).await?;
         let settings_changed = plan::apply::settings_changes(&stored, &file.settings);
         if stored != file.settings {
             tx.execute(

@@ -13,6 +13,7 @@
 //! decision over a limit. Two reservations are the only race, and the lock orders them.
 
 use chrono::{DateTime, Utc};
+use futures_util::future::try_join3;
 use tokio_postgres::types::Type;
 use uuid::Uuid;
 
@@ -50,8 +51,13 @@ impl Inner {
         )
         .await
         .map_err(|e| db_err("taking the budget lock", e))?;
-        let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&job)).await?;
-        let settings = self.settings_in(&tx).await?;
+        // Pipelined: the store's clock is read once the job's row is locked.
+        let (mut mine, settings, now) = try_join3(
+            lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&job)),
+            self.settings_in(&tx),
+            self.clock.now_in(&tx, now),
+        )
+        .await?;
         let key = crate::cost::budget_period(&settings).key(now);
         let (others_spent, others_held) = committed_elsewhere(&tx, &key, &job).await?;
         let req = ReserveRequest {
@@ -116,10 +122,14 @@ impl Inner {
             .await
             .map_err(|e| db_err("taking the budget lock", e))?;
         }
-        let mut mine = lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&s.job)).await?;
-        let settings = self.settings_in(&tx).await?;
+        let (mut mine, settings, now) = try_join3(
+            lock_jobs(&tx, &st, &self.location, std::slice::from_ref(&s.job)),
+            self.settings_in(&tx),
+            self.clock.now_in(&tx, s.now),
+        )
+        .await?;
         let others = if s.reserve.is_some() {
-            let key = crate::cost::budget_period(&settings).key(s.now);
+            let key = crate::cost::budget_period(&settings).key(now);
             let (spent, held) = committed_elsewhere(&tx, &key, &s.job).await?;
             Totals { spent, held }
         } else {
@@ -136,7 +146,7 @@ impl Inner {
             reserve: s.reserve,
             record: &s.record,
             awaiting: s.awaiting.clone(),
-            now: s.now,
+            now,
         };
         let Some(out) = plan::step::step(&settings, rec, others, &step) else {
             return Ok(StepOutcome::Lost);
@@ -167,7 +177,7 @@ impl Inner {
             &st,
             &[],
             &mine,
-            s.now,
+            now,
             Notify::AfterCommit,
             "committing a tool loop's step",
         )
@@ -183,7 +193,7 @@ impl Inner {
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let name = job.clone();
-        self.with_job(&name, now, Notify::AfterCommit, move |rec| {
+        self.with_job(&name, now, Notify::AfterCommit, move |rec, _| {
             let Some(rec) = rec else {
                 return Err(StoreError::NoSuchJob(job));
             };

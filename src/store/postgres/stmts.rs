@@ -25,8 +25,11 @@ pub(crate) struct Stmts {
     pub(super) run_rows: Statement,
 }
 
-pub(super) const SELECT_DUE_SQL: &str = "SELECT record FROM cronsole_jobs
-     WHERE wakeup <= $1 AND NOT (name = ANY($2))
+/// `$1` is the caller's `now`, or NULL for the database's (`statement_timestamp()`: stable,
+/// so the `wakeup` index serves it; nothing in a claim waits for a lock), returned with each row.
+pub(super) const SELECT_DUE_SQL: &str =
+    "SELECT record, COALESCE($1, statement_timestamp()) FROM cronsole_jobs
+     WHERE wakeup <= COALESCE($1, statement_timestamp()) AND NOT (name = ANY($2))
      ORDER BY wakeup, name
      LIMIT $3
      FOR UPDATE SKIP LOCKED";

@@ -131,7 +131,7 @@ impl Store for PgStore {
         let name = job.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, Notify::AfterCommit, move |rec| {
+                .with_job(&name.clone(), now, Notify::AfterCommit, move |rec, now| {
                     let Some(rec) = rec else {
                         return Err(StoreError::NoSuchJob(name));
                     };
@@ -172,17 +172,22 @@ impl Store for PgStore {
         let name = name.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
-                    let Some(rec) = rec else {
-                        return Err(StoreError::NoSuchJob(name));
-                    };
-                    let changed = policy::operator::pause_step(rec, paused, now)?;
-                    Ok(if changed {
-                        Edit::changed(())
-                    } else {
-                        Edit::unchanged(())
-                    })
-                })
+                .with_job(
+                    &name.clone(),
+                    now,
+                    Notify::InTransaction,
+                    move |rec, now| {
+                        let Some(rec) = rec else {
+                            return Err(StoreError::NoSuchJob(name));
+                        };
+                        let changed = policy::operator::pause_step(rec, paused, now)?;
+                        Ok(if changed {
+                            Edit::changed(())
+                        } else {
+                            Edit::unchanged(())
+                        })
+                    },
+                )
                 .await
         })
     }
@@ -191,17 +196,22 @@ impl Store for PgStore {
         let name = name.to_string();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
-                    let Some(rec) = rec else {
-                        return Err(StoreError::NoSuchJob(name));
-                    };
-                    let (outcome, changed) = policy::operator::trigger_step(rec, now)?;
-                    Ok(if changed {
-                        Edit::changed(outcome)
-                    } else {
-                        Edit::unchanged(outcome)
-                    })
-                })
+                .with_job(
+                    &name.clone(),
+                    now,
+                    Notify::InTransaction,
+                    move |rec, now| {
+                        let Some(rec) = rec else {
+                            return Err(StoreError::NoSuchJob(name));
+                        };
+                        let (outcome, changed) = policy::operator::trigger_step(rec, now)?;
+                        Ok(if changed {
+                            Edit::changed(outcome)
+                        } else {
+                            Edit::unchanged(outcome)
+                        })
+                    },
+                )
                 .await
         })
     }
@@ -216,21 +226,26 @@ impl Store for PgStore {
         let edit = edit.clone();
         self.run(|inner| async move {
             inner
-                .with_job(&name.clone(), now, Notify::InTransaction, move |rec| {
-                    let Some(rec) = rec else {
-                        return Err(StoreError::NoSuchJob(name));
-                    };
-                    let mut rows = Vec::new();
-                    let (changed, out) =
-                        policy::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
-                    let mut e = if changed {
-                        Edit::changed(out)
-                    } else {
-                        Edit::unchanged(out)
-                    };
-                    e.rows = rows;
-                    Ok(e)
-                })
+                .with_job(
+                    &name.clone(),
+                    now,
+                    Notify::InTransaction,
+                    move |rec, now| {
+                        let Some(rec) = rec else {
+                            return Err(StoreError::NoSuchJob(name));
+                        };
+                        let mut rows = Vec::new();
+                        let (changed, out) =
+                            policy::operator::apply_edit_rows(rec, &edit, now, &mut rows)?;
+                        let mut e = if changed {
+                            Edit::changed(out)
+                        } else {
+                            Edit::unchanged(out)
+                        };
+                        e.rows = rows;
+                        Ok(e)
+                    },
+                )
                 .await
         })
     }

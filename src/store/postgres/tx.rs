@@ -152,11 +152,12 @@ pub(super) async fn write_jobs(
     Ok(())
 }
 
-/// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold.
+/// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold; due at
+/// `now`, or by the database's clock when `None` (each row carries the instant it was judged at).
 pub(super) async fn select_due(
     tx: &Transaction<'_>,
     st: &Stmts,
-    now: DateTime<Utc>,
+    now: Option<DateTime<Utc>>,
     excluded: &[String],
     batch: usize,
 ) -> StoreResult<Vec<Row>> {

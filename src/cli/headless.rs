@@ -18,7 +18,7 @@ use std::io::Write;
 
 use tokio::sync::broadcast;
 
-use crate::cli::LogFormat;
+use crate::cli::args::LogFormat;
 use cronsole::engine::Event;
 use cronsole::model::HistoryRow;
 

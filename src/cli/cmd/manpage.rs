@@ -233,7 +233,7 @@ fn commands(out: &mut String, cmd: &clap::Command) {
 /// The whole page: clap_mangen's title, NAME, SYNOPSIS and global OPTIONS, with our sections
 /// around them, in the order man pages usually have them.
 pub fn render(w: &mut dyn Write) -> std::io::Result<()> {
-    let mut cmd = crate::cli::command().disable_help_subcommand(true);
+    let mut cmd = crate::cli::args::command().disable_help_subcommand(true);
     cmd.build();
     let man = clap_mangen::Man::new(cmd.clone());
     man.render_title(w)?;
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn every_command_and_its_flags_are_on_the_page() {
         let p = page();
-        let cmd = crate::cli::command();
+        let cmd = crate::cli::args::command();
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             assert!(
                 p.contains(&format!("\\fBcronsole {}", sub.get_name())),

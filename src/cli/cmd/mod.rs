@@ -1,5 +1,5 @@
-//! Command implementations for the binary: glue between parsed CLI arguments and the library.
-//! `anyhow` is allowed here (the binary's edge) and nowhere in the library.
+//! Command implementations: glue between parsed arguments and the rest of the library.
+//! `anyhow` is allowed in `cli` (the binary's edge) and nowhere else in the library.
 //!
 //! Owns: store selection, exit-code mapping, printing. Must not touch: engine internals.
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::cli::{Cli, Command};
+use crate::cli::args::{Cli, Command};
 use anyhow::Result;
 use cronsole::store::{ApplyReport, Store, StoreError};
 

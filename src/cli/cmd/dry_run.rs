@@ -14,8 +14,9 @@
 //! but its new monitor watermark is thrown away, so a later real run still sees the change. A gate that says no (`no_change`, `skipped`, probe
 //! failure) is printed and the prompt is still shown with no gate context, marked so; the exit
 //! code is 0 either way (the dry run itself worked). A `command` job prints the command instead
-//! of a prompt. The price ceiling is the engine's worst case (prompt bytes as input tokens plus
-//! `max_tokens`, default when unset) at the resolved price; an unpriced model says so.
+//! of a prompt. The price ceiling is what the run's first turn reserves, computed by the same
+//! quote from the same request weight (the prompt's bytes as input tokens, the offered tools'
+//! definitions included, plus `max_tokens`, default when unset); an unpriced model says so.
 //! Console key `D`: [`console_runner`] runs this command (this binary, `dry-run NAME`, the
 //! console's store in `CRONSOLE_STORE`) and hands its text to the console's view, so the console
 //! shows exactly what the command prints; bounded by [`CONSOLE_DRY_RUN_LIMIT`].
@@ -23,12 +24,13 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, DryRunArgs};
+use crate::cli::args::{Cli, DryRunArgs};
 use anyhow::{Context, Result};
 use chrono::Utc;
 use cronsole::action::agent::forecast::{ToolsForecast, forecast};
-use cronsole::action::tools::ToolboxRequest;
-use cronsole::cost::{self, PriceTable};
+use cronsole::action::llm::wire;
+use cronsole::action::tools::{OfferedTool, ToolboxRequest};
+use cronsole::cost::{self, PriceTable, Quote};
 use cronsole::gate::context::{self, ContextDecision};
 use cronsole::gate::{self, GateConfig, GateOutcome};
 use cronsole::model::{Action, JobRecord, Settings};
@@ -299,15 +301,29 @@ async fn agent_part(
         // command from the engine's process, so it sees the engine's variables.
         out.reasons
             .extend(preflight::missing_key(a, |k| std::env::var(k).ok()));
-        if !a.tools.is_empty() {
-            list_tools(out, store, settings, def, a, &prompt).await;
-        }
-        let price = PriceTable::from_settings(settings)
-            .resolve(&a.model)
-            .map(|r| r.price);
-        let bytes = a.instructions.len() + prompt.len();
-        out.price_ceiling_usd = preflight::worst_case(price, bytes, max_tokens);
-        if price.is_none() && !cost::under_budget(settings, def.max_cost_usd) {
+        let offered = if a.tools.is_empty() {
+            Vec::new()
+        } else {
+            list_tools(out, store, settings, def, a, &prompt).await
+        };
+        // The first turn's reservation as the run makes it: the same quote and the same
+        // request weight, tool definitions included.
+        let budgeted = cost::under_budget(settings, def.max_cost_usd);
+        let quote = Quote::new(
+            PriceTable::from_settings(settings),
+            &a.model,
+            budgeted,
+            a.max_tokens,
+        )
+        .ok();
+        let price = quote.as_ref().and_then(|q| q.price);
+        let dialogue = wire::Dialogue {
+            steps: &[],
+            tools: &offered,
+        };
+        let bytes = wire::prompt_bytes(a, &prompt, dialogue);
+        out.price_ceiling_usd = quote.and_then(|q| q.ceiling(bytes));
+        if price.is_none() && !budgeted {
             out.price_note = Some(format!(
                 "model '{}' has no price: its cost is not bounded",
                 a.model
@@ -333,7 +349,8 @@ async fn agent_part(
 }
 
 /// Connect to the agent's tool sources as a run would (listing, never calling a tool), and
-/// forecast what the tools weigh and what the loop may cost.
+/// forecast what the tools weigh and what the loop may cost. Returns the tools offered (none
+/// when they could not be listed: the run would fail before its first model call).
 async fn list_tools(
     out: &mut DryRun,
     store: &dyn Store,
@@ -341,14 +358,14 @@ async fn list_tools(
     def: &cronsole::model::JobDef,
     agent: &cronsole::model::AgentDef,
     prompt: &str,
-) {
+) -> Vec<OfferedTool> {
     let deps = match cronsole::engine::RunDeps::from_env() {
         Ok(d) => d,
         Err(e) => {
             out.reasons
                 .push(Blocker::new(BlockerCode::Tools, e.to_string()));
             out.tools_error = Some(e.to_string());
-            return;
+            return Vec::new();
         }
     };
     let proc_env = cronsole::engine::run::proc_env_of(settings, def);
@@ -387,11 +404,13 @@ async fn list_tools(
                 }
             }
             tb.close().await;
+            tb.offered
         }
         Err(e) => {
             out.reasons
                 .push(Blocker::new(BlockerCode::Tools, e.to_string()));
             out.tools_error = Some(e.to_string());
+            Vec::new()
         }
     }
 }

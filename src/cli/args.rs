@@ -2,7 +2,7 @@
 //! completions are all generated from them, so what they say is what the parser accepts.
 //!
 //! Owns: flags, subcommands, their help text and their bounds. Must not touch: behaviour —
-//! `main.rs` and the binary's `cmd/` modules act on what is parsed here.
+//! the `cmd` modules beside this one act on what is parsed here.
 //!
 //! Layout: every subcommand's arguments live in their own struct (`XxxArgs`), so a new
 //! subcommand is one enum variant plus one struct. Only two options are global: `--store` and
@@ -14,7 +14,7 @@
 //! Bounds, so no flag reaches the engine unchecked: `next --count` 0..=10 000, `history --limit` and `logs -n` 1..=100 000,
 //! `history --offset` 0..=1 000 000,
 //! `--max-concurrent` 1..=1024, `--for` 1 s..=100 years, `--shutdown-grace` 1 s..=24 h
-//! (the durations are checked where they are parsed, in the binary).
+//! (the durations are checked where they are parsed, in `cmd`).
 
 use std::path::PathBuf;
 
@@ -39,6 +39,7 @@ pub const MAX_CONCURRENT: u64 = 1024;
 live console over them. Without a subcommand it applies the jobs file to the store, starts the \
 engine and opens the console (headless automatically when stdout is not a terminal)."
 )]
+/// A parsed command line ([`parse`]), ready for [`crate::cli::run`].
 pub struct Cli {
     /// The jobs file (default: jobs.yaml if present); store commands use the store beside it
     #[arg(long, global = true, value_name = "FILE")]
@@ -61,7 +62,7 @@ pub struct Cli {
     pub run: RunOpts,
 
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
 }
 
 /// Options of the engine: the default mode, `run` and `console`, and no other command.
@@ -604,7 +605,7 @@ pub fn command() -> clap::Command {
     cmd
 }
 
-/// Parse the process's arguments; clap's own errors and [`misplaced`] flags exit 2 with usage.
+/// Parse the process's arguments; clap's own errors and `misplaced` flags exit 2 with usage.
 pub fn parse() -> Cli {
     use clap::FromArgMatches;
     let matches = command().get_matches();

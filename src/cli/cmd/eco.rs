@@ -16,13 +16,13 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::{Cli, CompletionsArgs, LogsArgs};
+use crate::cli::args::{Cli, CompletionsArgs, LogsArgs};
 use anyhow::{Context, Result};
 
 use super::{bad_input, jobs_file, store_location};
 
 pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
-    let mut cmd = crate::cli::command();
+    let mut cmd = crate::cli::args::command();
     clap_complete::generate(a.shell, &mut cmd, "cronsole", &mut std::io::stdout());
     Ok(ExitCode::SUCCESS)
 }

@@ -19,7 +19,7 @@ use cronsole::config::praisonai::{self, ImportOptions, Origin};
 use cronsole::config::{Diagnostic, Severity};
 
 use super::{bad_input, inert};
-use crate::cli::{ImportArgs, ImportFrom};
+use crate::cli::args::{ImportArgs, ImportFrom};
 
 pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     let ImportFrom::Praisonai = a.from;

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use super::store_location;
 use super::{bad_input, jobs_file, open_existing_store, open_existing_store_to_write};
-use crate::cli::{Cli, ToolsArgs};
+use crate::cli::args::{Cli, ToolsArgs};
 
 #[derive(Debug, Serialize)]
 struct ToolRow {

@@ -13,7 +13,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, DiffArgs, ProbeArgs};
+use crate::cli::args::{Cli, DiffArgs, ProbeArgs};
 use anyhow::{Context, Result, anyhow};
 use cronsole::gate::GATE_TIMEOUT;
 use cronsole::gate::diffview::{self, DiffError};

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::cli::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
+use crate::cli::args::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
 use anyhow::{Context, Result};
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
@@ -244,7 +244,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         // pooler that drops LISTEN, or when inotify watches are exhausted.
         cfg.change_signal = std::env::var("CRONSOLE_CHANGE_SIGNAL").map_or(true, |v| v != "off");
         let deps = engine::RunDeps::from_env().context("preparing HTTP clients")?;
-        if crate::early_signals::stops() > 0 {
+        if crate::cli::early_signals::stops() > 0 {
             // Stopped while starting: the jobs file is applied, nothing was claimed.
             eprintln!("cronsole: stop signal during start-up: stopped before the engine started");
             tracing::info!("stop signal during start-up: the engine was not started");
@@ -480,7 +480,7 @@ async fn supervise(
     };
     tokio::pin!(deadline);
     // The counts since `main` are the truth (see `early_signals`); the streams only wake us.
-    use crate::early_signals::{hangups, stops};
+    use crate::cli::early_signals::{hangups, stops};
     if hangups() > 0 {
         // A SIGHUP during start-up may have come after the file was read: apply it again.
         reload.apply().await;
@@ -529,7 +529,7 @@ async fn run_headless(
     reload: Reload,
     signals: HeadlessSignals,
 ) -> Result<ExitCode> {
-    let printer = tokio::spawn(crate::headless::print_events(
+    let printer = tokio::spawn(crate::cli::headless::print_events(
         handle.events.subscribe(),
         out.format,
         out.log_rows,
@@ -556,7 +556,7 @@ async fn run_console(
 ) -> Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
     // The terminal is the console's: the runs go to the log as they end.
-    tokio::spawn(crate::headless::log_events(handle.events.subscribe()));
+    tokio::spawn(crate::cli::headless::log_events(handle.events.subscribe()));
     let deps = cronsole::tui::ConsoleDeps {
         snapshots: handle.snapshots.clone(),
         events: handle.events.subscribe(),
@@ -612,7 +612,7 @@ fn console_signals(
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     // The counts since `main` are the truth (see `early_signals`); the streams only wake us,
     // and one may still hold the wake-up of a signal already counted.
-    let counted = || crate::early_signals::stops() + crate::early_signals::hangups();
+    let counted = || crate::cli::early_signals::stops() + crate::cli::early_signals::hangups();
     Ok(tokio::spawn(async move {
         let mut seen = 0;
         loop {

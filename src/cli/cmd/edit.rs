@@ -28,7 +28,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::Cli;
+use crate::cli::args::Cli;
 use anyhow::{Context, Result};
 use cronsole::config;
 use cronsole::model::JobDef;

@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use crate::cli::NextArgs;
+use crate::cli::args::NextArgs;
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use cronsole::model::JobDef;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::Cli;
+use crate::cli::args::Cli;
 use cronsole::store::check::{Report, check_file_store};
 use cronsole::store::file::DEFAULT_LOCK_WAIT;
 

@@ -30,7 +30,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::{BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs};
+use crate::cli::args::{
+    BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
+};
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::config::Handover;

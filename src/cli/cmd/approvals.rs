@@ -13,7 +13,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{bad_input, inert, jobs_file, open_existing_store, store_location};
-use crate::cli::{AnswerArgs, Cli};
+use crate::cli::args::{AnswerArgs, Cli};
 
 /// One call awaiting approval, as `approvals --json` prints it.
 #[derive(Serialize)]

@@ -14,7 +14,7 @@
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, SelectArgs};
+use crate::cli::args::{Cli, SelectArgs};
 use anyhow::Result;
 use chrono::Utc;
 use cronsole::model::JobRecord;

@@ -1,0 +1,129 @@
+//! PostgreSQL store: leases are stamped and judged by the database's clock, so owners whose
+//! clocks disagree by more than the lease still run a one-shot once. Owners here are separate
+//! store handles passing skewed `now`s, as owners on hosts with skewed clocks would.
+
+mod conformance;
+mod support;
+
+use chrono::{DateTime, Duration, Utc};
+use cronsole::model::Status;
+use cronsole::store::postgres::{PgClock, PgOptions, PgStore};
+use cronsole::store::{HistoryReader, RenewOutcome, Store};
+
+fn open(url: &str, clock: PgClock) -> PgStore {
+    let opts = PgOptions {
+        clock,
+        ..Default::default()
+    };
+    PgStore::open_with(url, opts).unwrap()
+}
+
+/// A one-shot with a 5 s lease, stored by a caller whose clock says `now`.
+fn one_shot(s: &PgStore, now: DateTime<Utc>) {
+    let mut d = conformance::every("once", 60);
+    d.max_runs = Some(1);
+    d.lease_seconds = 5.0;
+    s.apply(&conformance::file(vec![d]), now).unwrap();
+}
+
+fn secs(s: i64) -> Duration {
+    Duration::seconds(s)
+}
+
+/// `at` lies in `[from, to]`, give or take the half second a test machine's scheduler may add.
+fn within(at: DateTime<Utc>, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+    at >= from - Duration::milliseconds(500) && at <= to + Duration::milliseconds(500)
+}
+
+#[test]
+fn an_owner_whose_clock_is_behind_by_more_than_the_lease_still_runs_a_one_shot_once() {
+    let url = pg_db_or_skip!();
+    let (behind, ahead) = (open(&url, PgClock::Database), open(&url, PgClock::Database));
+    one_shot(&behind, Utc::now() - secs(8));
+    let before = Utc::now();
+    // The owner 8 s behind claims: its lease ends 5 s after the database's now, not its own.
+    let o = conformance::claim(&behind, "behind", Utc::now() - secs(8), 10);
+    assert_eq!(o.claims.len(), 1);
+    let c = &o.claims[0];
+    assert!(
+        within(c.lease_until, before + secs(5), Utc::now() + secs(5)),
+        "lease stamped by the database's clock: {} (claimed at {before})",
+        c.lease_until
+    );
+    // An owner 2 s ahead (and one an hour ahead) sees the lease alive: no recovery.
+    for skew in [2, 3600] {
+        let o = conformance::claim(&ahead, "ahead", Utc::now() + secs(skew), 10);
+        assert!(o.claims.is_empty(), "+{skew}s re-ran the one-shot: {o:?}");
+        assert!(o.rows.is_empty(), "+{skew}s recorded {:?}", o.rows);
+    }
+    // The renewal is judged and stamped on the database's clock too.
+    let before = Utc::now();
+    let r = behind
+        .renew("once", c.run_id, "behind", Utc::now() - secs(8))
+        .unwrap();
+    let RenewOutcome::Renewed { lease_until } = r else {
+        panic!("renewal lost: {r:?}");
+    };
+    assert!(within(lease_until, before + secs(5), Utc::now() + secs(5)));
+    // Its completion is not stale, and the one-shot retires after its one run.
+    let out = conformance::done(
+        &behind,
+        c,
+        "behind",
+        Status::Succeeded,
+        Utc::now() - secs(8),
+    );
+    assert!(!out.stale, "completed under its own lease");
+    let rows = conformance::rows(&behind, "once");
+    assert_eq!(rows.len(), 1, "one run, one row: {rows:?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    assert!(behind.job("once").unwrap().unwrap().rt.retired);
+}
+
+/// The same owners with each deciding on its own clock run the one-shot twice: what the
+/// database's clock prevents (and what makes the test above able to fail).
+#[test]
+fn owners_deciding_on_their_own_clocks_would_run_it_twice() {
+    let url = pg_db_or_skip!();
+    let (behind, ahead) = (open(&url, PgClock::Caller), open(&url, PgClock::Caller));
+    one_shot(&behind, Utc::now() - secs(8));
+    let o = conformance::claim(&behind, "behind", Utc::now() - secs(8), 10);
+    assert_eq!(o.claims.len(), 1);
+    let o = conformance::claim(&ahead, "ahead", Utc::now() + secs(2), 10);
+    assert_eq!(
+        o.claims.len(),
+        1,
+        "the lease looked expired to the owner ahead"
+    );
+    assert_eq!(o.rows[0].status, Status::Abandoned);
+}
+
+#[test]
+fn operator_edits_and_completions_read_the_database_clock() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    let mut d = conformance::every("tick", 60);
+    d.lease_seconds = 5.0;
+    // Stored by a caller an hour behind: the every-grid starts at the database's now.
+    let before = Utc::now();
+    s.apply(&conformance::file(vec![d]), Utc::now() - secs(3600))
+        .unwrap();
+    let next = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
+    assert!(within(next, before, Utc::now()), "first slot {next}");
+    let c = conformance::claim(&s, "o", Utc::now() - secs(3600), 10)
+        .claims
+        .remove(0);
+    conformance::done(&s, &c, "o", Status::Succeeded, Utc::now() - secs(3600));
+    let next = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
+    assert!(
+        within(next, before + secs(60), Utc::now() + secs(60)),
+        "next slot {next}"
+    );
+    // A pause by a caller a day ahead pauses now, and a resume continues at the next slot.
+    s.set_paused("tick", true, Utc::now() + secs(86_400))
+        .unwrap();
+    s.set_paused("tick", false, Utc::now() + secs(86_400))
+        .unwrap();
+    let again = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
+    assert_eq!(again, next, "resumed at its next real slot");
+}
