@@ -6,7 +6,7 @@ use cronsole::model::{After, ChainOn, JobDef, Status, Trigger};
 use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{Completion, HistoryQuery};
 
-use super::{Factory, claim, done, every, file, t};
+use super::{Factory, apply_due, claim, done, every, file, t};
 
 fn chained(name: &str, after: &[(&str, ChainOn)]) -> JobDef {
     let mut d = every(name, 60);

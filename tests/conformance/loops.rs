@@ -7,7 +7,7 @@ use cronsole::model::{Budget, BudgetPeriod, HistoryRow, JobDef, Status};
 use cronsole::store::{Completion, LoopStep, ReserveOutcome, Settlement, StepOutcome};
 use cronsole::transcript::{CallEntry, CallState, Delta, Entry, Transcript, TurnEntry};
 
-use super::{Factory, claim, every, file, rows, t};
+use super::{Factory, apply_due, claim, every, file, rows, t};
 
 fn step<'a>(
     job: &'a str,

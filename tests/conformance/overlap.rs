@@ -5,7 +5,7 @@ use cronsole::model::{HistoryRow, Overlap, Status};
 use cronsole::store::{Completion, RenewOutcome};
 use cronsole::testkit::store::ClaimAt;
 
-use super::{Factory, claim, done, every, file, rows, t};
+use super::{Factory, apply_due, claim, done, every, file, rows, t};
 
 fn job(overlap: Overlap, every_s: u64, lease: f64) -> cronsole::model::JobDef {
     let mut d = every("j", every_s);
