@@ -429,7 +429,7 @@ pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
     let s = f();
     let mut d = every("once", 60);
     d.max_runs = Some(1);
-    s.apply(&file(vec![d]), t(2000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(2000)).unwrap();
     let c = claim(&*s, "paused", t(2000), 10).claims.remove(0);
     let o = claim(&*s, "b", t(2031), 0);
     assert!(
