@@ -18,6 +18,7 @@ const JOBS: usize = 1_000;
 const PAGE: usize = cronsole::tui::state::HISTORY_PAGE;
 const BATCH: usize = 20_000;
 
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 fn main() {
     let rows: usize = std::env::var("CRONSOLE_BENCH_ROWS")
         .ok()

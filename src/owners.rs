@@ -5,13 +5,14 @@
 //! the store's internals (it reads records and rows handed to it), the clock (`now` is an
 //! argument), the terminal.
 //!
-//! The rule, until owners write heartbeat records of their own: an owner is live while it holds
-//! a lease that has not expired — the only fact every store keeps about a running owner. That
-//! counts an idle engine (between runs, holding no lease) as not there, so the header counts
-//! the owners at work and a front end that must not claim "no engine" falsely also looks at
-//! the newest history row: an engine that wrote one in the last [`SEEN_SECS`] was alive then
-//! ([`engine_seen`]). A process that restarted has a new owner id; the old id holds no lease
-//! and is not counted, so one process shows as one owner.
+//! The rule: an owner is live while its heartbeat record (rewritten every 5 s, see
+//! [`crate::model::OwnerRecord`]) is younger than [`GONE_AFTER_SECS`] on the store's clock
+//! ([`live`]), or while it holds a lease that has not expired ([`lease_holders`]: a store
+//! written by a release without owner records, or an owner whose heartbeat the store refused).
+//! A front end that must not claim "no engine" falsely also looks at the newest history row:
+//! an engine that wrote one in the last [`SEEN_SECS`] was alive then ([`engine_seen`]). A
+//! process that restarted has a new owner id; the old id's record ages out and is not counted,
+//! so one process shows as one owner.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +22,19 @@ use crate::model::{HistoryRow, JobRecord};
 
 /// An engine that wrote a history row this recently counts as seen ([`engine_seen`]).
 pub const SEEN_SECS: i64 = 300;
+
+/// An owner whose heartbeat record is older than this is not counted as running (six missed
+/// heartbeats).
+pub const GONE_AFTER_SECS: i64 = 30;
+
+/// The owners whose heartbeat record is younger than [`GONE_AFTER_SECS`], in id order.
+pub fn live(owners: &[crate::model::OwnerSeen]) -> BTreeSet<String> {
+    owners
+        .iter()
+        .filter(|o| o.ago <= chrono::Duration::seconds(GONE_AFTER_SECS))
+        .map(|o| o.record.owner.clone())
+        .collect()
+}
 
 /// The owners holding a lease that has not expired at `now`, in id order.
 pub fn lease_holders<'a>(
@@ -89,6 +103,25 @@ mod tests {
         ];
         let holders = lease_holders(&jobs, now);
         assert_eq!(holders.into_iter().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn live_owners_are_those_heard_of_lately() {
+        let seen = |owner: &str, ago: i64| crate::model::OwnerSeen {
+            record: crate::model::OwnerRecord {
+                owner: owner.into(),
+                host: "h".into(),
+                pid: 1,
+                version: "0".into(),
+                started_at: t("2026-12-01T00:00:00Z"),
+                last_seen: t("2026-12-01T00:00:00Z"),
+                clock_offset_ms: 0,
+                claims_stopped: None,
+            },
+            ago: chrono::Duration::seconds(ago),
+        };
+        let owners = [seen("a", 4), seen("b", GONE_AFTER_SECS + 1), seen("c", GONE_AFTER_SECS)];
+        assert_eq!(live(&owners).into_iter().collect::<Vec<_>>(), ["a", "c"]);
     }
 
     #[test]

@@ -56,10 +56,11 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// The live owners ([`crate::owners`]): those holding an unexpired lease, plus this one when
-    /// it runs an engine. A restarted process's old id holds none: one process, one owner.
+    /// The live owners ([`crate::owners`]): those heard of lately by their heartbeat records or
+    /// holding an unexpired lease, plus this one when it runs an engine. A restarted process's
+    /// old id ages out: one process, one owner.
     pub owners_seen: Vec<String>,
-    /// Some engine runs on the store: this one, a lease holder, or one that wrote a history
+    /// Some engine runs on the store: this one, a live owner, or one that wrote a history
     /// row lately ([`crate::owners::engine_seen`]). `false` in `console --attach` says nothing
     /// will run the jobs until one starts.
     pub engine_seen: bool,
@@ -412,6 +413,8 @@ impl Snapshot {
             ..Default::default()
         })?;
         let mut owners = fold.owners;
+        // Owners heard of lately, idle ones too (a store refusing the read counts none).
+        owners.extend(crate::owners::live(&store.owners().unwrap_or_default()));
         // An owner between runs holds no lease: the newest row says an engine is still about.
         let engine_seen =
             engine_running || crate::owners::engine_seen(&owners, recent.first(), now);

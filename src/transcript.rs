@@ -111,9 +111,10 @@ pub struct CallEntry {
     /// The operator's answer, for a call that needed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
-    /// Bytes of the whole result (before the model's cap).
+    /// Bytes of the whole result the tool returned (before the model's cap, and before a
+    /// source's own read bound: a command tool counts every byte it wrote).
     pub result_bytes: u64,
-    /// sha256 of the whole result, lowercase hex.
+    /// sha256 of that whole result, lowercase hex.
     pub result_sha256: String,
     /// The first [`RESULT_HEAD_BYTES`] of the result (redacted).
     pub result_head: String,

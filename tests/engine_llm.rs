@@ -466,6 +466,7 @@ async fn a_retry_after_the_budget_ran_out_is_skipped_without_a_call() {
 /// owners, each running up to four calls at once, twelve agent jobs due together, every call's
 /// worst case $0.001 and a $0.005 daily budget: at most five calls are made, and the recorded
 /// spend never passes the limit.
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n_owners_by_m_concurrent_calls_never_spend_past_the_limit() {
     use std::sync::Arc;

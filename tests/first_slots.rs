@@ -107,6 +107,7 @@ fn validate_firsts(out: &str) -> BTreeMap<String, String> {
     firsts
 }
 
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 #[test]
 fn every_view_shows_the_first_run_the_engine_makes() {
     let dir = support::tempdir("first-slots");

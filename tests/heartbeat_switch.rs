@@ -30,7 +30,7 @@ fn owner(dir: &Path, store: &Path, jobs: &Path, zygote: bool) -> Child {
     if !zygote {
         c.env("CRONSOLE_ZYGOTE", "off");
     }
-    c.args(["run", "--max-concurrent", "512", "--for", "90s", "--jobs"])
+    c.args(["run", "--max-concurrent", "512", "--for", "150s", "--jobs"])
         .arg(jobs)
         .arg("--store")
         .arg(store)
@@ -109,16 +109,17 @@ fn burst(zygote: bool) {
     let store: PathBuf = dir.join("store");
     let jobs = dir.join("jobs.yaml");
     std::fs::create_dir_all(dir.join("m")).unwrap();
-    // Lease 4 s: the switch kills a run whose owner sent no heartbeat for 2 s. Each command
-    // starts, waits for the `go` file (created when the owner is stopped), then ends by itself
-    // 1.4 s to 2.6 s later (10 ms apart from job to job): around the moment the switch fires,
+    // Lease 8 s: the switch kills a run whose owner sent no heartbeat for 4 s (long enough that
+    // a continued owner retrying 120 runs on a loaded 2-core machine still heartbeats in time).
+    // Each command starts, waits for the `go` file (created when the owner is stopped), then
+    // ends by itself 3.4 s to 4.6 s later (10 ms apart from job to job): around the moment the switch fires,
     // so some commands end before it, some are killed, and some end while it acts. Before the
     // fix the last kind were recorded "killed" (exit 125), retried, and completed twice.
     let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).format("%Y-%m-%dT%H:%M:%SZ");
     let mut yaml =
-        String::from("budget: null\ndefaults:\n  lease_seconds: 4\n  max_retries: 2\njobs:\n");
+        String::from("budget: null\ndefaults:\n  lease_seconds: 8\n  max_retries: 2\njobs:\n");
     for i in 0..N {
-        let wait = 1400 + 10 * i;
+        let wait = 3400 + 10 * i;
         yaml.push_str(&format!(
             "  - name: h{i:03}\n    schedule: \"at:{at}\"\n    command: \"echo S $$ >> m/h{i:03}; while [ ! -e go ]; do sleep 0.1; done; sleep {}.{:03}; echo D $$ >> m/h{i:03}\"\n",
             wait / 1000,
@@ -139,7 +140,7 @@ fn burst(zygote: bool) {
         .collect();
     // Stopped past its lease (no other owner: the lease stays the stopped owner's, so it goes
     // on with its runs once continued — and retries the killed ones).
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(Duration::from_secs(10));
     signal(&a, libc::SIGCONT);
     let settled = poll_until(Duration::from_secs(90), || {
         let rows = rows(&store);

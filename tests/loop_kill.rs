@@ -98,6 +98,7 @@ fn next_tool(dir: &Path, seen: &[i32]) -> Option<(PathBuf, i32)> {
     None
 }
 
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend() {
     let cycles: usize = std::env::var("LOOP_KILL_CYCLES")

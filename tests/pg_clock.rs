@@ -131,3 +131,38 @@ fn operator_edits_and_completions_read_the_database_clock() {
     let again = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
     assert_eq!(again, next, "resumed at its next real slot");
 }
+
+#[test]
+fn owner_records_measure_each_owners_clock_against_the_databases() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    let rec = |owner: &str, skew: i64| cronsole::model::OwnerRecord {
+        owner: owner.into(),
+        host: "h".into(),
+        pid: 7,
+        version: "1".into(),
+        started_at: Utc::now(),
+        last_seen: Utc::now() + secs(skew),
+        clock_offset_ms: 0,
+        claims_stopped: None,
+    };
+    let behind = s.beat(&rec("behind", -40)).unwrap();
+    assert!(
+        (-40_500..=-39_500).contains(&behind.clock_offset_ms),
+        "{behind:?}"
+    );
+    assert!(within(behind.last_seen, Utc::now() - secs(1), Utc::now()));
+    let mut ahead = rec("ahead", 300);
+    ahead.claims_stopped = Some("clock off".into());
+    s.beat(&ahead).unwrap();
+    // A second beat replaces the first.
+    s.beat(&rec("behind", -8)).unwrap();
+    let owners = s.owners().unwrap();
+    let names: Vec<_> = owners.iter().map(|o| o.record.owner.as_str()).collect();
+    assert_eq!(names, ["ahead", "behind"]);
+    assert!((299_500..=300_500).contains(&owners[0].record.clock_offset_ms));
+    assert_eq!(owners[0].record.claims_stopped.as_deref(), Some("clock off"));
+    assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
+    assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
+    assert_eq!(cronsole::owners::live(&owners).len(), 2);
+}

@@ -17,6 +17,7 @@ use cronsole::model::{HistoryRow, Status};
 use cronsole::store::postgres::PgStore;
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, Store};
 
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 #[test]
 fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses() {
     let Some(cluster) = support::pg::private_cluster() else {

@@ -29,10 +29,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cronsole::store::StoreError;
-use cronsole::store::file::FileStore;
+use cronsole::store::file::{Compaction, FileStore};
 use cronsole::testkit::simio::{FaultConfig, SharedRng, SimDisk, shared_rng};
 
 use world::{Backend, Failure, Params, Proc, Stats, World};
+
+/// Bytes the simulated journal may grow past twice the snapshot before it is compacted.
+const COMPACT_SLACK: u64 = 4096;
 
 /// The file store over a simulated disk.
 struct FileBackend {
@@ -54,6 +57,10 @@ impl Backend for FileBackend {
         let io = self.disk.process(faulty);
         match FileStore::open_with_io(&self.dir, io.clone()) {
             Ok(s) => {
+                // Stepped compaction past a small slack: the simulated stores are small, and
+                // every compaction's steps (build, then swap after the owner's next operation,
+                // other owners' writes in between) become crash points of the run.
+                let s = s.with_compaction(Compaction::stepped(COMPACT_SLACK));
                 let probe = Arc::clone(&io);
                 Ok(Proc {
                     store: Box::new(s),

@@ -83,6 +83,11 @@ pub struct RunOpts {
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub shutdown_grace: String,
 
+    /// Claim nothing new while this host's clock is further than this from the store's (the
+    /// database's on PostgreSQL), measured at every heartbeat (1s to 24h)
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub max_clock_offset: String,
+
     /// Serve Prometheus metrics at /metrics and a health check at /healthz on HOST:PORT
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
@@ -350,7 +355,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ConsoleArgs {
     /// Draw over the store without starting an engine in this process
-    #[arg(long, conflicts_with_all = ["max_concurrent", "shutdown_grace"])]
+    #[arg(long, conflicts_with_all = ["max_concurrent", "shutdown_grace", "max_clock_offset"])]
     pub attach: bool,
 
     #[command(flatten)]
@@ -521,6 +526,7 @@ const DEFAULT_MODE_ONLY: &[(&str, &str)] = &[
     ("run_for", "--for"),
     ("max_concurrent", "--max-concurrent"),
     ("shutdown_grace", "--shutdown-grace"),
+    ("max_clock_offset", "--max-clock-offset"),
 ];
 
 /// A flag given where it does not belong, which clap's own rules cannot see: an engine option

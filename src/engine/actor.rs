@@ -35,6 +35,7 @@ use super::completion::CompletionTx;
 use super::error::{EngineError, blocking};
 use super::heartbeat::Heartbeat;
 use super::outage::{Outage, Writer};
+use super::owner::Beat;
 use super::publish::{BUILD_POLL, Publisher};
 use super::shutdown::{Going, wait_for_runs};
 use super::task::{Finished, InFlight, RunTask};
@@ -65,6 +66,8 @@ pub(super) struct Actor {
     /// Both clock readings at the last claim cycle: a wall-clock step between two cycles is
     /// seen by comparing them.
     pub(super) reading: crate::clock::Reading,
+    /// This owner's record in the store and the clock check riding on it.
+    pub(super) beat: Beat,
 }
 
 /// What the loop carries from one turn to the next.
@@ -182,6 +185,13 @@ impl Actor {
                 _ = clock_jumped(&mut turn.jumps) => {}
                 _ = tick_opt(&mut turn.clock_check), if turn.signal.is_some() => {}
                 _ = sleep_opt(publish_at) => {}
+                // The owner's heartbeat record; the clock check that rides on it may stop or
+                // resume claims.
+                _ = tokio::time::sleep_until(self.beat.next) => {
+                    if self.beat_now().await {
+                        turn.wake = self.next_wake().await;
+                    }
+                }
             }
         }
         self.shutdown_runs(runs).await;
@@ -204,6 +214,9 @@ impl Actor {
             }
         };
         let last_token = blocking(&self.store, |s| s.change_token()).await?;
+        // The first heartbeat comes before the first claim: an owner whose clock is off
+        // claims nothing, not even once.
+        self.beat_now().await;
         // Completions spooled at the last stop go in before anything is claimed, so a recovery
         // claim can never record them `abandoned` first.
         let to = Writer {
@@ -330,8 +343,9 @@ impl Actor {
         if self.free_capacity() == 0 {
             return None; // a finishing run wakes the loop
         }
-        // During an outage the next claim cycle is the next probe, at its backoff's pace.
-        if self.outage.in_outage() {
+        // During an outage the next claim cycle is the next probe, at its backoff's pace; while
+        // this owner's clock is off, the heartbeat that finds it back resumes claiming.
+        if self.outage.in_outage() || self.beat.refused().is_some() {
             return None;
         }
         let now = self.now();
@@ -343,6 +357,20 @@ impl Actor {
                 Some(now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(1)))
             }
         }
+    }
+
+    /// One heartbeat now. True when it stopped or resumed claims for this owner's clock.
+    async fn beat_now(&mut self) -> bool {
+        let stopped = self.outage.stopped_because();
+        self.beat
+            .beat(
+                &self.store,
+                &self.clock,
+                self.outage.health(),
+                &self.ev_tx,
+                stopped,
+            )
+            .await
     }
 
     /// Runs this owner may still start.
@@ -408,7 +436,7 @@ impl Actor {
     async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
         let now = self.now();
-        if limit == 0 || self.shutdown.is_cancelled() {
+        if limit == 0 || self.shutdown.is_cancelled() || self.beat.refused().is_some() {
             return false;
         }
         // While the store refuses writes, this cycle is a probe: the claim itself is the write

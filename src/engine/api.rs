@@ -103,10 +103,16 @@ pub struct EngineConfig {
     /// every owner fires one, and under load (40 runs/s over 4 owners: ~500 signals/s) reacting
     /// to each would add a store lock acquisition per signal per owner. Bursts coalesce.
     pub signal_min_interval: StdDuration,
+    /// Past this distance between this owner's clock and the store's (measured at each
+    /// heartbeat) it claims nothing new, and says so. `None` (the default here): no bound, for
+    /// tests whose injected clock is nowhere near the store's; `cronsole` sets
+    /// [`DEFAULT_MAX_CLOCK_OFFSET`] unless told otherwise.
+    pub max_clock_offset: Option<StdDuration>,
 }
 
 impl EngineConfig {
-    /// The defaults (8 concurrent runs, 30 s grace, 250 ms poll, signals on) for owner id `owner`.
+    /// The defaults (8 concurrent runs, 30 s grace, 250 ms poll, signals on, no clock offset
+    /// bound) for owner id `owner`.
     pub fn new(owner: String) -> Self {
         EngineConfig {
             owner,
@@ -118,9 +124,14 @@ impl EngineConfig {
             spool: None,
             change_signal: true,
             signal_min_interval: StdDuration::from_millis(20),
+            max_clock_offset: None,
         }
     }
 }
+
+/// The default bound on this owner's clock offset from the store's: well below the default
+/// 30 s lease (a quarter of it would be 7.5 s), and above what NTP leaves between hosts.
+pub const DEFAULT_MAX_CLOCK_OFFSET: StdDuration = StdDuration::from_secs(5);
 
 /// A new owner id: `"{hostname}:{pid}:{uuid8}"`.
 pub fn new_owner_id() -> String {

@@ -87,6 +87,7 @@ mod error;
 mod heartbeat;
 mod notice;
 mod outage;
+mod owner;
 mod publish;
 mod renew;
 pub mod run;
@@ -95,11 +96,12 @@ pub mod spool;
 mod start;
 mod task;
 
-pub use api::{Command, EngineConfig, Event, new_owner_id};
+pub use api::{Command, DEFAULT_MAX_CLOCK_OFFSET, EngineConfig, Event, new_owner_id};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub use notice::{operator_notice, trigger_notice};
 pub use outage::{EngineHealth, probe_delay, store_backoff};
+pub use owner::BEAT_EVERY;
 pub use run::RunDeps;
 pub use start::{EngineHandle, spawn};
 

@@ -59,13 +59,17 @@ pub struct EngineHealth {
     pub probes_this_outage: u64,
     /// The last outage that ended: its start and its end (the first write that went through).
     pub last_outage: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// This owner's clock minus the store's at its last heartbeat, in milliseconds.
+    pub clock_offset_ms: Option<i64>,
+    /// Why claims are stopped for this owner's clock: further from the store's than the bound.
+    pub clock_refused: Option<String>,
 }
 
 impl EngineHealth {
     /// Why no new runs are claimed, in words (`None` while claiming).
     pub fn claims_stopped_because(&self) -> Option<String> {
         if !self.claims_stopped {
-            return None;
+            return self.clock_refused.clone();
         }
         let since = self
             .store_failing_since
@@ -270,6 +274,11 @@ impl Outage {
     /// A claim found the store damaged: the engine stops.
     pub(super) fn damaged(&self) -> bool {
         self.damaged.is_some()
+    }
+
+    /// Why claims are stopped (an outage, or this owner's clock), for its owner record.
+    pub(super) fn stopped_because(&self) -> Option<String> {
+        self.health.borrow().claims_stopped_because()
     }
 
     /// Whether an outage is going on: no new claims until a write succeeds.

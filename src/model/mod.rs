@@ -9,12 +9,14 @@
 //! One file per concern: `job` (definitions), `settings` (agents, sinks, budget, pricing),
 //! `chain` (`after:`), `history` (statuses, triggers, rows), `runtime` (the store's record of a
 //! job), `state` (what a job keeps between runs), `spend` (periods, counters, reservations), `tools`
-//! (MCP servers, command tools, allowlist entries and the names providers are given).
+//! (MCP servers, command tools, allowlist entries and the names providers are given), `owner`
+//! (what each running engine tells the store of itself).
 //! Everything is re-exported here, so `crate::model::X` names every type.
 
 mod chain;
 mod history;
 mod job;
+mod owner;
 mod runtime;
 mod settings;
 mod spend;
@@ -24,6 +26,7 @@ mod tools;
 pub use chain::*;
 pub use history::*;
 pub use job::*;
+pub use owner::*;
 pub use runtime::*;
 pub use settings::*;
 pub use spend::*;

@@ -526,6 +526,12 @@ impl Store for Metered {
     fn location(&self) -> String {
         self.inner.location()
     }
+    fn beat(&self, rec: &crate::model::OwnerRecord) -> StoreResult<crate::model::OwnerRecord> {
+        self.count(self.inner.beat(rec))
+    }
+    fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
+        self.count(self.inner.owners())
+    }
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         self.count(self.inner.apply(file, now))
     }

@@ -360,8 +360,11 @@ fn check_journal(
         let mut n = 0;
         let (ls, torn) = log_lines(r, &mut n, &jpath, &b, "journal");
         let complete = &b[..b.len() - torn.len()];
-        let mut replay = true;
+        // Lines before `replay_from` are in the snapshot (a journal left over from before the
+        // last compaction; lines past them were appended while it ran).
+        let mut replay_from = 0u64;
         for (no, line) in ls {
+            let off = line.as_ptr() as u64 - b.as_ptr() as u64;
             if no == 1 {
                 match serde_json::from_slice::<Header>(line) {
                     Ok(h) if h.cronsole == "journal" => {
@@ -369,13 +372,14 @@ fn check_journal(
                         if let Some(g) = generation
                             && h.generation != g
                         {
-                            let leftover = Absorbed {
-                                len: complete.len() as u64,
-                                crc32: filefmt::crc32(complete),
-                            };
-                            if h.generation + 1 == g && absorbed == Some(leftover) {
-                                replay = false;
-                                r.notes.push(format!("{}: left over from before the last compaction (its records are in the snapshot; the next writer replaces it)", jpath.display()));
+                            let prefix = absorbed.and_then(|a| {
+                                let n = usize::try_from(a.len).ok()?;
+                                (n > line.len() && filefmt::crc32(complete.get(..n)?) == a.crc32)
+                                    .then_some(a.len)
+                            });
+                            if let Some(from) = prefix.filter(|_| h.generation + 1 == g) {
+                                replay_from = from;
+                                r.notes.push(format!("{}: left over from before the last compaction (its first {from} bytes are in the snapshot; the next writer replaces it)", jpath.display()));
                             } else {
                                 r.push(
                                     &mut n,
@@ -397,7 +401,7 @@ fn check_journal(
             }
             match job_line(line, checked_jobs) {
                 Ok((rec, pos)) => {
-                    if replay {
+                    if off >= replay_from {
                         at.insert(
                             rec.def.name.clone(),
                             (rec.rt.leases().map(|l| l.run_id).collect(), pos),

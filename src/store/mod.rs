@@ -16,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
+use crate::model::{HistoryRow, JobRecord, JobsFile, OwnerRecord, OwnerSeen, Settings};
 
 pub use crate::cost::SpendNow;
 pub use error::{StoreError, StoreResult};
@@ -367,5 +367,17 @@ pub trait Store: HistoryReader {
             .ok_or_else(|| StoreError::Refused(format!("run {run_id} is not running")))?;
         let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
         Ok((job, out))
+    }
+
+    /// An owner's heartbeat: store `rec` (its `last_seen` is the owner's clock when it sent the
+    /// beat) with `last_seen` and `clock_offset_ms` measured on the store's clock, and return the
+    /// record as stored. Stores that keep no owner records measure nothing (offset 0).
+    fn beat(&self, rec: &OwnerRecord) -> StoreResult<OwnerRecord> {
+        Ok(rec.clone())
+    }
+
+    /// Every owner record, with how long ago each was last heard of on the store's clock.
+    fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
+        Ok(Vec::new())
     }
 }

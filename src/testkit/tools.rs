@@ -107,6 +107,7 @@ pub fn text_output(text: &str) -> ToolOutput {
         }],
         structured: None,
         is_error: false,
+        whole: None,
     }
 }
 

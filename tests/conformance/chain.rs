@@ -165,6 +165,69 @@ pub fn chain_on_failure_and_fan_in(f: Factory) {
     assert!(!names.contains(&"report"), "{names:?}");
 }
 
+/// Both parents of a fan-in child end in one completion batch (one transaction on
+/// PostgreSQL, which looks the batch's children up with one statement): the child records both
+/// ends once and runs once; a child the batch's ends do not fire stays idle.
+pub fn one_completion_batch_ending_both_parents_fires_the_fan_in_child_once(f: Factory) {
+    let s = f();
+    s.apply(
+        &file(vec![
+            every("a", 3600),
+            every("b", 3600),
+            chained("alarm", &[("a", ChainOn::Failure)]),
+            chained(
+                "report",
+                &[("a", ChainOn::Success), ("b", ChainOn::Completion)],
+            ),
+        ]),
+        t(1000),
+    )
+    .unwrap();
+    let o = claim(&*s, "o", t(1000), 10);
+    assert_eq!(o.claims.len(), 2);
+    let ends: Vec<Completion> = o
+        .claims
+        .iter()
+        .map(|c| {
+            let status = if c.job.def.name == "a" {
+                Status::Succeeded
+            } else {
+                Status::Failed
+            };
+            let mut row = cronsole::model::HistoryRow::new(
+                &c.job.def.name,
+                status,
+                c.trigger,
+                c.slot,
+                "o",
+                t(1001),
+            );
+            row.run_id = c.run_id;
+            Completion {
+                job: c.job.def.name.clone(),
+                run_id: c.run_id,
+                owner: "o".into(),
+                now: t(1001),
+                row,
+                state: None,
+                hold_until: None,
+            }
+        })
+        .collect();
+    for r in s.complete_many(ends) {
+        r.unwrap();
+    }
+    let o = claim(&*s, "o", t(1002), 10);
+    let names: Vec<&str> = o.claims.iter().map(|c| c.job.def.name.as_str()).collect();
+    assert_eq!(names, ["report"], "fan-in fired once, alarm not");
+    let chain = &o.claims[0].job.rt.lease.as_ref().unwrap().chain;
+    assert_eq!(
+        chain.iter().map(|p| p.job.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert!(claim(&*s, "o", t(1003), 10).claims.is_empty());
+}
+
 pub fn chain_from_a_recovered_run(f: Factory) {
     let s = f();
     apply_due(

@@ -54,6 +54,8 @@ pub struct RigOpts {
     pub stored: Option<DateTime<Utc>>,
     /// The runs' tools (none when unset).
     pub tools: Option<Arc<dyn cronsole::action::tools::ToolboxBuilder>>,
+    /// The engine's bound on its clock's offset from the store's (none when unset).
+    pub max_clock_offset: Option<StdDuration>,
 }
 
 impl Default for RigOpts {
@@ -63,6 +65,7 @@ impl Default for RigOpts {
             start: t("2026-11-29T12:00:00Z"),
             stored: None,
             tools: None,
+            max_clock_offset: None,
         }
     }
 }
@@ -87,6 +90,7 @@ impl Rig {
         cfg.change_poll = StdDuration::from_millis(20);
         cfg.snapshot_min_interval = StdDuration::from_millis(20);
         cfg.shutdown_grace = StdDuration::from_secs(5);
+        cfg.max_clock_offset = opts.max_clock_offset;
         let env = opts.env;
         let mut deps = run_deps(Arc::new(move |k: &str| env.get(k).cloned()), tiny_backoff());
         if let Some(tools) = opts.tools {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::schema::ArgSchemas;
 use super::{ApprovalAsk, BREAKER_FAILURES, LoopRun, ModelTurns, State, Verdict, plural};
 use crate::action::llm::wire::{ToolCall, ToolResult};
-use crate::action::tools::{Content, ToolError, ToolOutput};
+use crate::action::tools::{Content, ToolError, ToolOutput, Whole};
 use crate::transcript::{
     ARGS_MAX_BYTES, Approval, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
 };
@@ -44,6 +44,8 @@ struct Answer {
     text: String,
     is_error: bool,
     state: CallState,
+    /// The whole output's size and hash when the source measured them (it kept only part).
+    whole: Option<Whole>,
 }
 
 impl<'r, 'a> Dispatcher<'r, 'a> {
@@ -211,6 +213,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                     text: render(&out),
                     is_error: out.is_error,
                     state: CallState::Done,
+                    whole: out.whole,
                 },
                 Ok(Some(Err(ToolError::Timeout(d)))) => done_error(format!(
                     "the call timed out after {}s and was cancelled",
@@ -245,8 +248,18 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         let shown = cut_for_model(&redacted, self.run.limits.max_tool_output_bytes);
         entry.state = answer.state;
         entry.is_error = answer.is_error;
-        entry.result_bytes = full.len() as u64;
-        entry.result_sha256 = sha256_hex(full.as_bytes());
+        // Size and hash of the tool's own output, whole: measured by the source when it kept
+        // only part of it, else of the text it returned (without the error mark added here).
+        match &answer.whole {
+            Some(w) => {
+                entry.result_bytes = w.bytes;
+                entry.result_sha256 = w.sha256.clone();
+            }
+            None => {
+                entry.result_bytes = answer.text.len() as u64;
+                entry.result_sha256 = sha256_hex(answer.text.as_bytes());
+            }
+        }
         entry.result_head = cap_bytes(&redacted, RESULT_HEAD_BYTES);
         if answer.state == CallState::Refused {
             st.transcript.push(Entry::Call(entry.clone()));
@@ -265,6 +278,7 @@ fn refused(text: String) -> Answer {
         text,
         is_error: true,
         state: CallState::Refused,
+        whole: None,
     }
 }
 
@@ -273,6 +287,7 @@ fn done_error(text: String) -> Answer {
         text,
         is_error: true,
         state: CallState::Done,
+        whole: None,
     }
 }
 
@@ -350,6 +365,7 @@ mod tests {
             ],
             structured: Some(serde_json::json!({"x": 1})),
             is_error: false,
+            whole: None,
         };
         assert_eq!(render(&out), "a\n[image: image/png, 3 bytes, sha256 ab]");
         let only_structured = ToolOutput {

@@ -246,6 +246,75 @@ async fn parallel_calls_are_answered_in_order_then_the_model_answers() {
     assert!(m.recorded >= 4);
 }
 
+/// The model sees a bounded result; the record keeps the size and sha256 of the whole output —
+/// measured by the loop when the source returned it whole, taken from the source when it kept
+/// only a part (a command tool's streams over their bound) — and never counts the error mark
+/// the loop adds.
+#[tokio::test(start_paused = true)]
+async fn the_record_measures_the_whole_output_while_the_model_gets_the_bounded_one() {
+    use crate::action::tools::{ToolOutput, Whole};
+    use crate::transcript::sha256_hex;
+    let big = "0123456789".repeat(10_000);
+    let big_for_tool = big.clone();
+    let src = Arc::new(
+        MemorySource::new("gen")
+            .tool("big", json!({"type": "object"}), move |_| {
+                Ok(text_output(&big_for_tool))
+            })
+            .tool("measured", json!({"type": "object"}), |_| {
+                Ok(ToolOutput {
+                    whole: Some(Whole {
+                        bytes: 9_000_000,
+                        sha256: "ab".repeat(32),
+                    }),
+                    ..text_output("the first part")
+                })
+            })
+            .tool("fails", json!({"type": "object"}), |_| {
+                Ok(error_output("bad"))
+            }),
+    );
+    let tb = toolbox(vec![src]);
+    let mut m = Scripted::new(vec![
+        calls(vec![
+            call("c1", "gen__big", json!({})),
+            call("c2", "gen__measured", json!({})),
+            call("c3", "gen__fails", json!({})),
+        ]),
+        text("done"),
+    ]);
+    let limits = LoopLimits {
+        max_tool_output_bytes: 1000,
+        ..LoopLimits::default()
+    };
+    let out = run_with(&tb, limits, None, &mut m).await;
+    assert_eq!(out.tool_calls, 3);
+    let shown = results(&m.seen[1]);
+    assert!(shown[0].1.len() < 1100, "{}", shown[0].1);
+    assert!(
+        shown[0]
+            .1
+            .ends_with("…[output cut: 1000 of 100000 bytes shown]")
+    );
+    let recorded: Vec<(u64, String)> = out
+        .transcript
+        .to_vec()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Call(c) => Some((c.result_bytes, c.result_sha256)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        vec![
+            (100_000, sha256_hex(big.as_bytes())),
+            (9_000_000, "ab".repeat(32)),
+            (3, sha256_hex(b"bad")),
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn names_not_offered_and_invalid_arguments_are_never_dispatched() {
     let src = files();

@@ -14,8 +14,9 @@
 //!   error result, never a truncated argument.
 //! - The result is stdout, then stderr when there is any (`stderr:` on a line of its own),
 //!   read up to [`MAX_READ_BYTES`] each (the rest drained and dropped, and said so); the tool
-//!   loop bounds what the model sees. A timeout kills the tool's tree and is an error result
-//!   naming it.
+//!   loop bounds what the model sees. Every byte is counted and hashed as it streams, so a cut
+//!   output's recorded size and sha256 are still those of all it wrote ([`Whole`]). A timeout
+//!   kills the tool's tree and is an error result naming it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +25,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use super::{BoxFuture, Content, ToolDef, ToolError, ToolOutput, ToolSource};
+use sha2::{Digest, Sha256};
+
+use super::{BoxFuture, Content, ToolDef, ToolError, ToolOutput, ToolSource, Whole};
 use crate::model::{CommandToolDef, ToolCommand};
 use crate::proc::ProcEnv;
 use crate::text::Secrets;
@@ -36,6 +39,8 @@ pub const SOURCE: &str = "tools";
 pub const MAX_ARGS_BYTES: usize = 32 * 4096 - 20;
 /// What is kept of each of a call's stdout and stderr.
 pub const MAX_READ_BYTES: usize = 4 * 1024 * 1024;
+/// What stands between stdout and stderr in a result.
+const STDERR_SEPARATOR: &str = "\nstderr: ";
 
 /// The allowed command tools of one run.
 pub struct CommandSource {
@@ -130,12 +135,16 @@ impl CommandSource {
         };
         let mut text = self.redact(&out.text());
         if !err.bytes.is_empty() {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str("stderr: ");
+            text.push_str(if text.is_empty() {
+                &STDERR_SEPARATOR[1..]
+            } else {
+                STDERR_SEPARATOR
+            });
             text.push_str(&self.redact(&err.text()));
         }
+        // Measured whole only when a stream was cut: an output kept whole is measured by the
+        // loop from its redacted text, so no record holds the hash of a bare secret.
+        let whole = (out.cut || err.cut).then(|| whole_of(out, &err));
         let is_error = code != Some(0);
         if is_error {
             let how = code.map_or("ended without an exit code".to_string(), |c| {
@@ -151,6 +160,7 @@ impl CommandSource {
             content: vec![Content::Text { text }],
             structured: None,
             is_error,
+            whole,
         })
     }
 
@@ -159,11 +169,24 @@ impl CommandSource {
     }
 }
 
-/// What was read of one stream.
-#[derive(Default)]
+/// What was read of one stream: its first [`MAX_READ_BYTES`], and its whole length and hash
+/// (stdout's hash goes on with stderr's kept part: see [`whole_of`]).
 struct Read {
     bytes: Vec<u8>,
     cut: bool,
+    total: u64,
+    hash: Sha256,
+}
+
+impl Default for Read {
+    fn default() -> Read {
+        Read {
+            bytes: Vec::new(),
+            cut: false,
+            total: 0,
+            hash: Sha256::new(),
+        }
+    }
 }
 
 impl Read {
@@ -187,8 +210,29 @@ async fn read_bounded(mut r: Box<dyn AsyncRead + Send + Unpin>) -> Read {
                 let room = MAX_READ_BYTES.saturating_sub(out.bytes.len());
                 out.bytes.extend_from_slice(&buf[..n.min(room)]);
                 out.cut |= n > room;
+                out.total += n as u64;
+                out.hash.update(&buf[..n]);
             }
         }
+    }
+}
+
+/// The size and sha256 of what the tool wrote, laid out as the model's text lays it out (its
+/// stdout, then `\nstderr: ` and its stderr when it wrote any), before any cut or redaction.
+/// Stdout is hashed as it streams, whatever its length; stderr is appended from its kept part,
+/// so past [`MAX_READ_BYTES`] of stderr the size still counts every byte but the hash covers
+/// stderr's first [`MAX_READ_BYTES`].
+fn whole_of(out: Read, err: &Read) -> Whole {
+    let mut hash = out.hash;
+    let mut bytes = out.total;
+    if err.total > 0 {
+        hash.update(STDERR_SEPARATOR.as_bytes());
+        hash.update(&err.bytes);
+        bytes += STDERR_SEPARATOR.len() as u64 + err.total;
+    }
+    Whole {
+        bytes,
+        sha256: hash.finalize().iter().map(|b| format!("{b:02x}")).collect(),
     }
 }
 
@@ -197,6 +241,7 @@ fn error_output(text: String) -> ToolOutput {
         content: vec![Content::Text { text }],
         structured: None,
         is_error: true,
+        whole: None,
     }
 }
 
@@ -238,5 +283,41 @@ impl ToolSource for CommandSource {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::sha256_hex;
+
+    fn reader(bytes: Vec<u8>) -> Box<dyn AsyncRead + Send + Unpin> {
+        Box::new(std::io::Cursor::new(bytes))
+    }
+
+    /// A stream over the bound is kept in part but counted and hashed whole, so the record
+    /// says what the tool really wrote.
+    #[tokio::test]
+    async fn a_cut_output_is_measured_whole() {
+        let stdout: Vec<u8> = (0..MAX_READ_BYTES + 1000)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let out = read_bounded(reader(stdout.clone())).await;
+        assert!(out.cut);
+        assert_eq!(out.bytes.len(), MAX_READ_BYTES);
+        assert_eq!(out.bytes[..], stdout[..MAX_READ_BYTES]);
+        let err = read_bounded(reader(b"warning".to_vec())).await;
+        let w = whole_of(out, &err);
+        let mut all = stdout.clone();
+        all.extend_from_slice(b"\nstderr: warning");
+        assert_eq!(w.bytes, all.len() as u64);
+        assert_eq!(w.sha256, sha256_hex(&all));
+        // Without stderr: stdout alone.
+        let out = read_bounded(reader(stdout.clone())).await;
+        let w = whole_of(out, &Read::default());
+        assert_eq!(
+            (w.bytes, w.sha256),
+            (stdout.len() as u64, sha256_hex(&stdout))
+        );
     }
 }

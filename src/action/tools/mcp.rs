@@ -617,6 +617,7 @@ fn tool_output(r: &CallToolResult) -> ToolOutput {
         content,
         structured: r.structured_content.clone(),
         is_error: r.is_error.unwrap_or(false),
+        whole: None,
     }
 }
 

@@ -127,6 +127,19 @@ pub struct ToolOutput {
     pub structured: Option<Value>,
     /// The tool said the call failed (MCP `isError`, a command tool's non-zero exit).
     pub is_error: bool,
+    /// The size and sha256 of what the tool wrote, when the source measured it itself (a
+    /// command tool's streams, counted and hashed whole while only their first part is kept);
+    /// `None`: the content above is the whole output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<Whole>,
+}
+
+/// The size and sha256 of a tool's whole output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Whole {
+    pub bytes: u64,
+    /// Lowercase hex.
+    pub sha256: String,
 }
 
 /// Why a source could not list its tools or complete a call.

@@ -66,6 +66,7 @@ struct Opts {
     run_for: Option<std::time::Duration>,
     grace: std::time::Duration,
     metrics_addr: Option<std::net::SocketAddr>,
+    max_clock_offset: std::time::Duration,
 }
 
 /// Longest `--for`: the schedule grammar's 100-year cap.
@@ -98,10 +99,19 @@ fn opts(run: &RunOpts) -> Result<Opts> {
         Some(a) => Some(http::parse_addr(a).map_err(bad_input)?),
         None => None,
     };
+    let max_clock_offset = parse_duration(&run.max_clock_offset)
+        .map_err(|e| bad_input(format!("--max-clock-offset {}: {e}", run.max_clock_offset)))?;
+    if max_clock_offset > MAX_GRACE {
+        return Err(bad_input(format!(
+            "--max-clock-offset {}: must be at most 24h",
+            run.max_clock_offset
+        )));
+    }
     Ok(Opts {
         run_for,
         grace,
         metrics_addr,
+        max_clock_offset,
     })
 }
 
@@ -238,6 +248,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             }
         };
         cfg.shutdown_grace = opts.grace;
+        cfg.max_clock_offset = Some(opts.max_clock_offset);
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
         // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection

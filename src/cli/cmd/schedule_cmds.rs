@@ -70,7 +70,39 @@ fn walk(
     slots
 }
 
+/// What `next` answers, before it is printed.
+struct Preview {
+    expr: String,
+    tz: chrono_tz::Tz,
+    job: Option<JobDef>,
+    slots: Vec<DateTime<Utc>>,
+    /// The `run_immediately` run of a job previewed from now.
+    immediate: Option<DateTime<Utc>>,
+    before: Option<DateTime<Utc>>,
+    reference: DateTime<Utc>,
+}
+
+impl Preview {
+    /// What the store acts on: the slot plus the job's jitter (the slot itself without --job).
+    fn fire(&self, s: DateTime<Utc>) -> DateTime<Utc> {
+        self.job.as_ref().map_or(s, |j| j.fire_at(s))
+    }
+}
+
 pub fn next(a: &NextArgs) -> Result<ExitCode> {
+    let p = preview(a)?;
+    if a.json {
+        print_json(&p)?;
+    } else if p.slots.is_empty() {
+        print_empty(a, &p);
+    } else {
+        print_text(&p);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The slots `a` asks for (or the job's, previewed from now).
+fn preview(a: &NextArgs) -> Result<Preview> {
     let job = a
         .job
         .as_deref()
@@ -122,8 +154,6 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         None => Compiled::new(&spec, anchor),
     }
     .map_err(|e| bad_input(e.to_string()))?;
-    // What the store acts on: the slot plus the job's jitter (the slot itself without --job).
-    let fire = |s: DateTime<Utc>| job.as_ref().map_or(s, |j| j.fire_at(s));
 
     // Previewed from now, the first slot is the store's; the rest follow it on the schedule.
     let slots = match stored_now.map(|f| f.first) {
@@ -135,79 +165,101 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         Some(_) => Vec::new(),
         None => walk(&compiled, reference, before.is_some(), a.count),
     };
+    Ok(Preview {
+        expr,
+        tz,
+        job,
+        slots,
+        immediate: stored_now.and_then(|f| f.immediate),
+        before,
+        reference,
+    })
+}
 
-    if a.json {
-        let mut v = serde_json::json!({
-            "expr": expr,
-            "tz": tz.name(),
-            "slots": slots
-                .iter()
-                .map(|s| s.to_rfc3339_opts(SecondsFormat::AutoSi, true))
-                .collect::<Vec<_>>(),
-        });
-        if let Some(at) = stored_now.and_then(|f| f.immediate) {
-            v["immediate"] = serde_json::json!(at.to_rfc3339_opts(SecondsFormat::Secs, true));
-        }
-        if let Some(j) = &job {
-            v["job"] = serde_json::json!(j.name);
-            v["fires"] = serde_json::json!(
-                slots
-                    .iter()
-                    .map(|s| fire(*s).to_rfc3339_opts(SecondsFormat::AutoSi, true))
-                    .collect::<Vec<_>>()
-            );
-        }
-        println!("{}", cronsole::text::to_json(&v)?);
-    } else if slots.is_empty() {
-        // An empty answer says so (a script reading --json gets `"slots": []`).
-        if a.count == 0 {
-            println!("(no slots: --count 0 asks for none)");
-        } else if let Some(j) = job.as_ref().filter(|j| !j.after.is_empty())
-            && j.schedule == ScheduleSpec::AfterOnly
-        {
-            println!(
-                "(no slots: job {} runs when its parents finish: {})",
-                j.name, j.schedule_text
-            );
-        } else if before.is_some() {
-            println!(
-                "(no slots: the schedule has none before {})",
-                reference.to_rfc3339_opts(SecondsFormat::Secs, true)
-            );
-        } else {
-            println!(
-                "(no slots: the schedule has none after {})",
-                reference.to_rfc3339_opts(SecondsFormat::Secs, true)
-            );
-        }
-    } else {
-        if let Some(at) = stored_now.and_then(|f| f.immediate) {
-            println!(
-                "{}  {} ({}) [at first store: run_immediately]",
-                at.to_rfc3339_opts(SecondsFormat::Secs, true),
-                at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
-                tz.name()
-            );
-        }
-        for s in &slots {
-            let f = fire(*s);
-            let local = f.with_timezone(&tz);
-            let jitter = if f > *s {
-                format!(
-                    "  [slot {} + {}s jitter]",
-                    s.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-                    (f - *s).num_milliseconds() as f64 / 1000.0
-                )
-            } else {
-                String::new()
-            };
-            println!(
-                "{}  {} ({}){jitter}",
-                f.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-                local.format("%Y-%m-%d %H:%M:%S%.f %Z"),
-                tz.name()
-            );
-        }
+fn print_json(p: &Preview) -> Result<()> {
+    let Preview {
+        expr,
+        tz,
+        job,
+        slots,
+        ..
+    } = p;
+    let mut v = serde_json::json!({
+        "expr": expr,
+        "tz": tz.name(),
+        "slots": slots
+            .iter()
+            .map(|s| s.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(at) = p.immediate {
+        v["immediate"] = serde_json::json!(at.to_rfc3339_opts(SecondsFormat::Secs, true));
     }
-    Ok(ExitCode::SUCCESS)
+    if let Some(j) = &job {
+        v["job"] = serde_json::json!(j.name);
+        v["fires"] = serde_json::json!(
+            slots
+                .iter()
+                .map(|s| p.fire(*s).to_rfc3339_opts(SecondsFormat::AutoSi, true))
+                .collect::<Vec<_>>()
+        );
+    }
+    println!("{}", cronsole::text::to_json(&v)?);
+    Ok(())
+}
+
+/// An empty answer says so (a script reading --json gets `"slots": []`).
+fn print_empty(a: &NextArgs, p: &Preview) {
+    let (job, before, reference) = (&p.job, p.before, p.reference);
+    if a.count == 0 {
+        println!("(no slots: --count 0 asks for none)");
+    } else if let Some(j) = job.as_ref().filter(|j| !j.after.is_empty())
+        && j.schedule == ScheduleSpec::AfterOnly
+    {
+        println!(
+            "(no slots: job {} runs when its parents finish: {})",
+            j.name, j.schedule_text
+        );
+    } else if before.is_some() {
+        println!(
+            "(no slots: the schedule has none before {})",
+            reference.to_rfc3339_opts(SecondsFormat::Secs, true)
+        );
+    } else {
+        println!(
+            "(no slots: the schedule has none after {})",
+            reference.to_rfc3339_opts(SecondsFormat::Secs, true)
+        );
+    }
+}
+
+fn print_text(p: &Preview) {
+    let (tz, slots) = (p.tz, p.slots.as_slice());
+    if let Some(at) = p.immediate {
+        println!(
+            "{}  {} ({}) [at first store: run_immediately]",
+            at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+            tz.name()
+        );
+    }
+    for s in slots {
+        let f = p.fire(*s);
+        let local = f.with_timezone(&tz);
+        let jitter = if f > *s {
+            format!(
+                "  [slot {} + {}s jitter]",
+                s.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+                (f - *s).num_milliseconds() as f64 / 1000.0
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "{}  {} ({}){jitter}",
+            f.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            local.format("%Y-%m-%d %H:%M:%S%.f %Z"),
+            tz.name()
+        );
+    }
 }

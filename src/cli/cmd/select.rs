@@ -54,7 +54,8 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
 /// or by the newest history row (the last 5 minutes), not by other jobs' leases.
 pub fn no_engine_note(store: &dyn Store, jobs: &[JobRecord]) -> Result<Option<String>> {
     let now = Utc::now();
-    let holders = cronsole::owners::lease_holders(jobs, now);
+    let mut holders = cronsole::owners::lease_holders(jobs, now);
+    holders.extend(cronsole::owners::live(&store.owners().unwrap_or_default()));
     let newest = store.history(&cronsole::store::HistoryQuery {
         limit: 1,
         ..Default::default()

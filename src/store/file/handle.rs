@@ -43,6 +43,13 @@ pub(super) struct Inner {
     /// the snapshot's `absorbed` record): its records are in the snapshot; a writer replaces it
     /// before appending.
     pub(super) journal_stale: bool,
+    /// With `journal_stale`: the journal's first bytes the snapshot absorbed. A crash between a
+    /// compaction's two renames leaves lines past them (other writers' appends during the
+    /// compaction): they are indexed, and carried into the journal that replaces this one.
+    pub(super) journal_absorbed: u64,
+    /// The journal outgrew the snapshot during this operation: the compaction it plans starts
+    /// when the lock is released (see `compact.rs`).
+    pub(super) compact_plan: Option<super::compact::Plan>,
     /// The open history segment (`history.jsonl`).
     pub(super) history: AppendLog,
     /// Its segment number.
@@ -121,7 +128,16 @@ pub struct FileStore {
     pub(super) adopts_mark: bool,
     /// Snapshots at least this long get a `jobs.index` ([`INDEX_MIN_BYTES`](super::INDEX_MIN_BYTES)).
     pub(super) index_min_bytes: u64,
+    /// Compaction of the jobs files (off the claim path, see `compact.rs`).
+    pub(super) compactor: super::compact::Compactor,
     pub(super) inner: Mutex<Inner>,
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        // A compaction thread reads through this handle's I/O layer: let it finish its swap.
+        self.compactor.join();
+    }
 }
 
 /// How much longer a lock wait lasts once the process is stopping ([`crate::store::Store::hurry`]).
@@ -138,9 +154,11 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // The operation is over: its parsed records go (the index and the files have them).
         self.inner.hot.clear();
+        let plan = self.inner.compact_plan.take();
         if let Err(e) = self.store.lock.unlock() {
             tracing::warn!("unlocking the store failed: {e}");
         }
+        self.store.after_unlock(plan);
     }
 }
 
@@ -162,6 +180,13 @@ impl FileStore {
     /// [`INDEX_MIN_BYTES`](super::INDEX_MIN_BYTES); tests index tiny stores with 0).
     pub fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
         self.index_min_bytes = bytes;
+        self
+    }
+
+    /// Compact the jobs journal as `c` says (default: past twice the snapshot + 1 MiB, on a
+    /// thread of the handle).
+    pub fn with_compaction(mut self, c: super::compact::Compaction) -> FileStore {
+        self.compactor = super::compact::Compactor::new(c);
         self
     }
 

@@ -241,15 +241,35 @@ impl<'a> IndexWriter<'a> {
     /// The snapshot (`snapshot_len` bytes) is in place: write the index beside it, or — when the
     /// snapshot is under the threshold or an entry broke the layout — remove any index left
     /// from an earlier snapshot. Returns whether an index was written.
-    pub(super) fn finish(mut self, snapshot_len: u64) -> StoreResult<bool> {
+    pub(super) fn finish(self, snapshot_len: u64) -> StoreResult<bool> {
+        let (io, dir, path) = (self.io, self.dir, self.path);
+        match self.keep(snapshot_len)? {
+            Some(tmp) => {
+                if let Err(e) = io.rename(&tmp, path) {
+                    let _ = io.remove_file(&tmp);
+                    return Err(StoreError::io(path, e));
+                }
+                io.sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+                Ok(true)
+            }
+            None => {
+                match io.remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io(path, e)),
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Write the index of a snapshot of `snapshot_len` bytes to a temp file beside `path`
+    /// (fsynced, not renamed): its path, or `None` when the snapshot gets no index (under the
+    /// threshold, or an entry broke the layout).
+    pub(super) fn keep(mut self, snapshot_len: u64) -> StoreResult<Option<std::path::PathBuf>> {
         if self.next_off != Some(snapshot_len) || snapshot_len < self.min_bytes {
             drop(self.file.take());
-            match self.io.remove_file(self.path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(self.path, e)),
-            }
-            return Ok(false);
+            return Ok(None);
         }
         self.buf.extend_from_slice(&self.count.to_le_bytes());
         self.buf.extend_from_slice(&snapshot_len.to_le_bytes());
@@ -262,8 +282,7 @@ impl<'a> IndexWriter<'a> {
         let sum = self.crc.finish();
         f.buf.extend_from_slice(&self.buf);
         f.buf.extend_from_slice(&sum.to_le_bytes());
-        f.commit()?;
-        Ok(true)
+        f.keep().map(|(tmp, _)| Some(tmp))
     }
 }
 

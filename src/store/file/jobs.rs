@@ -1,6 +1,7 @@
 //! The jobs half of the file store: the snapshot + journal pair (loading, tail reads, appends,
-//! compaction), the per-handle index of every job and the parsed records an operation works on.
-//! The line format is `record.rs`'s; a batch of definitions (`apply`) is `apply.rs`'s.
+//! the compaction of a whole batch under the lock; the usual one is `compact.rs`'s), the
+//! per-handle index of every job and the parsed records an operation works on. The line format
+//! is `record.rs`'s; a batch of definitions (`apply`) is `apply.rs`'s.
 //!
 //! # The index, and records read on demand
 //! A handle keeps, per job, only a [`Slim`] entry: where its newest line lives (snapshot or
@@ -229,24 +230,27 @@ impl Locked<'_> {
         let mut first = vec![0u8; len.min(BLOCK) as usize];
         read_at(&*f, &jpath, 0, &mut first)?;
         let end = memchr::memchr(b'\n', &first).unwrap_or(first.len());
-        let stale = journal_is_stale_with(&jpath, &first[..end], id, generation, absorbed, || {
+        let stale = journal_is_stale_with(&jpath, &first[..end], id, generation, absorbed, |n| {
+            if n > len {
+                return Ok(None);
+            }
             let mut crc = filefmt::Crc32::default();
-            for_each_piece(&*f, &jpath, len, |piece| {
+            for_each_piece(&*f, &jpath, n, |piece| {
                 crc.update(piece);
                 Ok(())
             })?;
-            Ok(filefmt::Absorbed {
-                len,
-                crc32: crc.finish(),
-            })
+            Ok(Some(crc.finish()))
         })?;
         if let Ok(h) = serde_json::from_slice::<JournalAcct>(&first[..end]) {
             inner.acct = later_mark(inner.acct, h.acct);
         }
-        if !stale {
+        // A stale journal's lines before `from` are in the snapshot; lines past it were
+        // appended while the compaction that absorbed them ran (see `compact.rs`).
+        let from = stale.unwrap_or(0);
+        if from < len {
             // Journal lines are read a piece at a time too: it may grow to twice the snapshot.
             for_each_line(&*f, &jpath, len, |no, off, line| {
-                if no == 1 {
+                if no == 1 || off < from {
                     return Ok(());
                 }
                 let len = line_len(&jpath, no, line)?;
@@ -266,7 +270,8 @@ impl Locked<'_> {
             len,
             cut_unsynced,
         };
-        inner.journal_stale = stale;
+        inner.journal_stale = stale.is_some();
+        inner.journal_absorbed = from;
         inner.names_unsynced = true;
         inner.loaded = true;
         Ok(())
@@ -441,11 +446,22 @@ impl Locked<'_> {
         Ok(page)
     }
 
-    /// Replace the journal with an empty one of the current generation (new inode).
+    /// Replace the journal with one of the current generation (new inode): empty, or holding
+    /// the lines of a stale journal past what the snapshot absorbed.
     pub(super) fn new_journal(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
-        let header = journal_header(self.inner.generation, self.id(), self.inner.acct)?;
-        write_atomic(self.io(), &self.store.dir, &jpath, &header)?;
+        let mut bytes = journal_header(self.inner.generation, self.id(), self.inner.acct)?;
+        let from = self.inner.journal_absorbed;
+        let tail = self.inner.journal.len.saturating_sub(from);
+        let carried = self.inner.journal_stale && from > 0 && tail > 0;
+        let shift = bytes.len() as u64;
+        if carried {
+            let f = self.inner.journal.file(&jpath)?;
+            let at = bytes.len();
+            bytes.resize(at + tail as usize, 0);
+            read_at(f, &jpath, from, &mut bytes[at..])?;
+        }
+        write_atomic(self.io(), &self.store.dir, &jpath, &bytes)?;
         let f = self
             .io()
             .open(&jpath, OpenMode::Append)
@@ -458,6 +474,23 @@ impl Locked<'_> {
             cut_unsynced: false,
         };
         self.inner.journal_stale = false;
+        self.inner.journal_absorbed = 0;
+        if carried {
+            // The carried lines moved: from `from` in the old journal to `shift` in this one.
+            let moved: Vec<(String, Slim)> = self
+                .inner
+                .jobs
+                .iter()
+                .filter(|(_, s)| s.loc.is_some_and(|l| l.journal))
+                .map(|(n, s)| (n.to_string(), s.clone()))
+                .collect();
+            for (name, mut slim) in moved {
+                if let Some(l) = slim.loc.as_mut() {
+                    l.off = l.off - from + shift;
+                }
+                self.inner.jobs.set(&name, slim);
+            }
+        }
         Ok(())
     }
 
@@ -596,13 +629,10 @@ impl Locked<'_> {
             };
             set_index(&mut self.inner, n, Some(loc), idx);
         }
-        if self.inner.journal.len > 2 * self.inner.snapshot_len + 1024 * 1024
-            && let Err(e) = self.compact_jobs()
-        {
-            // The records above are durable: report success. A half-done compaction (e.g. a full
-            // disk) is resolved by reloading from disk before the next operation.
-            tracing::warn!("journal compaction failed (will retry later): {e}");
-            self.inner.loaded = false;
+        let slack = self.store.compactor.config.slack;
+        if self.inner.journal.len > (2 * self.inner.snapshot_len).saturating_add(slack) {
+            // Compacted off the claim path, once the lock is released (see `compact.rs`).
+            self.plan_compaction();
         }
         Ok(())
     }

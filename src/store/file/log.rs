@@ -193,16 +193,7 @@ impl<'a> AtomicFile<'a> {
     /// Write what is buffered, fsync, rename over `path`, fsync the directory. Returns the
     /// file's length.
     pub(super) fn commit(mut self) -> StoreResult<u64> {
-        let buf = std::mem::take(&mut self.buf);
-        self.write(&buf)?;
-        drop(buf);
-        let synced = match self.f.take() {
-            Some(f) => f.sync_all().map_err(io_err(&self.tmp)),
-            None => Err(StoreError::NotOpen {
-                path: self.tmp.clone(),
-            }),
-        };
-        synced?;
+        self.write_and_sync()?;
         if let Err(e) = self.io.rename(&self.tmp, self.path) {
             return Err(StoreError::io(self.path, e));
         }
@@ -210,6 +201,25 @@ impl<'a> AtomicFile<'a> {
         self.tmp = std::path::PathBuf::new();
         self.io.sync_dir(self.dir).map_err(io_err(self.dir))?;
         Ok(self.written)
+    }
+
+    /// Write what is buffered and fsync, but leave the temp file where it is: returns its path
+    /// (the caller renames or removes it) and the file's length.
+    pub(super) fn keep(mut self) -> StoreResult<(std::path::PathBuf, u64)> {
+        self.write_and_sync()?;
+        Ok((std::mem::take(&mut self.tmp), self.written))
+    }
+
+    fn write_and_sync(&mut self) -> StoreResult<()> {
+        let buf = std::mem::take(&mut self.buf);
+        self.write(&buf)?;
+        drop(buf);
+        match self.f.take() {
+            Some(f) => f.sync_all().map_err(io_err(&self.tmp)),
+            None => Err(StoreError::NotOpen {
+                path: self.tmp.clone(),
+            }),
+        }
     }
 }
 

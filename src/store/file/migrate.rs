@@ -304,7 +304,20 @@ fn checksum_job_lines(io: &dyn StoreIo, dir: &Path, id: &str) -> StoreResult<()>
     {
         let no = i as u64 + 1;
         if i == 0 {
-            stale = journal_is_stale(&jpath, line, id, generation, absorbed, complete)?;
+            stale = match journal_is_stale(&jpath, line, id, generation, absorbed, complete)? {
+                None => false,
+                Some(n) if n == complete.len() as u64 => true,
+                // Earlier formats compacted under the lock: their journals never grew past
+                // what a snapshot absorbed.
+                Some(_) => {
+                    return Err(corrupt(
+                        &jpath,
+                        1,
+                        1,
+                        "journal holds lines past what the snapshot absorbed",
+                    ));
+                }
+            };
             if stale {
                 // Left over from before the last compaction: its records are in the snapshot,
                 // which is rewritten at its own generation (still naming that journal).

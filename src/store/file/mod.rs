@@ -15,13 +15,15 @@
 //! - `migrate.rs` — format-1 and format-2 upgrades.
 //! - `handle.rs` — [`FileStore`], the cache (`Inner`) and the locked handle (`Locked`).
 //! - `lines.rs` — job lines read by place, in file order, a page at a time.
-//! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, compaction.
+//! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, a big apply's snapshot.
+//! - `compact.rs` — the usual compaction: planned under the lock, built without it, swapped in.
 //! - `apply.rs` — `apply`: definitions diffed one at a time, written as one append or snapshot.
 //! - `history.rs` — the open segment: verification, appends, sealing, retention, cross-check.
 //! - `landed.rs` — rows a record may not account for yet (recovery and leftover scans).
 //! - `query.rs` — newest-first history pages.
 //! - `sync.rs` — the lock, the cache refreshed from the files, persisting rows then records.
 //! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
+//! - `owners.rs` — owner records (`owners/`), one file per running engine.
 //! - `chain.rs`, `claim.rs`, `complete.rs`, `recount.rs` — the operations' store-side steps.
 //! - `open.rs` — opening, creating, migrating.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
@@ -38,10 +40,11 @@
 //! - `jobs.journal` — header `{"cronsole":"journal","generation":N,"store":ID}` then one full job
 //!   line per mutation (last line for a name wins). It is replayed when its generation equals the
 //!   snapshot's. One generation behind is what a crash between writing a new snapshot and
-//!   replacing the journal leaves: accepted (not replayed) only when the snapshot's `absorbed`
-//!   matches it byte for byte (length + CRC-32). Any other generation is corruption — an edited
-//!   header can never make a reader discard records. Compaction when the journal grows past 2×
-//!   the snapshot (+1 MiB).
+//!   replacing the journal leaves: accepted only when the snapshot's `absorbed` matches its
+//!   first bytes (length + CRC-32), and only its lines past them are replayed (appended while
+//!   the compaction ran). Any other generation is corruption — an edited header can never make
+//!   a reader discard records. Compaction when the journal grows past 2× the snapshot
+//!   (+1 MiB), off the claim path (`compact.rs`).
 //! - `jobs.index` — optional, derived: a binary cache of the snapshot's line heads, bound to
 //!   the snapshot (store id, generation, length, header CRC) and written after it; opening uses
 //!   it instead of reading every snapshot line, and ignores it (reading the snapshot) when it is
@@ -49,6 +52,8 @@
 //! - `runs/<run_id>.jsonl` — optional: a running tool loop's transcript entries, one JSON line
 //!   each, appended at every step; removed when the run's row is written (recovery's `abandoned`
 //!   row takes it).
+//! - `owners/<owner id>.json` — optional, advisory: each running engine's record, replaced at
+//!   its heartbeats; the file's modification time is the store's clock (see `owners.rs`).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
@@ -194,6 +199,7 @@
 mod apply;
 mod chain;
 mod claim;
+mod compact;
 mod complete;
 mod handle;
 mod history;
@@ -209,6 +215,7 @@ mod pins;
 mod query;
 mod record;
 mod recount;
+mod owners;
 mod runs;
 mod segment;
 mod store;
@@ -217,6 +224,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
+pub use compact::Compaction;
 pub use handle::FileStore;
 pub use index::INDEX_MIN_BYTES;
 pub(crate) use index::{IndexCheck, check_index};

@@ -144,6 +144,7 @@ impl FileStore {
             writer: how == OpenAs::Writer,
             adopts_mark: how != OpenAs::Existing,
             index_min_bytes: INDEX_MIN_BYTES,
+            compactor: super::compact::Compactor::new(Default::default()),
             inner: Mutex::new(Inner::default()),
         };
         {

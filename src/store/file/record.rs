@@ -471,8 +471,9 @@ pub(super) fn snapshot_header(
 }
 
 /// The journal's header (its line 1, of `complete`: the journal's complete lines) against the
-/// snapshot's `generation`: `false` when the journal's records follow the snapshot, `true` when
-/// it is the journal the snapshot already absorbed (its records must be skipped).
+/// snapshot's `generation`: `None` when the journal's records follow the snapshot, `Some(n)`
+/// when it is the journal the snapshot absorbed: its first `n` bytes are in the snapshot, and
+/// only lines past them (appended while a compaction ran) are still to be read.
 pub(super) fn journal_is_stale(
     path: &Path,
     line: &[u8],
@@ -480,39 +481,46 @@ pub(super) fn journal_is_stale(
     generation: u64,
     absorbed: Option<filefmt::Absorbed>,
     complete: &[u8],
-) -> StoreResult<bool> {
-    journal_is_stale_with(path, line, id, generation, absorbed, || {
-        Ok(filefmt::Absorbed {
-            len: complete.len() as u64,
-            crc32: filefmt::crc32(complete),
-        })
+) -> StoreResult<Option<u64>> {
+    journal_is_stale_with(path, line, id, generation, absorbed, |n| {
+        Ok(usize::try_from(n)
+            .ok()
+            .and_then(|n| complete.get(..n))
+            .map(filefmt::crc32))
     })
 }
 
-/// [`journal_is_stale`] for a journal read in pieces: `leftover` measures the journal's
-/// complete lines (length + CRC-32), called only when the header is one generation behind.
+/// [`journal_is_stale`] for a journal read in pieces: `prefix(n)` is the CRC-32 of the
+/// journal's first `n` bytes (`None` when it is shorter), called only when the header is one
+/// generation behind.
 ///
 /// One generation behind is what a crash between writing a new snapshot and replacing the
-/// journal leaves; the snapshot says exactly which journal it absorbed. Anything else (an edited
-/// header, a journal from a backup) is corruption: never discard its records.
+/// journal leaves; the snapshot says exactly which bytes of that journal it absorbed (length +
+/// CRC-32), and the journal may have grown past them while the compaction ran (other writers'
+/// appends, which the snapshot does not hold). Anything else (an edited header, a journal from a
+/// backup) is corruption: never discard its records.
 pub(super) fn journal_is_stale_with(
     path: &Path,
     line: &[u8],
     id: &str,
     generation: u64,
     absorbed: Option<filefmt::Absorbed>,
-    leftover: impl FnOnce() -> StoreResult<filefmt::Absorbed>,
-) -> StoreResult<bool> {
+    prefix: impl FnOnce(u64) -> StoreResult<Option<u32>>,
+) -> StoreResult<Option<u64>> {
     let h: filefmt::Header = serde_json::from_slice(line).map_err(|e| json_err(path, 1, &e))?;
     if h.cronsole != "journal" {
         return Err(corrupt(path, 1, 1, "not a journal header"));
     }
     check_id(path, h.store.as_deref(), id)?;
     if h.generation == generation {
-        return Ok(false);
+        return Ok(None);
     }
-    if h.generation + 1 == generation && absorbed == Some(leftover()?) {
-        return Ok(true);
+    if h.generation + 1 == generation
+        && let Some(a) = absorbed
+        && a.len > line.len() as u64
+        && prefix(a.len)? == Some(a.crc32)
+    {
+        return Ok(Some(a.len));
     }
     Err(corrupt(
         path,

@@ -102,6 +102,14 @@ impl Store for FileStore {
         self.dir.display().to_string()
     }
 
+    fn beat(&self, rec: &crate::model::OwnerRecord) -> StoreResult<crate::model::OwnerRecord> {
+        self.write_beat(rec)
+    }
+
+    fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
+        self.read_owners()
+    }
+
     /// inotify on the store directory (see `crate::store::signal`).
     fn change_signal(&self) -> Option<crate::store::signal::ChangeSignal> {
         const WATCHED: &[&str] = &[SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];

@@ -1357,13 +1357,38 @@ fn the_journal_generation_check_reads_skips_or_refuses() {
 
     let body = |b: &[u8]| b[..b.len() - 1].to_vec();
     let current = journal(5);
-    assert!(!journal_is_stale(path, &body(&current), id, 5, None, &current).unwrap());
+    assert_eq!(
+        journal_is_stale(path, &body(&current), id, 5, None, &current).unwrap(),
+        None
+    );
     let old = journal(4);
     let absorbed = filefmt::Absorbed {
         len: old.len() as u64,
         crc32: filefmt::crc32(&old),
     };
-    assert!(journal_is_stale(path, &body(&old), id, 5, Some(absorbed), &old).unwrap());
+    assert_eq!(
+        journal_is_stale(path, &body(&old), id, 5, Some(absorbed), &old).unwrap(),
+        Some(old.len() as u64)
+    );
+    // The same journal grown past what the snapshot absorbed (appended while it was built):
+    // stale, with its lines past the absorbed bytes still to read.
+    let mut grown = old.clone();
+    grown.extend_from_slice(b"{\"more\":1}\n");
+    assert_eq!(
+        journal_is_stale(path, &body(&old), id, 5, Some(absorbed), &grown).unwrap(),
+        Some(old.len() as u64)
+    );
+    // Shorter than what was absorbed: not that journal.
+    let e = journal_is_stale(
+        path,
+        &body(&old),
+        id,
+        5,
+        Some(absorbed),
+        &old[..old.len() - 1],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("does not match"), "{e}");
     // One behind but not the journal the snapshot absorbed; two behind; ahead.
     let other = filefmt::Absorbed {
         len: old.len() as u64,

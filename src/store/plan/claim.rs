@@ -32,7 +32,7 @@ use crate::store::rules::reasons::{
     REASON_QUEUED_REMOVED, REASON_REMOVED, RETIRED_NO_SLOTS, RETIRED_UNTIL,
 };
 use crate::store::rules::rows::is_generated;
-use crate::store::rules::runtime::{Evaluation, claim, retire};
+use crate::store::rules::runtime::{ClaimPlan, Evaluation, claim, retire};
 use crate::store::rules::slots::{SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, secs_f64};
 
 /// Look at one job at `now` for `owner`: misfire, retirement, claims. Leased jobs are left
@@ -146,26 +146,14 @@ pub fn evaluate(
             .filter(|g| g.is_finite() && *g >= 0.0);
         if !never_run && rec.def.schedule.is_recurring() && grace.is_some_and(|g| age > secs_f64(g))
         {
-            let mut row = HistoryRow::new(
-                &rec.def.name,
-                Status::Missed,
-                Trigger::Schedule,
-                Some(next),
+            let row = missed_row(
+                rec,
+                sched,
+                (next, now),
                 owner,
-                now,
+                age,
+                grace.unwrap_or_default(),
             );
-            if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
-                row.slot = Some(first);
-                row.slot_end = Some(last);
-                row.slots_count = Some(n);
-            } else {
-                row.slots_count = Some(1);
-            }
-            row.reason = Some(format!(
-                "slot is {}s old, over misfire_grace_seconds {}",
-                age.num_seconds(),
-                grace.unwrap_or_default()
-            ));
             rec.rt.next_slot = sched.next_after(now);
             count_row(rec, &row, period, now);
             ev.rows.push(row);
@@ -173,26 +161,72 @@ pub fn evaluate(
             // A queued manual trigger may still run below.
         } else {
             if can_claim {
-                let coalesced = if !never_run && rec.def.schedule.is_recurring() {
-                    sched
-                        .slots_between(next - ms(1), now, SLOT_COUNT_CAP)
-                        .filter(|(_, _, n)| *n > 1)
-                        .map(|(first, last, count)| SlotRange { first, last, count })
-                } else {
-                    None
-                };
-                let mut plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
-                if let Some(l) = rec.rt.lease_of_mut(plan.run_id) {
-                    l.coalesced = coalesced;
-                }
-                plan.coalesced = coalesced;
-                ev.claim = Some(plan);
+                ev.claim = Some(claim_slot(rec, sched, (next, slot), now, owner, never_run));
                 ev.changed = true;
             }
             return ev;
         }
     }
     manual(rec, sched, now, owner, can_claim, ev)
+}
+
+/// The `missed` row of a slot (or of every overdue slot from `next` to `now`, as one row) that
+/// is `age` past its fire instant, over the job's misfire grace.
+fn missed_row(
+    rec: &JobRecord,
+    sched: &Compiled,
+    (next, now): (DateTime<Utc>, DateTime<Utc>),
+    owner: &str,
+    age: chrono::Duration,
+    grace: f64,
+) -> HistoryRow {
+    let mut row = HistoryRow::new(
+        &rec.def.name,
+        Status::Missed,
+        Trigger::Schedule,
+        Some(next),
+        owner,
+        now,
+    );
+    if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
+        row.slot = Some(first);
+        row.slot_end = Some(last);
+        row.slots_count = Some(n);
+    } else {
+        row.slots_count = Some(1);
+    }
+    row.reason = Some(format!(
+        "slot is {}s old, over misfire_grace_seconds {grace}",
+        age.num_seconds(),
+    ));
+    row
+}
+
+/// The claim of a due scheduled `slot` (the firing one of the overdue slots from `next`): a
+/// recurring job that has run before and fires for several overdue slots at once carries them
+/// as one coalesced range, on its lease and in its plan.
+fn claim_slot(
+    rec: &mut JobRecord,
+    sched: &Compiled,
+    (next, slot): (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+    owner: &str,
+    never_run: bool,
+) -> ClaimPlan {
+    let coalesced = if !never_run && rec.def.schedule.is_recurring() {
+        sched
+            .slots_between(next - ms(1), now, SLOT_COUNT_CAP)
+            .filter(|(_, _, n)| *n > 1)
+            .map(|(first, last, count)| SlotRange { first, last, count })
+    } else {
+        None
+    };
+    let mut plan = claim(rec, sched, now, owner, Some(slot), Trigger::Schedule);
+    if let Some(l) = rec.rt.lease_of_mut(plan.run_id) {
+        l.coalesced = coalesced;
+    }
+    plan.coalesced = coalesced;
+    plan
 }
 
 /// A retired job's acknowledged operator runs (manual trigger, retries, backfills): nothing

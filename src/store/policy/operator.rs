@@ -257,48 +257,7 @@ pub fn apply_edit_rows(
 ) -> Result<(bool, EditOutcome), StoreError> {
     let name = rec.def.name.clone();
     match edit {
-        JobEdit::Retry(row) => {
-            refuse_retired(rec, "retried")?;
-            if row.job != name {
-                return Err(invalid(format!(
-                    "run {} belongs to job '{}', not '{name}'",
-                    row.run_id, row.job
-                )));
-            }
-            if !matches!(
-                row.status,
-                Status::Failed | Status::Abandoned | Status::Missed
-            ) {
-                return Err(invalid(format!(
-                    "run {} of '{name}' is {}; only failed, abandoned and missed runs can be retried",
-                    row.run_id, row.status
-                )));
-            }
-            if rec.rt.queue.iter().any(|q| q.retry_of == Some(row.run_id)) {
-                return Err(invalid(format!(
-                    "a retry of run {} is already queued",
-                    row.run_id
-                )));
-            }
-            if rec.rt.queue.len() >= QUEUE_MAX {
-                return Err(invalid(format!(
-                    "job '{name}' already has {QUEUE_MAX} runs queued"
-                )));
-            }
-            rec.rt.queue.push(QueuedRun {
-                trigger: Trigger::Retry,
-                slot: row.slot,
-                requested_at: now,
-                retry_of: Some(row.run_id),
-            });
-            Ok((
-                true,
-                EditOutcome::Queued {
-                    added: 1,
-                    queued: rec.rt.queue.len(),
-                },
-            ))
-        }
+        JobEdit::Retry(row) => queue_retry(rec, row, now),
         JobEdit::Answer {
             run_id,
             approve,
@@ -329,112 +288,8 @@ pub fn apply_edit_rows(
                 },
             ))
         }
-        JobEdit::Cancel(run) => {
-            if rec.rt.overlap.leases.is_empty()
-                && let Some(lease) = rec.rt.lease.as_mut()
-            {
-                if run.is_some_and(|r| r != lease.run_id) {
-                    return Err(invalid(format!(
-                        "run {} of '{name}' is not running (run {} is)",
-                        run.map(|r| r.to_string()).unwrap_or_default(),
-                        lease.run_id
-                    )));
-                }
-                let run_id = lease.run_id;
-                if lease.cancel_requested_at.is_some() {
-                    return Ok((false, EditOutcome::AlreadyCancelling { run_id }));
-                }
-                lease.cancel_requested_at = Some(now);
-                return Ok((true, EditOutcome::CancelRequested { run_id }));
-            }
-            if rec.rt.lease.is_some() {
-                return cancel_concurrent(rec, *run, now);
-            }
-            if let Some(r) = run {
-                return Err(invalid(format!("run {r} of '{name}' is not running")));
-            }
-            let n = rec.rt.queue.len() + usize::from(rec.rt.trigger_requested_at.is_some());
-            if n == 0 {
-                return Err(invalid(format!(
-                    "job '{name}' is not running and has nothing queued: nothing to cancel"
-                )));
-            }
-            let mut dropped = Vec::with_capacity(n);
-            if rec.rt.trigger_requested_at.take().is_some() {
-                dropped.push((Trigger::Manual, None));
-            }
-            dropped.extend(rec.rt.queue.drain(..).map(|q| (q.trigger, q.slot)));
-            for (trigger, slot) in dropped {
-                let mut row =
-                    HistoryRow::new(&name, Status::Skipped, trigger, slot, OPERATOR_OWNER, now);
-                row.reason = Some(REASON_QUEUED_CANCELLED.to_string());
-                // A skipped row costs nothing: counted by status and hour only, so the budget
-                // counters (and their period) are left as they are.
-                let c = &mut rec.rt.counters;
-                *c.by_status.entry(Status::Skipped).or_insert(0) += 1;
-                c.count_hour(Status::Skipped, 0.0, now);
-                rows.push(row);
-            }
-            Ok((true, EditOutcome::Dequeued(n)))
-        }
-        JobEdit::Backfill { from, to } => {
-            refuse_retired(rec, "backfilled")?;
-            if from > to {
-                return Err(invalid(format!(
-                    "--from {} is after --to {}",
-                    from.to_rfc3339(),
-                    to.to_rfc3339()
-                )));
-            }
-            if *to > now {
-                return Err(invalid(format!(
-                    "--to {} is in the future; backfill runs the slots of a past window",
-                    to.to_rfc3339()
-                )));
-            }
-            let sched = backfill_grid(
-                compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
-                *from,
-            );
-            let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
-            let mut slots = Vec::new();
-            let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
-            while let Some(s) = t.filter(|s| s <= to) {
-                let queued = rec
-                    .rt
-                    .queue
-                    .iter()
-                    .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s));
-                if !queued {
-                    if slots.len() == room {
-                        return Err(window_too_big(rec, &sched, &slots, s, *to));
-                    }
-                    slots.push(s);
-                }
-                t = sched.next_after(s);
-            }
-            if slots.is_empty() {
-                return Err(invalid(format!(
-                    "job '{name}' has no slot to backfill between {} and {}",
-                    from.to_rfc3339(),
-                    to.to_rfc3339()
-                )));
-            }
-            let added = slots.len();
-            rec.rt.queue.extend(slots.into_iter().map(|s| QueuedRun {
-                trigger: Trigger::Backfill,
-                slot: Some(s),
-                requested_at: now,
-                retry_of: None,
-            }));
-            Ok((
-                true,
-                EditOutcome::Queued {
-                    added,
-                    queued: rec.rt.queue.len(),
-                },
-            ))
-        }
+        JobEdit::Cancel(run) => cancel(rec, *run, now, rows),
+        JobEdit::Backfill { from, to } => queue_backfill(rec, (from, to), now),
         JobEdit::Pause { paused, reason } => {
             let reason = if *paused {
                 reason
@@ -453,6 +308,176 @@ pub fn apply_edit_rows(
             Ok((changed, EditOutcome::Paused { changed }))
         }
     }
+}
+
+/// `retry RUN_ID`: queue a retry of a failed, abandoned or missed run of this job.
+fn queue_retry(
+    rec: &mut JobRecord,
+    row: &HistoryRow,
+    now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    refuse_retired(rec, "retried")?;
+    if row.job != name {
+        return Err(invalid(format!(
+            "run {} belongs to job '{}', not '{name}'",
+            row.run_id, row.job
+        )));
+    }
+    if !matches!(
+        row.status,
+        Status::Failed | Status::Abandoned | Status::Missed
+    ) {
+        return Err(invalid(format!(
+            "run {} of '{name}' is {}; only failed, abandoned and missed runs can be retried",
+            row.run_id, row.status
+        )));
+    }
+    if rec.rt.queue.iter().any(|q| q.retry_of == Some(row.run_id)) {
+        return Err(invalid(format!(
+            "a retry of run {} is already queued",
+            row.run_id
+        )));
+    }
+    if rec.rt.queue.len() >= QUEUE_MAX {
+        return Err(invalid(format!(
+            "job '{name}' already has {QUEUE_MAX} runs queued"
+        )));
+    }
+    rec.rt.queue.push(QueuedRun {
+        trigger: Trigger::Retry,
+        slot: row.slot,
+        requested_at: now,
+        retry_of: Some(row.run_id),
+    });
+    Ok((
+        true,
+        EditOutcome::Queued {
+            added: 1,
+            queued: rec.rt.queue.len(),
+        },
+    ))
+}
+
+/// `cancel JOB [RUN_ID]`: ask the live run to stop, or drop the queued runs of an idle job
+/// (a `skipped` row each, pushed on `rows`).
+fn cancel(
+    rec: &mut JobRecord,
+    run: Option<uuid::Uuid>,
+    now: DateTime<Utc>,
+    rows: &mut Vec<HistoryRow>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    if rec.rt.overlap.leases.is_empty()
+        && let Some(lease) = rec.rt.lease.as_mut()
+    {
+        if run.is_some_and(|r| r != lease.run_id) {
+            return Err(invalid(format!(
+                "run {} of '{name}' is not running (run {} is)",
+                run.map(|r| r.to_string()).unwrap_or_default(),
+                lease.run_id
+            )));
+        }
+        let run_id = lease.run_id;
+        if lease.cancel_requested_at.is_some() {
+            return Ok((false, EditOutcome::AlreadyCancelling { run_id }));
+        }
+        lease.cancel_requested_at = Some(now);
+        return Ok((true, EditOutcome::CancelRequested { run_id }));
+    }
+    if rec.rt.lease.is_some() {
+        return cancel_concurrent(rec, run, now);
+    }
+    if let Some(r) = run {
+        return Err(invalid(format!("run {r} of '{name}' is not running")));
+    }
+    let n = rec.rt.queue.len() + usize::from(rec.rt.trigger_requested_at.is_some());
+    if n == 0 {
+        return Err(invalid(format!(
+            "job '{name}' is not running and has nothing queued: nothing to cancel"
+        )));
+    }
+    let mut dropped = Vec::with_capacity(n);
+    if rec.rt.trigger_requested_at.take().is_some() {
+        dropped.push((Trigger::Manual, None));
+    }
+    dropped.extend(rec.rt.queue.drain(..).map(|q| (q.trigger, q.slot)));
+    for (trigger, slot) in dropped {
+        let mut row = HistoryRow::new(&name, Status::Skipped, trigger, slot, OPERATOR_OWNER, now);
+        row.reason = Some(REASON_QUEUED_CANCELLED.to_string());
+        // A skipped row costs nothing: counted by status and hour only, so the budget
+        // counters (and their period) are left as they are.
+        let c = &mut rec.rt.counters;
+        *c.by_status.entry(Status::Skipped).or_insert(0) += 1;
+        c.count_hour(Status::Skipped, 0.0, now);
+        rows.push(row);
+    }
+    Ok((true, EditOutcome::Dequeued(n)))
+}
+
+/// `backfill JOB --from --to`: queue every slot of a past window not queued yet.
+fn queue_backfill(
+    rec: &mut JobRecord,
+    (from, to): (&DateTime<Utc>, &DateTime<Utc>),
+    now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    refuse_retired(rec, "backfilled")?;
+    if from > to {
+        return Err(invalid(format!(
+            "--from {} is after --to {}",
+            from.to_rfc3339(),
+            to.to_rfc3339()
+        )));
+    }
+    if *to > now {
+        return Err(invalid(format!(
+            "--to {} is in the future; backfill runs the slots of a past window",
+            to.to_rfc3339()
+        )));
+    }
+    let sched = backfill_grid(
+        compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
+        *from,
+    );
+    let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
+    let mut slots = Vec::new();
+    let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
+    while let Some(s) = t.filter(|s| s <= to) {
+        let queued = rec
+            .rt
+            .queue
+            .iter()
+            .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s));
+        if !queued {
+            if slots.len() == room {
+                return Err(window_too_big(rec, &sched, &slots, s, *to));
+            }
+            slots.push(s);
+        }
+        t = sched.next_after(s);
+    }
+    if slots.is_empty() {
+        return Err(invalid(format!(
+            "job '{name}' has no slot to backfill between {} and {}",
+            from.to_rfc3339(),
+            to.to_rfc3339()
+        )));
+    }
+    let added = slots.len();
+    rec.rt.queue.extend(slots.into_iter().map(|s| QueuedRun {
+        trigger: Trigger::Backfill,
+        slot: Some(s),
+        requested_at: now,
+        retry_of: None,
+    }));
+    Ok((
+        true,
+        EditOutcome::Queued {
+            added,
+            queued: rec.rt.queue.len(),
+        },
+    ))
 }
 
 /// An `every` grid starts at its anchor (the job's creation); a backfill window before it uses

@@ -106,10 +106,11 @@ impl Inner {
         for (parent, end) in &ended {
             // Children this claim already holds are updated in place (one row per job).
             policy::chain::fan_out(parent, end, changed.iter_mut());
-            let held: Vec<String> = changed.iter().map(|r| r.def.name.clone()).collect();
-            let more = chain_children(&tx, &self.location, parent, end).await?;
-            changed.extend(more.into_iter().filter(|r| !held.contains(&r.def.name)));
         }
+        let held: std::collections::HashSet<String> =
+            changed.iter().map(|r| r.def.name.clone()).collect();
+        let more = chain_children(&tx, &self.location, &ended, |n| held.contains(n)).await?;
+        changed.extend(more);
         if changed.is_empty() && rows.is_empty() {
             return Ok(ClaimOutcome::default());
         }

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use chrono::Utc;
 use futures_util::future::try_join3;
 use serde_json::Value;
+use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
 use crate::model::{HistoryRow, JobRecord};
@@ -20,6 +21,7 @@ use crate::store::{policy, rules};
 use super::clock::PgClock;
 use super::db::{db_err, from_json};
 use super::handle::Inner;
+use super::stmts::Stmts;
 use super::tx::{Notify, RETENTION_EVERY, chain_children, lock_jobs, trim_history};
 
 impl Inner {
@@ -57,26 +59,7 @@ impl Inner {
         };
         let mut recs: BTreeMap<String, JobRecord> =
             recs.into_iter().map(|r| (r.def.name.clone(), r)).collect();
-        // A completion whose job no longer holds its lease is stale — or a retry whose first
-        // attempt committed. Only those look for their row (an index probe on run_id).
-        let unfenced: Vec<String> = cs
-            .iter()
-            .filter(|c| {
-                recs.get(&c.job)
-                    .is_some_and(|r| !rules::runtime::holds(r, c.run_id))
-            })
-            .map(|c| c.run_id.to_string())
-            .collect();
-        let landed: Vec<HistoryRow> = if unfenced.is_empty() {
-            Vec::new()
-        } else {
-            tx.query(&st.run_rows, &[&unfenced])
-                .await
-                .map_err(|e| db_err("reading history", e))?
-                .into_iter()
-                .map(|r| from_json(&self.location, "cronsole_history", r.get::<_, Value>(0)))
-                .collect::<StoreResult<_>>()?
-        };
+        let landed = self.landed_rows(&tx, &st, &cs, &recs).await?;
         let mut plan = CompletionPlan::new(period, landed);
         for c in cs {
             // A retry whose first attempt committed: its own row, same run, status and owner.
@@ -107,21 +90,14 @@ impl Inner {
         }
         let results = plan.into_results();
         // `after:` children learn of the runs' ends in this same transaction. Children this
-        // batch already holds (locked above, or read for an earlier parent) are updated in
-        // place, so each job is written once with every parent's end.
-        let mut children: Vec<JobRecord> = Vec::new();
+        // batch already holds (locked above) are updated in place; the others are found and
+        // locked by one statement for the whole batch, so each job is written once with every
+        // parent's end, and a batch of completions costs one lookup, not one per job.
         for (parent, end) in &ended {
             dirty.extend(policy::chain::fan_out(parent, end, recs.values_mut()));
-            policy::chain::fan_out(parent, end, children.iter_mut());
-            let more = chain_children(&tx, &self.location, parent, end).await?;
-            for r in more {
-                if !recs.contains_key(&r.def.name)
-                    && !children.iter().any(|c| c.def.name == r.def.name)
-                {
-                    children.push(r);
-                }
-            }
         }
+        let children =
+            chain_children(&tx, &self.location, &ended, |n| recs.contains_key(n)).await?;
         dirty.sort();
         dirty.dedup();
         if rows.is_empty() && dirty.is_empty() && children.is_empty() {
@@ -153,20 +129,53 @@ impl Inner {
             "committing a completion",
         )
         .await?;
-        // History retention (the file store's default): every
-        // RETENTION_EVERY completions of a process, trim that job to its newest rows. A
-        // failure here loses nothing and is retried next time.
-        for job in &dirty {
+        self.pace_retention(&*conn, &dirty).await;
+        Ok(results)
+    }
+
+    /// The rows already in history of the batch's completions whose job no longer holds their
+    /// lease: stale ones, or retries whose first attempt committed. Only those look for their
+    /// row (an index probe on run_id).
+    async fn landed_rows(
+        &self,
+        tx: &Transaction<'_>,
+        st: &Stmts,
+        cs: &[Completion],
+        recs: &BTreeMap<String, JobRecord>,
+    ) -> StoreResult<Vec<HistoryRow>> {
+        let unfenced: Vec<String> = cs
+            .iter()
+            .filter(|c| {
+                recs.get(&c.job)
+                    .is_some_and(|r| !rules::runtime::holds(r, c.run_id))
+            })
+            .map(|c| c.run_id.to_string())
+            .collect();
+        if unfenced.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&st.run_rows, &[&unfenced])
+            .await
+            .map_err(|e| db_err("reading history", e))?
+            .into_iter()
+            .map(|r| from_json(&self.location, "cronsole_history", r.get::<_, Value>(0)))
+            .collect()
+    }
+
+    /// History retention (the file store's default): every RETENTION_EVERY completions of a
+    /// process, trim that job to its newest rows. A failure here loses nothing and is retried
+    /// next time.
+    async fn pace_retention(&self, conn: &impl GenericClient, dirty: &[String]) {
+        for job in dirty {
             if self
                 .completions
                 .fetch_add(1, Ordering::Relaxed)
                 .is_multiple_of(RETENTION_EVERY)
                 && let Err(e) =
-                    trim_history(&*conn, job, crate::store::file::DEFAULT_KEEP_PER_JOB).await
+                    trim_history(conn, job, crate::store::file::DEFAULT_KEEP_PER_JOB).await
             {
                 tracing::warn!(job = %job, "history retention failed: {e}");
             }
         }
-        Ok(results)
     }
 }

@@ -17,6 +17,7 @@
 //! - `handle.rs` — [`PgStore`], opening, the runtime bridge, `check`.
 //! - `ops.rs`, `claim.rs`, `complete.rs`, `reserve.rs` — the operations' transactions.
 //! - `history.rs` — history pages and the history reader.
+//! - `owners.rs` — owner records (heartbeats, measured on the database's clock).
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
 //!
 //!
@@ -75,6 +76,7 @@ mod handle;
 mod history;
 mod listen;
 mod ops;
+mod owners;
 mod pins;
 mod pool;
 mod reserve;

@@ -137,6 +137,16 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, seq)
     );
     "#,
+    // 7: owner records, one row per running engine, rewritten at each heartbeat: `last_seen`
+    // and `clock_offset_ms` are measured on the database's clock (`record` holds the rest).
+    r#"
+    CREATE TABLE cronsole_owners (
+        owner            text PRIMARY KEY,
+        last_seen        timestamptz NOT NULL,
+        clock_offset_ms  bigint NOT NULL,
+        record           jsonb NOT NULL
+    );
+    "#,
 ];
 
 /// The migration that creates `cronsole_store` (its row is inserted with it).

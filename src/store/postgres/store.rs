@@ -318,4 +318,13 @@ impl Store for PgStore {
         let job = job.to_string();
         self.run(move |inner| async move { inner.settle(job, id, how, now).await })
     }
+
+    fn beat(&self, rec: &crate::model::OwnerRecord) -> StoreResult<crate::model::OwnerRecord> {
+        let rec = rec.clone();
+        self.run(move |inner| async move { inner.beat(rec).await })
+    }
+
+    fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
+        self.run(|inner| async move { inner.owners().await })
+    }
 }

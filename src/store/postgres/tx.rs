@@ -166,30 +166,51 @@ pub(super) async fn select_due(
         .map_err(|e| db_err("selecting due jobs", e))
 }
 
-/// The `after:` children of `parent`, locked, with the run end `row` recorded in those it
-/// fires (only the changed ones are returned).
+/// The `after:` children of every job that ended in `ended`, found and locked (in name order)
+/// by one statement for the whole batch, each with every run end that fires it recorded. Jobs
+/// for which `held` is true are left out (the caller holds and updates its own copies); only
+/// changed records are returned.
 pub(super) async fn chain_children(
     c: &impl Db,
     location: &str,
-    parent: &crate::model::JobDef,
-    row: &HistoryRow,
+    ended: &[(crate::model::JobDef, HistoryRow)],
+    held: impl Fn(&str) -> bool,
 ) -> StoreResult<Vec<JobRecord>> {
-    if !policy::chain::may_fire(row) {
+    let mut parents: Vec<&str> = ended
+        .iter()
+        .filter(|(_, row)| policy::chain::may_fire(row))
+        .map(|(p, _)| p.name.as_str())
+        .collect();
+    parents.sort_unstable();
+    parents.dedup();
+    if parents.is_empty() {
         return Ok(Vec::new());
     }
-    let probe = serde_json::json!([{ "job": parent.name }]);
+    let probes: Vec<Value> = parents
+        .iter()
+        .map(|p| serde_json::json!([{ "job": p }]))
+        .collect();
     let rows = c
         .q(
-            "SELECT record FROM cronsole_jobs WHERE record->'def'->'after' @> $1::jsonb
+            "SELECT record FROM cronsole_jobs WHERE name IN (
+                 SELECT j.name FROM unnest($1::jsonb[]) AS p(probe)
+                 JOIN cronsole_jobs j ON j.record->'def'->'after' @> p.probe)
              ORDER BY name FOR UPDATE",
-            &[(&probe, Type::JSONB)],
+            &[(&probes, Type::JSONB_ARRAY)],
         )
         .await
         .map_err(|e| db_err("reading chained jobs", e))?;
     let mut out = Vec::new();
     for r in rows {
         let mut rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
-        if !policy::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty() {
+        if held(&rec.def.name) {
+            continue;
+        }
+        let mut changed = false;
+        for (parent, row) in ended {
+            changed |= !policy::chain::fan_out(parent, row, std::iter::once(&mut rec)).is_empty();
+        }
+        if changed {
             out.push(rec);
         }
     }

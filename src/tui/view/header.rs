@@ -97,9 +97,20 @@ pub fn stops_text(stops: &[(String, String)]) -> String {
 const OUTAGE_SHOWN_AFTER_SECS: i64 = 3600;
 
 /// The header's words on this engine's store outage: the one going on, or the last one for an
-/// hour after it ended.
+/// hour after it ended; or that claims are stopped because this host's clock is off.
 pub fn outage_text(h: &crate::engine::EngineHealth, now: DateTime<Utc>) -> Option<(String, bool)> {
     let hms = |t: DateTime<Utc>| t.format("%H:%M:%S").to_string();
+    if h.clock_refused.is_some() && h.store_failing_since.is_none() {
+        let off = h.clock_offset_ms.unwrap_or(0);
+        let side = if off < 0 { "behind" } else { "ahead of" };
+        return Some((
+            format!(
+                "CLOCK {:.1}s {side} the store's: claims stopped  ",
+                off.unsigned_abs() as f64 / 1000.0
+            ),
+            true,
+        ));
+    }
     if let Some(since) = h.store_failing_since {
         let stopped = if h.claims_stopped {
             ": claims stopped"

@@ -802,3 +802,18 @@ fn the_header_shows_a_store_outage_while_it_lasts_and_the_last_one_after() {
     a.set_now(now + chrono::Duration::seconds(3601));
     assert!(!screen(&a, 120, 40).contains("store outage"));
 }
+
+#[test]
+fn the_header_says_when_claims_stop_for_this_hosts_clock() {
+    let mut a = app();
+    a.store_health.clock_offset_ms = Some(-40_000);
+    a.store_health.clock_refused = Some("clock off".into());
+    let t = screen(&a, 120, 40);
+    let line = t.lines().next().unwrap_or_default().to_string();
+    assert!(
+        line.contains("CLOCK 40.0s behind the store's: claims stopped"),
+        "{t}"
+    );
+    a.store_health.clock_refused = None;
+    assert!(!screen(&a, 120, 40).contains("CLOCK"));
+}

@@ -1,0 +1,176 @@
+//! This owner's record in the store, rewritten at every heartbeat, and the clock check that
+//! rides on it: an owner whose clock is further from the store's than the bound claims nothing
+//! new and says why.
+//!
+//! The heartbeat is a timer arm of the actor's loop (every [`BEAT_EVERY`]; an idle owner
+//! wakes for nothing else). The store measures the offset on its own clock (the database's on
+//! PostgreSQL, the file system's stamp on the file store). Past the bound
+//! (`EngineConfig::max_clock_offset`) claims stop — runs in flight keep renewing and complete
+//! as usual — with a log line, a notice, `EngineHealth::clock_refused` (`/healthz` is 503 with
+//! it, the console's header shows it) and the reason on the owner's record; the first beat
+//! within the bound resumes them, logged too. A heartbeat the store refuses changes nothing
+//! here: store outages are the outage module's.
+//!
+//! Owns: [`Beat`]. Must not touch: the UI; claiming itself (the actor asks [`Beat::refused`]).
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::broadcast;
+
+use super::api::Event;
+use super::error::blocking;
+use super::outage::Health;
+use crate::clock::Clock;
+use crate::model::OwnerRecord;
+use crate::store::Store;
+
+/// How often an owner rewrites its record.
+pub const BEAT_EVERY: StdDuration = StdDuration::from_secs(5);
+
+/// This owner's heartbeat and what it last measured.
+pub(super) struct Beat {
+    record: OwnerRecord,
+    bound: Option<StdDuration>,
+    /// When the next heartbeat is due.
+    pub(super) next: tokio::time::Instant,
+    /// Why claims are refused for this owner's clock (`None`: within the bound, or unknown).
+    refused: Option<String>,
+}
+
+impl Beat {
+    pub(super) fn new(owner: &str, started_at: DateTime<Utc>, bound: Option<StdDuration>) -> Beat {
+        let mut parts = owner.splitn(3, ':');
+        let host = parts.next().unwrap_or_default().to_string();
+        Beat {
+            record: OwnerRecord {
+                owner: owner.to_string(),
+                host,
+                pid: std::process::id(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                started_at,
+                last_seen: started_at,
+                clock_offset_ms: 0,
+                claims_stopped: None,
+            },
+            bound,
+            next: tokio::time::Instant::now(),
+            refused: None,
+        }
+    }
+
+    /// Why claims are refused for this owner's clock, if they are.
+    pub(super) fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
+    /// Write the record now (with `stopped`, why claims are stopped for any reason) and check
+    /// the measured offset. True when the clock refusal started or ended.
+    pub(super) async fn beat(
+        &mut self,
+        store: &Arc<dyn Store>,
+        clock: &Arc<dyn Clock>,
+        health: &Health,
+        ev_tx: &broadcast::Sender<Event>,
+        stopped: Option<String>,
+    ) -> bool {
+        self.next = tokio::time::Instant::now() + BEAT_EVERY;
+        let Some(offset) = self.send(store, clock, stopped.clone()).await else {
+            return false;
+        };
+        self.record.clock_offset_ms = offset;
+        health.send_modify(|h| h.clock_offset_ms = Some(offset));
+        let Some(bound) = self.bound else {
+            return false;
+        };
+        let off = offset.unsigned_abs() > bound.as_millis() as u64;
+        let was = self.refused.is_some();
+        if off {
+            let why = refusal(offset, bound);
+            if !was {
+                tracing::error!(clock_offset_ms = offset, "{why}");
+                let _ = ev_tx.send(Event::Notice(why.clone()));
+            }
+            health.send_modify(|h| h.clock_refused = Some(why.clone()));
+            self.refused = Some(why);
+        } else if was {
+            let msg = format!(
+                "clock within {} of the store's again ({}): claims resumed",
+                secs(bound.as_millis() as i64),
+                signed(offset)
+            );
+            tracing::warn!(clock_offset_ms = offset, "{msg}");
+            let _ = ev_tx.send(Event::Notice(msg));
+            health.send_modify(|h| h.clock_refused = None);
+            self.refused = None;
+        }
+        if off != was {
+            // The record says why at once, not at the next beat.
+            self.send(store, clock, stopped.or_else(|| self.refused.clone()))
+                .await;
+        }
+        off != was
+    }
+
+    /// Write the record (with `stopped`, or this owner's clock refusal); the measured offset,
+    /// `None` when the store did not take it.
+    async fn send(
+        &mut self,
+        store: &Arc<dyn Store>,
+        clock: &Arc<dyn Clock>,
+        stopped: Option<String>,
+    ) -> Option<i64> {
+        let mut rec = self.record.clone();
+        rec.last_seen = clock.now();
+        rec.claims_stopped = stopped.or_else(|| self.refused.clone());
+        match blocking(store, move |s| s.beat(&rec)).await {
+            Ok(r) => Some(r.clock_offset_ms),
+            Err(e) => {
+                tracing::debug!(error = %e, "heartbeat not recorded");
+                None
+            }
+        }
+    }
+}
+
+/// `1.5s`, `300s`.
+fn secs(ms: i64) -> String {
+    let s = ms as f64 / 1000.0;
+    if s.fract() == 0.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+/// `8.0s behind`, `300.0s ahead`.
+fn signed(offset_ms: i64) -> String {
+    let side = if offset_ms < 0 { "behind" } else { "ahead" };
+    format!("{:.1}s {side}", offset_ms.unsigned_abs() as f64 / 1000.0)
+}
+
+/// The words of a refusal: how far off, the bound, and what to do.
+pub(super) fn refusal(offset_ms: i64, bound: StdDuration) -> String {
+    format!(
+        "this host's clock is {} the store's (more than --max-clock-offset {}): claims stopped \
+         until it is back within the bound; runs in flight go on. Fix the clock (NTP)",
+        signed(offset_ms),
+        secs(bound.as_millis() as i64)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_says_how_far_which_way_the_bound_and_what_to_do() {
+        let w = refusal(-40_000, StdDuration::from_secs(5));
+        assert!(w.contains("40.0s behind"), "{w}");
+        assert!(w.contains("--max-clock-offset 5s"), "{w}");
+        assert!(w.contains("claims stopped") && w.contains("NTP"), "{w}");
+        assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead"));
+        assert!(refusal(1, StdDuration::from_millis(2500)).contains("2.5s"));
+    }
+}

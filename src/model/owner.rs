@@ -1,0 +1,37 @@
+//! Owner records: what each running engine (an "owner") tells the store about itself at every
+//! heartbeat, and what the store measured of it — above all how far its clock is from the
+//! store's.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One owner as the store last heard of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwnerRecord {
+    /// The owner id (`host:pid:uuid8`, new at each start).
+    pub owner: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// The cronsole version it runs.
+    pub version: String,
+    /// When it started, by its own clock.
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat, by the store's clock.
+    pub last_seen: DateTime<Utc>,
+    /// Its clock minus the store's at its last heartbeat, in milliseconds (positive: ahead).
+    pub clock_offset_ms: i64,
+    /// Why it claims nothing new, if it does not (a store outage, its clock too far off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_stopped: Option<String>,
+}
+
+/// An owner record with how long ago the store last heard of it, by the store's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerSeen {
+    /// The record.
+    pub record: OwnerRecord,
+    /// How long ago its last heartbeat was, by the store's clock when it was read.
+    pub ago: chrono::Duration,
+}

@@ -1,0 +1,83 @@
+//! Owner records on PostgreSQL: `cronsole_owners`, one row per running engine, upserted at
+//! each heartbeat.
+//!
+//! Owns: the SQL of a heartbeat and of reading the records. Must not touch: what an owner does
+//! with its measured offset (the engine decides).
+//!
+//! The heartbeat measures the owner's clock against the database's in the statement that
+//! stores it: `clock_offset_ms` is the owner's time at sending minus `clock_timestamp()` at the
+//! server, so it errs by the one-way trip of the request (milliseconds on a LAN) — small
+//! against any bound worth setting. Records not heard of for a day are deleted by the next
+//! heartbeat of any owner: a dead owner's record says when it was last seen meanwhile.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::types::Type;
+
+use super::db::{db_err, from_json, to_json};
+use super::handle::Inner;
+use crate::model::{OwnerRecord, OwnerSeen};
+use crate::store::StoreResult;
+
+const BEAT_SQL: &str = "INSERT INTO cronsole_owners AS o (owner, last_seen, clock_offset_ms, record)
+     SELECT $1, now, (extract(epoch FROM ($2::timestamptz - now)) * 1000)::bigint, $3
+     FROM (SELECT clock_timestamp() AS now) t
+     ON CONFLICT (owner) DO UPDATE SET last_seen = EXCLUDED.last_seen,
+         clock_offset_ms = EXCLUDED.clock_offset_ms, record = EXCLUDED.record
+     RETURNING last_seen, clock_offset_ms";
+
+impl Inner {
+    pub(super) async fn beat(&self, rec: OwnerRecord) -> StoreResult<OwnerRecord> {
+        let c = self.pool.get().await?;
+        let sent: DateTime<Utc> = rec.last_seen;
+        let rows = c
+            .query_typed(
+                BEAT_SQL,
+                &[
+                    (&rec.owner, Type::TEXT),
+                    (&sent, Type::TIMESTAMPTZ),
+                    (&to_json(&rec)?, Type::JSONB),
+                ],
+            )
+            .await
+            .map_err(|e| db_err("recording a heartbeat", e))?;
+        let mut out = rec;
+        if let Some(r) = rows.first() {
+            out.last_seen = r.get(0);
+            out.clock_offset_ms = r.get(1);
+        }
+        // Old records of owners gone for a day (cheap: the table has one row per owner).
+        c.execute(
+            "DELETE FROM cronsole_owners WHERE last_seen < clock_timestamp() - interval '1 day'",
+            &[],
+        )
+        .await
+        .map_err(|e| db_err("forgetting old owners", e))?;
+        Ok(out)
+    }
+
+    pub(super) async fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
+        let c = self.pool.get().await?;
+        let rows = c
+            .query_typed(
+                "SELECT record, last_seen, clock_offset_ms,
+                     (extract(epoch FROM (clock_timestamp() - last_seen)) * 1000)::bigint
+                 FROM cronsole_owners ORDER BY owner",
+                &[],
+            )
+            .await
+            .map_err(|e| db_err("reading owners", e))?;
+        rows.into_iter()
+            .map(|r| {
+                let mut record: OwnerRecord =
+                    from_json(&self.location, "cronsole_owners", r.get::<_, Value>(0))?;
+                record.last_seen = r.get(1);
+                record.clock_offset_ms = r.get(2);
+                Ok(OwnerSeen {
+                    record,
+                    ago: chrono::Duration::milliseconds(r.get::<_, i64>(3)),
+                })
+            })
+            .collect()
+    }
+}
