@@ -149,7 +149,7 @@
 //! # {
 //! #     let store: Arc<dyn Store> = Arc::new(FileStore::open(&path)?);
 //! #     let jobs = cronsole::config::load_str(
-//! #         "jobs:\n  - name: hello\n    schedule: every 1h\n    command: echo hello\n",
+//! #         "jobs:\n  - name: hello\n    schedule: every 1h\n    run_immediately: true\n    command: echo hello\n",
 //! #         std::path::Path::new("jobs.yaml"),
 //! #     )?;
 //! #     store.apply(&jobs.file, chrono::Utc::now())?;
