@@ -120,7 +120,11 @@ mod tests {
             },
             ago: chrono::Duration::seconds(ago),
         };
-        let owners = [seen("a", 4), seen("b", GONE_AFTER_SECS + 1), seen("c", GONE_AFTER_SECS)];
+        let owners = [
+            seen("a", 4),
+            seen("b", GONE_AFTER_SECS + 1),
+            seen("c", GONE_AFTER_SECS),
+        ];
         assert_eq!(live(&owners).into_iter().collect::<Vec<_>>(), ["a", "c"]);
     }
 

@@ -27,7 +27,10 @@ async fn an_owner_whose_clock_is_off_claims_nothing_until_it_is_back() {
     .await;
     let h = health.borrow().clone();
     let why = h.claims_stopped_because().expect("a reason for /healthz");
-    assert!(why.contains("behind the store's") && why.contains("5s"), "{why}");
+    assert!(
+        why.contains("behind the store's") && why.contains("5s"),
+        "{why}"
+    );
     let off = h.clock_offset_ms.expect("measured");
     assert!((-41_000..=-39_000).contains(&off), "offset {off} ms");
     // Nothing was claimed, not even the first due slot.

@@ -286,7 +286,8 @@ fn every_view_shows_the_first_run_the_engine_makes() {
     let lines = out
         .lines()
         .filter(|l| {
-            l.contains("succeeded trigger=immediate") && l.split_whitespace().any(|w| w == "job=imm1h")
+            l.contains("succeeded trigger=immediate")
+                && l.split_whitespace().any(|w| w == "job=imm1h")
         })
         .count();
     assert_eq!(lines, 1, "{out}");

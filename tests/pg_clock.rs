@@ -161,7 +161,10 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
     let names: Vec<_> = owners.iter().map(|o| o.record.owner.as_str()).collect();
     assert_eq!(names, ["ahead", "behind"]);
     assert!((299_500..=300_500).contains(&owners[0].record.clock_offset_ms));
-    assert_eq!(owners[0].record.claims_stopped.as_deref(), Some("clock off"));
+    assert_eq!(
+        owners[0].record.claims_stopped.as_deref(),
+        Some("clock off")
+    );
     assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
     assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
     assert_eq!(cronsole::owners::live(&owners).len(), 2);

@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::yaml::{Document, Seg, Target, Value, key_text};
+use super::yaml::{Document, Mapping, Seg, Target, Value, key_text};
 
 /// One row of the PraisonAI ↔ cronsole table.
 #[derive(Debug, Clone, Copy)]
@@ -647,10 +647,43 @@ impl Conversion<'_> {
                 }
             }
         }
+        let max_cost = self.other_keys(&name, m, &base, &mut lines);
+        let max_cost = match max_cost {
+            Some(_) if !agent => {
+                self.notes.push(format!(
+                    "job '{name}': max_cost on a command job is left out (a command spends \
+                     nothing)"
+                ));
+                None
+            }
+            other => other,
+        };
+        Some(OutJob {
+            lines,
+            agent,
+            max_cost,
+            at: job_at,
+        })
+    }
+
+    /// The job's keys other than its name, schedule, action and message: mapped onto `lines`
+    /// (each with its position), or reported. Returns `max_cost` as written, with its position.
+    fn other_keys(
+        &mut self,
+        name: &str,
+        m: &Mapping,
+        base: &[Seg],
+        lines: &mut Vec<(String, Origin)>,
+    ) -> Option<(String, Origin)> {
+        let at = |k: &str| {
+            let mut p = base.to_vec();
+            p.push(Seg::Key(k.into()));
+            p
+        };
         let mut max_cost = None;
         for (k, v) in m.iter() {
             let k = key_text(k).unwrap_or_default();
-            let here = value_at(self, &k);
+            let here = self.origin(&at(&k), Target::Value);
             match k.as_str() {
                 "name" | "schedule" | "schedule_expr" | "command" | "message" | "task" => {}
                 "agent_id" | "agent" => {
@@ -689,18 +722,7 @@ impl Conversion<'_> {
                 }
             }
         }
-        if !agent && max_cost.is_some() {
-            self.notes.push(format!(
-                "job '{name}': max_cost on a command job is left out (a command spends nothing)"
-            ));
-            max_cost = None;
-        }
-        Some(OutJob {
-            lines,
-            agent,
-            max_cost,
-            at: job_at,
-        })
+        max_cost
     }
 }
 

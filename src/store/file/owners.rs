@@ -60,7 +60,8 @@ impl FileStore {
         let name = file_name(&rec.owner);
         let path = dir.join(&name);
         let tmp = dir.join(format!(".{name}.tmp"));
-        let bytes = serde_json::to_vec_pretty(rec).map_err(StoreError::encode("an owner record"))?;
+        let bytes =
+            serde_json::to_vec_pretty(rec).map_err(StoreError::encode("an owner record"))?;
         std::fs::write(&tmp, &bytes).map_err(|e| io(&tmp, e))?;
         let stamped = std::fs::metadata(&tmp)
             .and_then(|m| m.modified())

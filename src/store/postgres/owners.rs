@@ -19,7 +19,8 @@ use super::handle::Inner;
 use crate::model::{OwnerRecord, OwnerSeen};
 use crate::store::StoreResult;
 
-const BEAT_SQL: &str = "INSERT INTO cronsole_owners AS o (owner, last_seen, clock_offset_ms, record)
+const BEAT_SQL: &str =
+    "INSERT INTO cronsole_owners AS o (owner, last_seen, clock_offset_ms, record)
      SELECT $1, now, (extract(epoch FROM ($2::timestamptz - now)) * 1000)::bigint, $3
      FROM (SELECT clock_timestamp() AS now) t
      ON CONFLICT (owner) DO UPDATE SET last_seen = EXCLUDED.last_seen,
