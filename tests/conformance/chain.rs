@@ -170,7 +170,8 @@ pub fn chain_on_failure_and_fan_in(f: Factory) {
 /// ends once and runs once; a child the batch's ends do not fire stays idle.
 pub fn one_completion_batch_ending_both_parents_fires_the_fan_in_child_once(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("a", 3600),
             every("b", 3600),
