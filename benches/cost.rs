@@ -8,10 +8,10 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use cronsole::cost::{PriceTable, TokenUsage, budget_check, run_cost};
-use cronsole::deliver::incident::signature;
 use cronsole::model::{Budget, BudgetPeriod, Settings};
 use cronsole::store::SpendNow;
+use cronsole::testkit::internals::cost::{PriceTable, TokenUsage, budget_check, run_cost};
+use cronsole::testkit::internals::deliver::incident::signature;
 use cronsole::testkit::stats::percentile;
 
 const BATCHES: usize = 200;

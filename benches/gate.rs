@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use cronsole::gate::addr::classify;
-use cronsole::gate::monitor::{evaluate, watermark};
-use cronsole::gate::notepad::parse_reply;
-use cronsole::proc::{Cap, ProcEnv, ProcSpec, run};
+use cronsole::testkit::internals::gate::addr::classify;
+use cronsole::testkit::internals::gate::monitor::{evaluate, watermark};
+use cronsole::testkit::internals::gate::notepad::parse_reply;
+use cronsole::testkit::internals::proc::{Cap, ProcEnv, ProcSpec, run};
 use cronsole::testkit::stats::percentile;
 
 fn report(name: &str, mut samples: Vec<Duration>) {

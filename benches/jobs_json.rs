@@ -1,5 +1,5 @@
 //! `cronsole jobs --json` at scale: jobs per second and the memory the listing
-//! adds, streamed (a page at a time, [`cronsole::listing::write_jobs_json`], its own pretty
+//! adds, streamed (a page at a time, [`cronsole::testkit::internals::listing::write_jobs_json`], its own pretty
 //! writer) against the two writers before it — the same pages through `serde_json`'s pretty
 //! serializer, and the whole-list writer (every record cloned, every view collected, one
 //! pretty-printed `String`; only up to 200 000 jobs, it needs ≈ 4 KB per job) — in one run over
@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cronsole::listing::{JobView, write_jobs_json};
 use cronsole::model::JobsFile;
 use cronsole::store::Store;
 use cronsole::store::file::FileStore;
+use cronsole::testkit::internals::listing::{JobView, write_jobs_json};
 
 struct Counting;
 
@@ -146,13 +146,16 @@ fn one_thread(store: &dyn Store, now: DateTime<Utc>) -> u64 {
     use serde::Serialize;
     let settings = store.settings().expect("settings");
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Count(0));
-    let mut enc = cronsole::listing::pretty::Pretty::at_depth(1);
+    let mut enc = cronsole::testkit::internals::listing::pretty::Pretty::at_depth(1);
     enc.out.push(b'[');
     let mut after: Option<String> = None;
     let mut n = 0usize;
     loop {
         let page = store
-            .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+            .jobs_page(
+                after.as_deref(),
+                cronsole::testkit::internals::listing::PAGE,
+            )
             .expect("page");
         for r in &page {
             enc.out
@@ -165,7 +168,9 @@ fn one_thread(store: &dyn Store, now: DateTime<Utc>) -> u64 {
         out.write_all(&enc.out).expect("write");
         enc.out.clear();
         match page.last() {
-            Some(l) if page.len() == cronsole::listing::PAGE => after = Some(l.def.name.clone()),
+            Some(l) if page.len() == cronsole::testkit::internals::listing::PAGE => {
+                after = Some(l.def.name.clone())
+            }
             _ => break,
         }
     }
@@ -187,14 +192,17 @@ fn serde_streamed(store: &dyn Store, now: DateTime<Utc>) -> u64 {
         let mut after: Option<String> = None;
         loop {
             let page = store
-                .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+                .jobs_page(
+                    after.as_deref(),
+                    cronsole::testkit::internals::listing::PAGE,
+                )
                 .expect("page");
             for r in &page {
                 seq.serialize_element(&JobView::of(r, &settings, now))
                     .expect("json");
             }
             match page.last() {
-                Some(l) if page.len() == cronsole::listing::PAGE => {
+                Some(l) if page.len() == cronsole::testkit::internals::listing::PAGE => {
                     after = Some(l.def.name.clone())
                 }
                 _ => break,
@@ -213,11 +221,16 @@ fn pages_only(store: &dyn Store) -> u64 {
     let mut n = 0u64;
     loop {
         let page = store
-            .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+            .jobs_page(
+                after.as_deref(),
+                cronsole::testkit::internals::listing::PAGE,
+            )
             .expect("page");
         n += page.len() as u64;
         match page.last() {
-            Some(l) if page.len() == cronsole::listing::PAGE => after = Some(l.def.name.clone()),
+            Some(l) if page.len() == cronsole::testkit::internals::listing::PAGE => {
+                after = Some(l.def.name.clone())
+            }
             _ => return n,
         }
     }
@@ -230,11 +243,14 @@ fn json_pages_only(store: &dyn Store) -> u64 {
     let mut n = 0u64;
     loop {
         let page = store
-            .jobs_page_json(after.as_deref(), cronsole::listing::PAGE)
+            .jobs_page_json(
+                after.as_deref(),
+                cronsole::testkit::internals::listing::PAGE,
+            )
             .expect("page");
         n += page.jobs.len() as u64;
         match page.jobs.last() {
-            Some(l) if page.jobs.len() == cronsole::listing::PAGE => {
+            Some(l) if page.jobs.len() == cronsole::testkit::internals::listing::PAGE => {
                 after = Some(l.name().to_string())
             }
             _ => return n,
@@ -250,14 +266,19 @@ fn compact(store: &dyn Store, now: DateTime<Utc>) -> u64 {
     let mut after: Option<String> = None;
     loop {
         let page = store
-            .jobs_page(after.as_deref(), cronsole::listing::PAGE)
+            .jobs_page(
+                after.as_deref(),
+                cronsole::testkit::internals::listing::PAGE,
+            )
             .expect("page");
         for r in &page {
             serde_json::to_writer(&mut out, &JobView::of(r, &settings, now)).expect("json");
             out.write_all(b"\n").expect("write");
         }
         match page.last() {
-            Some(l) if page.len() == cronsole::listing::PAGE => after = Some(l.def.name.clone()),
+            Some(l) if page.len() == cronsole::testkit::internals::listing::PAGE => {
+                after = Some(l.def.name.clone())
+            }
             _ => break,
         }
     }

@@ -13,10 +13,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cronsole::action::tools::ToolSource;
-use cronsole::action::tools::mcp::{self, Era, Session};
+use cronsole::testkit::internals::action::tools::ToolSource;
+use cronsole::testkit::internals::action::tools::mcp::{self, Era, Session};
+use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::mcp::TestServers;
-use cronsole::text::Secrets;
 use serde_json::json;
 
 /// This process's CPU time so far, every thread.

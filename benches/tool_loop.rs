@@ -14,18 +14,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cronsole::action::agent::{
+use cronsole::clock::SystemClock;
+use cronsole::model::{AgentDef, Provider};
+use cronsole::testkit::internals::action::agent::{
     LoopLimits, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply, run_loop,
 };
-use cronsole::action::llm::LlmReply;
-use cronsole::action::llm::wire::{self, ToolCall};
-use cronsole::action::tools::Toolbox;
-use cronsole::clock::SystemClock;
-use cronsole::cost::RunCost;
-use cronsole::model::{AgentDef, Provider};
+use cronsole::testkit::internals::action::llm::LlmReply;
+use cronsole::testkit::internals::action::llm::wire::{self, ToolCall};
+use cronsole::testkit::internals::action::tools::Toolbox;
+use cronsole::testkit::internals::cost::RunCost;
+use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::stats::percentile;
 use cronsole::testkit::tools::{MemorySource, text_output, toolbox};
-use cronsole::text::Secrets;
 use cronsole::transcript::Delta;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 //!
 //! Owns: prices (USD per 1M tokens), [`PriceTable::resolve`], [`run_cost`], [`call_cost`] (what a
 //! reply is booked at: the requested model's price, never above the reservation),
-//! [`worst_case_usd`], [`budget_check`], [`spend_in_period`], [`usd`] (how money is shown). Must
+//! [`worst_case_usd`], [`budget_check`], [`usd`] (how money is shown). Must
 //! not touch: the store (the caller passes [`SpendNow`] in and records the cost; reservations live
 //! in `store::policy::budget`), the network, clocks (`now` is an argument).
 //!
@@ -35,17 +35,12 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
-
 use crate::model::{BudgetPeriod, Price, Settings};
-
-/// When the built-in table was compiled.
-pub const PRICES_COMPILED: &str = "2026-11-30";
 
 /// More tokens than this in one call is treated as a corrupt count (clamped to 0).
 pub const MAX_PLAUSIBLE_TOKENS: i64 = 100_000_000;
 
-/// Built-in prices, USD per 1M tokens (input, output), compiled on [`PRICES_COMPILED`].
+/// Built-in prices, USD per 1M tokens (input, output), compiled on 2026-11-30.
 ///
 /// Premium and special-purpose variants have their own entries (they are not their base model's
 /// price: `o1-pro` costs 10× `o1`); a variant missing here is unpriced, never the base price.
@@ -125,7 +120,7 @@ const BUILTIN: &[(&str, f64, f64)] = &[
 ];
 
 /// OpenAI's prompt-cache prices, USD per 1M cached input tokens (`cached_input`), compiled on
-/// [`PRICES_COMPILED`] from the same sources as [`BUILTIN`]. A model missing here prices its
+/// 2026-11-30 from the same sources as [`BUILTIN`]. A model missing here prices its
 /// cached tokens at the full input price (an over-count, never an under-count).
 const OPENAI_CACHED_INPUT: &[(&str, f64)] = &[
     ("gpt-5.4", 0.25),
@@ -240,10 +235,12 @@ impl PriceTable {
         PriceTable::with_overrides(&settings.pricing)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.prices.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.prices.is_empty()
     }
@@ -357,6 +354,7 @@ pub struct RunCost {
 }
 
 /// Cost of one reply from `model` with `usage` (`None` = the provider sent no usage).
+#[cfg(any(test, feature = "testkit"))]
 pub fn run_cost(table: &PriceTable, model: &str, usage: Option<TokenUsage>) -> RunCost {
     run_cost_cached(table, model, usage, CacheTokens::default())
 }
@@ -794,21 +792,6 @@ pub fn budget_period(settings: &Settings) -> BudgetPeriod {
     settings.budget.map(|b| b.period).unwrap_or(settings.period)
 }
 
-/// Spend that counts toward the period containing `now`: a total recorded under another period
-/// key (`BudgetPeriod::key`) belongs to an older period and counts as 0.
-pub fn spend_in_period(
-    recorded_key: &str,
-    recorded_usd: f64,
-    period: BudgetPeriod,
-    now: DateTime<Utc>,
-) -> f64 {
-    if recorded_key == period.key(now) {
-        recorded_usd
-    } else {
-        0.0
-    }
-}
-
 pub fn period_word(p: BudgetPeriod) -> &'static str {
     match p {
         BudgetPeriod::Day => "day",
@@ -865,8 +848,6 @@ pub fn budget_check(
 mod tests {
     use super::*;
     use crate::model::Budget;
-
-    use crate::testkit::time::rfc3339 as t;
 
     fn name(table: &PriceTable, model: &str) -> Option<String> {
         table.resolve(model).map(|r| r.name)
@@ -1320,38 +1301,6 @@ mod tests {
             job_usd: 0.0,
         };
         assert!(budget_check(&s, None, nan).is_some());
-    }
-
-    #[test]
-    fn period_spend_rolls_at_utc_boundaries() {
-        let key = BudgetPeriod::Day.key(t("2026-11-29T23:59:59Z"));
-        assert_eq!(
-            spend_in_period(&key, 0.7, BudgetPeriod::Day, t("2026-11-29T23:59:59Z")),
-            0.7
-        );
-        assert_eq!(
-            spend_in_period(&key, 0.7, BudgetPeriod::Day, t("2026-11-30T00:00:00Z")),
-            0.0
-        );
-        // 23:30 at UTC-02:00 is already the next UTC day.
-        assert_eq!(
-            spend_in_period(&key, 0.7, BudgetPeriod::Day, t("2026-11-29T23:30:00-02:00")),
-            0.0
-        );
-        let wk = BudgetPeriod::Week.key(t("2026-11-29T12:00:00Z")); // a Sunday
-        assert_eq!(
-            spend_in_period(&wk, 2.0, BudgetPeriod::Week, t("2026-11-30T00:00:00Z")),
-            0.0
-        );
-        let mo = BudgetPeriod::Month.key(t("2026-11-30T23:59:59Z"));
-        assert_eq!(
-            spend_in_period(&mo, 2.0, BudgetPeriod::Month, t("2026-12-01T00:00:00Z")),
-            0.0
-        );
-        assert_eq!(
-            spend_in_period("total", 9.0, BudgetPeriod::Total, t("2030-01-01T00:00:00Z")),
-            9.0
-        );
     }
 
     #[test]

@@ -18,8 +18,8 @@
 //! - [`model`] is the shared vocabulary (job definitions, history rows, statuses) and [`clock`]
 //!   the injected time.
 //!
-//! The other modules are public for the binary, the tests and the benches, and hidden from this
-//! documentation: they are the engine's parts, not an API to build on.
+//! [`cli`] is what the `cronsole` binary runs. The other modules are the engine's parts, private
+//! to the crate: not an API to build on.
 //!
 //! The store's methods are synchronous (the file store does blocking I/O under a file lock, the
 //! PostgreSQL store waits on its own runtime): a busy async program calls them through
@@ -212,8 +212,6 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod engine;
-#[doc(hidden)]
-pub mod listing;
 pub mod model;
 pub mod schedule;
 pub mod snapshot;
@@ -221,28 +219,33 @@ pub mod store;
 pub mod transcript;
 pub mod tui;
 
+// The engine's parts: crate-private, so the compiler reports what nothing uses. Tests and
+// benches reach them through `testkit::internals` (feature `testkit`); hidden, because what they
+// export there is for tests, not documentation.
 #[doc(hidden)]
-pub mod action;
+mod action;
 #[doc(hidden)]
-pub mod cost;
+mod cost;
 #[doc(hidden)]
-pub mod deliver;
+mod deliver;
 #[doc(hidden)]
-pub mod forecast;
+mod forecast;
 #[doc(hidden)]
-pub mod gate;
+mod gate;
 #[doc(hidden)]
-pub mod owners;
+mod listing;
 #[doc(hidden)]
-pub mod preflight;
+mod owners;
 #[doc(hidden)]
-pub mod proc;
+mod preflight;
 #[doc(hidden)]
-pub mod service;
+mod proc;
 #[doc(hidden)]
-pub mod text;
+mod service;
 #[doc(hidden)]
-pub mod when;
+mod text;
+#[doc(hidden)]
+mod when;
 
 #[doc(hidden)]
 #[cfg(any(test, feature = "testkit"))]

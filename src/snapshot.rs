@@ -56,12 +56,12 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// The live owners ([`crate::owners`]): those heard of lately by their heartbeat records or
+    /// The live owners (`owners`): those heard of lately by their heartbeat records or
     /// holding an unexpired lease, plus this one when it runs an engine. A restarted process's
     /// old id ages out: one process, one owner.
     pub owners_seen: Vec<String>,
     /// Some engine runs on the store: this one, a live owner, or one that wrote a history
-    /// row lately ([`crate::owners::engine_seen`]). `false` in `console --attach` says nothing
+    /// row lately (`owners::engine_seen`). `false` in `console --attach` says nothing
     /// will run the jobs until one starts.
     pub engine_seen: bool,
     /// The store's settings (agents, budget, sinks).

@@ -1,5 +1,5 @@
 //! Text from a jobs file or a store never reaches the terminal raw (the inert-text
-//! policy of `cronsole::text`), as real processes: the jobs file's warnings and diagnostics
+//! policy of `cronsole::testkit::internals::text`), as real processes: the jobs file's warnings and diagnostics
 //! (`validate`, `apply`, `run`), and stored text printed by `history`, `describe`, `stats`,
 //! `jobs` and `logs`. Each carries an OSC title sequence (`ESC ] 0 ; PWN BEL`) that a terminal
 //! would act on; the output must hold no ESC or BEL byte.

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::llm::{HttpOptions, http_client};
-use cronsole::deliver::{Message, deliver, deliver_all};
 use cronsole::model::{HistoryRow, SinkDef, Status, Trigger, WebhookFormat};
 use cronsole::testkit::http::{Response, TestServer};
+use cronsole::testkit::internals::action::llm::{HttpOptions, http_client};
+use cronsole::testkit::internals::deliver::{Message, deliver, deliver_all};
 
 fn now() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-29T12:00:05Z")

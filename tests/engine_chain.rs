@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::BackoffConfig;
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig};
 use cronsole::model::{Action, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::internals::action::BackoffConfig;
 use cronsole::testkit::llm::{FakeLlm, Reply};
 
 #[tokio::test(start_paused = true)]

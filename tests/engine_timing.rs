@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::BackoffConfig;
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig};
 use cronsole::model::{Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
+use cronsole::testkit::internals::action::BackoffConfig;
 
 #[tokio::test(start_paused = true)]
 async fn slots_fire_exactly_on_the_grid_in_virtual_time() {

@@ -7,9 +7,11 @@ mod engine_support;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cronsole::action::tools::pin;
-use cronsole::action::tools::{BoxFuture, ToolError, Toolbox, ToolboxBuilder, ToolboxRequest};
 use cronsole::model::Status;
+use cronsole::testkit::internals::action::tools::pin;
+use cronsole::testkit::internals::action::tools::{
+    BoxFuture, ToolError, Toolbox, ToolboxBuilder, ToolboxRequest,
+};
 use cronsole::testkit::llm::{FakeLlm, Reply};
 use cronsole::testkit::tools::{MemorySource, text_output, toolbox};
 use engine_support::*;

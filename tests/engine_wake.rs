@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::BackoffConfig;
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, Event};
 use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::*;
+use cronsole::testkit::internals::action::BackoffConfig;
 use uuid::Uuid;
 
 /// A store that hides its change signal (the engine must fall back to polling), or passes it on

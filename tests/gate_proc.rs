@@ -6,10 +6,12 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cronsole::action::command::{CommandOutcome, TRUNCATED_MARKER, run_command};
-use cronsole::gate::{GateConfig, GateOutcome, pre_run, run_gate};
 use cronsole::model::{Gate, MonitorSource};
-use cronsole::proc::{Cap, ProcEnv, ProcSpec, run};
+use cronsole::testkit::internals::action::command::{
+    CommandOutcome, TRUNCATED_MARKER, run_command,
+};
+use cronsole::testkit::internals::gate::{GateConfig, GateOutcome, pre_run, run_gate};
+use cronsole::testkit::internals::proc::{Cap, ProcEnv, ProcSpec, run};
 use support::pids::{alive, gone};
 use support::temp_path as tmp;
 

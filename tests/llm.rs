@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cronsole::action::llm::{self, HttpOptions, LlmCall, LlmError, LlmReply};
-use cronsole::action::{BackoffConfig, retry_with_backoff};
-use cronsole::cost::{PriceTable, TokenUsage, run_cost};
 use cronsole::model::{AgentDef, Provider};
 use cronsole::testkit::http::{Response, TestServer};
+use cronsole::testkit::internals::action::llm::{self, HttpOptions, LlmCall, LlmError, LlmReply};
+use cronsole::testkit::internals::action::{BackoffConfig, retry_with_backoff};
+use cronsole::testkit::internals::cost::{PriceTable, TokenUsage, run_cost};
 use cronsole::testkit::llm::{FakeLlm, Reply};
 
 const KEY: &str = "sk-test-Zq9SECRETkey000111";
@@ -413,8 +413,8 @@ fn tiny_backoff() -> BackoffConfig {
 
 #[tokio::test]
 async fn run_agent_retries_prices_and_flags_silence() {
-    use cronsole::action::llm::{AgentRun, run_agent};
     use cronsole::clock::ManualClock;
+    use cronsole::testkit::internals::action::llm::{AgentRun, run_agent};
     let clock = ManualClock::new(now());
     let prices = PriceTable::builtin();
     let c = client();

@@ -216,7 +216,7 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
     // Each request was one turn of one run, settled at its real cost in the write that
     // dispatched its call: the period's spend is the requests' real cost, each counted once.
     let requests = fake.request_count();
-    let price = cronsole::cost::PriceTable::builtin()
+    let price = cronsole::testkit::internals::cost::PriceTable::builtin()
         .resolve("gpt-4o-mini")
         .expect("priced")
         .price;

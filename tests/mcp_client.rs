@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronsole::action::tools::mcp::{self, Era, McpSource, Session};
-use cronsole::action::tools::{Content, ToolError, ToolSource};
+use cronsole::testkit::internals::action::tools::mcp::{self, Era, McpSource, Session};
+use cronsole::testkit::internals::action::tools::{Content, ToolError, ToolSource};
+use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::mcp::TestServers;
-use cronsole::text::Secrets;
 use serde_json::json;
 
 fn session(name: &str, era: Era) -> Session {

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronsole::action::tools::mcp::{self, Era, McpSource, Session};
-use cronsole::action::tools::{Content, ToolError, ToolSource};
+use cronsole::testkit::internals::action::tools::mcp::{self, Era, McpSource, Session};
+use cronsole::testkit::internals::action::tools::{Content, ToolError, ToolSource};
+use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::mcp::TestServers;
 use cronsole::testkit::wait::wait_until_async;
-use cronsole::text::Secrets;
 use serde_json::json;
 
 async fn hostile(

@@ -220,7 +220,8 @@ fn idle_connections_do_not_starve_healthz() {
         get(&addr, "/healthz").0 == 200
     });
     // Three times the cap of idle connections, each with an unfinished head.
-    let idle: Vec<TcpStream> = (0..3 * cronsole::service::http::MAX_CONNECTIONS)
+    let idle: Vec<TcpStream> = (0..3
+        * cronsole::testkit::internals::service::http::MAX_CONNECTIONS)
         .map(|_| {
             let mut s = TcpStream::connect(&addr).unwrap();
             s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ").unwrap();

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cronsole::proc::fdpass::{Request, send_with_fds};
+use cronsole::testkit::internals::proc::fdpass::{Request, send_with_fds};
 use support::cli::BIN;
 use support::pids::alive;
 use support::tempdir as tmp;

@@ -167,5 +167,33 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
     );
     assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
     assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
-    assert_eq!(cronsole::owners::live(&owners).len(), 2);
+    assert_eq!(cronsole::testkit::internals::owners::live(&owners).len(), 2);
+}
+
+/// Two owners starting together with the same jobs file: only the apply that changed the
+/// settings reports it (the other finds them already so).
+#[test]
+fn only_the_apply_that_changed_the_settings_reports_it() {
+    let url = pg_db_or_skip!();
+    for round in 0..5 {
+        let mut file = conformance::file(vec![conformance::every("a", 60)]);
+        file.settings.budget = Some(cronsole::model::Budget {
+            max_cost_usd: 1.0 + f64::from(round),
+            period: Default::default(),
+        });
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (url, file, barrier) = (url.clone(), file.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let s = open(&url, PgClock::Database);
+                    barrier.wait();
+                    s.apply(&file, Utc::now()).unwrap().settings
+                })
+            })
+            .collect();
+        let reports: Vec<Vec<String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let told = reports.iter().filter(|r| !r.is_empty()).count();
+        assert_eq!(told, 1, "round {round}: {reports:?}");
+    }
 }

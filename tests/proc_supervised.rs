@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cronsole::proc::{self, Cap, ProcEnv, ProcSpec, run};
+use cronsole::testkit::internals::proc::{self, Cap, ProcEnv, ProcSpec, run};
 use support::cli::BIN;
 use support::pids::gone;
 use support::tempdir as tmp;

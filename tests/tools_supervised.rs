@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronsole::action::tools::toolbox::build;
-use cronsole::action::tools::{Content, ToolboxRequest};
-use cronsole::proc::ProcEnv;
+use cronsole::testkit::internals::action::tools::toolbox::build;
+use cronsole::testkit::internals::action::tools::{Content, ToolboxRequest};
+use cronsole::testkit::internals::proc::ProcEnv;
 use cronsole::testkit::mcp::TestServers;
 use serde_json::{Value, json};
 
@@ -16,7 +16,7 @@ async fn stdio_servers_and_command_tools_run_under_the_supervisor_and_end_with_t
     let Some(servers) = TestServers::find() else {
         return;
     };
-    cronsole::proc::use_supervisor(env!("CARGO_BIN_EXE_cronsole").into());
+    cronsole::testkit::internals::proc::use_supervisor(env!("CARGO_BIN_EXE_cronsole").into());
     let text = format!(
         "mcp_servers:\n  py:\n    command: {:?}\ntools:\n  cat:\n    description: echoes stdin\n    command: [cat]\nagents:\n  ops:\n    model: m\n    tools: [py.env, cat]\njobs:\n  - name: j\n    schedule: every 1h\n    agent: ops\n    message: go\n",
         servers.py_stdio_argv()
@@ -40,7 +40,7 @@ async fn stdio_servers_and_command_tools_run_under_the_supervisor_and_end_with_t
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        cronsole::proc::zygote_pid().is_some(),
+        cronsole::testkit::internals::proc::zygote_pid().is_some(),
         "started through the zygote"
     );
     let t = Duration::from_secs(30);

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronsole::action::tools::toolbox::{EnvLookup, build};
-use cronsole::action::tools::{Content, ToolError, Toolbox, ToolboxRequest};
 use cronsole::config;
-use cronsole::proc::ProcEnv;
+use cronsole::testkit::internals::action::tools::toolbox::{EnvLookup, build};
+use cronsole::testkit::internals::action::tools::{Content, ToolError, Toolbox, ToolboxRequest};
+use cronsole::testkit::internals::proc::ProcEnv;
 use cronsole::testkit::mcp::TestServers;
 use serde_json::{Value, json};
 
@@ -81,7 +81,7 @@ async fn toolbox(text: &str) -> Result<Toolbox, ToolError> {
     .await
 }
 
-fn text(out: &cronsole::action::tools::ToolOutput) -> String {
+fn text(out: &cronsole::testkit::internals::action::tools::ToolOutput) -> String {
     out.content
         .iter()
         .map(|c| match c {

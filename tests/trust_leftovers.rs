@@ -25,7 +25,7 @@ fn ok(d: &Path, args: &[&str]) -> String {
 fn assert_inert(what: &str, out: &str) {
     let bad: Vec<char> = out
         .chars()
-        .filter(|&c| cronsole::text::is_unsafe(c) && c != '\n')
+        .filter(|&c| cronsole::testkit::internals::text::is_unsafe(c) && c != '\n')
         .collect();
     assert!(bad.is_empty(), "{what}: raw {bad:?} in {out}");
     assert!(out.contains("\\u202e"), "{what}: {out}");

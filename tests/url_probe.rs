@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cronsole::gate::addr::{AddressPolicy, public_only};
-use cronsole::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
-use cronsole::gate::{GateConfig, GateOutcome, run_gate};
 use cronsole::model::{Gate, MonitorSource};
-use cronsole::proc::ProcEnv;
 use cronsole::testkit::hostile::{Behavior, HostileServer};
+use cronsole::testkit::internals::gate::addr::{AddressPolicy, public_only};
+use cronsole::testkit::internals::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
+use cronsole::testkit::internals::gate::{GateConfig, GateOutcome, run_gate};
+use cronsole::testkit::internals::proc::ProcEnv;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 const FAKE_PUBLIC: &str = "127.0.0.2";

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cronsole::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
+use cronsole::testkit::internals::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -73,6 +73,7 @@ pub fn jitter_unit() -> f64 {
 
 /// How a retried action ended.
 #[derive(Debug)]
+#[cfg(any(test, feature = "testkit"))]
 pub struct Retried<T, E> {
     pub result: Result<T, E>,
     /// Attempts made (≥ 1).
@@ -96,7 +97,8 @@ pub struct Hooked<T, E, S> {
     pub ended: Ended<T, E, S>,
     /// Attempts made (0 when the hook stopped the first one).
     pub attempts: u32,
-    /// The waits slept between attempts, in order.
+    /// The waits slept between attempts, in order (what [`retry_with_backoff`] reports).
+    #[cfg(any(test, feature = "testkit"))]
     pub waits: Vec<Duration>,
 }
 
@@ -119,6 +121,7 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     let max_attempts = max_attempts.max(1);
+    #[cfg(any(test, feature = "testkit"))]
     let mut waits = Vec::new();
     let mut attempt = 0u32;
     let mut last = None;
@@ -129,6 +132,7 @@ where
                 return Hooked {
                     ended: Ended::Stopped { stop, last },
                     attempts: attempt,
+                    #[cfg(any(test, feature = "testkit"))]
                     waits,
                 };
             }
@@ -142,11 +146,13 @@ where
             return Hooked {
                 ended: Ended::Done(result),
                 attempts: attempt + 1,
+                #[cfg(any(test, feature = "testkit"))]
                 waits,
             };
         }
         last = result.err();
         let wait = cfg.delay(attempt, jitter_unit());
+        #[cfg(any(test, feature = "testkit"))]
         waits.push(wait);
         tokio::time::sleep(wait).await;
         attempt += 1;
@@ -154,6 +160,7 @@ where
 }
 
 /// [`retry_with_hook`] without a hook: run `attempt_fn(attempt)` up to `max_attempts` times.
+#[cfg(any(test, feature = "testkit"))]
 pub async fn retry_with_backoff<T, E, F, Fut>(
     cfg: &BackoffConfig,
     max_attempts: u32,

@@ -148,6 +148,7 @@ impl Message {
     }
 
     /// The alert or recovery note an incident decision calls for, `None` for nothing.
+    #[cfg(test)]
     pub fn for_incident(action: &incident::IncidentAction, row: &HistoryRow) -> Option<Message> {
         match action {
             incident::IncidentAction::Nothing => None,

@@ -145,6 +145,7 @@ pub fn apply_updates(
 /// monitor watermark when it went, plus the reply's notepad updates. A notepad update that would
 /// push the state over the cap is rejected on its own — the returned reason belongs in the row —
 /// and the prior notepad is kept, while the (bounded) watermark still advances.
+#[cfg(test)]
 pub fn state_after_run(
     prior: &JobState,
     monitor: Option<crate::model::MonitorState>,

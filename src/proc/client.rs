@@ -61,6 +61,7 @@ impl Zygote {
 }
 
 /// The pid of this process's zygote, if one is running (tests and diagnostics).
+#[cfg(any(test, feature = "testkit"))]
 pub fn zygote_pid() -> Option<u32> {
     ZYGOTE.lock().ok()?.as_ref().map(|z| z.child.id())
 }

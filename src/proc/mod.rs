@@ -77,8 +77,11 @@ pub(crate) mod sys;
 pub mod tree;
 pub mod zygote;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use client::zygote_pid;
-pub use setup::{disable_zygote, supervised, use_supervisor};
+#[cfg(any(test, feature = "testkit"))]
+pub use setup::supervised;
+pub use setup::{disable_zygote, use_supervisor};
 pub use spec::{Cap, ProcEnv, ProcError, ProcOutput, ProcSpec, TIMEOUT_EXIT_CODE};
 pub(crate) use spec::{STANDARD_KEY_VARS, scrub_list};
 

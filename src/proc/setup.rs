@@ -28,6 +28,7 @@ pub fn disable_zygote() {
 }
 
 /// Whether commands are started through the supervisor.
+#[cfg(any(test, feature = "testkit"))]
 pub fn supervised() -> bool {
     SUPERVISOR.get().is_some()
 }

@@ -83,6 +83,7 @@ pub struct ProcOutput {
 }
 
 impl ProcOutput {
+    #[cfg(any(test, feature = "testkit"))]
     pub fn success(&self) -> bool {
         self.exit_code == 0 && !self.timed_out && !self.hard_cap_hit
     }

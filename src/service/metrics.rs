@@ -147,6 +147,7 @@ impl Metrics {
     /// How long a `/metrics` request waits for a computation in progress before it answers with
     /// the last exposition (default [`SCRAPE_WAIT`]). Tests on a loaded machine raise it, so a
     /// slow computation cannot make requests answer with an older text.
+    #[cfg(test)]
     pub fn with_scrape_wait(mut self, wait: Duration) -> Metrics {
         self.scrape_wait = wait;
         self
@@ -259,6 +260,7 @@ impl Metrics {
     }
 
     /// Store-reading computations made so far by [`Metrics::scrape`].
+    #[cfg(test)]
     pub fn computations(&self) -> u64 {
         self.computations.load(Ordering::SeqCst)
     }

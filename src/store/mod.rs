@@ -304,6 +304,16 @@ pub trait Store: HistoryReader {
         BulkDone { done, error: None }
     }
 
+    /// The job one of whose live runs is `run_id`; `None` when no live run has that id. This
+    /// default reads every record; both stores look among the jobs holding a lease only.
+    fn job_of_run(&self, run_id: Uuid) -> StoreResult<Option<String>> {
+        Ok(self
+            .jobs()?
+            .into_iter()
+            .find(|j| j.rt.lease_of(run_id).is_some())
+            .map(|j| j.def.name))
+    }
+
     /// Queue a retry of run `run_id` (any owner takes it). Returns the run's job.
     fn retry(&self, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {
         let row = self
@@ -330,16 +340,11 @@ pub trait Store: HistoryReader {
         reason: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
-        let job = self
-            .jobs()?
-            .into_iter()
-            .find(|j| j.rt.lease_of(run_id).is_some())
-            .map(|j| j.def.name)
-            .ok_or_else(|| {
-                StoreError::Refused(format!(
-                    "run {run_id} is not awaiting approval (it is not running)"
-                ))
-            })?;
+        let job = self.job_of_run(run_id)?.ok_or_else(|| {
+            StoreError::Refused(format!(
+                "run {run_id} is not awaiting approval (it is not running)"
+            ))
+        })?;
         let edit = JobEdit::Answer {
             run_id,
             approve,
@@ -360,10 +365,7 @@ pub trait Store: HistoryReader {
             return Err(StoreError::NoSuchJob(target.to_string()));
         };
         let job = self
-            .jobs()?
-            .into_iter()
-            .find(|j| j.rt.lease.as_ref().is_some_and(|l| l.run_id == run_id))
-            .map(|j| j.def.name)
+            .job_of_run(run_id)?
             .ok_or_else(|| StoreError::Refused(format!("run {run_id} is not running")))?;
         let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
         Ok((job, out))

@@ -10,6 +10,7 @@
 pub mod engine;
 pub mod hostile;
 pub mod http;
+pub mod internals;
 pub mod jobs;
 pub mod llm;
 pub mod mcp;

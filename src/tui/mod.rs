@@ -3,7 +3,7 @@
 //!
 //! Owns: the terminal while the console runs (init, event loop, restore on quit, error and
 //! panic), and the submodules: `state` (pure state, key → [`state::Action`]), `keymap` (the one
-//! binding table), `view` (drawing), `sanitize` (outside text made inert). Must not touch: the
+//! binding table), `view` (drawing, outside text made inert first). Must not touch: the
 //! store for writes — pause/trigger go out as Commands; the store is only *read*, off the UI
 //! thread (`spawn_blocking`), for history beyond the snapshot's `recent` window.
 //!
@@ -30,7 +30,6 @@ use crate::store::{HistoryQuery, HistoryReader};
 
 mod bulk;
 pub mod keymap;
-pub mod sanitize;
 pub mod state;
 pub mod view;
 

@@ -213,11 +213,20 @@ pub fn overlap_allow_runs_side_by_side_up_to_the_bound(f: Factory) {
             RenewOutcome::Renewed { .. }
         ));
     }
+    // Each run is found by its run id, the one beside the first lease too.
+    for run in [a.run_id, b.run_id] {
+        assert_eq!(s.job_of_run(run).unwrap().as_deref(), Some("j"));
+    }
+    assert_eq!(s.job_of_run(uuid::Uuid::new_v4()).unwrap(), None);
     let end = done(&*s, &a, "a", Status::Succeeded, t(1025));
     assert!(!end.stale);
     assert_eq!(end.rows.len(), 1, "no overlap row: {:?}", end.rows);
+    assert_eq!(s.job_of_run(a.run_id).unwrap(), None, "a ended");
     let c = claim(&*s, "c", t(1030), 10).claims.remove(0);
     assert_eq!(c.slot, Some(t(1030)));
+    for run in [b.run_id, c.run_id] {
+        assert_eq!(s.job_of_run(run).unwrap().as_deref(), Some("j"));
+    }
     assert!(!done(&*s, &b, "b", Status::Succeeded, t(1031)).stale);
     assert!(!done(&*s, &c, "c", Status::Succeeded, t(1032)).stale);
     let rec = s.job("j").unwrap().unwrap();

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
-use cronsole::action::BackoffConfig;
 use cronsole::clock::{Clock, ManualClock};
 use cronsole::config;
 use cronsole::engine::{self, Command, EngineConfig, EngineHandle};
@@ -19,6 +18,7 @@ use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store};
 use cronsole::testkit::engine::run_deps;
+use cronsole::testkit::internals::action::BackoffConfig;
 pub use cronsole::testkit::time::rfc3339 as t;
 use cronsole::testkit::tmp::TempDir;
 pub use cronsole::testkit::wait::{poll_until_async, wait_until_async};
@@ -53,7 +53,7 @@ pub struct RigOpts {
     /// job's first slot is `start` (see [`stored_for`]).
     pub stored: Option<DateTime<Utc>>,
     /// The runs' tools (none when unset).
-    pub tools: Option<Arc<dyn cronsole::action::tools::ToolboxBuilder>>,
+    pub tools: Option<Arc<dyn cronsole::testkit::internals::action::tools::ToolboxBuilder>>,
     /// The engine's bound on its clock's offset from the store's (none when unset).
     pub max_clock_offset: Option<StdDuration>,
 }

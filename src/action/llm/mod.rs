@@ -45,6 +45,13 @@
 
 pub mod wire;
 
+// The single-prompt agent action (attempts with backoff, the reply priced), older than the tool
+// loop and kept for the tests that hold the wire behaviour of one call.
+#[cfg(any(test, feature = "testkit"))]
+mod single;
+#[cfg(any(test, feature = "testkit"))]
+pub use single::{AgentOutcome, AgentRun, call, prompt_bytes, run_agent};
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -52,9 +59,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::action::http::error_chain;
-use crate::action::{BackoffConfig, retry_with_backoff};
-use crate::clock::Clock;
-use crate::cost::{CacheTokens, PriceTable, RunCost, TokenUsage};
+use crate::cost::{CacheTokens, TokenUsage};
 use crate::model::{AgentDef, Provider};
 
 pub use crate::action::http::{ClientError, HttpOptions, http_client};
@@ -188,16 +193,6 @@ pub struct LlmReply {
     pub cut: bool,
 }
 
-/// Make one attempt of a single-prompt call (no tools, no earlier turns). `env` looks up
-/// environment variables (inject a map in tests).
-pub async fn call(
-    client: &reqwest::Client,
-    req: &LlmCall<'_>,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
-) -> Result<LlmReply, LlmError> {
-    call_turn(client, req, wire::Dialogue::default(), env).await
-}
-
 /// Make one attempt of a turn: the first prompt, then `dialogue`'s earlier steps, offering
 /// its tools.
 pub async fn call_turn(
@@ -322,12 +317,6 @@ pub async fn call_turn(
     }
 }
 
-/// Bytes of the text a request sends the model (instructions + prompt): the input-token upper
-/// bound the budget reserves for (see [`wire::prompt_bytes`] for a request with tools).
-pub fn prompt_bytes(agent: &AgentDef, prompt: &str) -> usize {
-    wire::prompt_bytes(agent, prompt, wire::Dialogue::default())
-}
-
 /// The key's header (marked sensitive) and the provider's version header.
 fn auth_headers(agent: &AgentDef, key: &str) -> Result<HeaderMap, LlmError> {
     let mut headers = HeaderMap::new();
@@ -347,87 +336,6 @@ fn auth_headers(agent: &AgentDef, key: &str) -> Result<HeaderMap, LlmError> {
         );
     }
     Ok(headers)
-}
-
-/// A whole agent action: attempts with backoff, then the reply priced.
-#[derive(Debug, Clone)]
-pub struct AgentRun<'a> {
-    pub agent: &'a AgentDef,
-    /// The assembled prompt.
-    pub prompt: &'a str,
-    /// Per-attempt bound (the job's `timeout_seconds`).
-    pub timeout: Duration,
-    /// Total attempts (the job's `max_retries`: 1 initial + retries).
-    pub max_attempts: u32,
-    pub backoff: BackoffConfig,
-}
-
-/// Everything the run pipeline needs for the history row.
-#[derive(Debug, Clone)]
-pub struct AgentOutcome {
-    /// The last attempt's result.
-    pub result: Result<LlmReply, LlmError>,
-    pub attempts: u32,
-    /// Cost of the successful reply. Failed attempts cost 0: providers do not bill failed
-    /// requests (a timed-out request that the server completed anyway is not counted).
-    pub cost: RunCost,
-    /// Set on a 429 with a usable `Retry-After`: hold the job until then (already + 60 s).
-    pub hold_until: Option<DateTime<Utc>>,
-    /// The reply was `NO_REPLY`/`[SILENT]`: succeed, deliver nothing.
-    pub silent: bool,
-}
-
-/// Run the agent: up to `max_attempts` calls with [`BackoffConfig`] waits between retryable
-/// failures (tokio time), the successful reply priced with `prices`. `clock` gives wall time
-/// for each attempt (`Retry-After` dates). The caller renews its lease concurrently.
-pub async fn run_agent(
-    client: &reqwest::Client,
-    run: &AgentRun<'_>,
-    prices: &PriceTable,
-    clock: &dyn Clock,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
-) -> AgentOutcome {
-    let retried = retry_with_backoff(
-        &run.backoff,
-        run.max_attempts,
-        |_| {
-            let req = LlmCall {
-                agent: run.agent,
-                prompt: run.prompt,
-                timeout: run.timeout,
-                now: clock.now(),
-                max_tokens: None,
-            };
-            async move { call(client, &req, env).await }
-        },
-        LlmError::is_retryable,
-    )
-    .await;
-    let (cost, hold_until, silent) = match &retried.result {
-        Ok(reply) => (
-            crate::cost::call_cost(
-                prices,
-                crate::cost::Booking {
-                    requested: &run.agent.model,
-                    replied: &reply.model,
-                    usage: reply.usage,
-                    cache: reply.cache,
-                    reserved: None,
-                    max_tokens: None,
-                },
-            ),
-            None,
-            is_silent(&reply.text),
-        ),
-        Err(e) => (RunCost::default(), e.hold_until(), false),
-    };
-    AgentOutcome {
-        result: retried.result,
-        attempts: retried.attempts,
-        cost,
-        hold_until,
-        silent,
-    }
 }
 
 /// `Retry-After` (delta-seconds or an RFC 1123 HTTP date) → the instant to retry at, capped at

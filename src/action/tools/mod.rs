@@ -284,8 +284,10 @@ pub trait ToolboxBuilder: Send + Sync {
 
 /// A builder that offers nothing: every agent is a one-turn loop.
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg(any(test, feature = "testkit"))]
 pub struct NoTools;
 
+#[cfg(any(test, feature = "testkit"))]
 impl ToolboxBuilder for NoTools {
     fn build<'a>(&'a self, _: ToolboxRequest<'a>) -> BoxFuture<'a, Result<Toolbox, ToolError>> {
         Box::pin(async {

@@ -163,6 +163,28 @@ impl Store for FileStore {
         Ok(h.finish())
     }
 
+    /// Only leased jobs' records are read: the index holds each job's lease, and a job with a
+    /// live run always holds one (with `overlap: allow`, more runs' leases sit beside it in
+    /// the record). The job whose lease it is comes first.
+    fn job_of_run(&self, run_id: uuid::Uuid) -> StoreResult<Option<String>> {
+        let l = self.lock()?;
+        let mut leased: Vec<(bool, String)> = l
+            .inner
+            .jobs
+            .iter()
+            .filter_map(|(n, s)| s.lease.map(|id| (id != run_id, n.to_string())))
+            .collect();
+        leased.sort();
+        for (_, name) in leased {
+            if l.record(&name)?
+                .is_some_and(|r| r.rt.lease_of(run_id).is_some())
+            {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
+    }
+
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         let l = self.lock()?;
         let mut out = Vec::with_capacity(l.inner.jobs.len());

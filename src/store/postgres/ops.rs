@@ -23,6 +23,9 @@ use super::tx::{
     Edit, Notify, append_history, bump, lock_jobs, read_jobs, recount_budget, write_jobs,
 };
 
+/// `pg_advisory_xact_lock` key of `apply` ("cronappl" in ASCII).
+const APPLY_LOCK_KEY: i64 = 0x6372_6f6e_6170_706c;
+
 impl Inner {
     /// Lock one job row, let `f` edit the record, write it back (and any rows) in one
     /// transaction. `f` sees `None` when the job does not exist, and the store's `now` (read
@@ -204,6 +207,11 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a transaction", e))?;
+        // Applies run one at a time: two owners starting together with the same file would
+        // otherwise both read the old settings and both report the change as theirs.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
+            .await
+            .map_err(|e| db_err("taking the apply lock", e))?;
         let mut dirty = false;
         let (stored, now) = try_join(self.settings_in(&tx), self.clock.now_in(&tx, now)).await?;
         let settings_changed = plan::apply::settings_changes(&stored, &file.settings);

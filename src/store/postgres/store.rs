@@ -72,6 +72,26 @@ impl Store for PgStore {
         })
     }
 
+    /// Looked up by the server: only the matching job's name crosses the wire.
+    fn job_of_run(&self, run_id: Uuid) -> StoreResult<Option<String>> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let id = run_id.to_string();
+            let beside = serde_json::json!([{ "run_id": id }]);
+            let rows = c
+                .q(
+                    "SELECT name FROM cronsole_jobs
+                     WHERE record->'rt'->'lease'->>'run_id' = $1
+                        OR record->'rt'->'overlap'->'leases' @> $2
+                     ORDER BY name LIMIT 1",
+                    &[(&id, Type::TEXT), (&beside, Type::JSONB)],
+                )
+                .await
+                .map_err(|e| db_err("finding the job of a run", e))?;
+            Ok(rows.first().map(|r| r.get::<_, String>(0)))
+        })
+    }
+
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
         let after = after.map(str::to_string);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

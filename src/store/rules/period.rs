@@ -6,7 +6,7 @@
 //! Owns: period keys (`day:2026-12-01`, `week:2026-W49`, `month:2026-12`, `total`) as the
 //! counters store them, [`counts_in`], [`committed`], [`counter_spend`], [`period_start`],
 //! [`booked_since`], [`recount`]. The rule for *which* period counters are kept in is
-//! [`crate::cost::budget_period`]. Must not touch: the budget decisions (`store::policy::budget`),
+//! `cost::budget_period`. Must not touch: the budget decisions (`store::policy::budget`),
 //! storage, clocks.
 //!
 //! Decisions:
@@ -254,6 +254,75 @@ pub struct Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A period's spend counts while `now` is in it and rolls at UTC boundaries.
+    #[test]
+    fn period_spend_rolls_at_utc_boundaries() {
+        use crate::model::BudgetPeriod;
+        let t = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .expect("test instant")
+                .to_utc()
+        };
+        let key = BudgetPeriod::Day.key(t("2026-11-29T23:59:59Z"));
+        assert_eq!(
+            spend_in(
+                &key,
+                0.7,
+                0.7,
+                &BudgetPeriod::Day.key(t("2026-11-29T23:59:59Z"))
+            ),
+            0.7
+        );
+        assert_eq!(
+            spend_in(
+                &key,
+                0.7,
+                0.7,
+                &BudgetPeriod::Day.key(t("2026-11-30T00:00:00Z"))
+            ),
+            0.0
+        );
+        // 23:30 at UTC-02:00 is already the next UTC day.
+        assert_eq!(
+            spend_in(
+                &key,
+                0.7,
+                0.7,
+                &BudgetPeriod::Day.key(t("2026-11-29T23:30:00-02:00"))
+            ),
+            0.0
+        );
+        let wk = BudgetPeriod::Week.key(t("2026-11-29T12:00:00Z")); // a Sunday
+        assert_eq!(
+            spend_in(
+                &wk,
+                2.0,
+                2.0,
+                &BudgetPeriod::Week.key(t("2026-11-30T00:00:00Z"))
+            ),
+            0.0
+        );
+        let mo = BudgetPeriod::Month.key(t("2026-11-30T23:59:59Z"));
+        assert_eq!(
+            spend_in(
+                &mo,
+                2.0,
+                2.0,
+                &BudgetPeriod::Month.key(t("2026-12-01T00:00:00Z"))
+            ),
+            0.0
+        );
+        assert_eq!(
+            spend_in(
+                "total",
+                9.0,
+                9.0,
+                &BudgetPeriod::Total.key(t("2030-01-01T00:00:00Z"))
+            ),
+            9.0
+        );
+    }
 
     /// Which periods of another kind share time with a period.
     #[test]

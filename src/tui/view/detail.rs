@@ -19,7 +19,7 @@ use ratatui::widgets::{Paragraph, Widget};
 use super::panes::history_line;
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, JobRecord, MonitorSource};
-use crate::tui::sanitize;
+use crate::text;
 use crate::tui::state::{App, Mode};
 
 /// The open full-body view's title and lines (`None` on the main screen).
@@ -74,10 +74,10 @@ fn kv(k: &str, v: String) -> Line<'static> {
 fn state_text(j: &JobRecord, now: DateTime<Utc>) -> String {
     let mut state = j.state_word(now).to_string();
     if let Some(r) = &j.rt.retired_reason {
-        state.push_str(&format!(" ({})", sanitize::line(r)));
+        state.push_str(&format!(" ({})", text::line(r)));
     }
     if let Some(r) = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused) {
-        state.push_str(&format!(" — {}", sanitize::line(r)));
+        state.push_str(&format!(" — {}", text::line(r)));
     }
     let queued = j.rt.queue.len() + usize::from(j.rt.trigger_requested_at.is_some());
     if queued > 0 {
@@ -108,7 +108,7 @@ fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>
             };
             lines.push(Line::raw(format!(
                 "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
-                sanitize::line(&l.owner),
+                text::line(&l.owner),
                 when(l.claimed_at, now),
                 exp,
                 dur((now - l.last_renewed).num_seconds()),
@@ -160,7 +160,7 @@ fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>)
 }
 
 fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
-    let title = Line::from(format!(" Job {} (Esc back) ", sanitize::line(job)));
+    let title = Line::from(format!(" Job {} (Esc back) ", text::line(job)));
     let j = match app.record(job) {
         Some(Some(j)) => j,
         Some(None) => return (title, vec![Line::raw("this job is no longer in the store")]),
@@ -175,9 +175,9 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         "schedule",
         format!(
             "{} — written \"{}\", tz {}",
-            sanitize::line(&app.schedule_words(&row)),
-            sanitize::line(&j.def.schedule_text),
-            sanitize::line(&j.def.tz)
+            text::line(&app.schedule_words(&row)),
+            text::line(&j.def.schedule_text),
+            text::line(&j.def.tz)
         ),
     ));
     // Where the slots sit, short enough for 80 columns: a grid from when the job was stored, or
@@ -196,19 +196,19 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         _ => {}
     }
     let action = match &j.def.action {
-        Action::Agent { agent, .. } => format!("agent {}", sanitize::line(agent)),
-        Action::Command { command, .. } => format!("command {}", sanitize::line(command)),
+        Action::Agent { agent, .. } => format!("agent {}", text::line(agent)),
+        Action::Command { command, .. } => format!("command {}", text::line(command)),
     };
     lines.push(kv("action", action));
     if let Some(g) = &j.def.gate {
         let gate = match g {
-            Gate::PreRun { command } => format!("pre_run {}", sanitize::line(command)),
+            Gate::PreRun { command } => format!("pre_run {}", text::line(command)),
             Gate::Monitor {
                 source: MonitorSource::Command { command },
-            } => format!("monitor command {}", sanitize::line(command)),
+            } => format!("monitor command {}", text::line(command)),
             Gate::Monitor {
                 source: MonitorSource::Url { url, .. },
-            } => format!("monitor url {}", sanitize::line(url)),
+            } => format!("monitor url {}", text::line(url)),
         };
         lines.push(kv("gate", gate));
     }
@@ -278,8 +278,8 @@ fn detail(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     for (k, v) in &j.rt.state.notepad {
         lines.push(Line::raw(format!(
             "  {} = {}",
-            sanitize::line(k),
-            sanitize::line(v)
+            text::line(k),
+            text::line(v)
         )));
     }
     (title, lines)
@@ -302,7 +302,7 @@ fn diff_line(l: String) -> Line<'static> {
 
 fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let diffs = app.diffs_of(job);
-    let name = sanitize::line(job).into_owned();
+    let name = text::line(job).into_owned();
     let Some(row) = diffs.get(app.viewer.diff_index.min(diffs.len().saturating_sub(1))) else {
         return (
             Line::from(format!(" Diff {name} (Esc back) ")),
@@ -318,7 +318,7 @@ fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         row.finished_at.format("%Y-%m-%d %H:%M:%S"),
         row.status.as_str()
     ));
-    let lines = sanitize::lines(row.diff.as_deref().unwrap_or(""))
+    let lines = text::lines(row.diff.as_deref().unwrap_or(""))
         .into_iter()
         .map(diff_line)
         .collect();
@@ -364,7 +364,7 @@ fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line
         lines.push(Line::from(spans));
         if let Some(e) = &a.error {
             lines.push(Line::styled(
-                format!("       {}", sanitize::line(e)),
+                format!("       {}", text::line(e)),
                 Style::new().fg(Color::DarkGray),
             ));
         }
@@ -376,7 +376,7 @@ fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line
 fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Run of {} {} (Esc back, R retry) ",
-        sanitize::line(&r.job),
+        text::line(&r.job),
         r.run_id
     ));
     let now = app.now;
@@ -427,9 +427,9 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
         ),
     ));
     lines.push(kv("attempts", r.attempts.to_string()));
-    lines.push(kv("owner", sanitize::line(&r.owner).into_owned()));
+    lines.push(kv("owner", text::line(&r.owner).into_owned()));
     if let Some(m) = &r.model {
-        lines.push(kv("model", sanitize::line(m).into_owned()));
+        lines.push(kv("model", text::line(m).into_owned()));
     }
     lines.push(kv(
         "tokens",
@@ -448,13 +448,13 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
         ),
     ));
     let delivery = match (&r.delivery_error, r.delivered) {
-        (Some(e), _) => format!("FAILED: {}", sanitize::line(e)),
+        (Some(e), _) => format!("FAILED: {}", text::line(e)),
         (None, true) => "delivered".to_string(),
         (None, false) => "not delivered (no sink, or nothing to deliver)".to_string(),
     };
     lines.push(kv("delivery", delivery));
     if let Some(why) = &r.reason {
-        lines.push(kv("reason", sanitize::line(why).into_owned()));
+        lines.push(kv("reason", text::line(why).into_owned()));
     }
     if !r.attempt_log.is_empty() {
         lines.push(Line::raw(""));
@@ -467,7 +467,7 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
         match text {
             None => lines.push(Line::raw("  none")),
             Some(t) => lines.extend(
-                sanitize::lines(t)
+                text::lines(t)
                     .into_iter()
                     .map(|l| Line::raw(format!("  {l}"))),
             ),
@@ -476,7 +476,7 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     if let Some(d) = &r.diff {
         lines.push(Line::raw(""));
         lines.push(heading("Diff"));
-        lines.extend(sanitize::lines(d).into_iter().map(diff_line));
+        lines.extend(text::lines(d).into_iter().map(diff_line));
     }
     (title, lines)
 }

@@ -8,22 +8,22 @@
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 
-use crate::tui::sanitize;
+use crate::text;
 use crate::tui::state::App;
 
 /// The dry-run view's title and lines.
 pub fn content(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Dry run of {} — no model call, no delivery (Esc back) ",
-        sanitize::line(job)
+        text::line(job)
     ));
     let lines: Vec<Line<'static>> = match &app.dry_run {
         Some((j, Ok(text))) if j == job => text
             .lines()
-            .map(|l| Line::raw(sanitize::line(l).into_owned()))
+            .map(|l| Line::raw(text::line(l).into_owned()))
             .collect(),
         Some((j, Err(e))) if j == job => vec![Line::styled(
-            format!("dry run failed: {}", sanitize::line(e)),
+            format!("dry run failed: {}", text::line(e)),
             Style::new().fg(Color::Red),
         )],
         _ => vec![Line::styled(
@@ -40,7 +40,7 @@ pub fn bulk_question(pause: bool, jobs: &[String]) -> String {
     let mut names: Vec<String> = jobs
         .iter()
         .take(NAMES)
-        .map(|j| sanitize::line(j).into_owned())
+        .map(|j| text::line(j).into_owned())
         .collect();
     if jobs.len() > NAMES {
         names.push(format!("and {} more", jobs.len() - NAMES));

@@ -21,7 +21,7 @@ use ratatui::widgets::{Gauge, Widget};
 
 use super::{dur, money, status_style};
 use crate::model::{BudgetPeriod, Status};
-use crate::tui::sanitize;
+use crate::text;
 use crate::tui::state::App;
 
 /// The gauge's ratio (always in 0..=1, never NaN) and its label for `spend` against `budget`.
@@ -80,8 +80,8 @@ pub fn stops_text(stops: &[(String, String)]) -> String {
         );
     let names = |v: &[&str]| match v {
         [] => String::new(),
-        [one] => sanitize::line(one).into_owned(),
-        [first, rest @ ..] => format!("{} and {} more", sanitize::line(first), rest.len()),
+        [one] => text::line(one).into_owned(),
+        [first, rest @ ..] => format!("{} and {} more", text::line(first), rest.len()),
     };
     let mut parts = Vec::new();
     if !small.is_empty() {
@@ -178,9 +178,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             "up {uptime}  owners {}  owner ",
             s.owners_seen.len()
         )),
-        Span::styled(sanitize::line(&s.owner).into_owned(), bold),
+        Span::styled(text::line(&s.owner).into_owned(), bold),
         Span::raw("  store "),
-        Span::styled(sanitize::line(&s.store).into_owned(), bold),
+        Span::styled(text::line(&s.store).into_owned(), bold),
     ]);
     Line::from(first).render(l1, buf);
 

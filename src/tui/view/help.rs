@@ -10,8 +10,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use super::popup;
+use crate::text;
 use crate::tui::keymap::{self, Scope};
-use crate::tui::sanitize;
 use crate::tui::state::{App, Mode, Prompt};
 
 /// The footer: the prompt being typed (if any), the notice, then the key hints that fit the
@@ -27,7 +27,7 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         (Prompt::Name(text), _) => {
             spans.push(Span::raw("/"));
             spans.push(Span::styled(
-                format!("{}█ ", sanitize::line(text)),
+                format!("{}█ ", text::line(text)),
                 Style::new().add_modifier(Modifier::BOLD),
             ));
             &[Scope::Input]
@@ -41,7 +41,7 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         .notice
         .as_deref()
         .filter(|_| app.dialog.prompt == Prompt::None)
-        .map(|n| format!("» {} ", sanitize::line(n)));
+        .map(|n| format!("» {} ", text::line(n)));
     let notice_w = notice.as_deref().map_or(0, |n| Span::raw(n).width());
     let hints = fit_hints(scopes, width.saturating_sub(notice_w.min(width / 2)));
     let hints_w: usize = hints.iter().map(|b| hint_width(b)).sum();
@@ -122,7 +122,7 @@ fn cut(text: &str, w: usize) -> String {
 pub fn confirm(question: &str, area: Rect, buf: &mut Buffer) {
     let r = popup(area, 50, 6, buf);
     Paragraph::new(vec![
-        Line::raw(sanitize::line(question).into_owned()),
+        Line::raw(text::line(question).into_owned()),
         Line::styled("y = yes, n/Esc = no", Style::new().fg(Color::DarkGray)),
     ])
     .wrap(Wrap { trim: true })

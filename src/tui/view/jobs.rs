@@ -19,7 +19,7 @@ use ratatui::widgets::Widget;
 
 use super::{dur, money, pane_block, status_style, when};
 use crate::snapshot::{JobRow, PendingOp};
-use crate::tui::sanitize;
+use crate::text;
 use crate::tui::state::{App, Pane, SortKey};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -160,12 +160,12 @@ fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
         }
         Col::Name => match j.rt.pause_reason.as_deref().filter(|_| j.rt.paused) {
             Some(why) => (
-                format!("{} ‖ {}", sanitize::line(&j.def.name), sanitize::line(why)),
+                format!("{} ‖ {}", text::line(&j.def.name), text::line(why)),
                 plain,
             ),
-            None => (sanitize::line(&j.def.name).into_owned(), plain),
+            None => (text::line(&j.def.name).into_owned(), plain),
         },
-        Col::Schedule => (sanitize::line(&app.schedule_words(j)).into_owned(), plain),
+        Col::Schedule => (text::line(&app.schedule_words(j)).into_owned(), plain),
         Col::Next | Col::Left if j.rt.retired || j.rt.paused || !j.def.enabled => {
             ("n/a".to_string(), dim)
         }
@@ -263,7 +263,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     title.push(Span::raw(format!("sort {} ", app.jobs.sort.label())));
     if !app.filters.name.is_empty() {
         title.push(Span::styled(
-            format!("/{} ", sanitize::line(&app.filters.name)),
+            format!("/{} ", text::line(&app.filters.name)),
             Style::new().fg(Color::Cyan),
         ));
     }

@@ -3,7 +3,7 @@
 //!
 //! Owns: layout, text formatting of times/durations/money, colours. Must not touch: state changes
 //! (views take `&App`), the store, the clock (they use `app.now`). Every piece of outside text is
-//! passed through [`crate::tui::sanitize`] before it reaches the buffer.
+//! passed through the crate's one inert-text policy before it reaches the buffer.
 //!
 //! Decisions: all times are shown in UTC (`HH:MM:SS` when within a day of now, `MM-DD HH:MM`
 //! otherwise) so that several operators in different zones read the same screen; below 80×24

@@ -14,7 +14,7 @@ use ratatui::widgets::{Sparkline, Widget};
 
 use super::{dur, money, pane_block, status_style, when};
 use crate::model::HistoryRow;
-use crate::tui::sanitize;
+use crate::text;
 use crate::tui::state::{App, Pane};
 
 /// Rows the leases pane takes in a side column `width` × `height`: three (a line saying none)
@@ -73,8 +73,8 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             Style::new().add_modifier(Modifier::BOLD)
         };
-        let name = Span::styled(sanitize::line(&j.def.name).into_owned(), name_style);
-        let owner = Span::styled(sanitize::line(&l.owner).into_owned(), owner_style);
+        let name = Span::styled(text::line(&j.def.name).into_owned(), name_style);
+        let owner = Span::styled(text::line(&l.owner).into_owned(), owner_style);
         let whose = Span::raw(if foreign { " (other)" } else { " (this)" });
         let exp = if expired {
             Span::styled(
@@ -188,7 +188,7 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled("no spend this period", Style::new().fg(Color::DarkGray)).render(top, buf);
     }
     for (n, (v, i)) in best.iter().enumerate() {
-        let name = sanitize::line(&s.jobs[*i].def.name).into_owned();
+        let name = text::line(&s.jobs[*i].def.name).into_owned();
         let line = Line::from(vec![
             Span::styled(format!("{:>8} ", money(*v)), Style::new().fg(Color::Yellow)),
             Span::raw(name),
@@ -208,7 +208,7 @@ pub(crate) fn history_line(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -
         Span::styled(format!("{:<9}", r.status.as_str()), status_style(r.status)),
         Span::raw(" "),
         Span::styled(
-            sanitize::line(&r.job).into_owned(),
+            text::line(&r.job).into_owned(),
             Style::new().add_modifier(Modifier::BOLD),
         ),
     ];
@@ -248,7 +248,7 @@ fn row_detail(r: &HistoryRow) -> String {
         .or(r.result.as_deref())
         .unwrap_or("");
     let head: String = detail.chars().take(200).collect();
-    sanitize::line(&head).into_owned()
+    text::line(&head).into_owned()
 }
 
 pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
@@ -258,7 +258,7 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
     )];
     if let Some(j) = &app.history.job {
         title.push(Span::styled(
-            format!("job {} ", sanitize::line(j)),
+            format!("job {} ", text::line(j)),
             Style::new().fg(Color::Cyan),
         ));
     }
@@ -340,7 +340,7 @@ fn selected_detail(r: &HistoryRow, area: Rect, buf: &mut Buffer) {
     buf.set_line(
         area.x,
         area.y,
-        &Line::styled(sanitize::line(&rule).into_owned(), dim),
+        &Line::styled(text::line(&rule).into_owned(), dim),
         area.width,
     );
     let mut parts: Vec<&str> = Vec::new();
@@ -358,7 +358,7 @@ fn selected_detail(r: &HistoryRow, area: Rect, buf: &mut Buffer) {
     } else {
         parts.join(" · ").chars().take(DETAIL_CHARS).collect()
     };
-    let lines = wrap(&sanitize::line(&text), usize::from(area.width));
+    let lines = wrap(&text::line(&text), usize::from(area.width));
     let room = usize::from(area.height - 1);
     let cut = lines.len() > room;
     let shown = if cut { room.saturating_sub(1) } else { room };
