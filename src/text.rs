@@ -418,6 +418,57 @@ impl Secrets {
         out
     }
 
+    /// Every string of a JSON value (object keys included) redacted in place: a secret written
+    /// with JSON escapes (`\u0073k-…`, `\"`) is matched on its decoded text, which the raw JSON
+    /// text would hide.
+    pub fn redact_json(&self, v: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.values.is_empty() {
+            return;
+        }
+        match v {
+            Value::String(s) => {
+                if let Cow::Owned(o) = self.redact(s) {
+                    *s = o;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| self.redact_json(i)),
+            Value::Object(m) => {
+                let entries = std::mem::take(m);
+                for (k, mut item) in entries {
+                    self.redact_json(&mut item);
+                    m.insert(self.redact(&k).into_owned(), item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Text that should be JSON but may not parse (a model's malformed arguments), redacted:
+    /// as a JSON value when it parses; otherwise as written, and — when its escapes decoded
+    /// reveal a secret the raw text hides — as that decoded text, redacted.
+    pub fn redact_json_text(&self, raw: &str) -> String {
+        if self.values.is_empty() {
+            return raw.to_string();
+        }
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(raw) {
+            let mut red = v.clone();
+            self.redact_json(&mut red);
+            // Nothing to hide: the text as written.
+            return if red == v {
+                raw.to_string()
+            } else {
+                red.to_string()
+            };
+        }
+        let plain = self.redact(raw);
+        let decoded = json_unescape(&plain);
+        match self.redact(&decoded) {
+            Cow::Owned(o) => o,
+            Cow::Borrowed(_) => plain.into_owned(),
+        }
+    }
+
     /// Redact in place (for `Option<String>` fields).
     pub fn redact_opt(&self, s: &mut Option<String>) {
         if let Some(v) = s
@@ -447,6 +498,70 @@ impl Secrets {
             })
             .max()
     }
+}
+
+/// `s` with JSON string escapes decoded wherever they occur (`\"`, `\\`, `\/`, `\b`, `\f`,
+/// `\n`, `\r`, `\t`, `\uXXXX` with surrogate pairs); anything else is kept as written.
+fn json_unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    let hex4 = |it: &mut std::iter::Peekable<std::str::Chars<'_>>| -> Option<u32> {
+        let h: String = it.clone().take(4).collect();
+        let n = (h.len() == 4).then(|| u32::from_str_radix(&h, 16).ok())??;
+        it.nth(3);
+        Some(n)
+    };
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.peek().copied() {
+            Some(e @ ('"' | '\\' | '/')) => {
+                it.next();
+                out.push(e);
+            }
+            Some(e @ ('b' | 'f' | 'n' | 'r' | 't')) => {
+                it.next();
+                out.push(match e {
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'n' => '\n',
+                    'r' => '\r',
+                    _ => '\t',
+                });
+            }
+            Some('u') => {
+                let mut look = it.clone();
+                look.next();
+                let Some(hi) = hex4(&mut look) else {
+                    out.push(c);
+                    continue;
+                };
+                let mut code = hi;
+                if (0xD800..0xDC00).contains(&hi) {
+                    let mut pair = look.clone();
+                    if pair.next() == Some('\\')
+                        && pair.next() == Some('u')
+                        && let Some(lo) = hex4(&mut pair)
+                        && (0xDC00..0xE000).contains(&lo)
+                    {
+                        code = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                        look = pair;
+                    }
+                }
+                match char::from_u32(code) {
+                    Some(ch) => {
+                        out.push(ch);
+                        it = look;
+                    }
+                    None => out.push(c),
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// JSON output (`--json` of every command, `--log-format json`) under the same policy: every
@@ -756,6 +871,33 @@ mod tests {
         );
         assert_eq!(k.redact("x modelkey-SE"), "x [redacted]");
         assert_eq!(k.redact("x model…[truncated]"), "x [redacted]…[truncated]");
+    }
+
+    /// A secret in JSON is matched on its decoded strings, keys included, whatever escapes
+    /// spell it; JSON that does not parse is matched as written and with its escapes decoded.
+    #[test]
+    fn secrets_in_json_are_redacted_however_they_are_escaped() {
+        let s = Secrets::new([
+            "ts-SEKRET-1234".to_string(),
+            r#"qs-"quoted\back-dddd"#.to_string(),
+        ]);
+        let escaped =
+            r#"{"q":"\u0074\u0073-SEKRET-1234","r":"qs-\"quoted\\back-dddd","ts-SEKRET-1234":1}"#;
+        let out = s.redact_json_text(escaped);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::json!({"q": "[redacted]", "r": "[redacted]", "[redacted]": 1})
+        );
+        // Nothing secret: the text as written.
+        assert_eq!(s.redact_json_text(r#"{ "a": 1 }"#), r#"{ "a": 1 }"#);
+        // Not JSON (cut, malformed): the escapes decoded when they hide a secret.
+        let cut = r#"{"q":"\u0074\u0073-SEKRET-1234", "r": "#;
+        assert_eq!(s.redact_json_text(cut), r#"{"q":"[redacted]", "r": "#);
+        assert_eq!(
+            s.redact_json_text(r#"{"q": ts-SEKRET-1234"#),
+            r#"{"q": [redacted]"#
+        );
+        assert_eq!(json_unescape(r#"a\ud83d\ude00\n\x"#), "a😀\n\\x");
         assert!(matches!(s.redact("nothing"), Cow::Borrowed(_)));
         assert!(Secrets::new(Vec::new()).is_empty());
     }

@@ -502,10 +502,14 @@ async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored()
         vec![
             Reply::Tools {
                 text: format!("thinking about {leak}"),
-                calls: vec![FakeCall::new(
-                    "files__read_file",
-                    json!({"path": format!("/a?t={leak}")}),
-                )],
+                calls: vec![
+                    FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
+                    // The same secret spelled with JSON escapes in the raw arguments.
+                    FakeCall::raw(
+                        "files__read_file",
+                        r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
+                    ),
+                ],
                 usage: Some((10, 5)),
                 cut: false,
             },
@@ -562,7 +566,9 @@ tools:
     );
     let whole = serde_json::to_string(&r).unwrap();
     let dir = rig.stop().await;
-    for secret in [FILES_TOKEN, SEARCH_TOKEN, TOOL_TOKEN] {
+    // Each secret without its first character: also what is left of one whose first
+    // character was written as an escape.
+    for secret in [FILES_TOKEN, SEARCH_TOKEN, TOOL_TOKEN].map(|s| &s[1..]) {
         assert!(!whole.contains(secret), "{secret} in the row: {whole}");
         for f in files_under(dir.path()) {
             let bytes = std::fs::read(&f).unwrap_or_default();

@@ -795,3 +795,71 @@ async fn tool_secrets_repeated_by_the_model_are_in_no_row_record_log_or_output()
         "the store, both logs and four outputs: {places:?}"
     );
 }
+
+/// A stdio server whose program does not exist and an HTTP server on a port nobody listens on
+/// fail their runs before the first model call, each reason naming the server, what was
+/// started or reached, and why it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_servers_fail_the_run_before_the_model_naming_server_target_and_cause() {
+    let fake = FakeLlm::openai(KEY, vec![Reply::Forever(Box::new(Reply::ok("no", 1, 1)))])
+        .await
+        .unwrap();
+    // A port that was free a moment ago: nothing listens there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_at = format!("http://{}/", dead.local_addr().unwrap());
+    let dead_url = format!("{dead_at}mcp");
+    drop(dead);
+    let dir = support::tempdir("tools-dead");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        format!(
+            "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  gone:
+    command: [/nonexistent/bin/mcp-server-gone, --stdio]
+  down:
+    url: {dead_url}
+x-agent: &agent {{ provider: openai, base_url: {base}, api_key_env: PROVIDER_KEY, model: m }}
+agents:
+  a: {{ <<: *agent, tools: [gone.read] }}
+  b: {{ <<: *agent, tools: [down.search] }}
+jobs:
+  - {{ name: stdio, schedule: every 1h, run_immediately: true, agent: a, message: go }}
+  - {{ name: http, schedule: every 1h, run_immediately: true, agent: b, message: go }}
+",
+            base = fake.base_url(),
+        ),
+    )
+    .unwrap();
+    let owner = owner_logging(&dir, "owner.log", "60s");
+    let store = dir.join("store");
+    let stdio = first_row(&store, "stdio", Duration::from_secs(60)).await;
+    let http = first_row(&store, "http", Duration::from_secs(60)).await;
+    tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(fake.request_count(), 0, "no model call");
+    for (row, wants) in [
+        (
+            &stdio,
+            &[
+                "'gone'",
+                "/nonexistent/bin/mcp-server-gone",
+                "No such file or directory",
+            ][..],
+        ),
+        // The URL as every message shows one: scheme, host and port, the path elided.
+        (
+            &http,
+            &["'down'", dead_at.as_str(), "onnection refused"][..],
+        ),
+    ] {
+        assert_eq!(row.status, Status::Failed, "{row:#?}");
+        let reason = row.reason.clone().unwrap_or_default();
+        for w in wants {
+            assert!(reason.contains(w), "{w:?} not in {reason:?}");
+        }
+    }
+}

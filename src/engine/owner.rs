@@ -96,9 +96,9 @@ impl Beat {
             self.refused = Some(why);
         } else if was {
             let msg = format!(
-                "clock within {} of the store's again ({}): claims resumed",
+                "clock within {} of the store's again (offset {:+.1}s): claims resumed",
                 secs(bound.as_millis() as i64),
-                signed(offset)
+                offset as f64 / 1000.0
             );
             tracing::warn!(clock_offset_ms = offset, "{msg}");
             let _ = ev_tx.send(Event::Notice(msg));
@@ -144,9 +144,9 @@ fn secs(ms: i64) -> String {
     }
 }
 
-/// `8.0s behind`, `300.0s ahead`.
+/// `8.0s behind`, `300.0s ahead of`.
 fn signed(offset_ms: i64) -> String {
-    let side = if offset_ms < 0 { "behind" } else { "ahead" };
+    let side = if offset_ms < 0 { "behind" } else { "ahead of" };
     format!("{:.1}s {side}", offset_ms.unsigned_abs() as f64 / 1000.0)
 }
 
@@ -170,7 +170,7 @@ mod tests {
         assert!(w.contains("40.0s behind"), "{w}");
         assert!(w.contains("--max-clock-offset 5s"), "{w}");
         assert!(w.contains("claims stopped") && w.contains("NTP"), "{w}");
-        assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead"));
+        assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead of the"));
         assert!(refusal(1, StdDuration::from_millis(2500)).contains("2.5s"));
     }
 }

@@ -305,9 +305,9 @@ impl Ctx<'_> {
 
 /// The configured key values (each agent's `api_key_env` value) to keep out of every output,
 /// the values every tool source receives as secrets (`env_from`, `headers_env`), and the
-/// tokens a configured URL may carry in its path or query (agents' `base_url`, webhooks;
-/// `text::url_tokens`): a server that echoes its request URL in an error body must not put
-/// them in a row either.
+/// tokens a configured URL may carry in its path or query (agents' `base_url`, webhooks, MCP
+/// servers' `url`; `text::url_tokens`): a server that echoes its request URL in an error body
+/// must not put them in a row either.
 ///
 /// Tool secrets are in the set of every run, whatever it is offered: a model that read one
 /// in a tool's output may repeat it in its reply or in a later call's arguments, and a value
@@ -330,12 +330,23 @@ pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
         })
         .collect();
     let keys = keys.chain(tool_values);
-    let urls = settings.agents.values().map(|a| a.base_url.as_str()).chain(
-        settings.delivery.values().filter_map(|d| match d {
+    let servers = settings
+        .tools
+        .mcp_servers
+        .values()
+        .filter_map(|s| match &s.transport {
+            crate::model::McpTransport::Http { url, .. } => Some(url.as_str()),
+            crate::model::McpTransport::Stdio { .. } => None,
+        });
+    let urls = settings
+        .agents
+        .values()
+        .map(|a| a.base_url.as_str())
+        .chain(settings.delivery.values().filter_map(|d| match d {
             crate::model::SinkDef::Webhook { url, .. } => Some(url.as_str()),
             crate::model::SinkDef::File { .. } => None,
-        }),
-    );
+        }))
+        .chain(servers);
     Secrets::new(keys.chain(urls.flat_map(crate::text::url_tokens)))
 }
 

@@ -19,7 +19,9 @@
 //! - `store_outage_since_seconds` — when the current store outage began (Unix seconds; 0 while
 //!   the store takes this owner's writes); `store_outages_total` and `store_outage_probes_total`
 //!   — outages lived through and the probes made during them; `claims_stopped` — 1 while this
-//!   owner claims nothing; `pending_completions` — finished runs the store has not taken yet.
+//!   owner claims nothing (a store outage, or its clock too far from the store's);
+//!   `clock_offset_seconds` — its clock minus the store's at its last heartbeat;
+//!   `pending_completions` — finished runs the store has not taken yet.
 //!   All from the engine's health channel ([`watch_health`]).
 //!
 //! Label sets are bounded: job names come from the jobs file; beyond [`MAX_JOB_LABELS`] distinct
@@ -99,6 +101,7 @@ pub struct Metrics {
     outage_probes: Counter,
     claims_stopped: Gauge,
     pending_completions: Gauge,
+    clock_offset: Gauge<f64, AtomicU64>,
     job_names: Mutex<HashSet<String>>,
     /// The last exposition, shared by every `/metrics` request while it is fresh.
     cache: Mutex<ScrapeCache>,
@@ -192,6 +195,12 @@ impl Metrics {
             "1 while this owner claims no new runs (see /healthz for why)",
             claims_stopped.clone(),
         );
+        let clock_offset = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "clock_offset_seconds",
+            "This owner's clock minus the store's at its last heartbeat (positive: ahead)",
+            clock_offset.clone(),
+        );
         registry.register(
             "pending_completions",
             "Finished runs whose completion the store has not taken yet (retried)",
@@ -251,6 +260,7 @@ impl Metrics {
             outage_probes,
             claims_stopped,
             pending_completions,
+            clock_offset,
             job_names: Mutex::new(HashSet::new()),
             cache: Mutex::new(ScrapeCache::default()),
             scrape_done: watch::channel(0).0,
@@ -379,7 +389,11 @@ impl Metrics {
         self.outages.inc_by(h.outages.saturating_sub(last.outages));
         self.outage_probes
             .inc_by(h.outage_probes.saturating_sub(last.outage_probes));
-        self.claims_stopped.set(i64::from(h.claims_stopped));
+        // Stopped for an outage or for this owner's clock: what /healthz reports.
+        self.claims_stopped
+            .set(i64::from(h.claims_stopped_because().is_some()));
+        self.clock_offset
+            .set(h.clock_offset_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
         self.pending_completions
             .set(i64::try_from(h.pending_completions).unwrap_or(i64::MAX));
     }
@@ -658,6 +672,25 @@ impl Store for Metered {
 mod tests {
     use super::*;
     use crate::model::Trigger;
+
+    #[test]
+    fn a_clock_refusal_shows_as_claims_stopped_with_the_offset() {
+        let m = Metrics::new();
+        let h = EngineHealth {
+            clock_offset_ms: Some(300_500),
+            clock_refused: Some("clock off".into()),
+            ..Default::default()
+        };
+        m.observe_health(&h, &EngineHealth::default());
+        let text = m.encode();
+        assert!(text.contains("cronsole_claims_stopped 1"), "{text}");
+        assert!(
+            text.contains("cronsole_clock_offset_seconds 300.5"),
+            "{text}"
+        );
+        m.observe_health(&EngineHealth::default(), &h);
+        assert!(m.encode().contains("cronsole_claims_stopped 0"));
+    }
 
     #[test]
     fn rows_feed_counters_and_histograms_and_job_labels_are_bounded() {

@@ -100,6 +100,20 @@ pub enum StoreError {
     /// message says why and what would work.
     #[error("{0}")]
     Refused(String),
+    /// An approval answer for a run that no longer waits for one (answered, timed out, ended):
+    /// a fact of the moment, not bad input, so exit 1.
+    #[error("{0}")]
+    NotAwaiting(String),
+    /// A history page token this store did not hand out, or one retention has since made
+    /// stale; the message says to start again from the first page.
+    #[error("{0}")]
+    BadPageToken(String),
+    /// A jobs file whose `after:` links make a cycle (the cycle, written out).
+    #[error("refusing to apply: `after` makes a cycle: {0} (a chain must end somewhere)")]
+    ChainCycle(String),
+    /// The jobs file changed while it was handed to the store job by job: what it says now.
+    #[error("{0}")]
+    JobsFile(crate::config::ConfigErrors),
     /// A definition with a number outside its documented bound (a `JobsFile` built in code, or
     /// one that skipped `config`): refused before anything is stored.
     #[error("refusing to apply: {0}")]
@@ -156,9 +170,36 @@ pub enum StoreError {
         /// The file.
         path: PathBuf,
     },
-    /// A broken internal invariant (a bug): never the user's fault.
-    #[error("internal store error: {0}")]
-    Internal(String),
+    /// A value too large for the store's format (a line over 4 GiB, a store id over 64 KiB):
+    /// nothing is written.
+    #[error("over the store format's limit: {0}")]
+    OverFormatLimit(String),
+    /// The file store's index does not lead to a job's record (a bug, or a line that changed
+    /// since it was read without the lock).
+    #[error("internal store error: job '{job}': {what}")]
+    IndexMismatch {
+        /// The job.
+        job: String,
+        /// What was found instead.
+        what: &'static str,
+    },
+    /// An operation ended without handing back its result (its task panicked, or the store's
+    /// runtime stopped): never the user's fault.
+    #[error("internal store error: {0} ended without a result")]
+    NoResult(&'static str),
+    /// The database answered a statement that always returns a row with none.
+    #[error("database error while {doing}: no row returned")]
+    NoRow {
+        /// What the store was doing.
+        doing: &'static str,
+    },
+    /// A broken invariant of the caller (a bug): never the user's fault.
+    #[error("internal error: {0}")]
+    Invariant(&'static str),
+    /// The copy of an error another member of the same batch failed with, when that error
+    /// cannot be copied itself (see `duplicate`): its message.
+    #[error("{0}")]
+    Batch(String),
 }
 
 impl StoreError {
@@ -179,6 +220,9 @@ impl StoreError {
             | StoreError::OutOfBounds(_)
             | StoreError::NoSuchRun(_)
             | StoreError::Refused(_)
+            | StoreError::BadPageToken(_)
+            | StoreError::ChainCycle(_)
+            | StoreError::JobsFile(_)
             | StoreError::BadLocation { .. } => 2,
             StoreError::Io { .. }
             | StoreError::LockTimeout { .. }
@@ -189,7 +233,13 @@ impl StoreError {
             | StoreError::Task { .. }
             | StoreError::Unsupported(_)
             | StoreError::NotOpen { .. }
-            | StoreError::Internal(_) => 1,
+            | StoreError::NotAwaiting(_)
+            | StoreError::OverFormatLimit(_)
+            | StoreError::IndexMismatch { .. }
+            | StoreError::NoResult(_)
+            | StoreError::NoRow { .. }
+            | StoreError::Invariant(_)
+            | StoreError::Batch(_) => 1,
         }
     }
 
@@ -266,6 +316,18 @@ impl StoreError {
             StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
             StoreError::NoSuchRun(r) => StoreError::NoSuchRun(*r),
             StoreError::Refused(w) => StoreError::Refused(w.clone()),
+            StoreError::NotAwaiting(w) => StoreError::NotAwaiting(w.clone()),
+            StoreError::BadPageToken(w) => StoreError::BadPageToken(w.clone()),
+            StoreError::ChainCycle(c) => StoreError::ChainCycle(c.clone()),
+            StoreError::JobsFile(e) => StoreError::JobsFile(e.clone()),
+            StoreError::OverFormatLimit(w) => StoreError::OverFormatLimit(w.clone()),
+            StoreError::IndexMismatch { job, what } => StoreError::IndexMismatch {
+                job: job.clone(),
+                what,
+            },
+            StoreError::NoResult(w) => StoreError::NoResult(w),
+            StoreError::NoRow { doing } => StoreError::NoRow { doing },
+            StoreError::Invariant(w) => StoreError::Invariant(w),
             StoreError::Retired { job, reason } => StoreError::Retired {
                 job: job.clone(),
                 reason: reason.clone(),
@@ -279,7 +341,7 @@ impl StoreError {
             StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
             StoreError::NotOpen { path } => StoreError::NotOpen { path: path.clone() },
             e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
-            e => StoreError::Internal(e.to_string()),
+            e => StoreError::Batch(e.to_string()),
         }
     }
 
@@ -375,7 +437,30 @@ mod tests {
                 true,
             ),
             (StoreError::Unavailable("down".into()), 1, true),
-            (StoreError::Internal("bug".into()), 1, false),
+            (StoreError::Invariant("bug"), 1, false),
+            (StoreError::NotAwaiting("answered".into()), 1, false),
+            (
+                StoreError::BadPageToken("'x' is not a page token".into()),
+                2,
+                false,
+            ),
+            (StoreError::ChainCycle("a → b → a".into()), 2, false),
+            (
+                StoreError::OverFormatLimit("a line over 4 GiB".into()),
+                1,
+                false,
+            ),
+            (
+                StoreError::IndexMismatch {
+                    job: "j".into(),
+                    what: "neither a line nor a record",
+                },
+                1,
+                false,
+            ),
+            (StoreError::NoResult("a completion"), 1, false),
+            (StoreError::NoRow { doing: "reading" }, 1, false),
+            (StoreError::Batch("x".into()), 1, false),
             (StoreError::Unsupported("x"), 1, false),
             (
                 StoreError::Encode {

@@ -73,7 +73,7 @@ pub trait HistoryReader: Send + Sync {
                 .strip_prefix('o')
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| {
-                    StoreError::Refused(format!("'{t}' is not a page token of this store"))
+                    StoreError::BadPageToken(format!("'{t}' is not a page token of this store"))
                 })?,
         };
         let offset = q.offset.saturating_add(base);
@@ -341,7 +341,7 @@ pub trait Store: HistoryReader {
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
         let job = self.job_of_run(run_id)?.ok_or_else(|| {
-            StoreError::Refused(format!(
+            StoreError::NotAwaiting(format!(
                 "run {run_id} is not awaiting approval (it is not running)"
             ))
         })?;

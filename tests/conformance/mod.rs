@@ -1283,7 +1283,7 @@ pub fn history_pages_by_token(f: Factory) {
             before: Some("not-a-token".into()),
             ..Default::default()
         }),
-        Err(cronsole::store::StoreError::Refused(_))
+        Err(cronsole::store::StoreError::BadPageToken(_))
     ));
 }
 

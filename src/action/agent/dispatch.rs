@@ -88,7 +88,12 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 id: cap_bytes(&self.run.secrets.redact(&call.id), 128),
                 tool: tool.clone(),
                 source,
-                arguments: cap_bytes(&self.run.secrets.redact(&call.raw_args), ARGS_MAX_BYTES),
+                // Redacted on their decoded strings: a secret written with JSON escapes is
+                // caught too.
+                arguments: cap_bytes(
+                    &self.run.secrets.redact_json_text(&call.raw_args),
+                    ARGS_MAX_BYTES,
+                ),
                 started_at,
                 duration_ms: 0,
                 state: CallState::Dispatched,

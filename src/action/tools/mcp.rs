@@ -291,7 +291,7 @@ impl McpSource {
                     timeout.as_secs_f64()
                 ))
             })?
-            .map_err(|e| unreachable(format!("the session could not start: {e}")))?;
+            .map_err(|e| unreachable(format!("the session could not start: {}", root_cause(&e))))?;
         let peer = started.peer().clone();
         let info = peer.peer_info();
         let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
@@ -546,9 +546,12 @@ pub async fn connect_http(
 ) -> Result<McpSource, ToolError> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    // Every reason names where the server was looked for (path and query elided: a token may
+    // ride there).
+    let shown = crate::text::url_display(url, "");
     let unreachable = |why: String| ToolError::Unreachable {
         source_name: session.name.clone(),
-        why: redact(&session.secrets, &why),
+        why: redact(&session.secrets, &format!("{shown}: {why}")),
     };
     let client = crate::action::http::http_client(&crate::action::http::HttpOptions {
         connect_timeout: session.timeout.min(Duration::from_secs(10)),
@@ -574,7 +577,48 @@ pub async fn connect_http(
         .max_sse_event_size(MAX_MESSAGE_BYTES);
     let transport = StreamableHttpClientTransport::with_client(client, config);
     // A late answer to a discovery abandoned for the handshake must not end the session.
-    McpSource::connect(session, super::fallback::Forgetful::new(transport)).await
+    let timeout = session.timeout;
+    match McpSource::connect(session, super::fallback::Forgetful::new(transport)).await {
+        Err(ToolError::Unreachable { source_name, why }) => {
+            // The transport's words hide the cause ("error sending request"): a connection
+            // of our own says whether the host and port answer at all.
+            let why = match tcp_probe(url, timeout).await {
+                Some(cause) => format!("could not connect: {cause}"),
+                None => transport_words(&why),
+            };
+            Err(ToolError::Unreachable {
+                source_name,
+                why: format!("{shown}: {why}"),
+            })
+        }
+        r => r,
+    }
+}
+
+/// Why a TCP connection to `url`'s host and port fails, if it does (within `timeout`, at most
+/// 10 s); `None` when it connects.
+async fn tcp_probe(url: &str, timeout: Duration) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = u.port_or_known_default()?;
+    let bound = timeout.min(Duration::from_secs(10));
+    match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("no answer within {}s", bound.as_secs_f64())),
+    }
+}
+
+/// A transport error's text without the SDK's type names (`Transport [rmcp::…] error: `).
+fn transport_words(why: &str) -> String {
+    match (why.find(" Transport ["), why.find("] error: ")) {
+        (Some(a), Some(b)) if a < b => format!("{}: {}", &why[..a], &why[b + 9..]),
+        _ => why.to_string(),
+    }
 }
 
 /// Opens a session over a stdio server's pipes: `read` is its stdout, `write` its stdin.
@@ -634,18 +678,9 @@ pub fn redact_output(secrets: &Secrets, mut out: ToolOutput) -> ToolOutput {
         }
     }
     if let Some(v) = &mut out.structured {
-        redact_json(secrets, v);
+        secrets.redact_json(v);
     }
     out
-}
-
-fn redact_json(secrets: &Secrets, v: &mut Value) {
-    match v {
-        Value::String(s) => *s = secrets.redact(s).into_owned(),
-        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(secrets, i)),
-        Value::Object(m) => m.values_mut().for_each(|i| redact_json(secrets, i)),
-        _ => {}
-    }
 }
 
 /// One content block (as the protocol's JSON) as [`Content`].
@@ -706,6 +741,16 @@ fn json_kind(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The innermost cause of an error (`Connection refused (os error 111)` rather than the
+/// transport's wrapping of it, which names internal types and the full URL).
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
 }
 
 fn with_stderr(why: String, stderr: Option<&Arc<Mutex<Tail>>>) -> String {

@@ -34,6 +34,9 @@ use crate::model::{Action, McpServerDef, McpTransport, ToolPattern, wire_name};
 use crate::proc::ProcEnv;
 use crate::text::Secrets;
 
+/// How long a stdio server that failed its session's start is given to finish its stderr.
+const STDERR_GRACE: Duration = Duration::from_secs(2);
+
 /// The variables every tool process keeps from cronsole's environment.
 pub const BASE_VARS: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 
@@ -327,18 +330,21 @@ async fn open_server(
             }
             env.extra.extend(vars);
             let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+            let shown = format!("`{}`", command.join(" "));
+            let secrets = session.secrets.clone();
+            let unreachable = |why: String| ToolError::Unreachable {
+                source_name: s.name.clone(),
+                why: crate::text::line(&secrets.redact(&format!("{shown}: {why}"))).into_owned(),
+            };
             let child = crate::proc::attach::attach(&argv, &env, timeout)
                 .await
-                .map_err(|e| ToolError::Unreachable {
-                    source_name: s.name.clone(),
-                    why: session.secrets.redact(&e.to_string()).into_owned(),
-                })?;
+                .map_err(|e| unreachable(e.to_string()))?;
             let tail = Arc::new(Mutex::new(Tail::default()));
             let sink = tail.clone();
             let mut stderr = child.stderr;
             // Drained for as long as the server lives (a full pipe would block it); the last
             // bytes are kept for error messages.
-            tokio::spawn(async move {
+            let drain = tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = stderr.read(&mut buf).await {
                     if n == 0 {
@@ -350,8 +356,23 @@ async fn open_server(
                 }
             });
             session.guard = Some(Box::new(child.life));
-            session.stderr = Some(tail);
-            mcp::connect_stdio(child.stdout, child.stdin, session).await
+            session.stderr = Some(tail.clone());
+            match mcp::connect_stdio(child.stdout, child.stdin, session).await {
+                Ok(src) => Ok(src),
+                Err(ToolError::Unreachable { why, .. }) => {
+                    // A server that could not start (no such program) or ended at once says
+                    // why on its stderr, which may still be in the pipe: read it to its end
+                    // (bounded) so the reason carries the cause, not only the closed session.
+                    let _ = tokio::time::timeout(STDERR_GRACE, drain).await;
+                    let said = tail.lock().map(|t| t.text()).unwrap_or_default();
+                    Err(unreachable(if said.is_empty() || why.contains(&said) {
+                        why
+                    } else {
+                        format!("{why} (its stderr: {said})")
+                    }))
+                }
+                Err(e) => Err(e),
+            }
         }
     }
 }

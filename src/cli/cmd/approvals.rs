@@ -85,7 +85,7 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         // A run that no longer waits is a runtime fact, not bad input: exit 1, saying so.
-        Err(StoreError::Refused(why)) => {
+        Err(StoreError::NotAwaiting(why)) => {
             eprintln!("error: {why}");
             Ok(ExitCode::from(1))
         }

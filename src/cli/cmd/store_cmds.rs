@@ -80,12 +80,12 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let rep = store.apply_each(
         &settings,
         &mut |sink| {
-            let prepared = once.take().ok_or_else(|| {
-                StoreError::Internal("the jobs file was already handed over".into())
-            })?;
+            let prepared = once
+                .take()
+                .ok_or_else(|| StoreError::Invariant("the jobs file was already handed over"))?;
             prepared.for_each_job(sink).map_err(|h| match h {
                 Handover::Refused(e) => e,
-                Handover::Changed(c) => StoreError::Refused(c.to_string()),
+                Handover::Changed(c) => StoreError::JobsFile(c),
             })
         },
         Utc::now(),

@@ -327,10 +327,7 @@ impl Batch {
             self.chains.iter().map(|(n, a)| (n.as_str(), a.as_slice())),
         );
         if let Some(cycle) = cycle {
-            return Err(StoreError::Refused(format!(
-                "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
-                crate::config::cycle_text(&cycle)
-            )));
+            return Err(StoreError::ChainCycle(crate::config::cycle_text(&cycle)));
         }
         if let Some(name) = self.repeated.take() {
             return Err(StoreError::DuplicateJob(name));

@@ -124,7 +124,7 @@ impl<'a> IndexWriter<'a> {
     ) -> StoreResult<IndexWriter<'a>> {
         let line = header.strip_suffix(b"\n").unwrap_or(header);
         let id_len = u16::try_from(id.len())
-            .map_err(|_| StoreError::Internal("store id over 64 KiB".into()))?;
+            .map_err(|_| StoreError::OverFormatLimit("store id over 64 KiB".into()))?;
         let mut buf = Vec::with_capacity(1 << 16);
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&id_len.to_le_bytes());
@@ -213,7 +213,7 @@ impl<'a> IndexWriter<'a> {
         if let Some(s) = &idx.spend {
             let json = serde_json::to_vec(&**s).map_err(StoreError::encode("job index"))?;
             let n = u32::try_from(json.len())
-                .map_err(|_| StoreError::Internal("budget counters over 4 GiB".into()))?;
+                .map_err(|_| StoreError::OverFormatLimit("budget counters over 4 GiB".into()))?;
             b.extend_from_slice(&n.to_le_bytes());
             b.extend_from_slice(&json);
         }

@@ -613,7 +613,7 @@ impl Locked<'_> {
             let from = buf.len();
             c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
             let len = u32::try_from(buf.len() - from - 1)
-                .map_err(|_| StoreError::Internal(format!("job '{n}': line over 4 GiB")))?;
+                .map_err(|_| StoreError::OverFormatLimit(format!("job '{n}': line over 4 GiB")))?;
             placed.push((n, from as u64, len, c.idx()));
         }
         self.inner.journal.append(&jpath, &buf)?;
@@ -726,9 +726,10 @@ impl Locked<'_> {
                     idx = Some(c.idx());
                 }
                 (None, None) => {
-                    return Err(StoreError::Internal(format!(
-                        "job '{name}' has neither a line nor a record"
-                    )));
+                    return Err(StoreError::IndexMismatch {
+                        job: name.to_string(),
+                        what: "neither a line nor a record",
+                    });
                 }
                 (Some(loc), _) => {
                     let (path, f, line) = reader.line(inner, loc)?;
@@ -752,8 +753,9 @@ impl Locked<'_> {
                 Ok(idx) => ix.push(name, from, line.len(), crc, &idx)?,
                 Err(_) => ix.spoil(),
             }
-            let len = u32::try_from(line.len())
-                .map_err(|_| StoreError::Internal(format!("job '{name}': line over 4 GiB")))?;
+            let len = u32::try_from(line.len()).map_err(|_| {
+                StoreError::OverFormatLimit(format!("job '{name}': line over 4 GiB"))
+            })?;
             locs.push(Loc {
                 journal: false,
                 off: from,

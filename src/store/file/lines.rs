@@ -71,7 +71,10 @@ impl RawPage {
                 .and_then(|()| std::str::from_utf8(line).ok())
                 .and_then(|text| serde_json::from_str::<Entry>(text).ok())
                 .filter(|e| e.job.def.name == name)
-                .ok_or_else(|| StoreError::Internal("read again under the lock".into()))
+                .ok_or_else(|| StoreError::IndexMismatch {
+                    job: name.to_string(),
+                    what: "its line changed since it was read without the lock",
+                })
         })
         .ok()
     }
@@ -242,8 +245,9 @@ impl LineReader {
 
     /// The entry of job `name` from its line (see [`Locked::read_entry`]).
     pub(super) fn entry(&mut self, inner: &Inner, name: &str, slim: &Slim) -> StoreResult<Entry> {
-        let loc = slim.loc.ok_or_else(|| {
-            StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
+        let loc = slim.loc.ok_or_else(|| StoreError::IndexMismatch {
+            job: name.to_string(),
+            what: "neither a line nor a record",
         })?;
         let (path, f, line) = self.line(inner, loc)?;
         entry_of(path, f, loc, name, line)

@@ -299,8 +299,9 @@ pub(super) fn job_member(line: &[u8]) -> Option<std::ops::Range<usize>> {
 /// Where job `name`'s line lives (an internal error when it has none: its only copy would be
 /// a record in `hot`, which the callers look at first).
 pub(super) fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
-    slim.loc.ok_or_else(|| {
-        StoreError::Internal(format!("job '{name}' has neither a line nor a record"))
+    slim.loc.ok_or_else(|| StoreError::IndexMismatch {
+        job: name.to_string(),
+        what: "neither a line nor a record",
     })
 }
 

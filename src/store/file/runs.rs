@@ -88,8 +88,7 @@ impl FileStore {
         let path = self.run_path(run_id);
         let mut bytes = Vec::new();
         for d in record {
-            serde_json::to_writer(&mut bytes, d)
-                .map_err(|e| StoreError::Internal(format!("encoding a run's record: {e}")))?;
+            serde_json::to_writer(&mut bytes, d).map_err(StoreError::encode("a run's record"))?;
             bytes.push(b'\n');
         }
         let existed = match stat_opt(io, &path).map_err(io_err(&path))? {

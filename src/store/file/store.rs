@@ -269,7 +269,7 @@ impl Store for FileStore {
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_many(vec![c])
             .pop()
-            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
+            .unwrap_or_else(|| Err(StoreError::NoResult("a completion")))
     }
 
     /// Group commit: every completion under one lock, their rows in one history append (one
@@ -285,7 +285,7 @@ impl Store for FileStore {
     fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_batch(vec![c], true)
             .pop()
-            .unwrap_or_else(|| Err(StoreError::Internal("no completion result".into())))
+            .unwrap_or_else(|| Err(StoreError::NoResult("a completion")))
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {

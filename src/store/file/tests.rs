@@ -964,7 +964,7 @@ fn history_is_sealed_into_segments_and_pages_read_across_them() {
             before: Some("nonsense".into()),
             ..Default::default()
         }),
-        Err(StoreError::Refused(_))
+        Err(StoreError::BadPageToken(_))
     ));
     drop(s);
     let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();

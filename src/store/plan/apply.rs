@@ -53,10 +53,7 @@ pub fn settings_changes(old: &Settings, new: &Settings) -> Vec<String> {
 pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
     crate::config::check_bounds(file).map_err(StoreError::OutOfBounds)?;
     if let Some(cycle) = crate::config::find_cycle(&file.jobs) {
-        return Err(StoreError::Refused(format!(
-            "refusing to apply: `after` makes a cycle: {} (a chain must end somewhere)",
-            crate::config::cycle_text(&cycle)
-        )));
+        return Err(StoreError::ChainCycle(crate::config::cycle_text(&cycle)));
     }
     let mut seen = HashSet::new();
     for d in &file.jobs {

@@ -269,7 +269,7 @@ pub fn apply_edit_rows(
                 .and_then(|l| l.awaiting.as_mut())
                 .filter(|a| a.answer.is_none());
             let Some(a) = waiting else {
-                return Err(invalid(format!(
+                return Err(StoreError::NotAwaiting(format!(
                     "run {run_id} of '{name}' is not awaiting approval (it was answered, timed \
                      out or ended)"
                 )));

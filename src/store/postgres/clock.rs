@@ -51,7 +51,9 @@ impl PgClock {
                 .await
                 .map_err(|e| db_err("reading the database's clock", e))?
                 .first()
-                .ok_or_else(|| StoreError::Internal("reading the database's clock: no row".into()))?
+                .ok_or_else(|| StoreError::NoRow {
+                    doing: "reading the database's clock",
+                })?
                 .try_get::<_, DateTime<Utc>>(0)
                 .map_err(|e| db_err("reading the database's clock", e)),
         }

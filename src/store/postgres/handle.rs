@@ -180,8 +180,9 @@ impl PgStore {
             };
             let _ = tx.send(r);
         });
-        rx.recv()
-            .map_err(|_| StoreError::Internal("the store operation ended without a result (it panicked, or the store runtime stopped)".into()))?
+        rx.recv().map_err(|_| {
+            StoreError::NoResult("the store operation (it panicked, or the store runtime stopped)")
+        })?
     }
 
     /// True while the LISTEN connection is up (change tokens are then free).

@@ -17,7 +17,7 @@ use super::tx::read_jobs;
 /// A history page token: the last row's `finished_at` (µs since the epoch) and `seq`.
 pub(super) fn parse_page_token(t: &str) -> StoreResult<(DateTime<Utc>, i64)> {
     let bad = || {
-        StoreError::Refused(format!(
+        StoreError::BadPageToken(format!(
             "'{t}' is not a page token of this store (tokens come from a previous page)"
         ))
     };

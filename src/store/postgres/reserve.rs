@@ -162,7 +162,7 @@ impl Inner {
                 .iter()
                 .map(|d| serde_json::to_value(&d.entry))
                 .collect::<Result<_, _>>()
-                .map_err(|e| StoreError::Internal(format!("encoding a run's record: {e}")))?;
+                .map_err(StoreError::encode("a run's record"))?;
             tx.execute(
                 "INSERT INTO cronsole_run_steps (run_id, seq, job, entry)
                  SELECT $1, u.s, $2, u.e FROM unnest($3::int8[], $4::jsonb[]) AS u(s, e)

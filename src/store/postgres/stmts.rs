@@ -102,8 +102,9 @@ impl Stmts {
             .map_err(|e| db_err("preparing statements", e))?
             .into_iter();
         let mut next = || {
-            v.next()
-                .ok_or_else(|| StoreError::Internal("preparing statements: one missing".into()))
+            v.next().ok_or(StoreError::Invariant(
+                "preparing statements: fewer prepared than the statements named",
+            ))
         };
         Ok(Stmts {
             select_due: next()?,

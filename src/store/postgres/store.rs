@@ -165,11 +165,9 @@ impl Store for PgStore {
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.complete_many(vec![c]).pop().unwrap_or_else(|| {
-            Err(StoreError::Internal(
-                "a completion batch of one returned no result".into(),
-            ))
-        })
+        self.complete_many(vec![c])
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::NoResult("a completion batch of one")))
     }
 
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {

@@ -63,7 +63,9 @@ pub(super) async fn bump(tx: &Transaction<'_>, st: &Stmts, notify: Notify) -> St
     .map_err(|e| db_err("bumping the store version", e))?;
     rows.first()
         .map(|r| r.get(0))
-        .ok_or_else(|| StoreError::Internal("bumping the store version: no row".into()))
+        .ok_or_else(|| StoreError::NoRow {
+            doing: "bumping the store version",
+        })
 }
 
 /// An edit of the budget's `period` (so the new period does not start from $0): every job
