@@ -8,6 +8,7 @@
 //! cluster with initdb; without PostgreSQL only the file store is measured). `BENCH_DIR` moves
 //! the file store's directory (e.g. onto the disk under test). Figures go to
 //! docs/BENCHMARKS.md "Budget reservations".
+#![allow(clippy::unwrap_used)] // test code
 
 #[path = "../tests/support/pg.rs"]
 mod pg;

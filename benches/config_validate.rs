@@ -3,6 +3,7 @@
 //! parsed document, so this is the worst case of the locator).
 //!
 //! Run: `cargo bench --bench config_validate`. Prints the median and p99 of each case.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::path::Path;
 use std::time::{Duration, Instant};

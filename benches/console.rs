@@ -2,6 +2,8 @@
 //! jobs and 100 000 history rows in the snapshot's reach (target ≤ 5 ms median and p99).
 //!
 //! Run: `cargo bench --bench console` (prints median / p99 / max per scenario).
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::hint::black_box;
 use std::sync::Arc;

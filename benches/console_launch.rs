@@ -9,6 +9,7 @@
 //!
 //! Run: `cargo bench --bench console_launch` (needs tmux for the second part; ~400 MB of temp
 //! disk).
+#![allow(clippy::unwrap_used)] // test code
 
 use std::io::Write;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! budget period a job's counters count in, per job of every snapshot and listing).
 //!
 //! Run: `cargo bench --bench cost`. Prints median and p99 per operation over 200 batches.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -14,6 +14,7 @@
 //! `cargo bench --bench engine [-- idle|rss|lateness|lateness-spread|burst]` (all but `burst` by
 //! default; `ENGINE_BIN=path` runs another build of `cronsole`, `CRONSOLE_ZYGOTE=off` the
 //! exec-per-run supervisor). Figures go to docs/BENCHMARKS.md, section "Engine".
+#![allow(clippy::unwrap_used)] // test code
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

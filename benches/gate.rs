@@ -1,6 +1,7 @@
 //! Gate-layer benchmarks: the per-tick cost of a monitor (hash + compare + diff), the address
 //! classifier, notepad parsing and process spawn overhead. `harness = false`; prints median and
 //! p99 per operation. Run: `cargo bench --bench gate`.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::time::{Duration, Instant};
 

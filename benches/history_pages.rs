@@ -6,6 +6,7 @@
 //!
 //! Run: `cargo bench --bench history_pages` (~3.5 GB of temp disk for 10 000 000 rows, removed
 //! at the end); `CRONSOLE_BENCH_ROWS=1000000` for a smaller store.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::time::{Duration, Instant};
 

@@ -12,6 +12,8 @@
 //!
 //! Run: `cargo bench --bench jobs_json` (`JOBS=1000000` for a million; default 200 000; the
 //! store is built in a temp directory and removed at the end).
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;

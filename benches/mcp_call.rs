@@ -9,6 +9,7 @@
 //!
 //! Run: `cargo bench --bench mcp_call` (CALLS from `MCP_BENCH_CALLS`, default 2000). Figures go
 //! to docs/BENCHMARKS.md "MCP client CPU per tool call".
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@
 //! throwaway clusters with initdb: PostgreSQL's durability defaults, the same with
 //! `synchronous_commit=off`, and fsync/synchronous_commit/full_page_writes off). `PG_CLAIMS_JOBS`
 //! and `PG_CLAIMS_LIMIT` override the defaults.
+#![allow(clippy::unwrap_used)] // test code
 
 #[path = "../tests/support/pg.rs"]
 mod pg;

@@ -14,6 +14,7 @@
 //!
 //! Run: `cargo bench --bench pg_scale` (`PG_SCALE_SIZES=10000,1000000` and `PG_SCALE_DUE=2000`
 //! override the defaults; `CRONSOLE_TEST_PG_URL` replaces the throwaway cluster).
+#![allow(clippy::unwrap_used)] // test code
 
 #[path = "../tests/support/pg.rs"]
 mod pg;

@@ -4,6 +4,7 @@
 //! Each sample times a batch of calls from spread-out starting instants (all of 2026, so DST
 //! transitions are included at their natural rate) and reports per-call nanoseconds: median and
 //! p99 over the samples, and calls per second on one core.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::hint::black_box;
 use std::str::FromStr;

@@ -18,6 +18,8 @@
 //! `cargo bench --bench spawn_floor --no-run`, then the bench executable with
 //! `[fork|spawn|spawnp|resolve|static]…`; `FLOOR_N` / `FLOOR_C` change 10 000 / 512. Figures go to
 //! docs/BENCHMARKS.md, "Burst: 10 000 jobs due at one instant", "The machine's floor".
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

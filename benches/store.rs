@@ -11,6 +11,7 @@
 //! threshold. Printed: that claim's latency, the time until the new snapshot is in place, and
 //! the other handle's claim latencies meanwhile (count, median, p99, max: how long an owner
 //! waited on the compaction).
+#![allow(clippy::unwrap_used)] // test code
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -8,6 +8,8 @@
 //! `benches/budget.rs`.
 //!
 //! Run: `cargo bench --bench tool_loop`. Figures go to docs/BENCHMARKS.md "Tool loop".
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench --bench wake` (release). `WAKE_N` sets the triggers per case (default 30).
 //! PostgreSQL: `CRONSOLE_TEST_PG_URL`, else a throwaway cluster (initdb), else file store only.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 #[path = "../tests/support/pg.rs"]
 mod pg;

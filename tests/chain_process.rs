@@ -1,6 +1,7 @@
 //! `after:` chains across processes: two `cronsole run` owners on one file store; the parent
 //! runs once, its chained child exactly once after it (whichever owner takes it), then the
 //! grandchild; the child's command sees its parent through the environment.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::time::Duration;
 

@@ -5,6 +5,7 @@
 //!
 //! The child is this test executable re-run on its ignored worker with `PATH` emptied, so
 //! `tmux` cannot be found.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

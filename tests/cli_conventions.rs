@@ -1,6 +1,7 @@
 //! The CLI conventions, on the real binary: each command takes only its own flags, bounded numbers,
 //! hints that keep the meaning, empty answers that say so, one exit code per rejection, and the
 //! ecosystem commands (`completions`, `man`, `init`, `edit`, `logs`).
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -1,6 +1,8 @@
 //! `cronsole diff` end to end: a headless engine runs a command monitor, the source
 //! changes once, and `cronsole diff NAME` from another process prints the unified diff of the
 //! changed run; `--run RUN_ID` picks a run; unknown jobs and malformed ids exit 2.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 use support::wait::wait_until;

@@ -3,6 +3,7 @@
 //! (`validate`, `apply`, `run`), and stored text printed by `history`, `describe`, `stats`,
 //! `jobs` and `logs`. Each carries an OSC title sequence (`ESC ] 0 ; PWN BEL`) that a terminal
 //! would act on; the output must hold no ESC or BEL byte.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! `cronsole next` as a real process: JSON shape, `--before`, text output, and exit 2 with a
 //! message on bad input.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

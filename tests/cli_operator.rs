@@ -2,6 +2,7 @@
 //! form (NEXT / LEFT / LAST / PASSED, `n/a` for paused jobs, `--utc`), `pause --reason`,
 //! `describe`, `backfill`, `retry RUN_ID` and `cancel NAME|RUN_ID` across processes, each with
 //! its exit code (2 for bad input).
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 use support::wait::wait_until;

@@ -1,4 +1,5 @@
 //! `cronsole validate FILE` as a process: exit codes, `file:line:col` diagnostics, next slots.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -9,6 +9,7 @@
 //!   owner on the real clock runs each one-shot once.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
+#![allow(clippy::unwrap_used)] // test code
 
 mod owner_support;
 mod support;

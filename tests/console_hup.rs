@@ -2,6 +2,8 @@
 //! (exit 0, a graceful engine shutdown, no lease left behind) rather than re-applying the jobs
 //! file as the headless daemon does. The real binary runs inside `tmux`; reported skipped
 //! (`SKIPPED TEST …`) when `tmux` is missing, except under `CI=true`.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 use support::wait::wait_until;

@@ -1,6 +1,7 @@
 //! The headless binary as a daemon: systemd readiness and watchdog over a
 //! `$NOTIFY_SOCKET` this test binds, SIGHUP re-applying `--jobs` (a bad file reported, the
 //! running definitions kept), `STOPPING=1` at shutdown, and journald-style logs on stderr.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

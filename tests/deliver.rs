@@ -1,5 +1,6 @@
 //! Delivery sinks against an in-process loopback server and a temp directory:
 //! payload shapes per webhook format, file sink lines, and failures as `delivery_error` text.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -3,6 +3,8 @@
 //! random name), only a regular file of ours is read back (never a FIFO, a symlink or a hard
 //! link to someone else's file, whose lines must not be printed), and the save replaces the
 //! jobs file atomically (through its link when it is one).
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

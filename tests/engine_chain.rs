@@ -5,6 +5,7 @@
 //! No processes or sockets (paused time would jump ahead of them): the parent is an agent job
 //! whose agent the store's settings do not define (it fails at once, "agent 'ghost' is not
 //! defined"), the children agent jobs with an empty message (`skipped`, "no message").
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

@@ -2,6 +2,7 @@
 //! (health, notice, its owner record), and resumes at the first heartbeat that finds its clock
 //! back within the bound. The file store's clock is the file system's stamp on the owner's
 //! record; the engine's clock here is a `ManualClock` set 40 s behind the real one.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

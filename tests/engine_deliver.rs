@@ -1,6 +1,7 @@
 //! Delivery through the engine: a succeeded run reaches a loopback webhook; a failing
 //! webhook leaves the run `succeeded` with `delivered: false` and a `delivery_error`; a flaky job
 //! alerts once per failure signature and sends one recovery note.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

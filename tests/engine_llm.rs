@@ -4,6 +4,7 @@
 //!
 //! Wall time is a `ManualClock` the tests move; tokio timers run in real time (the HTTP servers
 //! are real loopback sockets), so each test stays well under a few seconds.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

@@ -2,6 +2,7 @@
 //! run → succeeded with the output in the prompt; unchanged → `no_change` and zero model requests;
 //! changed → the request carries the unified diff; probe error → `failed`, and the next unchanged
 //! output is still `no_change` (the baseline survived the error).
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

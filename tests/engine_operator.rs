@@ -2,6 +2,7 @@
 //! (as `cronsole cancel` from another process does) kills the run's process tree and records the
 //! row `failed` with reason `cancelled by operator`, without retrying it; a retry of a failed run
 //! is a run of its own (`trigger: retry`) that leaves the schedule alone.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

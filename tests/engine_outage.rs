@@ -6,6 +6,7 @@
 //! resumes claiming, however long the outage; a stop spools what is unwritten (the engine
 //! returns an error, so `run` exits non-zero), and the next start replays it before claiming,
 //! once.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

@@ -2,6 +2,7 @@
 //! wall clock: `cancel_previous` kills the live run's process and runs the new slot,
 //! `buffer_one` runs the kept slot as soon as the live run ends, `allow` runs slots side by
 //! side up to its bound and records the slot beyond it at once.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

@@ -2,6 +2,7 @@
 //! once and retires, `run_immediately` fires at first sight then follows the schedule, a manual
 //! trigger (`Command::Trigger`) runs once with `trigger: manual`, and `Command::Pause` stops slots
 //! until resumed.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

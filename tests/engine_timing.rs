@@ -4,6 +4,7 @@
 //!
 //! The job is an agent job with an empty message: the pipeline ends at once with `skipped` ("no
 //! message") without processes or sockets, which would let paused time jump ahead of them.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

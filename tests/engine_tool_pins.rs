@@ -1,6 +1,7 @@
 //! Tool pinning through the engine: a run's first use pins its MCP tools in the store, a
 //! changed definition fails the next run before the model is called, and accepting the new
 //! definition lets runs go on.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

@@ -2,6 +2,7 @@
 //! formats and in-memory tool sources: the loop's turns and calls on the row and in its
 //! transcript, money summed over the turns (and never past a budget between turns), the loop's
 //! bounds as `failed` rows, prompt-cache tokens priced.
+#![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
 

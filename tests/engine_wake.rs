@@ -1,6 +1,7 @@
 //! How an engine hears other processes: through the store's change signal
 //! (inotify on the file store, LISTEN/NOTIFY on PostgreSQL) even when its change-token poll is an
 //! hour apart, and through the poll alone when the store offers no signal (the tested fallback).
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

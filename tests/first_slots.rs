@@ -9,6 +9,7 @@
 //! A preview is computed from the moment it runs, so it is checked against the rule at the
 //! instants before and after the command ran; stored views are checked exactly against the rule
 //! at the record's `created_at`.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

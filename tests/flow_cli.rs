@@ -1,6 +1,7 @@
 //! Job flow through the binary: bulk `pause`/`resume`/`trigger` selectors (names, globs,
 //! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
 //! `next --job` / `validate` showing calendars and jittered fire instants.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Process-level tests of `proc`, the `pre_run` gate, the command monitor and the command action:
 //! real `sh` processes, real process groups, real timeouts.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

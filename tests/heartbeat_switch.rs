@@ -5,6 +5,8 @@
 //! neither through the stopped owner's retry nor through another owner's recovery.
 //!
 //! Owns: these scenarios only. Must not touch: the store except through its public API.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 use support::wait::poll_until;

@@ -1,6 +1,7 @@
 //! The agent action against in-process fake OpenAI/Anthropic servers:
 //! exact tokens and cost, missing usage, retries on 5xx, per-attempt timeouts, 429 holds,
 //! missing keys, and that the API key never leaks into error text.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::time::Duration;
 

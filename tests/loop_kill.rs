@@ -2,6 +2,8 @@
 //! binary: the tool's process dies with its owner (no orphan), the next owner records the run
 //! `abandoned` with the call it made (`dispatched`), and each turn's money is counted once at
 //! its real cost (no duplicate turn spend). `LOOP_KILL_CYCLES=N` runs N cycles (CI runs 10).
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

@@ -5,6 +5,7 @@
 //!
 //! The stdio servers here are plain children of the test (the session only needs the pipes);
 //! the runs' own stdio servers start under the supervisor (see `tools_processes.rs`).
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;

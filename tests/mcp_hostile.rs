@@ -1,6 +1,7 @@
 //! Hostile MCP servers (tests/mcp_servers/hostile.py): one that hangs, crashes mid-call, floods,
 //! answers with megabytes, changes a definition mid-run, cries "changed" without changing
 //! anything, asks for sampling, or pages forever. Each is bounded, named and recorded.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! `--metrics-addr` on the real binary: Prometheus text at /metrics with the
 //! documented families, /healthz 200 while healthy and 503 with a reason when the store stops
 //! answering, and a bad address refused as bad input.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

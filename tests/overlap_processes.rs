@@ -2,6 +2,7 @@
 //! file store, in real time: every slot is accounted for at most once across
 //! both owners, `allow` never has more runs live than its bound (and does reach it), and
 //! `buffer_one` never has two runs live while its kept slots do run late.
+#![allow(clippy::unwrap_used)] // test code
 
 use cronsole::testkit::store::ClaimAt;
 use std::collections::BTreeMap;

@@ -6,6 +6,8 @@
 //! completion (a supervisor that walks all of `/proc` before its first kill makes N × P reads),
 //! or the one-shot recovery runs each command a second time; and a zygote must not go on
 //! starting the requests queued on its socket after its owner has died.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

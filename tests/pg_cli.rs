@@ -1,6 +1,7 @@
 //! The CLI over `--store postgres://…`: apply/jobs/pause/trigger through the binary, a pause from
 //! `cronsole pause` (another process) reaching a listening owner within 1 s, and exit codes for a
 //! bad URL (2) and an unreachable server (1).
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 use support::wait::wait_until;

@@ -1,6 +1,7 @@
 //! PostgreSQL store: leases are stamped and judged by the database's clock, so owners whose
 //! clocks disagree by more than the lease still run a one-shot once. Owners here are separate
 //! store handles passing skewed `now`s, as owners on hosts with skewed clocks would.
+#![allow(clippy::unwrap_used)] // test code
 
 mod conformance;
 mod support;

@@ -5,6 +5,7 @@
 //! The workers are this test executable itself, re-run with `--exact worker --ignored` and
 //! instructions in environment variables, so each one is a real separate process with its own
 //! connections, exactly like owners on different hosts.
+#![allow(clippy::unwrap_used)] // test code
 
 mod conformance;
 mod support;

@@ -3,6 +3,7 @@
 //! in flight complete after reconnection, no slot runs twice and no run is lost.
 //!
 //! Uses a private cluster (it is stopped and started), never the shared CI one.
+#![allow(clippy::unwrap_used)] // test code
 
 mod conformance;
 mod support;

@@ -1,5 +1,6 @@
 //! PostgreSQL store: infrastructure behaviour (schema, migrations, runtime bridging, the change
 //! feed, fencing) against a real server. Each test gets its own database.
+#![allow(clippy::unwrap_used)] // test code
 
 mod conformance;
 mod support;

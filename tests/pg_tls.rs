@@ -3,6 +3,7 @@
 //! file and as `system` (through `SSL_CERT_FILE`), clear certificate errors for a wrong CA or
 //! host name, client certificates, passwords from the URL / `PGPASSWORD` / pgpass, and no
 //! password or key in any message.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

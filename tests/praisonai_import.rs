@@ -3,6 +3,7 @@
 //! `cronsole import praisonai` into a file that validates and keeps the schedules, messages and
 //! policies, and what could not be mapped is printed with its position. A PraisonAI key name
 //! in a jobs file gets the cronsole name; the migration guide's table is the code's table.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! one call's worst case with the numbers and both fixes, and `dry-run` answers
 //! `would_run: false` with every reason — the agent's key variable unset, the budget too small
 //! for one call, an unpriced model under a budget — where it used to say `gate: go`.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! `cronsole probe` as a process: output format and exit codes.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! test here sets the supervisor first, so the whole file exercises the path the binary uses.
 //! Escapees die at run end, on timeout, on a hard cap and when the future is dropped; a command
 //! without shell syntax is executed without `sh`.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

@@ -3,6 +3,8 @@
 //! share the load with exactly one run per (job, slot) and survive a kill -9; SIGTERM/SIGINT
 //! shut down gracefully (or at once on the second signal) leaving the store consistent; JSON log
 //! lines; `--for`; exit codes for bad input; the API key never reaches stdout, logs or the store.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

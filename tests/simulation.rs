@@ -13,6 +13,7 @@
 //! The PostgreSQL variant (`postgres_through_a_faulty_proxy`) runs the same owners and
 //! invariants through a seeded TCP proxy that cuts, stalls and resets connections; a real
 //! server's timing cannot replay exactly, so a failing PostgreSQL seed is a lead, not a replay.
+#![allow(clippy::unwrap_used)] // test code
 
 #[path = "simulation/model.rs"]
 mod model;

@@ -4,6 +4,8 @@
 //!
 //! Each trial waits until the process catches SIGTERM (its `SigCgt` mask in `/proc`), the
 //! earliest moment a handler can exist, then signals it after a delay spread over start-up.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! `flock` on `<store>/lock`) does not wait the holder out. After its shutdown grace the lock
 //! waits end; the completion it could not write goes to the spool, `run` exits 1 naming the
 //! spool, and the next start writes it — nothing lost, nothing left `abandoned`.
+#![allow(clippy::unwrap_used)] // test code
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 mod support;
 use support::wait::wait_until;

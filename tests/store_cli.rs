@@ -1,5 +1,6 @@
 //! The store commands end to end through the binary: apply → jobs → pause/resume/trigger →
 //! history → stats, with the documented exit codes (0 ok, 1 runtime condition, 2 bad input).
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

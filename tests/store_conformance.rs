@@ -1,5 +1,6 @@
 //! Runs the shared store conformance suite (`tests/conformance/`) against both stores: the file
 //! store in a temp directory and the PostgreSQL store in a fresh database per case.
+#![allow(clippy::unwrap_used)] // test code
 
 mod conformance;
 mod support;

@@ -1,6 +1,7 @@
 //! A damaged store, through the real binary: it is refused with exit 2 naming the
 //! file, by readers and writers alike, with every byte unchanged; read-only commands never
 //! write; `cronsole check` lists every problem with its location.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

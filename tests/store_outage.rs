@@ -7,6 +7,7 @@
 //!
 //! CI runs outages of 5 s and 45 s on both stores; the 5-minute ones are run by hand:
 //! `cargo test --release --test store_outage -- --ignored --nocapture`.
+#![allow(clippy::unwrap_used)] // test code
 
 mod owner_support;
 mod support;

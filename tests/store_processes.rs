@@ -3,6 +3,7 @@
 //!
 //! OS processes are this test executable re-run with `--exact <worker> --ignored` and the role in
 //! `CRONSOLE_TEST_ROLE`; workers print one line per event on stdout.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

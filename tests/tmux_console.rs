@@ -3,6 +3,7 @@
 //! under `CI=true`, where a missing `tmux` is a failure.
 //!
 //! The [`Tmux`] helper is tested on its own, then the whole console is driven like a user would.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 use support::wait::{poll_until, wait_until};

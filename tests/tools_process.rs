@@ -10,6 +10,7 @@
 //!   them in no row, transcript, run record, log or command output, an abandoned run's included;
 //! - `kill -9` of the owner in the middle of a tool call, 10 times: the run's stdio server and
 //!   its command tool die with it every time, and the tool was started once.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Tool processes of a run started the way the binary starts them: through the zygote's
 //! supervisor (a stdio server's stdin handed down as a fourth descriptor). A stdio server and
 //! a command tool answer over their pipes, and closing the toolbox ends the server's process.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,6 +6,7 @@
 //!
 //! These run the library without the supervisor (stdio children in their own process group);
 //! the binary's supervised path is covered by the engine and owner-kill tests.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! as `\uXXXX` escapes (a JSON reader gets the exact value back), as the text outputs show them
 //! as `\u{202e}`. Tried here with the real binary: `history`, `jobs`, `describe` and the
 //! headless `--log-format json` lines of `run`.
+#![allow(clippy::unwrap_used)] // test code
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! switched off), offline:
 //! a loopback rustls server presents a leaf for `localhost` signed by a throwaway test CA
 //! (`tests/data/tls`). Untrusted CA → failed; trusted CA → fetched; wrong name → failed.
+#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -15,6 +15,8 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
+use crate::proc::sys;
+
 static STOPS: AtomicU32 = AtomicU32::new(0);
 static HUPS: AtomicU32 = AtomicU32::new(0);
 static LAST: AtomicI32 = AtomicI32::new(0);
@@ -33,15 +35,8 @@ extern "C" fn count(sig: libc::c_int) {
 /// Count SIGTERM, SIGINT and SIGHUP from now on instead of dying of them.
 pub fn install() {
     for sig in SIGNALS {
-        // SAFETY: a zeroed sigaction is a valid starting value; the handler only touches
-        // atomics (async-signal-safe); sigemptyset and sigaction have no other preconditions.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = count as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+        // `count` only touches atomics (async-signal-safe).
+        sys::count_signal(sig, count);
     }
 }
 
@@ -49,17 +44,11 @@ pub fn install() {
 /// meanwhile is raised again, so it ends the process as it would have.
 pub fn restore_default() {
     for sig in SIGNALS {
-        // SAFETY: SIG_DFL is a valid disposition for these signals.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-        }
+        sys::default_signal(sig);
     }
     let last = LAST.load(Ordering::SeqCst);
     if last != 0 {
-        // SAFETY: raising a signal we just reset to its default disposition.
-        unsafe {
-            libc::raise(last);
-        }
+        sys::raise(last);
     }
 }
 

@@ -251,8 +251,8 @@ mod tests {
     async fn scrubbed_variables_never_reach_the_command() {
         // A variable of this test alone (the standard key names are checked through the real
         // binary in tests/run_process.rs, without touching this process's environment).
-        // SAFETY: no other test reads or writes this variable.
-        unsafe { std::env::set_var("CRONSOLE_PROC_TEST_KEY", "sk-proc-test-value") };
+        // No other test reads or writes this variable.
+        sys::set_env_var("CRONSOLE_PROC_TEST_KEY", "sk-proc-test-value");
         let spec = ProcSpec {
             command: "env",
             timeout: Duration::from_secs(10),

@@ -131,6 +131,56 @@ pub(crate) fn default_sigpipe() {
     }
 }
 
+/// Install `handler` for `sig` with `SA_RESTART` (a blocking call resumes after it): the
+/// handler must be async-signal-safe (the callers' only touch atomics).
+pub(crate) fn count_signal(sig: c_int, handler: extern "C" fn(c_int)) {
+    // SAFETY: a zeroed sigaction is a valid starting value; the handler is async-signal-safe by
+    // this function's contract; sigemptyset and sigaction have no other preconditions.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Give `sig` back its default disposition.
+pub(crate) fn default_signal(sig: c_int) {
+    // SAFETY: SIG_DFL is a valid disposition for any catchable signal.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+    }
+}
+
+/// Send `sig` to this process (after [`default_signal`], it acts as it would have).
+pub(crate) fn raise(sig: c_int) {
+    // SAFETY: raise has no preconditions.
+    unsafe {
+        libc::raise(sig);
+    }
+}
+
+/// This process's effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Create a FIFO at `path` (tests: a file whose open blocks).
+#[cfg(test)]
+pub(crate) fn mkfifo(path: &std::ffi::CStr, mode: libc::mode_t) -> c_int {
+    // SAFETY: a NUL-terminated path that outlives the call.
+    unsafe { libc::mkfifo(path.as_ptr(), mode) }
+}
+
+/// Set an environment variable of this process (tests: a variable no other test reads).
+#[cfg(test)]
+pub(crate) fn set_env_var(key: &str, value: &str) {
+    // SAFETY: the callers' variables are their own; no other thread reads them.
+    unsafe { std::env::set_var(key, value) }
+}
+
 /// Two fresh descriptors a call wrote into `fds`, owned from now on.
 fn own_pair(fds: [c_int; 2]) -> (OwnedFd, OwnedFd) {
     // SAFETY: both descriptors were just created by the kernel and are owned by nothing else.

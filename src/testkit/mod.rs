@@ -6,6 +6,7 @@
 //!
 //! Owns: test servers only. Must not touch: production code paths (tests point the real reqwest
 //! clients at these servers).
+#![allow(clippy::unwrap_used)] // test doubles
 
 pub mod engine;
 pub mod hostile;

@@ -4,6 +4,7 @@
 //! commands leave — and a small tmpfs the file-store outage tests fill and free.
 //!
 //! Owns: test scaffolding. Must not touch: the code under test except through the binary.
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -6,6 +6,7 @@
 //! A real server's timing is not ours to replay: the proxy's choices come from the seed, but
 //! where a cut lands depends on how the bytes were chunked by the kernel, so a failing seed
 //! here is a lead to investigate, not an exact replay (the file store's seeds are exact).
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -3,6 +3,7 @@
 //! the test ends — also when it panics.
 //!
 //! Owns: the child and its stderr reader. Must not touch: what the test asserts.
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -14,6 +14,7 @@
 //!
 //! PostgreSQL refuses to run as root: when we are root, `initdb`/`pg_ctl` run as the `postgres`
 //! user through `runuser`, on a data directory owned by that user.
+#![allow(unsafe_code)] // signals, forks and polls real processes through libc
 #![allow(dead_code)]
 
 use std::net::TcpListener;

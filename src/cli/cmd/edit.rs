@@ -229,8 +229,7 @@ fn read_back(path: &Path, cap: u64) -> Result<String> {
             meta.nlink()
         )));
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::proc::sys::euid();
     if meta.uid() != me {
         return Err(refuse(format!(
             "is owned by uid {}, not by this user",
@@ -273,8 +272,7 @@ fn save(t: &Target, text: &str) -> Result<()> {
         .with_context(|| format!("writing {}", staged.0.display()))?;
     f.set_permissions(std::fs::Permissions::from_mode(orig.mode() & 0o7777))
         .with_context(|| format!("setting the mode of {}", staged.0.display()))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::proc::sys::euid();
     if orig.uid() != me || orig.gid() != f.metadata().map(|m| m.gid()).unwrap_or(orig.gid()) {
         // Root editing another user's file keeps it theirs; anyone else cannot change the
         // owner, and the file becomes theirs as with any editor that saves by rename.
@@ -444,8 +442,7 @@ mod tests {
         std::fs::remove_file(&copy).unwrap();
 
         let fifo = std::ffi::CString::new(copy.as_os_str().to_string_lossy().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(crate::proc::sys::mkfifo(&fifo, 0o600), 0);
         let e = read_back(&copy, 1 << 20).unwrap_err().to_string();
         assert!(e.contains("is now a FIFO"), "{e}");
         std::fs::remove_file(&copy).unwrap();

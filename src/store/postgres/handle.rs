@@ -288,9 +288,4 @@ impl PgStore {
             Ok(r)
         })
     }
-
-    /// Close the pool's idle connections; the next operations open fresh ones.
-    pub fn reset_pool(&self) {
-        self.inner.pool.clear_idle();
-    }
 }

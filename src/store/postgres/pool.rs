@@ -15,7 +15,7 @@
 //! `get` until its timeout; deadpool creates on each `get`), so N owners × M callers hammer a
 //! recovering server, while here one failed connect makes every caller fail fast with
 //! `Unavailable` for 100 ms → 5 s, which the engine's outage handling (retry completions,
-//! stop claiming past `outage_bound`) is built on. `clear_idle` after a server restart, the
+//! stop claiming past `outage_bound`) is built on. The
 //! rustls `MakeRustls` connector (libpq sslmode semantics) and spawning driver tasks on the
 //! store's private runtime would all remain ours as wrappers around the crate's manager, so the
 //! crate would add a dependency and a second layer of timeouts without removing the code that
@@ -141,11 +141,6 @@ impl Pool {
             pool: self,
             _permit: permit,
         })
-    }
-
-    /// Drop every idle connection (after the server restarted, say).
-    pub(crate) fn clear_idle(&self) {
-        lock(&self.idle).clear();
     }
 
     /// Connect one new client, honouring the backoff gate.
