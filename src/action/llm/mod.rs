@@ -51,6 +51,7 @@ pub mod wire;
 mod single;
 #[cfg(any(test, feature = "testkit"))]
 pub use single::{AgentOutcome, AgentRun, call, prompt_bytes, run_agent};
+pub use wire::{ANTHROPIC_DEFAULT_MAX_TOKENS, uses_max_completion_tokens};
 
 use std::time::Duration;
 
@@ -71,9 +72,6 @@ pub const HOLD_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 pub const RETRY_AFTER_CAP_SECS: i64 = 86_400;
 /// Anthropic's API version header value.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` sent to Anthropic when neither the call nor the agent sets one (the API requires
-/// one): the same bound a budget reserves for.
-pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = crate::cost::DEFAULT_MAX_TOKENS;
 const DEFAULT_OPENAI_BASE: &str = "https://api.openai.com/v1";
 const DEFAULT_ANTHROPIC_BASE: &str = "https://api.anthropic.com";
 const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
@@ -419,18 +417,6 @@ fn shown_url(url: &reqwest::Url) -> String {
         None => base,
     };
     crate::text::url_display(&base, suffix)
-}
-
-/// OpenAI models that reject `max_tokens` and take `max_completion_tokens` (reasoning models and
-/// the GPT-5 family), by the name after any provider prefix.
-pub fn uses_max_completion_tokens(model: &str) -> bool {
-    let m = model.trim().to_ascii_lowercase();
-    let m = m.rsplit('/').next().unwrap_or(&m);
-    let family = |p: &str| {
-        m.strip_prefix(p)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':']))
-    };
-    family("o1") || family("o3") || family("o4") || m.starts_with("gpt-5")
 }
 
 /// Read the body up to [`MAX_REPLY_BYTES`]; `Ok(None)` = too large.

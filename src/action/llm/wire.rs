@@ -26,8 +26,21 @@ use crate::action::tools::OfferedTool;
 use crate::cost::{CacheTokens, TokenUsage};
 use crate::model::{AgentDef, Provider};
 
-use super::ANTHROPIC_DEFAULT_MAX_TOKENS;
-use super::uses_max_completion_tokens;
+/// `max_tokens` sent to Anthropic when neither the call nor the agent sets one (the API requires
+/// one): the same bound a budget reserves for.
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = crate::cost::DEFAULT_MAX_TOKENS;
+
+/// OpenAI models that reject `max_tokens` and take `max_completion_tokens` (reasoning models and
+/// the GPT-5 family), by the name after any provider prefix.
+pub fn uses_max_completion_tokens(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    let family = |p: &str| {
+        m.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':']))
+    };
+    family("o1") || family("o3") || family("o4") || m.starts_with("gpt-5")
+}
 
 /// One tool call a model asked for.
 #[derive(Debug, Clone, PartialEq)]
