@@ -28,7 +28,8 @@
 //! # Embedding the engine
 //!
 //! Open a store at a path of your own, apply a jobs file to it, start an engine on it and
-//! receive its events — here a command job whose first slot is now, waited for at most 30 s:
+//! receive its events — here a command job that runs once when first stored (`run_immediately`),
+//! waited for at most 30 s:
 //!
 //! ```
 //! use std::path::Path;
@@ -48,7 +49,7 @@
 //!
 //! // A jobs file from text (`config::load_file` reads one from disk); `apply` syncs it in.
 //! let jobs = cronsole::config::load_str(
-//!     "jobs:\n  - name: hello\n    schedule: every 1h\n    command: echo hello\n",
+//!     "jobs:\n  - name: hello\n    schedule: every 1h\n    run_immediately: true\n    command: echo hello\n",
 //!     Path::new("jobs.yaml"),
 //! )?;
 //! store.apply(&jobs.file, chrono::Utc::now())?;
@@ -62,7 +63,7 @@
 //! // Subscribe before awaiting anything, so no event is missed.
 //! let mut events = engine.events.subscribe();
 //!
-//! // An `every` grid starts when the job is first stored: its first run starts at once.
+//! // Without `run_immediately` the first run would wait one interval (an hour) after the store.
 //! let row = tokio::time::timeout(Duration::from_secs(30), async {
 //!     loop {
 //!         match events.recv().await? {
@@ -75,7 +76,7 @@
 //! })
 //! .await??;
 //! assert_eq!(row.job, "hello");
-//! assert_eq!((row.status, row.trigger), (Status::Succeeded, Trigger::Schedule));
+//! assert_eq!((row.status, row.trigger), (Status::Succeeded, Trigger::Immediate));
 //! assert_eq!(row.result.as_deref().map(str::trim), Some("hello"));
 //!
 //! // A graceful stop: runs in flight may finish (up to `shutdown_grace`), then the task ends.
@@ -148,7 +149,7 @@
 //! # {
 //! #     let store: Arc<dyn Store> = Arc::new(FileStore::open(&path)?);
 //! #     let jobs = cronsole::config::load_str(
-//! #         "jobs:\n  - name: hello\n    schedule: every 1h\n    command: echo hello\n",
+//! #         "jobs:\n  - name: hello\n    schedule: every 1h\n    run_immediately: true\n    command: echo hello\n",
 //! #         std::path::Path::new("jobs.yaml"),
 //! #     )?;
 //! #     store.apply(&jobs.file, chrono::Utc::now())?;

@@ -523,7 +523,9 @@ mod tests {
             jobs: vec![def("a"), def("b")],
             ..Default::default()
         };
-        store.apply(&file, t0).unwrap();
+        // Stored so that the first slot is `t0`.
+        let stored = crate::testkit::jobs::stored_for_first_slot(&file.jobs[0], t0);
+        store.apply(&file, stored).unwrap();
         // Both jobs run at t0 and an hour later; a's first run costs 0.5, b's second run fails.
         for (name, at, status, cost) in [
             ("a", t0, Status::Succeeded, 0.5),

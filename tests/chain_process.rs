@@ -31,7 +31,7 @@ fn two_owners_run_the_chain_once_each_step_in_order() {
     let store = dir.join("store");
     std::fs::write(
         &jobs,
-        "budget: null\njobs:\n  - name: collect\n    schedule: every 1h\n    command: echo collected 42\n  - name: triage\n    after: {job: collect, on: success}\n    command: 'printf \"%s|%s|%s|%s\\n\" \"$CRONSOLE_PARENT_JOB\" \"$CRONSOLE_PARENT_STATUS\" \"$CRONSOLE_PARENT_RUN_ID\" \"$CRONSOLE_PARENT_OUTPUT\" >> triage.out; echo triaged'\n  - name: report\n    after: {job: triage, on: completion}\n    command: echo reported\n",
+        "budget: null\njobs:\n  - name: collect\n    schedule: every 1h\n    run_immediately: true\n    command: echo collected 42\n  - name: triage\n    after: {job: collect, on: success}\n    command: 'printf \"%s|%s|%s|%s\\n\" \"$CRONSOLE_PARENT_JOB\" \"$CRONSOLE_PARENT_STATUS\" \"$CRONSOLE_PARENT_RUN_ID\" \"$CRONSOLE_PARENT_OUTPUT\" >> triage.out; echo triaged'\n  - name: report\n    after: {job: triage, on: completion}\n    command: echo reported\n",
     )
     .unwrap();
     cli::apply(&jobs, &store);

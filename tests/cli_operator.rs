@@ -220,7 +220,7 @@ fn backfill_queues_past_slots_that_run_as_rows_of_their_own() {
 fn retry_reruns_a_failed_run_and_refuses_what_cannot_be_retried() {
     let d = setup(
         "retry",
-        "  - name: r\n    schedule: every 1h\n    max_retries: 1\n    \
+        "  - name: r\n    schedule: every 1h\n    run_immediately: true\n    max_retries: 1\n    \
          command: \"test -f flag || { touch flag; exit 3; }\"\n",
     );
     engine_for(&d, "2s");
@@ -255,7 +255,7 @@ impl Drop for Kill {
 fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
     let d = setup(
         "cancel",
-        "  - name: slow\n    schedule: every 1h\n    max_retries: 3\n    \
+        "  - name: slow\n    schedule: every 1h\n    run_immediately: true\n    max_retries: 3\n    \
          command: \"sleep 60 & echo $! > child.pid; wait\"\n",
     );
     assert!(bad(&d, &["cancel", "slow"]).contains("nothing to cancel"));
@@ -304,7 +304,7 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
 fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried() {
     let d = setup(
         "retry-crash",
-        "  - name: r\n    schedule: every 1h\n    max_retries: 1\n    lease_seconds: 2\n    \
+        "  - name: r\n    schedule: every 1h\n    run_immediately: true\n    max_retries: 1\n    lease_seconds: 2\n    \
          command: \"if [ ! -f failed ]; then touch failed; exit 3; fi; \
          if [ -f crashed ]; then echo again; exit 0; fi; \
          touch crashed; echo $$ > retry.pid; sleep 60\"\n",

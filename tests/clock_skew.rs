@@ -25,7 +25,7 @@ fn jobs_yaml(marks: &Path) -> String {
     let mut y = String::from("budget: null\njobs:\n");
     for i in 0..JOBS {
         y.push_str(&format!(
-            "  - name: once{i:02}\n    schedule: every 1h\n    max_runs: 1\n    \
+            "  - name: once{i:02}\n    schedule: every 1h\n    run_immediately: true\n    max_runs: 1\n    \
              lease_seconds: 5\n    command: \"{}\"\n",
             owner_support::marking_command(marks, &format!("once{i:02}"), 7.0)
         ));

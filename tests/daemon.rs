@@ -122,3 +122,66 @@ fn log_to_stderr_writes_journald_priority_lines() {
         "no log directory with --log-to stderr"
     );
 }
+
+/// Each history row is written once to each output: on stdout (the headless row line) and once
+/// in the log file; with `--log-to stderr` (the journal, which also collects stdout) the log
+/// has no row lines, so the journal holds each row once.
+#[test]
+fn each_row_is_written_once_to_stdout_and_once_to_the_log() {
+    let dir = support::tempdir("daemon-rows");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let row_lines = |text: &str| -> usize {
+        text.lines()
+            .filter(|l| l.contains("tick") && l.contains("trigger=schedule"))
+            .count()
+    };
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--jobs",
+            "jobs.yaml",
+            "--store",
+            "store",
+            "--for",
+            "4s",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = support::cli::run_plain(&dir, &args);
+        assert_eq!(code, 0, "{out}{err}");
+        (out, err)
+    };
+
+    // Logs in the store's directory: the same rows as stdout, each once.
+    let (out, err) = run(&[]);
+    let printed = row_lines(&out);
+    assert!(printed >= 2, "rows on stdout:\n{out}");
+    assert_eq!(row_lines(&err), 0, "{err}");
+    let logs = dir.join("store").join("logs");
+    let mut logged = String::new();
+    for f in std::fs::read_dir(&logs).unwrap() {
+        logged.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+    }
+    assert_eq!(
+        row_lines(&logged),
+        printed,
+        "one log line per row:\n{logged}"
+    );
+    let (code, out, err) = support::cli::run_plain(
+        &dir,
+        &[
+            "--store", "store", "logs", "--job", "tick", "--lines", "1000",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(row_lines(&out), printed, "{out}");
+
+    // Logs on stderr (the journal): rows only on stdout.
+    std::fs::remove_dir_all(&logs).unwrap();
+    let (out, err) = run(&["--log-to", "stderr"]);
+    assert!(row_lines(&out) >= 2, "{out}");
+    assert_eq!(row_lines(&err), 0, "no row twice in the journal:\n{err}");
+}

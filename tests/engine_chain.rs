@@ -68,8 +68,8 @@ jobs:
         deps,
     )
     .unwrap();
-    // Parent slots at +0, +10, +20, +30.
-    tokio::time::sleep(StdDuration::from_secs(35)).await;
+    // Parent slots at +10, +20, +30, +40 (the first one interval after the store).
+    tokio::time::sleep(StdDuration::from_secs(45)).await;
     handle.shutdown.cancel();
     handle.join.await.unwrap().unwrap();
     let mut rows = store

@@ -520,9 +520,13 @@ jobs:
     let store_dir = dir.join("store");
     let loaded = cronsole::config::load_str(&yaml, &dir.join("jobs.yaml")).unwrap();
     let start = t("2026-11-30T12:00:00Z");
+    // Stored an hour before: every job's first slot is `start`.
     FileStore::open(&store_dir)
         .unwrap()
-        .apply(&loaded.file, start)
+        .apply(
+            &loaded.file,
+            engine_support::stored_for(&loaded.file.jobs, start),
+        )
         .unwrap();
     let clock = ManualClock::new(start);
     let mut handles = Vec::new();

@@ -62,9 +62,10 @@ jobs:
         })
         .unwrap();
     rows.reverse();
-    assert_eq!(rows.len(), 31, "slots at +0, +10 … +300 s: {rows:#?}");
+    // The first slot is one interval after the store, then every 10 s.
+    assert_eq!(rows.len(), 30, "slots at +10, +20 … +300 s: {rows:#?}");
     for (k, r) in rows.iter().enumerate() {
-        let slot = start + chrono::Duration::seconds(10 * k as i64);
+        let slot = start + chrono::Duration::seconds(10 * (k as i64 + 1));
         assert_eq!(r.slot, Some(slot), "row {k}");
         assert_eq!(r.status, Status::Skipped);
         assert_eq!(r.reason.as_deref(), Some("no message"));

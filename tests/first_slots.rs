@@ -3,8 +3,9 @@
 //! `describe`, `jobs`, `dry-run`, the console's Jobs table and the engine itself.
 //!
 //! The rule they all follow is `JobDef::first_slots`: an `every` grid (`hourly`, `daily`,
-//! `*/30m`) starts when the job is first stored, its first slot; cron and wall times sit on the
-//! clock; `run_immediately: true` adds one run at the store instant.
+//! `*/30m`) is anchored when the job is first stored and its first slot is one interval later;
+//! cron and wall times sit on the clock; `run_immediately: true` adds one run at the store
+//! instant.
 //! A preview is computed from the moment it runs, so it is checked against the rule at the
 //! instants before and after the command ran; stored views are checked exactly against the rule
 //! at the record's `created_at`.
@@ -23,7 +24,8 @@ use serde_json::Value;
 
 use support::cli::run_plain;
 
-/// One job per schedule form, two of them with `run_immediately`.
+/// One job per schedule form, two of them with `run_immediately`; `every 2s` has its first slot
+/// within the engine's few seconds.
 fn jobs_file(at: DateTime<Utc>) -> String {
     let forms: &[(&str, &str, bool)] = &[
         ("e1h", "every 1h", false),
@@ -31,6 +33,7 @@ fn jobs_file(at: DateTime<Utc>) -> String {
         ("daily", "daily", false),
         ("m30", "*/30m", false),
         ("s90", "every 90s", false),
+        ("s2", "every 2s", false),
         ("athourly", "@hourly", false),
         ("cron7", "0 7 * * *", false),
         ("nine", "daily at 9am", false),
@@ -119,7 +122,7 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         .into_iter()
         .map(|j| (j.name.clone(), j))
         .collect();
-    assert_eq!(defs.len(), 12);
+    assert_eq!(defs.len(), 13);
 
     // validate: each job's first `next:` line.
     let before = Utc::now();
@@ -231,9 +234,9 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         }
     }
 
-    // The engine: the jobs whose first run is the store instant run now, for that instant (an
-    // `every` job for its grid's first slot, a `run_immediately` job as `immediate`); the
-    // others wait for their slot.
+    // The engine: the `run_immediately` jobs run at once, for the store instant (`immediate`),
+    // and `every 2s` at its grid's first slot, two seconds after it was stored; the others
+    // (`every 1h` included) wait for their slot.
     let (code, _, err) = run_plain(d, &["--store", "store", "run", "--for", "4s"]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = run_plain(d, &["--store", "store", "history", "--json"]);
@@ -244,17 +247,20 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         .collect();
     let mut ran: Vec<&str> = rows.iter().filter_map(|r| r["job"].as_str()).collect();
     ran.sort_unstable();
-    let mut at_once: Vec<&str> = want
+    let mut soon: Vec<&str> = want
         .iter()
-        .filter(|(_, (created, first))| first == created)
+        .filter(|(_, (created, first))| *first - *created <= chrono::Duration::seconds(2))
         .map(|(n, _)| n.as_str())
         .collect();
-    at_once.sort_unstable();
+    soon.sort_unstable();
+    assert_eq!(soon, ["imm1h", "immcron", "s2"]);
     assert_eq!(
-        at_once,
-        ["daily", "e1h", "hourly", "imm1h", "immcron", "m30", "s90"]
+        want["s2"].1 - want["s2"].0,
+        chrono::Duration::seconds(2),
+        "an every grid's first slot is one interval after the store"
     );
-    assert_eq!(ran, at_once, "{out}");
+    ran.dedup();
+    assert_eq!(ran, soon, "{out}");
     for r in &rows {
         let name = r["job"].as_str().unwrap();
         let trigger = if defs[name].run_immediately {
@@ -263,16 +269,29 @@ fn every_view_shows_the_first_run_the_engine_makes() {
             "schedule"
         };
         assert_eq!(r["trigger"], trigger, "{r}");
-        assert_eq!(at(r["slot"].as_str().unwrap()), want[name].0, "{r}");
+        if name != "s2" {
+            assert_eq!(at(r["slot"].as_str().unwrap()), want[name].1, "{r}");
+        }
     }
-    // The engine's log has a line per row, and `logs --job` keeps one job's.
+    // `every 2s` may have run twice in the window: its first row is for its first slot.
+    let s2_first = rows
+        .iter()
+        .filter(|r| r["job"] == "s2")
+        .filter_map(|r| r["slot"].as_str().map(at))
+        .min();
+    assert_eq!(s2_first, Some(want["s2"].1), "{out}");
+    // The log has a line per row, and `logs --job` keeps one job's.
     let (code, out, err) = run_plain(d, &["--store", "store", "logs", "--job", "imm1h"]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.lines()
-            .any(|l| l.contains("succeeded job=imm1h") && l.contains("trigger=immediate")),
-        "{out}"
-    );
+    // Exactly one line for its one row.
+    let lines = out
+        .lines()
+        .filter(|l| {
+            l.contains("succeeded trigger=immediate")
+                && l.split_whitespace().any(|w| w == "job=imm1h")
+        })
+        .count();
+    assert_eq!(lines, 1, "{out}");
     assert!(!out.contains("job=e1h"), "{out}");
     // Then each job's next run is the slot `validate` showed after the first.
     for name in ["imm1h", "e1h"] {

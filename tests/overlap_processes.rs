@@ -139,7 +139,8 @@ fn jobs_and_describe_name_the_kept_slot_while_the_run_is_live() {
                 settings: Default::default(),
                 jobs: vec![d],
             },
-            start,
+            // One interval before the first slot, `start`.
+            start - chrono::Duration::seconds(10),
         )
         .unwrap();
         let c = s.claim_at(start, "elsewhere", 10);

@@ -19,10 +19,12 @@ fn open(url: &str, clock: PgClock) -> PgStore {
     PgStore::open_with(url, opts).unwrap()
 }
 
-/// A one-shot with a 5 s lease, stored by a caller whose clock says `now`.
+/// A one-shot with a 5 s lease, stored by a caller whose clock says `now`; it runs when stored
+/// (`run_immediately`), so it is due at once.
 fn one_shot(s: &PgStore, now: DateTime<Utc>) {
     let mut d = conformance::every("once", 60);
     d.max_runs = Some(1);
+    d.run_immediately = true;
     d.lease_seconds = 5.0;
     s.apply(&conformance::file(vec![d]), now).unwrap();
 }
@@ -105,7 +107,9 @@ fn operator_edits_and_completions_read_the_database_clock() {
     let s = open(&url, PgClock::Database);
     let mut d = conformance::every("tick", 60);
     d.lease_seconds = 5.0;
-    // Stored by a caller an hour behind: the every-grid starts at the database's now.
+    d.run_immediately = true;
+    // Stored by a caller an hour behind: the every-grid is anchored at the database's now, and
+    // the job runs then (`run_immediately`).
     let before = Utc::now();
     s.apply(&conformance::file(vec![d]), Utc::now() - secs(3600))
         .unwrap();

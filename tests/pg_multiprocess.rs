@@ -183,6 +183,10 @@ fn kill_9_of_an_owner_is_recovered_as_abandoned() {
     let mut one = conformance::every("oneshot", 3600);
     one.lease_seconds = 2.0;
     one.max_runs = Some(1);
+    // Both run when stored (the database's clock anchors them: no instant of the caller's
+    // can put their first slot earlier).
+    rec.run_immediately = true;
+    one.run_immediately = true;
     store
         .apply(&conformance::file(vec![rec, one]), start)
         .unwrap();

@@ -198,7 +198,8 @@ fn history_retention_keeps_the_newest_rows_of_a_job() {
             conformance::every("a", 60),
             conformance::every("b", 60),
         ]),
-        conformance::t(1000),
+        // One interval before the first slot, 1000.
+        conformance::t(940),
     )
     .unwrap();
     for k in 0..4 {
@@ -233,7 +234,9 @@ fn check_names_every_undecodable_job_and_history_row() {
             cronsole::testkit::jobs::command_job("b", 60),
         ],
     };
-    s.apply(&file, t0()).unwrap();
+    // One interval before the first slot, t0.
+    s.apply(&file, t0() - chrono::Duration::seconds(60))
+        .unwrap();
     let out = s.claim_at(t0(), "o", 2);
     for c in out.claims {
         let job = c.job.def.name.clone();
@@ -452,7 +455,8 @@ fn a_completion_retried_after_its_commit_reply_was_lost_writes_one_row() {
             conformance::every("b", 60),
             conformance::every("c", 60),
         ]),
-        t0(),
+        // One interval before the first slot, t0.
+        t0() - chrono::Duration::seconds(60),
     )
     .unwrap();
     let claims = conformance::claim(&s, "o", t0(), 3).claims;
@@ -542,8 +546,12 @@ fn claims_and_completions_are_announced_to_other_owners_after_commit() {
     let url = pg_db_or_skip!();
     let a = by_hand(&url);
     let b = by_hand(&url);
-    a.apply(&conformance::file(vec![conformance::every("j", 60)]), t0())
-        .unwrap();
+    // One interval before the first slot, t0.
+    a.apply(
+        &conformance::file(vec![conformance::every("j", 60)]),
+        t0() - chrono::Duration::seconds(60),
+    )
+    .unwrap();
     wait_until("both listeners", Duration::from_secs(10), || {
         a.listener_alive() && b.listener_alive()
     });

@@ -157,6 +157,86 @@ fn import_praisonai_converts_the_reference_examples() {
     assert!(err.contains("bad.yaml:"), "{err}");
 }
 
+/// A conversion that does not validate is not a success: exit 2, the output still written to be
+/// fixed by hand, and each problem named at its place in the PraisonAI file (not in the
+/// converted text, which the operator did not write) or at the option that wrote it.
+#[test]
+fn import_with_errors_exits_2_and_names_positions_in_the_praisonai_file() {
+    let dir = tmp("praison-errors");
+    let src = dir.join("praison.yaml");
+    std::fs::write(
+        &src,
+        "# a PraisonAI scheduler file\n\
+         jobs:\n\
+         \x20 - name: ok\n\
+         \x20   schedule: hourly\n\
+         \x20   message: \"fine\"\n\
+         \x20 - name: broken\n\
+         \x20   message: \"Poll\"\n\
+         \x20   max_retries: 5\n\
+         \x20   schedule: \"every banana\"\n\
+         \x20 - name: unscheduled\n\
+         \x20   task: \"Never\"\n",
+    )
+    .unwrap();
+    let out_file = dir.join("converted.yaml");
+    let (code, _, err) = run_plain(
+        &dir,
+        &[
+            "import",
+            "praisonai",
+            src.to_str().unwrap(),
+            "-o",
+            out_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("2 error(s) to fix by hand"), "{err}");
+    // The bad schedule at its value in the input (line 9, column 15), the missing one on the
+    // job's line (10): positions of praison.yaml, never of the converted text.
+    let p = src.display().to_string();
+    assert!(
+        err.contains(&format!("{p}:9:15: error: jobs[1].schedule")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains(&format!("{p}:10:")) && l.contains("error: jobs[2]")),
+        "{err}"
+    );
+    assert!(!err.contains("converted.yaml:"), "{err}");
+    let written = std::fs::read_to_string(&out_file).expect("the output is still written");
+    assert!(written.contains("every banana"), "{written}");
+
+    // An option that makes the converted file invalid is named as the option.
+    let (code, _, err) = run_plain(
+        &dir,
+        &[
+            "import",
+            "praisonai",
+            fixture("monitor.yaml").to_str().unwrap(),
+            "--provider",
+            "carrier-pigeon",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--provider: error: agents.assistant.provider"),
+        "{err}"
+    );
+
+    // A clean conversion still exits 0.
+    let (code, _, err) = run_plain(
+        &dir,
+        &[
+            "import",
+            "praisonai",
+            fixture("monitor.yaml").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
 /// The migration guide's PraisonAI table is the table `validate`'s hints and `import` read:
 /// the block between its markers is `praisonai::markdown_table()` byte for byte.
 #[test]

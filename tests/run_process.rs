@@ -126,8 +126,8 @@ fn a_300ms_command_every_1s_stays_on_the_grid() {
         let slot = r.slot.expect("scheduled rows name their slot");
         assert_eq!(
             slot,
-            anchor + chrono::Duration::seconds(k as i64),
-            "run {k} is off the anchor + k·1 s grid (drift): {rows:#?}"
+            anchor + chrono::Duration::seconds(k as i64 + 1),
+            "run {k} is off the anchor + (k+1)·1 s grid (drift): {rows:#?}"
         );
         assert!(r.duration_ms >= 300, "{r:#?}");
         lateness.push((r.started_at - slot).num_milliseconds());
@@ -273,7 +273,7 @@ fn four_processes_share_40_jobs_exactly_once_per_slot_and_survive_kill_9() {
 
 fn long_job(cmd: &str) -> String {
     format!(
-        "budget: null\ndefaults:\n  lease_seconds: 3\njobs:\n  - name: long\n    schedule: every 1h\n    command: \"{cmd}\"\n    max_retries: 1\n"
+        "budget: null\ndefaults:\n  lease_seconds: 3\njobs:\n  - name: long\n    schedule: every 1h\n    run_immediately: true\n    command: \"{cmd}\"\n    max_retries: 1\n"
     )
 }
 

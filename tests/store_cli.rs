@@ -301,4 +301,15 @@ fn every_listing_agrees_on_when_a_job_fires_next() {
         );
     }
     assert!(!line.contains("(due"), "{line}");
+    // A job with nothing to note says its state alone, not "idle — -".
+    let state = out.lines().find(|l| l.starts_with("state:")).unwrap();
+    assert_eq!(
+        state.split_whitespace().collect::<Vec<_>>(),
+        ["state:", "idle"],
+        "{out}"
+    );
+    let (c, out, _) = run(&dir, &["describe", "off", "--utc"]);
+    assert_eq!(c, 0);
+    let state = out.lines().find(|l| l.starts_with("state:")).unwrap();
+    assert!(state.contains(" — disabled in the jobs file"), "{state}");
 }

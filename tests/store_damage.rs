@@ -32,7 +32,7 @@ fn build(name: &str) -> (TempDir, PathBuf) {
         settings: Settings::default(),
         jobs: vec![cronsole::testkit::jobs::command_job("every", 3600), once],
     };
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     for now in [0, 3600] {
         let out = s.claim_at(t(now), "o", 2);
         for c in out.claims {
@@ -51,8 +51,14 @@ fn build(name: &str) -> (TempDir, PathBuf) {
         }
     }
     // Slots far ahead: `run` below claims nothing.
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     (root, dir)
+}
+
+/// The instant to store `file` at so that its first job's first slot is `t(0)`: one interval
+/// before it for an `every` job.
+fn stored(file: &JobsFile) -> chrono::DateTime<chrono::Utc> {
+    cronsole::testkit::jobs::stored_for_first_slot(&file.jobs[0], t(0))
 }
 
 fn bytes_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -410,7 +416,7 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
         settings: Settings::default(),
         jobs: vec![cronsole::testkit::jobs::command_job("j", 3600)],
     };
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     let mut old = None;
     for k in 0..4i64 {
         let now = k * 3600;
@@ -469,7 +475,7 @@ fn a_flipped_byte_in_an_indexed_snapshot_is_refused_where_its_line_is_read() {
             .map(|i| cronsole::testkit::jobs::command_job(&format!("j{i:05}"), 3600))
             .collect(),
     };
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     drop(s);
     assert!(
         dir.join("jobs.index").is_file(),
@@ -538,14 +544,14 @@ fn a_missing_stale_or_damaged_index_is_never_damage() {
             .map(|i| cronsole::testkit::jobs::command_job(&format!("j{i:05}"), 3600))
             .collect(),
     };
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     let ipath = dir.join("jobs.index");
     let old = std::fs::read(&ipath).unwrap();
     // Every job changed: a new snapshot (and index) of the next generation.
     for j in &mut file.jobs {
         j.max_retries += 1;
     }
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     drop(s);
     let current = std::fs::read(&ipath).unwrap();
     assert_ne!(old, current, "the second apply wrote a new index");
@@ -649,7 +655,7 @@ fn segmented(name: &str) -> (TempDir, PathBuf) {
             cronsole::testkit::jobs::command_job("b", 60),
         ],
     };
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(&file)).unwrap();
     for k in 0..30 {
         for c in s.claim_at(t(k * 60), "o", 5).claims {
             let job = c.job.def.name.clone();

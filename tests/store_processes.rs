@@ -104,7 +104,8 @@ fn setup_500(dir: &Path) {
             settings: Settings::default(),
             jobs,
         },
-        t(1000),
+        // One interval before the jobs' first slot, 1000.
+        t(1000 - 3600),
     )
     .unwrap();
 }
@@ -266,7 +267,8 @@ fn steady_state_four_processes_every_slot_exactly_once() {
                 settings: Settings::default(),
                 jobs,
             },
-            start,
+            // One interval (1 s) before the jobs' first slot, `start`.
+            start - Duration::seconds(1),
         )
         .unwrap();
     }
@@ -412,7 +414,8 @@ fn kill_9_of_a_claim_holder() {
                 settings: Settings::default(),
                 jobs: vec![once, rec],
             },
-            t(1000),
+            // One interval before the jobs' first slot, 1000.
+            t(940),
         )
         .unwrap();
     }
@@ -599,7 +602,8 @@ fn corruption_in_each_store_file_is_exit_2_and_never_rewritten() {
                 settings,
                 jobs: vec![def("a", 60, 30.0)],
             },
-            t(1000),
+            // One interval before the first slot, 1000.
+            t(940),
         )
         .unwrap();
         let c = s.claim_at(t(1000), "o", 1);

@@ -114,6 +114,7 @@ const JOBS: &str = r#"
 jobs:
   - name: alpha
     schedule: every 1h
+    run_immediately: true
     command: "echo alpha-ran"
   - name: beta
     schedule: "0 3 * * *"
@@ -239,6 +240,8 @@ fn console_draws_answers_keys_and_restores_the_terminal() {
 }
 
 const OPERATOR_JOBS: &str = r#"
+defaults:
+  run_immediately: true
 jobs:
   - name: flaky
     schedule: every 1h
@@ -384,6 +387,8 @@ fn dry_run_key_and_pausing_the_filtered_set() {
     std::fs::write(
         dir.join("jobs.yaml"),
         r#"
+defaults:
+  run_immediately: true
 jobs:
   - name: report-a
     schedule: every 1h

@@ -558,13 +558,24 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
             let given = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
             if given(matches) || sub.is_some_and(given) {
                 return Some(format!(
-                    "{flag} does not apply to `cronsole {}`: it uses no store",
-                    cmd.name()
+                    "{flag} does not apply to `cronsole {}`: it uses no store{}",
+                    cmd.name(),
+                    storeless_hint(id, cmd.name())
                 ));
             }
         }
     }
     None
+}
+
+/// Where a storeless command takes the jobs file instead of `--jobs` (empty when it reads none).
+fn storeless_hint(id: &str, command: &str) -> &'static str {
+    match (id, command) {
+        ("jobs", "next") => "; a job of a jobs file is `cronsole next --job NAME --file FILE`",
+        ("jobs", "validate") => "; it takes the file as its argument: `cronsole validate FILE`",
+        ("jobs", "import") => "; it reads `cronsole import praisonai FILE`",
+        _ => "",
+    }
 }
 
 /// Subcommands that use no store (see [`Command::uses_store`]).
@@ -625,6 +636,15 @@ mod tests {
         let err = parse_from(&["cronsole", "next", "--jobs", "j.yaml", "--job", "a"])
             .expect_err("refused");
         assert!(err.contains("--jobs does not apply"), "{err}");
+        assert!(
+            err.contains("cronsole next --job NAME --file FILE"),
+            "the flag next reads a jobs file with: {err}"
+        );
+        let err = parse_from(&["cronsole", "validate", "--jobs", "j.yaml", "x.yaml"])
+            .expect_err("refused");
+        assert!(err.contains("cronsole validate FILE"), "{err}");
+        let err = parse_from(&["cronsole", "next", "--store", "s", "@daily"]).expect_err("refused");
+        assert!(err.ends_with("it uses no store"), "{err}");
     }
 
     fn parse_from(args: &[&str]) -> Result<Cli, String> {

@@ -6,7 +6,10 @@
 //!
 //! While the console draws, the same events go to the log instead ([`log_events`]): the
 //! terminal belongs to the console, and `cronsole logs` (or `logs --job NAME`) read from another
-//! terminal shows every run as it ends.
+//! terminal shows every run as it ends. Headless, each row is also logged once when the log is
+//! the store's files; on stderr (the journal, which collects stdout too) it is not, so the
+//! journal holds each row once. The engine itself logs no rows: the front end decides where
+//! each row is written, once per output.
 //!
 //! Owns: formatting of headless output and of the console's run log lines. Must not touch: the
 //! engine's state or the store.
@@ -123,16 +126,21 @@ pub async fn log_events(mut events: broadcast::Receiver<Event>) {
     }
 }
 
-/// Print events until the channel closes (the engine stopped).
+/// Print events until the channel closes (the engine stopped); with `log_rows`, each row is
+/// also logged once (the log is the store's files, which `cronsole logs --job NAME` reads).
 pub async fn print_events(
     mut events: broadcast::Receiver<Event>,
     format: LogFormat,
+    log_rows: bool,
     mut out: impl Write + Send,
     mut err: impl Write + Send,
 ) {
     loop {
         match events.recv().await {
             Ok(Event::Row(row)) => {
+                if log_rows {
+                    log_row(&row);
+                }
                 let line = match format {
                     LogFormat::Text => text_line(&row),
                     LogFormat::Json => match cronsole::text::to_json(&row) {
@@ -233,7 +241,7 @@ mod tests {
         tx.send(Event::Row(row)).unwrap();
         drop(tx);
         let mut out = Vec::new();
-        print_events(rx, LogFormat::Text, &mut out, std::io::sink()).await;
+        print_events(rx, LogFormat::Text, false, &mut out, std::io::sink()).await;
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
@@ -258,7 +266,7 @@ mod tests {
         .unwrap();
         drop(tx);
         let mut out = Vec::new();
-        print_events(rx, LogFormat::Json, &mut out, std::io::sink()).await;
+        print_events(rx, LogFormat::Json, false, &mut out, std::io::sink()).await;
         let v: serde_json::Value =
             serde_json::from_slice(out.split(|b| *b == b'\n').next().unwrap()).unwrap();
         for k in [

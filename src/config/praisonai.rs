@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::yaml::{Document, Seg, Target, Value, key_text};
+use super::yaml::{Document, Mapping, Seg, Target, Value, key_text};
 
 /// One row of the PraisonAI ↔ cronsole table.
 #[derive(Debug, Clone, Copy)]
@@ -292,17 +292,46 @@ impl Default for ImportOptions {
     }
 }
 
+/// Where a line of the converted file came from, so that a problem found in it is reported
+/// where the operator can fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A position in the PraisonAI input (1-based line and column).
+    Source {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// A command-line option of `import` (`--provider`, `--model`, `--api-key-env`).
+    Option(&'static str),
+    /// Written by `import` itself (comments, the budget it chose, `jobs:`).
+    Generated,
+}
+
 /// A converted file.
 #[derive(Debug, Clone)]
 pub struct Imported {
     /// The cronsole jobs file.
     pub yaml: String,
+    /// Where each of its lines came from (`origins[n]` is line `n + 1`).
+    pub origins: Vec<Origin>,
     /// How many jobs it holds.
     pub jobs: usize,
     /// What could not be mapped, each with the position in the input (`FILE:LINE:COL: …`).
     pub unmapped: Vec<String>,
     /// What was mapped with a change of meaning the operator should know about.
     pub notes: Vec<String>,
+}
+
+impl Imported {
+    /// Where line `line` (1-based) of the converted file came from.
+    pub fn origin(&self, line: usize) -> Origin {
+        line.checked_sub(1)
+            .and_then(|i| self.origins.get(i))
+            .copied()
+            .unwrap_or(Origin::Generated)
+    }
 }
 
 /// Why a file could not be converted at all.
@@ -405,18 +434,17 @@ pub fn import(text: &str, file: &Path, opts: &ImportOptions) -> Result<Imported,
     }
     let any_cost = out_jobs.iter().any(|j| j.max_cost.is_some());
     let any_agent = out_jobs.iter().any(|j| j.agent);
-    let mut y = String::new();
-    let _ = writeln!(
-        y,
+    let mut y = Output::default();
+    y.generated(&format!(
         "# Converted from PraisonAI's scheduler file {} by `cronsole import praisonai`.\n\
          # Check it with `cronsole validate`; what could not be mapped was printed on stderr.\n",
         cx.file
-    );
+    ));
     if any_cost {
-        y.push_str(
+        y.generated(
             "# PraisonAI's max_cost is a lifetime total: each job's limit counts over all time\n\
              # (period: total), and there is no global limit, as in PraisonAI.\n\
-             budget:\n  max_cost_usd: null\n  period: total\n\n",
+             budget:\n  max_cost_usd: null\n  period: total\n",
         );
         cx.notes.push(
             "max_cost is a lifetime total in PraisonAI: every agent job has max_cost_usd (its \
@@ -432,46 +460,82 @@ pub fn import(text: &str, file: &Path, opts: &ImportOptions) -> Result<Imported,
         );
     }
     if any_agent {
-        let _ = writeln!(
-            y,
+        y.generated(&format!(
             "agents:\n  {AGENT}:                   # the Python agents' instructions are not in the \
-             PraisonAI file\n    provider: {}\n    api_key_env: {}\n    model: {}\n    \
-             instructions: \"\"\n",
-            quote(&opts.provider),
-            quote(&opts.api_key_env),
-            quote(&opts.model)
+             PraisonAI file\n"
+        ));
+        y.line(
+            format!("    provider: {}", quote(&opts.provider)),
+            Origin::Option("--provider"),
         );
+        y.line(
+            format!("    api_key_env: {}", quote(&opts.api_key_env)),
+            Origin::Option("--api-key-env"),
+        );
+        y.line(
+            format!("    model: {}", quote(&opts.model)),
+            Origin::Option("--model"),
+        );
+        y.generated("    instructions: \"\"\n");
     }
-    y.push_str("jobs:\n");
+    y.generated("jobs:\n");
     if out_jobs.is_empty() {
-        y.push_str("  []\n");
+        y.generated("  []\n");
     }
-    for j in &out_jobs {
-        y.push_str(&j.text);
+    for j in out_jobs.iter() {
+        for (text, origin) in &j.lines {
+            y.line(text.clone(), *origin);
+        }
         if j.agent {
             let cost = j
                 .max_cost
                 .clone()
-                .or_else(|| any_cost.then(|| "1.00".to_string()));
-            if let Some(c) = cost {
-                let _ = writeln!(y, "    max_cost_usd: {c}");
+                .or_else(|| any_cost.then(|| ("1.00".to_string(), j.at)));
+            if let Some((c, at)) = cost {
+                y.line(format!("    max_cost_usd: {c}"), at);
             }
         }
     }
     Ok(Imported {
-        yaml: y,
+        yaml: y.text,
+        origins: y.origins,
         jobs: out_jobs.len(),
         unmapped: cx.unmapped,
         notes: cx.notes,
     })
 }
 
-/// One converted job: its YAML lines (without `max_cost_usd`, written once the budget's shape
-/// is known), whether it is an agent job, and its `max_cost` as written.
-struct OutJob {
+/// The converted file as it is written: its text and where each line came from.
+#[derive(Default)]
+struct Output {
     text: String,
+    origins: Vec<Origin>,
+}
+
+impl Output {
+    /// One line (without its newline) from `origin`.
+    fn line(&mut self, text: String, origin: Origin) {
+        self.text.push_str(&text);
+        self.text.push('\n');
+        self.origins.push(origin);
+    }
+
+    /// Lines `import` writes by itself (`text` ends with a newline).
+    fn generated(&mut self, text: &str) {
+        for l in text.lines() {
+            self.line(l.to_string(), Origin::Generated);
+        }
+    }
+}
+
+/// One converted job: its YAML lines with their origins (without `max_cost_usd`, written once
+/// the budget's shape is known), whether it is an agent job, its `max_cost` as written with its
+/// position, and the job's own position.
+struct OutJob {
+    lines: Vec<(String, Origin)>,
     agent: bool,
-    max_cost: Option<String>,
+    max_cost: Option<(String, Origin)>,
+    at: Origin,
 }
 
 struct Conversion<'d> {
@@ -486,6 +550,11 @@ struct Conversion<'d> {
 
 impl Conversion<'_> {
     /// Record what could not be mapped, at the position of `path` (its key).
+    fn origin(&self, path: &[Seg], target: Target) -> Origin {
+        let (line, column) = self.doc.locate_or_parent(path, target);
+        Origin::Source { line, column }
+    }
+
     fn unmapped_at(&mut self, path: &[Seg], what: String) {
         let (line, col) = self.doc.locate_or_parent(path, Target::Key);
         self.unmapped
@@ -511,23 +580,49 @@ impl Conversion<'_> {
             self.unmapped_at(&base, format!("a second job named '{name}'; left out"));
             return None;
         }
-        let mut lines = vec![format!("  - name: {}", quote(&name))];
+        let job_at = self.origin(&base, Target::Value);
+        let value_at = |cx: &Self, k: &str| cx.origin(&at(k), Target::Value);
+        let name_at = if m.get("name").is_some() {
+            value_at(self, "name")
+        } else {
+            job_at
+        };
+        let mut lines = vec![(format!("  - name: {}", quote(&name)), name_at)];
         let command = m.get("command").filter(|v| !v.is_null());
         let message = m
             .get("message")
             .or_else(|| m.get("task"))
             .filter(|v| !v.is_null());
-        match m.get("schedule").or_else(|| m.get("schedule_expr")) {
-            Some(s) => lines.push(format!("    schedule: {}", flow(s))),
+        let schedule_key = if m.get("schedule").is_some() {
+            "schedule"
+        } else {
+            "schedule_expr"
+        };
+        match m.get(schedule_key) {
+            Some(s) => lines.push((
+                format!("    schedule: {}", flow(s)),
+                value_at(self, schedule_key),
+            )),
             None => self.unmapped_at(
                 &base,
                 format!("job '{name}' has no schedule: write one (e.g. `schedule: hourly`)"),
             ),
         }
         let agent = command.is_none();
+        let message_at = ["message", "task"]
+            .into_iter()
+            .find(|k| m.get(k).is_some_and(|v| !v.is_null()))
+            .map_or(job_at, |k| value_at(self, k));
+        let agent_at = ["agent_id", "agent"]
+            .into_iter()
+            .find(|k| m.get(k).is_some())
+            .map_or(job_at, |k| value_at(self, k));
         match (command, message) {
             (Some(c), m2) => {
-                lines.push(format!("    command: {}", flow(c)));
+                lines.push((
+                    format!("    command: {}", flow(c)),
+                    value_at(self, "command"),
+                ));
                 if m2.is_some() {
                     self.notes.push(format!(
                         "job '{name}': a command job delivers its command's output; its message \
@@ -536,10 +631,13 @@ impl Conversion<'_> {
                 }
             }
             (None, m2) => {
-                lines.push(format!("    agent: {AGENT}"));
-                lines.push(format!(
-                    "    message: {}",
-                    m2.map_or_else(|| "\"\"".to_string(), flow)
+                lines.push((format!("    agent: {AGENT}"), agent_at));
+                lines.push((
+                    format!(
+                        "    message: {}",
+                        m2.map_or_else(|| "\"\"".to_string(), flow)
+                    ),
+                    message_at,
                 ));
                 if m2.is_none() {
                     self.notes.push(format!(
@@ -549,19 +647,53 @@ impl Conversion<'_> {
                 }
             }
         }
+        let max_cost = self.other_keys(&name, m, &base, &mut lines);
+        let max_cost = match max_cost {
+            Some(_) if !agent => {
+                self.notes.push(format!(
+                    "job '{name}': max_cost on a command job is left out (a command spends \
+                     nothing)"
+                ));
+                None
+            }
+            other => other,
+        };
+        Some(OutJob {
+            lines,
+            agent,
+            max_cost,
+            at: job_at,
+        })
+    }
+
+    /// The job's keys other than its name, schedule, action and message: mapped onto `lines`
+    /// (each with its position), or reported. Returns `max_cost` as written, with its position.
+    fn other_keys(
+        &mut self,
+        name: &str,
+        m: &Mapping,
+        base: &[Seg],
+        lines: &mut Vec<(String, Origin)>,
+    ) -> Option<(String, Origin)> {
+        let at = |k: &str| {
+            let mut p = base.to_vec();
+            p.push(Seg::Key(k.into()));
+            p
+        };
         let mut max_cost = None;
         for (k, v) in m.iter() {
             let k = key_text(k).unwrap_or_default();
+            let here = self.origin(&at(&k), Target::Value);
             match k.as_str() {
                 "name" | "schedule" | "schedule_expr" | "command" | "message" | "task" => {}
                 "agent_id" | "agent" => {
                     self.agents.insert(plain(v));
                 }
-                "max_cost" => max_cost = Some(amount(v)),
-                "timeout" => lines.push(format!("    timeout_seconds: {}", flow(v))),
+                "max_cost" => max_cost = Some((amount(v), here)),
+                "timeout" => lines.push((format!("    timeout_seconds: {}", flow(v)), here)),
                 "delete_after_run" => {
                     if matches!(v, Value::Bool(true)) {
-                        lines.push("    once: true".into());
+                        lines.push(("    once: true".into(), here));
                     }
                 }
                 "on_success" | "on_failure" => self.unmapped_at(
@@ -577,7 +709,7 @@ impl Conversion<'_> {
                         }
                     ),
                 ),
-                k2 if SAME.contains(&k2) => lines.push(format!("    {k2}: {}", flow(v))),
+                k2 if SAME.contains(&k2) => lines.push((format!("    {k2}: {}", flow(v)), here)),
                 other => {
                     let why = match hint(other) {
                         Some(h) => h,
@@ -590,19 +722,7 @@ impl Conversion<'_> {
                 }
             }
         }
-        if !agent && max_cost.is_some() {
-            self.notes.push(format!(
-                "job '{name}': max_cost on a command job is left out (a command spends nothing)"
-            ));
-            max_cost = None;
-        }
-        let mut text = lines.join("\n");
-        text.push('\n');
-        Some(OutJob {
-            text,
-            agent,
-            max_cost,
-        })
+        max_cost
     }
 }
 

@@ -67,26 +67,10 @@ pub enum Event {
 }
 
 impl Event {
-    /// The event of a history row this process wrote, logged on the way: the log (`cronsole
-    /// logs`, `logs --job NAME`) has one line per row even while the console draws, which
-    /// leaves the terminal to the screen.
+    /// The event of a history row this process wrote. It is not logged here: the front end
+    /// writes each row once to each of its outputs (stdout, the log files), and a line here
+    /// would be a second copy in the log or the journal.
     pub(crate) fn row(r: HistoryRow) -> Event {
-        let said = r
-            .error
-            .as_deref()
-            .or(r.reason.as_deref())
-            .and_then(|t| t.lines().next())
-            .unwrap_or("");
-        tracing::info!(
-            job = %r.job,
-            run_id = %r.run_id,
-            status = %r.status.as_str(),
-            trigger = %r.trigger.as_str(),
-            cost_usd = r.cost_usd,
-            "{}{}{said}",
-            r.status.as_str(),
-            if said.is_empty() { "" } else { ": " }
-        );
         Event::Row(r)
     }
 }

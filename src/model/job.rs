@@ -7,10 +7,10 @@
 //! the store.
 //!
 //! Where slots start ([`JobDef::first_slots`]) is one rule for the store, which records it, and
-//! for every preview of a job not stored yet (`validate`, `next --job`): an `every` grid starts
-//! at the moment the job is first stored, which is its first slot; cron and wall times sit on
-//! the clock; `run_immediately: true` adds one run at that moment (taking the place of a slot
-//! due then).
+//! for every preview of a job not stored yet (`validate`, `next --job`): an `every` grid is
+//! anchored at the moment the job is first stored and its first slot is one interval later;
+//! cron and wall times sit on the clock; `run_immediately: true` adds one run at that moment
+//! (taking the place of a slot due then).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -222,9 +222,9 @@ impl Overlap {
 pub struct FirstSlots {
     /// The `every` grid's origin (`stored`), the resolved instant of `in 10m`, else `stored`.
     pub anchor: DateTime<Utc>,
-    /// The schedule's first slot: `anchor` for `every`, the first cron or wall time at or
-    /// after `stored`, the `at` instant; on a date the calendars allow; after `immediate` when
-    /// there is one. `None` without slots (`after:` only, a spent one-shot).
+    /// The schedule's first slot: `anchor` + one interval for `every`, the first cron or wall
+    /// time at or after `stored`, the `at` instant; on a date the calendars allow; after
+    /// `immediate` when there is one. `None` without slots (`after:` only, a spent one-shot).
     pub first: Option<DateTime<Utc>>,
     /// `run_immediately: true`: one run at `stored` (`trigger: immediate`), before `first`.
     pub immediate: Option<DateTime<Utc>>,
@@ -244,6 +244,28 @@ impl JobDef {
         &self,
         stored: DateTime<Utc>,
     ) -> Result<FirstSlots, crate::schedule::ScheduleError> {
+        let (anchor, first) = self.schedule_start(stored)?;
+        let compiled = self.compile(anchor)?;
+        let immediate = self.run_immediately.then_some(stored);
+        // The immediate run is the run of a slot due at or before it (the store claims that
+        // slot with `trigger: immediate`): the schedule goes on after it.
+        let first = match (immediate, first) {
+            (Some(i), Some(f)) if f <= i => compiled.next_after(i),
+            _ => first,
+        };
+        Ok(FirstSlots {
+            anchor,
+            first,
+            immediate,
+        })
+    }
+
+    /// The schedule's own start when the job is (re-)anchored at `stored`, `run_immediately`
+    /// aside: the grid's anchor and its first slot. The store records exactly this.
+    pub fn schedule_start(
+        &self,
+        stored: DateTime<Utc>,
+    ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), crate::schedule::ScheduleError> {
         let anchor = match self.schedule {
             ScheduleSpec::In { seconds } => {
                 let s = i64::try_from(seconds).unwrap_or(i64::MAX / 1000);
@@ -257,8 +279,9 @@ impl JobDef {
         let at_or_after =
             |t: DateTime<Utc>| compiled.next_after(t - chrono::Duration::milliseconds(1));
         let first = match self.schedule {
-            // The grid's origin is a slot: a new `every` job runs when it is stored.
-            ScheduleSpec::Every { .. } => at_or_after(anchor),
+            // The anchor is the grid's origin, not a slot: storing a job is not a reason to run
+            // it (`run_immediately: true` asks for that run).
+            ScheduleSpec::Every { .. } => compiled.next_after(anchor),
             ScheduleSpec::At { at } if self.days.is_empty() => Some(at),
             ScheduleSpec::At { at } => at_or_after(at),
             ScheduleSpec::In { .. } if self.days.is_empty() => Some(anchor),
@@ -266,18 +289,7 @@ impl JobDef {
             ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => at_or_after(stored),
             ScheduleSpec::AfterOnly => None,
         };
-        let immediate = self.run_immediately.then_some(stored);
-        // The immediate run is the run of a slot due at or before it (the store claims that
-        // slot with `trigger: immediate`): the schedule goes on after it.
-        let first = match (immediate, first) {
-            (Some(i), Some(f)) if f <= i => compiled.next_after(i),
-            _ => first,
-        };
-        Ok(FirstSlots {
-            anchor,
-            first,
-            immediate,
-        })
+        Ok((anchor, first))
     }
 
     /// The job's slot schedule: its `schedule` with `anchor`, restricted to the dates its
@@ -327,7 +339,7 @@ mod tests {
     }
 
     /// Where each schedule form's runs start when the job is first stored at 20:15:09: an
-    /// `every` grid at that instant, cron and wall times on the clock; `run_immediately` one run
+    /// `every` grid one interval after that instant, cron and wall times on the clock; `run_immediately` one run
     /// at the store instant, the schedule going on after it.
     #[test]
     fn first_slots_of_every_schedule_form() {
@@ -336,22 +348,22 @@ mod tests {
         let cases = [
             (
                 "every 1h",
-                "2026-12-06T20:15:09Z",
+                "2026-12-06T21:15:09Z",
                 Some("2026-12-06T21:15:09Z"),
             ),
             (
                 "hourly",
-                "2026-12-06T20:15:09Z",
+                "2026-12-06T21:15:09Z",
                 Some("2026-12-06T21:15:09Z"),
             ),
             (
                 "daily",
-                "2026-12-06T20:15:09Z",
+                "2026-12-07T20:15:09Z",
                 Some("2026-12-07T20:15:09Z"),
             ),
             (
                 "every 90s",
-                "2026-12-06T20:15:09Z",
+                "2026-12-06T20:16:39Z",
                 Some("2026-12-06T20:16:39Z"),
             ),
             (

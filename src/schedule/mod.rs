@@ -198,8 +198,8 @@ impl Compiled {
 pub fn placement(spec: &ScheduleSpec) -> Option<String> {
     match spec {
         ScheduleSpec::Every { every_seconds } => {
-            let grid = "counted from when the job is first stored, which is its first slot, not \
-                        on the clock";
+            let grid = "counted from when the job is first stored, its first slot one interval \
+                        later, not on the clock";
             Some(match clock_form(*every_seconds) {
                 Some(c) => format!("{grid}; {c} runs on the clock"),
                 None => grid.to_string(),

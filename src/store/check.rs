@@ -845,7 +845,12 @@ mod tests {
             jobs: vec![crate::store::policy::define::tests_support::def("a")],
         };
         let t0 = chrono::DateTime::from_timestamp(0, 0).unwrap();
-        s.apply(&file, t0).unwrap();
+        // Stored so that the first slot is `t0`.
+        s.apply(
+            &file,
+            crate::testkit::jobs::stored_for_first_slot(&file.jobs[0], t0),
+        )
+        .unwrap();
         let c = s
             .claim_due(&crate::store::ClaimRequest {
                 now: t0,

@@ -39,6 +39,26 @@ pub fn command_job(name: &str, every_seconds: u64) -> JobDef {
     }
 }
 
+/// The instant to store `def` at so that its first slot is `first`: one interval earlier for an
+/// `every` grid (whose first slot is its anchor plus one interval), the delay earlier for `in`,
+/// `first` itself otherwise (a cron or wall time `first` must be on the clock's grid).
+pub fn stored_for_first_slot(
+    def: &JobDef,
+    first: chrono::DateTime<chrono::Utc>,
+) -> chrono::DateTime<chrono::Utc> {
+    match def.schedule {
+        ScheduleSpec::Every { every_seconds } => {
+            let back = i64::try_from(every_seconds).unwrap_or(i64::MAX / 1000);
+            first - chrono::Duration::seconds(back)
+        }
+        ScheduleSpec::In { seconds } => {
+            let back = i64::try_from(seconds).unwrap_or(i64::MAX / 1000);
+            first - chrono::Duration::seconds(back)
+        }
+        _ => first,
+    }
+}
+
 /// An agent of `provider` named `name`: model `m`, key in `K`, short instructions, default
 /// tool limits and no tools.
 pub fn agent_def(name: &str, provider: crate::model::Provider) -> crate::model::AgentDef {

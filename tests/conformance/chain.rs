@@ -6,7 +6,7 @@ use cronsole::model::{After, ChainOn, JobDef, Status, Trigger};
 use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{Completion, HistoryQuery};
 
-use super::{Factory, claim, done, every, file, t};
+use super::{Factory, apply_due, claim, done, every, file, t};
 
 fn chained(name: &str, after: &[(&str, ChainOn)]) -> JobDef {
     let mut d = every(name, 60);
@@ -24,7 +24,8 @@ fn chained(name: &str, after: &[(&str, ChainOn)]) -> JobDef {
 
 pub fn chains_run_once_per_parent_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("collect", 3600),
             chained("triage", &[("collect", ChainOn::Success)]),
@@ -117,7 +118,8 @@ pub fn chains_run_once_per_parent_run(f: Factory) {
 
 pub fn chain_on_failure_and_fan_in(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("a", 3600),
             every("b", 3600),
@@ -168,7 +170,8 @@ pub fn chain_on_failure_and_fan_in(f: Factory) {
 /// ends once and runs once; a child the batch's ends do not fire stays idle.
 pub fn one_completion_batch_ending_both_parents_fires_the_fan_in_child_once(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("a", 3600),
             every("b", 3600),
@@ -228,7 +231,8 @@ pub fn one_completion_batch_ending_both_parents_fires_the_fan_in_child_once(f: F
 
 pub fn chain_from_a_recovered_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("p", 3600),
             chained("c", &[("p", ChainOn::Failure)]),
@@ -267,7 +271,8 @@ pub fn chain_from_a_recovered_run(f: Factory) {
 
 pub fn paused_child_keeps_its_chain_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![
             every("p", 3600),
             chained("c", &[("p", ChainOn::Completion)]),
@@ -298,7 +303,7 @@ pub fn a_chain_cycle_is_refused_before_anything_is_stored(f: Factory) {
     let mut a = chained("a", &[("b", ChainOn::Success)]);
     a.schedule = ScheduleSpec::Every { every_seconds: 60 };
     let b = chained("b", &[("a", ChainOn::Completion)]);
-    let e = s.apply(&file(vec![a, b]), t(1000)).unwrap_err();
+    let e = apply_due(&*s, &file(vec![a, b]), t(1000)).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("a waits for b waits for a"), "{e}");
     assert!(s.jobs().unwrap().is_empty(), "nothing stored");

@@ -7,7 +7,7 @@ use cronsole::model::{Budget, BudgetPeriod, HistoryRow, JobDef, Status};
 use cronsole::store::{Completion, LoopStep, ReserveOutcome, Settlement, StepOutcome};
 use cronsole::transcript::{CallEntry, CallState, Delta, Entry, Transcript, TurnEntry};
 
-use super::{Factory, claim, every, file, rows, t};
+use super::{Factory, apply_due, claim, every, file, rows, t};
 
 fn step<'a>(
     job: &'a str,
@@ -47,7 +47,7 @@ pub fn loop_steps_hold_every_budget_across_owners(f: Factory) {
         max_cost_usd: 0.50,
         period: BudgetPeriod::Day,
     });
-    s.apply(&jf, t(1000)).unwrap();
+    apply_due(&*s, &jf, t(1000)).unwrap();
     let owners = ["o1", "o2", "o3"];
     let mut claims = Vec::new();
     for (i, o) in owners.iter().enumerate() {
@@ -189,7 +189,7 @@ pub fn an_abandoned_loop_keeps_the_calls_it_recorded(f: Factory) {
         lease_seconds: 5.0,
         ..every("a", 3600)
     };
-    s.apply(&file(vec![def]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![def]), t(1000)).unwrap();
     let c = claim(&*s, "dead", t(1000), 1).claims.remove(0);
     let first = [
         Delta {
@@ -274,7 +274,7 @@ pub fn a_refused_step_still_settles_the_last_turn(f: Factory) {
         max_cost_usd: 0.10,
         period: BudgetPeriod::Day,
     });
-    s.apply(&jf, t(1000)).unwrap();
+    apply_due(&*s, &jf, t(1000)).unwrap();
     let c = claim(&*s, "o1", t(1000), 1).claims.remove(0);
     let other = uuid::Uuid::new_v4();
     assert_eq!(

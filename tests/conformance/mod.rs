@@ -39,6 +39,32 @@ pub fn every(name: &str, secs: u64) -> JobDef {
     cronsole::testkit::jobs::command_job(name, secs)
 }
 
+/// Store `file` so that its `every` jobs' first slot is `first`: one interval before it (the
+/// cases mean "jobs due at `first`"; an `every` job's first slot is its anchor plus one
+/// interval). Its `every` jobs share one interval; a file without one is stored at `first`.
+pub fn apply_due(
+    s: &dyn Store,
+    file: &JobsFile,
+    first: DateTime<Utc>,
+) -> cronsole::store::StoreResult<cronsole::store::ApplyReport> {
+    let every: Vec<&JobDef> = file
+        .jobs
+        .iter()
+        .filter(|j| matches!(j.schedule, ScheduleSpec::Every { .. }))
+        .collect();
+    let stored = match every.first() {
+        Some(j) => {
+            assert!(
+                every.iter().all(|k| k.schedule == j.schedule),
+                "every jobs of different intervals have no one instant to be stored at"
+            );
+            cronsole::testkit::jobs::stored_for_first_slot(j, first)
+        }
+        None => first,
+    };
+    s.apply(file, stored)
+}
+
 pub fn file(jobs: Vec<JobDef>) -> JobsFile {
     JobsFile {
         settings: Default::default(),
@@ -83,9 +109,9 @@ pub fn rows(s: &dyn Store, job: &str) -> Vec<HistoryRow> {
 fn ran_once_at_t0(s: &dyn Store, mut def: JobDef) {
     def.schedule = ScheduleSpec::Every { every_seconds: 60 };
     let name = def.name.clone();
-    s.apply(&file(vec![def]), t(1000)).unwrap();
+    apply_due(s, &file(vec![def]), t(1000)).unwrap();
     let o = claim(s, "a", t(1000), 10);
-    assert_eq!(o.claims.len(), 1, "a new every-job fires at its anchor");
+    assert_eq!(o.claims.len(), 1, "the every-job fires at its first slot");
     assert_eq!(o.claims[0].slot, Some(t(1000)));
     done(s, &o.claims[0], "a", Status::Succeeded, t(1001));
     assert_eq!(s.job(&name).unwrap().unwrap().rt.next_slot, Some(t(1060)));
@@ -95,9 +121,7 @@ fn ran_once_at_t0(s: &dyn Store, mut def: JobDef) {
 
 pub fn apply_creates_updates_and_retires(f: Factory) {
     let s = f();
-    let r = s
-        .apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
-        .unwrap();
+    let r = apply_due(&*s, &file(vec![every("a", 60), every("b", 60)]), t(1000)).unwrap();
     assert_eq!(r.created, vec!["a", "b"]);
     let b2 = every("b", 120);
     let r = s.apply(&file(vec![every("a", 60), b2]), t(1100)).unwrap();
@@ -118,7 +142,7 @@ pub fn apply_creates_updates_and_retires(f: Factory) {
 
 pub fn each_slot_is_claimed_once_across_owners(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let a = claim(&*s, "a", t(1000), 10);
     let b = claim(&*s, "b", t(1000), 10);
     assert_eq!(a.claims.len() + b.claims.len(), 1);
@@ -140,7 +164,7 @@ pub fn each_slot_is_claimed_once_across_owners(f: Factory) {
 pub fn claims_respect_the_owners_limit(f: Factory) {
     let s = f();
     let defs = (0..10).map(|i| every(&format!("j{i}"), 60)).collect();
-    s.apply(&file(defs), t(1000)).unwrap();
+    apply_due(&*s, &file(defs), t(1000)).unwrap();
     let a = claim(&*s, "a", t(1000), 3);
     assert_eq!(a.claims.len(), 3);
     let b = claim(&*s, "b", t(1000), 100);
@@ -159,7 +183,7 @@ pub fn claims_respect_the_owners_limit(f: Factory) {
 
 pub fn in_flight_jobs_are_not_reoffered_to_their_owner(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let in_flight = vec!["j".to_string()];
     let again = s
@@ -177,7 +201,7 @@ pub fn in_flight_jobs_are_not_reoffered_to_their_owner(f: Factory) {
 
 pub fn renewals_are_fenced_by_run_id(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     assert_eq!(
         s.renew("j", c.run_id, "a", t(1020)).unwrap(),
@@ -242,7 +266,7 @@ pub fn a_first_run_always_fires(f: Factory) {
     let s = f();
     let mut d = every("j", 60);
     d.misfire_grace_seconds = Some(1.0);
-    s.apply(&file(vec![d]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
     let o = claim(&*s, "a", t(5000), 10);
     assert_eq!(o.claims.len(), 1, "never run, grace 1 → fires");
     assert!(o.rows.is_empty());
@@ -260,7 +284,7 @@ pub fn cron_missed_after_days_and_first_cron_fire(f: Factory) {
     d.misfire_grace_seconds = Some(600.0);
     let mut never = d.clone();
     never.name = "never".into();
-    s.apply(&file(vec![d, never]), t(base)).unwrap();
+    apply_due(&*s, &file(vec![d, never]), t(base)).unwrap();
     // "c" runs at 07:00 on day 0; "never" is claimed for the first time 3 days later.
     let o = s
         .claim_due(&ClaimRequest {
@@ -309,7 +333,7 @@ pub fn grace_from_yaml_string_and_junk(f: Factory) {
     let loaded = cronsole::config::load_str(yaml, std::path::Path::new("jobs.yaml"))
         .unwrap_or_else(|e| panic!("{e:?}"));
     let s = f();
-    s.apply(&loaded.file, t(1000)).unwrap();
+    apply_due(&*s, &loaded.file, t(1000)).unwrap();
     for c in claim(&*s, "a", t(1000), 10).claims {
         done(&*s, &c, "a", Status::Succeeded, t(1001));
     }
@@ -325,7 +349,7 @@ pub fn grace_from_yaml_string_and_junk(f: Factory) {
 
 pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "dead", t(1000), 10).claims.remove(0);
     // Lease (30 s) expires; another owner recovers at t+31.
     let o = claim(&*s, "b", t(1031), 10);
@@ -363,7 +387,7 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
 /// slot, the real result. A one-shot whose run really ended is not retried.
 pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "paused", t(1000), 10).claims.remove(0);
     let o = claim(&*s, "b", t(1031), 10);
     assert_eq!(o.rows[0].status, Status::Abandoned);
@@ -405,7 +429,7 @@ pub fn a_late_completion_replaces_the_abandoned_row_of_its_run(f: Factory) {
     let s = f();
     let mut d = every("once", 60);
     d.max_runs = Some(1);
-    s.apply(&file(vec![d]), t(2000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(2000)).unwrap();
     let c = claim(&*s, "paused", t(2000), 10).claims.remove(0);
     let o = claim(&*s, "b", t(2031), 0);
     assert!(
@@ -438,7 +462,7 @@ pub fn a_late_completion_counts_toward_max_runs(f: Factory) {
     let s = f();
     let mut d = every("capped", 60);
     d.max_runs = Some(3);
-    s.apply(&file(vec![d]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
     let c1 = claim(&*s, "a", t(1000), 10).claims.remove(0);
     done(&*s, &c1, "a", Status::Succeeded, t(1001));
     let stopped = claim(&*s, "paused", t(1060), 10).claims.remove(0);
@@ -465,7 +489,7 @@ pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
     let s = f();
     let mut d = every("once", 60);
     d.max_runs = Some(1);
-    s.apply(&file(vec![d]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
     let c1 = claim(&*s, "dead1", t(1000), 10).claims.remove(0);
     assert!(c1.job.rt.lease.as_ref().unwrap().spends_job);
     let o = claim(&*s, "b", t(1031), 10);
@@ -489,7 +513,7 @@ pub fn one_shot_recovery_that_succeeds_retires(f: Factory) {
     let s = f();
     let mut d = every("at", 60);
     d.schedule = ScheduleSpec::At { at: t(1100) };
-    s.apply(&file(vec![d]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
     assert!(claim(&*s, "a", t(1099), 10).claims.is_empty());
     claim(&*s, "dead", t(1100), 10).claims.remove(0);
     let r = claim(&*s, "b", t(1131), 10).claims.remove(0);
@@ -506,7 +530,7 @@ pub fn slots_passing_during_a_run_become_one_overlap_row(f: Factory) {
     let s = f();
     let mut d = every("j", 10);
     d.lease_seconds = 300.0;
-    s.apply(&file(vec![d]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let out = done(&*s, &c, "a", Status::Succeeded, t(1055));
     assert_eq!(out.rows.len(), 2);
@@ -567,7 +591,7 @@ pub fn bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure(f: Factor
     let s = f();
     let names: Vec<String> = (0..40).map(|i| format!("j{i:02}")).collect();
     let defs = names.iter().map(|n| every(n, 60)).collect();
-    s.apply(&file(defs), t(1000)).unwrap();
+    apply_due(&*s, &file(defs), t(1000)).unwrap();
     let tok = s.change_token().unwrap();
     let r = s.bulk_edit(&names, &BulkAction::SetPaused(true), t(1010));
     assert!(r.error.is_none(), "{:?}", r.error);
@@ -652,7 +676,7 @@ pub fn max_runs_and_until_retire(f: Factory) {
     m.max_runs = Some(2);
     let mut u = every("u", 60);
     u.until = Some(t(1090));
-    s.apply(&file(vec![m, u]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![m, u]), t(1000)).unwrap();
     for (i, now) in [1000, 1060].into_iter().enumerate() {
         let o = claim(&*s, "a", t(now), 10);
         for c in &o.claims {
@@ -674,7 +698,7 @@ pub fn max_runs_and_until_retire(f: Factory) {
 
 pub fn oversized_state_is_rejected_and_prior_kept(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("j", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let mut small = JobState::default();
     small.notepad.insert("k".into(), "v".into());
@@ -726,7 +750,7 @@ pub fn budget_reservations_are_atomic_and_settle_into_counters(f: Factory) {
         max_cost_usd: 1.0,
         period: BudgetPeriod::Day,
     });
-    s.apply(&jf, t(1000)).unwrap();
+    apply_due(&*s, &jf, t(1000)).unwrap();
     let c = claim(&*s, "o1", t(1000), 10)
         .claims
         .into_iter()
@@ -875,7 +899,7 @@ pub fn a_budget_period_edit_keeps_the_money_spent_inside_the_new_period(f: Facto
         });
         jf
     };
-    s.apply(&with(BudgetPeriod::Day), t(1000)).unwrap();
+    apply_due(&*s, &with(BudgetPeriod::Day), t(1000)).unwrap();
     let c = claim(&*s, "o1", t(1000), 10)
         .claims
         .into_iter()
@@ -991,7 +1015,7 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
         .unwrap();
     };
     // 1970-01-01 (t0) is a Thursday of ISO week 1970-W01 (Monday 1969-12-29 … Sunday 01-04).
-    s.apply(&with(BudgetPeriod::Day), t(1000)).unwrap();
+    apply_due(&*s, &with(BudgetPeriod::Day), t(1000)).unwrap();
     spend("a", 0.02, 1000);
     // Friday: a new day, its budget empty; `b` spends $0.005.
     let fri = DAY + 1000;
@@ -1086,7 +1110,7 @@ pub fn a_call_reserved_before_midnight_is_booked_in_its_day(f: Factory) {
         period: BudgetPeriod::Day,
     });
     let d = at("2026-12-01T23:59:58Z");
-    s.apply(&jf, d).unwrap();
+    apply_due(&*s, &jf, d).unwrap();
     let claims = claim(&*s, "o1", d, 10).claims;
     let run = |job: &str| {
         claims
@@ -1154,8 +1178,7 @@ pub fn a_call_reserved_before_midnight_is_booked_in_its_day(f: Factory) {
 
 pub fn history_filters_newest_first(f: Factory) {
     let s = f();
-    s.apply(&file(vec![every("a", 60), every("b", 60)]), t(1000))
-        .unwrap();
+    apply_due(&*s, &file(vec![every("a", 60), every("b", 60)]), t(1000)).unwrap();
     let mut ids = Vec::new();
     for (i, now) in [1000, 1060, 1120].into_iter().enumerate() {
         for c in claim(&*s, "o", t(now), 10).claims {
@@ -1212,7 +1235,8 @@ pub fn history_filters_newest_first(f: Factory) {
 /// there is no next; a token from nowhere is refused.
 pub fn history_pages_by_token(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![every("a", 60), every("b", 60), every("c", 60)]),
         t(1000),
     )
@@ -1269,7 +1293,7 @@ pub fn history_pages_by_token(f: Factory) {
 pub fn operator_actions_and_history_pages(f: Factory) {
     use cronsole::store::{EditOutcome, JobEdit};
     let s = f();
-    s.apply(&file(vec![every("a", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("a", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "o1", t(1000), 5).claims.remove(0);
     // Cancel: by name and by run id; another run id is refused.
     assert!(
@@ -1368,8 +1392,7 @@ pub fn queued_operator_runs_outlive_retirement(f: Factory) {
     let s = f();
     let mut once = every("once", 60);
     once.max_runs = Some(1);
-    s.apply(&file(vec![once, every("gone", 60)]), t(1000))
-        .unwrap();
+    apply_due(&*s, &file(vec![once, every("gone", 60)]), t(1000)).unwrap();
     for job in ["once", "gone"] {
         assert_eq!(
             s.request_trigger(job, t(1000)).unwrap(),
@@ -1419,7 +1442,7 @@ pub fn queued_operator_runs_outlive_retirement(f: Factory) {
 pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
     use cronsole::store::{EditOutcome, JobEdit};
     let s = f();
-    s.apply(&file(vec![every("c", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("c", 60)]), t(1000)).unwrap();
     assert_eq!(
         s.request_trigger("c", t(1000)).unwrap(),
         TriggerOutcome::Queued
@@ -1466,7 +1489,7 @@ pub fn jitter_and_calendars_shape_what_is_offered(f: Factory) {
     def.jitter_seconds = 600.0;
     let fire = def.fire_at(t(1000));
     assert!(fire > t(1000) && fire < t(1600), "{fire}");
-    s.apply(&file(vec![def]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![def]), t(1000)).unwrap();
     assert_eq!(s.next_wakeup(t(1000)).unwrap(), Some(fire));
     let early = claim(&*s, "a", fire - chrono::Duration::milliseconds(1), 10);
     assert!(early.claims.is_empty() && early.rows.is_empty());
@@ -1509,8 +1532,12 @@ pub fn jitter_and_calendars_shape_what_is_offered(f: Factory) {
 pub fn jobs_pages_walk_every_job_in_order(f: Factory) {
     let s = f();
     let names: Vec<String> = (0..25).map(|i| format!("job-{i:02}")).collect();
-    s.apply(&file(names.iter().map(|n| every(n, 60)).collect()), t(1000))
-        .unwrap();
+    apply_due(
+        &*s,
+        &file(names.iter().map(|n| every(n, 60)).collect()),
+        t(1000),
+    )
+    .unwrap();
     let all: Vec<String> = s.jobs().unwrap().into_iter().map(|j| j.def.name).collect();
     assert_eq!(all.len(), 25);
     let mut walked = Vec::new();
@@ -1537,7 +1564,7 @@ pub fn jobs_pages_walk_every_job_in_order(f: Factory) {
 pub fn attempt_log_round_trips(f: Factory) {
     use cronsole::model::{Attempt, AttemptOutcome};
     let s = f();
-    s.apply(&file(vec![every("a", 60)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![every("a", 60)]), t(1000)).unwrap();
     let o = claim(&*s, "o", t(1000), 10);
     let c = &o.claims[0];
     let mut row = HistoryRow::new("a", Status::Succeeded, c.trigger, c.slot, "o", t(1005));

@@ -5,7 +5,7 @@ use cronsole::model::{HistoryRow, Overlap, Status};
 use cronsole::store::{Completion, RenewOutcome};
 use cronsole::testkit::store::ClaimAt;
 
-use super::{Factory, claim, done, every, file, rows, t};
+use super::{Factory, apply_due, claim, done, every, file, rows, t};
 
 fn job(overlap: Overlap, every_s: u64, lease: f64) -> cronsole::model::JobDef {
     let mut d = every("j", every_s);
@@ -16,8 +16,12 @@ fn job(overlap: Overlap, every_s: u64, lease: f64) -> cronsole::model::JobDef {
 
 pub fn overlap_buffer_one_runs_the_first_kept_slot_after_the_run(f: Factory) {
     let s = f();
-    s.apply(&file(vec![job(Overlap::BufferOne, 10, 300.0)]), t(1000))
-        .unwrap();
+    apply_due(
+        &*s,
+        &file(vec![job(Overlap::BufferOne, 10, 300.0)]),
+        t(1000),
+    )
+    .unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     // Slots 1010..1050 came while the run was live: 1010 is kept, 1020..1050 are one row.
     let out = done(&*s, &c, "a", Status::Succeeded, t(1055));
@@ -53,8 +57,12 @@ pub fn overlap_buffer_one_runs_the_first_kept_slot_after_the_run(f: Factory) {
 /// the kept slot runs once after the run, and the slots that passed while paused record nothing.
 pub fn overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run(f: Factory) {
     let s = f();
-    s.apply(&file(vec![job(Overlap::BufferOne, 10, 300.0)]), t(1000))
-        .unwrap();
+    apply_due(
+        &*s,
+        &file(vec![job(Overlap::BufferOne, 10, 300.0)]),
+        t(1000),
+    )
+    .unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     s.set_paused("j", true, t(1012)).unwrap();
     s.set_paused("j", false, t(1034)).unwrap();
@@ -90,8 +98,7 @@ pub fn overlap_buffer_one_keeps_its_slot_through_a_pause_during_the_run(f: Facto
 /// during the run before the pause still get their overlap row, those after it none.
 pub fn overlap_skip_writes_the_row_of_slots_due_before_a_pause(f: Factory) {
     let s = f();
-    s.apply(&file(vec![job(Overlap::Skip, 10, 300.0)]), t(1000))
-        .unwrap();
+    apply_due(&*s, &file(vec![job(Overlap::Skip, 10, 300.0)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     s.set_paused("j", true, t(1025)).unwrap();
     let out = done(&*s, &c, "a", Status::Succeeded, t(1045));
@@ -114,8 +121,7 @@ pub fn overlap_skip_writes_the_row_of_slots_due_before_a_pause(f: Factory) {
 
 pub fn overlap_buffer_one_keeps_its_slot_when_the_owner_dies(f: Factory) {
     let s = f();
-    s.apply(&file(vec![job(Overlap::BufferOne, 10, 30.0)]), t(1000))
-        .unwrap();
+    apply_due(&*s, &file(vec![job(Overlap::BufferOne, 10, 30.0)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     // Owner "a" dies; its lease (until 1030) is recovered by "b": the slots 1010..1030 came
     // while the run was live, so 1010 is kept and run by "b" in the same claim.
@@ -140,7 +146,8 @@ pub fn overlap_buffer_one_keeps_its_slot_when_the_owner_dies(f: Factory) {
 
 pub fn overlap_cancel_previous_supersedes_the_live_run(f: Factory) {
     let s = f();
-    s.apply(
+    apply_due(
+        &*s,
         &file(vec![job(Overlap::CancelPrevious, 10, 300.0)]),
         t(1000),
     )
@@ -186,8 +193,7 @@ pub fn overlap_allow_runs_side_by_side_up_to_the_bound(f: Factory) {
     let allow = Overlap::Allow {
         max_concurrent_runs: 2,
     };
-    s.apply(&file(vec![job(allow, 10, 300.0)]), t(1000))
-        .unwrap();
+    apply_due(&*s, &file(vec![job(allow, 10, 300.0)]), t(1000)).unwrap();
     let a = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let b = claim(&*s, "b", t(1010), 10).claims.remove(0);
     assert_eq!(b.slot, Some(t(1010)));
@@ -233,7 +239,7 @@ pub fn overlap_allow_an_owner_death_frees_only_its_lease(f: Factory) {
     let allow = Overlap::Allow {
         max_concurrent_runs: 2,
     };
-    s.apply(&file(vec![job(allow, 10, 30.0)]), t(1000)).unwrap();
+    apply_due(&*s, &file(vec![job(allow, 10, 30.0)]), t(1000)).unwrap();
     let a = claim(&*s, "a", t(1000), 10).claims.remove(0);
     let b = claim(&*s, "b", t(1010), 10).claims.remove(0);
     // "b" keeps renewing; "a" died (its lease ran out at 1030).

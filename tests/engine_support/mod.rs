@@ -47,7 +47,11 @@ pub struct Rig {
 
 pub struct RigOpts {
     pub env: HashMap<String, String>,
+    /// Where the engine's clock starts.
     pub start: DateTime<Utc>,
+    /// When the jobs are stored; `None`: one `every` interval before `start`, so each `every`
+    /// job's first slot is `start` (see [`stored_for`]).
+    pub stored: Option<DateTime<Utc>>,
     /// The runs' tools (none when unset).
     pub tools: Option<Arc<dyn cronsole::testkit::internals::action::tools::ToolboxBuilder>>,
     /// The engine's bound on its clock's offset from the store's (none when unset).
@@ -59,6 +63,7 @@ impl Default for RigOpts {
         RigOpts {
             env: HashMap::new(),
             start: t("2026-11-29T12:00:00Z"),
+            stored: None,
             tools: None,
             max_clock_offset: None,
         }
@@ -66,7 +71,9 @@ impl Default for RigOpts {
 }
 
 impl Rig {
-    /// Validate `yaml`, apply it to a fresh store at `opts.start`, start the engine.
+    /// Validate `yaml`, apply it to a fresh store at `opts.stored` (by default so that its
+    /// `every` jobs' first slot is `opts.start`), start the engine with its clock at
+    /// `opts.start`.
     pub async fn start(name: &str, yaml: &str, opts: RigOpts) -> Rig {
         let dir = tmp(name);
         let store_dir = dir.join("store");
@@ -74,7 +81,10 @@ impl Rig {
         std::fs::write(&jobs_path, yaml).expect("write jobs file");
         let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
         let store: Arc<dyn Store> = Arc::new(FileStore::open(&store_dir).expect("open store"));
-        store.apply(&loaded.file, opts.start).expect("apply");
+        let stored = opts
+            .stored
+            .unwrap_or_else(|| stored_for(&loaded.file.jobs, opts.start));
+        store.apply(&loaded.file, stored).expect("apply");
         let clock = ManualClock::new(opts.start);
         let mut cfg = EngineConfig::new(format!("test:{}:{name}", std::process::id()));
         cfg.change_poll = StdDuration::from_millis(20);
@@ -165,6 +175,24 @@ impl Rig {
         r.expect("engine result");
         self.dir
     }
+}
+
+/// When to store `jobs` so that each `every` job's first slot (its anchor plus one interval) is
+/// `start`: one interval before it. The tests mean "a job due now"; a file whose `every` jobs
+/// have different intervals has no such instant and must say when it is stored.
+pub fn stored_for(jobs: &[cronsole::model::JobDef], start: DateTime<Utc>) -> DateTime<Utc> {
+    let every: Vec<&cronsole::model::JobDef> = jobs
+        .iter()
+        .filter(|j| matches!(j.schedule, cronsole::schedule::ScheduleSpec::Every { .. }))
+        .collect();
+    let Some(first) = every.first() else {
+        return start;
+    };
+    assert!(
+        every.iter().all(|j| j.schedule == first.schedule),
+        "every jobs of different intervals: set RigOpts.stored"
+    );
+    cronsole::testkit::jobs::stored_for_first_slot(first, start)
 }
 
 /// Wait for two idle turns of the engine's loop after this call (no claim due, no run in

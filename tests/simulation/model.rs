@@ -381,9 +381,17 @@ impl Model {
         }
         let every = Duration::seconds(jm.every);
         let anchor = job.rt.anchor;
+        // The grid's first slot is one interval after its anchor; a job created with
+        // `run_immediately` also runs for the anchor itself (re-anchored by a schedule change,
+        // it waits for its first slot like any job).
+        let first_slot = if job.def.run_immediately && anchor == job.rt.created_at {
+            anchor
+        } else {
+            anchor + every
+        };
         let grid_at_or_after = |t: DateTime<Utc>| -> DateTime<Utc> {
-            if t <= anchor {
-                return anchor;
+            if t <= first_slot {
+                return first_slot;
             }
             let k = ((t - anchor).num_milliseconds() + every.num_milliseconds() - 1)
                 / every.num_milliseconds();
@@ -472,7 +480,7 @@ impl Model {
         // The cursor: slots before it were decided (a lease in flight covers its own range).
         let horizon = job.rt.next_slot.unwrap_or(now);
         let horizon = horizon.min(now);
-        let mut expect = anchor;
+        let mut expect = first_slot;
         let mut i = 0;
         while expect < horizon {
             // Skip coverage ranges that end before `expect`.

@@ -30,9 +30,15 @@ fn setup(every: u64, lease: f64) -> (SimDisk, FileStore) {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     (disk, s)
+}
+
+/// The instant to store `file` at so that its first job's first slot is `t(0)`: one interval
+/// before it for an `every` job.
+fn stored(file: &JobsFile) -> DateTime<Utc> {
+    cronsole::testkit::jobs::stored_for_first_slot(&file.jobs[0], t(0))
 }
 
 fn rows(s: &FileStore) -> Vec<HistoryRow> {
@@ -240,7 +246,7 @@ fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() 
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
@@ -394,7 +400,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
@@ -447,7 +453,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
@@ -505,7 +511,7 @@ fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() 
         settings: Settings::default(),
         jobs: vec![a, b],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let out = s.claim_at(t(1), "o", 1);
     let c = match out.claims.into_iter().find(|c| c.job.def.name == "a") {
@@ -566,7 +572,7 @@ fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry(
         settings: Settings::default(),
         jobs: vec![],
     };
-    s.apply(&with, t(0))
+    s.apply(&with, stored(&with))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let first = claim_one(&s, t(0));
     assert_eq!(first.trigger, Trigger::Schedule);
@@ -670,7 +676,7 @@ fn nothing_is_appended_after_bytes_whose_fsync_failed() {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(1));
     disk.script(Scripted {
@@ -718,7 +724,7 @@ fn ran_with_grace(disk: &SimDisk) -> FileStore {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
@@ -1009,7 +1015,7 @@ fn a_late_completion_does_not_record_the_slots_of_a_dead_recoverers_missed_row()
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let c = claim_one(&s, t(1));
     let recoverer = open(&disk);
@@ -1172,7 +1178,7 @@ fn recovery_then_power_loss(seed: u64) {
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     drop(s);
     let owner = open(&disk);
@@ -1369,7 +1375,7 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
         settings: Settings::default(),
         jobs: vec![d, other],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let runs = [claim_one(&s, t(1)), claim_one(&s, t(11))];
     assert_eq!(
@@ -1440,7 +1446,7 @@ fn allow_runs_whose_records_hit_enospc() -> (SimDisk, FileStore, Vec<Completion>
         settings: Settings::default(),
         jobs: vec![d],
     };
-    s.apply(&file, t(0))
+    s.apply(&file, stored(&file))
         .unwrap_or_else(|e| panic!("apply: {e}"));
     let claims: Vec<_> = (1..=3).map(|i| claim_one(&s, t(i))).collect();
     s.complete(completion(&claims[0], t(4)))

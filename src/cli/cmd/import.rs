@@ -3,15 +3,20 @@
 //! file); what could not be mapped, the notes and the converted file's own validation go to
 //! stderr.
 //!
-//! Owns: reading the input, writing the output, the report and the exit code: 0 converted
-//! (what could not be mapped is reported, not fatal), 1 the output could not be written, 2 the
-//! input is unreadable or not a scheduler file. Must not touch: the store (it uses none).
+//! Owns: reading the input, writing the output, the report and the exit code: 0 converted into
+//! a file that validates (what could not be mapped is reported, not fatal), 1 the output could
+//! not be written, 2 the input is unreadable or not a scheduler file, or the converted file has
+//! errors (it is still written, to be fixed by hand). Each problem of the converted file is
+//! reported at the position in the PraisonAI input its line came from. Must not touch: the
+//! store (it uses none).
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cronsole::config::praisonai::{self, ImportOptions};
+use cronsole::config::praisonai::{self, ImportOptions, Origin};
+use cronsole::config::{Diagnostic, Severity};
 
 use super::{bad_input, inert};
 use crate::cli::args::{ImportArgs, ImportFrom};
@@ -67,10 +72,39 @@ pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     if errors == 0 {
         eprintln!("the converted file validates ({} job(s))", out.jobs);
     } else {
-        eprintln!("the converted file has {errors} error(s) to fix by hand:");
+        eprintln!(
+            "the converted file has {errors} error(s) to fix by hand, at their place in {}:",
+            a.file.display()
+        );
     }
     for d in &checked.diagnostics {
-        eprintln!("  {}", inert(d));
+        eprintln!("  {}", inert(&at_source(d, &out, &a.file)));
     }
-    Ok(ExitCode::SUCCESS)
+    // A file that does not validate is not a finished conversion: the output is written so it
+    // can be fixed, but a script must not take it for one.
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+/// A problem of the converted file told where the operator can fix it: at the position in the
+/// PraisonAI input its line came from, or naming the option that wrote it.
+fn at_source(d: &Diagnostic, out: &praisonai::Imported, source: &Path) -> String {
+    let sev = match d.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    };
+    let what = format!("{sev}: {}: {}", d.key, d.message);
+    match out.origin(d.line) {
+        Origin::Source { line, column } => {
+            format!("{}:{line}:{column}: {what}", source.display())
+        }
+        Origin::Option(flag) => format!("{flag}: {what}"),
+        Origin::Generated => format!(
+            "{}: {what} (in the part `import` writes itself)",
+            source.display()
+        ),
+    }
 }

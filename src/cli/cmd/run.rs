@@ -127,13 +127,30 @@ fn load_jobs(path: Option<&Path>) -> Result<Option<config::Loaded>> {
     Ok(Some(loaded))
 }
 
+/// Where the log went: the writer's guard (kept until exit so the last lines are written) and
+/// whether the log is the store's own files, which carry a line per history row (on stderr the
+/// journal also collects stdout, where headless mode prints the rows: a line there would be a
+/// second copy).
+struct Logging {
+    _guard: Option<tracing_appender::non_blocking::WorkerGuard>,
+    in_files: bool,
+}
+
 /// Logs go to `<store dir>/logs/` (daily rotation), never to the terminal; or, with
 /// `--log-to stderr` (or `auto` under systemd's journal, `$JOURNAL_STREAM`, when stderr is not a
 /// terminal), to stderr in journald's format.
-fn init_logging(
+fn init_logging(store_location: &str, to: LogTo) -> Logging {
+    let (guard, in_files) = logging_to(store_location, to);
+    Logging {
+        _guard: guard,
+        in_files,
+    }
+}
+
+fn logging_to(
     store_location: &str,
     to: LogTo,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+) -> (Option<tracing_appender::non_blocking::WorkerGuard>, bool) {
     use tracing_subscriber::EnvFilter;
     let stderr = match to {
         LogTo::Stderr => true,
@@ -153,11 +170,11 @@ fn init_logging(
             .with_writer(writer)
             .try_init()
             .is_ok();
-        return ok.then_some(guard);
+        return (ok.then_some(guard), false);
     }
     let dir = super::eco::logs_dir(store_location);
     if std::fs::create_dir_all(&dir).is_err() {
-        return None;
+        return (None, false);
     }
     let appender = tracing_appender::rolling::daily(&dir, "cronsole.log");
     let (writer, guard) = tracing_appender::non_blocking(appender);
@@ -168,7 +185,7 @@ fn init_logging(
         .with_writer(writer)
         .try_init()
         .is_ok();
-    ok.then_some(guard)
+    (ok.then_some(guard), ok)
 }
 
 fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<ExitCode> {
@@ -187,7 +204,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         )));
     }
     let store = open_store(&location)?;
-    let _guard = init_logging(&location, run.log_to);
+    let logging = init_logging(&location, run.log_to);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = opts.metrics_addr.map(|_| Arc::new(metrics::Metrics::new()));
     let store: Arc<dyn Store> = match &metrics {
@@ -199,6 +216,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    let log_rows = logging.in_files;
     rt.block_on(async move {
         let signals = match mode {
             Mode::Headless => Some(HeadlessSignals::install()?),
@@ -277,7 +295,13 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         };
         let r = match mode {
             Mode::Headless => match signals {
-                Some(sig) => run_headless(handle, log_format, opts.run_for, reload, sig).await,
+                Some(sig) => {
+                    let out = Output {
+                        format: log_format,
+                        log_rows,
+                    };
+                    run_headless(handle, out, opts.run_for, reload, sig).await
+                }
                 None => Err(anyhow::anyhow!("headless mode without its signal handlers")),
             },
             Mode::Console => {
@@ -502,16 +526,24 @@ async fn supervise(
     Ok(())
 }
 
+/// What headless mode writes for each row: its stdout format, and whether the log files get a
+/// line per row too.
+struct Output {
+    format: LogFormat,
+    log_rows: bool,
+}
+
 async fn run_headless(
     handle: EngineHandle,
-    log_format: LogFormat,
+    out: Output,
     run_for: Option<std::time::Duration>,
     reload: Reload,
     signals: HeadlessSignals,
 ) -> Result<ExitCode> {
     let printer = tokio::spawn(crate::cli::headless::print_events(
         handle.events.subscribe(),
-        log_format,
+        out.format,
+        out.log_rows,
         std::io::stdout(),
         std::io::stderr(),
     ));
@@ -646,7 +678,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
     let jobs = jobs_file(cli);
     let location = store_location(cli, jobs.as_deref());
     let store = super::open_existing_store(&location)?;
-    let _guard = init_logging(&location, run.log_to);
+    let _logging = init_logging(&location, run.log_to);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -132,8 +132,8 @@ fn preview(a: &NextArgs) -> Result<Preview> {
         .transpose()?;
     let reference = before.or(after).unwrap_or(now);
     // A job of the file previewed from now: where its slots start if it is first stored now,
-    // by the store's own rule (an `every` grid's first slot at that instant; a
-    // `run_immediately` run first).
+    // by the store's own rule (an `every` grid's first slot one interval after that instant;
+    // a `run_immediately` run first).
     let stored_now = match (&job, after, before) {
         (Some(j), None, None) => Some(j.first_slots(now).map_err(|e| bad_input(e.to_string()))?),
         _ => None,

@@ -615,9 +615,14 @@ fn describe_definition(
 ) {
     let d = &rec.def;
     kv("name:", d.name.clone());
+    // The note only when there is one: "idle", not "idle — -".
+    let state = state_text(rec, now);
     kv(
         "state:",
-        format!("{} — {}", state_text(rec, now), note_text(rec, zone, now)),
+        match note_text(rec, zone, now) {
+            n if n == "-" => state.to_string(),
+            n => format!("{state} — {n}"),
+        },
     );
     kv(
         "schedule:",
@@ -626,7 +631,7 @@ fn describe_definition(
     if let Some(p) = cronsole::schedule::placement(&d.schedule) {
         let grid = match d.schedule {
             cronsole::schedule::ScheduleSpec::Every { .. } => format!(
-                "; this grid starts at {}, when the job was first stored",
+                "; this grid is anchored at {}, when the job was first stored",
                 when::stamp(rec.rt.anchor, zone)
             ),
             _ => String::new(),

@@ -243,9 +243,12 @@ impl Checker<'_> {
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
         self.limit_without_schedule(m, p, max_runs.is_some(), sched.as_ref());
+        // A job with only `after:` has no schedule to start early: it runs after its parents,
+        // so `defaults.run_immediately` is not for it (its own key still is).
+        let after_only = matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _)));
         let run_immediately = self
             .opt_bool(m, p, "run_immediately")
-            .unwrap_or(d.run_immediately);
+            .unwrap_or(d.run_immediately && !after_only);
         let timeout_seconds = self
             .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
             .unwrap_or(d.timeout_seconds);

@@ -92,6 +92,27 @@ fn a_minimal_command_job_gets_every_default() {
     assert_eq!((b.max_cost_usd, b.period), (1.0, BudgetPeriod::Day));
 }
 
+/// `defaults.run_immediately` reaches every scheduled job without its own key, not a job that
+/// only runs `after:` another (it has no schedule to start early); a job's own key wins.
+#[test]
+fn defaults_run_immediately_reaches_scheduled_jobs_only() {
+    let text = "defaults: { run_immediately: true }\njobs:\n  \
+                - { name: a, schedule: every 1h, command: 'true' }\n  \
+                - { name: b, schedule: every 1h, command: 'true', run_immediately: false }\n  \
+                - { name: c, after: { job: a }, command: 'true' }\n  \
+                - { name: d, after: { job: a }, command: 'true', run_immediately: true }\n";
+    let c = check(text);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let l = c.into_result().unwrap();
+    let imm: Vec<(&str, bool)> = l
+        .file
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.run_immediately))
+        .collect();
+    assert_eq!(imm, [("a", true), ("b", false), ("c", false), ("d", true)]);
+}
+
 #[test]
 fn the_spec_example_validates_with_its_values() {
     let text = r#"

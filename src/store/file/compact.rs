@@ -442,6 +442,11 @@ mod tests {
         }
     }
 
+    /// When to store [`jobs`]'s `every 60s` jobs so that their first slot is `t(0)`.
+    fn stored() -> chrono::DateTime<chrono::Utc> {
+        t(-60)
+    }
+
     fn generation(dir: &std::path::Path) -> u64 {
         let s = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
         let h: serde_json::Value = serde_json::from_str(s.lines().next().unwrap()).unwrap();
@@ -477,7 +482,7 @@ mod tests {
     fn raced(tag: &str) -> (TempDir, FileStore, FileStore, Vec<u8>) {
         let dir = TempDir::new(&format!("compact-{tag}"));
         let a = stepped(&dir);
-        a.apply(&jobs(20), t(0)).unwrap();
+        a.apply(&jobs(20), stored()).unwrap();
         let b = stepped(&dir);
         let ca = a.claim_at(t(0), "a", 10);
         let cb = b.claim_at(t(0), "b", 10);
@@ -585,7 +590,7 @@ mod tests {
             slack: 0,
             background: true,
         });
-        a.apply(&jobs(50), t(0)).unwrap();
+        a.apply(&jobs(50), stored()).unwrap();
         let g = generation(&dir);
         let b = FileStore::open(&dir).unwrap();
         let got = a.claim_at(t(0), "a", 50);

@@ -28,6 +28,12 @@ fn jobs_file(names: &[&str]) -> JobsFile {
     }
 }
 
+/// The instant to apply [`jobs_file`]'s `every 60s` jobs at so that their first slot is
+/// `first`: one interval before it.
+fn stored(first: i64) -> chrono::DateTime<chrono::Utc> {
+    t(first - 60)
+}
+
 fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
     s.claim_at(t(now), owner, limit)
 }
@@ -51,7 +57,7 @@ fn apply_claim_complete_survive_reopen_and_other_handles_see_changes() {
     let dir = tmp("basic");
     let a = FileStore::open(&dir).unwrap();
     let b = FileStore::open(&dir).unwrap();
-    let rep = a.apply(&jobs_file(&["x", "y"]), t(1000)).unwrap();
+    let rep = a.apply(&jobs_file(&["x", "y"]), stored(1000)).unwrap();
     assert_eq!(rep.created, vec!["x", "y"]);
     assert_eq!(b.jobs().unwrap().len(), 2);
     let got = claim(&b, 1000, "b", 10);
@@ -77,7 +83,7 @@ fn apply_claim_complete_survive_reopen_and_other_handles_see_changes() {
         .unwrap();
     assert_eq!(h.len(), 1);
     assert_eq!(h[0].job, "x");
-    let rep = c.apply(&jobs_file(&["x"]), t(1002)).unwrap();
+    let rep = c.apply(&jobs_file(&["x"]), stored(1002)).unwrap();
     assert_eq!(rep.unchanged, vec!["x"]);
     assert_eq!(rep.retired, vec!["y"]);
 }
@@ -87,7 +93,7 @@ fn journal_compaction_keeps_state_and_other_handles_reload() {
     let dir = tmp("compact");
     let a = FileStore::open(&dir).unwrap();
     let b = FileStore::open(&dir).unwrap();
-    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    a.apply(&jobs_file(&["j"]), stored(0)).unwrap();
     // Enough renewals to force several compactions (journal > 2x snapshot + 1 MiB).
     let c = claim(&a, 0, "a", 1).claims.remove(0);
     for i in 0..2000 {
@@ -128,7 +134,7 @@ fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 fn used_store(name: &str) -> TempDir {
     let dir = tmp(name);
     let s = FileStore::open(&dir).unwrap();
-    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), stored(0)).unwrap();
     s.compact_jobs_for_test();
     let c = claim(&s, 0, "o", 2).claims.remove(0);
     finish(&s, &c, Status::Succeeded, 1);
@@ -383,7 +389,7 @@ fn a_crash_between_snapshot_and_journal_is_recognised_and_only_a_writer_replaces
 fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruption() {
     let dir = tmp("torn");
     let a = FileStore::open(&dir).unwrap();
-    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    a.apply(&jobs_file(&["j"]), stored(0)).unwrap();
     let c = claim(&a, 0, "a", 1).claims.remove(0);
     finish(&a, &c, Status::Succeeded, 1);
     drop(a);
@@ -512,13 +518,13 @@ fn absurd_lease_seconds_are_refused_by_apply_and_the_largest_allowed_lease_works
     let s = FileStore::open(&dir).unwrap();
     let mut file = jobs_file(&["a"]);
     file.jobs[0].lease_seconds = 1e15;
-    let e = s.apply(&file, t(0)).unwrap_err();
+    let e = s.apply(&file, stored(0)).unwrap_err();
     assert!(matches!(e, StoreError::OutOfBounds(_)), "{e:?}");
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("lease_seconds"), "{e}");
     assert!(s.jobs().unwrap().is_empty(), "nothing stored");
     file.jobs[0].lease_seconds = 7.0 * 86_400.0;
-    s.apply(&file, t(0)).unwrap();
+    s.apply(&file, stored(0)).unwrap();
     let c = claim(&s, 0, "o", 1).claims.remove(0);
     assert!(c.lease_until > t(0));
     assert!(matches!(
@@ -532,7 +538,7 @@ fn another_handles_changes_replace_wake_ups_instead_of_leaving_stale_ones() {
     let dir = tmp("wake-index");
     let a = FileStore::open(&dir).unwrap();
     let b = FileStore::open(&dir).unwrap();
-    a.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    a.apply(&jobs_file(&["j"]), stored(0)).unwrap();
     assert_eq!(b.next_wakeup(t(0)).unwrap(), Some(t(0)));
     // `a` claims slot 0 and completes it: the next slot is 60. `b` reads that from the
     // journal tail and must no longer report the old, past wake-up.
@@ -550,7 +556,7 @@ fn another_handles_changes_replace_wake_ups_instead_of_leaving_stale_ones() {
 fn complete_many_commits_a_batch_in_order_with_per_item_outcomes() {
     let dir = tmp("batch");
     let s = FileStore::open(&dir).unwrap();
-    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), stored(0)).unwrap();
     let claims = claim(&s, 0, "o", 5).claims;
     assert_eq!(claims.len(), 2);
     let mk = |c: &Claim, run_id: Uuid, st: Status| Completion {
@@ -594,7 +600,7 @@ fn complete_many_commits_a_batch_in_order_with_per_item_outcomes() {
 fn completion_after_takeover_is_stale_and_leaves_the_job_alone() {
     let dir = tmp("fence");
     let s = FileStore::open(&dir).unwrap();
-    s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["j"]), stored(0)).unwrap();
     let first = claim(&s, 0, "a", 1).claims.remove(0);
     // Lease (30 s) expires; another owner recovers at 31 and the job waits for slot 60.
     let out = claim(&s, 31, "b", 1);
@@ -623,7 +629,7 @@ fn recovery_does_not_write_a_second_row_when_the_completion_row_landed() {
             settings: Settings::default(),
             jobs: vec![d],
         },
-        t(0),
+        stored(0),
     )
     .unwrap();
     let c = claim(&s, 0, "a", 1).claims.remove(0);
@@ -713,7 +719,7 @@ fn history_filters_newest_first_and_idle_claim_does_nothing() {
 fn retention_keeps_newest_rows_per_job() {
     let dir = tmp("ret");
     let s = FileStore::open(&dir).unwrap();
-    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), stored(0)).unwrap();
     for k in 0..20 {
         for c in claim(&s, k * 60, "o", 5).claims {
             finish(&s, &c, Status::Succeeded, k * 60 + 1);
@@ -741,7 +747,7 @@ fn retention_keeps_newest_rows_per_job() {
 fn own_in_flight_run_is_never_reoffered_or_recovered_by_its_owner() {
     let dir = tmp("inflight");
     let s = FileStore::open(&dir).unwrap();
-    s.apply(&jobs_file(&["j"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["j"]), stored(0)).unwrap();
     let c = claim(&s, 0, "a", 1).claims.remove(0);
     assert_eq!(
         s.next_wakeup(t(0)).unwrap(),
@@ -841,7 +847,7 @@ fn recovery_finds_a_landed_row_of_a_concurrent_run() {
             settings: Settings::default(),
             jobs: vec![d],
         },
-        t(0),
+        stored(0),
     )
     .unwrap();
     let a = claim(&s, 0, "a", 1).claims.remove(0);
@@ -871,7 +877,7 @@ fn recovery_finds_a_landed_row_of_a_concurrent_run() {
 fn segmented(name: &str, runs: i64) -> (TempDir, FileStore) {
     let dir = tmp(name);
     let s = FileStore::open(&dir).unwrap().with_segment_bytes(2048);
-    s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+    s.apply(&jobs_file(&["a", "b"]), stored(0)).unwrap();
     for k in 0..runs {
         for c in claim(&s, k * 60, "o", 5).claims {
             finish(&s, &c, Status::Succeeded, k * 60 + 1);
@@ -1097,7 +1103,7 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     let (dir, s) = {
         let dir = tmp("v2");
         let s = FileStore::open(&dir).unwrap();
-        s.apply(&jobs_file(&["a", "b"]), t(0)).unwrap();
+        s.apply(&jobs_file(&["a", "b"]), stored(0)).unwrap();
         for k in 0..30 {
             for c in claim(&s, k * 60, "o", 5).claims {
                 finish(&s, &c, Status::Succeeded, k * 60 + 1);
@@ -1684,7 +1690,7 @@ fn a_claim_reads_only_as_many_due_records_as_it_can_start() {
     let s = FileStore::open(&dir).unwrap();
     let names: Vec<String> = (0..20).map(|i| format!("j{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    s.apply(&jobs_file(&refs), t(1000)).unwrap();
+    s.apply(&jobs_file(&refs), stored(1000)).unwrap();
     let loaded = |s: &FileStore| s.inner.lock().unwrap().records_loaded;
     let mut seen = Vec::new();
     for round in 0..7 {
@@ -1706,7 +1712,7 @@ fn a_claim_reads_only_as_many_due_records_as_it_can_start() {
     // A claim of 0 still evaluates every due job (it starts nothing).
     let dir2 = tmp("claim-cap-0");
     let s2 = FileStore::open(&dir2).unwrap();
-    s2.apply(&jobs_file(&refs), t(1000)).unwrap();
+    s2.apply(&jobs_file(&refs), stored(1000)).unwrap();
     let before = loaded(&s2);
     assert!(claim(&s2, 1000, "o", 0).claims.is_empty());
     assert_eq!(loaded(&s2) - before, 20);

@@ -7,7 +7,7 @@ use crate::store::plan::apply::*;
 use crate::store::plan::claim::*;
 use crate::store::plan::complete::*;
 use crate::store::policy::counters::*;
-use crate::store::policy::define::tests_support::{def, job};
+use crate::store::policy::define::tests_support::{def, due_at, job};
 use crate::store::policy::define::*;
 use crate::store::policy::operator::set_paused;
 use crate::store::policy::run_end::*;
@@ -208,7 +208,7 @@ fn s5_at_job_fires_late_whatever_the_grace() {
     let mut d = def("a");
     d.schedule = ScheduleSpec::At { at: t(T0 + 100) };
     d.misfire_grace_seconds = Some(1.0);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     assert!(eval(&mut r, T0 + 99).claim.is_none());
     let c = eval(&mut r, T0 + 5000).claim.unwrap();
     assert_eq!(c.slot, Some(t(T0 + 100)));
@@ -348,7 +348,7 @@ fn s6_recovery_after_an_outage_leaves_the_outage_to_section_5() {
 fn s6_one_shot_reoffered_once_then_retired() {
     let mut d = def("once");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     let first = eval(&mut r, T0).claim.unwrap();
     assert_eq!(first.slot, Some(t(T0)));
     done(&mut r, Status::Abandoned, T0 + 40);
@@ -370,7 +370,7 @@ fn s6_one_shot_reoffered_once_then_retired() {
 fn s6_one_shot_recovery_that_succeeds_retires_normally() {
     let mut d = def("once");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     eval(&mut r, T0).claim.unwrap();
     done(&mut r, Status::Abandoned, T0 + 40);
     eval(&mut r, T0 + 41).claim.unwrap();
@@ -383,7 +383,7 @@ fn s6_one_shot_recovery_that_succeeds_retires_normally() {
 fn s6_spent_job_whose_until_passed_is_retired_not_reoffered() {
     let mut d = def("u");
     d.until = Some(t(T0 + 30));
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     let c = eval(&mut r, T0).claim.unwrap();
     assert!(
         r.rt.lease.as_ref().unwrap().spends_job,
@@ -401,7 +401,7 @@ fn s7_max_runs_counts_runs_not_missed_rows() {
     let mut d = def("m");
     d.max_runs = Some(2);
     d.misfire_grace_seconds = Some(10.0);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     eval(&mut r, T0).claim.unwrap();
     done(&mut r, Status::Failed, T0 + 1);
     assert_eq!(eval(&mut r, T0 + 200).rows.len(), 1, "missed");
@@ -416,7 +416,7 @@ fn s7_max_runs_counts_runs_not_missed_rows() {
 fn until_passed_while_idle_retires() {
     let mut d = def("u");
     d.until = Some(t(T0 + 90));
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     eval(&mut r, T0).claim.unwrap();
     done(&mut r, Status::Succeeded, T0 + 1);
     assert!(!r.rt.retired, "T0+60 is still before until");
@@ -460,7 +460,7 @@ fn s17_no_drift_slots_stay_on_the_anchor_grid() {
 fn s17_one_shot_every_job_fires_once_even_when_result_is_written_back() {
     let mut d = def("one");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     let s = sched(&r);
     eval(&mut r, T0).claim.unwrap();
     let lease = r.rt.lease.clone().unwrap();
@@ -488,7 +488,7 @@ fn s17_one_shot_every_job_fires_once_even_when_result_is_written_back() {
 fn manual_trigger_runs_while_paused_without_moving_the_schedule() {
     let mut d = def("m");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     set_paused(&mut r, true, t(T0)).unwrap();
     assert!(eval(&mut r, T0 + 500).claim.is_none(), "paused");
     r.rt.trigger_requested_at = Some(t(T0 + 500));
@@ -517,7 +517,7 @@ fn backfill_of(r: &mut JobRecord, slot: i64, at: i64) {
 fn a_spent_one_shot_still_runs_its_queued_operator_runs() {
     let mut d = def("o");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     r.rt.trigger_requested_at = Some(t(T0));
     backfill_of(&mut r, T0 - 3600, T0);
     let c = eval(&mut r, T0).claim.unwrap();
@@ -625,12 +625,36 @@ fn hold_blocks_slots_then_continues_without_extra_rows() {
     );
 }
 
+/// Storing an `every` job does not run it: its first slot is one interval after it is stored;
+/// `run_immediately` adds one run at the store instant and the grid goes on from there.
+#[test]
+fn a_new_every_job_waits_one_interval_unless_run_immediately() {
+    let mut r = new_record(def("e"), t(T0)).unwrap();
+    assert_eq!((r.rt.anchor, r.rt.next_slot), (t(T0), Some(t(T0 + 60))));
+    let ev = eval(&mut r, T0);
+    assert!(ev.claim.is_none() && ev.rows.is_empty(), "nothing at store");
+    assert_eq!(wakeup(&r), Some(t(T0 + 60)));
+    let c = eval(&mut r, T0 + 60).claim.unwrap();
+    assert_eq!((c.trigger, c.slot), (Trigger::Schedule, Some(t(T0 + 60))));
+
+    let mut d = def("imm");
+    d.run_immediately = true;
+    let mut r = new_record(d, t(T0)).unwrap();
+    let c = eval(&mut r, T0).claim.unwrap();
+    assert_eq!((c.trigger, c.slot), (Trigger::Immediate, Some(t(T0))));
+    done(&mut r, Status::Succeeded, T0 + 1);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 60)), "the grid goes on");
+    assert!(eval(&mut r, T0 + 59).claim.is_none());
+    let c = eval(&mut r, T0 + 60).claim.unwrap();
+    assert_eq!((c.trigger, c.slot), (Trigger::Schedule, Some(t(T0 + 60))));
+}
+
 #[test]
 fn run_immediately_fires_first_with_trigger_immediate() {
     let mut d = def("imm");
     d.schedule = ScheduleSpec::At { at: t(T0 + 1000) };
     d.run_immediately = true;
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     let c = eval(&mut r, T0).claim.unwrap();
     assert_eq!(c.trigger, Trigger::Immediate);
     done(&mut r, Status::Succeeded, T0 + 1);
@@ -773,7 +797,7 @@ fn a_late_completion_beside_a_newer_run_touches_only_its_row_and_counters() {
 fn a_late_completion_counts_toward_max_runs_beside_a_newer_run() {
     let mut d = def("capped");
     d.max_runs = Some(3);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     eval(&mut r, T0).claim.unwrap();
     done(&mut r, Status::Succeeded, T0 + 1);
     let stopped = eval(&mut r, T0 + 60).claim.unwrap();
@@ -803,7 +827,7 @@ fn a_late_completion_counts_toward_max_runs_beside_a_newer_run() {
 fn a_late_completion_that_reaches_max_runs_retires_at_once() {
     let mut d = def("capped");
     d.max_runs = Some(2);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     eval(&mut r, T0).claim.unwrap();
     done(&mut r, Status::Succeeded, T0 + 1);
     let stopped = eval(&mut r, T0 + 60).claim.unwrap();
@@ -827,7 +851,7 @@ fn a_late_completion_that_reaches_max_runs_retires_at_once() {
 fn a_once_job_whose_abandoned_run_really_ended_is_not_run_again() {
     let mut d = def("once");
     d.max_runs = Some(1);
-    let mut r = new_record(d, t(T0)).unwrap();
+    let mut r = due_at(d, t(T0));
     let run = eval(&mut r, T0).claim.unwrap();
     let s = sched(&r);
     let until = r.rt.lease.as_ref().unwrap().lease_until;
@@ -898,7 +922,11 @@ fn apply_schedule_change_reanchors_and_removed_job_comes_back() {
         ApplyChange::Updated
     );
     assert_eq!(r.rt.anchor, t(T0 + 30));
-    assert_eq!(r.rt.next_slot, Some(t(T0 + 30)));
+    assert_eq!(
+        r.rt.next_slot,
+        Some(t(T0 + 130)),
+        "one new interval after the change"
+    );
     r.rt.retired = true;
     r.rt.retired_reason = Some(REASON_REMOVED.into());
     assert_eq!(

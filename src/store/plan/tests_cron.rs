@@ -3,6 +3,7 @@
 use crate::model::*;
 use crate::schedule::Compiled;
 use crate::store::plan::claim::*;
+use crate::store::policy::define::tests_support::due_at;
 use crate::store::policy::define::*;
 use crate::store::policy::run_end::*;
 use crate::store::rules::slots::*;
@@ -109,7 +110,7 @@ fn every_def(grace: &str) -> JobDef {
 
 fn ran_at_t0(d: JobDef) -> (JobRecord, Compiled) {
     let t0 = DateTime::from_timestamp(1000, 0).unwrap();
-    let mut r = new_record(d, t0).unwrap();
+    let mut r = due_at(d, t0);
     let s = compile(&r).unwrap();
     evaluate(&mut r, &s, t0, "o", true, BudgetPeriod::Day)
         .claim

@@ -3,7 +3,7 @@
 use crate::model::*;
 use crate::schedule::ScheduleSpec;
 use crate::store::plan::claim::*;
-use crate::store::policy::define::tests_support::def;
+use crate::store::policy::define::tests_support::{def, due_at};
 use crate::store::policy::define::*;
 use crate::store::policy::run_end::*;
 use crate::store::rules::runtime::*;
@@ -42,7 +42,7 @@ fn jittered() -> (JobRecord, DateTime<Utc>, Duration) {
     };
     d.jitter_seconds = 600.0;
     let t0 = t(1_800_000_000);
-    let mut r = new_record(d, t0).unwrap();
+    let mut r = due_at(d, t0);
     let off0 = r.def.fire_at(t0) - t0;
     assert!(eval(&mut r, t0 + off0).claim.is_some());
     finish(&mut r, t0 + off0 + Duration::seconds(1));

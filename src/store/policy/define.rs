@@ -5,12 +5,14 @@
 //! change, retirement of removed jobs: `store::plan::apply`), storage, clocks.
 //!
 //! Decisions:
-//! - A schedule change re-anchors the job (a new grid from now); an unchanged `in 10m` keeps its
-//!   resolved instant; new calendars move the next slot to the first one they allow.
+//! - A schedule change re-anchors the job (a new grid from now, whose first slot is one interval
+//!   later, as for a new job); an unchanged `in 10m` keeps its resolved instant; new calendars
+//!   move the next slot to the first one they allow.
 //! - A job retired because it left the jobs file comes back when it is applied again; a spent job
 //!   stays retired unless its schedule changed.
 //! - `run_immediately`: the first claim fires with `trigger: immediate` for the creation instant
-//!   (for `every` that is also the first grid slot); it counts as a run.
+//!   (the schedule's own slots go on after it: for `every`, anchor + one interval); it counts as
+//!   a run. Without it a new job waits for its first slot.
 
 use chrono::{DateTime, Utc};
 
@@ -128,7 +130,14 @@ pub(crate) mod tests_support {
         crate::testkit::jobs::command_job(name, 60)
     }
 
-    pub fn job(name: &str, now: DateTime<Utc>) -> JobRecord {
-        new_record(def(name), now).expect("every 60s compiles")
+    /// An `every 60s` job whose first slot is `first` (stored one interval before it).
+    pub fn job(name: &str, first: DateTime<Utc>) -> JobRecord {
+        due_at(def(name), first)
+    }
+
+    /// A new record of `def` whose first slot is `first`.
+    pub fn due_at(def: JobDef, first: DateTime<Utc>) -> JobRecord {
+        let stored = crate::testkit::jobs::stored_for_first_slot(&def, first);
+        new_record(def, stored).expect("the schedule compiles")
     }
 }

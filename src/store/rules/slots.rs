@@ -5,16 +5,17 @@
 //! Must not touch: what a slot's firing does to the record (`store::policy`), I/O, clocks.
 //!
 //! Decisions:
-//! - An `every` job's first slot is its anchor, the instant it was first stored, so a new
-//!   `every` job fires at once. A cron job's first slot is the first cron instant at or after
-//!   its creation; a first slot on a date the job's calendars exclude is not a slot.
+//! - An `every` job's anchor is the instant it was first stored and its first slot is one
+//!   interval later, so storing a job never runs it by itself (`run_immediately` does). A cron
+//!   job's first slot is the first cron instant at or after its creation; a first slot on a date
+//!   the job's calendars exclude is not a slot.
 //! - A coalesced fire (grace null) names its scheduled instant: for cron the latest slot at or
 //!   before now, for `every` the first overdue slot.
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::model::{JobDef, JobRecord};
-use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
+use crate::schedule::{Compiled, ScheduleError};
 
 /// Cap on counting slots of one `missed`/overlap row (cron ranges are counted one by one).
 pub const SLOT_COUNT_CAP: u64 = 100_000;
@@ -45,32 +46,13 @@ pub(crate) fn first_at_or_after(sched: &Compiled, t: DateTime<Utc>) -> Option<Da
     sched.next_after(t - ms(1))
 }
 
-/// Anchor and first slot of a job stored (or re-anchored) at `now`.
+/// Anchor and first slot of a job stored (or re-anchored) at `now`: the rule every preview
+/// shows ([`JobDef::schedule_start`]).
 pub(crate) fn initial_slots(
     def: &JobDef,
     now: DateTime<Utc>,
 ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), ScheduleError> {
-    let spec = &def.schedule;
-    let anchor = match spec {
-        ScheduleSpec::In { seconds } => now + Duration::seconds(*seconds as i64),
-        _ => now,
-    };
-    let compiled = def.compile(anchor)?;
-    let first = match spec {
-        ScheduleSpec::Every { .. } => Some(anchor),
-        ScheduleSpec::At { at } => Some(*at),
-        ScheduleSpec::In { .. } => Some(anchor),
-        ScheduleSpec::Cron { .. } | ScheduleSpec::AtTime { .. } => {
-            first_at_or_after(&compiled, now)
-        }
-        ScheduleSpec::AfterOnly => None,
-    };
-    // A first slot on a date the job's calendars exclude is not a slot.
-    let first = match first {
-        Some(f) if !def.days.is_empty() => first_at_or_after(&compiled, f),
-        other => other,
-    };
-    Ok((anchor, first))
+    def.schedule_start(now)
 }
 
 /// Move a recurring job's next slot past `now` without recording anything (resume, re-enable).

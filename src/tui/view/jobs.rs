@@ -6,8 +6,9 @@
 //!
 //! Decisions: NEXT and LEFT say `n/a` for paused and retired jobs (nothing will fire, as
 //! list-timers does); RUNS counts every execution, any trigger (see `App::executions`); spare
-//! width goes first to NAME up to its longest visible name, then to SCHEDULE up to its longest
-//! description, then to NAME up to 32; a paused job's reason follows its name; the mark column
+//! width goes first to SPEND/BUDGET up to its longest visible amount (a cut amount reads as
+//! another number), then to NAME up to its longest visible name, then to SCHEDULE up to its
+//! longest description, then to NAME up to 32; a paused job's reason follows its name; the mark column
 //! shows `!` for a job with an open alerted incident and `…` for one with runs queued.
 
 use ratatui::buffer::Buffer;
@@ -61,9 +62,20 @@ const DROP_ORDER: [Col; 6] = [
 
 const NAME_MAX: u16 = 32;
 
+/// Widest SPEND/BUDGET cell: `-$1000000.00?/$1000000.00` fits.
+const SPEND_MAX: u16 = 26;
+
+/// What the variable columns would need to show every visible row whole.
+#[derive(Default, Clone, Copy)]
+struct Needs {
+    name: u16,
+    schedule: u16,
+    spend: u16,
+}
+
 /// The columns that fit in `width`, with NAME and SCHEDULE widened into what is left (see the
 /// module doc for the order).
-fn layout(width: u16, name_need: u16, sched_need: u16) -> Vec<(Col, &'static str, u16)> {
+fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
     let mut cols: Vec<(Col, &'static str, u16)> = COLS.to_vec();
     let total = |c: &[(Col, &str, u16)]| -> u16 {
         c.iter().map(|x| x.2).sum::<u16>() + c.len().saturating_sub(1) as u16
@@ -82,8 +94,9 @@ fn layout(width: u16, name_need: u16, sched_need: u16) -> Vec<(Col, &'static str
             spare -= add;
         }
     };
-    grow(&mut cols, Col::Name, name_need.min(NAME_MAX));
-    grow(&mut cols, Col::Schedule, sched_need);
+    grow(&mut cols, Col::Spend, need.spend.min(SPEND_MAX));
+    grow(&mut cols, Col::Name, need.name.min(NAME_MAX));
+    grow(&mut cols, Col::Schedule, need.schedule);
     grow(&mut cols, Col::Name, NAME_MAX);
     grow(&mut cols, Col::Schedule, u16::MAX);
     cols
@@ -264,16 +277,19 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     // Widths from the jobs that can be shown (bounded, so 10 000 jobs cost the same per frame).
-    let (mut name_need, mut sched_need) = (0u16, 0u16);
+    let mut need = Needs::default();
     for &idx in app.jobs.visible.iter().take(200) {
         if let Some(j) = app.snap.jobs.get(idx) {
             let w = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
             let reason = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused);
-            name_need = name_need.max(w(&j.def.name) + reason.map_or(0, |r| w(r) + 3));
-            sched_need = sched_need.max(w(&app.schedule_words(j)));
+            need.name = need
+                .name
+                .max(w(&j.def.name).saturating_add(reason.map_or(0, |r| w(r) + 3)));
+            need.schedule = need.schedule.max(w(&app.schedule_words(j)));
+            need.spend = need.spend.max(w(&cell(app, j, Col::Spend).0));
         }
     }
-    let cols = layout(inner.width, name_need, sched_need);
+    let cols = layout(inner.width, need);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
     let sorted = match app.jobs.sort {
         SortKey::Name => Col::Name,
@@ -345,7 +361,14 @@ mod tests {
     #[test]
     fn narrow_tables_keep_state_name_and_status() {
         for w in [20u16, 40, 78, 118, 200] {
-            let cols = layout(w, 14, 18);
+            let cols = layout(
+                w,
+                Needs {
+                    name: 14,
+                    schedule: 18,
+                    spend: 13,
+                },
+            );
             let ids: Vec<Col> = cols.iter().map(|c| c.0).collect();
             assert!(
                 ids.contains(&Col::Mark) && ids.contains(&Col::Name) && ids.contains(&Col::Status)
@@ -372,7 +395,14 @@ mod tests {
     #[test]
     fn schedule_gets_its_width_before_name_grows_past_its_longest_name() {
         // 118 columns: the long schedule description fits whole, NAME keeps what its names need.
-        let cols = layout(118, 12, 26);
+        let cols = layout(
+            118,
+            Needs {
+                name: 12,
+                schedule: 26,
+                spend: 13,
+            },
+        );
         let w = |c: Col| cols.iter().find(|x| x.0 == c).map(|x| x.2).unwrap();
         assert!(w(Col::Schedule) >= 26, "{}", w(Col::Schedule));
         assert!(w(Col::Name) >= 14);

@@ -746,6 +746,29 @@ fn the_spend_column_agrees_with_the_store_after_a_period_edit() {
     assert_eq!(spent, 0.4213);
 }
 
+/// A sub-cent spend against a small budget (`$0.000017/$0.0025`, 16 columns) is shown whole at
+/// 120 columns: the SPEND/BUDGET column takes the width its amounts need before NAME and
+/// SCHEDULE grow, since a cut amount reads as another number.
+#[test]
+fn a_long_spend_and_budget_is_not_cut_at_120_columns() {
+    let (mut snap, now) = testdata::fixed();
+    let j = snap
+        .jobs
+        .iter_mut()
+        .find(|j| j.def.max_cost_usd == Some(0.5))
+        .unwrap();
+    j.def.max_cost_usd = Some(0.0025);
+    j.rt.counters.period_cost_usd = 0.000017;
+    let app = App::new(Arc::new(snap), now);
+    let t = screen(&app, 120, 40);
+    let row = t.lines().find(|l| l.contains("price-watch")).unwrap();
+    assert!(
+        row.contains("$0.000017/$0.0025") && !row.contains('…'),
+        "{t}"
+    );
+    snap!("jobs_long_spend_120x40", t);
+}
+
 #[test]
 fn the_header_shows_a_store_outage_while_it_lasts_and_the_last_one_after() {
     let mut a = app();
