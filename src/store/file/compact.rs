@@ -571,12 +571,10 @@ mod tests {
         assert!(!followed(&b));
         let first = &ca.claims[0];
         while !building(&dir) {
-            a.renew(&first.job.def.name, first.run_id, "a", t(5))
-                .unwrap();
+            a.renew(&first.job.def.name, first.run_id, t(5)).unwrap();
         }
         let other = &cb.claims[0];
-        b.renew(&other.job.def.name, other.run_id, "b", t(7))
-            .unwrap();
+        b.renew(&other.job.def.name, other.run_id, t(7)).unwrap();
         (dir, a, b)
     }
 
@@ -598,10 +596,10 @@ mod tests {
         assert_eq!(all.iter().filter(|r| r.rt.lease.is_some()).count(), 20);
         // Writes after following land in the new journal, at the offsets both handles use.
         let c = b.job("job-011").unwrap().unwrap();
-        b.renew("job-011", c.rt.lease.unwrap().run_id, "b", t(9))
+        b.renew("job-011", c.rt.lease.unwrap().run_id, t(9))
             .unwrap();
         let c = a.job("job-001").unwrap().unwrap();
-        a.renew("job-001", c.rt.lease.unwrap().run_id, "a", t(11))
+        a.renew("job-001", c.rt.lease.unwrap().run_id, t(11))
             .unwrap();
         assert!(followed(&b), "still following");
         for s in [&a, &b] {
@@ -631,7 +629,7 @@ mod tests {
         let mut i = 0;
         while generation(&dir) == g {
             i += 1;
-            a.renew("job-002", run, "a", t(20 + i)).unwrap();
+            a.renew("job-002", run, t(20 + i)).unwrap();
             assert!(i < 10_000, "no second compaction");
         }
         let all = b.jobs().unwrap();
