@@ -112,8 +112,12 @@ pub fn left(next: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The PASSED column: `2h 5min ago`.
+/// The PASSED column: `2h 5min ago`. An instant ahead of `now` (written while a clock was
+/// ahead, since stepped back) says so, `2 days ahead`, never `0s ago`.
 pub fn passed(last: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if last > now + Duration::seconds(1) {
+        return format!("{} ahead", span(last - now));
+    }
     format!("{} ago", span(now - last))
 }
 
@@ -309,5 +313,7 @@ mod tests {
         assert_eq!(left(now + Duration::seconds(90), now), "1min 30s");
         assert_eq!(left(now, now), "due");
         assert_eq!(passed(now - Duration::hours(26), now), "1 day 2h ago");
+        assert_eq!(passed(now + Duration::days(2), now), "2 days ahead");
+        assert_eq!(passed(now + Duration::milliseconds(300), now), "0s ago");
     }
 }
