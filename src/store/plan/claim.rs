@@ -154,7 +154,7 @@ pub fn evaluate(
             .filter(|g| g.is_finite() && *g >= 0.0);
         if !never_run && rec.def.schedule.is_recurring() && grace.is_some_and(|g| age > secs_f64(g))
         {
-            let row = missed_row(
+            let mut row = missed_row(
                 rec,
                 sched,
                 (next, now),
@@ -163,7 +163,7 @@ pub fn evaluate(
                 grace.unwrap_or_default(),
             );
             rec.rt.next_slot = sched.next_after(now);
-            count_row(rec, &row, period, now);
+            count_row(rec, &mut row, period, now);
             ev.rows.push(row);
             ev.changed = true;
             // A queued manual trigger may still run below.
@@ -279,7 +279,7 @@ fn after_retirement(
             let mut row =
                 HistoryRow::new(&rec.def.name, Status::Skipped, trigger, slot, owner, now);
             row.reason = Some(REASON_QUEUED_REMOVED.to_string());
-            count_row(rec, &row, period, now);
+            count_row(rec, &mut row, period, now);
             ev.rows.push(row);
         }
         ev.changed = true;
