@@ -527,7 +527,7 @@ async fn a_changed_tool_list_ends_the_run_before_the_next_turn() {
     src.set_changed();
     let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
     assert!(
-        matches!(out.end, LoopEnd::Bound(ref r) if r.contains("files said its tool list changed"))
+        matches!(out.end, LoopEnd::Bound(ref r) if r.contains("(files changed its tool list)"))
     );
     assert!(m.seen.is_empty(), "the model never saw the changed tools");
 }
