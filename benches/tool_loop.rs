@@ -106,7 +106,10 @@ impl StoredRun {
     fn step(&mut self, reserve: Option<f64>, record: &[Delta]) {
         // A turn settles the last one's reservation to half of it (a reply below its worst case).
         let settle = match reserve {
-            Some(_) => self.last.take().map(|(id, w)| (id, Settlement::Cost(w / 2.0))),
+            Some(_) => self
+                .last
+                .take()
+                .map(|(id, w)| (id, Settlement::Cost(w / 2.0))),
             None => None,
         };
         let out = self

@@ -173,8 +173,8 @@ pub struct ApprovalAsk<'a> {
 /// An operator's answer to a call (or the lack of one).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Dispatch the call.
-    Approved,
+    /// Dispatch the call; the operator's reason, if any, is kept on the record.
+    Approved(Option<String>),
     /// Do not: the reason is the tool's result for the model.
     Denied(String),
 }
