@@ -492,13 +492,11 @@ mod tests {
         let g = generation(&dir);
         let first = &ca.claims[0];
         while !building(&dir) {
-            a.renew(&first.job.def.name, first.run_id, "a", t(5))
-                .unwrap();
+            a.renew(&first.job.def.name, first.run_id, t(5)).unwrap();
         }
         // `b` writes while `a`'s build waits for its swap.
         let other = &cb.claims[0];
-        b.renew(&other.job.def.name, other.run_id, "b", t(7))
-            .unwrap();
+        b.renew(&other.job.def.name, other.run_id, t(7)).unwrap();
         let before_swap = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
         assert_eq!(generation(&dir), g, "nothing swapped yet");
         (dir, a, b, before_swap)
@@ -556,7 +554,7 @@ mod tests {
         let w = stepped(&dir);
         let c = w.job("job-011").unwrap().unwrap();
         let lease = c.rt.lease.unwrap();
-        w.renew("job-011", lease.run_id, "b", t(9)).unwrap();
+        w.renew("job-011", lease.run_id, t(9)).unwrap();
         assert_eq!(renewed(&w, "job-010"), t(7));
         drop(w);
         let journal = std::fs::read_to_string(dir.join(JOURNAL_FILE)).unwrap();
@@ -597,8 +595,7 @@ mod tests {
         for i in 0..300 {
             let c = &got.claims[i % 50];
             let s = if i % 2 == 0 { &a } else { &b };
-            s.renew(&c.job.def.name, c.run_id, "a", t(i as i64))
-                .unwrap();
+            s.renew(&c.job.def.name, c.run_id, t(i as i64)).unwrap();
         }
         drop(a);
         assert!(generation(&dir) > g, "compactions ran");
