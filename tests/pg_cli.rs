@@ -1,6 +1,7 @@
 //! The CLI over `--store postgres://…`: apply/jobs/pause/trigger through the binary, a pause from
-//! `cronsole pause` (another process) reaching a listening owner within 1 s, and exit codes for a
-//! bad URL (2) and an unreachable server (1).
+//! `cronsole pause` (another process) reaching a listening owner within 1 s, exit codes for a
+//! bad URL (2) and an unreachable server (1), and approvals racing from four processes against
+//! a call waiting on one of two owners.
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
@@ -135,10 +136,7 @@ fn first_row(owner: &PgStore, job: &str) -> cronsole::model::HistoryRow {
         if let Some(r) = rows.into_iter().next() {
             return r;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no row of {job}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(60), "no row of {job}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -164,18 +162,25 @@ fn the_call(r: &cronsole::model::HistoryRow) -> cronsole::transcript::CallEntry 
 /// exactly one answer is taken (the others exit 1: the run no longer waits), it is the one on
 /// the record (its reason), and the tool runs once if an approval won, never if the denial
 /// did. A wait nobody answers is denied at its timeout and the tool never runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() {
+#[test]
+fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() {
     use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
     use cronsole::transcript::Approval;
     let url = pg_db_or_skip!();
     let ask = || Reply::tools(vec![FakeCall::new("write", serde_json::json!({}))], 10, 5);
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![ask(), Reply::ok("done", 10, 2), ask(), Reply::ok("done", 10, 2)],
-    )
-    .await
-    .unwrap();
+    // The scripted model serves from the runtime's threads while this test blocks on processes.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(FakeLlm::openai(
+            KEY,
+            vec![
+                ask(),
+                Reply::ok("done", 10, 2),
+                ask(),
+                Reply::ok("done", 10, 2),
+            ],
+        ))
+        .unwrap();
     let dir = support::tempdir("pg-approvals");
     std::fs::write(dir.join("jobs.yaml"), approvals_yaml(&fake.base_url())).unwrap();
     let (c, _, err) = run(&url, &["apply", "jobs.yaml"], &dir);
@@ -191,17 +196,17 @@ async fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_o
                 .unwrap()
         })
         .collect();
-    let (u, d) = (url.clone(), dir.to_path_buf());
-    let (answers, row) = tokio::task::spawn_blocking(move || {
-        let run_id = pending(&u, &d, "gated");
+    let (answers, row) = {
+        let (u, d) = (url.as_str(), dir.as_ref());
+        let run_id = pending(u, d, "gated");
         // Four operators at once: three approve, one denies.
         let racers: Vec<(bool, String, std::process::Child)> = (0..4)
             .map(|i| {
                 let approve = i < 3;
                 let reason = format!("operator {i}");
                 let verb = if approve { "approve" } else { "deny" };
-                let child = support::cli::cronsole(&d)
-                    .args(["--store", &u, verb, &run_id, "--reason", &reason])
+                let child = support::cli::cronsole(d)
+                    .args(["--store", u, verb, &run_id, "--reason", &reason])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
@@ -216,11 +221,9 @@ async fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_o
                 (approve, reason, code, format!("{out}{err}"))
             })
             .collect();
-        let store = PgStore::open(&u).unwrap();
+        let store = PgStore::open(u).unwrap();
         (answers, first_row(&store, "gated"))
-    })
-    .await
-    .unwrap();
+    };
     let won: Vec<&(bool, String, i32, String)> = answers.iter().filter(|a| a.2 == 0).collect();
     assert_eq!(won.len(), 1, "exactly one answer is taken: {answers:#?}");
     for (_, _, code, said) in answers.iter().filter(|a| a.2 != 0) {
@@ -254,13 +257,8 @@ async fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_o
     let before = ran.lines().count();
     let (c, _, err) = run(&url, &["trigger", "lapse"], &dir);
     assert_eq!(c, 0, "{err}");
-    let (u, d) = (url.clone(), dir.to_path_buf());
-    let row = tokio::task::spawn_blocking(move || {
-        pending(&u, &d, "lapse");
-        first_row(&PgStore::open(&u).unwrap(), "lapse")
-    })
-    .await
-    .unwrap();
+    pending(&url, &dir, "lapse");
+    let row = first_row(&PgStore::open(&url).unwrap(), "lapse");
     assert_eq!(
         the_call(&row).approval,
         Some(Approval::Denied {
