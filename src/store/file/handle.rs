@@ -106,6 +106,10 @@ pub(super) struct Inner {
     pub(super) names_unsynced: bool,
     pub(super) settings: Settings,
     pub(super) settings_stamp: (u64, i64, i64, u64),
+    /// The latest claim instant this handle has seen (at its first claim: the newest clock an
+    /// owner record was sent with). A claim further behind it than the re-derivation
+    /// tolerance means the clock went back: every job is looked at once (`claim.rs`).
+    pub(super) clock_mark: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The file store. Cheap to open; each handle has its own lock fd and cache.

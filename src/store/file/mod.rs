@@ -226,6 +226,8 @@ mod sync;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_clock;
 
 pub use compaction::Compaction;
 pub use handle::FileStore;
