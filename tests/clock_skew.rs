@@ -155,7 +155,10 @@ fn owners_shown(dir: &Path, url: &str, skewed_pid: u32) {
     for args in [&["jobs"][..], &["check"][..]] {
         let (code, out, err) = support::cli::run_with_store(dir, url, args);
         assert_eq!(code, 0, "{args:?}: {err}");
-        assert!(out.contains("owners: 2 live, 1 not claiming"), "{args:?}: {out}");
+        assert!(
+            out.contains("owners: 2 live, 1 not claiming"),
+            "{args:?}: {out}"
+        );
         let line = out
             .lines()
             .find(|l| l.contains(&format!(":{skewed_pid}:")))
