@@ -33,6 +33,9 @@ pub(super) struct Inner {
     /// The snapshot this handle's index points into (kept open: a compaction by another
     /// process renames a new one into place, and replaces the journal, which reloads).
     pub(super) snapshot: Option<Box<dyn IoFile>>,
+    /// The handle followed a compaction: it reads the previous generation's snapshot (above)
+    /// and journal, and numbers the current journal's lines after them (see `follow.rs`).
+    pub(super) followed: Option<super::compaction::Followed>,
     /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
     /// among these only, so `complete` stays independent of the number of jobs.
     pub(super) chained: BTreeSet<String>,
