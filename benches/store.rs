@@ -289,7 +289,7 @@ fn compaction(base: &std::path::Path, n: usize) {
     let before = inode(&snap);
     let stop = AtomicBool::new(false);
     let other = FileStore::open_existing(&dir).expect("second handle");
-    let (claim, waits, swapped) = std::thread::scope(|sc| {
+    let (claim, waits, swapped, started, claimed) = std::thread::scope(|sc| {
         let h = sc.spawn(|| {
             let mut waits = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -302,7 +302,7 @@ fn compaction(base: &std::path::Path, n: usize) {
                         in_flight: &[],
                     })
                     .expect("other's claim");
-                waits.push(s.elapsed());
+                waits.push((s, s.elapsed()));
                 std::thread::sleep(Duration::from_millis(2));
             }
             waits
@@ -318,6 +318,7 @@ fn compaction(base: &std::path::Path, n: usize) {
             })
             .expect("claim");
         let claim = s.elapsed();
+        let claimed = Instant::now();
         assert_eq!(out.claims.len(), 1_000);
         // The compaction is over when the new snapshot is in place (a background one may
         // still be writing it when the claim returns).
@@ -327,8 +328,10 @@ fn compaction(base: &std::path::Path, n: usize) {
         let swapped = s.elapsed();
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
-        (claim, h.join().expect("other"), swapped)
+        (claim, h.join().expect("other"), swapped, s, claimed)
     });
+    longest_waits(&waits, started, claimed, swapped);
+    let waits: Vec<Duration> = waits.into_iter().map(|(_, d)| d).collect();
     let max = waits.iter().max().copied().unwrap_or_default();
     let count = waits.len();
     let (med, p99) = stats(waits);
@@ -340,4 +343,33 @@ fn compaction(base: &std::path::Path, n: usize) {
         max.as_secs_f64() * 1e3,
         loadavg()
     );
+}
+
+/// Where the other owner's longest waits fell, against the crossing claim's end and the swap
+/// (seconds from the crossing claim's start; negative: before it).
+fn longest_waits(
+    waits: &[(Instant, Duration)],
+    started: Instant,
+    claimed: Instant,
+    swapped: Duration,
+) {
+    let rel = |i: Instant| {
+        i.saturating_duration_since(started).as_secs_f64()
+            - started.saturating_duration_since(i).as_secs_f64()
+    };
+    let mut longest = waits.to_vec();
+    longest.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
+    println!(
+        "  the crossing claim ended at {:+.3} s, the swap at {:+.3} s; longest waits:",
+        rel(claimed),
+        swapped.as_secs_f64()
+    );
+    for (at, d) in longest.iter().take(5) {
+        println!(
+            "  {:.2} ms from {:+.3} s to {:+.3} s",
+            d.as_secs_f64() * 1e3,
+            rel(*at),
+            rel(*at + *d)
+        );
+    }
 }

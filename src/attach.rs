@@ -365,7 +365,7 @@ mod tests {
         fn claim_due(&self, _: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
             unsupported()
         }
-        fn renew(&self, _: &str, _: Uuid, _: &str, _: DateTime<Utc>) -> StoreResult<RenewOutcome> {
+        fn renew(&self, _: &str, _: Uuid, _: DateTime<Utc>) -> StoreResult<RenewOutcome> {
             unsupported()
         }
         fn complete(&self, _: Completion) -> StoreResult<CompleteOutcome> {

@@ -256,6 +256,14 @@ pub fn step_words(step: chrono::Duration) -> String {
         '+'
     };
     let s = step.num_seconds().unsigned_abs();
+    // Rounded to its second unit: a step measured over a second of passing time is `+2d`,
+    // not `+1d23h`.
+    let second_unit = match s {
+        86_400.. => 3600,
+        3600.. => 60,
+        _ => 1,
+    };
+    let s = (s + second_unit / 2) / second_unit * second_unit;
     let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
     let parts = [(d, "d"), (h, "h"), (m, "m"), (sec, "s")];
     let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
@@ -373,6 +381,9 @@ mod tests {
         assert_eq!(step_words(chrono::Duration::seconds(-45)), "-45s");
         assert_eq!(step_words(chrono::Duration::seconds(3600 + 120)), "+1h2m");
         assert_eq!(step_words(chrono::Duration::zero()), "+0s");
+        assert_eq!(step_words(chrono::Duration::seconds(172_799)), "+2d");
+        assert_eq!(step_words(chrono::Duration::seconds(-3601)), "-1h");
+        assert_eq!(step_words(chrono::Duration::seconds(-3599)), "-59m59s");
     }
 
     #[tokio::test(start_paused = true)]

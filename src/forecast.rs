@@ -339,7 +339,7 @@ mod tests {
     fn spent(rec: &mut JobRecord, status: Status, cost: f64, at: DateTime<Utc>) {
         let mut row = HistoryRow::new(&rec.def.name, status, Trigger::Schedule, None, "o", at);
         row.cost_usd = cost;
-        count_row(rec, &row, BudgetPeriod::Day, at);
+        count_row(rec, &mut row, BudgetPeriod::Day, at);
     }
 
     fn settings(limit: f64) -> Settings {

@@ -70,6 +70,9 @@ pub struct JobView<'a> {
     pub lease: Option<&'a Lease>,
     /// Its spend in the current budget period.
     pub period_cost_usd: f64,
+    /// What its budget holds this period for model calls in flight or of unknown outcome: not
+    /// spent yet, not available either (its budget's left = limit − spent − this).
+    pub in_flight_usd: f64,
     /// Its own budget per period.
     pub max_cost_usd: Option<f64>,
     /// Its whole definition.
@@ -106,6 +109,11 @@ impl<'a> JobView<'a> {
             retired_reason: r.rt.retired_reason.as_deref(),
             lease: r.rt.lease.as_ref(),
             period_cost_usd: crate::store::rules::period::counter_spend(&r.rt.counters, period_key),
+            in_flight_usd: crate::store::rules::period::committed_counters(
+                &r.rt.counters,
+                period_key,
+            )
+            .1,
             max_cost_usd: r.def.max_cost_usd,
             definition: &r.def,
             runtime: &r.rt,

@@ -68,6 +68,9 @@ pub struct Snapshot {
     pub settings: Settings,
     /// Spend in the current budget period over all jobs.
     pub period_spend_usd: f64,
+    /// Money the budget holds in the current period for calls in flight or of unknown outcome
+    /// (every job's reservations): not spent, not available either.
+    pub period_held_usd: f64,
     /// Some spend is unknown (unpriced model or reply without usage).
     pub spend_incomplete: bool,
     /// Newest first, at most [`RECENT_ROWS`].
@@ -248,6 +251,7 @@ struct Fold {
     spend_per_hour: Vec<f64>,
     owners: BTreeSet<String>,
     period_spend_usd: f64,
+    period_held_usd: f64,
     spend_incomplete: bool,
     /// Records of jobs that ever spent money: the forecast's input.
     spenders: Vec<JobRecord>,
@@ -265,6 +269,7 @@ impl Fold {
             spend_per_hour: vec![0.0; 24],
             owners: BTreeSet::new(),
             period_spend_usd: 0.0,
+            period_held_usd: 0.0,
             spend_incomplete: false,
             spenders: Vec::new(),
         }
@@ -293,7 +298,9 @@ impl Fold {
                 .map(|l| l.owner.clone()),
         );
         let c = &j.rt.counters;
-        self.period_spend_usd += crate::store::rules::period::counter_spend(c, &self.period_key);
+        let (spent, held) = crate::store::rules::period::committed_counters(c, &self.period_key);
+        self.period_spend_usd += spent;
+        self.period_held_usd += held;
         self.spend_incomplete |= c.cost_incomplete;
         self.rows.push(JobRow::of(&j));
         if spent_lately
@@ -434,6 +441,7 @@ impl Snapshot {
             engine_seen,
             settings,
             period_spend_usd: fold.period_spend_usd,
+            period_held_usd: fold.period_held_usd,
             spend_incomplete: fold.spend_incomplete,
             recent,
             counts_24h: fold.counts_24h,

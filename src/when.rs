@@ -55,18 +55,43 @@ pub fn stamp(t: DateTime<Utc>, zone: Zone) -> String {
 /// A slot or a time it fires, as [`stamp`] but with its fraction of a second when it has one
 /// (`at:` instants may): `Mon 2026-11-30 17:00:05.500 CET`. Whole seconds print as `stamp`.
 pub fn slot_stamp(t: DateTime<Utc>, zone: Zone) -> String {
-    const F: &str = "%a %Y-%m-%d %H:%M:%S%.f";
+    let f = format!("%a %Y-%m-%d %H:%M:%S{}", fraction(t));
     match zone {
-        Zone::Utc => format!("{} UTC", t.format(F)),
-        Zone::Named(tz) => t
-            .with_timezone(&tz)
-            .format("%a %Y-%m-%d %H:%M:%S%.f %Z")
-            .to_string(),
+        Zone::Utc => format!("{} UTC", t.format(&f)),
+        Zone::Named(tz) => t.with_timezone(&tz).format(&format!("{f} %Z")).to_string(),
         Zone::Local => t
             .with_timezone(&Local)
-            .format("%a %Y-%m-%d %H:%M:%S%.f %:z")
+            .format(&format!("{f} %:z"))
             .to_string(),
     }
+}
+
+/// The chrono specifier of `t`'s fraction of a second as people are shown it: none for a whole
+/// second, 3 or 6 digits as it has them, and never more than 6 (an instant taken from the
+/// clock carries nanoseconds nobody wrote; a time written in a jobs file has at most
+/// microseconds, so it is shown whole).
+pub fn fraction(t: DateTime<Utc>) -> &'static str {
+    use chrono::Timelike;
+    if t.nanosecond().is_multiple_of(1_000) {
+        "%.f"
+    } else {
+        "%.6f"
+    }
+}
+
+/// `t` in RFC 3339 UTC with [`fraction`]'s digits: `2026-11-30T16:00:05.5Z` is
+/// `2026-11-30T16:00:05.500Z`, a whole second has none.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    use chrono::{SecondsFormat, Timelike};
+    let n = t.nanosecond();
+    let f = if n == 0 {
+        SecondsFormat::Secs
+    } else if n.is_multiple_of(1_000_000) {
+        SecondsFormat::Millis
+    } else {
+        SecondsFormat::Micros
+    };
+    t.to_rfc3339_opts(f, true)
 }
 
 /// A span, compact, two units at most with the second padded so columns line up: `42s`,
@@ -100,8 +125,12 @@ pub fn left(next: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The PASSED column: `2h05m ago`.
+/// The PASSED column: `2h05m ago`. An instant ahead of `now` (written while a clock was
+/// ahead, since stepped back) says so, `2d00h ahead`, never `0s ago`.
 pub fn passed(last: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if last > now + Duration::seconds(1) {
+        return format!("{} ahead", span(last - now));
+    }
     format!("{} ago", span(now - last))
 }
 
@@ -249,6 +278,24 @@ mod tests {
             "Mon 2026-11-30 16:00:05.500 UTC"
         );
         assert_eq!(slot_stamp(half, z), "Mon 2026-11-30 17:00:05.500 CET");
+        // A clock instant's nanoseconds are cut to microseconds, never rounded up; a written
+        // microsecond fraction is kept whole.
+        let clock = t("2026-11-30T16:00:05.659098376Z");
+        assert_eq!(
+            slot_stamp(clock, Zone::Utc),
+            "Mon 2026-11-30 16:00:05.659098 UTC"
+        );
+        assert_eq!(rfc3339(clock), "2026-11-30T16:00:05.659098Z");
+        let micro = t("2026-11-30T16:00:05.123456Z");
+        assert_eq!(rfc3339(micro), "2026-11-30T16:00:05.123456Z");
+        assert_eq!(
+            slot_stamp(micro, Zone::Utc),
+            "Mon 2026-11-30 16:00:05.123456 UTC"
+        );
+        assert_eq!(rfc3339(half), "2026-11-30T16:00:05.500Z");
+        assert_eq!(rfc3339(whole), "2026-11-30T16:00:05Z");
+        let up = t("2026-11-30T16:00:05.999999999Z");
+        assert_eq!(rfc3339(up), "2026-11-30T16:00:05.999999Z");
     }
 
     /// One reader for every time flag: what `history --since` takes, `next --after` and
@@ -298,5 +345,7 @@ mod tests {
         assert_eq!(left(now + Duration::seconds(90), now), "1m30s");
         assert_eq!(left(now, now), "due");
         assert_eq!(passed(now - Duration::hours(26), now), "1d02h ago");
+        assert_eq!(passed(now + Duration::days(2), now), "2d00h ahead");
+        assert_eq!(passed(now + Duration::milliseconds(300), now), "0s ago");
     }
 }

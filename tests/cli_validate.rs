@@ -55,7 +55,81 @@ fn invalid_file_exits_2_and_lists_every_error_with_its_position() {
     let errors = out.lines().filter(|l| l.contains(": error: ")).count();
     assert_eq!(errors, 6, "{out}");
     assert!(
-        out.contains("6 error(s), 0 warning(s); 0 of 3 job(s) valid"),
+        out.contains(
+            "6 error(s) (1 under defaults, 5 under jobs), 0 warning(s); 0 of 3 job(s) valid"
+        ),
+        "{out}"
+    );
+}
+
+/// Errors outside `jobs:` are named by section in the summary, and a job that relies on an
+/// entry with errors (its agent, a tool source its agent allows, a sink) is not counted valid:
+/// it says which entry holds it back instead of showing its next slots.
+#[test]
+fn errors_outside_jobs_are_placed_and_hold_back_the_jobs_using_them() {
+    let dir = TempDir::new("agents");
+    let f = dir.write(
+        "jobs.yaml",
+        "agents:\n  broken:\n    provider: nope\n    model: m\n    base_url: ftp://x\n  \
+         tooled:\n    model: m\n    tools: [files.read_file]\n  fine:\n    model: m\n\
+         mcp_servers:\n  files:\n    command: []\n\
+         delivery:\n  hook: { webhook: 'not a url' }\n\
+         jobs:\n  - { name: a, schedule: hourly, agent: broken, message: hi }\n  \
+         - { name: b, schedule: hourly, agent: tooled, message: hi }\n  \
+         - { name: c, schedule: hourly, agent: fine, message: hi, deliver: [hook] }\n  \
+         - { name: d, schedule: hourly, command: 'true' }\n",
+    );
+    let (code, out, err) = validate(&f);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    let errors = |section: &str| {
+        out.lines()
+            .filter(|l| l.contains(&format!(": error: {section}.")))
+            .count()
+    };
+    let (agents, servers, sinks) = (errors("agents"), errors("mcp_servers"), errors("delivery"));
+    assert!(agents >= 2 && servers >= 1 && sinks >= 1, "{out}");
+    let total = agents + servers + sinks;
+    let warnings = out.lines().filter(|l| l.contains(": warning: ")).count();
+    assert!(
+        out.contains(&format!(
+            "{total} error(s) ({agents} under agents, {servers} under mcp_servers, \
+             {sinks} under delivery), {warnings} warning(s); 1 of 4 job(s) valid \
+             (3 more held back by errors outside `jobs:`)"
+        )),
+        "{out}"
+    );
+    for held in [
+        "a: not valid: it uses agent 'broken', which has errors",
+        // The agent that allows a tool of a broken server has an error of its own.
+        "b: not valid: it uses agent 'tooled', which has errors",
+        "c: not valid: it delivers to sink 'hook', which has errors",
+    ] {
+        assert!(
+            out.lines().any(|l| l == held),
+            "missing {held:?} in:\n{out}"
+        );
+    }
+    assert!(out.contains("d: hourly — every hour"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("  next: ")).count(),
+        3,
+        "{out}"
+    );
+    // Errors in `defaults:`, which every job inherits, hold every job back.
+    let f = dir.write(
+        "defaults.yaml",
+        "defaults:\n  timeout_seconds: -1\njobs:\n  - { name: d, schedule: hourly, command: 'true' }\n",
+    );
+    let (code, out, _) = validate(&f);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("d: not valid: it inherits `defaults:`, which has errors"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "1 error(s) (1 under defaults), 0 warning(s); 0 of 1 job(s) valid (1 more held back"
+        ),
         "{out}"
     );
 }
@@ -96,6 +170,11 @@ fn valid_file_exits_0_with_warnings_and_next_slots() {
             l.contains(" 07:00:00 JST (") && l.ends_with("T22:00:00Z)"),
             "{l}"
         );
+    }
+    // The `every 5m` grid is counted from the whole second it is stored in: its slots print
+    // without the clock's nanoseconds (`02:25:52.666158990`).
+    for l in &nexts[3..] {
+        assert!(!l.contains('.'), "{l}");
     }
     assert!(
         out.contains("0 error(s), 2 warning(s); 2 of 2 job(s) valid"),

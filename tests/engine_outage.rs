@@ -106,17 +106,11 @@ impl Store for Faulty {
         }
         self.inner.claim_due(req)
     }
-    fn renew(
-        &self,
-        job: &str,
-        run_id: Uuid,
-        owner: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<RenewOutcome> {
+    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
         if self.lose_lease.load(Ordering::SeqCst) {
             return Ok(RenewOutcome::Lost);
         }
-        self.inner.renew(job, run_id, owner, now)
+        self.inner.renew(job, run_id, now)
     }
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_calls.fetch_add(1, Ordering::SeqCst);

@@ -216,7 +216,8 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         assert_eq!((r.turns, r.tool_calls), (Some(1), Some(1)));
     }
     // Each request was one turn of one run, settled at its real cost in the write that
-    // dispatched its call: the period's spend is the requests' real cost, each counted once.
+    // dispatched its call, and counted once: by the `abandoned` row of its run (which carries
+    // its run's reservations), or, for a run not recovered yet, as its reservation still held.
     let requests = fake.request_count();
     let price = cronsole::testkit::internals::cost::PriceTable::builtin()
         .resolve("gpt-4o-mini")
@@ -238,25 +239,28 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         .iter()
         .filter(|r| r.state == ReservationState::Reserved)
         .count();
+    let booked: Vec<f64> = abandoned.iter().map(|r| r.cost_usd).collect();
     assert_eq!(
-        settled.len() + in_flight,
+        booked.len() + settled.len() + in_flight,
         requests,
-        "one reservation per request, never two: {rs:?}"
+        "one reservation per request, never two: rows {booked:?}, held {rs:?}"
     );
     assert!(
         in_flight <= 1,
         "only the last owner's turn may be in flight at its kill: {rs:?}"
     );
-    assert!(
-        settled.len() >= cycles,
-        "each killed run's turn settled with its dispatched call: {rs:?}"
-    );
-    for usd in settled {
+    for usd in booked.iter().chain(&settled) {
         assert!(
             (usd - per_turn).abs() < 1e-12,
             "a turn settled at ${usd}, its real cost is ${per_turn}"
         );
     }
+    let total: f64 = booked.iter().sum();
+    assert!(
+        (rec.rt.counters.total_cost_usd - total).abs() < 1e-12,
+        "the counters book what the rows carry: {} vs {total}",
+        rec.rt.counters.total_cost_usd
+    );
     let runs_dir = store.join("runs");
     let left: Vec<_> = std::fs::read_dir(&runs_dir)
         .into_iter()

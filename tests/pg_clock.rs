@@ -62,7 +62,7 @@ fn an_owner_whose_clock_is_behind_by_more_than_the_lease_still_runs_a_one_shot_o
     // The renewal is judged and stamped on the database's clock too.
     let before = Utc::now();
     let r = behind
-        .renew("once", c.run_id, "behind", Utc::now() - secs(8))
+        .renew("once", c.run_id, Utc::now() - secs(8))
         .unwrap();
     let RenewOutcome::Renewed { lease_until } = r else {
         panic!("renewal lost: {r:?}");

@@ -147,10 +147,7 @@ fn change_token_is_served_by_the_listener_and_is_cheap() {
 fn renew_of_an_unknown_job_names_it() {
     let url = pg_db_or_skip!();
     let s = by_hand(&url);
-    let err = s
-        .renew("ghost", uuid::Uuid::new_v4(), "me", t0())
-        .err()
-        .unwrap();
+    let err = s.renew("ghost", uuid::Uuid::new_v4(), t0()).err().unwrap();
     assert!(
         matches!(err, StoreError::NoSuchJob(ref n) if n == "ghost"),
         "{err}"

@@ -448,8 +448,8 @@ pub struct HistoryArgs {
     /// Only rows at or after this time: RFC 3339, a wall time or date here, today, yesterday, 2h (ago)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// At most this many rows (1 to 100000)
-    #[arg(long, default_value_t = 50, value_name = "N",
+    /// At most this many rows (1 to 100000); `-n` as for `logs`
+    #[arg(short = 'n', long, default_value_t = 50, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT))]
     pub limit: u64,
     /// Skip this many newest matching rows first (0 to 1000000; reads what it skips: use --page for deep pages)
@@ -712,6 +712,19 @@ mod tests {
         assert!(parse_from(&["cronsole", "next", "* * * * *", "--count", "0"]).is_ok());
         assert!(parse_from(&["cronsole", "history", "--limit", "0"]).is_err());
         assert!(parse_from(&["cronsole", "history", "--limit", "100001"]).is_err());
+        assert!(parse_from(&["cronsole", "history", "-n", "0"]).is_err());
+    }
+
+    /// `history -n N` means `--limit N`, as `logs -n N` means its last N lines.
+    #[test]
+    fn history_takes_n_like_logs() {
+        let Ok(cli) = parse_from(&["cronsole", "history", "-n", "3"]) else {
+            panic!("history -n 3 is refused");
+        };
+        let Some(Command::History(h)) = cli.command else {
+            panic!("not history: {:?}", cli.command);
+        };
+        assert_eq!(h.limit, 3);
         assert!(parse_from(&["cronsole", "run", "--max-concurrent", "0"]).is_err());
         assert!(parse_from(&["cronsole", "run", "--max-concurrent", "1025"]).is_err());
     }

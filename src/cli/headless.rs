@@ -33,10 +33,7 @@ pub fn text_line(r: &HistoryRow) -> String {
         r.trigger.as_str(),
     );
     if let Some(slot) = r.slot {
-        line.push_str(&format!(
-            "  slot={}",
-            slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-        ));
+        line.push_str(&format!("  slot={}", cronsole::when::rfc3339(slot)));
     }
     if let Some(n) = r.slots_count {
         line.push_str(&format!("  slots={n}"));

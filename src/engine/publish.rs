@@ -80,6 +80,7 @@ pub(super) fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) 
         engine_seen: true,
         settings: Default::default(),
         period_spend_usd: 0.0,
+        period_held_usd: 0.0,
         spend_incomplete: false,
         recent: Vec::new(),
         counts_24h: Default::default(),

@@ -16,12 +16,11 @@ use super::outage::{Health, store_failed, store_ok};
 use crate::clock::Clock;
 use crate::store::{RenewOutcome, Store};
 
-/// What a renewal needs of its run task: the store, the time, who holds the lease, and where
-/// the store's health is reported.
+/// What a renewal needs of its run task: the store, the time, and where the store's health is
+/// reported.
 pub(super) struct Holder<'a> {
     pub(super) store: &'a Arc<dyn Store>,
     pub(super) clock: &'a Arc<dyn Clock>,
-    pub(super) owner: &'a str,
     pub(super) health: &'a Health,
     pub(super) ev_tx: &'a broadcast::Sender<Event>,
 }
@@ -38,8 +37,8 @@ impl Renewer {
     /// Renew now; the next renewal is due at [`Renewer::next`].
     pub(super) async fn renew(&mut self, t: &Holder<'_>) {
         let now = t.clock.now();
-        let (j, o, run_id) = (self.job.clone(), t.owner.to_string(), self.run_id);
-        self.next = match blocking(t.store, move |s| s.renew(&j, run_id, &o, now)).await {
+        let (j, run_id) = (self.job.clone(), self.run_id);
+        self.next = match blocking(t.store, move |s| s.renew(&j, run_id, now)).await {
             Ok(RenewOutcome::Renewed { lease_until }) => {
                 store_ok(t.health, t.ev_tx, now);
                 // The lease's end is on the store's clock (the database's, on PostgreSQL), which

@@ -673,12 +673,12 @@ async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) ->
     let t = secs(cx.claim.job.def.timeout_seconds).min(secs(timeout_seconds));
     let progress = &cx.progress;
     let (secrets, clock, store) = (&cx.secrets, cx.clock, cx.store);
-    let (job, run_id, owner) = (&cx.claim.job.def.name, cx.claim.run_id, cx.owner);
+    let (job, run_id) = (&cx.claim.job.def.name, cx.claim.run_id);
     let env = &cx.proc_env;
     let h = retry_with_hook(
         &cx.deps.backoff,
         cx.claim.job.def.max_retries.max(1),
-        |attempt| lease_still_held(store, clock, job, run_id, owner, attempt),
+        |attempt| lease_still_held(store, clock, job, run_id, attempt),
         |_, ()| async move {
             let started = clock.now();
             let out = match run_command(command, t, env).await {
@@ -712,15 +712,14 @@ async fn lease_still_held(
     clock: &Arc<dyn Clock>,
     job: &str,
     run_id: Uuid,
-    owner: &str,
     attempt: u32,
 ) -> Result<(), String> {
     if attempt == 0 {
         return Ok(());
     }
     let now = clock.now();
-    let (j, o) = (job.to_string(), owner.to_string());
-    match blocking(store, move |s| s.renew(&j, run_id, &o, now)).await {
+    let j = job.to_string();
+    match blocking(store, move |s| s.renew(&j, run_id, now)).await {
         Ok(crate::store::RenewOutcome::Lost) => Err(format!(
             "not retried: the lease was lost before attempt {} (another owner took the run over)",
             attempt + 1

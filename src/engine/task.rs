@@ -69,7 +69,6 @@ impl RunTask {
         Holder {
             store: &self.store,
             clock: &self.clock,
-            owner: &self.owner,
             health: &self.health,
             ev_tx: &self.ev_tx,
         }

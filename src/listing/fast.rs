@@ -302,6 +302,7 @@ impl Shapes {
         let counters: CounterBits =
             serde_json::from_str(rt.get(json, COUNTERS)?).map_err(|_| Decline)?;
         let executions = crate::model::executions_of(&counters.by_status);
+        let held = counters.held_in(period_key);
         let spend = spend_of(&mut self.last_spend, counters, period_key);
 
         // The view, in `JobView`'s field order.
@@ -342,6 +343,8 @@ impl Shapes {
         }
         field(enc, "period_cost_usd", false);
         spend.serialize(&mut *enc).map_err(|_| Decline)?;
+        field(enc, "in_flight_usd", false);
+        held.serialize(&mut *enc).map_err(|_| Decline)?;
         field(enc, "max_cost_usd", false);
         head.value_of(enc, def.get(json, MAX_COST)?)?;
         field(enc, "definition", false);
@@ -418,6 +421,29 @@ struct CounterBits<'a> {
     total_cost_usd: f64,
     #[serde(default)]
     by_status: std::collections::BTreeMap<crate::model::Status, u64>,
+    /// The reservations' period and amount: the view's `in_flight_usd`.
+    #[serde(default, borrow)]
+    reservations: Vec<ReservationBits<'a>>,
+}
+
+impl CounterBits<'_> {
+    /// The view's `in_flight_usd`: what the reservations hold in period `key`.
+    fn held_in(&self, key: &str) -> f64 {
+        crate::store::rules::period::held_in(
+            self.reservations
+                .iter()
+                .map(|r| (r.period_key.as_ref(), r.usd)),
+            key,
+        )
+    }
+}
+
+/// A reservation's members the view reads.
+#[derive(Deserialize)]
+struct ReservationBits<'a> {
+    #[serde(borrow)]
+    period_key: Cow<'a, str>,
+    usd: f64,
 }
 
 /// The full path: parse the record, print its view. `Ok(false)` when it does not parse or
@@ -945,6 +971,19 @@ mod tests {
                     .to_string();
                 r.rt.counters.period_cost_usd = float(&mut rng);
                 r.rt.counters.total_cost_usd = float(&mut rng);
+                for _ in 0..rng.below(3) {
+                    r.rt.counters.reservations.push(crate::model::Reservation {
+                        id: uuid::Uuid::new_v4(),
+                        run_id: uuid::Uuid::new_v4(),
+                        owner: "o".into(),
+                        period_key: rng
+                            .pick(&["day:2026-11-30", "day:2026-11-29", "week:2026-W49"])
+                            .to_string(),
+                        usd: float(&mut rng),
+                        state: crate::model::ReservationState::Reserved,
+                        at: now(),
+                    });
+                }
                 r
             })
             .collect()

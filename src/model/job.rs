@@ -266,13 +266,19 @@ impl JobDef {
         &self,
         stored: DateTime<Utc>,
     ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), crate::schedule::ScheduleError> {
+        // A grid counted from the store (`every`, `in`) starts on the whole second: its slots
+        // then print and compare as people write times, never `02:25:52.666158990`. The
+        // cut is below a second and backwards, so the first slot (one interval on) stays
+        // after `stored`.
+        let whole = chrono::SubsecRound::trunc_subsecs(stored, 0);
         let anchor = match self.schedule {
             ScheduleSpec::In { seconds } => {
                 let s = i64::try_from(seconds).unwrap_or(i64::MAX / 1000);
                 chrono::Duration::try_seconds(s)
-                    .and_then(|d| stored.checked_add_signed(d))
+                    .and_then(|d| whole.checked_add_signed(d))
                     .ok_or_else(|| crate::schedule::ScheduleError::new("`in` is too far ahead"))?
             }
+            ScheduleSpec::Every { .. } => whole,
             _ => stored,
         };
         let compiled = self.compile(anchor)?;
@@ -421,5 +427,29 @@ mod tests {
             job("in 10m", false).first_slots(stored).unwrap().anchor,
             t("2026-12-06T20:25:09Z")
         );
+    }
+
+    /// A job stored at a fraction of a second: its `every` grid and its `in` instant start on
+    /// the whole second before it, so every slot is a whole second; the immediate run is the
+    /// store instant itself, and an `at:` fraction written in the file is kept exactly.
+    #[test]
+    fn grids_counted_from_the_store_start_on_the_whole_second() {
+        let stored = t("2026-12-06T20:15:09.659098376Z");
+        for (expr, anchor, first) in [
+            ("every 1h", "2026-12-06T20:15:09Z", "2026-12-06T21:15:09Z"),
+            ("hourly", "2026-12-06T20:15:09Z", "2026-12-06T21:15:09Z"),
+            ("daily", "2026-12-06T20:15:09Z", "2026-12-07T20:15:09Z"),
+            ("every 1s", "2026-12-06T20:15:09Z", "2026-12-06T20:15:10Z"),
+            ("in 10m", "2026-12-06T20:25:09Z", "2026-12-06T20:25:09Z"),
+        ] {
+            let f = job(expr, true).first_slots(stored).unwrap();
+            assert_eq!((f.anchor, f.first), (t(anchor), Some(t(first))), "{expr}");
+            assert!(f.first.is_some_and(|x| x > stored), "{expr}");
+            assert_eq!(f.immediate, Some(stored), "{expr}");
+        }
+        let f = job("at:2026-12-24T10:00:00.123456Z", false)
+            .first_slots(stored)
+            .unwrap();
+        assert_eq!(f.first, Some(t("2026-12-24T10:00:00.123456Z")));
     }
 }

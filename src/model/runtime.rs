@@ -188,6 +188,21 @@ pub struct AbandonedRun {
     pub spends_job: bool,
     /// `finished_at` of the `abandoned` row (the job's `last_run_at` until a newer run ends).
     pub at: DateTime<Utc>,
+    /// What the `abandoned` row carries and the counters booked (the run's reservations): a
+    /// late end replaces it with the run's real cost, never adds to it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_usd: f64,
+    /// The part of `cost_usd` booked into the budget period `period_key` (the rest belonged to
+    /// an earlier period its calls were reserved in).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub period_usd: f64,
+    /// The budget period the `abandoned` row's money was booked in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub period_key: String,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl AbandonedRun {

@@ -322,14 +322,8 @@ mod tests {
         fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
             self.0.claim_due(req)
         }
-        fn renew(
-            &self,
-            job: &str,
-            run_id: Uuid,
-            owner: &str,
-            now: DateTime<Utc>,
-        ) -> StoreResult<RenewOutcome> {
-            self.0.renew(job, run_id, owner, now)
+        fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
+            self.0.renew(job, run_id, now)
         }
         fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
             self.0.complete(c)

@@ -581,14 +581,8 @@ impl Store for Metered {
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
         self.count(self.inner.claim_due(req))
     }
-    fn renew(
-        &self,
-        job: &str,
-        run_id: Uuid,
-        owner: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<RenewOutcome> {
-        self.count(self.inner.renew(job, run_id, owner, now))
+    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
+        self.count(self.inner.renew(job, run_id, now))
     }
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.count(self.inner.complete(c))

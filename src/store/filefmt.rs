@@ -79,6 +79,22 @@ pub struct Header {
     /// left one generation behind by a crash mid-compaction can be told from an edited one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub absorbed: Option<Absorbed>,
+    /// Snapshot only, written by a compaction that folded the absorbed journal into the
+    /// previous snapshot and changed nothing else: the two files it read, by inode. A process
+    /// that still holds both open (so neither inode number can have been reused) already knows
+    /// every record of this snapshot, and keeps reading them where they were instead of
+    /// reloading every job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folded: Option<Folded>,
+}
+
+/// The files a folding compaction read (see [`Header::folded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Folded {
+    /// The previous snapshot's inode.
+    pub snapshot: u64,
+    /// The absorbed journal's inode.
+    pub journal: u64,
 }
 
 /// A journal's length and CRC-32 as a snapshot absorbed it.

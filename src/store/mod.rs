@@ -181,14 +181,9 @@ pub trait Store: HistoryReader {
     /// Claim due jobs under the store's exclusive lock: recover expired leases, record what
     /// misfired, retire what is spent, and take what may start ([`plan::claim`]).
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome>;
-    /// Extend `run_id`'s lease on `job` (the run's owner calls this while it runs).
-    fn renew(
-        &self,
-        job: &str,
-        run_id: Uuid,
-        owner: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<RenewOutcome>;
+    /// Extend `run_id`'s lease on `job` (the run's owner calls this while it runs). Fenced by
+    /// `run_id` alone: the lease already names its owner, and a run id is held by one owner.
+    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome>;
     /// Record a run's end: its row, its new state and the lease's release, fenced by `run_id`.
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome>;
     /// Several completions at once (runs that ended together), results in order. Stores that
@@ -235,7 +230,7 @@ pub trait Store: HistoryReader {
     /// writes nothing. This default (test doubles, wrappers that do not forward) makes the
     /// renewal, settlement and reservation one by one and keeps no delta.
     fn loop_step(&self, s: &LoopStep<'_>) -> StoreResult<StepOutcome> {
-        let lease_until = match self.renew(s.job, s.run_id, s.owner, s.now)? {
+        let lease_until = match self.renew(s.job, s.run_id, s.now)? {
             RenewOutcome::Renewed { lease_until } => lease_until,
             RenewOutcome::Lost => return Ok(StepOutcome::Lost),
         };

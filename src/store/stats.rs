@@ -5,8 +5,12 @@
 //!
 //! Decisions: `total_executions` counts rows where the job actually ran (succeeded, failed,
 //! no_change); `skipped`, `missed` and `abandoned` are reported in `counts` only. `success_rate`
-//! = (succeeded + no_change) / total_executions × 100 (0 when nothing ran). Money is rounded to
-//! 4 decimal places. `period_cost_usd` is the spend in the current UTC budget period.
+//! = (succeeded + no_change) / total_executions × 100 (0 when nothing ran). `period_cost_usd`
+//! is the spend in the current UTC budget period; `in_flight_usd` the money the budget holds
+//! for calls in flight (or of unknown outcome) in it, and `remaining_budget` = limit − spent −
+//! in flight: the figure the next call is checked against. Money is rounded to 9 decimal
+//! places (binary noise only: a $0.0000245 call keeps every digit, and the rows' costs still
+//! add up to `total_cost_usd`); text shows it in the one money format (`cost::usd`).
 
 use std::collections::BTreeMap;
 
@@ -35,7 +39,10 @@ pub struct StatsLine {
     pub total_cost_usd: f64,
     /// What they cost in the current budget period (USD).
     pub period_cost_usd: f64,
-    /// `None` (JSON null) when there is no limit.
+    /// Money the budget holds this period for model calls in flight or of unknown outcome
+    /// (USD): not spent yet, not available either.
+    pub in_flight_usd: f64,
+    /// Limit − spent − in flight (≥ 0); `None` (JSON null) when there is no limit.
     pub remaining_budget: Option<f64>,
     /// Sum of the runs' durations (s).
     pub runtime_seconds: f64,
@@ -58,8 +65,14 @@ pub struct Stats {
     pub jobs: Vec<StatsLine>,
 }
 
-fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
+/// Money in JSON: rounded to 9 decimal places, which drops the binary noise of sums
+/// (`0.30000000000000004`) and keeps every digit a price per million tokens produces.
+pub fn round_usd(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e9).round() / 1e9
+    } else {
+        0.0
+    }
 }
 
 #[derive(Default)]
@@ -67,6 +80,7 @@ struct Acc {
     counts: BTreeMap<Status, u64>,
     total_cost: f64,
     period_cost: f64,
+    held: f64,
     runtime_ms: u64,
     incomplete: bool,
 }
@@ -88,14 +102,15 @@ impl Acc {
             successful_executions: ok,
             failed_executions: failed,
             success_rate: rate,
-            total_cost_usd: round4(self.total_cost),
-            period_cost_usd: round4(self.period_cost),
-            remaining_budget: limit.map(|l| round4((l - self.period_cost).max(0.0))),
+            total_cost_usd: round_usd(self.total_cost),
+            period_cost_usd: round_usd(self.period_cost),
+            in_flight_usd: round_usd(self.held),
+            remaining_budget: limit.map(|l| round_usd((l - self.period_cost - self.held).max(0.0))),
             runtime_seconds: (self.runtime_ms as f64 / 1000.0 * 1000.0).round() / 1000.0,
             cost_per_execution: if total == 0 {
                 0.0
             } else {
-                round4(self.total_cost / total as f64)
+                round_usd(self.total_cost / total as f64)
             },
             counts: Status::ALL
                 .iter()
@@ -120,12 +135,16 @@ pub fn period_spend_counters(c: &JobCounters, settings: &Settings, now: DateTime
 pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Stats {
     let mut global = Acc::default();
     let mut lines = Vec::with_capacity(jobs.len());
+    let key = budget_period(settings).key(now);
     for rec in jobs {
         let c = &rec.rt.counters;
+        // What the budget checks the next call against: the same sums.
+        let (spent, held) = rules::period::committed(rec, &key);
         let acc = Acc {
             counts: c.by_status.clone(),
             total_cost: c.total_cost_usd,
-            period_cost: period_spend(rec, settings, now),
+            period_cost: spent,
+            held,
             runtime_ms: c.runtime_ms,
             incomplete: c.cost_incomplete,
         };
@@ -134,6 +153,7 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> S
         }
         global.total_cost += acc.total_cost;
         global.period_cost += acc.period_cost;
+        global.held += acc.held;
         global.runtime_ms = global.runtime_ms.saturating_add(acc.runtime_ms);
         global.incomplete |= acc.incomplete;
         lines.push(acc.line(rec.def.name.clone(), rec.def.max_cost_usd));
@@ -180,7 +200,7 @@ mod tests {
         let la = &s.jobs[0];
         assert_eq!(la.total_executions, 4);
         assert_eq!(la.success_rate, 75.0);
-        assert_eq!(la.total_cost_usd, 0.1235);
+        assert_eq!(la.total_cost_usd, 0.123456);
         assert_eq!(la.remaining_budget, Some(0.4));
         assert_eq!(la.counts["missed"], 2);
         assert_eq!(la.runtime_seconds, 4.5);
@@ -191,6 +211,53 @@ mod tests {
         assert_eq!(s.jobs[1].remaining_budget, None);
         assert_eq!(s.global.period_cost_usd, 0.1);
         assert_eq!(s.global.remaining_budget, Some(0.9));
-        assert_eq!(s.global.total_cost_usd, 5.1235);
+        assert_eq!(s.global.total_cost_usd, 5.123456);
+    }
+
+    /// LEFT is what the next call is checked against: limit − spent − every reservation still
+    /// counted (a call in flight, one of unknown outcome), per job and globally.
+    #[test]
+    fn remaining_budget_subtracts_the_money_in_flight() {
+        use crate::model::{Reservation, ReservationState};
+        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let settings = Settings {
+            budget: Some(Budget {
+                max_cost_usd: 1.0,
+                period: BudgetPeriod::Day,
+            }),
+            ..Default::default()
+        };
+        let mut a = job("a", now);
+        a.def.max_cost_usd = Some(0.5);
+        a.rt.counters.period_key = "day:2026-11-29".into();
+        a.rt.counters.period_cost_usd = 0.1;
+        a.rt.counters.total_cost_usd = 0.1;
+        for (usd, state, key) in [
+            (0.15, ReservationState::Reserved, "day:2026-11-29"),
+            (0.05, ReservationState::Spent, "day:2026-11-29"),
+            (0.3, ReservationState::Reserved, "day:2026-11-28"),
+        ] {
+            a.rt.counters.reservations.push(Reservation {
+                id: uuid::Uuid::new_v4(),
+                run_id: uuid::Uuid::new_v4(),
+                owner: "o".into(),
+                period_key: key.into(),
+                usd,
+                state,
+                at: now,
+            });
+        }
+        let s = compute(&[a], &settings, now);
+        let la = &s.jobs[0];
+        assert_eq!(la.period_cost_usd, 0.1);
+        assert_eq!(
+            la.in_flight_usd, 0.2,
+            "yesterday's reservation is not today's"
+        );
+        assert_eq!(la.remaining_budget, Some(0.2));
+        assert_eq!(s.global.in_flight_usd, 0.2);
+        assert_eq!(s.global.remaining_budget, Some(0.7));
     }
 }

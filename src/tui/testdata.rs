@@ -293,6 +293,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         engine_seen: true,
         settings,
         period_spend_usd: 0.7224,
+        period_held_usd: 0.0,
         spend_incomplete: true,
         jobs: jobs.iter().map(JobRow::of).collect(),
         loading: false,

@@ -204,18 +204,18 @@ pub fn renewals_are_fenced_by_run_id(f: Factory) {
     apply_due(&*s, &file(vec![every("j", 60)]), t(1000)).unwrap();
     let c = claim(&*s, "a", t(1000), 10).claims.remove(0);
     assert_eq!(
-        s.renew("j", c.run_id, "a", t(1020)).unwrap(),
+        s.renew("j", c.run_id, t(1020)).unwrap(),
         RenewOutcome::Renewed {
             lease_until: t(1050)
         }
     );
     assert_eq!(
-        s.renew("j", uuid::Uuid::new_v4(), "a", t(1021)).unwrap(),
+        s.renew("j", uuid::Uuid::new_v4(), t(1021)).unwrap(),
         RenewOutcome::Lost
     );
     // The renewed lease holds past the original expiry.
     assert!(claim(&*s, "b", t(1040), 10).claims.is_empty());
-    assert!(s.renew("nope", c.run_id, "a", t(1021)).is_err());
+    assert!(s.renew("nope", c.run_id, t(1021)).is_err());
 }
 
 // ---- misfire ----------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ pub fn overlap_allow_runs_side_by_side_up_to_the_bound(f: Factory) {
     // Each run has its own lease, renewed and fenced by its own run_id.
     for (run, now) in [(a.run_id, 1021), (b.run_id, 1022)] {
         assert!(matches!(
-            s.renew("j", run, "x", t(now)).unwrap(),
+            s.renew("j", run, t(now)).unwrap(),
             RenewOutcome::Renewed { .. }
         ));
     }
@@ -244,7 +244,7 @@ pub fn overlap_allow_an_owner_death_frees_only_its_lease(f: Factory) {
     let b = claim(&*s, "b", t(1010), 10).claims.remove(0);
     // "b" keeps renewing; "a" died (its lease ran out at 1030).
     assert!(matches!(
-        s.renew("j", b.run_id, "b", t(1029)).unwrap(),
+        s.renew("j", b.run_id, t(1029)).unwrap(),
         RenewOutcome::Renewed { .. }
     ));
     // "b" itself still runs the job and never recovers its own leases of it...

@@ -381,11 +381,13 @@ impl Model {
         }
         let every = Duration::seconds(jm.every);
         let anchor = job.rt.anchor;
-        // The grid's first slot is one interval after its anchor; a job created with
-        // `run_immediately` also runs for the anchor itself (re-anchored by a schedule change,
-        // it waits for its first slot like any job).
-        let first_slot = if job.def.run_immediately && anchor == job.rt.created_at {
-            anchor
+        // The grid's first slot is one interval after its anchor (the whole second the job was
+        // stored in); a job created with `run_immediately` also runs for its creation instant
+        // (re-anchored by a schedule change, it waits for its first slot like any job).
+        let created = job.rt.created_at;
+        let fresh = anchor == chrono::SubsecRound::trunc_subsecs(created, 0);
+        let first_slot = if job.def.run_immediately && fresh {
+            created
         } else {
             anchor + every
         };

@@ -302,7 +302,7 @@ fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
     let renewed = s
-        .renew("a", c.run_id, "o", t(31))
+        .renew("a", c.run_id, t(31))
         .unwrap_or_else(|e| panic!("renew: {e}"));
     assert!(matches!(
         renewed,

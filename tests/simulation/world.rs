@@ -701,7 +701,7 @@ impl<'a> World<'a> {
                 (r.job.clone(), r.run_id, o.id.clone(), r.lease_secs)
             };
             let res = match &self.owners[i].proc {
-                Some(p) => p.store.renew(&job, run_id, &owner, now),
+                Some(p) => p.store.renew(&job, run_id, now),
                 None => return,
             };
             let label = self.label(run_id);

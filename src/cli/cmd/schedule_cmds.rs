@@ -189,18 +189,18 @@ fn print_json(p: &Preview) -> Result<()> {
         "tz": tz.name(),
         "slots": slots
             .iter()
-            .map(|s| s.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+            .map(|s| cronsole::when::rfc3339(*s))
             .collect::<Vec<_>>(),
     });
     if let Some(at) = p.immediate {
-        v["immediate"] = serde_json::json!(at.to_rfc3339_opts(SecondsFormat::Secs, true));
+        v["immediate"] = serde_json::json!(cronsole::when::rfc3339(at));
     }
     if let Some(j) = &job {
         v["job"] = serde_json::json!(j.name);
         v["fires"] = serde_json::json!(
             slots
                 .iter()
-                .map(|s| p.fire(*s).to_rfc3339_opts(SecondsFormat::AutoSi, true))
+                .map(|s| cronsole::when::rfc3339(p.fire(*s)))
                 .collect::<Vec<_>>()
         );
     }
@@ -238,8 +238,11 @@ fn print_text(p: &Preview) {
     if let Some(at) = p.immediate {
         println!(
             "{}  {} ({}) [at first store: run_immediately]",
-            at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+            cronsole::when::rfc3339(at),
+            at.with_timezone(&tz).format(&format!(
+                "%Y-%m-%d %H:%M:%S{} %Z",
+                cronsole::when::fraction(at)
+            )),
             tz.name()
         );
     }
@@ -249,7 +252,7 @@ fn print_text(p: &Preview) {
         let jitter = if f > *s {
             format!(
                 "  [slot {} + {}s jitter]",
-                s.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+                cronsole::when::rfc3339(*s),
                 (f - *s).num_milliseconds() as f64 / 1000.0
             )
         } else {
@@ -257,8 +260,11 @@ fn print_text(p: &Preview) {
         };
         println!(
             "{}  {} ({}){jitter}",
-            f.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-            local.format("%Y-%m-%d %H:%M:%S%.f %Z"),
+            cronsole::when::rfc3339(f),
+            local.format(&format!(
+                "%Y-%m-%d %H:%M:%S{} %Z",
+                cronsole::when::fraction(f)
+            )),
             tz.name()
         );
     }

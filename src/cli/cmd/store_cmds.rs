@@ -157,6 +157,20 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     }
 }
 
+/// The NOTE column with the money its budget holds for calls in flight (or of unknown
+/// outcome) this period: SPEND is what was spent; the budget also counts this.
+fn with_in_flight(note: String, held: f64) -> String {
+    if !(held.is_finite() && held > 0.0) {
+        return note;
+    }
+    let held = format!("{} held by calls in flight", usd(held));
+    if note == "-" {
+        held
+    } else {
+        format!("{note}; {held}")
+    }
+}
+
 /// Control characters become spaces: one line per job, whatever an operator typed.
 /// Outside text (reasons, errors) on one inert line: the one policy of `cronsole::text`.
 fn one_line(s: &str) -> String {
@@ -231,7 +245,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
                 v.runs.to_string(),
                 spend,
                 one_line(v.schedule),
-                note_text(r, zone, now),
+                with_in_flight(note_text(r, zone, now), v.in_flight_usd),
             ]
         })
         .collect();
@@ -456,6 +470,7 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
             format!("{:.2}", l.success_rate),
             usd(l.total_cost_usd),
             usd(l.period_cost_usd),
+            usd(l.in_flight_usd),
             l.remaining_budget.map_or("-".to_string(), usd),
             format!("{:.1}s", l.runtime_seconds),
             if l.cost_incomplete {
@@ -467,9 +482,19 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     };
     let rows: Vec<Vec<String>> = s.jobs.iter().chain([&s.global]).map(line).collect();
     let header = [
-        "JOB", "RUNS", "OK", "FAIL", "RATE%", "TOTAL", "PERIOD", "LEFT", "RUNTIME", "",
+        "JOB",
+        "RUNS",
+        "OK",
+        "FAIL",
+        "RATE%",
+        "TOTAL",
+        "PERIOD",
+        "IN-FLIGHT",
+        "LEFT",
+        "RUNTIME",
+        "",
     ];
-    for line in table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8]) {
+    for line in table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]) {
         println!("{line}");
     }
     Ok(ExitCode::SUCCESS)

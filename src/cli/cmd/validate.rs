@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use cronsole::config::{self, Handover, Severity, Validation};
 use cronsole::model::JobDef;
 use cronsole::schedule::{self, ScheduleSpec};
+use cronsole::when;
 
 pub fn validate(file: &Path) -> Result<ExitCode> {
     // Size-capped, regular files only: `validate /dev/zero` is refused, not read forever.
@@ -63,11 +64,19 @@ pub fn write_report(
     if !checked.diagnostics.is_empty() {
         writeln!(out)?;
     }
+    let broken = Broken::of(&checked);
     let (valid, jobs) = (checked.valid, checked.jobs);
-    let mut printed = 0;
+    let (mut printed, mut held) = (0, 0);
     let handed = checked.for_each_valid(file, &mut |job| {
         printed += 1;
-        write_job(out, job, now)
+        match broken.holds_back(job) {
+            Some(why) => {
+                held += 1;
+                let line = format!("{}: not valid: {why}", job.name);
+                writeln!(out, "{}", super::inert(&line)).map_err(anyhow::Error::from)
+            }
+            None => write_job(out, job, now),
+        }
     });
     match handed {
         Ok(()) => {}
@@ -80,12 +89,95 @@ pub fn write_report(
             file.display()
         );
     }
+    let held_note = if held == 0 {
+        String::new()
+    } else {
+        format!(" ({held} more held back by errors outside `jobs:`)")
+    };
     writeln!(
         out,
-        "{} error(s), {} warning(s); {} of {} job(s) valid",
-        errors, warnings, valid, jobs
+        "{} error(s){}, {} warning(s); {} of {} job(s) valid{held_note}",
+        errors,
+        broken.where_words(),
+        warnings,
+        valid - held,
+        jobs
     )?;
     Ok(())
+}
+
+/// The entries outside `jobs:` that have errors, by section, and what that means for the jobs
+/// that validated on their own: a job is not valid when an entry it relies on is not (its
+/// agent, its sinks) or when `defaults:`, which every job inherits, has errors. The file is refused whole either way; this says which jobs to look at.
+#[derive(Default)]
+struct Broken {
+    /// Errors per top-level section, in file order of first appearance (`jobs`, `agents`, …).
+    sections: Vec<(String, usize)>,
+    /// Named entries with errors, as `section.name`.
+    entries: std::collections::BTreeSet<String>,
+}
+
+impl Broken {
+    fn of(v: &Validation<'_>) -> Broken {
+        let mut b = Broken::default();
+        for d in v
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+        {
+            let mut parts = d.key.splitn(3, ['.', '[']);
+            let section = parts.next().unwrap_or_default();
+            let section = if section.is_empty() {
+                "the file"
+            } else {
+                section
+            };
+            match b.sections.iter_mut().find(|(s, _)| s == section) {
+                Some((_, n)) => *n += 1,
+                None => b.sections.push((section.to_string(), 1)),
+            }
+            if let Some(name) = parts.next()
+                && ["agents", "delivery"].contains(&section)
+            {
+                b.entries.insert(format!("{section}.{name}"));
+            }
+        }
+        b
+    }
+
+    /// ` (2 under agents, 1 under jobs)`; nothing when every error is a job's own.
+    fn where_words(&self) -> String {
+        if self.sections.iter().all(|(s, _)| s == "jobs") {
+            return String::new();
+        }
+        let parts: Vec<String> = self
+            .sections
+            .iter()
+            .map(|(s, n)| match s.as_str() {
+                "the file" => format!("{n} in the file itself"),
+                _ => format!("{n} under {s}"),
+            })
+            .collect();
+        format!(" ({})", parts.join(", "))
+    }
+
+    /// Why `job`, valid on its own, is not: the first entry with errors it relies on.
+    fn holds_back(&self, job: &JobDef) -> Option<String> {
+        if self.sections.iter().any(|(s, _)| s == "defaults") {
+            return Some("it inherits `defaults:`, which has errors".to_string());
+        }
+        if let cronsole::model::Action::Agent { agent, .. } = &job.action {
+            // An agent allowing a tool of an `mcp_servers:`/`tools:` entry with errors has an
+            // error of its own (its `tools:` item says so).
+            if self.entries.contains(&format!("agents.{agent}")) {
+                return Some(format!("it uses agent '{agent}', which has errors"));
+            }
+        }
+        job.deliver
+            .iter()
+            .find(|s| self.entries.contains(&format!("delivery.{s}")))
+            .map(|s| format!("it delivers to sink '{s}', which has errors"))
+    }
 }
 
 fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<()> {
@@ -137,8 +229,9 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         format!(
             "{} ({})",
             // An `at:` instant keeps its fraction of a second (none is shown when it has none).
-            t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S%.f %Z"),
-            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            t.with_timezone(&zone)
+                .format(&format!("%Y-%m-%d %H:%M:%S{} %Z", when::fraction(t))),
+            when::rfc3339(t)
         )
     };
     let mut shown = 0;
@@ -161,7 +254,8 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         let jitter = if fire > next {
             format!(
                 " [slot {} + {}s jitter]",
-                next.with_timezone(&zone).format("%H:%M:%S%.f"),
+                next.with_timezone(&zone)
+                    .format(&format!("%H:%M:%S{}", when::fraction(next))),
                 (fire - next).num_milliseconds() as f64 / 1000.0
             )
         } else {

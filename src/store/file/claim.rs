@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::handle::{FileStore, Locked};
@@ -24,6 +25,7 @@ impl FileStore {
     /// Claim due jobs (see [`crate::store::Store::claim_due`]).
     pub(super) fn claim(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
         let mut l = self.lock()?;
+        self.after_a_step_back(&mut l, req.now)?;
         let due: Vec<String> = l.inner.jobs.due(req.now);
         if due.is_empty() {
             return Ok(ClaimOutcome::default());
@@ -64,6 +66,55 @@ impl FileStore {
             claims,
             rows: pass.rows,
         })
+    }
+}
+
+impl FileStore {
+    /// When this claim's clock is further behind the latest one this handle has seen (or, at
+    /// its first claim, the newest clock an owner record was sent with) than the
+    /// re-derivation tolerance, the clock went back: slots decided before may lie beyond what
+    /// the schedules allow from now, and those jobs are not due, so the claim would never look
+    /// at them. Every job with a wake-up after now is re-derived once, here (a full read of
+    /// the jobs, only after a step back). Paused jobs are re-derived when they resume.
+    fn after_a_step_back(&self, l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
+        let mark = match l.inner.clock_mark {
+            Some(m) => m,
+            None => self.newest_owner_clock().unwrap_or(now),
+        };
+        if now + rules::slots::AHEAD_TOLERANCE >= mark {
+            l.inner.clock_mark = Some(mark.max(now));
+            return Ok(());
+        }
+        tracing::warn!(
+            "the clock is {} behind the latest this store was used at: re-deriving every job's \
+             slots from {}",
+            crate::clock::step_words(mark - now).trim_start_matches('+'),
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        let names: Vec<String> = l
+            .inner
+            .jobs
+            .wake_order(None)
+            .into_iter()
+            .filter(|(t, _)| *t > now)
+            .map(|(_, n)| n)
+            .collect();
+        let mut changed = Vec::new();
+        for name in names {
+            if !l.load(&name)? {
+                continue;
+            }
+            if let Some(c) = l.inner.hot.get_mut(&name)
+                && plan::claim::rederive_logged(&mut c.rec, now)
+            {
+                changed.push(name);
+            }
+        }
+        if !changed.is_empty() {
+            l.persist(&[], &changed)?;
+        }
+        l.inner.clock_mark = Some(now);
+        Ok(())
     }
 }
 

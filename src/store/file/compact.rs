@@ -23,7 +23,8 @@
 //! in between, deterministically.
 //!
 //! Owns: the plan, the build, the swap, the compaction thread. Must not touch: a handle's cache
-//! (the swap gives the files new inodes: every handle, this one too, reloads on its next lock).
+//! (the swap gives the files new inodes: every handle, this one too, follows the swap or
+//! reloads on its next lock, see `follow.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,7 +37,8 @@ use super::index::IndexWriter;
 use super::layout::{INDEX_FILE, JOURNAL_FILE, LOCK_FILE, SNAPSHOT_FILE};
 use super::lines::{entry_of, for_each_line, line_len};
 use super::log::{
-    AtomicFile, complete_len, corrupt, count_lines_before, header_line, io_err, read_at, stat,
+    AtomicFile, complete_len, corrupt, count_lines_before, folded_header_line, io_err, read_at,
+    stat,
 };
 use super::record::{
     Cached, HEAD_KEY, JournalAcct, Loc, Mark, index_of, journal_header, later_mark, line_index,
@@ -146,9 +148,12 @@ impl Locked<'_> {
             .open(&spath, OpenMode::Read)
             .map_err(io_err(&spath))?;
         let snap_ino = snapshot.metadata().map_err(io_err(&spath))?.ino;
-        let ours = match self.inner.snapshot.as_deref() {
-            Some(f) => f.metadata().map_err(io_err(&spath))?.ino,
-            None => return Ok(None),
+        // After a followed compaction the handle reads the previous snapshot: the one in place
+        // is the one it followed.
+        let ours = match (&self.inner.followed, self.inner.snapshot.as_deref()) {
+            (Some(fw), _) => fw.snap_ino,
+            (None, Some(f)) => f.metadata().map_err(io_err(&spath))?.ino,
+            (None, None) => return Ok(None),
         };
         if ours != snap_ino {
             // A compaction's snapshot is in place but its journal is not (a failed rename):
@@ -163,7 +168,7 @@ impl Locked<'_> {
         Ok(Some(Plan {
             generation: self.inner.generation,
             snap_ino,
-            snap_len: self.inner.snapshot_len,
+            snap_len: self.inner.live_snapshot_len(),
             journal_ino: self.inner.journal.ino,
             j0: self.inner.journal.len,
             snapshot,
@@ -211,7 +216,18 @@ fn build(ctx: &Ctx, plan: Plan) -> StoreResult<Built> {
         crc32: crc.finish(),
     };
     let generation = plan.generation + 1;
-    let header = header_line("snapshot", generation, &ctx.id, Some(absorbed))?;
+    // Nothing but the fold of these two files: a handle holding both keeps what it read.
+    let folded = filefmt::Folded {
+        snapshot: plan.snap_ino,
+        journal: plan.journal_ino,
+    };
+    let header = folded_header_line(
+        "snapshot",
+        generation,
+        &ctx.id,
+        Some(absorbed),
+        Some(folded),
+    )?;
     let io = &*ctx.io;
     let mut w = Writer {
         ix: IndexWriter::new(
@@ -492,13 +508,11 @@ mod tests {
         let g = generation(&dir);
         let first = &ca.claims[0];
         while !building(&dir) {
-            a.renew(&first.job.def.name, first.run_id, "a", t(5))
-                .unwrap();
+            a.renew(&first.job.def.name, first.run_id, t(5)).unwrap();
         }
         // `b` writes while `a`'s build waits for its swap.
         let other = &cb.claims[0];
-        b.renew(&other.job.def.name, other.run_id, "b", t(7))
-            .unwrap();
+        b.renew(&other.job.def.name, other.run_id, t(7)).unwrap();
         let before_swap = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
         assert_eq!(generation(&dir), g, "nothing swapped yet");
         (dir, a, b, before_swap)
@@ -533,6 +547,124 @@ mod tests {
         assert!(tmp.is_empty(), "no temp file left: {tmp:?}");
     }
 
+    fn followed(s: &FileStore) -> bool {
+        s.inner.lock().unwrap().followed.is_some()
+    }
+
+    fn sound(dir: &std::path::Path) {
+        let rep =
+            crate::store::check::check_file_store(dir, std::time::Duration::from_secs(5)).unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    }
+
+    /// `a` (stepped) has compacted once; `b`, opened after that, read the files in place and
+    /// follows nothing. Both hold 10 leases. Then `a` renews until its next compaction is built,
+    /// and `b` renews once (a line past what that compaction absorbs).
+    fn fresh_pair(tag: &str) -> (TempDir, FileStore, FileStore) {
+        let dir = TempDir::new(&format!("compact-{tag}"));
+        let a = stepped(&dir);
+        a.apply(&jobs(20), stored()).unwrap();
+        let ca = a.claim_at(t(0), "a", 10);
+        let b = FileStore::open(&dir).unwrap().with_index_min_bytes(0);
+        let cb = b.claim_at(t(0), "b", 10);
+        assert_eq!((ca.claims.len(), cb.claims.len()), (10, 10));
+        assert!(!followed(&b));
+        let first = &ca.claims[0];
+        while !building(&dir) {
+            a.renew(&first.job.def.name, first.run_id, t(5)).unwrap();
+        }
+        let other = &cb.claims[0];
+        b.renew(&other.job.def.name, other.run_id, t(7)).unwrap();
+        (dir, a, b)
+    }
+
+    #[test]
+    fn a_handle_holding_the_folded_files_follows_the_swap_instead_of_reloading() {
+        let (dir, a, b) = fresh_pair("follow");
+        let g = generation(&dir);
+        let _ = a.jobs().unwrap();
+        assert!(generation(&dir) > g, "swapped");
+        // `b` read every line the new snapshot folded (and wrote the one past J0): it keeps its
+        // entries, reading the previous files it holds, and reads the new journal's lines only.
+        assert_eq!(renewed(&b, "job-000"), t(5));
+        assert!(followed(&b), "b followed the compaction");
+        assert_eq!(renewed(&b, "job-010"), t(7));
+        // Entries in the previous snapshot, the previous journal and the new journal are all
+        // read, one at a time and a page at a time.
+        let all = b.jobs().unwrap();
+        assert_eq!(all.len(), 20);
+        assert_eq!(all.iter().filter(|r| r.rt.lease.is_some()).count(), 20);
+        // Writes after following land in the new journal, at the offsets both handles use.
+        let c = b.job("job-011").unwrap().unwrap();
+        b.renew("job-011", c.rt.lease.unwrap().run_id, t(9))
+            .unwrap();
+        let c = a.job("job-001").unwrap().unwrap();
+        a.renew("job-001", c.rt.lease.unwrap().run_id, t(11))
+            .unwrap();
+        assert!(followed(&b), "still following");
+        for s in [&a, &b] {
+            assert_eq!(renewed(s, "job-011"), t(9));
+            assert_eq!(renewed(s, "job-001"), t(11));
+            assert_eq!(renewed(s, "job-000"), t(5));
+            assert_eq!(s.jobs().unwrap().len(), 20);
+        }
+        drop((a, b));
+        sound(&dir);
+        let r = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(renewed(&r, "job-011"), t(9));
+        assert_eq!(renewed(&r, "job-001"), t(11));
+        assert_eq!(renewed(&r, "job-010"), t(7));
+    }
+
+    #[test]
+    fn a_second_compaction_while_following_reloads_and_keeps_every_write() {
+        let (dir, a, b) = fresh_pair("follow2");
+        let _ = a.jobs().unwrap();
+        let _ = b.jobs().unwrap();
+        assert!(followed(&b));
+        // `a` compacts again: `b` still reads the generation before the one it followed.
+        let g = generation(&dir);
+        let c = a.job("job-002").unwrap().unwrap();
+        let run = c.rt.lease.unwrap().run_id;
+        let mut i = 0;
+        while generation(&dir) == g {
+            i += 1;
+            a.renew("job-002", run, t(20 + i)).unwrap();
+            assert!(i < 10_000, "no second compaction");
+        }
+        let all = b.jobs().unwrap();
+        assert!(!followed(&b), "b reloaded");
+        assert_eq!(all.len(), 20);
+        for s in [&a, &b] {
+            assert_eq!(renewed(s, "job-002"), t(20 + i));
+            assert_eq!(renewed(s, "job-010"), t(7));
+            assert_eq!(renewed(s, "job-000"), t(5));
+        }
+        drop((a, b));
+        sound(&dir);
+    }
+
+    #[test]
+    fn a_snapshot_written_by_apply_is_not_followed() {
+        let dir = TempDir::new("compact-apply-nofollow");
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs(n), stored()).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        assert_eq!(b.jobs().unwrap().len(), n);
+        // A re-apply changing every job writes a new snapshot holding records no journal line
+        // held: `b` must read them, not keep what it read.
+        let mut changed = jobs(n);
+        for d in &mut changed.jobs {
+            d.max_retries += 1;
+        }
+        let want = changed.jobs[0].max_retries;
+        a.apply(&changed, stored()).unwrap();
+        let all = b.jobs().unwrap();
+        assert!(!followed(&b));
+        assert!(all.iter().all(|r| r.def.max_retries == want));
+    }
+
     #[test]
     fn a_crash_between_the_renames_replays_the_lines_past_what_the_snapshot_absorbed() {
         let (dir, a, b, old_journal) = raced("crash");
@@ -556,7 +688,7 @@ mod tests {
         let w = stepped(&dir);
         let c = w.job("job-011").unwrap().unwrap();
         let lease = c.rt.lease.unwrap();
-        w.renew("job-011", lease.run_id, "b", t(9)).unwrap();
+        w.renew("job-011", lease.run_id, t(9)).unwrap();
         assert_eq!(renewed(&w, "job-010"), t(7));
         drop(w);
         let journal = std::fs::read_to_string(dir.join(JOURNAL_FILE)).unwrap();
@@ -597,8 +729,7 @@ mod tests {
         for i in 0..300 {
             let c = &got.claims[i % 50];
             let s = if i % 2 == 0 { &a } else { &b };
-            s.renew(&c.job.def.name, c.run_id, "a", t(i as i64))
-                .unwrap();
+            s.renew(&c.job.def.name, c.run_id, t(i as i64)).unwrap();
         }
         drop(a);
         assert!(generation(&dir) > g, "compactions ran");

@@ -1,6 +1,7 @@
 //! The state of a handle's compaction, below both the handle that holds it and the procedures
 //! that plan, build and swap (`compact.rs`): its configuration, the plan taken under the lock,
-//! a built snapshot waiting for its swap, and the thread in progress.
+//! a built snapshot waiting for its swap, the thread in progress, and what a handle that
+//! followed another handle's compaction still reads (`follow.rs`).
 //!
 //! Owns: these types and the retry bound after a failure. Must not touch: the files (the
 //! procedures in `compact.rs` do).
@@ -71,6 +72,21 @@ pub(super) struct Built {
     /// journal's header carries it.
     pub(super) acct: Option<Mark>,
     pub(super) started: Instant,
+}
+
+/// A handle reading the files a compaction folded (see `follow.rs`).
+pub(super) struct Followed {
+    /// The previous generation's journal: index entries before `j0` point into it.
+    pub(super) old_journal: Box<dyn IoFile>,
+    /// The absorbed length: a journal entry at `off >= j0` is in the current journal at
+    /// `off - j0 + hdr`.
+    pub(super) j0: u64,
+    /// The current journal's header length (its first line starts there).
+    pub(super) hdr: u64,
+    /// The snapshot now in place (the handle reads the previous one, still open): its inode
+    /// and length, for the next compaction's plan and threshold.
+    pub(super) snap_ino: u64,
+    pub(super) snap_len: u64,
 }
 
 /// A temp file removed when dropped unless it was renamed into place.

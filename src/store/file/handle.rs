@@ -33,6 +33,9 @@ pub(super) struct Inner {
     /// The snapshot this handle's index points into (kept open: a compaction by another
     /// process renames a new one into place, and replaces the journal, which reloads).
     pub(super) snapshot: Option<Box<dyn IoFile>>,
+    /// The handle followed a compaction: it reads the previous generation's snapshot (above)
+    /// and journal, and numbers the current journal's lines after them (see `follow.rs`).
+    pub(super) followed: Option<super::compaction::Followed>,
     /// Jobs with `after:` entries (kept by `reindex`): a completion looks for its chained jobs
     /// among these only, so `complete` stays independent of the number of jobs.
     pub(super) chained: BTreeSet<String>,
@@ -106,6 +109,10 @@ pub(super) struct Inner {
     pub(super) names_unsynced: bool,
     pub(super) settings: Settings,
     pub(super) settings_stamp: (u64, i64, i64, u64),
+    /// The latest claim instant this handle has seen (at its first claim: the newest clock an
+    /// owner record was sent with). A claim further behind it than the re-derivation
+    /// tolerance means the clock went back: every job is looked at once (`claim.rs`).
+    pub(super) clock_mark: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The file store. Cheap to open; each handle has its own lock fd and cache.

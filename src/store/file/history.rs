@@ -686,8 +686,8 @@ impl Locked<'_> {
                 // Name the job's line (not `jobs.journal:0:0`): the operator must find the record.
                 let (path, no) = match self.inner.jobs.get(&job).and_then(|s| s.loc) {
                     Some(loc) => {
-                        let (path, f) = self.line_file(loc)?;
-                        let no = count_lines_before(f, &path, loc.off)? + 1;
+                        let (path, f, at) = self.line_file(loc)?;
+                        let no = count_lines_before(f, &path, at.off)? + 1;
                         (path, no)
                     }
                     None => (jpath.to_path_buf(), 0),

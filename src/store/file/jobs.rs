@@ -84,6 +84,7 @@ impl Locked<'_> {
         inner.chained.clear();
         inner.hot.clear();
         inner.snapshot = None;
+        inner.followed = None;
         inner.loaded = false;
         let cut_owed = inner.journal.cut_unsynced.then_some(inner.journal.ino);
         inner.journal = AppendLog::default();
@@ -277,11 +278,16 @@ impl Locked<'_> {
         Ok(())
     }
 
-    pub(super) fn line_file(&self, loc: Loc) -> StoreResult<(std::path::PathBuf, &dyn IoFile)> {
+    /// The file that holds the line at `loc`, and `loc` with its offset in that file (they
+    /// differ after a followed compaction, see `follow.rs`).
+    pub(super) fn line_file(
+        &self,
+        loc: Loc,
+    ) -> StoreResult<(std::path::PathBuf, &dyn IoFile, Loc)> {
         if loc.journal {
             let path = self.path(JOURNAL_FILE);
-            let f = self.inner.journal.file(&path)?;
-            Ok((path, f))
+            let (f, at) = self.inner.journal_at(&path, loc)?;
+            Ok((path, f, at))
         } else {
             let path = self.path(SNAPSHOT_FILE);
             let f = self
@@ -289,7 +295,7 @@ impl Locked<'_> {
                 .snapshot
                 .as_deref()
                 .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
-            Ok((path, f))
+            Ok((path, f, loc))
         }
     }
 
@@ -297,21 +303,21 @@ impl Locked<'_> {
     /// job's.
     pub(super) fn read_entry(&self, name: &str, slim: &Slim) -> StoreResult<Entry> {
         let loc = line_loc(name, slim)?;
-        let (path, f) = self.line_file(loc)?;
+        let (path, f, at) = self.line_file(loc)?;
         let mut buf = vec![0u8; loc.len as usize];
-        read_at(f, &path, loc.off, &mut buf)?;
+        read_at(f, &path, at.off, &mut buf)?;
         self.entry_of(name, loc, &buf)
     }
 
     /// The entry of job `name` from `line`, the bytes read at `loc` (without the newline): its
     /// checksum verified, parsed, and checked to be that job's. Errors name the line's number.
     pub(super) fn entry_of(&self, name: &str, loc: Loc, line: &[u8]) -> StoreResult<Entry> {
-        let (path, f) = self.line_file(loc)?;
+        let (path, f, at) = self.line_file(loc)?;
         if let Err((col, what)) = verify_at(line, loc) {
-            let no = count_lines_before(f, &path, loc.off)? + 1;
+            let no = count_lines_before(f, &path, at.off)? + 1;
             return Err(corrupt(&path, no, col, what));
         }
-        entry_of(&path, f, loc, name, line)
+        entry_of(&path, f, at, name, line)
     }
 
     /// Make sure `Inner::hot` holds job `name`'s parsed record (read from its line on first use
@@ -426,16 +432,20 @@ impl Locked<'_> {
             let mut j = k + 1;
             while let Some(&(l, _)) = want.get(j) {
                 let l_end = l.off + u64::from(l.len);
-                if l.journal != first.journal || l.off > end + run_gap || l_end - start > run_max {
+                if l.journal != first.journal
+                    || (l.journal && !self.inner.same_journal(l.off, start))
+                    || l.off > end + run_gap
+                    || l_end - start > run_max
+                {
                     break;
                 }
                 end = end.max(l_end);
                 j += 1;
             }
-            let (path, f) = self.line_file(first)?;
+            let (path, f, at) = self.line_file(first)?;
             let base = page.buf.len();
             page.buf.resize(base + (end - start) as usize, 0);
-            read_at(f, &path, start, &mut page.buf[base..])?;
+            read_at(f, &path, at.off, &mut page.buf[base..])?;
             for &(loc, i) in &want[k..j] {
                 if let RawSrc::Line { at, .. } = &mut page.items[i].1 {
                     *at = base + (loc.off - start) as usize;
@@ -451,6 +461,8 @@ impl Locked<'_> {
     pub(super) fn new_journal(&mut self) -> StoreResult<()> {
         let jpath = self.path(JOURNAL_FILE);
         let mut bytes = journal_header(self.inner.generation, self.id(), self.inner.acct)?;
+        // Whatever this handle followed is behind it: every entry is in these files.
+        self.inner.followed = None;
         let from = self.inner.journal_absorbed;
         let tail = self.inner.journal.len.saturating_sub(from);
         let carried = self.inner.journal_stale && from > 0 && tail > 0;
@@ -527,7 +539,7 @@ impl Locked<'_> {
                 name,
                 Loc {
                     journal: true,
-                    off,
+                    off: self.inner.journal_off(off),
                     len,
                     crc: None,
                 },
@@ -623,14 +635,14 @@ impl Locked<'_> {
         for (n, from, len, idx) in placed {
             let loc = Loc {
                 journal: true,
-                off: base + from,
+                off: self.inner.journal_off(base + from),
                 len,
                 crc: None,
             };
             set_index(&mut self.inner, n, Some(loc), idx);
         }
         let slack = self.store.compactor.config.slack;
-        if self.inner.journal.len > (2 * self.inner.snapshot_len).saturating_add(slack) {
+        if self.inner.journal.len > (2 * self.inner.live_snapshot_len()).saturating_add(slack) {
             // Compacted off the claim path, once the lock is released (see `compact.rs`).
             self.plan_compaction();
         }
@@ -732,14 +744,14 @@ impl Locked<'_> {
                     });
                 }
                 (Some(loc), _) => {
-                    let (path, f, line) = reader.line(inner, loc)?;
+                    let (path, f, at, line) = reader.line(inner, loc)?;
                     if line.starts_with(HEAD_KEY) {
                         // Each record keeps the history end of its own last write, not the
                         // compaction's: rows a dead process left after it are still looked for.
                         out.buf.extend_from_slice(line);
                         out.buf.push(b'\n');
                     } else {
-                        let e = entry_of(path, f, loc, name, line)?;
+                        let e = entry_of(path, f, at, name, line)?;
                         let c = Cached::from_entry(e);
                         c.encode(name, inner.acct, &mut out.buf)?;
                         idx = Some(c.idx());

@@ -160,6 +160,8 @@ pub(super) fn entry_of(
 pub(super) struct LineReader {
     pub(super) snapshot: Window,
     pub(super) journal: Window,
+    /// The previous journal, after a followed compaction (see `follow.rs`).
+    pub(super) old_journal: Window,
     pub(super) spath: std::path::PathBuf,
     pub(super) jpath: std::path::PathBuf,
 }
@@ -212,35 +214,39 @@ impl LineReader {
         LineReader {
             snapshot: Window::default(),
             journal: Window::default(),
+            old_journal: Window::default(),
             spath: dir.join(SNAPSHOT_FILE),
             jpath: dir.join(JOURNAL_FILE),
         }
     }
 
     /// The bytes of the line at `loc` of `inner`'s files, its checksum verified (valid until the
-    /// next call), with the file's path and the file.
+    /// next call), with the file's path, the file and `loc` with its offset in that file.
     pub(super) fn line<'r>(
         &'r mut self,
         inner: &'r Inner,
         loc: Loc,
-    ) -> StoreResult<(&'r Path, &'r dyn IoFile, &'r [u8])> {
-        let (path, f, flen, w) = if loc.journal {
-            let f = inner.journal.file(&self.jpath)?;
-            (&self.jpath, f, inner.journal.len, &mut self.journal)
+    ) -> StoreResult<(&'r Path, &'r dyn IoFile, Loc, &'r [u8])> {
+        let (path, f, flen, w, at) = if loc.journal {
+            let (f, at) = inner.journal_at(&self.jpath, loc)?;
+            match &inner.followed {
+                Some(fw) if loc.off < fw.j0 => (&self.jpath, f, fw.j0, &mut self.old_journal, at),
+                _ => (&self.jpath, f, inner.journal.len, &mut self.journal, at),
+            }
         } else {
             let path = &self.spath;
             let f = inner
                 .snapshot
                 .as_deref()
                 .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
-            (path, f, inner.snapshot_len, &mut self.snapshot)
+            (path, f, inner.snapshot_len, &mut self.snapshot, loc)
         };
-        let line = w.line(f, path, flen, loc)?;
-        if let Err((col, what)) = verify_at(line, loc) {
-            let no = count_lines_before(f, path, loc.off)? + 1;
+        let line = w.line(f, path, flen, at)?;
+        if let Err((col, what)) = verify_at(line, at) {
+            let no = count_lines_before(f, path, at.off)? + 1;
             return Err(corrupt(path, no, col, what));
         }
-        Ok((path, f, line))
+        Ok((path, f, at, line))
     }
 
     /// The entry of job `name` from its line (see [`Locked::read_entry`]).
@@ -249,8 +255,8 @@ impl LineReader {
             job: name.to_string(),
             what: "neither a line nor a record",
         })?;
-        let (path, f, line) = self.line(inner, loc)?;
-        entry_of(path, f, loc, name, line)
+        let (path, f, at, line) = self.line(inner, loc)?;
+        entry_of(path, f, at, name, line)
     }
 }
 

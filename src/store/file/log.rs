@@ -330,6 +330,17 @@ pub(super) fn header_line(
     id: &str,
     absorbed: Option<filefmt::Absorbed>,
 ) -> StoreResult<Vec<u8>> {
+    folded_header_line(kind, generation, id, absorbed, None)
+}
+
+/// [`header_line`] of a snapshot that a compaction folded from the files `folded` names.
+pub(super) fn folded_header_line(
+    kind: &str,
+    generation: u64,
+    id: &str,
+    absorbed: Option<filefmt::Absorbed>,
+    folded: Option<filefmt::Folded>,
+) -> StoreResult<Vec<u8>> {
     let mut buf = Vec::new();
     encode_line(
         &mut buf,
@@ -339,6 +350,7 @@ pub(super) fn header_line(
             generation,
             store: Some(id.to_string()),
             absorbed,
+            folded,
         },
     )?;
     Ok(buf)

@@ -15,10 +15,12 @@
 //! - `migrate.rs` — format-1 and format-2 upgrades.
 //! - `handle.rs` — [`FileStore`], the cache (`Inner`) and the locked handle (`Locked`).
 //! - `lines.rs` — job lines read by place, in file order, a page at a time.
+//! - `compaction.rs` — a handle's compaction state (configuration, plan, built snapshot, the
+//!   files a followed compaction left it reading), below the handle.
+//! - `follow.rs` — a swapped-in compaction followed without reloading every job.
 //! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, a big apply's snapshot.
-//! - `compaction.rs` — a handle's compaction state (configuration, plan, built snapshot), below
-//!   the handle; `compact.rs` — the usual compaction: planned under the lock, built without it,
-//!   swapped in.
+//! - `compact.rs` — the usual compaction: planned under the lock, built without it, swapped
+//!   in.
 //! - `apply.rs` — `apply`: definitions diffed one at a time, written as one append or snapshot.
 //! - `history.rs` — the open segment: verification, appends, sealing, retention, cross-check.
 //! - `landed.rs` — rows a record may not account for yet (recovery and leftover scans).
@@ -38,7 +40,9 @@
 //!   sharing one handle.
 //! - `jobs.snapshot.jsonl` — a header `{"cronsole":"snapshot","generation":N,"store":ID,
 //!   "absorbed":{"len":L,"crc32":C}}` then one line per job: `{"job": JobRecord, "mark": {...}}`.
-//!   Written temp + fsync + rename + fsync dir.
+//!   Written temp + fsync + rename + fsync dir. A compaction's snapshot also names the inodes of
+//!   the snapshot and journal it folded (`"folded":{"snapshot":I,"journal":J}`): a handle
+//!   holding both open follows it without reloading (`follow.rs`).
 //! - `jobs.journal` — header `{"cronsole":"journal","generation":N,"store":ID}` then one full job
 //!   line per mutation (last line for a name wins). It is replayed when its generation equals the
 //!   snapshot's. One generation behind is what a crash between writing a new snapshot and
@@ -204,6 +208,7 @@ mod claim;
 mod compact;
 mod compaction;
 mod complete;
+mod follow;
 mod handle;
 mod history;
 mod index;
@@ -226,6 +231,8 @@ mod sync;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_clock;
 
 pub use compaction::Compaction;
 pub use handle::FileStore;

@@ -93,6 +93,15 @@ impl FileStore {
         }
     }
 
+    /// The newest clock any owner record was sent with (its owner's own clock), if any.
+    pub(super) fn newest_owner_clock(&self) -> Option<DateTime<Utc>> {
+        self.read_owners()
+            .ok()?
+            .iter()
+            .map(|o| o.record.last_seen + chrono::Duration::milliseconds(o.record.clock_offset_ms))
+            .max()
+    }
+
     /// Every readable record, in owner order; `ago` by this host's clock against each stamp.
     pub(super) fn read_owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         let dir = self.owners_dir();

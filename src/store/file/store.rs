@@ -244,14 +244,7 @@ impl Store for FileStore {
         self.claim(req)
     }
 
-    fn renew(
-        &self,
-        job: &str,
-        run_id: Uuid,
-        owner: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<RenewOutcome> {
-        let _ = owner;
+    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
         let mut l = self.lock()?;
         l.load(job)?;
         let Some(c) = l.inner.hot.get_mut(job) else {

@@ -64,7 +64,10 @@ impl Locked<'_> {
             || m.len < j.len
             || (self.inner.journal_stale && m.len > j.len)
         {
-            self.full_reload()?;
+            // A compaction that folded the files this handle reads is followed, not reloaded.
+            if !(m.ino != j.ino && self.follow()?) {
+                self.full_reload()?;
+            }
         } else if m.len > j.len {
             self.read_journal_tail(m.len)?;
         }

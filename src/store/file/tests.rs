@@ -97,7 +97,7 @@ fn journal_compaction_keeps_state_and_other_handles_reload() {
     // Enough renewals to force several compactions (journal > 2x snapshot + 1 MiB).
     let c = claim(&a, 0, "a", 1).claims.remove(0);
     for i in 0..2000 {
-        a.renew("j", c.run_id, "a", t(i)).unwrap();
+        a.renew("j", c.run_id, t(i)).unwrap();
     }
     let snap = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
     assert!(snap.starts_with("{\"cronsole\":\"snapshot\""));
@@ -528,7 +528,7 @@ fn absurd_lease_seconds_are_refused_by_apply_and_the_largest_allowed_lease_works
     let c = claim(&s, 0, "o", 1).claims.remove(0);
     assert!(c.lease_until > t(0));
     assert!(matches!(
-        s.renew("a", c.run_id, "o", t(1)).unwrap(),
+        s.renew("a", c.run_id, t(1)).unwrap(),
         RenewOutcome::Renewed { .. }
     ));
 }
@@ -613,7 +613,7 @@ fn completion_after_takeover_is_stale_and_leaves_the_job_alone() {
     let j = s.job("j").unwrap().unwrap();
     assert_eq!(j.rt.lease.as_ref().unwrap().run_id, second.run_id);
     assert_eq!(
-        s.renew("j", first.run_id, "a", t(62)).unwrap(),
+        s.renew("j", first.run_id, t(62)).unwrap(),
         RenewOutcome::Lost
     );
 }

@@ -20,6 +20,8 @@
 //!   misfire rule.
 //! - A job whose `until` passed while its next slot lies beyond it is retired on the next claim
 //!   pass (reason "until passed").
+//! - A job whose slots were decided by a clock ahead of `now` is re-derived first
+//!   (`rules::slots::rederive`), logged, by whichever owner looks at it.
 
 use chrono::{DateTime, Utc};
 
@@ -33,7 +35,9 @@ use crate::store::rules::reasons::{
 };
 use crate::store::rules::rows::is_generated;
 use crate::store::rules::runtime::{ClaimPlan, Evaluation, claim, retire};
-use crate::store::rules::slots::{SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, secs_f64};
+use crate::store::rules::slots::{
+    SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, rederive, secs_f64,
+};
 
 /// Look at one job at `now` for `owner`: misfire, retirement, claims. Leased jobs are left
 /// alone (the caller recovers expired leases first with [`recover_expired`]). `can_claim` is false when the
@@ -56,6 +60,10 @@ pub fn evaluate(
         return overlap::while_running(rec, sched, now, owner, period);
     }
     let paused = rec.rt.paused || !rec.def.enabled;
+
+    // Slots decided by a clock ahead of this one (stepped forward, then back) would stall the
+    // job for as long as the step: they are re-derived from `now` first.
+    ev.changed |= rederive_logged(rec, now);
 
     // A 429 hold that has ended: slots before it are dropped silently.
     if let Some(h) = rec.rt.hold_until
@@ -146,7 +154,7 @@ pub fn evaluate(
             .filter(|g| g.is_finite() && *g >= 0.0);
         if !never_run && rec.def.schedule.is_recurring() && grace.is_some_and(|g| age > secs_f64(g))
         {
-            let row = missed_row(
+            let mut row = missed_row(
                 rec,
                 sched,
                 (next, now),
@@ -155,7 +163,7 @@ pub fn evaluate(
                 grace.unwrap_or_default(),
             );
             rec.rt.next_slot = sched.next_after(now);
-            count_row(rec, &row, period, now);
+            count_row(rec, &mut row, period, now);
             ev.rows.push(row);
             ev.changed = true;
             // A queued manual trigger may still run below.
@@ -168,6 +176,19 @@ pub fn evaluate(
         }
     }
     manual(rec, sched, now, owner, can_claim, ev)
+}
+
+/// [`rederive`] with its log line: true when the record changed.
+pub fn rederive_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
+    let Some(what) = rederive(rec, now) else {
+        return false;
+    };
+    tracing::warn!(
+        job = %rec.def.name,
+        "slots re-derived from {}: {what} (they were decided by a clock ahead of this one)",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    true
 }
 
 /// The `missed` row of a slot (or of every overdue slot from `next` to `now`, as one row) that
@@ -258,7 +279,7 @@ fn after_retirement(
             let mut row =
                 HistoryRow::new(&rec.def.name, Status::Skipped, trigger, slot, owner, now);
             row.reason = Some(REASON_QUEUED_REMOVED.to_string());
-            count_row(rec, &row, period, now);
+            count_row(rec, &mut row, period, now);
             ev.rows.push(row);
         }
         ev.changed = true;

@@ -255,7 +255,9 @@ pub fn complete_step(
                     supersede_abandoned(rec, &a, &mut row, c.state, c.hold_until, period, c.now);
                 out.state_rejected = fin.state_rejected;
             }
-            None => count_row(rec, &row, period, c.now),
+            None => {
+                count_row(rec, &mut row, period, c.now);
+            }
         }
         out.stale = true;
         out.rows.push(row);

@@ -18,6 +18,8 @@ pub mod step;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_clock;
+#[cfg(test)]
 mod tests_cron;
 #[cfg(test)]
 mod tests_jitter;

@@ -772,6 +772,62 @@ fn a_late_completion_of_an_abandoned_run_supersedes_its_row() {
     assert!(!again.rows[0].supersedes_abandoned);
 }
 
+/// Money shown = money counted across a recovery and a late end: the `abandoned` row
+/// carries the run's reservation (its call was in flight) and the counters book it as spent;
+/// the run's late end replaces that amount with its real cost, never adds to it.
+#[test]
+fn a_late_completion_replaces_the_money_of_the_abandoned_row() {
+    use crate::store::policy::budget::{ReserveRequest, Settlement, record, settle};
+    let mut r = ran_at_t0(None);
+    let run = eval(&mut r, T0 + 60).claim.unwrap();
+    let key = P.key(t(T0 + 60));
+    let req = ReserveRequest {
+        job: "j",
+        run_id: run.run_id,
+        owner: "me",
+        usd: 0.08,
+        now: t(T0 + 60),
+    };
+    let id = record(&mut r, &req, key.clone());
+    let before = (r.rt.counters.total_cost_usd, r.rt.counters.period_cost_usd);
+    let ev = recover(&mut r, T0 + 100);
+    let abandoned = &ev.rows[0];
+    assert_eq!(abandoned.status, Status::Abandoned);
+    assert!((abandoned.cost_usd - 0.08).abs() < 1e-12, "{abandoned:?}");
+    let c = &r.rt.counters;
+    assert!(c.reservations.is_empty(), "the row took it: {c:?}");
+    assert!((c.total_cost_usd - before.0 - 0.08).abs() < 1e-12);
+    assert!((c.period_cost_usd - before.1 - 0.08).abs() < 1e-12);
+    // The paused owner wakes: its call settles (nothing left to settle) and its run ends.
+    assert!(!settle(&mut r, id, Settlement::Cost(0.03)));
+    let mut row = HistoryRow::new(
+        "j",
+        Status::Succeeded,
+        run.trigger,
+        run.slot,
+        "me",
+        t(T0 + 105),
+    );
+    row.run_id = run.run_id;
+    row.cost_usd = 0.03;
+    let c = Completion {
+        job: "j".into(),
+        run_id: run.run_id,
+        owner: "me".into(),
+        now: t(T0 + 105),
+        row,
+        state: None,
+        hold_until: None,
+    };
+    let out = complete_step(&mut r, None, c, P).unwrap();
+    assert!(out.rows[0].supersedes_abandoned);
+    let c = &r.rt.counters;
+    assert!((c.total_cost_usd - before.0 - 0.03).abs() < 1e-12, "{c:?}");
+    assert!((c.period_cost_usd - before.1 - 0.03).abs() < 1e-12, "{c:?}");
+    let hours: f64 = c.hours.iter().map(|b| b.cost_usd).sum();
+    assert!((hours - before.0 - 0.03).abs() < 1e-12, "{c:?}");
+}
+
 /// The fencing of a late result is kept: a newer run live decides the job's state; only the
 /// last status (the newest ended run is still this one) and the counters follow.
 #[test]
@@ -885,10 +941,10 @@ fn counters_reset_when_the_period_changes() {
     let mut row = HistoryRow::new("c", Status::Succeeded, Trigger::Schedule, None, "me", t(T0));
     row.cost_usd = 0.25;
     row.unpriced = true;
-    count_row(&mut r, &row, P, t(T0));
-    count_row(&mut r, &row, P, t(T0 + 10));
+    count_row(&mut r, &mut row, P, t(T0));
+    count_row(&mut r, &mut row, P, t(T0 + 10));
     assert!((r.rt.counters.period_cost_usd - 0.5).abs() < 1e-12);
-    count_row(&mut r, &row, P, t(T0 + 86_400));
+    count_row(&mut r, &mut row, P, t(T0 + 86_400));
     assert!((r.rt.counters.period_cost_usd - 0.25).abs() < 1e-12);
     assert!((r.rt.counters.total_cost_usd - 0.75).abs() < 1e-12);
     assert!(r.rt.counters.cost_incomplete);

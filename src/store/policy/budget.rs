@@ -23,8 +23,13 @@
 //!   hard limit, so the uncertainty is charged, not forgiven). Reservations that no longer count
 //!   in the current period ([`counts_in`]: an ended period of the same kind, or one of another
 //!   kind sharing no time with it) are dropped whenever their job takes a new one.
-//! - An `abandoned` row (shutdown, crash recovery) does not absorb a settled reservation: the row
-//!   carries no cost, so the settled amount keeps counting until the period ends.
+//! - Money shown = money counted: an `abandoned` row (shutdown, crash recovery: its outcome is
+//!   unknown) carries every reservation of its run and takes them into the counters: the
+//!   settled calls at their real cost, a call or turn still in flight, or of unknown outcome,
+//!   at its worst case. So the row, `stats`, `jobs` and the console show what the budget
+//!   counts, and a dead owner's call stops "holding" money that is then counted as spent. A
+//!   late end of the same run (its owner was paused, not dead) replaces that amount with its
+//!   real cost ([`crate::store::policy::counters::unbook`]), never adds to it.
 //! - Money is booked in the period its reservation was made in: a row counted after the period
 //!   ended adds its reserved-in-an-older-period amount to the job's total, not to the new
 //!   period's spend ([`absorb_settled`] returns it, `count_row` subtracts it), and a live run's
@@ -203,24 +208,37 @@ pub fn settle(rec: &mut JobRecord, id: Uuid, how: Settlement) -> bool {
     true
 }
 
-/// A run's row is being counted: its settled reservations leave (the row carries their cost
-/// into the counters). Called by `crate::store::policy::counters::count_row`, so both stores do it in the same write.
-/// Returns the amount of those reservations made in a period other than `key` (the current
-/// one): that much of the row's cost belongs to the period its call was reserved in, not to
-/// `key` (a call reserved before midnight and settled after it).
-pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> f64 {
-    if row.status == Status::Abandoned {
-        return 0.0;
-    }
-    let mut elsewhere = 0.0;
+/// What a row took out of its job's reservations ([`absorb_settled`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Absorbed {
+    /// Every amount taken (an `abandoned` row carries exactly this).
+    pub carried: f64,
+    /// The part of `carried` reserved in a period other than the current one.
+    pub elsewhere: f64,
+}
+
+/// A run's row is being counted: the reservations it carries leave (the row carries their
+/// cost into the counters). A finished run's row carries its settled ones (its cost is already
+/// on the row); an `abandoned` row, whose outcome nobody knows, carries every one of its run,
+/// whatever its state (see the module doc). Called by
+/// `crate::store::policy::counters::count_row`, so both stores do it in the same write.
+/// `elsewhere` is the amount of those reservations made in a period other than `key` (the
+/// current one): that much of the row's cost belongs to the period its call was reserved in,
+/// not to `key` (a call reserved before midnight and settled after it).
+pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> Absorbed {
+    let unknown = row.status == Status::Abandoned;
+    let mut out = Absorbed::default();
     rec.rt.counters.reservations.retain(|r| {
-        let mine = r.run_id == row.run_id && r.state == ReservationState::Settled;
-        if mine && !counts_in(&r.period_key, key) && r.usd.is_finite() && r.usd > 0.0 {
-            elsewhere += r.usd;
+        let mine = r.run_id == row.run_id && (unknown || r.state == ReservationState::Settled);
+        if mine && r.usd.is_finite() && r.usd > 0.0 {
+            out.carried += r.usd;
+            if !counts_in(&r.period_key, key) {
+                out.elsewhere += r.usd;
+            }
         }
         !mine
     });
-    elsewhere
+    out
 }
 
 #[cfg(test)]
@@ -292,7 +310,7 @@ mod tests {
         let now = t("2026-12-01T10:00:00Z");
         let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Manual, None, "o", now);
         row.cost_usd = 0.02;
-        crate::store::policy::counters::count_row(&mut r, &row, BudgetPeriod::Day, now);
+        crate::store::policy::counters::count_row(&mut r, &mut row, BudgetPeriod::Day, now);
         let c = &r.rt.counters;
         assert_eq!(counter_spend(c, &BudgetPeriod::Day.key(now)), 0.02);
         assert_eq!(counter_spend(c, &BudgetPeriod::Week.key(now)), 0.02);
@@ -301,7 +319,7 @@ mod tests {
         assert_eq!(counter_spend(c, "day:2026-12-02"), 0.0);
         assert_eq!(counter_spend(c, "week:2026-W50"), 0.0);
         row.cost_usd = 0.01;
-        crate::store::policy::counters::count_row(&mut r, &row, BudgetPeriod::Week, now);
+        crate::store::policy::counters::count_row(&mut r, &mut row, BudgetPeriod::Week, now);
         let c = &r.rt.counters;
         assert_eq!(c.period_key, "week:2026-W49");
         assert!((c.period_cost_usd - 0.03).abs() < 1e-12, "{c:?}");
@@ -338,12 +356,12 @@ mod tests {
         row.cost_usd = 0.02;
         crate::store::policy::counters::count_row(
             &mut r,
-            &row,
+            &mut row,
             BudgetPeriod::Day,
             t("2026-11-30T09:00:00Z"),
         );
         row.cost_usd = 0.0;
-        crate::store::policy::counters::count_row(&mut r, &row, BudgetPeriod::Day, now);
+        crate::store::policy::counters::count_row(&mut r, &mut row, BudgetPeriod::Day, now);
         let c = &mut r.rt.counters;
         assert_eq!(
             counter_spend(c, "week:2026-W49"),
@@ -402,7 +420,7 @@ mod tests {
         let mut row = HistoryRow::new("a", Status::Succeeded, Trigger::Manual, None, "o", tue);
         row.run_id = run;
         row.cost_usd = 0.1;
-        crate::store::policy::counters::count_row(&mut jobs[0], &row, BudgetPeriod::Week, tue);
+        crate::store::policy::counters::count_row(&mut jobs[0], &mut row, BudgetPeriod::Week, tue);
         let (spent, held) = committed(&jobs[0], "week:2026-W49");
         assert!(
             (spent - 0.1).abs() < 1e-12 && (held - 0.35).abs() < 1e-12,
@@ -463,23 +481,64 @@ mod tests {
         assert_eq!(jobs[0].rt.counters.reservations.len(), 2);
     }
 
+    /// A finished run's row takes its settled reservations (its cost is on the row); an
+    /// `abandoned` row takes every reservation of its run, whatever its state, and carries
+    /// their sum: the settled call at its real cost, the call in flight and the call of
+    /// unknown outcome at their worst case. Another run's reservation stays.
     #[test]
-    fn completion_absorbs_settled_but_an_abandoned_row_does_not() {
+    fn an_abandoned_row_carries_every_reservation_of_its_run() {
+        use crate::store::policy::counters::count_row;
         let now = t("2026-11-30T12:00:00Z");
         let s = settings(1.0);
         let mut jobs = [job("a", now)];
-        let run = Uuid::new_v4();
-        let r = req("a", run, 0.2, now);
-        let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
-        let id = record(&mut jobs[0], &r, key);
-        settle(&mut jobs[0], id, Settlement::Cost(0.05));
+        let (run, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut take = |run: Uuid, usd: f64| {
+            let r = req("a", run, usd, now);
+            let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
+            record(&mut jobs[0], &r, key)
+        };
+        let settled = take(run, 0.2);
+        let unknown = take(run, 0.03);
+        let _in_flight = take(run, 0.004);
+        let _others = take(other, 0.5);
+        settle(&mut jobs[0], settled, Settlement::Cost(0.05));
+        settle(&mut jobs[0], unknown, Settlement::Spent);
+        let key = BudgetPeriod::Day.key(now);
+        let before = committed(&jobs[0], &key);
+        assert!((before.0 + before.1 - 0.584).abs() < 1e-12, "{before:?}");
         let mut row = HistoryRow::new("a", Status::Abandoned, Trigger::Schedule, None, "o", now);
         row.run_id = run;
-        absorb_settled(&mut jobs[0], &row, &BudgetPeriod::Day.key(now));
-        assert_eq!(jobs[0].rt.counters.reservations.len(), 1);
+        let booked = count_row(&mut jobs[0], &mut row, BudgetPeriod::Day, now);
+        assert!((row.cost_usd - 0.084).abs() < 1e-12, "{}", row.cost_usd);
+        assert!((booked - 0.084).abs() < 1e-12);
+        assert_eq!(
+            jobs[0].rt.counters.reservations.len(),
+            1,
+            "the other run's stays"
+        );
+        // Nothing moved but where it is counted: spent now, no longer in flight.
+        let after = committed(&jobs[0], &key);
+        assert!(
+            (after.0 - 0.084).abs() < 1e-12 && (after.1 - 0.5).abs() < 1e-12,
+            "{after:?}"
+        );
+        // A finished run's row takes only its settled ones.
+        let mut jobs = [job("a", now)];
+        let r = req("a", run, 0.2, now);
+        let key = decide(&s, jobs.iter(), &r).unwrap().unwrap();
+        let id = record(&mut jobs[0], &r, key.clone());
+        settle(&mut jobs[0], id, Settlement::Cost(0.05));
+        let spent_one = record(&mut jobs[0], &req("a", run, 0.01, now), key.clone());
+        settle(&mut jobs[0], spent_one, Settlement::Spent);
         row.status = Status::Succeeded;
-        absorb_settled(&mut jobs[0], &row, &BudgetPeriod::Day.key(now));
-        assert!(jobs[0].rt.counters.reservations.is_empty());
+        row.cost_usd = 0.05;
+        let a = absorb_settled(&mut jobs[0], &row, &key);
+        assert_eq!(a.carried, 0.05);
+        assert_eq!(
+            jobs[0].rt.counters.reservations.len(),
+            1,
+            "the spent one stays held"
+        );
     }
 
     /// Calls reserved at 23:59:58 settled after midnight were booked into
@@ -528,7 +587,7 @@ mod tests {
             );
             row.run_id = run;
             row.cost_usd = 0.0105;
-            count_row(&mut jobs[j], &row, BudgetPeriod::Day, settled_at);
+            count_row(&mut jobs[j], &mut row, BudgetPeriod::Day, settled_at);
         }
         let key = BudgetPeriod::Day.key(settled_at);
         let (mut spent, mut held) = (0.0, 0.0);

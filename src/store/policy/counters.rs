@@ -1,7 +1,8 @@
 //! The counters a job's history rows are booked into (runs by status, per hour, runtime, money
 //! in the budget period), so statistics and budgets never scan history.
 //!
-//! Owns: [`count_row`] and its inverse for a row that is hidden (`uncount`).
+//! Owns: [`count_row`] and its inverses for a row that is hidden (`uncount`, and [`unbook`] for
+//! the money of an `abandoned` row a late end replaces).
 //! Must not touch: storage; which rows are written (the policies and plans decide).
 //!
 //! Decisions:
@@ -15,11 +16,23 @@ use crate::store::policy::budget::absorb_settled;
 use crate::store::rules::period::counter_spend;
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
-pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, now: DateTime<Utc>) {
+/// An `abandoned` row is given the cost of its run's reservations first (the budget rule,
+/// `absorb_settled`): the row shows the money its budget counts. Returns the amount booked into
+/// the current period (`counters.period_key`).
+pub fn count_row(
+    rec: &mut JobRecord,
+    row: &mut HistoryRow,
+    period: BudgetPeriod,
+    now: DateTime<Utc>,
+) -> f64 {
     let key = period.key(now);
     // Money reserved in an earlier period is booked there (it fitted that period's budget),
     // never into the current one, whose budget may already be full (midnight rollover).
-    let elsewhere = absorb_settled(rec, row, &key);
+    let absorbed = absorb_settled(rec, row, &key);
+    if row.status == Status::Abandoned {
+        row.cost_usd = absorbed.carried;
+    }
+    let elsewhere = absorbed.elsewhere;
     let c = &mut rec.rt.counters;
     // A new period starts from what the old counters say was spent inside it: 0 for an older
     // period of the same kind, carried over after an edit of the budget's `period`.
@@ -36,11 +49,31 @@ pub fn count_row(rec: &mut JobRecord, row: &HistoryRow, period: BudgetPeriod, no
         c.period_key = key;
         c.period_cost_usd = carried;
     }
-    c.period_cost_usd += (cost - elsewhere).max(0.0);
+    let booked = (cost - elsewhere).max(0.0);
+    c.period_cost_usd += booked;
     if row.unpriced {
         c.cost_incomplete = true;
     }
     c.count_hour(row.status, cost, now);
+    booked
+}
+
+/// Take the money of an `abandoned` row back out of the counters: a late end of its run
+/// replaces it with the real cost (which `count_row` then books).
+pub(crate) fn unbook(c: &mut crate::model::JobCounters, a: &crate::model::AbandonedRun) {
+    let sane = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let (cost, in_period) = (sane(a.cost_usd), sane(a.period_usd));
+    if cost == 0.0 {
+        return;
+    }
+    c.total_cost_usd = (c.total_cost_usd - cost).max(0.0);
+    if c.period_key == a.period_key {
+        c.period_cost_usd = (c.period_cost_usd - in_period).max(0.0);
+    }
+    let hour = a.at.timestamp().div_euclid(3600);
+    if let Some(b) = c.hours.iter_mut().find(|b| b.hour == hour) {
+        b.cost_usd = (b.cost_usd - cost).max(0.0);
+    }
 }
 
 /// Take one row of `status` recorded at `at` back out of the counters (its row is hidden).

@@ -87,8 +87,8 @@ pub fn while_running(
         }
         Overlap::Allow { .. } => {
             let (row, after) = overlap_row(rec, sched, next, now, owner, now);
-            if let Some(row) = row {
-                count_row(rec, &row, period, now);
+            if let Some(mut row) = row {
+                count_row(rec, &mut row, period, now);
                 ev.rows.push(row);
             }
             rec.rt.next_slot = after;

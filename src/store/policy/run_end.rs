@@ -26,7 +26,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::counters::{count_row, uncount};
+use super::counters::{count_row, unbook, uncount};
 use super::{chain, overlap};
 use crate::model::{AbandonedRun, BudgetPeriod, HistoryRow, JobRecord, JobState, Status, Trigger};
 use crate::schedule::Compiled;
@@ -95,7 +95,7 @@ pub fn finish_run(
     if let Some(s) = state {
         out.state_rejected = merge_state(rec, row, s);
     }
-    count_row(rec, row, period, now);
+    let booked = count_row(rec, row, period, now);
     let rt = &mut rec.rt;
     rt.last_status = Some(row.status);
     rt.last_run_at = Some(row.finished_at);
@@ -125,6 +125,9 @@ pub fn finish_run(
             trigger: lease.trigger,
             spends_job: lease.spends_job,
             at: row.finished_at,
+            cost_usd: row.cost_usd,
+            period_usd: booked,
+            period_key: rt.counters.period_key.clone(),
         });
         if lease.spends_job {
             if until_passed {
@@ -186,8 +189,8 @@ pub fn finish_run(
         rec.rt.next_slot = after;
     }
     overlap::buffer_one(rec, sched, &mut out.extra_rows);
-    let extra = std::mem::take(&mut out.extra_rows);
-    for r in &extra {
+    let mut extra = std::mem::take(&mut out.extra_rows);
+    for r in &mut extra {
         count_row(rec, r, period, now);
     }
     out.extra_rows = extra;
@@ -216,6 +219,7 @@ pub(crate) fn supersede_abandoned(
     let last = rec.rt.last_status == Some(Status::Abandoned) && rec.rt.last_run_at == Some(a.at);
     let newest = last && rec.rt.lease.is_none();
     uncount(&mut rec.rt.counters, Status::Abandoned, a.at);
+    unbook(&mut rec.rt.counters, a);
     if newest && let Some(s) = state {
         out.state_rejected = merge_state(rec, row, s);
     }

@@ -139,15 +139,7 @@ impl Store for PgStore {
         self.run(|inner| async move { inner.claim(owner, now, limit, in_flight).await })
     }
 
-    fn renew(
-        &self,
-        job: &str,
-        run_id: Uuid,
-        owner: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<RenewOutcome> {
-        // Fenced by run_id alone, like the file store: the owner is carried in the lease.
-        let _ = owner;
+    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
         let name = job.to_string();
         self.run(|inner| async move {
             inner

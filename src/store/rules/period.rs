@@ -29,13 +29,23 @@ pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
 /// [`committed`] from a job's counters alone (the file store's index keeps only those).
 pub fn committed_counters(c: &crate::model::JobCounters, key: &str) -> (f64, f64) {
     let spent = counter_spend(c, key);
-    let held = c
-        .reservations
-        .iter()
-        .filter(|r| counts_in(&r.period_key, key) && r.usd.is_finite())
-        .map(|r| r.usd.max(0.0))
-        .sum();
+    let held = held_in(
+        c.reservations
+            .iter()
+            .map(|r| (r.period_key.as_str(), r.usd)),
+        key,
+    );
     (spent, held)
+}
+
+/// What reservations given as (period key, amount) hold in period `key`: the money of calls in
+/// flight or of unknown outcome that counts against its budget (every view that shows what is
+/// left subtracts it, as the budget does).
+pub fn held_in<'a>(reservations: impl Iterator<Item = (&'a str, f64)>, key: &str) -> f64 {
+    reservations
+        .filter(|(k, usd)| counts_in(k, key) && usd.is_finite())
+        .map(|(_, usd)| usd.max(0.0))
+        .sum()
 }
 
 /// Finite and ≥ 0, else 0.

@@ -11,6 +11,14 @@
 //!   the job's calendars exclude is not a slot.
 //! - A coalesced fire (grace null) names its scheduled instant: for cron the latest slot at or
 //!   before now, for `every` the first overdue slot.
+//! - A record whose slots were decided by a clock more than [`AHEAD_TOLERANCE`] ahead of `now`
+//!   (a wall clock stepped forward and back, an owner whose clock ran ahead) is re-derived from
+//!   `now` ([`rederive`]): its last slot after `now` comes back to the schedule's latest slot at
+//!   or before `now`, its next slot to the schedule's first slot after `now`, an `every` grid
+//!   whose origin lies ahead moves back by whole intervals (same phase). The slots it may then
+//!   fire again had run (or were recorded `missed`) at instants the clock has since taken back:
+//!   their rows carry those instants. A record a few seconds ahead is left alone, so owners whose
+//!   clocks differ within the offset bound never re-run each other's slots.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -41,6 +49,86 @@ pub(crate) fn secs_f64(s: f64) -> Duration {
     Duration::milliseconds((s * 1000.0) as i64)
 }
 
+/// How far ahead of `now` a record's slots may have been decided before [`rederive`] treats
+/// them as decided by a wrong clock. Above every default offset bound between owners (a
+/// second owner within its bound must never re-run a slot), far below any step worth undoing.
+pub const AHEAD_TOLERANCE: Duration = Duration::seconds(60);
+
+/// Re-derive a recurring job's slots from `now` when they were decided by a clock more than
+/// [`AHEAD_TOLERANCE`] ahead (see the module doc): its last slot lies after `now`, or the
+/// instant its next slot was chosen at (at least the schedule's slot before it) does. Returns
+/// what changed, in words for the log, or `None` when the record is left as it was. A retired
+/// job, a live run's, and a one-shot are never touched.
+pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
+    let rt = &rec.rt;
+    if rt.retired || rt.lease.is_some() || !rec.def.schedule.is_recurring() {
+        return None;
+    }
+    let bound = now + AHEAD_TOLERANCE;
+    let sched = compile(rec).ok()?;
+    let anchor = match sched.base() {
+        Compiled::Every {
+            every_seconds,
+            anchor,
+        } if *anchor > bound => {
+            let every = Duration::seconds(i64::try_from(*every_seconds).ok()?.max(1));
+            let behind = (*anchor - now).num_milliseconds();
+            let k = (behind + every.num_milliseconds() - 1) / every.num_milliseconds();
+            Some(*anchor - Duration::milliseconds(k.saturating_mul(every.num_milliseconds())))
+        }
+        _ => None,
+    };
+    let last_ahead = rt.last_slot.is_some_and(|l| l > bound);
+    let chosen_ahead = rt
+        .next_slot
+        .and_then(|n| sched.prev_before(n))
+        .is_some_and(|p| p > bound);
+    if anchor.is_none() && !last_ahead && !chosen_ahead {
+        return None;
+    }
+    let mut words = Vec::new();
+    if let Some(a) = anchor {
+        words.push(format!(
+            "grid origin {} -> {}",
+            stamp(rec.rt.anchor),
+            stamp(a)
+        ));
+        rec.rt.anchor = a;
+    }
+    let sched = compile(rec).ok()?;
+    if last_ahead {
+        let back = sched.latest_at_or_before(now);
+        words.push(format!(
+            "last slot {} -> {}",
+            rec.rt.last_slot.map_or_else(|| "-".into(), stamp),
+            back.map_or_else(|| "none".into(), stamp)
+        ));
+        // Still "has run before" (a first fire is a different decision): the schedule's
+        // latest slot, or `now` on a grid that starts after it.
+        rec.rt.last_slot = Some(back.unwrap_or(now));
+    }
+    // A last slot within the tolerance stays behind the next one (another owner's, a little
+    // ahead): it is never run again.
+    let from = match rec.rt.last_slot {
+        Some(l) if !last_ahead => l.max(now),
+        _ => now,
+    };
+    let next = sched.next_after(from);
+    if rec.rt.next_slot != next {
+        words.push(format!(
+            "next slot {} -> {}",
+            rec.rt.next_slot.map_or_else(|| "-".into(), stamp),
+            next.map_or_else(|| "none".into(), stamp)
+        ));
+        rec.rt.next_slot = next;
+    }
+    Some(words.join(", "))
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// The first slot at or after `t`.
 pub(crate) fn first_at_or_after(sched: &Compiled, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
     sched.next_after(t - ms(1))
@@ -58,6 +146,10 @@ pub(crate) fn initial_slots(
 /// Move a recurring job's next slot past `now` without recording anything (resume, re-enable).
 /// A never-run job and `at` jobs keep their slot: their first fire is never a lost recurrence.
 pub(crate) fn skip_to_future(rec: &mut JobRecord, now: DateTime<Utc>) -> Result<(), ScheduleError> {
+    // Slots decided by a clock ahead of `now` while it was paused come back first.
+    if let Some(what) = rederive(rec, now) {
+        tracing::warn!(job = %rec.def.name, "slots re-derived from now: {what}");
+    }
     if rec.rt.last_slot.is_none() || !rec.def.schedule.is_recurring() {
         return Ok(());
     }

@@ -24,8 +24,10 @@ use crate::model::{BudgetPeriod, Status};
 use crate::text;
 use crate::tui::state::App;
 
-/// The gauge's ratio (always in 0..=1, never NaN) and its label for `spend` against `budget`.
-pub fn budget_gauge(spend: f64, budget: f64, period: BudgetPeriod) -> (f64, String) {
+/// The gauge's ratio (always in 0..=1, never NaN) and its label for `spend` against `budget`,
+/// with `held` the money reserved by calls in flight (or of unknown outcome): the budget counts
+/// it, so the gauge fills with it and the label says how much of the use it is.
+pub fn budget_gauge(spend: f64, held: f64, budget: f64, period: BudgetPeriod) -> (f64, String) {
     let per = match period {
         BudgetPeriod::Day => "/day",
         BudgetPeriod::Week => "/week",
@@ -33,27 +35,30 @@ pub fn budget_gauge(spend: f64, budget: f64, period: BudgetPeriod) -> (f64, Stri
         BudgetPeriod::Total => " total",
     };
     // `f64::max` may keep a negative zero, which would print as "$-0.00 (-0%)".
-    let spend = if spend.is_finite() && spend > 0.0 {
-        spend
+    let sane = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let (spend, held) = (sane(spend), sane(held));
+    let in_flight = if held > 0.0 {
+        format!(", {} in flight", money(held))
     } else {
-        0.0
+        String::new()
     };
     if !(budget.is_finite() && budget > 0.0) {
         return (
             1.0,
             format!(
-                "{} of {}{per} (zero budget: model calls skip)",
+                "{} of {}{per}{in_flight} (zero budget: model calls skip)",
                 money(spend),
                 money(0.0)
             ),
         );
     }
-    let pct = spend / budget * 100.0;
-    let over = if pct >= 100.0 { " OVER BUDGET" } else { "" };
+    let used = spend + held;
+    let pct = used / budget * 100.0;
+    let over = if spend >= budget { " OVER BUDGET" } else { "" };
     (
-        (spend / budget).clamp(0.0, 1.0),
+        (used / budget).clamp(0.0, 1.0),
         format!(
-            "{} of {}{per} ({pct:.0}%){over}",
+            "{} of {}{per} ({pct:.0}%{in_flight}){over}",
             money(spend),
             money(budget)
         ),
@@ -227,7 +232,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     match s.settings.budget {
         None => Span::raw(format!("{} (no budget)", money(s.period_spend_usd))).render(g, buf),
         Some(b) => {
-            let (ratio, label) = budget_gauge(s.period_spend_usd, b.max_cost_usd, b.period);
+            let (ratio, label) = budget_gauge(
+                s.period_spend_usd,
+                s.period_held_usd,
+                b.max_cost_usd,
+                b.period,
+            );
             let colour = if ratio >= 1.0 {
                 Color::Red
             } else if ratio >= 0.8 {

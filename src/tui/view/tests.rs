@@ -76,13 +76,18 @@ macro_rules! snap {
 
 #[test]
 fn gauge_ratio_is_clamped_and_label_shows_the_real_percentage() {
-    let (r, l) = budget_gauge(1.5, 1.0, BudgetPeriod::Day);
+    let (r, l) = budget_gauge(1.5, 0.0, 1.0, BudgetPeriod::Day);
     assert_eq!(r, 1.0);
     assert!(l.contains("150%") && l.contains("OVER BUDGET"), "{l}");
-    let (r, l) = budget_gauge(0.25, 1.0, BudgetPeriod::Week);
+    let (r, l) = budget_gauge(0.25, 0.0, 1.0, BudgetPeriod::Week);
     assert_eq!(r, 0.25);
     assert!(l.contains("25%") && l.contains("/week"), "{l}");
-    let (r, l) = budget_gauge(0.1, 0.0, BudgetPeriod::Day);
+    // Money held by calls in flight fills the gauge with the spend and is said apart: the
+    // budget checks the next call against both.
+    let (r, l) = budget_gauge(0.05, 0.38, 1.0, BudgetPeriod::Day);
+    assert!((r - 0.43).abs() < 1e-12, "{r}");
+    assert_eq!(l, "$0.05 of $1.00/day (43%, $0.38 in flight)");
+    let (r, l) = budget_gauge(0.1, 0.0, 0.0, BudgetPeriod::Day);
     assert_eq!(r, 1.0, "zero budget draws a full gauge");
     assert!(l.contains("zero budget"), "{l}");
     for (s, b) in [
@@ -92,7 +97,7 @@ fn gauge_ratio_is_clamped_and_label_shows_the_real_percentage() {
         (f64::INFINITY, 1.0),
         (1.0, -1.0),
     ] {
-        let (r, _) = budget_gauge(s, b, BudgetPeriod::Day);
+        let (r, _) = budget_gauge(s, s, b, BudgetPeriod::Day);
         assert!((0.0..=1.0).contains(&r), "{s}/{b} → {r}");
     }
 }
@@ -100,7 +105,7 @@ fn gauge_ratio_is_clamped_and_label_shows_the_real_percentage() {
 /// CI caught "$-0.00 of $1.00/day (-0%)" on a fresh store: a negative zero spend is zero.
 #[test]
 fn negative_zero_spend_reads_as_zero() {
-    let (_, l) = budget_gauge(-0.0, 1.0, BudgetPeriod::Day);
+    let (_, l) = budget_gauge(-0.0, -0.0, 1.0, BudgetPeriod::Day);
     assert!(l.starts_with("$0.00 of $1.00/day (0%)"), "{l}");
     assert_eq!(super::money(-0.0), "$0.00");
 }

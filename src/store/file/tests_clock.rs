@@ -1,0 +1,116 @@
+//! A clock stepped forward and back over a file store: the jobs whose slots the clock ahead
+//! decided are re-derived at the next claim, by the handle that saw the later clock and by a
+//! handle opened afterwards (it learns of the later clock from the owner records).
+
+use super::handle::*;
+use crate::model::{OwnerRecord, Settings, Status};
+use crate::store::policy::define::tests_support::def;
+use crate::store::*;
+use crate::testkit::store::ClaimAt;
+use crate::testkit::time::epoch as t;
+use crate::testkit::tmp::TempDir;
+
+const DAY: i64 = 86_400;
+
+fn finish(s: &FileStore, c: &Claim, now: i64) {
+    let row = HistoryRow::new(
+        &c.job.def.name,
+        Status::Succeeded,
+        c.trigger,
+        c.slot,
+        "o",
+        t(now),
+    );
+    s.complete(Completion {
+        job: c.job.def.name.clone(),
+        run_id: c.run_id,
+        owner: "o".into(),
+        now: t(now),
+        row,
+        state: None,
+        hold_until: None,
+    })
+    .unwrap();
+}
+
+/// A store with `every 60s` jobs `a` and `b` whose first slot is 1000, both run at 1000 and
+/// again with the clock two days ahead (handle `s` saw that clock).
+fn stepped(dir: &TempDir) -> FileStore {
+    let s = FileStore::open(dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a"), def("b")],
+    };
+    s.apply(&file, t(940)).unwrap();
+    for now in [1000, 1000 + 2 * DAY + 5] {
+        let out = s.claim_at(t(now), "o", 8);
+        assert_eq!(out.claims.len(), 2, "at {now}: {out:?}");
+        for c in &out.claims {
+            finish(&s, c, now + 1);
+        }
+    }
+    assert!(s.next_wakeup(t(1010)).unwrap() > Some(t(1000 + 2 * DAY)));
+    s
+}
+
+fn next_slots(s: &FileStore) -> Vec<Option<chrono::DateTime<chrono::Utc>>> {
+    s.jobs().unwrap().iter().map(|r| r.rt.next_slot).collect()
+}
+
+#[test]
+fn the_handle_that_saw_the_later_clock_re_derives_every_job_at_its_next_claim() {
+    let dir = TempDir::new("fs-step-back");
+    let s = stepped(&dir);
+    // Back on the real clock: nothing is due, yet every job comes back to its next real
+    // slot (after 1060, which the coalesced fire two days ahead ran).
+    let out = s.claim_at(t(1010), "o", 8);
+    assert!(out.claims.is_empty() && out.rows.is_empty(), "{out:?}");
+    assert_eq!(next_slots(&s), vec![Some(t(1120)); 2]);
+    assert_eq!(s.next_wakeup(t(1010)).unwrap(), Some(t(1120)));
+    let out = s.claim_at(t(1120), "o", 8);
+    assert_eq!(out.claims.len(), 2);
+    assert!(out.claims.iter().all(|c| c.slot == Some(t(1120))));
+}
+
+#[test]
+fn a_handle_opened_after_the_step_back_learns_of_it_from_the_owner_records() {
+    let dir = TempDir::new("fs-step-back-fresh");
+    let s = stepped(&dir);
+    // The owner that ran ahead sent its heartbeat with its clock; then it stopped.
+    let ahead = t(1000 + 2 * DAY + 6);
+    s.beat(&OwnerRecord {
+        owner: "h:1:ahead".into(),
+        host: "h".into(),
+        pid: 1,
+        version: "test".into(),
+        started_at: ahead,
+        last_seen: ahead,
+        clock_offset_ms: 0,
+        claims_stopped: None,
+    })
+    .unwrap();
+    drop(s);
+    let fresh = FileStore::open(&dir).unwrap();
+    let out = fresh.claim_at(t(1010), "o2", 8);
+    assert!(out.claims.is_empty(), "{out:?}");
+    assert_eq!(next_slots(&fresh), vec![Some(t(1120)); 2]);
+}
+
+#[test]
+fn a_store_used_on_one_clock_is_never_re_derived() {
+    let dir = TempDir::new("fs-no-step");
+    let s = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a")],
+    };
+    s.apply(&file, t(940)).unwrap();
+    for now in [1000, 1060, 1120] {
+        let out = s.claim_at(t(now), "o", 8);
+        assert_eq!(out.claims.len(), 1);
+        finish(&s, &out.claims[0], now + 1);
+        // A claim a little behind the last one (another owner's clock, within the bound).
+        assert!(s.claim_at(t(now - 30), "o", 8).claims.is_empty());
+    }
+    assert_eq!(next_slots(&s), vec![Some(t(1180))]);
+}

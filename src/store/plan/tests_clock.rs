@@ -1,0 +1,171 @@
+//! Records whose slots a clock ahead of `now` decided: a forward step and its undoing, a step
+//! back, a second owner a little ahead, and an `every` job stored while the clock was ahead.
+
+use crate::model::*;
+use crate::schedule::ScheduleSpec;
+use crate::store::plan::claim::*;
+use crate::store::policy::define::tests_support::{def, job};
+use crate::store::policy::define::*;
+use crate::store::policy::run_end::finish_run;
+use crate::store::rules::runtime::Evaluation;
+use crate::store::rules::slots::*;
+
+use crate::testkit::time::epoch as t;
+
+const P: BudgetPeriod = BudgetPeriod::Day;
+const T0: i64 = 1_000_000;
+const DAY: i64 = 86_400;
+
+fn eval(r: &mut JobRecord, now: i64) -> Evaluation {
+    let s = compile(r).unwrap();
+    evaluate(r, &s, t(now), "me", true, P)
+}
+
+fn done(r: &mut JobRecord, now: i64) {
+    let s = compile(r).unwrap();
+    let lease = r.rt.lease.clone().unwrap();
+    let mut row = HistoryRow::new(
+        &r.def.name,
+        Status::Succeeded,
+        lease.trigger,
+        lease.slot,
+        "me",
+        t(now),
+    );
+    row.run_id = lease.run_id;
+    finish_run(r, &s, &mut row, None, None, P, t(now));
+}
+
+/// Run the job's due slot at `now` (it must be due) and end it a second later.
+fn run(r: &mut JobRecord, now: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    let slot = eval(r, now).claim.expect("due").slot;
+    done(r, now + 1);
+    slot
+}
+
+#[test]
+fn after_a_two_day_step_is_undone_the_job_fires_at_its_next_real_slot() {
+    let mut r = job("j", t(T0));
+    assert_eq!(run(&mut r, T0), Some(t(T0)));
+    // The clock steps two days ahead: one coalesced fire there (named for its first overdue
+    // slot, T0+60), the next slot two days out.
+    assert_eq!(run(&mut r, T0 + 2 * DAY + 5), Some(t(T0 + 60)));
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 2 * DAY + 60)));
+    // Back on the real clock, 10 s after the first run: nothing is due, but the record is
+    // re-derived, so the job's next slot is its next real one after the slot that ran.
+    let ev = eval(&mut r, T0 + 10);
+    assert!(ev.claim.is_none() && ev.rows.is_empty(), "{ev:?}");
+    assert!(ev.changed, "the re-derived record is written");
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+    assert_eq!(
+        r.rt.last_slot,
+        Some(t(T0 + 60)),
+        "within the tolerance: kept"
+    );
+    assert_eq!(run(&mut r, T0 + 120), Some(t(T0 + 120)));
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 180)));
+    // Once re-derived it stays put.
+    assert!(!eval(&mut r, T0 + 130).changed);
+    // A cron-like last slot far ahead comes back to the latest slot at or before now.
+    r.rt.last_slot = Some(t(T0 + 2 * DAY));
+    r.rt.next_slot = Some(t(T0 + 2 * DAY + 60));
+    eval(&mut r, T0 + 130);
+    assert_eq!(r.rt.last_slot, Some(t(T0 + 120)));
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 180)));
+}
+
+#[test]
+fn missed_slots_recorded_ahead_do_not_stall_the_job() {
+    let mut r = job("j", t(T0));
+    r.def.misfire_grace_seconds = Some(5.0);
+    run(&mut r, T0);
+    // Ahead by a day: one `missed` row, the next slot a day out (the last slot stays).
+    let ev = eval(&mut r, T0 + DAY + 30);
+    assert_eq!(ev.rows.len(), 1);
+    assert_eq!(ev.rows[0].status, Status::Missed);
+    assert_eq!(r.rt.last_slot, Some(t(T0)));
+    eval(&mut r, T0 + 30);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 60)));
+}
+
+#[test]
+fn after_a_step_back_of_an_hour_the_job_fires_within_one_interval() {
+    let mut r = job("j", t(T0 + 3600));
+    assert_eq!(run(&mut r, T0 + 3600), Some(t(T0 + 3600)));
+    assert_eq!(run(&mut r, T0 + 3660), Some(t(T0 + 3660)));
+    // The clock steps back an hour.
+    let ev = eval(&mut r, T0 + 61);
+    assert!(ev.claim.is_none(), "{ev:?}");
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+    assert_eq!(run(&mut r, T0 + 120), Some(t(T0 + 120)));
+}
+
+#[test]
+fn a_record_a_little_ahead_is_left_alone_and_its_last_slot_never_runs_again() {
+    let mut r = job("j", t(T0));
+    run(&mut r, T0);
+    // Another owner, 50 s ahead (within the tolerance), ran the next slot.
+    assert_eq!(run(&mut r, T0 + 60), Some(t(T0 + 60)));
+    let before = r.clone();
+    let ev = eval(&mut r, T0 + 10);
+    assert!(!ev.changed && ev.claim.is_none());
+    assert_eq!(r, before);
+    // Even when the next slot is far ahead, a last slot within the tolerance stays behind it.
+    r.rt.next_slot = Some(t(T0 + 10 * 60));
+    eval(&mut r, T0 + 10);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+}
+
+#[test]
+fn an_every_job_stored_while_the_clock_was_ahead_keeps_its_phase() {
+    let d = def("j");
+    let mut r = new_record(d, t(T0 + 2 * DAY + 7)).unwrap();
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 2 * DAY + 67)));
+    let ev = eval(&mut r, T0);
+    assert!(ev.changed && ev.claim.is_none());
+    assert!(r.rt.anchor <= t(T0), "{:?}", r.rt.anchor);
+    // Same phase: slots at …07 past each minute, the first after now.
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 7)));
+    assert_eq!(r.rt.last_slot, None, "still never run");
+    let slot = eval(&mut r, T0 + 7).claim.expect("due").slot;
+    assert_eq!(slot, Some(t(T0 + 7)));
+}
+
+#[test]
+fn a_cron_job_and_a_paused_one_are_re_derived_and_one_shots_live_runs_are_not() {
+    let mut c = job("c", t(T0));
+    c.def.schedule = ScheduleSpec::Cron {
+        expr: "*/5 * * * *".into(),
+        tz: "UTC".into(),
+    };
+    c.rt.next_slot = Some(t(T0 + 2 * DAY));
+    eval(&mut c, T0);
+    let s = compile(&c).unwrap();
+    assert_eq!(c.rt.next_slot, s.next_after(t(T0)));
+
+    let mut p = job("p", t(T0));
+    p.rt.paused = true;
+    p.rt.next_slot = Some(t(T0 + 2 * DAY));
+    assert!(eval(&mut p, T0).changed);
+    assert_eq!(p.rt.next_slot, Some(t(T0 + 60)));
+
+    let mut live = job("l", t(T0));
+    eval(&mut live, T0).claim.expect("due");
+    live.rt.next_slot = Some(t(T0 + 2 * DAY));
+    eval(&mut live, T0 + 1);
+    assert_eq!(
+        live.rt.next_slot,
+        Some(t(T0 + 2 * DAY)),
+        "a live run's job waits"
+    );
+
+    let mut at = job("a", t(T0));
+    at.def.schedule = ScheduleSpec::At {
+        at: t(T0 + 2 * DAY),
+    };
+    at.rt.next_slot = Some(t(T0 + 2 * DAY));
+    assert!(
+        !eval(&mut at, T0).changed,
+        "a one-shot's instant is its own"
+    );
+}
