@@ -15,23 +15,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Utc};
 use cronsole::clock::{Clock, ManualClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
-use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
+use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{
-    ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryQuery,
-    HistoryReader, RenewOutcome, SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
-};
+use cronsole::store::{HistoryQuery, Store, StoreError, StoreResult};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
+use cronsole::testkit::store::{Call, Hooks, Wrapped};
 use engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
 use uuid::Uuid;
 
 /// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.
+#[derive(Default)]
 struct Faulty {
-    inner: FileStore,
     fail_completions: AtomicBool,
     fail_claims: AtomicBool,
     complete_calls: AtomicUsize,
@@ -53,107 +50,44 @@ fn enospc() -> StoreError {
     )
 }
 
-impl HistoryReader for Faulty {
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.inner.job(name)
-    }
-
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.inner.history(q)
-    }
-}
-
-impl Store for Faulty {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        self.inner.apply(file, now)
-    }
-    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<cronsole::model::ToolPin>> {
-        self.inner.tool_pins(servers)
-    }
-    fn pin_tools(
-        &self,
-        pins: &[cronsole::model::ToolPin],
-    ) -> StoreResult<Vec<cronsole::model::ToolPin>> {
-        self.inner.pin_tools(pins)
-    }
-    fn accept_tools(&self, server: &str, pins: &[cronsole::model::ToolPin]) -> StoreResult<usize> {
-        self.inner.accept_tools(server, pins)
-    }
-    fn settings(&self) -> StoreResult<Settings> {
-        let left = self.fail_settings.load(Ordering::SeqCst);
-        if left > 0 {
-            self.fail_settings.store(left - 1, Ordering::SeqCst);
-            return Err(StoreError::Unavailable("database restarting (test)".into()));
+impl Hooks for Faulty {
+    fn before(&self, call: Call) -> StoreResult<()> {
+        match call {
+            Call::Settings => {
+                let left = self.fail_settings.load(Ordering::SeqCst);
+                if left > 0 {
+                    self.fail_settings.store(left - 1, Ordering::SeqCst);
+                    return Err(StoreError::Unavailable("database restarting (test)".into()));
+                }
+            }
+            Call::ClaimDue => {
+                self.claim_calls.fetch_add(1, Ordering::SeqCst);
+                if self.fail_claims.load(Ordering::SeqCst) {
+                    return Err(enospc());
+                }
+            }
+            Call::Complete | Call::CompleteRecorded => {
+                self.complete_calls.fetch_add(1, Ordering::SeqCst);
+                if self.fail_completions.load(Ordering::SeqCst) {
+                    return Err(enospc());
+                }
+                if call == Call::Complete
+                    && let Some(disk) = &self.sim
+                    && self.journal_enospc_once.swap(false, Ordering::SeqCst)
+                {
+                    disk.script(Scripted {
+                        file: "jobs.journal".into(),
+                        op: "write",
+                        fault: ScriptedFault::Enospc,
+                    });
+                }
+            }
+            _ => {}
         }
-        self.inner.settings()
+        Ok(())
     }
-    fn change_token(&self) -> StoreResult<u64> {
-        self.inner.change_token()
-    }
-    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
-        self.inner.jobs()
-    }
-    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
-        self.inner.next_wakeup(now)
-    }
-    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
-        self.claim_calls.fetch_add(1, Ordering::SeqCst);
-        if self.fail_claims.load(Ordering::SeqCst) {
-            return Err(enospc());
-        }
-        self.inner.claim_due(req)
-    }
-    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
-        if self.lose_lease.load(Ordering::SeqCst) {
-            return Ok(RenewOutcome::Lost);
-        }
-        self.inner.renew(job, run_id, now)
-    }
-    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.complete_calls.fetch_add(1, Ordering::SeqCst);
-        if self.fail_completions.load(Ordering::SeqCst) {
-            return Err(enospc());
-        }
-        if let Some(disk) = &self.sim
-            && self.journal_enospc_once.swap(false, Ordering::SeqCst)
-        {
-            disk.script(Scripted {
-                file: "jobs.journal".into(),
-                op: "write",
-                fault: ScriptedFault::Enospc,
-            });
-        }
-        self.inner.complete(c)
-    }
-    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
-        cs.into_iter().map(|c| self.complete(c)).collect()
-    }
-    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.complete_calls.fetch_add(1, Ordering::SeqCst);
-        if self.fail_completions.load(Ordering::SeqCst) {
-            return Err(enospc());
-        }
-        self.inner.complete_recorded(c)
-    }
-    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.set_paused(name, paused, now)
-    }
-    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-        self.inner.request_trigger(name, now)
-    }
-    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
-        self.inner.spend(job, now)
-    }
-    fn update_job(
-        &self,
-        name: &str,
-        edit: &cronsole::store::JobEdit,
-        now: DateTime<Utc>,
-    ) -> StoreResult<cronsole::store::EditOutcome> {
-        self.inner.update_job(name, edit, now)
+    fn lease_lost(&self) -> bool {
+        self.lose_lease.load(Ordering::SeqCst)
     }
 }
 
@@ -161,7 +95,9 @@ const START: &str = "2026-11-29T12:00:00Z";
 
 struct Rig {
     dir: PathBuf,
-    faulty: Arc<Faulty>,
+    /// The store under the hooks, for reads that must not go through them.
+    inner: Arc<dyn Store>,
+    faulty: Arc<Wrapped<Faulty>>,
     clock: ManualClock,
     handle: EngineHandle,
 }
@@ -201,17 +137,12 @@ fn start_on(
         let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
         inner.apply(&loaded.file, clock.now()).expect("apply");
     }
-    let faulty = Arc::new(Faulty {
-        inner,
-        fail_completions: AtomicBool::new(false),
-        fail_claims: AtomicBool::new(false),
-        complete_calls: AtomicUsize::new(0),
-        claim_calls: AtomicUsize::new(0),
-        fail_settings: AtomicUsize::new(0),
-        lose_lease: AtomicBool::new(false),
+    let inner: Arc<dyn Store> = Arc::new(inner);
+    let hooks = Faulty {
         sim,
-        journal_enospc_once: AtomicBool::new(false),
-    });
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::clone(&inner), hooks));
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
     cfg.snapshot_min_interval = StdDuration::from_millis(20);
@@ -223,6 +154,7 @@ fn start_on(
     let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
     Rig {
         dir: dir.to_path_buf(),
+        inner,
         faulty,
         clock,
         handle,
@@ -232,7 +164,6 @@ fn start_on(
 impl Rig {
     fn rows(&self) -> Vec<HistoryRow> {
         let mut v = self
-            .faulty
             .inner
             .history(&HistoryQuery {
                 limit: 100_000,
@@ -315,7 +246,7 @@ async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
     let rig = start_sim(&dir, ONE_JOB, ManualClock::new(t(START)));
     rig.faulty.journal_enospc_once.store(true, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
-    let live = |r: &Rig| match r.faulty.inner.job("a") {
+    let live = |r: &Rig| match r.inner.job("a") {
         Ok(Some(rec)) => rec.rt.live_runs(),
         other => panic!("job a: {other:?}"),
     };
@@ -346,17 +277,12 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
     let loaded = config::load_str(ONE_JOB, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
     let clock = ManualClock::new(t(START));
     inner.apply(&loaded.file, clock.now()).expect("apply");
-    let faulty = Arc::new(Faulty {
-        inner,
-        fail_completions: AtomicBool::new(false),
-        fail_claims: AtomicBool::new(false),
-        complete_calls: AtomicUsize::new(0),
-        claim_calls: AtomicUsize::new(0),
+    let inner: Arc<dyn Store> = Arc::new(inner);
+    let hooks = Faulty {
         fail_settings: AtomicUsize::new(3),
-        lose_lease: AtomicBool::new(false),
-        sim: None,
-        journal_enospc_once: AtomicBool::new(false),
-    });
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::clone(&inner), hooks));
     let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
     cfg.change_poll = StdDuration::from_millis(20);
     cfg.publish_snapshots = false;
@@ -366,6 +292,7 @@ async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
     let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
     let rig = Rig {
         dir: dir.to_path_buf(),
+        inner,
         faulty,
         clock,
         handle,
@@ -438,16 +365,7 @@ async fn an_unwritable_store_stops_claims_at_once_and_the_first_write_that_succe
         r.handle.health.borrow().outage_probes >= probes + 2
     })
     .await;
-    assert!(
-        rig.faulty
-            .inner
-            .job("b")
-            .unwrap()
-            .unwrap()
-            .rt
-            .lease
-            .is_none()
-    );
+    assert!(rig.inner.job("b").unwrap().unwrap().rt.lease.is_none());
     // The disk is freed: the next probe goes through, claiming resumes, b runs, a is recorded.
     rig.faulty.fail_claims.store(false, Ordering::SeqCst);
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
@@ -485,17 +403,11 @@ async fn claims_resume_after_an_outage_of_any_length_probing_at_the_backoff_pace
     std::fs::write(&jobs_path, yaml).expect("write jobs file");
     let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
     inner.apply(&loaded.file, start_at).expect("apply");
-    let faulty = Arc::new(Faulty {
-        inner,
-        fail_completions: AtomicBool::new(false),
+    let hooks = Faulty {
         fail_claims: AtomicBool::new(true),
-        complete_calls: AtomicUsize::new(0),
-        claim_calls: AtomicUsize::new(0),
-        fail_settings: AtomicUsize::new(0),
-        lose_lease: AtomicBool::new(false),
-        sim: None,
-        journal_enospc_once: AtomicBool::new(false),
-    });
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::new(inner), hooks));
     let mut cfg = EngineConfig::new("long-outage".into());
     cfg.publish_snapshots = false;
     cfg.change_signal = false;
@@ -566,16 +478,7 @@ async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_onc
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].status, Status::Succeeded);
     assert!(!rows[0].stale_lease, "fenced: the run still held its lease");
-    assert!(
-        rig.faulty
-            .inner
-            .job("a")
-            .unwrap()
-            .unwrap()
-            .rt
-            .lease
-            .is_none()
-    );
+    assert!(rig.inner.job("a").unwrap().unwrap().rt.lease.is_none());
     rig.stop().await.expect("clean stop");
 
     // The same spool replayed again (say, a crash before it was removed): not written twice.
@@ -607,8 +510,7 @@ async fn a_damaged_spool_is_refused_and_left_as_it_is() {
         "{oops\n"
     );
     assert!(
-        rig.faulty
-            .inner
+        rig.inner
             .history(&HistoryQuery {
                 limit: 10,
                 ..Default::default()

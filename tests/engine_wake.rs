@@ -6,108 +6,54 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use cronsole::clock::{Clock, SystemClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, Event};
-use cronsole::model::{HistoryRow, JobRecord, JobsFile, Settings, Trigger};
+use cronsole::model::Trigger;
 use cronsole::store::file::FileStore;
+use cronsole::store::signal::ChangeSignal;
 use cronsole::store::*;
 use cronsole::testkit::internals::action::BackoffConfig;
-use uuid::Uuid;
+use cronsole::testkit::store::{Call, Hooks, Wrapped};
 
 /// A store that hides its change signal (the engine must fall back to polling), or passes it on
 /// (`with_signal`). It counts its settings reads (one per claim batch, not one per run) and its
 /// change-token reads (what a poll costs).
-struct NoSignal(
-    Arc<dyn Store>,
-    Arc<std::sync::atomic::AtomicUsize>,
-    Arc<std::sync::atomic::AtomicUsize>,
-    bool,
-);
+#[derive(Default)]
+struct NoSignal {
+    settings_reads: Arc<AtomicUsize>,
+    token_reads: Arc<AtomicUsize>,
+    signal: bool,
+}
 
 impl NoSignal {
-    fn new(store: Arc<dyn Store>) -> Self {
-        NoSignal(store, Arc::default(), Arc::default(), false)
+    fn new(store: Arc<dyn Store>) -> Wrapped<Self> {
+        Wrapped::new(store, NoSignal::default())
     }
-    fn with_signal(store: Arc<dyn Store>) -> Self {
-        NoSignal(store, Arc::default(), Arc::default(), true)
-    }
-}
-
-impl HistoryReader for NoSignal {
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.0.job(name)
-    }
-
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.0.history(q)
+    fn with_signal(store: Arc<dyn Store>) -> Wrapped<Self> {
+        let hooks = NoSignal {
+            signal: true,
+            ..NoSignal::default()
+        };
+        Wrapped::new(store, hooks)
     }
 }
 
-impl Store for NoSignal {
-    fn location(&self) -> String {
-        self.0.location()
+impl Hooks for NoSignal {
+    fn before(&self, call: Call) -> StoreResult<()> {
+        match call {
+            Call::Settings => self.settings_reads.fetch_add(1, Ordering::SeqCst),
+            Call::ChangeToken => self.token_reads.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
+        Ok(())
     }
-    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        self.0.apply(file, now)
-    }
-    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<cronsole::model::ToolPin>> {
-        self.0.tool_pins(servers)
-    }
-    fn pin_tools(
-        &self,
-        pins: &[cronsole::model::ToolPin],
-    ) -> StoreResult<Vec<cronsole::model::ToolPin>> {
-        self.0.pin_tools(pins)
-    }
-    fn accept_tools(&self, server: &str, pins: &[cronsole::model::ToolPin]) -> StoreResult<usize> {
-        self.0.accept_tools(server, pins)
-    }
-    fn settings(&self) -> StoreResult<Settings> {
-        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.settings()
-    }
-    fn change_token(&self) -> StoreResult<u64> {
-        self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.change_token()
-    }
-    fn change_signal(&self) -> Option<cronsole::store::signal::ChangeSignal> {
-        if self.3 { self.0.change_signal() } else { None }
-    }
-    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
-        self.0.jobs()
-    }
-    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
-        self.0.next_wakeup(now)
-    }
-    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
-        self.0.claim_due(req)
-    }
-    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
-        self.0.renew(job, run_id, now)
-    }
-    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.0.complete(c)
-    }
-    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-        self.0.set_paused(name, paused, now)
-    }
-    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-        self.0.request_trigger(name, now)
-    }
-    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
-        self.0.spend(job, now)
-    }
-    fn update_job(
-        &self,
-        name: &str,
-        edit: &cronsole::store::JobEdit,
-        now: DateTime<Utc>,
-    ) -> StoreResult<cronsole::store::EditOutcome> {
-        self.0.update_job(name, edit, now)
+    fn change_signal(&self, inner: Option<ChangeSignal>) -> Option<ChangeSignal> {
+        if self.signal { inner } else { None }
     }
 }
 
@@ -195,7 +141,7 @@ async fn with_a_signal_an_idle_engine_does_not_poll_and_answers_a_liveness_check
     let fs: Arc<dyn Store> = Arc::new(FileStore::open(&store_dir).unwrap());
     fs.apply(&loaded.file, Utc::now()).unwrap();
     let counted = NoSignal::with_signal(fs);
-    let tokens = Arc::clone(&counted.2);
+    let tokens = Arc::clone(&counted.token_reads);
     let mut cfg = EngineConfig::new(format!("idle:{}", std::process::id()));
     cfg.change_poll = StdDuration::from_millis(1);
     cfg.publish_snapshots = false;
@@ -302,7 +248,7 @@ async fn runs_claimed_together_share_one_settings_read() {
         );
     }
     let counted = NoSignal::new(fs);
-    let reads = Arc::clone(&counted.1);
+    let reads = Arc::clone(&counted.settings_reads);
     let mut cfg = EngineConfig::new(format!("settings-once:{}", std::process::id()));
     cfg.publish_snapshots = false;
     let deps = cronsole::testkit::engine::run_deps(

@@ -278,7 +278,7 @@ async fn pre_run_through_run_gate() {
     assert_eq!(
         out,
         GateOutcome::Skip {
-            reason: "pre-run gate: nothing to do (exit 7: )".into()
+            reason: "pre-run gate: nothing to do (exit 7)".into()
         }
     );
 }

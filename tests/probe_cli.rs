@@ -54,6 +54,11 @@ fn probe_of_a_loopback_url_is_rejected_with_exit_2() {
         stderr.contains("probe rejected: address rejected: literal 127.0.0.1 is loopback (127/8)"),
         "{stderr}"
     );
+    // The refusal names the way out for a source that is local on purpose.
+    assert!(
+        stderr.contains("`cronsole probe --allow-private`"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -139,9 +139,14 @@ pub async fn pre_run(command: &str, timeout: Duration, env: &ProcEnv) -> GateOut
     if out.exit_code != 0 {
         let stderr = out.stderr_lossy();
         let (s, _) = proc::cut_chars(stderr.trim(), PRE_RUN_STDERR_CHARS);
-        return GateOutcome::Skip {
-            reason: format!("pre-run gate: nothing to do (exit {}: {s})", out.exit_code),
+        // A silent check (`test -s FILE`) says nothing on stderr: the exit code alone reads
+        // better than an empty quotation.
+        let reason = if s.is_empty() {
+            format!("pre-run gate: nothing to do (exit {})", out.exit_code)
+        } else {
+            format!("pre-run gate: nothing to do (exit {}: {s})", out.exit_code)
         };
+        return GateOutcome::Skip { reason };
     }
     let stdout = out.stdout_lossy();
     let (s, _) = proc::cut_chars(stdout.trim(), PRE_RUN_STDOUT_CHARS);

@@ -48,7 +48,12 @@ pub enum UrlProbeError {
     Scheme(String),
     #[error("URL must not contain credentials (user:password@); rejected before connecting")]
     Userinfo,
-    #[error("address rejected: {0}")]
+    /// The hint names the way out, because the refusal is most often met by someone trying
+    /// a local or intranet source on purpose.
+    #[error(
+        "address rejected: {0} (a private or loopback source needs `allow_private: true` on the \
+         monitor; `cronsole probe --allow-private`)"
+    )]
     Address(String),
     #[error("timed out after {0:?} (connect + headers + body)")]
     Timeout(Duration),

@@ -266,84 +266,25 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::model::{HistoryRow, JobRecord, JobsFile, Settings};
+    use crate::model::{JobsFile, Settings};
     use crate::store::file::FileStore;
     use crate::store::*;
+    use crate::testkit::store::{Call, Hooks, Wrapped};
     use chrono::{DateTime, Utc};
-    use uuid::Uuid;
 
     /// A file store whose whole-store read is refused: `/metrics` must read pages.
-    struct PagesOnly(FileStore);
+    struct PagesOnly;
 
-    impl HistoryReader for PagesOnly {
-        fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-            self.0.history(q)
-        }
-        fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-            self.0.job(name)
-        }
-    }
-
-    impl Store for PagesOnly {
-        fn location(&self) -> String {
-            self.0.location()
-        }
-        fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-            self.0.apply(file, now)
-        }
-        fn settings(&self) -> StoreResult<Settings> {
-            self.0.settings()
-        }
-        fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
-            self.0.tool_pins(servers)
-        }
-        fn pin_tools(
-            &self,
-            pins: &[crate::model::ToolPin],
-        ) -> StoreResult<Vec<crate::model::ToolPin>> {
-            self.0.pin_tools(pins)
-        }
-        fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
-            self.0.accept_tools(server, pins)
-        }
-        fn change_token(&self) -> StoreResult<u64> {
-            self.0.change_token()
-        }
-        fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
-            Err(StoreError::Unsupported("reading every job at once"))
-        }
-        fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
-            assert!(limit <= super::super::metrics::REFRESH_PAGE);
-            self.0.jobs_page(after, limit)
-        }
-        fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
-            self.0.next_wakeup(now)
-        }
-        fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
-            self.0.claim_due(req)
-        }
-        fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
-            self.0.renew(job, run_id, now)
-        }
-        fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-            self.0.complete(c)
-        }
-        fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-            self.0.set_paused(name, paused, now)
-        }
-        fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-            self.0.request_trigger(name, now)
-        }
-        fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
-            self.0.spend(job, now)
-        }
-        fn update_job(
-            &self,
-            name: &str,
-            edit: &JobEdit,
-            now: DateTime<Utc>,
-        ) -> StoreResult<EditOutcome> {
-            self.0.update_job(name, edit, now)
+    impl Hooks for PagesOnly {
+        fn before(&self, call: Call) -> StoreResult<()> {
+            match call {
+                Call::Jobs => Err(StoreError::Unsupported("reading every job at once")),
+                Call::JobsPage { limit } => {
+                    assert!(limit <= super::super::metrics::REFRESH_PAGE);
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
         }
     }
 
@@ -362,7 +303,7 @@ mod tests {
             now,
         )
         .unwrap();
-        Arc::new(PagesOnly(fs))
+        Arc::new(Wrapped::new(Arc::new(fs), PagesOnly))
     }
 
     async fn get(addr: SocketAddr, path: &str) -> String {

@@ -41,12 +41,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
-use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::engine::{EngineHealth, Event};
-use crate::model::{HistoryRow, JobRecord, JobsFile, Settings, Status};
-use crate::store::signal::ChangeSignal;
+use crate::model::{HistoryRow, Status};
+use crate::store::wrap::{Call, Hooks, Wrapped};
 use crate::store::*;
 
 /// Distinct `job` label values before new names fold into `_other`.
@@ -505,161 +504,22 @@ pub async fn watch_health(metrics: Arc<Metrics>, mut health: watch::Receiver<Eng
     }
 }
 
-/// A [`Store`] that counts failed calls in `cronsole_store_errors_total`.
-pub struct Metered {
-    inner: Arc<dyn Store>,
-    metrics: Arc<Metrics>,
-}
+/// A [`Store`] that counts failed calls in `cronsole_store_errors_total`: the inner store,
+/// every call forwarded, with [`CountErrors`] around it.
+pub type Metered = Wrapped<CountErrors>;
 
-impl Metered {
-    pub fn new(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Metered {
-        Metered { inner, metrics }
-    }
+/// The hooks of [`Metered`]: every error the inner store answers is counted.
+pub struct CountErrors(Arc<Metrics>);
 
-    fn count<T>(&self, r: StoreResult<T>) -> StoreResult<T> {
-        if r.is_err() {
-            self.metrics.store_error();
-        }
-        r
+impl Hooks for CountErrors {
+    fn failed(&self, _: Call, _: &StoreError) {
+        self.0.store_error();
     }
 }
 
-impl HistoryReader for Metered {
-    fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.count(self.inner.job(name))
-    }
-
-    fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
-        self.count(self.inner.history(q))
-    }
-
-    fn history_page(&self, q: &HistoryQuery) -> StoreResult<crate::store::HistoryPage> {
-        self.count(self.inner.history_page(q))
-    }
-}
-
-impl Store for Metered {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn beat(&self, rec: &crate::model::OwnerRecord) -> StoreResult<crate::model::OwnerRecord> {
-        self.count(self.inner.beat(rec))
-    }
-    fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
-        self.count(self.inner.owners())
-    }
-    fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
-        self.count(self.inner.apply(file, now))
-    }
-    fn settings(&self) -> StoreResult<Settings> {
-        self.count(self.inner.settings())
-    }
-    fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
-        self.count(self.inner.tool_pins(servers))
-    }
-    fn pin_tools(&self, pins: &[crate::model::ToolPin]) -> StoreResult<Vec<crate::model::ToolPin>> {
-        self.count(self.inner.pin_tools(pins))
-    }
-    fn accept_tools(&self, server: &str, pins: &[crate::model::ToolPin]) -> StoreResult<usize> {
-        self.count(self.inner.accept_tools(server, pins))
-    }
-    fn change_token(&self) -> StoreResult<u64> {
-        self.count(self.inner.change_token())
-    }
-    fn change_signal(&self) -> Option<ChangeSignal> {
-        self.inner.change_signal()
-    }
-    fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
-        self.count(self.inner.jobs())
-    }
-    fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
-        self.count(self.inner.jobs_page(after, limit))
-    }
-    fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
-        self.count(self.inner.next_wakeup(now))
-    }
-    fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
-        self.count(self.inner.claim_due(req))
-    }
-    fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
-        self.count(self.inner.renew(job, run_id, now))
-    }
-    fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.count(self.inner.complete(c))
-    }
-    fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
-        self.inner
-            .complete_many(cs)
-            .into_iter()
-            .map(|r| self.count(r))
-            .collect()
-    }
-    fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.count(self.inner.complete_recorded(c))
-    }
-    fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-        self.count(self.inner.set_paused(name, paused, now))
-    }
-    fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-        self.count(self.inner.request_trigger(name, now))
-    }
-    fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow> {
-        self.count(self.inner.spend(job, now))
-    }
-    // Every method with a default body is forwarded too: a wrapper that fell back to the
-    // default would refuse budget reservations (no model call under a budget) or operator
-    // actions whenever --metrics-addr is given.
-    fn reserve(
-        &self,
-        req: &crate::store::ReserveRequest<'_>,
-    ) -> StoreResult<crate::store::ReserveOutcome> {
-        self.count(self.inner.reserve(req))
-    }
-    fn settle(
-        &self,
-        job: &str,
-        id: Uuid,
-        how: crate::store::Settlement,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.count(self.inner.settle(job, id, how, now))
-    }
-    fn loop_step(&self, s: &crate::store::LoopStep<'_>) -> StoreResult<crate::store::StepOutcome> {
-        self.count(self.inner.loop_step(s))
-    }
-    fn update_job(
-        &self,
-        name: &str,
-        edit: &crate::store::JobEdit,
-        now: DateTime<Utc>,
-    ) -> StoreResult<crate::store::EditOutcome> {
-        self.count(self.inner.update_job(name, edit, now))
-    }
-    fn bulk_edit(
-        &self,
-        names: &[String],
-        action: &crate::store::BulkAction,
-        now: DateTime<Utc>,
-    ) -> crate::store::BulkDone {
-        self.inner.bulk_edit(names, action, now)
-    }
-    fn hurry(&self, on: bool) {
-        self.inner.hurry(on);
-    }
-    fn retry(
-        &self,
-        run_id: Uuid,
-        now: DateTime<Utc>,
-    ) -> StoreResult<(String, crate::store::EditOutcome)> {
-        self.count(self.inner.retry(run_id, now))
-    }
-    fn cancel(
-        &self,
-        target: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<(String, crate::store::EditOutcome)> {
-        self.count(self.inner.cancel(target, now))
-    }
+/// `inner`, each error it answers counted in `metrics`.
+pub fn metered(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Metered {
+    Wrapped::new(inner, CountErrors(metrics))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub mod rules;
 pub mod signal;
 pub mod stats;
 mod types;
+pub(crate) mod wrap;
 
 /// Run a blocking store call on tokio's blocking pool, off the async workers: the one wrapper
 /// every async caller (engine, attached console) uses, since stores are synchronous. A task that

@@ -1,10 +1,13 @@
 //! Store calls spelled as one line in tests: `s.claim_at(now, owner, limit)` instead of the
-//! eight-line `claim_due(&ClaimRequest { … }).unwrap()` each test wrote out.
+//! eight-line `claim_due(&ClaimRequest { … }).unwrap()` each test wrote out; and the one
+//! forwarding store ([`Wrapped`] with [`Hooks`]) every test double that twists a real store is
+//! built from (refused calls, a lost lease, a hidden change signal, counted calls).
 //!
 //! Owns: test shorthands over the [`Store`] trait. Must not touch: store behaviour.
 
 use chrono::{DateTime, Utc};
 
+pub use crate::store::wrap::{Call, Hooks, Wrapped};
 use crate::store::{ClaimOutcome, ClaimRequest, Store};
 
 /// `claim_due` with no runs in flight, for any store (a `FileStore`, a `PgStore`, an

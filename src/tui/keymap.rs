@@ -279,7 +279,7 @@ pub const KEYMAP: &[Binding] = &[
         &[ch('R')],
         "R",
         "retry",
-        "retry the run at the cursor",
+        "retry run at cursor (y/n)",
         Cmd::Retry,
         8,
     ),

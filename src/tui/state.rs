@@ -1444,6 +1444,43 @@ mod tests {
         assert_eq!(a.handle_key(shift('R')), Action::Redraw);
     }
 
+    /// A key that opens a y/n question says so in `?`: the help is where an operator learns
+    /// which keys act at once and which ask first.
+    #[test]
+    fn every_key_that_asks_y_n_says_so_in_its_help() {
+        use crate::tui::keymap::{self, Cmd, Scope};
+        let mut asked = Vec::new();
+        for b in keymap::bindings(&[Scope::Global]) {
+            let ev = KeyEvent::new(b.keys[0].code, b.keys[0].mods);
+            // Every job under the jobs cursor, and a failed run under the History cursor.
+            let mut contexts: Vec<App> = (0..app().jobs.visible.len())
+                .map(|i| {
+                    let mut a = app();
+                    a.jobs.selected = i;
+                    a
+                })
+                .collect();
+            let mut h = app();
+            on_row(&mut h, "summarise-news", Status::Failed);
+            contexts.push(h);
+            for mut a in contexts {
+                a.handle_key(ev);
+                if !matches!(a.dialog.prompt, Prompt::None | Prompt::Name(_)) {
+                    assert!(
+                        b.help.contains("(y/n)"),
+                        "`{}` asks y/n, but its help says {:?}",
+                        b.label,
+                        b.help
+                    );
+                    asked.push(b.cmd);
+                }
+            }
+        }
+        for cmd in [Cmd::Trigger, Cmd::Retry, Cmd::Cancel, Cmd::PauseFiltered] {
+            assert!(asked.contains(&cmd), "{cmd:?} asked nothing here");
+        }
+    }
+
     #[test]
     fn cancel_asks_first_and_says_when_there_is_nothing_to_cancel() {
         let mut a = app();

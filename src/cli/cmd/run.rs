@@ -208,7 +208,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = opts.metrics_addr.map(|_| Arc::new(metrics::Metrics::new()));
     let store: Arc<dyn Store> = match &metrics {
-        Some(m) => Arc::new(metrics::Metered::new(store, Arc::clone(m))),
+        Some(m) => Arc::new(metrics::metered(store, Arc::clone(m))),
         None => store,
     };
 

@@ -159,7 +159,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
         right = left.split_off(LEFT_MAX);
     }
     group(Scope::Diff, "Diff viewer", &mut right);
-    group(Scope::Confirm, "Questions (trigger, cancel)", &mut right);
+    group(Scope::Confirm, "Questions (y/n)", &mut right);
     group(Scope::Input, "Name filter prompt", &mut right);
     let dim = Style::new().fg(Color::DarkGray);
     right.push(Line::raw(""));
