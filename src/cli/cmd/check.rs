@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::args::Cli;
-use cronsole::store::check::{Report, check_file_store};
-use cronsole::store::file::DEFAULT_LOCK_WAIT;
+use crate::store::check::{Report, check_file_store};
+use crate::store::file::DEFAULT_LOCK_WAIT;
 
 use super::{bad_input, jobs_file, store_location};
 
@@ -19,7 +19,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
     let location = store_location(cli, jobs_file(cli).as_deref());
     let report: Report =
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            cronsole::store::postgres::PgStore::open(&location)?.check()?
+            crate::store::postgres::PgStore::open(&location)?.check()?
         } else {
             let dir = Path::new(&location);
             if !dir.is_dir() {
@@ -29,7 +29,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
         };
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", cronsole::text::to_json_pretty(&report)?)?;
+        writeln!(out, "{}", crate::text::to_json_pretty(&report)?)?;
     } else {
         for p in &report.problems {
             writeln!(out, "{p}")?;
