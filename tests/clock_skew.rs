@@ -112,6 +112,9 @@ fn trial(name: &str, offset: &str, bound: Option<&str>, refused: bool) {
     // Each owner's next claim cycles see nothing left to do: the real owner's health is 200,
     // and the rows cannot grow further (every one-shot is retired).
     let rows = owner_support::history(&dir, &url);
+    if refused {
+        owners_shown(&dir, &url, skewed.child.id());
+    }
     let log = skewed.log();
     let (skewed_pid, real_pid) = (skewed.child.id(), real.child.id());
     assert_eq!(real.stop(), 0);
@@ -144,6 +147,31 @@ fn trial(name: &str, offset: &str, bound: Option<&str>, refused: bool) {
     } else {
         assert_eq!(by_pid(&rows, skewed_pid), JOBS, "{offset}: {rows:#?}");
     }
+}
+
+/// `jobs` and `check` show both live owners from their records, and which one stopped claiming
+/// and why (its clock against the database's).
+fn owners_shown(dir: &Path, url: &str, skewed_pid: u32) {
+    for args in [&["jobs"][..], &["check"][..]] {
+        let (code, out, err) = support::cli::run_with_store(dir, url, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            out.contains("owners: 2 live, 1 not claiming"),
+            "{args:?}: {out}"
+        );
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!(":{skewed_pid}:")))
+            .unwrap_or_else(|| panic!("{args:?}: no line for the skewed owner: {out}"));
+        assert!(
+            line.contains("claims stopped: ") && line.contains("the store's"),
+            "{args:?}: {line}"
+        );
+    }
+    let (code, out, err) = support::cli::run_with_store(dir, url, &["check", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["owners"]["live"], 2, "{out}");
 }
 
 #[test]

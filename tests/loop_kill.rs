@@ -273,3 +273,203 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         "the records of recovered runs went with their rows: {left:?}"
     );
 }
+
+/// Two agents on loopback models: `paid` answers at once, `hung` never answers (the owner is
+/// killed while its call is in flight).
+fn money_yaml(fast: &str, hung: &str) -> String {
+    format!(
+        r#"budget: {{ max_cost_usd: 1.0, period: day }}
+agents:
+  fast: {{ provider: openai, base_url: {fast}, api_key_env: LOOP_KILL_KEY, model: gpt-4o-mini, max_tokens: 200 }}
+  stuck: {{ provider: openai, base_url: {hung}, api_key_env: LOOP_KILL_KEY, model: gpt-4o-mini, max_tokens: 1000 }}
+jobs:
+  - {{ name: paid, schedule: every 1h, run_immediately: true, agent: fast, message: go }}
+  - {{ name: hung, schedule: every 1h, run_immediately: true, agent: stuck, message: go,
+       lease_seconds: 1, timeout_seconds: 600 }}
+"#
+    )
+}
+
+/// `cronsole --store STORE ARGS` as JSON (one document, or one per line with `lines`).
+fn json_of(dir: &Path, store: &Path, args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = support::cli::run_with_store(dir, store, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    if args.first() == Some(&"history") {
+        let rows: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        return serde_json::Value::Array(rows);
+    }
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+fn close(a: f64, b: f64, what: &str) {
+    assert!((a - b).abs() < 1e-9, "{what}: {a} vs {b}");
+}
+
+/// What every view says about the money, checked against each other and against the budget's
+/// own sums (the store record, `rules::period::committed`): `(spent, in flight)` per job.
+fn views_agree(dir: &Path, store: &Path) -> std::collections::BTreeMap<String, (f64, f64)> {
+    let stats = json_of(dir, store, &["stats", "--json"]);
+    let jobs = json_of(dir, store, &["jobs", "--json"]);
+    let history = json_of(dir, store, &["history", "--json"]);
+    let fs = FileStore::open(store).unwrap();
+    let key = stats["period"].as_str().unwrap().to_string();
+    let mut out = std::collections::BTreeMap::new();
+    let (mut spent, mut held) = (0.0, 0.0);
+    for name in ["paid", "hung"] {
+        let rec = fs.job(name).unwrap().unwrap();
+        let (s, h) = cronsole::store::rules::period::committed(&rec, &key);
+        let line = stats["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["job"] == name)
+            .unwrap();
+        let view = jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap();
+        let rows: f64 = history
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["job"] == name)
+            .map(|r| r["cost_usd"].as_f64().unwrap_or(0.0))
+            .sum();
+        close(
+            line["period_cost_usd"].as_f64().unwrap(),
+            s,
+            "stats spent = budget's",
+        );
+        close(
+            line["in_flight_usd"].as_f64().unwrap(),
+            h,
+            "stats in flight = budget's",
+        );
+        close(
+            view["period_cost_usd"].as_f64().unwrap(),
+            s,
+            "jobs spent = budget's",
+        );
+        close(
+            view["in_flight_usd"].as_f64().unwrap(),
+            h,
+            "jobs in flight = budget's",
+        );
+        close(rows, s, "the rows' costs add up to the spend");
+        close(
+            line["total_cost_usd"].as_f64().unwrap(),
+            rows,
+            "total = rows",
+        );
+        spent += s;
+        held += h;
+        out.insert(name.to_string(), (s, h));
+    }
+    let g = &stats["global"];
+    close(
+        g["period_cost_usd"].as_f64().unwrap(),
+        spent,
+        "global spent",
+    );
+    close(
+        g["in_flight_usd"].as_f64().unwrap(),
+        held,
+        "global in flight",
+    );
+    close(
+        g["remaining_budget"].as_f64().unwrap(),
+        1.0 - spent - held,
+        "left = limit - spent - in flight",
+    );
+    out
+}
+
+/// Money shown = money counted, through the real binary: an owner is killed while its model call
+/// hangs. Until the run is recovered every view shows the call's reservation as in flight (and
+/// what is left without it); after recovery the `abandoned` row carries exactly that amount,
+/// and `history`, `stats`, `jobs` and the budget's own sums agree to the last digit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_killed_mid_call_leaves_every_view_agreeing_with_the_budget() {
+    let fast = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::ok("done", 100, 100)))],
+    )
+    .await
+    .unwrap();
+    let hung = FakeLlm::openai(
+        KEY,
+        vec![Reply::Forever(Box::new(Reply::Slow(
+            Duration::from_secs(600),
+            Box::new(Reply::ok("late", 100, 100)),
+        )))],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("money");
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, money_yaml(&fast.base_url(), &hung.base_url())).unwrap();
+    let store = dir.join("store");
+    let (d, j, s) = (dir.to_path_buf(), jobs.clone(), store.clone());
+    let hung_calls = move || hung.request_count();
+    tokio::task::spawn_blocking(move || {
+        let mut child = owner(&d, &j, &s, &[]);
+        let start = Instant::now();
+        let paid_done = || {
+            FileStore::open(&s)
+                .and_then(|st| {
+                    st.history(&HistoryQuery {
+                        job: Some("paid".into()),
+                        limit: 10,
+                        ..Default::default()
+                    })
+                })
+                .is_ok_and(|r| r.iter().any(|r| r.status == Status::Succeeded))
+        };
+        while !(paid_done() && hung_calls() >= 1) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "paid never ran or hung was never called"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: kill(2) on the child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        // Killed mid-call: the call's worst case is held, not spent, and every view says so.
+        let before = views_agree(&d, &s);
+        let (paid_spent, _) = before["paid"];
+        let (hung_spent, hung_held) = before["hung"];
+        assert!(paid_spent > 0.0, "{before:?}");
+        assert!(hung_spent == 0.0 && hung_held > 0.0, "{before:?}");
+        // Another owner recovers the run (its 1 s lease has expired): the `abandoned` row
+        // carries the reservation, which is now spent.
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut next = owner(&d, &j, &s, &["--for", "2s"]);
+        let _ = next.wait();
+        let after = views_agree(&d, &s);
+        let abandoned: Vec<HistoryRow> = FileStore::open(&s)
+            .unwrap()
+            .history(&HistoryQuery {
+                job: Some("hung".into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+        assert_eq!(abandoned[0].status, Status::Abandoned);
+        close(
+            abandoned[0].cost_usd,
+            hung_held,
+            "the row carries the reservation",
+        );
+        assert_eq!(after["hung"], (hung_held, 0.0), "{after:?}");
+        assert_eq!(after["paid"], (paid_spent, 0.0), "{after:?}");
+    })
+    .await
+    .unwrap();
+}

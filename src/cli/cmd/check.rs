@@ -1,7 +1,8 @@
 //! `cronsole check --store S`: verify a whole store and print every problem with its location.
 //!
-//! Owns: choosing the store kind and printing the report. Must not touch: the verification
-//! itself (`cronsole::store::check`, `PgStore::check`), anything that writes.
+//! Owns: choosing the store kind and printing the report, with the store's owners (the engines
+//! heartbeating on it, `owners_view`). Must not touch: the verification itself
+//! (`cronsole::store::check`, `PgStore::check`), anything that writes.
 
 use std::io::Write;
 use std::path::Path;
@@ -27,10 +28,23 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
             }
             check_file_store(dir, DEFAULT_LOCK_WAIT)?
         };
+    // The engines on the store, from their owner records (advisory: a store too damaged to
+    // open still gets its report, without them).
+    let owners = super::open_existing_store(&location).and_then(|s| Ok(s.owners()?));
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", crate::text::to_json_pretty(&report)?)?;
+        let mut v = serde_json::to_value(&report)?;
+        if let (Some(o), Ok(owners)) = (v.as_object_mut(), &owners) {
+            o.insert("owners".into(), super::owners_view::json(owners));
+        }
+        writeln!(out, "{}", crate::text::to_json_pretty(&v)?)?;
     } else {
+        match &owners {
+            Ok(owners) => super::owners_view::lines(owners)
+                .iter()
+                .try_for_each(|l| writeln!(out, "{l}"))?,
+            Err(e) => writeln!(out, "owners: not read ({e})")?,
+        }
         for p in &report.problems {
             writeln!(out, "{p}")?;
         }

@@ -19,6 +19,7 @@ mod edit;
 mod gate_cmds;
 mod import;
 mod manpage;
+mod owners_view;
 mod run;
 mod schedule_cmds;
 mod select;

@@ -256,6 +256,15 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     for line in table(&header, &rows, &[7]) {
         println!("{line}");
     }
+    // Who runs these jobs: the engines heartbeating on the store, their clocks, and any that
+    // stopped claiming (a store whose owner records cannot be read says so, and the table stands).
+    println!();
+    match store.owners() {
+        Ok(owners) => super::owners_view::lines(&owners)
+            .iter()
+            .for_each(|l| println!("{l}")),
+        Err(e) => println!("owners: not read ({e})"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
