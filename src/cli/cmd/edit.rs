@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::args::Cli;
+use crate::config;
+use crate::model::JobDef;
+use crate::store::{ApplyReport, Store};
 use anyhow::{Context, Result};
-use cronsole::config;
-use cronsole::model::JobDef;
-use cronsole::store::{ApplyReport, Store};
 
 use super::{apply_counts, apply_lines, bad_input, jobs_file, open_store, store_location};
 
