@@ -4,8 +4,11 @@
 //! transcript entries) plus the weight of the next request's prompt that the turn's reservation
 //! is computed from; and the memory of 100 tool-using runs in flight at once.
 //!
-//! The store's part of a turn (its reservation and settlement, fsync included) is measured by
-//! `benches/budget.rs`.
+//! Measured twice: the loop alone, and with the store's part of a turn as a run makes it — one
+//! file-store step per turn (the previous turn's settlement, the next turn's reservation, the
+//! transcript delta, the lease renewal, fsync included) and one before each call is dispatched
+//! (the call recorded as `dispatched`). The file store lives in `BENCH_DIR` (default
+//! `/dev/shm`, so the fsync itself costs next to nothing, as the target asks).
 //!
 //! Run: `cargo bench --bench tool_loop`. Figures go to docs/BENCHMARKS.md "Tool loop".
 #![allow(clippy::unwrap_used)] // test code
@@ -17,7 +20,10 @@ use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cronsole::clock::SystemClock;
-use cronsole::model::{AgentDef, Provider};
+use cronsole::model::{AgentDef, JobsFile, Provider, Settings};
+use cronsole::store::{
+    AwaitStep, ClaimRequest, LoopStep, ReserveOutcome, Settlement, StepOutcome, Store,
+};
 use cronsole::testkit::internals::action::agent::{
     LoopLimits, LoopProgress, LoopRun, ModelTurns, TurnAsk, TurnReply, run_loop,
 };
@@ -83,6 +89,100 @@ struct InstantModel {
     samples: Vec<Duration>,
     /// When set, turn `TURNS` waits here (memory of runs in flight).
     park: Option<(Arc<tokio::sync::Notify>, Arc<AtomicUsize>)>,
+    /// When set, every turn and every dispatch is a store step of this claimed run.
+    run: Option<StoredRun>,
+}
+
+/// A claimed run on a real file store, stepped as the engine steps a tool-using run.
+struct StoredRun {
+    store: Arc<dyn Store>,
+    job: String,
+    run_id: uuid::Uuid,
+    /// The last turn's reservation and its amount, settled with the next step.
+    last: Option<(uuid::Uuid, f64)>,
+}
+
+impl StoredRun {
+    fn step(&mut self, reserve: Option<f64>, record: &[Delta]) {
+        // A turn settles the last one's reservation to half of it (a reply below its worst case).
+        let settle = match reserve {
+            Some(_) => self
+                .last
+                .take()
+                .map(|(id, w)| (id, Settlement::Cost(w / 2.0))),
+            None => None,
+        };
+        let out = self
+            .store
+            .loop_step(&LoopStep {
+                job: &self.job,
+                run_id: self.run_id,
+                owner: "bench",
+                settle,
+                reserve,
+                record,
+                awaiting: AwaitStep::Keep,
+                now: now(),
+            })
+            .expect("loop step");
+        match out {
+            StepOutcome::Stepped { reserved, .. } => match reserved {
+                Some(ReserveOutcome::Reserved { id }) => {
+                    self.last = Some((id, reserve.unwrap_or(0.0)));
+                }
+                Some(ReserveOutcome::Refused { reason }) => panic!("refused: {reason}"),
+                None => {}
+            },
+            StepOutcome::Lost => panic!("the bench run lost its lease"),
+        }
+    }
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    "2026-11-30T12:00:00Z"
+        .parse()
+        .unwrap_or_else(|_| chrono::Utc::now())
+}
+
+/// `n` claimed agent runs on a fresh file store in `dir`, under a budget no bench reaches.
+fn stored_runs(dir: &std::path::Path, n: usize) -> Vec<StoredRun> {
+    let store: Arc<dyn Store> =
+        Arc::new(cronsole::store::file::FileStore::open(dir).expect("open file store"));
+    let file = JobsFile {
+        settings: Settings {
+            budget: Some(cronsole::model::Budget {
+                max_cost_usd: 1e9,
+                period: cronsole::model::BudgetPeriod::Day,
+            }),
+            ..Settings::default()
+        },
+        jobs: (0..n)
+            .map(|i| cronsole::model::JobDef {
+                lease_seconds: 3600.0,
+                ..cronsole::testkit::jobs::command_job(&format!("job{i:05}"), 3600)
+            })
+            .collect(),
+    };
+    store.apply(&file, now()).expect("apply");
+    let mut runs = Vec::new();
+    while runs.len() < n {
+        let o = store
+            .claim_due(&ClaimRequest {
+                now: now(),
+                owner: "bench",
+                limit: 64,
+                in_flight: &[],
+            })
+            .expect("claim");
+        assert!(!o.claims.is_empty(), "every bench job is due");
+        runs.extend(o.claims.into_iter().map(|c| StoredRun {
+            store: Arc::clone(&store),
+            job: c.job.def.name,
+            run_id: c.run_id,
+            last: None,
+        }));
+    }
+    runs
 }
 
 impl ModelTurns for InstantModel {
@@ -92,6 +192,10 @@ impl ModelTurns for InstantModel {
         {
             let bytes = wire::prompt_bytes(&self.agent, "read the files", ask.dialogue);
             std::hint::black_box(bytes);
+            if let Some(run) = &mut self.run {
+                // The turn's worst case, as a run reserves it ($1 per 1M prompt bytes here).
+                run.step(Some(bytes as f64 * 1e-6 + 1e-4), ask.record);
+            }
             if let Some(t) = self.turn_ended {
                 self.samples.push(t.elapsed());
             }
@@ -136,6 +240,9 @@ impl ModelTurns for InstantModel {
     fn recorded(&mut self, _: &LoopProgress<'_>) {}
 
     async fn persist(&mut self, record: Vec<Delta>) -> Result<(), ()> {
+        if let Some(run) = &mut self.run {
+            run.step(None, &record);
+        }
         std::hint::black_box(record);
         Ok(())
     }
@@ -172,30 +279,55 @@ fn main() {
     let secrets = Secrets::new(["sk-bench-secret-0123456789".to_string()]);
     let tb = tools();
 
-    // Per-turn overhead over 300 loops of 10 turns.
-    let mut samples = Vec::new();
-    rt.block_on(async {
-        for _ in 0..300 {
-            let mut m = InstantModel {
-                agent: agent(),
-                turn_ended: None,
-                samples: Vec::new(),
-                park: None,
-            };
-            one_loop(&tb, &secrets, &mut m).await;
-            samples.extend(m.samples);
-        }
-    });
-    samples.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "loop overhead per turn ({} turns, {CALLS_PER_TURN} calls of {RESULT_BYTES} B each): \
-         median {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-        samples.len(),
-        us(percentile(&samples, 0.5)),
-        us(percentile(&samples, 0.99)),
-        us(percentile(&samples, 1.0)),
-    );
+    // Per-turn overhead over 300 loops of 10 turns: the loop alone, then with its store steps
+    // on a real file store (one claimed run per loop).
+    let base = std::env::var("BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from("/dev/shm"));
+    let dir = cronsole::testkit::tmp::TempDir::new_in(&base, "bench-tool-loop");
+    let mut runs = stored_runs(&dir, 300);
+    for with_store in [false, true] {
+        let mut samples = Vec::new();
+        rt.block_on(async {
+            for i in 0..300 {
+                let mut m = InstantModel {
+                    agent: agent(),
+                    turn_ended: None,
+                    samples: Vec::new(),
+                    park: None,
+                    run: if with_store {
+                        runs.get_mut(i).map(|r| StoredRun {
+                            store: Arc::clone(&r.store),
+                            job: r.job.clone(),
+                            run_id: r.run_id,
+                            last: None,
+                        })
+                    } else {
+                        None
+                    },
+                };
+                one_loop(&tb, &secrets, &mut m).await;
+                samples.extend(m.samples);
+            }
+        });
+        samples.sort();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        println!(
+            "loop overhead per turn{} ({} turns, {CALLS_PER_TURN} calls of {RESULT_BYTES} B \
+             each): median {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            if with_store {
+                format!(" with its file-store steps in {}", base.display())
+            } else {
+                ", the loop alone".to_string()
+            },
+            samples.len(),
+            us(percentile(&samples, 0.5)),
+            us(percentile(&samples, 0.99)),
+            us(percentile(&samples, 1.0)),
+        );
+    }
+    runs.clear();
+    drop(dir);
 
     // Memory of 100 runs parked at their last turn.
     let before = LIVE.load(Ordering::SeqCst);
@@ -214,6 +346,7 @@ fn main() {
                     turn_ended: None,
                     samples: Vec::new(),
                     park,
+                    run: None,
                 };
                 one_loop(&tb, &secrets, &mut m).await
             });

@@ -43,8 +43,12 @@ pub const PAGE: usize = 1024;
 pub struct JobView<'a> {
     /// The job's name.
     pub name: &'a str,
-    /// What it is doing now ([`state`]: `idle`, `running`, `queued`, `paused`, …).
+    /// What it is doing now ([`state`]: `idle`, `running`, `awaiting_approval`, `queued`,
+    /// `paused`, …).
     pub state: &'static str,
+    /// The tool call its run awaits an operator's answer for (`cronsole approve` / `deny`), if
+    /// one does.
+    pub awaiting_approval: Option<AwaitingView<'a>>,
     /// The schedule as written.
     pub schedule: &'a str,
     /// Its next slot (UTC).
@@ -81,6 +85,36 @@ pub struct JobView<'a> {
     pub runtime: &'a JobRuntime,
 }
 
+/// A tool call awaiting approval, as `jobs --json` shows it at the top of its job's view (the
+/// arguments are in `cronsole approvals`).
+#[derive(Debug, Serialize)]
+pub struct AwaitingView<'a> {
+    /// The run that waits (what `approve` and `deny` take).
+    pub run_id: uuid::Uuid,
+    /// The tool it wants to call (its jobs-file name).
+    pub tool: &'a str,
+    /// When the wait began.
+    pub since: DateTime<Utc>,
+    /// When an unanswered wait ends as a denial.
+    pub deadline: DateTime<Utc>,
+}
+
+/// The first of `r`'s live runs whose tool call awaits an answer (answered waits are over for
+/// the operator: the run's owner picks the answer up).
+pub fn awaiting(r: &JobRecord) -> Option<AwaitingView<'_>> {
+    r.rt.leases().find_map(|l| {
+        l.awaiting
+            .as_ref()
+            .filter(|a| a.answer.is_none())
+            .map(|a| AwaitingView {
+                run_id: l.run_id,
+                tool: &a.tool,
+                since: a.since,
+                deadline: a.deadline,
+            })
+    })
+}
+
 impl<'a> JobView<'a> {
     /// The view of one job at `now` (its spend counted in the current budget period).
     pub fn of(r: &'a JobRecord, settings: &Settings, now: DateTime<Utc>) -> JobView<'a> {
@@ -94,6 +128,7 @@ impl<'a> JobView<'a> {
         JobView {
             name: &r.def.name,
             state: state(r, now),
+            awaiting_approval: awaiting(r),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
             next_fire_at: r
@@ -122,7 +157,9 @@ impl<'a> JobView<'a> {
 }
 
 /// The word a listing shows for what `r` is doing at `now`, the same in `jobs` (STATE),
-/// `describe` and `jobs --json` (`state`): `cancelling` (its run's cancel is pending), `queued`
+/// `describe` and `jobs --json` (`state`): `cancelling` (its run's cancel is pending),
+/// `awaiting_approval` (a run's tool call waits for an operator: one word, so the table's
+/// columns stay whitespace-separated), `queued`
 /// (a manual trigger, retry or backfill waits for an owner, nothing running, not retired:
 /// such a run is claimed even while the job is paused or disabled, so it is what
 /// happens next), else `JobRecord::state_word` (`retired`, `running`, `paused`, `held`,
@@ -134,6 +171,8 @@ pub fn state(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
         .is_some_and(|l| l.cancel_requested_at.is_some())
     {
         "cancelling"
+    } else if awaiting(r).is_some() {
+        "awaiting_approval"
     } else if !r.rt.retired
         && r.rt.lease.is_none()
         && (r.rt.trigger_requested_at.is_some() || !r.rt.queue.is_empty())
@@ -537,6 +576,83 @@ mod tests {
         assert_eq!(got, want);
         // From the parsed records (what PostgreSQL hands): the same bytes.
         assert_eq!(String::from_utf8(out).unwrap(), whole(&store, now));
+    }
+
+    /// A job whose run's tool call awaits approval shows it at the top of its view (state
+    /// `awaiting_approval`, `awaiting_approval: {run_id, tool, since, deadline}`), printed
+    /// from the parsed record; the other jobs, from their stored JSON, show `null`: both
+    /// paths print what the whole list prints.
+    #[test]
+    fn a_call_awaiting_approval_is_at_the_top_of_its_jobs_view_in_both_paths() {
+        use crate::store::{AwaitStep, ClaimRequest, HistoryReader, LoopStep, StepOutcome};
+        let (_d, store, stored) = store_with(3);
+        // The jobs' first slots are an hour after they were stored.
+        let now = stored + chrono::Duration::hours(1);
+        let claims = store
+            .claim_due(&ClaimRequest {
+                now,
+                owner: "me",
+                limit: 1,
+                in_flight: &[],
+            })
+            .unwrap()
+            .claims;
+        let c = &claims[0];
+        let deadline = now + chrono::Duration::hours(1);
+        let out = store
+            .loop_step(&LoopStep {
+                job: &c.job.def.name,
+                run_id: c.run_id,
+                owner: "me",
+                settle: None,
+                reserve: None,
+                record: &[],
+                awaiting: AwaitStep::Begin(crate::model::AwaitingApproval {
+                    tool: "files.write_file".into(),
+                    call_id: "call-1".into(),
+                    arguments: "{\"path\":\"/srv/x\"}".into(),
+                    since: now,
+                    deadline,
+                    answer: None,
+                }),
+                now,
+            })
+            .unwrap();
+        assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
+        let settings = store.settings().unwrap();
+        let mut out = Vec::new();
+        let counts = write_counted(&store, &settings, now, &mut out, 2).unwrap();
+        assert_eq!((counts.jobs, counts.from_json), (3, 2));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, whole(&store, now));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let views = v.as_array().unwrap();
+        let waiting = views
+            .iter()
+            .find(|j| j["name"] == c.job.def.name.as_str())
+            .unwrap();
+        assert_eq!(waiting["state"], "awaiting_approval");
+        assert_eq!(
+            waiting["awaiting_approval"],
+            serde_json::json!({
+                "run_id": c.run_id,
+                "tool": "files.write_file",
+                "since": "2026-11-30T13:00:00Z",
+                "deadline": "2026-11-30T14:00:00Z",
+            })
+        );
+        for other in views
+            .iter()
+            .filter(|j| j["name"] != c.job.def.name.as_str())
+        {
+            assert!(other["awaiting_approval"].is_null(), "{other}");
+            assert_eq!(other["state"], "idle");
+        }
+        // Answered, the wait is over for the operator: the run is `running` again.
+        store.answer_approval(c.run_id, true, None, now).unwrap();
+        let rec = store.job(&c.job.def.name).unwrap().unwrap();
+        assert_eq!(state(&rec, now), "running");
+        assert!(awaiting(&rec).is_none());
     }
 
     #[test]

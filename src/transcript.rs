@@ -64,6 +64,10 @@ pub enum Approval {
     Approved {
         /// Who approved it, when known.
         by: Option<String>,
+        /// Why, when the operator said (`approve --reason`): kept on the record only, the
+        /// model never reads it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Denied, with the reason the model was given.
     Denied {
@@ -83,6 +87,10 @@ pub enum CallState {
     /// Never sent: a name that was not offered, arguments that are not valid, a call over the
     /// turn's limit, a denial. The model got an error result.
     Refused,
+    /// Waiting for an operator's approval, not sent: a run that ended while it waited (an
+    /// owner killed, a shutdown) keeps its last call so. Answered, the call goes on as
+    /// dispatched (approved) or refused (denied).
+    AwaitingApproval,
 }
 
 /// One tool call.

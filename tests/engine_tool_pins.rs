@@ -1,6 +1,7 @@
 //! Tool pinning through the engine: a run's first use pins its MCP tools in the store, a
 //! changed definition fails the next run before the model is called, and accepting the new
-//! definition lets runs go on.
+//! definition lets runs go on; a real server that changes a definition mid-run (with a
+//! list-change notice or without one) ends the run before its next turn is reserved or sent.
 #![allow(clippy::unwrap_used)] // test code
 
 mod engine_support;
@@ -10,10 +11,12 @@ use std::sync::{Arc, Mutex};
 
 use cronsole::model::Status;
 use cronsole::testkit::internals::action::tools::pin;
+use cronsole::testkit::internals::action::tools::toolbox::Sources;
 use cronsole::testkit::internals::action::tools::{
     BoxFuture, ToolError, Toolbox, ToolboxBuilder, ToolboxRequest,
 };
-use cronsole::testkit::llm::{FakeLlm, Reply};
+use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+use cronsole::testkit::mcp::TestServers;
 use cronsole::testkit::tools::{MemorySource, text_output, toolbox};
 use engine_support::*;
 use serde_json::json;
@@ -120,4 +123,103 @@ jobs:
     assert_eq!(rows[2].status, Status::Succeeded, "{:#?}", rows[2]);
     assert_eq!(fake.requests().len(), 2);
     rig.stop().await;
+}
+
+/// An agent allowed `tool` of the server run by `argv`, each run calling it once, then
+/// answering; a budget so every turn is reserved.
+fn changing_yaml(base: &str, argv: &[String], tool: &str) -> String {
+    let argv: Vec<String> = argv
+        .iter()
+        .map(|a| serde_json::to_string(a).unwrap())
+        .collect();
+    format!(
+        "budget: {{ max_cost_usd: 5, period: day }}
+mcp_servers:
+  srv:
+    command: [{}]
+    protocol_version: \"2025-11-25\"
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+agents:
+  a:
+    provider: openai
+    base_url: {base}
+    api_key_env: TEST_KEY
+    model: m
+    max_tokens: 100
+    tools: [\"srv.{tool}\"]
+jobs:
+  - name: ask
+    schedule: every 60s
+    agent: a
+    message: go
+",
+        argv.join(", ")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_changes_a_definition_mid_run_ends_it_before_the_next_turn_is_paid() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    // The Python SDK's server changes echo and sends its notice while answering retitle; the
+    // raw server changes tool a after answering and says nothing.
+    let cases = [
+        (
+            servers.py_stdio_argv(),
+            "*",
+            FakeCall::new("srv__retitle", json!({})),
+        ),
+        (
+            servers.py_argv("hostile.py", &["silent"]),
+            "*",
+            FakeCall::new("srv__a", json!({})),
+        ),
+    ];
+    // Both servers list more than the call's tool (`srv.*`): the changed one is offered too.
+    for (i, (argv, tool, call)) in cases.into_iter().enumerate() {
+        let fake = FakeLlm::openai(
+            KEY,
+            vec![Reply::tools(vec![call], 10, 5), Reply::ok("done", 10, 1)],
+        )
+        .await
+        .unwrap();
+        let env = HashMap::from([("TEST_KEY".to_string(), KEY.to_string())]);
+        let lookup = env.clone();
+        let rig = Rig::start(
+            &format!("tool-changes-{i}"),
+            &changing_yaml(&fake.base_url(), &argv, tool),
+            RigOpts {
+                env,
+                tools: Some(Arc::new(Sources::new(Arc::new(move |k: &str| {
+                    lookup.get(k).cloned()
+                })))),
+                ..Default::default()
+            },
+        )
+        .await;
+        let r = rig.wait_rows("ask", 1).await.remove(0);
+        assert_eq!(r.status, Status::Failed, "{r:#?}");
+        assert!(
+            r.reason
+                .as_deref()
+                .is_some_and(|w| w.starts_with("tool definitions changed mid-run (srv changed")),
+            "{r:#?}"
+        );
+        assert_eq!(
+            fake.request_count(),
+            1,
+            "case {i}: the second turn is neither reserved nor sent"
+        );
+        assert_eq!((r.turns, r.tool_calls), (Some(1), Some(1)), "{r:#?}");
+        // Only the one turn is spent: 10 in + 5 out at $1/M each.
+        assert!((r.cost_usd - 15e-6).abs() < 1e-12, "{}", r.cost_usd);
+        let spend = rig.store.spend("ask", rig.now()).unwrap();
+        assert!(
+            (spend.global_usd - 15e-6).abs() < 1e-12,
+            "nothing stays reserved: {spend:?}"
+        );
+        rig.stop().await;
+    }
 }

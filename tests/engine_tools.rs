@@ -412,7 +412,12 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     assert_eq!(fake.request_count(), 1, "nothing is sent while waiting");
     let (job, _) = rig
         .store
-        .answer_approval(run_id, true, None, chrono::Utc::now())
+        .answer_approval(
+            run_id,
+            true,
+            Some("the path is harmless".into()),
+            chrono::Utc::now(),
+        )
         .unwrap();
     assert_eq!(job, "ask");
     let r = rig.wait_rows("ask", 1).await.remove(0);
@@ -429,7 +434,16 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
         });
     assert_eq!(
         approval,
-        Some(cronsole::transcript::Approval::Approved { by: None })
+        Some(cronsole::transcript::Approval::Approved {
+            by: None,
+            reason: Some("the path is harmless".into())
+        }),
+        "an approval's reason is on the record"
+    );
+    let sent = String::from_utf8_lossy(&fake.requests()[1].body).into_owned();
+    assert!(
+        !sent.contains("the path is harmless"),
+        "the model never reads an approval's reason: {sent}"
     );
     // The answered run waits no more: a second answer is refused, saying so.
     let again = rig

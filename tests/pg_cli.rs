@@ -1,6 +1,7 @@
 //! The CLI over `--store postgres://…`: apply/jobs/pause/trigger through the binary, a pause from
-//! `cronsole pause` (another process) reaching a listening owner within 1 s, and exit codes for a
-//! bad URL (2) and an unreachable server (1).
+//! `cronsole pause` (another process) reaching a listening owner within 1 s, exit codes for a
+//! bad URL (2) and an unreachable server (1), and approvals racing from four processes against
+//! a call waiting on one of two owners.
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
@@ -70,4 +71,208 @@ fn bad_url_is_exit_2_and_unreachable_server_is_exit_1() {
     let (c, _, err) = run("postgres://postgres@127.0.0.1:1/x", &["jobs"], &dir);
     assert_eq!(c, 1, "{err}");
     assert!(err.contains("database error"), "{err}");
+}
+
+const KEY: &str = "sk-PG-APPROVALS-0123456789abcdef";
+
+/// Two agents whose one tool needs approval: `ops` waits an hour, `hasty` two seconds.
+fn approvals_yaml(base_url: &str) -> String {
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+tools:
+  write:
+    description: Writes a file
+    parameters: {{ type: object }}
+    command: [sh, -c, 'echo ran >> wrote.txt']
+x-agent: &agent
+  provider: openai
+  base_url: {base_url}
+  api_key_env: PROVIDER_KEY
+  model: m
+  instructions: go
+  tools: [write]
+  approve: [write]
+agents:
+  ops: {{ <<: *agent, approval_timeout_seconds: 3600 }}
+  hasty: {{ <<: *agent, approval_timeout_seconds: 2 }}
+jobs:
+  - {{ name: gated, schedule: every 1h, run_immediately: true, agent: ops, message: go }}
+  - {{ name: lapse, schedule: every 24h, agent: hasty, message: go }}
+"
+    )
+}
+
+/// Waits (bounded) until `cronsole approvals --json` lists a call of `job`; its run id.
+fn pending(url: &str, dir: &std::path::Path, job: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let (c, out, err) = run(url, &["approvals", "--json"], dir);
+        assert_eq!(c, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if let Some(p) = v.as_array().unwrap().iter().find(|p| p["job"] == job) {
+            return p["run_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no call of {job} awaited approval: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits (bounded) for the first row of `job`.
+fn first_row(owner: &PgStore, job: &str) -> cronsole::model::HistoryRow {
+    let start = Instant::now();
+    loop {
+        let rows = owner
+            .history(&cronsole::store::HistoryQuery {
+                job: Some(job.into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap();
+        if let Some(r) = rows.into_iter().next() {
+            return r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no row of {job}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn the_call(r: &cronsole::model::HistoryRow) -> cronsole::transcript::CallEntry {
+    let calls: Vec<_> = r
+        .transcript
+        .as_ref()
+        .map(|t| t.to_vec())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| match e {
+            cronsole::transcript::Entry::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "{r:#?}");
+    calls.into_iter().next().unwrap()
+}
+
+/// Approvals across two owners on one PostgreSQL database, all through the binary: the call
+/// waits on whichever owner claimed its run; 3 `approve` and 1 `deny` race from 4 processes:
+/// exactly one answer is taken (the others exit 1: the run no longer waits), it is the one on
+/// the record (its reason), and the tool runs once if an approval won, never if the denial
+/// did. A wait nobody answers is denied at its timeout and the tool never runs.
+#[test]
+fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() {
+    use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+    use cronsole::transcript::Approval;
+    let url = pg_db_or_skip!();
+    let ask = || Reply::tools(vec![FakeCall::new("write", serde_json::json!({}))], 10, 5);
+    // The scripted model serves from the runtime's threads while this test blocks on processes.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(FakeLlm::openai(
+            KEY,
+            vec![
+                ask(),
+                Reply::ok("done", 10, 2),
+                ask(),
+                Reply::ok("done", 10, 2),
+            ],
+        ))
+        .unwrap();
+    let dir = support::tempdir("pg-approvals");
+    std::fs::write(dir.join("jobs.yaml"), approvals_yaml(&fake.base_url())).unwrap();
+    let (c, _, err) = run(&url, &["apply", "jobs.yaml"], &dir);
+    assert_eq!(c, 0, "{err}");
+    let owners: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            support::cli::cronsole(&dir)
+                .env("PROVIDER_KEY", KEY)
+                .args(["run", "--store", &url, "--for", "120s"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let (answers, row) = {
+        let (u, d) = (url.as_str(), dir.as_ref());
+        let run_id = pending(u, d, "gated");
+        // Four operators at once: three approve, one denies.
+        let racers: Vec<(bool, String, std::process::Child)> = (0..4)
+            .map(|i| {
+                let approve = i < 3;
+                let reason = format!("operator {i}");
+                let verb = if approve { "approve" } else { "deny" };
+                let child = support::cli::cronsole(d)
+                    .args(["--store", u, verb, &run_id, "--reason", &reason])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                (approve, reason, child)
+            })
+            .collect();
+        let answers: Vec<(bool, String, i32, String)> = racers
+            .into_iter()
+            .map(|(approve, reason, child)| {
+                let (code, out, err) = support::cli::split(child.wait_with_output().unwrap());
+                (approve, reason, code, format!("{out}{err}"))
+            })
+            .collect();
+        let store = PgStore::open(u).unwrap();
+        (answers, first_row(&store, "gated"))
+    };
+    let won: Vec<&(bool, String, i32, String)> = answers.iter().filter(|a| a.2 == 0).collect();
+    assert_eq!(won.len(), 1, "exactly one answer is taken: {answers:#?}");
+    for (_, _, code, said) in answers.iter().filter(|a| a.2 != 0) {
+        assert_eq!(*code, 1, "{said}");
+        assert!(said.contains("not awaiting approval"), "{said}");
+    }
+    let (approved, reason) = (won[0].0, won[0].1.clone());
+    assert_eq!(row.status, cronsole::model::Status::Succeeded, "{row:#?}");
+    let call = the_call(&row);
+    let ran = std::fs::read_to_string(dir.join("wrote.txt")).unwrap_or_default();
+    if approved {
+        assert_eq!(
+            call.approval,
+            Some(Approval::Approved {
+                by: None,
+                reason: Some(reason)
+            })
+        );
+        assert_eq!(ran.lines().count(), 1, "the approved tool ran once");
+    } else {
+        assert_eq!(
+            call.approval,
+            Some(Approval::Denied {
+                reason: format!("denied by an operator: {reason}")
+            })
+        );
+        assert!(ran.is_empty(), "a denied tool never runs");
+    }
+
+    // Nobody answers: denied at the timeout, the tool never runs.
+    let before = ran.lines().count();
+    let (c, _, err) = run(&url, &["trigger", "lapse"], &dir);
+    assert_eq!(c, 0, "{err}");
+    pending(&url, &dir, "lapse");
+    let row = first_row(&PgStore::open(&url).unwrap(), "lapse");
+    assert_eq!(
+        the_call(&row).approval,
+        Some(Approval::Denied {
+            reason: "denied: no answer within approval_timeout_seconds (2s)".into()
+        }),
+        "{row:#?}"
+    );
+    let ran = std::fs::read_to_string(dir.join("wrote.txt")).unwrap_or_default();
+    assert_eq!(ran.lines().count(), before, "the unanswered tool never ran");
+    assert_eq!(fake.request_count(), 4, "two turns per run");
+    for mut o in owners {
+        let _ = std::process::Command::new("kill")
+            .arg(o.id().to_string())
+            .status();
+        let _ = o.wait();
+    }
 }

@@ -141,3 +141,90 @@ fn dry_run_says_would_run_false_with_every_reason() {
         "{v}"
     );
 }
+
+/// An agent's command tools are sent with every request: `validate` counts their definitions
+/// in one call's worst case, as `dry-run` prices the first turn, so a limit that only the
+/// tool-less prompt fits is warned of at `validate` too.
+#[test]
+fn validate_counts_the_command_tools_definitions_in_one_calls_worst_case() {
+    let dir = tmp("preflight-tools");
+    // gpt-4o-mini, max_tokens 1000: $0.0006 of output at worst, next to nothing of prompt;
+    // the tool's 4 000-byte description adds $0.0006 of input: $0.0012 (shown rounded up) >
+    // the $0.001 limit.
+    let jobs = format!(
+        r#"
+budget: null
+tools:
+  lookup:
+    description: "{}"
+    parameters: {{ type: object, properties: {{ q: {{ type: string }} }} }}
+    command: [echo, found]
+agents:
+  bot:
+    provider: openai
+    api_key_env: CRONSOLE_TEST_PREFLIGHT_KEY
+    model: gpt-4o-mini
+    max_tokens: 1000
+    instructions: "Be brief."
+    tools: [lookup]
+  plain:
+    provider: openai
+    api_key_env: CRONSOLE_TEST_PREFLIGHT_KEY
+    model: gpt-4o-mini
+    max_tokens: 1000
+    instructions: "Be brief."
+jobs:
+  - name: tooled
+    schedule: every 1h
+    agent: bot
+    message: "Look it up."
+    max_cost_usd: 0.001
+  - name: bare
+    schedule: every 1h
+    agent: plain
+    message: "Look it up."
+    max_cost_usd: 0.001
+"#,
+        "d".repeat(4000)
+    );
+    std::fs::write(dir.join("jobs.yaml"), jobs).unwrap();
+    let mut c = cronsole(&dir);
+    c.args(["validate", "jobs.yaml"])
+        .env(KEY, "sk-test-0123456789abcdef");
+    let (code, out, err) = output(&mut c);
+    assert_eq!(code, 0, "warnings only: {out}{err}");
+    let warned: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("never calls its model"))
+        .collect();
+    assert_eq!(warned.len(), 1, "only the job with tools: {out}");
+    let line = warned[0];
+    assert!(line.contains("jobs[0].max_cost_usd"), "{line}");
+    assert!(
+        line.contains("it may cost up to $0.0013, the job limit is $0.001/day"),
+        "{line}"
+    );
+    assert!(
+        line.contains("its command tools' definitions (4133 bytes) included"),
+        "{line}"
+    );
+
+    // dry-run prices the first turn the same way: too small for it as well.
+    let (code, _, err) = cli(&dir, None, &["apply", "jobs.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, json, _) = cli(
+        &dir,
+        Some("sk-test-0123456789abcdef"),
+        &["dry-run", "tooled", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["would_run"], false, "{v}");
+    assert_eq!(v["reasons"][0]["code"], "budget_too_small", "{v}");
+    let (_, json, _) = cli(
+        &dir,
+        Some("sk-test-0123456789abcdef"),
+        &["dry-run", "bare", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["would_run"], true, "{v}");
+}

@@ -864,3 +864,179 @@ jobs:
         }
     }
 }
+
+/// An agent whose one tool needs approval; its secret comes from `TOOL_SECRET`.
+fn gated_yaml(base_url: &str) -> String {
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+tools:
+  write:
+    description: Writes a file
+    parameters: {{ type: object }}
+    command: [sh, -c, 'echo ran >> wrote.txt']
+    env_from: {{ W_TOKEN: TOOL_SECRET }}
+agents:
+  ops:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: PROVIDER_KEY
+    model: m
+    instructions: go
+    tools: [write]
+    approve: [write]
+jobs:
+  - name: gated
+    schedule: every 1h
+    run_immediately: true
+    agent: ops
+    message: go
+    lease_seconds: 1
+"
+    )
+}
+
+/// Waits (bounded) until `cronsole approvals --json` lists a call of a run other than
+/// `not`; returns it.
+async fn pending_call(dir: &Path, not: Option<&str>) -> Value {
+    let start = Instant::now();
+    loop {
+        let d = dir.to_path_buf();
+        let (code, out, err) =
+            tokio::task::spawn_blocking(move || cli(&d, &["approvals", "--json"]))
+                .await
+                .unwrap();
+        // Until the owner created the store, there is nothing to list.
+        assert!(code == 0 || err.contains("no cronsole store"), "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        if let Some(p) = v
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["run_id"].as_str() != not))
+        {
+            return p.clone();
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let logs: Vec<(String, String)> = texts(dir)
+                .into_iter()
+                .filter(|(p, _)| p.ends_with(".log"))
+                .collect();
+            panic!(
+                "no call awaited approval: {out}; rows {:#?}; logs {logs:#?}",
+                rows(&dir.join("store"), "gated")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `kill -9` of the owner while a call awaits approval: the run recovered by another owner is
+/// an `abandoned` row that still shows the call it waited for (tool, redacted arguments,
+/// `awaiting_approval`), and the tool never ran. A fresh run of the job waits anew (no
+/// approval carries over), and a shutdown while it waits leaves the same trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_row() {
+    let ask = || {
+        Reply::tools(
+            vec![FakeCall::new(
+                "write",
+                json!({"path": "/srv/report", "token": TOOL_SECRET}),
+            )],
+            10,
+            5,
+        )
+    };
+    let fake = FakeLlm::openai(KEY, vec![ask(), ask()]).await.unwrap();
+    let dir = support::tempdir("tools-await-kill");
+    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url())).unwrap();
+    let store = dir.join("store");
+    let owner = |log: &str, limit: &str| {
+        let log = std::fs::File::create(dir.join(log)).unwrap();
+        support::cli::cronsole(&dir)
+            .env("PROVIDER_KEY", KEY)
+            .env("TOOL_SECRET", TOOL_SECRET)
+            .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+            .args(["--for", limit])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+
+    let mut a = owner("a.log", "120s");
+    let first = pending_call(&dir, None).await;
+    assert_eq!(first["tool"], "write", "{first}");
+    let first_run = first["run_id"].as_str().unwrap().to_string();
+    // The job's view says so at its top, in the JSON and in the table.
+    let (_, jobs, _) = cli(&dir, &["jobs", "--json"]);
+    let jobs: Value = serde_json::from_str(&jobs).unwrap();
+    assert_eq!(jobs[0]["state"], "awaiting_approval", "{jobs}");
+    assert_eq!(jobs[0]["awaiting_approval"]["run_id"], first_run.as_str());
+    assert_eq!(jobs[0]["awaiting_approval"]["tool"], "write");
+    let (_, table, _) = cli(&dir, &["jobs"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("gated") && l.contains(" awaiting_approval ")),
+        "{table}"
+    );
+    a.kill().unwrap(); // SIGKILL
+    a.wait().unwrap();
+
+    // Owner B recovers it; a run triggered then waits anew (nothing carries over); B stops
+    // while it waits.
+    let b = owner("b.log", "60s");
+    let abandoned = first_row(&store, "gated", Duration::from_secs(60)).await;
+    let (code, _, err) = cli(&dir, &["trigger", "gated"]);
+    assert_eq!(code, 0, "{err}");
+    let second = pending_call(&dir, Some(&first_run)).await;
+    tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
+    let mut all = rows(&store, "gated");
+    all.reverse();
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert_eq!(all[0].run_id, abandoned.run_id);
+    assert_eq!(abandoned.run_id.to_string(), first_run);
+    assert_eq!(
+        all[1].run_id.to_string(),
+        second["run_id"].as_str().unwrap()
+    );
+    assert_eq!(
+        all[1].reason.as_deref(),
+        Some("shutdown while awaiting approval")
+    );
+    for r in &all {
+        assert_eq!(r.status, Status::Abandoned, "{r:#?}");
+        let calls: Vec<cronsole::transcript::CallEntry> = r
+            .transcript
+            .as_ref()
+            .map(|t| t.to_vec())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| match e {
+                cronsole::transcript::Entry::Call(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 1, "{r:#?}");
+        let c = &calls[0];
+        assert_eq!(c.tool, "write");
+        assert_eq!(
+            c.state,
+            cronsole::transcript::CallState::AwaitingApproval,
+            "{c:#?}"
+        );
+        assert!(c.approval.is_none(), "{c:#?}");
+        assert!(
+            c.arguments.contains("/srv/report") && c.arguments.contains("[redacted]"),
+            "{c:#?}"
+        );
+        assert!(!c.arguments.contains(TOOL_SECRET), "{c:#?}");
+        assert_eq!(r.tool_calls, Some(1), "{r:#?}");
+    }
+    assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
+    assert_eq!(fake.request_count(), 2, "one model request per run");
+    // A run that no longer waits cannot be answered: exit 1, saying so.
+    let (code, _, err) = cli(&dir, &["approve", &first_run, "--reason", "late"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not awaiting approval"), "{err}");
+}

@@ -182,7 +182,8 @@ pub enum Command {
 pub struct AnswerArgs {
     /// The run awaiting approval (`cronsole approvals` lists them)
     pub run_id: String,
-    /// Why (deny only): the model reads it as the tool's result
+    /// Why: recorded with the answer on the run's transcript (`history --json`); for deny, the
+    /// model also reads it as the tool's result
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
 }

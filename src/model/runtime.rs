@@ -94,7 +94,8 @@ pub struct AwaitingApproval {
 pub struct ApprovalAnswer {
     /// Approved (`true`) or denied.
     pub approved: bool,
-    /// A denial's reason, given to the model as the tool's result.
+    /// Why, as the operator said: recorded on the call; a denial's is also given to the model
+    /// as the tool's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// When it was given.

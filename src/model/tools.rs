@@ -25,7 +25,43 @@ pub struct ToolSettings {
     pub command_tools: BTreeMap<String, CommandToolDef>,
 }
 
+/// A tool's definition as a request carries it, in `provider`'s wire format (the one shape
+/// requests send and every forecast of a prompt's weight counts).
+pub fn definition_json(
+    provider: super::Provider,
+    wire_name: &str,
+    description: &str,
+    schema: &serde_json::Value,
+) -> serde_json::Value {
+    match provider {
+        super::Provider::Openai => serde_json::json!({"type": "function", "function": {
+            "name": wire_name,
+            "description": description,
+            "parameters": schema,
+        }}),
+        super::Provider::Anthropic => serde_json::json!({
+            "name": wire_name,
+            "description": description,
+            "input_schema": schema,
+        }),
+    }
+}
+
 impl ToolSettings {
+    /// Bytes the definitions of the command tools `allowed` admits weigh in every request to
+    /// `provider` (MCP tools are known only once their servers are asked).
+    pub fn command_tools_bytes(&self, provider: super::Provider, allowed: &[ToolPattern]) -> usize {
+        self.command_tools
+            .values()
+            .filter(|t| allowed.iter().any(|p| p.admits(&t.name)))
+            .map(|t| {
+                definition_json(provider, &wire_name(&t.name), &t.description, &t.parameters)
+                    .to_string()
+                    .len()
+            })
+            .sum()
+    }
+
     /// Whether the file declares no tool source at all.
     pub fn is_empty(&self) -> bool {
         self.mcp_servers.is_empty() && self.command_tools.is_empty()

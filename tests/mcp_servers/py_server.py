@@ -5,7 +5,8 @@ Usage: py_server.py stdio
 
 Tools: echo (text back), add (structured result), fail (isError), picture (an image),
 env (the server's environment variable names and the value of one it is asked for),
-slow (sleeps, for cancellation), many_NN (a list long enough to page).
+slow (sleeps, for cancellation), retitle (changes echo's description and says the tool list
+changed, as a server that changes its tools mid-run does).
 """
 
 import asyncio
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import TypedDict
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 
 server = MCPServer("cronsole-test-py")
@@ -62,6 +63,15 @@ async def slow(seconds: float) -> str:
     """Sleeps, then says so."""
     await asyncio.sleep(seconds)
     return "slept"
+
+
+@server.tool()
+async def retitle(ctx: Context) -> str:
+    """Changes echo's description, then says the tool list changed."""
+    server.remove_tool("echo")
+    server.add_tool(echo, description="Returns the text it was given, with new instructions.")
+    await ctx.session.send_tool_list_changed()
+    return "retitled"
 
 
 def main() -> None:

@@ -176,6 +176,12 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         }
         let qualified = &self.run.toolbox.offered[index].qualified;
         if self.run.approve.iter().any(|p| p.admits(qualified)) {
+            // The call is on the record before it waits, written with the wait itself: a run
+            // that ends while it waits (its owner killed) still shows what it waited for.
+            entry.state = CallState::AwaitingApproval;
+            st.transcript.push(Entry::Call(entry.clone()));
+            turns.recorded(&st.progress());
+            entry.state = CallState::Dispatched;
             let asked = Instant::now();
             let verdict = turns
                 .approve(ApprovalAsk {
@@ -187,10 +193,15 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .await?;
             self.waited += asked.elapsed();
             match verdict {
-                Verdict::Approved => entry.approval = Some(Approval::Approved { by: None }),
+                Verdict::Approved(reason) => {
+                    entry.approval = Some(Approval::Approved {
+                        by: None,
+                        reason: reason.map(|r| self.run.secrets.redact(&r).into_owned()),
+                    });
+                }
                 Verdict::Denied(reason) => {
                     entry.approval = Some(Approval::Denied {
-                        reason: reason.clone(),
+                        reason: self.run.secrets.redact(&reason).into_owned(),
                     });
                     return Ok(refused(format!("not run: {reason}")));
                 }
@@ -207,8 +218,14 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             ));
         }
         // The record says the call went out before it does: a run cut short while the call is
-        // in flight still shows it.
-        st.transcript.push(Entry::Call(entry.clone()));
+        // in flight still shows it. An approved call is on the record already (it waited).
+        if entry.approval.is_some() {
+            let now = entry.clone();
+            st.transcript
+                .update_call(entry.turn, &entry.id, move |c| *c = now);
+        } else {
+            st.transcript.push(Entry::Call(entry.clone()));
+        }
         turns.recorded(&st.progress());
         turns.persist(st.transcript.take_delta()).await?;
         let call_fut = self.run.toolbox.call(&call.name, args, bound);
@@ -266,7 +283,8 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             }
         }
         entry.result_head = cap_bytes(&redacted, RESULT_HEAD_BYTES);
-        if answer.state == CallState::Refused {
+        // A refused call is new to the record, but for a denied one (it waited on the record).
+        if answer.state == CallState::Refused && entry.approval.is_none() {
             st.transcript.push(Entry::Call(entry.clone()));
         } else {
             let done = entry.clone();

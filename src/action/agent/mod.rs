@@ -24,6 +24,10 @@
 //!   not dispatched.
 //! - With tools, `timeout_seconds` bounds the whole loop (turns, calls and the waits between
 //!   retries); each call is bounded by the smaller of `tool_timeout_seconds` and the time left.
+//! - Before every turn after the first, the sources the last turn's calls went to (and any
+//!   that sent a list-change notice) are checked ([`Toolbox::recheck`]): a listed definition
+//!   that changed ends the run before the turn is reserved, so no turn is paid for with tools
+//!   the model must not see.
 //! - The model sees a result redacted of every secret cronsole knows, cut to
 //!   `max_tool_output_bytes`; the record keeps the whole result's size and sha256.
 
@@ -169,8 +173,8 @@ pub struct ApprovalAsk<'a> {
 /// An operator's answer to a call (or the lack of one).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Dispatch the call.
-    Approved,
+    /// Dispatch the call; the operator's reason, if any, is kept on the record.
+    Approved(Option<String>),
     /// Do not: the reason is the tool's result for the model.
     Denied(String),
 }
@@ -278,8 +282,10 @@ async fn drive<T: ModelTurns>(
     let mut dispatcher = dispatch::Dispatcher::new(run);
     let mut steps: Vec<Step> = Vec::new();
     let mut breaker: HashMap<(String, String), u32> = HashMap::new();
+    // The sources the last turn's calls went to: checked before the next turn is reserved.
+    let mut called: Vec<usize> = Vec::new();
     for number in 1..=max_turns {
-        if let Some(why) = changed(run.toolbox) {
+        if let Some(why) = changed(run.toolbox, &called).await {
             return LoopEnd::Bound(why);
         }
         // Time spent awaiting approval does not count toward the loop's bound.
@@ -333,6 +339,13 @@ async fn drive<T: ModelTurns>(
             Err(dispatch::Halt::Bound(why)) => return LoopEnd::Bound(why),
             Err(dispatch::Halt::Stopped(stop)) => return LoopEnd::Stopped(stop),
         };
+        called = reply
+            .calls
+            .iter()
+            .filter_map(|c| run.toolbox.find(&c.name).map(|t| t.source))
+            .collect();
+        called.sort_unstable();
+        called.dedup();
         steps.push(Step::Assistant {
             text: reply.text,
             calls: reply.calls,
@@ -345,17 +358,13 @@ async fn drive<T: ModelTurns>(
     ))
 }
 
-/// `Some(reason)` when a source said its tools changed since the run started.
-fn changed(toolbox: &Toolbox) -> Option<String> {
-    let names: Vec<&str> = toolbox
-        .sources
-        .iter()
-        .filter(|s| s.list_changed())
-        .map(|s| s.name())
-        .collect();
+/// `Some(reason)` when a source's listed definitions changed since the run started, checked
+/// before every turn (after the calls of the last one, before its reservation).
+async fn changed(toolbox: &Toolbox, called: &[usize]) -> Option<String> {
+    let names = toolbox.recheck(called).await;
     (!names.is_empty()).then(|| {
         format!(
-            "tool definitions changed mid-run ({} said its tool list changed): the run ends \
+            "tool definitions changed mid-run ({} changed its tool list): the run ends \
              before the model sees them; review with cronsole tools",
             names.join(", ")
         )

@@ -527,7 +527,7 @@ async fn a_changed_tool_list_ends_the_run_before_the_next_turn() {
     src.set_changed();
     let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
     assert!(
-        matches!(out.end, LoopEnd::Bound(ref r) if r.contains("files said its tool list changed"))
+        matches!(out.end, LoopEnd::Bound(ref r) if r.contains("(files changed its tool list)"))
     );
     assert!(m.seen.is_empty(), "the model never saw the changed tools");
 }
@@ -615,8 +615,10 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
         text("done"),
     ]);
     // Each wait is longer than the whole loop's timeout: waiting does not count toward it.
-    m.verdicts
-        .push_back((Duration::from_secs(600), Verdict::Approved));
+    m.verdicts.push_back((
+        Duration::from_secs(600),
+        Verdict::Approved(Some("checked the path".into())),
+    ));
     m.verdicts.push_back((
         Duration::from_secs(600),
         Verdict::Denied("denied by an operator: not today".into()),
@@ -651,10 +653,28 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
             _ => None,
         })
         .collect();
+    // Each call was persisted as awaiting approval with its wait, before its answer.
+    let waited: Vec<(u64, CallState)> = m
+        .persisted
+        .iter()
+        .filter_map(|d| match &d.entry {
+            Entry::Call(c) if c.state == CallState::AwaitingApproval => Some((d.seq, c.state)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waited.len(), 2, "{:?}", m.persisted);
+    assert_eq!(
+        out.transcript.counts(),
+        (2, 2),
+        "each call is on the record once"
+    );
     assert_eq!(
         approvals,
         vec![
-            Some(Approval::Approved { by: None }),
+            Some(Approval::Approved {
+                by: None,
+                reason: Some("checked the path".into())
+            }),
             Some(Approval::Denied {
                 reason: "denied by an operator: not today".into()
             })

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::action::tools::OfferedTool;
 use crate::cost::{CacheTokens, TokenUsage};
-use crate::model::{AgentDef, Provider};
+use crate::model::{AgentDef, Provider, definition_json};
 
 /// `max_tokens` sent to Anthropic when neither the call nor the agent sets one (the API requires
 /// one): the same bound a budget reserves for.
@@ -157,19 +157,21 @@ pub fn body(
 }
 
 fn openai_tool(t: &OfferedTool) -> Value {
-    json!({"type": "function", "function": {
-        "name": t.wire_name,
-        "description": t.def.description,
-        "parameters": t.def.input_schema,
-    }})
+    definition_json(
+        Provider::Openai,
+        &t.wire_name,
+        &t.def.description,
+        &t.def.input_schema,
+    )
 }
 
 fn anthropic_tool(t: &OfferedTool) -> Value {
-    json!({
-        "name": t.wire_name,
-        "description": t.def.description,
-        "input_schema": t.def.input_schema,
-    })
+    definition_json(
+        Provider::Anthropic,
+        &t.wire_name,
+        &t.def.description,
+        &t.def.input_schema,
+    )
 }
 
 fn openai_step(step: &Step, messages: &mut Vec<Value>) {

@@ -24,6 +24,9 @@
 //!   never the bytes.
 //! - Every error text passes through the run's secrets (the `env_from` and `headers_env`
 //!   values read for its sources) before it leaves this module.
+//! - Before each model turn after a call to the server (or after its list-change notice),
+//!   its tools are listed again: a listed definition that changed or went away ends the run
+//!   before the turn is reserved. A tool that only appeared changes nothing the run offers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,11 +66,31 @@ pub struct SessionState {
     baseline: Mutex<Option<std::collections::BTreeMap<String, String>>>,
     /// Woken by each list-change notice.
     notify: tokio::sync::Notify,
+    /// A list-change notice came since the last check before a turn.
+    noticed: AtomicBool,
     events: Mutex<Vec<String>>,
     dropped: std::sync::atomic::AtomicUsize,
 }
 
 impl SessionState {
+    /// The server said its tool list changed.
+    fn list_change_notice(&self) {
+        self.noticed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Flags the source changed when a definition listed at the last list differs from `now`
+    /// or is gone (a tool that only appeared changes nothing this run offers).
+    fn compare(&self, now: &std::collections::BTreeMap<String, String>) {
+        let differs = self.baseline.lock().is_ok_and(|b| {
+            b.as_ref()
+                .is_some_and(|b| b.iter().any(|(name, h)| now.get(name) != Some(h)))
+        });
+        if differs {
+            self.changed.store(true, Ordering::SeqCst);
+        }
+    }
+
     fn note(&self, what: String) {
         if let Ok(mut e) = self.events.lock()
             && e.len() < MAX_EVENTS
@@ -133,7 +156,7 @@ impl rmcp::ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
-        self.state.notify.notify_one();
+        self.state.list_change_notice();
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -340,6 +363,32 @@ impl McpSource {
         Ok(defs)
     }
 
+    /// Lists again when the server was called or sent a list-change notice since the last
+    /// check, and compares. The watcher's own re-list after a notice runs in the background and
+    /// may not have finished (a notice sent with a call's answer is read after it); this
+    /// check is what the next turn waits for. A server that was called may also change its
+    /// list without a notice: it is listed again all the same.
+    async fn recheck_list(&self, called: bool) -> bool {
+        let noticed = self.state.noticed.swap(false, Ordering::SeqCst);
+        if self.state.changed.load(Ordering::SeqCst) {
+            return true;
+        }
+        if !called && !noticed {
+            return false;
+        }
+        match tokio::time::timeout(self.list_timeout, pages(&self.peer)).await {
+            Ok(Ok(defs)) => self.state.compare(&hashes(&defs)),
+            // A server that is gone answers its next calls with errors the model is told of;
+            // one that is there but cannot list is not trusted with the next turn.
+            Ok(Err(_)) | Err(_) => {
+                if !self.peer.is_transport_closed() {
+                    self.state.changed.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        self.state.changed.load(Ordering::SeqCst)
+    }
+
     async fn call_once(
         &self,
         tool: &str,
@@ -443,13 +492,7 @@ fn watch_changes(
                     continue;
                 }
             };
-            let differs = state.baseline.lock().is_ok_and(|b| {
-                b.as_ref()
-                    .is_some_and(|b| b.iter().any(|(name, h)| now.get(name) != Some(h)))
-            });
-            if differs {
-                state.changed.store(true, Ordering::SeqCst);
-            }
+            state.compare(&now);
         }
     })
 }
@@ -468,7 +511,7 @@ async fn watch_list_changes(peer: &Peer<RoleClient>, state: Arc<SessionState>, t
                 n,
                 rmcp::model::ServerNotification::ToolListChangedNotification(_)
             ) {
-                state.notify.notify_one();
+                state.list_change_notice();
             }
         }
     });
@@ -507,6 +550,10 @@ impl ToolSource for McpSource {
 
     fn list_changed(&self) -> bool {
         self.state.changed.load(Ordering::SeqCst)
+    }
+
+    fn recheck(&self, called: bool) -> BoxFuture<'_, bool> {
+        Box::pin(self.recheck_list(called))
     }
 
     fn take_events(&self) -> Vec<String> {

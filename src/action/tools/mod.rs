@@ -184,6 +184,15 @@ pub trait ToolSource: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
     /// True once the source said its tool list changed since the last [`ToolSource::list`].
     fn list_changed(&self) -> bool;
+    /// Before the next model turn: whether a definition listed at the last
+    /// [`ToolSource::list`] changed or went away. `called` says the run called this source
+    /// since the last check. This default answers [`ToolSource::list_changed`]; a source whose
+    /// list can change underneath (an MCP server) lists again, so a change is seen before the
+    /// next turn is reserved, not one turn later.
+    fn recheck(&self, called: bool) -> BoxFuture<'_, bool> {
+        let _ = called;
+        Box::pin(std::future::ready(self.list_changed()))
+    }
     /// What the source refused since it was last asked, one line each, for the run's record
     /// (an MCP server's sampling, elicitation or roots request, an input-required result).
     /// Redacted. Most sources never refuse anything.
@@ -238,6 +247,19 @@ impl Toolbox {
     /// True when any source said its tool list changed since run start.
     pub fn changed(&self) -> bool {
         self.sources.iter().any(|s| s.list_changed())
+    }
+
+    /// The names of the sources whose listed definitions changed, checked before the next
+    /// turn ([`ToolSource::recheck`]); `called` holds the indexes of the sources the last
+    /// turn's calls went to.
+    pub async fn recheck(&self, called: &[usize]) -> Vec<String> {
+        let mut changed = Vec::new();
+        for (i, s) in self.sources.iter().enumerate() {
+            if s.recheck(called.contains(&i)).await {
+                changed.push(s.name().to_string());
+            }
+        }
+        changed
     }
 
     /// What the sources refused since they were last asked, as `source: event` lines.

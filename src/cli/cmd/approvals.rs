@@ -78,7 +78,9 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
         .map_err(|_| bad_input(format!("'{}' is not a run id", inert(&a.run_id))))?;
     let store =
         super::open_existing_store_to_write(&store_location(cli, jobs_file(cli).as_deref()))?;
-    let reason = if approve { None } else { a.reason.clone() };
+    // Approve's reason is kept on the run's record (`history --json`, the transcript's call);
+    // deny's is also what the model reads as the tool's result.
+    let reason = a.reason.clone().filter(|r| !r.trim().is_empty());
     match store.answer_approval(run_id, approve, reason, Utc::now()) {
         Ok((job, out)) => {
             println!("{}", cronsole::engine::operator_notice(&job, &out));

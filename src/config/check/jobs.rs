@@ -117,9 +117,11 @@ impl Checker<'_> {
 
     /// A limit below the worst case of one call of job `j` (agent `a`) means the job never
     /// calls its model: warned with the numbers and both fixes (the largest `max_tokens` that
-    /// fits, the smallest limit that does). The prompt counted is the instructions and the
-    /// message only (a gate's context or a notepad only add to it), so the real worst case is
-    /// at least this. The job's own limit is warned at the job; the global one once per agent.
+    /// fits, the smallest limit that does). The prompt counted is the instructions, the message
+    /// and the definitions of the command tools the job is allowed, as its first request
+    /// carries them (`dry-run`'s price); a gate's context, a notepad and MCP tools (known only
+    /// from their servers) only add to it, so the real worst case is at least this. The job's
+    /// own limit is warned at the job; the global one once per agent.
     fn budget_fits_one_call(
         &mut self,
         run: &mut JobsRun,
@@ -137,7 +139,21 @@ impl Checker<'_> {
             crate::model::Action::Command { .. } => return,
         };
         let max_tokens = def.max_tokens.unwrap_or(crate::cost::DEFAULT_MAX_TOKENS);
-        let bytes = def.instructions.len() + message.len();
+        let own = match &j.action {
+            crate::model::Action::Agent { tools: Some(t), .. } => t,
+            _ => &def.tools,
+        };
+        let allowed: Vec<crate::model::ToolPattern> = own
+            .iter()
+            .filter_map(|t| crate::model::ToolPattern::parse(t))
+            .collect();
+        let tool_bytes = s.tools.command_tools_bytes(def.provider, &allowed);
+        let bytes = def.instructions.len() + message.len() + tool_bytes;
+        let tools_note = if tool_bytes > 0 {
+            format!(", its command tools' definitions ({tool_bytes} bytes) included")
+        } else {
+            String::new()
+        };
         let worst = crate::cost::worst_case_usd(price, bytes, max_tokens);
         let budget_key = vec![Seg::Key("budget".into()), Seg::Key("max_cost_usd".into())];
         let limits = [
@@ -170,7 +186,8 @@ impl Checker<'_> {
                 at,
                 format!(
                     "job '{}' never calls its model: {} (model {}, max_tokens {max_tokens}, a \
-                     prompt of at least {bytes} bytes); {lower}raise {limit_key} to {} or more",
+                     prompt of at least {bytes} bytes{tools_note}); {lower}raise {limit_key} to \
+                     {} or more",
                     j.name,
                     crate::cost::too_small_reason(scope, limit, period, worst),
                     def.model,

@@ -80,7 +80,14 @@ impl Approvals<'_> {
         let until = tokio::time::Instant::now() + self.timeout;
         loop {
             match self.answer(job, run_id).await {
-                Ok(Some(ans)) if ans.approved => return Ok(Verdict::Approved),
+                Ok(Some(ans)) if ans.approved => {
+                    let why = ans
+                        .reason
+                        .as_deref()
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty());
+                    return Ok(Verdict::Approved(why.map(|r| cap_bytes(r, 1024))));
+                }
                 Ok(Some(ans)) => {
                     return Ok(Verdict::Denied(match ans.reason {
                         Some(r) if !r.trim().is_empty() => {

@@ -73,7 +73,7 @@ pub enum JobEdit {
         run_id: Uuid,
         /// Approve (`true`) or deny.
         approve: bool,
-        /// A denial's reason (the model reads it as the tool's result).
+        /// Why: kept on the run's record; a denial's is also the tool's result for the model.
         reason: Option<String>,
     },
 }
