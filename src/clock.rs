@@ -256,11 +256,11 @@ pub fn step_words(step: chrono::Duration) -> String {
         '+'
     };
     let s = step.num_seconds().unsigned_abs();
-    // Rounded to its second unit: a step measured over a second of passing time is `+2d`,
-    // not `+1d23h`.
+    // Rounded (a step is measured to about a second): `+2d`, not `+1d23h`; `-1h`, not
+    // `-59m59s`. Days to the hour, from ten minutes to the minute, below that to the second.
     let second_unit = match s {
-        86_400.. => 3600,
-        3600.. => 60,
+        84_600.. => 3600,
+        600.. => 60,
         _ => 1,
     };
     let s = (s + second_unit / 2) / second_unit * second_unit;
@@ -383,7 +383,8 @@ mod tests {
         assert_eq!(step_words(chrono::Duration::zero()), "+0s");
         assert_eq!(step_words(chrono::Duration::seconds(172_799)), "+2d");
         assert_eq!(step_words(chrono::Duration::seconds(-3601)), "-1h");
-        assert_eq!(step_words(chrono::Duration::seconds(-3599)), "-59m59s");
+        assert_eq!(step_words(chrono::Duration::seconds(-3599)), "-1h");
+        assert_eq!(step_words(chrono::Duration::seconds(599)), "+9m59s");
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,15 +8,26 @@
 //!   reports its offset, says it claims nothing (log, `/healthz` 503), and runs nothing; the
 //!   owner on the real clock runs each one-shot once.
 //!
+//! And a clock that steps, on the file store: one owner whose wall clock libfaketime moves while
+//! it runs (its monotonic clock real, so the step shows), as a host's clock stepped by hand
+//! would move. The owner's bound is `off`: on one host the store's clock steps with it, which a
+//! faked clock cannot show.
+//!
+//! - Two days ahead, then back: while ahead it records the skipped slots (`missed`, or one
+//!   coalesced run) and runs on the later clock; once back, every job fires at its next real
+//!   slot, and no slot runs twice.
+//! - An hour back: every job fires at its next slot on the new time, not an hour later.
+//!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
 
 mod owner_support;
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use owner_support::{Owner, OwnerSpec};
 
 const JOBS: usize = 20;
@@ -192,4 +203,207 @@ fn an_owner_5min_behind_claims_nothing_and_says_so() {
 #[test]
 fn an_owner_5min_ahead_claims_nothing_and_says_so() {
     trial("ahead5m", "+5m", None, true);
+}
+
+/// The stepping trials' jobs: `tick` every 2 s (a late fire coalesces), `graced` every 3 s
+/// with 1 s of misfire grace (late slots are recorded `missed`); each execution leaves a mark.
+const STEP_JOBS: [(&str, i64); 2] = [("tick", 2), ("graced", 3)];
+
+fn step_jobs_yaml(marks: &Path) -> String {
+    let mut y = String::from("budget: null\njobs:\n");
+    for (name, every) in STEP_JOBS {
+        let grace = if name == "graced" {
+            "    misfire_grace_seconds: 1\n"
+        } else {
+            ""
+        };
+        y.push_str(&format!(
+            "  - name: {name}\n    schedule: every {every}s\n{grace}    command: \"{}\"\n",
+            owner_support::marking_command(marks, name, 0.0)
+        ));
+    }
+    y
+}
+
+/// An owner on a file store whose wall clock follows the libfaketime spec in `ts`.
+struct Stepped {
+    dir: support::TempDir,
+    store: String,
+    ts: PathBuf,
+    marks: PathBuf,
+    owner: Owner,
+}
+
+impl Stepped {
+    fn start(name: &str) -> Option<Stepped> {
+        let lib = owner_support::libfaketime_or_skip()?;
+        let dir = support::tempdir(&format!("step-{name}"));
+        let (ts, marks, jobs) = (
+            dir.join("faketime"),
+            dir.join("marks"),
+            dir.join("jobs.yaml"),
+        );
+        std::fs::write(&ts, "+0\n").unwrap();
+        std::fs::write(&jobs, step_jobs_yaml(&marks)).unwrap();
+        let store = dir.join("store").display().to_string();
+        let owner = Owner::start(
+            name,
+            &dir,
+            &OwnerSpec {
+                store: store.clone(),
+                jobs: Some(jobs),
+                env: owner_support::steppable(&lib, &ts),
+                args: vec!["--max-clock-offset".into(), "off".into()],
+            },
+        );
+        Some(Stepped {
+            dir,
+            store,
+            ts,
+            marks,
+            owner,
+        })
+    }
+
+    /// Step the owner's wall clock to `spec` from the real one (it reads the file each second).
+    fn set(&self, spec: &str) {
+        std::fs::write(&self.ts, format!("{spec}\n")).unwrap();
+    }
+
+    fn rows(&self) -> Vec<serde_json::Value> {
+        owner_support::history(&self.dir, &self.store)
+    }
+
+    /// Wait until every job has an execution (a `succeeded` row) whose slot is at or after
+    /// `from` and whose row was written before `until`.
+    fn wait_for_runs(&self, what: &str, from: DateTime<Utc>, until: DateTime<Utc>) {
+        self.owner.wait_for(what, Duration::from_secs(60), |_| {
+            let rows = self.rows();
+            STEP_JOBS
+                .iter()
+                .all(|(job, _)| first_run(&rows, job, from, until).is_some())
+        });
+    }
+
+    /// Stop the owner (exit 0) and check that each execution has one row and no slot of a
+    /// job ran twice. The rows, oldest first.
+    fn finish(self) -> Vec<serde_json::Value> {
+        let log = self.owner.log();
+        assert_eq!(self.owner.stop(), 0, "{log:#?}");
+        let rows = owner_support::history(&self.dir, &self.store);
+        let marks = owner_support::marks(&self.marks);
+        let problems = owner_support::recorded_once(&marks, &rows);
+        assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
+        let mut slots = std::collections::BTreeSet::new();
+        for r in rows.iter().filter(|r| r["status"] == "succeeded") {
+            let key = (r["job"].to_string(), r["slot"].to_string());
+            assert!(
+                slots.insert(key.clone()),
+                "slot run twice: {key:?}\n{rows:#?}"
+            );
+        }
+        rows
+    }
+}
+
+/// The first `succeeded` row of `job` with a slot at or after `from`, written before `until`.
+fn first_run<'a>(
+    rows: &'a [serde_json::Value],
+    job: &str,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Option<&'a serde_json::Value> {
+    rows.iter().find(|r| {
+        r["job"] == job
+            && r["status"] == "succeeded"
+            && owner_support::at(r, "slot").is_some_and(|s| s >= from)
+            && owner_support::at(r, "finished_at").is_some_and(|f| f < until)
+    })
+}
+
+/// Each job's first run from `from` on stands for a slot at most one interval (and the
+/// second libfaketime takes to read its file, and a claim's latency) after `from`.
+fn assert_next_slots(rows: &[serde_json::Value], from: DateTime<Utc>, until: DateTime<Utc>) {
+    for (job, every) in STEP_JOBS {
+        let r = first_run(rows, job, from, until).unwrap();
+        let slot = owner_support::at(r, "slot").unwrap();
+        assert!(
+            slot <= from + chrono::Duration::seconds(every + 3),
+            "{job}: first slot {slot} after {from}: {rows:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_file_store_clock_two_days_ahead_then_back_fires_every_job_at_its_next_real_slot() {
+    let Some(s) = Stepped::start("ahead2d") else {
+        return;
+    };
+    let far = || Utc::now() + chrono::Duration::days(1);
+    s.wait_for_runs(
+        "runs on the real clock",
+        Utc::now() - chrono::Duration::minutes(1),
+        far(),
+    );
+    s.set("+2d");
+    s.owner
+        .wait_for("the rows two days ahead", Duration::from_secs(60), |_| {
+            let rows = s.rows();
+            STEP_JOBS.iter().all(|(job, _)| {
+                rows.iter().any(|r| {
+                    r["job"] == *job
+                        && owner_support::at(r, "finished_at").is_some_and(|f| f > far())
+                })
+            })
+        });
+    let ahead = s.rows();
+    assert!(
+        ahead
+            .iter()
+            .any(|r| r["job"] == "graced" && r["status"] == "missed"),
+        "{ahead:#?}"
+    );
+    s.set("+0");
+    let back = Utc::now();
+    s.wait_for_runs("runs on the real clock again", back, far());
+    let log = s.owner.log();
+    assert!(
+        log.iter().any(|l| l.contains("wall clock stepped +2d")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("wall clock stepped -2d")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("slots re-derived")),
+        "{log:#?}"
+    );
+    let rows = s.finish();
+    assert_next_slots(&rows, back, far());
+}
+
+#[test]
+fn a_file_store_clock_stepped_an_hour_back_fires_every_job_at_its_next_slot() {
+    let Some(s) = Stepped::start("back1h") else {
+        return;
+    };
+    let soon = || Utc::now() + chrono::Duration::minutes(1);
+    s.wait_for_runs(
+        "runs on the real clock",
+        Utc::now() - chrono::Duration::minutes(1),
+        soon(),
+    );
+    s.set("-1h");
+    let back = Utc::now() - chrono::Duration::hours(1);
+    // Rows written on the new time: an hour behind the real one.
+    let behind = || Utc::now() - chrono::Duration::minutes(30);
+    s.wait_for_runs("runs an hour back", back, behind());
+    let log = s.owner.log();
+    assert!(
+        log.iter().any(|l| l.contains("wall clock stepped -1h")),
+        "{log:#?}"
+    );
+    let rows = s.finish();
+    assert_next_slots(&rows, back, behind());
 }

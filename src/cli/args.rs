@@ -84,8 +84,10 @@ pub struct RunOpts {
     pub shutdown_grace: String,
 
     /// Claim nothing new while this host's clock is further than this from the store's (the
-    /// database's on PostgreSQL), measured at every heartbeat (1s to 24h)
-    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    /// database's on PostgreSQL), measured at every heartbeat: 1s to 24h; `auto`: a quarter of
+    /// the jobs file's shortest lease_seconds, 2s to 60s (7.5s for the default 30s lease);
+    /// `off`: never (one host whose clock is the store's)
+    #[arg(long, default_value = "auto", value_name = "DURATION")]
     pub max_clock_offset: String,
 
     /// Serve Prometheus metrics at /metrics and a health check at /healthz on HOST:PORT

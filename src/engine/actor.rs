@@ -111,6 +111,17 @@ impl Actor {
         let mut turn = self.first_turn().await?;
         loop {
             self.heartbeat.beat();
+            // The wall clock stepped since the last claim cycle: the next wake-up was computed
+            // on the old time (after a step back it lies as far ahead as the step). Claim now:
+            // the claim re-derives what the old time decided. Any turn looks (the heartbeat
+            // turns the loop every few seconds), so a step the kernel does not announce (a
+            // faked clock) is seen too.
+            if crate::clock::Reading::of(self.clock.as_ref())
+                .step_since(&self.reading)
+                .is_some()
+            {
+                turn.wake = Some(self.now());
+            }
             if turn.wake.is_none_or(|w| w > self.now()) {
                 self.heartbeat.count_quiet_turn(runs.len());
             }

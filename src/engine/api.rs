@@ -106,7 +106,7 @@ pub struct EngineConfig {
     /// Past this distance between this owner's clock and the store's (measured at each
     /// heartbeat) it claims nothing new, and says so. `None` (the default here): no bound, for
     /// tests whose injected clock is nowhere near the store's; `cronsole` sets
-    /// [`DEFAULT_MAX_CLOCK_OFFSET`] unless told otherwise.
+    /// [`default_max_clock_offset`] unless told otherwise.
     pub max_clock_offset: Option<StdDuration>,
 }
 
@@ -129,9 +129,21 @@ impl EngineConfig {
     }
 }
 
-/// The default bound on this owner's clock offset from the store's: well below the default
-/// 30 s lease (a quarter of it would be 7.5 s), and above what NTP leaves between hosts.
-pub const DEFAULT_MAX_CLOCK_OFFSET: StdDuration = StdDuration::from_secs(5);
+/// The default bound on this owner's clock offset from the store's, for jobs whose shortest
+/// lease is `lease_seconds`: a quarter of it (an owner that far behind still renews well
+/// before another owner's clock sees the lease expire), at least 2 s (above what NTP leaves
+/// between hosts) and at most the minute within which slots decided ahead are never
+/// re-derived (`store::rules::slots::AHEAD_TOLERANCE`: a second owner within the bound must
+/// never re-run a slot). 7.5 s for the default 30 s lease.
+pub fn default_max_clock_offset(lease_seconds: f64) -> StdDuration {
+    let quarter = if lease_seconds.is_finite() {
+        lease_seconds / 4.0
+    } else {
+        0.0
+    };
+    let cap = crate::store::rules::slots::AHEAD_TOLERANCE.num_seconds() as f64;
+    StdDuration::from_secs_f64(quarter.clamp(2.0, cap))
+}
 
 /// A new owner id: `"{hostname}:{pid}:{uuid8}"`.
 pub fn new_owner_id() -> String {
@@ -143,4 +155,20 @@ pub fn new_owner_id() -> String {
         .unwrap_or_else(|| "localhost".to_string());
     let id = Uuid::new_v4().simple().to_string();
     format!("{host}:{}:{}", std::process::id(), &id[..8])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_max_clock_offset;
+
+    #[test]
+    fn the_default_clock_bound_is_a_quarter_of_the_shortest_lease_from_2s_to_60s() {
+        let s = |x: f64| default_max_clock_offset(x).as_secs_f64();
+        assert_eq!(s(30.0), 7.5);
+        assert_eq!(s(1.0), 2.0);
+        assert_eq!(s(5.0), 2.0);
+        assert_eq!(s(100.0), 25.0);
+        assert_eq!(s(7.0 * 86_400.0), 60.0);
+        assert_eq!(s(f64::NAN), 2.0);
+    }
 }

@@ -96,7 +96,7 @@ pub mod spool;
 mod start;
 mod task;
 
-pub use api::{Command, DEFAULT_MAX_CLOCK_OFFSET, EngineConfig, Event, new_owner_id};
+pub use api::{Command, EngineConfig, Event, default_max_clock_offset, new_owner_id};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub use notice::{operator_notice, trigger_notice};

@@ -92,6 +92,8 @@ pub trait StoreIo: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Remove a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// The paths of the entries directly in `dir`.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>>;
     /// `fsync` a directory so creates/renames/removes in it are durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
@@ -215,6 +217,12 @@ impl StoreIo for RealIo {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.path()))
+            .collect()
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

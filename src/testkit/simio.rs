@@ -846,6 +846,15 @@ impl StoreIo for SimIo {
         Ok(())
     }
 
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let d = self.enter()?;
+        Ok(d.names
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .cloned()
+            .collect())
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut d = self.enter()?;
         if !d.names.contains_key(path) {

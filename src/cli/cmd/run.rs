@@ -66,7 +66,56 @@ struct Opts {
     run_for: Option<std::time::Duration>,
     grace: std::time::Duration,
     metrics_addr: Option<std::net::SocketAddr>,
-    max_clock_offset: std::time::Duration,
+    max_clock_offset: ClockBound,
+}
+
+/// `--max-clock-offset`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ClockBound {
+    /// From the jobs file's shortest lease ([`engine::default_max_clock_offset`]).
+    Auto,
+    /// No bound.
+    Off,
+    /// This bound.
+    Fixed(std::time::Duration),
+}
+
+impl ClockBound {
+    fn parse(s: &str) -> Result<ClockBound> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => return Ok(ClockBound::Auto),
+            "off" => return Ok(ClockBound::Off),
+            _ => {}
+        }
+        let d = parse_duration(s)
+            .map_err(|e| bad_input(format!("--max-clock-offset {s}: {e} (or `auto`, or `off`)")))?;
+        if d < std::time::Duration::from_secs(1) || d > MAX_GRACE {
+            return Err(bad_input(format!(
+                "--max-clock-offset {s}: must be between 1s and 24h (or `auto`, or `off`)"
+            )));
+        }
+        Ok(ClockBound::Fixed(d))
+    }
+
+    /// The engine's bound; `jobs`: the jobs file given, if any (else the default lease's).
+    fn resolve(self, jobs: Option<&config::Loaded>) -> Option<std::time::Duration> {
+        match self {
+            ClockBound::Off => None,
+            ClockBound::Fixed(d) => Some(d),
+            ClockBound::Auto => {
+                let lease = jobs
+                    .and_then(|l| {
+                        l.file
+                            .jobs
+                            .iter()
+                            .map(|j| j.lease_seconds)
+                            .min_by(f64::total_cmp)
+                    })
+                    .unwrap_or(config::defaults::LEASE_SECONDS);
+                Some(engine::default_max_clock_offset(lease))
+            }
+        }
+    }
 }
 
 /// Longest `--for`: the schedule grammar's 100-year cap.
@@ -99,14 +148,7 @@ fn opts(run: &RunOpts) -> Result<Opts> {
         Some(a) => Some(http::parse_addr(a).map_err(bad_input)?),
         None => None,
     };
-    let max_clock_offset = parse_duration(&run.max_clock_offset)
-        .map_err(|e| bad_input(format!("--max-clock-offset {}: {e}", run.max_clock_offset)))?;
-    if max_clock_offset > MAX_GRACE {
-        return Err(bad_input(format!(
-            "--max-clock-offset {}: must be at most 24h",
-            run.max_clock_offset
-        )));
-    }
+    let max_clock_offset = ClockBound::parse(&run.max_clock_offset)?;
     Ok(Opts {
         run_for,
         grace,
@@ -248,7 +290,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             }
         };
         cfg.shutdown_grace = opts.grace;
-        cfg.max_clock_offset = Some(opts.max_clock_offset);
+        cfg.max_clock_offset = opts.max_clock_offset.resolve(loaded.as_ref());
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
         // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection

@@ -153,6 +153,9 @@ impl FileStore {
             l.cross_check(&rows)?;
             l.check_first_segment()?;
         }
+        if how != OpenAs::Existing {
+            remove_dead_temps(&*store.io, dir);
+        }
         Ok(store)
     }
 
@@ -219,5 +222,104 @@ impl FileStore {
             &p(VERSION_FILE),
             filefmt::version_text(id).as_bytes(),
         )
+    }
+}
+
+/// Remove the temp files (`NAME.tmp.PID.XXXXXXXX`, see `AtomicFile`) that processes which are
+/// no longer running left in `dir`: a process killed while it wrote a snapshot, an index or a
+/// settings file (a compaction can write hundreds of MB) leaves its temp file behind, and
+/// nothing else would ever remove it. A temp file of a running process (this one included:
+/// its compaction thread writes without the lock) is left alone; so is every file when the
+/// running processes cannot be told (no `/proc`). Failures are logged, never an error: the
+/// store does not read these files.
+fn remove_dead_temps(io: &dyn StoreIo, dir: &Path) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(paths) = io.list_dir(dir) else { return };
+    for path in paths {
+        let Some(pid) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(temp_owner)
+        else {
+            continue;
+        };
+        if pid == std::process::id() || proc.join(pid.to_string()).exists() {
+            continue;
+        }
+        match io.remove_file(&path) {
+            Ok(()) => tracing::info!(
+                "removed {}, left by process {pid} (no longer running)",
+                path.display()
+            ),
+            Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The process id in a temp file's name (`NAME.tmp.PID.XXXXXXXX`, eight hex digits).
+fn temp_owner(name: &str) -> Option<u32> {
+    let (_, rest) = name.split_once(".tmp.")?;
+    let (pid, tag) = rest.split_once('.')?;
+    if tag.len() != 8 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::FileStore;
+    use crate::testkit::tmp::TempDir;
+
+    /// A process id that is not running: a child that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn temp_files_of_dead_processes_are_removed_at_open_and_others_kept() {
+        let dir = TempDir::new("open-temps");
+        drop(FileStore::open(&dir).unwrap());
+        let dead = dead_pid();
+        let names = [
+            format!("jobs.snapshot.tmp.{dead}.0a1b2c3d"),
+            format!("jobs.tmp.{dead}.deadbeef"),
+            format!("settings.tmp.{dead}.01234567"),
+        ];
+        let mine = format!("jobs.snapshot.tmp.{}.0a1b2c3d", std::process::id());
+        let other = "notes.tmp.txt".to_string();
+        for n in names.iter().chain([&mine, &other]) {
+            std::fs::write(dir.join(n), b"half a snapshot").unwrap();
+        }
+        // A read-only open writes nothing, removes nothing.
+        drop(FileStore::open_existing(&dir).unwrap());
+        assert!(names.iter().all(|n| dir.join(n).exists()));
+        drop(FileStore::open_existing_writer(&dir).unwrap());
+        for n in &names {
+            assert!(!dir.join(n).exists(), "{n} removed");
+        }
+        assert!(
+            dir.join(&mine).exists(),
+            "a running process's temp file is kept"
+        );
+        assert!(dir.join(&other).exists(), "not a temp file of ours");
+    }
+
+    #[test]
+    fn a_temp_name_names_its_process() {
+        assert_eq!(
+            super::temp_owner("jobs.snapshot.tmp.4242.0a1b2c3d"),
+            Some(4242)
+        );
+        assert_eq!(super::temp_owner("jobs.tmp.7.ffffffff"), Some(7));
+        assert_eq!(super::temp_owner("jobs.tmp.7.fff"), None);
+        assert_eq!(super::temp_owner("jobs.tmp.x.ffffffff"), None);
+        assert_eq!(super::temp_owner("jobs.snapshot.jsonl"), None);
     }
 }
