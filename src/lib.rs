@@ -203,10 +203,6 @@
 // The function-length bound is for the library's code; a unit test's scenario may be longer.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-// Lets the command-line layer name items `cronsole::…`, the way the binary, the tests and the
-// examples above do, so its code reads the same wherever it is seen.
-extern crate self as cronsole;
-
 pub mod attach;
 pub mod cli;
 pub mod clock;

@@ -126,11 +126,11 @@ fn faults_for(rng: &SharedRng) -> FaultConfig {
 
 /// Run one file-store seed.
 fn run_file_seed(seed: u64, steps: u32) -> Result<Stats, Failure> {
-    run_file_seed_with(seed, steps, false)
+    run_file_seed_with(seed, steps, false, false)
 }
 
-/// Run one file-store seed, with `after:` chained jobs or without.
-fn run_file_seed_with(seed: u64, steps: u32, chains: bool) -> Result<Stats, Failure> {
+/// Run one file-store seed, with `after:` chained jobs or without, with tool loops or without.
+fn run_file_seed_with(seed: u64, steps: u32, chains: bool, loops: bool) -> Result<Stats, Failure> {
     let rng = shared_rng(seed);
     let faults = faults_for(&rng);
     let mut backend = FileBackend::new(rng.clone(), faults);
@@ -140,6 +140,7 @@ fn run_file_seed_with(seed: u64, steps: u32, chains: bool) -> Result<Stats, Fail
         power_loss_step: 0.01,
         deterministic: true,
         chains,
+        loops,
     };
     World::new(seed, rng, &mut backend, params).run()
 }
@@ -163,16 +164,18 @@ fn batch(
                 total.store_errors += s.store_errors;
                 total.crashes += s.crashes;
                 total.power_losses += s.power_losses;
+                total.tool_calls += s.tool_calls;
             }
             Err(f) => failures.push(f),
         }
     }
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
-        "{name}: {n} seeds in {secs:.1} s ({:.0} seeds/s); {} claims, {} completions, {} store errors seen, {} crashes and {} power losses injected; {} failing seeds",
+        "{name}: {n} seeds in {secs:.1} s ({:.0} seeds/s); {} claims, {} completions, {} tool calls recorded, {} store errors seen, {} crashes and {} power losses injected; {} failing seeds",
         n as f64 / secs.max(1e-9),
         total.claims,
         total.completions,
+        total.tool_calls,
         total.store_errors,
         total.crashes,
         total.power_losses,
@@ -266,7 +269,23 @@ fn file_store_chains_under_faults() {
     };
     let first = env_u64("SIM_SEED").unwrap_or_else(|| env_u64("SIM_FIRST").unwrap_or(0));
     batch("file store with chains", first..first + n, |seed| {
-        run_file_seed_with(seed, steps(), true)
+        run_file_seed_with(seed, steps(), true, false)
+    });
+}
+
+/// Agents with tools under the same faults: each turn reserved and each call recorded in loop
+/// steps; crashes and power losses mid-loop never lose a recorded tool call (it is on the
+/// run's row, an `abandoned` one included) nor put spend over the budget.
+#[test]
+fn file_store_tool_loops_under_faults() {
+    let n = if std::env::var("SIM_SEED").is_ok() {
+        1
+    } else {
+        env_u64("SIM_LOOP_SEEDS").unwrap_or(40)
+    };
+    let first = env_u64("SIM_SEED").unwrap_or_else(|| env_u64("SIM_FIRST").unwrap_or(0));
+    batch("file store with tool loops", first..first + n, |seed| {
+        run_file_seed_with(seed, steps(), false, true)
     });
 }
 
@@ -304,6 +323,7 @@ fn log_of(seed: u64) -> Vec<String> {
         power_loss_step: 0.01,
         deterministic: true,
         chains: false,
+        loops: false,
     };
     let w = World::new(seed, rng, &mut backend, params);
     // Run ids are random (the store mints them); the log names them r0, r1, … but a failure

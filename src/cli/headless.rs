@@ -19,8 +19,8 @@ use std::io::Write;
 use tokio::sync::broadcast;
 
 use crate::cli::args::LogFormat;
-use cronsole::engine::Event;
-use cronsole::model::HistoryRow;
+use crate::engine::Event;
+use crate::model::HistoryRow;
 
 /// One text line for a history row: time, status, job, trigger, slot, duration, cost, reason.
 pub fn text_line(r: &HistoryRow) -> String {
@@ -33,7 +33,7 @@ pub fn text_line(r: &HistoryRow) -> String {
         r.trigger.as_str(),
     );
     if let Some(slot) = r.slot {
-        line.push_str(&format!("  slot={}", cronsole::when::rfc3339(slot)));
+        line.push_str(&format!("  slot={}", crate::when::rfc3339(slot)));
     }
     if let Some(n) = r.slots_count {
         line.push_str(&format!("  slots={n}"));
@@ -43,7 +43,7 @@ pub fn text_line(r: &HistoryRow) -> String {
     }
     line.push_str(&format!("  {}ms", r.duration_ms));
     if r.cost_usd > 0.0 || r.model.is_some() {
-        line.push_str(&format!("  {}", cronsole::cost::usd(r.cost_usd)));
+        line.push_str(&format!("  {}", crate::cost::usd(r.cost_usd)));
     }
     if r.stale_lease {
         line.push_str("  stale_lease");
@@ -71,7 +71,7 @@ pub fn text_line(r: &HistoryRow) -> String {
 /// pages or models cannot drive the terminal or split a log line. Cut at 500 characters.
 pub fn sanitize_line(s: &str) -> String {
     let cut: String = s.chars().take(500).collect();
-    let mut out = cronsole::text::visible_line(&cut).into_owned();
+    let mut out = crate::text::visible_line(&cut).into_owned();
     if s.chars().nth(500).is_some() {
         out.push('…');
     }
@@ -89,7 +89,7 @@ fn log_row(r: &HistoryRow) {
         .map_or(String::new(), |(_, rest)| format!("trigger={rest}"));
     let job = sanitize_line(&r.job);
     match r.status {
-        cronsole::model::Status::Failed | cronsole::model::Status::Abandoned => {
+        crate::model::Status::Failed | crate::model::Status::Abandoned => {
             tracing::warn!(target: "cronsole::run", job = %job, "{status} {rest}")
         }
         _ => tracing::info!(target: "cronsole::run", job = %job, "{status} {rest}"),
@@ -140,7 +140,7 @@ pub async fn print_events(
                 }
                 let line = match format {
                     LogFormat::Text => text_line(&row),
-                    LogFormat::Json => match cronsole::text::to_json(&row) {
+                    LogFormat::Json => match crate::text::to_json(&row) {
                         Ok(l) => l,
                         Err(e) => {
                             tracing::error!(error = %e, "history row did not serialise");
@@ -178,7 +178,7 @@ pub async fn print_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cronsole::model::{Status, Trigger};
+    use crate::model::{Status, Trigger};
 
     #[test]
     fn text_line_is_one_sanitised_line() {

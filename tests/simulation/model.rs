@@ -21,7 +21,10 @@
 //!   or removed (acknowledged windows), and jobs touched by an operation whose outcome is unknown
 //!   are exempt from the gap check (never from the overlap check).
 //! - **budget**: recorded spend (the `cost_usd` on rows) never exceeds the budget, beyond the
-//!   slack a non-atomic budget check allows (see [`crate::world::BudgetGate`]).
+//!   slack a non-atomic budget check allows (see [`crate::world::BudgetGate`]);
+//! - **tool calls**: a tool call a run's loop step recorded (the store acknowledged the step)
+//!   is in that run's row, whatever ended the run (its completion, or the `abandoned` row of
+//!   its recovery after a crash or a power loss).
 //! - **chains**: a chained job starts at most once per parent run (no parent
 //!   run id is handed to two of its chained claims); at the end, each parent's newest run in
 //!   history that fires the job is either consumed by a chained run or still pending in the
@@ -119,6 +122,8 @@ pub struct Model {
     /// `abandoned` (appended at the end, it stands where the hidden `abandoned` row stood).
     pub seen: BTreeMap<(Uuid, Status), u64>,
     pub checks: u64,
+    /// Tool calls whose loop step the store acknowledged, by run.
+    pub acked_calls: BTreeMap<Uuid, BTreeSet<String>>,
 }
 
 impl Model {
@@ -280,6 +285,40 @@ impl Model {
         self.acked.insert((row.run_id, row.status));
     }
 
+    /// A loop step of run `run` that recorded the calls `ids` was acknowledged.
+    pub fn ack_calls(&mut self, run: Uuid, ids: impl IntoIterator<Item = String>) {
+        self.acked_calls.entry(run).or_default().extend(ids);
+    }
+
+    /// Every acknowledged tool call is in its run's row, once the run has one.
+    fn check_calls(&self, rows: &[HistoryRow]) -> Result<(), String> {
+        for r in rows {
+            let Some(want) = self.acked_calls.get(&r.run_id) else {
+                continue;
+            };
+            let have: BTreeSet<String> = r
+                .transcript
+                .as_ref()
+                .map(|t| t.to_vec())
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|e| match e {
+                    cronsole::transcript::Entry::Call(c) => Some(c.id),
+                    _ => None,
+                })
+                .collect();
+            if let Some(lost) = want.iter().find(|id| !have.contains(*id)) {
+                return Err(format!(
+                    "recorded tool call {lost} of run {} is not on its {} row (it has {:?})",
+                    r.run_id,
+                    r.status.as_str(),
+                    have
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Check what the store shows now. `end` adds the end-of-run checks (every execution has
     /// its row; no lease left).
     pub fn check(
@@ -340,6 +379,7 @@ impl Model {
                 ));
             }
         }
+        self.check_calls(rows)?;
         for job in jobs {
             self.check_slots(job, rows, now)?;
         }
@@ -866,6 +906,49 @@ mod tests {
                 .contains("over the budget")
         );
         m.budget_slack = 0.5;
+        m.check(&[row], &[], t(2), false).unwrap();
+    }
+
+    #[test]
+    fn a_recorded_tool_call_missing_from_its_runs_row_is_caught() {
+        use cronsole::transcript::{CallEntry, CallState, Entry, Transcript};
+        let call = |id: &str| {
+            Entry::Call(CallEntry {
+                turn: 1,
+                id: id.into(),
+                tool: "files.read".into(),
+                source: None,
+                arguments: "{}".into(),
+                started_at: t(0),
+                duration_ms: 0,
+                state: CallState::Dispatched,
+                is_error: false,
+                approval: None,
+                result_bytes: 0,
+                result_sha256: String::new(),
+                result_head: String::new(),
+            })
+        };
+        let mut m = Model::default();
+        let mut row = HistoryRow::new(
+            "a",
+            Status::Abandoned,
+            Trigger::Schedule,
+            Some(t(0)),
+            "o",
+            t(1),
+        );
+        let mut tr = Transcript::new();
+        tr.push(call("c1"));
+        row.transcript = Some(tr.clone());
+        m.ack_calls(row.run_id, ["c1".to_string(), "c2".to_string()]);
+        assert!(
+            m.check(std::slice::from_ref(&row), &[], t(2), false)
+                .unwrap_err()
+                .contains("recorded tool call c2")
+        );
+        tr.push(call("c2"));
+        row.transcript = Some(tr);
         m.check(&[row], &[], t(2), false).unwrap();
     }
 }

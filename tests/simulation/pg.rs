@@ -306,6 +306,7 @@ pub fn run_batch() {
             power_loss_step: 0.0,
             deterministic: false,
             chains: false,
+            loops: false,
         };
         match World::new(seed, rng, &mut backend, params).run() {
             Ok(s) => eprintln!(

@@ -9,6 +9,12 @@
 //! past their leases), killed between operations, or killed by the disk at an I/O boundary; a
 //! power loss kills every process and throws the page cache away. Dead owners come back as new
 //! owners (a supervisor restarts them).
+//!
+//! With tool loops (`Params::loops`), most runs are agents that use tools: each turn is
+//! reserved in a loop step (`Store::loop_step`: renewal, settlement, reservation and transcript
+//! delta in one write), each call is recorded as dispatched in a step of its own before it
+//! "runs", and its result goes with the next turn's step — the engine's order. A turn the
+//! budget refuses ends the run `failed`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,9 +23,11 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use cronsole::model::{
     Budget, BudgetPeriod, HistoryRow, JobDef, JobsFile, Settings, Status, Trigger,
 };
+use cronsole::store::{AwaitStep, LoopStep, StepOutcome};
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, StoreError};
 use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::testkit::simio::{Rng, SharedRng};
+use cronsole::transcript::{CallEntry, CallState, Delta, Entry, Transcript, TurnEntry};
 use uuid::Uuid;
 
 use crate::model::{Execution, JobModel, Model};
@@ -126,6 +134,8 @@ pub struct Params {
     /// Add `after:` jobs chained to the scheduled ones. Drawn from their own
     /// generator, so seeds without chains play exactly as before.
     pub chains: bool,
+    /// Runs are tool loops (see the module doc). Drawn from their own generator too.
+    pub loops: bool,
 }
 
 struct Run {
@@ -142,8 +152,30 @@ struct Run {
     admitted: bool,
     /// The budget reservation of its call, until settled.
     reservation: Option<Uuid>,
+    /// What that reservation settles to (a loop's current turn; a single call's whole cost).
+    settle_cost: f64,
     /// A completion was tried and failed: its row may or may not be in the store.
     tried: bool,
+    /// A tool loop's progress, for a run that is one.
+    looping: Option<Looping>,
+}
+
+/// Where a tool-using run's loop is.
+struct Looping {
+    /// Turns answered so far (the first is answered when the run starts).
+    turn: u32,
+    /// Turns still to reserve after this one.
+    left: u32,
+    /// The next step: the current turn's call recorded as dispatched (`true`), or the next
+    /// turn reserved with that call's result (`false`).
+    dispatch: bool,
+    /// When the next step is due.
+    next_at: DateTime<Utc>,
+    transcript: Transcript,
+    /// Entries a failed step gave back: written with the next.
+    carry: Vec<Delta>,
+    /// Each turn's worst case.
+    worst: f64,
 }
 
 struct Owner {
@@ -174,6 +206,8 @@ pub struct World<'a> {
     checker: Option<Proc>,
     checker_epoch: u64,
     pub stats: Stats,
+    /// Draws of the tool loops (their own generator: seeds without loops play as before).
+    loop_rng: Rng,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -183,6 +217,8 @@ pub struct Stats {
     pub store_errors: u64,
     pub crashes: u64,
     pub power_losses: u64,
+    /// Tool calls whose loop step the store acknowledged.
+    pub tool_calls: u64,
 }
 
 /// A failing seed: what broke and the step log that led there.
@@ -252,6 +288,7 @@ impl<'a> World<'a> {
             checker: None,
             checker_epoch: 0,
             stats: Stats::default(),
+            loop_rng: Rng::new(seed ^ 0x7001_1009_0000_0001),
         };
         w.make_jobs();
         w
@@ -568,6 +605,10 @@ impl<'a> World<'a> {
         if !self.owner_alive(i) {
             return Ok(());
         }
+        self.step_loops(i);
+        if !self.owner_alive(i) {
+            return Ok(());
+        }
         self.renew_leases(i);
         if !self.owner_alive(i) {
             return Ok(());
@@ -607,14 +648,21 @@ impl<'a> World<'a> {
             if let Some(id) = self.owners[i].runs[k].reservation {
                 let (job, cost) = {
                     let r = &self.owners[i].runs[k];
-                    (r.job.clone(), r.cost)
+                    (r.job.clone(), r.settle_cost)
                 };
                 let res = match &self.owners[i].proc {
                     Some(p) => self.gate.settle(&*p.store, &job, id, cost, now),
                     None => return Ok(()),
                 };
                 match res {
-                    Ok(()) => self.owners[i].runs[k].reservation = None,
+                    Ok(()) => {
+                        let r = &mut self.owners[i].runs[k];
+                        r.reservation = None;
+                        // A loop's row books its last turn once it is settled.
+                        if r.looping.is_some() {
+                            r.cost += cost;
+                        }
+                    }
                     Err(e) => {
                         self.stats.store_errors += 1;
                         self.note(format!("settle {job} failed (retried): {e}"));
@@ -634,6 +682,11 @@ impl<'a> World<'a> {
                 row.duration_ms = (now - r.claimed_at).num_milliseconds().max(0) as u64;
                 row.attempts = 1;
                 row.cost_usd = r.cost;
+                if let Some(l) = &r.looping {
+                    row.turns = Some(l.turn);
+                    row.tool_calls = Some(l.transcript.counts().1);
+                    row.transcript = Some(l.transcript.clone());
+                }
                 (
                     Completion {
                         job: r.job.clone(),
@@ -816,7 +869,28 @@ impl<'a> World<'a> {
             (dur, worst, r.chance(0.15), r.unit())
         };
         let owner = self.owners[i].id.clone();
+        let looping = self.params.loops && self.loop_rng.chance(0.75);
         let admit = match &self.owners[i].proc {
+            // A loop's first turn is reserved by a loop step, as the engine reserves it.
+            Some(p) if looping => p
+                .store
+                .loop_step(&LoopStep {
+                    job: &job,
+                    run_id,
+                    owner: &owner,
+                    settle: None,
+                    reserve: Some(worst),
+                    record: &[],
+                    awaiting: AwaitStep::Keep,
+                    now,
+                })
+                .map(|out| match out {
+                    StepOutcome::Stepped {
+                        reserved: Some(ReserveOutcome::Reserved { id }),
+                        ..
+                    } => Some(id),
+                    _ => None,
+                }),
             Some(p) => self.gate.admit(&*p.store, &job, run_id, &owner, worst, now),
             None => return Ok(()),
         };
@@ -851,6 +925,26 @@ impl<'a> World<'a> {
             }
         };
         let lease_ms = (lease * 1000.0) as i64;
+        let looping = (looping && reservation.is_some()).then(|| {
+            let r = &mut self.loop_rng;
+            let mut l = Looping {
+                turn: 1,
+                left: r.range(1, 4) as u32,
+                dispatch: true,
+                next_at: now + Duration::milliseconds(r.range(0, lease_ms as u64 / 2) as i64),
+                transcript: Transcript::new(),
+                carry: Vec::new(),
+                worst,
+            };
+            answer_turn(&mut l, cost, now);
+            l
+        });
+        // A loop's row books each turn as it settles (`loop_step`), the current turn at its
+        // share of the worst case; the run lasts until its loop ends (`loop_step` ends it).
+        let (cost, settle_cost, dur_ms) = match &looping {
+            Some(_) => (0.0, cost, 86_400_000),
+            None => (cost, cost, dur_ms),
+        };
         self.owners[i].runs.push(Run {
             job,
             run_id,
@@ -864,9 +958,128 @@ impl<'a> World<'a> {
             cost,
             admitted,
             reservation,
+            settle_cost,
             tried: false,
+            looping,
         });
         Ok(())
+    }
+
+    /// One loop step of each of owner `i`'s tool-using runs that is due (see the module doc).
+    fn step_loops(&mut self, i: usize) {
+        let now = self.now;
+        for k in 0..self.owners[i].runs.len() {
+            let due = {
+                let r = &self.owners[i].runs[k];
+                r.ends_at > now && r.looping.as_ref().is_some_and(|l| l.next_at <= now)
+            };
+            if due {
+                self.loop_step(i, k);
+                if !self.owner_alive(i) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Run `k` of owner `i` takes its next loop step: the current turn's call recorded as
+    /// dispatched (the turn settled with it), or the next turn reserved (the call's result
+    /// with it). A step that fails keeps what it carried for the next one.
+    fn loop_step(&mut self, i: usize, k: usize) {
+        let now = self.now;
+        let owner = self.owners[i].id.clone();
+        let (job, run_id, reservation, settle_cost) = {
+            let r = &self.owners[i].runs[k];
+            (r.job.clone(), r.run_id, r.reservation, r.settle_cost)
+        };
+        let Some(l) = self.owners[i].runs[k].looping.as_mut() else {
+            return;
+        };
+        let dispatch = l.dispatch;
+        let mut record = std::mem::take(&mut l.carry);
+        record.extend(l.transcript.take_delta());
+        let worst = l.worst;
+        let step = LoopStep {
+            job: &job,
+            run_id,
+            owner: &owner,
+            settle: reservation
+                .filter(|_| dispatch)
+                .map(|id| (id, Settlement::Cost(settle_cost))),
+            reserve: (!dispatch).then_some(worst),
+            record: &record,
+            awaiting: AwaitStep::Keep,
+            now,
+        };
+        let res = match &self.owners[i].proc {
+            Some(p) => p.store.loop_step(&step),
+            None => return,
+        };
+        let label = self.label(run_id);
+        let frac = self.loop_rng.unit();
+        let gap = Duration::milliseconds(self.loop_rng.range(100, 3000) as i64);
+        let r = &mut self.owners[i].runs[k];
+        let Some(l) = r.looping.as_mut() else {
+            return;
+        };
+        let what = if dispatch { "dispatch" } else { "reserve" };
+        match res {
+            Ok(StepOutcome::Stepped { reserved, .. }) => {
+                let calls: Vec<String> = record
+                    .iter()
+                    .filter_map(|d| match &d.entry {
+                        Entry::Call(c) => Some(c.id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                l.next_at = now + gap;
+                if dispatch {
+                    r.reservation = None;
+                    r.cost += settle_cost;
+                    // The call runs at once and answers.
+                    let id = format!("c{}", l.turn);
+                    l.transcript.update_call(l.turn, &id, |c| {
+                        c.state = CallState::Done;
+                        c.result_bytes = 2;
+                        c.result_head = "ok".into();
+                    });
+                    l.dispatch = false;
+                    if l.left == 0 {
+                        // The model's answer needs no more tools: the run ends (its loop
+                        // never steps again, whatever the clock does).
+                        r.ends_at = now;
+                        l.next_at = DateTime::<Utc>::MAX_UTC;
+                    }
+                } else if let Some(ReserveOutcome::Reserved { id }) = reserved {
+                    r.reservation = Some(id);
+                    r.settle_cost = worst * frac;
+                    l.left = l.left.saturating_sub(1);
+                    l.turn += 1;
+                    answer_turn(l, r.settle_cost, now);
+                } else {
+                    // Budget reached after this turn: the run fails, its results kept.
+                    r.status = Status::Failed;
+                    r.ends_at = now;
+                    l.next_at = DateTime::<Utc>::MAX_UTC;
+                }
+                let turn = l.turn;
+                self.stats.tool_calls += calls.len() as u64;
+                self.model.ack_calls(run_id, calls);
+                self.note(format!("{owner} {job} {label} turn {turn}: {what} step"));
+            }
+            Ok(StepOutcome::Lost) => {
+                // Another owner recovered the run: this one stops stepping it and ends.
+                r.ends_at = now;
+                l.next_at = DateTime::<Utc>::MAX_UTC;
+                self.note(format!("{owner} lost {job} {label} at a {what} step"));
+            }
+            Err(e) => {
+                l.carry = record;
+                l.next_at = now + gap;
+                self.stats.store_errors += 1;
+                self.note(format!("{owner} {job} {label} {what} step failed: {e}"));
+            }
+        }
     }
 
     /// An operator's command: a fresh (faulty) process does one operation and exits.
@@ -963,6 +1176,7 @@ impl<'a> World<'a> {
                     continue;
                 }
                 self.finish_runs(i)?;
+                self.step_loops(i);
                 self.renew_leases(i);
                 self.claim(i, false)?;
             }
@@ -1059,6 +1273,38 @@ impl<'a> World<'a> {
             s
         })
     }
+}
+
+/// Turn `l.turn` answered, asking for one call: both on the record (written by the next step).
+fn answer_turn(l: &mut Looping, cost: f64, now: DateTime<Utc>) {
+    l.transcript.push(Entry::Turn(TurnEntry {
+        turn: l.turn,
+        model: "m".into(),
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: cost,
+        attempts: 1,
+        text: String::new(),
+        cut: false,
+        calls: 1,
+    }));
+    l.transcript.push(Entry::Call(CallEntry {
+        turn: l.turn,
+        id: format!("c{}", l.turn),
+        tool: "files.read".into(),
+        source: Some("files".into()),
+        arguments: "{}".into(),
+        started_at: now,
+        duration_ms: 0,
+        state: CallState::Dispatched,
+        is_error: false,
+        approval: None,
+        result_bytes: 0,
+        result_sha256: String::new(),
+        result_head: String::new(),
+    }));
 }
 
 fn is_corrupt(e: &StoreError) -> bool {

@@ -6,9 +6,9 @@
 
 use std::process::ExitCode;
 
+use crate::store::StoreError;
 use anyhow::Result;
 use chrono::{SecondsFormat, Utc};
-use cronsole::store::StoreError;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -62,7 +62,7 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
             inert(&p.job),
             p.run_id,
             inert(&p.tool),
-            inert(&cronsole::transcript::cap_bytes(&p.arguments, 200)),
+            inert(&crate::transcript::cap_bytes(&p.arguments, 200)),
             p.since,
             p.deadline
         );
@@ -83,7 +83,7 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
     let reason = a.reason.clone().filter(|r| !r.trim().is_empty());
     match store.answer_approval(run_id, approve, reason, Utc::now()) {
         Ok((job, out)) => {
-            println!("{}", cronsole::engine::operator_notice(&job, &out));
+            println!("{}", crate::engine::operator_notice(&job, &out));
             Ok(ExitCode::SUCCESS)
         }
         // A run that no longer waits is a runtime fact, not bad input: exit 1, saying so.

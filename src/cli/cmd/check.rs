@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::args::Cli;
-use cronsole::store::check::{Report, check_file_store};
-use cronsole::store::file::DEFAULT_LOCK_WAIT;
+use crate::store::check::{Report, check_file_store};
+use crate::store::file::DEFAULT_LOCK_WAIT;
 
 use super::{bad_input, jobs_file, store_location};
 
@@ -20,7 +20,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
     let location = store_location(cli, jobs_file(cli).as_deref());
     let report: Report =
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            cronsole::store::postgres::PgStore::open(&location)?.check()?
+            crate::store::postgres::PgStore::open(&location)?.check()?
         } else {
             let dir = Path::new(&location);
             if !dir.is_dir() {
@@ -37,7 +37,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
         if let (Some(o), Ok(owners)) = (v.as_object_mut(), &owners) {
             o.insert("owners".into(), super::owners_view::json(owners));
         }
-        writeln!(out, "{}", cronsole::text::to_json_pretty(&v)?)?;
+        writeln!(out, "{}", crate::text::to_json_pretty(&v)?)?;
     } else {
         match &owners {
             Ok(owners) => super::owners_view::lines(owners)

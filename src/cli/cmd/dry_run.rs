@@ -24,18 +24,18 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use crate::action::agent::forecast::{ToolsForecast, forecast};
+use crate::action::llm::wire;
+use crate::action::tools::{OfferedTool, ToolboxRequest};
 use crate::cli::args::{Cli, DryRunArgs};
+use crate::cost::{self, PriceTable, Quote};
+use crate::gate::context::{self, ContextDecision};
+use crate::gate::{self, GateConfig, GateOutcome};
+use crate::model::{Action, JobRecord, Settings};
+use crate::preflight::{self, Blocker, BlockerCode};
+use crate::store::Store;
 use anyhow::{Context, Result};
 use chrono::Utc;
-use cronsole::action::agent::forecast::{ToolsForecast, forecast};
-use cronsole::action::llm::wire;
-use cronsole::action::tools::{OfferedTool, ToolboxRequest};
-use cronsole::cost::{self, PriceTable, Quote};
-use cronsole::gate::context::{self, ContextDecision};
-use cronsole::gate::{self, GateConfig, GateOutcome};
-use cronsole::model::{Action, JobRecord, Settings};
-use cronsole::preflight::{self, Blocker, BlockerCode};
-use cronsole::store::Store;
 use serde::Serialize;
 
 use super::{bad_input, jobs_file, open_existing_store, store_location};
@@ -89,7 +89,7 @@ pub const CONSOLE_DRY_RUN_LIMIT: std::time::Duration = std::time::Duration::from
 /// The console's `D` key: `cronsole dry-run NAME` against the console's store, as a child
 /// process (killed if the console stops waiting), its stdout the view's text; a non-zero exit
 /// gives its stderr as the reason.
-pub fn console_runner(location: String) -> cronsole::tui::DryRunner {
+pub fn console_runner(location: String) -> crate::tui::DryRunner {
     std::sync::Arc::new(move |job: String| {
         let location = location.clone();
         Box::pin(async move {
@@ -138,7 +138,7 @@ pub fn dry_run(cli: &Cli, a: &DryRunArgs) -> Result<ExitCode> {
         .context("could not start the async runtime")?;
     let report = rt.block_on(build(store.as_ref(), &rec, &settings, a.no_gates))?;
     if a.json {
-        println!("{}", cronsole::text::to_json_pretty(&report)?);
+        println!("{}", crate::text::to_json_pretty(&report)?);
     } else {
         print_text(&report);
     }
@@ -160,7 +160,7 @@ async fn build(
                 g,
                 rec.rt.state.monitor.as_ref(),
                 &GateConfig::default(),
-                &cronsole::engine::run::proc_env_of(settings, def),
+                &crate::engine::run::proc_env_of(settings, def),
             )
             .await;
             // The new watermark (if any) is dropped: a dry run changes no state.
@@ -260,7 +260,7 @@ async fn agent_part(
     store: &dyn Store,
     rec: &JobRecord,
     settings: &Settings,
-    spend: cronsole::store::SpendNow,
+    spend: crate::store::SpendNow,
     (agent, message): (&String, &String),
     gate_context: Option<&str>,
 ) -> Result<()> {
@@ -355,11 +355,11 @@ async fn list_tools(
     out: &mut DryRun,
     store: &dyn Store,
     settings: &Settings,
-    def: &cronsole::model::JobDef,
-    agent: &cronsole::model::AgentDef,
+    def: &crate::model::JobDef,
+    agent: &crate::model::AgentDef,
     prompt: &str,
 ) -> Vec<OfferedTool> {
-    let deps = match cronsole::engine::RunDeps::from_env() {
+    let deps = match crate::engine::RunDeps::from_env() {
         Ok(d) => d,
         Err(e) => {
             out.reasons
@@ -368,14 +368,14 @@ async fn list_tools(
             return Vec::new();
         }
     };
-    let proc_env = cronsole::engine::run::proc_env_of(settings, def);
+    let proc_env = crate::engine::run::proc_env_of(settings, def);
     let req = ToolboxRequest {
         settings,
         job: def,
         agent,
         proc_env: &proc_env,
     };
-    let allowed = cronsole::action::tools::toolbox::allowlist(&req);
+    let allowed = crate::action::tools::toolbox::allowlist(&req);
     match deps.tools.build(req).await {
         Ok(tb) => {
             let price = PriceTable::from_settings(settings)
@@ -385,7 +385,7 @@ async fn list_tools(
             // Compared with the pins as a run would, never pinning: a dry run writes nothing.
             match store.tool_pins(&[]) {
                 Ok(pins) => {
-                    if let Err(c) = cronsole::action::tools::pin::check(
+                    if let Err(c) = crate::action::tools::pin::check(
                         &tb.offered,
                         &allowed,
                         &pins,
@@ -422,7 +422,7 @@ async fn list_tools(
 /// `--json` prints the exact strings (serde escapes control characters; bidi characters stay
 /// as themselves there, as in `history --json`).
 fn print_text(r: &DryRun) {
-    use cronsole::text::{visible, visible_line as one};
+    use crate::text::{visible, visible_line as one};
     println!(
         "dry run of {} ({} job): nothing is called, delivered or recorded",
         one(&r.job),
@@ -442,7 +442,7 @@ fn print_text(r: &DryRun) {
         Some(t) => println!(
             "next:   {} ({})",
             t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            cronsole::when::left(t, Utc::now())
+            crate::when::left(t, Utc::now())
         ),
         None => {
             println!("next:   none (nothing will fire: paused, disabled, retired or after: only)")
@@ -460,7 +460,12 @@ fn print_text(r: &DryRun) {
         );
     }
     match (r.price_ceiling_usd, &r.price_note) {
-        (Some(p), _) => println!("price ceiling of the call: {} (worst case)", cost::usd(p)),
+        // Worst cases round up, as the budget reasons print them ("may cost up to …"), so one
+        // figure reads the same on every line of the dry run.
+        (Some(p), _) => println!(
+            "price ceiling of the call: {} (worst case)",
+            cost::usd_up(p)
+        ),
         (None, Some(n)) => println!("price: {}", one(n)),
         _ => {}
     }
@@ -499,7 +504,9 @@ fn print_text(r: &DryRun) {
         }
         if let (Some(a), Some(b)) = (t.one_turn_usd, t.max_turns_usd) {
             println!(
-                "        worst case: ${a:.6} for one turn, ${b:.6} for max_turns {}",
+                "        worst case: {} for one turn, {} for max_turns {}",
+                cost::usd_up(a),
+                cost::usd_up(b),
                 t.max_turns
             );
         }

@@ -184,7 +184,7 @@ fn about(line: &str, job: Option<&str>) -> bool {
 /// error, a model's reply, whatever else wrote into the directory), so every control, bidi and
 /// invisible character is shown (`^[`, `\u{202e}`), never sent to the terminal; tabs stay.
 fn inert_log_line(line: &str) -> std::borrow::Cow<'_, str> {
-    cronsole::text::visible_tabs(line)
+    crate::text::visible_tabs(line)
 }
 
 /// Print the complete lines at the front of `pending` (each through [`inert_log_line`]) and
@@ -261,7 +261,7 @@ fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cronsole::config;
+    use crate::config;
 
     #[test]
     fn the_starter_file_validates_clean() {
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn logs_job_keeps_the_lines_carrying_that_jobs_field() {
-        let l = "2026-12-06T17:21:21Z  INFO cronsole::run: job=flaky-sync status=failed";
+        let l = "2026-12-06T17:21:21Z  INFO crate::run: job=flaky-sync status=failed";
         assert!(about(l, Some("flaky-sync")));
         assert!(!about(l, Some("flaky")));
         assert!(!about(l, Some("sync")));

@@ -14,11 +14,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::args::{Cli, DiffArgs, ProbeArgs};
+use crate::gate::GATE_TIMEOUT;
+use crate::gate::diffview::{self, DiffError};
+use crate::gate::monitor::{self, PREVIEW_MAX_BYTES};
+use crate::gate::url::{self, UrlProbeOptions};
 use anyhow::{Context, Result, anyhow};
-use cronsole::gate::GATE_TIMEOUT;
-use cronsole::gate::diffview::{self, DiffError};
-use cronsole::gate::monitor::{self, PREVIEW_MAX_BYTES};
-use cronsole::gate::url::{self, UrlProbeOptions};
 
 use super::bad_input;
 
@@ -46,7 +46,7 @@ pub fn diff(cli: &Cli, a: &DiffArgs) -> Result<ExitCode> {
         Err(e @ DiffError::NoDiff { .. })
             if !matches!(
                 store.job(&a.name).ok().flatten().and_then(|j| j.def.gate),
-                Some(cronsole::model::Gate::Monitor { .. })
+                Some(crate::model::Gate::Monitor { .. })
             ) =>
         {
             Err(bad_input(format!(
@@ -72,10 +72,10 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
     // The probed URL's tokens, in every form a server may echo them (a redirect's Location
     // carrying `next=<the request>`, an error page): redacted by value in whatever is printed,
     // as a monitor's row is.
-    let secrets = cronsole::text::Secrets::new(
+    let secrets = crate::text::Secrets::new(
         a.url
             .as_deref()
-            .map(cronsole::text::url_tokens)
+            .map(crate::text::url_tokens)
             .unwrap_or_default(),
     );
     let output = rt.block_on(async {
@@ -83,7 +83,7 @@ pub fn probe(a: &ProbeArgs) -> Result<ExitCode> {
             if cmd.trim().is_empty() {
                 return Err(bad_input("--command is empty"));
             }
-            monitor::probe_command(cmd, GATE_TIMEOUT, &cronsole::proc::ProcEnv::default())
+            monitor::probe_command(cmd, GATE_TIMEOUT, &crate::proc::ProcEnv::default())
                 .await
                 .map_err(|e| anyhow!("probe failed: {e}"))
         } else if let Some(u) = &a.url {

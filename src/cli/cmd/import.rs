@@ -14,16 +14,16 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::config::praisonai::{self, ImportOptions, Origin};
+use crate::config::{Diagnostic, Severity};
 use anyhow::Result;
-use cronsole::config::praisonai::{self, ImportOptions, Origin};
-use cronsole::config::{Diagnostic, Severity};
 
 use super::{bad_input, inert};
 use crate::cli::args::{ImportArgs, ImportFrom};
 
 pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     let ImportFrom::Praisonai = a.from;
-    let text = cronsole::config::read_text(&a.file).map_err(|d| bad_input(inert(&d)))?;
+    let text = crate::config::read_text(&a.file).map_err(|d| bad_input(inert(&d)))?;
     let opts = ImportOptions {
         provider: a.provider.clone(),
         model: a.model.clone(),
@@ -35,7 +35,7 @@ pub fn import(a: &ImportArgs) -> Result<ExitCode> {
         std::path::PathBuf::clone,
     );
     // The converted file checked as `validate` would: what still needs a hand is said now.
-    let checked = cronsole::config::check_str(&out.yaml, &target);
+    let checked = crate::config::check_str(&out.yaml, &target);
     match &a.output {
         Some(path) => {
             let mut f = std::fs::OpenOptions::new()
@@ -67,7 +67,7 @@ pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     let errors = checked
         .diagnostics
         .iter()
-        .filter(|d| d.severity == cronsole::config::Severity::Error)
+        .filter(|d| d.severity == crate::config::Severity::Error)
         .count();
     if errors == 0 {
         eprintln!("the converted file validates ({} job(s))", out.jobs);

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::cli::args::{Cli, Command};
+use crate::store::{ApplyReport, Store, StoreError};
 use anyhow::Result;
-use cronsole::store::{ApplyReport, Store, StoreError};
 
 mod approvals;
 mod check;
@@ -63,11 +63,11 @@ pub fn for_each_apply_line(rep: &ApplyReport, planned: bool, each: &mut dyn FnMu
 
 /// A job whose spend an apply recounted from history because the budget's `period` changed
 /// kind: `recounted NAME: $0.02 spent in budget period week:2026-W49 (counted from history)`.
-pub fn recount_line(r: &cronsole::store::Recount) -> String {
+pub fn recount_line(r: &crate::store::Recount) -> String {
     format!(
         "recounted {}: {} spent in budget period {} (counted from history)",
         r.job,
-        cronsole::cost::usd(r.spent_usd),
+        crate::cost::usd(r.spent_usd),
         r.period
     )
 }
@@ -152,7 +152,7 @@ pub fn error_line(err: &anyhow::Error) -> String {
 /// BEL as `^G`; line breaks and tabs kept), so no escape sequence from the file reaches the
 /// terminal.
 pub fn inert(d: &impl std::fmt::Display) -> String {
-    cronsole::text::visible(&d.to_string()).into_owned()
+    crate::text::visible(&d.to_string()).into_owned()
 }
 
 /// 2 for bad input (ours or a store that says so), 1 for everything else.
@@ -164,7 +164,7 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
         if let Some(se) = cause.downcast_ref::<StoreError>() {
             return se.exit_code();
         }
-        if cause.is::<cronsole::config::ConfigErrors>() {
+        if cause.is::<crate::config::ConfigErrors>() {
             return 2;
         }
     }
@@ -255,7 +255,7 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
     }
     // Opening an existing file store writes nothing (read-only commands leave every byte as
     // it was; a writer command's own operation is what writes).
-    let store = cronsole::store::file::FileStore::open_existing(Path::new(location))?;
+    let store = crate::store::file::FileStore::open_existing(Path::new(location))?;
     Ok(Arc::new(store))
 }
 
@@ -268,24 +268,24 @@ pub fn open_existing_store_to_write(location: &str) -> Result<Arc<dyn Store>> {
         // PostgreSQL keeps no such mark; no store here is `open_existing_store`'s error.
         return open_existing_store(location);
     }
-    let store = cronsole::store::file::FileStore::open_existing_writer(Path::new(location))?;
+    let store = crate::store::file::FileStore::open_existing_writer(Path::new(location))?;
     Ok(Arc::new(store))
 }
 
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-        let store = cronsole::store::postgres::PgStore::open(location)?;
+        let store = crate::store::postgres::PgStore::open(location)?;
         return Ok(Arc::new(store));
     }
-    let store = cronsole::store::file::FileStore::open(Path::new(location))?;
+    let store = crate::store::file::FileStore::open(Path::new(location))?;
     Ok(Arc::new(store))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cronsole::store::ApplyReport;
+    use crate::store::ApplyReport;
 
     fn report() -> ApplyReport {
         let v = |n: &[&str]| n.iter().map(|s| s.to_string()).collect();
@@ -305,12 +305,12 @@ mod tests {
     fn an_apply_prints_each_recounted_job_after_its_job_lines() {
         let mut rep = report();
         rep.recounted = vec![
-            cronsole::store::Recount {
+            crate::store::Recount {
                 job: "b".into(),
                 period: "week:2026-W49".into(),
                 spent_usd: 0.025,
             },
-            cronsole::store::Recount {
+            crate::store::Recount {
                 job: "e".into(),
                 period: "week:2026-W49".into(),
                 spent_usd: 0.0,

@@ -1,14 +1,14 @@
 //! The owners of a store as `jobs` and `check` print them: how many engines are live (by the
-//! one rule in `cronsole::owners`), each one's clock offset against the store's, and any that
+//! one rule in `crate::owners`), each one's clock offset against the store's, and any that
 //! stopped claiming, with why — read from the owner records the engines rewrite at every
 //! heartbeat (`Store::owners`, on both stores).
 //!
 //! Owns: those lines and their JSON form. Must not touch: the liveness rule (`owners::live`),
 //! the store.
 
+use crate::model::OwnerSeen;
+use crate::when;
 use chrono::Duration;
-use cronsole::model::OwnerSeen;
-use cronsole::when;
 
 /// `+0.012s`, `-7.301s`: an owner's clock minus the store's.
 fn offset(ms: i64) -> String {
@@ -17,8 +17,8 @@ fn offset(ms: i64) -> String {
 
 /// The owner lines: a summary, one line per live owner, then what is known of the others.
 pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
-    let live = cronsole::owners::live(owners);
-    let gone = cronsole::owners::GONE_AFTER_SECS;
+    let live = crate::owners::live(owners);
+    let gone = crate::owners::GONE_AFTER_SECS;
     let stopped = owners
         .iter()
         .filter(|o| live.contains(&o.record.owner) && o.record.claims_stopped.is_some())
@@ -33,7 +33,7 @@ pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
     for o in owners.iter().filter(|o| live.contains(&o.record.owner)) {
         let r = &o.record;
         let doing = match &r.claims_stopped {
-            Some(why) => format!("claims stopped: {}", cronsole::text::line(why)),
+            Some(why) => format!("claims stopped: {}", crate::text::line(why)),
             None => "claiming".to_string(),
         };
         out.push(format!(
@@ -66,7 +66,7 @@ pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
 /// The same as JSON: `{"live": N, "owners": [{owner, live, heard_secs_ago, clock_offset_ms,
 /// claims_stopped}]}`.
 pub fn json(owners: &[OwnerSeen]) -> serde_json::Value {
-    let live = cronsole::owners::live(owners);
+    let live = crate::owners::live(owners);
     serde_json::json!({
         "live": live.len(),
         "owners": owners
@@ -85,7 +85,7 @@ pub fn json(owners: &[OwnerSeen]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cronsole::model::OwnerRecord;
+    use crate::model::OwnerRecord;
 
     fn seen(owner: &str, ago: i64, offset_ms: i64, stopped: Option<&str>) -> OwnerSeen {
         let t = chrono::DateTime::parse_from_rfc3339("2026-12-07T03:00:00Z")

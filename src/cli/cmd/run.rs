@@ -15,13 +15,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::cli::args::{Cli, ConsoleArgs, LogFormat, LogTo, RunArgs, RunOpts};
+use crate::clock::{Clock, SystemClock};
+use crate::config;
+use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::schedule::parse_duration;
+use crate::service::{http, metrics, sdnotify};
+use crate::store::Store;
 use anyhow::{Context, Result};
-use cronsole::clock::{Clock, SystemClock};
-use cronsole::config;
-use cronsole::engine::{self, EngineConfig, EngineHandle};
-use cronsole::schedule::parse_duration;
-use cronsole::service::{http, metrics, sdnotify};
-use cronsole::store::Store;
 
 use super::{apply_counts, bad_input, jobs_file, open_store, store_location};
 
@@ -208,7 +208,7 @@ fn logging_to(
         let ok = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_ansi(false)
-            .event_format(cronsole::service::journald::Journald)
+            .event_format(crate::service::journald::Journald)
             .with_writer(writer)
             .try_init()
             .is_ok();
@@ -604,13 +604,13 @@ async fn run_console(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     run_for: Option<std::time::Duration>,
-    dry_run: cronsole::tui::DryRunner,
+    dry_run: crate::tui::DryRunner,
     warnings: Vec<String>,
 ) -> Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
     // The terminal is the console's: the runs go to the log as they end.
     tokio::spawn(crate::cli::headless::log_events(handle.events.subscribe()));
-    let deps = cronsole::tui::ConsoleDeps {
+    let deps = crate::tui::ConsoleDeps {
         snapshots: handle.snapshots.clone(),
         events: handle.events.subscribe(),
         commands: handle.commands.clone(),
@@ -635,7 +635,7 @@ async fn run_console(
         handle.shutdown.clone(),
         handle.hard_stop.clone(),
     )?;
-    let ui = cronsole::tui::run(deps).await;
+    let ui = crate::tui::run(deps).await;
     // The terminal is restored here; finish the engine in the open.
     stop.cancel();
     handle.shutdown.cancel();
@@ -708,7 +708,7 @@ fn engine_result(res: Result<(), engine::EngineError>) -> Result<()> {
 fn report_lost(res: &Result<(), engine::EngineError>) {
     if let Err(engine::EngineError::Unwritten { lost, .. }) = res {
         for e in lost {
-            if let Ok(line) = cronsole::text::to_json(e) {
+            if let Ok(line) = crate::text::to_json(e) {
                 eprintln!("cronsole: unwritten completion: {line}");
             }
         }
@@ -737,9 +737,9 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
         }
         let owner = format!("attached ({})", engine::new_owner_id());
         let attached =
-            cronsole::attach::start(Arc::clone(&store), Arc::clone(&clock), owner, stop.clone())
+            crate::attach::start(Arc::clone(&store), Arc::clone(&clock), owner, stop.clone())
                 .await?;
-        let deps = cronsole::tui::ConsoleDeps {
+        let deps = crate::tui::ConsoleDeps {
             snapshots: attached.snapshots,
             events: attached.events,
             commands: attached.commands,
@@ -753,7 +753,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();
         let signals = console_signals(stop.clone(), nothing.clone(), nothing)?;
-        let res = cronsole::tui::run(deps).await;
+        let res = crate::tui::run(deps).await;
         signals.abort();
         stop.cancel();
         let _ = attached.task.await;

@@ -14,18 +14,17 @@
 use std::process::ExitCode;
 
 use crate::cli::args::NextArgs;
+use crate::model::JobDef;
+use crate::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use cronsole::model::JobDef;
-use cronsole::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 
 use super::bad_input;
 
 /// `--after` / `--before`: any time `when::parse_time` reads, wall times and dates in the
 /// schedule's zone.
 fn instant(flag: &str, s: &str, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<DateTime<Utc>> {
-    cronsole::when::parse_time(s, now, &tz, tz.name())
-        .map_err(|e| bad_input(format!("{flag}: {e}")))
+    crate::when::parse_time(s, now, &tz, tz.name()).map_err(|e| bad_input(format!("{flag}: {e}")))
 }
 
 /// The job `name` of the jobs file (`--file`, else `./jobs.yaml`): its schedule and what
@@ -35,7 +34,7 @@ fn job_of_file(file: Option<&std::path::Path>, name: &str) -> Result<JobDef> {
         || std::path::PathBuf::from("jobs.yaml"),
         |f| f.to_path_buf(),
     );
-    let loaded = cronsole::config::load_file(&path)?;
+    let loaded = crate::config::load_file(&path)?;
     loaded
         .file
         .jobs
@@ -189,22 +188,22 @@ fn print_json(p: &Preview) -> Result<()> {
         "tz": tz.name(),
         "slots": slots
             .iter()
-            .map(|s| cronsole::when::rfc3339(*s))
+            .map(|s| crate::when::rfc3339(*s))
             .collect::<Vec<_>>(),
     });
     if let Some(at) = p.immediate {
-        v["immediate"] = serde_json::json!(cronsole::when::rfc3339(at));
+        v["immediate"] = serde_json::json!(crate::when::rfc3339(at));
     }
     if let Some(j) = &job {
         v["job"] = serde_json::json!(j.name);
         v["fires"] = serde_json::json!(
             slots
                 .iter()
-                .map(|s| cronsole::when::rfc3339(p.fire(*s)))
+                .map(|s| crate::when::rfc3339(p.fire(*s)))
                 .collect::<Vec<_>>()
         );
     }
-    println!("{}", cronsole::text::to_json(&v)?);
+    println!("{}", crate::text::to_json(&v)?);
     Ok(())
 }
 
@@ -238,10 +237,10 @@ fn print_text(p: &Preview) {
     if let Some(at) = p.immediate {
         println!(
             "{}  {} ({}) [at first store: run_immediately]",
-            cronsole::when::rfc3339(at),
+            crate::when::rfc3339(at),
             at.with_timezone(&tz).format(&format!(
                 "%Y-%m-%d %H:%M:%S{} %Z",
-                cronsole::when::fraction(at)
+                crate::when::fraction(at)
             )),
             tz.name()
         );
@@ -252,7 +251,7 @@ fn print_text(p: &Preview) {
         let jitter = if f > *s {
             format!(
                 "  [slot {} + {}s jitter]",
-                cronsole::when::rfc3339(*s),
+                crate::when::rfc3339(*s),
                 (f - *s).num_milliseconds() as f64 / 1000.0
             )
         } else {
@@ -260,11 +259,8 @@ fn print_text(p: &Preview) {
         };
         println!(
             "{}  {} ({}){jitter}",
-            cronsole::when::rfc3339(f),
-            local.format(&format!(
-                "%Y-%m-%d %H:%M:%S{} %Z",
-                cronsole::when::fraction(f)
-            )),
+            crate::when::rfc3339(f),
+            local.format(&format!("%Y-%m-%d %H:%M:%S{} %Z", crate::when::fraction(f))),
             tz.name()
         );
     }

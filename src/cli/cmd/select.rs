@@ -15,10 +15,10 @@
 use std::process::ExitCode;
 
 use crate::cli::args::{Cli, SelectArgs};
+use crate::model::JobRecord;
+use crate::store::{BULK_CHUNK, BulkAction, BulkOutcome, JobEdit, Store, TriggerOutcome};
 use anyhow::Result;
 use chrono::Utc;
-use cronsole::model::JobRecord;
-use cronsole::store::{BULK_CHUNK, BulkAction, BulkOutcome, JobEdit, Store, TriggerOutcome};
 
 use super::{bad_input, jobs_file, open_existing_store_to_write, store_location};
 
@@ -54,16 +54,14 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
 /// or by the newest history row (the last 5 minutes), not by other jobs' leases.
 pub fn no_engine_note(store: &dyn Store, jobs: &[JobRecord]) -> Result<Option<String>> {
     let now = Utc::now();
-    let mut holders = cronsole::owners::lease_holders(jobs, now);
-    holders.extend(cronsole::owners::live(&store.owners().unwrap_or_default()));
-    let newest = store.history(&cronsole::store::HistoryQuery {
+    let mut holders = crate::owners::lease_holders(jobs, now);
+    holders.extend(crate::owners::live(&store.owners().unwrap_or_default()));
+    let newest = store.history(&crate::store::HistoryQuery {
         limit: 1,
         ..Default::default()
     })?;
-    Ok(
-        (!cronsole::owners::engine_seen(&holders, newest.first(), now))
-            .then(|| format!("note: {}", cronsole::owners::NO_ENGINE)),
-    )
+    Ok((!crate::owners::engine_seen(&holders, newest.first(), now))
+        .then(|| format!("note: {}", crate::owners::NO_ENGINE)))
 }
 
 /// The sorted, de-duplicated names of a selection made of plain names only (no glob, tag or
@@ -150,7 +148,7 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
         &action,
         verb,
         |name, _| match reason {
-            Some(why) => println!("{verb}d {name} ({})", cronsole::text::line(why)),
+            Some(why) => println!("{verb}d {name} ({})", crate::text::line(why)),
             None => println!("{verb}d {name}"),
         },
     )?;
@@ -192,7 +190,7 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
                     TriggerOutcome::AlreadyRunning => running += 1,
                     TriggerOutcome::Queued | TriggerOutcome::AlreadyQueued => queued += 1,
                 }
-                println!("{}", cronsole::engine::trigger_notice(name, out));
+                println!("{}", crate::engine::trigger_notice(name, out));
             }
         },
     )?;
@@ -295,12 +293,11 @@ mod tests {
             "jobs:\n  - name: {name}\n    schedule: every 60s\n    command: \"true\"\n    tags: [{}]\n",
             tags.join(", ")
         );
-        let loaded = cronsole::config::load_str(&text, std::path::Path::new("jobs.yaml"))
+        let loaded = crate::config::load_str(&text, std::path::Path::new("jobs.yaml"))
             .expect("test job is valid");
         let d = loaded.file.jobs[0].clone();
         let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap_or_default();
-        let mut r =
-            cronsole::store::policy::define::new_record(d, now).expect("every 60s compiles");
+        let mut r = crate::store::policy::define::new_record(d, now).expect("every 60s compiles");
         r.rt.retired = retired;
         r
     }

@@ -33,15 +33,15 @@ use std::process::ExitCode;
 use crate::cli::args::{
     BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
 };
+use crate::config::Handover;
+use crate::cost::usd;
+use crate::listing::JobView;
+use crate::model::{JobRecord, Status};
+use crate::store::stats::{self, StatsLine};
+use crate::store::{HistoryQuery, JobEdit, Store, StoreError};
+use crate::when::{self, Zone};
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
-use cronsole::config::Handover;
-use cronsole::cost::usd;
-use cronsole::listing::JobView;
-use cronsole::model::{JobRecord, Status};
-use cronsole::store::stats::{self, StatsLine};
-use cronsole::store::{HistoryQuery, JobEdit, Store, StoreError};
-use cronsole::when::{self, Zone};
 use serde::Serialize;
 
 use super::{
@@ -70,7 +70,7 @@ fn ts(t: Option<DateTime<Utc>>) -> String {
 /// errors), then its jobs are handed to the store one at a time ([`Store::apply_each`]), so
 /// neither the YAML tree nor every definition is held at once (a file of 1 000 000 jobs).
 pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
-    let mut prepared = cronsole::config::prepare_file(file)?;
+    let mut prepared = crate::config::prepare_file(file)?;
     for w in std::mem::take(&mut prepared.warnings) {
         eprintln!("{}", inert(&w));
     }
@@ -106,7 +106,7 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
 
 /// The word shown in STATE: the listing's, so `jobs`, `describe` and `jobs --json` agree.
 fn state_text(r: &JobRecord, now: DateTime<Utc>) -> &'static str {
-    cronsole::listing::state(r, now)
+    crate::listing::state(r, now)
 }
 
 /// The NOTE column: lease, `max_runs` progress (`n/max`), queue, pause reason, retirement.
@@ -124,7 +124,7 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
     if more > 0 {
         parts.push(format!("{} runs live (overlap: allow)", more + 1));
     }
-    if let Some(b) = cronsole::store::policy::overlap::kept_slot(r, now) {
+    if let Some(b) = crate::store::policy::overlap::kept_slot(r, now) {
         parts.push(format!("slot {} kept to run next", when::stamp(b, zone)));
     }
     if let Some(m) = r.def.max_runs.filter(|_| !r.rt.retired) {
@@ -174,7 +174,7 @@ fn with_in_flight(note: String, held: f64) -> String {
 /// Control characters become spaces: one line per job, whatever an operator typed.
 /// Outside text (reasons, errors) on one inert line: the one policy of `cronsole::text`.
 fn one_line(s: &str) -> String {
-    cronsole::text::line(s).into_owned()
+    crate::text::line(s).into_owned()
 }
 
 /// NEXT and LEFT: when the next slot fires (the slot plus the job's jitter, as the console
@@ -204,10 +204,10 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     if a.json {
         // Streamed: one page of jobs in memory at a time, however many jobs the store holds.
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        return match cronsole::listing::write_jobs_json(&*store, &settings, now, out) {
+        return match crate::listing::write_jobs_json(&*store, &settings, now, out) {
             Ok(_) => Ok(ExitCode::SUCCESS),
             // The store's error itself, so its exit code is its kind's.
-            Err(cronsole::listing::ListingError::Store(e)) => Err(e.into()),
+            Err(crate::listing::ListingError::Store(e)) => Err(e.into()),
             Err(e) => Err(e.into()),
         };
     }
@@ -350,7 +350,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
     let rows = page.rows;
     if a.json {
         for r in &rows {
-            println!("{}", cronsole::text::to_json(r)?);
+            println!("{}", crate::text::to_json(r)?);
         }
         // stdout stays one row per line; the next page's token goes to stderr.
         if let Some(t) = &page.next {
@@ -388,7 +388,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             reason = format!("[after {j} run {id}] {reason}");
         }
         let reason: String = reason.chars().take(160).collect();
-        let reason = cronsole::text::visible_line(&reason);
+        let reason = crate::text::visible_line(&reason);
         cells.push(vec![
             ts(Some(r.finished_at)),
             r.job.clone(),
@@ -415,7 +415,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
 
 /// The TEXT of a `history` row: the reason (why it skipped, missed, failed), then the first line
 /// of the error, or of the result when there is no error — what the run said, in one line.
-fn row_text(r: &cronsole::model::HistoryRow) -> String {
+fn row_text(r: &crate::model::HistoryRow) -> String {
     let first = |s: &str| {
         s.lines()
             .map(str::trim)
@@ -436,7 +436,7 @@ fn row_text(r: &cronsole::model::HistoryRow) -> String {
 }
 
 /// The COST of a `history` row: what it cost, `-` for a row that called no model.
-fn row_cost(r: &cronsole::model::HistoryRow) -> String {
+fn row_cost(r: &crate::model::HistoryRow) -> String {
     if r.cost_usd > 0.0 || r.model.is_some() {
         usd(r.cost_usd)
     } else {
@@ -449,14 +449,14 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
     let now = Utc::now();
     let (jobs, settings) = (store.jobs()?, store.settings()?);
     let s = stats::compute(&jobs, &settings, now);
-    let f = cronsole::forecast::compute(&jobs, &settings, now);
+    let f = crate::forecast::compute(&jobs, &settings, now);
     if json {
         // The stats object with the forecast added under its own key.
         let mut v = serde_json::to_value(&s)?;
         if let Some(o) = v.as_object_mut() {
             o.insert("forecast".into(), serde_json::to_value(&f)?);
         }
-        println!("{}", cronsole::text::to_json_pretty(&v)?);
+        println!("{}", crate::text::to_json_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("period {}", s.period);
@@ -518,7 +518,7 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
     })?;
     let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
-    println!("{}", cronsole::engine::operator_notice(&job, &out));
+    println!("{}", crate::engine::operator_notice(&job, &out));
     // The retried job's record only (an engine is seen by its lease or the newest history
     // row), so a retry costs one record however many jobs the store holds.
     let rec: Vec<JobRecord> = store.job(&job)?.into_iter().collect();
@@ -531,7 +531,7 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
     let (job, out) = store.cancel(&a.target, Utc::now())?;
-    println!("{}", cronsole::engine::operator_notice(&job, &out));
+    println!("{}", crate::engine::operator_notice(&job, &out));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -540,7 +540,7 @@ pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
     let Some(rec) = store.job(&a.name)? else {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));
     };
-    let tz = cronsole::schedule::parse_tz(&rec.def.tz)
+    let tz = crate::schedule::parse_tz(&rec.def.tz)
         .map_err(|e| bad_input(format!("job '{}': {e}", a.name)))?;
     let now = Utc::now();
     let zone_name = format!("the job's zone {}", tz.name());
@@ -549,7 +549,7 @@ pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
     };
     let (from, to) = (at("--from", &a.from)?, at("--to", &a.to)?);
     let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, now)?;
-    println!("{}", cronsole::engine::operator_notice(&a.name, &out));
+    println!("{}", crate::engine::operator_notice(&a.name, &out));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -564,7 +564,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));
     };
     let settings = store.settings()?;
-    let sched = cronsole::store::rules::slots::compile(&rec).ok();
+    let sched = crate::store::rules::slots::compile(&rec).ok();
     let words = sched
         .as_ref()
         .map_or_else(|| rec.def.schedule_text.clone(), |c| c.describe());
@@ -586,9 +586,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             placement: Option<String>,
             next_slots: &'a [DateTime<Utc>],
             period_cost_usd: f64,
-            definition: &'a cronsole::model::JobDef,
-            runtime: &'a cronsole::model::JobRuntime,
-            last_runs: &'a [cronsole::model::HistoryRow],
+            definition: &'a crate::model::JobDef,
+            runtime: &'a crate::model::JobRuntime,
+            last_runs: &'a [crate::model::HistoryRow],
             #[serde(skip_serializing_if = "Option::is_none")]
             tools: Option<&'a super::tools::PinnedTools>,
         }
@@ -596,7 +596,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             name: &rec.def.name,
             state: state_text(&rec, now),
             schedule_words: &words,
-            placement: cronsole::schedule::placement(&rec.def.schedule),
+            placement: crate::schedule::placement(&rec.def.schedule),
             next_slots: &next,
             period_cost_usd: period,
             definition: &rec.def,
@@ -604,7 +604,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             last_runs: &runs,
             tools: tools.as_ref(),
         };
-        println!("{}", cronsole::text::to_json_pretty(&d)?);
+        println!("{}", crate::text::to_json_pretty(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
@@ -621,7 +621,7 @@ fn kv(k: &str, v: String) {
 }
 
 /// The next slots `describe` shows (none for a job that does not fire).
-fn next_slots(rec: &JobRecord, sched: Option<&cronsole::schedule::Compiled>) -> Vec<DateTime<Utc>> {
+fn next_slots(rec: &JobRecord, sched: Option<&crate::schedule::Compiled>) -> Vec<DateTime<Utc>> {
     let firing = rec.fires();
     let mut next = Vec::new();
     if let (true, Some(c), Some(mut t)) = (firing, sched, rec.rt.next_slot) {
@@ -662,9 +662,9 @@ fn describe_definition(
         "schedule:",
         format!("{} ({words}), zone {}", one_line(&d.schedule_text), d.tz),
     );
-    if let Some(p) = cronsole::schedule::placement(&d.schedule) {
+    if let Some(p) = crate::schedule::placement(&d.schedule) {
         let grid = match d.schedule {
-            cronsole::schedule::ScheduleSpec::Every { .. } => format!(
+            crate::schedule::ScheduleSpec::Every { .. } => format!(
                 "; this grid is anchored at {}, when the job was first stored",
                 when::stamp(rec.rt.anchor, zone)
             ),
@@ -673,14 +673,14 @@ fn describe_definition(
         kv("", format!("{p}{grid}"));
     }
     match &d.action {
-        cronsole::model::Action::Agent { agent, message, .. } => kv(
+        crate::model::Action::Agent { agent, message, .. } => kv(
             "action:",
             format!(
                 "agent {agent}: {}",
-                one_line(&cronsole::model::truncate_marked(message, 200))
+                one_line(&crate::model::truncate_marked(message, 200))
             ),
         ),
-        cronsole::model::Action::Command {
+        crate::model::Action::Command {
             command,
             timeout_seconds,
         } => kv(
@@ -695,16 +695,16 @@ fn describe_definition(
         super::tools::print_pinned(t);
     }
     match &d.gate {
-        Some(cronsole::model::Gate::PreRun { command }) => {
+        Some(crate::model::Gate::PreRun { command }) => {
             kv("gate:", format!("pre_run `{}`", one_line(command)))
         }
-        Some(cronsole::model::Gate::Monitor { source }) => kv(
+        Some(crate::model::Gate::Monitor { source }) => kv(
             "gate:",
             match source {
-                cronsole::model::MonitorSource::Command { command } => {
+                crate::model::MonitorSource::Command { command } => {
                     format!("monitor command `{}`", one_line(command))
                 }
-                cronsole::model::MonitorSource::Url { url, .. } => {
+                crate::model::MonitorSource::Url { url, .. } => {
                     format!("monitor url {}", one_line(url))
                 }
             },
@@ -732,7 +732,7 @@ fn describe_definition(
         // Tags from an older store may hold control characters (validate refuses them now).
         kv(
             "tags:",
-            cronsole::text::visible_line(&d.tags.join(", ")).into_owned(),
+            crate::text::visible_line(&d.tags.join(", ")).into_owned(),
         );
     }
     if !d.after.is_empty() {
@@ -796,29 +796,35 @@ fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: Date
     }
 }
 
+/// `describe`'s run count and the history rows behind it, per status (`3 (4 history rows: 3
+/// succeeded, 1 skipped)`); a job with no rows yet says so rather than listing nothing.
+fn runs_line(c: &cronsole::model::JobCounters) -> String {
+    let rows: u64 = c.by_status.values().sum();
+    if rows == 0 {
+        return "0 (no history rows yet)".to_string();
+    }
+    let per_status = c
+        .by_status
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let word = if rows == 1 { "row" } else { "rows" };
+    format!("{} ({rows} history {word}: {per_status})", c.executions())
+}
+
 /// Its runs, its spend and its forecast.
 fn describe_counters(
     rec: &JobRecord,
-    settings: &cronsole::model::Settings,
+    settings: &crate::model::Settings,
     period: f64,
     zone: Zone,
     now: DateTime<Utc>,
 ) {
     let d = &rec.def;
     let c = &rec.rt.counters;
-    let rows: u64 = c.by_status.values().sum();
-    kv(
-        "runs:",
-        format!(
-            "{} ({rows} history rows: {})",
-            c.executions(),
-            c.by_status
-                .iter()
-                .map(|(s, n)| format!("{n} {s}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
-    );
+    kv("runs:", runs_line(c));
     kv(
         "spend:",
         format!(
@@ -834,7 +840,7 @@ fn describe_counters(
             }
         ),
     );
-    let f = cronsole::forecast::compute(std::slice::from_ref(rec), settings, now);
+    let f = crate::forecast::compute(std::slice::from_ref(rec), settings, now);
     match f.jobs.first() {
         Some(j) => kv(
             "forecast:",
@@ -856,7 +862,7 @@ fn describe_counters(
 }
 
 /// Its last runs, newest first.
-fn describe_runs(runs: &[cronsole::model::HistoryRow], zone: Zone) {
+fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
     if runs.is_empty() {
         kv("last runs:", "none yet".to_string());
         return;
@@ -880,14 +886,26 @@ fn describe_runs(runs: &[cronsole::model::HistoryRow], zone: Zone) {
             r.status.as_str(),
             r.trigger.as_str(),
             r.run_id,
-            one_line(&cronsole::model::truncate_marked(why, 80)).trim_end()
+            one_line(&crate::model::truncate_marked(why, 80)).trim_end()
         );
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::table;
+    use super::{runs_line, table};
+    use cronsole::model::{JobCounters, Status};
+
+    #[test]
+    fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {
+        let mut c = JobCounters::default();
+        assert_eq!(runs_line(&c), "0 (no history rows yet)");
+        c.by_status.insert(Status::Skipped, 1);
+        assert_eq!(runs_line(&c), "0 (1 history row: 1 skipped)");
+        c.by_status.insert(Status::Succeeded, 3);
+        c.by_status.insert(Status::Failed, 0);
+        assert_eq!(runs_line(&c), "3 (4 history rows: 3 succeeded, 1 skipped)");
+    }
 
     #[test]
     fn a_table_pads_to_the_widest_cell_right_aligns_numbers_and_leaves_the_last_column_alone() {

@@ -16,18 +16,18 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
-use cronsole::action::agent::forecast::{ToolsForecast, forecast};
-use cronsole::action::tools::pin;
-use cronsole::action::tools::toolbox::{self, EnvLookup};
-use cronsole::action::tools::{OfferedTool, ToolDef, ToolSource};
-use cronsole::cost::PriceTable;
-use cronsole::model::{
+use crate::action::agent::forecast::{ToolsForecast, forecast};
+use crate::action::tools::pin;
+use crate::action::tools::toolbox::{self, EnvLookup};
+use crate::action::tools::{OfferedTool, ToolDef, ToolSource};
+use crate::cost::PriceTable;
+use crate::model::{
     Action, JobDef, McpServerDef, McpTransport, Settings, ToolPattern, ToolPin, wire_name,
 };
-use cronsole::proc::ProcEnv;
-use cronsole::store::Store;
+use crate::proc::ProcEnv;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::store_location;
@@ -210,8 +210,7 @@ async fn accept(store: &Arc<dyn Store>, settings: &Settings, a: &ToolsArgs) -> R
                 let n = pins.len();
                 let (store, server) = (store.clone(), name.clone());
                 let replaced =
-                    cronsole::store::blocking(&store, move |s| s.accept_tools(&server, &pins))
-                        .await?;
+                    crate::store::blocking(&store, move |s| s.accept_tools(&server, &pins)).await?;
                 println!(
                     "{}: pinned {n} tool(s) as listed now ({replaced} earlier pin(s) replaced)",
                     super::inert(&name)
@@ -368,7 +367,7 @@ fn short(h: &str) -> &str {
 }
 
 fn print_text(r: &Report) {
-    use cronsole::text::visible_line as one;
+    use crate::text::visible_line as one;
     if r.servers.is_empty() && r.command_tools.is_empty() {
         println!("no tool sources (mcp_servers: and tools: are empty)");
     }
@@ -531,7 +530,7 @@ fn offered_tool(qualified: String, def: ToolDef) -> OfferedTool {
 
 /// `describe`'s lines for [`PinnedTools`].
 pub fn print_pinned(t: &PinnedTools) {
-    use cronsole::text::visible_line as one;
+    use crate::text::visible_line as one;
     let f = &t.forecast;
     let names: Vec<String> = f
         .tools
@@ -548,7 +547,7 @@ pub fn print_pinned(t: &PinnedTools) {
             names.join(", ")
         }
     );
-    let usd = |v: Option<f64>| v.map_or("unpriced".to_string(), cronsole::cost::usd);
+    let usd = |v: Option<f64>| v.map_or("unpriced".to_string(), crate::cost::usd);
     println!(
         "{:<12} definitions {} tokens per turn; worst case one turn {}, {} turns {}",
         "",

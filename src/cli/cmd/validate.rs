@@ -15,12 +15,12 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::config::{self, Handover, Severity, Validation};
+use crate::model::JobDef;
+use crate::schedule::{self, ScheduleSpec};
+use crate::when;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use cronsole::config::{self, Handover, Severity, Validation};
-use cronsole::model::JobDef;
-use cronsole::schedule::{self, ScheduleSpec};
-use cronsole::when;
 
 pub fn validate(file: &Path) -> Result<ExitCode> {
     // Size-capped, regular files only: `validate /dev/zero` is refused, not read forever.
@@ -166,7 +166,7 @@ impl Broken {
         if self.sections.iter().any(|(s, _)| s == "defaults") {
             return Some("it inherits `defaults:`, which has errors".to_string());
         }
-        if let cronsole::model::Action::Agent { agent, .. } = &job.action {
+        if let crate::model::Action::Agent { agent, .. } = &job.action {
             // An agent allowing a tool of an `mcp_servers:`/`tools:` entry with errors has an
             // error of its own (its `tools:` item says so).
             if self.entries.contains(&format!("agents.{agent}")) {
@@ -215,8 +215,8 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         words.push_str(" [disabled]");
     }
     match job.overlap {
-        cronsole::model::Overlap::Skip => {}
-        cronsole::model::Overlap::Allow {
+        crate::model::Overlap::Skip => {}
+        crate::model::Overlap::Allow {
             max_concurrent_runs,
         } => words.push_str(&format!(
             " [overlap: allow, up to {max_concurrent_runs} runs at once]"
@@ -224,7 +224,7 @@ fn write_job(out: &mut impl Write, job: &JobDef, now: DateTime<Utc>) -> Result<(
         other => words.push_str(&format!(" [overlap: {}]", other.name())),
     }
     let line = format!("{}: {} — {}", job.name, job.schedule_text, words);
-    writeln!(out, "{}", cronsole::text::visible_line(&line))?;
+    writeln!(out, "{}", crate::text::visible_line(&line))?;
     let stamp = |t: DateTime<Utc>| {
         format!(
             "{} ({})",
