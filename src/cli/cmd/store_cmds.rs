@@ -798,7 +798,7 @@ fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: Date
 
 /// `describe`'s run count and the history rows behind it, per status (`3 (4 history rows: 3
 /// succeeded, 1 skipped)`); a job with no rows yet says so rather than listing nothing.
-fn runs_line(c: &cronsole::model::JobCounters) -> String {
+fn runs_line(c: &crate::model::JobCounters) -> String {
     let rows: u64 = c.by_status.values().sum();
     if rows == 0 {
         return "0 (no history rows yet)".to_string();
@@ -894,7 +894,7 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
 #[cfg(test)]
 mod tests {
     use super::{runs_line, table};
-    use cronsole::model::{JobCounters, Status};
+    use crate::model::{JobCounters, Status};
 
     #[test]
     fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {
