@@ -16,7 +16,9 @@
 //! - Two days ahead, then back: while ahead it records the skipped slots (`missed`, or one
 //!   coalesced run) and runs on the later clock; once back, every job fires at its next real
 //!   slot, and no slot runs twice.
-//! - An hour back: every job fires at its next slot on the new time, not an hour later.
+//! - An hour back for a few heartbeats, then set right: no slot that ran runs again (the job
+//!   waits for the clock rather than re-deriving from it), and every job fires at its next
+//!   real slot once the clock is right.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
@@ -270,6 +272,22 @@ impl Stepped {
         std::fs::write(&self.ts, format!("{spec}\n")).unwrap();
     }
 
+    /// The newest heartbeat (by the store's clock) of an owner record an hour behind, if any.
+    fn behind_beats(&self) -> Option<DateTime<Utc>> {
+        let dir = Path::new(&self.store).join("owners");
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+            .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .filter(|r| {
+                r["clock_offset_ms"]
+                    .as_i64()
+                    .is_some_and(|o| o < -1_800_000)
+            })
+            .filter_map(|r| r["last_seen"].as_str()?.parse::<DateTime<Utc>>().ok())
+            .max()
+    }
+
     fn rows(&self) -> Vec<serde_json::Value> {
         owner_support::history(&self.dir, &self.store)
     }
@@ -321,14 +339,15 @@ fn first_run<'a>(
     })
 }
 
-/// Each job's first run from `from` on stands for a slot at most one interval (and the
-/// second libfaketime takes to read its file, and a claim's latency) after `from`.
+/// Each job's first run from `from` on stands for a slot at most one interval after `from`,
+/// plus the second libfaketime takes to read its file and the heartbeat turn (5 s) that
+/// notices the step of an owner asleep until a slot its stepped clock put far away.
 fn assert_next_slots(rows: &[serde_json::Value], from: DateTime<Utc>, until: DateTime<Utc>) {
     for (job, every) in STEP_JOBS {
         let r = first_run(rows, job, from, until).unwrap();
         let slot = owner_support::at(r, "slot").unwrap();
         assert!(
-            slot <= from + chrono::Duration::seconds(every + 3),
+            slot <= from + chrono::Duration::seconds(every + 8),
             "{job}: first slot {slot} after {from}: {rows:#?}"
         );
     }
@@ -384,26 +403,37 @@ fn a_file_store_clock_two_days_ahead_then_back_fires_every_job_at_its_next_real_
 }
 
 #[test]
-fn a_file_store_clock_stepped_an_hour_back_fires_every_job_at_its_next_slot() {
+fn a_file_store_clock_stepped_an_hour_back_and_set_right_never_reruns_a_slot() {
     let Some(s) = Stepped::start("back1h") else {
         return;
     };
-    let soon = || Utc::now() + chrono::Duration::minutes(1);
+    let far = || Utc::now() + chrono::Duration::days(1);
     s.wait_for_runs(
         "runs on the real clock",
         Utc::now() - chrono::Duration::minutes(1),
-        soon(),
+        far(),
     );
     s.set("-1h");
-    let back = Utc::now() - chrono::Duration::hours(1);
-    // Rows written on the new time: an hour behind the real one.
-    let behind = || Utc::now() - chrono::Duration::minutes(30);
-    s.wait_for_runs("runs an hour back", back, behind());
-    let log = s.owner.log();
-    assert!(
-        log.iter().any(|l| l.contains("wall clock stepped -1h")),
-        "{log:#?}"
+    s.owner
+        .wait_for("the step back in the log", Duration::from_secs(30), |o| {
+            o.log().iter().any(|l| l.contains("wall clock stepped -1h"))
+        });
+    // Two heartbeats an hour behind: the owner's claim loop has turned on the stepped clock.
+    let beats = || s.behind_beats();
+    s.owner.wait_for(
+        "a heartbeat an hour behind",
+        Duration::from_secs(30),
+        |_| beats().is_some(),
     );
+    let first = beats();
+    s.owner.wait_for(
+        "a second heartbeat an hour behind",
+        Duration::from_secs(30),
+        |_| beats() > first,
+    );
+    s.set("+0");
+    let back = Utc::now();
+    s.wait_for_runs("runs on the real clock again", back, far());
     let rows = s.finish();
-    assert_next_slots(&rows, back, behind());
+    assert_next_slots(&rows, back, far());
 }

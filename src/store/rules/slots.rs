@@ -13,12 +13,15 @@
 //!   before now, for `every` the first overdue slot.
 //! - A record whose slots were decided by a clock more than [`AHEAD_TOLERANCE`] ahead of `now`
 //!   (a wall clock stepped forward and back, an owner whose clock ran ahead) is re-derived from
-//!   `now` ([`rederive`]): its last slot after `now` comes back to the schedule's latest slot at
-//!   or before `now`, its next slot to the schedule's first slot after `now`, an `every` grid
-//!   whose origin lies ahead moves back by whole intervals (same phase). The slots it may then
-//!   fire again had run (or were recorded `missed`) at instants the clock has since taken back:
-//!   their rows carry those instants. A record a few seconds ahead is left alone, so owners whose
-//!   clocks differ within the offset bound never re-run each other's slots.
+//!   `now` ([`rederive`]): its next slot comes back to the schedule's first slot after both `now`
+//!   and its last slot, and an `every` grid whose origin lies ahead moves back by whole intervals
+//!   (same phase). Neither change can make a slot that ran run again.
+//! - A last slot after `now` (a slot that ran) moves back only when it lies more than
+//!   [`CLOCK_FIX`] ahead: a clock that far off was wrong, and the later clock is taken as
+//!   corrected. Within that, the clock that is behind now may be the wrong one (stepped back by
+//!   hand, about to be set right), and moving the last slot back would run its slots again when
+//!   it is; so the job waits for the clock to pass its last slot, as cron does for a clock set
+//!   back by less than three hours. A record a few seconds ahead is left alone either way.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -54,9 +57,14 @@ pub(crate) fn secs_f64(s: f64) -> Duration {
 /// second owner within its bound must never re-run a slot), far below any step worth undoing.
 pub const AHEAD_TOLERANCE: Duration = Duration::seconds(60);
 
+/// How far ahead of `now` a slot that ran must lie before [`rederive`] takes the clock that ran
+/// it as wrong and moves the job's last slot back (see the module doc).
+pub const CLOCK_FIX: Duration = Duration::hours(3);
+
 /// Re-derive a recurring job's slots from `now` when they were decided by a clock more than
-/// [`AHEAD_TOLERANCE`] ahead (see the module doc): its last slot lies after `now`, or the
-/// instant its next slot was chosen at (at least the schedule's slot before it) does. Returns
+/// [`AHEAD_TOLERANCE`] ahead (see the module doc): its last slot lies more than [`CLOCK_FIX`]
+/// after `now`, or the instant its next slot was chosen at (at least the schedule's slot before
+/// it) lies after `now`. Returns
 /// what changed, in words for the log, or `None` when the record is left as it was. A retired
 /// job, a live run's, and a one-shot are never touched.
 pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
@@ -78,7 +86,7 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
         }
         _ => None,
     };
-    let last_ahead = rt.last_slot.is_some_and(|l| l > bound);
+    let last_ahead = rt.last_slot.is_some_and(|l| l > now + CLOCK_FIX);
     let chosen_ahead = rt
         .next_slot
         .and_then(|n| sched.prev_before(n))
@@ -107,8 +115,8 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
         // latest slot, or `now` on a grid that starts after it.
         rec.rt.last_slot = Some(back.unwrap_or(now));
     }
-    // A last slot within the tolerance stays behind the next one (another owner's, a little
-    // ahead): it is never run again.
+    // A last slot left where it is (another owner's a little ahead, or one that ran before the
+    // clock was set back) stays behind the next one: it is never run again.
     let from = match rec.rt.last_slot {
         Some(l) if !last_ahead => l.max(now),
         _ => now,
@@ -121,6 +129,9 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
             next.map_or_else(|| "none".into(), stamp)
         ));
         rec.rt.next_slot = next;
+    }
+    if words.is_empty() {
+        return None;
     }
     Some(words.join(", "))
 }
