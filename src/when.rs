@@ -1,7 +1,7 @@
 //! Times for people, both ways. Out: the time columns users of `systemctl list-timers` expect
 //! (NEXT / LEFT / LAST / PASSED), absolute times in local time (or UTC) and relative spans in
-//! systemd's style (`4min 10s`, `2h 5min`, `3 days 1h`), shared by `cronsole jobs`, `describe`
-//! and the console. In: [`parse_time`], the one reader of every time a command takes
+//! one compact form (`4m10s`, `2h05m`, `3d01h`), shared by `cronsole jobs`, `describe` and the
+//! console. In: [`parse_time`], the one reader of every time a command takes
 //! (`--after`, `--before`, `--since`, `--from`, `--to`), so a form one flag accepts every flag
 //! accepts.
 //!
@@ -94,37 +94,25 @@ pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(f, true)
 }
 
-/// A span in systemd's words, two units at most: `45s`, `4min 10s`, `2h 5min`, `3 days 1h`,
-/// `1 week 2 days`. Under a second is `0s`.
+/// A span, compact, two units at most with the second padded so columns line up: `42s`,
+/// `4m10s`, `2h05m`, `3d04h`. Under a second is `0s`. The one span format of `jobs`,
+/// `describe`, `dry-run` and the console (whose narrow columns chose it), so one span reads
+/// alike everywhere.
 pub fn span(d: Duration) -> String {
-    let s = d.num_seconds().max(0);
-    let units: [(i64, &str, &str); 6] = [
-        (365 * 86_400, " year", " years"),
-        (7 * 86_400, " week", " weeks"),
-        (86_400, " day", " days"),
-        (3600, "h", "h"),
-        (60, "min", "min"),
-        (1, "s", "s"),
-    ];
-    let mut out: Vec<String> = Vec::new();
-    let mut rest = s;
-    for (size, one, many) in units {
-        if out.len() == 2 {
-            break;
-        }
-        let n = rest / size;
-        if n > 0 {
-            out.push(format!("{n}{}", if n == 1 { one } else { many }));
-            rest -= n * size;
-        } else if !out.is_empty() {
-            // Two units must be adjacent (`2h 5min`, never `2h 5s`).
-            break;
-        }
-    }
-    if out.is_empty() {
-        "0s".to_string()
+    span_secs(d.num_seconds())
+}
+
+/// [`span`] of a whole number of seconds (a negative count is `0s`).
+pub fn span_secs(secs: i64) -> String {
+    let s = secs.max(0);
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if s < 86_400 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
     } else {
-        out.join(" ")
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
     }
 }
 
@@ -137,8 +125,8 @@ pub fn left(next: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The PASSED column: `2h 5min ago`. An instant ahead of `now` (written while a clock was
-/// ahead, since stepped back) says so, `2 days ahead`, never `0s ago`.
+/// The PASSED column: `2h05m ago`. An instant ahead of `now` (written while a clock was
+/// ahead, since stepped back) says so, `2d00h ahead`, never `0s ago`.
 pub fn passed(last: DateTime<Utc>, now: DateTime<Utc>) -> String {
     if last > now + Duration::seconds(1) {
         return format!("{} ahead", span(last - now));
@@ -255,15 +243,16 @@ mod tests {
     use crate::testkit::time::rfc3339 as t;
 
     #[test]
-    fn spans_read_like_systemd() {
+    fn spans_are_compact_with_two_units_at_most() {
         assert_eq!(span(Duration::milliseconds(400)), "0s");
         assert_eq!(span(Duration::seconds(45)), "45s");
-        assert_eq!(span(Duration::seconds(250)), "4min 10s");
-        assert_eq!(span(Duration::seconds(7500)), "2h 5min");
-        assert_eq!(span(Duration::seconds(7205)), "2h");
-        assert_eq!(span(Duration::seconds(3 * 86_400 + 3600)), "3 days 1h");
-        assert_eq!(span(Duration::days(9)), "1 week 2 days");
+        assert_eq!(span(Duration::seconds(250)), "4m10s");
+        assert_eq!(span(Duration::seconds(7500)), "2h05m");
+        assert_eq!(span(Duration::seconds(7205)), "2h00m");
+        assert_eq!(span(Duration::seconds(3 * 86_400 + 3600)), "3d01h");
+        assert_eq!(span(Duration::days(9)), "9d00h");
         assert_eq!(span(Duration::seconds(-5)), "0s");
+        assert_eq!(span_secs(116), "1m56s");
     }
 
     #[test]
@@ -353,10 +342,10 @@ mod tests {
     #[test]
     fn left_and_passed() {
         let now = t("2026-11-30T16:00:00Z");
-        assert_eq!(left(now + Duration::seconds(90), now), "1min 30s");
+        assert_eq!(left(now + Duration::seconds(90), now), "1m30s");
         assert_eq!(left(now, now), "due");
-        assert_eq!(passed(now - Duration::hours(26), now), "1 day 2h ago");
-        assert_eq!(passed(now + Duration::days(2), now), "2 days ahead");
+        assert_eq!(passed(now - Duration::hours(26), now), "1d02h ago");
+        assert_eq!(passed(now + Duration::days(2), now), "2d00h ahead");
         assert_eq!(passed(now + Duration::milliseconds(300), now), "0s ago");
     }
 }

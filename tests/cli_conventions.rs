@@ -417,6 +417,16 @@ fn edit_validates_loops_back_shows_the_plan_and_applies() {
         jobs.contains("more") && jobs.contains("heartbeat"),
         "{jobs}"
     );
+    // The edit stored the settings as `apply` does (commands run beside the jobs file), so a
+    // re-apply of the unchanged file says no setting changed.
+    let settings = std::fs::read_to_string(s.0.join(".cronsole/settings.json")).expect("read");
+    let dir = std::fs::canonicalize(&s.0).expect("canonical dir");
+    assert!(
+        settings.contains(&format!("\"base_dir\": \"{}\"", dir.display())),
+        "{settings}"
+    );
+    let again = stdout(&cronsole(&s.0, &["apply", "jobs.yaml"]));
+    assert!(!again.contains("settings updated"), "{again}");
     // No edit copies are left behind.
     let leftovers: Vec<_> = std::fs::read_dir(&s.0)
         .expect("list")

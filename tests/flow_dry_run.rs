@@ -69,6 +69,11 @@ fn dry_run_shows_everything_and_changes_nothing() {
             "    agent: bot".into(),
             "    message: \"Never today.\"".into(),
             "    pre_run: \"exit 1\"".into(),
+            "  - name: tight".into(),
+            "    schedule: every 1h".into(),
+            "    agent: bot".into(),
+            "    message: \"Too dear for its limit.\"".into(),
+            "    max_cost_usd: 0.00001".into(),
         ]
         .join("\n")
     )
@@ -117,6 +122,24 @@ fn dry_run_shows_everything_and_changes_nothing() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["would_run"], false, "{v}");
     assert!(v["gate"].as_str().unwrap().starts_with("skipped"), "{v}");
+
+    // One worst case, one figure: the refusal's "may cost up to" is the price ceiling shown.
+    let (c, out, err) = run(&dir, &["dry-run", "tight"]);
+    assert_eq!(c, 0, "{err}");
+    let after = |needle: &str| {
+        let at = out
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} in {out}"))
+            + needle.len();
+        out[at..]
+            .split(|ch: char| ch.is_whitespace() || ch == ',')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ceiling = after("price ceiling of the call: ");
+    assert!(ceiling.starts_with("$0.000"), "{out}");
+    assert_eq!(after("may cost up to "), ceiling, "{out}");
 
     // Unknown job: exit 2.
     let (c, _, err) = run(&dir, &["dry-run", "ghost"]);
@@ -293,6 +316,17 @@ jobs:
     assert!(
         (ceiling - one_turn).abs() < 1e-15,
         "{ceiling} vs {one_turn}"
+    );
+    // In text, the two figures print alike, in the one money format.
+    let d = dir.to_path_buf();
+    let (_, text, _) = tokio::task::spawn_blocking(move || run(&d, &["dry-run", "ask"]))
+        .await
+        .unwrap();
+    let shown = cronsole::testkit::internals::cost::usd_up(ceiling);
+    assert!(
+        text.contains(&format!("price ceiling of the call: {shown} (worst case)"))
+            && text.contains(&format!("worst case: {shown} for one turn")),
+        "{text}"
     );
 
     let d = dir.to_path_buf();

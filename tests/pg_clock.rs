@@ -6,7 +6,7 @@
 mod conformance;
 mod support;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use cronsole::model::Status;
 use cronsole::store::postgres::{PgClock, PgOptions, PgStore};
 use cronsole::store::{HistoryReader, RenewOutcome, Store};
@@ -120,8 +120,10 @@ fn operator_edits_and_completions_read_the_database_clock() {
         .remove(0);
     conformance::done(&s, &c, "o", Status::Succeeded, Utc::now() - secs(3600));
     let next = s.job("tick").unwrap().unwrap().rt.next_slot.unwrap();
+    // The grid starts on the whole second the job was stored in.
+    let grid = before.trunc_subsecs(0);
     assert!(
-        within(next, before + secs(60), Utc::now() + secs(60)),
+        within(next, grid + secs(60), Utc::now() + secs(60)),
         "next slot {next}"
     );
     // A pause by a caller a day ahead pauses now, and a resume continues at the next slot.
@@ -197,4 +199,65 @@ fn only_the_apply_that_changed_the_settings_reports_it() {
         let told = reports.iter().filter(|r| !r.is_empty()).count();
         assert_eq!(told, 1, "round {round}: {reports:?}");
     }
+}
+
+/// A database clock that ran two days ahead and was set back: a job whose slots it decided is
+/// not due for two days, so no claim would look at it. The next heartbeat of an owner that
+/// opens the store afterwards sees the newest heartbeat on record two days ahead of the
+/// database's clock, and re-derives the job from now.
+#[test]
+fn slots_a_database_clock_decided_ahead_are_re_derived_at_the_next_heartbeat() {
+    let url = pg_db_or_skip!();
+    // The decisions the clock ahead made, through a handle told that clock.
+    let ahead = open(&url, PgClock::Caller);
+    let t = Utc::now() + Duration::days(2);
+    ahead
+        .apply(
+            &conformance::file(vec![conformance::every("tick", 60)]),
+            t - secs(60),
+        )
+        .unwrap();
+    let o = conformance::claim(&ahead, "ahead", t, 10);
+    assert_eq!(o.claims.len(), 1, "{o:?}");
+    conformance::done(
+        &ahead,
+        &o.claims[0],
+        "ahead",
+        Status::Succeeded,
+        t + secs(1),
+    );
+    let rec = |owner: &str, seen: DateTime<Utc>| cronsole::model::OwnerRecord {
+        owner: owner.into(),
+        host: "h".into(),
+        pid: 1,
+        version: "test".into(),
+        started_at: seen,
+        last_seen: seen,
+        clock_offset_ms: 0,
+        claims_stopped: None,
+    };
+    let json = serde_json::to_string(&rec("h:1:ahead", t)).unwrap();
+    support::pg::exec(
+        &url,
+        &format!(
+            "INSERT INTO cronsole_owners (owner, last_seen, clock_offset_ms, record) \
+             VALUES ('h:1:ahead', '{}', 0, $j${json}$j$::jsonb)",
+            t.to_rfc3339()
+        ),
+    )
+    .unwrap();
+    let db = open(&url, PgClock::Database);
+    assert!(db.jobs().unwrap()[0].rt.next_slot > Some(t));
+    let before = Utc::now();
+    db.beat(&rec("h:2:real", before)).unwrap();
+    let job = &db.jobs().unwrap()[0];
+    let next = job.rt.next_slot.unwrap();
+    assert!(
+        next > before - secs(1) && next <= Utc::now() + secs(61),
+        "next slot {next}, re-derived at {before}"
+    );
+    assert!(job.rt.last_slot.unwrap() <= Utc::now(), "{:?}", job.rt);
+    // Once re-derived, the next heartbeat changes nothing.
+    db.beat(&rec("h:2:real", Utc::now())).unwrap();
+    assert_eq!(db.jobs().unwrap()[0].rt.next_slot, Some(next));
 }

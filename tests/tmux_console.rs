@@ -506,3 +506,50 @@ fn the_history_cursor_stays_on_its_run_while_rows_arrive() {
     t.wait_for("EXITED:0", Duration::from_secs(40));
     drop(t);
 }
+
+/// At 80×24, on a real terminal: a job whose limit cannot pay for one call is named in the
+/// header as "budget too small for one call" (not `BUDGET REACHED`), and the footer, built to
+/// the width, still ends with `? help` and `q quit` while the alert line takes its room.
+#[test]
+fn at_80_columns_the_header_names_a_budget_too_small_and_the_footer_keeps_help_and_quit() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("narrow");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "agents:\n  a:\n    provider: openai\n    base_url: http://127.0.0.1:9/v1\n    \
+         api_key_env: NARROW_KEY\n    model: gpt-4o-mini\n\
+         jobs:\n  - name: tiny\n    schedule: every 1h\n    run_immediately: true\n    \
+         agent: a\n    message: hi\n    max_cost_usd: 0.002\n  \
+         - name: tick\n    schedule: every 1s\n    command: \"echo tick\"\n",
+    )
+    .expect("write jobs file");
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!(
+        "NARROW_KEY=sk-narrow {bin} --jobs jobs.yaml --store store console; echo EXITED:$?; sleep 120"
+    );
+    let t = Tmux::start("narrow", 80, 24, &dir, &cmd);
+    let screen = t.wait_for(
+        "tiny: budget too small for one call",
+        Duration::from_secs(30),
+    );
+    assert!(!screen.contains("BUDGET REACHED"), "{screen}");
+    let skipped = cli(&dir, &["history", "--job", "tiny", "--json"]);
+    assert!(
+        skipped.contains("budget too small for one call: it may cost up to"),
+        "{skipped}"
+    );
+    let footer = |s: &str| s.lines().last().unwrap_or("").trim_end().to_string();
+    assert!(footer(&screen).ends_with("? help q quit"), "{screen}");
+    // Every pane in turn: the footer changes its hints, never losing help and quit.
+    for _ in 0..3 {
+        t.send(&["Tab"]);
+        let s = t.capture();
+        assert!(footer(&s).ends_with("? help q quit"), "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    }
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(40));
+    drop(t);
+}

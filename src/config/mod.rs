@@ -82,7 +82,7 @@ pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
 pub use check::{cycle_text, find_cycle, find_cycle_by};
 use diagnostic::yaml_error;
 pub use diagnostic::{Checked, ConfigErrors, Diagnostic, Loaded, Severity};
-use read::adjust_paths;
+pub use read::adjust_paths;
 pub use read::{
     DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes, read_text, read_text_capped,
     unreadable,

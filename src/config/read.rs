@@ -20,8 +20,9 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 pub const MAX_FILE_BYTES_ENV: &str = "CRONSOLE_MAX_JOBS_FILE_BYTES";
 
 /// The file's directory becomes `base_dir`, and relative `file:` sinks and stdio servers'
-/// `cwd` are made absolute against it (see [`load_file`]).
-pub(crate) fn adjust_paths(path: &Path, settings: &mut Settings) {
+/// `cwd` are made absolute against it (see [`crate::config::load_file`]); `edit`, which checks
+/// the text before saving it, calls it with the jobs file's path too.
+pub fn adjust_paths(path: &Path, settings: &mut Settings) {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -23,11 +23,25 @@ pub fn trigger_notice(job: &str, out: &TriggerOutcome) -> String {
 pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
     use crate::store::EditOutcome as O;
     match out {
-        O::Queued { added: 1, queued } => {
-            format!("{job}: 1 run queued ({queued} queued); the next owner claiming runs it")
-        }
         O::Queued { added, queued } => {
-            format!("{job}: {added} runs queued ({queued} queued); owners run them one at a time")
+            let runs = if *added == 1 {
+                "1 run".to_string()
+            } else {
+                format!("{added} runs")
+            };
+            // The job's total only when runs were already waiting: "1 run queued (1 queued)"
+            // says the same number twice.
+            let total = if queued > added {
+                format!(" ({queued} queued in all)")
+            } else {
+                String::new()
+            };
+            let who = if *added == 1 && *queued == 1 {
+                "the next owner claiming runs it"
+            } else {
+                "owners run them one at a time"
+            };
+            format!("{job}: {runs} queued{total}; {who}")
         }
         O::CancelRequested { run_id } => {
             format!("{job}: cancel of run {run_id} requested; its owner kills it")
@@ -50,5 +64,26 @@ pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
             tool,
             approved: false,
         } => format!("{job}: run {run_id}'s call to {tool} denied; the model is told"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EditOutcome;
+
+    #[test]
+    fn a_queued_run_says_its_count_once() {
+        let q = |added, queued| operator_notice("j", &EditOutcome::Queued { added, queued });
+        assert_eq!(q(1, 1), "j: 1 run queued; the next owner claiming runs it");
+        assert_eq!(
+            q(1, 3),
+            "j: 1 run queued (3 queued in all); owners run them one at a time"
+        );
+        assert_eq!(q(4, 4), "j: 4 runs queued; owners run them one at a time");
+        assert_eq!(
+            q(2, 5),
+            "j: 2 runs queued (5 queued in all); owners run them one at a time"
+        );
     }
 }

@@ -9,17 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Budget, BudgetPeriod, JobDef, Price, ToolLimits, ToolSettings};
-
-/// LLM provider wire format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    /// OpenAI's chat-completions format (and compatible servers).
-    Openai,
-    /// Anthropic's messages format.
-    Anthropic,
-}
+use super::{Budget, BudgetPeriod, JobDef, Price, Provider, ToolLimits, ToolSettings};
 
 /// An `agents:` entry. Holds the *name* of the key's env var, never the key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

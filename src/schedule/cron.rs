@@ -495,8 +495,9 @@ impl CronSchedule {
         let f = &self.fields;
         let time = describe_time(f.minutes, f.hours);
         let days = describe_days(f);
-        if days == "every day" && time.starts_with("every ") {
-            // "every 15 minutes (UTC)", not "every 15 minutes every day (UTC)".
+        if days == "every day" && (time.starts_with("every ") || time.ends_with(" of every hour")) {
+            // "every 15 minutes (UTC)", not "every 15 minutes every day (UTC)"; "at minute 0 of
+            // every hour (UTC)", not "… of every hour every day".
             return format!("{time} ({})", self.tz.name());
         }
         format!("{time} {days} ({})", self.tz.name())
@@ -1207,6 +1208,15 @@ mod tests {
             "every 5 minutes from 09:00 to 17:55 on Monday through Friday (America/New_York)"
         );
         assert_eq!(cs("* * * * *", "UTC").describe(), "every minute (UTC)");
+        // Every hour already says every day.
+        assert_eq!(
+            cs("@hourly", "UTC").describe(),
+            "at minute 0 of every hour (UTC)"
+        );
+        assert_eq!(
+            cs("5 * * * 1-5", "UTC").describe(),
+            "at minute 5 of every hour on Monday through Friday (UTC)"
+        );
         assert_eq!(
             cs("*/15 * * * *", "UTC").describe(),
             "every 15 minutes (UTC)"

@@ -13,6 +13,7 @@
 
 use crate::engine::Command;
 use crate::snapshot::PendingOp;
+use crate::tui::state::BulkOp;
 use crate::tui::state::{Action, App, Mode, Prompt, Query};
 
 impl App {
@@ -71,6 +72,7 @@ impl App {
         } else {
             PendingOp::Resuming
         };
+        let names = jobs.clone();
         let mut cmds = Vec::with_capacity(jobs.len());
         for job in jobs {
             self.ops.begin(job.clone(), op, self.now);
@@ -80,8 +82,25 @@ impl App {
                 Command::Resume(job)
             });
         }
-        self.notice = Some(format!("{verb}ing {} job(s)", cmds.len()));
+        let said = format!("{verb}ing {} job(s)", cmds.len());
+        self.ops.bulk = Some(BulkOp {
+            pause,
+            jobs: names,
+            said: said.clone(),
+        });
+        self.notice = Some(said);
         Action::SendAll(cmds)
+    }
+
+    /// After a snapshot or a tick: once the `P` in flight is settled, its "pausing N job(s)"
+    /// notice (when nothing has replaced it since) becomes what the store confirmed.
+    pub(crate) fn close_bulk(&mut self) {
+        let snap = self.snap.clone();
+        if let Some((said, words)) = self.ops.bulk_settled(|n| snap.job(n))
+            && self.notice.as_deref() == Some(said.as_str())
+        {
+            self.notice = Some(words);
+        }
     }
 }
 
@@ -175,8 +194,17 @@ mod tests {
                 j.rt.paused = true;
             }
         }
+        assert_eq!(
+            a.notice(),
+            Some(format!("pausing {} job(s)", jobs.len()).as_str())
+        );
         a.on_snapshot(Arc::new(snap));
-        a.ops.pending.clear();
+        // Confirmed by the store: the notice says it is done.
+        assert!(a.ops.pending.is_empty(), "{:?}", a.ops.pending);
+        assert_eq!(
+            a.notice(),
+            Some(format!("paused {} job(s)", jobs.len()).as_str())
+        );
         a.handle_key(shift('P'));
         assert!(
             matches!(&a.dialog.prompt, Prompt::ConfirmBulk { pause: false, jobs: j } if *j == jobs),

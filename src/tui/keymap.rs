@@ -5,8 +5,10 @@
 //! the terminal's width, and always keeps `? help` and `q quit`.
 //!
 //! Owns: key → [`Cmd`] per [`Scope`], and the labels shown for them. Must not touch: state, the
-//! terminal. Scopes: `Global` keys work in the main screen, the job detail, the diff viewer and
-//! the help; `Diff` keys only in the diff viewer (checked first there). `Confirm` and `Input` are
+//! terminal. Scopes: `Global` keys work in the main screen, the job detail, the run view, the
+//! dry-run view, the diff viewer and the help; `Main` keys (panes, filters, sorting, bulk pause)
+//! only on the main screen, so a view's footer shows that view's keys; `Diff` keys only in the
+//! diff viewer (checked first there). `Confirm` and `Input` are
 //! modal: while a `y/n` question or the `/` filter prompt is open, nothing else is live (so typing
 //! `q` into the name filter does not quit).
 
@@ -78,8 +80,11 @@ pub enum Cmd {
 /// Where a binding is live; [`lookup`] searches one scope at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// The main screen, the job detail, the diff viewer and the help.
+    /// The main screen and every view opened from it (job, run, dry run, diff), and the help.
     Global,
+    /// Only on the main screen: what acts on its panes and filters (checked before `Global`
+    /// there).
+    Main,
     /// Only in the diff viewer (checked before `Global` there).
     Diff,
     /// Only while a y/n question is open (modal: nothing else is live).
@@ -171,7 +176,7 @@ const fn b(
     }
 }
 
-use Scope::{Confirm, Diff, Global, Input};
+use Scope::{Confirm, Diff, Global, Input, Main};
 
 /// Every binding of the console, in help order: dispatch, footer and `?` help all read it.
 pub const KEYMAP: &[Binding] = &[
@@ -230,7 +235,7 @@ pub const KEYMAP: &[Binding] = &[
         HIDDEN,
     ),
     b(
-        Global,
+        Main,
         &[k(KeyCode::Tab)],
         "Tab",
         "focus",
@@ -320,7 +325,7 @@ pub const KEYMAP: &[Binding] = &[
         8,
     ),
     b(
-        Global,
+        Main,
         &[ch('P')],
         "P",
         "pause all",
@@ -329,7 +334,7 @@ pub const KEYMAP: &[Binding] = &[
         9,
     ),
     b(
-        Global,
+        Main,
         &[ch('h')],
         "h",
         "history",
@@ -338,7 +343,7 @@ pub const KEYMAP: &[Binding] = &[
         7,
     ),
     b(
-        Global,
+        Main,
         &[ch('f')],
         "f",
         "filter",
@@ -347,7 +352,7 @@ pub const KEYMAP: &[Binding] = &[
         6,
     ),
     b(
-        Global,
+        Main,
         &[ch('/')],
         "/",
         "name",
@@ -356,7 +361,7 @@ pub const KEYMAP: &[Binding] = &[
         6,
     ),
     b(
-        Global,
+        Main,
         &[ch('s')],
         "s",
         "sort",
@@ -465,6 +470,12 @@ pub fn lookup(scope: Scope, ev: &KeyEvent) -> Option<Cmd> {
         .map(|b| b.cmd)
 }
 
+/// The bindings of the given scopes in table order, whatever their scope (the main screen's
+/// footer: `Global` and `Main` rows interleave as the table orders them).
+pub fn bindings_in_table_order(scopes: &[Scope]) -> impl Iterator<Item = &'static Binding> + '_ {
+    KEYMAP.iter().filter(move |b| scopes.contains(&b.scope))
+}
+
 /// The bindings of the given scopes, scope by scope in the order given, each in table order
 /// (footer and help).
 pub fn bindings(scopes: &[Scope]) -> impl Iterator<Item = &'static Binding> + '_ {
@@ -479,8 +490,9 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_where_both_could_fire() {
-        // Global and Diff are live together in the diff viewer; Confirm and Input are modal.
-        let groups: [&[Scope]; 3] = [&[Global, Diff], &[Confirm], &[Input]];
+        // Global and Diff are live together in the diff viewer, Global and Main on the main
+        // screen; Confirm and Input are modal.
+        let groups: [&[Scope]; 4] = [&[Global, Diff], &[Global, Main], &[Confirm], &[Input]];
         for group in groups {
             let mut seen: Vec<Key> = Vec::new();
             for bnd in bindings(group) {
@@ -502,17 +514,17 @@ mod tests {
             (Global, KeyEvent::from(Down)),
             (Global, KeyEvent::from(Char('g'))),
             (Global, KeyEvent::new(Char('G'), KeyModifiers::SHIFT)),
-            (Global, KeyEvent::from(Tab)),
+            (Main, KeyEvent::from(Tab)),
             (Global, KeyEvent::from(Char('p'))),
             (Global, KeyEvent::from(Char('t'))),
             (Global, KeyEvent::from(Char('d'))),
             (Global, KeyEvent::from(Enter)),
-            (Global, KeyEvent::from(Char('h'))),
+            (Main, KeyEvent::from(Char('h'))),
             (Global, KeyEvent::new(Char('R'), KeyModifiers::SHIFT)),
             (Global, KeyEvent::new(Char('X'), KeyModifiers::SHIFT)),
-            (Global, KeyEvent::from(Char('f'))),
-            (Global, KeyEvent::from(Char('/'))),
-            (Global, KeyEvent::from(Char('s'))),
+            (Main, KeyEvent::from(Char('f'))),
+            (Main, KeyEvent::from(Char('/'))),
+            (Main, KeyEvent::from(Char('s'))),
             (Global, KeyEvent::new(Char('?'), KeyModifiers::SHIFT)),
             (Global, KeyEvent::from(Esc)),
             (Global, KeyEvent::from(Char('q'))),

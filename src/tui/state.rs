@@ -56,7 +56,7 @@ mod viewer;
 pub use dialog::{Answer, Dialogs, Prompt, Typed};
 pub use history::HistoryPane;
 pub use jobs::JobsTable;
-pub use ops::{Optimistic, Pending};
+pub use ops::{BulkOp, Optimistic, Pending};
 pub use viewer::Viewer;
 
 /// How long an unconfirmed pause/resume/trigger keeps its mark.
@@ -438,6 +438,7 @@ impl App {
         self.refresh_period_key();
         let snap = &self.snap;
         self.ops.on_snapshot(|name| job_in(snap, name));
+        self.close_bulk();
         self.history.on_snapshot(&self.snap);
         self.history.relocate(&self.snap, &self.filters);
         self.rebuild(None);
@@ -450,6 +451,7 @@ impl App {
         for name in self.ops.expire(now) {
             self.notice = Some(format!("{name}: not confirmed by the store yet"));
         }
+        self.close_bulk();
     }
 
     /// Apply an engine event: a finished row, a notice, a run start or a delivery.
@@ -545,6 +547,7 @@ impl App {
         match (self.dialog.scope(), &self.mode) {
             (Some(s), _) => s,
             (None, Mode::Diff(_)) => Scope::Diff,
+            (None, Mode::Main) => Scope::Main,
             _ => Scope::Global,
         }
     }
@@ -560,7 +563,7 @@ impl App {
             return self.handle_input(key);
         }
         let cmd = keymap::lookup(scope, &key).or_else(|| {
-            (scope == Scope::Diff)
+            matches!(scope, Scope::Diff | Scope::Main)
                 .then(|| keymap::lookup(Scope::Global, &key))
                 .flatten()
         });
@@ -1450,7 +1453,7 @@ mod tests {
     fn every_key_that_asks_y_n_says_so_in_its_help() {
         use crate::tui::keymap::{self, Cmd, Scope};
         let mut asked = Vec::new();
-        for b in keymap::bindings(&[Scope::Global]) {
+        for b in keymap::bindings(&[Scope::Global, Scope::Main]) {
             let ev = KeyEvent::new(b.keys[0].code, b.keys[0].mods);
             // Every job under the jobs cursor, and a failed run under the History cursor.
             let mut contexts: Vec<App> = (0..app().jobs.visible.len())

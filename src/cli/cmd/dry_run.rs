@@ -460,7 +460,12 @@ fn print_text(r: &DryRun) {
         );
     }
     match (r.price_ceiling_usd, &r.price_note) {
-        (Some(p), _) => println!("price ceiling of the call: {} (worst case)", cost::usd(p)),
+        // Worst cases round up, as the budget reasons print them ("may cost up to …"), so one
+        // figure reads the same on every line of the dry run.
+        (Some(p), _) => println!(
+            "price ceiling of the call: {} (worst case)",
+            cost::usd_up(p)
+        ),
         (None, Some(n)) => println!("price: {}", one(n)),
         _ => {}
     }
@@ -499,7 +504,9 @@ fn print_text(r: &DryRun) {
         }
         if let (Some(a), Some(b)) = (t.one_turn_usd, t.max_turns_usd) {
             println!(
-                "        worst case: ${a:.6} for one turn, ${b:.6} for max_turns {}",
+                "        worst case: {} for one turn, {} for max_turns {}",
+                cost::usd_up(a),
+                cost::usd_up(b),
                 t.max_turns
             );
         }

@@ -335,7 +335,11 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let loaded = loaded.map_err(anyhow::Error::new)?;
+    let mut loaded = loaded.map_err(anyhow::Error::new)?;
+    // Checked from text, it is still the jobs file at `file`: its directory is where commands
+    // run and relative sink paths point, as `apply` and `run` store them, so saving an
+    // unchanged settings block changes no stored setting.
+    config::adjust_paths(&file, &mut loaded.file.settings);
 
     let location = store_location(cli, Some(&file));
     let existing = location.contains("://") || Path::new(&location).join("VERSION").exists();

@@ -796,6 +796,24 @@ fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: Date
     }
 }
 
+/// `describe`'s run count and the history rows behind it, per status (`3 (4 history rows: 3
+/// succeeded, 1 skipped)`); a job with no rows yet says so rather than listing nothing.
+fn runs_line(c: &crate::model::JobCounters) -> String {
+    let rows: u64 = c.by_status.values().sum();
+    if rows == 0 {
+        return "0 (no history rows yet)".to_string();
+    }
+    let per_status = c
+        .by_status
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let word = if rows == 1 { "row" } else { "rows" };
+    format!("{} ({rows} history {word}: {per_status})", c.executions())
+}
+
 /// Its runs, its spend and its forecast.
 fn describe_counters(
     rec: &JobRecord,
@@ -806,19 +824,7 @@ fn describe_counters(
 ) {
     let d = &rec.def;
     let c = &rec.rt.counters;
-    let rows: u64 = c.by_status.values().sum();
-    kv(
-        "runs:",
-        format!(
-            "{} ({rows} history rows: {})",
-            c.executions(),
-            c.by_status
-                .iter()
-                .map(|(s, n)| format!("{n} {s}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
-    );
+    kv("runs:", runs_line(c));
     kv(
         "spend:",
         format!(
@@ -887,7 +893,19 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
 
 #[cfg(test)]
 mod tests {
-    use super::table;
+    use super::{runs_line, table};
+    use crate::model::{JobCounters, Status};
+
+    #[test]
+    fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {
+        let mut c = JobCounters::default();
+        assert_eq!(runs_line(&c), "0 (no history rows yet)");
+        c.by_status.insert(Status::Skipped, 1);
+        assert_eq!(runs_line(&c), "0 (1 history row: 1 skipped)");
+        c.by_status.insert(Status::Succeeded, 3);
+        c.by_status.insert(Status::Failed, 0);
+        assert_eq!(runs_line(&c), "3 (4 history rows: 3 succeeded, 1 skipped)");
+    }
 
     #[test]
     fn a_table_pads_to_the_widest_cell_right_aligns_numbers_and_leaves_the_last_column_alone() {

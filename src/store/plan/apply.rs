@@ -16,7 +16,7 @@ use crate::store::rules::reasons::REASON_REMOVED;
 use crate::store::{ApplyReport, StoreError, StoreResult};
 
 /// What changed from the stored settings `old` to `new`, in words for `apply`'s report: the
-/// budget's period, limit, its addition or removal, then "other settings" for the rest.
+/// budget's period, limit, its addition or removal, then each other section that differs.
 pub fn settings_changes(old: &Settings, new: &Settings) -> Vec<String> {
     use crate::cost::{period_word, usd};
     let mut out = Vec::new();
@@ -40,6 +40,23 @@ pub fn settings_changes(old: &Settings, new: &Settings) -> Vec<String> {
             "budget period {} → {}",
             period_word(po),
             period_word(pn)
+        ));
+    }
+    // The other sections by name, so a re-apply that changed nothing says nothing, and one that
+    // did says where to look.
+    let sections: [(&str, bool); 4] = [
+        ("agents", old.agents != new.agents),
+        ("pricing", old.pricing != new.pricing),
+        ("delivery", old.delivery != new.delivery),
+        ("tools", old.tools != new.tools),
+    ];
+    out.extend(sections.iter().filter(|s| s.1).map(|s| s.0.to_string()));
+    if old.base_dir != new.base_dir {
+        let dir = |d: &Option<String>| d.clone().unwrap_or_else(|| "-".to_string());
+        out.push(format!(
+            "jobs file directory {} → {}",
+            dir(&old.base_dir),
+            dir(&new.base_dir)
         ));
     }
     if out.is_empty() && old != new {

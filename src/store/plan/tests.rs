@@ -78,6 +78,16 @@ fn settings_changes_name_the_budget_edit() {
     );
     assert_eq!(settings_changes(&none, &day), ["budget added: $0.03/day"]);
     assert_eq!(settings_changes(&day, &none), ["budget removed"]);
+    // Other sections by name; the directory with both values.
+    let mut moved = day.clone();
+    moved.base_dir = Some("/srv/jobs".into());
+    moved
+        .pricing
+        .insert("local".into(), crate::model::Price::new(0.0, 0.0));
+    assert_eq!(
+        settings_changes(&day, &moved),
+        ["pricing", "jobs file directory - → /srv/jobs"]
+    );
 }
 
 #[test]

@@ -57,6 +57,8 @@ pub(super) struct Inner {
     pub(super) completions: AtomicU64,
     /// Whose clock the decisions read.
     pub(super) clock: PgClock,
+    /// The latest database clock this handle's heartbeats read (`rederive.rs`).
+    pub(super) clock_mark: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 /// A [`Store`](crate::store::Store) over a PostgreSQL database shared by every owner (any number of hosts).
@@ -144,6 +146,7 @@ impl PgStore {
             location,
             completions: AtomicU64::new(1),
             clock: opts.clock,
+            clock_mark: std::sync::Mutex::new(None),
         });
         let mut store = PgStore {
             inner,

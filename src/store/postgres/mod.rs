@@ -79,6 +79,7 @@ mod ops;
 mod owners;
 mod pins;
 mod pool;
+mod rederive;
 mod reserve;
 mod schema;
 mod stmts;

@@ -54,6 +54,10 @@ impl Inner {
         )
         .await
         .map_err(|e| db_err("forgetting old owners", e))?;
+        // The heartbeat read the database's clock: a clock set back since is seen here.
+        if let Err(e) = self.after_a_step_back(out.last_seen).await {
+            tracing::warn!("re-deriving slots after the database's clock went back: {e}");
+        }
         Ok(out)
     }
 

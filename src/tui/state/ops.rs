@@ -22,12 +22,26 @@ pub struct Pending {
     pub since: DateTime<Utc>,
 }
 
+/// A pause or resume of many jobs (`P`) in flight: announced as "pausing N job(s)" until no
+/// job of it waits for the store any more, then said as what the store confirmed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BulkOp {
+    /// Pause (true) or resume.
+    pub pause: bool,
+    /// The jobs it was sent for.
+    pub jobs: Vec<String>,
+    /// The notice it was announced with.
+    pub said: String,
+}
+
 /// The optimistic marks.
 #[derive(Debug, Default)]
 pub struct Optimistic {
     pub(crate) pending: BTreeMap<String, Pending>,
     /// Jobs an engine said it started running, until a row or snapshot catches up.
     pub(crate) started: HashSet<String>,
+    /// The `P` in flight, if any.
+    pub(crate) bulk: Option<BulkOp>,
 }
 
 impl Optimistic {
@@ -78,6 +92,32 @@ impl Optimistic {
             self.pending.remove(name);
         }
         expired
+    }
+
+    /// Once no job of the `P` in flight waits for the store: its announcement and the words
+    /// that replace it (`paused 2 job(s)`, or how many of them the store confirmed).
+    pub fn bulk_settled<'a>(
+        &mut self,
+        job: impl Fn(&str) -> Option<&'a JobRow>,
+    ) -> Option<(String, String)> {
+        let b = self.bulk.as_ref()?;
+        if b.jobs.iter().any(|j| self.pending.contains_key(j)) {
+            return None;
+        }
+        let b = self.bulk.take()?;
+        let done = b
+            .jobs
+            .iter()
+            .filter(|n| job(n).is_some_and(|j| j.rt.paused == b.pause))
+            .count();
+        let verb = if b.pause { "paused" } else { "resumed" };
+        let all = b.jobs.len();
+        let words = if done == all {
+            format!("{verb} {done} job(s)")
+        } else {
+            format!("{verb} {done} of {all} job(s); the store did not confirm the others")
+        };
+        Some((b.said, words))
     }
 
     /// A row arrived: its job is no longer "starting", and a manual row confirms a trigger.

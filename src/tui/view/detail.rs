@@ -17,7 +17,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::panes::history_line;
-use super::{dur, money, pane_block, status_style, when};
+use super::{money, pane_block, status_style, when};
 use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, JobRecord, MonitorSource};
 use crate::text;
 use crate::tui::state::{App, Mode};
@@ -102,16 +102,22 @@ fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>
     for l in j.rt.leases() {
         {
             let exp = if l.lease_until <= now {
-                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds()))
+                format!(
+                    "EXPIRED {} ago",
+                    crate::when::span_secs((now - l.lease_until).num_seconds())
+                )
             } else {
-                format!("expires in {}", dur((l.lease_until - now).num_seconds()))
+                format!(
+                    "expires in {}",
+                    crate::when::span_secs((l.lease_until - now).num_seconds())
+                )
             };
             lines.push(Line::raw(format!(
                 "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
                 text::line(&l.owner),
                 when(l.claimed_at, now),
                 exp,
-                dur((now - l.last_renewed).num_seconds()),
+                crate::when::span_secs((now - l.last_renewed).num_seconds()),
                 l.run_id,
                 l.trigger.as_str()
             )));
@@ -145,7 +151,7 @@ fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>)
                 lines.push(Line::raw(format!(
                     "  {}  in {}",
                     s.format("%Y-%m-%d %H:%M:%S"),
-                    dur((s - now).num_seconds())
+                    crate::when::span_secs((s - now).num_seconds())
                 )));
             }
         }
@@ -325,12 +331,12 @@ fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     (title, lines)
 }
 
-/// A short elapsed time: `0.35s` under ten seconds, else [`dur`].
+/// A short elapsed time: `0.35s` under ten seconds, else [`crate::when::span_secs`].
 fn elapsed(ms: i64) -> String {
     if ms < 10_000 {
         format!("{:.2}s", ms.max(0) as f64 / 1000.0)
     } else {
-        dur(ms / 1000)
+        crate::when::span_secs(ms / 1000)
     }
 }
 
@@ -422,8 +428,8 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
             "{} → {} ({}, {} ago)",
             stamp(r.started_at),
             stamp(r.finished_at),
-            dur((r.duration_ms / 1000) as i64),
-            dur((now - r.finished_at).num_seconds())
+            crate::when::span_secs((r.duration_ms / 1000) as i64),
+            crate::when::span_secs((now - r.finished_at).num_seconds())
         ),
     ));
     lines.push(kv("attempts", r.attempts.to_string()));

@@ -19,7 +19,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Widget};
 
-use super::{dur, money, status_style};
+use super::{money, status_style};
 use crate::model::{BudgetPeriod, Status};
 use crate::text;
 use crate::tui::state::App;
@@ -126,7 +126,7 @@ pub fn outage_text(h: &crate::engine::EngineHealth, now: DateTime<Utc>) -> Optio
             format!(
                 "STORE UNWRITABLE since {} ({}){stopped}  ",
                 hms(since),
-                dur((now - since).num_seconds())
+                crate::when::span_secs((now - since).num_seconds())
             ),
             true,
         ));
@@ -138,7 +138,7 @@ pub fn outage_text(h: &crate::engine::EngineHealth, now: DateTime<Utc>) -> Optio
                 "store outage {}–{} ({}), claims resumed  ",
                 hms(from),
                 hms(to),
-                dur((to - from).num_seconds())
+                crate::when::span_secs((to - from).num_seconds())
             ),
             false,
         )
@@ -165,7 +165,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     } else {
         "attached"
     };
-    let uptime = dur((app.now - s.started_at).num_seconds());
+    let uptime = crate::when::span_secs((app.now - s.started_at).num_seconds());
     // Short facts first: a long store path is what gets cut on a narrow terminal.
     let mut first = vec![
         Span::styled("cronsole ", bold.fg(Color::Cyan)),

@@ -34,6 +34,8 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         }
         _ if app.dialog.scope() == Some(Scope::Confirm) => &[Scope::Confirm],
         (_, Mode::Diff(_)) => &[Scope::Diff, Scope::Global],
+        (_, Mode::Main) => &[Scope::Global, Scope::Main],
+        // A view (job, run, dry run) shows the keys that work there, not the main screen's.
         _ => &[Scope::Global],
     };
     let width = usize::from(area.width).saturating_sub(spans.iter().map(Span::width).sum());
@@ -71,9 +73,12 @@ fn hint_width(b: &keymap::Binding) -> usize {
 /// dropped highest [`keymap::Binding::footer`] first (the later row first among equals), then
 /// the [`keymap::ALWAYS`] ones, kept whatever the width.
 pub fn fit_hints(scopes: &[Scope], width: usize) -> Vec<&'static keymap::Binding> {
-    let mut hints: Vec<&keymap::Binding> = keymap::bindings(scopes)
-        .filter(|b| b.footer != keymap::HIDDEN)
-        .collect();
+    let mut hints: Vec<&keymap::Binding> = if scopes.contains(&Scope::Main) {
+        keymap::bindings_in_table_order(scopes).collect()
+    } else {
+        keymap::bindings(scopes).collect()
+    };
+    hints.retain(|b| b.footer != keymap::HIDDEN);
     loop {
         let used: usize = hints.iter().map(|b| hint_width(b)).sum();
         if used <= width {
@@ -151,6 +156,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     };
     let mut left = Vec::new();
     group(Scope::Global, "Everywhere", &mut left);
+    group(Scope::Main, "Main screen", &mut left);
     let mut right = Vec::new();
     // The popup holds 22 lines at 80×24: what does not fit on the left continues at the top
     // of the right column.
@@ -170,6 +176,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     right.push(Line::styled("  ● running  ‖ paused", dim));
     right.push(Line::styled("  ✝ retired  ⏸ held (rate limit)", dim));
     right.push(Line::styled("  ! alerted  … queued (no owner yet)", dim));
+    right.push(Line::styled("  !‖ alerted and paused", dim));
     right.push(Line::styled("RUNS: every execution. Times UTC.", dim));
     (left, right)
 }

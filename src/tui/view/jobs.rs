@@ -9,7 +9,9 @@
 //! width goes first to SPEND/BUDGET up to its longest visible amount (a cut amount reads as
 //! another number), then to NAME up to its longest visible name, then to SCHEDULE up to its
 //! longest description, then to NAME up to 32; a paused job's reason follows its name; the mark column
-//! shows `!` for a job with an open alerted incident and `…` for one with runs queued.
+//! shows `!` for a job with an open alerted incident and `…` for one with runs queued; a job both
+//! alerted and paused shows both (`!‖`), the column widening to two cells only while a shown row
+//! needs them.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -17,7 +19,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::{dur, money, pane_block, status_style, when};
+use super::{money, pane_block, status_style, when};
 use crate::snapshot::{JobRow, PendingOp};
 use crate::text;
 use crate::tui::state::{App, Pane, SortKey};
@@ -68,6 +70,8 @@ const SPEND_MAX: u16 = 26;
 /// What the variable columns would need to show every visible row whole.
 #[derive(Default, Clone, Copy)]
 struct Needs {
+    /// The widest state mark (`!‖` takes two cells).
+    mark: u16,
     name: u16,
     schedule: u16,
     spend: u16,
@@ -77,6 +81,9 @@ struct Needs {
 /// module doc for the order).
 fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
     let mut cols: Vec<(Col, &'static str, u16)> = COLS.to_vec();
+    if let Some(m) = cols.iter_mut().find(|c| c.0 == Col::Mark) {
+        m.2 = m.2.max(need.mark);
+    }
     let total = |c: &[(Col, &str, u16)]| -> u16 {
         c.iter().map(|x| x.2).sum::<u16>() + c.len().saturating_sub(1) as u16
     };
@@ -132,6 +139,12 @@ fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {
         || app.ops.started.contains(&j.def.name)
     {
         ("●", Style::new().fg(Color::Green))
+    } else if j.rt.alerted && (j.rt.paused || !j.def.enabled) {
+        // Both: the alert is still open, and nothing will run until it is resumed.
+        (
+            "!‖",
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )
     } else if j.rt.alerted {
         (
             "!",
@@ -182,7 +195,7 @@ fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
                     if s <= 0 {
                         ("due".into(), Style::new().fg(Color::Yellow))
                     } else {
-                        (dur(s), plain)
+                        (crate::when::span_secs(s), plain)
                     }
                 })
         }
@@ -190,10 +203,9 @@ fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
             j.rt.last_run_at
                 .map_or_else(none, |t| (when(t, now), plain))
         }
-        Col::Passed => {
-            j.rt.last_run_at
-                .map_or_else(none, |t| (dur((now - t).num_seconds()), plain))
-        }
+        Col::Passed => j.rt.last_run_at.map_or_else(none, |t| {
+            (crate::when::span_secs((now - t).num_seconds()), plain)
+        }),
         Col::Status => match app.pending_op(&j.def.name) {
             Some(op) => {
                 let w = match op {
@@ -287,6 +299,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 .max(w(&j.def.name).saturating_add(reason.map_or(0, |r| w(r) + 3)));
             need.schedule = need.schedule.max(w(&app.schedule_words(j)));
             need.spend = need.spend.max(w(&cell(app, j, Col::Spend).0));
+            need.mark = need.mark.max(w(mark(app, j).0));
         }
     }
     let cols = layout(inner.width, need);
@@ -364,6 +377,7 @@ mod tests {
             let cols = layout(
                 w,
                 Needs {
+                    mark: 1,
                     name: 14,
                     schedule: 18,
                     spend: 13,
@@ -398,6 +412,7 @@ mod tests {
         let cols = layout(
             118,
             Needs {
+                mark: 1,
                 name: 12,
                 schedule: 26,
                 spend: 13,
@@ -406,6 +421,32 @@ mod tests {
         let w = |c: Col| cols.iter().find(|x| x.0 == c).map(|x| x.2).unwrap();
         assert!(w(Col::Schedule) >= 26, "{}", w(Col::Schedule));
         assert!(w(Col::Name) >= 14);
+    }
+
+    /// A job both alerted and paused shows both marks, in a mark column widened to fit them;
+    /// the column stays one cell wide otherwise.
+    #[test]
+    fn an_alerted_paused_job_shows_both_marks() {
+        let (mut snap, now) = crate::tui::testdata::fixed();
+        // backup-logs: alerted in the fixture, not running.
+        let i = snap
+            .jobs
+            .iter()
+            .position(|j| j.def.name == "backup-logs")
+            .expect("fixture job");
+        assert!(snap.jobs[i].rt.alerted);
+        snap.jobs[i].rt.paused = true;
+        let rec = snap.jobs[i].clone();
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(mark(&app, &rec).0, "!‖");
+        let mut buf = Buffer::empty(Rect::new(0, 0, 120, 16));
+        render(&app, Rect::new(0, 0, 120, 16), &mut buf);
+        let marks: Vec<String> = (0..16)
+            .map(|y| (1..3).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect();
+        assert!(marks.iter().any(|m| m == "!‖"), "{marks:?}");
+        let one = layout(120, Needs::default());
+        assert_eq!(one.iter().find(|c| c.0 == Col::Mark).map(|c| c.2), Some(1));
     }
 
     /// NEXT and LEFT show when the slot fires (slot + jitter), not the slot.
@@ -426,7 +467,7 @@ mod tests {
         assert_eq!(cell(&app, &rec, Col::Next).0, when(fire, now));
         assert_eq!(
             cell(&app, &rec, Col::Left).0,
-            dur((fire - now).num_seconds())
+            crate::when::span_secs((fire - now).num_seconds())
         );
     }
 }

@@ -237,20 +237,6 @@ pub(crate) fn when(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// A compact duration: `42s`, `4m10s`, `2h05m`, `3d04h`.
-pub(crate) fn dur(secs: i64) -> String {
-    let s = secs.max(0);
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else if s < 86_400 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
-    }
-}
-
 /// Money in the console: the one format every surface uses ([`crate::cost::usd`]), so the
 /// same amount reads the same here, in `jobs`, `stats`, `history` and the skip reasons.
 pub(crate) fn money(x: f64) -> String {

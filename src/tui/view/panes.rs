@@ -12,7 +12,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Sparkline, Widget};
 
-use super::{dur, money, pane_block, status_style, when};
+use super::{money, pane_block, status_style, when};
 use crate::model::HistoryRow;
 use crate::text;
 use crate::tui::state::{App, Pane};
@@ -78,18 +78,21 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
         let whose = Span::raw(if foreign { " (other)" } else { " (this)" });
         let exp = if expired {
             Span::styled(
-                format!("EXPIRED {} ago", dur((now - l.lease_until).num_seconds())),
+                format!(
+                    "EXPIRED {} ago",
+                    crate::when::span_secs((now - l.lease_until).num_seconds())
+                ),
                 Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
             )
         } else {
             Span::raw(format!(
                 "expires in {}",
-                dur((l.lease_until - now).num_seconds())
+                crate::when::span_secs((l.lease_until - now).num_seconds())
             ))
         };
         let renewed = Span::raw(format!(
             " renewed {} ago",
-            dur((now - l.last_renewed).num_seconds())
+            crate::when::span_secs((now - l.last_renewed).num_seconds())
         ));
         if per == 1 {
             let line = Line::from(vec![
@@ -259,6 +262,13 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
     if let Some(j) = &app.history.job {
         title.push(Span::styled(
             format!("job {} ", text::line(j)),
+            Style::new().fg(Color::Cyan),
+        ));
+    }
+    // The name filter narrows these rows too: said as the Jobs title says it.
+    if !app.filters.name.is_empty() {
+        title.push(Span::styled(
+            format!("/{} ", text::line(&app.filters.name)),
             Style::new().fg(Color::Cyan),
         ));
     }

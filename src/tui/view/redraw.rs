@@ -4,8 +4,8 @@
 //! second; under a day it shows minutes (`2h05m`), beyond that hours (`3d04h`) — an idle
 //! console whose countdowns are all that coarse draws once a minute, not once a second.
 //!
-//! Owns: the arithmetic of "when does this text change", kept beside [`super::dur`] whose
-//! thresholds it follows. Must not touch: state, drawing.
+//! Owns: the arithmetic of "when does this text change", kept beside [`crate::when::span_secs`]
+//! whose thresholds it follows. Must not touch: state, drawing.
 //!
 //! Decisions: everything the main screen can show is counted whether it is scrolled into view
 //! or not (uptime; each job's LEFT and PASSED; each lease's expiry and renewal), which only

@@ -295,11 +295,41 @@ fn footer_comes_from_the_keymap() {
     let last = t.lines().last().unwrap_or("");
     for b in KEYMAP
         .iter()
-        .filter(|b| b.footer != HIDDEN && b.scope == Scope::Global)
+        .filter(|b| b.footer != HIDDEN && matches!(b.scope, Scope::Global | Scope::Main))
     {
         let hint = format!("{} {}", b.footer_key(), b.short);
         assert!(last.contains(&hint), "footer lacks {hint}: {last}");
     }
+}
+
+/// The run view (Enter on a History row) shows its own keys: what works on the run, not the
+/// main screen's panes and filters.
+#[test]
+fn the_run_views_footer_shows_the_run_views_keys() {
+    use crate::tui::keymap::{HIDDEN, Scope};
+    let mut a = history_on("backup-logs", Status::Failed);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    assert!(matches!(a.mode, crate::tui::state::Mode::Run(_)));
+    let t = text(&draw(&a, 200, 50));
+    let last = t.lines().last().unwrap_or("");
+    assert!(
+        last.contains("R retry") && last.contains("Esc back"),
+        "{last}"
+    );
+    for b in KEYMAP
+        .iter()
+        .filter(|b| b.footer != HIDDEN && b.scope == Scope::Main)
+    {
+        let hint = format!("{} {}", b.footer_key(), b.short);
+        assert!(
+            !last.contains(&hint),
+            "run view footer shows {hint}: {last}"
+        );
+    }
+    // And those keys do nothing there: Tab does not move the focus behind the view.
+    let pane = a.pane;
+    a.handle_key(KeyEvent::from(KeyCode::Tab));
+    assert_eq!(a.pane, pane);
 }
 
 /// At 80 columns, with an alert on the notice line, the footer still ends with `? help` and
@@ -484,6 +514,14 @@ fn snapshot_status_filter() {
 fn snapshot_confirm_and_name_filter() {
     let mut a = app();
     keys(&mut a, &[c('/'), c('b'), c('a'), c('c')]);
+    // Both panes the filter narrows say so in their titles.
+    let shown = screen(&a, 120, 40);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains(" History ") && l.contains("/bac")),
+        "{shown}"
+    );
     snap!("name_filter_typing_80x24", screen(&a, 80, 24));
     keys(&mut a, &[KeyEvent::from(KeyCode::Enter), c('j'), c('t')]);
     snap!("confirm_trigger_80x24", screen(&a, 80, 24));
