@@ -151,7 +151,7 @@ fn stored_runs(dir: &std::path::Path, n: usize) -> Vec<StoredRun> {
     let file = JobsFile {
         settings: Settings {
             budget: Some(cronsole::model::Budget {
-                max_cost_usd: 1e9,
+                max_cost_usd: 1e6,
                 period: cronsole::model::BudgetPeriod::Day,
             }),
             ..Settings::default()
@@ -163,7 +163,10 @@ fn stored_runs(dir: &std::path::Path, n: usize) -> Vec<StoredRun> {
             })
             .collect(),
     };
-    store.apply(&file, now()).expect("apply");
+    // Stored an hour before `now`: every job's first slot is due then.
+    store
+        .apply(&file, now() - chrono::Duration::hours(1))
+        .expect("apply");
     let mut runs = Vec::new();
     while runs.len() < n {
         let o = store

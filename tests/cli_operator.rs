@@ -81,11 +81,22 @@ fn jobs_prints_list_timers_columns_with_na_for_paused_and_the_reason() {
     assert!(held.ends_with("paused: upstream down"), "{held}");
     let nightly = out.lines().find(|l| l.starts_with("nightly")).unwrap();
     assert!(nightly.contains(" 03:00:00 UTC"), "{nightly}");
-    // LEFT is relative (systemd's units); PASSED is n/a for a job that never ran.
+    // LEFT is relative, in the one compact span form (`22h30m`, `5m12s`); PASSED is n/a for
+    // a job that never ran.
+    let cells: Vec<&str> = nightly
+        .split("  ")
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let left = cells[3].trim();
     assert!(
-        nightly.contains("h ") || nightly.contains("min"),
-        "{nightly}"
+        left.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && left
+                .chars()
+                .all(|c| c.is_ascii_digit() || "smhd".contains(c))
+            && (left.contains('h') || left.contains('m')),
+        "LEFT {left:?}: {nightly}"
     );
+    assert_eq!(cells[5].trim(), "n/a", "PASSED: {nightly}");
     // JSON keeps RFC 3339 UTC.
     let v: serde_json::Value = serde_json::from_str(&ok(&d, &["jobs", "--json"])).unwrap();
     let by = |n: &str| {
