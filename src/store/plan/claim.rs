@@ -178,7 +178,7 @@ pub fn evaluate(
     manual(rec, sched, now, owner, can_claim, ev)
 }
 
-/// [`rederive`] with its log line: true when the record changed.
+/// `rederive` with its log line: true when the record changed.
 pub fn rederive_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
     let Some(what) = rederive(rec, now) else {
         return false;

@@ -29,7 +29,7 @@
 //!   at its worst case. So the row, `stats`, `jobs` and the console show what the budget
 //!   counts, and a dead owner's call stops "holding" money that is then counted as spent. A
 //!   late end of the same run (its owner was paused, not dead) replaces that amount with its
-//!   real cost ([`crate::store::policy::counters::unbook`]), never adds to it.
+//!   real cost (`counters::unbook`), never adds to it.
 //! - Money is booked in the period its reservation was made in: a row counted after the period
 //!   ended adds its reserved-in-an-older-period amount to the job's total, not to the new
 //!   period's spend ([`absorb_settled`] returns it, `count_row` subtracts it), and a live run's

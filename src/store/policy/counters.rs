@@ -1,7 +1,7 @@
 //! The counters a job's history rows are booked into (runs by status, per hour, runtime, money
 //! in the budget period), so statistics and budgets never scan history.
 //!
-//! Owns: [`count_row`] and its inverses for a row that is hidden (`uncount`, and [`unbook`] for
+//! Owns: [`count_row`] and its inverses for a row that is hidden (`uncount`, and `unbook` for
 //! the money of an `abandoned` row a late end replaces).
 //! Must not touch: storage; which rows are written (the policies and plans decide).
 //!

@@ -13,7 +13,7 @@
 //!   before now, for `every` the first overdue slot.
 //! - A record whose slots were decided by a clock more than [`AHEAD_TOLERANCE`] ahead of `now`
 //!   (a wall clock stepped forward and back, an owner whose clock ran ahead) is re-derived from
-//!   `now` ([`rederive`]): its next slot comes back to the schedule's first slot after both `now`
+//!   `now` (`rederive`): its next slot comes back to the schedule's first slot after both `now`
 //!   and its last slot, and an `every` grid whose origin lies ahead moves back by whole intervals
 //!   (same phase). Neither change can make a slot that ran run again.
 //! - A last slot after `now` (a slot that ran) moves back only when it lies more than
@@ -52,12 +52,12 @@ pub(crate) fn secs_f64(s: f64) -> Duration {
     Duration::milliseconds((s * 1000.0) as i64)
 }
 
-/// How far ahead of `now` a record's slots may have been decided before [`rederive`] treats
+/// How far ahead of `now` a record's slots may have been decided before `rederive` treats
 /// them as decided by a wrong clock. Above every default offset bound between owners (a
 /// second owner within its bound must never re-run a slot), far below any step worth undoing.
 pub const AHEAD_TOLERANCE: Duration = Duration::seconds(60);
 
-/// How far ahead of `now` a slot that ran must lie before [`rederive`] takes the clock that ran
+/// How far ahead of `now` a slot that ran must lie before `rederive` takes the clock that ran
 /// it as wrong and moves the job's last slot back (see the module doc).
 pub const CLOCK_FIX: Duration = Duration::hours(3);
 
