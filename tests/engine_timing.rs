@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use cronsole::clock::{Clock, TokioClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig};
@@ -62,10 +62,12 @@ jobs:
         })
         .unwrap();
     rows.reverse();
-    // The first slot is one interval after the store, then every 10 s.
+    // The grid starts on the whole second the job is stored in; the first slot is one
+    // interval later, then every 10 s.
     assert_eq!(rows.len(), 30, "slots at +10, +20 … +300 s: {rows:#?}");
+    let anchor = start.trunc_subsecs(0);
     for (k, r) in rows.iter().enumerate() {
-        let slot = start + chrono::Duration::seconds(10 * (k as i64 + 1));
+        let slot = anchor + chrono::Duration::seconds(10 * (k as i64 + 1));
         assert_eq!(r.slot, Some(slot), "row {k}");
         assert_eq!(r.status, Status::Skipped);
         assert_eq!(r.reason.as_deref(), Some("no message"));
