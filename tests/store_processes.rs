@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration as StdDuration, Instant};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{Claim, Completion, HistoryQuery, HistoryReader, Store};
@@ -311,7 +311,8 @@ fn steady_state_four_processes_every_slot_exactly_once() {
         // Every grid slot from the anchor up to 2 s before the end is accounted for: it has a
         // row, lies in a row's range, or was due when the previous run was claimed (coalesced).
         let mut covered = 0;
-        let mut slot = start;
+        // The grid starts on the whole second the jobs were stored in.
+        let mut slot = (start - Duration::seconds(1)).trunc_subsecs(0) + Duration::seconds(1);
         let mut i = 0;
         while slot < end - Duration::seconds(2) {
             while i + 1 < rs.len() && rs[i + 1].slot.unwrap() <= slot {

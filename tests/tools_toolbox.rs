@@ -119,6 +119,7 @@ async fn offered_is_exactly_allowed_and_listed_and_tools_get_only_their_env() {
             "web.env",
             "web.fail",
             "web.picture",
+            "web.retitle",
             "web.slow"
         ]
     );
