@@ -258,13 +258,20 @@ impl Stepped {
                 args: vec!["--max-clock-offset".into(), "off".into()],
             },
         );
-        Some(Stepped {
+        let s = Stepped {
             dir,
             store,
             ts,
             marks,
             owner,
-        })
+        };
+        // Every job has run on the real clock before any step.
+        s.wait_for_runs(
+            "runs on the real clock",
+            Utc::now() - chrono::Duration::minutes(1),
+            Utc::now() + chrono::Duration::days(1),
+        );
+        Some(s)
     }
 
     /// Step the owner's wall clock to `spec` from the real one (it reads the file each second).
@@ -359,11 +366,6 @@ fn a_file_store_clock_two_days_ahead_then_back_fires_every_job_at_its_next_real_
         return;
     };
     let far = || Utc::now() + chrono::Duration::days(1);
-    s.wait_for_runs(
-        "runs on the real clock",
-        Utc::now() - chrono::Duration::minutes(1),
-        far(),
-    );
     s.set("+2d");
     s.owner
         .wait_for("the rows two days ahead", Duration::from_secs(60), |_| {
@@ -408,11 +410,6 @@ fn a_file_store_clock_stepped_an_hour_back_and_set_right_never_reruns_a_slot() {
         return;
     };
     let far = || Utc::now() + chrono::Duration::days(1);
-    s.wait_for_runs(
-        "runs on the real clock",
-        Utc::now() - chrono::Duration::minutes(1),
-        far(),
-    );
     s.set("-1h");
     s.owner
         .wait_for("the step back in the log", Duration::from_secs(30), |o| {
