@@ -56,7 +56,7 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// The live owners (`owners`) by the one rule of [`crate::owners`], plus this one when it
+    /// The live owners (`owners`) by the one rule of `crate::owners`, plus this one when it
     /// runs an engine. A restarted process's old id signed off or ages out: one process, one
     /// owner.
     pub owners_seen: Vec<String>,
