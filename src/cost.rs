@@ -635,28 +635,60 @@ pub fn worst_case_usd(price: Price, prompt_bytes: usize, max_tokens: u32) -> f64
 /// significant digits (`$0.0025`, `$0.000025`), so a $0.0000245 call is never `$0.0000` and a
 /// $0.002 budget never `$0.00`. Trailing zeros past the cents are dropped (`$0.002`,
 /// `$0.015`). Zero is `$0.00`; a negative amount `-$0.50`; an amount too small for six
-/// decimals `<$0.000001`; NaN or infinity `$?`.
+/// decimals `<$0.000001`; NaN or infinity `$?`. Amounts shown side by side (a table, a line
+/// with a total and its parts) use [`Money`] instead, so they are cut at the same place.
 pub fn usd(x: f64) -> String {
-    if !x.is_finite() {
-        return "$?".into();
+    Money::CENTS.fmt(x)
+}
+
+/// The one money format ([`usd`]) with one precision for amounts shown together: each is
+/// shown to the places the most exact of them needs (two significant digits of the smallest,
+/// at least the cents, at most six), so a total and its parts agree as printed — `$0.214`
+/// spent beside `$0.086` left of a `$0.30` limit, never `$0.21` beside `$0.086`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Money {
+    places: usize,
+}
+
+impl Money {
+    /// Every amount to the cent or to its own two significant digits: [`usd`].
+    pub const CENTS: Money = Money { places: 2 };
+
+    /// The precision for `amounts` shown together (zero, non-finite and sub-micro-dollar
+    /// amounts need no places of their own).
+    pub fn for_amounts(amounts: impl IntoIterator<Item = f64>) -> Money {
+        let places = amounts
+            .into_iter()
+            .map(f64::abs)
+            .filter(|a| a.is_finite() && *a >= 0.000_000_5)
+            .map(money_places)
+            .fold(2, usize::max);
+        Money { places }
     }
-    let a = x.abs();
-    if a == 0.0 {
-        return "$0.00".into();
-    }
-    if a < 0.000_000_5 {
-        return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
-    }
-    let places = money_places(a);
-    let mut s = format!("{a:.places$}");
-    // Rounding may carry into one more digit (0.0999 → "0.100"): drop zeros past the cents.
-    while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
-        s.pop();
-    }
-    if x < 0.0 {
-        format!("-${s}")
-    } else {
-        format!("${s}")
+
+    /// `x` at this precision, or at its own if it needs more (an amount not counted in).
+    pub fn fmt(&self, x: f64) -> String {
+        if !x.is_finite() {
+            return "$?".into();
+        }
+        let a = x.abs();
+        if a == 0.0 {
+            return "$0.00".into();
+        }
+        if a < 0.000_000_5 {
+            return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
+        }
+        let places = money_places(a).max(self.places);
+        let mut s = format!("{a:.places$}");
+        // Rounding may carry into one more digit (0.0999 → "0.100"): drop zeros past the cents.
+        while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
+            s.pop();
+        }
+        if x < 0.0 {
+            format!("-${s}")
+        } else {
+            format!("${s}")
+        }
     }
 }
 
@@ -980,6 +1012,26 @@ mod tests {
         assert_eq!(usd(1234.567), "$1234.57");
         assert_eq!(usd(f64::NAN), "$?");
         assert_eq!(usd(-0.0025), "-$0.0025");
+    }
+
+    /// Amounts shown together are cut at one place: a total and its parts agree as printed.
+    #[test]
+    fn amounts_shown_together_share_their_places() {
+        let m = Money::for_amounts([0.214, 0.086, 0.30, 0.0]);
+        assert_eq!(
+            [m.fmt(0.214), m.fmt(0.086), m.fmt(0.30), m.fmt(0.0)],
+            ["$0.214", "$0.086", "$0.30", "$0.00"]
+        );
+        // Alone, 0.214 is cut at the cents; the group keeps a tiny call's digits for all.
+        assert_eq!(usd(0.214), "$0.21");
+        let m = Money::for_amounts([1.5, 0.0000246, f64::NAN, 1e-12]);
+        assert_eq!(m.fmt(1.5), "$1.50");
+        assert_eq!(m.fmt(1.2345678), "$1.234568");
+        assert_eq!(m.fmt(0.0000246), "$0.000025");
+        // An amount outside the group still gets its own places.
+        assert_eq!(Money::for_amounts([1.0]).fmt(0.0042), "$0.0042");
+        assert_eq!(Money::for_amounts([]), Money::CENTS);
+        assert_eq!(m.fmt(-0.0), "$0.00");
     }
 
     /// An empty f64 sum is -0.0: shown as zero, never `$-0.00`.

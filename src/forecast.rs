@@ -135,11 +135,14 @@ pub struct Forecast {
 impl Forecast {
     /// A short phrase for the console header and `stats`.
     pub fn phrase(&self, now: DateTime<Utc>) -> String {
+        self.phrase_with(now, crate::cost::usd)
+    }
+
+    /// [`Forecast::phrase`] with `money` formatting the amount the way the caller's surface
+    /// does (at the precision of the amounts beside it).
+    pub fn phrase_with(&self, now: DateTime<Utc>, money: impl Fn(f64) -> String) -> String {
         match (self.limit_usd, self.limit_reached_at) {
-            (None, _) => format!(
-                "projected {} this period",
-                crate::cost::usd(self.projected_total_usd)
-            ),
+            (None, _) => format!("projected {} this period", money(self.projected_total_usd)),
             (Some(_), None) => "limit not reached this period".to_string(),
             (Some(_), Some(t)) if t <= now => "limit reached".to_string(),
             (Some(_), Some(t)) => format!(

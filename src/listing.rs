@@ -61,7 +61,7 @@ pub struct JobView<'a> {
     pub last_run_at: Option<DateTime<Utc>>,
     /// How its last run ended.
     pub last_status: Option<Status>,
-    /// Every execution so far (succeeded, no_change and failed rows, any trigger): RUNS in
+    /// Every execution so far (succeeded, no_change, failed and abandoned rows, any trigger): RUNS in
     /// `jobs`, `stats` and the console. What `max_runs` counts is `runtime.runs`.
     pub runs: u64,
     /// Paused by an operator.

@@ -166,7 +166,7 @@ pub struct RowCounters {
     pub total_cost_usd: f64,
     /// Some of its spend is unknown.
     pub cost_incomplete: bool,
-    /// Every execution (succeeded, no_change, failed rows, any trigger), as `stats` counts them.
+    /// Every execution (succeeded, no_change, failed, abandoned rows, any trigger), as `stats` counts them.
     pub executions: u64,
 }
 

@@ -14,6 +14,11 @@ use support::tempdir as tmp;
 fn paused(dir: &Path) -> Vec<String> {
     let (c, out, err) = run(dir, &["jobs", "--json"]);
     assert_eq!(c, 0, "{err}");
+    // Nothing held is 0.0, never a negative zero.
+    assert!(
+        out.contains("\"in_flight_usd\": 0.0") && !out.contains("-0.0"),
+        "{out}"
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut names: Vec<String> = v
         .as_array()

@@ -89,10 +89,15 @@ impl Price {
 
 /// [`JobCounters::executions`] of a `by_status` map.
 pub(crate) fn executions_of(by_status: &BTreeMap<Status, u64>) -> u64 {
-    [Status::Succeeded, Status::NoChange, Status::Failed]
-        .iter()
-        .map(|s| by_status.get(s).copied().unwrap_or(0))
-        .fold(0, u64::saturating_add)
+    [
+        Status::Succeeded,
+        Status::NoChange,
+        Status::Failed,
+        Status::Abandoned,
+    ]
+    .iter()
+    .map(|s| by_status.get(s).copied().unwrap_or(0))
+    .fold(0, u64::saturating_add)
 }
 
 /// Counters kept per job so stats never need a history scan.
@@ -172,7 +177,8 @@ impl JobCounters {
     pub(crate) const HOURS_KEPT: i64 = 25;
 
     /// Every execution: the rows where the job's action really ran or its monitor looked
-    /// (succeeded, no_change, failed), whatever the trigger. The one run count every surface
+    /// (succeeded, no_change, failed), or started and never ended (abandoned: its owner died or
+    /// stopped mid-run), whatever the trigger. The one run count every surface
     /// shows as RUNS (`max_runs` counts scheduled runs apart, in
     /// [`crate::model::JobRuntime::runs`]).
     pub fn executions(&self) -> u64 {

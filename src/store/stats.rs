@@ -4,8 +4,9 @@
 //! Owns: the stats arithmetic and its JSON shape. Must not touch: I/O, the store itself.
 //!
 //! Decisions: `total_executions` counts rows where the job actually ran (succeeded, failed,
-//! no_change); `skipped`, `missed` and `abandoned` are reported in `counts` only. `success_rate`
-//! = (succeeded + no_change) / total_executions × 100 (0 when nothing ran). `period_cost_usd`
+//! no_change) or started and never ended (abandoned): the RUNS every surface shows; `skipped`
+//! and `missed` are reported in `counts` only. `success_rate` = (succeeded + no_change) /
+//! total_executions × 100 (0 when nothing ran), so an abandoned run counts against it. `period_cost_usd`
 //! is the spend in the current UTC budget period; `in_flight_usd` the money the budget holds
 //! for calls in flight (or of unknown outcome) in it, and `remaining_budget` = limit − spent −
 //! in flight: the figure the next call is checked against. Money is rounded to 9 decimal
@@ -27,7 +28,7 @@ use crate::store::rules;
 pub struct StatsLine {
     /// Job name, or `"*"` for the global line.
     pub job: String,
-    /// Executions: succeeded, no_change and failed rows (the console's EXECS).
+    /// Executions: succeeded, no_change, failed and abandoned rows (RUNS everywhere).
     pub total_executions: u64,
     /// Succeeded and no_change rows.
     pub successful_executions: u64,
@@ -66,13 +67,16 @@ pub struct Stats {
 }
 
 /// Money in JSON: rounded to 9 decimal places, which drops the binary noise of sums
-/// (`0.30000000000000004`) and keeps every digit a price per million tokens produces.
+/// (`0.30000000000000004`) and keeps every digit a price per million tokens produces. Zero is
+/// always `0.0`, never `-0.0`.
 pub fn round_usd(x: f64) -> f64 {
-    if x.is_finite() {
+    let r = if x.is_finite() {
         (x * 1e9).round() / 1e9
     } else {
         0.0
-    }
+    };
+    // -0.0 == 0.0: this turns a negative zero into a positive one.
+    if r == 0.0 { 0.0 } else { r }
 }
 
 #[derive(Default)]
@@ -90,7 +94,7 @@ impl Acc {
         let get = |s: Status| self.counts.get(&s).copied().unwrap_or(0);
         let ok = get(Status::Succeeded) + get(Status::NoChange);
         let failed = get(Status::Failed);
-        let total = ok + failed;
+        let total = crate::model::executions_of(&self.counts);
         let rate = if total == 0 {
             0.0
         } else {
@@ -171,8 +175,8 @@ mod tests {
     use crate::model::{Budget, BudgetPeriod};
     use crate::store::policy::define::tests_support::job;
 
-    #[test]
-    fn stats_follow_the_counters_and_the_current_period() {
+    /// Noon on 2026-11-29 and a global budget of $1.00 a day.
+    fn day_budget() -> (DateTime<Utc>, Settings) {
         let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
             .unwrap()
             .to_utc();
@@ -183,6 +187,32 @@ mod tests {
             }),
             ..Default::default()
         };
+        (now, settings)
+    }
+
+    /// A run whose owner died mid-run is an execution: RUNS counts it, and it is no success.
+    #[test]
+    fn an_abandoned_run_is_counted_as_a_run() {
+        let (now, settings) = day_budget();
+        let mut a = job("a", now);
+        a.rt.counters.by_status.insert(Status::Abandoned, 1);
+        let mut b = job("b", now);
+        b.rt.counters.by_status.insert(Status::Succeeded, 1);
+        b.rt.counters.by_status.insert(Status::Abandoned, 1);
+        b.rt.counters.by_status.insert(Status::Skipped, 4);
+        let s = compute(&[a.clone(), b], &settings, now);
+        assert_eq!(s.jobs[0].total_executions, 1);
+        assert_eq!(s.jobs[0].success_rate, 0.0);
+        assert_eq!(s.jobs[1].total_executions, 2);
+        assert_eq!(s.jobs[1].success_rate, 50.0);
+        assert_eq!(s.global.total_executions, 3);
+        // The same count as `jobs` and the console read from the counters.
+        assert_eq!(a.rt.counters.executions(), 1);
+    }
+
+    #[test]
+    fn stats_follow_the_counters_and_the_current_period() {
+        let (now, settings) = day_budget();
         let mut a = job("a", now);
         a.def.max_cost_usd = Some(0.5);
         a.rt.counters.by_status.insert(Status::Succeeded, 3);
@@ -219,16 +249,7 @@ mod tests {
     #[test]
     fn remaining_budget_subtracts_the_money_in_flight() {
         use crate::model::{Reservation, ReservationState};
-        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
-            .unwrap()
-            .to_utc();
-        let settings = Settings {
-            budget: Some(Budget {
-                max_cost_usd: 1.0,
-                period: BudgetPeriod::Day,
-            }),
-            ..Default::default()
-        };
+        let (now, settings) = day_budget();
         let mut a = job("a", now);
         a.def.max_cost_usd = Some(0.5);
         a.rt.counters.period_key = "day:2026-11-29".into();

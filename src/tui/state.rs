@@ -32,7 +32,7 @@
 //!   while only the pages visited are in memory.
 //! - A row is shown once even when it arrives both as an event and in a snapshot (dedupe by
 //!   run id), e.g. a manual run seen by `console --attach`.
-//! - RUNS counts every execution (succeeded, no_change, failed rows: any trigger), the same
+//! - RUNS counts every execution (succeeded, no_change, failed, abandoned rows: any trigger), the same
 //!   count under the same name in `jobs`, `stats` and `describe`; `max_runs` progress is shown
 //!   apart, as `n/max`.
 
@@ -237,7 +237,7 @@ pub struct LeasesPane {
     pub(crate) sel: usize,
 }
 
-/// Every execution of the job (succeeded, no_change, failed rows, any trigger): the RUNS count
+/// Every execution of the job (succeeded, no_change, failed, abandoned rows, any trigger): the RUNS count
 /// of the console, `jobs` and `stats`.
 pub(crate) fn executions(j: &JobRow) -> u64 {
     j.rt.counters.executions
@@ -511,7 +511,7 @@ impl App {
         self.history.selected(&self.snap, &self.filters)
     }
 
-    /// Every execution of the job (succeeded, no_change, failed rows, any trigger): the RUNS
+    /// Every execution of the job (succeeded, no_change, failed, abandoned rows, any trigger): the RUNS
     /// column.
     pub fn executions(j: &JobRow) -> u64 {
         executions(j)

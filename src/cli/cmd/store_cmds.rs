@@ -34,7 +34,7 @@ use crate::cli::args::{
     BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
 };
 use crate::config::Handover;
-use crate::cost::usd;
+use crate::cost::Money;
 use crate::listing::JobView;
 use crate::model::{JobRecord, Status};
 use crate::store::stats::{self, StatsLine};
@@ -160,11 +160,11 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
 
 /// The NOTE column with the money its budget holds for calls in flight (or of unknown
 /// outcome) this period: SPEND is what was spent; the budget also counts this.
-fn with_in_flight(note: String, held: f64) -> String {
+fn with_in_flight(note: String, held: f64, money: Money) -> String {
     if !(held.is_finite() && held > 0.0) {
         return note;
     }
-    let held = format!("{} held by calls in flight", usd(held));
+    let held = format!("{} held by calls in flight", money.fmt(held));
     if note == "-" {
         held
     } else {
@@ -225,6 +225,13 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let zone = zone(a.utc);
+    // One precision for the page's money, so a spend and its budget read alike.
+    let money = Money::for_amounts(views.iter().flat_map(|v| {
+        [v.period_cost_usd, v.in_flight_usd]
+            .into_iter()
+            .chain(v.max_cost_usd)
+    }));
+    let usd = |x: f64| money.fmt(x);
     let rows: Vec<[String; 11]> = jobs
         .iter()
         .zip(&views)
@@ -246,7 +253,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
                 v.runs.to_string(),
                 spend,
                 one_line(v.schedule),
-                with_in_flight(note_text(r, zone, now), v.in_flight_usd),
+                with_in_flight(note_text(r, zone, now), v.in_flight_usd, money),
             ]
         })
         .collect();
@@ -370,6 +377,8 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut cells = Vec::with_capacity(rows.len());
+    // One precision for the page's costs, so the rows of a run add up as printed.
+    let money = Money::for_amounts(rows.iter().map(|r| r.cost_usd));
     for r in &rows {
         let mut reason = row_text(r);
         if let Some(n) = r.slots_count {
@@ -397,7 +406,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             ts(r.slot),
             r.trigger.as_str().to_string(),
             r.duration_ms.to_string(),
-            row_cost(r),
+            row_cost(r, money),
             r.run_id.to_string(),
             reason.into_owned(),
         ]);
@@ -437,9 +446,9 @@ fn row_text(r: &crate::model::HistoryRow) -> String {
 }
 
 /// The COST of a `history` row: what it cost, `-` for a row that called no model.
-fn row_cost(r: &crate::model::HistoryRow) -> String {
+fn row_cost(r: &crate::model::HistoryRow, money: Money) -> String {
     if r.cost_usd > 0.0 || r.model.is_some() {
-        usd(r.cost_usd)
+        money.fmt(r.cost_usd)
     } else {
         "-".to_string()
     }
@@ -460,16 +469,43 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         println!("{}", crate::text::to_json_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("period {}", s.period);
-    println!(
-        "forecast: {} (spent {}, projected {} by {})",
-        f.phrase(now),
-        usd(f.spent_usd),
-        usd(f.projected_total_usd),
-        f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
+    for l in stats_text(&s, &f, now) {
+        println!("{l}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text of `stats`: the period, the forecast with a line per job, and the table. Every
+/// amount on it is shown at one precision ([`Money`]), so totals and parts agree as printed.
+fn stats_text(s: &stats::Stats, f: &crate::forecast::Forecast, now: DateTime<Utc>) -> Vec<String> {
+    let lines = s.jobs.iter().chain([&s.global]);
+    let m = Money::for_amounts(
+        [f.spent_usd, f.projected_total_usd]
+            .into_iter()
+            .chain(f.jobs.iter().flat_map(|j| {
+                [j.cost_per_run_usd, j.projected_usd]
+                    .into_iter()
+                    .chain(j.job_limit_left_usd)
+            }))
+            .chain(lines.flat_map(|l| {
+                [l.total_cost_usd, l.period_cost_usd, l.in_flight_usd]
+                    .into_iter()
+                    .chain(l.remaining_budget)
+            })),
     );
+    let usd = |x: f64| m.fmt(x);
+    let mut out = vec![
+        format!("period {}", s.period),
+        format!(
+            "forecast: {} (spent {}, projected {} by {})",
+            f.phrase_with(now, usd),
+            usd(f.spent_usd),
+            usd(f.projected_total_usd),
+            f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ),
+    ];
     for j in &f.jobs {
-        println!("  {:<24} {}", j.job, j.breakdown(usd));
+        out.push(format!("  {:<24} {}", j.job, j.breakdown(usd)));
     }
     let line = |l: &StatsLine| {
         vec![
@@ -481,7 +517,7 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
             usd(l.total_cost_usd),
             usd(l.period_cost_usd),
             usd(l.in_flight_usd),
-            l.remaining_budget.map_or("-".to_string(), usd),
+            l.remaining_budget.map_or("-".to_string(), &usd),
             format!("{:.1}s", l.runtime_seconds),
             if l.cost_incomplete {
                 "(spend incomplete)".to_string()
@@ -504,10 +540,8 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         "RUNTIME",
         "",
     ];
-    for line in table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]) {
-        println!("{line}");
-    }
-    Ok(ExitCode::SUCCESS)
+    out.extend(table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    out
 }
 
 pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
@@ -831,6 +865,19 @@ fn describe_counters(
 ) {
     let d = &rec.def;
     let c = &rec.rt.counters;
+    let f = crate::forecast::compute(std::slice::from_ref(rec), settings, now);
+    // One precision for the job's money, so its spend, limit and forecast read alike.
+    let m = Money::for_amounts(
+        [period, c.total_cost_usd]
+            .into_iter()
+            .chain(d.max_cost_usd)
+            .chain(f.jobs.iter().flat_map(|j| {
+                [j.cost_per_run_usd, j.projected_usd]
+                    .into_iter()
+                    .chain(j.job_limit_left_usd)
+            })),
+    );
+    let usd = |x: f64| m.fmt(x);
     kv("runs:", runs_line(c));
     kv(
         "spend:",
@@ -838,7 +885,7 @@ fn describe_counters(
             "{} this period{}, {} in total{}",
             usd(period),
             d.max_cost_usd
-                .map_or(String::new(), |m| format!(" (limit {})", usd(m))),
+                .map_or(String::new(), |l| format!(" (limit {})", usd(l))),
             usd(c.total_cost_usd),
             if c.cost_incomplete {
                 " (incomplete: unpriced model or missing usage)"
@@ -847,7 +894,6 @@ fn describe_counters(
             }
         ),
     );
-    let f = crate::forecast::compute(std::slice::from_ref(rec), settings, now);
     match f.jobs.first() {
         Some(j) => kv(
             "forecast:",
@@ -900,8 +946,54 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
 
 #[cfg(test)]
 mod tests {
-    use super::{runs_line, table};
+    use super::{runs_line, stats_text, table};
     use crate::model::{JobCounters, Status};
+
+    /// `stats` shows a job's spend and what its limit leaves at one precision, so they add up
+    /// to the limit as printed ($0.214 + $0.086 = $0.30, never $0.21 beside $0.086), and counts
+    /// an abandoned run among RUNS.
+    #[test]
+    fn stats_money_adds_up_as_printed_and_an_abandoned_run_is_a_run() {
+        use crate::store::policy::define::tests_support::job;
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let settings = crate::model::Settings {
+            budget: None,
+            ..Default::default()
+        };
+        let mut a = job("a", now);
+        a.def.max_cost_usd = Some(0.30);
+        a.rt.counters.by_status.insert(Status::Succeeded, 2);
+        a.rt.counters.total_cost_usd = 0.214;
+        a.rt.counters.period_key = crate::cost::budget_period(&settings).key(now);
+        a.rt.counters.period_cost_usd = 0.214;
+        let mut b = job("b", now);
+        b.rt.counters.by_status.insert(Status::Abandoned, 1);
+        let jobs = [a, b];
+        let s = crate::store::stats::compute(&jobs, &settings, now);
+        let f = crate::forecast::compute(&jobs, &settings, now);
+        let text = stats_text(&s, &f, now);
+        let row = |name: &str| {
+            text.iter()
+                .skip_while(|l| !l.starts_with("JOB "))
+                .find(|l| l.split_whitespace().next() == Some(name))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .unwrap_or_else(|| panic!("no row {name}: {text:#?}"))
+        };
+        // JOB RUNS OK FAIL RATE% TOTAL PERIOD IN-FLIGHT LEFT RUNTIME
+        assert_eq!(
+            row("a")[1..9],
+            [
+                "2", "2", "0", "100.00", "$0.214", "$0.214", "$0.00", "$0.086"
+            ]
+        );
+        assert_eq!(row("b")[1..3], ["1", "0"], "an abandoned run is a run");
+        assert_eq!(row("*")[1], "3");
+        assert!(!text.iter().any(|l| l.contains("$0.21 ")), "{text:#?}");
+        // The forecast line says what the limit leaves with the same digits.
+        assert!(text.iter().any(|l| l.contains("($0.086 left")), "{text:#?}");
+    }
 
     #[test]
     fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {

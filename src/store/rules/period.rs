@@ -45,7 +45,8 @@ pub fn held_in<'a>(reservations: impl Iterator<Item = (&'a str, f64)>, key: &str
     reservations
         .filter(|(k, usd)| counts_in(k, key) && usd.is_finite())
         .map(|(_, usd)| usd.max(0.0))
-        .sum()
+        // From +0.0: an empty f64 `sum()` is -0.0, which JSON prints as `-0.0`.
+        .fold(0.0, |a, b| a + b)
 }
 
 /// Finite and ≥ 0, else 0.
@@ -264,6 +265,20 @@ pub struct Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nothing held is +0.0 (an empty f64 sum is -0.0, which `jobs --json` printed as `-0.0`).
+    #[test]
+    fn nothing_held_is_a_positive_zero() {
+        let none = held_in(std::iter::empty(), "day:2026-11-29");
+        assert!(none == 0.0 && none.is_sign_positive());
+        let other = held_in([("day:2026-11-28", 0.5)].into_iter(), "day:2026-11-29");
+        assert!(other == 0.0 && other.is_sign_positive());
+        assert_eq!(
+            held_in([("day:2026-11-29", 0.5)].into_iter(), "day:2026-11-29"),
+            0.5
+        );
+        assert!(crate::store::stats::round_usd(-0.0).is_sign_positive());
+    }
 
     /// A period's spend counts while `now` is in it and rolls at UTC boundaries.
     #[test]
