@@ -118,6 +118,9 @@ pub struct RowDef {
     pub enabled: bool,
     /// Its own spend limit per period.
     pub max_cost_usd: Option<f64>,
+    /// The `agents:` entry it calls (`None` for a command job): the console warns while that
+    /// agent's key variable is unset.
+    pub agent: Option<Box<str>>,
 }
 
 /// The runtime fields of a [`JobRow`].
@@ -203,6 +206,7 @@ impl JobRow {
                 jitter_seconds: j.def.jitter_seconds,
                 enabled: j.def.enabled,
                 max_cost_usd: j.def.max_cost_usd,
+                agent: j.def.agent_name().map(Box::from),
             },
             rt: RowRt {
                 anchor: j.rt.anchor,

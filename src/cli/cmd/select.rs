@@ -20,12 +20,13 @@ use crate::store::{BULK_CHUNK, BulkAction, BulkOutcome, JobEdit, Store, TriggerO
 use anyhow::Result;
 use chrono::Utc;
 
-use super::{bad_input, jobs_file, open_existing_store_to_write, store_location};
+use super::{bad_input, jobs_file, open_existing_store_for_named, store_location};
 
-/// `pause`, `resume` and `trigger` write the store: opened as its writer.
+/// `pause`, `resume` and `trigger` write the store: opened as its writer, for the jobs they
+/// name (a glob, a tag or `--all` reads every job when it is resolved).
 fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
-    open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
+    open_existing_store_for_named(&store_location(cli, jobs.as_deref()), true)
 }
 
 /// The selected names, or exit 2 naming the selector that matched nothing; with the records

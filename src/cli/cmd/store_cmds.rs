@@ -54,10 +54,11 @@ fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     open_existing_store(&store_location(cli, jobs.as_deref()))
 }
 
-/// The store for a command that writes it (`retry`, `cancel`, `backfill`).
+/// The store for a command that writes one job (`retry`, `cancel`, `backfill`): it reads and
+/// writes that job's record only.
 fn store_to_write(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
-    super::open_existing_store_to_write(&store_location(cli, jobs.as_deref()))
+    super::open_existing_store_for_named(&store_location(cli, jobs.as_deref()), true)
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -558,7 +559,9 @@ const DESCRIBE_SLOTS: usize = 5;
 const DESCRIBE_RUNS: usize = 10;
 
 pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
-    let store = store(cli)?;
+    // One job's record, its history and settings: nothing of the other jobs is read.
+    let jobs = jobs_file(cli);
+    let store = super::open_existing_store_for_named(&store_location(cli, jobs.as_deref()), false)?;
     let now = Utc::now();
     let Some(rec) = store.job(&a.name)? else {
         return Err(bad_input(format!("no job named '{}' in the store", a.name)));

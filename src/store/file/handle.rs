@@ -21,6 +21,10 @@ use crate::store::{StoreError, StoreResult};
 #[derive(Default)]
 pub(super) struct Inner {
     pub(super) loaded: bool,
+    /// A point handle (`point.rs`): its index holds only the jobs its operations named (and
+    /// any whose lines it read in the journal's tail), not every job. An operation that needs
+    /// every job turns it into a handle of every job first ([`FileStore::lock`]).
+    pub(super) point: Option<super::point::Point>,
     /// Every job's index entry (where its newest line is, its wake-up; see `jobs.rs`), and the
     /// wake-up order (see `table.rs`).
     pub(super) jobs: table::JobTable,

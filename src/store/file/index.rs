@@ -320,6 +320,52 @@ pub(super) fn load(
     decode(&bytes, id, want, sized, each).map(|_| true)
 }
 
+/// Whether the index at `path` names the snapshot `want` of store `id`, read from its first
+/// and last bytes only (its entries and checksum are not read). A point handle (`point.rs`)
+/// takes a bound index as the sign that the snapshot's lines are in name order: only a writer
+/// that wrote them so writes an index, and it binds it to that snapshot's length, generation
+/// and header.
+pub(super) fn bound(io: &dyn StoreIo, path: &Path, id: &str, want: &Binding) -> bool {
+    let Ok(f) = io.open(path, OpenMode::Read) else {
+        return false;
+    };
+    let Ok(meta) = f.metadata() else {
+        return false;
+    };
+    let head_len = MAGIC.len() + 2 + id.len() + 8 + 4;
+    let Ok(len) = usize::try_from(meta.len) else {
+        return false;
+    };
+    if len < head_len + TAIL {
+        return false;
+    }
+    let mut head = vec![0u8; head_len];
+    let mut tail = [0u8; TAIL];
+    if read_at(&*f, path, 0, &mut head).is_err()
+        || read_at(&*f, path, (len - TAIL) as u64, &mut tail).is_err()
+    {
+        return false;
+    }
+    let mut r = Reader {
+        b: &head,
+        at: 0,
+        last_wake: None,
+    };
+    let (Ok(magic), Ok(id_len)) = (r.take(MAGIC.len()), r.u16()) else {
+        return false;
+    };
+    if magic != MAGIC || usize::from(id_len) != id.len() || r.take(id.len()) != Ok(id.as_bytes()) {
+        return false;
+    }
+    let (Ok(generation), Ok(header_crc)) = (r.u64(), r.u32()) else {
+        return false;
+    };
+    let snapshot_len = le::<8>(&tail[8..16]).map(u64::from_le_bytes);
+    generation == want.generation
+        && header_crc == want.header_crc
+        && snapshot_len == Ok(want.snapshot_len)
+}
+
 /// What an index's bytes say about its snapshot (for `check`): the binding it names.
 pub(super) fn decode<'b>(
     bytes: &'b [u8],

@@ -70,15 +70,24 @@ use crate::store::{StoreError, StoreResult};
 impl Locked<'_> {
     /// Reload the index from the files: the snapshot (through `jobs.index` when it belongs to
     /// it), then the journal's lines.
+    /// A point handle (see `point.rs`) reads only the files' headers instead, and turns into a
+    /// handle of every job when the files do not allow a point read.
     pub(super) fn full_reload(&mut self) -> StoreResult<()> {
         let cut_owed = self.reset_cache();
+        if self.inner.point.is_some() {
+            if self.point_load(cut_owed)? {
+                return Ok(());
+            }
+            self.inner.point = None;
+            self.reset_cache();
+        }
         let (generation, absorbed) = self.load_snapshot()?;
-        self.load_journal(generation, absorbed, cut_owed)
+        self.load_journal(generation, absorbed, cut_owed, true)
     }
 
     /// Forget every job of the cache; returns the journal whose failed append's cut is still
     /// owed (not known durable), which stays owed across the reload when it is the same file.
-    fn reset_cache(&mut self) -> Option<u64> {
+    pub(super) fn reset_cache(&mut self) -> Option<u64> {
         let inner = &mut *self.inner;
         inner.jobs.clear();
         inner.chained.clear();
@@ -98,35 +107,7 @@ impl Locked<'_> {
         let id = self.store.store_id.as_str();
         let inner = &mut *self.inner;
         let spath = self.store.path(SNAPSHOT_FILE);
-        // Read a piece at a time: at 1 000 000 jobs the snapshot is hundreds of MB, and holding
-        // it whole beside the records it parses into was most of every command's peak memory.
-        let sf = match io.open(&spath, OpenMode::Read) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(missing(&spath, "the snapshot holds every job"));
-            }
-            Err(e) => return Err(StoreError::io(spath, e)),
-        };
-        let slen = sf.metadata().map_err(io_err(&spath))?.len;
-        if slen == 0 {
-            return Err(corrupt(
-                &spath,
-                1,
-                1,
-                "snapshot is empty: its header line is missing",
-            ));
-        }
-        let mut last = [0u8; 1];
-        read_at(&*sf, &spath, slen - 1, &mut last)?;
-        if last[0] != b'\n' {
-            let line = count_lines_before(&*sf, &spath, slen)? + 1;
-            return Err(corrupt(
-                &spath,
-                line,
-                1,
-                "snapshot does not end with a newline",
-            ));
-        }
+        let (sf, slen) = open_snapshot(io, &spath)?;
         let mut generation = 0;
         let mut absorbed = None;
         // The header first: it binds the index (`jobs.index`, see [`super::index`]), which
@@ -197,11 +178,14 @@ impl Locked<'_> {
 
     /// Index the journal's lines (unless it is the stale leftover of the previous generation)
     /// and keep it open for appends.
-    fn load_journal(
+    /// A point handle passes `lines: false`: it reads the lines of the jobs it names only
+    /// (`point.rs`).
+    pub(super) fn load_journal(
         &mut self,
         generation: u64,
         absorbed: Option<filefmt::Absorbed>,
         cut_owed: Option<u64>,
+        lines: bool,
     ) -> StoreResult<()> {
         let io = &*self.store.io;
         let id = self.store.store_id.as_str();
@@ -248,7 +232,7 @@ impl Locked<'_> {
         // A stale journal's lines before `from` are in the snapshot; lines past it were
         // appended while the compaction that absorbed them ran (see `compact.rs`).
         let from = stale.unwrap_or(0);
-        if from < len {
+        if lines && from < len {
             // Journal lines are read a piece at a time too: it may grow to twice the snapshot.
             for_each_line(&*f, &jpath, len, |no, off, line| {
                 if no == 1 || off < from {
@@ -642,7 +626,11 @@ impl Locked<'_> {
             set_index(&mut self.inner, n, Some(loc), idx);
         }
         let slack = self.store.compactor.config.slack;
-        if self.inner.journal.len > (2 * self.inner.live_snapshot_len()).saturating_add(slack) {
+        // A point handle leaves it to the next handle of every job (an operator's command
+        // would otherwise wait for a whole compaction before it exits).
+        if self.inner.point.is_none()
+            && self.inner.journal.len > (2 * self.inner.live_snapshot_len()).saturating_add(slack)
+        {
             // Compacted off the claim path, once the lock is released (see `compact.rs`).
             self.plan_compaction();
         }
@@ -793,6 +781,44 @@ impl Locked<'_> {
         self.inner.snapshot_len = len;
         self.new_journal()
     }
+}
+
+/// Open the snapshot for reading: its file and length, refused when it is missing, empty or
+/// does not end with a newline. Read a piece at a time afterwards: at 1 000 000 jobs it is
+/// hundreds of MB, and holding it whole beside the records it parses into was most of every
+/// command's peak memory.
+pub(super) fn open_snapshot(
+    io: &dyn crate::store::io::StoreIo,
+    spath: &Path,
+) -> StoreResult<(Box<dyn IoFile>, u64)> {
+    let sf = match io.open(spath, OpenMode::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(missing(spath, "the snapshot holds every job"));
+        }
+        Err(e) => return Err(StoreError::io(spath, e)),
+    };
+    let slen = sf.metadata().map_err(io_err(spath))?.len;
+    if slen == 0 {
+        return Err(corrupt(
+            spath,
+            1,
+            1,
+            "snapshot is empty: its header line is missing",
+        ));
+    }
+    let mut last = [0u8; 1];
+    read_at(&*sf, spath, slen - 1, &mut last)?;
+    if last[0] != b'\n' {
+        let line = count_lines_before(&*sf, spath, slen)? + 1;
+        return Err(corrupt(
+            spath,
+            line,
+            1,
+            "snapshot does not end with a newline",
+        ));
+    }
+    Ok((sf, slen))
 }
 
 /// Write the index of a snapshot just renamed into place. A failure is logged, not returned:

@@ -19,6 +19,7 @@
 //!   files a followed compaction left it reading), below the handle.
 //! - `follow.rs` — a swapped-in compaction followed without reloading every job.
 //! - `jobs.rs` — snapshot + journal: loading, tail reads, appends, a big apply's snapshot.
+//! - `point.rs` — point handles: one job's line found without the index of every job.
 //! - `compact.rs` — the usual compaction: planned under the lock, built without it, swapped
 //!   in.
 //! - `apply.rs` — `apply`: definitions diffed one at a time, written as one append or snapshot.
@@ -221,6 +222,7 @@ mod migrate;
 mod open;
 mod owners;
 mod pins;
+mod point;
 mod query;
 mod record;
 mod recount;

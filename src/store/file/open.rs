@@ -68,7 +68,40 @@ impl FileStore {
         FileStore::open_as(dir, RealIo::shared(), OpenAs::ExistingWriter)
     }
 
+    /// Open a store that must already exist for a command that names the jobs it reads or
+    /// writes (`describe`, `pause NAME`, `trigger`, `backfill`, `cancel`, `retry`; `writes`:
+    /// as [`FileStore::open_existing_writer`], else as [`FileStore::open_existing`]). The
+    /// handle reads those jobs' lines only, so the command costs the same at 1 000 jobs and at
+    /// 1 000 000; an operation that needs every job (a listing, a claim) loads them first
+    /// (see `point.rs`).
+    pub fn open_point(dir: &Path, writes: bool) -> StoreResult<FileStore> {
+        FileStore::open_point_with_io(dir, RealIo::shared(), writes)
+    }
+
+    /// [`FileStore::open_point`] over another I/O layer (a fault simulator).
+    pub fn open_point_with_io(
+        dir: &Path,
+        io: Arc<dyn StoreIo>,
+        writes: bool,
+    ) -> StoreResult<FileStore> {
+        let how = if writes {
+            OpenAs::ExistingWriter
+        } else {
+            OpenAs::Existing
+        };
+        FileStore::open_with(dir, io, how, true)
+    }
+
     pub(super) fn open_as(dir: &Path, io: Arc<dyn StoreIo>, how: OpenAs) -> StoreResult<FileStore> {
+        FileStore::open_with(dir, io, how, false)
+    }
+
+    fn open_with(
+        dir: &Path,
+        io: Arc<dyn StoreIo>,
+        how: OpenAs,
+        point: bool,
+    ) -> StoreResult<FileStore> {
         let vpath = dir.join(VERSION_FILE);
         let not_a_store = || missing(&vpath, "this directory is not a cronsole store");
         match how {
@@ -145,12 +178,20 @@ impl FileStore {
             adopts_mark: how != OpenAs::Existing,
             index_min_bytes: INDEX_MIN_BYTES,
             compactor: super::compaction::Compactor::new(Default::default()),
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                point: point.then(Default::default),
+                ..Inner::default()
+            }),
         };
         {
-            let mut l = store.lock()?;
+            let mut l = store.lock_for(&[])?;
             let rows = l.verify_open_segment()?;
-            l.cross_check(&rows)?;
+            let seg = l.inner.history_seg;
+            match l.inner.point.as_mut() {
+                // Each job a point handle looks up is checked against these rows (`point.rs`).
+                Some(p) => (p.rows, p.seg) = (rows, seg),
+                None => l.cross_check(&rows)?,
+            }
             l.check_first_segment()?;
         }
         if how != OpenAs::Existing {

@@ -62,14 +62,14 @@ fn same_key(a: &ToolPin, b: &ToolPin) -> bool {
 
 impl FileStore {
     pub(super) fn read_tool_pins(&self, servers: &[String]) -> StoreResult<Vec<ToolPin>> {
-        let mut pins = self.lock()?.read_pins()?;
+        let mut pins = self.lock_for(&[])?.read_pins()?;
         pins.retain(|p| servers.is_empty() || servers.contains(&p.server));
         pins.sort_by(|a, b| (&a.server, &a.tool).cmp(&(&b.server, &b.tool)));
         Ok(pins)
     }
 
     pub(super) fn insert_tool_pins(&self, new: &[ToolPin]) -> StoreResult<Vec<ToolPin>> {
-        let l = self.lock()?;
+        let l = self.lock_for(&[])?;
         let mut all = l.read_pins()?;
         let before = all.len();
         for p in new {
@@ -88,7 +88,7 @@ impl FileStore {
     }
 
     pub(super) fn replace_tool_pins(&self, server: &str, pins: &[ToolPin]) -> StoreResult<usize> {
-        let l = self.lock()?;
+        let l = self.lock_for(&[])?;
         let mut all = l.read_pins()?;
         let before = all.len();
         all.retain(|p| p.server != server);

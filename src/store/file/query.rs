@@ -38,7 +38,7 @@ pub(super) struct View {
 
 impl FileStore {
     pub(super) fn view(&self) -> StoreResult<View> {
-        let l = self.lock()?;
+        let l = self.lock_for(&[])?;
         let hpath = self.path(HISTORY_FILE);
         Ok(View {
             open: l

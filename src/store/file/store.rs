@@ -84,7 +84,7 @@ impl FileStore {
 
 impl HistoryReader for FileStore {
     fn job(&self, name: &str) -> StoreResult<Option<JobRecord>> {
-        self.lock()?.record(name)
+        self.lock_for(&[name])?.record(name)
     }
 
     fn history(&self, q: &HistoryQuery) -> StoreResult<Vec<HistoryRow>> {
@@ -136,7 +136,7 @@ impl Store for FileStore {
     }
 
     fn settings(&self) -> StoreResult<Settings> {
-        Ok(self.lock()?.inner.settings.clone())
+        Ok(self.lock_for(&[])?.inner.settings.clone())
     }
 
     fn tool_pins(&self, servers: &[String]) -> StoreResult<Vec<crate::model::ToolPin>> {
@@ -282,7 +282,7 @@ impl Store for FileStore {
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
-        let mut l = self.lock()?;
+        let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
@@ -295,7 +295,7 @@ impl Store for FileStore {
     }
 
     fn request_trigger(&self, name: &str, now: DateTime<Utc>) -> StoreResult<TriggerOutcome> {
-        let mut l = self.lock()?;
+        let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
@@ -313,7 +313,7 @@ impl Store for FileStore {
         edit: &crate::store::JobEdit,
         now: DateTime<Utc>,
     ) -> StoreResult<crate::store::EditOutcome> {
-        let mut l = self.lock()?;
+        let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
             return Err(StoreError::NoSuchJob(name.to_string()));
@@ -340,7 +340,8 @@ impl Store for FileStore {
             done: Vec::new(),
             error: Some(e),
         };
-        let mut l = match self.lock() {
+        let named: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut l = match self.lock_for(&named) {
             Ok(l) => l,
             Err(e) => return fail(e),
         };

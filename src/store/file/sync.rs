@@ -15,7 +15,20 @@ use crate::store::rules;
 use crate::store::{StoreError, StoreResult};
 
 impl FileStore {
+    /// Take the lock for an operation that may look at every job: a point handle (`point.rs`)
+    /// becomes a handle of every job first, checked as an open checks one.
     pub(super) fn lock(&self) -> StoreResult<Locked<'_>> {
+        self.lock_as(None)
+    }
+
+    /// Take the lock for an operation that reads and writes the jobs `names` only (none: it
+    /// reads no job, e.g. history or settings). A point handle looks up just those jobs; any
+    /// other handle is locked as [`FileStore::lock`] locks it.
+    pub(super) fn lock_for(&self, names: &[&str]) -> StoreResult<Locked<'_>> {
+        self.lock_as(Some(names))
+    }
+
+    fn lock_as(&self, named: Option<&[&str]>) -> StoreResult<Locked<'_>> {
         let inner = self.inner.lock().unwrap_or_else(|e| {
             // A panic mid-operation may have left the cache half-updated: reload from disk.
             let mut g = e.into_inner();
@@ -26,13 +39,27 @@ impl FileStore {
         self.flock(&lpath)?;
         let mut l = Locked { store: self, inner };
         l.inner.rows_known.clear();
-        if let Err(e) = l.refresh() {
+        let whole = named.is_none() && l.inner.point.is_some();
+        if whole {
+            l.inner.point = None;
+            l.inner.loaded = false;
+        }
+        let r = l.refresh().and_then(|()| {
+            if whole {
+                // What an open of every job checks (`open.rs`).
+                let rows = l.verify_open_segment()?;
+                l.cross_check(&rows)?;
+            }
+            l.find_named(named.unwrap_or_default())
+        });
+        if let Err(e) = r {
             l.inner.loaded = false;
             return Err(e);
         }
         let end = l.mark_now();
-        l.inner.acct_clean =
-            l.inner.jobs.is_empty() || (l.inner.acct == Some(end) && !l.inner.history_sealed_open);
+        // A point handle's empty index says nothing about the store's jobs.
+        let no_job = l.inner.point.is_none() && l.inner.jobs.is_empty();
+        l.inner.acct_clean = no_job || (l.inner.acct == Some(end) && !l.inner.history_sealed_open);
         l.inner.acct_upto = None;
         Ok(l)
     }
@@ -64,8 +91,9 @@ impl Locked<'_> {
             || m.len < j.len
             || (self.inner.journal_stale && m.len > j.len)
         {
-            // A compaction that folded the files this handle reads is followed, not reloaded.
-            if !(m.ino != j.ino && self.follow()?) {
+            // A compaction that folded the files this handle reads is followed, not reloaded
+            // (a point handle's reload reads only the files' headers).
+            if !(m.ino != j.ino && self.inner.point.is_none() && self.follow()?) {
                 self.full_reload()?;
             }
         } else if m.len > j.len {

@@ -4,6 +4,11 @@
 //! A store outage of this process's engine is shown in red while it lasts ("STORE UNWRITABLE
 //! since …: claims stopped"), and the last one that ended in grey after it, for an hour.
 //!
+//! An agent that a job calls and whose key variable is unset where this engine runs is named in
+//! red on the first line for as long as that holds (`agent writer: OPENAI_API_KEY unset — its
+//! runs will fail`): its runs fail before any request, and a start-up warning would be hidden
+//! behind the console.
+//!
 //! `owners` counts the live owners by the one rule of [`crate::owners`] (this engine and the
 //! holders of unexpired leases); attached with no engine seen, the header says that no engine
 //! is running, so due jobs sitting at "due" are explained.
@@ -155,6 +160,15 @@ fn outage_span(app: &App) -> Option<Span<'static>> {
     Some(Span::styled(text, style))
 }
 
+/// The lasting alert about agents whose key variable is unset.
+fn key_alert_span(app: &App) -> Option<Span<'static>> {
+    let text = crate::tui::state::alerts::key_alert_text(&app.key_alerts)?;
+    Some(Span::styled(
+        format!("{text}  "),
+        Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+    ))
+}
+
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let s = &app.snap;
     let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
@@ -178,6 +192,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
+    first.extend(key_alert_span(app));
     first.extend([
         Span::raw(format!(
             "up {uptime}  owners {}  owner ",

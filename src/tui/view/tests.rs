@@ -332,6 +332,28 @@ fn the_run_views_footer_shows_the_run_views_keys() {
     assert_eq!(a.pane, pane);
 }
 
+/// An agent whose key variable is unset is named on the header's first line, whole at 80
+/// columns, and stays there after a key clears the notice line.
+#[test]
+fn an_unset_agent_key_is_a_lasting_header_alert_at_80_columns() {
+    let mut a = app();
+    a.key_alerts = crate::tui::state::alerts::missing_keys(&a.snap, &|v| v != "OPENAI_API_KEY");
+    a.notice = Some("environment variable OPENAI_API_KEY is not set".into());
+    let first = |a: &App| {
+        text(&draw(a, 80, 24))
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let want = "cronsole [engine] agent writer: OPENAI_API_KEY unset — its runs will fail";
+    assert!(first(&a).starts_with(want), "{}", first(&a));
+    a.notice = None;
+    a.handle_key(c('j'));
+    assert!(first(&a).starts_with(want), "{}", first(&a));
+    snap!("key_alert_80x24", screen(&a, 80, 24));
+}
+
 /// At 80 columns, with an alert on the notice line, the footer still ends with `? help` and
 /// `q quit`: hints are dropped by priority and the notice is cut, never those two.
 #[test]
