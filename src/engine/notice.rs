@@ -86,7 +86,7 @@ pub struct CallOwner {
 
 /// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
 /// `now`: it must be live by the one live-owner rule ([`crate::owners::live`]: heard within
-/// [`crate::owners::GONE_AFTER_SECS`]) and still renew the run's lease. An owner killed with
+/// [`crate::owners::GONE_AFTER_SECS`], not signed off) and still renew the run's lease. An owner killed with
 /// `kill -9` fails the first within that many seconds, and the second once its lease runs out;
 /// before either, nothing on the store tells it from a live one. A store that keeps no owner
 /// records is judged by the lease alone.
@@ -100,6 +100,12 @@ pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> Ca
             "its owner {owner} stopped renewing the run's lease {} ago; the call runs only if \
              that owner comes back, otherwise the next owner to claim records the run abandoned",
             span(now - lease.lease_until)
+        ))
+    } else if seen.is_some_and(|o| o.record.signed_off.is_some()) {
+        Some(format!(
+            "its owner {owner} has stopped; the call runs only if that owner comes back, or is \
+             recorded abandoned when its lease expires (in {})",
+            span(lease.lease_until - now)
         ))
     } else if let (Some(ago), false) = (heard_ago, live) {
         Some(format!(
@@ -155,6 +161,7 @@ mod tests {
                 last_seen: at,
                 clock_offset_ms: 0,
                 claims_stopped: None,
+                signed_off: None,
             },
             ago: chrono::Duration::seconds(ago),
         }
