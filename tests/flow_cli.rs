@@ -270,7 +270,8 @@ fn owners_until(dir: &Path, want: &str) -> String {
     }
 }
 
-/// `trigger NAME`'s output, which must exit 0.
+/// `trigger NAME`'s output, which must exit 0 (each call names a job not triggered before: one
+/// that an engine is running exits 1, and is not queued).
 fn trigger(dir: &Path, name: &str) -> String {
     let (c, out, err) = run(dir, &["trigger", name]);
     assert_eq!(c, 0, "{err}");
@@ -289,23 +290,25 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
     let dir = tmp("liveowners");
     std::fs::write(
         dir.join("jobs.yaml"),
-        "jobs:\n  - {name: hourly-job, schedule: \"0 * * * *\", command: \"true\"}\n",
+        (1..=6)
+            .map(|i| format!("  - {{name: job-{i}, schedule: \"0 0 1 1 *\", command: \"true\"}}\n"))
+            .fold("jobs:\n".to_string(), |all, j| all + &j),
     )
     .unwrap();
     assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
     // No engine has ever run here: the trigger is queued, and said to wait.
-    assert!(trigger(&dir, "hourly-job").contains(NO_ENGINE));
+    assert!(trigger(&dir, "job-1").contains(NO_ENGINE));
     owners_until(
         &dir,
         "owners: none live (no engine is running on this store)",
     );
-    let (c, out, _) = run(&dir, &["pause", "hourly-job"]);
+    let (c, out, _) = run(&dir, &["pause", "job-6"]);
     assert_eq!(c, 0);
     assert!(
         out.contains("note: paused in the store; no engine is running on this store"),
         "{out}"
     );
-    run(&dir, &["resume", "hourly-job"]);
+    run(&dir, &["resume", "job-6"]);
 
     let engine = || {
         Daemon::spawn(
@@ -317,7 +320,7 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
     // A running engine: one live owner, and a trigger gets no note.
     let mut one = engine();
     owners_until(&dir, "owners: 1 live");
-    assert!(!trigger(&dir, "hourly-job").contains("no engine"));
+    assert!(!trigger(&dir, "job-2").contains("no engine"));
     // A clean stop (SIGTERM): the very next `jobs` counts none, and the trigger says so.
     one.signal(libc::SIGTERM);
     assert!(one.child.wait().unwrap().success());
@@ -326,7 +329,7 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
         out.contains("owners: none live") && out.contains("  stopped cleanly: "),
         "{out}"
     );
-    assert!(trigger(&dir, "hourly-job").contains(NO_ENGINE));
+    assert!(trigger(&dir, "job-3").contains(NO_ENGINE));
 
     // A kill -9 writes nothing: the owner still counts while its record is fresh...
     let two = engine();
@@ -334,13 +337,15 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
     two.signal(libc::SIGKILL);
     let (_, after, _) = run(&dir, &["jobs"]);
     assert!(after.contains("owners: 1 live"), "{out}\n{after}");
-    assert!(!trigger(&dir, "hourly-job").contains("no engine"));
+    assert!(!trigger(&dir, "job-4").contains("no engine"));
     // ...and not once its record is older than 30 s on the store's clock.
     let pid = two.child.id();
     let mut aged = 0;
     for e in std::fs::read_dir(dir.join("store/owners")).unwrap() {
         let path = e.unwrap().path();
-        if path.to_string_lossy().contains(&format!(":{pid}:")) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        // The record itself, not a temporary file a killed beat may have left.
+        if name.contains(&format!(":{pid}:")) && !name.starts_with('.') {
             let f = std::fs::File::options().write(true).open(&path).unwrap();
             f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(31))
                 .unwrap();
@@ -353,5 +358,5 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
         out.contains("owners: none live") && out.contains("  not heard from for over 30s: "),
         "{out}"
     );
-    assert!(trigger(&dir, "hourly-job").contains(NO_ENGINE));
+    assert!(trigger(&dir, "job-5").contains(NO_ENGINE));
 }
