@@ -27,6 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dry_run: None,
         warnings: Vec::new(),
         health: None,
+        key_env: None,
     };
     tui::run(deps).await?;
     while let Ok(c) = cmd_rx.try_recv() {

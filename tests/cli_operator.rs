@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
+use support::daemon::Daemon;
 use support::wait::wait_until;
 
 use std::path::Path;
@@ -270,13 +271,11 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
          command: \"sleep 60 & echo $! > child.pid; wait\"\n",
     );
     assert!(bad(&d, &["cancel", "slow"]).contains("nothing to cancel"));
-    let engine = Kill(
-        cmd(&d, &["run", "--for", "30s"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let engine = Daemon::spawn(&mut cmd(
+        &d,
+        &["run", "--for", "30s", "--metrics-addr", "127.0.0.1:0"],
+    ));
+    let metrics = engine.metrics_addr();
     let pidfile = d.join("child.pid");
     let mut pid = 0i32;
     wait_until("the run to start", Duration::from_secs(15), || {
@@ -302,9 +301,9 @@ fn cancel_from_another_process_kills_the_run_and_records_it_failed() {
             .map(|s| s.contains(") Z "))
             .unwrap_or(true)
     });
-    std::thread::sleep(Duration::from_millis(500));
+    support::scrape::settle(&metrics);
     assert_eq!(history(&d, "slow").len(), 1, "a cancel is never retried");
-    drop(engine);
+    engine.stop();
 }
 
 /// A retry whose owner is killed (-9) mid-run is recorded `abandoned` like any run, with a hint
@@ -341,9 +340,17 @@ fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried(
     engine.0.kill().unwrap(); // SIGKILL
     engine.0.wait().unwrap();
     drop(engine);
-    // Another owner, after the lease lapsed: it records the retry abandoned and runs nothing.
-    std::thread::sleep(Duration::from_millis(2500));
-    engine_for(&d, "3s");
+    // Another owner, once the lease lapsed: it records the retry abandoned and runs nothing.
+    let next = Daemon::spawn(&mut cmd(
+        &d,
+        &["run", "--for", "60s", "--metrics-addr", "127.0.0.1:0"],
+    ));
+    let metrics = next.metrics_addr();
+    wait_until("the abandoned row", Duration::from_secs(20), || {
+        history(&d, "r").len() >= 2
+    });
+    support::scrape::settle(&metrics);
+    next.stop();
     let rows = history(&d, "r");
     assert_eq!(rows.len(), 2, "the retry was re-run: {rows:#?}");
     assert_eq!(rows[0]["run_id"], retry_run.as_str());

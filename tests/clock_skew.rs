@@ -34,13 +34,13 @@ use owner_support::{Owner, OwnerSpec};
 
 const JOBS: usize = 20;
 
-fn jobs_yaml(marks: &Path) -> String {
+fn jobs_yaml(marks: &Path, run_secs: f64) -> String {
     let mut y = String::from("budget: null\njobs:\n");
     for i in 0..JOBS {
         y.push_str(&format!(
             "  - name: once{i:02}\n    schedule: every 1h\n    run_immediately: true\n    max_runs: 1\n    \
              lease_seconds: 5\n    command: \"{}\"\n",
-            owner_support::marking_command(marks, &format!("once{i:02}"), 7.0)
+            owner_support::marking_command(marks, &format!("once{i:02}"), run_secs)
         ));
     }
     y
@@ -75,7 +75,7 @@ fn trial(name: &str, offset: &str, bound: Option<&str>, refused: bool) {
     let dir = support::tempdir(&format!("skew-{name}"));
     let marks = dir.join("marks");
     let jobs = dir.join("jobs.yaml");
-    std::fs::write(&jobs, jobs_yaml(&marks)).unwrap();
+    std::fs::write(&jobs, jobs_yaml(&marks, 7.0)).unwrap();
     let mut args = Vec::new();
     if let Some(b) = bound {
         args = vec!["--max-clock-offset".to_string(), b.to_string()];
@@ -433,4 +433,78 @@ fn a_file_store_clock_stepped_an_hour_back_and_set_right_never_reruns_a_slot() {
     s.wait_for_runs("runs on the real clock again", back, far());
     let rows = s.finish();
     assert_next_slots(&rows, back, far());
+}
+
+#[test]
+fn a_file_store_owner_stepped_40s_behind_mid_run_runs_each_one_shot_once() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("step-behind40");
+    let (ts, marks, jobs) = (
+        dir.join("faketime"),
+        dir.join("marks"),
+        dir.join("jobs.yaml"),
+    );
+    std::fs::write(&ts, "+0\n").unwrap();
+    std::fs::write(&jobs, jobs_yaml(&marks, 12.0)).unwrap();
+    let store = dir.join("store").display().to_string();
+    let stepped = Owner::start(
+        "stepped",
+        &dir,
+        &OwnerSpec {
+            store: store.clone(),
+            jobs: Some(jobs.clone()),
+            env: owner_support::steppable(&lib, &ts),
+            args: Vec::new(),
+        },
+    );
+    stepped.wait_for("its runs to start", Duration::from_secs(60), |_| {
+        owner_support::marks(&marks).len() == JOBS
+    });
+    let real = Owner::start(
+        "real",
+        &dir,
+        &OwnerSpec {
+            store: store.clone(),
+            jobs: Some(jobs),
+            ..Default::default()
+        },
+    );
+    real.wait_for("the real owner ready", Duration::from_secs(30), |o| {
+        o.get("/healthz").is_some_and(|(c, _)| c == 200)
+    });
+    std::fs::write(&ts, "-40\n").unwrap();
+    stepped.wait_for("the refusal in its log", Duration::from_secs(30), |o| {
+        o.log()
+            .iter()
+            .any(|l| l.contains("40.") && l.contains("behind") && l.contains("claims stopped"))
+    });
+    real.wait_for("a row for every one-shot", Duration::from_secs(90), |_| {
+        count(&owner_support::history(&dir, &store), "succeeded") >= JOBS
+    });
+    let rows = owner_support::history(&dir, &store);
+    let stepped_pid = stepped.child.id();
+    let log = stepped.log();
+    assert_eq!(real.stop(), 0);
+    assert_eq!(stepped.stop(), 0, "{log:#?}");
+    let marks = owner_support::marks(&marks);
+    let problems = owner_support::recorded_once(&marks, &rows);
+    assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
+    assert_eq!(
+        marks.len(),
+        JOBS,
+        "every one-shot ran exactly once: {rows:#?}"
+    );
+    assert_eq!(count(&rows, "succeeded"), JOBS, "{rows:#?}");
+    assert_eq!(count(&rows, "abandoned"), 0, "{rows:#?}");
+    assert!(rows.iter().all(|r| r["trigger"] != "recovery"), "{rows:#?}");
+    assert_eq!(by_pid(&rows, stepped_pid), JOBS, "{rows:#?}");
+    // Each row says its run crossed the step (about 40 s: libfaketime and the run's clock
+    // readings are a few hundred milliseconds apart).
+    assert!(
+        rows.iter()
+            .all(|r| r["clock_stepped"] == "-40s" || r["clock_stepped"] == "-39s"),
+        "{rows:#?}"
+    );
 }

@@ -6,6 +6,8 @@
 
 mod engine_support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::Utc;
@@ -53,5 +55,68 @@ async fn an_owner_whose_clock_is_off_claims_nothing_until_it_is_back() {
     rig.wait_rows("tick", 1).await;
     assert!(health.borrow().clock_refused.is_none());
     assert!(health.borrow().claims_stopped_because().is_none());
+    rig.stop().await;
+}
+
+/// A run in flight when its owner's clock steps 40 s back (its lease 2 s): the owner stops
+/// claiming, but its renewals extend the lease from the store's clock as its last heartbeat
+/// read it, carried on the monotonic clock, so the lease never looks ended to an owner on the
+/// store's clock (which would record the run `abandoned` and run the one-shot again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
+    let yaml = "jobs:\n  - name: once\n    schedule: every 1h\n    run_immediately: true\n    \
+                max_runs: 1\n    lease_seconds: 2\n    command: \"sleep 4\"\n";
+    let opts = RigOpts {
+        start: Utc::now(),
+        max_clock_offset: Some(StdDuration::from_secs(1)),
+        ..Default::default()
+    };
+    let rig = Rig::start("clock-renew", yaml, opts).await;
+    // The engine's clock follows the real one, `behind` ms behind.
+    let behind = Arc::new(AtomicI64::new(0));
+    let ticker = {
+        let (clock, behind) = (rig.clock.clone(), Arc::clone(&behind));
+        tokio::spawn(async move {
+            loop {
+                let b = chrono::Duration::milliseconds(behind.load(Ordering::SeqCst));
+                clock.set(Utc::now() - b);
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+        })
+    };
+    let lease = || {
+        rig.store
+            .job("once")
+            .unwrap()
+            .and_then(|r| r.rt.leases().next().map(|l| l.lease_until))
+    };
+    wait_until_async("the run's lease", StdDuration::from_secs(10), || {
+        lease().is_some()
+    })
+    .await;
+    behind.store(40_000, Ordering::SeqCst);
+    // Until the run's row lands, every lease read ends after the real now.
+    let mut renewed = std::collections::BTreeSet::new();
+    while rig.rows("once").is_empty() {
+        if let Some(until) = lease() {
+            assert!(until > Utc::now(), "lease ended {until} before now");
+            renewed.insert(until);
+        }
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    assert!(renewed.len() >= 3, "renewed after the step: {renewed:?}");
+    ticker.abort();
+    let rows = rig.settle("once").await;
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, cronsole::model::Status::Succeeded);
+    // About 40 s (the ticker's last reading before the step was up to 20 ms old).
+    let step = rows[0].clock_stepped.as_deref().unwrap_or_default();
+    assert!(["-39s", "-40s"].contains(&step), "{rows:#?}");
+    // The heartbeat after the step (every 5 s, maybe after the run ended) stops claims.
+    let health = rig.handle.health.clone();
+    wait_until_async("the clock refusal", StdDuration::from_secs(10), || {
+        health.borrow().clock_refused.is_some()
+    })
+    .await;
     rig.stop().await;
 }

@@ -5,27 +5,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
 use support::daemon::Daemon;
+use support::scrape::{get, metric};
 use support::wait::{poll_until, wait_until};
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (code, body.to_string())
-}
 
 fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
     Daemon::spawn(
@@ -33,13 +19,6 @@ fn spawn(dir: &std::path::Path, extra: &[&str]) -> Daemon {
             .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
             .args(extra),
     )
-}
-
-fn metric(text: &str, prefix: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[test]
@@ -51,13 +30,7 @@ fn metrics_and_health_are_served_by_the_real_binary() {
     )
     .unwrap();
     let d = spawn(&dir, &["--metrics-addr", "127.0.0.1:0"]);
-    let line = d.wait_line("metrics at http://");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap()
-        .to_string();
+    let addr = d.metrics_addr();
 
     // Healthy once the engine turns.
     if !poll_until(Duration::from_secs(20), || get(&addr, "/healthz").0 == 200) {
@@ -85,6 +58,17 @@ fn metrics_and_health_are_served_by_the_real_binary() {
         Some(1.0),
         "{text}"
     );
+    // The engine loop's own counters are read live: the triggered run took a claim cycle, and
+    // each request asks the idle loop to turn, so the idle-turn count moves between requests.
+    assert!(
+        metric(&text, "cronsole_claim_cycles_total ").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE cronsole_loop_turns_quiet_total counter"),
+        "{text}"
+    );
+    support::scrape::settle(&addr);
     assert!(
         text.contains("# TYPE cronsole_fire_lateness_seconds histogram"),
         "{text}"
@@ -214,13 +198,7 @@ fn idle_connections_do_not_starve_healthz() {
     )
     .unwrap();
     let d = spawn(&dir, &["--metrics-addr", "127.0.0.1:0"]);
-    let line = d.wait_line("metrics at http://");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap()
-        .to_string();
+    let addr = d.metrics_addr();
     wait_until("healthy", Duration::from_secs(20), || {
         get(&addr, "/healthz").0 == 200
     });

@@ -194,8 +194,16 @@ fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
 }
 
 /// One run's request for `sh -c script` in `dir`: the request bytes, the owner's end of its
-/// control socket, and the descriptors the supervisor gets (control, stdout, stderr).
-fn request(dir: &Path, script: &str) -> (Vec<u8>, std::os::unix::net::UnixStream, [OwnedFd; 3]) {
+/// control socket, the descriptors the supervisor gets (control, stdout, stderr), and the read
+/// end of its stdout (see [`released`]).
+type Req = (
+    Vec<u8>,
+    std::os::unix::net::UnixStream,
+    [OwnedFd; 3],
+    std::io::PipeReader,
+);
+
+fn request(dir: &Path, script: &str) -> Req {
     let req = Request {
         stall: None,
         workdir: Some(dir.to_path_buf()),
@@ -204,16 +212,32 @@ fn request(dir: &Path, script: &str) -> (Vec<u8>, std::os::unix::net::UnixStream
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
     };
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    let (_, out_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
     let (_, err_w) = std::io::pipe().unwrap();
     (
         req.encode().unwrap(),
         ours,
         [theirs.into(), out_w.into(), err_w.into()],
+        out_r,
     )
 }
 
-fn send(sock: &OwnedFd, req: &(Vec<u8>, std::os::unix::net::UnixStream, [OwnedFd; 3])) {
+/// Whether every holder of a request's stdout closed it within `limit` (end of file on `out`;
+/// the test's own copy must be closed first). Its command holds that stdout while it lives, so
+/// then the command has ended or never started, and nothing can still start it: what a test
+/// waits for before it asserts that a request did not run.
+fn released(mut out: std::io::PipeReader, limit: Duration) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut sink = Vec::new();
+        let _ = out.read_to_end(&mut sink);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(limit).is_ok()
+}
+
+fn send(sock: &OwnedFd, req: &Req) {
     let fds = [req.2[0].as_fd(), req.2[1].as_fd(), req.2[2].as_fd()];
     send_with_fds(sock.as_fd(), &req.0, &fds).unwrap();
 }
@@ -252,12 +276,17 @@ fn a_zygote_starts_nothing_for_an_owner_or_a_run_that_is_gone() {
     }
     // The owner dies: its end of the zygote's socket and of every run's life-line close.
     drop(owner);
-    drop(queued);
+    let outputs: Vec<_> = queued.into_iter().map(|(_, _, _, out)| out).collect();
     unsafe {
         libc::kill(zpid, libc::SIGCONT);
     }
     let (out, _) = support::cli::wait_timeout(zygote, Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(300));
+    for o in outputs {
+        assert!(
+            released(o, Duration::from_secs(10)),
+            "a queued request's output is still held 10 s after its zygote ended"
+        );
+    }
     assert_eq!(out.status.code(), Some(0), "the zygote ends with its owner");
     assert_eq!(
         count(&dir, "queued."),
@@ -288,13 +317,18 @@ fn a_zygote_starts_nothing_for_an_owner_or_a_run_that_is_gone() {
     let cut = request(&dir, "echo ran > cut");
     cut.1.shutdown(std::net::Shutdown::Write).unwrap();
     send(&owner, &cut);
+    let (_, cut_ctl, cut_fds, cut_out) = cut;
+    drop(cut_fds);
     let after = request(&dir, "echo ran > after");
     send(&owner, &after);
     let after_ran = wait_file(&dir.join("after"), Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        released(cut_out, Duration::from_secs(10)),
+        "the cut request's output is still held 10 s after it was sent"
+    );
     let cut_ran = dir.join("cut").exists();
     drop(owner);
-    drop((first, cut, after));
+    drop((first, cut_ctl, after));
     let (out, _) = support::cli::wait_timeout(zygote, Duration::from_secs(10));
     assert!(first_ran, "the first run never ran");
     assert_eq!(status.len(), 8, "pid and exit code: {status:?}");

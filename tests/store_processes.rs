@@ -546,10 +546,10 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
         drop(s);
         iterations += 1;
     }
-    // Recover everything still leased, then check history.
-    std::thread::sleep(StdDuration::from_millis(400));
+    // Recover everything still leased, then check history: a claim one lease past now finds
+    // every lease the killed workers held expired.
     let s = FileStore::open(&dir).unwrap();
-    s.claim_at(Utc::now(), "final", 0);
+    s.claim_at(Utc::now() + Duration::seconds(2), "final", 0);
     let rows = s.history(&HistoryQuery::default()).unwrap();
     let ids: HashSet<Uuid> = rows.iter().map(|r| r.run_id).collect();
     let lost: Vec<&Uuid> = acked.iter().filter(|a| !ids.contains(a)).collect();

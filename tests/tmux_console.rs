@@ -553,3 +553,49 @@ fn at_80_columns_the_header_names_a_budget_too_small_and_the_footer_keeps_help_a
     t.wait_for("EXITED:0", Duration::from_secs(40));
     drop(t);
 }
+
+/// At 80×24, on a real terminal: an agent whose key variable is unset is named in the header
+/// as soon as the console opens, and stays there while keys are pressed (the notice line is
+/// gone at the first key; the header alert lasts while the condition holds).
+#[test]
+fn at_80_columns_an_unset_agent_key_stays_in_the_header() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempdir("nokey");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "agents:\n  writer:\n    provider: openai\n    base_url: http://127.0.0.1:9/v1\n    \
+         api_key_env: WRITER_KEY\n    model: gpt-4o-mini\n\
+         jobs:\n  - name: news\n    schedule: every 1h\n    agent: writer\n    message: hi\n  \
+         - name: tick\n    schedule: every 1s\n    command: \"echo tick\"\n",
+    )
+    .expect("write jobs file");
+    let bin = env!("CARGO_BIN_EXE_cronsole");
+    let cmd = format!(
+        "env -u WRITER_KEY {bin} --jobs jobs.yaml --store store console; echo EXITED:$?; sleep 120"
+    );
+    let t = Tmux::start("nokey", 80, 24, &dir, &cmd);
+    let alert = ["agent writer: WRITER_KEY unset", "its runs will fail"];
+    let header = |s: &str| s.lines().next().unwrap_or("").to_string();
+    let screen = t.wait_until_screen(Duration::from_secs(30), |s| {
+        alert.iter().all(|a| header(s).contains(a))
+    });
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "{screen}");
+    // Keys (the first clears the notice line): a pane change, a move and a name filter, seen
+    // applied in the Jobs title; the alert stays.
+    t.send(&["Tab"]);
+    t.send(&["j"]);
+    t.send(&["Tab"]);
+    t.send(&["/", "t", "i", "c", "Enter"]);
+    t.wait_until_screen(Duration::from_secs(10), |s| {
+        s.contains("/tic") && alert.iter().all(|a| header(s).contains(a))
+    });
+    // Runs of the other job keep coming while the header holds the alert.
+    t.wait_until_screen(Duration::from_secs(20), |s| {
+        s.contains("succeeded tick") && alert.iter().all(|a| header(s).contains(a))
+    });
+    t.send(&["q"]);
+    t.wait_for("EXITED:0", Duration::from_secs(40));
+    drop(t);
+}

@@ -209,6 +209,8 @@ impl Actor {
         self.publisher
             .publish_final(self.clock.as_ref(), self.in_flight_jobs())
             .await;
+        // Nothing more runs here: the views stop counting this owner now.
+        self.beat.sign_off(&self.store, &self.clock).await;
         self.outage.stop_result(self.cfg.spool.clone())
     }
 
@@ -439,6 +441,7 @@ impl Actor {
             );
             tracing::warn!(step_seconds = step.num_seconds(), "{msg}");
             let _ = self.ev_tx.send(Event::Notice(msg));
+            self.outage.health().clock_stepped(step);
         }
         self.reading = now;
     }
@@ -458,12 +461,14 @@ impl Actor {
         let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
             Ok(o) => o,
             Err(e) => {
-                self.outage.claim_failed(now, e);
+                self.outage
+                    .claim_failed(crate::clock::Reading::of(self.clock.as_ref()), e);
                 return false;
             }
         };
         let progressed = !outcome.claims.is_empty() || !outcome.rows.is_empty();
-        self.outage.claim_answered(now);
+        self.outage
+            .claim_answered(crate::clock::Reading::of(self.clock.as_ref()));
         tracing::debug!(owner = %self.cfg.owner, claimed = outcome.claims.len(), rows = outcome.rows.len(), limit, "claim");
         for r in outcome.rows {
             let _ = self.ev_tx.send(Event::row(r));

@@ -59,6 +59,13 @@ impl Heartbeat {
     pub fn poke(&self) {
         self.poke.notify_one();
     }
+    /// Ask the loop to turn once when it last turned longer ago than `gap` (a reader of the
+    /// counters that must see them move, at most one turn per `gap` however often it asks).
+    pub fn poke_if_quiet(&self, gap: StdDuration) {
+        if self.since_last_turn() > gap {
+            self.poke.notify_one();
+        }
+    }
     /// How long ago the engine loop last turned (an idle loop turns only when something happens
     /// or it is asked to: see [`Heartbeat::check`]).
     pub(crate) fn since_last_turn(&self) -> StdDuration {

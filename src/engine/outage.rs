@@ -35,7 +35,7 @@ use super::api::Event;
 use super::completion::{CompletionTx, commit_once};
 use super::error::EngineError;
 use super::spool;
-use crate::clock::Clock;
+use crate::clock::{Clock, Reading};
 use crate::store::{Completion, Store, StoreError};
 
 /// The engine's view of its store, published on `EngineHandle::health`.
@@ -118,6 +118,12 @@ pub(super) struct HealthCell {
     turned: Notify,
     /// Rings when a probe found the store answering while completions wait: they retry now.
     retry_pending: Notify,
+    /// The clock's monotonic reading when the current outage started: its length is time
+    /// passed, which a wall-clock step in between does not change.
+    failing_since_mono: Mutex<Option<StdDuration>>,
+    /// The store's clock at this owner's last heartbeat, with the monotonic reading of then
+    /// (see [`HealthCell::store_now`]).
+    store_clock: Mutex<Option<Reading>>,
 }
 
 impl HealthCell {
@@ -126,7 +132,37 @@ impl HealthCell {
             tx,
             turned: Notify::new(),
             retry_pending: Notify::new(),
+            failing_since_mono: Mutex::new(None),
+            store_clock: Mutex::new(None),
         }
+    }
+
+    /// A heartbeat read the store's clock: `store` then, `mono` this owner's monotonic reading
+    /// when it sent the beat.
+    pub(super) fn store_clock_read(&self, store: DateTime<Utc>, mono: StdDuration) {
+        *lock(&self.store_clock) = Some(Reading { wall: store, mono });
+    }
+
+    /// The store's clock now as this owner can tell it without asking: its reading at the last
+    /// heartbeat carried forward by the monotonic time passed since (`mono_now`). A wall-clock
+    /// step of this owner since that heartbeat does not move it. `None` before the first
+    /// heartbeat the store answered (or when the engine does not bound its clock).
+    pub(super) fn store_now(&self, mono_now: StdDuration) -> Option<DateTime<Utc>> {
+        let r = (*lock(&self.store_clock))?;
+        let passed = chrono::Duration::from_std(mono_now.saturating_sub(r.mono)).ok()?;
+        Some(r.wall + passed)
+    }
+
+    /// The wall clock stepped by `step`: the current outage's start, a wall-clock instant, is
+    /// moved with it, so "unwritable since" stays the same time before now.
+    pub(super) fn clock_stepped(&self, step: chrono::Duration) {
+        self.tx.send_if_modified(|h| {
+            let Some(since) = h.store_failing_since.as_mut() else {
+                return false;
+            };
+            *since += step;
+            true
+        });
     }
 
     /// Completes when a probe asks the completions still waiting to retry at once.
@@ -146,13 +182,21 @@ impl HealthCell {
 /// The health channel, shared by the actor and every run task.
 pub(super) type Health = Arc<HealthCell>;
 
-/// A store write worked at `now`: an outage, if one was going on, ends here (logged; the actor
+/// A poisoned lock still holds a plain value worth reading.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A store write worked at `at`: an outage, if one was going on, ends here (logged; the actor
 /// claims at once) — unless finished runs still wait for their completion to be written: a
 /// store that takes a lease renewal but not a history row (a disk with a few bytes left) has
-/// not recovered, so those runs retry at once instead, and the last one written ends it.
-pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: DateTime<Utc>) {
+/// not recovered, so those runs retry at once instead, and the last one written ends it. The
+/// outage's length is the monotonic time passed since it started: a wall-clock step in between
+/// (its start was moved with the step) does not make it days long or nothing.
+pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, at: Reading) {
     let mut ended = None;
     let mut waiting = false;
+    let started_mono = *lock(&health.failing_since_mono);
     health.tx.send_if_modified(|h| {
         let Some(since) = h.store_failing_since else {
             return false;
@@ -161,8 +205,13 @@ pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: D
             waiting = true;
             return false;
         }
-        ended = Some((since, h.probes_this_outage));
-        h.last_outage = Some((since, now.max(since)));
+        let lasted = started_mono.map_or_else(
+            || (at.wall - since).to_std().unwrap_or_default(),
+            |m| at.mono.saturating_sub(m),
+        );
+        ended = Some((lasted, h.probes_this_outage));
+        let start = at.wall - chrono::Duration::from_std(lasted).unwrap_or_default();
+        h.last_outage = Some((start, at.wall));
         h.store_failing_since = None;
         h.last_store_error = None;
         h.claims_stopped = false;
@@ -171,8 +220,9 @@ pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: D
     if waiting {
         health.retry_pending.notify_waiters();
     }
-    if let Some((since, probes)) = ended {
-        let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
+    if let Some((lasted, probes)) = ended {
+        *lock(&health.failing_since_mono) = None;
+        let secs = lasted.as_secs_f64();
         let msg =
             format!("store writable again after {secs:.1}s ({probes} probe(s)): claims resumed");
         tracing::warn!(outage_seconds = secs, "{msg}");
@@ -181,18 +231,20 @@ pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, now: D
     }
 }
 
-/// A store write failed at `now`: the first failure starts an outage (logged, claims stop).
+/// A store write failed at `at`: the first failure starts an outage (logged, claims stop).
 pub(super) fn store_failed(
     health: &Health,
     ev_tx: &broadcast::Sender<Event>,
-    now: DateTime<Utc>,
+    at: Reading,
     e: &EngineError,
 ) {
     let msg = e.to_string();
+    let now = at.wall;
     let mut started = false;
     health.send_modify(|h| {
         if h.store_failing_since.is_none() {
             started = true;
+            *lock(&health.failing_since_mono) = Some(at.mono);
             h.store_failing_since = Some(now);
             h.outages += 1;
             h.probes_this_outage = 0;
@@ -311,8 +363,8 @@ impl Outage {
     /// be written it ends nothing (see [`store_ok`]: a full disk answers a claim with nothing
     /// due, and ending the outage on that would flap `/healthz` at every probe): those runs
     /// retry at once, and the last one written ends the outage.
-    pub(super) fn claim_answered(&mut self, now: DateTime<Utc>) {
-        store_ok(&self.health, &self.ev_tx, now);
+    pub(super) fn claim_answered(&mut self, at: Reading) {
+        store_ok(&self.health, &self.ev_tx, at);
         if self.in_outage() {
             // Still refused somewhere: the next probe at the backoff's pace.
             self.failures = self.failures.saturating_add(1);
@@ -325,7 +377,7 @@ impl Outage {
     /// A claim (a probe, during an outage) failed at `now`: damage stops the engine (retrying
     /// cannot help), anything else starts or continues an outage, probed again after
     /// [`probe_delay`].
-    pub(super) fn claim_failed(&mut self, now: DateTime<Utc>, e: EngineError) {
+    pub(super) fn claim_failed(&mut self, at: Reading, e: EngineError) {
         match e {
             EngineError::Store(e) if is_damage(&e) => {
                 let msg = format!("the store is damaged; stopping: {e}");
@@ -335,7 +387,7 @@ impl Outage {
             }
             e => {
                 self.failures = self.failures.saturating_add(1);
-                store_failed(&self.health, &self.ev_tx, now, &e);
+                store_failed(&self.health, &self.ev_tx, at, &e);
                 let d = jittered(self.failures);
                 self.probe_at = Some(tokio::time::Instant::now() + d);
                 tracing::warn!(error = %e, failures = self.failures, "store probe failed; next in {d:?}, claims stay stopped");
@@ -440,7 +492,7 @@ impl Outage {
             let c: Completion = e.clone().into();
             match commit_once(to.store, to.completions, c).await {
                 Ok(rows) => {
-                    store_ok(&self.health, &self.ev_tx, to.clock.now());
+                    store_ok(&self.health, &self.ev_tx, Reading::of(to.clock.as_ref()));
                     for r in rows {
                         let _ = self.ev_tx.send(Event::row(r));
                     }
@@ -455,7 +507,12 @@ impl Outage {
                     rejected.push(e);
                 }
                 Err(err) => {
-                    store_failed(&self.health, &self.ev_tx, to.clock.now(), &err);
+                    store_failed(
+                        &self.health,
+                        &self.ev_tx,
+                        Reading::of(to.clock.as_ref()),
+                        &err,
+                    );
                     still.push(e);
                 }
             }
@@ -506,4 +563,73 @@ pub(super) struct Writer<'a> {
     pub(super) store: &'a Arc<dyn Store>,
     pub(super) completions: &'a CompletionTx,
     pub(super) clock: &'a Arc<dyn Clock>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(wall: &str, mono_secs: u64) -> Reading {
+        Reading {
+            wall: wall.parse().expect("an instant"),
+            mono: StdDuration::from_secs(mono_secs),
+        }
+    }
+
+    fn notices(rx: &mut broadcast::Receiver<Event>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            if let Event::Notice(n) = e {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// An outage that starts while the wall clock is two days ahead and ends after it was set
+    /// right lasts the 45 s that passed; seen by the loop, the step moves "since" with it.
+    #[test]
+    fn an_outage_across_a_clock_step_lasts_the_time_that_passed() {
+        for seen in [true, false] {
+            let (tx, _) = watch::channel(EngineHealth::default());
+            let health: Health = Arc::new(HealthCell::new(tx));
+            let (ev_tx, mut ev_rx) = broadcast::channel(16);
+            let err = EngineError::Join("disk full".into());
+            store_failed(&health, &ev_tx, at("2026-12-09T06:00:00Z", 10), &err);
+            if seen {
+                health.clock_stepped(chrono::Duration::days(-2));
+                let why = health.borrow().claims_stopped_because().unwrap_or_default();
+                assert!(
+                    why.contains("unwritable since 2026-12-07T06:00:00Z"),
+                    "{why}"
+                );
+            }
+            store_ok(&health, &ev_tx, at("2026-12-07T06:00:45Z", 55));
+            let h = health.borrow().clone();
+            assert!(h.store_failing_since.is_none() && !h.claims_stopped);
+            let from: DateTime<Utc> = "2026-12-07T06:00:00Z".parse().unwrap_or_default();
+            let to: DateTime<Utc> = "2026-12-07T06:00:45Z".parse().unwrap_or_default();
+            assert_eq!(h.last_outage, Some((from, to)));
+            let n = notices(&mut ev_rx);
+            assert!(
+                n.iter().any(|l| l.contains("writable again after 45.0s")),
+                "{n:?}"
+            );
+        }
+    }
+
+    /// The store's clock as the last heartbeat read it moves on with monotonic time only: a
+    /// step of this owner's wall clock does not move it.
+    #[test]
+    fn the_stores_clock_is_carried_on_the_monotonic_clock() {
+        let (tx, _) = watch::channel(EngineHealth::default());
+        let cell = HealthCell::new(tx);
+        assert_eq!(cell.store_now(StdDuration::from_secs(5)), None);
+        let r = at("2026-12-07T06:00:00Z", 100);
+        cell.store_clock_read(r.wall, r.mono);
+        assert_eq!(
+            cell.store_now(StdDuration::from_secs(103)),
+            Some(r.wall + chrono::Duration::seconds(3))
+        );
+    }
 }

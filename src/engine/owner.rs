@@ -6,10 +6,15 @@
 //! wakes for nothing else). The store measures the offset on its own clock (the database's on
 //! PostgreSQL, the file system's stamp on the file store). Past the bound
 //! (`EngineConfig::max_clock_offset`) claims stop — runs in flight keep renewing and complete
-//! as usual — with a log line, a notice, `EngineHealth::clock_refused` (`/healthz` is 503 with
-//! it, the console's header shows it) and the reason on the owner's record; the first beat
-//! within the bound resumes them, logged too. A heartbeat the store refuses changes nothing
-//! here: store outages are the outage module's.
+//! as usual, their leases extended from the store's clock as the heartbeat read it — with a
+//! log line, a notice, `EngineHealth::clock_refused` (`/healthz` is 503 with it, the console's
+//! header shows it) and the reason on the owner's record; the first beat within the bound
+//! resumes them, logged too. A heartbeat the store refuses changes nothing here: store outages
+//! are the outage module's.
+//!
+//! At a clean stop the owner writes its record once more, signed off
+//! ([`OwnerRecord::signed_off`]), so every view stops counting it at once; a killed owner's
+//! record ages out instead.
 //!
 //! Owns: [`Beat`]. Must not touch: the UI; claiming itself (the actor asks [`Beat::refused`]).
 
@@ -53,6 +58,7 @@ impl Beat {
                 last_seen: started_at,
                 clock_offset_ms: 0,
                 claims_stopped: None,
+                signed_off: None,
             },
             bound,
             next: tokio::time::Instant::now(),
@@ -76,9 +82,15 @@ impl Beat {
         stopped: Option<String>,
     ) -> bool {
         self.next = tokio::time::Instant::now() + BEAT_EVERY;
-        let Some(offset) = self.send(store, clock, stopped.clone()).await else {
+        let mono = clock.monotonic();
+        let Some(stored) = self.send(store, clock, stopped.clone()).await else {
             return false;
         };
+        let offset = stored.clock_offset_ms;
+        if self.bound.is_some() {
+            // Lease renewals read the store's clock from here (see `renew::lease_clock`).
+            health.store_clock_read(stored.last_seen, mono);
+        }
         self.record.clock_offset_ms = offset;
         health.send_modify(|h| h.clock_offset_ms = Some(offset));
         let Some(bound) = self.bound else {
@@ -113,19 +125,31 @@ impl Beat {
         off != was
     }
 
-    /// Write the record (with `stopped`, or this owner's clock refusal); the measured offset,
-    /// `None` when the store did not take it.
+    /// The last record, at a clean stop: this owner runs nothing more, so it stops counting as
+    /// live at once instead of when its heartbeats age out. A store that refuses it changes
+    /// nothing else: the record then ages out as a killed owner's does.
+    pub(super) async fn sign_off(&mut self, store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) {
+        let mut rec = self.record.clone();
+        rec.last_seen = clock.now();
+        rec.signed_off = Some(rec.last_seen);
+        if let Err(e) = blocking(store, move |s| s.beat(&rec)).await {
+            tracing::warn!(error = %e, "sign-off not recorded: this owner ages out instead");
+        }
+    }
+
+    /// Write the record (with `stopped`, or this owner's clock refusal); the record as the
+    /// store took it (its clock and the measured offset), `None` when it did not.
     async fn send(
         &mut self,
         store: &Arc<dyn Store>,
         clock: &Arc<dyn Clock>,
         stopped: Option<String>,
-    ) -> Option<i64> {
+    ) -> Option<OwnerRecord> {
         let mut rec = self.record.clone();
         rec.last_seen = clock.now();
         rec.claims_stopped = stopped.or_else(|| self.refused.clone());
         match blocking(store, move |s| s.beat(&rec)).await {
-            Ok(r) => Some(r.clock_offset_ms),
+            Ok(r) => Some(r),
             Err(e) => {
                 tracing::debug!(error = %e, "heartbeat not recorded");
                 None

@@ -223,7 +223,11 @@ impl RunTask {
                         });
                     }
                     // After the count went down: the last completion written ends an outage.
-                    store_ok(&self.health, &self.ev_tx, self.clock.now());
+                    store_ok(
+                        &self.health,
+                        &self.ev_tx,
+                        crate::clock::Reading::of(self.clock.as_ref()),
+                    );
                     if pending {
                         let msg = format!(
                             "run of '{}' recorded after {attempt} failed attempt(s)",
@@ -236,7 +240,12 @@ impl RunTask {
                 }
                 Err(e) => {
                     attempt += 1;
-                    store_failed(&self.health, &self.ev_tx, self.clock.now(), &e);
+                    store_failed(
+                        &self.health,
+                        &self.ev_tx,
+                        crate::clock::Reading::of(self.clock.as_ref()),
+                        &e,
+                    );
                     if !pending {
                         pending = true;
                         self.health.send_modify(|h| h.pending_completions += 1);

@@ -67,6 +67,11 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub const MAX_CONNECTIONS: usize = 64;
 /// Time a client has to send its whole request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+/// A `/metrics` request asks an engine loop that has not turned for this long to turn once: an
+/// idle loop turns only when something happens, and its counters are proof of life only if they
+/// can move. However many scrapers there are, that is at most one extra turn (one change-token
+/// read) per this interval.
+pub const LOOP_NUDGE: Duration = Duration::from_millis(100);
 
 /// The connections alive, and those still reading their head (oldest first) with the token
 /// that drops each.
@@ -190,7 +195,10 @@ async fn handle(
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    // The body is shared, not copied: every `/metrics` request holds the one cached exposition.
+    // The body is shared, not copied: every `/metrics` request holds the one cached exposition;
+    // the engine loop's counters follow it, read live (a cached figure would not show the turns
+    // a waiter is waiting for).
+    let mut live = String::new();
     let (status, ctype, body): (&str, &str, Arc<str>) = if method != "GET" && method != "HEAD" {
         (
             "405 Method Not Allowed",
@@ -199,11 +207,12 @@ async fn handle(
         )
     } else {
         match path {
-            "/metrics" => (
-                "200 OK",
-                CONTENT_TYPE,
-                ep.metrics.scrape(&ep.store, &ep.clock).await,
-            ),
+            "/metrics" => {
+                ep.heartbeat.poke_if_quiet(LOOP_NUDGE);
+                let text = ep.metrics.scrape(&ep.store, &ep.clock).await;
+                live = super::metrics::loop_counters(&ep.heartbeat);
+                ("200 OK", CONTENT_TYPE, text)
+            }
             "/healthz" => match health(ep).await {
                 Ok(()) => ("200 OK", "text/plain; charset=utf-8", "ok\n".into()),
                 Err(why) => (
@@ -221,11 +230,12 @@ async fn handle(
     };
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        body.len() + live.len()
     );
     sock.write_all(head.as_bytes()).await?;
     if method != "HEAD" {
         sock.write_all(body.as_bytes()).await?;
+        sock.write_all(live.as_bytes()).await?;
     }
     sock.shutdown().await
 }

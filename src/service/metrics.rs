@@ -23,6 +23,12 @@
 //!   `clock_offset_seconds` — its clock minus the store's at its last heartbeat;
 //!   `pending_completions` — finished runs the store has not taken yet.
 //!   All from the engine's health channel ([`watch_health`]).
+//! - `claim_cycles_total`, `loop_turns_quiet_total`, `loop_turns_idle_total` — the engine loop's
+//!   own progress: claim cycles finished, and loop turns that began with no claim due (quiet),
+//!   with no run in flight either (idle). Read live at every request, never cached
+//!   ([`loop_counters`]); a request asks an idle loop to turn, so they move while it answers. Two
+//!   idle turns after an action mean the engine has done, and recorded, all it would do about
+//!   it: what a test waits for before it asserts that something did not happen.
 //!
 //! Label sets are bounded: job names come from the jobs file; beyond [`MAX_JOB_LABELS`] distinct
 //! names (only reachable by churning job names in a long-lived process) new names are counted
@@ -43,7 +49,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
 
 use crate::clock::Clock;
-use crate::engine::{EngineHealth, Event};
+use crate::engine::{EngineHealth, Event, Heartbeat};
 use crate::model::{HistoryRow, Status};
 use crate::store::wrap::{Call, Hooks, Wrapped};
 use crate::store::*;
@@ -469,6 +475,34 @@ impl Metrics {
 
 /// The content type of [`Metrics::encode`].
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The engine loop's counters in the text format (see the module doc), read from `heartbeat`
+/// now: they follow the cached exposition in every `/metrics` answer.
+pub fn loop_counters(heartbeat: &Heartbeat) -> String {
+    let mut out = String::with_capacity(512);
+    for (name, help, value) in [
+        (
+            "claim_cycles",
+            "Claim cycles this owner's engine finished (whatever they found)",
+            heartbeat.claim_cycles(),
+        ),
+        (
+            "loop_turns_quiet",
+            "Engine loop turns that began with no claim due",
+            heartbeat.quiet_turns(),
+        ),
+        (
+            "loop_turns_idle",
+            "Engine loop turns that began with no claim due and no run in flight",
+            heartbeat.idle_turns(),
+        ),
+    ] {
+        out.push_str(&format!(
+            "# HELP cronsole_{name}_total {help}.\n# TYPE cronsole_{name}_total counter\ncronsole_{name}_total {value}\n"
+        ));
+    }
+    out
+}
 
 /// Feed `metrics` from the engine's events until the channel closes.
 pub async fn feed(

@@ -74,6 +74,10 @@ pub struct ConsoleDeps {
     /// The engine's view of its store (the header shows an outage while it lasts, and the
     /// last one after); `None` without an engine in this process.
     pub health: Option<watch::Receiver<crate::engine::EngineHealth>>,
+    /// Whether a key variable is set where this process's engine runs: the header keeps an
+    /// alert for each agent a job calls whose key is unset. `None` when the runs happen in
+    /// other processes (`console --attach`), whose environment cannot be seen.
+    pub key_env: Option<state::alerts::KeyLookup>,
 }
 
 /// Produces the text of `cronsole dry-run NAME` for the console (the error says why not).
@@ -158,6 +162,12 @@ where
 {
     let first = deps.snapshots.borrow_and_update().clone();
     let mut app = App::new(first, deps.clock.now());
+    let key_alerts = |app: &mut App| {
+        if let Some(is_set) = &deps.key_env {
+            app.key_alerts = state::alerts::missing_keys(&app.snap, is_set.as_ref());
+        }
+    };
+    key_alerts(&mut app);
     app.notice = match deps.warnings.as_slice() {
         [] => None,
         [one] => Some(one.clone()),
@@ -231,6 +241,7 @@ where
                 Ok(()) => {
                     let s = deps.snapshots.borrow_and_update().clone();
                     app.on_snapshot(s);
+                    key_alerts(&mut app);
                     dirty = true;
                 }
                 Err(_) => {
@@ -417,6 +428,7 @@ mod tests {
             dry_run: None,
             warnings: Vec::new(),
             health: None,
+            key_env: None,
         };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));

@@ -47,6 +47,7 @@ use crate::model::{HistoryRow, JobRecord, Status};
 use crate::snapshot::{JobRow, PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
+pub mod alerts;
 mod dialog;
 mod history;
 mod jobs;
@@ -283,6 +284,9 @@ pub struct App {
     record_asked: Option<(String, DateTime<Utc>)>,
     /// This process's engine's view of its store (default without an engine).
     pub(crate) store_health: crate::engine::EngineHealth,
+    /// Lasting header alerts ([`alerts::missing_keys`]), set by the event loop from each
+    /// snapshot.
+    pub(crate) key_alerts: Vec<(String, String)>,
 }
 
 impl App {
@@ -306,6 +310,7 @@ impl App {
             record: None,
             record_asked: None,
             store_health: Default::default(),
+            key_alerts: Vec::new(),
         };
         app.refresh_period_key();
         app.rebuild(None);

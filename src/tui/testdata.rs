@@ -10,8 +10,8 @@ use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
 use crate::model::{
-    Action, Budget, BudgetPeriod, Gate, HistoryRow, JobCounters, JobDef, JobRecord, JobRuntime,
-    JobState, Lease, MonitorSource, Settings, Status, Trigger,
+    Action, AgentDef, Budget, BudgetPeriod, Gate, HistoryRow, JobCounters, JobDef, JobRecord,
+    JobRuntime, JobState, Lease, MonitorSource, Provider, Settings, Status, Trigger,
 };
 use crate::schedule::ScheduleSpec;
 use crate::snapshot::{JobRow, Snapshot};
@@ -280,6 +280,28 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
             max_cost_usd: 1.0,
             period: BudgetPeriod::Day,
         }),
+        agents: [
+            ("analyst", Provider::Anthropic, "ANTHROPIC_API_KEY"),
+            ("writer", Provider::Openai, "OPENAI_API_KEY"),
+        ]
+        .into_iter()
+        .map(|(name, provider, key)| {
+            let a = AgentDef {
+                name: name.into(),
+                provider,
+                base_url: String::new(),
+                api_key_env: key.into(),
+                model: "gpt-4o-mini".into(),
+                instructions: String::new(),
+                max_tokens: None,
+                temperature: None,
+                tools: Vec::new(),
+                approve: Vec::new(),
+                limits: Default::default(),
+            };
+            (name.to_string(), a)
+        })
+        .collect(),
         ..Default::default()
     };
     let forecast = Some(crate::forecast::compute(&jobs, &settings, now));

@@ -54,6 +54,30 @@ impl Daemon {
         }
     }
 
+    /// The `HOST:PORT` of its `--metrics-addr` endpoint, from the line it prints at start
+    /// (waited for as [`Daemon::wait_line`] does).
+    pub fn metrics_addr(&self) -> String {
+        let line = self.wait_line("metrics at http://");
+        match line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+        {
+            Some(a) => a.to_string(),
+            None => panic!("no address in {line:?}"),
+        }
+    }
+
+    /// SIGTERM, then wait (up to 30 s) for the child to exit; its exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        let exited = super::wait::poll_until(Duration::from_secs(30), || {
+            !matches!(self.child.try_wait(), Ok(None))
+        });
+        assert!(exited, "the child did not exit within 30 s of a SIGTERM");
+        self.child.wait().ok().and_then(|s| s.code())
+    }
+
     /// Send signal `sig` to the child.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid; no memory is touched.

@@ -1,5 +1,6 @@
 //! Helpers shared by integration tests (each test crate includes them with `mod support;`):
-//! running the real binary ([`cli`]), a background `cronsole run` ([`daemon`]), whether a process lives ([`pids`]), temporary directories removed even when a test panics
+//! running the real binary ([`cli`]), a background `cronsole run` ([`daemon`]) and its metrics
+//! ([`scrape`]), whether a process lives ([`pids`]), temporary directories removed even when a test panics
 //! ([`TempDir`]), test instants ([`time`]), reporting a test that cannot run here ([`skip`]) and
 //! throwaway PostgreSQL clusters ([`pg`]).
 //!
@@ -14,6 +15,7 @@ pub mod cli;
 pub mod daemon;
 pub mod pg;
 pub mod pids;
+pub mod scrape;
 
 pub use cronsole::testkit::skip::{ci, skip};
 pub use cronsole::testkit::time;

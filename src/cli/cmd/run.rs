@@ -620,6 +620,11 @@ async fn run_console(
         dry_run: Some(dry_run),
         warnings,
         health: Some(handle.health.clone()),
+        // The engine's runs read their keys from this process's environment (as a model call
+        // does: a blank value is no key).
+        key_env: Some(Arc::new(|var: &str| {
+            crate::action::llm::process_env(var).is_some_and(|k| !k.trim().is_empty())
+        })),
     };
     if let Some(d) = run_for {
         let s = stop.clone();
@@ -749,6 +754,7 @@ fn attach_console(cli: &Cli, run: &RunOpts) -> Result<ExitCode> {
             dry_run: Some(super::dry_run::console_runner(location.clone())),
             warnings: Vec::new(),
             health: None,
+            key_env: None,
         };
         // No engine here: any signal just closes the console (terminal restored).
         let nothing = tokio_util::sync::CancellationToken::new();

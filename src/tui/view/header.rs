@@ -4,9 +4,14 @@
 //! A store outage of this process's engine is shown in red while it lasts ("STORE UNWRITABLE
 //! since …: claims stopped"), and the last one that ended in grey after it, for an hour.
 //!
+//! An agent that a job calls and whose key variable is unset where this engine runs is named in
+//! red on the first line for as long as that holds (`agent writer: OPENAI_API_KEY unset — its
+//! runs will fail`): its runs fail before any request, and a start-up warning would be hidden
+//! behind the console.
+//!
 //! `owners` counts the live owners by the one rule of [`crate::owners`] (this engine and the
-//! holders of unexpired leases); attached with no engine seen, the header says that no engine
-//! is running, so due jobs sitting at "due" are explained.
+//! owners heard from in the last 30 s that did not sign off); attached with none live, the
+//! header says that no engine is running, so due jobs sitting at "due" are explained.
 //!
 //! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
@@ -155,6 +160,15 @@ fn outage_span(app: &App) -> Option<Span<'static>> {
     Some(Span::styled(text, style))
 }
 
+/// The lasting alert about agents whose key variable is unset.
+fn key_alert_span(app: &App) -> Option<Span<'static>> {
+    let text = crate::tui::state::alerts::key_alert_text(&app.key_alerts)?;
+    Some(Span::styled(
+        format!("{text}  "),
+        Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+    ))
+}
+
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let s = &app.snap;
     let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
@@ -174,10 +188,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     first.extend(outage_span(app));
     if !s.engine_seen {
         first.push(Span::styled(
-            "NO ENGINE seen in 5 min: jobs will not run until one starts  ",
+            "NO ENGINE running: jobs will not run until one starts  ",
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
+    first.extend(key_alert_span(app));
     first.extend([
         Span::raw(format!(
             "up {uptime}  owners {}  owner ",
