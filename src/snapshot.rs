@@ -11,7 +11,7 @@
 //!   (≈ 3 KB each in memory). A view that needs the whole definition (the job's detail) reads
 //!   that one job from the store when it opens and again when the snapshot moves.
 //! - [`Snapshot::load`] walks the store a page at a time ([`Store::jobs_page`], in name order),
-//!   folding each page into rows, the header's counts and spend and the live owners, and drops
+//!   folding each page into rows and the header's counts and spend, and drops
 //!   the records before reading the next page: its memory is the rows plus one page.
 //! - The forecast needs whole records, but only of jobs that ever spent money (a job that never
 //!   cost anything has no cost per run to project): those records are kept for it, no others.
@@ -56,13 +56,12 @@ pub struct Snapshot {
     /// True while `jobs` is only the first page of a larger store: the whole snapshot is being
     /// built in the background; counts, spend and forecast cover the first page only.
     pub loading: bool,
-    /// The live owners (`owners`): those heard of lately by their heartbeat records or
-    /// holding an unexpired lease, plus this one when it runs an engine. A restarted process's
-    /// old id ages out: one process, one owner.
+    /// The live owners (`owners`) by the one rule of `crate::owners`, plus this one when it
+    /// runs an engine. A restarted process's old id signed off or ages out: one process, one
+    /// owner.
     pub owners_seen: Vec<String>,
-    /// Some engine runs on the store: this one, a live owner, or one that wrote a history
-    /// row lately (`owners::engine_seen`). `false` in `console --attach` says nothing
-    /// will run the jobs until one starts.
+    /// Some engine runs on the store: this one or a live owner. `false` in `console --attach`
+    /// says nothing will run the jobs until one starts.
     pub engine_seen: bool,
     /// The store's settings (agents, budget, sinks).
     pub settings: Settings,
@@ -249,11 +248,9 @@ pub enum PendingOp {
 struct Fold {
     this_hour: i64,
     period_key: String,
-    now: DateTime<Utc>,
     rows: Vec<JobRow>,
     counts_24h: BTreeMap<Status, u64>,
     spend_per_hour: Vec<f64>,
-    owners: BTreeSet<String>,
     period_spend_usd: f64,
     period_held_usd: f64,
     spend_incomplete: bool,
@@ -267,11 +264,9 @@ impl Fold {
         Fold {
             this_hour: now.timestamp().div_euclid(3600),
             period_key: period.key(now),
-            now,
             rows: Vec::new(),
             counts_24h: BTreeMap::new(),
             spend_per_hour: vec![0.0; 24],
-            owners: BTreeSet::new(),
             period_spend_usd: 0.0,
             period_held_usd: 0.0,
             spend_incomplete: false,
@@ -296,11 +291,6 @@ impl Fold {
             self.spend_per_hour[23 - ago as usize] += b.cost_usd;
             spent_lately |= b.cost_usd != 0.0;
         }
-        self.owners.extend(
-            j.rt.leases()
-                .filter(|l| l.lease_until > self.now)
-                .map(|l| l.owner.clone()),
-        );
         let c = &j.rt.counters;
         let (spent, held) = crate::store::rules::period::committed_counters(c, &self.period_key);
         self.period_spend_usd += spent;
@@ -423,12 +413,9 @@ impl Snapshot {
             limit: RECENT_ROWS,
             ..Default::default()
         })?;
-        let mut owners = fold.owners;
-        // Owners heard of lately, idle ones too (a store refusing the read counts none).
-        owners.extend(crate::owners::live(&store.owners().unwrap_or_default()));
-        // An owner between runs holds no lease: the newest row says an engine is still about.
-        let engine_seen =
-            engine_running || crate::owners::engine_seen(&owners, recent.first(), now);
+        // The live owners by the one rule (a store refusing the read counts none).
+        let mut owners = crate::owners::live(&store.owners().unwrap_or_default());
+        let engine_seen = engine_running || !owners.is_empty();
         if engine_running {
             owners.insert(owner.to_string());
         }
@@ -581,18 +568,35 @@ mod tests {
         let now = t0 + chrono::Duration::hours(1) + chrono::Duration::minutes(1);
         let s = Snapshot::load(&store, now, "o", t0, true).unwrap();
         assert_eq!(s.counts_24h.get(&Status::Succeeded), Some(&3));
-        // Attached (no engine here, no lease now): no live owner is counted, but the owner
-        // that wrote rows a minute ago says an engine is about; later it does not.
+        // Attached, with no owner record on the store: no live owner and no engine, though
+        // rows were written a minute ago (a row says only that an engine ran once).
         let attached = Snapshot::load(&store, now, "attached", t0, false).unwrap();
         assert!(
             attached.owners_seen.is_empty(),
             "{:?}",
             attached.owners_seen
         );
-        assert!(attached.engine_seen);
-        let later = now + chrono::Duration::seconds(crate::owners::SEEN_SECS + 1);
-        let attached = Snapshot::load(&store, later, "attached", t0, false).unwrap();
         assert!(!attached.engine_seen);
+        // An owner heartbeating counts; once it signs off it does not.
+        let mut rec = crate::model::OwnerRecord {
+            owner: "w:1:aa".into(),
+            host: "w".into(),
+            pid: 1,
+            version: "0".into(),
+            started_at: t0,
+            last_seen: Utc::now(),
+            clock_offset_ms: 0,
+            claims_stopped: None,
+            signed_off: None,
+        };
+        store.beat(&rec).unwrap();
+        let attached = Snapshot::load(&store, now, "attached", t0, false).unwrap();
+        assert_eq!(attached.owners_seen, vec!["w:1:aa".to_string()]);
+        assert!(attached.engine_seen);
+        rec.signed_off = Some(Utc::now());
+        store.beat(&rec).unwrap();
+        let attached = Snapshot::load(&store, now, "attached", t0, false).unwrap();
+        assert!(attached.owners_seen.is_empty() && !attached.engine_seen);
         // With the engine running here: itself, one owner.
         assert_eq!(s.owners_seen, vec!["o".to_string()]);
         assert!(attached.forecast.is_some());

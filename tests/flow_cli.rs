@@ -1,6 +1,8 @@
 //! Job flow through the binary: bulk `pause`/`resume`/`trigger` selectors (names, globs,
-//! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), and
-//! `next --job` / `validate` showing calendars and jittered fire instants.
+//! `--tag`, `--all`; a selector that matches nothing is exit 2 and changes nothing), the live
+//! owners that `jobs` counts and `trigger`/`pause` notes follow (a clean stop signs off, a
+//! killed owner ages out), and `next --job` / `validate` showing calendars and jittered fire
+//! instants.
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
@@ -42,7 +44,9 @@ fn bulk_pause_resume_trigger() {
     assert_eq!(c, 0, "{err}");
     // No engine runs on this store: the pause is stored, and the output says nothing runs.
     assert!(
-        out.starts_with("paused report-daily\npaused report-weekly\nnote: no engine"),
+        out.starts_with(
+            "paused report-daily\npaused report-weekly\nnote: paused in the store; no engine"
+        ),
         "{out}"
     );
     assert_eq!(paused(&dir), vec!["report-daily", "report-weekly"]);
@@ -91,7 +95,7 @@ fn bulk_pause_resume_trigger() {
     assert!(!out.contains("db-backup"), "{out}");
     // Queued, and said that nothing will pick it up until an engine starts.
     assert!(
-        out.contains("note: no engine has run on this store"),
+        out.contains("note: queued; no engine is running on this store"),
         "{out}"
     );
 }
@@ -247,4 +251,112 @@ fn validate_shows_overlap_and_refuses_wrong_forms() {
     assert!(all.contains("bad.yaml:5:14: error"), "{all}");
     assert!(all.contains("needs max_concurrent_runs"), "{all}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `jobs` in `dir` until its owners line starts with `want` (bounded); the whole output.
+fn owners_until(dir: &Path, want: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (c, out, err) = run(dir, &["jobs"]);
+        assert_eq!(c, 0, "{err}");
+        if out.lines().any(|l| l.starts_with(want)) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line {want:?} in: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `trigger NAME`'s output, which must exit 0 (each call names a job not triggered before: one
+/// that an engine is running exits 1, and is not queued).
+fn trigger(dir: &Path, name: &str) -> String {
+    let (c, out, err) = run(dir, &["trigger", name]);
+    assert_eq!(c, 0, "{err}");
+    out
+}
+
+const NO_ENGINE: &str = "note: queued; no engine is running on this store";
+
+/// Every view counts owners by one rule: heard from in the last 30 s and not signed off. An
+/// engine that stops cleanly signs off, so `jobs` and `trigger` stop counting it at once; a
+/// killed one counts until its record is 30 s old (its record is aged by setting its stamp,
+/// the store's clock, 31 s back rather than by waiting).
+#[test]
+fn live_owners_clean_exit_signs_off_and_a_killed_owner_ages_out() {
+    use support::daemon::Daemon;
+    let dir = tmp("liveowners");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        (1..=6)
+            .map(|i| format!("  - {{name: job-{i}, schedule: \"0 0 1 1 *\", command: \"true\"}}\n"))
+            .fold("jobs:\n".to_string(), |all, j| all + &j),
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    // No engine has ever run here: the trigger is queued, and said to wait.
+    assert!(trigger(&dir, "job-1").contains(NO_ENGINE));
+    owners_until(
+        &dir,
+        "owners: none live (no engine is running on this store)",
+    );
+    let (c, out, _) = run(&dir, &["pause", "job-6"]);
+    assert_eq!(c, 0);
+    assert!(
+        out.contains("note: paused in the store; no engine is running on this store"),
+        "{out}"
+    );
+    run(&dir, &["resume", "job-6"]);
+
+    let engine = || {
+        Daemon::spawn(
+            support::cli::cronsole(&dir)
+                .args(["run", "--jobs", "jobs.yaml", "--store"])
+                .arg(dir.join("store")),
+        )
+    };
+    // A running engine: one live owner, and a trigger gets no note.
+    let mut one = engine();
+    owners_until(&dir, "owners: 1 live");
+    assert!(!trigger(&dir, "job-2").contains("no engine"));
+    // A clean stop (SIGTERM): the very next `jobs` counts none, and the trigger says so.
+    one.signal(libc::SIGTERM);
+    assert!(one.child.wait().unwrap().success());
+    let (_, out, _) = run(&dir, &["jobs"]);
+    assert!(
+        out.contains("owners: none live") && out.contains("  stopped cleanly: "),
+        "{out}"
+    );
+    assert!(trigger(&dir, "job-3").contains(NO_ENGINE));
+
+    // A kill -9 writes nothing: the owner still counts while its record is fresh...
+    let two = engine();
+    let out = owners_until(&dir, "owners: 1 live");
+    two.signal(libc::SIGKILL);
+    let (_, after, _) = run(&dir, &["jobs"]);
+    assert!(after.contains("owners: 1 live"), "{out}\n{after}");
+    assert!(!trigger(&dir, "job-4").contains("no engine"));
+    // ...and not once its record is older than 30 s on the store's clock.
+    let pid = two.child.id();
+    let mut aged = 0;
+    for e in std::fs::read_dir(dir.join("store/owners")).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        // The record itself, not a temporary file a killed beat may have left.
+        if name.contains(&format!(":{pid}:")) && !name.starts_with('.') {
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(31))
+                .unwrap();
+            aged += 1;
+        }
+    }
+    assert_eq!(aged, 1, "one record of pid {pid}");
+    let (_, out, _) = run(&dir, &["jobs"]);
+    assert!(
+        out.contains("owners: none live") && out.contains("  not heard from for over 30s: "),
+        "{out}"
+    );
+    assert!(trigger(&dir, "job-5").contains(NO_ENGINE));
 }

@@ -15,7 +15,7 @@ use cronsole::model::{HistoryRow, ReservationState, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
-use cronsole::transcript::{CallState, Entry};
+use cronsole::transcript::CallState;
 use support::pids::alive;
 
 const KEY: &str = "sk-loop-kill";
@@ -196,16 +196,9 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         abandoned.len()
     );
     for r in &abandoned[..cycles] {
-        let calls: Vec<(String, CallState)> = r
-            .transcript
-            .as_ref()
-            .map(|t| t.to_vec())
-            .unwrap_or_default()
+        let calls: Vec<(String, CallState)> = cronsole::testkit::tools::calls(r)
             .into_iter()
-            .filter_map(|e| match e {
-                Entry::Call(c) => Some((c.tool, c.state)),
-                _ => None,
-            })
+            .map(|c| (c.tool, c.state))
             .collect();
         assert_eq!(
             calls,

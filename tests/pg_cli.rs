@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
-use support::wait::wait_until;
+use support::wait::{poll_until, wait_until};
 
 use std::time::{Duration, Instant};
 
@@ -106,53 +106,44 @@ jobs:
 
 /// Waits (bounded) until `cronsole approvals --json` lists a call of `job`; its run id.
 fn pending(url: &str, dir: &std::path::Path, job: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let (c, out, err) = run(url, &["approvals", "--json"], dir);
+    let (mut found, mut out) = (None, String::new());
+    let listed = poll_until(Duration::from_secs(60), || {
+        let (c, o, err) = run(url, &["approvals", "--json"], dir);
         assert_eq!(c, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        if let Some(p) = v.as_array().unwrap().iter().find(|p| p["job"] == job) {
-            return p["run_id"].as_str().unwrap().to_string();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no call of {job} awaited approval: {out}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        found = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["job"] == job)
+            .map(|p| p["run_id"].as_str().unwrap().to_string());
+        out = o;
+        found.is_some()
+    });
+    assert!(listed, "no call of {job} awaited approval: {out}");
+    found.unwrap()
 }
 
 /// Waits (bounded) for the first row of `job`.
 fn first_row(owner: &PgStore, job: &str) -> cronsole::model::HistoryRow {
-    let start = Instant::now();
-    loop {
-        let rows = owner
+    let mut row = None;
+    wait_until(format!("a row of {job}"), Duration::from_secs(60), || {
+        row = owner
             .history(&cronsole::store::HistoryQuery {
                 job: Some(job.into()),
                 limit: 10,
                 ..Default::default()
             })
-            .unwrap();
-        if let Some(r) = rows.into_iter().next() {
-            return r;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "no row of {job}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            .unwrap()
+            .into_iter()
+            .next();
+        row.is_some()
+    });
+    row.unwrap()
 }
 
 fn the_call(r: &cronsole::model::HistoryRow) -> cronsole::transcript::CallEntry {
-    let calls: Vec<_> = r
-        .transcript
-        .as_ref()
-        .map(|t| t.to_vec())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|e| match e {
-            cronsole::transcript::Entry::Call(c) => Some(c),
-            _ => None,
-        })
-        .collect();
+    let calls = cronsole::testkit::tools::calls(r);
     assert_eq!(calls.len(), 1, "{r:#?}");
     calls.into_iter().next().unwrap()
 }

@@ -148,6 +148,7 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
         last_seen: Utc::now() + secs(skew),
         clock_offset_ms: 0,
         claims_stopped: None,
+        signed_off: None,
     };
     let behind = s.beat(&rec("behind", -40)).unwrap();
     assert!(
@@ -171,6 +172,14 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
     assert!((-8_500..=-7_500).contains(&owners[1].record.clock_offset_ms));
     assert!(owners.iter().all(|o| o.ago < secs(2) && o.ago >= secs(0)));
     assert_eq!(cronsole::testkit::internals::owners::live(&owners).len(), 2);
+    // A clean stop's last record signs off: kept, and no longer live.
+    let mut gone = rec("ahead", 0);
+    gone.signed_off = Some(Utc::now());
+    s.beat(&gone).unwrap();
+    let owners = s.owners().unwrap();
+    assert_eq!(owners[0].record.signed_off, gone.signed_off);
+    let live = cronsole::testkit::internals::owners::live(&owners);
+    assert_eq!(live.into_iter().collect::<Vec<_>>(), ["behind"]);
 }
 
 /// Two owners starting together with the same jobs file: only the apply that changed the
@@ -235,6 +244,7 @@ fn slots_a_database_clock_decided_ahead_are_re_derived_at_the_next_heartbeat() {
         last_seen: seen,
         clock_offset_ms: 0,
         claims_stopped: None,
+        signed_off: None,
     };
     let json = serde_json::to_string(&rec("h:1:ahead", t)).unwrap();
     support::pg::exec(

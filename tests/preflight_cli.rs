@@ -10,6 +10,8 @@ use support::cli::{cronsole, output};
 use support::tempdir as tmp;
 
 const KEY: &str = "CRONSOLE_TEST_PREFLIGHT_KEY";
+/// A key value for the tests that set it.
+const VALUE: &str = "sk-test-0123456789abcdef";
 
 const JOBS: &str = r#"
 budget: { max_cost_usd: 1.00, period: day }
@@ -49,13 +51,19 @@ fn cli(dir: &std::path::Path, key: Option<&str>, args: &[&str]) -> (i32, String,
     output(&mut c)
 }
 
+/// `dry-run JOB --json`, with the key set to `key` or unset.
+fn dry_run_json(dir: &std::path::Path, key: Option<&str>, job: &str) -> serde_json::Value {
+    let (_, json, err) = cli(dir, key, &["dry-run", job, "--json"]);
+    serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("dry-run {job} --json: {e}\n{json}\n{err}"))
+}
+
 #[test]
 fn validate_warns_of_a_budget_too_small_for_one_call_with_both_fixes() {
     let dir = tmp("preflight-validate");
     std::fs::write(dir.join("jobs.yaml"), JOBS).unwrap();
     let mut c = cronsole(&dir);
-    c.args(["validate", "jobs.yaml"])
-        .env("CRONSOLE_TEST_PREFLIGHT_KEY", "sk-test-0123456789abcdef");
+    c.args(["validate", "jobs.yaml"]).env(KEY, VALUE);
     let (code, out, err) = output(&mut c);
     assert_eq!(code, 0, "warnings only: {out}{err}");
     // gpt-4o-mini ($0.15 / $0.60 per 1M) with the default 4096 max_tokens: $0.0025 at worst.
@@ -97,8 +105,7 @@ fn dry_run_says_would_run_false_with_every_reason() {
     );
     assert!(out.contains("budget too small for one call"), "{out}");
     assert!(out.contains("next:   "), "{out}");
-    let (_, json, _) = cli(&dir, None, &["dry-run", "tiny", "--json"]);
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = dry_run_json(&dir, None, "tiny");
     assert_eq!(v["would_run"], false, "{v}");
     let codes: Vec<&str> = v["reasons"]
         .as_array()
@@ -110,27 +117,13 @@ fn dry_run_says_would_run_false_with_every_reason() {
     assert!(v["next_fire_at"].is_string(), "{v}");
 
     // With the key set: the roomy job would run, the tiny one still would not.
-    let (_, out, _) = cli(
-        &dir,
-        Some("sk-test-0123456789abcdef"),
-        &["dry-run", "roomy"],
-    );
+    let (_, out, _) = cli(&dir, Some(VALUE), &["dry-run", "roomy"]);
     assert!(out.contains("would run: yes"), "{out}");
-    let (_, json, _) = cli(
-        &dir,
-        Some("sk-test-0123456789abcdef"),
-        &["dry-run", "tiny", "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = dry_run_json(&dir, Some(VALUE), "tiny");
     assert_eq!(v["would_run"], false, "{v}");
     assert_eq!(v["reasons"][0]["code"], "budget_too_small", "{v}");
     // A model with no price under a budget is refused before any request.
-    let (_, json, _) = cli(
-        &dir,
-        Some("sk-test-0123456789abcdef"),
-        &["dry-run", "unpriced", "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = dry_run_json(&dir, Some(VALUE), "unpriced");
     assert_eq!(v["would_run"], false, "{v}");
     assert_eq!(v["reasons"][0]["code"], "unpriced_model", "{v}");
     assert!(
@@ -189,8 +182,7 @@ jobs:
     );
     std::fs::write(dir.join("jobs.yaml"), jobs).unwrap();
     let mut c = cronsole(&dir);
-    c.args(["validate", "jobs.yaml"])
-        .env(KEY, "sk-test-0123456789abcdef");
+    c.args(["validate", "jobs.yaml"]).env(KEY, VALUE);
     let (code, out, err) = output(&mut c);
     assert_eq!(code, 0, "warnings only: {out}{err}");
     let warned: Vec<&str> = out
@@ -212,19 +204,9 @@ jobs:
     // dry-run prices the first turn the same way: too small for it as well.
     let (code, _, err) = cli(&dir, None, &["apply", "jobs.yaml"]);
     assert_eq!(code, 0, "{err}");
-    let (_, json, _) = cli(
-        &dir,
-        Some("sk-test-0123456789abcdef"),
-        &["dry-run", "tooled", "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = dry_run_json(&dir, Some(VALUE), "tooled");
     assert_eq!(v["would_run"], false, "{v}");
     assert_eq!(v["reasons"][0]["code"], "budget_too_small", "{v}");
-    let (_, json, _) = cli(
-        &dir,
-        Some("sk-test-0123456789abcdef"),
-        &["dry-run", "bare", "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = dry_run_json(&dir, Some(VALUE), "bare");
     assert_eq!(v["would_run"], true, "{v}");
 }

@@ -117,14 +117,13 @@ fn rows(store: &Path, job: &str) -> Vec<HistoryRow> {
 
 /// Waits (bounded) for `job`'s first row.
 async fn first_row(store: &Path, job: &str, limit: Duration) -> HistoryRow {
-    let start = Instant::now();
-    loop {
-        if let Some(r) = rows(store, job).pop() {
-            return r;
-        }
-        assert!(start.elapsed() < limit, "no row of {job} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut row = None;
+    cronsole::testkit::wait::wait_until_async(format!("a row of {job}"), limit, || {
+        row = rows(store, job).pop();
+        row.is_some()
+    })
+    .await;
+    row.unwrap()
 }
 
 fn stop(owner: Child) -> (String, String) {
@@ -749,16 +748,9 @@ async fn tool_secrets_repeated_by_the_model_are_in_no_row_record_log_or_output()
     let abandoned = first_row(&store, "held", Duration::from_secs(60)).await;
     tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
     assert_eq!(abandoned.status, Status::Abandoned, "{abandoned:#?}");
-    let calls: Vec<String> = abandoned
-        .transcript
-        .as_ref()
-        .map(|t| t.to_vec())
-        .unwrap_or_default()
+    let calls: Vec<String> = cronsole::testkit::tools::calls(&abandoned)
         .into_iter()
-        .filter_map(|e| match e {
-            cronsole::transcript::Entry::Call(c) => Some(c.arguments),
-            _ => None,
-        })
+        .map(|c| c.arguments)
         .collect();
     assert_eq!(calls.len(), 1, "{abandoned:#?}");
     assert!(calls[0].contains("[redacted]"), "{calls:?}");
@@ -1006,17 +998,7 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     );
     for r in &all {
         assert_eq!(r.status, Status::Abandoned, "{r:#?}");
-        let calls: Vec<cronsole::transcript::CallEntry> = r
-            .transcript
-            .as_ref()
-            .map(|t| t.to_vec())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|e| match e {
-                cronsole::transcript::Entry::Call(c) => Some(c),
-                _ => None,
-            })
-            .collect();
+        let calls = cronsole::testkit::tools::calls(r);
         assert_eq!(calls.len(), 1, "{r:#?}");
         let c = &calls[0];
         assert_eq!(c.tool, "write");

@@ -211,6 +211,8 @@ impl Actor {
         self.publisher
             .publish_final(self.clock.as_ref(), self.in_flight_jobs())
             .await;
+        // Nothing more runs here: the views stop counting this owner now.
+        self.beat.sign_off(&self.store, &self.clock).await;
         self.outage.stop_result(self.cfg.spool.clone())
     }
 

@@ -89,33 +89,43 @@ pub(super) async fn command(
 }
 
 /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
-/// from any process, or a console). One `job` read per run in flight (at most
-/// `max_concurrent`), only when the change token moved.
+/// from any process, or a console). One read of the records of the jobs in flight (one round
+/// trip on PostgreSQL, whatever `max_concurrent` is), only when the change token moved.
 pub(super) async fn honour_cancel_requests(
     store: &Arc<dyn Store>,
     in_flight: &HashMap<Uuid, InFlight>,
 ) {
+    let mut names: Vec<String> = in_flight
+        .values()
+        .filter(|f| !f.op_cancel.is_cancelled())
+        .map(|f| f.job.clone())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    names.sort();
+    names.dedup();
+    let recs = match blocking(store, move |s| s.jobs_named(&names)).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cancel check failed");
+            return;
+        }
+    };
+    let recs: HashMap<&str, &crate::model::JobRecord> =
+        recs.iter().map(|r| (r.def.name.as_str(), r)).collect();
     for (run_id, f) in in_flight {
         if f.op_cancel.is_cancelled() {
             continue;
         }
-        let job = &f.job;
-        let name = job.clone();
-        let rec = match blocking(store, move |s| s.job(&name)).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(job = %job, error = %e, "cancel check failed");
-                continue;
-            }
-        };
         // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
         // the same mark; the row's reason says which when the run ends).
-        let asked = rec.is_some_and(|r| {
+        let asked = recs.get(f.job.as_str()).is_some_and(|r| {
             r.rt.lease_of(*run_id)
                 .is_some_and(|l| l.cancel_requested_at.is_some())
         });
         if asked {
-            tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
+            tracing::info!(job = %f.job, run_id = %run_id, "cancel requested through the store");
             f.op_cancel.cancel();
         }
     }

@@ -12,6 +12,10 @@
 //! resumes them, logged too. A heartbeat the store refuses changes nothing here: store outages
 //! are the outage module's.
 //!
+//! At a clean stop the owner writes its record once more, signed off
+//! ([`OwnerRecord::signed_off`]), so every view stops counting it at once; a killed owner's
+//! record ages out instead.
+//!
 //! Owns: [`Beat`]. Must not touch: the UI; claiming itself (the actor asks [`Beat::refused`]).
 
 use std::sync::Arc;
@@ -54,6 +58,7 @@ impl Beat {
                 last_seen: started_at,
                 clock_offset_ms: 0,
                 claims_stopped: None,
+                signed_off: None,
             },
             bound,
             next: tokio::time::Instant::now(),
@@ -118,6 +123,18 @@ impl Beat {
                 .await;
         }
         off != was
+    }
+
+    /// The last record, at a clean stop: this owner runs nothing more, so it stops counting as
+    /// live at once instead of when its heartbeats age out. A store that refuses it changes
+    /// nothing else: the record then ages out as a killed owner's does.
+    pub(super) async fn sign_off(&mut self, store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) {
+        let mut rec = self.record.clone();
+        rec.last_seen = clock.now();
+        rec.signed_off = Some(rec.last_seen);
+        if let Err(e) = blocking(store, move |s| s.beat(&rec)).await {
+            tracing::warn!(error = %e, "sign-off not recorded: this owner ages out instead");
+        }
     }
 
     /// Write the record (with `stopped`, or this owner's clock refusal); the record as the

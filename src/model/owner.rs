@@ -25,6 +25,11 @@ pub struct OwnerRecord {
     /// Why it claims nothing new, if it does not (a store outage, its clock too far off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims_stopped: Option<String>,
+    /// When it stopped cleanly (its own clock), written by its last record: an owner that
+    /// signed off runs nothing more, so it stops counting as live at once rather than when
+    /// its heartbeats age out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_off: Option<DateTime<Utc>>,
 }
 
 /// An owner record with how long ago the store last heard of it, by the store's clock.

@@ -224,3 +224,18 @@ pub fn no_tools() -> Toolbox {
         offered: Vec::new(),
     }
 }
+
+/// The tool calls on a history row's record, in the order it holds them (none without a
+/// record).
+pub fn calls(row: &crate::model::HistoryRow) -> Vec<crate::transcript::CallEntry> {
+    row.transcript
+        .as_ref()
+        .map(|t| t.to_vec())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| match e {
+            crate::transcript::Entry::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use cronsole::model::{Budget, BudgetPeriod, HistoryRow, JobDef, Status};
 use cronsole::store::{Completion, LoopStep, ReserveOutcome, Settlement, StepOutcome};
-use cronsole::transcript::{CallEntry, CallState, Delta, Entry, Transcript, TurnEntry};
+use cronsole::transcript::{CallEntry, CallState, Delta, Entry, TurnEntry};
 
 use super::{Factory, apply_due, claim, every, file, rows, t};
 
@@ -225,16 +225,9 @@ pub fn an_abandoned_loop_keeps_the_calls_it_recorded(f: Factory) {
         .expect("the abandoned row");
     assert_eq!(row.status, Status::Abandoned);
     assert_eq!((row.turns, row.tool_calls), (Some(1), Some(2)));
-    let states: Vec<CallState> = row
-        .transcript
-        .as_ref()
-        .map(Transcript::to_vec)
-        .unwrap_or_default()
+    let states: Vec<CallState> = cronsole::testkit::tools::calls(&row)
         .into_iter()
-        .filter_map(|e| match e {
-            Entry::Call(c) => Some(c.state),
-            _ => None,
-        })
+        .map(|c| c.state)
         .collect();
     assert_eq!(states, vec![CallState::Done, CallState::Dispatched]);
     // The dead run's step after recovery: lost, nothing written.

@@ -296,16 +296,9 @@ impl Model {
             let Some(want) = self.acked_calls.get(&r.run_id) else {
                 continue;
             };
-            let have: BTreeSet<String> = r
-                .transcript
-                .as_ref()
-                .map(|t| t.to_vec())
-                .unwrap_or_default()
+            let have: BTreeSet<String> = cronsole::testkit::tools::calls(r)
                 .into_iter()
-                .filter_map(|e| match e {
-                    cronsole::transcript::Entry::Call(c) => Some(c.id),
-                    _ => None,
-                })
+                .map(|c| c.id)
                 .collect();
             if let Some(lost) = want.iter().find(|id| !have.contains(*id)) {
                 return Err(format!(

@@ -25,7 +25,7 @@ pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
         .count();
     let mut out = vec![match (live.len(), stopped) {
         (0, _) => {
-            format!("owners: none live (no engine's heartbeat on this store in the last {gone}s)")
+            format!("owners: none live ({})", crate::owners::NO_ENGINE)
         }
         (n, 0) => format!("owners: {n} live, all claiming"),
         (n, s) => format!("owners: {n} live, {s} not claiming"),
@@ -43,28 +43,34 @@ pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
             offset(r.clock_offset_ms)
         ));
     }
-    let mut others: Vec<&OwnerSeen> = owners
-        .iter()
-        .filter(|o| !live.contains(&o.record.owner))
-        .collect();
-    others.sort_by_key(|o| o.ago);
-    if let Some(newest) = others.first() {
-        let more = if others.len() > 1 {
-            format!(" (and {} older)", others.len() - 1)
-        } else {
-            String::new()
-        };
-        out.push(format!(
-            "  not heard from for over {gone}s: {}, {} ago{more}",
-            newest.record.owner,
-            when::span(newest.ago)
-        ));
+    // The others: the newest that stopped cleanly, and the newest that went silent.
+    for (signed, why) in [
+        (true, "stopped cleanly".to_string()),
+        (false, format!("not heard from for over {gone}s")),
+    ] {
+        let mut others: Vec<&OwnerSeen> = owners
+            .iter()
+            .filter(|o| !live.contains(&o.record.owner) && o.record.signed_off.is_some() == signed)
+            .collect();
+        others.sort_by_key(|o| o.ago);
+        if let Some(newest) = others.first() {
+            let more = if others.len() > 1 {
+                format!(" (and {} older)", others.len() - 1)
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                "  {why}: {}, {} ago{more}",
+                newest.record.owner,
+                when::span(newest.ago.max(Duration::zero()))
+            ));
+        }
     }
     out
 }
 
 /// The same as JSON: `{"live": N, "owners": [{owner, live, heard_secs_ago, clock_offset_ms,
-/// claims_stopped}]}`.
+/// claims_stopped, signed_off}]}`.
 pub fn json(owners: &[OwnerSeen]) -> serde_json::Value {
     let live = crate::owners::live(owners);
     serde_json::json!({
@@ -77,6 +83,7 @@ pub fn json(owners: &[OwnerSeen]) -> serde_json::Value {
                 "heard_secs_ago": o.ago.num_milliseconds() as f64 / 1000.0,
                 "clock_offset_ms": o.record.clock_offset_ms,
                 "claims_stopped": o.record.claims_stopped,
+                "signed_off": o.record.signed_off,
             }))
             .collect::<Vec<_>>(),
     })
@@ -88,6 +95,16 @@ mod tests {
     use crate::model::OwnerRecord;
 
     fn seen(owner: &str, ago: i64, offset_ms: i64, stopped: Option<&str>) -> OwnerSeen {
+        signed(owner, ago, offset_ms, stopped, false)
+    }
+
+    fn signed(
+        owner: &str,
+        ago: i64,
+        offset_ms: i64,
+        stopped: Option<&str>,
+        signed_off: bool,
+    ) -> OwnerSeen {
         let t = chrono::DateTime::parse_from_rfc3339("2026-12-07T03:00:00Z")
             .map(|t| t.to_utc())
             .unwrap_or_default();
@@ -101,6 +118,7 @@ mod tests {
                 last_seen: t,
                 clock_offset_ms: offset_ms,
                 claims_stopped: stopped.map(str::to_string),
+                signed_off: signed_off.then_some(t),
             },
             ago: Duration::seconds(ago),
         }
@@ -137,7 +155,7 @@ mod tests {
         );
         assert_eq!(
             lines(&[])[0],
-            "owners: none live (no engine's heartbeat on this store in the last 30s)"
+            "owners: none live (no engine is running on this store)"
         );
         let j = json(&owners);
         assert_eq!(j["live"], 2);
@@ -146,5 +164,14 @@ mod tests {
             "clock 7.3s behind the store's"
         );
         assert_eq!(j["owners"][2]["live"], false);
+        // An owner that signed off a second ago is not live, and said to have stopped cleanly.
+        let owners = [signed("e:5:ee", 1, 0, None, true)];
+        let l = lines(&owners);
+        assert_eq!(
+            l[0],
+            "owners: none live (no engine is running on this store)"
+        );
+        assert!(l[1].starts_with("  stopped cleanly: e:5:ee, "), "{}", l[1]);
+        assert_eq!(json(&owners)["owners"][0]["live"], false);
     }
 }

@@ -49,20 +49,12 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
     Ok((names, jobs))
 }
 
-/// The note printed after an action that waits for an engine when none is about
-/// ([`cronsole::owners`]): the action is stored, but nothing will act on it yet. `jobs` are the
-/// records the selection read: for named jobs only those, so an engine is seen by their leases
-/// or by the newest history row (the last 5 minutes), not by other jobs' leases.
-pub fn no_engine_note(store: &dyn Store, jobs: &[JobRecord]) -> Result<Option<String>> {
-    let now = Utc::now();
-    let mut holders = crate::owners::lease_holders(jobs, now);
-    holders.extend(crate::owners::live(&store.owners().unwrap_or_default()));
-    let newest = store.history(&crate::store::HistoryQuery {
-        limit: 1,
-        ..Default::default()
-    })?;
-    Ok((!crate::owners::engine_seen(&holders, newest.first(), now))
-        .then(|| format!("note: {}", crate::owners::NO_ENGINE)))
+/// The note printed after queueing a run while no owner is live on the store (the one rule
+/// of [`crate::owners`]): the run is stored, but nothing will act on it yet. A store whose
+/// owner records cannot be read gets no note: "no engine" would be a guess.
+pub fn queued_note(store: &dyn Store) -> Option<String> {
+    let owners = store.owners().ok()?;
+    crate::owners::queued_note(&owners).map(|n| format!("note: {n}"))
 }
 
 /// The sorted, de-duplicated names of a selection made of plain names only (no glob, tag or
@@ -166,8 +158,12 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
     }
     if paused && !names.is_empty() {
         // A pause needs no engine to hold; said only so the state of the store is clear.
-        if let Some(n) = no_engine_note(store.as_ref(), &jobs)? {
-            println!("{n}");
+        if let Some(n) = store
+            .owners()
+            .ok()
+            .and_then(|o| crate::owners::paused_note(&o))
+        {
+            println!("note: {n}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -179,7 +175,7 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
     let mut queued = 0;
-    let (names, jobs) = selected(store.as_ref(), sel)?;
+    let (names, _) = selected(store.as_ref(), sel)?;
     bulk(
         store.as_ref(),
         &names,
@@ -196,7 +192,7 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
         },
     )?;
     if queued > 0
-        && let Some(n) = no_engine_note(store.as_ref(), &jobs)?
+        && let Some(n) = queued_note(store.as_ref())
     {
         println!("{n}");
     }

@@ -520,10 +520,9 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
     println!("{}", crate::engine::operator_notice(&job, &out));
-    // The retried job's record only (an engine is seen by its lease or the newest history
-    // row), so a retry costs one record however many jobs the store holds.
-    let rec: Vec<JobRecord> = store.job(&job)?.into_iter().collect();
-    if let Some(n) = super::select::no_engine_note(store.as_ref(), &rec)? {
+    if matches!(out, crate::store::EditOutcome::Queued { .. })
+        && let Some(n) = super::select::queued_note(store.as_ref())
+    {
         println!("{n}");
     }
     Ok(ExitCode::SUCCESS)
@@ -551,6 +550,11 @@ pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
     let (from, to) = (at("--from", &a.from)?, at("--to", &a.to)?);
     let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, now)?;
     println!("{}", crate::engine::operator_notice(&a.name, &out));
+    if matches!(out, crate::store::EditOutcome::Queued { added, .. } if added > 0)
+        && let Some(n) = super::select::queued_note(store.as_ref())
+    {
+        println!("{n}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -87,6 +87,7 @@ fn a_handle_opened_after_the_step_back_learns_of_it_from_the_owner_records() {
         last_seen: ahead,
         clock_offset_ms: 0,
         claims_stopped: None,
+        signed_off: None,
     })
     .unwrap();
     drop(s);

@@ -17,11 +17,3 @@ pub mod recover;
 pub mod step;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_clock;
-#[cfg(test)]
-mod tests_cron;
-#[cfg(test)]
-mod tests_jitter;
-#[cfg(test)]
-mod tests_unlanded;

@@ -10,8 +10,8 @@
 //! behind the console.
 //!
 //! `owners` counts the live owners by the one rule of [`crate::owners`] (this engine and the
-//! holders of unexpired leases); attached with no engine seen, the header says that no engine
-//! is running, so due jobs sitting at "due" are explained.
+//! owners heard from in the last 30 s that did not sign off); attached with none live, the
+//! header says that no engine is running, so due jobs sitting at "due" are explained.
 //!
 //! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
@@ -188,7 +188,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     first.extend(outage_span(app));
     if !s.engine_seen {
         first.push(Span::styled(
-            "NO ENGINE seen in 5 min: jobs will not run until one starts  ",
+            "NO ENGINE running: jobs will not run until one starts  ",
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }

@@ -134,23 +134,24 @@ fn bottom_min(body_height: u16) -> u16 {
     if body_height >= 30 { 12 } else { 5 }
 }
 
-/// Width of the side column (leases over spend) next to History: narrow when both are empty
-/// (a lease pane that says "none" and a flat sparkline need little), wider with leases to
-/// show; History takes the rest.
+/// Narrowest side column: its panes' titles and "no job is leased" fit.
+const SIDE_MIN: u16 = 24;
+
+/// Width of the side column (leases over spend) next to History: what its panes' content needs
+/// (the longest lease's lines, the sparkline and the top spenders' names), at most 30% of the
+/// screen (30 to 56 columns), at least [`SIDE_MIN`]; History takes the rest. Empty panes need
+/// little, so with no lease and no spend the column is [`SIDE_MIN`] wide.
 fn side_width(app: &App, width: u16) -> u16 {
-    let leased = !app.leases().is_empty();
-    let spent = app.snap.spend_per_hour.iter().any(|x| *x > 0.0);
-    match (leased, spent) {
-        (true, _) => (width * 30 / 100).clamp(30, 56),
-        (false, true) => 34,
-        (false, false) => 28,
-    }
+    let cap = (width * 30 / 100).clamp(30, 56);
+    let need = panes::leases_width(app).max(panes::cost_width(app));
+    need.saturating_add(2).clamp(SIDE_MIN, cap)
 }
 
 /// The main screen: the jobs table takes what its rows need, leaving [`bottom_min`] rows; below
 /// it, History beside a side column of the leases and spend panes, sized to what they hold
-/// ([`side_width`]). When only a few rows are left, the side column is left out (History gets
-/// the whole width) unless the leases pane has the focus.
+/// ([`side_width`]): the spend pane takes one line when it has nothing to show, the leases
+/// pane what its leases need when it does. When only a few rows are left, the side column is
+/// left out (History gets the whole width) unless the leases pane has the focus.
 fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
     let cap = area.height.saturating_sub(bottom_min(area.height));
     let want = u16::try_from(app.jobs.visible.len().max(1) + 3).unwrap_or(u16::MAX);
@@ -167,7 +168,11 @@ fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
         Constraint::Min(0),
     ])
     .areas(bottom);
-    let lease_rows = panes::leases_height(app, left.width, left.height);
+    let lease_rows = if panes::spend_shown(app) {
+        panes::leases_height(app, left.width, left.height)
+    } else {
+        left.height.saturating_sub(3)
+    };
     let [l, c] = Layout::vertical([Constraint::Length(lease_rows), Constraint::Min(0)]).areas(left);
     panes::leases(app, l, buf);
     panes::cost(app, c, buf);

@@ -133,19 +133,113 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
     }
 }
 
-pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
+/// Columns the leases pane's content needs (borders not counted): its longest lease's two
+/// lines as [`leases`] draws them, or "no job is leased".
+pub fn leases_width(app: &App) -> u16 {
+    let now = app.now;
+    let w = |s: &str| u16::try_from(Span::raw(s).width()).unwrap_or(u16::MAX);
+    let mut need = w("no job is leased");
+    for j in app.leases() {
+        let Some(l) = &j.rt.lease else { continue };
+        let whose = if l.owner != app.snap.owner {
+            " (other)"
+        } else {
+            " (this)"
+        };
+        let first = format!(
+            "{} {}{whose}",
+            text::line(&j.def.name),
+            text::line(&l.owner)
+        );
+        let exp = if l.lease_until <= now {
+            format!(
+                "EXPIRED {} ago",
+                crate::when::span_secs((now - l.lease_until).num_seconds())
+            )
+        } else {
+            format!(
+                "expires in {}",
+                crate::when::span_secs((l.lease_until - now).num_seconds())
+            )
+        };
+        let second = format!(
+            " {exp} renewed {} ago claimed {}",
+            crate::when::span_secs((now - l.last_renewed).num_seconds()),
+            when(l.claimed_at, now)
+        );
+        need = need.max(w(&first)).max(w(&second));
+    }
+    need
+}
+
+/// Whether the spend pane has anything to show: money spent in the last 24 h or this period.
+/// Without, it shrinks to one line and gives its room to the panes that have content.
+pub fn spend_shown(app: &App) -> bool {
     let s = &app.snap;
-    let max = s
+    s.spend_per_hour.iter().any(|x| x.is_finite() && *x > 0.0)
+        || (s.period_spend_usd.is_finite() && s.period_spend_usd > 0.0)
+}
+
+/// How many top spenders the spend pane lists at most (a tall column shows this many).
+const TOP_SPENDERS: usize = 8;
+
+/// Columns the spend pane's content needs (borders not counted): its title, the 24 h
+/// sparkline and the top spenders' lines; "no spend in 24 h" when it has nothing to show.
+pub fn cost_width(app: &App) -> u16 {
+    let w = |s: &str| u16::try_from(Span::raw(s).width()).unwrap_or(u16::MAX);
+    if !spend_shown(app) {
+        return w(" Spend/h 24h ");
+    }
+    let mut need = w(&cost_title(app)).max(24);
+    for (v, i) in top_spenders(app, TOP_SPENDERS) {
+        let line = format!("{:>8} {}", money(v), text::line(&app.snap.jobs[i].def.name));
+        need = need.max(w(&line));
+    }
+    need
+}
+
+fn cost_title(app: &App) -> String {
+    let max = app
+        .snap
         .spend_per_hour
         .iter()
         .copied()
         .filter(|x| x.is_finite())
         .fold(0.0f64, f64::max);
-    let block = pane_block(
-        app,
-        None,
-        Line::from(format!(" Spend/h 24h, max {} ", money(max))),
-    );
+    format!(" Spend/h 24h, max {} ", money(max))
+}
+
+/// The `k` jobs that spent most this period, most first, as (spend, index in the snapshot):
+/// the best few kept without sorting every job.
+fn top_spenders(app: &App, k: usize) -> Vec<(f64, usize)> {
+    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
+    if k == 0 {
+        return best;
+    }
+    for (i, j) in app.snap.jobs.iter().enumerate() {
+        let v = app.job_period_spend(j);
+        if v <= 0.0 || !v.is_finite() {
+            continue;
+        }
+        if best.len() < k || best.last().is_some_and(|b| v > b.0) {
+            let pos = best.partition_point(|b| b.0 >= v);
+            best.insert(pos, (v, i));
+            best.truncate(k);
+        }
+    }
+    best
+}
+
+pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
+    let s = &app.snap;
+    if !spend_shown(app) {
+        let block = pane_block(app, None, Line::from(" Spend/h 24h "));
+        let inner = block.inner(area);
+        block.render(area, buf);
+        Span::styled("no spend in 24 h", Style::new().fg(Color::DarkGray)).render(inner, buf);
+        return;
+    }
+    let block = pane_block(app, None, Line::from(cost_title(app)));
     let inner = block.inner(area);
     block.render(area, buf);
     if inner.height == 0 {
@@ -170,23 +264,8 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
         .data(&data)
         .style(Style::new().fg(Color::Yellow))
         .render(spark, buf);
-    // Top spenders this period: keep the best few without sorting every job.
-    let k = top.height as usize;
-    if k == 0 {
-        return;
-    }
-    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
-    for (i, j) in s.jobs.iter().enumerate() {
-        let v = app.job_period_spend(j);
-        if v <= 0.0 || !v.is_finite() {
-            continue;
-        }
-        if best.len() < k || best.last().is_some_and(|b| v > b.0) {
-            let pos = best.partition_point(|b| b.0 >= v);
-            best.insert(pos, (v, i));
-            best.truncate(k);
-        }
-    }
+    // Top spenders this period.
+    let best = top_spenders(app, top.height as usize);
     if best.is_empty() {
         Span::styled("no spend this period", Style::new().fg(Color::DarkGray)).render(top, buf);
     }

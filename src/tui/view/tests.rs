@@ -882,3 +882,73 @@ fn the_header_says_when_claims_stop_for_this_hosts_clock() {
     a.store_health.clock_refused = None;
     assert!(!screen(&a, 120, 40).contains("CLOCK"));
 }
+
+/// The fixture without any spend: no spend in 24 h, nothing this period, no job spent.
+fn without_spend(snap: &mut crate::snapshot::Snapshot) {
+    snap.spend_per_hour = vec![0.0; 24];
+    snap.period_spend_usd = 0.0;
+    snap.spend_incomplete = false;
+    for j in &mut snap.jobs {
+        j.rt.counters.period_cost_usd = 0.0;
+        j.rt.counters.total_cost_usd = 0.0;
+        j.rt.counters.cost_incomplete = false;
+    }
+    for r in &mut snap.recent {
+        r.cost_usd = 0.0;
+    }
+}
+
+/// The spend pane at 80×24, 120×40 and 200×50: with budgets and spend it shows the sparkline
+/// and the top spenders; with nothing spent and no budget it takes one line, the leases pane
+/// takes its rows, and a side column with neither leases nor spend is narrow, so History gets
+/// the width.
+#[test]
+fn snapshot_the_spend_pane_empty_and_with_budgets_at_three_sizes() {
+    for case in ["budgets", "empty", "empty_no_leases"] {
+        let (mut snap, now) = testdata::fixed();
+        if case != "budgets" {
+            without_spend(&mut snap);
+            snap.settings.budget = None;
+            for j in &mut snap.jobs {
+                j.def.max_cost_usd = None;
+            }
+        }
+        if case == "empty_no_leases" {
+            for j in &mut snap.jobs {
+                j.rt.lease = None;
+            }
+            snap.in_flight.clear();
+        }
+        let a = App::new(Arc::new(snap), now);
+        for (w, h) in [(80, 24), (120, 40), (200, 50)] {
+            let t = screen(&a, w, h);
+            let spend_rows = t
+                .lines()
+                .filter(|l| l.contains("│no spend in 24 h"))
+                .count();
+            let history_x = t
+                .lines()
+                .find_map(|l| l.find("┌ History").map(|x| l[..x].chars().count()));
+            match case {
+                "budgets" => {
+                    assert!(t.contains("Spend/h 24h, max $0.10"), "{w}x{h}\n{t}");
+                    // The top spenders when the column has rows for them.
+                    assert!(h < 40 || t.contains("$0.42 price-watch"), "{w}x{h}\n{t}");
+                }
+                _ => {
+                    // One line: its border above and below, and nothing else.
+                    assert_eq!(spend_rows, 1, "{w}x{h}\n{t}");
+                    let last_body = t.lines().rev().nth(1).unwrap_or("");
+                    assert!(last_body.starts_with("└"), "{w}x{h}\n{t}");
+                    let spend_line = t.lines().rev().nth(2).unwrap_or("");
+                    assert!(spend_line.contains("no spend in 24 h"), "{w}x{h}\n{t}");
+                }
+            }
+            if case == "empty_no_leases" {
+                // "no job is leased" and the spend pane's title fit in the narrowest column.
+                assert_eq!(history_x, Some(super::SIDE_MIN as usize), "{w}x{h}\n{t}");
+            }
+            snap!(format!("spend_{case}_{w}x{h}"), t);
+        }
+    }
+}

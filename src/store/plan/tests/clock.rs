@@ -3,37 +3,19 @@
 
 use crate::model::*;
 use crate::schedule::ScheduleSpec;
-use crate::store::plan::claim::*;
 use crate::store::policy::define::tests_support::{def, job};
 use crate::store::policy::define::*;
-use crate::store::policy::run_end::finish_run;
-use crate::store::rules::runtime::Evaluation;
 use crate::store::rules::slots::*;
 
 use crate::testkit::time::epoch as t;
 
-const P: BudgetPeriod = BudgetPeriod::Day;
 const T0: i64 = 1_000_000;
 const DAY: i64 = 86_400;
 
-fn eval(r: &mut JobRecord, now: i64) -> Evaluation {
-    let s = compile(r).unwrap();
-    evaluate(r, &s, t(now), "me", true, P)
-}
+use super::eval;
 
 fn done(r: &mut JobRecord, now: i64) {
-    let s = compile(r).unwrap();
-    let lease = r.rt.lease.clone().unwrap();
-    let mut row = HistoryRow::new(
-        &r.def.name,
-        Status::Succeeded,
-        lease.trigger,
-        lease.slot,
-        "me",
-        t(now),
-    );
-    row.run_id = lease.run_id;
-    finish_run(r, &s, &mut row, None, None, P, t(now));
+    super::done(r, Status::Succeeded, now);
 }
 
 /// Run the job's due slot at `now` (it must be due) and end it a second later.

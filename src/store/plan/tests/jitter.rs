@@ -5,33 +5,16 @@ use crate::schedule::ScheduleSpec;
 use crate::store::plan::claim::*;
 use crate::store::policy::define::tests_support::{def, due_at};
 use crate::store::policy::define::*;
-use crate::store::policy::run_end::*;
-use crate::store::rules::runtime::*;
-use crate::store::rules::slots::*;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::schedule::calendar::{Calendar, DayRule};
 
 use crate::testkit::time::epoch as t;
 
-fn eval(r: &mut JobRecord, now: DateTime<Utc>) -> Evaluation {
-    let s = compile(r).unwrap();
-    evaluate(r, &s, now, "me", true, BudgetPeriod::Day)
-}
+use super::eval_at as eval;
 
 fn finish(r: &mut JobRecord, now: DateTime<Utc>) {
-    let s = compile(r).unwrap();
-    let lease = r.rt.lease.clone().unwrap();
-    let mut row = HistoryRow::new(
-        &r.def.name,
-        Status::Succeeded,
-        lease.trigger,
-        lease.slot,
-        "me",
-        now,
-    );
-    row.run_id = lease.run_id;
-    finish_run(r, &s, &mut row, None, None, BudgetPeriod::Day, now);
+    super::finish_at(r, Status::Succeeded, now);
 }
 
 /// An hourly job with 600 s of jitter that ran its first slot.

@@ -24,21 +24,42 @@ const P: BudgetPeriod = BudgetPeriod::Day;
 use crate::testkit::time::epoch as t;
 const T0: i64 = 1000;
 
+mod clock;
+mod cron;
+mod jitter;
+mod unlanded;
+
 fn sched(r: &JobRecord) -> Compiled {
     compile(r).unwrap()
 }
 
-fn eval(r: &mut JobRecord, now: i64) -> Evaluation {
+/// What the claim plan decides for `r` at `now`, as owner "me" (daily budget periods).
+fn eval_at(r: &mut JobRecord, now: chrono::DateTime<chrono::Utc>) -> Evaluation {
     let s = sched(r);
-    evaluate(r, &s, t(now), "me", true, P)
+    evaluate(r, &s, now, "me", true, P)
 }
 
-fn done(r: &mut JobRecord, status: Status, now: i64) -> FinishOutcome {
+/// End the run `r` holds with `status` at `now`.
+fn finish_at(
+    r: &mut JobRecord,
+    status: Status,
+    now: chrono::DateTime<chrono::Utc>,
+) -> FinishOutcome {
     let s = sched(r);
     let lease = r.rt.lease.clone().unwrap();
-    let mut row = HistoryRow::new(&r.def.name, status, lease.trigger, lease.slot, "me", t(now));
+    let mut row = HistoryRow::new(&r.def.name, status, lease.trigger, lease.slot, "me", now);
     row.run_id = lease.run_id;
-    finish_run(r, &s, &mut row, None, None, P, t(now))
+    finish_run(r, &s, &mut row, None, None, P, now)
+}
+
+/// [`eval_at`] at `now` seconds after the epoch.
+fn eval(r: &mut JobRecord, now: i64) -> Evaluation {
+    eval_at(r, t(now))
+}
+
+/// [`finish_at`] at `now` seconds after the epoch.
+fn done(r: &mut JobRecord, status: Status, now: i64) -> FinishOutcome {
+    finish_at(r, status, t(now))
 }
 
 /// An `every 60` job created at t0 that ran its t0 slot (last = t0).
