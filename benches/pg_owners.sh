@@ -9,6 +9,9 @@
 #
 # Usage: benches/pg_owners.sh BIN [OWNERS] [JOBS] [SECS]   (default 4 2000 60)
 #   BIN2=path  runs the same with a second binary afterwards, on a fresh database.
+#   PG_STATEMENTS=1  loads pg_stat_statements and prints the statements that took the most
+#                    server time (calls, total and mean ms, rows): where the CPU per run goes.
+#                    It costs the server a little itself: compare runs made the same way.
 # Needs PostgreSQL's initdb/pg_ctl (as .ci/run finds them); run as root, the cluster runs as
 # the `postgres` user. Prints the load average (the machine is shared).
 set -euo pipefail
@@ -31,8 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 as_pg "$PG_BIN/initdb" -D "$WORK/data" -A trust -U postgres -E UTF8 > /dev/null
+EXTRA=""
+[ -n "${PG_STATEMENTS:-}" ] && EXTRA="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 as_pg "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w -t 60 \
-  -o "-p $PORT -h 127.0.0.1 -k $WORK -c max_connections=200" start > /dev/null
+  -o "-p $PORT -h 127.0.0.1 -k $WORK -c max_connections=200 $EXTRA" start > /dev/null
 PSQL=(psql -X -q -t -A -h 127.0.0.1 -p "$PORT" -U postgres)
 echo "cluster: $("${PSQL[@]}" -c "select 'fsync=' || current_setting('fsync') || ' synchronous_commit=' || current_setting('synchronous_commit') || ' full_page_writes=' || current_setting('full_page_writes') || ', ' || version()" postgres)"
 POSTMASTER=$(head -1 "$WORK/data/postmaster.pid")
@@ -54,6 +59,7 @@ gen() {
 measure() { # measure BIN DB
   local bin=$1 db=$2
   "${PSQL[@]}" -c "create database $db" postgres
+  [ -n "${PG_STATEMENTS:-}" ] && "${PSQL[@]}" -c "create extension pg_stat_statements" "$db"
   local url="postgres://postgres@127.0.0.1:$PORT/$db"
   gen > "$WORK/jobs.yaml"
   "$bin" apply "$WORK/jobs.yaml" --store "$url" > /dev/null
@@ -79,6 +85,11 @@ measure() { # measure BIN DB
   echo "per owner: $("${PSQL[@]}" -c "select string_agg(c::text, ' / ') from (select count(*) c from cronsole_history where status <> 'missed' group by row->>'owner' order by 1 desc) s" "$db")"
   echo "server CPU: $(awk -v a="$c0" -v b="$c1" -v r="$runs" 'BEGIN{printf "%.2f s = %.3f ms per run", (b-a)/100, (r>0 ? (b-a)*10/r : 0)}') (postmaster + backends, /proc)"
   echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  if [ -n "${PG_STATEMENTS:-}" ]; then
+    echo "statements by server time (calls, total ms, mean ms, rows; first 70 characters):"
+    "${PSQL[@]}" -F ' | ' -c "select calls, round(total_exec_time), round(mean_exec_time::numeric, 3), rows, regexp_replace(left(query, 70), '\s+', ' ', 'g') from pg_stat_statements where dbid = (select oid from pg_database where datname = '$db') order by total_exec_time desc limit 15" "$db"
+    "${PSQL[@]}" -c "select pg_stat_statements_reset()" "$db" > /dev/null
+  fi
 }
 
 measure "$BIN" bench_a

@@ -119,9 +119,9 @@ impl Ctx {
             Command::Cancel(j) => store
                 .cancel(&j, now)
                 .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
-            Command::Answer { run_id, approve } => store
-                .answer_approval(run_id, approve, None, now)
-                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+            Command::Answer { run_id, approve } => {
+                crate::engine::answer_call(store, run_id, approve, None, now).map(|a| a.notice)
+            }
             Command::Shutdown => Ok(String::new()),
         })
         .await;

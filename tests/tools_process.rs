@@ -9,7 +9,9 @@
 //! - a model that repeats the tools' secrets in its text and in its calls' arguments leaves
 //!   them in no row, transcript, run record, log or command output, an abandoned run's included;
 //! - `kill -9` of the owner in the middle of a tool call, 10 times: the run's stdio server and
-//!   its command tool die with it every time, and the tool was started once.
+//!   its command tool die with it every time, and the tool was started once;
+//! - a call awaiting approval whose owner was killed is marked in `approvals`, and `approve`
+//!   of it says nothing runs now and exits 3.
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
@@ -858,7 +860,7 @@ jobs:
 }
 
 /// An agent whose one tool needs approval; its secret comes from `TOOL_SECRET`.
-fn gated_yaml(base_url: &str) -> String {
+fn gated_yaml(base_url: &str, lease_seconds: u32) -> String {
     format!(
         "budget: null
 pricing:
@@ -884,9 +886,23 @@ jobs:
     run_immediately: true
     agent: ops
     message: go
-    lease_seconds: 1
+    lease_seconds: {lease_seconds}
 "
     )
+}
+
+/// An owner of `dir`'s jobs file and store for `limit`, logging to `log`.
+fn gated_owner(dir: &Path, log: &str, limit: &str) -> Child {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    support::cli::cronsole(dir)
+        .env("PROVIDER_KEY", KEY)
+        .env("TOOL_SECRET", TOOL_SECRET)
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", limit])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
 }
 
 /// Waits (bounded) until `cronsole approvals --json` lists a call of a run other than
@@ -940,20 +956,9 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     };
     let fake = FakeLlm::openai(KEY, vec![ask(), ask()]).await.unwrap();
     let dir = support::tempdir("tools-await-kill");
-    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url())).unwrap();
+    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url(), 1)).unwrap();
     let store = dir.join("store");
-    let owner = |log: &str, limit: &str| {
-        let log = std::fs::File::create(dir.join(log)).unwrap();
-        support::cli::cronsole(&dir)
-            .env("PROVIDER_KEY", KEY)
-            .env("TOOL_SECRET", TOOL_SECRET)
-            .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-            .args(["--for", limit])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    };
+    let owner = |log: &str, limit: &str| gated_owner(&dir, log, limit);
 
     let mut a = owner("a.log", "120s");
     let first = pending_call(&dir, None).await;
@@ -972,8 +977,19 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
             .any(|l| l.starts_with("gated") && l.contains(" awaiting_approval ")),
         "{table}"
     );
+    assert_eq!(first["owner_live"], true, "{first}");
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
+    // Its 1 s lease runs out unrenewed: `approvals` says the owner is not live.
+    let gone = wait_for(Duration::from_secs(20), || {
+        let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let p = v.as_array()?.first()?.clone();
+        (p["owner_live"] == false).then_some(p)
+    })
+    .expect("the killed owner's call is never marked");
+    let why = gone["owner_gone"].as_str().unwrap();
+    assert!(why.contains("stopped renewing the run's lease"), "{why}");
 
     // Owner B recovers it; a run triggered then waits anew (nothing carries over); B stops
     // while it waits.
@@ -1021,4 +1037,73 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     let (code, _, err) = cli(&dir, &["approve", &first_run, "--reason", "late"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not awaiting approval"), "{err}");
+}
+
+/// `kill -9` of the owner while a call awaits approval, its lease still running: once the owner
+/// has not been heard for the live-owner bound, `approvals` marks the call, and `approve`
+/// records the answer but says plainly that nothing runs now, exiting 3. The tool never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3() {
+    let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
+    let fake = FakeLlm::openai(KEY, vec![ask]).await.unwrap();
+    let dir = support::tempdir("tools-await-dead");
+    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url(), 300)).unwrap();
+    let mut a = gated_owner(&dir, "a.log", "120s");
+    let call = pending_call(&dir, None).await;
+    let run = call["run_id"].as_str().unwrap().to_string();
+    let owner = call["owner"].as_str().unwrap().to_string();
+    assert_eq!(call["owner_live"], true, "{call}");
+    assert!(
+        call["owner_heard_seconds_ago"].as_i64().unwrap() <= 10,
+        "{call}"
+    );
+    a.kill().unwrap(); // SIGKILL
+    a.wait().unwrap();
+
+    // Heartbeats stop; within the live-owner bound plus a few beats the call is marked.
+    let gone = wait_for(Duration::from_secs(60), || {
+        let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+        let v: Value = serde_json::from_str(&out).ok()?;
+        let p = v.as_array()?.first()?.clone();
+        if p["owner_live"] == false {
+            return Some(p);
+        }
+        // The bound is 30 s: a listing every half second is plenty.
+        std::thread::sleep(Duration::from_millis(500));
+        None
+    })
+    .expect("the killed owner's call is never marked");
+    assert_eq!(gone["run_id"], run.as_str());
+    assert!(
+        gone["owner_heard_seconds_ago"].as_i64().unwrap() >= 30,
+        "{gone}"
+    );
+    let why = gone["owner_gone"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("its owner {owner} has not been heard for"))
+            && why.contains("recorded abandoned when its lease expires"),
+        "{why}"
+    );
+    let (code, text, _) = cli(&dir, &["approvals"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("! owner not live: its owner"), "{text}");
+
+    let (code, out, err) = cli(&dir, &["approve", &run]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&format!(
+            "run {run}'s approval is recorded, but nothing runs now: its owner {owner} has not \
+             been heard for"
+        )),
+        "{err}"
+    );
+    // The answer is recorded: the call is no longer listed, and a second answer is refused.
+    let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+    assert_eq!(out.trim(), "[]");
+    let (code, _, err) = cli(&dir, &["deny", &run]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not awaiting approval"), "{err}");
+    assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
+    assert_eq!(fake.request_count(), 1);
 }

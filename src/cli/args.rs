@@ -171,11 +171,24 @@ pub enum Command {
     /// Connect to every MCP server: protocol versions, tools with their pinned hashes, what each
     /// agent is allowed and offered; --accept SERVER re-pins a server's tools
     Tools(ToolsArgs),
-    /// List the tool calls awaiting an operator's approval (`approve:`), on every host
+    /// List the tool calls awaiting an operator's approval (`approve:`), on every host, each
+    /// marked when its owner is not live
     Approvals(JsonFlag),
-    /// Approve the tool call a run awaits approval for: its owner runs it
+    /// Approve the tool call a run awaits approval for: its owner runs it. Exit 1 when the run
+    /// no longer waits; exit 3 when the approval is recorded but the run's owner is not live
+    /// (nothing runs unless that owner comes back)
+    #[command(mut_arg("reason", |a| a.help(
+        "Why: recorded with the approval on the call's record (`history --json`); the model \
+         never sees it"
+    )))]
     Approve(AnswerArgs),
-    /// Deny the tool call a run awaits approval for: the model gets the denial as its result
+    /// Deny the tool call a run awaits approval for: the model gets the denial as its result.
+    /// Exit 1 when the run no longer waits; exit 3 when the denial is recorded but the run's
+    /// owner is not live
+    #[command(mut_arg("reason", |a| a.help(
+        "Why: recorded with the denial on the call's record (`history --json`); the model \
+         reads `denied by an operator: TEXT` as the tool's result"
+    )))]
     Deny(AnswerArgs),
 }
 
@@ -184,8 +197,8 @@ pub enum Command {
 pub struct AnswerArgs {
     /// The run awaiting approval (`cronsole approvals` lists them)
     pub run_id: String,
-    /// Why: recorded with the answer on the run's transcript (`history --json`); for deny, the
-    /// model also reads it as the tool's result
+    /// Why: recorded with the answer on the call's record (`history --json`); each command's help
+    /// says who reads it
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
 }

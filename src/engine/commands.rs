@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::api::{Command, Event};
 use super::error::blocking;
-use super::notice::{operator_notice, trigger_notice};
+use super::notice::{call_owner, operator_notice, trigger_notice};
 use super::task::InFlight;
 use crate::store::{Store, TriggerOutcome};
 
@@ -69,14 +69,11 @@ pub(super) async fn command(
             (n, r.map(|_| ()))
         }
         Command::Answer { run_id, approve } => {
-            let r = blocking(store, move |s| {
-                s.answer_approval(run_id, approve, None, now)
-            })
-            .await;
+            let r = blocking(store, move |s| answer_call(s, run_id, approve, None, now)).await;
             match r {
-                Ok((job, out)) => {
-                    let _ = ev_tx.send(Event::Notice(operator_notice(&job, &out)));
-                    (job, Ok(()))
+                Ok(a) => {
+                    let _ = ev_tx.send(Event::Notice(a.notice));
+                    (a.job, Ok(()))
                 }
                 Err(e) => (format!("run {run_id}"), Err(e)),
             }
@@ -88,34 +85,90 @@ pub(super) async fn command(
     }
 }
 
+/// What an operator's answer to a call awaiting approval did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The run's job.
+    pub job: String,
+    /// The line the operator reads.
+    pub notice: String,
+    /// The answer is recorded but its owner is not live, so nothing runs now (the notice says
+    /// why).
+    pub owner_gone: bool,
+}
+
+/// Answer the call run `run_id` awaits approval for, at `now`, and say what it did: the same
+/// words in the console (engine or attached) and the CLI. The call may be another owner's; one
+/// that is not live ([`call_owner`]) still gets the answer recorded, since it takes effect if
+/// that owner comes back, and the notice says plainly that nothing runs now. The owner is
+/// judged after the answer is written, on the freshest records.
+pub fn answer_call(
+    store: &dyn Store,
+    run_id: Uuid,
+    approve: bool,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<Answered, crate::store::StoreError> {
+    let (job, out) = store.answer_approval(run_id, approve, reason, now)?;
+    let gone = match store
+        .job(&job)?
+        .and_then(|r| r.rt.lease_of(run_id).cloned())
+    {
+        Some(l) => call_owner(&l, &store.owners()?, now).gone,
+        None => None,
+    };
+    let notice = match &gone {
+        None => operator_notice(&job, &out),
+        Some(why) => {
+            let what = if approve { "approval" } else { "denial" };
+            format!("{job}: run {run_id}'s {what} is recorded, but nothing runs now: {why}")
+        }
+    };
+    Ok(Answered {
+        job,
+        notice,
+        owner_gone: gone.is_some(),
+    })
+}
+
 /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
-/// from any process, or a console). One `job` read per run in flight (at most
-/// `max_concurrent`), only when the change token moved.
+/// from any process, or a console). One read of the records of the jobs in flight (one round
+/// trip on PostgreSQL, whatever `max_concurrent` is), only when the change token moved.
 pub(super) async fn honour_cancel_requests(
     store: &Arc<dyn Store>,
     in_flight: &HashMap<Uuid, InFlight>,
 ) {
+    let mut names: Vec<String> = in_flight
+        .values()
+        .filter(|f| !f.op_cancel.is_cancelled())
+        .map(|f| f.job.clone())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    names.sort();
+    names.dedup();
+    let recs = match blocking(store, move |s| s.jobs_named(&names)).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cancel check failed");
+            return;
+        }
+    };
+    let recs: HashMap<&str, &crate::model::JobRecord> =
+        recs.iter().map(|r| (r.def.name.as_str(), r)).collect();
     for (run_id, f) in in_flight {
         if f.op_cancel.is_cancelled() {
             continue;
         }
-        let job = &f.job;
-        let name = job.clone();
-        let rec = match blocking(store, move |s| s.job(&name)).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(job = %job, error = %e, "cancel check failed");
-                continue;
-            }
-        };
         // An operator's cancel, or a newer slot of a `cancel_previous` job (the store wrote
         // the same mark; the row's reason says which when the run ends).
-        let asked = rec.is_some_and(|r| {
+        let asked = recs.get(f.job.as_str()).is_some_and(|r| {
             r.rt.lease_of(*run_id)
                 .is_some_and(|l| l.cancel_requested_at.is_some())
         });
         if asked {
-            tracing::info!(job = %job, run_id = %run_id, "cancel requested through the store");
+            tracing::info!(job = %f.job, run_id = %run_id, "cancel requested through the store");
             f.op_cancel.cancel();
         }
     }

@@ -97,9 +97,10 @@ mod start;
 mod task;
 
 pub use api::{Command, EngineConfig, Event, default_max_clock_offset, new_owner_id};
+pub use commands::{Answered, answer_call};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
-pub use notice::{operator_notice, trigger_notice};
+pub use notice::{CallOwner, call_owner, operator_notice, trigger_notice};
 pub use outage::{EngineHealth, probe_delay, store_backoff};
 pub use owner::BEAT_EVERY;
 pub use run::RunDeps;

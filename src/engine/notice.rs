@@ -1,9 +1,15 @@
 //! The words an operator reads after a request: one line per outcome of a trigger, a retry, a
-//! cancel or a pause, shared by the console (engine or attached) and the CLI.
+//! cancel, a pause or an approval answer, shared by the console (engine or attached) and the CLI.
 //!
-//! Owns: those sentences. Must not touch: the store (callers pass what it answered).
+//! Owns: those sentences, and whether an answer to a call awaiting approval reaches a live owner
+//! (by the one live-owner rule of [`crate::owners`]). Must not touch: the store (callers pass
+//! what it answered and the owner records it holds).
 
+use chrono::{DateTime, Utc};
+
+use crate::model::{Lease, OwnerSeen};
 use crate::store::TriggerOutcome;
+use crate::when::span;
 
 /// One line saying what a trigger request did: the console's notice (engine or attached) and
 /// the CLI's `trigger` output, so the operator reads the same words everywhere.
@@ -67,10 +73,139 @@ pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
     }
 }
 
+/// Who holds a call awaiting approval, as `approvals` shows it and `approve`/`deny` judge it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOwner {
+    /// The owner id on the run's lease.
+    pub owner: String,
+    /// How long ago the store last heard of it (`None`: the store holds no record of it).
+    pub heard_ago: Option<chrono::Duration>,
+    /// Why an answer reaches nobody now (`None`: the owner is live and picks the answer up).
+    pub gone: Option<String>,
+}
+
+/// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
+/// `now`: it must be live by the one live-owner rule ([`crate::owners::live`]: heard within
+/// [`crate::owners::GONE_AFTER_SECS`], not signed off) and still renew the run's lease. An owner killed with
+/// `kill -9` fails the first within that many seconds, and the second once its lease runs out;
+/// before either, nothing on the store tells it from a live one. A store that keeps no owner
+/// records is judged by the lease alone.
+pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> CallOwner {
+    let seen = owners.iter().find(|o| o.record.owner == lease.owner);
+    let heard_ago = seen.map(|o| o.ago);
+    let live = crate::owners::live(owners).contains(&lease.owner);
+    let owner = &lease.owner;
+    let gone = if lease.lease_until <= now {
+        Some(format!(
+            "its owner {owner} stopped renewing the run's lease {} ago; the call runs only if \
+             that owner comes back, otherwise the next owner to claim records the run abandoned",
+            span(now - lease.lease_until)
+        ))
+    } else if seen.is_some_and(|o| o.record.signed_off.is_some()) {
+        Some(format!(
+            "its owner {owner} has stopped; the call runs only if that owner comes back, or is \
+             recorded abandoned when its lease expires (in {})",
+            span(lease.lease_until - now)
+        ))
+    } else if let (Some(ago), false) = (heard_ago, live) {
+        Some(format!(
+            "its owner {owner} has not been heard for {}; the call runs only if that owner comes \
+             back, or is recorded abandoned when its lease expires (in {})",
+            span(ago),
+            span(lease.lease_until - now)
+        ))
+    } else {
+        None
+    };
+    CallOwner {
+        owner: owner.clone(),
+        heard_ago,
+        gone,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::EditOutcome;
+    use crate::testkit::time::rfc3339 as t;
+
+    fn lease(owner: &str, until: DateTime<Utc>) -> Lease {
+        let at = t("2026-12-01T00:00:00Z");
+        Lease {
+            owner: owner.into(),
+            run_id: uuid::Uuid::nil(),
+            slot: None,
+            trigger: crate::model::Trigger::Manual,
+            claimed_at: at,
+            lease_until: until,
+            last_renewed: at,
+            spends_job: false,
+            coalesced: None,
+            cancel_requested_at: None,
+            lapsed: false,
+            chain: Vec::new(),
+            awaiting: None,
+        }
+    }
+
+    fn seen(owner: &str, ago: i64) -> OwnerSeen {
+        let at = t("2026-12-01T00:00:00Z");
+        OwnerSeen {
+            record: crate::model::OwnerRecord {
+                owner: owner.into(),
+                host: "h".into(),
+                pid: 1,
+                version: "0".into(),
+                started_at: at,
+                last_seen: at,
+                clock_offset_ms: 0,
+                claims_stopped: None,
+                signed_off: None,
+            },
+            ago: chrono::Duration::seconds(ago),
+        }
+    }
+
+    #[test]
+    fn an_answer_reaches_an_owner_heard_lately_that_renews_its_lease() {
+        let now = t("2026-12-01T12:00:00Z");
+        let l = lease("a", now + chrono::Duration::seconds(20));
+        let o = call_owner(&l, &[seen("a", 4), seen("b", 400)], now);
+        assert_eq!(o.gone, None);
+        assert_eq!(o.heard_ago, Some(chrono::Duration::seconds(4)));
+        // A store without owner records: the unexpired lease says it is live.
+        assert_eq!(call_owner(&l, &[], now).gone, None);
+        let edge = call_owner(&l, &[seen("a", crate::owners::GONE_AFTER_SECS)], now);
+        assert_eq!(edge.gone, None);
+    }
+
+    #[test]
+    fn an_answer_to_an_owner_not_heard_or_not_renewing_says_nothing_runs_now() {
+        let now = t("2026-12-01T12:00:00Z");
+        let held = lease("a:1:x", now + chrono::Duration::seconds(79));
+        let o = call_owner(&held, &[seen("a:1:x", 41)], now);
+        assert_eq!(
+            o.gone.as_deref(),
+            Some(
+                "its owner a:1:x has not been heard for 41s; the call runs only if that owner \
+                 comes back, or is recorded abandoned when its lease expires (in 1m19s)"
+            )
+        );
+        let lapsed = lease("a:1:x", now - chrono::Duration::seconds(12));
+        for owners in [vec![seen("a:1:x", 3)], vec![]] {
+            let o = call_owner(&lapsed, &owners, now);
+            assert_eq!(
+                o.gone.as_deref(),
+                Some(
+                    "its owner a:1:x stopped renewing the run's lease 12s ago; the call runs \
+                     only if that owner comes back, otherwise the next owner to claim records \
+                     the run abandoned"
+                ),
+                "{owners:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_queued_run_says_its_count_once() {

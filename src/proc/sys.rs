@@ -1,7 +1,7 @@
 //! Every raw `libc` call of the crate, each behind a safe function: signals to processes and
 //! groups, pipes and socket pairs, descriptor reads and writes, signal masks and handlers,
 //! `waitpid`, `poll`/`ppoll`, `fork`, descriptors passed over a socket (`SCM_RIGHTS`), resource
-//! limits, and the timer that tells of wall-clock jumps.
+//! limits, the timer that tells of wall-clock jumps, and the type of a file system (`statfs`).
 //!
 //! `unsafe` lives here and nowhere else, so each precondition is argued once, next to the call.
 //! The functions are thin: no policy (what to kill, when to stop) is decided here. Where a call
@@ -53,6 +53,24 @@ pub(crate) fn soft_process_and_file_limits() -> (Option<u64>, Option<u64>) {
         (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
     };
     (soft(libc::RLIMIT_NPROC), soft(libc::RLIMIT_NOFILE))
+}
+
+/// The type of the file system holding `path` (`statfs`'s `f_type`, one of the kernel's
+/// `*_SUPER_MAGIC` numbers).
+pub(crate) fn file_system_type(path: &std::path::Path) -> io::Result<i64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: an all-zero `statfs` is a valid value of this plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call; statfs writes one
+    // `statfs` into a valid, owned struct.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // `f_type`'s width differs between C libraries; every magic number fits in 32 bits.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(st.f_type as i64)
 }
 
 /// A wall-clock timer set far ahead (`CLOCK_REALTIME`, absolute) that the kernel cancels when

@@ -150,6 +150,16 @@ pub trait Store: HistoryReader {
     }
     /// Every job, retired ones included, sorted by name.
     fn jobs(&self) -> StoreResult<Vec<JobRecord>>;
+    /// The records of the jobs named (those that exist, in no promised order): what an engine
+    /// reads of the jobs it runs each time the store changes. The default reads them one by one;
+    /// a store across a network reads them in one round trip.
+    fn jobs_named(&self, names: &[String]) -> StoreResult<Vec<JobRecord>> {
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            out.extend(self.job(n)?);
+        }
+        Ok(out)
+    }
     /// Up to `limit` jobs whose names sort after `after` (from the first when `None`), in the
     /// order of [`Store::jobs`]: one page of a streamed read (`jobs --json`). The default reads
     /// every job per page; stores override it to read only the page.

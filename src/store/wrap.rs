@@ -38,6 +38,8 @@ pub enum Call {
     AcceptTools,
     ChangeToken,
     Jobs,
+    /// The records of a few jobs by name ([`Store::jobs_named`]).
+    JobsNamed,
     /// A page of at most `limit` jobs ([`Store::jobs_page`]).
     JobsPage {
         /// The page size asked for.
@@ -172,6 +174,9 @@ impl<H: Hooks> Store for Wrapped<H> {
     }
     fn jobs(&self) -> StoreResult<Vec<JobRecord>> {
         self.call(Call::Jobs, |s| s.jobs())
+    }
+    fn jobs_named(&self, names: &[String]) -> StoreResult<Vec<JobRecord>> {
+        self.call(Call::JobsNamed, |s| s.jobs_named(names))
     }
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
         self.call(Call::JobsPage { limit }, |s| s.jobs_page(after, limit))

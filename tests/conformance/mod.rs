@@ -138,6 +138,35 @@ pub fn apply_creates_updates_and_retires(f: Factory) {
     assert!(err.to_string().contains("'a'"), "{err}");
 }
 
+/// What an engine reads of its jobs in flight when the store changes: the named jobs that
+/// exist (retired ones too), each as `job` reads it, whatever the order asked.
+pub fn jobs_named_reads_the_named_jobs_that_exist(f: Factory) {
+    let s = f();
+    apply_due(
+        &*s,
+        &file(vec![every("a", 60), every("b", 60), every("c", 60)]),
+        t(1000),
+    )
+    .unwrap();
+    s.apply(&file(vec![every("a", 60), every("b", 60)]), t(1100))
+        .unwrap();
+    let names = |v: &[&str]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let mut got = s.jobs_named(&names(&["c", "zz", "a", "a"])).unwrap();
+    got.sort_by(|x, y| x.def.name.cmp(&y.def.name));
+    got.dedup_by(|x, y| x.def.name == y.def.name);
+    let got_names: Vec<&str> = got.iter().map(|r| r.def.name.as_str()).collect();
+    assert_eq!(got_names, ["a", "c"]);
+    for r in &got {
+        let one = s.job(&r.def.name).unwrap().unwrap();
+        assert_eq!(
+            serde_json::to_value(r).unwrap(),
+            serde_json::to_value(&one).unwrap()
+        );
+    }
+    assert!(got[1].rt.retired, "a retired job is still read");
+    assert!(s.jobs_named(&[]).unwrap().is_empty());
+}
+
 // ---- claims -----------------------------------------------------------------------------------
 
 pub fn each_slot_is_claimed_once_across_owners(f: Factory) {
@@ -1599,6 +1628,7 @@ macro_rules! conformance_suite {
     ($factory:expr) => {
         conformance_suite!(@cases $factory;
             apply_creates_updates_and_retires,
+            jobs_named_reads_the_named_jobs_that_exist,
             each_slot_is_claimed_once_across_owners,
             claims_respect_the_owners_limit,
             in_flight_jobs_are_not_reoffered_to_their_owner,

@@ -2,7 +2,12 @@
 //! tool calls awaiting approval, from any host through the store.
 //!
 //! Owns: the listing of what waits and the answer's output. Must not touch: the answer's rules
-//! (`store::policy::operator`), the wait itself (the engine).
+//! (`store::policy::operator`), the wait itself (the engine), the rule saying whether the call's
+//! owner is live (`engine::call_owner`).
+//!
+//! A call whose owner is not live (killed, or cut off from the store) is still listed, marked,
+//! and an answer to it is recorded (it takes effect if that owner comes back) but exits
+//! [`OWNER_GONE`], saying plainly that nothing runs now.
 
 use std::process::ExitCode;
 
@@ -14,6 +19,12 @@ use uuid::Uuid;
 
 use super::{bad_input, inert, jobs_file, open_existing_store, store_location};
 use crate::cli::args::{AnswerArgs, Cli};
+use crate::engine::call_owner;
+
+/// The exit status of an answer recorded for a call whose owner is not live: distinct from 1
+/// (nothing recorded: the run no longer waits), since the answer takes effect if that owner
+/// comes back.
+const OWNER_GONE: u8 = 3;
 
 /// One call awaiting approval, as `approvals --json` prints it.
 #[derive(Serialize)]
@@ -24,6 +35,15 @@ struct Pending {
     arguments: String,
     since: String,
     deadline: String,
+    /// The owner running the run.
+    owner: String,
+    /// Whether that owner picks an answer up now.
+    owner_live: bool,
+    /// Seconds since the store last heard of the owner (`null`: it holds no record of it).
+    owner_heard_seconds_ago: Option<i64>,
+    /// Why an answer reaches nobody now, when the owner is not live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_gone: Option<String>,
 }
 
 fn rfc(t: chrono::DateTime<Utc>) -> String {
@@ -32,10 +52,13 @@ fn rfc(t: chrono::DateTime<Utc>) -> String {
 
 pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
     let store = open_existing_store(&store_location(cli, jobs_file(cli).as_deref()))?;
+    let owners = store.owners()?;
+    let now = Utc::now();
     let mut pending = Vec::new();
     for rec in store.jobs()? {
         for l in rec.rt.leases() {
             if let Some(a) = l.awaiting.as_ref().filter(|a| a.answer.is_none()) {
+                let who = call_owner(l, &owners, now);
                 pending.push(Pending {
                     job: rec.def.name.clone(),
                     run_id: l.run_id,
@@ -43,6 +66,10 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
                     arguments: a.arguments.clone(),
                     since: rfc(a.since),
                     deadline: rfc(a.deadline),
+                    owner: who.owner,
+                    owner_live: who.gone.is_none(),
+                    owner_heard_seconds_ago: who.heard_ago.map(|d| d.num_seconds()),
+                    owner_gone: who.gone,
                 });
             }
         }
@@ -66,6 +93,9 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
             p.since,
             p.deadline
         );
+        if let Some(why) = &p.owner_gone {
+            println!("  ! owner not live: {why}");
+        }
     }
     println!(
         "answer with: cronsole approve RUN_ID | cronsole deny RUN_ID [--reason TEXT] (or a/x in the console)"
@@ -81,9 +111,13 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
     // Approve's reason is kept on the run's record (`history --json`, the transcript's call);
     // deny's is also what the model reads as the tool's result.
     let reason = a.reason.clone().filter(|r| !r.trim().is_empty());
-    match store.answer_approval(run_id, approve, reason, Utc::now()) {
-        Ok((job, out)) => {
-            println!("{}", crate::engine::operator_notice(&job, &out));
+    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, Utc::now()) {
+        Ok(a) if a.owner_gone => {
+            eprintln!("error: {}", a.notice);
+            Ok(ExitCode::from(OWNER_GONE))
+        }
+        Ok(a) => {
+            println!("{}", a.notice);
             Ok(ExitCode::SUCCESS)
         }
         // A run that no longer waits is a runtime fact, not bad input: exit 1, saying so.

@@ -115,8 +115,8 @@ const EXIT_STATUS: &[(&str, &str)] = &[
     (
         "1",
         "A runtime failure: the store or database unavailable, a lock held too long, completions \
-         left in the spool at a stop, trigger of a job that is running, diff of a monitor with no \
-         change yet, an edit plan declined.",
+         left in the spool at a stop, trigger of a job that is running, approve or deny of a run \
+         that awaits no approval, diff of a monitor with no change yet, an edit plan declined.",
     ),
     (
         "2",
@@ -124,6 +124,11 @@ const EXIT_STATUS: &[(&str, &str)] = &[
          or foreign store, a probe address the rules refuse, diff of a job without a monitor, \
          cancel with nothing to cancel, an empty or reversed backfill window, edit giving up on \
          errors.",
+    ),
+    (
+        "3",
+        "approve or deny recorded the answer, but the run's owner is not live (not heard within \
+         30 s, or its lease ran out): nothing runs unless that owner comes back.",
     ),
 ];
 

@@ -23,6 +23,8 @@ pub(crate) struct Stmts {
     pub(super) job_for_update: Statement,
     pub(super) jobs_for_update: Statement,
     pub(super) run_rows: Statement,
+    pub(super) next_wakeup: Statement,
+    pub(super) jobs_named: Statement,
 }
 
 /// `$1` is the caller's `now`, or NULL for the database's (`statement_timestamp()`: stable,
@@ -71,7 +73,7 @@ pub(super) const APPEND_HISTORY_SQL: &str = "INSERT INTO cronsole_history
 impl Stmts {
     /// Prepare every statement on `c` (pipelined: one round trip).
     pub(super) async fn prepare(c: &Client) -> StoreResult<Stmts> {
-        let list: [(&str, &[Type]); 9] = [
+        let list: [(&str, &[Type]); 11] = [
             (
                 SELECT_DUE_SQL,
                 &[Type::TIMESTAMPTZ, Type::TEXT_ARRAY, Type::INT8],
@@ -96,6 +98,11 @@ impl Stmts {
                 "SELECT row FROM cronsole_history WHERE run_id = ANY($1) ORDER BY seq",
                 &[Type::TEXT_ARRAY],
             ),
+            ("SELECT min(wakeup) FROM cronsole_jobs", &[]),
+            (
+                "SELECT record FROM cronsole_jobs WHERE name = ANY($1)",
+                &[Type::TEXT_ARRAY],
+            ),
         ];
         let mut v = try_join_all(list.iter().map(|(sql, types)| c.prepare_typed(sql, types)))
             .await
@@ -116,6 +123,8 @@ impl Stmts {
             job_for_update: next()?,
             jobs_for_update: next()?,
             run_rows: next()?,
+            next_wakeup: next()?,
+            jobs_named: next()?,
         })
     }
 }

@@ -92,6 +92,24 @@ impl Store for PgStore {
         })
     }
 
+    /// One statement for every name (prepared once per connection).
+    fn jobs_named(&self, names: &[String]) -> StoreResult<Vec<JobRecord>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names = names.to_vec();
+        self.run(|inner| async move {
+            let mut c = inner.pool.get().await?;
+            let st = c.stmts().await?;
+            c.query(&st.jobs_named, &[&names])
+                .await
+                .map_err(|e| db_err("reading jobs", e))?
+                .into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_jobs", r.get::<_, Value>(0)))
+                .collect()
+        })
+    }
+
     fn jobs_page(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<JobRecord>> {
         let after = after.map(str::to_string);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -124,9 +142,10 @@ impl Store for PgStore {
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         let _ = now;
         self.run(|inner| async move {
-            let c = inner.pool.get().await?;
+            let mut c = inner.pool.get().await?;
+            let st = c.stmts().await?;
             let row = c
-                .query_one("SELECT min(wakeup) FROM cronsole_jobs", &[])
+                .query_one(&st.next_wakeup, &[])
                 .await
                 .map_err(|e| db_err("computing the next wakeup", e))?;
             Ok(row.get::<_, Option<DateTime<Utc>>>(0))
