@@ -279,8 +279,11 @@ impl Fold {
         // each job: O(jobs), whatever the size of the history.
         let mut spent_lately = false;
         for b in &j.rt.counters.hours {
-            let ago = self.this_hour - b.hour;
-            if !(0..24).contains(&ago) {
+            // An hour ahead of now holds rows dated by a clock that was ahead (since set
+            // right): they happened no later than now, so they count as this hour's, not as
+            // never.
+            let ago = (self.this_hour - b.hour).max(0);
+            if ago >= 24 {
                 continue;
             }
             for (st, n) in Status::ALL.iter().zip(b.counts) {
@@ -473,6 +476,39 @@ mod tests {
         assert!(r.rt.alerted);
         assert_eq!(r.def.name, "x");
         assert_eq!(r.rt.next_slot, j.rt.next_slot);
+    }
+
+    /// After a clock 2 days ahead was set right, the rows it dated ahead still count in the
+    /// 24 h figures (as this hour's), beside the rows written on the real clock since.
+    #[test]
+    fn rows_dated_ahead_by_a_stepped_clock_count_in_the_24h_figures() {
+        let now = crate::tui::testdata::now();
+        let mut j = crate::tui::testdata::job("x", 60, now);
+        let ahead = now + chrono::Duration::days(2);
+        j.rt.counters.hours.clear();
+        j.rt.counters
+            .count_hour(Status::Succeeded, 0.0, now - chrono::Duration::hours(3));
+        j.rt.counters.count_hour(Status::Succeeded, 0.25, ahead);
+        j.rt.counters.count_hour(Status::Failed, 0.0, ahead);
+        // Back on the real clock: the new row finds its own hour, not the one dated ahead.
+        j.rt.counters.count_hour(Status::Succeeded, 0.0, now);
+        j.rt.counters.count_hour(Status::Succeeded, 0.0, now);
+        let mut fold = Fold::new(now, &Settings::default());
+        fold.add(j);
+        // 1 ahead + 2 since; the row of 3 h before the step fell out while the clock said
+        // it was 51 h old (a known limit: the hours are kept by the writer's clock).
+        assert_eq!(fold.counts_24h.get(&Status::Succeeded), Some(&3));
+        assert_eq!(fold.counts_24h.get(&Status::Failed), Some(&1));
+        assert!((fold.spend_per_hour[23] - 0.25).abs() < 1e-12);
+        // A row more than 24 h old does not count.
+        let mut old = crate::tui::testdata::job("y", 60, now);
+        old.rt.counters.hours.clear();
+        old.rt
+            .counters
+            .count_hour(Status::Failed, 0.0, now - chrono::Duration::hours(30));
+        let mut fold = Fold::new(now, &Settings::default());
+        fold.add(old);
+        assert!(fold.counts_24h.is_empty(), "{:?}", fold.counts_24h);
     }
 
     /// The snapshot is read a page at a time; the pages add up to one read of every

@@ -192,6 +192,13 @@ fn an_owner_8s_behind_with_a_5s_lease_runs_each_one_shot_once() {
     trial("behind8", "-8", Some("60s"), false);
 }
 
+/// Inside the old 2 s floor but over a quarter of the 5 s lease: its leases would look
+/// expired to the other owner a few seconds after each renewal.
+#[test]
+fn an_owner_1_5s_behind_with_a_5s_lease_claims_nothing_and_says_so() {
+    trial("behind1500ms", "-1.5", None, true);
+}
+
 #[test]
 fn an_owner_40s_behind_claims_nothing_and_says_so() {
     trial("behind40", "-40", None, true);

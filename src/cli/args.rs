@@ -85,7 +85,7 @@ pub struct RunOpts {
 
     /// Claim nothing new while this host's clock is further than this from the store's (the
     /// database's on PostgreSQL), measured at every heartbeat: 1s to 24h; `auto`: a quarter of
-    /// the jobs file's shortest lease_seconds, 2s to 60s (7.5s for the default 30s lease);
+    /// the jobs file's shortest lease_seconds, at most 60s (7.5s for the default 30s lease);
     /// `off`: never (one host whose clock is the store's)
     #[arg(long, default_value = "auto", value_name = "DURATION")]
     pub max_clock_offset: String,

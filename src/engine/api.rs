@@ -130,19 +130,22 @@ impl EngineConfig {
 }
 
 /// The default bound on this owner's clock offset from the store's, for jobs whose shortest
-/// lease is `lease_seconds`: a quarter of it (an owner that far behind still renews well
-/// before another owner's clock sees the lease expire), at least 2 s (above what NTP leaves
-/// between hosts) and at most the minute within which slots decided ahead are never
-/// re-derived (`store::rules::slots::AHEAD_TOLERANCE`: a second owner within the bound must
-/// never re-run a slot). 7.5 s for the default 30 s lease.
+/// lease is `lease_seconds`: a quarter of it, so an owner that far behind still renews well
+/// before another owner's clock sees the lease expire. There is no floor: a floor above a
+/// quarter of a short lease (a 1 s lease allows 0.25 s) would let an owner claim with leases
+/// that other owners already read as expired. At most the minute within which slots decided
+/// ahead are never re-derived (`store::rules::slots::AHEAD_TOLERANCE`: a second owner within
+/// the bound must never re-run a slot). 7.5 s for the default 30 s lease; a lease that is not
+/// a finite number gets the bound of the shortest lease the jobs file accepts (1 s).
 pub fn default_max_clock_offset(lease_seconds: f64) -> StdDuration {
-    let quarter = if lease_seconds.is_finite() {
-        lease_seconds / 4.0
+    const SHORTEST_LEASE: f64 = 1.0;
+    let lease = if lease_seconds.is_finite() && lease_seconds >= SHORTEST_LEASE {
+        lease_seconds
     } else {
-        0.0
+        SHORTEST_LEASE
     };
     let cap = crate::store::rules::slots::AHEAD_TOLERANCE.num_seconds() as f64;
-    StdDuration::from_secs_f64(quarter.clamp(2.0, cap))
+    StdDuration::from_secs_f64((lease / 4.0).min(cap))
 }
 
 /// A new owner id: `"{hostname}:{pid}:{uuid8}"`.
@@ -162,13 +165,16 @@ mod tests {
     use super::default_max_clock_offset;
 
     #[test]
-    fn the_default_clock_bound_is_a_quarter_of_the_shortest_lease_from_2s_to_60s() {
+    fn the_default_clock_bound_is_a_quarter_of_the_shortest_lease_up_to_60s() {
         let s = |x: f64| default_max_clock_offset(x).as_secs_f64();
         assert_eq!(s(30.0), 7.5);
-        assert_eq!(s(1.0), 2.0);
-        assert_eq!(s(5.0), 2.0);
+        // Never above a quarter of a short lease: an owner 1.5 s behind with 1 s or 5 s
+        // leases must not claim.
+        assert_eq!(s(1.0), 0.25);
+        assert_eq!(s(5.0), 1.25);
         assert_eq!(s(100.0), 25.0);
         assert_eq!(s(7.0 * 86_400.0), 60.0);
-        assert_eq!(s(f64::NAN), 2.0);
+        assert_eq!(s(f64::NAN), 0.25);
+        assert_eq!(s(0.0), 0.25);
     }
 }

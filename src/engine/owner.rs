@@ -86,6 +86,9 @@ impl Beat {
         let Some(stored) = self.send(store, clock, stopped.clone()).await else {
             return false;
         };
+        // The store stamps the record somewhere between this owner's clock reading and the
+        // answer, so the offset is known only to within the round trip.
+        let round_trip = clock.monotonic().saturating_sub(mono);
         let offset = stored.clock_offset_ms;
         if self.bound.is_some() {
             // Lease renewals read the store's clock from here (see `renew::lease_clock`).
@@ -96,7 +99,7 @@ impl Beat {
         let Some(bound) = self.bound else {
             return false;
         };
-        let off = offset.unsigned_abs() > bound.as_millis() as u64;
+        let off = surely_beyond(offset, round_trip, bound);
         let was = self.refused.is_some();
         if off {
             let why = refusal(offset, bound);
@@ -158,6 +161,17 @@ impl Beat {
     }
 }
 
+/// Whether this owner's clock is surely further than `bound` from the store's. `offset_ms` is
+/// its clock when it sent the record minus the store's stamp on it; the stamp fell within the
+/// `round_trip`, so the true offset lies between `offset_ms` and `offset_ms + round_trip`. A
+/// slow round trip (a loaded host, a far database) then never refuses a clock within the bound,
+/// and never hides one further off than the bound by more than the round trip.
+fn surely_beyond(offset_ms: i64, round_trip: StdDuration, bound: StdDuration) -> bool {
+    let bound = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
+    let spread = i64::try_from(round_trip.as_millis()).unwrap_or(i64::MAX);
+    offset_ms > bound || offset_ms.saturating_add(spread) < -bound
+}
+
 /// `1.5s`, `300s`.
 fn secs(ms: i64) -> String {
     let s = ms as f64 / 1000.0;
@@ -196,5 +210,21 @@ mod tests {
         assert!(w.contains("claims stopped") && w.contains("NTP"), "{w}");
         assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead of the"));
         assert!(refusal(1, StdDuration::from_millis(2500)).contains("2.5s"));
+    }
+
+    #[test]
+    fn only_an_offset_beyond_the_bound_whatever_the_round_trip_refuses() {
+        let ms = StdDuration::from_millis;
+        let bound = ms(250);
+        // 1.5 s behind: refused unless the round trip could explain more than 1.25 s of it.
+        assert!(surely_beyond(-1_500, ms(10), bound));
+        assert!(surely_beyond(-1_500, ms(1_200), bound));
+        assert!(!surely_beyond(-1_500, ms(1_300), bound));
+        // A clock right on the store's, measured through a slow round trip, is not refused.
+        assert!(!surely_beyond(-900, ms(900), bound));
+        // Ahead: the stamp can only make the owner look less ahead than it is.
+        assert!(surely_beyond(251, ms(5_000), bound));
+        assert!(!surely_beyond(250, ms(0), bound));
+        assert!(!surely_beyond(-250, ms(0), bound));
     }
 }

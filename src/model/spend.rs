@@ -110,7 +110,8 @@ pub struct JobCounters {
     pub period_cost_usd: f64,
     /// Some spend of this job is unknown (unpriced model or missing usage).
     pub cost_incomplete: bool,
-    /// Activity per UTC hour over the last 24 h, oldest first: the console's 24 h status
+    /// Activity per UTC hour over the last 24 h, in the order first written (oldest first,
+    /// unless a clock was set back after writing hours ahead): the console's 24 h status
     /// counts and spend-per-hour sparkline come from these, never from a history scan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hours: Vec<HourBucket>,
@@ -184,12 +185,13 @@ impl JobCounters {
         let hour = now.timestamp().div_euclid(3600);
         self.hours.retain(|b| b.hour > hour - Self::HOURS_KEPT);
         let idx = Status::ALL.iter().position(|s| *s == status).unwrap_or(0);
-        match self.hours.last_mut() {
-            Some(b) if b.hour == hour => {
+        // Not only the last bucket: after a clock was set back, the last one may be dated ahead.
+        match self.hours.iter_mut().rev().find(|b| b.hour == hour) {
+            Some(b) => {
                 b.counts[idx] = b.counts[idx].saturating_add(1);
                 b.cost_usd += cost_usd;
             }
-            _ => {
+            None => {
                 let mut counts = [0u32; 6];
                 counts[idx] = 1;
                 self.hours.push(HourBucket {

@@ -113,11 +113,11 @@ fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>
                 )
             };
             lines.push(Line::raw(format!(
-                "  {} claimed {} {} renewed {} ago (run {}, trigger {})",
+                "  {} claimed {} {} renewed {} (run {}, trigger {})",
                 text::line(&l.owner),
                 when(l.claimed_at, now),
                 exp,
-                crate::when::span_secs((now - l.last_renewed).num_seconds()),
+                crate::when::passed(l.last_renewed, now),
                 l.run_id,
                 l.trigger.as_str()
             )));
@@ -425,11 +425,11 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     lines.push(kv(
         "ran",
         format!(
-            "{} → {} ({}, {} ago)",
+            "{} → {} ({}, {})",
             stamp(r.started_at),
             stamp(r.finished_at),
             crate::when::span_secs((r.duration_ms / 1000) as i64),
-            crate::when::span_secs((now - r.finished_at).num_seconds())
+            crate::when::passed(r.finished_at, now)
         ),
     ));
     lines.push(kv("attempts", r.attempts.to_string()));

@@ -75,14 +75,26 @@ struct Needs {
     name: u16,
     schedule: u16,
     spend: u16,
+    /// NEXT, LAST and PASSED: wider than their usual 8/8/7 only when a shown instant is a day
+    /// or more from now (`12-09 14:00`) or a PASSED is ahead (`2d00h ahead`).
+    next: u16,
+    last: u16,
+    passed: u16,
 }
 
 /// The columns that fit in `width`, with NAME and SCHEDULE widened into what is left (see the
 /// module doc for the order).
 fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
     let mut cols: Vec<(Col, &'static str, u16)> = COLS.to_vec();
-    if let Some(m) = cols.iter_mut().find(|c| c.0 == Col::Mark) {
-        m.2 = m.2.max(need.mark);
+    for (col, w) in [
+        (Col::Mark, need.mark),
+        (Col::Next, need.next),
+        (Col::Last, need.last),
+        (Col::Passed, need.passed),
+    ] {
+        if let Some(c) = cols.iter_mut().find(|c| c.0 == col) {
+            c.2 = c.2.max(w);
+        }
     }
     let total = |c: &[(Col, &str, u16)]| -> u16 {
         c.iter().map(|x| x.2).sum::<u16>() + c.len().saturating_sub(1) as u16
@@ -214,8 +226,17 @@ fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
             j.rt.last_run_at
                 .map_or_else(none, |t| (when(t, now), plain))
         }
+        // A last run dated ahead of now (written while a clock was ahead) says so, as `jobs`
+        // does, instead of a `0s` that reads as "just now".
         Col::Passed => j.rt.last_run_at.map_or_else(none, |t| {
-            (crate::when::span_secs((now - t).num_seconds()), plain)
+            if t > now + chrono::Duration::seconds(1) {
+                (
+                    format!("{} ahead", crate::when::span(t - now)),
+                    Style::new().fg(Color::Yellow),
+                )
+            } else {
+                (crate::when::span_secs((now - t).num_seconds()), plain)
+            }
         }),
         Col::Status => match app.pending_op(&j.def.name) {
             Some(op) => {
@@ -311,6 +332,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             need.schedule = need.schedule.max(w(&app.schedule_words(j)));
             need.spend = need.spend.max(w(&cell(app, j, Col::Spend).0));
             need.mark = need.mark.max(w(mark(app, j).0));
+            need.next = need.next.max(w(&cell(app, j, Col::Next).0));
+            need.last = need.last.max(w(&cell(app, j, Col::Last).0));
+            need.passed = need.passed.max(w(&cell(app, j, Col::Passed).0));
         }
     }
     let cols = layout(inner.width, need);
@@ -392,6 +416,7 @@ mod tests {
                     name: 14,
                     schedule: 18,
                     spend: 13,
+                    ..Needs::default()
                 },
             );
             let ids: Vec<Col> = cols.iter().map(|c| c.0).collect();
@@ -427,6 +452,7 @@ mod tests {
                 name: 12,
                 schedule: 26,
                 spend: 13,
+                ..Needs::default()
             },
         );
         let w = |c: Col| cols.iter().find(|x| x.0 == c).map(|x| x.2).unwrap();
@@ -458,6 +484,44 @@ mod tests {
         assert!(marks.iter().any(|m| m == "!‖"), "{marks:?}");
         let one = layout(120, Needs::default());
         assert_eq!(one.iter().find(|c| c.0 == Col::Mark).map(|c| c.2), Some(1));
+    }
+
+    /// After a clock 2 days ahead was set right, a job's last run and next slot are dated
+    /// ahead: PASSED says `2d00h ahead` as `jobs` does (never `0s`), and NEXT and LAST widen
+    /// to show their date whole, at 120 columns; at 80 the kept PASSED column widens too.
+    #[test]
+    fn instants_ahead_of_now_read_as_ahead_and_are_not_cut() {
+        let (mut snap, now) = crate::tui::testdata::fixed();
+        let ahead = now + chrono::Duration::days(2);
+        let j = &mut snap.jobs[0];
+        j.rt.last_run_at = Some(ahead);
+        j.rt.next_slot = Some(ahead + chrono::Duration::hours(1));
+        let rec = j.clone();
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(cell(&app, &rec, Col::Passed).0, "2d00h ahead");
+        assert_eq!(
+            cell(&app, &rec, Col::Passed).0,
+            crate::when::passed(ahead, now)
+        );
+        assert_eq!(cell(&app, &rec, Col::Last).0, "12-01 12:00");
+        for (w, whole) in [
+            (120u16, &["2d00h ahead", "12-01 12:00", "12-01 13:00"][..]),
+            (80, &["2d00h ahead"][..]),
+        ] {
+            let mut buf = Buffer::empty(Rect::new(0, 0, w, 14));
+            render(&app, Rect::new(0, 0, w, 14), &mut buf);
+            let row: String = (0..w).map(|x| buf[(x, 2)].symbol().to_string()).collect();
+            assert!(row.contains(&rec.def.name), "{row}");
+            for t in whole {
+                assert!(row.contains(t), "{w} cols: {t} in {row}");
+            }
+            assert!(!row.contains('…'), "{row}");
+        }
+        // Rows on the real clock are as before.
+        let (snap, now) = crate::tui::testdata::fixed();
+        let rec = snap.jobs[0].clone();
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(cell(&app, &rec, Col::Passed).0, "59m50s");
     }
 
     /// NEXT and LEFT show when the slot fires (slot + jitter), not the slot.

@@ -91,8 +91,8 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
             ))
         };
         let renewed = Span::raw(format!(
-            " renewed {} ago",
-            crate::when::span_secs((now - l.last_renewed).num_seconds())
+            " renewed {}",
+            crate::when::passed(l.last_renewed, now)
         ));
         if per == 1 {
             let line = Line::from(vec![
@@ -163,8 +163,8 @@ pub fn leases_width(app: &App) -> u16 {
             )
         };
         let second = format!(
-            " {exp} renewed {} ago claimed {}",
-            crate::when::span_secs((now - l.last_renewed).num_seconds()),
+            " {exp} renewed {} claimed {}",
+            crate::when::passed(l.last_renewed, now),
             when(l.claimed_at, now)
         );
         need = need.max(w(&first)).max(w(&second));

@@ -988,3 +988,29 @@ fn a_run_awaiting_approval_has_its_own_mark() {
         "the legend names the mark"
     );
 }
+
+/// The screen after a clock 2 days ahead was set right: the job that ran while it was ahead
+/// reads `2d00h ahead` in PASSED with its LAST and NEXT whole, and its row in History keeps the
+/// date it was given, at 80×24 and 120×40.
+#[test]
+fn snapshot_after_a_clock_two_days_ahead_was_set_right() {
+    let (mut snap, now) = testdata::fixed();
+    let ahead = now + chrono::Duration::days(2);
+    let j = snap
+        .jobs
+        .iter_mut()
+        .find(|j| j.def.name == "backup-db")
+        .unwrap();
+    j.rt.last_run_at = Some(ahead);
+    j.rt.next_slot = Some(ahead + chrono::Duration::hours(1));
+    let mut r = testdata::row(7, "backup-db", Status::Succeeded, ahead);
+    r.result = Some("dumped 3 tables".into());
+    snap.recent.insert(0, r);
+    let a = App::new(Arc::new(snap), now);
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = screen(&a, w, h);
+        let row = t.lines().find(|l| l.contains("backup-db ")).unwrap_or("");
+        assert!(row.contains("2d00h ahead") && !row.contains('…'), "{t}");
+        snap!(format!("clock_set_right_{w}x{h}"), t);
+    }
+}
