@@ -143,6 +143,7 @@ fn claims_per_sec(
                                 owner: &owner,
                                 limit: 32,
                                 in_flight: &[],
+                                clock_stepped: None,
                             })
                             .expect("claim");
                         if o.claims.is_empty() {

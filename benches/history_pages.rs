@@ -92,6 +92,7 @@ fn main() {
             owner: "bench",
             limit: 1,
             in_flight: &[],
+            clock_stepped: None,
         })
         .expect("claim")
         .claims

@@ -75,6 +75,7 @@ fn bench(open: &(dyn Fn() -> Arc<dyn Store> + Sync), jobs: usize, limit: usize) 
                                 owner: &owner,
                                 limit,
                                 in_flight: &[],
+                                clock_stepped: None,
                             })
                             .expect("claim");
                         lat.push(t.elapsed());

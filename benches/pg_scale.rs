@@ -82,6 +82,7 @@ fn build(server: &str, total: usize, due: usize, t: DateTime<Utc>) -> String {
             owner: "setup",
             limit: 1,
             in_flight: &[],
+            clock_stepped: None,
         })
         .expect("claim template");
     for c in c.claims {
@@ -191,6 +192,7 @@ fn measure(url: &str, total: usize, due: usize, t: DateTime<Utc>) {
                 owner: "o",
                 limit: 32,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .expect("claim");
         lat.push(t0.elapsed());
@@ -219,6 +221,7 @@ fn measure(url: &str, total: usize, due: usize, t: DateTime<Utc>) {
                 owner: "o",
                 limit: 32,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .expect("idle claim");
         idle.push(t0.elapsed());

@@ -77,6 +77,7 @@ fn main() {
                 owner: "bench",
                 limit: due,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .expect("claim");
         let claim_ms = s.elapsed().as_secs_f64() * 1000.0;
@@ -91,6 +92,7 @@ fn main() {
                     owner: "bench",
                     limit: 10,
                     in_flight: &[],
+                    clock_stepped: None,
                 })
                 .expect("idle claim");
             idle.push(s.elapsed());
@@ -300,6 +302,7 @@ fn compaction(base: &std::path::Path, n: usize) {
                         owner: "other",
                         limit: 8,
                         in_flight: &[],
+                        clock_stepped: None,
                     })
                     .expect("other's claim");
                 waits.push((s, s.elapsed()));
@@ -315,6 +318,7 @@ fn compaction(base: &std::path::Path, n: usize) {
                 owner: "bench",
                 limit: 1_000,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .expect("claim");
         let claim = s.elapsed();

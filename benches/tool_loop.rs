@@ -175,6 +175,7 @@ fn stored_runs(dir: &std::path::Path, n: usize) -> Vec<StoredRun> {
                 owner: "bench",
                 limit: 64,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .expect("claim");
         assert!(!o.claims.is_empty(), "every bench job is due");

@@ -594,6 +594,7 @@ mod tests {
                 owner: "me",
                 limit: 1,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .unwrap()
             .claims;

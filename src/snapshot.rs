@@ -572,6 +572,7 @@ mod tests {
                     owner: "o",
                     limit: 10,
                     in_flight: &[],
+                    clock_stepped: None,
                 })
                 .unwrap();
             for c in out.claims {

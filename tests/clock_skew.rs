@@ -17,8 +17,8 @@
 //!   coalesced run) and runs on the later clock; once back, every job fires at its next real
 //!   slot, and no slot runs twice.
 //! - An hour back for a few heartbeats, then set right: no slot that ran runs again (the job
-//!   waits for the clock rather than re-deriving from it), and every job fires at its next
-//!   real slot once the clock is right.
+//!   waits for the clock rather than re-deriving from it), every job fires at its next real
+//!   slot once the clock is right, and a job that had not run yet keeps its first slot.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
@@ -218,8 +218,15 @@ fn an_owner_5min_ahead_claims_nothing_and_says_so() {
 /// with 1 s of misfire grace (late slots are recorded `missed`); each execution leaves a mark.
 const STEP_JOBS: [(&str, i64); 2] = [("tick", 2), ("graced", 3)];
 
+/// A job of the stepping trials that has not run when the clock steps: its first slot is an
+/// hour after it was stored.
+const UNRUN: &str = "hourly";
+
 fn step_jobs_yaml(marks: &Path) -> String {
-    let mut y = String::from("budget: null\njobs:\n");
+    let mut y = format!(
+        "budget: null\njobs:\n  - name: {UNRUN}\n    schedule: every 1h\n    command: \"{}\"\n",
+        owner_support::marking_command(marks, UNRUN, 0.0)
+    );
     for (name, every) in STEP_JOBS {
         let grace = if name == "graced" {
             "    misfire_grace_seconds: 1\n"
@@ -440,6 +447,8 @@ fn a_file_store_clock_stepped_an_hour_back_and_set_right_never_reruns_a_slot() {
     s.wait_for_runs("runs on the real clock again", back, far());
     let rows = s.finish();
     assert_next_slots(&rows, back, far());
+    // Stored moments before the step, it never got a first slot before it existed.
+    assert!(rows.iter().all(|r| r["job"] != UNRUN), "{rows:#?}");
 }
 
 #[test]

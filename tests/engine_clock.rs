@@ -120,3 +120,52 @@ async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
     .await;
     rig.stop().await;
 }
+
+/// This owner's clock alone steps two days ahead (the store's clock does not move): the claim
+/// the step wakes comes after a heartbeat that measures the new offset, so nothing is claimed
+/// on the stepped clock — the hourly job's first slot, an hour away, does not run early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_of_this_owners_clock_alone_is_measured_before_the_claim_it_wakes() {
+    let yaml = "jobs:\n  - name: hourly\n    schedule: every 1h\n    command: \"true\"\n";
+    let now = Utc::now();
+    let opts = RigOpts {
+        start: now,
+        stored: Some(now),
+        max_clock_offset: Some(StdDuration::from_secs(5)),
+        ..Default::default()
+    };
+    let rig = Rig::start("clock-step-alone", yaml, opts).await;
+    // The engine's clock moves on with real time (wall and monotonic together).
+    let ticker = {
+        let clock = rig.clock.clone();
+        tokio::spawn(async move {
+            let mut last = std::time::Instant::now();
+            loop {
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+                let passed = last.elapsed();
+                last += passed;
+                clock.advance(chrono::Duration::from_std(passed).unwrap());
+            }
+        })
+    };
+    settle_engine(&rig.handle).await;
+    let health = rig.handle.health.clone();
+    assert!(health.borrow().clock_refused.is_none());
+    rig.clock.step(chrono::Duration::days(2));
+    wait_until_async("the clock refusal", StdDuration::from_secs(10), || {
+        health.borrow().clock_refused.is_some()
+    })
+    .await;
+    assert!(
+        rig.settle("hourly").await.is_empty(),
+        "claimed on the stepped clock"
+    );
+    rig.clock.step(chrono::Duration::days(-2));
+    wait_until_async("claims resumed", StdDuration::from_secs(10), || {
+        health.borrow().clock_refused.is_none()
+    })
+    .await;
+    assert!(rig.settle("hourly").await.is_empty());
+    ticker.abort();
+    rig.stop().await;
+}

@@ -172,3 +172,36 @@ async fn a_clock_step_during_a_run_is_said_on_its_row_and_logged() {
     assert!(notice.contains("passed"), "{notice}");
     rig.stop().await;
 }
+
+/// The first claim after a wall-clock step decides on the stepped clock, and its rows say so:
+/// the `missed` row of a job with a misfire grace and the coalesced run of one without. The
+/// claims after it are plain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_the_first_claim_after_a_step_say_the_clock_stepped() {
+    let yaml = "jobs:\n  - name: g\n    schedule: every 60s\n    misfire_grace_seconds: 5\n    \
+                command: \"true\"\n  - name: c\n    schedule: every 60s\n    command: \"true\"\n";
+    let rig = Rig::start("step-rows", yaml, RigOpts::default()).await;
+    rig.wait_rows("g", 1).await;
+    rig.wait_rows("c", 1).await;
+    rig.clock.step(chrono::Duration::days(2));
+    let g = rig.wait_rows("g", 2).await;
+    let c = rig.wait_rows("c", 2).await;
+    assert_eq!(g[1].status, Status::Missed, "{g:#?}");
+    assert_eq!(g[1].clock_stepped.as_deref(), Some("+2d"), "{g:#?}");
+    assert_eq!(c[1].status, Status::Succeeded, "{c:#?}");
+    assert!(c[1].slots_count.is_some_and(|n| n > 1), "{c:#?}");
+    assert_eq!(c[1].clock_stepped.as_deref(), Some("+2d"), "{c:#?}");
+    // Set right, then a minute on (`g`'s next slot) and another (`c`'s: its coalesced run
+    // stood for the first minute): the next runs say nothing of a step.
+    rig.clock.step(chrono::Duration::days(-2));
+    rig.settle("c").await;
+    rig.advance(60);
+    let g = rig.wait_rows("g", 3).await;
+    rig.advance(60);
+    let c = rig.wait_rows("c", 3).await;
+    for r in [&g[2], &c[2]] {
+        assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+        assert_eq!(r.clock_stepped, None, "{r:#?}");
+    }
+    rig.stop().await;
+}

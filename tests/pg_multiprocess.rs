@@ -68,6 +68,7 @@ fn worker() {
             owner: &owner,
             limit: if hang { 100 } else { free },
             in_flight: &busy,
+            clock_stepped: None,
         });
         let out = match out {
             Ok(o) => o,

@@ -233,3 +233,47 @@ async fn a_job_narrows_and_a_missing_tool_or_source_fails_naming_it() {
          PY_SECRET) is not set"
     );
 }
+
+/// A server that speaks both eras but answers its first request after the SDK's 10 s wait for
+/// the discovery: it took the discovery as its era and refuses the handshake sent after it.
+/// The toolbox starts it once more in the 2026-07-28 era, and the run gets its tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_slow_to_answer_the_discovery_is_started_again_in_its_era() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let once = dir.path().join("slow-start-done");
+    let jobs = format!(
+        r#"mcp_servers:
+  py:
+    command: {py:?}
+    env: {{ SLOW_START_ONCE: {once:?}, SLOW_START_SECONDS: "11" }}
+agents:
+  ops:
+    model: m
+    tools: [py.echo]
+jobs:
+  - name: j
+    schedule: every 1h
+    agent: ops
+    message: go
+"#,
+        py = servers.py_stdio_argv(),
+        once = once.display().to_string(),
+    );
+    let tb = toolbox(&jobs).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(once.exists(), "the first start waited");
+    let names: Vec<&str> = tb.offered.iter().map(|o| o.qualified.as_str()).collect();
+    assert_eq!(names, vec!["py.echo"]);
+    let out = tb
+        .call(
+            "py__echo",
+            json!({"text": "still here"}),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(text(&out).contains("still here"), "{}", text(&out));
+}

@@ -68,6 +68,8 @@ pub(super) struct Actor {
     pub(super) reading: crate::clock::Reading,
     /// This owner's record in the store and the clock check riding on it.
     pub(super) beat: Beat,
+    /// A wall-clock step seen since the last claim that went through: that claim's rows say so.
+    pub(super) unclaimed_step: Option<chrono::Duration>,
 }
 
 /// What the loop carries from one turn to the next.
@@ -404,7 +406,21 @@ impl Actor {
     /// One claim cycle and what follows it: the next wake-up, backed off while the store fails.
     /// False when the engine must stop (the claim found the store damaged).
     async fn claim_cycle(&mut self, runs: &mut JoinSet<Finished>, turn: &mut Turn) -> bool {
-        self.watch_clock();
+        let step = self.watch_clock();
+        if let Some(s) = step {
+            // Kept until a claim runs (this one may not: no capacity, claims stopped); a step
+            // undone before then leaves nothing to say.
+            let net = self.unclaimed_step.unwrap_or_default() + s;
+            let bound =
+                chrono::Duration::from_std(crate::clock::STEP_THRESHOLD).unwrap_or_default();
+            self.unclaimed_step = (net.abs() > bound).then_some(net);
+        }
+        if step.is_some() && self.cfg.max_clock_offset.is_some() {
+            // A step of this process's clock alone (a faked clock) puts it off the store's:
+            // measured now, before this cycle claims on it, not at the next heartbeat (up to
+            // 5 s of claims on a clock days off: one-shots early, days of slots recorded).
+            self.beat_now().await;
+        }
         let progressed = self.claim(runs).await;
         self.heartbeat.count_claim_cycle();
         if self.outage.damaged() {
@@ -429,9 +445,10 @@ impl Actor {
     /// Log a wall-clock step since the last claim cycle: the schedule's "now" jumped, so slots
     /// between the two instants are decided by this cycle's claim (and runs in flight across
     /// it say so on their rows).
-    fn watch_clock(&mut self) {
+    fn watch_clock(&mut self) -> Option<chrono::Duration> {
         let now = crate::clock::Reading::of(self.clock.as_ref());
-        if let Some(step) = now.step_since(&self.reading) {
+        let step = now.step_since(&self.reading);
+        if let Some(step) = step {
             let msg = format!(
                 "wall clock stepped {} (from {} to {} while {:.1}s passed)",
                 crate::clock::step_words(step),
@@ -444,6 +461,7 @@ impl Actor {
             self.outage.health().clock_stepped(step);
         }
         self.reading = now;
+        step
     }
 
     /// Claim and start what is due. True when the claim started a run or wrote a row.
@@ -458,8 +476,13 @@ impl Actor {
         self.outage.before_claim();
         let owner = self.cfg.owner.clone();
         let hidden = hidden_jobs(&self.in_flight);
-        let (outcome, settings) = match claim_due(&self.store, now, owner, limit, hidden).await {
-            Ok(o) => o,
+        let stepped = self.unclaimed_step.map(crate::clock::step_words);
+        let claimed = claim_due(&self.store, now, owner, limit, hidden, stepped.clone()).await;
+        let (outcome, settings) = match claimed {
+            Ok(o) => {
+                self.unclaimed_step = None;
+                o
+            }
             Err(e) => {
                 self.outage
                     .claim_failed(crate::clock::Reading::of(self.clock.as_ref()), e);
@@ -474,7 +497,7 @@ impl Actor {
             let _ = self.ev_tx.send(Event::row(r));
         }
         for claim in outcome.claims {
-            self.start_run(runs, claim, settings.clone());
+            self.start_run(runs, claim, settings.clone(), stepped.clone());
         }
         progressed
     }
@@ -485,6 +508,7 @@ impl Actor {
         runs: &mut JoinSet<Finished>,
         claim: Claim,
         settings: Option<Arc<Settings>>,
+        claimed_after_step: Option<String>,
     ) {
         let job = claim.job.def.name.clone();
         // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
@@ -521,6 +545,7 @@ impl Actor {
             unwritten: Arc::clone(self.outage.unwritten()),
             spool: self.cfg.spool.clone().map(spool::Spool::new),
             settings,
+            claimed_after_step,
         };
         let handle = runs.spawn(ctx.run(claim, cancel, op_cancel, progress));
         if let Some(f) = self.in_flight.get_mut(&run_id) {

@@ -31,7 +31,8 @@ pub(super) fn hidden_jobs(in_flight: &HashMap<Uuid, InFlight>) -> Vec<String> {
     hidden
 }
 
-/// Claim up to `limit` due runs for `owner` at `now`, with the settings the claimed runs use.
+/// Claim up to `limit` due runs for `owner` at `now`, with the settings the claimed runs use;
+/// `stepped`: the wall clock stepped since the last claim (in words, for the rows).
 ///
 /// The settings are read once per claim, in the same hand-off to the blocking pool: a store
 /// lock and a hand-off per run cost a tenth of a 10 000-run burst's engine CPU. A failed read
@@ -43,6 +44,7 @@ pub(super) async fn claim_due(
     owner: String,
     limit: usize,
     hidden: Vec<String>,
+    stepped: Option<String>,
 ) -> Result<(ClaimOutcome, Option<Arc<Settings>>), EngineError> {
     blocking(store, move |s| {
         let outcome = s.claim_due(&ClaimRequest {
@@ -50,6 +52,7 @@ pub(super) async fn claim_due(
             owner: &owner,
             limit,
             in_flight: &hidden,
+            clock_stepped: stepped.as_deref(),
         })?;
         let settings = if outcome.claims.is_empty() {
             None

@@ -67,6 +67,7 @@ pub fn spawn(
     let actor = Actor {
         reading: crate::clock::Reading::of(clock.as_ref()),
         beat: super::owner::Beat::new(&cfg.owner, started, cfg.max_clock_offset),
+        unclaimed_step: None,
         heartbeat: Arc::clone(&heartbeat),
         completions,
         outage: Outage::new(Arc::new(HealthCell::new(health_tx)), ev_tx.clone()),

@@ -61,6 +61,9 @@ pub(super) struct RunTask {
     pub(super) spool: Option<spool::Spool>,
     /// The store's settings read with this run's claim; `None`: the run reads them itself.
     pub(super) settings: Option<Arc<Settings>>,
+    /// The claim came right after a wall-clock step (in words): the slot it runs for (one that
+    /// came due across the step, or several coalesced) was decided on the stepped clock.
+    pub(super) claimed_after_step: Option<String>,
 }
 
 impl RunTask {
@@ -166,6 +169,8 @@ impl RunTask {
         row.duration_ms = u64::try_from(end.passed_since(&reading).as_millis()).unwrap_or(u64::MAX);
         if let Some(step) = end.step_since(&reading) {
             row.clock_stepped = Some(crate::clock::step_words(step));
+        } else {
+            row.clock_stepped = self.claimed_after_step.clone();
         }
         let completion = Completion {
             job: job.clone(),

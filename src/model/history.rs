@@ -198,7 +198,9 @@ pub struct HistoryRow {
     pub transcript: Option<crate::transcript::Transcript>,
     /// The wall clock was stepped while this run ran (`+2d`, `-1h`: see
     /// [`crate::clock::step_words`]): its `started_at` and `finished_at` straddle the step, and
-    /// `duration_ms` is the time that really passed.
+    /// `duration_ms` is the time that really passed. Also on the rows of the first claim after
+    /// a step (its runs, `missed` and overlap rows, `abandoned` recoveries): their slots were
+    /// decided on the stepped clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_stepped: Option<String>,
 }

@@ -857,6 +857,7 @@ mod tests {
                 owner: "o",
                 limit: 1,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .unwrap()
             .claims

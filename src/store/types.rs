@@ -55,6 +55,11 @@ pub struct ClaimRequest<'a> {
     pub limit: usize,
     /// Jobs this owner is still running: never re-offered to it, even past their lease.
     pub in_flight: &'a [String],
+    /// The owner's wall clock stepped since its last claim (`+2d`, `-1h`). A store that
+    /// decides on the owner's clock (the file store) says so on every row this claim writes
+    /// (`missed`, overlap, `abandoned`), as the row of a run in flight across a step does; one
+    /// that decides on its own clock (PostgreSQL) ignores it.
+    pub clock_stepped: Option<&'a str>,
 }
 
 /// One won claim: the run may start. The claim is durable when this is returned.

@@ -24,6 +24,7 @@ impl<S: Store + ?Sized> ClaimAt for S {
             owner,
             limit,
             in_flight: &[],
+            clock_stepped: None,
         }) {
             Ok(out) => out,
             Err(e) => panic!("claim_due at {now} for {owner}: {e}"),

@@ -75,6 +75,15 @@ async def retitle(ctx: Context) -> str:
 
 
 def main() -> None:
+    # A server slow to start (an interpreter importing its SDK on a busy host): with
+    # SLOW_START_ONCE naming a file that does not exist yet, the first start creates it and
+    # waits SLOW_START_SECONDS before reading its first request; later starts do not wait.
+    once = os.environ.get("SLOW_START_ONCE")
+    if once and not os.path.exists(once):
+        open(once, "w").close()
+        import time
+
+        time.sleep(float(os.environ.get("SLOW_START_SECONDS", "11")))
     if len(sys.argv) >= 2 and sys.argv[1] == "http":
         port = int(sys.argv[2])
         server.run(transport="streamable-http", host="127.0.0.1", port=port)

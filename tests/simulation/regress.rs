@@ -99,6 +99,7 @@ fn recovery_retried_after_a_failed_journal_write_writes_each_slot_once() {
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(other.claim_due(&req(t(30))).is_err(), "the journal is full");
     // Another process (the one that failed gave up, as after a restart) recovers the lease.
@@ -220,6 +221,7 @@ fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed(
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
@@ -256,6 +258,7 @@ fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() 
         owner: "o",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     disk.script(Scripted {
         file: "jobs.journal".into(),
@@ -298,6 +301,7 @@ fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
@@ -363,6 +367,7 @@ fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     let recoverer = open(&disk);
     disk.script(Scripted {
@@ -410,6 +415,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
         owner: "o",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     let other = open(&disk);
     disk.script(Scripted {
@@ -464,6 +470,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
         owner: "o",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     let other = open(&disk);
     disk.script(Scripted {
@@ -532,6 +539,7 @@ fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() 
         owner: "r",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
@@ -582,6 +590,7 @@ fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry(
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     s.claim_due(&req(t(20)))
         .unwrap_or_else(|e| panic!("recovery: {e}"));
@@ -759,6 +768,7 @@ fn an_operation_between_a_dead_claim_and_the_next_does_not_hide_its_missed_row()
         owner: "o",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     let other = open(&disk);
     disk.script(Scripted {
@@ -800,6 +810,7 @@ fn a_retried_claim_reports_only_rows_history_holds() {
         owner: "o",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     disk.script(Scripted {
         file: "jobs.journal".into(),
@@ -838,6 +849,7 @@ fn a_late_completion_of_an_abandoned_run_is_its_one_row_even_when_retried() {
             owner: "b",
             limit: 0,
             in_flight: &[],
+            clock_stepped: None,
         })
         .unwrap_or_else(|e| panic!("recovery: {e}"));
     let ab: Vec<_> = rows(&s)
@@ -888,6 +900,7 @@ fn recoverer_dies_after_abandoned(disk: &SimDisk, now: DateTime<Utc>) {
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
 }
@@ -947,6 +960,7 @@ fn a_recovery_finishes_from_the_real_end_not_a_superseded_abandoned_row() {
             owner: "n",
             limit: 1,
             in_flight: &[],
+            clock_stepped: None,
         })
         .unwrap_or_else(|e| panic!("claim: {e}"));
     assert!(
@@ -1029,6 +1043,7 @@ fn a_late_completion_does_not_record_the_slots_of_a_dead_recoverers_missed_row()
         owner: "r",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
@@ -1067,6 +1082,7 @@ fn a_claim_after_the_clock_stepped_back_does_not_run_a_slot_a_dead_claimers_miss
         owner: "o",
         limit,
         in_flight: &[],
+        clock_stepped: None,
     };
     let dead = open(&disk);
     disk.script(Scripted {
@@ -1128,6 +1144,7 @@ fn a_recovery_after_the_clock_stepped_back_does_not_run_a_slot_the_landed_overla
         owner: "n",
         limit: 1,
         in_flight: &[],
+        clock_stepped: None,
     };
     for now in [t(15), t(21)] {
         let out = fresh
@@ -1192,6 +1209,7 @@ fn recovery_then_power_loss(seed: u64) {
         owner,
         limit: 1,
         in_flight: &[],
+        clock_stepped: None,
     };
     assert!(
         owner.claim_due(&req(t(1), "a")).is_err(),
@@ -1389,6 +1407,7 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
         owner,
         limit: 1,
         in_flight: &[],
+        clock_stepped: None,
     };
     let failing = open(&disk);
     // Its own journal write first: the claim's first journal fsync is then the one after its
@@ -1543,6 +1562,7 @@ fn recovery_finishes_every_expired_allow_run_from_its_landed_row() {
         owner: "b",
         limit: 0,
         in_flight: &[],
+        clock_stepped: None,
     })
     .unwrap_or_else(|e| panic!("recovery: {e}"));
     assert_eq!(live_runs(&next), 0, "both runs recovered");
@@ -1583,6 +1603,7 @@ fn a_claim_retried_after_a_failed_cut_does_not_record_the_slot_the_failed_claim_
             owner: "o",
             limit: 1,
             in_flight: &[],
+            clock_stepped: None,
         };
         assert!(
             s.claim_due(&req(t(10))).is_err(),

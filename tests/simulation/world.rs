@@ -799,6 +799,7 @@ impl<'a> World<'a> {
                 owner: &owner,
                 limit: free,
                 in_flight: &in_flight,
+                clock_stepped: None,
             }),
             None => return Ok(()),
         };

@@ -13,6 +13,9 @@
 //!   stateless) and falls back to the `initialize` handshake (2025-11-25) when the server
 //!   answers as an older one. `protocol_version:` pins the era and the version from the client
 //!   side: a version with a handshake never tries discovery, 2026-07-28 never falls back.
+//!   A server slow to answer the discovery (over the SDK's fixed 10 s) gets the handshake
+//!   instead; one that speaks only 2026-07-28 then refuses it ([`MODERN_ONLY`] in the error),
+//!   and the toolbox starts it once more in that era.
 //! - cronsole declares no sampling, elicitation or roots capability. A server that asks for one
 //!   anyway (or for anything else) gets an error, and a call answered with "input required"
 //!   fails; each is kept as an event for the run's record ([`ToolSource::take_events`]).
@@ -164,6 +167,15 @@ impl rmcp::ClientHandler for Handler {
     }
 }
 
+/// Part of an unreachable server's reason when, without a pinned era, the server took
+/// the discovery as its era and refused the handshake sent after the SDK stopped waiting: it
+/// speaks only 2026-07-28 and was slow to answer. The toolbox starts such a server once more
+/// in that era.
+pub const MODERN_ONLY: &str = "it speaks only the 2026-07-28 protocol and was slow to answer";
+
+/// The newest era: discovery, no handshake.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
 /// Which protocol era a session starts in (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Era {
@@ -296,6 +308,7 @@ impl McpSource {
             why: redact(&secrets, &with_stderr(why, stderr.as_ref())),
         };
         let (mode, version) = era.lifecycle().map_err(&unreachable)?;
+        let auto = era == Era::Auto;
         let state = Arc::new(SessionState::default());
         let info = ClientConfig::new(
             ClientCapabilities::default(),
@@ -314,7 +327,14 @@ impl McpSource {
                     timeout.as_secs_f64()
                 ))
             })?
-            .map_err(|e| unreachable(format!("the session could not start: {}", root_cause(&e))))?;
+            .map_err(|e| {
+                let why = format!("the session could not start: {}", root_cause(&e));
+                unreachable(if auto && refused_handshake(&e) {
+                    format!("{MODERN_ONLY} ({why})")
+                } else {
+                    why
+                })
+            })?;
         let peer = started.peer().clone();
         let info = peer.peer_info();
         let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
@@ -792,6 +812,17 @@ fn json_kind(v: &Value) -> &'static str {
 
 /// The innermost cause of an error (`Connection refused (os error 111)` rather than the
 /// transport's wrapping of it, which names internal types and the full URL).
+/// The handshake was refused for its protocol version: the server took the discovery sent
+/// before it as the connection's era.
+fn refused_handshake(e: &rmcp::service::ClientInitializeError) -> bool {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::JsonRpcError(d) => d.code == rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        E::LegacyFallbackFailed { fallback, .. } => refused_handshake(fallback),
+        _ => false,
+    }
+}
+
 fn root_cause(e: &dyn std::error::Error) -> String {
     let mut cur = e;
     while let Some(next) = cur.source() {

@@ -313,6 +313,28 @@ async fn open_server(
         Some(v) => Era::Pinned(v.clone()),
         None => Era::Auto,
     };
+    let stdio = matches!(s.transport, McpTransport::Stdio { .. });
+    match start_server(s, vars.clone(), base, timeout, secrets.clone(), era).await {
+        // The first process read the discovery and is gone with its session; a new one hears
+        // the discovery first again, this time without a handshake after it.
+        Err(ToolError::Unreachable { why, .. }) if stdio && why.contains(mcp::MODERN_ONLY) => {
+            tracing::info!(server = %s.name, "{}; starting it again in that era", mcp::MODERN_ONLY);
+            let era = Era::Pinned(mcp::MODERN_VERSION.to_string());
+            start_server(s, vars, base, timeout, secrets, era).await
+        }
+        r => r,
+    }
+}
+
+/// Starts or reaches one server in `era`.
+async fn start_server(
+    s: &McpServerDef,
+    vars: Vec<(String, String)>,
+    base: &ProcEnv,
+    timeout: Duration,
+    secrets: Arc<Secrets>,
+    era: Era,
+) -> Result<McpSource, ToolError> {
     let mut session = Session {
         name: s.name.clone(),
         era,

@@ -45,6 +45,12 @@ impl FileStore {
             .extend(pass.scan.iter().map(|(name, _)| name.clone()));
         pass.trim_generated(&l);
         l.inner.relies_on_landed |= pass.relies;
+        // Rows decided on a clock that just stepped say so (the claim's `now` is that clock).
+        if let Some(step) = req.clock_stepped {
+            for r in &mut pass.rows {
+                r.clock_stepped.get_or_insert_with(|| step.to_string());
+            }
+        }
         // A dead owner's tool loop: its `abandoned` row takes the record the run kept.
         let kept = self.attach_run_records(&mut pass.rows);
         l.persist(&pass.rows, &pass.changed)?;

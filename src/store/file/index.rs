@@ -692,6 +692,7 @@ mod tests {
                 owner: "o",
                 limit: 1,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .unwrap();
         assert_eq!(got.claims.len(), 1, "one job left leased");

@@ -1372,6 +1372,7 @@ mod tests {
                 owner: "o",
                 limit: 1,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .unwrap();
         assert_eq!(got.claims.len(), 1);
@@ -1400,6 +1401,7 @@ mod tests {
                 owner: "o",
                 limit: 1,
                 in_flight: &[],
+                clock_stepped: None,
             })
             .unwrap();
         assert_eq!(got.claims.len(), 1, "one more run, left leased");

@@ -22,6 +22,9 @@
 //!   hand, about to be set right), and moving the last slot back would run its slots again when
 //!   it is; so the job waits for the clock to pass its last slot, as cron does for a clock set
 //!   back by less than three hours. A record a few seconds ahead is left alone either way.
+//! - A job that never ran follows the same rule for what its store decided (its `every` grid's
+//!   origin, its first slot): they move back only from more than [`CLOCK_FIX`] ahead, so a
+//!   clock set back for a while never gives a job a first slot before it was stored.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -64,7 +67,7 @@ pub const CLOCK_FIX: Duration = Duration::hours(3);
 /// Re-derive a recurring job's slots from `now` when they were decided by a clock more than
 /// [`AHEAD_TOLERANCE`] ahead (see the module doc): its last slot lies more than [`CLOCK_FIX`]
 /// after `now`, or the instant its next slot was chosen at (at least the schedule's slot before
-/// it) lies after `now`. Returns
+/// it) lies after `now` (for a job that never ran, more than [`CLOCK_FIX`] after). Returns
 /// what changed, in words for the log, or `None` when the record is left as it was. A retired
 /// job, a live run's, and a one-shot are never touched.
 pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
@@ -72,7 +75,16 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
     if rt.retired || rt.lease.is_some() || !rec.def.schedule.is_recurring() {
         return None;
     }
-    let bound = now + AHEAD_TOLERANCE;
+    // What a job that never ran was given when it was stored (its grid origin, its first slot)
+    // is like a slot that ran: moved back only from more than `CLOCK_FIX` ahead. Within that,
+    // the clock behind now may be the wrong one, and a first slot derived from it lies before
+    // the job existed once the clock is set right: a slot that never was, run at once.
+    let bound = now
+        + if rt.last_slot.is_none() {
+            CLOCK_FIX
+        } else {
+            AHEAD_TOLERANCE
+        };
     let sched = compile(rec).ok()?;
     let anchor = match sched.base() {
         Compiled::Every {

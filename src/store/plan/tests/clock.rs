@@ -188,3 +188,35 @@ fn a_cron_job_and_a_paused_one_are_re_derived_and_one_shots_live_runs_are_not() 
         "a one-shot's instant is its own"
     );
 }
+
+/// rt5's phantom slots: jobs stored moments before the clock went back an hour, then set
+/// right. None of them runs for a slot before it was stored; each fires at its first real slot.
+#[test]
+fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
+    let stored = T0 + 3600;
+    let mut e = new_record(def("e"), t(stored)).unwrap();
+    let mut c = job("c", t(stored));
+    c.def.schedule = ScheduleSpec::Cron {
+        expr: "0 * * * *".into(),
+        tz: "UTC".into(),
+    };
+    let s = compile(&c).unwrap();
+    c.rt.next_slot = s.next_after(t(stored));
+    for r in [&mut e, &mut c] {
+        let before = r.clone();
+        let ev = eval(r, stored - 3600 + 15);
+        assert!(!ev.changed && ev.claim.is_none(), "{ev:?}");
+        assert_eq!(*r, before, "nothing moves while the clock is behind");
+        // Set right 20 s after the job was stored: its first slot has not come.
+        let ev = eval(r, stored + 20);
+        assert!(ev.claim.is_none() && ev.rows.is_empty(), "{ev:?}");
+        assert_eq!(*r, before);
+        let first = r.rt.next_slot.unwrap();
+        assert!(first > t(stored));
+        assert_eq!(run(r, first.timestamp()), Some(first));
+    }
+    // Stored more than three hours ahead: that clock was wrong, the job comes back (same phase).
+    let mut far = new_record(def("f"), t(T0 + 4 * 3600 + 7)).unwrap();
+    assert!(eval(&mut far, T0).changed);
+    assert_eq!(far.rt.next_slot, Some(t(T0 + 7)));
+}
