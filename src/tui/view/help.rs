@@ -177,6 +177,7 @@ pub fn help_columns() -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     right.push(Line::styled("  ✝ retired  ⏸ held (rate limit)", dim));
     right.push(Line::styled("  ! alerted  … queued (no owner yet)", dim));
     right.push(Line::styled("  !‖ alerted and paused", dim));
+    right.push(Line::styled("  ? awaiting approval (keys a, x)", dim));
     right.push(Line::styled("RUNS: every execution. Times UTC.", dim));
     (left, right)
 }

@@ -144,8 +144,19 @@ fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
 }
 
 fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {
+    let awaiting =
+        j.rt.lease
+            .as_ref()
+            .and_then(|l| l.awaiting.as_ref())
+            .is_some_and(|a| a.answer.is_none());
     if j.rt.retired {
         ("✝", Style::new().fg(Color::DarkGray))
+    } else if awaiting {
+        // A run waiting for an operator, not merely running: it asks a question (`a`/`x`).
+        (
+            "?",
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        )
     } else if j.rt.lease.is_some()
         || app.snap.in_flight.contains(&j.def.name)
         || app.ops.started.contains(&j.def.name)

@@ -953,6 +953,42 @@ fn snapshot_the_spend_pane_empty_and_with_budgets_at_three_sizes() {
     }
 }
 
+/// A job whose run waits for an operator's answer has its own mark, `?` (not `●`), and the
+/// `?` help's legend names it.
+#[test]
+fn a_run_awaiting_approval_has_its_own_mark() {
+    let (mut snap, now) = testdata::fixed();
+    let Some(job) = snap.jobs.iter_mut().find(|j| j.def.name == "backup-db") else {
+        panic!("the fixed data has backup-db");
+    };
+    let Some(lease) = job.rt.lease.as_mut() else {
+        panic!("backup-db is running in the fixed data");
+    };
+    lease.awaiting = Some(crate::model::AwaitingApproval {
+        tool: "files.write_file".into(),
+        call_id: "c1".into(),
+        arguments: "{}".into(),
+        since: now - chrono::Duration::seconds(12),
+        deadline: now + chrono::Duration::seconds(3588),
+        answer: None,
+    });
+    let app = App::new(Arc::new(snap), now);
+    let t = text(&draw(&app, 120, 40));
+    let line = t
+        .lines()
+        .find(|l| l.contains("backup-db"))
+        .unwrap_or_default();
+    assert!(line.contains("? backup-db") && !line.contains('●'), "{t}");
+    snap!("awaiting_approval_mark_120x40", t);
+    let (_, right) = super::help::help_columns();
+    assert!(
+        right
+            .iter()
+            .any(|l| l.to_string().contains("? awaiting approval (keys a, x)")),
+        "the legend names the mark"
+    );
+}
+
 /// The screen after a clock 2 days ahead was set right: the job that ran while it was ahead
 /// reads `2d00h ahead` in PASSED with its LAST and NEXT whole, and its row in History keeps the
 /// date it was given, at 80×24 and 120×40.
