@@ -19,7 +19,3 @@ pub const COMMAND_TIMEOUT_SECONDS: f64 = 60.0;
 pub const CONTEXT_MAX_CHARS: usize = 4000;
 /// The global budget when `budget:` is absent.
 pub const BUDGET_USD: f64 = 1.0;
-/// An `openai` agent's `base_url` when absent.
-pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-/// An `anthropic` agent's `base_url` when absent.
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";

@@ -69,7 +69,7 @@ use crate::model::Settings;
 
 mod bounds;
 mod check;
-pub mod defaults;
+pub(crate) mod defaults;
 mod diagnostic;
 pub mod praisonai;
 mod read;

@@ -62,11 +62,6 @@ impl Inputs {
     }
 }
 
-/// The default `--max-concurrent` for this process.
-pub fn default_max_concurrent() -> usize {
-    Inputs::current().capacity()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,7 +109,7 @@ mod tests {
 
     #[test]
     fn this_process_gets_a_default_within_bounds() {
-        let n = default_max_concurrent();
+        let n = Inputs::current().capacity();
         assert!((1..=MAX).contains(&n), "{n}");
     }
 }

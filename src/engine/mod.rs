@@ -78,8 +78,8 @@
 
 mod actor;
 mod api;
-pub mod capacity;
-pub mod chain;
+pub(crate) mod capacity;
+pub(crate) mod chain;
 mod claim;
 mod commands;
 mod completion;
@@ -90,9 +90,9 @@ mod outage;
 mod owner;
 mod publish;
 mod renew;
-pub mod run;
+pub(crate) mod run;
 mod shutdown;
-pub mod spool;
+pub(crate) mod spool;
 mod start;
 mod task;
 

@@ -85,8 +85,8 @@ pub struct CallOwner {
 }
 
 /// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
-/// `now`: it must be live by the one live-owner rule ([`crate::owners::live`]: heard within
-/// [`crate::owners::GONE_AFTER_SECS`], not signed off) and still renew the run's lease. An owner killed with
+/// `now`: it must be live by the one live-owner rule (`owners::live`: heard within
+/// `owners::GONE_AFTER_SECS`, not signed off) and still renew the run's lease. An owner killed with
 /// `kill -9` fails the first within that many seconds, and the second once its lease runs out;
 /// before either, nothing on the store tells it from a live one. A store that keeps no owner
 /// records is judged by the lease alone.

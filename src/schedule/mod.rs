@@ -10,10 +10,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 pub mod calendar;
-pub mod cron;
-pub mod grammar;
-pub mod jitter;
-pub mod spec;
+pub(crate) mod cron;
+pub(crate) mod grammar;
+pub(crate) mod jitter;
+pub(crate) mod spec;
 
 pub use self::cron::CronSchedule;
 pub use self::grammar::{parse_duration, parse_schedule};

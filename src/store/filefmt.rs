@@ -2,7 +2,7 @@
 //! file headers, the per-row checksum of history lines and the seal of a history segment.
 //!
 //! Owns: encoding and verifying these bytes. Must not touch: the file system (callers read and
-//! write through [`super::io`]), store decisions.
+//! write through `super::io`), store decisions.
 //!
 //! - `VERSION` is `cronsole-file-store 3` then `store <uuid>`: the store id, drawn at creation.
 //!   Format 2 (the previous release) had one `history.jsonl`; format 3 seals history into

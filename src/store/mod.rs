@@ -5,11 +5,11 @@
 //! Owns: the [`Store`] trait; `file` (the embedded default) and `postgres` implement it. Must
 //! not touch: clocks (every call takes `now`), the engine, the UI, networking other than the
 //! database. The trait is synchronous: the file store is blocking I/O under an `fs4` lock
-//! (through [`io::StoreIo`]); async callers use `tokio::task::spawn_blocking`.
+//! (through `io::StoreIo`); async callers use `tokio::task::spawn_blocking`.
 //!
 //! The decisions run one way, bottom to top: [`rules`] (slots, periods, reason words, row
 //! identity, lease primitives), then [`policy`] (budget, counters, overlap, chains, operator
-//! edits, a definition arriving, a run's end), then [`plan`] (claim, recover, complete, apply
+//! edits, a definition arriving, a run's end), then `plan` (claim, recover, complete, apply
 //! over the records involved). Both stores sit on top: they lock, load the records a plan names
 //! and persist what it returns.
 
@@ -25,12 +25,12 @@ pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
 pub use types::*;
 
-pub mod check;
+pub(crate) mod check;
 mod error;
 pub mod file;
 pub mod filefmt;
-pub mod io;
-pub mod plan;
+pub(crate) mod io;
+pub(crate) mod plan;
 pub mod policy;
 pub mod postgres;
 pub mod rules;
@@ -190,7 +190,7 @@ pub trait Store: HistoryReader {
     /// ending); `Some(now)` or earlier when something is claimable already.
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
     /// Claim due jobs under the store's exclusive lock: recover expired leases, record what
-    /// misfired, retire what is spent, and take what may start ([`plan::claim`]).
+    /// misfired, retire what is spent, and take what may start (`plan::claim`).
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome>;
     /// Extend `run_id`'s lease on `job` (the run's owner calls this while it runs). Fenced by
     /// `run_id` alone: the lease already names its owner, and a run id is held by one owner.
@@ -220,7 +220,7 @@ pub trait Store: HistoryReader {
     /// What has been spent this budget period, globally and by `job`.
     fn spend(&self, job: &str, now: DateTime<Utc>) -> StoreResult<SpendNow>;
     /// Reserve a model call's worst-case cost against every budget that applies, atomically for
-    /// all owners (the hard limit; decisions in [`policy::budget`]). Stores that keep no budgets
+    /// all owners (the hard limit; decisions in `policy::budget`). Stores that keep no budgets
     /// (test doubles) refuse.
     fn reserve(&self, req: &ReserveRequest<'_>) -> StoreResult<ReserveOutcome> {
         let _ = req;
@@ -234,7 +234,7 @@ pub trait Store: HistoryReader {
         Err(StoreError::Unsupported("budget reservations"))
     }
 
-    /// One step of a running tool loop as ONE write ([`plan::step`]): the lease renewed, the
+    /// One step of a running tool loop as ONE write (`plan::step`): the lease renewed, the
     /// previous turn's reservation settled, the next turn's worst case reserved against every
     /// budget that applies, and the transcript's delta appended — kept for the `abandoned` row
     /// recovery writes should its owner die. Fenced by `run_id`: a run that lost its lease
@@ -266,7 +266,7 @@ pub trait Store: HistoryReader {
 
     /// Apply one operator action (retry, cancel, backfill, pause with a reason) to a job
     /// atomically: under the store's lock or inside one transaction. The decision is
-    /// [`policy::operator::apply_edit_rows`]; stores only persist it (and its rows).
+    /// `policy::operator::apply_edit_rows`; stores only persist it (and its rows).
     fn update_job(
         &self,
         name: &str,

@@ -15,7 +15,7 @@
 //! another host's: an owner there would sleep through the other owners' claims and an
 //! operator's `pause` from another machine. [`watch_dir`] therefore looks at the directory's
 //! file system first (`statfs`) and, on such a file system, logs it and returns no signal, so
-//! the engine polls the change token instead ([`remote_kind`] decides).
+//! the engine polls the change token instead (`remote_kind` decides).
 
 use tokio::sync::watch;
 
@@ -50,7 +50,7 @@ impl ChangeSignal {
 /// Watch `dir` (not recursively) and fire when one of `files` (names inside it) is created,
 /// written, renamed or removed. `None` when the platform cannot watch (the caller polls).
 /// Also `None`, logged, when `dir` is on a file system whose notifications miss other hosts'
-/// writes ([`remote_kind`]).
+/// writes (`remote_kind`).
 pub fn watch_dir(dir: &std::path::Path, files: &'static [&'static str]) -> Option<ChangeSignal> {
     use notify::{EventKind, RecursiveMode, Watcher};
     match crate::proc::sys::file_system_type(dir) {

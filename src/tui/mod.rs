@@ -29,9 +29,9 @@ use crate::snapshot::Snapshot;
 use crate::store::{HistoryQuery, HistoryReader};
 
 mod bulk;
-pub mod keymap;
+pub(crate) mod keymap;
 pub mod state;
-pub mod view;
+pub(crate) mod view;
 
 #[doc(hidden)]
 #[cfg(any(test, feature = "testkit"))]

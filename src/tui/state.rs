@@ -394,7 +394,7 @@ impl App {
     }
 
     /// The largest useful scroll of the open full-body view, measured by the event loop before
-    /// each frame ([`crate::tui::view::scroll_max`]).
+    /// each frame (`crate::tui::view::scroll_max`).
     pub fn set_scroll_max(&mut self, max: usize) {
         self.viewer.set_scroll_max(max);
     }

@@ -3,7 +3,7 @@
 //!
 //! Owns: the on-disk layout, locking, crash safety, the per-handle cache and history queries.
 //! Must not touch: scheduling decisions (those are the plans and policies of
-//! [`crate::store::plan`], shared with the PostgreSQL store), clocks (every call takes `now`), the engine, the UI.
+//! `crate::store::plan`, shared with the PostgreSQL store), clocks (every call takes `now`), the engine, the UI.
 //!
 //! # Modules, bottom to top (each file uses only the ones above it in this list)
 //! - `layout.rs` — file names and the sizes that bound them.
@@ -110,7 +110,7 @@
 //! A persist that fails after its rows reached history (journal `ENOSPC`, journal or history
 //! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
 //! failed persists wrote (`Inner::unacked`, the last 64), and the retry finds its rows there —
-//! a completion finishes from its landed row ([`plan::complete::complete_landed`](crate::store::plan::complete::complete_landed)), generated
+//! a completion finishes from its landed row (`plan::complete::complete_landed`), generated
 //! `missed`/`skipped` rows already there are not written again ([`rules::rows::same_row`](crate::store::rules::rows::same_row); a later
 //! `missed` retry keeps only the newer slots, [`rules::rows::unlanded_part`](crate::store::rules::rows::unlanded_part)). An operation relying
 //! on rows already in history fdatasyncs history before writing the records (those rows may be

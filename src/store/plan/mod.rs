@@ -10,10 +10,10 @@
 //! Must not touch: I/O, locks, clocks (every plan takes `now`). Builds on `store::policy` and
 //! `store::rules`, never the other way.
 
-pub mod apply;
-pub mod claim;
-pub mod complete;
-pub mod recover;
-pub mod step;
+pub(crate) mod apply;
+pub(crate) mod claim;
+pub(crate) mod complete;
+pub(crate) mod recover;
+pub(crate) mod step;
 #[cfg(test)]
 mod tests;

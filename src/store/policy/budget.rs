@@ -43,8 +43,7 @@ use uuid::Uuid;
 use crate::cost::budget_period;
 use crate::model::{HistoryRow, JobRecord, Reservation, ReservationState, Settings, Status};
 
-use crate::store::StoreError;
-use crate::store::rules::period::{Totals, committed, counts_in};
+use crate::store::rules::period::{Totals, counts_in};
 
 /// A call asking for money before it is made.
 #[derive(Debug, Clone)]
@@ -87,31 +86,7 @@ pub enum Settlement {
     Spent,
 }
 
-/// Does `req` fit every budget that applies? `Ok(period key)` or `Err(reason)`.
-/// `jobs` is every job in the store (the requesting one included).
-pub fn decide<'a>(
-    settings: &Settings,
-    jobs: impl Iterator<Item = &'a JobRecord>,
-    req: &ReserveRequest<'_>,
-) -> Result<Result<String, String>, StoreError> {
-    let key = budget_period(settings).key(req.now);
-    let mut global = Totals::default();
-    let mut mine = None;
-    for rec in jobs {
-        let (s, h) = committed(rec, &key);
-        global.spent += s;
-        global.held += h;
-        if rec.def.name == req.job {
-            mine = Some((rec.def.max_cost_usd, Totals { spent: s, held: h }));
-        }
-    }
-    let Some((job_limit, job)) = mine else {
-        return Err(StoreError::NoSuchJob(req.job.to_string()));
-    };
-    Ok(decide_totals(settings, global, job_limit, job, req))
-}
-
-/// [`decide`] over totals the store summed itself (the PostgreSQL store sums in SQL): `global`
+/// Does `req` fit every budget that applies, over totals the store summed: `global`
 /// over every job, `job` for the requesting one, whose limit is `job_limit`.
 pub fn decide_totals(
     settings: &Settings,
@@ -245,10 +220,35 @@ pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> Absor
 mod tests {
     use super::*;
     use crate::model::{Budget, BudgetPeriod, Trigger};
+    use crate::store::StoreError;
     use crate::store::policy::define::tests_support::job;
     use crate::store::rules::period::*;
 
     use crate::testkit::time::rfc3339 as t;
+
+    /// Does `req` fit every budget that applies? `Ok(period key)` or `Err(reason)`.
+    /// `jobs` is every job in the store (the requesting one included).
+    fn decide<'a>(
+        settings: &Settings,
+        jobs: impl Iterator<Item = &'a JobRecord>,
+        req: &ReserveRequest<'_>,
+    ) -> Result<Result<String, String>, StoreError> {
+        let key = budget_period(settings).key(req.now);
+        let mut global = Totals::default();
+        let mut mine = None;
+        for rec in jobs {
+            let (s, h) = committed(rec, &key);
+            global.spent += s;
+            global.held += h;
+            if rec.def.name == req.job {
+                mine = Some((rec.def.max_cost_usd, Totals { spent: s, held: h }));
+            }
+        }
+        let Some((job_limit, job)) = mine else {
+            return Err(StoreError::NoSuchJob(req.job.to_string()));
+        };
+        Ok(decide_totals(settings, global, job_limit, job, req))
+    }
 
     fn settings(max: f64) -> Settings {
         Settings {

@@ -70,7 +70,7 @@
 mod claim;
 mod clock;
 mod complete;
-pub mod connect;
+pub(crate) mod connect;
 mod db;
 mod handle;
 mod history;
