@@ -13,10 +13,22 @@ use std::time::Duration;
 
 use super::log::{AppendLog, io_err};
 use super::record::{Cached, Idx, Loc, Mark, Slim, later_mark};
+use super::segment::TailRow;
 use super::table::{self};
 use crate::model::Settings;
 use crate::store::io::{IoFile, StoreIo};
 use crate::store::{StoreError, StoreResult};
+
+/// A point handle's state (`Inner::point`; what it does with it is `point.rs`'s). Declared
+/// here so the handle does not depend on the module that builds on it.
+#[derive(Default)]
+pub(super) struct Point {
+    /// The open segment's rows as the open verified them, and that segment's number.
+    pub(super) rows: Vec<TailRow>,
+    pub(super) seg: u64,
+    /// Where the snapshot's first job line starts (after its header line).
+    pub(super) first_line: u64,
+}
 
 #[derive(Default)]
 pub(super) struct Inner {
@@ -24,7 +36,7 @@ pub(super) struct Inner {
     /// A point handle (`point.rs`): its index holds only the jobs its operations named (and
     /// any whose lines it read in the journal's tail), not every job. An operation that needs
     /// every job turns it into a handle of every job first ([`FileStore::lock`]).
-    pub(super) point: Option<super::point::Point>,
+    pub(super) point: Option<Point>,
     /// Every job's index entry (where its newest line is, its wake-up; see `jobs.rs`), and the
     /// wake-up order (see `table.rs`).
     pub(super) jobs: table::JobTable,

@@ -30,20 +30,9 @@ use super::layout::{BLOCK, INDEX_FILE, JOURNAL_FILE, SNAPSHOT_FILE};
 use super::lines::{for_each_line, line_len};
 use super::log::{corrupt, count_lines_before, read_at};
 use super::record::{HEAD_KEY, Loc, index_of, line_index, snapshot_header};
-use super::segment::TailRow;
 use crate::store::filefmt;
 use crate::store::io::IoFile;
 use crate::store::{StoreError, StoreResult};
-
-/// A point handle's state (`Inner::point`).
-#[derive(Default)]
-pub(super) struct Point {
-    /// The open segment's rows as the open verified them, and that segment's number.
-    pub(super) rows: Vec<TailRow>,
-    pub(super) seg: u64,
-    /// Where the snapshot's first job line starts (after its header line).
-    first_line: u64,
-}
 
 /// Below this many bytes the bisection stops and the rest is read in one piece.
 const SCAN: u64 = 64 * 1024;

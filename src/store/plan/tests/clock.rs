@@ -189,7 +189,7 @@ fn a_cron_job_and_a_paused_one_are_re_derived_and_one_shots_live_runs_are_not() 
     );
 }
 
-/// rt5's phantom slots: jobs stored moments before the clock went back an hour, then set
+/// Phantom slots: jobs stored moments before the clock went back an hour, then set
 /// right. None of them runs for a slot before it was stored; each fires at its first real slot.
 #[test]
 fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
