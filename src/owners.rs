@@ -61,11 +61,12 @@ pub fn paused_note(owners: &[OwnerSeen]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::testkit::time::rfc3339 as t;
 
-    fn seen(owner: &str, ago: i64, signed_off: bool) -> OwnerSeen {
+    /// An owner heard `ago` seconds ago (signed off at its last beat when `signed_off`).
+    pub(crate) fn seen(owner: &str, ago: i64, signed_off: bool) -> OwnerSeen {
         let at = t("2026-12-01T00:00:00Z");
         OwnerSeen {
             record: crate::model::OwnerRecord {

@@ -150,21 +150,7 @@ mod tests {
     }
 
     fn seen(owner: &str, ago: i64) -> OwnerSeen {
-        let at = t("2026-12-01T00:00:00Z");
-        OwnerSeen {
-            record: crate::model::OwnerRecord {
-                owner: owner.into(),
-                host: "h".into(),
-                pid: 1,
-                version: "0".into(),
-                started_at: at,
-                last_seen: at,
-                clock_offset_ms: 0,
-                claims_stopped: None,
-                signed_off: None,
-            },
-            ago: chrono::Duration::seconds(ago),
-        }
+        crate::owners::tests::seen(owner, ago, false)
     }
 
     #[test]

@@ -101,17 +101,7 @@ fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>
     // Every live run's lease (`overlap: allow` may have several).
     for l in j.rt.leases() {
         {
-            let exp = if l.lease_until <= now {
-                format!(
-                    "EXPIRED {} ago",
-                    crate::when::span_secs((now - l.lease_until).num_seconds())
-                )
-            } else {
-                format!(
-                    "expires in {}",
-                    crate::when::span_secs((l.lease_until - now).num_seconds())
-                )
-            };
+            let exp = super::panes::lease_expiry(l.lease_until, now);
             lines.push(Line::raw(format!(
                 "  {} claimed {} {} renewed {} (run {}, trigger {})",
                 text::line(&l.owner),

@@ -151,17 +151,7 @@ pub fn leases_width(app: &App) -> u16 {
             text::line(&j.def.name),
             text::line(&l.owner)
         );
-        let exp = if l.lease_until <= now {
-            format!(
-                "EXPIRED {} ago",
-                crate::when::span_secs((now - l.lease_until).num_seconds())
-            )
-        } else {
-            format!(
-                "expires in {}",
-                crate::when::span_secs((l.lease_until - now).num_seconds())
-            )
-        };
+        let exp = lease_expiry(l.lease_until, now);
         let second = format!(
             " {exp} renewed {} claimed {}",
             crate::when::passed(l.last_renewed, now),
@@ -496,6 +486,24 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+/// A lease's end as the console words it: `expires in 12s`, or `EXPIRED 3s ago` once passed.
+pub(super) fn lease_expiry(
+    until: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    if until <= now {
+        format!(
+            "EXPIRED {} ago",
+            crate::when::span_secs((now - until).num_seconds())
+        )
+    } else {
+        format!(
+            "expires in {}",
+            crate::when::span_secs((until - now).num_seconds())
+        )
+    }
 }
 
 #[cfg(test)]
