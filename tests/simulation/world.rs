@@ -52,6 +52,8 @@ pub trait Backend {
     fn fault_log(&mut self) -> Vec<String>;
     /// Turn fault injection off for the final quiet phase.
     fn faults_off(&mut self);
+    /// Print every stored file (`SIM_DUMP`, when an invariant breaks); nothing by default.
+    fn dump(&self) {}
 }
 
 /// The budget check before a model call: a reservation in the store (`Store::reserve`, atomic
@@ -896,6 +898,36 @@ impl<'a> World<'a> {
             None => return Ok(()),
         };
         let reservation = admit.as_ref().ok().copied().flatten();
+        if let Ok(r) = &admit {
+            let verdict = if r.is_some() { "reserved" } else { "refused" };
+            self.note(format!("{owner} {verdict} {worst:.4} for {job}"));
+            if std::env::var("SIM_MONEY").is_ok()
+                && let Some(p) = &self.owners[i].proc
+                && let Ok(jobs) = p.store.jobs()
+            {
+                for j in &jobs {
+                    let c = &j.rt.counters;
+                    let rs: Vec<String> = c
+                        .reservations
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{} {:.4} {:?} {}",
+                                self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
+                                r.usd,
+                                r.state,
+                                r.period_key
+                            )
+                        })
+                        .collect();
+                    let line = format!(
+                        "    {} retired {} period {} {:.4} total {:.4} reservations {rs:?}",
+                        j.def.name, j.rt.retired, c.period_key, c.period_cost_usd, c.total_cost_usd
+                    );
+                    self.note(line);
+                }
+            }
+        }
         let (status, cost, admitted) = match admit.map(|r| r.is_some()) {
             Ok(true) => {
                 // Another owner with an admitted, unrecorded call: a non-atomic check cannot
@@ -918,7 +950,9 @@ impl<'a> World<'a> {
             Ok(false) => (Status::Skipped, 0.0, false),
             Err(e) => {
                 self.stats.store_errors += 1;
-                self.note(format!("budget check for {job} failed: {e}"));
+                self.note(format!(
+                    "budget check for {job} (worst {worst:.4}) failed: {e}"
+                ));
                 if !self.owner_alive(i) {
                     return Ok(());
                 }
@@ -1235,6 +1269,7 @@ impl<'a> World<'a> {
         self.model.note_seen(&rows);
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
             if std::env::var("SIM_DUMP").is_ok() {
+                self.backend.dump();
                 for j in &jobs {
                     eprintln!(
                         "job {} anchor {} next_slot {:?} last_slot {:?} paused {} lease {:?}",
@@ -1252,7 +1287,7 @@ impl<'a> World<'a> {
                 }
                 for r in &rows {
                     eprintln!(
-                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {}",
+                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {} cost {:.4}",
                         r.job,
                         self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
                         r.status.as_str(),
@@ -1261,7 +1296,8 @@ impl<'a> World<'a> {
                         r.trigger.as_str(),
                         r.reason,
                         r.stale_lease,
-                        r.supersedes_abandoned
+                        r.supersedes_abandoned,
+                        r.cost_usd
                     );
                 }
             }
