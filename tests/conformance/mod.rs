@@ -16,6 +16,7 @@ use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{
     ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
 };
+use cronsole::testkit::internals::store::rules;
 
 mod overlap;
 #[allow(unused_imports)]
@@ -1097,7 +1098,7 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
         .jobs()
         .unwrap()
         .iter()
-        .map(|r| cronsole::store::rules::period::counter_spend(&r.rt.counters, "week:1970-W01"))
+        .map(|r| rules::period::counter_spend(&r.rt.counters, "week:1970-W01"))
         .sum();
     assert!((listed - 0.025).abs() < 1e-12, "jobs/stats read {listed}");
     // $0.006 more does not fit the week's $0.03; $0.004 does, and then $0.0011 does not.
@@ -1489,7 +1490,7 @@ pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
         .into_iter()
         .map(|r| (r.status, r.trigger, r.slot, r.reason.unwrap_or_default()))
         .collect();
-    let why = cronsole::store::rules::reasons::REASON_QUEUED_CANCELLED.to_string();
+    let why = rules::reasons::REASON_QUEUED_CANCELLED.to_string();
     let mut want = vec![
         (Status::Skipped, Trigger::Manual, None, why.clone()),
         (
