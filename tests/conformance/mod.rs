@@ -1656,6 +1656,7 @@ macro_rules! conformance_suite {
             loop_steps_hold_every_budget_across_owners,
             an_abandoned_loop_keeps_the_calls_it_recorded,
             a_refused_step_still_settles_the_last_turn,
+            a_cancelled_loop_books_every_turn_it_paid_for,
             a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,
