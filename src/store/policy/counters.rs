@@ -16,10 +16,10 @@ use crate::store::policy::budget::absorb_settled;
 use crate::store::rules::period::counter_spend;
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
-/// An `abandoned` row is given the cost of its run's reservations first (the budget rule,
-/// `absorb_settled`), or the cost it already shows when that is more: the row shows the money
-/// its budget counts. Returns the amount booked into
-/// the current period (`counters.period_key`).
+/// The row of a run cut short (`abandoned`, cancelled: `budget::carries_every_reservation`) is
+/// given the cost of its run's reservations first (the budget rule, `absorb_settled`), or the
+/// cost it already shows when that is more: the row shows the money its budget counts. Returns
+/// the amount booked into the current period (`counters.period_key`).
 pub fn count_row(
     rec: &mut JobRecord,
     row: &mut HistoryRow,
@@ -30,7 +30,7 @@ pub fn count_row(
     // Money reserved in an earlier period is booked there (it fitted that period's budget),
     // never into the current one, whose budget may already be full (midnight rollover).
     let absorbed = absorb_settled(rec, row, &key);
-    if row.status == Status::Abandoned {
+    if super::budget::carries_every_reservation(row) {
         // A row already in history (a recovery whose record write failed after its row landed,
         // finished from that row later) keeps what it shows, which is what its reservations
         // carried when it was written. They may carry less now (a call settled since, below
