@@ -899,34 +899,7 @@ impl<'a> World<'a> {
         };
         let reservation = admit.as_ref().ok().copied().flatten();
         if let Ok(r) = &admit {
-            let verdict = if r.is_some() { "reserved" } else { "refused" };
-            self.note(format!("{owner} {verdict} {worst:.4} for {job}"));
-            if std::env::var("SIM_MONEY").is_ok()
-                && let Some(p) = &self.owners[i].proc
-                && let Ok(jobs) = p.store.jobs()
-            {
-                for j in &jobs {
-                    let c = &j.rt.counters;
-                    let rs: Vec<String> = c
-                        .reservations
-                        .iter()
-                        .map(|r| {
-                            format!(
-                                "{} {:.4} {:?} {}",
-                                self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
-                                r.usd,
-                                r.state,
-                                r.period_key
-                            )
-                        })
-                        .collect();
-                    let line = format!(
-                        "    {} retired {} period {} {:.4} total {:.4} reservations {rs:?}",
-                        j.def.name, j.rt.retired, c.period_key, c.period_cost_usd, c.total_cost_usd
-                    );
-                    self.note(line);
-                }
-            }
+            self.note_money(i, &owner, &job, worst, r.is_some());
         }
         let (status, cost, admitted) = match admit.map(|r| r.is_some()) {
             Ok(true) => {
@@ -998,6 +971,44 @@ impl<'a> World<'a> {
             looping,
         });
         Ok(())
+    }
+
+    /// The step log's line for a budget check's verdict; with `SIM_MONEY`, every job's counters
+    /// and reservations as owner `i` reads them after it.
+    fn note_money(&mut self, i: usize, owner: &str, job: &str, worst: f64, reserved: bool) {
+        let verdict = if reserved { "reserved" } else { "refused" };
+        self.note(format!("{owner} {verdict} {worst:.4} for {job}"));
+        if std::env::var("SIM_MONEY").is_err() {
+            return;
+        }
+        let Some(jobs) = self.owners[i]
+            .proc
+            .as_ref()
+            .and_then(|p| p.store.jobs().ok())
+        else {
+            return;
+        };
+        for j in &jobs {
+            let c = &j.rt.counters;
+            let rs: Vec<String> = c
+                .reservations
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {:.4} {:?} {}",
+                        self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
+                        r.usd,
+                        r.state,
+                        r.period_key
+                    )
+                })
+                .collect();
+            let line = format!(
+                "    {} retired {} period {} {:.4} total {:.4} reservations {rs:?}",
+                j.def.name, j.rt.retired, c.period_key, c.period_cost_usd, c.total_cost_usd
+            );
+            self.note(line);
+        }
     }
 
     /// One loop step of each of owner `i`'s tool-using runs that is due (see the module doc).
