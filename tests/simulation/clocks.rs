@@ -96,7 +96,7 @@ pub fn draw_step(r: &mut Rng) -> i64 {
 pub fn words(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "+" };
     let s = ms.unsigned_abs() / 1000;
-    if s >= 3600 && s % 3600 == 0 {
+    if s >= 3600 && s.is_multiple_of(3600) {
         format!("{sign}{}h", s / 3600)
     } else {
         format!("{sign}{s}s")

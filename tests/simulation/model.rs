@@ -195,6 +195,19 @@ impl Model {
         }
     }
 
+    /// Coverage ranges as they stand after the store's clock rule, sorted.
+    fn standing_covers(&self, cover: &[Cover]) -> Vec<Cover> {
+        let mut standing: Vec<Cover> = cover
+            .iter()
+            .filter_map(|c| {
+                let seq = self.decided.get(&c.2).copied().unwrap_or(0);
+                self.standing(seq, c.0, c.1).map(|(a, b)| (a, b, c.2, c.3))
+            })
+            .collect();
+        standing.sort();
+        standing
+    }
+
     /// Read back each job's grid origin: one moved back (re-derived from a clock behind the
     /// one it was decided by) leaves the new grid's slots before the old origin not due, and for
     /// a job that never ran, those up to the latest clock of an operation since the last check.
@@ -664,29 +677,16 @@ impl Model {
         cover.sort();
         // Overlaps: a grid slot inside two coverage ranges, each as it stands after the
         // store's clock rule (`standing`).
-        let mut standing: Vec<Cover> = cover
-            .iter()
-            .filter_map(|c| {
-                let seq = self.decided.get(&c.2).copied().unwrap_or(0);
-                self.standing(seq, c.0, c.1).map(|(a, b)| (a, b, c.2, c.3))
-            })
-            .collect();
-        standing.sort();
+        let standing = self.standing_covers(&cover);
         let mut reach: Option<&Cover> = None;
         for b in &standing {
             if let Some(a) = reach {
                 let first_b = grid_at_or_after(b.0);
                 if first_b <= a.1 && first_b <= b.1 {
+                    let (sa, sb) = (status_of(&a.2), status_of(&b.2));
                     return Err(format!(
-                        "slot {first_b} of job {name} is in two rows: run {} ({}) [{}..{}] and run {} ({}) [{}..{}]",
-                        a.2,
-                        status_of(&a.2),
-                        a.0,
-                        a.1,
-                        b.2,
-                        status_of(&b.2),
-                        b.0,
-                        b.1
+                        "slot {first_b} of job {name} is in two rows: run {} ({sa}) [{}..{}] and run {} ({sb}) [{}..{}]",
+                        a.2, a.0, a.1, b.2, b.0, b.1
                     ));
                 }
             }
