@@ -187,7 +187,8 @@ impl Drop for Locked<'_> {
 
 impl FileStore {
     /// Bound the wait for the store lock (default [`DEFAULT_LOCK_WAIT`](super::DEFAULT_LOCK_WAIT)).
-    pub fn with_lock_wait(mut self, wait: Duration) -> FileStore {
+    #[cfg(test)]
+    pub(crate) fn with_lock_wait(mut self, wait: Duration) -> FileStore {
         self.lock_wait = wait;
         self
     }
@@ -201,7 +202,8 @@ impl FileStore {
 
     /// Write a `jobs.index` beside every snapshot at least `bytes` long (default
     /// [`INDEX_MIN_BYTES`](super::INDEX_MIN_BYTES); tests index tiny stores with 0).
-    pub fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
+    #[cfg(test)]
+    pub(crate) fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
         self.index_min_bytes = bytes;
         self
     }
