@@ -215,6 +215,18 @@ impl FileStore {
         self
     }
 
+    /// Start this handle's clock mark at `mark`, the newest clock an owner record was sent
+    /// with, for a caller that keeps owner records elsewhere (the fault simulator, whose
+    /// simulated disk does not hold them): its first claim then sees a step back as a handle
+    /// opened by `cronsole run` does.
+    pub fn with_clock_mark(self, mark: Option<chrono::DateTime<chrono::Utc>>) -> FileStore {
+        if let Some(m) = mark {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            inner.clock_mark = Some(inner.clock_mark.map_or(m, |c| c.max(m)));
+        }
+        self
+    }
+
     /// The id drawn when the store was created (in every store file's header).
     pub fn store_id(&self) -> &str {
         &self.store_id
