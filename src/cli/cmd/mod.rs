@@ -23,6 +23,7 @@ mod owners_view;
 mod run;
 mod schedule_cmds;
 mod select;
+mod stats_cmd;
 mod store_cmds;
 mod tools;
 mod validate;
@@ -186,7 +187,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Trigger(a)) => select::trigger(&cli, a),
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
-        Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
+        Some(Command::Stats(a)) => stats_cmd::stats(&cli, a.json),
         Some(Command::Completions(a)) => eco::completions(a),
         Some(Command::Man) => eco::man(),
         Some(Command::Init(a)) => eco::init(&a.file),
