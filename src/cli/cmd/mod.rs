@@ -177,9 +177,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         None => run::default_mode(&cli),
         Some(Command::Run(a)) => run::headless(&cli, a),
         Some(Command::Console(a)) => run::console(&cli, a),
-        Some(Command::Validate(a)) => validate::validate(&a.file),
+        Some(Command::Validate(_)) => validate::validate(&jobs_file_named(&cli)?),
         Some(Command::Next(a)) => schedule_cmds::next(a),
-        Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
+        Some(Command::Apply(_)) => store_cmds::apply(&cli, &jobs_file_named(&cli)?),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a),
         Some(Command::History(a)) => store_cmds::history(&cli, a),
         Some(Command::Pause(a)) => select::pause(&cli, &a.select, true, a.reason.as_deref()),
@@ -220,6 +220,14 @@ pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
     cli.jobs.clone().or_else(|| {
         let p = PathBuf::from("jobs.yaml");
         p.exists().then_some(p)
+    })
+}
+
+/// The jobs file a command that needs one reads (`validate`, `apply`): FILE or `--jobs FILE`
+/// (folded into `--jobs` at parse time), else `jobs.yaml` here; exit 2 when there is none.
+pub fn jobs_file_named(cli: &Cli) -> Result<PathBuf> {
+    jobs_file(cli).ok_or_else(|| {
+        bad_input("no jobs file: give it as FILE or --jobs FILE (the default, jobs.yaml, is not in this directory)")
     })
 }
 
