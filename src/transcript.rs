@@ -314,7 +314,8 @@ impl Transcript {
     }
 
     /// Entries ever pushed, elided ones included.
-    pub fn pushed(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn pushed(&self) -> u64 {
         self.pushed
     }
 
@@ -364,7 +365,7 @@ impl<'de> Deserialize<'de> for Transcript {
 }
 
 /// `s` cut to at most `max` bytes at a character boundary, marked when cut.
-pub fn cap_bytes(s: &str, max: usize) -> String {
+pub(crate) fn cap_bytes(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -377,7 +378,7 @@ pub fn cap_bytes(s: &str, max: usize) -> String {
 }
 
 /// sha256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(bytes)
         .iter()
