@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cronsole::model::{JobsFile, Settings, Status};
-use cronsole::store::file::FileStore;
 use cronsole::store::Store;
+use cronsole::store::file::FileStore;
 use support::TempDir;
 
 use cronsole::testkit::internals::store::filefmt;
