@@ -498,9 +498,9 @@ async fn an_unanswered_call_is_denied_at_its_timeout_and_the_model_is_told() {
     );
 }
 
-/// A secret a tool source receives, repeated by the model in its text and in a call's
-/// arguments, is nowhere in what the run stores: not in the row, its transcript, or any file
-/// of the store.
+/// A secret a tool source receives, repeated by the model in its text, in a call's arguments
+/// and in the model its replies name, is nowhere in what the run stores: not in the row, its
+/// transcript, or any file of the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored() {
     const FILES_TOKEN: &str = "filestok-SEKRET-0123456";
@@ -515,20 +515,26 @@ async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored()
     let fake = FakeLlm::openai(
         KEY,
         vec![
-            Reply::Tools {
-                text: format!("thinking about {leak}"),
-                calls: vec![
-                    FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
-                    // The same secret spelled with JSON escapes in the raw arguments.
-                    FakeCall::raw(
-                        "files__read_file",
-                        r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
-                    ),
-                ],
-                usage: Some((10, 5)),
-                cut: false,
-            },
-            Reply::ok(&format!("leak: {leak}"), 20, 5),
+            Reply::AsModel(
+                format!("test-model-{FILES_TOKEN}"),
+                Box::new(Reply::Tools {
+                    text: format!("thinking about {leak}"),
+                    calls: vec![
+                        FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
+                        // The same secret spelled with JSON escapes in the raw arguments.
+                        FakeCall::raw(
+                            "files__read_file",
+                            r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
+                        ),
+                    ],
+                    usage: Some((10, 5)),
+                    cut: false,
+                }),
+            ),
+            Reply::AsModel(
+                format!("test-model-{TOOL_TOKEN}"),
+                Box::new(Reply::ok(&format!("leak: {leak}"), 20, 5)),
+            ),
         ],
     )
     .await
@@ -568,6 +574,8 @@ tools:
         first.text,
         "thinking about [redacted] [redacted] [redacted]"
     );
+    assert_eq!(first.model, "test-model-[redacted]");
+    assert_eq!(r.model.as_deref(), Some("test-model-[redacted]"));
     let Some(Entry::Call(c)) = t.iter().find(|e| matches!(e, Entry::Call(_))) else {
         panic!("{t:#?}")
     };

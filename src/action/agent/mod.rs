@@ -390,7 +390,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 fn turn_entry(number: u32, r: &TurnReply, secrets: &Secrets) -> TurnEntry {
     TurnEntry {
         turn: number,
-        model: r.reply.model.clone(),
+        model: secrets.redact(&r.reply.model).into_owned(),
         input_tokens: r.cost.input_tokens,
         output_tokens: r.cost.output_tokens,
         cache_read_tokens: r.cost.cache_read_tokens,
