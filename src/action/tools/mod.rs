@@ -27,6 +27,7 @@ pub mod command;
 pub mod fallback;
 pub mod mcp;
 pub mod pin;
+pub mod server_log;
 pub mod toolbox;
 
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays
