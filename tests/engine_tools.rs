@@ -416,6 +416,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
             run_id,
             true,
             Some("the path is harmless".into()),
+            Some("ops@host (test)".into()),
             chrono::Utc::now(),
         )
         .unwrap();
@@ -435,7 +436,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     assert_eq!(
         approval,
         Some(cronsole::transcript::Approval::Approved {
-            by: None,
+            by: Some("ops@host (test)".into()),
             reason: Some("the path is harmless".into())
         }),
         "an approval's reason is on the record"
@@ -448,7 +449,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     // The answered run waits no more: a second answer is refused, saying so.
     let again = rig
         .store
-        .answer_approval(run_id, false, None, chrono::Utc::now())
+        .answer_approval(run_id, false, None, None, chrono::Utc::now())
         .unwrap_err();
     assert!(
         again.to_string().contains("not awaiting approval"),

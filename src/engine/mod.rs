@@ -97,7 +97,7 @@ mod start;
 mod task;
 
 pub use api::{Command, EngineConfig, Event, default_max_clock_offset, new_owner_id};
-pub use commands::{Answered, answer_call};
+pub use commands::{Answered, answer_call, operator};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub use notice::{CallOwner, call_owner, operator_notice, trigger_notice};

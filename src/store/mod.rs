@@ -337,13 +337,14 @@ pub trait Store: HistoryReader {
     }
 
     /// Answer the tool call run `run_id` awaits approval for ([`JobEdit::Answer`]), from any
-    /// host: the run's owner picks the answer up. Returns the run's job. A run that does not
-    /// wait (answered, timed out, ended) is refused, saying so.
+    /// host, as `by`: the run's owner picks the answer up. Returns the run's job. A run that
+    /// does not wait (answered, timed out, ended) is refused, saying so.
     fn answer_approval(
         &self,
         run_id: Uuid,
         approve: bool,
         reason: Option<String>,
+        by: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
         let job = self.job_of_run(run_id)?.ok_or_else(|| {
@@ -355,6 +356,7 @@ pub trait Store: HistoryReader {
             run_id,
             approve,
             reason,
+            by,
         };
         let out = self.update_job(&job, &edit, now)?;
         Ok((job, out))

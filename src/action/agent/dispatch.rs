@@ -193,15 +193,16 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .await?;
             self.waited += asked.elapsed();
             match verdict {
-                Verdict::Approved(reason) => {
+                Verdict::Approved { reason, by } => {
                     entry.approval = Some(Approval::Approved {
-                        by: None,
+                        by,
                         reason: reason.map(|r| self.run.secrets.redact(&r).into_owned()),
                     });
                 }
-                Verdict::Denied(reason) => {
+                Verdict::Denied { reason, by } => {
                     entry.approval = Some(Approval::Denied {
                         reason: self.run.secrets.redact(&reason).into_owned(),
+                        by,
                     });
                     return Ok(refused(format!("not run: {reason}")));
                 }

@@ -151,9 +151,10 @@ pub trait ModelTurns {
         ask: ApprovalAsk<'a>,
     ) -> impl Future<Output = Result<Verdict, Self::Stop>> + Send + 'a {
         let _ = ask;
-        std::future::ready(Ok(Verdict::Denied(
-            "denied: no operator can approve calls here".to_string(),
-        )))
+        std::future::ready(Ok(Verdict::Denied {
+            reason: "denied: no operator can approve calls here".to_string(),
+            by: None,
+        }))
     }
 }
 
@@ -174,9 +175,17 @@ pub struct ApprovalAsk<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Dispatch the call; the operator's reason, if any, is kept on the record.
-    Approved(Option<String>),
+    Approved {
+        reason: Option<String>,
+        /// Who approved it, when known (kept on the record).
+        by: Option<String>,
+    },
     /// Do not: the reason is the tool's result for the model.
-    Denied(String),
+    Denied {
+        reason: String,
+        /// Who denied it (`None`: nobody did, the wait timed out), kept on the record.
+        by: Option<String>,
+    },
 }
 
 /// Where a loop is, for [`ModelTurns::recorded`].
