@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cronsole::testkit::internals::tui::state::{App, Query};
 use cronsole::testkit::stats::percentile;
-use cronsole::tui::state::{App, Query};
 use cronsole::tui::testdata;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -110,7 +110,10 @@ fn main() {
         .history_job()
         .map(str::to_string)
         .expect("h sets the job");
-    app.on_loaded(cronsole::tui::run_query(&store, Query::JobHistory(job)));
+    app.on_loaded(cronsole::testkit::internals::tui::run_query(
+        &store,
+        Query::JobHistory(job),
+    ));
     frames("history of one job (rows loaded from store)", &mut app, &[]);
 
     let mut app = App::new(snap.clone(), now);

@@ -21,8 +21,9 @@ use cronsole::model::{HistoryRow, JobDef, JobsFile, Status, Trigger};
 use cronsole::snapshot::Snapshot;
 use cronsole::store::Store;
 use cronsole::store::file::FileStore;
+use cronsole::testkit::internals::store::filefmt;
+use cronsole::testkit::internals::tui::state::App;
 use cronsole::testkit::stats::percentile;
-use cronsole::tui::state::App;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -74,7 +75,7 @@ fn build_store(dir: &Path, now: DateTime<Utc>) {
         ));
         // Format 2: each row carries its checksum (store/filefmt.rs).
         let mut line = Vec::with_capacity(512);
-        cronsole::store::filefmt::encode_row(&mut line, &r).expect("row");
+        filefmt::encode_row(&mut line, &r).expect("row");
         f.write_all(&line).expect("row");
     }
     f.flush().expect("flush");

@@ -13,6 +13,7 @@ use cronsole::model::{Budget, BudgetPeriod, Settings};
 use cronsole::store::SpendNow;
 use cronsole::testkit::internals::cost::{PriceTable, TokenUsage, budget_check, run_cost};
 use cronsole::testkit::internals::deliver::incident::signature;
+use cronsole::testkit::internals::store::rules;
 use cronsole::testkit::stats::percentile;
 
 const BATCHES: usize = 200;
@@ -95,7 +96,7 @@ fn main() {
     // a never-run job's empty key and a day's key after a `period` edit to week or month; and,
     // for the ratio in the same run, the membership test `counts_in` used before task SMALL
     // item 4 (listing `overlapping_keys`: ~60 keys for a month).
-    use cronsole::store::rules::period::{counts_in, overlapping_keys};
+    use rules::period::{counts_in, overlapping_keys};
     let listed = |booked: &str, key: &str| {
         let kind = |k: &str| k.split(':').next().unwrap_or("").to_string();
         booked == key

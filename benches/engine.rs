@@ -25,6 +25,7 @@ use chrono::{Timelike, Utc};
 use cronsole::model::{HistoryRow, Status, Trigger};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
+use cronsole::testkit::internals::store::filefmt;
 use cronsole::testkit::stats::percentile as pct;
 use cronsole::testkit::tmp::TempDir;
 
@@ -387,7 +388,7 @@ fn rss() {
             r.duration_ms = 12;
             // Format 2: each row carries its checksum (store/filefmt.rs).
             let mut line = Vec::with_capacity(512);
-            cronsole::store::filefmt::encode_row(&mut line, &r).unwrap();
+            filefmt::encode_row(&mut line, &r).unwrap();
             f.write_all(&line).unwrap();
         }
         f.flush().unwrap();

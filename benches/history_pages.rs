@@ -16,7 +16,7 @@ use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, HistoryQuery, HistoryReader, Store};
 
 const JOBS: usize = 1_000;
-const PAGE: usize = cronsole::tui::state::HISTORY_PAGE;
+const PAGE: usize = cronsole::testkit::internals::tui::state::HISTORY_PAGE;
 const BATCH: usize = 20_000;
 
 #[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)

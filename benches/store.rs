@@ -32,6 +32,7 @@ fn def(name: String) -> JobDef {
     }
 }
 
+use cronsole::testkit::internals::store::filefmt;
 use cronsole::testkit::stats::percentile;
 use cronsole::testkit::time::base as t;
 use cronsole::testkit::tmp::TempDir;
@@ -166,7 +167,7 @@ fn history_million(base: &std::path::Path) {
             row.result = Some("ok".into());
             // Format 2: each row carries its checksum (store/filefmt.rs).
             buf.clear();
-            cronsole::store::filefmt::encode_row(&mut buf, &row).expect("row");
+            filefmt::encode_row(&mut buf, &row).expect("row");
             w.write_all(&buf).expect("row");
         }
         w.flush().expect("flush");

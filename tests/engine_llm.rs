@@ -11,6 +11,7 @@ mod engine_support;
 use std::collections::HashMap;
 
 use cronsole::model::{Status, Trigger};
+use cronsole::testkit::internals::store::stats;
 use cronsole::testkit::llm::{FakeLlm, Reply};
 use engine_support::*;
 
@@ -908,7 +909,7 @@ async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the
     let spend = rig.store.spend("ask", rig.now()).unwrap();
     assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
     let (jobs, settings) = (rig.store.jobs().unwrap(), rig.store.settings().unwrap());
-    let stats = cronsole::store::stats::compute(&jobs, &settings, rig.now());
+    let stats = stats::compute(&jobs, &settings, rig.now());
     let line = stats.jobs.iter().find(|l| l.job == "ask").unwrap();
     assert!((line.total_cost_usd - r.cost_usd).abs() < 5e-5, "{line:?}");
     for j in rig.store.jobs().unwrap() {

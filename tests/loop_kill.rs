@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use cronsole::model::{HistoryRow, ReservationState, Status};
 use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, HistoryReader};
+use cronsole::testkit::internals::store::rules;
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::transcript::CallState;
 use support::pids::alive;
@@ -313,7 +314,7 @@ fn views_agree(dir: &Path, store: &Path) -> std::collections::BTreeMap<String, (
     let (mut spent, mut held) = (0.0, 0.0);
     for name in ["paid", "hung"] {
         let rec = fs.job(name).unwrap().unwrap();
-        let (s, h) = cronsole::store::rules::period::committed(&rec, &key);
+        let (s, h) = rules::period::committed(&rec, &key);
         let line = stats["jobs"]
             .as_array()
             .unwrap()

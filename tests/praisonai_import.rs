@@ -236,24 +236,3 @@ fn import_with_errors_exits_2_and_names_positions_in_the_praisonai_file() {
     );
     assert_eq!(code, 0, "{err}");
 }
-
-/// The migration guide's PraisonAI table is the table `validate`'s hints and `import` read:
-/// the block between its markers is `praisonai::markdown_table()` byte for byte.
-#[test]
-fn the_migration_guides_table_is_the_codes_table() {
-    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide/migrating.md");
-    let text = std::fs::read_to_string(&guide).unwrap();
-    let (start, end) = (
-        "<!-- praisonai-keys: generated from src/config/praisonai.rs -->\n",
-        "<!-- /praisonai-keys -->",
-    );
-    let from = text.find(start).expect("the start marker in the guide") + start.len();
-    let to = text[from..].find(end).expect("the end marker") + from;
-    let want = cronsole::config::praisonai::markdown_table();
-    assert_eq!(
-        &text[from..to],
-        want,
-        "docs/guide/migrating.md's PraisonAI table differs from the code's; put this between \
-         the markers:\n{want}"
-    );
-}

@@ -14,6 +14,7 @@ use cronsole::store::file::FileStore;
 use cronsole::store::{Completion, Store};
 use support::TempDir;
 
+use cronsole::testkit::internals::store::filefmt;
 use cronsole::testkit::time::epoch as t;
 
 fn cli(store: &Path, args: &[&str]) -> (i32, String, String) {
@@ -601,7 +602,7 @@ fn recrc(line: &str) -> String {
     format!(
         "{}{KEY}{:08x}\"}}",
         &line[..at],
-        cronsole::store::filefmt::crc32(body.as_bytes())
+        filefmt::crc32(body.as_bytes())
     )
 }
 

@@ -1359,3 +1359,211 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
     assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
     assert_eq!(fake.request_count(), 1);
 }
+
+/// A job whose agent `ops` runs under a $0.10 job budget at $100 per 1M tokens each way: with
+/// `tools`, its one tool `write` needs approval; without, it is a plain one-call agent.
+fn budgeted_yaml(base_url: &str, tools: bool) -> String {
+    let tools = if tools {
+        "tools:
+  write:
+    description: Writes a file
+    parameters: { type: object }
+    command: [sh, -c, 'echo ran >> wrote.txt']
+"
+    } else {
+        ""
+    };
+    let allow = if tools.is_empty() {
+        ""
+    } else {
+        "    tools: [write]\n    approve: [write]\n"
+    };
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 100.0, output: 100.0 }}
+{tools}agents:
+  ops:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: PROVIDER_KEY
+    model: m
+    max_tokens: 20
+    instructions: go
+{allow}jobs:
+  - name: paid
+    schedule: every 1d
+    agent: ops
+    message: go
+    max_cost_usd: 0.10
+"
+    )
+}
+
+/// `stats --json` of job `paid`: (total cost, money in flight).
+fn paid_stats(dir: &Path) -> (f64, f64) {
+    let (code, out, err) = cli(dir, &["stats", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let j = &v["jobs"][0];
+    assert_eq!(j["job"], "paid", "{v}");
+    (
+        j["total_cost_usd"].as_f64().unwrap(),
+        j["in_flight_usd"].as_f64().unwrap(),
+    )
+}
+
+/// Trigger-and-cancel cycles of a tool-using run, each cancelled while its call awaits
+/// approval: every cancelled row books the turn the provider billed ($0.012: 100 + 20 tokens at
+/// $100 per 1M), nothing is handed back to the budget or left in flight, the recorded spend
+/// equals what the provider billed, and the job's budget stops the next cycle before any
+/// request (a `skipped` row). The tool never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_runs_keep_the_turns_they_paid_for_and_the_budget_stops_the_next() {
+    const PER_TURN: f64 = 120.0 * 100.0 / 1_000_000.0;
+    let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 100, 20);
+    let fake = FakeLlm::openai(KEY, vec![Reply::Forever(Box::new(ask))])
+        .await
+        .unwrap();
+    let dir = support::tempdir("tools-cancel-money");
+    std::fs::write(dir.join("jobs.yaml"), budgeted_yaml(&fake.base_url(), true)).unwrap();
+    let store = dir.join("store");
+    let owner = gated_owner(&dir, "a.log", "300s");
+    wait_for(Duration::from_secs(60), || {
+        (cli(&dir, &["jobs"]).0 == 0).then_some(())
+    })
+    .expect("the owner never created its store");
+    let mut seen: Vec<String> = Vec::new();
+    let mut stopped = None;
+    for _ in 0..20 {
+        let before = rows(&store, "paid").len();
+        let (code, _, err) = cli(&dir, &["trigger", "paid"]);
+        assert_eq!(code, 0, "{err}");
+        // Either its call awaits approval, or the budget stopped the run before any request.
+        let next = wait_for(Duration::from_secs(60), || {
+            let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+            let v: Value = serde_json::from_str(&out).ok()?;
+            if let Some(p) = v.as_array()?.first()
+                && let Some(id) = p["run_id"].as_str()
+                && !seen.iter().any(|s| s == id)
+            {
+                return Some(Ok(id.to_string()));
+            }
+            let rs = rows(&store, "paid");
+            (rs.len() > before).then(|| Err(Box::new(rs[0].clone())))
+        })
+        .expect("the triggered run neither awaited approval nor ended");
+        match next {
+            Ok(run) => {
+                let (code, _, err) = cli(&dir, &["cancel", "paid"]);
+                assert_eq!(code, 0, "{err}");
+                wait_for(Duration::from_secs(60), || {
+                    (rows(&store, "paid").len() > before).then_some(())
+                })
+                .expect("the cancelled run has no row");
+                seen.push(run);
+            }
+            Err(row) => {
+                stopped = Some(row);
+                break;
+            }
+        }
+    }
+    let skipped = *stopped.expect("20 trigger+cancel cycles and the budget never stopped one");
+    assert_eq!(skipped.status, Status::Skipped, "{skipped:#?}");
+    assert!(
+        skipped
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("budget reached")),
+        "{skipped:#?}"
+    );
+    let (total, in_flight) = paid_stats(&dir);
+    tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    let billed = PER_TURN * fake.request_count() as f64;
+    assert!(seen.len() >= 2, "{} cycles paid", seen.len());
+    assert_eq!(
+        fake.request_count(),
+        seen.len(),
+        "one request per cancelled run"
+    );
+    let all = rows(&store, "paid");
+    for r in all.iter().filter(|r| r.status == Status::Failed) {
+        assert_eq!(r.reason.as_deref(), Some("cancelled by operator"), "{r:#?}");
+        assert!(r.cut_short, "{r:#?}");
+        assert!((r.cost_usd - PER_TURN).abs() < 1e-9, "{r:#?}");
+        assert_eq!((r.input_tokens, r.output_tokens), (100, 20), "{r:#?}");
+        assert_eq!((r.turns, r.tool_calls), (Some(1), Some(1)), "{r:#?}");
+        let calls = cronsole::testkit::tools::calls(r);
+        assert_eq!(
+            calls[0].state,
+            cronsole::transcript::CallState::AwaitingApproval
+        );
+    }
+    let recorded: f64 = all.iter().map(|r| r.cost_usd).sum();
+    assert!(
+        (recorded - billed).abs() < 1e-9,
+        "rows ${recorded}, billed ${billed}"
+    );
+    assert!(
+        (total - billed).abs() < 1e-9,
+        "stats ${total}, billed ${billed}"
+    );
+    assert_eq!(in_flight, 0.0, "nothing stays in flight after the rows");
+    assert!(
+        billed <= 0.10 + 1e-9,
+        "billed ${billed} past the $0.10 budget"
+    );
+    assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
+}
+
+/// A plain agent cancelled while its one request is in flight: the row books the request at its
+/// reservation (the provider may bill it; nobody will know), `stats` counts the same amount,
+/// and nothing is left "in flight" for a run that has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_agent_cancelled_mid_request_books_its_reservation() {
+    let slow = Reply::Slow(
+        Duration::from_secs(30),
+        Box::new(Reply::ok("late", 100, 20)),
+    );
+    let fake = FakeLlm::openai(KEY, vec![slow]).await.unwrap();
+    let dir = support::tempdir("tools-cancel-plain");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        budgeted_yaml(&fake.base_url(), false),
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let owner = gated_owner(&dir, "a.log", "120s");
+    wait_for(Duration::from_secs(60), || {
+        let (code, _, _) = cli(&dir, &["trigger", "paid"]);
+        (code == 0).then_some(())
+    })
+    .expect("trigger never took");
+    wait_for(Duration::from_secs(60), || {
+        (fake.request_count() == 1).then_some(())
+    })
+    .expect("the request was never made");
+    let (code, _, err) = cli(&dir, &["cancel", "paid"]);
+    assert_eq!(code, 0, "{err}");
+    let row = wait_for(Duration::from_secs(60), || rows(&store, "paid").pop())
+        .expect("the cancelled run has no row");
+    let (total, in_flight) = paid_stats(&dir);
+    tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Failed, "{row:#?}");
+    assert!(row.cut_short, "{row:#?}");
+    // The reservation: at least the request's output bound, more than the reply would cost.
+    assert!(row.cost_usd >= 20.0 * 100.0 / 1e6, "{row:#?}");
+    assert!(row.cost_usd < 0.10, "{row:#?}");
+    assert!(
+        (total - row.cost_usd).abs() < 1e-9,
+        "stats ${total}, row ${}",
+        row.cost_usd
+    );
+    assert_eq!(in_flight, 0.0, "nothing stays in flight after the row");
+    assert_eq!(row.model.as_deref(), Some("m"), "{row:#?}");
+}

@@ -71,7 +71,7 @@ mod bounds;
 mod check;
 pub(crate) mod defaults;
 mod diagnostic;
-pub mod praisonai;
+pub(crate) mod praisonai;
 mod read;
 mod stream;
 #[cfg(test)]
@@ -89,12 +89,6 @@ pub use read::{
 };
 use stream::*;
 pub use stream::{Handover, Prepared, Validation, prepare_file, validate_str_at};
-
-/// The bound numbers of the jobs file (the guide's jobs-file reference repeats them).
-pub mod limits {
-    pub use super::bounds::*;
-    pub use super::yaml::{MAX_DEPTH, MAX_EXPANDED_NODES};
-}
 
 /// Read and validate a jobs file.
 ///

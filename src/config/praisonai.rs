@@ -27,8 +27,10 @@ use std::path::Path;
 
 use super::yaml::{Document, Mapping, Seg, Target, Value, key_text};
 
-/// One row of the PraisonAI ↔ cronsole table.
+/// One row of the PraisonAI ↔ cronsole table. The display columns are what the migration
+/// guide prints; only the test that holds the guide's table to this one reads them.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(test), allow(dead_code))]
 pub struct KeyRow {
     /// PraisonAI's name, as the guide writes it (Markdown).
     pub praisonai: &'static str,
@@ -257,7 +259,8 @@ pub fn hint(name: &str) -> Option<String> {
 }
 
 /// The table as the migration guide prints it (Markdown).
-pub fn markdown_table() -> String {
+#[cfg(test)]
+fn markdown_table() -> String {
     let mut out = String::from(
         "| PraisonAI | default there | cronsole | default here | note |\n|---|---|---|---|---|\n",
     );
@@ -821,6 +824,28 @@ mod tests {
         let t = markdown_table();
         assert_eq!(t.lines().count(), KEYS.len() + 2);
         assert!(t.starts_with("| PraisonAI | default there | cronsole |"));
+    }
+
+    /// The migration guide's PraisonAI table is the table `validate`'s hints and `import` read:
+    /// the block between its markers is `markdown_table()` byte for byte.
+    #[test]
+    fn the_migration_guides_table_is_the_codes_table() {
+        let guide =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide/migrating.md");
+        let text = std::fs::read_to_string(&guide).unwrap();
+        let (start, end) = (
+            "<!-- praisonai-keys: generated from src/config/praisonai.rs -->\n",
+            "<!-- /praisonai-keys -->",
+        );
+        let from = text.find(start).expect("the start marker in the guide") + start.len();
+        let to = text[from..].find(end).expect("the end marker") + from;
+        let want = markdown_table();
+        assert_eq!(
+            &text[from..to],
+            want,
+            "docs/guide/migrating.md's PraisonAI table differs from the code's; put this between \
+             the markers:\n{want}"
+        );
     }
 
     #[test]

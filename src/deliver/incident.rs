@@ -12,7 +12,9 @@
 //!   an id/number and is removed when it is a digit run of 4 or more, or any other digit-bearing
 //!   word of 6+ chars (hex hashes, uuids, request ids, dates, times, `ip:port`); short ones
 //!   (`exit 1`, `http 500`, `v1`) are kept because they tell failures apart. Then whitespace is
-//!   collapsed and the first 200 chars kept. The signature is the hex SHA-256 of that.
+//!   collapsed and whole words kept while they fit in 200 chars (a word is cut only when it alone
+//!   is longer), so normalising a normalised text changes nothing: a cut inside a word could
+//!   leave a digit run that the next pass drops. The signature is the hex SHA-256 of that.
 //! - `failed` and `abandoned` count as failures; `succeeded` as success; `skipped`, `no_change`
 //!   and `missed` leave the state untouched.
 //! - With `alert_after_failures: N`, the N-th consecutive failure alerts with *its* signature;
@@ -29,11 +31,26 @@ pub const SIGNATURE_CHARS: usize = 200;
 /// The normalised form of an error text (see the module doc).
 pub fn normalise(error: &str) -> String {
     let lower = error.to_lowercase();
-    let kept: Vec<&str> = lower
-        .split_whitespace()
-        .filter(|w| !is_volatile(w))
-        .collect();
-    kept.join(" ").chars().take(SIGNATURE_CHARS).collect()
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in lower.split_whitespace().filter(|w| !is_volatile(w)) {
+        let sep = usize::from(chars > 0);
+        let len = word.chars().count();
+        if chars + sep + len > SIGNATURE_CHARS {
+            if chars == 0 {
+                // A kept word this long has no digit (any digit-bearing word of 6+ chars is
+                // volatile), so its prefix stays a kept word.
+                out.extend(word.chars().take(SIGNATURE_CHARS));
+            }
+            break;
+        }
+        if sep == 1 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        chars += sep + len;
+    }
+    out
 }
 
 fn is_volatile(word: &str) -> bool {
@@ -160,10 +177,12 @@ mod tests {
             normalise("job 550e8400-e29b-41d4-a716-446655440000 crashed"),
             "job crashed"
         );
-        assert_eq!(
-            normalise(&"x ".repeat(500)).chars().count(),
-            SIGNATURE_CHARS
-        );
+        // Whole words only: 100 words of one char and 99 spaces fill 199 of the 200.
+        assert_eq!(normalise(&"x ".repeat(500)).chars().count(), 199);
+        assert_eq!(normalise(&"y".repeat(500)).chars().count(), SIGNATURE_CHARS);
+        // A cut inside "1234a" would leave "1234", which a second pass drops.
+        let text = format!("{} 1234a", "w".repeat(SIGNATURE_CHARS - 5));
+        assert_eq!(normalise(&normalise(&text)), normalise(&text));
     }
 
     #[test]

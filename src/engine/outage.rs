@@ -119,8 +119,9 @@ pub(super) struct HealthCell {
     /// Rings when a probe found the store answering while completions wait: they retry now.
     retry_pending: Notify,
     /// The clock's monotonic reading when the current outage started: its length is time
-    /// passed, which a wall-clock step in between does not change.
-    failing_since_mono: Mutex<Option<StdDuration>>,
+    /// passed, which a wall-clock step in between does not change. With it, whether its start
+    /// was read from the store's clock (which a step of this owner's wall clock does not move).
+    failing_since_mono: Mutex<Option<(StdDuration, bool)>>,
     /// The store's clock at this owner's last heartbeat, with the monotonic reading of then
     /// (see [`HealthCell::store_now`]).
     store_clock: Mutex<Option<Reading>>,
@@ -143,6 +144,18 @@ impl HealthCell {
         *lock(&self.store_clock) = Some(Reading { wall: store, mono });
     }
 
+    /// The instant an outage's start or end is reported at: the store's clock carried on the
+    /// monotonic clock (`store_now`) when this owner keeps it, else its wall clock (`true` when
+    /// it is the store's). A wall clock stepped ahead before the outage then dates neither its
+    /// start in `/healthz` and the metrics nor its end two days ahead; the owner's own clock is
+    /// the one in doubt once it stepped, and the store's is what the other owners go by.
+    fn report_at(&self, at: Reading) -> (DateTime<Utc>, bool) {
+        match self.store_now(at.mono) {
+            Some(t) => (t, true),
+            None => (at.wall, false),
+        }
+    }
+
     /// The store's clock now as this owner can tell it without asking: its reading at the last
     /// heartbeat carried forward by the monotonic time passed since (`mono_now`). A wall-clock
     /// step of this owner since that heartbeat does not move it. `None` before the first
@@ -153,9 +166,13 @@ impl HealthCell {
         Some(r.wall + passed)
     }
 
-    /// The wall clock stepped by `step`: the current outage's start, a wall-clock instant, is
-    /// moved with it, so "unwritable since" stays the same time before now.
+    /// The wall clock stepped by `step`: the current outage's start, when it is an instant of
+    /// this owner's wall clock, is moved with it, so "unwritable since" stays the same time
+    /// before now. A start read from the store's clock stays: the step did not move that clock.
     pub(super) fn clock_stepped(&self, step: chrono::Duration) {
+        if lock(&self.failing_since_mono).is_some_and(|(_, from_store)| from_store) {
+            return;
+        }
         self.tx.send_if_modified(|h| {
             let Some(since) = h.store_failing_since.as_mut() else {
                 return false;
@@ -205,13 +222,14 @@ pub(super) fn store_ok(health: &Health, ev_tx: &broadcast::Sender<Event>, at: Re
             waiting = true;
             return false;
         }
+        let (end, _) = health.report_at(at);
         let lasted = started_mono.map_or_else(
-            || (at.wall - since).to_std().unwrap_or_default(),
-            |m| at.mono.saturating_sub(m),
+            || (end - since).to_std().unwrap_or_default(),
+            |(m, _)| at.mono.saturating_sub(m),
         );
         ended = Some((lasted, h.probes_this_outage));
-        let start = at.wall - chrono::Duration::from_std(lasted).unwrap_or_default();
-        h.last_outage = Some((start, at.wall));
+        let start = end - chrono::Duration::from_std(lasted).unwrap_or_default();
+        h.last_outage = Some((start, end));
         h.store_failing_since = None;
         h.last_store_error = None;
         h.claims_stopped = false;
@@ -239,12 +257,12 @@ pub(super) fn store_failed(
     e: &EngineError,
 ) {
     let msg = e.to_string();
-    let now = at.wall;
+    let (now, from_store) = health.report_at(at);
     let mut started = false;
     health.send_modify(|h| {
         if h.store_failing_since.is_none() {
             started = true;
-            *lock(&health.failing_since_mono) = Some(at.mono);
+            *lock(&health.failing_since_mono) = Some((at.mono, from_store));
             h.store_failing_since = Some(now);
             h.outages += 1;
             h.probes_this_outage = 0;
@@ -613,6 +631,55 @@ mod tests {
             let n = notices(&mut ev_rx);
             assert!(
                 n.iter().any(|l| l.contains("writable again after 45.0s")),
+                "{n:?}"
+            );
+        }
+    }
+
+    /// An outage that starts while this owner's wall clock is two days ahead (stepped after its
+    /// last heartbeat) is dated by the store's clock carried on the monotonic clock: `since`
+    /// and its end are real instants, and the step back, when the loop sees it, leaves them be.
+    #[test]
+    fn an_outage_that_starts_during_a_step_is_dated_by_the_stores_clock() {
+        for seen in [true, false] {
+            let (tx, _) = watch::channel(EngineHealth::default());
+            let health: Health = Arc::new(HealthCell::new(tx));
+            let (ev_tx, mut ev_rx) = broadcast::channel(16);
+            let beat = at("2026-12-07T06:00:00Z", 100);
+            health.store_clock_read(beat.wall, beat.mono);
+            let err = EngineError::Join("disk full".into());
+            // 10 s after the heartbeat, with the wall clock stepped +2 d.
+            store_failed(&health, &ev_tx, at("2026-12-09T06:00:10Z", 110), &err);
+            let why = health.borrow().claims_stopped_because().unwrap_or_default();
+            assert!(
+                why.contains("unwritable since 2026-12-07T06:00:10Z"),
+                "{why}"
+            );
+            let n = notices(&mut ev_rx);
+            assert!(
+                n.iter()
+                    .any(|l| l.contains("unwritable since 2026-12-07T06:00:10Z")),
+                "{n:?}"
+            );
+            let end = if seen {
+                health.clock_stepped(chrono::Duration::days(-2));
+                let why = health.borrow().claims_stopped_because().unwrap_or_default();
+                assert!(
+                    why.contains("unwritable since 2026-12-07T06:00:10Z"),
+                    "{why}"
+                );
+                at("2026-12-07T06:00:40Z", 140)
+            } else {
+                at("2026-12-09T06:00:40Z", 140)
+            };
+            store_ok(&health, &ev_tx, end);
+            let h = health.borrow().clone();
+            let from: DateTime<Utc> = "2026-12-07T06:00:10Z".parse().unwrap_or_default();
+            let to: DateTime<Utc> = "2026-12-07T06:00:40Z".parse().unwrap_or_default();
+            assert_eq!(h.last_outage, Some((from, to)));
+            let n = notices(&mut ev_rx);
+            assert!(
+                n.iter().any(|l| l.contains("writable again after 30.0s")),
                 "{n:?}"
             );
         }

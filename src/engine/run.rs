@@ -129,6 +129,8 @@ pub struct Progress(
     Arc<Mutex<(Vec<Attempt>, Option<String>)>>,
     Arc<Mutex<Option<Looped>>>,
     Arc<std::sync::atomic::AtomicBool>,
+    /// The model asked (an agent run), then the one that last answered.
+    Arc<Mutex<Option<String>>>,
 );
 
 /// A tool loop's record so far, for a row written while the loop runs.
@@ -151,8 +153,16 @@ impl Progress {
         }
     }
 
-    /// Put the reply's tokens and cost on the last attempt (the one that succeeded).
-    fn priced_last(&self, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
+    /// The run's action is a call to `model`.
+    fn asks(&self, model: &str) {
+        if let Ok(mut g) = self.3.lock() {
+            *g = Some(model.to_string());
+        }
+    }
+
+    /// Put the reply's model, tokens and cost on the last attempt (the one that succeeded).
+    fn priced_last(&self, model: &str, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
+        self.asks(model);
         if let Ok(mut g) = self.0.lock()
             && let Some(a) = g.0.last_mut()
         {
@@ -189,8 +199,10 @@ impl Progress {
         self.0.lock().map(|g| g.0.clone()).unwrap_or_default()
     }
 
-    /// Copy the progress into an `abandoned` row (attempts and their log, and the last error as
-    /// `error`).
+    /// Copy the progress into the row of a run cut short (`abandoned`, or cancelled by an
+    /// operator): attempts and their log, the last error as `error`, the model and the tokens
+    /// of the replies that arrived, and a tool loop's record. Its money is the store's to put
+    /// on the row: every reservation the run still holds (`store::policy::budget`).
     pub fn fill(&self, row: &mut HistoryRow) {
         if let Ok(g) = self.0.lock() {
             if !g.0.is_empty() {
@@ -200,6 +212,15 @@ impl Progress {
             if row.error.is_none() {
                 row.error = g.1.clone();
             }
+            if row.input_tokens == 0 && row.output_tokens == 0 {
+                row.input_tokens = g.0.iter().map(|a| a.input_tokens).sum();
+                row.output_tokens = g.0.iter().map(|a| a.output_tokens).sum();
+            }
+        }
+        if row.model.is_none()
+            && let Ok(g) = self.3.lock()
+        {
+            row.model = g.clone();
         }
         if let Ok(g) = self.1.lock()
             && let Some(l) = g.as_ref()

@@ -83,6 +83,8 @@ impl RunTask {
     ///
     /// An operator's cancel (`op_cancel`) drops the pipeline (killing the run's processes) and
     /// records the run `failed`, reason `cancelled by operator`: no retry, delivery or alert.
+    /// The row is `cut_short`: it keeps the run's progress, and the store books every
+    /// reservation the run still holds on it.
     pub(super) async fn run(
         self,
         claim: Claim,
@@ -133,6 +135,11 @@ impl RunTask {
                         started,
                     );
                     row.reason = Some(crate::store::rules::reasons::REASON_CANCELLED.to_string());
+                    // What the run did and paid for stays on its row: the store books every
+                    // reservation the run still holds (answered turns at their cost, a request
+                    // in flight at its reservation), so a cancel never hands money back.
+                    progress.fill(&mut row);
+                    row.cut_short = true;
                     break Some(run::RunOutput { row, state: None, hold_until: None });
                 }
                 _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,

@@ -176,6 +176,12 @@ pub struct HistoryRow {
     /// release reached the store. Readers hide that `abandoned` row (it never happened).
     #[serde(default, skip_serializing_if = "is_false")]
     pub supersedes_abandoned: bool,
+    /// The run was stopped before its action ended (an operator's cancel): like an `abandoned`
+    /// row, the row carries every budget reservation its run still held when it is counted —
+    /// answered turns at their cost, a request still in flight at its reservation — so the
+    /// money the provider may have billed stays on the record and in the budget.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cut_short: bool,
     /// A chained run (`trigger: chain`): the parent job and run that released it (for fan-in,
     /// the last of its parents to finish).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -328,6 +334,7 @@ impl HistoryRow {
             stale_lease: false,
             unpriced: false,
             supersedes_abandoned: false,
+            cut_short: false,
             parent_job: None,
             parent_run_id: None,
             attempt_log: Vec::new(),

@@ -170,7 +170,7 @@ pub enum Overlap {
     /// further one is recorded `skipped` overlap.
     BufferOne,
     /// The live run is cancelled (its process tree killed, row `failed`, reason
-    /// [`crate::store::rules::reasons::REASON_SUPERSEDED`] …), then the slot runs.
+    /// `cancelled: superseded by slot …`), then the slot runs.
     CancelPrevious,
     /// Runs of the job may overlap, each with its own lease, up to `max_concurrent_runs`; a
     /// slot beyond that bound is recorded `skipped` overlap at once.

@@ -7,8 +7,8 @@
 //! database. The trait is synchronous: the file store is blocking I/O under an `fs4` lock
 //! (through `io::StoreIo`); async callers use `tokio::task::spawn_blocking`.
 //!
-//! The decisions run one way, bottom to top: [`rules`] (slots, periods, reason words, row
-//! identity, lease primitives), then [`policy`] (budget, counters, overlap, chains, operator
+//! The decisions run one way, bottom to top: `rules` (slots, periods, reason words, row
+//! identity, lease primitives), then `policy` (budget, counters, overlap, chains, operator
 //! edits, a definition arriving, a run's end), then `plan` (claim, recover, complete, apply
 //! over the records involved). Both stores sit on top: they lock, load the records a plan names
 //! and persist what it returns.
@@ -23,19 +23,20 @@ pub use error::{StoreError, StoreResult};
 pub use plan::step::{AwaitStep, LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
+pub use signal::ChangeSignal;
 pub use types::*;
 
 pub(crate) mod check;
 mod error;
 pub mod file;
-pub mod filefmt;
+pub(crate) mod filefmt;
 pub(crate) mod io;
 pub(crate) mod plan;
-pub mod policy;
+pub(crate) mod policy;
 pub mod postgres;
-pub mod rules;
-pub mod signal;
-pub mod stats;
+pub(crate) mod rules;
+pub(crate) mod signal;
+pub(crate) mod stats;
 mod types;
 pub(crate) mod wrap;
 
@@ -144,8 +145,8 @@ pub trait Store: HistoryReader {
     fn change_token(&self) -> StoreResult<u64>;
     /// A push notification of changes (LISTEN/NOTIFY, file-system events), so an owner hears
     /// other processes within milliseconds; `None` when this store cannot push (the caller
-    /// polls `change_token`). See [`signal`].
-    fn change_signal(&self) -> Option<signal::ChangeSignal> {
+    /// polls `change_token`). See [`ChangeSignal`].
+    fn change_signal(&self) -> Option<ChangeSignal> {
         None
     }
     /// Every job, retired ones included, sorted by name.

@@ -3,7 +3,8 @@
 //! Only builds with the `testkit` feature see them, so the crate's public API stays what its
 //! documentation describes and a release build's compiler reports what nothing uses.
 //!
-//! Owns: nothing but these re-exports. Must not touch: the items themselves.
+//! Owns: nothing but these re-exports (and a forwarding function where the item is a function
+//! of a public module). Must not touch: the items themselves.
 
 /// Commands, model calls, the tool loop and tool sources.
 pub mod action {
@@ -40,4 +41,36 @@ pub mod service {
 /// The inert-text policy and redaction of secret values.
 pub mod text {
     pub use crate::text::*;
+}
+/// The store's layers below the [`Store`](crate::store::Store) trait: the file-store line
+/// format, the rules and policies every plan is built from, and the statistics the CLI prints.
+pub mod store {
+    /// The file store's integrity format: file headers, row checksums, segment seals.
+    pub mod filefmt {
+        pub use crate::store::filefmt::*;
+    }
+    /// Budget, counters, overlap, chains, operator edits, a definition arriving, a run's end.
+    pub mod policy {
+        pub use crate::store::policy::*;
+    }
+    /// Slots, periods, reason words, row identity, lease primitives.
+    pub mod rules {
+        pub use crate::store::rules::*;
+    }
+    /// Run and spend statistics from the per-job counters the store keeps.
+    pub mod stats {
+        pub use crate::store::stats::*;
+    }
+}
+/// The console's state (keys → actions, panes, dialogs) and its history reads.
+pub mod tui {
+    /// The console's pure state.
+    pub mod state {
+        pub use crate::tui::state::*;
+    }
+
+    /// The store read behind a console [`state::Query`] (blocking).
+    pub fn run_query(store: &dyn crate::store::HistoryReader, q: state::Query) -> state::Loaded {
+        crate::tui::run_query(store, q)
+    }
 }

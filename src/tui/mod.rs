@@ -2,7 +2,7 @@
 //! over the engine's published [`Snapshot`]s and [`Event`]s, sending [`Command`]s back.
 //!
 //! Owns: the terminal while the console runs (init, event loop, restore on quit, error and
-//! panic), and the submodules: `state` (pure state, key → [`state::Action`]), `keymap` (the one
+//! panic), and the submodules: `state` (pure state, key → action), `keymap` (the one
 //! binding table), `view` (drawing, outside text made inert first). Must not touch: the
 //! store for writes — pause/trigger go out as Commands; the store is only *read*, off the UI
 //! thread (`spawn_blocking`), for history beyond the snapshot's `recent` window.
@@ -30,7 +30,7 @@ use crate::store::{HistoryQuery, HistoryReader};
 
 mod bulk;
 pub(crate) mod keymap;
-pub mod state;
+pub(crate) mod state;
 pub(crate) mod view;
 
 #[doc(hidden)]
@@ -326,7 +326,7 @@ fn load(store: Arc<dyn HistoryReader>, q: Query, tx: mpsc::UnboundedSender<Loade
 }
 
 /// The store read behind a [`Query`] (blocking).
-pub fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
+pub(crate) fn run_query(store: &dyn HistoryReader, q: Query) -> Loaded {
     let (job, with_diff, limit) = match &q {
         Query::DryRun(j) => {
             return Loaded::DryRun {

@@ -57,7 +57,7 @@ mod viewer;
 pub use dialog::{Answer, Dialogs, Prompt, Typed};
 pub use history::HistoryPane;
 pub use jobs::JobsTable;
-pub use ops::{BulkOp, Optimistic, Pending};
+pub use ops::{BulkOp, Optimistic};
 pub use viewer::Viewer;
 
 /// How long an unconfirmed pause/resume/trigger keeps its mark.

@@ -332,3 +332,83 @@ pub fn a_refused_step_still_settles_the_last_turn(f: Factory) {
         .sum();
     assert!((held - 0.09).abs() < 1e-12, "{held}");
 }
+
+/// A loop an operator cancelled after one answered turn and with the next one in flight: its
+/// `cut_short` row carries both (the answered turn at its real cost, the one in flight at its
+/// reservation), nothing stays reserved, and the budget counts that money for the next run.
+pub fn a_cancelled_loop_books_every_turn_it_paid_for(f: Factory) {
+    let s = f();
+    let mut jf = file(vec![every("a", 3600)]);
+    jf.settings.budget = Some(Budget {
+        max_cost_usd: 0.10,
+        period: BudgetPeriod::Day,
+    });
+    apply_due(&*s, &jf, t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 1).claims.remove(0);
+    let reserve = |settle, at| match s
+        .loop_step(&step("a", c.run_id, "o1", settle, Some(0.04), &[], t(at)))
+        .unwrap()
+    {
+        StepOutcome::Stepped {
+            reserved: Some(ReserveOutcome::Reserved { id }),
+            ..
+        } => id,
+        other => panic!("the turn fits: {other:?}"),
+    };
+    let first = reserve(None, 1001);
+    // Turn 1 answered ($0.01); turn 2 reserved ($0.04) and still in flight at the cancel.
+    reserve(Some((first, Settlement::Cost(0.01))), 1002);
+    let mut row = HistoryRow::new("a", Status::Failed, c.trigger, c.slot, "o1", t(1003));
+    row.run_id = c.run_id;
+    row.reason = Some("cancelled by operator".into());
+    row.cut_short = true;
+    let out = s
+        .complete(Completion {
+            job: "a".into(),
+            run_id: c.run_id,
+            owner: "o1".into(),
+            now: t(1003),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+    assert!(
+        (out.rows[0].cost_usd - 0.05).abs() < 1e-12,
+        "{:?}",
+        out.rows[0]
+    );
+    let back = rows(&*s, "a");
+    assert_eq!(back.len(), 1);
+    assert!((back[0].cost_usd - 0.05).abs() < 1e-12, "{:?}", back[0]);
+    assert!(back[0].cut_short);
+    let rec = s.job("a").unwrap().unwrap();
+    assert!(
+        rec.rt.counters.reservations.is_empty(),
+        "nothing stays in flight"
+    );
+    assert!((rec.rt.counters.period_cost_usd - 0.05).abs() < 1e-12);
+    // The next run finds $0.05 spent: $0.06 more does not fit the $0.10 budget, $0.05 does.
+    let next = claim(&*s, "o1", t(4600), 1).claims.remove(0);
+    let ask = |usd| {
+        s.loop_step(&step("a", next.run_id, "o1", None, Some(usd), &[], t(4601)))
+            .unwrap()
+    };
+    assert!(
+        matches!(
+            ask(0.06),
+            StepOutcome::Stepped {
+                reserved: Some(ReserveOutcome::Refused { .. }),
+                ..
+            }
+        ),
+        "the cancelled run's money still counts"
+    );
+    assert!(matches!(
+        ask(0.05),
+        StepOutcome::Stepped {
+            reserved: Some(ReserveOutcome::Reserved { .. }),
+            ..
+        }
+    ));
+}

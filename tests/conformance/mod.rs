@@ -16,6 +16,7 @@ use cronsole::schedule::ScheduleSpec;
 use cronsole::store::{
     ClaimOutcome, ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, TriggerOutcome,
 };
+use cronsole::testkit::internals::store::rules;
 
 mod overlap;
 #[allow(unused_imports)]
@@ -1097,7 +1098,7 @@ pub fn a_day_to_week_edit_counts_the_earlier_days_of_the_week(f: Factory) {
         .jobs()
         .unwrap()
         .iter()
-        .map(|r| cronsole::store::rules::period::counter_spend(&r.rt.counters, "week:1970-W01"))
+        .map(|r| rules::period::counter_spend(&r.rt.counters, "week:1970-W01"))
         .sum();
     assert!((listed - 0.025).abs() < 1e-12, "jobs/stats read {listed}");
     // $0.006 more does not fit the week's $0.03; $0.004 does, and then $0.0011 does not.
@@ -1489,7 +1490,7 @@ pub fn cancel_of_queued_runs_writes_a_skipped_row_each(f: Factory) {
         .into_iter()
         .map(|r| (r.status, r.trigger, r.slot, r.reason.unwrap_or_default()))
         .collect();
-    let why = cronsole::store::rules::reasons::REASON_QUEUED_CANCELLED.to_string();
+    let why = rules::reasons::REASON_QUEUED_CANCELLED.to_string();
     let mut want = vec![
         (Status::Skipped, Trigger::Manual, None, why.clone()),
         (
@@ -1655,6 +1656,7 @@ macro_rules! conformance_suite {
             loop_steps_hold_every_budget_across_owners,
             an_abandoned_loop_keeps_the_calls_it_recorded,
             a_refused_step_still_settles_the_last_turn,
+            a_cancelled_loop_books_every_turn_it_paid_for,
             a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,

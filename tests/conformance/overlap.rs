@@ -3,6 +3,7 @@
 
 use cronsole::model::{HistoryRow, Overlap, Status};
 use cronsole::store::{Completion, RenewOutcome};
+use cronsole::testkit::internals::store::rules;
 use cronsole::testkit::store::ClaimAt;
 
 use super::{Factory, apply_due, claim, done, every, file, rows, t};
@@ -163,7 +164,7 @@ pub fn overlap_cancel_previous_supersedes_the_live_run(f: Factory) {
     // Its owner kills it and records it like an operator's cancel; the row says why.
     let mut row = HistoryRow::new("j", Status::Failed, c.trigger, c.slot, "a", t(1011));
     row.run_id = c.run_id;
-    row.reason = Some(cronsole::store::rules::reasons::REASON_CANCELLED.to_string());
+    row.reason = Some(rules::reasons::REASON_CANCELLED.to_string());
     let end = s
         .complete(Completion {
             job: "j".into(),

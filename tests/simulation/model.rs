@@ -38,6 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 use cronsole::model::{HistoryRow, JobRecord, Status, Trigger};
+use cronsole::testkit::internals::store::policy;
 use uuid::Uuid;
 
 /// Slots a row (or a lease) stands for: `(first slot, last slot or claim instant, run_id,
@@ -223,7 +224,7 @@ impl Model {
                         let status = if late { Status::Abandoned } else { r.status };
                         r.job == a.job
                             && (!r.stale_lease || late)
-                            && (late || cronsole::store::policy::chain::is_run_end(r))
+                            && (late || policy::chain::is_run_end(r))
                             && a.on.fires_on(status)
                     })
                     .max_by_key(|(i, r)| when(*i, r))
@@ -650,11 +651,9 @@ mod tests {
     /// not.
     #[test]
     fn a_gap_explained_by_a_pause_stays_explained_after_the_clock_steps_back() {
-        let mut rec = cronsole::store::policy::define::new_record(
-            cronsole::testkit::jobs::command_job("a", 10),
-            t(0),
-        )
-        .unwrap();
+        let mut rec =
+            policy::define::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
         rec.rt.last_slot = Some(t(0));
         rec.rt.next_slot = Some(t(100));
         let run = |slot: i64| {
@@ -698,11 +697,9 @@ mod tests {
     /// (85..93), so it explains slot 90; a pause from 85 to 88 with nothing in between does not.
     #[test]
     fn a_quiet_window_ends_at_its_latest_operation_when_the_clock_stepped_back() {
-        let mut rec = cronsole::store::policy::define::new_record(
-            cronsole::testkit::jobs::command_job("a", 10),
-            t(0),
-        )
-        .unwrap();
+        let mut rec =
+            policy::define::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
         rec.rt.last_slot = Some(t(100));
         rec.rt.next_slot = Some(t(110));
         let run = |slot: i64| {
@@ -752,11 +749,9 @@ mod tests {
     /// lease, not a gap. Without the lease it would be one.
     #[test]
     fn slots_a_pause_set_aside_behind_a_live_run_are_in_flight() {
-        let mut rec = cronsole::store::policy::define::new_record(
-            cronsole::testkit::jobs::command_job("a", 10),
-            t(0),
-        )
-        .unwrap();
+        let mut rec =
+            policy::define::new_record(cronsole::testkit::jobs::command_job("a", 10), t(0))
+                .unwrap();
         rec.rt.last_slot = Some(t(30));
         rec.rt.next_slot = Some(t(90));
         rec.rt.lease = Some(cronsole::model::Lease {
@@ -855,7 +850,7 @@ mod tests {
         m.jobs.insert("c".into(), JobModel::default());
         let mut child = cronsole::testkit::jobs::command_job("c", 10);
         child.after = on;
-        let mut rec = cronsole::store::policy::define::new_record(child, t(0)).unwrap();
+        let mut rec = policy::define::new_record(child, t(0)).unwrap();
         let pending = |r: &HistoryRow| cronsole::model::ParentRun {
             job: "p".into(),
             run_id: r.run_id,

@@ -12,6 +12,7 @@ use cronsole::store::file::FileStore;
 use cronsole::store::{ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 
+use cronsole::testkit::internals::store::rules;
 use cronsole::testkit::time::base as t;
 
 fn open(disk: &SimDisk) -> FileStore {
@@ -1263,7 +1264,7 @@ fn generated_row(status: Status, from: i64, to: i64) -> HistoryRow {
     let mut r = HistoryRow::new("a", status, Trigger::Schedule, Some(t(from)), "o", t(to));
     r.slot_end = Some(t(to));
     if status == Status::Skipped {
-        r.reason = Some(cronsole::store::rules::reasons::REASON_OVERLAP.to_string());
+        r.reason = Some(rules::reasons::REASON_OVERLAP.to_string());
     }
     r
 }
@@ -1286,11 +1287,11 @@ fn a_retried_missed_row_is_trimmed_against_every_landed_row_in_a_row() {
         generated_row(Status::Missed, 240, 240),
     ];
     let retry = generated_row(Status::Missed, 235, 240);
-    let left = cronsole::store::rules::rows::unlanded_part(retry, &landed, &sched);
+    let left = rules::rows::unlanded_part(retry, &landed, &sched);
     assert!(left.is_empty(), "every slot is landed already: {left:?}");
     // A gap stays to write: 235..245 over the same rows keeps 245 alone.
     let wider = generated_row(Status::Missed, 235, 245);
-    let left: Vec<_> = cronsole::store::rules::rows::unlanded_part(wider, &landed, &sched)
+    let left: Vec<_> = rules::rows::unlanded_part(wider, &landed, &sched)
         .into_iter()
         .map(|r| (r.slot, r.slot_end, r.slots_count))
         .collect();

@@ -269,20 +269,7 @@ impl Turns<'_> {
         .await;
         self.attempts += h.attempts;
         match h.ended {
-            Ended::Done(Ok(reply)) => {
-                let c = self
-                    .quote
-                    .book(&reply.model, reply.usage, reply.cache, worst);
-                self.progress
-                    .priced_last(c.input_tokens, c.output_tokens, c.cost_usd);
-                self.model = Some(reply.model.clone());
-                self.booked.push(c.clone());
-                Ok(TurnReply {
-                    reply,
-                    cost: c,
-                    attempts: h.attempts,
-                })
-            }
+            Ended::Done(Ok(reply)) => Ok(self.answered(reply, worst, h.attempts)),
             Ended::Done(Err(e)) => Err(TurnStop::Failed(e)),
             Ended::Stopped { stop, last } => Err(match stop {
                 Stop::Budget(reason) => TurnStop::Budget {
@@ -294,6 +281,23 @@ impl Turns<'_> {
                 Stop::Store(e) => TurnStop::Store(e),
                 Stop::Lease(r) => TurnStop::Lease(r, last),
             }),
+        }
+    }
+
+    /// Book a turn's reply (its cost at most its reservation `worst`) on the run and its
+    /// progress.
+    fn answered(&mut self, reply: llm::LlmReply, worst: Option<f64>, attempts: u32) -> TurnReply {
+        let c = self
+            .quote
+            .book(&reply.model, reply.usage, reply.cache, worst);
+        let p = self.progress;
+        p.priced_last(&reply.model, c.input_tokens, c.output_tokens, c.cost_usd);
+        self.model = Some(reply.model.clone());
+        self.booked.push(c.clone());
+        TurnReply {
+            reply,
+            cost: c,
+            attempts,
         }
     }
 
@@ -416,6 +420,7 @@ pub(super) struct Answer {
 pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str) -> Flow<Answer> {
     let def = &cx.claim.job.def;
     cx.row.model = Some(agent.model.clone());
+    cx.progress.asks(&agent.model);
     let budgeted = cost::under_budget(&cx.settings, def.max_cost_usd);
     // Under a budget, an unknown model is never called: its cost could not be bounded.
     let quote = Quote::new(

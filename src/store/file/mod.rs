@@ -33,7 +33,7 @@
 //! - `open.rs` — opening, creating, migrating.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
 //!
-//! # Layout (all human-readable; format 3, see [`super::filefmt`])
+//! # Layout (all human-readable; format 3, see `store/filefmt.rs`)
 //! - `VERSION` — `cronsole-file-store 3` and `store <uuid>`, the store id drawn at creation.
 //! - `lock` — empty; every operation holds an exclusive `flock` on it, waiting at most
 //!   [`DEFAULT_LOCK_WAIT`] ([`StoreError::LockTimeout`](crate::store::StoreError::LockTimeout) after). flock is per open file
@@ -64,7 +64,7 @@
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
-//!   (`"crc32"`, see [`super::filefmt`]).
+//!   (`"crc32"`, see `store/filefmt.rs`).
 //! - `history/NNNNNN.jsonl` — sealed history segments `1..N-1` (oldest may be gone by
 //!   retention), each ending in a seal line (see `history.rs` for the design and why).
 //! - `history/first.json` — retention's mark `{"cronsole":"history-first","store":ID,
@@ -111,8 +111,8 @@
 //! fsync `EIO`) is retried by the caller: each handle remembers the history byte ranges its
 //! failed persists wrote (`Inner::unacked`, the last 64), and the retry finds its rows there —
 //! a completion finishes from its landed row (`plan::complete::complete_landed`), generated
-//! `missed`/`skipped` rows already there are not written again ([`rules::rows::same_row`](crate::store::rules::rows::same_row); a later
-//! `missed` retry keeps only the newer slots, [`rules::rows::unlanded_part`](crate::store::rules::rows::unlanded_part)). An operation relying
+//! `missed`/`skipped` rows already there are not written again (`rules::rows::same_row`; a later
+//! `missed` retry keeps only the newer slots, `rules::rows::unlanded_part`). An operation relying
 //! on rows already in history fdatasyncs history before writing the records (those rows may be
 //! in the page cache only). A recovery that wrote `abandoned` and died before releasing the
 //! lease leaves that row; the run's owner, completing a lapsed lease (`Lease::lapsed`), looks

@@ -24,7 +24,8 @@
 //!   in the current period ([`counts_in`]: an ended period of the same kind, or one of another
 //!   kind sharing no time with it) are dropped whenever their job takes a new one.
 //! - Money shown = money counted: an `abandoned` row (shutdown, crash recovery: its outcome is
-//!   unknown) carries every reservation of its run and takes them into the counters: the
+//!   unknown), and the row of a run an operator cancelled (its action was dropped mid-way),
+//!   carry every reservation of their run and take them into the counters: the
 //!   settled calls at their real cost, a call or turn still in flight, or of unknown outcome,
 //!   at its worst case. So the row, `stats`, `jobs` and the console show what the budget
 //!   counts, and a dead owner's call stops "holding" money that is then counted as spent. A
@@ -192,16 +193,23 @@ pub struct Absorbed {
     pub elsewhere: f64,
 }
 
+/// The row of a run cut short — `abandoned` (shutdown, crash recovery) or stopped by an
+/// operator's cancel ([`HistoryRow::cut_short`]) — carries every reservation of its run: its
+/// action never reached the point where it books its own cost.
+pub fn carries_every_reservation(row: &HistoryRow) -> bool {
+    row.status == Status::Abandoned || row.cut_short
+}
+
 /// A run's row is being counted: the reservations it carries leave (the row carries their
 /// cost into the counters). A finished run's row carries its settled ones (its cost is already
-/// on the row); an `abandoned` row, whose outcome nobody knows, carries every one of its run,
-/// whatever its state (see the module doc). Called by
+/// on the row); the row of a run cut short ([`carries_every_reservation`]) carries every one of
+/// its run, whatever its state (see the module doc). Called by
 /// `crate::store::policy::counters::count_row`, so both stores do it in the same write.
 /// `elsewhere` is the amount of those reservations made in a period other than `key` (the
 /// current one): that much of the row's cost belongs to the period its call was reserved in,
 /// not to `key` (a call reserved before midnight and settled after it).
 pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> Absorbed {
-    let unknown = row.status == Status::Abandoned;
+    let unknown = carries_every_reservation(row);
     let mut out = Absorbed::default();
     rec.rt.counters.reservations.retain(|r| {
         let mine = r.run_id == row.run_id && (unknown || r.state == ReservationState::Settled);

@@ -29,7 +29,7 @@ pub fn count_row(
     // Money reserved in an earlier period is booked there (it fitted that period's budget),
     // never into the current one, whose budget may already be full (midnight rollover).
     let absorbed = absorb_settled(rec, row, &key);
-    if row.status == Status::Abandoned {
+    if super::budget::carries_every_reservation(row) {
         row.cost_usd = absorbed.carried;
     }
     let elsewhere = absorbed.elsewhere;
