@@ -1041,6 +1041,11 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     let (code, _, err) = cli(&dir, &["approve", &first_run, "--reason", "late"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not awaiting approval"), "{err}");
+    // A run id the store never knew is bad input, as for `retry` and `cancel`: exit 2.
+    let nil = "00000000-0000-0000-0000-000000000000";
+    let (code, _, err) = cli(&dir, &["deny", nil]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(nil), "{err}");
 }
 
 /// Makes the owner records under `store` look like another host's: no PID space, so only their
@@ -1162,10 +1167,11 @@ jobs:
 
 /// A server that puts the secret it was given (`env_from`) into a tool's name and description,
 /// and into the log messages it sends during a call — 3 000 of them, each with escape
-/// sequences: the model is offered the tool under its redacted name and description and its
-/// call reaches the tool the server listed; the secret is in no model request, row, pin,
-/// `cronsole tools` output or log line; the log keeps at most its per-minute share of the
-/// server's messages and one line says how many more were left out.
+/// sequences, beside 3 000 list-changed notices that change nothing: the model is offered the
+/// tool under its redacted name and description and its call reaches the tool the server
+/// listed; the secret is in no model request, row, pin, `cronsole tools` output or log line;
+/// the log keeps at most its per-minute share of the server's messages, one line says how many
+/// more were left out, and no notice gets a line of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_and_bounded() {
     let Some(servers) = TestServers::find() else {
@@ -1177,7 +1183,7 @@ async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_a
         vec![
             Reply::tools(
                 vec![
-                    FakeCall::new("py__chatty", json!({"count": 3000})),
+                    FakeCall::new("py__chatty", json!({"count": 3000, "changed": 3000})),
                     FakeCall::new(&tokened, json!({"note": "hi"})),
                 ],
                 100,
@@ -1265,6 +1271,8 @@ async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_a
     );
     assert!(logs.contains("token [redacted]"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "an escape sequence in the log");
+    assert!(!logs.contains("ListChanged"), "a line per notice: {logs}");
+    assert!(!logs.contains("rmcp::"), "the SDK's own lines: {logs}");
     assert!(logs.len() < 256 * 1024, "{} bytes of log", logs.len());
 
     let mut places: Vec<(String, String)> = texts(&dir);
@@ -1314,8 +1322,13 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
         )),
         "{why}"
     );
-    let (code, out, err) = cli(&dir, &["approve", &run, "--reason", "go ahead"]);
+    // A key typed into the reason is stored redacted, on the lease as on the row.
+    let said = format!("go ahead, not {KEY}");
+    let (code, out, err) = cli(&dir, &["approve", &run, "--reason", &said]);
     assert_eq!(code, 3, "{out}{err}");
+    for (path, text) in texts(&dir.join("store")) {
+        assert!(!text.contains(KEY), "the key in {path}");
+    }
     assert!(
         err.contains(&format!(
             "run {run}'s approval is recorded, but nothing runs now: its owner {owner} (process \
@@ -1353,7 +1366,7 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
         calls[0].approval,
         Some(cronsole::transcript::Approval::Approved {
             by: Some(by),
-            reason: Some("go ahead".into())
+            reason: Some("go ahead, not [redacted]".into())
         })
     );
     assert!(!dir.join("wrote.txt").exists(), "the tool never ran");

@@ -114,6 +114,20 @@ pub fn answer_call(
     now: DateTime<Utc>,
 ) -> Result<Answered, crate::store::StoreError> {
     let by = Some(format!("{} ({via})", operator()));
+    // The reason is stored on the run's lease (the journal) before any owner reads it: a key
+    // typed into it is redacted here, by the secrets this process can read, as the run's
+    // record would redact it.
+    let reason = match (reason, store.settings()) {
+        (Some(r), Ok(settings)) => {
+            let env: super::run::EnvLookup = Arc::new(|v| std::env::var(v).ok());
+            Some(
+                super::run::secrets_of(&settings, &env)
+                    .redact(&r)
+                    .into_owned(),
+            )
+        }
+        (r, _) => r,
+    };
     let (job, out) = store.answer_approval(run_id, approve, reason, by, now)?;
     let gone = match store
         .job(&job)?

@@ -371,13 +371,29 @@ async fn drive<T: ModelTurns>(
 /// before every turn (after the calls of the last one, before its reservation).
 async fn changed(toolbox: &Toolbox, called: &[usize]) -> Option<String> {
     let names = toolbox.recheck(called).await;
-    (!names.is_empty()).then(|| {
-        format!(
-            "tool definitions changed mid-run ({} changed its tool list): the run ends \
-             before the model sees them; review with cronsole tools",
-            names.join(", ")
-        )
-    })
+    if names.is_empty() {
+        return None;
+    }
+    // A source that could not be listed again changed nothing anyone should review: say what
+    // happened instead.
+    let unlisted: Vec<String> = toolbox
+        .sources
+        .iter()
+        .filter(|s| names.iter().any(|n| n == s.name()))
+        .filter_map(|s| s.unlisted().map(|why| format!("'{}': {why}", s.name())))
+        .collect();
+    if !unlisted.is_empty() {
+        return Some(format!(
+            "tool source {} before the next turn (after a call that timed out, a server may \
+             still be busy with it): the run ends, since what it offers could not be checked",
+            unlisted.join("; ")
+        ));
+    }
+    Some(format!(
+        "tool definitions changed mid-run ({} changed its tool list): the run ends before the \
+         model sees them; review with cronsole tools",
+        names.join(", ")
+    ))
 }
 
 fn timed_out(t: Duration, calls: u32) -> String {

@@ -71,8 +71,11 @@ const MAX_EVENTS: usize = 64;
 /// tool list changed, and the server requests cronsole refused.
 #[derive(Debug, Default)]
 pub struct SessionState {
-    /// A listed definition changed or went away since the last list (checked by listing again).
+    /// A listed definition changed or went away since the last list (checked by listing again),
+    /// or the list could not be read again.
     changed: AtomicBool,
+    /// Why the list could not be read again, when that is what set `changed`.
+    unlisted: Mutex<Option<String>>,
     /// Each tool's hash at the last list.
     baseline: Mutex<Option<std::collections::BTreeMap<String, String>>>,
     /// Woken by each list-change notice.
@@ -84,6 +87,14 @@ pub struct SessionState {
 }
 
 impl SessionState {
+    /// The list could not be read again: nothing tells what the server offers now.
+    fn unlisted(&self, why: String) {
+        if let Ok(mut u) = self.unlisted.lock() {
+            u.get_or_insert(why);
+        }
+        self.changed.store(true, Ordering::SeqCst);
+    }
+
     /// The server said its tool list changed.
     fn list_change_notice(&self) {
         self.noticed.store(true, Ordering::SeqCst);
@@ -438,9 +449,10 @@ impl McpSource {
             Ok(Ok(defs)) => self.state.compare(&hashes(&defs)),
             // A server that is gone answers its next calls with errors the model is told of;
             // one that is there but cannot list is not trusted with the next turn.
-            Ok(Err(_)) | Err(_) => {
+            r => {
                 if !self.peer.is_transport_closed() {
-                    self.state.changed.store(true, Ordering::SeqCst);
+                    self.state
+                        .unlisted(unlisted_why(r.err(), self.list_timeout));
                 }
             }
         }
@@ -476,7 +488,12 @@ impl McpSource {
         let reply = tokio::time::timeout(timeout, self.peer.call_tool_once(params))
             .await
             .map_err(|_| ToolError::Timeout(timeout))?
-            .map_err(|e| self.protocol_error(format!("tools/call failed: {e}")))?;
+            .map_err(|e| {
+                self.protocol_error(format!(
+                    "tools/call failed: {}",
+                    transport_words(&e.to_string())
+                ))
+            })?;
         match reply {
             CallToolResponse::Complete(r) => Ok(redact_output(&self.secrets, tool_output(&r))),
             CallToolResponse::InputRequired(_) => {
@@ -572,6 +589,18 @@ fn redacted_defs(
     Ok((shown, real))
 }
 
+/// Why a list again failed: it timed out (`None`), or what it said, redacted later with the
+/// source's other texts.
+fn unlisted_why(r: Option<tokio::time::error::Elapsed>, timeout: Duration) -> String {
+    match r {
+        Some(_) => format!(
+            "it did not answer tools/list within {}s",
+            timeout.as_secs_f64()
+        ),
+        None => "it could not list its tools".to_string(),
+    }
+}
+
 /// Each tool's definition hash by name.
 fn hashes(defs: &[ToolDef]) -> std::collections::BTreeMap<String, String> {
     defs.iter()
@@ -593,11 +622,11 @@ fn watch_changes(
             let now = match tokio::time::timeout(timeout, pages(&peer)).await {
                 Ok(Ok(defs)) => hashes(&defs),
                 // A server that cannot list any more cannot be trusted with the next turn.
-                Ok(Err(_)) | Err(_) => {
+                r => {
                     if peer.is_transport_closed() {
                         return;
                     }
-                    state.changed.store(true, Ordering::SeqCst);
+                    state.unlisted(unlisted_why(r.err(), timeout));
                     continue;
                 }
             };
@@ -663,6 +692,11 @@ impl ToolSource for McpSource {
 
     fn recheck(&self, called: bool) -> BoxFuture<'_, bool> {
         Box::pin(self.recheck_list(called))
+    }
+
+    fn unlisted(&self) -> Option<String> {
+        let why = self.state.unlisted.lock().ok()?.clone()?;
+        Some(redact(&self.secrets, &why))
     }
 
     fn take_events(&self) -> Vec<String> {
@@ -773,7 +807,9 @@ async fn tcp_probe(url: &str, timeout: Duration) -> Option<String> {
 /// A transport error's text without the SDK's type names (`Transport [rmcp::…] error: `).
 fn transport_words(why: &str) -> String {
     match (why.find(" Transport ["), why.find("] error: ")) {
-        (Some(a), Some(b)) if a < b => format!("{}: {}", &why[..a], &why[b + 9..]),
+        (Some(a), Some(b)) if a < b => {
+            format!("{}: {}", why[..a].trim_end_matches(':'), &why[b + 9..])
+        }
         _ => why.to_string(),
     }
 }
@@ -974,6 +1010,18 @@ mod tests {
             panic!("not a blob");
         };
         assert!(!kind.contains('\u{1b}'), "{kind:?}");
+    }
+
+    #[test]
+    fn a_transport_error_reads_without_the_sdks_type_names() {
+        let why = "Transport send error: Transport [cronsole::action::tools::fallback::Forgetful<\
+                   rmcp::transport::worker::WorkerTransport<reqwest::Client>>] error: HTTP \
+                   response body exceeded the maximum size of 8388608 bytes";
+        assert_eq!(
+            transport_words(why),
+            "Transport send error: HTTP response body exceeded the maximum size of 8388608 bytes"
+        );
+        assert_eq!(transport_words("plain words"), "plain words");
     }
 
     #[test]

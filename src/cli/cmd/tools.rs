@@ -291,11 +291,13 @@ fn agent_row(
     let mut missing = Vec::new();
     for l in listed {
         let Ok(tools) = &l.tools else {
-            if patterns
+            // Each entry as the jobs file wrote it: the server line above says why it was not
+            // listed (unreachable, too many tools, …).
+            for p in patterns
                 .iter()
-                .any(|p| p.server() == Some(l.def.name.as_str()))
+                .filter(|p| p.server() == Some(l.def.name.as_str()))
             {
-                missing.push(format!("{}.* (unreachable)", l.def.name));
+                missing.push(format!("{p} (its server did not list its tools)"));
             }
             continue;
         };

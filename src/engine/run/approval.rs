@@ -163,7 +163,7 @@ fn verdict(ans: ApprovalAnswer) -> Verdict {
 /// The alert asking for an answer.
 fn approval_message(row: &HistoryRow, run_id: Uuid, a: &AwaitingApproval) -> Message {
     Message {
-        kind: MessageKind::Alert,
+        kind: MessageKind::AwaitingApproval,
         job: row.job.clone(),
         text: format!(
             "APPROVAL NEEDED: {} run {run_id} wants to call {} with {}; answer with `cronsole \
