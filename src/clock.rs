@@ -213,7 +213,7 @@ impl Clock for TokioClock {
 /// A difference between wall and monotonic time larger than this over one interval is a step
 /// of the wall clock (an operator's `date -s`, NTP stepping a clock that was far off, a host
 /// resumed from suspend); smaller ones are drift that NTP slews away.
-pub const STEP_THRESHOLD: Duration = Duration::from_secs(5);
+pub(crate) const STEP_THRESHOLD: Duration = Duration::from_secs(5);
 
 /// Both readings of a clock at one moment: comparing two of them shows a step in between.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -221,7 +221,7 @@ pub struct Reading {
     /// Wall time.
     pub wall: DateTime<Utc>,
     /// Monotonic time.
-    pub mono: Duration,
+    pub(crate) mono: Duration,
 }
 
 impl Reading {
@@ -235,7 +235,7 @@ impl Reading {
 
     /// How far the wall clock was stepped between `earlier` and this reading (wall time moved
     /// minus time passed), when that is more than [`STEP_THRESHOLD`] either way.
-    pub fn step_since(&self, earlier: &Reading) -> Option<chrono::Duration> {
+    pub(crate) fn step_since(&self, earlier: &Reading) -> Option<chrono::Duration> {
         let passed = chrono::Duration::from_std(self.mono.saturating_sub(earlier.mono)).ok()?;
         let step = (self.wall - earlier.wall) - passed;
         let bound = chrono::Duration::from_std(STEP_THRESHOLD).ok()?;
@@ -243,7 +243,7 @@ impl Reading {
     }
 
     /// Time passed since `earlier` (monotonic: a step in between does not count).
-    pub fn passed_since(&self, earlier: &Reading) -> Duration {
+    pub(crate) fn passed_since(&self, earlier: &Reading) -> Duration {
         self.mono.saturating_sub(earlier.mono)
     }
 }

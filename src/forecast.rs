@@ -24,14 +24,19 @@
 //!   slots than that says which limit stops it ([`JobForecast::limit_note`]) rather than print
 //!   `22 slots left × $0.0108/run = $0.0000`; [`JobForecast::breakdown`] is the line every
 //!   surface prints (`stats`, `describe`, the console's job detail), a product that adds up.
+//! - The global limit is shared: the projection starts from the money every job has committed
+//!   this period (spent and held for calls in flight, summed as the budget check of a call sums
+//!   it) and tests each run as that check does ([`Totals::fits`]). A job's line is therefore
+//!   only right when the forecast is built over every job that spends ([`Builder`]), which
+//!   every surface does.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::cost::budget_period;
 use crate::model::{BudgetPeriod, Gate, JobRecord, Settings, Status};
+use crate::store::rules::period::{Totals, committed};
 use crate::store::rules::slots::compile;
-use crate::store::stats::period_spend;
 
 /// How far the `total` period's forecast looks ahead.
 pub const TOTAL_HORIZON_DAYS: i64 = 30;
@@ -121,9 +126,12 @@ pub struct Forecast {
     /// The end of the budget period (or of the horizon for `total`).
     pub until: DateTime<Utc>,
     pub spent_usd: f64,
+    /// Money the budget holds for model calls in flight or of unknown outcome this period:
+    /// not spent yet, not available either.
+    pub in_flight_usd: f64,
     /// The global budget's limit, `None` without a budget.
     pub limit_usd: Option<f64>,
-    /// Spent so far + projected for every job.
+    /// Spent so far + in flight + projected for every job.
     pub projected_total_usd: f64,
     /// When the limit will be reached at this pace; `None` = not this period (or no budget).
     pub limit_reached_at: Option<DateTime<Utc>>,
@@ -254,28 +262,64 @@ fn slots_left(
     (out, false)
 }
 
-/// The forecast at `now`.
+/// The forecast at `now` over every job of the store.
 pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Forecast {
-    let period = budget_period(settings);
-    let until = period_end(period, now);
-    let spent = crate::cost::sum_usd(jobs.iter().map(|j| period_spend(j, settings, now)));
-    // (when, cost, index into `lines`) of every run projected within its job's own limit.
-    let mut events: Vec<(DateTime<Utc>, f64, usize)> = Vec::new();
-    let mut lines = Vec::new();
+    let mut b = Builder::new(settings, now);
     for rec in jobs {
+        b.add(rec);
+    }
+    b.finish()
+}
+
+/// The forecast built one job at a time, so a caller can stream a store's jobs page by page
+/// and keep only what the projection needs: the committed money of every job, and the slots
+/// of the jobs that spend. Every surface (`stats`, `describe`, the console) builds it over every
+/// job, so a job's line is the same wherever it is read: the global limit is shared, and the
+/// other jobs' spend and runs decide how much of it is left for this one.
+pub struct Builder<'a> {
+    settings: &'a Settings,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    key: String,
+    /// Every job's committed money this period, summed as the budget check sums it.
+    committed: Totals,
+    /// (when, cost, index into `lines`) of every run projected within its job's own limit.
+    events: Vec<(DateTime<Utc>, f64, usize)>,
+    lines: Vec<JobForecast>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(settings: &'a Settings, now: DateTime<Utc>) -> Builder<'a> {
+        let period = budget_period(settings);
+        Builder {
+            settings,
+            now,
+            until: period_end(period, now),
+            key: period.key(now),
+            committed: Totals::default(),
+            events: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// Counts one job: its committed money, and its projected runs if it spends.
+    pub fn add(&mut self, rec: &JobRecord) {
+        let now = self.now;
+        self.committed.add(&rec.rt.counters, &self.key);
         let per = cost_per_run(rec, now);
         if per <= 0.0 {
-            continue;
+            return;
         }
-        let (slots, capped) = slots_left(rec, now, until);
+        let (slots, capped) = slots_left(rec, now, self.until);
         if slots.is_empty() {
-            continue;
+            return;
         }
-        // The job's own limit stops its spending.
-        let left = rec
-            .def
-            .max_cost_usd
-            .map(|m| (m - period_spend(rec, settings, now)).max(0.0));
+        // The job's own limit stops its spending: what it leaves is what its budget check
+        // leaves (spent and in flight subtracted).
+        let left = rec.def.max_cost_usd.map(|m| {
+            let (spent, held) = committed(rec, &self.key);
+            (m - spent - held).max(0.0)
+        });
         let room = left.unwrap_or(f64::INFINITY);
         let mut projected = 0.0;
         for s in &slots {
@@ -283,9 +327,9 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> F
                 break;
             }
             projected += per;
-            events.push((*s, per, lines.len()));
+            self.events.push((*s, per, self.lines.len()));
         }
-        lines.push(JobForecast {
+        self.lines.push(JobForecast {
             job: rec.def.name.clone(),
             slots_left: slots.len() as u64,
             cost_per_run_usd: per,
@@ -295,38 +339,59 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> F
             job_limit_left_usd: left,
         });
     }
-    // Every job's runs in time order against the global limit: the first run that does not
-    // fit is refused, and so is every later one (the limit is reached).
-    let limit = settings.budget.map(|b| b.max_cost_usd);
-    events.sort_by_key(|e| e.0);
-    let mut cum = spent;
-    let mut limit_reached_at = limit.filter(|l| spent >= *l).map(|_| now);
-    for (t, c, i) in &events {
-        if limit_reached_at.is_some() {
-            break;
+
+    /// Every job's runs in time order against the global limit, each tested as the budget
+    /// check tests a call ([`Totals::fits`], over the money every job has committed): the
+    /// first run that does not fit is refused, and so is every later one (the limit is
+    /// reached).
+    pub fn finish(self) -> Forecast {
+        let Builder {
+            settings,
+            now,
+            until,
+            committed,
+            mut events,
+            mut lines,
+            ..
+        } = self;
+        let limit = settings.budget.map(|b| b.max_cost_usd);
+        events.sort_by_key(|e| e.0);
+        let mut used = committed;
+        let mut limit_reached_at = limit.filter(|l| !used.fits(*l, 0.0)).map(|_| now);
+        for (t, c, i) in &events {
+            if limit_reached_at.is_some() {
+                break;
+            }
+            if let Some(l) = limit
+                && !used.fits(l, *c)
+            {
+                limit_reached_at = Some(*t);
+                break;
+            }
+            used.spent += c;
+            lines[*i].projected_usd += c;
+            lines[*i].runs_paid += 1;
+            // Spent up to the limit (to a billionth of a dollar: sums of prices carry binary
+            // noise) is reached: no later call can fit.
+            if limit.is_some_and(|l| used.spent + used.held >= l - 1e-9) {
+                limit_reached_at = Some(*t);
+            }
         }
-        if let Some(l) = limit
-            && cum + c > l + 1e-9
-        {
-            limit_reached_at = Some(*t);
-            break;
+        lines.sort_by(|a, b| {
+            b.projected_usd
+                .total_cmp(&a.projected_usd)
+                .then_with(|| a.job.cmp(&b.job))
+        });
+        let projected = crate::cost::sum_usd(lines.iter().map(|l| l.projected_usd));
+        Forecast {
+            until,
+            spent_usd: committed.spent,
+            in_flight_usd: committed.held,
+            limit_usd: limit,
+            projected_total_usd: committed.spent + committed.held + projected,
+            limit_reached_at,
+            jobs: lines,
         }
-        cum += c;
-        lines[*i].projected_usd += c;
-        lines[*i].runs_paid += 1;
-        if limit.is_some_and(|l| cum >= l - 1e-9) {
-            limit_reached_at = Some(*t);
-        }
-    }
-    lines.sort_by(|a, b| b.projected_usd.total_cmp(&a.projected_usd));
-    let projected_total = spent + crate::cost::sum_usd(lines.iter().map(|l| l.projected_usd));
-    Forecast {
-        until,
-        spent_usd: spent,
-        limit_usd: limit,
-        projected_total_usd: projected_total,
-        limit_reached_at,
-        jobs: lines,
     }
 }
 
@@ -521,6 +586,72 @@ mod tests {
             "20000 slots left (at least), 120 before the global limit: 120 × $0.084/run = $10.080"
         );
         assert_eq!(f.limit_reached_at, Some(t("2026-11-25T12:03:41Z")));
+    }
+
+    /// A job's line counts every job's committed money under the global limit, as the budget
+    /// check of its next call does: with $0.0019 of a $0.05 limit left (another job spent
+    /// $0.047, a third holds $0.0001 for a call in flight), a job whose runs cost $0.00089 has
+    /// two paid runs left, not the 55 the limit less its own spend would allow; and the line
+    /// is the same whether it is read from every job (`stats`) or from the jobs that spend
+    /// (`describe`).
+    #[test]
+    fn a_jobs_line_counts_the_other_jobs_spend_and_holds_under_the_global_limit() {
+        use crate::model::{Reservation, ReservationState};
+        let t0 = t("2026-11-25T12:00:00Z");
+        let settings = Settings {
+            budget: Some(Budget {
+                max_cost_usd: 0.05,
+                period: BudgetPeriod::Total,
+            }),
+            ..Default::default()
+        };
+        let total = |rec: &mut JobRecord, cost: f64| {
+            let mut row = HistoryRow::new(
+                &rec.def.name,
+                Status::Succeeded,
+                Trigger::Schedule,
+                None,
+                "o",
+                t0,
+            );
+            row.cost_usd = cost;
+            count_row(rec, &mut row, BudgetPeriod::Total, t0);
+        };
+        let mut a = job("a", t0);
+        total(&mut a, 0.00089);
+        let mut b = job("b", t0);
+        total(&mut b, 0.047);
+        b.rt.paused = true;
+        let mut c = job("c", t0);
+        c.rt.paused = true;
+        c.rt.counters.reservations.push(Reservation {
+            id: uuid::Uuid::new_v4(),
+            run_id: uuid::Uuid::new_v4(),
+            owner: "o".into(),
+            period_key: "total".into(),
+            usd: 0.0001,
+            state: ReservationState::Reserved,
+            at: t0,
+        });
+        let never = job("never", t0);
+        let now = t0 + Duration::seconds(1);
+        a.rt.next_slot = Some(now + Duration::seconds(60));
+        let alone = compute(std::slice::from_ref(&a), &settings, now);
+        assert_eq!(alone.jobs[0].runs_paid, 55, "{alone:?}");
+        let all = [a.clone(), b.clone(), c.clone(), never];
+        let f = compute(&all, &settings, now);
+        assert!((f.spent_usd - 0.04789).abs() < 1e-12, "{f:?}");
+        assert!((f.in_flight_usd - 0.0001).abs() < 1e-12, "{f:?}");
+        // $0.05 − $0.04789 − $0.0001 = $0.00201: two runs of $0.00089.
+        let line = f.jobs.iter().find(|j| j.job == "a").unwrap();
+        assert_eq!(line.runs_paid, 2, "{f:?}");
+        assert_eq!(
+            line.limit_note(&|x| format!("${x:.5}")),
+            ", 2 before the global limit"
+        );
+        assert!(f.projected_total_usd <= 0.05 + 1e-12, "{f:?}");
+        // The jobs that spend alone make the same forecast.
+        assert_eq!(compute(&[a, b, c], &settings, now), f);
     }
 
     /// Just after a rollover, a job that spent $0.084 a run all day must not be projected at $1680

@@ -32,7 +32,7 @@ use crate::store::{HistoryQuery, Store, StoreResult};
 pub const RECENT_ROWS: usize = 1000;
 
 /// Jobs read per page while a snapshot is built (one page of records is in memory at a time).
-pub const PAGE_ROWS: usize = 2000;
+pub(crate) const PAGE_ROWS: usize = 2000;
 
 /// Jobs the first, quick snapshot of a large store holds (the rest follows in the background).
 pub const FIRST_ROWS: usize = 2000;

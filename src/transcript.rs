@@ -332,7 +332,8 @@ impl Transcript {
     }
 
     /// Entries ever pushed, elided ones included.
-    pub fn pushed(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn pushed(&self) -> u64 {
         self.pushed
     }
 
@@ -382,7 +383,7 @@ impl<'de> Deserialize<'de> for Transcript {
 }
 
 /// `s` cut to at most `max` bytes at a character boundary, marked when cut.
-pub fn cap_bytes(s: &str, max: usize) -> String {
+pub(crate) fn cap_bytes(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -395,7 +396,7 @@ pub fn cap_bytes(s: &str, max: usize) -> String {
 }
 
 /// sha256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(bytes)
         .iter()

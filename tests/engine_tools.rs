@@ -301,6 +301,47 @@ async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_sp
     rig.stop().await;
 }
 
+/// With tools, `timeout_seconds` bounds the whole loop, the waits between retries included: a
+/// request cut at the bound is not retried (one paid attempt, booked at its reservation since
+/// its outcome is unknown), however many retries the job allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cut_at_the_loops_timeout_is_not_retried() {
+    let src = files();
+    let slow = Reply::Slow(
+        std::time::Duration::from_secs(4),
+        Box::new(Reply::ok("late", 10, 5)),
+    );
+    let fake = FakeLlm::openai(KEY, vec![Reply::Forever(Box::new(slow))])
+        .await
+        .unwrap();
+    let yaml = yaml(
+        "openai",
+        &fake.base_url(),
+        "budget: { max_cost_usd: 1.0, period: day }\n",
+        "",
+    )
+    .replace(
+        "    max_retries: 1\n",
+        "    max_retries: 3\n    timeout_seconds: 1\n",
+    );
+    let rig = Rig::start("tools-timeout-retry", &yaml, opts(&src)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "timed out: the tool loop ran past timeout_seconds (1s) during turn 1: not retried"
+        ),
+        "{reason}"
+    );
+    assert_eq!(fake.request_count(), 1, "no second paid attempt");
+    assert_eq!(r.attempts, 1, "{r:#?}");
+    assert!(r.cost_usd > 0.0, "the cut request is booked: {r:#?}");
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    rig.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_prompt_tokens_are_priced_at_the_cache_price_once() {
     for (provider, expected) in [

@@ -226,7 +226,12 @@ fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() 
     let call = the_call(&row);
     let ran = std::fs::read_to_string(dir.join("wrote.txt")).unwrap_or_default();
     // The record names who answered, and how.
-    let by = |how: &str| Some(format!("{} ({how})", cronsole::engine::operator()));
+    let by = |how: &str| {
+        Some(format!(
+            "{} ({how})",
+            cronsole::testkit::internals::engine::operator()
+        ))
+    };
     if approved {
         assert_eq!(
             call.approval,

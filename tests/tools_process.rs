@@ -1348,7 +1348,10 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
     tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
     assert_eq!(row.status, Status::Abandoned, "{row:#?}");
     assert_eq!(row.run_id.to_string(), run);
-    let by = format!("{} (cronsole approve)", cronsole::engine::operator());
+    let by = format!(
+        "{} (cronsole approve)",
+        cronsole::testkit::internals::engine::operator()
+    );
     let reason = row.reason.as_deref().unwrap_or_default();
     assert!(
         reason.contains(&format!(

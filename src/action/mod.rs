@@ -106,10 +106,13 @@ pub struct Hooked<T, E, S> {
 /// budget reservation) and either hands the attempt a ticket or stops the loop; then
 /// `attempt_fn(attempt, ticket)` runs, up to `max_attempts` times (at least one try), sleeping
 /// [`BackoffConfig::delay`] (tokio time) between attempts while `retryable(&err)` says the error
-/// may go away. The caller renews its lease concurrently; this helper only owns the schedule.
+/// may go away. A wait never runs past `until` (a bound over the whole action, such as a tool
+/// loop's `timeout_seconds`): it is cut there, and the hook, which knows the bound, stops the
+/// loop. The caller renews its lease concurrently; this helper only owns the schedule.
 pub async fn retry_with_hook<T, E, S, P, H, HFut, F, Fut>(
     cfg: &BackoffConfig,
     max_attempts: u32,
+    until: Option<tokio::time::Instant>,
     mut before: H,
     mut attempt_fn: F,
     mut retryable: impl FnMut(&E) -> bool,
@@ -151,7 +154,10 @@ where
             };
         }
         last = result.err();
-        let wait = cfg.delay(attempt, jitter_unit());
+        let mut wait = cfg.delay(attempt, jitter_unit());
+        if let Some(u) = until {
+            wait = wait.min(u.saturating_duration_since(tokio::time::Instant::now()));
+        }
         #[cfg(any(test, feature = "testkit"))]
         waits.push(wait);
         tokio::time::sleep(wait).await;
@@ -174,6 +180,7 @@ where
     let h = retry_with_hook(
         cfg,
         max_attempts,
+        None,
         |_| std::future::ready(Ok::<(), std::convert::Infallible>(())),
         |a, ()| attempt_fn(a),
         retryable,
@@ -298,6 +305,7 @@ mod backoff_tests {
         let h: Hooked<(), String, &str> = retry_with_hook(
             &tiny(),
             5,
+            None,
             |a| {
                 seen.push(a);
                 std::future::ready(if a < 2 { Ok(a * 10) } else { Err("budget") })
@@ -323,6 +331,7 @@ mod backoff_tests {
         let h: Hooked<(), String, &str> = retry_with_hook(
             &tiny(),
             5,
+            None,
             |_| std::future::ready(Err::<(), _>("no")),
             |_, ()| async { Ok(()) },
             |_| true,
@@ -330,5 +339,41 @@ mod backoff_tests {
         .await;
         assert_eq!(h.attempts, 0);
         assert!(matches!(h.ended, Ended::Stopped { last: None, .. }));
+    }
+
+    /// A wait between attempts never runs past `until`: a 30 s backoff 5 s before the bound
+    /// sleeps 5 s, then the hook (which knows the bound) stops the loop.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_is_cut_at_the_bound_and_the_hook_stops_the_retry() {
+        let start = tokio::time::Instant::now();
+        let until = start + Duration::from_secs(5);
+        let h: Hooked<(), String, &str> = retry_with_hook(
+            &BackoffConfig {
+                jitter: 0.0,
+                ..BackoffConfig::default()
+            },
+            3,
+            Some(until),
+            |a| {
+                std::future::ready(if a > 0 && tokio::time::Instant::now() >= until {
+                    Err("timed out")
+                } else {
+                    Ok(())
+                })
+            },
+            |_, ()| async { Err("boom".to_string()) },
+            |_| true,
+        )
+        .await;
+        assert_eq!(h.attempts, 1, "no second attempt past the bound");
+        assert_eq!(h.waits, vec![Duration::from_secs(5)]);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert!(matches!(
+            h.ended,
+            Ended::Stopped {
+                stop: "timed out",
+                ..
+            }
+        ));
     }
 }

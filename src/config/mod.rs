@@ -9,17 +9,17 @@
 //! every node as written, and enforces the structural limits (nesting, alias expansion, duplicate
 //! keys); `check` holds the schema and the rules and works on that value (key paths only); the
 //! paths of the problems found are then located in the same parsed document. `bounds` is the
-//! table of every number's minimum and maximum, shared by `check` and [`check_bounds`].
+//! table of every number's minimum and maximum, shared by `check` and `check_bounds`.
 //! Imports run one way: `defaults`, `bounds`, `yaml` and `diagnostic` (what a check reports) at
 //! the bottom, then `check`, then `read` (the file on disk) and `stream` (the passes), and this
 //! module's entry points on top; nothing below imports this module.
 //!
 //! Job by job (so a file of 1 000 000 jobs fits in the memory of its text): `stream` checks a
-//! plain `jobs:` list one item at a time, and [`prepare_file`] / [`validate_str_at`] hand the
+//! plain `jobs:` list one item at a time, and `prepare_file` / `validate_str_at` hand the
 //! valid jobs over one at a time; its module doc says how.
 //!
-//! Reading the file: [`read_text`] refuses anything that is not a regular file (a directory, a
-//! FIFO, `/dev/zero`) and any file larger than the cap ([`DEFAULT_MAX_FILE_BYTES`], 256 MiB, or
+//! Reading the file: `read_text` refuses anything that is not a regular file (a directory, a
+//! FIFO, `/dev/zero`) and any file larger than the cap (`DEFAULT_MAX_FILE_BYTES`, 256 MiB, or
 //! `CRONSOLE_MAX_JOBS_FILE_BYTES`), reading at most cap + 1 bytes, so it never grows without
 //! bound.
 //!
@@ -78,17 +78,14 @@ mod stream;
 mod tests;
 mod yaml;
 
-pub use bounds::{OutOfBounds, check_bounds, check_job_bounds};
-pub use check::{cycle_text, find_cycle, find_cycle_by};
+pub(crate) use bounds::{OutOfBounds, check_bounds, check_job_bounds};
+pub(crate) use check::{cycle_text, find_cycle, find_cycle_by};
 use diagnostic::yaml_error;
 pub use diagnostic::{Checked, ConfigErrors, Diagnostic, Loaded, Severity};
-pub use read::adjust_paths;
-pub use read::{
-    DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes, read_text, read_text_capped,
-    unreadable,
-};
+pub(crate) use read::adjust_paths;
+pub(crate) use read::{MAX_FILE_BYTES_ENV, max_file_bytes, read_text};
 use stream::*;
-pub use stream::{Handover, Prepared, Validation, prepare_file, validate_str_at};
+pub(crate) use stream::{Handover, Validation, prepare_file, validate_str_at};
 
 /// Read and validate a jobs file.
 ///

@@ -106,7 +106,7 @@ pub struct EngineConfig {
     /// Past this distance between this owner's clock and the store's (measured at each
     /// heartbeat) it claims nothing new, and says so. `None` (the default here): no bound, for
     /// tests whose injected clock is nowhere near the store's; `cronsole` sets
-    /// [`default_max_clock_offset`] unless told otherwise.
+    /// a quarter of the shortest lease, at most 60 s, unless told otherwise.
     pub max_clock_offset: Option<StdDuration>,
 }
 

@@ -96,13 +96,13 @@ pub(crate) mod spool;
 mod start;
 mod task;
 
-pub use api::{Command, EngineConfig, Event, default_max_clock_offset, new_owner_id};
-pub use commands::{Answered, answer_call, operator};
+pub(crate) use api::default_max_clock_offset;
+pub use api::{Command, EngineConfig, Event, new_owner_id};
+pub(crate) use commands::{answer_call, operator};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
-pub use notice::{CallOwner, call_owner, operator_notice, trigger_notice};
+pub(crate) use notice::{call_owner, operator_notice, trigger_notice};
 pub use outage::{EngineHealth, probe_delay, store_backoff};
-pub use owner::BEAT_EVERY;
 pub use run::RunDeps;
 pub use start::{EngineHandle, spawn};
 

@@ -700,6 +700,7 @@ async fn step4_command(cx: &mut Ctx<'_>, command: &str, timeout_seconds: f64) ->
     let h = retry_with_hook(
         &cx.deps.backoff,
         cx.claim.job.def.max_retries.max(1),
+        None,
         |attempt| lease_still_held(store, clock, job, run_id, attempt),
         |_, ()| async move {
             let started = clock.now();

@@ -179,11 +179,17 @@ impl RunTask {
         } else {
             row.clock_stepped = self.claimed_after_step.clone();
         }
+        // What the completion decides (overlap rows, the next slot) is decided on the store's
+        // clock as the last heartbeat read it, when this owner keeps that reading: an owner whose
+        // own clock stepped an hour ahead claims nothing, but its runs in flight still end, and
+        // deciding their slots on its clock would move the job's next slot an hour ahead for
+        // every owner. The row keeps this host's instants.
+        let decide_at = self.health.store_now(end.mono).unwrap_or(now);
         let completion = Completion {
             job: job.clone(),
             run_id,
             owner: self.owner.clone(),
-            now,
+            now: decide_at,
             row,
             state: output.state,
             hold_until: output.hold_until,

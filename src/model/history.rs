@@ -351,7 +351,7 @@ impl HistoryRow {
 pub(crate) const RESULT_MAX_CHARS: usize = 8000;
 
 /// Cut `s` to at most `max` characters, marking the cut (`result`).
-pub fn truncate_marked(s: &str, max: usize) -> String {
+pub(crate) fn truncate_marked(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((idx, _)) => format!("{}…[truncated]", &s[..idx]),

@@ -262,7 +262,7 @@ impl JobDef {
 
     /// The schedule's own start when the job is (re-)anchored at `stored`, `run_immediately`
     /// aside: the grid's anchor and its first slot. The store records exactly this.
-    pub fn schedule_start(
+    pub(crate) fn schedule_start(
         &self,
         stored: DateTime<Utc>,
     ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), crate::schedule::ScheduleError> {

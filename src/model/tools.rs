@@ -27,7 +27,7 @@ pub struct ToolSettings {
 
 /// A tool's definition as a request carries it, in `provider`'s wire format (the one shape
 /// requests send and every forecast of a prompt's weight counts).
-pub fn definition_json(
+pub(crate) fn definition_json(
     provider: super::Provider,
     wire_name: &str,
     description: &str,
@@ -50,7 +50,11 @@ pub fn definition_json(
 impl ToolSettings {
     /// Bytes the definitions of the command tools `allowed` admits weigh in every request to
     /// `provider` (MCP tools are known only once their servers are asked).
-    pub fn command_tools_bytes(&self, provider: super::Provider, allowed: &[ToolPattern]) -> usize {
+    pub(crate) fn command_tools_bytes(
+        &self,
+        provider: super::Provider,
+        allowed: &[ToolPattern],
+    ) -> usize {
         self.command_tools
             .values()
             .filter(|t| allowed.iter().any(|p| p.admits(&t.name)))
@@ -70,7 +74,7 @@ impl ToolSettings {
     /// The names of cronsole's variables whose values some tool source receives (every
     /// server's `env_from` and `headers_env`, every command tool's `env_from`), each once:
     /// those values are secrets wherever a run may show them.
-    pub fn secret_sources(&self) -> Vec<&str> {
+    pub(crate) fn secret_sources(&self) -> Vec<&str> {
         let servers = self.mcp_servers.values().flat_map(|s| match &s.transport {
             McpTransport::Stdio { env_from, .. } => env_from.values(),
             McpTransport::Http { headers_env, .. } => headers_env.values(),
@@ -302,7 +306,7 @@ impl ToolPattern {
 
     /// Whether this entry admits the tool called `qualified` (`server.tool`, or a command
     /// tool's name).
-    pub fn admits(&self, qualified: &str) -> bool {
+    pub(crate) fn admits(&self, qualified: &str) -> bool {
         match self {
             ToolPattern::Tool { server, tool } => qualified
                 .split_once('.')

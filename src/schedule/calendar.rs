@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// How many days a slot walk may skip before it concludes there is no allowed slot (a little
 /// over eleven years: a yearly holiday-only job still finds its next date).
-pub const MAX_SKIPPED_DAYS: u32 = 4100;
+pub(crate) const MAX_SKIPPED_DAYS: u32 = 4100;
 
 /// One named set of dates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -63,7 +63,7 @@ impl Calendar {
 }
 
 /// Short and long weekday names, Monday first (what the jobs file accepts, any case).
-pub const WEEKDAY_NAMES: [(&str, &str); 7] = [
+pub(crate) const WEEKDAY_NAMES: [(&str, &str); 7] = [
     ("mon", "monday"),
     ("tue", "tuesday"),
     ("wed", "wednesday"),
@@ -74,7 +74,7 @@ pub const WEEKDAY_NAMES: [(&str, &str); 7] = [
 ];
 
 /// `mon`/`Monday`/… to its index (Monday = 0), or `None`.
-pub fn parse_weekday(s: &str) -> Option<usize> {
+pub(crate) fn parse_weekday(s: &str) -> Option<usize> {
     let s = s.trim().to_ascii_lowercase();
     WEEKDAY_NAMES
         .iter()

@@ -42,7 +42,7 @@ use chrono_tz::Tz;
 use super::spec::ScheduleError;
 
 /// Largest UTC-offset change of one transition the exact search allows for.
-pub const MAX_SHIFT_SECS: i64 = 3 * 3600;
+pub(crate) const MAX_SHIFT_SECS: i64 = 3 * 3600;
 /// Farthest the fast path trusts offset sampling (longer jumps take the exact path).
 const FAST_PATH_MAX_SECS: i64 = 8 * 86_400;
 /// How far ahead/behind a wall-time search looks before concluding there is no match.
@@ -486,7 +486,8 @@ impl CronSchedule {
 
     /// Wildcard = minute or hour field starts with `*`: such a schedule skips times in a DST gap
     /// and fires in both passes of a fold, where a fixed-time one fires once (Vixie's rule).
-    pub fn is_wildcard(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_wildcard(&self) -> bool {
         self.wildcard
     }
 

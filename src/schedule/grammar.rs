@@ -230,7 +230,7 @@ fn is_interval_word(w: &str) -> bool {
 }
 
 /// RFC 3339, or a naive local time (`2026-12-01T09:00`, `2026-12-01 09:00:00`) in `tz`.
-pub fn parse_at(input: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
+pub(crate) fn parse_at(input: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
     let s = input.trim();
     let bad = || {
         ScheduleError::new(format!(
@@ -288,7 +288,7 @@ pub fn parse_at(input: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
 
 /// The most digits an `at:` instant may have after its second: microseconds, what both stores
 /// keep exactly.
-pub const MAX_FRACTION_DIGITS: usize = 6;
+pub(crate) const MAX_FRACTION_DIGITS: usize = 6;
 
 /// How many digits follow the seconds' decimal point in a date-time text (0 without one). The
 /// date part has no `.`, so the first one is the seconds' (a comma is RFC 3339's other mark).

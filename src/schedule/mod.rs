@@ -70,7 +70,7 @@ impl Compiled {
     }
 
     /// This schedule restricted to the dates `rule` allows in `tz` (unchanged for an empty rule).
-    pub fn on_days(self, rule: &calendar::DayRule, tz: Tz) -> Compiled {
+    pub(crate) fn on_days(self, rule: &calendar::DayRule, tz: Tz) -> Compiled {
         if rule.is_empty() {
             return self;
         }
@@ -138,7 +138,7 @@ impl Compiled {
 
     /// The last slot at or before `t` (for cron, the "scheduled instant"
     /// that the misfire grace is measured from).
-    pub fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.prev_before(t + chrono::Duration::milliseconds(1))
             .filter(|s| *s <= t)
     }
@@ -195,7 +195,7 @@ impl Compiled {
 /// Where a schedule's slots sit, in words, for `validate` and `describe`: an `every` grid
 /// (`hourly`, `every 2h`) counts from the moment its job is first stored, a cron schedule sits
 /// on the clock. `None` for one-shots and `after:`-only jobs.
-pub fn placement(spec: &ScheduleSpec) -> Option<String> {
+pub(crate) fn placement(spec: &ScheduleSpec) -> Option<String> {
     match spec {
         ScheduleSpec::Every { every_seconds } => {
             let grid = "counted from when the job is first stored, its first slot one interval \
@@ -212,7 +212,7 @@ pub fn placement(spec: &ScheduleSpec) -> Option<String> {
 
 /// The schedule that runs every `secs` on the clock instead of on a grid counted from when the
 /// job was stored (`@hourly` for 3600), when there is one.
-pub fn clock_form(secs: u64) -> Option<String> {
+pub(crate) fn clock_form(secs: u64) -> Option<String> {
     let s = secs;
     if s == 60 {
         Some("`* * * * *`".to_string())
@@ -237,7 +237,7 @@ fn offset_ms(t: DateTime<Utc>, ms: i64) -> Option<DateTime<Utc>> {
 }
 
 /// "every 5 minutes", "every 90 seconds", "every day".
-pub fn describe_every(secs: u64) -> String {
+pub(crate) fn describe_every(secs: u64) -> String {
     let unit = |n: u64, one: &str, many: &str| {
         if n == 1 {
             format!("every {one}")

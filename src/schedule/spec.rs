@@ -75,7 +75,7 @@ impl ScheduleSpec {
     }
 
     /// Any schedule with more than one slot (`every`, cron).
-    pub fn is_recurring(&self) -> bool {
+    pub(crate) fn is_recurring(&self) -> bool {
         !self.is_at() && *self != ScheduleSpec::AfterOnly
     }
 }

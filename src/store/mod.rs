@@ -161,6 +161,15 @@ pub trait Store: HistoryReader {
         }
         Ok(out)
     }
+    /// The records of the jobs that ever spent money or hold a reservation, in name order: the
+    /// forecast's input (a job that never spent commits nothing and projects nothing), so a
+    /// view of one job (`describe`) forecasts under the global limit without reading every job.
+    /// The default filters [`Store::jobs`]; the file store reads only those its index marks.
+    fn spenders(&self) -> StoreResult<Vec<JobRecord>> {
+        let mut all = self.jobs()?;
+        all.retain(|j| spent_or_holds(&j.rt.counters));
+        Ok(all)
+    }
     /// Up to `limit` jobs whose names sort after `after` (from the first when `None`), in the
     /// order of [`Store::jobs`]: one page of a streamed read (`jobs --json`). The default reads
     /// every job per page; stores override it to read only the page.
@@ -403,4 +412,9 @@ pub trait Store: HistoryReader {
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         Ok(Vec::new())
     }
+}
+
+/// Whether a job's counters say it ever spent money or holds a reservation ([`Store::spenders`]).
+pub fn spent_or_holds(c: &crate::model::JobCounters) -> bool {
+    c.period_cost_usd != 0.0 || c.total_cost_usd != 0.0 || !c.reservations.is_empty()
 }

@@ -48,6 +48,8 @@ pub enum Call {
         limit: usize,
     },
     JobsPageJson,
+    /// The records of the jobs that spent ([`Store::spenders`]).
+    Spenders,
     NextWakeup,
     ClaimDue,
     Renew,
@@ -183,6 +185,9 @@ impl<H: Hooks> Store for Wrapped<H> {
     }
     fn jobs_page_json(&self, after: Option<&str>, limit: usize) -> StoreResult<JsonPage> {
         self.call(Call::JobsPageJson, |s| s.jobs_page_json(after, limit))
+    }
+    fn spenders(&self) -> StoreResult<Vec<JobRecord>> {
+        self.call(Call::Spenders, |s| s.spenders())
     }
     fn next_wakeup(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
         self.call(Call::NextWakeup, |s| s.next_wakeup(now))

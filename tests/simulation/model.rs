@@ -7,7 +7,16 @@
 //! - **at most once**: no scheduled (job, slot) is executed twice. A scheduled fire claimed at
 //!   instant `c` for slot `s` stands for every grid slot in `[s, c]` (older overdue slots coalesce
 //!   into it, as the misfire policy says); a later scheduled claim inside that range is a double
-//!   run. Manual triggers and one-shot recovery retries are runs of their own.
+//!   run. Manual triggers and one-shot recovery retries are runs of their own. The one
+//!   exception is the store's clock rule: a job whose slots were decided by a clock more than
+//!   three hours ahead of a later operation's clock `r` is re-derived from `r`, so its slots
+//!   after `r` run again (another real instant). The model allows that: after an operation at
+//!   `r` more than three hours behind an earlier claim, a range decided before it stands only
+//!   for its slots up to `r`, for runs and rows alike ([`Model::clock_op`]).
+//! - **no job left without a slot**: at the end, every recurring job that is neither paused,
+//!   removed nor retired has its next slot within one interval of the later of the clock and
+//!   its last slot (a slot that ran less than three hours ahead makes the job wait for it;
+//!   a job that never ran keeps a first slot up to three hours ahead).
 //! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry).
 //! - **acknowledged rows survive**: every row returned to an owner by `complete`/`claim_due`
 //!   is in history from then on, power losses included — except an `abandoned` row that the
@@ -53,6 +62,8 @@ pub struct Execution {
     pub slot: Option<DateTime<Utc>>,
     pub trigger: Trigger,
     pub claimed_at: DateTime<Utc>,
+    /// The model's operation count when it was claimed (set by [`Model::execute`]).
+    pub seq: u64,
 }
 
 #[derive(Debug, Default)]
@@ -125,14 +136,110 @@ pub struct Model {
     pub checks: u64,
     /// Tool calls whose loop step the store acknowledged, by run.
     pub acked_calls: BTreeMap<Uuid, BTreeSet<String>>,
+    /// Store operations so far (claims and operator commands, [`Model::clock_op`]).
+    pub seq: u64,
+    /// The latest clock a claim ran at.
+    pub claim_hi: Option<DateTime<Utc>>,
+    /// Operations whose clock was more than three hours behind a claim before them: `(seq,
+    /// clock)`. Ranges decided before one and reaching past its clock by more than three hours
+    /// stand only up to its clock after it.
+    pub fixes: Vec<(u64, DateTime<Utc>)>,
+    /// The latest clock of an operation since the last check.
+    pub ops_hi: Option<DateTime<Utc>>,
+    /// When each run or row was first known to the model (its `seq`).
+    pub decided: BTreeMap<Uuid, u64>,
+    /// Each job's grid origin as last read back, and the slots re-derivation may have skipped
+    /// (a grid origin moved back to before the clock: slots up to it are not due).
+    pub anchors: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
+/// The store's rule: a slot that ran moves back only when it lies this far ahead of the clock.
+pub const CLOCK_FIX: Duration = Duration::hours(3);
+
 impl Model {
+    /// A store operation at clock `t` is about to run (`claim`: a claim, whose clock decides
+    /// slots). One more than three hours behind an earlier claim may re-derive slots.
+    pub fn clock_op(&mut self, t: DateTime<Utc>, claim: bool) {
+        self.seq += 1;
+        if self.claim_hi.is_some_and(|hi| hi > t + CLOCK_FIX) {
+            self.fixes.push((self.seq, t));
+        }
+        if claim {
+            self.claim_hi = Some(self.claim_hi.map_or(t, |h| h.max(t)));
+        }
+        self.ops_hi = Some(self.ops_hi.map_or(t, |h| h.max(t)));
+    }
+
+    /// Where a range `[from, to]` decided at operation `seq` stands now: its end cut back to
+    /// the clock of any later operation more than three hours behind a claim; `None` when
+    /// nothing of it stands. The store re-derives a job decided that far ahead from that clock
+    /// whole: its last slot comes back to it, whatever an earlier range a little ahead stood
+    /// for (seed 23: a run claimed 458 s ahead stood for slots up to 694; a claim two days
+    /// ahead then moved the last slot there; set right at 381, the job ran 500 again). The
+    /// model does not track which jobs that claim touched: every range before it is cut.
+    fn standing(
+        &self,
+        seq: u64,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let cut = self
+            .fixes
+            .iter()
+            .filter(|(s, _)| *s > seq)
+            .map(|(_, r)| *r)
+            .min();
+        match cut {
+            Some(r) if r < from => None,
+            Some(r) => Some((from, r.min(to))),
+            None => Some((from, to)),
+        }
+    }
+
+    /// Coverage ranges as they stand after the store's clock rule, sorted.
+    fn standing_covers(&self, cover: &[Cover]) -> Vec<Cover> {
+        let mut standing: Vec<Cover> = cover
+            .iter()
+            .filter_map(|c| {
+                let seq = self.decided.get(&c.2).copied().unwrap_or(0);
+                self.standing(seq, c.0, c.1).map(|(a, b)| (a, b, c.2, c.3))
+            })
+            .collect();
+        standing.sort();
+        standing
+    }
+
+    /// Read back each job's grid origin: one moved back (re-derived from a clock behind the
+    /// one it was decided by) leaves the new grid's slots before the old origin not due, and for
+    /// a job that never ran, those up to the latest clock of an operation since the last check.
+    pub fn note_anchors(&mut self, jobs: &[JobRecord]) {
+        let hi = self.ops_hi.take();
+        for j in jobs {
+            let e = self
+                .anchors
+                .entry(j.def.name.clone())
+                .or_insert((j.rt.anchor, None));
+            // Slots up to the old origin were never slots of the job (it did not exist); for a
+            // job that never ran, the re-derived first slot is the first after the clock that
+            // moved it, so the grid's slots up to that clock are not due either.
+            if j.rt.anchor < e.0 {
+                let floor = match (j.rt.last_slot, hi) {
+                    (None, Some(hi)) => hi.min(e.0),
+                    _ => e.0,
+                };
+                e.1 = Some(e.1.map_or(floor, |f| f.max(floor)));
+            }
+            e.0 = j.rt.anchor;
+        }
+    }
+
     /// A claim was returned to an owner: check at-most-once and the one-shot bound.
-    pub fn execute(&mut self, e: Execution) -> Result<(), String> {
+    pub fn execute(&mut self, mut e: Execution) -> Result<(), String> {
         if !self.run_ids.insert(e.run_id) {
             return Err(format!("run_id {} handed out twice", e.run_id));
         }
+        e.seq = self.seq;
+        self.decided.entry(e.run_id).or_insert(self.seq);
         let jm = self.jobs.get(&e.job);
         let one_shot = jm.is_some_and(|j| j.one_shot);
         if matches!(e.trigger, Trigger::Schedule | Trigger::Immediate)
@@ -143,7 +250,10 @@ impl Model {
                     continue;
                 }
                 let Some(ps) = p.slot else { continue };
-                if s >= ps && s <= p.claimed_at.max(ps) {
+                let Some((_, to)) = self.standing(p.seq, ps, p.claimed_at.max(ps)) else {
+                    continue;
+                };
+                if s >= ps && s <= to {
                     return Err(format!(
                         "slot {} of job {} executed twice: first by run {} (claimed at {}), again by run {}",
                         s, e.job, p.run_id, p.claimed_at, e.run_id
@@ -284,6 +394,7 @@ impl Model {
 
     pub fn ack_row(&mut self, row: &HistoryRow) {
         self.acked.insert((row.run_id, row.status));
+        self.decided.entry(row.run_id).or_insert(self.seq);
     }
 
     /// A loop step of run `run` that recorded the calls `ids` was acknowledged.
@@ -292,11 +403,21 @@ impl Model {
     }
 
     /// Every acknowledged tool call is in its run's row, once the run has one.
-    fn check_calls(&self, rows: &[HistoryRow]) -> Result<(), String> {
+    fn check_calls(&self, rows: &[HistoryRow], jobs: &[JobRecord]) -> Result<(), String> {
+        // A run whose lease is still in its job's record goes on: an `abandoned` row beside it
+        // (a recoverer wrote it to history and died before its journal write) gives way to the
+        // run's own end, which carries every call (seed 31 of the tool loops).
+        let live: BTreeSet<Uuid> = jobs
+            .iter()
+            .filter_map(|j| j.rt.lease.as_ref().map(|l| l.run_id))
+            .collect();
         for r in rows {
             let Some(want) = self.acked_calls.get(&r.run_id) else {
                 continue;
             };
+            if r.status == Status::Abandoned && live.contains(&r.run_id) {
+                continue;
+            }
             let have: BTreeSet<String> = cronsole::testkit::tools::calls(r)
                 .into_iter()
                 .map(|c| c.id)
@@ -373,7 +494,7 @@ impl Model {
                 ));
             }
         }
-        self.check_calls(rows)?;
+        self.check_calls(rows, jobs)?;
         for job in jobs {
             self.check_slots(job, rows, now)?;
         }
@@ -395,6 +516,75 @@ impl Model {
                 }
             }
             self.check_chains(rows, jobs)?;
+            self.check_live(jobs, rows, now)?;
+        }
+        Ok(())
+    }
+
+    /// The latest slot a scheduled row of `job` stands for, after the store's clock rule.
+    fn decided_until(&self, job: &str, rows: &[HistoryRow]) -> Option<DateTime<Utc>> {
+        rows.iter()
+            .filter(|r| r.job == job && matches!(r.trigger, Trigger::Schedule | Trigger::Immediate))
+            .filter_map(|r| {
+                let s = r.slot?;
+                let to = match r.slot_end {
+                    Some(e) => e,
+                    None if matches!(r.status, Status::Missed | Status::Skipped) => s,
+                    None => r.started_at.max(s),
+                };
+                let seq = self.decided.get(&r.run_id).copied().unwrap_or(0);
+                self.standing(seq, s, to).map(|(_, to)| to)
+            })
+            .max()
+    }
+
+    /// No job is left without a slot in its next interval (see the module doc).
+    fn check_live(
+        &self,
+        jobs: &[JobRecord],
+        rows: &[HistoryRow],
+        now: DateTime<Utc>,
+    ) -> Result<(), String> {
+        for job in jobs {
+            let Some(jm) = self.jobs.get(&job.def.name) else {
+                continue;
+            };
+            let rt = &job.rt;
+            if jm.one_shot
+                || jm.every <= 0
+                || jm.paused
+                || jm.removed
+                || jm.uncertain
+                || rt.retired
+                || rt.paused
+                || rt.lease.is_some()
+            {
+                continue;
+            }
+            let every = Duration::seconds(jm.every);
+            // The next slot follows the clock (a minute's tolerance for owners a little ahead)
+            // and every slot decided before it: the last that ran, and those its rows stand
+            // for (a coalesced fire up to its claim, `missed` and skipped ranges), as they
+            // stand after the store's clock rule; a job that never ran, its first slot when
+            // it lies less than three hours ahead.
+            let mut from = now + Duration::seconds(60);
+            if let Some(l) = rt.last_slot {
+                from = from.max(l);
+            } else if rt.anchor <= now + CLOCK_FIX {
+                from = from.max(rt.anchor);
+            }
+            if let Some(d) = self.decided_until(&job.def.name, rows) {
+                from = from.max(d);
+            }
+            match rt.next_slot {
+                Some(n) if n <= from + every => {}
+                n => {
+                    return Err(format!(
+                        "job {} is left without a slot: next {n:?}, last {:?}, grid origin {} (at {now})",
+                        job.def.name, rt.last_slot, rt.anchor
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -486,22 +676,18 @@ impl Model {
             cover.push((r.first, r.last, l.run_id, DateTime::<Utc>::MAX_UTC));
         }
         cover.sort();
-        // Overlaps: a grid slot inside two coverage ranges.
+        // Overlaps: a grid slot inside two coverage ranges, each as it stands after the
+        // store's clock rule (`standing`).
+        let standing = self.standing_covers(&cover);
         let mut reach: Option<&Cover> = None;
-        for b in &cover {
+        for b in &standing {
             if let Some(a) = reach {
                 let first_b = grid_at_or_after(b.0);
                 if first_b <= a.1 && first_b <= b.1 {
+                    let (sa, sb) = (status_of(&a.2), status_of(&b.2));
                     return Err(format!(
-                        "slot {first_b} of job {name} is in two rows: run {} ({}) [{}..{}] and run {} ({}) [{}..{}]",
-                        a.2,
-                        status_of(&a.2),
-                        a.0,
-                        a.1,
-                        b.2,
-                        status_of(&b.2),
-                        b.0,
-                        b.1
+                        "slot {first_b} of job {name} is in two rows: run {} ({sa}) [{}..{}] and run {} ({sb}) [{}..{}]",
+                        a.2, a.0, a.1, b.2, b.0, b.1
                     ));
                 }
             }
@@ -517,6 +703,10 @@ impl Model {
         let horizon = job.rt.next_slot.unwrap_or(now);
         let horizon = horizon.min(now);
         let mut expect = first_slot;
+        // Slots a grid origin moved back over are not due (`note_anchors`).
+        if let Some(floor) = self.anchors.get(name).and_then(|a| a.1) {
+            expect = expect.max(grid_at_or_after(floor + Duration::milliseconds(1)));
+        }
         let mut i = 0;
         while expect < horizon {
             // Skip coverage ranges that end before `expect`.
@@ -567,6 +757,7 @@ mod tests {
             slot: Some(t(slot)),
             trigger,
             claimed_at: t(at),
+            seq: 0,
         }
     }
 

@@ -307,6 +307,7 @@ pub fn run_batch() {
             deterministic: false,
             chains: false,
             loops: false,
+            clocks: false,
         };
         match World::new(seed, rng, &mut backend, params).run() {
             Ok(s) => eprintln!(

@@ -597,7 +597,8 @@ const DESCRIBE_SLOTS: usize = 5;
 const DESCRIBE_RUNS: usize = 10;
 
 pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
-    // One job's record, its history and settings: nothing of the other jobs is read.
+    // One job's record, its history and settings; of the other jobs only those that spent,
+    // and only when the job spends under a global limit (the forecast shares it with them).
     let jobs = jobs_file(cli);
     let store = super::open_existing_store_for_named(&store_location(cli, jobs.as_deref()), false)?;
     let now = Utc::now();
@@ -651,7 +652,17 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
     let zone = zone(a.utc);
     describe_definition(&rec, &words, zone, now, tools.as_ref());
     describe_slots(&rec, &next, zone, now);
-    describe_counters(&rec, &settings, period, zone, now);
+    // The forecast over every job that spends, as `stats` makes it: the global limit is
+    // shared, so this job's line is the one `stats` prints for it. Without a global limit, or
+    // for a job that never spent (it projects nothing), the other jobs change nothing in it,
+    // and the store is not read beyond this job (a point read at a million jobs).
+    let shared = settings.budget.is_some() && crate::store::spent_or_holds(&rec.rt.counters);
+    let f = if shared {
+        crate::forecast::compute(&store.spenders()?, &settings, now)
+    } else {
+        crate::forecast::compute(std::slice::from_ref(&rec), &settings, now)
+    };
+    describe_counters(&rec, &f, period, zone);
     describe_runs(&runs, zone);
     Ok(ExitCode::SUCCESS)
 }
@@ -856,22 +867,16 @@ fn runs_line(c: &crate::model::JobCounters) -> String {
 }
 
 /// Its runs, its spend and its forecast.
-fn describe_counters(
-    rec: &JobRecord,
-    settings: &crate::model::Settings,
-    period: f64,
-    zone: Zone,
-    now: DateTime<Utc>,
-) {
+fn describe_counters(rec: &JobRecord, f: &crate::forecast::Forecast, period: f64, zone: Zone) {
     let d = &rec.def;
     let c = &rec.rt.counters;
-    let f = crate::forecast::compute(std::slice::from_ref(rec), settings, now);
+    let line = f.jobs.iter().find(|j| j.job == d.name);
     // One precision for the job's money, so its spend, limit and forecast read alike.
     let m = Money::for_amounts(
         [period, c.total_cost_usd]
             .into_iter()
             .chain(d.max_cost_usd)
-            .chain(f.jobs.iter().flat_map(|j| {
+            .chain(line.into_iter().flat_map(|j| {
                 [j.cost_per_run_usd, j.projected_usd]
                     .into_iter()
                     .chain(j.job_limit_left_usd)
@@ -894,7 +899,7 @@ fn describe_counters(
             }
         ),
     );
-    match f.jobs.first() {
+    match line {
         Some(j) => kv(
             "forecast:",
             format!(

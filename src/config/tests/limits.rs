@@ -374,6 +374,7 @@ fn scalars_resolve_as_before() {
 
 mod reading {
     use super::*;
+    use crate::config::read::read_text_capped;
 
     fn tmp(tag: &str) -> crate::testkit::tmp::TempDir {
         crate::testkit::tmp::TempDir::new(&format!("config-{tag}"))

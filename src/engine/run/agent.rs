@@ -14,6 +14,10 @@
 //!   refuses a later turn ends it `failed` (the model and tools already acted), reason `budget
 //!   reached after turn N ($… spent this run)` followed by the budget's own words. Both owe the
 //!   period's alert.
+//! - With tools, a turn's retries live inside the loop's `timeout_seconds`: each request is
+//!   bounded by the time left, the wait before a retry ends at the deadline, and no retry
+//!   starts past it (`failed`, `timed out: … during turn N: not retried`), so the bound also
+//!   bounds the paid attempts.
 //! - The row's tokens and cost are the sums over the turns (unknown-outcome attempts booked as
 //!   in a one-call run), its model the last reply's. An agent offered no tools keeps today's
 //!   row exactly (no `turns`, `tool_calls` or `transcript`).
@@ -45,6 +49,8 @@ enum Stop {
     Store(String),
     /// The run lost its lease before a retry (`lease_still_held`).
     Lease(String),
+    /// The tool loop's `timeout_seconds` ran out before a retry.
+    TimedOut,
 }
 
 /// Why a turn was not answered.
@@ -62,6 +68,9 @@ pub(super) enum TurnStop {
     Store(String),
     /// The lease was lost before a retry.
     Lease(String, Option<LlmError>),
+    /// The loop's `timeout_seconds` ran out before a retry of turn `turn`: no further attempt
+    /// was sent.
+    TimedOut { turn: u32, last: Option<LlmError> },
 }
 
 /// What a run still owes the store (see [`Turns::carry`]).
@@ -176,13 +185,7 @@ impl Turns<'_> {
         let worst =
             self.quote
                 .worst_case(wire::prompt_bytes(self.agent, self.prompt, ask.dialogue));
-        let timeout = match ask.deadline {
-            Some(d) => self
-                .timeout
-                .min(d.saturating_duration_since(tokio::time::Instant::now()))
-                .max(Duration::from_millis(1)),
-            None => self.timeout,
-        };
+        let (per_request, deadline) = (self.timeout, ask.deadline);
         let (store, clock, env) = (self.store, self.clock, Arc::clone(self.env));
         let job = self.job.as_str();
         let (http, progress, secrets, quote) =
@@ -197,6 +200,10 @@ impl Turns<'_> {
                 .map(|mut r| std::mem::take(&mut *r))
                 .unwrap_or_default();
             async move {
+                if attempt > 0 && deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    // The loop's time ran out in the wait: no further paid attempt.
+                    return Err(Stop::TimedOut);
+                }
                 let asks = worst.is_some() || attempt > 0 || !record.is_empty();
                 if !asks && this.carry.lock().map_or(true, |c| c.settle.is_none()) {
                     // Nothing to reserve, renew or record (a one-turn loop without a budget).
@@ -228,7 +235,7 @@ impl Turns<'_> {
                 let req = LlmCall {
                     agent,
                     prompt,
-                    timeout,
+                    timeout: request_timeout(per_request, deadline),
                     now: clock.now(),
                     max_tokens,
                 };
@@ -262,6 +269,7 @@ impl Turns<'_> {
         let h = retry_with_hook(
             &self.backoff,
             self.max_attempts,
+            deadline,
             before,
             attempt,
             LlmError::is_retryable,
@@ -280,6 +288,10 @@ impl Turns<'_> {
                 },
                 Stop::Store(e) => TurnStop::Store(e),
                 Stop::Lease(r) => TurnStop::Lease(r, last),
+                Stop::TimedOut => TurnStop::TimedOut {
+                    turn: ask.number,
+                    last,
+                },
             }),
         }
     }
@@ -681,6 +693,26 @@ fn stopped(cx: &mut Ctx<'_>, stop: TurnStop, spent: f64, unknown: bool) -> End {
             then(Some(reason)),
             last.map(|e| cx.redact(&e.to_string())),
         ),
+        TurnStop::TimedOut { turn, last } => End(
+            Status::Failed,
+            then(Some(format!(
+                "timed out: the tool loop ran past timeout_seconds ({}s) during turn {turn}: \
+                 not retried",
+                cx.claim.job.def.timeout_seconds
+            ))),
+            last.map(|e| cx.redact(&e.to_string())),
+        ),
+    }
+}
+
+/// One request's bound: the job's `timeout_seconds`, and in a tool loop no later than the
+/// loop's deadline (at least 1 ms, so a request at the bound fails as a time-out).
+fn request_timeout(per_request: Duration, deadline: Option<tokio::time::Instant>) -> Duration {
+    match deadline {
+        Some(d) => per_request
+            .min(d.saturating_duration_since(tokio::time::Instant::now()))
+            .max(Duration::from_millis(1)),
+        None => per_request,
     }
 }
 

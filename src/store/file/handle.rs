@@ -187,7 +187,8 @@ impl Drop for Locked<'_> {
 
 impl FileStore {
     /// Bound the wait for the store lock (default [`DEFAULT_LOCK_WAIT`](super::DEFAULT_LOCK_WAIT)).
-    pub fn with_lock_wait(mut self, wait: Duration) -> FileStore {
+    #[cfg(test)]
+    pub(crate) fn with_lock_wait(mut self, wait: Duration) -> FileStore {
         self.lock_wait = wait;
         self
     }
@@ -201,7 +202,8 @@ impl FileStore {
 
     /// Write a `jobs.index` beside every snapshot at least `bytes` long (default
     /// [`INDEX_MIN_BYTES`](super::INDEX_MIN_BYTES); tests index tiny stores with 0).
-    pub fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
+    #[cfg(test)]
+    pub(crate) fn with_index_min_bytes(mut self, bytes: u64) -> FileStore {
         self.index_min_bytes = bytes;
         self
     }
@@ -210,6 +212,18 @@ impl FileStore {
     /// thread of the handle).
     pub fn with_compaction(mut self, c: super::compaction::Compaction) -> FileStore {
         self.compactor = super::compaction::Compactor::new(c);
+        self
+    }
+
+    /// Start this handle's clock mark at `mark`, the newest clock an owner record was sent
+    /// with, for a caller that keeps owner records elsewhere (the fault simulator, whose
+    /// simulated disk does not hold them): its first claim then sees a step back as a handle
+    /// opened by `cronsole run` does.
+    pub fn with_clock_mark(self, mark: Option<chrono::DateTime<chrono::Utc>>) -> FileStore {
+        if let Some(m) = mark {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            inner.clock_mark = Some(inner.clock_mark.map_or(m, |c| c.max(m)));
+        }
         self
     }
 

@@ -52,7 +52,8 @@ use crate::model::JobCounters;
 use crate::store::io::{OpenMode, StoreIo};
 use crate::store::{StoreError, StoreResult, filefmt};
 
-/// Snapshots smaller than this get no index (default; [`super::FileStore::with_index_min_bytes`]).
+/// Snapshots smaller than this get no index (the default; unit tests lower it with
+/// `FileStore::with_index_min_bytes`).
 pub const INDEX_MIN_BYTES: u64 = 1 << 20;
 
 const MAGIC: &[u8] = b"cronsole jobs.index 1\n";

@@ -1408,6 +1408,64 @@ mod tests {
         (dir, s)
     }
 
+    /// `spenders` reads the jobs the index marks as having spent or holding a reservation,
+    /// and they are exactly the records `jobs` says so of, in name order (a fresh handle
+    /// too: the mark is in the lines' heads).
+    #[test]
+    fn spenders_are_the_jobs_that_spent_or_hold_money() {
+        use crate::store::policy::budget::{ReserveOutcome, ReserveRequest};
+        let (dir, s) = busy_store("spenders");
+        assert!(s.spenders().unwrap().is_empty(), "nothing spent yet");
+        let out = s
+            .reserve(&ReserveRequest {
+                job: "idle",
+                run_id: uuid::Uuid::new_v4(),
+                owner: "o",
+                usd: 0.01,
+                now: t(1100),
+            })
+            .unwrap();
+        assert!(matches!(out, ReserveOutcome::Reserved { .. }), "{out:?}");
+        let got = s
+            .claim_due(&ClaimRequest {
+                now: t(1200),
+                owner: "o",
+                limit: 10,
+                in_flight: &[],
+                clock_stepped: None,
+            })
+            .unwrap();
+        let c = got
+            .claims
+            .iter()
+            .find(|c| c.job.def.name == "parent")
+            .expect("parent is due");
+        let mut row = HistoryRow::new("parent", Status::Succeeded, c.trigger, c.slot, "o", t(1201));
+        row.cost_usd = 0.25;
+        s.complete(Completion {
+            job: "parent".into(),
+            run_id: c.run_id,
+            owner: "o".into(),
+            now: t(1201),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+        for s in [s, FileStore::open(&dir).unwrap()] {
+            let names: Vec<String> = s
+                .spenders()
+                .unwrap()
+                .into_iter()
+                .map(|r| r.def.name)
+                .collect();
+            assert_eq!(names, ["idle", "parent"]);
+            let mut want = s.jobs().unwrap();
+            want.retain(|j| crate::store::spent_or_holds(&j.rt.counters));
+            assert_eq!(s.spenders().unwrap(), want);
+        }
+    }
+
     /// What a fresh handle's index says of every job equals what its full record says.
     fn index_agrees_with_records(s: &FileStore) {
         let mut l = s.lock().unwrap();

@@ -56,7 +56,10 @@ impl FileStore {
     }
 
     /// [`FileStore::open_existing`] over another I/O layer (a fault simulator).
-    pub fn open_existing_with_io(dir: &Path, io: Arc<dyn StoreIo>) -> StoreResult<FileStore> {
+    pub(crate) fn open_existing_with_io(
+        dir: &Path,
+        io: Arc<dyn StoreIo>,
+    ) -> StoreResult<FileStore> {
         FileStore::open_as(dir, io, OpenAs::Existing)
     }
 
@@ -64,7 +67,7 @@ impl FileStore {
     /// `pause`, `resume`, `trigger`, `retry`, `cancel`, `backfill`): like
     /// [`FileStore::open_existing`] it creates and migrates nothing, and like
     /// [`FileStore::open`] it adopts what an earlier release left (retention's mark).
-    pub fn open_existing_writer(dir: &Path) -> StoreResult<FileStore> {
+    pub(crate) fn open_existing_writer(dir: &Path) -> StoreResult<FileStore> {
         FileStore::open_as(dir, RealIo::shared(), OpenAs::ExistingWriter)
     }
 
@@ -74,12 +77,12 @@ impl FileStore {
     /// handle reads those jobs' lines only, so the command costs the same at 1 000 jobs and at
     /// 1 000 000; an operation that needs every job (a listing, a claim) loads them first
     /// (see `point.rs`).
-    pub fn open_point(dir: &Path, writes: bool) -> StoreResult<FileStore> {
+    pub(crate) fn open_point(dir: &Path, writes: bool) -> StoreResult<FileStore> {
         FileStore::open_point_with_io(dir, RealIo::shared(), writes)
     }
 
     /// [`FileStore::open_point`] over another I/O layer (a fault simulator).
-    pub fn open_point_with_io(
+    pub(crate) fn open_point_with_io(
         dir: &Path,
         io: Arc<dyn StoreIo>,
         writes: bool,

@@ -311,7 +311,7 @@ pub(super) fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
 /// all-time spend is kept too: it is the job's spend under `period: total`, whatever period
 /// its counters were kept in before an edit of the budget's period.
 pub(super) fn spend_of(c: &JobCounters) -> Option<Box<JobCounters>> {
-    if c.period_cost_usd == 0.0 && c.total_cost_usd == 0.0 && c.reservations.is_empty() {
+    if !crate::store::spent_or_holds(c) {
         return None;
     }
     Some(Box::new(JobCounters {

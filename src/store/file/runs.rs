@@ -30,7 +30,7 @@ use super::log::io_err;
 use crate::model::{HistoryRow, Status};
 use crate::store::io::{OpenMode, stat_opt};
 use crate::store::plan::step::{self, LoopStep, StepOutcome};
-use crate::store::rules::period::{Totals, committed_counters};
+use crate::store::rules::period::Totals;
 use crate::store::{StoreError, StoreResult};
 use crate::transcript::{Delta, Transcript};
 
@@ -56,9 +56,7 @@ impl FileStore {
                 continue;
             }
             if let Some(c) = c.spend.as_deref() {
-                let (spent, held) = committed_counters(c, &key);
-                others.spent += spent;
-                others.held += held;
+                others.add(c, &key);
             }
         }
         let settings = l.inner.settings.clone();

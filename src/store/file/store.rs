@@ -195,6 +195,24 @@ impl Store for FileStore {
         Ok(out)
     }
 
+    /// The index marks the jobs with budget counters (`spend`): only their lines are read.
+    fn spenders(&self) -> StoreResult<Vec<JobRecord>> {
+        let l = self.lock()?;
+        let names: Vec<String> = l
+            .inner
+            .jobs
+            .iter()
+            .filter(|(_, s)| s.spend.is_some())
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let mut out = Vec::with_capacity(names.len());
+        for n in &names {
+            out.extend(l.record(n)?);
+        }
+        out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+        Ok(out)
+    }
+
     /// Reads the page's lines only (the index is in name order), in a few large reads under
     /// the lock, and parses them after releasing it (a reader thread of `jobs --json` holds the
     /// lock for the reads only). A line that fails there is read again under the lock, where
@@ -398,9 +416,7 @@ impl Store for FileStore {
         let key = crate::cost::budget_period(&l.inner.settings).key(req.now);
         let mut global = rules::period::Totals::default();
         for c in l.inner.jobs.values().filter_map(|s| s.spend.as_deref()) {
-            let (s, h) = rules::period::committed_counters(c, &key);
-            global.spent += s;
-            global.held += h;
+            global.add(c, &key);
         }
         if !l.load(req.job)? {
             return Err(StoreError::NoSuchJob(req.job.to_string()));

@@ -103,10 +103,7 @@ pub fn decide_totals(
     } else {
         0.0
     };
-    let fits = |limit: f64, t: Totals| {
-        let used = t.spent + t.held;
-        limit.is_finite() && used < limit && used + cost <= limit
-    };
+    let fits = |limit: f64, t: Totals| t.fits(limit, cost);
     // A limit below the call itself can never pay for it (waiting does not help): said apart
     // from a limit whose rest this period does not cover it.
     let why = |scope: &str, limit: f64, t: Totals| {
@@ -245,11 +242,10 @@ mod tests {
         let mut global = Totals::default();
         let mut mine = None;
         for rec in jobs {
-            let (s, h) = committed(rec, &key);
-            global.spent += s;
-            global.held += h;
+            global.add(&rec.rt.counters, &key);
             if rec.def.name == req.job {
-                mine = Some((rec.def.max_cost_usd, Totals { spent: s, held: h }));
+                let (spent, held) = committed(rec, &key);
+                mine = Some((rec.def.max_cost_usd, Totals { spent, held }));
             }
         }
         let Some((job_limit, job)) = mine else {

@@ -262,6 +262,24 @@ pub struct Totals {
     pub held: f64,
 }
 
+impl Totals {
+    /// Adds one job's committed money in period `key` ([`committed_counters`]): how every
+    /// global total is summed — the budget check of a call, the forecast, `stats`.
+    pub fn add(&mut self, c: &crate::model::JobCounters, key: &str) {
+        let (spent, held) = committed_counters(c, key);
+        self.spent += spent;
+        self.held += held;
+    }
+
+    /// Whether a call whose worst case is `cost` fits `limit` over these totals: the hard
+    /// limit's one test. Inclusive (spent + in flight + this call ≤ limit), and a zero-cost call
+    /// still needs the committed money below the limit (a limit of 0 forbids every call).
+    pub fn fits(&self, limit: f64, cost: f64) -> bool {
+        let used = self.spent + self.held;
+        limit.is_finite() && used < limit && used + cost <= limit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,17 +11,20 @@
 //!   the job's calendars exclude is not a slot.
 //! - A coalesced fire (grace null) names its scheduled instant: for cron the latest slot at or
 //!   before now, for `every` the first overdue slot.
-//! - A record whose slots were decided by a clock more than [`AHEAD_TOLERANCE`] ahead of `now`
-//!   (a wall clock stepped forward and back, an owner whose clock ran ahead) is re-derived from
-//!   `now` (`rederive`): its next slot comes back to the schedule's first slot after both `now`
-//!   and its last slot, and an `every` grid whose origin lies ahead moves back by whole intervals
-//!   (same phase). Neither change can make a slot that ran run again.
-//! - A last slot after `now` (a slot that ran) moves back only when it lies more than
-//!   [`CLOCK_FIX`] ahead: a clock that far off was wrong, and the later clock is taken as
-//!   corrected. Within that, the clock that is behind now may be the wrong one (stepped back by
-//!   hand, about to be set right), and moving the last slot back would run its slots again when
-//!   it is; so the job waits for the clock to pass its last slot, as cron does for a clock set
-//!   back by less than three hours. A record a few seconds ahead is left alone either way.
+//! - A record whose slots were decided by a clock more than [`CLOCK_FIX`] ahead of `now` (a wall
+//!   clock stepped forward two days and back, an owner whose clock ran that far ahead) is
+//!   re-derived from `now` (`rederive`): its next slot comes back to the schedule's first slot
+//!   after `now` (and after its last slot when that one stays), and an `every` grid whose origin
+//!   lies ahead moves back by whole intervals (same phase). A clock that far off was wrong, and
+//!   the later clock is taken as corrected.
+//! - Within [`CLOCK_FIX`], what was decided ahead stays: a slot that ran, the slots a coalesced
+//!   fire stood for (its claim covered every slot up to its instant, though the record names
+//!   only the first), slots recorded `missed` or skipped, and the next slot chosen after them.
+//!   The clock that is behind now may be the wrong one (stepped back by hand, about to be set
+//!   right), and moving any of them back would run those slots again, or give them a second
+//!   row, when it is; so the job waits for the clock to pass them, as cron does for a clock set
+//!   back by less than three hours. Only an `every` grid's origin more than
+//!   [`AHEAD_TOLERANCE`] ahead moves back by whole intervals (same phase), which moves no slot.
 //! - A job that never ran follows the same rule for what its store decided (its `every` grid's
 //!   origin, its first slot): they move back only from more than [`CLOCK_FIX`] ahead, so a
 //!   clock set back for a while never gives a job a first slot before it was stored.
@@ -65,11 +68,12 @@ pub const AHEAD_TOLERANCE: Duration = Duration::seconds(60);
 pub const CLOCK_FIX: Duration = Duration::hours(3);
 
 /// Re-derive a recurring job's slots from `now` when they were decided by a clock more than
-/// [`AHEAD_TOLERANCE`] ahead (see the module doc): its last slot lies more than [`CLOCK_FIX`]
-/// after `now`, or the instant its next slot was chosen at (at least the schedule's slot before
-/// it) lies after `now` (for a job that never ran, more than [`CLOCK_FIX`] after). Returns
-/// what changed, in words for the log, or `None` when the record is left as it was. A retired
-/// job, a live run's, and a one-shot are never touched.
+/// [`CLOCK_FIX`] ahead (see the module doc): its last slot lies more than that after `now`, or
+/// the instant its next slot was chosen at (at least the schedule's slot before it) does. An
+/// `every` grid's origin ahead moves back from [`AHEAD_TOLERANCE`] (for a job that never ran,
+/// from [`CLOCK_FIX`]), which moves no slot. Returns what changed, in words for the log, or
+/// `None` when the record is left as it was. A retired job, a live run's, and a one-shot are
+/// never touched.
 pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
     let rt = &rec.rt;
     if rt.retired || rt.lease.is_some() || !rec.def.schedule.is_recurring() {
@@ -99,10 +103,14 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
         _ => None,
     };
     let last_ahead = rt.last_slot.is_some_and(|l| l > now + CLOCK_FIX);
+    // Within `CLOCK_FIX` the next slot stays: the slots before it were run (a coalesced fire
+    // stands for every slot up to its claim), or recorded `missed` or skipped, by the clock
+    // ahead: a coalesced fire at 327 names slot 300 and stands for 315 too, so re-deriving from
+    // 300 after a step back of 213 s would run 315 again.
     let chosen_ahead = rt
         .next_slot
         .and_then(|n| sched.prev_before(n))
-        .is_some_and(|p| p > bound);
+        .is_some_and(|p| p > now + CLOCK_FIX);
     if anchor.is_none() && !last_ahead && !chosen_ahead {
         return None;
     }
@@ -133,7 +141,12 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
         Some(l) if !last_ahead => l.max(now),
         _ => now,
     };
-    let next = sched.next_after(from);
+    // A grid origin moved back alone keeps the next slot (same phase: it is still on the grid).
+    let next = if last_ahead || chosen_ahead {
+        sched.next_after(from)
+    } else {
+        rec.rt.next_slot
+    };
     if rec.rt.next_slot != next {
         words.push(format!(
             "next slot {} -> {}",

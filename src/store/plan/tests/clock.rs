@@ -3,7 +3,7 @@
 
 use crate::model::*;
 use crate::schedule::ScheduleSpec;
-use crate::store::policy::define::tests_support::{def, job};
+use crate::store::policy::define::tests_support::{def, due_at, job};
 use crate::store::policy::define::*;
 use crate::store::rules::slots::*;
 
@@ -129,10 +129,34 @@ fn a_record_a_little_ahead_is_left_alone_and_its_last_slot_never_runs_again() {
     let ev = eval(&mut r, T0 + 10);
     assert!(!ev.changed && ev.claim.is_none());
     assert_eq!(r, before);
-    // Even when the next slot is far ahead, a last slot within the tolerance stays behind it.
+    // A next slot ten minutes ahead stays too: the slots before it were decided (run,
+    // coalesced into a run, or recorded `missed`) by the clock ahead, within three hours.
     r.rt.next_slot = Some(t(T0 + 10 * 60));
-    eval(&mut r, T0 + 10);
-    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+    assert!(!eval(&mut r, T0 + 10).changed);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 10 * 60)));
+}
+
+/// A coalesced fire stands for every slot up to its claim, though the record names only the
+/// first: a step back of a few minutes never runs the slots it stood for again.
+#[test]
+fn a_step_back_of_minutes_never_runs_the_slots_a_coalesced_fire_stood_for() {
+    let mut r = due_at(crate::testkit::jobs::command_job("j", 15), t(T0 + 300));
+    // Claimed at 327: it names slot 300 and stands for 315 too.
+    let ev = eval(&mut r, T0 + 327);
+    assert_eq!(ev.claim.expect("due").slot, Some(t(T0 + 300)));
+    done(&mut r, T0 + 328);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 330)));
+    // The clock steps back 213 s: no slot moves (the grid's origin, ahead of the clock now,
+    // moves back by whole intervals), nothing is due.
+    let ev = eval(&mut r, T0 + 115);
+    assert!(ev.claim.is_none(), "{ev:?}");
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 330)));
+    // Set right: the next slot is the first after the claim.
+    assert!(eval(&mut r, T0 + 329).claim.is_none());
+    assert_eq!(
+        eval(&mut r, T0 + 330).claim.expect("due").slot,
+        Some(t(T0 + 330))
+    );
 }
 
 #[test]
