@@ -7,7 +7,10 @@
 //! - `SIM_SEEDS=N [SIM_FIRST=F] cargo test --release --test simulation` runs seeds F..F+N.
 //! - `SIM_SEED=S cargo test --release --test simulation -- --nocapture` replays one seed and
 //!   prints its step log. A failing seed prints itself, the broken invariant and the step log.
-//! - `SIM_DUMP=1` prints every simulated file when an open fails (what the store refused).
+//! - `SIM_DUMP=1` prints every simulated file when an open fails (what the store refused) or an
+//!   invariant breaks, and every row (with its cost) and job record.
+//! - `SIM_MONEY=1` adds each job's budget counters and reservations to the step log after every
+//!   budget check (the step log always says which calls were reserved or refused).
 //! - `SIM_FSYNC_LOSES_DATA=1` makes an fsync `EIO` drop the pending writes (Linux semantics).
 //!
 //! The PostgreSQL variant (`postgres_through_a_faulty_proxy`) runs the same owners and
@@ -103,6 +106,13 @@ impl Backend for FileBackend {
 
     fn faults_off(&mut self) {
         self.disk.set_faults(FaultConfig::none());
+    }
+
+    fn dump(&self) {
+        for f in self.disk.files() {
+            let c = self.disk.contents(&f).unwrap_or_default();
+            eprintln!("=== {}\n{}", f.display(), String::from_utf8_lossy(&c));
+        }
     }
 
     fn heartbeat(&mut self, wall: chrono::DateTime<chrono::Utc>) {

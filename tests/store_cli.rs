@@ -159,9 +159,8 @@ fn apply_of_a_large_file_streams_and_refuses_a_late_error_before_touching_the_st
 /// and the amount found.
 #[test]
 fn apply_prints_each_job_whose_spend_a_budget_period_edit_recounted() {
-    use cronsole::model::{HistoryRow, Status};
-    use cronsole::store::{Completion, Store};
-    use cronsole::testkit::store::ClaimAt;
+    use cronsole::model::Status;
+    use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
     let dir = support::tempdir("cli-recount");
     let jobs = |period: &str| {
         format!(
@@ -180,21 +179,9 @@ fn apply_prints_each_job_whose_spend_a_budget_period_edit_recounted() {
         let claims = store.claim_at(at, "test-owner", 10).claims;
         for c in &claims {
             let name = &c.job.def.name;
-            let mut row =
-                HistoryRow::new(name, Status::Succeeded, c.trigger, c.slot, "test-owner", at);
-            row.run_id = c.run_id;
+            let mut row = claim_row(c, "test-owner", Status::Succeeded, at);
             row.cost_usd = if name == "spender" { 0.02 } else { 0.0 };
-            store
-                .complete(Completion {
-                    job: name.clone(),
-                    run_id: c.run_id,
-                    owner: "test-owner".into(),
-                    now: at,
-                    row,
-                    state: None,
-                    hold_until: None,
-                })
-                .unwrap();
+            store.finish_row(c, row);
         }
         assert!(claims.iter().any(|c| c.job.def.name == "spender"));
     }

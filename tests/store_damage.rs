@@ -5,13 +5,13 @@
 
 mod support;
 
-use cronsole::testkit::store::ClaimAt;
+use cronsole::testkit::store::{ClaimAt, FinishClaim};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cronsole::model::{HistoryRow, JobsFile, Settings, Status};
+use cronsole::model::{JobsFile, Settings, Status};
+use cronsole::store::Store;
 use cronsole::store::file::FileStore;
-use cronsole::store::{Completion, Store};
 use support::TempDir;
 
 use cronsole::testkit::internals::store::filefmt;
@@ -37,18 +37,7 @@ fn build(name: &str) -> (TempDir, PathBuf) {
     for now in [0, 3600] {
         let out = s.claim_at(t(now), "o", 2);
         for c in out.claims {
-            let job = c.job.def.name.clone();
-            let row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));
-            s.complete(Completion {
-                job,
-                run_id: c.run_id,
-                owner: "o".into(),
-                now: t(now + 1),
-                row,
-                state: None,
-                hold_until: None,
-            })
-            .unwrap();
+            s.finish_claim(&c, "o", Status::Succeeded, t(now + 1));
         }
     }
     // Slots far ahead: `run` below claims nothing.
@@ -424,17 +413,7 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
         let out = s.claim_at(t(now), "o", 1);
         assert_eq!(out.claims.len(), 1, "slot {k} due");
         for c in out.claims {
-            let row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "o", t(now + 1));
-            s.complete(Completion {
-                job: "j".into(),
-                run_id: c.run_id,
-                owner: "o".into(),
-                now: t(now + 1),
-                row,
-                state: None,
-                hold_until: None,
-            })
-            .unwrap();
+            s.finish_claim(&c, "o", Status::Succeeded, t(now + 1));
         }
         if k == 0 {
             old = Some(std::fs::read(dir.join("jobs.journal")).unwrap());
@@ -659,19 +638,7 @@ fn segmented(name: &str) -> (TempDir, PathBuf) {
     s.apply(&file, stored(&file)).unwrap();
     for k in 0..30 {
         for c in s.claim_at(t(k * 60), "o", 5).claims {
-            let job = c.job.def.name.clone();
-            let now = t(k * 60 + 1);
-            let row = HistoryRow::new(&job, Status::Succeeded, c.trigger, c.slot, "o", now);
-            s.complete(Completion {
-                job,
-                run_id: c.run_id,
-                owner: "o".into(),
-                now,
-                row,
-                state: None,
-                hold_until: None,
-            })
-            .unwrap();
+            s.finish_claim(&c, "o", Status::Succeeded, t(k * 60 + 1));
         }
     }
     assert!(dir.join("history").join("000003.jsonl").exists());

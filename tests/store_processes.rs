@@ -7,7 +7,7 @@
 
 mod support;
 
-use cronsole::testkit::store::ClaimAt;
+use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use cronsole::model::{HistoryRow, JobDef, JobsFile, Settings, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{Claim, Completion, HistoryQuery, HistoryReader, Store};
+use cronsole::store::{Claim, HistoryQuery, HistoryReader, Store};
 use support::tempdir as tmp;
 use uuid::Uuid;
 
@@ -73,20 +73,9 @@ fn after(line: &str, prefix: &str) -> Option<String> {
 
 /// Complete claim `c` as `succeeded`, started at `started`, finished at `now`.
 fn complete(store: &FileStore, c: &Claim, owner: &str, started: DateTime<Utc>, now: DateTime<Utc>) {
-    let job = c.job.def.name.as_str();
-    let mut row = HistoryRow::new(job, Status::Succeeded, c.trigger, c.slot, owner, now);
+    let mut row = claim_row(c, owner, Status::Succeeded, now);
     row.started_at = started;
-    store
-        .complete(Completion {
-            job: job.to_string(),
-            run_id: c.run_id,
-            owner: owner.to_string(),
-            now,
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
+    store.finish_row(c, row);
 }
 
 // ---------------------------------------------------------------------------------------------

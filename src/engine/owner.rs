@@ -152,7 +152,14 @@ impl Beat {
         let mut rec = self.record.clone();
         rec.last_seen = clock.now();
         rec.claims_stopped = stopped.or_else(|| self.refused.clone());
-        match blocking(store, move |s| s.beat(&rec)).await {
+        // A local record (the file store's) is written here: a hop to the blocking pool and
+        // back would wake two more threads at every beat of an idle owner.
+        let sent = if store.beat_is_local() {
+            store.beat(&rec).map_err(super::error::EngineError::from)
+        } else {
+            blocking(store, move |s| s.beat(&rec)).await
+        };
+        match sent {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::debug!(error = %e, "heartbeat not recorded");

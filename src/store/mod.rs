@@ -408,6 +408,14 @@ pub trait Store: HistoryReader {
         Ok(rec.clone())
     }
 
+    /// Whether [`Store::beat`] is a local write of a small file without fsync or network (tens
+    /// of microseconds), which the engine may make on its own thread instead of handing it to
+    /// the blocking pool: an idle owner's heartbeat then wakes one thread, not three. `false`
+    /// (the default) for anything that may wait on a network or a disk flush.
+    fn beat_is_local(&self) -> bool {
+        false
+    }
+
     /// Every owner record, with how long ago each was last heard of on the store's clock.
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         Ok(Vec::new())

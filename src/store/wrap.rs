@@ -309,6 +309,9 @@ impl<H: Hooks> Store for Wrapped<H> {
     fn beat(&self, rec: &OwnerRecord) -> StoreResult<OwnerRecord> {
         self.call(Call::Beat, |s| s.beat(rec))
     }
+    fn beat_is_local(&self) -> bool {
+        self.inner.beat_is_local()
+    }
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         self.call(Call::Owners, |s| s.owners())
     }

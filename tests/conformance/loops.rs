@@ -3,8 +3,9 @@
 //! owner's run gets.
 
 use chrono::{DateTime, Utc};
-use cronsole::model::{Budget, BudgetPeriod, HistoryRow, JobDef, Status};
-use cronsole::store::{Completion, LoopStep, ReserveOutcome, Settlement, StepOutcome};
+use cronsole::model::{Budget, BudgetPeriod, JobDef, Status};
+use cronsole::store::{LoopStep, ReserveOutcome, Settlement, StepOutcome};
+use cronsole::testkit::store::{FinishClaim, claim_row};
 use cronsole::transcript::{CallEntry, CallState, Delta, Entry, TurnEntry};
 
 use super::{Factory, apply_due, claim, every, file, rows, t};
@@ -96,20 +97,9 @@ pub fn loop_steps_hold_every_budget_across_owners(f: Factory) {
                     if let Some((id, real)) = pending {
                         s.settle(job, id, Settlement::Cost(real), t(1040)).unwrap();
                     }
-                    let mut row =
-                        HistoryRow::new(job, Status::Succeeded, c.trigger, c.slot, owner, t(1041));
-                    row.run_id = c.run_id;
+                    let mut row = claim_row(c, owner, Status::Succeeded, t(1041));
                     row.cost_usd = spent;
-                    s.complete(Completion {
-                        job: job.into(),
-                        run_id: c.run_id,
-                        owner: (*owner).into(),
-                        now: t(1041),
-                        row,
-                        state: None,
-                        hold_until: None,
-                    })
-                    .unwrap();
+                    s.finish_row(c, row);
                     (job.to_string(), spent, turns, refused)
                 })
             })
@@ -358,21 +348,10 @@ pub fn a_cancelled_loop_books_every_turn_it_paid_for(f: Factory) {
     let first = reserve(None, 1001);
     // Turn 1 answered ($0.01); turn 2 reserved ($0.04) and still in flight at the cancel.
     reserve(Some((first, Settlement::Cost(0.01))), 1002);
-    let mut row = HistoryRow::new("a", Status::Failed, c.trigger, c.slot, "o1", t(1003));
-    row.run_id = c.run_id;
+    let mut row = claim_row(&c, "o1", Status::Failed, t(1003));
     row.reason = Some("cancelled by operator".into());
     row.cut_short = true;
-    let out = s
-        .complete(Completion {
-            job: "a".into(),
-            run_id: c.run_id,
-            owner: "o1".into(),
-            now: t(1003),
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
+    let out = s.finish_row(&c, row);
     assert!(
         (out.rows[0].cost_usd - 0.05).abs() < 1e-12,
         "{:?}",

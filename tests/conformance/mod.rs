@@ -7,7 +7,7 @@
 //! multi-process tests in `tests/pg_multiprocess.rs` cover real processes). Times are explicit.
 #![allow(dead_code)]
 
-use cronsole::testkit::store::ClaimAt;
+use cronsole::testkit::store::{ClaimAt, FinishClaim};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -84,18 +84,7 @@ pub fn done(
     status: Status,
     now: DateTime<Utc>,
 ) -> cronsole::store::CompleteOutcome {
-    let mut row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, owner, now);
-    row.run_id = c.run_id;
-    s.complete(Completion {
-        job: c.job.def.name.clone(),
-        run_id: c.run_id,
-        owner: owner.into(),
-        now,
-        row,
-        state: None,
-        hold_until: None,
-    })
-    .unwrap()
+    s.finish_claim(c, owner, status, now)
 }
 
 pub fn rows(s: &dyn Store, job: &str) -> Vec<HistoryRow> {

@@ -2,9 +2,9 @@
 //! and leases from the file store and the PostgreSQL store.
 
 use cronsole::model::{HistoryRow, Overlap, Status};
-use cronsole::store::{Completion, RenewOutcome};
+use cronsole::store::RenewOutcome;
 use cronsole::testkit::internals::store::rules;
-use cronsole::testkit::store::ClaimAt;
+use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
 
 use super::{Factory, apply_due, claim, done, every, file, rows, t};
 
@@ -162,20 +162,9 @@ pub fn overlap_cancel_previous_supersedes_the_live_run(f: Factory) {
     assert_eq!(lease.run_id, c.run_id);
     assert_eq!(lease.cancel_requested_at, Some(t(1010)));
     // Its owner kills it and records it like an operator's cancel; the row says why.
-    let mut row = HistoryRow::new("j", Status::Failed, c.trigger, c.slot, "a", t(1011));
-    row.run_id = c.run_id;
+    let mut row = claim_row(&c, "a", Status::Failed, t(1011));
     row.reason = Some(rules::reasons::REASON_CANCELLED.to_string());
-    let end = s
-        .complete(Completion {
-            job: "j".into(),
-            run_id: c.run_id,
-            owner: "a".into(),
-            now: t(1011),
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
+    let end = s.finish_row(&c, row);
     assert_eq!(end.rows.len(), 1, "no overlap row: {:?}", end.rows);
     assert_eq!(
         end.rows[0].reason.as_deref(),

@@ -1637,3 +1637,59 @@ fn a_claim_retried_after_a_failed_cut_does_not_record_the_slot_the_failed_claim_
         );
     }
 }
+
+/// Seeds 2000945, 2002290, 2007026 ("recorded spend over the budget"): a recovery wrote the
+/// run's `abandoned` row carrying the call's worst case ($0.30), then died before the journal;
+/// the run's owner, still alive, settled the call to its real cost ($0.02); the next claim
+/// finished the run from the landed row. It booked $0.02 while history shows $0.30, so the
+/// budget let another call through that the rows then put over the limit. The counters now
+/// book what the landed row shows.
+#[test]
+fn a_landed_abandoned_row_books_the_money_it_shows() {
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
+    let (disk, s) = setup(5, 10.0);
+    let c = claim_one(&s, t(1));
+    let req = ReserveRequest {
+        job: "a",
+        run_id: c.run_id,
+        owner: "o",
+        usd: 0.3,
+        now: t(1),
+    };
+    let Ok(ReserveOutcome::Reserved { id }) = s.reserve(&req) else {
+        panic!("the call's reservation");
+    };
+    let claim = |now| ClaimRequest {
+        now,
+        owner: "b",
+        limit: 0,
+        in_flight: &[],
+        clock_stepped: None,
+    };
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        recoverer.claim_due(&claim(t(30))).is_err(),
+        "the recoverer dies after its rows"
+    );
+    drop(recoverer);
+    // The owner was only slow: its call returns and settles below the worst case.
+    s.settle("a", id, Settlement::Cost(0.02), t(31))
+        .unwrap_or_else(|e| panic!("settle: {e}"));
+    let third = open(&disk);
+    third
+        .claim_due(&claim(t(32)))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    let shown: f64 = rows(&third).iter().map(|r| r.cost_usd).sum();
+    assert!((shown - 0.3).abs() < 1e-9, "history shows {shown}");
+    let jobs = third.jobs().unwrap_or_else(|e| panic!("jobs: {e}"));
+    let counted = jobs[0].rt.counters.period_cost_usd;
+    assert!(
+        counted >= shown - 1e-9,
+        "the budget counts {counted}, history shows {shown}"
+    );
+}

@@ -53,6 +53,8 @@ pub trait Backend {
     fn fault_log(&mut self) -> Vec<String>;
     /// Turn fault injection off for the final quiet phase.
     fn faults_off(&mut self);
+    /// Print every stored file (`SIM_DUMP`, when an invariant breaks); nothing by default.
+    fn dump(&self) {}
     /// An owner's heartbeat sent with its clock `wall`: where owner records are not in the
     /// simulated store, the backend keeps the newest for the handles it opens.
     fn heartbeat(&mut self, wall: DateTime<Utc>) {
@@ -1048,6 +1050,9 @@ impl<'a> World<'a> {
             None => return Ok(()),
         };
         let reservation = admit.as_ref().ok().copied().flatten();
+        if let Ok(r) = &admit {
+            self.note_money(i, &owner, &job, worst, r.is_some());
+        }
         let (status, cost, admitted) = match admit.map(|r| r.is_some()) {
             Ok(true) => {
                 // Another owner with an admitted, unrecorded call: a non-atomic check cannot
@@ -1070,7 +1075,9 @@ impl<'a> World<'a> {
             Ok(false) => (Status::Skipped, 0.0, false),
             Err(e) => {
                 self.stats.store_errors += 1;
-                self.note(format!("budget check for {job} failed: {e}"));
+                self.note(format!(
+                    "budget check for {job} (worst {worst:.4}) failed: {e}"
+                ));
                 if !self.owner_alive(i) {
                     return Ok(());
                 }
@@ -1117,6 +1124,44 @@ impl<'a> World<'a> {
             looping,
         });
         Ok(())
+    }
+
+    /// The step log's line for a budget check's verdict; with `SIM_MONEY`, every job's counters
+    /// and reservations as owner `i` reads them after it.
+    fn note_money(&mut self, i: usize, owner: &str, job: &str, worst: f64, reserved: bool) {
+        let verdict = if reserved { "reserved" } else { "refused" };
+        self.note(format!("{owner} {verdict} {worst:.4} for {job}"));
+        if std::env::var("SIM_MONEY").is_err() {
+            return;
+        }
+        let Some(jobs) = self.owners[i]
+            .proc
+            .as_ref()
+            .and_then(|p| p.store.jobs().ok())
+        else {
+            return;
+        };
+        for j in &jobs {
+            let c = &j.rt.counters;
+            let rs: Vec<String> = c
+                .reservations
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {:.4} {:?} {}",
+                        self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
+                        r.usd,
+                        r.state,
+                        r.period_key
+                    )
+                })
+                .collect();
+            let line = format!(
+                "    {} retired {} period {} {:.4} total {:.4} reservations {rs:?}",
+                j.def.name, j.rt.retired, c.period_key, c.period_cost_usd, c.total_cost_usd
+            );
+            self.note(line);
+        }
     }
 
     /// One loop step of each of owner `i`'s tool-using runs that is due (see the module doc).
@@ -1422,6 +1467,7 @@ impl<'a> World<'a> {
         self.model.note_anchors(&jobs);
         self.model.check(&rows, &jobs, now, end).map_err(|e| {
             if std::env::var("SIM_DUMP").is_ok() {
+                self.backend.dump();
                 for j in &jobs {
                     eprintln!(
                         "job {} anchor {} next_slot {:?} last_slot {:?} paused {} lease {:?}",
@@ -1439,7 +1485,7 @@ impl<'a> World<'a> {
                 }
                 for r in &rows {
                     eprintln!(
-                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {}",
+                        "row {} {} {} slot {:?}..{:?} trigger {} reason {:?} stale {} supersedes {} cost {:.4}",
                         r.job,
                         self.labels.get(&r.run_id).map_or("?", |l| l.as_str()),
                         r.status.as_str(),
@@ -1448,7 +1494,8 @@ impl<'a> World<'a> {
                         r.trigger.as_str(),
                         r.reason,
                         r.stale_lease,
-                        r.supersedes_abandoned
+                        r.supersedes_abandoned,
+                        r.cost_usd
                     );
                 }
             }

@@ -1332,8 +1332,9 @@ mod tests {
     }
 
     use super::{Cached, HEAD_KEY, Idx};
-    use crate::model::{After, ChainOn, HistoryRow, Status};
-    use crate::store::{ClaimRequest, Completion, filefmt};
+    use crate::model::{After, ChainOn, Status};
+    use crate::store::filefmt;
+    use crate::testkit::store::{ClaimAt, FinishClaim, claim_row};
 
     fn store(tag: &str) -> (crate::testkit::tmp::TempDir, FileStore) {
         let dir = crate::testkit::tmp::TempDir::new(&format!("fs-{tag}"));
@@ -1366,44 +1367,10 @@ mod tests {
             ..file
         };
         s.apply(&file, t(1001)).unwrap();
-        let got = s
-            .claim_due(&ClaimRequest {
-                now: t(1060),
-                owner: "o",
-                limit: 1,
-                in_flight: &[],
-                clock_stepped: None,
-            })
-            .unwrap();
+        let got = s.claim_at(t(1060), "o", 1);
         assert_eq!(got.claims.len(), 1);
-        let c = &got.claims[0];
-        let row = HistoryRow::new(
-            &c.job.def.name,
-            Status::Succeeded,
-            c.trigger,
-            c.slot,
-            "o",
-            t(1061),
-        );
-        s.complete(Completion {
-            job: c.job.def.name.clone(),
-            run_id: c.run_id,
-            owner: "o".into(),
-            now: t(1061),
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
-        let got = s
-            .claim_due(&ClaimRequest {
-                now: t(1062),
-                owner: "o",
-                limit: 1,
-                in_flight: &[],
-                clock_stepped: None,
-            })
-            .unwrap();
+        s.finish_claim(&got.claims[0], "o", Status::Succeeded, t(1061));
+        let got = s.claim_at(t(1062), "o", 1);
         assert_eq!(got.claims.len(), 1, "one more run, left leased");
         (dir, s)
     }
@@ -1426,32 +1393,15 @@ mod tests {
             })
             .unwrap();
         assert!(matches!(out, ReserveOutcome::Reserved { .. }), "{out:?}");
-        let got = s
-            .claim_due(&ClaimRequest {
-                now: t(1200),
-                owner: "o",
-                limit: 10,
-                in_flight: &[],
-                clock_stepped: None,
-            })
-            .unwrap();
+        let got = s.claim_at(t(1200), "o", 10);
         let c = got
             .claims
             .iter()
             .find(|c| c.job.def.name == "parent")
             .expect("parent is due");
-        let mut row = HistoryRow::new("parent", Status::Succeeded, c.trigger, c.slot, "o", t(1201));
+        let mut row = claim_row(c, "o", Status::Succeeded, t(1201));
         row.cost_usd = 0.25;
-        s.complete(Completion {
-            job: "parent".into(),
-            run_id: c.run_id,
-            owner: "o".into(),
-            now: t(1201),
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
+        s.finish_row(c, row);
         for s in [s, FileStore::open(&dir).unwrap()] {
             let names: Vec<String> = s
                 .spenders()

@@ -12,7 +12,8 @@
 //! faked clock); on a file system shared by several hosts — which this store does not support
 //! for its data, its lock being host-local — the stamp is still the one clock they all read.
 //! Records are advisory: written without fsync, a record that cannot be read is skipped, and
-//! records not rewritten for a day are deleted by the next heartbeat of any owner.
+//! records not rewritten for a day are deleted by an owner's first heartbeat or its first of
+//! each hour.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -44,6 +45,19 @@ fn file_name(owner: &str) -> String {
     format!("{}.json", safe.trim_start_matches('.'))
 }
 
+/// Whether a beat stamped `now` sweeps the directory for forgotten records: an owner's first
+/// beat, then its first beat of each hour (by the store's clock). Listing the directory is what
+/// wakes every owner's change watcher on the store directory (the open of a subdirectory is an
+/// event of its parent), so an idle owner lists it once an hour, not at every beat; a record
+/// is forgotten a day after its last beat, so an hour later costs nothing.
+fn sweep_due(previous: Option<SystemTime>, now: SystemTime) -> bool {
+    let hour = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 3600)
+    };
+    previous.is_none_or(|p| hour(p) != hour(now))
+}
+
 fn io(path: &Path, e: std::io::Error) -> StoreError {
     StoreError::io(path.display().to_string(), e)
 }
@@ -66,12 +80,16 @@ impl FileStore {
         let stamped = std::fs::metadata(&tmp)
             .and_then(|m| m.modified())
             .map_err(|e| io(&tmp, e))?;
+        // The record this beat replaces: its stamp says when this owner last swept.
+        let previous = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
         let mut out = rec.clone();
         let store_now: DateTime<Utc> = stamped.into();
         out.clock_offset_ms = (rec.last_seen - store_now).num_milliseconds();
         out.last_seen = store_now;
-        self.forget_old_owners(&dir, stamped);
+        if sweep_due(previous, stamped) {
+            self.forget_old_owners(&dir, stamped);
+        }
         Ok(out)
     }
 
@@ -147,5 +165,68 @@ mod tests {
         assert_eq!(file_name("web-1:4242:ab12cd34"), "web-1:4242:ab12cd34.json");
         assert_eq!(file_name("../x/y"), "_x_y.json");
         assert_eq!(file_name(".hidden"), "hidden.json");
+    }
+
+    #[test]
+    fn an_owner_sweeps_at_its_first_beat_and_then_once_an_hour() {
+        let at = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let h = 3600 * 490_000;
+        assert!(sweep_due(None, at(h + 5)), "first beat");
+        assert!(!sweep_due(Some(at(h + 5)), at(h + 10)), "same hour");
+        assert!(!sweep_due(Some(at(h)), at(h + 3599)));
+        assert!(sweep_due(Some(at(h + 3595)), at(h + 3600)), "next hour");
+        // A stamp from the future (a clock set back) still sweeps once the hour differs.
+        assert!(sweep_due(Some(at(h + 7200)), at(h + 10)));
+    }
+
+    /// A day-old record is deleted by another owner's first beat; a live one's own beats in
+    /// the same hour do not list the directory again.
+    #[test]
+    fn a_day_old_record_is_forgotten_by_a_first_beat() {
+        let dir = crate::testkit::tmp::TempDir::new("owners-sweep");
+        let store = FileStore::open(&dir).unwrap();
+        let owners = dir.join(OWNERS_DIR);
+        std::fs::create_dir_all(&owners).unwrap();
+        let old = owners.join("gone:1:00000000.json");
+        std::fs::write(&old, "{}").unwrap();
+        let two_days = SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(two_days)
+            .unwrap();
+        let now = Utc::now();
+        let rec = OwnerRecord {
+            owner: "vm:2:11111111".into(),
+            host: "vm".into(),
+            pid: 2,
+            version: "0".into(),
+            started_at: now,
+            last_seen: now,
+            clock_offset_ms: 0,
+            claims_stopped: None,
+            signed_off: None,
+        };
+        store.write_beat(&rec).unwrap();
+        assert!(!old.exists(), "the first beat swept the day-old record");
+        // Planted again: the next beat in the same hour leaves it (it lists nothing).
+        std::fs::write(&old, "{}").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(two_days)
+            .unwrap();
+        let mine = owners.join("vm:2:11111111.json");
+        let stamp = std::fs::metadata(&mine).unwrap().modified().unwrap();
+        if sweep_due(Some(stamp), SystemTime::now()) {
+            return; // the hour turned between the two beats: the second one sweeps
+        }
+        store.write_beat(&rec).unwrap();
+        assert!(
+            old.exists(),
+            "a beat in the same hour does not list the directory"
+        );
     }
 }

@@ -306,10 +306,10 @@ fn read_line(f: &dyn IoFile, path: &Path, at: u64, len: u64) -> StoreResult<Vec<
 mod tests {
     use super::super::FileStore;
     use super::super::layout::{INDEX_FILE, JOURNAL_FILE};
-    use crate::model::{HistoryRow, JobsFile, Settings, Status};
+    use crate::model::{JobsFile, Settings, Status};
     use crate::store::policy::define::tests_support::def;
-    use crate::store::{Completion, HistoryReader, Store, StoreError};
-    use crate::testkit::store::ClaimAt;
+    use crate::store::{HistoryReader, Store, StoreError};
+    use crate::testkit::store::{ClaimAt, FinishClaim};
     use crate::testkit::time::epoch as t;
     use crate::testkit::tmp::TempDir;
 
@@ -461,17 +461,7 @@ mod tests {
             .iter()
             .find(|c| c.job.def.name == "j0007")
             .unwrap();
-        let row = HistoryRow::new("j0007", Status::Succeeded, c.trigger, c.slot, "o", t(61));
-        full.complete(Completion {
-            job: "j0007".into(),
-            run_id: c.run_id,
-            owner: "o".into(),
-            now: t(61),
-            row,
-            state: None,
-            hold_until: None,
-        })
-        .unwrap();
+        full.finish_claim(c, "o", Status::Succeeded, t(61));
         drop(full);
         std::fs::write(&jpath, &before).unwrap();
         let p = FileStore::open_point(&dir, true).unwrap();

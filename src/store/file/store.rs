@@ -106,6 +106,11 @@ impl Store for FileStore {
         self.write_beat(rec)
     }
 
+    /// An owner record is written, stamped and renamed without fsync (`owners.rs`).
+    fn beat_is_local(&self) -> bool {
+        true
+    }
+
     fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
         self.read_owners()
     }

@@ -11,7 +11,7 @@ use super::segment::contains;
 use crate::model::{Status, Trigger};
 use crate::store::policy::define::tests_support::def;
 use crate::store::*;
-use crate::testkit::store::ClaimAt;
+use crate::testkit::store::{ClaimAt, FinishClaim};
 
 use crate::store::policy;
 use crate::testkit::time::epoch as t;
@@ -39,17 +39,7 @@ fn claim(s: &FileStore, now: i64, owner: &str, limit: usize) -> ClaimOutcome {
 }
 
 fn finish(s: &FileStore, c: &Claim, status: Status, now: i64) -> CompleteOutcome {
-    let row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, "o", t(now));
-    s.complete(Completion {
-        job: c.job.def.name.clone(),
-        run_id: c.run_id,
-        owner: "o".into(),
-        now: t(now),
-        row,
-        state: None,
-        hold_until: None,
-    })
-    .unwrap()
+    s.finish_claim(c, "o", status, t(now))
 }
 
 #[test]

@@ -6,31 +6,14 @@ use super::handle::*;
 use crate::model::{OwnerRecord, Settings, Status};
 use crate::store::policy::define::tests_support::def;
 use crate::store::*;
-use crate::testkit::store::ClaimAt;
+use crate::testkit::store::{ClaimAt, FinishClaim};
 use crate::testkit::time::epoch as t;
 use crate::testkit::tmp::TempDir;
 
 const DAY: i64 = 86_400;
 
 fn finish(s: &FileStore, c: &Claim, now: i64) {
-    let row = HistoryRow::new(
-        &c.job.def.name,
-        Status::Succeeded,
-        c.trigger,
-        c.slot,
-        "o",
-        t(now),
-    );
-    s.complete(Completion {
-        job: c.job.def.name.clone(),
-        run_id: c.run_id,
-        owner: "o".into(),
-        now: t(now),
-        row,
-        state: None,
-        hold_until: None,
-    })
-    .unwrap();
+    s.finish_claim(c, "o", Status::Succeeded, t(now));
 }
 
 /// A store with `every 60s` jobs `a` and `b` whose first slot is 1000, both run at 1000 and

@@ -16,9 +16,10 @@ use crate::store::policy::budget::absorb_settled;
 use crate::store::rules::period::counter_spend;
 
 /// Add one history row to the job's counters (every row counts by status; cost by period).
-/// An `abandoned` row is given the cost of its run's reservations first (the budget rule,
-/// `absorb_settled`): the row shows the money its budget counts. Returns the amount booked into
-/// the current period (`counters.period_key`).
+/// The row of a run cut short (`abandoned`, cancelled: `budget::carries_every_reservation`) is
+/// given the cost of its run's reservations first (the budget rule, `absorb_settled`), or the
+/// cost it already shows when that is more: the row shows the money its budget counts. Returns
+/// the amount booked into the current period (`counters.period_key`).
 pub fn count_row(
     rec: &mut JobRecord,
     row: &mut HistoryRow,
@@ -30,7 +31,17 @@ pub fn count_row(
     // never into the current one, whose budget may already be full (midnight rollover).
     let absorbed = absorb_settled(rec, row, &key);
     if super::budget::carries_every_reservation(row) {
-        row.cost_usd = absorbed.carried;
+        // A row already in history (a recovery whose record write failed after its row landed,
+        // finished from that row later) keeps what it shows, which is what its reservations
+        // carried when it was written. They may carry less now (a call settled since, below
+        // its worst case): the counters still book what the row shows, so history never
+        // shows more money than the budget counted. A new row carries its reservations.
+        let shown = if row.cost_usd.is_finite() && row.cost_usd > 0.0 {
+            row.cost_usd
+        } else {
+            0.0
+        };
+        row.cost_usd = shown.max(absorbed.carried);
     }
     let elsewhere = absorbed.elsewhere;
     let c = &mut rec.rt.counters;
