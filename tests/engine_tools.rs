@@ -91,7 +91,9 @@ async fn openai_parallel_calls_then_an_answer_are_one_succeeded_row_with_its_tra
     assert_eq!((r.input_tokens, r.output_tokens), (400, 30));
     // 400 × $1/M + 30 × $2/M, both turns.
     assert!((r.cost_usd - 0.00046).abs() < 1e-12, "{}", r.cost_usd);
-    assert_eq!(r.attempts, 2);
+    // A turn is not an attempt: each request went through at once; the log lists both.
+    assert_eq!(r.attempts, 1);
+    assert_eq!(r.attempt_log.len(), 2);
     // The invented name was never dispatched.
     assert_eq!(
         src.calls(),
@@ -298,6 +300,37 @@ async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_sp
     assert!((r.cost_usd - 0.00801).abs() < 1e-12, "{}", r.cost_usd);
     let spend = rig.store.spend("ask", rig.now()).unwrap();
     assert!((spend.global_usd - 0.00801).abs() < 1e-12, "{spend:?}");
+    rig.stop().await;
+}
+
+/// A row's `attempts` counts retries, not turns: a 2-turn run whose second request was retried
+/// once shows 2 attempts and 2 turns, and its attempt log lists all 3 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_count_the_retries_of_a_turn_not_the_turns() {
+    let src = files();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                10,
+                5,
+            ),
+            Reply::Status(500, "try again".into()),
+            Reply::ok("done", 10, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let yaml = yaml("openai", &fake.base_url(), "budget: null\n", "")
+        .replace("    max_retries: 1\n", "    max_retries: 2\n");
+    let rig = Rig::start("tools-attempts", &yaml, opts(&src)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    assert_eq!((r.turns, r.tool_calls), (Some(2), Some(1)));
+    assert_eq!(r.attempts, 2, "{r:#?}");
+    assert_eq!(r.attempt_log.len(), 3, "{r:#?}");
+    assert_eq!(fake.request_count(), 3);
     rig.stop().await;
 }
 

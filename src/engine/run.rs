@@ -126,12 +126,26 @@ pub struct RunOutput {
 /// start, end, outcome, error, tokens, cost) and the last attempt's whole error (redacted).
 #[derive(Debug, Clone, Default)]
 pub struct Progress(
-    Arc<Mutex<(Vec<Attempt>, Option<String>)>>,
+    Arc<Mutex<Attempts>>,
     Arc<Mutex<Option<Looped>>>,
     Arc<std::sync::atomic::AtomicBool>,
     /// The model asked (an agent run), then the one that last answered.
     Arc<Mutex<Option<String>>>,
 );
+
+/// The attempts a run made so far.
+#[derive(Debug, Default)]
+struct Attempts {
+    /// Every attempt, in order (every request of every turn of a tool loop).
+    log: Vec<Attempt>,
+    /// The last attempt's whole error (redacted).
+    last_error: Option<String>,
+    /// Where the current model turn's attempts start in `log` (0 for any other action).
+    turn_start: usize,
+    /// The most attempts one turn (or the action) took: the row's `attempts`, since retries
+    /// are counted per model request, and a tool loop's turns are not retries.
+    most: u32,
+}
 
 /// A tool loop's record so far, for a row written while the loop runs.
 #[derive(Debug, Clone)]
@@ -148,9 +162,24 @@ impl Progress {
             if attempt.error.is_none() && error.is_some() {
                 attempt = Attempt::new(attempt.started_at, attempt.finished_at, error.as_deref());
             }
-            g.0.push(attempt);
-            g.1 = error;
+            g.log.push(attempt);
+            g.last_error = error;
+            let this_turn = u32::try_from(g.log.len() - g.turn_start).unwrap_or(u32::MAX);
+            g.most = g.most.max(this_turn);
         }
+    }
+
+    /// A new model turn of a tool loop begins: its attempts are counted apart from the last
+    /// turn's.
+    fn new_turn(&self) {
+        if let Ok(mut g) = self.0.lock() {
+            g.turn_start = g.log.len();
+        }
+    }
+
+    /// The most attempts one turn (or the action) took.
+    fn most_attempts(&self) -> u32 {
+        self.0.lock().map(|g| g.most).unwrap_or(0)
     }
 
     /// The run's action is a call to `model`.
@@ -164,7 +193,7 @@ impl Progress {
     fn priced_last(&self, model: &str, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
         self.asks(model);
         if let Ok(mut g) = self.0.lock()
-            && let Some(a) = g.0.last_mut()
+            && let Some(a) = g.log.last_mut()
         {
             a.input_tokens = input_tokens;
             a.output_tokens = output_tokens;
@@ -196,7 +225,7 @@ impl Progress {
 
     /// The attempts made so far, in order.
     fn log(&self) -> Vec<Attempt> {
-        self.0.lock().map(|g| g.0.clone()).unwrap_or_default()
+        self.0.lock().map(|g| g.log.clone()).unwrap_or_default()
     }
 
     /// Copy the progress into the row of a run cut short (`abandoned`, or cancelled by an
@@ -205,16 +234,16 @@ impl Progress {
     /// on the row: every reservation the run still holds (`store::policy::budget`).
     pub fn fill(&self, row: &mut HistoryRow) {
         if let Ok(g) = self.0.lock() {
-            if !g.0.is_empty() {
-                row.attempts = u32::try_from(g.0.len()).unwrap_or(u32::MAX);
-                row.attempt_log = g.0.clone();
+            if !g.log.is_empty() {
+                row.attempts = g.most;
+                row.attempt_log = g.log.clone();
             }
             if row.error.is_none() {
-                row.error = g.1.clone();
+                row.error = g.last_error.clone();
             }
             if row.input_tokens == 0 && row.output_tokens == 0 {
-                row.input_tokens = g.0.iter().map(|a| a.input_tokens).sum();
-                row.output_tokens = g.0.iter().map(|a| a.output_tokens).sum();
+                row.input_tokens = g.log.iter().map(|a| a.input_tokens).sum();
+                row.output_tokens = g.log.iter().map(|a| a.output_tokens).sum();
             }
         }
         if row.model.is_none()

@@ -104,8 +104,6 @@ pub(super) struct Turns<'r> {
     carry: Mutex<Carry>,
     /// Booked over the answered turns.
     booked: Vec<RunCost>,
-    /// Requests made over all turns.
-    attempts: u32,
     /// The last reply's model.
     model: Option<String>,
     /// Where calls that need approval wait.
@@ -182,6 +180,7 @@ impl Turns<'_> {
     /// One turn: reserve its worst case, call (with retries, each behind the lease check and
     /// its own reservation), settle, and book the reply.
     async fn one_turn(&mut self, ask: TurnAsk<'_>) -> Result<TurnReply, TurnStop> {
+        self.progress.new_turn();
         let worst =
             self.quote
                 .worst_case(wire::prompt_bytes(self.agent, self.prompt, ask.dialogue));
@@ -275,7 +274,6 @@ impl Turns<'_> {
             LlmError::is_retryable,
         )
         .await;
-        self.attempts += h.attempts;
         match h.ended {
             Ended::Done(Ok(reply)) => Ok(self.answered(reply, worst, h.attempts)),
             Ended::Done(Err(e)) => Err(TurnStop::Failed(e)),
@@ -378,7 +376,6 @@ impl Turns<'_> {
     fn spent(self) -> Spent {
         Spent {
             job: self.job,
-            attempts: self.attempts,
             booked: self.booked,
             kept: self.kept.into_inner().unwrap_or_default(),
             model: self.model,
@@ -389,7 +386,6 @@ impl Turns<'_> {
 /// What a run's turns spent.
 struct Spent {
     job: String,
-    attempts: u32,
     booked: Vec<RunCost>,
     kept: Vec<(Uuid, f64)>,
     model: Option<String>,
@@ -462,7 +458,6 @@ pub(super) async fn step4_agent(cx: &mut Ctx<'_>, agent: &AgentDef, prompt: &str
         kept: Mutex::new(Vec::new()),
         carry: Mutex::new(Carry::default()),
         booked: Vec::new(),
-        attempts: 0,
         model: None,
         approvals: super::approval::Approvals {
             store: cx.store,
@@ -567,7 +562,9 @@ async fn finish(
     out: LoopOutcome<TurnStop>,
     with_tools: bool,
 ) -> Flow<Answer> {
-    cx.row.attempts = turns.attempts;
+    // Retries are per model request: the row's attempts are the most one turn needed (its
+    // turns are counted apart), while its attempt log lists every request.
+    cx.row.attempts = cx.progress.most_attempts();
     cx.row.attempt_log = cx.progress.log();
     if with_tools {
         cx.row.turns = Some(out.turns);
