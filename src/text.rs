@@ -360,9 +360,18 @@ pub const URL_TOKEN_MIN_CHARS: usize = 12;
 /// anything cronsole writes or prints: results, errors, reasons, notepad, diffs, sinks, logs.
 /// Apply it before any truncation; [`Secrets::redact`] also removes a secret's leading part left
 /// at the end of an already-cut text (command output is bounded while it is read).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Secrets {
     values: Vec<String>,
+}
+
+/// How many secrets, never their values: a `{:?}` of anything holding them goes to logs.
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("count", &self.values.len())
+            .finish()
+    }
 }
 
 impl Secrets {
@@ -754,6 +763,14 @@ mod tests {
 
     fn console_inert(s: &str) -> bool {
         !s.chars().any(is_unsafe)
+    }
+
+    #[test]
+    fn a_debug_print_of_secrets_shows_how_many_not_what() {
+        let s = Secrets::new(["sk-live-0123456789abcdef".to_string()]);
+        let shown = format!("{s:?} {s:#?}");
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(shown.contains("count: 1"), "{shown}");
     }
 
     /// `--json` must not carry U+202E or the other bidi controls raw: a terminal showing the
