@@ -10,6 +10,10 @@
 pub mod action {
     pub use crate::action::*;
 }
+/// Which IP addresses count as public for the URL monitor (the probe and `validate` both ask).
+pub mod addr {
+    pub use crate::addr::*;
+}
 /// Prices, budgets and how money is shown.
 pub mod cost {
     pub use crate::cost::*;
