@@ -14,6 +14,13 @@ pub mod action {
 pub mod addr {
     pub use crate::addr::*;
 }
+/// The engine's crate-private helpers.
+pub mod engine {
+    /// Who answers an approval from this process (`user@host`), as the run's record names them.
+    pub fn operator() -> String {
+        crate::engine::operator()
+    }
+}
 /// Prices, budgets and how money is shown.
 pub mod cost {
     pub use crate::cost::*;
