@@ -289,6 +289,7 @@ pub struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
+    /// A forecast at `now` under `settings`' budget, no job counted yet.
     pub fn new(settings: &'a Settings, now: DateTime<Utc>) -> Builder<'a> {
         let period = budget_period(settings);
         Builder {

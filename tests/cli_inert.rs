@@ -87,7 +87,7 @@ fn stored_text_is_printed_escaped_by_every_command_that_shows_it() {
         "budget: null\njobs:\n  - name: gated\n    schedule: \"0 3 * * *\"\n    \
          pre_run: \"printf 'g\\\\033]0;PWN\\\\007' >&2; exit 1\"\n    command: echo hi\n  \
          - name: watch\n    schedule: \"0 3 * * *\"\n    command: echo hi\n    monitor:\n      \
-         url: \"http://127.0.0.1:9/a{OSC}\"\n"
+         url: \"http://127.0.0.1:9/a{OSC}\"\n      allow_private: true\n"
     );
     std::fs::write(d.join("jobs.yaml"), jobs).unwrap();
     ok(&d, &["apply", "jobs.yaml"]);

@@ -431,3 +431,51 @@ fn shipped_example_jobs_files_are_valid() {
         );
     }
 }
+
+/// `validate` and `apply` take the jobs file as FILE or `--jobs FILE`, and default to jobs.yaml
+/// here; `validate` says what `run` would do with a loopback monitor URL (an error at its
+/// `file:line:col`, exit 2) rather than pass it.
+#[test]
+fn the_jobs_file_is_file_or_jobs_and_a_loopback_monitor_is_refused_where_it_is() {
+    let dir = TempDir::new("either");
+    let good = "jobs:\n  - name: a\n    schedule: \"0 3 * * *\"\n    command: echo hi\n";
+    dir.write("jobs.yaml", good);
+    let f = dir.write("other.yaml", good);
+    let run = |args: &[&str]| {
+        support::cli::output(support::cli::command().current_dir(&*dir.0).args(args))
+    };
+    for args in [
+        vec!["validate", "other.yaml"],
+        vec!["validate", "--jobs", "other.yaml"],
+        vec!["--jobs", "other.yaml", "validate"],
+        vec!["validate"],
+    ] {
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+        assert!(out.contains("1 of 1 job(s) valid"), "{args:?}\n{out}");
+    }
+    let (code, _, err) = run(&["validate", "other.yaml", "--jobs", "jobs.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("given twice"), "{err}");
+    let (code, out, err) = run(&["apply", "--jobs", "other.yaml"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("1 created"), "{out}");
+    let (code, out, err) = run(&["apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("1 unchanged"), "{out}");
+
+    let bad = dir.write(
+        "loop.yaml",
+        "jobs:\n  - name: m\n    schedule: \"0 3 * * *\"\n    command: echo hi\n    monitor: {url: \"http://127.0.0.1:8080/x\"}\n",
+    );
+    let (code, out, err) = validate(&bad);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let want = format!(
+        "{}:5:20: error: jobs[0].monitor.url: 127.0.0.1 is loopback (127/8), so every run would be rejected",
+        bad.display()
+    );
+    assert!(out.lines().any(|l| l.starts_with(&want)), "{want}\n{out}");
+    let (code, _, err) = run(&["apply", "loop.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    drop(f);
+}

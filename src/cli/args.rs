@@ -120,11 +120,11 @@ pub enum Command {
     /// Draw the console; with --attach, over a store other owners run (no engine here)
     Console(ConsoleArgs),
     /// Check a jobs file: every error and warning with file:line:col, and each job's next slots
-    Validate(FileArg),
+    Validate(JobsFileArg),
     /// Print the next (or previous) slots of a schedule expression
     Next(NextArgs),
     /// Sync a jobs file's definitions into the store and print what changed
-    Apply(FileArg),
+    Apply(JobsFileArg),
     /// List jobs with their runtime state: NEXT / LEFT / LAST / PASSED like list-timers
     Jobs(JobsArgs),
     /// Show history rows, newest first
@@ -359,6 +359,10 @@ impl Command {
 /// `cronsole run`: the engine, always headless.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The jobs file (or `--jobs FILE`; default: jobs.yaml here if present)
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
     /// Format of the per-run lines on stdout
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -376,6 +380,14 @@ pub struct ConsoleArgs {
 
     #[command(flatten)]
     pub run: RunOpts,
+}
+
+/// The jobs file of `validate` and `apply`, as an argument or `--jobs FILE` (one of them).
+#[derive(Debug, Args)]
+pub struct JobsFileArg {
+    /// The jobs file (or `--jobs FILE`; default: jobs.yaml here)
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -571,6 +583,9 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
     if !cmd.uses_store() {
         let sub = matches.subcommand().map(|(_, m)| m);
         for (id, flag) in [("store", "--store"), ("jobs", "--jobs")] {
+            if id == "jobs" && TAKES_JOBS_FILE.contains(&cmd.name()) {
+                continue;
+            }
             let given = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
             if given(matches) || sub.is_some_and(given) {
                 return Some(format!(
@@ -588,9 +603,37 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
 fn storeless_hint(id: &str, command: &str) -> &'static str {
     match (id, command) {
         ("jobs", "next") => "; a job of a jobs file is `cronsole next --job NAME --file FILE`",
-        ("jobs", "validate") => "; it takes the file as its argument: `cronsole validate FILE`",
         ("jobs", "import") => "; it reads `cronsole import praisonai FILE`",
         _ => "",
+    }
+}
+
+/// Storeless subcommands that read a jobs file all the same, named by `--jobs FILE` or their
+/// FILE argument alike: `--jobs` is not refused there.
+const TAKES_JOBS_FILE: &[&str] = &["validate"];
+
+/// The jobs file given as a command's FILE argument (`validate`, `apply`, `run`) becomes
+/// `--jobs`, so every command reads it from one place (`cmd::jobs_file`); given both ways, the
+/// two must name the same file.
+pub fn fold_file_arg(cli: &mut Cli) -> Result<(), String> {
+    let file = match &mut cli.command {
+        Some(Command::Validate(a) | Command::Apply(a)) => a.file.take(),
+        Some(Command::Run(a)) => a.file.take(),
+        _ => None,
+    };
+    let Some(file) = file else {
+        return Ok(());
+    };
+    match &cli.jobs {
+        Some(j) if *j != file => Err(format!(
+            "the jobs file is given twice ({} and --jobs {}): give it once, as FILE or --jobs FILE",
+            file.display(),
+            j.display()
+        )),
+        _ => {
+            cli.jobs = Some(file);
+            Ok(())
+        }
     }
 }
 
@@ -613,15 +656,18 @@ pub fn command() -> clap::Command {
     let mut cmd = Cli::command();
     for name in STORELESS {
         cmd = cmd.mut_subcommand(name, |sc| {
-            sc.arg(clap::Arg::new("store").long("store").num_args(1).hide(true))
-                .arg(
-                    // Same value type as the global `--jobs`: the derive reads it as a path.
-                    clap::Arg::new("jobs")
-                        .long("jobs")
-                        .num_args(1)
-                        .value_parser(clap::value_parser!(PathBuf))
-                        .hide(true),
-                )
+            let sc = sc.arg(clap::Arg::new("store").long("store").num_args(1).hide(true));
+            if TAKES_JOBS_FILE.contains(name) {
+                return sc;
+            }
+            sc.arg(
+                // Same value type as the global `--jobs`: the derive reads it as a path.
+                clap::Arg::new("jobs")
+                    .long("jobs")
+                    .num_args(1)
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .hide(true),
+            )
         });
     }
     cmd
@@ -631,8 +677,13 @@ pub fn command() -> clap::Command {
 pub fn parse() -> Cli {
     use clap::FromArgMatches;
     let matches = command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(msg) = misplaced(&cli, &matches) {
+        command()
+            .error(clap::error::ErrorKind::ArgumentConflict, msg)
+            .exit();
+    }
+    if let Err(msg) = fold_file_arg(&mut cli) {
         command()
             .error(clap::error::ErrorKind::ArgumentConflict, msg)
             .exit();
@@ -656,9 +707,9 @@ mod tests {
             err.contains("cronsole next --job NAME --file FILE"),
             "the flag next reads a jobs file with: {err}"
         );
-        let err = parse_from(&["cronsole", "validate", "--jobs", "j.yaml", "x.yaml"])
-            .expect_err("refused");
-        assert!(err.contains("cronsole validate FILE"), "{err}");
+        let err =
+            parse_from(&["cronsole", "validate", "--store", "s", "x.yaml"]).expect_err("refused");
+        assert!(err.ends_with("it uses no store"), "{err}");
         let err = parse_from(&["cronsole", "next", "--store", "s", "@daily"]).expect_err("refused");
         assert!(err.ends_with("it uses no store"), "{err}");
     }
@@ -667,10 +718,46 @@ mod tests {
         let m = command()
             .try_get_matches_from(args)
             .map_err(|e| e.to_string())?;
-        let cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
-        match misplaced(&cli, &m) {
-            Some(msg) => Err(msg),
-            None => Ok(cli),
+        let mut cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
+        if let Some(msg) = misplaced(&cli, &m) {
+            return Err(msg);
+        }
+        fold_file_arg(&mut cli)?;
+        Ok(cli)
+    }
+
+    /// `validate`, `apply` and `run` take the jobs file as FILE or `--jobs FILE` alike (either
+    /// side of the subcommand for `--jobs`); both ways at once must agree, and without either
+    /// the commands fall back to jobs.yaml (`cmd::jobs_file`). Their help says so.
+    #[test]
+    fn validate_apply_and_run_take_the_jobs_file_as_file_or_jobs() {
+        for sub in ["validate", "apply", "run"] {
+            let want = Some(PathBuf::from("x.yaml"));
+            for args in [
+                vec!["cronsole", sub, "x.yaml"],
+                vec!["cronsole", sub, "--jobs", "x.yaml"],
+                vec!["cronsole", "--jobs", "x.yaml", sub],
+                vec!["cronsole", sub, "x.yaml", "--jobs", "x.yaml"],
+            ] {
+                let cli = parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(cli.jobs, want, "{args:?}");
+            }
+            let cli = parse_from(&["cronsole", sub]).unwrap();
+            assert_eq!(cli.jobs, None, "{sub}: the default applies later");
+            let err = parse_from(&["cronsole", sub, "a.yaml", "--jobs", "b.yaml"]).unwrap_err();
+            assert!(err.contains("given twice"), "{sub}: {err}");
+            let mut cmd = command();
+            cmd.build();
+            let help = cmd
+                .find_subcommand_mut(sub)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            assert!(help.contains("[FILE]"), "{sub}: {help}");
+            assert!(
+                help.contains("--jobs FILE`; default: jobs.yaml"),
+                "{sub}: {help}"
+            );
         }
     }
 
@@ -687,8 +774,10 @@ mod tests {
         for name in STORELESS {
             let sc = cmd.find_subcommand_mut(name).unwrap();
             let help = sc.render_long_help().to_string();
-            assert!(
-                !help.contains("--store") && !help.contains("--jobs"),
+            assert!(!help.contains("--store"), "{name}: {help}");
+            assert_eq!(
+                help.contains("--jobs"),
+                TAKES_JOBS_FILE.contains(name),
                 "{name}: {help}"
             );
         }
@@ -717,7 +806,8 @@ mod tests {
         assert!(parse_from(&["cronsole", "history", "--store", "s"]).is_ok());
         let e = parse_from(&["cronsole", "next", "@daily", "--store", "s"]).unwrap_err();
         assert!(e.contains("uses no store"), "{e}");
-        assert!(parse_from(&["cronsole", "--jobs", "j.yaml", "validate", "j.yaml"]).is_err());
+        assert!(parse_from(&["cronsole", "--jobs", "j.yaml", "validate", "j.yaml"]).is_ok());
+        assert!(parse_from(&["cronsole", "--jobs", "j.yaml", "probe", "--command", "x"]).is_err());
     }
 
     #[test]

@@ -362,6 +362,39 @@ mod tests {
 
     use super::*;
 
+    /// The guide's `history --json` paragraph names every field a row can carry: a field added
+    /// to `HistoryRow` without a word in the guide fails here.
+    #[test]
+    fn the_cli_guide_names_every_history_row_field() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let src = std::fs::read_to_string(root.join("src/model/history.rs")).unwrap();
+        let body = src
+            .split_once("pub struct HistoryRow {")
+            .and_then(|(_, rest)| rest.split_once("\n}\n"))
+            .map(|(body, _)| body)
+            .expect("the HistoryRow struct");
+        let fields: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("    pub "))
+            .filter_map(|l| l.split_once(':').map(|(name, _)| name))
+            .collect();
+        assert!(fields.len() > 30, "{fields:?}");
+        let guide = std::fs::read_to_string(root.join("docs/guide/cli.md")).unwrap();
+        let para = guide
+            .split_once("`history --json` prints one JSON object per row:")
+            .and_then(|(_, rest)| rest.split_once("\n\n"))
+            .map(|(para, _)| para)
+            .expect("the history --json paragraph of docs/guide/cli.md");
+        let missing: Vec<_> = fields
+            .iter()
+            .filter(|f| !para.contains(&format!("`{f}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/guide/cli.md does not name {missing:?}"
+        );
+    }
+
     #[test]
     fn status_round_trips_through_its_json_name() {
         for st in Status::ALL {

@@ -50,9 +50,49 @@ pub struct StatsLine {
     /// `total_cost_usd` per execution (0 with none).
     pub cost_per_execution: f64,
     /// Rows per status word, every status present.
-    pub counts: BTreeMap<String, u64>,
+    pub counts: Counts,
     /// Some spend is unknown (unpriced model or missing usage).
     pub cost_incomplete: bool,
+}
+
+/// Rows per status, every status present: a fixed array (a line per job of a million-job store
+/// holds no map), serialised as the map `{"abandoned": n, "failed": n, …}` in word order.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Counts([u64; Status::ALL.len()]);
+
+impl Counts {
+    fn of(by_status: &BTreeMap<Status, u64>) -> Counts {
+        let mut c = Counts::default();
+        for (i, s) in Status::ALL.iter().enumerate() {
+            c.0[i] = by_status.get(s).copied().unwrap_or(0);
+        }
+        c
+    }
+}
+
+impl std::ops::Index<&str> for Counts {
+    type Output = u64;
+    /// Rows of the status whose word is `word` (0 for a word that names none).
+    fn index(&self, word: &str) -> &u64 {
+        Status::ALL
+            .iter()
+            .position(|s| s.as_str() == word)
+            .map_or(&0, |i| &self.0[i])
+    }
+}
+
+impl Serialize for Counts {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut words: Vec<(&str, u64)> =
+            Status::ALL.iter().map(|s| s.as_str()).zip(self.0).collect();
+        words.sort_unstable_by_key(|w| w.0);
+        let mut m = ser.serialize_map(Some(words.len()))?;
+        for (w, n) in words {
+            m.serialize_entry(w, &n)?;
+        }
+        m.end()
+    }
 }
 
 /// What `cronsole stats` prints: the current period, a global line and one per job.
@@ -91,10 +131,18 @@ struct Acc {
 
 impl Acc {
     fn line(&self, job: String, limit: Option<f64>) -> StatsLine {
-        let get = |s: Status| self.counts.get(&s).copied().unwrap_or(0);
+        line_of(job, &self.counts, self, limit)
+    }
+}
+
+/// A line from its counts and money (the counts apart: a job's line reads its counters' map,
+/// the global one the sum).
+fn line_of(job: String, counts: &BTreeMap<Status, u64>, a: &Acc, limit: Option<f64>) -> StatsLine {
+    {
+        let get = |s: Status| counts.get(&s).copied().unwrap_or(0);
         let ok = get(Status::Succeeded) + get(Status::NoChange);
         let failed = get(Status::Failed);
-        let total = crate::model::executions_of(&self.counts);
+        let total = crate::model::executions_of(counts);
         let rate = if total == 0 {
             0.0
         } else {
@@ -106,21 +154,18 @@ impl Acc {
             successful_executions: ok,
             failed_executions: failed,
             success_rate: rate,
-            total_cost_usd: round_usd(self.total_cost),
-            period_cost_usd: round_usd(self.period_cost),
-            in_flight_usd: round_usd(self.held),
-            remaining_budget: limit.map(|l| round_usd((l - self.period_cost - self.held).max(0.0))),
-            runtime_seconds: (self.runtime_ms as f64 / 1000.0 * 1000.0).round() / 1000.0,
+            total_cost_usd: round_usd(a.total_cost),
+            period_cost_usd: round_usd(a.period_cost),
+            in_flight_usd: round_usd(a.held),
+            remaining_budget: limit.map(|l| round_usd((l - a.period_cost - a.held).max(0.0))),
+            runtime_seconds: (a.runtime_ms as f64 / 1000.0 * 1000.0).round() / 1000.0,
             cost_per_execution: if total == 0 {
                 0.0
             } else {
-                round_usd(self.total_cost / total as f64)
+                round_usd(a.total_cost / total as f64)
             },
-            counts: Status::ALL
-                .iter()
-                .map(|s| (s.as_str().to_string(), get(*s)))
-                .collect(),
-            cost_incomplete: self.incomplete,
+            counts: Counts::of(counts),
+            cost_incomplete: a.incomplete,
         }
     }
 }
@@ -135,24 +180,53 @@ pub fn period_spend_counters(c: &JobCounters, settings: &Settings, now: DateTime
     rules::period::counter_spend(c, &budget_period(settings).key(now))
 }
 
-/// Stats per job and global at `now`.
+/// Stats per job and global at `now`, over records already read (`stats` itself streams them
+/// through a [`Builder`]).
+#[cfg(any(test, feature = "testkit"))]
 pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> Stats {
-    let mut global = Acc::default();
-    let mut lines = Vec::with_capacity(jobs.len());
-    let key = budget_period(settings).key(now);
-    for rec in jobs {
+    let mut b = Builder::new(settings, now);
+    let lines = jobs.iter().map(|rec| b.add(rec)).collect();
+    let (period, global) = b.finish();
+    Stats {
+        period,
+        global,
+        jobs: lines,
+    }
+}
+
+/// The stats built one job at a time, so a caller can stream a store's jobs page by page
+/// (`stats --json` prints each job's line as it is read, the global one after the last).
+pub struct Builder {
+    key: String,
+    global_limit: Option<f64>,
+    global: Acc,
+}
+
+impl Builder {
+    /// Stats at `now` under `settings`' budget, no job counted yet.
+    pub fn new(settings: &Settings, now: DateTime<Utc>) -> Builder {
+        Builder {
+            key: budget_period(settings).key(now),
+            global_limit: settings.budget.map(|b| b.max_cost_usd),
+            global: Acc::default(),
+        }
+    }
+
+    /// One job's line, counted into the global one.
+    pub fn add(&mut self, rec: &JobRecord) -> StatsLine {
         let c = &rec.rt.counters;
         // What the budget checks the next call against: the same sums.
-        let (spent, held) = rules::period::committed(rec, &key);
+        let (spent, held) = rules::period::committed(rec, &self.key);
         let acc = Acc {
-            counts: c.by_status.clone(),
+            counts: BTreeMap::new(),
             total_cost: c.total_cost_usd,
             period_cost: spent,
             held,
             runtime_ms: c.runtime_ms,
             incomplete: c.cost_incomplete,
         };
-        for (s, n) in &acc.counts {
+        let global = &mut self.global;
+        for (s, n) in &c.by_status {
             *global.counts.entry(*s).or_insert(0) += n;
         }
         global.total_cost += acc.total_cost;
@@ -160,12 +234,23 @@ pub fn compute(jobs: &[JobRecord], settings: &Settings, now: DateTime<Utc>) -> S
         global.held += acc.held;
         global.runtime_ms = global.runtime_ms.saturating_add(acc.runtime_ms);
         global.incomplete |= acc.incomplete;
-        lines.push(acc.line(rec.def.name.clone(), rec.def.max_cost_usd));
+        line_of(
+            rec.def.name.clone(),
+            &c.by_status,
+            &acc,
+            rec.def.max_cost_usd,
+        )
     }
-    Stats {
-        period: budget_period(settings).key(now),
-        global: global.line("*".to_string(), settings.budget.map(|b| b.max_cost_usd)),
-        jobs: lines,
+
+    /// The budget period's key the lines' `period_cost_usd` figures are for.
+    pub fn period(&self) -> &str {
+        &self.key
+    }
+
+    /// The budget period's key and the global line (`job: "*"`), against the global budget.
+    pub fn finish(self) -> (String, StatsLine) {
+        let global = self.global.line("*".to_string(), self.global_limit);
+        (self.key, global)
     }
 }
 

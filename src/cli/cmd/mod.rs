@@ -23,6 +23,7 @@ mod owners_view;
 mod run;
 mod schedule_cmds;
 mod select;
+mod stats_cmd;
 mod store_cmds;
 mod tools;
 mod validate;
@@ -176,9 +177,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         None => run::default_mode(&cli),
         Some(Command::Run(a)) => run::headless(&cli, a),
         Some(Command::Console(a)) => run::console(&cli, a),
-        Some(Command::Validate(a)) => validate::validate(&a.file),
+        Some(Command::Validate(_)) => validate::validate(&jobs_file_named(&cli)?),
         Some(Command::Next(a)) => schedule_cmds::next(a),
-        Some(Command::Apply(a)) => store_cmds::apply(&cli, &a.file),
+        Some(Command::Apply(_)) => store_cmds::apply(&cli, &jobs_file_named(&cli)?),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a),
         Some(Command::History(a)) => store_cmds::history(&cli, a),
         Some(Command::Pause(a)) => select::pause(&cli, &a.select, true, a.reason.as_deref()),
@@ -186,7 +187,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Trigger(a)) => select::trigger(&cli, a),
         Some(Command::Diff(a)) => gate_cmds::diff(&cli, a),
         Some(Command::Probe(a)) => gate_cmds::probe(a),
-        Some(Command::Stats(a)) => store_cmds::stats(&cli, a.json),
+        Some(Command::Stats(a)) => stats_cmd::stats(&cli, a.json),
         Some(Command::Completions(a)) => eco::completions(a),
         Some(Command::Man) => eco::man(),
         Some(Command::Init(a)) => eco::init(&a.file),
@@ -219,6 +220,14 @@ pub fn jobs_file(cli: &Cli) -> Option<PathBuf> {
     cli.jobs.clone().or_else(|| {
         let p = PathBuf::from("jobs.yaml");
         p.exists().then_some(p)
+    })
+}
+
+/// The jobs file a command that needs one reads (`validate`, `apply`): FILE or `--jobs FILE`
+/// (folded into `--jobs` at parse time), else `jobs.yaml` here; exit 2 when there is none.
+pub fn jobs_file_named(cli: &Cli) -> Result<PathBuf> {
+    jobs_file(cli).ok_or_else(|| {
+        bad_input("no jobs file: give it as FILE or --jobs FILE (the default, jobs.yaml, is not in this directory)")
     })
 }
 

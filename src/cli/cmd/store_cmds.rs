@@ -37,7 +37,7 @@ use crate::config::Handover;
 use crate::cost::Money;
 use crate::listing::JobView;
 use crate::model::{JobRecord, Status};
-use crate::store::stats::{self, StatsLine};
+use crate::store::stats;
 use crate::store::{HistoryQuery, JobEdit, Store, StoreError};
 use crate::when::{self, Zone};
 use anyhow::Result;
@@ -49,7 +49,7 @@ use super::{
     open_store, store_location,
 };
 
-fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
+pub(super) fn store(cli: &Cli) -> Result<std::sync::Arc<dyn Store>> {
     let jobs = jobs_file(cli);
     open_existing_store(&store_location(cli, jobs.as_deref()))
 }
@@ -281,7 +281,11 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
 /// column unpadded and no trailing blanks (so `awk`/`cut` and `grep` work on every line).
 /// Widths count characters: the cells are ASCII but for the last column (names are
 /// `A-Z a-z 0-9 . _ -`, times RFC 3339, numbers), whose width does not matter.
-fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R], right: &[usize]) -> Vec<String> {
+pub(super) fn table<R: AsRef<[String]>>(
+    header: &[&str],
+    rows: &[R],
+    right: &[usize],
+) -> Vec<String> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r.as_ref()) {
@@ -452,96 +456,6 @@ fn row_cost(r: &crate::model::HistoryRow, money: Money) -> String {
     } else {
         "-".to_string()
     }
-}
-
-pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
-    let store = store(cli)?;
-    let now = Utc::now();
-    let (jobs, settings) = (store.jobs()?, store.settings()?);
-    let s = stats::compute(&jobs, &settings, now);
-    let f = crate::forecast::compute(&jobs, &settings, now);
-    if json {
-        // The stats object with the forecast added under its own key.
-        let mut v = serde_json::to_value(&s)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("forecast".into(), serde_json::to_value(&f)?);
-        }
-        println!("{}", crate::text::to_json_pretty(&v)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    for l in stats_text(&s, &f, now) {
-        println!("{l}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The text of `stats`: the period, the forecast with a line per job, and the table. Every
-/// amount on it is shown at one precision ([`Money`]), so totals and parts agree as printed.
-fn stats_text(s: &stats::Stats, f: &crate::forecast::Forecast, now: DateTime<Utc>) -> Vec<String> {
-    let lines = s.jobs.iter().chain([&s.global]);
-    let m = Money::for_amounts(
-        [f.spent_usd, f.projected_total_usd]
-            .into_iter()
-            .chain(f.jobs.iter().flat_map(|j| {
-                [j.cost_per_run_usd, j.projected_usd]
-                    .into_iter()
-                    .chain(j.job_limit_left_usd)
-            }))
-            .chain(lines.flat_map(|l| {
-                [l.total_cost_usd, l.period_cost_usd, l.in_flight_usd]
-                    .into_iter()
-                    .chain(l.remaining_budget)
-            })),
-    );
-    let usd = |x: f64| m.fmt(x);
-    let mut out = vec![
-        format!("period {}", s.period),
-        format!(
-            "forecast: {} (spent {}, projected {} by {})",
-            f.phrase_with(now, usd),
-            usd(f.spent_usd),
-            usd(f.projected_total_usd),
-            f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
-        ),
-    ];
-    for j in &f.jobs {
-        out.push(format!("  {:<24} {}", j.job, j.breakdown(usd)));
-    }
-    let line = |l: &StatsLine| {
-        vec![
-            l.job.clone(),
-            l.total_executions.to_string(),
-            l.successful_executions.to_string(),
-            l.failed_executions.to_string(),
-            format!("{:.2}", l.success_rate),
-            usd(l.total_cost_usd),
-            usd(l.period_cost_usd),
-            usd(l.in_flight_usd),
-            l.remaining_budget.map_or("-".to_string(), &usd),
-            format!("{:.1}s", l.runtime_seconds),
-            if l.cost_incomplete {
-                "(spend incomplete)".to_string()
-            } else {
-                String::new()
-            },
-        ]
-    };
-    let rows: Vec<Vec<String>> = s.jobs.iter().chain([&s.global]).map(line).collect();
-    let header = [
-        "JOB",
-        "RUNS",
-        "OK",
-        "FAIL",
-        "RATE%",
-        "TOTAL",
-        "PERIOD",
-        "IN-FLIGHT",
-        "LEFT",
-        "RUNTIME",
-        "",
-    ];
-    out.extend(table(&header, &rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
-    out
 }
 
 pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
@@ -951,54 +865,8 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
 
 #[cfg(test)]
 mod tests {
-    use super::{runs_line, stats_text, table};
+    use super::{runs_line, table};
     use crate::model::{JobCounters, Status};
-
-    /// `stats` shows a job's spend and what its limit leaves at one precision, so they add up
-    /// to the limit as printed ($0.214 + $0.086 = $0.30, never $0.21 beside $0.086), and counts
-    /// an abandoned run among RUNS.
-    #[test]
-    fn stats_money_adds_up_as_printed_and_an_abandoned_run_is_a_run() {
-        use crate::store::policy::define::tests_support::job;
-        let now = chrono::DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
-            .unwrap()
-            .to_utc();
-        let settings = crate::model::Settings {
-            budget: None,
-            ..Default::default()
-        };
-        let mut a = job("a", now);
-        a.def.max_cost_usd = Some(0.30);
-        a.rt.counters.by_status.insert(Status::Succeeded, 2);
-        a.rt.counters.total_cost_usd = 0.214;
-        a.rt.counters.period_key = crate::cost::budget_period(&settings).key(now);
-        a.rt.counters.period_cost_usd = 0.214;
-        let mut b = job("b", now);
-        b.rt.counters.by_status.insert(Status::Abandoned, 1);
-        let jobs = [a, b];
-        let s = crate::store::stats::compute(&jobs, &settings, now);
-        let f = crate::forecast::compute(&jobs, &settings, now);
-        let text = stats_text(&s, &f, now);
-        let row = |name: &str| {
-            text.iter()
-                .skip_while(|l| !l.starts_with("JOB "))
-                .find(|l| l.split_whitespace().next() == Some(name))
-                .map(|l| l.split_whitespace().collect::<Vec<_>>())
-                .unwrap_or_else(|| panic!("no row {name}: {text:#?}"))
-        };
-        // JOB RUNS OK FAIL RATE% TOTAL PERIOD IN-FLIGHT LEFT RUNTIME
-        assert_eq!(
-            row("a")[1..9],
-            [
-                "2", "2", "0", "100.00", "$0.214", "$0.214", "$0.00", "$0.086"
-            ]
-        );
-        assert_eq!(row("b")[1..3], ["1", "0"], "an abandoned run is a run");
-        assert_eq!(row("*")[1], "3");
-        assert!(!text.iter().any(|l| l.contains("$0.21 ")), "{text:#?}");
-        // The forecast line says what the limit leaves with the same digits.
-        assert!(text.iter().any(|l| l.contains("($0.086 left")), "{text:#?}");
-    }
 
     #[test]
     fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {

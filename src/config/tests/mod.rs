@@ -750,6 +750,46 @@ fn sinks_and_monitors_are_checked() {
     );
 }
 
+/// A URL monitor the probe always refuses is told at validate, where the run would only fail
+/// each slot: a private or loopback literal (any spelling the URL parser reads as one) is an
+/// error at the URL, a `localhost` name a warning; `allow_private: true` and public hosts pass.
+#[test]
+fn a_monitor_url_the_probe_refuses_is_told_at_validate() {
+    for (url, why) in [
+        ("http://127.0.0.1:8080/x", "127.0.0.1 is loopback (127/8)"),
+        ("http://2130706433/x", "127.0.0.1 is loopback (127/8)"),
+        ("http://[::1]/x", "::1 is loopback"),
+        ("https://10.1.2.3/x", "10.1.2.3 is private (RFC 1918, 10/8)"),
+        ("http://169.254.169.254/latest", "link-local"),
+    ] {
+        let c = check(&one_job(&format!(
+            "    command: x\n    monitor: {{url: \"{url}\"}}\n"
+        )));
+        let d = diag(&c, "jobs[0].monitor.url");
+        assert_at(d, 5, 20, Severity::Error, why);
+        assert!(d.message.contains("allow_private: true"), "{d}");
+    }
+    let c = check(&one_job(
+        "    command: x\n    monitor: {url: \"http://LocalHost.:9/x\"}\n",
+    ));
+    let d = diag(&c, "jobs[0].monitor.url");
+    assert_at(
+        d,
+        5,
+        20,
+        Severity::Warning,
+        "'localhost' resolves to loopback",
+    );
+    for ok in [
+        "{url: \"http://127.0.0.1:8080/x\", allow_private: true}",
+        "{url: \"https://example.com/x\"}",
+        "{url: \"http://93.184.215.14/x\"}",
+    ] {
+        let c = check(&one_job(&format!("    command: x\n    monitor: {ok}\n")));
+        assert!(c.diagnostics.is_empty(), "{ok}: {:#?}", c.diagnostics);
+    }
+}
+
 #[test]
 fn document_shape_errors() {
     let c = check("");
