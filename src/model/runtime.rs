@@ -176,6 +176,24 @@ pub struct JobRuntime {
     /// with `supersedes_abandoned`, and the `abandoned` row is hidden (`store::plan`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub abandoned: Vec<AbandonedRun>,
+    /// The slots a re-derivation moved back from a clock more than three hours behind them,
+    /// kept until the clock is back where they were decided (`store::rules::slots`): a step
+    /// back that is undone then finds the job as it left it, so a slot that ran never runs
+    /// again; a clock that really was ahead reaches that point only after the job moved past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_back: Option<MovedBack>,
+}
+
+/// A job's slots as they were before a clock more than three hours behind moved them back
+/// (see [`JobRuntime::moved_back`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedBack {
+    /// The grid origin then.
+    pub anchor: DateTime<Utc>,
+    /// The last slot then (`None`: the job had never run).
+    pub last_slot: Option<DateTime<Utc>>,
+    /// The next slot then.
+    pub next_slot: Option<DateTime<Utc>>,
 }
 
 /// A run recorded `abandoned` whose real end may still come (see [`JobRuntime::abandoned`]).

@@ -73,6 +73,7 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         chain_pending: Default::default(),
         chain_seen: Default::default(),
         abandoned: Vec::new(),
+        moved_back: None,
     };
     JobRecord { def, rt }
 }

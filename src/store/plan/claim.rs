@@ -36,7 +36,7 @@ use crate::store::rules::reasons::{
 use crate::store::rules::rows::is_generated;
 use crate::store::rules::runtime::{ClaimPlan, Evaluation, claim, retire};
 use crate::store::rules::slots::{
-    SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, rederive, secs_f64,
+    SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, rederive, restore_on_return, secs_f64,
 };
 
 /// Look at one job at `now` for `owner`: misfire, retirement, claims. Leased jobs are left
@@ -62,7 +62,9 @@ pub fn evaluate(
     let paused = rec.rt.paused || !rec.def.enabled;
 
     // Slots decided by a clock ahead of this one (stepped forward, then back) would stall the
-    // job for as long as the step: they are re-derived from `now` first.
+    // job for as long as the step: they are re-derived from `now` first. Slots a step back
+    // moved that way come back once the clock is back where they were decided.
+    ev.changed |= restore_logged(rec, now);
     ev.changed |= rederive_logged(rec, now);
 
     // A 429 hold that has ended: slots before it are dropped silently.
@@ -176,6 +178,15 @@ pub fn evaluate(
         }
     }
     manual(rec, sched, now, owner, can_claim, ev)
+}
+
+/// [`restore_on_return`] with its log line: true when the record changed.
+pub fn restore_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
+    let Some(what) = restore_on_return(rec, now) else {
+        return false;
+    };
+    tracing::warn!(job = %rec.def.name, "slots restored: {what}");
+    true
 }
 
 /// `rederive` with its log line: true when the record changed.

@@ -58,6 +58,7 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             chain_pending: Default::default(),
             chain_seen: Default::default(),
             abandoned: Vec::new(),
+            moved_back: None,
         },
     })
 }

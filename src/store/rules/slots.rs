@@ -31,7 +31,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::model::{JobDef, JobRecord};
+use crate::model::{JobDef, JobRecord, MovedBack};
 use crate::schedule::{Compiled, ScheduleError};
 
 /// Cap on counting slots of one `missed`/overlap row (cron ranges are counted one by one).
@@ -114,6 +114,15 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
     if anchor.is_none() && !last_ahead && !chosen_ahead {
         return None;
     }
+    // Moving slots back from more than `CLOCK_FIX` ahead: keep them, for a step back that is
+    // undone (`restore_on_return`). The first such move is kept.
+    if (last_ahead || chosen_ahead || rt.last_slot.is_none()) && rt.moved_back.is_none() {
+        rec.rt.moved_back = Some(MovedBack {
+            anchor: rt.anchor,
+            last_slot: rt.last_slot,
+            next_slot: rt.next_slot,
+        });
+    }
     let mut words = Vec::new();
     if let Some(a) = anchor {
         words.push(format!(
@@ -161,6 +170,61 @@ pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String
     Some(words.join(", "))
 }
 
+/// Put back the slots a re-derivation moved back (`JobRuntime::moved_back`) once the clock is
+/// back where they were decided: at or past the last slot then and the instant its next slot
+/// was chosen at. A step back of four hours undone twenty seconds later then runs nothing
+/// twice (the slot that ran at 09:27:00 is not the first slot of a coalesced run at 09:27:53,
+/// a `daily` job that ran at 08:57 waits for tomorrow, a job that never ran keeps the first
+/// slot it was stored with), while a clock that really was ahead reaches that point only after
+/// the job has moved past it, and nothing changes. Returns what changed, in words for the log.
+pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
+    let m = rec.rt.moved_back?;
+    let sched = compile(rec).ok()?;
+    let chosen = m.next_slot.and_then(|n| sched.prev_before(n));
+    let horizon = [m.last_slot, chosen]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(m.anchor);
+    if now < horizon {
+        return None;
+    }
+    rec.rt.moved_back = None;
+    let mut words = Vec::new();
+    let rt = &mut rec.rt;
+    if rt.last_slot.is_none() && m.last_slot.is_none() && rt.anchor != m.anchor {
+        words.push(format!(
+            "grid origin {} -> {}",
+            stamp(rt.anchor),
+            stamp(m.anchor)
+        ));
+        rt.anchor = m.anchor;
+    }
+    if let Some(l) = m.last_slot
+        && rt.last_slot.is_none_or(|c| c < l)
+    {
+        words.push(format!("last slot -> {}", stamp(l)));
+        rt.last_slot = Some(l);
+    }
+    if let Some(n) = m.next_slot
+        && rt.next_slot.is_none_or(|c| c < n)
+        && rt.lease.is_none()
+    {
+        words.push(format!(
+            "next slot {} -> {}",
+            rt.next_slot.map_or_else(|| "-".into(), stamp),
+            stamp(n)
+        ));
+        rt.next_slot = Some(n);
+    }
+    // Changed or not, the kept slots are dropped: the clock has passed them.
+    Some(if words.is_empty() {
+        "slots kept from before a step back: the job is already past them".into()
+    } else {
+        format!("the clock is back: {}", words.join(", "))
+    })
+}
+
 fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -183,6 +247,9 @@ pub(crate) fn initial_slots(
 /// A never-run job and `at` jobs keep their slot: their first fire is never a lost recurrence.
 pub(crate) fn skip_to_future(rec: &mut JobRecord, now: DateTime<Utc>) -> Result<(), ScheduleError> {
     // Slots decided by a clock ahead of `now` while it was paused come back first.
+    if let Some(what) = restore_on_return(rec, now) {
+        tracing::warn!(job = %rec.def.name, "slots restored: {what}");
+    }
     if let Some(what) = rederive(rec, now) {
         tracing::warn!(job = %rec.def.name, "slots re-derived from now: {what}");
     }

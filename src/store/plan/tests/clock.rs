@@ -244,3 +244,66 @@ fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
     assert!(eval(&mut far, T0).changed);
     assert_eq!(far.rt.next_slot, Some(t(T0 + 7)));
 }
+
+/// A whole-host step back of four hours undone twenty seconds later: the slot that ran just
+/// before it does not run again, as a coalesced run or otherwise; the job goes on at its next
+/// slot. During the step the job runs on the clock it is shown (re-derived from it).
+#[test]
+fn a_step_back_of_four_hours_undone_runs_no_slot_twice() {
+    let mut r = job("j", t(T0));
+    run(&mut r, T0);
+    assert_eq!(run(&mut r, T0 + 60), Some(t(T0 + 60)));
+    let back = T0 + 75 - 4 * 3600;
+    assert!(
+        eval(&mut r, back).changed,
+        "re-derived from the clock behind"
+    );
+    assert!(r.rt.next_slot < Some(t(T0)), "{:?}", r.rt.next_slot);
+    // It ran during the step, for a slot of that clock.
+    let during = r.rt.next_slot.unwrap().timestamp();
+    assert_eq!(run(&mut r, during), Some(t(during)));
+    // Set right: every slot up to 60 ran before the step; the next is 120.
+    let ev = eval(&mut r, T0 + 95);
+    assert!(ev.claim.is_none() && ev.rows.is_empty(), "{ev:?}");
+    assert_eq!(r.rt.last_slot, Some(t(T0 + 60)));
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+    assert_eq!(r.rt.moved_back, None);
+    assert_eq!(run(&mut r, T0 + 120), Some(t(T0 + 120)));
+}
+
+/// The same step for a job that never ran: it keeps the first slot it was stored with.
+#[test]
+fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_four_hours_undone() {
+    let mut r = due_at(crate::testkit::jobs::command_job("e7m", 420), t(T0 + 420));
+    let (anchor, first) = (r.rt.anchor, r.rt.next_slot);
+    assert!(eval(&mut r, T0 + 30 - 4 * 3600).changed);
+    assert!(r.rt.next_slot < Some(t(T0)));
+    let ev = eval(&mut r, T0 + 50);
+    assert!(ev.claim.is_none() && ev.rows.is_empty(), "{ev:?}");
+    assert_eq!((r.rt.anchor, r.rt.next_slot), (anchor, first));
+    assert_eq!(
+        eval(&mut r, T0 + 420).claim.expect("due").slot,
+        Some(t(T0 + 420))
+    );
+}
+
+/// A clock that really was four hours ahead, set right for good: the job runs from the clock
+/// at once; when the clock reaches the slot that ran while it was ahead, that slot (which has
+/// its row) does not run again, and the job goes on.
+#[test]
+fn a_clock_that_really_was_ahead_is_followed_and_the_slot_it_ran_runs_once() {
+    let ahead = T0 + 4 * 3600;
+    let mut r = job("j", t(ahead));
+    run(&mut r, ahead);
+    eval(&mut r, T0);
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 60)));
+    let mut now = T0 + 60;
+    while now < ahead {
+        assert_eq!(run(&mut r, now), Some(t(now)), "at {now}");
+        now += 60;
+    }
+    let ev = eval(&mut r, ahead);
+    assert!(ev.claim.is_none(), "{ev:?}");
+    assert_eq!(r.rt.moved_back, None);
+    assert_eq!(run(&mut r, ahead + 60), Some(t(ahead + 60)));
+}
