@@ -62,6 +62,7 @@ async fn rust_client(servers: &TestServers, version: &str, calls: usize) -> Figu
         era: Era::Pinned(version.into()),
         timeout: Duration::from_secs(60),
         secrets: Arc::new(Secrets::new(Vec::<String>::new())),
+        own: Default::default(),
         guard: Some(Box::new(child)),
         stderr: None,
     };

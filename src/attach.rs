@@ -120,7 +120,8 @@ impl Ctx {
                 .cancel(&j, now)
                 .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
             Command::Answer { run_id, approve } => {
-                crate::engine::answer_call(store, run_id, approve, None, now).map(|a| a.notice)
+                crate::engine::answer_call(store, run_id, approve, None, "console", now)
+                    .map(|a| a.notice)
             }
             Command::Shutdown => Ok(String::new()),
         })

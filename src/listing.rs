@@ -650,7 +650,9 @@ mod tests {
             assert_eq!(other["state"], "idle");
         }
         // Answered, the wait is over for the operator: the run is `running` again.
-        store.answer_approval(c.run_id, true, None, now).unwrap();
+        store
+            .answer_approval(c.run_id, true, None, None, now)
+            .unwrap();
         let rec = store.job(&c.job.def.name).unwrap().unwrap();
         assert_eq!(state(&rec, now), "running");
         assert!(awaiting(&rec).is_none());

@@ -9,7 +9,11 @@
 //! 5 s, see [`crate::model::OwnerRecord`]) within the last [`GONE_AFTER_SECS`] on the store's
 //! clock, and it has not signed off. An owner that stops cleanly signs off in its last record,
 //! so it stops counting at once; a killed one stops counting when its record is
-//! [`GONE_AFTER_SECS`] old. Leases and history rows do not count: a killed owner's lease
+//! [`GONE_AFTER_SECS`] old — or at once when it ran in this process's own PID space (same boot
+//! of the same kernel, same PID namespace: [`crate::proc::alive::pid_space`]) and its process is
+//! gone (no such PID, or only its zombie). A record of another host, of another container, or of
+//! a version that did not say its PID space is judged by its heartbeat alone, since its PID
+//! means nothing here. Leases and history rows do not count: a killed owner's lease
 //! outlives it, and a row says only that an engine ran once. A process that restarted has a
 //! new owner id; the old id's record signed off or ages out, so one process shows as one owner.
 
@@ -21,9 +25,26 @@ use crate::model::OwnerSeen;
 /// heartbeats).
 pub const GONE_AFTER_SECS: i64 = 30;
 
-/// Whether `o` is live: heard within [`GONE_AFTER_SECS`] and not signed off.
+/// Whether `o` is live: heard within [`GONE_AFTER_SECS`], not signed off, and — when it ran in
+/// this process's PID space — its process not gone.
 pub fn is_live(o: &OwnerSeen) -> bool {
-    o.record.signed_off.is_none() && o.ago <= chrono::Duration::seconds(GONE_AFTER_SECS)
+    judged_live(o, crate::proc::alive::pid_space(), crate::proc::alive::gone)
+}
+
+/// Whether `o` ran in this process's PID space and its process is gone.
+pub fn process_gone(o: &OwnerSeen) -> bool {
+    same_space_gone(o, crate::proc::alive::pid_space(), crate::proc::alive::gone)
+}
+
+fn same_space_gone(o: &OwnerSeen, here: Option<&str>, gone: impl Fn(u32) -> bool) -> bool {
+    here.is_some() && o.record.pid_space.as_deref() == here && gone(o.record.pid)
+}
+
+/// [`is_live`] with the PID space and the process check given (tests give their own).
+fn judged_live(o: &OwnerSeen, here: Option<&str>, gone: impl Fn(u32) -> bool) -> bool {
+    o.record.signed_off.is_none()
+        && o.ago <= chrono::Duration::seconds(GONE_AFTER_SECS)
+        && !same_space_gone(o, here, gone)
 }
 
 /// The live owners ([`is_live`]), in id order.
@@ -73,6 +94,7 @@ pub(crate) mod tests {
                 owner: owner.into(),
                 host: "h".into(),
                 pid: 1,
+                pid_space: None,
                 version: "0".into(),
                 started_at: at,
                 last_seen: at,
@@ -97,6 +119,29 @@ pub(crate) mod tests {
             live(&owners).into_iter().collect::<Vec<_>>(),
             ["a", "c", "e"]
         );
+    }
+
+    #[test]
+    fn an_owner_of_this_pid_space_whose_process_is_gone_is_not_live_at_once() {
+        let gone = |pid: u32| pid == 42;
+        let mut o = seen("a", 1, false);
+        o.record.pid = 42;
+        // No PID space on the record (an older version, or unreadable): its heartbeat decides.
+        assert!(judged_live(&o, Some("boot/pid:[1]"), gone));
+        o.record.pid_space = Some("boot/pid:[1]".into());
+        assert!(!judged_live(&o, Some("boot/pid:[1]"), gone));
+        // Another host or container: its PID means nothing here.
+        assert!(judged_live(&o, Some("boot/pid:[2]"), gone));
+        assert!(judged_live(&o, Some("other/pid:[1]"), gone));
+        assert!(judged_live(&o, None, gone));
+        // Its process runs: live while heard from.
+        o.record.pid = 7;
+        assert!(judged_live(&o, Some("boot/pid:[1]"), gone));
+        // This very process, through the real check.
+        let mut me = seen("me", 1, false);
+        me.record.pid = std::process::id();
+        me.record.pid_space = crate::proc::alive::pid_space().map(str::to_string);
+        assert!(is_live(&me) && !process_gone(&me));
     }
 
     #[test]

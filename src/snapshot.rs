@@ -618,6 +618,7 @@ mod tests {
             owner: "w:1:aa".into(),
             host: "w".into(),
             pid: 1,
+            pid_space: None,
             version: "0".into(),
             started_at: t0,
             last_seen: Utc::now(),

@@ -73,6 +73,9 @@ pub enum Approval {
     Denied {
         /// The reason the model was given.
         reason: String,
+        /// Who denied it (absent: nobody did, the wait timed out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
 }
 
@@ -88,8 +91,9 @@ pub enum CallState {
     /// turn's limit, a denial. The model got an error result.
     Refused,
     /// Waiting for an operator's approval, not sent: a run that ended while it waited (an
-    /// owner killed, a shutdown) keeps its last call so. Answered, the call goes on as
-    /// dispatched (approved) or refused (denied).
+    /// owner killed, a shutdown) keeps its last call so, with the answer an operator gave
+    /// meanwhile, if any. Answered in a live run, the call goes on as dispatched (approved) or
+    /// refused (denied).
     AwaitingApproval,
 }
 
@@ -206,6 +210,20 @@ impl Transcript {
 
     /// Update the last call entry with id `id` (a dispatched call's result), wherever it is.
     pub fn update_call(&mut self, turn: u32, id: &str, f: impl FnOnce(&mut CallEntry)) {
+        self.update_where(|c| c.turn == turn && c.id == id, f);
+    }
+
+    /// The call `id` left awaiting approval when its run ended, with the answer an operator
+    /// gave meanwhile: it stays `awaiting_approval` (it never ran) and carries the answer.
+    pub fn answer_unrun(&mut self, id: &str, approval: Approval) {
+        self.update_where(
+            |c| c.id == id && c.state == CallState::AwaitingApproval,
+            |c| c.approval = Some(approval),
+        );
+    }
+
+    /// Changes the latest call `pred` holds for, marking it changed for the next delta.
+    fn update_where(&mut self, pred: impl Fn(&CallEntry) -> bool, f: impl FnOnce(&mut CallEntry)) {
         let first_tail = self.pushed - self.tail.len() as u64;
         let hit = self
             .tail
@@ -221,7 +239,7 @@ impl Transcript {
                     .map(|(i, e)| (i as u64, e)),
             )
             .find_map(|(seq, e)| match e {
-                Entry::Call(c) if c.turn == turn && c.id == id => Some((seq, c)),
+                Entry::Call(c) if pred(c) => Some((seq, c)),
                 _ => None,
             });
         if let Some((seq, c)) = hit {

@@ -707,14 +707,14 @@ async fn a_budget_stop_alerts_the_sinks_once_per_period() {
 }
 
 /// An API key echoed in a *successful* reply is redacted from the result, the notepad,
-/// history, the journal and the sinks, before any truncation.
+/// history, the journal and the sinks, before any truncation; so is one in the model the
+/// reply names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_echoed_in_a_successful_reply_is_redacted_everywhere() {
     let key = unique_key();
     let reply = format!("your key is {key}, keep it safe\n```notepad\nk={key}\n```");
-    let fake = FakeLlm::openai(&key, vec![Reply::ok(&reply, 5, 5)])
-        .await
-        .unwrap();
+    let named = Reply::AsModel(format!("m-{key}"), Box::new(Reply::ok(&reply, 5, 5)));
+    let fake = FakeLlm::openai(&key, vec![named]).await.unwrap();
     let rig_sink = tmp("redact-sink");
     let sink = rig_sink.join("out.jsonl");
     let yaml = agent_yaml(
@@ -733,6 +733,7 @@ async fn a_key_echoed_in_a_successful_reply_is_redacted_everywhere() {
         r.result.as_deref(),
         Some("your key is [redacted], keep it safe")
     );
+    assert_eq!(r.model.as_deref(), Some("m-[redacted]"));
     let st = rig.store.job("ask").unwrap().unwrap().rt.state;
     assert_eq!(st.notepad["k"], "[redacted]");
     let out = std::fs::read_to_string(&sink).unwrap();

@@ -223,3 +223,57 @@ async fn a_server_that_changes_a_definition_mid_run_ends_it_before_the_next_turn
         rig.stop().await;
     }
 }
+
+/// A server still busy with a call that timed out (one thread: it reads nothing until it
+/// answers) cannot be listed again before the next turn: the run ends saying so — not that its
+/// tools changed, which would send the operator to review a change that does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_busy_with_a_timed_out_call_ends_the_run_saying_so() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(vec![FakeCall::new("srv__a", json!({}))], 10, 5),
+            Reply::ok("done", 10, 1),
+        ],
+    )
+    .await
+    .unwrap();
+    let env = HashMap::from([("TEST_KEY".to_string(), KEY.to_string())]);
+    let lookup = env.clone();
+    let yaml = changing_yaml(
+        &fake.base_url(),
+        &servers.py_argv("hostile.py", &["stall"]),
+        "a",
+    )
+    .replace(
+        "max_tokens: 100\n",
+        "max_tokens: 100\n    tool_timeout_seconds: 2\n",
+    );
+    let rig = Rig::start(
+        "tool-stalls",
+        &yaml,
+        RigOpts {
+            env,
+            tools: Some(Arc::new(Sources::new(Arc::new(move |k: &str| {
+                lookup.get(k).cloned()
+            })))),
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    let reason = r.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "tool source 'srv': it did not answer tools/list within 2s before the next turn"
+        ),
+        "{reason}"
+    );
+    assert!(!reason.contains("changed"), "{reason}");
+    assert_eq!(fake.request_count(), 1, "the second turn is not sent");
+    rig.stop().await;
+}

@@ -490,6 +490,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
             run_id,
             true,
             Some("the path is harmless".into()),
+            Some("ops@host (test)".into()),
             chrono::Utc::now(),
         )
         .unwrap();
@@ -509,7 +510,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     assert_eq!(
         approval,
         Some(cronsole::transcript::Approval::Approved {
-            by: None,
+            by: Some("ops@host (test)".into()),
             reason: Some("the path is harmless".into())
         }),
         "an approval's reason is on the record"
@@ -522,7 +523,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     // The answered run waits no more: a second answer is refused, saying so.
     let again = rig
         .store
-        .answer_approval(run_id, false, None, chrono::Utc::now())
+        .answer_approval(run_id, false, None, None, chrono::Utc::now())
         .unwrap_err();
     assert!(
         again.to_string().contains("not awaiting approval"),
@@ -572,9 +573,9 @@ async fn an_unanswered_call_is_denied_at_its_timeout_and_the_model_is_told() {
     );
 }
 
-/// A secret a tool source receives, repeated by the model in its text and in a call's
-/// arguments, is nowhere in what the run stores: not in the row, its transcript, or any file
-/// of the store.
+/// A secret a tool source receives, repeated by the model in its text, in a call's arguments
+/// and in the model its replies name, is nowhere in what the run stores: not in the row, its
+/// transcript, or any file of the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored() {
     const FILES_TOKEN: &str = "filestok-SEKRET-0123456";
@@ -589,20 +590,26 @@ async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored()
     let fake = FakeLlm::openai(
         KEY,
         vec![
-            Reply::Tools {
-                text: format!("thinking about {leak}"),
-                calls: vec![
-                    FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
-                    // The same secret spelled with JSON escapes in the raw arguments.
-                    FakeCall::raw(
-                        "files__read_file",
-                        r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
-                    ),
-                ],
-                usage: Some((10, 5)),
-                cut: false,
-            },
-            Reply::ok(&format!("leak: {leak}"), 20, 5),
+            Reply::AsModel(
+                format!("test-model-{FILES_TOKEN}"),
+                Box::new(Reply::Tools {
+                    text: format!("thinking about {leak}"),
+                    calls: vec![
+                        FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
+                        // The same secret spelled with JSON escapes in the raw arguments.
+                        FakeCall::raw(
+                            "files__read_file",
+                            r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
+                        ),
+                    ],
+                    usage: Some((10, 5)),
+                    cut: false,
+                }),
+            ),
+            Reply::AsModel(
+                format!("test-model-{TOOL_TOKEN}"),
+                Box::new(Reply::ok(&format!("leak: {leak}"), 20, 5)),
+            ),
         ],
     )
     .await
@@ -642,6 +649,8 @@ tools:
         first.text,
         "thinking about [redacted] [redacted] [redacted]"
     );
+    assert_eq!(first.model, "test-model-[redacted]");
+    assert_eq!(r.model.as_deref(), Some("test-model-[redacted]"));
     let Some(Entry::Call(c)) = t.iter().find(|e| matches!(e, Entry::Call(_))) else {
         panic!("{t:#?}")
     };

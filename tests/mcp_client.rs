@@ -22,6 +22,7 @@ fn session(name: &str, era: Era) -> Session {
         era,
         timeout: Duration::from_secs(60),
         secrets: Arc::new(Secrets::new(["sup3r-s3cret-value".to_string()])),
+        own: Default::default(),
         guard: None,
         stderr: None,
     }

@@ -34,6 +34,7 @@ async fn hostile(
         era: Era::Pinned("2025-11-25".into()),
         timeout,
         secrets: Arc::new(Secrets::new([])),
+        own: Default::default(),
         guard: Some(Box::new(child)),
         stderr: None,
     };

@@ -225,11 +225,18 @@ fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() 
     assert_eq!(row.status, cronsole::model::Status::Succeeded, "{row:#?}");
     let call = the_call(&row);
     let ran = std::fs::read_to_string(dir.join("wrote.txt")).unwrap_or_default();
+    // The record names who answered, and how.
+    let by = |how: &str| {
+        Some(format!(
+            "{} ({how})",
+            cronsole::testkit::internals::engine::operator()
+        ))
+    };
     if approved {
         assert_eq!(
             call.approval,
             Some(Approval::Approved {
-                by: None,
+                by: by("cronsole approve"),
                 reason: Some(reason)
             })
         );
@@ -238,7 +245,8 @@ fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() 
         assert_eq!(
             call.approval,
             Some(Approval::Denied {
-                reason: format!("denied by an operator: {reason}")
+                reason: format!("denied by an operator: {reason}"),
+                by: by("cronsole deny"),
             })
         );
         assert!(ran.is_empty(), "a denied tool never runs");
@@ -253,7 +261,8 @@ fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() 
     assert_eq!(
         the_call(&row).approval,
         Some(Approval::Denied {
-            reason: "denied: no answer within approval_timeout_seconds (2s)".into()
+            reason: "denied: no answer within approval_timeout_seconds (2s)".into(),
+            by: None,
         }),
         "{row:#?}"
     );

@@ -980,7 +980,8 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     assert_eq!(first["owner_live"], true, "{first}");
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
-    // Its 1 s lease runs out unrenewed: `approvals` says the owner is not live.
+    // Its process is gone (and its 1 s lease runs out unrenewed): `approvals` says the owner
+    // is not live.
     let gone = wait_for(Duration::from_secs(20), || {
         let (_, out, _) = cli(&dir, &["approvals", "--json"]);
         let v: Value = serde_json::from_str(&out).ok()?;
@@ -989,7 +990,10 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     })
     .expect("the killed owner's call is never marked");
     let why = gone["owner_gone"].as_str().unwrap();
-    assert!(why.contains("stopped renewing the run's lease"), "{why}");
+    assert!(
+        why.contains("is no longer running") || why.contains("stopped renewing the run's lease"),
+        "{why}"
+    );
 
     // Owner B recovers it; a run triggered then waits anew (nothing carries over); B stops
     // while it waits.
@@ -1037,11 +1041,28 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     let (code, _, err) = cli(&dir, &["approve", &first_run, "--reason", "late"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not awaiting approval"), "{err}");
+    // A run id the store never knew is bad input, as for `retry` and `cancel`: exit 2.
+    let nil = "00000000-0000-0000-0000-000000000000";
+    let (code, _, err) = cli(&dir, &["deny", nil]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(nil), "{err}");
 }
 
-/// `kill -9` of the owner while a call awaits approval, its lease still running: once the owner
-/// has not been heard for the live-owner bound, `approvals` marks the call, and `approve`
-/// records the answer but says plainly that nothing runs now, exiting 3. The tool never runs.
+/// Makes the owner records under `store` look like another host's: no PID space, so only their
+/// heartbeats can say whether their owners live.
+fn as_records_of_another_host(store: &Path) {
+    for (path, text) in texts(&store.join("owners")) {
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        assert!(v["pid_space"].is_string(), "{v}");
+        v.as_object_mut().unwrap().remove("pid_space");
+        std::fs::write(&path, v.to_string()).unwrap();
+    }
+}
+
+/// `kill -9` of the owner while a call awaits approval, its lease still running, on a host whose
+/// processes this one cannot see: once the owner has not been heard for the live-owner bound,
+/// `approvals` marks the call, and `approve` records the answer but says plainly that nothing
+/// runs now, exiting 3. The tool never runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3() {
     let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
@@ -1059,6 +1080,7 @@ async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3()
     );
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
+    as_records_of_another_host(&dir.join("store"));
 
     // Heartbeats stop; within the live-owner bound plus a few beats the call is marked.
     let gone = wait_for(Duration::from_secs(60), || {
@@ -1104,6 +1126,252 @@ async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3()
     let (code, _, err) = cli(&dir, &["deny", &run]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not awaiting approval"), "{err}");
+    assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
+    assert_eq!(fake.request_count(), 1);
+}
+
+/// The Python SDK server with `env_from: {LISTED_TOKEN: TOOL_SECRET}`, all its tools allowed.
+fn listed_secret_yaml(servers: &TestServers, base_url: &str) -> String {
+    let argv = servers
+        .py_stdio_argv()
+        .iter()
+        .map(|a| yaml_str(a))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  py:
+    command: [{argv}]
+    protocol_version: \"2025-11-25\"
+    env_from: {{ LISTED_TOKEN: TOOL_SECRET }}
+agents:
+  ops:
+    provider: openai
+    base_url: {base}
+    api_key_env: PROVIDER_KEY
+    model: m
+    tools: [\"py.*\"]
+jobs:
+  - name: ask
+    schedule: every 1h
+    run_immediately: true
+    agent: ops
+    message: look around
+",
+        base = base_url
+    )
+}
+
+/// A server that puts the secret it was given (`env_from`) into a tool's name and description,
+/// and into the log messages it sends during a call — 3 000 of them, each with escape
+/// sequences, beside 3 000 list-changed notices that change nothing: the model is offered the
+/// tool under its redacted name and description and its call reaches the tool the server
+/// listed; the secret is in no model request, row, pin, `cronsole tools` output or log line;
+/// the log keeps at most its per-minute share of the server's messages, one line says how many
+/// more were left out, and no notice gets a line of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_and_bounded() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let tokened = cronsole::model::wire_name("py.t_[redacted]");
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![
+                    FakeCall::new("py__chatty", json!({"count": 3000, "changed": 3000})),
+                    FakeCall::new(&tokened, json!({"note": "hi"})),
+                ],
+                100,
+                20,
+            ),
+            Reply::ok("all done", 200, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let yaml = listed_secret_yaml(&servers, &fake.base_url());
+    let dir = support::tempdir("tools-listed-secret");
+    std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .env("TOOL_SECRET", TOOL_SECRET)
+        // The SDK's own events too, had they been let through.
+        .env("RUST_LOG", "debug")
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", "120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
+    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
+
+    // The model was offered the tool redacted, and its call reached the real one.
+    let reqs = fake.requests();
+    let first = reqs[0].json().unwrap();
+    let offered = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == tokened.as_str())
+        .unwrap_or_else(|| panic!("{tokened} not offered: {first:#}"))
+        .clone();
+    assert_eq!(
+        offered["function"]["description"],
+        "Says hello (token [redacted])"
+    );
+    let second = reqs[1].json().unwrap();
+    let results: Vec<String> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("tokened: hi")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|r| r.contains("sent 3000")),
+        "{results:?}"
+    );
+
+    // `cronsole tools` shows what was pinned, redacted.
+    let d = dir.to_path_buf();
+    let (c, out, err) = tokio::task::spawn_blocking(move || cli(&d, &["tools"]))
+        .await
+        .unwrap();
+    assert_eq!(c, 0, "{out}{err}");
+    assert!(out.contains("py.t_[redacted]"), "{out}");
+    assert!(out.contains("pinned"), "{out}");
+
+    // The log: at most the per-minute share of the server's messages, each redacted and
+    // inert, and the count of the rest.
+    let logs: String = texts(&dir.join("store/logs"))
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let said = logs
+        .lines()
+        .filter(|l| l.contains("MCP server log:"))
+        .count();
+    assert!((1..=20).contains(&said), "{said} lines:\n{logs}");
+    assert!(
+        logs.contains("more log messages from MCP server py suppressed"),
+        "{logs}"
+    );
+    assert!(logs.contains("token [redacted]"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "an escape sequence in the log");
+    assert!(!logs.contains("ListChanged"), "a line per notice: {logs}");
+    assert!(!logs.contains("rmcp::"), "the SDK's own lines: {logs}");
+    assert!(logs.len() < 256 * 1024, "{} bytes of log", logs.len());
+
+    let mut places: Vec<(String, String)> = texts(&dir);
+    places.push(("stdout".into(), stdout));
+    places.push(("stderr".into(), stderr));
+    places.push(("tools output".into(), out));
+    for (i, r) in reqs.iter().enumerate() {
+        places.push((format!("model request {i}"), r.json().unwrap().to_string()));
+    }
+    for (where_, text) in &places {
+        assert!(!text.contains(TOOL_SECRET), "the tool secret in {where_}");
+    }
+}
+
+/// `kill -9` of the owner on this host while a call awaits approval: at once — well within the
+/// 30 s a heartbeat is trusted for — `jobs` counts no live owner, `approvals` marks the call
+/// saying its owner's process is gone, and `approve` records the answer, says nothing runs and
+/// exits 3. The owner that recovers the run writes an `abandoned` row that says the call was
+/// approved, by whom, and never ran; the call on its record carries the answer. The tool never
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_runs() {
+    let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
+    let fake = FakeLlm::openai(KEY, vec![ask]).await.unwrap();
+    let dir = support::tempdir("tools-await-pid");
+    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url(), 20)).unwrap();
+    let mut a = gated_owner(&dir, "a.log", "120s");
+    let call = pending_call(&dir, None).await;
+    let run = call["run_id"].as_str().unwrap().to_string();
+    let owner = call["owner"].as_str().unwrap().to_string();
+    assert_eq!(call["owner_live"], true, "{call}");
+    let pid = a.id();
+    a.kill().unwrap(); // SIGKILL
+    a.wait().unwrap();
+    let killed = Instant::now();
+
+    let (_, jobs, _) = cli(&dir, &["jobs"]);
+    assert!(jobs.contains("owners: none live"), "{jobs}");
+    let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let p = &v[0];
+    assert_eq!(p["owner_live"], false, "{p}");
+    let why = p["owner_gone"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "its owner {owner} (process {pid} on this host) is no longer running"
+        )),
+        "{why}"
+    );
+    // A key typed into the reason is stored redacted, on the lease as on the row.
+    let said = format!("go ahead, not {KEY}");
+    let (code, out, err) = cli(&dir, &["approve", &run, "--reason", &said]);
+    assert_eq!(code, 3, "{out}{err}");
+    for (path, text) in texts(&dir.join("store")) {
+        assert!(!text.contains(KEY), "the key in {path}");
+    }
+    assert!(
+        err.contains(&format!(
+            "run {run}'s approval is recorded, but nothing runs now: its owner {owner} (process \
+             {pid} on this host) is no longer running"
+        )),
+        "{err}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(30),
+        "judged before the heartbeat bound: {:?}",
+        killed.elapsed()
+    );
+
+    // Another owner recovers the run once its lease runs out.
+    let b = gated_owner(&dir, "b.log", "60s");
+    let row = first_row(&dir.join("store"), "gated", Duration::from_secs(60)).await;
+    tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
+    assert_eq!(row.status, Status::Abandoned, "{row:#?}");
+    assert_eq!(row.run_id.to_string(), run);
+    let by = format!(
+        "{} (cronsole approve)",
+        cronsole::testkit::internals::engine::operator()
+    );
+    let reason = row.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "its call to write, awaiting approval, was approved by {by} at "
+        )) && reason.ends_with("but never ran"),
+        "{reason}"
+    );
+    let calls = cronsole::testkit::tools::calls(&row);
+    assert_eq!(calls.len(), 1, "{row:#?}");
+    assert_eq!(
+        calls[0].state,
+        cronsole::transcript::CallState::AwaitingApproval
+    );
+    assert_eq!(
+        calls[0].approval,
+        Some(cronsole::transcript::Approval::Approved {
+            by: Some(by),
+            reason: Some("go ahead, not [redacted]".into())
+        })
+    );
     assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
     assert_eq!(fake.request_count(), 1);
 }

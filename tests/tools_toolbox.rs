@@ -115,6 +115,7 @@ async fn offered_is_exactly_allowed_and_listed_and_tools_get_only_their_env() {
             "py.env",
             "shout",
             "web.add",
+            "web.chatty",
             "web.echo",
             "web.env",
             "web.fail",

@@ -53,17 +53,39 @@ pub enum MessageKind {
     Result,
     Alert,
     Recovery,
+    /// An alert about a run that is still going: a tool call awaits an operator's approval.
+    /// Its payload is the run as it began (no status, end or outcome: it has none yet) and
+    /// `"state": "awaiting_approval"`.
+    AwaitingApproval,
 }
 
 impl MessageKind {
     pub fn as_str(self) -> &'static str {
         match self {
             MessageKind::Result => "result",
-            MessageKind::Alert => "alert",
+            MessageKind::Alert | MessageKind::AwaitingApproval => "alert",
             MessageKind::Recovery => "recovery",
         }
     }
 }
+
+/// The fields of a row that say how a run ended: left out of the payload about a run that is
+/// still going, so a reader never takes it for a finished one.
+const OUTCOME_FIELDS: [&str; 13] = [
+    "status",
+    "finished_at",
+    "duration_ms",
+    "attempts",
+    "reason",
+    "error",
+    "result",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "unpriced",
+    "attempt_log",
+];
 
 /// One delivery: a human text plus the run it is about.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +188,12 @@ impl Message {
         if let Value::Object(map) = &mut v {
             map.remove("delivered");
             map.remove("delivery_error");
+            if self.kind == MessageKind::AwaitingApproval {
+                for f in OUTCOME_FIELDS {
+                    map.remove(f);
+                }
+                map.insert("state".into(), json!("awaiting_approval"));
+            }
             map.insert("kind".into(), json!(self.kind.as_str()));
             map.insert("text".into(), json!(self.text));
             map.insert("sent_at".into(), json!(now));
@@ -398,6 +426,23 @@ mod tests {
         assert_eq!(
             m.discord_payload(),
             json!({"content": "[disk-watch] disk at 91%", "allowed_mentions": {"parse": []}})
+        );
+        // About a run still waiting for an operator: an alert that says so, with no outcome.
+        let waiting = Message {
+            kind: MessageKind::AwaitingApproval,
+            text: "APPROVAL NEEDED".into(),
+            ..m
+        };
+        let j = waiting.json_payload(now);
+        assert_eq!(j["kind"], "alert");
+        assert_eq!(j["state"], "awaiting_approval");
+        for f in OUTCOME_FIELDS {
+            assert!(j.get(f).is_none(), "{f} in {j}");
+        }
+        assert_eq!(j["job"], "disk-watch");
+        assert!(
+            j["run_id"].is_string() && j["started_at"].is_string(),
+            "{j}"
         );
     }
 

@@ -150,14 +150,18 @@ pub fn default_max_clock_offset(lease_seconds: f64) -> StdDuration {
 
 /// A new owner id: `"{hostname}:{pid}:{uuid8}"`.
 pub fn new_owner_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    let id = Uuid::new_v4().simple().to_string();
+    format!("{}:{}:{}", host_name(), std::process::id(), &id[..8])
+}
+
+/// This host's name (`localhost` when it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_string())
         .ok()
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string());
-    let id = Uuid::new_v4().simple().to_string();
-    format!("{host}:{}:{}", std::process::id(), &id[..8])
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
 #[cfg(test)]

@@ -69,7 +69,10 @@ pub(super) async fn command(
             (n, r.map(|_| ()))
         }
         Command::Answer { run_id, approve } => {
-            let r = blocking(store, move |s| answer_call(s, run_id, approve, None, now)).await;
+            let r = blocking(store, move |s| {
+                answer_call(s, run_id, approve, None, "console", now)
+            })
+            .await;
             match r {
                 Ok(a) => {
                     let _ = ev_tx.send(Event::Notice(a.notice));
@@ -107,9 +110,25 @@ pub fn answer_call(
     run_id: Uuid,
     approve: bool,
     reason: Option<String>,
+    via: &str,
     now: DateTime<Utc>,
 ) -> Result<Answered, crate::store::StoreError> {
-    let (job, out) = store.answer_approval(run_id, approve, reason, now)?;
+    let by = Some(format!("{} ({via})", operator()));
+    // The reason is stored on the run's lease (the journal) before any owner reads it: a key
+    // typed into it is redacted here, by the secrets this process can read, as the run's
+    // record would redact it.
+    let reason = match (reason, store.settings()) {
+        (Some(r), Ok(settings)) => {
+            let env: super::run::EnvLookup = Arc::new(|v| std::env::var(v).ok());
+            Some(
+                super::run::secrets_of(&settings, &env)
+                    .redact(&r)
+                    .into_owned(),
+            )
+        }
+        (r, _) => r,
+    };
+    let (job, out) = store.answer_approval(run_id, approve, reason, by, now)?;
     let gone = match store
         .job(&job)?
         .and_then(|r| r.rt.lease_of(run_id).cloned())
@@ -129,6 +148,20 @@ pub fn answer_call(
         notice,
         owner_gone: gone.is_some(),
     })
+}
+
+/// Who is answering: the user this process runs as and its host (`user@host`), as the run's
+/// record names them.
+pub fn operator() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .unwrap_or_else(|| "an operator".to_string());
+    format!(
+        "{}@{}",
+        crate::text::line(user.trim()),
+        super::api::host_name()
+    )
 }
 
 /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`

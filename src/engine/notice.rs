@@ -86,8 +86,9 @@ pub struct CallOwner {
 
 /// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
 /// `now`: it must be live by the one live-owner rule (`owners::live`: heard within
-/// `owners::GONE_AFTER_SECS`, not signed off) and still renew the run's lease. An owner killed with
-/// `kill -9` fails the first within that many seconds, and the second once its lease runs out;
+/// `owners::GONE_AFTER_SECS`, not signed off, its process not gone when it ran in this PID space)
+/// and still renew the run's lease. An owner killed with `kill -9` on this host fails the first
+/// at once; on another host, within that many seconds, and the second once its lease runs out;
 /// before either, nothing on the store tells it from a live one. A store that keeps no owner
 /// records is judged by the lease alone.
 pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> CallOwner {
@@ -100,6 +101,13 @@ pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> Ca
             "its owner {owner} stopped renewing the run's lease {} ago; the call runs only if \
              that owner comes back, otherwise the next owner to claim records the run abandoned",
             span(now - lease.lease_until)
+        ))
+    } else if let Some(o) = seen.filter(|o| crate::owners::process_gone(o)) {
+        Some(format!(
+            "its owner {owner} (process {} on this host) is no longer running; the call never \
+             runs, and the run is recorded abandoned when its lease expires (in {})",
+            o.record.pid,
+            span(lease.lease_until - now)
         ))
     } else if seen.is_some_and(|o| o.record.signed_off.is_some()) {
         Some(format!(

@@ -53,6 +53,7 @@ impl Beat {
                 owner: owner.to_string(),
                 host,
                 pid: std::process::id(),
+                pid_space: crate::proc::alive::pid_space().map(str::to_string),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 started_at,
                 last_seen: started_at,

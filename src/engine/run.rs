@@ -332,6 +332,7 @@ impl Ctx<'_> {
             &mut self.row.reason,
             &mut self.row.diff,
             &mut self.row.delivery_error,
+            &mut self.row.model,
         ] {
             s.redact_opt(f);
         }

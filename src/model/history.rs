@@ -209,6 +209,12 @@ pub struct HistoryRow {
     /// decided on the stepped clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_stepped: Option<String>,
+    /// Not stored: on an `abandoned` row, from the lease it ends until the run's own record is
+    /// put on it, the answer an operator gave to the call the run waited for (the call's id,
+    /// the answer). The store writes it onto that call of the transcript (`approval`; the call
+    /// never ran).
+    #[serde(skip)]
+    pub(crate) unrun_answer: Option<(String, crate::transcript::Approval)>,
 }
 
 /// How one attempt of a run's action ended.
@@ -336,6 +342,7 @@ impl HistoryRow {
             tool_calls: None,
             transcript: None,
             clock_stepped: None,
+            unrun_answer: None,
         }
     }
 }

@@ -14,6 +14,11 @@ pub struct OwnerRecord {
     pub host: String,
     /// Its process id on that host.
     pub pid: u32,
+    /// The kernel boot and PID namespace its `pid` belongs to
+    /// (`crate::proc::alive::pid_space`): a reader in the same space can tell at once whether
+    /// the process still runs. Absent in records of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_space: Option<String>,
     /// The cronsole version it runs.
     pub version: String,
     /// When it started, by its own clock.

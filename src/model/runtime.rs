@@ -98,6 +98,9 @@ pub struct ApprovalAnswer {
     /// as the tool's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Who gave it (`user@host (how)`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// When it was given.
     pub at: DateTime<Utc>,
 }

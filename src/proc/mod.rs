@@ -63,6 +63,7 @@
 //! talks over its pipes takes the start half, with its stdin added to the descriptors handed
 //! down.
 
+pub mod alive;
 pub mod attach;
 mod capture;
 mod client;

@@ -26,6 +26,14 @@ pub(crate) fn kill(pid: i32, sig: c_int) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
+/// Whether process `pid` exists in this PID namespace: `kill(pid, 0)` does not fail with
+/// ESRCH (EPERM: it exists, owned by another user). A zombie still exists.
+pub(crate) fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; kill has no memory-safety preconditions.
+    let ok = unsafe { libc::kill(pid, 0) } == 0;
+    ok || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// Send `sig` to every process of group `pgid`. False when it failed (ESRCH: the group is
 /// empty). Callers never pass 0 (their own group) or 1.
 pub(crate) fn killpg(pgid: i32, sig: c_int) -> bool {

@@ -347,24 +347,38 @@ pub trait Store: HistoryReader {
     }
 
     /// Answer the tool call run `run_id` awaits approval for ([`JobEdit::Answer`]), from any
-    /// host: the run's owner picks the answer up. Returns the run's job. A run that does not
-    /// wait (answered, timed out, ended) is refused, saying so.
+    /// host, as `by`: the run's owner picks the answer up. Returns the run's job. A run that
+    /// does not wait (answered, timed out, ended) is refused, saying so; a run id the store
+    /// never knew is [`StoreError::NoSuchRun`], as for `retry` and `cancel`.
     fn answer_approval(
         &self,
         run_id: Uuid,
         approve: bool,
         reason: Option<String>,
+        by: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
-        let job = self.job_of_run(run_id)?.ok_or_else(|| {
-            StoreError::NotAwaiting(format!(
-                "run {run_id} is not awaiting approval (it is not running)"
-            ))
-        })?;
+        let Some(job) = self.job_of_run(run_id)? else {
+            let known = !self
+                .history(&HistoryQuery {
+                    run_id: Some(run_id),
+                    limit: 1,
+                    ..Default::default()
+                })?
+                .is_empty();
+            return Err(if known {
+                StoreError::NotAwaiting(format!(
+                    "run {run_id} is not awaiting approval (it is not running)"
+                ))
+            } else {
+                StoreError::NoSuchRun(run_id)
+            });
+        };
         let edit = JobEdit::Answer {
             run_id,
             approve,
             reason,
+            by,
         };
         let out = self.update_job(&job, &edit, now)?;
         Ok((job, out))

@@ -296,10 +296,11 @@ impl<H: Hooks> Store for Wrapped<H> {
         run_id: Uuid,
         approve: bool,
         reason: Option<String>,
+        by: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
         self.call(Call::AnswerApproval, |s| {
-            s.answer_approval(run_id, approve, reason, now)
+            s.answer_approval(run_id, approve, reason, by, now)
         })
     }
     fn cancel(&self, target: &str, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {

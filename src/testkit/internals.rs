@@ -10,6 +10,13 @@
 pub mod action {
     pub use crate::action::*;
 }
+/// The engine's crate-private helpers.
+pub mod engine {
+    /// Who answers an approval from this process (`user@host`), as the run's record names them.
+    pub fn operator() -> String {
+        crate::engine::operator()
+    }
+}
 /// Prices, budgets and how money is shown.
 pub mod cost {
     pub use crate::cost::*;

@@ -11,10 +11,12 @@ Usage: hostile.py BEHAVIOUR
   big       answers a call with 3 MB of text
   sampling  asks the client for sampling during a call, then answers
   cursor    pages its tool list with the same cursor forever
+  stall     answers a call after 8 s, reading nothing meanwhile (one thread, busy)
 """
 
 import json
 import sys
+import time
 
 mode = sys.argv[1]
 description = "tool a"
@@ -60,6 +62,8 @@ for line in sys.stdin:
         calls += 1
         if mode == "crash":
             sys.exit(3)
+        if mode == "stall":
+            time.sleep(8)
         if mode == "flood":
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [{"type": "text", "text": "x" * (20 * 1024 * 1024)}]}})

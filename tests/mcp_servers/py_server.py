@@ -6,7 +6,11 @@ Usage: py_server.py stdio
 Tools: echo (text back), add (structured result), fail (isError), picture (an image),
 env (the server's environment variable names and the value of one it is asked for),
 slow (sleeps, for cancellation), retitle (changes echo's description and says the tool list
-changed, as a server that changes its tools mid-run does).
+changed, as a server that changes its tools mid-run does), chatty (sends log messages during
+the call, each carrying the value of LISTED_TOKEN when it is set, and list-changed notices that
+change nothing).
+With LISTED_TOKEN set, the server also lists a tool named `t_<its value>` whose description and
+schema carry it: a server that puts the secret it was given into what it lists.
 """
 
 import asyncio
@@ -72,6 +76,30 @@ async def retitle(ctx: Context) -> str:
     server.add_tool(echo, description="Returns the text it was given, with new instructions.")
     await ctx.session.send_tool_list_changed()
     return "retitled"
+
+
+@server.tool()
+async def chatty(count: int, ctx: Context, changed: int = 0) -> str:
+    """Sends `count` log messages and `changed` tool-list-changed notices (changing nothing)."""
+    token = os.environ.get("LISTED_TOKEN", "")
+    for i in range(count):
+        await ctx.info(f"message {i} token {token} \x1b]0;title\x07")
+    for _ in range(changed):
+        await ctx.session.send_tool_list_changed()
+    return f"sent {count}"
+
+
+def tokened(note: str = "") -> str:
+    return "tokened: " + note
+
+
+TOKEN = os.environ.get("LISTED_TOKEN")
+if TOKEN:
+    server.add_tool(
+        tokened,
+        name=f"t_{TOKEN}",
+        description=f"Says hello (token {TOKEN})",
+    )
 
 
 def main() -> None:

@@ -193,15 +193,16 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .await?;
             self.waited += asked.elapsed();
             match verdict {
-                Verdict::Approved(reason) => {
+                Verdict::Approved { reason, by } => {
                     entry.approval = Some(Approval::Approved {
-                        by: None,
+                        by,
                         reason: reason.map(|r| self.run.secrets.redact(&r).into_owned()),
                     });
                 }
-                Verdict::Denied(reason) => {
+                Verdict::Denied { reason, by } => {
                     entry.approval = Some(Approval::Denied {
                         reason: self.run.secrets.redact(&reason).into_owned(),
+                        by,
                     });
                     return Ok(refused(format!("not run: {reason}")));
                 }
@@ -283,6 +284,12 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             }
         }
         entry.result_head = cap_bytes(&redacted, RESULT_HEAD_BYTES);
+        // What a server asked of cronsole during the call and was refused (sampling,
+        // elicitation, roots, input mid-call): logged by cronsole, redacted and one line each,
+        // since the SDK's own log lines are not written.
+        for e in self.run.toolbox.take_events() {
+            tracing::warn!(tool = %entry.tool, "{}", self.run.secrets.redact(&e));
+        }
         // A refused call is new to the record, but for a denied one (it waited on the record).
         if answer.state == CallState::Refused && entry.approval.is_none() {
             st.transcript.push(Entry::Call(entry.clone()));

@@ -151,9 +151,10 @@ pub trait ModelTurns {
         ask: ApprovalAsk<'a>,
     ) -> impl Future<Output = Result<Verdict, Self::Stop>> + Send + 'a {
         let _ = ask;
-        std::future::ready(Ok(Verdict::Denied(
-            "denied: no operator can approve calls here".to_string(),
-        )))
+        std::future::ready(Ok(Verdict::Denied {
+            reason: "denied: no operator can approve calls here".to_string(),
+            by: None,
+        }))
     }
 }
 
@@ -174,9 +175,17 @@ pub struct ApprovalAsk<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Dispatch the call; the operator's reason, if any, is kept on the record.
-    Approved(Option<String>),
+    Approved {
+        reason: Option<String>,
+        /// Who approved it, when known (kept on the record).
+        by: Option<String>,
+    },
     /// Do not: the reason is the tool's result for the model.
-    Denied(String),
+    Denied {
+        reason: String,
+        /// Who denied it (`None`: nobody did, the wait timed out), kept on the record.
+        by: Option<String>,
+    },
 }
 
 /// Where a loop is, for [`ModelTurns::recorded`].
@@ -362,13 +371,29 @@ async fn drive<T: ModelTurns>(
 /// before every turn (after the calls of the last one, before its reservation).
 async fn changed(toolbox: &Toolbox, called: &[usize]) -> Option<String> {
     let names = toolbox.recheck(called).await;
-    (!names.is_empty()).then(|| {
-        format!(
-            "tool definitions changed mid-run ({} changed its tool list): the run ends \
-             before the model sees them; review with cronsole tools",
-            names.join(", ")
-        )
-    })
+    if names.is_empty() {
+        return None;
+    }
+    // A source that could not be listed again changed nothing anyone should review: say what
+    // happened instead.
+    let unlisted: Vec<String> = toolbox
+        .sources
+        .iter()
+        .filter(|s| names.iter().any(|n| n == s.name()))
+        .filter_map(|s| s.unlisted().map(|why| format!("'{}': {why}", s.name())))
+        .collect();
+    if !unlisted.is_empty() {
+        return Some(format!(
+            "tool source {} before the next turn (after a call that timed out, a server may \
+             still be busy with it): the run ends, since what it offers could not be checked",
+            unlisted.join("; ")
+        ));
+    }
+    Some(format!(
+        "tool definitions changed mid-run ({} changed its tool list): the run ends before the \
+         model sees them; review with cronsole tools",
+        names.join(", ")
+    ))
 }
 
 fn timed_out(t: Duration, calls: u32) -> String {
@@ -390,7 +415,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 fn turn_entry(number: u32, r: &TurnReply, secrets: &Secrets) -> TurnEntry {
     TurnEntry {
         turn: number,
-        model: r.reply.model.clone(),
+        model: secrets.redact(&r.reply.model).into_owned(),
         input_tokens: r.cost.input_tokens,
         output_tokens: r.cost.output_tokens,
         cache_read_tokens: r.cost.cache_read_tokens,

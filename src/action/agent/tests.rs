@@ -97,10 +97,13 @@ impl ModelTurns for Scripted {
     ) -> impl Future<Output = Result<Verdict, &'static str>> + Send + 'a {
         self.asked.push(ask.tool.to_string());
         self.persisted.extend(ask.record);
-        let (wait, v) = self
-            .verdicts
-            .pop_front()
-            .unwrap_or((Duration::ZERO, Verdict::Denied("nobody".into())));
+        let (wait, v) = self.verdicts.pop_front().unwrap_or((
+            Duration::ZERO,
+            Verdict::Denied {
+                reason: "nobody".into(),
+                by: None,
+            },
+        ));
         async move {
             tokio::time::sleep(wait).await;
             Ok(v)
@@ -617,11 +620,17 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
     // Each wait is longer than the whole loop's timeout: waiting does not count toward it.
     m.verdicts.push_back((
         Duration::from_secs(600),
-        Verdict::Approved(Some("checked the path".into())),
+        Verdict::Approved {
+            reason: Some("checked the path".into()),
+            by: Some("ops@h (console)".into()),
+        },
     ));
     m.verdicts.push_back((
         Duration::from_secs(600),
-        Verdict::Denied("denied by an operator: not today".into()),
+        Verdict::Denied {
+            reason: "denied by an operator: not today".into(),
+            by: Some("ops@h (cronsole deny)".into()),
+        },
     ));
     let approve = vec![crate::model::ToolPattern::parse("files.*").unwrap()];
     let out = run_approving(
@@ -672,11 +681,12 @@ async fn calls_needing_approval_wait_and_a_denial_is_the_tool_s_result() {
         approvals,
         vec![
             Some(Approval::Approved {
-                by: None,
+                by: Some("ops@h (console)".into()),
                 reason: Some("checked the path".into())
             }),
             Some(Approval::Denied {
-                reason: "denied by an operator: not today".into()
+                reason: "denied by an operator: not today".into(),
+                by: Some("ops@h (cronsole deny)".into()),
             })
         ]
     );

@@ -126,6 +126,10 @@ pub struct LlmCall<'a> {
     pub max_tokens: Option<u32>,
 }
 
+/// The longest model name kept from a reply (real names are far shorter; a hostile endpoint's
+/// is cut, marked).
+pub const MODEL_MAX_CHARS: usize = 200;
+
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmReply {
@@ -254,7 +258,9 @@ pub async fn call_turn(
     match wire::parse(agent, &v) {
         Ok(p) => Ok(LlmReply {
             text: p.text,
-            model: p.model,
+            // The provider's own words: an endpoint that echoes the key (or a token of its
+            // URL) in the model it names must not put it on the row, the transcript or a view.
+            model: crate::model::truncate_marked(&red.clean(&p.model), MODEL_MAX_CHARS),
             usage: p.usage,
             cache: p.cache,
             calls: p.calls,

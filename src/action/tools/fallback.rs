@@ -136,6 +136,7 @@ mod tests {
             era: Era::Auto,
             timeout: Duration::from_secs(60),
             secrets: Arc::new(Secrets::new(Vec::<String>::new())),
+            own: Default::default(),
             guard: None,
             stderr: None,
         };

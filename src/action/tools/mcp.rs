@@ -27,6 +27,13 @@
 //!   never the bytes.
 //! - Every error text passes through the run's secrets (the `env_from` and `headers_env`
 //!   values read for its sources) before it leaves this module.
+//! - What a server lists passes through its own secrets (its `env_from` or `headers_env`
+//!   values, the tokens of its `url`) before anything keeps, shows or sends it: a secret in a
+//!   tool's name, description or schemas becomes `[redacted]` for the model, the pins and
+//!   `cronsole tools` alike, and a call to the redacted name reaches the tool the server
+//!   listed. The pin's hash is the hash of that redacted definition, the same whichever
+//!   command lists the server, and a rotated secret does not look like a changed tool. Two
+//!   tools whose names meet once redacted are refused.
 //! - Before each model turn after a call to the server (or after its list-change notice),
 //!   its tools are listed again: a listed definition that changed or went away ends the run
 //!   before the turn is reserved. A tool that only appeared changes nothing the run offers.
@@ -46,6 +53,7 @@ use rmcp::service::{
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::server_log::ServerLog;
 use super::{BoxFuture, Content, ToolDef, ToolError, ToolOutput, ToolSource};
 use crate::text::Secrets;
 
@@ -63,8 +71,11 @@ const MAX_EVENTS: usize = 64;
 /// tool list changed, and the server requests cronsole refused.
 #[derive(Debug, Default)]
 pub struct SessionState {
-    /// A listed definition changed or went away since the last list (checked by listing again).
+    /// A listed definition changed or went away since the last list (checked by listing again),
+    /// or the list could not be read again.
     changed: AtomicBool,
+    /// Why the list could not be read again, when that is what set `changed`.
+    unlisted: Mutex<Option<String>>,
     /// Each tool's hash at the last list.
     baseline: Mutex<Option<std::collections::BTreeMap<String, String>>>,
     /// Woken by each list-change notice.
@@ -76,6 +87,14 @@ pub struct SessionState {
 }
 
 impl SessionState {
+    /// The list could not be read again: nothing tells what the server offers now.
+    fn unlisted(&self, why: String) {
+        if let Ok(mut u) = self.unlisted.lock() {
+            u.get_or_insert(why);
+        }
+        self.changed.store(true, Ordering::SeqCst);
+    }
+
     /// The server said its tool list changed.
     fn list_change_notice(&self) {
         self.noticed.store(true, Ordering::SeqCst);
@@ -119,6 +138,7 @@ impl SessionState {
 struct Handler {
     state: Arc<SessionState>,
     info: ClientConfig,
+    log: Arc<ServerLog>,
 }
 
 // Sampling and roots are deprecated in the newest revision, but servers of the older era still
@@ -160,6 +180,15 @@ impl rmcp::ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
         self.state.list_change_notice();
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.log
+            .message(params.level, params.logger.as_deref(), &params.data);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -223,6 +252,13 @@ pub struct McpSource {
     running: tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>,
     state: Arc<SessionState>,
     secrets: Arc<Secrets>,
+    /// The server's own secrets, redacted from what it lists.
+    own: Arc<Secrets>,
+    /// The name each listed tool is called by, keyed by the name it is shown under (only those
+    /// that differ: a name that carried a secret).
+    real_names: Mutex<std::collections::BTreeMap<String, String>>,
+    /// The server's log messages, bounded; what it left out is said at close.
+    log: Arc<ServerLog>,
     protocol: Option<String>,
     /// Whatever keeps the server alive that is not the session (a stdio child's process);
     /// dropped on close, which ends it.
@@ -276,6 +312,9 @@ pub struct Session {
     pub timeout: Duration,
     /// The run's secrets (redacted from every error text).
     pub secrets: Arc<Secrets>,
+    /// The server's own secret values (its `env_from` or `headers_env` values, its URL's
+    /// tokens): redacted from the tools it lists.
+    pub own: Arc<Secrets>,
     /// Kept alive with the session and dropped when it closes (a child process).
     pub guard: Option<Box<dyn std::any::Any + Send + Sync>>,
     /// The server's stderr tail (stdio), read into by the caller.
@@ -300,6 +339,7 @@ impl McpSource {
             era,
             timeout,
             secrets,
+            own,
             guard,
             stderr,
         } = session;
@@ -315,9 +355,11 @@ impl McpSource {
             Implementation::new("cronsole", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(version);
+        let log = Arc::new(ServerLog::new(&name, secrets.clone()));
         let handler = Handler {
             state: state.clone(),
             info,
+            log: log.clone(),
         };
         let started = tokio::time::timeout(timeout, handler.serve_with_lifecycle(transport, mode))
             .await
@@ -357,6 +399,9 @@ impl McpSource {
             running: tokio::sync::Mutex::new(Some(started)),
             state,
             secrets,
+            own,
+            real_names: Mutex::default(),
+            log,
             protocol,
             guard: Mutex::new(guard),
             stderr,
@@ -380,7 +425,11 @@ impl McpSource {
             *b = Some(hashes(&defs));
         }
         self.state.changed.store(false, Ordering::SeqCst);
-        Ok(defs)
+        let (shown, real) = redacted_defs(&self.own, defs).map_err(|e| self.protocol_error(e))?;
+        if let Ok(mut names) = self.real_names.lock() {
+            *names = real;
+        }
+        Ok(shown)
     }
 
     /// Lists again when the server was called or sent a list-change notice since the last
@@ -400,9 +449,10 @@ impl McpSource {
             Ok(Ok(defs)) => self.state.compare(&hashes(&defs)),
             // A server that is gone answers its next calls with errors the model is told of;
             // one that is there but cannot list is not trusted with the next turn.
-            Ok(Err(_)) | Err(_) => {
+            r => {
                 if !self.peer.is_transport_closed() {
-                    self.state.changed.store(true, Ordering::SeqCst);
+                    self.state
+                        .unlisted(unlisted_why(r.err(), self.list_timeout));
                 }
             }
         }
@@ -415,7 +465,14 @@ impl McpSource {
         args: Value,
         timeout: Duration,
     ) -> Result<ToolOutput, ToolError> {
-        let mut params = CallToolRequestParams::new(tool.to_string());
+        // A name shown redacted is called by the name the server listed.
+        let real = self
+            .real_names
+            .lock()
+            .ok()
+            .and_then(|n| n.get(tool).cloned())
+            .unwrap_or_else(|| tool.to_string());
+        let mut params = CallToolRequestParams::new(real);
         match args {
             Value::Object(m) => params = params.with_arguments(m),
             Value::Null => {}
@@ -431,7 +488,12 @@ impl McpSource {
         let reply = tokio::time::timeout(timeout, self.peer.call_tool_once(params))
             .await
             .map_err(|_| ToolError::Timeout(timeout))?
-            .map_err(|e| self.protocol_error(format!("tools/call failed: {e}")))?;
+            .map_err(|e| {
+                self.protocol_error(format!(
+                    "tools/call failed: {}",
+                    transport_words(&e.to_string())
+                ))
+            })?;
         match reply {
             CallToolResponse::Complete(r) => Ok(redact_output(&self.secrets, tool_output(&r))),
             CallToolResponse::InputRequired(_) => {
@@ -483,6 +545,62 @@ async fn pages(peer: &Peer<RoleClient>) -> Result<Vec<ToolDef>, String> {
     ))
 }
 
+/// `defs` as cronsole keeps and shows them: each name, description and schema redacted of
+/// `own` (see the module doc), with the listed name of each tool whose name changed, keyed by
+/// its redacted name. An error when two names meet once redacted.
+#[allow(clippy::type_complexity)]
+fn redacted_defs(
+    own: &Secrets,
+    defs: Vec<ToolDef>,
+) -> Result<(Vec<ToolDef>, std::collections::BTreeMap<String, String>), String> {
+    let mut real = std::collections::BTreeMap::new();
+    if own.is_empty() {
+        return Ok((defs, real));
+    }
+    let mut shown = Vec::with_capacity(defs.len());
+    for d in defs {
+        let name = own.redact(&d.name).into_owned();
+        if name != d.name {
+            real.insert(name.clone(), d.name.clone());
+        }
+        let mut input_schema = d.input_schema;
+        own.redact_json(&mut input_schema);
+        let output_schema = d.output_schema.map(|mut s| {
+            own.redact_json(&mut s);
+            s
+        });
+        shown.push(ToolDef {
+            name,
+            description: own.redact(&d.description).into_owned(),
+            input_schema,
+            output_schema,
+        });
+    }
+    // Two tools under one redacted name: a call could not say which one it means.
+    if let Some(n) = real
+        .keys()
+        .find(|n| shown.iter().filter(|d| &d.name == *n).count() > 1)
+    {
+        return Err(format!(
+            "two of its tools are both named {} once its secrets are redacted",
+            crate::text::line(n)
+        ));
+    }
+    Ok((shown, real))
+}
+
+/// Why a list again failed: it timed out (`None`), or what it said, redacted later with the
+/// source's other texts.
+fn unlisted_why(r: Option<tokio::time::error::Elapsed>, timeout: Duration) -> String {
+    match r {
+        Some(_) => format!(
+            "it did not answer tools/list within {}s",
+            timeout.as_secs_f64()
+        ),
+        None => "it could not list its tools".to_string(),
+    }
+}
+
 /// Each tool's definition hash by name.
 fn hashes(defs: &[ToolDef]) -> std::collections::BTreeMap<String, String> {
     defs.iter()
@@ -504,11 +622,11 @@ fn watch_changes(
             let now = match tokio::time::timeout(timeout, pages(&peer)).await {
                 Ok(Ok(defs)) => hashes(&defs),
                 // A server that cannot list any more cannot be trusted with the next turn.
-                Ok(Err(_)) | Err(_) => {
+                r => {
                     if peer.is_transport_closed() {
                         return;
                     }
-                    state.changed.store(true, Ordering::SeqCst);
+                    state.unlisted(unlisted_why(r.err(), timeout));
                     continue;
                 }
             };
@@ -576,6 +694,11 @@ impl ToolSource for McpSource {
         Box::pin(self.recheck_list(called))
     }
 
+    fn unlisted(&self) -> Option<String> {
+        let why = self.state.unlisted.lock().ok()?.clone()?;
+        Some(redact(&self.secrets, &why))
+    }
+
     fn take_events(&self) -> Vec<String> {
         let mut out = self
             .state
@@ -596,6 +719,7 @@ impl ToolSource for McpSource {
             if let Some(mut running) = self.running.lock().await.take() {
                 let _ = running.close_with_timeout(Duration::from_secs(2)).await;
             }
+            self.log.flush();
             // The server's process (stdio) ends with its guard.
             let guard = self.guard.lock().ok().and_then(|mut g| g.take());
             drop(guard);
@@ -683,7 +807,9 @@ async fn tcp_probe(url: &str, timeout: Duration) -> Option<String> {
 /// A transport error's text without the SDK's type names (`Transport [rmcp::…] error: `).
 fn transport_words(why: &str) -> String {
     match (why.find(" Transport ["), why.find("] error: ")) {
-        (Some(a), Some(b)) if a < b => format!("{}: {}", &why[..a], &why[b + 9..]),
+        (Some(a), Some(b)) if a < b => {
+            format!("{}: {}", why[..a].trim_end_matches(':'), &why[b + 9..])
+        }
         _ => why.to_string(),
     }
 }
@@ -884,6 +1010,18 @@ mod tests {
             panic!("not a blob");
         };
         assert!(!kind.contains('\u{1b}'), "{kind:?}");
+    }
+
+    #[test]
+    fn a_transport_error_reads_without_the_sdks_type_names() {
+        let why = "Transport send error: Transport [cronsole::action::tools::fallback::Forgetful<\
+                   rmcp::transport::worker::WorkerTransport<reqwest::Client>>] error: HTTP \
+                   response body exceeded the maximum size of 8388608 bytes";
+        assert_eq!(
+            transport_words(why),
+            "Transport send error: HTTP response body exceeded the maximum size of 8388608 bytes"
+        );
+        assert_eq!(transport_words("plain words"), "plain words");
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod command;
 pub mod fallback;
 pub mod mcp;
 pub mod pin;
+pub mod server_log;
 pub mod toolbox;
 
 /// A boxed, sendable future: what the [`ToolSource`] methods return, so the trait stays
@@ -192,6 +193,12 @@ pub trait ToolSource: Send + Sync {
     fn recheck(&self, called: bool) -> BoxFuture<'_, bool> {
         let _ = called;
         Box::pin(std::future::ready(self.list_changed()))
+    }
+    /// Why the last [`ToolSource::recheck`] that answered `true` could not list the tools again
+    /// (a server still busy with a call that timed out), when that is why: such a source did
+    /// not change its tools, it could not be checked. `None` for a real change.
+    fn unlisted(&self) -> Option<String> {
+        None
     }
     /// What the source refused since it was last asked, one line each, for the run's record
     /// (an MCP server's sampling, elicitation or roots request, an input-required result).

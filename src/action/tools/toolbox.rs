@@ -107,11 +107,15 @@ pub async fn build(req: ToolboxRequest<'_>, env: EnvLookup) -> Result<Toolbox, T
     // Every secret first: a missing one fails the run before anything starts.
     let mut values = Vec::new();
     let mut server_vars = BTreeMap::new();
+    let mut server_own = BTreeMap::new();
     for s in &servers {
+        let mut own = Vec::new();
         server_vars.insert(
             s.name.clone(),
-            secret_vars(&s.name, &s.transport, &*env, &mut values)?,
+            secret_vars(&s.name, &s.transport, &*env, &mut own)?,
         );
+        values.extend(own.iter().cloned());
+        server_own.insert(s.name.clone(), own_secrets(s, own));
     }
     let mut command_vars = BTreeMap::new();
     for (name, d) in &commands {
@@ -134,7 +138,8 @@ pub async fn build(req: ToolboxRequest<'_>, env: EnvLookup) -> Result<Toolbox, T
     let opened = async {
         for s in &servers {
             let vars = server_vars.remove(&s.name).unwrap_or_default();
-            let src = open_server(s, vars, &base, timeout, secrets.clone()).await?;
+            let own = server_own.remove(&s.name).unwrap_or_default();
+            let src = open_server(s, vars, &base, timeout, (secrets.clone(), own)).await?;
             sources.push(Arc::new(src));
         }
         let mut command_index = None;
@@ -298,8 +303,30 @@ pub async fn open_one(
     let mut values = Vec::new();
     let vars = secret_vars(&s.name, &s.transport, &**env, &mut values)?;
     let base = base_env(run, &**env);
-    open_server(s, vars, &base, timeout, Arc::new(Secrets::new(values))).await
+    let own = own_secrets(s, values.clone());
+    open_server(
+        s,
+        vars,
+        &base,
+        timeout,
+        (Arc::new(Secrets::new(values)), own),
+    )
+    .await
 }
+
+/// A server's own secrets: the values read for it and, for an HTTP server, the tokens its
+/// URL carries. What it lists is redacted of these, the same set whichever command lists it.
+fn own_secrets(s: &McpServerDef, values: Vec<String>) -> Arc<Secrets> {
+    let tokens = match &s.transport {
+        McpTransport::Http { url, .. } => crate::text::url_tokens(url),
+        McpTransport::Stdio { .. } => Vec::new(),
+    };
+    Arc::new(Secrets::new(values.into_iter().chain(tokens)))
+}
+
+/// The secrets a session redacts: the run's (from error texts and results) and the server's
+/// own (from what it lists).
+type SessionSecrets = (Arc<Secrets>, Arc<Secrets>);
 
 /// Starts or reaches one server.
 async fn open_server(
@@ -307,7 +334,7 @@ async fn open_server(
     vars: Vec<(String, String)>,
     base: &ProcEnv,
     timeout: Duration,
-    secrets: Arc<Secrets>,
+    secrets: SessionSecrets,
 ) -> Result<McpSource, ToolError> {
     let era = match &s.protocol_version {
         Some(v) => Era::Pinned(v.clone()),
@@ -332,7 +359,7 @@ async fn start_server(
     vars: Vec<(String, String)>,
     base: &ProcEnv,
     timeout: Duration,
-    secrets: Arc<Secrets>,
+    (secrets, own): SessionSecrets,
     era: Era,
 ) -> Result<McpSource, ToolError> {
     let mut session = Session {
@@ -340,6 +367,7 @@ async fn start_server(
         era,
         timeout,
         secrets,
+        own,
         guard: None,
         stderr: None,
     };

@@ -111,7 +111,12 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
     // Approve's reason is kept on the run's record (`history --json`, the transcript's call);
     // deny's is also what the model reads as the tool's result.
     let reason = a.reason.clone().filter(|r| !r.trim().is_empty());
-    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, Utc::now()) {
+    let via = if approve {
+        "cronsole approve"
+    } else {
+        "cronsole deny"
+    };
+    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, via, Utc::now()) {
         Ok(a) if a.owner_gone => {
             eprintln!("error: {}", a.notice);
             Ok(ExitCode::from(OWNER_GONE))

@@ -113,6 +113,7 @@ mod tests {
                 owner: owner.into(),
                 host: "h".into(),
                 pid: 1,
+                pid_space: None,
                 version: "0".into(),
                 started_at: t,
                 last_seen: t,

@@ -194,6 +194,8 @@ fn logging_to(
     to: LogTo,
 ) -> (Option<tracing_appender::non_blocking::WorkerGuard>, bool) {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let stderr = match to {
         LogTo::Stderr => true,
         LogTo::Dir => false,
@@ -210,6 +212,8 @@ fn logging_to(
             .with_ansi(false)
             .event_format(crate::service::journald::Journald)
             .with_writer(writer)
+            .finish()
+            .with(not_the_mcp_sdk())
             .try_init()
             .is_ok();
         return (ok.then_some(guard), false);
@@ -225,9 +229,22 @@ fn logging_to(
         .with_env_filter(filter)
         .with_ansi(false)
         .with_writer(writer)
+        .finish()
+        .with(not_the_mcp_sdk())
         .try_init()
         .is_ok();
     (ok.then_some(guard), ok)
+}
+
+/// Drops the MCP SDK's own log events, whatever `RUST_LOG` says: they carry what servers send
+/// verbatim (notifications, unexpected messages, error bodies), unredacted and unbounded.
+/// cronsole logs a server's messages itself, redacted and rate-limited
+/// (`action::tools::server_log`), and its errors reach the run's record redacted.
+fn not_the_mcp_sdk() -> tracing_subscriber::filter::FilterFn {
+    tracing_subscriber::filter::filter_fn(|m| {
+        let t = m.target();
+        !(t == "rmcp" || t.starts_with("rmcp::"))
+    })
 }
 
 fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<ExitCode> {

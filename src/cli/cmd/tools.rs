@@ -291,11 +291,13 @@ fn agent_row(
     let mut missing = Vec::new();
     for l in listed {
         let Ok(tools) = &l.tools else {
-            if patterns
+            // Each entry as the jobs file wrote it: the server line above says why it was not
+            // listed (unreachable, too many tools, …).
+            for p in patterns
                 .iter()
-                .any(|p| p.server() == Some(l.def.name.as_str()))
+                .filter(|p| p.server() == Some(l.def.name.as_str()))
             {
-                missing.push(format!("{}.* (unreachable)", l.def.name));
+                missing.push(format!("{p} (its server did not list its tools)"));
             }
             continue;
         };
@@ -366,36 +368,59 @@ fn short(h: &str) -> &str {
     h.get(..12).unwrap_or(h)
 }
 
-fn print_text(r: &Report) {
+/// The text view of `r`.
+fn text(r: &Report) -> String {
     use crate::text::visible_line as one;
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if r.servers.is_empty() && r.command_tools.is_empty() {
-        println!("no tool sources (mcp_servers: and tools: are empty)");
+        let _ = writeln!(out, "no tool sources (mcp_servers: and tools: are empty)");
     }
     for s in &r.servers {
-        match (&s.error, &s.protocol_version) {
-            (Some(e), _) => println!(
+        // Writing to a String cannot fail.
+        let _ = match (&s.error, &s.protocol_version) {
+            (Some(e), _) => writeln!(
+                out,
                 "server {} ({}): unreachable: {}",
                 one(&s.name),
                 s.transport,
                 one(e)
             ),
-            (None, v) => println!(
+            (None, v) => writeln!(
+                out,
                 "server {} ({}, protocol {}): {} tool(s)",
                 one(&s.name),
                 s.transport,
                 v.as_deref().unwrap_or("unknown"),
                 s.tools.len()
             ),
-        }
-        for t in &s.tools {
-            let pinned = match (t.pin, &t.pinned_hash) {
-                ("changed" | "gone", Some(p)) => format!(" (pinned {})", short(p)),
-                _ => String::new(),
-            };
+        };
+        // Columns as wide as their widest entry, so a long name does not push one row's
+        // columns out of line with the others'.
+        let cells: Vec<(String, String)> = s
+            .tools
+            .iter()
+            .map(|t| {
+                let pinned = match (t.pin, &t.pinned_hash) {
+                    ("changed" | "gone", Some(p)) => format!(" (pinned {})", short(p)),
+                    _ => String::new(),
+                };
+                (one(&t.name).into_owned(), pinned)
+            })
+            .collect();
+        let width = |f: fn(&(String, String)) -> &String| {
+            cells
+                .iter()
+                .map(|c| f(c).chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let (name_w, pinned_w) = (width(|c| &c.0), width(|c| &c.1));
+        for (t, (name, pinned)) in s.tools.iter().zip(&cells) {
             let desc: String = t.description.chars().take(60).collect();
-            println!(
-                "  {:<32} {:<8} {:<12}{pinned}  {}",
-                one(&t.name),
+            let _ = writeln!(
+                out,
+                "  {name:<name_w$} {:<7} {:<12}{pinned:<pinned_w$}  {}",
                 t.pin,
                 short(&t.hash),
                 one(&desc)
@@ -403,10 +428,10 @@ fn print_text(r: &Report) {
         }
     }
     if !r.command_tools.is_empty() {
-        println!("command tools: {}", r.command_tools.join(", "));
+        let _ = writeln!(out, "command tools: {}", r.command_tools.join(", "));
     }
     for g in &r.agents {
-        println!("agent {}", one(&g.name));
+        let _ = writeln!(out, "agent {}", one(&g.name));
         let list = |v: &[String]| {
             if v.is_empty() {
                 "-".to_string()
@@ -414,21 +439,28 @@ fn print_text(r: &Report) {
                 one(&v.join(", ")).into_owned()
             }
         };
-        println!("  allowed: {}", list(&g.allowed));
-        println!("  offered: {}", list(&g.offered));
+        let _ = writeln!(out, "  allowed: {}", list(&g.allowed));
+        let _ = writeln!(out, "  offered: {}", list(&g.offered));
         if !g.missing.is_empty() {
-            println!(
+            let _ = writeln!(
+                out,
                 "  missing: {} (its runs fail before the first model call)",
                 list(&g.missing)
             );
         }
         if !g.changed.is_empty() {
-            println!(
+            let _ = writeln!(
+                out,
                 "  changed: {} (review, then cronsole tools --accept SERVER)",
                 list(&g.changed)
             );
         }
     }
+    out
+}
+
+fn print_text(r: &Report) {
+    print!("{}", text(r));
 }
 
 /// What `describe` shows of an agent job's tools: the store's pinned definitions, no server
@@ -562,5 +594,60 @@ pub fn print_pinned(t: &PinnedTools) {
             "",
             one(&t.unpinned.join(", "))
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, pin: &'static str, pinned: Option<&str>) -> ToolRow {
+        ToolRow {
+            name: name.into(),
+            hash: "ab".repeat(32),
+            pin,
+            pinned_hash: pinned.map(str::to_string),
+            pinned_at: None,
+            description: "what it does".into(),
+        }
+    }
+
+    #[test]
+    fn the_tool_columns_stay_in_line_past_long_names_and_old_pins() {
+        let long = format!("srv.{}", "x".repeat(60));
+        let r = Report {
+            servers: vec![ServerRow {
+                name: "srv".into(),
+                transport: "stdio",
+                protocol_version: Some("2025-11-25".into()),
+                error: None,
+                tools: vec![
+                    tool("srv.a", "pinned", None),
+                    tool(&long, "new", None),
+                    tool("srv.b", "changed", Some(&"cd".repeat(32))),
+                ],
+            }],
+            command_tools: Vec::new(),
+            agents: Vec::new(),
+        };
+        let out = text(&r);
+        let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("  srv.")).collect();
+        assert_eq!(rows.len(), 3, "{out}");
+        let column = |word: &str| -> Vec<usize> {
+            rows.iter()
+                .map(|l| l.find(word).unwrap_or_else(|| panic!("{word} in {l}")))
+                .collect()
+        };
+        // The pin word, the hash and the description each start at one column on every row.
+        for word in ["what it does", "abababababab"] {
+            let at = column(word);
+            assert!(at.iter().all(|c| *c == at[0]), "{word}: {at:?}\n{out}");
+        }
+        let pins: Vec<usize> = [(0, " pinned "), (1, " new "), (2, " changed ")]
+            .iter()
+            .map(|(i, w)| rows[*i].find(w).unwrap_or_else(|| panic!("{w}\n{out}")))
+            .collect();
+        assert!(pins.iter().all(|c| *c == pins[0]), "{pins:?}\n{out}");
+        assert!(rows[2].contains("(pinned cdcdcdcdcdcd)"), "{out}");
     }
 }

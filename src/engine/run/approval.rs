@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::action::agent::Verdict;
 use crate::clock::Clock;
 use crate::deliver::{Message, MessageKind, deliver_all};
-use crate::model::{AwaitingApproval, HistoryRow, SinkDef};
+use crate::model::{ApprovalAnswer, AwaitingApproval, HistoryRow, SinkDef};
 use crate::store::Store;
 use crate::transcript::cap_bytes;
 
@@ -80,31 +80,19 @@ impl Approvals<'_> {
         let until = tokio::time::Instant::now() + self.timeout;
         loop {
             match self.answer(job, run_id).await {
-                Ok(Some(ans)) if ans.approved => {
-                    let why = ans
-                        .reason
-                        .as_deref()
-                        .map(str::trim)
-                        .filter(|r| !r.is_empty());
-                    return Ok(Verdict::Approved(why.map(|r| cap_bytes(r, 1024))));
-                }
-                Ok(Some(ans)) => {
-                    return Ok(Verdict::Denied(match ans.reason {
-                        Some(r) if !r.trim().is_empty() => {
-                            format!("denied by an operator: {}", cap_bytes(r.trim(), 1024))
-                        }
-                        _ => "denied by an operator".to_string(),
-                    }));
-                }
+                Ok(Some(ans)) => return Ok(verdict(ans)),
                 Ok(None) => {}
                 Err(WaitStop::Lost) => return Err(WaitStop::Lost),
             }
             let now = tokio::time::Instant::now();
             if now >= until {
-                return Ok(Verdict::Denied(format!(
-                    "denied: no answer within approval_timeout_seconds ({}s)",
-                    self.timeout.as_secs_f64()
-                )));
+                return Ok(Verdict::Denied {
+                    reason: format!(
+                        "denied: no answer within approval_timeout_seconds ({}s)",
+                        self.timeout.as_secs_f64()
+                    ),
+                    by: None,
+                });
             }
             tokio::time::sleep(POLL.min(until - now)).await;
         }
@@ -151,10 +139,31 @@ impl Approvals<'_> {
     }
 }
 
+/// What an operator's answer tells the loop: a denial's reason is what the model reads.
+fn verdict(ans: ApprovalAnswer) -> Verdict {
+    let by = ans.by.map(|b| cap_bytes(&b, 256));
+    let why = ans
+        .reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| cap_bytes(r, 1024));
+    if ans.approved {
+        return Verdict::Approved { reason: why, by };
+    }
+    Verdict::Denied {
+        reason: match why {
+            Some(r) => format!("denied by an operator: {r}"),
+            None => "denied by an operator".to_string(),
+        },
+        by,
+    }
+}
+
 /// The alert asking for an answer.
 fn approval_message(row: &HistoryRow, run_id: Uuid, a: &AwaitingApproval) -> Message {
     Message {
-        kind: MessageKind::Alert,
+        kind: MessageKind::AwaitingApproval,
         job: row.job.clone(),
         text: format!(
             "APPROVAL NEEDED: {} run {run_id} wants to call {} with {}; answer with `cronsole \

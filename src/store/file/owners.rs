@@ -201,6 +201,7 @@ mod tests {
             owner: "vm:2:11111111".into(),
             host: "vm".into(),
             pid: 2,
+            pid_space: None,
             version: "0".into(),
             started_at: now,
             last_seen: now,

@@ -161,18 +161,19 @@ impl FileStore {
             .iter_mut()
             .filter(|r| r.status == Status::Abandoned && r.transcript.is_none())
         {
-            match self.read_run(row.run_id) {
+            let record = match self.read_run(row.run_id) {
                 Ok(Some(t)) => {
-                    let (turns, calls) = t.counts();
-                    row.turns = Some(turns);
-                    row.tool_calls = Some(calls);
-                    row.transcript = Some(t);
                     found.push(row.run_id);
+                    Some(t)
                 }
-                Ok(None) => {}
+                Ok(None) => None,
                 // The row still says the run was abandoned; only its record is missing.
-                Err(e) => tracing::warn!(run_id = %row.run_id, "reading a run's record: {e}"),
-            }
+                Err(e) => {
+                    tracing::warn!(run_id = %row.run_id, "reading a run's record: {e}");
+                    None
+                }
+            };
+            crate::store::rules::rows::attach_record(row, record);
         }
         found
     }

@@ -65,6 +65,7 @@ fn a_handle_opened_after_the_step_back_learns_of_it_from_the_owner_records() {
         owner: "h:1:ahead".into(),
         host: "h".into(),
         pid: 1,
+        pid_space: None,
         version: "test".into(),
         started_at: ahead,
         last_seen: ahead,

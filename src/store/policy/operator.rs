@@ -75,6 +75,8 @@ pub enum JobEdit {
         approve: bool,
         /// Why: kept on the run's record; a denial's is also the tool's result for the model.
         reason: Option<String>,
+        /// Who answers (`user@host (how)`), kept on the run's record.
+        by: Option<String>,
     },
 }
 
@@ -262,6 +264,7 @@ pub fn apply_edit_rows(
             run_id,
             approve,
             reason,
+            by,
         } => {
             let waiting = rec
                 .rt
@@ -277,6 +280,7 @@ pub fn apply_edit_rows(
             a.answer = Some(crate::model::ApprovalAnswer {
                 approved: *approve,
                 reason: reason.clone(),
+                by: by.clone(),
                 at: now,
             });
             Ok((

@@ -310,16 +310,14 @@ pub(super) async fn attach_run_records(
             entry,
         });
     }
-    for row in rows.iter_mut() {
-        if let Some(d) = by_run.remove(&row.run_id.to_string())
-            && row.status == crate::model::Status::Abandoned
-        {
-            let t = crate::transcript::Transcript::from_deltas(d);
-            let (turns, calls) = t.counts();
-            row.turns = Some(turns);
-            row.tool_calls = Some(calls);
-            row.transcript = Some(t);
-        }
+    for row in rows
+        .iter_mut()
+        .filter(|r| r.status == crate::model::Status::Abandoned && r.transcript.is_none())
+    {
+        let record = by_run
+            .remove(&row.run_id.to_string())
+            .map(crate::transcript::Transcript::from_deltas);
+        crate::store::rules::rows::attach_record(row, record);
     }
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! that rows already in history do not record yet, and the rows written for slots a run
 //! overlapped or a lease that expired.
 //!
-//! Owns: [`same_row`], [`is_generated`], [`unlanded_part`], [`overlap_row`], [`abandoned_row`].
+//! Owns: [`same_row`], [`is_generated`], [`unlanded_part`], [`overlap_row`], [`abandoned_row`],
+//! [`attach_record`].
 //! Must not touch: counting rows into a record (`store::policy::counters`), storage.
 
 use chrono::{DateTime, Utc};
@@ -13,6 +14,7 @@ use super::reasons::{REASON_OVERLAP, rerun_hint};
 use super::slots::{SLOT_COUNT_CAP, ms};
 use crate::model::{HistoryRow, JobRecord, Lease, Status, Trigger};
 use crate::schedule::Compiled;
+use crate::transcript::{Approval, Transcript};
 
 /// Whether `new` is a row `old` already records: the same run (run_id) and status, or the same generated
 /// `missed`/`skipped` row for the same job and slot (those get a fresh run_id each time they
@@ -160,8 +162,51 @@ pub fn abandoned_row(
         // The hint comes first so that a cut reason (the `history` table) still shows it.
         reason = format!("{}: {reason}", rerun_hint(lease.run_id));
     }
+    if let Some(a) = &lease.awaiting
+        && let Some(ans) = &a.answer
+    {
+        // An operator answered the call the run waited for, and the run died before it read
+        // the answer: the row says so, and the call on its record carries the answer.
+        let what = if ans.approved { "approved" } else { "denied" };
+        let by = ans.by.as_deref().unwrap_or("an operator");
+        reason.push_str(&format!(
+            "; its call to {}, awaiting approval, was {what} by {by} at {} but never ran",
+            a.tool,
+            ans.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+        let why = ans.reason.clone().filter(|r| !r.trim().is_empty());
+        let approval = if ans.approved {
+            Approval::Approved {
+                by: ans.by.clone(),
+                reason: why,
+            }
+        } else {
+            Approval::Denied {
+                reason: why.unwrap_or_default(),
+                by: ans.by.clone(),
+            }
+        };
+        row.unrun_answer = Some((a.call_id.clone(), approval));
+    }
     row.reason = Some(reason);
     row
+}
+
+/// Put a run's persisted record (`None`: it kept none) on its `abandoned` row: the transcript,
+/// its turns and calls, and the answer an operator gave to the call the run waited for, on
+/// that call (which never ran).
+pub fn attach_record(row: &mut HistoryRow, record: Option<Transcript>) {
+    let answer = row.unrun_answer.take();
+    let Some(mut t) = record else {
+        return;
+    };
+    if let Some((call_id, approval)) = answer {
+        t.answer_unrun(&call_id, approval);
+    }
+    let (turns, calls) = t.counts();
+    row.turns = Some(turns);
+    row.tool_calls = Some(calls);
+    row.transcript = Some(t);
 }
 
 /// The `skipped` overlap row for the slots from `next` whose fire instant came by `bound`
