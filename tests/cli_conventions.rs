@@ -219,6 +219,10 @@ fn validate_warns_about_the_past_and_points_a_job_tz_at_the_schedule() {
         "{out}"
     );
     assert!(
+        out.contains("runs once at the next start, late"),
+        "a past one-shot is not said to never run: {out}"
+    );
+    assert!(
         out.contains(
             "j.yaml:7:12: warning: jobs[1].until: until 2021-01-01T00:00:00Z is in the past"
         ),

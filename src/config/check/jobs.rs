@@ -360,7 +360,8 @@ impl Checker<'_> {
             self.warn(
                 key(p, "schedule"),
                 format!(
-                    "the instant {} is in the past, so this one-shot job will never run",
+                    "the instant {} is in the past: stored now, this one-shot job runs once at \
+                     the next start, late (a first run is never dropped as missed), then retires",
                     at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
                 ),
             );
