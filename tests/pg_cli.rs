@@ -73,6 +73,46 @@ fn bad_url_is_exit_2_and_unreachable_server_is_exit_1() {
     assert!(err.contains("database error"), "{err}");
 }
 
+/// A command that only reads or acts on a store, pointed at a database without one (a typo, or
+/// an application's own database), is refused with exit 2 and creates no table there.
+#[test]
+fn commands_that_read_a_store_refuse_a_database_without_one_and_create_nothing() {
+    let url = pg_db_or_skip!();
+    let dir = support::tempdir("pgnone");
+    for args in [
+        &["jobs"][..],
+        &["history"],
+        &["stats"],
+        &["check"],
+        &["approvals"],
+        &["describe", "x"],
+        &["pause", "x"],
+        &["trigger", "x"],
+    ] {
+        let (c, out, err) = run(&url, args, &dir);
+        assert_eq!(c, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("no cronsole store in postgres://"),
+            "{args:?}: {err}"
+        );
+    }
+    support::pg::exec(
+        &url,
+        "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_tables WHERE tablename LIKE 'cronsole%') \
+         THEN RAISE EXCEPTION 'a read-only command created cronsole tables'; END IF; END $$",
+    )
+    .unwrap();
+    // `apply` creates the store; then the same commands read it.
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: x\n    schedule: every 1h\n    command: \"true\"\n",
+    )
+    .unwrap();
+    assert_eq!(run(&url, &["apply", "jobs.yaml"], &dir).0, 0);
+    let (c, out, err) = run(&url, &["jobs"], &dir);
+    assert_eq!(c, 0, "{out}{err}");
+}
+
 const KEY: &str = "sk-PG-APPROVALS-0123456789abcdef";
 
 /// Two agents whose one tool needs approval: `ops` waits an hour, `hasty` two seconds.

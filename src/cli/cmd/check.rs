@@ -20,7 +20,7 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
     let location = store_location(cli, jobs_file(cli).as_deref());
     let report: Report =
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            crate::store::postgres::PgStore::open(&location)?.check()?
+            crate::store::postgres::PgStore::open_existing(&location)?.check()?
         } else {
             let dir = Path::new(&location);
             if !dir.is_dir() {

@@ -260,7 +260,8 @@ pub fn open_existing_store(location: &str) -> Result<Arc<dyn Store>> {
         )));
     }
     if is_url {
-        return open_store(location);
+        let store = crate::store::postgres::PgStore::open_existing(location)?;
+        return Ok(Arc::new(store));
     }
     // Opening an existing file store writes nothing (read-only commands leave every byte as
     // it was; a writer command's own operation is what writes).

@@ -113,8 +113,19 @@ impl PgStore {
         PgStore::open_with(url, PgOptions::default())
     }
 
+    /// Open the store already in the database at `url`, creating nothing: a command that only
+    /// reads or acts on a store must not turn a mistyped database (an application's own) into
+    /// an empty cronsole store. A database without one is [`StoreError::BadLocation`].
+    pub fn open_existing(url: &str) -> StoreResult<PgStore> {
+        PgStore::open_inner(url, PgOptions::default(), false)
+    }
+
     /// [`PgStore::open`] with other pool and timeout settings.
     pub fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
+        PgStore::open_inner(url, opts, true)
+    }
+
+    fn open_inner(url: &str, opts: PgOptions, create: bool) -> StoreResult<PgStore> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(StoreError::BadLocation {
                 what: format!(
@@ -155,8 +166,17 @@ impl PgStore {
             op_timeout: opts.op_timeout.max(opts.connect_timeout),
             store_id: None,
         };
-        store.store_id = store.run(|inner| async move {
+        store.store_id = store.run(move |inner| async move {
             let mut c = inner.pool.get().await?;
+            if !create && !schema::exists(&c).await? {
+                return Err(StoreError::BadLocation {
+                    what: format!(
+                        "no cronsole store in {}: start cronsole with --jobs FILE or run `cronsole apply FILE` first, or point --store at an existing store",
+                        inner.location
+                    ),
+                    source: None,
+                });
+            }
             Ok(schema::migrate(&mut c, &inner.location).await?.1)
         })?;
         store.handle.spawn(listen::run(cfg, tls, feed));

@@ -169,6 +169,15 @@ const STORE_ID_STEP: i32 = 2;
 /// The schema version this binary writes.
 pub(crate) const LATEST: i32 = MIGRATIONS.len() as i32;
 
+/// Whether the database holds a cronsole store (its version table), read without creating it.
+pub(crate) async fn exists(client: &Client) -> StoreResult<bool> {
+    let row = client
+        .query_one("SELECT to_regclass('cronsole_schema') IS NOT NULL", &[])
+        .await
+        .map_err(|e| db_err("looking for the cronsole_schema table", e))?;
+    Ok(row.get(0))
+}
+
 /// Create or migrate the schema; returns the version found before migrating (0 = empty) and
 /// the store id (`None` only when its row was deleted by hand; `check` reports that).
 pub(crate) async fn migrate(
