@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use cronsole::testkit::internals::gate::addr::classify;
+use cronsole::testkit::internals::addr::classify;
 use cronsole::testkit::internals::gate::monitor::{evaluate, watermark};
 use cronsole::testkit::internals::gate::notepad::parse_reply;
 use cronsole::testkit::internals::proc::{Cap, ProcEnv, ProcSpec, run};

@@ -221,6 +221,8 @@ pub mod tui;
 #[doc(hidden)]
 mod action;
 #[doc(hidden)]
+mod addr;
+#[doc(hidden)]
 mod cost;
 #[doc(hidden)]
 mod deliver;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use cronsole::model::{Gate, MonitorSource};
 use cronsole::testkit::hostile::{Behavior, HostileServer};
-use cronsole::testkit::internals::gate::addr::{AddressPolicy, public_only};
+use cronsole::testkit::internals::addr::{AddressPolicy, public_only};
 use cronsole::testkit::internals::gate::url::{UrlProbeError, UrlProbeOptions, fetch};
 use cronsole::testkit::internals::gate::{GateConfig, GateOutcome, run_gate};
 use cronsole::testkit::internals::proc::ProcEnv;

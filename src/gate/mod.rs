@@ -1,8 +1,8 @@
 //! Gates, memory and context, the steps of a run between the budget check and the action:
 //! whether a run goes ahead, and what the model is told when it does.
 //!
-//! Owns: the `pre_run` gate, the `monitor` gate (command probe and the hardened URL probe), the
-//! address rule, per-job notepad rendering/parsing/capping, context chaining and prompt assembly,
+//! Owns: the `pre_run` gate, the `monitor` gate (command probe and the hardened URL probe, which
+//! asks `crate::addr` which addresses are public), per-job notepad rendering/parsing/capping, context chaining and prompt assembly,
 //! and the text form of a stored diff for `cronsole diff`. Must not touch: the store (callers read
 //! state and history and pass them in, then persist what we return), the engine, the UI.
 //!
@@ -21,7 +21,6 @@ use std::time::Duration;
 use crate::model::{Gate, MonitorSource, MonitorState};
 use crate::proc::{self, Cap, ProcEnv, ProcSpec};
 
-pub mod addr;
 pub mod context;
 pub mod diffview;
 pub mod monitor;

@@ -31,7 +31,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::addr::{AddressPolicy, allow_all, public_only};
+use crate::addr::{AddressPolicy, allow_all, public_only};
 
 /// The most body bytes read: a monitored page is compared, not archived, and a bigger one
 /// must not grow the store or memory.

@@ -10,6 +10,10 @@
 pub mod action {
     pub use crate::action::*;
 }
+/// Which IP addresses count as public for the URL monitor (the probe and `validate` both ask).
+pub mod addr {
+    pub use crate::addr::*;
+}
 /// The engine's crate-private helpers.
 pub mod engine {
     /// Who answers an approval from this process (`user@host`), as the run's record names them.

@@ -213,7 +213,7 @@ impl Model {
     /// one it was decided by) leaves the new grid's slots before the old origin not due, and for
     /// a job that never ran, those up to the latest clock of an operation since the last check.
     pub fn note_anchors(&mut self, jobs: &[JobRecord]) {
-        let hi = self.ops_hi.take();
+        self.ops_hi = None;
         for j in jobs {
             let e = self
                 .anchors
@@ -222,11 +222,11 @@ impl Model {
             // Slots up to the old origin were never slots of the job (it did not exist); for a
             // job that never ran, the re-derived first slot is the first after the clock that
             // moved it, so the grid's slots up to that clock are not due either.
+            // (Operator commands run on a true clock here, so an origin is never stored ahead.)
+            // Slots a step back ran before the old origin and the clock's return put back
+            // are no gap either: they were never slots of the job.
             if j.rt.anchor < e.0 {
-                let floor = match (j.rt.last_slot, hi) {
-                    (None, Some(hi)) => hi.min(e.0),
-                    _ => e.0,
-                };
+                let floor = e.0;
                 e.1 = Some(e.1.map_or(floor, |f| f.max(floor)));
             }
             e.0 = j.rt.anchor;
@@ -522,16 +522,31 @@ impl Model {
     }
 
     /// The latest slot a scheduled row of `job` stands for, after the store's clock rule.
-    fn decided_until(&self, job: &str, rows: &[HistoryRow]) -> Option<DateTime<Utc>> {
+    fn decided_until(
+        &self,
+        job: &str,
+        rows: &[HistoryRow],
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
         rows.iter()
             .filter(|r| r.job == job && matches!(r.trigger, Trigger::Schedule | Trigger::Immediate))
             .filter_map(|r| {
                 let s = r.slot?;
                 let to = match r.slot_end {
                     Some(e) => e,
-                    None if matches!(r.status, Status::Missed | Status::Skipped) => s,
+                    None if r.status == Status::Missed
+                        || (r.status == Status::Skipped
+                            && r.reason.as_deref() == Some("overlap")) =>
+                    {
+                        s
+                    }
                     None => r.started_at.max(s),
                 };
+                // Within three hours a range stands whole (the store puts back what a step
+                // back moved once the clock returns); beyond, as the clock rule leaves it.
+                if to <= now + CLOCK_FIX {
+                    return Some(to);
+                }
                 let seq = self.decided.get(&r.run_id).copied().unwrap_or(0);
                 self.standing(seq, s, to).map(|(_, to)| to)
             })
@@ -573,7 +588,7 @@ impl Model {
             } else if rt.anchor <= now + CLOCK_FIX {
                 from = from.max(rt.anchor);
             }
-            if let Some(d) = self.decided_until(&job.def.name, rows) {
+            if let Some(d) = self.decided_until(&job.def.name, rows, now) {
                 from = from.max(d);
             }
             match rt.next_slot {

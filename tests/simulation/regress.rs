@@ -1693,3 +1693,68 @@ fn a_landed_abandoned_row_books_the_money_it_shows() {
         "the budget counts {counted}, history shows {shown}"
     );
 }
+
+/// Tool-loop seeds 2000029 and 2000031 ("recorded tool call c1 is not on its abandoned row"): a
+/// run's first loop step created its record file, and the file's fsync failed before the
+/// directory was synced. The retried step found the file, appended, fsynced — and never synced
+/// the directory, so the acknowledged step rested on a name a power loss took back: the run's
+/// `abandoned` row had no transcript. A name is now synced until a sync of it succeeded.
+#[test]
+fn a_loop_step_retried_after_its_first_fsync_failed_survives_a_power_loss() {
+    use cronsole::store::{AwaitStep, LoopStep, StepOutcome};
+    use cronsole::transcript::{CallEntry, CallState, Entry, Transcript};
+    let (disk, s) = setup(3600, 30.0);
+    let c = claim_one(&s, t(0));
+    let mut tr = Transcript::new();
+    tr.push(Entry::Call(CallEntry {
+        turn: 1,
+        id: "c1".into(),
+        tool: "files.read".into(),
+        source: Some("files".into()),
+        arguments: "{}".into(),
+        started_at: t(1),
+        duration_ms: 0,
+        state: CallState::Dispatched,
+        is_error: false,
+        approval: None,
+        result_bytes: 0,
+        result_sha256: String::new(),
+        result_head: String::new(),
+    }));
+    let record = tr.take_delta();
+    let step = LoopStep {
+        job: "a",
+        run_id: c.run_id,
+        owner: "o",
+        settle: None,
+        reserve: None,
+        record: &record,
+        awaiting: AwaitStep::Keep,
+        now: t(1),
+    };
+    disk.script(Scripted {
+        file: format!("{}.jsonl", c.run_id),
+        op: "fsync",
+        fault: ScriptedFault::Eio,
+    });
+    assert!(s.loop_step(&step).is_err(), "the record's fsync fails");
+    let out = s
+        .loop_step(&LoopStep { now: t(2), ..step })
+        .unwrap_or_else(|e| panic!("retried step: {e}"));
+    assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
+    drop(s);
+    disk.power_loss();
+    let s = open(&disk);
+    // The owner is gone: its lease expires and the next claim records the run `abandoned`.
+    let _ = s.claim_at(t(3600), "o2", 1);
+    let row = rows(&s)
+        .into_iter()
+        .find(|r| r.run_id == c.run_id)
+        .unwrap_or_else(|| panic!("the run has no row"));
+    assert_eq!(row.status, Status::Abandoned, "{row:#?}");
+    let ids: Vec<String> = cronsole::testkit::tools::calls(&row)
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, vec!["c1".to_string()], "{row:#?}");
+}

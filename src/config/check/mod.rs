@@ -41,6 +41,7 @@ mod scalars;
 mod schedule;
 mod settings;
 mod tools;
+mod url;
 #[cfg(test)]
 pub(super) use tools::{COMMAND_TOOL_KEYS, MCP_KEYS};
 

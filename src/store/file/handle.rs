@@ -96,6 +96,12 @@ pub(super) struct Inner {
     /// retried completion, claim or recovery looks for its rows here first and writes none
     /// twice. Bounded by `UNACKED_RANGES` (oldest dropped).
     pub(super) unacked: Vec<(u64, u64, u64)>,
+    /// Runs whose record file (`runs/<run_id>.jsonl`) this handle created but whose name no
+    /// directory sync has made durable yet (an append failed before it): the run's next append
+    /// syncs the directory, so a retried step never rests on a name a power loss takes back.
+    pub(super) runs_unnamed: BTreeSet<uuid::Uuid>,
+    /// The same for the `runs/` directory itself (created, its parent not synced yet).
+    pub(super) runs_dir_unnamed: bool,
     /// This operation relies on rows already in history (a failed persist's, or a dead
     /// process's): they may sit in the page cache only, so history is fsynced before the job
     /// records that rely on them are written, even when no row is appended.

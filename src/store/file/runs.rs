@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use uuid::Uuid;
 
 use super::FileStore;
+use super::handle::Inner;
 use super::log::io_err;
 use crate::model::{HistoryRow, Status};
 use crate::store::io::{OpenMode, stat_opt};
@@ -66,7 +67,7 @@ impl FileStore {
         let Some(out) = step::step(&settings, &mut c.rec, others, s) else {
             return Ok(StepOutcome::Lost);
         };
-        if let Err(e) = self.append_run(s.run_id, s.record) {
+        if let Err(e) = self.append_run(&mut l.inner, s.run_id, s.record) {
             // The cache holds the step's changes: nothing of them was written.
             l.inner.loaded = false;
             return Err(e);
@@ -76,8 +77,10 @@ impl FileStore {
     }
 
     /// Append `record` to the run's file with one write and fdatasync (the directory and a new
-    /// file's name synced first).
-    fn append_run(&self, run_id: Uuid, record: &[Delta]) -> StoreResult<()> {
+    /// file's name synced first). A name is synced until a sync of it succeeded: an append
+    /// that failed after creating the file (or the directory) leaves it in `inner`'s unnamed
+    /// sets, and the retry syncs it, though the file already exists then.
+    fn append_run(&self, inner: &mut Inner, run_id: Uuid, record: &[Delta]) -> StoreResult<()> {
         if record.is_empty() {
             return Ok(());
         }
@@ -94,11 +97,16 @@ impl FileStore {
             None => {
                 if stat_opt(io, &dir).map_err(io_err(&dir))?.is_none() {
                     io.create_dir_all(&dir).map_err(io_err(&dir))?;
-                    io.sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+                    inner.runs_dir_unnamed = true;
                 }
+                inner.runs_unnamed.insert(run_id);
                 None
             }
         };
+        if inner.runs_dir_unnamed {
+            io.sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+            inner.runs_dir_unnamed = false;
+        }
         let f = io
             .open(&path, OpenMode::AppendCreate)
             .map_err(io_err(&path))?;
@@ -112,8 +120,9 @@ impl FileStore {
         }
         f.write_all(&bytes).map_err(io_err(&path))?;
         f.sync_data().map_err(io_err(&path))?;
-        if existed.is_none() {
+        if inner.runs_unnamed.contains(&run_id) {
             io.sync_dir(&dir).map_err(io_err(&dir))?;
+            inner.runs_unnamed.remove(&run_id);
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The address rule of the URL monitor: which IP addresses count as *public* and may be connected
 //! to, so a jobs file cannot make the monitor reach into the host's own network. Pure functions, no
-//! I/O.
+//! I/O. It sits below both the URL probe (`gate`) and the jobs-file check (`config`), which
+//! refuses a literal private address up front, so neither imports the other.
 //!
 //! Owns: the classifier and the [`AddressPolicy`] abstraction the URL probe validates every
 //! resolved (or literal) address with. Must not touch: networking, DNS.
