@@ -43,14 +43,24 @@ pub fn lines(owners: &[OwnerSeen]) -> Vec<String> {
             offset(r.clock_offset_ms)
         ));
     }
-    // The others: the newest that stopped cleanly, and the newest that went silent.
-    for (signed, why) in [
-        (true, "stopped cleanly".to_string()),
-        (false, format!("not heard from for over {gone}s")),
+    // The others: the newest that stopped cleanly, the newest whose process on this host is
+    // gone (killed: not live at once, whatever its record's age), and the newest that went silent.
+    let kind = |o: &OwnerSeen| match (
+        o.record.signed_off.is_some(),
+        crate::owners::process_gone(o),
+    ) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 2,
+    };
+    for (k, why) in [
+        (0, "stopped cleanly".to_string()),
+        (1, "process gone on this host".to_string()),
+        (2, format!("not heard from for over {gone}s")),
     ] {
         let mut others: Vec<&OwnerSeen> = owners
             .iter()
-            .filter(|o| !live.contains(&o.record.owner) && o.record.signed_off.is_some() == signed)
+            .filter(|o| !live.contains(&o.record.owner) && kind(o) == k)
             .collect();
         others.sort_by_key(|o| o.ago);
         if let Some(newest) = others.first() {
