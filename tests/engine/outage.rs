@@ -1,0 +1,541 @@
+//! Outages keep what finished and end by themselves, through the engine over a store double
+//! that refuses writes on demand (the real file store underneath): a completion the store
+//! refuses is kept and retried until written, never turned into `abandoned` or `skipped` rows; a
+//! store that refuses a write stops new claims at once and says so in the health channel, each
+//! claim cycle then probes it at a jittered backoff, and the first write that goes through
+//! resumes claiming, however long the outage; a stop spools what is unwritten (the engine
+//! returns an error, so `run` exits non-zero), and the next start replays it before claiming,
+//! once.
+#![allow(clippy::unwrap_used)] // test code
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration as StdDuration;
+
+use crate::engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
+use cronsole::clock::{Clock, ManualClock};
+use cronsole::config;
+use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
+use cronsole::model::{HistoryRow, Status};
+use cronsole::store::file::FileStore;
+use cronsole::store::{HistoryQuery, Store, StoreError, StoreResult};
+use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
+use cronsole::testkit::store::{Call, Hooks, Wrapped};
+use uuid::Uuid;
+
+/// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.
+#[derive(Default)]
+struct Faulty {
+    fail_completions: AtomicBool,
+    fail_claims: AtomicBool,
+    complete_calls: AtomicUsize,
+    claim_calls: AtomicUsize,
+    /// The next this many `settings` reads fail as "store unavailable".
+    fail_settings: AtomicUsize,
+    /// Every renewal answers `Lost` (another owner took the run over).
+    lose_lease: AtomicBool,
+    /// With the store on a simulated disk: the next completion's journal write fails with
+    /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
+    sim: Option<SimDisk>,
+    journal_enospc_once: AtomicBool,
+}
+
+fn enospc() -> StoreError {
+    StoreError::io(
+        "/fake/history.jsonl",
+        std::io::Error::from_raw_os_error(libc::ENOSPC),
+    )
+}
+
+impl Hooks for Faulty {
+    fn before(&self, call: Call) -> StoreResult<()> {
+        match call {
+            Call::Settings => {
+                let left = self.fail_settings.load(Ordering::SeqCst);
+                if left > 0 {
+                    self.fail_settings.store(left - 1, Ordering::SeqCst);
+                    return Err(StoreError::Unavailable("database restarting (test)".into()));
+                }
+            }
+            Call::ClaimDue => {
+                self.claim_calls.fetch_add(1, Ordering::SeqCst);
+                if self.fail_claims.load(Ordering::SeqCst) {
+                    return Err(enospc());
+                }
+            }
+            Call::Complete | Call::CompleteRecorded => {
+                self.complete_calls.fetch_add(1, Ordering::SeqCst);
+                if self.fail_completions.load(Ordering::SeqCst) {
+                    return Err(enospc());
+                }
+                if call == Call::Complete
+                    && let Some(disk) = &self.sim
+                    && self.journal_enospc_once.swap(false, Ordering::SeqCst)
+                {
+                    disk.script(Scripted {
+                        file: "jobs.journal".into(),
+                        op: "write",
+                        fault: ScriptedFault::Enospc,
+                    });
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    fn lease_lost(&self) -> bool {
+        self.lose_lease.load(Ordering::SeqCst)
+    }
+}
+
+const START: &str = "2026-11-29T12:00:00Z";
+
+struct Rig {
+    dir: PathBuf,
+    /// The store under the hooks, for reads that must not go through them.
+    inner: Arc<dyn Store>,
+    faulty: Arc<Wrapped<Faulty>>,
+    clock: ManualClock,
+    handle: EngineHandle,
+}
+
+fn deps() -> RunDeps {
+    cronsole::testkit::engine::run_deps(cronsole::testkit::engine::no_env(), tiny_backoff())
+}
+
+fn spool_path(dir: &Path) -> PathBuf {
+    dir.join("spool").join("completions.jsonl")
+}
+
+/// Start an engine over `dir/store` (applying `yaml` when given) with the spool in `dir`.
+fn start(dir: &Path, yaml: Option<&str>, clock: ManualClock) -> Rig {
+    let inner = FileStore::open(&dir.join("store")).expect("open store");
+    start_on(dir, inner, None, yaml, clock)
+}
+
+/// [`start`] over a store on a simulated disk (faults scripted through [`Faulty`]).
+fn start_sim(dir: &Path, yaml: &str, clock: ManualClock) -> Rig {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let inner =
+        FileStore::open_with_io(Path::new("/r/.cronsole"), disk.process(true)).expect("open store");
+    start_on(dir, inner, Some(disk), Some(yaml), clock)
+}
+
+fn start_on(
+    dir: &Path,
+    inner: FileStore,
+    sim: Option<SimDisk>,
+    yaml: Option<&str>,
+    clock: ManualClock,
+) -> Rig {
+    if let Some(yaml) = yaml {
+        let jobs_path = dir.join("jobs.yaml");
+        std::fs::write(&jobs_path, yaml).expect("write jobs file");
+        let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+        inner.apply(&loaded.file, clock.now()).expect("apply");
+    }
+    let inner: Arc<dyn Store> = Arc::new(inner);
+    let hooks = Faulty {
+        sim,
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::clone(&inner), hooks));
+    let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
+    cfg.change_poll = StdDuration::from_millis(20);
+    cfg.snapshot_min_interval = StdDuration::from_millis(20);
+    cfg.shutdown_grace = StdDuration::from_millis(200);
+    cfg.publish_snapshots = false;
+    cfg.spool = Some(spool_path(dir));
+    let store: Arc<dyn Store> = faulty.clone();
+    let c: Arc<dyn Clock> = Arc::new(clock.clone());
+    let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
+    Rig {
+        dir: dir.to_path_buf(),
+        inner,
+        faulty,
+        clock,
+        handle,
+    }
+}
+
+impl Rig {
+    fn rows(&self) -> Vec<HistoryRow> {
+        let mut v = self
+            .inner
+            .history(&HistoryQuery {
+                limit: 100_000,
+                ..Default::default()
+            })
+            .expect("history");
+        v.reverse();
+        v
+    }
+
+    async fn wait_until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
+        if !poll_until_async(StdDuration::from_secs(20), || f(self)).await {
+            panic!(
+                "timed out waiting for {what}; rows {:#?}; health {:?}",
+                self.rows(),
+                *self.handle.health.borrow()
+            );
+        }
+    }
+
+    async fn stop(self) -> Result<(), EngineError> {
+        self.handle.shutdown.cancel();
+        tokio::time::timeout(StdDuration::from_secs(20), self.handle.join)
+            .await
+            .expect("engine stops within 20 s")
+            .expect("engine task")
+    }
+}
+
+const ONE_JOB: &str = "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    command: echo finished\n    max_retries: 1\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_completion_is_kept_retried_and_written_once_the_store_takes_it() {
+    let dir = tmp("outage-retry");
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+            && r.faulty.complete_calls.load(Ordering::SeqCst) >= 3
+    })
+    .await;
+    // Minutes pass while the store refuses it (leases would have expired long ago).
+    rig.clock.advance(chrono::Duration::seconds(600));
+    quiet_engine(&rig.handle).await;
+    assert!(rig.rows().is_empty(), "{:#?}", rig.rows());
+    let h = rig.handle.health.borrow().clone();
+    assert!(h.store_failing_since.is_some(), "{h:?}");
+    assert!(
+        h.last_store_error
+            .as_deref()
+            .is_some_and(|e| e.contains("No space")),
+        "{h:?}"
+    );
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    settle_engine(&rig.handle).await;
+    let rows = rig.rows();
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
+    assert!(
+        rows.iter().all(|r| r.status != Status::Abandoned
+            && !(r.status == Status::Skipped
+                && r.reason.as_deref().is_some_and(|x| x.contains("overlap")))),
+        "a status that did not happen was recorded: {rows:#?}"
+    );
+    let h = rig.handle.health.borrow().clone();
+    assert_eq!(h.pending_completions, 0);
+    assert!(h.store_failing_since.is_none(), "{h:?}");
+    rig.stop().await.expect("clean stop");
+    assert!(!spool_path(&dir).exists(), "nothing spooled");
+}
+
+/// The completion's row landed, its job record did not (`ENOSPC` on the journal). A retry that
+/// saw the row in history and stopped would leave the lease in the record, and the next open
+/// would refuse the store. A completion counts as written only when its record is
+/// too: the retry writes the record (no second row) and the lease is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_finds_its_row_in_history_still_writes_the_job_record() {
+    let dir = tmp("outage-record");
+    let rig = start_sim(&dir, ONE_JOB, ManualClock::new(t(START)));
+    rig.faulty.journal_enospc_once.store(true, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let live = |r: &Rig| match r.inner.job("a") {
+        Ok(Some(rec)) => rec.rt.live_runs(),
+        other => panic!("job a: {other:?}"),
+    };
+    rig.wait_until("the record to release the run", |r| {
+        live(r) == 0 && r.handle.health.borrow().pending_completions == 0
+    })
+    .await;
+    assert!(
+        !rig.faulty.journal_enospc_once.load(Ordering::SeqCst),
+        "the fault was injected"
+    );
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "one run, one row: {rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    rig.stop().await.expect("clean stop");
+}
+
+/// PostgreSQL killed under load: a run whose settings read hits the outage right after its
+/// claim must not be recorded `failed` without running its command. The read is retried within the
+/// lease, so a short outage costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_run_rides_out_a_short_outage_before_it_starts() {
+    let dir = tmp("outage-settings");
+    let store_dir = dir.join("store");
+    let inner = FileStore::open(&store_dir).expect("open store");
+    let jobs_path = dir.join("jobs.yaml");
+    std::fs::write(&jobs_path, ONE_JOB).expect("write jobs file");
+    let loaded = config::load_str(ONE_JOB, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::new(t(START));
+    inner.apply(&loaded.file, clock.now()).expect("apply");
+    let inner: Arc<dyn Store> = Arc::new(inner);
+    let hooks = Faulty {
+        fail_settings: AtomicUsize::new(3),
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::clone(&inner), hooks));
+    let mut cfg = EngineConfig::new(format!("test:{}:{}", std::process::id(), Uuid::new_v4()));
+    cfg.change_poll = StdDuration::from_millis(20);
+    cfg.publish_snapshots = false;
+    cfg.shutdown_grace = StdDuration::from_millis(200);
+    let store: Arc<dyn Store> = faulty.clone();
+    let c: Arc<dyn Clock> = Arc::new(clock.clone());
+    let handle = engine::spawn(cfg, store, c, deps()).expect("spawn engine");
+    let rig = Rig {
+        dir: dir.to_path_buf(),
+        inner,
+        faulty,
+        clock,
+        handle,
+    };
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let rows = rig.rows();
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_eq!(rows[0].result.as_deref().map(str::trim), Some("finished"));
+    assert_eq!(rig.faulty.fail_settings.load(Ordering::SeqCst), 0);
+    rig.stop().await.expect("clean stop");
+}
+
+/// An owner stopped past its lease comes back to an attempt its dead-man switch has killed; a
+/// retry after another owner has recovered the slot would execute a `once` job again (three
+/// times in the case this replays). A retry first renews the lease; `Lost` ends the run's attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
+    let dir = tmp("outage-lost-lease");
+    let marks = dir.join("attempts");
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    \
+         command: \"echo x >> {} && false\"\n    max_retries: 3\n",
+        marks.display()
+    );
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    rig.faulty.lose_lease.store(true, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Failed, "{rows:#?}");
+    assert_eq!(rows[0].attempts, 1, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("lease was lost before attempt 2")),
+        "{rows:#?}"
+    );
+    let executed = std::fs::read_to_string(&marks).expect("the command ran");
+    assert_eq!(executed.lines().count(), 1, "executed {executed:?}");
+    rig.stop().await.expect("clean stop");
+}
+
+/// A full disk: claims and completions fail. Claims stop at the first failure, with the reason
+/// in the health channel; each claim cycle is then a probe of the store, and the first one that
+/// goes through after the disk is freed resumes claiming (the kept completion goes in too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_store_stops_claims_at_once_and_the_first_write_that_succeeds_resumes_them() {
+    let dir = tmp("outage-claims");
+    let yaml = "budget: null\njobs:\n  - name: a\n    schedule: every 60s\n    run_immediately: true\n    command: echo a\n    max_retries: 1\n  - name: b\n    schedule: \"30 13 * * *\"\n    command: echo b\n    max_retries: 1\n";
+    let rig = start(&dir, Some(yaml), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+    })
+    .await;
+    rig.faulty.fail_claims.store(true, Ordering::SeqCst);
+    let h = rig.handle.health.borrow().clone();
+    assert!(h.claims_stopped, "{h:?}");
+    let why = h.claims_stopped_because().unwrap_or_default();
+    assert!(
+        why.starts_with("store unwritable since 2026-11-29T12:00:00Z, claims stopped")
+            && why.contains("No space"),
+        "{why}"
+    );
+    // Past b's first slot at 13:30, while the store refuses writes: probes, no claim won.
+    rig.clock.advance(chrono::Duration::seconds(5500));
+    let probes = rig.handle.health.borrow().outage_probes;
+    rig.wait_until("two more probes", |r| {
+        r.handle.health.borrow().outage_probes >= probes + 2
+    })
+    .await;
+    assert!(rig.inner.job("b").unwrap().unwrap().rt.lease.is_none());
+    // The disk is freed: the next probe goes through, claiming resumes, b runs, a is recorded.
+    rig.faulty.fail_claims.store(false, Ordering::SeqCst);
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("b ran", |r| r.rows().iter().any(|x| x.job == "b"))
+        .await;
+    rig.wait_until("a recorded", |r| r.rows().iter().any(|x| x.job == "a"))
+        .await;
+    let h = rig.handle.health.borrow().clone();
+    assert!(
+        !h.claims_stopped && h.store_failing_since.is_none(),
+        "{h:?}"
+    );
+    assert_eq!(h.outages, 1, "{h:?}");
+    let rows = rig.rows();
+    let a: Vec<_> = rows.iter().filter(|r| r.job == "a").collect();
+    assert_eq!(a[0].status, Status::Succeeded, "{rows:#?}");
+    assert!(
+        rows.iter().all(|r| r.status != Status::Abandoned),
+        "{rows:#?}"
+    );
+    rig.stop().await.expect("clean stop");
+}
+
+/// An outage of any length ends at the store's return (it used to stop claims for good past
+/// 30 s: nothing wrote, so nothing noticed the store was back). Under paused time: ten minutes
+/// of refused claims cost a probe every 5–10 s once the backoff is at its ceiling (not four a
+/// second), and claiming resumes within 10 s of the store's return.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn claims_resume_after_an_outage_of_any_length_probing_at_the_backoff_pace() {
+    let dir = tmp("outage-long");
+    let start_at = t(START);
+    let inner = FileStore::open(&dir.join("store")).expect("open store");
+    let jobs_path = dir.join("jobs.yaml");
+    let yaml = "budget: null\njobs:\n  - name: later\n    schedule: \"0 0 1 1 *\"\n    command: echo later\n";
+    std::fs::write(&jobs_path, yaml).expect("write jobs file");
+    let loaded = config::load_str(yaml, &jobs_path).unwrap_or_else(|e| panic!("{e}"));
+    inner.apply(&loaded.file, start_at).expect("apply");
+    let hooks = Faulty {
+        fail_claims: AtomicBool::new(true),
+        ..Faulty::default()
+    };
+    let faulty = Arc::new(Wrapped::new(Arc::new(inner), hooks));
+    let mut cfg = EngineConfig::new("long-outage".into());
+    cfg.publish_snapshots = false;
+    cfg.change_signal = false;
+    let store: Arc<dyn Store> = faulty.clone();
+    let clock: Arc<dyn Clock> = Arc::new(cronsole::clock::TokioClock::new(start_at));
+    let handle = engine::spawn(cfg, store, clock, deps()).expect("spawn engine");
+    let mut health = handle.health.clone();
+    health
+        .wait_for(|h| h.claims_stopped)
+        .await
+        .expect("the first claim fails: claims stop");
+    tokio::time::sleep(StdDuration::from_secs(600)).await;
+    let probes = faulty.claim_calls.load(Ordering::SeqCst);
+    // 250 ms, 0.5, 1, 2, 4, 8 s then 10 s ceilings, each drawn from its upper half.
+    assert!(
+        (55..=130).contains(&probes),
+        "{probes} claim attempts in 10 minutes of outage"
+    );
+    assert_eq!(handle.health.borrow().outage_probes as usize, probes - 1);
+    // The store is back: the next probe (within 10 s) resumes claiming.
+    faulty.fail_claims.store(false, Ordering::SeqCst);
+    let back = tokio::time::Instant::now();
+    tokio::time::timeout(
+        StdDuration::from_secs(11),
+        health.wait_for(|h| !h.claims_stopped),
+    )
+    .await
+    .expect("claims resume within 10 s of the store's return")
+    .expect("health channel");
+    assert!(back.elapsed() <= StdDuration::from_secs(10));
+    let h = handle.health.borrow().clone();
+    assert!(
+        h.store_failing_since.is_none() && h.last_outage.is_some(),
+        "{h:?}"
+    );
+    handle.shutdown.cancel();
+    handle.join.await.expect("engine task").expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_spools_unwritten_completions_and_the_next_start_replays_them_once() {
+    let dir = tmp("outage-spool");
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("a pending completion", |r| {
+        r.handle.health.borrow().pending_completions == 1
+    })
+    .await;
+    let clock = rig.clock.clone();
+    match rig.stop().await {
+        Err(EngineError::Unwritten { spooled, lost, .. }) => {
+            assert_eq!(spooled, 1);
+            assert!(lost.is_empty());
+        }
+        other => panic!("a stop with an unwritten completion must fail: {other:?}"),
+    }
+    let spooled = std::fs::read_to_string(spool_path(&dir)).expect("spool file");
+    assert_eq!(spooled.lines().count(), 1, "{spooled}");
+    let copy = spooled.clone();
+
+    // Next start, store healthy: the completion is written before anything is claimed.
+    let rig = start(&dir, None, clock.clone());
+    rig.wait_until("the replayed row", |r| !r.rows().is_empty())
+        .await;
+    rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
+        .await;
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded);
+    assert!(!rows[0].stale_lease, "fenced: the run still held its lease");
+    assert!(rig.inner.job("a").unwrap().unwrap().rt.lease.is_none());
+    rig.stop().await.expect("clean stop");
+
+    // The same spool replayed again (say, a crash before it was removed): not written twice.
+    std::fs::write(spool_path(&dir), copy).unwrap();
+    let rig = start(&dir, None, clock);
+    rig.wait_until("the spool emptied", |r| !spool_path(&r.dir).exists())
+        .await;
+    settle_engine(&rig.handle).await;
+    assert_eq!(rig.rows().len(), 1, "{:#?}", rig.rows());
+    rig.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_spool_is_refused_and_left_as_it_is() {
+    let dir = tmp("outage-badspool");
+    std::fs::create_dir_all(dir.join("spool")).unwrap();
+    std::fs::write(spool_path(&dir), "{oops\n").unwrap();
+    let rig = start(&dir, Some(ONE_JOB), ManualClock::new(t(START)));
+    let r = tokio::time::timeout(StdDuration::from_secs(20), rig.handle.join)
+        .await
+        .expect("engine ends")
+        .expect("engine task");
+    match r {
+        Err(EngineError::Spool(e)) => assert!(e.to_string().contains(":1:"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(spool_path(&dir)).unwrap(),
+        "{oops\n"
+    );
+    assert!(
+        rig.inner
+            .history(&HistoryQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn store_retries_back_off_to_ten_seconds_jittered_in_the_upper_half() {
+    let d: Vec<u64> = (1..=9)
+        .map(|a| engine::store_backoff(a).as_millis() as u64)
+        .collect();
+    assert_eq!(
+        d,
+        [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]
+    );
+    for a in 1..=9 {
+        let ceiling = engine::store_backoff(a);
+        assert_eq!(engine::probe_delay(a, 0.0), ceiling / 2);
+        assert_eq!(engine::probe_delay(a, 1.0), ceiling);
+        let mid = engine::probe_delay(a, 0.5);
+        assert!(mid > ceiling / 2 && mid < ceiling, "{mid:?} of {ceiling:?}");
+    }
+    assert_eq!(
+        engine::probe_delay(20, f64::NAN),
+        StdDuration::from_millis(7_500)
+    );
+}
