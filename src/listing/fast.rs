@@ -350,19 +350,10 @@ impl Shapes {
                 head.value_of(enc, rt.get(json, i)?)?;
             }
         }
-        // Money as every `--json` output writes it (`text::json_usd`).
-        field(enc, "period_cost_usd", false);
-        crate::text::json_usd(spend)
-            .serialize(&mut *enc)
-            .map_err(|_| Decline)?;
-        field(enc, "in_flight_usd", false);
-        crate::text::json_usd(held)
-            .serialize(&mut *enc)
-            .map_err(|_| Decline)?;
+        money_field(enc, "period_cost_usd", spend)?;
+        money_field(enc, "in_flight_usd", held)?;
         field(enc, "max_cost_usd", false);
-        head.money = true;
-        head.value_of(enc, def.get(json, MAX_COST)?)?;
-        head.money = false;
+        head.money_of(enc, def.get(json, MAX_COST)?)?;
         field(enc, "definition", false);
         enc.out.extend_from_slice(&self.body.out[..split]);
         field(enc, "runtime", false);
@@ -377,6 +368,15 @@ fn field(enc: &mut Pretty, key: &str, first: bool) {
     enc.entry(first);
     enc.string(key);
     enc.out.extend_from_slice(b": ");
+}
+
+/// A money member computed for the view, written as every `--json` output writes money
+/// (`text::json_usd`).
+fn money_field(enc: &mut Pretty, key: &str, usd: f64) -> Result<(), Decline> {
+    field(enc, key, false);
+    crate::text::json_usd(usd)
+        .serialize(&mut *enc)
+        .map_err(|_| Decline)
 }
 
 /// Whether a lease (its JSON object) has a cancel pending: `cancel_requested_at` set. Read
@@ -586,6 +586,14 @@ impl Tx<'_, '_> {
             return Err(Decline);
         }
         Ok(())
+    }
+
+    /// [`Tx::value_of`] for a money member's value (`text::is_money_key`).
+    fn money_of(&mut self, enc: &mut Pretty, v: &str) -> Result<(), Decline> {
+        self.money = true;
+        let r = self.value_of(enc, v);
+        self.money = false;
+        r
     }
 
     fn value(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
