@@ -241,12 +241,7 @@ fn batch(
 /// ignored regression test in `simulation/regress.rs` or, where not reduced yet, named by the
 /// seed that replays it: the batch reports them loudly but does not fail on them, unless
 /// `SIM_STRICT=1`. Any other failure fails the batch. Remove an entry with its fix.
-const KNOWN_BUGS: &[(&str, &str)] = &[(
-    "is not on its abandoned row",
-    "tool-loop seed 31 (clock faults on): a recoverer wrote a run's `abandoned` row to history and \
-     died before its journal write; the run, still leased, recorded a tool call; a second \
-     recovery kept the first `abandoned` row, which lacks that call (not reduced yet)",
-)];
+const KNOWN_BUGS: &[(&str, &str)] = &[];
 
 fn known_bug(what: &str) -> Option<&'static str> {
     KNOWN_BUGS

@@ -4,7 +4,7 @@
 //!
 //! Each case takes a factory returning a fresh, empty store. Several owners are simulated by
 //! passing different owner ids to one store (they share it like separate processes would; the
-//! multi-process tests in `tests/pg_multiprocess.rs` cover real processes). Times are explicit.
+//! multi-process tests in `tests/pg/multiprocess.rs` cover real processes). Times are explicit.
 #![allow(dead_code)]
 
 use cronsole::testkit::store::{ClaimAt, FinishClaim};

@@ -1758,3 +1758,104 @@ fn a_loop_step_retried_after_its_first_fsync_failed_survives_a_power_loss() {
         .collect();
     assert_eq!(ids, vec!["c1".to_string()], "{row:#?}");
 }
+
+/// A `dispatched` call `id` of turn `turn`, as a loop step records it before the call runs.
+fn dispatched_call(turn: u32, id: &str, at: DateTime<Utc>) -> cronsole::transcript::Entry {
+    use cronsole::transcript::{CallEntry, CallState, Entry};
+    Entry::Call(CallEntry {
+        turn,
+        id: id.into(),
+        tool: "files.read".into(),
+        source: Some("files".into()),
+        arguments: "{}".into(),
+        started_at: at,
+        duration_ms: 0,
+        state: CallState::Dispatched,
+        is_error: false,
+        approval: None,
+        result_bytes: 0,
+        result_sha256: String::new(),
+        result_head: String::new(),
+    })
+}
+
+/// Tool-loop seed 31 ("recorded tool call c1 … is not on its abandoned row"): a recoverer
+/// whose clock ran ahead wrote a run's `abandoned` row (the calls recorded so far on it) and
+/// died before its journal write, so the run still held its lease and went on: a loop step
+/// recorded one more call. Its owner then died too, and the next recovery finished the run
+/// from the landed `abandoned` row, which lacks that call. The recovery now writes a fresh
+/// `abandoned` row carrying the whole record, superseding the landed one (a query shows one
+/// row for the run), and books no less than the landed row showed.
+#[test]
+fn a_second_recovery_keeps_the_calls_recorded_after_a_dead_recoverers_abandoned_row() {
+    use cronsole::store::{AwaitStep, LoopStep, StepOutcome};
+    use cronsole::transcript::Transcript;
+    let (disk, s) = setup(3600, 30.0);
+    let c = claim_one(&s, t(0));
+    let mut tr = Transcript::new();
+    let step = |s: &FileStore, tr: &mut Transcript, now, reserve| {
+        let record = tr.take_delta();
+        s.loop_step(&LoopStep {
+            job: "a",
+            run_id: c.run_id,
+            owner: "o",
+            settle: None,
+            reserve,
+            record: &record,
+            awaiting: AwaitStep::Keep,
+            now,
+        })
+        .unwrap_or_else(|e| panic!("step: {e}"))
+    };
+    tr.push(dispatched_call(1, "c0", t(1)));
+    let out = step(&s, &mut tr, t(1), Some(0.25));
+    assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
+    // A recoverer whose clock runs ahead sees the lease expired; it dies after its rows.
+    let recoverer = open(&disk);
+    disk.script(Scripted {
+        file: "jobs.journal".into(),
+        op: "write",
+        fault: ScriptedFault::Crash,
+    });
+    assert!(
+        recoverer
+            .claim_due(&ClaimRequest {
+                now: t(60),
+                owner: "b",
+                limit: 0,
+                in_flight: &[],
+                clock_stepped: None,
+            })
+            .is_err(),
+        "the recoverer dies after its rows"
+    );
+    drop(recoverer);
+    // The run still holds its lease (its owner's clock is behind): one more call.
+    tr.push(dispatched_call(2, "c1", t(2)));
+    let out = step(&s, &mut tr, t(2), None);
+    assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
+    drop(s);
+    // The owner dies too; the next recovery ends the run.
+    let third = open(&disk);
+    let _ = third.claim_at(t(120), "c", 0);
+    let runs: Vec<HistoryRow> = rows(&third)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .collect();
+    assert_eq!(runs.len(), 1, "one row per run: {runs:#?}");
+    let row = &runs[0];
+    assert_eq!(row.status, Status::Abandoned, "{row:#?}");
+    let ids: Vec<String> = cronsole::testkit::tools::calls(row)
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, vec!["c0".to_string(), "c1".to_string()], "{row:#?}");
+    assert!((row.cost_usd - 0.25).abs() < 1e-9, "{row:#?}");
+    let jobs = third.jobs().unwrap_or_else(|e| panic!("jobs: {e}"));
+    let counted = jobs[0].rt.counters.period_cost_usd;
+    assert!(
+        counted >= row.cost_usd - 1e-9,
+        "the budget counts {counted}, history shows {}",
+        row.cost_usd
+    );
+}

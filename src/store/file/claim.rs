@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::handle::{FileStore, Locked};
 use super::record::Mark;
-use crate::model::{BudgetPeriod, HistoryRow};
+use crate::model::{BudgetPeriod, HistoryRow, Status};
 use crate::store::rules::runtime::ClaimPlan;
 use crate::store::{Claim, ClaimOutcome, ClaimRequest, StoreResult};
 use crate::store::{plan, rules};
@@ -161,6 +161,8 @@ struct Pass<'r, 'a> {
     changed: Vec<String>,
     plans: Vec<(String, ClaimPlan)>,
     relies: bool,
+    /// Runs whose landed `abandoned` row is written again (see [`FileStore::outgrown`]).
+    rewrite: HashSet<Uuid>,
 }
 
 impl<'r, 'a> Pass<'r, 'a> {
@@ -200,6 +202,7 @@ impl<'r, 'a> Pass<'r, 'a> {
             changed: Vec::new(),
             plans: Vec::new(),
             relies: false,
+            rewrite: HashSet::new(),
         })
     }
 
@@ -245,6 +248,11 @@ impl<'r, 'a> Pass<'r, 'a> {
                 landed.extend(row);
                 after.extend(rest);
             }
+            // A dead recoverer's `abandoned` row that lacks steps the run recorded since is
+            // not the run's end: a fresh one, superseding it, carries the whole record.
+            let outgrown = l.store.outgrown(&landed);
+            landed.retain(|r| !outgrown.contains(&r.run_id));
+            self.rewrite.extend(outgrown);
             let Some(c) = l.inner.hot.get(name) else {
                 continue;
             };
@@ -316,7 +324,7 @@ impl<'r, 'a> Pass<'r, 'a> {
         };
         let recovering = rules::runtime::expired_lease(&c.rec, now);
         let landed_end = landed.clone();
-        let ev = plan::claim::claim_step_recorded(
+        let mut ev = plan::claim::claim_step_recorded(
             &mut c.rec,
             sched,
             now,
@@ -326,6 +334,13 @@ impl<'r, 'a> Pass<'r, 'a> {
             landed,
             recorded,
         );
+        for r in ev
+            .rows
+            .iter_mut()
+            .filter(|r| r.status == Status::Abandoned && self.rewrite.contains(&r.run_id))
+        {
+            r.supersedes_abandoned = true;
+        }
         self.evaluated.insert(name.clone());
         // The mark covers every live run of the job (`overlap: allow` runs several): it
         // is cleared only when none is left, and a claim beside live runs keeps the older.

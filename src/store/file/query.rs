@@ -162,7 +162,12 @@ impl FileStore {
                 continue;
             }
             let mut it = Backwards::new(f, &path, from);
+            // A superseding row hides the older rows of its run, never itself: a recovery that
+            // rewrote a dead recoverer's `abandoned` row is `abandoned` too, and is shown
+            // unless a still newer row of the run (its late real end) supersedes it.
+            let mut newer: Option<Uuid> = None;
             while out.len() < limit {
+                superseded.extend(newer.take());
                 let Some((off, line)) = it.next_line()? else {
                     break;
                 };
@@ -178,7 +183,7 @@ impl FileStore {
                     && let Ok(r) = serde_json::from_slice::<HistoryRow>(&line)
                     && r.supersedes_abandoned
                 {
-                    superseded.insert(r.run_id);
+                    newer = Some(r.run_id);
                 }
                 // Paging without filters: every line is a row, so the rows `offset` skips need
                 // no parse (their checksum was verified above).
@@ -205,6 +210,7 @@ impl FileStore {
                 }
                 out.push((row, (n, off)));
             }
+            superseded.extend(newer);
             n -= 1;
         }
         Ok(out)

@@ -2,8 +2,9 @@
 //! record, so an `abandoned` row still shows the calls a dead owner made.
 //!
 //! Owns: `runs/<run_id>.jsonl` (one [`Delta`] per line, appended at each step, never
-//! rewritten), [`Store::loop_step`](crate::store::Store::loop_step) for this store, and
-//! attaching a run's record to the `abandoned` row recovery writes for it. Must not touch: the
+//! rewritten), [`Store::loop_step`](crate::store::Store::loop_step) for this store,
+//! attaching a run's record to the `abandoned` row recovery writes for it, and telling when a
+//! landed `abandoned` row no longer shows that record. Must not touch: the
 //! step's decisions (`plan::step`), the journal's and history's formats.
 //!
 //! One step is one lock hold: the delta is appended and fdatasynced, then the job's record
@@ -176,6 +177,25 @@ impl FileStore {
             crate::store::rules::rows::attach_record(row, record);
         }
         found
+    }
+
+    /// Of `landed` (rows already in history that a recovery would finish runs from), the runs
+    /// whose `abandoned` row no longer shows their persisted record: a recoverer wrote the row
+    /// and died before its record write, and the run, still holding its lease, recorded more
+    /// steps since. Their recovery writes a fresh `abandoned` row, superseding the landed one.
+    pub(super) fn outgrown(&self, landed: &[HistoryRow]) -> Vec<Uuid> {
+        let mut out = Vec::new();
+        for row in landed.iter().filter(|r| r.status == Status::Abandoned) {
+            match self.read_run(row.run_id) {
+                Ok(Some(t)) if crate::store::rules::rows::record_outgrew(row, &t) => {
+                    out.push(row.run_id);
+                }
+                Ok(_) => {}
+                // The landed row stands: it is the run's end, short of what it cannot read.
+                Err(e) => tracing::warn!(run_id = %row.run_id, "reading a run's record: {e}"),
+            }
+        }
+        out
     }
 
     /// Remove the records of runs whose rows are durable (a failure only leaves a file).

@@ -4,7 +4,7 @@
 //! overlapped or a lease that expired.
 //!
 //! Owns: [`same_row`], [`is_generated`], [`unlanded_part`], [`overlap_row`], [`abandoned_row`],
-//! [`attach_record`].
+//! [`attach_record`], [`record_outgrew`].
 //! Must not touch: counting rows into a record (`store::policy::counters`), storage.
 
 use chrono::{DateTime, Utc};
@@ -24,8 +24,10 @@ pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
         return false;
     }
     if old.run_id == new.run_id {
-        // Not a dead recoverer's `abandoned` row beside the run's real end.
-        return old.status == new.status;
+        // Not a dead recoverer's `abandoned` row beside the run's real end, nor beside the
+        // `abandoned` row that replaces it with the calls the run recorded since.
+        let replaces = new.supersedes_abandoned && !old.supersedes_abandoned;
+        return old.status == new.status && !(replaces && new.status == Status::Abandoned);
     }
     if new.slot.is_none() || old.status != new.status || old.slot != new.slot {
         return false;
@@ -207,6 +209,18 @@ pub fn attach_record(row: &mut HistoryRow, record: Option<Transcript>) {
     row.turns = Some(turns);
     row.tool_calls = Some(calls);
     row.transcript = Some(t);
+}
+
+/// Whether the record a tool loop persisted (`record`) differs from what the `abandoned` row
+/// `row` already in history shows: the row was written by a recoverer that died before its
+/// record write, and the run, still holding its lease, recorded further steps since. Such a
+/// row is written again with the whole record (superseding the landed one), else the calls
+/// recorded after it would be on no row.
+pub fn record_outgrew(row: &HistoryRow, record: &Transcript) -> bool {
+    match &row.transcript {
+        None => !record.is_empty(),
+        Some(shown) => shown.to_vec() != record.to_vec(),
+    }
 }
 
 /// The `skipped` overlap row for the slots from `next` whose fire instant came by `bound`

@@ -5,7 +5,7 @@
 //! would act on; the output must hold no ESC or BEL byte.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -5,8 +5,8 @@
 //! Uses a private cluster (it is stopped and started), never the shared CI one.
 #![allow(clippy::unwrap_used)] // test code
 
-mod conformance;
-mod support;
+use crate::conformance;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

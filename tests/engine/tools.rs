@@ -4,16 +4,14 @@
 //! bounds as `failed` rows, prompt-cache tokens priced.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::engine_support::*;
 use cronsole::model::Status;
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::tools::{FixedTools, MemorySource, error_output, text_output};
 use cronsole::transcript::{CallState, Entry};
-use engine_support::*;
 use serde_json::json;
 
 const KEY: &str = "sk-TOOLS-0123456789abcdef";

@@ -7,7 +7,7 @@
 //! defined"), the children agent jobs with an empty message (`skipped`, "no message").
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
+use crate::engine_support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)] // test code
 #![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
-mod support;
-use support::wait::wait_until;
+use crate::support;
+use crate::support::wait::wait_until;
 
 use std::path::Path;
 use std::process::{Command, Output};

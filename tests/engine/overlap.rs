@@ -4,13 +4,11 @@
 //! side up to its bound and records the slot beyond it at once.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::path::Path;
 use std::time::Duration as StdDuration;
 
+use crate::engine_support::*;
 use cronsole::model::Status;
-use engine_support::*;
 
 /// Wait (real time, bounded) until `path` exists.
 async fn wait_file(path: &Path) {

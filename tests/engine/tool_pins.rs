@@ -4,11 +4,10 @@
 //! list-change notice or without one) ends the run before its next turn is reserved or sent.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::engine_support::*;
 use cronsole::model::Status;
 use cronsole::testkit::internals::action::tools::pin;
 use cronsole::testkit::internals::action::tools::toolbox::Sources;
@@ -18,7 +17,6 @@ use cronsole::testkit::internals::action::tools::{
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::mcp::TestServers;
 use cronsole::testkit::tools::{MemorySource, text_output, toolbox};
-use engine_support::*;
 use serde_json::json;
 
 const KEY: &str = "sk-PINS-0123456789abcdef";

@@ -3,7 +3,8 @@
 //! hour apart, and through the poll alone when the store offers no signal (the tested fallback).
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::pg_db_or_skip;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,8 +3,9 @@
 //! store handles passing skewed `now`s, as owners on hosts with skewed clocks would.
 #![allow(clippy::unwrap_used)] // test code
 
-mod conformance;
-mod support;
+use crate::conformance;
+use crate::pg_db_or_skip;
+use crate::support;
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use cronsole::model::Status;

@@ -2,13 +2,14 @@
 //! (job, slot), no duplicates, load shared, and kill -9 of an owner recovered once its lease
 //! expires.
 //!
-//! The workers are this test executable itself, re-run with `--exact worker --ignored` and
-//! instructions in environment variables, so each one is a real separate process with its own
-//! connections, exactly like owners on different hosts.
+//! The workers are this test executable itself, re-run with `--exact multiprocess::worker
+//! --ignored` and instructions in environment variables, so each one is a real separate process
+//! with its own connections, exactly like owners on different hosts.
 #![allow(clippy::unwrap_used)] // test code
 
-mod conformance;
-mod support;
+use crate::conformance;
+use crate::pg_db_or_skip;
+use crate::support;
 
 use cronsole::testkit::store::ClaimAt;
 use std::collections::{BTreeMap, HashSet};
@@ -31,7 +32,7 @@ fn spawn_worker(url: &str, owner: &str, until: DateTime<Utc>, mode: &str) -> Chi
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "worker",
+            "multiprocess::worker",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

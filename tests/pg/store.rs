@@ -2,9 +2,10 @@
 //! feed, fencing) against a real server. Each test gets its own database.
 #![allow(clippy::unwrap_used)] // test code
 
-mod conformance;
-mod support;
-use support::wait::wait_until;
+use crate::conformance;
+use crate::pg_db_or_skip;
+use crate::support;
+use crate::support::wait::wait_until;
 
 use cronsole::testkit::store::ClaimAt;
 use std::sync::Arc;

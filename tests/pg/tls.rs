@@ -5,7 +5,7 @@
 //! password or key in any message.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -4,8 +4,9 @@
 //! a call waiting on one of two owners.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
-use support::wait::{poll_until, wait_until};
+use crate::pg_db_or_skip;
+use crate::support;
+use crate::support::wait::{poll_until, wait_until};
 
 use std::time::{Duration, Instant};
 

@@ -4,9 +4,9 @@
 //! its exit code (2 for bad input).
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
-use support::daemon::Daemon;
-use support::wait::wait_until;
+use crate::support;
+use crate::support::daemon::Daemon;
+use crate::support::wait::wait_until;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

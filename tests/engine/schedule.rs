@@ -4,11 +4,9 @@
 //! until resumed.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
+use crate::engine_support::*;
 use cronsole::engine::Command;
 use cronsole::model::{Status, Trigger};
-use engine_support::*;
 
 fn one_job(body: &str) -> String {
     format!("budget: null\njobs:\n  - name: j\n    max_retries: 1\n{body}")

@@ -4,13 +4,11 @@
 //! output is still `no_change` (the baseline survived the error).
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::collections::HashMap;
 
+use crate::engine_support::*;
 use cronsole::model::Status;
 use cronsole::testkit::llm::{FakeLlm, Reply};
-use engine_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_outcomes_drive_model_calls() {

@@ -1,7 +1,7 @@
 //! `cronsole validate FILE` as a process: exit codes, `file:line:col` diagnostics, next slots.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,7 +33,7 @@ fn validate(file: &Path) -> (i32, String, String) {
 #[test]
 fn invalid_file_exits_2_and_lists_every_error_with_its_position() {
     let dir = TempDir::new("invalid");
-    let f = dir.write("jobs.yaml", include_str!("data/config_invalid.yaml"));
+    let f = dir.write("jobs.yaml", include_str!("../data/config_invalid.yaml"));
     let (code, out, err) = validate(&f);
     assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
     let p = f.display();
@@ -137,7 +137,7 @@ fn errors_outside_jobs_are_placed_and_hold_back_the_jobs_using_them() {
 #[test]
 fn valid_file_exits_0_with_warnings_and_next_slots() {
     let dir = TempDir::new("valid");
-    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let f = dir.write("jobs.yaml", include_str!("../data/config_valid.yaml"));
     let (code, out, err) = validate(&f);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     let p = f.display();
@@ -212,7 +212,7 @@ fn yaml_syntax_error_exits_2_with_its_position() {
 #[test]
 fn a_set_api_key_is_never_printed() {
     let dir = TempDir::new("secret");
-    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let f = dir.write("jobs.yaml", include_str!("../data/config_valid.yaml"));
     let out = support::cli::command()
         .arg("validate")
         .arg(&f)
@@ -324,7 +324,7 @@ fn a_fifo_is_refused_instead_of_waiting_for_a_writer() {
 #[test]
 fn the_size_cap_is_configurable_and_a_bad_cap_is_named() {
     let dir = TempDir::new("cap");
-    let f = dir.write("jobs.yaml", include_str!("data/config_valid.yaml"));
+    let f = dir.write("jobs.yaml", include_str!("../data/config_valid.yaml"));
     let size = std::fs::metadata(&f).unwrap().len();
     let below = (size - 1).to_string();
     let (code, _, err) = validate_with(&f, &[("CRONSOLE_MAX_JOBS_FILE_BYTES", &below)]);

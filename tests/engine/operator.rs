@@ -4,13 +4,11 @@
 //! is a run of its own (`trigger: retry`) that leaves the schedule alone.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::time::Duration as StdDuration;
 
+use crate::engine_support::*;
 use cronsole::engine::Command;
 use cronsole::model::{Status, Trigger};
-use engine_support::*;
 
 fn pid_alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -3,14 +3,12 @@
 //! alerts once per failure signature and sends one recovery note.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
+use crate::engine_support::*;
 use cronsole::model::Status;
 use cronsole::testkit::http::{Response, TestServer};
-use engine_support::*;
 
 fn yaml(url: &str, command: &str) -> String {
     format!(

@@ -6,14 +6,14 @@
 //! are real loopback sockets), so each test stays well under a few seconds.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
+use crate::engine_support;
 
 use std::collections::HashMap;
 
+use crate::engine_support::*;
 use cronsole::model::{Status, Trigger};
 use cronsole::testkit::internals::store::stats;
 use cronsole::testkit::llm::{FakeLlm, Reply};
-use engine_support::*;
 
 const MODEL_PRICES: &str = "pricing:\n  test-model: { input: 1.0, output: 2.0 }\n  half-dollar: { input: 0.0, output: 1000.0 }\n";
 

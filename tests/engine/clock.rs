@@ -4,14 +4,12 @@
 //! record; the engine's clock here is a `ManualClock` set 40 s behind the real one.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration as StdDuration;
 
+use crate::engine_support::{Rig, RigOpts, settle_engine, wait_until_async};
 use chrono::Utc;
-use engine_support::{Rig, RigOpts, settle_engine, wait_until_async};
 
 const YAML: &str = "jobs:\n  - name: tick\n    schedule: every 1s\n    command: \"true\"\n";
 

@@ -6,7 +6,7 @@
 //! message") without processes or sockets, which would let paused time jump ahead of them.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;

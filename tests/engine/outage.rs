@@ -8,13 +8,12 @@
 //! once.
 #![allow(clippy::unwrap_used)] // test code
 
-mod engine_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
+use crate::engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
 use cronsole::clock::{Clock, ManualClock};
 use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
@@ -23,7 +22,6 @@ use cronsole::store::file::FileStore;
 use cronsole::store::{HistoryQuery, Store, StoreError, StoreResult};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 use cronsole::testkit::store::{Call, Hooks, Wrapped};
-use engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
 use uuid::Uuid;
 
 /// The real file store, with writes refused while `fail_completions` / `fail_claims` is set.

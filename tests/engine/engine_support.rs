@@ -1,4 +1,4 @@
-//! Shared rig for the engine-level tests (`tests/engine_*.rs`): a temp-dir `FileStore`, a jobs
+//! Shared rig for the engine-level tests (the modules of `tests/engine/`): a temp-dir `FileStore`, a jobs
 //! file written as YAML and validated by the real config loader, `engine::spawn` with an injected
 //! `ManualClock` (wall time moves only when a test says so; tokio timers run in real time, so the
 //! engine notices a moved clock within one `change_poll`), and helpers that wait for rows, or for

@@ -3,7 +3,7 @@
 //! ecosystem commands (`completions`, `man`, `init`, `edit`, `logs`).
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -675,7 +675,7 @@ fn commands_and_flags(dir: &Path) -> Vec<(String, Vec<String>)> {
 #[test]
 fn the_guide_names_every_command_and_flag() {
     let s = Scratch::new("guide");
-    let page = include_str!("../docs/guide/cli.md");
+    let page = include_str!("../../docs/guide/cli.md");
     let commands = commands_and_flags(&s.0);
     let mut missing = Vec::new();
     for (name, flags) in &commands {

@@ -2,7 +2,7 @@
 //! message on bad input.
 #![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::process::Output;
 

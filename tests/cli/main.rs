@@ -1,0 +1,18 @@
+//! The command line on the real binary, one test binary: each command's flags, bounds, exit
+//! codes and messages (`conventions`), `validate`, `next`, `diff`, the operator commands against a
+//! running owner (`operator`), and commands that must change nothing (`inert`).
+//!
+//! One binary rather than one per topic because each test binary links the whole library and its
+//! dependencies (~10 s on a 2-core machine) after every library change. Run one topic with
+//! `cargo test --test cli next::`.
+#![allow(clippy::unwrap_used)] // test code
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod conventions;
+mod diff;
+mod inert;
+mod next;
+mod operator;
+mod validate;
