@@ -1,7 +1,8 @@
 //! The record of a tool loop: what each turn of the model and each tool call did, as the
 //! history row keeps it (`transcript`), bounded.
 //!
-//! Owns: the entry types (a turn, a call, an elision mark), their caps (a turn's text, a
+//! Owns: the entry types (a turn, a call, a turn left without a reply, a server request
+//! refused during a call, an elision mark), their caps (a turn's text, a
 //! call's arguments and the head of its result), and the bound of the whole record
 //! ([`TRANSCRIPT_MAX_BYTES`], 256 KiB of JSON): past it the middle is elided and one mark says
 //! how many entries and bytes went, so both the first steps and the last ones stay readable.
@@ -132,6 +133,42 @@ pub struct CallEntry {
     pub result_head: String,
 }
 
+/// A turn whose request got no reply: the run's time ran out while it was in flight, or the
+/// model's last attempt failed. Written when the run ends, so the record says where it stopped
+/// and what that turn cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnansweredTurn {
+    /// 1-based.
+    pub turn: u32,
+    /// The model asked.
+    pub model: String,
+    /// Requests sent in the turn (retries included).
+    pub attempts: u32,
+    /// What the turn is booked at: the reservation of each request whose outcome is unknown
+    /// (it may have been billed), nothing for one that surely cost nothing.
+    pub cost_usd: f64,
+    /// Why no reply came (redacted).
+    pub reason: String,
+}
+
+/// A request a tool server sent cronsole during a call (sampling, elicitation, roots, input
+/// mid-call): cronsole declares none of those capabilities, so each is refused with an error
+/// and recorded here, right after the call it came during.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerRequestEntry {
+    /// The turn of the call it came during.
+    pub turn: u32,
+    /// That call's id.
+    pub call_id: String,
+    /// That call's tool.
+    pub tool: String,
+    /// What was asked and how it was answered (redacted, capped at [`SERVER_REQUEST_MAX_BYTES`]).
+    pub request: String,
+}
+
+/// A refused server request is kept up to this many bytes.
+pub const SERVER_REQUEST_MAX_BYTES: usize = 512;
+
 /// One entry of a transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -140,6 +177,10 @@ pub enum Entry {
     Turn(TurnEntry),
     /// A tool call.
     Call(CallEntry),
+    /// A turn that got no reply (see [`UnansweredTurn`]).
+    Unanswered(UnansweredTurn),
+    /// A server's request refused during a call (see [`ServerRequestEntry`]).
+    ServerRequest(ServerRequestEntry),
     /// Entries left out of the middle to keep the record bounded.
     Elided {
         /// How many.
@@ -302,7 +343,8 @@ impl Transcript {
                     turns = turns.max(c.turn);
                     calls += 1;
                 }
-                Entry::Elided { .. } => {}
+                // A turn without a reply is not a turn the model answered.
+                Entry::Unanswered(_) | Entry::ServerRequest(_) | Entry::Elided { .. } => {}
             }
         }
         (turns, u32::try_from(calls).unwrap_or(u32::MAX))

@@ -177,6 +177,14 @@ impl Progress {
         }
     }
 
+    /// Attempts of the turn begun last (all of them when there were no turns).
+    fn turn_attempts(&self) -> u32 {
+        self.0
+            .lock()
+            .map(|g| u32::try_from(g.log.len() - g.turn_start).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+    }
+
     /// The most attempts one turn (or the action) took.
     fn most_attempts(&self) -> u32 {
         self.0.lock().map(|g| g.most).unwrap_or(0)

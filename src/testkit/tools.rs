@@ -33,6 +33,10 @@ pub struct MemorySource {
     in_flight: AtomicUsize,
     changed: AtomicBool,
     closed: AtomicBool,
+    /// What each call says the server asked of cronsole and was refused (a real MCP source
+    /// notes sampling, elicitation and roots requests so).
+    asks: Option<String>,
+    events: Mutex<Vec<String>>,
 }
 
 impl MemorySource {
@@ -44,7 +48,16 @@ impl MemorySource {
             in_flight: AtomicUsize::new(0),
             changed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            asks: None,
+            events: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every call also notes `what` as a request the server made during it and cronsole
+    /// refused, as a real MCP source notes a sampling request.
+    pub fn asking_during_calls(mut self, what: &str) -> MemorySource {
+        self.asks = Some(what.to_string());
+        self
     }
 
     /// Add a tool answering with `handler`.
@@ -152,6 +165,12 @@ impl ToolSource for MemorySource {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push((tool.to_string(), args.clone()));
+            if let Some(a) = &self.asks {
+                self.events
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(a.clone());
+            }
             let Some(t) = self.tools.iter().find(|t| t.def.name == tool) else {
                 return Err(ToolError::Protocol {
                     source_name: self.name.clone(),
@@ -173,6 +192,10 @@ impl ToolSource for MemorySource {
 
     fn list_changed(&self) -> bool {
         self.changed.load(Ordering::SeqCst)
+    }
+
+    fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -123,6 +123,8 @@ async fn openai_parallel_calls_then_an_answer_are_one_succeeded_row_with_its_tra
         .map(|e| match e {
             Entry::Turn(_) => "turn",
             Entry::Call(_) => "call",
+            Entry::Unanswered(_) => "unanswered",
+            Entry::ServerRequest(_) => "server_request",
             Entry::Elided { .. } => "elided",
         })
         .collect();
@@ -370,6 +372,130 @@ async fn a_request_cut_at_the_loops_timeout_is_not_retried() {
     assert!(r.cost_usd > 0.0, "the cut request is booked: {r:#?}");
     let spend = rig.store.spend("ask", rig.now()).unwrap();
     assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
+    // The record says where the loop stopped and what that turn cost.
+    let t = r.transcript.clone().expect("transcript").to_vec();
+    let Some(Entry::Unanswered(u)) = t.last() else {
+        panic!("the cut turn is on the record: {t:?}")
+    };
+    assert_eq!((u.turn, u.attempts, u.model.as_str()), (1, 1, "test-model"));
+    assert!(
+        (u.cost_usd - r.cost_usd).abs() < 1e-12,
+        "{u:?} vs {}",
+        r.cost_usd
+    );
+    assert_eq!(
+        u.reason,
+        "its request was cut at the run's timeout_seconds (1s); not retried"
+    );
+    rig.stop().await;
+}
+
+/// A turn after tool calls whose request is cut at the loop's time-out (no retries left) is on
+/// the record after those calls, booked at its reservation; the turns before keep their own
+/// cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_turn_cut_at_the_timeout_is_on_the_record_with_its_charge() {
+    let src = files();
+    let slow = Reply::Slow(
+        std::time::Duration::from_secs(4),
+        Box::new(Reply::ok("late", 10, 5)),
+    );
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                100,
+                20,
+            ),
+            Reply::Forever(Box::new(slow)),
+        ],
+    )
+    .await
+    .unwrap();
+    let yaml = yaml(
+        "openai",
+        &fake.base_url(),
+        "budget: { max_cost_usd: 1.0, period: day }\n",
+        "",
+    )
+    .replace(
+        "    max_retries: 1\n",
+        "    max_retries: 1\n    timeout_seconds: 2\n",
+    );
+    let rig = Rig::start("tools-timeout-later", &yaml, opts(&src)).await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    let t = r.transcript.clone().expect("transcript").to_vec();
+    let kinds: Vec<&str> = t
+        .iter()
+        .map(|e| match e {
+            Entry::Turn(_) => "turn",
+            Entry::Call(_) => "call",
+            Entry::Unanswered(_) => "unanswered",
+            Entry::ServerRequest(_) => "server_request",
+            Entry::Elided { .. } => "elided",
+        })
+        .collect();
+    assert_eq!(kinds, ["turn", "call", "unanswered"], "{t:#?}");
+    let (Entry::Turn(first), Entry::Unanswered(u)) = (&t[0], &t[2]) else {
+        unreachable!()
+    };
+    assert_eq!((u.turn, u.attempts), (2, 1));
+    assert_eq!(
+        u.reason,
+        "its request was cut at the run's timeout_seconds (2s)"
+    );
+    assert!(u.cost_usd > 0.0, "{u:?}");
+    // The row's money is the answered turn's plus the cut one's reservation.
+    assert!(
+        (first.cost_usd + u.cost_usd - r.cost_usd).abs() < 1e-12,
+        "{} + {} vs {}",
+        first.cost_usd,
+        u.cost_usd,
+        r.cost_usd
+    );
+    rig.stop().await;
+}
+
+/// A request a tool server made during a call and cronsole refused is on the row's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_refused_request_is_on_the_rows_record() {
+    let src = Arc::new(
+        MemorySource::new("files")
+            .tool("read_file", json!({"type": "object"}), |_| {
+                Ok(text_output("contents"))
+            })
+            .asking_during_calls("refused the server's elicitation request"),
+    );
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(
+                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+                100,
+                20,
+            ),
+            Reply::ok("done", 10, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let rig = Rig::start(
+        "tools-server-request",
+        &yaml("openai", &fake.base_url(), "budget: null\n", ""),
+        opts(&src),
+    )
+    .await;
+    let r = rig.wait_rows("ask", 1).await.remove(0);
+    assert_eq!(r.status, Status::Succeeded, "{r:#?}");
+    let t = r.transcript.clone().expect("transcript").to_vec();
+    let Some(Entry::ServerRequest(q)) = t.get(2) else {
+        panic!("{t:#?}")
+    };
+    assert_eq!(q.request, "files: refused the server's elicitation request");
+    assert_eq!((q.turn, q.tool.as_str()), (1, "files.read_file"));
+    assert_eq!((r.turns, r.tool_calls), (Some(2), Some(1)));
     rig.stop().await;
 }
 

@@ -17,7 +17,8 @@ use super::{ApprovalAsk, BREAKER_FAILURES, LoopRun, ModelTurns, State, Verdict, 
 use crate::action::llm::wire::{ToolCall, ToolResult};
 use crate::action::tools::{Content, ToolError, ToolOutput, Whole};
 use crate::transcript::{
-    ARGS_MAX_BYTES, Approval, CallEntry, CallState, Entry, RESULT_HEAD_BYTES, cap_bytes, sha256_hex,
+    ARGS_MAX_BYTES, Approval, CallEntry, CallState, Entry, RESULT_HEAD_BYTES,
+    SERVER_REQUEST_MAX_BYTES, ServerRequestEntry, cap_bytes, sha256_hex,
 };
 
 /// A call's source is given this long past its own time bound before the loop drops the call
@@ -229,6 +230,7 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
         }
         turns.recorded(&st.progress());
         turns.persist(st.transcript.take_delta()).await?;
+        st.dispatched += 1;
         let call_fut = self.run.toolbox.call(&call.name, args, bound);
         Ok(
             match tokio::time::timeout(bound + CALL_GRACE, call_fut).await {
@@ -284,12 +286,6 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             }
         }
         entry.result_head = cap_bytes(&redacted, RESULT_HEAD_BYTES);
-        // What a server asked of cronsole during the call and was refused (sampling,
-        // elicitation, roots, input mid-call): logged by cronsole, redacted and one line each,
-        // since the SDK's own log lines are not written.
-        for e in self.run.toolbox.take_events() {
-            tracing::warn!(tool = %entry.tool, "{}", self.run.secrets.redact(&e));
-        }
         // A refused call is new to the record, but for a denied one (it waited on the record).
         if answer.state == CallState::Refused && entry.approval.is_none() {
             st.transcript.push(Entry::Call(entry.clone()));
@@ -297,6 +293,19 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
             let done = entry.clone();
             st.transcript
                 .update_call(entry.turn, &entry.id, move |c| *c = done);
+        }
+        // What a server asked of cronsole during the call and was refused (sampling,
+        // elicitation, roots, input mid-call): on the record right after the call, and logged,
+        // redacted and one line each, since the SDK's own log lines are not written.
+        for e in self.run.toolbox.take_events() {
+            let e = self.run.secrets.redact(&e);
+            tracing::warn!(tool = %entry.tool, "{e}");
+            st.transcript.push(Entry::ServerRequest(ServerRequestEntry {
+                turn: entry.turn,
+                call_id: entry.id.clone(),
+                tool: entry.tool.clone(),
+                request: cap_bytes(&e, SERVER_REQUEST_MAX_BYTES),
+            }));
         }
         turns.recorded(&st.progress());
         shown

@@ -246,6 +246,7 @@ pub async fn run_loop<T: ModelTurns>(run: LoopRun<'_>, turns: &mut T) -> LoopOut
         transcript: Transcript::new(),
         turns: 0,
         tool_calls: 0,
+        dispatched: 0,
     };
     let end = drive(&run, turns, &mut st).await;
     LoopOutcome {
@@ -259,7 +260,10 @@ pub async fn run_loop<T: ModelTurns>(run: LoopRun<'_>, turns: &mut T) -> LoopOut
 struct State {
     transcript: Transcript,
     turns: u32,
+    /// Calls answered, refused ones included (the row's `tool_calls`).
     tool_calls: u32,
+    /// Calls that went to their tool.
+    dispatched: u32,
 }
 
 impl State {
@@ -302,7 +306,7 @@ async fn drive<T: ModelTurns>(
         if let (Some(d), Some(t)) = (deadline, run.timeout)
             && Instant::now() >= d
         {
-            return LoopEnd::Bound(timed_out(t, st.tool_calls));
+            return LoopEnd::Bound(timed_out(t, st));
         }
         let record = st.transcript.take_delta();
         let ask = TurnAsk {
@@ -363,8 +367,19 @@ async fn drive<T: ModelTurns>(
     }
     LoopEnd::Bound(format!(
         "max_turns {max_turns} reached after {}",
-        plural(st.tool_calls as usize, "tool call", "tool calls")
+        calls_run(st)
     ))
+}
+
+/// The calls that went to their tool, and how many more were refused before dispatch (over
+/// the turn's limit, not offered, invalid, denied): `8 tool calls (16 more refused, never
+/// run)`.
+fn calls_run(st: &State) -> String {
+    let run = plural(st.dispatched as usize, "tool call", "tool calls");
+    match st.tool_calls.saturating_sub(st.dispatched) {
+        0 => run,
+        n => format!("{run} ({n} more refused, never run)"),
+    }
 }
 
 /// `Some(reason)` when a source's listed definitions changed since the run started, checked
@@ -396,11 +411,11 @@ async fn changed(toolbox: &Toolbox, called: &[usize]) -> Option<String> {
     ))
 }
 
-fn timed_out(t: Duration, calls: u32) -> String {
+fn timed_out(t: Duration, st: &State) -> String {
     format!(
         "timed out: the tool loop ran past timeout_seconds ({}s) after {}",
         t.as_secs_f64(),
-        plural(calls as usize, "tool call", "tool calls")
+        calls_run(st)
     )
 }
 

@@ -391,6 +391,78 @@ async fn max_turns_reached_fails_and_the_last_turn_dispatches_nothing() {
     assert_eq!(out.turns, 3);
 }
 
+/// The `max_turns` reason counts the calls that ran; calls refused before dispatch (here those
+/// over `max_tool_calls_per_turn`) are named apart, never counted as run.
+#[tokio::test(start_paused = true)]
+async fn the_max_turns_reason_counts_the_calls_that_ran_and_names_the_refused_apart() {
+    let src = files();
+    let tb = toolbox(vec![src.clone()]);
+    let replies = (0..3)
+        .map(|t| {
+            calls(
+                (0..12)
+                    .map(|i| {
+                        call(
+                            &format!("c{t}-{i}"),
+                            "files__read_file",
+                            json!({"path": format!("/{t}/{i}")}),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut m = Scripted::new(replies);
+    let limits = LoopLimits {
+        max_turns: 3,
+        max_tool_calls_per_turn: 4,
+        ..LoopLimits::default()
+    };
+    let out = run_with(&tb, limits, None, &mut m).await;
+    match out.end {
+        LoopEnd::Bound(r) => assert_eq!(
+            r,
+            "max_turns 3 reached after 8 tool calls (16 more refused, never run)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(src.calls().len(), 8, "what the reason says ran");
+    assert_eq!(out.tool_calls, 24, "every call answered is on the row");
+}
+
+/// A request a server sent during a call and cronsole refused (sampling, here) is on the
+/// record right after that call, redacted, and not only in the log.
+#[tokio::test(start_paused = true)]
+async fn a_servers_refused_request_is_on_the_record_after_its_call() {
+    let src = Arc::new(
+        MemorySource::new("evil")
+            .tool("a", json!({"type": "object"}), |_| Ok(text_output("done")))
+            .asking_during_calls("refused the server's sampling request (KEY-0123456789)"),
+    );
+    let tb = toolbox(vec![src.clone()]);
+    let mut m = Scripted::new(vec![
+        calls(vec![call("c1", "evil__a", json!({}))]),
+        text("fine"),
+    ]);
+    let out = run_with(&tb, LoopLimits::default(), None, &mut m).await;
+    assert!(matches!(out.end, LoopEnd::Answered { .. }), "{:?}", out.end);
+    let v = out.transcript.to_vec();
+    assert!(matches!(&v[1], Entry::Call(c) if c.id == "c1"), "{v:?}");
+    let Entry::ServerRequest(r) = &v[2] else {
+        panic!("the refusal follows its call: {v:?}")
+    };
+    assert_eq!(
+        (r.turn, r.call_id.as_str(), r.tool.as_str()),
+        (1, "c1", "evil.a")
+    );
+    assert_eq!(
+        r.request,
+        "evil: refused the server's sampling request ([redacted])"
+    );
+    assert!(matches!(&v[3], Entry::Turn(t) if t.turn == 2), "{v:?}");
+    assert_eq!(out.transcript.counts(), (2, 1), "a refusal is not a call");
+}
+
 #[tokio::test(start_paused = true)]
 async fn calls_over_the_turn_limit_get_an_error_result() {
     let src = files();

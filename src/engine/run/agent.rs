@@ -41,7 +41,7 @@ use crate::engine::blocking;
 use crate::model::{AgentDef, Attempt, Status, ToolPattern};
 use crate::store::{AwaitStep, LoopStep, ReserveOutcome, Settlement, StepOutcome, Store};
 use crate::text::Secrets;
-use crate::transcript::Delta;
+use crate::transcript::{Delta, Entry, UnansweredTurn};
 
 /// Why the before-attempt hook stopped a turn's retry loop.
 enum Stop {
@@ -97,8 +97,9 @@ pub(super) struct Turns<'r> {
     max_attempts: u32,
     progress: &'r Progress,
     secrets: &'r Secrets,
-    /// Reservations of attempts whose outcome is unknown (kept as spent at their worst case).
-    kept: Mutex<Vec<(Uuid, f64)>>,
+    /// Reservations of attempts whose outcome is unknown (kept as spent at their worst case),
+    /// with their turn.
+    kept: Mutex<Vec<Kept>>,
     /// What the next store step carries: the last answered turn's settlement and the record's
     /// entries not written yet (a step that failed gives them back).
     carry: Mutex<Carry>,
@@ -246,7 +247,7 @@ impl Turns<'_> {
                     if let (Settlement::Spent, Some(w), true) = (how, worst, r.is_err())
                         && let Ok(mut k) = kept.lock()
                     {
-                        k.push((id, w));
+                        k.push((id, w, ask.number));
                     }
                     if r.is_ok()
                         && let Ok(mut c) = carry.lock()
@@ -387,9 +388,13 @@ impl Turns<'_> {
 struct Spent {
     job: String,
     booked: Vec<RunCost>,
-    kept: Vec<(Uuid, f64)>,
+    kept: Vec<Kept>,
     model: Option<String>,
 }
+
+/// A reservation kept as spent (an attempt of unknown outcome): its id, its worst case and the
+/// turn it was made for.
+type Kept = (Uuid, f64, u32);
 
 impl Spent {
     /// The booked turns as one cost: sums of tokens and money, the notes of each turn joined.
@@ -583,9 +588,15 @@ async fn finish(
     } else {
         None
     };
-    if let Some((spent, note)) = &unknown {
-        total.cost_usd += spent;
-        total.reason = Some(join_reason(total.reason.take(), note.clone()));
+    if let Some(u) = &unknown {
+        total.cost_usd += u.spent;
+        total.reason = Some(join_reason(total.reason.take(), u.note.clone()));
+    }
+    if with_tools
+        && let Some(entry) = unanswered(cx, agent, &out.end, out.turns, unknown.as_ref())
+        && let Some(t) = cx.row.transcript.as_mut()
+    {
+        t.push(Entry::Unanswered(entry));
     }
     let model = turns.model.unwrap_or_else(|| agent.model.clone());
     let answered = u32::try_from(turns.booked.len()).unwrap_or(u32::MAX);
@@ -616,6 +627,41 @@ async fn finish(
             Err(stopped(cx, stop, total.cost_usd, unknown))
         }
     }
+}
+
+/// The record's entry for a turn the loop stopped in without a reply: a request cut at the
+/// loop's `timeout_seconds`, or the model's last attempt failing. It says what the turn was
+/// booked at (the reservations of its unknown-outcome attempts), so the transcript accounts for
+/// the money the row books. `None` when the loop did not stop in a turn that way.
+fn unanswered(
+    cx: &Ctx<'_>,
+    agent: &AgentDef,
+    end: &LoopEnd<TurnStop>,
+    answered: u32,
+    unknown: Option<&Unknown>,
+) -> Option<UnansweredTurn> {
+    let cut = format!(
+        "its request was cut at the run's timeout_seconds ({}s)",
+        cx.claim.job.def.timeout_seconds
+    );
+    let (turn, reason) = match end {
+        LoopEnd::Stopped(TurnStop::TimedOut { turn, .. }) => (*turn, format!("{cut}; not retried")),
+        // In a tool loop a request's own bound is the time the loop has left: its time-out is
+        // the run's.
+        LoopEnd::Stopped(TurnStop::Failed(LlmError::Timeout { .. })) => (answered + 1, cut),
+        LoopEnd::Stopped(TurnStop::Failed(e)) => (
+            answered + 1,
+            format!("no reply: {}", cx.redact(&e.to_string())),
+        ),
+        _ => return None,
+    };
+    Some(UnansweredTurn {
+        turn,
+        model: cx.redact(&agent.model),
+        attempts: cx.progress.turn_attempts(),
+        cost_usd: unknown.map_or(0.0, |u| u.of_turn(turn)),
+        reason,
+    })
 }
 
 /// The row's money and tokens (and their notes as its reason) for a run that did not answer.
@@ -738,12 +784,14 @@ async fn book_unknown(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
     job: &str,
-    kept: Vec<(Uuid, f64)>,
-) -> Option<(f64, String)> {
+    kept: Vec<Kept>,
+) -> Option<Unknown> {
     let mut booked = Vec::with_capacity(kept.len());
-    for (id, w) in kept {
+    let mut per_turn: Vec<(u32, f64)> = Vec::new();
+    for (id, w, turn) in kept {
         if settle(store, clock, job, id, Settlement::Cost(w)).await {
             booked.push(w);
+            per_turn.push((turn, w));
         }
     }
     if booked.is_empty() {
@@ -762,7 +810,33 @@ async fn book_unknown(
             cost::usd(spent)
         )
     };
-    Some((spent, note))
+    Some(Unknown {
+        spent,
+        note,
+        per_turn,
+    })
+}
+
+/// Reservations of unknown-outcome attempts booked as spent.
+struct Unknown {
+    /// Their sum.
+    spent: f64,
+    /// The row's note saying so.
+    note: String,
+    /// Each one's turn and amount.
+    per_turn: Vec<(u32, f64)>,
+}
+
+impl Unknown {
+    /// What turn `turn`'s unknown-outcome attempts were booked at.
+    fn of_turn(&self, turn: u32) -> f64 {
+        cost::sum_usd(
+            self.per_turn
+                .iter()
+                .filter(|(t, _)| *t == turn)
+                .map(|(_, w)| *w),
+        )
+    }
 }
 
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).

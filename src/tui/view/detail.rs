@@ -3,7 +3,8 @@
 //! `[`/`]` to walk older/newer diffs, scrolling), and one run opened from the History pane (every
 //! field of its row: status, trigger, slot(s), attempts, owner, tokens, cost, delivery, then the
 //! per-attempt breakdown — start, end, outcome, error, tokens and cost of each attempt, for rows
-//! that carry one — then the full error, result and diff, sanitised and scrollable).
+//! that carry one — then the full error, result and diff, sanitised, and a tool-using run's
+//! transcript (`transcript`), all scrollable).
 //!
 //! Owns: drawing those views, and measuring how far they can scroll ([`scroll_max`], asked by the
 //! event loop before each frame). Must not touch: state (the scroll is clamped here when drawn,
@@ -22,27 +23,30 @@ use crate::model::{Action, AttemptOutcome, Gate, HistoryRow, JobRecord, MonitorS
 use crate::text;
 use crate::tui::state::{App, Mode};
 
-/// The open full-body view's title and lines (`None` on the main screen).
-pub fn content(app: &App) -> Option<(Line<'static>, Vec<Line<'static>>)> {
+/// The open full-body view's title and lines for a body `width` columns wide inside its
+/// border (`None` on the main screen).
+pub fn content(app: &App, width: u16) -> Option<(Line<'static>, Vec<Line<'static>>)> {
     match &app.mode {
         Mode::Main => None,
         Mode::Detail(job) => Some(detail(app, job)),
         Mode::Diff(job) => Some(diff(app, job)),
-        Mode::Run(row) => Some(run(app, row)),
+        Mode::Run(row) => Some(run(app, row, usize::from(width))),
         Mode::DryRun(job) => Some(super::dry_run::content(app, job)),
     }
 }
 
 /// The largest useful scroll of the open view in `area` (the body), `None` on the main screen.
 pub fn scroll_max(app: &App, area: Rect) -> Option<usize> {
-    let (title, lines) = content(app)?;
-    let inner_h = pane_block(app, None, title).inner(area).height as usize;
+    let inner = pane_block(app, None, Line::raw("")).inner(area);
+    let (_, lines) = content(app, inner.width)?;
+    let inner_h = inner.height as usize;
     Some(lines.len().saturating_sub(inner_h))
 }
 
 /// Draw the open full-body view, scrolled (clamped to its content here; state is not written).
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let Some((title, lines)) = content(app) else {
+    let width = pane_block(app, None, Line::raw("")).inner(area).width;
+    let Some((title, lines)) = content(app, width) else {
         return;
     };
     let block = pane_block(app, None, title);
@@ -368,8 +372,9 @@ fn attempt_lines(r: &HistoryRow, now: chrono::DateTime<chrono::Utc>) -> Vec<Line
     lines
 }
 
-/// One run, opened with Enter on a History row.
-fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
+/// One run, opened with Enter on a History row; its transcript (a tool-using run's) last,
+/// wrapped to `width`.
+fn run(app: &App, r: &HistoryRow, width: usize) -> (Line<'static>, Vec<Line<'static>>) {
     let title = Line::from(format!(
         " Run of {} {} (Esc back, R retry) ",
         text::line(&r.job),
@@ -423,6 +428,16 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
         ),
     ));
     lines.push(kv("attempts", r.attempts.to_string()));
+    if let (Some(t), Some(c)) = (r.turns, r.tool_calls) {
+        lines.push(kv(
+            "loop",
+            format!(
+                "{t} {}, {c} tool {} (transcript below)",
+                if t == 1 { "turn" } else { "turns" },
+                if c == 1 { "call" } else { "calls" }
+            ),
+        ));
+    }
     lines.push(kv("owner", text::line(&r.owner).into_owned()));
     if let Some(m) = &r.model {
         lines.push(kv("model", text::line(m).into_owned()));
@@ -452,6 +467,24 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
     if let Some(why) = &r.reason {
         lines.push(kv("reason", text::line(why).into_owned()));
     }
+    run_sections(r, now, width, &mut lines);
+    (title, lines)
+}
+
+/// The run view's sections under its fields: attempts, error, result, diff, then the
+/// transcript; every line fitted to `width`.
+fn run_sections(
+    r: &HistoryRow,
+    now: chrono::DateTime<chrono::Utc>,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    // Long values wrap under their column instead of running into the border.
+    let fields: Vec<Line<'static>> = std::mem::take(out)
+        .into_iter()
+        .flat_map(|l| super::transcript::fit(l, width, 10))
+        .collect();
+    let mut lines = Vec::new();
     if !r.attempt_log.is_empty() {
         lines.push(Line::raw(""));
         lines.push(heading("Attempts"));
@@ -474,7 +507,25 @@ fn run(app: &App, r: &HistoryRow) -> (Line<'static>, Vec<Line<'static>>) {
         lines.push(heading("Diff"));
         lines.extend(text::lines(d).into_iter().map(diff_line));
     }
-    (title, lines)
+    let mut lines: Vec<Line<'static>> = fields
+        .into_iter()
+        .chain(
+            lines
+                .into_iter()
+                .flat_map(|l| super::transcript::fit(l, width, 2)),
+        )
+        .collect();
+    if let Some(t) = &r.transcript {
+        lines.push(Line::raw(""));
+        lines.extend(super::transcript::lines(
+            t,
+            r.turns,
+            r.tool_calls,
+            now,
+            width,
+        ));
+    }
+    *out = lines;
 }
 
 /// The job's `overlap:` policy and what it keeps now (a slot to run next, a superseded run).

@@ -28,6 +28,7 @@ mod help;
 mod jobs;
 mod panes;
 mod redraw;
+mod transcript;
 
 pub(crate) use redraw::next_change;
 
