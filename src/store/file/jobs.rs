@@ -602,6 +602,7 @@ impl Locked<'_> {
             let Some(c) = self.inner.hot.get_mut(n) else {
                 continue;
             };
+            c.refresh_sched();
             c.at = Some(at);
             if !keep.contains(n) {
                 c.rows_to = Some(rows_to);
