@@ -12,8 +12,12 @@
 //! nothing changing, the next one waits until a duration on the screen (LEFT, PASSED, uptime, a
 //! lease's expiry) reads differently, on a whole second of the clock: once a second while one
 //! shows seconds, once a minute at most when all show minutes or hours.
-//! Keys are read on a dedicated thread (`crossterm::event::poll/read`, waking once a second to
-//! notice the console closing) and filtered to `KeyEventKind::Press`.
+//! Keys are read on a dedicated thread (`crossterm::event::poll/read`) and filtered to
+//! `KeyEventKind::Press`. On a terminal that thread also times the idle redraws: it waits for
+//! input until the loop's next redraw is due and then hands the loop a tick, so an idle console
+//! wakes two threads a redraw (the reader and the loop) and nothing in between. A tokio timer
+//! would wake a runtime worker to step it down the timer wheel and again to fire it, and the
+//! reader would wake on its own besides. Without the reader (tests), a tokio timer times them.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -46,8 +50,25 @@ const DIFF_ROWS: usize = 200;
 /// The countdowns' finest step: with seconds on the screen, the console redraws once a second;
 /// with only minutes or hours, when the first of them turns over.
 const TICK: Duration = Duration::from_secs(1);
-/// How long the key reader waits for input before looking whether the console closed.
+/// How long the key reader waits for input, at most, before it looks again whether the console
+/// closed and when the next redraw is due (so a redraw due sooner than the reader expected, after
+/// a change the loop drew at once, is at most this late).
 const READER_WAIT: Duration = Duration::from_secs(1);
+
+/// When the loop's next idle redraw is due (written by the loop after each draw).
+type Due = Arc<std::sync::Mutex<Option<std::time::Instant>>>;
+
+/// The idle redraws timed by the key reader (see the module doc): the loop writes when its next
+/// one is due in `due`; the reader clears it and sends `()` on `rx` once that instant passed.
+pub struct Ticks {
+    due: Due,
+    rx: mpsc::UnboundedReceiver<()>,
+}
+
+fn lock_due(due: &Due) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
+    due.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// What the console needs from whoever runs it (the engine, or [`crate::attach`]).
 pub struct ConsoleDeps {
@@ -110,8 +131,11 @@ pub async fn run(deps: ConsoleDeps) -> Result<(), TuiError> {
     let mut terminal = ratatui::try_init().inspect_err(|_| ratatui::restore())?;
     let stop = Arc::new(AtomicBool::new(false));
     let (key_tx, key_rx) = mpsc::unbounded_channel();
-    let reader = spawn_input_reader(key_tx, stop.clone());
-    let result = event_loop(&mut terminal, deps, key_rx).await;
+    let (tick_tx, tick_rx) = mpsc::unbounded_channel();
+    let due: Due = Arc::default();
+    let reader = spawn_input_reader(key_tx, tick_tx, due.clone(), stop.clone());
+    let ticks = Ticks { due, rx: tick_rx };
+    let result = event_loop_ticked(&mut terminal, deps, key_rx, Some(ticks)).await;
     stop.store(true, Ordering::Relaxed);
     ratatui::restore();
     // The reader notices `stop` within its poll interval.
@@ -119,15 +143,32 @@ pub async fn run(deps: ConsoleDeps) -> Result<(), TuiError> {
     result
 }
 
-/// Terminal input on its own thread: crossterm's reads block.
+/// Terminal input on its own thread: crossterm's reads block. It also sends the idle redraws'
+/// ticks on `tick`, one each time the instant in `due` passed.
 fn spawn_input_reader(
     tx: mpsc::UnboundedSender<std::io::Result<TermEvent>>,
+    tick: mpsc::UnboundedSender<()>,
+    due: Due,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
-            match event::poll(READER_WAIT) {
-                Ok(false) => continue,
+            let next = *lock_due(&due);
+            let wait = next.map_or(READER_WAIT, |d| {
+                d.saturating_duration_since(std::time::Instant::now())
+                    .min(READER_WAIT)
+            });
+            match event::poll(wait) {
+                Ok(false) => {
+                    let mut g = lock_due(&due);
+                    if g.is_some_and(|d| d <= std::time::Instant::now()) {
+                        *g = None;
+                        drop(g);
+                        if tick.send(()).is_err() {
+                            return;
+                        }
+                    }
+                }
                 Ok(true) => {
                     let ev = event::read();
                     let failed = ev.is_err();
@@ -152,10 +193,71 @@ impl From<std::convert::Infallible> for TuiError {
 
 /// The console's loop over any ratatui backend (the real terminal, or a `TestBackend` in
 /// tests) and a stream of terminal events. Returns when `q`/Ctrl-C is pressed or input ends.
+/// Idle redraws are timed by a tokio timer.
 pub async fn event_loop<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    deps: ConsoleDeps,
+    keys: mpsc::UnboundedReceiver<std::io::Result<TermEvent>>,
+) -> Result<(), TuiError>
+where
+    TuiError: From<B::Error>,
+{
+    event_loop_ticked(terminal, deps, keys, None).await
+}
+
+/// The next tick of the key reader, or never (no reader: the loop's own timer).
+async fn next_tick_of(ticks: &mut Option<Ticks>) -> Option<()> {
+    match ticks {
+        Some(t) => t.rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The notice the console opens with: the jobs file's warnings, the first in full.
+fn warnings_notice(warnings: &[String]) -> Option<String> {
+    match warnings {
+        [] => None,
+        [one] => Some(one.clone()),
+        [first, rest @ ..] => Some(format!(
+            "{first} (+{} more warnings: cronsole validate FILE)",
+            rest.len()
+        )),
+    }
+}
+
+/// Draw `app` at the clock's now; returns when the next idle redraw is due, and tells the key
+/// reader (`ticks`) when there is one.
+fn draw<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    app: &mut App,
+    clock: &dyn Clock,
+    ticks: Option<&Ticks>,
+) -> Result<tokio::time::Instant, TuiError>
+where
+    TuiError: From<B::Error>,
+{
+    app.set_now(clock.now());
+    // How far the open view can scroll at this size: measured here, not while drawing.
+    let size = terminal.size()?;
+    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+    if let Some(max) = view::scroll_max(app, area) {
+        app.set_scroll_max(max);
+    }
+    terminal.draw(|f| f.render_widget(&*app, f.area()))?;
+    let tick_at = next_tick(app, clock.now());
+    if let Some(t) = ticks {
+        let wait = tick_at.saturating_duration_since(tokio::time::Instant::now());
+        *lock_due(&t.due) = Some(std::time::Instant::now() + wait);
+    }
+    Ok(tick_at)
+}
+
+/// [`event_loop`], its idle redraws timed by `ticks` when given (see the module doc).
+async fn event_loop_ticked<B: ratatui::backend::Backend>(
     terminal: &mut ratatui::Terminal<B>,
     mut deps: ConsoleDeps,
     mut keys: mpsc::UnboundedReceiver<std::io::Result<TermEvent>>,
+    mut ticks: Option<Ticks>,
 ) -> Result<(), TuiError>
 where
     TuiError: From<B::Error>,
@@ -168,14 +270,7 @@ where
         }
     };
     key_alerts(&mut app);
-    app.notice = match deps.warnings.as_slice() {
-        [] => None,
-        [one] => Some(one.clone()),
-        [first, rest @ ..] => Some(format!(
-            "{first} (+{} more warnings: cronsole validate FILE)",
-            rest.len()
-        )),
-    };
+    app.notice = warnings_notice(&deps.warnings);
     let (loaded_tx, mut loaded_rx) = mpsc::unbounded_channel::<Loaded>();
     let (mut snaps_open, mut events_open) = (true, true);
     // Without an engine, a channel that never changes (its sender lives as long as the loop).
@@ -191,16 +286,8 @@ where
             load(deps.store.clone(), q, loaded_tx.clone());
         }
         if dirty {
-            app.set_now(deps.clock.now());
-            // How far the open view can scroll at this size: measured here, not while drawing.
-            let size = terminal.size()?;
-            let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-            if let Some(max) = view::scroll_max(&app, area) {
-                app.set_scroll_max(max);
-            }
-            terminal.draw(|f| f.render_widget(&app, f.area()))?;
+            tick_at = draw(terminal, &mut app, &*deps.clock, ticks.as_ref())?;
             dirty = false;
-            tick_at = next_tick(&app, deps.clock.now());
         }
         tokio::select! {
             biased;
@@ -272,7 +359,11 @@ where
                 app.on_loaded(l);
                 dirty = true;
             }
-            _ = tokio::time::sleep_until(tick_at) => {
+            _ = tokio::time::sleep_until(tick_at), if ticks.is_none() => {
+                app.on_tick(deps.clock.now());
+                dirty = true;
+            }
+            Some(()) = next_tick_of(&mut ticks) => {
                 app.on_tick(deps.clock.now());
                 dirty = true;
             }
@@ -461,6 +552,73 @@ mod tests {
         assert!(text.contains("Jobs 9/9"), "{text}");
         assert!(text.contains("pausing…"), "{text}");
         assert!(text.contains("hello from the engine"), "{text}");
+    }
+
+    /// With the key reader timing the idle redraws, the loop says when the next one is due (a
+    /// whole second of the clock, at most a second ahead, since the fixture shows seconds) and
+    /// redraws on the reader's tick: the uptime moves on.
+    #[tokio::test(start_paused = true)]
+    async fn idle_redraws_come_from_the_readers_ticks() {
+        let (snap, now) = testdata::fixed();
+        let (_snap_tx, snapshots) = watch::channel(Arc::new(snap.clone()));
+        let (_ev_tx, events) = broadcast::channel(16);
+        let (commands, _cmd_rx) = mpsc::channel(8);
+        let (key_tx, key_rx) = mpsc::unbounded_channel();
+        let clock = Arc::new(TokioClock::new(now));
+        let deps = ConsoleDeps {
+            snapshots,
+            events,
+            commands,
+            store: Arc::new(testdata::HistoryOnlyStore(snap.recent.clone())),
+            clock: clock.clone(),
+            stop: tokio_util::sync::CancellationToken::new(),
+            dry_run: None,
+            warnings: Vec::new(),
+            health: None,
+            key_env: None,
+        };
+        let (tick_tx, tick_rx) = mpsc::unbounded_channel();
+        let due: Due = Arc::default();
+        let ticks = Ticks {
+            due: due.clone(),
+            rx: tick_rx,
+        };
+        let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
+        let term = Arc::new(tokio::sync::Mutex::new(term));
+        let t2 = term.clone();
+        let task = tokio::spawn(async move {
+            let mut t = t2.lock().await;
+            event_loop_ticked(&mut t, deps, key_rx, Some(ticks)).await
+        });
+        // The first draw writes when the next is due.
+        let written = loop {
+            if let Some(d) = *lock_due(&due) {
+                break d;
+            }
+            tokio::task::yield_now().await;
+        };
+        let ahead = written.saturating_duration_since(std::time::Instant::now());
+        assert!(ahead <= TICK, "{ahead:?}");
+        // The clock moves on; the reader's tick (it clears the instant first) redraws, and the
+        // loop writes the next instant after drawing.
+        tokio::time::advance(Duration::from_secs(7)).await;
+        *lock_due(&due) = None;
+        tick_tx.send(()).unwrap();
+        while lock_due(&due).is_none() {
+            tokio::task::yield_now().await;
+        }
+        key_tx
+            .send(Ok(TermEvent::Key(KeyEvent::from(KeyCode::Char('q')))))
+            .unwrap();
+        task.await.unwrap().unwrap();
+        let text = screen_text(&*term.lock().await);
+        let up = |t: chrono::DateTime<chrono::Utc>| {
+            format!(
+                "up {}",
+                crate::when::span_secs((t - snap.started_at).num_seconds())
+            )
+        };
+        assert!(text.contains(&up(clock.now())), "{text}");
     }
 
     /// Sequential History-pane pages continue from the previous page's store token: the rows
