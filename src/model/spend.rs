@@ -195,7 +195,8 @@ impl JobCounters {
         match self.hours.iter_mut().rev().find(|b| b.hour == hour) {
             Some(b) => {
                 b.counts[idx] = b.counts[idx].saturating_add(1);
-                b.cost_usd += cost_usd;
+                // Kept to JSON's money decimals: `jobs --json` shows the buckets as stored.
+                b.cost_usd = crate::text::json_usd(b.cost_usd + cost_usd);
             }
             None => {
                 let mut counts = [0u32; 6];
@@ -203,7 +204,7 @@ impl JobCounters {
                 self.hours.push(HourBucket {
                     hour,
                     counts,
-                    cost_usd,
+                    cost_usd: crate::text::json_usd(cost_usd),
                 });
             }
         }

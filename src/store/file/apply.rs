@@ -21,7 +21,7 @@ use super::record::{Cached, Mark, later_mark};
 use crate::model::{After, JobDef, JobsFile, Settings};
 use crate::store::filefmt::{self};
 use crate::store::{ApplyReport, StoreError, StoreResult};
-use crate::store::{plan, policy, rules};
+use crate::store::{plan, policy};
 
 impl Locked<'_> {
     /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`]).
@@ -235,7 +235,7 @@ impl Batch {
                     }
                     None => {
                         if let Some(c) = inner.hot.get_mut(&name) {
-                            c.sched = rules::slots::compile(&c.rec).ok();
+                            c.recompile();
                         }
                     }
                 }

@@ -602,6 +602,7 @@ impl Locked<'_> {
             let Some(c) = self.inner.hot.get_mut(n) else {
                 continue;
             };
+            c.refresh_sched();
             c.at = Some(at);
             if !keep.contains(n) {
                 c.rows_to = Some(rows_to);
@@ -1274,7 +1275,7 @@ mod tests {
                     &settings,
                     &mut |sink| {
                         base.iter().cloned().try_for_each(&mut *sink)?;
-                        Err(crate::store::StoreError::Refused("bad file".into()))
+                        Err(crate::store::StoreError::Invariant("bad file"))
                     },
                     t(1000),
                 )

@@ -193,6 +193,8 @@ pub(super) struct Slim {
 pub(super) struct Cached {
     pub(super) rec: JobRecord,
     pub(super) sched: Option<Compiled>,
+    /// The anchor `sched` was compiled from (see [`Cached::refresh_sched`]).
+    sched_from: DateTime<Utc>,
     pub(super) mark: Option<Mark>,
     /// Where history ended when this record was last written (see [`EntryLine::rows_to`]).
     pub(super) rows_to: Option<Mark>,
@@ -210,6 +212,7 @@ impl Cached {
             }
         };
         Cached {
+            sched_from: rec.rt.anchor,
             rec,
             sched,
             mark,
@@ -223,6 +226,20 @@ impl Cached {
         c.rows_to = e.rows_to;
         c.at = e.at;
         c
+    }
+
+    /// Compile the schedule again from the record (its definition changed).
+    pub(super) fn recompile(&mut self) {
+        self.sched = rules::slots::compile(&self.rec).ok();
+        self.sched_from = self.rec.rt.anchor;
+    }
+
+    /// Compile the schedule again when the record's anchor moved since: a job stored again
+    /// after a clock step (`rules::slots::rederive`) has a grid of another phase.
+    pub(super) fn refresh_sched(&mut self) {
+        if self.sched_from != self.rec.rt.anchor {
+            self.recompile();
+        }
     }
 
     /// What the index keeps of this record.
