@@ -1590,6 +1590,7 @@ async fn a_plain_agent_cancelled_mid_request_books_its_reservation() {
 /// answers (the run succeeds), the job's timeout cuts it in a tool call, and an operator's
 /// `cancel` stops it in a tool call. Each server and tool writes its pid before it becomes
 /// what it runs; each must be gone within a few seconds of its run's row.
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runs_server_and_tool_end_with_the_run_at_its_end_its_timeout_and_a_cancel() {
     let Some(servers) = TestServers::find() else {
