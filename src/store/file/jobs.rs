@@ -1275,7 +1275,7 @@ mod tests {
                     &settings,
                     &mut |sink| {
                         base.iter().cloned().try_for_each(&mut *sink)?;
-                        Err(crate::store::StoreError::Refused("bad file".into()))
+                        Err(crate::store::StoreError::Invariant("bad file"))
                     },
                     t(1000),
                 )
