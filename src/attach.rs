@@ -32,7 +32,7 @@ use uuid::Uuid;
 use crate::clock::Clock;
 use crate::engine::{Command, Event};
 use crate::snapshot::Snapshot;
-use crate::store::{Store, StoreError, blocking};
+use crate::store::{Store, StoreError, TriggerOutcome, blocking};
 
 /// How often the change token is read.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -106,16 +106,27 @@ impl Ctx {
         let res = blocking(&self.store, move |store| match cmd {
             Command::Pause(j) => store
                 .set_paused(&j, true, now)
-                .map(|()| format!("{j} paused")),
+                .map(|()| with_note(store, format!("{j} paused"), crate::owners::paused_note)),
             Command::Resume(j) => store
                 .set_paused(&j, false, now)
                 .map(|()| format!("{j} resumed")),
-            Command::Trigger(j) => store
-                .request_trigger(&j, now)
-                .map(|o| crate::engine::trigger_notice(&j, &o)),
-            Command::Retry(id) => store
-                .retry(id, now)
-                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+            Command::Trigger(j) => store.request_trigger(&j, now).map(|o| match o {
+                // No engine to claim it: the CLI's `trigger` words, not "the next owner claiming".
+                TriggerOutcome::Queued => match no_engine(store, crate::owners::queued_note) {
+                    Some(note) => format!("triggered {j}: {note}"),
+                    None => crate::engine::trigger_notice(&j, &o),
+                },
+                _ => crate::engine::trigger_notice(&j, &o),
+            }),
+            Command::Retry(id) => store.retry(id, now).map(|(job, out)| {
+                let text = crate::engine::operator_notice(&job, &out);
+                match out {
+                    crate::store::EditOutcome::Queued { .. } => {
+                        with_note(store, text, crate::owners::queued_note)
+                    }
+                    _ => text,
+                }
+            }),
             Command::Cancel(j) => store
                 .cancel(&j, now)
                 .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
@@ -131,6 +142,28 @@ impl Ctx {
             Err(e @ StoreError::Task { .. }) => e.to_string(),
             Err(e) => format!("store refused: {e}"),
         }
+    }
+}
+
+/// The note `note` gives over the store's owners (`None` while one is live, or when the owners
+/// cannot be read: a note is advice, never a reason to fail the command).
+fn no_engine(
+    store: &dyn Store,
+    note: fn(&[crate::model::OwnerSeen]) -> Option<String>,
+) -> Option<String> {
+    store.owners().ok().and_then(|o| note(&o))
+}
+
+/// `text`, then the note `note` gives when no engine is running on the store: the console
+/// attached to a store says what the CLI says after the same request.
+fn with_note(
+    store: &dyn Store,
+    text: String,
+    note: fn(&[crate::model::OwnerSeen]) -> Option<String>,
+) -> String {
+    match no_engine(store, note) {
+        Some(n) => format!("{text}; note: {n}"),
+        None => text,
     }
 }
 
@@ -511,9 +544,18 @@ mod tests {
                 notices.push(n);
             }
         }
-        assert_eq!(notices[0], "a paused");
+        // No owner heartbeats on this store: the console says so as the CLI does, after a
+        // pause and after a trigger (never "the next owner claiming will run it now").
+        assert!(
+            notices[0].starts_with("a paused; note: paused in the store; no engine is running"),
+            "{notices:?}"
+        );
         // One wording for a trigger everywhere: the CLI's `triggered NAME`.
-        assert!(notices[1].starts_with("triggered a: "), "{notices:?}");
+        assert!(
+            notices[1].starts_with("triggered a: queued; no engine is running on this store"),
+            "{notices:?}"
+        );
+        assert!(!notices[1].contains("next owner"), "{notices:?}");
         assert!(notices[2].contains("no job named 'nope'"), "{notices:?}");
         assert_eq!(
             *FakeStore::lock(&store.calls),

@@ -138,6 +138,20 @@ pub struct Forecast {
     /// Jobs with slots left and a cost per run, biggest projection first (a job a limit stops
     /// stays listed, with `runs_paid` < `slots_left`).
     pub jobs: Vec<JobForecast>,
+    /// A call the global limit refused this period (the first job's, by name): what is left
+    /// of the limit cannot pay for that call's worst case, so the limit stops it whatever the
+    /// projection of average costs says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global_refusal: Option<GlobalRefusal>,
+}
+
+/// A job the global limit stopped this period, and its skip reason.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GlobalRefusal {
+    pub job: String,
+    pub reason: String,
+    /// How many jobs the global limit stopped this period.
+    pub jobs_stopped: u64,
 }
 
 impl Forecast {
@@ -149,8 +163,22 @@ impl Forecast {
     /// [`Forecast::phrase`] with `money` formatting the amount the way the caller's surface
     /// does (at the precision of the amounts beside it).
     pub fn phrase_with(&self, now: DateTime<Utc>, money: impl Fn(f64) -> String) -> String {
+        let refused = self
+            .global_refusal
+            .as_ref()
+            .filter(|_| self.limit_reached_at.is_none_or(|t| t > now));
         match (self.limit_usd, self.limit_reached_at) {
             (None, _) => format!("projected {} this period", money(self.projected_total_usd)),
+            // Average costs fit, but a call's worst case does not: the limit refuses it now.
+            (Some(_), _) if let Some(r) = refused => format!(
+                "limit reached for {} ({}): {}",
+                match r.jobs_stopped {
+                    1 => "1 job".to_string(),
+                    n => format!("{n} jobs"),
+                },
+                crate::text::line(&r.job),
+                crate::text::line(&r.reason)
+            ),
             (Some(_), None) => "limit not reached this period".to_string(),
             (Some(_), Some(t)) if t <= now => "limit reached".to_string(),
             (Some(_), Some(t)) => format!(
@@ -286,6 +314,7 @@ pub struct Builder<'a> {
     /// (when, cost, index into `lines`) of every run projected within its job's own limit.
     events: Vec<(DateTime<Utc>, f64, usize)>,
     lines: Vec<JobForecast>,
+    refusal: Option<GlobalRefusal>,
 }
 
 impl<'a> Builder<'a> {
@@ -300,6 +329,7 @@ impl<'a> Builder<'a> {
             committed: Totals::default(),
             events: Vec::new(),
             lines: Vec::new(),
+            refusal: None,
         }
     }
 
@@ -307,6 +337,17 @@ impl<'a> Builder<'a> {
     pub fn add(&mut self, rec: &JobRecord) {
         let now = self.now;
         self.committed.add(&rec.rt.counters, &self.key);
+        if let Some(stop) = rec.rt.state.budget_stop.as_ref()
+            && stop.period_key == self.key
+            && refused_by_the_global_limit(&stop.reason)
+        {
+            let r = self.refusal.get_or_insert_with(|| GlobalRefusal {
+                job: rec.def.name.clone(),
+                reason: stop.reason.clone(),
+                jobs_stopped: 0,
+            });
+            r.jobs_stopped += 1;
+        }
         let per = cost_per_run(rec, now);
         if per <= 0.0 {
             return;
@@ -353,6 +394,7 @@ impl<'a> Builder<'a> {
             committed,
             mut events,
             mut lines,
+            refusal,
             ..
         } = self;
         let limit = settings.budget.map(|b| b.max_cost_usd);
@@ -392,8 +434,19 @@ impl<'a> Builder<'a> {
             projected_total_usd: committed.spent + committed.held + projected,
             limit_reached_at,
             jobs: lines,
+            global_refusal: refusal.filter(|_| limit.is_some()),
         }
     }
+}
+
+/// Whether a budget stop's reason is the global limit's (`budget reached: global …`, `budget
+/// too small for one call: …, the global limit is …`), not a job's own.
+fn refused_by_the_global_limit(reason: &str) -> bool {
+    use crate::cost::{BUDGET_REACHED, BUDGET_TOO_SMALL};
+    reason
+        .strip_prefix(BUDGET_REACHED)
+        .is_some_and(|r| r.starts_with(": global "))
+        || (reason.starts_with(BUDGET_TOO_SMALL) && reason.contains("the global limit is"))
 }
 
 #[cfg(test)]
@@ -419,6 +472,49 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    /// A limit whose remainder cannot pay for one call's worst case refuses every call, though
+    /// the average cost still fits: the phrase says the limit is reached for the jobs it
+    /// stopped, with the skip reason, never "limit not reached" (nor for a job's own limit).
+    #[test]
+    fn a_global_limit_that_refuses_every_call_is_reached_in_the_phrase() {
+        let t0 = t("2026-11-25T22:00:00Z");
+        let now = t0 + Duration::seconds(61);
+        let stop = |rec: &mut JobRecord, reason: &str| {
+            rec.rt.state.budget_stop = Some(crate::model::BudgetStop {
+                period_key: BudgetPeriod::Day.key(now),
+                reason: reason.into(),
+                at: now,
+                alerted: true,
+            });
+        };
+        let mut a = job("a", t0);
+        spent(&mut a, Status::Succeeded, 0.000_568, t0);
+        a.rt.next_slot = Some(t0 + Duration::seconds(120));
+        let mut b = job("b", t0);
+        stop(
+            &mut b,
+            "budget reached: global $0.0006/day, $0.000032 left (spent $0.000568, in flight \
+             $0.00); this call may cost up to $0.0025",
+        );
+        let f = compute(&[a.clone(), b.clone()], &settings(0.0006), now);
+        assert_eq!(
+            f.phrase(now),
+            "limit reached for 1 job (b): budget reached: global $0.0006/day, $0.000032 left \
+             (spent $0.000568, in flight $0.00); this call may cost up to $0.0025"
+        );
+        // A stop of an earlier period, or of a job's own limit, is not the global limit's now.
+        let mut c = job("c", t0);
+        stop(
+            &mut c,
+            "budget reached: job $0.001/day, $0.00 left (spent $0.001, in flight $0.00); this \
+             call may cost up to $0.0025",
+        );
+        b.rt.state.budget_stop.as_mut().unwrap().period_key = "day:2026-11-24".into();
+        let f = compute(&[a, b, c], &settings(100.0), now);
+        assert!(f.global_refusal.is_none());
+        assert_eq!(f.phrase(now), "limit not reached this period");
     }
 
     #[test]

@@ -634,15 +634,106 @@ fn json_unescape(s: &str) -> String {
 /// themselves). The value a JSON reader gets back is unchanged — only the bytes on the terminal
 /// are inert — so scripts still see exactly what was stored. Wraps serde_json's compact or
 /// pretty formatter; layout is theirs, byte for byte.
+///
+/// Money is written by one rule too: the number of a member named as money ([`is_money_key`])
+/// is [`json_usd`]'s, so a sum's binary noise never reaches a script.
 #[derive(Debug, Clone)]
-pub struct InertJson<F>(F);
+pub struct InertJson<F> {
+    inner: F,
+    /// The object key being written (its fragments), while one is.
+    key: Option<String>,
+    /// Whether the member whose value is being written is money.
+    money: bool,
+}
+
+impl<F> InertJson<F> {
+    fn new(inner: F) -> InertJson<F> {
+        InertJson {
+            inner,
+            key: None,
+            money: false,
+        }
+    }
+}
+
+/// Seconds in a reason or a message: to the tenth, without a trailing `.0` (`5`, `2.5`), and
+/// to the hundredth below a second. A bound the run's deadline cut short is 4.997356349 s,
+/// and its nine decimals say nothing more than "5".
+pub fn secs_words(secs: f64) -> String {
+    let scale = if secs.abs() < 1.0 { 100.0 } else { 10.0 };
+    let r = (secs * scale).round() / scale;
+    if !r.is_finite() {
+        return secs.to_string();
+    }
+    // `Display` of an f64 prints the shortest form that reads back: 5.0 as `5`, 2.5 as `2.5`.
+    if r == 0.0 { "0".into() } else { r.to_string() }
+}
+
+/// Decimals every money amount keeps in JSON output: nine, which drops the binary noise of sums
+/// (`0.30000000000000004`) and keeps every digit a price per million tokens produces.
+pub const JSON_USD_DECIMALS: i32 = 9;
+
+/// Money in JSON: rounded to [`JSON_USD_DECIMALS`] places. Zero is always `0.0`, never `-0.0`;
+/// a non-finite amount (never stored) is `0.0`.
+pub fn json_usd(x: f64) -> f64 {
+    let scale = 10f64.powi(JSON_USD_DECIMALS);
+    let r = if !x.is_finite() {
+        0.0
+    } else if x.abs() >= 1e15 {
+        // No binary noise to drop at nine decimals (and `x * scale` could overflow).
+        x
+    } else {
+        (x * scale).round() / scale
+    };
+    // -0.0 == 0.0: this turns a negative zero into a positive one.
+    if r == 0.0 { 0.0 } else { r }
+}
+
+/// Whether a JSON member named `key` holds an amount of money: `…_usd` (`cost_usd`,
+/// `period_cost_usd`, `max_cost_usd`, …), a reservation's `usd`, and `stats`' two money
+/// figures whose names predate the suffix.
+pub fn is_money_key(key: &str) -> bool {
+    key.ends_with("_usd") || matches!(key, "usd" | "cost_per_execution" | "remaining_budget")
+}
+
+/// Round every money member ([`is_money_key`]) of `v`, at any depth, to [`json_usd`]: for
+/// JSON built as a value and sent elsewhere than through [`InertJson`] (a delivery's payload).
+pub fn round_money(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                match x {
+                    serde_json::Value::Number(n) if is_money_key(k) => {
+                        if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+                            *x = serde_json::json!(json_usd(f));
+                        }
+                    }
+                    _ => round_money(x),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(round_money),
+        _ => {}
+    }
+}
 
 impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for InertJson<F> {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        let v = if self.money { json_usd(v) } else { v };
+        self.inner.write_f64(w, v)
+    }
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.money = self.key.take().is_some_and(|k| is_money_key(&k));
+        self.inner.end_object_key(w)
+    }
     fn write_string_fragment<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
+        if let Some(k) = &mut self.key {
+            k.push_str(fragment);
+        }
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if is_unsafe(c) {
@@ -655,39 +746,41 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for InertJson<F> 
         w.write_all(&fragment.as_bytes()[start..])
     }
     fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_array(w)
+        self.inner.begin_array(w)
     }
     fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_array(w)
+        self.inner.end_array(w)
     }
     fn begin_array_value<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        self.0.begin_array_value(w, first)
+        self.inner.begin_array_value(w, first)
     }
     fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_array_value(w)
+        self.inner.end_array_value(w)
     }
     fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_object(w)
+        self.inner.begin_object(w)
     }
     fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_object(w)
+        self.inner.end_object(w)
     }
     fn begin_object_key<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        self.0.begin_object_key(w, first)
+        self.key = Some(String::new());
+        self.inner.begin_object_key(w, first)
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_object_value(w)
+        self.inner.begin_object_value(w)
     }
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_object_value(w)
+        self.money = false;
+        self.inner.end_object_value(w)
     }
 }
 
@@ -695,14 +788,17 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for InertJson<F> 
 pub fn json_serializer<W: std::io::Write>(
     w: W,
 ) -> serde_json::Serializer<W, InertJson<serde_json::ser::CompactFormatter>> {
-    serde_json::Serializer::with_formatter(w, InertJson(serde_json::ser::CompactFormatter))
+    serde_json::Serializer::with_formatter(w, InertJson::new(serde_json::ser::CompactFormatter))
 }
 
 /// A JSON serializer writing pretty-printed inert JSON to `w` (serde_json's two-space layout).
 pub fn json_serializer_pretty<'a, W: std::io::Write>(
     w: W,
 ) -> serde_json::Serializer<W, InertJson<serde_json::ser::PrettyFormatter<'a>>> {
-    serde_json::Serializer::with_formatter(w, InertJson(serde_json::ser::PrettyFormatter::new()))
+    serde_json::Serializer::with_formatter(
+        w,
+        InertJson::new(serde_json::ser::PrettyFormatter::new()),
+    )
 }
 
 /// `serde_json::to_string` with every unsafe character escaped (see [`InertJson`]).
@@ -815,6 +911,21 @@ mod url_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_in_words_drop_the_noise_of_a_cut_bound() {
+        assert_eq!(secs_words(4.997356349), "5");
+        assert_eq!(secs_words(5.0), "5");
+        assert_eq!(secs_words(2.54), "2.5");
+        assert_eq!(secs_words(0.25), "0.25");
+        assert_eq!(secs_words(0.0004), "0");
+        assert_eq!(secs_words(86_400.0), "86400");
+        let e = crate::action::llm::LlmError::Timeout {
+            url: "http://127.0.0.1:1/v1".into(),
+            secs: 4.997356349,
+        };
+        assert!(e.to_string().contains("within 5s (per-attempt"), "{e}");
+    }
 
     fn console_inert(s: &str) -> bool {
         !s.chars().any(is_unsafe)

@@ -328,6 +328,20 @@ jobs:
             && text.contains(&format!("worst case: {shown} for one turn")),
         "{text}"
     );
+    // `describe` says the worst case in the very words `dry-run` does: one text, rounded up.
+    let worst = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("worst case: "))
+        .unwrap()
+        .to_string();
+    let d = dir.to_path_buf();
+    let (_, described, _) = tokio::task::spawn_blocking(move || run(&d, &["describe", "ask"]))
+        .await
+        .unwrap();
+    assert!(
+        described.contains(&format!("tokens per turn; worst case: {worst}")),
+        "{worst}\n{described}"
+    );
 
     let d = dir.to_path_buf();
     let (code, _, err) = tokio::task::spawn_blocking(move || run(&d, &["trigger", "ask"]))

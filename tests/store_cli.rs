@@ -300,3 +300,151 @@ fn every_listing_agrees_on_when_a_job_fires_next() {
     let state = out.lines().find(|l| l.starts_with("state:")).unwrap();
     assert!(state.contains(" — disabled in the jobs file"), "{state}");
 }
+
+/// Every money member of every command's `--json` output: its decimals, at most the nine the
+/// one JSON money rule keeps (`text::json_usd`). The number's text as printed, so an amount
+/// like `0.30000000000000004` (two costs added) or `0.00021000000000000001` fails here.
+fn money_decimals_in(what: &str, json: &str) -> usize {
+    let key = regex_lite_money();
+    let mut seen = 0;
+    for (k, num) in key(json) {
+        seen += 1;
+        let (mant, exp) = match num.split_once(['e', 'E']) {
+            Some((m, e)) => (m, e.parse::<i64>().unwrap()),
+            None => (num.as_str(), 0),
+        };
+        let frac = mant.split_once('.').map_or(0, |(_, f)| f.len() as i64);
+        let decimals = (frac - exp).max(0);
+        assert!(
+            decimals <= 9,
+            "{what}: \"{k}\": {num} has {decimals} decimals\n{json}"
+        );
+    }
+    seen
+}
+
+/// Every `"key": number` pair of `json` whose key is a money name (`…_usd`, `usd`, `stats`'
+/// `cost_per_execution` and `remaining_budget`).
+fn regex_lite_money() -> impl Fn(&str) -> Vec<(String, String)> {
+    |json: &str| {
+        let mut found = Vec::new();
+        let b = json.as_bytes();
+        let mut i = 0;
+        while let Some(q) = json[i..].find('"') {
+            let start = i + q + 1;
+            let Some(len) = json[start..].find('"') else {
+                break;
+            };
+            let key = &json[start..start + len];
+            let mut j = start + len + 1;
+            while j < b.len() && b[j] == b' ' {
+                j += 1;
+            }
+            if j < b.len() && b[j] == b':' {
+                j += 1;
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                let n_end = json[j..]
+                    .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
+                    .map_or(b.len(), |e| j + e);
+                let money = key.ends_with("_usd")
+                    || matches!(key, "usd" | "cost_per_execution" | "remaining_budget");
+                if money && n_end > j {
+                    found.push((key.to_string(), json[j..n_end].to_string()));
+                }
+            }
+            i = start + len + 1;
+        }
+        found
+    }
+}
+
+/// One rule for money in JSON: every money member of every command that prints JSON (`jobs`,
+/// `describe`, `history`, `stats`, `dry-run`, `run --log-format json` lines, `check`) has at most
+/// nine decimals, even when the stored costs and their sums carry binary noise.
+#[test]
+fn every_json_money_field_of_every_command_keeps_nine_decimals_at_most() {
+    use cronsole::model::Status;
+    use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
+    let dir = support::tempdir("cli-json-money");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "budget:\n  max_cost_usd: 0.7\n  period: day\nagents:\n  ag:\n    provider: openai\n    \
+         model: gpt-4o-mini\n    api_key_env: CRONSOLE_JSON_MONEY_UNSET_KEY\njobs:\n  \
+         - name: spender\n    schedule: every 1m\n    agent: ag\n    message: hi\n    \
+         max_cost_usd: 0.65\n  - name: other\n    schedule: every 1m\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    // Rows whose costs (and their sums) are not nine-decimal numbers, written through the
+    // library: 0.1 + 0.2 and 3 × 0.00007 are famous for their noise.
+    let noisy = [0.1, 0.2, 0.00007 * 3.0, 0.000_012_345_678_912_3];
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        for (k, cost) in noisy.iter().enumerate() {
+            let at = chrono::Utc::now() + chrono::Duration::minutes(2 * (k as i64 + 1));
+            for c in &store.claim_at(at, "test-owner", 10).claims {
+                let mut row = claim_row(c, "test-owner", Status::Succeeded, at);
+                row.cost_usd = if c.job.def.name == "spender" {
+                    *cost
+                } else {
+                    0.0
+                };
+                store.finish_row(c, row);
+            }
+        }
+    }
+    let mut seen = 0;
+    for args in [
+        &["jobs", "--json"][..],
+        &["describe", "spender", "--json"],
+        &["history", "--json"],
+        &["history", "--json", "--job", "spender"],
+        &["stats", "--json"],
+        &["dry-run", "spender", "--json", "--no-gates"],
+        &["check", "--json"],
+    ] {
+        let (_, out, err) = run(&dir, args);
+        assert!(!out.trim().is_empty(), "{args:?} printed nothing: {err}");
+        seen += money_decimals_in(&args.join(" "), &out);
+    }
+    assert!(seen >= 20, "only {seen} money members were checked");
+    // The noise is really there to be dropped: the history's sum is not a nine-decimal number.
+    let sum: f64 = noisy.iter().sum();
+    assert!(format!("{sum}").len() > 12, "{sum}");
+}
+
+/// A paused job with a trigger queued: STATE says what happens next (`queued`), and the pause
+/// that holds every slot after that run is said beside it in `jobs` and `describe`, with or
+/// without a reason (never visible only in `jobs --json`).
+#[test]
+fn a_paused_job_with_a_trigger_queued_shows_its_pause_in_every_text_view() {
+    let dir = support::tempdir("cli-queued-paused");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: at1\n    schedule: every 1h\n    command: \"true\"\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    assert_eq!(run(&dir, &["trigger", "at1"]).0, 0);
+    assert_eq!(run(&dir, &["pause", "at1"]).0, 0);
+    let (c, out, _) = run(&dir, &["jobs"]);
+    assert_eq!(c, 0);
+    let line = out.lines().find(|l| l.starts_with("at1")).unwrap();
+    assert!(
+        line.contains("queued") && line.contains("1 queued; paused"),
+        "{out}"
+    );
+    let (_, out, _) = run(&dir, &["describe", "at1"]);
+    assert!(out.contains("queued — 1 queued; paused"), "{out}");
+    let (_, out, _) = run(&dir, &["jobs", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["state"], "queued");
+    // With a reason, the reason is said; a job paused with nothing queued says it in STATE.
+    assert_eq!(run(&dir, &["resume", "at1"]).0, 0);
+    assert_eq!(run(&dir, &["pause", "at1", "--reason", "db move"]).0, 0);
+    let (_, out, _) = run(&dir, &["describe", "at1"]);
+    assert!(out.contains("queued — 1 queued; paused: db move"), "{out}");
+}

@@ -764,3 +764,33 @@ fn an_operator_command_that_writes_adopts_an_earlier_release_s_trimmed_store() {
         assert!(err.contains("000002.jsonl"), "{args:?}: {err}");
     }
 }
+
+/// A directory that holds none of a store's files is no store, not a damaged one: `check` says
+/// "no cronsole store" (exit 2) as the other read-only commands do, and writes nothing into it
+/// (no `lock` file either).
+#[test]
+fn check_of_a_directory_that_is_no_store_says_so_and_writes_nothing() {
+    let root = support::tempdir("damage-not-a-store");
+    let dir = root.join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    for args in [
+        &["check"][..],
+        &["check", "--json"],
+        &["jobs"],
+        &["history"],
+    ] {
+        let (code, out, err) = cli(&dir, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("no cronsole store at"), "{args:?}: {err}");
+        assert!(
+            !err.contains("damaged") && !out.contains("damaged"),
+            "{out}{err}"
+        );
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["notes.txt"], "{args:?} wrote into the directory");
+    }
+}

@@ -198,6 +198,8 @@ impl Message {
             map.insert("text".into(), json!(self.text));
             map.insert("sent_at".into(), json!(now));
         }
+        // The row's money as every `--json` output writes it (a sum's binary noise dropped).
+        crate::text::round_money(&mut v);
         v
     }
 
@@ -318,7 +320,7 @@ async fn post_json(
         Ok(r) => r,
         Err(_) => Err(format!(
             "no answer within {}s (delivery timeout)",
-            timeout.as_secs_f64()
+            crate::text::secs_words(timeout.as_secs_f64())
         )),
     }
 }

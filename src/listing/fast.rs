@@ -241,6 +241,7 @@ impl Shapes {
             i: 0,
             shape: &mut self.shape,
             scratch: String::new(),
+            money: false,
         };
         // A run awaiting approval (rare, and its view's fields come from inside a lease) takes
         // the full path; the key never occurs inside a stored string (its quotes are escaped).
@@ -318,6 +319,7 @@ impl Shapes {
             i: 0,
             shape: &mut no_shape,
             scratch: std::mem::take(&mut tx.scratch),
+            money: false,
         };
         enc.open(b'{');
         field(enc, "name", true);
@@ -348,12 +350,10 @@ impl Shapes {
                 head.value_of(enc, rt.get(json, i)?)?;
             }
         }
-        field(enc, "period_cost_usd", false);
-        spend.serialize(&mut *enc).map_err(|_| Decline)?;
-        field(enc, "in_flight_usd", false);
-        held.serialize(&mut *enc).map_err(|_| Decline)?;
+        money_field(enc, "period_cost_usd", spend)?;
+        money_field(enc, "in_flight_usd", held)?;
         field(enc, "max_cost_usd", false);
-        head.value_of(enc, def.get(json, MAX_COST)?)?;
+        head.money_of(enc, def.get(json, MAX_COST)?)?;
         field(enc, "definition", false);
         enc.out.extend_from_slice(&self.body.out[..split]);
         field(enc, "runtime", false);
@@ -368,6 +368,15 @@ fn field(enc: &mut Pretty, key: &str, first: bool) {
     enc.entry(first);
     enc.string(key);
     enc.out.extend_from_slice(b": ");
+}
+
+/// A money member computed for the view, written as every `--json` output writes money
+/// (`text::json_usd`).
+fn money_field(enc: &mut Pretty, key: &str, usd: f64) -> Result<(), Decline> {
+    field(enc, key, false);
+    crate::text::json_usd(usd)
+        .serialize(&mut *enc)
+        .map_err(|_| Decline)
 }
 
 /// Whether a lease (its JSON object) has a cancel pending: `cancel_requested_at` set. Read
@@ -550,6 +559,8 @@ struct Tx<'a, 'b> {
     i: usize,
     shape: &'b mut Vec<u8>,
     scratch: String,
+    /// Whether the value being read is a money member's (`text::is_money_key`).
+    money: bool,
 }
 
 impl Tx<'_, '_> {
@@ -575,6 +586,14 @@ impl Tx<'_, '_> {
             return Err(Decline);
         }
         Ok(())
+    }
+
+    /// [`Tx::value_of`] for a money member's value (`text::is_money_key`).
+    fn money_of(&mut self, enc: &mut Pretty, v: &str) -> Result<(), Decline> {
+        self.money = true;
+        let r = self.value_of(enc, v);
+        self.money = false;
+        r
     }
 
     fn value(&mut self, enc: &mut Pretty) -> Result<(), Decline> {
@@ -654,6 +673,11 @@ impl Tx<'_, '_> {
         let zero = significant == 0;
         let decimal = point || has_exp;
         let pow10 = i64::from(exp) - frac.len() as i64;
+        // Money keeps `text::json_usd`'s decimals: an amount with more (a sum's binary noise)
+        // is rounded on the full path.
+        if self.money && -pow10 > i64::from(crate::text::JSON_USD_DECIMALS) {
+            return Err(Decline);
+        }
         // serde_json reads a decimal exactly when it is an integer below 2^53 times a power of
         // ten up to 22; an integer is exact up to u64/i64 (18 digits is inside both).
         if (decimal && !zero && (significant > 15 || pow10.abs() > 22))
@@ -668,7 +692,12 @@ impl Tx<'_, '_> {
             (true, false) => b'd',
             (false, false) => b'i',
         });
-        enc.out.extend_from_slice(t.as_bytes());
+        if self.money && zero && neg {
+            // Money is never a negative zero (`text::json_usd`).
+            enc.out.extend_from_slice(b"0.0");
+        } else {
+            enc.out.extend_from_slice(t.as_bytes());
+        }
         Ok(())
     }
 
@@ -753,7 +782,10 @@ impl Tx<'_, '_> {
             enc.out.extend_from_slice(b": ");
             self.expect(b":")?;
             let val = self.i;
+            self.money =
+                std::str::from_utf8(&self.s[key.clone()]).is_ok_and(crate::text::is_money_key);
             self.value(enc)?;
+            self.money = false;
             if let Some(m) = members.as_deref_mut() {
                 m.record(&self.s[key], val..self.i);
             }
@@ -1103,6 +1135,7 @@ mod tests {
                 i: 0,
                 shape: &mut shape,
                 scratch: String::new(),
+                money: false,
             };
             let mut p = Pretty::default();
             tx.number(&mut p).ok()?;

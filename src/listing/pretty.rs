@@ -44,6 +44,9 @@ pub struct Pretty {
     depth: usize,
     /// Reused for `collect_str` (timestamps, ids).
     scratch: String,
+    /// Whether the member whose value is being written is money (`text::is_money_key`): its
+    /// numbers are written as `text::json_usd` rounds them, as `text::InertJson` does.
+    money: bool,
 }
 
 const SPACES: &[u8; 64] = b"                                                                ";
@@ -231,6 +234,11 @@ impl Pretty {
     }
 
     fn f64(&mut self, v: f64) {
+        let v = if self.money {
+            crate::text::json_usd(v)
+        } else {
+            v
+        };
         if v.is_finite() {
             self.out
                 .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
@@ -301,7 +309,10 @@ impl Compound<'_> {
         self.first = false;
         self.ser.string(key);
         self.ser.out.extend_from_slice(b": ");
-        v.serialize(&mut *self.ser)
+        self.ser.money = crate::text::is_money_key(key);
+        let r = v.serialize(&mut *self.ser);
+        self.ser.money = false;
+        r
     }
 
     fn close(self, close: u8) -> Result<()> {
@@ -536,11 +547,21 @@ impl ser::SerializeMap for Compound<'_> {
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
         self.ser.entry(self.first);
         self.first = false;
-        key.serialize(MapKey(&mut *self.ser))
+        let from = self.ser.out.len();
+        key.serialize(MapKey(&mut *self.ser))?;
+        // The key as written, quotes off: a money key is plain ASCII, never escaped.
+        let written = &self.ser.out[from..];
+        let plain = written
+            .get(1..written.len().saturating_sub(1))
+            .unwrap_or_default();
+        self.ser.money = std::str::from_utf8(plain).is_ok_and(crate::text::is_money_key);
+        Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
         self.ser.out.extend_from_slice(b": ");
-        v.serialize(&mut *self.ser)
+        let r = v.serialize(&mut *self.ser);
+        self.ser.money = false;
+        r
     }
     fn end(self) -> Result<()> {
         Compound::close(self, b'}')

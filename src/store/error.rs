@@ -96,10 +96,10 @@ pub enum StoreError {
     /// `retry`/`describe` of a run id the history does not hold.
     #[error("no run {0} in the history")]
     NoSuchRun(Uuid),
-    /// An operator action (retry, cancel, backfill, pause) the job's state does not allow; the
-    /// message says why and what would work.
+    /// An operator action (retry, cancel, backfill) the job's state does not allow: which rule
+    /// refused it, and what would work.
     #[error("{0}")]
-    Refused(String),
+    Refused(Refusal),
     /// An approval answer for a run that no longer waits for one (answered, timed out, ended):
     /// a fact of the moment, not bad input, so exit 1.
     #[error("{0}")]
@@ -315,7 +315,7 @@ impl StoreError {
             },
             StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
             StoreError::NoSuchRun(r) => StoreError::NoSuchRun(*r),
-            StoreError::Refused(w) => StoreError::Refused(w.clone()),
+            StoreError::Refused(r) => StoreError::Refused(r.clone()),
             StoreError::NotAwaiting(w) => StoreError::NotAwaiting(w.clone()),
             StoreError::BadPageToken(w) => StoreError::BadPageToken(w.clone()),
             StoreError::ChainCycle(c) => StoreError::ChainCycle(c.clone()),
@@ -358,6 +358,163 @@ impl StoreError {
 /// Every store operation's result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Why an operator action (retry, cancel, backfill) is refused, one variant per rule, each with
+/// what the message needs. Always bad input (exit 2): the same request cannot succeed until the
+/// job's state changes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// `retry` of a run id given with the name of a job it does not belong to.
+    #[error("run {run_id} belongs to job '{run_job}', not '{job}'")]
+    RunOfAnotherJob {
+        /// The run.
+        run_id: Uuid,
+        /// The job named.
+        job: String,
+        /// The job the run belongs to.
+        run_job: String,
+    },
+    /// `retry` of a run that did not fail, miss or get abandoned.
+    #[error(
+        "run {run_id} of '{job}' is {status}; only failed, abandoned and missed runs can be retried"
+    )]
+    NotRetryable {
+        /// The run.
+        run_id: Uuid,
+        /// Its job.
+        job: String,
+        /// Its status.
+        status: crate::model::Status,
+    },
+    /// `retry` of a run whose retry is queued already.
+    #[error("a retry of run {run_id} is already queued")]
+    RetryQueued {
+        /// The run.
+        run_id: Uuid,
+    },
+    /// The job's queue of manual runs is full.
+    #[error("job '{job}' already has {max} runs queued")]
+    QueueFull {
+        /// The job.
+        job: String,
+        /// How many runs a job may have queued.
+        max: usize,
+    },
+    /// `cancel` of a run of this job that is not the one running.
+    #[error("run {run_id} of '{job}' is not running (run {running} is)")]
+    OtherRunRunning {
+        /// The run named.
+        run_id: Uuid,
+        /// Its job.
+        job: String,
+        /// The run that is running.
+        running: Uuid,
+    },
+    /// `cancel` of a run of this job that is not running.
+    #[error("run {run_id} of '{job}' is not running")]
+    RunNotRunning {
+        /// The run named.
+        run_id: Uuid,
+        /// Its job.
+        job: String,
+    },
+    /// `cancel` by the run id of a run the store holds no live run of.
+    #[error("run {run_id} is not running")]
+    NoLiveRun {
+        /// The run named.
+        run_id: Uuid,
+    },
+    /// `cancel` of a job with no live run and nothing queued.
+    #[error("job '{job}' is not running and has nothing queued: nothing to cancel")]
+    NothingToCancel {
+        /// The job.
+        job: String,
+    },
+    /// `cancel` of a job with no live run.
+    #[error("job '{job}' is not running")]
+    JobNotRunning {
+        /// The job.
+        job: String,
+    },
+    /// A retired job cannot be retried or backfilled.
+    #[error("job '{job}' is retired ({reason}); it cannot be {what}")]
+    Retired {
+        /// The job.
+        job: String,
+        /// Its recorded reason.
+        reason: String,
+        /// What was asked ("retried", "backfilled").
+        what: &'static str,
+    },
+    /// A backfill window that ends before it starts.
+    #[error("--from {} is after --to {}", .from.to_rfc3339(), .to.to_rfc3339())]
+    WindowReversed {
+        /// The window's start.
+        from: chrono::DateTime<chrono::Utc>,
+        /// The window's end.
+        to: chrono::DateTime<chrono::Utc>,
+    },
+    /// A backfill window that ends in the future.
+    #[error(
+        "--to {} is in the future; backfill runs the slots of a past window",
+        .to.to_rfc3339()
+    )]
+    WindowInFuture {
+        /// The window's end.
+        to: chrono::DateTime<chrono::Utc>,
+    },
+    /// A backfill window without a slot not queued yet.
+    #[error(
+        "job '{job}' has no slot to backfill between {} and {}",
+        .from.to_rfc3339(),
+        .to.to_rfc3339()
+    )]
+    EmptyWindow {
+        /// The job.
+        job: String,
+        /// The window's start.
+        from: chrono::DateTime<chrono::Utc>,
+        /// The window's end.
+        to: chrono::DateTime<chrono::Utc>,
+    },
+    /// A backfill window with more unqueued slots than the queue has room for, some fitting.
+    #[error(
+        "the window holds {holds} slots of '{job}' not queued yet, but only {fits} more fit \
+         ({taken} of the {max} runs a job may have queued are taken); backfill up to --to {} \
+         now, and the rest once the queued runs have started",
+        .last_fit.to_rfc3339()
+    )]
+    WindowTooBig {
+        /// The job.
+        job: String,
+        /// How many slots the window holds ("more than N" past the count's bound).
+        holds: String,
+        /// How many fit.
+        fits: usize,
+        /// The last slot that fits.
+        last_fit: chrono::DateTime<chrono::Utc>,
+        /// Runs queued already.
+        taken: usize,
+        /// How many runs a job may have queued.
+        max: usize,
+    },
+    /// A backfill window with more unqueued slots than the queue has room for, none fitting.
+    #[error(
+        "the window holds {holds} slots of '{job}' not queued yet, but none fits ({taken} of \
+         the {max} runs a job may have queued are taken); backfill once the queued runs have \
+         started"
+    )]
+    QueueTaken {
+        /// The job.
+        job: String,
+        /// How many slots the window holds ("more than N" past the count's bound).
+        holds: String,
+        /// Runs queued already.
+        taken: usize,
+        /// How many runs a job may have queued.
+        max: usize,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,7 +554,11 @@ mod tests {
                 false,
             ),
             (StoreError::NoSuchRun(Uuid::nil()), 2, false),
-            (StoreError::Refused("not paused".into()), 2, false),
+            (
+                StoreError::Refused(Refusal::JobNotRunning { job: "j".into() }),
+                2,
+                false,
+            ),
             (
                 StoreError::BadLocation {
                     what: "not a URL".into(),

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::model::{HistoryRow, JobRecord, JobsFile, OwnerRecord, OwnerSeen, Settings};
 
 pub use crate::cost::SpendNow;
-pub use error::{StoreError, StoreResult};
+pub use error::{Refusal, StoreError, StoreResult};
 pub use plan::step::{AwaitStep, LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
@@ -396,7 +396,7 @@ pub trait Store: HistoryReader {
         };
         let job = self
             .job_of_run(run_id)?
-            .ok_or_else(|| StoreError::Refused(format!("run {run_id} is not running")))?;
+            .ok_or(StoreError::Refused(Refusal::NoLiveRun { run_id }))?;
         let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
         Ok((job, out))
     }

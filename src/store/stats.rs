@@ -106,17 +106,10 @@ pub struct Stats {
     pub jobs: Vec<StatsLine>,
 }
 
-/// Money in JSON: rounded to 9 decimal places, which drops the binary noise of sums
-/// (`0.30000000000000004`) and keeps every digit a price per million tokens produces. Zero is
-/// always `0.0`, never `-0.0`.
+/// Money in JSON: the one rule of every `--json` output ([`crate::text::json_usd`]: nine
+/// decimals, no negative zero).
 pub fn round_usd(x: f64) -> f64 {
-    let r = if x.is_finite() {
-        (x * 1e9).round() / 1e9
-    } else {
-        0.0
-    };
-    // -0.0 == 0.0: this turns a negative zero into a positive one.
-    if r == 0.0 { 0.0 } else { r }
+    crate::text::json_usd(x)
 }
 
 #[derive(Default)]

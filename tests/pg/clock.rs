@@ -274,3 +274,59 @@ fn slots_a_database_clock_decided_ahead_are_re_derived_at_the_next_heartbeat() {
     db.beat(&rec("h:2:real", Utc::now())).unwrap();
     assert_eq!(db.jobs().unwrap()[0].rt.next_slot, Some(next));
 }
+
+/// A store a database clock an hour ahead created (a job that never ran, a job whose `until`
+/// that clock passed): the next heartbeat on the real clock stores the first again from now and
+/// brings the second back to run its slots before `until`.
+#[test]
+fn jobs_a_database_clock_an_hour_ahead_stored_or_retired_come_back_at_the_next_heartbeat() {
+    let url = pg_db_or_skip!();
+    let ahead = open(&url, PgClock::Caller);
+    let t = Utc::now() + Duration::hours(1);
+    let mut u = conformance::every("u", 60);
+    u.until = Some(Utc::now() + Duration::minutes(10));
+    ahead
+        .apply(
+            &conformance::file(vec![conformance::every("fresh", 60), u]),
+            t,
+        )
+        .unwrap();
+    let o = conformance::claim(&ahead, "ahead", t + secs(5), 10);
+    assert!(o.claims.is_empty(), "{o:?}");
+    let by_name = |s: &PgStore, n: &str| {
+        s.jobs()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.def.name == n)
+            .unwrap()
+    };
+    assert!(by_name(&ahead, "u").rt.retired, "that clock passed `until`");
+    let json = serde_json::json!({
+        "owner": "h:1:ahead", "host": "h", "pid": 1, "version": "test",
+        "started_at": t, "last_seen": t, "clock_offset_ms": 0,
+    });
+    support::pg::exec(
+        &url,
+        &format!(
+            "INSERT INTO cronsole_owners (owner, last_seen, clock_offset_ms, record) \
+             VALUES ('h:1:ahead', '{}', 0, $j${json}$j$::jsonb)",
+            t.to_rfc3339()
+        ),
+    )
+    .unwrap();
+    let db = open(&url, PgClock::Database);
+    let before = Utc::now();
+    let mut beat = serde_json::from_value::<cronsole::model::OwnerRecord>(json).unwrap();
+    beat.owner = "h:2:real".into();
+    beat.last_seen = before;
+    db.beat(&beat).unwrap();
+    for name in ["fresh", "u"] {
+        let job = by_name(&db, name);
+        assert!(!job.rt.retired, "{name}: {:?}", job.rt);
+        let next = job.rt.next_slot.unwrap();
+        assert!(
+            next > before - secs(1) && next <= Utc::now() + secs(61),
+            "{name}: next slot {next}, re-derived at {before}"
+        );
+    }
+}

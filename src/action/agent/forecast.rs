@@ -44,6 +44,22 @@ pub struct ToolsForecast {
     pub max_turns_usd: Option<f64>,
 }
 
+impl ToolsForecast {
+    /// The loop's worst case in words, the one text `dry-run` and `describe` print: each
+    /// amount rounded up (a worst case is never under-stated), `unpriced` without a price.
+    pub fn worst_case_text(&self) -> String {
+        match (self.one_turn_usd, self.max_turns_usd) {
+            (Some(one), Some(all)) => format!(
+                "worst case: {} for one turn, {} for max_turns {}",
+                cost::usd_up(one),
+                cost::usd_up(all),
+                self.max_turns
+            ),
+            _ => "worst case: unpriced (the model has no price)".to_string(),
+        }
+    }
+}
+
 /// The forecast of `agent` offered `offered`, whose first prompt weighs `prompt_bytes`.
 pub fn forecast(
     agent: &AgentDef,
@@ -92,6 +108,29 @@ mod tests {
     use crate::testkit::tools::{MemorySource, text_output, toolbox};
     use serde_json::json;
     use std::sync::Arc;
+
+    /// `dry-run` and `describe` print one text for the worst case, rounded up: $0.000282 is
+    /// `$0.00029`, never `$0.00028` (which would under-state it), and $5.97243 is `$5.98`.
+    #[test]
+    fn the_worst_case_text_rounds_every_amount_up() {
+        let f = ToolsForecast {
+            tools: Vec::new(),
+            definition_tokens: 0,
+            max_turns: 10,
+            one_turn_usd: Some(0.000282),
+            max_turns_usd: Some(5.97243),
+        };
+        assert_eq!(
+            f.worst_case_text(),
+            "worst case: $0.00029 for one turn, $5.98 for max_turns 10"
+        );
+        let unpriced = ToolsForecast {
+            one_turn_usd: None,
+            max_turns_usd: None,
+            ..f
+        };
+        assert!(unpriced.worst_case_text().contains("unpriced"));
+    }
 
     #[test]
     fn the_worst_case_of_max_turns_grows_by_a_full_turn_each_turn() {

@@ -75,7 +75,7 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&pending)?);
+        println!("{}", crate::text::to_json_pretty(&pending)?);
         return Ok(ExitCode::SUCCESS);
     }
     if pending.is_empty() {

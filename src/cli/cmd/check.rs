@@ -23,7 +23,9 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
             crate::store::postgres::PgStore::open_existing(&location)?.check()?
         } else {
             let dir = Path::new(&location);
-            if !dir.is_dir() {
+            // A directory with none of a store's files is no store: said as every other
+            // read-only command says it, and nothing is written into it (not even the lock).
+            if !dir.is_dir() || !crate::store::file::holds_a_store(dir) {
                 return Err(bad_input(format!("no cronsole store at {location}")));
             }
             check_file_store(dir, DEFAULT_LOCK_WAIT)?

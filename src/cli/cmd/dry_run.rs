@@ -502,13 +502,8 @@ fn print_text(r: &DryRun) {
                 tool.definition_tokens
             );
         }
-        if let (Some(a), Some(b)) = (t.one_turn_usd, t.max_turns_usd) {
-            println!(
-                "        worst case: {} for one turn, {} for max_turns {}",
-                cost::usd_up(a),
-                cost::usd_up(b),
-                t.max_turns
-            );
+        if t.one_turn_usd.is_some() {
+            println!("        {}", t.worst_case_text());
         }
     }
     if r.sinks.is_empty() {

@@ -139,6 +139,9 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
         match &r.rt.pause_reason {
             Some(why) => parts.push(format!("paused: {}", one_line(why))),
             None if !r.def.enabled => parts.push("disabled in the jobs file".to_string()),
+            // STATE says what happens next (a queued or running run): the pause that holds
+            // every scheduled slot after it is said here, never hidden until the run is done.
+            None if state_text(r, now) != "paused" => parts.push("paused".to_string()),
             None => {}
         }
     }

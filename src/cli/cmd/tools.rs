@@ -127,7 +127,7 @@ pub fn tools(cli: &Cli, a: &ToolsArgs) -> Result<ExitCode> {
             .iter()
             .any(|g| !g.missing.is_empty() || !g.changed.is_empty());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", crate::text::to_json_pretty(&report)?);
     } else {
         print_text(&report);
     }
@@ -579,14 +579,11 @@ pub fn print_pinned(t: &PinnedTools) {
             names.join(", ")
         }
     );
-    let usd = |v: Option<f64>| v.map_or("unpriced".to_string(), crate::cost::usd);
     println!(
-        "{:<12} definitions {} tokens per turn; worst case one turn {}, {} turns {}",
+        "{:<12} definitions {} tokens per turn; {}",
         "",
         f.definition_tokens,
-        usd(f.one_turn_usd),
-        f.max_turns,
-        usd(f.max_turns_usd)
+        f.worst_case_text()
     );
     if !t.unpinned.is_empty() {
         println!(

@@ -81,7 +81,8 @@ impl FileStore {
     /// re-derivation tolerance, the clock went back: slots decided before may lie beyond what
     /// the schedules allow from now, and those jobs are not due, so the claim would never look
     /// at them. Every job with a wake-up after now is re-derived once, here (a full read of
-    /// the jobs, only after a step back). Paused jobs are re-derived when they resume.
+    /// the jobs, only after a step back), and so is every job without a wake-up (a job retired
+    /// for `until` by a clock ahead comes back). Paused jobs are re-derived when they resume.
     fn after_a_step_back(&self, l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
         let mark = match l.inner.clock_mark {
             Some(m) => m,
@@ -97,7 +98,7 @@ impl FileStore {
             crate::clock::step_words(mark - now).trim_start_matches('+'),
             now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
-        let names: Vec<String> = l
+        let mut names: Vec<String> = l
             .inner
             .jobs
             .wake_order(None)
@@ -105,6 +106,15 @@ impl FileStore {
             .filter(|(t, _)| *t > now)
             .map(|(_, n)| n)
             .collect();
+        // And the jobs with no wake-up at all, unleased: among them, those a clock ahead
+        // retired for `until` (it may still be ahead).
+        names.extend(
+            l.inner
+                .jobs
+                .iter()
+                .filter(|(_, s)| s.wake.is_none() && s.lease.is_none())
+                .map(|(n, _)| n.to_string()),
+        );
         let mut changed = Vec::new();
         for name in names {
             if !l.load(&name)? {

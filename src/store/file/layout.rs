@@ -27,6 +27,21 @@ pub const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
 /// How many failed-persist byte ranges of history a handle remembers (see `Inner::unacked`).
 pub(super) const UNACKED_RANGES: usize = 64;
 
+/// Whether `dir` holds any of a file store's own files: a directory with none of them is no
+/// store (not a damaged one), and a read-only command leaves it as it found it.
+pub fn holds_a_store(dir: &Path) -> bool {
+    [
+        VERSION_FILE,
+        SNAPSHOT_FILE,
+        JOURNAL_FILE,
+        SETTINGS_FILE,
+        HISTORY_FILE,
+        HISTORY_DIR,
+    ]
+    .iter()
+    .any(|f| dir.join(f).exists())
+}
+
 /// The directory of sealed segments.
 pub(super) const HISTORY_DIR: &str = "history";
 

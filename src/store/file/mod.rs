@@ -235,11 +235,13 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_clock;
+#[cfg(test)]
+mod tests_digest;
 
 pub use compaction::Compaction;
 pub use handle::FileStore;
 pub use index::INDEX_MIN_BYTES;
 pub(crate) use index::{IndexCheck, check_index};
 pub(crate) use layout::INDEX_FILE;
-pub use layout::{DEFAULT_KEEP_PER_JOB, DEFAULT_LOCK_WAIT, SEGMENT_BYTES};
+pub use layout::{DEFAULT_KEEP_PER_JOB, DEFAULT_LOCK_WAIT, SEGMENT_BYTES, holds_a_store};
 pub(crate) use record::head_agrees;

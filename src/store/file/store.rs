@@ -32,7 +32,7 @@ impl FileStore {
             plan::apply::ApplyStep::Unchanged => return Ok(false),
             plan::apply::ApplyStep::Updated => {
                 if let Some(c) = l.inner.hot.get_mut(&name) {
-                    c.sched = rules::slots::compile(&c.rec).ok();
+                    c.recompile();
                 }
                 false
             }

@@ -99,3 +99,40 @@ fn a_store_used_on_one_clock_is_never_re_derived() {
     }
     assert_eq!(next_slots(&s), vec![Some(t(1180))]);
 }
+
+/// A store created by an owner whose clock was an hour ahead, then set right: a job that never
+/// ran is stored again from the clock now (its first slot one interval on, not an hour), and
+/// a job that clock retired as its `until` passed comes back and runs before `until`.
+#[test]
+fn jobs_a_clock_an_hour_ahead_stored_or_retired_come_back_when_it_is_set_right() {
+    let dir = TempDir::new("fs-created-ahead");
+    let s = FileStore::open(&dir).unwrap();
+    let mut u = def("u");
+    u.until = Some(t(1500));
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a"), u],
+    };
+    let ahead = 1000 + 3600;
+    s.apply(&file, t(ahead)).unwrap();
+    let out = s.claim_at(t(ahead + 10), "o", 8);
+    assert!(out.claims.is_empty(), "{out:?}");
+    let retired = |s: &FileStore| {
+        s.jobs()
+            .unwrap()
+            .iter()
+            .find(|r| r.def.name == "u")
+            .unwrap()
+            .rt
+            .retired
+    };
+    assert!(retired(&s), "the clock ahead is past `until`");
+    let out = s.claim_at(t(1010), "o", 8);
+    assert!(out.claims.is_empty(), "{out:?}");
+    assert!(!retired(&s));
+    assert_eq!(next_slots(&s), vec![Some(t(1070)); 2]);
+    assert_eq!(s.next_wakeup(t(1010)).unwrap(), Some(t(1070)));
+    let out = s.claim_at(t(1070), "o", 8);
+    assert_eq!(out.claims.len(), 2, "{out:?}");
+    assert!(out.claims.iter().all(|c| c.slot == Some(t(1070))));
+}

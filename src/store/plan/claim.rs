@@ -36,7 +36,8 @@ use crate::store::rules::reasons::{
 use crate::store::rules::rows::is_generated;
 use crate::store::rules::runtime::{ClaimPlan, Evaluation, claim, retire};
 use crate::store::rules::slots::{
-    SLOT_COUNT_CAP, firing_slot, first_at_or_after, ms, rederive, restore_on_return, secs_f64,
+    SLOT_COUNT_CAP, compile, firing_slot, first_at_or_after, ms, rederive, restore_on_return,
+    secs_f64,
 };
 
 /// Look at one job at `now` for `owner`: misfire, retirement, claims. Leased jobs are left
@@ -51,6 +52,9 @@ pub fn evaluate(
     period: BudgetPeriod,
 ) -> Evaluation {
     let mut ev = Evaluation::default();
+    let anchor = rec.rt.anchor;
+    // A job retired for `until` by a clock ahead comes back first (`rules::slots::rederive`).
+    ev.changed |= rec.rt.retired && rederive_logged(rec, now);
     if rec.rt.retired {
         return after_retirement(rec, sched, now, owner, can_claim, period);
     }
@@ -66,6 +70,12 @@ pub fn evaluate(
     // moved that way come back once the clock is back where they were decided.
     ev.changed |= restore_logged(rec, now);
     ev.changed |= rederive_logged(rec, now);
+    // A job stored again from `now` (or given back the slots it was stored with) has a grid
+    // of another phase: the rest of the pass reads the schedule from its new anchor.
+    let fresh = (rec.rt.anchor != anchor)
+        .then(|| compile(rec).ok())
+        .flatten();
+    let sched = fresh.as_ref().unwrap_or(sched);
 
     // A 429 hold that has ended: slots before it are dropped silently.
     if let Some(h) = rec.rt.hold_until

@@ -40,7 +40,7 @@ use crate::schedule::{Compiled, ScheduleError};
 use super::overlap;
 use crate::store::rules::reasons::{OPERATOR_OWNER, REASON_QUEUED_CANCELLED};
 use crate::store::rules::slots::{compile, skip_to_future};
-use crate::store::{StoreError, StoreResult, TriggerOutcome};
+use crate::store::{Refusal, StoreError, StoreResult, TriggerOutcome};
 
 /// Longest pause reason kept (characters).
 pub const PAUSE_REASON_MAX: usize = 200;
@@ -230,8 +230,8 @@ pub fn bulk_step(
     }
 }
 
-fn invalid(msg: String) -> StoreError {
-    StoreError::Refused(msg)
+fn invalid(why: Refusal) -> StoreError {
+    StoreError::Refused(why)
 }
 
 /// Apply `edit` to `rec` at `now` (tests: no edit of theirs writes rows).
@@ -304,8 +304,7 @@ pub fn apply_edit_rows(
             } else {
                 None
             };
-            let changed =
-                set_paused(rec, *paused, now).map_err(|e| invalid(format!("job '{name}': {e}")))?;
+            let changed = set_paused(rec, *paused, now).map_err(StoreError::bad_def(&name))?;
             let reason_changed = rec.rt.pause_reason != reason;
             rec.rt.pause_reason = reason;
             let changed = changed || reason_changed;
@@ -323,30 +322,30 @@ fn queue_retry(
     let name = rec.def.name.clone();
     refuse_retired(rec, "retried")?;
     if row.job != name {
-        return Err(invalid(format!(
-            "run {} belongs to job '{}', not '{name}'",
-            row.run_id, row.job
-        )));
+        return Err(invalid(Refusal::RunOfAnotherJob {
+            run_id: row.run_id,
+            job: name,
+            run_job: row.job.clone(),
+        }));
     }
     if !matches!(
         row.status,
         Status::Failed | Status::Abandoned | Status::Missed
     ) {
-        return Err(invalid(format!(
-            "run {} of '{name}' is {}; only failed, abandoned and missed runs can be retried",
-            row.run_id, row.status
-        )));
+        return Err(invalid(Refusal::NotRetryable {
+            run_id: row.run_id,
+            job: name,
+            status: row.status,
+        }));
     }
     if rec.rt.queue.iter().any(|q| q.retry_of == Some(row.run_id)) {
-        return Err(invalid(format!(
-            "a retry of run {} is already queued",
-            row.run_id
-        )));
+        return Err(invalid(Refusal::RetryQueued { run_id: row.run_id }));
     }
     if rec.rt.queue.len() >= QUEUE_MAX {
-        return Err(invalid(format!(
-            "job '{name}' already has {QUEUE_MAX} runs queued"
-        )));
+        return Err(invalid(Refusal::QueueFull {
+            job: name,
+            max: QUEUE_MAX,
+        }));
     }
     rec.rt.queue.push(QueuedRun {
         trigger: Trigger::Retry,
@@ -375,12 +374,12 @@ fn cancel(
     if rec.rt.overlap.leases.is_empty()
         && let Some(lease) = rec.rt.lease.as_mut()
     {
-        if run.is_some_and(|r| r != lease.run_id) {
-            return Err(invalid(format!(
-                "run {} of '{name}' is not running (run {} is)",
-                run.map(|r| r.to_string()).unwrap_or_default(),
-                lease.run_id
-            )));
+        if let Some(r) = run.filter(|r| *r != lease.run_id) {
+            return Err(invalid(Refusal::OtherRunRunning {
+                run_id: r,
+                job: name,
+                running: lease.run_id,
+            }));
         }
         let run_id = lease.run_id;
         if lease.cancel_requested_at.is_some() {
@@ -393,13 +392,14 @@ fn cancel(
         return cancel_concurrent(rec, run, now);
     }
     if let Some(r) = run {
-        return Err(invalid(format!("run {r} of '{name}' is not running")));
+        return Err(invalid(Refusal::RunNotRunning {
+            run_id: r,
+            job: name,
+        }));
     }
     let n = rec.rt.queue.len() + usize::from(rec.rt.trigger_requested_at.is_some());
     if n == 0 {
-        return Err(invalid(format!(
-            "job '{name}' is not running and has nothing queued: nothing to cancel"
-        )));
+        return Err(invalid(Refusal::NothingToCancel { job: name }));
     }
     let mut dropped = Vec::with_capacity(n);
     if rec.rt.trigger_requested_at.take().is_some() {
@@ -428,22 +428,15 @@ fn queue_backfill(
     let name = rec.def.name.clone();
     refuse_retired(rec, "backfilled")?;
     if from > to {
-        return Err(invalid(format!(
-            "--from {} is after --to {}",
-            from.to_rfc3339(),
-            to.to_rfc3339()
-        )));
+        return Err(invalid(Refusal::WindowReversed {
+            from: *from,
+            to: *to,
+        }));
     }
     if *to > now {
-        return Err(invalid(format!(
-            "--to {} is in the future; backfill runs the slots of a past window",
-            to.to_rfc3339()
-        )));
+        return Err(invalid(Refusal::WindowInFuture { to: *to }));
     }
-    let sched = backfill_grid(
-        compile(rec).map_err(|e| invalid(format!("job '{name}': {e}")))?,
-        *from,
-    );
+    let sched = backfill_grid(compile(rec).map_err(StoreError::bad_def(&name))?, *from);
     let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
     let mut slots = Vec::new();
     let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
@@ -462,11 +455,11 @@ fn queue_backfill(
         t = sched.next_after(s);
     }
     if slots.is_empty() {
-        return Err(invalid(format!(
-            "job '{name}' has no slot to backfill between {} and {}",
-            from.to_rfc3339(),
-            to.to_rfc3339()
-        )));
+        return Err(invalid(Refusal::EmptyWindow {
+            job: name,
+            from: *from,
+            to: *to,
+        }));
     }
     let added = slots.len();
     rec.rt.queue.extend(slots.into_iter().map(|s| QueuedRun {
@@ -522,22 +515,22 @@ fn window_too_big(
     } else {
         holds.to_string()
     };
-    let queue = format!(
-        "{} of the {QUEUE_MAX} runs a job may have queued are taken",
-        rec.rt.queue.len()
-    );
+    let (job, taken, max) = (name.clone(), rec.rt.queue.len(), QUEUE_MAX);
     match fits.last() {
-        Some(last) => invalid(format!(
-            "the window holds {holds} slots of '{name}' not queued yet, but only {} more \
-             fit ({queue}); backfill up to --to {} now, and the rest once the queued runs \
-             have started",
-            fits.len(),
-            last.to_rfc3339()
-        )),
-        None => invalid(format!(
-            "the window holds {holds} slots of '{name}' not queued yet, but none fits \
-             ({queue}); backfill once the queued runs have started"
-        )),
+        Some(last) => invalid(Refusal::WindowTooBig {
+            job,
+            holds,
+            fits: fits.len(),
+            last_fit: *last,
+            taken,
+            max,
+        }),
+        None => invalid(Refusal::QueueTaken {
+            job,
+            holds,
+            taken,
+            max,
+        }),
     }
 }
 
@@ -562,13 +555,17 @@ fn backfill_grid(sched: Compiled, from: DateTime<Utc>) -> Compiled {
     }
 }
 
-fn refuse_retired(rec: &JobRecord, what: &str) -> Result<(), StoreError> {
+fn refuse_retired(rec: &JobRecord, what: &'static str) -> Result<(), StoreError> {
     if rec.rt.retired {
-        return Err(invalid(format!(
-            "job '{}' is retired ({}); it cannot be {what}",
-            rec.def.name,
-            rec.rt.retired_reason.as_deref().unwrap_or("retired")
-        )));
+        return Err(invalid(Refusal::Retired {
+            job: rec.def.name.clone(),
+            reason: rec
+                .rt
+                .retired_reason
+                .clone()
+                .unwrap_or_else(|| "retired".to_string()),
+            what,
+        }));
     }
     Ok(())
 }
@@ -583,7 +580,10 @@ fn cancel_concurrent(
     let name = rec.def.name.clone();
     if let Some(r) = run {
         let Some(lease) = rec.rt.lease_of_mut(r) else {
-            return Err(invalid(format!("run {r} of '{name}' is not running")));
+            return Err(invalid(Refusal::RunNotRunning {
+                run_id: r,
+                job: name,
+            }));
         };
         if lease.cancel_requested_at.is_some() {
             return Ok((false, EditOutcome::AlreadyCancelling { run_id: r }));
@@ -608,7 +608,7 @@ fn cancel_concurrent(
     match (first, any_live) {
         (Some(run_id), _) => Ok((true, EditOutcome::CancelRequested { run_id })),
         (None, Some(run_id)) => Ok((false, EditOutcome::AlreadyCancelling { run_id })),
-        (None, None) => Err(invalid(format!("job '{name}' is not running"))),
+        (None, None) => Err(invalid(Refusal::JobNotRunning { job: name })),
     }
 }
 

@@ -8,7 +8,8 @@
 //! not due for two days. Each heartbeat reads the database's clock (`clock_timestamp()` in the
 //! upsert): when it is further behind the latest this handle saw (at its first heartbeat: the
 //! newest heartbeat any owner's record holds) than the re-derivation tolerance, every unleased
-//! job with a next slot after it is locked (`FOR UPDATE SKIP LOCKED`), re-derived and written
+//! job with a next slot after it, and every job retired as its `until` passed (a clock ahead
+//! may have retired it), is locked (`FOR UPDATE SKIP LOCKED`), re-derived and written
 //! back in one transaction. With the caller's clock (tests) nothing is done here: decisions
 //! read the caller's clock, not the database's.
 
@@ -21,6 +22,7 @@ use super::db::{db_err, from_json};
 use super::handle::Inner;
 use super::tx::Notify;
 use crate::model::JobRecord;
+use crate::store::rules::reasons::RETIRED_UNTIL;
 use crate::store::rules::slots::AHEAD_TOLERANCE;
 use crate::store::{StoreResult, plan};
 
@@ -54,9 +56,11 @@ impl Inner {
         let rows = tx
             .query_typed(
                 "SELECT record FROM cronsole_jobs
-                 WHERE NOT retired AND lease_owner IS NULL AND next_slot > $1
+                 WHERE lease_owner IS NULL
+                   AND ((NOT retired AND next_slot > $1)
+                        OR (retired AND record->'rt'->>'retired_reason' = $2))
                  FOR UPDATE SKIP LOCKED",
-                &[(&now, Type::TIMESTAMPTZ)],
+                &[(&now, Type::TIMESTAMPTZ), (&RETIRED_UNTIL, Type::TEXT)],
             )
             .await
             .map_err(|e| db_err("reading jobs to re-derive", e))?;

@@ -25,14 +25,23 @@
 //!   row, when it is; so the job waits for the clock to pass them, as cron does for a clock set
 //!   back by less than three hours. Only an `every` grid's origin more than
 //!   [`AHEAD_TOLERANCE`] ahead moves back by whole intervals (same phase), which moves no slot.
-//! - A job that never ran follows the same rule for what its store decided (its `every` grid's
-//!   origin, its first slot): they move back only from more than [`CLOCK_FIX`] ahead, so a
-//!   clock set back for a while never gives a job a first slot before it was stored.
+//! - A job that never ran, stored by a clock more than [`FIRST_SLOT_FIX`] ahead of `now` (its
+//!   schedule's start lies that far ahead), is stored again from `now`: its first slot is the
+//!   one a job stored now gets. Nothing of it ran, so nothing can run twice, and a store
+//!   created under a clock an hour ahead would otherwise wait that hour in silence. The slots
+//!   it had are kept (`moved_back`) and come back if the clock returns to where it stored the
+//!   job before the job ran, so a clock set back by mistake and set right gives no job a first
+//!   slot before it was stored.
+//! - A job retired because its `until` passed, while `until` lies more than
+//!   [`AHEAD_TOLERANCE`] ahead of `now`, was retired by a clock ahead: it comes back and runs
+//!   its slots up to `until`, from the first after the last slot it ran (the rule above for a
+//!   last slot ahead applies: from `now` when that lies more than [`CLOCK_FIX`] ahead).
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::model::{JobDef, JobRecord, MovedBack};
-use crate::schedule::{Compiled, ScheduleError};
+use crate::schedule::{Compiled, ScheduleError, ScheduleSpec};
+use crate::store::rules::reasons::RETIRED_UNTIL;
 
 /// Cap on counting slots of one `missed`/overlap row (cron ranges are counted one by one).
 pub const SLOT_COUNT_CAP: u64 = 100_000;
@@ -76,9 +85,115 @@ pub const CLOCK_FIX: Duration = Duration::hours(3);
 /// never touched.
 pub(crate) fn rederive(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
     let rt = &rec.rt;
-    if rt.retired || rt.lease.is_some() || !rec.def.schedule.is_recurring() {
+    if rt.retired {
+        return unretire(rec, now);
+    }
+    if rt.lease.is_some() {
         return None;
     }
+    if rt.last_slot.is_none()
+        && !rt.recovery_pending
+        && let Some(what) = store_again(rec, now)
+    {
+        return Some(what);
+    }
+    if !rec.def.schedule.is_recurring() {
+        return None;
+    }
+    rederive_slots(rec, now)
+}
+
+/// How far ahead of `now` a job that never ran must have been stored (its schedule's start,
+/// [`stored_at`]) before `rederive` stores it again from `now`: a clock that far behind the one
+/// that stored it has been set back (or the other was ahead). Above the minute two owners
+/// within their offset bound may disagree by, and short enough that a store created under a
+/// clock an hour ahead does not wait the hour.
+pub const FIRST_SLOT_FIX: Duration = Duration::minutes(5);
+
+/// The instant a job's schedule starts from: the instant it was stored (or re-anchored), which
+/// is its anchor, except for `in`, whose anchor is its instant (stored + the delay).
+pub(crate) fn stored_at(def: &JobDef, anchor: DateTime<Utc>) -> DateTime<Utc> {
+    match def.schedule {
+        ScheduleSpec::In { seconds } => i64::try_from(seconds)
+            .ok()
+            .and_then(Duration::try_seconds)
+            .and_then(|d| anchor.checked_sub_signed(d))
+            .unwrap_or(anchor),
+        _ => anchor,
+    }
+}
+
+/// A job that never ran, stored more than [`FIRST_SLOT_FIX`] ahead of `now`: stored again from
+/// `now` (see the module doc), its slots kept in `moved_back`. `None` when it is left alone.
+fn store_again(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
+    let stored = stored_at(&rec.def, rec.rt.anchor);
+    if stored <= now + FIRST_SLOT_FIX {
+        return None;
+    }
+    let (anchor, first) = initial_slots(&rec.def, now).ok()?;
+    let next = if rec.def.run_immediately {
+        // As for a new job: the immediate fire stands for the instant it is stored.
+        Some(now.min(first.unwrap_or(now)))
+    } else {
+        first
+    };
+    let rt = &mut rec.rt;
+    if rt.moved_back.is_none() {
+        rt.moved_back = Some(MovedBack {
+            anchor: rt.anchor,
+            last_slot: None,
+            next_slot: rt.next_slot,
+        });
+    }
+    let what = format!(
+        "never ran, stored at {} by a clock {} ahead: first slot {} -> {}",
+        stamp(stored),
+        crate::clock::step_words(stored - now).trim_start_matches('+'),
+        rt.next_slot.map_or_else(|| "none".into(), stamp),
+        next.map_or_else(|| "none".into(), stamp)
+    );
+    rt.anchor = anchor;
+    rt.next_slot = next;
+    Some(what)
+}
+
+/// A job retired because its `until` passed, while `until` still lies more than
+/// [`AHEAD_TOLERANCE`] ahead of `now`: back, with its next slot the first after the last slot
+/// it ran and after `now` (re-derived from `now` when what it ran lies more than
+/// [`CLOCK_FIX`] ahead). Left retired when no slot is left before `until`.
+fn unretire(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
+    let rt = &rec.rt;
+    let until = rec.def.until?;
+    if rt.retired_reason.as_deref() != Some(RETIRED_UNTIL)
+        || rt.lease.is_some()
+        || !rec.def.schedule.is_recurring()
+        || until <= now + AHEAD_TOLERANCE
+    {
+        return None;
+    }
+    let sched = compile(rec).ok()?;
+    // What it ran reaches to its last slot, or the end of its last run (a coalesced fire
+    // stands for every slot up to its claim, though it names only the first).
+    let ran_to = [rt.last_slot, rt.last_run_at].into_iter().flatten().max();
+    let mut back = rec.clone();
+    back.rt.retired = false;
+    back.rt.retired_reason = None;
+    back.rt.next_slot = sched.next_after(ran_to.map_or(now, |r| r.max(now)));
+    let moved = rederive(&mut back, now);
+    let next = back.rt.next_slot.filter(|n| *n <= until)?;
+    *rec = back;
+    Some(format!(
+        "retired as `until` passed, but `until` {} is {} ahead of this clock: back, next slot {}{}",
+        stamp(until),
+        crate::clock::step_words(until - now).trim_start_matches('+'),
+        stamp(next),
+        moved.map_or_else(String::new, |m| format!(" ({m})"))
+    ))
+}
+
+/// [`rederive`] for a recurring job that is neither retired nor leased.
+fn rederive_slots(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
+    let rt = &rec.rt;
     // What a job that never ran was given when it was stored (its grid origin, its first slot)
     // is like a slot that ran: moved back only from more than `CLOCK_FIX` ahead. Within that,
     // the clock behind now may be the wrong one, and a first slot derived from it lies before
@@ -181,11 +296,17 @@ pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Opti
     let m = rec.rt.moved_back?;
     let sched = compile(rec).ok()?;
     let chosen = m.next_slot.and_then(|n| sched.prev_before(n));
-    let horizon = [m.last_slot, chosen]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(m.anchor);
+    // A job that had never run was moved back as a whole: the clock is back once it reaches
+    // the instant the job was stored at.
+    let horizon = if m.last_slot.is_none() {
+        stored_at(&rec.def, m.anchor)
+    } else {
+        [m.last_slot, chosen]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(m.anchor)
+    };
     if now < horizon {
         return None;
     }
@@ -206,9 +327,17 @@ pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Opti
         words.push(format!("last slot -> {}", stamp(l)));
         rt.last_slot = Some(l);
     }
+    // A job stored again while it had never run, that has run since and is on time on its
+    // new grid (its next slot not overdue by a step), keeps that grid: the clock that stored it
+    // first was the wrong one, and going back to its first slot would drop a slot of the grid
+    // it runs on. Overdue by more, the clock came back from a step back: the first slot stays.
+    let on_new_grid = m.last_slot.is_none()
+        && rt.last_slot.is_some()
+        && rt.next_slot.is_some_and(|c| c > now - FIRST_SLOT_FIX);
     if let Some(n) = m.next_slot
         && rt.next_slot.is_none_or(|c| c < n)
         && rt.lease.is_none()
+        && !on_new_grid
     {
         words.push(format!(
             "next slot {} -> {}",

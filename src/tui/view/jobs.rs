@@ -10,8 +10,8 @@
 //! another number), then to NAME up to its longest visible name, then to SCHEDULE up to its
 //! longest description, then to NAME up to 32; a paused job's reason follows its name; the mark column
 //! shows `!` for a job with an open alerted incident and `…` for one with runs queued; a job both
-//! alerted and paused shows both (`!‖`), the column widening to two cells only while a shown row
-//! needs them.
+//! alerted and paused shows both (`!‖`), as does one both queued and paused (`…‖`), the column
+//! widening to two cells only while a shown row needs them.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -173,6 +173,11 @@ fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {
             "!",
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         )
+    } else if (j.rt.trigger_requested_at.is_some() || j.rt.queued > 0)
+        && (j.rt.paused || !j.def.enabled)
+    {
+        // Both: the queued run still runs, and nothing scheduled follows it until resumed.
+        ("…‖", Style::new().fg(Color::Cyan))
     } else if j.rt.trigger_requested_at.is_some() || j.rt.queued > 0 {
         ("…", Style::new().fg(Color::Cyan))
     } else if j.rt.paused || !j.def.enabled {
@@ -484,6 +489,32 @@ mod tests {
         assert!(marks.iter().any(|m| m == "!‖"), "{marks:?}");
         let one = layout(120, Needs::default());
         assert_eq!(one.iter().find(|c| c.0 == Col::Mark).map(|c| c.2), Some(1));
+    }
+
+    /// A paused job with a trigger queued shows both marks: the queued run and the pause that
+    /// holds everything after it (the pause is never hidden behind `…`).
+    #[test]
+    fn a_paused_job_with_a_trigger_queued_shows_the_pause_too() {
+        let (mut snap, now) = crate::tui::testdata::fixed();
+        let i = snap
+            .jobs
+            .iter()
+            .position(|j| !j.rt.alerted && j.rt.lease.is_none() && !j.rt.retired)
+            .expect("a quiet fixture job");
+        snap.jobs[i].rt.trigger_requested_at = Some(now);
+        let mut rec = snap.jobs[i].clone();
+        let app = App::new(std::sync::Arc::new(snap.clone()), now);
+        assert_eq!(mark(&app, &rec).0, "…");
+        rec.rt.paused = true;
+        snap.jobs[i].rt.paused = true;
+        let app = App::new(std::sync::Arc::new(snap), now);
+        assert_eq!(mark(&app, &rec).0, "…‖");
+        let mut buf = Buffer::empty(Rect::new(0, 0, 120, 16));
+        render(&app, Rect::new(0, 0, 120, 16), &mut buf);
+        let marks: Vec<String> = (0..16)
+            .map(|y| (1..3).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect();
+        assert!(marks.iter().any(|m| m == "…‖"), "{marks:?}");
     }
 
     /// After a clock 2 days ahead was set right, a job's last run and next slot are dated

@@ -159,19 +159,90 @@ fn a_step_back_of_minutes_never_runs_the_slots_a_coalesced_fire_stood_for() {
     );
 }
 
+/// A job stored while the clock was two days ahead and never run: stored again from the clock
+/// now, so it waits one interval, not two days.
 #[test]
-fn an_every_job_stored_while_the_clock_was_ahead_keeps_its_phase() {
+fn an_every_job_stored_while_the_clock_was_ahead_is_stored_again_from_now() {
     let d = def("j");
     let mut r = new_record(d, t(T0 + 2 * DAY + 7)).unwrap();
     assert_eq!(r.rt.next_slot, Some(t(T0 + 2 * DAY + 67)));
     let ev = eval(&mut r, T0);
     assert!(ev.changed && ev.claim.is_none());
-    assert!(r.rt.anchor <= t(T0), "{:?}", r.rt.anchor);
-    // Same phase: slots at …07 past each minute, the first after now.
-    assert_eq!(r.rt.next_slot, Some(t(T0 + 7)));
+    assert_eq!(r.rt.anchor, t(T0));
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 60)));
     assert_eq!(r.rt.last_slot, None, "still never run");
-    let slot = eval(&mut r, T0 + 7).claim.expect("due").slot;
-    assert_eq!(slot, Some(t(T0 + 7)));
+    let slot = eval(&mut r, T0 + 60).claim.expect("due").slot;
+    assert_eq!(slot, Some(t(T0 + 60)));
+}
+
+/// A store created under a clock an hour ahead, then set right: no job that never ran waits
+/// the hour. Each gets the first slot a job stored now gets (`every 10s` in 10 s, a minute cron
+/// at the next minute, `in 1m` a minute on, a daily job tomorrow, not in an hour), with a log
+/// line; within five minutes ahead nothing moves.
+#[test]
+fn jobs_stored_an_hour_ahead_that_never_ran_start_from_the_clock_set_right() {
+    let ahead = T0 + 3600;
+    let now = T0 + 25;
+    let mk = |name: &str, spec: ScheduleSpec| {
+        let mut d = def(name);
+        d.schedule = spec;
+        new_record(d, t(ahead)).unwrap()
+    };
+    let mut e10 = mk("e10", ScheduleSpec::Every { every_seconds: 10 });
+    let mut c1 = mk(
+        "c1",
+        ScheduleSpec::Cron {
+            expr: "* * * * *".into(),
+            tz: "UTC".into(),
+        },
+    );
+    let mut in1m = mk("in1m", ScheduleSpec::In { seconds: 60 });
+    let mut daily = mk(
+        "d",
+        ScheduleSpec::Every {
+            every_seconds: DAY as u64,
+        },
+    );
+    let minute = |x: i64| (x / 60 + 1) * 60;
+    for (r, first) in [
+        (&mut e10, now + 10),
+        (&mut c1, minute(now)),
+        (&mut in1m, now + 60),
+        (&mut daily, now + DAY),
+    ] {
+        assert!(r.rt.next_slot > Some(t(ahead)), "{:?}", r.rt.next_slot);
+        let ev = eval(r, now);
+        assert!(
+            ev.changed && ev.claim.is_none() && ev.rows.is_empty(),
+            "{ev:?}"
+        );
+        assert_eq!(r.rt.next_slot, Some(t(first)), "{}", r.def.name);
+        assert!(r.rt.moved_back.is_some());
+        if first < ahead {
+            assert_eq!(run(r, first), Some(t(first)), "{}", r.def.name);
+        }
+    }
+    // A first slot after the instant the first clock stored the job at: by then that clock
+    // may have been the right one (set back by mistake, then set right), so the job keeps the
+    // first slot it was stored with, at most the step later than the one it was given.
+    let ev = eval(&mut daily, now + DAY);
+    assert!(ev.changed && ev.claim.is_none(), "{ev:?}");
+    assert_eq!(daily.rt.next_slot, Some(t(ahead + DAY)));
+    assert_eq!(run(&mut daily, ahead + DAY), Some(t(ahead + DAY)));
+    // On time on its new grid when the clock reaches the instant the first clock stored it
+    // at: the job keeps its grid (no slot of it dropped) and the kept slots are let go.
+    let mut at = now + 20;
+    while at <= ahead + 10 {
+        assert_eq!(run(&mut e10, at), Some(t(at)), "at {at}");
+        at += 10;
+    }
+    assert_eq!(e10.rt.moved_back, None);
+    assert_eq!(e10.rt.next_slot, Some(t(at)));
+    // Stored four minutes ahead (a clock a little off): left as it was.
+    let mut near = mk("n", ScheduleSpec::Every { every_seconds: 10 });
+    let before = near.clone();
+    assert!(!eval(&mut near, ahead - 240).changed);
+    assert_eq!(near, before);
 }
 
 #[test]
@@ -214,12 +285,13 @@ fn a_cron_job_and_a_paused_one_are_re_derived_and_one_shots_live_runs_are_not() 
 }
 
 /// Phantom slots: jobs stored moments before the clock went back an hour, then set
-/// right. None of them runs for a slot before it was stored; each fires at its first real slot.
+/// right. While the clock is behind they are stored again from it; set right, each gets back
+/// the first slot it was stored with. None of them runs for a slot before it was stored.
 #[test]
 fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
     let stored = T0 + 3600;
     let mut e = new_record(def("e"), t(stored)).unwrap();
-    let mut c = job("c", t(stored));
+    let mut c = new_record(def("c"), t(stored)).unwrap();
     c.def.schedule = ScheduleSpec::Cron {
         expr: "0 * * * *".into(),
         tz: "UTC".into(),
@@ -229,8 +301,8 @@ fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
     for r in [&mut e, &mut c] {
         let before = r.clone();
         let ev = eval(r, stored - 3600 + 15);
-        assert!(!ev.changed && ev.claim.is_none(), "{ev:?}");
-        assert_eq!(*r, before, "nothing moves while the clock is behind");
+        assert!(ev.changed && ev.claim.is_none(), "{ev:?}");
+        assert!(r.rt.next_slot < before.rt.next_slot, "{}", r.def.name);
         // Set right 20 s after the job was stored: its first slot has not come.
         let ev = eval(r, stored + 20);
         assert!(ev.claim.is_none() && ev.rows.is_empty(), "{ev:?}");
@@ -239,10 +311,46 @@ fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
         assert!(first > t(stored));
         assert_eq!(run(r, first.timestamp()), Some(first));
     }
-    // Stored more than three hours ahead: that clock was wrong, the job comes back (same phase).
+    // Stored more than three hours ahead: that clock was wrong, the job comes back.
     let mut far = new_record(def("f"), t(T0 + 4 * 3600 + 7)).unwrap();
     assert!(eval(&mut far, T0).changed);
-    assert_eq!(far.rt.next_slot, Some(t(T0 + 7)));
+    assert_eq!(far.rt.next_slot, Some(t(T0 + 60)));
+}
+
+/// A job retired as `until` passed by a clock two days ahead (its last run coalesced every
+/// slot up to there) comes back once the clock is set right and runs its real slots up to
+/// `until`; one whose `until` is within the minute stays retired.
+#[test]
+fn a_job_retired_for_until_by_a_clock_ahead_comes_back() {
+    let until = T0 + 600;
+    let mut r = job("u", t(T0));
+    r.def.until = Some(t(until));
+    assert_eq!(run(&mut r, T0), Some(t(T0)));
+    // Two days ahead: one coalesced run, then `until` has passed.
+    assert_eq!(run(&mut r, T0 + 2 * DAY), Some(t(T0 + 60)));
+    assert!(r.rt.retired, "{:?}", r.rt);
+    assert_eq!(
+        r.rt.retired_reason.as_deref(),
+        Some(crate::store::rules::reasons::RETIRED_UNTIL)
+    );
+    let gone = r.clone();
+    // Set right 70 s after the first run: back, next slot the first after now.
+    let ev = eval(&mut r, T0 + 70);
+    assert!(ev.changed && ev.claim.is_none(), "{ev:?}");
+    assert!(!r.rt.retired && r.rt.retired_reason.is_none());
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 120)));
+    let mut at = T0 + 120;
+    while at <= until {
+        assert_eq!(run(&mut r, at), Some(t(at)), "at {at}");
+        at += 60;
+    }
+    // Its last slot before `until` ran: retired for good.
+    assert!(r.rt.retired, "{:?}", r.rt);
+    assert!(!eval(&mut r, until + 61).changed);
+    // Set back to within the minute before `until`: it stays retired.
+    let mut near = gone;
+    assert!(!eval(&mut near, until - 30).changed);
+    assert!(near.rt.retired);
 }
 
 /// A whole-host step back of four hours undone twenty seconds later: the slot that ran just
