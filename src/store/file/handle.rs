@@ -6,6 +6,7 @@
 //! files' contents (`jobs.rs`, `history.rs` read and write them), opening (`open.rs`) or what
 //! an operation decides (the plans and policies).
 
+use crate::store::BackendError;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -263,10 +264,10 @@ impl FileStore {
             if std::time::Instant::now() >= deadline {
                 // Shown in tenths of a second ("20s", "1.1s"), not to the nanosecond.
                 let tenths = u64::try_from(start.elapsed().as_millis() / 100).unwrap_or(u64::MAX);
-                return Err(StoreError::LockTimeout {
+                return Err(StoreError::Backend(BackendError::LockTimeout {
                     file: lpath.to_path_buf(),
                     waited: Duration::from_millis(tenths.saturating_mul(100)),
-                });
+                }));
             }
         }
     }
