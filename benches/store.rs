@@ -45,6 +45,30 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64) {
     (med, p99)
 }
 
+/// This thread's time on a CPU and waiting for one, in ns (`/proc/thread-self/schedstat`; zeros
+/// where it is not available): what a claim's wall time was besides waiting for the disk.
+fn sched() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = text
+        .split_whitespace()
+        .map(|x| x.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// One claim's wall time split: on a CPU, waiting for one, and the rest (blocked: the disk),
+/// with the journal bytes it appended.
+fn split(wall: Duration, before: (u64, u64), journal_bytes: u64) -> String {
+    let (cpu, runq) = sched();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let (on, wait) = (ms(cpu - before.0), ms(runq - before.1));
+    let wall = wall.as_secs_f64() * 1e3;
+    format!(
+        "{wall:.2} ms (on a CPU {on:.2} ms, waiting for one {wait:.2} ms, blocked {:.2} ms; {:.2} MB appended to the journal)",
+        (wall - on - wait).max(0.0),
+        journal_bytes as f64 / 1e6
+    )
+}
+
 fn main() {
     let base = std::env::var("BENCH_DIR")
         .map(PathBuf::from)
@@ -56,11 +80,22 @@ fn main() {
         }
         return;
     }
+    if std::env::args().skip(1).any(|a| a == "claims") {
+        let sizes = std::env::var("STORE_CLAIM_SIZES").unwrap_or_else(|_| "10000".into());
+        let reps = std::env::var("STORE_CLAIM_REPS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(20);
+        for n in sizes.split(',').filter_map(|x| x.trim().parse().ok()) {
+            claims(&base, n, reps);
+        }
+        return;
+    }
     for n in [1_000usize, 10_000] {
         let dir = TempDir::new_in(&base, &format!("bench-store-{n}"));
         let store = FileStore::open(&dir).expect("open store");
         let due = 1_000.min(n);
-        // add: one job at a time (fsync included); the first `due` jobs are due at t(50).
+        // add: one job at a time (fsync included); the first `due` jobs are due at t(3 600).
         let mut adds = Vec::with_capacity(n);
         for i in 0..n {
             let now = if i < due { t(0) } else { t(100) };
@@ -70,18 +105,21 @@ fn main() {
             adds.push(s.elapsed());
         }
         let (am, ap) = stats(adds);
-        // claim: one call that takes the `due` due jobs.
+        // claim: one call that takes the `due` due jobs (an hour after they were stored; the
+        // others are due 100 s later).
+        let journal = dir.join("jobs.journal");
+        let (j0, t0) = (file_len(&journal), sched());
         let s = Instant::now();
         let out = store
             .claim_due(&ClaimRequest {
-                now: t(50),
+                now: t(3_650),
                 owner: "bench",
                 limit: due,
                 in_flight: &[],
                 clock_stepped: None,
             })
             .expect("claim");
-        let claim_ms = s.elapsed().as_secs_f64() * 1000.0;
+        let claim = split(s.elapsed(), t0, file_len(&journal) - j0);
         assert_eq!(out.claims.len(), due);
         // idle claim: nothing due, nothing changed.
         let mut idle = Vec::new();
@@ -89,7 +127,7 @@ fn main() {
             let s = Instant::now();
             let o = store
                 .claim_due(&ClaimRequest {
-                    now: t(60),
+                    now: t(3_660),
                     owner: "bench",
                     limit: 10,
                     in_flight: &[],
@@ -109,7 +147,7 @@ fn main() {
                 c.trigger,
                 c.slot,
                 "bench",
-                t(61),
+                t(3_661),
             );
             let s = Instant::now();
             store
@@ -117,7 +155,7 @@ fn main() {
                     job: c.job.def.name.clone(),
                     run_id: c.run_id,
                     owner: "bench".into(),
-                    now: t(61),
+                    now: t(3_661),
                     row,
                     state: None,
                     hold_until: None,
@@ -127,7 +165,7 @@ fn main() {
         }
         let (cm, cp) = stats(comps);
         println!(
-            "N={n:>6}  add median {am:.3} ms p99 {ap:.3} ms | claim {due} due {claim_ms:.2} ms | idle claim median {:.1} µs p99 {:.1} µs | complete median {cm:.3} ms p99 {cp:.3} ms",
+            "N={n:>6}  add median {am:.3} ms p99 {ap:.3} ms | claim {due} due {claim} | idle claim median {:.1} µs p99 {:.1} µs | complete median {cm:.3} ms p99 {cp:.3} ms",
             im * 1000.0,
             ip * 1000.0
         );
@@ -312,6 +350,7 @@ fn compaction(base: &std::path::Path, n: usize) {
             waits
         });
         std::thread::sleep(Duration::from_millis(200));
+        let (j0, t0) = (file_len(&journal), sched());
         let s = Instant::now();
         let out = store
             .claim_due(&ClaimRequest {
@@ -324,6 +363,7 @@ fn compaction(base: &std::path::Path, n: usize) {
             .expect("claim");
         let claim = s.elapsed();
         let claimed = Instant::now();
+        let claim_split = split(claim, t0, file_len(&journal).saturating_sub(j0));
         assert_eq!(out.claims.len(), 1_000);
         // The compaction is over when the new snapshot is in place (a background one may
         // still be writing it when the claim returns).
@@ -333,7 +373,7 @@ fn compaction(base: &std::path::Path, n: usize) {
         let swapped = s.elapsed();
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
-        (claim, h.join().expect("other"), swapped, s, claimed)
+        (claim_split, h.join().expect("other"), swapped, s, claimed)
     });
     longest_waits(&waits, started, claimed, swapped);
     let waits: Vec<Duration> = waits.into_iter().map(|(_, d)| d).collect();
@@ -341,11 +381,86 @@ fn compaction(base: &std::path::Path, n: usize) {
     let count = waits.len();
     let (med, p99) = stats(waits);
     println!(
-        "compaction, N={n}: claim of 1 000 due with a compaction pending {:.2} ms; new snapshot in place after {:.2} s ({:.1} MB); other owner's {count} claims meanwhile: median {med:.3} ms, p99 {p99:.3} ms, max {:.2} ms; load {}",
-        claim.as_secs_f64() * 1e3,
+        "compaction, N={n}: claim of 1 000 due with a compaction pending {claim}; new snapshot in place after {:.2} s ({:.1} MB); other owner's {count} claims meanwhile: median {med:.3} ms, p99 {p99:.3} ms, max {:.2} ms; load {}",
         swapped.as_secs_f64(),
         file_len(&snap) as f64 / 1e6,
         max.as_secs_f64() * 1e3,
+        loadavg()
+    );
+}
+
+/// `claims`: a store of `n` jobs (the compaction bench's: 1 000 `every 1h`, the rest `every 30d`),
+/// then `reps` times, an hour apart: one claim that takes the 1 000 due jobs, and their
+/// completions as one batch. Printed: the claims' wall times (median, max) and where the time
+/// went on average (on a CPU, waiting for one, blocked), and the journal bytes each appended.
+fn claims(base: &std::path::Path, n: usize, reps: usize) {
+    let dir = TempDir::new_in(base, &format!("bench-claims-{n}"));
+    let store = FileStore::open(&dir).expect("open store");
+    let s0 = Instant::now();
+    store
+        .apply_each(
+            &cronsole::model::Settings::default(),
+            &mut |sink| (0..n).try_for_each(|i| sink(compaction_def(i, 0))),
+            t(0),
+        )
+        .expect("apply");
+    let built = s0.elapsed();
+    let journal = dir.join("jobs.journal");
+    let (mut walls, mut on, mut wait, mut bytes) = (Vec::new(), 0u64, 0u64, 0u64);
+    for r in 0..reps {
+        let now = t(3_650 + 3_600 * r as i64);
+        let (j0, t0) = (file_len(&journal), sched());
+        let s = Instant::now();
+        let out = store
+            .claim_due(&ClaimRequest {
+                now,
+                owner: "bench",
+                limit: 1_000,
+                in_flight: &[],
+                clock_stepped: None,
+            })
+            .expect("claim");
+        walls.push(s.elapsed());
+        let t1 = sched();
+        (on, wait) = (on + t1.0 - t0.0, wait + t1.1 - t0.1);
+        bytes += file_len(&journal).saturating_sub(j0);
+        assert_eq!(out.claims.len(), 1_000);
+        let done = now + chrono::Duration::seconds(1);
+        let cs = out
+            .claims
+            .iter()
+            .map(|c| Completion {
+                job: c.job.def.name.clone(),
+                run_id: c.run_id,
+                owner: "bench".into(),
+                now: done,
+                row: HistoryRow::new(
+                    &c.job.def.name,
+                    Status::Succeeded,
+                    c.trigger,
+                    c.slot,
+                    "bench",
+                    done,
+                ),
+                state: None,
+                hold_until: None,
+            })
+            .collect();
+        for r in store.complete_many(cs) {
+            r.expect("complete");
+        }
+    }
+    let k = reps.max(1) as f64;
+    let max = walls.iter().max().copied().unwrap_or_default();
+    let (med, _) = stats(walls.clone());
+    let mean = walls.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / k;
+    let (on, wait) = (on as f64 / 1e6 / k, wait as f64 / 1e6 / k);
+    println!(
+        "claims, N={n} (built in {:.1} s): {reps} claims of 1 000 due: median {med:.2} ms, max {:.2} ms; mean {mean:.2} ms = on a CPU {on:.2} ms + waiting for one {wait:.2} ms + blocked {:.2} ms; {:.2} MB appended each; load {}",
+        built.as_secs_f64(),
+        max.as_secs_f64() * 1e3,
+        (mean - on - wait).max(0.0),
+        bytes as f64 / 1e6 / k,
         loadavg()
     );
 }

@@ -601,6 +601,19 @@ impl<F> InertJson<F> {
     }
 }
 
+/// Seconds in a reason or a message: to the tenth, without a trailing `.0` (`5`, `2.5`), and
+/// to the hundredth below a second. A bound the run's deadline cut short is 4.997356349 s,
+/// and its nine decimals say nothing more than "5".
+pub fn secs_words(secs: f64) -> String {
+    let scale = if secs.abs() < 1.0 { 100.0 } else { 10.0 };
+    let r = (secs * scale).round() / scale;
+    if !r.is_finite() {
+        return secs.to_string();
+    }
+    // `Display` of an f64 prints the shortest form that reads back: 5.0 as `5`, 2.5 as `2.5`.
+    if r == 0.0 { "0".into() } else { r.to_string() }
+}
+
 /// Decimals every money amount keeps in JSON output: nine, which drops the binary noise of sums
 /// (`0.30000000000000004`) and keeps every digit a price per million tokens produces.
 pub const JSON_USD_DECIMALS: i32 = 9;
@@ -843,6 +856,21 @@ mod url_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_in_words_drop_the_noise_of_a_cut_bound() {
+        assert_eq!(secs_words(4.997356349), "5");
+        assert_eq!(secs_words(5.0), "5");
+        assert_eq!(secs_words(2.54), "2.5");
+        assert_eq!(secs_words(0.25), "0.25");
+        assert_eq!(secs_words(0.0004), "0");
+        assert_eq!(secs_words(86_400.0), "86400");
+        let e = crate::action::llm::LlmError::Timeout {
+            url: "http://127.0.0.1:1/v1".into(),
+            secs: 4.997356349,
+        };
+        assert!(e.to_string().contains("within 5s (per-attempt"), "{e}");
+    }
 
     fn console_inert(s: &str) -> bool {
         !s.chars().any(is_unsafe)

@@ -320,7 +320,7 @@ async fn post_json(
         Ok(r) => r,
         Err(_) => Err(format!(
             "no answer within {}s (delivery timeout)",
-            timeout.as_secs_f64()
+            crate::text::secs_words(timeout.as_secs_f64())
         )),
     }
 }

@@ -108,6 +108,11 @@ pub struct EngineConfig {
     /// tests whose injected clock is nowhere near the store's; `cronsole` sets
     /// a quarter of the shortest lease, at most 60 s, unless told otherwise.
     pub max_clock_offset: Option<StdDuration>,
+    /// With no bound (`max_clock_offset` `None`): an owner whose clock is ahead of the store's
+    /// by more than this claims nothing new, and says so. It would read every other owner's
+    /// live lease as expired and take its runs over. `cronsole run --max-clock-offset off` sets
+    /// the shortest lease; `None`: no check at all.
+    pub ahead_limit: Option<StdDuration>,
 }
 
 impl EngineConfig {
@@ -125,6 +130,7 @@ impl EngineConfig {
             change_signal: true,
             signal_min_interval: StdDuration::from_millis(20),
             max_clock_offset: None,
+            ahead_limit: None,
         }
     }
 }

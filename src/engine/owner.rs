@@ -38,6 +38,9 @@ pub const BEAT_EVERY: StdDuration = StdDuration::from_secs(5);
 pub(super) struct Beat {
     record: OwnerRecord,
     bound: Option<StdDuration>,
+    /// With no bound: how far ahead of the store's clock this owner may be before it stops
+    /// claiming (`EngineConfig::ahead_limit`).
+    ahead_limit: Option<StdDuration>,
     /// When the next heartbeat is due.
     pub(super) next: tokio::time::Instant,
     /// Why claims are refused for this owner's clock (`None`: within the bound, or unknown).
@@ -45,7 +48,12 @@ pub(super) struct Beat {
 }
 
 impl Beat {
-    pub(super) fn new(owner: &str, started_at: DateTime<Utc>, bound: Option<StdDuration>) -> Beat {
+    pub(super) fn new(
+        owner: &str,
+        started_at: DateTime<Utc>,
+        bound: Option<StdDuration>,
+        ahead_limit: Option<StdDuration>,
+    ) -> Beat {
         let mut parts = owner.splitn(3, ':');
         let host = parts.next().unwrap_or_default().to_string();
         Beat {
@@ -62,6 +70,7 @@ impl Beat {
                 signed_off: None,
             },
             bound,
+            ahead_limit,
             next: tokio::time::Instant::now(),
             refused: None,
         }
@@ -97,13 +106,19 @@ impl Beat {
         }
         self.record.clock_offset_ms = offset;
         health.send_modify(|h| h.clock_offset_ms = Some(offset));
-        let Some(bound) = self.bound else {
-            return false;
+        // With no bound, only a clock ahead by more than a lease is refused: it would read
+        // live leases as expired and take their runs over.
+        let (bound, off) = match (self.bound, self.ahead_limit) {
+            (Some(b), _) => (b, surely_beyond(offset, round_trip, b)),
+            (None, Some(l)) => (l, surely_beyond(offset, round_trip, l) && offset > 0),
+            (None, None) => return false,
         };
-        let off = surely_beyond(offset, round_trip, bound);
         let was = self.refused.is_some();
         if off {
-            let why = refusal(offset, bound);
+            let why = match self.bound {
+                Some(_) => refusal(offset, bound),
+                None => refusal_ahead(offset, bound),
+            };
             if !was {
                 tracing::error!(clock_offset_ms = offset, "{why}");
                 let _ = ev_tx.send(Event::Notice(why.clone()));
@@ -206,6 +221,18 @@ pub(super) fn refusal(offset_ms: i64, bound: StdDuration) -> String {
     )
 }
 
+/// The words of a refusal with no bound (`--max-clock-offset off`): this owner is ahead of the
+/// store by more than a lease.
+pub(super) fn refusal_ahead(offset_ms: i64, lease: StdDuration) -> String {
+    format!(
+        "this host's clock is {} the store's, more than the shortest lease ({}): with \
+         --max-clock-offset off it would take over other owners' live runs as expired, so claims \
+         stopped until it is back; runs in flight go on. Fix the clock (NTP)",
+        signed(offset_ms),
+        secs(lease.as_millis() as i64)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +245,12 @@ mod tests {
         assert!(w.contains("claims stopped") && w.contains("NTP"), "{w}");
         assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead of the"));
         assert!(refusal(1, StdDuration::from_millis(2500)).contains("2.5s"));
+        let w = refusal_ahead(60_000, StdDuration::from_secs(30));
+        assert!(w.contains("60.0s ahead of the store's"), "{w}");
+        assert!(
+            w.contains("shortest lease (30s)") && w.contains("off"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -174,6 +174,18 @@ impl RunTask {
         // on the row) does not make it last two days or a negative time.
         let end = crate::clock::Reading::of(self.clock.as_ref());
         row.duration_ms = u64::try_from(end.passed_since(&reading).as_millis()).unwrap_or(u64::MAX);
+        // A wall clock stepped back during the run would date its end before its start, and
+        // every view sorting by the end would list it before older rows: the end is then the
+        // start plus the time that passed (the step is said on the row).
+        if row.finished_at < row.started_at {
+            let passed = chrono::Duration::milliseconds(
+                i64::try_from(row.duration_ms).unwrap_or(i64::MAX / 2),
+            );
+            row.finished_at = row
+                .started_at
+                .checked_add_signed(passed)
+                .unwrap_or(row.started_at);
+        }
         if let Some(step) = end.step_since(&reading) {
             row.clock_stepped = Some(crate::clock::step_words(step));
         } else {

@@ -56,6 +56,33 @@ async fn an_owner_whose_clock_is_off_claims_nothing_until_it_is_back() {
     rig.stop().await;
 }
 
+/// With no bound (`--max-clock-offset off`, one host whose clock is the store's), an owner
+/// whose clock is in fact a minute ahead of the store's (leases 30 s) would read every live
+/// lease as expired and take its run over: it claims nothing, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_bound_an_owner_ahead_by_more_than_a_lease_claims_nothing() {
+    let opts = RigOpts {
+        start: Utc::now() + chrono::Duration::seconds(60),
+        max_clock_offset: None,
+        ahead_limit: Some(StdDuration::from_secs(30)),
+        ..Default::default()
+    };
+    let rig = Rig::start("clock-ahead-off", YAML, opts).await;
+    let health = rig.handle.health.clone();
+    wait_until_async("the clock refusal", StdDuration::from_secs(10), || {
+        health.borrow().clock_refused.is_some()
+    })
+    .await;
+    let why = health.borrow().claims_stopped_because().expect("a reason");
+    assert!(
+        why.contains("ahead of the store's") && why.contains("--max-clock-offset off"),
+        "{why}"
+    );
+    settle_engine(&rig.handle).await;
+    assert!(rig.rows("tick").is_empty(), "{:?}", rig.rows("tick"));
+    rig.stop().await;
+}
+
 /// A run in flight when its owner's clock steps 40 s back (its lease 2 s): the owner stops
 /// claiming, but its renewals extend the lease from the store's clock as its last heartbeat
 /// read it, carried on the monotonic clock, so the lease never looks ended to an owner on the
@@ -110,6 +137,14 @@ async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
     // About 40 s (the ticker's last reading before the step was up to 20 ms old).
     let step = rows[0].clock_stepped.as_deref().unwrap_or_default();
     assert!(["-39s", "-40s"].contains(&step), "{rows:#?}");
+    // The row never ends before it starts: its end is its start plus the time that passed.
+    let r = &rows[0];
+    assert!(r.duration_ms >= 4000, "{r:#?}");
+    assert_eq!(
+        (r.finished_at - r.started_at).num_milliseconds(),
+        r.duration_ms as i64,
+        "{r:#?}"
+    );
     // The heartbeat after the step (every 5 s, maybe after the run ended) stops claims.
     let health = rig.handle.health.clone();
     wait_until_async("the clock refusal", StdDuration::from_secs(10), || {

@@ -56,6 +56,8 @@ pub struct RigOpts {
     pub tools: Option<Arc<dyn cronsole::testkit::internals::action::tools::ToolboxBuilder>>,
     /// The engine's bound on its clock's offset from the store's (none when unset).
     pub max_clock_offset: Option<StdDuration>,
+    /// `EngineConfig::ahead_limit`.
+    pub ahead_limit: Option<StdDuration>,
 }
 
 impl Default for RigOpts {
@@ -66,6 +68,7 @@ impl Default for RigOpts {
             stored: None,
             tools: None,
             max_clock_offset: None,
+            ahead_limit: None,
         }
     }
 }
@@ -91,6 +94,7 @@ impl Rig {
         cfg.snapshot_min_interval = StdDuration::from_millis(20);
         cfg.shutdown_grace = StdDuration::from_secs(5);
         cfg.max_clock_offset = opts.max_clock_offset;
+        cfg.ahead_limit = opts.ahead_limit;
         let env = opts.env;
         let mut deps = run_deps(Arc::new(move |k: &str| env.get(k).cloned()), tiny_backoff());
         if let Some(tools) = opts.tools {

@@ -51,7 +51,7 @@ pub enum LlmError {
         url: String,
         body: String,
     },
-    #[error("no reply from {url} within {secs}s (per-attempt timeout)")]
+    #[error("no reply from {url} within {}s (per-attempt timeout)", crate::text::secs_words(*.secs))]
     Timeout { url: String, secs: f64 },
     #[error("request to {url} failed: {message}")]
     Transport {

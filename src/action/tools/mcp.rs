@@ -366,7 +366,7 @@ impl McpSource {
             .map_err(|_| {
                 unreachable(format!(
                     "no answer to the session's start within {}s",
-                    timeout.as_secs_f64()
+                    crate::text::secs_words(timeout.as_secs_f64())
                 ))
             })?
             .map_err(|e| {
@@ -595,7 +595,7 @@ fn unlisted_why(r: Option<tokio::time::error::Elapsed>, timeout: Duration) -> St
     match r {
         Some(_) => format!(
             "it did not answer tools/list within {}s",
-            timeout.as_secs_f64()
+            crate::text::secs_words(timeout.as_secs_f64())
         ),
         None => "it could not list its tools".to_string(),
     }
@@ -671,7 +671,7 @@ impl ToolSource for McpSource {
                 .map_err(|_| {
                     self.protocol_error(format!(
                         "tools/list did not finish within {}s",
-                        self.list_timeout.as_secs_f64()
+                        crate::text::secs_words(self.list_timeout.as_secs_f64())
                     ))
                 })?
         })
@@ -800,7 +800,10 @@ async fn tcp_probe(url: &str, timeout: Duration) -> Option<String> {
     match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host.as_str(), port))).await {
         Ok(Ok(_)) => None,
         Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some(format!("no answer within {}s", bound.as_secs_f64())),
+        Err(_) => Some(format!(
+            "no answer within {}s",
+            crate::text::secs_words(bound.as_secs_f64())
+        )),
     }
 }
 

@@ -102,20 +102,28 @@ impl ClockBound {
         match self {
             ClockBound::Off => None,
             ClockBound::Fixed(d) => Some(d),
-            ClockBound::Auto => {
-                let lease = jobs
-                    .and_then(|l| {
-                        l.file
-                            .jobs
-                            .iter()
-                            .map(|j| j.lease_seconds)
-                            .min_by(f64::total_cmp)
-                    })
-                    .unwrap_or(config::defaults::LEASE_SECONDS);
-                Some(engine::default_max_clock_offset(lease))
-            }
+            ClockBound::Auto => Some(engine::default_max_clock_offset(shortest_lease(jobs))),
         }
     }
+
+    /// With `off`, how far ahead of the store's clock this owner may be (the shortest lease):
+    /// further, it would take over live runs as expired.
+    fn ahead_limit(self, jobs: Option<&config::Loaded>) -> Option<std::time::Duration> {
+        (self == ClockBound::Off)
+            .then(|| std::time::Duration::from_secs_f64(shortest_lease(jobs).clamp(0.001, 1e9)))
+    }
+}
+
+/// The jobs file's shortest `lease_seconds` (the default lease's without a jobs file).
+fn shortest_lease(jobs: Option<&config::Loaded>) -> f64 {
+    jobs.and_then(|l| {
+        l.file
+            .jobs
+            .iter()
+            .map(|j| j.lease_seconds)
+            .min_by(f64::total_cmp)
+    })
+    .unwrap_or(config::defaults::LEASE_SECONDS)
 }
 
 /// Longest `--for`: the schedule grammar's 100-year cap.
@@ -308,6 +316,7 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         };
         cfg.shutdown_grace = opts.grace;
         cfg.max_clock_offset = opts.max_clock_offset.resolve(loaded.as_ref());
+        cfg.ahead_limit = opts.max_clock_offset.ahead_limit(loaded.as_ref());
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
         // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection

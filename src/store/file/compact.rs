@@ -350,8 +350,7 @@ impl Writer<'_> {
             self.out.buf.push(b'\n');
         } else {
             let c = Cached::from_entry(entry_of(path, f, loc, name, line)?);
-            c.encode(name, self.acct, &mut self.out.buf)?;
-            idx = Some(c.idx());
+            idx = Some(c.encode(name, self.acct, &mut self.out.buf)?);
         }
         let written = &self.out.buf[b0..self.out.buf.len() - 1];
         let crc = filefmt::line_crc(written);

@@ -302,6 +302,7 @@ pub(super) fn set_index(inner: &mut Inner, name: &str, loc: Option<Loc>, idx: Id
         at: idx.at,
         lease: idx.lease,
         spend: idx.spend,
+        def: idx.def,
     };
     inner.jobs.set(name, slim);
     if idx.chained {

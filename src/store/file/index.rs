@@ -15,9 +15,10 @@
 //!
 //! Layout (little-endian): `cronsole jobs.index 1\n`, store id (u16 length + bytes), generation
 //! (u64), header CRC (u32); then one entry per job: name (u16 length + bytes), offset (u64),
-//! length (u32), line checksum (u32), flags (u8: wake, lease, at, at.seg, chained, spend), then
-//! the fields the flags name (wake: i64 seconds + u32 nanoseconds; lease: 16 bytes; at: inode,
-//! offset [, segment] as u64; spend: u32 length + the counters as JSON); then the tail: entries
+//! length (u32), line checksum (u32), flags (u8: wake, lease, at, at.seg, chained, spend, def),
+//! then the fields the flags name (wake: i64 seconds + u32 nanoseconds; lease: 16 bytes; at:
+//! inode, offset [, segment] as u64; spend: u32 length + the counters as JSON; def: the
+//! definition digest, u64); then the tail: entries
 //! (u64), snapshot length (u64) and the CRC-32 of every byte before it (u32). Binary because
 //! opening parses it for every job: ~60 bytes a job, no text to scan.
 //!
@@ -67,6 +68,9 @@ const F_AT: u8 = 4;
 const F_AT_SEG: u8 = 8;
 const F_CHAINED: u8 = 16;
 const F_SPEND: u8 = 32;
+/// A reader that predates this flag refuses the entry, so the whole index (it then reads the
+/// snapshot): an index written with it is never misread.
+const F_DEF: u8 = 64;
 
 /// The snapshot an index belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +202,9 @@ impl<'a> IndexWriter<'a> {
         if idx.spend.is_some() {
             flags |= F_SPEND;
         }
+        if idx.def.is_some() {
+            flags |= F_DEF;
+        }
         b.push(flags);
         if let Some(w) = idx.wake {
             b.extend_from_slice(&w.timestamp().to_le_bytes());
@@ -222,6 +229,9 @@ impl<'a> IndexWriter<'a> {
             })?;
             b.extend_from_slice(&n.to_le_bytes());
             b.extend_from_slice(&json);
+        }
+        if let Some(d) = idx.def {
+            b.extend_from_slice(&d.get().to_le_bytes());
         }
         self.count += 1;
         if self.buf.len() >= SPILL {
@@ -495,7 +505,7 @@ impl<'b> Reader<'b> {
         let len = self.u32().ok()?;
         let crc = self.u32().ok()?;
         let flags = self.take(1).ok()?[0];
-        if flags & !(F_WAKE | F_LEASE | F_AT | F_AT_SEG | F_CHAINED | F_SPEND) != 0 {
+        if flags & !(F_WAKE | F_LEASE | F_AT | F_AT_SEG | F_CHAINED | F_SPEND | F_DEF) != 0 {
             return None;
         }
         let wake = if flags & F_WAKE != 0 {
@@ -536,6 +546,11 @@ impl<'b> Reader<'b> {
         } else {
             None
         };
+        let def = if flags & F_DEF != 0 {
+            Some(super::record::DefDigest::new(self.u64().ok()?)?)
+        } else {
+            None
+        };
         Some(Entry {
             name,
             off,
@@ -550,6 +565,7 @@ impl<'b> Reader<'b> {
                 // Not kept per line: the journal header written with the snapshot holds the
                 // store's accounted mark (`Inner::acct`).
                 acct: None,
+                def,
             },
         })
     }

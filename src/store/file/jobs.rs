@@ -608,13 +608,13 @@ impl Locked<'_> {
                 c.rows_to = Some(rows_to);
             }
             let from = buf.len();
-            c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
+            let idx = c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
             let len = u32::try_from(buf.len() - from - 1).map_err(|_| {
                 StoreError::Backend(BackendError::OverFormatLimit(format!(
                     "job '{n}': line over 4 GiB"
                 )))
             })?;
-            placed.push((n, from as u64, len, c.idx()));
+            placed.push((n, from as u64, len, idx));
         }
         self.inner.journal.append(&jpath, &buf)?;
         // The append's fdatasync made every byte of the file durable, other processes' too.
@@ -726,8 +726,7 @@ impl Locked<'_> {
             let mut idx = None;
             match (slim.loc, inner.hot.get(name)) {
                 (None, Some(c)) => {
-                    c.encode(name, inner.acct, &mut out.buf)?;
-                    idx = Some(c.idx());
+                    idx = Some(c.encode(name, inner.acct, &mut out.buf)?);
                 }
                 (None, None) => {
                     return Err(StoreError::Backend(BackendError::IndexMismatch {
@@ -745,8 +744,7 @@ impl Locked<'_> {
                     } else {
                         let e = entry_of(path, f, at, name, line)?;
                         let c = Cached::from_entry(e);
-                        c.encode(name, inner.acct, &mut out.buf)?;
-                        idx = Some(c.idx());
+                        idx = Some(c.encode(name, inner.acct, &mut out.buf)?);
                     }
                 }
             }
@@ -873,6 +871,7 @@ pub(super) fn load_index(
             at: e.idx.at,
             lease: e.idx.lease,
             spend: e.idx.spend,
+            def: e.idx.def,
         };
         // `decode` checked the order: a push cannot be refused.
         jobs.borrow_mut().push(e.name, slim);
@@ -920,6 +919,7 @@ pub(super) fn rewrite_index(
             spend: slim.spend.clone(),
             // The store's mark is in the journal header written with this snapshot.
             acct: None,
+            def: slim.def,
         };
         ix.push(name, loc.off, loc.len as usize, loc.crc, &idx)?;
     }
@@ -1439,6 +1439,7 @@ mod tests {
                 chained: l.inner.chained.contains(name),
                 spend: slim.spend.clone(),
                 acct: None,
+                def: slim.def,
             };
             assert_eq!(indexed, full, "job {name}");
             if let Some(w) = slim.wake {

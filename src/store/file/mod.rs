@@ -235,6 +235,8 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_clock;
+#[cfg(test)]
+mod tests_digest;
 
 pub use compaction::Compaction;
 pub use handle::FileStore;

@@ -90,6 +90,47 @@ pub(super) struct Idx {
     /// The store-wide accounted mark the line was written with (`Inner::acct`): not derived
     /// from the record, so [`Cached::idx`] leaves it `None`.
     pub(super) acct: Option<Mark>,
+    /// [`plan::apply::record_digest`]: a re-apply whose definition has this digest leaves the
+    /// record as it is, so it need not read it. `None` in lines written before it existed and
+    /// for a job retired because it left the jobs file.
+    pub(super) def: Option<DefDigest>,
+}
+
+/// See [`Idx::def`].
+pub(super) type DefDigest = std::num::NonZeroU64;
+
+/// A definition digest in a line's head: 16 hex digits.
+mod digest_hex {
+    use super::DefDigest;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(in super::super) fn serialize<S: Serializer>(
+        d: &Option<DefDigest>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&format!("{:016x}", d.get())),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<DefDigest>, D::Error> {
+        let Some(text) = Option::<std::borrow::Cow<'de, str>>::deserialize(d)? else {
+            return Ok(None);
+        };
+        u64::from_str_radix(&text, 16)
+            .ok()
+            .filter(|_| text.len() == 16)
+            .and_then(DefDigest::new)
+            .map(Some)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "\"def_digest\" is not a definition digest: {text:?}"
+                ))
+            })
+    }
 }
 
 /// The `head` member a job line starts with (see the module doc).
@@ -110,6 +151,13 @@ pub(super) struct HeadRef<'a> {
     /// account for (`Inner::acct`; absent in lines written before it existed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) acct: Option<Mark>,
+    /// See [`Idx::def`].
+    #[serde(
+        rename = "def_digest",
+        skip_serializing_if = "Option::is_none",
+        with = "digest_hex"
+    )]
+    pub(super) def: Option<DefDigest>,
 }
 
 #[derive(Deserialize)]
@@ -127,6 +175,8 @@ pub(super) struct Head {
     pub(super) spend: Option<Box<JobCounters>>,
     #[serde(default)]
     pub(super) acct: Option<Mark>,
+    #[serde(rename = "def_digest", default, with = "digest_hex")]
+    pub(super) def: Option<DefDigest>,
 }
 
 /// A job line as this release writes it: the `head`, then the members of [`EntryLine`] in its
@@ -188,6 +238,8 @@ pub(super) struct Slim {
     pub(super) lease: Option<Uuid>,
     /// See [`Idx::spend`].
     pub(super) spend: Option<Box<JobCounters>>,
+    /// See [`Idx::def`].
+    pub(super) def: Option<DefDigest>,
 }
 
 /// A job's parsed record, for the operation that reads or changes it.
@@ -257,17 +309,18 @@ impl Cached {
             chained: !self.rec.def.after.is_empty(),
             spend: spend_of(&self.rec.rt.counters),
             acct: None,
+            def: plan::apply::record_digest(&self.rec),
         }
     }
 
     /// Encode this record as a job line (head first) onto `out`, with the store's accounted
-    /// mark `acct` in its head.
+    /// mark `acct` in its head. Returns what the head says (the index entry of the line).
     pub(super) fn encode(
         &self,
         name: &str,
         acct: Option<Mark>,
         out: &mut Vec<u8>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Idx> {
         let idx = self.idx();
         encode_checked_line(
             out,
@@ -281,13 +334,15 @@ impl Cached {
                     chained: idx.chained,
                     spend: idx.spend.as_deref(),
                     acct,
+                    def: idx.def,
                 },
                 job: &self.rec,
                 mark: self.mark,
                 rows_to: self.rows_to,
                 at: self.at,
             },
-        )
+        )?;
+        Ok(idx)
     }
 }
 
@@ -373,6 +428,7 @@ pub(super) fn index_of(line: &[u8]) -> Result<(String, Idx), (u64, String)> {
                 chained: h.chained,
                 spend: h.spend,
                 acct: h.acct,
+                def: h.def,
             },
         )),
         Some(Err(e)) => Err((e.column() as u64 + HEAD_KEY.len() as u64, e.to_string())),
@@ -400,7 +456,8 @@ pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
     let e: Entry = serde_json::from_slice(line).map_err(|e| (e.column() as u64, e.to_string()))?;
     let name = e.job.def.name.clone();
     let derived = Cached::from_entry(e).idx();
-    // `acct` is the store's, not derived from the record.
+    // `acct` is the store's, not derived from the record; a line written before the
+    // definition digest existed has none.
     let written = Idx {
         wake: h.wake,
         lease: h.lease,
@@ -408,6 +465,7 @@ pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
         chained: h.chained,
         spend: h.spend,
         acct: None,
+        def: if h.def.is_some() { h.def } else { derived.def },
     };
     if h.name != name || written != derived {
         return Err((
@@ -415,8 +473,20 @@ pub(crate) fn head_agrees(line: &[u8]) -> Result<(), (u64, String)> {
             format!(
                 "the line's head does not match its record (job '{name}'): written {:?}, \
                  derived {:?}",
-                (&h.name, &written.wake, &written.lease, written.chained),
-                (&name, &derived.wake, &derived.lease, derived.chained)
+                (
+                    &h.name,
+                    &written.wake,
+                    &written.lease,
+                    written.chained,
+                    written.def
+                ),
+                (
+                    &name,
+                    &derived.wake,
+                    &derived.lease,
+                    derived.chained,
+                    derived.def
+                )
             ),
         ));
     }

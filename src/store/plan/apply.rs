@@ -3,7 +3,8 @@
 //! in words.
 //!
 //! Owns: [`unique_names`], [`apply_one`], [`retire_removed`], [`apply_all`],
-//! [`settings_changes`]. Must not touch: I/O, locks, clocks.
+//! [`settings_changes`], [`record_digest`] (what lets a re-apply skip reading an unchanged
+//! record). Must not touch: I/O, locks, clocks.
 
 use crate::store::OperationError;
 use std::collections::{BTreeMap, HashSet};
@@ -85,6 +86,27 @@ pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
         }
     }
     Ok(seen)
+}
+
+/// A definition's digest: the first 8 bytes of the SHA-256 of its stored JSON form (never
+/// zero). Two definitions with one digest are taken to be equal: a re-apply finds the file's
+/// definition unchanged without reading the stored record (64 bits of a cryptographic hash: an
+/// accidental match of an edited definition with its own previous one is out of reach).
+pub fn def_digest(def: &JobDef) -> Option<std::num::NonZeroU64> {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(def).ok()?;
+    let sum = Sha256::digest(&json);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(sum.get(..8)?);
+    Some(std::num::NonZeroU64::new(u64::from_le_bytes(first)).unwrap_or(std::num::NonZeroU64::MIN))
+}
+
+/// The digest that says "applying this record's own definition again changes nothing": its
+/// definition's, or `None` when applying it would change the record anyway (a job retired
+/// because it left the jobs file comes back; see [`apply_def`]).
+pub fn record_digest(rec: &JobRecord) -> Option<std::num::NonZeroU64> {
+    let removed = rec.rt.retired && rec.rt.retired_reason.as_deref() == Some(REASON_REMOVED);
+    if removed { None } else { def_digest(&rec.def) }
 }
 
 /// What `apply` did to one definition.
