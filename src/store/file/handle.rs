@@ -225,7 +225,8 @@ impl FileStore {
     /// Start this handle's clock mark at `mark`, the newest clock an owner record was sent
     /// with, for a caller that keeps owner records elsewhere (the fault simulator, whose
     /// simulated disk does not hold them): its first claim then sees a step back as a handle
-    /// opened by `cronsole run` does.
+    /// opened by `cronsole run` does. Test-only: a real owner's records are in the store.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn with_clock_mark(self, mark: Option<chrono::DateTime<chrono::Utc>>) -> FileStore {
         if let Some(m) = mark {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
