@@ -73,6 +73,29 @@ impl Store for PgStore {
         })
     }
 
+    /// The jobs that spent or hold money, chosen by the server in one query: only their
+    /// records cross the wire (the rule of `store::spent_or_holds`, in SQL).
+    fn spenders(&self) -> StoreResult<Vec<JobRecord>> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let rows = c
+                .q(
+                    "SELECT record FROM cronsole_jobs
+                     WHERE COALESCE((record->'rt'->'counters'->>'period_cost_usd')::float8, 0) <> 0
+                        OR COALESCE((record->'rt'->'counters'->>'total_cost_usd')::float8, 0) <> 0
+                        OR COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)
+                           NOT IN ('[]'::jsonb, 'null'::jsonb)
+                     ORDER BY name",
+                    &[],
+                )
+                .await
+                .map_err(|e| db_err("reading the jobs that spent", e))?;
+            rows.into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_jobs", r.get::<_, Value>(0)))
+                .collect()
+        })
+    }
+
     /// Looked up by the server: only the matching job's name crosses the wire.
     fn job_of_run(&self, run_id: Uuid) -> StoreResult<Option<String>> {
         self.run(|inner| async move {
