@@ -251,4 +251,31 @@ mod tests {
         );
         assert!((c.hours.iter().map(|b| b.cost_usd).sum::<f64>() - 0.25).abs() < 1e-12);
     }
+
+    /// The decided limit: buckets are pruned by the writer's clock, so a row written on a clock
+    /// stepped more than a day ahead drops the hours before the step (the 24 h counts lose
+    /// them; `by_status` and the spend counters, which `stats` reads, keep every row). A step
+    /// ahead of less than a day keeps them. Bucket costs carry no binary noise.
+    #[test]
+    fn a_row_written_on_a_clock_stepped_more_than_a_day_ahead_prunes_the_hours_before_it() {
+        let t0 = DateTime::parse_from_rfc3339("2026-01-01T10:10:00Z")
+            .unwrap()
+            .to_utc();
+        let mut c = JobCounters::default();
+        for h in 0..6 {
+            c.count_hour(Status::Succeeded, 0.1, t0 + chrono::Duration::hours(h));
+        }
+        assert_eq!(c.hours.len(), 6);
+        assert!((c.hours.iter().map(|b| b.cost_usd).sum::<f64>() - 0.6).abs() < 1e-12);
+        let mut under_a_day = c.clone();
+        under_a_day.count_hour(Status::Succeeded, 0.1, t0 + chrono::Duration::hours(20));
+        assert_eq!(under_a_day.hours.len(), 7);
+        c.count_hour(Status::Succeeded, 0.1, t0 + chrono::Duration::days(2));
+        assert_eq!(c.hours.len(), 1, "the six hours before the step are pruned");
+        assert!((c.hours[0].cost_usd - 0.1).abs() < 1e-12);
+        let mut noisy = JobCounters::default();
+        noisy.count_hour(Status::Succeeded, 0.1, t0);
+        noisy.count_hour(Status::Succeeded, 0.2, t0);
+        assert_eq!(noisy.hours[0].cost_usd, 0.3);
+    }
 }

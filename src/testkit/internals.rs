@@ -25,6 +25,10 @@ pub mod engine {
 pub mod cost {
     pub use crate::cost::*;
 }
+/// The spend forecast (`stats`, `describe`, the console).
+pub mod forecast {
+    pub use crate::forecast::*;
+}
 /// Sinks and incidents.
 pub mod deliver {
     pub use crate::deliver::*;

@@ -7,6 +7,7 @@
 //! multi-process tests in `tests/pg/multiprocess.rs` cover real processes). Times are explicit.
 #![allow(dead_code)]
 
+use cronsole::store::OperationError;
 use cronsole::testkit::store::{ClaimAt, FinishClaim};
 use std::sync::Arc;
 
@@ -1304,7 +1305,9 @@ pub fn history_pages_by_token(f: Factory) {
             before: Some("not-a-token".into()),
             ..Default::default()
         }),
-        Err(cronsole::store::StoreError::BadPageToken(_))
+        Err(cronsole::store::StoreError::Operation(
+            OperationError::BadPageToken(_)
+        ))
     ));
 }
 
@@ -1673,6 +1676,7 @@ macro_rules! conformance_suite {
             bulk_edits_apply_a_chunk_in_order_and_stop_at_the_first_failure,
             tool_pins_are_kept_by_the_first_writer_and_replaced_only_by_accept,
             concurrent_first_uses_agree_on_one_pin,
+            spenders_are_the_jobs_that_spent_or_hold_money_with_the_same_figures,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {
@@ -1685,4 +1689,73 @@ macro_rules! conformance_suite {
             }
         )+
     };
+}
+
+/// `spenders` (what `describe` forecasts from under a global limit): exactly the jobs that
+/// spent or hold money, in name order, whole; and the forecast over them is the forecast over
+/// every job. The same figures on every store (the PostgreSQL store picks them in SQL).
+pub fn spenders_are_the_jobs_that_spent_or_hold_money_with_the_same_figures(f: Factory) {
+    use cronsole::model::{Budget, BudgetPeriod};
+    use cronsole::store::ReserveRequest;
+    let s = f();
+    let mut jf = file(vec![
+        every("a-spent", 60),
+        every("b-idle", 60),
+        every("c-holds", 60),
+        every("d-free", 60),
+    ]);
+    jf.settings.budget = Some(Budget {
+        max_cost_usd: 5.0,
+        period: BudgetPeriod::Day,
+    });
+    apply_due(&*s, &jf, t(1000)).unwrap();
+    assert!(s.spenders().unwrap().is_empty(), "nothing spent yet");
+    let claims = claim(&*s, "o1", t(1000), 10).claims;
+    for c in &claims {
+        let mut row = cronsole::testkit::store::claim_row(
+            c,
+            "o1",
+            cronsole::model::Status::Succeeded,
+            t(1001),
+        );
+        match c.job.def.name.as_str() {
+            "a-spent" => row.cost_usd = 0.1 + 0.2,
+            "c-holds" => {
+                s.reserve(&ReserveRequest {
+                    job: "c-holds",
+                    run_id: c.run_id,
+                    owner: "o1",
+                    usd: 0.25,
+                    now: t(1001),
+                })
+                .unwrap();
+                // Its run goes on: the reservation stays held.
+                continue;
+            }
+            _ => {}
+        }
+        cronsole::testkit::store::FinishClaim::finish_row(&*s, c, row);
+    }
+    let spenders = s.spenders().unwrap();
+    let names: Vec<&str> = spenders.iter().map(|j| j.def.name.as_str()).collect();
+    assert_eq!(names, ["a-spent", "c-holds"]);
+    let all = s.jobs().unwrap();
+    let want: Vec<_> = all
+        .iter()
+        .filter(|j| cronsole::store::spent_or_holds(&j.rt.counters))
+        .cloned()
+        .collect();
+    assert_eq!(spenders, want, "whole records, as `jobs` reads them");
+    assert!((spenders[0].rt.counters.total_cost_usd - 0.3).abs() < 1e-12);
+    assert!((spenders[1].rt.counters.reservations[0].usd - 0.25).abs() < 1e-12);
+    let now = t(1002);
+    let settings = s.settings().unwrap();
+    let over_spenders = cronsole::testkit::internals::forecast::compute(&spenders, &settings, now);
+    let over_all = cronsole::testkit::internals::forecast::compute(&all, &settings, now);
+    assert_eq!(over_spenders, over_all);
+    assert!((over_all.spent_usd - 0.3).abs() < 1e-12, "{over_all:?}");
+    assert!(
+        (over_all.in_flight_usd - 0.25).abs() < 1e-12,
+        "{over_all:?}"
+    );
 }

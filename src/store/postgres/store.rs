@@ -3,6 +3,7 @@
 //!
 //! Owns: the trait impl. Must not touch: the decisions (plans and policies).
 
+use crate::store::{BackendError, OperationError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::types::Type;
@@ -69,6 +70,29 @@ impl Store for PgStore {
         self.run(|inner| async move {
             let c = inner.pool.get().await?;
             read_jobs(&*c, &inner.location, None, false).await
+        })
+    }
+
+    /// The jobs that spent or hold money, chosen by the server in one query: only their
+    /// records cross the wire (the rule of `store::spent_or_holds`, in SQL).
+    fn spenders(&self) -> StoreResult<Vec<JobRecord>> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            let rows = c
+                .q(
+                    "SELECT record FROM cronsole_jobs
+                     WHERE COALESCE((record->'rt'->'counters'->>'period_cost_usd')::float8, 0) <> 0
+                        OR COALESCE((record->'rt'->'counters'->>'total_cost_usd')::float8, 0) <> 0
+                        OR COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)
+                           NOT IN ('[]'::jsonb, 'null'::jsonb)
+                     ORDER BY name",
+                    &[],
+                )
+                .await
+                .map_err(|e| db_err("reading the jobs that spent", e))?;
+            rows.into_iter()
+                .map(|r| from_json(&inner.location, "cronsole_jobs", r.get::<_, Value>(0)))
+                .collect()
         })
     }
 
@@ -164,7 +188,7 @@ impl Store for PgStore {
             inner
                 .with_job(&name.clone(), now, Notify::AfterCommit, move |rec, now| {
                     let Some(rec) = rec else {
-                        return Err(StoreError::NoSuchJob(name));
+                        return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                     };
                     Ok(match rules::runtime::renew(rec, run_id, now) {
                         Some(lease_until) => Edit::changed(RenewOutcome::Renewed { lease_until }),
@@ -176,9 +200,11 @@ impl Store for PgStore {
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.complete_many(vec![c])
-            .pop()
-            .unwrap_or_else(|| Err(StoreError::NoResult("a completion batch of one")))
+        self.complete_many(vec![c]).pop().unwrap_or_else(|| {
+            Err(StoreError::Backend(BackendError::NoResult(
+                "a completion batch of one",
+            )))
+        })
     }
 
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
@@ -207,7 +233,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let changed = policy::operator::pause_step(rec, paused, now)?;
                         Ok(if changed {
@@ -231,7 +257,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let (outcome, changed) = policy::operator::trigger_step(rec, now)?;
                         Ok(if changed {
@@ -261,7 +287,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let mut rows = Vec::new();
                         let (changed, out) =
@@ -323,7 +349,7 @@ impl Store for PgStore {
                 .await
                 .map_err(|e| db_err("reading spend", e))?;
             if !row.get::<_, Option<bool>>(2).unwrap_or(false) {
-                return Err(StoreError::NoSuchJob(job));
+                return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
             }
             Ok(SpendNow {
                 global_usd: row.get(0),

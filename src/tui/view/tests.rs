@@ -1014,3 +1014,31 @@ fn snapshot_after_a_clock_two_days_ahead_was_set_right() {
         snap!(format!("clock_set_right_{w}x{h}"), t);
     }
 }
+
+/// The console's money is the CLI's one format: a $0.0000245 spend reads `$0.000025` (two
+/// significant digits) in the budget gauge, the Spend pane's title and its top spenders,
+/// never `$0.0000`.
+#[test]
+fn a_tiny_spend_reads_the_same_in_the_gauge_and_the_spend_pane_as_in_the_cli() {
+    let tiny = 0.000_024_5;
+    let cli = crate::cost::usd(tiny);
+    assert!(cli.starts_with("$0.00002") && cli.len() == 9, "{cli}");
+    let (label_ratio, label) = budget_gauge(tiny, 0.0, 0.002, BudgetPeriod::Day);
+    assert!(
+        label_ratio > 0.0 && label.starts_with(&format!("{cli} of $0.002/day")),
+        "{label}"
+    );
+    let (mut snap, now) = testdata::fixed();
+    without_spend(&mut snap);
+    snap.spend_per_hour[23] = tiny;
+    snap.period_spend_usd = tiny;
+    let name = snap.jobs[0].def.name.clone();
+    snap.jobs[0].rt.counters.period_cost_usd = tiny;
+    snap.jobs[0].rt.counters.total_cost_usd = tiny;
+    let a = App::new(Arc::new(snap), now);
+    let t = screen(&a, 140, 40);
+    assert!(t.contains(&format!("Spend/h 24h, max {cli}")), "{t}");
+    assert!(t.contains(&format!("{cli} {name}")), "{t}");
+    assert!(t.contains(&format!("{cli} of ")), "{t}");
+    assert!(!t.contains("$0.0000 ") && !t.contains("$0.0000/"), "{t}");
+}
