@@ -104,7 +104,10 @@ fn claims_per_sec(
     reserving: bool,
 ) -> (f64, usize) {
     let setup = open();
-    setup.apply(&jobs_file(jobs), now()).expect("apply");
+    // Stored an interval before `now()`, so each job's first slot is `now()`: due at the claims.
+    setup
+        .apply(&jobs_file(jobs), now() - chrono::Duration::hours(1))
+        .expect("apply");
     let owners: Vec<Arc<dyn Store>> = (0..4).map(|_| open()).collect();
     let reserver = open();
     let stop = AtomicBool::new(false);

@@ -20,6 +20,7 @@
 //! no sooner than [`LOAD_DUTY`] times the last build's duration after it (a million-job store
 //! that changes all the time is re-read a bounded share of the time, not back to back).
 
+use crate::store::BackendError;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,7 +140,7 @@ impl Ctx {
         .await;
         match res {
             Ok(text) => text,
-            Err(e @ StoreError::Task { .. }) => e.to_string(),
+            Err(e @ StoreError::Backend(BackendError::Task { .. })) => e.to_string(),
             Err(e) => format!("store refused: {e}"),
         }
     }
@@ -308,6 +309,7 @@ fn report(ev_tx: &broadcast::Sender<Event>, last: &mut Option<String>, e: StoreE
 
 #[cfg(test)]
 mod tests {
+    use crate::store::OperationError;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -342,7 +344,9 @@ mod tests {
     }
 
     fn unsupported<T>() -> StoreResult<T> {
-        Err(StoreError::Unsupported("not in the fake"))
+        Err(StoreError::Backend(BackendError::Unsupported(
+            "not in the fake",
+        )))
     }
 
     impl HistoryReader for FakeStore {
@@ -411,7 +415,7 @@ mod tests {
             let j = jobs
                 .iter_mut()
                 .find(|j| j.def.name == name)
-                .ok_or_else(|| StoreError::NoSuchJob(name.into()))?;
+                .ok_or_else(|| StoreError::Operation(OperationError::NoSuchJob(name.into())))?;
             j.rt.paused = paused;
             self.bump();
             Ok(())
@@ -422,7 +426,7 @@ mod tests {
             let j = jobs
                 .iter_mut()
                 .find(|j| j.def.name == name)
-                .ok_or_else(|| StoreError::NoSuchJob(name.into()))?;
+                .ok_or_else(|| StoreError::Operation(OperationError::NoSuchJob(name.into())))?;
             j.rt.trigger_requested_at = Some(now);
             self.bump();
             Ok(TriggerOutcome::Queued)
@@ -436,7 +440,9 @@ mod tests {
             _: &crate::store::JobEdit,
             _: DateTime<Utc>,
         ) -> StoreResult<crate::store::EditOutcome> {
-            Err(crate::store::StoreError::NoSuchJob(name.to_string()))
+            Err(crate::store::StoreError::Operation(
+                OperationError::NoSuchJob(name.to_string()),
+            ))
         }
     }
 

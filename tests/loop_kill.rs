@@ -567,6 +567,30 @@ fn orphans(dir: &Path, owners: &[i32]) -> Vec<i32> {
     out
 }
 
+/// A process `orphans` found: which pid file names it, its command line and its parents.
+fn describe(dir: &Path, pid: i32, cycle: usize) -> String {
+    let kind = if pid_lines(&dir.join("tool.pids")).contains(&pid) {
+        "tool"
+    } else {
+        "server"
+    };
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default();
+    let mut chain = Vec::new();
+    let mut p = parent(pid);
+    while let Some(q) = p.filter(|q| *q > 1 && chain.len() < 8) {
+        let name = std::fs::read_to_string(format!("/proc/{q}/comm")).unwrap_or_default();
+        chain.push(format!("{q} {}", name.trim()));
+        p = parent(q);
+    }
+    format!(
+        "cycle {cycle}: {kind} {pid} `{}` under [{}]",
+        cmd.trim(),
+        chain.join(" < ")
+    )
+}
+
 /// `cronsole --store STORE ARGS` in `dir`: stdout, or a panic naming the command.
 fn cli_out(dir: &Path, store: &str, args: &[&str]) -> String {
     let (code, out, err) = support::cli::output(
@@ -608,6 +632,8 @@ struct CycleFigures {
     orphans: usize,
     /// Cycles where the count could not see the victim's tool and server before the kill.
     unseen: usize,
+    /// What each such process was: its kind, its command line and its parents.
+    orphan_notes: Vec<String>,
     /// The longest a killed owner's processes took to go, in ms.
     slowest_exit_ms: u128,
     /// Runs with more than one row, executed slots with more than one row, and calls of the
@@ -717,9 +743,21 @@ async fn kill_cycles(store_of: impl FnOnce(&Path) -> String, cycles: usize) -> C
                 let left = orphans(&d, &live);
                 f.slowest_exit_ms = f.slowest_exit_ms.max(t.elapsed().as_millis());
                 f.orphans += left.len();
+                for p in &left {
+                    f.orphan_notes.push(describe(&d, *p, cycle));
+                }
+                // A straggler (the machine's load can delay a supervisor) is given 30 s more,
+                // then killed: the note says which.
+                while left.iter().any(|p| alive(*p)) && t.elapsed() < Duration::from_secs(35) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 for p in left {
-                    // SAFETY: a stray process of this test's tree.
-                    unsafe { libc::kill(p, libc::SIGKILL) };
+                    if alive(p) {
+                        f.orphan_notes
+                            .push(format!("{p} still alive 35 s after the kill"));
+                        // SAFETY: a stray process of this test's tree.
+                        unsafe { libc::kill(p, libc::SIGKILL) };
+                    }
                 }
                 killed.push(run);
                 owners.push(spawn());

@@ -10,6 +10,8 @@
 //!   them in no row, transcript, run record, log or command output, an abandoned run's included;
 //! - `kill -9` of the owner in the middle of a tool call, 10 times: the run's stdio server and
 //!   its command tool die with it every time, and the tool was started once;
+//! - a run's stdio server and command tool also end with the run when it succeeds, when its
+//!   timeout cuts it and when an operator cancels it;
 //! - a call awaiting approval whose owner was killed is marked in `approvals`, and `approve`
 //!   of it says nothing runs now and exits 3.
 #![allow(clippy::unwrap_used)] // test code
@@ -1582,4 +1584,154 @@ async fn a_plain_agent_cancelled_mid_request_books_its_reservation() {
     );
     assert_eq!(in_flight, 0.0, "nothing stays in flight after the row");
     assert_eq!(row.model.as_deref(), Some("m"), "{row:#?}");
+}
+
+/// A run's stdio server and its command tool end with the run, however it ends: the model
+/// answers (the run succeeds), the job's timeout cuts it in a tool call, and an operator's
+/// `cancel` stops it in a tool call. Each server and tool writes its pid before it becomes
+/// what it runs; each must be gone within a few seconds of its run's row.
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_server_and_tool_end_with_the_run_at_its_end_its_timeout_and_a_cancel() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let echo = |server: &str| FakeCall::new(&format!("{server}__echo"), json!({"text": "hi"}));
+    let answers = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(vec![echo("pa")], 10, 5),
+            Reply::ok("done", 10, 5),
+        ],
+    )
+    .await
+    .unwrap();
+    let holds = |server: &str, tool: &str| {
+        vec![Reply::Forever(Box::new(Reply::tools(
+            vec![echo(server), FakeCall::new(tool, json!({}))],
+            10,
+            5,
+        )))]
+    };
+    let slow = FakeLlm::openai(KEY, holds("pb", "hold_b")).await.unwrap();
+    let stuck = FakeLlm::openai(KEY, holds("pc", "hold_c")).await.unwrap();
+    let dir = support::tempdir("tools-ends");
+    let py = servers.py_stdio_argv();
+    let server = |name: &str| {
+        yaml_str(&format!(
+            "echo $$ > {name}.pid; exec {}",
+            py.iter()
+                .map(|a| format!("'{a}'"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ))
+    };
+    let hold = |name: &str| yaml_str(&format!("echo $$ > {name}.pid; exec sleep 300"));
+    let agent = |name: &str, base: &str, tools: &str| {
+        format!(
+            "  {name}: {{ provider: openai, base_url: {base}, api_key_env: PROVIDER_KEY, model: m, tools: [{tools}] }}\n"
+        )
+    };
+    let yaml = format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  pa: {{ command: [sh, -c, {pa}] }}
+  pb: {{ command: [sh, -c, {pb}] }}
+  pc: {{ command: [sh, -c, {pc}] }}
+tools:
+  hold_b: {{ description: Holds, parameters: {{ type: object }}, command: [sh, -c, {hb}], timeout_seconds: 600 }}
+  hold_c: {{ description: Holds, parameters: {{ type: object }}, command: [sh, -c, {hc}], timeout_seconds: 600 }}
+agents:
+{a}{b}{c}jobs:
+  - {{ name: ends, schedule: every 1h, run_immediately: true, agent: a, message: go }}
+  - {{ name: slow, schedule: every 1h, run_immediately: true, agent: b, message: go, timeout_seconds: 8 }}
+  - {{ name: stuck, schedule: every 1h, run_immediately: true, agent: c, message: go, timeout_seconds: 600 }}
+",
+        pa = server("pa"),
+        pb = server("pb"),
+        pc = server("pc"),
+        hb = hold("hold_b"),
+        hc = hold("hold_c"),
+        a = agent("a", &answers.base_url(), "pa.echo"),
+        b = agent("b", &slow.base_url(), "pb.echo, hold_b"),
+        c = agent("c", &stuck.base_url(), "pc.echo, hold_c"),
+    );
+    std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+    let log = std::fs::File::create(dir.join("owner.log")).unwrap();
+    let mut owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .args([
+            "run",
+            "--jobs",
+            "jobs.yaml",
+            "--store",
+            "store",
+            "--for",
+            "180s",
+        ])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let d = dir.to_path_buf();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let first = |name: &str| pids(&d.join(format!("{name}.pid"))).first().copied();
+        let row_of = |job: &str| {
+            wait_for(Duration::from_secs(90), || {
+                rows(&d.join("store"), job).into_iter().next()
+            })
+        };
+        let gone = |p: Option<i32>| {
+            p.is_some_and(|p| {
+                wait_for(Duration::from_secs(5), || (!alive(p)).then_some(())).is_some()
+            })
+        };
+        // The stuck run holds in its tool call; an operator cancels it.
+        let held = wait_for(Duration::from_secs(90), || first("hold_c"));
+        let (code, _, err) = cli(&d, &["cancel", "stuck"]);
+        let ends = row_of("ends").map(|r| r.status);
+        let slow = row_of("slow").map(|r| r.status);
+        let stuck = row_of("stuck").map(|r| r.status);
+        (
+            (ends, gone(first("pa"))),
+            (slow, gone(first("pb")), gone(first("hold_b"))),
+            (
+                stuck,
+                held.is_some(),
+                code,
+                err,
+                gone(first("pc")),
+                gone(first("hold_c")),
+            ),
+        )
+    })
+    .await
+    .unwrap();
+    let _ = owner.kill();
+    let _ = owner.wait();
+    let log = std::fs::read_to_string(dir.join("owner.log")).unwrap_or_default();
+    let (ends, slow, stuck) = outcome;
+    assert_eq!(
+        ends,
+        (Some(Status::Succeeded), true),
+        "the run that ended; log:\n{log}"
+    );
+    assert_eq!(
+        slow,
+        (Some(Status::Failed), true, true),
+        "the run cut by its timeout; log:\n{log}"
+    );
+    let (status, held, code, err, server_gone, tool_gone) = stuck;
+    assert!(held, "the stuck run's tool never started; log:\n{log}");
+    assert_eq!(code, 0, "cancel: {err}");
+    assert!(
+        status.is_some(),
+        "the cancelled run has no row; log:\n{log}"
+    );
+    assert!(
+        server_gone && tool_gone,
+        "the cancelled run's server and tool are gone: {server_gone}, {tool_gone}"
+    );
 }

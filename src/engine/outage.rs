@@ -16,13 +16,14 @@
 //! console read. At stop, what is still unwritten goes to the [`super::spool`] file, the engine
 //! ends with [`EngineError::Unwritten`] (so `run` exits non-zero), and the next start replays
 //! the spool before its first claim. A claim that finds the store damaged
-//! (`StoreError::Corrupt` or `Version`) is not an outage: the engine stops as at a shutdown and
+//! (`OpenError::Corrupt` or `Version`) is not an outage: the engine stops as at a shutdown and
 //! ends with that error.
 //!
 //! Owns: [`Outage`] (the actor's view of the store's health and what it could not write) and
 //! the [`EngineHealth`] transitions run tasks report through. Must not touch: the UI; what a
 //! run does.
 
+use crate::store::OpenError;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
@@ -289,8 +290,8 @@ pub(super) fn store_failed(
 /// it on an empty directory would create a new store there.
 fn is_damage(e: &StoreError) -> bool {
     match e {
-        StoreError::Corrupt { file, .. } => file.exists(),
-        StoreError::Version { .. } => true,
+        StoreError::Open(OpenError::Corrupt { file, .. }) => file.exists(),
+        StoreError::Open(OpenError::Version { .. }) => true,
         _ => false,
     }
 }
@@ -312,7 +313,7 @@ pub(super) struct Outage {
     /// During an outage, when the next probe runs (no sooner, whatever wakes the loop). On the
     /// monotonic timer clock: a backoff is an amount of time passing, not a wall-clock instant.
     probe_at: Option<tokio::time::Instant>,
-    /// A claim found the store damaged ([`StoreError::Corrupt`]): not an outage, retrying
+    /// A claim found the store damaged ([`OpenError::Corrupt`](crate::store::OpenError::Corrupt)): not an outage, retrying
     /// cannot help. The engine stops (its runs finish as at a stop) and returns it (exit 2).
     damaged: Option<StoreError>,
     /// Shared with the run tasks, which spool at stop what the store still refuses.

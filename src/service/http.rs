@@ -16,6 +16,7 @@
 //! neither multiply store reads nor memory, and `/healthz` never waits for them (16 clients
 //! polling a 20 001-job store once took `/healthz` down and grew the owner to ~1 GB).
 
+use crate::store::BackendError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -264,7 +265,7 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
     .await
     {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e @ crate::store::StoreError::Task { .. })) => {
+        Ok(Err(e @ crate::store::StoreError::Backend(BackendError::Task { .. }))) => {
             Err(format!("the store probe failed: {e}"))
         }
         Ok(Err(e)) => Err(format!("the store does not answer: {e}")),
@@ -288,7 +289,9 @@ mod tests {
     impl Hooks for PagesOnly {
         fn before(&self, call: Call) -> StoreResult<()> {
             match call {
-                Call::Jobs => Err(StoreError::Unsupported("reading every job at once")),
+                Call::Jobs => Err(StoreError::Backend(BackendError::Unsupported(
+                    "reading every job at once",
+                ))),
                 Call::JobsPage { limit } => {
                     assert!(limit <= super::super::metrics::REFRESH_PAGE);
                     Ok(())

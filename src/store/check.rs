@@ -11,6 +11,7 @@
 //! Unlike opening a store (which stops at the first problem), a check goes on and lists them
 //! all, up to [`MAX_REPORTED`] per file.
 
+use crate::store::BackendError;
 use std::path::Path;
 
 use super::file::{INDEX_FILE, IndexCheck, check_index};
@@ -103,10 +104,10 @@ pub fn check_file_store(dir: &Path, lock_wait: std::time::Duration) -> StoreResu
         .lock(lock_wait)
         .map_err(|e| StoreError::io(&lpath, e))?
     {
-        return Err(StoreError::LockTimeout {
+        return Err(StoreError::Backend(BackendError::LockTimeout {
             file: lpath,
             waited: lock_wait,
-        });
+        }));
     }
     let r = check_file_store_with(dir, &io);
     if let Err(e) = lock.unlock() {

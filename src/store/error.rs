@@ -1,19 +1,44 @@
 //! The store's errors and what each means for the caller: the exit code a command ends with and
 //! whether retrying can help.
 //!
-//! Owns: [`StoreError`], [`StoreResult`]. Must not touch: how a store reaches its data.
+//! Three families, by what failed: the store itself ([`OpenError`]: damaged, foreign, or not a
+//! store), the operation asked of it ([`OperationError`]: an unknown job, a refused edit), or the
+//! medium under it ([`BackendError`]: disk, lock, database, a task). The exit code follows the
+//! family and the variant, never a message.
+//!
+//! Owns: [`StoreError`] and its families, [`Refusal`], [`StoreResult`]. Must not touch: how a
+//! store reaches its data.
 
 use std::path::PathBuf;
 
 use uuid::Uuid;
 
-/// Errors from any store, one variant per cause, each carrying its `#[source]` where there is
-/// one. The exit code is a function of the variant ([`StoreError::exit_code`]): 2 for what the
-/// user gave us (a damaged or foreign store, an unknown job, a bad definition or URL), 1 for
-/// runtime failures. [`StoreError::is_retryable`] tells the engine "store unavailable, retry"
-/// (keep the completion, back off) from "rejected" (retrying cannot help).
+/// Errors from any store: one family per kind of failure, one variant per cause within it, each
+/// carrying its `#[source]` where there is one. The exit code is a function of the variant
+/// ([`StoreError::exit_code`]): 2 for what the user gave us (a damaged or foreign store, an
+/// unknown job, a bad definition or URL, a refused edit), 1 for runtime failures.
+/// [`StoreError::is_retryable`] tells the engine "store unavailable, retry" (keep the completion,
+/// back off) from "rejected" (retrying cannot help).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store cannot be used as one: found at open, or when an operation reads a damaged
+    /// part. Always exit 2; never retried.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The operation does not hold for the store's state or for what was given: exit 2, except
+    /// what is a fact of the moment (exit 1).
+    #[error(transparent)]
+    Operation(#[from] OperationError),
+    /// The medium under the store failed (disk, lock, database, a task) or a store invariant
+    /// broke: exit 1; retryable where the variant says.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// The store's files or location are not a store this build can use. Nothing is repaired or
+/// overwritten.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
     /// A store file (or row) is missing, empty, foreign, out of generation or does not parse.
     /// Never repaired or overwritten silently.
     #[error("corrupt store file {file}:{line}:{column}: {what}")]
@@ -39,40 +64,24 @@ pub enum StoreError {
         /// The versions this build reads.
         supported: String,
     },
-    /// Reading or writing the store failed (disk full, permissions). Retryable.
-    #[error("I/O error on {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
+    /// A store location that is not one (e.g. a malformed PostgreSQL URL).
+    #[error("{what}")]
+    BadLocation {
+        /// What is wrong with it.
+        what: String,
+        /// The driver's parse error, when it gave one.
         #[source]
-        source: std::io::Error,
+        source: Option<tokio_postgres::Error>,
     },
-    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
-    #[error(
-        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
-    )]
-    LockTimeout {
-        /// The lock file.
-        file: PathBuf,
-        /// How long this process waited.
-        waited: std::time::Duration,
-    },
+}
+
+/// What an operation was asked does not hold: an unknown job or run, a definition the store
+/// cannot schedule, an operator edit the job's state refuses.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OperationError {
     /// No job of that name, live or retired.
     #[error("no job named '{0}' in the store")]
     NoSuchJob(String),
-    /// A job's new state is over the per-job cap; the prior state is kept.
-    #[error(
-        "state of job '{job}' would be {size} bytes, over the {cap}-byte cap; prior state kept"
-    )]
-    StateTooLarge {
-        /// The job.
-        job: String,
-        /// The state's encoded size, bytes.
-        size: usize,
-        /// The cap, bytes.
-        cap: usize,
-    },
     /// A jobs file names a job twice.
     #[error("job name '{0}' appears twice in the jobs file")]
     DuplicateJob(String),
@@ -100,10 +109,6 @@ pub enum StoreError {
     /// refused it, and what would work.
     #[error("{0}")]
     Refused(Refusal),
-    /// An approval answer for a run that no longer waits for one (answered, timed out, ended):
-    /// a fact of the moment, not bad input, so exit 1.
-    #[error("{0}")]
-    NotAwaiting(String),
     /// A history page token this store did not hand out, or one retention has since made
     /// stale; the message says to start again from the first page.
     #[error("{0}")]
@@ -118,23 +123,46 @@ pub enum StoreError {
     /// one that skipped `config`): refused before anything is stored.
     #[error("refusing to apply: {0}")]
     OutOfBounds(#[source] crate::config::OutOfBounds),
-    /// A store location that is not one (e.g. a malformed PostgreSQL URL).
-    #[error("{what}")]
-    BadLocation {
-        /// What is wrong with it.
-        what: String,
-        /// The driver's parse error, when it gave one.
-        #[source]
-        source: Option<tokio_postgres::Error>,
+    /// A job's new state is over the per-job cap; the prior state is kept.
+    #[error(
+        "state of job '{job}' would be {size} bytes, over the {cap}-byte cap; prior state kept"
+    )]
+    StateTooLarge {
+        /// The job.
+        job: String,
+        /// The state's encoded size, bytes.
+        size: usize,
+        /// The cap, bytes.
+        cap: usize,
     },
-    /// A record could not be encoded (a bug, not bad input).
-    #[error("cannot encode {what}: {source}")]
-    Encode {
-        /// What was being encoded.
-        what: &'static str,
-        /// The encoder's error.
+    /// An approval answer for a run that no longer waits for one (answered, timed out, ended):
+    /// a fact of the moment, not bad input, so exit 1.
+    #[error("{0}")]
+    NotAwaiting(String),
+}
+
+/// The medium under the store failed, or the store broke one of its own invariants (a bug, never
+/// the user's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Reading or writing the store failed (disk full, permissions). Retryable.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
         #[source]
-        source: serde_json::Error,
+        source: std::io::Error,
+    },
+    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
+    #[error(
+        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
+    )]
+    LockTimeout {
+        /// The lock file.
+        file: PathBuf,
+        /// How long this process waited.
+        waited: std::time::Duration,
     },
     /// The database answered with an error, or the connection broke. Retryable.
     #[error("database error while {doing}: {detail}")]
@@ -151,6 +179,15 @@ pub enum StoreError {
     /// timed out, store runtime gone). Retryable.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A record could not be encoded (a bug, not bad input).
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A background task of a front end died while reading the store.
     #[error("{what}: {source}")]
     Task {
@@ -211,147 +248,149 @@ impl StoreError {
     /// The process exit code this error ends a command with (2 = bad input, 1 = runtime).
     pub fn exit_code(&self) -> u8 {
         match self {
-            StoreError::Corrupt { .. }
-            | StoreError::Version { .. }
-            | StoreError::NoSuchJob(_)
-            | StoreError::DuplicateJob(_)
-            | StoreError::BadDefinition { .. }
-            | StoreError::Retired { .. }
-            | StoreError::OutOfBounds(_)
-            | StoreError::NoSuchRun(_)
-            | StoreError::Refused(_)
-            | StoreError::BadPageToken(_)
-            | StoreError::ChainCycle(_)
-            | StoreError::JobsFile(_)
-            | StoreError::BadLocation { .. } => 2,
-            StoreError::Io { .. }
-            | StoreError::LockTimeout { .. }
-            | StoreError::StateTooLarge { .. }
-            | StoreError::Encode { .. }
-            | StoreError::Database { .. }
-            | StoreError::Unavailable(_)
-            | StoreError::Task { .. }
-            | StoreError::Unsupported(_)
-            | StoreError::NotOpen { .. }
-            | StoreError::NotAwaiting(_)
-            | StoreError::OverFormatLimit(_)
-            | StoreError::IndexMismatch { .. }
-            | StoreError::NoResult(_)
-            | StoreError::NoRow { .. }
-            | StoreError::Invariant(_)
-            | StoreError::Batch(_) => 1,
+            StoreError::Open(_) => 2,
+            StoreError::Operation(e) => e.exit_code(),
+            StoreError::Backend(_) => 1,
         }
     }
 
     /// "Store unavailable, try again later" (disk full, database down, lock held by a stopped
     /// process) as opposed to "rejected" (retrying the same request cannot succeed).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Io { .. }
-                | StoreError::LockTimeout { .. }
-                | StoreError::Database { .. }
-                | StoreError::Unavailable(_)
-        )
+        match self {
+            StoreError::Open(_) | StoreError::Operation(_) => false,
+            StoreError::Backend(e) => e.is_retryable(),
+        }
     }
 
-    /// An [`StoreError::Io`] on `path` — except that a directory where a store file should be
-    /// (`EISDIR`) is damage, not a runtime failure: [`StoreError::Corrupt`] naming the file
+    /// A [`BackendError::Io`] on `path` — except that a directory where a store file should be
+    /// (`EISDIR`) is damage, not a runtime failure: [`OpenError::Corrupt`] naming the file
     /// (exit 2, like a missing or foreign file), never retried.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         if source.kind() == std::io::ErrorKind::IsADirectory {
-            return StoreError::Corrupt {
+            return StoreError::Open(OpenError::Corrupt {
                 file: path.into(),
                 line: 0,
                 column: 0,
                 what: "a directory is where this store file should be (move the directory \
                        away and restore the file from a backup)"
                     .into(),
-            };
+            });
         }
-        StoreError::Io {
+        StoreError::Backend(BackendError::Io {
             path: path.into(),
             source,
-        }
+        })
     }
 
     /// A copy for the other members of a batch that failed together (errors are not `Clone`):
     /// same variant and exit code where it carries plain data, the message otherwise.
     pub(crate) fn duplicate(&self) -> StoreError {
         match self {
-            StoreError::Corrupt {
+            StoreError::Open(e) => StoreError::Open(e.duplicate()),
+            StoreError::Operation(e) => StoreError::Operation(e.clone()),
+            StoreError::Backend(e) => StoreError::Backend(e.duplicate()),
+        }
+    }
+
+    pub(crate) fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> StoreError {
+        move |source| StoreError::Backend(BackendError::Encode { what, source })
+    }
+
+    pub(crate) fn bad_def(job: &str) -> impl FnOnce(crate::schedule::ScheduleError) -> StoreError {
+        let job = job.to_string();
+        move |source| StoreError::Operation(OperationError::BadDefinition { job, source })
+    }
+}
+
+impl OpenError {
+    fn duplicate(&self) -> OpenError {
+        match self {
+            OpenError::Corrupt {
                 file,
                 line,
                 column,
                 what,
-            } => StoreError::Corrupt {
+            } => OpenError::Corrupt {
                 file: file.clone(),
                 line: *line,
                 column: *column,
                 what: what.clone(),
             },
-            StoreError::Version {
+            OpenError::Version {
                 file,
                 found,
                 supported,
-            } => StoreError::Version {
+            } => OpenError::Version {
                 file: file.clone(),
                 found: found.clone(),
                 supported: supported.clone(),
             },
-            StoreError::Io { path, source } => StoreError::Io {
-                path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            StoreError::LockTimeout { file, waited } => StoreError::LockTimeout {
-                file: file.clone(),
-                waited: *waited,
-            },
-            StoreError::NoSuchJob(j) => StoreError::NoSuchJob(j.clone()),
-            StoreError::DuplicateJob(j) => StoreError::DuplicateJob(j.clone()),
-            StoreError::BadDefinition { job, source } => StoreError::BadDefinition {
-                job: job.clone(),
-                source: source.clone(),
-            },
-            StoreError::OutOfBounds(e) => StoreError::OutOfBounds(e.clone()),
-            StoreError::NoSuchRun(r) => StoreError::NoSuchRun(*r),
-            StoreError::Refused(r) => StoreError::Refused(r.clone()),
-            StoreError::NotAwaiting(w) => StoreError::NotAwaiting(w.clone()),
-            StoreError::BadPageToken(w) => StoreError::BadPageToken(w.clone()),
-            StoreError::ChainCycle(c) => StoreError::ChainCycle(c.clone()),
-            StoreError::JobsFile(e) => StoreError::JobsFile(e.clone()),
-            StoreError::OverFormatLimit(w) => StoreError::OverFormatLimit(w.clone()),
-            StoreError::IndexMismatch { job, what } => StoreError::IndexMismatch {
-                job: job.clone(),
-                what,
-            },
-            StoreError::NoResult(w) => StoreError::NoResult(w),
-            StoreError::NoRow { doing } => StoreError::NoRow { doing },
-            StoreError::Invariant(w) => StoreError::Invariant(w),
-            StoreError::Retired { job, reason } => StoreError::Retired {
-                job: job.clone(),
-                reason: reason.clone(),
-            },
-            StoreError::BadLocation { what, .. } => StoreError::BadLocation {
+            OpenError::BadLocation { what, .. } => OpenError::BadLocation {
                 what: what.clone(),
                 source: None,
             },
-            // Already a message: kept as it is (wrapping it read "store unavailable: store
-            // unavailable: …" in the log of every batch member but the first).
-            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-            StoreError::NotOpen { path } => StoreError::NotOpen { path: path.clone() },
-            e if e.is_retryable() => StoreError::Unavailable(e.to_string()),
-            e => StoreError::Batch(e.to_string()),
         }
     }
+}
 
-    pub(crate) fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> StoreError {
-        move |source| StoreError::Encode { what, source }
+impl OperationError {
+    /// 2 for what the user gave or asked; 1 for a fact of the moment (an answer that came too
+    /// late, a state over its cap).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            OperationError::NoSuchJob(_)
+            | OperationError::DuplicateJob(_)
+            | OperationError::BadDefinition { .. }
+            | OperationError::Retired { .. }
+            | OperationError::NoSuchRun(_)
+            | OperationError::Refused(_)
+            | OperationError::BadPageToken(_)
+            | OperationError::ChainCycle(_)
+            | OperationError::JobsFile(_)
+            | OperationError::OutOfBounds(_) => 2,
+            OperationError::StateTooLarge { .. } | OperationError::NotAwaiting(_) => 1,
+        }
+    }
+}
+
+impl BackendError {
+    /// The medium may recover (disk space, a lock released, the database back).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Io { .. }
+                | BackendError::LockTimeout { .. }
+                | BackendError::Database { .. }
+                | BackendError::Unavailable(_)
+        )
     }
 
-    pub(crate) fn bad_def(job: &str) -> impl FnOnce(crate::schedule::ScheduleError) -> StoreError {
-        let job = job.to_string();
-        move |source| StoreError::BadDefinition { job, source }
+    fn duplicate(&self) -> BackendError {
+        match self {
+            BackendError::Io { path, source } => BackendError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            BackendError::LockTimeout { file, waited } => BackendError::LockTimeout {
+                file: file.clone(),
+                waited: *waited,
+            },
+            BackendError::OverFormatLimit(w) => BackendError::OverFormatLimit(w.clone()),
+            BackendError::IndexMismatch { job, what } => BackendError::IndexMismatch {
+                job: job.clone(),
+                what,
+            },
+            BackendError::NoResult(w) => BackendError::NoResult(w),
+            BackendError::NoRow { doing } => BackendError::NoRow { doing },
+            BackendError::Invariant(w) => BackendError::Invariant(w),
+            // Already a message: kept as it is (wrapping it read "store unavailable: store
+            // unavailable: …" in the log of every batch member but the first).
+            BackendError::Unavailable(m) => BackendError::Unavailable(m.clone()),
+            BackendError::NotOpen { path } => BackendError::NotOpen { path: path.clone() },
+            e if e.is_retryable() => BackendError::Unavailable(e.to_string()),
+            e => BackendError::Batch(e.to_string()),
+        }
     }
 }
 
@@ -523,64 +562,77 @@ mod tests {
     #[test]
     fn exit_code_and_retryability_follow_the_variant() {
         let p = PathBuf::from("/s/jobs.journal");
-        let bad_def =
-            crate::schedule::parse_tz("Not/AZone")
-                .err()
-                .map(|source| StoreError::BadDefinition {
-                    job: "j".into(),
-                    source,
-                });
+        let bad_def = crate::schedule::parse_tz("Not/AZone").err().map(|source| {
+            StoreError::Operation(OperationError::BadDefinition {
+                job: "j".into(),
+                source,
+            })
+        });
         assert!(bad_def.is_some(), "an unknown zone is a schedule error");
         let mut cases: Vec<(StoreError, u8, bool)> = vec![
             (
-                StoreError::Corrupt {
+                StoreError::Open(OpenError::Corrupt {
                     file: p.clone(),
                     line: 1,
                     column: 1,
                     what: "x".into(),
-                },
+                }),
                 2,
                 false,
             ),
-            (StoreError::NoSuchJob("j".into()), 2, false),
-            (StoreError::DuplicateJob("j".into()), 2, false),
             (
-                StoreError::Version {
+                StoreError::Operation(OperationError::NoSuchJob("j".into())),
+                2,
+                false,
+            ),
+            (
+                StoreError::Operation(OperationError::DuplicateJob("j".into())),
+                2,
+                false,
+            ),
+            (
+                StoreError::Open(OpenError::Version {
                     file: p.clone(),
                     found: "9".into(),
                     supported: "3".into(),
-                },
-                2,
-                false,
-            ),
-            (StoreError::NoSuchRun(Uuid::nil()), 2, false),
-            (
-                StoreError::Refused(Refusal::JobNotRunning { job: "j".into() }),
+                }),
                 2,
                 false,
             ),
             (
-                StoreError::BadLocation {
+                StoreError::Operation(OperationError::NoSuchRun(Uuid::nil())),
+                2,
+                false,
+            ),
+            (
+                StoreError::Operation(OperationError::Refused(Refusal::JobNotRunning {
+                    job: "j".into(),
+                })),
+                2,
+                false,
+            ),
+            (
+                StoreError::Open(OpenError::BadLocation {
                     what: "not a URL".into(),
                     source: None,
-                },
+                }),
                 2,
                 false,
             ),
             (
-                StoreError::StateTooLarge {
+                StoreError::Operation(OperationError::StateTooLarge {
                     job: "j".into(),
                     size: 2,
                     cap: 1,
-                },
+                }),
                 1,
                 false,
             ),
             (
-                StoreError::Retired {
+                StoreError::Operation(OperationError::Retired {
                     job: "j".into(),
                     reason: "r".into(),
-                },
+                }),
                 2,
                 false,
             ),
@@ -590,44 +642,78 @@ mod tests {
                 true,
             ),
             (
-                StoreError::LockTimeout {
+                StoreError::Backend(BackendError::LockTimeout {
                     file: p.clone(),
                     waited: std::time::Duration::from_secs(1),
-                },
+                }),
                 1,
                 true,
             ),
-            (StoreError::Unavailable("down".into()), 1, true),
-            (StoreError::Invariant("bug"), 1, false),
-            (StoreError::NotAwaiting("answered".into()), 1, false),
             (
-                StoreError::BadPageToken("'x' is not a page token".into()),
+                StoreError::Backend(BackendError::Unavailable("down".into())),
+                1,
+                true,
+            ),
+            (
+                StoreError::Backend(BackendError::Invariant("bug")),
+                1,
+                false,
+            ),
+            (
+                StoreError::Operation(OperationError::NotAwaiting("answered".into())),
+                1,
+                false,
+            ),
+            (
+                StoreError::Operation(OperationError::BadPageToken(
+                    "'x' is not a page token".into(),
+                )),
                 2,
                 false,
             ),
-            (StoreError::ChainCycle("a → b → a".into()), 2, false),
             (
-                StoreError::OverFormatLimit("a line over 4 GiB".into()),
+                StoreError::Operation(OperationError::ChainCycle("a → b → a".into())),
+                2,
+                false,
+            ),
+            (
+                StoreError::Backend(BackendError::OverFormatLimit("a line over 4 GiB".into())),
                 1,
                 false,
             ),
             (
-                StoreError::IndexMismatch {
+                StoreError::Backend(BackendError::IndexMismatch {
                     job: "j".into(),
                     what: "neither a line nor a record",
-                },
+                }),
                 1,
                 false,
             ),
-            (StoreError::NoResult("a completion"), 1, false),
-            (StoreError::NoRow { doing: "reading" }, 1, false),
-            (StoreError::Batch("x".into()), 1, false),
-            (StoreError::Unsupported("x"), 1, false),
             (
-                StoreError::Encode {
+                StoreError::Backend(BackendError::NoResult("a completion")),
+                1,
+                false,
+            ),
+            (
+                StoreError::Backend(BackendError::NoRow { doing: "reading" }),
+                1,
+                false,
+            ),
+            (
+                StoreError::Backend(BackendError::Batch("x".into())),
+                1,
+                false,
+            ),
+            (
+                StoreError::Backend(BackendError::Unsupported("x")),
+                1,
+                false,
+            ),
+            (
+                StoreError::Backend(BackendError::Encode {
                     what: "row",
                     source: serde_json::from_str::<u8>("x").unwrap_err(),
-                },
+                }),
                 1,
                 false,
             ),
@@ -642,7 +728,7 @@ mod tests {
             let d = e.duplicate();
             assert_eq!(d.exit_code(), code, "duplicate keeps the exit code: {e:?}");
             // The copy reads as the original, never "store unavailable: store unavailable".
-            if matches!(e, StoreError::Unavailable(_)) {
+            if matches!(e, StoreError::Backend(BackendError::Unavailable(_))) {
                 assert_eq!(d.to_string(), e.to_string());
             }
             assert_eq!(

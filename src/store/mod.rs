@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::model::{HistoryRow, JobRecord, JobsFile, OwnerRecord, OwnerSeen, Settings};
 
 pub use crate::cost::SpendNow;
-pub use error::{Refusal, StoreError, StoreResult};
+pub use error::{BackendError, OpenError, OperationError, Refusal, StoreError, StoreResult};
 pub use plan::step::{AwaitStep, LoopStep, StepOutcome};
 pub use policy::budget::{ReserveOutcome, ReserveRequest, Settlement};
 pub use policy::operator::{BULK_CHUNK, BulkAction, BulkDone, BulkOutcome, EditOutcome, JobEdit};
@@ -42,7 +42,7 @@ pub(crate) mod wrap;
 
 /// Run a blocking store call on tokio's blocking pool, off the async workers: the one wrapper
 /// every async caller (engine, attached console) uses, since stores are synchronous. A task that
-/// panicked or was cancelled becomes [`StoreError::Task`] (exit 1, not retryable).
+/// panicked or was cancelled becomes [`BackendError::Task`] (exit 1, not retryable).
 pub async fn blocking<T, F>(store: &std::sync::Arc<dyn Store>, f: F) -> StoreResult<T>
 where
     T: Send + 'static,
@@ -52,10 +52,10 @@ where
     tokio::task::spawn_blocking(move || f(store.as_ref()))
         .await
         .unwrap_or_else(|source| {
-            Err(StoreError::Task {
+            Err(StoreError::Backend(BackendError::Task {
                 what: "store task failed",
                 source,
-            })
+            }))
         })
 }
 
@@ -75,7 +75,9 @@ pub trait HistoryReader: Send + Sync {
                 .strip_prefix('o')
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| {
-                    StoreError::BadPageToken(format!("'{t}' is not a page token of this store"))
+                    StoreError::Operation(OperationError::BadPageToken(format!(
+                        "'{t}' is not a page token of this store"
+                    )))
                 })?,
         };
         let offset = q.offset.saturating_add(base);
@@ -234,14 +236,16 @@ pub trait Store: HistoryReader {
     /// (test doubles) refuse.
     fn reserve(&self, req: &ReserveRequest<'_>) -> StoreResult<ReserveOutcome> {
         let _ = req;
-        Err(StoreError::Unsupported(
+        Err(StoreError::Backend(BackendError::Unsupported(
             "budget reservations (a job cannot call a model under a budget here)",
-        ))
+        )))
     }
     /// Settle, release or mark spent the reservation `id` of `job` (see [`Settlement`]).
     fn settle(&self, job: &str, id: Uuid, how: Settlement, now: DateTime<Utc>) -> StoreResult<()> {
         let _ = (job, id, how, now);
-        Err(StoreError::Unsupported("budget reservations"))
+        Err(StoreError::Backend(BackendError::Unsupported(
+            "budget reservations",
+        )))
     }
 
     /// One step of a running tool loop as ONE write (`plan::step`): the lease renewed, the
@@ -340,7 +344,7 @@ pub trait Store: HistoryReader {
             })?
             .into_iter()
             .next()
-            .ok_or(StoreError::NoSuchRun(run_id))?;
+            .ok_or(StoreError::Operation(OperationError::NoSuchRun(run_id)))?;
         let job = row.job.clone();
         let out = self.update_job(&job, &JobEdit::Retry(Box::new(row)), now)?;
         Ok((job, out))
@@ -349,7 +353,7 @@ pub trait Store: HistoryReader {
     /// Answer the tool call run `run_id` awaits approval for ([`JobEdit::Answer`]), from any
     /// host, as `by`: the run's owner picks the answer up. Returns the run's job. A run that
     /// does not wait (answered, timed out, ended) is refused, saying so; a run id the store
-    /// never knew is [`StoreError::NoSuchRun`], as for `retry` and `cancel`.
+    /// never knew is [`OperationError::NoSuchRun`], as for `retry` and `cancel`.
     fn answer_approval(
         &self,
         run_id: Uuid,
@@ -367,11 +371,11 @@ pub trait Store: HistoryReader {
                 })?
                 .is_empty();
             return Err(if known {
-                StoreError::NotAwaiting(format!(
+                StoreError::Operation(OperationError::NotAwaiting(format!(
                     "run {run_id} is not awaiting approval (it is not running)"
-                ))
+                )))
             } else {
-                StoreError::NoSuchRun(run_id)
+                StoreError::Operation(OperationError::NoSuchRun(run_id))
             });
         };
         let edit = JobEdit::Answer {
@@ -392,11 +396,15 @@ pub trait Store: HistoryReader {
             return Ok((target.to_string(), out));
         }
         let Ok(run_id) = Uuid::parse_str(target.trim()) else {
-            return Err(StoreError::NoSuchJob(target.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                target.to_string(),
+            )));
         };
-        let job = self
-            .job_of_run(run_id)?
-            .ok_or(StoreError::Refused(Refusal::NoLiveRun { run_id }))?;
+        let job =
+            self.job_of_run(run_id)?
+                .ok_or(StoreError::Operation(OperationError::Refused(
+                    Refusal::NoLiveRun { run_id },
+                )))?;
         let out = self.update_job(&job, &JobEdit::Cancel(Some(run_id)), now)?;
         Ok((job, out))
     }

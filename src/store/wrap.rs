@@ -9,6 +9,7 @@
 //!
 //! Owns: the forwarding and where each hook is called. Must not touch: what any store does.
 
+use crate::store::BackendError;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -225,7 +226,9 @@ impl<H: Hooks> Store for Wrapped<H> {
             .map(|slot| {
                 slot.unwrap_or_else(|| {
                     let r = answers.next().unwrap_or_else(|| {
-                        Err(StoreError::Unsupported("a batch answer per completion"))
+                        Err(StoreError::Backend(BackendError::Unsupported(
+                            "a batch answer per completion",
+                        )))
                     });
                     if let Err(e) = &r {
                         self.hooks.failed(Call::Complete, e);
@@ -319,6 +322,7 @@ impl<H: Hooks> Store for Wrapped<H> {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::OperationError;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
@@ -341,10 +345,12 @@ mod tests {
     impl Hooks for Twist {
         fn before(&self, call: Call) -> StoreResult<()> {
             match call {
-                Call::Jobs => Err(StoreError::Unsupported("reading every job (test)")),
-                Call::Complete if self.completions.fetch_add(1, Ordering::SeqCst) == 1 => {
-                    Err(StoreError::Unavailable("refused (test)".into()))
-                }
+                Call::Jobs => Err(StoreError::Backend(BackendError::Unsupported(
+                    "reading every job (test)",
+                ))),
+                Call::Complete if self.completions.fetch_add(1, Ordering::SeqCst) == 1 => Err(
+                    StoreError::Backend(BackendError::Unavailable("refused (test)".into())),
+                ),
                 _ => Ok(()),
             }
         }
@@ -381,11 +387,14 @@ mod tests {
     fn a_hook_answers_instead_of_the_inner_store_and_sees_only_its_errors() {
         let dir = TempDir::new("wrap-hooks");
         let (_, w) = wrapped(&dir);
-        assert!(matches!(w.jobs(), Err(StoreError::Unsupported(_))));
+        assert!(matches!(
+            w.jobs(),
+            Err(StoreError::Backend(BackendError::Unsupported(_)))
+        ));
         assert_eq!(w.failures.load(Ordering::SeqCst), 0);
         assert!(matches!(
             w.set_paused("ghost", true, t(1)),
-            Err(StoreError::NoSuchJob(_))
+            Err(StoreError::Operation(OperationError::NoSuchJob(_)))
         ));
         assert_eq!(w.failures.load(Ordering::SeqCst), 1);
     }
@@ -414,7 +423,13 @@ mod tests {
         };
         let out = w.complete_many(claims.iter().map(done).collect());
         assert!(out[0].is_ok() && out[2].is_ok(), "{out:?}");
-        assert!(matches!(out[1], Err(StoreError::Unavailable(_))), "{out:?}");
+        assert!(
+            matches!(
+                out[1],
+                Err(StoreError::Backend(BackendError::Unavailable(_)))
+            ),
+            "{out:?}"
+        );
         let rows = inner.history(&HistoryQuery::default()).unwrap();
         let mut jobs: Vec<_> = rows.iter().map(|r| r.job.as_str()).collect();
         jobs.sort_unstable();

@@ -181,10 +181,15 @@ pub fn an_abandoned_loop_keeps_the_calls_it_recorded(f: Factory) {
     };
     apply_due(&*s, &file(vec![def]), t(1000)).unwrap();
     let c = claim(&*s, "dead", t(1000), 1).claims.remove(0);
+    // The turn took two requests (a retry inside it).
+    let mut retried = turn_entry(1);
+    if let Entry::Turn(turn) = &mut retried {
+        turn.attempts = 2;
+    }
     let first = [
         Delta {
             seq: 0,
-            entry: turn_entry(1),
+            entry: retried,
         },
         Delta {
             seq: 1,
@@ -215,6 +220,7 @@ pub fn an_abandoned_loop_keeps_the_calls_it_recorded(f: Factory) {
         .expect("the abandoned row");
     assert_eq!(row.status, Status::Abandoned);
     assert_eq!((row.turns, row.tool_calls), (Some(1), Some(2)));
+    assert_eq!(row.attempts, 2, "the most requests a recorded turn needed");
     let states: Vec<CallState> = cronsole::testkit::tools::calls(&row)
         .into_iter()
         .map(|c| c.state)

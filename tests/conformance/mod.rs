@@ -7,6 +7,7 @@
 //! multi-process tests in `tests/pg/multiprocess.rs` cover real processes). Times are explicit.
 #![allow(dead_code)]
 
+use cronsole::store::OperationError;
 use cronsole::testkit::store::{ClaimAt, FinishClaim};
 use std::sync::Arc;
 
@@ -1304,7 +1305,9 @@ pub fn history_pages_by_token(f: Factory) {
             before: Some("not-a-token".into()),
             ..Default::default()
         }),
-        Err(cronsole::store::StoreError::BadPageToken(_))
+        Err(cronsole::store::StoreError::Operation(
+            OperationError::BadPageToken(_)
+        ))
     ));
 }
 

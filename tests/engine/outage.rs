@@ -8,6 +8,7 @@
 //! once.
 #![allow(clippy::unwrap_used)] // test code
 
+use cronsole::store::BackendError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -55,7 +56,9 @@ impl Hooks for Faulty {
                 let left = self.fail_settings.load(Ordering::SeqCst);
                 if left > 0 {
                     self.fail_settings.store(left - 1, Ordering::SeqCst);
-                    return Err(StoreError::Unavailable("database restarting (test)".into()));
+                    return Err(StoreError::Backend(BackendError::Unavailable(
+                        "database restarting (test)".into(),
+                    )));
                 }
             }
             Call::ClaimDue => {

@@ -11,7 +11,7 @@ use crate::conformance;
 use crate::pg_db_or_skip;
 use crate::support;
 
-use cronsole::testkit::store::ClaimAt;
+use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cronsole::model::{HistoryRow, Status, Trigger};
+use cronsole::model::{Status, Trigger};
 use cronsole::store::postgres::PgStore;
-use cronsole::store::{ClaimRequest, Completion, HistoryQuery, HistoryReader, Store};
+use cronsole::store::{ClaimRequest, HistoryQuery, HistoryReader, Store};
 
 const ENV_URL: &str = "CRONSOLE_PG_WORKER_URL";
 const ENV_OWNER: &str = "CRONSOLE_PG_WORKER_OWNER";
@@ -89,27 +89,9 @@ fn worker() {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(150));
                 let now = Utc::now();
-                let mut row = HistoryRow::new(
-                    &c.job.def.name,
-                    Status::Succeeded,
-                    c.trigger,
-                    c.slot,
-                    &owner,
-                    now,
-                );
-                row.run_id = c.run_id;
+                let mut row = claim_row(&c, &owner, Status::Succeeded, now);
                 row.started_at = c.job.rt.lease.as_ref().map_or(now, |l| l.claimed_at);
-                store
-                    .complete(Completion {
-                        job: c.job.def.name.clone(),
-                        run_id: c.run_id,
-                        owner,
-                        now,
-                        row,
-                        state: None,
-                        hold_until: None,
-                    })
-                    .unwrap();
+                store.finish_row(&c, row);
                 in_flight.lock().unwrap().retain(|n| *n != c.job.def.name);
             });
         }

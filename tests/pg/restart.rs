@@ -1,5 +1,5 @@
 //! PostgreSQL going away under a running owner: operations fail with a
-//! retryable `StoreError::Database` while the server is down, the pool reconnects, runs that were
+//! retryable `BackendError::Database` while the server is down, the pool reconnects, runs that were
 //! in flight complete after reconnection, no slot runs twice and no run is lost.
 //!
 //! Uses a private cluster (it is stopped and started), never the shared CI one.

@@ -6,6 +6,7 @@ use crate::conformance;
 use crate::pg_db_or_skip;
 use crate::support;
 use crate::support::wait::wait_until;
+use cronsole::store::{BackendError, OpenError, OperationError};
 
 use cronsole::testkit::store::ClaimAt;
 use std::sync::Arc;
@@ -54,7 +55,10 @@ fn a_newer_schema_is_refused_not_repaired() {
     drop(by_hand(&url));
     support::pg::exec(&url, "UPDATE cronsole_schema SET version = 99").unwrap();
     let err = PgStore::open(&url).err().expect("must refuse");
-    assert!(matches!(err, StoreError::Version { .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::Open(OpenError::Version { .. })),
+        "{err}"
+    );
     assert!(err.is_bad_input());
     assert!(err.to_string().contains("99"), "{err}");
 }
@@ -64,7 +68,10 @@ fn bad_urls_are_clear_errors_without_the_password() {
     let err = PgStore::open("postgres://u:secret@127.0.0.1:5432/db?sslmode=bogus")
         .err()
         .unwrap();
-    assert!(matches!(err, StoreError::BadLocation { .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::Open(OpenError::BadLocation { .. })),
+        "{err}"
+    );
     assert_eq!(err.exit_code(), 2, "a bad URL is bad input");
     assert!(!err.to_string().contains("secret"), "{err}");
     let err = PgStore::open("mysql://u@h/db").err().unwrap();
@@ -77,7 +84,10 @@ fn an_unreachable_server_is_a_retryable_database_error() {
     let err = PgStore::open("postgres://postgres@127.0.0.1:1/x")
         .err()
         .unwrap();
-    assert!(matches!(err, StoreError::Database { .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::Backend(BackendError::Database { .. })),
+        "{err}"
+    );
     assert!(!err.is_bad_input());
     assert!(
         err.is_retryable(),
@@ -150,7 +160,7 @@ fn renew_of_an_unknown_job_names_it() {
     let s = by_hand(&url);
     let err = s.renew("ghost", uuid::Uuid::new_v4(), t0()).err().unwrap();
     assert!(
-        matches!(err, StoreError::NoSuchJob(ref n) if n == "ghost"),
+        matches!(err, StoreError::Operation(OperationError::NoSuchJob(ref n)) if n == "ghost"),
         "{err}"
     );
 }

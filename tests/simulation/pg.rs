@@ -267,7 +267,8 @@ fn port_of(url: &str) -> Option<u16> {
     hostport.rsplit(':').next()?.parse().ok()
 }
 
-/// Run the PostgreSQL seeds (`SIM_PG_SEEDS`, default 2; `SIM_PG_FIRST`).
+/// Run the PostgreSQL seeds (`SIM_PG_SEEDS`, default 2; `SIM_PG_FIRST`; `SIM_PG_LOOPS=1` adds
+/// agents with tools).
 pub fn run_batch() {
     let Some(url) = support::pg::database() else {
         return;
@@ -306,13 +307,15 @@ pub fn run_batch() {
             power_loss_step: 0.0,
             deterministic: false,
             chains: false,
-            loops: false,
+            // Tool loops' steps through the proxy too (`SIM_PG_LOOPS=1`): each turn reserved
+            // and each call recorded in one transaction that the proxy may cut.
+            loops: std::env::var("SIM_PG_LOOPS").is_ok_and(|v| v == "1"),
             clocks: false,
         };
         match World::new(seed, rng, &mut backend, params).run() {
             Ok(s) => eprintln!(
-                "postgres seed {seed}: ok ({} claims, {} completions, {} store errors)",
-                s.claims, s.completions, s.store_errors
+                "postgres seed {seed}: ok ({} claims, {} completions, {} tool calls recorded, {} store errors)",
+                s.claims, s.completions, s.tool_calls, s.store_errors
             ),
             Err(f) => failures.push(f),
         }

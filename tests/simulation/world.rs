@@ -16,6 +16,7 @@
 //! "runs", and its result goes with the next turn's step — the engine's order. A turn the
 //! budget refuses ends the run `failed`.
 
+use cronsole::store::OpenError;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -538,7 +539,8 @@ impl<'a> World<'a> {
             return Ok(());
         }
         match e {
-            StoreError::Corrupt { .. } | StoreError::Version { .. } => {
+            StoreError::Open(OpenError::Corrupt { .. })
+            | StoreError::Open(OpenError::Version { .. }) => {
                 Err(format!("the store refuses to open after faults: {e}"))
             }
             _ => {
@@ -1543,7 +1545,10 @@ fn answer_turn(l: &mut Looping, cost: f64, now: DateTime<Utc>) {
 }
 
 fn is_corrupt(e: &StoreError) -> bool {
-    matches!(e, StoreError::Corrupt { .. } | StoreError::Version { .. })
+    matches!(
+        e,
+        StoreError::Open(OpenError::Corrupt { .. }) | StoreError::Open(OpenError::Version { .. })
+    )
 }
 
 enum Op {

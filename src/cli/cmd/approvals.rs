@@ -9,6 +9,7 @@
 //! and an answer to it is recorded (it takes effect if that owner comes back) but exits
 //! [`OWNER_GONE`], saying plainly that nothing runs now.
 
+use crate::store::OperationError;
 use std::process::ExitCode;
 
 use crate::store::StoreError;
@@ -126,7 +127,7 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         // A run that no longer waits is a runtime fact, not bad input: exit 1, saying so.
-        Err(StoreError::NotAwaiting(why)) => {
+        Err(StoreError::Operation(OperationError::NotAwaiting(why))) => {
             eprintln!("error: {why}");
             Ok(ExitCode::from(1))
         }

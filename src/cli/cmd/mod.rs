@@ -3,6 +3,7 @@
 //!
 //! Owns: store selection, exit-code mapping, printing. Must not touch: engine internals.
 
+use crate::store::OpenError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -135,10 +136,10 @@ pub fn error_line(err: &anyhow::Error) -> String {
         if let Some(se) = cause.downcast_ref::<StoreError>()
             && !matches!(
                 se,
-                StoreError::BadLocation {
+                StoreError::Open(OpenError::BadLocation {
                     source: Some(_),
                     ..
-                }
+                })
             )
         {
             break;
@@ -313,6 +314,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
 mod tests {
     use super::*;
     use crate::store::ApplyReport;
+    use crate::store::BackendError;
 
     fn report() -> ApplyReport {
         let v = |n: &[&str]| n.iter().map(|s| s.to_string()).collect();
@@ -402,10 +404,10 @@ mod tests {
     #[test]
     fn error_line_prints_each_cause_once() {
         let io = || std::io::Error::from_raw_os_error(20);
-        let e = anyhow::Error::new(StoreError::Io {
+        let e = anyhow::Error::new(StoreError::Backend(BackendError::Io {
             path: "/etc/passwd/x".into(),
             source: io(),
-        });
+        }));
         let os = io().to_string();
         let line = error_line(&e);
         assert_eq!(line, format!("I/O error on /etc/passwd/x: {os}"));
@@ -423,11 +425,11 @@ mod tests {
             .parse::<tokio_postgres::Config>()
             .expect_err("not a port");
         assert!(!driver.to_string().is_empty());
-        let e = anyhow::Error::new(StoreError::Database {
+        let e = anyhow::Error::new(StoreError::Backend(BackendError::Database {
             doing: "connecting".into(),
             detail: "the server's own words".into(),
             source: driver,
-        });
+        }));
         assert_eq!(
             error_line(&e),
             "database error while connecting: the server's own words"

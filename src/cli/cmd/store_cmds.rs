@@ -26,6 +26,7 @@
 //! padded column holds (job names are `A-Z a-z 0-9 . _ -`, times RFC 3339, numbers; free text
 //! such as a history row's reason or a job's note is the unpadded last column).
 
+use crate::store::{BackendError, OperationError};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -81,12 +82,14 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     let rep = store.apply_each(
         &settings,
         &mut |sink| {
-            let prepared = once
-                .take()
-                .ok_or_else(|| StoreError::Invariant("the jobs file was already handed over"))?;
+            let prepared = once.take().ok_or_else(|| {
+                StoreError::Backend(BackendError::Invariant(
+                    "the jobs file was already handed over",
+                ))
+            })?;
             prepared.for_each_job(sink).map_err(|h| match h {
                 Handover::Refused(e) => e,
-                Handover::Changed(c) => StoreError::JobsFile(c),
+                Handover::Changed(c) => StoreError::Operation(OperationError::JobsFile(c)),
             })
         },
         Utc::now(),

@@ -7,6 +7,7 @@
 //! fold definitions into. Must not touch: what a definition does to a record (`plan::apply`),
 //! the line format (`record.rs`).
 
+use crate::store::OperationError;
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
@@ -53,7 +54,8 @@ impl Locked<'_> {
         let mut out: Option<(AtomicFile<'_>, IndexWriter<'_>)> = None;
         let fed = {
             let mut each = |def: JobDef| -> StoreResult<()> {
-                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
+                crate::config::check_job_bounds(&def)
+                    .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
                 if !batch.admit(&def) {
                     return Ok(());
                 }
@@ -128,7 +130,8 @@ impl Locked<'_> {
         let fed = {
             let inner = &mut *self.inner;
             let mut each = |def: JobDef| -> StoreResult<()> {
-                crate::config::check_job_bounds(&def).map_err(StoreError::OutOfBounds)?;
+                crate::config::check_job_bounds(&def)
+                    .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
                 if !batch.admit(&def) {
                     return Ok(());
                 }
@@ -355,10 +358,12 @@ impl Batch {
             self.chains.iter().map(|(n, a)| (n.as_str(), a.as_slice())),
         );
         if let Some(cycle) = cycle {
-            return Err(StoreError::ChainCycle(crate::config::cycle_text(&cycle)));
+            return Err(StoreError::Operation(OperationError::ChainCycle(
+                crate::config::cycle_text(&cycle),
+            )));
         }
         if let Some(name) = self.repeated.take() {
-            return Err(StoreError::DuplicateJob(name));
+            return Err(StoreError::Operation(OperationError::DuplicateJob(name)));
         }
         match self.unschedulable.take() {
             Some(e) => Err(e),

@@ -6,6 +6,7 @@
 //! files' contents (`jobs.rs`, `history.rs` read and write them), opening (`open.rs`) or what
 //! an operation decides (the plans and policies).
 
+use crate::store::BackendError;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -224,7 +225,8 @@ impl FileStore {
     /// Start this handle's clock mark at `mark`, the newest clock an owner record was sent
     /// with, for a caller that keeps owner records elsewhere (the fault simulator, whose
     /// simulated disk does not hold them): its first claim then sees a step back as a handle
-    /// opened by `cronsole run` does.
+    /// opened by `cronsole run` does. Test-only: a real owner's records are in the store.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn with_clock_mark(self, mark: Option<chrono::DateTime<chrono::Utc>>) -> FileStore {
         if let Some(m) = mark {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -263,10 +265,10 @@ impl FileStore {
             if std::time::Instant::now() >= deadline {
                 // Shown in tenths of a second ("20s", "1.1s"), not to the nanosecond.
                 let tenths = u64::try_from(start.elapsed().as_millis() / 100).unwrap_or(u64::MAX);
-                return Err(StoreError::LockTimeout {
+                return Err(StoreError::Backend(BackendError::LockTimeout {
                     file: lpath.to_path_buf(),
                     waited: Duration::from_millis(tenths.saturating_mul(100)),
-                });
+                }));
             }
         }
     }

@@ -661,7 +661,7 @@ impl Locked<'_> {
         self.report_cross(problems, &hpath, &jpath, top, len)
     }
 
-    /// The first of the cross-check's `problems` as [`StoreError::Corrupt`].
+    /// The first of the cross-check's `problems` as [`OpenError::Corrupt`](crate::store::OpenError::Corrupt).
     pub(super) fn report_cross(
         &self,
         problems: Vec<filefmt::CrossProblem>,

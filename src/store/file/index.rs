@@ -42,6 +42,7 @@
 //! the index recorded, by the checksum the index holds) and by `cronsole check`, which also
 //! compares every index entry with its line.
 
+use crate::store::BackendError;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -128,8 +129,9 @@ impl<'a> IndexWriter<'a> {
         min_bytes: u64,
     ) -> StoreResult<IndexWriter<'a>> {
         let line = header.strip_suffix(b"\n").unwrap_or(header);
-        let id_len = u16::try_from(id.len())
-            .map_err(|_| StoreError::OverFormatLimit("store id over 64 KiB".into()))?;
+        let id_len = u16::try_from(id.len()).map_err(|_| {
+            StoreError::Backend(BackendError::OverFormatLimit("store id over 64 KiB".into()))
+        })?;
         let mut buf = Vec::with_capacity(1 << 16);
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&id_len.to_le_bytes());
@@ -220,8 +222,11 @@ impl<'a> IndexWriter<'a> {
         }
         if let Some(s) = &idx.spend {
             let json = serde_json::to_vec(&**s).map_err(StoreError::encode("job index"))?;
-            let n = u32::try_from(json.len())
-                .map_err(|_| StoreError::OverFormatLimit("budget counters over 4 GiB".into()))?;
+            let n = u32::try_from(json.len()).map_err(|_| {
+                StoreError::Backend(BackendError::OverFormatLimit(
+                    "budget counters over 4 GiB".into(),
+                ))
+            })?;
             b.extend_from_slice(&n.to_le_bytes());
             b.extend_from_slice(&json);
         }
@@ -660,6 +665,7 @@ mod tests {
     use super::super::layout::SNAPSHOT_FILE;
     use super::{IndexCheck, check_index};
     use crate::model::{After, Budget, BudgetPeriod, ChainOn, JobsFile, Settings};
+    use crate::store::OpenError;
     use crate::store::policy::budget::ReserveRequest;
     use crate::store::policy::define::tests_support::def;
     use crate::store::{ClaimRequest, HistoryReader, Store, StoreError, filefmt};
@@ -755,9 +761,9 @@ mod tests {
 
     fn corrupt_at(e: StoreError) -> (String, u64) {
         match e {
-            StoreError::Corrupt {
+            StoreError::Open(OpenError::Corrupt {
                 file, line, what, ..
-            } => (format!("{}: {what}", file.display()), line),
+            }) => (format!("{}: {what}", file.display()), line),
             other => panic!("not corruption: {other:?}"),
         }
     }

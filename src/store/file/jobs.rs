@@ -44,6 +44,7 @@
 //! every line).
 //!
 
+use crate::store::BackendError;
 use std::path::Path;
 
 use super::handle::{Inner, Locked, set_index};
@@ -274,11 +275,10 @@ impl Locked<'_> {
             Ok((path, f, at))
         } else {
             let path = self.path(SNAPSHOT_FILE);
-            let f = self
-                .inner
-                .snapshot
-                .as_deref()
-                .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
+            let f =
+                self.inner.snapshot.as_deref().ok_or_else(|| {
+                    StoreError::Backend(BackendError::NotOpen { path: path.clone() })
+                })?;
             Ok((path, f, loc))
         }
     }
@@ -609,8 +609,11 @@ impl Locked<'_> {
             }
             let from = buf.len();
             let idx = c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
-            let len = u32::try_from(buf.len() - from - 1)
-                .map_err(|_| StoreError::OverFormatLimit(format!("job '{n}': line over 4 GiB")))?;
+            let len = u32::try_from(buf.len() - from - 1).map_err(|_| {
+                StoreError::Backend(BackendError::OverFormatLimit(format!(
+                    "job '{n}': line over 4 GiB"
+                )))
+            })?;
             placed.push((n, from as u64, len, idx));
         }
         self.inner.journal.append(&jpath, &buf)?;
@@ -726,10 +729,10 @@ impl Locked<'_> {
                     idx = Some(c.encode(name, inner.acct, &mut out.buf)?);
                 }
                 (None, None) => {
-                    return Err(StoreError::IndexMismatch {
+                    return Err(StoreError::Backend(BackendError::IndexMismatch {
                         job: name.to_string(),
                         what: "neither a line nor a record",
-                    });
+                    }));
                 }
                 (Some(loc), _) => {
                     let (path, f, at, line) = reader.line(inner, loc)?;
@@ -753,7 +756,9 @@ impl Locked<'_> {
                 Err(_) => ix.spoil(),
             }
             let len = u32::try_from(line.len()).map_err(|_| {
-                StoreError::OverFormatLimit(format!("job '{name}': line over 4 GiB"))
+                StoreError::Backend(BackendError::OverFormatLimit(format!(
+                    "job '{name}': line over 4 GiB"
+                )))
             })?;
             locs.push(Loc {
                 journal: false,
@@ -938,6 +943,7 @@ mod tests {
     use super::{DIRECT_SNAPSHOT_MIN, rewrites_most};
     use crate::model::{JobsFile, Settings};
     use crate::store::policy::define::tests_support::def;
+    use crate::store::{BackendError, OpenError};
     use crate::store::{HistoryReader, Store};
     use crate::testkit::time::epoch as t;
 
@@ -1275,7 +1281,9 @@ mod tests {
                     &settings,
                     &mut |sink| {
                         base.iter().cloned().try_for_each(&mut *sink)?;
-                        Err(crate::store::StoreError::Invariant("bad file"))
+                        Err(crate::store::StoreError::Backend(BackendError::Invariant(
+                            "bad file",
+                        )))
                     },
                     t(1000),
                 )
@@ -1810,7 +1818,7 @@ mod tests {
         f.write_all_at(b, at as u64).unwrap();
         let e = fresh.jobs_page(None, 100).unwrap_err();
         match &e {
-            crate::store::StoreError::Corrupt { file, line, .. } => {
+            crate::store::StoreError::Open(OpenError::Corrupt { file, line, .. }) => {
                 assert_eq!(file, &snap, "{e}");
                 assert_eq!(*line, no, "{e}");
             }

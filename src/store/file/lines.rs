@@ -5,6 +5,7 @@
 //! Owns: [`LineReader`], [`RawPage`], [`for_each_line`]. Must not touch: what a line means
 //! (`record.rs`), the index (`table.rs`), writing.
 
+use crate::store::BackendError;
 use std::path::Path;
 
 use super::handle::{Inner, set_index};
@@ -71,9 +72,11 @@ impl RawPage {
                 .and_then(|()| std::str::from_utf8(line).ok())
                 .and_then(|text| serde_json::from_str::<Entry>(text).ok())
                 .filter(|e| e.job.def.name == name)
-                .ok_or_else(|| StoreError::IndexMismatch {
-                    job: name.to_string(),
-                    what: "its line changed since it was read without the lock",
+                .ok_or_else(|| {
+                    StoreError::Backend(BackendError::IndexMismatch {
+                        job: name.to_string(),
+                        what: "its line changed since it was read without the lock",
+                    })
                 })
         })
         .ok()
@@ -238,7 +241,7 @@ impl LineReader {
             let f = inner
                 .snapshot
                 .as_deref()
-                .ok_or_else(|| StoreError::NotOpen { path: path.clone() })?;
+                .ok_or_else(|| StoreError::Backend(BackendError::NotOpen { path: path.clone() }))?;
             (path, f, inner.snapshot_len, &mut self.snapshot, loc)
         };
         let line = w.line(f, path, flen, at)?;
@@ -251,9 +254,11 @@ impl LineReader {
 
     /// The entry of job `name` from its line (see [`Locked::read_entry`]).
     pub(super) fn entry(&mut self, inner: &Inner, name: &str, slim: &Slim) -> StoreResult<Entry> {
-        let loc = slim.loc.ok_or_else(|| StoreError::IndexMismatch {
-            job: name.to_string(),
-            what: "neither a line nor a record",
+        let loc = slim.loc.ok_or_else(|| {
+            StoreError::Backend(BackendError::IndexMismatch {
+                job: name.to_string(),
+                what: "neither a line nor a record",
+            })
         })?;
         let (path, f, at, line) = self.line(inner, loc)?;
         entry_of(path, f, at, name, line)

@@ -4,6 +4,7 @@
 //!
 //! Must not touch: what the lines mean (jobs, history) or the cache.
 
+use crate::store::{BackendError, OpenError};
 use std::path::Path;
 
 use serde::Serialize;
@@ -29,8 +30,10 @@ pub(super) struct AppendLog {
 
 impl AppendLog {
     pub(super) fn file(&self, path: &Path) -> StoreResult<&dyn IoFile> {
-        self.file.as_deref().ok_or_else(|| StoreError::NotOpen {
-            path: path.to_path_buf(),
+        self.file.as_deref().ok_or_else(|| {
+            StoreError::Backend(BackendError::NotOpen {
+                path: path.to_path_buf(),
+            })
         })
     }
 
@@ -166,8 +169,10 @@ impl<'a> AtomicFile<'a> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let f = self.f.as_deref().ok_or_else(|| StoreError::NotOpen {
-            path: self.tmp.clone(),
+        let f = self.f.as_deref().ok_or_else(|| {
+            StoreError::Backend(BackendError::NotOpen {
+                path: self.tmp.clone(),
+            })
         })?;
         f.write_all(bytes).map_err(io_err(&self.tmp))?;
         self.written += bytes.len() as u64;
@@ -216,9 +221,9 @@ impl<'a> AtomicFile<'a> {
         drop(buf);
         match self.f.take() {
             Some(f) => f.sync_all().map_err(io_err(&self.tmp)),
-            None => Err(StoreError::NotOpen {
+            None => Err(StoreError::Backend(BackendError::NotOpen {
                 path: self.tmp.clone(),
-            }),
+            })),
         }
     }
 }
@@ -235,12 +240,12 @@ impl Drop for AtomicFile<'_> {
 }
 
 pub(super) fn corrupt(path: &Path, line: u64, column: u64, what: impl Into<String>) -> StoreError {
-    StoreError::Corrupt {
+    StoreError::Open(OpenError::Corrupt {
         file: path.to_path_buf(),
         line,
         column,
         what: what.into(),
-    }
+    })
 }
 
 pub(super) fn json_err(path: &Path, line: u64, e: &serde_json::Error) -> StoreError {

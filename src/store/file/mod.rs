@@ -36,7 +36,7 @@
 //! # Layout (all human-readable; format 3, see `store/filefmt.rs`)
 //! - `VERSION` — `cronsole-file-store 3` and `store <uuid>`, the store id drawn at creation.
 //! - `lock` — empty; every operation holds an exclusive `flock` on it, waiting at most
-//!   [`DEFAULT_LOCK_WAIT`] ([`StoreError::LockTimeout`](crate::store::StoreError::LockTimeout) after). flock is per open file
+//!   [`DEFAULT_LOCK_WAIT`] ([`BackendError::LockTimeout`](crate::store::BackendError::LockTimeout) after). flock is per open file
 //!   description, so each [`FileStore`] opens its own fd, and a `Mutex` serialises threads
 //!   sharing one handle.
 //! - `jobs.snapshot.jsonl` — a header `{"cronsole":"snapshot","generation":N,"store":ID,
@@ -74,7 +74,7 @@
 //!   is damage, not retention).
 //!
 //! Every file above but `jobs.index` is required once the store exists: missing, empty, foreign (another store
-//! id), out-of-generation or unparsable is [`StoreError::Corrupt`](crate::store::StoreError::Corrupt) naming it, and nothing is
+//! id), out-of-generation or unparsable is [`OpenError::Corrupt`](crate::store::OpenError::Corrupt) naming it, and nothing is
 //! modified. Opening ([`FileStore::open_existing`], or the load under each lock) never writes;
 //! only [`FileStore::open`] creates a store or migrates a format-1 or format-2 one (under the
 //! lock).

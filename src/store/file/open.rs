@@ -4,6 +4,7 @@
 //!
 //! Owns: the `FileStore::open*` constructors. Must not touch: the operations on an open store.
 
+use crate::store::{BackendError, OpenError};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -123,12 +124,12 @@ impl FileStore {
             .open(&lpath, OpenMode::LockFile)
             .map_err(io_err(&lpath))?;
         if !lock.lock(DEFAULT_LOCK_WAIT).map_err(io_err(&lpath))? {
-            return Err(StoreError::LockTimeout {
+            return Err(StoreError::Backend(BackendError::LockTimeout {
                 file: lpath,
                 waited: DEFAULT_LOCK_WAIT,
-            });
+            }));
         }
-        let r = (|| {
+        let r: StoreResult<_> = (|| {
             let version = Self::read_version(&*io, dir)?;
             if how != OpenAs::Writer {
                 return Ok(version);
@@ -159,14 +160,14 @@ impl FileStore {
             Some((3, Some(id))) => id,
             None => return Err(not_a_store()),
             Some((v, _)) => {
-                return Err(StoreError::Version {
+                return Err(StoreError::Open(OpenError::Version {
                     file: vpath,
                     found: format!("cronsole-file-store {v} (previous release)"),
                     supported: format!(
                         "{} — upgrade it in place by running `cronsole apply` or `cronsole run` on it once",
                         filefmt::VERSION_TEXT
                     ),
-                });
+                }));
             }
         };
         let store = FileStore {
@@ -214,11 +215,11 @@ impl FileStore {
                 let v = String::from_utf8_lossy(&v);
                 match filefmt::parse_version(&v) {
                     Some(x) => Ok(Some(x)),
-                    None => Err(StoreError::Version {
+                    None => Err(StoreError::Open(OpenError::Version {
                         file: vpath,
                         found: v.lines().next().unwrap_or("").chars().take(80).collect(),
                         supported: filefmt::VERSION_TEXT.to_string(),
-                    }),
+                    })),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

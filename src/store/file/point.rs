@@ -22,6 +22,7 @@
 //! cross-check of a job's record uses the open segment's rows read at open, as long as that
 //! segment is still the open one; rows appended since cannot be older than a record read since.
 
+use crate::store::BackendError;
 use std::path::{Path, PathBuf};
 
 use super::handle::{Locked, set_index};
@@ -173,13 +174,11 @@ impl Locked<'_> {
     /// Job `name`'s line in the snapshot, by bisection over its bytes.
     fn snapshot_line(&self, name: &str) -> StoreResult<Found> {
         let spath = self.path(SNAPSHOT_FILE);
-        let f = self
-            .inner
-            .snapshot
-            .as_deref()
-            .ok_or_else(|| StoreError::NotOpen {
+        let f = self.inner.snapshot.as_deref().ok_or_else(|| {
+            StoreError::Backend(BackendError::NotOpen {
                 path: spath.clone(),
-            })?;
+            })
+        })?;
         let Some(first) = self.inner.point.as_ref().map(|p| p.first_line) else {
             return Ok(Found::Unsure);
         };
@@ -309,6 +308,7 @@ mod tests {
     use crate::model::{JobsFile, Settings, Status};
     use crate::store::policy::define::tests_support::def;
     use crate::store::{HistoryReader, Store, StoreError};
+    use crate::store::{OpenError, OperationError};
     use crate::testkit::store::{ClaimAt, FinishClaim};
     use crate::testkit::time::epoch as t;
     use crate::testkit::tmp::TempDir;
@@ -386,7 +386,7 @@ mod tests {
         p.set_paused("j0001", false, t(20)).unwrap();
         assert!(matches!(
             p.set_paused("nope", true, t(20)),
-            Err(StoreError::NoSuchJob(_))
+            Err(StoreError::Operation(OperationError::NoSuchJob(_)))
         ));
         assert!(is_point(&p), "{} jobs read", indexed(&p));
         assert!(indexed(&p) <= 4);
@@ -467,7 +467,7 @@ mod tests {
         let p = FileStore::open_point(&dir, true).unwrap();
         let e = p.job("j0007").unwrap_err();
         assert!(e.to_string().contains("records were lost"), "{e}");
-        assert!(matches!(e, StoreError::Corrupt { .. }));
+        assert!(matches!(e, StoreError::Open(OpenError::Corrupt { .. })));
         assert!(
             FileStore::open_existing(&dir).is_err(),
             "a full open agrees"

@@ -4,6 +4,7 @@
 //! Owns: `FileStore::query_history`, `FileStore::query_page` and the page token (a history
 //! position). Must not touch: appends, sealing, retention (`history.rs`), job records.
 
+use crate::store::OperationError;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -97,9 +98,9 @@ impl FileStore {
         let (start_seg, start_off) = match &q.before {
             None => (v.top, u64::MAX),
             Some(t) => parse_token(t).filter(|(s, _)| *s <= v.top).ok_or_else(|| {
-                StoreError::BadPageToken(format!(
+                StoreError::Operation(OperationError::BadPageToken(format!(
                     "'{t}' is not a page token of this store (tokens look like 12.34567 and come from a previous page)"
-                ))
+                )))
             })?,
         };
         let filter = Filter::new(q);
@@ -127,8 +128,10 @@ impl FileStore {
             };
             let (from, whole) = if n == start_seg && start_off != u64::MAX {
                 if start_off > end {
-                    return Err(StoreError::BadPageToken(format!(
-                        "page token {n}.{start_off} is past the end of history segment {n}; retention rewrote it — start again from the first page"
+                    return Err(StoreError::Operation(OperationError::BadPageToken(
+                        format!(
+                            "page token {n}.{start_off} is past the end of history segment {n}; retention rewrote it — start again from the first page"
+                        ),
                     )));
                 }
                 if n == start_seg && start_off < end {
@@ -138,8 +141,10 @@ impl FileStore {
                     let mut c = [0u8; 1];
                     read_at(f, &path, start_off - 1, &mut c)?;
                     if c[0] != b'\n' {
-                        return Err(StoreError::BadPageToken(format!(
-                            "page token {n}.{start_off} no longer points at a row (retention rewrote segment {n}); start again from the first page"
+                        return Err(StoreError::Operation(OperationError::BadPageToken(
+                            format!(
+                                "page token {n}.{start_off} no longer points at a row (retention rewrote segment {n}); start again from the first page"
+                            ),
                         )));
                     }
                 }

@@ -6,6 +6,7 @@
 //! snapshot/journal header rules. Must not touch: the handle, the lock or any file — a line
 //! comes in as bytes and goes out as bytes (see `jobs.rs` for where they are read and written).
 
+use crate::store::BackendError;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -371,9 +372,11 @@ pub(super) fn job_member(line: &[u8]) -> Option<std::ops::Range<usize>> {
 /// Where job `name`'s line lives (an internal error when it has none: its only copy would be
 /// a record in `hot`, which the callers look at first).
 pub(super) fn line_loc(name: &str, slim: &Slim) -> StoreResult<Loc> {
-    slim.loc.ok_or_else(|| StoreError::IndexMismatch {
-        job: name.to_string(),
-        what: "neither a line nor a record",
+    slim.loc.ok_or_else(|| {
+        StoreError::Backend(BackendError::IndexMismatch {
+            job: name.to_string(),
+            what: "neither a line nor a record",
+        })
     })
 }
 

@@ -22,6 +22,7 @@
 //!   removed with the next step or row of a run of that id (never) — so a store may keep a
 //!   few such files; they are small and named by their run.
 
+use crate::store::OperationError;
 use std::path::PathBuf;
 
 use uuid::Uuid;
@@ -48,7 +49,9 @@ impl FileStore {
     pub(super) fn step(&self, s: &LoopStep<'_>) -> StoreResult<StepOutcome> {
         let mut l = self.lock()?;
         if !l.load(s.job)? {
-            return Err(StoreError::NoSuchJob(s.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                s.job.to_string(),
+            )));
         }
         let key = crate::cost::budget_period(&l.inner.settings).key(s.now);
         // Every other job's committed money, from the index (only jobs with counters).
@@ -63,7 +66,9 @@ impl FileStore {
         }
         let settings = l.inner.settings.clone();
         let Some(c) = l.inner.hot.get_mut(s.job) else {
-            return Err(StoreError::NoSuchJob(s.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                s.job.to_string(),
+            )));
         };
         let Some(out) = step::step(&settings, &mut c.rec, others, s) else {
             return Ok(StepOutcome::Lost);

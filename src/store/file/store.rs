@@ -4,6 +4,7 @@
 //!
 //! Owns: the trait impls. Must not touch: the decisions (plans and policies), the formats.
 
+use crate::store::{BackendError, OperationError};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -136,7 +137,8 @@ impl Store for FileStore {
             settings: settings.clone(),
             jobs: Vec::new(),
         };
-        crate::config::check_bounds(&bare).map_err(StoreError::OutOfBounds)?;
+        crate::config::check_bounds(&bare)
+            .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
         self.lock()?.apply_each(settings, feed, now)
     }
 
@@ -271,7 +273,9 @@ impl Store for FileStore {
         let mut l = self.lock()?;
         l.load(job)?;
         let Some(c) = l.inner.hot.get_mut(job) else {
-            return Err(StoreError::NoSuchJob(job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                job.to_string(),
+            )));
         };
         match rules::runtime::renew(&mut c.rec, run_id, now) {
             Some(lease_until) => {
@@ -285,7 +289,7 @@ impl Store for FileStore {
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_many(vec![c])
             .pop()
-            .unwrap_or_else(|| Err(StoreError::NoResult("a completion")))
+            .unwrap_or_else(|| Err(StoreError::Backend(BackendError::NoResult("a completion"))))
     }
 
     /// Group commit: every completion under one lock, their rows in one history append (one
@@ -301,14 +305,16 @@ impl Store for FileStore {
     fn complete_recorded(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_batch(vec![c], true)
             .pop()
-            .unwrap_or_else(|| Err(StoreError::NoResult("a completion")))
+            .unwrap_or_else(|| Err(StoreError::Backend(BackendError::NoResult("a completion"))))
     }
 
     fn set_paused(&self, name: &str, paused: bool, now: DateTime<Utc>) -> StoreResult<()> {
         let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
-            return Err(StoreError::NoSuchJob(name.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                name.to_string(),
+            )));
         };
         let changed = policy::operator::pause_step(&mut c.rec, paused, now)?;
         if changed {
@@ -321,7 +327,9 @@ impl Store for FileStore {
         let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
-            return Err(StoreError::NoSuchJob(name.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                name.to_string(),
+            )));
         };
         let (outcome, changed) = policy::operator::trigger_step(&mut c.rec, now)?;
         if changed {
@@ -339,7 +347,9 @@ impl Store for FileStore {
         let mut l = self.lock_for(&[name])?;
         l.load(name)?;
         let Some(c) = l.inner.hot.get_mut(name) else {
-            return Err(StoreError::NoSuchJob(name.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                name.to_string(),
+            )));
         };
         let mut rows = Vec::new();
         let (changed, out) = policy::operator::apply_edit_rows(&mut c.rec, edit, now, &mut rows)?;
@@ -372,11 +382,9 @@ impl Store for FileStore {
         let mut tally = policy::operator::BulkTally::new(names.len());
         for name in names {
             let step = l.load(name).and_then(|_| {
-                let c = l
-                    .inner
-                    .hot
-                    .get_mut(name.as_str())
-                    .ok_or_else(|| StoreError::NoSuchJob(name.clone()))?;
+                let c = l.inner.hot.get_mut(name.as_str()).ok_or_else(|| {
+                    StoreError::Operation(OperationError::NoSuchJob(name.clone()))
+                })?;
                 policy::operator::bulk_step(&mut c.rec, action, now, &mut rows)
             });
             // A failed job's record may be half-edited in the cache: it is not written (not in
@@ -398,7 +406,9 @@ impl Store for FileStore {
         let l = self.lock()?;
         let settings = &l.inner.settings;
         let Some(rec) = l.record(job)? else {
-            return Err(StoreError::NoSuchJob(job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                job.to_string(),
+            )));
         };
         let job_usd = crate::store::stats::period_spend(&rec, settings, now);
         // From the index: only jobs with budget counters carry any.
@@ -424,10 +434,14 @@ impl Store for FileStore {
             global.add(c, &key);
         }
         if !l.load(req.job)? {
-            return Err(StoreError::NoSuchJob(req.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                req.job.to_string(),
+            )));
         }
         let Some(mine) = l.inner.hot.get(req.job) else {
-            return Err(StoreError::NoSuchJob(req.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                req.job.to_string(),
+            )));
         };
         let (s, h) = rules::period::committed(&mine.rec, &key);
         let job = rules::period::Totals { spent: s, held: h };
@@ -443,7 +457,9 @@ impl Store for FileStore {
             Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
         };
         let Some(c) = l.inner.hot.get_mut(req.job) else {
-            return Err(StoreError::NoSuchJob(req.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                req.job.to_string(),
+            )));
         };
         let id = policy::budget::record(&mut c.rec, req, key);
         l.persist(&[], &[req.job.to_string()])?;
@@ -458,7 +474,9 @@ impl Store for FileStore {
         let mut l = self.lock()?;
         l.load(job)?;
         let Some(c) = l.inner.hot.get_mut(job) else {
-            return Err(StoreError::NoSuchJob(job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                job.to_string(),
+            )));
         };
         if policy::budget::settle(&mut c.rec, id, how) {
             l.persist(&[], &[job.to_string()])?;

@@ -1,5 +1,6 @@
 //! Unit tests of the file store (layout, damage, crash recovery, queries).
 
+use crate::store::{BackendError, OpenError, OperationError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -143,7 +144,7 @@ fn assert_refused(dir: &Path, file: &str, needle: &str) {
         };
         let err = r.expect_err("a damaged store must be refused");
         match &err {
-            StoreError::Corrupt { file: f, .. } => {
+            StoreError::Open(OpenError::Corrupt { file: f, .. }) => {
                 assert!(f.ends_with(file), "names {file}: {err}")
             }
             e => panic!("expected corruption of {file}, got {e:?}"),
@@ -417,7 +418,7 @@ fn torn_final_lines_are_cut_by_the_next_writer_and_complete_garbage_is_corruptio
     std::fs::write(&hpath, &bad).unwrap();
     let err = FileStore::open(&dir).err().unwrap();
     match &err {
-        StoreError::Corrupt { file, line, .. } => {
+        StoreError::Open(OpenError::Corrupt { file, line, .. }) => {
             assert!(file.ends_with(HISTORY_FILE));
             assert_eq!(*line, 4, "header, two rows, then the bad line");
         }
@@ -474,7 +475,10 @@ fn a_format_1_store_is_migrated_by_a_writer_and_refused_by_a_reader() {
     .unwrap();
     let before = dir_bytes(&dir);
     let err = FileStore::open_existing(&dir).err().unwrap();
-    assert!(matches!(err, StoreError::Version { .. }), "{err}");
+    assert!(
+        matches!(err, StoreError::Open(OpenError::Version { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("cronsole apply"), "{err}");
     assert_eq!(dir_bytes(&dir), before, "the reader wrote nothing");
     let s = FileStore::open(&dir).unwrap();
@@ -509,7 +513,10 @@ fn absurd_lease_seconds_are_refused_by_apply_and_the_largest_allowed_lease_works
     let mut file = jobs_file(&["a"]);
     file.jobs[0].lease_seconds = 1e15;
     let e = s.apply(&file, stored(0)).unwrap_err();
-    assert!(matches!(e, StoreError::OutOfBounds(_)), "{e:?}");
+    assert!(
+        matches!(e, StoreError::Operation(OperationError::OutOfBounds(_))),
+        "{e:?}"
+    );
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("lease_seconds"), "{e}");
     assert!(s.jobs().unwrap().is_empty(), "nothing stored");
@@ -572,7 +579,10 @@ fn complete_many_commits_a_batch_in_order_with_per_item_outcomes() {
     assert!(!out[0].as_ref().unwrap().stale);
     assert!(out[1].as_ref().unwrap().stale);
     assert!(!out[2].as_ref().unwrap().stale);
-    assert!(matches!(out[3], Err(StoreError::NoSuchJob(_))));
+    assert!(matches!(
+        out[3],
+        Err(StoreError::Operation(OperationError::NoSuchJob(_)))
+    ));
     // Both leases released and all three rows durable, as a fresh handle sees them.
     let fresh = FileStore::open(&dir).unwrap();
     assert!(fresh.jobs().unwrap().iter().all(|j| j.rt.lease.is_none()));
@@ -645,7 +655,7 @@ fn trigger_pause_and_unknown_names() {
     s.apply(&jobs_file(&["j"]), t(0)).unwrap();
     assert!(matches!(
         s.set_paused("nope", true, t(0)),
-        Err(StoreError::NoSuchJob(_))
+        Err(StoreError::Operation(OperationError::NoSuchJob(_)))
     ));
     s.set_paused("j", true, t(0)).unwrap();
     assert!(claim(&s, 10, "a", 5).claims.is_empty());
@@ -776,7 +786,10 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
         .with_lock_wait(Duration::from_millis(30));
     let held = a.lock().unwrap();
     let err = b.jobs().unwrap_err();
-    assert!(matches!(err, StoreError::LockTimeout { .. }), "got {err:?}");
+    assert!(
+        matches!(err, StoreError::Backend(BackendError::LockTimeout { .. })),
+        "got {err:?}"
+    );
     assert!(!err.is_bad_input(), "a held lock is a runtime failure");
     assert!(err.to_string().contains("lock"), "{err}");
     drop(held);
@@ -801,7 +814,7 @@ fn a_hurried_lock_wait_ends_early_and_the_normal_wait_comes_back() {
     b.hurry(true);
     let err = waiter.join().unwrap().unwrap_err();
     match &err {
-        StoreError::LockTimeout { waited, .. } => {
+        StoreError::Backend(BackendError::LockTimeout { waited, .. }) => {
             assert!(*waited < bound / 4, "waited {waited:?} of {bound:?}")
         }
         other => panic!("got {other:?}"),
@@ -817,7 +830,7 @@ fn foreign_version_is_refused() {
     std::fs::write(dir.join(VERSION_FILE), "something else 9\n").unwrap();
     assert!(matches!(
         FileStore::open(&dir),
-        Err(StoreError::Version { .. })
+        Err(StoreError::Open(OpenError::Version { .. }))
     ));
 }
 
@@ -955,7 +968,7 @@ fn history_is_sealed_into_segments_and_pages_read_across_them() {
             before: Some("nonsense".into()),
             ..Default::default()
         }),
-        Err(StoreError::BadPageToken(_))
+        Err(StoreError::Operation(OperationError::BadPageToken(_)))
     ));
     drop(s);
     let rep = crate::store::check::check_file_store(&dir, Duration::from_secs(5)).unwrap();
@@ -1113,7 +1126,10 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
         "format-2 job lines carry no checksum"
     );
     let id = FileStore::open_existing(&dir).err().unwrap();
-    assert!(matches!(id, StoreError::Version { .. }), "{id}");
+    assert!(
+        matches!(id, StoreError::Open(OpenError::Version { .. })),
+        "{id}"
+    );
     assert!(id.to_string().contains("cronsole apply"), "{id}");
     let io = crate::store::io::RealIo;
     let store_id = String::from_utf8(std::fs::read(dir.join(VERSION_FILE)).unwrap())
@@ -1132,7 +1148,10 @@ fn a_format_2_store_is_migrated_into_segments_and_a_crash_midway_is_recovered() 
     std::fs::write(dir.join(VERSION_FILE), filefmt::version_text_2(&store_id)).unwrap();
     assert_ne!(std::fs::read(dir.join(HISTORY_FILE)).unwrap(), v2);
     let e = FileStore::open_existing(&dir).err().unwrap();
-    assert!(matches!(e, StoreError::Version { .. }), "{e}");
+    assert!(
+        matches!(e, StoreError::Open(OpenError::Version { .. })),
+        "{e}"
+    );
     // A writer finishes it.
     let s = FileStore::open(&dir).unwrap();
     let got: Vec<Uuid> = all_rows(&s).iter().map(|r| r.run_id).collect();
@@ -1400,7 +1419,10 @@ fn the_journal_generation_check_reads_skips_or_refuses() {
         (snap.clone(), None, "not a journal header"),
     ] {
         let e = journal_is_stale(path, &body(&line), id, 5, absorbed, &line).unwrap_err();
-        assert!(matches!(e, StoreError::Corrupt { line: 1, .. }), "{e:?}");
+        assert!(
+            matches!(e, StoreError::Open(OpenError::Corrupt { line: 1, .. })),
+            "{e:?}"
+        );
         assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
     let e = journal_is_stale(path, &body(&current), "store-2", 5, None, &current).unwrap_err();

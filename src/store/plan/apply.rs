@@ -6,6 +6,7 @@
 //! [`settings_changes`], [`record_digest`] (what lets a re-apply skip reading an unchanged
 //! record). Must not touch: I/O, locks, clocks.
 
+use crate::store::OperationError;
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -69,14 +70,19 @@ pub fn settings_changes(old: &Settings, new: &Settings) -> Vec<String> {
 /// What every store checks before an apply: each number within its bound (`config::bounds`) and
 /// each name once. Returns the names.
 pub fn unique_names(file: &JobsFile) -> StoreResult<HashSet<&str>> {
-    crate::config::check_bounds(file).map_err(StoreError::OutOfBounds)?;
+    crate::config::check_bounds(file)
+        .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
     if let Some(cycle) = crate::config::find_cycle(&file.jobs) {
-        return Err(StoreError::ChainCycle(crate::config::cycle_text(&cycle)));
+        return Err(StoreError::Operation(OperationError::ChainCycle(
+            crate::config::cycle_text(&cycle),
+        )));
     }
     let mut seen = HashSet::new();
     for d in &file.jobs {
         if !seen.insert(d.name.as_str()) {
-            return Err(StoreError::DuplicateJob(d.name.clone()));
+            return Err(StoreError::Operation(OperationError::DuplicateJob(
+                d.name.clone(),
+            )));
         }
     }
     Ok(seen)

@@ -255,9 +255,12 @@ fn claim_slot(
     owner: &str,
     never_run: bool,
 ) -> ClaimPlan {
+    // The fire stands for the overdue slots up to its claim, none after the job's `until`
+    // (the job never had those).
+    let upto = rec.def.until.map_or(now, |u| u.min(now));
     let coalesced = if !never_run && rec.def.schedule.is_recurring() {
         sched
-            .slots_between(next - ms(1), now, SLOT_COUNT_CAP)
+            .slots_between(next - ms(1), upto, SLOT_COUNT_CAP)
             .filter(|(_, _, n)| *n > 1)
             .map(|(first, last, count)| SlotRange { first, last, count })
     } else {

@@ -10,6 +10,7 @@
 //! own failed writes and scans from a claim's mark, PostgreSQL selects by run id), and persists
 //! what the plan returns: history rows first, then the records.
 
+use crate::store::OperationError;
 use uuid::Uuid;
 
 use crate::model::{BudgetPeriod, HistoryRow, JobRecord, Status};
@@ -86,7 +87,10 @@ impl CompletionPlan {
     ) -> bool {
         let job = c.job.clone();
         let Some(rec) = rec else {
-            self.failed(job.clone(), StoreError::NoSuchJob(job));
+            self.failed(
+                job.clone(),
+                StoreError::Operation(OperationError::NoSuchJob(job)),
+            );
             return false;
         };
         let fenced = holds(rec, c.run_id);

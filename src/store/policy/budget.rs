@@ -225,6 +225,7 @@ pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> Absor
 mod tests {
     use super::*;
     use crate::model::{Budget, BudgetPeriod, Trigger};
+    use crate::store::OperationError;
     use crate::store::StoreError;
     use crate::store::policy::define::tests_support::job;
     use crate::store::rules::period::*;
@@ -249,7 +250,9 @@ mod tests {
             }
         }
         let Some((job_limit, job)) = mine else {
-            return Err(StoreError::NoSuchJob(req.job.to_string()));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(
+                req.job.to_string(),
+            )));
         };
         Ok(decide_totals(settings, global, job_limit, job, req))
     }

@@ -31,6 +31,7 @@
 //!
 //! [`JobRuntime::queue`]: crate::model::JobRuntime::queue
 
+use crate::store::OperationError;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -231,7 +232,7 @@ pub fn bulk_step(
 }
 
 fn invalid(why: Refusal) -> StoreError {
-    StoreError::Refused(why)
+    StoreError::Operation(OperationError::Refused(why))
 }
 
 /// Apply `edit` to `rec` at `now` (tests: no edit of theirs writes rows).
@@ -272,10 +273,10 @@ pub fn apply_edit_rows(
                 .and_then(|l| l.awaiting.as_mut())
                 .filter(|a| a.answer.is_none());
             let Some(a) = waiting else {
-                return Err(StoreError::NotAwaiting(format!(
+                return Err(StoreError::Operation(OperationError::NotAwaiting(format!(
                     "run {run_id} of '{name}' is not awaiting approval (it was answered, timed \
                      out or ended)"
-                )));
+                ))));
             };
             a.answer = Some(crate::model::ApprovalAnswer {
                 approved: *approve,
@@ -645,14 +646,14 @@ pub fn trigger_step(
     now: DateTime<Utc>,
 ) -> StoreResult<(TriggerOutcome, bool)> {
     if rec.rt.retired {
-        return Err(StoreError::Retired {
+        return Err(StoreError::Operation(OperationError::Retired {
             job: rec.def.name.clone(),
             reason: rec
                 .rt
                 .retired_reason
                 .clone()
                 .unwrap_or_else(|| "retired".to_string()),
-        });
+        }));
     }
     if rec.rt.trigger_requested_at.is_some() {
         return Ok((TriggerOutcome::AlreadyQueued, false));

@@ -16,6 +16,7 @@
 //! Owns: [`PgClock`] and reading the clock in a transaction. Must not touch: what the rules do
 //! with `now`.
 
+use crate::store::BackendError;
 use chrono::{DateTime, Utc};
 use tokio_postgres::Transaction;
 
@@ -51,8 +52,10 @@ impl PgClock {
                 .await
                 .map_err(|e| db_err("reading the database's clock", e))?
                 .first()
-                .ok_or_else(|| StoreError::NoRow {
-                    doing: "reading the database's clock",
+                .ok_or_else(|| {
+                    StoreError::Backend(BackendError::NoRow {
+                        doing: "reading the database's clock",
+                    })
                 })?
                 .try_get::<_, DateTime<Utc>>(0)
                 .map_err(|e| db_err("reading the database's clock", e)),

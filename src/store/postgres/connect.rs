@@ -30,6 +30,7 @@
 //!   URL in messages is the redacted form, key files are named by path only.
 //! - TLS channel binding (`SCRAM-SHA-256-PLUS`) is not offered; SCRAM without it is used.
 
+use crate::store::OpenError;
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -274,10 +275,10 @@ fn pgpass_lookup(text: &str, host: &str, port: &str, db: &str, user: &str) -> Op
 
 /// A connection string or TLS setting that cannot work: bad input (exit 2).
 fn bad_location(what: impl Into<String>) -> StoreError {
-    StoreError::BadLocation {
+    StoreError::Open(OpenError::BadLocation {
         what: what.into(),
         source: None,
-    }
+    })
 }
 
 /// A description of a TLS setup problem, never containing key material.

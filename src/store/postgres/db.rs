@@ -4,6 +4,7 @@
 //! Owns: [`db_err`], [`corrupt`], the JSON column codecs, [`Db`] (one round trip per typed
 //! statement). Must not touch: SQL, connections, the store's semantics.
 
+use crate::store::{BackendError, OpenError};
 use std::future::Future;
 
 use serde::de::DeserializeOwned;
@@ -13,7 +14,7 @@ use tokio_postgres::{Client, Row, Transaction};
 
 use crate::store::{StoreError, StoreResult};
 
-/// `StoreError::Database` with what we were doing and the server's own message.
+/// `BackendError::Database` with what we were doing and the server's own message.
 pub(crate) fn db_err(doing: &str, e: tokio_postgres::Error) -> StoreError {
     let mut msg = e.to_string();
     if let Some(db) = e.as_db_error() {
@@ -25,11 +26,11 @@ pub(crate) fn db_err(doing: &str, e: tokio_postgres::Error) -> StoreError {
             src = s.source();
         }
     }
-    StoreError::Database {
+    StoreError::Backend(BackendError::Database {
         doing: doing.to_string(),
         detail: msg,
         source: e,
-    }
+    })
 }
 
 /// Statements with explicitly typed parameters (`query_typed`): one round trip each, where a
@@ -66,12 +67,12 @@ impl Db for Transaction<'_> {
 }
 
 pub(super) fn corrupt(location: &str, what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
+    StoreError::Open(OpenError::Corrupt {
         file: location.into(),
         line: 0,
         column: 0,
         what: what.to_string(),
-    }
+    })
 }
 
 pub(super) fn from_json<T: DeserializeOwned>(

@@ -5,6 +5,7 @@
 //! Owns: the handle, `Inner` (what every operation's future holds), `PgStore::run`, `check`.
 //! Must not touch: the SQL of the operations (`tx.rs` and the operation files).
 
+use crate::store::{BackendError, OpenError};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -115,7 +116,7 @@ impl PgStore {
 
     /// Open the store already in the database at `url`, creating nothing: a command that only
     /// reads or acts on a store must not turn a mistyped database (an application's own) into
-    /// an empty cronsole store. A database without one is [`StoreError::BadLocation`].
+    /// an empty cronsole store. A database without one is [`OpenError::BadLocation`](crate::store::OpenError::BadLocation).
     pub fn open_existing(url: &str) -> StoreResult<PgStore> {
         PgStore::open_inner(url, PgOptions::default(), false)
     }
@@ -127,13 +128,13 @@ impl PgStore {
 
     fn open_inner(url: &str, opts: PgOptions, create: bool) -> StoreResult<PgStore> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(StoreError::BadLocation {
+            return Err(StoreError::Open(OpenError::BadLocation {
                 what: format!(
                     "not a PostgreSQL URL (expected postgres://user@host:port/database): {}",
                     url.split('@').next_back().unwrap_or(url)
                 ),
                 source: None,
-            });
+            }));
         }
         let (mut cfg, tls) = connect::parse(url)?;
         let tls = connect::connector(&tls)?;
@@ -169,13 +170,13 @@ impl PgStore {
         store.store_id = store.run(move |inner| async move {
             let mut c = inner.pool.get().await?;
             if !create && !schema::exists(&c).await? {
-                return Err(StoreError::BadLocation {
+                return Err(StoreError::Open(OpenError::BadLocation {
                     what: format!(
                         "no cronsole store in {}: start cronsole with --jobs FILE or run `cronsole apply FILE` first, or point --store at an existing store",
                         inner.location
                     ),
                     source: None,
-                });
+                }));
             }
             Ok(schema::migrate(&mut c, &inner.location).await?.1)
         })?;
@@ -196,15 +197,17 @@ impl PgStore {
         self.handle.spawn(async move {
             let r = match tokio::time::timeout(limit, fut).await {
                 Ok(r) => r,
-                Err(_) => Err(StoreError::Unavailable(format!(
+                Err(_) => Err(StoreError::Backend(BackendError::Unavailable(format!(
                     "store operation timed out after {} s",
                     limit.as_secs_f64()
-                ))),
+                )))),
             };
             let _ = tx.send(r);
         });
         rx.recv().map_err(|_| {
-            StoreError::NoResult("the store operation (it panicked, or the store runtime stopped)")
+            StoreError::Backend(BackendError::NoResult(
+                "the store operation (it panicked, or the store runtime stopped)",
+            ))
         })?
     }
 

@@ -4,6 +4,7 @@
 //! Owns: the page token and the query's SQL. Must not touch: appending or trimming history
 //! (`tx.rs`).
 
+use crate::store::OperationError;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -17,9 +18,9 @@ use super::tx::read_jobs;
 /// A history page token: the last row's `finished_at` (µs since the epoch) and `seq`.
 pub(super) fn parse_page_token(t: &str) -> StoreResult<(DateTime<Utc>, i64)> {
     let bad = || {
-        StoreError::BadPageToken(format!(
+        StoreError::Operation(OperationError::BadPageToken(format!(
             "'{t}' is not a page token of this store (tokens come from a previous page)"
-        ))
+        )))
     };
     let (us, seq) = t.split_once('.').ok_or_else(bad)?;
     let us: i64 = us.parse().map_err(|_| bad())?;

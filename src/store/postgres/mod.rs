@@ -39,7 +39,7 @@
 //! - The hot statements are server-side prepared once per connection and kept with it in the
 //!   pool (`Stmts`): each is parsed and planned once per connection, not once per call.
 //! - Operations time out after `PgOptions::op_timeout` (default 15 s) with a retryable
-//!   `StoreError::Database`; a transaction cut off that way is rolled back by the server.
+//!   `BackendError::Database`; a transaction cut off that way is rolled back by the server.
 //! - `HistoryQuery::limit == 0` means "no limit" (as in the file store).
 //! - Renewals and completions are fenced by `run_id` alone (the owner rides in the lease), the
 //!   same rule as the file store; a completion that lost its lease is appended with

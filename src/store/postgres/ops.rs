@@ -5,6 +5,7 @@
 //! Owns: `Inner::with_job`, `Inner::bulk_edit`, `Inner::commit_changes`, `Inner::apply`. Must not
 //! touch: what an edit does to a record (the policies).
 
+use crate::store::OperationError;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -66,7 +67,7 @@ impl Inner {
     /// One chunk of a bulk operator action in one transaction: lock the named rows (in name
     /// order, as every multi-row lock here), apply the action to each in the order asked until
     /// one fails, write the records that changed and the rows in one commit. A missing job
-    /// stops the chunk there as [`StoreError::NoSuchJob`].
+    /// stops the chunk there as [`OperationError::NoSuchJob`](crate::store::OperationError::NoSuchJob).
     pub(super) async fn bulk_edit(
         &self,
         names: &[String],
@@ -91,7 +92,9 @@ impl Inner {
         for name in names {
             let step = match by_name.get_mut(name) {
                 Some(rec) => policy::operator::bulk_step(rec, action, now, &mut rows),
-                None => Err(StoreError::NoSuchJob(name.clone())),
+                None => Err(StoreError::Operation(OperationError::NoSuchJob(
+                    name.clone(),
+                ))),
             };
             if !tally.step(name, step) {
                 break;

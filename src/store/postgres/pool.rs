@@ -1,7 +1,7 @@
 //! A small connection pool for the PostgreSQL store: at most `size` connections behind a
 //! semaphore, idle clients kept in a `Mutex<Vec<_>>`, dead clients dropped and replaced on the
 //! next checkout, and reconnection with exponential backoff (100 ms doubling to 5 s) so a
-//! database that is down costs callers one fast `StoreError::Unavailable`, not a connect storm.
+//! database that is down costs callers one fast `BackendError::Unavailable`, not a connect storm.
 //!
 //! Owns: connecting, the connection driver tasks, the backoff gate, and carrying each
 //! connection's server-side prepared statements (`super::stmts::Stmts`, prepared on first
@@ -23,6 +23,7 @@
 //!
 //! Runs only on the store's private runtime (see `super`): every future here is spawned there.
 
+use crate::store::BackendError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,11 +115,9 @@ impl Pool {
 
     /// Check out a live connection, connecting if no idle one is left.
     pub(crate) async fn get(&self) -> StoreResult<Conn<'_>> {
-        let permit = self
-            .sem
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Unavailable("connection pool closed".into()))?;
+        let permit = self.sem.acquire().await.map_err(|_| {
+            StoreError::Backend(BackendError::Unavailable("connection pool closed".into()))
+        })?;
         loop {
             let c = lock(&self.idle).pop();
             match c {
@@ -150,10 +149,10 @@ impl Pool {
             if let Some(t) = b.next_try
                 && Instant::now() < t
             {
-                return Err(StoreError::Unavailable(format!(
+                return Err(StoreError::Backend(BackendError::Unavailable(format!(
                     "not reconnecting yet (backing off after: {})",
                     b.last_error
-                )));
+                ))));
             }
         }
         match connect(&self.cfg, &self.tls).await {

@@ -12,6 +12,7 @@
 //! one row write; a settlement only lowers or keeps an amount), so they cannot push a concurrent
 //! decision over a limit. Two reservations are the only race, and the lock orders them.
 
+use crate::store::OperationError;
 use chrono::{DateTime, Utc};
 use futures_util::future::try_join3;
 use tokio_postgres::types::Type;
@@ -68,7 +69,7 @@ impl Inner {
             now,
         };
         let Some(rec) = mine.first() else {
-            return Err(StoreError::NoSuchJob(job));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
         };
         let (spent, held) = rules::period::committed(rec, &key);
         let global = Totals {
@@ -87,7 +88,7 @@ impl Inner {
             Err(reason) => return Ok(ReserveOutcome::Refused { reason }),
         };
         let Some(rec) = mine.first_mut() else {
-            return Err(StoreError::NoSuchJob(job));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
         };
         let id = policy::budget::record(rec, &req, key);
         self.commit_changes(
@@ -136,7 +137,7 @@ impl Inner {
             Totals::default()
         };
         let Some(rec) = mine.first_mut() else {
-            return Err(StoreError::NoSuchJob(s.job));
+            return Err(StoreError::Operation(OperationError::NoSuchJob(s.job)));
         };
         let step = LoopStep {
             job: &s.job,
@@ -195,7 +196,7 @@ impl Inner {
         let name = job.clone();
         self.with_job(&name, now, Notify::AfterCommit, move |rec, _| {
             let Some(rec) = rec else {
-                return Err(StoreError::NoSuchJob(job));
+                return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
             };
             Ok(if policy::budget::settle(rec, id, how) {
                 Edit::changed(())

@@ -6,7 +6,7 @@
 //! Migrations run in order inside ONE transaction that first takes a transaction-scoped
 //! advisory lock, so two owners starting at the same time serialise: the second one waits,
 //! then sees the new version and does nothing. A database whose schema is newer than this
-//! binary is refused with `StoreError::Version` (never "repaired").
+//! binary is refused with `OpenError::Version` (never "repaired").
 //!
 //! Layout (every table prefixed `cronsole_` so the store can share a database):
 //! - `cronsole_jobs`: one row per job (a partial GIN index on `record->'def'->'after'` finds
@@ -31,6 +31,7 @@
 //!   a database's tables cannot be mixed in from another store one by one the way files can, so
 //!   there is no per-table id to compare. A missing row is reported by `check` as damage.
 
+use crate::store::OpenError;
 use tokio_postgres::Client;
 
 use super::db::db_err;
@@ -206,11 +207,11 @@ pub(crate) async fn migrate(
         .map(|r| r.get(0))
         .unwrap_or(0);
     if found > LATEST {
-        return Err(StoreError::Version {
+        return Err(StoreError::Open(OpenError::Version {
             file: format!("{location} (table cronsole_schema)").into(),
             found: found.to_string(),
             supported: format!("up to {LATEST}"),
-        });
+        }));
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
         let v = i as i32 + 1;

@@ -3,6 +3,7 @@
 //! Owns: [`Stmts`] and how it is prepared (pipelined, one round trip). Must not touch: when a
 //! connection prepares them (the pool keeps them with the connection), what the rows mean.
 
+use crate::store::BackendError;
 use futures_util::future::try_join_all;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
@@ -109,9 +110,9 @@ impl Stmts {
             .map_err(|e| db_err("preparing statements", e))?
             .into_iter();
         let mut next = || {
-            v.next().ok_or(StoreError::Invariant(
+            v.next().ok_or(StoreError::Backend(BackendError::Invariant(
                 "preparing statements: fewer prepared than the statements named",
-            ))
+            )))
         };
         Ok(Stmts {
             select_due: next()?,

@@ -3,6 +3,7 @@
 //!
 //! Owns: the trait impl. Must not touch: the decisions (plans and policies).
 
+use crate::store::{BackendError, OperationError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::types::Type;
@@ -187,7 +188,7 @@ impl Store for PgStore {
             inner
                 .with_job(&name.clone(), now, Notify::AfterCommit, move |rec, now| {
                     let Some(rec) = rec else {
-                        return Err(StoreError::NoSuchJob(name));
+                        return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                     };
                     Ok(match rules::runtime::renew(rec, run_id, now) {
                         Some(lease_until) => Edit::changed(RenewOutcome::Renewed { lease_until }),
@@ -199,9 +200,11 @@ impl Store for PgStore {
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
-        self.complete_many(vec![c])
-            .pop()
-            .unwrap_or_else(|| Err(StoreError::NoResult("a completion batch of one")))
+        self.complete_many(vec![c]).pop().unwrap_or_else(|| {
+            Err(StoreError::Backend(BackendError::NoResult(
+                "a completion batch of one",
+            )))
+        })
     }
 
     fn complete_many(&self, cs: Vec<Completion>) -> Vec<StoreResult<CompleteOutcome>> {
@@ -230,7 +233,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let changed = policy::operator::pause_step(rec, paused, now)?;
                         Ok(if changed {
@@ -254,7 +257,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let (outcome, changed) = policy::operator::trigger_step(rec, now)?;
                         Ok(if changed {
@@ -284,7 +287,7 @@ impl Store for PgStore {
                     Notify::InTransaction,
                     move |rec, now| {
                         let Some(rec) = rec else {
-                            return Err(StoreError::NoSuchJob(name));
+                            return Err(StoreError::Operation(OperationError::NoSuchJob(name)));
                         };
                         let mut rows = Vec::new();
                         let (changed, out) =
@@ -346,7 +349,7 @@ impl Store for PgStore {
                 .await
                 .map_err(|e| db_err("reading spend", e))?;
             if !row.get::<_, Option<bool>>(2).unwrap_or(false) {
-                return Err(StoreError::NoSuchJob(job));
+                return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
             }
             Ok(SpendNow {
                 global_usd: row.get(0),

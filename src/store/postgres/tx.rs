@@ -5,6 +5,7 @@
 //! Owns: those statements. Must not touch: what an operation decides (the plans and policies),
 //! the transaction's shape (`ops.rs`, `claim.rs`, `complete.rs`).
 
+use crate::store::BackendError;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -61,11 +62,11 @@ pub(super) async fn bump(tx: &Transaction<'_>, st: &Stmts, notify: Notify) -> St
         Notify::AfterCommit => tx.query(&st.bump, &[]).await,
     }
     .map_err(|e| db_err("bumping the store version", e))?;
-    rows.first()
-        .map(|r| r.get(0))
-        .ok_or_else(|| StoreError::NoRow {
+    rows.first().map(|r| r.get(0)).ok_or_else(|| {
+        StoreError::Backend(BackendError::NoRow {
             doing: "bumping the store version",
         })
+    })
 }
 
 /// An edit of the budget's `period` (so the new period does not start from $0): every job

@@ -208,6 +208,18 @@ pub fn attach_record(row: &mut HistoryRow, record: Option<Transcript>) {
     let (turns, calls) = t.counts();
     row.turns = Some(turns);
     row.tool_calls = Some(calls);
+    // A row written for a dead owner's run has no attempt log (the requests' times died with
+    // the owner); its `attempts` is still the most requests one recorded turn needed.
+    if row.attempts == 0 {
+        row.attempts = t
+            .entries()
+            .filter_map(|e| match e {
+                crate::transcript::Entry::Turn(turn) => Some(turn.attempts),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+    }
     row.transcript = Some(t);
 }
 

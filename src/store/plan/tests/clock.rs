@@ -415,3 +415,18 @@ fn a_clock_that_really_was_ahead_is_followed_and_the_slot_it_ran_runs_once() {
     assert_eq!(r.rt.moved_back, None);
     assert_eq!(run(&mut r, ahead + 60), Some(t(ahead + 60)));
 }
+
+/// A clock that jumps past an `until` job's `until`: its coalesced fire stands for its overdue
+/// slots up to `until`, none after it (the job never had those).
+#[test]
+fn a_coalesced_fire_of_an_until_job_stands_for_no_slot_after_until() {
+    let mut r = job("u", t(T0));
+    r.def.until = Some(t(T0 + 300));
+    assert_eq!(run(&mut r, T0), Some(t(T0)));
+    let plan = eval(&mut r, T0 + 2 * DAY).claim.expect("due");
+    let range = plan.coalesced.expect("several overdue slots");
+    assert_eq!(
+        (range.first, range.last, range.count),
+        (t(T0 + 60), t(T0 + 300), 5)
+    );
+}
