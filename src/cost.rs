@@ -277,6 +277,25 @@ impl PriceTable {
             .and_then(|(_, target)| hit(target))
     }
 
+    /// The entry whose name is the longest start of `model` (lowercased, provider prefix
+    /// dropped) at a `-` boundary: `gpt-4o-mini-2024-07-18-turbo` → `gpt-4o-mini`. For a
+    /// suggestion only, never for pricing a call (a longer name may be another model).
+    pub fn closest(&self, model: &str) -> Option<Resolved> {
+        let lower = model.trim().to_ascii_lowercase();
+        let name = lower.rsplit_once('/').map_or(lower.as_str(), |(_, r)| r);
+        self.prices
+            .iter()
+            .filter(|(k, _)| {
+                name.strip_prefix(k.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+            })
+            .max_by_key(|(k, _)| k.len())
+            .map(|(k, p)| Resolved {
+                name: k.clone(),
+                price: *p,
+            })
+    }
+
     /// Whether the jobs file's `pricing:` (or the built-in table) names `model` by one of the
     /// forms [`PriceTable::resolve`] accepts.
     pub fn knows(&self, model: &str) -> bool {
@@ -790,22 +809,42 @@ pub fn under_budget(settings: &Settings, job_max_cost_usd: Option<f64>) -> bool 
 }
 
 /// The failure of a run whose model has no price while a budget applies (its cost
-/// could not be counted, so it is never called): names the
-/// model and the exact `pricing:` line to add.
+/// could not be counted, so it is never called): names the model and the `pricing:` line to
+/// add. The line never prices the model at $0 (pasted as it is, that would make a paid model
+/// free and no budget would count it): it carries the built-in price of the closest known
+/// model when the name starts with one (`gpt-4o-mini-…` → gpt-4o-mini's), else placeholders
+/// that `validate` refuses until real prices replace them.
 pub fn unpriced_under_budget(model: &str) -> String {
-    let key = model.trim().to_ascii_lowercase();
-    let key = if key
+    let lower = model.trim().to_ascii_lowercase();
+    let key = if lower
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
     {
-        key
+        lower.clone()
     } else {
-        serde_json::to_string(&key).unwrap_or(key)
+        serde_json::to_string(&lower).unwrap_or(lower.clone())
+    };
+    let closest = PriceTable::builtin().closest(&lower);
+    let (line, note) = match &closest {
+        Some(r) => (
+            format!("{{ input: {}, output: {} }}", r.price.input, r.price.output),
+            format!(
+                " (that is {}'s built-in price, the closest known name: check your \
+                 provider's price for this model)",
+                r.name
+            ),
+        ),
+        None => (
+            "{ input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }".to_string(),
+            " (replace both with your provider's prices; a model you host yourself may be \
+             priced 0)"
+                .to_string(),
+        ),
     };
     format!(
         "model '{model}' has no known price and a budget applies, so it was not called; add \
-         its price (USD per 1M tokens; 0 for a local model) to the jobs file and apply it: \
-         pricing:\n  {key}: {{ input: 0.00, output: 0.00 }}"
+         its price (USD per 1M tokens) to the jobs file and apply it{note}: \
+         pricing:\n  {key}: {line}"
     )
 }
 
@@ -1157,11 +1196,36 @@ mod tests {
         let m = unpriced_under_budget("Local-Llama");
         assert!(m.contains("model 'Local-Llama'"), "{m}");
         assert!(
-            m.contains("pricing:\n  local-llama: { input: 0.00, output: 0.00 }"),
+            m.contains(
+                "pricing:\n  local-llama: { input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }"
+            ),
             "{m}"
         );
         let m = unpriced_under_budget("llama3.1:8b");
         assert!(m.contains("\"llama3.1:8b\": { input"), "{m}");
+    }
+
+    /// The suggested line never prices a model at $0: a name that starts with a known model
+    /// gets that model's price (said so), any other gets placeholders that do not validate.
+    #[test]
+    fn the_unpriced_hint_never_suggests_a_zero_price() {
+        let m = unpriced_under_budget("gpt-4o-mini-2024-07-18-turbo");
+        assert!(
+            m.contains("pricing:\n  gpt-4o-mini-2024-07-18-turbo: { input: 0.15, output: 0.6 }"),
+            "{m}"
+        );
+        assert!(m.contains("gpt-4o-mini's built-in price"), "{m}");
+        let m = unpriced_under_budget("openai/gpt-4o-mini-turbo");
+        assert!(m.contains("{ input: 0.15, output: 0.6 }"), "{m}");
+        // Only at a name boundary: `gpt-4ox` is not `gpt-4o`.
+        assert!(PriceTable::builtin().closest("gpt-4ox").is_none());
+        for name in ["gpt-4o-mini-2024-07-18-turbo", "mystery-9b", "Local-Llama"] {
+            let m = unpriced_under_budget(name);
+            assert!(
+                !m.contains("input: 0,") && !m.contains("input: 0.00"),
+                "{m}"
+            );
+        }
     }
 
     #[test]

@@ -408,6 +408,9 @@ impl Secrets {
                 out = Cow::Owned(out.replace(v.as_str(), REDACTED));
             }
         }
+        if let Some(o) = self.redact_inner_partials(&out) {
+            out = Cow::Owned(o);
+        }
         // A secret cut by an earlier bound: its leading part at the end of the text or before
         // a truncation mark.
         for mark in [
@@ -485,6 +488,58 @@ impl Secrets {
         {
             *v = o;
         }
+    }
+
+    /// `s` with the leading parts of secrets it holds inside the text removed (`None` when it
+    /// holds none): a part that ends a line (the same rule as at the bare end of a text: 8+
+    /// characters, not letters only), or one anywhere that is at least half its secret. So a
+    /// text and each line of it (a notepad value, a field cut out of it) redact alike: a key cut
+    /// where a line ends never survives in the whole text while its line alone loses it.
+    fn redact_inner_partials(&self, s: &str) -> Option<String> {
+        let mut cuts: Vec<(usize, usize)> = Vec::new();
+        for v in &self.values {
+            let Some(lead) = v.get(..MIN_SECRET_CHARS.min(v.len())) else {
+                continue;
+            };
+            for (at, _) in s.match_indices(lead) {
+                let rest = &s[at..];
+                let n = rest
+                    .bytes()
+                    .zip(v.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                let mut n = n.min(v.len() - 1);
+                while n > 0 && !(v.is_char_boundary(n) && rest.is_char_boundary(n)) {
+                    n -= 1;
+                }
+                let part = &v[..n];
+                let after = &rest[n..];
+                // The end of the text is the cut rule's own (marks included).
+                let ends_line = after.starts_with('\n') || after.starts_with("\r\n");
+                let half = 2 * part.chars().count() >= v.chars().count();
+                let reads_as_cut = part.chars().count() >= MIN_SECRET_CHARS
+                    && !part.chars().all(char::is_alphabetic);
+                if reads_as_cut && (ends_line || (half && !after.is_empty())) {
+                    cuts.push((at, at + n));
+                }
+            }
+        }
+        if cuts.is_empty() {
+            return None;
+        }
+        cuts.sort_unstable();
+        let mut out = String::with_capacity(s.len());
+        let mut from = 0;
+        for (a, b) in cuts {
+            if a < from {
+                continue;
+            }
+            out.push_str(&s[from..a]);
+            out.push_str(REDACTED);
+            from = b;
+        }
+        out.push_str(&s[from..]);
+        Some(out)
     }
 
     /// Length in bytes of the longest secret prefix that `body` ends with and that reads as a
@@ -999,6 +1054,44 @@ mod tests {
         );
         assert_eq!(k.redact("x modelkey-SE"), "x [redacted]");
         assert_eq!(k.redact("x model…[truncated]"), "x [redacted]…[truncated]");
+    }
+
+    /// A key's leading part inside a text is redacted as it would be in that line alone: at
+    /// the end of a line by the bare-end rule, anywhere once it is half the key or more. So a
+    /// notepad value and the reply it came from (the transcript, a delivery) agree.
+    #[test]
+    fn a_cut_secret_inside_a_text_is_redacted_as_in_its_line_alone() {
+        let secret = "Zq7tool-secret-value-9911XY";
+        let s = Secrets::new([secret.to_string()]);
+        let reply = "answer [redacted]\n```notepad\nk3=Zq7tool-secret-val\n```";
+        assert_eq!(
+            s.redact(reply),
+            "answer [redacted]\n```notepad\nk3=[redacted]\n```"
+        );
+        // The line alone, as the notepad keeps it: the same.
+        assert_eq!(s.redact("Zq7tool-secret-val"), "[redacted]");
+        assert_eq!(
+            s.redact("k3=Zq7tool-secret-val\r\nnext"),
+            "k3=[redacted]\r\nnext"
+        );
+        // Half the key or more, mid-line.
+        assert_eq!(
+            s.redact("see Zq7tool-secret-val and more"),
+            "see [redacted] and more"
+        );
+        // A short leading part mid-line is an ordinary word, kept; at a line end, letters only
+        // stay too.
+        assert_eq!(s.redact("Zq7tool-s is a tag"), "Zq7tool-s is a tag");
+        let k = Secrets::new(["modelkey-SEKRET-123".to_string()]);
+        assert_eq!(
+            k.redact("unpriced modelkey\nnext"),
+            "unpriced modelkey\nnext"
+        );
+        assert_eq!(k.redact("a modelkey-SE\nnext"), "a [redacted]\nnext");
+        assert_eq!(
+            k.redact("several modelkey-SEKRET-123 modelkey-SEK\n"),
+            "several [redacted] [redacted]\n"
+        );
     }
 
     /// A secret in JSON is matched on its decoded strings, keys included, whatever escapes

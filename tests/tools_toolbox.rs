@@ -235,6 +235,35 @@ async fn a_job_narrows_and_a_missing_tool_or_source_fails_naming_it() {
     );
 }
 
+/// A stdio server that exits at once printing its own secret: the reason gives its stderr once,
+/// redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_at_start_gives_its_stderr_once_redacted() {
+    let text_ = r#"mcp_servers:
+  bad:
+    command: [sh, -c, 'read line; echo "fatal: bad token $PY_SECRET" >&2; exit 1']
+    env_from: { PY_SECRET: PY_TOKEN }
+    protocol_version: "2025-06-18"
+agents:
+  ops:
+    model: m
+    tools: [bad.echo]
+jobs:
+  - name: j
+    schedule: every 1h
+    agent: ops
+    message: go
+"#;
+    let e = toolbox(text_)
+        .await
+        .err()
+        .expect("the server fails")
+        .to_string();
+    assert_eq!(e.matches("(its stderr: ").count(), 1, "{e}");
+    assert!(e.contains("fatal: bad token [redacted]"), "{e}");
+    assert!(!e.contains(SECRET), "{e}");
+}
+
 /// A server that speaks both eras but answers its first request after the SDK's 10 s wait for
 /// the discovery: it took the discovery as its era and refuses the handshake sent after it.
 /// The toolbox starts it once more in the 2026-07-28 era, and the run gets its tools.

@@ -628,7 +628,9 @@ async fn an_unpriced_model_under_a_budget_fails_before_any_request() {
     let e = r.error.clone().unwrap_or_default();
     assert!(e.contains("model 'mystery-9b'"), "{e}");
     assert!(
-        e.contains("pricing:\n  mystery-9b: { input: 0.00, output: 0.00 }"),
+        e.contains(
+            "pricing:\n  mystery-9b: { input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }"
+        ),
         "{e}"
     );
     assert_eq!(r.attempts, 0, "no attempt was made");

@@ -415,7 +415,10 @@ async fn start_server(
                     // (bounded) so the reason carries the cause, not only the closed session.
                     let _ = tokio::time::timeout(STDERR_GRACE, drain).await;
                     let said = tail.lock().map(|t| t.text()).unwrap_or_default();
-                    Err(unreachable(if said.is_empty() || why.contains(&said) {
+                    // The session may have said it already (redacted, so not found as
+                    // read here): once is enough.
+                    let told = why.contains(&said) || why.contains("(its stderr: ");
+                    Err(unreachable(if said.is_empty() || told {
                         why
                     } else {
                         format!("{why} (its stderr: {said})")

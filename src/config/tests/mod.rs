@@ -1427,7 +1427,20 @@ jobs:
         3,
         49,
         Severity::Warning,
-        "pricing:\n  mystery-9b: { input: 0.00, output: 0.00 }",
+        "pricing:\n  mystery-9b: { input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }",
+    );
+    // The suggested line, pasted as it is, does not validate: it never makes the model free.
+    let pasted = text.replace(
+        "agents:",
+        "pricing:\n  mystery-9b: { input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }\nagents:",
+    );
+    let p = check(&pasted);
+    assert!(
+        p.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error && d.key.starts_with("pricing.mystery-9b")),
+        "{:#?}",
+        p.diagnostics
     );
     let d = diag(&c, "agents.a.api_key_env");
     assert_at(d, 3, 39, Severity::Warning, "only 3 characters");

@@ -253,6 +253,8 @@ fn server_request_lines(r: &ServerRequestEntry, width: usize, out: &mut Vec<Line
 fn field(name: &str, value: &str, width: usize, out: &mut Vec<Line<'static>>) {
     let pad = " ".repeat(FIELD);
     let mut first = true;
+    // A result's last line break ends its last line; it draws no empty line of its own.
+    let value = value.strip_suffix('\n').unwrap_or(value);
     for line in value.split('\n') {
         for chunk in wrap(&text::visible_line(line), width - FIELD) {
             let label = if first {

@@ -86,7 +86,7 @@ fn row() -> HistoryRow {
         }),
         result_bytes: 40_960,
         result_sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
-        result_head: "disk usage 91%\n\x1b[2Jroot \u{202e}txt.exe".into(),
+        result_head: "disk usage 91%\n\x1b[2Jroot \u{202e}txt.exe\n".into(),
     }));
     t.push(Entry::ServerRequest(ServerRequestEntry {
         turn: 1,
@@ -172,6 +172,13 @@ fn the_run_view_lists_each_turn_and_call_of_the_transcript() {
     ] {
         assert!(t.contains(want), "missing {want:?} in\n{t}");
     }
+    // A result's last line break draws no empty line.
+    let lines: Vec<&str> = t.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("txt.exe"))
+        .expect("the head's last line");
+    assert!(lines[at + 1].contains("    server   files:"), "{t}");
 }
 
 #[test]
