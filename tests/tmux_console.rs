@@ -362,8 +362,11 @@ fn attached_without_engine_shows_a_queued_trigger() {
     t.send(&["t"]);
     t.wait_for("Trigger nightly now?", Duration::from_secs(5));
     t.send(&["y"]);
-    let screen = t.wait_for("queued", Duration::from_secs(10));
-    assert!(screen.contains("… nightly"), "{screen}");
+    // The notice says no engine is running (as `cronsole trigger` does); the table marks it.
+    let screen = t.wait_for("no engine is running", Duration::from_secs(10));
+    assert!(screen.contains("triggered nightly: queued"), "{screen}");
+    let screen = t.wait_for("… nightly", Duration::from_secs(10));
+    assert!(screen.contains("queued"), "{screen}");
     let jobs = cli(&dir, &["jobs"]);
     assert!(
         jobs.lines()
