@@ -101,11 +101,13 @@ pub(super) type DefDigest = std::num::NonZeroU64;
 
 /// A definition digest in a line's head: 16 hex digits.
 mod digest_hex {
-    use super::DefDigest;
+    // By its std path, not `super::DefDigest`: the import-circle check reads an inline
+    // module's `super::` as the folder's own module.
     use serde::{Deserialize, Deserializer, Serializer};
+    use std::num::NonZeroU64;
 
     pub(in super::super) fn serialize<S: Serializer>(
-        d: &Option<DefDigest>,
+        d: &Option<NonZeroU64>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         match d {
@@ -116,14 +118,14 @@ mod digest_hex {
 
     pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Option<DefDigest>, D::Error> {
+    ) -> Result<Option<NonZeroU64>, D::Error> {
         let Some(text) = Option::<std::borrow::Cow<'de, str>>::deserialize(d)? else {
             return Ok(None);
         };
         u64::from_str_radix(&text, 16)
             .ok()
             .filter(|_| text.len() == 16)
-            .and_then(DefDigest::new)
+            .and_then(NonZeroU64::new)
             .map(Some)
             .ok_or_else(|| {
                 serde::de::Error::custom(format!(
