@@ -259,6 +259,11 @@ fn read_sources(
         match env(source).filter(|v| !v.is_empty()) {
             Some(v) => {
                 values.push(v.clone());
+                // A header value that names its scheme (`Bearer <token>`): a server that
+                // echoes the token alone must find it redacted too.
+                if key == "headers_env" {
+                    values.extend(header_credential(&v));
+                }
                 out.push((k.clone(), v));
             }
             None => {
@@ -270,6 +275,13 @@ fn read_sources(
         }
     }
     Ok(out)
+}
+
+/// The credential of a header value written `<scheme> <credential>`, if it has one.
+fn header_credential(value: &str) -> Option<String> {
+    let (_, cred) = value.trim().split_once(char::is_whitespace)?;
+    let cred = cred.trim();
+    (!cred.is_empty()).then(|| cred.to_string())
 }
 
 /// The run's [`ProcEnv`] for tool processes: every variable of cronsole's environment removed
@@ -427,5 +439,34 @@ async fn start_server(
                 Err(e) => Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `Bearer <token>` header's token alone is one of the server's own secrets, so a
+    /// listing or a log message that echoes it is redacted.
+    #[test]
+    fn a_schemed_header_values_credential_is_a_secret_of_its_own() {
+        let t = McpTransport::Http {
+            url: "http://127.0.0.1:9/mcp".to_string(),
+            headers_env: BTreeMap::from([("Authorization".to_string(), "AUTH".to_string())]),
+        };
+        let env = |k: &str| (k == "AUTH").then(|| "Bearer hdrsecret-0123456789".to_string());
+        let mut values = Vec::new();
+        let vars = secret_vars("search", &t, &env, &mut values).expect("read");
+        assert_eq!(
+            vars[0].1, "Bearer hdrsecret-0123456789",
+            "the header is sent whole"
+        );
+        let own = crate::text::Secrets::new(values);
+        assert_eq!(
+            own.redact("log token hdrsecret-0123456789 and Bearer hdrsecret-0123456789"),
+            "log token [redacted] and [redacted]"
+        );
+        assert_eq!(header_credential("plain-value-without-scheme"), None);
+        assert_eq!(header_credential("Basic  abc "), Some("abc".to_string()));
     }
 }
