@@ -443,22 +443,7 @@ jobs:
             server = yaml_str(&server),
         );
         std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
-        let log = std::fs::File::create(dir.join("owner.log")).unwrap();
-        let mut owner = support::cli::cronsole(&dir)
-            .env("PROVIDER_KEY", KEY)
-            .args([
-                "run",
-                "--jobs",
-                "jobs.yaml",
-                "--store",
-                "store",
-                "--for",
-                "120s",
-            ])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let mut owner = owner_logging(&dir, "owner.log", "120s");
         let d = dir.to_path_buf();
         let (tool, server) = tokio::task::spawn_blocking(move || {
             let tool = wait_for(Duration::from_secs(90), || {
@@ -1659,22 +1644,7 @@ agents:
         c = agent("c", &stuck.base_url(), "pc.echo, hold_c"),
     );
     std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
-    let log = std::fs::File::create(dir.join("owner.log")).unwrap();
-    let mut owner = support::cli::cronsole(&dir)
-        .env("PROVIDER_KEY", KEY)
-        .args([
-            "run",
-            "--jobs",
-            "jobs.yaml",
-            "--store",
-            "store",
-            "--for",
-            "180s",
-        ])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut owner = owner_logging(&dir, "owner.log", "180s");
     let d = dir.to_path_buf();
     let outcome = tokio::task::spawn_blocking(move || {
         let first = |name: &str| pids(&d.join(format!("{name}.pid"))).first().copied();
