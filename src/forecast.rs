@@ -160,6 +160,26 @@ impl Forecast {
         self.phrase_with(now, crate::cost::usd)
     }
 
+    /// [`Forecast::phrase_with`] for a store no engine runs on: nothing is claimed or spent
+    /// until one starts, so a limit "at" an instant a few seconds away (the projection assumes
+    /// every due job runs now) is said as what happens once an engine starts, and every other
+    /// phrase says that none is running.
+    pub fn phrase_without_engine(
+        &self,
+        now: DateTime<Utc>,
+        money: impl Fn(f64) -> String,
+    ) -> String {
+        let no_engine = crate::owners::NO_ENGINE;
+        match (self.limit_usd, self.limit_reached_at) {
+            (Some(_), Some(t)) if t > now && self.global_refusal.is_none() => format!(
+                "{no_engine}: nothing spends until one starts (at this pace the limit is \
+                 reached {} after it does)",
+                crate::when::span(t - now)
+            ),
+            _ => format!("{}; {no_engine}", self.phrase_with(now, money)),
+        }
+    }
+
     /// [`Forecast::phrase`] with `money` formatting the amount the way the caller's surface
     /// does (at the precision of the amounts beside it).
     pub fn phrase_with(&self, now: DateTime<Utc>, money: impl Fn(f64) -> String) -> String {
@@ -559,10 +579,21 @@ mod tests {
             "{}",
             f.phrase(now)
         );
+        // With no engine running nothing spends: the limit is not "at 22:09", it is 8 minutes
+        // after an engine starts.
+        assert_eq!(
+            f.phrase_without_engine(now, crate::cost::usd),
+            "no engine is running on this store: nothing spends until one starts (at this pace \
+             the limit is reached 7m59s after it does)"
+        );
         // A generous limit is not reached this period.
         let f = compute(std::slice::from_ref(&rec), &settings(100.0), now);
         assert_eq!(f.limit_reached_at, None);
         assert_eq!(f.phrase(now), "limit not reached this period");
+        assert_eq!(
+            f.phrase_without_engine(now, crate::cost::usd),
+            "limit not reached this period; no engine is running on this store"
+        );
         // Paused: nothing more to spend.
         rec.rt.paused = true;
         let f = compute(std::slice::from_ref(&rec), &settings(1.0), now);

@@ -74,6 +74,82 @@ pub fn missing_key(agent: &AgentDef, env: impl Fn(&str) -> Option<String>) -> Op
     })
 }
 
+/// One model call of a job as its definition alone prices it: what `validate` warns with and
+/// what `describe`, `jobs` and the console show before any run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefinitionCall {
+    /// The model's price.
+    pub price: crate::model::Price,
+    /// The request's output bound: the agent's `max_tokens`, else the default.
+    pub max_tokens: u32,
+    /// Bytes the first request carries at least: instructions, message and the definitions of
+    /// the command tools the job is allowed (a gate's context, a notepad and MCP tools only add
+    /// to it).
+    pub prompt_bytes: usize,
+    /// Tokens of `prompt_bytes` that are command tools' definitions.
+    pub tool_bytes: usize,
+    /// The call's worst case ([`cost::worst_case_usd`]).
+    pub worst_usd: f64,
+}
+
+/// [`DefinitionCall`] of `def` under `settings` (`None` for a command job, an agent the
+/// settings do not define, or a model with no price).
+pub fn definition_call(
+    def: &crate::model::JobDef,
+    settings: &Settings,
+    prices: &cost::PriceTable,
+) -> Option<DefinitionCall> {
+    let crate::model::Action::Agent {
+        agent,
+        message,
+        tools,
+        ..
+    } = &def.action
+    else {
+        return None;
+    };
+    let a = settings.agents.get(agent)?;
+    let price = prices.resolve(&a.model)?.price;
+    let max_tokens = a.max_tokens.unwrap_or(cost::DEFAULT_MAX_TOKENS);
+    let allowed: Vec<crate::model::ToolPattern> = tools
+        .as_ref()
+        .unwrap_or(&a.tools)
+        .iter()
+        .filter_map(|t| crate::model::ToolPattern::parse(t))
+        .collect();
+    let tool_bytes = settings.tools.command_tools_bytes(a.provider, &allowed);
+    let prompt_bytes = a.instructions.len() + message.len() + tool_bytes;
+    Some(DefinitionCall {
+        price,
+        max_tokens,
+        prompt_bytes,
+        tool_bytes,
+        worst_usd: cost::worst_case_usd(price, prompt_bytes, max_tokens),
+    })
+}
+
+/// The skip reason every model call of `def` gets because a limit (global, then the job's) is
+/// below one call's worst case, known from the definition before any run: no amount of
+/// waiting lets a call through. `None` when every limit can pay for one call.
+pub fn too_small_by_definition(
+    def: &crate::model::JobDef,
+    settings: &Settings,
+    prices: &cost::PriceTable,
+) -> Option<String> {
+    let call = definition_call(def, settings, prices)?;
+    let global = settings
+        .budget
+        .map(|b| ("global", b.max_cost_usd, b.period));
+    let job = def
+        .max_cost_usd
+        .map(|l| ("job", l, cost::budget_period(settings)));
+    global
+        .into_iter()
+        .chain(job)
+        .find(|(_, limit, _)| !(limit.is_finite() && call.worst_usd <= *limit))
+        .map(|(scope, limit, period)| cost::too_small_reason(scope, limit, period, call.worst_usd))
+}
+
 /// What the budgets say about one call of worst case `worst` (`None` when the model has no
 /// price): an unpriced model under a budget is refused; a limit below `worst` is too small for
 /// one call; a limit whose rest this period is below `worst` is reached.

@@ -85,6 +85,10 @@ pub struct Snapshot {
     /// When the budget's limit will be reached and what each job will still spend this period
     /// (computed when the snapshot is built, not per frame). `None` for a headless engine.
     pub forecast: Option<crate::forecast::Forecast>,
+    /// Jobs whose definition alone shows a limit below one model call's worst case, with the
+    /// skip reason every call of theirs would get: known before any run, so the header says it
+    /// before a skipped row does.
+    pub too_small: Vec<(String, String)>,
 }
 
 /// One job as the jobs table sees it: the few definition and runtime fields it draws, sorts and
@@ -312,17 +316,27 @@ impl Fold {
 
 impl Snapshot {
     /// Jobs a budget stopped in the current budget period, with the reason (the console header says
-    /// so, so a stopped job is never a silent one). From the jobs' state, so every owner's stops
-    /// show.
+    /// so, so a stopped job is never a silent one), and the jobs whose definition is too small
+    /// for one call though none of their calls was refused yet. From the jobs' state, so every
+    /// owner's stops show; by name.
     pub fn budget_stops(&self) -> Vec<(String, String)> {
         let key = crate::cost::budget_period(&self.settings).key(self.taken_at);
-        self.jobs
+        let mut stops: Vec<(String, String)> = self
+            .jobs
             .iter()
             .filter_map(|j| {
                 let b = j.rt.budget_stop.as_ref()?;
                 (b.period_key == key).then(|| (j.def.name.clone(), b.reason.clone()))
             })
-            .collect()
+            .collect();
+        // A job too small for one call by its definition, before any of its calls was refused.
+        for (job, why) in &self.too_small {
+            if !stops.iter().any(|(j, _)| j == job) {
+                stops.push((job.clone(), why.clone()));
+            }
+        }
+        stops.sort_by(|a, b| a.0.cmp(&b.0));
+        stops
     }
 
     /// The row of the job `name` (binary search: `jobs` is sorted by name).
@@ -387,6 +401,8 @@ impl Snapshot {
     ) -> StoreResult<Snapshot> {
         let settings = store.settings()?;
         let mut fold = Fold::new(now, &settings);
+        let prices = crate::cost::PriceTable::from_settings(&settings);
+        let mut too_small = Vec::new();
         let mut after: Option<String> = None;
         let mut loading = false;
         loop {
@@ -397,6 +413,13 @@ impl Snapshot {
             page.truncate(want);
             after = page.last().map(|j| j.def.name.clone());
             for j in page {
+                if !j.rt.retired
+                    && j.def.enabled
+                    && let Some(why) =
+                        crate::preflight::too_small_by_definition(&j.def, &settings, &prices)
+                {
+                    too_small.push((j.def.name.clone(), why));
+                }
                 fold.add(j);
             }
             if !more {
@@ -443,6 +466,7 @@ impl Snapshot {
             pending: BTreeMap::new(),
             in_flight: BTreeSet::new(),
             forecast,
+            too_small,
         })
     }
 }
@@ -545,6 +569,64 @@ mod tests {
         assert!(!s.loading);
         assert_eq!(s.job("d").map(|j| j.def.name.as_str()), Some("d"));
         assert!(s.job("zz").is_none());
+    }
+
+    /// A job whose own limit cannot pay for one call is in the header's stops from its
+    /// definition, before any call of it was refused; a job that fits, a command job and a
+    /// retired one are not.
+    #[test]
+    fn a_job_too_small_for_one_call_is_a_stop_before_its_first_run() {
+        let dir = crate::testkit::tmp::TempDir::new("snapshot-too-small");
+        let store = FileStore::open(&dir).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-03-01T10:05:00Z")
+            .unwrap()
+            .to_utc();
+        let agent = crate::testkit::jobs::agent_def("ag", crate::model::Provider::Openai);
+        let agent_job = |name: &str, limit: f64| {
+            let mut d = def(name);
+            d.action = crate::model::Action::Agent {
+                agent: "ag".into(),
+                message: "hi".into(),
+                tools: None,
+            };
+            d.max_cost_usd = Some(limit);
+            d
+        };
+        let file = JobsFile {
+            settings: crate::model::Settings {
+                agents: [("ag".to_string(), agent)].into(),
+                pricing: [(
+                    "m".to_string(),
+                    crate::model::Price {
+                        input: 0.15,
+                        output: 0.6,
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            },
+            jobs: vec![
+                agent_job("tiny", 0.0001),
+                agent_job("roomy", 1.0),
+                def("cmd"),
+            ],
+        };
+        store.apply(&file, t0).unwrap();
+        let s = Snapshot::build(&store, t0, "o", t0, true, usize::MAX, 100).unwrap();
+        let stops = s.budget_stops();
+        assert_eq!(stops.len(), 1, "{stops:?}");
+        assert_eq!(stops[0].0, "tiny");
+        assert!(
+            stops[0]
+                .1
+                .starts_with("budget too small for one call: it may cost up to $0.0025"),
+            "{stops:?}"
+        );
+        assert!(
+            stops[0].1.contains("the job limit is $0.0001/day"),
+            "{stops:?}"
+        );
     }
 
     #[test]

@@ -478,6 +478,51 @@ fn hour_counters_an_earlier_release_summed_print_without_their_noise() {
     );
 }
 
+/// A job whose own limit cannot pay for one model call never calls its model: `jobs` (NOTE) and
+/// `describe` say so from its definition, before any of its slots was skipped.
+#[test]
+fn a_budget_too_small_for_one_call_shows_before_the_first_skip() {
+    let dir = support::tempdir("cli-too-small");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "agents:\n  ag:\n    provider: openai\n    model: gpt-4o-mini\n    \
+         api_key_env: CRONSOLE_TOO_SMALL_UNSET_KEY\njobs:\n  - name: tiny\n    \
+         schedule: every 1h\n    agent: ag\n    message: hi\n    max_cost_usd: 0.001\n  \
+         - name: roomy\n    schedule: every 1h\n    agent: ag\n    message: hi\n    \
+         max_cost_usd: 0.5\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let (c, out, err) = run(&dir, &["jobs"]);
+    assert_eq!(c, 0, "{err}");
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("tiny").contains("budget too small for one call: it may cost up to $")
+            && line("tiny").contains("the job limit is $0.001/day"),
+        "{out}"
+    );
+    assert!(!line("roomy").contains("too small"), "{out}");
+    let (c, out, err) = run(&dir, &["describe", "tiny"]);
+    assert_eq!(c, 0, "{err}");
+    let budget = out
+        .lines()
+        .find(|l| l.starts_with("budget:"))
+        .unwrap_or_default();
+    assert!(
+        budget.contains("budget too small for one call")
+            && budget.contains("no model call is made until the limit or max_tokens changes"),
+        "{out}"
+    );
+    let (_, out, _) = run(&dir, &["describe", "roomy"]);
+    assert!(!out.contains("too small"), "{out}");
+}
+
 /// A paused job with a trigger queued: STATE says what happens next (`queued`), and the pause
 /// that holds every slot after that run is said beside it in `jobs` and `describe`, with or
 /// without a reason (never visible only in `jobs --json`).

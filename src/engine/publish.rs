@@ -88,6 +88,7 @@ pub(super) fn bare_snapshot(store: &dyn Store, now: DateTime<Utc>, owner: &str) 
         pending: Default::default(),
         in_flight: Default::default(),
         forecast: None,
+        too_small: Vec::new(),
     }
 }
 

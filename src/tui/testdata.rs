@@ -326,6 +326,7 @@ pub fn fixed() -> (Snapshot, DateTime<Utc>) {
         pending: BTreeMap::new(),
         in_flight: BTreeSet::from(["backup-db".to_string()]),
         forecast,
+        too_small: Vec::new(),
     };
     (snap, now)
 }

@@ -51,7 +51,8 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         global,
         jobs: lines,
     };
-    for l in stats_text(&s, &fb.finish(), now) {
+    let engine = !crate::owners::live(&store.owners()?).is_empty();
+    for l in stats_text(&s, &fb.finish(), now, engine) {
         println!("{l}");
     }
     Ok(ExitCode::SUCCESS)
@@ -124,7 +125,12 @@ fn write_json(
 
 /// The text of `stats`: the period, the forecast with a line per job, and the table. Every
 /// amount on it is shown at one precision ([`Money`]), so totals and parts agree as printed.
-fn stats_text(s: &stats::Stats, f: &crate::forecast::Forecast, now: DateTime<Utc>) -> Vec<String> {
+fn stats_text(
+    s: &stats::Stats,
+    f: &crate::forecast::Forecast,
+    now: DateTime<Utc>,
+    engine: bool,
+) -> Vec<String> {
     let lines = s.jobs.iter().chain([&s.global]);
     let m = Money::for_amounts(
         [f.spent_usd, f.projected_total_usd]
@@ -145,7 +151,11 @@ fn stats_text(s: &stats::Stats, f: &crate::forecast::Forecast, now: DateTime<Utc
         format!("period {}", s.period),
         format!(
             "forecast: {} (spent {}, projected {} by {})",
-            f.phrase_with(now, usd),
+            if engine {
+                f.phrase_with(now, usd)
+            } else {
+                f.phrase_without_engine(now, usd)
+            },
             usd(f.spent_usd),
             usd(f.projected_total_usd),
             f.until.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -220,7 +230,7 @@ mod tests {
         let jobs = [a, b];
         let s = crate::store::stats::compute(&jobs, &settings, now);
         let f = crate::forecast::compute(&jobs, &settings, now);
-        let text = stats_text(&s, &f, now);
+        let text = stats_text(&s, &f, now, true);
         let row = |name: &str| {
             text.iter()
                 .skip_while(|l| !l.starts_with("JOB "))

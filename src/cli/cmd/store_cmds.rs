@@ -166,6 +166,24 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
 
 /// The NOTE column with the money its budget holds for calls in flight (or of unknown
 /// outcome) this period: SPEND is what was spent; the budget also counts this.
+/// `note` with the reason every model call of `r` is refused, when its definition alone shows
+/// a limit below one call's worst case (known before any of its runs is skipped).
+fn with_too_small(
+    note: String,
+    r: &JobRecord,
+    settings: &crate::model::Settings,
+    prices: &crate::cost::PriceTable,
+) -> String {
+    if r.rt.retired {
+        return note;
+    }
+    match crate::preflight::too_small_by_definition(&r.def, settings, prices) {
+        None => note,
+        Some(why) if note == "-" => why,
+        Some(why) => format!("{note}; {why}"),
+    }
+}
+
 fn with_in_flight(note: String, held: f64, money: Money) -> String {
     if !(held.is_finite() && held > 0.0) {
         return note;
@@ -238,6 +256,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
             .chain(v.max_cost_usd)
     }));
     let usd = |x: f64| money.fmt(x);
+    let prices = crate::cost::PriceTable::from_settings(&settings);
     let rows: Vec<[String; 11]> = jobs
         .iter()
         .zip(&views)
@@ -259,7 +278,11 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
                 v.runs.to_string(),
                 spend,
                 one_line(v.schedule),
-                with_in_flight(note_text(r, zone, now), v.in_flight_usd, money),
+                with_in_flight(
+                    with_too_small(note_text(r, zone, now), r, &settings, &prices),
+                    v.in_flight_usd,
+                    money,
+                ),
             ]
         })
         .collect();
@@ -583,6 +606,13 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
         crate::forecast::compute(std::slice::from_ref(&rec), &settings, now)
     };
     describe_counters(&rec, &f, period, zone);
+    let prices = crate::cost::PriceTable::from_settings(&settings);
+    if let Some(why) = crate::preflight::too_small_by_definition(&rec.def, &settings, &prices) {
+        kv(
+            "budget:",
+            format!("{why}: no model call is made until the limit or max_tokens changes"),
+        );
+    }
     describe_runs(&runs, zone);
     Ok(ExitCode::SUCCESS)
 }

@@ -131,30 +131,21 @@ impl Checker<'_> {
         s: &Settings,
     ) {
         let Some(def) = s.agents.get(a) else { return };
-        let Some(price) = run.prices.resolve(&def.model).map(|r| r.price) else {
+        let Some(call) = crate::preflight::definition_call(j, s, &run.prices) else {
             return;
         };
-        let message = match &j.action {
-            crate::model::Action::Agent { message, .. } => message.as_str(),
-            crate::model::Action::Command { .. } => return,
-        };
-        let max_tokens = def.max_tokens.unwrap_or(crate::cost::DEFAULT_MAX_TOKENS);
-        let own = match &j.action {
-            crate::model::Action::Agent { tools: Some(t), .. } => t,
-            _ => &def.tools,
-        };
-        let allowed: Vec<crate::model::ToolPattern> = own
-            .iter()
-            .filter_map(|t| crate::model::ToolPattern::parse(t))
-            .collect();
-        let tool_bytes = s.tools.command_tools_bytes(def.provider, &allowed);
-        let bytes = def.instructions.len() + message.len() + tool_bytes;
+        let (price, max_tokens, bytes, tool_bytes, worst) = (
+            call.price,
+            call.max_tokens,
+            call.prompt_bytes,
+            call.tool_bytes,
+            call.worst_usd,
+        );
         let tools_note = if tool_bytes > 0 {
             format!(", its command tools' definitions ({tool_bytes} bytes) included")
         } else {
             String::new()
         };
-        let worst = crate::cost::worst_case_usd(price, bytes, max_tokens);
         let budget_key = vec![Seg::Key("budget".into()), Seg::Key("max_cost_usd".into())];
         let limits = [
             s.budget

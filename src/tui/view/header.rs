@@ -103,6 +103,19 @@ pub fn stops_text(stops: &[(String, String)]) -> String {
     parts.join("; ")
 }
 
+/// `text` cut to `width` columns, its last one an ellipsis when anything was cut.
+fn fit(text: &str, width: u16) -> String {
+    let width = usize::from(width);
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    if width > 0 {
+        out.push('…');
+    }
+    out
+}
+
 /// How long the header keeps showing an outage that ended.
 const OUTAGE_SHOWN_AFTER_SECS: i64 = 3600;
 
@@ -203,75 +216,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(text::line(&s.store).into_owned(), bold),
     ]);
     Line::from(first).render(l1, buf);
-
-    let incomplete = if s.spend_incomplete {
-        " spend incomplete"
-    } else {
-        ""
-    };
-    // A budget that stopped a model call this period outranks the forecast; the stops come
-    // from the jobs' state, so every owner's show.
-    let stops = s.budget_stops();
-    let forecast = if stops.is_empty() {
-        s.forecast
-            .as_ref()
-            .map(|f| format!(" → {}", f.phrase(app.now)))
-            .unwrap_or_default()
-    } else {
-        format!(" {}", stops_text(&stops))
-    };
-    let fw = u16::try_from(forecast.chars().count()).unwrap_or(0);
-    let [lbl, g, fc, inc] = Layout::horizontal([
-        Constraint::Length(7),
-        Constraint::Min(0),
-        Constraint::Length(fw),
-        Constraint::Length(incomplete.len() as u16),
-    ])
-    .areas(l2);
-    let reached = s
-        .forecast
-        .as_ref()
-        .is_some_and(|f| f.limit_reached_at.is_some());
-    Span::styled(
-        forecast,
-        if !stops.is_empty() {
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
-        } else if reached {
-            Style::new().fg(Color::Yellow)
-        } else {
-            dim
-        },
-    )
-    .render(fc, buf);
-    Span::raw("spend ").render(lbl, buf);
-    match s.settings.budget {
-        None => Span::raw(format!("{} (no budget)", money(s.period_spend_usd))).render(g, buf),
-        Some(b) => {
-            let (ratio, label) = budget_gauge(
-                s.period_spend_usd,
-                s.period_held_usd,
-                b.max_cost_usd,
-                b.period,
-            );
-            let colour = if ratio >= 1.0 {
-                Color::Red
-            } else if ratio >= 0.8 {
-                Color::Yellow
-            } else {
-                Color::Green
-            };
-            if g.width >= 24 {
-                Gauge::default()
-                    .ratio(ratio)
-                    .label(label)
-                    .gauge_style(Style::new().fg(colour).bg(Color::Black))
-                    .render(g, buf);
-            } else {
-                Span::styled(label, Style::new().fg(colour)).render(g, buf);
-            }
-        }
-    }
-    Span::styled(incomplete, Style::new().fg(Color::Yellow)).render(inc, buf);
+    render_spend(app, l2, buf);
 
     let mut spans = vec![Span::raw("24h ")];
     for st in Status::ALL {
@@ -292,4 +237,99 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         ));
     }
     Line::from(spans).render(l3, buf);
+}
+
+/// The second line: the spend gauge, then the budget stops or the forecast in the room left.
+fn render_spend(app: &App, l2: Rect, buf: &mut Buffer) {
+    let s = &app.snap;
+    let dim = Style::new().fg(Color::DarkGray);
+
+    let incomplete = if s.spend_incomplete {
+        " spend incomplete"
+    } else {
+        ""
+    };
+    // A budget that stopped a model call this period outranks the forecast; the stops come
+    // from the jobs' state, so every owner's show.
+    let stops = s.budget_stops();
+    let forecast = if stops.is_empty() {
+        s.forecast
+            .as_ref()
+            .map(|f| {
+                let phrase = if s.engine_seen {
+                    f.phrase(app.now)
+                } else {
+                    f.phrase_without_engine(app.now, money)
+                };
+                format!(" → {phrase}")
+            })
+            .unwrap_or_default()
+    } else {
+        format!(" {}", stops_text(&stops))
+    };
+    let gauge = s.settings.budget.map(|b| {
+        budget_gauge(
+            s.period_spend_usd,
+            s.period_held_usd,
+            b.max_cost_usd,
+            b.period,
+        )
+    });
+    let label = match &gauge {
+        Some((_, label)) => label.clone(),
+        None => format!("{} (no budget)", money(s.period_spend_usd)),
+    };
+    // The gauge keeps room for its whole label; the forecast or the stops get what is left,
+    // cut with an ellipsis, so two notices never run into each other on a narrow terminal.
+    let inc_w = incomplete.len() as u16;
+    let need = u16::try_from(label.chars().count()).unwrap_or(u16::MAX);
+    let fw = u16::try_from(forecast.chars().count())
+        .unwrap_or(u16::MAX)
+        .min(l2.width.saturating_sub(7 + inc_w).saturating_sub(need));
+    let [lbl, g, fc, inc] = Layout::horizontal([
+        Constraint::Length(7),
+        Constraint::Min(0),
+        Constraint::Length(fw),
+        Constraint::Length(inc_w),
+    ])
+    .areas(l2);
+    let forecast = fit(&forecast, fc.width);
+    let reached = s
+        .forecast
+        .as_ref()
+        .is_some_and(|f| f.limit_reached_at.is_some());
+    Span::styled(
+        forecast,
+        if !stops.is_empty() {
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else if reached && s.engine_seen {
+            Style::new().fg(Color::Yellow)
+        } else {
+            dim
+        },
+    )
+    .render(fc, buf);
+    Span::raw("spend ").render(lbl, buf);
+    match gauge {
+        None => Span::raw(label).render(g, buf),
+        Some((ratio, label)) => {
+            let colour = if ratio >= 1.0 {
+                Color::Red
+            } else if ratio >= 0.8 {
+                Color::Yellow
+            } else {
+                Color::Green
+            };
+            if g.width >= 24 {
+                Gauge::default()
+                    .ratio(ratio)
+                    .label(label)
+                    .gauge_style(Style::new().fg(colour).bg(Color::Black))
+                    .render(g, buf);
+            } else {
+                Span::styled(label, Style::new().fg(colour)).render(g, buf);
+            }
+        }
+    }
+    Span::styled(incomplete, Style::new().fg(Color::Yellow)).render(inc, buf);
 }

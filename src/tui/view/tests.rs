@@ -189,6 +189,71 @@ fn the_header_says_a_budget_too_small_for_one_call() {
     assert!(t.contains("(15%)"), "{t}");
 }
 
+/// At 80 columns a gauge with money in flight and a job too small for one call both fit their
+/// words: the gauge keeps its whole label, the notice after it starts after a space and is cut
+/// with an ellipsis, never run into the label mid-word.
+#[test]
+fn the_80_column_header_keeps_the_gauge_label_whole_and_cuts_the_notice_apart() {
+    let mut app = with_budget(0.0, 0.5);
+    let snap = Arc::make_mut(&mut app.snap);
+    snap.period_held_usd = 0.0001;
+    snap.jobs[0].rt.budget_stop = Some(Box::new(crate::model::BudgetStop {
+        period_key: BudgetPeriod::Day.key(app.now),
+        reason: "budget too small for one call: it may cost up to $0.0025, the job limit is \
+                 $0.001/day"
+            .into(),
+        at: app.now,
+        alerted: true,
+    }));
+    let name = snap.jobs[0].def.name.clone();
+    let t = screen(&app, 80, 24);
+    let line = t.lines().nth(1).unwrap_or_default();
+    let after = line.split_once("$0.0001 in flight)").map(|(_, r)| r);
+    let notice = format!(" {}", &name[..4]);
+    assert!(
+        after.is_some_and(|r| r.starts_with(&notice) && r.contains('…')),
+        "{line}"
+    );
+    snap!("header_in_flight_and_too_small_80x24", t);
+    // Wide enough, nothing is cut.
+    let t = screen(&app, 140, 40);
+    assert!(
+        t.contains(&format!("{name}: budget too small for one call")),
+        "{t}"
+    );
+}
+
+/// With no engine running, the forecast does not count down to a limit nothing will reach: it
+/// says no engine is running.
+#[test]
+fn the_forecast_says_no_engine_instead_of_a_limit_nothing_reaches() {
+    let (mut snap, now) = testdata::fixed();
+    snap.engine_running = false;
+    snap.engine_seen = false;
+    let mut f = snap
+        .forecast
+        .clone()
+        .unwrap_or_else(|| panic!("a forecast"));
+    f.limit_usd = Some(1.0);
+    f.limit_reached_at = Some(now + chrono::Duration::seconds(45));
+    snap.forecast = Some(f);
+    snap.settings.budget = Some(Budget {
+        max_cost_usd: 1.0,
+        period: BudgetPeriod::Day,
+    });
+    let mut a = App::new(Arc::new(snap), now);
+    let t = text(&draw(&a, 200, 40));
+    assert!(!t.contains("(in 45s)"), "{t}");
+    assert!(
+        t.contains("→ no engine is running on this store: nothing spends until one starts"),
+        "{t}"
+    );
+    // An engine seen: the countdown is the forecast again.
+    Arc::make_mut(&mut a.snap).engine_seen = true;
+    let t = text(&draw(&a, 200, 40));
+    assert!(t.contains("(in 45s)"), "{t}");
+}
+
 #[test]
 fn empty_store_says_so() {
     let (mut snap, now) = testdata::fixed();
