@@ -144,8 +144,12 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     // The last N lines across the files, oldest first.
     let want = usize::try_from(a.lines).unwrap_or(usize::MAX);
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    // Following goes on from the last byte the tail read, so a line written meanwhile is
+    // printed once, by the follow.
+    let mut read_to = 0;
     for f in &files {
         let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        read_to = text.len() as u64;
         for line in String::from_utf8_lossy(&text).lines() {
             if !about(line, job) {
                 continue;
@@ -167,7 +171,7 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     if files.is_empty() {
         eprintln!("cronsole: waiting for log files in {}", dir.display());
     }
-    follow(&dir, files.last().cloned(), job, &mut out)
+    follow(&dir, files.last().cloned(), read_to, job, &mut out)
 }
 
 /// Whether a log line is about `job` (every line when `None`): it carries the job's field,
@@ -220,13 +224,10 @@ fn print_log_lines(
 fn follow(
     dir: &Path,
     mut current: Option<PathBuf>,
+    mut pos: u64,
     job: Option<&str>,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let mut pos = current
-        .as_ref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
     let mut buf = Vec::new();
     let mut pending = Vec::new();
     loop {
