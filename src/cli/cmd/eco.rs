@@ -44,8 +44,9 @@ pub const STARTER: &str = r#"# cronsole jobs file — started by `cronsole init`
 
 defaults:
   tz: UTC                 # IANA zone for cron and wall-time schedules
-  timeout_seconds: 120
-  max_retries: 1
+  timeout_seconds: 120    # each attempt's bound; a command also stops at its own
+                          # command_timeout_seconds (60 unless the job sets it)
+  max_retries: 1          # attempts in all: 1 means no retry
 
 # budget:                 # a hard limit on model spend; without this section: $1.00 per UTC day
 #   max_cost_usd: 1.00
