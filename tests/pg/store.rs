@@ -68,7 +68,11 @@ fn a_reapply_gives_records_without_a_digest_one_then_writes_nothing() {
     let token = s.change_token().unwrap();
     let r = s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
     assert_eq!(r.unchanged.len(), 5, "{r:?}");
-    assert_eq!(s.change_token().unwrap(), token, "an unchanged re-apply wrote");
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
     let mut edited = jobs;
     edited[2] = conformance::every("d2", 90);
     let r = s.apply(&conformance::file(edited), t0()).unwrap();
