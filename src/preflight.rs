@@ -150,6 +150,24 @@ pub fn too_small_by_definition(
         .map(|(scope, limit, period)| cost::too_small_reason(scope, limit, period, call.worst_usd))
 }
 
+/// `note` (a `jobs` NOTE cell, `-` when empty) with the reason every model call of `r` is
+/// refused, when its definition alone shows a limit below one call's worst case.
+pub fn with_too_small(
+    note: String,
+    r: &crate::model::JobRecord,
+    settings: &Settings,
+    prices: &cost::PriceTable,
+) -> String {
+    if r.rt.retired {
+        return note;
+    }
+    match too_small_by_definition(&r.def, settings, prices) {
+        None => note,
+        Some(why) if note == "-" => why,
+        Some(why) => format!("{note}; {why}"),
+    }
+}
+
 /// What the budgets say about one call of worst case `worst` (`None` when the model has no
 /// price): an unpriced model under a budget is refused; a limit below `worst` is too small for
 /// one call; a limit whose rest this period is below `worst` is reached.

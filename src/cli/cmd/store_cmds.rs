@@ -166,24 +166,6 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
 
 /// The NOTE column with the money its budget holds for calls in flight (or of unknown
 /// outcome) this period: SPEND is what was spent; the budget also counts this.
-/// `note` with the reason every model call of `r` is refused, when its definition alone shows
-/// a limit below one call's worst case (known before any of its runs is skipped).
-fn with_too_small(
-    note: String,
-    r: &JobRecord,
-    settings: &crate::model::Settings,
-    prices: &crate::cost::PriceTable,
-) -> String {
-    if r.rt.retired {
-        return note;
-    }
-    match crate::preflight::too_small_by_definition(&r.def, settings, prices) {
-        None => note,
-        Some(why) if note == "-" => why,
-        Some(why) => format!("{note}; {why}"),
-    }
-}
-
 fn with_in_flight(note: String, held: f64, money: Money) -> String {
     if !(held.is_finite() && held > 0.0) {
         return note;
@@ -292,7 +274,7 @@ fn job_cells(
         spend_cell(v, money),
         one_line(v.schedule),
         with_in_flight(
-            with_too_small(note_text(r, zone, now), r, budgets.0, budgets.1),
+            crate::preflight::with_too_small(note_text(r, zone, now), r, budgets.0, budgets.1),
             v.in_flight_usd,
             money,
         ),
