@@ -1021,6 +1021,7 @@ mod tests {
                         usd: float(&mut rng),
                         state: crate::model::ReservationState::Reserved,
                         at: now(),
+                        next_turn: false,
                     });
                 }
                 r
