@@ -377,7 +377,8 @@ impl Actor {
     /// One heartbeat now. True when it stopped or resumed claims for this owner's clock.
     async fn beat_now(&mut self) -> bool {
         let stopped = self.outage.stopped_because();
-        self.beat
+        let changed = self
+            .beat
             .beat(
                 &self.store,
                 &self.clock,
@@ -385,7 +386,17 @@ impl Actor {
                 &self.ev_tx,
                 stopped,
             )
-            .await
+            .await;
+        if changed && self.beat.refused().is_none() {
+            // Claims resume on a clock set right. What this owner stored on the clock ahead
+            // (the jobs it applied: their first slots lie as far ahead as it was) is not due,
+            // so no claim would look at it: re-derived now, before the next claim.
+            let now = self.now();
+            if let Err(e) = blocking(&self.store, move |s| s.rederive_ahead(now)).await {
+                tracing::warn!(error = %e, "re-deriving slots after the clock came back failed");
+            }
+        }
+        changed
     }
 
     /// Runs this owner may still start.

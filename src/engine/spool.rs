@@ -9,8 +9,8 @@
 //!
 //! Decisions:
 //! - Location: `<store dir>/spool/completions.jsonl` for the file store (beside `logs/`), and
-//!   `.cronsole/spool/<hash of the URL>.jsonl` in the working directory for PostgreSQL (where the
-//!   logs of a URL store go too). The binary chooses; the engine only gets a path.
+//!   `.cronsole/spool/<hash of the URL>.jsonl` in the working directory for PostgreSQL (its log
+//!   goes to `.cronsole/logs/<the same hash>/`). The binary chooses; the engine only gets a path.
 //! - A spool line that does not parse is never dropped silently: the replay stops reading the
 //!   file, reports the line, and leaves the file as it is (exit-worthy corruption, like a store
 //!   file).
@@ -217,17 +217,20 @@ impl Spool {
 /// Where the spool of the store at `location` lives (see the module doc).
 pub fn path_for(location: &str) -> PathBuf {
     if location.contains("://") {
-        use sha2::Digest;
-        // Without the password: the file name must not carry a secret.
-        let shown = strip_password(location);
-        let h = sha2::Sha256::digest(shown.as_bytes());
-        let hex: String = h.iter().take(8).map(|b| format!("{b:02x}")).collect();
         PathBuf::from(".cronsole")
             .join("spool")
-            .join(format!("{hex}.jsonl"))
+            .join(format!("{}.jsonl", url_tag(location)))
     } else {
         Path::new(location).join("spool").join("completions.jsonl")
     }
+}
+
+/// A short name for a URL store's local files (its spool, its log directory): a hash of the URL
+/// without its password, so a file name never carries a secret and two databases never share one.
+pub fn url_tag(location: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(strip_password(location).as_bytes());
+    h.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn strip_password(url: &str) -> String {

@@ -428,6 +428,17 @@ pub trait Store: HistoryReader {
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         Ok(Vec::new())
     }
+
+    /// The caller's clock was just found right against the store's after it was off (an owner
+    /// whose claims resume after its clock was refused): every job whose slots a clock ahead of
+    /// `now` decided (a job stored by that owner's clock an hour ahead) is re-derived from `now`
+    /// at once, with a log line (`store::rules::slots::rederive`). Such jobs are not due, so no
+    /// claim would look at them. A store whose decisions read its own clock (PostgreSQL) never
+    /// stored anything on the caller's: nothing to do (the default).
+    fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        let _ = now;
+        Ok(())
+    }
 }
 
 /// Whether a job's counters say it ever spent money or holds a reservation ([`Store::spenders`]).

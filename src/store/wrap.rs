@@ -71,6 +71,7 @@ pub enum Call {
     Cancel,
     Beat,
     Owners,
+    RederiveAhead,
 }
 
 /// What a [`Wrapped`] store does around each forwarded call. Every hook has a default that
@@ -317,6 +318,9 @@ impl<H: Hooks> Store for Wrapped<H> {
     }
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         self.call(Call::Owners, |s| s.owners())
+    }
+    fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        self.call(Call::RederiveAhead, |s| s.rederive_ahead(now))
     }
 }
 

@@ -495,6 +495,43 @@ fn logs_prints_and_follows_the_store_log() {
     assert_eq!(got, "three\nfour\n");
 }
 
+/// A PostgreSQL store's log is its own: `logs --store URL` never prints the log of a file store
+/// that happens to sit in the working directory, and two databases never share a log folder.
+#[test]
+fn a_url_stores_log_is_kept_apart_from_the_file_store_beside_it() {
+    let s = Scratch::new("logs-url");
+    let file_logs = s.0.join(".cronsole").join("logs");
+    std::fs::create_dir_all(&file_logs).expect("mkdir");
+    std::fs::write(
+        file_logs.join("cronsole.log.2026-11-30"),
+        "file store line\n",
+    )
+    .expect("write");
+    let url = "postgres://u:hunter2@127.0.0.1:1/a";
+    let o = cronsole(&s.0, &["logs", "--store", url]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("file store line"), "{out}");
+    assert!(!out.contains("hunter2"), "{out}");
+    // The folder it names is the URL's own; a line written there is printed for that URL only.
+    let named = out
+        .split("no log files in ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .expect("names its folder");
+    let dir = s.0.join(named);
+    assert!(dir.starts_with(&file_logs) && dir != file_logs, "{dir:?}");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("cronsole.log.2026-11-30"), "db a line\n").expect("write");
+    let o = cronsole(&s.0, &["logs", "--store", url]);
+    assert_eq!(stdout(&o), "db a line\n");
+    let o = cronsole(&s.0, &["logs", "--store", "postgres://u@127.0.0.1:1/b"]);
+    assert!(!stdout(&o).contains("db a line"), "{}", stdout(&o));
+    // The file store's own log is unchanged by the URL store's folder inside it.
+    let o = cronsole(&s.0, &["logs"]);
+    assert_eq!(stdout(&o), "file store line\n");
+}
+
 /// `at 9am` is stored once: its instant is the next 09:00 after the first apply, and applying
 /// the unchanged file again keeps that instant (it never re-arms for the next day).
 #[test]

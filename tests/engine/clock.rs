@@ -83,6 +83,52 @@ async fn with_no_bound_an_owner_ahead_by_more_than_a_lease_claims_nothing() {
     rig.stop().await;
 }
 
+/// An owner whose clock is an hour ahead applies the jobs, claims nothing (it is ahead of the
+/// store's by more than a lease), and is set right: the jobs it stored an hour ahead, which
+/// never ran, start from the clock now (their first slots an interval on, not an hour), an
+/// `until` job runs in its real window, and a `run_immediately` job runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_stored_by_an_owner_an_hour_ahead_run_from_the_clock_set_right() {
+    let real = Utc::now();
+    let until =
+        (real + chrono::Duration::minutes(10)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let yaml = format!(
+        "jobs:\n  - name: e\n    schedule: every 2s\n    command: \"true\"\n  \
+         - name: u\n    schedule: every 2s\n    until: \"{until}\"\n    command: \"true\"\n  \
+         - name: ri\n    schedule: every 1h\n    run_immediately: true\n    command: \"true\"\n"
+    );
+    let ahead = real + chrono::Duration::hours(1);
+    let opts = RigOpts {
+        start: ahead,
+        stored: Some(ahead),
+        max_clock_offset: None,
+        ahead_limit: Some(StdDuration::from_secs(30)),
+        ..Default::default()
+    };
+    let rig = Rig::start("clock-created-ahead", &yaml, opts).await;
+    let health = rig.handle.health.clone();
+    wait_until_async("the clock refusal", StdDuration::from_secs(10), || {
+        health.borrow().clock_refused.is_some()
+    })
+    .await;
+    rig.clock.set(Utc::now());
+    wait_until_async("claims resumed", StdDuration::from_secs(15), || {
+        health.borrow().clock_refused.is_none()
+    })
+    .await;
+    // The first slots of `e` and `u`, stored again from the clock now, are 2 s on.
+    rig.advance(3);
+    for job in ["e", "u", "ri"] {
+        let rows = rig.wait_rows(job, 1).await;
+        let slot = rows[0].slot.expect("a scheduled slot");
+        assert!(
+            slot < Utc::now() + chrono::Duration::minutes(1),
+            "{job} ran for {slot}, on the clock ahead"
+        );
+    }
+    rig.stop().await;
+}
+
 /// A run in flight when its owner's clock steps 40 s back (its lease 2 s): the owner stops
 /// claiming, but its renewals extend the lease from the store's clock as its last heartbeat
 /// read it, carried on the monotonic clock, so the lease never looks ended to an owner on the

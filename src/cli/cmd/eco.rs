@@ -105,9 +105,14 @@ pub fn init(file: &Path) -> Result<ExitCode> {
 }
 
 /// Where the engine writes its log for this store (`run::init_logging`) and `logs` reads it.
+/// A URL store has no directory of its own: each owner logs under its working directory, in a
+/// folder named for the URL, so two stores never share a log file (and a file store's `logs/`
+/// beside it never answers for a database).
 pub fn logs_dir(location: &str) -> PathBuf {
     if location.contains("://") {
-        PathBuf::from(".cronsole").join("logs")
+        PathBuf::from(".cronsole")
+            .join("logs")
+            .join(crate::engine::spool::url_tag(location))
     } else {
         Path::new(location).join("logs")
     }
@@ -137,7 +142,14 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     let dir = logs_dir(&location);
     let files = log_files(&dir);
     if files.is_empty() && !a.follow {
-        println!("(no log files in {})", dir.display());
+        if location.contains("://") {
+            println!(
+                "(no log files in {}: each owner of a database store writes its log under its own working directory)",
+                dir.display()
+            );
+        } else {
+            println!("(no log files in {})", dir.display());
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let job = a.job.as_deref();

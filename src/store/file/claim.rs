@@ -76,8 +76,8 @@ impl FileStore {
 }
 
 impl FileStore {
-    /// When this claim's clock is further behind the latest one this handle has seen (or, at
-    /// its first claim, the newest clock an owner record was sent with) than the
+    /// When this claim's clock is further behind the latest one this handle has seen in its
+    /// claims and applies (or, at first, the newest clock an owner record was sent with) than the
     /// re-derivation tolerance, the clock went back: slots decided before may lie beyond what
     /// the schedules allow from now, and those jobs are not due, so the claim would never look
     /// at them. Every job with a wake-up after now is re-derived once, here (a full read of
@@ -98,6 +98,31 @@ impl FileStore {
             crate::clock::step_words(mark - now).trim_start_matches('+'),
             now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
+        Self::rederive_all(l, now)
+    }
+
+    /// Jobs were stored at `now` (an apply): a clock ahead stores them ahead, so a later claim
+    /// of this handle on a clock set right must see the step back, even when this handle never
+    /// claimed on the clock ahead (its owner's claims were stopped for it).
+    pub(super) fn stored_on(&self, l: &mut Locked<'_>, now: DateTime<Utc>) {
+        let mark = l
+            .inner
+            .clock_mark
+            .or_else(|| self.newest_owner_clock())
+            .unwrap_or(now);
+        l.inner.clock_mark = Some(mark.max(now));
+    }
+
+    /// [`crate::store::Store::rederive_ahead`]: the sweep of [`FileStore::after_a_step_back`],
+    /// whatever clock this handle saw before.
+    pub(super) fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        let mut l = self.lock()?;
+        Self::rederive_all(&mut l, now)
+    }
+
+    /// Re-derive, from `now`, every job with a wake-up after it and every unleased job with no
+    /// wake-up; write the changed records at once.
+    fn rederive_all(l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
         let mut names: Vec<String> = l
             .inner
             .jobs
@@ -260,16 +285,18 @@ impl<'r, 'a> Pass<'r, 'a> {
                 continue;
             };
             let mut probe = c.rec.clone();
-            let ev = plan::claim::claim_step_recorded(
-                &mut probe,
-                sched,
-                now,
-                req.owner,
-                true,
-                self.period,
-                landed.clone(),
-                &[],
-            );
+            let ev = plan::claim::probing(|| {
+                plan::claim::claim_step_recorded(
+                    &mut probe,
+                    sched,
+                    now,
+                    req.owner,
+                    true,
+                    self.period,
+                    landed.clone(),
+                    &[],
+                )
+            });
             if !ev.rows.is_empty() {
                 self.scan.push((name.clone(), c.rows_to));
             }

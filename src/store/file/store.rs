@@ -116,6 +116,10 @@ impl Store for FileStore {
         self.read_owners()
     }
 
+    fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        FileStore::rederive_ahead(self, now)
+    }
+
     /// inotify on the store directory (see `crate::store::signal`).
     fn change_signal(&self) -> Option<crate::store::signal::ChangeSignal> {
         const WATCHED: &[&str] = &[SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
@@ -124,7 +128,10 @@ impl Store for FileStore {
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         plan::apply::unique_names(file)?;
-        self.lock()?.apply_file(file, now)
+        let mut l = self.lock()?;
+        let report = l.apply_file(file, now)?;
+        self.stored_on(&mut l, now);
+        Ok(report)
     }
 
     fn apply_each(
@@ -139,7 +146,10 @@ impl Store for FileStore {
         };
         crate::config::check_bounds(&bare)
             .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
-        self.lock()?.apply_each(settings, feed, now)
+        let mut l = self.lock()?;
+        let report = l.apply_each(settings, feed, now)?;
+        self.stored_on(&mut l, now);
+        Ok(report)
     }
 
     fn settings(&self) -> StoreResult<Settings> {

@@ -136,3 +136,93 @@ fn jobs_a_clock_an_hour_ahead_stored_or_retired_come_back_when_it_is_set_right()
     assert_eq!(out.claims.len(), 2, "{out:?}");
     assert!(out.claims.iter().all(|c| c.slot == Some(t(1070))));
 }
+
+/// The store's owner applied its jobs on a clock an hour ahead and never claimed on it (its
+/// claims were stopped for that clock): its next claim, on the clock set right, sees the step
+/// back all the same and stores them again from the clock now; the `until` job runs in its real
+/// window instead of being re-derived once `until` has passed.
+#[test]
+fn jobs_applied_an_hour_ahead_by_a_handle_that_never_claimed_on_it_start_from_the_clock_now() {
+    let dir = TempDir::new("fs-applied-ahead");
+    let s = FileStore::open(&dir).unwrap();
+    let mut u = def("u");
+    u.until = Some(t(1500));
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a"), u],
+    };
+    s.apply(&file, t(1000 + 3600)).unwrap();
+    let out = s.claim_at(t(1010), "o", 8);
+    assert!(out.claims.is_empty(), "{out:?}");
+    assert_eq!(next_slots(&s), vec![Some(t(1070)); 2]);
+    let out = s.claim_at(t(1070), "o", 8);
+    assert_eq!(out.claims.len(), 2, "{out:?}");
+    assert!(out.claims.iter().all(|c| c.slot == Some(t(1070))));
+}
+
+/// Jobs another process stored on a clock an hour ahead: an owner whose claims resume on a
+/// clock set right asks the store to re-derive them (`rederive_ahead`), and it does, on a
+/// handle that never saw that clock; a job stored on the clock now is left as it was.
+#[test]
+fn rederive_ahead_stores_again_what_a_clock_ahead_stored_and_nothing_else() {
+    let dir = TempDir::new("fs-rederive-ahead");
+    let other = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a")],
+    };
+    other.apply(&file, t(1000 + 3600)).unwrap();
+    let s = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a"), def("b")],
+    };
+    s.apply(&file, t(1000)).unwrap();
+    s.rederive_ahead(t(1010)).unwrap();
+    assert_eq!(next_slots(&s), vec![Some(t(1070)), Some(t(1060))]);
+    // Done once: the records are as they were left.
+    s.rederive_ahead(t(1010)).unwrap();
+    assert_eq!(next_slots(&s), vec![Some(t(1070)), Some(t(1060))]);
+}
+
+/// A job a clock ahead stored, due on another handle's clock (its `until`): the claim's probe
+/// of it on a copy and its step on the record both re-derive it, and the log says so once.
+#[test]
+fn a_re_derivation_in_a_claim_is_logged_once() {
+    use std::sync::{Arc, Mutex};
+    let dir = TempDir::new("fs-rederive-logged-once");
+    let ahead = FileStore::open(&dir).unwrap();
+    let mut u = def("u");
+    u.until = Some(t(1500));
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![u],
+    };
+    ahead.apply(&file, t(1000 + 3600)).unwrap();
+    drop(ahead);
+    let s = FileStore::open(&dir).unwrap();
+    let log = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = Arc::clone(&log);
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || LogSink(Arc::clone(&sink)))
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        s.claim_at(t(1500), "o", 8);
+    });
+    let text = String::from_utf8(log.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("slots re-derived").count(), 1, "{text}");
+}
+
+/// A writer into a shared buffer, for a test's log subscriber.
+struct LogSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -190,12 +190,37 @@ pub fn evaluate(
     manual(rec, sched, now, owner, can_claim, ev)
 }
 
+thread_local! {
+    /// Set while a claim step runs on a copy of a record to see what it would do (a probe):
+    /// its re-derivations are logged by the real step that follows, once.
+    static PROBING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` (a claim step on a copy of a record) without the log lines of its re-derivations:
+/// the step on the record itself, which follows, writes them.
+pub fn probing<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PROBING.with(|p| p.set(self.0));
+        }
+    }
+    let _reset = Reset(PROBING.with(|p| p.replace(true)));
+    f()
+}
+
+fn probing_now() -> bool {
+    PROBING.with(std::cell::Cell::get)
+}
+
 /// [`restore_on_return`] with its log line: true when the record changed.
 pub fn restore_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
     let Some(what) = restore_on_return(rec, now) else {
         return false;
     };
-    tracing::warn!(job = %rec.def.name, "slots restored: {what}");
+    if !probing_now() {
+        tracing::warn!(job = %rec.def.name, "slots restored: {what}");
+    }
     true
 }
 
@@ -204,6 +229,9 @@ pub fn rederive_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
     let Some(what) = rederive(rec, now) else {
         return false;
     };
+    if probing_now() {
+        return true;
+    }
     tracing::warn!(
         job = %rec.def.name,
         "slots re-derived from {}: {what} (they were decided by a clock ahead of this one)",

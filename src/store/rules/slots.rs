@@ -137,6 +137,10 @@ fn store_again(rec: &mut JobRecord, now: DateTime<Utc>) -> Option<String> {
     } else {
         first
     };
+    if next == rec.rt.next_slot && matches!(rec.def.schedule, ScheduleSpec::At { .. }) {
+        // An `at` job's slot is its instant, whenever it was stored: nothing to move.
+        return None;
+    }
     let rt = &mut rec.rt;
     if rt.moved_back.is_none() {
         rt.moved_back = Some(MovedBack {
