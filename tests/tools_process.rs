@@ -1777,11 +1777,7 @@ async fn echoed_credential_is_redacted(header: String, secret: &str) {
         KEY,
         vec![
             Reply::tools(vec![FakeCall::new("h__whoami", json!({}))], 100, 20),
-            Reply::ok(
-                &format!("the server says token only: {secret}"),
-                200,
-                10,
-            ),
+            Reply::ok(&format!("the server says token only: {secret}"), 200, 10),
         ],
     )
     .await
