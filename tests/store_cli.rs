@@ -416,6 +416,68 @@ fn every_json_money_field_of_every_command_keeps_nine_decimals_at_most() {
     assert!(format!("{sum}").len() > 12, "{sum}");
 }
 
+/// A store written by an earlier release holds hour counters summed without rounding
+/// (`"c":0.0028039999999999996`): `jobs --json` and `describe --json` print them by the one JSON
+/// money rule all the same. Two jobs of one shape, the clean one first, so the listing's fast
+/// path (which trusts a shape after its first record) meets the noisy one too.
+#[test]
+fn hour_counters_an_earlier_release_summed_print_without_their_noise() {
+    use cronsole::model::Status;
+    use cronsole::testkit::internals::store::filefmt;
+    use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
+    let dir = support::tempdir("cli-json-hours-legacy");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: clean\n    schedule: every 1m\n    command: \"true\"\n  \
+         - name: noisy\n    schedule: every 1m\n    command: \"true\"\n",
+    )
+    .unwrap();
+    assert_eq!(run(&dir, &["apply", "jobs.yaml"]).0, 0);
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        let at = chrono::Utc::now() + chrono::Duration::minutes(2);
+        for c in &store.claim_at(at, "test-owner", 10).claims {
+            let mut row = claim_row(c, "test-owner", Status::Succeeded, at);
+            row.cost_usd = 0.002804;
+            store.finish_row(c, row);
+        }
+    }
+    // The earlier release's bytes: `noisy`'s hour cost as a raw f64 sum, checksum recomputed.
+    let noise = "0.0028039999999999996";
+    let journal = dir.join("store").join("jobs.journal");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut edited = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if !(l.contains("\"name\":\"noisy\"") && l.contains("\"c\":0.002804}")) {
+                return l.to_string();
+            }
+            edited += 1;
+            let l = l.replace("\"c\":0.002804}", &format!("\"c\":{noise}}}"));
+            const KEY: &str = ",\"crc32\":\"";
+            let at = l.rfind(KEY).unwrap();
+            let crc = filefmt::crc32(format!("{}}}", &l[..at]).as_bytes());
+            format!("{}{KEY}{crc:08x}\"}}", &l[..at])
+        })
+        .collect();
+    assert!(edited > 0, "no hour counter of `noisy` to edit:\n{text}");
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let (c, out, err) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(!out.contains(noise), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for j in v.as_array().unwrap() {
+        assert_eq!(j["runtime"]["counters"]["hours"][0]["c"], 0.002804, "{out}");
+    }
+    let (c, out, err) = run(&dir, &["describe", "noisy", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        !out.contains(noise) && out.contains("\"c\": 0.002804"),
+        "{out}"
+    );
+}
+
 /// A paused job with a trigger queued: STATE says what happens next (`queued`), and the pause
 /// that holds every slot after that run is said beside it in `jobs` and `describe`, with or
 /// without a reason (never visible only in `jobs --json`).

@@ -235,14 +235,7 @@ impl Shapes {
         self.body.set_depth(depth);
         let mut def = Members::<5>::new(def_slot);
         let mut rt = Members::<12>::new(rt_slot);
-        let mut tx = Tx {
-            s: json.as_bytes(),
-            text: json,
-            i: 0,
-            shape: &mut self.shape,
-            scratch: String::new(),
-            money: false,
-        };
+        let mut tx = Tx::new(json, &mut self.shape, String::new());
         // A run awaiting approval (rare, and its view's fields come from inside a lease) takes
         // the full path; the key never occurs inside a stored string (its quotes are escaped).
         if memchr::memmem::find(json.as_bytes(), b"\"awaiting\":").is_some() {
@@ -313,14 +306,7 @@ impl Shapes {
 
         // The view, in `JobView`'s field order.
         let mut no_shape = Vec::new();
-        let mut head = Tx {
-            s: json.as_bytes(),
-            text: json,
-            i: 0,
-            shape: &mut no_shape,
-            scratch: std::mem::take(&mut tx.scratch),
-            money: false,
-        };
+        let mut head = Tx::new(json, &mut no_shape, std::mem::take(&mut tx.scratch));
         enc.open(b'{');
         field(enc, "name", true);
         head.value_of(enc, def.get(json, NAME)?)?;
@@ -561,9 +547,27 @@ struct Tx<'a, 'b> {
     scratch: String,
     /// Whether the value being read is a money member's (`text::is_money_key`).
     money: bool,
+    /// Whether the value being read is a member named `c`: an hour bucket's cost, money the
+    /// full path rounds (`model::HourBucket`), so one with more decimals than the rule keeps
+    /// (a counter an older release summed) goes down the full path. Another object's `c` (a
+    /// tool's schema) loses only the fast path that way, never a digit.
+    bucket_cost: bool,
 }
 
-impl Tx<'_, '_> {
+impl<'a, 'b> Tx<'a, 'b> {
+    /// A scanner at the start of `text`, collecting its shape into `shape`.
+    fn new(text: &'a str, shape: &'b mut Vec<u8>, scratch: String) -> Tx<'a, 'b> {
+        Tx {
+            s: text.as_bytes(),
+            text,
+            i: 0,
+            shape,
+            scratch,
+            money: false,
+            bucket_cost: false,
+        }
+    }
+
     fn expect(&mut self, lit: &[u8]) -> Result<(), Decline> {
         if self.s.get(self.i..self.i + lit.len()) == Some(lit) {
             self.i += lit.len();
@@ -675,7 +679,10 @@ impl Tx<'_, '_> {
         let pow10 = i64::from(exp) - frac.len() as i64;
         // Money keeps `text::json_usd`'s decimals: an amount with more (a sum's binary noise)
         // is rounded on the full path.
-        if self.money && -pow10 > i64::from(crate::text::JSON_USD_DECIMALS) {
+        if (self.money || self.bucket_cost) && -pow10 > i64::from(crate::text::JSON_USD_DECIMALS) {
+            return Err(Decline);
+        }
+        if self.bucket_cost && zero && neg {
             return Err(Decline);
         }
         // serde_json reads a decimal exactly when it is an integer below 2^53 times a power of
@@ -784,8 +791,10 @@ impl Tx<'_, '_> {
             let val = self.i;
             self.money =
                 std::str::from_utf8(&self.s[key.clone()]).is_ok_and(crate::text::is_money_key);
+            self.bucket_cost = &self.s[key.clone()] == b"c";
             self.value(enc)?;
             self.money = false;
+            self.bucket_cost = false;
             if let Some(m) = members.as_deref_mut() {
                 m.record(&self.s[key], val..self.i);
             }
@@ -1129,14 +1138,7 @@ mod tests {
         let scan = |t: &str| -> Option<(String, Vec<u8>)> {
             let text = format!("{t},");
             let mut shape = Vec::new();
-            let mut tx = Tx {
-                s: text.as_bytes(),
-                text: &text,
-                i: 0,
-                shape: &mut shape,
-                scratch: String::new(),
-                money: false,
-            };
+            let mut tx = Tx::new(&text, &mut shape, String::new());
             let mut p = Pretty::default();
             tx.number(&mut p).ok()?;
             assert_eq!(tx.i, t.len(), "{t}");

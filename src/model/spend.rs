@@ -168,9 +168,17 @@ pub struct HourBucket {
     /// Rows per status, in [`Status::ALL`] order.
     #[serde(rename = "n")]
     pub counts: [u32; 6],
-    /// What the hour's rows cost (USD).
-    #[serde(rename = "c")]
+    /// What the hour's rows cost (USD). Written as every JSON money amount is
+    /// (`text::json_usd`): a counter an older release summed without rounding prints without
+    /// its binary noise, here and in `jobs --json`/`describe --json`.
+    #[serde(rename = "c", serialize_with = "json_money")]
     pub cost_usd: f64,
+}
+
+/// Serialise an amount of money by the one JSON money rule (`text::json_usd`), for members
+/// whose names do not say they are money (the hour buckets' one-letter `c`).
+fn json_money<S: serde::Serializer>(usd: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(crate::text::json_usd(*usd))
 }
 
 impl JobCounters {

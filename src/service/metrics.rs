@@ -368,7 +368,15 @@ impl Metrics {
                 .observe(r.duration_ms as f64 / 1000.0);
         }
         if r.cost_usd.is_finite() && r.cost_usd > 0.0 {
-            self.spend.get_or_create(&job).inc_by(r.cost_usd);
+            // The total is kept by the one money rule (`text::json_usd`), as every JSON output
+            // prints money: a sum of costs carries binary noise (0.1 + 0.2), and a scrape shows
+            // the same digits `stats --json` does.
+            let spend = self.spend.get_or_create(&job);
+            let _ = spend
+                .inner()
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                    Some(crate::text::json_usd(f64::from_bits(bits) + r.cost_usd).to_bits())
+                });
         }
     }
 
@@ -451,7 +459,7 @@ impl Metrics {
                 .get_or_create(&ScopeLabel {
                     scope: "global".into(),
                 })
-                .set(b.max_cost_usd - spent);
+                .set(crate::text::json_usd(b.max_cost_usd - spent));
         }
         for (name, limit) in capped {
             let spent = store.spend(&name, now)?.job_usd;
@@ -459,7 +467,7 @@ impl Metrics {
                 .get_or_create(&ScopeLabel {
                     scope: format!("job:{name}"),
                 })
-                .set(limit - spent);
+                .set(crate::text::json_usd(limit - spent));
         }
         Ok(())
     }
@@ -578,6 +586,52 @@ mod tests {
         );
         m.observe_health(&EngineHealth::default(), &h);
         assert!(m.encode().contains("cronsole_claims_stopped 0"));
+    }
+
+    /// Money in the exposition follows the one JSON money rule (`text::json_usd`): spend summed
+    /// from rows and a budget's remainder print without binary noise (0.1 + 0.2 is 0.3 here, not
+    /// 0.30000000000000004; 0.7 − 0.3 is 0.4), the digits `stats --json` prints.
+    #[test]
+    fn money_in_the_exposition_has_no_binary_noise() {
+        use crate::model::{Budget, BudgetPeriod, JobsFile, Settings};
+        use crate::store::Store;
+        use crate::testkit::store::{ClaimAt, FinishClaim, claim_row};
+        let m = Metrics::new();
+        let dir = crate::testkit::tmp::TempDir::new("metrics-money");
+        let s = crate::store::file::FileStore::open(dir.path()).unwrap();
+        let mut job = crate::testkit::jobs::command_job("alpha", 60);
+        job.max_cost_usd = Some(0.7);
+        let t0 = Utc::now();
+        let file = JobsFile {
+            settings: Settings {
+                budget: Some(Budget {
+                    max_cost_usd: 0.7,
+                    period: BudgetPeriod::Total,
+                }),
+                ..Settings::default()
+            },
+            jobs: vec![job.clone()],
+        };
+        s.apply(&file, crate::testkit::jobs::stored_for_first_slot(&job, t0))
+            .unwrap();
+        for (k, cost) in [0.1, 0.2].into_iter().enumerate() {
+            let at = t0 + chrono::Duration::seconds(60 * k as i64);
+            let c = s.claim_at(at, "o", 1).claims.remove(0);
+            let mut row = claim_row(&c, "o", Status::Succeeded, at);
+            row.cost_usd = cost;
+            m.observe_row(&row);
+            s.finish_row(&c, row);
+        }
+        m.refresh_from_store(&s, t0 + chrono::Duration::seconds(90))
+            .unwrap();
+        let text = m.encode();
+        for want in [
+            r#"cronsole_spend_usd_total{job="alpha"} 0.3"#,
+            r#"cronsole_budget_remaining_usd{scope="global"} 0.4"#,
+            r#"cronsole_budget_remaining_usd{scope="job:alpha"} 0.4"#,
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want} missing:\n{text}");
+        }
     }
 
     #[test]
