@@ -7,6 +7,8 @@
 //! - 40 s behind, 5 min behind and 5 min ahead, under the default bound: the skewed owner
 //!   reports its offset, says it claims nothing (log, `/healthz` 503), and runs nothing; the
 //!   owner on the real clock runs each one-shot once.
+//! - 2 s ahead with the bound `off`, on the file store: the same (ahead by more than a quarter
+//!   of the lease, it would read live leases as expired).
 //!
 //! And a clock that steps, on the file store: one owner whose wall clock libfaketime moves while
 //! it runs (its monotonic clock real, so the step shows), as a host's clock stepped by hand
@@ -66,13 +68,25 @@ fn by_pid(rows: &[serde_json::Value], pid: u32) -> usize {
 /// one-shot has its row; check each ran once. `refused`: the skewed owner must claim nothing
 /// and say so.
 fn trial(name: &str, offset: &str, bound: Option<&str>, refused: bool) {
-    let Some(lib) = owner_support::libfaketime_or_skip() else {
-        return;
-    };
     let Some(url) = support::pg::database() else {
         return;
     };
+    trial_on(name, offset, bound, refused, |_| url.clone());
+}
+
+/// [`trial`] on the store `store` gives for the trial's directory.
+fn trial_on(
+    name: &str,
+    offset: &str,
+    bound: Option<&str>,
+    refused: bool,
+    store: impl FnOnce(&Path) -> String,
+) {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
     let dir = support::tempdir(&format!("skew-{name}"));
+    let url = store(&dir);
     let marks = dir.join("marks");
     let jobs = dir.join("jobs.yaml");
     std::fs::write(&jobs, jobs_yaml(&marks, 7.0)).unwrap();
@@ -185,6 +199,17 @@ fn owners_shown(dir: &Path, url: &str, skewed_pid: u32) {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["owners"]["live"], 2, "{out}");
+}
+
+/// With the bound `off` (one host whose clock is the store's), an owner whose clock alone is
+/// 2 s ahead, with 5 s leases renewed when a third is left: it would read the other owner's
+/// live leases as expired and run their one-shots again (20 s ahead of 30 s leases did), so it
+/// claims nothing past a quarter of the lease, and says so.
+#[test]
+fn with_the_bound_off_an_owner_2s_ahead_with_a_5s_lease_claims_nothing_on_the_file_store() {
+    trial_on("ahead2-off", "+2", Some("off"), true, |dir| {
+        dir.join("store").display().to_string()
+    });
 }
 
 #[test]

@@ -86,7 +86,8 @@ pub struct RunOpts {
     /// Claim nothing new while this host's clock is further than this from the store's (the
     /// database's on PostgreSQL), measured at every heartbeat: 1s to 24h; `auto`: a quarter of
     /// the jobs file's shortest lease_seconds, at most 60s (7.5s for the default 30s lease);
-    /// `off`: never (one host whose clock is the store's)
+    /// `off`: only while ahead of the store's by more than that quarter (one host whose clock is
+    /// the store's)
     #[arg(long, default_value = "auto", value_name = "DURATION")]
     pub max_clock_offset: String,
 

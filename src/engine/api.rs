@@ -111,7 +111,8 @@ pub struct EngineConfig {
     /// With no bound (`max_clock_offset` `None`): an owner whose clock is ahead of the store's
     /// by more than this claims nothing new, and says so. It would read every other owner's
     /// live lease as expired and take its runs over. `cronsole run --max-clock-offset off` sets
-    /// the shortest lease; `None`: no check at all.
+    /// a quarter of the shortest lease (a lease is renewed with a third of it left); `None`: no
+    /// check at all.
     pub ahead_limit: Option<StdDuration>,
 }
 

@@ -106,7 +106,7 @@ impl Beat {
         }
         self.record.clock_offset_ms = offset;
         health.send_modify(|h| h.clock_offset_ms = Some(offset));
-        // With no bound, only a clock ahead by more than a lease is refused: it would read
+        // With no bound, only a clock ahead by more than the limit is refused: it would read
         // live leases as expired and take their runs over.
         let (bound, off) = match (self.bound, self.ahead_limit) {
             (Some(b), _) => (b, surely_beyond(offset, round_trip, b)),
@@ -222,14 +222,14 @@ pub(super) fn refusal(offset_ms: i64, bound: StdDuration) -> String {
 }
 
 /// The words of a refusal with no bound (`--max-clock-offset off`): this owner is ahead of the
-/// store by more than a lease.
-pub(super) fn refusal_ahead(offset_ms: i64, lease: StdDuration) -> String {
+/// store by more than a quarter of the shortest lease.
+pub(super) fn refusal_ahead(offset_ms: i64, limit: StdDuration) -> String {
     format!(
-        "this host's clock is {} the store's, more than the shortest lease ({}): with \
+        "this host's clock is {} the store's, more than a quarter of the shortest lease ({}): with \
          --max-clock-offset off it would take over other owners' live runs as expired, so claims \
          stopped until it is back; runs in flight go on. Fix the clock (NTP)",
         signed(offset_ms),
-        secs(lease.as_millis() as i64)
+        secs(limit.as_millis() as i64)
     )
 }
 
@@ -245,10 +245,10 @@ mod tests {
         assert!(w.contains("claims stopped") && w.contains("NTP"), "{w}");
         assert!(refusal(300_500, StdDuration::from_millis(2500)).contains("300.5s ahead of the"));
         assert!(refusal(1, StdDuration::from_millis(2500)).contains("2.5s"));
-        let w = refusal_ahead(60_000, StdDuration::from_secs(30));
+        let w = refusal_ahead(60_000, StdDuration::from_millis(7_500));
         assert!(w.contains("60.0s ahead of the store's"), "{w}");
         assert!(
-            w.contains("shortest lease (30s)") && w.contains("off"),
+            w.contains("quarter of the shortest lease (7.5s)") && w.contains("off"),
             "{w}"
         );
     }

@@ -106,11 +106,13 @@ impl ClockBound {
         }
     }
 
-    /// With `off`, how far ahead of the store's clock this owner may be (the shortest lease):
-    /// further, it would take over live runs as expired.
+    /// With `off`, how far ahead of the store's clock this owner may be: the `auto` bound, a
+    /// quarter of the shortest lease. A live lease is renewed when a third of it is left, so
+    /// it may end only a third of a lease after the store's now; an owner further ahead than
+    /// that reads it as expired and takes the run over (20 s ahead of 30 s leases ran
+    /// one-shots twice).
     fn ahead_limit(self, jobs: Option<&config::Loaded>) -> Option<std::time::Duration> {
-        (self == ClockBound::Off)
-            .then(|| std::time::Duration::from_secs_f64(shortest_lease(jobs).clamp(0.001, 1e9)))
+        (self == ClockBound::Off).then(|| engine::default_max_clock_offset(shortest_lease(jobs)))
     }
 }
 
