@@ -129,6 +129,54 @@ pub fn apply_creates_updates_and_retires(f: Factory) {
     assert!(err.to_string().contains("'a'"), "{err}");
 }
 
+/// A re-apply writes only what changed: the same file again writes nothing (the store's change
+/// token stays), after claims and completions too and with a job retired because it left the
+/// file; one edited definition is the only job written.
+pub fn a_reapply_writes_only_the_jobs_it_changes(f: Factory) {
+    let s = f();
+    let jobs: Vec<JobDef> = (0..12).map(|i| every(&format!("j{i:02}"), 60)).collect();
+    apply_due(&*s, &file(jobs.clone()), t(1000)).unwrap();
+    let o = claim(&*s, "a", t(1000), 4);
+    assert_eq!(o.claims.len(), 4);
+    for c in &o.claims {
+        done(&*s, c, "a", Status::Succeeded, t(1001));
+    }
+    let token = s.change_token().unwrap();
+    let r = s.apply(&file(jobs.clone()), t(1100)).unwrap();
+    assert_eq!(r.unchanged.len(), 12, "{r:?}");
+    assert!(r.created.is_empty() && r.updated.is_empty() && r.retired.is_empty());
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
+
+    let mut edited = jobs.clone();
+    edited[3] = every("j03", 120);
+    edited.pop();
+    let r = s.apply(&file(edited.clone()), t(1200)).unwrap();
+    assert_eq!(r.updated, vec!["j03"]);
+    assert_eq!(r.retired, vec!["j11"]);
+    assert_eq!(r.unchanged.len(), 10);
+    assert_eq!(
+        s.job("j03").unwrap().unwrap().def.schedule,
+        edited[3].schedule
+    );
+    let token = s.change_token().unwrap();
+    let r = s.apply(&file(edited.clone()), t(1300)).unwrap();
+    assert_eq!(r.unchanged.len(), 11, "{r:?}");
+    assert!(r.retired.is_empty(), "a retired job is not retired again");
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
+    // The job that left comes back: its record is read and written again.
+    let r = s.apply(&file(jobs.clone()), t(1400)).unwrap();
+    assert_eq!(r.updated, vec!["j03", "j11"]);
+    assert!(!s.job("j11").unwrap().unwrap().rt.retired);
+}
+
 /// What an engine reads of its jobs in flight when the store changes: the named jobs that
 /// exist (retired ones too), each as `job` reads it, whatever the order asked.
 pub fn jobs_named_reads_the_named_jobs_that_exist(f: Factory) {
@@ -1623,6 +1671,7 @@ macro_rules! conformance_suite {
     ($factory:expr) => {
         conformance_suite!(@cases $factory;
             apply_creates_updates_and_retires,
+            a_reapply_writes_only_the_jobs_it_changes,
             jobs_named_reads_the_named_jobs_that_exist,
             each_slot_is_claimed_once_across_owners,
             claims_respect_the_owners_limit,
