@@ -388,6 +388,7 @@ impl CommitCutter {
             const COMMIT: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
             while !st.load(Ordering::SeqCst) {
                 let Ok((client, _)) = listener.accept() else {
+                    // The listener is non-blocking: the accept loop's pace.
                     std::thread::sleep(Duration::from_millis(2));
                     continue;
                 };
