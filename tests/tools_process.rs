@@ -1859,6 +1859,8 @@ async fn echoed_credential_is_redacted(header: String, secret: &str) {
     .await
     .unwrap();
     assert!(outputs[0].1.contains("h.b_[redacted]"), "{}", outputs[0].1);
+    // `history` text counts the run's turns and tool calls.
+    assert!(outputs[1].1.contains("turns=2 tools=1"), "{}", outputs[1].1);
     let mut places: Vec<(String, String)> = texts(&dir);
     places.extend(outputs);
     places.push(("stdout".into(), stdout));
