@@ -31,6 +31,9 @@ pub use pins::*;
 mod loops;
 #[allow(unused_imports)]
 pub use loops::*;
+mod turns;
+#[allow(unused_imports)]
+pub use turns::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -553,6 +556,31 @@ pub fn a_late_completion_counts_toward_max_runs(f: Factory) {
         claim(&*s, "b", t(1180), 10).claims.is_empty(),
         "no fourth execution"
     );
+}
+
+/// A run recorded `abandoned` (its owner died mid-run) does not count toward `max_runs`: its
+/// action may not have done its work, so a `max_runs: 2` job whose first run was abandoned
+/// executes three times, two of them counted, and then retires.
+pub fn an_abandoned_run_does_not_count_toward_max_runs(f: Factory) {
+    let s = f();
+    let mut d = every("capped", 60);
+    d.max_runs = Some(2);
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
+    claim(&*s, "dead", t(1000), 10).claims.remove(0);
+    let o = claim(&*s, "b", t(1031), 10);
+    assert_eq!(o.rows[0].status, Status::Abandoned, "{:?}", o.rows);
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 0);
+    assert!(!j.rt.retired);
+    let c2 = claim(&*s, "b", t(1060), 10).claims.remove(0);
+    done(&*s, &c2, "b", Status::Succeeded, t(1061));
+    assert!(!s.job("capped").unwrap().unwrap().rt.retired);
+    let c3 = claim(&*s, "b", t(1120), 10).claims.remove(0);
+    done(&*s, &c3, "b", Status::Succeeded, t(1121));
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 2);
+    assert_eq!(j.rt.retired_reason.as_deref(), Some("max_runs reached"));
+    assert_eq!(rows(&*s, "capped").len(), 3);
 }
 
 pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
@@ -1686,6 +1714,7 @@ macro_rules! conformance_suite {
             recurring_abandoned_run_waits_for_its_next_slot,
             a_late_completion_replaces_the_abandoned_row_of_its_run,
             a_late_completion_counts_toward_max_runs,
+            an_abandoned_run_does_not_count_toward_max_runs,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
             slots_passing_during_a_run_become_one_overlap_row,
@@ -1698,6 +1727,8 @@ macro_rules! conformance_suite {
             an_abandoned_loop_keeps_the_calls_it_recorded,
             a_refused_step_still_settles_the_last_turn,
             a_cancelled_loop_books_every_turn_it_paid_for,
+            a_started_loops_next_turn_comes_before_new_runs,
+            what_a_dead_loop_kept_aside_is_not_booked,
             a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,

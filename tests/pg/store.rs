@@ -79,6 +79,24 @@ fn a_reapply_gives_records_without_a_digest_one_then_writes_nothing() {
     assert_eq!(r.updated, vec!["d2"]);
 }
 
+/// A first apply larger than one upsert statement's chunk stores every job, and the same file
+/// again writes nothing.
+#[test]
+fn an_apply_of_more_jobs_than_one_statement_carries_stores_them_all() {
+    let url = pg_db_or_skip!();
+    let s = by_hand(&url);
+    let jobs: Vec<_> = (0..2_345)
+        .map(|i| conformance::every(&format!("c{i:05}"), 60))
+        .collect();
+    let r = s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
+    assert_eq!(r.created.len(), 2_345);
+    assert_eq!(s.jobs().unwrap().len(), 2_345);
+    let token = s.change_token().unwrap();
+    let r = s.apply(&conformance::file(jobs), t0()).unwrap();
+    assert_eq!(r.unchanged.len(), 2_345);
+    assert_eq!(s.change_token().unwrap(), token);
+}
+
 #[test]
 fn a_newer_schema_is_refused_not_repaired() {
     let url = pg_db_or_skip!();

@@ -21,7 +21,7 @@ use super::handle::Inner;
 use super::stmts::Stmts;
 use super::tx::{
     Edit, Notify, append_history, bump, digest_column, lock_jobs, read_for_apply, recount_budget,
-    write_jobs,
+    write_job_refs, write_jobs,
 };
 
 /// `pg_advisory_xact_lock` key of `apply` ("cronappl" in ASCII).
@@ -267,17 +267,14 @@ impl Inner {
             &mut recounted,
         )
         .await?;
-        let changed: Vec<JobRecord> = names
-            .iter()
-            .filter_map(|n| by_name.get(n).cloned())
-            .collect();
+        let changed: Vec<&JobRecord> = names.iter().filter_map(|n| by_name.get(n)).collect();
         report.settings = settings_changed;
         report.recounted = recounted;
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();
         if dirty || !changed.is_empty() {
-            write_jobs(&tx, &st, &changed, now).await?;
+            write_job_refs(&tx, &st, &changed, now).await?;
             let v = bump(&tx, &st, Notify::InTransaction).await?;
             tx.commit().await.map_err(|e| db_err("committing", e))?;
             self.feed.observe(v);

@@ -141,23 +141,37 @@ pub(super) async fn write_jobs(
     records: &[JobRecord],
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    if records.is_empty() {
-        return Ok(());
+    let refs: Vec<&JobRecord> = records.iter().collect();
+    write_job_refs(tx, st, &refs, now).await
+}
+
+/// How many records one upsert statement carries: the statement's JSON is built a chunk at a
+/// time, so a first apply of 100 000 jobs holds one chunk's JSON, not every record's twice over.
+const WRITE_CHUNK: usize = 1_000;
+
+/// [`write_jobs`] of borrowed records, [`WRITE_CHUNK`] per statement.
+pub(super) async fn write_job_refs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    records: &[&JobRecord],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    for chunk in records.chunks(WRITE_CHUNK) {
+        let items: Vec<Value> = chunk
+            .iter()
+            .map(|r| {
+                Ok(serde_json::json!({
+                    "rec": to_json(*r)?,
+                    "wakeup": plan::claim::wakeup(r),
+                    "digest": plan::apply::record_digest(r).map(digest_column),
+                }))
+            })
+            .collect::<StoreResult<_>>()?;
+        let arr = Value::Array(items);
+        tx.execute(&st.write_jobs, &[&arr, &now])
+            .await
+            .map_err(|e| db_err("writing jobs", e))?;
     }
-    let items: Vec<Value> = records
-        .iter()
-        .map(|r| {
-            Ok(serde_json::json!({
-                "rec": to_json(r)?,
-                "wakeup": plan::claim::wakeup(r),
-                "digest": plan::apply::record_digest(r).map(digest_column),
-            }))
-        })
-        .collect::<StoreResult<_>>()?;
-    let arr = Value::Array(items);
-    tx.execute(&st.write_jobs, &[&arr, &now])
-        .await
-        .map_err(|e| db_err("writing jobs", e))?;
     Ok(())
 }
 
