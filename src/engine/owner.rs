@@ -92,7 +92,8 @@ impl Beat {
         stopped: Option<String>,
     ) -> bool {
         self.next = tokio::time::Instant::now() + BEAT_EVERY;
-        let mono = clock.monotonic();
+        let sent = crate::clock::Reading::of(clock.as_ref());
+        let mono = sent.mono;
         let Some(stored) = self.send(store, clock, stopped.clone()).await else {
             return false;
         };
@@ -102,7 +103,7 @@ impl Beat {
         let offset = stored.clock_offset_ms;
         if self.bound.is_some() {
             // Lease renewals read the store's clock from here (see `renew::lease_clock`).
-            health.store_clock_read(stored.last_seen, mono);
+            health.store_clock_read(stored.last_seen, sent);
         }
         self.record.clock_offset_ms = offset;
         health.send_modify(|h| h.clock_offset_ms = Some(offset));
