@@ -133,6 +133,35 @@ pub struct CallEntry {
     pub result_head: String,
 }
 
+impl CallEntry {
+    /// A call as the loop records it when it takes the call up, before it runs: no duration,
+    /// no result, no approval yet.
+    pub fn dispatched(
+        turn: u32,
+        id: String,
+        tool: String,
+        source: Option<String>,
+        arguments: String,
+        started_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            turn,
+            id,
+            tool,
+            source,
+            arguments,
+            started_at,
+            duration_ms: 0,
+            state: CallState::Dispatched,
+            is_error: false,
+            approval: None,
+            result_bytes: 0,
+            result_sha256: String::new(),
+            result_head: String::new(),
+        }
+    }
+}
+
 /// A turn whose request got no reply: the run's time ran out while it was in flight, or the
 /// model's last attempt failed. Written when the run ends, so the record says where it stopped
 /// and what that turn cost.

@@ -332,21 +332,16 @@ fn console_screen(dir: &Path, jobs: usize) -> String {
         .status()
         .expect("run tmux");
     assert!(st.success());
-    let end = std::time::Instant::now() + Duration::from_secs(30);
-    let screen = loop {
+    // The last capture, whether the whole table showed or not: the caller's asserts say which.
+    let mut screen = String::new();
+    support::wait::poll_until(Duration::from_secs(30), || {
         let out = Command::new("tmux")
             .args(["-L", &name, "capture-pane", "-p", "-t", &name])
             .output()
             .expect("run tmux");
-        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
-        if screen.contains("immcron") && screen.contains("e1h") && screen.lines().count() >= jobs {
-            break screen;
-        }
-        if std::time::Instant::now() > end {
-            break screen;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        screen.contains("immcron") && screen.contains("e1h") && screen.lines().count() >= jobs
+    });
     let _ = Command::new("tmux")
         .args(["-L", &name, "kill-server"])
         .output();

@@ -260,19 +260,18 @@ fn validate_shows_overlap_and_refuses_wrong_forms() {
 
 /// `jobs` in `dir` until its owners line starts with `want` (bounded); the whole output.
 fn owners_until(dir: &Path, want: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
+    let mut last = String::new();
+    support::wait::poll_for(std::time::Duration::from_secs(20), || {
         let (c, out, err) = run(dir, &["jobs"]);
         assert_eq!(c, 0, "{err}");
-        if out.lines().any(|l| l.starts_with(want)) {
-            return out;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no line {want:?} in: {out}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        let found = out
+            .lines()
+            .any(|l| l.starts_with(want))
+            .then(|| out.clone());
+        last = out;
+        found
+    })
+    .unwrap_or_else(|| panic!("no line {want:?} in: {last}"))
 }
 
 /// `trigger NAME`'s output, which must exit 0 (each call names a job not triggered before: one

@@ -355,20 +355,15 @@ jobs:
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    let row = loop {
-        let rows = cronsole::store::file::FileStore::open_existing(&store)
+    let row = support::wait::poll_for_async(std::time::Duration::from_secs(60), || {
+        cronsole::store::file::FileStore::open_existing(&store)
             .and_then(|s| s.history(&HistoryQuery::default()))
-            .unwrap_or_default();
-        if let Some(r) = rows.into_iter().next() {
-            break r;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "no row"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+            .unwrap_or_default()
+            .into_iter()
+            .next()
+    })
+    .await
+    .expect("no row");
     let _ = owner.kill();
     let _ = owner.wait();
     assert!(fake.request_count() >= 1);

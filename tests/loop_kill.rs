@@ -19,6 +19,7 @@ use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::mcp::TestServers;
 use cronsole::transcript::CallState;
 use support::pids::alive;
+use support::wait::{poll_for, poll_until, wait_until};
 
 const KEY: &str = "sk-loop-kill";
 
@@ -92,14 +93,9 @@ fn owner(dir: &Path, jobs: &Path, store: &Path, extra: &[&str]) -> Child {
 
 /// Wait for a tool process other than `seen`; `None` after 30 s.
 fn next_tool(dir: &Path, seen: &[i32]) -> Option<(PathBuf, i32)> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if let Some(t) = tool_pids(dir).into_iter().find(|(_, p)| !seen.contains(p)) {
-            return Some(t);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
+    poll_for(Duration::from_secs(30), || {
+        tool_pids(dir).into_iter().find(|(_, p)| !seen.contains(p))
+    })
 }
 
 #[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
@@ -138,10 +134,7 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
             // SAFETY: kill(2) on the child we spawned and have not reaped.
             unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
             let _ = child.wait();
-            let killed = Instant::now();
-            while alive(pid) && killed.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            poll_until(Duration::from_secs(2), || !alive(pid));
             if alive(pid) {
                 orphans.push(pid);
                 // SAFETY: a stray sleep of ours.
@@ -150,27 +143,20 @@ async fn kill_9_during_tool_calls_leaves_no_orphan_and_no_duplicate_turn_spend()
         }
         // A last owner recovers the last killed run, then stops.
         let mut last = owner(&d, &j, &s, &[]);
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
+        poll_until(Duration::from_secs(30), || {
             let abandoned = rows(&s)
                 .iter()
                 .filter(|r| r.status == Status::Abandoned)
                 .count();
-            if abandoned >= cycles {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            abandoned >= cycles
+        });
         // SAFETY: as above.
         unsafe { libc::kill(last.id() as i32, libc::SIGKILL) };
         let _ = last.wait();
         for (_, p) in tool_pids(&d) {
             if alive(p) && !seen.contains(&p) {
                 // The last owner's own call: it must die with it too.
-                let t = Instant::now();
-                while alive(p) && t.elapsed() < Duration::from_secs(2) {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                poll_until(Duration::from_secs(2), || !alive(p));
                 if alive(p) {
                     orphans.push(p);
                     // SAFETY: a stray sleep of ours.
@@ -413,7 +399,6 @@ async fn an_owner_killed_mid_call_leaves_every_view_agreeing_with_the_budget() {
     let hung_calls = move || hung.request_count();
     tokio::task::spawn_blocking(move || {
         let mut child = owner(&d, &j, &s, &[]);
-        let start = Instant::now();
         let paid_done = || {
             FileStore::open(&s)
                 .and_then(|st| {
@@ -425,13 +410,11 @@ async fn an_owner_killed_mid_call_leaves_every_view_agreeing_with_the_budget() {
                 })
                 .is_ok_and(|r| r.iter().any(|r| r.status == Status::Succeeded))
         };
-        while !(paid_done() && hung_calls() >= 1) {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "paid never ran or hung was never called"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            "paid to run and hung to be called",
+            Duration::from_secs(30),
+            || paid_done() && hung_calls() >= 1,
+        );
         // SAFETY: kill(2) on the child we spawned and have not reaped.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();
@@ -441,9 +424,15 @@ async fn an_owner_killed_mid_call_leaves_every_view_agreeing_with_the_budget() {
         let (hung_spent, hung_held) = before["hung"];
         assert!(paid_spent > 0.0, "{before:?}");
         assert!(hung_spent == 0.0 && hung_held > 0.0, "{before:?}");
-        // Another owner recovers the run (its 1 s lease has expired): the `abandoned` row
-        // carries the reservation, which is now spent.
-        std::thread::sleep(Duration::from_millis(1100));
+        // Another owner recovers the run once its 1 s lease has lapsed (as the store records
+        // it): the `abandoned` row carries the reservation, which is now spent.
+        wait_until("hung's lease to lapse", Duration::from_secs(30), || {
+            FileStore::open(&s)
+                .ok()
+                .and_then(|st| st.job("hung").ok().flatten())
+                .and_then(|r| r.rt.leases().next().map(|l| l.lease_until))
+                .is_some_and(|until| until < chrono::Utc::now())
+        });
         let mut next = owner(&d, &j, &s, &["--for", "2s"]);
         let _ = next.wait();
         let after = views_agree(&d, &s);
@@ -703,23 +692,20 @@ async fn kill_cycles(store_of: impl FnOnce(&Path) -> String, cycles: usize) -> C
             let mut killed: Vec<String> = Vec::new();
             for cycle in 0..cycles {
                 let calls_before = pid_lines(&d.join("tool.pids")).len();
-                let start = Instant::now();
-                let target = loop {
-                    assert!(
-                        start.elapsed() < Duration::from_secs(90),
+                let target = poll_for(Duration::from_secs(90), || {
+                    if pid_lines(&d.join("tool.pids")).len() <= calls_before {
+                        return None;
+                    }
+                    let (run, pid) = lease_of(&d, &store)?;
+                    let i = owners.iter().position(|c| c.id() as i32 == pid)?;
+                    (!killed.contains(&run)).then_some((i, run))
+                });
+                let Some((i, run)) = target else {
+                    panic!(
                         "cycle {cycle}: no new tool call in 90 s; owners' log:\n{}",
                         std::fs::read_to_string(d.join("owners.log")).unwrap_or_default()
                     );
-                    if pid_lines(&d.join("tool.pids")).len() > calls_before
-                        && let Some((run, pid)) = lease_of(&d, &store)
-                        && !killed.contains(&run)
-                        && let Some(i) = owners.iter().position(|c| c.id() as i32 == pid)
-                    {
-                        break (i, run);
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
                 };
-                let (i, run) = target;
                 // The count below can see a run's processes: with their owner left out of
                 // the live ones, its tool and its server count as having none.
                 let others: Vec<i32> = owners
@@ -737,9 +723,7 @@ async fn kill_cycles(store_of: impl FnOnce(&Path) -> String, cycles: usize) -> C
                 let _ = victim.wait();
                 let t = Instant::now();
                 let live: Vec<i32> = owners.iter().map(|c| c.id() as i32).collect();
-                while !orphans(&d, &live).is_empty() && t.elapsed() < Duration::from_secs(5) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                poll_until(Duration::from_secs(5), || orphans(&d, &live).is_empty());
                 let left = orphans(&d, &live);
                 f.slowest_exit_ms = f.slowest_exit_ms.max(t.elapsed().as_millis());
                 f.orphans += left.len();
@@ -748,9 +732,9 @@ async fn kill_cycles(store_of: impl FnOnce(&Path) -> String, cycles: usize) -> C
                 }
                 // A straggler (the machine's load can delay a supervisor) is given 30 s more,
                 // then killed: the note says which.
-                while left.iter().any(|p| alive(*p)) && t.elapsed() < Duration::from_secs(35) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
+                poll_until(Duration::from_secs(35).saturating_sub(t.elapsed()), || {
+                    !left.iter().any(|p| alive(*p))
+                });
                 for p in left {
                     if alive(p) {
                         f.orphan_notes
@@ -768,20 +752,11 @@ async fn kill_cycles(store_of: impl FnOnce(&Path) -> String, cycles: usize) -> C
                 unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
                 let _ = c.wait();
             }
-            let t = Instant::now();
-            while !orphans(&d, &[]).is_empty() && t.elapsed() < Duration::from_secs(5) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            poll_until(Duration::from_secs(5), || orphans(&d, &[]).is_empty());
             f.orphans += orphans(&d, &[]).len();
             cli_out(&d, &store, &["pause", "looper"]);
             let mut last = spawn();
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(60) {
-                if lease_of(&d, &store).is_none() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
+            poll_until(Duration::from_secs(60), || lease_of(&d, &store).is_none());
             // SAFETY: as above.
             unsafe { libc::kill(last.id() as i32, libc::SIGKILL) };
             let _ = last.wait();

@@ -115,9 +115,12 @@ fn kill_9_of_an_owner_with_300_runs_alive_kills_every_run() {
         .spawn()
         .unwrap();
     poll_until(Duration::from_secs(120), || count(&dir, "sh.") >= N);
-    // Let the last shells start their sleeps.
-    std::thread::sleep(Duration::from_millis(500));
-    let shells = pids_in(&dir, "sh.");
+    // Until the last shells started their sleeps: each shell's tree is the shell and its sleep.
+    let mut shells = Vec::new();
+    poll_until(Duration::from_secs(30), || {
+        shells = pids_in(&dir, "sh.");
+        shells.len() >= N && trees(&shells).len() >= 2 * N
+    });
     let before = trees(&shells);
     let started = shells.len();
     // SAFETY: kill(2) of the owner this test spawned and has not reaped.

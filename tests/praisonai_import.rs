@@ -236,3 +236,32 @@ fn import_with_errors_exits_2_and_names_positions_in_the_praisonai_file() {
     );
     assert_eq!(code, 0, "{err}");
 }
+
+/// An input that cannot be read is named as PraisonAI's file, once, with no position (it has
+/// none), and nothing is written.
+#[test]
+fn import_of_a_missing_file_names_it_as_the_praisonai_file() {
+    let dir = tmp("praison-missing");
+    let missing = dir.join("nowhere.yaml");
+    let out_file = dir.join("converted.yaml");
+    let (code, out, err) = run_plain(
+        &dir,
+        &[
+            "import",
+            "praisonai",
+            missing.to_str().unwrap(),
+            "-o",
+            out_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: cannot read the PraisonAI file {}: No such file or directory (os error 2)",
+            missing.display()
+        ),
+        "{out}"
+    );
+    assert!(!out_file.exists());
+}

@@ -21,16 +21,11 @@ fn supervised() {
 }
 
 async fn pid_in(path: &Path) -> i32 {
-    for _ in 0..500 {
-        if let Some(p) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return p;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{} never written", path.display());
+    support::wait::poll_for_async(Duration::from_secs(5), || {
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("{} never written", path.display()))
 }
 
 fn spec(command: &str, timeout: Duration) -> ProcSpec<'_> {

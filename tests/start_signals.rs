@@ -73,6 +73,7 @@ fn a_stop_signal_at_any_moment_of_start_up_exits_zero_after_a_graceful_stop() {
             );
             std::thread::yield_now();
         }
+        // The fault's moment: the signal comes this long after the handler is installed.
         std::thread::sleep(Duration::from_millis(*delay));
         let sig = if i % 3 == 2 {
             libc::SIGINT
@@ -107,6 +108,7 @@ fn a_second_stop_signal_during_start_up_stops_at_once() {
             assert!(t.elapsed() < Duration::from_secs(30));
             std::thread::yield_now();
         }
+        // The fault's moment: the signal comes this long after the handler is installed.
         std::thread::sleep(Duration::from_millis(delay));
         let started = Instant::now();
         signal(&child, libc::SIGTERM);

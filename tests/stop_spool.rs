@@ -41,7 +41,7 @@ fn a_stop_while_another_process_holds_the_lock_spools_and_exits_1() {
         d.join("jobs.yaml"),
         format!(
             "budget: null\njobs:\n  - name: once\n    schedule: every 1s\n    once: true\n    \
-             command: \"touch {m}/started; sleep 1.5\"\n",
+             command: \"echo $$ > {m}/pid; touch {m}/started; sleep 1.5\"\n",
             m = marks.display()
         ),
     )
@@ -66,7 +66,15 @@ fn a_stop_while_another_process_holds_the_lock_spools_and_exits_1() {
     // Another process holds the store lock from before the run ends until after the stop.
     let lock = File::open(store.join("lock")).unwrap();
     fs4::FileExt::lock(&lock).unwrap();
-    std::thread::sleep(Duration::from_millis(1800)); // the run ends, its completion waits
+    // The run's command ends; its completion then waits for the lock.
+    let command: i32 = std::fs::read_to_string(marks.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until("the run's command to end", Duration::from_secs(20), || {
+        !support::pids::alive(command)
+    });
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: signalling the child this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);

@@ -84,6 +84,7 @@ fn trial(outage: Outage, store: String, dir: &Path, secs: u64) {
         if mid_metrics.is_none() && down.elapsed() > DETECT {
             mid_metrics = owner.get("/metrics").map(|(_, b)| b);
         }
+        // The health check's sampling pace during the outage (what is asserted is the samples).
         std::thread::sleep(Duration::from_millis(250));
     }
     let executions_in_outage = owner_support::marks(&marks).len();

@@ -168,6 +168,7 @@ fn worker_claim_once() {
     }
     let dir = PathBuf::from(env("DIR"));
     let s = FileStore::open(&dir).unwrap();
+    std::fs::write(dir.join(format!("ready.{}", env("OWNER"))), "").unwrap();
     let go = dir.join("go");
     support::wait::wait_until("the go file", StdDuration::from_secs(60), || go.exists());
     for (j, r) in claim_until_full(&s, &env("OWNER"), 200, 10) {
@@ -194,7 +195,10 @@ fn four_processes_claim_500_due_jobs_exactly_once() {
             )
         })
         .collect();
-    std::thread::sleep(StdDuration::from_millis(300));
+    // All four have the store open before any claims: they race.
+    support::wait::wait_until("four workers ready", StdDuration::from_secs(60), || {
+        (0..4).all(|i| dir.join(format!("ready.p{i}")).exists())
+    });
     std::fs::write(dir.join("go"), "").unwrap();
     let per: Vec<Vec<(String, Uuid)>> = kids
         .into_iter()
@@ -236,6 +240,7 @@ fn worker_steady() {
             complete(&s, &c, &owner, now, Utc::now());
             n += 1;
         }
+        // The worker's claim pace.
         std::thread::sleep(StdDuration::from_millis(20));
     }
     println!("RUNS {n}");
@@ -358,6 +363,7 @@ fn worker_claim_and_hang() {
     use std::io::Write;
     std::io::stdout().flush().unwrap();
     loop {
+        // A worker that holds its claims until it is killed.
         std::thread::sleep(StdDuration::from_secs(60));
     }
 }
@@ -525,6 +531,7 @@ fn crash_loop_store_always_reopens_and_no_slot_runs_twice() {
             ],
         );
         let delay = 5 + (Uuid::new_v4().as_u128() % 120) as u64;
+        // The fault's moment: a kill at a random point of the worker's claims.
         std::thread::sleep(StdDuration::from_millis(delay));
         child.kill().unwrap();
         for l in lines_of(child, "ACK") {

@@ -28,6 +28,7 @@ use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::mcp::TestServers;
 use serde_json::{Value, json};
 use support::pids::alive;
+use support::wait::poll_for;
 
 const KEY: &str = "sk-PROVIDER-5f3a9c0d2e7b41aa";
 const TOOL_SECRET: &str = "tool-secret-8d1e44c2b9a07f36";
@@ -379,17 +380,6 @@ fn pids(file: &Path) -> Vec<i32> {
         .collect()
 }
 
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_the_owner_mid_call_leaves_no_tool_process_ten_times() {
     const CYCLES: usize = 10;
@@ -446,7 +436,7 @@ jobs:
         let mut owner = owner_logging(&dir, "owner.log", "120s");
         let d = dir.to_path_buf();
         let (tool, server) = tokio::task::spawn_blocking(move || {
-            let tool = wait_for(Duration::from_secs(90), || {
+            let tool = poll_for(Duration::from_secs(90), || {
                 pids(&d.join("tool.pids")).first().copied()
             });
             (tool, pids(&d.join("mcp.pid")).first().copied())
@@ -470,7 +460,7 @@ jobs:
         owner.wait().unwrap();
         let d = dir.to_path_buf();
         let left = tokio::task::spawn_blocking(move || {
-            wait_for(Duration::from_secs(10), || {
+            poll_for(Duration::from_secs(10), || {
                 (!alive(tool) && !alive(server)).then_some(())
             });
             let left: Vec<i32> = [tool, server].into_iter().filter(|p| alive(*p)).collect();
@@ -715,7 +705,7 @@ async fn tool_secrets_repeated_by_the_model_are_in_no_row_record_log_or_output()
     let leak_row = first_row(&store, "leak", Duration::from_secs(90)).await;
     let d = dir.to_path_buf();
     let hang = tokio::task::spawn_blocking(move || {
-        wait_for(Duration::from_secs(60), || {
+        poll_for(Duration::from_secs(60), || {
             pids(&d.join("hang.pid")).first().copied()
         })
     })
@@ -895,34 +885,33 @@ fn gated_owner(dir: &Path, log: &str, limit: &str) -> Child {
 /// Waits (bounded) until `cronsole approvals --json` lists a call of a run other than
 /// `not`; returns it.
 async fn pending_call(dir: &Path, not: Option<&str>) -> Value {
-    let start = Instant::now();
-    loop {
-        let d = dir.to_path_buf();
-        let (code, out, err) =
-            tokio::task::spawn_blocking(move || cli(&d, &["approvals", "--json"]))
-                .await
-                .unwrap();
-        // Until the owner created the store, there is nothing to list.
-        assert!(code == 0 || err.contains("no cronsole store"), "{err}");
-        let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-        if let Some(p) = v
-            .as_array()
-            .and_then(|a| a.iter().find(|p| p["run_id"].as_str() != not))
-        {
-            return p.clone();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let logs: Vec<(String, String)> = texts(dir)
-                .into_iter()
-                .filter(|(p, _)| p.ends_with(".log"))
-                .collect();
-            panic!(
-                "no call awaited approval: {out}; rows {:#?}; logs {logs:#?}",
-                rows(&dir.join("store"), "gated")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (d, not) = (dir.to_path_buf(), not.map(str::to_owned));
+    let found = tokio::task::spawn_blocking(move || {
+        let mut last = String::new();
+        let found = poll_for(Duration::from_secs(60), || {
+            let (code, out, err) = cli(&d, &["approvals", "--json"]);
+            // Until the owner created the store, there is nothing to list.
+            assert!(code == 0 || err.contains("no cronsole store"), "{err}");
+            let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            last = out;
+            v.as_array()
+                .and_then(|a| a.iter().find(|p| p["run_id"].as_str() != not.as_deref()))
+                .cloned()
+        });
+        found.ok_or(last)
+    })
+    .await
+    .unwrap();
+    found.unwrap_or_else(|out| {
+        let logs: Vec<(String, String)> = texts(dir)
+            .into_iter()
+            .filter(|(p, _)| p.ends_with(".log"))
+            .collect();
+        panic!(
+            "no call awaited approval: {out}; rows {:#?}; logs {logs:#?}",
+            rows(&dir.join("store"), "gated")
+        );
+    })
 }
 
 /// `kill -9` of the owner while a call awaits approval: the run recovered by another owner is
@@ -969,7 +958,7 @@ async fn kill_9_while_a_call_awaits_approval_leaves_the_call_on_the_abandoned_ro
     a.wait().unwrap();
     // Its process is gone (and its 1 s lease runs out unrenewed): `approvals` says the owner
     // is not live.
-    let gone = wait_for(Duration::from_secs(20), || {
+    let gone = poll_for(Duration::from_secs(20), || {
         let (_, out, _) = cli(&dir, &["approvals", "--json"]);
         let v: Value = serde_json::from_str(&out).ok()?;
         let p = v.as_array()?.first()?.clone();
@@ -1070,7 +1059,7 @@ async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3()
     as_records_of_another_host(&dir.join("store"));
 
     // Heartbeats stop; within the live-owner bound plus a few beats the call is marked.
-    let gone = wait_for(Duration::from_secs(60), || {
+    let gone = poll_for(Duration::from_secs(60), || {
         let (_, out, _) = cli(&dir, &["approvals", "--json"]);
         let v: Value = serde_json::from_str(&out).ok()?;
         let p = v.as_array()?.first()?.clone();
@@ -1432,7 +1421,7 @@ async fn cancelled_runs_keep_the_turns_they_paid_for_and_the_budget_stops_the_ne
     std::fs::write(dir.join("jobs.yaml"), budgeted_yaml(&fake.base_url(), true)).unwrap();
     let store = dir.join("store");
     let owner = gated_owner(&dir, "a.log", "300s");
-    wait_for(Duration::from_secs(60), || {
+    poll_for(Duration::from_secs(60), || {
         (cli(&dir, &["jobs"]).0 == 0).then_some(())
     })
     .expect("the owner never created its store");
@@ -1443,7 +1432,7 @@ async fn cancelled_runs_keep_the_turns_they_paid_for_and_the_budget_stops_the_ne
         let (code, _, err) = cli(&dir, &["trigger", "paid"]);
         assert_eq!(code, 0, "{err}");
         // Either its call awaits approval, or the budget stopped the run before any request.
-        let next = wait_for(Duration::from_secs(60), || {
+        let next = poll_for(Duration::from_secs(60), || {
             let (_, out, _) = cli(&dir, &["approvals", "--json"]);
             let v: Value = serde_json::from_str(&out).ok()?;
             if let Some(p) = v.as_array()?.first()
@@ -1460,7 +1449,7 @@ async fn cancelled_runs_keep_the_turns_they_paid_for_and_the_budget_stops_the_ne
             Ok(run) => {
                 let (code, _, err) = cli(&dir, &["cancel", "paid"]);
                 assert_eq!(code, 0, "{err}");
-                wait_for(Duration::from_secs(60), || {
+                poll_for(Duration::from_secs(60), || {
                     (rows(&store, "paid").len() > before).then_some(())
                 })
                 .expect("the cancelled run has no row");
@@ -1540,18 +1529,18 @@ async fn a_plain_agent_cancelled_mid_request_books_its_reservation() {
     .unwrap();
     let store = dir.join("store");
     let owner = gated_owner(&dir, "a.log", "120s");
-    wait_for(Duration::from_secs(60), || {
+    poll_for(Duration::from_secs(60), || {
         let (code, _, _) = cli(&dir, &["trigger", "paid"]);
         (code == 0).then_some(())
     })
     .expect("trigger never took");
-    wait_for(Duration::from_secs(60), || {
+    poll_for(Duration::from_secs(60), || {
         (fake.request_count() == 1).then_some(())
     })
     .expect("the request was never made");
     let (code, _, err) = cli(&dir, &["cancel", "paid"]);
     assert_eq!(code, 0, "{err}");
-    let row = wait_for(Duration::from_secs(60), || rows(&store, "paid").pop())
+    let row = poll_for(Duration::from_secs(60), || rows(&store, "paid").pop())
         .expect("the cancelled run has no row");
     let (total, in_flight) = paid_stats(&dir);
     tokio::task::spawn_blocking(move || stop(owner))
@@ -1649,17 +1638,17 @@ agents:
     let outcome = tokio::task::spawn_blocking(move || {
         let first = |name: &str| pids(&d.join(format!("{name}.pid"))).first().copied();
         let row_of = |job: &str| {
-            wait_for(Duration::from_secs(90), || {
+            poll_for(Duration::from_secs(90), || {
                 rows(&d.join("store"), job).into_iter().next()
             })
         };
         let gone = |p: Option<i32>| {
             p.is_some_and(|p| {
-                wait_for(Duration::from_secs(5), || (!alive(p)).then_some(())).is_some()
+                poll_for(Duration::from_secs(5), || (!alive(p)).then_some(())).is_some()
             })
         };
         // The stuck run holds in its tool call; an operator cancels it.
-        let held = wait_for(Duration::from_secs(90), || first("hold_c"));
+        let held = poll_for(Duration::from_secs(90), || first("hold_c"));
         let (code, _, err) = cli(&d, &["cancel", "stuck"]);
         let ends = row_of("ends").map(|r| r.status);
         let slow = row_of("slow").map(|r| r.status);

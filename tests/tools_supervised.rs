@@ -64,12 +64,10 @@ async fn stdio_servers_and_command_tools_run_under_the_supervisor_and_end_with_t
     let pid = v["pid"].as_i64().expect("pid");
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     tb.close().await;
-    let start = std::time::Instant::now();
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the server {pid} outlived its toolbox"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cronsole::testkit::wait::wait_until_async(
+        format!("the server {pid} to end with its toolbox"),
+        Duration::from_secs(10),
+        || !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+    )
+    .await;
 }

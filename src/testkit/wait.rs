@@ -28,6 +28,28 @@ pub fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Poll `found` until it yields a value or `limit` passes (blocking); the value, if any. For a
+/// wait whose answer is what was found (a pid, a row), so the test does not read it twice.
+pub fn poll_for<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let mut value = None;
+    poll_until(limit, || {
+        value = found();
+        value.is_some()
+    });
+    value
+}
+
+/// [`poll_for`] on the tokio timer, for async tests.
+pub async fn poll_for_async<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let mut value = None;
+    poll_until_async(limit, || {
+        value = found();
+        value.is_some()
+    })
+    .await;
+    value
+}
+
 /// [`poll_until`] on the tokio timer, for async tests (the runtime keeps running meanwhile).
 pub async fn poll_until_async(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
@@ -88,6 +110,19 @@ mod tests {
             n += 1;
             n == 3
         }));
+    }
+
+    #[test]
+    fn poll_for_returns_the_first_value_found_and_none_at_the_limit() {
+        let mut n = 0;
+        assert_eq!(
+            poll_for(Duration::from_secs(10), || {
+                n += 1;
+                (n == 3).then_some(n * 10)
+            }),
+            Some(30)
+        );
+        assert_eq!(poll_for(Duration::from_millis(10), || None::<u8>), None);
     }
 
     #[test]

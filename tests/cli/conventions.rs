@@ -463,7 +463,29 @@ fn logs_prints_and_follows_the_store_log() {
         .spawn()
         .expect("spawn");
     let mut out = child.stdout.take().expect("stdout");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Each read as it comes: the tail line says the follower is reading, and only then is the
+    // line appended (appended earlier, it would be part of the tail instead).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 256];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let mut read_until = |want: &str| {
+        while !String::from_utf8_lossy(&got).contains(want) {
+            match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+                Ok(chunk) => got.extend_from_slice(&chunk),
+                Err(e) => panic!("{e}: no {want:?} in {:?}", String::from_utf8_lossy(&got)),
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    assert_eq!(read_until("three\n"), "three\n");
     {
         use std::io::Write;
         let mut a = std::fs::OpenOptions::new()
@@ -472,26 +494,9 @@ fn logs_prints_and_follows_the_store_log() {
             .expect("append");
         writeln!(a, "four").expect("append");
     }
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::Read;
-        let mut got = Vec::new();
-        let mut buf = [0u8; 256];
-        while let Ok(n) = out.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-            if String::from_utf8_lossy(&got).contains("four") {
-                break;
-            }
-        }
-        let _ = tx.send(got);
-    });
-    let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+    let got = read_until("four\n");
     let _ = child.kill();
     let _ = child.wait();
-    let got = String::from_utf8_lossy(&got.expect("follow printed the appended line")).into_owned();
     assert_eq!(got, "three\nfour\n");
 }
 

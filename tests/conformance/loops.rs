@@ -155,19 +155,16 @@ fn turn_entry(turn: u32) -> Entry {
 
 fn call_entry(id: &str, state: CallState) -> Entry {
     Entry::Call(CallEntry {
-        turn: 1,
-        id: id.into(),
-        tool: "files.read_file".into(),
-        source: Some("files".into()),
-        arguments: "{}".into(),
-        started_at: t(1001),
         duration_ms: 3,
         state,
-        is_error: false,
-        approval: None,
-        result_bytes: 0,
-        result_sha256: String::new(),
-        result_head: String::new(),
+        ..CallEntry::dispatched(
+            1,
+            id.into(),
+            "files.read_file".into(),
+            Some("files".into()),
+            "{}".into(),
+            t(1001),
+        )
     })
 }
 

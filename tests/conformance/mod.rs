@@ -129,6 +129,54 @@ pub fn apply_creates_updates_and_retires(f: Factory) {
     assert!(err.to_string().contains("'a'"), "{err}");
 }
 
+/// A re-apply writes only what changed: the same file again writes nothing (the store's change
+/// token stays), after claims and completions too and with a job retired because it left the
+/// file; one edited definition is the only job written.
+pub fn a_reapply_writes_only_the_jobs_it_changes(f: Factory) {
+    let s = f();
+    let jobs: Vec<JobDef> = (0..12).map(|i| every(&format!("j{i:02}"), 60)).collect();
+    apply_due(&*s, &file(jobs.clone()), t(1000)).unwrap();
+    let o = claim(&*s, "a", t(1000), 4);
+    assert_eq!(o.claims.len(), 4);
+    for c in &o.claims {
+        done(&*s, c, "a", Status::Succeeded, t(1001));
+    }
+    let token = s.change_token().unwrap();
+    let r = s.apply(&file(jobs.clone()), t(1100)).unwrap();
+    assert_eq!(r.unchanged.len(), 12, "{r:?}");
+    assert!(r.created.is_empty() && r.updated.is_empty() && r.retired.is_empty());
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
+
+    let mut edited = jobs.clone();
+    edited[3] = every("j03", 120);
+    edited.pop();
+    let r = s.apply(&file(edited.clone()), t(1200)).unwrap();
+    assert_eq!(r.updated, vec!["j03"]);
+    assert_eq!(r.retired, vec!["j11"]);
+    assert_eq!(r.unchanged.len(), 10);
+    assert_eq!(
+        s.job("j03").unwrap().unwrap().def.schedule,
+        edited[3].schedule
+    );
+    let token = s.change_token().unwrap();
+    let r = s.apply(&file(edited.clone()), t(1300)).unwrap();
+    assert_eq!(r.unchanged.len(), 11, "{r:?}");
+    assert!(r.retired.is_empty(), "a retired job is not retired again");
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
+    // The job that left comes back: its record is read and written again.
+    let r = s.apply(&file(jobs.clone()), t(1400)).unwrap();
+    assert_eq!(r.updated, vec!["j03", "j11"]);
+    assert!(!s.job("j11").unwrap().unwrap().rt.retired);
+}
+
 /// What an engine reads of its jobs in flight when the store changes: the named jobs that
 /// exist (retired ones too), each as `job` reads it, whatever the order asked.
 pub fn jobs_named_reads_the_named_jobs_that_exist(f: Factory) {
@@ -505,6 +553,31 @@ pub fn a_late_completion_counts_toward_max_runs(f: Factory) {
         claim(&*s, "b", t(1180), 10).claims.is_empty(),
         "no fourth execution"
     );
+}
+
+/// A run recorded `abandoned` (its owner died mid-run) does not count toward `max_runs`: its
+/// action may not have done its work, so a `max_runs: 2` job whose first run was abandoned
+/// executes three times, two of them counted, and then retires.
+pub fn an_abandoned_run_does_not_count_toward_max_runs(f: Factory) {
+    let s = f();
+    let mut d = every("capped", 60);
+    d.max_runs = Some(2);
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
+    claim(&*s, "dead", t(1000), 10).claims.remove(0);
+    let o = claim(&*s, "b", t(1031), 10);
+    assert_eq!(o.rows[0].status, Status::Abandoned, "{:?}", o.rows);
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 0);
+    assert!(!j.rt.retired);
+    let c2 = claim(&*s, "b", t(1060), 10).claims.remove(0);
+    done(&*s, &c2, "b", Status::Succeeded, t(1061));
+    assert!(!s.job("capped").unwrap().unwrap().rt.retired);
+    let c3 = claim(&*s, "b", t(1120), 10).claims.remove(0);
+    done(&*s, &c3, "b", Status::Succeeded, t(1121));
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.runs, 2);
+    assert_eq!(j.rt.retired_reason.as_deref(), Some("max_runs reached"));
+    assert_eq!(rows(&*s, "capped").len(), 3);
 }
 
 pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
@@ -1623,6 +1696,7 @@ macro_rules! conformance_suite {
     ($factory:expr) => {
         conformance_suite!(@cases $factory;
             apply_creates_updates_and_retires,
+            a_reapply_writes_only_the_jobs_it_changes,
             jobs_named_reads_the_named_jobs_that_exist,
             each_slot_is_claimed_once_across_owners,
             claims_respect_the_owners_limit,
@@ -1637,6 +1711,7 @@ macro_rules! conformance_suite {
             recurring_abandoned_run_waits_for_its_next_slot,
             a_late_completion_replaces_the_abandoned_row_of_its_run,
             a_late_completion_counts_toward_max_runs,
+            an_abandoned_run_does_not_count_toward_max_runs,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
             slots_passing_during_a_run_become_one_overlap_row,

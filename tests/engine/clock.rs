@@ -151,6 +151,7 @@ async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
             loop {
                 let b = chrono::Duration::milliseconds(behind.load(Ordering::SeqCst));
                 clock.set(Utc::now() - b);
+                // The clock driver's tick.
                 tokio::time::sleep(StdDuration::from_millis(20)).await;
             }
         })
@@ -173,6 +174,7 @@ async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
             assert!(until > Utc::now(), "lease ended {until} before now");
             renewed.insert(until);
         }
+        // The sampling pace of the lease reads (each one is asserted).
         tokio::time::sleep(StdDuration::from_millis(50)).await;
     }
     assert!(renewed.len() >= 3, "renewed after the step: {renewed:?}");
@@ -222,6 +224,7 @@ async fn a_step_of_this_owners_clock_alone_is_measured_before_the_claim_it_wakes
         tokio::spawn(async move {
             let mut last = std::time::Instant::now();
             loop {
+                // The clock driver's tick.
                 tokio::time::sleep(StdDuration::from_millis(20)).await;
                 let passed = last.elapsed();
                 last += passed;

@@ -565,20 +565,13 @@ fn approving(base: &str, wait: u32) -> String {
 
 /// The run awaiting approval on the store, once it is.
 async fn awaiting(rig: &Rig) -> (uuid::Uuid, cronsole::model::AwaitingApproval) {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(rec) = rig.store.job("ask").unwrap()
-            && let Some(l) = rec.rt.lease.as_ref()
-            && let Some(a) = l.awaiting.clone()
-        {
-            return (l.run_id, a);
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(20),
-            "no call awaited approval"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    cronsole::testkit::wait::poll_for_async(std::time::Duration::from_secs(20), || {
+        let rec = rig.store.job("ask").unwrap()?;
+        let l = rec.rt.lease.as_ref()?;
+        Some((l.run_id, l.awaiting.clone()?))
+    })
+    .await
+    .expect("no call awaited approval")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -154,13 +154,10 @@ async fn with_a_signal_an_idle_engine_does_not_poll_and_answers_a_liveness_check
     let handle = engine::spawn(cfg, Arc::new(counted), clock, deps).unwrap();
     let mut events = handle.events.subscribe();
     let t0 = tokio::time::Instant::now();
-    while handle.heartbeat.claim_cycles() == 0 {
-        assert!(
-            t0.elapsed() < StdDuration::from_secs(10),
-            "no first claim cycle"
-        );
-        tokio::time::sleep(StdDuration::from_millis(5)).await;
-    }
+    support::wait::wait_until_async("a first claim cycle", StdDuration::from_secs(10), || {
+        handle.heartbeat.claim_cycles() > 0
+    })
+    .await;
     let other = FileStore::open(&store_dir).unwrap();
     other.request_trigger("alpha", Utc::now()).unwrap();
     tokio::time::timeout(StdDuration::from_secs(10), async {
@@ -311,14 +308,10 @@ async fn a_jump_of_the_wall_clock_turns_an_idle_engine_at_once() {
     );
     let handle = engine::spawn(cfg, store, Arc::new(clock.clone()), deps).unwrap();
     let mut events = handle.events.subscribe();
-    let started = tokio::time::Instant::now();
-    while handle.heartbeat.claim_cycles() == 0 {
-        assert!(
-            started.elapsed() < StdDuration::from_secs(10),
-            "no first claim cycle"
-        );
-        tokio::time::sleep(StdDuration::from_millis(5)).await;
-    }
+    support::wait::wait_until_async("a first claim cycle", StdDuration::from_secs(10), || {
+        handle.heartbeat.claim_cycles() > 0
+    })
+    .await;
     clock.set(slot + chrono::Duration::seconds(1));
     let job = tokio::time::timeout(StdDuration::from_secs(10), async {
         loop {

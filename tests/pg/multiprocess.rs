@@ -87,6 +87,7 @@ fn worker() {
             let (store, in_flight, owner) =
                 (Arc::clone(&store), Arc::clone(&in_flight), owner.clone());
             std::thread::spawn(move || {
+                // The run itself.
                 std::thread::sleep(Duration::from_millis(150));
                 let now = Utc::now();
                 let mut row = claim_row(&c, &owner, Status::Succeeded, now);
@@ -95,6 +96,7 @@ fn worker() {
                 in_flight.lock().unwrap().retain(|n| *n != c.job.def.name);
             });
         }
+        // The owner's claim pace.
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the last runs finish.
@@ -102,6 +104,7 @@ fn worker() {
         in_flight.lock().unwrap().is_empty()
     });
     if hang {
+        // A hung owner: it holds its leases until it is killed.
         std::thread::sleep(Duration::from_secs(3600));
     }
 }
@@ -197,7 +200,14 @@ fn kill_9_of_an_owner_is_recovered_as_abandoned() {
     // Nothing is re-offered before the lease expires.
     let early = store.claim_at(Utc::now(), "survivor", 10);
     assert!(early.claims.is_empty());
-    std::thread::sleep(Duration::from_millis(2100));
+    // Until the dead owner's leases have lapsed, as the store records them.
+    support::wait::wait_until("the leases to lapse", Duration::from_secs(30), || {
+        store
+            .jobs()
+            .unwrap()
+            .iter()
+            .all(|j| j.rt.leases().all(|l| l.lease_until < Utc::now()))
+    });
     let o = store.claim_at(Utc::now(), "survivor", 10);
     let abandoned: HashSet<uuid::Uuid> = o
         .rows

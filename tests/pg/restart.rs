@@ -79,7 +79,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
                                 Arc::clone(&in_flight),
                             );
                             let h = std::thread::spawn(move || {
-                                // A run long enough that some straddle the outage.
+                                // The run itself: long enough that some straddle the outage.
                                 std::thread::sleep(Duration::from_millis(1500));
                                 let give_up = Instant::now() + Duration::from_secs(60);
                                 loop {
@@ -113,6 +113,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
                                                 Instant::now() < give_up,
                                                 "never recovered: {e}"
                                             );
+                                            // The engine's retry pace.
                                             std::thread::sleep(Duration::from_millis(200));
                                         }
                                     }
@@ -123,26 +124,43 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
                         }
                     }
                 }
+                // The owner's claim pace (a real engine waits for its next slot).
                 std::thread::sleep(Duration::from_millis(100));
             }
         })
     };
 
-    std::thread::sleep(Duration::from_secs(3));
-    let before_outage = claimed.lock().unwrap().len();
-    assert!(before_outage > 0, "claims before the outage");
+    // Runs are in flight (each lasts 1.5 s) when the server stops.
+    support::wait::wait_until("claims before the outage", Duration::from_secs(30), || {
+        !claimed.lock().unwrap().is_empty()
+    });
     cluster.stop().unwrap();
     let down = Utc::now();
     let err = store.jobs().expect_err("the server is down");
     assert!(err.is_retryable() && !err.is_bad_input(), "{err:?}");
+    // The outage's length: long enough for claims and completions to fail and be retried.
     std::thread::sleep(Duration::from_secs(2));
     cluster.start_again().unwrap();
     let up = Utc::now();
-    std::thread::sleep(Duration::from_secs(4));
+    // A run of a slot after the given instant has succeeded: claims resumed.
+    let resumed = |t: DateTime<Utc>| {
+        store
+            .history(&HistoryQuery::default())
+            .unwrap_or_default()
+            .iter()
+            .any(|r| r.status == Status::Succeeded && r.slot.is_some_and(|s| s > t))
+    };
+    support::wait::wait_until("a run after the restart", Duration::from_secs(60), || {
+        resumed(up)
+    });
     // And a plain `pg_ctl restart -m fast` (connections cut, short outage) while runs are live.
     cluster.restart().unwrap();
     let up2 = Utc::now();
-    std::thread::sleep(Duration::from_secs(4));
+    support::wait::wait_until(
+        "a run after pg_ctl restart",
+        Duration::from_secs(60),
+        || resumed(up2),
+    );
     stop.store(true, Ordering::SeqCst);
     owner.join().unwrap();
     for h in std::mem::take(&mut *runs.lock().unwrap()) {

@@ -49,6 +49,54 @@ fn schema_is_created_once_even_when_owners_start_together() {
     assert!(s.location().starts_with("postgres://postgres@127.0.0.1:"));
 }
 
+/// Records written before the `def_digest` column existed have none: the first re-apply reads
+/// them whole and writes each once with its digest; the next one writes nothing. A digest the
+/// file does not match (an edit) is read and updated.
+#[test]
+fn a_reapply_gives_records_without_a_digest_one_then_writes_nothing() {
+    let url = pg_db_or_skip!();
+    let s = by_hand(&url);
+    let jobs: Vec<_> = (0..5)
+        .map(|i| conformance::every(&format!("d{i}"), 60))
+        .collect();
+    s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
+    support::pg::exec(&url, "UPDATE cronsole_jobs SET def_digest = NULL").unwrap();
+    let token = s.change_token().unwrap();
+    let r = s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
+    assert_eq!(r.unchanged.len(), 5, "{r:?}");
+    assert_ne!(s.change_token().unwrap(), token, "the digests were written");
+    let token = s.change_token().unwrap();
+    let r = s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
+    assert_eq!(r.unchanged.len(), 5, "{r:?}");
+    assert_eq!(
+        s.change_token().unwrap(),
+        token,
+        "an unchanged re-apply wrote"
+    );
+    let mut edited = jobs;
+    edited[2] = conformance::every("d2", 90);
+    let r = s.apply(&conformance::file(edited), t0()).unwrap();
+    assert_eq!(r.updated, vec!["d2"]);
+}
+
+/// A first apply larger than one upsert statement's chunk stores every job, and the same file
+/// again writes nothing.
+#[test]
+fn an_apply_of_more_jobs_than_one_statement_carries_stores_them_all() {
+    let url = pg_db_or_skip!();
+    let s = by_hand(&url);
+    let jobs: Vec<_> = (0..2_345)
+        .map(|i| conformance::every(&format!("c{i:05}"), 60))
+        .collect();
+    let r = s.apply(&conformance::file(jobs.clone()), t0()).unwrap();
+    assert_eq!(r.created.len(), 2_345);
+    assert_eq!(s.jobs().unwrap().len(), 2_345);
+    let token = s.change_token().unwrap();
+    let r = s.apply(&conformance::file(jobs), t0()).unwrap();
+    assert_eq!(r.unchanged.len(), 2_345);
+    assert_eq!(s.change_token().unwrap(), token);
+}
+
 #[test]
 fn a_newer_schema_is_refused_not_repaired() {
     let url = pg_db_or_skip!();
@@ -358,6 +406,7 @@ impl CommitCutter {
             const COMMIT: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
             while !st.load(Ordering::SeqCst) {
                 let Ok((client, _)) = listener.accept() else {
+                    // The listener is non-blocking: the accept loop's pace.
                     std::thread::sleep(Duration::from_millis(2));
                     continue;
                 };

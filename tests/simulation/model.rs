@@ -1105,23 +1105,16 @@ mod tests {
 
     #[test]
     fn a_recorded_tool_call_missing_from_its_runs_row_is_caught() {
-        use cronsole::transcript::{CallEntry, CallState, Entry, Transcript};
+        use cronsole::transcript::{CallEntry, Entry, Transcript};
         let call = |id: &str| {
-            Entry::Call(CallEntry {
-                turn: 1,
-                id: id.into(),
-                tool: "files.read".into(),
-                source: None,
-                arguments: "{}".into(),
-                started_at: t(0),
-                duration_ms: 0,
-                state: CallState::Dispatched,
-                is_error: false,
-                approval: None,
-                result_bytes: 0,
-                result_sha256: String::new(),
-                result_head: String::new(),
-            })
+            Entry::Call(CallEntry::dispatched(
+                1,
+                id.into(),
+                "files.read".into(),
+                None,
+                "{}".into(),
+                t(0),
+            ))
         };
         let mut m = Model::default();
         let mut row = HistoryRow::new(

@@ -95,7 +95,10 @@ impl Proxy {
                         };
                         serve(&sh, client, server);
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    Err(_) => {
+                        // The listener is non-blocking: the accept loop's pace.
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                 }
             }
         });
@@ -190,6 +193,7 @@ fn serve(sh: &Arc<Shared>, client: TcpStream, server: TcpStream) {
                     }
                     Plan::Stall(at, ms) if total >= at && !stalled => {
                         stalled = true;
+                        // The fault: a stalled connection.
                         std::thread::sleep(Duration::from_millis(ms));
                     }
                     _ => {}

@@ -27,12 +27,7 @@ fn setup(every: u64, lease: f64) -> (SimDisk, FileStore) {
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", every);
     d.lease_seconds = lease;
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     (disk, s)
 }
 
@@ -40,6 +35,38 @@ fn setup(every: u64, lease: f64) -> (SimDisk, FileStore) {
 /// before it for an `every` job.
 fn stored(file: &JobsFile) -> DateTime<Utc> {
     cronsole::testkit::jobs::stored_for_first_slot(&file.jobs[0], t(0))
+}
+
+/// Script `fault` on the next `op` of `file` on the simulated disk.
+fn fault(disk: &SimDisk, file: &str, op: &'static str, fault: ScriptedFault) {
+    disk.script(Scripted {
+        file: file.into(),
+        op,
+        fault,
+    });
+}
+
+/// A claim by `owner` at `now` of at most `limit` runs (0: none, only the bookkeeping), with
+/// nothing in flight and no clock step.
+fn claim_req(now: DateTime<Utc>, owner: &str, limit: usize) -> ClaimRequest<'_> {
+    ClaimRequest {
+        now,
+        owner,
+        limit,
+        in_flight: &[],
+        clock_stepped: None,
+    }
+}
+
+/// Apply `jobs` to `s` at the instant their first job's first slot is `t(0)`; the file applied.
+fn apply(s: &FileStore, jobs: Vec<cronsole::model::JobDef>) -> JobsFile {
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs,
+    };
+    s.apply(&file, stored(&file))
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    file
 }
 
 fn rows(s: &FileStore) -> Vec<HistoryRow> {
@@ -59,11 +86,7 @@ fn a_completion_retried_after_a_failed_journal_fsync_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
     let completion = || completion(&c, t(3));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "fsync",
-        fault: ScriptedFault::Eio,
-    });
+    fault(&disk, "jobs.journal", "fsync", ScriptedFault::Eio);
     assert!(s.complete(completion()).is_err(), "the journal fsync fails");
     let again = s
         .complete(completion())
@@ -90,18 +113,8 @@ fn recovery_retried_after_a_failed_journal_write_writes_each_slot_once() {
     assert_eq!(out.claims.len(), 1);
     // The owner died; its lease (3 s) ran out long ago when another owner looks at t+30.
     let other = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
-    let req = |now| ClaimRequest {
-        now,
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
+    let req = |now| claim_req(now, "b", 0);
     assert!(other.claim_due(&req(t(30))).is_err(), "the journal is full");
     // Another process (the one that failed gave up, as after a restart) recovers the lease.
     drop(other);
@@ -152,11 +165,7 @@ fn completion(c: &cronsole::store::Claim, now: DateTime<Utc>) -> Completion {
 fn a_completion_retried_after_a_failed_journal_write_writes_one_row() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     assert!(
         s.complete(completion(&c, t(3))).is_err(),
         "the journal is full"
@@ -212,18 +221,8 @@ fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed(
     let (disk, s) = setup(10, 5.0);
     let c = claim_one(&s, t(1));
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "history.jsonl".into(),
-        op: "fsync",
-        fault: ScriptedFault::Crash,
-    });
-    let req = ClaimRequest {
-        now: t(30),
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(&disk, "history.jsonl", "fsync", ScriptedFault::Crash);
+    let req = claim_req(t(30), "b", 0);
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
     s.complete(completion(&c, t(31)))
@@ -245,27 +244,12 @@ fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() 
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.misfire_grace_seconds = Some(1.0);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
         .unwrap_or_else(|e| panic!("complete: {e}"));
-    let req = |now| ClaimRequest {
-        now,
-        owner: "o",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
+    let req = |now| claim_req(now, "o", 0);
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
     s.claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("retry: {e}"));
@@ -292,18 +276,8 @@ fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
     let (disk, s) = setup(10, 5.0);
     let c = claim_one(&s, t(1));
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "history.jsonl".into(),
-        op: "fsync",
-        fault: ScriptedFault::Crash,
-    });
-    let req = ClaimRequest {
-        now: t(30),
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(&disk, "history.jsonl", "fsync", ScriptedFault::Crash);
+    let req = claim_req(t(30), "b", 0);
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
     let renewed = s
@@ -331,11 +305,7 @@ fn a_renewed_lapsed_lease_still_supersedes_a_dead_recoverers_abandoned_row() {
 fn a_retry_that_relies_on_a_landed_row_makes_it_durable_first() {
     let (disk, s) = setup(10, 30.0);
     let c = claim_one(&s, t(1));
-    disk.script(Scripted {
-        file: "history.jsonl".into(),
-        op: "fsync",
-        fault: ScriptedFault::Eio,
-    });
+    fault(&disk, "history.jsonl", "fsync", ScriptedFault::Eio);
     assert!(
         s.complete(completion(&c, t(3))).is_err(),
         "the history fsync fails"
@@ -363,19 +333,9 @@ fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
     let (disk, s) = setup(5, 10.0);
     let out = s.claim_at(t(1), "dead", 1);
     assert_eq!(out.claims.len(), 1);
-    let req = |now| ClaimRequest {
-        now,
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "b", 0);
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         recoverer.claim_due(&req(t(30))).is_err(),
         "the recoverer dies"
@@ -402,28 +362,13 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.misfire_grace_seconds = Some(1.0);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
         .unwrap_or_else(|e| panic!("complete: {e}"));
-    let req = |now| ClaimRequest {
-        now,
-        owner: "o",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "o", 0);
     let other = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         other.claim_due(&req(t(45))).is_err(),
         "the other process dies"
@@ -456,29 +401,14 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.misfire_grace_seconds = Some(1.0);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
         .unwrap_or_else(|e| panic!("complete: {e}"));
     drop(s);
-    let req = |now| ClaimRequest {
-        now,
-        owner: "o",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "o", 0);
     let other = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         other.claim_due(&req(t(45))).is_err(),
         "the other process dies"
@@ -515,12 +445,7 @@ fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() 
     let mut a = cronsole::testkit::jobs::command_job("a", 5);
     a.lease_seconds = 5.0;
     let b = cronsole::testkit::jobs::command_job("b", 60);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![a, b],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![a, b]);
     let out = s.claim_at(t(1), "o", 1);
     let c = match out.claims.into_iter().find(|c| c.job.def.name == "a") {
         Some(c) => c,
@@ -530,18 +455,8 @@ fn an_overlap_row_left_by_a_dead_recoverer_is_not_written_again_at_completion() 
     s.set_paused("b", true, t(1))
         .unwrap_or_else(|e| panic!("pause: {e}"));
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
-    let req = ClaimRequest {
-        now: t(30),
-        owner: "r",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
+    let req = claim_req(t(30), "r", 0);
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
     let cli = open(&disk);
@@ -586,13 +501,7 @@ fn a_once_job_removed_and_added_back_after_an_abandoned_run_gets_only_its_retry(
     let first = claim_one(&s, t(0));
     assert_eq!(first.trigger, Trigger::Schedule);
     // Its owner dies; another owner recovers the lease: `abandoned`, one retry pending.
-    let req = |now| ClaimRequest {
-        now,
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "b", 0);
     s.claim_due(&req(t(20)))
         .unwrap_or_else(|e| panic!("recovery: {e}"));
     s.apply(&without, t(21))
@@ -682,18 +591,9 @@ fn nothing_is_appended_after_bytes_whose_fsync_failed() {
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.lease_seconds = 30.0;
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(1));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "fsync",
-        fault: ScriptedFault::Eio,
-    });
+    fault(&disk, "jobs.journal", "fsync", ScriptedFault::Eio);
     assert!(
         s.complete(completion(&c, t(3))).is_err(),
         "the journal fsync fails"
@@ -730,12 +630,7 @@ fn ran_with_grace(disk: &SimDisk) -> FileStore {
     let s = open(disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.misfire_grace_seconds = Some(1.0);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(0));
     s.complete(completion(&c, t(1)))
         .unwrap_or_else(|e| panic!("complete: {e}"));
@@ -764,19 +659,9 @@ fn missed_rows(s: &FileStore) -> Vec<SlotSpan> {
 fn an_operation_between_a_dead_claim_and_the_next_does_not_hide_its_missed_row() {
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
     drop(ran_with_grace(&disk));
-    let req = |now| ClaimRequest {
-        now,
-        owner: "o",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "o", 0);
     let other = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         other.claim_due(&req(t(45))).is_err(),
         "the other process dies"
@@ -806,18 +691,8 @@ fn an_operation_between_a_dead_claim_and_the_next_does_not_hide_its_missed_row()
 fn a_retried_claim_reports_only_rows_history_holds() {
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
     let s = ran_with_grace(&disk);
-    let req = |now| ClaimRequest {
-        now,
-        owner: "o",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
+    let req = |now| claim_req(now, "o", 0);
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
     let out = s
         .claim_due(&req(t(46)))
@@ -845,13 +720,7 @@ fn a_late_completion_of_an_abandoned_run_is_its_one_row_even_when_retried() {
     let c = claim_one(&s, t(1));
     let other = open(&disk);
     other
-        .claim_due(&ClaimRequest {
-            now: t(8),
-            owner: "b",
-            limit: 0,
-            in_flight: &[],
-            clock_stepped: None,
-        })
+        .claim_due(&claim_req(t(8), "b", 0))
         .unwrap_or_else(|e| panic!("recovery: {e}"));
     let ab: Vec<_> = rows(&s)
         .into_iter()
@@ -859,11 +728,7 @@ fn a_late_completion_of_an_abandoned_run_is_its_one_row_even_when_retried() {
         .map(|r| r.status)
         .collect();
     assert_eq!(ab, vec![Status::Abandoned]);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     assert!(
         s.complete(completion(&c, t(9))).is_err(),
         "the journal is full"
@@ -891,18 +756,8 @@ fn a_late_completion_of_an_abandoned_run_is_its_one_row_even_when_retried() {
 /// page cache keeps the row, the journal never hears of it).
 fn recoverer_dies_after_abandoned(disk: &SimDisk, now: DateTime<Utc>) {
     let recoverer = open(disk);
-    disk.script(Scripted {
-        file: "history.jsonl".into(),
-        op: "fsync",
-        fault: ScriptedFault::Crash,
-    });
-    let req = ClaimRequest {
-        now,
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(disk, "history.jsonl", "fsync", ScriptedFault::Crash);
+    let req = claim_req(now, "b", 0);
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
 }
 
@@ -944,11 +799,7 @@ fn a_recovery_finishes_from_the_real_end_not_a_superseded_abandoned_row() {
     let (disk, s) = setup(10, 3.0);
     let c = claim_one(&s, t(1));
     recoverer_dies_after_abandoned(&disk, t(5));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         s.complete(completion(&c, t(12))).is_err(),
         "the owner dies before its record"
@@ -956,13 +807,7 @@ fn a_recovery_finishes_from_the_real_end_not_a_superseded_abandoned_row() {
     drop(s);
     let fresh = open(&disk);
     let out = fresh
-        .claim_due(&ClaimRequest {
-            now: t(15),
-            owner: "n",
-            limit: 1,
-            in_flight: &[],
-            clock_stepped: None,
-        })
+        .claim_due(&claim_req(t(15), "n", 1))
         .unwrap_or_else(|e| panic!("claim: {e}"));
     assert!(
         out.claims.is_empty(),
@@ -1026,26 +871,11 @@ fn a_late_completion_does_not_record_the_slots_of_a_dead_recoverers_missed_row()
     let mut d = cronsole::testkit::jobs::command_job("a", 5);
     d.lease_seconds = 5.0;
     d.misfire_grace_seconds = Some(1.0);
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let c = claim_one(&s, t(1));
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
-    let req = ClaimRequest {
-        now: t(32),
-        owner: "r",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
+    let req = claim_req(t(32), "r", 0);
     assert!(recoverer.claim_due(&req).is_err(), "the recoverer dies");
     drop(recoverer);
     let left = generated_slots(&s);
@@ -1086,11 +916,7 @@ fn a_claim_after_the_clock_stepped_back_does_not_run_a_slot_a_dead_claimers_miss
         clock_stepped: None,
     };
     let dead = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(dead.claim_due(&req(t(45), 1)).is_err(), "the claimer dies");
     drop(dead);
     assert_eq!(missed_rows(&open(&disk)), vec![(Some(t(10)), Some(t(40)))]);
@@ -1129,24 +955,14 @@ fn a_recovery_after_the_clock_stepped_back_does_not_run_a_slot_the_landed_overla
     let (disk, s) = setup(10, 3.0);
     let c = claim_one(&s, t(1));
     recoverer_dies_after_abandoned(&disk, t(5));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         s.complete(completion(&c, t(22))).is_err(),
         "the owner dies before its record"
     );
     drop(s);
     let fresh = open(&disk);
-    let req = |now| ClaimRequest {
-        now,
-        owner: "n",
-        limit: 1,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let req = |now| claim_req(now, "n", 1);
     for now in [t(15), t(21)] {
         let out = fresh
             .claim_due(&req(now))
@@ -1192,19 +1008,10 @@ fn recovery_then_power_loss(seed: u64) {
     let s = open(&disk);
     let mut d = cronsole::testkit::jobs::command_job("a", 10);
     d.lease_seconds = 5.0;
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     drop(s);
     let owner = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "fsync",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "fsync", ScriptedFault::Crash);
     let req = |now, owner| ClaimRequest {
         now,
         owner,
@@ -1218,11 +1025,7 @@ fn recovery_then_power_loss(seed: u64) {
     );
     drop(owner);
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         recoverer.claim_due(&req(t(30), "b")).is_err(),
         "the recoverer dies after its abandoned row, before its journal append"
@@ -1320,11 +1123,7 @@ fn a_manual_runs_landed_overlap_row_is_its_record_owed_slot_not_a_second_row() {
     assert!(out.claims.is_empty(), "{:?}", out.claims);
     s.set_paused("a", true, t(15))
         .unwrap_or_else(|e| panic!("pause: {e}"));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Enospc,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     let end = |now| {
         let mut c = completion(&manual, now);
         c.row.trigger = Trigger::Manual;
@@ -1390,12 +1189,7 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
     // Never due: only written to (a pause) by a third process.
     let mut other = cronsole::testkit::jobs::command_job("z", 1000);
     other.enabled = false;
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d, other],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d, other]);
     let runs = [claim_one(&s, t(1)), claim_one(&s, t(11))];
     assert_eq!(
         runs.iter()
@@ -1416,11 +1210,7 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
     failing
         .set_paused("z", true, t(20))
         .unwrap_or_else(|e| panic!("pause: {e}"));
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "fsync",
-        fault: ScriptedFault::Eio,
-    });
+    fault(&disk, "jobs.journal", "fsync", ScriptedFault::Eio);
     assert!(
         failing.claim_due(&req(t(21), "b")).is_err(),
         "the claimer's journal fsync fails"
@@ -1462,22 +1252,13 @@ fn allow_runs_whose_records_hit_enospc() -> (SimDisk, FileStore, Vec<Completion>
     d.overlap = cronsole::model::Overlap::Allow {
         max_concurrent_runs: 5,
     };
-    let file = JobsFile {
-        settings: Settings::default(),
-        jobs: vec![d],
-    };
-    s.apply(&file, stored(&file))
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    apply(&s, vec![d]);
     let claims: Vec<_> = (1..=3).map(|i| claim_one(&s, t(i))).collect();
     s.complete(completion(&claims[0], t(4)))
         .unwrap_or_else(|e| panic!("first completion: {e}"));
     let rest: Vec<Completion> = claims[1..].iter().map(|c| completion(c, t(5))).collect();
     for c in &rest {
-        disk.script(Scripted {
-            file: "jobs.journal".into(),
-            op: "write",
-            fault: ScriptedFault::Enospc,
-        });
+        fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
         assert!(s.complete(c.clone()).is_err(), "the journal is full");
     }
     (disk, s, rest)
@@ -1558,14 +1339,8 @@ fn recovery_finishes_every_expired_allow_run_from_its_landed_row() {
     let (disk, s, rest) = allow_runs_whose_records_hit_enospc();
     drop(s);
     let next = open(&disk);
-    next.claim_due(&ClaimRequest {
-        now: t(120),
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    })
-    .unwrap_or_else(|e| panic!("recovery: {e}"));
+    next.claim_due(&claim_req(t(120), "b", 0))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
     assert_eq!(live_runs(&next), 0, "both runs recovered");
     let all = rows(&next);
     for c in &rest {
@@ -1593,28 +1368,14 @@ fn a_claim_retried_after_a_failed_cut_does_not_record_the_slot_the_failed_claim_
         // The handle that made the journal durable itself (its last append succeeded).
         let s = ran_with_grace(&disk);
         for _ in 0..2 {
-            disk.script(Scripted {
-                file: "jobs.journal".into(),
-                op: "fsync",
-                fault: ScriptedFault::Eio,
-            });
+            fault(&disk, "jobs.journal", "fsync", ScriptedFault::Eio);
         }
-        let req = |now| ClaimRequest {
-            now,
-            owner: "o",
-            limit: 1,
-            in_flight: &[],
-            clock_stepped: None,
-        };
+        let req = |now| claim_req(now, "o", 1);
         assert!(
             s.claim_due(&req(t(10))).is_err(),
             "seed {seed}: the journal fsync fails"
         );
-        disk.script(Scripted {
-            file: "jobs.journal".into(),
-            op: "write",
-            fault: ScriptedFault::Crash,
-        });
+        fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
         assert!(
             s.claim_due(&req(t(12))).is_err(),
             "seed {seed}: the retry dies before its journal write"
@@ -1659,19 +1420,9 @@ fn a_landed_abandoned_row_books_the_money_it_shows() {
     let Ok(ReserveOutcome::Reserved { id }) = s.reserve(&req) else {
         panic!("the call's reservation");
     };
-    let claim = |now| ClaimRequest {
-        now,
-        owner: "b",
-        limit: 0,
-        in_flight: &[],
-        clock_stepped: None,
-    };
+    let claim = |now| claim_req(now, "b", 0);
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
         recoverer.claim_due(&claim(t(30))).is_err(),
         "the recoverer dies after its rows"
@@ -1702,25 +1453,11 @@ fn a_landed_abandoned_row_books_the_money_it_shows() {
 #[test]
 fn a_loop_step_retried_after_its_first_fsync_failed_survives_a_power_loss() {
     use cronsole::store::{AwaitStep, LoopStep, StepOutcome};
-    use cronsole::transcript::{CallEntry, CallState, Entry, Transcript};
+    use cronsole::transcript::Transcript;
     let (disk, s) = setup(3600, 30.0);
     let c = claim_one(&s, t(0));
     let mut tr = Transcript::new();
-    tr.push(Entry::Call(CallEntry {
-        turn: 1,
-        id: "c1".into(),
-        tool: "files.read".into(),
-        source: Some("files".into()),
-        arguments: "{}".into(),
-        started_at: t(1),
-        duration_ms: 0,
-        state: CallState::Dispatched,
-        is_error: false,
-        approval: None,
-        result_bytes: 0,
-        result_sha256: String::new(),
-        result_head: String::new(),
-    }));
+    tr.push(dispatched_call(1, "c1", t(1)));
     let record = tr.take_delta();
     let step = LoopStep {
         job: "a",
@@ -1761,22 +1498,15 @@ fn a_loop_step_retried_after_its_first_fsync_failed_survives_a_power_loss() {
 
 /// A `dispatched` call `id` of turn `turn`, as a loop step records it before the call runs.
 fn dispatched_call(turn: u32, id: &str, at: DateTime<Utc>) -> cronsole::transcript::Entry {
-    use cronsole::transcript::{CallEntry, CallState, Entry};
-    Entry::Call(CallEntry {
+    use cronsole::transcript::{CallEntry, Entry};
+    Entry::Call(CallEntry::dispatched(
         turn,
-        id: id.into(),
-        tool: "files.read".into(),
-        source: Some("files".into()),
-        arguments: "{}".into(),
-        started_at: at,
-        duration_ms: 0,
-        state: CallState::Dispatched,
-        is_error: false,
-        approval: None,
-        result_bytes: 0,
-        result_sha256: String::new(),
-        result_head: String::new(),
-    })
+        id.into(),
+        "files.read".into(),
+        Some("files".into()),
+        "{}".into(),
+        at,
+    ))
 }
 
 /// Tool-loop seed 31 ("recorded tool call c1 … is not on its abandoned row"): a recoverer
@@ -1812,21 +1542,9 @@ fn a_second_recovery_keeps_the_calls_recorded_after_a_dead_recoverers_abandoned_
     assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
     // A recoverer whose clock runs ahead sees the lease expired; it dies after its rows.
     let recoverer = open(&disk);
-    disk.script(Scripted {
-        file: "jobs.journal".into(),
-        op: "write",
-        fault: ScriptedFault::Crash,
-    });
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
     assert!(
-        recoverer
-            .claim_due(&ClaimRequest {
-                now: t(60),
-                owner: "b",
-                limit: 0,
-                in_flight: &[],
-                clock_stepped: None,
-            })
-            .is_err(),
+        recoverer.claim_due(&claim_req(t(60), "b", 0)).is_err(),
         "the recoverer dies after its rows"
     );
     drop(recoverer);

@@ -1527,21 +1527,14 @@ fn answer_turn(l: &mut Looping, cost: f64, now: DateTime<Utc>) {
         cut: false,
         calls: 1,
     }));
-    l.transcript.push(Entry::Call(CallEntry {
-        turn: l.turn,
-        id: format!("c{}", l.turn),
-        tool: "files.read".into(),
-        source: Some("files".into()),
-        arguments: "{}".into(),
-        started_at: now,
-        duration_ms: 0,
-        state: CallState::Dispatched,
-        is_error: false,
-        approval: None,
-        result_bytes: 0,
-        result_sha256: String::new(),
-        result_head: String::new(),
-    }));
+    l.transcript.push(Entry::Call(CallEntry::dispatched(
+        l.turn,
+        format!("c{}", l.turn),
+        "files.read".into(),
+        Some("files".into()),
+        "{}".into(),
+        now,
+    )));
 }
 
 fn is_corrupt(e: &StoreError) -> bool {

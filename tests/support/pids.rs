@@ -20,11 +20,5 @@ pub fn alive(pid: i32) -> bool {
 
 /// Wait (up to 2 s: SIGKILL delivery is asynchronous) until `pid` is gone.
 pub async fn gone(pid: i32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+    super::wait::poll_until_async(Duration::from_secs(2), || !alive(pid)).await
 }

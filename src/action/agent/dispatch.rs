@@ -84,26 +84,19 @@ impl<'r, 'a> Dispatcher<'r, 'a> {
                 .map(|s| s.name().to_string());
             let started_at = self.run.clock.now();
             let started = Instant::now();
-            let mut entry = CallEntry {
+            let mut entry = CallEntry::dispatched(
                 turn,
-                id: cap_bytes(&self.run.secrets.redact(&call.id), 128),
-                tool: tool.clone(),
+                cap_bytes(&self.run.secrets.redact(&call.id), 128),
+                tool.clone(),
                 source,
                 // Redacted on their decoded strings: a secret written with JSON escapes is
                 // caught too.
-                arguments: cap_bytes(
+                cap_bytes(
                     &self.run.secrets.redact_json_text(&call.raw_args),
                     ARGS_MAX_BYTES,
                 ),
                 started_at,
-                duration_ms: 0,
-                state: CallState::Dispatched,
-                is_error: false,
-                approval: None,
-                result_bytes: 0,
-                result_sha256: String::new(),
-                result_head: String::new(),
-            };
+            );
             st.tool_calls += 1;
             let answer = if i >= limit {
                 refused(format!(

@@ -44,8 +44,9 @@ pub const STARTER: &str = r#"# cronsole jobs file — started by `cronsole init`
 
 defaults:
   tz: UTC                 # IANA zone for cron and wall-time schedules
-  timeout_seconds: 120
-  max_retries: 1
+  timeout_seconds: 120    # each attempt's bound; a command also stops at its own
+                          # command_timeout_seconds (60 unless the job sets it)
+  max_retries: 1          # attempts in all: 1 means no retry
 
 # budget:                 # a hard limit on model spend; without this section: $1.00 per UTC day
 #   max_cost_usd: 1.00
@@ -156,8 +157,12 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     // The last N lines across the files, oldest first.
     let want = usize::try_from(a.lines).unwrap_or(usize::MAX);
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    // Following goes on from the last byte the tail read, so a line written meanwhile is
+    // printed once, by the follow.
+    let mut read_to = 0;
     for f in &files {
         let text = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        read_to = text.len() as u64;
         for line in String::from_utf8_lossy(&text).lines() {
             if !about(line, job) {
                 continue;
@@ -179,7 +184,7 @@ pub fn logs(cli: &Cli, a: &LogsArgs) -> Result<ExitCode> {
     if files.is_empty() {
         eprintln!("cronsole: waiting for log files in {}", dir.display());
     }
-    follow(&dir, files.last().cloned(), job, &mut out)
+    follow(&dir, files.last().cloned(), read_to, job, &mut out)
 }
 
 /// Whether a log line is about `job` (every line when `None`): it carries the job's field,
@@ -232,13 +237,10 @@ fn print_log_lines(
 fn follow(
     dir: &Path,
     mut current: Option<PathBuf>,
+    mut pos: u64,
     job: Option<&str>,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let mut pos = current
-        .as_ref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
     let mut buf = Vec::new();
     let mut pending = Vec::new();
     loop {

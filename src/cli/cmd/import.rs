@@ -23,7 +23,13 @@ use crate::cli::args::{ImportArgs, ImportFrom};
 
 pub fn import(a: &ImportArgs) -> Result<ExitCode> {
     let ImportFrom::Praisonai = a.from;
-    let text = crate::config::read_text(&a.file).map_err(|d| bad_input(inert(&d)))?;
+    // The reader words its refusal for a jobs file at `file:line:col`; the input here is
+    // PraisonAI's file, and a file that cannot be read has no position in it.
+    let text = crate::config::read_text(&a.file).map_err(|d| {
+        bad_input(inert(
+            &d.message.replace("the jobs file", "the PraisonAI file"),
+        ))
+    })?;
     let opts = ImportOptions {
         provider: a.provider.clone(),
         model: a.model.clone(),

@@ -218,57 +218,16 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
             Err(e) => Err(e.into()),
         };
     }
-    let jobs: Vec<JobRecord> = store.jobs()?;
-    let views: Vec<JobView> = jobs
-        .iter()
-        .map(|r| JobView::of(r, &settings, now))
-        .collect();
-    if views.is_empty() {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let printed = print_jobs_table(&*store, &settings, zone(a.utc), now, &mut out)?;
+    out.flush()?;
+    drop(out);
+    if !printed {
         println!(
             "(no jobs in {}; run `cronsole apply FILE`)",
             store.location()
         );
         return Ok(ExitCode::SUCCESS);
-    }
-    let zone = zone(a.utc);
-    // One precision for the page's money, so a spend and its budget read alike.
-    let money = Money::for_amounts(views.iter().flat_map(|v| {
-        [v.period_cost_usd, v.in_flight_usd]
-            .into_iter()
-            .chain(v.max_cost_usd)
-    }));
-    let usd = |x: f64| money.fmt(x);
-    let rows: Vec<[String; 11]> = jobs
-        .iter()
-        .zip(&views)
-        .map(|(r, v)| {
-            let (next, left) = next_cols(r, zone, now);
-            let (last, passed) = last_cols(r, zone, now);
-            let spend = match v.max_cost_usd {
-                Some(m) => format!("{}/{}", usd(v.period_cost_usd), usd(m)),
-                None => usd(v.period_cost_usd),
-            };
-            [
-                v.name.to_string(),
-                state_text(r, now).to_string(),
-                next,
-                left,
-                last,
-                passed,
-                v.last_status.map_or("-", |s| s.as_str()).to_string(),
-                v.runs.to_string(),
-                spend,
-                one_line(v.schedule),
-                with_in_flight(note_text(r, zone, now), v.in_flight_usd, money),
-            ]
-        })
-        .collect();
-    let header = [
-        "NAME", "STATE", "NEXT", "LEFT", "LAST", "PASSED", "STATUS", "RUNS", "SPEND", "SCHEDULE",
-        "NOTE",
-    ];
-    for line in table(&header, &rows, &[7]) {
-        println!("{line}");
     }
     // Who runs these jobs: the engines heartbeating on the store, their clocks, and any that
     // stopped claiming (a store whose owner records cannot be read says so, and the table stands).
@@ -282,6 +241,177 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How many jobs `jobs` reads at a time: the table is printed in two passes over the store, a
+/// page at a time (the first finds the columns' widths and the money's precision, the second
+/// prints), so it holds one page of records and a few numbers per job, never the whole table.
+const JOBS_PAGE: usize = 1024;
+
+const JOBS_HEADER: [&str; 11] = [
+    "NAME", "STATE", "NEXT", "LEFT", "LAST", "PASSED", "STATUS", "RUNS", "SPEND", "SCHEDULE",
+    "NOTE",
+];
+
+/// `jobs`' cells for one job (SPEND at the page's money precision).
+fn job_cells(
+    r: &JobRecord,
+    v: &JobView<'_>,
+    zone: Zone,
+    now: DateTime<Utc>,
+    money: Money,
+) -> [String; 11] {
+    let (next, left) = next_cols(r, zone, now);
+    let (last, passed) = last_cols(r, zone, now);
+    [
+        v.name.to_string(),
+        state_text(r, now).to_string(),
+        next,
+        left,
+        last,
+        passed,
+        v.last_status.map_or("-", |s| s.as_str()).to_string(),
+        v.runs.to_string(),
+        spend_cell(v, money),
+        one_line(v.schedule),
+        with_in_flight(note_text(r, zone, now), v.in_flight_usd, money),
+    ]
+}
+
+fn spend_cell(v: &JobView<'_>, money: Money) -> String {
+    match v.max_cost_usd {
+        Some(m) => format!("{}/{}", money.fmt(v.period_cost_usd), money.fmt(m)),
+        None => money.fmt(v.period_cost_usd),
+    }
+}
+
+/// Each page of jobs in name order, its records with their views, until `each` has seen them all.
+fn each_jobs_page(
+    store: &dyn Store,
+    settings: &crate::model::Settings,
+    now: DateTime<Utc>,
+    mut each: impl FnMut(&[JobRecord], &[JobView<'_>]),
+) -> Result<()> {
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.jobs_page(after.as_deref(), JOBS_PAGE)?;
+        let views: Vec<JobView> = page.iter().map(|r| JobView::of(r, settings, now)).collect();
+        each(&page, &views);
+        match page.last() {
+            Some(r) if page.len() == JOBS_PAGE => after = Some(r.def.name.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Print `jobs`' table (see [`JOBS_PAGE`]); `false` when the store holds no job. A job changed
+/// between the two passes is printed as the second one reads it (its cells may be wider than
+/// the column: the line is then not aligned, nothing is cut).
+fn print_jobs_table(
+    store: &dyn Store,
+    settings: &crate::model::Settings,
+    zone: Zone,
+    now: DateTime<Utc>,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let mut cols = Columns::new(&JOBS_HEADER, &[7]);
+    // One precision for the whole table's money, so a spend and its budget read alike: the
+    // amounts are kept (three numbers a job), the SPEND cells measured once it is known.
+    let mut amounts: Vec<(f64, Option<f64>, f64)> = Vec::new();
+    each_jobs_page(store, settings, now, |page, views| {
+        let money = Money::for_amounts([]);
+        for (r, v) in page.iter().zip(views) {
+            let mut cells = job_cells(r, v, zone, now, money);
+            cells[8].clear();
+            cols.fit(&cells);
+            amounts.push((v.period_cost_usd, v.max_cost_usd, v.in_flight_usd));
+        }
+    })?;
+    if amounts.is_empty() {
+        return Ok(false);
+    }
+    let money = Money::for_amounts(
+        amounts
+            .iter()
+            .flat_map(|&(spent, max, held)| [spent, held].into_iter().chain(max)),
+    );
+    for &(spent, max, _) in &amounts {
+        let cell = match max {
+            Some(m) => format!("{}/{}", money.fmt(spent), money.fmt(m)),
+            None => money.fmt(spent),
+        };
+        cols.fit_cell(8, &cell);
+    }
+    drop(amounts);
+    let mut failed = None;
+    let mut put = |line: String| {
+        if failed.is_none()
+            && let Err(e) = writeln!(out, "{line}")
+        {
+            failed = Some(e);
+        }
+    };
+    put(cols.line(&mut JOBS_HEADER.iter().copied()));
+    each_jobs_page(store, settings, now, |page, views| {
+        for (r, v) in page.iter().zip(views) {
+            let cells = job_cells(r, v, zone, now, money);
+            put(cols.line(&mut cells.iter().map(String::as_str)));
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(true),
+    }
+}
+
+/// The columns of a plain-text table (see [`table`]): each as wide as its widest cell fitted.
+pub(super) struct Columns {
+    widths: Vec<usize>,
+    right: Vec<usize>,
+}
+
+impl Columns {
+    pub(super) fn new(header: &[&str], right: &[usize]) -> Columns {
+        Columns {
+            widths: header.iter().map(|h| h.chars().count()).collect(),
+            right: right.to_vec(),
+        }
+    }
+
+    /// Widen the columns to a row's cells.
+    pub(super) fn fit(&mut self, cells: &[String]) {
+        for (i, c) in cells.iter().enumerate() {
+            self.fit_cell(i, c);
+        }
+    }
+
+    fn fit_cell(&mut self, i: usize, cell: &str) {
+        if let Some(w) = self.widths.get_mut(i) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+
+    /// One line: cells padded to their columns, two spaces between, the last unpadded, no
+    /// trailing blanks.
+    pub(super) fn line(&self, cells: &mut dyn Iterator<Item = &str>) -> String {
+        let cells: Vec<&str> = cells.collect();
+        let last = cells.len().saturating_sub(1);
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let w = self.widths.get(i).copied().unwrap_or(0);
+                if i == last {
+                    c.to_string()
+                } else if self.right.contains(&i) {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    }
+}
+
 /// The plain-text tables of `jobs`, `history` and `stats`: each column as wide as its widest
 /// cell, two spaces between columns, the columns numbered in `right` right-aligned, the last
 /// column unpadded and no trailing blanks (so `awk`/`cut` and `grep` work on every line).
@@ -292,35 +422,14 @@ pub(super) fn table<R: AsRef<[String]>>(
     rows: &[R],
     right: &[usize],
 ) -> Vec<String> {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut cols = Columns::new(header, right);
     for r in rows {
-        for (w, c) in widths.iter_mut().zip(r.as_ref()) {
-            *w = (*w).max(c.chars().count());
-        }
+        cols.fit(r.as_ref());
     }
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let cells: Vec<&str> = cells.collect();
-        let last = cells.len().saturating_sub(1);
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let w = widths.get(i).copied().unwrap_or(0);
-                if i == last {
-                    c.to_string()
-                } else if right.contains(&i) {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let mut out = vec![line(&mut header.iter().copied())];
+    let mut out = vec![cols.line(&mut header.iter().copied())];
     out.extend(
         rows.iter()
-            .map(|r| line(&mut r.as_ref().iter().map(String::as_str))),
+            .map(|r| cols.line(&mut r.as_ref().iter().map(String::as_str))),
     );
     out
 }
@@ -871,8 +980,9 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
 
 #[cfg(test)]
 mod tests {
-    use super::{runs_line, table};
+    use super::{JOBS_PAGE, Utc, Zone, print_jobs_table, runs_line, table};
     use crate::model::{JobCounters, Status};
+    use crate::store::Store;
 
     #[test]
     fn a_job_without_rows_says_so_and_a_count_lists_only_its_statuses() {
@@ -906,5 +1016,54 @@ mod tests {
         // No rows: the header alone, without trailing blanks.
         let none: Vec<Vec<String>> = Vec::new();
         assert_eq!(table(&["JOB", "RUNS", ""], &none, &[1]), ["JOB  RUNS"]);
+    }
+
+    /// `jobs` reads the store a page at a time, twice: every column is as wide as its widest
+    /// cell in the whole table, a later page's included, and every job is printed once.
+    #[test]
+    fn the_jobs_table_is_aligned_across_pages() {
+        use crate::model::JobsFile;
+        let dir = crate::testkit::tmp::TempDir::new("jobs-pages");
+        let store = crate::store::file::FileStore::open(&dir).unwrap();
+        let n = JOBS_PAGE + 30;
+        let mut jobs: Vec<_> = (0..n)
+            .map(|i| crate::testkit::jobs::command_job(&format!("j{i:05}"), 60))
+            .collect();
+        // The longest name sorts last, on the second page.
+        jobs.push(crate::testkit::jobs::command_job(
+            "zz-the-longest-name-of-all",
+            60,
+        ));
+        let file = JobsFile {
+            settings: Default::default(),
+            jobs,
+        };
+        let now = Utc::now();
+        store.apply(&file, now).unwrap();
+        let mut out = Vec::new();
+        let printed = print_jobs_table(&store, &file.settings, Zone::Utc, now, &mut out).unwrap();
+        assert!(printed);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), n + 2, "the header and every job once");
+        // The STATE column starts after the longest name and two spaces, on every line.
+        let state_col = "zz-the-longest-name-of-all".len() + 2;
+        for l in &lines {
+            let b = l.as_bytes();
+            assert!(
+                b.len() > state_col
+                    && &b[state_col - 2..state_col] == b"  "
+                    && b[state_col] != b' ',
+                "{l}"
+            );
+        }
+        assert!(lines[0].starts_with(&format!("{:<w$}STATE", "NAME", w = state_col)));
+        assert!(lines[1].starts_with("j00000 "));
+        assert!(lines[n + 1].starts_with("zz-the-longest-name-of-all  "));
+        let empty = crate::testkit::tmp::TempDir::new("jobs-none");
+        let none = crate::store::file::FileStore::open(&empty).unwrap();
+        let mut out = Vec::new();
+        assert!(!print_jobs_table(&none, &file.settings, Zone::Utc, now, &mut out).unwrap());
+        assert!(out.is_empty());
     }
 }

@@ -55,13 +55,30 @@ impl FileStore {
         let kept = self.attach_run_records(&mut pass.rows);
         l.persist(&pass.rows, &pass.changed)?;
         self.remove_run_records(kept);
+        // The operation is over: each claimed record leaves the cache into its claim (moved,
+        // not copied: the cache is cleared when the lock is released anyway; a job claimed
+        // twice in one pass, which `plan::claim` never does, would be copied).
+        let mut uses: HashMap<&str, usize> = HashMap::new();
+        for (name, _) in &pass.plans {
+            *uses.entry(name.as_str()).or_default() += 1;
+        }
+        let twice: HashSet<String> = uses
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(name, _)| name.to_string())
+            .collect();
         let claims = pass
             .plans
             .into_iter()
             .filter_map(|(name, p)| {
-                l.inner.hot.get(&name).map(|c| Claim {
+                let rec = if twice.contains(&name) {
+                    l.inner.hot.get(&name).map(|c| c.rec.clone())
+                } else {
+                    l.inner.hot.remove(&name).map(|c| c.rec)
+                };
+                rec.map(|job| Claim {
                     run_id: p.run_id,
-                    job: c.rec.clone(),
+                    job,
                     slot: p.slot,
                     trigger: p.trigger,
                     lease_until: p.lease_until,

@@ -313,14 +313,16 @@ impl Locked<'_> {
         let Some(slim) = self.inner.jobs.get(name) else {
             return Ok(false);
         };
+        let digest = slim.def;
         let e = self.read_entry(name, slim)?;
         #[cfg(test)]
         {
             self.inner.records_loaded += 1;
         }
-        self.inner
-            .hot
-            .insert(name.to_string(), Cached::from_entry(e));
+        self.inner.hot.insert(
+            name.to_string(),
+            Cached::from_entry(e).knowing_digest(digest),
+        );
         Ok(true)
     }
 

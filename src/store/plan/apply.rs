@@ -2,7 +2,7 @@
 //! definition created or updated, jobs no longer in the file retired, and the settings' changes
 //! in words.
 //!
-//! Owns: [`unique_names`], [`apply_one`], [`retire_removed`], [`apply_all`],
+//! Owns: [`unique_names`], [`apply_one`], [`retire_removed`], [`apply_changed`],
 //! [`settings_changes`], [`record_digest`] (what lets a re-apply skip reading an unchanged
 //! record). Must not touch: I/O, locks, clocks.
 
@@ -152,13 +152,18 @@ pub fn retire_removed(rec: &mut JobRecord) -> bool {
     true
 }
 
-/// The fold of `apply` over the stored records, shared by both stores: `stored` maps a job
-/// name to the store's entry for it, `rec` reaches the record inside an entry, `make` wraps a
-/// new record. Returns the report and the names whose records changed (to persist).
-pub fn apply_all<T>(
+/// The fold of `apply` over the stored records that may change: `stored` maps a job name to
+/// the store's entry for it (`rec` reaches the record inside an entry, `make` wraps a new
+/// record) and holds every stored job the file may update or retire; `known_unchanged` names
+/// the file's definitions the store found equal to their stored ones (by digest) without
+/// reading their records — they are reported unchanged and are not in `stored`. A definition
+/// neither known unchanged nor in `stored` is a new job. Returns the report and the names
+/// whose records changed (to persist).
+pub fn apply_changed<T>(
     file: &JobsFile,
     now: DateTime<Utc>,
     stored: &mut BTreeMap<String, T>,
+    known_unchanged: impl Fn(&str) -> bool,
     rec: impl Fn(&mut T) -> &mut JobRecord,
     make: impl Fn(JobRecord) -> T,
 ) -> StoreResult<(ApplyReport, Vec<String>)> {
@@ -167,6 +172,10 @@ pub fn apply_all<T>(
     let mut changed = Vec::new();
     for def in &file.jobs {
         let name = def.name.clone();
+        if !stored.contains_key(&name) && known_unchanged(&name) {
+            report.unchanged.push(name);
+            continue;
+        }
         match apply_one(stored.get_mut(&name).map(&rec), def, now)? {
             ApplyStep::Unchanged => report.unchanged.push(name),
             ApplyStep::Updated => {

@@ -6,7 +6,6 @@
 //! touch: what an edit does to a record (the policies).
 
 use crate::store::OperationError;
-use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::{try_join, try_join3};
@@ -21,7 +20,8 @@ use super::db::{Db, db_err, from_json, to_json};
 use super::handle::Inner;
 use super::stmts::Stmts;
 use super::tx::{
-    Edit, Notify, append_history, bump, lock_jobs, read_jobs, recount_budget, write_jobs,
+    Edit, Notify, append_history, bump, digest_column, lock_jobs, read_for_apply, recount_budget,
+    write_job_refs, write_jobs,
 };
 
 /// `pg_advisory_xact_lock` key of `apply` ("cronappl" in ASCII).
@@ -228,13 +228,35 @@ impl Inner {
             .map_err(|e| db_err("writing settings", e))?;
             dirty = true;
         }
-        let existing = read_jobs(&tx, &self.location, None, true).await?;
-        let mut by_name: BTreeMap<String, JobRecord> = existing
-            .into_iter()
-            .map(|r| (r.def.name.clone(), r))
+        // Only the jobs whose definitions differ (by digest), that left the file, or whose
+        // counters need a recount are read, locked and possibly written.
+        let names: Vec<String> = file.jobs.iter().map(|d| d.name.clone()).collect();
+        let digests: Vec<i64> = file
+            .jobs
+            .iter()
+            .map(|d| plan::apply::def_digest(d).map_or(0, digest_column))
             .collect();
-        let (mut report, mut names) =
-            plan::apply::apply_all(&file, now, &mut by_name, |r| r, |r| r)?;
+        let key = crate::cost::budget_period(&file.settings).key(now);
+        let read = read_for_apply(&tx, &self.location, &names, &digests, &key).await?;
+        drop((names, digests));
+        let mut by_name = read.records;
+        let missing = read.missing;
+        let (mut report, mut names) = plan::apply::apply_changed(
+            &file,
+            now,
+            &mut by_name,
+            |n| !missing.contains(n),
+            |r| r,
+            |r| r,
+        )?;
+        // Records stored before their digest was: written once, with it.
+        let listed: std::collections::HashSet<String> = names.iter().cloned().collect();
+        names.extend(read.undigested.into_iter().filter(|n| {
+            !listed.contains(n)
+                && by_name
+                    .get(n)
+                    .is_some_and(|r| plan::apply::record_digest(r).is_some())
+        }));
         let mut recounted = Vec::new();
         recount_budget(
             &tx,
@@ -245,17 +267,14 @@ impl Inner {
             &mut recounted,
         )
         .await?;
-        let changed: Vec<JobRecord> = names
-            .iter()
-            .filter_map(|n| by_name.get(n).cloned())
-            .collect();
+        let changed: Vec<&JobRecord> = names.iter().filter_map(|n| by_name.get(n)).collect();
         report.settings = settings_changed;
         report.recounted = recounted;
         report.created.sort();
         report.updated.sort();
         report.unchanged.sort();
         if dirty || !changed.is_empty() {
-            write_jobs(&tx, &st, &changed, now).await?;
+            write_job_refs(&tx, &st, &changed, now).await?;
             let v = bump(&tx, &st, Notify::InTransaction).await?;
             tx.commit().await.map_err(|e| db_err("committing", e))?;
             self.feed.observe(v);

@@ -162,6 +162,13 @@ const MIGRATIONS: &[&str] = &[
         WITH (fastupdate = off)
         WHERE record->'def'->'after' IS NOT NULL;
     "#,
+    // 9: each job's definition digest (`plan::apply::record_digest`, as a signed 64-bit
+    // integer), written with its record: a re-apply compares the file's digests with these in
+    // one statement and reads and writes only the jobs that differ. NULL until the record is
+    // next written (a re-apply reads it whole and writes it once, with its digest).
+    r#"
+    ALTER TABLE cronsole_jobs ADD COLUMN def_digest bigint;
+    "#,
 ];
 
 /// The migration that creates `cronsole_store` (its row is inserted with it).

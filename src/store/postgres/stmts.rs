@@ -40,7 +40,7 @@ pub(super) const SELECT_DUE_SQL: &str =
 pub(super) const WRITE_JOBS_SQL: &str =
     "INSERT INTO cronsole_jobs AS j (name, record, next_slot, lease_owner,
          lease_until, run_id, paused, enabled, retired, trigger_requested_at, hold_until,
-         recovery_pending, wakeup, updated_at)
+         recovery_pending, wakeup, updated_at, def_digest)
      SELECT r->'def'->>'name', r,
          (r->'rt'->>'next_slot')::timestamptz,
          r->'rt'->'lease'->>'owner',
@@ -53,7 +53,8 @@ pub(super) const WRITE_JOBS_SQL: &str =
          (r->'rt'->>'hold_until')::timestamptz,
          COALESCE((r->'rt'->>'recovery_pending')::boolean, false),
          (e->>'wakeup')::timestamptz,
-         $2
+         $2,
+         (e->>'digest')::bigint
      FROM jsonb_array_elements($1::jsonb) AS e, LATERAL (SELECT e->'rec' AS r) x
      ON CONFLICT (name) DO UPDATE SET
          record = EXCLUDED.record, next_slot = EXCLUDED.next_slot,
@@ -61,7 +62,8 @@ pub(super) const WRITE_JOBS_SQL: &str =
          run_id = EXCLUDED.run_id, paused = EXCLUDED.paused, enabled = EXCLUDED.enabled,
          retired = EXCLUDED.retired, trigger_requested_at = EXCLUDED.trigger_requested_at,
          hold_until = EXCLUDED.hold_until, recovery_pending = EXCLUDED.recovery_pending,
-         wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at";
+         wakeup = EXCLUDED.wakeup, updated_at = EXCLUDED.updated_at,
+         def_digest = EXCLUDED.def_digest";
 
 pub(super) const APPEND_HISTORY_SQL: &str = "INSERT INTO cronsole_history
          (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, row)

@@ -141,18 +141,43 @@ pub(super) async fn write_jobs(
     records: &[JobRecord],
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    if records.is_empty() {
-        return Ok(());
+    let refs: Vec<&JobRecord> = records.iter().collect();
+    write_job_refs(tx, st, &refs, now).await
+}
+
+/// How many records one upsert statement carries: the statement's JSON is built a chunk at a
+/// time, so a first apply of 100 000 jobs holds one chunk's JSON, not every record's twice over.
+const WRITE_CHUNK: usize = 1_000;
+
+/// [`write_jobs`] of borrowed records, [`WRITE_CHUNK`] per statement.
+pub(super) async fn write_job_refs(
+    tx: &Transaction<'_>,
+    st: &Stmts,
+    records: &[&JobRecord],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    for chunk in records.chunks(WRITE_CHUNK) {
+        let items: Vec<Value> = chunk
+            .iter()
+            .map(|r| {
+                Ok(serde_json::json!({
+                    "rec": to_json(*r)?,
+                    "wakeup": plan::claim::wakeup(r),
+                    "digest": plan::apply::record_digest(r).map(digest_column),
+                }))
+            })
+            .collect::<StoreResult<_>>()?;
+        let arr = Value::Array(items);
+        tx.execute(&st.write_jobs, &[&arr, &now])
+            .await
+            .map_err(|e| db_err("writing jobs", e))?;
     }
-    let items: Vec<Value> = records
-        .iter()
-        .map(|r| Ok(serde_json::json!({ "rec": to_json(r)?, "wakeup": plan::claim::wakeup(r) })))
-        .collect::<StoreResult<_>>()?;
-    let arr = Value::Array(items);
-    tx.execute(&st.write_jobs, &[&arr, &now])
-        .await
-        .map_err(|e| db_err("writing jobs", e))?;
     Ok(())
+}
+
+/// A definition digest as the `def_digest` column holds it (the same 64 bits, signed).
+pub(super) fn digest_column(d: std::num::NonZeroU64) -> i64 {
+    i64::from_ne_bytes(d.get().to_ne_bytes())
 }
 
 /// Lock up to `batch` due jobs not in `excluded`, skipping rows other owners hold; due at
@@ -305,4 +330,74 @@ impl<T> Edit<T> {
             rows: Vec::new(),
         }
     }
+}
+
+/// What a re-apply must read before it decides (see [`read_for_apply`]).
+pub(super) struct ApplyRead {
+    /// The stored records the file may change, locked: a definition whose digest differs (or
+    /// that has none yet), a job no longer in the file and not retired, a job whose budget
+    /// counters need a recount under period `key`.
+    pub(super) records: BTreeMap<String, JobRecord>,
+    /// Of those, the ones stored without a digest (written before the column existed).
+    pub(super) undigested: Vec<String>,
+    /// The file's jobs the store does not hold.
+    pub(super) missing: std::collections::HashSet<String>,
+}
+
+/// The digest compare of a re-apply, in SQL: `names` and `digests` are the file's jobs and
+/// their definitions' digests ([`plan::apply::def_digest`]); `key` is the budget period's key
+/// now. Two statements, pipelined: the records that may change (locked, as every apply locks
+/// what it writes) and the file's names the store lacks. Everything else is unchanged, and
+/// neither read nor written.
+pub(super) async fn read_for_apply(
+    tx: &Transaction<'_>,
+    location: &str,
+    names: &[String],
+    digests: &[i64],
+    key: &str,
+) -> StoreResult<ApplyRead> {
+    // A job holds money under a period of another kind than `key`'s: the rule of
+    // `rules::period::needs_recount` (NaN is written as null, which counts as no money).
+    const CHANGED: &str = "SELECT j.record, j.def_digest IS NULL FROM cronsole_jobs j
+         LEFT JOIN unnest($1::text[], $2::int8[]) AS f(name, digest) ON f.name = j.name
+         WHERE (f.name IS NULL AND NOT j.retired)
+            OR (f.name IS NOT NULL AND j.def_digest IS DISTINCT FROM f.digest)
+            OR ((COALESCE((j.record->'rt'->'counters'->>'total_cost_usd')::float8, 0) > 0
+                 OR COALESCE((j.record->'rt'->'counters'->>'period_cost_usd')::float8, 0) > 0)
+                AND split_part(COALESCE(j.record->'rt'->'counters'->>'period_key', ''), ':', 1)
+                    <> split_part($3, ':', 1))
+         ORDER BY j.name
+         FOR UPDATE OF j";
+    const MISSING: &str = "SELECT f.name FROM unnest($1::text[]) AS f(name)
+         WHERE NOT EXISTS (SELECT 1 FROM cronsole_jobs j WHERE j.name = f.name)";
+    let key = key.to_string();
+    let changed = [
+        (
+            &names as &(dyn tokio_postgres::types::ToSql + Sync),
+            Type::TEXT_ARRAY,
+        ),
+        (&digests, Type::INT8_ARRAY),
+        (&key, Type::TEXT),
+    ];
+    let missing = [(
+        &names as &(dyn tokio_postgres::types::ToSql + Sync),
+        Type::TEXT_ARRAY,
+    )];
+    let (rows, absent) =
+        futures_util::future::try_join(tx.q(CHANGED, &changed), tx.q(MISSING, &missing))
+            .await
+            .map_err(|e| db_err("comparing the jobs file with the stored definitions", e))?;
+    let mut out = ApplyRead {
+        records: BTreeMap::new(),
+        undigested: Vec::new(),
+        missing: absent.into_iter().map(|r| r.get(0)).collect(),
+    };
+    for r in rows {
+        let rec: JobRecord = from_json(location, "cronsole_jobs", r.get::<_, Value>(0))?;
+        if r.get::<_, bool>(1) {
+            out.undigested.push(rec.def.name.clone());
+        }
+        out.records.insert(rec.def.name.clone(), rec);
+    }
+    Ok(out)
 }
