@@ -120,6 +120,7 @@ impl StoredRun {
                 owner: "bench",
                 settle,
                 reserve,
+                set_aside: None,
                 record,
                 awaiting: AwaitStep::Keep,
                 now: now(),

@@ -729,6 +729,7 @@ mod tests {
             usd: 0.0001,
             state: ReservationState::Reserved,
             at: t0,
+            next_turn: false,
         });
         let never = job("never", t0);
         let now = t0 + Duration::seconds(1);

@@ -607,6 +607,7 @@ mod tests {
                 owner: "me",
                 settle: None,
                 reserve: None,
+                set_aside: None,
                 record: &[],
                 awaiting: AwaitStep::Begin(crate::model::AwaitingApproval {
                     tool: "files.write_file".into(),

@@ -10,8 +10,10 @@
 //! redacted), the views (they make the untrusted texts inert before drawing them).
 //!
 //! Memory follows the same bound while the run goes: the first half of the budget keeps the
-//! first entries, the second half is a window over the latest ones, so a long run never holds
-//! more than the record it will write.
+//! first entries, the rest is a window over the latest ones, so a long run never holds more
+//! than the record it will write. An entry that grows after it was pushed (a dispatched call
+//! getting its result) is measured again, and the window gives way for it: the bound is on the
+//! JSON as written, not as first pushed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -224,6 +226,8 @@ pub enum Entry {
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     head: Vec<Entry>,
+    /// The JSON bytes of each head entry, separator included.
+    head_sizes: Vec<usize>,
     head_bytes: usize,
     /// Once an entry did not fit the head, later ones go to the tail (order is kept).
     sealed: bool,
@@ -258,24 +262,45 @@ impl Transcript {
 
     /// Append an entry; past the bound the oldest entries after the head are elided.
     pub fn push(&mut self, e: Entry) {
-        let size = serde_json::to_string(&e).map(|s| s.len()).unwrap_or(0) + 1;
+        let size = json_size(&e);
         let half = TRANSCRIPT_MAX_BYTES / 2;
         self.pushed += 1;
         if !self.sealed && self.head_bytes + size <= half {
             self.head.push(e);
+            self.head_sizes.push(size);
             self.head_bytes += size;
             return;
         }
         self.sealed = true;
         self.tail.push_back((e, size));
         self.tail_bytes += size;
-        while self.tail_bytes > half - ELISION_MARK_BYTES && self.tail.len() > 1 {
+        self.fit();
+    }
+
+    /// Elides from the middle until the record, its mark included, is within the bound: the
+    /// oldest entries of the window first (its latest entry stays), then the last ones of the
+    /// head (when entries of the head grew after they were pushed).
+    fn fit(&mut self) {
+        let room = TRANSCRIPT_MAX_BYTES - ELISION_MARK_BYTES;
+        while self.head_bytes + self.tail_bytes > room && self.tail.len() > 1 {
             if let Some((_, n)) = self.tail.pop_front() {
                 self.tail_bytes -= n;
-                self.elided_entries += 1;
-                self.elided_bytes += n as u64;
+                self.elide(n);
             }
         }
+        while self.head_bytes + self.tail_bytes > room {
+            let (Some(_), Some(n)) = (self.head.pop(), self.head_sizes.pop()) else {
+                break;
+            };
+            self.head_bytes -= n;
+            self.sealed = true;
+            self.elide(n);
+        }
+    }
+
+    fn elide(&mut self, bytes: usize) {
+        self.elided_entries += 1;
+        self.elided_bytes += bytes as u64;
     }
 
     /// Update the last call entry with id `id` (a dispatched call's result), wherever it is.
@@ -295,29 +320,28 @@ impl Transcript {
     /// Changes the latest call `pred` holds for, marking it changed for the next delta.
     fn update_where(&mut self, pred: impl Fn(&CallEntry) -> bool, f: impl FnOnce(&mut CallEntry)) {
         let first_tail = self.pushed - self.tail.len() as u64;
-        let hit = self
-            .tail
-            .iter_mut()
-            .enumerate()
-            .rev()
-            .map(|(i, (e, _))| (first_tail + i as u64, e))
-            .chain(
-                self.head
-                    .iter_mut()
-                    .enumerate()
-                    .rev()
-                    .map(|(i, e)| (i as u64, e)),
-            )
-            .find_map(|(seq, e)| match e {
-                Entry::Call(c) if pred(c) => Some((seq, c)),
-                _ => None,
-            });
-        if let Some((seq, c)) = hit {
+        let hit = |e: &Entry| matches!(e, Entry::Call(c) if pred(c));
+        let (entry, size, part, seq) = if let Some(i) = self.tail.iter().rposition(|(e, _)| hit(e))
+        {
+            let (e, n) = &mut self.tail[i];
+            (e, n, &mut self.tail_bytes, first_tail + i as u64)
+        } else if let Some(i) = self.head.iter().rposition(hit) {
+            let n = &mut self.head_sizes[i];
+            (&mut self.head[i], n, &mut self.head_bytes, i as u64)
+        } else {
+            return;
+        };
+        if let Entry::Call(c) = entry {
             f(c);
-            if seq < self.taken {
-                self.changed.insert(seq);
-            }
         }
+        // The call grew (its result's head): the record is measured as it will be written.
+        let now = json_size(entry);
+        *part = *part - *size + now;
+        *size = now;
+        if seq < self.taken {
+            self.changed.insert(seq);
+        }
+        self.fit();
     }
 
     /// The entries pushed or changed since the last call, with their sequence numbers, in
@@ -429,6 +453,11 @@ impl PartialEq for Transcript {
 /// Room kept for the elision mark itself.
 const ELISION_MARK_BYTES: usize = 96;
 
+/// An entry's JSON bytes in the written array, its separator included.
+fn json_size(e: &Entry) -> usize {
+    serde_json::to_string(e).map(|s| s.len()).unwrap_or(0) + 1
+}
+
 impl Serialize for Transcript {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.to_vec().serialize(s)
@@ -438,15 +467,13 @@ impl Serialize for Transcript {
 impl<'de> Deserialize<'de> for Transcript {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let entries = Vec::<Entry>::deserialize(d)?;
-        let head_bytes = entries
-            .iter()
-            .map(|e| serde_json::to_string(e).map(|s| s.len() + 1).unwrap_or(0))
-            .sum();
+        let head_sizes: Vec<usize> = entries.iter().map(json_size).collect();
         Ok(Transcript {
             pushed: entries.len() as u64,
             taken: entries.len() as u64,
             head: entries,
-            head_bytes,
+            head_bytes: head_sizes.iter().sum(),
+            head_sizes,
             sealed: true,
             ..Transcript::default()
         })
@@ -536,6 +563,82 @@ mod tests {
         // What is written reads back as written.
         let back: Transcript = serde_json::from_str(&json).unwrap();
         assert_eq!(back.to_vec(), v);
+    }
+
+    /// Calls are pushed as dispatched (their arguments only) and get their results after: the
+    /// record as written stays within its bound — it is the JSON as written that is measured
+    /// — and is not elided below it for nothing; the first and the latest calls stay.
+    #[test]
+    fn calls_that_get_their_results_after_they_were_pushed_keep_the_record_within_its_bound() {
+        let args = format!("{{\"text\": \"{}\"}}", "a".repeat(ARGS_MAX_BYTES - 12));
+        let blob = "r".repeat(RESULT_HEAD_BYTES);
+        let mut t = Transcript::new();
+        for turn in 0..40 {
+            for k in 0..8 {
+                let mut e = call(turn, &format!("c{turn}.{k}"), "");
+                if let Entry::Call(c) = &mut e {
+                    c.state = CallState::Dispatched;
+                    c.arguments = args.clone();
+                }
+                t.push(e);
+            }
+            for k in 0..8 {
+                t.update_call(turn, &format!("c{turn}.{k}"), |c| {
+                    c.state = CallState::Done;
+                    c.result_head = blob.clone();
+                    c.result_bytes = blob.len() as u64;
+                });
+            }
+            let json = serde_json::to_string(&t).unwrap();
+            assert!(
+                json.len() <= TRANSCRIPT_MAX_BYTES,
+                "turn {turn}: {} bytes",
+                json.len()
+            );
+            assert!(
+                t.bytes() + 1 >= json.len(),
+                "{} < {}",
+                t.bytes(),
+                json.len()
+            );
+        }
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(
+            json.len() > TRANSCRIPT_MAX_BYTES - 16 * 1024,
+            "{} bytes: elided beyond the bound's need",
+            json.len()
+        );
+        let v = t.to_vec();
+        assert!(matches!(&v[0], Entry::Call(c) if c.id == "c0.0" && c.result_head == blob));
+        assert!(
+            matches!(v.last(), Some(Entry::Call(c)) if c.id == "c39.7" && c.state == CallState::Done)
+        );
+        let Some(Entry::Elided { entries, .. }) =
+            v.iter().find(|e| matches!(e, Entry::Elided { .. }))
+        else {
+            panic!("no elision mark")
+        };
+        assert_eq!(*entries as usize + v.len() - 1, 320);
+        // The head itself grew past its half: its last entries give way once the window has
+        // only its latest entry left.
+        let mut h = Transcript::new();
+        let mut n = 0;
+        while !h.sealed {
+            let mut e = call(1, &format!("h{n}"), "");
+            if let Entry::Call(c) = &mut e {
+                c.state = CallState::Dispatched;
+            }
+            h.push(e);
+            n += 1;
+        }
+        for i in 0..n {
+            h.update_call(1, &format!("h{i}"), |c| {
+                c.result_head = "z".repeat(RESULT_HEAD_BYTES)
+            });
+        }
+        let json = serde_json::to_string(&h).unwrap();
+        assert!(json.len() <= TRANSCRIPT_MAX_BYTES, "{} bytes", json.len());
+        assert!(matches!(&h.to_vec()[0], Entry::Call(c) if c.id == "h0"));
     }
 
     #[test]

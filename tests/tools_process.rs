@@ -1694,3 +1694,291 @@ agents:
         "the cancelled run's server and tool are gone: {server_gone}, {tool_gone}"
     );
 }
+
+/// The credential an HTTP server is sent (`headers_env: {Authorization: VAR}`, VAR =
+/// `Bearer <token>`), and the token alone as such a server echoes it.
+const BEARER_TOKEN: &str = "brtok-ZZ9-77aa88bb41c5";
+/// A `Basic` credential's password, which such a server echoes decoded.
+const BASIC_PASSWORD: &str = "basicpass-RT9-yy22";
+
+/// The Python SDK's server over streamable HTTP, sent `Authorization: Bearer <token>` from
+/// `BEARER_SRC`; everything it lists allowed; results delivered to a file sink.
+fn bearer_yaml(url: &str, base_url: &str) -> String {
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+delivery:
+  audit: {{ file: deliveries.jsonl }}
+mcp_servers:
+  h:
+    url: {url}
+    headers_env: {{ Authorization: BEARER_SRC }}
+    # The handshake era: log messages during a call are deprecated in 2026-07-28.
+    protocol_version: \"2025-11-25\"
+agents:
+  ops:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: PROVIDER_KEY
+    model: m
+    tools: [\"h.*\"]
+jobs:
+  - name: ask
+    schedule: every 1h
+    run_immediately: true
+    agent: ops
+    message: who are you
+    deliver: [audit]
+"
+    )
+}
+
+/// An HTTP server that echoes the Bearer token of its `Authorization` header alone — in a tool's
+/// name, description and schema, in a log message during a call and in the call's result — and
+/// a model that repeats the token in its answer: the server did get the token, and the model
+/// requests, the transcript, `history` (text and JSON), the delivery, the pins, `cronsole
+/// tools`, the store's log and the owner's output show `[redacted]`, never the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_servers_echoed_bearer_token_is_redacted_on_every_path() {
+    echoed_credential_is_redacted(format!("Bearer {BEARER_TOKEN}"), BEARER_TOKEN).await;
+}
+
+/// The same with `Authorization: Basic base64(user:password)` and a server that echoes the
+/// password it decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_servers_echoed_basic_password_is_redacted_on_every_path() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("u:{BASIC_PASSWORD}"));
+    echoed_credential_is_redacted(format!("Basic {b64}"), BASIC_PASSWORD).await;
+}
+
+/// `header` sent as the `Authorization` header of the echoing server, which repeats `secret`.
+#[allow(clippy::too_many_lines)] // a test scenario reads best in one piece (see CONTRIBUTING.md)
+async fn echoed_credential_is_redacted(header: String, secret: &str) {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let server = tokio::task::spawn_blocking(move || servers.py_http_with(&[("ECHO_BEARER", "1")]))
+        .await
+        .unwrap();
+    let fake = FakeLlm::openai(
+        KEY,
+        vec![
+            Reply::tools(vec![FakeCall::new("h__whoami", json!({}))], 100, 20),
+            Reply::ok(&format!("the server says token only: {secret}"), 200, 10),
+        ],
+    )
+    .await
+    .unwrap();
+    let dir = support::tempdir("tools-bearer");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        bearer_yaml(&server.url(), &fake.base_url()),
+    )
+    .unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .env("BEARER_SRC", &header)
+        .env("RUST_LOG", "debug")
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", "120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
+    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
+
+    // The listing reached the model redacted: the tool's name, description and schema.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let first = reqs[0].json().unwrap();
+    let echoed = cronsole::model::wire_name("h.b_[redacted]");
+    let offered = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == echoed.as_str())
+        .unwrap_or_else(|| panic!("{echoed} not offered: {first:#}"))
+        .clone();
+    assert_eq!(offered["function"]["description"], "Bearer echo [redacted]");
+    assert!(
+        offered["function"]["parameters"]
+            .to_string()
+            .contains("token [redacted]"),
+        "{offered:#}"
+    );
+    // The server got the token (it echoed something that was redacted), and so did the model's
+    // view of the result, the transcript and the row's answer.
+    let second = reqs[1].json().unwrap().to_string();
+    assert!(second.contains("token only: [redacted]"), "{second}");
+    let transcript = serde_json::to_string(&row.transcript).unwrap();
+    assert!(
+        transcript.contains("token only: [redacted]"),
+        "{transcript}"
+    );
+    assert_eq!(
+        row.result.as_deref(),
+        Some("the server says token only: [redacted]")
+    );
+
+    // The log message the server sent during the call is in the store's log, redacted.
+    let logs: String = texts(&dir.join("store/logs"))
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert!(logs.contains("log token [redacted]"), "{logs}");
+    let delivered = std::fs::read_to_string(dir.join("deliveries.jsonl")).unwrap();
+    assert!(delivered.contains("token only: [redacted]"), "{delivered}");
+
+    let d = dir.to_path_buf();
+    let outputs = tokio::task::spawn_blocking(move || {
+        [
+            vec!["tools"],
+            vec!["history"],
+            vec!["history", "--json"],
+            vec!["describe", "ask", "--json"],
+            vec!["logs"],
+        ]
+        .map(|args| {
+            let (c, out, err) = support::cli::output(
+                support::cli::cronsole(&d)
+                    .env("PROVIDER_KEY", KEY)
+                    .env("BEARER_SRC", &header)
+                    .args(["--store", "store"])
+                    .args(&args),
+            );
+            assert_eq!(c, 0, "{args:?}: {out}{err}");
+            (args.join(" "), out)
+        })
+    })
+    .await
+    .unwrap();
+    assert!(outputs[0].1.contains("h.b_[redacted]"), "{}", outputs[0].1);
+    // `history` text counts the run's turns and tool calls.
+    assert!(outputs[1].1.contains("turns=2 tools=1"), "{}", outputs[1].1);
+    let mut places: Vec<(String, String)> = texts(&dir);
+    places.extend(outputs);
+    places.push(("stdout".into(), stdout));
+    places.push(("stderr".into(), stderr));
+    for (i, r) in reqs.iter().enumerate() {
+        places.push((format!("model request {i}"), r.json().unwrap().to_string()));
+    }
+    for (where_, text) in &places {
+        assert!(!text.contains(secret), "the credential in {where_}");
+    }
+}
+
+/// An agent whose stdio server appends its pid to `starts` each time it is started; each run
+/// lists the server's tools, then calls them over three turns.
+fn starts_yaml(servers: &TestServers, dir: &Path, base_url: &str) -> String {
+    let server = format!(
+        "echo $$ >> '{}'; exec {}",
+        dir.join("starts").display(),
+        servers
+            .py_stdio_argv()
+            .iter()
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    format!(
+        "budget: null
+pricing:
+  m: {{ input: 1.0, output: 1.0 }}
+mcp_servers:
+  py:
+    command: [sh, -c, {server}]
+    # A pinned era: a server slow to answer the era discovery is never started again.
+    protocol_version: \"2025-11-25\"
+agents:
+  ops:
+    provider: openai
+    base_url: {base_url}
+    api_key_env: PROVIDER_KEY
+    model: m
+    tools: [py.echo, py.add]
+jobs:
+  - name: ask
+    schedule: every 2s
+    agent: ops
+    message: add and echo
+    max_retries: 1
+",
+        server = yaml_str(&server),
+    )
+}
+
+/// A stdio server starts once per run, however many turns and calls the run makes: its
+/// listing, the calls of turn 1 and the parallel calls of turn 2 go to the one process the run
+/// started. So starts = the runs that began (every row but `skipped` and `missed` ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_starts_once_per_run_whatever_its_turns_and_calls() {
+    let Some(servers) = TestServers::find() else {
+        return;
+    };
+    let turn = |calls| Reply::tools(calls, 100, 20);
+    let run = || {
+        vec![
+            turn(vec![FakeCall::new("py__echo", json!({"text": "one"}))]),
+            turn(vec![
+                FakeCall::new("py__add", json!({"a": 1, "b": 2})),
+                FakeCall::new("py__echo", json!({"text": "two"})),
+            ]),
+            Reply::ok("done", 200, 10),
+        ]
+    };
+    // Two runs of three turns, then runs of one turn.
+    let mut script = run();
+    script.extend(run());
+    script.push(Reply::Forever(Box::new(Reply::ok("done", 200, 10))));
+    let fake = FakeLlm::openai(KEY, script).await.unwrap();
+    let dir = support::tempdir("tools-starts");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        starts_yaml(&servers, &dir, &fake.base_url()),
+    )
+    .unwrap();
+    let owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", "300s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let store = dir.join("store");
+    let three_turns = |r: &HistoryRow| {
+        r.status == Status::Succeeded && (r.turns, r.tool_calls) == (Some(3), Some(3))
+    };
+    cronsole::testkit::wait::wait_until_async(
+        "two runs of three turns",
+        Duration::from_secs(240),
+        || {
+            rows(&store, "ask")
+                .iter()
+                .filter(|r| three_turns(r))
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    let (_, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    let all = rows(&store, "ask");
+    let began = all
+        .iter()
+        .filter(|r| !matches!(r.status, Status::Skipped | Status::Missed))
+        .count();
+    let starts = pids(&dir.join("starts"));
+    assert_eq!(
+        starts.len(),
+        began,
+        "one server start per run that began: {starts:?} for {all:#?}\n{stderr}"
+    );
+}

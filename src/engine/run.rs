@@ -371,7 +371,8 @@ impl Ctx<'_> {
 /// Tool secrets are in the set of every run, whatever it is offered: a model that read one
 /// in a tool's output may repeat it in its reply or in a later call's arguments, and a value
 /// redacted in more places than needed costs nothing. A header value such as `Bearer TOKEN`
-/// also contributes its last word, the part a model is likely to repeat alone.
+/// also contributes its last word, the part a model is likely to repeat alone, and a `Basic`
+/// one what it encodes (the password, decoded, is what a server checks and may echo).
 pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
     let keys = settings.agents.values().filter_map(|a| env(&a.api_key_env));
     let tool_values: Vec<String> = settings
@@ -385,7 +386,8 @@ pub(crate) fn secrets_of(settings: &Settings, env: &EnvLookup) -> Secrets {
                 .last()
                 .filter(|w| w.len() < v.trim().len());
             let last = last.map(str::to_string);
-            std::iter::once(v).chain(last)
+            let inside = crate::action::tools::toolbox::header_credentials(&v);
+            std::iter::once(v).chain(last).chain(inside)
         })
         .collect();
     let keys = keys.chain(tool_values);

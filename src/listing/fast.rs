@@ -1030,6 +1030,7 @@ mod tests {
                         usd: float(&mut rng),
                         state: crate::model::ReservationState::Reserved,
                         at: now(),
+                        next_turn: false,
                     });
                 }
                 r

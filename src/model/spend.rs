@@ -144,6 +144,11 @@ pub struct Reservation {
     pub state: ReservationState,
     /// When the reservation was made.
     pub at: DateTime<Utc>,
+    /// Money a started tool loop keeps for its next turn while its tools run (never spent:
+    /// only that run's next turn may use it, and its row never carries it). Counted as held
+    /// by every other budget decision and view, so a new run's first turn cannot take it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_turn: bool,
 }
 
 /// See [`Reservation::state`].

@@ -275,6 +275,7 @@ pub trait Store: HistoryReader {
         Ok(StepOutcome::Stepped {
             lease_until,
             reserved,
+            may_wait: false,
         })
     }
 

@@ -346,6 +346,7 @@ mod tests {
                 usd,
                 state,
                 at: now,
+                next_turn: false,
             });
         }
         let s = compute(&[a], &settings, now);

@@ -84,11 +84,18 @@ impl TestServers {
     /// The Python SDK server over streamable HTTP on a free loopback port, running until the
     /// returned handle is dropped.
     pub fn py_http(&self) -> HttpServer {
+        self.py_http_with(&[])
+    }
+
+    /// [`Self::py_http`] with variables added to the server's environment (`ECHO_BEARER`: see
+    /// the script's doc).
+    pub fn py_http_with(&self, env: &[(&str, &str)]) -> HttpServer {
         let port = free_port();
         let child = std::process::Command::new(self.python())
             .arg(Self::script("py_server.py"))
             .arg("http")
             .arg(port.to_string())
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -23,6 +23,8 @@ struct Tool {
     def: ToolDef,
     handler: Arc<Handler>,
     delay: Option<Duration>,
+    /// Each call waits for a permit of this before it answers (the test decides when).
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// A tool source held in memory.
@@ -76,6 +78,7 @@ impl MemorySource {
             },
             handler: Arc::new(handler),
             delay: None,
+            gate: None,
         });
         self
     }
@@ -88,6 +91,24 @@ impl MemorySource {
         });
         if let Some(t) = self.tools.last_mut() {
             t.delay = Some(delay);
+        }
+        self
+    }
+
+    /// Add a tool that answers `text` once `gate` gives its call a permit (within its call's
+    /// bound): the test holds a call in flight as long as it needs.
+    pub fn gated_tool(
+        mut self,
+        name: &str,
+        gate: Arc<tokio::sync::Semaphore>,
+        text: &str,
+    ) -> MemorySource {
+        let text = text.to_string();
+        self = self.tool(name, json!({"type": "object"}), move |_| {
+            Ok(text_output(&text))
+        });
+        if let Some(t) = self.tools.last_mut() {
+            t.gate = Some(gate);
         }
         self
     }
@@ -185,6 +206,12 @@ impl ToolSource for MemorySource {
                     .is_err()
             {
                 return Err(ToolError::Timeout(timeout));
+            }
+            if let Some(g) = &t.gate {
+                match tokio::time::timeout(timeout, g.acquire()).await {
+                    Ok(Ok(permit)) => permit.forget(),
+                    _ => return Err(ToolError::Timeout(timeout)),
+                }
             }
             (t.handler)(&args)
         })

@@ -25,6 +25,7 @@ fn step<'a>(
         owner,
         settle,
         reserve,
+        set_aside: None,
         record,
         awaiting: Default::default(),
         now,

@@ -31,6 +31,9 @@ pub use pins::*;
 mod loops;
 #[allow(unused_imports)]
 pub use loops::*;
+mod turns;
+#[allow(unused_imports)]
+pub use turns::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -1724,6 +1727,8 @@ macro_rules! conformance_suite {
             an_abandoned_loop_keeps_the_calls_it_recorded,
             a_refused_step_still_settles_the_last_turn,
             a_cancelled_loop_books_every_turn_it_paid_for,
+            a_started_loops_next_turn_comes_before_new_runs,
+            what_a_dead_loop_kept_aside_is_not_booked,
             a_call_reserved_before_midnight_is_booked_in_its_day,
             history_filters_newest_first,
             history_pages_by_token,

@@ -24,4 +24,5 @@ mod schedule;
 mod timing;
 mod tool_pins;
 mod tools;
+mod tools_budget;
 mod wake;

@@ -11,6 +11,11 @@ the call, each carrying the value of LISTED_TOKEN when it is set, and list-chang
 change nothing).
 With LISTED_TOKEN set, the server also lists a tool named `t_<its value>` whose description and
 schema carry it: a server that puts the secret it was given into what it lists.
+With ECHO_BEARER set (over HTTP), the server echoes the credential of the `Authorization` header
+each request carries, alone (a `Bearer <token>`'s token, a `Basic <b64>`'s password decoded): the
+listing gains a tool `b_<credential>` whose description and schema carry it, and a tool `whoami`
+that sends it in a log message during the call and returns it: a server that repeats the
+credential it was sent.
 """
 
 import asyncio
@@ -21,8 +26,45 @@ from typing import TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
+from mcp_types import Tool
 
-server = MCPServer("cronsole-test-py")
+ECHO_BEARER = bool(os.environ.get("ECHO_BEARER"))
+
+
+def bearer(headers) -> str:
+    """The token of an `Authorization: Bearer <token>` header, the password of a `Basic` one
+    (decoded), or ""."""
+    scheme, _, cred = ((headers or {}).get("authorization") or "").partition(" ")
+    cred = cred.strip()
+    if scheme.lower() == "bearer":
+        return cred
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(cred).decode().partition(":")[2]
+        except ValueError:
+            return ""
+    return ""
+
+
+class Server(MCPServer):
+    async def _handle_list_tools(self, ctx, params):
+        result = await super()._handle_list_tools(ctx, params)
+        token = bearer(getattr(ctx.request, "headers", None)) if ECHO_BEARER else ""
+        if token:
+            result.tools.append(
+                Tool(
+                    name=f"b_{token}",
+                    description=f"Bearer echo {token}",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"note": {"type": "string", "description": f"token {token}"}},
+                    },
+                )
+            )
+        return result
+
+
+server = Server("cronsole-test-py")
 
 
 @server.tool()
@@ -100,6 +142,17 @@ if TOKEN:
         name=f"t_{TOKEN}",
         description=f"Says hello (token {TOKEN})",
     )
+
+
+async def whoami(ctx: Context) -> str:
+    """Says which bearer token the request carried, in a log message and in its result."""
+    token = bearer(ctx.headers)
+    await ctx.info(f"log token {token}")
+    return f"token only: {token}"
+
+
+if ECHO_BEARER:
+    server.add_tool(whoami)
 
 
 def main() -> None:

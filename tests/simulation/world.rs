@@ -1037,6 +1037,7 @@ impl<'a> World<'a> {
                     owner: &owner,
                     settle: None,
                     reserve: Some(worst),
+                    set_aside: None,
                     record: &[],
                     awaiting: AwaitStep::Keep,
                     now,
@@ -1209,6 +1210,7 @@ impl<'a> World<'a> {
                 .filter(|_| dispatch)
                 .map(|id| (id, Settlement::Cost(settle_cost))),
             reserve: (!dispatch).then_some(worst),
+            set_aside: None,
             record: &record,
             awaiting: AwaitStep::Keep,
             now,

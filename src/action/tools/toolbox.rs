@@ -259,10 +259,11 @@ fn read_sources(
         match env(source).filter(|v| !v.is_empty()) {
             Some(v) => {
                 values.push(v.clone());
-                // A header value that names its scheme (`Bearer <token>`): a server that
-                // echoes the token alone must find it redacted too.
+                // A header value that names its scheme (`Bearer <token>`, `Basic <b64>`): a
+                // server that echoes the credential alone, or Basic's password decoded, must
+                // find it redacted too.
                 if key == "headers_env" {
-                    values.extend(header_credential(&v));
+                    values.extend(header_credentials(&v));
                 }
                 out.push((k.clone(), v));
             }
@@ -277,11 +278,31 @@ fn read_sources(
     Ok(out)
 }
 
-/// The credential of a header value written `<scheme> <credential>`, if it has one.
-fn header_credential(value: &str) -> Option<String> {
-    let (_, cred) = value.trim().split_once(char::is_whitespace)?;
+/// The secrets inside a header value written `<scheme> <credential>`: the credential and, for
+/// `Basic`, what it encodes (`user:password`) and the password alone — the server checks it
+/// decoded, and may echo it so.
+pub(crate) fn header_credentials(value: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let Some((scheme, cred)) = value.trim().split_once(char::is_whitespace) else {
+        return Vec::new();
+    };
     let cred = cred.trim();
-    (!cred.is_empty()).then(|| cred.to_string())
+    if cred.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![cred.to_string()];
+    if scheme.eq_ignore_ascii_case("basic")
+        && let Some(plain) = base64::engine::general_purpose::STANDARD
+            .decode(cred)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    {
+        if let Some((_, password)) = plain.split_once(':') {
+            out.push(password.to_string());
+        }
+        out.push(plain);
+    }
+    out
 }
 
 /// The run's [`ProcEnv`] for tool processes: every variable of cronsole's environment removed
@@ -466,7 +487,23 @@ mod tests {
             own.redact("log token hdrsecret-0123456789 and Bearer hdrsecret-0123456789"),
             "log token [redacted] and [redacted]"
         );
-        assert_eq!(header_credential("plain-value-without-scheme"), None);
-        assert_eq!(header_credential("Basic  abc "), Some("abc".to_string()));
+        assert!(header_credentials("plain-value-without-scheme").is_empty());
+        assert_eq!(header_credentials("Token  abc "), vec!["abc".to_string()]);
+        // Basic: the encoded credential, the password decoded, and both parts together.
+        let b64 = "dTpiYXNpY3Bhc3MtUlQ5LXl5MjI="; // u:basicpass-RT9-yy22
+        assert_eq!(
+            header_credentials(&format!("Basic {b64}")),
+            vec![
+                b64.to_string(),
+                "basicpass-RT9-yy22".to_string(),
+                "u:basicpass-RT9-yy22".to_string()
+            ]
+        );
+        let own = crate::text::Secrets::new(header_credentials(&format!("basic {b64}")));
+        let said = own.redact("echo basicpass-RT9-yy22 and u:basicpass-RT9-yy22");
+        assert!(
+            said.starts_with("echo [redacted] and ") && !said.contains("basicpass"),
+            "{said}"
+        );
     }
 }

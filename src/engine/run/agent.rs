@@ -43,6 +43,9 @@ use crate::store::{AwaitStep, LoopStep, ReserveOutcome, Settlement, StepOutcome,
 use crate::text::Secrets;
 use crate::transcript::{Delta, Entry, UnansweredTurn};
 
+/// How often a started run's turn that waits for money held by calls in flight asks again.
+const BUDGET_POLL: Duration = Duration::from_millis(500);
+
 /// Why the before-attempt hook stopped a turn's retry loop.
 enum Stop {
     Budget(String),
@@ -77,6 +80,9 @@ pub(super) enum TurnStop {
 #[derive(Default)]
 struct Carry {
     settle: Option<(Uuid, Settlement)>,
+    /// The next turn's expected worst case, kept set aside with the settlement
+    /// ([`next_turn_worst`]).
+    set_aside: Option<f64>,
     record: Vec<Delta>,
 }
 
@@ -182,9 +188,8 @@ impl Turns<'_> {
     /// its own reservation), settle, and book the reply.
     async fn one_turn(&mut self, ask: TurnAsk<'_>) -> Result<TurnReply, TurnStop> {
         self.progress.new_turn();
-        let worst =
-            self.quote
-                .worst_case(wire::prompt_bytes(self.agent, self.prompt, ask.dialogue));
+        let bytes = wire::prompt_bytes(self.agent, self.prompt, ask.dialogue);
+        let worst = self.quote.worst_case(bytes);
         let (per_request, deadline) = (self.timeout, ask.deadline);
         let (store, clock, env) = (self.store, self.clock, Arc::clone(self.env));
         let job = self.job.as_str();
@@ -209,23 +214,8 @@ impl Turns<'_> {
                     // Nothing to reserve, renew or record (a one-turn loop without a budget).
                     return Ok(None);
                 }
-                match this.step(worst, record, AwaitStep::Keep).await {
-                    Ok(StepOutcome::Lost) => Err(Stop::Lease(lost_before(ask.number, attempt))),
-                    Ok(StepOutcome::Stepped { reserved, .. }) => match reserved {
-                        Some(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
-                        Some(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
-                        None => Ok(None),
-                    },
-                    Err(e) if worst.is_some() => {
-                        Err(Stop::Store(format!("budget reservation: {e}")))
-                    }
-                    // Only the record and the renewal were asked: the turn may go (the record
-                    // is written with the next step; the lease task renews).
-                    Err(e) => {
-                        tracing::warn!(job = %job, error = %e, "a tool loop's step was not written; retried with the next");
-                        Ok(None)
-                    }
-                }
+                this.reserve_turn(worst, record, ask.number, attempt, deadline)
+                    .await
             }
         };
         let attempt = |_: u32, ticket: Option<Uuid>| {
@@ -249,11 +239,12 @@ impl Turns<'_> {
                     {
                         k.push((id, w, ask.number));
                     }
-                    if r.is_ok()
+                    if let Ok(reply) = &r
                         && let Ok(mut c) = carry.lock()
                     {
                         // Written with the run's next step (one store write), or at its end.
                         c.settle = Some((id, how));
+                        c.set_aside = next_turn_worst(quote, agent, bytes, reply);
                     } else {
                         settle(store, clock, job, id, how).await;
                     }
@@ -295,6 +286,52 @@ impl Turns<'_> {
         }
     }
 
+    /// The step before attempt `attempt` of turn `turn`: renew, settle what is pending, record,
+    /// and reserve `worst` when asked — the reservation's id, or why the attempt may not go. A
+    /// started run's turn refused only because of other runs' requests in flight asks again
+    /// until `deadline` (its need kept set aside meanwhile, so no new run takes what frees up).
+    async fn reserve_turn(
+        &self,
+        worst: Option<f64>,
+        mut record: Vec<Delta>,
+        turn: u32,
+        attempt: u32,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Option<Uuid>, Stop> {
+        let job = self.job.as_str();
+        let mut waited = false;
+        loop {
+            let out = self.step(worst, std::mem::take(&mut record), AwaitStep::Keep);
+            return match out.await {
+                Ok(StepOutcome::Lost) => Err(Stop::Lease(lost_before(turn, attempt))),
+                Ok(StepOutcome::Stepped {
+                    reserved: Some(ReserveOutcome::Refused { .. }),
+                    may_wait: true,
+                    ..
+                }) if deadline.is_some_and(|d| tokio::time::Instant::now() + BUDGET_POLL < d) => {
+                    if !waited {
+                        tracing::info!(job = %job, turn, "a turn waits for money held by requests in flight");
+                        waited = true;
+                    }
+                    tokio::time::sleep(BUDGET_POLL).await;
+                    continue;
+                }
+                Ok(StepOutcome::Stepped { reserved, .. }) => match reserved {
+                    Some(ReserveOutcome::Reserved { id }) => Ok(Some(id)),
+                    Some(ReserveOutcome::Refused { reason }) => Err(Stop::Budget(reason)),
+                    None => Ok(None),
+                },
+                Err(e) if worst.is_some() => Err(Stop::Store(format!("budget reservation: {e}"))),
+                // Only the record and the renewal were asked: the turn may go (the record is
+                // written with the next step; the lease task renews).
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "a tool loop's step was not written; retried with the next");
+                    Ok(None)
+                }
+            };
+        }
+    }
+
     /// Book a turn's reply (its cost at most its reservation `worst`) on the run and its
     /// progress.
     fn answered(&mut self, reply: llm::LlmReply, worst: Option<f64>, attempts: u32) -> TurnReply {
@@ -323,6 +360,7 @@ impl Turns<'_> {
     ) -> Result<StepOutcome, String> {
         let Carry {
             settle,
+            set_aside,
             record: mut all,
         } = self
             .carry
@@ -343,6 +381,7 @@ impl Turns<'_> {
                 owner: &owner,
                 settle,
                 reserve,
+                set_aside,
                 record: &all,
                 awaiting,
                 now,
@@ -358,6 +397,7 @@ impl Turns<'_> {
                     c.record = all;
                     c.record.extend(later);
                     c.settle = c.settle.or(settle);
+                    c.set_aside = c.set_aside.or(set_aside);
                 }
                 Err(e.to_string())
             }
@@ -837,6 +877,39 @@ impl Unknown {
                 .map(|(_, w)| *w),
         )
     }
+}
+
+/// What the turn after `reply` may cost at worst, kept set aside while its tools run so a new
+/// run's first turn cannot take it (`store::plan::step`): the prompt of this turn (`bytes`),
+/// the reply, and each call's result at its `max_tool_output_bytes` (plus its framing). `None`
+/// when the reply asks for no tool (the run ends) or no budget applies.
+fn next_turn_worst(
+    quote: &Quote,
+    agent: &AgentDef,
+    bytes: usize,
+    reply: &llm::LlmReply,
+) -> Option<f64> {
+    /// A result's framing in the next request (role, id, JSON punctuation), bytes.
+    const RESULT_FRAME: usize = 64;
+    if reply.calls.is_empty() || reply.cut {
+        return None;
+    }
+    let calls = reply
+        .calls
+        .len()
+        .min(agent.limits.max_tool_calls_per_turn.max(1) as usize);
+    let asked: usize = reply
+        .calls
+        .iter()
+        .map(|c| c.id.len() + c.name.len() + c.raw_args.len() + RESULT_FRAME)
+        .sum();
+    let results = calls.saturating_mul(agent.limits.max_tool_output_bytes as usize + RESULT_FRAME);
+    quote.worst_case(
+        bytes
+            .saturating_add(reply.text.len())
+            .saturating_add(asked)
+            .saturating_add(results),
+    )
 }
 
 /// How a reserved call's reservation ends (see `LlmError::surely_cost_nothing`).

@@ -454,7 +454,11 @@ impl Store for FileStore {
             )));
         };
         let (s, h) = rules::period::committed(&mine.rec, &key);
-        let job = rules::period::Totals { spent: s, held: h };
+        let job = rules::period::Totals {
+            spent: s,
+            held: h,
+            ..Default::default()
+        };
         let verdict = policy::budget::decide_totals(
             &l.inner.settings,
             global,

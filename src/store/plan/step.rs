@@ -12,13 +12,21 @@
 //! - The settlement comes first, so the reservation that follows is judged against the
 //!   previous turn's real cost, not its worst case.
 //! - A refused reservation still renews and settles: the run goes on to record its end.
+//! - Started runs come before new ones: a step that settles a turn whose reply asked for tools
+//!   keeps the next turn's expected worst case set aside (as much of it as the budgets have
+//!   left), counted as held by everyone else, until the run's next turn reserves (it uses that
+//!   money first) or the run ends. So concurrent new runs' first turns cannot starve a started
+//!   run's later turns. A started run's later turn is judged without the money other started
+//!   runs keep (among started runs the first to ask is served); refused while calls elsewhere
+//!   are in flight whose end would let it fit, it may ask again (`may_wait`), its need kept
+//!   set aside meanwhile.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::{AwaitingApproval, JobRecord, Settings};
+use crate::model::{AwaitingApproval, JobRecord, ReservationState, Settings};
 use crate::store::policy::budget::{self, ReserveOutcome, ReserveRequest, Settlement};
-use crate::store::rules::period::{Totals, committed};
+use crate::store::rules::period::{Totals, totals_of};
 use crate::store::rules::runtime::renew;
 use crate::transcript::Delta;
 
@@ -36,6 +44,9 @@ pub struct LoopStep<'a> {
     pub settle: Option<(Uuid, Settlement)>,
     /// The next turn's worst case, to reserve against every budget that applies.
     pub reserve: Option<f64>,
+    /// What the run's next turn is expected to cost at worst, to keep set aside for it while
+    /// its tools run (`budget::set_aside`); ignored when the step also reserves.
+    pub set_aside: Option<f64>,
     /// What the run's transcript gained since its last step.
     pub record: &'a [Delta],
     /// A call of the run begins or ends its wait for an operator's approval.
@@ -66,6 +77,10 @@ pub enum StepOutcome {
         lease_until: DateTime<Utc>,
         /// The reservation's answer.
         reserved: Option<ReserveOutcome>,
+        /// The reservation of a started run's later turn was refused, yet would fit once the
+        /// calls in flight elsewhere end: asking again later may let it through (the money it
+        /// asked for is kept set aside meanwhile, so no new run takes what frees up).
+        may_wait: bool,
     },
     /// Another run holds the job now (the lease expired and was recovered): nothing written.
     Lost,
@@ -90,30 +105,74 @@ pub fn step(
     if let Some((id, how)) = s.settle {
         budget::settle(rec, id, how);
     }
+    // A run that paid for a turn (settled or kept as spent) or keeps money for its next one
+    // has started: its later turns come before new runs' first turns.
+    let started =
+        rec.rt.counters.reservations.iter().any(|r| {
+            r.run_id == s.run_id && (r.next_turn || r.state != ReservationState::Reserved)
+        });
+    if s.reserve.is_some() || s.set_aside.is_some() {
+        // What the run kept for this turn is its own first.
+        budget::release_set_aside(rec, s.run_id);
+    }
+    let key = crate::cost::budget_period(settings).key(s.now);
+    let totals = |rec: &JobRecord| {
+        let mine = totals_of(&rec.rt.counters, &key);
+        (others.plus(mine), mine)
+    };
+    let req = |usd: f64| ReserveRequest {
+        job: s.job,
+        run_id: s.run_id,
+        owner: s.owner,
+        usd,
+        now: s.now,
+    };
+    let mut may_wait = false;
     let reserved = s.reserve.map(|usd| {
-        let req = ReserveRequest {
-            job: s.job,
-            run_id: s.run_id,
-            owner: s.owner,
-            usd,
-            now: s.now,
+        let (global, mine) = totals(rec);
+        let (mut g, mut m) = if started {
+            (global.for_later_turn(), mine.for_later_turn())
+        } else {
+            (global, mine)
         };
-        let key = crate::cost::budget_period(settings).key(s.now);
-        let (spent, held) = committed(rec, &key);
-        let mine = Totals { spent, held };
-        let global = Totals {
-            spent: others.spent + spent,
-            held: others.held + held,
-        };
-        match budget::decide_totals(settings, global, rec.def.max_cost_usd, mine, &req) {
+        // Only calls of other runs end while this one waits.
+        let own = own_in_flight(rec, s.run_id, &key);
+        g.in_flight = (g.in_flight - own).max(0.0);
+        m.in_flight = (m.in_flight - own).max(0.0);
+        let req = req(usd);
+        match budget::decide_totals(settings, g, rec.def.max_cost_usd, m, &req) {
             Ok(key) => ReserveOutcome::Reserved {
                 id: budget::record(rec, &req, key),
             },
-            Err(reason) => ReserveOutcome::Refused { reason },
+            Err(reason) => {
+                may_wait = started && budget::may_wait(settings, g, rec.def.max_cost_usd, m, usd);
+                if may_wait {
+                    budget::set_aside(settings, rec, global, mine, &req);
+                }
+                ReserveOutcome::Refused { reason }
+            }
         }
     });
+    if let (None, Some(usd)) = (s.reserve, s.set_aside) {
+        let (global, mine) = totals(rec);
+        budget::set_aside(settings, rec, global, mine, &req(usd));
+    }
     Some(StepOutcome::Stepped {
         lease_until,
         reserved,
+        may_wait,
     })
+}
+
+/// What `run`'s own calls in flight hold in period `key`.
+fn own_in_flight(rec: &JobRecord, run: uuid::Uuid, key: &str) -> f64 {
+    crate::store::rules::period::held_in(
+        rec.rt
+            .counters
+            .reservations
+            .iter()
+            .filter(|r| r.run_id == run && !r.next_turn && r.state == ReservationState::Reserved)
+            .map(|r| (r.period_key.as_str(), r.usd)),
+        key,
+    )
 }

@@ -35,6 +35,10 @@
 //!   ended adds its reserved-in-an-older-period amount to the job's total, not to the new
 //!   period's spend ([`absorb_settled`] returns it, `count_row` subtracts it), and a live run's
 //!   old-period reservation survives the job's next reservation ([`record`]).
+//! - A started tool loop keeps its next turn's expected worst case set aside between turns
+//!   ([`set_aside`], a reservation marked `next_turn`): held for every decision but its own
+//!   run's and other started runs' later turns, so new runs' first turns cannot starve started
+//!   runs (`plan::step`). Never spent: [`absorb_settled`] drops it without carrying it.
 //! - Fit is inclusive: spent + in flight + this call ≤ limit; a zero-cost call still needs spend
 //!   below the limit (a limit of 0 forbids every call, as in `cost::budget_check`).
 
@@ -126,6 +130,27 @@ pub fn decide_totals(
     Ok(key)
 }
 
+/// Whether a call of worst case `cost` that [`decide_totals`] refused over `global` and `job`
+/// would fit every budget that applies once the calls in flight elsewhere ended at no cost
+/// (`Totals::fits_after_in_flight`): a started tool loop's later turn then waits for them
+/// rather than failing.
+pub fn may_wait(
+    settings: &Settings,
+    global: Totals,
+    job_limit: Option<f64>,
+    job: Totals,
+    cost: f64,
+) -> bool {
+    let cost = if cost.is_finite() && cost > 0.0 {
+        cost
+    } else {
+        0.0
+    };
+    let ok = |limit: f64, t: Totals| t.fits(limit, cost) || t.fits_after_in_flight(limit, cost);
+    settings.budget.is_none_or(|b| ok(b.max_cost_usd, global))
+        && job_limit.is_none_or(|l| ok(l, job))
+}
+
 /// Record an accepted reservation on the job, dropping its reservations that no longer count in
 /// period `key` ([`counts_in`]: ended periods; after a `period` edit, those of the old kind
 /// sharing time with the new period stay until it ends) except
@@ -154,8 +179,62 @@ pub fn record(rec: &mut JobRecord, req: &ReserveRequest<'_>, key: String) -> Uui
         },
         state: ReservationState::Reserved,
         at: req.now,
+        next_turn: false,
     });
     id
+}
+
+/// Give back what `run` set aside for its next turn: its next turn is being reserved (it may
+/// use that money first), or the run ended.
+pub fn release_set_aside(rec: &mut JobRecord, run: Uuid) {
+    rec.rt
+        .counters
+        .reservations
+        .retain(|r| !(r.next_turn && r.run_id == run));
+}
+
+/// Keep `usd` (at most what every budget that applies has left over `global` and `job`,
+/// whose totals no longer count the run's earlier set-aside) for the next turn of
+/// `req.run_id`, replacing what it kept before. A started tool loop does this when a turn's
+/// reply asks for tools: while they run, a new run's first turn cannot take the money its next
+/// turn will need (the module doc). Nothing is kept when no budget applies or nothing is left.
+pub fn set_aside(
+    settings: &Settings,
+    rec: &mut JobRecord,
+    global: Totals,
+    job: Totals,
+    req: &ReserveRequest<'_>,
+) {
+    release_set_aside(rec, req.run_id);
+    let left = |limit: f64, t: Totals| {
+        if limit.is_finite() {
+            (limit - t.spent - t.held).max(0.0)
+        } else {
+            0.0
+        }
+    };
+    let mut room = f64::INFINITY;
+    if let Some(b) = settings.budget {
+        room = room.min(left(b.max_cost_usd, global));
+    }
+    if let Some(limit) = rec.def.max_cost_usd {
+        room = room.min(left(limit, job));
+    }
+    let want = if req.usd.is_finite() { req.usd } else { 0.0 };
+    let usd = want.min(room);
+    if !(usd.is_finite() && usd > 0.0) {
+        return;
+    }
+    rec.rt.counters.reservations.push(Reservation {
+        id: Uuid::new_v4(),
+        run_id: req.run_id,
+        owner: req.owner.to_string(),
+        period_key: budget_period(settings).key(req.now),
+        usd,
+        state: ReservationState::Reserved,
+        at: req.now,
+        next_turn: true,
+    });
 }
 
 /// Apply `how` to reservation `id`; `false` when there was nothing to change (unknown id, e.g.
@@ -209,6 +288,10 @@ pub fn absorb_settled(rec: &mut JobRecord, row: &HistoryRow, key: &str) -> Absor
     let unknown = carries_every_reservation(row);
     let mut out = Absorbed::default();
     rec.rt.counters.reservations.retain(|r| {
+        if r.next_turn && r.run_id == row.run_id {
+            // Kept for a next turn that never came: nothing was spent.
+            return false;
+        }
         let mine = r.run_id == row.run_id && (unknown || r.state == ReservationState::Settled);
         if mine && r.usd.is_finite() && r.usd > 0.0 {
             out.carried += r.usd;
@@ -246,7 +329,14 @@ mod tests {
             global.add(&rec.rt.counters, &key);
             if rec.def.name == req.job {
                 let (spent, held) = committed(rec, &key);
-                mine = Some((rec.def.max_cost_usd, Totals { spent, held }));
+                mine = Some((
+                    rec.def.max_cost_usd,
+                    Totals {
+                        spent,
+                        held,
+                        ..Default::default()
+                    },
+                ));
             }
         }
         let Some((job_limit, job)) = mine else {

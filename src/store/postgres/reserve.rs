@@ -10,7 +10,8 @@
 //! Why only reservations take the advisory lock: completions and settlements never raise the
 //! committed total (a completion moves a settled amount from a reservation into the counters in
 //! one row write; a settlement only lowers or keeps an amount), so they cannot push a concurrent
-//! decision over a limit. Two reservations are the only race, and the lock orders them.
+//! decision over a limit. Two reservations are the only race, and the lock orders them (a tool
+//! loop's step that keeps money set aside for its next turn counts as one).
 
 use crate::store::OperationError;
 use chrono::{DateTime, Utc};
@@ -60,7 +61,7 @@ impl Inner {
         )
         .await?;
         let key = crate::cost::budget_period(&settings).key(now);
-        let (others_spent, others_held) = committed_elsewhere(&tx, &key, &job).await?;
+        let others = committed_elsewhere(&tx, &key, &job).await?;
         let req = ReserveRequest {
             job: &job,
             run_id,
@@ -71,12 +72,8 @@ impl Inner {
         let Some(rec) = mine.first() else {
             return Err(StoreError::Operation(OperationError::NoSuchJob(job)));
         };
-        let (spent, held) = rules::period::committed(rec, &key);
-        let global = Totals {
-            spent: others_spent + spent,
-            held: others_held + held,
-        };
-        let job_totals = Totals { spent, held };
+        let job_totals = rules::period::totals_of(&rec.rt.counters, &key);
+        let global = others.plus(job_totals);
         let key = match policy::budget::decide_totals(
             &settings,
             global,
@@ -115,7 +112,9 @@ impl Inner {
             .transaction()
             .await
             .map_err(|e| db_err("starting a tool loop's step", e))?;
-        if s.reserve.is_some() {
+        // Keeping money for a next turn raises the committed total as a reservation does.
+        let budgeted = s.reserve.is_some() || s.set_aside.is_some();
+        if budgeted {
             tx.query_typed(
                 "SELECT pg_advisory_xact_lock($1)",
                 &[(&BUDGET_LOCK_KEY, Type::INT8)],
@@ -129,10 +128,9 @@ impl Inner {
             self.clock.now_in(&tx, s.now),
         )
         .await?;
-        let others = if s.reserve.is_some() {
+        let others = if budgeted {
             let key = crate::cost::budget_period(&settings).key(now);
-            let (spent, held) = committed_elsewhere(&tx, &key, &s.job).await?;
-            Totals { spent, held }
+            committed_elsewhere(&tx, &key, &s.job).await?
         } else {
             Totals::default()
         };
@@ -145,6 +143,7 @@ impl Inner {
             owner: &s.owner,
             settle: s.settle,
             reserve: s.reserve,
+            set_aside: s.set_aside,
             record: &s.record,
             awaiting: s.awaiting.clone(),
             now,
@@ -215,6 +214,7 @@ pub(super) struct OwnedStep {
     pub owner: String,
     pub settle: Option<(Uuid, Settlement)>,
     pub reserve: Option<f64>,
+    pub set_aside: Option<f64>,
     pub record: Vec<Delta>,
     pub awaiting: crate::store::AwaitStep,
     pub now: DateTime<Utc>,
@@ -228,6 +228,7 @@ impl OwnedStep {
             owner: s.owner.to_string(),
             settle: s.settle,
             reserve: s.reserve,
+            set_aside: s.set_aside,
             record: s.record.to_vec(),
             awaiting: s.awaiting.clone(),
             now: s.now,
@@ -236,13 +237,14 @@ impl OwnedStep {
 }
 
 /// Every job's committed money but `job`'s in budget period `key`, summed in SQL (the same rule
-/// as `rules::period::committed`: counters and reservations of this period or of a period of
-/// another kind sharing time with it, all-time spend under `total`, each ≥ 0).
+/// as `rules::period::totals_of`: counters and reservations of this period or of a period of
+/// another kind sharing time with it, all-time spend under `total`, each ≥ 0; with the parts of
+/// the reservations kept for next turns and in flight).
 async fn committed_elsewhere(
     tx: &tokio_postgres::Transaction<'_>,
     key: &str,
     job: &str,
-) -> StoreResult<(f64, f64)> {
+) -> StoreResult<Totals> {
     let key = key.to_string();
     let job = job.to_string();
     let rows = tx
@@ -256,12 +258,20 @@ async fn committed_elsewhere(
                      THEN GREATEST(
                          (record->'rt'->'counters'->>'period_cost_usd')::float8, 0)
                      ELSE 0 END), 0),
-                 COALESCE(sum((SELECT sum(GREATEST((r->>'usd')::float8, 0))
-                     FROM jsonb_array_elements(
-                         COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
-                     WHERE $1 = 'total' OR r->>'period_key' = $1
-                         OR r->>'period_key' = ANY($3))), 0)
-             FROM cronsole_jobs WHERE name <> $2",
+                 COALESCE(sum(h.held), 0), COALESCE(sum(h.aside), 0),
+                 COALESCE(sum(h.in_flight), 0)
+             FROM cronsole_jobs CROSS JOIN LATERAL (
+                 SELECT sum(GREATEST((r->>'usd')::float8, 0)) AS held,
+                     sum(GREATEST((r->>'usd')::float8, 0))
+                         FILTER (WHERE (r->>'next_turn')::bool IS TRUE) AS aside,
+                     sum(GREATEST((r->>'usd')::float8, 0))
+                         FILTER (WHERE (r->>'next_turn')::bool IS NOT TRUE
+                             AND r->>'state' = 'reserved') AS in_flight
+                 FROM jsonb_array_elements(
+                     COALESCE(record->'rt'->'counters'->'reservations', '[]'::jsonb)) r
+                 WHERE $1 = 'total' OR r->>'period_key' = $1
+                     OR r->>'period_key' = ANY($3)) h
+             WHERE name <> $2",
             &[
                 (&key, Type::TEXT),
                 (&job, Type::TEXT),
@@ -272,8 +282,13 @@ async fn committed_elsewhere(
         .map_err(|e| db_err("summing committed spend", e))?;
     Ok(rows
         .first()
-        .map(|r| (r.get(0), r.get(1)))
-        .unwrap_or((0.0, 0.0)))
+        .map(|r| Totals {
+            spent: r.get(0),
+            held: r.get(1),
+            aside: r.get(2),
+            in_flight: r.get(3),
+        })
+        .unwrap_or_default())
 }
 
 /// Put each `abandoned` row's persisted record on it (see the file store's `runs.rs`) and

@@ -26,6 +26,27 @@ pub fn committed(rec: &JobRecord, key: &str) -> (f64, f64) {
     committed_counters(&rec.rt.counters, key)
 }
 
+/// A job's committed money in period `key` with the parts of what it holds
+/// ([`Totals::aside`], [`Totals::in_flight`]).
+pub fn totals_of(c: &crate::model::JobCounters, key: &str) -> Totals {
+    let (spent, held) = committed_counters(c, key);
+    let part = |pick: &dyn Fn(&crate::model::Reservation) -> bool| {
+        held_in(
+            c.reservations
+                .iter()
+                .filter(|r| pick(r))
+                .map(|r| (r.period_key.as_str(), r.usd)),
+            key,
+        )
+    };
+    Totals {
+        spent,
+        held,
+        aside: part(&|r| r.next_turn),
+        in_flight: part(&|r| !r.next_turn && r.state == crate::model::ReservationState::Reserved),
+    }
+}
+
 /// [`committed`] from a job's counters alone (the file store's index keeps only those).
 pub fn committed_counters(c: &crate::model::JobCounters, key: &str) -> (f64, f64) {
     let spent = counter_spend(c, key);
@@ -258,17 +279,56 @@ pub fn recount(c: &mut crate::model::JobCounters, key: &str, booked: f64) -> boo
 pub struct Totals {
     /// Spent in the period, from the jobs' counters (USD).
     pub spent: f64,
-    /// Held by reservations of calls in flight or of unknown outcome (USD).
+    /// Held by reservations of calls in flight or of unknown outcome (USD), and by started
+    /// tool loops for their next turns.
     pub held: f64,
+    /// The part of `held` started tool loops keep for their next turns (never spent).
+    pub aside: f64,
+    /// The part of `held` reserved by calls in flight (it settles or is released soon).
+    pub in_flight: f64,
 }
 
 impl Totals {
     /// Adds one job's committed money in period `key` ([`committed_counters`]): how every
     /// global total is summed — the budget check of a call, the forecast, `stats`.
     pub fn add(&mut self, c: &crate::model::JobCounters, key: &str) {
-        let (spent, held) = committed_counters(c, key);
-        self.spent += spent;
-        self.held += held;
+        let t = totals_of(c, key);
+        self.spent += t.spent;
+        self.held += t.held;
+        self.aside += t.aside;
+        self.in_flight += t.in_flight;
+    }
+
+    /// The sum of two totals.
+    pub fn plus(self, o: Totals) -> Totals {
+        Totals {
+            spent: self.spent + o.spent,
+            held: self.held + o.held,
+            aside: self.aside + o.aside,
+            in_flight: self.in_flight + o.in_flight,
+        }
+    }
+
+    /// What a started tool loop's later turn is judged against: the money other started
+    /// loops keep for their next turns is not counted (it only keeps new runs out), so among
+    /// started runs the first to ask is served.
+    pub fn for_later_turn(self) -> Totals {
+        Totals {
+            held: (self.held - self.aside).max(0.0),
+            aside: 0.0,
+            ..self
+        }
+    }
+
+    /// Whether a call of worst case `cost` refused over these totals would fit `limit` once the
+    /// calls in flight settled at nothing: waiting for them may let it through.
+    pub fn fits_after_in_flight(&self, limit: f64, cost: f64) -> bool {
+        let rest = Totals {
+            held: (self.held - self.in_flight).max(0.0),
+            in_flight: 0.0,
+            ..*self
+        };
+        self.in_flight > 0.0 && rest.fits(limit, cost)
     }
 
     /// Whether a call whose worst case is `cost` fits `limit` over these totals: the hard
