@@ -580,11 +580,11 @@ impl Actor {
             runs.len()
         )));
         // A run awaiting an operator's approval could wait for an hour: it is abandoned at
-        // once (its recovery starts a fresh loop; approvals never carry over).
+        // once, and so is one whose call begins to await during the grace (its recovery starts
+        // a fresh loop; approvals never carry over).
         for f in self.in_flight.values() {
-            if f.progress.is_awaiting() {
+            if f.progress.stop_when_awaiting(&f.cancel) {
                 tracing::info!(job = %f.job, "abandoning a run awaiting approval at shutdown");
-                f.cancel.cancel();
             }
         }
         let going = self

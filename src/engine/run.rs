@@ -128,10 +128,18 @@ pub struct RunOutput {
 pub struct Progress(
     Arc<Mutex<Attempts>>,
     Arc<Mutex<Option<Looped>>>,
-    Arc<std::sync::atomic::AtomicBool>,
+    Arc<Mutex<Awaiting>>,
     /// The model asked (an agent run), then the one that last answered.
     Arc<Mutex<Option<String>>>,
 );
+
+/// Whether a tool call of the run awaits approval, and the run's cancel once a shutdown began
+/// (under one lock, so a wait that begins as the shutdown does is never missed by both).
+#[derive(Debug, Default)]
+struct Awaiting {
+    now: bool,
+    stop: Option<tokio_util::sync::CancellationToken>,
+}
 
 /// The attempts a run made so far.
 #[derive(Debug, Default)]
@@ -212,12 +220,31 @@ impl Progress {
     /// A tool call of the run began (`true`) or ended (`false`) its wait for approval: a
     /// shutdown meanwhile abandons the run at once.
     fn awaiting(&self, on: bool) {
-        self.2.store(on, std::sync::atomic::Ordering::SeqCst);
+        let mut g = self.2.lock().unwrap_or_else(|e| e.into_inner());
+        g.now = on;
+        if on && let Some(stop) = &g.stop {
+            // The stop began before this wait: nobody may be there to answer, and the stop
+            // must not wait for an operator.
+            tracing::info!("abandoning a run whose call began awaiting approval during shutdown");
+            stop.cancel();
+        }
     }
 
     /// A tool call of the run is awaiting approval now.
     pub fn is_awaiting(&self) -> bool {
-        self.2.load(std::sync::atomic::Ordering::SeqCst)
+        self.2.lock().map(|g| g.now).unwrap_or(false)
+    }
+
+    /// A shutdown began: the run is cancelled with `cancel` as soon as a call of it awaits
+    /// approval (now: `true`, or when one begins to). A run awaiting an operator could wait for
+    /// an hour; it is abandoned instead, and its recovery starts a fresh loop.
+    pub fn stop_when_awaiting(&self, cancel: &tokio_util::sync::CancellationToken) -> bool {
+        let mut g = self.2.lock().unwrap_or_else(|e| e.into_inner());
+        g.stop = Some(cancel.clone());
+        if g.now {
+            cancel.cancel();
+        }
+        g.now
     }
 
     /// A tool loop's record grew.

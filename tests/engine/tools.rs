@@ -57,25 +57,35 @@ fn opts(src: &Arc<MemorySource>) -> RigOpts {
     }
 }
 
+/// The model's reply that asks to read `/a` once, with its usage.
+fn read_a(input: i64, output: i64) -> Reply {
+    Reply::tools(
+        vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
+        input,
+        output,
+    )
+}
+
+/// A loopback OpenAI-compatible model that answers `replies` in turn.
+async fn openai(replies: Vec<Reply>) -> FakeLlm {
+    FakeLlm::openai(KEY, replies).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_parallel_calls_then_an_answer_are_one_succeeded_row_with_its_transcript() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![
-                    FakeCall::new("files__read_file", json!({"path": "/a"})),
-                    FakeCall::new("files__delete_everything", json!({})),
-                ],
-                100,
-                20,
-            ),
-            Reply::ok("the file says a", 300, 10),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![
+        Reply::tools(
+            vec![
+                FakeCall::new("files__read_file", json!({"path": "/a"})),
+                FakeCall::new("files__delete_everything", json!({})),
+            ],
+            100,
+            20,
+        ),
+        Reply::ok("the file says a", 300, 10),
+    ])
+    .await;
     let rig = Rig::start(
         "tools-openai",
         &yaml("openai", &fake.base_url(), "budget: null\n", ""),
@@ -185,16 +195,7 @@ async fn anthropic_results_of_a_turn_go_back_in_one_user_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_that_never_stops_fails_at_max_turns() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![Reply::Forever(Box::new(Reply::tools(
-            vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-            10,
-            5,
-        )))],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![Reply::Forever(Box::new(read_a(10, 5)))]).await;
     let rig = Rig::start(
         "tools-forever",
         &yaml("openai", &fake.base_url(), "budget: null\n", ""),
@@ -221,16 +222,12 @@ async fn a_model_that_never_stops_fails_at_max_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_arguments_repeated_trip_the_circuit_breaker() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![Reply::Forever(Box::new(Reply::tools(
-            vec![FakeCall::raw("files__read_file", r#"{"path": "/a"#)],
-            10,
-            5,
-        )))],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![Reply::Forever(Box::new(Reply::tools(
+        vec![FakeCall::raw("files__read_file", r#"{"path": "/a"#)],
+        10,
+        5,
+    )))])
+    .await;
     let rig = Rig::start(
         "tools-breaker",
         &yaml("openai", &fake.base_url(), "budget: null\n", ""),
@@ -258,19 +255,7 @@ async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_sp
     let src = files();
     // Turn 1 books 10 in + 4 000 out = $0.00801; turn 2's worst case (~$0.0083) does not fit
     // the $0.012 left of a $0.02 day.
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                10,
-                4000,
-            ),
-            Reply::ok("never", 1, 1),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![read_a(10, 4000), Reply::ok("never", 1, 1)]).await;
     let rig = Rig::start(
         "tools-budget",
         &yaml(
@@ -308,20 +293,12 @@ async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_sp
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_count_the_retries_of_a_turn_not_the_turns() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                10,
-                5,
-            ),
-            Reply::Status(500, "try again".into()),
-            Reply::ok("done", 10, 5),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![
+        read_a(10, 5),
+        Reply::Status(500, "try again".into()),
+        Reply::ok("done", 10, 5),
+    ])
+    .await;
     let yaml = yaml("openai", &fake.base_url(), "budget: null\n", "")
         .replace("    max_retries: 1\n", "    max_retries: 2\n");
     let rig = Rig::start("tools-attempts", &yaml, opts(&src)).await;
@@ -344,9 +321,7 @@ async fn a_request_cut_at_the_loops_timeout_is_not_retried() {
         std::time::Duration::from_secs(4),
         Box::new(Reply::ok("late", 10, 5)),
     );
-    let fake = FakeLlm::openai(KEY, vec![Reply::Forever(Box::new(slow))])
-        .await
-        .unwrap();
+    let fake = openai(vec![Reply::Forever(Box::new(slow))]).await;
     let yaml = yaml(
         "openai",
         &fake.base_url(),
@@ -400,19 +375,7 @@ async fn a_later_turn_cut_at_the_timeout_is_on_the_record_with_its_charge() {
         std::time::Duration::from_secs(4),
         Box::new(Reply::ok("late", 10, 5)),
     );
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                100,
-                20,
-            ),
-            Reply::Forever(Box::new(slow)),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![read_a(100, 20), Reply::Forever(Box::new(slow))]).await;
     let yaml = yaml(
         "openai",
         &fake.base_url(),
@@ -468,19 +431,7 @@ async fn a_servers_refused_request_is_on_the_rows_record() {
             })
             .asking_during_calls("refused the server's elicitation request"),
     );
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                100,
-                20,
-            ),
-            Reply::ok("done", 10, 5),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![read_a(100, 20), Reply::ok("done", 10, 5)]).await;
     let rig = Rig::start(
         "tools-server-request",
         &yaml("openai", &fake.base_url(), "budget: null\n", ""),
@@ -577,19 +528,7 @@ async fn awaiting(rig: &Rig) -> (uuid::Uuid, cronsole::model::AwaitingApproval) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                100,
-                20,
-            ),
-            Reply::ok("read it", 300, 10),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![read_a(100, 20), Reply::ok("read it", 300, 10)]).await;
     let rig = Rig::start(
         "tools-approve",
         &approving(&fake.base_url(), 3600),
@@ -651,19 +590,11 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_call_is_denied_at_its_timeout_and_the_model_is_told() {
     let src = files();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(
-                vec![FakeCall::new("files__read_file", json!({"path": "/a"}))],
-                100,
-                20,
-            ),
-            Reply::ok("could not read it", 300, 10),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![
+        read_a(100, 20),
+        Reply::ok("could not read it", 300, 10),
+    ])
+    .await;
     let rig = Rig::start("tools-deny", &approving(&fake.base_url(), 1), opts(&src)).await;
     let r = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
@@ -704,33 +635,29 @@ async fn tool_secrets_the_model_repeats_are_redacted_before_anything_is_stored()
         |_| Ok(text_output(&format!("the token is {FILES_TOKEN}"))),
     ));
     let leak = format!("{FILES_TOKEN} {SEARCH_TOKEN} {TOOL_TOKEN}");
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::AsModel(
-                format!("test-model-{FILES_TOKEN}"),
-                Box::new(Reply::Tools {
-                    text: format!("thinking about {leak}"),
-                    calls: vec![
-                        FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
-                        // The same secret spelled with JSON escapes in the raw arguments.
-                        FakeCall::raw(
-                            "files__read_file",
-                            r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
-                        ),
-                    ],
-                    usage: Some((10, 5)),
-                    cut: false,
-                }),
-            ),
-            Reply::AsModel(
-                format!("test-model-{TOOL_TOKEN}"),
-                Box::new(Reply::ok(&format!("leak: {leak}"), 20, 5)),
-            ),
-        ],
-    )
-    .await
-    .unwrap();
+    let fake = openai(vec![
+        Reply::AsModel(
+            format!("test-model-{FILES_TOKEN}"),
+            Box::new(Reply::Tools {
+                text: format!("thinking about {leak}"),
+                calls: vec![
+                    FakeCall::new("files__read_file", json!({"path": format!("/a?t={leak}")})),
+                    // The same secret spelled with JSON escapes in the raw arguments.
+                    FakeCall::raw(
+                        "files__read_file",
+                        r#"{"path":"\u0066ilestok-SEKRET-0123456\u002d"}"#,
+                    ),
+                ],
+                usage: Some((10, 5)),
+                cut: false,
+            }),
+        ),
+        Reply::AsModel(
+            format!("test-model-{TOOL_TOKEN}"),
+            Box::new(Reply::ok(&format!("leak: {leak}"), 20, 5)),
+        ),
+    ])
+    .await;
     let sources = "mcp_servers:
   files: { command: [cat], env_from: { TOKEN: FILES_TOKEN_SRC } }
   search: { url: \"http://127.0.0.1:9/mcp\", headers_env: { Authorization: SEARCH_AUTH } }
