@@ -212,6 +212,15 @@ fn with_the_bound_off_an_owner_2s_ahead_with_a_5s_lease_claims_nothing_on_the_fi
     });
 }
 
+/// The same under an explicit bound larger than the lease: on the file store owners judge
+/// leases by their own clocks, so ahead the quarter of the lease holds whatever the bound.
+#[test]
+fn under_a_60s_bound_an_owner_8s_ahead_with_a_5s_lease_claims_nothing_on_the_file_store() {
+    trial_on("ahead8-60s", "+8", Some("60s"), true, |dir| {
+        dir.join("store").display().to_string()
+    });
+}
+
 #[test]
 fn an_owner_8s_behind_with_a_5s_lease_runs_each_one_shot_once() {
     trial("behind8", "-8", Some("60s"), false);

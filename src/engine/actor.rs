@@ -199,7 +199,12 @@ impl Actor {
                 _ = tick_opt(&mut turn.clock_check), if turn.signal.is_some() => {}
                 _ = sleep_opt(publish_at) => {}
                 // The owner's heartbeat record; the clock check that rides on it may stop or
-                // resume claims.
+                // resume claims. A run ending after a wall-clock step asks for it at once.
+                _ = self.outage.health().beat_wanted() => {
+                    if self.beat_now().await {
+                        turn.wake = self.next_wake().await;
+                    }
+                }
                 _ = tokio::time::sleep_until(self.beat.next) => {
                     if self.beat_now().await {
                         turn.wake = self.next_wake().await;

@@ -124,8 +124,13 @@ pub(super) struct HealthCell {
     /// was read from the store's clock (which a step of this owner's wall clock does not move).
     failing_since_mono: Mutex<Option<(StdDuration, bool)>>,
     /// The store's clock at this owner's last heartbeat, with the monotonic reading of then
-    /// (see [`HealthCell::store_now`]).
-    store_clock: Mutex<Option<Reading>>,
+    /// (see [`HealthCell::store_now`]), and this owner's wall clock then.
+    store_clock: Mutex<Option<(Reading, DateTime<Utc>)>>,
+    /// Rings when a run task needs the store's clock read again (a wall-clock step since the
+    /// last heartbeat): the actor beats at once.
+    beat_wanted: Notify,
+    /// Rings at each heartbeat that read the store's clock.
+    clock_read: Notify,
 }
 
 impl HealthCell {
@@ -136,13 +141,62 @@ impl HealthCell {
             retry_pending: Notify::new(),
             failing_since_mono: Mutex::new(None),
             store_clock: Mutex::new(None),
+            beat_wanted: Notify::new(),
+            clock_read: Notify::new(),
         }
     }
 
-    /// A heartbeat read the store's clock: `store` then, `mono` this owner's monotonic reading
-    /// when it sent the beat.
-    pub(super) fn store_clock_read(&self, store: DateTime<Utc>, mono: StdDuration) {
-        *lock(&self.store_clock) = Some(Reading { wall: store, mono });
+    /// A heartbeat read the store's clock: `store` then; `at` this owner's clock when it sent
+    /// the beat.
+    pub(super) fn store_clock_read(&self, store: DateTime<Utc>, at: Reading) {
+        *lock(&self.store_clock) = Some((
+            Reading {
+                wall: store,
+                mono: at.mono,
+            },
+            at.wall,
+        ));
+        self.clock_read.notify_waiters();
+    }
+
+    /// Completes when a run task asks for the store's clock to be read again.
+    pub(super) async fn beat_wanted(&self) {
+        self.beat_wanted.notified().await;
+    }
+
+    /// The store's clock at `end` (a run's end, this owner's reading of its clock then), as
+    /// a completion decides on it ([`HealthCell::store_now`]). When this owner's wall clock
+    /// stepped since the last heartbeat read the store's, that reading may be as stale as the
+    /// step (a host's clock set right moves the store's with it): the actor is asked to beat
+    /// at once and the answer is awaited, up to `within`; the store's clock is then read
+    /// forward to now on `clock`. With no answer in time the old reading stands.
+    pub(super) async fn store_now_at_end(
+        &self,
+        end: Reading,
+        clock: &dyn Clock,
+        within: StdDuration,
+    ) -> Option<DateTime<Utc>> {
+        let (read, own) = (*lock(&self.store_clock))?;
+        let at_beat = Reading {
+            wall: own,
+            mono: read.mono,
+        };
+        if end.step_since(&at_beat).is_none() {
+            return self.store_now(end.mono);
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let fresh = self.clock_read.notified();
+            tokio::pin!(fresh);
+            fresh.as_mut().enable();
+            if lock(&self.store_clock).is_some_and(|(r, _)| r.mono >= end.mono) {
+                return self.store_now(clock.monotonic());
+            }
+            self.beat_wanted.notify_one();
+            if tokio::time::timeout_at(deadline, fresh).await.is_err() {
+                return self.store_now(end.mono);
+            }
+        }
     }
 
     /// The instant an outage's start or end is reported at: the store's clock carried on the
@@ -162,7 +216,7 @@ impl HealthCell {
     /// step of this owner since that heartbeat does not move it. `None` before the first
     /// heartbeat the store answered (or when the engine does not bound its clock).
     pub(super) fn store_now(&self, mono_now: StdDuration) -> Option<DateTime<Utc>> {
-        let r = (*lock(&self.store_clock))?;
+        let (r, _) = (*lock(&self.store_clock))?;
         let passed = chrono::Duration::from_std(mono_now.saturating_sub(r.mono)).ok()?;
         Some(r.wall + passed)
     }
@@ -588,6 +642,10 @@ pub(super) struct Writer<'a> {
 mod tests {
     use super::*;
 
+    fn t(wall: &str) -> DateTime<Utc> {
+        wall.parse().expect("an instant")
+    }
+
     fn at(wall: &str, mono_secs: u64) -> Reading {
         Reading {
             wall: wall.parse().expect("an instant"),
@@ -647,7 +705,7 @@ mod tests {
             let health: Health = Arc::new(HealthCell::new(tx));
             let (ev_tx, mut ev_rx) = broadcast::channel(16);
             let beat = at("2026-12-07T06:00:00Z", 100);
-            health.store_clock_read(beat.wall, beat.mono);
+            health.store_clock_read(beat.wall, beat);
             let err = EngineError::Join("disk full".into());
             // 10 s after the heartbeat, with the wall clock stepped +2 d.
             store_failed(&health, &ev_tx, at("2026-12-09T06:00:10Z", 110), &err);
@@ -686,6 +744,45 @@ mod tests {
         }
     }
 
+    /// A run that ends after this owner's wall clock stepped since the last heartbeat asks for
+    /// a heartbeat and decides on its fresh reading of the store's clock (a host's clock set
+    /// right moved the store's too); with no step it decides on the reading it has, and with
+    /// no answer in time on that reading too.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_ending_after_a_step_decides_on_a_fresh_reading_of_the_stores_clock() {
+        let (tx, _) = watch::channel(EngineHealth::default());
+        let health: Health = Arc::new(HealthCell::new(tx));
+        let clock = crate::clock::ManualClock::new(t("2026-12-09T06:00:00Z"));
+        let beat = Reading::of(&clock);
+        health.store_clock_read(t("2026-12-09T06:00:00Z"), beat);
+        clock.advance(chrono::Duration::seconds(2));
+        let end = Reading::of(&clock);
+        let wait = StdDuration::from_secs(2);
+        assert_eq!(
+            health.store_now_at_end(end, &clock, wait).await,
+            Some(t("2026-12-09T06:00:02Z")),
+            "no step: the reading it has"
+        );
+        // The host's clock is set right, two days back, before the next heartbeat.
+        clock.set(t("2026-12-07T06:00:03Z"));
+        let end = Reading::of(&clock);
+        assert_eq!(
+            health.store_now_at_end(end, &clock, wait).await,
+            Some(t("2026-12-09T06:00:02Z")),
+            "no heartbeat answered: the old reading stands"
+        );
+        let actor = {
+            let (health, clock) = (Arc::clone(&health), clock.clone());
+            tokio::spawn(async move {
+                health.beat_wanted().await;
+                health.store_clock_read(clock.now(), Reading::of(&clock));
+            })
+        };
+        let decided = health.store_now_at_end(end, &clock, wait).await;
+        actor.await.expect("the actor's part");
+        assert_eq!(decided, Some(t("2026-12-07T06:00:03Z")));
+    }
+
     /// The store's clock as the last heartbeat read it moves on with monotonic time only: a
     /// step of this owner's wall clock does not move it.
     #[test]
@@ -694,7 +791,7 @@ mod tests {
         let cell = HealthCell::new(tx);
         assert_eq!(cell.store_now(StdDuration::from_secs(5)), None);
         let r = at("2026-12-07T06:00:00Z", 100);
-        cell.store_clock_read(r.wall, r.mono);
+        cell.store_clock_read(r.wall, r);
         assert_eq!(
             cell.store_now(StdDuration::from_secs(103)),
             Some(r.wall + chrono::Duration::seconds(3))

@@ -92,7 +92,8 @@ impl Beat {
         stopped: Option<String>,
     ) -> bool {
         self.next = tokio::time::Instant::now() + BEAT_EVERY;
-        let mono = clock.monotonic();
+        let sent = crate::clock::Reading::of(clock.as_ref());
+        let mono = sent.mono;
         let Some(stored) = self.send(store, clock, stopped.clone()).await else {
             return false;
         };
@@ -102,22 +103,32 @@ impl Beat {
         let offset = stored.clock_offset_ms;
         if self.bound.is_some() {
             // Lease renewals read the store's clock from here (see `renew::lease_clock`).
-            health.store_clock_read(stored.last_seen, mono);
+            health.store_clock_read(stored.last_seen, sent);
         }
         self.record.clock_offset_ms = offset;
         health.send_modify(|h| h.clock_offset_ms = Some(offset));
-        // With no bound, only a clock ahead by more than the limit is refused: it would read
-        // live leases as expired and take their runs over.
-        let (bound, off) = match (self.bound, self.ahead_limit) {
-            (Some(b), _) => (b, surely_beyond(offset, round_trip, b)),
-            (None, Some(l)) => (l, surely_beyond(offset, round_trip, l) && offset > 0),
-            (None, None) => return false,
-        };
+        // Past the bound either way; and, whatever the bound, ahead by more than the ahead
+        // limit: such a clock reads live leases as expired and takes their runs over.
+        if self.bound.is_none() && self.ahead_limit.is_none() {
+            return false;
+        }
+        let past_bound = self.bound.filter(|b| surely_beyond(offset, round_trip, *b));
+        let past_ahead = self
+            .ahead_limit
+            .filter(|l| offset > 0 && surely_beyond(offset, round_trip, *l));
+        let off = past_bound.is_some() || past_ahead.is_some();
+        // The bound a resumed clock is back within, for the log line.
+        let bound = [self.bound, self.ahead_limit.filter(|_| offset > 0)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_default();
         let was = self.refused.is_some();
         if off {
-            let why = match self.bound {
-                Some(_) => refusal(offset, bound),
-                None => refusal_ahead(offset, bound),
+            let why = match (past_bound, past_ahead) {
+                (Some(b), _) => refusal(offset, b),
+                (None, Some(l)) => refusal_ahead(offset, l),
+                (None, None) => String::new(),
             };
             if !was {
                 tracing::error!(clock_offset_ms = offset, "{why}");
@@ -221,13 +232,13 @@ pub(super) fn refusal(offset_ms: i64, bound: StdDuration) -> String {
     )
 }
 
-/// The words of a refusal with no bound (`--max-clock-offset off`): this owner is ahead of the
-/// store by more than a quarter of the shortest lease.
+/// The words of a refusal for a clock ahead of the store's by more than the ahead limit (a
+/// quarter of the shortest lease), whatever `--max-clock-offset` says.
 pub(super) fn refusal_ahead(offset_ms: i64, limit: StdDuration) -> String {
     format!(
-        "this host's clock is {} the store's, more than a quarter of the shortest lease ({}): with \
-         --max-clock-offset off it would take over other owners' live runs as expired, so claims \
-         stopped until it is back; runs in flight go on. Fix the clock (NTP)",
+        "this host's clock is {} the store's, more than a quarter of the shortest lease ({}): \
+         whatever --max-clock-offset says (even off) it would take over other owners' live runs \
+         as expired, so claims stopped until it is back; runs in flight go on. Fix the clock (NTP)",
         signed(offset_ms),
         secs(limit.as_millis() as i64)
     )

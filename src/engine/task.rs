@@ -196,7 +196,14 @@ impl RunTask {
         // own clock stepped an hour ahead claims nothing, but its runs in flight still end, and
         // deciding their slots on its clock would move the job's next slot an hour ahead for
         // every owner. The row keeps this host's instants.
-        let decide_at = self.health.store_now(end.mono).unwrap_or(now);
+        // A step since the last heartbeat may have moved the store's clock too (a host's clock
+        // set right): that reading is read again first, or a run claimed two days ahead would
+        // end on the reading of two days ahead and move its job's next slot two days out.
+        let decide_at = self
+            .health
+            .store_now_at_end(end, self.clock.as_ref(), STORE_CLOCK_WAIT)
+            .await
+            .unwrap_or(now);
         let completion = Completion {
             job: job.clone(),
             run_id,
@@ -210,6 +217,10 @@ impl RunTask {
         Finished { run_id, rows }
     }
 }
+
+/// How long a completion after a wall-clock step waits for the heartbeat that reads the
+/// store's clock again (a heartbeat is one small write; an outage delays it past this).
+const STORE_CLOCK_WAIT: StdDuration = StdDuration::from_secs(2);
 
 /// How long a stop waits for a completion attempt already in flight before spooling it.
 const IN_FLIGHT_WAIT: StdDuration = StdDuration::from_secs(5);

@@ -75,7 +75,7 @@ async fn with_no_bound_an_owner_ahead_by_more_than_a_lease_claims_nothing() {
     .await;
     let why = health.borrow().claims_stopped_because().expect("a reason");
     assert!(
-        why.contains("ahead of the store's") && why.contains("--max-clock-offset off"),
+        why.contains("ahead of the store's") && why.contains("--max-clock-offset says (even off)"),
         "{why}"
     );
     settle_engine(&rig.handle).await;

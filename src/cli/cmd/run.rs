@@ -106,13 +106,24 @@ impl ClockBound {
         }
     }
 
-    /// With `off`, how far ahead of the store's clock this owner may be: the `auto` bound, a
-    /// quarter of the shortest lease. A live lease is renewed when a third of it is left, so
-    /// it may end only a third of a lease after the store's now; an owner further ahead than
-    /// that reads it as expired and takes the run over (20 s ahead of 30 s leases ran
-    /// one-shots twice).
-    fn ahead_limit(self, jobs: Option<&config::Loaded>) -> Option<std::time::Duration> {
-        (self == ClockBound::Off).then(|| engine::default_max_clock_offset(shortest_lease(jobs)))
+    /// How far ahead of the store's clock this owner may be, whatever the bound: the `auto`
+    /// bound, a quarter of the shortest lease, with `off` and, where owners judge leases by
+    /// their own clocks (`own_clocks`: the file store), with a larger bound too. A live lease
+    /// is renewed when a third of it is left, so it may end only a third of a lease after the
+    /// store's now; an owner further ahead reads it as expired and takes the run over (20 s
+    /// ahead of 30 s leases with `off`, and 40 s ahead under `60s`, ran one-shots twice). On
+    /// PostgreSQL the database's clock judges leases, and an explicit bound stands.
+    fn ahead_limit(
+        self,
+        jobs: Option<&config::Loaded>,
+        own_clocks: bool,
+    ) -> Option<std::time::Duration> {
+        let quarter = engine::default_max_clock_offset(shortest_lease(jobs));
+        match self {
+            ClockBound::Off => Some(quarter),
+            ClockBound::Fixed(d) if own_clocks && d > quarter => Some(quarter),
+            ClockBound::Fixed(_) | ClockBound::Auto => None,
+        }
     }
 }
 
@@ -318,7 +329,9 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         };
         cfg.shutdown_grace = opts.grace;
         cfg.max_clock_offset = opts.max_clock_offset.resolve(loaded.as_ref());
-        cfg.ahead_limit = opts.max_clock_offset.ahead_limit(loaded.as_ref());
+        cfg.ahead_limit = opts
+            .max_clock_offset
+            .ahead_limit(loaded.as_ref(), !location.contains("://"));
         cfg.publish_snapshots = mode == Mode::Console;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
         // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection

@@ -226,3 +226,26 @@ impl std::io::Write for LogSink {
         Ok(())
     }
 }
+
+/// A run claimed with the clock two days ahead, still running when the clock is set right:
+/// the step-back sweep leaves its leased job alone, so the run's end re-derives it, and the job
+/// fires at its next real slot instead of two days out (the fault simulator's seeds).
+#[test]
+fn a_run_claimed_two_days_ahead_that_ends_after_the_clock_is_set_right_re_derives_its_job() {
+    let dir = TempDir::new("fs-step-back-leased");
+    let s = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a")],
+    };
+    s.apply(&file, t(940)).unwrap();
+    let ahead = 1000 + 2 * DAY + 5;
+    let out = s.claim_at(t(ahead), "o", 8);
+    assert_eq!(out.claims.len(), 1, "{out:?}");
+    // Set right while it runs: the sweep cannot touch the leased job.
+    let quiet = s.claim_at(t(1010), "o", 0);
+    assert!(quiet.claims.is_empty(), "{quiet:?}");
+    finish(&s, &out.claims[0], 1020);
+    assert_eq!(next_slots(&s), vec![Some(t(1060))]);
+    assert_eq!(s.next_wakeup(t(1020)).unwrap(), Some(t(1060)));
+}

@@ -22,7 +22,18 @@ use crate::store::rules::runtime::{holds, take_abandoned};
 use crate::store::rules::slots::compile;
 use crate::store::{CompleteOutcome, Completion, StoreError, StoreResult};
 
-use super::claim::skip_recorded;
+use super::claim::{rederive_logged, skip_recorded};
+
+/// A run that ends while its job's slots lie beyond what the schedule allows from `now`: the
+/// job is re-derived now (`rules::slots::rederive`). A run claimed on a clock two days ahead
+/// and ending after it is set right leaves its job's next slot two days out, and the sweep
+/// that followed the step back left the job alone while its lease was live, so no claim would
+/// ever look at it again before then.
+fn rederive_after_run(rec: &mut JobRecord, now: chrono::DateTime<chrono::Utc>) {
+    if rec.rt.lease.is_none() {
+        rederive_logged(rec, now);
+    }
+}
 
 /// What a store found already in history for one completion, before the plan takes it.
 #[derive(Debug, Default)]
@@ -276,6 +287,7 @@ pub fn complete_step(
         }
     };
     let fin = finish_run(rec, sched, &mut row, c.state, c.hold_until, period, c.now);
+    rederive_after_run(rec, c.now);
     out.state_rejected = fin.state_rejected;
     out.rows.push(row);
     out.rows.extend(fin.extra_rows);
@@ -328,6 +340,7 @@ pub fn complete_landed(
         period,
         c.now,
     );
+    rederive_after_run(rec, c.now);
     out.state_rejected = fin.state_rejected;
     out.rows.push(landed);
     out.rows.extend(fin.extra_rows);

@@ -191,9 +191,19 @@ impl PgStore {
         F: FnOnce(Arc<Inner>) -> Fut,
         Fut: Future<Output = StoreResult<T>> + Send + 'static,
     {
+        self.run_within(self.op_timeout, f)
+    }
+
+    /// [`run`](Self::run) with its own bound, for an operation whose work grows with its input
+    /// (an `apply` of many jobs).
+    pub(super) fn run_within<T, F, Fut>(&self, limit: Duration, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+    {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let fut = f(Arc::clone(&self.inner));
-        let limit = self.op_timeout;
         self.handle.spawn(async move {
             let r = match tokio::time::timeout(limit, fut).await {
                 Ok(r) => r,

@@ -28,7 +28,8 @@ impl Store for PgStore {
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         let file = file.clone();
-        self.run(|inner| async move { inner.apply(file, now).await })
+        let limit = apply_limit(self.op_timeout, file.jobs.len());
+        self.run_within(limit, |inner| async move { inner.apply(file, now).await })
     }
 
     fn settings(&self) -> StoreResult<Settings> {
@@ -381,5 +382,34 @@ impl Store for PgStore {
 
     fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
         self.run(|inner| async move { inner.owners().await })
+    }
+}
+
+/// Jobs an `apply` may check and write per operation bound: one bound covers a file of this many
+/// jobs, and each further slice adds one more. A first apply of 100 000 jobs takes tens of
+/// seconds on a small loaded machine, far past the bound that suits a claim; the margin is wide
+/// because an apply cut off at its bound writes nothing.
+const APPLY_JOBS_PER_BOUND: usize = 5_000;
+
+/// The bound on an `apply` of `jobs` jobs: the operation bound once per started slice of
+/// [`APPLY_JOBS_PER_BOUND`] jobs, so a large file is never cut off at the claim's bound while
+/// an unreachable store still fails a small apply as fast as any other operation.
+fn apply_limit(op_timeout: std::time::Duration, jobs: usize) -> std::time::Duration {
+    let slices = jobs.div_ceil(APPLY_JOBS_PER_BOUND).max(1);
+    op_timeout.saturating_mul(u32::try_from(slices).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apply_limit;
+    use std::time::Duration;
+
+    #[test]
+    fn an_apply_gets_one_operation_bound_per_five_thousand_jobs() {
+        let op = Duration::from_secs(15);
+        assert_eq!(apply_limit(op, 0), op);
+        assert_eq!(apply_limit(op, 5_000), op);
+        assert_eq!(apply_limit(op, 5_001), op * 2);
+        assert_eq!(apply_limit(op, 100_000), op * 20);
     }
 }
