@@ -337,9 +337,12 @@ fn live_owners_clean_exit_signs_off_and_a_killed_owner_on_this_host_stops_counti
 
     // A kill -9 writes nothing, but on this host the owner's process is seen gone: it stops
     // counting at once, with its record still fresh.
-    let two = engine();
+    let mut two = engine();
     let out = owners_until(&dir, "owners: 1 live");
     two.signal(libc::SIGKILL);
+    // Reaped: the process is gone, not merely signalled (a loaded machine may not have ended it
+    // by the next command).
+    let _ = two.child.wait();
     let (_, after, _) = run(&dir, &["jobs"]);
     assert!(
         after.contains("owners: none live") && after.contains("  process gone on this host: "),
