@@ -493,6 +493,8 @@ impl Actor {
         let owner = self.cfg.owner.clone();
         let hidden = hidden_jobs(&self.in_flight);
         let stepped = self.unclaimed_step.map(crate::clock::step_words);
+        // The leases it grants run from about now: a run counts its lease from here.
+        let asked = tokio::time::Instant::now();
         let claimed = claim_due(&self.store, now, owner, limit, hidden, stepped.clone()).await;
         let (outcome, settings) = match claimed {
             Ok(o) => {
@@ -513,7 +515,7 @@ impl Actor {
             let _ = self.ev_tx.send(Event::row(r));
         }
         for claim in outcome.claims {
-            self.start_run(runs, claim, settings.clone(), stepped.clone());
+            self.start_run(runs, claim, settings.clone(), stepped.clone(), asked);
         }
         progressed
     }
@@ -525,6 +527,7 @@ impl Actor {
         claim: Claim,
         settings: Option<Arc<Settings>>,
         claimed_after_step: Option<String>,
+        claim_asked: tokio::time::Instant,
     ) {
         let job = claim.job.def.name.clone();
         // Not a child of `shutdown`: a graceful shutdown must let runs finish within the
@@ -562,6 +565,7 @@ impl Actor {
             spool: self.cfg.spool.clone().map(spool::Spool::new),
             settings,
             claimed_after_step,
+            claim_asked,
         };
         let handle = runs.spawn(ctx.run(claim, cancel, op_cancel, progress));
         if let Some(f) = self.in_flight.get_mut(&run_id) {

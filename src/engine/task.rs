@@ -19,7 +19,7 @@ use super::api::Event;
 use super::completion::{CompletionTx, commit_once, complete_via};
 use super::error::EngineError;
 use super::outage::{Health, Unwritten, probe_delay, store_failed, store_ok};
-use super::renew::{Holder, Renewer};
+use super::renew::{Holder, Lease, REASON_LEASE_UNRENEWED, Renewer};
 use super::{RunDeps, run, spool};
 use crate::clock::Clock;
 use crate::model::{HistoryRow, Overlap, Settings, Status};
@@ -64,6 +64,8 @@ pub(super) struct RunTask {
     /// The claim came right after a wall-clock step (in words): the slot it runs for (one that
     /// came due across the step, or several coalesced) was decided on the stepped clock.
     pub(super) claimed_after_step: Option<String>,
+    /// When the claim that granted this run's lease was asked for (monotonic clock).
+    pub(super) claim_asked: tokio::time::Instant,
 }
 
 impl RunTask {
@@ -97,14 +99,12 @@ impl RunTask {
         // Renew at a third of whatever lease the store granted last time: the definition's
         // `lease_seconds` may change under a running job (`apply`), and the store renews with the
         // current one, so the schedule follows the store's answer, not the claim-time value.
-        let first_renew =
-            run::secs(claim.job.def.lease_seconds / 3.0).max(StdDuration::from_millis(1));
-        let mut renewer = Renewer {
-            job: job.clone(),
+        let mut renewer = Renewer::new(
+            job.clone(),
             run_id,
-            first: first_renew,
-            next: tokio::time::Instant::now() + first_renew,
-        };
+            run::secs(claim.job.def.lease_seconds),
+            self.claim_asked,
+        );
         let started = self.clock.now();
         let reading = crate::clock::Reading::of(self.clock.as_ref());
         // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
@@ -142,7 +142,13 @@ impl RunTask {
                     row.cut_short = true;
                     break Some(run::RunOutput { row, state: None, hold_until: None });
                 }
-                _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
+                _ = tokio::time::sleep_until(renewer.next) => {
+                    if renewer.renew(&self.holder()).await == Lease::Ending {
+                        // Dropping the pipeline kills the run's processes now, while the lease
+                        // is still this owner's.
+                        break Some(unrenewed_row(&claim, &self.owner, started, &progress));
+                    }
+                }
             }
         };
         let now = self.clock.now();
@@ -215,6 +221,30 @@ impl RunTask {
         };
         let rows = self.commit(completion, &cancel, &mut renewer).await;
         Finished { run_id, rows }
+    }
+}
+
+/// The `abandoned` row of a run stopped because the store took no renewal of its lease in time.
+fn unrenewed_row(
+    claim: &Claim,
+    owner: &str,
+    started: chrono::DateTime<chrono::Utc>,
+    progress: &run::Progress,
+) -> run::RunOutput {
+    let mut row = HistoryRow::new(
+        &claim.job.def.name,
+        Status::Abandoned,
+        claim.trigger,
+        claim.slot,
+        owner,
+        started,
+    );
+    row.reason = Some(REASON_LEASE_UNRENEWED.to_string());
+    progress.fill(&mut row);
+    run::RunOutput {
+        row,
+        state: None,
+        hold_until: None,
     }
 }
 
@@ -309,7 +339,8 @@ impl RunTask {
                             _ = tokio::time::sleep_until(wake) => break,
                             _ = self.health.retry_now() => break,
                             _ = cancel.cancelled() => break,
-                            _ = tokio::time::sleep_until(renewer.next) => renewer.renew(&self.holder()).await,
+                            // The run has ended: what the renewal says no longer stops anything.
+                            _ = tokio::time::sleep_until(renewer.next) => { let _ = renewer.renew(&self.holder()).await; }
                         }
                     }
                 }

@@ -36,6 +36,8 @@ struct Faulty {
     fail_settings: AtomicUsize,
     /// Every renewal answers `Lost` (another owner took the run over).
     lose_lease: AtomicBool,
+    /// Every renewal fails (the store unreachable from this owner).
+    fail_renewals: AtomicBool,
     /// With the store on a simulated disk: the next completion's journal write fails with
     /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
     sim: Option<SimDisk>,
@@ -66,6 +68,11 @@ impl Hooks for Faulty {
                 if self.fail_claims.load(Ordering::SeqCst) {
                     return Err(enospc());
                 }
+            }
+            Call::Renew if self.fail_renewals.load(Ordering::SeqCst) => {
+                return Err(StoreError::Backend(BackendError::Unavailable(
+                    "connection refused (test)".into(),
+                )));
             }
             Call::Complete | Call::CompleteRecorded => {
                 self.complete_calls.fetch_add(1, Ordering::SeqCst);
@@ -334,6 +341,42 @@ async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
     );
     let executed = std::fs::read_to_string(&marks).expect("the command ran");
     assert_eq!(executed.lines().count(), 1, "executed {executed:?}");
+    rig.stop().await.expect("clean stop");
+}
+
+/// A store that takes no renewal of a run's lease (an outage longer than the lease, or this
+/// owner cut off from the store): the run is stopped, its processes killed, before the lease
+/// ends, so the owner that recovers the lease once the store answers never finds it still
+/// going beside the recovery (a one-shot would run twice at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_cannot_be_renewed_stops_before_the_lease_ends() {
+    let dir = tmp("outage-unrenewed");
+    let marks = dir.join("finished");
+    let lease = StdDuration::from_secs(8);
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
+         lease_seconds: {}\n    command: \"sleep 60 && echo x >> {}\"\n",
+        lease.as_secs(),
+        marks.display()
+    );
+    let began = std::time::Instant::now();
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    rig.faulty.fail_renewals.store(true, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let within = began.elapsed();
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no lease renewal")),
+        "{rows:#?}"
+    );
+    // Stopped while the lease was still this owner's: no recovery could have overlapped it.
+    assert!(within < lease, "the row came {within:?} after the start");
+    assert!(!marks.exists(), "the command ran to its end");
     rig.stop().await.expect("clean stop");
 }
 
