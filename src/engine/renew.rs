@@ -136,6 +136,10 @@ impl Renewer {
             Err(e) => {
                 store_failed(t.health, t.ev_tx, at, &e);
                 if tokio::time::Instant::now() >= self.stop_at {
+                    // Said once: the run stops now, and a completion still waiting for the store
+                    // asks for no more renewals of a lease it no longer counts on.
+                    self.next = tokio::time::Instant::now() + StdDuration::from_secs(86_400);
+                    self.stop_at = self.next;
                     tracing::error!(job = %self.job, %run_id, error = %e, "lease renewal failed until the lease was nearly over; stopping the run so that no other owner recovers it while it still runs");
                     return Lease::Ending;
                 }

@@ -38,6 +38,7 @@ struct Faulty {
     lose_lease: AtomicBool,
     /// Every renewal fails (the store unreachable from this owner).
     fail_renewals: AtomicBool,
+    renew_calls: AtomicUsize,
     /// With the store on a simulated disk: the next completion's journal write fails with
     /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
     sim: Option<SimDisk>,
@@ -70,6 +71,7 @@ impl Hooks for Faulty {
                 }
             }
             Call::Renew if self.fail_renewals.load(Ordering::SeqCst) => {
+                self.renew_calls.fetch_add(1, Ordering::SeqCst);
                 return Err(StoreError::Backend(BackendError::Unavailable(
                     "connection refused (test)".into(),
                 )));
@@ -362,8 +364,21 @@ async fn a_run_whose_lease_cannot_be_renewed_stops_before_the_lease_ends() {
     let began = std::time::Instant::now();
     let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
     rig.faulty.fail_renewals.store(true, Ordering::SeqCst);
-    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("the stopped run's completion to be retried", |r| {
+        r.faulty.complete_calls.load(Ordering::SeqCst) >= 3
+    })
+    .await;
     let within = began.elapsed();
+    // The stopped run asks for no more renewals while its completion waits: about one a second
+    // until it stopped, none after (not a loop on a lease it gave up).
+    let renewals = rig.faulty.renew_calls.load(Ordering::SeqCst);
+    assert!(
+        renewals <= 2 * lease.as_secs() as usize,
+        "{renewals} renewals"
+    );
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
     let rows = rig.rows();
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
