@@ -89,21 +89,23 @@ impl Renewer {
         let asked = tokio::time::Instant::now();
         let now = lease_clock(t.health, at);
         let (j, run_id) = (self.job.clone(), self.run_id);
-        // A store that hangs is waited on only until the run must stop (a moment at least,
-        // so a renewal due right at that instant is still asked).
-        let wait_until = self.stop_at.max(asked + StdDuration::from_millis(50));
-        let answer = tokio::time::timeout_at(
-            wait_until,
-            blocking(t.store, move |s| s.renew(&j, run_id, now)),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(super::error::EngineError::from(
-                crate::store::StoreError::Backend(crate::store::BackendError::Unavailable(
-                    "the lease renewal got no answer in time".into(),
-                )),
-            ))
-        });
+        // A store that hangs is waited on only until the run must stop. Past that instant (an
+        // owner continued after a stop, its timers all due at once) the store's answer is
+        // awaited: a slow answer is not a refusal, and the lease may still be this owner's.
+        let call = blocking(t.store, move |s| s.renew(&j, run_id, now));
+        let answer = if asked < self.stop_at {
+            tokio::time::timeout_at(self.stop_at, call)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(super::error::EngineError::from(
+                        crate::store::StoreError::Backend(crate::store::BackendError::Unavailable(
+                            "the lease renewal got no answer in time".into(),
+                        )),
+                    ))
+                })
+        } else {
+            call.await
+        };
         self.next = match answer {
             Ok(RenewOutcome::Renewed { lease_until }) => {
                 store_ok(t.health, t.ev_tx, at);

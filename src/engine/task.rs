@@ -121,6 +121,10 @@ impl RunTask {
         tokio::pin!(pipeline);
         let output = loop {
             tokio::select! {
+                // A pipeline that has ended is taken first: an owner continued after a stop finds
+                // its run's end and its renewal timer ready together, and the run's own end is
+                // what happened.
+                biased;
                 out = &mut pipeline => break Some(out),
                 _ = cancel.cancelled() => break None,
                 // Dropping the pipeline kills the run's process group (proc::GroupGuard). The
@@ -144,6 +148,10 @@ impl RunTask {
                 }
                 _ = tokio::time::sleep_until(renewer.next) => {
                     if renewer.renew(&self.holder()).await == Lease::Ending {
+                        // A run that ended while the renewal was asked keeps its own end.
+                        if let Some(out) = futures_util::FutureExt::now_or_never(&mut pipeline) {
+                            break Some(out);
+                        }
                         // Dropping the pipeline kills the run's processes now, while the lease
                         // is still this owner's.
                         break Some(unrenewed_row(&claim, &self.owner, started, &progress));
