@@ -437,6 +437,9 @@ impl Actor {
             // 5 s of claims on a clock days off: one-shots early, days of slots recorded).
             self.beat_now().await;
         }
+        // What was due when this cycle claimed: a slot that came due after (the clock jumped
+        // while the cycle ran) is claimed by the next cycle at once, not paced as a spin.
+        let claimed_at = self.now();
         let progressed = self.claim(runs).await;
         self.heartbeat.count_claim_cycle();
         if self.outage.damaged() {
@@ -447,7 +450,7 @@ impl Actor {
         let now = self.now();
         if self.outage.in_outage() {
             // The probe's pace (`Outage::next_probe`).
-        } else if !progressed && turn.wake.is_some_and(|w| w <= now) {
+        } else if !progressed && turn.wake.is_some_and(|w| w <= claimed_at) {
             // The store may report something due that this owner cannot take (its own run past
             // its lease, a job another owner is finishing): do not spin on it.
             turn.wake = Some(
