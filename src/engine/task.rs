@@ -154,32 +154,25 @@ impl RunTask {
                         }
                         // Dropping the pipeline kills the run's processes now, while the lease
                         // is still this owner's.
-                        break Some(unrenewed_row(&claim, &self.owner, started, &progress));
+                        break Some(abandoned_row(
+                            &claim,
+                            &self.owner,
+                            started,
+                            &progress,
+                            REASON_LEASE_UNRENEWED,
+                        ));
                     }
                 }
             }
         };
         let now = self.clock.now();
         let output = output.unwrap_or_else(|| {
-            let mut row = HistoryRow::new(
-                &job,
-                Status::Abandoned,
-                claim.trigger,
-                claim.slot,
-                &self.owner,
-                started,
-            );
-            row.reason = Some(if progress.is_awaiting() {
-                "shutdown while awaiting approval".to_string()
+            let reason = if progress.is_awaiting() {
+                "shutdown while awaiting approval"
             } else {
-                "shutdown".to_string()
-            });
-            progress.fill(&mut row);
-            run::RunOutput {
-                row,
-                state: None,
-                hold_until: None,
-            }
+                "shutdown"
+            };
+            abandoned_row(&claim, &self.owner, started, &progress, reason)
         });
         let mut row = output.row;
         row.run_id = run_id;
@@ -232,12 +225,14 @@ impl RunTask {
     }
 }
 
-/// The `abandoned` row of a run stopped because the store took no renewal of its lease in time.
-fn unrenewed_row(
+/// The `abandoned` row of a run this owner stopped (a shutdown, a lease it could not renew),
+/// keeping what the run did and paid for.
+fn abandoned_row(
     claim: &Claim,
     owner: &str,
     started: chrono::DateTime<chrono::Utc>,
     progress: &run::Progress,
+    reason: &str,
 ) -> run::RunOutput {
     let mut row = HistoryRow::new(
         &claim.job.def.name,
@@ -247,7 +242,7 @@ fn unrenewed_row(
         owner,
         started,
     );
-    row.reason = Some(REASON_LEASE_UNRENEWED.to_string());
+    row.reason = Some(reason.to_string());
     progress.fill(&mut row);
     run::RunOutput {
         row,
