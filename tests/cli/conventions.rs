@@ -364,34 +364,10 @@ fn init_writes_a_valid_starter_and_never_overwrites() {
 fn edit_validates_loops_back_shows_the_plan_and_applies() {
     let s = Scratch::new("edit");
     assert_eq!(code(&cronsole(&s.0, &["init"])), 0);
-    std::fs::write(
-        s.0.join("ed.sh"),
-        "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n\
+    let editor = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n\
          if [ $n = 1 ]; then printf '  - name: more\\n    schedule: \"every 0m\"\\n    command: echo m\\n' >> \"$1\";\n\
-         else sed -i 's/every 0m/every 2m/' \"$1\"; fi\n",
-    )
-    .expect("write editor");
-    let run = |answers: &str| {
-        use std::io::Write;
-        let mut child = support::cli::command()
-            .current_dir(&s.0)
-            .arg("edit")
-            .env_remove("CRONSOLE_STORE")
-            .env_remove("VISUAL")
-            .env("EDITOR", "sh ed.sh")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(answers.as_bytes())
-            .expect("answers");
-        child.wait_with_output().expect("wait")
-    };
+         else sed -i 's/every 0m/every 2m/' \"$1\"; fi\n";
+    let run = |answers: &str| super::edit::edit(&s.0, editor, answers);
     // Errors, then the user declines to edit again: nothing changes, exit 2.
     let before = std::fs::read_to_string(s.0.join("jobs.yaml")).expect("read");
     let o = run("n\n");

@@ -4,8 +4,7 @@
 //! non-text content, timeouts with cancellation, and the era each session agreed on.
 //!
 //! The stdio servers here are plain children of the test (the session only needs the pipes);
-//! the runs' own stdio servers start under the supervisor (see `tools_processes.rs`).
-#![allow(clippy::unwrap_used)] // test code
+//! the runs' own stdio servers start under the supervisor (see `tools_process.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +14,8 @@ use cronsole::testkit::internals::action::tools::{Content, ToolError, ToolSource
 use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::mcp::TestServers;
 use serde_json::json;
+
+use super::stdio;
 
 fn session(name: &str, era: Era) -> Session {
     Session {
@@ -26,25 +27,6 @@ fn session(name: &str, era: Era) -> Session {
         guard: None,
         stderr: None,
     }
-}
-
-/// A stdio server as a plain child (killed with the returned guard).
-async fn stdio(argv: &[String], s: Session) -> Result<McpSource, ToolError> {
-    let mut child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let out = child.stdout.take().unwrap();
-    let inp = child.stdin.take().unwrap();
-    let s = Session {
-        guard: Some(Box::new(child)),
-        ..s
-    };
-    mcp::connect_stdio(out, inp, s).await
 }
 
 async fn exercise(src: &McpSource) {

@@ -3,7 +3,6 @@
 //! `next_after`/`prev_before` agree with an independent brute-force oracle that walks real UTC
 //! minutes, asks the `cron` crate whether each wall time matches, and applies the DST policy
 //! directly.
-#![allow(clippy::unwrap_used)] // test code
 
 use std::str::FromStr;
 

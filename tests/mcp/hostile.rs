@@ -1,17 +1,18 @@
 //! Hostile MCP servers (tests/mcp_servers/hostile.py): one that hangs, crashes mid-call, floods,
 //! answers with megabytes, changes a definition mid-run, cries "changed" without changing
 //! anything, asks for sampling, or pages forever. Each is bounded, named and recorded.
-#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronsole::testkit::internals::action::tools::mcp::{self, Era, McpSource, Session};
+use cronsole::testkit::internals::action::tools::mcp::{Era, McpSource, Session};
 use cronsole::testkit::internals::action::tools::{Content, ToolError, ToolSource};
 use cronsole::testkit::internals::text::Secrets;
 use cronsole::testkit::mcp::TestServers;
 use cronsole::testkit::wait::wait_until_async;
 use serde_json::json;
+
+use super::stdio;
 
 async fn hostile(
     servers: &TestServers,
@@ -19,26 +20,16 @@ async fn hostile(
     timeout: Duration,
 ) -> Result<McpSource, ToolError> {
     let argv = servers.py_argv("hostile.py", &[mode]);
-    let mut child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let out = child.stdout.take().unwrap();
-    let inp = child.stdin.take().unwrap();
     let s = Session {
         name: "evil".to_string(),
         era: Era::Pinned("2025-11-25".into()),
         timeout,
         secrets: Arc::new(Secrets::new([])),
         own: Default::default(),
-        guard: Some(Box::new(child)),
+        guard: None,
         stderr: None,
     };
-    mcp::connect_stdio(out, inp, s).await
+    stdio(&argv, s).await
 }
 
 const T: Duration = Duration::from_secs(20);

@@ -2,12 +2,9 @@
 //! one call's worst case with the numbers and both fixes, and `dry-run` answers
 //! `would_run: false` with every reason — the agent's key variable unset, the budget too small
 //! for one call, an unpriced model under a budget — where it used to say `gate: go`.
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
-
-use support::cli::{cronsole, output};
-use support::tempdir as tmp;
+use crate::support::cli::{cronsole, output};
+use crate::support::tempdir as tmp;
 
 const KEY: &str = "CRONSOLE_TEST_PREFLIGHT_KEY";
 /// A key value for the tests that set it.

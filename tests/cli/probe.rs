@@ -1,7 +1,6 @@
 //! `cronsole probe` as a process: output format and exit codes.
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 fn cronsole(args: &[&str]) -> std::process::Output {
     support::cli::command()

@@ -9,9 +9,8 @@
 //! A preview is computed from the moment it runs, so it is checked against the rule at the
 //! instants before and after the command ran; stored views are checked exactly against the rule
 //! at the record's `created_at`.
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +21,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use cronsole::model::JobDef;
 use serde_json::Value;
 
-use support::cli::run_plain;
+use crate::support::cli::run_plain;
 
 /// One job per schedule form, two of them with `run_immediately`; `every 2s` has its first slot
 /// within the engine's few seconds.

@@ -1,9 +1,8 @@
 //! `cronsole dry-run` through the binary: the gate runs, the exact prompt is
 //! printed with the model, the price ceiling, the budgets and the sinks — and nothing happens:
 //! the store's bytes are unchanged and the model server got zero connections.
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;

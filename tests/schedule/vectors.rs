@@ -1,6 +1,5 @@
 //! Every reference case of `tests/data/cron_vectors.json` (a copy of the shared vectors): the
 //! next 5 slots after `after` and the previous 3 before it, exact instants, no case skipped.
-#![allow(clippy::unwrap_used)] // test code
 
 use chrono::{DateTime, Utc};
 use cronsole::schedule::{CronSchedule, parse_tz};

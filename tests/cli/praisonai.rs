@@ -3,14 +3,11 @@
 //! `cronsole import praisonai` into a file that validates and keeps the schedules, messages and
 //! policies, and what could not be mapped is printed with its position. A PraisonAI key name
 //! in a jobs file gets the cronsole name; the migration guide's table is the code's table.
-#![allow(clippy::unwrap_used)] // test code
-
-mod support;
 
 use std::path::{Path, PathBuf};
 
-use support::cli::run_plain;
-use support::tempdir as tmp;
+use crate::support::cli::run_plain;
+use crate::support::tempdir as tmp;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,7 +2,6 @@
 //! switched off), offline:
 //! a loopback rustls server presents a leaf for `localhost` signed by a throwaway test CA
 //! (`tests/data/tls`). Untrusted CA → failed; trusted CA → fetched; wrong name → failed.
-#![allow(clippy::unwrap_used)] // test code
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,9 +11,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-const CA: &[u8] = include_bytes!("data/tls/ca.der");
-const LEAF: &[u8] = include_bytes!("data/tls/leaf.der");
-const LEAF_KEY: &[u8] = include_bytes!("data/tls/leaf.key.der");
+const CA: &[u8] = include_bytes!("../data/tls/ca.der");
+const LEAF: &[u8] = include_bytes!("../data/tls/leaf.der");
+const LEAF_KEY: &[u8] = include_bytes!("../data/tls/leaf.key.der");
 
 struct TlsServer {
     port: u16,

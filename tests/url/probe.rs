@@ -5,7 +5,6 @@
 //! To simulate names that resolve to *public* addresses without leaving the machine, some tests
 //! inject an address policy under which `127.0.0.2` counts as public (everything else follows the
 //! production rule) and a resolver with scripted answers.
-#![allow(clippy::unwrap_used)] // test code
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -3,10 +3,9 @@
 //! random name), only a regular file of ours is read back (never a FIFO, a symlink or a hard
 //! link to someone else's file, whose lines must not be printed), and the save replaces the
 //! jobs file atomically (through its link when it is one).
-#![allow(clippy::unwrap_used)] // test code
 #![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -28,7 +27,7 @@ fn scratch(tag: &str) -> support::TempDir {
 
 /// `cronsole edit` in `dir` with `editor` (a shell snippet, given the copy as `$1`), answering
 /// `answers`; killed (and reported) if it has not ended within 20 s.
-fn edit(dir: &Path, editor: &str, answers: &str) -> Output {
+pub(super) fn edit(dir: &Path, editor: &str, answers: &str) -> Output {
     std::fs::write(dir.join("ed.sh"), editor).expect("write editor");
     let mut child = support::cli::command()
         .current_dir(dir)

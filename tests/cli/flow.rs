@@ -3,13 +3,12 @@
 //! owners that `jobs` counts and `trigger`/`pause` notes follow (a clean stop signs off, a
 //! killed owner ages out), and `next --job` / `validate` showing calendars and jittered fire
 //! instants.
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
+use crate::support::cli::{run, run_plain};
+use crate::support::tempdir as tmp;
 use std::path::Path;
-use support::cli::{run, run_plain};
-use support::tempdir as tmp;
 
 fn paused(dir: &Path) -> Vec<String> {
     let (c, out, err) = run(dir, &["jobs", "--json"]);
@@ -290,7 +289,7 @@ const NO_ENGINE: &str = "note: queued; no engine is running on this store";
 /// once too. (An owner on another host counts until its record is 30 s old: `owners::tests`.)
 #[test]
 fn live_owners_clean_exit_signs_off_and_a_killed_owner_on_this_host_stops_counting_at_once() {
-    use support::daemon::Daemon;
+    use crate::support::daemon::Daemon;
     let dir = tmp("liveowners");
     std::fs::write(
         dir.join("jobs.yaml"),

@@ -1,10 +1,9 @@
 //! The store commands end to end through the binary: apply → jobs → pause/resume/trigger →
 //! history → stats, with the documented exit codes (0 ok, 1 runtime condition, 2 bad input).
-#![allow(clippy::unwrap_used)] // test code
 
-mod support;
+use crate::support;
 
-use support::cli::run;
+use crate::support::cli::run;
 
 #[test]
 fn apply_jobs_pause_trigger_history_stats() {
