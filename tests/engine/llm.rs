@@ -47,6 +47,34 @@ fn unique_key() -> String {
     format!("sk-MARKER-{}", uuid::Uuid::new_v4().simple())
 }
 
+const BRIEF: &str = "instructions: be brief";
+
+/// The agent's instructions line with an output bound under it (`agent_yaml`'s agent).
+fn max_tokens(n: u32) -> String {
+    format!("{BRIEF}\n    max_tokens: {n}")
+}
+
+/// A fresh key and the fake OpenAI server that takes it, answering `replies` in order.
+async fn openai(replies: Vec<Reply>) -> (String, FakeLlm) {
+    let key = unique_key();
+    let fake = FakeLlm::openai(&key, replies).await.unwrap();
+    (key, fake)
+}
+
+/// Every reservation settled into the counters with its row: nothing left in flight.
+fn assert_no_reservation_left<S: cronsole::store::Store + ?Sized>(store: &S) {
+    for j in store.jobs().unwrap() {
+        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
+    }
+}
+
+/// The row's cost is counted once: `spend` holds it and no reservation holds it too.
+fn assert_booked_once(rig: &Rig, cost_usd: f64) {
+    let spend = rig.store.spend("ask", rig.now()).unwrap();
+    assert!((spend.global_usd - cost_usd).abs() < 1e-12, "{spend:?}");
+    assert_no_reservation_left(&*rig.store);
+}
+
 fn assert_key_absent(rig_dir: &std::path::Path, key: &str) {
     for f in files_under(rig_dir) {
         if f.file_name().is_some_and(|n| n == "jobs.yaml") {
@@ -60,10 +88,7 @@ fn assert_key_absent(rig_dir: &std::path::Path, key: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_usage_is_priced_exactly_in_the_row_and_in_spend() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![Reply::ok("hello", 1000, 500)])
-        .await
-        .unwrap();
+    let (key, fake) = openai(vec![Reply::ok("hello", 1000, 500)]).await;
     let rig = Rig::start(
         "openai-cost",
         &agent_yaml("openai", &fake.base_url(), "", "budget: null\n"),
@@ -118,10 +143,7 @@ async fn anthropic_usage_is_priced_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_without_usage_costs_zero_and_is_marked_unpriced() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![Reply::ok_without_usage("hi")])
-        .await
-        .unwrap();
+    let (key, fake) = openai(vec![Reply::ok_without_usage("hi")]).await;
     let rig = Rig::start(
         "no-usage",
         &agent_yaml("openai", &fake.base_url(), "", "budget: null\n"),
@@ -143,16 +165,11 @@ async fn a_reply_without_usage_costs_zero_and_is_marked_unpriced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_then_success_takes_two_attempts() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![
-            Reply::Status(500, "upstream broke".into()),
-            Reply::ok("second time lucky", 10, 10),
-        ],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![
+        Reply::Status(500, "upstream broke".into()),
+        Reply::ok("second time lucky", 10, 10),
+    ])
+    .await;
     let rig = Rig::start(
         "retry-500",
         &agent_yaml("openai", &fake.base_url(), "", "budget: null\n"),
@@ -185,16 +202,11 @@ async fn a_500_then_success_takes_two_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reply_fails_with_a_timeout() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![Reply::Slow(
-            std::time::Duration::from_secs(10),
-            Box::new(Reply::ok("too late", 1, 1)),
-        )],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![Reply::Slow(
+        std::time::Duration::from_secs(10),
+        Box::new(Reply::ok("too late", 1, 1)),
+    )])
+    .await;
     let yaml = agent_yaml("openai", &fake.base_url(), "", "budget: null\n")
         .replace("max_retries: 3", "max_retries: 1\n    timeout_seconds: 0.3");
     let rig = Rig::start("slow", &yaml, key_env(&key)).await;
@@ -214,16 +226,11 @@ async fn a_slow_reply_fails_with_a_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_retry_after_holds_the_job_until_then_plus_60s() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![
-            Reply::RateLimited(Some("120".into())),
-            Reply::ok("back", 1, 1),
-        ],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![
+        Reply::RateLimited(Some("120".into())),
+        Reply::ok("back", 1, 1),
+    ])
+    .await;
     let rig = Rig::start(
         "hold",
         &agent_yaml("openai", &fake.base_url(), "", "budget: null\n"),
@@ -277,10 +284,7 @@ async fn the_budget_stops_model_calls_when_reached_and_resets_at_the_period_boun
         "budget: { max_cost_usd: 1.00, period: day }\n",
     )
     .replace("model: test-model", "model: half-dollar")
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 500",
-    );
+    .replace(BRIEF, &max_tokens(500));
     let rig = Rig::start(
         "budget",
         &yaml,
@@ -347,10 +351,7 @@ async fn usage_beyond_the_requests_bound_is_charged_at_the_reservation() {
         "",
         "budget: { max_cost_usd: 1.00, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100",
-    );
+    .replace(BRIEF, &max_tokens(100));
     let rig = Rig::start("lying-usage", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
@@ -367,18 +368,13 @@ async fn usage_beyond_the_requests_bound_is_charged_at_the_reservation() {
     // The worst case is booked once: the reservation settles to the row's figure and leaves
     // with the row; kept as "spent" too, it would count twice and stop the budget at two
     // thirds of what was really booked.
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_no_reservation_left(&*rig.store);
     rig.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_job_budget_skips_that_job_only() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, (0..5).map(|_| Reply::ok("x", 0, 500)).collect())
-        .await
-        .unwrap();
+    let (key, fake) = openai((0..5).map(|_| Reply::ok("x", 0, 500)).collect()).await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
@@ -386,10 +382,7 @@ async fn a_per_job_budget_skips_that_job_only() {
         "budget: null\n",
     )
     .replace("model: test-model", "model: half-dollar")
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 500",
-    );
+    .replace(BRIEF, &max_tokens(500));
     let rig = Rig::start("job-budget", &yaml, key_env(&key)).await;
     rig.wait_rows("ask", 1).await;
     let rows = rig.step("ask", 60, 2).await;
@@ -597,9 +590,7 @@ jobs:
     let spend = stores[0].spend("j0", clock.now()).unwrap();
     assert!(spend.global_usd <= 0.005 + 1e-12, "{spend:?}");
     // Settled reservations went into the counters with their rows: nothing left in flight.
-    for j in stores[0].jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_no_reservation_left(&*stores[0]);
     // Every request under a budget carried its output bound.
     for r in fake.requests() {
         assert_eq!(r.json().unwrap()["max_tokens"], 1, "{}", r.body_text());
@@ -611,10 +602,7 @@ jobs:
 /// names the model and the `pricing:` line to add.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpriced_model_under_a_budget_fails_before_any_request() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![Reply::ok("x", 1, 1)])
-        .await
-        .unwrap();
+    let (key, fake) = openai(vec![Reply::ok("x", 1, 1)]).await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
@@ -642,8 +630,7 @@ async fn an_unpriced_model_under_a_budget_fails_before_any_request() {
 /// job state records the stop (the console header reads it from the snapshot).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_stop_alerts_the_sinks_once_per_period() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![]).await.unwrap();
+    let (key, fake) = openai(vec![]).await;
     let sink_dir = tmp("budget-alert-sink");
     let sink = sink_dir.join("out.jsonl");
     let yaml = agent_yaml(
@@ -751,26 +738,18 @@ async fn a_key_echoed_in_a_successful_reply_is_redacted_everywhere() {
 /// exceeds the reservation; the row says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_is_booked_at_most_at_its_reservation_and_at_the_requested_price() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![
-            Reply::ok("hi", 100_000, 10),
-            Reply::AsModel("o1-pro".into(), Box::new(Reply::ok("hi", 10, 10))),
-        ],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![
+        Reply::ok("hi", 100_000, 10),
+        Reply::AsModel("o1-pro".into(), Box::new(Reply::ok("hi", 10, 10))),
+    ])
+    .await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
         "",
         "budget: { max_cost_usd: 0.02, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100",
-    );
+    .replace(BRIEF, &max_tokens(100));
     let rig = Rig::start("over-reservation", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
@@ -813,9 +792,7 @@ async fn a_reply_is_booked_at_most_at_its_reservation_and_at_the_requested_price
         (spend.global_usd - first - 0.00003).abs() < 1e-12,
         "{spend:?}"
     );
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_no_reservation_left(&*rig.store);
     rig.stop().await;
 }
 
@@ -825,13 +802,11 @@ async fn a_reply_is_booked_at_most_at_its_reservation_and_at_the_requested_price
 /// failed, so incidents see it), and the row carries the amount kept as spent, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![Reply::Malformed, Reply::ok("should not be asked", 1, 1)],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![
+        Reply::Malformed,
+        Reply::ok("should not be asked", 1, 1),
+    ])
+    .await;
     // Worst case ≈ $0.2001 (100 000 output tokens at $2/M dominate): one fits $0.30, two not.
     let yaml = agent_yaml(
         "openai",
@@ -839,10 +814,7 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
         "",
         "budget: { max_cost_usd: 0.30, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100000",
-    );
+    .replace(BRIEF, &max_tokens(100_000));
     let rig = Rig::start("unknown-then-budget", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
@@ -860,11 +832,7 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
     assert!(r.error.is_some(), "the attempt's error stays: {r:#?}");
     assert_eq!(fake.request_count(), 1, "the retry was not sent");
     // Counted once: in the counters with the row, no reservation left holding it too.
-    let spend = rig.store.spend("ask", rig.now()).unwrap();
-    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_booked_once(&rig, r.cost_usd);
     rig.stop().await;
 }
 
@@ -873,23 +841,14 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
 /// the budget until the period ended. The row books them (once), and its reason says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the_row() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(
-        &key,
-        vec![Reply::Malformed, Reply::Malformed, Reply::Malformed],
-    )
-    .await
-    .unwrap();
+    let (key, fake) = openai(vec![Reply::Malformed, Reply::Malformed, Reply::Malformed]).await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
         "",
         "budget: { max_cost_usd: 10.0, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100000",
-    );
+    .replace(BRIEF, &max_tokens(100_000));
     let rig = Rig::start("unknown-x3", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
@@ -914,9 +873,7 @@ async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the
     let stats = stats::compute(&jobs, &settings, rig.now());
     let line = stats.jobs.iter().find(|l| l.job == "ask").unwrap();
     assert!((line.total_cost_usd - r.cost_usd).abs() < 5e-5, "{line:?}");
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_no_reservation_left(&*rig.store);
     rig.stop().await;
 }
 
@@ -925,20 +882,14 @@ async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the
 /// includes it now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![Reply::Malformed, Reply::ok("hi", 10, 10)])
-        .await
-        .unwrap();
+    let (key, fake) = openai(vec![Reply::Malformed, Reply::ok("hi", 10, 10)]).await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
         "",
         "budget: { max_cost_usd: 10.0, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100000",
-    );
+    .replace(BRIEF, &max_tokens(100_000));
     let rig = Rig::start("unknown-then-ok", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
@@ -955,11 +906,7 @@ async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
         reason.contains("1 attempt's outcome is unknown") && reason.contains("booked as spent"),
         "{r:#?}"
     );
-    let spend = rig.store.spend("ask", rig.now()).unwrap();
-    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_booked_once(&rig, r.cost_usd);
     rig.stop().await;
 }
 
@@ -968,20 +915,14 @@ async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
 /// reservation, counted once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_without_usage_under_a_budget_is_booked_at_its_reservation() {
-    let key = unique_key();
-    let fake = FakeLlm::openai(&key, vec![Reply::ok_without_usage("hi")])
-        .await
-        .unwrap();
+    let (key, fake) = openai(vec![Reply::ok_without_usage("hi")]).await;
     let yaml = agent_yaml(
         "openai",
         &fake.base_url(),
         "",
         "budget: { max_cost_usd: 10.0, period: day }\n",
     )
-    .replace(
-        "instructions: be brief",
-        "instructions: be brief\n    max_tokens: 100000",
-    );
+    .replace(BRIEF, &max_tokens(100_000));
     let rig = Rig::start("no-usage-budget", &yaml, key_env(&key)).await;
     let r = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
@@ -993,10 +934,6 @@ async fn a_reply_without_usage_under_a_budget_is_booked_at_its_reservation() {
             .is_some_and(|s| s.starts_with("no usage in reply: booked at the reservation")),
         "{r:#?}"
     );
-    let spend = rig.store.spend("ask", rig.now()).unwrap();
-    assert!((spend.global_usd - r.cost_usd).abs() < 1e-12, "{spend:?}");
-    for j in rig.store.jobs().unwrap() {
-        assert!(j.rt.counters.reservations.is_empty(), "{:?}", j.rt.counters);
-    }
+    assert_booked_once(&rig, r.cost_usd);
     rig.stop().await;
 }

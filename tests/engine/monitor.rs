@@ -5,10 +5,38 @@
 #![allow(clippy::unwrap_used)] // test code
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use crate::engine_support::*;
 use cronsole::model::Status;
 use cronsole::testkit::llm::{FakeLlm, Reply};
+
+/// A job `watch` that asks agent `a` (the OpenAI fake at `base_url`, its key in `K`) to
+/// `message` when the output of `cat SRC` changes.
+fn watch_yaml(budget: &str, base_url: &str, src: &Path, message: &str) -> String {
+    format!(
+        "budget: {budget}
+agents:
+  a: {{ provider: openai, base_url: {base_url}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
+jobs:
+  - name: watch
+    schedule: every 60s
+    monitor: {{ command: \"cat {}\" }}
+    agent: a
+    message: {message}
+    max_retries: 1
+",
+        src.display()
+    )
+}
+
+/// The engine's environment: the agent's key in `K`.
+fn key_env(key: &str) -> RigOpts {
+    RigOpts {
+        env: HashMap::from([("K".to_string(), key.to_string())]),
+        ..Default::default()
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_outcomes_drive_model_calls() {
@@ -19,30 +47,8 @@ async fn monitor_outcomes_drive_model_calls() {
     let src_dir = tmp("monitor-src");
     let src = src_dir.join("status.txt");
     std::fs::write(&src, "alpha\nbeta\ngamma\n").unwrap();
-    let yaml = format!(
-        "budget: null
-agents:
-  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
-jobs:
-  - name: watch
-    schedule: every 60s
-    monitor: {{ command: \"cat {}\" }}
-    agent: a
-    message: explain the change
-    max_retries: 1
-",
-        fake.base_url(),
-        src.display()
-    );
-    let rig = Rig::start(
-        "monitor",
-        &yaml,
-        RigOpts {
-            env: HashMap::from([("K".to_string(), key.to_string())]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let yaml = watch_yaml("null", &fake.base_url(), &src, "explain the change");
+    let rig = Rig::start("monitor", &yaml, key_env(key)).await;
 
     // 1. First run: treated as changed; the output is in the prompt.
     let rows = rig.wait_rows("watch", 1).await;
@@ -123,30 +129,8 @@ async fn a_change_whose_action_failed_is_retried_on_the_next_tick() {
     let src_dir = tmp("monitor-retry-src");
     let src = src_dir.join("status.txt");
     std::fs::write(&src, "one\ntwo\n").unwrap();
-    let yaml = format!(
-        "budget: null
-agents:
-  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
-jobs:
-  - name: watch
-    schedule: every 60s
-    monitor: {{ command: \"cat {}\" }}
-    agent: a
-    message: explain
-    max_retries: 1
-",
-        fake.base_url(),
-        src.display()
-    );
-    let rig = Rig::start(
-        "monitor-retry",
-        &yaml,
-        RigOpts {
-            env: HashMap::from([("K".to_string(), key.to_string())]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let yaml = watch_yaml("null", &fake.base_url(), &src, "explain");
+    let rig = Rig::start("monitor-retry", &yaml, key_env(key)).await;
     assert_eq!(rig.wait_rows("watch", 1).await[0].status, Status::Succeeded);
     std::fs::write(&src, "one\nTWO\n").unwrap();
     let rows = rig.step("watch", 60, 2).await;
@@ -180,30 +164,8 @@ async fn a_full_notepad_never_costs_the_monitor_its_watermark() {
     let src_dir = tmp("monitor-notepad-src");
     let src = src_dir.join("page.txt");
     std::fs::write(&src, "line of a long page\n".repeat(200)).unwrap();
-    let yaml = format!(
-        "budget: null
-agents:
-  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
-jobs:
-  - name: watch
-    schedule: every 60s
-    monitor: {{ command: \"cat {}\" }}
-    agent: a
-    message: explain the change
-    max_retries: 1
-",
-        fake.base_url(),
-        src.display()
-    );
-    let rig = Rig::start(
-        "monitor-notepad",
-        &yaml,
-        RigOpts {
-            env: HashMap::from([("K".to_string(), key.to_string())]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let yaml = watch_yaml("null", &fake.base_url(), &src, "explain the change");
+    let rig = Rig::start("monitor-notepad", &yaml, key_env(key)).await;
     let rows = rig.wait_rows("watch", 1).await;
     assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
     assert!(
@@ -241,33 +203,12 @@ async fn a_change_stopped_by_the_budget_is_seen_again() {
     let src = src_dir.join("s.txt");
     std::fs::write(&src, "v1\n").unwrap();
     let yaml = |budget: &str| {
-        format!(
-            "budget: {{ max_cost_usd: {budget}, period: day }}
-agents:
-  a: {{ provider: openai, base_url: {}, api_key_env: K, model: gpt-4o-mini, instructions: watch }}
-jobs:
-  - name: watch
-    schedule: every 60s
-    monitor: {{ command: \"cat {}\" }}
-    agent: a
-    message: explain the change
-    max_retries: 1
-",
-            fake.base_url(),
-            src.display()
-        )
+        let budget = format!("{{ max_cost_usd: {budget}, period: day }}");
+        watch_yaml(&budget, &fake.base_url(), &src, "explain the change")
     };
     // gpt-4o-mini's worst case with a 4096-token bound is ~$0.0025: $0.001 refuses it, and the
     // reason says the limit is below one call, not that it was spent.
-    let rig = Rig::start(
-        "monitor-budget",
-        &yaml("0.001"),
-        RigOpts {
-            env: HashMap::from([("K".to_string(), key.to_string())]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let rig = Rig::start("monitor-budget", &yaml("0.001"), key_env(key)).await;
     let rows = rig.wait_rows("watch", 1).await;
     assert_eq!(rows[0].status, Status::Skipped, "{rows:#?}");
     assert!(
@@ -315,15 +256,7 @@ jobs:
     max_retries: 1
 "
     );
-    let rig = Rig::start(
-        "monitor-key",
-        &yaml,
-        RigOpts {
-            env: HashMap::from([("K".to_string(), key.clone())]),
-            ..Default::default()
-        },
-    )
-    .await;
+    let rig = Rig::start("monitor-key", &yaml, key_env(&key)).await;
     let rows = rig.wait_rows("watch", 1).await;
     assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
     let rec = rig.store.job("watch").unwrap().unwrap();
