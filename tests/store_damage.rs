@@ -65,6 +65,24 @@ fn bytes_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// What readers and writers alike run: `jobs`, `history`, `run` and `check`.
+const EVERY_KIND: [&[&str]; 4] = [&["jobs"], &["history"], &["run", "--for", "1s"], &["check"]];
+
+/// Each of `commands` exits 2 saying each of `says` (the damaged file, what is wrong with it),
+/// and leaves every byte of the store as it was.
+fn refused_unchanged(dir: &Path, commands: &[&[&str]], says: &[&str]) {
+    let before = bytes_of(dir);
+    for args in commands {
+        let (code, out, err) = cli(dir, args);
+        let text = format!("{out}{err}");
+        assert_eq!(code, 2, "{args:?}: {text}");
+        for s in says {
+            assert!(text.contains(s), "{s} {args:?}: {text}");
+        }
+        assert_eq!(bytes_of(dir), before, "{args:?} changed the store");
+    }
+}
+
 #[test]
 fn read_only_commands_leave_every_byte_unchanged_even_with_torn_tails() {
     let (_root, dir) = build("readonly");
@@ -128,38 +146,16 @@ fn damaged_stores_are_refused_by_readers_and_writers_with_every_byte_unchanged()
     for (file, needle, damage) in damages {
         let (_root, dir) = build("damaged");
         damage(&dir);
-        let before = bytes_of(&dir);
-        for args in [
-            &["jobs"][..],
-            &["history"],
-            &["run", "--for", "1s"],
-            &["check"],
-        ] {
-            let (code, out, err) = cli(&dir, args);
-            let text = format!("{out}{err}");
-            assert_eq!(code, 2, "{file} {needle} {args:?}: {text}");
-            assert!(text.contains(file), "{file} {args:?}: {text}");
-            assert!(text.contains(needle), "{needle} {args:?}: {text}");
-            assert_eq!(
-                bytes_of(&dir),
-                before,
-                "{file} {needle}: {args:?} changed the store"
-            );
-        }
+        refused_unchanged(&dir, &EVERY_KIND, &[file, needle]);
     }
     // A journal copied in from another store.
     let (_root, dir) = build("foreign");
     std::fs::copy(other_dir.join("jobs.journal"), dir.join("jobs.journal")).unwrap();
-    let before = bytes_of(&dir);
-    for args in [&["jobs"][..], &["run", "--for", "1s"], &["check"]] {
-        let (code, out, err) = cli(&dir, args);
-        assert_eq!(code, 2, "{args:?}: {out}{err}");
-        assert!(
-            format!("{out}{err}").contains("another store"),
-            "{out}{err}"
-        );
-        assert_eq!(bytes_of(&dir), before);
-    }
+    refused_unchanged(
+        &dir,
+        &[&["jobs"], &["run", "--for", "1s"], &["check"]],
+        &["another store"],
+    );
 }
 
 #[test]
@@ -219,20 +215,7 @@ fn a_journal_cut_mid_line_after_slots_ran_is_corruption_not_a_torn_tail() {
     let line = starts[starts.len() - 3];
     let cut = line + 20;
     std::fs::write(&p, &j[..cut]).unwrap();
-    let before = bytes_of(&dir);
-    for args in [
-        &["jobs"][..],
-        &["history"],
-        &["run", "--for", "1s"],
-        &["check"],
-    ] {
-        let (code, out, err) = cli(&dir, args);
-        let text = format!("{out}{err}");
-        assert_eq!(code, 2, "{args:?}: {text}");
-        assert!(text.contains("jobs.journal"), "{args:?}: {text}");
-        assert!(text.contains("records were lost"), "{args:?}: {text}");
-        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
-    }
+    refused_unchanged(&dir, &EVERY_KIND, &["jobs.journal", "records were lost"]);
 }
 
 /// The same for `history.jsonl` cut by hand mid-line below rows the job records relied on.
@@ -242,15 +225,11 @@ fn a_history_cut_mid_line_is_corruption_not_a_torn_tail() {
     let p = dir.join("history.jsonl");
     let h = std::fs::read(&p).unwrap();
     std::fs::write(&p, &h[..h.len() - 30]).unwrap();
-    let before = bytes_of(&dir);
-    for args in [&["jobs"][..], &["run", "--for", "1s"], &["check"]] {
-        let (code, out, err) = cli(&dir, args);
-        let text = format!("{out}{err}");
-        assert_eq!(code, 2, "{args:?}: {text}");
-        assert!(text.contains("history.jsonl"), "{args:?}: {text}");
-        assert!(text.contains("cut short"), "{args:?}: {text}");
-        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
-    }
+    refused_unchanged(
+        &dir,
+        &[&["jobs"], &["run", "--for", "1s"], &["check"]],
+        &["history.jsonl", "cut short"],
+    );
 }
 
 /// `history --page`: the token each page ends with continues exactly where it stopped.
@@ -375,21 +354,8 @@ fn a_flipped_bit_in_a_job_line_is_corruption_at_its_line() {
         // The tens-of-seconds digit, as in the repro: still a valid, earlier instant.
         b[at + 17] ^= 0x01;
         std::fs::write(&p, &b).unwrap();
-        let before = bytes_of(&dir);
         let want = format!("{file}:{lines}:");
-        for args in [
-            &["jobs"][..],
-            &["history"],
-            &["run", "--for", "1s"],
-            &["check"],
-        ] {
-            let (code, out, err) = cli(&dir, args);
-            let text = format!("{out}{err}");
-            assert_eq!(code, 2, "{file} {args:?}: {text}");
-            assert!(text.contains(&want), "{want} {args:?}: {text}");
-            assert!(text.contains("checksum mismatch"), "{args:?}: {text}");
-            assert_eq!(bytes_of(&dir), before, "{file} {args:?} changed the store");
-        }
+        refused_unchanged(&dir, &EVERY_KIND, &[&want, "checksum mismatch"]);
     }
 }
 
@@ -423,20 +389,7 @@ fn an_older_copy_of_the_journal_is_corruption_not_a_clean_store() {
     let old = old.unwrap();
     assert_eq!(old.last(), Some(&b'\n'), "cut at a line boundary");
     std::fs::write(dir.join("jobs.journal"), &old).unwrap();
-    let before = bytes_of(&dir);
-    for args in [
-        &["jobs"][..],
-        &["history"],
-        &["run", "--for", "1s"],
-        &["check"],
-    ] {
-        let (code, out, err) = cli(&dir, args);
-        let text = format!("{out}{err}");
-        assert_eq!(code, 2, "{args:?}: {text}");
-        assert!(text.contains("jobs.journal"), "{args:?}: {text}");
-        assert!(text.contains("records were lost"), "{args:?}: {text}");
-        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
-    }
+    refused_unchanged(&dir, &EVERY_KIND, &["jobs.journal", "records were lost"]);
 }
 
 /// A store large enough to have `jobs.index` opens through it without reading the
@@ -496,18 +449,11 @@ fn a_flipped_byte_in_an_indexed_snapshot_is_refused_where_its_line_is_read() {
     }
     // Without the index every open reads every line: refused whatever the command.
     std::fs::remove_file(dir.join("jobs.index")).unwrap();
-    let before = bytes_of(&dir);
-    for args in [
-        &["describe", "j00005"][..],
-        &["history"],
-        &["pause", "j00005"],
-    ] {
-        let (got, out, err) = cli(&dir, args);
-        let text = format!("{out}{err}");
-        assert_eq!(got, 2, "{args:?}: {text}");
-        assert!(text.contains(&want), "{want} {args:?}: {text}");
-        assert_eq!(bytes_of(&dir), before, "{args:?} changed the store");
-    }
+    refused_unchanged(
+        &dir,
+        &[&["describe", "j00005"], &["history"], &["pause", "j00005"]],
+        &[&want],
+    );
 }
 
 /// `jobs.index` is derived data: deleted, stale (another snapshot's) or damaged, every command
