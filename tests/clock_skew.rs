@@ -22,6 +22,9 @@
 //!   waits for the clock rather than re-deriving from it), every job fires at its next real
 //!   slot once the clock is right, and a job that had not run yet keeps its first slot.
 //!
+//! And jobs a `cronsole apply` stored on a clock an hour ahead, on a file store no owner ran on
+//! that clock: an owner on the real clock runs each at its first real slot.
+//!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
 
@@ -557,4 +560,78 @@ fn a_file_store_owner_stepped_40s_behind_mid_run_runs_each_one_shot_once() {
             .all(|r| r["clock_stepped"] == "-40s" || r["clock_stepped"] == "-39s"),
         "{rows:#?}"
     );
+}
+
+/// Jobs stored by `cronsole apply` on a clock an hour ahead, on a file store no owner ever ran
+/// on that clock: an owner started on the real clock re-derives them at its first claim (its
+/// log and `describe` say so) and runs each at its first real slot, not an hour later.
+#[test]
+fn jobs_an_apply_an_hour_ahead_stored_run_at_their_real_slots_on_the_file_store() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("apply-ahead");
+    let (marks, jobs) = (dir.join("marks"), dir.join("ahead.yaml"));
+    let mut yaml = "budget: null\njobs:\n".to_string();
+    for (name, schedule) in [
+        ("every", "every 3s"),
+        ("once", "in 4s"),
+        ("minutely", "\"* * * * *\""),
+    ] {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    schedule: {schedule}\n    command: \"{}\"\n",
+            owner_support::marking_command(&marks, name, 0.0)
+        ));
+    }
+    std::fs::write(&jobs, yaml).unwrap();
+    let store = dir.join("store");
+    let (code, _, err) = support::cli::output(
+        support::cli::cronsole(&dir)
+            .arg("apply")
+            .arg(&jobs)
+            .arg("--store")
+            .arg(&store)
+            .envs(owner_support::skewed(&lib, "+1h")),
+    );
+    assert_eq!(code, 0, "{err}");
+    let started = Utc::now();
+    let store = store.display().to_string();
+    let owner = Owner::start(
+        "real",
+        &dir,
+        &OwnerSpec {
+            store: store.clone(),
+            ..Default::default()
+        },
+    );
+    owner.wait_for("a run of every job", Duration::from_secs(90), |_| {
+        let rows = owner_support::history(&dir, &store);
+        ["every", "once", "minutely"].iter().all(|job| {
+            rows.iter()
+                .any(|r| r["job"] == *job && r["status"] == "succeeded")
+        })
+    });
+    let rows = owner_support::history(&dir, &store);
+    for job in ["every", "once", "minutely"] {
+        let first = rows
+            .iter()
+            .find(|r| r["job"] == job && r["status"] == "succeeded")
+            .and_then(|r| owner_support::at(r, "slot"))
+            .unwrap();
+        assert!(
+            first < started + chrono::Duration::seconds(75),
+            "{job}: first slot {first}: {rows:#?}"
+        );
+    }
+    let log = owner.log();
+    assert!(
+        log.iter().any(|l| l.contains("slots re-derived")),
+        "{log:#?}"
+    );
+    let (code, out, err) = support::cli::run_with_store(&dir, &store, &["describe", "every"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("re-derived:"), "{out}");
+    assert_eq!(owner.stop(), 0, "{log:#?}");
+    let problems = owner_support::recorded_once(&owner_support::marks(&marks), &rows);
+    assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
 }

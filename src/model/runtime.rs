@@ -185,6 +185,20 @@ pub struct JobRuntime {
     /// again; a clock that really was ahead reaches that point only after the job moved past.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_back: Option<MovedBack>,
+    /// The latest re-derivation of the job's slots from a clock behind the one that decided
+    /// them (`store::rules::slots`): when, and what moved. `describe` shows it, so a job whose
+    /// first slot is not the one it was stored with says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rederived: Option<Rederived>,
+}
+
+/// A re-derivation of a job's slots (see [`JobRuntime::rederived`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rederived {
+    /// The clock it was made on.
+    pub at: DateTime<Utc>,
+    /// What moved, in words (`first slot … -> …`).
+    pub what: String,
 }
 
 /// A job's slots as they were before a clock more than three hours behind moved them back

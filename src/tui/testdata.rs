@@ -74,6 +74,7 @@ pub fn job(name: &str, every_seconds: u64, now: DateTime<Utc>) -> JobRecord {
         chain_seen: Default::default(),
         abandoned: Vec::new(),
         moved_back: None,
+        rederived: None,
     };
     JobRecord { def, rt }
 }

@@ -34,6 +34,9 @@ pub use loops::*;
 mod turns;
 #[allow(unused_imports)]
 pub use turns::*;
+mod clock;
+#[allow(unused_imports)]
+pub use clock::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -1757,6 +1760,7 @@ macro_rules! conformance_suite {
             tool_pins_are_kept_by_the_first_writer_and_replaced_only_by_accept,
             concurrent_first_uses_agree_on_one_pin,
             spenders_are_the_jobs_that_spent_or_hold_money_with_the_same_figures,
+            jobs_stored_on_a_clock_an_hour_ahead_run_at_their_real_slots,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -94,47 +94,73 @@ impl FileStore {
 
 impl FileStore {
     /// When this claim's clock is further behind the latest one this handle has seen in its
-    /// claims and applies (or, at first, the newest clock an owner record was sent with) than the
-    /// re-derivation tolerance, the clock went back: slots decided before may lie beyond what
-    /// the schedules allow from now, and those jobs are not due, so the claim would never look
-    /// at them. Every job with a wake-up after now is re-derived once, here (a full read of
-    /// the jobs, only after a step back), and so is every job without a wake-up (a job retired
-    /// for `until` by a clock ahead comes back). Paused jobs are re-derived when they resume.
+    /// claims and applies (or, at first, the newest clock an owner record was sent with), or
+    /// the latest clock a command stored records on (`clock.json`, written by any process),
+    /// than the re-derivation tolerance, the clock went back or those records were stored by a
+    /// clock ahead: slots decided then may lie beyond what the schedules allow from now, and
+    /// those jobs are not due, so the claim would never look at them. Every job with a wake-up
+    /// after now is re-derived once, here (a full read of the jobs, only after a step back),
+    /// and so is every job without a wake-up (a job retired for `until` by a clock ahead comes
+    /// back). Paused jobs are re-derived when they resume.
     fn after_a_step_back(&self, l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
-        let mark = match l.inner.clock_mark {
+        let known = match l.inner.clock_mark {
             Some(m) => m,
             None => self.newest_owner_clock().unwrap_or(now),
         };
+        let stored = l.stored_clock();
+        let mark = stored.map_or(known, |s| known.max(s));
         if now + rules::slots::AHEAD_TOLERANCE >= mark {
             l.inner.clock_mark = Some(mark.max(now));
             return Ok(());
         }
+        let by_whom = if stored.is_some_and(|s| s > known) {
+            "a command stored jobs on"
+        } else {
+            "this store was used at"
+        };
         tracing::warn!(
-            "the clock is {} behind the latest this store was used at: re-deriving every job's \
-             slots from {}",
+            "the clock is {} behind the latest {by_whom}: re-deriving every job's slots from {}",
             crate::clock::step_words(mark - now).trim_start_matches('+'),
             now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
-        Self::rederive_all(l, now)
+        Self::rederive_all(l, now)?;
+        Self::stored_clock_swept(l, stored, now)
     }
 
-    /// Jobs were stored at `now` (an apply): a clock ahead stores them ahead, so a later claim
-    /// of this handle on a clock set right must see the step back, even when this handle never
-    /// claimed on the clock ahead (its owner's claims were stopped for it).
-    pub(super) fn stored_on(&self, l: &mut Locked<'_>, now: DateTime<Utc>) {
+    /// Every job was just re-derived from `now`: a `clock.json` ahead of it is brought back to
+    /// `now`, so handles opened later do not sweep again for it.
+    fn stored_clock_swept(
+        l: &mut Locked<'_>,
+        stored: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        if stored.is_some_and(|s| s > now + rules::slots::AHEAD_TOLERANCE) {
+            l.write_stored_clock(now)?;
+        }
+        Ok(())
+    }
+
+    /// Jobs are about to be stored at `now` (an apply, an operator's edit): a clock ahead
+    /// stores them ahead, so a later claim on a clock set right must see the step back, in
+    /// this handle (even when it never claimed on the clock ahead: its owner's claims were
+    /// stopped for it) and in every other (`clock.json`, written before the records).
+    pub(super) fn stored_on(&self, l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
         let mark = l
             .inner
             .clock_mark
             .or_else(|| self.newest_owner_clock())
             .unwrap_or(now);
         l.inner.clock_mark = Some(mark.max(now));
+        l.note_stored_clock(now)
     }
 
     /// [`crate::store::Store::rederive_ahead`]: the sweep of [`FileStore::after_a_step_back`],
     /// whatever clock this handle saw before.
     pub(super) fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
         let mut l = self.lock()?;
-        Self::rederive_all(&mut l, now)
+        let stored = l.stored_clock();
+        Self::rederive_all(&mut l, now)?;
+        Self::stored_clock_swept(&mut l, stored, now)
     }
 
     /// Re-derive, from `now`, every job with a wake-up after it and every unleased job with no

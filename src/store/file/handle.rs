@@ -136,7 +136,14 @@ pub(super) struct Inner {
     /// owner record was sent with). A claim further behind it than the re-derivation
     /// tolerance means the clock went back: every job is looked at once (`claim.rs`).
     pub(super) clock_mark: Option<chrono::DateTime<chrono::Utc>>,
+    /// `clock.json` as this handle last read it: its stamp (inode, modification time, length)
+    /// and the instant it held, if it said one (`clockmark.rs`).
+    pub(super) clock_file: Option<(FileStamp, Option<chrono::DateTime<chrono::Utc>>)>,
 }
+
+/// A file's identity and version as `stat` tells them: inode, modification time (seconds,
+/// nanoseconds) and length.
+pub(super) type FileStamp = (u64, i64, i64, u64);
 
 /// The file store. Cheap to open; each handle has its own lock fd and cache.
 pub struct FileStore {

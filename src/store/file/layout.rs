@@ -13,6 +13,8 @@ pub(super) const SNAPSHOT_FILE: &str = "jobs.snapshot.jsonl";
 pub(super) const JOURNAL_FILE: &str = "jobs.journal";
 pub(super) const SETTINGS_FILE: &str = "settings.json";
 pub(super) const HISTORY_FILE: &str = "history.jsonl";
+/// The latest clock a command stored job records on (advisory, see `clockmark.rs`).
+pub(super) const CLOCK_FILE: &str = "clock.json";
 pub(super) const BLOCK: u64 = 64 * 1024;
 /// Default retention: newest rows kept per job.
 pub const DEFAULT_KEEP_PER_JOB: usize = 10_000;

@@ -29,6 +29,7 @@
 //! - `sync.rs` — the lock, the cache refreshed from the files, persisting rows then records.
 //! - `runs.rs` — running tool loops' records (`runs/`), one write per loop step.
 //! - `owners.rs` — owner records (`owners/`), one file per running engine.
+//! - `clockmark.rs` — `clock.json`, the latest clock a command stored records on.
 //! - `chain.rs`, `claim.rs`, `complete.rs`, `recount.rs` — the operations' store-side steps.
 //! - `open.rs` — opening, creating, migrating.
 //! - `store.rs` — the [`Store`](crate::store::Store) impl.
@@ -61,6 +62,9 @@
 //!   row takes it).
 //! - `owners/<owner id>.json` — optional, advisory: each running engine's record, replaced at
 //!   its heartbeats; the file's modification time is the store's clock (see `owners.rs`).
+//! - `clock.json` — optional, advisory: `{"cronsole":"clock","store":ID,"stored_on":T}`, the
+//!   latest clock a command stored job records on; a claim on a clock behind it re-derives
+//!   every job once (see `clockmark.rs`).
 //! - `settings.json` — `{"cronsole":"settings","store":ID,"settings":{...}}` (temp + rename).
 //! - `history.jsonl` — the open history segment: a header `{"cronsole":"history","store":ID,
 //!   "segment":N}`, then one history row per line, newest at the end, each with its CRC-32
@@ -206,6 +210,7 @@
 mod apply;
 mod chain;
 mod claim;
+mod clockmark;
 mod compact;
 mod compaction;
 mod complete;

@@ -129,9 +129,8 @@ impl Store for FileStore {
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         plan::apply::unique_names(file)?;
         let mut l = self.lock()?;
-        let report = l.apply_file(file, now)?;
-        self.stored_on(&mut l, now);
-        Ok(report)
+        self.stored_on(&mut l, now)?;
+        l.apply_file(file, now)
     }
 
     fn apply_each(
@@ -147,9 +146,8 @@ impl Store for FileStore {
         crate::config::check_bounds(&bare)
             .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
         let mut l = self.lock()?;
-        let report = l.apply_each(settings, feed, now)?;
-        self.stored_on(&mut l, now);
-        Ok(report)
+        self.stored_on(&mut l, now)?;
+        l.apply_each(settings, feed, now)
     }
 
     fn settings(&self) -> StoreResult<Settings> {
@@ -328,6 +326,8 @@ impl Store for FileStore {
         };
         let changed = policy::operator::pause_step(&mut c.rec, paused, now)?;
         if changed {
+            // A resume re-derives the job's slots from `now` (see `clockmark.rs`).
+            l.note_stored_clock(now)?;
             l.persist(&[], &[name.to_string()])?;
         }
         Ok(())
@@ -364,6 +364,7 @@ impl Store for FileStore {
         let mut rows = Vec::new();
         let (changed, out) = policy::operator::apply_edit_rows(&mut c.rec, edit, now, &mut rows)?;
         if changed {
+            l.note_stored_clock(now)?;
             l.persist(&rows, &[name.to_string()])?;
         }
         Ok(out)
@@ -405,7 +406,9 @@ impl Store for FileStore {
         }
         // The whole chunk in one append of the journal (and history): one fsync.
         if !(rows.is_empty() && tally.changed.is_empty())
-            && let Err(e) = l.persist(&rows, &tally.changed)
+            && let Err(e) = l
+                .note_stored_clock(now)
+                .and_then(|()| l.persist(&rows, &tally.changed))
         {
             return fail(e);
         }

@@ -185,6 +185,48 @@ fn rederive_ahead_stores_again_what_a_clock_ahead_stored_and_nothing_else() {
     assert_eq!(next_slots(&s), vec![Some(t(1070)), Some(t(1060))]);
 }
 
+/// Jobs a separate command stored on a clock an hour ahead, on a store no owner ever ran on
+/// that clock: a handle that was already claiming, and one opened afterwards, learn that clock
+/// from `clock.json`. The first claim on the real clock re-derives what was stored ahead, the
+/// record says so, the job runs at its real first slot, and a handle opened after that sweep
+/// does not sweep again (the file holds the clock now).
+#[test]
+fn jobs_an_apply_on_a_clock_ahead_stored_are_re_derived_by_any_handle() {
+    let dir = TempDir::new("fs-apply-ahead");
+    let owner = FileStore::open(&dir).unwrap();
+    assert!(owner.claim_at(t(990), "o", 8).claims.is_empty());
+    let ahead = FileStore::open(&dir).unwrap();
+    let file = JobsFile {
+        settings: Settings::default(),
+        jobs: vec![def("a")],
+    };
+    ahead.apply(&file, t(1000 + 3600)).unwrap();
+    drop(ahead);
+    // The owner opened before the apply.
+    assert!(owner.claim_at(t(1000), "o", 8).claims.is_empty());
+    assert_eq!(next_slots(&owner), vec![Some(t(1060))]);
+    let rec = owner.job("a").unwrap().unwrap();
+    let said = rec.rt.rederived.as_ref().unwrap();
+    assert_eq!(said.at, t(1000));
+    assert!(said.what.contains("never ran"), "{said:?}");
+    assert_eq!(owner.claim_at(t(1060), "o", 8).claims.len(), 1);
+    drop(owner);
+    let mark: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(super::layout::CLOCK_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(mark["stored_on"], serde_json::json!(t(1000)), "{mark}");
+
+    // A handle opened after another apply an hour ahead, never having claimed.
+    let dir = TempDir::new("fs-apply-ahead-fresh");
+    FileStore::open(&dir)
+        .unwrap()
+        .apply(&file, t(1000 + 3600))
+        .unwrap();
+    let fresh = FileStore::open(&dir).unwrap();
+    assert!(fresh.claim_at(t(1000), "o", 8).claims.is_empty());
+    assert_eq!(next_slots(&fresh), vec![Some(t(1060))]);
+}
+
 /// A job a clock ahead stored, due on another handle's clock (its `until`): the claim's probe
 /// of it on a copy and its step on the record both re-derive it, and the log says so once.
 #[test]

@@ -232,6 +232,11 @@ pub fn rederive_logged(rec: &mut JobRecord, now: DateTime<Utc>) -> bool {
     if probing_now() {
         return true;
     }
+    // Kept in the record: `describe` says why the job's slots are not the ones it was given.
+    rec.rt.rederived = Some(crate::model::Rederived {
+        at: now,
+        what: what.clone(),
+    });
     tracing::warn!(
         job = %rec.def.name,
         "slots re-derived from {}: {what} (they were decided by a clock ahead of this one)",

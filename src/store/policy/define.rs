@@ -59,6 +59,7 @@ pub fn new_record(def: JobDef, now: DateTime<Utc>) -> Result<JobRecord, Schedule
             chain_seen: Default::default(),
             abandoned: Vec::new(),
             moved_back: None,
+            rederived: None,
         },
     })
 }

@@ -28,6 +28,7 @@ impl Inner {
         limit: usize,
         in_flight: Vec<String>,
     ) -> StoreResult<ClaimOutcome> {
+        self.claimed_behind(now).await?;
         let mut c = self.pool.get().await?;
         let st = c.stmts().await?;
         let tx = c

@@ -217,6 +217,7 @@ impl Inner {
             .map_err(|e| db_err("taking the apply lock", e))?;
         let mut dirty = false;
         let (stored, now) = try_join(self.settings_in(&tx), self.clock.now_in(&tx, now)).await?;
+        self.stored_on(now);
         let settings_changed = plan::apply::settings_changes(&stored, &file.settings);
         if stored != file.settings {
             tx.execute(

@@ -1,7 +1,8 @@
 //! Slots decided by a database clock that has since been set back: re-derived once, by the
 //! heartbeat of any owner that sees the database's clock behind the latest instant it knew.
 //!
-//! Owns: [`Inner::after_a_step_back`]. Must not touch: what re-deriving does to a record
+//! Owns: [`Inner::after_a_step_back`], and its twin for the caller's clock
+//! ([`Inner::claimed_behind`]). Must not touch: what re-deriving does to a record
 //! (`store::rules::slots::rederive`), the heartbeat's own SQL (`owners.rs`).
 //!
 //! A claim looks only at due jobs, and a job whose next slot a clock two days ahead decided is
@@ -10,8 +11,9 @@
 //! newest heartbeat any owner's record holds) than the re-derivation tolerance, every unleased
 //! job with a next slot after it, and every job retired as its `until` passed (a clock ahead
 //! may have retired it), is locked (`FOR UPDATE SKIP LOCKED`), re-derived and written
-//! back in one transaction. With the caller's clock (tests) nothing is done here: decisions
-//! read the caller's clock, not the database's.
+//! back in one transaction. With the caller's clock (tests) the heartbeat does nothing here:
+//! decisions read the caller's clock, not the database's; a claim on a clock behind the one an
+//! `apply` of the same handle stored jobs on sweeps instead, as the file store's does.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -47,6 +49,40 @@ impl Inner {
             crate::clock::step_words(mark - now).trim_start_matches('+'),
             now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
+        self.rederive_all(now).await
+    }
+
+    /// Jobs were stored on the caller's clock at `now` (an apply, with [`PgClock::Caller`]):
+    /// a later claim on a clock behind it re-derives every job ([`Inner::claimed_behind`]).
+    pub(super) fn stored_on(&self, now: DateTime<Utc>) {
+        if self.clock == PgClock::Caller {
+            let mut mark = self.clock_mark.lock().unwrap_or_else(|e| e.into_inner());
+            *mark = Some(mark.map_or(now, |m| m.max(now)));
+        }
+    }
+
+    /// With the caller's clock, a claim whose `now` is further behind the latest clock this
+    /// handle stored jobs on than the tolerance re-derives every job first, as a file store's
+    /// claim does: those jobs' slots lie ahead, and no claim would look at them.
+    pub(super) async fn claimed_behind(&self, now: DateTime<Utc>) -> StoreResult<()> {
+        if self.clock != PgClock::Caller {
+            return Ok(());
+        }
+        let known = *self.clock_mark.lock().unwrap_or_else(|e| e.into_inner());
+        if known.is_none_or(|m| now + AHEAD_TOLERANCE >= m) {
+            return Ok(());
+        }
+        tracing::warn!(
+            "the clock is behind the latest a command stored jobs on: re-deriving every job's \
+             slots from {}",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        self.rederive_all(now).await
+    }
+
+    /// Every unleased job with a next slot after `now`, and every job retired as its `until`
+    /// passed, re-derived from `now` in one transaction.
+    async fn rederive_all(&self, now: DateTime<Utc>) -> StoreResult<()> {
         let mut c = self.pool.get().await?;
         let st = c.stmts().await?;
         let tx = c
