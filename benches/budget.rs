@@ -149,6 +149,7 @@ fn claims_per_sec(
                                 limit: 32,
                                 in_flight: &[],
                                 clock_stepped: None,
+                                max_offset: None,
                             })
                             .expect("claim");
                         if o.claims.is_empty() {

@@ -93,6 +93,7 @@ fn main() {
             limit: 1,
             in_flight: &[],
             clock_stepped: None,
+            max_offset: None,
         })
         .expect("claim")
         .claims

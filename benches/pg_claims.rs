@@ -76,6 +76,7 @@ fn bench(open: &(dyn Fn() -> Arc<dyn Store> + Sync), jobs: usize, limit: usize) 
                                 limit,
                                 in_flight: &[],
                                 clock_stepped: None,
+                                max_offset: None,
                             })
                             .expect("claim");
                         lat.push(t.elapsed());

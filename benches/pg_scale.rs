@@ -83,6 +83,7 @@ fn build(server: &str, total: usize, due: usize, t: DateTime<Utc>) -> String {
             limit: 1,
             in_flight: &[],
             clock_stepped: None,
+            max_offset: None,
         })
         .expect("claim template");
     for c in c.claims {
@@ -193,6 +194,7 @@ fn measure(url: &str, total: usize, due: usize, t: DateTime<Utc>) {
                 limit: 32,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("claim");
         lat.push(t0.elapsed());
@@ -222,6 +224,7 @@ fn measure(url: &str, total: usize, due: usize, t: DateTime<Utc>) {
                 limit: 32,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("idle claim");
         idle.push(t0.elapsed());

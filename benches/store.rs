@@ -117,6 +117,7 @@ fn main() {
                 limit: due,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("claim");
         let claim = split(s.elapsed(), t0, file_len(&journal) - j0);
@@ -132,6 +133,7 @@ fn main() {
                     limit: 10,
                     in_flight: &[],
                     clock_stepped: None,
+                    max_offset: None,
                 })
                 .expect("idle claim");
             idle.push(s.elapsed());
@@ -342,6 +344,7 @@ fn compaction(base: &std::path::Path, n: usize) {
                         limit: 8,
                         in_flight: &[],
                         clock_stepped: None,
+                        max_offset: None,
                     })
                     .expect("other's claim");
                 waits.push((s, s.elapsed()));
@@ -359,6 +362,7 @@ fn compaction(base: &std::path::Path, n: usize) {
                 limit: 1_000,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("claim");
         let claim = s.elapsed();
@@ -418,6 +422,7 @@ fn claims(base: &std::path::Path, n: usize, reps: usize) {
                 limit: 1_000,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("claim");
         walls.push(s.elapsed());

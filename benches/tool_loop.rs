@@ -177,6 +177,7 @@ fn stored_runs(dir: &std::path::Path, n: usize) -> Vec<StoredRun> {
                 limit: 64,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .expect("claim");
         assert!(!o.claims.is_empty(), "every bench job is due");

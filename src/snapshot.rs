@@ -655,6 +655,7 @@ mod tests {
                     limit: 10,
                     in_flight: &[],
                     clock_stepped: None,
+                    max_offset: None,
                 })
                 .unwrap();
             for c in out.claims {

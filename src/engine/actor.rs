@@ -498,8 +498,19 @@ impl Actor {
         let stepped = self.unclaimed_step.map(crate::clock::step_words);
         // The leases it grants run from about now: a run counts its lease from here.
         let asked = tokio::time::Instant::now();
-        let claimed = claim_due(&self.store, now, owner, limit, hidden, stepped.clone()).await;
-        let (outcome, settings) = match claimed {
+        let bound = self.cfg.max_clock_offset;
+        let claimed = claim_due(&self.store, now, owner, limit, hidden, stepped.clone(), bound);
+        let (outcome, settings) = match claimed.await {
+            Ok((o, _)) if o.refused.is_some() => {
+                // The store's clock is past this owner's bound: claims stop as at a heartbeat
+                // that measured it, and the next heartbeat (now) keeps or lifts the refusal.
+                self.outage
+                    .claim_answered(crate::clock::Reading::of(self.clock.as_ref()));
+                let why = o.refused.unwrap_or_default();
+                self.beat.refuse(why, self.outage.health(), &self.ev_tx);
+                self.beat.next = tokio::time::Instant::now();
+                return false;
+            }
             Ok(o) => {
                 self.unclaimed_step = None;
                 o

@@ -32,7 +32,8 @@ pub(super) fn hidden_jobs(in_flight: &HashMap<Uuid, InFlight>) -> Vec<String> {
 }
 
 /// Claim up to `limit` due runs for `owner` at `now`, with the settings the claimed runs use;
-/// `stepped`: the wall clock stepped since the last claim (in words, for the rows).
+/// `stepped`: the wall clock stepped since the last claim (in words, for the rows);
+/// `max_offset`: this owner's clock offset bound, for a store that judges it in the claim.
 ///
 /// The settings are read once per claim, in the same hand-off to the blocking pool: a store
 /// lock and a hand-off per run cost a tenth of a 10 000-run burst's engine CPU. A failed read
@@ -45,6 +46,7 @@ pub(super) async fn claim_due(
     limit: usize,
     hidden: Vec<String>,
     stepped: Option<String>,
+    max_offset: Option<std::time::Duration>,
 ) -> Result<(ClaimOutcome, Option<Arc<Settings>>), EngineError> {
     blocking(store, move |s| {
         let outcome = s.claim_due(&ClaimRequest {
@@ -53,6 +55,7 @@ pub(super) async fn claim_due(
             limit,
             in_flight: &hidden,
             clock_stepped: stepped.as_deref(),
+            max_offset,
         })?;
         let settings = if outcome.claims.is_empty() {
             None

@@ -155,6 +155,24 @@ impl Beat {
         off != was
     }
 
+    /// Claims stop for this owner's clock, for a reason the store gave at a claim (its clock,
+    /// read in the claim, is past the bound): logged and noticed once, shown by `/healthz`, the
+    /// metrics and the next record. The next heartbeat measures the offset again and keeps the
+    /// refusal or lifts it.
+    pub(super) fn refuse(
+        &mut self,
+        why: String,
+        health: &Health,
+        ev_tx: &broadcast::Sender<Event>,
+    ) {
+        if self.refused.is_none() {
+            tracing::error!("{why}");
+            let _ = ev_tx.send(Event::Notice(why.clone()));
+        }
+        health.send_modify(|h| h.clock_refused = Some(why.clone()));
+        self.refused = Some(why);
+    }
+
     /// The last record, at a clean stop: this owner runs nothing more, so it stops counting as
     /// live at once instead of when its heartbeats age out. A store that refuses it changes
     /// nothing else: the record then ages out as a killed owner's does.

@@ -859,6 +859,7 @@ mod tests {
                 limit: 1,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .unwrap()
             .claims

@@ -60,6 +60,12 @@ pub struct ClaimRequest<'a> {
     /// (`missed`, overlap, `abandoned`), as the row of a run in flight across a step does; one
     /// that decides on its own clock (PostgreSQL) ignores it.
     pub clock_stepped: Option<&'a str>,
+    /// The owner's clock offset bound (`--max-clock-offset`; `None`: no bound). A store that
+    /// decides on its own clock (PostgreSQL) claims nothing when that clock is surely further
+    /// than this from `now`, and says why in [`ClaimOutcome::refused`]: leases stamped by a
+    /// clock that far from the owner's are renewed on a pace the owner cannot keep. A store
+    /// that decides on the owner's clock (the file store) ignores it.
+    pub max_offset: Option<std::time::Duration>,
 }
 
 /// One won claim: the run may start. The claim is durable when this is returned.
@@ -84,6 +90,9 @@ pub struct ClaimOutcome {
     pub claims: Vec<Claim>,
     /// Rows written while claiming (`missed`, `abandoned`), so front ends can show them.
     pub rows: Vec<HistoryRow>,
+    /// Why nothing was claimed for the owner's clock ([`ClaimRequest::max_offset`]), in words
+    /// for the log, `/healthz` and the owner record.
+    pub refused: Option<String>,
 }
 
 /// What `renew` found.

@@ -28,6 +28,7 @@ impl<S: Store + ?Sized> ClaimAt for S {
             limit,
             in_flight: &[],
             clock_stepped: None,
+            max_offset: None,
         }) {
             Ok(out) => out,
             Err(e) => panic!("claim_due at {now} for {owner}: {e}"),

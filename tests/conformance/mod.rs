@@ -267,6 +267,7 @@ pub fn in_flight_jobs_are_not_reoffered_to_their_owner(f: Factory) {
             limit: 10,
             in_flight: &in_flight,
             clock_stepped: None,
+            max_offset: None,
         })
         .unwrap();
     assert!(again.claims.is_empty() && again.rows.is_empty());
@@ -368,6 +369,7 @@ pub fn cron_missed_after_days_and_first_cron_fire(f: Factory) {
             limit: 10,
             in_flight: &["never".to_string()],
             clock_stepped: None,
+            max_offset: None,
         })
         .unwrap();
     assert_eq!(o.claims.len(), 1);

@@ -330,3 +330,40 @@ fn jobs_a_database_clock_an_hour_ahead_stored_or_retired_come_back_at_the_next_h
         );
     }
 }
+
+/// An owner whose clock is further from the database's than its bound (the database's clock
+/// stepped between two of its heartbeats) claims nothing: the claim says why, in words for the
+/// log and `/healthz`, and leaves the job due. Within the bound, it claims.
+#[test]
+fn a_claim_past_the_owners_bound_from_the_databases_clock_claims_nothing_and_says_why() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    one_shot(&s, Utc::now());
+    let ask = |skew: i64| {
+        s.claim_due(&cronsole::store::ClaimRequest {
+            now: Utc::now() + secs(skew),
+            owner: "o",
+            limit: 10,
+            in_flight: &[],
+            clock_stepped: None,
+            max_offset: Some(std::time::Duration::from_millis(7_500)),
+        })
+        .unwrap()
+    };
+    let o = ask(-40);
+    assert!(o.claims.is_empty() && o.rows.is_empty(), "{o:?}");
+    let why = o.refused.unwrap();
+    assert!(
+        why.contains("40.") && why.contains("ahead of this host's"),
+        "{why}"
+    );
+    assert!(
+        why.contains("--max-clock-offset 7.5s") && why.contains("claims stopped"),
+        "{why}"
+    );
+    let why = ask(40).refused.unwrap();
+    assert!(why.contains("behind this host's"), "{why}");
+    let o = ask(-3);
+    assert_eq!(o.refused, None);
+    assert_eq!(o.claims.len(), 1, "{o:?}");
+}

@@ -70,6 +70,7 @@ fn worker() {
             limit: if hang { 100 } else { free },
             in_flight: &busy,
             clock_stepped: None,
+            max_offset: None,
         });
         let out = match out {
             Ok(o) => o,

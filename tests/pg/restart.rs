@@ -62,6 +62,7 @@ fn server_restart_during_runs_fails_then_recovers_without_duplicates_or_losses()
                     limit: 20 - busy.len().min(20),
                     in_flight: &busy,
                     clock_stepped: None,
+                    max_offset: None,
                 }) {
                     Err(e) => {
                         // A down server is a retryable error (Database,

@@ -55,6 +55,7 @@ fn claim_req(now: DateTime<Utc>, owner: &str, limit: usize) -> ClaimRequest<'_> 
         limit,
         in_flight: &[],
         clock_stepped: None,
+        max_offset: None,
     }
 }
 
@@ -914,6 +915,7 @@ fn a_claim_after_the_clock_stepped_back_does_not_run_a_slot_a_dead_claimers_miss
         limit,
         in_flight: &[],
         clock_stepped: None,
+        max_offset: None,
     };
     let dead = open(&disk);
     fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
@@ -1018,6 +1020,7 @@ fn recovery_then_power_loss(seed: u64) {
         limit: 1,
         in_flight: &[],
         clock_stepped: None,
+        max_offset: None,
     };
     assert!(
         owner.claim_due(&req(t(1), "a")).is_err(),
@@ -1203,6 +1206,7 @@ fn a_claim_that_generates_no_row_does_not_run_a_slot_a_failed_claimers_overlap_r
         limit: 1,
         in_flight: &[],
         clock_stepped: None,
+        max_offset: None,
     };
     let failing = open(&disk);
     // Its own journal write first: the claim's first journal fsync is then the one after its

@@ -954,6 +954,7 @@ impl<'a> World<'a> {
                 limit: free,
                 in_flight: &in_flight,
                 clock_stepped: None,
+                max_offset: None,
             }),
             None => return Ok(()),
         };

@@ -88,6 +88,7 @@ impl FileStore {
         Ok(ClaimOutcome {
             claims,
             rows: pass.rows,
+            refused: None,
         })
     }
 }

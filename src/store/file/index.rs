@@ -716,6 +716,7 @@ mod tests {
                 limit: 1,
                 in_flight: &[],
                 clock_stepped: None,
+                max_offset: None,
             })
             .unwrap();
         assert_eq!(got.claims.len(), 1, "one job left leased");

@@ -762,6 +762,7 @@ fn own_in_flight_run_is_never_reoffered_or_recovered_by_its_owner() {
             limit: 5,
             in_flight: &mine,
             clock_stepped: None,
+            max_offset: None,
         })
         .unwrap();
     assert!(out.claims.is_empty() && out.rows.is_empty());

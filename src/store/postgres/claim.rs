@@ -12,6 +12,7 @@ use crate::model::{HistoryRow, JobRecord};
 use crate::store::{Claim, ClaimOutcome, StoreResult};
 use crate::store::{plan, policy, rules};
 
+use super::clock::PgClock;
 use super::db::{db_err, from_json};
 use super::handle::Inner;
 use super::tx::{MAX_CLAIM_BATCH, Notify, chain_children, select_due};
@@ -27,6 +28,7 @@ impl Inner {
         now: DateTime<Utc>,
         limit: usize,
         in_flight: Vec<String>,
+        bound: Option<(std::time::Duration, std::time::Instant)>,
     ) -> StoreResult<ClaimOutcome> {
         self.claimed_behind(now).await?;
         let mut c = self.pool.get().await?;
@@ -43,6 +45,7 @@ impl Inner {
         // The settings read and the first locked select are pipelined (one round trip).
         // With the database's clock the first select reads it and every later step (and
         // select) uses that same instant (see `clock`).
+        let given = now;
         let (period, mut got) = try_join(
             self.period(&tx, &st),
             select_due(&tx, &st, self.clock.given(now), &excluded, batch),
@@ -54,6 +57,18 @@ impl Inner {
                 .map_err(|e| db_err("reading the database's clock", e))?,
             None => now,
         };
+        // An owner this far from the database's clock could not keep the leases it would be
+        // given (renewed on its own clock's pace): nothing is claimed, and it is told why.
+        if self.clock == PgClock::Database
+            && let Some((b, asked)) = bound
+            && let Some(why) = super::clock::beyond_bound(now, given, asked.elapsed(), b)
+        {
+            drop(tx);
+            return Ok(ClaimOutcome {
+                refused: Some(why),
+                ..ClaimOutcome::default()
+            });
+        }
         let mut rows = Vec::new();
         let mut changed: Vec<JobRecord> = Vec::new();
         let mut claims: Vec<Claim> = Vec::new();
@@ -127,6 +142,10 @@ impl Inner {
             "committing claims",
         )
         .await?;
-        Ok(ClaimOutcome { claims, rows })
+        Ok(ClaimOutcome {
+            claims,
+            rows,
+            refused: None,
+        })
     }
 }

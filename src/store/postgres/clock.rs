@@ -71,3 +71,54 @@ impl PgClock {
         }
     }
 }
+
+/// Why a claim that read the database's clock `db_now` refuses an owner whose clock said
+/// `given` when it asked, `elapsed` before (the time the request took to reach the database),
+/// under the owner's offset `bound`; `None` when the clocks may be within it. The request's
+/// time only makes the database look later, so the database is surely ahead by more than the
+/// bound when it reads later than `given` by more than the bound plus `elapsed`, and surely
+/// behind when it reads earlier by more than the bound.
+pub(super) fn beyond_bound(
+    db_now: DateTime<Utc>,
+    given: DateTime<Utc>,
+    elapsed: std::time::Duration,
+    bound: std::time::Duration,
+) -> Option<String> {
+    let ahead = (db_now - given).num_milliseconds();
+    let slack = i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX);
+    let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
+    let side = if ahead.saturating_sub(slack) > bound_ms {
+        "ahead of"
+    } else if ahead < -bound_ms {
+        "behind"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the database's clock is {:.1}s {side} this host's (more than --max-clock-offset \
+         {:.1}s): claims stopped until it is back within the bound, since this owner could not \
+         renew the leases it would be given in time; runs in flight go on. Fix the clock (NTP)",
+        ahead.unsigned_abs() as f64 / 1000.0,
+        bound.as_secs_f64()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration as Std;
+
+    #[test]
+    fn a_database_clock_surely_past_the_bound_refuses_and_one_within_it_does_not() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000 + s, 0).unwrap();
+        let b = Std::from_millis(7_500);
+        let w = beyond_bound(t(40), t(0), Std::ZERO, b).unwrap();
+        assert!(w.contains("40.0s ahead of this host's"), "{w}");
+        assert!(w.contains("--max-clock-offset 7.5s") && w.contains("claims stopped"), "{w}");
+        assert!(beyond_bound(t(-40), t(0), Std::ZERO, b).unwrap().contains("40.0s behind"));
+        assert_eq!(beyond_bound(t(7), t(0), Std::ZERO, b), None);
+        // A slow request explains what lies within it.
+        assert_eq!(beyond_bound(t(9), t(0), Std::from_secs(2), b), None);
+        assert!(beyond_bound(t(9), t(0), Std::from_secs(1), b).is_some());
+    }
+}

@@ -180,7 +180,9 @@ impl Store for PgStore {
     fn claim_due(&self, req: &ClaimRequest<'_>) -> StoreResult<ClaimOutcome> {
         let (owner, now, limit) = (req.owner.to_string(), req.now, req.limit);
         let in_flight = req.in_flight.to_vec();
-        self.run(|inner| async move { inner.claim(owner, now, limit, in_flight).await })
+        // The request's own time, measured from here, is allowed for in judging the bound.
+        let bound = req.max_offset.map(|b| (b, std::time::Instant::now()));
+        self.run(|inner| async move { inner.claim(owner, now, limit, in_flight, bound).await })
     }
 
     fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome> {
