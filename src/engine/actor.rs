@@ -499,7 +499,15 @@ impl Actor {
         // The leases it grants run from about now: a run counts its lease from here.
         let asked = tokio::time::Instant::now();
         let bound = self.cfg.max_clock_offset;
-        let claimed = claim_due(&self.store, now, owner, limit, hidden, stepped.clone(), bound);
+        let claimed = claim_due(
+            &self.store,
+            now,
+            owner,
+            limit,
+            hidden,
+            stepped.clone(),
+            bound,
+        );
         let (outcome, settings) = match claimed.await {
             Ok((o, _)) if o.refused.is_some() => {
                 // The store's clock is past this owner's bound: claims stop as at a heartbeat

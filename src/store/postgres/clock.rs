@@ -114,8 +114,15 @@ mod tests {
         let b = Std::from_millis(7_500);
         let w = beyond_bound(t(40), t(0), Std::ZERO, b).unwrap();
         assert!(w.contains("40.0s ahead of this host's"), "{w}");
-        assert!(w.contains("--max-clock-offset 7.5s") && w.contains("claims stopped"), "{w}");
-        assert!(beyond_bound(t(-40), t(0), Std::ZERO, b).unwrap().contains("40.0s behind"));
+        assert!(
+            w.contains("--max-clock-offset 7.5s") && w.contains("claims stopped"),
+            "{w}"
+        );
+        assert!(
+            beyond_bound(t(-40), t(0), Std::ZERO, b)
+                .unwrap()
+                .contains("40.0s behind")
+        );
         assert_eq!(beyond_bound(t(7), t(0), Std::ZERO, b), None);
         // A slow request explains what lies within it.
         assert_eq!(beyond_bound(t(9), t(0), Std::from_secs(2), b), None);
