@@ -816,14 +816,7 @@ pub fn under_budget(settings: &Settings, job_max_cost_usd: Option<f64>) -> bool 
 /// that `validate` refuses until real prices replace them.
 pub fn unpriced_under_budget(model: &str) -> String {
     let lower = model.trim().to_ascii_lowercase();
-    let key = if lower
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-    {
-        lower.clone()
-    } else {
-        serde_json::to_string(&lower).unwrap_or(lower.clone())
-    };
+    let key = yaml_key(&lower);
     let closest = PriceTable::builtin().closest(&lower);
     let (line, note) = match &closest {
         Some(r) => (
@@ -846,6 +839,43 @@ pub fn unpriced_under_budget(model: &str) -> String {
          its price (USD per 1M tokens) to the jobs file and apply it{note}: \
          pricing:\n  {key}: {line}"
     )
+}
+
+/// `name` as a key of a YAML block mapping that reads back as exactly `name`, whatever it holds:
+/// plain when it is a name no YAML reader takes for anything else (a letter, then letters,
+/// digits, `-`, `_`, `.`, `/`; not a boolean or null word), else double-quoted with every
+/// character outside printable ASCII escaped (`\u200B`), so invisible, control and
+/// line-breaking characters survive a paste and show what they are.
+fn yaml_key(name: &str) -> String {
+    use std::fmt::Write as _;
+    const WORDS: [&str; 10] = [
+        "true", "false", "null", "yes", "no", "on", "off", "y", "n", "~",
+    ];
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && !WORDS.contains(&name.to_ascii_lowercase().as_str());
+    if plain {
+        return name.to_string();
+    }
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            c if u32::from(c) <= 0xFFFF => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => {
+                let _ = write!(out, "\\U{:08X}", u32::from(c));
+            }
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// What has been spent in the current budget period, for the pre-call budget check.
@@ -1225,6 +1255,63 @@ mod tests {
                 !m.contains("input: 0,") && !m.contains("input: 0.00"),
                 "{m}"
             );
+        }
+    }
+
+    /// Whatever a model's name holds (invisible, control, quote, YAML indicator characters,
+    /// words YAML reads as booleans or null, numbers), the hint's `pricing:` snippet, as
+    /// printed and pasted into a jobs file, parses, and its key is the model's name.
+    #[test]
+    fn the_unpriced_hint_parses_as_yaml_for_hostile_names() {
+        let names = [
+            "gpt\u{200b}-4o",
+            "\u{feff}bom",
+            "rtl\u{202e}evil",
+            "tab\there",
+            "new\nline: { input: 0, output: 0 }",
+            "esc\u{1b}[31m",
+            "quote\"back\\slash",
+            "a: b",
+            "#comment",
+            "- dash",
+            "[flow]",
+            "{flow}",
+            "&anchor",
+            "*alias",
+            "!tag",
+            "%dir",
+            "@at",
+            "`tick",
+            "? key",
+            "| block",
+            "> fold",
+            "'single'",
+            "true",
+            "Null",
+            "no",
+            "1.5",
+            "0x1f",
+            ".inf",
+            "~",
+            "emoji-\u{1f600}",
+            "ünïcödé",
+            "mystery-9b",
+        ];
+        for name in names {
+            // As printed: every output shows an invisible or control character as an escape
+            // (`\u{200b}`), which must not land inside the key's quotes.
+            let hint = unpriced_under_budget(name);
+            let hint = crate::text::visible(&hint);
+            let (_, snippet) = hint.split_once("pricing:\n").expect("a snippet");
+            let snippet = snippet
+                .replace("INPUT_USD_PER_1M", "1.5")
+                .replace("OUTPUT_USD_PER_1M", "2.5");
+            let text = format!("pricing:\n{snippet}\njobs: []\n");
+            let loaded = crate::config::load_str(&text, std::path::Path::new("jobs.yaml"))
+                .unwrap_or_else(|e| panic!("{name:?}: {e}\n{text}"));
+            let keys: Vec<&String> = loaded.file.settings.pricing.keys().collect();
+            let want = name.trim().to_ascii_lowercase();
+            assert_eq!(keys, [&want], "{name:?}: {text}");
         }
     }
 
