@@ -171,7 +171,11 @@ pub(super) fn supervise_run(
         Ok(c) => c,
         Err(e) => {
             restore();
-            let _ = writeln!(std::io::stderr(), "could not start `{what}`: {e}");
+            // One write: `writeln!` on the unbuffered stderr writes each piece of the format
+            // apart, and a reader of the pipe (a stdio MCP server's error text) can see the
+            // line cut after its first piece.
+            let line = format!("could not start `{what}`: {e}\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
             return (SPAWN_FAILED, true);
         }
     };

@@ -34,6 +34,9 @@ use crate::model::{Action, McpServerDef, McpTransport, ToolPattern, wire_name};
 use crate::proc::ProcEnv;
 use crate::text::Secrets;
 
+/// What opens the stderr clause of a failed session's reason.
+const STDERR_CLAUSE: &str = " (its stderr: ";
+
 /// How long a stdio server that failed its session's start is given to finish its stderr.
 const STDERR_GRACE: Duration = Duration::from_secs(2);
 
@@ -448,14 +451,7 @@ async fn start_server(
                     // (bounded) so the reason carries the cause, not only the closed session.
                     let _ = tokio::time::timeout(STDERR_GRACE, drain).await;
                     let said = tail.lock().map(|t| t.text()).unwrap_or_default();
-                    // The session may have said it already (redacted, so not found as
-                    // read here): once is enough.
-                    let told = why.contains(&said) || why.contains("(its stderr: ");
-                    Err(unreachable(if said.is_empty() || told {
-                        why
-                    } else {
-                        format!("{why} (its stderr: {said})")
-                    }))
+                    Err(unreachable(with_whole_stderr(why, &said)))
                 }
                 Err(e) => Err(e),
             }
@@ -463,9 +459,40 @@ async fn start_server(
     }
 }
 
+/// The reason of a stdio server whose session failed at its start, with its stderr `said` as
+/// read to the stream's end. The session's own text may carry the stderr as it was when the
+/// session failed — cut mid-line while the pipe still held the rest, since the reader reads
+/// what has arrived — so the whole stderr replaces that clause: given once, whole.
+fn with_whole_stderr(why: String, said: &str) -> String {
+    if said.is_empty() {
+        return why;
+    }
+    let head = why
+        .find(STDERR_CLAUSE)
+        .map_or(why.as_str(), |at| &why[..at]);
+    format!("{head}{STDERR_CLAUSE}{said})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stderr clause the session wrote while the line was still arriving is replaced by
+    /// the whole line; a reason without one gets it; nothing read leaves the reason as it is.
+    #[test]
+    fn a_failed_starts_reason_gives_its_whole_stderr_once() {
+        let whole = "could not start `/bin/gone`: No such file or directory";
+        let cut = format!("the session could not start: closed{STDERR_CLAUSE}could not start `)");
+        assert_eq!(
+            with_whole_stderr(cut, whole),
+            format!("the session could not start: closed (its stderr: {whole})")
+        );
+        assert_eq!(
+            with_whole_stderr("closed".into(), whole),
+            format!("closed (its stderr: {whole})")
+        );
+        assert_eq!(with_whole_stderr("closed".into(), ""), "closed");
+    }
 
     /// A `Bearer <token>` header's token alone is one of the server's own secrets, so a
     /// listing or a log message that echoes it is redacted.
