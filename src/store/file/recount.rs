@@ -33,9 +33,13 @@ use crate::store::{Recount, StoreResult};
 #[derive(Deserialize)]
 struct Booked {
     job: String,
+    run_id: uuid::Uuid,
+    status: crate::model::Status,
     finished_at: DateTime<Utc>,
     #[serde(default)]
     cost_usd: f64,
+    #[serde(default)]
+    supersedes_abandoned: bool,
 }
 
 impl Locked<'_> {
@@ -107,6 +111,7 @@ impl Locked<'_> {
         let wanted: HashSet<&str> = jobs.iter().map(String::as_str).collect();
         let stop = start - Duration::seconds(rules::period::RECOUNT_SLACK_SECS);
         let mut sums: HashMap<String, f64> = HashMap::new();
+        let mut superseded: HashSet<uuid::Uuid> = HashSet::new();
         let hpath = self.path(HISTORY_FILE);
         let top = self.inner.history_seg;
         let mut n = top;
@@ -148,6 +153,16 @@ impl Locked<'_> {
                 };
                 if row.finished_at < stop {
                     return Ok(sums);
+                }
+                // A run's late end (or a fuller `abandoned` row) replaces its earlier
+                // `abandoned` rows, appended before it and so read after it here, as every
+                // query hides them: the run's cost is counted once, the newest row's.
+                if row.status == crate::model::Status::Abandoned && superseded.contains(&row.run_id)
+                {
+                    continue;
+                }
+                if row.supersedes_abandoned {
+                    superseded.insert(row.run_id);
                 }
                 let cost = rules::period::booked_since(row.finished_at, row.cost_usd, start);
                 if cost > 0.0 && wanted.contains(row.job.as_str()) {
