@@ -130,7 +130,7 @@ impl Ctx {
             }),
             Command::Cancel(j) => store
                 .cancel(&j, now)
-                .map(|(job, out)| crate::engine::operator_notice(&job, &out)),
+                .map(|(job, out)| crate::engine::cancel_notice(store, &job, &out, now)),
             Command::Answer { run_id, approve } => {
                 crate::engine::answer_call(store, run_id, approve, None, "console", now)
                     .map(|a| a.notice)

@@ -12,8 +12,11 @@
 //!   its command tool die with it every time, and the tool was started once;
 //! - a run's stdio server and command tool also end with the run when it succeeds, when its
 //!   timeout cuts it and when an operator cancels it;
-//! - a call awaiting approval whose owner was killed is marked in `approvals`, and `approve`
-//!   of it says nothing runs now and exits 3.
+//! - a call awaiting approval whose owner was killed is marked in `approvals`; `approve` of it
+//!   refuses when that owner is gone for good, or records the answer and exits 3 when it may
+//!   come back; `cancel` of it says no live owner holds it;
+//! - the approval alert reaches the job's webhook, and approvals racing the timeout are used
+//!   or refused, never dropped.
 #![allow(clippy::unwrap_used)] // test code
 
 mod support;
@@ -1265,12 +1268,14 @@ async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_a
 
 /// `kill -9` of the owner on this host while a call awaits approval: at once — well within the
 /// 30 s a heartbeat is trusted for — `jobs` counts no live owner, `approvals` marks the call
-/// saying its owner's process is gone, and `approve` records the answer, says nothing runs and
-/// exits 3. The owner that recovers the run writes an `abandoned` row that says the call was
-/// approved, by whom, and never ran; the call on its record carries the answer. The tool never
+/// saying its owner's process is gone, and `approve` refuses (exit 1, nothing recorded: no run
+/// will ever read the answer), saying why. `cancel` of the run says no live owner holds it and
+/// when the run is recorded instead of claiming its owner kills it. The owner that recovers the
+/// run writes an `abandoned` row that names the cancel and carries no answer. The tool never
 /// runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_runs() {
+async fn approving_or_cancelling_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_runs()
+{
     let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
     let fake = FakeLlm::openai(KEY, vec![ask]).await.unwrap();
     let dir = support::tempdir("tools-await-pid");
@@ -1291,27 +1296,41 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
     let v: Value = serde_json::from_str(&out).unwrap();
     let p = &v[0];
     assert_eq!(p["owner_live"], false, "{p}");
+    let gone = format!("its owner {owner} (process {pid} on this host) is no longer running");
     let why = p["owner_gone"].as_str().unwrap();
-    assert!(
-        why.contains(&format!(
-            "its owner {owner} (process {pid} on this host) is no longer running"
-        )),
-        "{why}"
-    );
-    // A key typed into the reason is stored redacted, on the lease as on the row.
+    assert!(why.contains(&gone), "{why}");
+    // Refused, nothing written: the reason (with a key typed into it) is nowhere in the store.
     let said = format!("go ahead, not {KEY}");
     let (code, out, err) = cli(&dir, &["approve", &run, "--reason", &said]);
-    assert_eq!(code, 3, "{out}{err}");
-    for (path, text) in texts(&dir.join("store")) {
-        assert!(!text.contains(KEY), "the key in {path}");
-    }
+    assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains(&format!(
-            "run {run}'s approval is recorded, but nothing runs now: its owner {owner} (process \
-             {pid} on this host) is no longer running"
+            "run {run} of 'gated' cannot use an answer: {gone}; the call never runs, and the run \
+             is recorded abandoned when its lease expires"
         )),
         "{err}"
     );
+    for (path, text) in texts(&dir.join("store")) {
+        assert!(!text.contains(KEY), "the key in {path}");
+        assert!(!text.contains("go ahead"), "the refused answer in {path}");
+    }
+    let (_, out, _) = cli(&dir, &["approvals", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()[0]["run_id"],
+        run.as_str(),
+        "still listed, unanswered"
+    );
+    // A cancel says who will not kill it, and what happens instead.
+    let (code, out, err) = cli(&dir, &["cancel", &run]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "gated: cancel of run {run} recorded, but no live owner holds it: {gone}, and the \
+             run's processes ended with it; its lease expires at "
+        )) && out.contains("the run is then recorded abandoned (its reason names the cancel)"),
+        "{out}"
+    );
+    assert!(!out.contains("its owner kills it"), "{out}");
     assert!(
         killed.elapsed() < Duration::from_secs(30),
         "judged before the heartbeat bound: {:?}",
@@ -1324,16 +1343,14 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
     tokio::task::spawn_blocking(move || stop(b)).await.unwrap();
     assert_eq!(row.status, Status::Abandoned, "{row:#?}");
     assert_eq!(row.run_id.to_string(), run);
-    let by = format!(
-        "{} (cronsole approve)",
-        cronsole::testkit::internals::engine::operator()
-    );
     let reason = row.reason.as_deref().unwrap_or_default();
     assert!(
-        reason.contains(&format!(
-            "its call to write, awaiting approval, was approved by {by} at "
-        )) && reason.ends_with("but never ran"),
+        reason.contains("without completion; cancel requested by an operator at "),
         "{reason}"
+    );
+    assert!(
+        !reason.contains("never ran"),
+        "no answer was recorded: {reason}"
     );
     let calls = cronsole::testkit::tools::calls(&row);
     assert_eq!(calls.len(), 1, "{row:#?}");
@@ -1341,15 +1358,150 @@ async fn approving_right_after_a_kill_9_on_this_host_says_at_once_that_nothing_r
         calls[0].state,
         cronsole::transcript::CallState::AwaitingApproval
     );
-    assert_eq!(
-        calls[0].approval,
-        Some(cronsole::transcript::Approval::Approved {
-            by: Some(by),
-            reason: Some("go ahead, not [redacted]".into())
-        })
-    );
+    assert_eq!(calls[0].approval, None);
     assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
     assert_eq!(fake.request_count(), 1);
+}
+
+/// The job's sinks hear of a call awaiting approval: a loopback JSON webhook gets one alert,
+/// while the run waits, that names the job, the run, the tool and its arguments, and the
+/// commands that answer it — and no outcome, since the run has none yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_alert_reaches_the_jobs_webhook_naming_job_run_tool_and_how_to_answer() {
+    use cronsole::testkit::http::{Response, TestServer};
+    let hook = TestServer::start(|_| Response::new(204)).await.unwrap();
+    let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
+    let fake = FakeLlm::openai(KEY, vec![ask, Reply::ok("done", 1, 1)])
+        .await
+        .unwrap();
+    let dir = support::tempdir("tools-await-hook");
+    let yaml = format!(
+        "delivery:\n  hook: {{ webhook: \"{}/hook\", format: json }}\n{}    deliver: [hook]\n",
+        hook.url(),
+        gated_yaml(&fake.base_url(), 20)
+    );
+    std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+    let a = gated_owner(&dir, "a.log", "120s");
+    let call = pending_call(&dir, None).await;
+    let run = call["run_id"].as_str().unwrap().to_string();
+    let mut alert = None;
+    cronsole::testkit::wait::wait_until_async(
+        "the alert at the webhook",
+        Duration::from_secs(30),
+        || {
+            alert = hook.requests().into_iter().find(|r| r.path == "/hook");
+            alert.is_some()
+        },
+    )
+    .await;
+    let alert = alert.unwrap();
+    let j = alert.json().unwrap();
+    assert_eq!(j["kind"], "alert", "{j}");
+    assert_eq!(j["state"], "awaiting_approval", "{j}");
+    assert_eq!(j["job"], "gated", "{j}");
+    assert_eq!(j["run_id"], run.as_str(), "{j}");
+    assert!(
+        j.get("status").is_none() && j.get("finished_at").is_none(),
+        "{j}"
+    );
+    let text = j["text"].as_str().unwrap();
+    for w in [
+        "APPROVAL NEEDED: gated run ".to_string(),
+        format!("wants to call write with {}", json!({"path": "/r"})),
+        format!("cronsole approve {run}"),
+        format!("cronsole deny {run} --reason"),
+        "unanswered, it is denied".to_string(),
+    ] {
+        assert!(text.contains(&w), "{w:?} not in {text:?}");
+    }
+    // Answered, the run goes on; the alert was sent once.
+    let (code, out, err) = cli(&dir, &["approve", &run]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = first_row(&dir.join("store"), "gated", Duration::from_secs(60)).await;
+    tokio::task::spawn_blocking(move || stop(a)).await.unwrap();
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}");
+    assert!(dir.join("wrote.txt").exists(), "the approved tool ran");
+    let alerts = hook
+        .requests()
+        .into_iter()
+        .filter(|r| r.json().is_some_and(|j| j["state"] == "awaiting_approval"))
+        .count();
+    assert_eq!(alerts, 1);
+}
+
+/// An operator racing the approval timeout, as an attacker did: `approve` sent over and over
+/// around the deadline is either the verdict (exit 0: the tool runs, the call shows who
+/// approved) or refused (exit 1) — never acknowledged and then dropped by the timeout's
+/// denial. At most one approval is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_racing_the_timeout_are_used_or_refused_never_dropped() {
+    let ask = Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
+    let fake = FakeLlm::openai(KEY, vec![ask, Reply::ok("done", 1, 1)])
+        .await
+        .unwrap();
+    let dir = support::tempdir("tools-await-race");
+    let yaml = gated_yaml(&fake.base_url(), 20).replace(
+        "    approve: [write]\n",
+        "    approve: [write]\n    approval_timeout_seconds: 2\n",
+    );
+    std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
+    let a = gated_owner(&dir, "a.log", "120s");
+    let call = pending_call(&dir, None).await;
+    let run = call["run_id"].as_str().unwrap().to_string();
+    let deadline = chrono::DateTime::parse_from_rfc3339(call["deadline"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let (d, r) = (dir.to_path_buf(), run.clone());
+    let codes = tokio::task::spawn_blocking(move || {
+        // From a little before the deadline until the run has ended.
+        let wait = (deadline - chrono::Utc::now() - chrono::Duration::milliseconds(400))
+            .to_std()
+            .unwrap_or_default();
+        std::thread::sleep(wait);
+        let mut codes = Vec::new();
+        while rows(&d.join("store"), "gated").is_empty() && codes.len() < 200 {
+            let (code, out, err) = cli(&d, &["approve", &r]);
+            assert!(code == 0 || code == 1, "{code}: {out}{err}");
+            if code == 1 {
+                assert!(err.contains("not awaiting approval"), "{err}");
+            }
+            codes.push(code);
+        }
+        codes
+    })
+    .await
+    .unwrap();
+    let row = first_row(&dir.join("store"), "gated", Duration::from_secs(60)).await;
+    tokio::task::spawn_blocking(move || stop(a)).await.unwrap();
+    let accepted = codes.iter().filter(|c| **c == 0).count();
+    assert!(accepted <= 1, "{codes:?}");
+    let calls = cronsole::testkit::tools::calls(&row);
+    assert_eq!(calls.len(), 1, "{row:#?}");
+    let by = format!(
+        "{} (cronsole approve)",
+        cronsole::testkit::internals::engine::operator()
+    );
+    if accepted == 1 {
+        assert_eq!(
+            calls[0].approval,
+            Some(cronsole::transcript::Approval::Approved {
+                by: Some(by),
+                reason: None
+            }),
+            "an accepted approval is the verdict: {codes:?}"
+        );
+        assert!(dir.join("wrote.txt").exists(), "the approved tool ran");
+    } else {
+        assert_eq!(
+            calls[0].approval,
+            Some(cronsole::transcript::Approval::Denied {
+                reason: "denied: no answer within approval_timeout_seconds (2s)".into(),
+                by: None
+            }),
+            "{codes:?}"
+        );
+        assert!(!dir.join("wrote.txt").exists(), "the denied tool never ran");
+    }
 }
 
 /// A job whose agent `ops` runs under a $0.10 job budget at $100 per 1M tokens each way: with

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::api::{Command, Event};
 use super::error::blocking;
-use super::notice::{call_owner, operator_notice, trigger_notice};
+use super::notice::{call_owner, cancel_owner_note, operator_notice, run_owner, trigger_notice};
 use super::task::InFlight;
 use crate::store::{Store, TriggerOutcome};
 
@@ -62,9 +62,14 @@ pub(super) async fn command(
         }
         Command::Cancel(n) => {
             let name = n.clone();
-            let r = blocking(store, move |s| s.cancel(&name, now)).await;
-            if let Ok((job, out)) = &r {
-                let _ = ev_tx.send(Event::Notice(operator_notice(job, out)));
+            let r = blocking(store, move |s| {
+                let (job, out) = s.cancel(&name, now)?;
+                let notice = cancel_notice(s, &job, &out, now);
+                Ok((job, notice))
+            })
+            .await;
+            if let Ok((_, notice)) = &r {
+                let _ = ev_tx.send(Event::Notice(notice.clone()));
             }
             (n, r.map(|_| ()))
         }
@@ -101,10 +106,12 @@ pub struct Answered {
 }
 
 /// Answer the call run `run_id` awaits approval for, at `now`, and say what it did: the same
-/// words in the console (engine or attached) and the CLI. The call may be another owner's; one
-/// that is not live ([`call_owner`]) still gets the answer recorded, since it takes effect if
-/// that owner comes back, and the notice says plainly that nothing runs now. The owner is
-/// judged after the answer is written, on the freshest records.
+/// words in the console (engine or attached) and the CLI. The call may be another owner's. The
+/// store records the answer only while the run can use it (`store::policy::operator`); an
+/// owner known gone for good (its process gone on this host, or signed off) is refused here
+/// first, since it never reads an answer — a death is final, so judging it before the write
+/// loses no race. An owner not heard lately may come back before its lease runs out: the
+/// answer is recorded, and the notice says plainly that nothing runs now.
 pub fn answer_call(
     store: &dyn Store,
     run_id: Uuid,
@@ -128,6 +135,23 @@ pub fn answer_call(
         }
         (r, _) => r,
     };
+    if let Some(job) = store.job_of_run(run_id)?
+        && let Some(l) = store
+            .job(&job)?
+            .and_then(|r| r.rt.lease_of(run_id).cloned())
+        && l.awaiting.as_ref().is_some_and(|a| a.answer.is_none())
+    {
+        let owners = store.owners()?;
+        if run_owner(&l, &owners, now).is_some_and(|g| g.for_good())
+            && let Some(why) = call_owner(&l, &owners, now).gone
+        {
+            return Err(crate::store::StoreError::Operation(
+                crate::store::OperationError::NotAwaiting(format!(
+                    "run {run_id} of '{job}' cannot use an answer: {why}"
+                )),
+            ));
+        }
+    }
     let (job, out) = store.answer_approval(run_id, approve, reason, by, now)?;
     let gone = match store
         .job(&job)?
@@ -150,18 +174,56 @@ pub fn answer_call(
     })
 }
 
+/// The notice of a cancel (`cronsole cancel`, the console's `X`): what the store did, and,
+/// when the run it marked is held by no live owner, what happens instead of a kill.
+pub fn cancel_notice(
+    store: &dyn Store,
+    job: &str,
+    out: &crate::store::EditOutcome,
+    now: DateTime<Utc>,
+) -> String {
+    use crate::store::EditOutcome as O;
+    let said = operator_notice(job, out);
+    let (O::CancelRequested { run_id } | O::AlreadyCancelling { run_id }) = out else {
+        return said;
+    };
+    let lease = store
+        .job(job)
+        .ok()
+        .flatten()
+        .and_then(|r| r.rt.lease_of(*run_id).cloned());
+    let note = match (lease, store.owners()) {
+        (Some(l), Ok(owners)) => cancel_owner_note(&l, &owners, now),
+        _ => None,
+    };
+    match note {
+        Some(n) => format!("{job}: cancel of run {run_id} recorded, but {n}"),
+        None => said,
+    }
+}
+
 /// Who is answering: the user this process runs as and its host (`user@host`), as the run's
 /// record names them.
 pub fn operator() -> String {
+    // Without `$USER`/`$LOGNAME` (cron, systemd units, bare containers) the uid names the
+    // user: its login name, else `uid N`, never a word that names nobody.
     let user = ["USER", "LOGNAME"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
-        .unwrap_or_else(|| "an operator".to_string());
+        .unwrap_or_else(|| uid_user(crate::proc::sys::uid(), crate::proc::sys::user_name));
     format!(
         "{}@{}",
         crate::text::line(user.trim()),
         super::api::host_name()
     )
+}
+
+/// User `uid` as an answer's `by` names it: its login name, else `uid N`.
+fn uid_user(uid: u32, name_of: impl Fn(u32) -> Option<String>) -> String {
+    name_of(uid)
+        .map(|n| crate::text::line(n.trim()).into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// The store changed: cancel the runs of ours an operator asked to cancel (`cronsole cancel`
@@ -203,6 +265,26 @@ pub(super) async fn honour_cancel_requests(
         if asked {
             tracing::info!(job = %f.job, run_id = %run_id, "cancel requested through the store");
             f.op_cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without `$USER`, an answer names the uid's user, or the uid itself: never a word that
+    /// names nobody.
+    #[test]
+    fn an_answer_without_user_names_the_uid() {
+        assert_eq!(uid_user(0, |_| Some("root".into())), "root");
+        assert_eq!(uid_user(4242, |_| None), "uid 4242");
+        assert_eq!(uid_user(7, |_| Some("  ".into())), "uid 7");
+        // The running process's own uid has a name or a number.
+        let me = uid_user(crate::proc::sys::uid(), crate::proc::sys::user_name);
+        assert!(!me.is_empty() && me != "an operator", "{me}");
+        if crate::proc::sys::uid() == 0 {
+            assert_eq!(crate::proc::sys::user_name(0).as_deref(), Some("root"));
         }
     }
 }

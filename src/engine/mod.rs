@@ -98,9 +98,9 @@ mod task;
 
 pub(crate) use api::default_max_clock_offset;
 pub use api::{Command, EngineConfig, Event, new_owner_id};
-pub(crate) use commands::answer_call;
 #[cfg(any(test, feature = "testkit"))]
 pub(crate) use commands::operator;
+pub(crate) use commands::{answer_call, cancel_notice};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub(crate) use notice::{call_owner, operator_notice, trigger_notice};

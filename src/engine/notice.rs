@@ -84,52 +84,122 @@ pub struct CallOwner {
     pub gone: Option<String>,
 }
 
-/// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
-/// `now`: it must be live by the one live-owner rule (`owners::live`: heard within
-/// `owners::GONE_AFTER_SECS`, not signed off, its process not gone when it ran in this PID space)
-/// and still renew the run's lease. An owner killed with `kill -9` on this host fails the first
-/// at once; on another host, within that many seconds, and the second once its lease runs out;
-/// before either, nothing on the store tells it from a live one. A store that keeps no owner
-/// records is judged by the lease alone.
-pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> CallOwner {
+/// Why the owner on a run's lease is not running the run now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OwnerGone {
+    /// The lease ran out unrenewed: the next owner to claim records the run abandoned.
+    LeaseRanOut,
+    /// The owner ran in this PID space and its process is gone: it never comes back.
+    ProcessGone {
+        /// Its process id.
+        pid: u32,
+    },
+    /// The owner signed off (stopped): it never comes back.
+    SignedOff,
+    /// Not heard within the live-owner bound: it may come back (stopped, cut off) before
+    /// its lease runs out, or never.
+    NotHeard(chrono::Duration),
+}
+
+impl OwnerGone {
+    /// The owner never comes back to the run (its lease may still run).
+    pub fn for_good(&self) -> bool {
+        matches!(self, OwnerGone::ProcessGone { .. } | OwnerGone::SignedOff)
+    }
+}
+
+/// Whether the owner of `lease` runs it at `now` (`None`), or why not: it must be live by the
+/// one live-owner rule (`owners::live`: heard within `owners::GONE_AFTER_SECS`, not signed off,
+/// its process not gone when it ran in this PID space) and still renew the run's lease. An
+/// owner killed with `kill -9` on this host fails the first at once; on another host, within
+/// that many seconds, and the second once its lease runs out; before either, nothing on the
+/// store tells it from a live one. A store that keeps no owner records is judged by the lease
+/// alone.
+pub fn run_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> Option<OwnerGone> {
     let seen = owners.iter().find(|o| o.record.owner == lease.owner);
-    let heard_ago = seen.map(|o| o.ago);
     let live = crate::owners::live(owners).contains(&lease.owner);
-    let owner = &lease.owner;
-    let gone = if lease.lease_until <= now {
-        Some(format!(
-            "its owner {owner} stopped renewing the run's lease {} ago; the call runs only if \
-             that owner comes back, otherwise the next owner to claim records the run abandoned",
-            span(now - lease.lease_until)
-        ))
+    if lease.lease_until <= now {
+        Some(OwnerGone::LeaseRanOut)
     } else if let Some(o) = seen.filter(|o| crate::owners::process_gone(o)) {
-        Some(format!(
-            "its owner {owner} (process {} on this host) is no longer running; the call never \
-             runs, and the run is recorded abandoned when its lease expires (in {})",
-            o.record.pid,
-            span(lease.lease_until - now)
-        ))
+        Some(OwnerGone::ProcessGone { pid: o.record.pid })
     } else if seen.is_some_and(|o| o.record.signed_off.is_some()) {
-        Some(format!(
-            "its owner {owner} has stopped; the call runs only if that owner comes back, or is \
-             recorded abandoned when its lease expires (in {})",
-            span(lease.lease_until - now)
-        ))
-    } else if let (Some(ago), false) = (heard_ago, live) {
-        Some(format!(
-            "its owner {owner} has not been heard for {}; the call runs only if that owner comes \
-             back, or is recorded abandoned when its lease expires (in {})",
-            span(ago),
-            span(lease.lease_until - now)
-        ))
+        Some(OwnerGone::SignedOff)
     } else {
-        None
-    };
+        seen.filter(|_| !live).map(|o| OwnerGone::NotHeard(o.ago))
+    }
+}
+
+/// Whether the owner of `lease` (a run with a call awaiting approval) picks an answer up, at
+/// `now` ([`run_owner`]), and in words why not.
+pub fn call_owner(lease: &Lease, owners: &[OwnerSeen], now: DateTime<Utc>) -> CallOwner {
+    let heard_ago = owners
+        .iter()
+        .find(|o| o.record.owner == lease.owner)
+        .map(|o| o.ago);
+    let owner = &lease.owner;
+    let expires = span(lease.lease_until - now);
+    let gone = run_owner(lease, owners, now).map(|g| match g {
+        OwnerGone::LeaseRanOut => format!(
+            "its owner {owner} stopped renewing the run's lease {} ago; nothing runs the call, \
+             and the next owner to claim records the run abandoned",
+            span(now - lease.lease_until)
+        ),
+        OwnerGone::ProcessGone { pid } => format!(
+            "its owner {owner} (process {pid} on this host) is no longer running; the call \
+             never runs, and the run is recorded abandoned when its lease expires (in {expires})"
+        ),
+        OwnerGone::SignedOff => format!(
+            "its owner {owner} has stopped; the call never runs, and the run is recorded \
+             abandoned when its lease expires (in {expires})"
+        ),
+        OwnerGone::NotHeard(ago) => format!(
+            "its owner {owner} has not been heard for {}; the call runs only if that owner comes \
+             back, or is recorded abandoned when its lease expires (in {expires})",
+            span(ago)
+        ),
+    });
     CallOwner {
         owner: owner.clone(),
         heard_ago,
         gone,
     }
+}
+
+/// What `cancel` of a run adds when no live owner holds it ([`run_owner`]): the cancel is on
+/// the lease, but nobody kills the run now; its processes died with their owner (or stay
+/// stopped with it), and the run ends as `abandoned` when its lease runs out, the cancel named
+/// in the row's reason. `None` while the owner is live (it kills the run).
+pub fn cancel_owner_note(
+    lease: &Lease,
+    owners: &[OwnerSeen],
+    now: DateTime<Utc>,
+) -> Option<String> {
+    let owner = &lease.owner;
+    let until = lease
+        .lease_until
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let then = "the run is then recorded abandoned (its reason names the cancel)";
+    Some(match run_owner(lease, owners, now)? {
+        OwnerGone::LeaseRanOut => format!(
+            "no live owner holds it: its owner {owner} stopped renewing its lease, which ran out \
+             at {until}; the next owner to claim records the run abandoned (its reason names the \
+             cancel)"
+        ),
+        OwnerGone::ProcessGone { pid } => format!(
+            "no live owner holds it: its owner {owner} (process {pid} on this host) is no longer \
+             running, and the run's processes ended with it; its lease expires at {until} and \
+             {then}"
+        ),
+        OwnerGone::SignedOff => format!(
+            "no live owner holds it: its owner {owner} has stopped; its lease expires at {until} \
+             and {then}"
+        ),
+        OwnerGone::NotHeard(ago) => format!(
+            "no live owner holds it now: its owner {owner} has not been heard for {}; if it comes \
+             back before its lease expires at {until} it kills the run, otherwise {then}",
+            span(ago)
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -192,13 +262,43 @@ mod tests {
             assert_eq!(
                 o.gone.as_deref(),
                 Some(
-                    "its owner a:1:x stopped renewing the run's lease 12s ago; the call runs \
-                     only if that owner comes back, otherwise the next owner to claim records \
-                     the run abandoned"
+                    "its owner a:1:x stopped renewing the run's lease 12s ago; nothing runs \
+                     the call, and the next owner to claim records the run abandoned"
                 ),
                 "{owners:?}"
             );
         }
+    }
+
+    /// A cancel of a run nobody holds says so, and when the row comes; a live owner's cancel
+    /// adds nothing (the owner kills the run).
+    #[test]
+    fn a_cancel_of_a_run_no_live_owner_holds_says_what_happens_instead() {
+        let now = t("2026-12-01T12:00:00Z");
+        let held = lease("a:1:x", now + chrono::Duration::seconds(20));
+        assert_eq!(cancel_owner_note(&held, &[seen("a:1:x", 4)], now), None);
+        assert_eq!(
+            cancel_owner_note(&held, &[seen("a:1:x", 41)], now).as_deref(),
+            Some(
+                "no live owner holds it now: its owner a:1:x has not been heard for 41s; if it \
+                 comes back before its lease expires at 2026-12-01T12:00:20Z it kills the run, \
+                 otherwise the run is then recorded abandoned (its reason names the cancel)"
+            )
+        );
+        assert_eq!(
+            cancel_owner_note(&held, &[crate::owners::tests::seen("a:1:x", 1, true)], now)
+                .as_deref(),
+            Some(
+                "no live owner holds it: its owner a:1:x has stopped; its lease expires at \
+                 2026-12-01T12:00:20Z and the run is then recorded abandoned (its reason names \
+                 the cancel)"
+            )
+        );
+        let lapsed = lease("a:1:x", now - chrono::Duration::seconds(12));
+        assert!(
+            cancel_owner_note(&lapsed, &[], now)
+                .is_some_and(|n| n.contains("which ran out at 2026-12-01T11:59:48Z")),
+        );
     }
 
     #[test]

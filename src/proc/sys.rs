@@ -1,7 +1,8 @@
 //! Every raw `libc` call of the crate, each behind a safe function: signals to processes and
 //! groups, pipes and socket pairs, descriptor reads and writes, signal masks and handlers,
 //! `waitpid`, `poll`/`ppoll`, `fork`, descriptors passed over a socket (`SCM_RIGHTS`), resource
-//! limits, the timer that tells of wall-clock jumps, and the type of a file system (`statfs`).
+//! limits, the user database, the timer that tells of wall-clock jumps, and the type of a file
+//! system (`statfs`).
 //!
 //! `unsafe` lives here and nowhere else, so each precondition is argued once, next to the call.
 //! The functions are thin: no policy (what to kill, when to stop) is decided here. Where a call
@@ -191,6 +192,29 @@ pub(crate) fn raise(sig: c_int) {
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// This process's real user id.
+pub(crate) fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The login name of user `uid` in the password database (`None`: no entry, or unreadable).
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    let mut buf: Vec<libc::c_char> = vec![0; 4096];
+    // SAFETY: a zeroed passwd is a valid value of this plain C struct; getpwuid_r only writes
+    // it and `buf` (whose length it is given), and sets `found` to `&mut pw` or null.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, `buf.len()` is the buffer's real length.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: on success `pw_name` points at a NUL-terminated string inside `buf`, alive here.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
 /// Create a FIFO at `path` (tests: a file whose open blocks).

@@ -363,20 +363,19 @@ pub trait Store: HistoryReader {
         by: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
+        let ended = |s: &Self| -> StoreResult<Option<HistoryRow>> {
+            Ok(s.history(&HistoryQuery {
+                run_id: Some(run_id),
+                limit: 1,
+                ..Default::default()
+            })?
+            .into_iter()
+            .next())
+        };
         let Some(job) = self.job_of_run(run_id)? else {
-            let known = !self
-                .history(&HistoryQuery {
-                    run_id: Some(run_id),
-                    limit: 1,
-                    ..Default::default()
-                })?
-                .is_empty();
-            return Err(if known {
-                StoreError::Operation(OperationError::NotAwaiting(format!(
-                    "run {run_id} is not awaiting approval (it is not running)"
-                )))
-            } else {
-                StoreError::Operation(OperationError::NoSuchRun(run_id))
+            return Err(match ended(self)? {
+                Some(row) => ended_refusal(&row),
+                None => StoreError::Operation(OperationError::NoSuchRun(run_id)),
             });
         };
         let edit = JobEdit::Answer {
@@ -385,8 +384,15 @@ pub trait Store: HistoryReader {
             reason,
             by,
         };
-        let out = self.update_job(&job, &edit, now)?;
-        Ok((job, out))
+        match self.update_job(&job, &edit, now) {
+            Ok(out) => Ok((job, out)),
+            // The run ended between the lookup and the answer: say how, as above.
+            Err(StoreError::Operation(OperationError::NotAwaiting(why))) => match ended(self)? {
+                Some(row) => Err(ended_refusal(&row)),
+                None => Err(StoreError::Operation(OperationError::NotAwaiting(why))),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// Cancel by job name (its running run, else what it has queued) or by the run id of a
@@ -445,4 +451,26 @@ pub trait Store: HistoryReader {
 /// Whether a job's counters say it ever spent money or holds a reservation ([`Store::spenders`]).
 pub fn spent_or_holds(c: &crate::model::JobCounters) -> bool {
     c.period_cost_usd != 0.0 || c.total_cost_usd != 0.0 || !c.reservations.is_empty()
+}
+
+/// The refusal of an answer to a run that ended: how it ended, from its row.
+fn ended_refusal(row: &HistoryRow) -> StoreError {
+    let why = row
+        .reason
+        .as_deref()
+        .map(|r| {
+            format!(
+                " ({})",
+                crate::text::line(&crate::transcript::cap_bytes(r, 200))
+            )
+        })
+        .unwrap_or_default();
+    StoreError::Operation(OperationError::NotAwaiting(format!(
+        "run {} of '{}' is not awaiting approval: it ended as {} at {}{why}",
+        row.run_id,
+        row.job,
+        row.status,
+        row.finished_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )))
 }

@@ -37,6 +37,9 @@ pub use turns::*;
 mod clock;
 #[allow(unused_imports)]
 pub use clock::*;
+mod approvals;
+#[allow(unused_imports)]
+pub use approvals::*;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
@@ -1763,6 +1766,8 @@ macro_rules! conformance_suite {
             concurrent_first_uses_agree_on_one_pin,
             spenders_are_the_jobs_that_spent_or_hold_money_with_the_same_figures,
             jobs_stored_on_a_clock_an_hour_ahead_run_at_their_real_slots,
+            an_answer_is_held_only_while_the_run_can_use_it,
+            a_recount_counts_a_late_end_instead_of_its_abandoned_row,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -599,8 +599,12 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
 
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
-    let (job, out) = store.cancel(&a.target, Utc::now())?;
-    println!("{}", crate::engine::operator_notice(&job, &out));
+    let now = Utc::now();
+    let (job, out) = store.cancel(&a.target, now)?;
+    println!(
+        "{}",
+        crate::engine::cancel_notice(store.as_ref(), &job, &out, now)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

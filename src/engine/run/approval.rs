@@ -14,6 +14,9 @@
 //! - The alert goes to the job's sinks once per wait, with the tool, the arguments (redacted,
 //!   cut to 200 bytes) and the commands that answer; a sink that fails is logged, the wait
 //!   goes on (the console and `cronsole approvals` still show it).
+//! - The timeout's denial is written on the lease like an operator's answer, in one store
+//!   step that refuses a call already answered: an answer the store accepted is always the
+//!   verdict, never dropped by a timeout that crossed it.
 //! - The wait's bound is tokio time from its start (`approval_timeout_seconds`), so a clock
 //!   step cannot end it early or late; the record shows the wall-clock deadline.
 
@@ -28,7 +31,7 @@ use crate::action::agent::Verdict;
 use crate::clock::Clock;
 use crate::deliver::{Message, MessageKind, deliver_all};
 use crate::model::{ApprovalAnswer, AwaitingApproval, HistoryRow, SinkDef};
-use crate::store::Store;
+use crate::store::{JobEdit, Store};
 use crate::transcript::cap_bytes;
 
 /// How often a waiting run reads its answer.
@@ -86,16 +89,37 @@ impl Approvals<'_> {
             }
             let now = tokio::time::Instant::now();
             if now >= until {
-                return Ok(Verdict::Denied {
-                    reason: format!(
-                        "denied: no answer within approval_timeout_seconds ({}s)",
-                        self.timeout.as_secs_f64()
-                    ),
-                    by: None,
-                });
+                return self.time_out(job, run_id).await;
             }
             tokio::time::sleep(POLL.min(until - now)).await;
         }
+    }
+
+    /// The wait's timeout: the denial is written on the lease through the same store step as
+    /// an operator's answer, so one of them wins. An answer that came first is the verdict
+    /// (its operator was told the call runs); a store that cannot be written leaves the
+    /// denial to the run alone (the step that ends the wait fails the same way).
+    async fn time_out(&self, job: &str, run_id: Uuid) -> Result<Verdict, WaitStop> {
+        let reason = format!(
+            "denied: no answer within approval_timeout_seconds ({}s)",
+            self.timeout.as_secs_f64()
+        );
+        let edit = JobEdit::Answer {
+            run_id,
+            approve: false,
+            reason: Some(reason.clone()),
+            by: None,
+        };
+        let (j, now) = (job.to_string(), self.clock.now());
+        if let Err(e) =
+            crate::store::blocking(self.store, move |s| s.update_job(&j, &edit, now)).await
+        {
+            if let Some(ans) = self.answer(job, run_id).await? {
+                return Ok(verdict(ans));
+            }
+            tracing::debug!(job = %job, error = %e, "recording an approval's timeout");
+        }
+        Ok(Verdict::Denied { reason, by: None })
     }
 
     /// The answer on the run's lease, if given. A store that cannot be read is retried at the

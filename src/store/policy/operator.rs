@@ -25,6 +25,10 @@
 //!   retries and backfills instead, each with a `skipped` row (owner `operator`, reason
 //!   [`REASON_QUEUED_CANCELLED`]) written with the record, so every acknowledged request
 //!   ends in one row; with nothing running or queued it is bad input.
+//! - An answer to a call awaiting approval is recorded only while the run can use it: its
+//!   lease held and unexpired at the answer's `now`, no cancel pending, the call unanswered.
+//!   Otherwise it is refused with nothing written, saying why; the owner's own denial at the
+//!   wait's timeout is written the same way, so exactly one answer wins.
 //! - A pause reason is cleared by resume; pausing a paused job with a new reason replaces it.
 //! - A paused job records nothing for the slots that pass; on resume it continues at its next
 //!   future slot.
@@ -266,33 +270,7 @@ pub fn apply_edit_rows(
             approve,
             reason,
             by,
-        } => {
-            let waiting = rec
-                .rt
-                .lease_of_mut(*run_id)
-                .and_then(|l| l.awaiting.as_mut())
-                .filter(|a| a.answer.is_none());
-            let Some(a) = waiting else {
-                return Err(StoreError::Operation(OperationError::NotAwaiting(format!(
-                    "run {run_id} of '{name}' is not awaiting approval (it was answered, timed \
-                     out or ended)"
-                ))));
-            };
-            a.answer = Some(crate::model::ApprovalAnswer {
-                approved: *approve,
-                reason: reason.clone(),
-                by: by.clone(),
-                at: now,
-            });
-            Ok((
-                true,
-                EditOutcome::Answered {
-                    run_id: *run_id,
-                    tool: a.tool.clone(),
-                    approved: *approve,
-                },
-            ))
-        }
+        } => answer(rec, *run_id, *approve, (reason, by), now),
         JobEdit::Cancel(run) => cancel(rec, *run, now, rows),
         JobEdit::Backfill { from, to } => queue_backfill(rec, (from, to), now),
         JobEdit::Pause { paused, reason } => {
@@ -312,6 +290,81 @@ pub fn apply_edit_rows(
             Ok((changed, EditOutcome::Paused { changed }))
         }
     }
+}
+
+/// Record an answer to the call run `run_id` awaits approval for, when the run can still use
+/// it: the run holds its lease, unexpired at `now`, no cancel is pending, and its call waits
+/// unanswered. Anything else is refused, saying why, with nothing written: an answer no run
+/// will read is never acknowledged. The run's owner ending a wait at its timeout writes its
+/// denial through here too, so an operator's answer and the timeout cannot both win.
+fn answer(
+    rec: &mut JobRecord,
+    run_id: Uuid,
+    approve: bool,
+    (reason, by): (&Option<String>, &Option<String>),
+    now: DateTime<Utc>,
+) -> Result<(bool, EditOutcome), StoreError> {
+    let name = rec.def.name.clone();
+    let refuse = |why: String| {
+        Err(StoreError::Operation(OperationError::NotAwaiting(format!(
+            "run {run_id} of '{name}' {why}"
+        ))))
+    };
+    let Some(lease) = rec.rt.lease_of_mut(run_id) else {
+        return refuse("is not running: nothing awaits approval".to_string());
+    };
+    if lease.lease_until <= now {
+        return refuse(format!(
+            "cannot use an answer: its owner {} stopped renewing its lease at {} (it ran out at \
+             {}); nothing runs the call, and the next owner to claim records the run \
+             abandoned",
+            lease.owner,
+            rfc(lease.last_renewed),
+            rfc(lease.lease_until)
+        ));
+    }
+    if let Some(at) = lease.cancel_requested_at {
+        return refuse(format!(
+            "is being cancelled (asked at {}): its call never runs",
+            rfc(at)
+        ));
+    }
+    let Some(a) = lease.awaiting.as_mut() else {
+        return refuse(
+            "is not awaiting approval (its call was answered or timed out, or it made none)"
+                .to_string(),
+        );
+    };
+    if let Some(ans) = &a.answer {
+        let what = if ans.approved { "approved" } else { "denied" };
+        let by = ans.by.as_deref().map_or_else(
+            || " (its wait timed out)".to_string(),
+            |b| format!(" by {b}"),
+        );
+        return refuse(format!(
+            "is not awaiting approval: its call to {} was already {what}{by} at {}",
+            a.tool,
+            rfc(ans.at)
+        ));
+    }
+    a.answer = Some(crate::model::ApprovalAnswer {
+        approved: approve,
+        reason: reason.clone(),
+        by: by.clone(),
+        at: now,
+    });
+    Ok((
+        true,
+        EditOutcome::Answered {
+            run_id,
+            tool: a.tool.clone(),
+            approved: approve,
+        },
+    ))
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// `retry RUN_ID`: queue a retry of a failed, abandoned or missed run of this job.

@@ -164,15 +164,27 @@ pub fn abandoned_row(
         // The hint comes first so that a cut reason (the `history` table) still shows it.
         reason = format!("{}: {reason}", rerun_hint(lease.run_id));
     }
+    if let Some(at) = lease.cancel_requested_at {
+        // An operator asked to cancel the run, but no live owner held it to kill it: the run
+        // ended with its owner, and its row says both.
+        reason.push_str(&format!(
+            "; cancel requested by an operator at {}",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+    }
     if let Some(a) = &lease.awaiting
         && let Some(ans) = &a.answer
     {
         // An operator answered the call the run waited for, and the run died before it read
         // the answer: the row says so, and the call on its record carries the answer.
         let what = if ans.approved { "approved" } else { "denied" };
-        let by = ans.by.as_deref().unwrap_or("an operator");
+        // No `by`: the owner's own denial at the wait's timeout.
+        let by = ans
+            .by
+            .as_deref()
+            .map_or_else(|| " at its timeout".to_string(), |b| format!(" by {b}"));
         reason.push_str(&format!(
-            "; its call to {}, awaiting approval, was {what} by {by} at {} but never ran",
+            "; its call to {}, awaiting approval, was {what}{by} at {} but never ran",
             a.tool,
             ans.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         ));

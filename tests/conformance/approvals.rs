@@ -1,0 +1,236 @@
+//! Answers to calls awaiting approval, and what a late end does to a budget recount: the store
+//! decides in one step whether a run can still use an answer, and counts a run's money once.
+
+use chrono::{DateTime, Utc};
+use cronsole::model::{AwaitingApproval, Budget, BudgetPeriod, JobDef, Status};
+use cronsole::store::{
+    AwaitStep, Completion, EditOutcome, JobEdit, LoopStep, OperationError, ReserveOutcome,
+    Settlement, StepOutcome, Store, StoreError,
+};
+use cronsole::testkit::store::{FinishClaim, claim_row};
+
+use super::{Factory, apply_due, claim, every, file, rows, t};
+
+/// Run `run` of `job` begins to wait for approval of a call to `write`, at `now`.
+fn begin_wait(s: &dyn Store, job: &str, run: uuid::Uuid, owner: &str, now: DateTime<Utc>) {
+    let a = AwaitingApproval {
+        tool: "write".into(),
+        call_id: "call_1".into(),
+        arguments: "{}".into(),
+        since: now,
+        deadline: now + chrono::Duration::seconds(3600),
+        answer: None,
+    };
+    let out = s
+        .loop_step(&LoopStep {
+            job,
+            run_id: run,
+            owner,
+            settle: None,
+            reserve: None,
+            set_aside: None,
+            record: &[],
+            awaiting: AwaitStep::Begin(a),
+            now,
+        })
+        .unwrap();
+    assert!(matches!(out, StepOutcome::Stepped { .. }), "{out:?}");
+}
+
+fn approve(s: &dyn Store, run: uuid::Uuid, now: DateTime<Utc>) -> Result<String, String> {
+    match s.answer_approval(run, true, None, Some("op@h (cronsole approve)".into()), now) {
+        Ok((job, EditOutcome::Answered { .. })) => Ok(job),
+        Ok(other) => panic!("{other:?}"),
+        Err(StoreError::Operation(OperationError::NotAwaiting(why))) => Err(why),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Whether the call of `run` of `job` carries an answer on its lease.
+fn answered(s: &dyn Store, job: &str, run: uuid::Uuid) -> bool {
+    s.job(job)
+        .unwrap()
+        .unwrap()
+        .rt
+        .lease_of(run)
+        .and_then(|l| l.awaiting.as_ref())
+        .is_some_and(|a| a.answer.is_some())
+}
+
+/// An answer is recorded only while the run can use it — it holds its lease, unexpired, no
+/// cancel pending, its call unanswered — and otherwise refused with nothing written, saying
+/// why: the lease ran out (when its owner stopped renewing), the run is being cancelled, the
+/// call was answered (by an operator, or by the owner's own denial at its timeout), the run
+/// ended (with its status).
+pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
+    let s = f();
+    let def = |name: &str| JobDef {
+        lease_seconds: 30.0,
+        ..every(name, 3600)
+    };
+    let names = ["live", "timed", "lapsed", "cancelled", "ended"];
+    apply_due(
+        &*s,
+        &file(names.iter().copied().map(def).collect()),
+        t(1000),
+    )
+    .unwrap();
+    let claims = claim(&*s, "o1", t(1000), 10).claims;
+    let run = |name: &str| {
+        claims
+            .iter()
+            .find(|c| c.job.def.name == name)
+            .expect("claimed")
+    };
+    for n in names {
+        begin_wait(&*s, n, run(n).run_id, "o1", t(1001));
+    }
+
+    // Held: the first answer wins, a second is refused naming the first.
+    let live = run("live").run_id;
+    assert_eq!(approve(&*s, live, t(1002)), Ok("live".to_string()));
+    let why = approve(&*s, live, t(1003)).unwrap_err();
+    assert!(
+        why.contains("already approved by op@h (cronsole approve)"),
+        "{why}"
+    );
+
+    // The owner's denial at the timeout goes through the same step: an operator after it is
+    // refused.
+    let timed = run("timed").run_id;
+    s.update_job(
+        "timed",
+        &JobEdit::Answer {
+            run_id: timed,
+            approve: false,
+            reason: Some("denied: no answer within approval_timeout_seconds (1s)".into()),
+            by: None,
+        },
+        t(1002),
+    )
+    .unwrap();
+    let why = approve(&*s, timed, t(1003)).unwrap_err();
+    assert!(why.contains("already denied (its wait timed out)"), "{why}");
+
+    // The lease was renewed at 1001 for 30 s: at 1031 it has run out, whoever holds it.
+    let lapsed = run("lapsed").run_id;
+    let why = approve(&*s, lapsed, t(1031)).unwrap_err();
+    assert!(
+        why.contains(
+            "its owner o1 stopped renewing its lease at 1970-01-01T00:16:41Z (it ran out at \
+             1970-01-01T00:17:11Z)"
+        ) && why.contains("records the run abandoned"),
+        "{why}"
+    );
+    assert!(!answered(&*s, "lapsed", lapsed), "nothing written");
+
+    let cancelled = run("cancelled").run_id;
+    s.cancel(&cancelled.to_string(), t(1002)).unwrap();
+    let why = approve(&*s, cancelled, t(1003)).unwrap_err();
+    assert!(why.contains("is being cancelled"), "{why}");
+    assert!(!answered(&*s, "cancelled", cancelled), "nothing written");
+
+    let c = run("ended");
+    s.finish_row(c, claim_row(c, "o1", Status::Failed, t(1002)));
+    let why = approve(&*s, c.run_id, t(1003)).unwrap_err();
+    assert!(
+        why.contains(&format!(
+            "run {} of 'ended' is not awaiting approval: it ended as failed at \
+             1970-01-01T00:16:42Z",
+            c.run_id
+        )),
+        "{why}"
+    );
+    // A run id the store never knew is not a refusal but an unknown run.
+    let unknown = uuid::Uuid::new_v4();
+    assert!(matches!(
+        s.answer_approval(unknown, true, None, None, t(1003)),
+        Err(StoreError::Operation(OperationError::NoSuchRun(id))) if id == unknown
+    ));
+    // The answer the live run got is still the one it reads.
+    assert!(answered(&*s, "live", live));
+}
+
+/// A run recorded `abandoned` with money on its row (a settled turn), whose paused owner then
+/// ends it later at a higher cost: the late end replaces that row, and a budget `period` edit's
+/// recount finds the run's cost once — the late end's — never both rows added.
+pub fn a_recount_counts_a_late_end_instead_of_its_abandoned_row(f: Factory) {
+    let s = f();
+    let with = |period| {
+        let mut jf = file(vec![JobDef {
+            lease_seconds: 30.0,
+            ..every("a", 3600)
+        }]);
+        jf.settings.budget = Some(Budget {
+            max_cost_usd: 10.0,
+            period,
+        });
+        jf
+    };
+    apply_due(&*s, &with(BudgetPeriod::Day), t(1000)).unwrap();
+    let c = claim(&*s, "paused", t(1000), 1).claims.remove(0);
+    let step = |settle, reserve, at| {
+        s.loop_step(&LoopStep {
+            job: "a",
+            run_id: c.run_id,
+            owner: "paused",
+            settle,
+            reserve,
+            set_aside: None,
+            record: &[],
+            awaiting: AwaitStep::Keep,
+            now: t(at),
+        })
+        .unwrap()
+    };
+    let StepOutcome::Stepped {
+        reserved: Some(ReserveOutcome::Reserved { id }),
+        ..
+    } = step(None, Some(0.04), 1001)
+    else {
+        panic!("the turn fits");
+    };
+    step(Some((id, Settlement::Cost(0.02))), None, 1002);
+    // The owner is paused past its lease: another owner records the run abandoned.
+    let o = claim(&*s, "b", t(1040), 0);
+    let abandoned = o
+        .rows
+        .iter()
+        .find(|r| r.run_id == c.run_id)
+        .expect("the abandoned row");
+    assert_eq!(abandoned.status, Status::Abandoned);
+    assert!(
+        (abandoned.cost_usd - 0.02).abs() < 1e-12,
+        "the settled turn is on the abandoned row: {abandoned:?}"
+    );
+    // It continues and ends the run: $0.05 in all.
+    let mut row = claim_row(&c, "paused", Status::Succeeded, t(1050));
+    row.cost_usd = 0.05;
+    let late = s
+        .complete(Completion {
+            job: "a".into(),
+            run_id: c.run_id,
+            owner: "paused".into(),
+            now: t(1050),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+    assert!(late.rows[0].supersedes_abandoned, "{:?}", late.rows);
+    let shown = rows(&*s, "a");
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    let counted = s.job("a").unwrap().unwrap().rt.counters.period_cost_usd;
+    assert!((counted - 0.05).abs() < 1e-12, "{counted}");
+    // The edit day → week recounts from history: the run's $0.05, not $0.07.
+    let rep = s.apply(&with(BudgetPeriod::Week), t(1100)).unwrap();
+    let found: Vec<(&str, f64)> = rep
+        .recounted
+        .iter()
+        .map(|r| (r.job.as_str(), r.spent_usd))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!((found[0].1 - 0.05).abs() < 1e-12, "{found:?}");
+    let spent = s.spend("a", t(1101)).unwrap();
+    assert!((spent.job_usd - 0.05).abs() < 1e-12, "{spent:?}");
+}
