@@ -8,6 +8,7 @@ use cronsole::store::{
     Settlement, StepOutcome, Store, StoreError,
 };
 use cronsole::testkit::store::{FinishClaim, claim_row};
+use cronsole::transcript::{Approval, CallEntry, CallState, Entry, Transcript};
 
 use super::{Factory, apply_due, claim, every, file, rows, t};
 
@@ -61,7 +62,7 @@ fn answered(s: &dyn Store, job: &str, run: uuid::Uuid) -> bool {
 /// cancel pending, its call unanswered — and otherwise refused with nothing written, saying
 /// why: the lease ran out (when its owner stopped renewing), the run is being cancelled, the
 /// call was answered (by an operator, or by the owner's own denial at its timeout), the run
-/// ended (with its status).
+/// ended (with its status). An accepted answer the run never read is on its row.
 pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
     let s = f();
     let def = |name: &str| JobDef {
@@ -147,8 +148,39 @@ pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
         s.answer_approval(unknown, true, None, None, t(1003)),
         Err(StoreError::Operation(OperationError::NoSuchRun(id))) if id == unknown
     ));
-    // The answer the live run got is still the one it reads.
+    // The answer the live run got is still the one it reads. If the run then ends by its
+    // owner's hand before reading it (a cancel), the acknowledged answer is on its row's call,
+    // which never ran; the row's reason stays the cancel's.
     assert!(answered(&*s, "live", live));
+    let c = run("live");
+    let mut record = Transcript::new();
+    record.push(Entry::Call(CallEntry {
+        state: CallState::AwaitingApproval,
+        ..CallEntry::dispatched(
+            1,
+            "call_1".into(),
+            "write".into(),
+            None,
+            "{}".into(),
+            t(1001),
+        )
+    }));
+    let mut row = claim_row(c, "o1", Status::Failed, t(1004));
+    row.reason = Some("cancelled by operator".into());
+    row.transcript = Some(record);
+    s.finish_row(c, row);
+    let row = rows(&*s, "live").remove(0);
+    assert_eq!(row.reason.as_deref(), Some("cancelled by operator"));
+    let calls = cronsole::testkit::tools::calls(&row);
+    assert_eq!(calls.len(), 1, "{row:?}");
+    assert_eq!(calls[0].state, CallState::AwaitingApproval);
+    assert_eq!(
+        calls[0].approval,
+        Some(Approval::Approved {
+            by: Some("op@h (cronsole approve)".into()),
+            reason: None
+        })
+    );
 }
 
 /// A run recorded `abandoned` with money on its row (a settled turn), whose paused owner then

@@ -17,7 +17,7 @@ use crate::model::{BudgetPeriod, HistoryRow, JobRecord, Status};
 use crate::schedule::Compiled;
 use crate::store::policy::counters::count_row;
 use crate::store::policy::run_end::{finish_run, supersede_abandoned};
-use crate::store::rules::rows::{is_generated, same_row, unlanded_part};
+use crate::store::rules::rows::{is_generated, keep_unread_answer, same_row, unlanded_part};
 use crate::store::rules::runtime::{holds, take_abandoned};
 use crate::store::rules::slots::compile;
 use crate::store::{CompleteOutcome, Completion, StoreError, StoreResult};
@@ -286,6 +286,9 @@ pub fn complete_step(
             &compiled
         }
     };
+    if let Some(l) = rec.rt.lease_of(c.run_id) {
+        keep_unread_answer(&mut row, l);
+    }
     let fin = finish_run(rec, sched, &mut row, c.state, c.hold_until, period, c.now);
     rederive_after_run(rec, c.now);
     out.state_rejected = fin.state_rejected;

@@ -4,7 +4,7 @@
 //! overlapped or a lease that expired.
 //!
 //! Owns: [`same_row`], [`is_generated`], [`unlanded_part`], [`overlap_row`], [`abandoned_row`],
-//! [`attach_record`], [`record_outgrew`].
+//! [`keep_unread_answer`], [`attach_record`], [`record_outgrew`].
 //! Must not touch: counting rows into a record (`store::policy::counters`), storage.
 
 use chrono::{DateTime, Utc};
@@ -188,22 +188,39 @@ pub fn abandoned_row(
             a.tool,
             ans.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         ));
-        let why = ans.reason.clone().filter(|r| !r.trim().is_empty());
-        let approval = if ans.approved {
-            Approval::Approved {
-                by: ans.by.clone(),
-                reason: why,
-            }
-        } else {
-            Approval::Denied {
-                reason: why.unwrap_or_default(),
-                by: ans.by.clone(),
-            }
-        };
-        row.unrun_answer = Some((a.call_id.clone(), approval));
+        row.unrun_answer = Some((a.call_id.clone(), approval_of(ans)));
     }
     row.reason = Some(reason);
     row
+}
+
+/// An operator's answer as the call's record keeps it.
+fn approval_of(ans: &crate::model::ApprovalAnswer) -> Approval {
+    let why = ans.reason.clone().filter(|r| !r.trim().is_empty());
+    if ans.approved {
+        Approval::Approved {
+            by: ans.by.clone(),
+            reason: why,
+        }
+    } else {
+        Approval::Denied {
+            reason: why.unwrap_or_default(),
+            by: ans.by.clone(),
+        }
+    }
+}
+
+/// A run ends by its owner's own completion (a cancel, a shutdown) while the store holds an
+/// answer its call never read: the answer was acknowledged to an operator, so it goes on the
+/// call in the row's transcript (which stays `awaiting_approval`: it never ran). The reason is
+/// left as it is: it says why the run ended, and other rules read it whole.
+pub fn keep_unread_answer(row: &mut HistoryRow, lease: &Lease) {
+    if let Some(a) = &lease.awaiting
+        && let Some(ans) = &a.answer
+        && let Some(t) = row.transcript.as_mut()
+    {
+        t.answer_unrun(&a.call_id, approval_of(ans));
+    }
 }
 
 /// Put a run's persisted record (`None`: it kept none) on its `abandoned` row: the transcript,
