@@ -174,6 +174,16 @@ pub fn answer_call(
     })
 }
 
+/// `cronsole cancel TARGET` at `now`: the store's cancel and its notice ([`cancel_notice`]).
+pub fn cancel_and_say(
+    store: &dyn Store,
+    target: &str,
+    now: DateTime<Utc>,
+) -> Result<String, crate::store::StoreError> {
+    let (job, out) = store.cancel(target, now)?;
+    Ok(cancel_notice(store, &job, &out, now))
+}
+
 /// The notice of a cancel (`cronsole cancel`, the console's `X`): what the store did, and,
 /// when the run it marked is held by no live owner, what happens instead of a kill.
 pub fn cancel_notice(

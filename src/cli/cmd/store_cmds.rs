@@ -599,12 +599,8 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
 
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
-    let now = Utc::now();
-    let (job, out) = store.cancel(&a.target, now)?;
-    println!(
-        "{}",
-        crate::engine::cancel_notice(store.as_ref(), &job, &out, now)
-    );
+    let said = crate::engine::cancel_and_say(store.as_ref(), &a.target, Utc::now())?;
+    println!("{said}");
     Ok(ExitCode::SUCCESS)
 }
 
