@@ -107,60 +107,65 @@ impl RunTask {
         );
         let started = self.clock.now();
         let reading = crate::clock::Reading::of(self.clock.as_ref());
-        // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
-        let pipeline = run::execute(
-            &claim,
-            self.settings.clone(),
-            &self.deps,
-            &self.store,
-            &self.clock,
-            &self.ev_tx,
-            &self.owner,
-            &progress,
-        );
-        tokio::pin!(pipeline);
-        let output = loop {
-            tokio::select! {
-                // A pipeline that has ended is taken first: an owner continued after a stop finds
-                // its run's end and its renewal timer ready together, and the run's own end is
-                // what happened.
-                biased;
-                out = &mut pipeline => break Some(out),
-                _ = cancel.cancelled() => break None,
-                // Dropping the pipeline kills the run's process group (proc::GroupGuard). The
-                // row is `failed`, never retried, re-offered or alerted (no delivery runs).
-                _ = op_cancel.cancelled() => {
-                    let mut row = HistoryRow::new(
-                        &job,
-                        Status::Failed,
-                        claim.trigger,
-                        claim.slot,
-                        &self.owner,
-                        started,
-                    );
-                    row.reason = Some(crate::store::rules::reasons::REASON_CANCELLED.to_string());
-                    // What the run did and paid for stays on its row: the store books every
-                    // reservation the run still holds (answered turns at their cost, a request
-                    // in flight at its reservation), so a cancel never hands money back.
-                    progress.fill(&mut row);
-                    row.cut_short = true;
-                    break Some(run::RunOutput { row, state: None, hold_until: None });
-                }
-                _ = tokio::time::sleep_until(renewer.next) => {
-                    if renewer.renew(&self.holder()).await == Lease::Ending {
-                        // A run that ended while the renewal was asked keeps its own end.
-                        if let Some(out) = futures_util::FutureExt::now_or_never(&mut pipeline) {
-                            break Some(out);
-                        }
-                        // Dropping the pipeline kills the run's processes now, while the lease
-                        // is still this owner's.
-                        break Some(abandoned_row(
-                            &claim,
+        let holder = self.holder();
+        // The pipeline lives in this block only: whatever ends the loop (its end, a shutdown, a
+        // cancel, a lease that could not be renewed), leaving the block drops it, and dropping
+        // it kills the run's processes (proc::GroupGuard) before the completion waits on the
+        // store, while the lease is still this owner's.
+        let output = {
+            // The run's commands carry a dead-man switch of half the lease (run::proc_env_of).
+            let pipeline = run::execute(
+                &claim,
+                self.settings.clone(),
+                &self.deps,
+                &self.store,
+                &self.clock,
+                &self.ev_tx,
+                &self.owner,
+                &progress,
+            );
+            tokio::pin!(pipeline);
+            loop {
+                tokio::select! {
+                    // A pipeline that has ended is taken first: an owner continued after a stop finds
+                    // its run's end and its renewal timer ready together, and the run's own end is
+                    // what happened.
+                    biased;
+                    out = &mut pipeline => break Some(out),
+                    _ = cancel.cancelled() => break None,
+                    // Dropping the pipeline kills the run's process group (proc::GroupGuard). The
+                    // row is `failed`, never retried, re-offered or alerted (no delivery runs).
+                    _ = op_cancel.cancelled() => {
+                        let mut row = HistoryRow::new(
+                            &job,
+                            Status::Failed,
+                            claim.trigger,
+                            claim.slot,
                             &self.owner,
                             started,
-                            &progress,
-                            REASON_LEASE_UNRENEWED,
-                        ));
+                        );
+                        row.reason = Some(crate::store::rules::reasons::REASON_CANCELLED.to_string());
+                        // What the run did and paid for stays on its row: the store books every
+                        // reservation the run still holds (answered turns at their cost, a request
+                        // in flight at its reservation), so a cancel never hands money back.
+                        progress.fill(&mut row);
+                        row.cut_short = true;
+                        break Some(run::RunOutput { row, state: None, hold_until: None });
+                    }
+                    _ = tokio::time::sleep_until(renewer.next) => {
+                        if renewer.renew(&holder).await == Lease::Ending {
+                            // A run that ended while the renewal was asked keeps its own end.
+                            if let Some(out) = futures_util::FutureExt::now_or_never(&mut pipeline) {
+                                break Some(out);
+                            }
+                            break Some(abandoned_row(
+                                &claim,
+                                &self.owner,
+                                started,
+                                &progress,
+                                REASON_LEASE_UNRENEWED,
+                            ));
+                        }
                     }
                 }
             }

@@ -38,6 +38,8 @@ struct Faulty {
     lose_lease: AtomicBool,
     /// Every renewal fails (the store unreachable from this owner).
     fail_renewals: AtomicBool,
+    /// Every renewal hangs while this is set, then fails (a network path that went silent).
+    hang_renewals: AtomicBool,
     renew_calls: AtomicUsize,
     /// With the store on a simulated disk: the next completion's journal write fails with
     /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
@@ -69,6 +71,18 @@ impl Hooks for Faulty {
                 if self.fail_claims.load(Ordering::SeqCst) {
                     return Err(enospc());
                 }
+            }
+            Call::Renew if self.hang_renewals.load(Ordering::SeqCst) => {
+                self.renew_calls.fetch_add(1, Ordering::SeqCst);
+                // On the blocking pool, as a real store's call waiting on a silent connection.
+                let until = std::time::Instant::now() + StdDuration::from_secs(120);
+                while self.hang_renewals.load(Ordering::SeqCst) && std::time::Instant::now() < until
+                {
+                    std::thread::sleep(StdDuration::from_millis(20));
+                }
+                return Err(StoreError::Backend(BackendError::Unavailable(
+                    "no answer (test)".into(),
+                )));
             }
             Call::Renew if self.fail_renewals.load(Ordering::SeqCst) => {
                 self.renew_calls.fetch_add(1, Ordering::SeqCst);
@@ -392,6 +406,77 @@ async fn a_run_whose_lease_cannot_be_renewed_stops_before_the_lease_ends() {
     // Stopped while the lease was still this owner's: no recovery could have overlapped it.
     assert!(within < lease, "the row came {within:?} after the start");
     assert!(!marks.exists(), "the command ran to its end");
+    rig.stop().await.expect("clean stop");
+}
+
+/// Whether process `pid` is alive (a zombie is not: it has been killed, only not yet reaped).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+/// A store whose renewals hang (the connection went silent, no error) rather than fail: the
+/// run goes on while a renewal waits (its commands' supervisors keep getting heartbeats, so the
+/// dead-man switch does not end it as if this owner had hung), and at three quarters of the
+/// lease its processes are killed before the completion waits on the store, while the lease is
+/// still this owner's. The row is `abandoned`, never a `failed` row of a run "killed for lack of
+/// heartbeats".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_renewals_hang_is_killed_before_its_lease_ends_and_recorded_abandoned() {
+    let dir = tmp("outage-hung-renewal");
+    let pidfile = dir.join("pid");
+    let lease = StdDuration::from_secs(8);
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
+         lease_seconds: {}\n    command: \"echo $$ > {}; exec sleep 60\"\n",
+        lease.as_secs(),
+        pidfile.display()
+    );
+    let began = std::time::Instant::now();
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    rig.faulty.hang_renewals.store(true, Ordering::SeqCst);
+    rig.faulty.fail_completions.store(true, Ordering::SeqCst);
+    rig.wait_until("the command's pid", |_| {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    rig.wait_until("a renewal waiting on the store", |r| {
+        r.faulty.renew_calls.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    rig.wait_until("the command killed", |_| !alive(pid)).await;
+    let killed = began.elapsed();
+    assert!(
+        killed < lease,
+        "the command was killed {killed:?} after the start"
+    );
+    rig.wait_until("the stopped run's completion tried", |r| {
+        r.faulty.complete_calls.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    rig.faulty.hang_renewals.store(false, Ordering::SeqCst);
+    rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    let rows = rig.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no lease renewal")),
+        "{rows:#?}"
+    );
     rig.stop().await.expect("clean stop");
 }
 
