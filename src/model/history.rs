@@ -209,6 +209,12 @@ pub struct HistoryRow {
     /// decided on the stepped clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_stepped: Option<String>,
+    /// On an `abandoned` row written because the run's lease expired: the owner that
+    /// recovered the run (found the lease lapsed and wrote this row). The owner the run
+    /// belonged to is named in `reason`. Absent on a row the run's own owner wrote (a run
+    /// stopped by its owner's shutdown, every other row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_by: Option<String>,
     /// Not stored: on an `abandoned` row, from the lease it ends until the run's own record is
     /// put on it, the answer an operator gave to the call the run waited for (the call's id,
     /// the answer). The store writes it onto that call of the transcript (`approval`; the call
@@ -342,6 +348,7 @@ impl HistoryRow {
             tool_calls: None,
             transcript: None,
             clock_stepped: None,
+            recovered_by: None,
             unrun_answer: None,
         }
     }

@@ -361,6 +361,14 @@ fn a_retry_abandoned_by_a_kill_9_stays_abandoned_with_a_hint_and_can_be_retried(
         why.contains(&format!("cronsole retry {retry_run}")),
         "{why}"
     );
+    // The row names the owner that recovered the run; the killed one is in its reason.
+    let by = rows[0]["recovered_by"].as_str().expect("recovered_by");
+    assert!(
+        !why.contains(&format!("lease of owner {by} ")),
+        "the killed owner is another: {why}"
+    );
+    let out = ok(&d, &["describe", "r"]);
+    assert!(out.contains(&format!("recovered by {by}; ")), "{out}");
     let v: serde_json::Value = serde_json::from_str(&ok(&d, &["jobs", "--json"])).unwrap();
     let queue = &v[0]["runtime"]["queue"];
     assert!(queue.as_array().is_none_or(|q| q.is_empty()), "{v:#}");

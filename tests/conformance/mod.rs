@@ -440,6 +440,24 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
     assert_eq!(ab.status, Status::Abandoned);
     assert_eq!(ab.run_id, c.run_id);
     assert_eq!(ab.slot, Some(t(1000)));
+    // The row names the owner that recovered the run, as the store reads it back; the owner
+    // the run belonged to is in its reason.
+    assert_eq!(ab.recovered_by.as_deref(), Some("b"));
+    let stored = s
+        .history(&HistoryQuery {
+            run_id: Some(c.run_id),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0].recovered_by.as_deref(), Some("b"), "{stored:?}");
+    assert!(
+        stored[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("owner dead")),
+        "{stored:?}"
+    );
     let n = claim(&*s, "b", t(1060), 10);
     assert_eq!(n.claims.len(), 1);
     assert_eq!(n.claims[0].slot, Some(t(1060)));
@@ -459,6 +477,7 @@ pub fn recurring_abandoned_run_waits_for_its_next_slot(f: Factory) {
         .unwrap();
     assert_eq!(h.len(), 1, "one row per run: {h:?}");
     assert_eq!(h[0].status, Status::Succeeded);
+    assert_eq!(h[0].recovered_by, None, "the run's own end: {h:?}");
 }
 
 /// "A run becomes `abandoned` only if its process dies; nothing is ever

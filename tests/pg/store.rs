@@ -79,6 +79,34 @@ fn a_reapply_gives_records_without_a_digest_one_then_writes_nothing() {
     assert_eq!(r.updated, vec!["d2"]);
 }
 
+/// An `abandoned` row's `recovered_by` is projected into its column (operators' SQL): the
+/// owner that recovered the run, and nothing on the rows a run's own owner wrote.
+#[test]
+fn the_recovering_owner_is_in_the_history_column() {
+    let url = pg_db_or_skip!();
+    let s = by_hand(&url);
+    let t = |secs: i64| t0() + chrono::Duration::seconds(secs);
+    s.apply(&conformance::file(vec![conformance::every("j", 60)]), t(0))
+        .unwrap();
+    let c = conformance::claim(&s, "dead", t(60), 10).claims.remove(0);
+    let o = conformance::claim(&s, "rescuer", t(91), 10);
+    assert_eq!(o.rows[0].recovered_by.as_deref(), Some("rescuer"), "{o:?}");
+    assert_eq!(o.rows[0].run_id, c.run_id);
+    support::pg::exec(
+        &url,
+        "DO $$ BEGIN
+           IF (SELECT count(*) FROM cronsole_history
+               WHERE status = 'abandoned' AND recovered_by = 'rescuer') <> 1
+              OR (SELECT count(*) FROM cronsole_history WHERE recovered_by IS NULL)
+                 <> (SELECT count(*) FROM cronsole_history WHERE status <> 'abandoned')
+           THEN RAISE EXCEPTION 'recovered_by column: %',
+               (SELECT json_agg(json_build_array(status, recovered_by)) FROM cronsole_history);
+           END IF;
+         END $$;",
+    )
+    .unwrap();
+}
+
 /// A first apply larger than one upsert statement's chunk stores every job, and the same file
 /// again writes nothing.
 #[test]

@@ -986,6 +986,11 @@ fn describe_runs(runs: &[crate::model::HistoryRow], zone: Zone) {
             let sep = if why.is_empty() { "" } else { "; " };
             why = format!("after {j} run {id}{sep}{why}");
         }
+        // First, so that the cut below never hides who recovered the run.
+        if let Some(by) = &r.recovered_by {
+            let sep = if why.is_empty() { "" } else { "; " };
+            why = format!("recovered by {by}{sep}{why}");
+        }
         let why = why.as_str();
         println!(
             "  {}  {:<10} {:<9} {}  {}",

@@ -18,7 +18,8 @@
 //!   only `wakeup` is indexed, with `name`, in the claim's order).
 //! - `cronsole_settings`: one row, the jobs file's non-job settings as JSONB.
 //! - `cronsole_history`: one row per history row; the history row as JSONB plus indexed columns for the
-//!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`.
+//!   console's queries: `(job, finished_at desc)`, `(status, finished_at desc)`, `run_id`, and
+//!   `recovered_by` (the owner that recovered an `abandoned` run) for operators' SQL.
 //! - `cronsole_run_steps`: a running tool loop's transcript entries (`run_id`, `seq`,
 //!   `entry`), appended at each step and moved onto the run's row when it ends.
 //! - `cronsole_store_version`: a sequence bumped (and NOTIFYed) by every mutation; the change
@@ -168,6 +169,12 @@ const MIGRATIONS: &[&str] = &[
     // next written (a re-apply reads it whole and writes it once, with its digest).
     r#"
     ALTER TABLE cronsole_jobs ADD COLUMN def_digest bigint;
+    "#,
+    // 10: the owner that recovered an `abandoned` run (`recovered_by` of the history row), a
+    // projection for operators' SQL like `status` and `cost_usd`. Rows written before it have
+    // none in their JSON either, so it stays NULL for them.
+    r#"
+    ALTER TABLE cronsole_history ADD COLUMN recovered_by text;
     "#,
 ];
 

@@ -66,10 +66,10 @@ pub(super) const WRITE_JOBS_SQL: &str =
          def_digest = EXCLUDED.def_digest";
 
 pub(super) const APPEND_HISTORY_SQL: &str = "INSERT INTO cronsole_history
-         (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, row)
+         (run_id, job, status, slot, started_at, finished_at, cost_usd, has_diff, recovered_by, row)
      SELECT r->>'run_id', r->>'job', r->>'status', (r->>'slot')::timestamptz,
          (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
-         COALESCE((r->>'cost_usd')::float8, 0), (r->>'diff') IS NOT NULL, r
+         COALESCE((r->>'cost_usd')::float8, 0), (r->>'diff') IS NOT NULL, r->>'recovered_by', r
      FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, i)
      ORDER BY i";
 

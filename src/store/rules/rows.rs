@@ -133,7 +133,8 @@ pub(crate) fn pieces_of(
     out
 }
 
-/// The row written when a lease expired without completion.
+/// The row written when a lease expired without completion, naming `owner` as the owner that
+/// recovered the run.
 pub fn abandoned_row(
     rec: &JobRecord,
     lease: &Lease,
@@ -149,6 +150,7 @@ pub fn abandoned_row(
         now,
     );
     row.run_id = lease.run_id;
+    row.recovered_by = Some(owner.to_string());
     row.started_at = lease.claimed_at;
     row.duration_ms = (now - lease.claimed_at).num_milliseconds().max(0) as u64;
     let mut reason = format!(

@@ -439,6 +439,10 @@ fn run(app: &App, r: &HistoryRow, width: usize) -> (Line<'static>, Vec<Line<'sta
         ));
     }
     lines.push(kv("owner", text::line(&r.owner).into_owned()));
+    if let Some(by) = &r.recovered_by {
+        // The run's own owner died or lost its lease: this is the owner that found it so.
+        lines.push(kv("recovered", format!("by {}", text::line(by))));
+    }
     if let Some(m) = &r.model {
         lines.push(kv("model", text::line(m).into_owned()));
     }

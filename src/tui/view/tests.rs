@@ -709,6 +709,24 @@ fn snapshot_history_focus_and_run_view() {
     snap!("run_view_with_diff_120x40", t);
 }
 
+/// The run view of an `abandoned` row whose lease expired names the owner that recovered it
+/// under the owner line; a row its own owner wrote has no such line.
+#[test]
+fn the_run_view_names_the_owner_that_recovered_an_abandoned_run() {
+    use crate::tui::state::Mode;
+    let mut a = history_on("stuck-sync", Status::Abandoned);
+    let mut row = a.selected_run().unwrap().clone();
+    a.mode = Mode::Run(Box::new(row.clone()));
+    assert!(
+        !screen(&a, 120, 40).contains("recovered"),
+        "no line without it"
+    );
+    row.recovered_by = Some("host-c:31337:feedbeef".into());
+    a.mode = Mode::Run(Box::new(row));
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("recovered by host-c:31337:feedbeef"), "{t}");
+}
+
 #[test]
 fn snapshot_run_view_with_attempts() {
     use crate::model::Attempt;
