@@ -442,7 +442,9 @@ pub struct NextArgs {
     #[arg(required_unless_present = "job")]
     pub expr: Option<String>,
     /// Preview the job NAME of the jobs file instead: its schedule, zone, calendars
-    /// (`only_on`/`except_on`) and jitter; the instants printed are when each slot fires
+    /// (`only_on`/`except_on`) and jitter; the instants printed are when each slot fires.
+    /// A job the store already holds is shown as the engine will run it, from its stored
+    /// next slot
     #[arg(long, value_name = "NAME", conflicts_with_all = ["expr", "tz"])]
     pub job: Option<String>,
     /// The jobs file `--job` reads (default: jobs.yaml here)
@@ -587,6 +589,10 @@ pub fn misplaced(cli: &Cli, matches: &ArgMatches) -> Option<String> {
             if id == "jobs" && TAKES_JOBS_FILE.contains(&cmd.name()) {
                 continue;
             }
+            // `next --job NAME` reads that one job's record when a store holds it.
+            if id == "store" && matches!(cmd, Command::Next(n) if n.job.is_some()) {
+                continue;
+            }
             let given = |m: &ArgMatches| m.value_source(id) == Some(ValueSource::CommandLine);
             if given(matches) || sub.is_some_and(given) {
                 return Some(format!(
@@ -713,6 +719,9 @@ mod tests {
         assert!(err.ends_with("it uses no store"), "{err}");
         let err = parse_from(&["cronsole", "next", "--store", "s", "@daily"]).expect_err("refused");
         assert!(err.ends_with("it uses no store"), "{err}");
+        // A job of the jobs file may be one the store holds: its stored slots are the truth.
+        assert!(parse_from(&["cronsole", "--store", "s", "next", "--job", "a"]).is_ok());
+        assert!(parse_from(&["cronsole", "next", "--job", "a", "--store", "s"]).is_ok());
     }
 
     fn parse_from(args: &[&str]) -> Result<Cli, String> {

@@ -1,6 +1,7 @@
 //! Every view shows the first run the engine will make, for every schedule form: `validate` and
 //! `next --job` (a preview, as if the job were stored now), then, once `apply` stored the jobs,
-//! `describe`, `jobs`, `dry-run`, the console's Jobs table and the engine itself.
+//! `describe`, `next --job` (now the stored slot), `jobs`, `dry-run`, the console's Jobs table
+//! and the engine itself.
 //!
 //! The rule they all follow is `JobDef::first_slots`: an `every` grid (`hourly`, `daily`,
 //! `*/30m`) is anchored when the job is first stored and its first slot is one interval later;
@@ -159,6 +160,7 @@ fn every_view_shows_the_first_run_the_engine_makes() {
             .or_else(|| v["slots"][0].as_str())
             .unwrap_or_else(|| panic!("{name}: {out}"));
         within(name, "next --job", first, def, before, after);
+        assert_eq!(v["stored"], false, "{name}: not stored yet: {out}");
     }
 
     // Stored: the record's first run is the rule at its created_at, exactly.
@@ -184,6 +186,15 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         if def.run_immediately {
             assert_eq!(first, created, "{name} runs when stored");
         }
+        // next --job of a stored job: the stored slot the engine runs, not a preview from now.
+        let v = next_job(d, name);
+        assert_eq!(v["stored"], true, "{name}: {v}");
+        // Printed to the microsecond, as every printed instant is (a store instant has more).
+        assert_eq!(
+            at(v["slots"][0].as_str().unwrap()),
+            chrono::SubsecRound::trunc_subsecs(first, 6),
+            "next --job {name}"
+        );
         want.insert(name.clone(), (created, first));
     }
 
@@ -299,12 +310,39 @@ fn every_view_shows_the_first_run_the_engine_makes() {
         let (code, out, err) = run_plain(d, &["--store", "store", "describe", name, "--json"]);
         assert_eq!(code, 0, "{err}");
         let v: Value = serde_json::from_str(&out).unwrap();
+        let next = chrono::SubsecRound::trunc_subsecs(want[name].0, 0) + chrono::Duration::hours(1);
         assert_eq!(
             at(v["runtime"]["next_slot"].as_str().unwrap()),
-            chrono::SubsecRound::trunc_subsecs(want[name].0, 0) + chrono::Duration::hours(1),
+            next,
             "{name}"
         );
+        // Seconds after the store, a preview from now would be seconds later than the grid.
+        let v = next_job(d, name);
+        assert_eq!(
+            at(v["slots"][0].as_str().unwrap()),
+            next,
+            "next --job {name}: {v}"
+        );
     }
+}
+
+/// `next --job NAME --json` over the test's store and jobs file.
+fn next_job(d: &Path, name: &str) -> Value {
+    let (code, out, err) = run_plain(
+        d,
+        &[
+            "--store",
+            "store",
+            "next",
+            "--file",
+            "jobs.yaml",
+            "--job",
+            name,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "next --job {name}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 /// The console attached to the store (no engine), at 200×50, once every job row is drawn.

@@ -179,7 +179,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Run(a)) => run::headless(&cli, a),
         Some(Command::Console(a)) => run::console(&cli, a),
         Some(Command::Validate(_)) => validate::validate(&jobs_file_named(&cli)?),
-        Some(Command::Next(a)) => schedule_cmds::next(a),
+        Some(Command::Next(a)) => schedule_cmds::next(&cli, a),
         Some(Command::Apply(_)) => store_cmds::apply(&cli, &jobs_file_named(&cli)?),
         Some(Command::Jobs(a)) => store_cmds::jobs(&cli, a),
         Some(Command::History(a)) => store_cmds::history(&cli, a),

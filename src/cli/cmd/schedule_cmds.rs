@@ -1,20 +1,23 @@
 //! `cronsole next`: preview the slots of any schedule-grammar form.
 //!
 //! Owns: reading the command's arguments, computing slots through `cronsole::schedule`, and
-//! printing them. Must not touch: the store or the engine (it needs neither).
+//! printing them. Must not touch: the engine, or the store beyond reading one job's record.
 //!
 //! Decisions: an `every` interval is previewed on a grid anchored at the reference instant
 //! (`--after`/`--before`/now), since the real anchor only exists once the job is stored; `in 10m`
 //! resolves relative to `--after` (or now). `next --job NAME` without `--after`/`--before`
 //! shows where the job's runs start if it is first stored now, by the store's own rule
-//! (`JobDef::first_slots`): the `run_immediately` run first, marked, then the slots. Text
+//! (`JobDef::first_slots`): the `run_immediately` run first, marked, then the slots. A job the
+//! store (`--store`, else the one beside the jobs file) already holds is shown as the engine
+//! will run it instead: from its stored next slot, on its stored grid, as `describe` shows it
+//! (`"stored": true` in `--json`). Text
 //! output is one slot per line: the UTC instant, then the wall time and abbreviation in the zone; an empty answer
 //! prints one line in parentheses saying why (exit 0). `--tz` is case-insensitive.
 
 use std::process::ExitCode;
 
-use crate::cli::args::NextArgs;
-use crate::model::JobDef;
+use crate::cli::args::{Cli, NextArgs};
+use crate::model::{JobDef, JobRecord};
 use crate::schedule::{Compiled, ScheduleSpec, parse_schedule, parse_tz};
 use anyhow::Result;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -79,6 +82,8 @@ struct Preview {
     immediate: Option<DateTime<Utc>>,
     before: Option<DateTime<Utc>>,
     reference: DateTime<Utc>,
+    /// The job as the store holds it: its state word (`idle`, `paused`, …) when it is.
+    stored: Option<&'static str>,
 }
 
 impl Preview {
@@ -88,8 +93,11 @@ impl Preview {
     }
 }
 
-pub fn next(a: &NextArgs) -> Result<ExitCode> {
-    let p = preview(a)?;
+pub fn next(cli: &Cli, a: &NextArgs) -> Result<ExitCode> {
+    let p = match stored_job(cli, a)? {
+        Some(rec) => from_store(a, rec)?,
+        None => preview(a)?,
+    };
     if a.json {
         print_json(&p)?;
     } else if p.slots.is_empty() {
@@ -98,6 +106,64 @@ pub fn next(a: &NextArgs) -> Result<ExitCode> {
         print_text(&p);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The record of `--job NAME` when the store (`--store`, else the one beside the jobs file)
+/// exists and holds it; `None` when there is no store there or it has no such job.
+fn stored_job(cli: &Cli, a: &NextArgs) -> Result<Option<JobRecord>> {
+    let Some(name) = a.job.as_deref() else {
+        return Ok(None);
+    };
+    let file = a.file.clone().unwrap_or_else(|| "jobs.yaml".into());
+    let location = super::store_location(cli, Some(&file));
+    if !location.contains("://") && !std::path::Path::new(&location).join("VERSION").exists() {
+        return Ok(None);
+    }
+    let store = super::open_existing_store_for_named(&location, false)?;
+    Ok(store.job(name)?)
+}
+
+/// The slots of a stored job, as the engine will run them: from its stored next slot on its
+/// stored grid (`--after`/`--before` walk that grid from the instant given). A paused or
+/// retired job has none.
+fn from_store(a: &NextArgs, rec: JobRecord) -> Result<Preview> {
+    let tz = parse_tz(&rec.def.tz).map_err(|e| bad_input(e.to_string()))?;
+    let now = Utc::now();
+    let after = a
+        .after
+        .as_deref()
+        .map(|s| instant("--after", s, now, tz))
+        .transpose()?;
+    let before = a
+        .before
+        .as_deref()
+        .map(|s| instant("--before", s, now, tz))
+        .transpose()?;
+    let reference = before.or(after).unwrap_or(now);
+    let compiled =
+        crate::store::rules::slots::compile(&rec).map_err(|e| bad_input(e.to_string()))?;
+    let mut slots = match (rec.fires(), rec.rt.next_slot, after.or(before)) {
+        (true, Some(first), None) if a.count > 0 => {
+            let mut v = vec![first];
+            v.extend(walk(&compiled, first, false, a.count - 1));
+            v
+        }
+        (true, _, Some(_)) => walk(&compiled, reference, before.is_some(), a.count),
+        _ => Vec::new(),
+    };
+    if let Some(until) = rec.def.until {
+        slots.retain(|s| *s <= until);
+    }
+    Ok(Preview {
+        expr: rec.def.schedule_text.clone(),
+        tz,
+        slots,
+        immediate: None,
+        before,
+        reference,
+        stored: Some(rec.state_word(now)),
+        job: Some(rec.def),
+    })
 }
 
 /// The slots `a` asks for (or the job's, previewed from now).
@@ -172,6 +238,7 @@ fn preview(a: &NextArgs) -> Result<Preview> {
         immediate: stored_now.and_then(|f| f.immediate),
         before,
         reference,
+        stored: None,
     })
 }
 
@@ -196,6 +263,7 @@ fn print_json(p: &Preview) -> Result<()> {
     }
     if let Some(j) = &job {
         v["job"] = serde_json::json!(j.name);
+        v["stored"] = serde_json::json!(p.stored.is_some());
         v["fires"] = serde_json::json!(
             slots
                 .iter()
@@ -212,6 +280,8 @@ fn print_empty(a: &NextArgs, p: &Preview) {
     let (job, before, reference) = (&p.job, p.before, p.reference);
     if a.count == 0 {
         println!("(no slots: --count 0 asks for none)");
+    } else if let (Some(j), Some(state @ ("paused" | "retired"))) = (job, p.stored) {
+        println!("(no slots: job {} is {state} in the store)", j.name);
     } else if let Some(j) = job.as_ref().filter(|j| !j.after.is_empty())
         && j.schedule == ScheduleSpec::AfterOnly
     {
