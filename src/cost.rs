@@ -30,8 +30,9 @@
 //! - A reply is priced at the model the request named when the table knows it (the reservation
 //!   was computed at that price), and booked at no more than the call's reservation; above it, the
 //!   reservation is booked and the reason gives the reply's figures ([`call_cost`]).
-//! - Money is shown one way everywhere ([`usd`]): cents from a cent up, two significant digits
-//!   below it (`$1.00`, `$0.0025`, `$0.000025`): a $0.001 budget is never "$0.00".
+//! - Money is shown one way everywhere ([`usd`]): cents from $1 up, three significant digits
+//!   below it (`$12.40`, `$0.381`, `$0.00123`, `$0.0000245`): the same amount reads the same on
+//!   every surface, and a $0.001 budget is never "$0.00".
 
 use std::collections::BTreeMap;
 
@@ -649,77 +650,46 @@ pub fn worst_case_usd(price: Price, prompt_bytes: usize, max_tokens: u32) -> f64
     if c.is_finite() && c > 0.0 { c } else { 0.0 }
 }
 
-/// Money as people read it, the one format of every surface (console, CLI, notices, skip
-/// reasons): cents from a cent up (`$1.00`, `$0.25`, `$12.50`), and below a cent two
-/// significant digits (`$0.0025`, `$0.000025`), so a $0.0000245 call is never `$0.0000` and a
-/// $0.002 budget never `$0.00`. Trailing zeros past the cents are dropped (`$0.002`,
-/// `$0.015`). Zero is `$0.00`; a negative amount `-$0.50`; an amount too small for six
-/// decimals `<$0.000001`; NaN or infinity `$?`. Amounts shown side by side (a table, a line
-/// with a total and its parts) use [`Money`] instead, so they are cut at the same place.
+/// Money as people read it, the one format of every surface (console, CLI, `stats`, `jobs`,
+/// `describe`, notices, skip reasons, alerts): from $1 up to the cent (`$12.40`), below $1 three
+/// significant digits (`$0.381`, `$0.00123`, `$0.0000245`), so a $0.0000245 call is never
+/// `$0.0000` and a $0.002 budget never `$0.00`. Zeros past the cents are dropped (`$0.20`,
+/// `$0.002`, `$0.0025`). Zero is `$0.00`; a negative amount `-$0.50`; an amount below half a
+/// micro-dollar `<$0.000001`; NaN or infinity `$?`. An amount prints the same wherever it is
+/// shown, whatever is printed beside it.
 pub fn usd(x: f64) -> String {
-    Money::CENTS.fmt(x)
-}
-
-/// The one money format ([`usd`]) with one precision for amounts shown together: each is
-/// shown to the places the most exact of them needs (two significant digits of the smallest,
-/// at least the cents, at most six), so a total and its parts agree as printed — `$0.214`
-/// spent beside `$0.086` left of a `$0.30` limit, never `$0.21` beside `$0.086`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Money {
-    places: usize,
-}
-
-impl Money {
-    /// Every amount to the cent or to its own two significant digits: [`usd`].
-    pub const CENTS: Money = Money { places: 2 };
-
-    /// The precision for `amounts` shown together (zero, non-finite and sub-micro-dollar
-    /// amounts need no places of their own).
-    pub fn for_amounts(amounts: impl IntoIterator<Item = f64>) -> Money {
-        let places = amounts
-            .into_iter()
-            .map(f64::abs)
-            .filter(|a| a.is_finite() && *a >= 0.000_000_5)
-            .map(money_places)
-            .fold(2, usize::max);
-        Money { places }
+    if !x.is_finite() {
+        return "$?".into();
     }
-
-    /// `x` at this precision, or at its own if it needs more (an amount not counted in).
-    pub fn fmt(&self, x: f64) -> String {
-        if !x.is_finite() {
-            return "$?".into();
-        }
-        let a = x.abs();
-        if a == 0.0 {
-            return "$0.00".into();
-        }
-        if a < 0.000_000_5 {
-            return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
-        }
-        let places = money_places(a).max(self.places);
-        let mut s = format!("{a:.places$}");
-        // Rounding may carry into one more digit (0.0999 → "0.100"): drop zeros past the cents.
-        while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
-            s.pop();
-        }
-        if x < 0.0 {
-            format!("-${s}")
-        } else {
-            format!("${s}")
-        }
+    let a = x.abs();
+    if a == 0.0 {
+        return "$0.00".into();
+    }
+    if a < 0.000_000_5 {
+        return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
+    }
+    let places = money_places(a);
+    let mut s = format!("{a:.places$}");
+    // Three significant digits may end in zeros (0.2 → "0.200"): drop those past the cents.
+    while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
+        s.pop();
+    }
+    if x < 0.0 {
+        format!("-${s}")
+    } else {
+        format!("${s}")
     }
 }
 
-/// Decimals [`usd`] shows for the amount `a` (≥ 0): two significant digits below a dime, at
-/// least the cents, at most six.
+/// Decimals [`usd`] shows for the amount `a` (≥ 0): the cents from $1 up, three significant
+/// digits below it.
 fn money_places(a: f64) -> usize {
-    if a >= 0.1 || a <= 0.0 {
+    if a >= 1.0 || a <= 0.0 {
         2
     } else {
-        // 0.0042 → 3: its first significant digit is the third decimal.
-        let first = (-a.log10()).ceil() as usize;
-        (first + 1).clamp(2, 6)
+        // 0.0042 → 5: its first significant digit is the third decimal, two more follow it.
+        let first = (-a.log10()).ceil().max(1.0) as usize;
+        (first + 2).clamp(2, 9)
     }
 }
 
@@ -1059,48 +1029,35 @@ mod tests {
     }
 
     #[test]
-    fn money_is_shown_to_the_cent_or_better() {
+    fn money_is_cents_from_a_dollar_and_three_significant_digits_below() {
         assert_eq!(usd(1.0), "$1.00");
-        assert_eq!(usd(0.2), "$0.20");
-        assert_eq!(usd(0.001), "$0.001");
-        assert_eq!(usd(0.0042), "$0.0042");
+        assert_eq!(usd(12.4), "$12.40");
+        assert_eq!(usd(1234.567), "$1234.57");
         assert_eq!(usd(0.0), "$0.00");
-        assert_eq!(usd(12.5), "$12.50");
         assert_eq!(usd(1e-9), "<$0.000001");
         assert_eq!(usd(-0.5), "-$0.50");
-        // Two significant digits below a cent, the cents above it.
-        assert_eq!(usd(0.0000246), "$0.000025");
-        assert_eq!(usd(0.002469), "$0.0025");
-        assert_eq!(usd(0.002), "$0.002");
-        assert_eq!(usd(0.0003), "$0.0003");
-        assert_eq!(usd(0.0123), "$0.012");
-        assert_eq!(usd(0.05), "$0.05");
+        // Three significant digits below $1, zeros past the cents dropped.
+        assert_eq!(usd(0.381), "$0.381");
+        assert_eq!(usd(0.3814), "$0.381");
+        assert_eq!(usd(0.00123), "$0.00123");
+        assert_eq!(usd(0.0000245), "$0.0000245");
+        assert_eq!(usd(0.0000246), "$0.0000246");
+        assert_eq!(usd(0.002469), "$0.00247");
+        assert_eq!(usd(0.2), "$0.20");
         assert_eq!(usd(0.25), "$0.25");
-        assert_eq!(usd(0.0999), "$0.10");
-        assert_eq!(usd(0.00999), "$0.01");
-        assert_eq!(usd(1234.567), "$1234.57");
+        assert_eq!(usd(0.214), "$0.214");
+        assert_eq!(usd(0.002), "$0.002");
+        assert_eq!(usd(0.001), "$0.001");
+        assert_eq!(usd(0.01), "$0.01");
+        assert_eq!(usd(0.1), "$0.10");
+        assert_eq!(usd(0.0003), "$0.0003");
+        assert_eq!(usd(0.0123), "$0.0123");
+        // Rounding carries into the next digit without growing the places.
+        assert_eq!(usd(0.09996), "$0.10");
+        assert_eq!(usd(0.9996), "$1.00");
+        assert_eq!(usd(0.000_000_6), "$0.0000006");
         assert_eq!(usd(f64::NAN), "$?");
         assert_eq!(usd(-0.0025), "-$0.0025");
-    }
-
-    /// Amounts shown together are cut at one place: a total and its parts agree as printed.
-    #[test]
-    fn amounts_shown_together_share_their_places() {
-        let m = Money::for_amounts([0.214, 0.086, 0.30, 0.0]);
-        assert_eq!(
-            [m.fmt(0.214), m.fmt(0.086), m.fmt(0.30), m.fmt(0.0)],
-            ["$0.214", "$0.086", "$0.30", "$0.00"]
-        );
-        // Alone, 0.214 is cut at the cents; the group keeps a tiny call's digits for all.
-        assert_eq!(usd(0.214), "$0.21");
-        let m = Money::for_amounts([1.5, 0.0000246, f64::NAN, 1e-12]);
-        assert_eq!(m.fmt(1.5), "$1.50");
-        assert_eq!(m.fmt(1.2345678), "$1.234568");
-        assert_eq!(m.fmt(0.0000246), "$0.000025");
-        // An amount outside the group still gets its own places.
-        assert_eq!(Money::for_amounts([1.0]).fmt(0.0042), "$0.0042");
-        assert_eq!(Money::for_amounts([]), Money::CENTS);
-        assert_eq!(m.fmt(-0.0), "$0.00");
     }
 
     /// An empty f64 sum is -0.0: shown as zero, never `$-0.00`.
@@ -1160,7 +1117,7 @@ mod tests {
         assert!(!c.unpriced);
         let r = c.reason.unwrap_or_default();
         assert!(
-            r.starts_with("usage above the worst case (100000 input, 10 output tokens): booked at the reservation $0.011 instead of $1.00"),
+            r.starts_with("usage above the worst case (100000 input, 10 output tokens): booked at the reservation $0.0108 instead of $1.00"),
             "{r}"
         );
         // Output over the request's bound says so, and is booked at the reservation too.
@@ -1427,21 +1384,21 @@ mod tests {
         assert!((worst - 0.002_512_2).abs() < 1e-9, "{worst}");
         assert_eq!(
             too_small_reason("job", 0.002, BudgetPeriod::Day, worst),
-            "budget too small for one call: it may cost up to $0.0026, the job limit is \
+            "budget too small for one call: it may cost up to $0.00252, the job limit is \
              $0.002/day"
         );
         assert_eq!(
             reached_reason("global", 0.25, BudgetPeriod::Day, 0.2487, 0.001, worst),
-            "budget reached: global $0.25/day, $0.0003 left (spent $0.25, in flight $0.001); \
-             this call may cost up to $0.0026"
+            "budget reached: global $0.25/day, $0.0003 left (spent $0.249, in flight $0.001); \
+             this call may cost up to $0.00252"
         );
         let (tokens, raise) = one_call_fixes(mini, 300, 0.002, worst);
         // 364 input tokens at $0.15/M leave room for 3242 output tokens at $0.60/M.
         assert_eq!(tokens, Some(3242));
         assert!(worst_case_usd(mini, 300, 3242) <= 0.002);
         assert!(worst_case_usd(mini, 300, 3243) > 0.002);
-        assert_eq!(usd_up(raise), "$0.0026");
-        assert_eq!(usd_up(0.0024001), "$0.0025");
+        assert_eq!(usd_up(raise), "$0.00252");
+        assert_eq!(usd_up(0.0024001), "$0.00241");
         assert_eq!(usd_up(0.25), "$0.25");
         // A limit the prompt alone exceeds: no max_tokens fits.
         assert_eq!(one_call_fixes(mini, 300, 0.00001, worst).0, None);

@@ -620,7 +620,7 @@ mod tests {
         assert!(
             stops[0]
                 .1
-                .starts_with("budget too small for one call: it may cost up to $0.0025"),
+                .starts_with("budget too small for one call: it may cost up to $0.00247"),
             "{stops:?}"
         );
         assert!(

@@ -70,7 +70,7 @@ fn validate_warns_of_a_budget_too_small_for_one_call_with_both_fixes() {
         .unwrap_or_else(|| panic!("no warning at jobs[0].max_cost_usd in\n{out}"));
     assert!(line.contains("warning:"), "{line}");
     assert!(
-        line.contains("job 'tiny' never calls its model: budget too small for one call: it may cost up to $0.0025, the job limit is $0.002/day"),
+        line.contains("job 'tiny' never calls its model: budget too small for one call: it may cost up to $0.00248, the job limit is $0.002/day"),
         "{line}"
     );
     assert!(
@@ -78,7 +78,7 @@ fn validate_warns_of_a_budget_too_small_for_one_call_with_both_fixes() {
         "{line}"
     );
     assert!(
-        line.contains("raise max_cost_usd to $0.0025 or more"),
+        line.contains("raise max_cost_usd to $0.00248 or more"),
         "{line}"
     );
     // The job whose limit fits is not warned.
@@ -190,7 +190,7 @@ jobs:
     let line = warned[0];
     assert!(line.contains("jobs[0].max_cost_usd"), "{line}");
     assert!(
-        line.contains("it may cost up to $0.0013, the job limit is $0.001/day"),
+        line.contains("it may cost up to $0.00124, the job limit is $0.001/day"),
         "{line}"
     );
     assert!(

@@ -109,20 +109,20 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    /// `dry-run` and `describe` print one text for the worst case, rounded up: $0.000282 is
-    /// `$0.00029`, never `$0.00028` (which would under-state it), and $5.97243 is `$5.98`.
+    /// `dry-run` and `describe` print one text for the worst case, rounded up: $0.0002821 is
+    /// `$0.000283`, never `$0.000282` (which would under-state it), and $5.97243 is `$5.98`.
     #[test]
     fn the_worst_case_text_rounds_every_amount_up() {
         let f = ToolsForecast {
             tools: Vec::new(),
             definition_tokens: 0,
             max_turns: 10,
-            one_turn_usd: Some(0.000282),
+            one_turn_usd: Some(0.0002821),
             max_turns_usd: Some(5.97243),
         };
         assert_eq!(
             f.worst_case_text(),
-            "worst case: $0.00029 for one turn, $5.98 for max_turns 10"
+            "worst case: $0.000283 for one turn, $5.98 for max_turns 10"
         );
         let unpriced = ToolsForecast {
             one_turn_usd: None,

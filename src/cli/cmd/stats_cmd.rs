@@ -17,7 +17,7 @@ use anyhow::Result;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::cli::args::Cli;
-use crate::cost::Money;
+use crate::cost::usd;
 use crate::model::{JobRecord, Settings};
 use crate::store::Store;
 use crate::store::stats::{self, StatsLine};
@@ -123,30 +123,14 @@ fn write_json(
     Ok(())
 }
 
-/// The text of `stats`: the period, the forecast with a line per job, and the table. Every
-/// amount on it is shown at one precision ([`Money`]), so totals and parts agree as printed.
+/// The text of `stats`: the period, the forecast with a line per job, and the table, every
+/// amount in the one money format ([`usd`]).
 fn stats_text(
     s: &stats::Stats,
     f: &crate::forecast::Forecast,
     now: DateTime<Utc>,
     engine: bool,
 ) -> Vec<String> {
-    let lines = s.jobs.iter().chain([&s.global]);
-    let m = Money::for_amounts(
-        [f.spent_usd, f.projected_total_usd]
-            .into_iter()
-            .chain(f.jobs.iter().flat_map(|j| {
-                [j.cost_per_run_usd, j.projected_usd]
-                    .into_iter()
-                    .chain(j.job_limit_left_usd)
-            }))
-            .chain(lines.flat_map(|l| {
-                [l.total_cost_usd, l.period_cost_usd, l.in_flight_usd]
-                    .into_iter()
-                    .chain(l.remaining_budget)
-            })),
-    );
-    let usd = |x: f64| m.fmt(x);
     let mut out = vec![
         format!("period {}", s.period),
         format!(
@@ -174,7 +158,7 @@ fn stats_text(
             usd(l.total_cost_usd),
             usd(l.period_cost_usd),
             usd(l.in_flight_usd),
-            l.remaining_budget.map_or("-".to_string(), &usd),
+            l.remaining_budget.map_or("-".to_string(), usd),
             format!("{:.1}s", l.runtime_seconds),
             if l.cost_incomplete {
                 "(spend incomplete)".to_string()

@@ -35,7 +35,7 @@ use crate::cli::args::{
     BackfillArgs, CancelArgs, Cli, DescribeArgs, HistoryArgs, JobsArgs, RetryArgs,
 };
 use crate::config::Handover;
-use crate::cost::Money;
+use crate::cost::usd;
 use crate::listing::JobView;
 use crate::model::{JobRecord, Status};
 use crate::store::stats;
@@ -166,11 +166,11 @@ fn note_text(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> String {
 
 /// The NOTE column with the money its budget holds for calls in flight (or of unknown
 /// outcome) this period: SPEND is what was spent; the budget also counts this.
-fn with_in_flight(note: String, held: f64, money: Money) -> String {
+fn with_in_flight(note: String, held: f64) -> String {
     if !(held.is_finite() && held > 0.0) {
         return note;
     }
-    let held = format!("{} held by calls in flight", money.fmt(held));
+    let held = format!("{} held by calls in flight", usd(held));
     if note == "-" {
         held
     } else {
@@ -242,7 +242,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
 }
 
 /// How many jobs `jobs` reads at a time: the table is printed in two passes over the store, a
-/// page at a time (the first finds the columns' widths and the money's precision, the second
+/// page at a time (the first finds the columns' widths, the second
 /// prints), so it holds one page of records and a few numbers per job, never the whole table.
 const JOBS_PAGE: usize = 1024;
 
@@ -251,13 +251,12 @@ const JOBS_HEADER: [&str; 11] = [
     "NOTE",
 ];
 
-/// `jobs`' cells for one job (SPEND at the page's money precision).
+/// `jobs`' cells for one job.
 fn job_cells(
     r: &JobRecord,
     v: &JobView<'_>,
     zone: Zone,
     now: DateTime<Utc>,
-    money: Money,
     budgets: (&crate::model::Settings, &crate::cost::PriceTable),
 ) -> [String; 11] {
     let (next, left) = next_cols(r, zone, now);
@@ -271,20 +270,19 @@ fn job_cells(
         passed,
         v.last_status.map_or("-", |s| s.as_str()).to_string(),
         v.runs.to_string(),
-        spend_cell(v, money),
+        spend_cell(v),
         one_line(v.schedule),
         with_in_flight(
             crate::preflight::with_too_small(note_text(r, zone, now), r, budgets.0, budgets.1),
             v.in_flight_usd,
-            money,
         ),
     ]
 }
 
-fn spend_cell(v: &JobView<'_>, money: Money) -> String {
+fn spend_cell(v: &JobView<'_>) -> String {
     match v.max_cost_usd {
-        Some(m) => format!("{}/{}", money.fmt(v.period_cost_usd), money.fmt(m)),
-        None => money.fmt(v.period_cost_usd),
+        Some(m) => format!("{}/{}", usd(v.period_cost_usd), usd(m)),
+        None => usd(v.period_cost_usd),
     }
 }
 
@@ -319,34 +317,16 @@ fn print_jobs_table(
 ) -> Result<bool> {
     let mut cols = Columns::new(&JOBS_HEADER, &[7]);
     let prices = crate::cost::PriceTable::from_settings(settings);
-    // One precision for the whole table's money, so a spend and its budget read alike: the
-    // amounts are kept (three numbers a job), the SPEND cells measured once it is known.
-    let mut amounts: Vec<(f64, Option<f64>, f64)> = Vec::new();
+    let mut any = false;
     each_jobs_page(store, settings, now, |page, views| {
-        let money = Money::for_amounts([]);
         for (r, v) in page.iter().zip(views) {
-            let mut cells = job_cells(r, v, zone, now, money, (settings, &prices));
-            cells[8].clear();
-            cols.fit(&cells);
-            amounts.push((v.period_cost_usd, v.max_cost_usd, v.in_flight_usd));
+            cols.fit(&job_cells(r, v, zone, now, (settings, &prices)));
+            any = true;
         }
     })?;
-    if amounts.is_empty() {
+    if !any {
         return Ok(false);
     }
-    let money = Money::for_amounts(
-        amounts
-            .iter()
-            .flat_map(|&(spent, max, held)| [spent, held].into_iter().chain(max)),
-    );
-    for &(spent, max, _) in &amounts {
-        let cell = match max {
-            Some(m) => format!("{}/{}", money.fmt(spent), money.fmt(m)),
-            None => money.fmt(spent),
-        };
-        cols.fit_cell(8, &cell);
-    }
-    drop(amounts);
     let mut failed = None;
     let mut put = |line: String| {
         if failed.is_none()
@@ -358,7 +338,7 @@ fn print_jobs_table(
     put(cols.line(&mut JOBS_HEADER.iter().copied()));
     each_jobs_page(store, settings, now, |page, views| {
         for (r, v) in page.iter().zip(views) {
-            let cells = job_cells(r, v, zone, now, money, (settings, &prices));
+            let cells = job_cells(r, v, zone, now, (settings, &prices));
             put(cols.line(&mut cells.iter().map(String::as_str)));
         }
     })?;
@@ -502,8 +482,6 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut cells = Vec::with_capacity(rows.len());
-    // One precision for the page's costs, so the rows of a run add up as printed.
-    let money = Money::for_amounts(rows.iter().map(|r| r.cost_usd));
     for r in &rows {
         let mut reason = row_text(r);
         if let Some(n) = r.slots_count {
@@ -531,7 +509,7 @@ pub fn history(cli: &Cli, a: &HistoryArgs) -> Result<ExitCode> {
             ts(r.slot),
             r.trigger.as_str().to_string(),
             r.duration_ms.to_string(),
-            row_cost(r, money),
+            row_cost(r),
             r.run_id.to_string(),
             reason.into_owned(),
         ]);
@@ -571,9 +549,9 @@ fn row_text(r: &crate::model::HistoryRow) -> String {
 }
 
 /// The COST of a `history` row: what it cost, `-` for a row that called no model.
-fn row_cost(r: &crate::model::HistoryRow, money: Money) -> String {
+fn row_cost(r: &crate::model::HistoryRow) -> String {
     if r.cost_usd > 0.0 || r.model.is_some() {
-        money.fmt(r.cost_usd)
+        usd(r.cost_usd)
     } else {
         "-".to_string()
     }
@@ -920,18 +898,6 @@ fn describe_counters(rec: &JobRecord, f: &crate::forecast::Forecast, period: f64
     let d = &rec.def;
     let c = &rec.rt.counters;
     let line = f.jobs.iter().find(|j| j.job == d.name);
-    // One precision for the job's money, so its spend, limit and forecast read alike.
-    let m = Money::for_amounts(
-        [period, c.total_cost_usd]
-            .into_iter()
-            .chain(d.max_cost_usd)
-            .chain(line.into_iter().flat_map(|j| {
-                [j.cost_per_run_usd, j.projected_usd]
-                    .into_iter()
-                    .chain(j.job_limit_left_usd)
-            })),
-    );
-    let usd = |x: f64| m.fmt(x);
     kv("runs:", runs_line(c));
     kv(
         "spend:",

@@ -24,7 +24,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Gauge, Widget};
 
-use super::{money, status_style};
+use super::{elide, elide_line, money, status_style};
 use crate::model::{BudgetPeriod, Status};
 use crate::text;
 use crate::tui::state::App;
@@ -101,19 +101,6 @@ pub fn stops_text(stops: &[(String, String)]) -> String {
         parts.push(format!("BUDGET REACHED: {} stopped", names(&reached)));
     }
     parts.join("; ")
-}
-
-/// `text` cut to `width` columns, its last one an ellipsis when anything was cut.
-fn fit(text: &str, width: u16) -> String {
-    let width = usize::from(width);
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    if width > 0 {
-        out.push('…');
-    }
-    out
 }
 
 /// How long the header keeps showing an outage that ended.
@@ -215,7 +202,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::raw("  store "),
         Span::styled(text::line(&s.store).into_owned(), bold),
     ]);
-    Line::from(first).render(l1, buf);
+    elide_line(Line::from(first), usize::from(l1.width)).render(l1, buf);
     render_spend(app, l2, buf);
 
     let mut spans = vec![Span::raw("24h ")];
@@ -236,7 +223,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Yellow),
         ));
     }
-    Line::from(spans).render(l3, buf);
+    elide_line(Line::from(spans), usize::from(l3.width)).render(l3, buf);
 }
 
 /// The second line: the spend gauge, then the budget stops or the forecast in the room left.
@@ -293,7 +280,7 @@ fn render_spend(app: &App, l2: Rect, buf: &mut Buffer) {
         Constraint::Length(inc_w),
     ])
     .areas(l2);
-    let forecast = fit(&forecast, fc.width);
+    let forecast = elide(&forecast, usize::from(fc.width)).into_owned();
     let reached = s
         .forecast
         .as_ref()
@@ -310,9 +297,12 @@ fn render_spend(app: &App, l2: Rect, buf: &mut Buffer) {
     )
     .render(fc, buf);
     Span::raw("spend ").render(lbl, buf);
+    // Narrower than its label (a tiny amount, an alert beside it), the label is cut with `…`.
+    let cut = |label: String| elide(&label, usize::from(g.width)).into_owned();
     match gauge {
-        None => Span::raw(label).render(g, buf),
+        None => Span::raw(cut(label)).render(g, buf),
         Some((ratio, label)) => {
+            let label = cut(label);
             let colour = if ratio >= 1.0 {
                 Color::Red
             } else if ratio >= 0.8 {

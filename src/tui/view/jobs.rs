@@ -19,7 +19,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::{money, pane_block, status_style, when};
+use super::{elide, money, pane_block, status_style, when};
 use crate::snapshot::{JobRow, PendingOp};
 use crate::text;
 use crate::tui::state::{App, Pane, SortKey};
@@ -119,28 +119,6 @@ fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
     grow(&mut cols, Col::Name, NAME_MAX);
     grow(&mut cols, Col::Schedule, u16::MAX);
     cols
-}
-
-/// `text` cut to `w` columns with a final `…` when it does not fit, so a cut is visible.
-fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
-    // ratatui's own width (no direct unicode-width dependency); only cut cells pay per char.
-    let width = |s: &str| Span::raw(s).width();
-    if width(text) <= w || w == 0 {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    let mut buf = [0u8; 4];
-    for ch in text.chars() {
-        let cw = width(ch.encode_utf8(&mut buf));
-        if used + cw + 1 > w {
-            break;
-        }
-        used += cw;
-        out.push(ch);
-    }
-    out.push('…');
-    std::borrow::Cow::Owned(out)
 }
 
 fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {

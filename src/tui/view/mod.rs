@@ -243,6 +243,52 @@ pub(crate) fn when(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// `text` cut to `w` columns with a final `…` when it does not fit, so a cut is visible.
+pub(crate) fn elide(text: &str, w: usize) -> std::borrow::Cow<'_, str> {
+    // ratatui's own width (no direct unicode-width dependency); only cut cells pay per char.
+    let width = |s: &str| ratatui::text::Span::raw(s).width();
+    if width(text) <= w || w == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let mut buf = [0u8; 4];
+    for ch in text.chars() {
+        let cw = width(ch.encode_utf8(&mut buf));
+        if used + cw + 1 > w {
+            break;
+        }
+        used += cw;
+        out.push(ch);
+    }
+    out.push('…');
+    std::borrow::Cow::Owned(out)
+}
+
+/// A line of styled spans cut to `w` columns, its last one a `…` (in the style of the span it
+/// cuts) when anything was cut: a line wider than its row never just stops.
+pub(crate) fn elide_line(line: Line<'static>, w: usize) -> Line<'static> {
+    if line.width() <= w || w == 0 {
+        return line;
+    }
+    let mut spans = Vec::new();
+    let mut left = w;
+    for span in line.spans {
+        let sw = span.width();
+        if sw < left {
+            left -= sw;
+            spans.push(span);
+            continue;
+        }
+        // This span reaches the edge (more follows it, or it is too wide itself): what fits
+        // before the `…`, which takes the last column (`left` ≥ 1 here).
+        let cut = elide(&format!("{}…", span.content), left).into_owned();
+        spans.push(ratatui::text::Span::styled(cut, span.style));
+        break;
+    }
+    Line::from(spans).style(line.style)
+}
+
 /// Money in the console: the one format every surface uses ([`crate::cost::usd`]), so the
 /// same amount reads the same here, in `jobs`, `stats`, `history` and the skip reasons.
 pub(crate) fn money(x: f64) -> String {

@@ -12,10 +12,15 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Sparkline, Widget};
 
-use super::{money, pane_block, status_style, when};
+use super::{elide_line, money, pane_block, status_style, when};
 use crate::model::HistoryRow;
 use crate::text;
 use crate::tui::state::{App, Pane};
+
+/// Draw `line` at (`x`, `y`) in `width` columns, ending in `…` when it is cut.
+fn put(buf: &mut Buffer, x: u16, y: u16, line: Line<'static>, width: u16) {
+    buf.set_line(x, y, &elide_line(line, usize::from(width)), width);
+}
 
 /// Rows the leases pane takes in a side column `width` × `height`: three (a line saying none)
 /// without leases, else what its leases need (two lines each when the column is tall enough,
@@ -103,7 +108,7 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
                 owner,
                 whose,
             ]);
-            buf.set_line(inner.x, y, &line, inner.width);
+            put(buf, inner.x, y, line, inner.width);
             continue;
         }
         // The owner is elided in the middle of its id rather than losing "(this)/(other)".
@@ -126,9 +131,9 @@ pub fn leases(app: &App, area: Rect, buf: &mut Buffer) {
             }
         }
         let l2 = Line::from(parts);
-        buf.set_line(inner.x, y, &l1, inner.width);
+        put(buf, inner.x, y, l1, inner.width);
         if y + 1 < inner.y + inner.height {
-            buf.set_line(inner.x, y + 1, &l2, inner.width);
+            put(buf, inner.x, y + 1, l2, inner.width);
         }
     }
 }
@@ -265,7 +270,7 @@ pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled(format!("{:>8} ", money(*v)), Style::new().fg(Color::Yellow)),
             Span::raw(name),
         ]);
-        buf.set_line(top.x, top.y + n as u16, &line, top.width);
+        put(buf, top.x, top.y + n as u16, line, top.width);
     }
 }
 
@@ -380,11 +385,11 @@ pub fn history(app: &App, area: Rect, buf: &mut Buffer) {
             head.error = None;
             head.reason = None;
             head.result = None;
-            buf.set_line(inner.x, y, &history_line(&head, app.now), inner.width);
+            put(buf, inner.x, y, history_line(&head, app.now), inner.width);
             let detail = Line::from(vec![Span::raw("  "), Span::raw(row_detail(r))]);
-            buf.set_line(inner.x, y + 1, &detail, inner.width);
+            put(buf, inner.x, y + 1, detail, inner.width);
         } else {
-            buf.set_line(inner.x, y, &history_line(r, app.now), inner.width);
+            put(buf, inner.x, y, history_line(r, app.now), inner.width);
         }
         if focused && offset + n == sel {
             let rows = Rect::new(inner.x, y, inner.width, per as u16);

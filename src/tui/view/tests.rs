@@ -223,6 +223,33 @@ fn the_80_column_header_keeps_the_gauge_label_whole_and_cuts_the_notice_apart() 
     );
 }
 
+/// At 80 columns every header line that does not fit ends in `…`: a spend label whose
+/// in-flight clause is wider than the room left beside "spend incomplete", and the first line's
+/// store path, are cut visibly, never just stopped at the edge.
+#[test]
+fn every_cut_header_line_at_80_columns_ends_in_an_ellipsis() {
+    let mut app = with_budget(0.0000245, 0.0000987);
+    let snap = Arc::make_mut(&mut app.snap);
+    // "$0.0000245 of $0.0000987/month (37%, $0.0000123 in flight)": 58 columns, 56 left.
+    snap.settings.budget = Some(Budget {
+        max_cost_usd: 0.0000987,
+        period: BudgetPeriod::Month,
+    });
+    snap.period_held_usd = 0.0000123;
+    snap.spend_incomplete = true;
+    snap.store = "/srv/cronsole/a-store-path-long-enough-to-reach-past-eighty-columns".into();
+    let t = screen(&app, 80, 24);
+    let lines: Vec<&str> = t.lines().take(3).collect();
+    assert!(lines[0].ends_with('…'), "{t}");
+    let spend = lines[1];
+    assert!(
+        spend.contains("in fl") && spend.contains('…') && !spend.contains("in flight)"),
+        "the in-flight clause is cut with an ellipsis: {spend}"
+    );
+    assert!(spend.ends_with("spend incomplete"), "{spend}");
+    snap!("header_spend_cut_80x24", t);
+}
+
 /// With no engine running, the forecast does not count down to a limit nothing will reach: it
 /// says no engine is running.
 #[test]
@@ -885,7 +912,7 @@ fn the_spend_column_agrees_with_the_store_after_a_period_edit() {
     };
     let (t, spent) = at(BudgetPeriod::Week);
     assert_eq!(spent, 0.4213);
-    assert!(t.contains("$0.42/$0.50"), "{t}");
+    assert!(t.contains("$0.421/$0.50"), "{t}");
     assert!(!t.contains("$0.00/$0.50"), "{t}");
     let (t, spent) = at(BudgetPeriod::Total);
     assert_eq!(spent, 3.2);
@@ -1016,7 +1043,7 @@ fn snapshot_the_spend_pane_empty_and_with_budgets_at_three_sizes() {
                 "budgets" => {
                     assert!(t.contains("Spend/h 24h, max $0.10"), "{w}x{h}\n{t}");
                     // The top spenders when the column has rows for them.
-                    assert!(h < 40 || t.contains("$0.42 price-watch"), "{w}x{h}\n{t}");
+                    assert!(h < 40 || t.contains("$0.421 price-watch"), "{w}x{h}\n{t}");
                 }
                 _ => {
                     // One line: its border above and below, and nothing else.
@@ -1098,14 +1125,14 @@ fn snapshot_after_a_clock_two_days_ahead_was_set_right() {
     }
 }
 
-/// The console's money is the CLI's one format: a $0.0000245 spend reads `$0.000025` (two
+/// The console's money is the CLI's one format: a $0.0000245 spend reads `$0.0000245` (three
 /// significant digits) in the budget gauge, the Spend pane's title and its top spenders,
 /// never `$0.0000`.
 #[test]
 fn a_tiny_spend_reads_the_same_in_the_gauge_and_the_spend_pane_as_in_the_cli() {
     let tiny = 0.000_024_5;
     let cli = crate::cost::usd(tiny);
-    assert!(cli.starts_with("$0.00002") && cli.len() == 9, "{cli}");
+    assert_eq!(cli, "$0.0000245");
     let (label_ratio, label) = budget_gauge(tiny, 0.0, 0.002, BudgetPeriod::Day);
     assert!(
         label_ratio > 0.0 && label.starts_with(&format!("{cli} of $0.002/day")),
