@@ -272,7 +272,7 @@ async fn a_turn_that_does_not_fit_the_budget_ends_the_run_failed_with_what_it_sp
     let reason = r.reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with(
-            "budget reached after turn 1 ($0.008 spent this run); budget reached: global $0.012/day"
+            "budget reached after turn 1 ($0.00801 spent this run); budget reached: global $0.012/day"
         ),
         "{reason}"
     );
