@@ -7,9 +7,9 @@
 //!
 //! Decisions:
 //! - "Has run before" means a slot was ever claimed (`last_slot` is set).
-//! - A coalesced fire (grace null) that stands for more than one overdue slot carries
-//!   `slots_count`, `slot_start` (first) and `slot_end` (last) in its row, like a `missed` row;
-//!   the job continues at the first slot after the claim instant.
+//! - A coalesced fire (grace null, or a first fire whatever the grace) that stands for more
+//!   than one overdue slot carries `slots_count`, `slot_start` (first) and `slot_end` (last) in
+//!   its row, like a `missed` row; the job continues at the first slot after the claim instant.
 //! - Manual runs do not move the schedule and are allowed while paused or held. A due slot is
 //!   claimed before a queued manual trigger of the same job; the trigger stays queued for the
 //!   next claim.
@@ -181,7 +181,7 @@ pub fn evaluate(
             // A queued manual trigger may still run below.
         } else {
             if can_claim {
-                ev.claim = Some(claim_slot(rec, sched, (next, slot), now, owner, never_run));
+                ev.claim = Some(claim_slot(rec, sched, (next, slot), now, owner));
                 ev.changed = true;
             }
             return ev;
@@ -278,20 +278,21 @@ fn missed_row(
 }
 
 /// The claim of a due scheduled `slot` (the firing one of the overdue slots from `next`): a
-/// recurring job that has run before and fires for several overdue slots at once carries them
-/// as one coalesced range, on its lease and in its plan.
+/// recurring job that fires for several overdue slots at once carries them as one coalesced
+/// range, on its lease and in its plan. A first fire does too: it is never `missed`, but the
+/// slots after its first that came due before its claim are the job's, and the job goes on
+/// after them, so its row stands for them rather than leaving them without one.
 fn claim_slot(
     rec: &mut JobRecord,
     sched: &Compiled,
     (next, slot): (DateTime<Utc>, DateTime<Utc>),
     now: DateTime<Utc>,
     owner: &str,
-    never_run: bool,
 ) -> ClaimPlan {
     // The fire stands for the overdue slots up to its claim, none after the job's `until`
     // (the job never had those).
     let upto = rec.def.until.map_or(now, |u| u.min(now));
-    let coalesced = if !never_run && rec.def.schedule.is_recurring() {
+    let coalesced = if rec.def.schedule.is_recurring() {
         sched
             .slots_between(next - ms(1), upto, SLOT_COUNT_CAP)
             .filter(|(_, _, n)| *n > 1)

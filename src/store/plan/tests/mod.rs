@@ -161,6 +161,39 @@ fn s5_coalesced_fire_row_carries_slots_count_and_range() {
     assert!(c3.coalesced.is_none());
 }
 
+/// A first fire claimed more than one interval late (owners starved of CPU, or down since the
+/// job was stored) stands for the overdue slots after its first: they get its row, not none.
+#[test]
+fn a_late_first_fire_carries_the_overdue_slots_after_its_first() {
+    let mut r = job("j", t(T0 + 60));
+    r.def.misfire_grace_seconds = Some(1.0);
+    let c = eval(&mut r, T0 + 185).claim.unwrap();
+    assert_eq!(c.slot, Some(t(T0 + 60)), "a first fire is never missed");
+    let range = c.coalesced.expect("the overdue slots after the first");
+    assert_eq!(
+        (range.first, range.last, range.count),
+        (t(T0 + 60), t(T0 + 180), 3)
+    );
+    assert_eq!(r.rt.next_slot, Some(t(T0 + 240)));
+    let s = sched(&r);
+    let mut row = HistoryRow::new("j", Status::Succeeded, c.trigger, c.slot, "me", t(T0 + 186));
+    row.run_id = c.run_id;
+    finish_run(&mut r, &s, &mut row, None, None, P, t(T0 + 186));
+    assert_eq!(
+        (row.slot_start, row.slot_end, row.slots_count),
+        (Some(t(T0 + 60)), Some(t(T0 + 180)), Some(3))
+    );
+    // On time, a first fire stands for its one slot.
+    let mut on_time = job("k", t(T0 + 60));
+    assert!(
+        eval(&mut on_time, T0 + 61)
+            .claim
+            .unwrap()
+            .coalesced
+            .is_none()
+    );
+}
+
 /// A completion written late (store unwritable for 100 s) is not an overlap
 /// of the slots of the outage; they come back through the misfire rule as one coalesced fire.
 #[test]
