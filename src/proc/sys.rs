@@ -1,15 +1,16 @@
 //! Every raw `libc` call of the crate, each behind a safe function: signals to processes and
 //! groups, pipes and socket pairs, descriptor reads and writes, signal masks and handlers,
 //! `waitpid`, `poll`/`ppoll`, `fork`, descriptors passed over a socket (`SCM_RIGHTS`), resource
-//! limits, the user database, the timer that tells of wall-clock jumps, and the type of a file
-//! system (`statfs`).
+//! limits, the user database, the timer that tells of wall-clock jumps, the console's redraw
+//! timer and its descriptors' registration with the runtime, and the type of a file system
+//! (`statfs`).
 //!
 //! `unsafe` lives here and nowhere else, so each precondition is argued once, next to the call.
 //! The functions are thin: no policy (what to kill, when to stop) is decided here. Where a call
 //! is only sound under a condition the types cannot express (`fork` in a single-threaded
 //! process), the function's name and doc say so and its one caller keeps it.
 //!
-//! Owns: the crate's system-call boundary (process supervision, and the clock-jump timer).
+//! Owns: the crate's system-call boundary (process supervision, and the two timers).
 //! Must not touch: anything above it
 //! (the supervisor, the zygote and the owner's side decide what to call and when).
 #![allow(unsafe_code)]
@@ -147,6 +148,74 @@ pub(crate) fn wait_clock_set(fd: BorrowedFd<'_>) -> io::Result<bool> {
             _ => return Err(e),
         }
     }
+}
+
+/// A one-shot timer on the monotonic clock (`timerfd`, non-blocking), disarmed. The console
+/// waits on it on its own thread for its idle redraws: one wake-up each, at the instant asked.
+pub(crate) fn monotonic_timer() -> io::Result<OwnedFd> {
+    // SAFETY: timerfd_create with valid flags returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by timerfd_create and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arm the timer of [`monotonic_timer`] to expire once, `after` from now (at least a
+/// nanosecond: a zero expiry would disarm it). Any earlier arming and unread expiry is dropped.
+pub(crate) fn arm_timer(fd: BorrowedFd<'_>, after: Duration) -> io::Result<()> {
+    let after = after.max(Duration::from_nanos(1));
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: libc::time_t::try_from(after.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: after.subsec_nanos() as libc::c_long,
+        },
+    };
+    // SAFETY: a valid timerfd, a valid itimerspec, and no old value asked for.
+    if unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Take the expiry of a [`monotonic_timer`]: `Ok(true)` when it expired since it was armed,
+/// `Ok(false)` when it has not (yet).
+pub(crate) fn take_timer(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: reading at most 8 bytes into an owned 8-byte buffer from a valid descriptor.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// `fd` registered with the current tokio runtime's reactor, for readiness to read (the
+/// console's terminal and redraw timer). Must be called on a runtime.
+pub(crate) fn async_readable(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` is open and names the same file description until it is dropped,
+    // which only the `AsyncFd` can do, and its `as_raw_fd` never changes.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    }?;
+    Ok(fd)
 }
 
 /// Restore the default action of SIGPIPE (a write to a closed pipe ends the process, as a

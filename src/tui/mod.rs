@@ -12,19 +12,19 @@
 //! nothing changing, the next one waits until a duration on the screen (LEFT, PASSED, uptime, a
 //! lease's expiry) reads differently, on a whole second of the clock: once a second while one
 //! shows seconds, once a minute at most when all show minutes or hours.
-//! Keys are read on a dedicated thread (`crossterm::event::poll/read`) and filtered to
-//! `KeyEventKind::Press`. On a terminal that thread also times the idle redraws: it waits for
-//! input until the loop's next redraw is due and then hands the loop a tick, so an idle console
-//! wakes two threads a redraw (the reader and the loop) and nothing in between. A tokio timer
-//! would wake a runtime worker to step it down the timer wheel and again to fire it, and the
-//! reader would wake on its own besides. Without the reader (tests), a tokio timer times them.
+//! Keys are filtered to `KeyEventKind::Press`. On a terminal the loop runs on a thread of its
+//! own with a single-threaded runtime, and that thread itself waits on the terminal and on a
+//! kernel timer for the idle redraws (`wake`): an idle console wakes one thread a redraw and
+//! nothing in between. A timer that fires before the console's clock reaches the instant the
+//! screen turns over (the two clocks' rates differ a little) is set again for the rest instead
+//! of drawing the same text twice. In tests, keys come on a channel and a tokio timer times
+//! the redraws.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use ratatui::crossterm::event::{Event as TermEvent, KeyEventKind};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::clock::Clock;
@@ -36,12 +36,14 @@ mod bulk;
 pub(crate) mod keymap;
 pub(crate) mod state;
 pub(crate) mod view;
+mod wake;
 
 #[doc(hidden)]
 #[cfg(any(test, feature = "testkit"))]
 pub mod testdata;
 
 use state::{Action, App, Loaded, Query};
+use wake::{Input, Pacer};
 
 /// Rows loaded for one job's detail or `h` history.
 const JOB_ROWS: usize = 500;
@@ -50,26 +52,6 @@ const DIFF_ROWS: usize = 200;
 /// The countdowns' finest step: with seconds on the screen, the console redraws once a second;
 /// with only minutes or hours, when the first of them turns over.
 const TICK: Duration = Duration::from_secs(1);
-/// How long the key reader waits for input, at most, before it looks again whether the console
-/// closed and when the next redraw is due (so a redraw due sooner than the reader expected, after
-/// a change the loop drew at once, is at most this late).
-const READER_WAIT: Duration = Duration::from_secs(1);
-
-/// When the loop's next idle redraw is due (written by the loop after each draw).
-type Due = Arc<std::sync::Mutex<Option<std::time::Instant>>>;
-
-/// The idle redraws timed by the key reader (see the module doc): the loop writes when its next
-/// one is due in `due`; the reader clears it and sends `()` on `rx` once that instant passed.
-pub struct Ticks {
-    due: Due,
-    rx: mpsc::UnboundedReceiver<()>,
-}
-
-fn lock_due(due: &Due) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
-    due.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// What the console needs from whoever runs it (the engine, or [`crate::attach`]).
 pub struct ConsoleDeps {
     /// The engine's (or attach's) latest snapshot.
@@ -123,66 +105,39 @@ pub enum TuiError {
 }
 
 /// Initialise the terminal, run the console until `q`/Ctrl-C, and restore the terminal whatever
-/// happens (a panic is restored by the hook `ratatui::try_init` installs).
+/// happens (a panic is restored by the hook `ratatui::try_init` installs). The console runs on
+/// a thread of its own (see the module doc); this waits for it.
 pub async fn run(deps: ConsoleDeps) -> Result<(), TuiError> {
     if !std::io::stdout().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
-    let mut terminal = ratatui::try_init().inspect_err(|_| ratatui::restore())?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (key_tx, key_rx) = mpsc::unbounded_channel();
-    let (tick_tx, tick_rx) = mpsc::unbounded_channel();
-    let due: Due = Arc::default();
-    let reader = spawn_input_reader(key_tx, tick_tx, due.clone(), stop.clone());
-    let ticks = Ticks { due, rx: tick_rx };
-    let result = event_loop_ticked(&mut terminal, deps, key_rx, Some(ticks)).await;
-    stop.store(true, Ordering::Relaxed);
-    ratatui::restore();
-    // The reader notices `stop` within its poll interval.
-    drop(reader);
-    result
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("console".into())
+        .spawn(move || {
+            let _ = done_tx.send(run_on_this_thread(deps));
+        })?;
+    done_rx
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the console's thread panicked").into()))
 }
 
-/// Terminal input on its own thread: crossterm's reads block. It also sends the idle redraws'
-/// ticks on `tick`, one each time the instant in `due` passed.
-fn spawn_input_reader(
-    tx: mpsc::UnboundedSender<std::io::Result<TermEvent>>,
-    tick: mpsc::UnboundedSender<()>,
-    due: Due,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let next = *lock_due(&due);
-            let wait = next.map_or(READER_WAIT, |d| {
-                d.saturating_duration_since(std::time::Instant::now())
-                    .min(READER_WAIT)
-            });
-            match event::poll(wait) {
-                Ok(false) => {
-                    let mut g = lock_due(&due);
-                    if g.is_some_and(|d| d <= std::time::Instant::now()) {
-                        *g = None;
-                        drop(g);
-                        if tick.send(()).is_err() {
-                            return;
-                        }
-                    }
-                }
-                Ok(true) => {
-                    let ev = event::read();
-                    let failed = ev.is_err();
-                    if tx.send(ev).is_err() || failed {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            }
-        }
-    })
+/// The console on this thread's own single-threaded runtime, which waits on the terminal and
+/// the redraw timer itself. Loads still in flight when it closes are left to finish alone.
+fn run_on_this_thread(deps: ConsoleDeps) -> Result<(), TuiError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async {
+        let input = Input::terminal()?;
+        let pacer = Pacer::kernel()?;
+        let mut terminal = ratatui::try_init().inspect_err(|_| ratatui::restore())?;
+        let result = event_loop_with(&mut terminal, deps, input, pacer).await;
+        ratatui::restore();
+        result
+    });
+    rt.shutdown_background();
+    result
 }
 
 impl From<std::convert::Infallible> for TuiError {
@@ -202,15 +157,7 @@ pub async fn event_loop<B: ratatui::backend::Backend>(
 where
     TuiError: From<B::Error>,
 {
-    event_loop_ticked(terminal, deps, keys, None).await
-}
-
-/// The next tick of the key reader, or never (no reader: the loop's own timer).
-async fn next_tick_of(ticks: &mut Option<Ticks>) -> Option<()> {
-    match ticks {
-        Some(t) => t.rx.recv().await,
-        None => std::future::pending().await,
-    }
+    event_loop_with(terminal, deps, Input::Channel(keys), Pacer::Tokio(None)).await
 }
 
 /// The notice the console opens with: the jobs file's warnings, the first in full.
@@ -225,14 +172,14 @@ fn warnings_notice(warnings: &[String]) -> Option<String> {
     }
 }
 
-/// Draw `app` at the clock's now; returns when the next idle redraw is due, and tells the key
-/// reader (`ticks`) when there is one.
+/// Draw `app` at the clock's now and arm `pacer` for the next idle redraw; returns the clock's
+/// reading at which the screen turns over.
 fn draw<B: ratatui::backend::Backend>(
     terminal: &mut ratatui::Terminal<B>,
     app: &mut App,
     clock: &dyn Clock,
-    ticks: Option<&Ticks>,
-) -> Result<tokio::time::Instant, TuiError>
+    pacer: &mut Pacer,
+) -> Result<chrono::DateTime<chrono::Utc>, TuiError>
 where
     TuiError: From<B::Error>,
 {
@@ -244,20 +191,18 @@ where
         app.set_scroll_max(max);
     }
     terminal.draw(|f| f.render_widget(&*app, f.area()))?;
-    let tick_at = next_tick(app, clock.now());
-    if let Some(t) = ticks {
-        let wait = tick_at.saturating_duration_since(tokio::time::Instant::now());
-        *lock_due(&t.due) = Some(std::time::Instant::now() + wait);
-    }
-    Ok(tick_at)
+    let now = clock.now();
+    let wait = next_tick(app, now);
+    pacer.arm(wait)?;
+    Ok(now + chrono::Duration::from_std(wait).unwrap_or_default())
 }
 
-/// [`event_loop`], its idle redraws timed by `ticks` when given (see the module doc).
-async fn event_loop_ticked<B: ratatui::backend::Backend>(
+/// [`event_loop`] over any input and idle redraw timer (see the module doc).
+async fn event_loop_with<B: ratatui::backend::Backend>(
     terminal: &mut ratatui::Terminal<B>,
     mut deps: ConsoleDeps,
-    mut keys: mpsc::UnboundedReceiver<std::io::Result<TermEvent>>,
-    mut ticks: Option<Ticks>,
+    mut input: Input,
+    mut pacer: Pacer,
 ) -> Result<(), TuiError>
 where
     TuiError: From<B::Error>,
@@ -279,19 +224,19 @@ where
     let mut health_open = true;
     app.store_health = health.borrow_and_update().clone();
     let mut dirty = true;
-    let mut tick_at = tokio::time::Instant::now();
+    let mut turns_at = deps.clock.now();
     loop {
         // The detail view's whole record: read when it opens and once per snapshot after.
         if let Some(q) = app.record_wanted() {
             load(deps.store.clone(), q, loaded_tx.clone());
         }
         if dirty {
-            tick_at = draw(terminal, &mut app, &*deps.clock, ticks.as_ref())?;
+            turns_at = draw(terminal, &mut app, &*deps.clock, &mut pacer)?;
             dirty = false;
         }
         tokio::select! {
             biased;
-            ev = keys.recv() => match ev {
+            ev = input.next() => match ev {
                 Some(Ok(TermEvent::Key(k))) if k.kind == KeyEventKind::Press => {
                     app.notice = None;
                     match app.handle_key(k) {
@@ -359,25 +304,30 @@ where
                 app.on_loaded(l);
                 dirty = true;
             }
-            _ = tokio::time::sleep_until(tick_at), if ticks.is_none() => {
-                app.on_tick(deps.clock.now());
-                dirty = true;
-            }
-            Some(()) = next_tick_of(&mut ticks) => {
-                app.on_tick(deps.clock.now());
-                dirty = true;
+            fired = pacer.fired() => {
+                fired?;
+                let now = deps.clock.now();
+                match (turns_at - now).to_std() {
+                    // Early by the clock the screen shows: nothing reads differently yet.
+                    Ok(rest) if !rest.is_zero() => pacer.arm(rest)?,
+                    _ => {
+                        app.on_tick(now);
+                        dirty = true;
+                    }
+                }
             }
         }
     }
 }
 
-/// When to redraw with nothing happening: when the first duration on the screen turns over
-/// ([`view::next_change`]), on one of the clock's whole seconds (when countdowns step).
-fn next_tick(app: &App, now: chrono::DateTime<chrono::Utc>) -> tokio::time::Instant {
+/// How long to wait with nothing happening before the next redraw: until the first duration on
+/// the screen turns over ([`view::next_change`]), on one of the clock's whole seconds (when
+/// countdowns step).
+fn next_tick(app: &App, now: chrono::DateTime<chrono::Utc>) -> Duration {
     let to_next_second = TICK.saturating_sub(Duration::from_nanos(u64::from(
         now.timestamp_subsec_nanos(),
     )));
-    tokio::time::Instant::now() + to_next_second + view::next_change(app).saturating_sub(TICK)
+    to_next_second + view::next_change(app).saturating_sub(TICK)
 }
 
 /// Never block the UI on a busy engine: a full queue is reported, not awaited.
@@ -554,71 +504,114 @@ mod tests {
         assert!(text.contains("hello from the engine"), "{text}");
     }
 
-    /// With the key reader timing the idle redraws, the loop says when the next one is due (a
-    /// whole second of the clock, at most a second ahead, since the fixture shows seconds) and
-    /// redraws on the reader's tick: the uptime moves on.
-    #[tokio::test(start_paused = true)]
-    async fn idle_redraws_come_from_the_readers_ticks() {
-        let (snap, now) = testdata::fixed();
+    /// A clock a thousandth slower than the timers' (a wall clock being slewed): a timer set
+    /// for the next whole second of this clock fires just before it.
+    struct Lagging {
+        from: chrono::DateTime<chrono::Utc>,
+        start: tokio::time::Instant,
+    }
+
+    impl Clock for Lagging {
+        fn now(&self) -> chrono::DateTime<chrono::Utc> {
+            let e = self.start.elapsed();
+            self.from + chrono::Duration::from_std(e - e / 1000).unwrap()
+        }
+        fn monotonic(&self) -> Duration {
+            self.start.elapsed()
+        }
+    }
+
+    /// Runs the console over `snap` with nothing happening for `secs` of paused time, then `q`;
+    /// returns how many frames it drew and the last screen.
+    async fn idle_frames(
+        snap: crate::snapshot::Snapshot,
+        clock: Arc<dyn Clock>,
+        secs: f64,
+    ) -> (usize, String) {
         let (_snap_tx, snapshots) = watch::channel(Arc::new(snap.clone()));
         let (_ev_tx, events) = broadcast::channel(16);
         let (commands, _cmd_rx) = mpsc::channel(8);
         let (key_tx, key_rx) = mpsc::unbounded_channel();
-        let clock = Arc::new(TokioClock::new(now));
         let deps = ConsoleDeps {
             snapshots,
             events,
             commands,
             store: Arc::new(testdata::HistoryOnlyStore(snap.recent.clone())),
-            clock: clock.clone(),
+            clock,
             stop: tokio_util::sync::CancellationToken::new(),
             dry_run: None,
             warnings: Vec::new(),
             health: None,
             key_env: None,
         };
-        let (tick_tx, tick_rx) = mpsc::unbounded_channel();
-        let due: Due = Arc::default();
-        let ticks = Ticks {
-            due: due.clone(),
-            rx: tick_rx,
-        };
         let term = ratatui::Terminal::new(TestBackend::new(120, 40)).unwrap();
         let term = Arc::new(tokio::sync::Mutex::new(term));
         let t2 = term.clone();
         let task = tokio::spawn(async move {
             let mut t = t2.lock().await;
-            event_loop_ticked(&mut t, deps, key_rx, Some(ticks)).await
+            event_loop(&mut t, deps, key_rx).await
         });
-        // The first draw writes when the next is due.
-        let written = loop {
-            if let Some(d) = *lock_due(&due) {
-                break d;
-            }
-            tokio::task::yield_now().await;
-        };
-        let ahead = written.saturating_duration_since(std::time::Instant::now());
-        assert!(ahead <= TICK, "{ahead:?}");
-        // The clock moves on; the reader's tick (it clears the instant first) redraws, and the
-        // loop writes the next instant after drawing.
-        tokio::time::advance(Duration::from_secs(7)).await;
-        *lock_due(&due) = None;
-        tick_tx.send(()).unwrap();
-        while lock_due(&due).is_none() {
-            tokio::task::yield_now().await;
-        }
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
         key_tx
             .send(Ok(TermEvent::Key(KeyEvent::from(KeyCode::Char('q')))))
             .unwrap();
         task.await.unwrap().unwrap();
-        let text = screen_text(&*term.lock().await);
+        let mut t = term.lock().await;
+        (t.get_frame().count(), screen_text(&t))
+    }
+
+    /// An idle console showing seconds (the fixture has a live lease and fresh runs) draws
+    /// once a second on the clock's whole seconds — the first frame, then one for each of the
+    /// 60 seconds passed — also when its clock runs slower than the timers, whose redraw would
+    /// otherwise come a hair before the second and again just after it.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_console_draws_once_a_second_even_when_its_clock_lags_the_timers() {
+        let (snap, now) = testdata::fixed();
         let up = |t: chrono::DateTime<chrono::Utc>| {
             format!(
                 "up {}",
                 crate::when::span_secs((t - snap.started_at).num_seconds())
             )
         };
-        assert!(text.contains(&up(clock.now())), "{text}");
+        let (frames, text) = idle_frames(snap.clone(), Arc::new(TokioClock::new(now)), 60.5).await;
+        assert_eq!(frames, 61, "on time");
+        assert!(
+            text.contains(&up(now + chrono::Duration::seconds(60))),
+            "{text}"
+        );
+        let lagging = Arc::new(Lagging {
+            from: now,
+            start: tokio::time::Instant::now(),
+        });
+        let (frames, text) = idle_frames(snap.clone(), lagging, 60.5).await;
+        assert_eq!(frames, 61, "lagging");
+        assert!(
+            text.contains(&up(now + chrono::Duration::seconds(60))),
+            "{text}"
+        );
+    }
+
+    /// With every duration on the screen showing minutes or more, nothing visible changes
+    /// between their turns: over two minutes the console draws its first frame, then when its
+    /// uptime turns 2h01m (30 s in) and 2h02m (90 s in), and nothing else.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_console_draws_only_when_a_shown_duration_turns_over() {
+        let (mut snap, now) = testdata::fixed();
+        snap.started_at = now - chrono::Duration::seconds(2 * 3600 + 30);
+        snap.pending.clear();
+        for j in &mut snap.jobs {
+            j.rt.lease = None;
+            j.rt.last_run_at =
+                j.rt.last_run_at
+                    .map(|_| now - chrono::Duration::minutes(2890));
+            j.rt.next_slot =
+                j.rt.next_slot
+                    .map(|_| now + chrono::Duration::minutes(4340));
+            j.def.jitter_seconds = 0.0;
+        }
+        let (frames, text) = idle_frames(snap, Arc::new(TokioClock::new(now)), 120.5).await;
+        assert_eq!(frames, 3);
+        assert!(text.contains("up 2h02m"), "{text}");
     }
 
     /// Sequential History-pane pages continue from the previous page's store token: the rows
