@@ -12,7 +12,9 @@
 #    way, plus the bytes it wrote to its terminal (the pty's /proc/PID/io `wchar`), for SECONDS.
 #
 # Prints wake-ups per second for each (voluntary + involuntary switches / SECONDS), per thread
-# name. Works in $TMPDIR; prints the load average (the machine is shared).
+# name, and the two kinds apart: a voluntary switch is a thread that slept and was woken, an
+# involuntary one a thread preempted while it ran (it grows with the machine's load, not with
+# the program's wake-ups). Works in $TMPDIR; prints the load average (the machine is shared).
 set -euo pipefail
 BIN=$(realpath "$1")
 SECS=${2:-60}
@@ -50,8 +52,8 @@ report() { # report LABEL BEFORE AFTER
   awk -v secs="$SECS" -v label="$1" '
     FNR==NR { v0[$1]=$3; i0[$1]=$4; next }
     { dv=$3-v0[$1]; di=$4-i0[$1]; if (!($1 in v0)) { dv=$3; di=$4 }
-      byname[$2]+=dv+di; total+=dv+di }
-    END { printf "%s: %.2f wake-ups/s over %d s (", label, total/secs, secs
+      byname[$2]+=dv+di; total+=dv+di; vol+=dv; invol+=di }
+    END { printf "%s: %.2f wake-ups/s over %d s (voluntary %.2f/s, involuntary %.2f/s; ", label, total/secs, secs, vol/secs, invol/secs
           sep=""; for (n in byname) if (byname[n] > 0) { printf "%s%s %.2f/s", sep, n, byname[n]/secs; sep=", " }
           print ")" }' "$2" "$3"
 }
