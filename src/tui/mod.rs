@@ -12,19 +12,20 @@
 //! nothing changing, the next one waits until a duration on the screen (LEFT, PASSED, uptime, a
 //! lease's expiry) reads differently, on a whole second of the clock: once a second while one
 //! shows seconds, once a minute at most when all show minutes or hours.
-//! Keys are filtered to `KeyEventKind::Press`. On a terminal the loop runs on a thread of its
-//! own with a single-threaded runtime, and that thread itself waits on the terminal and on a
-//! kernel timer for the idle redraws (`wake`): an idle console wakes one thread a redraw and
-//! nothing in between. A timer that fires before the console's clock reaches the instant the
+//! Keys are read on a dedicated thread (`crossterm::event::poll/read`), which waits for input
+//! alone, and filtered to `KeyEventKind::Press`. On a terminal the loop runs on a thread of its
+//! own with a single-threaded runtime, and that thread itself waits on a kernel timer for the
+//! idle redraws (`wake`): an idle console wakes one thread a redraw and nothing in between. A timer that fires before the console's clock reaches the instant the
 //! screen turns over (the two clocks' rates differ a little) is set again for the rest instead
 //! of drawing the same text twice. In tests, keys come on a channel and a tokio timer times
 //! the redraws.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ratatui::crossterm::event::{Event as TermEvent, KeyEventKind};
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::clock::Clock;
@@ -128,16 +129,49 @@ fn run_on_this_thread(deps: ConsoleDeps) -> Result<(), TuiError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let stop = Arc::new(AtomicBool::new(false));
     let result = rt.block_on(async {
-        let input = Input::terminal()?;
         let pacer = Pacer::kernel()?;
         let mut terminal = ratatui::try_init().inspect_err(|_| ratatui::restore())?;
-        let result = event_loop_with(&mut terminal, deps, input, pacer).await;
+        let (key_tx, key_rx) = mpsc::unbounded_channel();
+        spawn_input_reader(key_tx, stop.clone());
+        let result = event_loop_with(&mut terminal, deps, Input::Channel(key_rx), pacer).await;
         ratatui::restore();
         result
     });
+    stop.store(true, Ordering::Relaxed);
     rt.shutdown_background();
     result
+}
+
+/// How long the key reader waits for input before it looks whether the console closed: long,
+/// so an idle console's reader does not wake (the process ends with the console anyway).
+const READER_WAIT: Duration = Duration::from_secs(60);
+
+/// Terminal input on its own thread (crossterm's reads block, resizes included); it wakes for
+/// input only, and ends at the first look after `stop` or when the console is gone.
+fn spawn_input_reader(
+    tx: mpsc::UnboundedSender<std::io::Result<TermEvent>>,
+    stop: Arc<AtomicBool>,
+) {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match event::poll(READER_WAIT) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let ev = event::read();
+                    let failed = ev.is_err();
+                    if tx.send(ev).is_err() || failed {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
 }
 
 impl From<std::convert::Infallible> for TuiError {

@@ -1,112 +1,34 @@
 //! What wakes the console's loop besides the engine: terminal input and the idle redraws'
-//! timer. On a terminal both are descriptors the loop's own thread waits on — the terminal's
-//! (its events read with crossterm once it is readable, resizes told by `SIGWINCH`) and a
-//! kernel timer — so an idle redraw is one wake-up of one thread, and an idle console with
-//! nothing to redraw wakes no thread at all. In tests, input is a channel of events and the
+//! timer. On a terminal the timer is a kernel timer the loop's own thread waits on, so an idle
+//! redraw is one wake-up of one thread; input comes from a key reader thread that waits for
+//! input alone (it wakes for nothing else). In tests, input is a channel of events and the
 //! timer is tokio's (paused time).
 //!
-//! Owns: reading terminal events without a thread of their own; arming and taking the idle
-//! redraw timer. Must not touch: the console's state or drawing.
+//! Owns: the input channel's end; arming and taking the idle redraw timer. Must not touch: the
+//! console's state or drawing.
 
-use std::collections::VecDeque;
-use std::io::{self, IsTerminal};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self, Event as TermEvent};
+use ratatui::crossterm::event::Event as TermEvent;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
 use crate::proc::sys;
 
-/// Where the console's terminal events come from.
+/// Where the console's terminal events come from: the key reader's thread on a terminal, a
+/// test's sender otherwise.
 pub(crate) enum Input {
-    /// Events sent by a test (or any other driver); `None` once every sender is gone.
+    /// Events as they are read; `None` once every sender is gone.
     Channel(mpsc::UnboundedReceiver<io::Result<TermEvent>>),
-    /// The controlling terminal, read on the loop's thread.
-    Terminal(Box<Tty>),
 }
 
 impl Input {
-    /// The terminal this process runs in (stdin when it is one, else `/dev/tty`, as crossterm
-    /// reads), through a descriptor of its own. Needs the tokio runtime the loop runs on.
-    pub(crate) fn terminal() -> io::Result<Self> {
-        let stdin = io::stdin();
-        let fd: OwnedFd = if stdin.is_terminal() {
-            stdin.as_fd().try_clone_to_owned()?
-        } else {
-            std::fs::File::open("/dev/tty")?.into()
-        };
-        Ok(Self::Terminal(Box::new(Tty {
-            fd: sys::async_readable(fd)?,
-            resized: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?,
-            queued: VecDeque::new(),
-        })))
-    }
-
-    /// The next event; `None` when the input ended (every sender gone, the terminal hung
-    /// up). Cancel-safe: events read and not yet returned wait in the queue.
+    /// The next event; `None` when every sender is gone. Cancel-safe.
     pub(crate) async fn next(&mut self) -> Option<io::Result<TermEvent>> {
         match self {
             Self::Channel(rx) => rx.recv().await,
-            Self::Terminal(t) => t.next().await,
-        }
-    }
-}
-
-/// The terminal, read once its descriptor is readable or a resize was signalled.
-pub(crate) struct Tty {
-    fd: AsyncFd<OwnedFd>,
-    resized: tokio::signal::unix::Signal,
-    queued: VecDeque<io::Result<TermEvent>>,
-}
-
-impl Tty {
-    async fn next(&mut self) -> Option<io::Result<TermEvent>> {
-        loop {
-            if let Some(ev) = self.queued.pop_front() {
-                return Some(ev);
-            }
-            tokio::select! {
-                ready = self.fd.readable() => {
-                    let mut ready = match ready {
-                        Ok(r) => r,
-                        Err(e) => return Some(Err(e)),
-                    };
-                    // A terminal that hung up reads as empty forever, and crossterm would read
-                    // it again and again: the input has ended.
-                    if ready.ready().is_read_closed() || ready.ready().is_error() {
-                        return None;
-                    }
-                    drain(&mut self.queued);
-                    // The runtime's readiness is edge-triggered: bytes that arrive after the
-                    // drain mark it ready again, so nothing typed is left unread.
-                    ready.clear_ready();
-                }
-                _ = self.resized.recv() => drain(&mut self.queued),
-            }
-        }
-    }
-}
-
-/// Every event crossterm can give without waiting (what it buffered, then what the terminal
-/// holds), into `queued`; a read error is queued last.
-fn drain(queued: &mut VecDeque<io::Result<TermEvent>>) {
-    loop {
-        match event::poll(Duration::ZERO) {
-            Ok(true) => {
-                let ev = event::read();
-                let failed = ev.is_err();
-                queued.push_back(ev);
-                if failed {
-                    return;
-                }
-            }
-            Ok(false) => return,
-            Err(e) => {
-                queued.push_back(Err(e));
-                return;
-            }
         }
     }
 }
