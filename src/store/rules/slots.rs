@@ -315,6 +315,8 @@ pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Opti
         return None;
     }
     rec.rt.moved_back = None;
+    // What the re-derivation moved is back: it no longer explains the job's slots.
+    rec.rt.rederived = None;
     let mut words = Vec::new();
     let rt = &mut rec.rt;
     if rt.last_slot.is_none() && m.last_slot.is_none() && rt.anchor != m.anchor {
