@@ -22,8 +22,8 @@
 //!   waits for the clock rather than re-deriving from it), every job fires at its next real
 //!   slot once the clock is right, and a job that had not run yet keeps its first slot.
 //!
-//! And jobs a `cronsole apply` stored on a clock an hour ahead, on a file store no owner ran on
-//! that clock: an owner on the real clock runs each at its first real slot.
+//! And `cronsole apply` on a clock an hour ahead or behind: it stores the jobs on the file
+//! store's clock, and an owner on the real clock runs each at its first real slot.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
@@ -563,8 +563,8 @@ fn a_file_store_owner_stepped_40s_behind_mid_run_runs_each_one_shot_once() {
 }
 
 /// Jobs stored by `cronsole apply` on a clock an hour ahead, on a file store no owner ever ran
-/// on that clock: an owner started on the real clock re-derives them at its first claim (its
-/// log and `describe` say so) and runs each at its first real slot, not an hour later.
+/// on that clock: the apply stores them on the store's clock (and says so), and an owner
+/// started on the real clock runs each at its first real slot, not an hour later.
 #[test]
 fn jobs_an_apply_an_hour_ahead_stored_run_at_their_real_slots_on_the_file_store() {
     let Some(lib) = owner_support::libfaketime_or_skip() else {
@@ -594,6 +594,7 @@ fn jobs_an_apply_an_hour_ahead_stored_run_at_their_real_slots_on_the_file_store(
             .envs(owner_support::skewed(&lib, "+1h")),
     );
     assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stored on the store's clock"), "{err}");
     let started = Utc::now();
     let store = store.display().to_string();
     let owner = Owner::start(
@@ -624,14 +625,50 @@ fn jobs_an_apply_an_hour_ahead_stored_run_at_their_real_slots_on_the_file_store(
         );
     }
     let log = owner.log();
-    assert!(
-        log.iter().any(|l| l.contains("slots re-derived")),
-        "{log:#?}"
-    );
-    let (code, out, err) = support::cli::run_with_store(&dir, &store, &["describe", "every"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("re-derived:"), "{out}");
     assert_eq!(owner.stop(), 0, "{log:#?}");
     let problems = owner_support::recorded_once(&owner_support::marks(&marks), &rows);
     assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
+}
+
+/// `cronsole apply` on a clock an hour behind or ahead stores the jobs on the file store's
+/// clock (the file system's), and says so: an `every 10m` job's first slot is ten minutes after
+/// the real instant it was applied at. On a clock behind such jobs once ran at once, for slots
+/// before they were stored; on one ahead they waited the hour.
+#[test]
+fn an_apply_on_a_clock_an_hour_off_stores_jobs_on_the_file_stores_clock() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    for skew in ["-1h", "+1h"] {
+        let dir = support::tempdir("apply-off");
+        let jobs = dir.join("off.yaml");
+        std::fs::write(
+            &jobs,
+            "budget: null\njobs:\n  - name: tenner\n    schedule: every 10m\n    command: \"true\"\n",
+        )
+        .unwrap();
+        let store = dir.join("store");
+        let before = Utc::now();
+        let (code, _, err) = support::cli::output(
+            support::cli::cronsole(&dir)
+                .arg("apply")
+                .arg(&jobs)
+                .arg("--store")
+                .arg(&store)
+                .envs(owner_support::skewed(&lib, skew)),
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("stored on the store's clock"), "{skew}: {err}");
+        let after = Utc::now();
+        let (code, out, err) =
+            support::cli::run_with_store(&dir, &store, &["describe", "tenner", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let next: DateTime<Utc> = d["next_slots"][0].as_str().unwrap().parse().unwrap();
+        let (ten, slack) = (chrono::Duration::minutes(10), chrono::Duration::seconds(2));
+        assert!(
+            next >= before + ten - slack && next <= after + ten + slack,
+            "{skew}: first slot {next}, applied between {before} and {after}"
+        );
+    }
 }

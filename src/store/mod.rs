@@ -446,6 +446,14 @@ pub trait Store: HistoryReader {
         let _ = now;
         Ok(())
     }
+
+    /// The store's own clock, read now, for a command about to store records on it: the file
+    /// store's is the file system's stamp on a file it writes, the clock every owner on it
+    /// measures its offset against. `None` when it cannot be read, and for a store whose
+    /// writes read their own clock anyway (PostgreSQL: its `apply` stores on the database's).
+    fn clock_now(&self) -> Option<DateTime<Utc>> {
+        None
+    }
 }
 
 /// Whether a job's counters say it ever spent money or holds a reservation ([`Store::spenders`]).

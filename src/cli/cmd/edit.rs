@@ -380,7 +380,7 @@ pub fn edit(cli: &Cli) -> Result<ExitCode> {
         Some(s) => s,
         None => open_store(&location)?,
     };
-    let rep = store.apply(&loaded.file, chrono::Utc::now())?;
+    let rep = store.apply(&loaded.file, super::storing_now(store.as_ref()))?;
     for r in &rep.recounted {
         println!("{}", super::recount_line(r));
     }

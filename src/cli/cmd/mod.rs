@@ -301,6 +301,33 @@ pub fn open_existing_store_for_named(location: &str, writes: bool) -> Result<Arc
 }
 
 /// Open the store named by `location` (a directory, or a `postgres://` URL), creating it.
+/// The instant a command stores jobs at: this host's clock, or the store's when the two are
+/// more than a minute apart (a faked clock, a time namespace, a host clock off), said on
+/// stderr. Jobs stored on a clock an hour behind ran at once for slots before they were stored,
+/// and on one an hour ahead waited the hour; the store's clock is the one its owners' offsets
+/// are measured against.
+pub(crate) fn storing_now(store: &dyn Store) -> chrono::DateTime<chrono::Utc> {
+    let now = chrono::Utc::now();
+    let Some(at) = store.clock_now() else {
+        return now;
+    };
+    let off = now - at;
+    if off.abs() <= crate::store::rules::slots::AHEAD_TOLERANCE {
+        return now;
+    }
+    let side = if off < chrono::Duration::zero() {
+        "behind"
+    } else {
+        "ahead of"
+    };
+    eprintln!(
+        "note: this host's clock is {} {side} the store's (its file system's): the jobs are \
+         stored on the store's clock",
+        crate::clock::step_words(off.abs()).trim_start_matches('+')
+    );
+    at
+}
+
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
         let store = crate::store::postgres::PgStore::open(location)?;

@@ -92,7 +92,7 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
                 Handover::Changed(c) => StoreError::Operation(OperationError::JobsFile(c)),
             })
         },
-        Utc::now(),
+        super::storing_now(store.as_ref()),
     )?;
     // Buffered, a line at a time: one line per job (a store may hold 1 000 000).
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

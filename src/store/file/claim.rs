@@ -141,18 +141,21 @@ impl FileStore {
         Ok(())
     }
 
-    /// Jobs are about to be stored at `now` (an apply, an operator's edit): a clock ahead
-    /// stores them ahead, so a later claim on a clock set right must see the step back, in
-    /// this handle (even when it never claimed on the clock ahead: its owner's claims were
-    /// stopped for it) and in every other (`clock.json`, written before the records).
-    pub(super) fn stored_on(&self, l: &mut Locked<'_>, now: DateTime<Utc>) -> StoreResult<()> {
+    /// Jobs were stored at `now` (an apply): a clock ahead stores them ahead, so a later claim
+    /// on a clock set right must see the step back, in this handle (even when it never claimed
+    /// on the clock ahead: its owner's claims were stopped for it) and in every other
+    /// (`clock.json`). Written after the records, so an apply refused for its input changes
+    /// nothing; a failure to write it is logged, not the apply's (the records landed).
+    pub(super) fn stored_on(&self, l: &mut Locked<'_>, now: DateTime<Utc>) {
         let mark = l
             .inner
             .clock_mark
             .or_else(|| self.newest_owner_clock())
             .unwrap_or(now);
         l.inner.clock_mark = Some(mark.max(now));
-        l.note_stored_clock(now)
+        if let Err(e) = l.note_stored_clock(now) {
+            tracing::warn!(error = %e, "the clock the jobs were stored on is not recorded");
+        }
     }
 
     /// [`crate::store::Store::rederive_ahead`]: the sweep of [`FileStore::after_a_step_back`],

@@ -9,13 +9,15 @@
 //! stores them ahead, and they are not due for as long: no claim looks at them. An owner
 //! learns of a clock ahead from owner records (its own claims, other owners' heartbeats), but
 //! a command is no owner and leaves none. So each command that stores records writes its clock
-//! here first (before the records, so no crash leaves records ahead without it), and each
-//! claim reads it: a claim whose clock is behind it by more than the tolerance re-derives every
+//! here (an apply right after its records, so one refused for its input changes nothing; an
+//! operator's edit before them), and each claim reads it: a claim whose clock is behind it by more than the tolerance re-derives every
 //! job once, whichever process it runs in, and writes its own clock here so that later handles
 //! do not sweep again. The file is advisory, like owner records: missing, unreadable or
 //! another store's, it says nothing. It is written only when the clock is past what it says by
 //! more than the tolerance (an `apply` a minute after the last writes it again), temp + fsync +
-//! rename, so a power loss does not take it back from records that rely on it.
+//! rename, so a power loss does not take it back from records that rely on it. A crash between
+//! an apply's records and this file loses the sweep (a command's clock ahead by more than a
+//! minute is corrected before it stores anything, see `cli::cmd::storing_now`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -111,6 +111,18 @@ impl FileStore {
         }
     }
 
+    /// The file system's clock now: the stamp on a small file written beside the owner
+    /// records and removed, as a heartbeat reads it. `None` when it cannot be written.
+    pub(super) fn fs_clock(&self) -> Option<DateTime<Utc>> {
+        let dir = self.owners_dir();
+        std::fs::create_dir_all(&dir).ok()?;
+        let probe = dir.join(format!(".clock.{}.tmp", std::process::id()));
+        std::fs::write(&probe, b"").ok()?;
+        let stamp = std::fs::metadata(&probe).and_then(|m| m.modified());
+        let _ = std::fs::remove_file(&probe);
+        stamp.ok().map(Into::into)
+    }
+
     /// The newest clock any owner record was sent with (its owner's own clock), if any.
     pub(super) fn newest_owner_clock(&self) -> Option<DateTime<Utc>> {
         self.read_owners()

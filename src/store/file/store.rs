@@ -120,6 +120,10 @@ impl Store for FileStore {
         FileStore::rederive_ahead(self, now)
     }
 
+    fn clock_now(&self) -> Option<DateTime<Utc>> {
+        self.fs_clock()
+    }
+
     /// inotify on the store directory (see `crate::store::signal`).
     fn change_signal(&self) -> Option<crate::store::signal::ChangeSignal> {
         const WATCHED: &[&str] = &[SNAPSHOT_FILE, JOURNAL_FILE, HISTORY_FILE, SETTINGS_FILE];
@@ -129,8 +133,9 @@ impl Store for FileStore {
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         plan::apply::unique_names(file)?;
         let mut l = self.lock()?;
-        self.stored_on(&mut l, now)?;
-        l.apply_file(file, now)
+        let report = l.apply_file(file, now)?;
+        self.stored_on(&mut l, now);
+        Ok(report)
     }
 
     fn apply_each(
@@ -146,8 +151,9 @@ impl Store for FileStore {
         crate::config::check_bounds(&bare)
             .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
         let mut l = self.lock()?;
-        self.stored_on(&mut l, now)?;
-        l.apply_each(settings, feed, now)
+        let report = l.apply_each(settings, feed, now)?;
+        self.stored_on(&mut l, now);
+        Ok(report)
     }
 
     fn settings(&self) -> StoreResult<Settings> {
