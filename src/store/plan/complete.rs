@@ -292,9 +292,22 @@ pub fn complete_step(
     let fin = finish_run(rec, sched, &mut row, c.state, c.hold_until, period, c.now);
     rederive_after_run(rec, c.now);
     out.state_rejected = fin.state_rejected;
+    let extra = stepped_like(fin.extra_rows, &row);
     out.rows.push(row);
-    out.rows.extend(fin.extra_rows);
+    out.rows.extend(extra);
     Ok(out)
+}
+
+/// The rows a run's end decides beside its own (the overlap rows of slots that fell due while
+/// it ran) say the wall clock stepped when its own row does: they were decided across that
+/// step, like the rows of a claim after one.
+fn stepped_like(mut rows: Vec<HistoryRow>, run: &HistoryRow) -> Vec<HistoryRow> {
+    if let Some(step) = &run.clock_stepped {
+        for r in &mut rows {
+            r.clock_stepped.get_or_insert_with(|| step.clone());
+        }
+    }
+    rows
 }
 
 /// A retried completion whose row is already in history (an earlier attempt wrote the row, then
@@ -345,7 +358,8 @@ pub fn complete_landed(
     );
     rederive_after_run(rec, c.now);
     out.state_rejected = fin.state_rejected;
+    let extra = stepped_like(fin.extra_rows, &landed);
     out.rows.push(landed);
-    out.rows.extend(fin.extra_rows);
+    out.rows.extend(extra);
     Ok(out)
 }

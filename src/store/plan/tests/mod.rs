@@ -506,6 +506,43 @@ fn overlap_slots_become_one_skipped_row_at_completion() {
     assert_eq!(r.rt.runs, 2, "overlap rows are not runs");
 }
 
+/// A run whose wall clock stepped while it ran says so on its row, and so do the overlap rows
+/// its end decides (slots that fell due while it ran).
+#[test]
+fn the_overlap_rows_of_a_run_across_a_clock_step_say_so() {
+    let mut r = ran_at_t0(None);
+    let run = eval(&mut r, T0 + 60).claim.unwrap();
+    let mut row = HistoryRow::new(
+        &r.def.name,
+        Status::Succeeded,
+        run.trigger,
+        run.slot,
+        "me",
+        t(T0 + 250),
+    );
+    row.run_id = run.run_id;
+    row.clock_stepped = Some("+2d".into());
+    let c = Completion {
+        job: r.def.name.clone(),
+        run_id: run.run_id,
+        owner: "me".into(),
+        now: t(T0 + 250),
+        row,
+        state: None,
+        hold_until: None,
+    };
+    let out = complete_step(&mut r, None, c, P).unwrap();
+    assert_eq!(out.rows.len(), 2, "{:?}", out.rows);
+    assert_eq!(out.rows[1].status, Status::Skipped);
+    assert!(
+        out.rows
+            .iter()
+            .all(|r| r.clock_stepped.as_deref() == Some("+2d")),
+        "{:?}",
+        out.rows
+    );
+}
+
 #[test]
 fn s17_no_drift_slots_stay_on_the_anchor_grid() {
     let mut r = job("grid", t(T0));
