@@ -136,9 +136,10 @@ pub struct Model {
     pub checks: u64,
     /// Tool calls whose loop step the store acknowledged, by run.
     pub acked_calls: BTreeMap<Uuid, BTreeSet<String>>,
-    /// Store operations so far (claims and operator commands, [`Model::clock_op`]).
+    /// Store operations so far (claims, completions and operator commands,
+    /// [`Model::clock_op`]).
     pub seq: u64,
-    /// The latest clock a claim ran at.
+    /// The latest clock a claim or a completion decided slots at.
     pub claim_hi: Option<DateTime<Utc>>,
     /// Operations whose clock was more than three hours behind a claim before them: `(seq,
     /// clock)`. Ranges decided before one and reaching past its clock by more than three hours
@@ -157,8 +158,9 @@ pub struct Model {
 pub const CLOCK_FIX: Duration = Duration::hours(3);
 
 impl Model {
-    /// A store operation at clock `t` is about to run (`claim`: a claim, whose clock decides
-    /// slots). One more than three hours behind an earlier claim may re-derive slots.
+    /// A store operation at clock `t` is about to run (`claim`: a claim or a completion, whose
+    /// clock decides slots). One more than three hours behind an earlier one may re-derive
+    /// slots.
     pub fn clock_op(&mut self, t: DateTime<Utc>, claim: bool) {
         self.seq += 1;
         if self.claim_hi.is_some_and(|hi| hi > t + CLOCK_FIX) {

@@ -472,6 +472,12 @@ impl<'a> World<'a> {
     /// Run the whole simulation: setup, the random steps, then a quiet phase and the end checks.
     pub fn run(mut self) -> Result<Stats, Failure> {
         let r = self.run_inner();
+        if r.is_ok() && std::env::var("SIM_LOG").is_ok() {
+            // A replayed seed that passes, with its step log (`SIM_LOG=1`).
+            for l in &self.log {
+                eprintln!("  {l}");
+            }
+        }
         let stats = self.stats;
         r.map(|_| stats).map_err(|what| Failure {
             seed: self.seed,
@@ -782,6 +788,15 @@ impl<'a> World<'a> {
         let due: Vec<usize> = (0..self.owners[i].runs.len())
             .filter(|k| self.owners[i].runs[*k].ends_at <= real)
             .collect();
+        if !due.is_empty() {
+            // A completion decides slots on `now` as a claim does (the overlap rows of slots
+            // that fell due while the run ran, the job's next slot): one made on a store clock
+            // two days ahead decides them two days out, and a later operation more than three
+            // hours behind it re-derives them (seed 5009530: a `skipped` row up to two days
+            // ahead, then the slot after the clock set right ran; the model counted only
+            // claims' clocks and called it a second row of that slot).
+            self.model.clock_op(now, true);
+        }
         let mut done = Vec::new();
         for k in due {
             // The call's reply: settle its reservation to the real cost (retried next tick).
