@@ -328,6 +328,15 @@ pub(crate) fn storing_now(store: &dyn Store) -> chrono::DateTime<chrono::Utc> {
     at
 }
 
+/// `describe`'s line for a job's last re-derivation: how long ago, and what moved.
+pub(crate) fn rederived_words(
+    r: &crate::model::Rederived,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let ago = crate::when::passed(r.at, now);
+    format!("{ago}: {} (a clock ahead decided them)", r.what)
+}
+
 pub fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
         let store = crate::store::postgres::PgStore::open(location)?;

@@ -848,11 +848,7 @@ fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: Date
         );
     }
     if let Some(r) = &rec.rt.rederived {
-        let what = format!("{}: {}", when::passed(r.at, now), r.what);
-        kv(
-            "re-derived:",
-            format!("{what} (a clock ahead decided them)"),
-        );
+        kv("re-derived:", super::rederived_words(r, now));
     }
     for q in &rec.rt.queue {
         kv(
