@@ -251,6 +251,23 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
     if let Some(why) = stopped {
         return Err(why);
     }
+    // The store first, within 2 s: at the start of an outage the engine loop is itself waiting
+    // on the store (its first failure not yet seen), and asking the loop first would hold the
+    // probe for up to `max_quiet` before it answered 503. A probe with a 1–3 s timeout then saw
+    // a hang, not the reason.
+    match tokio::time::timeout(
+        Duration::from_secs(2),
+        crate::store::blocking(&ep.store, |store| store.settings().map(|_| ())),
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e @ crate::store::StoreError::Backend(BackendError::Task { .. }))) => {
+            return Err(format!("the store probe failed: {e}"));
+        }
+        Ok(Err(e)) => return Err(format!("the store does not answer: {e}")),
+        Err(_) => return Err("the store did not answer within 2 s".into()),
+    }
     let quiet = ep.heartbeat.check(ep.max_quiet).await;
     if quiet > ep.max_quiet {
         return Err(format!(
@@ -258,19 +275,7 @@ pub async fn health(ep: &Endpoint) -> Result<(), String> {
             quiet.as_secs_f64()
         ));
     }
-    match tokio::time::timeout(
-        Duration::from_secs(2),
-        crate::store::blocking(&ep.store, |store| store.settings().map(|_| ())),
-    )
-    .await
-    {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e @ crate::store::StoreError::Backend(BackendError::Task { .. }))) => {
-            Err(format!("the store probe failed: {e}"))
-        }
-        Ok(Err(e)) => Err(format!("the store does not answer: {e}")),
-        Err(_) => Err("the store did not answer within 2 s".into()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -327,6 +332,48 @@ mod tests {
         let mut out = String::new();
         s.read_to_string(&mut out).await.unwrap();
         out
+    }
+
+    /// A store whose reads hang (a black-holed network path).
+    struct Silent;
+
+    impl Hooks for Silent {
+        fn before(&self, call: Call) -> StoreResult<()> {
+            if call == Call::Settings {
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            Ok(())
+        }
+    }
+
+    /// A store that stopped answering while the engine loop also waits on it (the outage not yet
+    /// seen): `/healthz` names the store after its 2 s probe, without first waiting for the loop
+    /// for `max_quiet`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_store_is_named_by_the_health_probe_before_the_loop_is_waited_for() {
+        let dir = crate::testkit::tmp::TempDir::new("health-silent");
+        let t0 = crate::testkit::time::base(0);
+        let inner: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+        let store: Arc<dyn Store> = Arc::new(Wrapped::new(inner, Silent));
+        let heartbeat = Arc::new(Heartbeat::default());
+        let ep = Endpoint {
+            metrics: Arc::new(Metrics::new()),
+            store,
+            clock: Arc::new(ManualClock::new(t0)),
+            heartbeat: Arc::clone(&heartbeat),
+            engine_stopped: CancellationToken::new(),
+            health: watch::channel(EngineHealth::default()).1,
+            max_quiet: Duration::from_millis(1),
+        };
+        // The loop last turned longer ago than `max_quiet` (its age is on the real clock), and
+        // nothing answers a poke.
+        std::thread::sleep(Duration::from_millis(5));
+        let answer = health(&ep).await;
+        assert_eq!(
+            answer,
+            Err("the store did not answer within 2 s".to_string()),
+            "{answer:?}"
+        );
     }
 
     /// 16 clients polling `/metrics` on a 20 001-job store must not knock out `/healthz` nor
