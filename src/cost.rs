@@ -805,7 +805,7 @@ pub fn unpriced_under_budget(model: &str) -> String {
         ),
     };
     format!(
-        "model '{model}' has no known price and a budget applies, so it was not called; add \
+        "model '{model}' has no known price and a budget applies, so it is never called; add \
          its price (USD per 1M tokens) to the jobs file and apply it{note}: \
          pricing:\n  {key}: {line}"
     )

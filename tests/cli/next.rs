@@ -24,6 +24,19 @@ fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
 }
 
+/// Previewed from now, an `every` grid and `in 10m` start on the whole second, as a job stored
+/// now would: no microseconds of the command's clock in the slots.
+#[test]
+fn a_preview_from_now_starts_on_the_whole_second() {
+    for expr in ["every 1h30m", "in 10m", "every 7s"] {
+        let v = json(&run(&[expr, "--count", "2", "--json"]));
+        for s in v["slots"].as_array().unwrap() {
+            let s = s.as_str().unwrap();
+            assert!(!s.contains('.'), "{expr}: {s}");
+        }
+    }
+}
+
 #[test]
 fn json_shape_after() {
     let out = run(&[

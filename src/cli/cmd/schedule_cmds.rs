@@ -184,7 +184,9 @@ fn preview(a: &NextArgs) -> Result<Preview> {
         None => parse_schedule(&expr, &tz_name)
             .map_err(|e| bad_input(format!("schedule '{expr}': {e}")))?,
     };
-    let now = Utc::now();
+    // Whole seconds, as a grid counted from the store starts on one: `every 1h30m` from now
+    // prints 19:57:55, not 19:57:55.937440.
+    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0);
     let after = a
         .after
         .as_deref()
@@ -210,7 +212,7 @@ fn preview(a: &NextArgs) -> Result<Preview> {
             b - Duration::seconds(back.min(100 * 365 * 86_400))
         }
         (ScheduleSpec::In { seconds }, _) => {
-            after.unwrap_or_else(Utc::now) + Duration::seconds(*seconds as i64)
+            after.unwrap_or(now) + Duration::seconds(*seconds as i64)
         }
         _ => stored_now.map_or(reference, |f| f.anchor),
     };

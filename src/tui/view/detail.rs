@@ -307,7 +307,8 @@ fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
         return (
             Line::from(format!(" Diff {name} (Esc back) ")),
             vec![Line::raw(
-                "no monitor diff recorded for this job (a diff appears when a monitor sees a change)",
+                "no monitor diff recorded for this job: a diff appears when its monitor sees a \
+                 change (a job without `monitor:` never has one)",
             )],
         );
     };
