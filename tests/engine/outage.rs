@@ -360,6 +360,28 @@ async fn a_failed_attempt_is_not_retried_once_the_lease_is_lost() {
     rig.stop().await.expect("clean stop");
 }
 
+/// One job `a`, run at once, with `lease` and `command`.
+fn one_job_with_lease(lease: StdDuration, command: &str) -> String {
+    format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
+         lease_seconds: {}\n    command: \"{command}\"\n",
+        lease.as_secs()
+    )
+}
+
+/// The rows are one `abandoned` row of a run stopped for a lease it could not renew.
+fn assert_one_lease_stopped_row(rows: &[HistoryRow]) {
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no lease renewal")),
+        "{rows:#?}"
+    );
+}
+
 /// A store that takes no renewal of a run's lease (an outage longer than the lease, or this
 /// owner cut off from the store): the run is stopped, its processes killed, before the lease
 /// ends, so the owner that recovers the lease once the store answers never finds it still
@@ -369,12 +391,7 @@ async fn a_run_whose_lease_cannot_be_renewed_stops_before_the_lease_ends() {
     let dir = tmp("outage-unrenewed");
     let marks = dir.join("finished");
     let lease = StdDuration::from_secs(8);
-    let yaml = format!(
-        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
-         lease_seconds: {}\n    command: \"sleep 60 && echo x >> {}\"\n",
-        lease.as_secs(),
-        marks.display()
-    );
+    let yaml = one_job_with_lease(lease, &format!("sleep 60 && echo x >> {}", marks.display()));
     let began = std::time::Instant::now();
     let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
     rig.faulty.fail_renewals.store(true, Ordering::SeqCst);
@@ -393,16 +410,7 @@ async fn a_run_whose_lease_cannot_be_renewed_stops_before_the_lease_ends() {
     );
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
-    let rows = rig.rows();
-    assert_eq!(rows.len(), 1, "{rows:#?}");
-    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
-    assert!(
-        rows[0]
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.contains("no lease renewal")),
-        "{rows:#?}"
-    );
+    assert_one_lease_stopped_row(&rig.rows());
     // Stopped while the lease was still this owner's: no recovery could have overlapped it.
     assert!(within < lease, "the row came {within:?} after the start");
     assert!(!marks.exists(), "the command ran to its end");
@@ -420,22 +428,17 @@ fn alive(pid: i32) -> bool {
         .is_some_and(|rest| !rest.starts_with('Z'))
 }
 
-/// A store whose renewals hang (the connection went silent, no error) rather than fail: the
-/// run goes on while a renewal waits (its commands' supervisors keep getting heartbeats, so the
-/// dead-man switch does not end it as if this owner had hung), and at three quarters of the
-/// lease its processes are killed before the completion waits on the store, while the lease is
-/// still this owner's. The row is `abandoned`, never a `failed` row of a run "killed for lack of
-/// heartbeats".
+/// A store whose renewals hang (the connection went silent, no error) rather than fail: at
+/// three quarters of the lease the run's processes are killed before the completion waits on
+/// the store, while the lease is still this owner's, and the row is `abandoned`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_renewals_hang_is_killed_before_its_lease_ends_and_recorded_abandoned() {
     let dir = tmp("outage-hung-renewal");
     let pidfile = dir.join("pid");
     let lease = StdDuration::from_secs(8);
-    let yaml = format!(
-        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
-         lease_seconds: {}\n    command: \"echo $$ > {}; exec sleep 60\"\n",
-        lease.as_secs(),
-        pidfile.display()
+    let yaml = one_job_with_lease(
+        lease,
+        &format!("echo $$ > {}; exec sleep 60", pidfile.display()),
     );
     let began = std::time::Instant::now();
     let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
@@ -467,16 +470,7 @@ async fn a_run_whose_renewals_hang_is_killed_before_its_lease_ends_and_recorded_
     rig.faulty.hang_renewals.store(false, Ordering::SeqCst);
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
-    let rows = rig.rows();
-    assert_eq!(rows.len(), 1, "{rows:#?}");
-    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
-    assert!(
-        rows[0]
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.contains("no lease renewal")),
-        "{rows:#?}"
-    );
+    assert_one_lease_stopped_row(&rig.rows());
     rig.stop().await.expect("clean stop");
 }
 
