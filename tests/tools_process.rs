@@ -1573,10 +1573,11 @@ async fn cancelled_runs_keep_the_turns_they_paid_for_and_the_budget_stops_the_ne
     std::fs::write(dir.join("jobs.yaml"), budgeted_yaml(&fake.base_url(), true)).unwrap();
     let store = dir.join("store");
     let owner = gated_owner(&dir, "a.log", "300s");
+    // The store exists before the owner has stored the jobs file's jobs: wait for the job.
     poll_for(Duration::from_secs(60), || {
-        (cli(&dir, &["jobs"]).0 == 0).then_some(())
+        (cli(&dir, &["describe", "paid"]).0 == 0).then_some(())
     })
-    .expect("the owner never created its store");
+    .expect("the owner never stored job 'paid'");
     let mut seen: Vec<String> = Vec::new();
     let mut stopped = None;
     for _ in 0..20 {
