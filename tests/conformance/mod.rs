@@ -634,6 +634,28 @@ pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
     assert!(claim(&*s, "c", t(9999), 10).claims.is_empty());
 }
 
+/// A cancel of a one-shot's run whose owner then dies: the run is recorded `abandoned` at its
+/// lease's end and the job retires instead of being re-offered, as a cancelled live run would.
+pub fn a_one_shot_cancelled_while_its_owner_is_dead_is_not_reoffered(f: Factory) {
+    let s = f();
+    let mut d = every("once", 60);
+    d.max_runs = Some(1);
+    apply_due(&*s, &file(vec![d]), t(1000)).unwrap();
+    let c = claim(&*s, "dead", t(1000), 10).claims.remove(0);
+    s.cancel(&c.run_id.to_string(), t(1005)).unwrap();
+    let o = claim(&*s, "b", t(1031), 10);
+    assert!(o.claims.is_empty(), "not re-offered: {:?}", o.claims);
+    assert_eq!(o.rows.len(), 1, "{:?}", o.rows);
+    assert_eq!(o.rows[0].status, Status::Abandoned);
+    let j = s.job("once").unwrap().unwrap();
+    assert!(j.rt.retired && !j.rt.recovery_pending);
+    assert_eq!(
+        j.rt.retired_reason.as_deref(),
+        Some("cancelled by operator")
+    );
+    assert!(claim(&*s, "c", t(9999), 10).claims.is_empty());
+}
+
 pub fn one_shot_recovery_that_succeeds_retires(f: Factory) {
     let s = f();
     let mut d = every("at", 60);
@@ -1744,6 +1766,7 @@ macro_rules! conformance_suite {
             an_abandoned_run_does_not_count_toward_max_runs,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
+            a_one_shot_cancelled_while_its_owner_is_dead_is_not_reoffered,
             slots_passing_during_a_run_become_one_overlap_row,
             paused_jobs_record_nothing_and_resume_in_the_future,
             manual_triggers_run_once_even_when_paused,

@@ -1,5 +1,6 @@
 //! A run's end as its job record takes it: counters, the run's returned state, a 429 hold,
-//! retirement, the one-shot recovery of an abandoned run, and the overlap rows for the slots
+//! retirement, the one-shot recovery of an abandoned run (none for a run an operator asked to
+//! cancel), and the overlap rows for the slots
 //! that came due while the run was in flight; and the late end of a run already recorded
 //! `abandoned`.
 //!
@@ -31,7 +32,7 @@ use super::{chain, overlap};
 use crate::model::{AbandonedRun, BudgetPeriod, HistoryRow, JobRecord, JobState, Status, Trigger};
 use crate::schedule::Compiled;
 use crate::store::rules::reasons::{
-    REASON_OVERLAP, RETIRED_ABANDONED_TWICE, RETIRED_UNTIL, spent_reason,
+    REASON_OVERLAP, RETIRED_ABANDONED_TWICE, RETIRED_CANCELLED, RETIRED_UNTIL, spent_reason,
 };
 use crate::store::rules::rows::overlap_row;
 use crate::store::rules::runtime::retire;
@@ -132,6 +133,10 @@ pub fn finish_run(
         if lease.spends_job {
             if until_passed {
                 retire(rt, RETIRED_UNTIL);
+            } else if lease.cancel_requested_at.is_some() {
+                // The operator asked to cancel it before its owner died: the job is not
+                // re-offered, as a cancelled live run is not.
+                retire(rt, RETIRED_CANCELLED);
             } else if lease.trigger == Trigger::Recovery || rt.recovery_pending {
                 retire(rt, RETIRED_ABANDONED_TWICE);
             } else {

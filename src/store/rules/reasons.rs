@@ -55,5 +55,8 @@ pub const REASON_QUEUED_CANCELLED: &str = "queued run cancelled by the operator 
 pub const RETIRED_UNTIL: &str = "until passed";
 /// The `retired_reason` of a job whose schedule has no slot left.
 pub const RETIRED_NO_SLOTS: &str = "no more slots";
+/// The `retired_reason` of a one-shot job whose run was recorded `abandoned` after an operator
+/// asked to cancel it (its owner died first): it is not re-offered.
+pub const RETIRED_CANCELLED: &str = "cancelled by operator";
 /// The `retired_reason` of a one-shot job whose retry was abandoned too.
 pub const RETIRED_ABANDONED_TWICE: &str = "abandoned twice";

@@ -409,6 +409,23 @@ fn s6_recovery_after_an_outage_leaves_the_outage_to_section_5() {
 }
 
 #[test]
+fn a_one_shot_cancelled_before_its_owner_died_is_not_reoffered() {
+    let mut d = def("once");
+    d.max_runs = Some(1);
+    let mut r = due_at(d, t(T0));
+    eval(&mut r, T0).claim.unwrap();
+    r.rt.lease.as_mut().unwrap().cancel_requested_at = Some(t(T0 + 5));
+    done(&mut r, Status::Abandoned, T0 + 40);
+    assert!(!r.rt.recovery_pending);
+    assert!(r.rt.retired);
+    assert_eq!(
+        r.rt.retired_reason.as_deref(),
+        Some("cancelled by operator")
+    );
+    assert!(eval(&mut r, T0 + 41).claim.is_none());
+}
+
+#[test]
 fn s6_one_shot_reoffered_once_then_retired() {
     let mut d = def("once");
     d.max_runs = Some(1);
