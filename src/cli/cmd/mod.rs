@@ -14,6 +14,7 @@ use anyhow::Result;
 
 mod approvals;
 mod check;
+mod describe;
 mod dry_run;
 mod eco;
 mod edit;
@@ -197,7 +198,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Check(a)) => check::check(&cli, a.json),
         Some(Command::Retry(a)) => store_cmds::retry(&cli, a),
         Some(Command::Cancel(a)) => store_cmds::cancel(&cli, a),
-        Some(Command::Describe(a)) => store_cmds::describe(&cli, a),
+        Some(Command::Describe(a)) => describe::describe(&cli, a),
         Some(Command::Backfill(a)) => store_cmds::backfill(&cli, a),
         Some(Command::DryRun(a)) => dry_run::dry_run(&cli, a),
         Some(Command::Tools(a)) => tools::tools(&cli, a),
