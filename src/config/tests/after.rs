@@ -2,12 +2,20 @@
 //! message and its `line:column`.
 
 use super::super::*;
-use super::{assert_at, check, diag};
+use super::{assert_at, check, error_at, error_in};
 use crate::model::{After, ChainOn};
 use crate::schedule::ScheduleSpec;
 
 fn at(d: &Diagnostic, line: usize, column: usize, needle: &str) {
     assert_at(d, line, column, Severity::Error, needle);
+}
+
+/// The diagnostics of `c` that name a cycle.
+fn cycles(c: &Checked) -> Vec<&Diagnostic> {
+    c.diagnostics
+        .iter()
+        .filter(|d| d.message.contains("cycle"))
+        .collect()
 }
 
 const COLLECT: &str = "  - name: collect\n    schedule: every 1h\n    command: \"true\"\n";
@@ -45,47 +53,48 @@ fn after_forms_and_optional_schedule() {
 
 #[test]
 fn unknown_self_duplicate_and_empty() {
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after:\n      - {{job: ghost}}\n      - b\n      - collect\n      - {{job: collect, on: completion}}\n"
-    ));
-    at(
-        diag(&c, "jobs[1].after[0].job"),
-        8,
-        15,
+    let c = error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after:\n      - {{job: ghost}}\n      - b\n      - collect\n      - {{job: collect, on: completion}}\n"
+        ),
+        "jobs[1].after[0].job",
+        (8, 15),
         "unknown job \"ghost\" in after",
     );
-    at(
-        diag(&c, "jobs[1].after[1]"),
-        9,
-        9,
-        "cannot run after itself",
+    error_in(&c, "jobs[1].after[1]", (9, 9), "cannot run after itself");
+    error_in(&c, "jobs[1].after[3]", (11, 9), "appears twice");
+    error_at(
+        &format!("jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: []\n"),
+        "jobs[1].after",
+        (7, 12),
+        "empty list",
     );
-    at(diag(&c, "jobs[1].after[3]"), 11, 9, "appears twice");
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: []\n"
-    ));
-    at(diag(&c, "jobs[1].after"), 7, 12, "empty list");
 }
 
 #[test]
 fn wrong_on_and_wrong_shapes() {
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: done}}\n"
-    ));
-    at(
-        diag(&c, "jobs[1].after.on"),
-        7,
-        31,
+    error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: done}}\n"
+        ),
+        "jobs[1].after.on",
+        (7, 31),
         "use success, failure, completion or change",
     );
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{on: success}}\n"
-    ));
-    at(diag(&c, "jobs[1].after"), 7, 12, "missing `job`");
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: 3\n"
-    ));
-    at(diag(&c, "jobs[1].after"), 7, 12, "expected a job name");
+    error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{on: success}}\n"
+        ),
+        "jobs[1].after",
+        (7, 12),
+        "missing `job`",
+    );
+    error_at(
+        &format!("jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: 3\n"),
+        "jobs[1].after",
+        (7, 12),
+        "expected a job name",
+    );
     let c = check(&format!(
         "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, when: x}}\n"
     ));
@@ -100,13 +109,12 @@ fn wrong_on_and_wrong_shapes() {
 
 #[test]
 fn change_needs_a_monitor_parent() {
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: change}}\n"
-    ));
-    at(
-        diag(&c, "jobs[1].after.on"),
-        7,
-        31,
+    error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: {{job: collect, on: change}}\n"
+        ),
+        "jobs[1].after.on",
+        (7, 31),
         "`on: change` needs a monitor",
     );
 }
@@ -116,11 +124,7 @@ fn a_cycle_is_reported_at_the_entry_that_closes_it() {
     let c = check(
         "jobs:\n  - name: a\n    command: \"true\"\n    after: c\n  - name: b\n    command: \"true\"\n    after: a\n  - name: c\n    schedule: every 1h\n    command: \"true\"\n    after: [b]\n",
     );
-    let cycles: Vec<&Diagnostic> = c
-        .diagnostics
-        .iter()
-        .filter(|d| d.message.contains("cycle"))
-        .collect();
+    let cycles = cycles(&c);
     assert_eq!(cycles.len(), 1, "{:#?}", c.diagnostics);
     // a → c → b → a: walking from `a`, the entry of `b` naming `a` closes it.
     at(cycles[0], 7, 12, "a waits for c waits for b waits for a");
@@ -137,23 +141,21 @@ fn a_cycle_is_reported_at_the_entry_that_closes_it() {
 /// so they are refused at the key rather than silently ignored. With a schedule they stay allowed.
 #[test]
 fn once_and_max_runs_need_a_schedule() {
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: collect\n    once: true\n"
-    ));
-    at(
-        diag(&c, "jobs[1].once"),
-        8,
-        5,
+    let c = error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    after: collect\n    once: true\n"
+        ),
+        "jobs[1].once",
+        (8, 5),
         "`once` limits scheduled runs, and this job has no `schedule`",
     );
     assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
-    let c = check(&format!(
-        "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    max_runs: 3\n    after: collect\n"
-    ));
-    at(
-        diag(&c, "jobs[1].max_runs"),
-        7,
-        5,
+    let c = error_at(
+        &format!(
+            "jobs:\n{COLLECT}  - name: b\n    command: \"true\"\n    max_runs: 3\n    after: collect\n"
+        ),
+        "jobs[1].max_runs",
+        (7, 5),
         "put the limit on the parent job",
     );
     assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
@@ -220,11 +222,7 @@ fn a_long_cycle_is_reported_on_one_short_line() {
         ));
     }
     let c = check(&yaml);
-    let cycles: Vec<&Diagnostic> = c
-        .diagnostics
-        .iter()
-        .filter(|d| d.message.contains("cycle"))
-        .collect();
+    let cycles = cycles(&c);
     assert_eq!(cycles.len(), 1, "{:#?}", c.diagnostics);
     let m = &cycles[0].message;
     assert!(m.len() < 400, "{} bytes: {m}", m.len());

@@ -2,7 +2,7 @@
 //! in the jobs file. Each wrong form asserts its message and its `line:column`.
 
 use super::super::*;
-use super::{assert_at as at, check, diag};
+use super::{check, diag, error_at, error_in, warning_at, warning_in};
 
 #[test]
 fn jitter_per_job_and_from_defaults() {
@@ -17,43 +17,29 @@ fn jitter_per_job_and_from_defaults() {
 
 #[test]
 fn jitter_wrong_forms() {
-    let c = check(
+    error_at(
         "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: -1\n",
-    );
-    at(
-        diag(&c, "jobs[0].jitter_seconds"),
-        5,
-        21,
-        Severity::Error,
+        "jobs[0].jitter_seconds",
+        (5, 21),
         "at least 0",
     );
-    let c = check(
+    error_at(
         "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    jitter_seconds: lots\n",
-    );
-    at(
-        diag(&c, "jobs[0].jitter_seconds"),
-        5,
-        21,
-        Severity::Error,
+        "jobs[0].jitter_seconds",
+        (5, 21),
         "expected a number",
     );
-    let c = check("defaults:\n  jitter_seconds: 90000\njobs: []\n");
-    at(
-        diag(&c, "defaults.jitter_seconds"),
-        2,
-        19,
-        Severity::Error,
+    error_at(
+        "defaults:\n  jitter_seconds: 90000\njobs: []\n",
+        "defaults.jitter_seconds",
+        (2, 19),
         "(1 day)",
     );
     // Not an error, but worth saying: jitter as long as the interval.
-    let c = check(
+    warning_at(
         "jobs:\n  - name: a\n    schedule: every 60s\n    command: \"true\"\n    jitter_seconds: 60\n",
-    );
-    at(
-        diag(&c, "jobs[0].jitter_seconds"),
-        5,
-        21,
-        Severity::Warning,
+        "jobs[0].jitter_seconds",
+        (5, 21),
         "not shorter than the 60s",
     );
 }
@@ -77,92 +63,70 @@ fn calendars_resolve_into_the_job() {
 
 #[test]
 fn calendar_wrong_forms() {
-    let c = check("calendars: [a]\njobs: []\n");
-    at(
-        diag(&c, "calendars"),
-        1,
-        12,
-        Severity::Error,
+    error_at(
+        "calendars: [a]\njobs: []\n",
+        "calendars",
+        (1, 12),
         "calendar name",
     );
-    let c = check("calendars:\n  c: {weekdays: [mon, funday]}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c.weekdays[1]"),
-        2,
-        23,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {weekdays: [mon, funday]}\njobs: []\n",
+        "calendars.c.weekdays[1]",
+        (2, 23),
         "unknown weekday \"funday\"",
     );
-    let c = check("calendars:\n  c: {weekdays: mon}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c.weekdays"),
-        2,
-        17,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {weekdays: mon}\njobs: []\n",
+        "calendars.c.weekdays",
+        (2, 17),
         "expected a list of weekdays",
     );
-    let c = check("calendars:\n  c: {dates: [2026-13-01]}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c.dates[0]"),
-        2,
-        15,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {dates: [2026-13-01]}\njobs: []\n",
+        "calendars.c.dates[0]",
+        (2, 15),
         "is not a date",
     );
-    let c = check("calendars:\n  c: {dates: [20261225]}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c.dates[0]"),
-        2,
-        15,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {dates: [20261225]}\njobs: []\n",
+        "calendars.c.dates[0]",
+        (2, 15),
         "expected an ISO date",
     );
-    let c = check("calendars:\n  c: {}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c"),
-        2,
-        6,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {}\njobs: []\n",
+        "calendars.c",
+        (2, 6),
         "at least one of",
     );
-    let c = check("calendars:\n  c: {weekday: [mon]}\njobs: []\n");
-    at(
-        diag(&c, "calendars.c.weekday"),
-        2,
-        7,
-        Severity::Error,
+    error_at(
+        "calendars:\n  c: {weekday: [mon]}\njobs: []\n",
+        "calendars.c.weekday",
+        (2, 7),
         "did you mean 'weekdays'",
     );
-    let c = check("calendars:\n  \"bad name\": {weekdays: [mon]}\njobs: []\n");
-    at(
-        diag(&c, "calendars.bad name"),
-        2,
-        3,
-        Severity::Error,
+    error_at(
+        "calendars:\n  \"bad name\": {weekdays: [mon]}\njobs: []\n",
+        "calendars.bad name",
+        (2, 3),
         "invalid calendar name",
     );
 }
 
 #[test]
 fn unknown_calendar_on_a_job_names_the_defined_ones() {
-    let c = check(&format!(
-        "{CALS}jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: holidayz\n"
-    ));
-    at(
-        diag(&c, "jobs[0].except_on"),
-        9,
-        16,
-        Severity::Error,
+    error_at(
+        &format!(
+            "{CALS}jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: holidayz\n"
+        ),
+        "jobs[0].except_on",
+        (9, 16),
         "defined calendars: business, holidays",
     );
-    let c = check(
+    error_at(
         "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    only_on: x\n",
-    );
-    at(
-        diag(&c, "jobs[0].only_on"),
-        5,
-        14,
-        Severity::Error,
+        "jobs[0].only_on",
+        (5, 14),
         "no calendars are defined",
     );
 }
@@ -185,44 +149,31 @@ fn a_dates_file_is_read_relative_to_the_jobs_file() {
     // A bad line names the dates file and its line, at the `file:` key of the jobs file.
     std::fs::write(dir.path().join("holidays.txt"), "2026-12-25\nxmas\n").unwrap();
     let c = check_str_with_env(text, &jobs, &|_| true);
-    let d = diag(&c, "calendars.h.file");
-    at(
-        d,
-        2,
-        13,
-        Severity::Error,
+    error_in(
+        &c,
+        "calendars.h.file",
+        (2, 13),
         "holidays.txt:2: \"xmas\" is not a date",
     );
     // A missing file is an error too, and the job that uses it is not kept.
     std::fs::remove_file(dir.path().join("holidays.txt")).unwrap();
     let c = check_str_with_env(text, &jobs, &|_| true);
-    at(
-        diag(&c, "calendars.h.file"),
-        2,
-        13,
-        Severity::Error,
-        "cannot read",
-    );
+    error_in(&c, "calendars.h.file", (2, 13), "cannot read");
     assert!(c.into_result().is_err());
 }
 
 #[test]
 fn a_job_naming_a_broken_calendar_is_told_so() {
-    let c = check(
+    let c = error_at(
         "calendars:\n  h: {dates: [someday]}\njobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n    except_on: h\n",
-    );
-    at(
-        diag(&c, "calendars.h.dates[0]"),
-        2,
-        15,
-        Severity::Error,
+        "calendars.h.dates[0]",
+        (2, 15),
         "is not a date",
     );
-    at(
-        diag(&c, "jobs[0].except_on"),
-        7,
-        16,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].except_on",
+        (7, 16),
         "has errors (reported where it is defined)",
     );
 }
@@ -235,15 +186,13 @@ fn a_calendar_of_too_many_dates_is_refused() {
                 .to_string()
         })
         .collect();
-    let c = check(&format!(
-        "calendars:\n  big: {{dates: [{}]}}\njobs: []\n",
-        dates.join(", ")
-    ));
-    at(
-        diag(&c, "calendars.big"),
-        2,
-        8,
-        Severity::Error,
+    error_at(
+        &format!(
+            "calendars:\n  big: {{dates: [{}]}}\njobs: []\n",
+            dates.join(", ")
+        ),
+        "calendars.big",
+        (2, 8),
         "10001 dates, more than 10000",
     );
 }
@@ -259,11 +208,10 @@ fn jitter_as_long_as_a_cron_gap_is_a_warning() {
     };
     let c = check(&job("0 * * * *", "86400"));
     assert!(!c.has_errors());
-    at(
-        diag(&c, "jobs[0].jitter_seconds"),
-        5,
-        21,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "jobs[0].jitter_seconds",
+        (5, 21),
         "not shorter than the 3600s between two of this cron schedule's slots",
     );
     // Irregular gaps: the shortest one (1 h between 23:00 and 00:00) counts.

@@ -27,6 +27,7 @@ fn check_env(text: &str, set: &'static [&'static str]) -> Checked {
 }
 
 /// The single diagnostic with this key (panics listing all diagnostics otherwise).
+#[track_caller]
 pub(super) fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
     let found: Vec<&Diagnostic> = c.diagnostics.iter().filter(|d| d.key == key).collect();
     assert_eq!(
@@ -38,6 +39,7 @@ pub(super) fn diag<'c>(c: &'c Checked, key: &str) -> &'c Diagnostic {
     found[0]
 }
 
+#[track_caller]
 pub(super) fn assert_at(
     d: &Diagnostic,
     line: usize,
@@ -54,6 +56,59 @@ pub(super) fn assert_at(
         d.message.contains(needle),
         "{d:?} should mention {needle:?}"
     );
+}
+
+/// `text` checked: its one diagnostic at `key` is an error at `(line, column)` that mentions
+/// `needle`. The check is returned for a further look at it.
+#[track_caller]
+pub(super) fn error_at(text: &str, key: &str, at: (usize, usize), needle: &str) -> Checked {
+    let c = check(text);
+    error_in(&c, key, at, needle);
+    c
+}
+
+/// As [`error_at`], for a warning.
+#[track_caller]
+pub(super) fn warning_at(text: &str, key: &str, at: (usize, usize), needle: &str) -> Checked {
+    let c = check(text);
+    warning_in(&c, key, at, needle);
+    c
+}
+
+/// The one diagnostic of `c` at `key`, asserted an error at `(line, column)` that mentions
+/// `needle`.
+#[track_caller]
+pub(super) fn error_in<'c>(
+    c: &'c Checked,
+    key: &str,
+    (line, column): (usize, usize),
+    needle: &str,
+) -> &'c Diagnostic {
+    let d = diag(c, key);
+    assert_at(d, line, column, Severity::Error, needle);
+    d
+}
+
+/// As [`error_in`], for a warning.
+#[track_caller]
+pub(super) fn warning_in<'c>(
+    c: &'c Checked,
+    key: &str,
+    (line, column): (usize, usize),
+    needle: &str,
+) -> &'c Diagnostic {
+    let d = diag(c, key);
+    assert_at(d, line, column, Severity::Warning, needle);
+    d
+}
+
+/// Every error of `c` as `(key, line, column, message)`, in file order.
+pub(super) fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {
+    c.diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| (d.key.clone(), d.line, d.column, d.message.clone()))
+        .collect()
 }
 
 const EVERY: &str = "{kind: every, every_seconds: 60}";
@@ -236,28 +291,23 @@ fn yaml_syntax_error_is_located() {
 
 #[test]
 fn unknown_key_is_located_at_the_key() {
-    let c = check(&one_job("    command: x\n    colour: red\n"));
-    assert_at(
-        diag(&c, "jobs[0].colour"),
-        5,
-        5,
-        Severity::Error,
+    error_at(
+        &one_job("    command: x\n    colour: red\n"),
+        "jobs[0].colour",
+        (5, 5),
         "unknown key \"colour\"",
     );
     let c = check("jobz: []\n");
-    let d = diag(&c, "jobz");
-    assert_at(d, 1, 1, Severity::Error, "did you mean 'jobs'?");
+    error_in(&c, "jobz", (1, 1), "did you mean 'jobs'?");
 }
 
 #[test]
 fn typoed_policy_key_is_an_error_with_a_suggestion() {
     let c = check(&one_job("    command: x\n    misfire_grace_second: 600\n"));
-    let d = diag(&c, "jobs[0].misfire_grace_second");
-    assert_at(
-        d,
-        5,
-        5,
-        Severity::Error,
+    let d = error_in(
+        &c,
+        "jobs[0].misfire_grace_second",
+        (5, 5),
         "did you mean 'misfire_grace_seconds'?",
     );
     assert!(d.message.contains("accepted keys here"), "{d}");
@@ -279,12 +329,10 @@ fn duplicate_name_points_at_the_second() {
     let text = format!(
         "jobs:\n  - {{name: a, schedule: {EVERY}, command: x}}\n  - {{name: a, schedule: {EVERY}, command: y}}\n"
     );
-    let c = check(&text);
-    assert_at(
-        diag(&c, "jobs[1].name"),
-        3,
-        12,
-        Severity::Error,
+    let c = error_at(
+        &text,
+        "jobs[1].name",
+        (3, 12),
         "duplicate job name 'a': jobs[0] already uses it",
     );
     assert_eq!(c.jobs.iter().flatten().count(), 1);
@@ -293,23 +341,17 @@ fn duplicate_name_points_at_the_second() {
 #[test]
 fn invalid_name_is_rejected() {
     let text = format!("jobs:\n  - name: \"has space\"\n    schedule: {EVERY}\n    command: x\n");
-    let c = check(&text);
-    assert_at(
-        diag(&c, "jobs[0].name"),
-        2,
-        11,
-        Severity::Error,
+    error_at(
+        &text,
+        "jobs[0].name",
+        (2, 11),
         "invalid job name \"has space\": use 1–64 characters from A-Z a-z 0-9 . _ -",
     );
     let long = "a".repeat(65);
-    let c = check(&format!(
-        "jobs:\n  - name: {long}\n    schedule: {EVERY}\n    command: x\n"
-    ));
-    assert_at(
-        diag(&c, "jobs[0].name"),
-        2,
-        11,
-        Severity::Error,
+    error_at(
+        &format!("jobs:\n  - name: {long}\n    schedule: {EVERY}\n    command: x\n"),
+        "jobs[0].name",
+        (2, 11),
         "invalid job name",
     );
 }
@@ -319,23 +361,15 @@ fn invalid_name_is_rejected() {
 /// is kept.
 #[test]
 fn tags_with_control_or_bidi_characters_are_rejected() {
-    let c = check(&one_job(
-        "    command: x\n    tags: [ok, \"a\\e]0;t\\ab\", \"x\\u202Ey\", \"caf\u{e9} ops\"]\n",
-    ));
-    assert_at(
-        diag(&c, "jobs[0].tags[1]"),
-        5,
-        16,
-        Severity::Error,
+    let c = error_at(
+        &one_job(
+            "    command: x\n    tags: [ok, \"a\\e]0;t\\ab\", \"x\\u202Ey\", \"caf\u{e9} ops\"]\n",
+        ),
+        "jobs[0].tags[1]",
+        (5, 16),
         "invalid tag \"a\\u{1b}]0;t\\u{7}b\": control, bidirectional and invisible",
     );
-    assert_at(
-        diag(&c, "jobs[0].tags[2]"),
-        5,
-        30,
-        Severity::Error,
-        "invalid tag",
-    );
+    error_in(&c, "jobs[0].tags[2]", (5, 30), "invalid tag");
     assert_eq!(c.diagnostics.len(), 2, "{:#?}", c.diagnostics);
     let c = check(&one_job(
         "    command: x\n    tags: [ok, \"caf\u{e9} ops\"]\n",
@@ -368,20 +402,16 @@ fn unknown_agent_lists_the_defined_ones() {
     let text = format!(
         "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bto\n"
     );
-    let c = check(&text);
-    assert_at(
-        diag(&c, "jobs[0].agent"),
-        6,
-        12,
-        Severity::Error,
+    error_at(
+        &text,
+        "jobs[0].agent",
+        (6, 12),
         "unknown agent \"bto\"; defined agents: bot",
     );
-    let c = check(&one_job("    agent: ghost\n"));
-    assert_at(
-        diag(&c, "jobs[0].agent"),
-        4,
-        12,
-        Severity::Error,
+    error_at(
+        &one_job("    agent: ghost\n"),
+        "jobs[0].agent",
+        (4, 12),
         "no agents are defined",
     );
 }
@@ -391,12 +421,10 @@ fn unknown_sink_is_located_at_the_list_item() {
     let text = format!(
         "delivery:\n  ops: {{file: /tmp/x}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    command: x\n    deliver: [ops, opz]\n"
     );
-    let c = check(&text);
-    assert_at(
-        diag(&c, "jobs[0].deliver[1]"),
-        7,
-        20,
-        Severity::Error,
+    error_at(
+        &text,
+        "jobs[0].deliver[1]",
+        (7, 20),
         "unknown sink \"opz\"; defined sinks: ops",
     );
 }
@@ -406,12 +434,10 @@ fn unknown_context_from_job() {
     let text = format!(
         "jobs:\n  - name: a\n    schedule: {EVERY}\n    command: x\n    context_from:\n      - a\n      - nope\n"
     );
-    let c = check(&text);
-    assert_at(
-        diag(&c, "jobs[0].context_from[1]"),
-        7,
-        9,
-        Severity::Error,
+    error_at(
+        &text,
+        "jobs[0].context_from[1]",
+        (7, 9),
         "unknown job \"nope\" in context_from; jobs in this file: a",
     );
 }
@@ -422,12 +448,10 @@ fn agent_and_command_together_names_both() {
         "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n    command: x\n"
     );
     let c = check(&text);
-    let d = diag(&c, "jobs[0].command");
-    assert_at(
-        d,
-        7,
-        5,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].command",
+        (7, 5),
         "`agent` and `command` are mutually exclusive",
     );
 }
@@ -435,18 +459,15 @@ fn agent_and_command_together_names_both() {
 #[test]
 fn neither_agent_nor_command() {
     let c = check(&one_job("    message: hi\n"));
-    let d = diag(&c, "jobs[0]");
     // A message asks an agent: the key to add is named.
-    assert_at(
-        d,
-        2,
-        5,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0]",
+        (2, 5),
         "missing `agent`: a job with a message asks an agent: add `agent: NAME`",
     );
     let c = check(&one_job("    pre_run: \"true\"\n"));
-    let d = diag(&c, "jobs[0]");
-    assert_at(d, 2, 5, Severity::Error, "missing `agent` or `command`");
+    error_in(&c, "jobs[0]", (2, 5), "missing `agent` or `command`");
 }
 
 #[test]
@@ -454,120 +475,93 @@ fn monitor_and_pre_run_together_names_both() {
     let c = check(&one_job(
         "    command: x\n    monitor: {command: date}\n    pre_run: \"true\"\n",
     ));
-    let d = diag(&c, "jobs[0].pre_run");
-    assert_at(
-        d,
-        6,
-        5,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].pre_run",
+        (6, 5),
         "`monitor` and `pre_run` are mutually exclusive",
     );
 }
 
 #[test]
 fn bad_numbers_say_what_is_accepted() {
-    let c = check(&one_job(
-        "    command: x\n    timeout_seconds: soon\n    max_runs: 0\n    max_retries: 1.5\n    context_max_chars: -3\n",
-    ));
-    assert_at(
-        diag(&c, "jobs[0].timeout_seconds"),
-        5,
-        22,
-        Severity::Error,
+    let c = error_at(
+        &one_job(
+            "    command: x\n    timeout_seconds: soon\n    max_runs: 0\n    max_retries: 1.5\n    context_max_chars: -3\n",
+        ),
+        "jobs[0].timeout_seconds",
+        (5, 22),
         // The message names the whole range, so the operator sees both bounds at once.
         "expected a number from 0.1 to 604800 (7 days), found the string \"soon\"",
     );
-    assert_at(
-        diag(&c, "jobs[0].max_runs"),
-        6,
-        15,
-        Severity::Error,
-        // Counts have a maximum too, so no count overflows where it is summed.
+    // Counts have a maximum too, so no count overflows where it is summed.
+    error_in(
+        &c,
+        "jobs[0].max_runs",
+        (6, 15),
         "expected a whole number from 1 to 1000000000, found the number 0",
     );
-    assert_at(
-        diag(&c, "jobs[0].max_retries"),
-        7,
-        18,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].max_retries",
+        (7, 18),
         "expected a whole number from 1 to 100, found the number 1.5",
     );
-    assert_at(
-        diag(&c, "jobs[0].context_max_chars"),
-        8,
-        24,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].context_max_chars",
+        (8, 24),
         "found the number -3",
     );
 }
 
 #[test]
 fn bad_time_zone_in_defaults_and_in_a_schedule() {
-    let c = check("defaults:\n  tz: Mars/Olympus\njobs: []\n");
-    assert_at(
-        diag(&c, "defaults.tz"),
-        2,
-        7,
-        Severity::Error,
+    error_at(
+        "defaults:\n  tz: Mars/Olympus\njobs: []\n",
+        "defaults.tz",
+        (2, 7),
         "unknown time zone 'Mars/Olympus'",
     );
-    let c = check(
+    error_at(
         "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, tz: Europe/Berln}\n    command: x\n",
-    );
-    assert_at(
-        diag(&c, "jobs[0].schedule.tz"),
-        3,
-        51,
-        Severity::Error,
+        "jobs[0].schedule.tz",
+        (3, 51),
         "unknown time zone 'Europe/Berln'",
     );
 }
 
 #[test]
 fn bad_schedule_mapping() {
-    let c = check(
+    // Intervals are capped at 100 years, so every slot is a representable instant.
+    error_at(
         "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 0}\n    command: x\n",
-    );
-    assert_at(
-        diag(&c, "jobs[0].schedule.every_seconds"),
-        3,
-        44,
-        Severity::Error,
-        // Intervals are capped at 100 years, so every slot is a representable instant.
+        "jobs[0].schedule.every_seconds",
+        (3, 44),
         "expected a whole number from 1 to 3162240000 (100 years), found the number 0",
     );
-    let c = check("jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n");
-    assert_at(
-        diag(&c, "jobs[0].schedule.kind"),
-        3,
-        22,
-        Severity::Error,
+    error_at(
+        "jobs:\n  - name: a\n    schedule: {kind: weekly}\n    command: x\n",
+        "jobs[0].schedule.kind",
+        (3, 22),
         "unknown schedule kind \"weekly\": use every, cron or at",
     );
-    let c = check("jobs:\n  - name: a\n    schedule: {kind: cron}\n    command: x\n");
-    assert_at(
-        diag(&c, "jobs[0].schedule"),
-        3,
-        15,
-        Severity::Error,
+    error_at(
+        "jobs:\n  - name: a\n    schedule: {kind: cron}\n    command: x\n",
+        "jobs[0].schedule",
+        (3, 15),
         "missing required key `cron_expr` for `kind: cron`",
     );
-    let c = check(
+    error_at(
         "jobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 5, cron_expr: x}\n    command: x\n",
-    );
-    assert_at(
-        diag(&c, "jobs[0].schedule.cron_expr"),
-        3,
-        47,
-        Severity::Error,
+        "jobs[0].schedule.cron_expr",
+        (3, 47),
         "`cron_expr` does not apply to `kind: every`",
     );
-    let c = check("jobs:\n  - name: a\n    schedule: [every 5m]\n    command: x\n");
-    assert_at(
-        diag(&c, "jobs[0].schedule"),
-        3,
-        15,
-        Severity::Error,
+    error_at(
+        "jobs:\n  - name: a\n    schedule: [every 5m]\n    command: x\n",
+        "jobs[0].schedule",
+        (3, 15),
         "expected schedule text",
     );
 }
@@ -587,22 +581,19 @@ fn grace_junk_is_a_warning_and_means_null() {
     let text = "defaults:\n  misfire_grace_seconds: 90\njobs:\n  - name: a\n    schedule: {kind: every, every_seconds: 60}\n    command: x\n    misfire_grace_seconds: notanumber\n";
     let c = check(text);
     assert!(!c.has_errors());
-    assert_at(
-        diag(&c, "jobs[0].misfire_grace_seconds"),
-        7,
-        28,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "jobs[0].misfire_grace_seconds",
+        (7, 28),
         "treated as null",
     );
     let l = c.into_result().unwrap();
     assert_eq!(l.warnings.len(), 1);
     assert_eq!(l.file.jobs[0].misfire_grace_seconds, None);
-    let c = check(&one_job("    command: x\n    misfire_grace_seconds: -5\n"));
-    assert_at(
-        diag(&c, "jobs[0].misfire_grace_seconds"),
-        5,
-        28,
-        Severity::Error,
+    error_at(
+        &one_job("    command: x\n    misfire_grace_seconds: -5\n"),
+        "jobs[0].misfire_grace_seconds",
+        (5, 28),
         "≥ 0 or null",
     );
 }
@@ -630,19 +621,16 @@ fn budget_forms() {
         (f.settings.budget, f.settings.period),
         (None, BudgetPeriod::Month)
     );
-    let c = check("budget:\n  max_cost_usd: -1\n  period: fortnight\njobs: []\n");
-    assert_at(
-        diag(&c, "budget.max_cost_usd"),
-        2,
-        17,
-        Severity::Error,
+    let c = error_at(
+        "budget:\n  max_cost_usd: -1\n  period: fortnight\njobs: []\n",
+        "budget.max_cost_usd",
+        (2, 17),
         "at least 0",
     );
-    assert_at(
-        diag(&c, "budget.period"),
-        3,
-        11,
-        Severity::Error,
+    error_in(
+        &c,
+        "budget.period",
+        (3, 11),
         "use day, week, month or total",
     );
 }
@@ -661,22 +649,19 @@ fn missing_api_key_env_is_a_warning_that_never_shows_a_value() {
         "only the used agent: {:#?}",
         c.diagnostics
     );
-    assert_at(
-        diag(&c, "agents.bot.api_key_env"),
-        2,
-        33,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "agents.bot.api_key_env",
+        (2, 33),
         "environment variable MY_KEY is not set",
     );
     assert!(check_env(&text, &["MY_KEY"]).diagnostics.is_empty());
     // A key pasted where the variable name belongs is an error that does not echo it.
     let c = check("agents:\n  bot: {model: m, api_key_env: \"sk-secret-123\"}\njobs: []\n");
-    let d = diag(&c, "agents.bot.api_key_env");
-    assert_at(
-        d,
-        2,
-        32,
-        Severity::Error,
+    let d = error_in(
+        &c,
+        "agents.bot.api_key_env",
+        (2, 32),
         "name* of an environment variable",
     );
     assert!(!d.to_string().contains("sk-secret"), "{d}");
@@ -699,14 +684,10 @@ fn bad_until_is_an_error() {
 
 #[test]
 fn once_and_conflicting_max_runs() {
-    let c = check(&one_job(
-        "    command: x\n    once: true\n    max_runs: 3\n",
-    ));
-    assert_at(
-        diag(&c, "jobs[0].once"),
-        5,
-        5,
-        Severity::Error,
+    error_at(
+        &one_job("    command: x\n    once: true\n    max_runs: 3\n"),
+        "jobs[0].once",
+        (5, 5),
         "`once: true` means `max_runs: 1`, but `max_runs` is 3",
     );
     let f = check(&one_job("    command: x\n    max_runs: 4\n"))
@@ -721,31 +702,24 @@ fn sinks_and_monitors_are_checked() {
     let c = check(
         "delivery:\n  a: {webhook: \"ftp://tok@x\"}\n  b: {file: /x, format: slack}\n  c: {}\njobs: []\n",
     );
-    let d = diag(&c, "delivery.a.webhook");
-    assert_at(d, 2, 16, Severity::Error, "unsupported URL scheme 'ftp'");
-    assert!(!d.message.contains("tok"), "URLs are not echoed: {d}");
-    assert_at(
-        diag(&c, "delivery.b.format"),
-        3,
-        25,
-        Severity::Error,
-        "`webhook` sinks only",
+    let d = error_in(
+        &c,
+        "delivery.a.webhook",
+        (2, 16),
+        "unsupported URL scheme 'ftp'",
     );
-    assert_at(
-        diag(&c, "delivery.c"),
-        4,
-        6,
-        Severity::Error,
+    assert!(!d.message.contains("tok"), "URLs are not echoed: {d}");
+    error_in(&c, "delivery.b.format", (3, 25), "`webhook` sinks only");
+    error_in(
+        &c,
+        "delivery.c",
+        (4, 6),
         "needs `webhook: URL` or `file: PATH`",
     );
-    let c = check(&one_job(
-        "    command: x\n    monitor: {url: \"https://u:p@h/\", command: y}\n",
-    ));
-    assert_at(
-        diag(&c, "jobs[0].monitor.url"),
-        5,
-        15,
-        Severity::Error,
+    error_at(
+        &one_job("    command: x\n    monitor: {url: \"https://u:p@h/\", command: y}\n"),
+        "jobs[0].monitor.url",
+        (5, 15),
         "`command` and `url` are mutually exclusive",
     );
 }
@@ -765,19 +739,16 @@ fn a_monitor_url_the_probe_refuses_is_told_at_validate() {
         let c = check(&one_job(&format!(
             "    command: x\n    monitor: {{url: \"{url}\"}}\n"
         )));
-        let d = diag(&c, "jobs[0].monitor.url");
-        assert_at(d, 5, 20, Severity::Error, why);
+        let d = error_in(&c, "jobs[0].monitor.url", (5, 20), why);
         assert!(d.message.contains("allow_private: true"), "{d}");
     }
     let c = check(&one_job(
         "    command: x\n    monitor: {url: \"http://LocalHost.:9/x\"}\n",
     ));
-    let d = diag(&c, "jobs[0].monitor.url");
-    assert_at(
-        d,
-        5,
-        20,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "jobs[0].monitor.url",
+        (5, 20),
         "'localhost' resolves to loopback",
     );
     for ok in [
@@ -792,44 +763,24 @@ fn a_monitor_url_the_probe_refuses_is_told_at_validate() {
 
 #[test]
 fn document_shape_errors() {
-    let c = check("");
-    assert_at(
-        diag(&c, "(document)"),
-        1,
-        1,
-        Severity::Error,
-        "the jobs file is empty",
-    );
-    let c = check("- a\n- b\n");
-    assert_at(
-        diag(&c, "(document)"),
-        1,
-        1,
-        Severity::Error,
-        "found a list",
-    );
-    let c = check("defaults: {}\n");
-    assert_at(
-        diag(&c, "(document)"),
-        1,
-        1,
-        Severity::Error,
+    error_at("", "(document)", (1, 1), "the jobs file is empty");
+    error_at("- a\n- b\n", "(document)", (1, 1), "found a list");
+    error_at(
+        "defaults: {}\n",
+        "(document)",
+        (1, 1),
         "missing required key `jobs`",
     );
-    let c = check("jobs: {name: a}\n");
-    assert_at(
-        diag(&c, "jobs"),
-        1,
-        7,
-        Severity::Error,
+    error_at(
+        "jobs: {name: a}\n",
+        "jobs",
+        (1, 7),
         "expected a list of jobs",
     );
-    let c = check("jobs:\n  - just-a-string\n");
-    assert_at(
-        diag(&c, "jobs[0]"),
-        2,
-        5,
-        Severity::Error,
+    error_at(
+        "jobs:\n  - just-a-string\n",
+        "jobs[0]",
+        (2, 5),
         "expected a job (a mapping)",
     );
 }
@@ -884,9 +835,8 @@ jobs:
 fn merge_keys_apply_and_unlocatable_paths_fall_back() {
     let text = "x-base: &base\n  command: x\n  colour: red\njobs:\n  - <<: *base\n    name: a\n    schedule: {kind: every, every_seconds: 60}\n";
     let c = check(text);
-    let d = diag(&c, "jobs[0].colour");
     // `colour` only exists inside the anchor; the job item is the nearest located node.
-    assert_at(d, 5, 5, Severity::Error, "unknown key");
+    error_in(&c, "jobs[0].colour", (5, 5), "unknown key");
 }
 
 #[test]
@@ -1185,42 +1135,21 @@ jobs:
     schedule: {kind: at, at: tomorrow}
     command: x
 ";
-    let c = check(text);
-    assert_at(
-        diag(&c, "jobs[0].schedule"),
-        2,
-        25,
-        Severity::Error,
+    let c = error_at(
+        text,
+        "jobs[0].schedule",
+        (2, 25),
         "an interval must be at least 1 second",
     );
-    assert_at(
-        diag(&c, "jobs[1].schedule"),
-        3,
-        25,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[1].schedule",
+        (3, 25),
         "invalid cron expression 'bogus'",
     );
-    assert_at(
-        diag(&c, "jobs[2].schedule"),
-        4,
-        25,
-        Severity::Error,
-        "'0' is not a schedule",
-    );
-    assert_at(
-        diag(&c, "jobs[3].schedule.cron_expr"),
-        6,
-        39,
-        Severity::Error,
-        "6 fields",
-    );
-    assert_at(
-        diag(&c, "jobs[4].schedule.at"),
-        9,
-        30,
-        Severity::Error,
-        "tomorrow",
-    );
+    error_in(&c, "jobs[2].schedule", (4, 25), "'0' is not a schedule");
+    error_in(&c, "jobs[3].schedule.cron_expr", (6, 39), "6 fields");
+    error_in(&c, "jobs[4].schedule.at", (9, 30), "tomorrow");
     assert_eq!(c.diagnostics.len(), 5, "{:#?}", c.diagnostics);
 }
 
@@ -1236,19 +1165,16 @@ jobs:
     command: x
   - {name: c, schedule: \"at:2026-12-01T09:00:05.500Z\", command: x}
 ";
-    let c = check(text);
-    assert_at(
-        diag(&c, "jobs[0].schedule"),
-        2,
-        25,
-        Severity::Error,
+    let c = error_at(
+        text,
+        "jobs[0].schedule",
+        (2, 25),
         "7 digits after the second",
     );
-    assert_at(
-        diag(&c, "jobs[1].schedule.at"),
-        4,
-        30,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[1].schedule.at",
+        (4, 30),
         "at most 6 (microseconds)",
     );
     assert_eq!(c.diagnostics.len(), 2, "{:#?}", c.diagnostics);
@@ -1321,23 +1247,16 @@ jobs:
 fn fields_that_do_not_apply_are_warnings() {
     let c = check(&one_job("    command: x\n    message: hello\n"));
     assert!(!c.has_errors());
-    assert_at(
-        diag(&c, "jobs[0].message"),
-        5,
-        14,
-        Severity::Warning,
-        "ignored: a `command` job",
-    );
+    warning_in(&c, "jobs[0].message", (5, 14), "ignored: a `command` job");
     let text = format!(
         "agents:\n  bot: {{model: m}}\njobs:\n  - name: a\n    schedule: {EVERY}\n    agent: bot\n    command_timeout_seconds: 5\n"
     );
     let c = check(&text);
     assert!(!c.has_errors());
-    assert_at(
-        diag(&c, "jobs[0].command_timeout_seconds"),
-        7,
-        30,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "jobs[0].command_timeout_seconds",
+        (7, 30),
         "ignored: this is an agent job",
     );
 }
@@ -1360,21 +1279,18 @@ fn long_name_lists_are_capped() {
 
 #[test]
 fn wrong_types_say_what_was_found() {
-    let c = check(&format!(
-        "jobs:\n  - name: 123\n    schedule: {EVERY}\n    command: x\n    enabled: \"no\"\n"
-    ));
-    assert_at(
-        diag(&c, "jobs[0].name"),
-        2,
-        11,
-        Severity::Error,
+    let c = error_at(
+        &format!(
+            "jobs:\n  - name: 123\n    schedule: {EVERY}\n    command: x\n    enabled: \"no\"\n"
+        ),
+        "jobs[0].name",
+        (2, 11),
         "expected a string, found the number 123 (quote it if you mean the text)",
     );
-    assert_at(
-        diag(&c, "jobs[0].enabled"),
-        5,
-        14,
-        Severity::Error,
+    error_in(
+        &c,
+        "jobs[0].enabled",
+        (5, 14),
         "expected true or false, found the string \"no\"",
     );
 }
@@ -1383,14 +1299,10 @@ fn wrong_types_say_what_was_found() {
 fn timeouts_and_leases_are_bounded_to_a_week() {
     // An absurd lease would overflow the instants computed from it (a panic in the store before
     // this bound existed); it is a typo, so it is an error at its position.
-    let c = check(&one_job(
-        "    command: x\n    lease_seconds: 1e15\n    timeout_seconds: 604800\n",
-    ));
-    assert_at(
-        diag(&c, "jobs[0].lease_seconds"),
-        5,
-        20,
-        Severity::Error,
+    let c = error_at(
+        &one_job("    command: x\n    lease_seconds: 1e15\n    timeout_seconds: 604800\n"),
+        "jobs[0].lease_seconds",
+        (5, 20),
         "at most 604800",
     );
     assert!(
@@ -1400,12 +1312,10 @@ fn timeouts_and_leases_are_bounded_to_a_week() {
         "{:?}",
         c.diagnostics
     );
-    let c = check("defaults:\n  timeout_seconds: 1e9\njobs: []\n");
-    assert_at(
-        diag(&c, "defaults.timeout_seconds"),
-        2,
-        20,
-        Severity::Error,
+    error_at(
+        "defaults:\n  timeout_seconds: 1e9\njobs: []\n",
+        "defaults.timeout_seconds",
+        (2, 20),
         "7 days",
     );
 }
@@ -1421,12 +1331,10 @@ jobs:
     let c = check_str_with_env_values(text, Path::new("jobs.yaml"), &|n| {
         (n == "K").then(|| "abc".to_string())
     });
-    let d = diag(&c, "agents.a.model");
-    assert_at(
-        d,
-        3,
-        49,
-        Severity::Warning,
+    warning_in(
+        &c,
+        "agents.a.model",
+        (3, 49),
         "pricing:\n  mystery-9b: { input: INPUT_USD_PER_1M, output: OUTPUT_USD_PER_1M }",
     );
     // The suggested line, pasted as it is, does not validate: it never makes the model free.
@@ -1442,8 +1350,7 @@ jobs:
         "{:#?}",
         p.diagnostics
     );
-    let d = diag(&c, "agents.a.api_key_env");
-    assert_at(d, 3, 39, Severity::Warning, "only 3 characters");
+    warning_in(&c, "agents.a.api_key_env", (3, 39), "only 3 characters");
     assert!(c.jobs.iter().all(Option::is_some), "warnings only");
     // Priced by `pricing:`, or no budget at all: no warning.
     let priced = text.replace(

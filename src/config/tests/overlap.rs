@@ -2,16 +2,8 @@
 //! form asserts its message and its `line:column`.
 
 use super::super::*;
-use super::check;
+use super::{check, errors};
 use crate::model::Overlap;
-
-fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {
-    c.diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .map(|d| (d.key.clone(), d.line, d.column, d.message.clone()))
-        .collect()
-}
 
 const JOB: &str = "jobs:\n  - name: a\n    schedule: every 1h\n    command: \"true\"\n";
 

@@ -3,16 +3,8 @@
 //! what the message says would be accepted.
 
 use super::super::*;
-use super::check;
+use super::{check, errors};
 use crate::model::{Action, McpTransport, ToolCommand, ToolLimits};
-
-fn errors(c: &Checked) -> Vec<(String, usize, usize, String)> {
-    c.diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .map(|d| (d.key.clone(), d.line, d.column, d.message.clone()))
-        .collect()
-}
 
 fn warnings(c: &Checked) -> Vec<(String, String)> {
     c.diagnostics
