@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::clock::Clock;
-use crate::engine::{Command, Event};
+use crate::engine::{Command, Event, JudgeAt};
 use crate::snapshot::Snapshot;
 use crate::store::{Store, StoreError, TriggerOutcome, blocking};
 
@@ -128,13 +128,18 @@ impl Ctx {
                     _ => text,
                 }
             }),
-            Command::Cancel(j) => store
-                .cancel(&j, now)
-                .map(|(job, out)| crate::engine::cancel_notice(store, &job, &out, now)),
-            Command::Answer { run_id, approve } => {
-                crate::engine::answer_call(store, run_id, approve, None, "console", now)
-                    .map(|a| a.notice)
-            }
+            Command::Cancel(j) => store.cancel(&j, now).map(|(job, out)| {
+                crate::engine::cancel_notice(store, &job, &out, JudgeAt::caller(now))
+            }),
+            Command::Answer { run_id, approve } => crate::engine::answer_call(
+                store,
+                run_id,
+                approve,
+                None,
+                "console",
+                JudgeAt::caller(now),
+            )
+            .map(|a| a.notice),
             Command::Shutdown => Ok(String::new()),
         })
         .await;

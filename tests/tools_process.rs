@@ -15,10 +15,13 @@
 //! - a call awaiting approval whose owner was killed is marked in `approvals`; `approve` of it
 //!   refuses when that owner is gone for good, or records the answer and exits 3 when it may
 //!   come back; `cancel` of it says no live owner holds it;
+//! - an operator whose clock is an hour off judges a waiting call's owner on the store's clock:
+//!   listed live, cancelled and approved as on the right clock;
 //! - the approval alert reaches the job's webhook, and approvals racing the timeout are used
 //!   or refused, never dropped.
 #![allow(clippy::unwrap_used)] // test code
 
+mod owner_support;
 mod support;
 
 use std::path::Path;
@@ -1107,6 +1110,96 @@ async fn approving_a_call_whose_owner_was_killed_says_nothing_runs_and_exits_3()
     assert!(err.contains("not awaiting approval"), "{err}");
     assert!(!dir.join("wrote.txt").exists(), "the tool never ran");
     assert_eq!(fake.request_count(), 1);
+}
+
+/// `cronsole ARGS` as [`cli`] does, on a clock `skew` off the real one (libfaketime: its wall
+/// clock only).
+fn cli_skewed(dir: &Path, lib: &Path, skew: &str, args: &[&str]) -> (i32, String, String) {
+    support::cli::output(
+        support::cli::cronsole(dir)
+            .env("PROVIDER_KEY", KEY)
+            .env("TOOL_SECRET", TOOL_SECRET)
+            .envs(owner_support::skewed(lib, skew))
+            .args(["--store", "store"])
+            .args(args),
+    )
+}
+
+/// An operator whose clock is an hour off the store's judges the waiting call's owner on the
+/// store's clock (the file system's), as the owner's leases and heartbeats are stamped: an hour
+/// ahead or behind, `approvals` lists the call with its owner live and heard seconds ago, a
+/// `cancel` is an ordinary cancel the owner carries out, and `approve` exits 0 and the tool
+/// runs. On its own clock an hour ahead it read the live owner's 20 s lease as run out, and
+/// refused the answer saying the owner "stopped renewing"; an hour behind, it heard the owner
+/// an hour in the future.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_on_a_clock_an_hour_off_judges_the_owner_on_the_stores_clock() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let ask = || Reply::tools(vec![FakeCall::new("write", json!({"path": "/r"}))], 10, 5);
+    let fake = FakeLlm::openai(KEY, vec![ask(), ask(), Reply::ok("done", 1, 1)])
+        .await
+        .unwrap();
+    let dir = support::tempdir("tools-await-skew");
+    std::fs::write(dir.join("jobs.yaml"), gated_yaml(&fake.base_url(), 20)).unwrap();
+    let a = gated_owner(&dir, "a.log", "180s");
+    let first = pending_call(&dir, None).await;
+    let first_run = first["run_id"].as_str().unwrap().to_string();
+    let skewed = |skew: &str, args: &[&str]| cli_skewed(&dir, &lib, skew, args);
+    for skew in ["+1h", "-1h"] {
+        let (code, out, err) = skewed(skew, &["approvals", "--json"]);
+        assert_eq!(code, 0, "{skew}: {err}");
+        let listed: Value = serde_json::from_str(&out).unwrap();
+        let p = &listed[0];
+        assert_eq!(p["run_id"], first_run.as_str(), "{skew}: {listed}");
+        assert_eq!(p["owner_live"], true, "{skew}: {p}");
+        let ago = p["owner_heard_seconds_ago"].as_i64().unwrap();
+        assert!((0..=10).contains(&ago), "{skew}: {p}");
+        let (code, text, _) = skewed(skew, &["approvals"]);
+        assert_eq!(code, 0);
+        assert!(!text.contains("owner not live"), "{skew}: {text}");
+    }
+    let (code, out, err) = skewed("+1h", &["cancel", &first_run]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!(
+            "cancel of run {first_run} requested; its owner kills it"
+        )),
+        "{out}"
+    );
+    let cancelled = first_row(&dir.join("store"), "gated", Duration::from_secs(60)).await;
+    assert_eq!(cancelled.status, Status::Failed, "{cancelled:#?}");
+    assert_eq!(
+        cancelled.reason.as_deref(),
+        Some("cancelled by operator"),
+        "{cancelled:#?}"
+    );
+
+    let (code, _, err) = cli(&dir, &["trigger", "gated"]);
+    assert_eq!(code, 0, "{err}");
+    let second = pending_call(&dir, Some(&first_run)).await;
+    let second_run = second["run_id"].as_str().unwrap().to_string();
+    let (code, out, err) = skewed("+1h", &["approve", &second_run]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("approved; its owner runs it"), "{out}{err}");
+    let store = dir.join("store");
+    let mut done = None;
+    cronsole::testkit::wait::wait_until_async(
+        "the approved run's row",
+        Duration::from_secs(60),
+        || {
+            done = rows(&store, "gated")
+                .into_iter()
+                .find(|r| r.run_id.to_string() == second_run);
+            done.is_some()
+        },
+    )
+    .await;
+    tokio::task::spawn_blocking(move || stop(a)).await.unwrap();
+    let done = done.unwrap();
+    assert_eq!(done.status, Status::Succeeded, "{done:#?}");
+    assert!(dir.join("wrote.txt").exists(), "the approved tool ran");
 }
 
 /// The Python SDK server with `env_from: {LISTED_TOKEN: TOOL_SECRET}`, all its tools allowed.

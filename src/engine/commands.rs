@@ -20,7 +20,8 @@ use super::api::{Command, Event};
 use super::error::blocking;
 use super::notice::{call_owner, cancel_owner_note, operator_notice, run_owner, trigger_notice};
 use super::task::InFlight;
-use crate::store::{Store, TriggerOutcome};
+use crate::model::OwnerSeen;
+use crate::store::{Store, StoreResult, TriggerOutcome};
 
 /// Carry out a front end's command `c` at `now` (one store call) and tell what it did.
 pub(super) async fn command(
@@ -64,7 +65,7 @@ pub(super) async fn command(
             let name = n.clone();
             let r = blocking(store, move |s| {
                 let (job, out) = s.cancel(&name, now)?;
-                let notice = cancel_notice(s, &job, &out, now);
+                let notice = cancel_notice(s, &job, &out, JudgeAt::caller(now));
                 Ok((job, notice))
             })
             .await;
@@ -75,7 +76,7 @@ pub(super) async fn command(
         }
         Command::Answer { run_id, approve } => {
             let r = blocking(store, move |s| {
-                answer_call(s, run_id, approve, None, "console", now)
+                answer_call(s, run_id, approve, None, "console", JudgeAt::caller(now))
             })
             .await;
             match r {
@@ -90,6 +91,56 @@ pub(super) async fn command(
     };
     if let Err(e) = res {
         let _ = ev_tx.send(Event::Notice(format!("'{name}': {e}")));
+    }
+}
+
+/// The instant an operator's request judges a run's owner at, and on whose clock: whether its
+/// lease ran out and how long ago the owner was last heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JudgeAt {
+    now: DateTime<Utc>,
+    /// `now` is the store's own clock (leases and heartbeats are stamped on it).
+    on_store: bool,
+}
+
+impl JudgeAt {
+    /// `now` on the caller's clock: an engine's or a console's own (an injected clock).
+    pub fn caller(now: DateTime<Utc>) -> Self {
+        JudgeAt {
+            now,
+            on_store: false,
+        }
+    }
+
+    /// The store's clock, read now ([`Store::clock_now`]), else this host's: for a command
+    /// from any host, whose own clock may be off by more than a lease. On a clock an hour
+    /// ahead a live owner's lease reads as run out, so its call would be called unanswerable
+    /// ("stopped renewing") while the store, deciding on its own clock, takes the answer.
+    pub fn store(store: &dyn Store) -> Self {
+        match store.clock_now() {
+            Some(now) => JudgeAt {
+                now,
+                on_store: true,
+            },
+            None => Self::caller(Utc::now()),
+        }
+    }
+
+    /// The instant judged at.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// The store's owner records, each one's `ago` measured at [`now`](Self::now) when that is
+    /// the store's clock: a file store measures it on this host's clock, which may be off.
+    pub fn owners(&self, store: &dyn Store) -> StoreResult<Vec<OwnerSeen>> {
+        let mut owners = store.owners()?;
+        if self.on_store {
+            for o in &mut owners {
+                o.ago = self.now - o.record.last_seen;
+            }
+        }
+        Ok(owners)
     }
 }
 
@@ -118,8 +169,9 @@ pub fn answer_call(
     approve: bool,
     reason: Option<String>,
     via: &str,
-    now: DateTime<Utc>,
+    at: JudgeAt,
 ) -> Result<Answered, crate::store::StoreError> {
+    let now = at.now();
     let by = Some(format!("{} ({via})", operator()));
     // The reason is stored on the run's lease (the journal) before any owner reads it: a key
     // typed into it is redacted here, by the secrets this process can read, as the run's
@@ -141,7 +193,7 @@ pub fn answer_call(
             .and_then(|r| r.rt.lease_of(run_id).cloned())
         && l.awaiting.as_ref().is_some_and(|a| a.answer.is_none())
     {
-        let owners = store.owners()?;
+        let owners = at.owners(store)?;
         if run_owner(&l, &owners, now).is_some_and(|g| g.for_good())
             && let Some(why) = call_owner(&l, &owners, now).gone
         {
@@ -157,7 +209,7 @@ pub fn answer_call(
         .job(&job)?
         .and_then(|r| r.rt.lease_of(run_id).cloned())
     {
-        Some(l) => call_owner(&l, &store.owners()?, now).gone,
+        Some(l) => call_owner(&l, &at.owners(store)?, now).gone,
         None => None,
     };
     let notice = match &gone {
@@ -174,14 +226,14 @@ pub fn answer_call(
     })
 }
 
-/// `cronsole cancel TARGET` at `now`: the store's cancel and its notice ([`cancel_notice`]).
+/// `cronsole cancel TARGET` at `at`: the store's cancel and its notice ([`cancel_notice`]).
 pub fn cancel_and_say(
     store: &dyn Store,
     target: &str,
-    now: DateTime<Utc>,
+    at: JudgeAt,
 ) -> Result<String, crate::store::StoreError> {
-    let (job, out) = store.cancel(target, now)?;
-    Ok(cancel_notice(store, &job, &out, now))
+    let (job, out) = store.cancel(target, at.now())?;
+    Ok(cancel_notice(store, &job, &out, at))
 }
 
 /// The notice of a cancel (`cronsole cancel`, the console's `X`): what the store did, and,
@@ -190,7 +242,7 @@ pub fn cancel_notice(
     store: &dyn Store,
     job: &str,
     out: &crate::store::EditOutcome,
-    now: DateTime<Utc>,
+    at: JudgeAt,
 ) -> String {
     use crate::store::EditOutcome as O;
     let said = operator_notice(job, out);
@@ -202,8 +254,8 @@ pub fn cancel_notice(
         .ok()
         .flatten()
         .and_then(|r| r.rt.lease_of(*run_id).cloned());
-    let note = match (lease, store.owners()) {
-        (Some(l), Ok(owners)) => cancel_owner_note(&l, &owners, now),
+    let note = match (lease, at.owners(store)) {
+        (Some(l), Ok(owners)) => cancel_owner_note(&l, &owners, at.now()),
         _ => None,
     };
     match note {

@@ -100,7 +100,7 @@ pub(crate) use api::default_max_clock_offset;
 pub use api::{Command, EngineConfig, Event, new_owner_id};
 #[cfg(any(test, feature = "testkit"))]
 pub(crate) use commands::operator;
-pub(crate) use commands::{answer_call, cancel_and_say, cancel_notice};
+pub(crate) use commands::{JudgeAt, answer_call, cancel_and_say, cancel_notice};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
 pub(crate) use notice::{call_owner, operator_notice, trigger_notice};

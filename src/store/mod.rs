@@ -447,10 +447,11 @@ pub trait Store: HistoryReader {
         Ok(())
     }
 
-    /// The store's own clock, read now, for a command about to store records on it: the file
-    /// store's is the file system's stamp on a file it writes, the clock every owner on it
-    /// measures its offset against. `None` when it cannot be read, and for a store whose
-    /// writes read their own clock anyway (PostgreSQL: its `apply` stores on the database's).
+    /// The store's own clock, read now: the clock its leases and heartbeats are stamped by, for
+    /// a command about to store records on it or to judge whether a run's owner is live. The
+    /// file store's is the file system's stamp on a file it writes, the clock every owner on it
+    /// measures its offset against; PostgreSQL's is the database's. `None` when it cannot be
+    /// read, and for a store whose callers bring the clock (a test's injected one).
     fn clock_now(&self) -> Option<DateTime<Utc>> {
         None
     }

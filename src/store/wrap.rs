@@ -322,6 +322,9 @@ impl<H: Hooks> Store for Wrapped<H> {
     fn rederive_ahead(&self, now: DateTime<Utc>) -> StoreResult<()> {
         self.call(Call::RederiveAhead, |s| s.rederive_ahead(now))
     }
+    fn clock_now(&self) -> Option<DateTime<Utc>> {
+        self.inner.clock_now()
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The CLI over `--store postgres://…`: apply/jobs/pause/trigger through the binary, a pause from
 //! `cronsole pause` (another process) reaching a listening owner within 1 s, exit codes for a
 //! bad URL (2) and an unreachable server (1), and approvals racing from four processes against
-//! a call waiting on one of two owners.
+//! a call waiting on one of two owners, and an operator on a clock an hour ahead of the
+//! database's approving a live owner's call.
 #![allow(clippy::unwrap_used)] // test code
 
 use crate::pg_db_or_skip;
@@ -316,4 +317,63 @@ fn approvals_across_two_owners_one_answer_wins_and_the_tool_runs_at_most_once() 
             .status();
         let _ = o.wait();
     }
+}
+
+/// An operator whose clock is an hour ahead of the database's judges the waiting call's owner
+/// on the database's clock, which stamped the run's lease: `approvals` lists the owner live,
+/// and `approve` exits 0 and the tool runs. On its own clock it read the live lease as run out
+/// and exited 3 ("nothing runs now") for an answer the database had taken and the owner ran.
+#[test]
+fn an_operator_an_hour_ahead_of_the_database_approves_a_live_owners_call() {
+    use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
+    let url = pg_db_or_skip!();
+    let Some(lib) = crate::owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let ask = Reply::tools(vec![FakeCall::new("write", serde_json::json!({}))], 10, 5);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(FakeLlm::openai(KEY, vec![ask, Reply::ok("done", 10, 2)]))
+        .unwrap();
+    let dir = support::tempdir("pg-approvals-skew");
+    std::fs::write(dir.join("jobs.yaml"), approvals_yaml(&fake.base_url())).unwrap();
+    let (c, _, err) = run(&url, &["apply", "jobs.yaml"], &dir);
+    assert_eq!(c, 0, "{err}");
+    let mut owner = support::cli::cronsole(&dir)
+        .env("PROVIDER_KEY", KEY)
+        .args(["run", "--store", &url, "--for", "120s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_id = pending(&url, &dir, "gated");
+    let ahead = |args: &[&str]| {
+        support::cli::output(
+            support::cli::cronsole(&dir)
+                .envs(crate::owner_support::skewed(&lib, "+1h"))
+                .args(["--store", &url])
+                .args(args),
+        )
+    };
+    let (c, out, err) = ahead(&["approvals", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["run_id"] == run_id.as_str())
+        .unwrap();
+    assert_eq!(p["owner_live"], true, "{p}");
+    let (c, out, err) = ahead(&["approve", &run_id]);
+    assert_eq!(c, 0, "{out}{err}");
+    assert!(out.contains("approved; its owner runs it"), "{out}");
+    let row = first_row(&PgStore::open(&url).unwrap(), "gated");
+    let _ = std::process::Command::new("kill")
+        .arg(owner.id().to_string())
+        .status();
+    let _ = owner.wait();
+    assert_eq!(row.status, cronsole::model::Status::Succeeded, "{row:#?}");
+    let ran = std::fs::read_to_string(dir.join("wrote.txt")).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 1, "the approved tool ran once");
 }

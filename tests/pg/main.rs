@@ -11,6 +11,8 @@
 
 #[path = "../conformance/mod.rs"]
 mod conformance;
+#[path = "../owner_support/mod.rs"]
+mod owner_support;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -53,8 +53,9 @@ fn rfc(t: chrono::DateTime<Utc>) -> String {
 
 pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
     let store = open_existing_store(&store_location(cli, jobs_file(cli).as_deref()))?;
-    let owners = store.owners()?;
-    let now = Utc::now();
+    // Leases and heartbeats are judged on the store's clock: this host's may be off.
+    let at = crate::engine::JudgeAt::store(store.as_ref());
+    let (owners, now) = (at.owners(store.as_ref())?, at.now());
     let mut pending = Vec::new();
     for rec in store.jobs()? {
         for l in rec.rt.leases() {
@@ -117,7 +118,8 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
     } else {
         "cronsole deny"
     };
-    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, via, Utc::now()) {
+    let at = crate::engine::JudgeAt::store(store.as_ref());
+    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, via, at) {
         Ok(a) if a.owner_gone => {
             eprintln!("error: {}", a.notice);
             Ok(ExitCode::from(OWNER_GONE))

@@ -322,8 +322,8 @@ pub(crate) fn storing_now(store: &dyn Store) -> chrono::DateTime<chrono::Utc> {
         "ahead of"
     };
     eprintln!(
-        "note: this host's clock is {} {side} the store's (its file system's): the jobs are \
-         stored on the store's clock",
+        "note: this host's clock is {} {side} the store's: the jobs are stored on the \
+         store's clock",
         crate::clock::step_words(off.abs()).trim_start_matches('+')
     );
     at

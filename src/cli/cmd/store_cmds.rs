@@ -574,7 +574,8 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
 
 pub fn cancel(cli: &Cli, a: &CancelArgs) -> Result<ExitCode> {
     let store = store_to_write(cli)?;
-    let said = crate::engine::cancel_and_say(store.as_ref(), &a.target, Utc::now())?;
+    let at = crate::engine::JudgeAt::store(store.as_ref());
+    let said = crate::engine::cancel_and_say(store.as_ref(), &a.target, at)?;
     println!("{said}");
     Ok(ExitCode::SUCCESS)
 }

@@ -62,6 +62,24 @@ impl PgClock {
         }
     }
 
+    /// The clock the decisions read, read now outside any transaction: the database's
+    /// (`Store::clock_now`), `None` for [`PgClock::Caller`], whose callers bring their own.
+    pub(super) async fn read(
+        self,
+        c: &tokio_postgres::Client,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        if self == PgClock::Caller {
+            return Ok(None);
+        }
+        let rows = c
+            .query_typed("SELECT clock_timestamp()", &[])
+            .await
+            .map_err(|e| db_err("reading the database's clock", e))?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.try_get::<_, DateTime<Utc>>(0).ok()))
+    }
+
     /// The `now` to pass to the due-jobs select: `None` asks the statement for the
     /// database's own (`statement_timestamp()`, which it returns with each row).
     pub(super) fn given(self, given: DateTime<Utc>) -> Option<DateTime<Utc>> {

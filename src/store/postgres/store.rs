@@ -385,6 +385,16 @@ impl Store for PgStore {
     fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
         self.run(|inner| async move { inner.owners().await })
     }
+
+    /// The database's clock, which every lease and heartbeat on it was stamped by.
+    fn clock_now(&self) -> Option<DateTime<Utc>> {
+        self.run(|inner| async move {
+            let c = inner.pool.get().await?;
+            inner.clock.read(&c).await
+        })
+        .ok()
+        .flatten()
+    }
 }
 
 /// Jobs an `apply` may check and write per operation bound: one bound covers a file of this many
