@@ -6,59 +6,15 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use cronsole::model::Status;
-use cronsole::store::{HistoryQuery, HistoryReader};
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::wait::wait_until_async;
 use cronsole::transcript::CallState;
 use serde_json::json;
 
 const KEY: &str = "sk-PROVIDER-7a1c0e55d2b94f08";
-
-/// An agent whose one tool needs approval.
-fn jobs_yaml(base_url: &str) -> String {
-    format!(
-        "budget: null
-pricing:
-  m: {{ input: 1.0, output: 1.0 }}
-tools:
-  write:
-    description: Writes a file
-    parameters: {{ type: object }}
-    command: [sh, -c, 'echo ran >> wrote.txt']
-agents:
-  ops:
-    provider: openai
-    base_url: {base_url}
-    api_key_env: PROVIDER_KEY
-    model: m
-    instructions: go
-    tools: [write]
-    approve: [write]
-jobs:
-  - name: gated
-    schedule: every 1h
-    run_immediately: true
-    agent: ops
-    message: go
-"
-    )
-}
-
-fn rows(store: &Path) -> Vec<cronsole::model::HistoryRow> {
-    let Ok(s) = cronsole::store::file::FileStore::open_existing(store) else {
-        return Vec::new();
-    };
-    s.history(&HistoryQuery {
-        job: Some("gated".into()),
-        limit: 100,
-        ..Default::default()
-    })
-    .unwrap_or_default()
-}
 
 /// SIGTERM lands while the model's reply (a call to `write`, which needs approval) is in
 /// flight; the reply comes after the stop began. With a 10-minute shutdown grace, the owner
@@ -75,7 +31,11 @@ async fn a_call_that_would_await_approval_after_a_stop_began_is_abandoned_at_onc
     .await
     .unwrap();
     let dir = support::tempdir("approval-stop");
-    std::fs::write(dir.join("jobs.yaml"), jobs_yaml(&fake.base_url())).unwrap();
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        support::approval::gated_yaml(&fake.base_url(), "", ""),
+    )
+    .unwrap();
     let owner = support::cli::cronsole(&dir)
         .env("PROVIDER_KEY", KEY)
         .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
@@ -102,7 +62,7 @@ async fn a_call_that_would_await_approval_after_a_stop_began_is_abandoned_at_onc
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all = rows(&dir.join("store"));
+    let all = support::approval::rows(&dir.join("store"), "gated");
     assert_eq!(all.len(), 1, "{all:#?}");
     let r = &all[0];
     assert_eq!(r.status, Status::Abandoned, "{r:#?}");

@@ -29,10 +29,11 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use cronsole::model::{HistoryRow, Status};
-use cronsole::store::{HistoryQuery, HistoryReader};
+
 use cronsole::testkit::llm::{FakeCall, FakeLlm, Reply};
 use cronsole::testkit::mcp::TestServers;
 use serde_json::{Value, json};
+use support::approval::rows;
 use support::pids::alive;
 use support::wait::poll_for;
 
@@ -114,18 +115,6 @@ fn texts(dir: &Path) -> Vec<(String, String)> {
     out
 }
 
-fn rows(store: &Path, job: &str) -> Vec<HistoryRow> {
-    let Ok(s) = cronsole::store::file::FileStore::open_existing(store) else {
-        return Vec::new();
-    };
-    s.history(&HistoryQuery {
-        job: Some(job.into()),
-        limit: 100,
-        ..Default::default()
-    })
-    .unwrap_or_default()
-}
-
 /// Waits (bounded) for `job`'s first row.
 async fn first_row(store: &Path, job: &str, limit: Duration) -> HistoryRow {
     let mut row = None;
@@ -147,6 +136,54 @@ fn stop(owner: Child) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `cronsole run` of `dir`'s `jobs.yaml` and `store` for `limit`, with the provider's key and
+/// `envs` set; where its output goes is the caller's.
+fn owner_cmd(dir: &Path, envs: &[(&str, &str)], limit: &str) -> std::process::Command {
+    let mut c = support::cli::cronsole(dir);
+    c.env("PROVIDER_KEY", KEY)
+        .envs(envs.iter().copied())
+        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
+        .args(["--for", limit]);
+    c
+}
+
+/// An owner as [`owner_cmd`] makes it, its stdout and stderr both in the file `log` of `dir`.
+fn owner_to_log(dir: &Path, envs: &[(&str, &str)], log: &str, limit: &str) -> Child {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    owner_cmd(dir, envs, limit)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// An owner (debug logging, `envs` set) runs `dir`'s jobs file until `ask` has a row, and is
+/// stopped: that row, and the owner's stdout and stderr.
+async fn first_ask(dir: &Path, envs: &[(&str, &str)]) -> (HistoryRow, String, String) {
+    let owner = owner_cmd(dir, envs, "120s")
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
+    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
+        .await
+        .unwrap();
+    (row, stdout, stderr)
+}
+
+/// The tool named `name` among those the model was offered in `request`.
+fn offered(request: &Value, name: &str) -> Value {
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not offered: {request:#}"))
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,27 +320,7 @@ async fn a_run_calls_real_servers_and_a_command_tool_and_no_secret_shows_anywher
     .unwrap();
     let dir = support::tempdir("tools-run");
     std::fs::write(dir.join("jobs.yaml"), jobs_yaml(&servers, &fake.base_url())).unwrap();
-    let owner = support::cli::cronsole(&dir)
-        .env("PROVIDER_KEY", KEY)
-        .env("TOOL_SECRET", TOOL_SECRET)
-        .env("RUST_LOG", "debug")
-        .args([
-            "run",
-            "--jobs",
-            "jobs.yaml",
-            "--store",
-            "store",
-            "--for",
-            "120s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
-    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
-        .await
-        .unwrap();
+    let (row, stdout, stderr) = first_ask(&dir, &[("TOOL_SECRET", TOOL_SECRET)]).await;
     assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
     assert_eq!(row.result.as_deref(), Some("all done"));
     assert_eq!((row.turns, row.tool_calls), (Some(2), Some(3)));
@@ -650,18 +667,12 @@ jobs:
 }
 
 fn owner_logging(dir: &Path, log: &str, limit: &str) -> Child {
-    let log = std::fs::File::create(dir.join(log)).unwrap();
-    support::cli::cronsole(dir)
-        .env("PROVIDER_KEY", KEY)
-        .env("CMD_SECRET_SRC", CMD_SECRET)
-        .env("MCP_SECRET_SRC", MCP_SECRET)
-        .env("RUST_LOG", "debug")
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(["--for", limit])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    let envs = [
+        ("CMD_SECRET_SRC", CMD_SECRET),
+        ("MCP_SECRET_SRC", MCP_SECRET),
+        ("RUST_LOG", "debug"),
+    ];
+    owner_to_log(dir, &envs, log, limit)
 }
 
 /// A model that repeats the secrets of the tools it was offered — in its text and in its
@@ -844,48 +855,16 @@ jobs:
 
 /// An agent whose one tool needs approval; its secret comes from `TOOL_SECRET`.
 fn gated_yaml(base_url: &str, lease_seconds: u32) -> String {
-    format!(
-        "budget: null
-pricing:
-  m: {{ input: 1.0, output: 1.0 }}
-tools:
-  write:
-    description: Writes a file
-    parameters: {{ type: object }}
-    command: [sh, -c, 'echo ran >> wrote.txt']
-    env_from: {{ W_TOKEN: TOOL_SECRET }}
-agents:
-  ops:
-    provider: openai
-    base_url: {base_url}
-    api_key_env: PROVIDER_KEY
-    model: m
-    instructions: go
-    tools: [write]
-    approve: [write]
-jobs:
-  - name: gated
-    schedule: every 1h
-    run_immediately: true
-    agent: ops
-    message: go
-    lease_seconds: {lease_seconds}
-"
+    support::approval::gated_yaml(
+        base_url,
+        "    env_from: { W_TOKEN: TOOL_SECRET }\n",
+        &format!("    lease_seconds: {lease_seconds}\n"),
     )
 }
 
 /// An owner of `dir`'s jobs file and store for `limit`, logging to `log`.
 fn gated_owner(dir: &Path, log: &str, limit: &str) -> Child {
-    let log = std::fs::File::create(dir.join(log)).unwrap();
-    support::cli::cronsole(dir)
-        .env("PROVIDER_KEY", KEY)
-        .env("TOOL_SECRET", TOOL_SECRET)
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(["--for", limit])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    owner_to_log(dir, &[("TOOL_SECRET", TOOL_SECRET)], log, limit)
 }
 
 /// Waits (bounded) until `cronsole approvals --json` lists a call of a run other than
@@ -1269,33 +1248,14 @@ async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_a
     let yaml = listed_secret_yaml(&servers, &fake.base_url());
     let dir = support::tempdir("tools-listed-secret");
     std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
-    let owner = support::cli::cronsole(&dir)
-        .env("PROVIDER_KEY", KEY)
-        .env("TOOL_SECRET", TOOL_SECRET)
-        // The SDK's own events too, had they been let through.
-        .env("RUST_LOG", "debug")
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(["--for", "120s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
-    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
-        .await
-        .unwrap();
+    // Debug logging: the SDK's own events too, had they been let through.
+    let (row, stdout, stderr) = first_ask(&dir, &[("TOOL_SECRET", TOOL_SECRET)]).await;
     assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
 
     // The model was offered the tool redacted, and its call reached the real one.
     let reqs = fake.requests();
     let first = reqs[0].json().unwrap();
-    let offered = first["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["function"]["name"] == tokened.as_str())
-        .unwrap_or_else(|| panic!("{tokened} not offered: {first:#}"))
-        .clone();
+    let offered = offered(&first, &tokened);
     assert_eq!(
         offered["function"]["description"],
         "Says hello (token [redacted])"
@@ -2023,20 +1983,7 @@ async fn echoed_credential_is_redacted(header: String, secret: &str) {
         bearer_yaml(&server.url(), &fake.base_url()),
     )
     .unwrap();
-    let owner = support::cli::cronsole(&dir)
-        .env("PROVIDER_KEY", KEY)
-        .env("BEARER_SRC", &header)
-        .env("RUST_LOG", "debug")
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(["--for", "120s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let row = first_row(&dir.join("store"), "ask", Duration::from_secs(90)).await;
-    let (stdout, stderr) = tokio::task::spawn_blocking(move || stop(owner))
-        .await
-        .unwrap();
+    let (row, stdout, stderr) = first_ask(&dir, &[("BEARER_SRC", header.as_str())]).await;
     assert_eq!(row.status, Status::Succeeded, "{row:#?}\n{stderr}");
 
     // The listing reached the model redacted: the tool's name, description and schema.
@@ -2044,13 +1991,7 @@ async fn echoed_credential_is_redacted(header: String, secret: &str) {
     assert_eq!(reqs.len(), 2);
     let first = reqs[0].json().unwrap();
     let echoed = cronsole::model::wire_name("h.b_[redacted]");
-    let offered = first["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["function"]["name"] == echoed.as_str())
-        .unwrap_or_else(|| panic!("{echoed} not offered: {first:#}"))
-        .clone();
+    let offered = offered(&first, &echoed);
     assert_eq!(offered["function"]["description"], "Bearer echo [redacted]");
     assert!(
         offered["function"]["parameters"]
@@ -2189,10 +2130,7 @@ async fn a_stdio_server_starts_once_per_run_whatever_its_turns_and_calls() {
         starts_yaml(&servers, &dir, &fake.base_url()),
     )
     .unwrap();
-    let owner = support::cli::cronsole(&dir)
-        .env("PROVIDER_KEY", KEY)
-        .args(["run", "--jobs", "jobs.yaml", "--store", "store"])
-        .args(["--for", "300s"])
+    let owner = owner_cmd(&dir, &[], "300s")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -120,29 +120,16 @@ const KEY: &str = "sk-PG-APPROVALS-0123456789abcdef";
 /// Two agents whose one tool needs approval: `ops` waits an hour, `hasty` two seconds.
 fn approvals_yaml(base_url: &str) -> String {
     format!(
-        "budget: null
-pricing:
-  m: {{ input: 1.0, output: 1.0 }}
-tools:
-  write:
-    description: Writes a file
-    parameters: {{ type: object }}
-    command: [sh, -c, 'echo ran >> wrote.txt']
-x-agent: &agent
-  provider: openai
-  base_url: {base_url}
-  api_key_env: PROVIDER_KEY
-  model: m
-  instructions: go
-  tools: [write]
-  approve: [write]
-agents:
+        "{}x-agent: &agent
+{}agents:
   ops: {{ <<: *agent, approval_timeout_seconds: 3600 }}
   hasty: {{ <<: *agent, approval_timeout_seconds: 2 }}
 jobs:
   - {{ name: gated, schedule: every 1h, run_immediately: true, agent: ops, message: go }}
   - {{ name: lapse, schedule: every 24h, agent: hasty, message: go }}
-"
+",
+        support::approval::preamble(""),
+        support::approval::agent_keys(base_url, "  ")
     )
 }
 

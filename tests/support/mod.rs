@@ -1,7 +1,7 @@
 //! Helpers shared by integration tests (each test crate includes them with `mod support;`):
 //! running the real binary ([`cli`]), a background `cronsole run` ([`daemon`]) and its metrics
-//! ([`scrape`]), whether a process lives ([`pids`]), temporary directories removed even when a test panics
-//! ([`TempDir`]), test instants ([`time`]), reporting a test that cannot run here ([`skip`]) and
+//! ([`scrape`]), the approval tests' jobs file and a file store's rows ([`approval`]), whether a
+//! process lives ([`pids`]), temporary directories removed even when a test panics ([`TempDir`]), test instants ([`time`]), reporting a test that cannot run here ([`skip`]) and
 //! throwaway PostgreSQL clusters ([`pg`]).
 //!
 //! What unit tests in `src/` and `benches/` share too lives in `cronsole::testkit` (time, tmp,
@@ -11,6 +11,7 @@
 //! API or the binary.
 #![allow(dead_code, unused_imports)]
 
+pub mod approval;
 pub mod cli;
 pub mod daemon;
 pub mod pg;
