@@ -175,6 +175,21 @@ async fn first_ask(dir: &Path, envs: &[(&str, &str)]) -> (HistoryRow, String, St
     (row, stdout, stderr)
 }
 
+/// A scripted model whose first reply asks for `calls` (billed `asked` tokens in and out) and
+/// whose second answers `answer` (billed `answered`).
+async fn calls_then(
+    calls: Vec<FakeCall>,
+    asked: (i64, i64),
+    answer: &str,
+    answered: (i64, i64),
+) -> FakeLlm {
+    let script = vec![
+        Reply::tools(calls, asked.0, asked.1),
+        Reply::ok(answer, answered.0, answered.1),
+    ];
+    FakeLlm::openai(KEY, script).await.unwrap()
+}
+
 /// The tool named `name` among those the model was offered in `request`.
 fn offered(request: &Value, name: &str) -> Value {
     request["tools"]
@@ -301,23 +316,17 @@ async fn a_run_calls_real_servers_and_a_command_tool_and_no_secret_shows_anywher
     let Some(servers) = TestServers::find() else {
         return;
     };
-    let fake = FakeLlm::openai(
-        KEY,
+    let fake = calls_then(
         vec![
-            Reply::tools(
-                vec![
-                    FakeCall::new("py__env", json!({"name": "PY_TOKEN"})),
-                    FakeCall::new("everything__echo", json!({"message": "hi there"})),
-                    FakeCall::new("args_back", json!({"word": "plain; $(rm -rf /)"})),
-                ],
-                100,
-                20,
-            ),
-            Reply::ok("all done", 200, 10),
+            FakeCall::new("py__env", json!({"name": "PY_TOKEN"})),
+            FakeCall::new("everything__echo", json!({"message": "hi there"})),
+            FakeCall::new("args_back", json!({"word": "plain; $(rm -rf /)"})),
         ],
+        (100, 20),
+        "all done",
+        (200, 10),
     )
-    .await
-    .unwrap();
+    .await;
     let dir = support::tempdir("tools-run");
     std::fs::write(dir.join("jobs.yaml"), jobs_yaml(&servers, &fake.base_url())).unwrap();
     let (row, stdout, stderr) = first_ask(&dir, &[("TOOL_SECRET", TOOL_SECRET)]).await;
@@ -568,22 +577,16 @@ async fn the_guides_worked_example_validates_and_runs_against_the_real_server() 
         .iter()
         .map(|a| yaml_str(a))
         .collect();
-    let fake = FakeLlm::openai(
-        KEY,
+    let fake = calls_then(
         vec![
-            Reply::tools(
-                vec![
-                    FakeCall::new("everything__get-sum", json!({"a": 19, "b": 23})),
-                    FakeCall::new("disk_free", json!({"path": "/tmp"})),
-                ],
-                300,
-                30,
-            ),
-            Reply::ok("42; plenty of space", 400, 10),
+            FakeCall::new("everything__get-sum", json!({"a": 19, "b": 23})),
+            FakeCall::new("disk_free", json!({"path": "/tmp"})),
         ],
+        (300, 30),
+        "42; plenty of space",
+        (400, 10),
     )
-    .await
-    .unwrap();
+    .await;
     let local = yaml
         .replace(&npx, &format!("[{}]", argv.join(", ")))
         .replace(
@@ -1229,22 +1232,16 @@ async fn a_servers_secret_in_its_tool_listing_and_its_log_messages_is_redacted_a
         return;
     };
     let tokened = cronsole::model::wire_name("py.t_[redacted]");
-    let fake = FakeLlm::openai(
-        KEY,
+    let fake = calls_then(
         vec![
-            Reply::tools(
-                vec![
-                    FakeCall::new("py__chatty", json!({"count": 3000, "changed": 3000})),
-                    FakeCall::new(&tokened, json!({"note": "hi"})),
-                ],
-                100,
-                20,
-            ),
-            Reply::ok("all done", 200, 10),
+            FakeCall::new("py__chatty", json!({"count": 3000, "changed": 3000})),
+            FakeCall::new(&tokened, json!({"note": "hi"})),
         ],
+        (100, 20),
+        "all done",
+        (200, 10),
     )
-    .await
-    .unwrap();
+    .await;
     let yaml = listed_secret_yaml(&servers, &fake.base_url());
     let dir = support::tempdir("tools-listed-secret");
     std::fs::write(dir.join("jobs.yaml"), yaml).unwrap();
@@ -1777,15 +1774,7 @@ async fn a_runs_server_and_tool_end_with_the_run_at_its_end_its_timeout_and_a_ca
         return;
     };
     let echo = |server: &str| FakeCall::new(&format!("{server}__echo"), json!({"text": "hi"}));
-    let answers = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(vec![echo("pa")], 10, 5),
-            Reply::ok("done", 10, 5),
-        ],
-    )
-    .await
-    .unwrap();
+    let answers = calls_then(vec![echo("pa")], (10, 5), "done", (10, 5)).await;
     let holds = |server: &str, tool: &str| {
         vec![Reply::Forever(Box::new(Reply::tools(
             vec![echo(server), FakeCall::new(tool, json!({}))],
@@ -1968,15 +1957,13 @@ async fn echoed_credential_is_redacted(header: String, secret: &str) {
     let server = tokio::task::spawn_blocking(move || servers.py_http_with(&[("ECHO_BEARER", "1")]))
         .await
         .unwrap();
-    let fake = FakeLlm::openai(
-        KEY,
-        vec![
-            Reply::tools(vec![FakeCall::new("h__whoami", json!({}))], 100, 20),
-            Reply::ok(&format!("the server says token only: {secret}"), 200, 10),
-        ],
+    let fake = calls_then(
+        vec![FakeCall::new("h__whoami", json!({}))],
+        (100, 20),
+        &format!("the server says token only: {secret}"),
+        (200, 10),
     )
-    .await
-    .unwrap();
+    .await;
     let dir = support::tempdir("tools-bearer");
     std::fs::write(
         dir.join("jobs.yaml"),
