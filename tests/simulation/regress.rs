@@ -242,25 +242,14 @@ fn a_recovery_that_dies_midway_leaves_no_abandoned_row_for_a_run_that_completed(
 #[test]
 fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() {
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
-    let s = open(&disk);
-    let mut d = cronsole::testkit::jobs::command_job("a", 10);
-    d.misfire_grace_seconds = Some(1.0);
-    apply(&s, vec![d]);
-    let c = claim_one(&s, t(0));
-    s.complete(completion(&c, t(1)))
-        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let s = ran_with_grace(&disk);
     let req = |now| claim_req(now, "o", 0);
     fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
     assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
     s.claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("retry: {e}"));
-    let missed: Vec<_> = rows(&s)
-        .into_iter()
-        .filter(|r| r.status == Status::Missed)
-        .map(|r| (r.slot, r.slot_end, r.slots_count))
-        .collect();
     assert_eq!(
-        missed,
+        missed_counted(&s),
         vec![
             (Some(t(50)), Some(t(60)), Some(2)),
             (Some(t(10)), Some(t(40)), Some(4)),
@@ -360,30 +349,13 @@ fn a_recovery_finishing_from_a_landed_row_writes_its_overlap_row_once() {
 #[test]
 fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
-    let s = open(&disk);
-    let mut d = cronsole::testkit::jobs::command_job("a", 10);
-    d.misfire_grace_seconds = Some(1.0);
-    apply(&s, vec![d]);
-    let c = claim_one(&s, t(0));
-    s.complete(completion(&c, t(1)))
-        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let s = ran_with_grace(&disk);
     let req = |now| claim_req(now, "o", 0);
-    let other = open(&disk);
-    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
-    assert!(
-        other.claim_due(&req(t(45))).is_err(),
-        "the other process dies"
-    );
-    drop(other);
+    another_process_dies_claiming(&disk, &req(t(45)));
     s.claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("claim: {e}"));
-    let missed: Vec<_> = rows(&s)
-        .into_iter()
-        .filter(|r| r.status == Status::Missed)
-        .map(|r| (r.slot, r.slot_end, r.slots_count))
-        .collect();
     assert_eq!(
-        missed,
+        missed_counted(&s),
         vec![
             (Some(t(50)), Some(t(60)), Some(2)),
             (Some(t(10)), Some(t(40)), Some(4)),
@@ -399,33 +371,16 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
 #[test]
 fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
-    let s = open(&disk);
-    let mut d = cronsole::testkit::jobs::command_job("a", 10);
-    d.misfire_grace_seconds = Some(1.0);
-    apply(&s, vec![d]);
-    let c = claim_one(&s, t(0));
-    s.complete(completion(&c, t(1)))
-        .unwrap_or_else(|e| panic!("complete: {e}"));
+    let s = ran_with_grace(&disk);
     drop(s);
     let req = |now| claim_req(now, "o", 0);
-    let other = open(&disk);
-    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
-    assert!(
-        other.claim_due(&req(t(45))).is_err(),
-        "the other process dies"
-    );
-    drop(other);
+    another_process_dies_claiming(&disk, &req(t(45)));
     let fresh = open(&disk);
     fresh
         .claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("claim: {e}"));
-    let missed: Vec<_> = rows(&fresh)
-        .into_iter()
-        .filter(|r| r.status == Status::Missed)
-        .map(|r| (r.slot, r.slot_end, r.slots_count))
-        .collect();
     assert_eq!(
-        missed,
+        missed_counted(&fresh),
         vec![
             (Some(t(50)), Some(t(60)), Some(2)),
             (Some(t(10)), Some(t(40)), Some(4)),
@@ -649,6 +604,26 @@ fn missed_rows(s: &FileStore) -> Vec<SlotSpan> {
         .collect()
 }
 
+/// A row's first and last slot, and how many slots it stands for.
+type CountedSpan = (Option<DateTime<Utc>>, Option<DateTime<Utc>>, Option<u64>);
+
+/// Each `missed` row's [`CountedSpan`], newest first.
+fn missed_counted(s: &FileStore) -> Vec<CountedSpan> {
+    rows(s)
+        .into_iter()
+        .filter(|r| r.status == Status::Missed)
+        .map(|r| (r.slot, r.slot_end, r.slots_count))
+        .collect()
+}
+
+/// Another process opens the store and dies in its claim `req` (a crash on its journal write),
+/// after the rows of that claim reached history.
+fn another_process_dies_claiming(disk: &SimDisk, req: &ClaimRequest) {
+    let other = open(disk);
+    fault(disk, "jobs.journal", "write", ScriptedFault::Crash);
+    assert!(other.claim_due(req).is_err(), "the other process dies");
+}
+
 /// "Slot in two rows" (731 of 100 000 strict seeds, e.g. 129, 304, 50193): a process wrote a
 /// `missed` row and died before its job record; then any operation that wrote the job's record
 /// without generating rows (here an operator's trigger; in the seeds also pauses, renewals,
@@ -661,13 +636,7 @@ fn an_operation_between_a_dead_claim_and_the_next_does_not_hide_its_missed_row()
     let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
     drop(ran_with_grace(&disk));
     let req = |now| claim_req(now, "o", 0);
-    let other = open(&disk);
-    fault(&disk, "jobs.journal", "write", ScriptedFault::Crash);
-    assert!(
-        other.claim_due(&req(t(45))).is_err(),
-        "the other process dies"
-    );
-    drop(other);
+    another_process_dies_claiming(&disk, &req(t(45)));
     let cli = open(&disk);
     cli.request_trigger("a", t(46))
         .unwrap_or_else(|e| panic!("trigger: {e}"));
