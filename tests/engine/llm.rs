@@ -54,6 +54,14 @@ fn max_tokens(n: u32) -> String {
     format!("{BRIEF}\n    max_tokens: {n}")
 }
 
+/// An engine running the job `ask` of [`agent_yaml`] on `fake` (OpenAI), under `budget`, each
+/// request asking for at most `tokens` output tokens.
+async fn capped_rig(tag: &str, fake: &FakeLlm, key: &str, budget: &str, tokens: u32) -> Rig {
+    let yaml =
+        agent_yaml("openai", &fake.base_url(), "", budget).replace(BRIEF, &max_tokens(tokens));
+    Rig::start(tag, &yaml, key_env(key)).await
+}
+
 /// A fresh key and the fake OpenAI server that takes it, answering `replies` in order.
 async fn openai(replies: Vec<Reply>) -> (String, FakeLlm) {
     let key = unique_key();
@@ -345,14 +353,14 @@ async fn usage_beyond_the_requests_bound_is_charged_at_the_reservation() {
     let fake = FakeLlm::openai(&key, vec![Reply::ok("hi", 10, 1_000_000)])
         .await
         .unwrap();
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "lying-usage",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 1.00, period: day }\n",
+        100,
     )
-    .replace(BRIEF, &max_tokens(100));
-    let rig = Rig::start("lying-usage", &yaml, key_env(&key)).await;
+    .await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
@@ -743,14 +751,14 @@ async fn a_reply_is_booked_at_most_at_its_reservation_and_at_the_requested_price
         Reply::AsModel("o1-pro".into(), Box::new(Reply::ok("hi", 10, 10))),
     ])
     .await;
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "over-reservation",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 0.02, period: day }\n",
+        100,
     )
-    .replace(BRIEF, &max_tokens(100));
-    let rig = Rig::start("over-reservation", &yaml, key_env(&key)).await;
+    .await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
@@ -808,14 +816,14 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
     ])
     .await;
     // Worst case ≈ $0.2001 (100 000 output tokens at $2/M dominate): one fits $0.30, two not.
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "unknown-then-budget",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 0.30, period: day }\n",
+        100_000,
     )
-    .replace(BRIEF, &max_tokens(100_000));
-    let rig = Rig::start("unknown-then-budget", &yaml, key_env(&key)).await;
+    .await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
     assert_eq!(r.status, Status::Failed, "{r:#?}");
@@ -842,14 +850,14 @@ async fn a_budget_stop_after_an_unknown_outcome_attempt_is_failed_with_its_cost(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the_row() {
     let (key, fake) = openai(vec![Reply::Malformed, Reply::Malformed, Reply::Malformed]).await;
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "unknown-x3",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 10.0, period: day }\n",
+        100_000,
     )
-    .replace(BRIEF, &max_tokens(100_000));
-    let rig = Rig::start("unknown-x3", &yaml, key_env(&key)).await;
+    .await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
     assert_eq!(r.status, Status::Failed, "{r:#?}");
@@ -883,14 +891,14 @@ async fn retries_that_run_out_on_unknown_outcomes_book_their_reservations_on_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
     let (key, fake) = openai(vec![Reply::Malformed, Reply::ok("hi", 10, 10)]).await;
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "unknown-then-ok",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 10.0, period: day }\n",
+        100_000,
     )
-    .replace(BRIEF, &max_tokens(100_000));
-    let rig = Rig::start("unknown-then-ok", &yaml, key_env(&key)).await;
+    .await;
     let rows = rig.wait_rows("ask", 1).await;
     let r = &rows[0];
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
@@ -916,14 +924,14 @@ async fn an_unknown_outcome_attempt_before_a_success_is_in_the_rows_cost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_without_usage_under_a_budget_is_booked_at_its_reservation() {
     let (key, fake) = openai(vec![Reply::ok_without_usage("hi")]).await;
-    let yaml = agent_yaml(
-        "openai",
-        &fake.base_url(),
-        "",
+    let rig = capped_rig(
+        "no-usage-budget",
+        &fake,
+        &key,
         "budget: { max_cost_usd: 10.0, period: day }\n",
+        100_000,
     )
-    .replace(BRIEF, &max_tokens(100_000));
-    let rig = Rig::start("no-usage-budget", &yaml, key_env(&key)).await;
+    .await;
     let r = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(r.status, Status::Succeeded, "{r:#?}");
     assert!(r.cost_usd > 0.2 && r.cost_usd < 0.21, "{r:#?}");
