@@ -702,6 +702,38 @@ fn wait_for_pid(path: &std::path::Path) -> i32 {
     read_pid(path).expect("a pid")
 }
 
+/// The run's supervisor and its three sleeps (`plain`, `escaped`, `double`), from the pid files
+/// the command writes, once each sleep has exec'd.
+fn supervisor_and_sleeps(s: &Setup) -> (i32, Vec<i32>) {
+    let sup = wait_for_pid(&s.dir.join("sup.pid"));
+    let pids: Vec<i32> = ["plain", "escaped", "double"]
+        .iter()
+        .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
+        .collect();
+    wait_exec(&pids);
+    (sup, pids)
+}
+
+/// SIGKILL of the run's supervisor `sup`: which of `pids` are still alive 1.5 s later. All of
+/// them are killed afterwards, so none outlives the test.
+fn kill_supervisor(sup: i32, pids: &[i32]) -> Vec<i32> {
+    // SAFETY: kill(2) of the supervisor this test's owner started.
+    unsafe {
+        libc::kill(sup, libc::SIGKILL);
+    }
+    poll_until(Duration::from_millis(1500), || {
+        !pids.iter().any(|p| alive(*p))
+    });
+    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    for pid in pids {
+        // SAFETY: kill(2) of a process this test's run started.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    left
+}
+
 /// Wait until each of `pids` runs `sleep`: a pid file is written right after the fork, and a
 /// `setsid sleep` has left the run's session only once `setsid` has exec'd the `sleep`.
 fn wait_exec(pids: &[i32]) {
@@ -877,12 +909,7 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
     );
     let mut child = s.spawn(&[]);
     wait_running(&s, &mut child);
-    let sup = wait_for_pid(&s.dir.join("sup.pid"));
-    let pids: Vec<i32> = ["plain", "escaped", "double"]
-        .iter()
-        .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
-        .collect();
-    wait_exec(&pids);
+    let (sup, pids) = supervisor_and_sleeps(&s);
     let stat = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
     if !stat.contains("__zygote") || !pids.iter().all(|p| alive(*p)) {
         // SIGKILL of the owner: its supervisor kills the run's tree.
@@ -890,19 +917,7 @@ fn kill_9_of_a_run_s_supervisor_kills_its_processes_and_the_row_says_why() {
         let _ = child.wait();
         panic!("{sup} is not the run's supervisor ({stat:?}) or a sleep of {pids:?} ended");
     }
-    // SAFETY: kill(2) of the supervisor this test's owner started.
-    unsafe {
-        libc::kill(sup, libc::SIGKILL);
-    }
-    poll_until(Duration::from_millis(1500), || {
-        !pids.iter().any(|p| alive(*p))
-    });
-    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
-    for pid in &pids {
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
-    }
+    let left = kill_supervisor(sup, &pids);
     let rows = s.rows_when(Duration::from_secs(20), |r| !r.is_empty());
     // The owner is stopped before any assertion, so a failure leaves no process behind.
     signal(&child, libc::SIGTERM);
@@ -950,12 +965,7 @@ fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
         .spawn()
         .expect("spawn cronsole");
     wait_running(&s, &mut child);
-    let sup = wait_for_pid(&s.dir.join("sup.pid"));
-    let pids: Vec<i32> = ["plain", "escaped", "double"]
-        .iter()
-        .map(|n| wait_for_pid(&s.dir.join(format!("{n}.pid"))))
-        .collect();
-    wait_exec(&pids);
+    let (sup, pids) = supervisor_and_sleeps(&s);
     let cmdline = std::fs::read_to_string(format!("/proc/{sup}/cmdline")).unwrap_or_default();
     if !cmdline.contains("__supervise") || !pids.iter().all(|p| alive(*p)) {
         let _ = child.kill();
@@ -967,19 +977,7 @@ fn kill_9_of_a_fallback_supervisor_kills_its_processes() {
         }
         panic!("{sup} is not the run's supervisor ({cmdline:?}) or a sleep of {pids:?} ended");
     }
-    // SAFETY: kill(2) of the supervisor this test's owner started.
-    unsafe {
-        libc::kill(sup, libc::SIGKILL);
-    }
-    poll_until(Duration::from_millis(1500), || {
-        !pids.iter().any(|p| alive(*p))
-    });
-    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
-    for pid in &pids {
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
-    }
+    let left = kill_supervisor(sup, &pids);
     // What the owner inherited as subreaper is reaped, not left as zombies.
     let zombies = |owner: u32| -> Vec<i32> {
         std::fs::read_dir("/proc")
