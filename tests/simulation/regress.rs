@@ -248,14 +248,7 @@ fn a_claim_retried_after_a_failed_journal_write_records_each_missed_slot_once() 
     assert!(s.claim_due(&req(t(45))).is_err(), "the journal is full");
     s.claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("retry: {e}"));
-    assert_eq!(
-        missed_counted(&s),
-        vec![
-            (Some(t(50)), Some(t(60)), Some(2)),
-            (Some(t(10)), Some(t(40)), Some(4)),
-        ],
-        "newest first: each missed slot in one row"
-    );
+    assert_missed_t10_to_t60_once(&s);
 }
 
 /// Seed 19's path with a renewal: the run's owner, back from its stall, renews the lapsed lease
@@ -354,14 +347,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again() {
     another_process_dies_claiming(&disk, &req(t(45)));
     s.claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("claim: {e}"));
-    assert_eq!(
-        missed_counted(&s),
-        vec![
-            (Some(t(50)), Some(t(60)), Some(2)),
-            (Some(t(10)), Some(t(40)), Some(4)),
-        ],
-        "newest first: each missed slot in one row"
-    );
+    assert_missed_t10_to_t60_once(&s);
 }
 
 /// Bug 5 (strict seeds 38, 56, 157): another process wrote a `missed` row and died before its
@@ -379,14 +365,7 @@ fn a_missed_row_left_by_a_dead_process_is_not_written_again_by_a_new_process() {
     fresh
         .claim_due(&req(t(67)))
         .unwrap_or_else(|e| panic!("claim: {e}"));
-    assert_eq!(
-        missed_counted(&fresh),
-        vec![
-            (Some(t(50)), Some(t(60)), Some(2)),
-            (Some(t(10)), Some(t(40)), Some(4)),
-        ],
-        "newest first: each missed slot in one row"
-    );
+    assert_missed_t10_to_t60_once(&fresh);
 }
 
 /// Bug 5's overlap case: a recoverer wrote `abandoned` and the overlap `skipped` row of a lapsed
@@ -614,6 +593,20 @@ fn missed_counted(s: &FileStore) -> Vec<CountedSpan> {
         .filter(|r| r.status == Status::Missed)
         .map(|r| (r.slot, r.slot_end, r.slots_count))
         .collect()
+}
+
+/// The `missed` rows of job `a` ([`ran_with_grace`]) after claims at t45 and t67: t10–t40 in
+/// one row and t50–t60 in another, each slot once.
+#[track_caller]
+fn assert_missed_t10_to_t60_once(s: &FileStore) {
+    assert_eq!(
+        missed_counted(s),
+        vec![
+            (Some(t(50)), Some(t(60)), Some(2)),
+            (Some(t(10)), Some(t(40)), Some(4)),
+        ],
+        "newest first: each missed slot in one row"
+    );
 }
 
 /// Another process opens the store and dies in its claim `req` (a crash on its journal write),
