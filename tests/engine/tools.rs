@@ -66,6 +66,30 @@ fn read_a(input: i64, output: i64) -> Reply {
     )
 }
 
+/// The jobs file on `fake` under a $1/day budget, its job `ask` allowed `max_retries` attempts
+/// of at most `timeout` seconds each.
+fn timed_yaml(fake: &FakeLlm, max_retries: u32, timeout: u32) -> String {
+    yaml(
+        "openai",
+        &fake.base_url(),
+        "budget: { max_cost_usd: 1.0, period: day }\n",
+        "",
+    )
+    .replace(
+        "    max_retries: 1\n",
+        &format!("    max_retries: {max_retries}\n    timeout_seconds: {timeout}\n"),
+    )
+}
+
+/// A reply that comes 4 s late, every time: past the run's time-out.
+fn late_forever() -> Reply {
+    let late = Reply::ok("late", 10, 5);
+    Reply::Forever(Box::new(Reply::Slow(
+        std::time::Duration::from_secs(4),
+        Box::new(late),
+    )))
+}
+
 /// A loopback OpenAI-compatible model that answers `replies` in turn.
 async fn openai(replies: Vec<Reply>) -> FakeLlm {
     FakeLlm::openai(KEY, replies).await.unwrap()
@@ -317,21 +341,8 @@ async fn attempts_count_the_retries_of_a_turn_not_the_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_cut_at_the_loops_timeout_is_not_retried() {
     let src = files();
-    let slow = Reply::Slow(
-        std::time::Duration::from_secs(4),
-        Box::new(Reply::ok("late", 10, 5)),
-    );
-    let fake = openai(vec![Reply::Forever(Box::new(slow))]).await;
-    let yaml = yaml(
-        "openai",
-        &fake.base_url(),
-        "budget: { max_cost_usd: 1.0, period: day }\n",
-        "",
-    )
-    .replace(
-        "    max_retries: 1\n",
-        "    max_retries: 3\n    timeout_seconds: 1\n",
-    );
+    let fake = openai(vec![late_forever()]).await;
+    let yaml = timed_yaml(&fake, 3, 1);
     let rig = Rig::start("tools-timeout-retry", &yaml, opts(&src)).await;
     let r = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(r.status, Status::Failed, "{r:#?}");
@@ -371,21 +382,8 @@ async fn a_request_cut_at_the_loops_timeout_is_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_turn_cut_at_the_timeout_is_on_the_record_with_its_charge() {
     let src = files();
-    let slow = Reply::Slow(
-        std::time::Duration::from_secs(4),
-        Box::new(Reply::ok("late", 10, 5)),
-    );
-    let fake = openai(vec![read_a(100, 20), Reply::Forever(Box::new(slow))]).await;
-    let yaml = yaml(
-        "openai",
-        &fake.base_url(),
-        "budget: { max_cost_usd: 1.0, period: day }\n",
-        "",
-    )
-    .replace(
-        "    max_retries: 1\n",
-        "    max_retries: 1\n    timeout_seconds: 2\n",
-    );
+    let fake = openai(vec![read_a(100, 20), late_forever()]).await;
+    let yaml = timed_yaml(&fake, 1, 2);
     let rig = Rig::start("tools-timeout-later", &yaml, opts(&src)).await;
     let r = rig.wait_rows("ask", 1).await.remove(0);
     assert_eq!(r.status, Status::Failed, "{r:#?}");
