@@ -10,6 +10,9 @@
 //! (the call recorded as `dispatched`). The file store lives in `BENCH_DIR` (default
 //! `/dev/shm`, so the fsync itself costs next to nothing, as the target asks).
 //!
+//! Each turn is measured in wall time and in this process's CPU time (every thread): on a
+//! shared, busy machine the wall time's tail is the run queue, while the CPU time is the work.
+//!
 //! Run: `cargo bench --bench tool_loop`. Figures go to docs/BENCHMARKS.md "Tool loop".
 #![allow(clippy::unwrap_used)] // test code
 #![allow(unsafe_code)] // signals, forks and polls real processes through libc
@@ -85,8 +88,10 @@ fn tools() -> Toolbox {
 /// time from the end of one turn to the start of the next is the loop's own.
 struct InstantModel {
     agent: AgentDef,
-    turn_ended: Option<Instant>,
-    samples: Vec<Duration>,
+    /// When the last turn ended: wall clock and process CPU time.
+    turn_ended: Option<(Instant, Duration)>,
+    /// Per turn: (wall, CPU) from the end of one turn to the start of the next.
+    samples: Vec<(Duration, Duration)>,
     /// When set, turn `TURNS` waits here (memory of runs in flight).
     park: Option<(Arc<tokio::sync::Notify>, Arc<AtomicUsize>)>,
     /// When set, every turn and every dispatch is a store step of this claimed run.
@@ -137,6 +142,19 @@ impl StoredRun {
             StepOutcome::Lost => panic!("the bench run lost its lease"),
         }
     }
+}
+
+/// CPU time of this process, every thread: unlike wall time it does not count the time the
+/// machine had us descheduled.
+fn process_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid pointer we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn now() -> chrono::DateTime<chrono::Utc> {
@@ -202,8 +220,9 @@ impl ModelTurns for InstantModel {
                 // The turn's worst case, as a run reserves it ($1 per 1M prompt bytes here).
                 run.step(Some(bytes as f64 * 1e-6 + 1e-4), ask.record);
             }
-            if let Some(t) = self.turn_ended {
-                self.samples.push(t.elapsed());
+            if let Some((wall, cpu)) = self.turn_ended {
+                self.samples
+                    .push((wall.elapsed(), process_cpu().saturating_sub(cpu)));
             }
             if ask.number == TURNS
                 && let Some((n, parked)) = &self.park
@@ -234,7 +253,7 @@ impl ModelTurns for InstantModel {
                 calls,
                 cut: false,
             };
-            self.turn_ended = Some(Instant::now());
+            self.turn_ended = Some((Instant::now(), process_cpu()));
             Ok(TurnReply {
                 reply,
                 cost: RunCost::default(),
@@ -316,20 +335,26 @@ fn main() {
                 samples.extend(m.samples);
             }
         });
-        samples.sort();
         let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let (mut wall, mut cpu): (Vec<Duration>, Vec<Duration>) = samples.into_iter().unzip();
+        wall.sort();
+        cpu.sort();
         println!(
             "loop overhead per turn{} ({} turns, {CALLS_PER_TURN} calls of {RESULT_BYTES} B \
-             each): median {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+             each): wall median {:.1} µs, p99 {:.1} µs, max {:.1} µs; CPU median {:.1} µs, \
+             p99 {:.1} µs, max {:.1} µs",
             if with_store {
                 format!(" with its file-store steps in {}", base.display())
             } else {
                 ", the loop alone".to_string()
             },
-            samples.len(),
-            us(percentile(&samples, 0.5)),
-            us(percentile(&samples, 0.99)),
-            us(percentile(&samples, 1.0)),
+            wall.len(),
+            us(percentile(&wall, 0.5)),
+            us(percentile(&wall, 0.99)),
+            us(percentile(&wall, 1.0)),
+            us(percentile(&cpu, 0.5)),
+            us(percentile(&cpu, 0.99)),
+            us(percentile(&cpu, 1.0)),
         );
     }
     runs.clear();
