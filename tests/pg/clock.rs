@@ -367,3 +367,52 @@ fn a_claim_past_the_owners_bound_from_the_databases_clock_claims_nothing_and_say
     assert_eq!(o.refused, None);
     assert_eq!(o.claims.len(), 1, "{o:?}");
 }
+
+/// Owner records not heard of for a day are forgotten at an owner's first heartbeat and then
+/// once an hour, not at every heartbeat (an idle owner's beat is one statement).
+#[test]
+fn old_owner_records_are_swept_at_the_first_heartbeat_and_then_hourly() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    let old = |name: &str| {
+        let seen = Utc::now() - Duration::days(2);
+        let json = serde_json::json!({
+            "owner": name, "host": "h", "pid": 1, "version": "test",
+            "started_at": seen, "last_seen": seen, "clock_offset_ms": 0,
+        });
+        support::pg::exec(
+            &url,
+            &format!(
+                "INSERT INTO cronsole_owners (owner, last_seen, clock_offset_ms, record) \
+                 VALUES ('{name}', '{}', 0, $j${json}$j$::jsonb)",
+                seen.to_rfc3339()
+            ),
+        )
+        .unwrap();
+    };
+    let names = |s: &PgStore| -> Vec<String> {
+        s.owners()
+            .unwrap()
+            .into_iter()
+            .map(|o| o.record.owner)
+            .collect()
+    };
+    let mut me: cronsole::model::OwnerRecord = serde_json::from_value(serde_json::json!({
+        "owner": "h:2:me", "host": "h", "pid": 2, "version": "test",
+        "started_at": Utc::now(), "last_seen": Utc::now(), "clock_offset_ms": 0,
+    }))
+    .unwrap();
+    old("h:1:gone");
+    let first = s.beat(&me).unwrap().last_seen;
+    assert_eq!(names(&s), ["h:2:me"], "the first beat sweeps");
+    old("h:3:gone");
+    me.last_seen = Utc::now();
+    let second = s.beat(&me).unwrap().last_seen;
+    if first.timestamp() / 3600 == second.timestamp() / 3600 {
+        assert_eq!(
+            names(&s),
+            ["h:2:me", "h:3:gone"],
+            "no sweep within the hour"
+        );
+    }
+}

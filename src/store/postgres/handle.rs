@@ -60,6 +60,8 @@ pub(super) struct Inner {
     pub(super) clock: PgClock,
     /// The latest database clock this handle's heartbeats read (`rederive.rs`).
     pub(super) clock_mark: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+    /// When this handle's heartbeats last swept old owner records (`owners.rs`).
+    pub(super) last_sweep: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 /// A [`Store`](crate::store::Store) over a PostgreSQL database shared by every owner (any number of hosts).
@@ -159,6 +161,7 @@ impl PgStore {
             completions: AtomicU64::new(1),
             clock: opts.clock,
             clock_mark: std::sync::Mutex::new(None),
+            last_sweep: std::sync::Mutex::new(None),
         });
         let mut store = PgStore {
             inner,

@@ -7,8 +7,10 @@
 //! The heartbeat measures the owner's clock against the database's in the statement that
 //! stores it: `clock_offset_ms` is the owner's time at sending minus `clock_timestamp()` at the
 //! server, so it errs by the one-way trip of the request (milliseconds on a LAN) — small
-//! against any bound worth setting. Records not heard of for a day are deleted by the next
-//! heartbeat of any owner: a dead owner's record says when it was last seen meanwhile.
+//! against any bound worth setting. Records not heard of for a day are deleted by an owner's
+//! first heartbeat and then its first of each hour (by the database's clock), as on the file
+//! store: an idle owner's heartbeat is one statement, and a dead owner's record says when it
+//! was last seen meanwhile.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -47,13 +49,24 @@ impl Inner {
             out.last_seen = r.get(0);
             out.clock_offset_ms = r.get(1);
         }
-        // Old records of owners gone for a day (cheap: the table has one row per owner).
-        c.execute(
-            "DELETE FROM cronsole_owners WHERE last_seen < clock_timestamp() - interval '1 day'",
-            &[],
-        )
-        .await
-        .map_err(|e| db_err("forgetting old owners", e))?;
+        // Old records of owners gone for a day, once an hour: a day-old record kept an hour
+        // longer costs nothing, a statement at every beat wakes the owner and the server.
+        let swept = {
+            let mut last = self.last_sweep.lock().unwrap_or_else(|e| e.into_inner());
+            let due = sweep_due(*last, out.last_seen);
+            if due {
+                *last = Some(out.last_seen);
+            }
+            due
+        };
+        if swept {
+            c.execute(
+                "DELETE FROM cronsole_owners WHERE last_seen < clock_timestamp() - interval '1 day'",
+                &[],
+            )
+            .await
+            .map_err(|e| db_err("forgetting old owners", e))?;
+        }
         // The heartbeat read the database's clock: a clock set back since is seen here.
         if let Err(e) = self.after_a_step_back(out.last_seen).await {
             tracing::warn!("re-deriving slots after the database's clock went back: {e}");
@@ -84,5 +97,32 @@ impl Inner {
                 })
             })
             .collect()
+    }
+}
+
+/// Whether a heartbeat stamped `now` (the database's clock) sweeps old records: the first of
+/// this handle, then the first of each hour.
+fn sweep_due(previous: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    let hour = |t: DateTime<Utc>| t.timestamp().div_euclid(3600);
+    previous.is_none_or(|p| hour(p) != hour(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sweep_due;
+    use chrono::{DateTime, Utc};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_owner_sweeps_at_its_first_beat_and_then_once_an_hour() {
+        assert!(sweep_due(None, t("2026-12-07T10:59:59Z")));
+        let first = Some(t("2026-12-07T10:00:01Z"));
+        assert!(!sweep_due(first, t("2026-12-07T10:59:59Z")));
+        assert!(sweep_due(first, t("2026-12-07T11:00:00Z")));
+        // A clock set back an hour is another hour too.
+        assert!(sweep_due(first, t("2026-12-07T09:30:00Z")));
     }
 }
