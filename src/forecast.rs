@@ -59,6 +59,14 @@ pub struct JobForecast {
     pub runs_paid: u64,
     /// What the job's own `max_cost_usd` leaves this period, `None` without one.
     pub job_limit_left_usd: Option<f64>,
+    /// The worst case one of its model calls reserves (what the budget check tests), `None`
+    /// when it makes none or its model has no price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_call_usd: Option<f64>,
+    /// How many of its slots its own limit lets through, each tested as the budget check
+    /// tests a call; `None` without a limit.
+    #[serde(skip)]
+    pub own_limit_runs: Option<u64>,
 }
 
 impl JobForecast {
@@ -71,8 +79,8 @@ impl JobForecast {
             return String::new();
         }
         match self.job_limit_left_usd {
-            // The job's own limit stops it first when one more run does not fit it.
-            Some(left) if (self.runs_paid + 1) as f64 * self.cost_per_run_usd > left + 1e-12 => {
+            // The job's own limit stops it first when its budget check refuses the next run.
+            Some(left) if self.stopped_by_own_limit() => {
                 format!(
                     ", {} before its limit ({} left)",
                     self.runs_paid,
@@ -81,6 +89,11 @@ impl JobForecast {
             }
             _ => format!(", {} before the global limit", self.runs_paid),
         }
+    }
+
+    /// Whether the job's own limit refuses the run after its paid ones.
+    pub fn stopped_by_own_limit(&self) -> bool {
+        self.runs_paid < self.slots_left && self.own_limit_runs.is_some_and(|n| n <= self.runs_paid)
     }
 }
 
@@ -104,7 +117,21 @@ impl JobForecast {
         }
         if self.runs_paid == 0 {
             return match self.job_limit_left_usd {
-                Some(left) if self.cost_per_run_usd > left + 1e-12 => format!(
+                // The budget check tests a call's worst case: said when it is what refuses.
+                Some(left)
+                    if self.stopped_by_own_limit()
+                        && self
+                            .worst_call_usd
+                            .is_some_and(|w| w > self.cost_per_run_usd) =>
+                {
+                    format!(
+                        "{slots}, cap reached ({} left, a call may cost up to {}): {}",
+                        money(left),
+                        crate::cost::usd_up(self.worst_call_usd.unwrap_or_default()),
+                        money(0.0)
+                    )
+                }
+                Some(left) if self.stopped_by_own_limit() => format!(
                     "{slots}, cap reached ({} left, a run costs {per}): {}",
                     money(left),
                     money(0.0)
@@ -143,6 +170,9 @@ pub struct Forecast {
     /// projection of average costs says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub global_refusal: Option<GlobalRefusal>,
+    /// The jobs whose own limit refuses their next run (its budget check's test), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub own_limit_stops: Vec<String>,
 }
 
 /// A job the global limit stopped this period, and its skip reason.
@@ -183,6 +213,23 @@ impl Forecast {
     /// [`Forecast::phrase`] with `money` formatting the amount the way the caller's surface
     /// does (at the precision of the amounts beside it).
     pub fn phrase_with(&self, now: DateTime<Utc>, money: impl Fn(f64) -> String) -> String {
+        let global = self.global_phrase(now, money);
+        match self.own_limit_stops.as_slice() {
+            [] => global,
+            [one] => format!(
+                "{global}; {} stopped by its own limit",
+                crate::text::line(one)
+            ),
+            [first, rest @ ..] => format!(
+                "{global}; {} and {} more stopped by their own limits",
+                crate::text::line(first),
+                rest.len()
+            ),
+        }
+    }
+
+    /// What the phrase says about the global limit (or the projection without one).
+    fn global_phrase(&self, now: DateTime<Utc>, money: impl Fn(f64) -> String) -> String {
         let refused = self
             .global_refusal
             .as_ref()
@@ -331,10 +378,14 @@ pub struct Builder<'a> {
     key: String,
     /// Every job's committed money this period, summed as the budget check sums it.
     committed: Totals,
-    /// (when, cost, index into `lines`) of every run projected within its job's own limit.
-    events: Vec<(DateTime<Utc>, f64, usize)>,
+    /// (when, mean cost, worst case of its call, index into `lines`) of every run projected
+    /// within its job's own limit.
+    events: Vec<(DateTime<Utc>, f64, f64, usize)>,
+    /// The jobs whose own limit refuses their next run.
+    own_stops: Vec<String>,
     lines: Vec<JobForecast>,
     refusal: Option<GlobalRefusal>,
+    prices: crate::cost::PriceTable,
 }
 
 impl<'a> Builder<'a> {
@@ -348,8 +399,10 @@ impl<'a> Builder<'a> {
             key: period.key(now),
             committed: Totals::default(),
             events: Vec::new(),
+            own_stops: Vec::new(),
             lines: Vec::new(),
             refusal: None,
+            prices: crate::cost::PriceTable::from_settings(settings),
         }
     }
 
@@ -376,20 +429,30 @@ impl<'a> Builder<'a> {
         if slots.is_empty() {
             return;
         }
-        // The job's own limit stops its spending: what it leaves is what its budget check
-        // leaves (spent and in flight subtracted).
-        let left = rec.def.max_cost_usd.map(|m| {
-            let (spent, held) = committed(rec, &self.key);
-            (m - spent - held).max(0.0)
-        });
-        let room = left.unwrap_or(f64::INFINITY);
-        let mut projected = 0.0;
+        // Each run is tested as its budget check tests its call: the call's worst case must fit
+        // what the limit leaves (spent and in flight subtracted); the run then spends its mean.
+        let worst = crate::preflight::definition_call(&rec.def, self.settings, &self.prices)
+            .map(|c| c.worst_usd);
+        let ask = worst.unwrap_or(per);
+        let (spent, held) = committed(rec, &self.key);
+        let mut own = Totals {
+            spent,
+            held,
+            ..Totals::default()
+        };
+        let left = rec.def.max_cost_usd.map(|m| (m - spent - held).max(0.0));
+        let mut paid = 0u64;
         for s in &slots {
-            if projected + per > room + 1e-12 {
+            if rec.def.max_cost_usd.is_some_and(|m| !own.fits(m, ask)) {
                 break;
             }
-            projected += per;
-            self.events.push((*s, per, self.lines.len()));
+            own.spent += per;
+            paid += 1;
+            self.events.push((*s, per, ask, self.lines.len()));
+        }
+        let own_limit_runs = rec.def.max_cost_usd.map(|_| paid);
+        if own_limit_runs == Some(0) {
+            self.own_stops.push(rec.def.name.clone());
         }
         self.lines.push(JobForecast {
             job: rec.def.name.clone(),
@@ -399,6 +462,8 @@ impl<'a> Builder<'a> {
             capped,
             runs_paid: 0,
             job_limit_left_usd: left,
+            worst_call_usd: worst,
+            own_limit_runs,
         });
     }
 
@@ -415,18 +480,20 @@ impl<'a> Builder<'a> {
             mut events,
             mut lines,
             refusal,
+            mut own_stops,
             ..
         } = self;
+        own_stops.sort();
         let limit = settings.budget.map(|b| b.max_cost_usd);
         events.sort_by_key(|e| e.0);
         let mut used = committed;
         let mut limit_reached_at = limit.filter(|l| !used.fits(*l, 0.0)).map(|_| now);
-        for (t, c, i) in &events {
+        for (t, c, ask, i) in &events {
             if limit_reached_at.is_some() {
                 break;
             }
             if let Some(l) = limit
-                && !used.fits(l, *c)
+                && !used.fits(l, *ask)
             {
                 limit_reached_at = Some(*t);
                 break;
@@ -455,6 +522,7 @@ impl<'a> Builder<'a> {
             limit_reached_at,
             jobs: lines,
             global_refusal: refusal.filter(|_| limit.is_some()),
+            own_limit_stops: own_stops,
         }
     }
 }
@@ -659,6 +727,58 @@ mod tests {
             f.jobs[0].breakdown(money),
             "22 slots left × $0.0108/run = $0.2376"
         );
+    }
+
+    /// A job's own limit whose rest covers the mean cost of a run but not its call's worst case
+    /// refuses the next call: the forecast says so (its line and the phrase), as the budget
+    /// check decides, never "1 before its limit".
+    #[test]
+    fn a_job_limit_below_the_next_calls_worst_case_stops_it_in_the_forecast() {
+        let t0 = t("2026-12-07T18:00:00Z");
+        let mut def = crate::store::policy::define::tests_support::def("ask");
+        def.action = crate::model::Action::Agent {
+            agent: "helper".into(),
+            message: "hi".into(),
+            tools: None,
+        };
+        def.max_cost_usd = Some(0.001);
+        let mut rec = crate::store::policy::define::tests_support::due_at(def, t0);
+        spent(&mut rec, Status::Succeeded, 0.00032, t0);
+        spent(&mut rec, Status::Succeeded, 0.00032, t0);
+        rec.rt.next_slot = Some(t0 + Duration::seconds(60));
+        let mut s = settings(10.0);
+        let mut agent = crate::testkit::jobs::agent_def("helper", crate::model::Provider::Openai);
+        agent.max_tokens = Some(200);
+        s.agents.insert("helper".into(), agent);
+        s.pricing.insert(
+            "m".into(),
+            crate::model::Price {
+                input: 1.0,
+                output: 2.0,
+                ..Default::default()
+            },
+        );
+        let now = t0 + Duration::seconds(1);
+        let f = compute(std::slice::from_ref(&rec), &s, now);
+        let j = &f.jobs[0];
+        assert_eq!(j.runs_paid, 0, "{j:?}");
+        let worst = j.worst_call_usd.unwrap_or_default();
+        assert!(worst > 0.00036 && worst < 0.0006, "{j:?}");
+        assert!(
+            j.breakdown(crate::cost::usd)
+                .ends_with("cap reached ($0.00036 left, a call may cost up to $0.000474): $0.00"),
+            "{}",
+            j.breakdown(crate::cost::usd)
+        );
+        assert_eq!(
+            f.phrase(now),
+            "limit not reached this period; ask stopped by its own limit"
+        );
+        // With room for the worst case, the run is paid and nothing is stopped.
+        rec.def.max_cost_usd = Some(0.002);
+        let f = compute(std::slice::from_ref(&rec), &s, now);
+        assert!(f.jobs[0].runs_paid >= 1, "{:?}", f.jobs[0]);
+        assert_eq!(f.phrase(now), "limit not reached this period");
     }
 
     /// Money 2: an `every 1s` load projected $1680 for the rest of the day under a $5 global
