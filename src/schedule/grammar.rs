@@ -489,6 +489,9 @@ fn english(s: &str) -> Result<String, ScheduleError> {
         .ok_or_else(|| bad("expected 'DAYS at TIME', e.g. 'weekdays at 09:30'"))?;
     let days = days.trim();
     let days = days.strip_prefix("every ").unwrap_or(days).trim();
+    if let Some(hint) = interval_at_hint(days, times) {
+        return Err(bad(&hint));
+    }
     let dow = match days {
         "" | "day" | "days" | "daily" | "every day" => "*".to_string(),
         "weekday" | "weekdays" => "1-5".to_string(),
@@ -524,6 +527,41 @@ fn english(s: &str) -> Result<String, ScheduleError> {
         .collect::<Vec<_>>()
         .join(",");
     Ok(format!("{m} {h} * * {dow}"))
+}
+
+/// What `every 2 hours at :15` (an interval with a time of day, which no form here takes) is
+/// told: an interval counts from when the job is stored, so fixed minutes need a cron line,
+/// spelled out for the case at hand when it is one (`15 */2 * * *`).
+fn interval_at_hint(interval: &str, time: &str) -> Option<String> {
+    let secs = match interval {
+        "hour" | "hourly" => 3600,
+        "minute" => 60,
+        other => parse_seconds(other).ok()?,
+    };
+    let time = time.trim();
+    let at = time
+        .strip_prefix(':')
+        .filter(|m| m.len() == 2)
+        .and_then(|m| m.parse::<u32>().ok())
+        .filter(|m| *m < 60)
+        .map(|m| (None, m))
+        .or_else(|| parse_clock(time).ok().map(|(h, m)| (Some(h), m)));
+    let hours = secs / 3600;
+    let cron = match at {
+        Some((h, m)) if secs % 3600 == 0 && (1..24).contains(&hours) && 24 % hours == 0 => {
+            let field = match h.map(|h| u64::from(h) % hours) {
+                _ if hours == 1 => "*".to_string(),
+                None | Some(0) => format!("*/{hours}"),
+                Some(first) => format!("{first}-23/{hours}"),
+            };
+            format!("for this one, '{m} {field} * * *'")
+        }
+        _ => "e.g. '15 */2 * * *' is minute 15 of every second hour".to_string(),
+    };
+    Some(format!(
+        "'{interval}' is an interval, which counts from when the job is stored and takes no \
+         time of day; for fixed times write a cron line (minute hour day month weekday), {cron}"
+    ))
 }
 
 fn day_index(w: &str) -> Option<u32> {
@@ -892,6 +930,20 @@ mod tests {
         rejected("0 0 * * Sat-Sun", "write it as SAT,SUN");
         rejected("0 0 * Nov-Mar *", "NOV-DEC,JAN-MAR");
         rejected("CRON_TZ=Europe/Berlin 0 9 * * *", "crontab variable");
+        // An interval with a time of day gets the cron line that says it.
+        rejected("every 2 hours at :15", "for this one, '15 */2 * * *'");
+        rejected("every 2 hours at :15", "'2 hours' is an interval");
+        rejected("hourly at :15", "for this one, '15 * * * *'");
+        rejected("every hour at :05", "'5 * * * *'");
+        rejected("every 3h at 1:30", "'30 1-23/3 * * *'");
+        rejected("every 2 days at 9am", "e.g. '15 */2 * * *'");
+        let e = parse_schedule("every 2 hours at :15", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("day of the week"), "{e}");
+        for ok in ["15 */2 * * *", "15 * * * *", "30 1-23/3 * * *"] {
+            assert!(parse_schedule(ok, "UTC").is_ok(), "{ok}");
+        }
     }
 
     #[test]
