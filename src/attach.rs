@@ -111,22 +111,22 @@ impl Ctx {
             Command::Resume(j) => store
                 .set_paused(&j, false, now)
                 .map(|()| format!("{j} resumed")),
-            Command::Trigger(j) => store.request_trigger(&j, now).map(|o| match o {
-                // No engine to claim it: the CLI's `trigger` words, not "the next owner claiming".
-                TriggerOutcome::Queued => match no_engine(store, crate::owners::queued_note) {
-                    Some(note) => format!("triggered {j}: {note}"),
-                    None => crate::engine::trigger_notice(&j, &o),
-                },
-                _ => crate::engine::trigger_notice(&j, &o),
+            // No engine to claim it: the CLI's words, not "the next owner claiming".
+            Command::Trigger(j) => store.request_trigger(&j, now).map(|o| {
+                let waiting = match o {
+                    TriggerOutcome::Queued => no_engine(store, crate::owners::waiting_note),
+                    _ => None,
+                };
+                crate::engine::trigger_notice_waiting(&j, &o, waiting.as_deref())
             }),
             Command::Retry(id) => store.retry(id, now).map(|(job, out)| {
-                let text = crate::engine::operator_notice(&job, &out);
-                match out {
+                let waiting = match out {
                     crate::store::EditOutcome::Queued { .. } => {
-                        with_note(store, text, crate::owners::queued_note)
+                        no_engine(store, crate::owners::waiting_note)
                     }
-                    _ => text,
-                }
+                    _ => None,
+                };
+                crate::engine::operator_notice_waiting(&job, &out, waiting.as_deref())
             }),
             Command::Cancel(j) => store.cancel(&j, now).map(|(job, out)| {
                 crate::engine::cancel_notice(store, &job, &out, JudgeAt::caller(now))

@@ -59,13 +59,13 @@ pub fn live(owners: &[OwnerSeen]) -> BTreeSet<String> {
 /// The words every surface uses when no owner is live: what was written waits in the store.
 pub const NO_ENGINE: &str = "no engine is running on this store";
 
-/// The note `trigger`, `retry` and `backfill` print after queueing a run while no owner is live
-/// (`None` when one is): the run is stored and waits for an engine to start.
-pub fn queued_note(owners: &[OwnerSeen]) -> Option<String> {
+/// What a run queued while no owner is live waits for (`None` when one is): the words that
+/// replace "the next owner claiming runs it" after `trigger`, `retry` and `backfill`.
+pub fn waiting_note(owners: &[OwnerSeen]) -> Option<String> {
     live(owners).is_empty().then(|| {
         format!(
-            "queued; {NO_ENGINE} (none heard from in the last {GONE_AFTER_SECS}s): it runs when \
-             one starts (`cronsole run`, or `cronsole` with the jobs file)"
+            "{NO_ENGINE} (none heard from in the last {GONE_AFTER_SECS}s): it runs when one \
+             starts (`cronsole run`, or `cronsole` with the jobs file)"
         )
     })
 }
@@ -147,17 +147,14 @@ pub(crate) mod tests {
     #[test]
     fn the_notes_are_given_only_when_no_owner_is_live() {
         let gone = [seen("a", GONE_AFTER_SECS + 1, false), seen("b", 0, true)];
-        let q = queued_note(&gone).unwrap();
-        assert!(
-            q.starts_with("queued; no engine is running on this store"),
-            "{q}"
-        );
+        let q = waiting_note(&gone).unwrap();
+        assert!(q.starts_with("no engine is running on this store"), "{q}");
         assert!(q.contains("last 30s") && q.contains("cronsole run"), "{q}");
-        assert!(queued_note(&[]).is_some());
+        assert!(waiting_note(&[]).is_some());
         let p = paused_note(&gone).unwrap();
         assert!(p.contains("no engine is running on this store"), "{p}");
         let one = [seen("a", 2, false)];
-        assert_eq!(queued_note(&one), None);
+        assert_eq!(waiting_note(&one), None);
         assert_eq!(paused_note(&one), None);
     }
 }

@@ -103,7 +103,7 @@ pub(crate) use commands::operator;
 pub(crate) use commands::{JudgeAt, answer_call, cancel_and_say, cancel_notice};
 pub use error::{EngineError, blocking};
 pub use heartbeat::Heartbeat;
-pub(crate) use notice::{call_owner, operator_notice, trigger_notice};
+pub(crate) use notice::{call_owner, operator_notice_waiting, trigger_notice_waiting};
 pub use outage::{EngineHealth, probe_delay, store_backoff};
 pub use run::RunDeps;
 pub use start::{EngineHandle, spawn};

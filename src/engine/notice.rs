@@ -25,29 +25,59 @@ pub fn trigger_notice(job: &str, out: &TriggerOutcome) -> String {
     }
 }
 
+/// [`trigger_notice`] on a store where no owner is live, `waiting` being
+/// [`crate::owners::waiting_note`]'s words: a queued trigger says only that it is queued and
+/// what it waits for, never that an owner runs it now.
+pub fn trigger_notice_waiting(job: &str, out: &TriggerOutcome, waiting: Option<&str>) -> String {
+    match (out, waiting) {
+        (TriggerOutcome::Queued, Some(w)) => format!("triggered {job}: queued; {w}"),
+        _ => trigger_notice(job, out),
+    }
+}
+
+/// [`operator_notice`] on a store where no owner is live (`waiting` as for
+/// [`trigger_notice_waiting`]): queued runs say what they wait for instead of who runs them.
+pub fn operator_notice_waiting(
+    job: &str,
+    out: &crate::store::EditOutcome,
+    waiting: Option<&str>,
+) -> String {
+    match (out, waiting) {
+        (crate::store::EditOutcome::Queued { added, queued }, Some(w)) if *added > 0 => {
+            queued_words(job, *added, *queued, w)
+        }
+        _ => operator_notice(job, out),
+    }
+}
+
+/// `JOB: N runs queued (M queued in all); WHO`.
+fn queued_words(job: &str, added: usize, queued: usize, who: &str) -> String {
+    let runs = if added == 1 {
+        "1 run".to_string()
+    } else {
+        format!("{added} runs")
+    };
+    // The job's total only when runs were already waiting: "1 run queued (1 queued)" says the
+    // same number twice.
+    let total = if queued > added {
+        format!(" ({queued} queued in all)")
+    } else {
+        String::new()
+    };
+    format!("{job}: {runs} queued{total}; {who}")
+}
+
 /// One line saying what an operator action did (console notice, CLI output).
 pub fn operator_notice(job: &str, out: &crate::store::EditOutcome) -> String {
     use crate::store::EditOutcome as O;
     match out {
         O::Queued { added, queued } => {
-            let runs = if *added == 1 {
-                "1 run".to_string()
-            } else {
-                format!("{added} runs")
-            };
-            // The job's total only when runs were already waiting: "1 run queued (1 queued)"
-            // says the same number twice.
-            let total = if queued > added {
-                format!(" ({queued} queued in all)")
-            } else {
-                String::new()
-            };
             let who = if *added == 1 && *queued == 1 {
                 "the next owner claiming runs it"
             } else {
                 "owners run them one at a time"
             };
-            format!("{job}: {runs} queued{total}; {who}")
+            queued_words(job, *added, *queued, who)
         }
         O::CancelRequested { run_id } => {
             format!("{job}: cancel of run {run_id} requested; its owner kills it")
@@ -225,6 +255,33 @@ mod tests {
             chain: Vec::new(),
             awaiting: None,
         }
+    }
+
+    /// With no live owner, a queued trigger or retry says only that it is queued and waits:
+    /// never that an owner runs it now.
+    #[test]
+    fn a_queued_run_with_no_engine_says_only_that_it_waits() {
+        let w = Some("no engine is running on this store");
+        assert_eq!(
+            trigger_notice_waiting("a", &TriggerOutcome::Queued, w),
+            "triggered a: queued; no engine is running on this store"
+        );
+        let retried = EditOutcome::Queued {
+            added: 1,
+            queued: 1,
+        };
+        assert_eq!(
+            operator_notice_waiting("a", &retried, w),
+            "a: 1 run queued; no engine is running on this store"
+        );
+        // With an owner live, the words are the usual ones.
+        assert!(trigger_notice_waiting("a", &TriggerOutcome::Queued, None).contains("now"));
+        assert!(operator_notice_waiting("a", &retried, None).contains("next owner"));
+        // What is not queued says what it said.
+        assert_eq!(
+            trigger_notice_waiting("a", &TriggerOutcome::AlreadyRunning, w),
+            "a is running now; not triggered"
+        );
     }
 
     fn seen(owner: &str, ago: i64) -> OwnerSeen {

@@ -97,9 +97,14 @@ fn bulk_pause_resume_trigger() {
         "{out}"
     );
     assert!(!out.contains("db-backup"), "{out}");
-    // Queued, and said that nothing will pick it up until an engine starts.
+    // Queued, and said that nothing will pick it up until an engine starts: only that, never
+    // a promise that an owner runs it now.
     assert!(
-        out.contains("note: queued; no engine is running on this store"),
+        out.contains("triggered report-daily: queued; no engine is running on this store"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("will run it now") && !out.contains("next owner"),
         "{out}"
     );
 }
@@ -281,7 +286,7 @@ fn trigger(dir: &Path, name: &str) -> String {
     out
 }
 
-const NO_ENGINE: &str = "note: queued; no engine is running on this store";
+const NO_ENGINE: &str = ": queued; no engine is running on this store";
 
 /// Every view counts owners by one rule: heard from in the last 30 s, not signed off, and not
 /// an owner of this host whose process is gone. An engine that stops cleanly signs off, so

@@ -81,6 +81,15 @@ fn apply_jobs_pause_trigger_history_stats() {
         out.contains("updated   alpha") && out.contains("retired   beta"),
         "{out}"
     );
+    // The retired job is named with the file it is absent from, and how to keep it.
+    assert!(
+        out.contains(
+            "note: beta was retired: it is not in jobs.yaml, and a store keeps only the jobs of \
+             the file last applied to it; to keep it, add it to jobs.yaml, or give each jobs \
+             file its own store (--store DIR)"
+        ),
+        "{out}"
+    );
     let (_, out, _) = run(&dir, &["jobs"]);
     assert!(
         out.lines()

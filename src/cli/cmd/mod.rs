@@ -75,6 +75,39 @@ pub fn recount_line(r: &crate::store::Recount) -> String {
     )
 }
 
+/// The note after an apply that retired jobs: which, that they are absent from `file` (applying
+/// a file makes the store hold exactly its jobs, so a second jobs file applied to the same
+/// store retires the first one's), and how to keep them. `None` when nothing was retired.
+pub fn retired_note(rep: &ApplyReport, file: &Path) -> Option<String> {
+    const SHOWN: usize = 5;
+    let n = rep.retired.len();
+    if n == 0 {
+        return None;
+    }
+    let mut names: Vec<String> = rep
+        .retired
+        .iter()
+        .take(SHOWN)
+        .map(|j| crate::text::line(j).into_owned())
+        .collect();
+    if n > SHOWN {
+        names.push(format!("{} more", n - SHOWN));
+    }
+    let (was, it) = if n == 1 {
+        ("was", "it is")
+    } else {
+        ("were", "they are")
+    };
+    let them = if n == 1 { "it" } else { "them" };
+    let file = crate::text::line(&file.display().to_string()).into_owned();
+    Some(format!(
+        "note: {} {was} retired: {it} not in {file}, and a store keeps only the jobs of the file \
+         last applied to it; to keep {them}, add {them} to {file}, or give each jobs file its \
+         own store (--store DIR)",
+        names.join(", ")
+    ))
+}
+
 /// The counts of an apply, in the one shape `apply`, `edit`, `run` and its SIGHUP reload print:
 /// `N created, N updated, N retired, N unchanged`, or, `planned`, `N to create, …, N unchanged`.
 pub fn apply_counts(rep: &ApplyReport, planned: bool) -> String {

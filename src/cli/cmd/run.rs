@@ -408,7 +408,7 @@ async fn apply_at_start(
     mode: Mode,
 ) -> Result<Vec<String>> {
     // The jobs file's warnings go to the log too, and to the console's notice line.
-    let warnings: Vec<String> = loaded
+    let mut warnings: Vec<String> = loaded
         .iter()
         .flat_map(|l| &l.warnings)
         .map(super::inert)
@@ -429,7 +429,16 @@ async fn apply_at_start(
         for r in &report.recounted {
             tracing::info!("{}", super::recount_line(r));
         }
+        // Jobs another file put in this store are retired: said first on the notice line.
+        let retired = jobs.and_then(|p| super::retired_note(&report, p));
+        if let Some(note) = &retired {
+            tracing::warn!("{note}");
+            warnings.insert(0, note.clone());
+        }
         if mode == Mode::Headless {
+            if let Some(note) = &retired {
+                eprintln!("cronsole: {note}");
+            }
             eprintln!(
                 "{}",
                 super::inert(&format!("cronsole: {summary}; store {}", store.location()))

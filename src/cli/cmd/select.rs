@@ -49,12 +49,12 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
     Ok((names, jobs))
 }
 
-/// The note printed after queueing a run while no owner is live on the store (the one rule
-/// of [`crate::owners`]): the run is stored, but nothing will act on it yet. A store whose
-/// owner records cannot be read gets no note: "no engine" would be a guess.
-pub fn queued_note(store: &dyn Store) -> Option<String> {
+/// What a run queued while no owner is live on the store waits for (the one rule of
+/// [`crate::owners`]): the run is stored, but nothing will act on it yet. A store whose owner
+/// records cannot be read gets no such words: "no engine" would be a guess.
+pub fn waiting_note(store: &dyn Store) -> Option<String> {
     let owners = store.owners().ok()?;
-    crate::owners::queued_note(&owners).map(|n| format!("note: {n}"))
+    crate::owners::waiting_note(&owners)
 }
 
 /// The sorted, de-duplicated names of a selection made of plain names only (no glob, tag or
@@ -174,8 +174,8 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
 pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let store = store(cli)?;
     let mut running = 0;
-    let mut queued = 0;
     let (names, _) = selected(store.as_ref(), sel)?;
+    let waiting = waiting_note(store.as_ref());
     bulk(
         store.as_ref(),
         &names,
@@ -183,19 +183,16 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
         "trigger",
         |name, out| {
             if let BulkOutcome::Trigger(out) = out {
-                match out {
-                    TriggerOutcome::AlreadyRunning => running += 1,
-                    TriggerOutcome::Queued | TriggerOutcome::AlreadyQueued => queued += 1,
+                if *out == TriggerOutcome::AlreadyRunning {
+                    running += 1;
                 }
-                println!("{}", crate::engine::trigger_notice(name, out));
+                println!(
+                    "{}",
+                    crate::engine::trigger_notice_waiting(name, out, waiting.as_deref())
+                );
             }
         },
     )?;
-    if queued > 0
-        && let Some(n) = queued_note(store.as_ref())
-    {
-        println!("{n}");
-    }
     Ok(if running > 0 {
         ExitCode::from(1)
     } else {

@@ -101,6 +101,9 @@ pub fn apply(cli: &Cli, file: &Path) -> Result<ExitCode> {
     });
     written?;
     writeln!(out, "{} ({})", apply_counts(&rep, false), store.location())?;
+    if let Some(note) = super::retired_note(&rep, file) {
+        writeln!(out, "{note}")?;
+    }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -563,12 +566,11 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
     })?;
     let store = store_to_write(cli)?;
     let (job, out) = store.retry(run_id, Utc::now())?;
-    println!("{}", crate::engine::operator_notice(&job, &out));
-    if matches!(out, crate::store::EditOutcome::Queued { .. })
-        && let Some(n) = super::select::queued_note(store.as_ref())
-    {
-        println!("{n}");
-    }
+    let waiting = super::select::waiting_note(store.as_ref());
+    println!(
+        "{}",
+        crate::engine::operator_notice_waiting(&job, &out, waiting.as_deref())
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -594,12 +596,11 @@ pub fn backfill(cli: &Cli, a: &BackfillArgs) -> Result<ExitCode> {
     };
     let (from, to) = (at("--from", &a.from)?, at("--to", &a.to)?);
     let out = store.update_job(&a.name, &JobEdit::Backfill { from, to }, now)?;
-    println!("{}", crate::engine::operator_notice(&a.name, &out));
-    if matches!(out, crate::store::EditOutcome::Queued { added, .. } if added > 0)
-        && let Some(n) = super::select::queued_note(store.as_ref())
-    {
-        println!("{n}");
-    }
+    let waiting = super::select::waiting_note(store.as_ref());
+    println!(
+        "{}",
+        crate::engine::operator_notice_waiting(&a.name, &out, waiting.as_deref())
+    );
     Ok(ExitCode::SUCCESS)
 }
 
