@@ -119,6 +119,8 @@ pub struct RowDef {
     pub jitter_seconds: f64,
     /// `enabled: false` in the jobs file.
     pub enabled: bool,
+    /// Gated by a `monitor:` (only such a job's runs record a diff).
+    pub monitor: bool,
     /// Its own spend limit per period.
     pub max_cost_usd: Option<f64>,
     /// The `agents:` entry it calls (`None` for a command job): the console warns while that
@@ -208,6 +210,7 @@ impl JobRow {
                 days: (!j.def.days.is_empty()).then(|| Box::new(j.def.days.clone())),
                 jitter_seconds: j.def.jitter_seconds,
                 enabled: j.def.enabled,
+                monitor: matches!(j.def.gate, Some(crate::model::Gate::Monitor { .. })),
                 max_cost_usd: j.def.max_cost_usd,
                 agent: j.def.agent_name().map(Box::from),
             },

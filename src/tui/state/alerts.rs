@@ -58,6 +58,23 @@ pub fn key_alert_text(missing: &[(String, String)]) -> Option<String> {
     }
 }
 
+/// The same alert in fewer words, for a first line that must keep the store beside it:
+/// `writer: OPENAI_API_KEY unset, runs will fail` or `agents analyst, writer: keys unset, runs
+/// will fail`.
+pub fn key_alert_short(missing: &[(String, String)]) -> Option<String> {
+    match missing {
+        [] => None,
+        [(agent, var)] => Some(format!("{agent}: {var} unset, runs will fail")),
+        many => {
+            let names: Vec<&str> = many.iter().map(|(a, _)| a.as_str()).collect();
+            Some(format!(
+                "agents {}: keys unset, runs will fail",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,7 +31,7 @@ pub fn content(app: &App, width: u16) -> Option<(Line<'static>, Vec<Line<'static
         Mode::Detail(job) => Some(detail(app, job)),
         Mode::Diff(job) => Some(diff(app, job)),
         Mode::Run(row) => Some(run(app, row, usize::from(width))),
-        Mode::DryRun(job) => Some(super::dry_run::content(app, job)),
+        Mode::DryRun(job) => Some(super::dry_run::content(app, job, usize::from(width))),
     }
 }
 
@@ -49,10 +49,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let Some((title, lines)) = content(app, width) else {
         return;
     };
-    let block = pane_block(app, None, title);
+    // A title wider than the border (a long job name and a run id at 80 columns) ends in `…`.
+    let block = pane_block(app, None, super::elide_line(title, usize::from(width)));
     let inner_h = block.inner(area).height as usize;
     let max = lines.len().saturating_sub(inner_h);
     let scroll = app.viewer.scroll.min(max).min(u16::MAX as usize) as u16;
+    // A line wider than the view (a last run's error in the job view) ends in `…` too; the run
+    // view shows the whole text.
+    let lines: Vec<Line<'static>> = lines
+        .into_iter()
+        .map(|l| super::elide_line(l, usize::from(width)))
+        .collect();
     Paragraph::new(lines)
         .block(block)
         .scroll((scroll, 0))
@@ -304,12 +311,27 @@ fn diff(app: &App, job: &str) -> (Line<'static>, Vec<Line<'static>>) {
     let diffs = app.diffs_of(job);
     let name = text::line(job).into_owned();
     let Some(row) = diffs.get(app.viewer.diff_index.min(diffs.len().saturating_sub(1))) else {
+        // Short lines: the whole answer fits 80 columns.
+        let monitored = app
+            .snap
+            .jobs
+            .iter()
+            .find(|j| j.def.name == job)
+            .is_none_or(|j| j.def.monitor);
+        let words = if monitored {
+            vec![
+                "no monitor diff recorded for this job yet:".to_string(),
+                "a diff appears when its monitor sees a change".to_string(),
+            ]
+        } else {
+            vec![
+                format!("{name} has no `monitor:`, so it never gets a diff:"),
+                "only a monitor's runs record one".to_string(),
+            ]
+        };
         return (
             Line::from(format!(" Diff {name} (Esc back) ")),
-            vec![Line::raw(
-                "no monitor diff recorded for this job: a diff appears when its monitor sees a \
-                 change (a job without `monitor:` never has one)",
-            )],
+            words.into_iter().map(Line::raw).collect(),
         );
     };
     let title = Line::from(format!(

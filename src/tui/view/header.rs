@@ -13,6 +13,10 @@
 //! owners heard from in the last 30 s that did not sign off); attached with none live, the
 //! header says that no engine is running, so due jobs sitting at "due" are explained.
 //!
+//! The first line keeps its alerts and the store whatever the width: the owner id, the uptime
+//! and the owners count give way first, then the key alert takes its short words, then the
+//! store path is cut from the left.
+//!
 //! Owns: the three header lines. Must not touch: state. The gauge ratio is clamped to 0..=1 and
 //! NaN-safe ([`Gauge::ratio`] panics otherwise); the label always shows the real percentage, a
 //! zero budget draws a full gauge, and below 24 columns the gauge degrades to its label.
@@ -160,18 +164,45 @@ fn outage_span(app: &App) -> Option<Span<'static>> {
     Some(Span::styled(text, style))
 }
 
-/// The lasting alert about agents whose key variable is unset.
-fn key_alert_span(app: &App) -> Option<Span<'static>> {
-    let text = crate::tui::state::alerts::key_alert_text(&app.key_alerts)?;
+/// The lasting alert about agents whose key variable is unset, in its long or short words.
+fn key_alert_span(app: &App, short: bool) -> Option<Span<'static>> {
+    let alerts = &app.key_alerts;
+    let text = if short {
+        crate::tui::state::alerts::key_alert_short(alerts)?
+    } else {
+        crate::tui::state::alerts::key_alert_text(alerts)?
+    };
     Some(Span::styled(
         format!("{text}  "),
         Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
     ))
 }
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+/// `text` cut from the left to `w` columns, its first one a `…`: the end of a store path is
+/// the part that tells two stores apart.
+fn elide_left(text: &str, w: usize) -> String {
+    let width = |s: &str| Span::raw(s.to_string()).width();
+    if width(text) <= w {
+        return text.to_string();
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 1;
+    for ch in text.chars().rev() {
+        let cw = width(&ch.to_string());
+        if used + cw > w {
+            break;
+        }
+        used += cw;
+        tail.push(ch);
+    }
+    std::iter::once('…').chain(tail.into_iter().rev()).collect()
+}
+
+/// The first line fitted to `width`. The alerts and the store are kept; the owner id goes
+/// first, then the uptime, then the owners count; then the alerts take their short words,
+/// then the store path is cut from the left; only then is the line cut at its end.
+fn first_line(app: &App, width: usize) -> Line<'static> {
     let s = &app.snap;
-    let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(Color::DarkGray);
     let mode = if s.engine_running {
@@ -180,29 +211,67 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         "attached"
     };
     let uptime = crate::when::span_secs((app.now - s.started_at).num_seconds());
-    // Short facts first: a long store path is what gets cut on a narrow terminal.
-    let mut first = vec![
-        Span::styled("cronsole ", bold.fg(Color::Cyan)),
-        Span::styled(format!("[{mode}] "), dim),
+    let alerts = |short: bool| {
+        let mut spans = vec![
+            Span::styled("cronsole ", bold.fg(Color::Cyan)),
+            Span::styled(format!("[{mode}] "), dim),
+        ];
+        spans.extend(outage_span(app));
+        if !s.engine_seen {
+            spans.push(Span::styled(
+                if short {
+                    "NO ENGINE running  "
+                } else {
+                    "NO ENGINE running: jobs will not run until one starts  "
+                },
+                Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ));
+        }
+        spans.extend(key_alert_span(app, short));
+        spans
+    };
+    let store = text::line(&s.store).into_owned();
+    let facts = [
+        vec![Span::raw(format!("up {uptime}  "))],
+        vec![Span::raw(format!("owners {}  ", s.owners_seen.len()))],
+        vec![
+            Span::raw("owner "),
+            Span::styled(text::line(&s.owner).into_owned(), bold),
+            Span::raw("  "),
+        ],
     ];
-    first.extend(outage_span(app));
-    if !s.engine_seen {
-        first.push(Span::styled(
-            "NO ENGINE running: jobs will not run until one starts  ",
-            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        ));
+    let build = |short: bool, kept: &[usize], store: String| {
+        let mut spans = alerts(short);
+        for i in kept {
+            spans.extend(facts[*i].iter().cloned());
+        }
+        spans.push(Span::raw("store "));
+        spans.push(Span::styled(store, bold));
+        Line::from(spans)
+    };
+    // Dropped in this order: the owner id, the uptime, the owners count.
+    for kept in [&[0, 1, 2][..], &[0, 1], &[1], &[]] {
+        let line = build(false, kept, store.clone());
+        if line.width() <= width {
+            return line;
+        }
     }
-    first.extend(key_alert_span(app));
-    first.extend([
-        Span::raw(format!(
-            "up {uptime}  owners {}  owner ",
-            s.owners_seen.len()
-        )),
-        Span::styled(text::line(&s.owner).into_owned(), bold),
-        Span::raw("  store "),
-        Span::styled(text::line(&s.store).into_owned(), bold),
-    ]);
-    elide_line(Line::from(first), usize::from(l1.width)).render(l1, buf);
+    let line = build(true, &[], store.clone());
+    let over = line.width().saturating_sub(width);
+    if over == 0 {
+        return line;
+    }
+    // The path keeps at least a few columns of its end; past that the line is cut at its end.
+    let store_w = Span::raw(store.clone()).width();
+    let room = store_w.saturating_sub(over).max(6.min(store_w));
+    elide_line(build(true, &[], elide_left(&store, room)), width)
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let s = &app.snap;
+    let [l1, l2, l3] = Layout::vertical([Constraint::Length(1); 3]).areas(area);
+    let dim = Style::new().fg(Color::DarkGray);
+    first_line(app, usize::from(l1.width)).render(l1, buf);
     render_spend(app, l2, buf);
 
     let mut spans = vec![Span::raw("24h ")];

@@ -17,9 +17,9 @@ use crate::tui::state::{App, Mode, Prompt};
 /// The footer: the prompt being typed (if any), the notice, then the key hints that fit the
 /// width. Hints come from the keymap's footer rows; when they do not all fit, the least
 /// important go first ([`keymap::Binding::footer`], highest number first), never the ones
-/// marked [`keymap::ALWAYS`] (`? help`, `q quit`). The notice takes what the hints leave, cut
-/// with `…`, and never pushes them off: at most half the width is kept for it while optional
-/// hints are dropped to make room.
+/// marked [`keymap::ALWAYS`] (`? help`, `q quit`). A notice outranks the optional hints: they
+/// are dropped until it shows whole, and when even the kept two leave too little room it is cut
+/// with `…`, never them.
 pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
     let key = Style::new().fg(Color::Black).bg(Color::Cyan);
     let mut spans: Vec<Span> = Vec::new();
@@ -45,7 +45,7 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         .filter(|_| app.dialog.prompt == Prompt::None)
         .map(|n| format!("» {} ", text::line(n)));
     let notice_w = notice.as_deref().map_or(0, |n| Span::raw(n).width());
-    let hints = fit_hints(scopes, width.saturating_sub(notice_w.min(width / 2)));
+    let hints = fit_hints(scopes, width.saturating_sub(notice_w));
     let hints_w: usize = hints.iter().map(|b| hint_width(b)).sum();
     if let Some(n) = notice {
         let room = width.saturating_sub(hints_w);

@@ -8,7 +8,8 @@
 //! list-timers does); RUNS counts every execution, any trigger (see `App::executions`); spare
 //! width goes first to SPEND/BUDGET up to its longest visible amount (a cut amount reads as
 //! another number), then to NAME up to its longest visible name, then to SCHEDULE up to its
-//! longest description, then to NAME up to 32; a paused job's reason follows its name; the mark column
+//! longest description, then to NAME up to 32; short of room, SPEND/BUDGET takes columns from
+//! SCHEDULE (down to 10); a paused job's reason follows its name; the mark column
 //! shows `!` for a job with an open alerted incident and `…` for one with runs queued; a job both
 //! alerted and paused shows both (`!‖`), as does one both queued and paused (`…‖`), the column
 //! widening to two cells only while a shown row needs them.
@@ -49,7 +50,7 @@ const COLS: [(Col, &str, u16); 10] = [
     (Col::Passed, "PASSED", 7),
     (Col::Status, "STATUS", 10),
     (Col::Runs, "RUNS", 5),
-    (Col::Spend, "SPEND/BUDGET", 13),
+    (Col::Spend, "SPEND/BUDGET", SPEND_MIN),
 ];
 
 /// Dropped first when the table is narrow.
@@ -63,6 +64,12 @@ const DROP_ORDER: [Col; 6] = [
 ];
 
 const NAME_MAX: u16 = 32;
+
+/// Narrowest SCHEDULE when it gives room to SPEND/BUDGET.
+const SCHEDULE_MIN: u16 = 10;
+
+/// Narrowest SPEND/BUDGET column.
+const SPEND_MIN: u16 = 13;
 
 /// Widest SPEND/BUDGET cell: `-$1000000.00?/$1000000.00` fits.
 const SPEND_MAX: u16 = 26;
@@ -106,6 +113,13 @@ fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
         cols.retain(|c| c.0 != drop);
     }
     let mut spare = width.saturating_sub(total(&cols));
+    // Short of room for its amounts, SPEND/BUDGET takes from SCHEDULE (a cut description still
+    // reads as itself, a cut amount as another number) down to SCHEDULE_MIN, so the spare
+    // columns go to NAME, which tells the rows apart.
+    let want = need.spend.min(SPEND_MAX);
+    if total(&cols) + want.saturating_sub(SPEND_MIN) > width {
+        borrow(&mut cols, Col::Spend, want);
+    }
     let mut grow = |cols: &mut Vec<(Col, &'static str, u16)>, col: Col, upto: u16| {
         if let Some(c) = cols.iter_mut().find(|c| c.0 == col) {
             let add = upto.saturating_sub(c.2).min(spare);
@@ -113,12 +127,28 @@ fn layout(width: u16, need: Needs) -> Vec<(Col, &'static str, u16)> {
             spare -= add;
         }
     };
-    grow(&mut cols, Col::Spend, need.spend.min(SPEND_MAX));
+    grow(&mut cols, Col::Spend, want);
     grow(&mut cols, Col::Name, need.name.min(NAME_MAX));
     grow(&mut cols, Col::Schedule, need.schedule);
     grow(&mut cols, Col::Name, NAME_MAX);
     grow(&mut cols, Col::Schedule, u16::MAX);
     cols
+}
+
+/// Widens `col` towards `upto` with columns taken from SCHEDULE, which keeps SCHEDULE_MIN.
+fn borrow(cols: &mut [(Col, &'static str, u16)], col: Col, upto: u16) {
+    let short = cols
+        .iter()
+        .find(|c| c.0 == col)
+        .map_or(0, |c| upto.saturating_sub(c.2));
+    let Some(s) = cols.iter_mut().find(|c| c.0 == Col::Schedule) else {
+        return;
+    };
+    let take = short.min(s.2.saturating_sub(SCHEDULE_MIN));
+    s.2 -= take;
+    if let Some(c) = cols.iter_mut().find(|c| c.0 == col) {
+        c.2 += take;
+    }
 }
 
 fn mark(app: &App, j: &JobRow) -> (&'static str, Style) {
@@ -388,6 +418,29 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At 80 columns a spend and budget of three significant digits each (`$0.00064/$0.001`,
+    /// 16 wide with the `?` of an incomplete cost) is shown whole: SCHEDULE gives it room.
+    #[test]
+    fn a_long_spend_and_budget_is_whole_at_80_columns() {
+        let need = Needs {
+            mark: 1,
+            name: 14,
+            schedule: 18,
+            spend: 17,
+            ..Needs::default()
+        };
+        let cols = layout(78, need);
+        let w = |col: Col| cols.iter().find(|c| c.0 == col).map(|c| c.2);
+        assert_eq!(w(Col::Spend), Some(17));
+        assert!(
+            w(Col::Schedule).is_some_and(|s| s >= SCHEDULE_MIN),
+            "{:?}",
+            w(Col::Schedule)
+        );
+        let total: u16 = cols.iter().map(|c| c.2).sum::<u16>() + cols.len() as u16 - 1;
+        assert!(total <= 78, "{total}");
+    }
 
     #[test]
     fn narrow_tables_keep_state_name_and_status() {

@@ -456,7 +456,7 @@ fn selected_detail(r: &HistoryRow, area: Rect, buf: &mut Buffer) {
 }
 
 /// `text` (one line) wrapped to `width` columns at spaces; a word wider than a line is split.
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
     let cw = |c: char| Span::raw(c.to_string()).width();
     let mut out = Vec::new();
     if width == 0 {

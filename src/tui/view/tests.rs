@@ -240,7 +240,11 @@ fn every_cut_header_line_at_80_columns_ends_in_an_ellipsis() {
     snap.store = "/srv/cronsole/a-store-path-long-enough-to-reach-past-eighty-columns".into();
     let t = screen(&app, 80, 24);
     let lines: Vec<&str> = t.lines().take(3).collect();
-    assert!(lines[0].ends_with('…'), "{t}");
+    // The store's path is cut from the left: its end tells two stores apart.
+    assert!(
+        lines[0].contains("store …") && lines[0].ends_with("-eighty-columns"),
+        "{t}"
+    );
     let spend = lines[1];
     assert!(
         spend.contains("in fl") && spend.contains('…') && !spend.contains("in flight)"),
@@ -438,12 +442,64 @@ fn an_unset_agent_key_is_a_lasting_header_alert_at_80_columns() {
             .unwrap_or("")
             .to_string()
     };
-    let want = "cronsole [engine] agent writer: OPENAI_API_KEY unset — its runs will fail";
+    // Beside the store, the alert takes its short words; the store's path keeps its end.
+    let want = "cronsole [engine] writer: OPENAI_API_KEY unset, runs will fail  store …";
     assert!(first(&a).starts_with(want), "{}", first(&a));
+    assert!(first(&a).ends_with(".cronsole"), "{}", first(&a));
     a.notice = None;
     a.handle_key(c('j'));
     assert!(first(&a).starts_with(want), "{}", first(&a));
     snap!("key_alert_80x24", screen(&a, 80, 24));
+}
+
+/// At 120 columns an alert about two agents' keys and a long owner id leave the store on the
+/// first line: the owner id gives way, the alert and the store stay whole.
+#[test]
+fn the_header_keeps_the_store_beside_a_key_alert_at_120_columns() {
+    let (mut snap, now) = testdata::fixed();
+    snap.store = "./.cronsole".into();
+    snap.owner = "vm:6870:896629d5".into();
+    let mut a = App::new(Arc::new(snap), now);
+    a.key_alerts = crate::tui::state::alerts::missing_keys(&a.snap, &|_| false);
+    let t = text(&draw(&a, 120, 40));
+    let first = t.lines().next().unwrap_or("");
+    assert!(
+        first.contains("agents analyst, writer: keys unset — their runs will fail"),
+        "{first}"
+    );
+    assert!(first.ends_with("store ./.cronsole"), "{first}");
+    assert!(!first.contains("vm:6870"), "{first}");
+    // Without an alert the whole line fits, the owner id included.
+    a.key_alerts.clear();
+    let t = text(&draw(&a, 120, 40));
+    let first = t.lines().next().unwrap_or("");
+    assert!(
+        first.contains("owner vm:6870:896629d5  store ./.cronsole"),
+        "{first}"
+    );
+    // At 80 columns the store is still there, the owner id and uptime gone before it.
+    for w in [80, 100] {
+        let t = text(&draw(&a, w, 24));
+        let first = t.lines().next().unwrap_or("");
+        assert!(first.ends_with("store ./.cronsole"), "{w}: {first}");
+    }
+}
+
+/// A notice at 120 columns shows whole: the optional hints give way to it, `? help` and
+/// `q quit` stay; at 80 columns a longer one is cut with `…` before those two.
+#[test]
+fn a_notice_outranks_the_optional_footer_hints() {
+    let mut a = app();
+    let notice = "heartbeat: a succeeded run is not retried (only failed, abandoned, missed)";
+    a.notice = Some(notice.into());
+    let t = text(&draw(&a, 120, 40));
+    let last = t.lines().last().unwrap_or("");
+    assert!(last.starts_with(&format!("» {notice} ")), "{last}");
+    assert!(last.ends_with("? help q quit"), "{last}");
+    let t = text(&draw(&a, 80, 24));
+    let last = t.lines().last().unwrap_or("");
+    assert!(last.starts_with("» heartbeat: a succeeded run"), "{last}");
+    assert!(last.contains("… ? help q quit"), "{last}");
 }
 
 /// At 80 columns, with an alert on the notice line, the footer still ends with `? help` and
@@ -573,6 +629,26 @@ fn snapshot_each_pane_at_three_sizes_with_and_without_an_alert() {
             }
         }
     }
+}
+
+#[test]
+fn a_cut_line_of_the_job_view_ends_in_an_ellipsis() {
+    let mut a = app();
+    a.jobs.selected = a
+        .jobs
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == "summarise-news")
+        .unwrap_or(0);
+    a.handle_key(KeyEvent::from(KeyCode::Enter));
+    testdata::read_record(&mut a, None);
+    a.handle_key(c('G'));
+    let t = text(&draw(&a, 80, 24));
+    let row = t
+        .lines()
+        .find(|l| l.contains("OPENAI_API_KEY"))
+        .unwrap_or("");
+    assert!(row.ends_with("…│"), "{t}");
 }
 
 #[test]
@@ -724,7 +800,11 @@ fn snapshot_history_focus_and_run_view() {
         t.contains("OPENAI_API_KEY") && t.contains("attempts"),
         "{t}"
     );
-    snap!("run_view_80x24", screen(&a, 80, 24));
+    let small = screen(&a, 80, 24);
+    // The title does not fit the border at 80 columns: it ends in `…`, never just stops.
+    let title = small.lines().find(|l| l.contains("Run of")).unwrap_or("");
+    assert!(title.ends_with("…┐"), "{title}");
+    snap!("run_view_80x24", small);
     snap!("run_view_120x40", t);
     let mut a = history_on(testdata::MONITOR_JOB, Status::Succeeded);
     a.handle_key(KeyEvent::from(KeyCode::Enter));
@@ -838,6 +918,20 @@ fn snapshot_dry_run_view() {
     assert!(!t.contains('\u{1b}'), "{t}");
     snap!("dry_run_80x24", screen(&a, 80, 24));
     snap!("dry_run_120x40", t);
+    // A reason wider than 80 columns wraps: read whole, never cut at the border.
+    a.on_loaded(crate::tui::state::Loaded::DryRun {
+        job: job.clone(),
+        text: Ok(
+            "would run: no\n  - API key env var OPENAI_API_KEY is not set (or is empty): \
+                  the run would fail before any request\n"
+                .into(),
+        ),
+    });
+    let small = text(&draw(&a, 80, 24));
+    assert!(
+        small.contains("│  - API key env var") && small.contains("│    fail before any request"),
+        "{small}"
+    );
 }
 
 #[test]
@@ -1151,4 +1245,40 @@ fn a_tiny_spend_reads_the_same_in_the_gauge_and_the_spend_pane_as_in_the_cli() {
     assert!(t.contains(&format!("{cli} {name}")), "{t}");
     assert!(t.contains(&format!("{cli} of ")), "{t}");
     assert!(!t.contains("$0.0000 ") && !t.contains("$0.0000/"), "{t}");
+}
+
+/// At 80×24 a spend and budget of three significant digits each are shown whole in the jobs
+/// table (SCHEDULE gives up columns for them): a cut amount would read as another number.
+#[test]
+fn a_small_spend_and_budget_are_whole_at_80_columns() {
+    let (mut snap, now) = testdata::fixed();
+    for j in snap.jobs.iter_mut().filter(|j| j.def.name == "price-watch") {
+        j.def.max_cost_usd = Some(0.00125);
+        j.rt.counters.period_cost_usd = 0.000642;
+    }
+    let a = App::new(Arc::new(snap), now);
+    let t = screen(&a, 80, 24);
+    let row = t.lines().find(|l| l.contains("price-watch")).unwrap_or("");
+    assert!(row.contains("$0.000642/$0.00125"), "{row}");
+    snap!("jobs_small_spend_80x24", t);
+}
+
+/// `d` on a job without a monitor says, whole at 80 columns, that it never gets a diff.
+#[test]
+fn the_diff_viewer_of_a_job_without_a_monitor_says_so_whole_at_80_columns() {
+    let mut a = app();
+    a.jobs.selected = a
+        .jobs
+        .visible
+        .iter()
+        .position(|&i| a.snap.jobs[i].def.name == "backup-db")
+        .unwrap_or(0);
+    a.handle_key(c('d'));
+    testdata::read_record(&mut a, None);
+    let t = text(&draw(&a, 80, 24));
+    assert!(
+        t.contains("backup-db has no `monitor:`, so it never gets a diff:")
+            && t.contains("only a monitor's runs record one"),
+        "{t}"
+    );
 }
