@@ -152,7 +152,8 @@ fn side_width(app: &App, width: u16) -> u16 {
 /// it, History beside a side column of the leases and spend panes, sized to what they hold
 /// ([`side_width`]): the spend pane takes one line when it has nothing to show, the leases
 /// pane what its leases need when it does. When only a few rows are left, the side column is
-/// left out (History gets the whole width) unless the leases pane has the focus.
+/// left out (History gets the whole width) unless the leases pane has the focus; then it holds
+/// the leases pane alone.
 fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
     let cap = area.height.saturating_sub(bottom_min(area.height));
     let want = u16::try_from(app.jobs.visible.len().max(1) + 3).unwrap_or(u16::MAX);
@@ -169,7 +170,11 @@ fn main_screen(app: &App, area: Rect, buf: &mut Buffer) {
         Constraint::Min(0),
     ])
     .areas(bottom);
-    let lease_rows = if panes::spend_shown(app) {
+    // Shown only for the focus on a short screen, the leases pane takes the whole column: a
+    // focused pane too low for a line would show nothing, not even "no job is leased".
+    let lease_rows = if bottom.height < 8 {
+        left.height
+    } else if panes::spend_shown(app) {
         panes::leases_height(app, left.width, left.height)
     } else {
         left.height.saturating_sub(3)

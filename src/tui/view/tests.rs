@@ -1282,3 +1282,20 @@ fn the_diff_viewer_of_a_job_without_a_monitor_says_so_whole_at_80_columns() {
         "{t}"
     );
 }
+
+/// At 80×24 with no lease, Tab onto the leases pane shows it with its words, not an empty
+/// two-row box above the spend pane.
+#[test]
+fn a_focused_empty_leases_pane_says_so_at_80x24() {
+    let (mut snap, now) = testdata::fixed();
+    without_spend(&mut snap);
+    for j in &mut snap.jobs {
+        j.rt.lease = None;
+    }
+    snap.in_flight.clear();
+    let mut a = App::new(Arc::new(snap), now);
+    a.handle_key(KeyEvent::from(KeyCode::Tab));
+    assert_eq!(a.pane, crate::tui::state::Pane::Leases);
+    let t = text(&draw(&a, 80, 24));
+    assert!(t.contains("no job is leased"), "{t}");
+}
