@@ -325,6 +325,22 @@ fn file_store_under_faults() {
     });
 }
 
+/// Fresh seeds that once broke an invariant under clock faults, replayed as they play on the
+/// store today (a change to the store's I/O makes a seed play another story: the scripted
+/// regressions in `simulation/regress.rs` are the ones that keep testing the same path).
+#[test]
+fn clock_fault_seeds_that_failed_once_hold() {
+    let seeds = [
+        5_003_522, 5_007_521, 5_009_530, 7_000_376, 7_000_986, 7_001_201, 7_001_206, 7_001_320,
+        7_001_337, 7_001_436, 7_001_501, 7_001_725, 7_001_901,
+    ];
+    batch(
+        "clock-fault seeds that failed once",
+        seeds.into_iter(),
+        |seed| run_file_seed(seed, STEPS),
+    );
+}
+
 /// The step log of a seed is the same on every run: a failing seed replays exactly.
 #[test]
 fn a_seed_replays_exactly() {

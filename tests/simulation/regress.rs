@@ -1545,3 +1545,38 @@ fn a_second_recovery_keeps_the_calls_recorded_after_a_dead_recoverers_abandoned_
         row.cost_usd
     );
 }
+
+/// "Slot has no row and is not in flight" (fresh clock-fault seeds 7000376, 7000986 and eight
+/// more, and 5003522): a job stored moments before the host's clock went back four hours is
+/// stored again from the stepped-back clock (a grid of its own) and runs there; when the clock
+/// is set right, its first slot comes back, but its grid origin stayed on the stepped-back
+/// grid, 5 s off, so that grid's slot before the first slot had no row. The origin now comes
+/// back with the first slot.
+#[test]
+fn a_first_slot_put_back_after_a_step_back_comes_with_its_grid_origin() {
+    let (_disk, s) = setup(10, 20.0);
+    let stored_at = t(-10);
+    let back = chrono::Duration::hours(4);
+    let ms = chrono::Duration::milliseconds;
+    // Four hours back, 5 s after the apply: stored again from that clock and run there; its
+    // owner dies.
+    let out = s.claim_at(stored_at + ms(5_289) - back, "o1", 1);
+    assert!(out.claims.is_empty(), "{:?}", out.claims);
+    assert_eq!(
+        s.claim_at(stored_at + ms(15_982) - back, "o1", 1)
+            .claims
+            .len(),
+        1
+    );
+    // Set right: another owner recovers the lapsed lease and claims the first slot, which
+    // stands for every slot up to its claim.
+    let out = s.claim_at(stored_at + ms(22_394), "o2", 1);
+    let c = out.claims.first().expect("the first slot is due");
+    assert_eq!(c.slot, Some(t(0)));
+    let rec = s
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .expect("stored");
+    assert_eq!(rec.rt.anchor, stored_at, "the grid it was stored on");
+    assert_eq!(rec.rt.next_slot, Some(t(20)));
+}

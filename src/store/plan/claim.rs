@@ -264,9 +264,13 @@ fn missed_row(
         now,
     );
     if let Some((first, last, n)) = sched.slots_between(next - ms(1), now, SLOT_COUNT_CAP) {
-        row.slot = Some(first);
+        // A `run_immediately` job's first fire instant, put back as its next slot when the
+        // clock returned from a step back, lies off its grid: it is one of the slots the row
+        // stands for (a row from the grid's first slot left that instant with none).
+        let off_grid = first > next && rec.def.run_immediately;
+        row.slot = Some(if off_grid { next } else { first });
         row.slot_end = Some(last);
-        row.slots_count = Some(n);
+        row.slots_count = Some(if off_grid { n.saturating_add(1) } else { n });
     } else {
         row.slots_count = Some(1);
     }

@@ -319,7 +319,24 @@ pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Opti
     rec.rt.rederived = None;
     let mut words = Vec::new();
     let rt = &mut rec.rt;
-    if rt.last_slot.is_none() && m.last_slot.is_none() && rt.anchor != m.anchor {
+    // A job stored again while it had never run, that has run since and is on time on its
+    // new grid (its next slot not overdue by a step), keeps that grid: the clock that stored it
+    // first was the wrong one, and going back to its first slot would drop a slot of the grid
+    // it runs on. Overdue by more, the clock came back from a step back: the first slot stays.
+    let on_new_grid = m.last_slot.is_none()
+        && rt.last_slot.is_some()
+        && rt.next_slot.is_some_and(|c| c > now - FIRST_SLOT_FIX);
+    let put_next = m
+        .next_slot
+        .filter(|n| rt.next_slot.is_none_or(|c| c < *n) && rt.lease.is_none() && !on_new_grid);
+    // The first slot comes back with the grid it was stored on: put back on the grid of the
+    // step back, an `every` job's next slot lies between two of that grid's slots, and the
+    // grid's slots before it (after the instant the job was stored at) were never decided,
+    // never run and never recorded.
+    if m.last_slot.is_none()
+        && rt.anchor != m.anchor
+        && (rt.last_slot.is_none() || put_next.is_some())
+    {
         words.push(format!(
             "grid origin {} -> {}",
             stamp(rt.anchor),
@@ -333,18 +350,7 @@ pub(crate) fn restore_on_return(rec: &mut JobRecord, now: DateTime<Utc>) -> Opti
         words.push(format!("last slot -> {}", stamp(l)));
         rt.last_slot = Some(l);
     }
-    // A job stored again while it had never run, that has run since and is on time on its
-    // new grid (its next slot not overdue by a step), keeps that grid: the clock that stored it
-    // first was the wrong one, and going back to its first slot would drop a slot of the grid
-    // it runs on. Overdue by more, the clock came back from a step back: the first slot stays.
-    let on_new_grid = m.last_slot.is_none()
-        && rt.last_slot.is_some()
-        && rt.next_slot.is_some_and(|c| c > now - FIRST_SLOT_FIX);
-    if let Some(n) = m.next_slot
-        && rt.next_slot.is_none_or(|c| c < n)
-        && rt.lease.is_none()
-        && !on_new_grid
-    {
+    if let Some(n) = put_next {
         words.push(format!(
             "next slot {} -> {}",
             rt.next_slot.map_or_else(|| "-".into(), stamp),

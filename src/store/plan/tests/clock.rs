@@ -317,6 +317,57 @@ fn a_job_that_never_ran_keeps_its_first_slot_across_a_step_back_of_an_hour() {
     assert_eq!(far.rt.next_slot, Some(t(T0 + 60)));
 }
 
+/// A job stored moments before the clock went back four hours, run once on the grid of the
+/// step back, then the clock set right: its first slot comes back with the grid it was stored
+/// on. Put back on the step back's grid (a slot 5 s off it), the slots of that grid between the
+/// instant the job was stored at and its first slot were left with no row.
+#[test]
+fn a_first_slot_put_back_after_a_step_back_comes_with_its_grid() {
+    let stored = T0 + 4 * 3600;
+    let mut d = def("e");
+    d.schedule = ScheduleSpec::Every { every_seconds: 10 };
+    let mut r = new_record(d, t(stored)).unwrap();
+    assert_eq!(r.rt.next_slot, Some(t(stored + 10)));
+    let back = T0 + 5;
+    assert!(eval(&mut r, back).changed);
+    assert_eq!(r.rt.anchor, t(back));
+    assert_eq!(run(&mut r, back + 10), Some(t(back + 10)));
+    // Set right 22 s after the job was stored: its first slot is due (coalesced up to now),
+    // and the next one is on the grid it was stored on.
+    let claim = eval(&mut r, stored + 22).claim.expect("due");
+    assert_eq!(claim.slot, Some(t(stored + 10)));
+    assert_eq!(r.rt.anchor, t(stored));
+    assert_eq!(r.rt.next_slot, Some(t(stored + 30)));
+}
+
+/// A `run_immediately` job stored moments before the clock went back four hours fires at once
+/// on the stepped-back clock; set right past its grace, the first fire's instant it was stored
+/// with comes back as its next slot, off its grid. The `missed` row names that instant too: a
+/// row from the grid's first slot left it with none.
+#[test]
+fn a_missed_row_names_a_first_fire_instant_put_back_off_the_grid() {
+    let stored = T0 + 4 * 3600;
+    let mut d = def("i");
+    d.schedule = ScheduleSpec::Every { every_seconds: 15 };
+    d.run_immediately = true;
+    d.misfire_grace_seconds = Some(9.0);
+    let created = t(stored) + chrono::Duration::milliseconds(100);
+    let mut r = new_record(d, created).unwrap();
+    assert_eq!(r.rt.next_slot, Some(created));
+    assert_eq!(run(&mut r, T0 + 5), Some(t(T0 + 5)));
+    let ev = eval(&mut r, stored + 22);
+    assert!(ev.claim.is_none(), "{ev:?}");
+    let [row] = &ev.rows[..] else {
+        panic!("one missed row: {ev:?}")
+    };
+    assert_eq!(row.status, Status::Missed);
+    assert_eq!(row.slot, Some(created));
+    assert_eq!(row.slot_end, Some(t(stored + 15)));
+    assert_eq!(row.slots_count, Some(2));
+    assert_eq!(r.rt.anchor, t(stored));
+    assert_eq!(r.rt.next_slot, Some(t(stored + 30)));
+}
+
 /// A job retired as `until` passed by a clock two days ahead (its last run coalesced every
 /// slot up to there) comes back once the clock is set right and runs its real slots up to
 /// `until`; one whose `until` is within the minute stays retired.
