@@ -24,6 +24,8 @@
 //!
 //! And `cronsole apply` on a clock an hour ahead or behind: it stores the jobs on the file
 //! store's clock, and an owner on the real clock runs each at its first real slot.
+//! `cronsole trigger` and `retry` on a clock an hour ahead date their requests on the file
+//! store's clock too, and the owner runs them at once.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
@@ -671,4 +673,67 @@ fn an_apply_on_a_clock_an_hour_off_stores_jobs_on_the_file_stores_clock() {
             "{skew}: first slot {next}, applied between {before} and {after}"
         );
     }
+}
+
+/// `cronsole trigger` and `cronsole retry` on a clock an hour ahead date their requests on the
+/// file store's clock (and say so): an owner on the real clock runs each at once. Dated on the
+/// command's clock, no owner acted on them before their instant, an hour later.
+#[test]
+fn a_trigger_and_a_retry_on_a_clock_an_hour_ahead_run_at_once_on_the_file_store() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("trigger-ahead");
+    let jobs = dir.join("hourly.yaml");
+    std::fs::write(
+        &jobs,
+        "budget: null\njobs:\n  - name: hourly\n    schedule: every 1h\n    command: \"false\"\n    max_retries: 1\n",
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let (code, _, err) = support::cli::output(
+        support::cli::cronsole(&dir)
+            .arg("apply")
+            .arg(&jobs)
+            .arg("--store")
+            .arg(&store),
+    );
+    assert_eq!(code, 0, "{err}");
+    let store_s = store.display().to_string();
+    let owner = Owner::start(
+        "real",
+        &dir,
+        &OwnerSpec {
+            store: store_s.clone(),
+            ..Default::default()
+        },
+    );
+    let ahead = |args: &[&str]| {
+        let (code, out, err) = support::cli::output(
+            support::cli::cronsole(&dir)
+                .args(args)
+                .arg("--store")
+                .arg(&store)
+                .envs(owner_support::skewed(&lib, "+1h")),
+        );
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(err.contains("on the store's clock"), "{args:?}: {err}");
+    };
+    let runs = || -> Vec<serde_json::Value> {
+        owner_support::history(&dir, &store_s)
+            .into_iter()
+            .filter(|r| r["job"] == "hourly" && r["status"] == "failed")
+            .collect()
+    };
+    ahead(&["trigger", "hourly"]);
+    owner.wait_for("the triggered run", Duration::from_secs(60), |_| {
+        !runs().is_empty()
+    });
+    let first = runs()[0]["run_id"].as_str().unwrap().to_string();
+    ahead(&["retry", &first]);
+    owner.wait_for("the retried run", Duration::from_secs(60), |_| {
+        runs().iter().any(|r| r["trigger"] == "retry")
+    });
+    let log = owner.log();
+    assert_eq!(owner.stop(), 0, "{log:#?}");
 }

@@ -341,6 +341,13 @@ pub fn open_existing_store_for_named(location: &str, writes: bool) -> Result<Arc
 /// and on one an hour ahead waited the hour; the store's clock is the one its owners' offsets
 /// are measured against.
 pub(crate) fn storing_now(store: &dyn Store) -> chrono::DateTime<chrono::Utc> {
+    on_the_stores_clock(store, "the jobs are stored")
+}
+
+/// [`storing_now`] for any command that dates what it writes (`what`, for the note: "the
+/// trigger is dated"): `trigger` and `retry` dated on a clock an hour ahead waited the hour,
+/// since no owner acts on a request before its instant.
+pub(crate) fn on_the_stores_clock(store: &dyn Store, what: &str) -> chrono::DateTime<chrono::Utc> {
     let now = chrono::Utc::now();
     let Some(at) = store.clock_now() else {
         return now;
@@ -355,8 +362,7 @@ pub(crate) fn storing_now(store: &dyn Store) -> chrono::DateTime<chrono::Utc> {
         "ahead of"
     };
     eprintln!(
-        "note: this host's clock is {} {side} the store's: the jobs are stored on the \
-         store's clock",
+        "note: this host's clock is {} {side} the store's: {what} on the store's clock",
         crate::clock::step_words(off.abs()).trim_start_matches('+')
     );
     at

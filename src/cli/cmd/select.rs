@@ -83,7 +83,7 @@ fn bulk(
     store: &dyn Store,
     names: &[String],
     action: &BulkAction,
-    verb: &str,
+    (verb, now): (&str, chrono::DateTime<Utc>),
     mut each: impl FnMut(&str, &BulkOutcome),
 ) -> Result<()> {
     let mut done = 0;
@@ -91,7 +91,7 @@ fn bulk(
         if i > 0 {
             std::thread::sleep(BULK_YIELD);
         }
-        let r = store.bulk_edit(chunk, action, Utc::now());
+        let r = store.bulk_edit(chunk, action, now);
         for (name, out) in chunk.iter().zip(&r.done) {
             each(name, out);
         }
@@ -139,7 +139,7 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
         store.as_ref(),
         &names,
         &action,
-        verb,
+        (verb, Utc::now()),
         |name, _| match reason {
             Some(why) => println!("{verb}d {name} ({})", crate::text::line(why)),
             None => println!("{verb}d {name}"),
@@ -176,11 +176,12 @@ pub fn trigger(cli: &Cli, sel: &SelectArgs) -> Result<ExitCode> {
     let mut running = 0;
     let (names, _) = selected(store.as_ref(), sel)?;
     let waiting = waiting_note(store.as_ref());
+    let now = super::on_the_stores_clock(store.as_ref(), "the trigger is dated");
     bulk(
         store.as_ref(),
         &names,
         &BulkAction::Trigger,
-        "trigger",
+        ("trigger", now),
         |name, out| {
             if let BulkOutcome::Trigger(out) = out {
                 if *out == TriggerOutcome::AlreadyRunning {

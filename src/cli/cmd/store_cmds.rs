@@ -565,7 +565,8 @@ pub fn retry(cli: &Cli, a: &RetryArgs) -> Result<ExitCode> {
         ))
     })?;
     let store = store_to_write(cli)?;
-    let (job, out) = store.retry(run_id, Utc::now())?;
+    let now = super::on_the_stores_clock(store.as_ref(), "the retry is dated");
+    let (job, out) = store.retry(run_id, now)?;
     let waiting = super::select::waiting_note(store.as_ref());
     println!(
         "{}",
