@@ -135,14 +135,24 @@ async fn jobs_stored_by_an_owner_an_hour_ahead_run_from_the_clock_set_right() {
 /// store's clock (which would record the run `abandoned` and run the one-shot again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
-    let yaml = "jobs:\n  - name: once\n    schedule: every 1h\n    run_immediately: true\n    \
-                max_runs: 1\n    lease_seconds: 2\n    command: \"sleep 4\"\n";
+    // The command marks that it started: the run reads its start before it spawns it, so a
+    // step after the mark is a step during the run.
+    let started = std::env::temp_dir().join(format!(
+        "cronsole-clock-renew-{}-{}",
+        std::process::id(),
+        Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    ));
+    let yaml = format!(
+        "jobs:\n  - name: once\n    schedule: every 1h\n    run_immediately: true\n    \
+         max_runs: 1\n    lease_seconds: 2\n    command: \"touch '{}'; sleep 4\"\n",
+        started.display()
+    );
     let opts = RigOpts {
         start: Utc::now(),
         max_clock_offset: Some(StdDuration::from_secs(1)),
         ..Default::default()
     };
-    let rig = Rig::start("clock-renew", yaml, opts).await;
+    let rig = Rig::start("clock-renew", &yaml, opts).await;
     // The engine's clock follows the real one, `behind` ms behind.
     let behind = Arc::new(AtomicI64::new(0));
     let ticker = {
@@ -162,10 +172,11 @@ async fn renewals_after_a_step_back_extend_the_lease_on_the_stores_clock() {
             .unwrap()
             .and_then(|r| r.rt.leases().next().map(|l| l.lease_until))
     };
-    wait_until_async("the run's lease", StdDuration::from_secs(10), || {
-        lease().is_some()
+    wait_until_async("the run's command", StdDuration::from_secs(10), || {
+        started.exists()
     })
     .await;
+    let _ = std::fs::remove_file(&started);
     behind.store(40_000, Ordering::SeqCst);
     // Until the run's row lands, every lease read ends after the real now.
     let mut renewed = std::collections::BTreeSet::new();
