@@ -5,6 +5,8 @@
 //! and end; within 12 s of the store coming back claims resume and `/healthz` is 200 again,
 //! and every execution is recorded exactly once.
 //!
+//! A `run` started while PostgreSQL is down waits for it, `/healthz` 503 meanwhile.
+//!
 //! CI runs outages of 5 s and 45 s on both stores; the 5-minute ones are run by hand:
 //! `cargo test --release --test store_outage -- --ignored --nocapture`.
 #![allow(clippy::unwrap_used)] // test code
@@ -195,6 +197,81 @@ fn pg_trial(secs: u64) {
     let dir = support::tempdir(&format!("outage-pg-{secs}"));
     let url = cluster.url.clone();
     trial(Outage::Server(cluster), url, &dir, secs);
+}
+
+/// `cronsole run` started while its database is down waits for it instead of exiting 1:
+/// meanwhile `/healthz` answers 503 naming the wait, again and again (the process stays up and
+/// retries); once the database is back the engine starts, runs the jobs and answers 200, and a
+/// stop then exits 0.
+#[test]
+fn run_started_while_postgres_is_down_waits_for_it() {
+    let Some(cluster) = support::pg::private_cluster() else {
+        return;
+    };
+    let dir = support::tempdir("outage-pg-start");
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, jobs_yaml(&dir)).unwrap();
+    cluster.stop().expect("stop the cluster");
+    let url = cluster.url.clone();
+    let owner = Owner::start(
+        "waiting",
+        &dir,
+        &OwnerSpec {
+            store: url.clone(),
+            jobs: Some(jobs),
+            ..Default::default()
+        },
+    );
+    let waiting = std::cell::Cell::new(0u32);
+    owner.wait_for("five 503s naming the wait", Duration::from_secs(30), |o| {
+        match o.get("/healthz") {
+            Some((503, body)) if body.contains("store unreachable since") => {
+                waiting.set(waiting.get() + 1);
+            }
+            other => panic!("while the database is down: {other:?}"),
+        }
+        waiting.get() >= 5
+    });
+    cluster.start_again().expect("start the cluster again");
+    owner.wait_for("/healthz 200", Duration::from_secs(30), |o| {
+        o.get("/healthz").is_some_and(|(code, _)| code == 200)
+    });
+    owner.wait_for("a run", Duration::from_secs(30), |_| {
+        owner_support::history(&dir, &url)
+            .iter()
+            .any(|r| r["job"] == "tick" && r["status"] == "succeeded")
+    });
+    let log = owner.log();
+    assert_eq!(owner.stop(), 0, "{log:#?}");
+    assert!(
+        log.iter().any(|l| l.contains("store unreachable at start")),
+        "{log:#?}"
+    );
+}
+
+/// A stop signal while `run` waits for an unreachable database (nothing listens on its port)
+/// ends the wait gracefully: exit 0, the engine never started.
+#[test]
+fn a_stop_while_run_waits_for_its_database_exits_0() {
+    let dir = support::tempdir("outage-pg-start-stop");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let owner = Owner::start(
+        "waiting",
+        &dir,
+        &OwnerSpec {
+            store: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            ..Default::default()
+        },
+    );
+    owner.wait_for("a 503 naming the wait", Duration::from_secs(30), |o| {
+        o.get("/healthz")
+            .is_some_and(|(code, body)| code == 503 && body.contains("store unreachable since"))
+    });
+    let log = owner.log();
+    assert_eq!(owner.stop(), 0, "{log:#?}");
 }
 
 #[test]

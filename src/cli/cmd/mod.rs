@@ -27,6 +27,7 @@ mod schedule_cmds;
 mod select;
 mod stats_cmd;
 mod store_cmds;
+mod store_wait;
 mod tools;
 mod validate;
 

@@ -283,14 +283,11 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
              --jobs FILE, or --store pointing at an existing store"
         )));
     }
-    let store = open_store(&location)?;
     let logging = init_logging(&location, run.log_to);
+    // A database that cannot be reached yet is waited for below, once `/healthz` can say so.
+    let opened = open_store(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = opts.metrics_addr.map(|_| Arc::new(metrics::Metrics::new()));
-    let store: Arc<dyn Store> = match &metrics {
-        Some(m) => Arc::new(metrics::metered(store, Arc::clone(m))),
-        None => store,
-    };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -308,6 +305,18 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
                 format!("binding --metrics-addr {a} (is another process using it?)")
             })?),
             None => None,
+        };
+        let store = match opened {
+            Ok(s) => s,
+            Err(e) => match super::store_wait::open_waiting(&location, e, listener.as_ref()).await?
+            {
+                Some(s) => s,
+                None => return Ok(ExitCode::SUCCESS),
+            },
+        };
+        let store: Arc<dyn Store> = match &metrics {
+            Some(m) => Arc::new(metrics::metered(store, Arc::clone(m))),
+            None => store,
         };
         let warnings =
             apply_at_start(loaded.as_ref(), jobs.as_deref(), &store, &clock, mode).await?;
