@@ -23,7 +23,7 @@ use crate::service::{http, metrics, sdnotify};
 use crate::store::Store;
 use anyhow::{Context, Result};
 
-use super::{apply_counts, bad_input, jobs_file, open_store, store_location};
+use super::{apply_counts, bad_input, jobs_file, open_store, store_location, store_wait};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -306,17 +306,10 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
             })?),
             None => None,
         };
-        let store = match opened {
-            Ok(s) => s,
-            Err(e) => match super::store_wait::open_waiting(&location, e, listener.as_ref()).await?
-            {
-                Some(s) => s,
-                None => return Ok(ExitCode::SUCCESS),
-            },
-        };
-        let store: Arc<dyn Store> = match &metrics {
-            Some(m) => Arc::new(metrics::metered(store, Arc::clone(m))),
-            None => store,
+        let metered = metrics.as_ref();
+        let Some(store) = store_wait::ready(&location, opened, listener.as_ref(), metered).await?
+        else {
+            return Ok(ExitCode::SUCCESS);
         };
         let warnings =
             apply_at_start(loaded.as_ref(), jobs.as_deref(), &store, &clock, mode).await?;

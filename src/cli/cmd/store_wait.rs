@@ -23,10 +23,31 @@ use crate::store::{BackendError, Store, StoreError};
 /// How often a wait looks at the stop signals and the health listener.
 const TICK: Duration = Duration::from_millis(100);
 
+/// The store `run` starts on, from its first open (`opened`), metered when `metrics` is given;
+/// `None` when a stop signal came while it waited for the store.
+pub(super) async fn ready(
+    location: &str,
+    opened: Result<Arc<dyn Store>>,
+    listener: Option<&TcpListener>,
+    metrics: Option<&Arc<crate::service::metrics::Metrics>>,
+) -> Result<Option<Arc<dyn Store>>> {
+    let store = match opened {
+        Ok(s) => s,
+        Err(e) => match open_waiting(location, e, listener).await? {
+            Some(s) => s,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(match metrics {
+        Some(m) => Arc::new(crate::service::metrics::metered(store, Arc::clone(m))),
+        None => store,
+    }))
+}
+
 /// `first` is the error of opening `location`: a PostgreSQL store that cannot be reached is
 /// opened again at the backoff's pace until it answers (`Some`), or until a stop signal (`None`);
 /// any other error is returned as it is.
-pub(super) async fn open_waiting(
+async fn open_waiting(
     location: &str,
     first: anyhow::Error,
     listener: Option<&TcpListener>,
