@@ -43,6 +43,17 @@ use super::spec::ScheduleError;
 
 /// Largest UTC-offset change of one transition the exact search allows for.
 pub(crate) const MAX_SHIFT_SECS: i64 = 3 * 3600;
+thread_local! {
+    /// The last [`RECENT_KEPT`] expressions this thread parsed, oldest first.
+    static RECENT: std::cell::RefCell<Vec<CronSchedule>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+/// How many parsed expressions a thread keeps: few enough that a miss costs a short scan.
+const RECENT_KEPT: usize = 16;
+#[cfg(test)]
+thread_local! {
+    /// Parses this thread did in full (tests count them).
+    static FRESH_PARSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 /// Farthest the fast path trusts offset sampling (longer jumps take the exact path).
 const FAST_PATH_MAX_SECS: i64 = 8 * 86_400;
 /// How far ahead/behind a wall-time search looks before concluding there is no match.
@@ -363,9 +374,30 @@ fn max_days(month: u32) -> u32 {
 }
 
 impl CronSchedule {
-    /// Parse a 5-field Vixie expression or macro, evaluated in `tz`.
+    /// Parse a 5-field Vixie expression or macro, evaluated in `tz`. A parse depends on the
+    /// trimmed text and the zone alone, so the expressions this thread parsed last are handed
+    /// out again: a jobs file's jobs share a few schedules, and each job's was parsed three or
+    /// four times (check, hand-over, first slots, compile). Rejections are not kept.
     pub fn parse(expr: &str, tz: Tz) -> Result<CronSchedule, ScheduleError> {
         let trimmed = expr.trim();
+        let same = |c: &&CronSchedule| c.tz == tz && c.expr == trimmed;
+        if let Some(c) = RECENT.with_borrow(|r| r.iter().find(same).cloned()) {
+            return Ok(c);
+        }
+        let parsed = Self::parse_fresh(trimmed, tz)?;
+        RECENT.with_borrow_mut(|r| {
+            if r.len() >= RECENT_KEPT {
+                r.remove(0);
+            }
+            r.push(parsed.clone());
+        });
+        Ok(parsed)
+    }
+
+    /// [`CronSchedule::parse`] of an already trimmed expression, without the kept ones.
+    fn parse_fresh(trimmed: &str, tz: Tz) -> Result<CronSchedule, ScheduleError> {
+        #[cfg(test)]
+        FRESH_PARSES.with(|n| n.set(n.get() + 1));
         if trimmed.is_empty() {
             return Err(ScheduleError::new(
                 "empty cron expression: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @daily",
@@ -987,6 +1019,51 @@ mod tests {
             e.to_lowercase().contains(&needle.to_lowercase()),
             "'{expr}' error '{e}' should mention '{needle}'"
         );
+    }
+
+    #[test]
+    fn a_repeated_expression_is_parsed_once_per_zone_and_kept_answers_match_fresh_ones() {
+        let fresh = || FRESH_PARSES.with(std::cell::Cell::get);
+        let same = |a: &CronSchedule, b: &CronSchedule| {
+            assert_eq!(
+                (&a.expr, a.tz, a.fields, a.wildcard),
+                (&b.expr, b.tz, b.fields, b.wildcard)
+            );
+        };
+        let first = fresh();
+        let a = cs("*/15 9-17 * * 1-5", "America/New_York");
+        let b = CronSchedule::parse("  */15 9-17 * * 1-5 ", "America/New_York".parse().unwrap())
+            .unwrap();
+        same(&a, &b);
+        assert_eq!(
+            fresh() - first,
+            1,
+            "the same text in the same zone is parsed once"
+        );
+        // Another zone is another schedule.
+        let berlin = cs("*/15 9-17 * * 1-5", "Europe/Berlin");
+        assert_eq!(fresh() - first, 2);
+        assert_eq!(berlin.tz, chrono_tz::Europe::Berlin);
+        assert_ne!(
+            a.next_after(t("2026-03-02T00:00:00Z")),
+            berlin.next_after(t("2026-03-02T00:00:00Z"))
+        );
+        // A rejection is never kept.
+        rejects("0 0 30 2 *", "never");
+        rejects("0 0 30 2 *", "never");
+        assert_eq!(fresh() - first, 4);
+        // Past what is kept the oldest is parsed again, and gives what a fresh parse gives.
+        for m in 0..RECENT_KEPT {
+            cs(&format!("{m} 3 * * *"), "UTC");
+        }
+        let again = fresh();
+        let a2 = cs("*/15 9-17 * * 1-5", "America/New_York");
+        assert_eq!(fresh() - again, 1);
+        same(&a, &a2);
+        let direct =
+            CronSchedule::parse_fresh("*/15 9-17 * * 1-5", "America/New_York".parse().unwrap())
+                .unwrap();
+        same(&a2, &direct);
     }
 
     fn nexts(c: &CronSchedule, after: &str, n: usize) -> Vec<DateTime<Utc>> {
