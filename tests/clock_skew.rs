@@ -677,7 +677,8 @@ fn an_apply_on_a_clock_an_hour_off_stores_jobs_on_the_file_stores_clock() {
 
 /// `cronsole trigger` and `cronsole retry` on a clock an hour ahead date their requests on the
 /// file store's clock (and say so): an owner on the real clock runs each at once. Dated on the
-/// command's clock, no owner acted on them before their instant, an hour later.
+/// command's clock, no owner acted on them before their instant, an hour later. Nor do they
+/// say no engine runs: the owner's heartbeat is judged on the store's clock too.
 #[test]
 fn a_trigger_and_a_retry_on_a_clock_an_hour_ahead_run_at_once_on_the_file_store() {
     let Some(lib) = owner_support::libfaketime_or_skip() else {
@@ -718,6 +719,7 @@ fn a_trigger_and_a_retry_on_a_clock_an_hour_ahead_run_at_once_on_the_file_store(
         );
         assert_eq!(code, 0, "{args:?}: {out}{err}");
         assert!(err.contains("on the store's clock"), "{args:?}: {err}");
+        assert!(!out.contains("no engine is running"), "{args:?}: {out}");
     };
     let runs = || -> Vec<serde_json::Value> {
         owner_support::history(&dir, &store_s)

@@ -53,7 +53,9 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
 /// [`crate::owners`]): the run is stored, but nothing will act on it yet. A store whose owner
 /// records cannot be read gets no such words: "no engine" would be a guess.
 pub fn waiting_note(store: &dyn Store) -> Option<String> {
-    let owners = store.owners().ok()?;
+    // Heartbeats are stamped on the store's clock: judged on a clock an hour ahead, a live
+    // owner read as gone and the note said no engine ran while one ran the trigger at once.
+    let owners = crate::engine::JudgeAt::store(store).owners(store).ok()?;
     crate::owners::waiting_note(&owners)
 }
 
