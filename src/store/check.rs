@@ -11,7 +11,6 @@
 //! Unlike opening a store (which stops at the first problem), a check goes on and lists them
 //! all, up to [`MAX_REPORTED`] per file.
 
-use crate::store::BackendError;
 use std::path::Path;
 
 use super::file::{INDEX_FILE, IndexCheck, check_index};
@@ -104,10 +103,7 @@ pub fn check_file_store(dir: &Path, lock_wait: std::time::Duration) -> StoreResu
         .lock(lock_wait)
         .map_err(|e| StoreError::io(&lpath, e))?
     {
-        return Err(StoreError::Backend(BackendError::LockTimeout {
-            file: lpath,
-            waited: lock_wait,
-        }));
+        return Err(super::file::holder::timeout(lpath, &*lock, lock_wait));
     }
     let r = check_file_store_with(dir, &io);
     if let Err(e) = lock.unlock() {

@@ -154,15 +154,17 @@ pub enum BackendError {
         #[source]
         source: std::io::Error,
     },
-    /// Another process held the store lock past the bound (stopped or wedged). Retryable.
-    #[error(
-        "the store lock {file} was held by another process for over {waited:?} (is an owner stopped, e.g. SIGSTOP?); giving up"
-    )]
+    /// Another process held the store lock past the bound (a long operation, or a holder
+    /// that is stopped or wedged). Retryable.
+    #[error("the store lock {file} is held by {holder}; gave up after waiting {waited:?}")]
     LockTimeout {
         /// The lock file.
         file: PathBuf,
         /// How long this process waited.
         waited: std::time::Duration,
+        /// Who holds it, in words: its command, pid, for how long, and whether it is running,
+        /// stopped or gone.
+        holder: String,
     },
     /// The database answered with an error, or the connection broke. Retryable.
     #[error("database error while {doing}: {detail}")]
@@ -372,9 +374,14 @@ impl BackendError {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            BackendError::LockTimeout { file, waited } => BackendError::LockTimeout {
+            BackendError::LockTimeout {
+                file,
+                waited,
+                holder,
+            } => BackendError::LockTimeout {
                 file: file.clone(),
                 waited: *waited,
+                holder: holder.clone(),
             },
             BackendError::OverFormatLimit(w) => BackendError::OverFormatLimit(w.clone()),
             BackendError::IndexMismatch { job, what } => BackendError::IndexMismatch {
@@ -645,6 +652,7 @@ mod tests {
                 StoreError::Backend(BackendError::LockTimeout {
                     file: p.clone(),
                     waited: std::time::Duration::from_secs(1),
+                    holder: "`cronsole apply` (pid 812)".into(),
                 }),
                 1,
                 true,

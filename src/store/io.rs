@@ -76,6 +76,12 @@ pub trait IoFile: Send + Sync + Debug {
     fn lock(&self, wait: Duration) -> io::Result<bool>;
     /// Release the lock taken by [`IoFile::lock`].
     fn unlock(&self) -> io::Result<()>;
+    /// The lock file's advisory note of a long holder: `Some` writes it at the start of the
+    /// file (one positioned write, no fsync), `None` empties the file again. No store data
+    /// depends on it, so an implementation that models no such note (a simulator) does nothing.
+    fn note(&self, _record: Option<&[u8]>) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The file-system operations of the file store.
@@ -183,6 +189,13 @@ impl IoFile for RealFile {
 
     fn unlock(&self) -> io::Result<()> {
         fs4::FileExt::unlock(&self.0)
+    }
+
+    fn note(&self, record: Option<&[u8]>) -> io::Result<()> {
+        match record {
+            Some(r) => std::os::unix::fs::FileExt::write_all_at(&self.0, r, 0),
+            None => self.0.set_len(0),
+        }
     }
 }
 

@@ -26,7 +26,6 @@
 //! (the swap gives the files new inodes: every handle, this one too, follows the swap or
 //! reloads on its next lock, see `follow.rs`).
 
-use crate::store::BackendError;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -371,10 +370,7 @@ impl Writer<'_> {
 fn swap(ctx: &Ctx, lock: &dyn IoFile, b: Built) -> StoreResult<bool> {
     let lpath = ctx.dir.join(LOCK_FILE);
     if !lock.lock(ctx.lock_wait).map_err(io_err(&lpath))? {
-        return Err(StoreError::Backend(BackendError::LockTimeout {
-            file: lpath,
-            waited: ctx.lock_wait,
-        }));
+        return Err(super::holder::timeout(lpath, lock, ctx.lock_wait));
     }
     let waited = b.started.elapsed();
     let held = Instant::now();

@@ -6,7 +6,6 @@
 //! files' contents (`jobs.rs`, `history.rs` read and write them), opening (`open.rs`) or what
 //! an operation decides (the plans and policies).
 
-use crate::store::BackendError;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,8 +16,8 @@ use super::record::{Cached, Idx, Loc, Mark, Slim, later_mark};
 use super::segment::TailRow;
 use super::table::{self};
 use crate::model::Settings;
+use crate::store::StoreResult;
 use crate::store::io::{IoFile, StoreIo};
-use crate::store::{StoreError, StoreResult};
 
 /// A point handle's state (`Inner::point`; what it does with it is `point.rs`'s). Declared
 /// here so the handle does not depend on the module that builds on it.
@@ -272,10 +271,11 @@ impl FileStore {
             if std::time::Instant::now() >= deadline {
                 // Shown in tenths of a second ("20s", "1.1s"), not to the nanosecond.
                 let tenths = u64::try_from(start.elapsed().as_millis() / 100).unwrap_or(u64::MAX);
-                return Err(StoreError::Backend(BackendError::LockTimeout {
-                    file: lpath.to_path_buf(),
-                    waited: Duration::from_millis(tenths.saturating_mul(100)),
-                }));
+                return Err(super::holder::timeout(
+                    lpath.to_path_buf(),
+                    &*self.lock,
+                    Duration::from_millis(tenths.saturating_mul(100)),
+                ));
             }
         }
     }

@@ -20,8 +20,10 @@ pub(super) const BLOCK: u64 = 64 * 1024;
 pub const DEFAULT_KEEP_PER_JOB: usize = 10_000;
 pub(super) const AUTO_COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
 /// Default bound on waiting for the store lock. Operations hold it for milliseconds (a retention
-/// compaction of a large history for a few seconds), so a wait this long means the holder is
-/// stopped or wedged: report [`BackendError::LockTimeout`](crate::store::BackendError::LockTimeout) instead of hanging.
+/// compaction of a large history for a few seconds, an `apply` that changes hundreds of
+/// thousands of jobs for minutes), so a wait this long reports
+/// [`BackendError::LockTimeout`](crate::store::BackendError::LockTimeout), naming the holder,
+/// instead of hanging.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(20);
 /// The open history segment is sealed when an append would take it past this (default; see
 /// [`FileStore::with_segment_bytes`](super::FileStore::with_segment_bytes)). Every open verifies the open segment in full.

@@ -7,6 +7,8 @@
 //!
 //! # Modules, bottom to top (each file uses only the ones above it in this list)
 //! - `layout.rs` — file names and the sizes that bound them.
+//! - `holder.rs` — the lock file's record of who holds the lock, and the words of a wait that
+//!   ran out.
 //! - `log.rs` — the one append path both logs share (`AppendLog`) and the file helpers.
 //! - `record.rs` — job lines and file headers: what a line holds and how it is checked.
 //! - `segment.rs` — history segment files read without a handle (headers, seals, backwards).
@@ -36,7 +38,8 @@
 //!
 //! # Layout (all human-readable; format 3, see `store/filefmt.rs`)
 //! - `VERSION` — `cronsole-file-store 3` and `store <uuid>`, the store id drawn at creation.
-//! - `lock` — empty; every operation holds an exclusive `flock` on it, waiting at most
+//! - `lock` — coordination, not data: every operation holds an exclusive `flock` on it (an
+//!   `apply` also notes itself in it while it holds it, `holder.rs`), waiting at most
 //!   [`DEFAULT_LOCK_WAIT`] ([`BackendError::LockTimeout`](crate::store::BackendError::LockTimeout) after). flock is per open file
 //!   description, so each [`FileStore`] opens its own fd, and a `Mutex` serialises threads
 //!   sharing one handle.
@@ -217,6 +220,7 @@ mod complete;
 mod follow;
 mod handle;
 mod history;
+pub(crate) mod holder;
 mod index;
 mod jobs;
 mod landed;

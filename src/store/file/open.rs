@@ -4,7 +4,7 @@
 //!
 //! Owns: the `FileStore::open*` constructors. Must not touch: the operations on an open store.
 
-use crate::store::{BackendError, OpenError};
+use crate::store::OpenError;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -124,10 +124,7 @@ impl FileStore {
             .open(&lpath, OpenMode::LockFile)
             .map_err(io_err(&lpath))?;
         if !lock.lock(DEFAULT_LOCK_WAIT).map_err(io_err(&lpath))? {
-            return Err(StoreError::Backend(BackendError::LockTimeout {
-                file: lpath,
-                waited: DEFAULT_LOCK_WAIT,
-            }));
+            return Err(super::holder::timeout(lpath, &*lock, DEFAULT_LOCK_WAIT));
         }
         let r: StoreResult<_> = (|| {
             let version = Self::read_version(&*io, dir)?;

@@ -797,32 +797,85 @@ fn a_held_lock_gives_a_typed_retryable_error_after_the_bound_not_a_hang() {
     assert!(b.jobs().unwrap().is_empty());
 }
 
-/// Once the process is stopping (`hurry`), a wait for a lock another handle holds
-/// ends within about a second instead of the whole bound — even a wait already under way — so
-/// the engine can spool what it could not write; `hurry(false)` restores the bound.
+/// A wait that runs out names who holds the lock: a live, running holder is called running,
+/// with its pid, not a stopped owner; an `apply` that holds it says since when.
 #[test]
-fn a_hurried_lock_wait_ends_early_and_the_normal_wait_comes_back() {
-    let dir = tmp("lockhurry");
+fn a_lock_wait_that_runs_out_names_a_running_holder() {
+    let dir = tmp("lockholder");
     let a = FileStore::open(&dir).unwrap();
-    let bound = Duration::from_secs(120);
-    let b = std::sync::Arc::new(FileStore::open(&dir).unwrap().with_lock_wait(bound));
+    let b = FileStore::open(&dir)
+        .unwrap()
+        .with_lock_wait(Duration::from_millis(30));
+    let me = format!("(pid {})", std::process::id());
     let held = a.lock().unwrap();
-    let waiter = {
-        let b = std::sync::Arc::clone(&b);
-        std::thread::spawn(move || b.jobs())
-    };
-    std::thread::sleep(Duration::from_millis(150)); // the wait is under way
-    b.hurry(true);
-    let err = waiter.join().unwrap().unwrap_err();
-    match &err {
-        StoreError::Backend(BackendError::LockTimeout { waited, .. }) => {
-            assert!(*waited < bound / 4, "waited {waited:?} of {bound:?}")
-        }
-        other => panic!("got {other:?}"),
-    }
-    b.hurry(false);
+    let err = b.jobs().unwrap_err().to_string();
     drop(held);
-    assert!(b.jobs().unwrap().is_empty());
+    assert!(err.contains(&me), "{err}");
+    assert!(
+        err.contains("a running process, not a stopped one"),
+        "{err}"
+    );
+    assert!(!err.contains("SIGSTOP"), "{err}");
+    // An apply notes itself while it holds the lock, and empties the lock file when done.
+    let settings = crate::model::Settings::default();
+    let mut during = None;
+    a.apply_each(
+        &settings,
+        &mut |_sink| {
+            during = Some(b.jobs().unwrap_err().to_string());
+            Ok(())
+        },
+        t(0),
+    )
+    .unwrap();
+    let during = during.unwrap();
+    assert!(during.contains(&format!("{me} for 0.")), "{during}");
+    assert!(during.contains("a running process"), "{during}");
+    assert_eq!(std::fs::read(dir.join(LOCK_FILE)).unwrap(), b"");
+}
+
+/// A holder that wrote no note (an outside `flock`) is named from the kernel's table of locks,
+/// not from the note a killed `apply` left, and a stopped one is called stopped.
+#[test]
+fn a_stopped_outside_holder_is_named_by_the_kernel_not_by_a_stale_note() {
+    let dir = tmp("lockstopped");
+    let b = FileStore::open(&dir)
+        .unwrap()
+        .with_lock_wait(Duration::from_millis(30));
+    let io = crate::store::io::RealIo;
+    let lock = crate::store::io::StoreIo::open(
+        &io,
+        &dir.join(LOCK_FILE),
+        crate::store::io::OpenMode::LockFile,
+    )
+    .unwrap();
+    std::mem::forget(super::holder::Note::write(&*lock)); // as a killed apply leaves it
+    let mut child = std::process::Command::new("flock")
+        .arg("--close")
+        .arg(dir.join(LOCK_FILE))
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let pid_i = i32::try_from(pid).unwrap();
+    // Wait until the outside process holds the lock, then stop it.
+    let held = (0..500).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        b.jobs().err().map(|e| e.to_string())
+    });
+    crate::proc::sys::kill(pid_i, libc::SIGSTOP);
+    let stopped = (0..200).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        let e = b.jobs().unwrap_err().to_string();
+        e.contains("which is stopped").then_some(e)
+    });
+    crate::proc::sys::kill(pid_i, libc::SIGKILL);
+    let _ = child.wait();
+    let held = held.expect("the outside process took the lock");
+    assert!(held.contains(&format!("(pid {pid})")), "{held}");
+    let e = stopped.expect("the stopped holder is called stopped");
+    assert!(e.contains("`flock "), "{e}");
+    assert!(!e.contains(&format!("(pid {})", std::process::id())), "{e}");
 }
 
 #[test]
