@@ -374,3 +374,20 @@ jobs:
         row.cost_usd
     );
 }
+
+/// `dry-run`'s next run keeps the fraction of a second of an `at:` instant, as `jobs` and
+/// `describe` show it.
+#[test]
+fn dry_run_shows_the_fraction_of_an_at_instant() {
+    let dir = support::tempdir("dryfrac");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: frac\n    schedule: \"at:2030-01-02T03:04:05.500Z\"\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    let (c, out, err) = run(&dir, &["dry-run", "frac"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("next:   2030-01-02T03:04:05.500Z"), "{out}");
+}

@@ -441,7 +441,7 @@ fn print_text(r: &DryRun) {
     match r.next_fire_at {
         Some(t) => println!(
             "next:   {} ({})",
-            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            crate::when::rfc3339(t),
             crate::when::left(t, Utc::now())
         ),
         None => {

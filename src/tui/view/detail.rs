@@ -129,6 +129,12 @@ fn lease_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>
     }
 }
 
+/// A slot as the job view lists it (UTC, its fraction of a second as `jobs` shows it).
+fn slot_text(t: DateTime<Utc>) -> String {
+    t.format(&format!("%Y-%m-%d %H:%M:%S{}", crate::when::fraction(t)))
+        .to_string()
+}
+
 /// The next 10 slots, each at the instant it fires (slot + the job's jitter).
 fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>) {
     match (j.rt.next_slot, j.def.compile(j.rt.anchor)) {
@@ -147,20 +153,18 @@ fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>)
             if j.rt.paused {
                 lines.push(Line::raw("  (paused: these will not fire until resumed)"));
             }
-            // Each slot is shown at the instant it fires (slot + the job's jitter).
+            // Each slot is shown at the instant it fires (slot + the job's jitter), with the
+            // fraction of a second an `at:` instant or a first run at the store instant has.
             for s in slots.into_iter().map(|s| j.def.fire_at(s)) {
                 lines.push(Line::raw(format!(
                     "  {}  in {}",
-                    s.format("%Y-%m-%d %H:%M:%S"),
+                    slot_text(s),
                     crate::when::span_secs((s - now).num_seconds())
                 )));
             }
         }
         (Some(first), Err(e)) => {
-            lines.push(Line::raw(format!(
-                "  {}",
-                first.format("%Y-%m-%d %H:%M:%S")
-            )));
+            lines.push(Line::raw(format!("  {}", slot_text(first))));
             lines.push(Line::raw(format!("  (later slots unknown: {e})")));
         }
     }
@@ -583,6 +587,26 @@ fn overlap_words(j: &crate::model::JobRecord, now: chrono::DateTime<chrono::Utc>
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+    use crate::tui::testdata;
+
+    /// A slot with a fraction of a second (an `at:` instant, a first run at the store instant)
+    /// is listed with it, as `jobs` and `describe` show it, not cut to the second before.
+    #[test]
+    fn the_next_slots_keep_a_fraction_of_a_second() {
+        let now = testdata::now();
+        let mut j = testdata::job("frac", 60, now);
+        j.rt.next_slot = Some(now + chrono::Duration::milliseconds(5_999));
+        let mut lines = Vec::new();
+        slot_lines(&j, now, &mut lines);
+        let first = lines[0].to_string();
+        let want = (now + chrono::Duration::milliseconds(5_999)).format("%H:%M:%S%.3f");
+        assert!(first.contains(&want.to_string()), "{first}");
+    }
 }
 
 #[cfg(test)]
