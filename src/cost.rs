@@ -668,7 +668,12 @@ pub fn usd(x: f64) -> String {
     if a < 0.000_000_5 {
         return if x < 0.0 { "-<$0.000001" } else { "<$0.000001" }.into();
     }
-    let places = money_places(a);
+    usd_places(x, money_places(a))
+}
+
+/// `x` (finite) to `places` decimals in [`usd`]'s form: zeros past the cents dropped.
+fn usd_places(x: f64, places: usize) -> String {
+    let a = x.abs();
     let mut s = format!("{a:.places$}");
     // Three significant digits may end in zeros (0.2 → "0.200"): drop those past the cents.
     while s.ends_with('0') && s.len() - s.find('.').unwrap_or(s.len()) > 3 {
@@ -679,6 +684,29 @@ pub fn usd(x: f64) -> String {
     } else {
         format!("${s}")
     }
+}
+
+/// A worst case and the limit it does not fit, printed side by side in one message: as
+/// [`usd_up`] and [`usd`] print them, or — when those read the same ("may cost up to $0.00207,
+/// the limit is $0.00207") — with as many more digits as it takes to tell them apart
+/// (`$0.002069` against `$0.0020689`), so the reader sees by how much the limit falls short.
+pub fn usd_over(worst: f64, limit: f64) -> (String, String) {
+    let (w, l) = (usd_up(worst), usd(limit));
+    if w != l || !(worst > limit && limit > 0.0 && worst.is_finite()) {
+        return (w, l);
+    }
+    for places in money_places(worst) + 1..=12 {
+        let scale = 10f64.powi(places as i32);
+        let (w, l) = (
+            // Rounded up past the float noise of the scaling (relative, as the scale grows).
+            usd_places((worst * scale * (1.0 - 1e-12)).ceil() / scale, places),
+            usd_places(limit, places),
+        );
+        if w != l {
+            return (w, l);
+        }
+    }
+    (w, l)
 }
 
 /// Decimals [`usd`] shows for the amount `a` (≥ 0): the cents from $1 up, three significant
@@ -706,10 +734,9 @@ pub fn usd_up(x: f64) -> String {
 /// The skip reason of a call refused because the limit itself is below its worst case: no
 /// amount of waiting lets it through (`scope` is `global` or `job`).
 pub fn too_small_reason(scope: &str, limit: f64, period: BudgetPeriod, worst: f64) -> String {
+    let (worst, limit) = usd_over(worst, limit);
     format!(
-        "{BUDGET_TOO_SMALL}: it may cost up to {}, the {scope} limit is {}/{}",
-        usd_up(worst),
-        usd(limit),
+        "{BUDGET_TOO_SMALL}: it may cost up to {worst}, the {scope} limit is {limit}/{}",
         period_word(period)
     )
 }
@@ -1373,6 +1400,29 @@ mod tests {
             max_cost_usd: max,
             period: BudgetPeriod::Day,
         })
+    }
+
+    /// A worst case just over its limit is printed with the digits that tell the two apart,
+    /// never as the same figure twice; amounts that read apart keep their usual form.
+    #[test]
+    fn a_worst_case_just_over_its_limit_reads_apart_from_it() {
+        assert_eq!(
+            usd_over(0.002_069, 0.002_068_9),
+            ("$0.002069".to_string(), "$0.0020689".to_string())
+        );
+        assert_eq!(
+            too_small_reason("job", 0.002_068_9, BudgetPeriod::Day, 0.002_069),
+            "budget too small for one call: it may cost up to $0.002069, the job limit is \
+             $0.0020689/day"
+        );
+        assert_eq!(
+            usd_over(0.002_512_2, 0.002),
+            ("$0.00252".to_string(), "$0.002".to_string())
+        );
+        // Apart only far down: still apart, still rounded up for the worst case.
+        let (w, l) = usd_over(0.100_000_01, 0.1);
+        assert_ne!(w, l);
+        assert_eq!(l, "$0.10");
     }
 
     /// A limit below one call's worst case is "too small for one call", with both fixes; a

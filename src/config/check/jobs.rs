@@ -182,7 +182,7 @@ impl Checker<'_> {
                     j.name,
                     crate::cost::too_small_reason(scope, limit, period, worst),
                     def.model,
-                    crate::cost::usd_up(need)
+                    crate::cost::usd_over(need, limit).0
                 ),
             );
         }
