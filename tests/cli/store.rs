@@ -563,3 +563,36 @@ fn a_paused_job_with_a_trigger_queued_shows_its_pause_in_every_text_view() {
     let (_, out, _) = run(&dir, &["describe", "at1"]);
     assert!(out.contains("queued — 1 queued; paused: db move"), "{out}");
 }
+
+/// `describe --json` carries `runs`, every execution, the count `jobs --json` and the text
+/// views show (`runtime.runs` is what `max_runs` counts).
+#[test]
+fn describe_json_and_jobs_json_carry_the_same_runs() {
+    use cronsole::model::Status;
+    use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
+    let dir = support::tempdir("cli-json-runs");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: counted\n    schedule: every 1m\n    command: \"true\"\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        for k in 1..=3 {
+            let at = chrono::Utc::now() + chrono::Duration::minutes(2 * k);
+            for c in &store.claim_at(at, "test-owner", 10).claims {
+                store.finish_row(c, claim_row(c, "test-owner", Status::Succeeded, at));
+            }
+        }
+    }
+    let (c, out, err) = run(&dir, &["describe", "counted", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (c, out, err) = run(&dir, &["jobs", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["runs"], 3, "{d}");
+    assert_eq!(j[0]["runs"], d["runs"], "{j}");
+}

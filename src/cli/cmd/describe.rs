@@ -53,6 +53,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             /// An `every` grid counted from when the job was first stored, or on the clock.
             placement: Option<String>,
             next_slots: &'a [DateTime<Utc>],
+            /// Every execution, as `runs:` in the text and `runs` in `jobs --json` count them
+            /// (`runtime.runs` is what `max_runs` counts).
+            runs: u64,
             period_cost_usd: f64,
             definition: &'a crate::model::JobDef,
             runtime: &'a crate::model::JobRuntime,
@@ -66,6 +69,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             schedule_words: &words,
             placement: crate::schedule::placement(&rec.def.schedule),
             next_slots: &next,
+            runs: rec.rt.counters.executions(),
             period_cost_usd: period,
             definition: &rec.def,
             runtime: &rec.rt,
