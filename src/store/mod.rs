@@ -207,6 +207,14 @@ pub trait Store: HistoryReader {
     /// Extend `run_id`'s lease on `job` (the run's owner calls this while it runs). Fenced by
     /// `run_id` alone: the lease already names its owner, and a run id is held by one owner.
     fn renew(&self, job: &str, run_id: Uuid, now: DateTime<Utc>) -> StoreResult<RenewOutcome>;
+    /// Several renewals at once (the runs of one owner due together), answers in order, each
+    /// as `renew` would answer it. Stores that can write them together (one fsync for the
+    /// batch) override this.
+    fn renew_many(&self, rs: &[Renewal]) -> Vec<StoreResult<RenewOutcome>> {
+        rs.iter()
+            .map(|r| self.renew(&r.job, r.run_id, r.now))
+            .collect()
+    }
     /// Record a run's end: its row, its new state and the lease's release, fenced by `run_id`.
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome>;
     /// Several completions at once (runs that ended together), results in order. Stores that

@@ -107,6 +107,19 @@ pub enum RenewOutcome {
     Lost,
 }
 
+/// One lease renewal of a batch ([`super::Store::renew_many`]): `run_id`'s lease on `job`,
+/// extended from `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Renewal {
+    /// The run's job.
+    pub job: String,
+    /// The run whose lease is renewed (the fence).
+    pub run_id: Uuid,
+    /// The instant the lease is extended from (a store that judges leases on its own clock
+    /// ignores it, as in `renew`).
+    pub now: DateTime<Utc>,
+}
+
 /// The end of a run, fenced by `run_id`.
 #[derive(Debug, Clone)]
 pub struct Completion {

@@ -18,8 +18,8 @@ use super::signal::ChangeSignal;
 use super::{
     ApplyReport, BulkAction, BulkDone, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion,
     DefSink, EditOutcome, HistoryPage, HistoryQuery, HistoryReader, JobEdit, JsonPage, LoopStep,
-    RenewOutcome, ReserveOutcome, ReserveRequest, Settlement, SpendNow, StepOutcome, Store,
-    StoreError, StoreResult, TriggerOutcome,
+    RenewOutcome, Renewal, ReserveOutcome, ReserveRequest, Settlement, SpendNow, StepOutcome,
+    Store, StoreError, StoreResult, TriggerOutcome,
 };
 use crate::model::{HistoryRow, JobRecord, JobsFile, OwnerRecord, OwnerSeen, Settings, ToolPin};
 
@@ -204,6 +204,43 @@ impl<H: Hooks> Store for Wrapped<H> {
             }
             s.renew(job, run_id, now)
         })
+    }
+    /// Each renewal is put to [`Hooks::before`] on its own (as `Renew`); those it lets through
+    /// go to the inner store as one batch, and the answers come back in order.
+    fn renew_many(&self, rs: &[Renewal]) -> Vec<StoreResult<RenewOutcome>> {
+        let mut out: Vec<Option<StoreResult<RenewOutcome>>> = Vec::with_capacity(rs.len());
+        let mut batch = Vec::with_capacity(rs.len());
+        for r in rs {
+            match self.hooks.before(Call::Renew) {
+                Ok(()) if self.hooks.lease_lost() => out.push(Some(Ok(RenewOutcome::Lost))),
+                Ok(()) => {
+                    out.push(None);
+                    batch.push(r.clone());
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        let mut answers = if batch.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.renew_many(&batch)
+        }
+        .into_iter();
+        out.into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| {
+                    let r = answers.next().unwrap_or_else(|| {
+                        Err(StoreError::Backend(BackendError::Unsupported(
+                            "a batch answer per renewal",
+                        )))
+                    });
+                    if let Err(e) = &r {
+                        self.hooks.failed(Call::Renew, e);
+                    }
+                    r
+                })
+            })
+            .collect()
     }
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.call(Call::Complete, |s| s.complete(c))

@@ -297,6 +297,46 @@ pub fn renewals_are_fenced_by_run_id(f: Factory) {
     assert!(s.renew("nope", c.run_id, t(1021)).is_err());
 }
 
+/// A batch of renewals answers each renewal as `renew` alone would, in order: a run that holds
+/// its job renews, one that does not is `Lost`, an unknown job fails alone, and the renewed
+/// leases hold against other owners.
+pub fn a_batch_of_renewals_answers_each_as_renew_would(f: Factory) {
+    let s = f();
+    apply_due(&*s, &file(vec![every("j", 60), every("k", 60)]), t(1000)).unwrap();
+    let mut cs = claim(&*s, "a", t(1000), 10).claims;
+    cs.sort_by(|x, y| x.job.def.name.cmp(&y.job.def.name));
+    assert_eq!(cs.len(), 2);
+    let renewal = |job: &str, run_id: uuid::Uuid, at: i64| cronsole::store::Renewal {
+        job: job.to_string(),
+        run_id,
+        now: t(at),
+    };
+    let answers = s.renew_many(&[
+        renewal("j", cs[0].run_id, 1020),
+        renewal("k", uuid::Uuid::new_v4(), 1020),
+        renewal("nope", cs[0].run_id, 1020),
+        renewal("k", cs[1].run_id, 1021),
+    ]);
+    assert_eq!(answers.len(), 4);
+    assert!(
+        matches!(answers[0], Ok(RenewOutcome::Renewed { lease_until }) if lease_until == t(1050)),
+        "{answers:?}"
+    );
+    assert!(matches!(answers[1], Ok(RenewOutcome::Lost)), "{answers:?}");
+    assert!(answers[2].is_err(), "{answers:?}");
+    assert!(
+        matches!(answers[3], Ok(RenewOutcome::Renewed { lease_until }) if lease_until == t(1051)),
+        "{answers:?}"
+    );
+    assert!(s.renew_many(&[]).is_empty());
+    // Both renewed leases hold past the claim's expiry.
+    let other = claim(&*s, "b", t(1040), 10);
+    assert!(
+        other.claims.is_empty() && other.rows.is_empty(),
+        "{other:?}"
+    );
+}
+
 // ---- misfire ----------------------------------------------------------------------------------
 
 pub fn misfire_coalesces_without_grace(f: Factory) {
@@ -1754,6 +1794,7 @@ macro_rules! conformance_suite {
             claims_respect_the_owners_limit,
             in_flight_jobs_are_not_reoffered_to_their_owner,
             renewals_are_fenced_by_run_id,
+            a_batch_of_renewals_answers_each_as_renew_would,
             misfire_coalesces_without_grace,
             misfire_over_grace_writes_one_missed_row,
             misfire_within_grace_fires,

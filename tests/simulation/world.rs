@@ -25,7 +25,9 @@ use cronsole::model::{
     Budget, BudgetPeriod, HistoryRow, JobDef, JobsFile, Settings, Status, Trigger,
 };
 use cronsole::store::{AwaitStep, LoopStep, StepOutcome};
-use cronsole::store::{ClaimRequest, Completion, HistoryQuery, RenewOutcome, Store, StoreError};
+use cronsole::store::{
+    ClaimRequest, Completion, HistoryQuery, RenewOutcome, Renewal, Store, StoreError,
+};
 use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
 use cronsole::testkit::simio::{Rng, SharedRng};
 use cronsole::transcript::{CallEntry, CallState, Delta, Entry, Transcript, TurnEntry};
@@ -908,18 +910,36 @@ impl<'a> World<'a> {
             .filter(|_| self.params.clocks)
             .map_or(wall, |s| s.max(wall));
         let real = self.real;
-        for k in 0..self.owners[i].runs.len() {
+        // Every run due is renewed in one batch, as the engine's renewal batcher does.
+        let due: Vec<usize> = (0..self.owners[i].runs.len())
+            .filter(|&k| {
+                let r = &self.owners[i].runs[k];
+                r.next_renew <= real && r.ends_at > real
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let batch: Vec<Renewal> = due
+            .iter()
+            .map(|&k| {
+                let r = &self.owners[i].runs[k];
+                Renewal {
+                    job: r.job.clone(),
+                    run_id: r.run_id,
+                    now,
+                }
+            })
+            .collect();
+        let answers = match &self.owners[i].proc {
+            Some(p) => p.store.renew_many(&batch),
+            None => return,
+        };
+        for (k, res) in due.into_iter().zip(answers) {
             let (job, run_id, owner, lease) = {
                 let o = &self.owners[i];
                 let r = &o.runs[k];
-                if r.next_renew > real || r.ends_at <= real {
-                    continue;
-                }
                 (r.job.clone(), r.run_id, o.id.clone(), r.lease_secs)
-            };
-            let res = match &self.owners[i].proc {
-                Some(p) => p.store.renew(&job, run_id, now),
-                None => return,
             };
             let label = self.label(run_id);
             match res {

@@ -16,7 +16,7 @@ use super::record::Cached;
 use crate::model::{HistoryRow, JobDef, JobRecord, JobsFile, Settings};
 use crate::store::{
     ApplyReport, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion, HistoryPage,
-    HistoryQuery, HistoryReader, RenewOutcome, ReserveOutcome, ReserveRequest, Settlement,
+    HistoryQuery, HistoryReader, RenewOutcome, Renewal, ReserveOutcome, ReserveRequest, Settlement,
     SpendNow, Store, StoreError, StoreResult, TriggerOutcome,
 };
 use crate::store::{plan, policy, rules};
@@ -301,6 +301,47 @@ impl Store for FileStore {
             }
             None => Ok(RenewOutcome::Lost),
         }
+    }
+
+    /// Every renewal under one lock and their job records in one journal append (one fsync),
+    /// so an owner's runs that renew together do not queue one fsync each behind the lock
+    /// (a burst of runs would otherwise wait longer for its renewals than their leases allow).
+    fn renew_many(&self, rs: &[Renewal]) -> Vec<StoreResult<RenewOutcome>> {
+        let mut l = match self.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                return rs.iter().map(|_| Err(e.duplicate())).collect();
+            }
+        };
+        let mut out = Vec::with_capacity(rs.len());
+        let mut names = Vec::new();
+        for r in rs {
+            let answer = l.load(&r.job).and_then(|_| {
+                let c = l.inner.hot.get_mut(&r.job).ok_or_else(|| {
+                    StoreError::Operation(OperationError::NoSuchJob(r.job.clone()))
+                })?;
+                Ok(match rules::runtime::renew(&mut c.rec, r.run_id, r.now) {
+                    Some(lease_until) => RenewOutcome::Renewed { lease_until },
+                    None => RenewOutcome::Lost,
+                })
+            });
+            if matches!(answer, Ok(RenewOutcome::Renewed { .. })) && !names.contains(&r.job) {
+                names.push(r.job.clone());
+            }
+            out.push(answer);
+        }
+        if names.is_empty() {
+            return out;
+        }
+        // Nothing renewed counts until the batch is durable.
+        if let Err(e) = l.persist(&[], &names) {
+            for a in &mut out {
+                if matches!(a, Ok(RenewOutcome::Renewed { .. })) {
+                    *a = Err(e.duplicate());
+                }
+            }
+        }
+        out
     }
 
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {

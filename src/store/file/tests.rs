@@ -102,6 +102,66 @@ fn journal_compaction_keeps_state_and_other_handles_reload() {
     );
 }
 
+/// A batch of renewals is one journal append: every lease it renewed is durable and seen by
+/// another handle, a renewal of a run that no longer holds its job answers `Lost`, and an
+/// unknown job fails alone.
+#[test]
+fn a_batch_of_renewals_is_one_journal_append_and_survives_reopen() {
+    let dir = tmp("renew-many");
+    let a = FileStore::open(&dir).unwrap();
+    let b = FileStore::open(&dir).unwrap();
+    a.apply(&jobs_file(&["x", "y", "z"]), stored(1000)).unwrap();
+    let got = claim(&a, 1000, "a", 10).claims;
+    assert_eq!(got.len(), 3);
+    let journal_lines = || {
+        std::fs::read_to_string(dir.join(JOURNAL_FILE))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let before = journal_lines();
+    let mut rs: Vec<Renewal> = got
+        .iter()
+        .map(|c| Renewal {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            now: t(1010),
+        })
+        .collect();
+    rs.push(Renewal {
+        job: "x".into(),
+        run_id: uuid::Uuid::new_v4(),
+        now: t(1010),
+    });
+    rs.push(Renewal {
+        job: "nope".into(),
+        run_id: got[0].run_id,
+        now: t(1010),
+    });
+    let answers = a.renew_many(&rs);
+    assert_eq!(answers.len(), 5);
+    for r in &answers[..3] {
+        assert!(
+            matches!(r, Ok(RenewOutcome::Renewed { lease_until }) if *lease_until > t(1010)),
+            "{answers:?}"
+        );
+    }
+    assert!(matches!(answers[3], Ok(RenewOutcome::Lost)), "{answers:?}");
+    assert!(answers[4].is_err(), "{answers:?}");
+    // One appended piece for the three records (a journal line each, written together).
+    assert_eq!(journal_lines(), before + 3);
+    for c in &got {
+        let lease = b.job(&c.job.def.name).unwrap().unwrap().rt.lease.unwrap();
+        assert_eq!(lease.last_renewed, t(1010));
+    }
+    drop((a, b));
+    let r = FileStore::open(&dir).unwrap();
+    for c in &got {
+        let lease = r.job(&c.job.def.name).unwrap().unwrap().rt.lease.unwrap();
+        assert_eq!(lease.last_renewed, t(1010), "{}", c.job.def.name);
+    }
+}
+
 /// Every byte of every store file (the lock file aside).
 fn dir_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
