@@ -285,3 +285,108 @@ async fn a_zygote_s_supervisor_serves_later_runs_without_what_earlier_ones_set()
         "every run had a supervisor of its own: {supervisors:?}"
     );
 }
+
+/// Renewals the store refuses `fail_first` times, then answers each only after `slow_ms` (a
+/// path to the store that came back slow).
+#[derive(Default)]
+struct LateRenewals {
+    fail_first: std::sync::atomic::AtomicUsize,
+    slow_ms: std::sync::atomic::AtomicU64,
+}
+
+impl cronsole::testkit::store::Hooks for LateRenewals {
+    fn before(&self, call: cronsole::testkit::store::Call) -> cronsole::store::StoreResult<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if call != cronsole::testkit::store::Call::Renew {
+            return Ok(());
+        }
+        if self
+            .fail_first
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(cronsole::store::StoreError::Backend(
+                cronsole::store::BackendError::Unavailable("connection refused (test)".into()),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(self.slow_ms.load(SeqCst)));
+        Ok(())
+    }
+}
+
+/// An engine whose commands run under their supervisors' dead-man switch (half the lease: 1 s
+/// for a 2 s lease), over a store that refuses the first renewals and then answers late: the
+/// run is stopped at three quarters of its lease and recorded `abandoned` for it, as the docs
+/// say. Its heartbeats to the supervisor never pause while a renewal waits, so the switch does
+/// not kill it first as if this owner had hung: no `failed` row of a run "killed: its owner
+/// sent no heartbeat".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_under_a_short_lease_is_stopped_for_its_lease_not_killed_by_its_switch() {
+    use cronsole::clock::{Clock, ManualClock};
+    use cronsole::model::Status;
+    use cronsole::store::file::FileStore;
+    use cronsole::store::{HistoryQuery, HistoryReader, Store};
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    supervised();
+    let dir = tmp("cutshort");
+    let marks = dir.join("finished");
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
+         max_retries: 1\n    lease_seconds: 2\n    command: \"sleep 8 && echo x >> {}\"\n",
+        marks.display()
+    );
+    let jobs = dir.join("jobs.yaml");
+    std::fs::write(&jobs, &yaml).unwrap();
+    let clock = ManualClock::new("2026-11-29T12:00:00Z".parse().unwrap());
+    let inner = Arc::new(FileStore::open(&dir.join("store")).unwrap());
+    let loaded = cronsole::config::load_str(&yaml, &jobs).unwrap_or_else(|e| panic!("{e}"));
+    inner.apply(&loaded.file, clock.now()).unwrap();
+    let hooks = LateRenewals::default();
+    hooks.fail_first.store(2, SeqCst);
+    hooks.slow_ms.store(2500, SeqCst);
+    let store: Arc<dyn Store> = Arc::new(cronsole::testkit::store::Wrapped::new(
+        Arc::clone(&inner) as Arc<dyn Store>,
+        hooks,
+    ));
+    let mut cfg = cronsole::engine::EngineConfig::new(format!("test:{}", std::process::id()));
+    cfg.shutdown_grace = Duration::from_millis(200);
+    cfg.publish_snapshots = false;
+    let deps = cronsole::testkit::engine::run_deps(
+        cronsole::testkit::engine::no_env(),
+        cronsole::testkit::internals::action::BackoffConfig {
+            floor_secs: 0.01,
+            base: 2.0,
+            cap_secs: 0.02,
+            jitter: 0.1,
+        },
+    );
+    let c: Arc<dyn Clock> = Arc::new(clock);
+    let handle = cronsole::engine::spawn(cfg, store, c, deps).unwrap();
+    let rows = || {
+        inner
+            .history(&HistoryQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    assert!(
+        support::wait::poll_until_async(Duration::from_secs(30), || !rows().is_empty()).await,
+        "no row"
+    );
+    let rows = rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].status, Status::Abandoned, "{rows:#?}");
+    assert!(
+        rows[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no lease renewal")),
+        "{rows:#?}"
+    );
+    assert!(!marks.exists(), "the command ran to its end");
+    handle.shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(20), handle.join).await;
+}

@@ -61,6 +61,8 @@ pub(super) struct Actor {
     pub(super) shutdown: CancellationToken,
     pub(super) hard_stop: CancellationToken,
     pub(super) completions: CompletionTx,
+    /// The renewal batcher's queue (one store write for the renewals waiting together).
+    pub(super) renewals: super::renew::RenewalTx,
     pub(super) outage: Outage,
     pub(super) heartbeat: Arc<Heartbeat>,
     /// Both clock readings at the last claim cycle: a wall-clock step between two cycles is
@@ -582,6 +584,7 @@ impl Actor {
             owner: self.cfg.owner.clone(),
             ev_tx: self.ev_tx.clone(),
             completions: self.completions.clone(),
+            renewals: self.renewals.clone(),
             health: Arc::clone(self.outage.health()),
             unwritten: Arc::clone(self.outage.unwritten()),
             spool: self.cfg.spool.clone().map(spool::Spool::new),

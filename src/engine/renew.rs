@@ -12,28 +12,110 @@
 //! recovers a lease that ended as soon as the store answers again, and a run still going here
 //! would then run beside its recovery: a one-shot would run twice at once.
 //!
-//! Owns: the renewal timer of one run. Must not touch: the run's pipeline or its completion.
+//! A renewal is a future of its own ([`Renewer::ask`]), polled beside the run's pipeline: a
+//! store slow to answer never pauses the pipeline, whose heartbeats to the run's supervisors
+//! must go on (their dead-man switch would otherwise kill the run at half the lease as if this
+//! owner had hung, and the run would be recorded `failed` instead of stopped here). The
+//! renewals of every run of this owner that are waiting together go to the store as one batch
+//! ([`renewer`], [`Store::renew_many`]): a burst of runs costs one store write per round, not
+//! one each, so the renewals of hundreds of runs are answered within their leases.
+//!
+//! Owns: the renewal timer of one run and the owner's renewal batcher. Must not touch: the
+//! run's pipeline or its completion.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::api::Event;
-use super::error::blocking;
+use super::error::{EngineError, blocking};
 use super::outage::{Health, store_failed, store_ok};
 use crate::clock::{Clock, Reading};
-use crate::store::{RenewOutcome, Store};
+use crate::store::{RenewOutcome, Renewal, Store};
+
+/// A renewal waiting for the batcher, and where its answer goes.
+type RenewalJob = (Renewal, oneshot::Sender<Result<RenewOutcome, EngineError>>);
+
+/// Where a run task hands its renewals to the owner's batcher.
+pub(super) type RenewalTx = mpsc::Sender<RenewalJob>;
+
+/// The owner's renewal batcher: takes every renewal already waiting and hands them to the store
+/// in one `renew_many` (the file store writes them with one fsync). Renewals whose run stopped
+/// waiting (it gave up on the answer) are left out.
+pub(super) async fn renewer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<RenewalJob>) {
+    const MAX_BATCH: usize = 1024;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        batch.retain(|(_, tx)| !tx.is_closed());
+        if batch.is_empty() {
+            continue;
+        }
+        let (rs, replies): (Vec<Renewal>, Vec<_>) = batch.into_iter().unzip();
+        let st = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || st.renew_many(&rs)).await {
+            Ok(answers) => {
+                let mut answers = answers.into_iter();
+                for tx in replies {
+                    let a = answers.next().unwrap_or_else(|| {
+                        Err(crate::store::StoreError::Backend(
+                            crate::store::BackendError::NoResult("a renewal"),
+                        ))
+                    });
+                    let _ = tx.send(a.map_err(EngineError::from));
+                }
+            }
+            Err(e) => {
+                for tx in replies {
+                    let _ = tx.send(Err(EngineError::Join(e.to_string())));
+                }
+            }
+        }
+    }
+}
+
+/// Renew through the batcher (a direct call if it is gone).
+async fn renew_via(
+    store: Arc<dyn Store>,
+    renewals: RenewalTx,
+    r: Renewal,
+) -> Result<RenewOutcome, EngineError> {
+    let (tx, rx) = oneshot::channel();
+    match renewals.send((r, tx)).await {
+        Ok(()) => rx
+            .await
+            .unwrap_or_else(|_| Err(EngineError::Join("renewal batcher stopped".into()))),
+        Err(mpsc::error::SendError((r, _))) => {
+            blocking(&store, move |s| s.renew(&r.job, r.run_id, r.now)).await
+        }
+    }
+}
 
 /// What a renewal needs of its run task: the store, the time, and where the store's health is
 /// reported.
 pub(super) struct Holder<'a> {
     pub(super) store: &'a Arc<dyn Store>,
+    pub(super) renewals: &'a RenewalTx,
     pub(super) clock: &'a Arc<dyn Clock>,
     pub(super) health: &'a Health,
     pub(super) ev_tx: &'a broadcast::Sender<Event>,
+}
+
+/// A renewal's answer with what its asking saw ([`Renewer::ask`], [`Renewer::settle`]).
+pub(super) struct Asked {
+    at: Reading,
+    asked: tokio::time::Instant,
+    now: DateTime<Utc>,
+    answer: Result<RenewOutcome, EngineError>,
 }
 
 /// Whether the run may go on after a renewal attempt.
@@ -61,6 +143,9 @@ pub(super) struct Renewer {
     pub(super) lease: StdDuration,
     /// When the run must stop unless a renewal is taken first (see the module doc).
     pub(super) stop_at: tokio::time::Instant,
+    /// When the lease ends on this owner's monotonic clock (the last renewal taken, or the
+    /// claim, plus the lease granted then).
+    lease_end: tokio::time::Instant,
 }
 
 impl Renewer {
@@ -80,32 +165,70 @@ impl Renewer {
             next: tokio::time::Instant::now() + first,
             lease,
             stop_at: claimed + lease.mul_f64(USABLE_SHARE),
+            lease_end: claimed + lease,
         }
     }
 
-    /// Renew now; the next renewal is due at [`Renewer::next`].
+    /// Renew now and settle the answer; the next renewal is due at [`Renewer::next`]. For a
+    /// caller with nothing to poll beside the renewal (a completion waiting for the store).
     pub(super) async fn renew(&mut self, t: &Holder<'_>) -> Lease {
+        let asked = self.ask(t).await;
+        self.settle(asked, t)
+    }
+
+    /// The renewal due now, as a future that holds what it needs (the run task polls it beside
+    /// its pipeline); [`Renewer::settle`] takes its answer.
+    ///
+    /// The store is waited on only until the run must stop. A renewal asked when the whole
+    /// lease has already passed on this owner's clock (an owner continued after a stop, or
+    /// starved that long: its timers all due at once) waits for the store's answer for another
+    /// three quarters of the lease instead: stopping now protects no one (the lease has ended
+    /// for the others already), the lease may still be this owner's, and a slow answer is not
+    /// a refusal.
+    pub(super) fn ask(&mut self, t: &Holder<'_>) -> impl Future<Output = Asked> + Send + 'static {
         let at = Reading::of(t.clock.as_ref());
         let asked = tokio::time::Instant::now();
         let now = lease_clock(t.health, at);
-        let (j, run_id) = (self.job.clone(), self.run_id);
-        // A store that hangs is waited on only until the run must stop. Past that instant (an
-        // owner continued after a stop, its timers all due at once) the store's answer is
-        // awaited: a slow answer is not a refusal, and the lease may still be this owner's.
-        let call = blocking(t.store, move |s| s.renew(&j, run_id, now));
-        let answer = if asked < self.stop_at {
-            tokio::time::timeout_at(self.stop_at, call)
+        if asked >= self.lease_end {
+            self.stop_at = asked + self.lease.mul_f64(USABLE_SHARE);
+            self.lease_end = asked + self.lease;
+        }
+        let r = Renewal {
+            job: self.job.clone(),
+            run_id: self.run_id,
+            now,
+        };
+        let call = renew_via(Arc::clone(t.store), t.renewals.clone(), r);
+        let deadline = self.stop_at;
+        async move {
+            let answer = tokio::time::timeout_at(deadline, call)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(super::error::EngineError::from(
-                        crate::store::StoreError::Backend(crate::store::BackendError::Unavailable(
+                    Err(EngineError::from(crate::store::StoreError::Backend(
+                        crate::store::BackendError::Unavailable(
                             "the lease renewal got no answer in time".into(),
-                        )),
-                    ))
-                })
-        } else {
-            call.await
-        };
+                        ),
+                    )))
+                });
+            Asked {
+                at,
+                asked,
+                now,
+                answer,
+            }
+        }
+    }
+
+    /// What a renewal's answer means for the run; the next renewal is due at
+    /// [`Renewer::next`].
+    pub(super) fn settle(&mut self, a: Asked, t: &Holder<'_>) -> Lease {
+        let Asked {
+            at,
+            asked,
+            now,
+            answer,
+        } = a;
+        let run_id = self.run_id;
         self.next = match answer {
             Ok(RenewOutcome::Renewed { lease_until }) => {
                 store_ok(t.health, t.ev_tx, at);
@@ -118,6 +241,7 @@ impl Renewer {
                     .filter(|d| !d.is_zero())
                     .map_or(self.lease, |d| d.min(self.lease));
                 self.stop_at = asked + granted.mul_f64(USABLE_SHARE);
+                self.lease_end = asked + granted;
                 // The lease's end is on the store's clock (the database's, on PostgreSQL), which
                 // may disagree with this owner's: a third of what is left by our clock, but
                 // never more than a third of the lease the definition grants (our clock behind
@@ -133,23 +257,40 @@ impl Renewer {
             Ok(RenewOutcome::Lost) => {
                 tracing::warn!(job = %self.job, %run_id, "lease lost; the result will be recorded as stale");
                 self.stop_at = tokio::time::Instant::now() + StdDuration::from_secs(86_400 * 365);
+                self.lease_end = self.stop_at;
                 tokio::time::Instant::now() + StdDuration::from_secs(86_400)
             }
             Err(e) => {
                 store_failed(t.health, t.ev_tx, at, &e);
+                if tokio::time::Instant::now() >= self.lease_end {
+                    // The whole lease passed while this renewal waited (this owner was stopped or
+                    // starved meanwhile): asked again at once, with the wait of a renewal asked
+                    // that late (see `ask`).
+                    tracing::warn!(job = %self.job, error = %e, "lease renewal failed after the lease had passed here; asking again");
+                    self.next = tokio::time::Instant::now();
+                    return Lease::Held;
+                }
                 if tokio::time::Instant::now() >= self.stop_at {
                     // Said once: the run stops now, and a completion still waiting for the store
                     // asks for no more renewals of a lease it no longer counts on.
                     self.next = tokio::time::Instant::now() + StdDuration::from_secs(86_400);
                     self.stop_at = self.next;
+                    self.lease_end = self.next;
                     tracing::error!(job = %self.job, %run_id, error = %e, "lease renewal failed until the lease was nearly over; stopping the run so that no other owner recovers it while it still runs");
                     return Lease::Ending;
                 }
                 tracing::warn!(job = %self.job, error = %e, "lease renewal failed; retrying");
-                // Asked again within a second, and once more right at the instant the run must
-                // stop, so a store back by then keeps the run going.
-                (tokio::time::Instant::now() + self.first.min(StdDuration::from_secs(1)))
-                    .min(self.stop_at)
+                // Asked again within a second, the last time a twelfth of the lease before the
+                // run must stop, so a store back by then keeps the run going. A renewal asked at
+                // the stop instant itself only says the run must stop (its wait is over before
+                // it starts).
+                let now = tokio::time::Instant::now();
+                let last = self
+                    .stop_at
+                    .checked_sub(self.lease / 12)
+                    .unwrap_or(self.stop_at);
+                let again = (now + self.first.min(StdDuration::from_secs(1))).min(last);
+                if again <= now { self.stop_at } else { again }
             }
         };
         Lease::Held
@@ -171,4 +312,130 @@ fn lease_clock(health: &Health, at: Reading) -> DateTime<Utc> {
     health
         .store_now(at.mono)
         .map_or(at.wall, |store| store.max(at.wall))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::engine::outage::{EngineHealth, HealthCell};
+    use tokio::sync::watch;
+
+    /// What a renewer needs, with this test as the owner's batcher: it sees every renewal asked
+    /// and answers (or not) itself.
+    struct Fixture {
+        store: Arc<dyn Store>,
+        tx: RenewalTx,
+        rx: mpsc::Receiver<RenewalJob>,
+        clock: Arc<dyn Clock>,
+        health: Health,
+        ev_tx: broadcast::Sender<Event>,
+        _dir: crate::testkit::tmp::TempDir,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = crate::testkit::tmp::TempDir::new("renewer");
+            let store: Arc<dyn Store> =
+                Arc::new(crate::store::file::FileStore::open(&dir).expect("open store"));
+            let (tx, rx) = mpsc::channel(16);
+            Fixture {
+                store,
+                tx,
+                rx,
+                clock: Arc::new(ManualClock::new(crate::testkit::time::epoch(1_000))),
+                health: Arc::new(HealthCell::new(watch::channel(EngineHealth::default()).0)),
+                ev_tx: broadcast::channel(16).0,
+                _dir: dir,
+            }
+        }
+        fn holder(&self) -> Holder<'_> {
+            Holder {
+                store: &self.store,
+                renewals: &self.tx,
+                clock: &self.clock,
+                health: &self.health,
+                ev_tx: &self.ev_tx,
+            }
+        }
+    }
+
+    fn refused() -> Result<RenewOutcome, EngineError> {
+        Err(EngineError::from(crate::store::StoreError::Backend(
+            crate::store::BackendError::Unavailable("refused (test)".into()),
+        )))
+    }
+
+    /// A store that refuses renewals: the last retry is asked before the stop with the stop as
+    /// its deadline, and the renewal due at the stop instant is the stop itself (it used to
+    /// wait for the store's answer however long it took, the run going on past its lease).
+    #[tokio::test(start_paused = true)]
+    async fn the_renewal_due_at_the_stop_instant_stops_without_waiting_for_the_store() {
+        let mut f = Fixture::new();
+        let lease = StdDuration::from_secs(3);
+        let start = tokio::time::Instant::now();
+        let mut r = Renewer::new("j".into(), Uuid::new_v4(), lease, start);
+        let stop = start + lease.mul_f64(USABLE_SHARE);
+        let mut asked_at = Vec::new();
+        for _ in 0..8 {
+            tokio::time::sleep_until(r.next).await;
+            let t = tokio::time::Instant::now();
+            let ask = r.ask(&f.holder());
+            if t < stop {
+                asked_at.push(t - start);
+                let (answer, got) = tokio::join!(ask, async {
+                    let (_, reply) = f.rx.recv().await.expect("a renewal");
+                    let _ = reply.send(refused());
+                });
+                let () = got;
+                assert_eq!(r.settle(answer, &f.holder()), Lease::Held);
+            } else {
+                // Nobody answers: the deadline has passed already.
+                let answer = ask.await;
+                assert_eq!(tokio::time::Instant::now(), t, "it waited for the store");
+                assert_eq!(r.settle(answer, &f.holder()), Lease::Ending);
+                assert_eq!(t, stop);
+                // Every retry asked before the stop left a twelfth of the lease for the answer.
+                assert!(
+                    asked_at.iter().all(|a| *a + lease / 12 <= stop - start),
+                    "{asked_at:?}"
+                );
+                return;
+            }
+        }
+        panic!("never stopped: {asked_at:?}");
+    }
+
+    /// An owner stopped (or starved) while its renewal waited, past the whole lease: the
+    /// renewal's deadline has passed when it continues, but stopping the run now protects no
+    /// one, so it asks again and waits for the answer, and a store that renews keeps the run.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_outlived_the_whole_lease_asks_again_instead_of_stopping() {
+        let mut f = Fixture::new();
+        let lease = StdDuration::from_secs(3);
+        let start = tokio::time::Instant::now();
+        let mut r = Renewer::new("j".into(), Uuid::new_v4(), lease, start);
+        tokio::time::sleep_until(r.next).await;
+        let ask = r.ask(&f.holder());
+        let (_, held_reply) = f.rx.recv().await.expect("a renewal");
+        // The owner is stopped past the lease with the renewal in flight.
+        tokio::time::advance(StdDuration::from_secs(5)).await;
+        let answer = ask.await;
+        assert!(answer.answer.is_err());
+        drop(held_reply);
+        assert_eq!(r.settle(answer, &f.holder()), Lease::Held);
+        assert!(r.next <= tokio::time::Instant::now());
+        // Asked again now: the store answers a second later (past the old stop instant), and
+        // the run goes on.
+        let ask = r.ask(&f.holder());
+        let (answer, ()) = tokio::join!(ask, async {
+            let (req, reply) = f.rx.recv().await.expect("a renewal");
+            tokio::time::sleep(StdDuration::from_secs(1)).await;
+            let _ = reply.send(Ok(RenewOutcome::Renewed {
+                lease_until: req.now + chrono::Duration::seconds(3),
+            }));
+        });
+        assert!(answer.answer.is_ok());
+        assert_eq!(r.settle(answer, &f.holder()), Lease::Held);
+    }
 }

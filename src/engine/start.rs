@@ -62,6 +62,8 @@ pub fn spawn(
     let hard_stop = CancellationToken::new();
     let (completions, completions_rx) = mpsc::channel(1024);
     tokio::spawn(completer(Arc::clone(&store), completions_rx));
+    let (renewals, renewals_rx) = mpsc::channel(4096);
+    tokio::spawn(super::renew::renewer(Arc::clone(&store), renewals_rx));
     let (health_tx, health_rx) = watch::channel(EngineHealth::default());
     let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
@@ -70,6 +72,7 @@ pub fn spawn(
         unclaimed_step: None,
         heartbeat: Arc::clone(&heartbeat),
         completions,
+        renewals,
         outage: Outage::new(Arc::new(HealthCell::new(health_tx)), ev_tx.clone()),
         hard_stop: hard_stop.clone(),
         publisher: Publisher {

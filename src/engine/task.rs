@@ -8,6 +8,7 @@
 //! the row of a run that was stopped (abandoned at shutdown, failed when cancelled). Must not
 //! touch: the pipeline's steps (`run` owns them).
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
@@ -19,7 +20,7 @@ use super::api::Event;
 use super::completion::{CompletionTx, commit_once, complete_via};
 use super::error::EngineError;
 use super::outage::{Health, Unwritten, probe_delay, store_failed, store_ok};
-use super::renew::{Holder, Lease, REASON_LEASE_UNRENEWED, Renewer};
+use super::renew::{Asked, Holder, Lease, REASON_LEASE_UNRENEWED, RenewalTx, Renewer};
 use super::{RunDeps, run, spool};
 use crate::clock::Clock;
 use crate::model::{HistoryRow, Overlap, Settings, Status};
@@ -56,6 +57,8 @@ pub(super) struct RunTask {
     pub(super) owner: String,
     pub(super) ev_tx: broadcast::Sender<Event>,
     pub(super) completions: CompletionTx,
+    /// The owner's renewal batcher.
+    pub(super) renewals: RenewalTx,
     pub(super) health: Health,
     pub(super) unwritten: Arc<Mutex<Unwritten>>,
     pub(super) spool: Option<spool::Spool>,
@@ -73,6 +76,7 @@ impl RunTask {
     fn holder(&self) -> Holder<'_> {
         Holder {
             store: &self.store,
+            renewals: &self.renewals,
             clock: &self.clock,
             health: &self.health,
             ev_tx: &self.ev_tx,
@@ -125,6 +129,9 @@ impl RunTask {
                 &progress,
             );
             tokio::pin!(pipeline);
+            // The renewal in flight, polled beside the pipeline: a slow store never pauses the
+            // pipeline's heartbeats to its supervisors.
+            let mut asking: Option<std::pin::Pin<Box<dyn Future<Output = Asked> + Send>>> = None;
             loop {
                 tokio::select! {
                     // A pipeline that has ended is taken first: an owner continued after a stop finds
@@ -152,10 +159,19 @@ impl RunTask {
                         row.cut_short = true;
                         break Some(run::RunOutput { row, state: None, hold_until: None });
                     }
-                    _ = tokio::time::sleep_until(renewer.next) => {
-                        if renewer.renew(&holder).await == Lease::Ending {
-                            // A run that ended while the renewal was asked keeps its own end.
-                            if let Some(out) = futures_util::FutureExt::now_or_never(&mut pipeline) {
+                    asked = async {
+                        match asking.as_mut() {
+                            Some(f) => f.await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        asking = None;
+                        if renewer.settle(asked, &holder) == Lease::Ending {
+                            // A run that has ended, or ends within the grace, keeps its own end:
+                            // its pipeline may need a few more turns to see a command that
+                            // exited, and an `abandoned` row would have a one-shot run again.
+                            let grace = (renewer.lease / 8).min(ENDING_GRACE);
+                            if let Ok(out) = tokio::time::timeout(grace, &mut pipeline).await {
                                 break Some(out);
                             }
                             break Some(abandoned_row(
@@ -166,6 +182,9 @@ impl RunTask {
                                 REASON_LEASE_UNRENEWED,
                             ));
                         }
+                    }
+                    _ = tokio::time::sleep_until(renewer.next), if asking.is_none() => {
+                        asking = Some(Box::pin(renewer.ask(&holder)));
                     }
                 }
             }
@@ -255,6 +274,10 @@ fn abandoned_row(
         hold_until: None,
     }
 }
+
+/// The longest a run stopped for its lease waits for its pipeline to see an end that already
+/// happened (at most an eighth of the lease: half the margin left for stopping).
+const ENDING_GRACE: StdDuration = StdDuration::from_millis(500);
 
 /// How long a completion after a wall-clock step waits for the heartbeat that reads the
 /// store's clock again (a heartbeat is one small write; an outage delays it past this).

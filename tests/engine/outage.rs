@@ -11,7 +11,7 @@
 use cronsole::store::BackendError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
 use crate::engine_support::{poll_until_async, quiet_engine, settle_engine, t, tiny_backoff, tmp};
@@ -40,6 +40,11 @@ struct Faulty {
     fail_renewals: AtomicBool,
     /// Every renewal hangs while this is set, then fails (a network path that went silent).
     hang_renewals: AtomicBool,
+    /// The next this many renewals fail (the store unreachable for a while).
+    fail_renewals_first: AtomicUsize,
+    /// Every renewal that is not refused waits this many milliseconds before it goes through
+    /// (a store that answers late).
+    slow_renewals_ms: AtomicU64,
     renew_calls: AtomicUsize,
     /// With the store on a simulated disk: the next completion's journal write fails with
     /// `ENOSPC` after its history row landed (a disk that fills between the two writes).
@@ -89,6 +94,24 @@ impl Hooks for Faulty {
                 return Err(StoreError::Backend(BackendError::Unavailable(
                     "connection refused (test)".into(),
                 )));
+            }
+            Call::Renew
+                if self
+                    .fail_renewals_first
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok() =>
+            {
+                self.renew_calls.fetch_add(1, Ordering::SeqCst);
+                return Err(StoreError::Backend(BackendError::Unavailable(
+                    "connection refused (test)".into(),
+                )));
+            }
+            Call::Renew => {
+                self.renew_calls.fetch_add(1, Ordering::SeqCst);
+                let ms = self.slow_renewals_ms.load(Ordering::SeqCst);
+                if ms > 0 {
+                    std::thread::sleep(StdDuration::from_millis(ms));
+                }
             }
             Call::Complete | Call::CompleteRecorded => {
                 self.complete_calls.fetch_add(1, Ordering::SeqCst);
@@ -471,6 +494,34 @@ async fn a_run_whose_renewals_hang_is_killed_before_its_lease_ends_and_recorded_
     rig.faulty.fail_completions.store(false, Ordering::SeqCst);
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
     assert_one_lease_stopped_row(&rig.rows());
+    rig.stop().await.expect("clean stop");
+}
+
+/// A store that refuses the first renewals of a short lease and then answers only late (a path
+/// to the store that came back slow): the run is stopped at three quarters of its lease and
+/// recorded `abandoned` for it. Its last retry is asked before the stop instant, with the stop
+/// as its deadline; a renewal asked at the stop instant itself used to wait for the store's
+/// answer however long it took, and the run went on past its lease's end, when another owner
+/// may recover it. (With the supervisors of the binary, that wait also paused the run's
+/// heartbeats, and the dead-man switch killed it: `proc_supervised` shows that path.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_store_answers_renewals_late_stops_at_three_quarters_of_its_lease() {
+    let dir = tmp("outage-short-lease");
+    let marks = dir.join("finished");
+    let lease = StdDuration::from_secs(2);
+    let yaml = format!(
+        "budget: null\njobs:\n  - name: a\n    schedule: every 1h\n    run_immediately: true\n    \
+         max_retries: 1\n    lease_seconds: {}\n    command: \"sleep 8 && echo x >> {}\"\n",
+        lease.as_secs(),
+        marks.display()
+    );
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    rig.faulty.fail_renewals_first.store(2, Ordering::SeqCst);
+    rig.faulty.slow_renewals_ms.store(2500, Ordering::SeqCst);
+    rig.wait_until("the row", |r| !r.rows().is_empty()).await;
+    assert_one_lease_stopped_row(&rig.rows());
+    assert!(!marks.exists(), "the command ran to its end");
+    rig.faulty.slow_renewals_ms.store(0, Ordering::SeqCst);
     rig.stop().await.expect("clean stop");
 }
 
