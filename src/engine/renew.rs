@@ -43,12 +43,22 @@ type RenewalJob = (Renewal, oneshot::Sender<Result<RenewOutcome, EngineError>>);
 /// Where a run task hands its renewals to the owner's batcher.
 pub(super) type RenewalTx = mpsc::Sender<RenewalJob>;
 
+/// Batches the store may be answering at once: a batch stuck on one dead connection (a
+/// database pool's) holds up only the renewals in it, while those waiting meanwhile still
+/// coalesce into the next batch.
+const BATCHES_IN_FLIGHT: usize = 4;
+
 /// The owner's renewal batcher: takes every renewal already waiting and hands them to the store
-/// in one `renew_many` (the file store writes them with one fsync). Renewals whose run stopped
-/// waiting (it gave up on the answer) are left out.
+/// in one `renew_many` (the file store writes them with one fsync), with at most
+/// [`BATCHES_IN_FLIGHT`] batches at the store. Renewals whose run stopped waiting (it gave up
+/// on the answer) are left out.
 pub(super) async fn renewer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<RenewalJob>) {
     const MAX_BATCH: usize = 1024;
+    let slots = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -62,24 +72,28 @@ pub(super) async fn renewer(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Renewa
         }
         let (rs, replies): (Vec<Renewal>, Vec<_>) = batch.into_iter().unzip();
         let st = Arc::clone(&store);
-        match tokio::task::spawn_blocking(move || st.renew_many(&rs)).await {
-            Ok(answers) => {
-                let mut answers = answers.into_iter();
-                for tx in replies {
-                    let a = answers.next().unwrap_or_else(|| {
-                        Err(crate::store::StoreError::Backend(
-                            crate::store::BackendError::NoResult("a renewal"),
-                        ))
-                    });
-                    let _ = tx.send(a.map_err(EngineError::from));
+        tokio::spawn(async move {
+            let answered = tokio::task::spawn_blocking(move || st.renew_many(&rs)).await;
+            drop(slot);
+            match answered {
+                Ok(answers) => {
+                    let mut answers = answers.into_iter();
+                    for tx in replies {
+                        let a = answers.next().unwrap_or_else(|| {
+                            Err(crate::store::StoreError::Backend(
+                                crate::store::BackendError::NoResult("a renewal"),
+                            ))
+                        });
+                        let _ = tx.send(a.map_err(EngineError::from));
+                    }
+                }
+                Err(e) => {
+                    for tx in replies {
+                        let _ = tx.send(Err(EngineError::Join(e.to_string())));
+                    }
                 }
             }
-            Err(e) => {
-                for tx in replies {
-                    let _ = tx.send(Err(EngineError::Join(e.to_string())));
-                }
-            }
-        }
+        });
     }
 }
 
@@ -416,11 +430,11 @@ mod tests {
         let start = tokio::time::Instant::now();
         let mut r = Renewer::new("j".into(), Uuid::new_v4(), lease, start);
         tokio::time::sleep_until(r.next).await;
-        let ask = r.ask(&f.holder());
+        let ask = tokio::spawn(r.ask(&f.holder()));
         let (_, held_reply) = f.rx.recv().await.expect("a renewal");
         // The owner is stopped past the lease with the renewal in flight.
         tokio::time::advance(StdDuration::from_secs(5)).await;
-        let answer = ask.await;
+        let answer = ask.await.expect("the renewal's task");
         assert!(answer.answer.is_err());
         drop(held_reply);
         assert_eq!(r.settle(answer, &f.holder()), Lease::Held);
