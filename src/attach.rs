@@ -133,7 +133,7 @@ impl Ctx {
             }),
             Command::Answer { run_id, approve } => crate::engine::answer_call(
                 store,
-                run_id,
+                (run_id, None),
                 approve,
                 None,
                 "console",

@@ -653,7 +653,7 @@ mod tests {
         }
         // Answered, the wait is over for the operator: the run is `running` again.
         store
-            .answer_approval(c.run_id, true, None, None, now)
+            .answer_approval(c.run_id, None, true, None, None, now)
             .unwrap();
         let rec = store.job(&c.job.def.name).unwrap().unwrap();
         assert_eq!(state(&rec, now), "running");

@@ -1415,7 +1415,8 @@ async fn approving_or_cancelling_right_after_a_kill_9_on_this_host_says_at_once_
 
 /// The job's sinks hear of a call awaiting approval: a loopback JSON webhook gets one alert,
 /// while the run waits, that names the job, the run, the tool and its arguments, and the
-/// commands that answer it — and no outcome, since the run has none yet.
+/// commands that answer it — and no outcome, since the run has none yet. `approve --call`
+/// takes the waiting call's id, and refuses another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_approval_alert_reaches_the_jobs_webhook_naming_job_run_tool_and_how_to_answer() {
     use cronsole::testkit::http::{Response, TestServer};
@@ -1464,8 +1465,20 @@ async fn the_approval_alert_reaches_the_jobs_webhook_naming_job_run_tool_and_how
     ] {
         assert!(text.contains(&w), "{w:?} not in {text:?}");
     }
-    // Answered, the run goes on; the alert was sent once.
-    let (code, out, err) = cli(&dir, &["approve", &run]);
+    // Answered by its call's id, the run goes on; an id that is not the waiting call's is
+    // refused first, nothing recorded. The alert was sent once.
+    let call_id = call["call_id"].as_str().unwrap().to_string();
+    assert!(!call_id.is_empty(), "{call}");
+    let (code, out, err) = cli(&dir, &["approve", &run, "--call", "call_elsewhere"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "has no call call_elsewhere awaiting approval: the call that waits is {call_id} (to \
+             write)"
+        )),
+        "{err}"
+    );
+    let (code, out, err) = cli(&dir, &["approve", &run, "--call", &call_id]);
     assert_eq!(code, 0, "{out}{err}");
     let row = first_row(&dir.join("store"), "gated", Duration::from_secs(60)).await;
     tokio::task::spawn_blocking(move || stop(a)).await.unwrap();

@@ -198,6 +198,10 @@ pub enum Command {
 pub struct AnswerArgs {
     /// The run awaiting approval (`cronsole approvals` lists them)
     pub run_id: String,
+    /// Answer only this call of the run (its id, as `cronsole approvals` lists it): refused,
+    /// with nothing recorded, when the call that waits is another
+    #[arg(long = "call", value_name = "CALL_ID")]
+    pub call: Option<String>,
     /// Why: recorded with the answer on the call's record (`history --json`); each command's help
     /// says who reads it
     #[arg(long, value_name = "TEXT")]

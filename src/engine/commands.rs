@@ -76,7 +76,14 @@ pub(super) async fn command(
         }
         Command::Answer { run_id, approve } => {
             let r = blocking(store, move |s| {
-                answer_call(s, run_id, approve, None, "console", JudgeAt::caller(now))
+                answer_call(
+                    s,
+                    (run_id, None),
+                    approve,
+                    None,
+                    "console",
+                    JudgeAt::caller(now),
+                )
             })
             .await;
             match r {
@@ -165,7 +172,7 @@ pub struct Answered {
 /// answer is recorded, and the notice says plainly that nothing runs now.
 pub fn answer_call(
     store: &dyn Store,
-    run_id: Uuid,
+    (run_id, call): (Uuid, Option<&str>),
     approve: bool,
     reason: Option<String>,
     via: &str,
@@ -204,7 +211,7 @@ pub fn answer_call(
             ));
         }
     }
-    let (job, out) = store.answer_approval(run_id, approve, reason, by, now)?;
+    let (job, out) = store.answer_approval(run_id, call, approve, reason, by, now)?;
     let gone = match store
         .job(&job)?
         .and_then(|r| r.rt.lease_of(run_id).cloned())

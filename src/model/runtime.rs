@@ -235,6 +235,10 @@ pub struct AbandonedRun {
     /// The budget period the `abandoned` row's money was booked in.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub period_key: String,
+    /// The call the run waited on, with the answer an operator gave it that the run never
+    /// read: a late end's row keeps it, as the `abandoned` row did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread_answer: Option<AwaitingApproval>,
 }
 
 fn is_zero(x: &f64) -> bool {

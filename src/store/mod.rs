@@ -366,6 +366,7 @@ pub trait Store: HistoryReader {
     fn answer_approval(
         &self,
         run_id: Uuid,
+        call: Option<&str>,
         approve: bool,
         reason: Option<String>,
         by: Option<String>,
@@ -382,12 +383,13 @@ pub trait Store: HistoryReader {
         };
         let Some(job) = self.job_of_run(run_id)? else {
             return Err(match ended(self)? {
-                Some(row) => ended_refusal(&row),
+                Some(row) => ended_refusal(&row, call),
                 None => StoreError::Operation(OperationError::NoSuchRun(run_id)),
             });
         };
         let edit = JobEdit::Answer {
             run_id,
+            call: call.map(str::to_string),
             approve,
             reason,
             by,
@@ -396,7 +398,7 @@ pub trait Store: HistoryReader {
             Ok(out) => Ok((job, out)),
             // The run ended between the lookup and the answer: say how, as above.
             Err(StoreError::Operation(OperationError::NotAwaiting(why))) => match ended(self)? {
-                Some(row) => Err(ended_refusal(&row)),
+                Some(row) => Err(ended_refusal(&row, call)),
                 None => Err(StoreError::Operation(OperationError::NotAwaiting(why))),
             },
             Err(e) => Err(e),
@@ -470,8 +472,9 @@ pub fn spent_or_holds(c: &crate::model::JobCounters) -> bool {
     c.period_cost_usd != 0.0 || c.total_cost_usd != 0.0 || !c.reservations.is_empty()
 }
 
-/// The refusal of an answer to a run that ended: how it ended, from its row.
-fn ended_refusal(row: &HistoryRow) -> StoreError {
+/// The refusal of an answer to a run that ended: how it ended, from its row, and what became
+/// of the call the answer names, when it names one.
+fn ended_refusal(row: &HistoryRow, call: Option<&str>) -> StoreError {
     let why = row
         .reason
         .as_deref()
@@ -482,12 +485,42 @@ fn ended_refusal(row: &HistoryRow) -> StoreError {
             )
         })
         .unwrap_or_default();
+    let of_call = call.map(|c| ended_call(row, c)).unwrap_or_default();
     StoreError::Operation(OperationError::NotAwaiting(format!(
-        "run {} of '{}' is not awaiting approval: it ended as {} at {}{why}",
+        "run {} of '{}' is not awaiting approval: it ended as {} at {}{why}{of_call}",
         row.run_id,
         row.job,
         row.status,
         row.finished_at
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     )))
+}
+
+/// What an ended run's record says of its call `id`: answered (and how), never answered, or
+/// not on the record.
+fn ended_call(row: &HistoryRow, id: &str) -> String {
+    use crate::transcript::{Approval, Entry};
+    let shown = crate::text::line(id);
+    let found = row.transcript.as_ref().and_then(|t| {
+        t.to_vec().into_iter().rev().find_map(|e| match e {
+            Entry::Call(c) if c.id == id => Some(c),
+            _ => None,
+        })
+    });
+    let Some(c) = found else {
+        return format!("; its record has no call {shown}");
+    };
+    let by = |b: &Option<String>| b.as_deref().map(|b| format!(" by {b}")).unwrap_or_default();
+    match &c.approval {
+        Some(Approval::Approved { by: b, .. }) => {
+            format!("; its call {shown} to {} was approved{}", c.tool, by(b))
+        }
+        Some(Approval::Denied { by: None, .. }) => {
+            format!("; its call {shown} to {} was denied at its timeout", c.tool)
+        }
+        Some(Approval::Denied { by: b, .. }) => {
+            format!("; its call {shown} to {} was denied{}", c.tool, by(b))
+        }
+        None => format!("; its call {shown} to {} took no answer", c.tool),
+    }
 }

@@ -335,13 +335,14 @@ impl<H: Hooks> Store for Wrapped<H> {
     fn answer_approval(
         &self,
         run_id: Uuid,
+        call: Option<&str>,
         approve: bool,
         reason: Option<String>,
         by: Option<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<(String, EditOutcome)> {
         self.call(Call::AnswerApproval, |s| {
-            s.answer_approval(run_id, approve, reason, by, now)
+            s.answer_approval(run_id, call, approve, reason, by, now)
         })
     }
     fn cancel(&self, target: &str, now: DateTime<Utc>) -> StoreResult<(String, EditOutcome)> {

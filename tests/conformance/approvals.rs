@@ -39,7 +39,18 @@ fn begin_wait(s: &dyn Store, job: &str, run: uuid::Uuid, owner: &str, now: DateT
 }
 
 fn approve(s: &dyn Store, run: uuid::Uuid, now: DateTime<Utc>) -> Result<String, String> {
-    match s.answer_approval(run, true, None, Some("op@h (cronsole approve)".into()), now) {
+    answer_call(s, run, None, now)
+}
+
+/// [`approve`], only if the call that waits is `call`.
+fn answer_call(
+    s: &dyn Store,
+    run: uuid::Uuid,
+    call: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<String, String> {
+    let by = Some("op@h (cronsole approve)".into());
+    match s.answer_approval(run, call, true, None, by, now) {
         Ok((job, EditOutcome::Answered { .. })) => Ok(job),
         Ok(other) => panic!("{other:?}"),
         Err(StoreError::Operation(OperationError::NotAwaiting(why))) => Err(why),
@@ -103,6 +114,7 @@ pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
         "timed",
         &JobEdit::Answer {
             run_id: timed,
+            call: None,
             approve: false,
             reason: Some("denied: no answer within approval_timeout_seconds (1s)".into()),
             by: None,
@@ -145,7 +157,7 @@ pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
     // A run id the store never knew is not a refusal but an unknown run.
     let unknown = uuid::Uuid::new_v4();
     assert!(matches!(
-        s.answer_approval(unknown, true, None, None, t(1003)),
+        s.answer_approval(unknown, None, true, None, None, t(1003)),
         Err(StoreError::Operation(OperationError::NoSuchRun(id))) if id == unknown
     ));
     // The answer the live run got is still the one it reads. If the run then ends by its
@@ -173,6 +185,125 @@ pub fn an_answer_is_held_only_while_the_run_can_use_it(f: Factory) {
     assert_eq!(row.reason.as_deref(), Some("cancelled by operator"));
     let calls = cronsole::testkit::tools::calls(&row);
     assert_eq!(calls.len(), 1, "{row:?}");
+    assert_eq!(calls[0].state, CallState::AwaitingApproval);
+    assert_eq!(
+        calls[0].approval,
+        Some(Approval::Approved {
+            by: Some("op@h (cronsole approve)".into()),
+            reason: None
+        })
+    );
+}
+
+/// An answer that names its call (`approve --call`) is taken only while that call is the one
+/// waiting, and unanswered; otherwise it is refused with nothing written, saying which call
+/// waits, or — the run ended — what became of the named call.
+pub fn an_answer_naming_a_call_is_taken_only_for_that_call(f: Factory) {
+    let s = f();
+    let def = JobDef {
+        lease_seconds: 30.0,
+        ..every("j", 3600)
+    };
+    apply_due(&*s, &file(vec![def]), t(1000)).unwrap();
+    let c = claim(&*s, "o1", t(1000), 1).claims.remove(0);
+    begin_wait(&*s, "j", c.run_id, "o1", t(1001));
+    let why = answer_call(&*s, c.run_id, Some("call_9"), t(1002)).unwrap_err();
+    assert!(
+        why.contains(
+            "has no call call_9 awaiting approval: the call that waits is call_1 (to write)"
+        ),
+        "{why}"
+    );
+    assert!(!answered(&*s, "j", c.run_id), "nothing written");
+    assert_eq!(
+        answer_call(&*s, c.run_id, Some("call_1"), t(1002)),
+        Ok("j".into())
+    );
+    let why = answer_call(&*s, c.run_id, Some("call_1"), t(1003)).unwrap_err();
+    assert!(
+        why.contains("its call to write was already approved by op@h"),
+        "{why}"
+    );
+    // The run ends by its owner's hand before it read the answer: the answer is on the call.
+    let mut record = Transcript::new();
+    record.push(Entry::Call(CallEntry {
+        state: CallState::AwaitingApproval,
+        ..CallEntry::dispatched(
+            1,
+            "call_1".into(),
+            "write".into(),
+            None,
+            "{}".into(),
+            t(1001),
+        )
+    }));
+    let mut row = claim_row(&c, "o1", Status::Failed, t(1004));
+    row.transcript = Some(record);
+    s.finish_row(&c, row);
+    let why = answer_call(&*s, c.run_id, Some("call_1"), t(1005)).unwrap_err();
+    assert!(
+        why.contains("it ended as failed")
+            && why.contains("its call call_1 to write was approved by op@h (cronsole approve)"),
+        "{why}"
+    );
+    let why = answer_call(&*s, c.run_id, Some("call_7"), t(1005)).unwrap_err();
+    assert!(why.contains("its record has no call call_7"), "{why}");
+}
+
+/// An owner stopped while its call awaits approval is approved meanwhile; its lease runs out
+/// and another owner records the run `abandoned`, with the answer on the row. The stopped owner
+/// comes back and ends the run `failed`: that late row replaces the `abandoned` one and still
+/// says the call was approved and never ran, in its reason and on the call.
+pub fn a_late_row_keeps_the_answer_the_abandoned_row_showed(f: Factory) {
+    let s = f();
+    let def = JobDef {
+        lease_seconds: 30.0,
+        ..every("j", 3600)
+    };
+    apply_due(&*s, &file(vec![def]), t(1000)).unwrap();
+    let c = claim(&*s, "stopped", t(1000), 1).claims.remove(0);
+    begin_wait(&*s, "j", c.run_id, "stopped", t(1001));
+    assert_eq!(approve(&*s, c.run_id, t(1002)), Ok("j".into()));
+    let said = "its call to write, awaiting approval, was approved by op@h (cronsole approve) at \
+                1970-01-01T00:16:42Z but never ran";
+    let o = claim(&*s, "other", t(1040), 0);
+    let abandoned = o
+        .rows
+        .iter()
+        .find(|r| r.run_id == c.run_id)
+        .expect("recovered");
+    assert_eq!(abandoned.status, Status::Abandoned);
+    assert!(
+        abandoned.reason.as_deref().unwrap().ends_with(said),
+        "{abandoned:?}"
+    );
+    let mut record = Transcript::new();
+    record.push(Entry::Call(CallEntry {
+        state: CallState::AwaitingApproval,
+        ..CallEntry::dispatched(
+            1,
+            "call_1".into(),
+            "write".into(),
+            None,
+            "{}".into(),
+            t(1001),
+        )
+    }));
+    let mut row = claim_row(&c, "stopped", Status::Failed, t(1050));
+    row.reason = Some("the lease was lost while a call awaited approval".into());
+    row.transcript = Some(record);
+    let late = s.finish_row(&c, row);
+    assert!(late.rows[0].supersedes_abandoned, "{:?}", late.rows);
+    let shown = rows(&*s, "j");
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    let r = &shown[0];
+    assert_eq!(r.status, Status::Failed);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some(format!("the lease was lost while a call awaited approval; {said}").as_str())
+    );
+    let calls = cronsole::testkit::tools::calls(r);
+    assert_eq!(calls.len(), 1, "{r:?}");
     assert_eq!(calls[0].state, CallState::AwaitingApproval);
     assert_eq!(
         calls[0].approval,

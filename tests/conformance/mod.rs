@@ -1850,6 +1850,8 @@ macro_rules! conformance_suite {
             spenders_are_the_jobs_that_spent_or_hold_money_with_the_same_figures,
             jobs_stored_on_a_clock_an_hour_ahead_run_at_their_real_slots,
             an_answer_is_held_only_while_the_run_can_use_it,
+            an_answer_naming_a_call_is_taken_only_for_that_call,
+            a_late_row_keeps_the_answer_the_abandoned_row_showed,
             a_recount_counts_a_late_end_instead_of_its_abandoned_row,
         );
     };

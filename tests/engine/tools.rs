@@ -542,6 +542,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
         .store
         .answer_approval(
             run_id,
+            None,
             true,
             Some("the path is harmless".into()),
             Some("ops@host (test)".into()),
@@ -577,7 +578,7 @@ async fn a_call_awaiting_approval_runs_once_approved_through_the_store() {
     // The answered run waits no more: a second answer is refused, saying so.
     let again = rig
         .store
-        .answer_approval(run_id, false, None, None, rig.now())
+        .answer_approval(run_id, None, false, None, None, rig.now())
         .unwrap_err();
     assert!(
         again.to_string().contains("not awaiting approval"),

@@ -1,5 +1,5 @@
-//! `cronsole approvals`, `approve RUN_ID`, `deny RUN_ID [--reason R]`: the operator's side of
-//! tool calls awaiting approval, from any host through the store.
+//! `cronsole approvals`, `approve RUN_ID [--call ID]`, `deny RUN_ID [--reason R]`: the
+//! operator's side of tool calls awaiting approval, from any host through the store.
 //!
 //! Owns: the listing of what waits and the answer's output. Must not touch: the answer's rules
 //! (`store::policy::operator`), the wait itself (the engine), the rule saying whether the call's
@@ -32,6 +32,8 @@ const OWNER_GONE: u8 = 3;
 struct Pending {
     job: String,
     run_id: Uuid,
+    /// The call's id in the conversation (`approve --call`).
+    call_id: String,
     tool: String,
     arguments: String,
     since: String,
@@ -64,6 +66,7 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
                 pending.push(Pending {
                     job: rec.def.name.clone(),
                     run_id: l.run_id,
+                    call_id: a.call_id.clone(),
                     tool: a.tool.clone(),
                     arguments: a.arguments.clone(),
                     since: rfc(a.since),
@@ -87,9 +90,10 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
     for p in &pending {
         // The arguments are the model's text: shown inert, on one line.
         println!(
-            "{}  run {}  {}  {}  since {}  denied at {}",
+            "{}  run {}  call {}  {}  {}  since {}  denied at {}",
             inert(&p.job),
             p.run_id,
+            inert(&p.call_id),
             inert(&p.tool),
             inert(&crate::transcript::cap_bytes(&p.arguments, 200)),
             p.since,
@@ -100,7 +104,8 @@ pub fn approvals(cli: &Cli, json: bool) -> Result<ExitCode> {
         }
     }
     println!(
-        "answer with: cronsole approve RUN_ID | cronsole deny RUN_ID [--reason TEXT] (or a/x in the console)"
+        "answer with: cronsole approve RUN_ID [--call CALL_ID] | cronsole deny RUN_ID [--call \
+         CALL_ID] [--reason TEXT] (or a/x in the console)"
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -119,7 +124,8 @@ pub fn answer(cli: &Cli, a: &AnswerArgs, approve: bool) -> Result<ExitCode> {
         "cronsole deny"
     };
     let at = crate::engine::JudgeAt::store(store.as_ref());
-    match crate::engine::answer_call(store.as_ref(), run_id, approve, reason, via, at) {
+    let to = (run_id, a.call.as_deref().map(str::trim));
+    match crate::engine::answer_call(store.as_ref(), to, approve, reason, via, at) {
         Ok(a) if a.owner_gone => {
             eprintln!("error: {}", a.notice);
             Ok(ExitCode::from(OWNER_GONE))

@@ -106,6 +106,7 @@ impl Approvals<'_> {
         );
         let edit = JobEdit::Answer {
             run_id,
+            call: None,
             approve: false,
             reason: Some(reason.clone()),
             by: None,

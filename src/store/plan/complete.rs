@@ -17,7 +17,9 @@ use crate::model::{BudgetPeriod, HistoryRow, JobRecord, Status};
 use crate::schedule::Compiled;
 use crate::store::policy::counters::count_row;
 use crate::store::policy::run_end::{finish_run, supersede_abandoned};
-use crate::store::rules::rows::{is_generated, keep_unread_answer, same_row, unlanded_part};
+use crate::store::rules::rows::{
+    is_generated, keep_answer_of_abandoned, keep_unread_answer, same_row, unlanded_part,
+};
 use crate::store::rules::runtime::{holds, take_abandoned};
 use crate::store::rules::slots::compile;
 use crate::store::{CompleteOutcome, Completion, StoreError, StoreResult};
@@ -266,6 +268,9 @@ pub fn complete_step(
         row.stale_lease = true;
         match take_abandoned(rec, c.run_id).filter(|_| row.status != Status::Abandoned) {
             Some(a) => {
+                if let Some(w) = &a.unread_answer {
+                    keep_answer_of_abandoned(&mut row, w);
+                }
                 let fin =
                     supersede_abandoned(rec, &a, &mut row, c.state, c.hold_until, period, c.now);
                 out.state_rejected = fin.state_rejected;

@@ -76,6 +76,10 @@ pub enum JobEdit {
     Answer {
         /// The run awaiting approval.
         run_id: Uuid,
+        /// Only if the call that waits is this one (its id in the conversation, as
+        /// `cronsole approvals` lists it): a run's calls wait one after another, and an answer
+        /// meant for one must never reach the next.
+        call: Option<String>,
         /// Approve (`true`) or deny.
         approve: bool,
         /// Why: kept on the run's record; a denial's is also the tool's result for the model.
@@ -267,10 +271,11 @@ pub fn apply_edit_rows(
         JobEdit::Retry(row) => queue_retry(rec, row, now),
         JobEdit::Answer {
             run_id,
+            call,
             approve,
             reason,
             by,
-        } => answer(rec, *run_id, *approve, (reason, by), now),
+        } => answer(rec, (*run_id, call.as_deref()), *approve, (reason, by), now),
         JobEdit::Cancel(run) => cancel(rec, *run, now, rows),
         JobEdit::Backfill { from, to } => queue_backfill(rec, (from, to), now),
         JobEdit::Pause { paused, reason } => {
@@ -299,7 +304,7 @@ pub fn apply_edit_rows(
 /// denial through here too, so an operator's answer and the timeout cannot both win.
 fn answer(
     rec: &mut JobRecord,
-    run_id: Uuid,
+    (run_id, call): (Uuid, Option<&str>),
     approve: bool,
     (reason, by): (&Option<String>, &Option<String>),
     now: DateTime<Utc>,
@@ -330,11 +335,26 @@ fn answer(
         ));
     }
     let Some(a) = lease.awaiting.as_mut() else {
-        return refuse(
-            "is not awaiting approval (its call was answered or timed out, or it made none)"
+        return refuse(match call {
+            Some(c) => format!(
+                "has no call {} awaiting approval: no call of it waits (each was answered or \
+                 timed out, or it made none)",
+                crate::text::line(c)
+            ),
+            None => "is not awaiting approval (its call was answered or timed out, or it made \
+                     none)"
                 .to_string(),
-        );
+        });
     };
+    if let Some(c) = call.filter(|c| *c != a.call_id) {
+        return refuse(format!(
+            "has no call {} awaiting approval: the call that waits is {} (to {}); a call \
+             answered before, or one the run never made, takes no answer",
+            crate::text::line(c),
+            crate::text::line(&a.call_id),
+            a.tool
+        ));
+    }
     if let Some(ans) = &a.answer {
         let what = if ans.approved { "approved" } else { "denied" };
         let by = ans.by.as_deref().map_or_else(

@@ -129,6 +129,7 @@ pub fn finish_run(
             cost_usd: row.cost_usd,
             period_usd: booked,
             period_key: rt.counters.period_key.clone(),
+            unread_answer: lease.awaiting.clone().filter(|a| a.answer.is_some()),
         });
         if lease.spends_job {
             if until_passed {

@@ -4,7 +4,7 @@
 //! overlapped or a lease that expired.
 //!
 //! Owns: [`same_row`], [`is_generated`], [`unlanded_part`], [`overlap_row`], [`abandoned_row`],
-//! [`keep_unread_answer`], [`attach_record`], [`record_outgrew`].
+//! [`keep_unread_answer`], [`keep_answer_of_abandoned`], [`attach_record`], [`record_outgrew`].
 //! Must not touch: counting rows into a record (`store::policy::counters`), storage.
 
 use chrono::{DateTime, Utc};
@@ -179,21 +179,46 @@ pub fn abandoned_row(
     {
         // An operator answered the call the run waited for, and the run died before it read
         // the answer: the row says so, and the call on its record carries the answer.
-        let what = if ans.approved { "approved" } else { "denied" };
-        // No `by`: the owner's own denial at the wait's timeout.
-        let by = ans
-            .by
-            .as_deref()
-            .map_or_else(|| " at its timeout".to_string(), |b| format!(" by {b}"));
-        reason.push_str(&format!(
-            "; its call to {}, awaiting approval, was {what}{by} at {} but never ran",
-            a.tool,
-            ans.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        ));
+        reason.push_str(&unrun_words(a, ans));
         row.unrun_answer = Some((a.call_id.clone(), approval_of(ans)));
     }
     row.reason = Some(reason);
     row
+}
+
+/// What a row's reason adds for an answer its run never read: `; its call to T, awaiting
+/// approval, was approved by U at T but never ran`.
+fn unrun_words(a: &crate::model::AwaitingApproval, ans: &crate::model::ApprovalAnswer) -> String {
+    let what = if ans.approved { "approved" } else { "denied" };
+    // No `by`: the owner's own denial at the wait's timeout.
+    let by = ans
+        .by
+        .as_deref()
+        .map_or_else(|| " at its timeout".to_string(), |b| format!(" by {b}"));
+    format!(
+        "; its call to {}, awaiting approval, was {what}{by} at {} but never ran",
+        a.tool,
+        ans.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )
+}
+
+/// The late end of a run recorded `abandoned` (its owner was only stopped) replaces that row,
+/// which said what an operator answered to the call the run waited on and that it never ran:
+/// the late row says it too, in its reason and on the call in its transcript (the run never
+/// read the answer: it lost its lease first).
+pub fn keep_answer_of_abandoned(row: &mut HistoryRow, a: &crate::model::AwaitingApproval) {
+    let Some(ans) = &a.answer else {
+        return;
+    };
+    if let Some(t) = row.transcript.as_mut() {
+        t.answer_unrun(&a.call_id, approval_of(ans));
+    }
+    let words = unrun_words(a, ans);
+    match row.reason.as_mut() {
+        Some(r) if !r.contains(&words) => r.push_str(&words),
+        Some(_) => {}
+        None => row.reason = Some(words.trim_start_matches("; ").to_string()),
+    }
 }
 
 /// An operator's answer as the call's record keeps it.

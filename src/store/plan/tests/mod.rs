@@ -880,6 +880,101 @@ fn a_late_completion_of_an_abandoned_run_supersedes_its_row() {
     assert!(!again.rows[0].supersedes_abandoned);
 }
 
+/// An owner stopped (SIGSTOP) while its call awaits approval; an operator approves it inside
+/// the lease; the lease runs out and another owner records the run `abandoned`, saying so.
+/// When the stopped owner comes back, its late `failed` row replaces that one: it says the
+/// call was approved and never ran, in its reason and on the call in its transcript.
+#[test]
+fn a_late_row_keeps_the_answer_its_abandoned_row_showed() {
+    use crate::transcript::{Approval, CallEntry, CallState, Entry, Transcript};
+    let mut r = ran_at_t0(None);
+    let run = eval(&mut r, T0 + 60).claim.unwrap();
+    let answer = ApprovalAnswer {
+        approved: true,
+        reason: Some("checked".into()),
+        by: Some("op@h (cronsole approve)".into()),
+        at: t(T0 + 62),
+    };
+    r.rt.lease_of_mut(run.run_id).unwrap().awaiting = Some(AwaitingApproval {
+        tool: "write".into(),
+        call_id: "call_1".into(),
+        arguments: "{}".into(),
+        since: t(T0 + 61),
+        deadline: t(T0 + 3661),
+        answer: Some(answer),
+    });
+    let said = format!(
+        "its call to write, awaiting approval, was approved by op@h (cronsole approve) at {} \
+         but never ran",
+        t(T0 + 62).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let ev = recover(&mut r, T0 + 100);
+    assert!(
+        ev.rows[0].reason.as_deref().unwrap().contains(&said),
+        "{:?}",
+        ev.rows[0]
+    );
+    let mut record = Transcript::new();
+    record.push(Entry::Call(CallEntry {
+        state: CallState::AwaitingApproval,
+        ..CallEntry::dispatched(
+            1,
+            "call_1".into(),
+            "write".into(),
+            None,
+            "{}".into(),
+            t(T0 + 61),
+        )
+    }));
+    let mut row = HistoryRow::new(
+        "j",
+        Status::Failed,
+        run.trigger,
+        run.slot,
+        "me",
+        t(T0 + 105),
+    );
+    row.run_id = run.run_id;
+    row.reason = Some("the lease was lost while a call awaited approval".into());
+    row.transcript = Some(record);
+    let c = Completion {
+        job: "j".into(),
+        run_id: run.run_id,
+        owner: "me".into(),
+        now: t(T0 + 105),
+        row,
+        state: None,
+        hold_until: None,
+    };
+    let out = complete_step(&mut r, None, c, P).unwrap();
+    let late = &out.rows[0];
+    assert!(late.supersedes_abandoned, "{late:?}");
+    assert_eq!(
+        late.reason.as_deref(),
+        Some(format!("the lease was lost while a call awaited approval; {said}").as_str())
+    );
+    let calls: Vec<CallEntry> = late
+        .transcript
+        .as_ref()
+        .unwrap()
+        .to_vec()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].state, CallState::AwaitingApproval, "it never ran");
+    assert_eq!(
+        calls[0].approval,
+        Some(Approval::Approved {
+            by: Some("op@h (cronsole approve)".into()),
+            reason: Some("checked".into()),
+        })
+    );
+}
+
 /// Money shown = money counted across a recovery and a late end: the `abandoned` row
 /// carries the run's reservation (its call was in flight) and the counters book it as spent;
 /// the run's late end replaces that amount with its real cost, never adds to it.
