@@ -176,7 +176,7 @@ pub(crate) async fn connect(cfg: &Config, tls: &MakeRustls) -> StoreResult<Clien
     let (client, connection) = cfg
         .connect(tls.clone())
         .await
-        .map_err(|e| db_err("connecting", e))?;
+        .map_err(|e| db_err(&format!("connecting to {}", super::handle::redact(cfg)), e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");
@@ -206,7 +206,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn failed_connects_back_off_instead_of_hammering() {
         // Port 1 on loopback refuses connections immediately.
-        let cfg: Config = "postgres://nobody@127.0.0.1:1/none".parse().unwrap();
+        let cfg: Config = "postgres://nobody:sekrit@127.0.0.1:1/none".parse().unwrap();
         let tls = super::super::connect::connector(&super::super::connect::TlsSettings {
             mode: super::super::connect::SslMode::Disable,
             root_cert: super::super::connect::RootCert::Default,
@@ -216,7 +216,12 @@ mod tests {
         .unwrap();
         let pool = Pool::new(cfg, tls, 2);
         let first = pool.get().await.err().unwrap().to_string();
-        assert!(first.contains("connecting"), "{first}");
+        // The error names the store, without its password, where several may be configured.
+        assert!(
+            first.contains("connecting to postgres://nobody@127.0.0.1:1/none: "),
+            "{first}"
+        );
+        assert!(!first.contains("sekrit"), "{first}");
         // Within the backoff window the pool fails fast without trying.
         let second = pool.get().await.err().unwrap().to_string();
         assert!(second.contains("backing off"), "{second}");
