@@ -336,9 +336,7 @@ fn slots_left(
     let Ok(sched) = compile(rec) else {
         return (Vec::new(), false);
     };
-    let runs_left = rec.def.max_runs.map_or(usize::MAX, |m| {
-        usize::try_from(m.saturating_sub(rt.runs)).unwrap_or(usize::MAX)
-    });
+    let runs_left = rec.runs_left();
     let mut out = Vec::new();
     let mut t = rt.next_slot;
     // The period ends at `until` (exclusive: its first instant belongs to the next period);

@@ -352,6 +352,14 @@ impl JobRecord {
         !self.rt.retired && !self.rt.paused && self.def.enabled
     }
 
+    /// How many more slots it runs before `max_runs` retires it (`usize::MAX` without one):
+    /// every view that lists next slots lists at most this many.
+    pub fn runs_left(&self) -> usize {
+        self.def.max_runs.map_or(usize::MAX, |m| {
+            usize::try_from(m.saturating_sub(self.rt.runs)).unwrap_or(usize::MAX)
+        })
+    }
+
     /// One word for the job's state in tables: running, paused, retired, held, idle.
     pub(crate) fn state_word(&self, now: DateTime<Utc>) -> &'static str {
         if self.rt.retired {

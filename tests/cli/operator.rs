@@ -151,6 +151,30 @@ fn describe_prints_everything_about_one_job() {
     assert!(bad(&d, &["describe", "nope"]).contains("no job named 'nope'"));
 }
 
+/// A job with `max_runs: 2` lists the 2 slots it will run in every view, not the slots after
+/// it retires.
+#[test]
+fn every_view_lists_only_the_slots_max_runs_leaves() {
+    let d = setup(
+        "max-runs-slots",
+        "  - name: twice\n    schedule: every 2m\n    max_runs: 2\n    command: \"true\"\n",
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&d, &["describe", "twice", "--json"])).unwrap();
+    assert_eq!(v["next_slots"].as_array().unwrap().len(), 2, "{v}");
+    let (code, out, err) = support::cli::run_plain(
+        &d,
+        &["next", "--file", "jobs.yaml", "--job", "twice", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["stored"], true, "{v}");
+    assert_eq!(v["slots"].as_array().unwrap().len(), 2, "{v}");
+    let (code, out, err) = support::cli::run_plain(&d, &["validate", "jobs.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("  next: ").count(), 2, "{out}");
+}
+
 #[test]
 fn backfill_queues_past_slots_that_run_as_rows_of_their_own() {
     let d = setup(

@@ -114,7 +114,7 @@ fn next_slots(rec: &JobRecord, sched: Option<&crate::schedule::Compiled>) -> Vec
     let firing = rec.fires();
     let mut next = Vec::new();
     if let (true, Some(c), Some(mut t)) = (firing, sched, rec.rt.next_slot) {
-        while next.len() < DESCRIBE_SLOTS {
+        while next.len() < DESCRIBE_SLOTS.min(rec.runs_left()) {
             if rec.def.until.is_some_and(|u| t > u) {
                 break;
             }

@@ -154,6 +154,7 @@ fn from_store(a: &NextArgs, rec: JobRecord) -> Result<Preview> {
     if let Some(until) = rec.def.until {
         slots.retain(|s| *s <= until);
     }
+    slots.truncate(rec.runs_left());
     Ok(Preview {
         expr: rec.def.schedule_text.clone(),
         tz,

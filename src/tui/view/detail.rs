@@ -141,7 +141,7 @@ fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>)
         (None, _) => lines.push(Line::raw("  none: no more slots")),
         (Some(first), Ok(c)) => {
             let mut slots = vec![first];
-            while slots.len() < 10 {
+            while slots.len() < 10.min(j.runs_left()) {
                 let Some(n) = slots.last().and_then(|t| c.next_after(*t)) else {
                     break;
                 };
