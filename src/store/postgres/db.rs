@@ -1,7 +1,7 @@
 //! The PostgreSQL store's error and JSON helpers and its typed-query trait: what every file
 //! of the store below the handle needs to talk to the server and report what went wrong.
 //!
-//! Owns: [`db_err`], [`corrupt`], the JSON column codecs, [`Db`] (one round trip per typed
+//! Owns: [`db_err`], [`redact`], [`corrupt`], the JSON column codecs, [`Db`] (one round trip per typed
 //! statement). Must not touch: SQL, connections, the store's semantics.
 
 use crate::store::{BackendError, OpenError};
@@ -13,6 +13,21 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row, Transaction};
 
 use crate::store::{StoreError, StoreResult};
+
+/// The URL without its password, for messages and `location()`.
+pub(crate) fn redact(cfg: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match cfg.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let user = cfg.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    let db = cfg.get_dbname().unwrap_or("");
+    format!("postgres://{user}{host}:{port}/{db}")
+}
 
 /// `BackendError::Database` with what we were doing and the server's own message.
 pub(crate) fn db_err(doing: &str, e: tokio_postgres::Error) -> StoreError {

@@ -12,14 +12,13 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_postgres::Config;
 
 use crate::model::{HistoryRow, JobRecord};
 use crate::store::{StoreError, StoreResult};
 
 use super::clock::PgClock;
 use super::connect;
-use super::db::db_err;
+use super::db::{db_err, redact};
 use super::listen::{self, ChangeFeed};
 use super::pool::Pool;
 use super::schema;
@@ -92,21 +91,6 @@ impl Drop for PgStore {
             rt.shutdown_background();
         }
     }
-}
-
-/// The URL without its password, for messages and `location()`.
-pub(super) fn redact(cfg: &Config) -> String {
-    use tokio_postgres::config::Host;
-    let host = match cfg.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        #[cfg(unix)]
-        Some(Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".to_string(),
-    };
-    let port = cfg.get_ports().first().copied().unwrap_or(5432);
-    let user = cfg.get_user().map(|u| format!("{u}@")).unwrap_or_default();
-    let db = cfg.get_dbname().unwrap_or("");
-    format!("postgres://{user}{host}:{port}/{db}")
 }
 
 impl PgStore {

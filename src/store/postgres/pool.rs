@@ -176,7 +176,7 @@ pub(crate) async fn connect(cfg: &Config, tls: &MakeRustls) -> StoreResult<Clien
     let (client, connection) = cfg
         .connect(tls.clone())
         .await
-        .map_err(|e| db_err(&format!("connecting to {}", super::handle::redact(cfg)), e))?;
+        .map_err(|e| db_err(&format!("connecting to {}", super::db::redact(cfg)), e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");
