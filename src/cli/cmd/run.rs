@@ -23,7 +23,7 @@ use crate::service::{http, metrics, sdnotify};
 use crate::store::Store;
 use anyhow::{Context, Result};
 
-use super::{apply_counts, bad_input, jobs_file, open_store, store_location, store_wait};
+use super::{apply_counts, bad_input, jobs_file, store_location, store_wait};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -283,9 +283,9 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
              --jobs FILE, or --store pointing at an existing store"
         )));
     }
+    // Before logging, which creates its directory in a file store.
+    let opened = store_wait::first_open(&location)?;
     let logging = init_logging(&location, run.log_to);
-    // A database that cannot be reached yet is waited for below, once `/healthz` can say so.
-    let opened = open_store(&location);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = opts.metrics_addr.map(|_| Arc::new(metrics::Metrics::new()));
 

@@ -47,12 +47,27 @@ pub(super) async fn ready(
 /// `first` is the error of opening `location`: a PostgreSQL store that cannot be reached is
 /// opened again at the backoff's pace until it answers (`Some`), or until a stop signal (`None`);
 /// any other error is returned as it is.
+/// `run`'s first open of `location`: an error it waits out (a PostgreSQL store that cannot be
+/// reached) is handed on to [`ready`]; any other ends here, before logging creates its
+/// directory in the store, so a damaged store is refused with every byte as it was.
+pub(super) fn first_open(location: &str) -> Result<Result<Arc<dyn Store>>> {
+    match super::open_store(location) {
+        Err(e) if !waits_for(location, &e) => Err(e),
+        opened => Ok(opened),
+    }
+}
+
+/// Whether `run` waits for the store at `location` after `e` at its first open.
+fn waits_for(location: &str, e: &anyhow::Error) -> bool {
+    is_database(location) && unreachable(e)
+}
+
 async fn open_waiting(
     location: &str,
     first: anyhow::Error,
     listener: Option<&TcpListener>,
 ) -> Result<Option<Arc<dyn Store>>> {
-    if !is_database(location) || !unreachable(&first) {
+    if !waits_for(location, &first) {
         return Err(first);
     }
     let since = Utc::now();
