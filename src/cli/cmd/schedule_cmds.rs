@@ -123,22 +123,25 @@ fn stored_job(cli: &Cli, a: &NextArgs) -> Result<Option<JobRecord>> {
     Ok(store.job(name)?)
 }
 
+/// An optional `--after`/`--before` instant.
+type Bound = Option<DateTime<Utc>>;
+
+/// `--after` and `--before`, read in `tz` with `now` for relative forms.
+fn window(a: &NextArgs, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<(Bound, Bound)> {
+    let read = |flag: &str, v: Option<&str>| v.map(|s| instant(flag, s, now, tz)).transpose();
+    Ok((
+        read("--after", a.after.as_deref())?,
+        read("--before", a.before.as_deref())?,
+    ))
+}
+
 /// The slots of a stored job, as the engine will run them: from its stored next slot on its
 /// stored grid (`--after`/`--before` walk that grid from the instant given). A paused or
 /// retired job has none.
 fn from_store(a: &NextArgs, rec: JobRecord) -> Result<Preview> {
     let tz = parse_tz(&rec.def.tz).map_err(|e| bad_input(e.to_string()))?;
     let now = Utc::now();
-    let after = a
-        .after
-        .as_deref()
-        .map(|s| instant("--after", s, now, tz))
-        .transpose()?;
-    let before = a
-        .before
-        .as_deref()
-        .map(|s| instant("--before", s, now, tz))
-        .transpose()?;
+    let (after, before) = window(a, now, tz)?;
     let reference = before.or(after).unwrap_or(now);
     let compiled =
         crate::store::rules::slots::compile(&rec).map_err(|e| bad_input(e.to_string()))?;
@@ -188,16 +191,7 @@ fn preview(a: &NextArgs) -> Result<Preview> {
     // Whole seconds, as a grid counted from the store starts on one: `every 1h30m` from now
     // prints 19:57:55, not 19:57:55.937440.
     let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0);
-    let after = a
-        .after
-        .as_deref()
-        .map(|s| instant("--after", s, now, tz))
-        .transpose()?;
-    let before = a
-        .before
-        .as_deref()
-        .map(|s| instant("--before", s, now, tz))
-        .transpose()?;
+    let (after, before) = window(a, now, tz)?;
     let reference = before.or(after).unwrap_or(now);
     // A job of the file previewed from now: where its slots start if it is first stored now,
     // by the store's own rule (an `every` grid's first slot one interval after that instant;
