@@ -332,12 +332,23 @@ fn file_store_under_faults() {
 fn clock_fault_seeds_that_failed_once_hold() {
     let seeds = [
         5_003_522, 5_007_521, 5_009_530, 7_000_376, 7_000_986, 7_001_201, 7_001_206, 7_001_320,
-        7_001_337, 7_001_436, 7_001_501, 7_001_725, 7_001_901,
+        7_001_337, 7_001_436, 7_001_501, 7_001_725, 7_001_901, 8_001_344,
     ];
     batch(
         "clock-fault seeds that failed once",
         seeds.into_iter(),
         |seed| run_file_seed(seed, STEPS),
+    );
+}
+
+/// Chain seeds that once broke an invariant, replayed as they play today (see
+/// `clock_fault_seeds_that_failed_once_hold`).
+#[test]
+fn chain_seeds_that_failed_once_hold() {
+    batch(
+        "chain seeds that failed once",
+        [90u64].into_iter(),
+        |seed| run_file_seed_with(seed, STEPS, true, false),
     );
 }
 

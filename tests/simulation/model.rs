@@ -198,6 +198,32 @@ impl Model {
         }
     }
 
+    /// Where a range `[from, to]` decided at operation `seq` may stand for what the store still
+    /// holds decided: the later operations taken in turn, each cutting it back to its clock only
+    /// while what is left of it lies more than three hours after that clock. A job the store
+    /// re-derived at `r` holds slots up to `r` decided from then on, and an operation within
+    /// three hours of `r` leaves it so (seed 8001344: slots decided two days ahead, re-derived
+    /// by a claim on a clock 165 s ahead, next slot 460; set right at 290, the next slot stays
+    /// 460, where cutting back to 290 expected 300). The upper bound the liveness check allows;
+    /// at-most-once keeps [`Model::standing`], which cuts every range to the earliest clock.
+    fn standing_as_decided(
+        &self,
+        seq: u64,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let mut to = to;
+        for (_, r) in self.fixes.iter().filter(|(s, _)| *s > seq) {
+            if to > *r + CLOCK_FIX {
+                if *r < from {
+                    return None;
+                }
+                to = *r;
+            }
+        }
+        Some((from, to))
+    }
+
     /// Coverage ranges as they stand after the store's clock rule, sorted.
     fn standing_covers(&self, cover: &[Cover]) -> Vec<Cover> {
         let mut standing: Vec<Cover> = cover
@@ -550,7 +576,7 @@ impl Model {
                     return Some(to);
                 }
                 let seq = self.decided.get(&r.run_id).copied().unwrap_or(0);
-                self.standing(seq, s, to).map(|(_, to)| to)
+                self.standing_as_decided(seq, s, to).map(|(_, to)| to)
             })
             .max()
     }

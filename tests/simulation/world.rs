@@ -1427,8 +1427,16 @@ impl<'a> World<'a> {
             self.real += Duration::seconds(1);
             for i in 0..self.owners.len() {
                 if self.owners[i].proc.is_none() || !self.owner_alive(i) {
+                    // An engine claims as soon as it starts: that first claim is what
+                    // re-derives a job whose slots a clock ahead decided, so a restarted owner
+                    // goes on to its cycle at once rather than a second later, and the phase
+                    // never ends before it (chain seed 90: the only owner restarted, the phase
+                    // ended with no claim since the host clock came back from +48 h, and a job
+                    // decided two days ahead was never re-derived).
                     self.restart(i)?;
-                    continue;
+                    if self.owners[i].proc.is_none() || !self.owner_alive(i) {
+                        continue;
+                    }
                 }
                 if self.params.clocks {
                     self.watch_clock(i);
