@@ -131,11 +131,7 @@ impl<'a> JobView<'a> {
             awaiting_approval: awaiting(r),
             schedule: &r.def.schedule_text,
             next_slot: r.rt.next_slot,
-            next_fire_at: r
-                .rt
-                .next_slot
-                .filter(|_| r.fires())
-                .map(|n| r.def.fire_at(n)),
+            next_fire_at: r.next_fire_at().filter(|_| r.fires()),
             last_run_at: r.rt.last_run_at,
             last_status: r.rt.last_status,
             runs: r.rt.counters.executions(),

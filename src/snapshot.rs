@@ -119,6 +119,9 @@ pub struct RowDef {
     pub jitter_seconds: f64,
     /// `enabled: false` in the jobs file.
     pub enabled: bool,
+    /// Its next slot is a `run_immediately` run ([`JobRecord::next_is_immediate`]: the
+    /// definition asks for one and the job never ran): it fires on its slot, without jitter.
+    pub immediate: bool,
     /// Gated by a `monitor:` (only such a job's runs record a diff).
     pub monitor: bool,
     /// Its own spend limit per period.
@@ -190,14 +193,20 @@ impl RowDef {
             _ => Ok(c),
         }
     }
-
-    /// The instant the slot `slot` fires: the slot plus the job's jitter offset.
-    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
-        crate::schedule::jitter::fire_at(&self.name, slot, self.jitter_seconds)
-    }
 }
 
 impl JobRow {
+    /// The instant the slot `slot` fires, by the stored record's rule
+    /// ([`JobRecord::fire_at`]): the slot plus the job's jitter, except the `run_immediately`
+    /// run, which fires on its slot.
+    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        if self.def.immediate && self.rt.next_slot == Some(slot) {
+            slot
+        } else {
+            crate::schedule::jitter::fire_at(&self.def.name, slot, self.def.jitter_seconds)
+        }
+    }
+
     /// The table's row of `j`.
     pub fn of(j: &JobRecord) -> JobRow {
         let executions = j.rt.counters.executions();
@@ -210,6 +219,7 @@ impl JobRow {
                 days: (!j.def.days.is_empty()).then(|| Box::new(j.def.days.clone())),
                 jitter_seconds: j.def.jitter_seconds,
                 enabled: j.def.enabled,
+                immediate: j.next_is_immediate(),
                 monitor: matches!(j.def.gate, Some(crate::model::Gate::Monitor { .. })),
                 max_cost_usd: j.def.max_cost_usd,
                 agent: j.def.agent_name().map(Box::from),

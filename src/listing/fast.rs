@@ -116,6 +116,7 @@ const SCHEDULE_TEXT: usize = 1;
 const ENABLED: usize = 2;
 const JITTER: usize = 3;
 const MAX_COST: usize = 4;
+const RUN_IMMEDIATELY: usize = 5;
 fn def_slot(key: &[u8]) -> Option<usize> {
     match key {
         b"name" => Some(NAME),
@@ -123,6 +124,7 @@ fn def_slot(key: &[u8]) -> Option<usize> {
         b"enabled" => Some(ENABLED),
         b"jitter_seconds" => Some(JITTER),
         b"max_cost_usd" => Some(MAX_COST),
+        b"run_immediately" => Some(RUN_IMMEDIATELY),
         _ => None,
     }
 }
@@ -144,6 +146,7 @@ const HOLD_UNTIL: usize = 8;
 const COUNTERS: usize = 9;
 const TRIGGER_REQUESTED: usize = 10;
 const QUEUE: usize = 11;
+const LAST_SLOT: usize = 12;
 fn rt_slot(key: &[u8]) -> Option<usize> {
     match key {
         b"last_run_at" => Some(0),
@@ -158,6 +161,7 @@ fn rt_slot(key: &[u8]) -> Option<usize> {
         b"counters" => Some(COUNTERS),
         b"trigger_requested_at" => Some(TRIGGER_REQUESTED),
         b"queue" => Some(QUEUE),
+        b"last_slot" => Some(LAST_SLOT),
         _ => None,
     }
 }
@@ -233,8 +237,8 @@ impl Shapes {
         let depth = enc.depth() + 1;
         self.body.out.clear();
         self.body.set_depth(depth);
-        let mut def = Members::<5>::new(def_slot);
-        let mut rt = Members::<12>::new(rt_slot);
+        let mut def = Members::<6>::new(def_slot);
+        let mut rt = Members::<13>::new(rt_slot);
         let mut tx = Tx::new(json, &mut self.shape, String::new());
         // A run awaiting approval (rare, and its view's fields come from inside a lease) takes
         // the full path; the key never occurs inside a stored string (its quotes are escaped).
@@ -288,6 +292,14 @@ impl Shapes {
             Ok(v) => v.parse::<f64>().map_err(|_| Decline)?,
             Err(Decline) => 0.0,
         };
+        // A jittered `run_immediately` run that never ran fires on its slot
+        // (`JobRecord::fire_at`): the full path says so.
+        if jitter > 0.0
+            && rt.get(json, LAST_SLOT)? == "null"
+            && def.get(json, RUN_IMMEDIATELY)? == "true"
+        {
+            return Err(Decline);
+        }
         // No jitter: the fire instant is the slot (`jitter::offset`), its text the stored one.
         let next_fire_at = match next_slot {
             "null" => None,
@@ -1081,6 +1093,28 @@ mod tests {
                 shapes.full
             );
         }
+    }
+
+    /// A jittered `run_immediately` job that never ran fires on its slot: its line takes the
+    /// full path, which reads the record's rule, so `next_fire_at` is its slot, whatever the
+    /// first line of its shape printed.
+    #[test]
+    fn a_jittered_immediate_first_run_fires_on_its_slot() {
+        let key = "day:2026-11-30";
+        let mut r = crate::tui::testdata::fixed_jobs(now()).swap_remove(1);
+        r.def.jitter_seconds = 3000.0;
+        r.def.run_immediately = true;
+        r.rt.last_slot = None;
+        let mut shapes = Shapes::default();
+        for slot in 0..20 {
+            r.rt.next_slot = Some(now() + chrono::Duration::seconds(slot));
+            let json = serde_json::to_string(&r).unwrap();
+            let got = fast_bytes(&mut shapes, &json, key);
+            assert_eq!(got, full_bytes(&json, key), "slot {slot}");
+            let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+            assert_eq!(v["next_fire_at"], v["next_slot"], "{v}");
+        }
+        assert_eq!((shapes.fast, shapes.refused), (0, 0));
     }
 
     /// Lines an older release could have written (a defaulted member missing, a member the

@@ -352,6 +352,29 @@ impl JobRecord {
         !self.rt.retired && !self.rt.paused && self.def.enabled
     }
 
+    /// Whether its next slot is the `run_immediately` run of a job that never ran: the claim
+    /// takes it at once, without the job's jitter.
+    pub fn next_is_immediate(&self) -> bool {
+        self.rt.last_slot.is_none() && self.def.run_immediately
+    }
+
+    /// The instant the store fires `slot` of this job: the slot plus the job's jitter, except
+    /// the `run_immediately` run (its next slot while it never ran), which fires on its slot.
+    /// The claim and every view of a stored job read this one rule.
+    pub fn fire_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        if self.next_is_immediate() && self.rt.next_slot == Some(slot) {
+            slot
+        } else {
+            self.def.fire_at(slot)
+        }
+    }
+
+    /// When its next slot fires ([`JobRecord::fire_at`]), whether or not it fires now (see
+    /// [`JobRecord::fires`]).
+    pub fn next_fire_at(&self) -> Option<DateTime<Utc>> {
+        self.rt.next_slot.map(|n| self.fire_at(n))
+    }
+
     /// How many more slots it runs before `max_runs` retires it (`usize::MAX` without one):
     /// every view that lists next slots lists at most this many.
     pub fn runs_left(&self) -> usize {

@@ -52,7 +52,8 @@ fn jobs_file(at: DateTime<Utc>) -> String {
             "  - name: {name}\n    schedule: \"{sched}\"\n    command: \"true\"\n"
         ));
         if *imm {
-            s.push_str("    run_immediately: true\n");
+            // Jitter never delays the immediate run: every view shows it at the store instant.
+            s.push_str("    run_immediately: true\n    jitter_seconds: 3000\n");
         }
     }
     s
@@ -183,6 +184,11 @@ fn every_view_shows_the_first_run_the_engine_makes() {
             first,
             "describe {name}"
         );
+        assert_eq!(
+            at(v["next_fire_at"].as_str().unwrap()),
+            first,
+            "describe {name} fires"
+        );
         if def.run_immediately {
             assert_eq!(first, created, "{name} runs when stored");
         }
@@ -194,6 +200,11 @@ fn every_view_shows_the_first_run_the_engine_makes() {
             at(v["slots"][0].as_str().unwrap()),
             chrono::SubsecRound::trunc_subsecs(first, 6),
             "next --job {name}"
+        );
+        assert_eq!(
+            at(v["fires"][0].as_str().unwrap()),
+            chrono::SubsecRound::trunc_subsecs(first, 6),
+            "next --job {name} fires"
         );
         want.insert(name.clone(), (created, first));
     }

@@ -307,6 +307,16 @@ fn every_listing_agrees_on_when_a_job_fires_next() {
     assert_eq!(c, 0);
     let state = out.lines().find(|l| l.starts_with("state:")).unwrap();
     assert!(state.contains(" — disabled in the jobs file"), "{state}");
+    // `jobs` prints NEXT to the second, as every other instant of its table: the jitter
+    // offset's milliseconds are not shown.
+    let (c, out, _) = run(&dir, &["jobs", "--utc"]);
+    assert_eq!(c, 0);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("jit "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains(&format!("{} UTC", hms(&fire))), "{row}");
+    assert!(!row.contains(&format!("{}.", hms(&fire))), "{row}");
 }
 
 /// Every money member of every command's `--json` output: its decimals, at most the nine the

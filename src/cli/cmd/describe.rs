@@ -53,6 +53,9 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             /// An `every` grid counted from when the job was first stored, or on the clock.
             placement: Option<String>,
             next_slots: &'a [DateTime<Utc>],
+            /// When the first of them fires (`jobs --json` has the same): the slot plus the
+            /// job's jitter, none for a `run_immediately` run.
+            next_fire_at: Option<DateTime<Utc>>,
             /// Every execution, as `runs:` in the text and `runs` in `jobs --json` count them
             /// (`runtime.runs` is what `max_runs` counts).
             runs: u64,
@@ -69,6 +72,7 @@ pub fn describe(cli: &Cli, a: &DescribeArgs) -> Result<ExitCode> {
             schedule_words: &words,
             placement: crate::schedule::placement(&rec.def.schedule),
             next_slots: &next,
+            next_fire_at: next.first().map(|t| rec.fire_at(*t)),
             runs: rec.rt.counters.executions(),
             period_cost_usd: period,
             definition: &rec.def,
@@ -249,7 +253,7 @@ fn describe_slots(rec: &JobRecord, next: &[DateTime<Utc>], zone: Zone, now: Date
     // When each slot fires (the slot plus the job's jitter, as `jobs` and the console show);
     // a jittered slot is named beside it, so a slot inside its own jitter is not "due".
     for (i, t) in next.iter().enumerate() {
-        let fire = rec.def.fire_at(*t);
+        let fire = rec.fire_at(*t);
         let slot = if fire == *t {
             String::new()
         } else {

@@ -60,7 +60,8 @@ struct DryRun {
     /// variable that is not set, an unpriced model under a budget, a budget too small for one
     /// call or reached, tools that cannot be listed.
     reasons: Vec<Blocker>,
-    /// When the job next runs (its stored next slot plus jitter, as `jobs` shows it); `null`
+    /// When the job next runs (its stored next slot plus jitter, none for a `run_immediately`
+    /// run: `JobRecord::next_fire_at`, as `jobs` shows it); `null`
     /// while nothing will fire (paused, disabled, retired, `after:` only).
     next_fire_at: Option<chrono::DateTime<Utc>>,
     /// The exact prompt (agent jobs) or command line (command jobs).
@@ -214,11 +215,7 @@ async fn build(
             .then(|| Blocker::new(BlockerCode::Gate, gate_text.clone()))
             .into_iter()
             .collect(),
-        next_fire_at: rec
-            .rt
-            .next_slot
-            .filter(|_| rec.fires())
-            .map(|n| def.fire_at(n)),
+        next_fire_at: rec.next_fire_at().filter(|_| rec.fires()),
         gate: gate_text,
         would_run,
         prompt: None,

@@ -84,12 +84,19 @@ struct Preview {
     reference: DateTime<Utc>,
     /// The job as the store holds it: its state word (`idle`, `paused`, …) when it is.
     stored: Option<&'static str>,
+    /// The stored record, whose rule says when each slot fires.
+    record: Option<Box<JobRecord>>,
 }
 
 impl Preview {
-    /// What the store acts on: the slot plus the job's jitter (the slot itself without --job).
+    /// What the store acts on: the slot plus the job's jitter (the slot itself without --job);
+    /// for a stored job, its record's rule (a `run_immediately` run fires on its slot).
     fn fire(&self, s: DateTime<Utc>) -> DateTime<Utc> {
-        self.job.as_ref().map_or(s, |j| j.fire_at(s))
+        match (&self.record, &self.job) {
+            (Some(r), _) => r.fire_at(s),
+            (None, Some(j)) => j.fire_at(s),
+            (None, None) => s,
+        }
     }
 }
 
@@ -166,7 +173,8 @@ fn from_store(a: &NextArgs, rec: JobRecord) -> Result<Preview> {
         before,
         reference,
         stored: Some(rec.state_word(now)),
-        job: Some(rec.def),
+        job: Some(rec.def.clone()),
+        record: Some(Box::new(rec)),
     })
 }
 
@@ -236,6 +244,7 @@ fn preview(a: &NextArgs) -> Result<Preview> {
         before,
         reference,
         stored: None,
+        record: None,
     })
 }
 

@@ -184,10 +184,15 @@ pub(super) fn one_line(s: &str) -> String {
     crate::text::line(s).into_owned()
 }
 
-/// NEXT and LEFT: when the next slot fires (the slot plus the job's jitter, as the console
-/// shows); `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
+/// NEXT and LEFT: when the next slot fires (`JobRecord::next_fire_at`, as the console shows),
+/// at the slot's own precision: a slot on a whole second prints to the second as every other
+/// instant of the table (a jitter offset's milliseconds are not shown), an `at:` instant's
+/// fraction is kept; `n/a` for paused and retired jobs (nothing will fire), as list-timers does.
 fn next_cols(r: &JobRecord, zone: Zone, now: DateTime<Utc>) -> (String, String) {
-    match r.rt.next_slot.map(|n| r.def.fire_at(n)) {
+    use chrono::Timelike;
+    let whole = r.rt.next_slot.is_some_and(|s| s.nanosecond() == 0);
+    match r.next_fire_at() {
+        Some(n) if r.fires() && whole => (when::stamp(n, zone), when::left(n, now)),
         Some(n) if r.fires() => (when::slot_stamp(n, zone), when::left(n, now)),
         _ => ("n/a".to_string(), "n/a".to_string()),
     }

@@ -140,9 +140,9 @@ pub fn evaluate(
     };
 
     let never_run = rec.rt.last_slot.is_none();
-    let immediate = never_run && rec.def.run_immediately;
+    let immediate = rec.next_is_immediate();
     // A slot is acted on at its fire instant (slot + jitter); `run_immediately` does not wait.
-    if !paused && !held && next <= now && (immediate || rec.def.fire_at(next) <= now) {
+    if !paused && !held && next <= now && rec.fire_at(next) <= now {
         if immediate {
             if can_claim {
                 ev.claim = Some(claim(
@@ -513,8 +513,7 @@ pub fn wakeup(rec: &JobRecord) -> Option<DateTime<Utc>> {
     }
     match rt.next_slot {
         Some(n) => {
-            let immediate = rt.last_slot.is_none() && rec.def.run_immediately;
-            let fire = if immediate { n } else { rec.def.fire_at(n) };
+            let fire = rec.fire_at(n);
             let n = rt.hold_until.map_or(fire, |h| fire.max(h));
             take(n);
         }

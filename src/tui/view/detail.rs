@@ -155,7 +155,7 @@ fn slot_lines(j: &JobRecord, now: DateTime<Utc>, lines: &mut Vec<Line<'static>>)
             }
             // Each slot is shown at the instant it fires (slot + the job's jitter), with the
             // fraction of a second an `at:` instant or a first run at the store instant has.
-            for s in slots.into_iter().map(|s| j.def.fire_at(s)) {
+            for s in slots.into_iter().map(|s| j.fire_at(s)) {
                 lines.push(Line::raw(format!(
                     "  {}  in {}",
                     slot_text(s),

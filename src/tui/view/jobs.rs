@@ -218,23 +218,20 @@ fn cell(app: &App, j: &JobRow, col: Col) -> (String, Style) {
         Col::Next | Col::Left if j.rt.retired || j.rt.paused || !j.def.enabled => {
             ("n/a".to_string(), dim)
         }
-        // The instant the next slot fires (slot + the job's jitter).
+        // The instant the next slot fires (slot + the job's jitter; none for a
+        // `run_immediately` run).
         Col::Next => {
             j.rt.next_slot
-                .map_or_else(none, |t| (when(j.def.fire_at(t), now), plain))
+                .map_or_else(none, |t| (when(j.fire_at(t), now), plain))
         }
-        Col::Left => {
-            j.rt.next_slot
-                .map(|t| j.def.fire_at(t))
-                .map_or_else(none, |t| {
-                    let s = (t - now).num_seconds();
-                    if s <= 0 {
-                        ("due".into(), Style::new().fg(Color::Yellow))
-                    } else {
-                        (crate::when::span_secs(s), plain)
-                    }
-                })
-        }
+        Col::Left => j.rt.next_slot.map(|t| j.fire_at(t)).map_or_else(none, |t| {
+            let s = (t - now).num_seconds();
+            if s <= 0 {
+                ("due".into(), Style::new().fg(Color::Yellow))
+            } else {
+                (crate::when::span_secs(s), plain)
+            }
+        }),
         Col::Last => {
             j.rt.last_run_at
                 .map_or_else(none, |t| (when(t, now), plain))
@@ -594,17 +591,22 @@ mod tests {
         let slot = now + chrono::Duration::seconds(60);
         j.rt.next_slot = Some(slot);
         j.def.jitter_seconds = 3000.0;
-        let fire = j.def.fire_at(slot);
+        let fire = j.fire_at(slot);
         assert!(
             fire > slot + chrono::Duration::seconds(1),
             "this slot has an offset"
         );
         let rec = j.clone();
+        let mut first = j.clone();
+        first.def.immediate = true;
         let app = App::new(std::sync::Arc::new(snap), now);
         assert_eq!(cell(&app, &rec, Col::Next).0, when(fire, now));
         assert_eq!(
             cell(&app, &rec, Col::Left).0,
             crate::when::span_secs((fire - now).num_seconds())
         );
+        // A `run_immediately` run fires on its slot, as the claim takes it.
+        assert_eq!(cell(&app, &first, Col::Next).0, when(slot, now));
+        assert_eq!(cell(&app, &first, Col::Left).0, "1m00s");
     }
 }

@@ -67,7 +67,7 @@ pub(crate) fn next_change(app: &App) -> Duration {
         }
         let fires = !(j.rt.retired || j.rt.paused || !j.def.enabled);
         if fires && let Some(t) = j.rt.next_slot {
-            wait = wait.min(down(j.def.fire_at(t)));
+            wait = wait.min(down(j.fire_at(t)));
         }
         if let Some(t) = j.rt.last_run_at {
             wait = wait.min(up(t));
