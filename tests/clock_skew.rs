@@ -26,6 +26,8 @@
 //! store's clock, and an owner on the real clock runs each at its first real slot.
 //! `cronsole trigger` and `retry` on a clock an hour ahead date their requests on the file
 //! store's clock too, and the owner runs them at once.
+//! `pause` and `resume` there date their edits on it too: the resumed job runs at its next real
+//! slot, and `jobs` and `check` count the owner live.
 //!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
@@ -738,4 +740,81 @@ fn a_trigger_and_a_retry_on_a_clock_an_hour_ahead_run_at_once_on_the_file_store(
     });
     let log = owner.log();
     assert_eq!(owner.stop(), 0, "{log:#?}");
+}
+
+/// `cronsole pause` and `resume` on a clock an hour ahead date their edits on the file store's
+/// clock (and say so): the resumed `every 2s` job runs again within seconds. Dated on the
+/// command's clock, the resumed job took its next slot from an hour ahead and stayed idle for
+/// the hour. `jobs`, `check` and the pause's note judge the owner's heartbeat on the store's
+/// clock too: on the command's, the live owner read as an hour silent.
+#[test]
+fn a_pause_and_a_resume_on_a_clock_an_hour_ahead_act_at_once_on_the_file_store() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("resume-ahead");
+    let (marks, jobs) = (dir.join("marks"), dir.join("tick.yaml"));
+    std::fs::write(
+        &jobs,
+        format!(
+            "budget: null\njobs:\n  - name: tick\n    schedule: every 2s\n    command: \"{}\"\n",
+            owner_support::marking_command(&marks, "tick", 0.0)
+        ),
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let (code, _, err) = support::cli::output(
+        support::cli::cronsole(&dir)
+            .arg("apply")
+            .arg(&jobs)
+            .arg("--store")
+            .arg(&store),
+    );
+    assert_eq!(code, 0, "{err}");
+    let store_s = store.display().to_string();
+    let owner = Owner::start(
+        "real",
+        &dir,
+        &OwnerSpec {
+            store: store_s.clone(),
+            ..Default::default()
+        },
+    );
+    owner.wait_for("a first run", Duration::from_secs(60), |_| {
+        !owner_support::marks(&marks).is_empty()
+    });
+    let ahead = |args: &[&str]| {
+        let (code, out, err) = support::cli::output(
+            support::cli::cronsole(&dir)
+                .args(args)
+                .arg("--store")
+                .arg(&store)
+                .envs(owner_support::skewed(&lib, "+1h")),
+        );
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(!out.contains("no engine is running"), "{args:?}: {out}");
+        (out, err)
+    };
+    let (out, err) = ahead(&["pause", "tick"]);
+    assert!(out.contains("paused tick"), "{out}");
+    assert!(err.contains("on the store's clock"), "{err}");
+    for view in ["jobs", "check"] {
+        let (out, _) = ahead(&[view]);
+        assert!(
+            out.contains("owners: 1 live, all claiming"),
+            "{view}: {out}"
+        );
+    }
+    let before = owner_support::marks(&marks).len();
+    let (out, err) = ahead(&["resume", "tick"]);
+    assert!(out.contains("resumed tick"), "{out}");
+    assert!(err.contains("on the store's clock"), "{err}");
+    owner.wait_for("two runs after the resume", Duration::from_secs(30), |_| {
+        owner_support::marks(&marks).len() >= before + 2
+    });
+    let log = owner.log();
+    assert_eq!(owner.stop(), 0, "{log:#?}");
+    let rows = owner_support::history(&dir, &store_s);
+    let problems = owner_support::recorded_once(&owner_support::marks(&marks), &rows);
+    assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
 }

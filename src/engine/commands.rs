@@ -133,6 +133,36 @@ impl JudgeAt {
         }
     }
 
+    /// The store's owner records judged on the store's clock, for a command that only reads
+    /// them (`jobs`, `check`, `stats`, the notes of `pause` and `trigger`): read first, and the
+    /// store's clock only when there is a record to judge, so a store no engine ever ran on
+    /// gets no probe written beside its owner records (see [`Store::clock_now`]). Judged on a
+    /// command's clock an hour ahead, a live owner read as an hour silent.
+    pub fn owners_now(store: &dyn Store) -> StoreResult<Vec<OwnerSeen>> {
+        let owners = store.owners()?;
+        if owners.is_empty() {
+            return Ok(owners);
+        }
+        let Some(now) = store.clock_now() else {
+            return Ok(owners);
+        };
+        let at = JudgeAt {
+            now,
+            on_store: true,
+        };
+        Ok(at.judged(owners))
+    }
+
+    /// `owners`, each one's `ago` measured at [`now`](Self::now) when that is the store's clock.
+    fn judged(&self, mut owners: Vec<OwnerSeen>) -> Vec<OwnerSeen> {
+        if self.on_store {
+            for o in &mut owners {
+                o.ago = self.now - o.record.last_seen;
+            }
+        }
+        owners
+    }
+
     /// The instant judged at.
     pub fn now(&self) -> DateTime<Utc> {
         self.now
@@ -141,13 +171,7 @@ impl JudgeAt {
     /// The store's owner records, each one's `ago` measured at [`now`](Self::now) when that is
     /// the store's clock: a file store measures it on this host's clock, which may be off.
     pub fn owners(&self, store: &dyn Store) -> StoreResult<Vec<OwnerSeen>> {
-        let mut owners = store.owners()?;
-        if self.on_store {
-            for o in &mut owners {
-                o.ago = self.now - o.record.last_seen;
-            }
-        }
-        Ok(owners)
+        Ok(self.judged(store.owners()?))
     }
 }
 

@@ -32,7 +32,8 @@ pub fn check(cli: &Cli, json: bool) -> Result<ExitCode> {
         };
     // The engines on the store, from their owner records (advisory: a store too damaged to
     // open still gets its report, without them).
-    let owners = super::open_existing_store(&location).and_then(|s| Ok(s.owners()?));
+    let owners = super::open_existing_store(&location)
+        .and_then(|s| Ok(crate::engine::JudgeAt::owners_now(s.as_ref())?));
     let mut out = std::io::stdout().lock();
     if json {
         let mut v = serde_json::to_value(&report)?;

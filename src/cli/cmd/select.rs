@@ -55,7 +55,7 @@ fn selected(store: &dyn Store, sel: &SelectArgs) -> Result<(Vec<String>, Vec<Job
 pub fn waiting_note(store: &dyn Store) -> Option<String> {
     // Heartbeats are stamped on the store's clock: judged on a clock an hour ahead, a live
     // owner read as gone and the note said no engine ran while one ran the trigger at once.
-    let owners = crate::engine::JudgeAt::store(store).owners(store).ok()?;
+    let owners = crate::engine::JudgeAt::owners_now(store).ok()?;
     crate::owners::waiting_note(&owners)
 }
 
@@ -137,11 +137,18 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
         }),
         None => BulkAction::SetPaused(paused),
     };
+    // Dated on the store's clock when this host's is off: a resume dated an hour ahead took
+    // its next slot from then, and the job stayed idle for the hour.
+    let now = if names.is_empty() {
+        Utc::now()
+    } else {
+        super::on_the_stores_clock(store.as_ref(), &format!("the {verb} is dated"))
+    };
     bulk(
         store.as_ref(),
         &names,
         &action,
-        (verb, Utc::now()),
+        (verb, now),
         |name, _| match reason {
             Some(why) => println!("{verb}d {name} ({})", crate::text::line(why)),
             None => println!("{verb}d {name}"),
@@ -160,8 +167,7 @@ pub fn pause(cli: &Cli, sel: &SelectArgs, paused: bool, reason: Option<&str>) ->
     }
     if paused && !names.is_empty() {
         // A pause needs no engine to hold; said only so the state of the store is clear.
-        if let Some(n) = store
-            .owners()
+        if let Some(n) = crate::engine::JudgeAt::owners_now(store.as_ref())
             .ok()
             .and_then(|o| crate::owners::paused_note(&o))
         {

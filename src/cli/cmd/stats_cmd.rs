@@ -51,7 +51,8 @@ pub fn stats(cli: &Cli, json: bool) -> Result<ExitCode> {
         global,
         jobs: lines,
     };
-    let engine = !crate::owners::live(&store.owners()?).is_empty();
+    let engine =
+        !crate::owners::live(&crate::engine::JudgeAt::owners_now(store.as_ref())?).is_empty();
     for l in stats_text(&s, &fb.finish(), now, engine) {
         println!("{l}");
     }

@@ -237,7 +237,7 @@ pub fn jobs(cli: &Cli, a: &JobsArgs) -> Result<ExitCode> {
     // Who runs these jobs: the engines heartbeating on the store, their clocks, and any that
     // stopped claiming (a store whose owner records cannot be read says so, and the table stands).
     println!();
-    match store.owners() {
+    match crate::engine::JudgeAt::owners_now(store.as_ref()) {
         Ok(owners) => super::owners_view::lines(&owners)
             .iter()
             .for_each(|l| println!("{l}")),

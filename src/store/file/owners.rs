@@ -112,10 +112,16 @@ impl FileStore {
     }
 
     /// The file system's clock now: the stamp on a small file written beside the owner
-    /// records and removed, as a heartbeat reads it. `None` when it cannot be written.
+    /// records and removed, as a heartbeat reads it. `None` when it cannot be written. A store
+    /// no owner ever beat on has no directory of records: the probe goes in the store's own
+    /// directory then (the same file system), so a command creates no directory to read it.
     pub(super) fn fs_clock(&self) -> Option<DateTime<Utc>> {
-        let dir = self.owners_dir();
-        std::fs::create_dir_all(&dir).ok()?;
+        let owners = self.owners_dir();
+        let dir = if owners.is_dir() {
+            owners
+        } else {
+            self.dir.clone()
+        };
         let probe = dir.join(format!(".clock.{}.tmp", std::process::id()));
         std::fs::write(&probe, b"").ok()?;
         let stamp = std::fs::metadata(&probe).and_then(|m| m.modified());
