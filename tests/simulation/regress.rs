@@ -1580,3 +1580,55 @@ fn a_first_slot_put_back_after_a_step_back_comes_with_its_grid_origin() {
     assert_eq!(rec.rt.anchor, stored_at, "the grid it was stored on");
     assert_eq!(rec.rt.next_slot, Some(t(20)));
 }
+
+/// "Slot has no row and is not in flight" (fresh clock-fault seed 8003900): a job stored just
+/// before the host's clock went back four hours is stored again on the stepped-back clock (a
+/// grid 5 s off its own) and runs there; its owner dies. Set right, a claim puts the job's
+/// first slot and grid back, recovers the lapsed run and records the slots past their grace
+/// `missed`, then dies before its job record. The next process does the same again; its
+/// `missed` row, trimmed against the landed one, was cut on the grid the job had before the
+/// claim (the stepped-back one): it named a slot 5 s off the job's grid and left the grid's
+/// next slot, which the job's next slot then passed, without a row.
+#[test]
+fn a_missed_row_trimmed_against_a_dead_claims_row_is_cut_on_the_grid_put_back() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 15);
+    d.misfire_grace_seconds = Some(18.0);
+    d.lease_seconds = 3.0;
+    let file = apply(&s, vec![d]);
+    let stored_at = stored(&file);
+    let back = chrono::Duration::hours(4);
+    let ms = chrono::Duration::milliseconds;
+    // Four hours back: stored again from that clock, then run there; its owner dies.
+    assert!(
+        s.claim_at(stored_at + ms(5_841) - back, "o1", 1)
+            .claims
+            .is_empty()
+    );
+    assert_eq!(
+        s.claim_at(stored_at + ms(32_478) - back, "o1", 1)
+            .claims
+            .len(),
+        1
+    );
+    drop(s);
+    // Set right: a claim that recovers the run and records t(0) and t(15) missed dies before
+    // its job record.
+    another_process_dies_claiming(&disk, &claim_req(stored_at + ms(44_468), "o2", 1));
+    let fresh = open(&disk);
+    fresh
+        .claim_due(&claim_req(stored_at + ms(49_912), "o3", 0))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(
+        missed_rows(&fresh),
+        vec![(Some(t(30)), Some(t(30))), (Some(t(0)), Some(t(15)))],
+        "newest first: each slot of the grid put back in one row"
+    );
+    let rec = fresh
+        .job("a")
+        .unwrap_or_else(|e| panic!("job: {e}"))
+        .expect("stored");
+    assert_eq!(rec.rt.anchor, stored_at, "the grid it was stored on");
+    assert_eq!(rec.rt.next_slot, Some(t(45)));
+}

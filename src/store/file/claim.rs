@@ -516,7 +516,15 @@ impl<'r, 'a> Pass<'r, 'a> {
             }
             // Rows trimmed or dropped here rely on the landed ones.
             self.relies = true;
-            let Some(sched) = l.inner.hot.get(&name).and_then(|c| c.sched.clone()) else {
+            // On the grid the claim left the job on: a claim that put back a first slot (or
+            // re-derived the job) moved its grid origin, and the cached schedule still has the
+            // old one, whose slots lie off the grid the rows were decided on.
+            let Some(sched) = l
+                .inner
+                .hot
+                .get(&name)
+                .and_then(|c| rules::slots::compile(&c.rec).ok())
+            else {
                 self.rows.extend(ev_rows);
                 continue;
             };
