@@ -40,13 +40,15 @@
 //! - The result is capped at exactly `RESULT_MAX_CHARS` characters, the `…[truncated]` mark
 //!   included.
 //! - A run cancelled at shutdown keeps its attempts and last error ([`Progress`]): the
-//!   `abandoned` row says how far it got.
+//!   `abandoned` row says how far it got. A run stopped (a shutdown, a lease it could not renew)
+//!   after its action ended is recorded with that end instead, its delivery said cut short: the
+//!   action's effects happened, and an `abandoned` one-shot would run again.
 //!
 //! Owns: the order of the pipeline and turning each step's outcome into a history row. Must not
 //! touch: claiming, leases (the actor renews them around this future), the UI.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -70,10 +72,13 @@ use crate::model::{
 use crate::proc::ProcEnv;
 use crate::store::{Claim, Store, StoreError};
 use crate::text::Secrets;
-use crate::transcript::Transcript;
 
 mod agent;
 mod approval;
+mod progress;
+
+use progress::Cut;
+pub use progress::{Progress, RunOutput};
 
 /// Environment lookup (API keys); tests inject a map instead of the process environment.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -109,191 +114,6 @@ impl RunDeps {
 /// values (the config bounds them; stores may hold older definitions) clamp to [1 ms, ~31 years].
 pub fn secs(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.clamp(0.001, 1e9)).unwrap_or(Duration::from_secs(1_000_000_000))
-}
-
-/// What a finished pipeline hands to `complete`.
-#[derive(Debug, Clone)]
-pub struct RunOutput {
-    /// The history row to write.
-    pub row: HistoryRow,
-    /// The job's new per-job state (notepad, monitor watermark, budget stop), when it changed.
-    pub state: Option<JobState>,
-    /// Hold the job until then (a provider's `Retry-After`), if set.
-    pub hold_until: Option<DateTime<Utc>>,
-}
-
-/// How far a run got, readable after its future was dropped (shutdown): every attempt made (its
-/// start, end, outcome, error, tokens, cost) and the last attempt's whole error (redacted).
-#[derive(Debug, Clone, Default)]
-pub struct Progress(
-    Arc<Mutex<Attempts>>,
-    Arc<Mutex<Option<Looped>>>,
-    Arc<Mutex<Awaiting>>,
-    /// The model asked (an agent run), then the one that last answered.
-    Arc<Mutex<Option<String>>>,
-);
-
-/// Whether a tool call of the run awaits approval, and the run's cancel once a shutdown began
-/// (under one lock, so a wait that begins as the shutdown does is never missed by both).
-#[derive(Debug, Default)]
-struct Awaiting {
-    now: bool,
-    stop: Option<tokio_util::sync::CancellationToken>,
-}
-
-/// The attempts a run made so far.
-#[derive(Debug, Default)]
-struct Attempts {
-    /// Every attempt, in order (every request of every turn of a tool loop).
-    log: Vec<Attempt>,
-    /// The last attempt's whole error (redacted).
-    last_error: Option<String>,
-    /// Where the current model turn's attempts start in `log` (0 for any other action).
-    turn_start: usize,
-    /// The most attempts one turn (or the action) took: the row's `attempts`, since retries
-    /// are counted per model request, and a tool loop's turns are not retries.
-    most: u32,
-}
-
-/// A tool loop's record so far, for a row written while the loop runs.
-#[derive(Debug, Clone)]
-struct Looped {
-    turns: u32,
-    tool_calls: u32,
-    transcript: Transcript,
-}
-
-impl Progress {
-    /// One attempt ended; `error` is its whole (redacted) error.
-    fn attempted(&self, mut attempt: Attempt, error: Option<String>) {
-        if let Ok(mut g) = self.0.lock() {
-            if attempt.error.is_none() && error.is_some() {
-                attempt = Attempt::new(attempt.started_at, attempt.finished_at, error.as_deref());
-            }
-            g.log.push(attempt);
-            g.last_error = error;
-            let this_turn = u32::try_from(g.log.len() - g.turn_start).unwrap_or(u32::MAX);
-            g.most = g.most.max(this_turn);
-        }
-    }
-
-    /// A new model turn of a tool loop begins: its attempts are counted apart from the last
-    /// turn's.
-    fn new_turn(&self) {
-        if let Ok(mut g) = self.0.lock() {
-            g.turn_start = g.log.len();
-        }
-    }
-
-    /// Attempts of the turn begun last (all of them when there were no turns).
-    fn turn_attempts(&self) -> u32 {
-        self.0
-            .lock()
-            .map(|g| u32::try_from(g.log.len() - g.turn_start).unwrap_or(u32::MAX))
-            .unwrap_or(0)
-    }
-
-    /// The most attempts one turn (or the action) took.
-    fn most_attempts(&self) -> u32 {
-        self.0.lock().map(|g| g.most).unwrap_or(0)
-    }
-
-    /// The run's action is a call to `model`.
-    fn asks(&self, model: &str) {
-        if let Ok(mut g) = self.3.lock() {
-            *g = Some(model.to_string());
-        }
-    }
-
-    /// Put the reply's model, tokens and cost on the last attempt (the one that succeeded).
-    fn priced_last(&self, model: &str, input_tokens: u64, output_tokens: u64, cost_usd: f64) {
-        self.asks(model);
-        if let Ok(mut g) = self.0.lock()
-            && let Some(a) = g.log.last_mut()
-        {
-            a.input_tokens = input_tokens;
-            a.output_tokens = output_tokens;
-            a.cost_usd = cost_usd;
-        }
-    }
-
-    /// A tool call of the run began (`true`) or ended (`false`) its wait for approval: a
-    /// shutdown meanwhile abandons the run at once.
-    fn awaiting(&self, on: bool) {
-        let mut g = self.2.lock().unwrap_or_else(|e| e.into_inner());
-        g.now = on;
-        if on && let Some(stop) = &g.stop {
-            // The stop began before this wait: nobody may be there to answer, and the stop
-            // must not wait for an operator.
-            tracing::info!("abandoning a run whose call began awaiting approval during shutdown");
-            stop.cancel();
-        }
-    }
-
-    /// A tool call of the run is awaiting approval now.
-    pub fn is_awaiting(&self) -> bool {
-        self.2.lock().map(|g| g.now).unwrap_or(false)
-    }
-
-    /// A shutdown began: the run is cancelled with `cancel` as soon as a call of it awaits
-    /// approval (now: `true`, or when one begins to). A run awaiting an operator could wait for
-    /// an hour; it is abandoned instead, and its recovery starts a fresh loop.
-    pub fn stop_when_awaiting(&self, cancel: &tokio_util::sync::CancellationToken) -> bool {
-        let mut g = self.2.lock().unwrap_or_else(|e| e.into_inner());
-        g.stop = Some(cancel.clone());
-        if g.now {
-            cancel.cancel();
-        }
-        g.now
-    }
-
-    /// A tool loop's record grew.
-    fn looped(&self, turns: u32, tool_calls: u32, transcript: &Transcript) {
-        if let Ok(mut g) = self.1.lock() {
-            *g = Some(Looped {
-                turns,
-                tool_calls,
-                transcript: transcript.clone(),
-            });
-        }
-    }
-
-    /// The attempts made so far, in order.
-    fn log(&self) -> Vec<Attempt> {
-        self.0.lock().map(|g| g.log.clone()).unwrap_or_default()
-    }
-
-    /// Copy the progress into the row of a run cut short (`abandoned`, or cancelled by an
-    /// operator): attempts and their log, the last error as `error`, the model and the tokens
-    /// of the replies that arrived, and a tool loop's record. Its money is the store's to put
-    /// on the row: every reservation the run still holds (`store::policy::budget`).
-    pub fn fill(&self, row: &mut HistoryRow) {
-        if let Ok(g) = self.0.lock() {
-            if !g.log.is_empty() {
-                row.attempts = g.most;
-                row.attempt_log = g.log.clone();
-            }
-            if row.error.is_none() {
-                row.error = g.last_error.clone();
-            }
-            if row.input_tokens == 0 && row.output_tokens == 0 {
-                row.input_tokens = g.log.iter().map(|a| a.input_tokens).sum();
-                row.output_tokens = g.log.iter().map(|a| a.output_tokens).sum();
-            }
-        }
-        if row.model.is_none()
-            && let Ok(g) = self.3.lock()
-        {
-            row.model = g.clone();
-        }
-        if let Ok(g) = self.1.lock()
-            && let Some(l) = g.as_ref()
-        {
-            row.turns = Some(l.turns);
-            row.tool_calls = Some(l.tool_calls);
-            row.transcript = Some(l.transcript.clone());
-        }
-    }
 }
 
 /// The result cap: at most [`RESULT_MAX_CHARS`] characters, the cut mark included.
@@ -334,6 +154,55 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn redact(&self, s: &str) -> String {
         self.secrets.redact(s).into_owned()
+    }
+
+    /// The action has ended: what the run is recorded as if its pipeline is stopped from now
+    /// on ([`Progress::ended`]). `before_delivery`: the result is still to be sent.
+    fn action_ended(&mut self, before_delivery: bool) {
+        self.redact_all();
+        let has_sinks = !self.claim.job.def.deliver.is_empty();
+        let mut state = self.state.clone();
+        let mut dirty = self.state_dirty;
+        // The incident step may not come: the failure is counted as if its alert failed (it
+        // stays owed), as `incidents` would commit it.
+        let d = self.incident_decision();
+        let alert_due = has_sinks && !matches!(d.action, IncidentAction::Nothing);
+        let next = if alert_due {
+            d.on_undelivered
+        } else {
+            d.on_delivered
+        };
+        if next != state.incident {
+            state.incident = next;
+            dirty = true;
+        }
+        let cut = if !has_sinks {
+            None
+        } else if before_delivery {
+            Some(Cut::Result)
+        } else if alert_due || self.budget_alert.is_some() {
+            Some(Cut::Alert)
+        } else {
+            None
+        };
+        let out = RunOutput {
+            row: self.row.clone(),
+            state: dirty.then_some(state),
+            hold_until: self.hold_until,
+        };
+        self.progress.action_ended(out, cut);
+    }
+
+    /// What the incident step decides for the row as it is now.
+    fn incident_decision(&self) -> incident::Decision {
+        let def = &self.claim.job.def;
+        let error = self.row.error.as_deref().or(self.row.reason.as_deref());
+        incident::decide(
+            &self.state.incident,
+            self.row.status,
+            error,
+            def.alert_after_failures,
+        )
     }
 
     fn finish(self) -> RunOutput {
@@ -558,6 +427,7 @@ pub async fn execute(
     {
         cx.state.monitor = prior_monitor;
     }
+    cx.action_ended(false);
     budget_alert(&mut cx).await;
     incidents(&mut cx).await;
     cx.finish()
@@ -600,6 +470,7 @@ async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
         } => {
             let stdout = step4_command(cx, command, *timeout_seconds).await?;
             cx.row.result = Some(cap_result(&cx.redact(&stdout)));
+            cx.action_ended(true);
             step6_deliver(cx).await;
         }
         Action::Agent { agent, message, .. } => {
@@ -618,6 +489,7 @@ async fn steps(cx: &mut Ctx<'_>) -> Flow<()> {
             if silent {
                 cx.row.reason = Some("model replied silence; nothing delivered".into());
             } else {
+                cx.action_ended(true);
                 step6_deliver(cx).await;
             }
         }
@@ -941,13 +813,7 @@ async fn budget_alert(cx: &mut Ctx<'_>) {
 /// state is committed only as far as the delivery went (the decision carries both outcomes).
 async fn incidents(cx: &mut Ctx<'_>) {
     let def = &cx.claim.job.def;
-    let error = cx.row.error.as_deref().or(cx.row.reason.as_deref());
-    let d = incident::decide(
-        &cx.state.incident,
-        cx.row.status,
-        error,
-        def.alert_after_failures,
-    );
+    let d = cx.incident_decision();
     let msg = match &d.action {
         IncidentAction::Nothing => None,
         IncidentAction::Alert {

@@ -5,8 +5,8 @@
 //! first.
 //!
 //! Owns: what a run task holds, what the actor keeps of one ([`InFlight`], [`Finished`]), and
-//! the row of a run that was stopped (abandoned at shutdown, failed when cancelled). Must not
-//! touch: the pipeline's steps (`run` owns them).
+//! the row of a run that was stopped (abandoned at shutdown or for its lease unless its action
+//! had ended, failed when cancelled). Must not touch: the pipeline's steps (`run` owns them).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -85,7 +85,9 @@ impl RunTask {
 
     /// Run one claim to completion: the pipeline, with the lease renewed every lease/3 while it
     /// is alive, then `complete` (fenced by run_id). Cancellation (shutdown) during the
-    /// pipeline completes the run as `abandoned` with reason `shutdown`.
+    /// pipeline completes the run as `abandoned` with reason `shutdown`, unless its action had
+    /// ended (then with that end, its delivery said cut short), as does a stop for a lease it
+    /// could not renew.
     ///
     /// An operator's cancel (`op_cancel`) drops the pipeline (killing the run's processes) and
     /// records the run `failed`, reason `cancelled by operator`: no retry, delivery or alert.
@@ -174,13 +176,18 @@ impl RunTask {
                             if let Ok(out) = tokio::time::timeout(grace, &mut pipeline).await {
                                 break Some(out);
                             }
-                            break Some(abandoned_row(
-                                &claim,
-                                &self.owner,
-                                started,
-                                &progress,
-                                REASON_LEASE_UNRENEWED,
-                            ));
+                            // So does a run whose action ended before the stop, its delivery or
+                            // alerts still going: the command ran (or the model answered), and
+                            // that is what happened, with the delivery said cut short.
+                            break Some(progress.ended("for its lease").unwrap_or_else(|| {
+                                abandoned_row(
+                                    &claim,
+                                    &self.owner,
+                                    started,
+                                    &progress,
+                                    REASON_LEASE_UNRENEWED,
+                                )
+                            }));
                         }
                     }
                     _ = tokio::time::sleep_until(renewer.next), if asking.is_none() => {
@@ -190,14 +197,18 @@ impl RunTask {
             }
         };
         let now = self.clock.now();
-        let output = output.unwrap_or_else(|| {
-            let reason = if progress.is_awaiting() {
-                "shutdown while awaiting approval"
-            } else {
-                "shutdown"
-            };
-            abandoned_row(&claim, &self.owner, started, &progress, reason)
-        });
+        // A shutdown that stops a run after its action ended records that end, as a stop for
+        // the lease does.
+        let output = output
+            .or_else(|| progress.ended("at shutdown"))
+            .unwrap_or_else(|| {
+                let reason = if progress.is_awaiting() {
+                    "shutdown while awaiting approval"
+                } else {
+                    "shutdown"
+                };
+                abandoned_row(&claim, &self.owner, started, &progress, reason)
+            });
         let mut row = output.row;
         row.run_id = run_id;
         row.finished_at = now;

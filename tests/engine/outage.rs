@@ -20,7 +20,8 @@ use cronsole::config;
 use cronsole::engine::{self, EngineConfig, EngineError, EngineHandle, RunDeps};
 use cronsole::model::{HistoryRow, Status};
 use cronsole::store::file::FileStore;
-use cronsole::store::{HistoryQuery, Store, StoreError, StoreResult};
+use cronsole::store::{ClaimRequest, HistoryQuery, Store, StoreError, StoreResult};
+use cronsole::testkit::http::{Response, TestServer};
 use cronsole::testkit::simio::{FaultConfig, Scripted, ScriptedFault, SimDisk, shared_rng};
 use cronsole::testkit::store::{Call, Hooks, Wrapped};
 use uuid::Uuid;
@@ -495,6 +496,202 @@ async fn a_run_whose_renewals_hang_is_killed_before_its_lease_ends_and_recorded_
     rig.wait_until("the row", |r| !r.rows().is_empty()).await;
     assert_one_lease_stopped_row(&rig.rows());
     rig.stop().await.expect("clean stop");
+}
+
+/// A one-shot over a store that this owner loses as the run's result is being delivered (the
+/// webhook takes the request and answers only after an hour): renewals and completions fail
+/// from then on, so the run is stopped for its lease after its command ended. Returns once the
+/// stopped run's completion waits for the store, with the engine's events from its start.
+struct CutOff {
+    _dir: cronsole::testkit::tmp::TempDir,
+    rig: Rig,
+    hook: TestServer,
+    events: tokio::sync::broadcast::Receiver<engine::Event>,
+    marks: PathBuf,
+}
+
+async fn cut_off_after_the_command(name: &str, command: &str) -> CutOff {
+    let dir = tmp(name);
+    let marks = dir.join("ran");
+    let faulty: Arc<std::sync::OnceLock<Arc<Wrapped<Faulty>>>> = Arc::default();
+    let at_delivery = Arc::clone(&faulty);
+    let hook = TestServer::start(move |_| {
+        if let Some(f) = at_delivery.get() {
+            f.fail_renewals.store(true, Ordering::SeqCst);
+            f.fail_completions.store(true, Ordering::SeqCst);
+        }
+        Response::text(200, "ok").delay(StdDuration::from_secs(3600))
+    })
+    .await
+    .unwrap();
+    // Three quarters of the lease (6 s) end well before the delivery's own timeout (15 s).
+    let yaml = format!(
+        "budget: null\ndelivery:\n  hook: {{ webhook: \"{}/hook\", format: json }}\njobs:\n  \
+         - name: a\n    schedule: every 1h\n    run_immediately: true\n    once: true\n    \
+         lease_seconds: 8\n    max_retries: 1\n    command: \"echo x >> {} && {command}\"\n    \
+         deliver: [hook]\n",
+        hook.url(),
+        marks.display()
+    );
+    let rig = start(&dir, Some(&yaml), ManualClock::new(t(START)));
+    // Before the engine task first runs (one thread): no event is missed.
+    let events = rig.handle.events.subscribe();
+    assert!(faulty.set(Arc::clone(&rig.faulty)).is_ok());
+    let mut health = rig.handle.health.clone();
+    tokio::time::timeout(
+        StdDuration::from_secs(120),
+        health.wait_for(|h| h.pending_completions == 1),
+    )
+    .await
+    .expect("the stopped run's completion waits for the store")
+    .expect("health channel");
+    assert_eq!(hook.request_count(), 1, "the delivery had begun");
+    CutOff {
+        _dir: dir,
+        rig,
+        hook,
+        events,
+        marks,
+    }
+}
+
+/// The next row of job `job` this engine wrote.
+async fn next_row(
+    events: &mut tokio::sync::broadcast::Receiver<engine::Event>,
+    job: &str,
+) -> HistoryRow {
+    let wait = async {
+        loop {
+            match events.recv().await {
+                Ok(engine::Event::Row(r)) if r.job == job => return r,
+                Ok(_) => {}
+                Err(e) => panic!("events: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(StdDuration::from_secs(120), wait)
+        .await
+        .expect("the row within two minutes")
+}
+
+/// The row of a one-shot stopped for its lease after its command ended: `succeeded`, with the
+/// command's output, its delivery said cut short by the stop.
+fn assert_ended_before_the_stop(row: &HistoryRow) {
+    assert_eq!(row.status, Status::Succeeded, "{row:#?}");
+    assert_eq!(row.result.as_deref().map(str::trim), Some("finished"));
+    assert!(!row.delivered, "{row:#?}");
+    assert!(
+        row.delivery_error
+            .as_deref()
+            .is_some_and(|e| e.contains("not delivered: the run was stopped for its lease")),
+        "{row:#?}"
+    );
+}
+
+/// The one-shot is spent: retired, no retry owed, no lease; its command ran once.
+fn assert_spent_once(c: &CutOff) {
+    let rec = c.rig.inner.job("a").unwrap().unwrap();
+    assert!(
+        rec.rt.retired && !rec.rt.recovery_pending && rec.rt.lease.is_none(),
+        "{:?}",
+        rec.rt
+    );
+    let ran = std::fs::read_to_string(&c.marks).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 1, "{ran:?}");
+}
+
+/// A one-shot whose command has ended, stopped for a lease it could not renew while its result
+/// is still being delivered: the command ran, so the run is recorded with its end when the
+/// store comes back (`succeeded`, its delivery said cut short), and the job is spent. An
+/// `abandoned` row here would have the store re-offer the one-shot (`trigger: recovery`), and
+/// its command would run a second time.
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_stopped_for_its_lease_after_its_command_ended_is_recorded_with_that_end() {
+    let mut c = cut_off_after_the_command("outage-ended-before-stop", "echo finished").await;
+    c.rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    let row = next_row(&mut c.events, "a").await;
+    assert_ended_before_the_stop(&row);
+    assert!(!row.stale_lease, "{row:#?}");
+    assert_eq!(c.rig.rows().len(), 1, "{:#?}", c.rig.rows());
+    assert_spent_once(&c);
+    assert_eq!(c.hook.request_count(), 1);
+    c.rig.stop().await.expect("clean stop");
+}
+
+/// A one-shot whose command failed, stopped for its lease while its alert was being sent: the
+/// row is `failed` with the command's error, the alert said not sent, and the job's incident
+/// counts the failure with the alert still owed (the next failure sends it).
+#[tokio::test(start_paused = true)]
+async fn a_failed_run_stopped_for_its_lease_while_alerting_is_recorded_failed() {
+    let mut c = cut_off_after_the_command("outage-failed-before-stop", "exit 3").await;
+    c.rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    let row = next_row(&mut c.events, "a").await;
+    assert_eq!(row.status, Status::Failed, "{row:#?}");
+    assert!(
+        row.error.as_deref().is_some_and(|e| e.contains('3')),
+        "{row:#?}"
+    );
+    assert!(
+        row.delivery_error
+            .as_deref()
+            .is_some_and(|e| e.contains("alert not sent: the run was stopped for its lease")),
+        "{row:#?}"
+    );
+    let rec = c.rig.inner.job("a").unwrap().unwrap();
+    assert_eq!(
+        rec.rt.state.incident.consecutive_failures, 1,
+        "{:?}",
+        rec.rt
+    );
+    assert_eq!(
+        rec.rt.state.incident.alerted_signature, None,
+        "{:?}",
+        rec.rt
+    );
+    assert_spent_once(&c);
+    c.rig.stop().await.expect("clean stop");
+}
+
+/// The same run, when a second owner recovered its lapsed lease first (recording it
+/// `abandoned` and owing the one-shot a retry) and has not run that retry yet: the late end
+/// supersedes the `abandoned` row (one row for the run, its real status) and spends the job,
+/// so the retry never runs.
+#[tokio::test(start_paused = true)]
+async fn the_late_end_of_a_run_stopped_for_its_lease_supersedes_a_recovery_and_its_retry() {
+    let mut c = cut_off_after_the_command("outage-ended-recovered", "echo finished").await;
+    let recovery = |now, limit| ClaimRequest {
+        now,
+        owner: "second",
+        limit,
+        in_flight: &[],
+        clock_stepped: None,
+        max_offset: None,
+    };
+    let out = c
+        .rig
+        .inner
+        .claim_due(&recovery(t(START) + chrono::Duration::seconds(60), 0))
+        .unwrap();
+    assert!(
+        out.rows.iter().any(|r| r.status == Status::Abandoned),
+        "{out:?}"
+    );
+    assert!(c.rig.inner.job("a").unwrap().unwrap().rt.recovery_pending);
+    c.rig.faulty.fail_completions.store(false, Ordering::SeqCst);
+    let row = next_row(&mut c.events, "a").await;
+    assert_ended_before_the_stop(&row);
+    assert!(row.stale_lease && row.supersedes_abandoned, "{row:#?}");
+    let rows = c.rig.rows();
+    assert_eq!(rows.len(), 1, "one row for the run: {rows:#?}");
+    assert_eq!(rows[0].status, Status::Succeeded, "{rows:#?}");
+    assert_spent_once(&c);
+    let later = c
+        .rig
+        .inner
+        .claim_due(&recovery(t(START) + chrono::Duration::seconds(120), 1))
+        .unwrap();
+    assert!(later.claims.is_empty(), "the retry was claimed: {later:?}");
+    c.rig.stop().await.expect("clean stop");
 }
 
 /// A store that refuses the first renewals of a short lease and then answers only late (a path

@@ -1632,3 +1632,82 @@ fn a_missed_row_trimmed_against_a_dead_claims_row_is_cut_on_the_grid_put_back() 
     assert_eq!(rec.rt.anchor, stored_at, "the grid it was stored on");
     assert_eq!(rec.rt.next_slot, Some(t(45)));
 }
+
+/// The late end of a one-shot whose owner was stopped for its lease after the run's model
+/// call was answered and paid ($0.02 of a $0.30 reservation), while another owner, with no
+/// room to run it, recovered the lapsed lease: `abandoned`, carrying the call's cost, and the
+/// one-shot owed a retry. The late `succeeded` row supersedes it: one row for the run, the
+/// call's cost counted once (the `abandoned` row's amount replaced, not added to), and the job
+/// spent, so no owner runs the retry.
+#[test]
+fn a_one_shots_late_end_after_a_recovery_spends_the_job_and_books_its_cost_once() {
+    use cronsole::store::{ReserveOutcome, ReserveRequest, Settlement};
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 3600);
+    d.max_runs = Some(1);
+    d.lease_seconds = 8.0;
+    apply(&s, vec![d]);
+    let c = claim_one(&s, t(0));
+    let req = ReserveRequest {
+        job: "a",
+        run_id: c.run_id,
+        owner: "o",
+        usd: 0.3,
+        now: t(1),
+    };
+    let Ok(ReserveOutcome::Reserved { id }) = s.reserve(&req) else {
+        panic!("the call's reservation");
+    };
+    s.settle("a", id, Settlement::Cost(0.02), t(2))
+        .unwrap_or_else(|e| panic!("settle: {e}"));
+    // The owner loses the store; the lease (to t8) lapses, and another owner recovers it.
+    let other = open(&disk);
+    let out = other
+        .claim_due(&claim_req(t(30), "b", 0))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    let abandoned: Vec<_> = out
+        .rows
+        .iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| (r.status, r.cost_usd))
+        .collect();
+    assert_eq!(abandoned, vec![(Status::Abandoned, 0.02)], "{out:?}");
+    let job = |st: &FileStore| {
+        st.job("a")
+            .unwrap_or_else(|e| panic!("job: {e}"))
+            .unwrap_or_else(|| panic!("job a is gone"))
+    };
+    assert!(
+        job(&other).rt.recovery_pending,
+        "the one-shot is owed a retry"
+    );
+    // The store is back for the owner: its run's end lands late.
+    let mut late = completion(&c, t(31));
+    late.row.cost_usd = 0.02;
+    let out = s
+        .complete(late)
+        .unwrap_or_else(|e| panic!("late completion: {e}"));
+    assert!(out.stale && out.rows[0].supersedes_abandoned, "{out:?}");
+    let mine: Vec<_> = rows(&other)
+        .into_iter()
+        .filter(|r| r.run_id == c.run_id)
+        .map(|r| (r.status, r.cost_usd))
+        .collect();
+    assert_eq!(mine, vec![(Status::Succeeded, 0.02)], "one row per run");
+    let rec = job(&other);
+    assert!(
+        (rec.rt.counters.period_cost_usd - 0.02).abs() < 1e-9,
+        "the budget counts {}",
+        rec.rt.counters.period_cost_usd
+    );
+    assert!(
+        rec.rt.retired && !rec.rt.recovery_pending && rec.rt.lease.is_none(),
+        "{:?}",
+        rec.rt
+    );
+    let again = other
+        .claim_due(&claim_req(t(40), "b", 1))
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert!(again.claims.is_empty(), "the retry ran: {again:?}");
+}
