@@ -243,6 +243,8 @@ mod service;
 #[doc(hidden)]
 mod text;
 #[doc(hidden)]
+mod timers;
+#[doc(hidden)]
 mod when;
 
 #[doc(hidden)]

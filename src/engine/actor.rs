@@ -207,7 +207,7 @@ impl Actor {
                         turn.wake = self.next_wake().await;
                     }
                 }
-                _ = tokio::time::sleep_until(self.beat.next) => {
+                _ = self.beat.due() => {
                     if self.beat_now().await {
                         turn.wake = self.next_wake().await;
                     }

@@ -114,6 +114,11 @@ pub struct EngineConfig {
     /// a quarter of the shortest lease (a lease is renewed with a third of it left); `None`: no
     /// check at all.
     pub ahead_limit: Option<StdDuration>,
+    /// The heartbeat waits on the kernel's timer, and on a doorbell for a store that answers
+    /// from threads of its own (PostgreSQL): an idle owner's beat then wakes the fewest threads
+    /// (see `docs/BENCHMARKS.md`, "Idle"). Off (the default here): tokio's timer and blocking
+    /// pool, which paused tokio time in tests governs; `cronsole run` turns it on.
+    pub kernel_waits: bool,
 }
 
 impl EngineConfig {
@@ -132,6 +137,7 @@ impl EngineConfig {
             signal_min_interval: StdDuration::from_millis(20),
             max_clock_offset: None,
             ahead_limit: None,
+            kernel_waits: false,
         }
     }
 }

@@ -29,7 +29,8 @@ use super::error::blocking;
 use super::outage::Health;
 use crate::clock::Clock;
 use crate::model::OwnerRecord;
-use crate::store::Store;
+use crate::store::{BackendError, Store, StoreError, StoreResult};
+use crate::timers::{Mailbox, Pacer, Post};
 
 /// How often an owner rewrites its record.
 pub const BEAT_EVERY: StdDuration = StdDuration::from_secs(5);
@@ -45,6 +46,41 @@ pub(super) struct Beat {
     pub(super) next: tokio::time::Instant,
     /// Why claims are refused for this owner's clock (`None`: within the bound, or unknown).
     refused: Option<String>,
+    /// Wait with the kernel's timer and doorbell (`EngineConfig::kernel_waits`).
+    kernel_waits: bool,
+    /// The kernel timer of the next beat, made at the first wait, and the instant it is armed
+    /// for.
+    timer: Option<(Pacer, Option<tokio::time::Instant>)>,
+    /// Where a store that beats on its own threads answers, made at the first such beat.
+    inbox: Option<Inbox>,
+}
+
+/// The answers of heartbeats handed to the store, and a sender each answer goes through.
+struct Inbox {
+    answers: Mailbox<StoreResult<OwnerRecord>>,
+    post: Arc<Post<StoreResult<OwnerRecord>>>,
+}
+
+/// Where one handed-off heartbeat answers; an answer dropped unsent (the store's runtime
+/// stopped) answers an error, so the owner never waits for it forever.
+struct Reply(Option<Arc<Post<StoreResult<OwnerRecord>>>>);
+
+impl Reply {
+    fn send(mut self, r: StoreResult<OwnerRecord>) {
+        if let Some(p) = self.0.take() {
+            let _ = p.send(r);
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = p.send(Err(StoreError::Backend(BackendError::NoResult(
+                "the heartbeat (the store's runtime stopped)",
+            ))));
+        }
+    }
 }
 
 impl Beat {
@@ -53,6 +89,7 @@ impl Beat {
         started_at: DateTime<Utc>,
         bound: Option<StdDuration>,
         ahead_limit: Option<StdDuration>,
+        kernel_waits: bool,
     ) -> Beat {
         let mut parts = owner.splitn(3, ':');
         let host = parts.next().unwrap_or_default().to_string();
@@ -73,7 +110,40 @@ impl Beat {
             ahead_limit,
             next: tokio::time::Instant::now(),
             refused: None,
+            kernel_waits,
+            timer: None,
+            inbox: None,
         }
+    }
+
+    /// When the next heartbeat is due ([`Beat::next`]). Cancel-safe. An idle owner wakes
+    /// for nothing else, so with kernel waits this is one wake-up a beat where tokio's timer
+    /// wheel takes three (it steps a 5 s timer down two levels before it fires).
+    pub(super) async fn due(&mut self) {
+        if self.kernel_waits && self.timer.is_none() {
+            match Pacer::kernel() {
+                Ok(p) => self.timer = Some((p, None)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no kernel timer for the heartbeat: tokio's");
+                    self.kernel_waits = false;
+                }
+            }
+        }
+        let next = self.next;
+        let Some((timer, armed)) = self.timer.as_mut() else {
+            return tokio::time::sleep_until(next).await;
+        };
+        if *armed != Some(next) {
+            let after = next.saturating_duration_since(tokio::time::Instant::now());
+            if timer.arm(after).is_err() {
+                return tokio::time::sleep_until(next).await;
+            }
+            *armed = Some(next);
+        }
+        if timer.fired().await.is_err() {
+            tokio::time::sleep_until(next).await;
+        }
+        *armed = None;
     }
 
     /// Why claims are refused for this owner's clock, if they are.
@@ -197,9 +267,13 @@ impl Beat {
         rec.last_seen = clock.now();
         rec.claims_stopped = stopped.or_else(|| self.refused.clone());
         // A local record (the file store's) is written here: a hop to the blocking pool and
-        // back would wake two more threads at every beat of an idle owner.
+        // back would wake two more threads at every beat of an idle owner. A store with
+        // threads of its own (PostgreSQL's runtime) is handed the beat and answers through a
+        // doorbell, which wakes this thread alone.
         let sent = if store.beat_is_local() {
             store.beat(&rec).map_err(super::error::EngineError::from)
+        } else if let Some(answer) = self.handed_off(store, &rec).await {
+            answer.map_err(super::error::EngineError::from)
         } else {
             blocking(store, move |s| s.beat(&rec)).await
         };
@@ -210,6 +284,43 @@ impl Beat {
                 None
             }
         }
+    }
+}
+
+impl Beat {
+    /// The store's answer to `rec` handed to its own threads; `None` when it has none, or
+    /// without kernel waits (tests on paused time: a wait on a descriptor would let tokio
+    /// advance the paused clock meanwhile, where a blocking call holds it).
+    async fn handed_off(
+        &mut self,
+        store: &Arc<dyn Store>,
+        rec: &OwnerRecord,
+    ) -> Option<StoreResult<OwnerRecord>> {
+        if !self.kernel_waits || !store.beats_on_own_threads() {
+            return None;
+        }
+        if self.inbox.is_none() {
+            let made = Mailbox::new().and_then(|answers| {
+                let post = Arc::new(answers.post()?);
+                Ok(Inbox { answers, post })
+            });
+            match made {
+                Ok(i) => self.inbox = Some(i),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no heartbeat doorbell: the blocking pool makes it");
+                    self.kernel_waits = false;
+                    return None;
+                }
+            }
+        }
+        let inbox = self.inbox.as_ref()?;
+        let reply = Reply(Some(Arc::clone(&inbox.post)));
+        store.beat_handoff(rec, Box::new(move |r| reply.send(r)));
+        Some(inbox.answers.recv().await.unwrap_or_else(|e| {
+            Err(StoreError::Backend(BackendError::Unavailable(format!(
+                "waiting for the heartbeat's answer: {e}"
+            ))))
+        }))
     }
 }
 
@@ -280,6 +391,22 @@ mod tests {
             w.contains("quarter of the shortest lease (7.5s)") && w.contains("off"),
             "{w}"
         );
+    }
+
+    /// The kernel timer follows the heartbeat's instant when it moves (a claim refused for the
+    /// clock asks for a beat at once) and fires once per instant.
+    #[tokio::test]
+    async fn the_kernel_beat_timer_follows_the_next_beat_when_it_moves() {
+        let mut b = Beat::new("h:1:o", chrono::Utc::now(), None, None, true);
+        b.next = tokio::time::Instant::now() + StdDuration::from_secs(3600);
+        // Armed an hour away, then moved near while armed: the near instant is the one waited.
+        let far = tokio::time::timeout(StdDuration::from_millis(1), b.due()).await;
+        assert!(far.is_err());
+        assert!(matches!(b.timer, Some((Pacer::Kernel(_), Some(_)))));
+        b.next = tokio::time::Instant::now() + StdDuration::from_millis(5);
+        b.due().await;
+        assert!(tokio::time::Instant::now() >= b.next);
+        assert!(matches!(b.timer, Some((_, None))), "disarmed once fired");
     }
 
     #[test]

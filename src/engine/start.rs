@@ -68,7 +68,13 @@ pub fn spawn(
     let heartbeat = Arc::new(Heartbeat::default());
     let actor = Actor {
         reading: crate::clock::Reading::of(clock.as_ref()),
-        beat: super::owner::Beat::new(&cfg.owner, started, cfg.max_clock_offset, cfg.ahead_limit),
+        beat: super::owner::Beat::new(
+            &cfg.owner,
+            started,
+            cfg.max_clock_offset,
+            cfg.ahead_limit,
+            cfg.kernel_waits,
+        ),
         unclaimed_step: None,
         heartbeat: Arc::clone(&heartbeat),
         completions,

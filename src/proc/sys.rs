@@ -207,6 +207,43 @@ pub(crate) fn take_timer(fd: BorrowedFd<'_>) -> io::Result<bool> {
     }
 }
 
+/// A counter another thread rings (`eventfd`, non-blocking): a reactor that watches it wakes
+/// one thread, the one that waits on it, when it is rung.
+pub(crate) fn doorbell() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd with valid flags returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by eventfd and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Ring a [`doorbell`]: add one to its counter. A counter that would overflow is already
+/// rung, so that error is no news.
+pub(crate) fn ring(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let one = 1u64.to_ne_bytes();
+    loop {
+        // SAFETY: writing 8 bytes from an owned 8-byte buffer to a valid descriptor.
+        let n = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Take the rings of a [`doorbell`]: `Ok(true)` when it was rung since the last take.
+pub(crate) fn take_rings(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // A doorbell and a timer both read as one 8-byte counter, reset by the read.
+    take_timer(fd)
+}
+
 /// `fd` registered with the current tokio runtime's reactor, for readiness to read (the
 /// console's terminal and redraw timer). Must be called on a runtime.
 pub(crate) fn async_readable(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {

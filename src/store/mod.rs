@@ -59,6 +59,9 @@ where
         })
 }
 
+/// Where [`Store::beat_handoff`] hands a heartbeat's answer.
+pub type BeatDone = Box<dyn FnOnce(StoreResult<OwnerRecord>) + Send>;
+
 /// Reading history: what the console's on-demand reads (detail, `h`, diffs), `cronsole history`
 /// and `cronsole diff` need. Every [`Store`] is one; a test double or a read-only view can be
 /// this alone.
@@ -439,6 +442,20 @@ pub trait Store: HistoryReader {
     /// (the default) for anything that may wait on a network or a disk flush.
     fn beat_is_local(&self) -> bool {
         false
+    }
+
+    /// Whether [`Store::beat_handoff`] hands the heartbeat to threads of the store's own (the
+    /// PostgreSQL store's runtime), so a caller on a runtime awaits the answer without a
+    /// blocking thread of its own in between. `false` (the default): `beat_handoff` makes the
+    /// beat on the caller's thread.
+    fn beats_on_own_threads(&self) -> bool {
+        false
+    }
+
+    /// Make [`Store::beat`] of `rec` and hand the answer to `done`, on whichever thread makes
+    /// it. The default makes it here, before returning.
+    fn beat_handoff(&self, rec: &OwnerRecord, done: BeatDone) {
+        done(self.beat(rec));
     }
 
     /// Every owner record, with how long ago each was last heard of on the store's clock.

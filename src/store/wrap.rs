@@ -16,10 +16,10 @@ use uuid::Uuid;
 
 use super::signal::ChangeSignal;
 use super::{
-    ApplyReport, BulkAction, BulkDone, ClaimOutcome, ClaimRequest, CompleteOutcome, Completion,
-    DefSink, EditOutcome, HistoryPage, HistoryQuery, HistoryReader, JobEdit, JsonPage, LoopStep,
-    RenewOutcome, Renewal, ReserveOutcome, ReserveRequest, Settlement, SpendNow, StepOutcome,
-    Store, StoreError, StoreResult, TriggerOutcome,
+    ApplyReport, BeatDone, BulkAction, BulkDone, ClaimOutcome, ClaimRequest, CompleteOutcome,
+    Completion, DefSink, EditOutcome, HistoryPage, HistoryQuery, HistoryReader, JobEdit, JsonPage,
+    LoopStep, RenewOutcome, Renewal, ReserveOutcome, ReserveRequest, Settlement, SpendNow,
+    StepOutcome, Store, StoreError, StoreResult, TriggerOutcome,
 };
 use crate::model::{HistoryRow, JobRecord, JobsFile, OwnerRecord, OwnerSeen, Settings, ToolPin};
 
@@ -104,13 +104,17 @@ pub trait Hooks: Send + Sync {
 /// store for reads that must not go through them).
 pub struct Wrapped<H> {
     inner: Arc<dyn Store>,
-    hooks: H,
+    /// Shared with a heartbeat's answer, which arrives on the inner store's threads.
+    hooks: Arc<H>,
 }
 
 impl<H: Hooks> Wrapped<H> {
     /// `inner` with `hooks` around it.
     pub fn new(inner: Arc<dyn Store>, hooks: H) -> Self {
-        Wrapped { inner, hooks }
+        Wrapped {
+            inner,
+            hooks: Arc::new(hooks),
+        }
     }
 
     /// `call` through the hooks: refused by [`Hooks::before`], or made, its error reported.
@@ -143,7 +147,7 @@ impl<H: Hooks> HistoryReader for Wrapped<H> {
     }
 }
 
-impl<H: Hooks> Store for Wrapped<H> {
+impl<H: Hooks + 'static> Store for Wrapped<H> {
     fn location(&self) -> String {
         self.inner.location()
     }
@@ -354,6 +358,24 @@ impl<H: Hooks> Store for Wrapped<H> {
     fn beat_is_local(&self) -> bool {
         self.inner.beat_is_local()
     }
+    fn beats_on_own_threads(&self) -> bool {
+        self.inner.beats_on_own_threads()
+    }
+    fn beat_handoff(&self, rec: &OwnerRecord, done: BeatDone) {
+        if let Err(e) = self.hooks.before(Call::Beat) {
+            return done(Err(e));
+        }
+        let hooks = Arc::clone(&self.hooks);
+        self.inner.beat_handoff(
+            rec,
+            Box::new(move |r| {
+                if let Err(e) = &r {
+                    hooks.failed(Call::Beat, e);
+                }
+                done(r)
+            }),
+        );
+    }
     fn owners(&self) -> StoreResult<Vec<OwnerSeen>> {
         self.call(Call::Owners, |s| s.owners())
     }
@@ -385,11 +407,15 @@ mod tests {
     struct Twist {
         completions: AtomicUsize,
         failures: AtomicUsize,
+        refuse_beats: std::sync::atomic::AtomicBool,
     }
 
     impl Hooks for Twist {
         fn before(&self, call: Call) -> StoreResult<()> {
             match call {
+                Call::Beat if self.refuse_beats.load(Ordering::SeqCst) => Err(StoreError::Backend(
+                    BackendError::Unavailable("beat refused (test)".into()),
+                )),
                 Call::Jobs => Err(StoreError::Backend(BackendError::Unsupported(
                     "reading every job (test)",
                 ))),
@@ -441,6 +467,45 @@ mod tests {
             w.set_paused("ghost", true, t(1)),
             Err(StoreError::Operation(OperationError::NoSuchJob(_)))
         ));
+        assert_eq!(w.failures.load(Ordering::SeqCst), 1);
+    }
+
+    /// A heartbeat handed to the inner store meets the same hooks as one made in place: refused
+    /// by `before`, its inner store's error counted by `failed` (the metrics' error counter).
+    #[test]
+    fn a_handed_off_heartbeat_goes_through_the_hooks() {
+        let dir = TempDir::new("wrap-beat");
+        let (_, w) = wrapped(&dir);
+        let rec = OwnerRecord {
+            owner: "h:1:o".into(),
+            host: "h".into(),
+            pid: 1,
+            pid_space: None,
+            version: "1".into(),
+            started_at: t(0),
+            last_seen: t(1),
+            clock_offset_ms: 0,
+            claims_stopped: None,
+            signed_off: None,
+        };
+        let ask = |w: &Wrapped<Twist>| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            w.beat_handoff(&rec, Box::new(move |r| tx.send(r).unwrap()));
+            rx.recv().unwrap()
+        };
+        assert_eq!(ask(&w).unwrap().owner, "h:1:o");
+        w.refuse_beats.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            ask(&w),
+            Err(StoreError::Backend(BackendError::Unavailable(_)))
+        ));
+        assert_eq!(w.failures.load(Ordering::SeqCst), 0);
+        w.refuse_beats.store(false, Ordering::SeqCst);
+        // The inner store cannot write its owner records: a file where their directory goes.
+        let owners = dir.path().join("owners");
+        std::fs::remove_dir_all(&owners).unwrap();
+        std::fs::write(&owners, "").unwrap();
+        assert!(ask(&w).is_err());
         assert_eq!(w.failures.load(Ordering::SeqCst), 1);
     }
 

@@ -184,6 +184,47 @@ fn owner_records_measure_each_owners_clock_against_the_databases() {
     assert_eq!(live.into_iter().collect::<Vec<_>>(), ["behind"]);
 }
 
+/// A heartbeat handed to the store is made on the store's own runtime (an idle owner's beat
+/// then wakes no blocking thread of its own) and answers as a direct one: the offset measured
+/// against the database's clock, the record stored.
+#[test]
+fn a_heartbeat_handed_to_the_store_is_made_on_its_runtime_and_measured_alike() {
+    let url = pg_db_or_skip!();
+    let s = open(&url, PgClock::Database);
+    assert!(s.beats_on_own_threads());
+    let rec = cronsole::model::OwnerRecord {
+        owner: "handed".into(),
+        host: "h".into(),
+        pid: 7,
+        pid_space: None,
+        version: "1".into(),
+        started_at: Utc::now(),
+        last_seen: Utc::now() - secs(40),
+        clock_offset_ms: 0,
+        claims_stopped: None,
+        signed_off: None,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.beat_handoff(
+        &rec,
+        Box::new(move |r| {
+            let thread = std::thread::current().name().map(str::to_string);
+            tx.send((r, thread)).unwrap();
+        }),
+    );
+    let (answer, thread) = rx.recv().unwrap();
+    assert_eq!(thread.as_deref(), Some("cronsole-pg"));
+    let answer = answer.unwrap();
+    assert!(
+        (-40_500..=-39_500).contains(&answer.clock_offset_ms),
+        "{answer:?}"
+    );
+    let owners = s.owners().unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].record.owner, "handed");
+    assert_eq!(owners[0].record.clock_offset_ms, answer.clock_offset_ms);
+}
+
 /// Two owners starting together with the same jobs file: only the apply that changed the
 /// settings reports it (the other finds them already so).
 #[test]

@@ -268,6 +268,25 @@ fn not_the_mcp_sdk() -> tracing_subscriber::filter::FilterFn {
     })
 }
 
+/// `--max-concurrent`, or the capacity the cores and the process limits allow (logged).
+fn max_concurrent(given: Option<u64>) -> usize {
+    match given {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => {
+            let inputs = engine::capacity::Inputs::current();
+            let n = inputs.capacity();
+            tracing::info!(
+                max_concurrent = n,
+                cores = inputs.cores,
+                process_limit = ?inputs.processes,
+                file_limit = ?inputs.files,
+                "run capacity from the cores and limits (--max-concurrent not given)"
+            );
+            n
+        }
+    }
+}
+
 fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<ExitCode> {
     let opts = opts(run)?;
     let jobs = jobs_file(cli);
@@ -314,27 +333,14 @@ fn start(cli: &Cli, run: &RunOpts, log_format: LogFormat, mode: Mode) -> Result<
         let warnings =
             apply_at_start(loaded.as_ref(), jobs.as_deref(), &store, &clock, mode).await?;
         let mut cfg = EngineConfig::new(engine::new_owner_id());
-        cfg.max_concurrent = match run.max_concurrent {
-            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-            None => {
-                let inputs = engine::capacity::Inputs::current();
-                let n = inputs.capacity();
-                tracing::info!(
-                    max_concurrent = n,
-                    cores = inputs.cores,
-                    process_limit = ?inputs.processes,
-                    file_limit = ?inputs.files,
-                    "run capacity from the cores and limits (--max-concurrent not given)"
-                );
-                n
-            }
-        };
+        cfg.max_concurrent = max_concurrent(run.max_concurrent);
         cfg.shutdown_grace = opts.grace;
         cfg.max_clock_offset = opts.max_clock_offset.resolve(loaded.as_ref());
         cfg.ahead_limit = opts
             .max_clock_offset
             .ahead_limit(loaded.as_ref(), !location.contains("://"));
         cfg.publish_snapshots = mode == Mode::Console;
+        cfg.kernel_waits = true;
         cfg.spool = Some(engine::spool::path_for(&store.location()));
         // Escape hatch (and the benchmark's "before"): poll only, e.g. behind a connection
         // pooler that drops LISTEN, or when inotify watches are exhausted.

@@ -2,7 +2,8 @@
 //! and [`PgOptions`]; opening (schema migration, the listener) and the bridge that runs every
 //! operation on the store's runtime from any calling thread.
 //!
-//! Owns: the handle, `Inner` (what every operation's future holds), `PgStore::run`, `check`.
+//! Owns: the handle, `Inner` (what every operation's future holds), `PgStore::run`, the task
+//! that makes heartbeats handed to the store (`Store::beat_handoff`), `check`.
 //! Must not touch: the SQL of the operations (`tx.rs` and the operation files).
 
 use crate::store::{BackendError, OpenError};
@@ -13,8 +14,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::model::{HistoryRow, JobRecord};
-use crate::store::{StoreError, StoreResult};
+use crate::model::{HistoryRow, JobRecord, OwnerRecord};
+use crate::store::{BeatDone, StoreError, StoreResult};
+use crate::timers::{Mailbox, Post};
 
 use super::clock::PgClock;
 use super::connect;
@@ -71,6 +73,20 @@ pub struct PgStore {
     pub(super) op_timeout: Duration,
     /// `cronsole_store.store_id` as read at open (see [`schema`]).
     pub(super) store_id: Option<String>,
+    /// Heartbeats handed to the store's runtime (`Store::beat_handoff`); `None` when its
+    /// doorbell could not be made (the heartbeat then goes through [`PgStore::run`]).
+    pub(super) beats: Option<Post<BeatAsk>>,
+}
+
+/// A heartbeat to make and where its answer goes.
+pub(super) type BeatAsk = (OwnerRecord, BeatDone);
+
+/// The error of an operation that took longer than `limit`.
+fn timed_out(limit: Duration) -> StoreError {
+    StoreError::Backend(BackendError::Unavailable(format!(
+        "store operation timed out after {} s",
+        limit.as_secs_f64()
+    )))
 }
 
 /// How long dropping a store waits for its last announcements (see `listen`) to go out.
@@ -153,6 +169,7 @@ impl PgStore {
             rt: Some(rt),
             op_timeout: opts.op_timeout.max(opts.connect_timeout),
             store_id: None,
+            beats: None,
         };
         store.store_id = store.run(move |inner| async move {
             let mut c = inner.pool.get().await?;
@@ -168,7 +185,35 @@ impl PgStore {
             Ok(schema::migrate(&mut c, &inner.location).await?.1)
         })?;
         store.handle.spawn(listen::run(cfg, tls, feed));
+        store.beats = store.serve_beats();
         Ok(store)
+    }
+
+    /// Start the task that makes the heartbeats handed to this store: an idle owner's beat then
+    /// wakes one thread of this runtime to send it and one for the answer, where a task spawned
+    /// from another runtime's thread wakes both workers.
+    fn serve_beats(&self) -> Option<Post<BeatAsk>> {
+        let _on = self.handle.enter();
+        let made = Mailbox::<BeatAsk>::new().and_then(|inbox| Ok((inbox.post()?, inbox)));
+        let (post, inbox) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(error = %e, "no heartbeat doorbell: heartbeats go through the blocking pool");
+                return None;
+            }
+        };
+        let inner = Arc::clone(&self.inner);
+        let limit = self.op_timeout;
+        self.handle.spawn(async move {
+            while let Ok((rec, done)) = inbox.recv().await {
+                let r = match tokio::time::timeout(limit, inner.beat(rec)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(timed_out(limit)),
+                };
+                done(r);
+            }
+        });
+        Some(post)
     }
 
     /// Run one operation on the store's runtime and wait for it from any thread.
@@ -194,10 +239,7 @@ impl PgStore {
         self.handle.spawn(async move {
             let r = match tokio::time::timeout(limit, fut).await {
                 Ok(r) => r,
-                Err(_) => Err(StoreError::Backend(BackendError::Unavailable(format!(
-                    "store operation timed out after {} s",
-                    limit.as_secs_f64()
-                )))),
+                Err(_) => Err(timed_out(limit)),
             };
             let _ = tx.send(r);
         });
@@ -206,6 +248,23 @@ impl PgStore {
                 "the store operation (it panicked, or the store runtime stopped)",
             ))
         })?
+    }
+
+    /// Hand the heartbeat of `rec` to this store's runtime (`Store::beat_handoff`); made on
+    /// this thread when there is no doorbell.
+    pub(super) fn beat_handoff(&self, rec: &OwnerRecord, done: BeatDone) {
+        match &self.beats {
+            Some(post) => {
+                if let Err(e) = post.send((rec.clone(), done)) {
+                    // The ask is queued all the same: the next ring delivers it.
+                    tracing::debug!(error = %e, "ringing the heartbeat doorbell");
+                }
+            }
+            None => {
+                let rec = rec.clone();
+                done(self.run(move |inner| async move { inner.beat(rec).await }));
+            }
+        }
     }
 
     /// True while the LISTEN connection is up (change tokens are then free).

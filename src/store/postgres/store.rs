@@ -382,6 +382,14 @@ impl Store for PgStore {
         self.run(move |inner| async move { inner.beat(rec).await })
     }
 
+    fn beats_on_own_threads(&self) -> bool {
+        self.beats.is_some()
+    }
+
+    fn beat_handoff(&self, rec: &crate::model::OwnerRecord, done: crate::store::BeatDone) {
+        PgStore::beat_handoff(self, rec, done);
+    }
+
     fn owners(&self) -> StoreResult<Vec<crate::model::OwnerSeen>> {
         self.run(|inner| async move { inner.owners().await })
     }
