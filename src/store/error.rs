@@ -139,6 +139,12 @@ pub enum OperationError {
     /// a fact of the moment, not bad input, so exit 1.
     #[error("{0}")]
     NotAwaiting(String),
+    /// An `apply` found that another apply changed a job's definition while it read its file
+    /// (with the store's lock released); nothing was written. Running it again applies it.
+    #[error(
+        "job '{0}' was changed by another apply while this one read its file; nothing was applied: run it again"
+    )]
+    Overtaken(String),
 }
 
 /// The medium under the store failed, or the store broke one of its own invariants (a bug, never
@@ -351,7 +357,9 @@ impl OperationError {
             | OperationError::ChainCycle(_)
             | OperationError::JobsFile(_)
             | OperationError::OutOfBounds(_) => 2,
-            OperationError::StateTooLarge { .. } | OperationError::NotAwaiting(_) => 1,
+            OperationError::StateTooLarge { .. }
+            | OperationError::NotAwaiting(_)
+            | OperationError::Overtaken(_) => 1,
         }
     }
 }

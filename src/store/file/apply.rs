@@ -1,57 +1,108 @@
 //! `apply` on the file store: a jobs file's definitions diffed against the store one at a time
 //! (no record is held unless it changed), the jobs it no longer names retired, and the changed
-//! records written as one journal append — or, when they are most of the store, as a new
-//! snapshot.
+//! records written as one journal append (a change of most of a large store then compacts off
+//! the lock, `compact.rs`). A large file is read with the lock released: a re-apply keeps the
+//! definitions whose digest changed and takes the lock back to diff them; a first apply to a
+//! store holding no job writes its new snapshot and swaps it in as a compaction does.
 //!
-//! Owns: `Locked::apply_each`, `Locked::apply_diff`, `Locked::apply_file` and the batch they
-//! fold definitions into. Must not touch: what a definition does to a record (`plan::apply`),
-//! the line format (`record.rs`).
+//! Owns: `FileStore::apply_fed`, `Locked::apply_diff`, `Locked::apply_released` and the batch
+//! they fold definitions into.
+//! Must not touch: what a definition does to a record (`plan::apply`), the line format
+//! (`record.rs`).
 
 use crate::store::OperationError;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::handle::{Inner, Locked, insert_new};
+use super::compact::{Writer, swap_locked};
+use super::compaction::{Built, Plan, Temp};
+use super::handle::{FileStore, Inner, Locked, insert_new};
+use super::holder::Note;
 use super::index::IndexWriter;
-use super::jobs::{DIRECT_SNAPSHOT_MIN, finish_index};
-use super::layout::SNAPSHOT_FILE;
-use super::lines::LineReader;
-use super::log::AtomicFile;
-use super::record::{Cached, Mark, later_mark};
-use crate::model::{After, JobDef, JobsFile, Settings};
+use super::jobs::DIRECT_SNAPSHOT_MIN;
+use super::layout::{JOURNAL_FILE, SNAPSHOT_FILE};
+use super::lines::{LineReader, entry_of, for_each_line, line_len};
+use super::log::{AtomicFile, corrupt, io_err, stat};
+use super::record::{Cached, Loc, Mark, later_mark, line_index};
+use crate::model::{After, JobDef, Settings};
 use crate::store::filefmt::{self};
-use crate::store::{ApplyReport, StoreError, StoreResult};
+use crate::store::io::OpenMode;
+use crate::store::{ApplyReport, BackendError, StoreError, StoreResult};
 use crate::store::{plan, policy};
 
-impl Locked<'_> {
-    /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`]).
-    /// On a store holding no job, a batch of at least [`DIRECT_SNAPSHOT_MIN`] jobs (the first
-    /// apply of a large file) is encoded into the new snapshot as it arrives: no record is
-    /// kept, and the cache is reloaded from disk by the next operation. A smaller first batch,
-    /// and every batch to a store with jobs, is diffed against the store as it arrives
-    /// ([`Locked::apply_diff`]). The checks are `apply`'s (`plan::apply::unique_names`), and so is
-    /// the error reported first: bounds, then a cycle, then a repeated name, then a definition
-    /// that cannot be scheduled.
-    pub(super) fn apply_each(
-        &mut self,
+impl FileStore {
+    /// `apply` of definitions handed over one at a time ([`crate::store::Store::apply_each`],
+    /// and `apply` of a whole file). On a store holding no job, a batch of at least
+    /// [`DIRECT_SNAPSHOT_MIN`] jobs (the first apply of a large file) is encoded, as it
+    /// arrives, into a new snapshot written beside the live files with the lock released, as a
+    /// compaction's is: the lock is taken to plan it and again for the swap (the compaction's
+    /// own, [`swap_locked`]), so owners claim meanwhile. No record is kept; the cache is
+    /// reloaded from disk by the next operation. A batch to a store with jobs is read with the
+    /// lock released too ([`Locked::apply_released`]) unless it is known to be small (`few`);
+    /// a small batch, and a small first one, is diffed under the lock ([`Locked::apply_diff`]).
+    /// The checks are `apply`'s (`plan::apply::unique_names`), and so is the error reported
+    /// first: bounds, then a cycle, then a repeated name, then a definition that cannot be
+    /// scheduled. `few`: the batch holds fewer than [`DIRECT_SNAPSHOT_MIN`] definitions.
+    pub(super) fn apply_fed(
+        &self,
         settings: &Settings,
         feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
         now: DateTime<Utc>,
+        few: bool,
     ) -> StoreResult<ApplyReport> {
-        if !self.inner.jobs.is_empty() {
-            return self.apply_diff(settings, feed, now);
+        let mut l = self.lock()?;
+        let note = Note::write(&*self.lock);
+        if !few && !l.inner.jobs.is_empty() {
+            drop(note);
+            let report = l.apply_released(settings, feed, now)?;
+            self.stored_on(&mut l, now);
+            return Ok(report);
         }
-        let next = self.next_snapshot()?;
+        let first = if few { None } else { l.first_plan()? };
+        let Some(first) = first else {
+            let report = l.apply_diff(settings, feed, now)?;
+            self.stored_on(&mut l, now);
+            return Ok(report);
+        };
+        drop(note);
+        drop(l);
+        let built = self.build_first(first, feed, now)?;
+        let mut l = self.lock()?;
+        let _note = Note::write(&*self.lock);
+        let report = match built {
+            FirstBuilt::Few(defs) => {
+                // Fewer than DIRECT_SNAPSHOT_MIN jobs: checked, applied as any batch is.
+                let mut defs = defs.into_iter();
+                l.apply_diff(settings, &mut |sink| defs.try_for_each(&mut *sink), now)?
+            }
+            FirstBuilt::Built(b, report) => l.swap_first(*b, report, settings, now)?,
+        };
+        self.stored_on(&mut l, now);
+        Ok(report)
+    }
+
+    /// The first apply's snapshot and index, written to temp files without the lock (see
+    /// [`FileStore::apply_fed`]); its definitions held instead while fewer than
+    /// [`DIRECT_SNAPSHOT_MIN`] arrived.
+    fn build_first(
+        &self,
+        first: FirstPlan,
+        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<FirstBuilt> {
+        let started = std::time::Instant::now();
         let spath = self.path(SNAPSHOT_FILE);
         let ipath = self.path(super::layout::INDEX_FILE);
-        let store = self.store;
         let mut batch = Batch {
-            new_rows_to: Some(self.mark_now()),
+            new_rows_to: first.new_rows_to,
             ..Batch::default()
         };
         let mut held: Vec<JobDef> = Vec::new();
         let mut out: Option<(AtomicFile<'_>, IndexWriter<'_>)> = None;
+        // Whether the jobs arrived in name order, the snapshot's (the last name, to compare).
+        let (mut sorted, mut last) = (true, String::new());
         let fed = {
             let mut each = |def: JobDef| -> StoreResult<()> {
                 crate::config::check_job_bounds(&def)
@@ -59,6 +110,10 @@ impl Locked<'_> {
                 if !batch.admit(&def) {
                     return Ok(());
                 }
+                if !last.is_empty() && def.name <= last {
+                    sorted = false;
+                }
+                last.clone_from(&def.name);
                 if let Some((f, ix)) = out.as_mut() {
                     return batch.encode(f, ix, def, now);
                 }
@@ -67,16 +122,16 @@ impl Locked<'_> {
                     return Ok(());
                 }
                 let mut ix = IndexWriter::new(
-                    &*store.io,
-                    &store.dir,
+                    &*self.io,
+                    &self.dir,
                     &ipath,
-                    &store.store_id,
-                    next.0,
-                    &next.1,
-                    store.index_min_bytes,
+                    &self.store_id,
+                    first.generation,
+                    &first.header,
+                    self.index_min_bytes,
                 )?;
-                let mut f = AtomicFile::create(&*store.io, &store.dir, &spath)?;
-                f.buf = next.1.clone();
+                let mut f = AtomicFile::create(&*self.io, &self.dir, &spath)?;
+                f.buf = first.header.clone();
                 for def in held.drain(..) {
                     batch.encode(&mut f, &mut ix, def, now)?;
                 }
@@ -87,25 +142,212 @@ impl Locked<'_> {
         };
         fed.and_then(|()| batch.verdict())?;
         let Some((f, ix)) = out else {
-            // Fewer than DIRECT_SNAPSHOT_MIN jobs: checked, applied as any batch is.
-            let mut held = held.into_iter();
-            return self.apply_diff(settings, &mut |sink| held.try_for_each(&mut *sink), now);
+            return Ok(FirstBuilt::Few(held));
         };
+        let (tmp, snapshot_len) = f.keep()?;
+        let snapshot = Temp {
+            io: Arc::clone(&self.io),
+            path: tmp,
+        };
+        let (snapshot, snapshot_len, index) = if sorted {
+            let index = ix.keep(snapshot_len)?;
+            (snapshot, snapshot_len, index)
+        } else {
+            drop(ix);
+            self.sorted_copy(&first, &snapshot, snapshot_len)?
+        };
+        let index = index.map(|path| Temp {
+            io: Arc::clone(&self.io),
+            path,
+        });
+        let jobs = batch.report.created.len() as u64;
+        let b = Built {
+            generation: first.generation,
+            snap_ino: first.plan.snap_ino,
+            journal_ino: first.plan.journal_ino,
+            j0: first.plan.j0,
+            jobs,
+            journal: first.plan.journal,
+            snapshot,
+            snapshot_len,
+            index,
+            acct: first.new_rows_to,
+            started,
+        };
+        Ok(FirstBuilt::Built(Box::new(b), batch.report))
+    }
+}
+
+impl FileStore {
+    /// The first apply's snapshot written again in name order, from `unsorted` (the same
+    /// lines in the file's order): a snapshot's lines are in name order (a compaction merges
+    /// the journal into it by name, and `jobs.index` is searched by it). Only the names and
+    /// places of the lines are held, not the lines. Returns the new temp snapshot, its length
+    /// and its index's temp file.
+    fn sorted_copy(
+        &self,
+        first: &FirstPlan,
+        unsorted: &Temp,
+        len: u64,
+    ) -> StoreResult<(Temp, u64, Option<std::path::PathBuf>)> {
+        let path = &unsorted.path;
+        let f = self.io.open(path, OpenMode::Read).map_err(io_err(path))?;
+        let mut lines: Vec<(String, Loc)> = Vec::new();
+        for_each_line(&*f, path, len, |no, off, line| {
+            if no > 1 {
+                let (name, _) =
+                    line_index(line).map_err(|(col, what)| corrupt(path, no, col, what))?;
+                let len = line_len(path, no, line)?;
+                let loc = Loc {
+                    journal: false,
+                    off,
+                    len,
+                    crc: None,
+                };
+                lines.push((name, loc));
+            }
+            Ok(())
+        })?;
+        lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let spath = self.path(SNAPSHOT_FILE);
+        let ipath = self.path(super::layout::INDEX_FILE);
+        let ix = IndexWriter::new(
+            &*self.io,
+            &self.dir,
+            &ipath,
+            &self.store_id,
+            first.generation,
+            &first.header,
+            self.index_min_bytes,
+        )?;
+        let mut out = AtomicFile::create(&*self.io, &self.dir, &spath)?;
+        out.buf = first.header.clone();
+        let mut w = Writer::new(ix, out, first.new_rows_to);
+        for (name, loc) in lines {
+            w.copy_journal_line(path, &*f, &name, loc)?;
+        }
+        let (tmp, len) = w.out.keep()?;
+        let index = w.ix.keep(len)?;
+        let snapshot = Temp {
+            io: Arc::clone(&self.io),
+            path: tmp,
+        };
+        Ok((snapshot, len, index))
+    }
+}
+
+/// What the first apply of a large file takes under the lock before it writes without it.
+pub(super) struct FirstPlan {
+    generation: u64,
+    header: Vec<u8>,
+    plan: Plan,
+    new_rows_to: Option<Mark>,
+}
+
+enum FirstBuilt {
+    /// Too few jobs to be worth a snapshot: their definitions.
+    Few(Vec<JobDef>),
+    /// The new snapshot in temp files, and the batch's report.
+    Built(Box<Built>, ApplyReport),
+}
+
+impl Locked<'_> {
+    /// Under the lock, before the first apply's snapshot is written without it: the next
+    /// generation and its header (absorbing the journal as it is), the files it replaces, and
+    /// where history ends (its new jobs have no rows). `None`: this handle cannot plan one (it
+    /// reads no snapshot of its own); the batch is diffed under the lock.
+    fn first_plan(&mut self) -> StoreResult<Option<FirstPlan>> {
+        let (generation, header) = self.next_snapshot()?;
+        let Some(plan) = self.take_plan()? else {
+            return Ok(None);
+        };
+        Ok(Some(FirstPlan {
+            generation,
+            header,
+            plan,
+            new_rows_to: Some(self.mark_now()),
+        }))
+    }
+
+    /// Put the first apply's snapshot in place (the settings first, as every apply writes
+    /// them). The store must be as planned: still no job, the same snapshot and journal, no
+    /// line appended. Otherwise another writer went first (another apply): the batch is
+    /// diffed against what it left, its definitions read back from the built snapshot — as if
+    /// this apply had started after it.
+    fn swap_first(
+        &mut self,
+        mut b: Built,
+        mut report: ApplyReport,
+        settings: &Settings,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let io = self.io();
+        let (sm, jm) = (
+            stat(io, &self.path(SNAPSHOT_FILE))?,
+            stat(io, &self.path(JOURNAL_FILE))?,
+        );
+        let as_planned = self.inner.jobs.is_empty()
+            && self.inner.generation + 1 == b.generation
+            && sm.is_some_and(|m| m.ino == b.snap_ino)
+            && jm.is_some_and(|m| m.ino == b.journal_ino && m.len == b.j0);
+        if !as_planned {
+            tracing::info!(
+                "the store changed while the first apply was written: diffing against it"
+            );
+            return self.apply_built(&b, settings, now);
+        }
+        report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
         // From here the cache no longer matches the disk: the next operation reloads.
         self.inner.loaded = false;
-        batch.report.settings = plan::apply::settings_changes(&self.inner.settings, settings);
         self.write_settings(settings)?;
         if std::mem::take(&mut self.inner.relies_on_landed) {
             self.sync_history()?;
         }
-        let len = f.commit()?;
-        finish_index(ix, len);
         // The snapshot's lines carry the accounted mark (`Inner::acct`); the new journal's
         // header must too: an open through `jobs.index` reads no snapshot line, so the header
         // is where it finds the mark.
-        self.inner.acct = later_mark(self.inner.acct, batch.new_rows_to);
-        self.snapshot_done(next.0, len)?;
-        Ok(batch.report)
+        b.acct = later_mark(self.inner.acct, b.acct);
+        if swap_locked(&self.store.ctx(), b)?.is_none() {
+            return Err(StoreError::Backend(BackendError::Invariant(
+                "the store's files changed under its lock",
+            )));
+        }
+        Ok(report)
+    }
+
+    /// The built snapshot's definitions, diffed against the store as it is now.
+    fn apply_built(
+        &mut self,
+        b: &Built,
+        settings: &Settings,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        let path = b.snapshot.path.clone();
+        let f = self
+            .io()
+            .open(&path, OpenMode::Read)
+            .map_err(io_err(&path))?;
+        let len = b.snapshot_len;
+        self.apply_diff(
+            settings,
+            &mut |sink| {
+                for_each_line(&*f, &path, len, |no, off, line| {
+                    if no == 1 {
+                        return Ok(());
+                    }
+                    let (name, _) =
+                        line_index(line).map_err(|(col, what)| corrupt(&path, no, col, what))?;
+                    let loc = Loc {
+                        journal: false,
+                        off,
+                        len: line_len(&path, no, line)?,
+                        crc: None,
+                    };
+                    sink(entry_of(&path, &*f, loc, &name, line)?.job.def)
+                })
+            },
+            now,
+        )
     }
 
     /// `apply` diffed against the store as the definitions arrive: each one's stored record is
@@ -113,8 +355,8 @@ impl Locked<'_> {
     /// unless it changed, so memory is the index plus the changed records, not every record
     /// (a re-apply of 1 000 000 jobs holds only what changed). The jobs the file does not name are read
     /// afterwards, in name order, to be retired. The changed records are persisted at the end
-    /// as one batch (`persist_apply`: one journal append, or a new snapshot when they are most
-    /// of the store), so a refusal or a crash before it leaves the store as it was. Settings
+    /// as one batch (`persist_apply`: one journal append, and a compaction off the lock when
+    /// they are most of the store), so a refusal or a crash before it leaves the store as it was. Settings
     /// are written only once every definition was accepted.
     pub(super) fn apply_diff(
         &mut self,
@@ -142,6 +384,79 @@ impl Locked<'_> {
         let diffed = fed
             .and_then(|()| batch.verdict())
             .and_then(|()| batch.retire_absent(&mut self.inner, &mut reader));
+        self.persist_diff(batch, diffed, settings, now)
+    }
+
+    /// `apply` of a large batch to a store with jobs, its file read with the lock released:
+    /// the definitions are checked and compared by digest with the index as the lock left it
+    /// (this handle's cache stays held, so this process's other operations wait, as they did),
+    /// and only the ones whose digest differs are kept. The lock is then taken back (the cache
+    /// refreshed) and those are diffed against their records as [`Locked::apply_diff`] does;
+    /// the file's parse — most of a large re-apply — no longer holds other owners up. A job
+    /// left as it was whose definition another apply changed meanwhile refuses the batch,
+    /// before anything is written ([`OperationError::Overtaken`]): its definition from the
+    /// file was not kept.
+    pub(super) fn apply_released(
+        &mut self,
+        settings: &Settings,
+        feed: &mut dyn FnMut(crate::store::DefSink<'_>) -> StoreResult<()>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
+        self.unlock_file();
+        let mut batch = Batch::default();
+        let mut pending: Vec<JobDef> = Vec::new();
+        // The digest of each job in `batch.report.unchanged`, in that order.
+        let mut digests = Vec::new();
+        {
+            let inner = &*self.inner;
+            let mut each = |def: JobDef| -> StoreResult<()> {
+                crate::config::check_job_bounds(&def)
+                    .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
+                if !batch.admit(&def) {
+                    return Ok(());
+                }
+                let stored = inner.jobs.get(&def.name).and_then(|s| s.def);
+                match stored {
+                    Some(d) if Some(d) == plan::apply::def_digest(&def) => {
+                        batch.report.unchanged.push(def.name);
+                        digests.push(d);
+                    }
+                    _ => pending.push(def),
+                }
+                Ok(())
+            };
+            feed(&mut each)?;
+        }
+        self.relock_file()?;
+        let _note = Note::write(&*self.store.lock);
+        for (name, d) in batch.report.unchanged.iter().zip(&digests) {
+            if self.inner.jobs.get(name).and_then(|s| s.def) != Some(*d) {
+                return Err(StoreError::Operation(OperationError::Overtaken(
+                    name.clone(),
+                )));
+            }
+        }
+        drop(digests);
+        batch.new_rows_to = Some(self.mark_now());
+        let mut reader = LineReader::new(&self.store.dir);
+        let inner = &mut *self.inner;
+        let diffed = pending
+            .into_iter()
+            .try_for_each(|def| batch.fold(inner, &mut reader, def, now))
+            .and_then(|()| batch.verdict())
+            .and_then(|()| batch.retire_absent(inner, &mut reader));
+        self.persist_diff(batch, diffed, settings, now)
+    }
+
+    /// The end of a diffed `apply`: the settings and budget recount, then the changed records
+    /// persisted as one batch.
+    fn persist_diff(
+        &mut self,
+        batch: Batch,
+        diffed: StoreResult<()>,
+        settings: &Settings,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ApplyReport> {
         let Batch {
             mut report,
             mut changed,
@@ -165,9 +480,10 @@ impl Locked<'_> {
     /// `apply` of a file whose names, bounds and chains were checked
     /// (`plan::apply::unique_names`): its definitions diffed against the store one at a time, as
     /// `apply_each` does (`jobs::Locked::apply_diff`: no record is held unless it changed).
+    #[cfg(test)]
     pub(super) fn apply_file(
         &mut self,
-        file: &JobsFile,
+        file: &crate::model::JobsFile,
         now: DateTime<Utc>,
     ) -> StoreResult<ApplyReport> {
         let mut defs = file.jobs.iter().cloned();
@@ -179,9 +495,9 @@ impl Locked<'_> {
     }
 }
 
-/// What [`Locked::apply_each`] keeps while the definitions arrive: every name (to refuse a
-/// repeated one and retire the jobs no longer in the file), the `after:` chains (for the cycle
-/// check) and the report.
+/// What [`FileStore::apply_fed`] and [`Locked::apply_diff`] keep while the definitions
+/// arrive: every name (to refuse a repeated one and retire the jobs no longer in the file), the
+/// `after:` chains (for the cycle check) and the report.
 #[derive(Default)]
 pub(super) struct Batch {
     pub(super) seen: HashSet<String>,

@@ -48,7 +48,7 @@ use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult};
 
 impl FileStore {
-    fn ctx(&self) -> Ctx {
+    pub(super) fn ctx(&self) -> Ctx {
         Ctx {
             io: Arc::clone(&self.io),
             dir: self.dir.clone(),
@@ -140,7 +140,8 @@ impl Locked<'_> {
         }
     }
 
-    fn take_plan(&mut self) -> StoreResult<Option<Plan>> {
+    /// The files a compaction (or the first apply's snapshot) replaces, taken under the lock.
+    pub(super) fn take_plan(&mut self) -> StoreResult<Option<Plan>> {
         let spath = self.path(SNAPSHOT_FILE);
         let jpath = self.path(JOURNAL_FILE);
         let snapshot = self
@@ -300,22 +301,34 @@ fn build(ctx: &Ctx, plan: Plan) -> StoreResult<Built> {
 }
 
 /// The new snapshot and its index while they are written.
-struct Writer<'a> {
-    ix: IndexWriter<'a>,
-    out: AtomicFile<'a>,
-    acct: Option<Mark>,
-    jobs: u64,
+pub(super) struct Writer<'a> {
+    pub(super) ix: IndexWriter<'a>,
+    pub(super) out: AtomicFile<'a>,
+    pub(super) acct: Option<Mark>,
+    pub(super) jobs: u64,
     /// The last job written (a journal line replaces its snapshot line).
     line: Vec<u8>,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    /// A writer of the snapshot `out` (its header already in `out.buf`) and its index `ix`;
+    /// a line without a head is encoded with the mark `acct`.
+    pub(super) fn new(ix: IndexWriter<'a>, out: AtomicFile<'a>, acct: Option<Mark>) -> Writer<'a> {
+        Writer {
+            ix,
+            out,
+            acct,
+            jobs: 0,
+            line: Vec::new(),
+        }
+    }
+
     fn wrote(&self, name: &str) -> bool {
         self.line == name.as_bytes()
     }
 
     /// Copy job `name`'s journal line at `loc` (verified again: read once more).
-    fn copy_journal_line(
+    pub(super) fn copy_journal_line(
         &mut self,
         path: &Path,
         f: &dyn IoFile,
@@ -388,7 +401,9 @@ fn swap(ctx: &Ctx, lock: &dyn IoFile, b: Built) -> StoreResult<bool> {
     r.map(|done| done.is_some())
 }
 
-fn swap_locked(ctx: &Ctx, b: Built) -> StoreResult<Option<(u64, u64)>> {
+/// The swap itself, the lock held (also the first apply's, `apply.rs`). `Ok(None)`: the files
+/// are no longer the planned ones; nothing was changed.
+pub(super) fn swap_locked(ctx: &Ctx, b: Built) -> StoreResult<Option<(u64, u64)>> {
     let io = &*ctx.io;
     let spath = ctx.dir.join(SNAPSHOT_FILE);
     let jpath = ctx.dir.join(JOURNAL_FILE);
@@ -641,15 +656,15 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_written_by_apply_is_not_followed() {
+    fn a_reapply_changing_every_job_is_read_by_a_handle_that_read_them_all_before() {
         let dir = TempDir::new("compact-apply-nofollow");
         let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
         let a = FileStore::open(&dir).unwrap();
         a.apply(&jobs(n), stored()).unwrap();
         let b = FileStore::open(&dir).unwrap();
         assert_eq!(b.jobs().unwrap().len(), n);
-        // A re-apply changing every job writes a new snapshot holding records no journal line
-        // held: `b` must read them, not keep what it read.
+        // A re-apply changing every job journals them all and compacts: `b` reads the new
+        // records, whether it follows that compaction or reloads.
         let mut changed = jobs(n);
         for d in &mut changed.jobs {
             d.max_retries += 1;
@@ -657,8 +672,343 @@ mod tests {
         let want = changed.jobs[0].max_retries;
         a.apply(&changed, stored()).unwrap();
         let all = b.jobs().unwrap();
-        assert!(!followed(&b));
         assert!(all.iter().all(|r| r.def.max_retries == want));
+        drop(a);
+        let all = b.jobs().unwrap();
+        assert_eq!(all.len(), n);
+        assert!(all.iter().all(|r| r.def.max_retries == want));
+        drop(b);
+        sound(&dir);
+    }
+
+    /// The real disk, except that the first temp snapshot opened waits (the build in
+    /// progress) until the test lets it go.
+    #[derive(Debug)]
+    struct HeldBuild {
+        reached: std::sync::mpsc::Sender<()>,
+        release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+        once: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::store::io::StoreIo for HeldBuild {
+        fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            crate::store::io::RealIo.create_dir_all(dir)
+        }
+        fn open(
+            &self,
+            path: &std::path::Path,
+            mode: crate::store::io::OpenMode,
+        ) -> std::io::Result<Box<dyn crate::store::io::IoFile>> {
+            let temp_snapshot = mode == crate::store::io::OpenMode::CreateTruncate
+                && path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("jobs.snapshot.tmp."));
+            if temp_snapshot && !self.once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let _ = self.reached.send(());
+                let _ = self.release.lock().unwrap().recv();
+            }
+            crate::store::io::RealIo.open(path, mode)
+        }
+        fn read(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+            crate::store::io::RealIo.read(path)
+        }
+        fn metadata(&self, path: &std::path::Path) -> std::io::Result<crate::store::io::Meta> {
+            crate::store::io::RealIo.metadata(path)
+        }
+        fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+            crate::store::io::RealIo.rename(from, to)
+        }
+        fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+            crate::store::io::RealIo.remove_file(path)
+        }
+        fn list_dir(&self, dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+            crate::store::io::RealIo.list_dir(dir)
+        }
+        fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            crate::store::io::RealIo.sync_dir(dir)
+        }
+    }
+
+    /// A [`HeldBuild`] disk, the channel it says it reached the build on, and the one that
+    /// lets the build go.
+    fn held_build() -> (
+        std::sync::Arc<HeldBuild>,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (reached, at_build) = std::sync::mpsc::channel();
+        let (release, held) = std::sync::mpsc::channel();
+        let io = std::sync::Arc::new(HeldBuild {
+            reached,
+            release: std::sync::Mutex::new(held),
+            once: std::sync::atomic::AtomicBool::new(false),
+        });
+        (io, at_build, release)
+    }
+
+    /// The first apply of a large file writes its snapshot with the lock free: another
+    /// handle reads and claims meanwhile (nothing yet), then the snapshot swaps in whole.
+    #[test]
+    fn a_first_apply_of_a_large_file_leaves_the_lock_free_while_its_snapshot_is_written() {
+        let dir = TempDir::new("compact-first-offlock");
+        drop(FileStore::open(&dir).unwrap());
+        let g = generation(&dir);
+        let (io, at_build, release) = held_build();
+        let a = FileStore::open_with_io(&dir, io)
+            .unwrap()
+            .with_index_min_bytes(0);
+        let b = FileStore::open(&dir)
+            .unwrap()
+            .with_lock_wait(std::time::Duration::from_secs(2));
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        let applying = std::thread::spawn(move || {
+            let rep = a.apply(&jobs(n), stored());
+            drop(a);
+            rep.map(|r| (r.created.len(), r.unchanged.len(), r.retired.len()))
+        });
+        at_build
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the apply's snapshot is being written");
+        assert!(
+            b.jobs().unwrap().is_empty(),
+            "read while the snapshot is written"
+        );
+        assert!(b.claim_at(t(0), "b", 5).claims.is_empty());
+        assert!(!applying.is_finished());
+        release.send(()).unwrap();
+        assert_eq!(applying.join().unwrap().unwrap(), (n, 0, 0));
+        assert_eq!(generation(&dir), g + 1, "one new snapshot");
+        assert_eq!(
+            std::fs::read(dir.join(JOURNAL_FILE))
+                .unwrap()
+                .iter()
+                .filter(|c| **c == b'\n')
+                .count(),
+            1,
+            "the records are in the snapshot, the journal holds its header"
+        );
+        // `jobs`'s names are not in name order past job-999: the snapshot's lines are.
+        let text = std::fs::read_to_string(dir.join(SNAPSHOT_FILE)).unwrap();
+        let names: Vec<String> = text
+            .lines()
+            .skip(1)
+            .map(|l| super::super::record::line_index(l.as_bytes()).unwrap().0)
+            .collect();
+        assert_eq!(names.len(), n);
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "lines in name order");
+        assert!(dir.join(INDEX_FILE).is_file(), "and indexed");
+        assert_eq!(b.jobs().unwrap().len(), n);
+        assert_eq!(b.claim_at(t(0), "b", 5).claims.len(), 5);
+        drop(b);
+        sound(&dir);
+    }
+
+    /// Another apply goes first while the first apply's snapshot is written: that snapshot is
+    /// not put in over it; the batch is diffed against what the other apply left, as if it
+    /// had started after it (the other's job not in this file is retired).
+    #[test]
+    fn a_first_apply_overtaken_by_another_apply_is_diffed_against_what_it_left() {
+        let dir = TempDir::new("compact-first-overtaken");
+        drop(FileStore::open(&dir).unwrap());
+        let (io, at_build, release) = held_build();
+        let a = FileStore::open_with_io(&dir, io).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        let applying = std::thread::spawn(move || {
+            let rep = a.apply(&jobs(n), stored());
+            drop(a);
+            rep.map(|r| (r.created.len(), r.unchanged, r.retired))
+        });
+        at_build
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the apply's snapshot is being written");
+        let other = JobsFile {
+            settings: Settings::default(),
+            jobs: vec![def("job-000"), def("zz-other")],
+        };
+        b.apply(&other, stored()).unwrap();
+        release.send(()).unwrap();
+        let (created, unchanged, retired) = applying.join().unwrap().unwrap();
+        assert_eq!(created, n - 1);
+        assert_eq!(unchanged, ["job-000"]);
+        assert_eq!(retired, ["zz-other"]);
+        let all = b.jobs().unwrap();
+        assert_eq!(all.len(), n + 1);
+        assert!(all.iter().any(|r| r.def.name == "zz-other" && r.rt.retired));
+        drop(b);
+        let tmp: Vec<_> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+            .collect();
+        assert!(tmp.is_empty(), "no temp file left: {tmp:?}");
+        sound(&dir);
+    }
+
+    /// A large re-apply reads its file with the store's lock released: another owner claims
+    /// while the definitions arrive, and its leases survive the apply that follows.
+    #[test]
+    fn a_large_reapply_reads_its_file_with_the_lock_free() {
+        let dir = TempDir::new("apply-released");
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs(n), stored()).unwrap();
+        let b = FileStore::open(&dir)
+            .unwrap()
+            .with_lock_wait(std::time::Duration::from_secs(1));
+        let mut changed = jobs(n);
+        for d in changed.jobs.iter_mut().step_by(2) {
+            d.max_retries += 1;
+        }
+        let mut claimed = 0;
+        let rep = a
+            .apply_each(
+                &changed.settings,
+                &mut |sink| {
+                    for (i, d) in changed.jobs.iter().enumerate() {
+                        if i == 10 {
+                            // A claim waiting for the lock would give up after 1 s and panic.
+                            claimed = b.claim_at(t(0), "b", 5).claims.len();
+                        }
+                        sink(d.clone())?;
+                    }
+                    Ok(())
+                },
+                stored(),
+            )
+            .unwrap();
+        assert_eq!(claimed, 5, "claimed while the file was read");
+        assert_eq!(rep.updated.len(), n.div_ceil(2));
+        assert_eq!(rep.unchanged.len(), n / 2);
+        drop(a);
+        let all = b.jobs().unwrap();
+        assert_eq!(all.iter().filter(|r| r.rt.lease.is_some()).count(), 5);
+        let want: std::collections::HashMap<&str, u32> = changed
+            .jobs
+            .iter()
+            .map(|d| (d.name.as_str(), d.max_retries))
+            .collect();
+        assert_eq!(all.len(), n);
+        for r in &all {
+            assert_eq!(
+                r.def.max_retries,
+                want[r.def.name.as_str()],
+                "{}",
+                r.def.name
+            );
+        }
+        drop(b);
+        sound(&dir);
+    }
+
+    /// A job the re-apply found unchanged, whose definition another apply changes before the
+    /// lock is taken back, refuses the batch: nothing of it is written.
+    #[test]
+    fn a_large_reapply_overtaken_by_another_apply_writes_nothing() {
+        let dir = TempDir::new("apply-overtaken");
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        let a = FileStore::open(&dir).unwrap();
+        a.apply(&jobs(n), stored()).unwrap();
+        let b = FileStore::open(&dir).unwrap();
+        let mut file = jobs(n);
+        file.jobs[n - 1].max_retries += 1;
+        let mut edited = file.jobs[5].clone();
+        edited.max_retries += 3;
+        let mut journal = Vec::new();
+        let e = a
+            .apply_each(
+                &file.settings,
+                &mut |sink| {
+                    for (i, d) in file.jobs.iter().enumerate() {
+                        if i == 10 {
+                            b.upsert_job(&edited, stored()).unwrap();
+                            journal = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
+                        }
+                        sink(d.clone())?;
+                    }
+                    Ok(())
+                },
+                stored(),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                crate::store::StoreError::Operation(crate::store::OperationError::Overtaken(j))
+                    if j == "job-005"
+            ),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(std::fs::read(dir.join(JOURNAL_FILE)).unwrap(), journal);
+        assert_eq!(
+            a.job("job-005").unwrap().unwrap().def.max_retries,
+            edited.max_retries
+        );
+        drop((a, b));
+        sound(&dir);
+    }
+
+    /// A re-apply changing most of a large store writes no snapshot under the lock: while its
+    /// new snapshot is being built, another handle claims, and the build then swaps in with
+    /// that claim's lines carried over.
+    #[test]
+    fn an_apply_rewriting_most_of_the_store_leaves_the_lock_free_while_its_snapshot_is_built() {
+        let dir = TempDir::new("compact-apply-offlock");
+        let n = super::super::jobs::DIRECT_SNAPSHOT_MIN + 10;
+        FileStore::open(&dir)
+            .unwrap()
+            .apply(&jobs(n), stored())
+            .unwrap();
+        let g = generation(&dir);
+        let (io, at_build, release) = held_build();
+        let a = FileStore::open_with_io(&dir, io).unwrap();
+        // `b` never compacts (the only build is `a`'s) and gives up on a held lock quickly.
+        let b = FileStore::open(&dir)
+            .unwrap()
+            .with_compaction(Compaction {
+                slack: u64::MAX / 4,
+                background: true,
+            })
+            .with_lock_wait(std::time::Duration::from_secs(2));
+        let mut changed = jobs(n);
+        for d in &mut changed.jobs {
+            d.max_retries += 1;
+        }
+        let want = changed.jobs[0].max_retries;
+        let applying = std::thread::spawn(move || {
+            let rep = a.apply(&changed, stored());
+            // A handle waits for its compaction before it goes.
+            drop(a);
+            rep.map(|r| r.updated.len())
+        });
+        at_build
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the apply's snapshot is being built");
+        assert_eq!(generation(&dir), g, "nothing swapped yet");
+        let got = b.claim_at(t(0), "b", 5);
+        assert_eq!(got.claims.len(), 5, "claimed while the snapshot is built");
+        assert!(!applying.is_finished(), "the apply's compaction still runs");
+        release.send(()).unwrap();
+        assert_eq!(applying.join().unwrap().unwrap(), n);
+        assert!(generation(&dir) > g, "the new snapshot is in place");
+        let all = b.jobs().unwrap();
+        assert_eq!(all.len(), n);
+        assert!(all.iter().all(|r| r.def.max_retries == want));
+        assert_eq!(all.iter().filter(|r| r.rt.lease.is_some()).count(), 5);
+        drop(b);
+        let r = FileStore::open_existing(&dir).unwrap();
+        assert_eq!(
+            r.jobs()
+                .unwrap()
+                .iter()
+                .filter(|r| r.rt.lease.is_some() && r.def.max_retries == want)
+                .count(),
+            5,
+            "b's claims were carried into the new journal"
+        );
+        drop(r);
+        sound(&dir);
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub(super) struct Inner {
     /// Records read from their lines by [`Locked::load`] (tests: what a claim costs).
     #[cfg(test)]
     pub(super) records_loaded: usize,
+    /// The records `hot` held when an `apply` batch was persisted (tests: what a re-apply
+    /// holds; persisting drops each record once encoded).
+    #[cfg(test)]
+    pub(super) held_at_persist: Vec<String>,
     /// The snapshot this handle's index points into (kept open: a compaction by another
     /// process renames a new one into place, and replaces the journal, which reloads).
     pub(super) snapshot: Option<Box<dyn IoFile>>,

@@ -1,5 +1,5 @@
-//! The jobs half of the file store: the snapshot + journal pair (loading, tail reads, appends,
-//! the compaction of a whole batch under the lock; the usual one is `compact.rs`'s), the
+//! The jobs half of the file store: the snapshot + journal pair (loading, tail reads, appends;
+//! compaction is `compact.rs`'s, off the lock, and the one-step form here serves tests), the
 //! per-handle index of every job and the parsed records an operation works on. The line format
 //! is `record.rs`'s; a batch of definitions (`apply`) is `apply.rs`'s.
 //!
@@ -51,22 +51,28 @@ use super::handle::{Inner, Locked, set_index};
 use super::index::{self, IndexWriter};
 use super::layout::{BLOCK, JOURNAL_FILE, SNAPSHOT_FILE};
 use super::lines::{
-    LineReader, PAGE_RUN_GAP, PAGE_RUN_MAX, RawPage, RawSrc, entry_of, for_each_line,
-    for_each_piece, index_line, line_len,
+    PAGE_RUN_GAP, PAGE_RUN_MAX, RawPage, RawSrc, entry_of, for_each_line, for_each_piece,
+    index_line, line_len,
 };
 use super::log::{
-    AppendLog, AtomicFile, complete_len, corrupt, count_lines_before, header_line, io_err, missing,
+    AppendLog, SPILL, complete_len, corrupt, count_lines_before, header_line, io_err, missing,
     read_at, write_atomic,
 };
 use super::record::{
-    Cached, Entry, HEAD_KEY, Idx, JournalAcct, Loc, Slim, index_of, journal_header,
-    journal_is_stale_with, later_mark, line_index, line_loc, snapshot_header, verify_at,
+    Cached, Entry, Idx, JournalAcct, Loc, Slim, journal_header, journal_is_stale_with, later_mark,
+    line_index, line_loc, snapshot_header, verify_at,
 };
 use super::table::{self};
 use crate::model::JobRecord;
 use crate::store::filefmt::{self};
 use crate::store::io::{IoFile, OpenMode};
 use crate::store::{StoreError, StoreResult};
+#[cfg(test)]
+use {
+    super::lines::LineReader,
+    super::log::AtomicFile,
+    super::record::{HEAD_KEY, index_of},
+};
 
 impl Locked<'_> {
     /// Reload the index from the files: the snapshot (through `jobs.index` when it belongs to
@@ -543,8 +549,6 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// Append the named records to the journal (one write + fdatasync), point the index at
-    /// their new lines, and compact when the journal outgrew the snapshot.
     /// fdatasync the journal when it holds lines this handle did not make durable (another
     /// process's, possibly in the page cache only): history rows about to be written rely on
     /// them (a recovery's `abandoned` row on a lease line, a completion on its claim line), and
@@ -570,7 +574,11 @@ impl Locked<'_> {
         Ok(())
     }
 
-    pub(super) fn append_jobs(&mut self, names: &[String]) -> StoreResult<()> {
+    /// Append the named records to the journal (written a piece at a time, one fdatasync),
+    /// point the index at their new lines, and plan a compaction when the journal outgrew the
+    /// snapshot. `release`: each record leaves `hot` once its line is encoded (see
+    /// [`Self::persist_with`]).
+    pub(super) fn append_jobs(&mut self, names: &[String], release: bool) -> StoreResult<()> {
         if names.is_empty() {
             return Ok(());
         }
@@ -593,32 +601,47 @@ impl Locked<'_> {
         };
         let keep = self.rows_unaccounted(names)?;
         let base = self.inner.journal.len;
-        let mut buf = Vec::with_capacity(names.len() * 1024);
         let mut placed = Vec::with_capacity(names.len());
         // Only the append's last line carries the mark: a torn append (a crash mid-write)
         // that kept some lines but lost the last kept no line vouching for records it lost
         // (a final line is read only when whole, and then every line before it is).
         let last = names.iter().rposition(|n| self.inner.hot.contains_key(n));
-        for (i, n) in names.iter().enumerate() {
-            // Only records this operation read can have changed: the others are as written.
-            let Some(c) = self.inner.hot.get_mut(n) else {
-                continue;
-            };
-            c.refresh_sched();
-            c.at = Some(at);
-            if !keep.contains(n) {
-                c.rows_to = Some(rows_to);
+        let inner = &mut *self.inner;
+        let hot = &mut inner.hot;
+        // Encoded a piece at a time: `written` bytes are in the file before `buf`'s.
+        let (mut next, mut written) = (0usize, 0u64);
+        let mut fill = |buf: &mut Vec<u8>| -> StoreResult<bool> {
+            while let Some(n) = names.get(next) {
+                let i = next;
+                next += 1;
+                // Only records this operation read can have changed: the others are as written.
+                let Some(c) = hot.get_mut(n) else {
+                    continue;
+                };
+                c.refresh_sched();
+                c.at = Some(at);
+                if !keep.contains(n) {
+                    c.rows_to = Some(rows_to);
+                }
+                let from = buf.len();
+                let idx = c.encode(n, if Some(i) == last { acct } else { None }, buf)?;
+                let len = u32::try_from(buf.len() - from - 1).map_err(|_| {
+                    StoreError::Backend(BackendError::OverFormatLimit(format!(
+                        "job '{n}': line over 4 GiB"
+                    )))
+                })?;
+                placed.push((n, written + from as u64, len, idx));
+                if release {
+                    hot.remove(n);
+                }
+                if buf.len() >= SPILL {
+                    written += buf.len() as u64;
+                    return Ok(true);
+                }
             }
-            let from = buf.len();
-            let idx = c.encode(n, if Some(i) == last { acct } else { None }, &mut buf)?;
-            let len = u32::try_from(buf.len() - from - 1).map_err(|_| {
-                StoreError::Backend(BackendError::OverFormatLimit(format!(
-                    "job '{n}': line over 4 GiB"
-                )))
-            })?;
-            placed.push((n, from as u64, len, idx));
-        }
-        self.inner.journal.append(&jpath, &buf)?;
+            Ok(false)
+        };
+        inner.journal.append_streamed(&jpath, &mut fill)?;
         // The append's fdatasync made every byte of the file durable, other processes' too.
         self.inner.journal_synced = (self.inner.journal.ino, self.inner.journal.len);
         self.inner.acct = later_mark(self.inner.acct, acct);
@@ -643,32 +666,24 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// Persist an `apply` batch (job records only, no history rows). A batch that rewrites
-    /// most of a large store (the first apply of 1 000 000 jobs, a re-apply changing them all)
-    /// is written as a new snapshot directly: appended, it would make the journal outgrow the
-    /// snapshot and be compacted at once — every record encoded, held and written twice. A
-    /// smaller batch is appended (O(changed) bytes). Either way the records are durable when
-    /// this returns Ok; on an error the cache is reloaded from disk before the next operation.
+    /// Persist an `apply` batch (job records only, no history rows): one journal append
+    /// (O(changed) bytes, written a piece at a time, each record dropped once encoded),
+    /// whatever its size. No snapshot is written under the lock: a batch that rewrites most
+    /// of a large store (a re-apply changing them all) plans a compaction even below the usual
+    /// threshold, so the store still ends with a fresh snapshot, built beside the live files
+    /// once the lock is released (`compact.rs`) while owners go on claiming. The records are
+    /// durable when this returns Ok; on an error the cache is reloaded from disk before the
+    /// next operation.
     pub(super) fn persist_apply(&mut self, names: &[String]) -> StoreResult<()> {
-        if !rewrites_most(names.len(), self.inner.jobs.len()) {
-            return self.persist(&[], names);
+        #[cfg(test)]
+        {
+            self.inner.held_at_persist = self.inner.hot.keys().cloned().collect();
         }
-        let r = (|| {
-            if std::mem::take(&mut self.inner.relies_on_landed) {
-                self.sync_history()?;
-            }
-            // Their only copy is now the record in `hot`: the compaction encodes those.
-            for n in names {
-                if let Some(idx) = self.inner.hot.get(n).map(Cached::idx) {
-                    set_index(&mut self.inner, n, None, idx);
-                }
-            }
-            self.compact_jobs()
-        })();
-        if r.is_err() {
-            self.inner.loaded = false;
+        self.persist_with(&[], names, true)?;
+        if rewrites_most(names.len(), self.inner.jobs.len()) && self.inner.point.is_none() {
+            self.plan_compaction();
         }
-        r
+        Ok(())
     }
 
     /// The generation and header line of the next snapshot: it absorbs the journal as it is.
@@ -692,16 +707,12 @@ impl Locked<'_> {
         Ok((generation, header))
     }
 
-    /// A new snapshot of `len` bytes is in place: a new, empty journal of its generation.
-    pub(super) fn snapshot_done(&mut self, generation: u64, len: u64) -> StoreResult<()> {
-        self.inner.generation = generation;
-        self.inner.snapshot_len = len;
-        self.new_journal()
-    }
-
     /// Write every job's newest line to a new snapshot (generation + 1) and start an empty
-    /// journal. Lines are copied as they are (checksum verified) without parsing; a job whose
-    /// only copy is its record in `hot`, or whose line has no head yet, is encoded.
+    /// journal, in one step under the lock (tests: a compacted store in one call; the store
+    /// itself compacts off the lock, `compact.rs`). Lines are copied as they are (checksum
+    /// verified) without parsing; a job whose only copy is its record in `hot`, or whose line
+    /// has no head yet, is encoded.
+    #[cfg(test)]
     pub(super) fn compact_jobs(&mut self) -> StoreResult<()> {
         let (generation, header) = self.next_snapshot()?;
         let spath = self.path(SNAPSHOT_FILE);
@@ -830,6 +841,7 @@ pub(super) fn open_snapshot(
 /// Write the index of a snapshot just renamed into place. A failure is logged, not returned:
 /// the snapshot is the truth and is in place; an index left from the previous snapshot is
 /// bound to it and ignored (see [`super::index`]).
+#[cfg(test)]
 pub(super) fn finish_index(ix: IndexWriter<'_>, snapshot_len: u64) {
     if let Err(e) = ix.finish(snapshot_len) {
         tracing::warn!(
@@ -928,12 +940,13 @@ pub(super) fn rewrite_index(
     ix.finish(slen)
 }
 
-/// Jobs a batch must change before `apply` writes a snapshot instead of appending: few enough
-/// that every test store of the fault simulator takes the journal path, many enough that a
-/// snapshot is cheaper than the compaction the journal append would trigger.
+/// Jobs a batch must change before it counts as most of the store: a first `apply` of at
+/// least this many jobs to an empty store streams into a new snapshot, and a re-apply changing
+/// this many and half the store compacts right after its journal append. Few enough that every
+/// test store of the fault simulator takes the plain journal path.
 pub(super) const DIRECT_SNAPSHOT_MIN: usize = 1024;
 
-/// Whether an `apply` batch of `changed` records out of `total` is written as a new snapshot.
+/// Whether an `apply` batch of `changed` records out of `total` rewrites most of the store.
 pub(super) fn rewrites_most(changed: usize, total: usize) -> bool {
     changed >= DIRECT_SNAPSHOT_MIN && changed.saturating_mul(2) >= total
 }
@@ -958,7 +971,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_batch_rewriting_most_of_a_large_store_skips_the_journal() {
+    fn only_a_batch_rewriting_most_of_a_large_store_compacts_at_once() {
         assert!(rewrites_most(DIRECT_SNAPSHOT_MIN, 0));
         assert!(rewrites_most(DIRECT_SNAPSHOT_MIN, 2 * DIRECT_SNAPSHOT_MIN));
         assert!(!rewrites_most(
@@ -1067,10 +1080,10 @@ mod tests {
         file.jobs.swap(0, 30);
         let mut l = b.lock().unwrap();
         let rb = l
-            .apply_each(&file.settings, &mut feed(&file.jobs), t(1001))
+            .apply_diff(&file.settings, &mut feed(&file.jobs), t(1001))
             .unwrap();
-        let held: Vec<&str> = l.inner.hot.keys().map(String::as_str).collect();
-        assert_eq!(held, ["job-003", "job-010", "new-job"]);
+        assert_eq!(l.inner.held_at_persist, ["job-003", "job-010", "new-job"]);
+        assert!(l.inner.hot.is_empty(), "each record went once encoded");
         drop(l);
         assert_eq!(rb.updated, ["job-003"]);
         assert_eq!(rb.retired, [gone]);
@@ -1079,7 +1092,7 @@ mod tests {
         // `apply` of a whole file takes the same path.
         let mut l = a.lock().unwrap();
         let ra = l.apply_file(&file, t(1001)).unwrap();
-        assert_eq!(l.inner.hot.len(), 3);
+        assert_eq!(l.inner.held_at_persist.len(), 3);
         drop(l);
         assert_eq!(ra, rb);
         assert_eq!(a.jobs().unwrap(), b.jobs().unwrap());
@@ -1090,7 +1103,7 @@ mod tests {
         // A second re-apply of the same file changes nothing and holds nothing.
         let mut l = b.lock().unwrap();
         let again = l
-            .apply_each(&file.settings, &mut feed(&file.jobs), t(1002))
+            .apply_diff(&file.settings, &mut feed(&file.jobs), t(1002))
             .unwrap();
         assert!(l.inner.hot.is_empty());
         assert_eq!(again.unchanged.len(), 40);

@@ -44,6 +44,65 @@ impl AppendLog {
         if bytes.is_empty() {
             return Ok(());
         }
+        let f = self.ready(path)?;
+        if let Err(e) = f.write_all(bytes).and_then(|_| f.sync_data()) {
+            self.undo(path);
+            return Err(StoreError::io(path, e));
+        }
+        self.len += bytes.len() as u64;
+        // The fdatasync made the file durable as it stands, a pending cut included.
+        self.cut_unsynced = false;
+        Ok(())
+    }
+
+    /// Append whole lines as `fill` produces them, a piece of about [`SPILL`] bytes at a time
+    /// (`fill` is handed an empty buffer, fills it and says whether more follows), with one
+    /// fdatasync at the end: a batch of 500 000 records is never held
+    /// encoded whole. A store's usual appends are one piece, so one write, as [`Self::append`]'s.
+    /// Any failure (of `fill`, a write or the fdatasync) cuts back what was written, as
+    /// `append` does.
+    pub(super) fn append_streamed(
+        &mut self,
+        path: &Path,
+        fill: &mut dyn FnMut(&mut Vec<u8>) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        let mut buf = Vec::new();
+        let mut more = fill(&mut buf)?;
+        if buf.is_empty() && !more {
+            return Ok(());
+        }
+        self.ready(path)?;
+        let mut written = 0u64;
+        let r = loop {
+            let f = match self.file(path) {
+                Ok(f) => f,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = f.write_all(&buf) {
+                break Err(StoreError::io(path, e));
+            }
+            written += buf.len() as u64;
+            if !more {
+                break f.sync_data().map_err(io_err(path));
+            }
+            buf.clear();
+            match fill(&mut buf) {
+                Ok(m) => more = m,
+                Err(e) => break Err(e),
+            }
+        };
+        if let Err(e) = r {
+            self.undo(path);
+            return Err(e);
+        }
+        self.len += written;
+        self.cut_unsynced = false;
+        Ok(())
+    }
+
+    /// The file, checked before an append: a torn tail after `len` is cut, a shrunk file
+    /// refused.
+    fn ready(&self, path: &Path) -> StoreResult<&dyn IoFile> {
         let f = self.file(path)?;
         let actual = f.metadata().map_err(io_err(path))?.len;
         if actual < self.len {
@@ -65,29 +124,31 @@ impl AppendLog {
             );
             f.set_len(self.len).map_err(io_err(path))?;
         }
-        if let Err(e) = f.write_all(bytes).and_then(|_| f.sync_data()) {
-            // fsyncgate: after a failed write or fsync, what was written since `len` may never
-            // reach the disk (Linux marks the failed pages clean and returns success to the
-            // next fsync), yet it stays readable in the page cache. Never leave it there for a
-            // later append to follow — a power loss would leave a hole mid-file. We still hold
-            // the lock, so nobody has read those bytes: cut back to `len` and sync the cut.
-            // If even that fails (the process is dying), the next writer cuts the tail it sees
-            // as torn, or adopts its complete lines as a dead process's (see the module doc).
-            // An operation that relies on the cut before this log's next append (a claim's
-            // retry writing history rows first) makes it durable first ([`Self::sync_cut`]).
-            if let Err(cut) = f.set_len(self.len).and_then(|_| f.sync_data()) {
-                tracing::warn!(
-                    file = %path.display(),
-                    "after a failed append, cutting its unsynced bytes failed too: {cut}"
-                );
-                self.cut_unsynced = true;
-            }
-            return Err(StoreError::io(path, e));
+        Ok(f)
+    }
+
+    /// After a failed append: fsyncgate — after a failed write or fsync, what was written
+    /// since `len` may never reach the disk (Linux marks the failed pages clean and returns
+    /// success to the next fsync), yet it stays readable in the page cache. Never leave it
+    /// there for a later append to follow — a power loss would leave a hole mid-file. We still
+    /// hold the lock, so nobody has read those bytes: cut back to `len` and sync the cut. If
+    /// even that fails (the process is dying), the next writer cuts the tail it sees as torn,
+    /// or adopts its complete lines as a dead process's (see the module doc). An operation
+    /// that relies on the cut before this log's next append (a claim's retry writing history
+    /// rows first) makes it durable first ([`Self::sync_cut`]).
+    fn undo(&mut self, path: &Path) {
+        let cut = self.file(path).and_then(|f| {
+            f.set_len(self.len)
+                .and_then(|_| f.sync_data())
+                .map_err(io_err(path))
+        });
+        if let Err(cut) = cut {
+            tracing::warn!(
+                file = %path.display(),
+                "after a failed append, cutting its unsynced bytes failed too: {cut}"
+            );
+            self.cut_unsynced = true;
         }
-        self.len += bytes.len() as u64;
-        // The fdatasync made the file durable as it stands, a pending cut included.
-        self.cut_unsynced = false;
-        Ok(())
     }
 
     /// Make a failed append's cut durable (truncate to `len` again, fdatasync) when it is not
@@ -140,7 +201,7 @@ pub(super) struct AtomicFile<'a> {
 }
 
 /// Bytes an [`AtomicFile`] buffers before writing them.
-const SPILL: usize = 4 * 1024 * 1024;
+pub(super) const SPILL: usize = 4 * 1024 * 1024;
 
 impl<'a> AtomicFile<'a> {
     pub(super) fn create(io: &'a dyn StoreIo, dir: &'a Path, path: &'a Path) -> StoreResult<Self> {
@@ -359,4 +420,62 @@ pub(super) fn folded_header_line(
         },
     )?;
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppendLog;
+    use crate::store::io::{OpenMode, RealIo, StoreIo};
+    use crate::store::{BackendError, StoreError};
+    use crate::testkit::tmp::TempDir;
+
+    fn text(p: &std::path::Path) -> String {
+        String::from_utf8(std::fs::read(p).unwrap()).unwrap()
+    }
+
+    /// A streamed append writes each piece as `fill` makes it and one fdatasync; a failure
+    /// after some pieces were written (here `fill`'s third call) cuts the file back to where
+    /// that append began.
+    #[test]
+    fn a_streamed_append_is_written_in_pieces_and_cut_back_whole_on_a_failure() {
+        let dir = TempDir::new("log-streamed");
+        let path = dir.join("journal");
+        std::fs::write(&path, b"head\n").unwrap();
+        let mut log = AppendLog {
+            file: Some(RealIo.open(&path, OpenMode::Append).unwrap()),
+            ino: 0,
+            len: 5,
+            cut_unsynced: false,
+        };
+        let mut n = 0;
+        log.append_streamed(&path, &mut |buf| {
+            assert!(buf.is_empty(), "each piece starts empty");
+            n += 1;
+            buf.extend_from_slice(format!("line {n}\n").as_bytes());
+            Ok(n < 3)
+        })
+        .unwrap();
+        let whole = "head\nline 1\nline 2\nline 3\n";
+        assert_eq!(text(&path), whole);
+        assert_eq!(log.len, whole.len() as u64);
+        let mut calls = 0;
+        let mut seen = String::new();
+        let e = log
+            .append_streamed(&path, &mut |buf| {
+                calls += 1;
+                if calls == 3 {
+                    // Two pieces are in the file by now.
+                    seen = text(&path);
+                    return Err(StoreError::Backend(BackendError::Invariant("stop")));
+                }
+                buf.extend_from_slice(b"more\n");
+                Ok(true)
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("stop"), "{e}");
+        assert_eq!(seen, format!("{whole}more\nmore\n"));
+        assert_eq!(text(&path), whole, "cut back to where the append began");
+        assert_eq!(log.len, whole.len() as u64);
+        assert!(!log.cut_unsynced);
+    }
 }

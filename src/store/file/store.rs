@@ -9,7 +9,6 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::handle::{FileStore, insert_new};
-use super::holder::Note;
 use super::layout::{HISTORY_FILE, JOURNAL_FILE, SETTINGS_FILE, SNAPSHOT_FILE};
 use super::log::stat;
 use super::record::Cached;
@@ -133,11 +132,13 @@ impl Store for FileStore {
 
     fn apply(&self, file: &JobsFile, now: DateTime<Utc>) -> StoreResult<ApplyReport> {
         plan::apply::unique_names(file)?;
-        let mut l = self.lock()?;
-        let _held = Note::write(&*self.lock);
-        let report = l.apply_file(file, now)?;
-        self.stored_on(&mut l, now);
-        Ok(report)
+        let mut defs = file.jobs.iter().cloned();
+        self.apply_fed(
+            &file.settings,
+            &mut |sink| defs.try_for_each(&mut *sink),
+            now,
+            file.jobs.len() < super::jobs::DIRECT_SNAPSHOT_MIN,
+        )
     }
 
     fn apply_each(
@@ -152,11 +153,7 @@ impl Store for FileStore {
         };
         crate::config::check_bounds(&bare)
             .map_err(|e| StoreError::Operation(OperationError::OutOfBounds(e)))?;
-        let mut l = self.lock()?;
-        let _held = Note::write(&*self.lock);
-        let report = l.apply_each(settings, feed, now)?;
-        self.stored_on(&mut l, now);
-        Ok(report)
+        self.apply_fed(settings, feed, now, false)
     }
 
     fn settings(&self) -> StoreResult<Settings> {

@@ -38,34 +38,57 @@ impl FileStore {
         let lpath = self.path(LOCK_FILE);
         self.flock(&lpath)?;
         let mut l = Locked { store: self, inner };
-        l.inner.rows_known.clear();
-        let whole = named.is_none() && l.inner.point.is_some();
-        if whole {
-            l.inner.point = None;
-            l.inner.loaded = false;
-        }
-        let r = l.refresh().and_then(|()| {
-            if whole {
-                // What an open of every job checks (`open.rs`).
-                let rows = l.verify_open_segment()?;
-                l.cross_check(&rows)?;
-            }
-            l.find_named(named.unwrap_or_default())
-        });
-        if let Err(e) = r {
-            l.inner.loaded = false;
-            return Err(e);
-        }
-        let end = l.mark_now();
-        // A point handle's empty index says nothing about the store's jobs.
-        let no_job = l.inner.point.is_none() && l.inner.jobs.is_empty();
-        l.inner.acct_clean = no_job || (l.inner.acct == Some(end) && !l.inner.history_sealed_open);
-        l.inner.acct_upto = None;
+        l.locked(named)?;
         Ok(l)
     }
 }
 
 impl Locked<'_> {
+    /// What taking the lock does once it is held: the cache brought up to date (a point
+    /// handle's named jobs looked up), the operation's bookkeeping reset.
+    fn locked(&mut self, named: Option<&[&str]>) -> StoreResult<()> {
+        self.inner.rows_known.clear();
+        let whole = named.is_none() && self.inner.point.is_some();
+        if whole {
+            self.inner.point = None;
+            self.inner.loaded = false;
+        }
+        let r = self.refresh().and_then(|()| {
+            if whole {
+                // What an open of every job checks (`open.rs`).
+                let rows = self.verify_open_segment()?;
+                self.cross_check(&rows)?;
+            }
+            self.find_named(named.unwrap_or_default())
+        });
+        if let Err(e) = r {
+            self.inner.loaded = false;
+            return Err(e);
+        }
+        let end = self.mark_now();
+        // A point handle's empty index says nothing about the store's jobs.
+        let no_job = self.inner.point.is_none() && self.inner.jobs.is_empty();
+        self.inner.acct_clean =
+            no_job || (self.inner.acct == Some(end) && !self.inner.history_sealed_open);
+        self.inner.acct_upto = None;
+        Ok(())
+    }
+
+    /// Let other processes have the store while this operation reads its input; the cache
+    /// stays held (this process's other operations wait) and nothing may be written until
+    /// [`Self::relock_file`].
+    pub(super) fn unlock_file(&mut self) {
+        if let Err(e) = self.store.lock.unlock() {
+            tracing::warn!("unlocking the store failed: {e}");
+        }
+    }
+
+    /// Take the lock back after [`Self::unlock_file`]: the cache is refreshed as when the lock
+    /// is first taken.
+    pub(super) fn relock_file(&mut self) -> StoreResult<()> {
+        self.store.flock(&self.store.path(LOCK_FILE))?;
+        self.locked(None)
+    }
     /// Bring the cache up to date with the files. Never writes: a torn tail is left in place
     /// (a writer cuts it before its next append), a stale journal is left for a writer to
     /// replace.
@@ -162,6 +185,17 @@ impl Locked<'_> {
     /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
     /// appended again.
     pub(super) fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
+        self.persist_with(rows, names, false)
+    }
+
+    /// [`Self::persist`]; `release`: each record goes from `hot` once encoded (a batch that
+    /// needs none of them afterwards, `apply`'s, holds them and their lines no longer at once).
+    pub(super) fn persist_with(
+        &mut self,
+        rows: &[HistoryRow],
+        names: &[String],
+        release: bool,
+    ) -> StoreResult<()> {
         if self.inner.names_unsynced {
             if let Err(e) = self.io().sync_dir(&self.store.dir) {
                 // The caller already changed the cache: nothing of it was written.
@@ -202,7 +236,7 @@ impl Locked<'_> {
                     Ok(())
                 }
             })
-            .and_then(|_| self.append_jobs(names));
+            .and_then(|_| self.append_jobs(names, release));
         if r.is_err() {
             self.inner.loaded = false;
             if !fresh.is_empty() {

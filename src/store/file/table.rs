@@ -28,7 +28,9 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::record::{Loc, Slim};
+#[cfg(test)]
+use super::record::Loc;
+use super::record::Slim;
 
 /// One job loaded in name order: its name in the arena and its entry.
 #[derive(Debug, Clone)]
@@ -220,6 +222,7 @@ impl JobTable {
     /// wake-up order is built again on next use. `false` (the table left as it was) when
     /// `locs` does not hold one line per job.
     #[must_use]
+    #[cfg(test)]
     pub(super) fn relocate(&mut self, locs: Vec<Loc>) -> bool {
         if locs.len() != self.len() {
             return false;

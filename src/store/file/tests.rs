@@ -876,21 +876,26 @@ fn a_lock_wait_that_runs_out_names_a_running_holder() {
         "{err}"
     );
     assert!(!err.contains("SIGSTOP"), "{err}");
-    // An apply notes itself while it holds the lock, and empties the lock file when done.
+    // An apply notes itself while it holds the lock (as here), and empties the lock file when
+    // done; it reads its file with the lock free.
+    let held = a.lock().unwrap();
+    let note = super::holder::Note::write(&*a.lock);
+    let during = b.jobs().unwrap_err().to_string();
+    drop((note, held));
+    assert!(during.contains(&format!("{me} for 0.")), "{during}");
+    assert!(during.contains("a running process"), "{during}");
     let settings = crate::model::Settings::default();
-    let mut during = None;
+    let mut reading = None;
     a.apply_each(
         &settings,
         &mut |_sink| {
-            during = Some(b.jobs().unwrap_err().to_string());
+            reading = Some(b.jobs().map(|j| j.len()));
             Ok(())
         },
         t(0),
     )
     .unwrap();
-    let during = during.unwrap();
-    assert!(during.contains(&format!("{me} for 0.")), "{during}");
-    assert!(during.contains("a running process"), "{during}");
+    assert_eq!(reading.unwrap().unwrap(), 0);
     assert_eq!(std::fs::read(dir.join(LOCK_FILE)).unwrap(), b"");
 }
 
