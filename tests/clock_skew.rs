@@ -29,6 +29,11 @@
 //! `pause` and `resume` there date their edits on it too: the resumed job runs at its next real
 //! slot, and `jobs` and `check` count the owner live.
 //!
+//! And an owner whose clock alone is ahead of the file store's within the bound: it claims on
+//! the store's clock, so no slot's run starts before the slot on the real clock, and a dead
+//! owner's one-shot is taken over no earlier than its lease ends, its `abandoned` row dated on
+//! the store's clock.
+//!
 //! Every wait is on progress (rows, marks, health answers), never a sleep followed by a check.
 #![allow(clippy::unwrap_used)] // test code
 
@@ -817,4 +822,167 @@ fn a_pause_and_a_resume_on_a_clock_an_hour_ahead_act_at_once_on_the_file_store()
     let rows = owner_support::history(&dir, &store_s);
     let problems = owner_support::recorded_once(&owner_support::marks(&marks), &rows);
     assert!(problems.is_empty(), "{problems:?}\n{rows:#?}");
+}
+
+/// The real clock's instant a job's command printed as `real=SECONDS.NANOS` (its `date` runs
+/// without libfaketime).
+fn real_start(row: &serde_json::Value) -> Option<f64> {
+    let out = row["result"].as_str()?;
+    let at = out.split("real=").nth(1)?.split_whitespace().next()?;
+    at.parse().ok()
+}
+
+/// Seconds since the epoch of a row's RFC 3339 field.
+fn secs_at(row: &serde_json::Value, field: &str) -> Option<f64> {
+    owner_support::at(row, field).map(|t| t.timestamp_micros() as f64 / 1e6)
+}
+
+/// A command that prints the real clock's instant it started at (see [`real_start`]), leaves
+/// it in `marks`, then sleeps `sleep` seconds unless it is not the first execution.
+fn real_clock_command(marks: &Path, sleep: u32) -> String {
+    format!(
+        "t=$(env -u LD_PRELOAD date +%s.%N); echo $t >> {m}; \
+         [ $(wc -l < {m}) -gt 1 ] || sleep {sleep}; echo real=$t",
+        m = marks.display()
+    )
+}
+
+/// An owner whose clock alone is 5 s ahead of the file store's, inside the bound (7.5 s for
+/// the default 30 s lease): its claims decide on the store's clock as its heartbeat read it,
+/// so no slot's run starts before the slot on the real clock. Deciding on its own clock, each
+/// started 5 s early.
+#[test]
+fn an_owner_5s_ahead_inside_the_bound_starts_no_slot_early_on_the_file_store() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("early-ahead");
+    let (marks, jobs) = (dir.join("marks"), dir.join("tick.yaml"));
+    std::fs::write(
+        &jobs,
+        format!(
+            "budget: null\njobs:\n  - name: tick\n    schedule: every 2s\n    command: \"{}\"\n",
+            real_clock_command(&marks, 0)
+        ),
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let (code, _, err) = support::cli::output(
+        support::cli::cronsole(&dir)
+            .arg("apply")
+            .arg(&jobs)
+            .arg("--store")
+            .arg(&store),
+    );
+    assert_eq!(code, 0, "{err}");
+    let store_s = store.display().to_string();
+    let owner = Owner::start(
+        "ahead",
+        &dir,
+        &OwnerSpec {
+            store: store_s.clone(),
+            env: owner_support::skewed(&lib, "+5"),
+            ..Default::default()
+        },
+    );
+    let succeeded = |rows: &[serde_json::Value]| count(rows, "succeeded");
+    owner.wait_for("four runs", Duration::from_secs(60), |_| {
+        succeeded(&owner_support::history(&dir, &store_s)) >= 4
+    });
+    let offset = owner.metric("cronsole_clock_offset_seconds");
+    let log = owner.log();
+    assert_eq!(owner.stop(), 0, "{log:#?}");
+    assert!(
+        offset.is_some_and(|o| (4.0..6.0).contains(&o)),
+        "the owner's clock is 5 s ahead: {offset:?}"
+    );
+    let rows = owner_support::history(&dir, &store_s);
+    let runs: Vec<_> = rows.iter().filter(|r| r["status"] == "succeeded").collect();
+    assert!(runs.len() >= 4, "{rows:#?}");
+    for r in runs {
+        let (slot, real) = (secs_at(r, "slot").unwrap(), real_start(r).unwrap());
+        assert!(
+            real >= slot,
+            "started {:.3}s before its slot on the real clock: {r:#?}",
+            slot - real
+        );
+    }
+}
+
+/// An owner on the real clock is killed (`kill -9`) while its one-shot runs under a 12 s
+/// lease; an owner 2 s ahead (inside the 3 s bound) takes it over. It judges the lease on the
+/// store's clock, so the recovery starts no earlier than the lease ends on the real clock, and
+/// the `abandoned` row it writes is dated on the store's clock, before the recovery's start
+/// (on its own clock, it recovered the run 2 s early and dated that row 2 s ahead).
+#[test]
+fn an_owner_2s_ahead_recovers_a_dead_owners_lease_no_earlier_than_it_ends_on_the_file_store() {
+    let Some(lib) = owner_support::libfaketime_or_skip() else {
+        return;
+    };
+    let dir = support::tempdir("recover-ahead");
+    let (marks, jobs) = (dir.join("marks"), dir.join("once.yaml"));
+    std::fs::write(
+        &jobs,
+        format!(
+            "budget: null\njobs:\n  - name: once\n    schedule: every 1h\n    run_immediately: true\n    \
+             max_runs: 1\n    lease_seconds: 12\n    command: \"{}\"\n",
+            real_clock_command(&marks, 60)
+        ),
+    )
+    .unwrap();
+    let store = dir.join("store").display().to_string();
+    let mut real = Owner::start(
+        "real",
+        &dir,
+        &OwnerSpec {
+            store: store.clone(),
+            jobs: Some(jobs),
+            ..Default::default()
+        },
+    );
+    real.wait_for("the first run", Duration::from_secs(60), |_| {
+        !owner_support::marks(&marks).is_empty()
+    });
+    // Before its first renewal, a third of the lease in.
+    real.child.kill().unwrap();
+    let _ = real.child.wait();
+    let first: f64 = owner_support::marks(&marks)[0].parse().unwrap();
+    let ahead = Owner::start(
+        "ahead",
+        &dir,
+        &OwnerSpec {
+            store: store.clone(),
+            env: owner_support::skewed(&lib, "+2"),
+            ..Default::default()
+        },
+    );
+    ahead.wait_for("the recovery's row", Duration::from_secs(60), |_| {
+        count(&owner_support::history(&dir, &store), "succeeded") >= 1
+    });
+    let offset = ahead.metric("cronsole_clock_offset_seconds");
+    let log = ahead.log();
+    assert_eq!(ahead.stop(), 0, "{log:#?}");
+    assert!(
+        offset.is_some_and(|o| (1.5..2.5).contains(&o)),
+        "the owner's clock is 2 s ahead: {offset:?}"
+    );
+    let rows = owner_support::history(&dir, &store);
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let abandoned = rows.iter().find(|r| r["status"] == "abandoned").unwrap();
+    let rerun = rows.iter().find(|r| r["status"] == "succeeded").unwrap();
+    assert_eq!(rerun["trigger"], "recovery", "{rows:#?}");
+    let again = real_start(rerun).unwrap();
+    // The lease ended 12 s after the claim, which came at most the half second it takes to
+    // start a command before the first run's mark.
+    assert!(
+        again >= first + 11.5,
+        "recovered {:.1}s after the first run started (lease 12 s): {rows:#?}",
+        again - first
+    );
+    let dated = secs_at(abandoned, "finished_at").unwrap();
+    assert!(
+        dated <= again,
+        "the abandoned row is dated {:.3}s after the recovery started: {rows:#?}",
+        dated - again
+    );
 }

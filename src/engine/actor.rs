@@ -100,6 +100,27 @@ impl Actor {
         self.clock.now()
     }
 
+    /// The instant a claim decides on, and how far this owner's wall clock is ahead of the
+    /// store's (zero when it keeps no reading of the store's clock: no bound on its clock, or no
+    /// heartbeat answered yet). A store that reads its own clock in the claim (PostgreSQL) is
+    /// given this owner's wall clock, which it checks against the bound; any other store (the
+    /// file store) is given the store's clock as the last heartbeat read it, carried on the
+    /// monotonic clock. An owner ahead by less than the bound then takes no slot early, does
+    /// not read another owner's live lease as expired, and dates the rows its claims write
+    /// (`missed`, `abandoned`) on the clock every owner shares.
+    fn claim_clock(&self) -> (DateTime<Utc>, chrono::Duration) {
+        let at = crate::clock::Reading::of(self.clock.as_ref());
+        let Some(store) = self.outage.health().store_now(at.mono) else {
+            return (at.wall, chrono::Duration::zero());
+        };
+        let now = if self.store.decides_on_own_clock() {
+            at.wall
+        } else {
+            store
+        };
+        (now, at.wall - store)
+    }
+
     /// Tokio instant for a wall-clock instant (wall time may be injected).
     fn instant_for(&self, at: DateTime<Utc>) -> tokio::time::Instant {
         let d = (at - self.now()).to_std().unwrap_or(StdDuration::ZERO);
@@ -370,9 +391,13 @@ impl Actor {
         if self.outage.in_outage() || self.beat.refused().is_some() {
             return None;
         }
+        // The store's wake-ups are instants of its clock: this owner's timers run on its own,
+        // so one ahead of the store's wakes when the slot is due there, not that much early
+        // (then claiming nothing until it is), and one behind does not wake late.
+        let (at, ahead) = self.claim_clock();
         let now = self.now();
-        match blocking(&self.store, move |s| s.next_wakeup(now)).await {
-            Ok(w) => w,
+        match blocking(&self.store, move |s| s.next_wakeup(at)).await {
+            Ok(w) => w.map(|w| w + ahead),
             Err(e) => {
                 let d = self.outage.backoff();
                 tracing::warn!(error = %e, "next_wakeup failed; retrying in {d:?}");
@@ -488,7 +513,7 @@ impl Actor {
     /// Claim and start what is due. True when the claim started a run or wrote a row.
     async fn claim(&mut self, runs: &mut JoinSet<Finished>) -> bool {
         let limit = self.free_capacity();
-        let now = self.now();
+        let (now, _) = self.claim_clock();
         if limit == 0 || self.shutdown.is_cancelled() || self.beat.refused().is_some() {
             return false;
         }

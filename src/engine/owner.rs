@@ -172,7 +172,8 @@ impl Beat {
         let round_trip = clock.monotonic().saturating_sub(mono);
         let offset = stored.clock_offset_ms;
         if self.bound.is_some() {
-            // Lease renewals read the store's clock from here (see `renew::lease_clock`).
+            // Lease renewals (`renew::lease_clock`), the file store's claims and every owner's
+            // wake-ups (`Actor::claim_clock`) read the store's clock from here.
             health.store_clock_read(stored.last_seen, sent);
         }
         self.record.clock_offset_ms = offset;

@@ -317,8 +317,8 @@ pub(super) const REASON_LEASE_UNRENEWED: &str = "the store took no lease renewal
 /// The instant a renewal extends the lease from: this owner's wall clock, or the store's clock
 /// as the last heartbeat measured it, carried forward on the monotonic clock, when that is
 /// later. A store that judges leases on its own clock (PostgreSQL) ignores it. On the file
-/// store, whose owners judge leases on their own clocks, an owner whose clock fell behind the
-/// store's by more than a lease (stepped back mid-run, or faked) would otherwise write leases
+/// store, which extends a lease from the instant it is given, an owner whose clock fell behind
+/// the store's by more than a lease (stepped back mid-run, or faked) would otherwise write leases
 /// that have already ended for everyone else, and another owner would recover a run that is
 /// still going: a one-shot would run twice. Later is safe: a lease too long only delays the
 /// recovery of an owner that dies, and the next heartbeat's reading corrects it.

@@ -482,6 +482,15 @@ pub trait Store: HistoryReader {
     fn clock_now(&self) -> Option<DateTime<Utc>> {
         None
     }
+
+    /// Whether this store's claims read its own clock and ignore the `now` they are given
+    /// (PostgreSQL reads the database's). `false` (the default): a claim decides on the `now`
+    /// it is given, so an owner that keeps a reading of the store's clock passes that reading,
+    /// not its own wall clock (the file store's clock is the file system's, see
+    /// [`Store::beat`]).
+    fn decides_on_own_clock(&self) -> bool {
+        false
+    }
 }
 
 /// Whether a job's counters say it ever spent money or holds a reservation ([`Store::spenders`]).

@@ -47,7 +47,10 @@ impl PageJob {
 /// What `claim_due` may take.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest<'a> {
-    /// The claim instant.
+    /// The claim instant. A store that reads its own clock in the claim (PostgreSQL) gets the
+    /// owner's wall clock here, to check against `max_offset`; one that decides on the instant
+    /// it is given (the file store) gets the store's clock as the owner's last heartbeat read
+    /// it, when the owner keeps that reading (see [`crate::store::Store::decides_on_own_clock`]).
     pub now: DateTime<Utc>,
     /// The claiming owner (`host:pid:uuid8`).
     pub owner: &'a str,
@@ -56,7 +59,7 @@ pub struct ClaimRequest<'a> {
     /// Jobs this owner is still running: never re-offered to it, even past their lease.
     pub in_flight: &'a [String],
     /// The owner's wall clock stepped since its last claim (`+2d`, `-1h`). A store that
-    /// decides on the owner's clock (the file store) says so on every row this claim writes
+    /// decides on the instant it is given (the file store) says so on every row this claim writes
     /// (`missed`, overlap, `abandoned`), as the row of a run in flight across a step does; one
     /// that decides on its own clock (PostgreSQL) ignores it.
     pub clock_stepped: Option<&'a str>,
@@ -64,7 +67,7 @@ pub struct ClaimRequest<'a> {
     /// decides on its own clock (PostgreSQL) claims nothing when that clock is surely further
     /// than this from `now`, and says why in [`ClaimOutcome::refused`]: leases stamped by a
     /// clock that far from the owner's are renewed on a pace the owner cannot keep. A store
-    /// that decides on the owner's clock (the file store) ignores it.
+    /// that decides on the instant it is given (the file store) ignores it.
     pub max_offset: Option<std::time::Duration>,
 }
 

@@ -385,6 +385,9 @@ impl<H: Hooks + 'static> Store for Wrapped<H> {
     fn clock_now(&self) -> Option<DateTime<Utc>> {
         self.inner.clock_now()
     }
+    fn decides_on_own_clock(&self) -> bool {
+        self.inner.decides_on_own_clock()
+    }
 }
 
 #[cfg(test)]

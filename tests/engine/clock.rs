@@ -264,3 +264,51 @@ async fn a_step_of_this_owners_clock_alone_is_measured_before_the_claim_it_wakes
     ticker.abort();
     rig.stop().await;
 }
+
+/// An owner whose clock alone is 3 s ahead of the file store's, inside its 5 s bound: its
+/// claims decide on the store's clock as its heartbeat read it, so a slot 3 s away on the real
+/// clock (due at once on the owner's) runs when it comes on the real clock — 3 s after the
+/// slot by the owner's clock, which dates the run's row. Deciding on its own clock, the owner
+/// ran it at once, 3 s early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_ahead_inside_its_bound_runs_a_slot_when_it_comes_on_the_stores_clock() {
+    let yaml = "jobs:\n  - name: tick\n    schedule: every 4s\n    command: \"true\"\n";
+    let ahead = chrono::Duration::seconds(3);
+    let opts = RigOpts {
+        start: Utc::now() + ahead,
+        // The first slot is 3 s from now on the real clock.
+        stored: Some(Utc::now() - chrono::Duration::seconds(1)),
+        max_clock_offset: Some(StdDuration::from_secs(5)),
+        ..Default::default()
+    };
+    let rig = Rig::start("clock-ahead-early", yaml, opts).await;
+    // The engine's clock moves on with real time (wall and monotonic together).
+    let ticker = {
+        let clock = rig.clock.clone();
+        tokio::spawn(async move {
+            let mut last = std::time::Instant::now();
+            loop {
+                // The clock driver's tick.
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+                let passed = last.elapsed();
+                last += passed;
+                clock.advance(chrono::Duration::from_std(passed).unwrap());
+            }
+        })
+    };
+    let rows = rig.wait_rows("tick", 2).await;
+    ticker.abort();
+    let health = rig.handle.health.borrow().clone();
+    assert!(health.clock_refused.is_none(), "{health:?}");
+    let off = health.clock_offset_ms.expect("measured");
+    assert!((2_500..=3_500).contains(&off), "offset {off} ms");
+    for r in &rows {
+        let slot = r.slot.expect("a scheduled run");
+        assert!(
+            r.started_at - slot >= chrono::Duration::milliseconds(2_500),
+            "started {} after its slot by a clock 3 s ahead: {rows:#?}",
+            r.started_at - slot
+        );
+    }
+    rig.stop().await;
+}

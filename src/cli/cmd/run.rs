@@ -107,12 +107,14 @@ impl ClockBound {
     }
 
     /// How far ahead of the store's clock this owner may be, whatever the bound: the `auto`
-    /// bound, a quarter of the shortest lease, with `off` and, where owners judge leases by
-    /// their own clocks (`own_clocks`: the file store), with a larger bound too. A live lease
-    /// is renewed when a third of it is left, so it may end only a third of a lease after the
-    /// store's now; an owner further ahead reads it as expired and takes the run over (20 s
-    /// ahead of 30 s leases with `off`, and 40 s ahead under `60s`, ran one-shots twice). On
-    /// PostgreSQL the database's clock judges leases, and an explicit bound stands.
+    /// bound, a quarter of the shortest lease, with `off` and, on the file store
+    /// (`own_clocks`), with a larger bound too. A live lease is renewed when a third of it is
+    /// left, so it may end only a third of a lease after the store's now; an owner further
+    /// ahead that judges it on its own clock reads it as expired and takes the run over (20 s
+    /// ahead of 30 s leases with `off`, and 40 s ahead under `60s`, ran one-shots twice). Under
+    /// a bound the file store's claims judge leases on the store's clock as the heartbeat read
+    /// it, and the limit stays as a second guard. On PostgreSQL the database's clock judges
+    /// leases, and an explicit bound stands.
     fn ahead_limit(
         self,
         jobs: Option<&config::Loaded>,

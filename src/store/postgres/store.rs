@@ -403,6 +403,11 @@ impl Store for PgStore {
         .ok()
         .flatten()
     }
+
+    /// Claims read the database's clock, unless a test drives the time by hand.
+    fn decides_on_own_clock(&self) -> bool {
+        self.inner.clock == super::clock::PgClock::Database
+    }
 }
 
 /// Jobs an `apply` may check and write per operation bound: one bound covers a file of this many
