@@ -668,3 +668,140 @@ fn claims_and_completions_are_announced_to_other_owners_after_commit() {
     );
     heard("the completion to be announced", before, got);
 }
+
+/// The store version now (one step per committed change), read on a connection of its own.
+fn store_version(url: &str) -> i64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let h = tokio::spawn(conn);
+        let v: i64 = client
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM cronsole_store_version",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        drop(client);
+        let _ = h.await;
+        v
+    })
+}
+
+/// One owner's renewals of 200 leases are one transaction (one commit: the store version moves
+/// once, where a transaction per lease moved it 200 times), and each lease still gets its own
+/// answer, in order: renewed from the instant it gives (the caller's clock here), lost to a
+/// run id that holds no lease, or no such job.
+#[test]
+fn a_batch_of_200_renewals_is_one_transaction_that_answers_each_lease() {
+    use cronsole::store::{RenewOutcome, Renewal};
+    let url = pg_db_or_skip!();
+    let s = by_hand(&url);
+    let t = |secs: i64| t0() + chrono::Duration::seconds(secs);
+    let jobs: Vec<_> = (0..200)
+        .map(|i| conformance::every(&format!("r{i:03}"), 60))
+        .collect();
+    let lease = chrono::Duration::seconds(jobs[0].lease_seconds as i64);
+    s.apply(&conformance::file(jobs), t(0)).unwrap();
+    let claims = conformance::claim(&s, "me", t(60), 500).claims;
+    assert_eq!(claims.len(), 200);
+    let mut rs: Vec<Renewal> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Renewal {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            // Each from its own instant: the caller's clock decides in this store.
+            now: t(70 + (i % 3) as i64),
+        })
+        .collect();
+    let stranger = Renewal {
+        job: "r007".into(),
+        run_id: uuid::Uuid::new_v4(),
+        now: t(70),
+    };
+    rs.insert(100, stranger);
+    rs.push(Renewal {
+        job: "ghost".into(),
+        run_id: uuid::Uuid::new_v4(),
+        now: t(70),
+    });
+    let before = store_version(&url);
+    let out = s.renew_many(&rs);
+    assert_eq!(store_version(&url), before + 1, "one commit for the batch");
+    assert_eq!(out.len(), rs.len());
+    for (r, o) in rs.iter().zip(&out) {
+        match (r.job.as_str(), o) {
+            ("ghost", Err(StoreError::Operation(OperationError::NoSuchJob(n)))) => {
+                assert_eq!(n, "ghost");
+            }
+            (_, Ok(RenewOutcome::Lost)) => assert_eq!(r.run_id, rs[100].run_id),
+            (_, Ok(RenewOutcome::Renewed { lease_until })) => {
+                assert_eq!(*lease_until, r.now + lease, "{r:?}");
+            }
+            other => panic!("{r:?}: {other:?}"),
+        }
+    }
+    // What each answer said is what the store holds.
+    for r in rs
+        .iter()
+        .filter(|r| r.job != "ghost" && r.run_id != rs[100].run_id)
+    {
+        let rec = s.job(&r.job).unwrap().unwrap();
+        let l = rec.rt.leases().find(|l| l.run_id == r.run_id).unwrap();
+        assert_eq!(l.lease_until, r.now + lease, "{}", r.job);
+    }
+    // A batch that renews nothing writes nothing.
+    let before = store_version(&url);
+    let lost = s.renew_many(&rs[100..101]);
+    assert!(matches!(lost[0], Ok(RenewOutcome::Lost)), "{lost:?}");
+    assert_eq!(store_version(&url), before);
+}
+
+/// On the database's clock every lease of a batch is extended from the one instant the
+/// transaction read, whatever the owner's clock says.
+#[test]
+fn a_batch_of_renewals_on_the_database_clock_extends_every_lease_from_it() {
+    use cronsole::store::{RenewOutcome, Renewal};
+    let url = pg_db_or_skip!();
+    let s = PgStore::open(&url).unwrap();
+    let jobs: Vec<_> = (0..3)
+        .map(|i| conformance::every(&format!("d{i}"), 1))
+        .collect();
+    let lease = chrono::Duration::seconds(jobs[0].lease_seconds as i64);
+    s.apply(&conformance::file(jobs), Utc::now()).unwrap();
+    let mut claims = Vec::new();
+    wait_until("three claims", Duration::from_secs(10), || {
+        claims.extend(conformance::claim(&s, "me", Utc::now(), 10).claims);
+        claims.len() >= 3
+    });
+    let rs: Vec<Renewal> = claims
+        .iter()
+        .map(|c| Renewal {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            now: Utc::now() - chrono::Duration::hours(1),
+        })
+        .collect();
+    let (from, out, to) = (Utc::now(), s.renew_many(&rs), Utc::now());
+    let ends: Vec<DateTime<Utc>> = out
+        .iter()
+        .map(|o| match o {
+            Ok(RenewOutcome::Renewed { lease_until }) => *lease_until,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(ends.iter().all(|e| *e == ends[0]), "{ends:?}");
+    // The database's clock is this host's here (one machine), to within the call.
+    let slack = chrono::Duration::milliseconds(500);
+    assert!(
+        ends[0] >= from + lease - slack && ends[0] <= to + lease + slack,
+        "{ends:?} not {lease} after {from}..{to}"
+    );
+}

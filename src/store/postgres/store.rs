@@ -202,6 +202,24 @@ impl Store for PgStore {
         })
     }
 
+    /// The batch in one transaction (see `Inner::renew_batch`).
+    fn renew_many(&self, rs: &[crate::store::Renewal]) -> Vec<StoreResult<RenewOutcome>> {
+        let n = rs.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let rs = rs.to_vec();
+        match self.run(|inner| async move { inner.renew_batch(rs).await }) {
+            Ok(v) => v,
+            // Nothing of the batch committed (or its outcome is unknown): every run retries.
+            Err(e) => {
+                let mut out: Vec<_> = (1..n).map(|_| Err(e.duplicate())).collect();
+                out.insert(0, Err(e));
+                out
+            }
+        }
+    }
+
     fn complete(&self, c: Completion) -> StoreResult<CompleteOutcome> {
         self.complete_many(vec![c]).pop().unwrap_or_else(|| {
             Err(StoreError::Backend(BackendError::NoResult(
